@@ -1,0 +1,37 @@
+# Two commands a new user needs: `make demo` and `make test`. Each sets up .venv itself.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip install --quiet --disable-pip-version-check --progress-bar off -c constraints.txt
+export WANDB_MODE ?= offline
+export WANDB_SILENT ?= true
+
+.PHONY: install demo test lint bench clean
+
+$(VENV)/.installed: pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	# torch first: the CPU wheel. A bare `pip install lightning` would pull a multi-GB CUDA build.
+	$(PIP) torch==2.13.0
+	$(PIP) -e ".[dev,data,plots,wandb,notebooks]"
+	$(PY) -m ipykernel install --sys-prefix --name python3 > /dev/null
+	touch $@
+
+install: $(VENV)/.installed
+
+demo: install
+	$(VENV)/bin/lightning-recipes demo
+
+lint: install
+	$(VENV)/bin/ruff check lightning_recipes tests benchmarks
+	$(VENV)/bin/ruff format --check lightning_recipes tests benchmarks
+	$(VENV)/bin/mypy
+
+test: lint
+	$(PY) -m pytest --durations=25
+
+bench: install
+	$(PIP) -e ".[bench]"
+	$(PY) -m benchmarks
+
+clean:
+	rm -rf $(VENV) lightning_logs demo_output .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,52 @@
+import subprocess
+import sys
+
+from lightning_recipes.demo import build_parser, run_demo
+
+
+def test_demo_reaches_accuracy_target(tmp_path):
+    args = build_parser().parse_args(["--output-dir", str(tmp_path), "--epochs", "12"])
+    summary = run_demo(args)
+    assert summary["val_acc"] >= 0.95
+    assert summary["optimizer_steps"] > 0
+    assert (tmp_path / "demo_history.png").exists()
+
+
+def test_demo_cli_runs_as_module_and_prints_summary(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "lightning_recipes", "demo", "--output-dir", str(tmp_path), "--epochs", "2"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "final val accuracy" in result.stdout
+    assert "effective batch size : 64" in result.stdout
+
+
+def test_demo_help_documents_options():
+    result = subprocess.run(
+        [sys.executable, "-m", "lightning_recipes", "demo", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0
+    for option in ("--epochs", "--optimizer", "--seed", "--output-dir", "--logger"):
+        assert option in result.stdout
+
+
+def test_unknown_command_exits_2():
+    result = subprocess.run(
+        [sys.executable, "-m", "lightning_recipes", "nope"], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 2
+    assert "unknown command 'nope'" in result.stderr
+
+
+def test_demo_rejects_bad_epochs(tmp_path):
+    import pytest
+
+    args = build_parser().parse_args(["--output-dir", str(tmp_path), "--epochs", "0"])
+    with pytest.raises(ValueError, match="`--epochs` must be >= 1, got 0"):
+        run_demo(args)
