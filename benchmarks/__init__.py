@@ -1,0 +1,1 @@
+"""Benchmarks: speed, memory and overhead against the best public alternatives, measured side by side."""

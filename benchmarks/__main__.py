@@ -1,0 +1,25 @@
+"""``python -m benchmarks``: run every benchmark module in turn (each has a ``main(argv) -> int``)."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+MODULES = ["optimizers", "callback_overhead", "preflight_runtime"]
+
+
+def main() -> int:
+    status = 0
+    for name in MODULES:
+        try:
+            module = importlib.import_module(f"benchmarks.{name}")
+        except ModuleNotFoundError as err:
+            print(f"[benchmarks] skipping {name}: {err}")
+            continue
+        print(f"\n===== benchmarks.{name} =====", flush=True)
+        status |= int(module.main([]) or 0)
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,7 @@
+"""Callbacks that drop into an existing ``Trainer(callbacks=[...])``.
+
+Naming: ``*Monitor`` only observes and logs; ``*Check`` asserts an invariant a bounded number of times;
+``*Stopping`` / ``*Guard`` / ``*Clip`` may change the run's course.
+"""
+
+__all__: list[str] = []
