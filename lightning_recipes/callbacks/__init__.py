@@ -4,4 +4,6 @@ Naming: ``*Monitor`` only observes and logs; ``*Check`` asserts an invariant a b
 ``*Stopping`` / ``*Guard`` / ``*Clip`` may change the run's course.
 """
 
-__all__: list[str] = []
+from lightning_recipes.callbacks.run_manifest import RunManifest
+
+__all__: list[str] = ["RunManifest"]

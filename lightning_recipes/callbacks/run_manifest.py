@@ -1,0 +1,462 @@
+"""A record of everything needed to understand and reproduce a training run, written at fit start."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import hashlib
+import json
+import math
+import os
+import platform
+import socket
+import subprocess
+import sys
+from argparse import Namespace
+from collections.abc import Mapping
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import lightning.pytorch as pl
+import torch
+from lightning.pytorch.callbacks import Callback
+from lightning.pytorch.utilities.rank_zero import rank_zero_warn
+from torch import Tensor
+from typing_extensions import override
+
+__all__ = ["RunManifest"]
+
+_LIBRARIES = (
+    "lightning_recipes",
+    "torch",
+    "lightning",
+    "torchmetrics",
+    "numpy",
+    "wandb",
+    "tensorboard",
+    "deepspeed",
+    "scikit-learn",
+    "matplotlib",
+)
+_DISTRIBUTIONS = {"lightning_recipes": "lightning-recipes"}
+
+
+class RunManifest(Callback):
+    """Records what another engineer needs to understand and reproduce the run, and logs it everywhere.
+
+    At the start of training it collects the code version (git commit, branch and a dirty flag with a hash
+    of the uncommitted diff, when the code lives in a git repository), the module's and datamodule's full
+    hyperparameters and any ``recipe`` attribute (dataclass or mapping), the configured optimizers and
+    schedulers, seeds, library versions, hardware, strategy, precision, world size, gradient accumulation
+    and the effective (global) batch size. It then hashes the first ``fingerprint_batches`` training
+    batches on every rank (a SHA-256 over dtype, shape and bytes of every tensor), so two runs that claim
+    the same data can be checked to have seen the same first batches.
+
+    The manifest is written as JSON to ``<trainer.log_dir>/manifest.json`` (rank zero) when training starts,
+    rewritten once the fingerprint is complete, and then logged once to every attached logger through
+    ``log_hyperparams`` under the top-level key ``manifest``: ``WandbLogger`` stores it as nested run config
+    (``config["manifest"]["git"]["commit"]``), ``TensorBoardLogger`` as flattened hparams
+    (``manifest/git/commit``), ``CSVLogger`` in ``hparams.yaml`` (nested). The finished manifest is also
+    available as :attr:`manifest`. On resume from a checkpoint the new manifest names the run it resumed
+    from (``resumed_from``: that run's creation time, commit and fingerprint).
+
+    Cost: a few ``git`` subprocess calls (each with a 10 s timeout) at train start; the fingerprint copies
+    the first ``fingerprint_batches`` batches to host memory (one host-device sync per batch, on those
+    batches only) and, under a multi-process strategy, does one ``all_gather`` of 32 integers; nothing
+    afterwards.
+
+    Args:
+        dirpath: Directory of ``manifest.json``; ``None`` uses ``trainer.log_dir`` (the first logger's
+            directory, or ``default_root_dir`` without a logger).
+        filename: File name of the manifest.
+        fingerprint_batches: How many training batches to hash (``0`` disables the fingerprint).
+        repo_dir: Where to look for the git repository; ``None`` uses the current working directory.
+        extra: Anything else to record (must be JSON-serialisable), stored under ``extra``.
+        log_to_loggers: Also send the manifest to every attached logger.
+
+    Raises:
+        ValueError: If ``fingerprint_batches`` is negative or ``filename`` is empty or contains a path.
+        TypeError: If ``extra`` is not a mapping.
+
+    Manifest sections (JSON keys; in TensorBoard prefixed ``manifest/`` and flattened with ``/``):
+
+    =====================  ==========================================================================
+    Key                    Content
+    =====================  ==========================================================================
+    ``created_at``         UTC time (ISO 8601) the training started
+    ``command``            ``sys.argv`` and the working directory
+    ``git``                ``commit``, ``branch``, ``dirty``, ``diff_sha256``, ``changed_files``
+                           (``None`` outside a repository or without git)
+    ``hparams``            the LightningModule's ``hparams``
+    ``datamodule_hparams`` the datamodule's ``hparams`` (when one is attached)
+    ``recipe``             the module's ``recipe`` attribute, if any
+    ``optimizers``         per optimizer: class, per-group hyperparameters and parameter counts;
+                           schedulers by class and interval
+    ``seeds``              ``PL_GLOBAL_SEED``, ``PL_SEED_WORKERS``, ``torch.initial_seed()``
+    ``versions``           Python and library versions, CUDA/cuDNN when present
+    ``hardware``           host, OS, CPU count, memory, accelerator, device names
+    ``trainer``            strategy, precision, world size, nodes, devices, accumulation, per-device and
+                           effective batch size, max steps/epochs, clipping, callbacks
+    ``model``              class, total and trainable parameter counts
+    ``data_fingerprint``   ``sha256`` over all ranks, ``per_rank`` hashes, ``batches`` hashed
+    ``resumed_from``       the previous manifest's identity after a checkpoint resume
+    ``extra``              the ``extra`` argument
+    =====================  ==========================================================================
+
+    Example:
+        >>> import json, tempfile
+        >>> from lightning_recipes.testing import TinyClassifier, fast_trainer, random_classification_loader
+        >>> manifest = RunManifest(fingerprint_batches=2)
+        >>> root = tempfile.mkdtemp()
+        >>> trainer = fast_trainer(max_steps=3, callbacks=[manifest], default_root_dir=root)
+        >>> trainer.fit(TinyClassifier(), random_classification_loader())
+        >>> record = json.load(open(f"{root}/manifest.json"))
+        >>> record["trainer"]["effective_batch_size"], record["data_fingerprint"]["batches"]
+        (32, 2)
+        >>> record["hparams"]["num_classes"], len(record["data_fingerprint"]["sha256"])
+        (4, 64)
+    """
+
+    def __init__(
+        self,
+        dirpath: str | os.PathLike[str] | None = None,
+        filename: str = "manifest.json",
+        fingerprint_batches: int = 2,
+        repo_dir: str | os.PathLike[str] | None = None,
+        extra: Mapping[str, Any] | None = None,
+        log_to_loggers: bool = True,
+    ) -> None:
+        super().__init__()
+        if isinstance(fingerprint_batches, bool) or not isinstance(fingerprint_batches, int):
+            raise TypeError(f"`fingerprint_batches` must be an int >= 0, got {fingerprint_batches!r}.")
+        if fingerprint_batches < 0:
+            raise ValueError(f"`fingerprint_batches` must be >= 0, got {fingerprint_batches!r}.")
+        if not filename or os.sep in filename or (os.altsep and os.altsep in filename):
+            raise ValueError(f"`filename` must be a plain file name, got {filename!r}.")
+        if extra is not None and not isinstance(extra, Mapping):
+            raise TypeError(f"`extra` must be a mapping or None, got {type(extra).__name__}.")
+        self.dirpath = None if dirpath is None else os.fspath(dirpath)
+        self.filename = filename
+        self.fingerprint_batches = fingerprint_batches
+        self.repo_dir = None if repo_dir is None else os.fspath(repo_dir)
+        self.extra = dict(extra) if extra is not None else {}
+        self.log_to_loggers = log_to_loggers
+        self.manifest: dict[str, Any] = {}
+        self.path: Path | None = None
+        self._hasher: Any = None
+        self._hashed = 0
+        self._logged = False
+        self._previous: dict[str, Any] | None = None
+
+    @override
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        dirpath = self.dirpath if self.dirpath is not None else trainer.log_dir  # collective: all ranks
+        self.manifest = self._collect(trainer, pl_module)
+        self.path = Path(dirpath or trainer.default_root_dir) / self.filename
+        self._hasher = hashlib.sha256()
+        self._hashed = 0
+        self._logged = False
+        if self.fingerprint_batches == 0:
+            self.manifest["data_fingerprint"] = None
+            self._finish(trainer)
+        else:
+            self.manifest["data_fingerprint"] = {"status": "pending"}
+            self._write(trainer)
+
+    @override
+    def on_train_batch_start(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int
+    ) -> None:
+        if self._logged or self._hasher is None or self._hashed >= self.fingerprint_batches:
+            return
+        _hash_into(self._hasher, batch)  # sync: copies this batch to host memory, first batches only
+        self._hashed += 1
+        if self._hashed == self.fingerprint_batches:
+            self._finish(trainer)
+
+    @override
+    def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if not self._logged and self._hasher is not None:
+            self._finish(trainer)  # the run had fewer batches than `fingerprint_batches`
+
+    @override
+    def on_exception(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException
+    ) -> None:
+        if self.manifest and not self._logged:
+            # No collective here: other ranks may be gone. Record the local state of the fingerprint.
+            if self._hasher is not None and self._hashed:
+                self.manifest["data_fingerprint"] = {
+                    "status": "incomplete",
+                    "batches": self._hashed,
+                    "rank_sha256": self._hasher.hexdigest(),
+                }
+            self.manifest["exception"] = f"{type(exception).__name__}: {exception}"
+            self._write(trainer)
+
+    @override
+    def state_dict(self) -> dict[str, Any]:
+        return {"manifest": self.manifest}
+
+    @override
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        previous = state_dict.get("manifest") or {}
+        if previous:
+            fingerprint = previous.get("data_fingerprint") or {}
+            self._previous = {
+                "created_at": previous.get("created_at"),
+                "git_commit": (previous.get("git") or {}).get("commit"),
+                "data_fingerprint": fingerprint.get("sha256") if isinstance(fingerprint, dict) else None,
+            }
+
+    # ------------------------------------------------------------------ helpers
+
+    def _finish(self, trainer: pl.Trainer) -> None:
+        if self.fingerprint_batches:
+            self.manifest["data_fingerprint"] = _gather_fingerprint(trainer, self._hasher, self._hashed)
+        self._hasher = None
+        self._logged = True
+        self._write(trainer)
+        if self.log_to_loggers and trainer.is_global_zero:
+            for logger in trainer.loggers:
+                logger.log_hyperparams({"manifest": _loggable(self.manifest)})
+
+    def _write(self, trainer: pl.Trainer) -> None:
+        if not trainer.is_global_zero or self.path is None:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        tmp.write_text(json.dumps(self.manifest, indent=2, sort_keys=False, default=str) + "\n")
+        os.replace(tmp, self.path)
+
+    def _collect(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> dict[str, Any]:
+        manifest: dict[str, Any] = {
+            "created_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "command": {"argv": list(sys.argv), "cwd": os.getcwd()},
+            "git": _git_info(self.repo_dir or os.getcwd()),
+            "hparams": _jsonable(dict(pl_module.hparams)),
+        }
+        datamodule = getattr(trainer, "datamodule", None)
+        if datamodule is not None and getattr(datamodule, "hparams", None):
+            manifest["datamodule_hparams"] = _jsonable(dict(datamodule.hparams))
+        recipe = getattr(pl_module, "recipe", None)
+        if recipe is not None:
+            manifest["recipe"] = _jsonable(recipe)
+        manifest["optimizers"] = _optimizers(trainer)
+        manifest["seeds"] = {
+            "PL_GLOBAL_SEED": os.environ.get("PL_GLOBAL_SEED"),
+            "PL_SEED_WORKERS": os.environ.get("PL_SEED_WORKERS"),
+            "torch_initial_seed": torch.initial_seed(),
+        }
+        manifest["versions"] = _versions()
+        manifest["hardware"] = _hardware(trainer)
+        manifest["trainer"] = _trainer_info(trainer)
+        manifest["model"] = {
+            "class": f"{type(pl_module).__module__}.{type(pl_module).__qualname__}",
+            "parameters": sum(p.numel() for p in pl_module.parameters()),
+            "trainable_parameters": sum(p.numel() for p in pl_module.parameters() if p.requires_grad),
+        }
+        if self._previous:
+            manifest["resumed_from"] = self._previous
+        if self.extra:
+            manifest["extra"] = _jsonable(self.extra)
+        return manifest
+
+
+def _run_git(repo_dir: str, *args: str) -> str | None:
+    try:
+        result = subprocess.run(
+            ["git", *args], cwd=repo_dir, capture_output=True, text=True, timeout=10, check=False
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return result.stdout if result.returncode == 0 else None
+
+
+def _git_info(repo_dir: str) -> dict[str, Any] | None:
+    """Commit, branch and dirty flag of the repository containing ``repo_dir``; ``None`` outside one."""
+    commit = _run_git(repo_dir, "rev-parse", "HEAD")
+    if commit is None:
+        return None
+    branch = _run_git(repo_dir, "rev-parse", "--abbrev-ref", "HEAD")
+    status = _run_git(repo_dir, "status", "--porcelain", "--untracked-files=no") or ""
+    changed = [line[3:] for line in status.splitlines() if line.strip()]
+    diff = _run_git(repo_dir, "diff", "HEAD") or ""
+    return {
+        "commit": commit.strip(),
+        "branch": branch.strip() if branch else None,
+        "dirty": bool(changed),
+        "diff_sha256": hashlib.sha256(diff.encode()).hexdigest() if changed else None,
+        "changed_files": changed[:100],
+    }
+
+
+def _versions() -> dict[str, Any]:
+    versions: dict[str, Any] = {"python": platform.python_version()}
+    for name in _LIBRARIES:
+        try:
+            versions[name] = metadata.version(_DISTRIBUTIONS.get(name, name))
+        except metadata.PackageNotFoundError:
+            continue
+    versions["cuda"] = torch.version.cuda
+    versions["cudnn"] = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+    return versions
+
+
+def _hardware(trainer: pl.Trainer) -> dict[str, Any]:
+    info: dict[str, Any] = {
+        "hostname": socket.gethostname(),
+        "os": platform.platform(),
+        "machine": platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "memory_bytes": _total_memory(),
+        "accelerator": type(trainer.accelerator).__name__,
+        "root_device": str(trainer.strategy.root_device),
+    }
+    if torch.cuda.is_available():
+        info["cuda_devices"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    return info
+
+
+def _total_memory() -> int | None:
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+def _per_device_batch_size(trainer: pl.Trainer) -> int | None:
+    loader = trainer.train_dataloader
+    loaders = loader.values() if isinstance(loader, Mapping) else [loader]
+    total = 0
+    for item in loaders:
+        size = getattr(item, "batch_size", None)
+        if size is None:
+            size = getattr(getattr(item, "batch_sampler", None), "batch_size", None)
+        if not isinstance(size, int):
+            return None
+        total += size
+    return total or None
+
+
+def _trainer_info(trainer: pl.Trainer) -> dict[str, Any]:
+    per_device = _per_device_batch_size(trainer)
+    accumulation = trainer.accumulate_grad_batches
+    stepping = trainer.estimated_stepping_batches
+    return {
+        "strategy": type(trainer.strategy).__name__,
+        "precision": str(trainer.precision),
+        "world_size": trainer.world_size,
+        "num_nodes": trainer.num_nodes,
+        "num_devices": trainer.num_devices,
+        "accumulate_grad_batches": accumulation,
+        "per_device_batch_size": per_device,
+        "effective_batch_size": None
+        if per_device is None
+        else per_device * trainer.world_size * accumulation,
+        "max_steps": trainer.max_steps,
+        "max_epochs": trainer.max_epochs,
+        "estimated_stepping_batches": None if math.isinf(stepping) else int(stepping),
+        "gradient_clip_val": trainer.gradient_clip_val,
+        "gradient_clip_algorithm": trainer.gradient_clip_algorithm,
+        "log_every_n_steps": getattr(trainer, "log_every_n_steps", None),
+        "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
+        "callbacks": [type(callback).__name__ for callback in getattr(trainer, "callbacks", [])],
+        "loggers": [type(logger).__name__ for logger in trainer.loggers],
+    }
+
+
+def _optimizers(trainer: pl.Trainer) -> list[dict[str, Any]]:
+    records = []
+    for optimizer in trainer.optimizers:
+        groups = []
+        for group in optimizer.param_groups:
+            settings = {k: _jsonable(v) for k, v in group.items() if k != "params"}
+            settings["num_parameters"] = sum(p.numel() for p in group["params"])
+            groups.append(settings)
+        records.append({"class": type(optimizer).__name__, "param_groups": groups})
+    schedulers = [
+        {"class": type(config.scheduler).__name__, "interval": config.interval, "frequency": config.frequency}
+        for config in trainer.lr_scheduler_configs
+    ]
+    if schedulers and records:
+        records[0]["lr_schedulers"] = schedulers
+    return records
+
+
+def _jsonable(value: Any) -> Any:
+    """A JSON-serialisable copy: dataclasses and mappings to dicts, tensors to lists, others to ``str``."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, Namespace):
+        value = vars(value)
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, Tensor):
+        return (
+            value.tolist()
+            if value.numel() <= 16
+            else f"Tensor(shape={list(value.shape)}, dtype={value.dtype})"
+        )
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (torch.dtype, torch.device, Path)):
+        return str(value)
+    if hasattr(value, "__name__"):
+        return f"{getattr(value, '__module__', '')}.{value.__name__}".lstrip(".")
+    return repr(value)
+
+
+def _loggable(manifest: dict[str, Any]) -> dict[str, Any]:
+    """Lists become strings: TensorBoard's hparams accept only scalars, and wandb's config UI reads them."""
+    out: dict[str, Any] = {}
+    for key, value in manifest.items():
+        if isinstance(value, dict):
+            out[key] = _loggable(value)
+        elif isinstance(value, list):
+            out[key] = json.dumps(value, default=str)
+        else:
+            out[key] = value
+    return out
+
+
+def _hash_into(hasher: Any, batch: Any) -> None:
+    """Feed a batch (tensors in nested lists/tuples/dicts, numbers, strings) into ``hasher``."""
+    if isinstance(batch, Tensor):
+        tensor = batch.detach().to("cpu").contiguous()
+        hasher.update(f"T{tensor.dtype}{tuple(tensor.shape)}".encode())
+        if tensor.numel():
+            hasher.update(tensor.reshape(-1).view(torch.uint8).numpy().tobytes())
+    elif isinstance(batch, Mapping):
+        hasher.update(b"M")
+        for key in sorted(batch, key=str):
+            hasher.update(str(key).encode())
+            _hash_into(hasher, batch[key])
+    elif isinstance(batch, (list, tuple)):
+        hasher.update(f"L{len(batch)}".encode())
+        for item in batch:
+            _hash_into(hasher, item)
+    elif dataclasses.is_dataclass(batch) and not isinstance(batch, type):
+        _hash_into(hasher, {f.name: getattr(batch, f.name) for f in dataclasses.fields(batch)})
+    else:
+        hasher.update(repr(batch).encode())
+
+
+def _gather_fingerprint(trainer: pl.Trainer, hasher: Any, batches: int) -> dict[str, Any]:
+    """Combine every rank's batch hash (one ``all_gather`` when there are several processes)."""
+    local = hasher.hexdigest()
+    if trainer.world_size > 1:
+        digest = torch.tensor(
+            list(bytes.fromhex(local)), dtype=torch.int64, device=trainer.strategy.root_device
+        )
+        gathered = trainer.strategy.all_gather(digest).reshape(trainer.world_size, -1)
+        per_rank = [bytes(int(b) for b in row.tolist()).hex() for row in gathered.cpu()]  # sync: once
+    else:
+        per_rank = [local]
+    combined = hashlib.sha256("".join(per_rank).encode()).hexdigest()
+    if batches == 0:
+        rank_zero_warn("RunManifest saw no training batch: the data fingerprint hashes nothing.")
+    return {"sha256": combined, "per_rank": per_rank, "batches": batches}

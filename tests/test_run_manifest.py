@@ -1,0 +1,295 @@
+"""RunManifest: what it records, where it writes it, and what each real logger receives."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import pickle
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+import yaml
+from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger, WandbLogger
+from torch.utils.data import DataLoader, TensorDataset
+
+from lightning_recipes.callbacks import RunManifest
+from lightning_recipes.testing import TinyClassifier, fast_trainer, random_classification_loader
+
+
+@dataclasses.dataclass
+class _Recipe:
+    optimizer: str = "lion"
+    lr: float = 3e-4
+    betas: tuple[float, float] = (0.9, 0.99)
+
+
+class _RecipeClassifier(TinyClassifier):
+    def __init__(self) -> None:
+        super().__init__()
+        self.recipe = _Recipe()
+
+
+class _FailingClassifier(TinyClassifier):
+    def training_step(self, batch: Any, batch_idx: int) -> Any:
+        if batch_idx == 1:
+            raise RuntimeError("boom at batch 1")
+        return super().training_step(batch, batch_idx)
+
+
+def _fit(tmp_path: Path, manifest: RunManifest, *, model: Any = None, loader: Any = None, **kw: Any) -> Any:
+    trainer = fast_trainer(
+        max_steps=kw.pop("max_steps", 4), callbacks=[manifest], default_root_dir=tmp_path, **kw
+    )
+    trainer.fit(model or TinyClassifier(), loader or random_classification_loader())
+    return trainer
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def _make_repo(path: Path) -> str:
+    path.mkdir()
+    _git(path, "init", "-q")
+    _git(path, "config", "user.email", "t@example.com")
+    _git(path, "config", "user.name", "t")
+    (path / "train.py").write_text("print('v1')\n")
+    _git(path, "add", "train.py")
+    _git(path, "commit", "-q", "-m", "v1")
+    return _git(path, "rev-parse", "HEAD")
+
+
+def test_manifest_records_run(tmp_path: Path) -> None:
+    manifest = RunManifest(fingerprint_batches=3, extra={"ticket": "EXP-7"})
+    torch.manual_seed(0)
+    trainer = _fit(tmp_path, manifest, model=_RecipeClassifier(), accumulate_grad_batches=2, max_steps=2)
+    record = json.loads((tmp_path / "manifest.json").read_text())
+    assert record == json.loads(json.dumps(manifest.manifest, default=str))
+    assert record["hparams"] == {"in_features": 16, "num_classes": 4, "hidden": 32, "lr": 0.1}
+    assert record["recipe"] == {"optimizer": "lion", "lr": 3e-4, "betas": [0.9, 0.99]}
+    assert record["extra"] == {"ticket": "EXP-7"}
+    info = record["trainer"]
+    assert info["strategy"] == "SingleDeviceStrategy"
+    assert (info["world_size"], info["accumulate_grad_batches"], info["per_device_batch_size"]) == (1, 2, 32)
+    assert info["effective_batch_size"] == 64
+    assert info["callbacks"][0] == "RunManifest"
+    assert record["optimizers"][0]["class"] == "SGD"
+    assert record["optimizers"][0]["param_groups"][0]["lr"] == 0.1
+    assert record["optimizers"][0]["param_groups"][0]["num_parameters"] == 16 * 32 + 32 + 32 * 4 + 4
+    assert record["model"]["trainable_parameters"] == record["model"]["parameters"] == 676
+    assert record["seeds"]["torch_initial_seed"] == 0
+    assert record["versions"]["torch"] == torch.__version__.split("+")[0] or record["versions"][
+        "torch"
+    ].startswith(torch.__version__.split("+")[0])
+    assert {"python", "lightning", "lightning_recipes"} <= set(record["versions"])
+    assert record["hardware"]["accelerator"] == "CPUAccelerator"
+    assert record["data_fingerprint"]["batches"] == 3
+    assert trainer.global_step == 2
+
+
+def test_git_commit_and_dirty_flag(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    commit = _make_repo(repo)
+    clean = RunManifest(repo_dir=repo, fingerprint_batches=0)
+    _fit(tmp_path / "a", clean, max_steps=1)
+    assert clean.manifest["git"]["commit"] == commit
+    assert clean.manifest["git"]["dirty"] is False
+    assert clean.manifest["git"]["diff_sha256"] is None
+
+    (repo / "train.py").write_text("print('v2, uncommitted')\n")
+    dirty = RunManifest(repo_dir=repo, fingerprint_batches=0)
+    _fit(tmp_path / "b", dirty, max_steps=1)
+    git = dirty.manifest["git"]
+    assert (git["commit"], git["dirty"], git["changed_files"]) == (commit, True, ["train.py"])
+    diff = _git(repo, "diff", "HEAD") + "\n"
+    assert git["diff_sha256"] == hashlib.sha256(diff.encode()).hexdigest()
+
+
+def test_no_repository_means_no_git_section(tmp_path: Path) -> None:
+    manifest = RunManifest(repo_dir=tmp_path, fingerprint_batches=0)
+    _fit(tmp_path, manifest, max_steps=1)
+    if subprocess.run(["git", "rev-parse"], cwd=tmp_path, capture_output=True).returncode == 0:
+        pytest.skip("the temporary directory is inside a git repository on this machine")
+    assert manifest.manifest["git"] is None
+
+
+def tensorboard_hparams(log_dir: Path) -> dict[str, Any]:
+    """Every hparam written to the TensorBoard event files in ``log_dir`` (later sessions win)."""
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+    from tensorboard.plugins.hparams import plugin_data_pb2
+
+    hparams: dict[str, Any] = {}
+    for path in sorted(log_dir.glob("events.out.tfevents.*")):
+        for event in EventFileLoader(str(path)).Load():
+            for value in event.summary.value:
+                if value.tag == "_hparams_/session_start_info":
+                    data = plugin_data_pb2.HParamsPluginData.FromString(value.metadata.plugin_data.content)
+                    hparams.update(data.session_start_info.hparams)
+    return hparams
+
+
+def _loader(values: torch.Tensor) -> DataLoader:
+    labels = torch.arange(len(values)) % 4
+    return DataLoader(TensorDataset(values, labels), batch_size=8)
+
+
+def test_fingerprint_identifies_the_batches(tmp_path: Path) -> None:
+    data = torch.randn(64, 16)
+    changed = data.clone()
+    changed[9, 3] += 1e-3  # one value of the second batch
+    late_change = data.clone()
+    late_change[40, 0] += 1.0  # sixth batch: beyond the two that are hashed
+
+    def fingerprint(values: torch.Tensor, name: str) -> dict[str, Any]:
+        manifest = RunManifest(fingerprint_batches=2)
+        _fit(tmp_path / name, manifest, loader=_loader(values), max_steps=8)
+        return manifest.manifest["data_fingerprint"]
+
+    first = fingerprint(data, "a")
+    assert first == fingerprint(data.clone(), "b")
+    assert first["sha256"] != fingerprint(changed, "c")["sha256"]
+    assert first == fingerprint(late_change, "d")
+    assert first["batches"] == 2 and len(first["per_rank"]) == 1
+    assert first["sha256"] == hashlib.sha256(first["per_rank"][0].encode()).hexdigest()
+
+
+def test_fewer_batches_than_requested_still_completes(tmp_path: Path) -> None:
+    manifest = RunManifest(fingerprint_batches=50)
+    _fit(tmp_path, manifest, loader=random_classification_loader(num_samples=64), max_steps=-1)
+    assert manifest.manifest["data_fingerprint"]["batches"] == 2
+    assert json.loads((tmp_path / "manifest.json").read_text())["data_fingerprint"]["batches"] == 2
+
+
+def test_does_not_change_training(tmp_path: Path) -> None:
+    def final_weights(callbacks: list[Any], name: str) -> list[torch.Tensor]:
+        torch.manual_seed(3)
+        model = TinyClassifier()
+        loader = random_classification_loader(shuffle=True)
+        trainer = fast_trainer(max_steps=6, callbacks=callbacks, default_root_dir=tmp_path / name)
+        trainer.fit(model, loader)
+        return [p.detach().clone() for p in model.parameters()]
+
+    plain = final_weights([], "plain")
+    recorded = final_weights([RunManifest(fingerprint_batches=4)], "recorded")
+    assert all(torch.equal(a, b) for a, b in zip(plain, recorded))
+
+
+def test_exception_leaves_partial_manifest(tmp_path: Path) -> None:
+    manifest = RunManifest(fingerprint_batches=4)
+    with pytest.raises(RuntimeError, match="boom at batch 1"):
+        _fit(tmp_path, manifest, model=_FailingClassifier())
+    record = json.loads((tmp_path / "manifest.json").read_text())
+    assert record["exception"] == "RuntimeError: boom at batch 1"
+    assert record["data_fingerprint"]["status"] == "incomplete"
+    assert record["data_fingerprint"]["batches"] == 2
+
+
+def test_csv_logger_receives_manifest(tmp_path: Path) -> None:
+    logger = CSVLogger(tmp_path, name="csv")
+    _fit(tmp_path, RunManifest(), logger=logger)
+    logged = yaml.safe_load((Path(logger.log_dir) / "hparams.yaml").read_text())["manifest"]
+    assert (Path(logger.log_dir) / "manifest.json").is_file()
+    assert logged["trainer"]["effective_batch_size"] == 32
+    assert logged["hparams"]["num_classes"] == 4
+    assert len(logged["data_fingerprint"]["sha256"]) == 64
+
+
+def test_tensorboard_logger_receives_manifest(tmp_path: Path) -> None:
+    logger = TensorBoardLogger(tmp_path, name="tb")
+    manifest = RunManifest()
+    _fit(tmp_path, manifest, logger=logger)
+    assert (Path(logger.log_dir) / "manifest.json").is_file()
+    hparams = tensorboard_hparams(Path(logger.log_dir))
+    assert hparams["manifest/trainer/effective_batch_size"].number_value == 32
+    assert (
+        hparams["manifest/data_fingerprint/sha256"].string_value
+        == manifest.manifest["data_fingerprint"]["sha256"]
+    )
+    assert hparams["manifest/model/class"].string_value.endswith("TinyClassifier")
+
+
+def test_wandb_logger_receives_manifest_as_config(tmp_path: Path) -> None:
+    import wandb
+
+    logger = WandbLogger(project="manifest-test", save_dir=str(tmp_path), offline=True)
+    manifest = RunManifest(extra={"note": "offline"})
+    try:
+        _fit(tmp_path, manifest, logger=logger)
+        config = dict(logger.experiment.config)["manifest"]
+        assert config["trainer"]["effective_batch_size"] == 32
+        assert config["extra"] == {"note": "offline"}
+        assert config["data_fingerprint"]["sha256"] == manifest.manifest["data_fingerprint"]["sha256"]
+        assert json.loads(config["trainer"]["callbacks"]) == ["RunManifest"]
+        assert (tmp_path / "manifest.json").is_file()  # WandbLogger's log dir is its save_dir
+    finally:
+        wandb.finish()
+
+
+def test_state_dict_round_trip_and_resume(tmp_path: Path) -> None:
+    first = RunManifest()
+    checkpoint = ModelCheckpoint(dirpath=tmp_path / "ckpt", save_last=True)
+    trainer = fast_trainer(
+        max_steps=4, callbacks=[first, checkpoint], default_root_dir=tmp_path / "a", enable_checkpointing=True
+    )
+    trainer.fit(TinyClassifier(), random_classification_loader())
+
+    restored = RunManifest()
+    restored.load_state_dict(pickle.loads(pickle.dumps(first.state_dict())))
+    assert restored._previous is not None
+    restored.load_state_dict({})  # old checkpoints without our state load fine
+
+    second = RunManifest()
+    trainer = fast_trainer(
+        max_steps=12,
+        max_epochs=2,
+        callbacks=[second, ModelCheckpoint(dirpath=tmp_path / "ckpt2")],
+        default_root_dir=tmp_path / "b",
+        enable_checkpointing=True,
+    )
+    trainer.fit(
+        TinyClassifier(), random_classification_loader(), ckpt_path=str(tmp_path / "ckpt" / "last.ckpt")
+    )
+    resumed = second.manifest["resumed_from"]
+    assert resumed["created_at"] == first.manifest["created_at"]
+    assert resumed["data_fingerprint"] == first.manifest["data_fingerprint"]["sha256"]
+    assert json.loads((tmp_path / "b" / "manifest.json").read_text())["resumed_from"] == resumed
+
+
+def test_pickles_and_records_ddp(tmp_path: Path) -> None:
+    manifest = pickle.loads(pickle.dumps(RunManifest(fingerprint_batches=2)))
+    trainer = fast_trainer(
+        max_steps=3,
+        callbacks=[manifest],
+        default_root_dir=tmp_path,
+        strategy="ddp_fork",
+        devices=2,
+        accumulate_grad_batches=2,
+    )
+    trainer.fit(TinyClassifier(), random_classification_loader(batch_size=16))
+    record = json.loads((tmp_path / "manifest.json").read_text())
+    info = record["trainer"]
+    assert (info["strategy"], info["world_size"], info["per_device_batch_size"]) == ("DDPStrategy", 2, 16)
+    assert info["effective_batch_size"] == 16 * 2 * 2
+    ranks = record["data_fingerprint"]["per_rank"]
+    assert len(ranks) == 2 and ranks[0] != ranks[1]  # DistributedSampler gives each rank different samples
+    assert record["data_fingerprint"]["sha256"] == hashlib.sha256("".join(ranks).encode()).hexdigest()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"fingerprint_batches": -1}, ValueError, "`fingerprint_batches` must be >= 0, got -1"),
+        ({"fingerprint_batches": 1.5}, TypeError, "`fingerprint_batches` must be an int >= 0, got 1.5"),
+        ({"filename": "a/b.json"}, ValueError, "`filename` must be a plain file name, got 'a/b.json'"),
+        ({"filename": ""}, ValueError, "`filename` must be a plain file name"),
+        ({"extra": [1, 2]}, TypeError, "`extra` must be a mapping or None, got list"),
+    ],
+)
+def test_bad_arguments(kwargs: dict[str, Any], error: type[Exception], match: str) -> None:
+    with pytest.raises(error, match=match):
+        RunManifest(**kwargs)
