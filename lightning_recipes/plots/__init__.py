@@ -1,0 +1,36 @@
+"""Plots of schedules and training runs (matplotlib, the optional ``plots`` extra, imported on first use).
+
+They read any run's metrics from a ``CSVLogger``, an :class:`~lightning_recipes.testing.InMemoryLogger`,
+a ``metrics.csv`` path or a plain mapping, return a matplotlib ``Figure`` (shown inline in notebooks), and
+:func:`log_figure` sends a figure to ``WandbLogger`` (as ``wandb.Image``), TensorBoard, or a PNG file.
+
+Example:
+    >>> from lightning_recipes.plots import plot_comparison
+    >>> figure = plot_comparison({"adamw": {"train_loss": [2.3, 1.0]}, "lion": {"train_loss": [2.3, 0.8]}})
+    >>> figure.axes[0].get_title()
+    'train_loss'
+"""
+
+from lightning_recipes.plots._history import MetricHistory, read_metrics
+from lightning_recipes.plots.curves import (
+    plot_comparison,
+    plot_grad_norms,
+    plot_metrics,
+    plot_overfit,
+    smooth,
+)
+from lightning_recipes.plots.log_figure import log_figure
+from lightning_recipes.plots.schedule import plot_schedule, schedule_values
+
+__all__ = [
+    "MetricHistory",
+    "log_figure",
+    "plot_comparison",
+    "plot_grad_norms",
+    "plot_metrics",
+    "plot_overfit",
+    "plot_schedule",
+    "read_metrics",
+    "schedule_values",
+    "smooth",
+]

@@ -1,0 +1,293 @@
+"""Plots of a finished (or running) training: metric curves, gradient norms, overfit curves, comparisons."""
+
+from __future__ import annotations
+
+import fnmatch
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from lightning_recipes.plots._backend import new_axes
+from lightning_recipes.plots._history import MetricHistory, read_metrics
+
+__all__ = ["plot_comparison", "plot_grad_norms", "plot_metrics", "plot_overfit", "smooth"]
+
+
+def smooth(values: Sequence[float], weight: float) -> list[float]:
+    """Exponential moving average with TensorBoard's debiasing (the first value is not pulled to 0).
+
+    Non-finite values are passed through and do not enter the average.
+
+    Example:
+        >>> smooth([1.0, 0.0, 0.0], 0.5)
+        [1.0, 0.333..., 0.142...]
+    """
+    if not 0.0 <= weight < 1.0:
+        raise ValueError(f"`smoothing` must be in [0, 1), got {weight!r}.")
+    out, last, count = [], 0.0, 0
+    for value in values:
+        if not math.isfinite(value):
+            out.append(value)
+            continue
+        count += 1
+        last = weight * last + (1 - weight) * value
+        out.append(last / (1 - weight**count))
+    return out
+
+
+def plot_metrics(
+    source: Any,
+    keys: str | Sequence[str],
+    *,
+    ax: Any = None,
+    smoothing: float = 0.0,
+    log_scale: bool = False,
+    title: str | None = None,
+) -> Any:
+    """Plot logged metrics against the optimizer step; ``keys`` may hold shell patterns (``"grad_norm/*"``).
+
+    Args:
+        source: Anything :func:`~lightning_recipes.plots.read_metrics` reads (CSVLogger, InMemoryLogger,
+            ``metrics.csv`` path, Trainer, mapping).
+        keys: Metric keys or ``fnmatch`` patterns.
+        ax: Axes to draw into; ``None`` makes a new figure.
+        smoothing: EMA weight in ``[0, 1)`` (0 = raw).
+        log_scale: Logarithmic y axis.
+        title: Axes title.
+
+    Returns:
+        The matplotlib ``Figure``.
+
+    Raises:
+        KeyError: If no key matches, listing the keys that were logged.
+
+    Example:
+        >>> figure = plot_metrics({"train_loss": [2.3, 1.7, 1.2], "val_loss": [(2, 1.4)]}, "*_loss")
+        >>> sorted(line.get_label() for line in figure.axes[0].get_lines())
+        ['train_loss', 'val_loss']
+    """
+    history = read_metrics(source)
+    selected = _select(history, [keys] if isinstance(keys, str) else list(keys))
+    figure, axes = new_axes(ax)
+    for key in selected:
+        steps, values = zip(*history[key])
+        axes.plot(steps, smooth(values, smoothing) if smoothing else values, label=key)
+    axes.set_xlabel("step")
+    if log_scale:
+        axes.set_yscale("log")
+    if title:
+        axes.set_title(title)
+    axes.legend()
+    axes.grid(alpha=0.3)
+    return figure
+
+
+def plot_grad_norms(
+    source: Any,
+    *,
+    norm_keys: Sequence[str] = ("grad_norm/total", "grad_norm/total_max"),
+    threshold_keys: Sequence[str] = ("grad_clip/threshold", "*clip*threshold*"),
+    fraction_keys: Sequence[str] = ("grad_clip/clipped_fraction", "*clip*fraction*"),
+    ax: Any = None,
+    log_scale: bool = True,
+    title: str | None = "Gradient norm",
+) -> Any:
+    """Gradient-norm history with the clipping threshold, and the fraction of clipped steps on a twin axis.
+
+    Reads the keys logged by ``GradNormMonitor`` and ``AdaptiveGradClip`` (first matching key of each
+    group; patterns allowed). Groups with no logged key are left out; at least one norm key must exist.
+
+    Args:
+        source: Anything :func:`~lightning_recipes.plots.read_metrics` reads.
+        norm_keys: Gradient-norm keys to draw (each that exists).
+        threshold_keys: Candidates for the clip threshold (the first that exists is drawn dashed).
+        fraction_keys: Candidates for the clipped fraction (the first that exists, on the right axis).
+        ax: Axes to draw into; ``None`` makes a new figure.
+        log_scale: Logarithmic norm axis (norms span decades early in training).
+        title: Axes title.
+
+    Returns:
+        The matplotlib ``Figure``.
+
+    Raises:
+        KeyError: If none of ``norm_keys`` was logged.
+
+    Example:
+        >>> logged = {"grad_norm/total": [(0, 8.0), (10, 2.0)], "grad_clip/threshold": [(0, 5.0), (10, 3.0)]}
+        >>> figure = plot_grad_norms(logged)
+        >>> [line.get_label() for line in figure.axes[0].get_lines()]
+        ['grad_norm/total', 'grad_clip/threshold']
+    """
+    history = read_metrics(source)
+    norms = [key for key in _select(history, list(norm_keys), required=False)]
+    if not norms:
+        raise KeyError(f"None of {list(norm_keys)} was logged; logged keys: {sorted(history)}")
+    figure, axes = new_axes(ax)
+    for key in norms:
+        steps, values = zip(*history[key])
+        axes.plot(steps, values, label=key)
+    threshold = _first(history, threshold_keys)
+    if threshold:
+        steps, values = zip(*history[threshold])
+        axes.plot(steps, values, "--", color="black", label=threshold)
+    axes.set_xlabel("step")
+    axes.set_ylabel("norm")
+    if log_scale:
+        axes.set_yscale("log")
+    handles, labels = axes.get_legend_handles_labels()
+    fraction = _first(history, fraction_keys)
+    if fraction:
+        twin = axes.twinx()
+        steps, values = zip(*history[fraction])
+        twin.plot(steps, values, ":", color="tab:red", label=fraction)
+        twin.set_ylim(0, 1.05)
+        twin.set_ylabel("fraction of steps clipped")
+        more_handles, more_labels = twin.get_legend_handles_labels()
+        handles, labels = handles + more_handles, labels + more_labels
+    axes.legend(handles, labels, loc="upper right")
+    axes.grid(alpha=0.3)
+    if title:
+        axes.set_title(title)
+    return figure
+
+
+def plot_overfit(
+    curve: Any,
+    *,
+    target: float | None = None,
+    ax: Any = None,
+    title: str | None = "Overfit one batch",
+) -> Any:
+    """The loss curve of the preflight's overfit-one-batch check, with its target line.
+
+    Args:
+        curve: A list of losses; a mapping ``label -> losses`` (e.g. broken vs fixed model); or a check
+            result / preflight report whose ``details`` hold the curve (``"curve"`` or ``"losses"``).
+        target: Loss the check had to reach; read from the result's ``details["target"]`` when not given.
+        ax: Axes to draw into; ``None`` makes a new figure.
+        title: Axes title.
+
+    Returns:
+        The matplotlib ``Figure``.
+
+    Raises:
+        TypeError: If no loss curve can be found in ``curve``.
+
+    Example:
+        >>> figure = plot_overfit({"fixed": [2.3, 0.9, 0.1], "frozen layer": [2.3, 2.3, 2.3]}, target=0.23)
+        >>> len(figure.axes[0].get_lines())
+        3
+    """
+    curves, found_target = _overfit_curves(curve)
+    target = found_target if target is None else target
+    figure, axes = new_axes(ax)
+    for label, losses in curves.items():
+        axes.plot(range(len(losses)), losses, marker="." if len(losses) < 60 else None, label=label)
+    if target is not None:
+        axes.axhline(target, linestyle="--", color="black", label=f"target {target:.3g}")
+    axes.set_xlabel("step on the fixed batch")
+    axes.set_ylabel("loss")
+    axes.set_yscale("log")
+    axes.legend()
+    axes.grid(alpha=0.3)
+    if title:
+        axes.set_title(title)
+    return figure
+
+
+def plot_comparison(
+    runs: Mapping[str, Any],
+    key: str = "train_loss",
+    *,
+    smoothing: float = 0.0,
+    ax: Any = None,
+    log_scale: bool = False,
+    title: str | None = None,
+) -> Any:
+    """One metric of several runs on one axes, e.g. the training loss of AdamW vs Lion vs Lamb.
+
+    Args:
+        runs: ``label -> source`` (anything :func:`~lightning_recipes.plots.read_metrics` reads).
+        key: Metric to compare.
+        smoothing: EMA weight in ``[0, 1)`` applied to every run.
+        ax: Axes to draw into; ``None`` makes a new figure.
+        log_scale: Logarithmic y axis.
+        title: Axes title (default: the key).
+
+    Returns:
+        The matplotlib ``Figure``.
+
+    Raises:
+        ValueError: If ``runs`` is empty.
+        KeyError: If a run never logged ``key`` (naming the run and what it logged).
+
+    Example:
+        >>> figure = plot_comparison({"adamw": {"train_loss": [2.3, 1.1]}, "lion": {"train_loss": [2.3, 0.9]}})
+        >>> [line.get_label() for line in figure.axes[0].get_lines()]
+        ['adamw', 'lion']
+    """
+    if not runs:
+        raise ValueError("`runs` must name at least one run, got an empty mapping.")
+    figure, axes = new_axes(ax)
+    for label, source in runs.items():
+        history = read_metrics(source)
+        if key not in history:
+            raise KeyError(f"Run {label!r} never logged {key!r}; it logged: {sorted(history)}")
+        steps, values = zip(*history[key])
+        axes.plot(steps, smooth(values, smoothing) if smoothing else values, label=label)
+    axes.set_xlabel("step")
+    axes.set_ylabel(key)
+    if log_scale:
+        axes.set_yscale("log")
+    axes.set_title(title or key)
+    axes.legend()
+    axes.grid(alpha=0.3)
+    return figure
+
+
+def _select(history: MetricHistory, patterns: list[str], *, required: bool = True) -> list[str]:
+    selected: list[str] = []
+    for pattern in patterns:
+        matches = sorted(key for key in history if fnmatch.fnmatchcase(key, pattern))
+        selected.extend(key for key in matches if key not in selected)
+    if required and not selected:
+        raise KeyError(f"No logged key matches {patterns}; logged keys: {sorted(history)}")
+    return selected
+
+
+def _first(history: MetricHistory, patterns: Sequence[str]) -> str | None:
+    for pattern in patterns:
+        matches = sorted(key for key in history if fnmatch.fnmatchcase(key, pattern))
+        if matches:
+            return matches[0]
+    return None
+
+
+def _overfit_curves(curve: Any) -> tuple[dict[str, list[float]], float | None]:
+    if isinstance(curve, Mapping) and all(_is_curve(value) for value in curve.values()) and curve:
+        return {str(label): [float(v) for v in losses] for label, losses in curve.items()}, None
+    if _is_curve(curve):
+        return {"loss": [float(v) for v in curve]}, None
+    details = getattr(curve, "details", None)
+    if details is None and hasattr(curve, "results"):  # a preflight report: take the overfit check
+        for result in curve.results:
+            if "overfit" in str(getattr(result, "name", "")):
+                details = getattr(result, "details", None)
+                break
+    if isinstance(details, Mapping):
+        for name in ("curve", "losses", "loss_curve"):
+            if _is_curve(details.get(name)):
+                target = details.get("target")
+                return {"loss": [float(v) for v in details[name]]}, None if target is None else float(target)
+    raise TypeError(
+        "`curve` must be a list of losses, a mapping label -> losses, or an overfit check result / preflight "
+        f"report whose details hold the curve, got {type(curve).__name__}."
+    )
+
+
+def _is_curve(value: Any) -> bool:
+    return (
+        isinstance(value, Sequence)
+        and not isinstance(value, str)
+        and all(isinstance(v, (int, float)) for v in value)
+    )

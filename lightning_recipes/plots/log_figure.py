@@ -1,0 +1,63 @@
+"""Send a matplotlib figure to the run's loggers: wandb image, TensorBoard figure, PNG beside a CSV log."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+__all__ = ["log_figure"]
+
+
+def log_figure(figure: Any, target: Any, key: str, *, step: int | None = None) -> list[str]:
+    """Log ``figure`` under ``key`` to every logger of ``target`` that can store an image.
+
+    - ``WandbLogger``: a ``wandb.Image`` through ``log_image`` (appears in the run's media panel).
+    - ``TensorBoardLogger``: ``add_figure`` (IMAGES tab).
+    - ``CSVLogger`` (and any logger with a ``log_dir``): ``<log_dir>/figures/<key>[-<step>].png``.
+    Other loggers are skipped. Call it on rank zero (as a notebook does), or from a rank-zero hook.
+
+    Args:
+        figure: A matplotlib ``Figure`` (every ``plot_*`` helper returns one).
+        target: A ``Trainer`` (all its loggers), one logger, or a list of loggers.
+        key: Name of the image, e.g. ``"plots/lr_schedule"``.
+        step: Global step to attach; ``None`` = the logger's current step (wandb) or 0.
+
+    Returns:
+        One line per destination written (``"WandbLogger: plots/lr_schedule"``, a PNG path …).
+
+    Raises:
+        ValueError: If ``key`` is empty.
+
+    Example:
+        >>> import tempfile
+        >>> from lightning.pytorch.loggers import CSVLogger
+        >>> from lightning_recipes.plots import plot_metrics
+        >>> figure = plot_metrics({"train_loss": [2.3, 1.2]}, "train_loss")
+        >>> log_figure(figure, CSVLogger(tempfile.mkdtemp()), "plots/loss")[0].endswith("figures/plots_loss.png")
+        True
+    """
+    if not key:
+        raise ValueError(f"`key` must be a non-empty string, got {key!r}.")
+    loggers = getattr(target, "loggers", None)
+    if loggers is None:
+        loggers = list(target) if isinstance(target, (list, tuple)) else [target]
+    written: list[str] = []
+    for logger in loggers:
+        kind = type(logger).__name__
+        if kind == "WandbLogger":
+            import wandb
+
+            logger.log_image(key=key, images=[wandb.Image(figure)], step=step)
+            written.append(f"{kind}: {key}")
+        elif kind == "TensorBoardLogger":
+            logger.experiment.add_figure(key, figure, global_step=step or 0, close=False)
+            logger.experiment.flush()
+            written.append(f"{kind}: {key}")
+        elif getattr(logger, "log_dir", None):
+            name = re.sub(r"[^A-Za-z0-9_.-]+", "_", key) + ("" if step is None else f"-{step}")
+            path = Path(logger.log_dir) / "figures" / f"{name}.png"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            figure.savefig(path, dpi=100)
+            written.append(str(path))
+    return written

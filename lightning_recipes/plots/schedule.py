@@ -1,0 +1,126 @@
+"""Preview a learning-rate schedule before training: the LR at every optimizer step."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import torch
+
+from lightning_recipes.plots._backend import new_axes
+
+__all__ = ["plot_schedule", "schedule_values"]
+
+
+def schedule_values(schedule: Any, total_steps: int, *, lr: float | None = None) -> list[float]:
+    """The learning rate in effect at each optimizer step ``0 .. total_steps - 1``.
+
+    The schedule is run for real on a one-parameter SGD optimizer (so what you see is what Lightning
+    will step), never on your model's optimizer.
+
+    Args:
+        schedule: An LR-scheduler factory ``f(optimizer) -> LRScheduler`` (e.g.
+            ``functools.partial(warmup_cosine, warmup_steps=100, total_steps=1000)``), or a recipe object
+            with ``build_scheduler(optimizer, total_steps)`` (as ``OptimizerRecipe`` has) and an ``lr``.
+        total_steps: Number of optimizer steps to preview.
+        lr: Peak (base) learning rate. ``None`` takes the recipe's ``lr``, or ``1.0`` for a bare factory,
+            so the curve shows the schedule's multiplier.
+
+    Raises:
+        ValueError: If ``total_steps`` < 1 or ``lr`` <= 0.
+        TypeError: If ``schedule`` is neither a factory nor a recipe, or the factory returns no scheduler.
+
+    Example:
+        >>> from torch.optim.lr_scheduler import LambdaLR
+        >>> warmup = lambda optimizer: LambdaLR(optimizer, lambda step: min(1.0, (step + 1) / 4))
+        >>> schedule_values(warmup, 6, lr=0.4)
+        [0.1, 0.2, 0.3, 0.4, 0.4, 0.4]
+    """
+    if isinstance(total_steps, bool) or not isinstance(total_steps, int) or total_steps < 1:
+        raise ValueError(f"`total_steps` must be an int >= 1, got {total_steps!r}.")
+    if lr is not None and not lr > 0:
+        raise ValueError(f"`lr` must be > 0, got {lr!r}.")
+    build = getattr(schedule, "build_scheduler", None)
+    if lr is None:
+        recipe_lr = getattr(schedule, "lr", None)
+        lr = float(recipe_lr) if build is not None and isinstance(recipe_lr, (int, float)) else 1.0
+    parameter = torch.nn.Parameter(torch.zeros(1))
+    optimizer = torch.optim.SGD([parameter], lr=lr)
+    if callable(build):
+        scheduler = build(optimizer, total_steps)
+    elif callable(schedule):
+        scheduler = schedule(optimizer)
+    else:
+        raise TypeError(
+            "`schedule` must be an LR-scheduler factory f(optimizer) -> LRScheduler or a recipe with "
+            f"`build_scheduler(optimizer, total_steps)`, got {type(schedule).__name__}."
+        )
+    if isinstance(scheduler, Mapping):  # a Lightning scheduler config {"scheduler": ..., "interval": ...}
+        scheduler = scheduler.get("scheduler")
+    if not hasattr(scheduler, "step"):
+        raise TypeError(f"The schedule factory must return an LR scheduler, got {type(scheduler).__name__}.")
+    values = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # e.g. "lr_scheduler.step() before optimizer.step()"
+        for _ in range(total_steps):
+            values.append(float(optimizer.param_groups[0]["lr"]))
+            optimizer.step()
+            scheduler.step()
+    return values
+
+
+def plot_schedule(
+    schedule: Any | Mapping[str, Any],
+    total_steps: int,
+    *,
+    lr: float | None = None,
+    ax: Any = None,
+    title: str | None = "Learning-rate schedule",
+    log_scale: bool = False,
+) -> Any:
+    """Plot the LR at every optimizer step of one schedule, or several overlaid (``{label: schedule}``).
+
+    Args:
+        schedule: What :func:`schedule_values` accepts, or a mapping ``label -> schedule``.
+        total_steps: Steps to preview (use ``trainer.estimated_stepping_batches`` for the real run).
+        lr: Base LR (see :func:`schedule_values`).
+        ax: Matplotlib axes to draw into; ``None`` makes a new figure.
+        title: Axes title.
+        log_scale: Logarithmic LR axis.
+
+    Returns:
+        The matplotlib ``Figure``.
+
+    Example:
+        >>> import functools
+        >>> from torch.optim.lr_scheduler import StepLR
+        >>> figure = plot_schedule(functools.partial(StepLR, step_size=10, gamma=0.5), 40, lr=1e-3)
+        >>> figure.axes[0].get_lines()[0].get_ydata()[[0, 10, 39]].tolist()
+        [0.001, 0.0005, 0.000125]
+    """
+    figure, axes = new_axes(ax)
+    named = schedule if isinstance(schedule, Mapping) else {_label(schedule): schedule}
+    for label, item in named.items():
+        values = schedule_values(item, total_steps, lr=lr)
+        axes.plot(range(total_steps), values, label=label)
+    is_multiplier = lr is None and not any(hasattr(item, "build_scheduler") for item in named.values())
+    axes.set_xlabel("optimizer step")
+    axes.set_ylabel("LR multiplier" if is_multiplier else "learning rate")
+    if log_scale:
+        axes.set_yscale("log")
+    if title:
+        axes.set_title(title)
+    if len(named) > 1 or isinstance(schedule, Mapping):
+        axes.legend()
+    axes.grid(alpha=0.3)
+    return figure
+
+
+def _label(schedule: Any) -> str:
+    if hasattr(schedule, "build_scheduler"):
+        name = getattr(schedule, "optimizer", None)
+        sched = getattr(schedule, "schedule", None)
+        return " / ".join(str(part) for part in (name, sched) if part) or type(schedule).__name__
+    func: Callable[..., Any] | None = getattr(schedule, "func", None)  # functools.partial
+    return getattr(func or schedule, "__name__", type(schedule).__name__)

@@ -1,0 +1,301 @@
+"""Plot helpers: what they read from real loggers, what they draw, and where figures are logged."""
+
+from __future__ import annotations
+
+import functools
+import io
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt
+import pytest
+import torch
+from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger, WandbLogger
+from torch.optim.lr_scheduler import LambdaLR, StepLR
+
+from lightning_recipes.plots import (
+    log_figure,
+    plot_comparison,
+    plot_grad_norms,
+    plot_metrics,
+    plot_overfit,
+    plot_schedule,
+    read_metrics,
+    schedule_values,
+    smooth,
+)
+from lightning_recipes.testing import (
+    InMemoryLogger,
+    TinyClassifier,
+    fast_trainer,
+    random_classification_loader,
+)
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    yield
+    plt.close("all")
+
+
+def _png(figure: Any) -> bytes:
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png")
+    data = buffer.getvalue()
+    assert data.startswith(PNG_MAGIC) and len(data) > 2_000  # a real, non-empty image
+    return data
+
+
+def _hf_cosine_with_warmup(step: int, warmup: int, total: int) -> float:
+    """Transcribed from Hugging Face's get_cosine_schedule_with_warmup lr_lambda (num_cycles=0.5)."""
+    if step < warmup:
+        return step / max(1, warmup)
+    progress = (step - warmup) / max(1, total - warmup)
+    return max(0.0, 0.5 * (1.0 + math.cos(math.pi * 0.5 * 2.0 * progress)))
+
+
+def _fit_two_loggers(tmp_path: Path, optimizer: str = "sgd") -> tuple[InMemoryLogger, CSVLogger]:
+    class Model(TinyClassifier):
+        def configure_optimizers(self) -> Any:
+            if optimizer == "adamw":
+                return torch.optim.AdamW(self.parameters(), lr=1e-2)
+            return super().configure_optimizers()
+
+    memory, csv_logger = InMemoryLogger(), CSVLogger(tmp_path, name=optimizer)
+    trainer = fast_trainer(
+        max_steps=12,
+        max_epochs=2,
+        logger=[memory, csv_logger],
+        log_every_n_steps=2,
+        default_root_dir=tmp_path,
+    )
+    trainer.fit(Model(), random_classification_loader())
+    return memory, csv_logger
+
+
+def test_read_metrics_csv_equals_in_memory(tmp_path: Path) -> None:
+    memory, csv_logger = _fit_two_loggers(tmp_path)
+    from_memory, from_csv = read_metrics(memory), read_metrics(csv_logger)
+    csv_steps, csv_values = zip(*from_csv["train_loss"])
+    memory_steps, memory_values = zip(*from_memory["train_loss"])
+    assert csv_steps == memory_steps == (1, 3, 5, 7, 9, 11)
+    assert csv_values == pytest.approx(memory_values)
+    assert read_metrics(Path(csv_logger.log_dir)) == from_csv
+    assert read_metrics(str(Path(csv_logger.log_dir) / "metrics.csv")) == from_csv
+    assert read_metrics({"a": [3.0, 2.0], "b": [(5, 1.0)]}) == {"a": [(0, 3.0), (1, 2.0)], "b": [(5, 1.0)]}
+
+
+def test_read_metrics_from_trainer_skips_unreadable_loggers(tmp_path: Path) -> None:
+    memory = InMemoryLogger()
+    trainer = fast_trainer(
+        max_steps=4,
+        logger=[TensorBoardLogger(tmp_path), memory],
+        log_every_n_steps=1,
+        default_root_dir=tmp_path,
+    )
+    trainer.fit(TinyClassifier(), random_classification_loader())
+    assert read_metrics(trainer)["train_loss"] == read_metrics(memory)["train_loss"]
+    assert len(read_metrics(trainer)["train_loss"]) == 4
+
+
+def test_read_metrics_errors(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match=r"No metrics.csv"):
+        read_metrics(tmp_path)
+    with pytest.raises(TypeError, match=r"`source` must be an InMemoryLogger, a CSVLogger.*got int"):
+        read_metrics(3)
+    trainer = fast_trainer(logger=TensorBoardLogger(tmp_path))
+    with pytest.raises(TypeError, match=r"attach a CSVLogger.*TensorBoardLogger"):
+        read_metrics(trainer)
+
+
+def test_schedule_values_match_reference() -> None:
+    warmup, total, lr = 10, 50, 3e-3
+    factory = functools.partial(
+        LambdaLR, lr_lambda=functools.partial(_hf_cosine_with_warmup, warmup=warmup, total=total)
+    )
+    values = schedule_values(factory, total, lr=lr)
+    assert values == pytest.approx([lr * _hf_cosine_with_warmup(s, warmup, total) for s in range(total)])
+    assert values[0] == 0.0 and values[warmup] == pytest.approx(lr)
+    assert schedule_values(functools.partial(StepLR, step_size=3, gamma=0.1), 7) == pytest.approx(
+        [1, 1, 1, 0.1, 0.1, 0.1, 0.01]
+    )
+
+
+def test_schedule_values_from_recipe_like_object() -> None:
+    class Recipe:
+        lr = 0.5
+        optimizer = "adamw"
+        schedule = "linear"
+
+        def build_scheduler(self, optimizer: Any, total_steps: int) -> dict[str, Any]:
+            return {"scheduler": LambdaLR(optimizer, lambda s: 1 - s / total_steps), "interval": "step"}
+
+    assert schedule_values(Recipe(), 4) == pytest.approx([0.5, 0.375, 0.25, 0.125])
+
+
+def test_plot_schedule_renders_and_overlays() -> None:
+    cosine = functools.partial(
+        LambdaLR, lr_lambda=functools.partial(_hf_cosine_with_warmup, warmup=5, total=40)
+    )
+    step = functools.partial(StepLR, step_size=10, gamma=0.5)
+    figure = plot_schedule({"cosine": cosine, "step": step}, 40, lr=1e-3)
+    lines = figure.axes[0].get_lines()
+    assert [line.get_label() for line in lines] == ["cosine", "step"]
+    assert lines[0].get_ydata().tolist() == pytest.approx(schedule_values(cosine, 40, lr=1e-3))
+    assert figure.axes[0].get_ylabel() == "learning rate"
+    _png(figure)
+    assert plot_schedule(step, 20).axes[0].get_ylabel() == "LR multiplier"
+
+
+@pytest.mark.parametrize(
+    ("args", "error", "match"),
+    [
+        ((lambda o: StepLR(o, 1), 0), ValueError, "`total_steps` must be an int >= 1, got 0"),
+        ((lambda o: StepLR(o, 1), 5.0), ValueError, "`total_steps` must be an int >= 1, got 5.0"),
+        (("cosine", 5), TypeError, "`schedule` must be an LR-scheduler factory.*got str"),
+        ((lambda o: 3, 5), TypeError, "must return an LR scheduler, got int"),
+    ],
+)
+def test_schedule_values_errors(args: tuple[Any, int], error: type[Exception], match: str) -> None:
+    with pytest.raises(error, match=match):
+        schedule_values(*args)
+    with pytest.raises(ValueError, match="`lr` must be > 0, got -1"):
+        schedule_values(lambda o: StepLR(o, 1), 3, lr=-1)
+
+
+def test_smooth_matches_debiased_ema() -> None:
+    values = [4.0, 2.0, float("nan"), 1.0]
+    weight = 0.9
+    first = 0.1 * 4.0 / (1 - 0.9)
+    second = (0.9 * 0.4 + 0.1 * 2.0) / (1 - 0.81)
+    third = (0.9 * (0.9 * 0.4 + 0.1 * 2.0) + 0.1 * 1.0) / (1 - 0.729)
+    out = smooth(values, weight)
+    assert (
+        out[0] == pytest.approx(first) and out[1] == pytest.approx(second) and out[3] == pytest.approx(third)
+    )
+    assert math.isnan(out[2])
+    assert smooth(values, 0.0)[:2] == [4.0, 2.0]
+    with pytest.raises(ValueError, match=r"`smoothing` must be in \[0, 1\), got 1.0"):
+        smooth(values, 1.0)
+
+
+def test_plot_comparison_of_real_runs(tmp_path: Path) -> None:
+    sgd, _ = _fit_two_loggers(tmp_path, "sgd")
+    _, adamw_csv = _fit_two_loggers(tmp_path, "adamw")
+    figure = plot_comparison({"sgd": sgd, "adamw": adamw_csv}, "train_loss", title="optimizers")
+    lines = figure.axes[0].get_lines()
+    assert [line.get_label() for line in lines] == ["sgd", "adamw"]
+    assert lines[0].get_ydata().tolist() == pytest.approx(sgd.values("train_loss"))
+    _png(figure)
+    with pytest.raises(KeyError, match="Run 'sgd' never logged 'val_acc'"):
+        plot_comparison({"sgd": sgd}, "val_acc")
+    with pytest.raises(ValueError, match="`runs` must name at least one run"):
+        plot_comparison({})
+
+
+def test_plot_metrics_patterns_and_errors() -> None:
+    logged = {"grad_norm/a": [1.0, 2.0], "grad_norm/b": [3.0, 4.0], "train_loss": [1.0, 0.5]}
+    figure = plot_metrics(logged, "grad_norm/*", smoothing=0.5)
+    assert [line.get_label() for line in figure.axes[0].get_lines()] == ["grad_norm/a", "grad_norm/b"]
+    assert figure.axes[0].get_lines()[1].get_ydata().tolist() == pytest.approx(smooth([3.0, 4.0], 0.5))
+    with pytest.raises(KeyError, match=r"No logged key matches \['val_\*'\]; logged keys:"):
+        plot_metrics(logged, "val_*")
+
+
+def test_plot_grad_norms_with_threshold_and_fraction() -> None:
+    logged = {
+        "grad_norm/total": [(0, 10.0), (5, 4.0), (10, 2.0)],
+        "grad_norm/total_max": [(0, 12.0), (5, 6.0), (10, 3.0)],
+        "grad_clip/threshold": [(5, 5.0), (10, 2.5)],
+        "grad_clip/clipped_fraction": [(5, 0.2), (10, 0.1)],
+    }
+    figure = plot_grad_norms(logged)
+    main, twin = figure.axes
+    assert [line.get_label() for line in main.get_lines()] == [
+        "grad_norm/total",
+        "grad_norm/total_max",
+        "grad_clip/threshold",
+    ]
+    assert twin.get_lines()[0].get_ydata().tolist() == [0.2, 0.1]
+    assert main.get_yscale() == "log"
+    _png(figure)
+    assert len(plot_grad_norms({"grad_norm/total": [1.0, 2.0]}).axes) == 1  # no clipping logged: no twin axis
+    with pytest.raises(KeyError, match=r"None of .*grad_norm/total.* was logged"):
+        plot_grad_norms({"train_loss": [1.0]})
+
+
+def test_plot_overfit_curves_and_result_objects() -> None:
+    figure = plot_overfit({"fixed": [2.3, 1.0, 0.2], "frozen layer": [2.3, 2.29, 2.28]}, target=0.23)
+    labels = [line.get_label() for line in figure.axes[0].get_lines()]
+    assert labels == ["fixed", "frozen layer", "target 0.23"]
+    _png(figure)
+
+    class Result:
+        def __init__(self) -> None:
+            self.name = "overfit_batch"
+            self.details = {"curve": [2.0, 1.0, 0.5], "target": 0.2}
+
+    class Report:
+        def __init__(self) -> None:
+            self.results = [Result()]
+
+    for source in (Result(), Report()):
+        lines = plot_overfit(source).axes[0].get_lines()
+        assert lines[0].get_ydata().tolist() == [2.0, 1.0, 0.5]
+        assert lines[1].get_label() == "target 0.2"
+    with pytest.raises(TypeError, match="`curve` must be a list of losses"):
+        plot_overfit("loss")
+
+
+def test_log_figure_to_csv_tensorboard_and_wandb(tmp_path: Path) -> None:
+    import wandb
+    from tensorboard.backend.event_processing.event_file_loader import LegacyEventFileLoader
+
+    figure = plot_metrics({"train_loss": [2.0, 1.0, 0.5]}, "train_loss")
+    csv_logger = CSVLogger(tmp_path, name="csv")
+    tb_logger = TensorBoardLogger(tmp_path, name="tb")
+    wandb_logger = WandbLogger(project="plots-test", save_dir=str(tmp_path), offline=True)
+    memory = InMemoryLogger()
+    trainer = fast_trainer(
+        max_steps=2, logger=[csv_logger, tb_logger, wandb_logger, memory], default_root_dir=tmp_path
+    )
+    try:
+        trainer.fit(TinyClassifier(), random_classification_loader())
+        written = log_figure(figure, trainer, "plots/train loss", step=2)
+        png = Path(csv_logger.log_dir) / "figures" / "plots_train_loss-2.png"
+        assert written == [str(png), "TensorBoardLogger: plots/train loss", "WandbLogger: plots/train loss"]
+        assert png.read_bytes().startswith(PNG_MAGIC)
+
+        images = [
+            value.image.encoded_image_string
+            for path in Path(tb_logger.log_dir).glob("events.out.tfevents.*")
+            for event in LegacyEventFileLoader(str(path)).Load()
+            for value in event.summary.value
+            if value.tag == "plots/train loss"
+        ]
+        assert len(images) == 1 and images[0].startswith(PNG_MAGIC)
+
+        run_dir = Path(wandb_logger.experiment.dir)
+        media = list((run_dir / "media" / "images").rglob("*.png"))
+        assert len(media) == 1 and media[0].read_bytes().startswith(PNG_MAGIC)
+        assert "train loss" in str(media[0].relative_to(run_dir))
+    finally:
+        wandb.finish()
+    with pytest.raises(ValueError, match="`key` must be a non-empty string"):
+        log_figure(figure, memory, "")
+
+
+def test_missing_matplotlib_gives_install_hint(monkeypatch: pytest.MonkeyPatch) -> None:
+    from lightning_recipes.plots import _backend
+
+    monkeypatch.setitem(sys.modules, "matplotlib.pyplot", None)  # what an environment without it sees
+    with pytest.raises(ImportError, match=r"pip install 'lightning-recipes\[plots\]'"):
+        _backend.pyplot()
