@@ -1,0 +1,313 @@
+"""Clip the total gradient norm at a running percentile of recent norms, entirely on the device."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import lightning.pytorch as pl
+import torch
+from lightning.pytorch.callbacks import Callback
+from lightning.pytorch.strategies import DeepSpeedStrategy
+from lightning.pytorch.utilities import rank_zero_warn
+from torch import Tensor
+from torch.optim import Optimizer
+from typing_extensions import override
+
+from lightning_recipes._grad_norm import distributed_total_norm, lightning_will_log, local_tensor
+from lightning_recipes.callbacks.grad_norm_monitor import _emit, _flat_shard_group, _optimizer_index
+
+__all__ = ["AdaptiveGradClip"]
+
+
+class AdaptiveGradClip(Callback):
+    """Clip gradients at the ``percentile``-th percentile of the last ``window`` total norms (AutoClip).
+
+    Seetharaman et al., "AutoClip: Adaptive Gradient Clipping for Source Separation Networks" (2020): record the
+    total gradient norm every step and clip at a percentile of the recorded history. Here the history is a ring
+    buffer of the last ``window`` norms (the current step included, as in AutoClip), clipping starts after
+    ``warmup_steps`` optimizer steps, and ``max_norm`` optionally caps the threshold from the first step. Non-finite
+    norms (an fp16 overflow step) are neither recorded nor clipped, so the gradients stay as they are and the AMP
+    scaler skips the step as usual.
+
+    Runs in ``on_before_optimizer_step`` (accumulated, unscaled gradients) and stays on the device: the global norm
+    (one small all-reduce under FSDP2/FSDP1 shards, none under DDP), ``torch.nanquantile`` over the buffer and an
+    in-place ``torch._foreach_mul_`` by an on-device factor (``min(1, threshold / norm)``). It never calls
+    ``torch.nn.utils.clip_grads_with_norm_`` (it turns a tensor ``max_norm`` into a Python float: a sync).
+    Works under FSDP/FSDP2, where the Trainer's norm clipping refuses; under DeepSpeed use its
+    ``gradient_clipping`` config instead (the engine keeps the gradients).
+
+    Cost: one read of the gradients for the norm, one read-write to scale them (every step, as
+    ``clip_grad_norm_``), a sort of ``window`` floats; **no host-device sync on non-logging steps**; one sync per
+    logging step. Warns on rank zero, at most once every ``window`` steps, when more than
+    ``warn_clipped_fraction`` of the recent steps were clipped: the learning rate, loss scale or data is likely
+    wrong.
+
+    Logged keys (``prefix`` prepended; ``grad_clip/optimizer_<i>/...`` with several optimizers):
+
+    ==============================  ===============================================================
+    key                             value
+    ==============================  ===============================================================
+    ``grad_clip/threshold``         the clipping threshold at the logging step (``inf`` before any)
+    ``grad_clip/clipped_fraction``  fraction of optimizer steps clipped since the last log
+    ``grad_clip/scale``             the factor the gradients were multiplied by at the logging step
+    ==============================  ===============================================================
+
+    Args:
+        percentile: Clip at this percentile of the recorded norms, in ``(0, 100]``.
+        window: How many recent norms to keep (the ring buffer's length), ``>= 1``.
+        warmup_steps: Optimizer steps recorded before percentile clipping starts, ``>= 0``.
+        max_norm: Optional absolute cap on the threshold (active from the first step), ``> 0``.
+        norm_type: The ``p`` of the total norm: a positive number or ``float("inf")``.
+        warn_clipped_fraction: Warn when more than this fraction of the last ``window`` steps were clipped, in
+            ``(0, 1]``; ``None`` never warns.
+        prefix: Prepended to every logged key.
+
+    Raises:
+        ValueError: On an invalid argument; at setup when the Trainer also clips (``gradient_clip_val``) or the
+            strategy is DeepSpeed.
+
+    Example:
+        >>> from lightning_recipes.testing import InMemoryLogger, TinyClassifier, fast_trainer
+        >>> from lightning_recipes.testing import random_classification_loader
+        >>> logger = InMemoryLogger()
+        >>> clip = AdaptiveGradClip(percentile=50, window=8, warmup_steps=2)
+        >>> trainer = fast_trainer(max_steps=6, logger=logger, log_every_n_steps=3, callbacks=[clip])
+        >>> trainer.fit(TinyClassifier(), random_classification_loader())
+        >>> [step for step, _ in logger.history("grad_clip/clipped_fraction")]
+        [2, 5]
+        >>> 0 < logger.last("grad_clip/scale") <= 1
+        True
+    """
+
+    def __init__(
+        self,
+        percentile: float = 90.0,
+        window: int = 1000,
+        warmup_steps: int = 100,
+        max_norm: float | None = None,
+        norm_type: float | str = 2.0,
+        warn_clipped_fraction: float | None = 0.5,
+        prefix: str = "",
+    ) -> None:
+        super().__init__()
+        if (
+            isinstance(percentile, bool)
+            or not isinstance(percentile, (int, float))
+            or not 0 < percentile <= 100
+        ):
+            raise ValueError(f"`percentile` must be in (0, 100], got {percentile!r}.")
+        if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+            raise ValueError(f"`window` must be an int >= 1, got {window!r}.")
+        if isinstance(warmup_steps, bool) or not isinstance(warmup_steps, int) or warmup_steps < 0:
+            raise ValueError(f"`warmup_steps` must be an int >= 0, got {warmup_steps!r}.")
+        if max_norm is not None and (
+            isinstance(max_norm, bool)
+            or not isinstance(max_norm, (int, float))
+            or not 0 < max_norm < math.inf
+        ):
+            raise ValueError(f"`max_norm` must be None or a finite number > 0, got {max_norm!r}.")
+        try:
+            p = float(norm_type)
+        except (TypeError, ValueError):
+            p = float("nan")
+        if isinstance(norm_type, bool) or not p > 0:
+            raise ValueError(f"`norm_type` must be a positive number or float('inf'), got {norm_type!r}.")
+        if warn_clipped_fraction is not None and (
+            isinstance(warn_clipped_fraction, bool)
+            or not isinstance(warn_clipped_fraction, (int, float))
+            or not 0 < warn_clipped_fraction <= 1
+        ):
+            raise ValueError(
+                f"`warn_clipped_fraction` must be None or in (0, 1], got {warn_clipped_fraction!r}."
+            )
+        if not isinstance(prefix, str):
+            raise ValueError(f"`prefix` must be a str, got {prefix!r}.")
+        self.percentile = float(percentile)
+        self.window = window
+        self.warmup_steps = warmup_steps
+        self.max_norm = None if max_norm is None else float(max_norm)
+        self.norm_type = p
+        self.warn_clipped_fraction = warn_clipped_fraction
+        self.prefix = prefix
+        self._states: dict[int, _ClipState] = {}
+        self._shard_group: Any = None
+
+    @property
+    @override
+    def state_key(self) -> str:
+        return self._generate_state_key(percentile=self.percentile, window=self.window, prefix=self.prefix)
+
+    @override
+    def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
+        if trainer.gradient_clip_val:
+            raise ValueError(
+                f"`AdaptiveGradClip` clips the gradients itself, but the Trainer also clips them "
+                f"(`Trainer(gradient_clip_val={trainer.gradient_clip_val!r})`): that would clip twice. Remove "
+                "`gradient_clip_val` from the Trainer, or remove `AdaptiveGradClip` from the callbacks."
+            )
+        if isinstance(trainer.strategy, DeepSpeedStrategy):
+            raise ValueError(
+                "`AdaptiveGradClip` cannot reach the gradients under DeepSpeed (the engine owns and clips them): "
+                "set `gradient_clipping` in the DeepSpeed config, or `Trainer(gradient_clip_val=...)`, instead."
+            )
+        self._shard_group = _flat_shard_group(trainer)
+
+    @override
+    def on_before_optimizer_step(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, optimizer: Optimizer
+    ) -> None:
+        grads = [p.grad for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
+        if not grads:
+            return
+        index = _optimizer_index(trainer, optimizer)
+        state = self._states.get(index)
+        if state is None:
+            state = self._states[index] = _ClipState(self.window)
+        norm = distributed_total_norm(grads, self.norm_type, self._shard_group)
+        factor = state.step(norm, self)
+        torch._foreach_mul_([local_tensor(g) for g in grads], factor)
+        if lightning_will_log(trainer):
+            self._log(trainer, pl_module, index, state)
+
+    @override
+    def state_dict(self) -> dict[str, Any]:
+        return {"states": {index: state.state_dict() for index, state in self._states.items()}}
+
+    @override
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self._states = {}
+        for index, saved in state_dict.get("states", {}).items():
+            state = _ClipState(self.window)
+            state.load_state_dict(saved)
+            self._states[int(index)] = state
+
+    # ---------------------------------------------------------------------------------------------------------
+
+    def _log(self, trainer: pl.Trainer, pl_module: pl.LightningModule, index: int, state: _ClipState) -> None:
+        values = state.interval_values()
+        threshold, fraction, scale, recent_fraction = values.tolist()  # sync: once per logging step
+        infix = f"optimizer_{index}/" if len(trainer.optimizers) > 1 else ""
+        metrics = {
+            f"{self.prefix}grad_clip/{infix}threshold": threshold,
+            f"{self.prefix}grad_clip/{infix}clipped_fraction": fraction,
+            f"{self.prefix}grad_clip/{infix}scale": scale,
+        }
+        _emit(trainer, pl_module, metrics, own_cadence=False)
+        limit = self.warn_clipped_fraction
+        recorded = min(state.steps, self.window)
+        if (
+            limit is not None
+            and recent_fraction > limit
+            and recorded >= min(self.window, 10)
+            and state.steps - state.last_warned_step >= self.window
+        ):
+            state.last_warned_step = state.steps
+            rank_zero_warn(
+                f"`AdaptiveGradClip`: {recent_fraction:.0%} of the last {recorded} optimizer steps were clipped "
+                f"(threshold {threshold:.4g}, more than `warn_clipped_fraction={limit}`). Clipping fires constantly: "
+                "the learning rate, loss scale or data is likely wrong.",
+                category=UserWarning,
+            )
+
+
+class _ClipState:
+    """Ring buffers of recent norms and clip flags, on the device; counters on the host (no sync to read)."""
+
+    def __init__(self, window: int) -> None:
+        self.window = window
+        self.history: Tensor | None = None  # [window] float32, NaN where empty or non-finite
+        self.clipped: Tensor | None = None  # [window] float32 0/1, NaN where empty
+        self.position = 0
+        self.steps = 0
+        self.last_warned_step = -(10**12)
+        self.interval_steps = 0
+        self.interval_clipped: Tensor | None = None
+        self.threshold: Tensor | None = None
+        self.scale: Tensor | None = None
+
+    def _ensure(self, device: torch.device) -> None:
+        if self.history is None or self.history.device != device:
+            self.history = (
+                torch.full((self.window,), math.nan, device=device)
+                if self.history is None
+                else self.history.to(device)
+            )
+        if self.clipped is None or self.clipped.device != device:
+            self.clipped = (
+                torch.full((self.window,), math.nan, device=device)
+                if self.clipped is None
+                else self.clipped.to(device)
+            )
+
+    @torch.no_grad()
+    def step(self, norm: Tensor, config: AdaptiveGradClip) -> Tensor:
+        """Record ``norm``, return the factor to scale the gradients by (all on the device)."""
+        self._ensure(norm.device)
+        assert self.history is not None and self.clipped is not None  # for mypy; set by _ensure
+        finite = torch.isfinite(norm)
+        self.history[self.position] = torch.where(finite, norm, math.nan)
+        self.steps += 1
+        threshold = torch.full((), math.inf, device=norm.device)
+        if self.steps > config.warmup_steps:
+            quantile = torch.nanquantile(self.history, config.percentile / 100.0)
+            threshold = torch.where(torch.isnan(quantile), threshold, quantile)
+        if config.max_norm is not None:
+            threshold = threshold.clamp(max=config.max_norm)
+        clip = finite & (norm > threshold)
+        factor = torch.where(clip, threshold / norm, 1.0)
+        self.clipped[self.position] = clip.float()
+        self.position = (self.position + 1) % self.window
+        self.interval_clipped = (
+            clip.float() if self.interval_clipped is None else self.interval_clipped + clip
+        )
+        self.interval_steps += 1
+        self.threshold, self.scale = threshold, factor
+        return factor
+
+    def interval_values(self) -> Tensor:
+        """``[threshold, clipped fraction since last log, scale, clipped fraction in the window]``; resets."""
+        assert self.clipped is not None and self.interval_clipped is not None
+        assert self.threshold is not None and self.scale is not None
+        values = torch.stack(
+            [
+                self.threshold.float(),
+                self.interval_clipped / max(self.interval_steps, 1),
+                self.scale.float(),
+                torch.nanmean(self.clipped),
+            ]
+        )
+        self.interval_clipped = None
+        self.interval_steps = 0
+        return values
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "history": None if self.history is None else self.history.detach().cpu(),
+            "clipped": None if self.clipped is None else self.clipped.detach().cpu(),
+            "position": self.position,
+            "steps": self.steps,
+            "last_warned_step": self.last_warned_step,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        position = int(state.get("position", 0))
+        history, clipped = state.get("history"), state.get("clipped")
+        if history is not None:
+            self.history, self.position = _resize_ring(history, position, self.window)
+        if clipped is not None:
+            self.clipped, _ = _resize_ring(clipped, position, self.window)
+        self.steps = int(state.get("steps", 0))
+        self.last_warned_step = int(state.get("last_warned_step", self.last_warned_step))
+
+
+def _resize_ring(ring: Tensor, position: int, window: int) -> tuple[Tensor, int]:
+    """Re-lay a saved ring buffer for a (possibly different) ``window``: keep the newest entries, oldest first."""
+    ring = ring.detach().float().cpu()
+    if ring.numel() == window:
+        return ring.clone(), position % window
+    ordered = torch.roll(ring, -(position % max(ring.numel(), 1)))  # oldest ... newest
+    kept = ordered[-window:]
+    out = torch.full((window,), math.nan)
+    out[: kept.numel()] = kept
+    return out, kept.numel() % window

@@ -1,0 +1,461 @@
+"""Gradient-norm monitoring that is correct under DDP/FSDP/DeepSpeed and free on non-logging steps."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import lightning.pytorch as pl
+import torch
+from lightning.pytorch.callbacks import Callback
+from lightning.pytorch.strategies import DeepSpeedStrategy, FSDPStrategy
+from torch import Tensor
+from torch.optim import Optimizer
+from typing_extensions import override
+
+from lightning_recipes._grad_norm import (
+    ShardKey,
+    combine_powers,
+    lightning_log_step,
+    lightning_will_log,
+    norm_power,
+    power_to_norm,
+    reduce_power_,
+    split_by_sharding,
+)
+
+__all__ = ["GradNormMonitor"]
+
+GroupBy = int | Mapping[str, str] | Sequence[tuple[str, str]] | None
+_FOLD_EVERY = 256  # pending per-step powers are reduced at least this often (bounded memory, rare collective)
+
+
+class GradNormMonitor(Callback):
+    """Log the total gradient norm every logging step, computed on the device each optimizer step for free.
+
+    Runs in ``on_before_optimizer_step``, so it sees the gradients the optimizer will use: accumulated over
+    ``accumulate_grad_batches`` and unscaled by AMP, before any ``gradient_clip_val`` clipping. Each optimizer step
+    it computes ``sum |g|^p`` of its local gradients (per group) on the device and keeps it; on logging steps it
+    all-reduces what was kept across shards once, derives last/mean/max over the interval, and reads everything
+    back to the host in one transfer.
+
+    Correct under every strategy: single device and DDP (gradients are already reduced), FSDP2 /
+    ``ModelParallelStrategy`` (DTensor shards: ``norm ** p`` summed over the shard mesh dims, ``max`` for ``inf``),
+    FSDP1 (flat-parameter shards summed over the FSDP process group) and DeepSpeed (the engine's own global norm,
+    ``engine.get_global_grad_norm()``, read after its step: 2-norm of the whole model, no groups).
+
+    Cost: one read of every gradient per optimizer step (~0.6x ``torch.nn.utils.get_total_norm`` on CPU, see
+    ``benchmarks/callback_overhead.py``), **no host-device sync and no collective on non-logging steps**; on logging
+    steps one all-reduce per shard layout (none without sharding) and one sync. ``log_param_norm`` reads the
+    parameters once per logging step; ``log_update_ratio`` also copies them before the step (transient memory of
+    one parameter copy, logging steps only) and syncs a second time after it.
+
+    Logged keys (``prefix`` prepended; with several optimizers ``grad_norm/optimizer_<i>/...`` and so on):
+
+    ==============================  ====================================================================
+    key                             value
+    ==============================  ====================================================================
+    ``grad_norm/total``             norm of all gradients at the logging step (``norm_type``)
+    ``grad_norm/total_mean``        mean over the optimizer steps since the last log (finite norms only)
+    ``grad_norm/total_max``         max over the same steps (finite norms only)
+    ``grad_norm/nonfinite_steps``   steps in that interval whose norm was ``inf``/``nan`` (AMP overflow)
+    ``grad_norm/<group>``           per-group norm at the logging step (``group_by`` set)
+    ``param_norm/total``            parameter norm (``log_param_norm=True``), ``param_norm/<group>`` too
+    ``update_ratio/total``          ``||p_after - p_before|| / ||p_before||`` over the step (``log_update_ratio``)
+    ``update_ratio/<group>``        the same per group
+    ==============================  ====================================================================
+
+    Args:
+        norm_type: The ``p`` of the norm: a positive number or ``float("inf")`` (also ``"inf"``).
+        group_by: Per-group norms. ``None``: total only. An ``int`` ``d``: group by the first ``d`` components of
+            the owning module's name (``2`` → ``blocks.0``). A mapping ``{regex: group}`` or a sequence of
+            ``(regex, group)`` pairs: the first pattern found (``re.search``) in a parameter name picks its group;
+            unmatched parameters go to ``other``.
+        log_param_norm: Also log parameter norms (logging steps only).
+        log_update_ratio: Also log update-to-parameter ratios (logging steps only).
+        log_every_n_steps: ``None`` (default): log exactly when the Trainer logs (``Trainer(log_every_n_steps)``),
+            through ``LightningModule.log`` (values also reach ``trainer.callback_metrics``). An ``int``: log every
+            that many optimizer steps straight to ``trainer.loggers`` on rank zero, like Lightning's
+            ``LearningRateMonitor`` (the keys then do not reach ``callback_metrics``).
+        prefix: Prepended to every key, e.g. ``"train/"``.
+
+    Raises:
+        ValueError: On an invalid argument, or (at setup) ``group_by``/``norm_type != 2`` under DeepSpeed.
+
+    Example:
+        >>> from lightning_recipes.testing import InMemoryLogger, TinyClassifier, fast_trainer
+        >>> from lightning_recipes.testing import random_classification_loader
+        >>> logger = InMemoryLogger()
+        >>> monitor = GradNormMonitor(group_by=1)
+        >>> trainer = fast_trainer(max_steps=4, logger=logger, log_every_n_steps=2, callbacks=[monitor])
+        >>> trainer.fit(TinyClassifier(), random_classification_loader())
+        >>> [step for step, _ in logger.history("grad_norm/total")]
+        [1, 3]
+        >>> sorted(key for key in logger.keys() if key.startswith("grad_norm/"))  # doctest: +NORMALIZE_WHITESPACE
+        ['grad_norm/head', 'grad_norm/hidden', 'grad_norm/nonfinite_steps', 'grad_norm/total',
+         'grad_norm/total_max', 'grad_norm/total_mean']
+    """
+
+    def __init__(
+        self,
+        norm_type: float | str = 2.0,
+        group_by: GroupBy = None,
+        log_param_norm: bool = False,
+        log_update_ratio: bool = False,
+        log_every_n_steps: int | None = None,
+        prefix: str = "",
+    ) -> None:
+        super().__init__()
+        self.norm_type = _validate_norm_type(norm_type)
+        self.group_by = group_by
+        self._patterns = _compile_group_by(group_by)
+        self.log_param_norm = bool(log_param_norm)
+        self.log_update_ratio = bool(log_update_ratio)
+        if log_every_n_steps is not None and (
+            isinstance(log_every_n_steps, bool)
+            or not isinstance(log_every_n_steps, int)
+            or log_every_n_steps < 1
+        ):
+            raise ValueError(f"`log_every_n_steps` must be None or an int >= 1, got {log_every_n_steps!r}.")
+        self.log_every_n_steps = log_every_n_steps
+        if not isinstance(prefix, str):
+            raise ValueError(f"`prefix` must be a str, got {prefix!r}.")
+        self.prefix = prefix
+        self._reset_run_state()
+
+    def _reset_run_state(self) -> None:
+        self._tracks: dict[int, _Track] = {}
+        self._shard_group: Any = None
+        self._deepspeed = False
+
+    @property
+    @override
+    def state_key(self) -> str:
+        return self._generate_state_key(norm_type=self.norm_type, prefix=self.prefix)
+
+    @override
+    def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
+        self._reset_run_state()
+        strategy = trainer.strategy
+        self._deepspeed = isinstance(strategy, DeepSpeedStrategy)
+        if self._deepspeed and (self._patterns is not None or self.norm_type != 2.0 or self.log_update_ratio):
+            raise ValueError(
+                "Under DeepSpeed `GradNormMonitor` logs the engine's global 2-norm only: it needs "
+                f"`norm_type=2.0`, `group_by=None` and `log_update_ratio=False` (got norm_type={self.norm_type}, "
+                f"group_by={self.group_by!r}, log_update_ratio={self.log_update_ratio})."
+            )
+
+    @override
+    def on_before_optimizer_step(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, optimizer: Optimizer
+    ) -> None:
+        if self._deepspeed:
+            return  # the engine's norm exists only after its step: read in on_train_batch_end
+        if self._shard_group is None:
+            self._shard_group = _flat_shard_group(trainer)
+        index = _optimizer_index(trainer, optimizer)
+        track = self._track(index, pl_module, optimizer)
+        track.append_step(self.norm_type, self._shard_group)
+        if track.pending_steps >= _FOLD_EVERY:
+            track.fold(self.norm_type)
+        if self._logging_now(trainer) and (self.log_param_norm or self.log_update_ratio):
+            track.snapshot_params(self.norm_type, self._shard_group, copy=self.log_update_ratio)
+
+    @override
+    def on_train_batch_end(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        if self._deepspeed:
+            self._read_deepspeed_norm(trainer)
+        if not self._logging_now(trainer):
+            return
+        names: list[str] = []
+        values: list[Tensor] = []
+        several = len(self._tracks) > 1 or len(trainer.optimizers) > 1
+        for index, track in sorted(self._tracks.items()):
+            track_names, track_values = track.metrics(self.norm_type)
+            infix = f"optimizer_{index}/" if several else ""
+            names += [f"{self.prefix}{kind}/{infix}{name}" for kind, name in track_names]
+            values += track_values
+        if not values:
+            return
+        device = values[0].device
+        floats = torch.stack(
+            [v.to(device, torch.float32) for v in values]
+        ).tolist()  # sync: once per logging step
+        _emit(trainer, pl_module, dict(zip(names, floats)), own_cadence=self.log_every_n_steps is not None)
+
+    @override
+    def state_dict(self) -> dict[str, Any]:
+        return {"norm_type": self.norm_type, "prefix": self.prefix}
+
+    @override
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        # Interval statistics restart after a resume; the configuration lives in __init__. Nothing else to restore.
+        return None
+
+    # ---------------------------------------------------------------------------------------------------------
+
+    def _logging_now(self, trainer: pl.Trainer) -> bool:
+        if self.log_every_n_steps is None:
+            return lightning_will_log(trainer)
+        return (lightning_log_step(trainer) + 1) % self.log_every_n_steps == 0 and _not_accumulating(trainer)
+
+    def _track(self, index: int, pl_module: pl.LightningModule, optimizer: Optimizer) -> _Track:
+        params = [p for group in optimizer.param_groups for p in group["params"]]
+        track = self._tracks.get(index)
+        if (
+            track is None
+            or len(track.params) != len(params)
+            or any(a is not b for a, b in zip(track.params, params))
+        ):
+            names = {id(p): name for name, p in pl_module.named_parameters()}
+            labels = [
+                _group_of(names.get(id(p), f"param_{i}"), self.group_by, self._patterns)
+                for i, p in enumerate(params)
+            ]
+            track = _Track(params, labels, grouped=self._patterns is not None)
+            self._tracks[index] = track
+        return track
+
+    def _read_deepspeed_norm(self, trainer: pl.Trainer) -> None:
+        if not _not_accumulating(trainer):
+            return
+        engine = getattr(trainer.strategy, "deepspeed_engine", None)
+        norm = None if engine is None else engine.get_global_grad_norm()
+        if norm is None:
+            return
+        norm_t = norm.detach().float() if isinstance(norm, Tensor) else torch.tensor(float(norm))
+        track = self._tracks.get(0)
+        if track is None:
+            track = self._tracks[0] = _Track([], [], grouped=False)
+        track.append_power(norm_t.square().reshape(1))
+
+
+class _Track:
+    """Everything kept for one optimizer: its parameters, their groups, the interval's device-side statistics."""
+
+    def __init__(self, params: list[Tensor], labels: list[str], grouped: bool) -> None:
+        self.params = params
+        self.group_names: list[str] = sorted(set(labels)) if labels else ["total"]
+        position = {name: i for i, name in enumerate(self.group_names)}
+        self.group_of = [position[label] for label in labels]
+        self.grouped = grouped
+        self.pending: dict[ShardKey, list[Tensor]] = {}
+        self.pending_steps = 0
+        self.interval_steps = 0
+        self.stats: Tensor | None = None  # [sum of finite norms, finite count, max finite, non-finite count]
+        self.last_groups: Tensor | None = None
+        self.last_total: Tensor | None = None
+        self.param_powers: Tensor | None = None
+        self.snapshot: list[tuple[ShardKey, int, Tensor, Tensor]] | None = None  # (layout, index, copy, live)
+
+    def _locals(
+        self, tensors: list[tuple[int, Tensor]], shard_group: Any
+    ) -> list[tuple[ShardKey, int, Tensor]]:
+        return [
+            (key, i, local)
+            for i, tensor in tensors
+            for key, locals_ in split_by_sharding([tensor], shard_group).items()
+            for local in locals_
+        ]
+
+    def _powers(self, items: list[tuple[ShardKey, int, Tensor]], norm_type: float) -> dict[ShardKey, Tensor]:
+        """Local per-group powers ``[G]`` for each shard layout."""
+        buckets: dict[ShardKey, list[list[Tensor]]] = {}
+        for key, i, local in items:
+            buckets.setdefault(key, [[] for _ in self.group_names])[self.group_of[i]].append(local)
+        out = {}
+        for key, per_group in buckets.items():
+            device = next(t.device for group in per_group for t in group)
+            out[key] = torch.stack([norm_power(group, norm_type).to(device) for group in per_group])
+        return out
+
+    def _reduced(self, items: list[tuple[ShardKey, int, Tensor]], norm_type: float) -> Tensor:
+        """Global per-group powers ``[G]`` (a collective per shard layout: logging steps only)."""
+        powers = self._powers(items, norm_type)
+        return combine_powers([reduce_power_(v, k, norm_type) for k, v in powers.items()], norm_type)
+
+    def append_step(self, norm_type: float, shard_group: Any) -> None:
+        grads = [(i, p.grad) for i, p in enumerate(self.params) if p.grad is not None]
+        if not grads:
+            return
+        for key, powers in self._powers(self._locals(grads, shard_group), norm_type).items():
+            self.pending.setdefault(key, []).append(powers)
+        self.pending_steps += 1
+
+    def append_power(self, powers: Tensor) -> None:
+        self.pending.setdefault(None, []).append(powers)
+        self.pending_steps += 1
+
+    def fold(self, norm_type: float) -> None:
+        """Reduce the pending per-step powers across shards (one collective per layout) into the running stats."""
+        if not self.pending_steps:
+            return
+        per_key = []
+        for key, rows in self.pending.items():
+            if len(rows) != self.pending_steps:  # a layout without gradients on some steps: pad with zeros
+                rows = rows + [torch.zeros_like(rows[0])] * (self.pending_steps - len(rows))
+            per_key.append(reduce_power_(torch.stack(rows), key, norm_type))
+        group_powers = combine_powers(per_key, norm_type)  # [T, G]
+        totals = power_to_norm(combine_powers(list(group_powers.unbind(1)), norm_type), norm_type)  # [T]
+        finite = torch.isfinite(totals)
+        batch = torch.stack(
+            [
+                torch.where(finite, totals, 0.0).sum(),
+                finite.sum().float(),
+                torch.where(finite, totals, -math.inf).max(),
+                (~finite).sum().float(),
+            ]
+        )
+        if self.stats is None:
+            self.stats = batch
+        else:
+            self.stats = torch.stack(
+                [
+                    self.stats[0] + batch[0],
+                    self.stats[1] + batch[1],
+                    torch.maximum(self.stats[2], batch[2]),
+                    self.stats[3] + batch[3],
+                ]
+            )
+        self.last_groups = power_to_norm(group_powers[-1], norm_type)
+        self.last_total = totals[-1]
+        self.interval_steps += self.pending_steps
+        self.pending = {}
+        self.pending_steps = 0
+
+    def snapshot_params(self, norm_type: float, shard_group: Any, copy: bool) -> None:
+        items = self._locals([(i, p.detach()) for i, p in enumerate(self.params)], shard_group)
+        self.param_powers = self._reduced(items, norm_type)
+        if copy:
+            self.snapshot = [(key, i, local.clone(), local) for key, i, local in items]
+
+    def metrics(self, norm_type: float) -> tuple[list[tuple[str, str]], list[Tensor]]:
+        self.fold(norm_type)
+        names: list[tuple[str, str]] = []
+        values: list[Tensor] = []
+        if self.interval_steps and self.stats is not None and self.last_total is not None:
+            mean = self.stats[0] / self.stats[1].clamp(min=1.0)
+            names += [("grad_norm", "total"), ("grad_norm", "total_mean"), ("grad_norm", "total_max")]
+            names += [("grad_norm", "nonfinite_steps")]
+            values += [self.last_total, mean, self.stats[2], self.stats[3]]
+            if self.grouped and self.last_groups is not None:
+                names += [("grad_norm", name) for name in self.group_names]
+                values += list(self.last_groups.unbind(0))
+        if self.param_powers is not None:
+            param_groups = power_to_norm(self.param_powers, norm_type)
+            param_total = power_to_norm(
+                combine_powers(list(self.param_powers.unbind(0)), norm_type), norm_type
+            )
+            names.append(("param_norm", "total"))
+            values.append(param_total)
+            if self.grouped:
+                names += [("param_norm", name) for name in self.group_names]
+                values += list(param_groups.unbind(0))
+            if self.snapshot is not None:
+                # differences of local shards keep the shard layout of the parameters they came from
+                diffs = [(key, i, live - before) for key, i, before, live in self.snapshot]
+                diff_powers = self._reduced(diffs, norm_type)
+                diff_total = power_to_norm(combine_powers(list(diff_powers.unbind(0)), norm_type), norm_type)
+                names.append(("update_ratio", "total"))
+                values.append(_ratio(diff_total, param_total))
+                if self.grouped:
+                    names += [("update_ratio", name) for name in self.group_names]
+                    values += list(_ratio(power_to_norm(diff_powers, norm_type), param_groups).unbind(0))
+        self.stats = self.last_groups = self.last_total = None
+        self.interval_steps = 0
+        self.param_powers = None
+        self.snapshot = None
+        return names, values
+
+
+def _ratio(numerator: Tensor, denominator: Tensor) -> Tensor:
+    return torch.where(
+        denominator > 0, numerator / denominator.clamp(min=torch.finfo(torch.float32).tiny), 0.0
+    )
+
+
+def _emit(
+    trainer: pl.Trainer, pl_module: pl.LightningModule, metrics: dict[str, float], own_cadence: bool
+) -> None:
+    """Send host floats to the loggers: through ``LightningModule.log`` on Lightning's cadence, else directly."""
+    if not own_cadence:
+        pl_module.log_dict(metrics, on_step=True, on_epoch=False, sync_dist=False, batch_size=1)
+        return
+    if trainer.is_global_zero:
+        step = lightning_log_step(trainer)
+        for logger in trainer.loggers:
+            logger.log_metrics(metrics, step=step)
+
+
+def _not_accumulating(trainer: pl.Trainer) -> bool:
+    should_accumulate = getattr(trainer.fit_loop, "_should_accumulate", None)  # private: isolated here
+    if callable(should_accumulate) and trainer.lightning_module.automatic_optimization:
+        return not should_accumulate()
+    return True
+
+
+def _optimizer_index(trainer: pl.Trainer, optimizer: Optimizer) -> int:
+    for i, candidate in enumerate(trainer.optimizers):
+        if candidate is optimizer or getattr(candidate, "optimizer", None) is optimizer:
+            return i
+    return 0
+
+
+def _flat_shard_group(trainer: pl.Trainer) -> Any:
+    """The process group FSDP1 flat-parameter shards are spread over; ``None`` when gradients are complete."""
+    strategy = trainer.strategy
+    if not isinstance(strategy, FSDPStrategy):
+        return None
+    sharding = str(getattr(strategy, "sharding_strategy", ""))
+    if sharding.endswith("NO_SHARD"):
+        return None
+    return getattr(strategy.model, "process_group", None)
+
+
+def _validate_norm_type(norm_type: float | str) -> float:
+    try:
+        value = float(norm_type)
+    except (TypeError, ValueError):
+        value = float("nan")
+    if isinstance(norm_type, bool) or not (value > 0):
+        raise ValueError(f"`norm_type` must be a positive number or float('inf'), got {norm_type!r}.")
+    return value
+
+
+def _compile_group_by(group_by: GroupBy) -> list[tuple[re.Pattern[str], str]] | None:
+    if group_by is None:
+        return None
+    if isinstance(group_by, bool):
+        raise ValueError(f"`group_by` must be None, an int >= 1 or regex -> group pairs, got {group_by!r}.")
+    if isinstance(group_by, int):
+        if group_by < 1:
+            raise ValueError(f"`group_by` as a module depth must be >= 1, got {group_by!r}.")
+        return []
+    pairs = list(group_by.items()) if isinstance(group_by, Mapping) else list(group_by)
+    if not pairs:
+        raise ValueError(f"`group_by` must name at least one (regex, group) pair, got {group_by!r}.")
+    compiled = []
+    for pair in pairs:
+        if not (isinstance(pair, (tuple, list)) and len(pair) == 2 and all(isinstance(s, str) for s in pair)):
+            raise ValueError(f"`group_by` entries must be (regex, group) string pairs, got {pair!r}.")
+        try:
+            compiled.append((re.compile(pair[0]), pair[1]))
+        except re.error as err:
+            raise ValueError(f"`group_by` pattern {pair[0]!r} is not a valid regex: {err}.") from None
+    return compiled
+
+
+def _group_of(name: str, group_by: GroupBy, patterns: list[tuple[re.Pattern[str], str]] | None) -> str:
+    if patterns is None:
+        return "total"
+    if isinstance(group_by, int) and not isinstance(group_by, bool):
+        module = name.rsplit(".", 1)[0] if "." in name else name
+        return ".".join(module.split(".")[:group_by])
+    for pattern, group in patterns:
+        if pattern.search(name):
+            return group
+    return "other"

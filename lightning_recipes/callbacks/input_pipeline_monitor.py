@@ -1,0 +1,239 @@
+"""Measure how much of each training step waits for the next batch, with host timers only."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import lightning.pytorch as pl
+from lightning.pytorch.callbacks import Callback
+from lightning.pytorch.utilities import rank_zero_warn
+from torch.utils.data import DataLoader
+from typing_extensions import override
+
+from lightning_recipes._grad_norm import lightning_will_log
+from lightning_recipes.callbacks.grad_norm_monitor import _emit
+
+__all__ = ["InputPipelineMonitor"]
+
+
+class InputPipelineMonitor(Callback):
+    """Log the fraction of wall time training waits for data, and warn once with concrete DataLoader advice.
+
+    The *fetch time* of a batch is the host time from the end of the previous training batch
+    (``on_train_batch_end``, or the end of a validation run in between) to the start of this one
+    (``on_train_batch_start``): Lightning fetches the next batch in that gap. The *step time* is the time from
+    ``on_train_batch_start`` to ``on_train_batch_end``. The first batch of every epoch, which also pays for
+    starting the loader's workers, is reported separately (``epoch_start_s``) and left out of the fraction.
+
+    Cost: two ``time.perf_counter()`` calls per batch; no tensors, no host-device sync. Caveat: host timers only.
+    On an accelerator whose queue runs ahead of the host the step time is what the host spent, and data waits may
+    overlap device work; the fraction is exact when something syncs every step (e.g. logging the loss each step).
+    The gap also contains loop bookkeeping that is not data loading (logger writes on logging steps, a checkpoint
+    save), usually negligible.
+
+    Warns once (rank zero; the flag is saved in checkpoints, so a resumed run stays quiet), after ``min_batches`` measured batches, when the cumulative wait fraction
+    exceeds ``warn_wait_fraction``, naming the loader's ``num_workers``, ``pin_memory``, ``persistent_workers`` and
+    ``prefetch_factor`` and what to change.
+
+    Logged keys (``prefix`` prepended), over the batches since the last log:
+
+    ==================================  =========================================================
+    key                                 value
+    ==================================  =========================================================
+    ``input_pipeline/wait_fraction``    fetch time / (fetch time + step time)
+    ``input_pipeline/fetch_ms``         mean fetch time per batch, milliseconds
+    ``input_pipeline/fetch_ms_max``     slowest fetch, milliseconds
+    ``input_pipeline/step_ms``          mean step time per batch, milliseconds
+    ``input_pipeline/epoch_start_s``    wait for the current epoch's first batch, seconds
+    ==================================  =========================================================
+
+    Args:
+        warn_wait_fraction: Warn when training waits for data more than this fraction of the time, in ``(0, 1]``;
+            ``None`` never warns.
+        min_batches: Measured batches (after each epoch's first) before the warning may fire, ``>= 1``.
+        prefix: Prepended to every logged key.
+
+    Raises:
+        ValueError: On an invalid argument.
+
+    Example:
+        >>> from lightning_recipes.testing import InMemoryLogger, TinyClassifier, fast_trainer
+        >>> from lightning_recipes.testing import random_classification_loader
+        >>> logger = InMemoryLogger()
+        >>> trainer = fast_trainer(max_steps=4, logger=logger, log_every_n_steps=2,
+        ...                        callbacks=[InputPipelineMonitor()])
+        >>> trainer.fit(TinyClassifier(), random_classification_loader())
+        >>> [step for step, _ in logger.history("input_pipeline/wait_fraction")]
+        [1, 3]
+        >>> 0.0 <= logger.last("input_pipeline/wait_fraction") <= 1.0
+        True
+    """
+
+    def __init__(
+        self, warn_wait_fraction: float | None = 0.2, min_batches: int = 20, prefix: str = ""
+    ) -> None:
+        super().__init__()
+        if warn_wait_fraction is not None and (
+            isinstance(warn_wait_fraction, bool)
+            or not isinstance(warn_wait_fraction, (int, float))
+            or not 0 < warn_wait_fraction <= 1
+        ):
+            raise ValueError(f"`warn_wait_fraction` must be None or in (0, 1], got {warn_wait_fraction!r}.")
+        if isinstance(min_batches, bool) or not isinstance(min_batches, int) or min_batches < 1:
+            raise ValueError(f"`min_batches` must be an int >= 1, got {min_batches!r}.")
+        if not isinstance(prefix, str):
+            raise ValueError(f"`prefix` must be a str, got {prefix!r}.")
+        self.warn_wait_fraction = warn_wait_fraction
+        self.min_batches = min_batches
+        self.prefix = prefix
+        self.warned = False
+        self.total_fetch_s = 0.0
+        self.total_step_s = 0.0
+        self.total_batches = 0
+        self._reset_interval()
+        self._gap_start: float | None = None
+        self._batch_start: float | None = None
+        self._first_of_epoch = False
+        self._epoch_start_s: float | None = None
+
+    def _reset_interval(self) -> None:
+        self._fetch_s = 0.0
+        self._fetch_max_s = 0.0
+        self._step_s = 0.0
+        self._batches = 0
+
+    @property
+    @override
+    def state_key(self) -> str:
+        return self._generate_state_key(prefix=self.prefix)
+
+    @override
+    def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._gap_start = time.perf_counter()
+        self._first_of_epoch = True
+
+    @override
+    def on_train_batch_start(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int
+    ) -> None:
+        now = time.perf_counter()
+        if self._gap_start is not None:
+            wait = now - self._gap_start
+            if self._first_of_epoch:
+                self._epoch_start_s = wait
+            else:
+                self._fetch_s += wait
+                self._fetch_max_s = max(self._fetch_max_s, wait)
+                self.total_fetch_s += wait
+        self._batch_start = now
+
+    @override
+    def on_train_batch_end(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        now = time.perf_counter()
+        if self._batch_start is not None and not self._first_of_epoch:
+            step = now - self._batch_start
+            self._step_s += step
+            self._batches += 1
+            self.total_step_s += step
+            self.total_batches += 1
+        self._first_of_epoch = False
+        if lightning_will_log(trainer) and (self._batches or self._epoch_start_s is not None):
+            _emit(trainer, pl_module, self._interval_metrics(), own_cadence=False)
+            self._reset_interval()
+        self._maybe_warn(trainer)
+        self._gap_start = time.perf_counter()
+
+    @override
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if trainer.training or trainer.state.fn == "fit":
+            self._gap_start = time.perf_counter()  # validation in the gap is not data loading
+
+    @override
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "warned": self.warned,
+            "total_fetch_s": self.total_fetch_s,
+            "total_step_s": self.total_step_s,
+            "total_batches": self.total_batches,
+        }
+
+    @override
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.warned = bool(state_dict.get("warned", False))
+        self.total_fetch_s = float(state_dict.get("total_fetch_s", 0.0))
+        self.total_step_s = float(state_dict.get("total_step_s", 0.0))
+        self.total_batches = int(state_dict.get("total_batches", 0))
+
+    # ---------------------------------------------------------------------------------------------------------
+
+    def _interval_metrics(self) -> dict[str, float]:
+        metrics: dict[str, float] = {}
+        key = f"{self.prefix}input_pipeline/"
+        if self._batches:
+            busy = self._fetch_s + self._step_s
+            metrics[key + "wait_fraction"] = self._fetch_s / busy if busy > 0 else 0.0
+            metrics[key + "fetch_ms"] = 1e3 * self._fetch_s / self._batches
+            metrics[key + "fetch_ms_max"] = 1e3 * self._fetch_max_s
+            metrics[key + "step_ms"] = 1e3 * self._step_s / self._batches
+        if self._epoch_start_s is not None:
+            metrics[key + "epoch_start_s"] = self._epoch_start_s
+        return metrics
+
+    def _maybe_warn(self, trainer: pl.Trainer) -> None:
+        limit = self.warn_wait_fraction
+        if self.warned or limit is None or self.total_batches < self.min_batches:
+            return
+        busy = self.total_fetch_s + self.total_step_s
+        fraction = self.total_fetch_s / busy if busy > 0 else 0.0
+        if fraction <= limit:
+            return
+        self.warned = True
+        fetch_ms = 1e3 * self.total_fetch_s / self.total_batches
+        step_ms = 1e3 * self.total_step_s / self.total_batches
+        rank_zero_warn(
+            f"`InputPipelineMonitor`: training waited for data {fraction:.0%} of the time (more than "
+            f"`warn_wait_fraction={limit}`): {fetch_ms:.1f} ms per batch fetching vs {step_ms:.1f} ms computing, "
+            f"over {self.total_batches} batches. {_loader_advice(trainer)}",
+            category=UserWarning,
+        )
+
+
+def _loader_advice(trainer: pl.Trainer) -> str:
+    loaders = trainer.train_dataloader
+    if isinstance(loaders, dict):
+        loaders = next(iter(loaders.values()), None)
+    elif isinstance(loaders, (list, tuple)):
+        loaders = loaders[0] if loaders else None
+    cpus = os.cpu_count() or 1
+    if not isinstance(loaders, DataLoader):
+        return (
+            f"Load batches in background workers (`DataLoader(num_workers=...)`, this machine has {cpus} CPUs), "
+            "with `pin_memory=True` on a GPU and `persistent_workers=True`."
+        )
+    loader = loaders
+    current = (
+        f"The train DataLoader has num_workers={loader.num_workers}, pin_memory={loader.pin_memory}, "
+        f"persistent_workers={loader.persistent_workers}, prefetch_factor={loader.prefetch_factor}."
+    )
+    advice = []
+    if loader.num_workers == 0:
+        advice.append(
+            f"set `num_workers` > 0 (e.g. {max(1, min(8, cpus - 1))}; this machine has {cpus} CPUs) so batches "
+            "load in the background"
+        )
+    elif loader.num_workers < cpus - 1:
+        advice.append(f"raise `num_workers` from {loader.num_workers} towards {cpus - 1}")
+    if not loader.pin_memory and trainer.strategy.root_device.type == "cuda":
+        advice.append("set `pin_memory=True` for faster, asynchronous host-to-GPU copies")
+    if loader.num_workers > 0 and not loader.persistent_workers:
+        advice.append("set `persistent_workers=True` so workers are not restarted every epoch")
+    if loader.num_workers > 0:
+        advice.append(f"raise `prefetch_factor` (now {loader.prefetch_factor}) to keep more batches queued")
+    advice.append(
+        "move per-sample work (decoding, augmentation, tokenisation) out of the training step or precompute it"
+    )
+    return current + " Try: " + "; ".join(advice) + "."
