@@ -1,0 +1,415 @@
+"""StabilityGuard on real Trainers: fault injection (NaN loss, NaN gradient, 100x spike), DDP, modes, state."""
+
+from __future__ import annotations
+
+import math
+import pickle
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import lightning.pytorch as pl
+import pytest
+import torch
+from lightning.pytorch.callbacks import Callback, ModelCheckpoint
+from lightning.pytorch.plugins.precision import MixedPrecision
+
+from lightning_recipes.callbacks import StabilityGuard
+from lightning_recipes.testing import (
+    InMemoryLogger,
+    TinyClassifier,
+    fast_trainer,
+    random_classification_loader,
+)
+
+
+class FaultyClassifier(TinyClassifier):
+    """TinyClassifier that injects one fault at ``trainer.global_step == fault_step`` (optionally on one rank).
+
+    ``fault``: ``"nan_loss"`` (loss * NaN), ``"nan_grad"`` (one gradient entry set to NaN after backward,
+    i.e. after DDP's all-reduce, so only that rank's update is poisoned), ``"spike"`` (loss * 100),
+    ``"skip"`` (returns ``None``: the reference for "this batch never happened"). ``persistent`` repeats
+    the fault at every step from ``fault_step`` on.
+    """
+
+    def __init__(
+        self,
+        fault: str | None = None,
+        fault_step: int = 5,
+        fault_rank: int | None = None,
+        persistent: bool = False,
+        momentum: float = 0.0,
+        lr: float = 0.1,
+    ) -> None:
+        super().__init__(lr=lr)
+        self.fault = fault
+        self.fault_step = fault_step
+        self.fault_rank = fault_rank
+        self.persistent = persistent
+        self.momentum = momentum
+
+    def _faulty(self, kind: str) -> bool:
+        if self.fault != kind:
+            return False
+        if self.fault_rank is not None and self.global_rank != self.fault_rank:
+            return False
+        step = self.trainer.global_step
+        return step >= self.fault_step if self.persistent else step == self.fault_step
+
+    def training_step(self, batch: Any, batch_idx: int) -> Any:
+        loss = super().training_step(batch, batch_idx)
+        if self._faulty("skip"):
+            return None
+        if self._faulty("nan_loss"):
+            return loss * float("nan")
+        if self._faulty("spike"):
+            return loss * 100.0
+        return loss
+
+    def on_after_backward(self) -> None:
+        if self._faulty("nan_grad"):
+            self.hidden.weight.grad[0, 0] = float("nan")
+
+    def configure_optimizers(self) -> Any:
+        return torch.optim.SGD(self.parameters(), lr=self.hparams["lr"], momentum=self.momentum)
+
+
+class DumpPerRank(Callback):
+    """Writes each rank's guard events and final weights (or its exception) to ``directory/rank{r}.pt``."""
+
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+
+    def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        guard = next(cb for cb in trainer.callbacks if isinstance(cb, StabilityGuard))
+        torch.save(
+            {
+                "events": [vars(e) for e in guard.events],
+                "weights": {k: v.detach().cpu().clone() for k, v in pl_module.state_dict().items()},
+                "global_step": trainer.global_step,
+            },
+            Path(self.directory, f"rank{trainer.global_rank}.pt"),
+        )
+
+
+class RecordingGuard(StabilityGuard):
+    """Test harness: records, in the worker, the error each rank raises from its check, and proves with a
+    barrier that every rank raised at the same check (the barrier times out otherwise)."""
+
+    def __init__(self, directory: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.directory = directory
+
+    def on_train_batch_end(self, trainer: pl.Trainer, *args: Any) -> None:
+        try:
+            super().on_train_batch_end(trainer, *args)
+        except RuntimeError as error:
+            torch.save({"exception": str(error)}, Path(self.directory, f"rank{trainer.global_rank}.pt"))
+            torch.distributed.monitored_barrier(timeout=timedelta(seconds=60))
+            raise
+
+
+def _fit(
+    model: pl.LightningModule, guard: StabilityGuard | None, max_steps: int = 16, **kwargs: Any
+) -> pl.Trainer:
+    callbacks = kwargs.pop("callbacks", [])
+    trainer = fast_trainer(
+        max_steps=max_steps, max_epochs=-1, callbacks=([guard] if guard else []) + callbacks, **kwargs
+    )
+    trainer.fit(model, random_classification_loader())
+    return trainer
+
+
+def _weights(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def _assert_same(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> None:
+    assert a.keys() == b.keys()
+    for key in a:
+        assert torch.equal(a[key], b[key]), key
+
+
+# ---------------------------------------------------------------------------------------------- construction
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"mode": "skip"}, "`mode` must be one of"),
+        ({"check_every_n_steps": 0}, "`check_every_n_steps` must be an int >= 1, got 0"),
+        ({"snapshot_every_n_steps": 2.5}, "`snapshot_every_n_steps` must be an int >= 1, got 2.5"),
+        ({"spike_window": True}, "`spike_window` must be an int >= 1"),
+        ({"max_rollbacks": -1}, "`max_rollbacks` must be an int >= 0, got -1"),
+        ({"spike_k": 0.0}, "`spike_k` must be a finite number > 0 or None, got 0.0"),
+        ({"spike_rtol": 1.0}, "`spike_rtol` must be a finite number > 1 or None, got 1.0"),
+        ({"lr_factor": 0.0}, r"`lr_factor` must be in \(0, 1\], got 0.0"),
+        ({"lr_factor": 2}, r"`lr_factor` must be in \(0, 1\], got 2"),
+    ],
+)
+def test_invalid_arguments_name_argument_and_value(kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        StabilityGuard(**kwargs)
+
+
+# ---------------------------------------------------------------------------------------------- rollback = skipping
+
+
+@pytest.mark.parametrize("fault", ["nan_loss", "nan_grad"])
+def test_rollback_is_bitwise_the_run_without_the_bad_batch(fault: str) -> None:
+    """Checked and snapshotted every step, a rollback must leave exactly the state of a run whose bad
+    batch produced no update (momentum SGD: optimizer state must be restored too)."""
+    guard = StabilityGuard(check_every_n_steps=1, snapshot_every_n_steps=1, spike_k=None, verbose=False)
+    torch.manual_seed(0)
+    faulty = FaultyClassifier(fault=fault, fault_step=5, momentum=0.9)
+    _fit(faulty, guard, max_steps=10)
+    torch.manual_seed(0)
+    reference = FaultyClassifier(fault="skip", fault_step=5, momentum=0.9)
+    _fit(reference, None, max_steps=10)
+    _assert_same(_weights(faulty), _weights(reference))
+    expected_cause = "nonfinite_loss" if fault == "nan_loss" else "nonfinite_grad_norm"
+    assert [(e.step, e.cause, e.action, e.restored_step) for e in guard.events] == [
+        (5, expected_cause, "rollback", 5)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("fault", "cause"),
+    [("nan_loss", "nonfinite_loss"), ("nan_grad", "nonfinite_grad_norm"), ("spike", "loss_spike")],
+)
+def test_fault_injection_rolls_back_and_logs_the_right_step(fault: str, cause: str) -> None:
+    logger = InMemoryLogger()
+    guard = StabilityGuard(
+        check_every_n_steps=3, snapshot_every_n_steps=3, spike_warmup_steps=4, spike_window=50, verbose=False
+    )
+    model = FaultyClassifier(fault=fault, fault_step=7)
+    trainer = _fit(model, guard, max_steps=16, logger=logger)
+
+    assert trainer.global_step == 16  # the run finished
+    assert all(torch.isfinite(p).all() for p in model.parameters())
+    assert [(e.step, e.cause, e.detected_at_step, e.restored_step) for e in guard.events] == [
+        (
+            7,
+            cause,
+            9,
+            6,
+        )  # checks after steps 2, 5, 8 (global_step 3, 6, 9); snapshot from the passed check at 6
+    ]
+    assert guard.rollbacks == 1
+    assert logger.history("stability/event_step") == [(9, 7.0)]
+    assert (
+        logger.last("stability/event_cause")
+        == {"nonfinite_loss": 1, "nonfinite_grad_norm": 2, "loss_spike": 3}[cause]
+    )
+    value = logger.last("stability/event_value")
+    if fault == "spike":
+        assert value > 50.0  # ~100x the loss at init (ln 4)
+    else:
+        assert math.isnan(value)
+
+
+def test_no_false_positive_on_a_clean_run_and_one_sync_per_check() -> None:
+    guard = StabilityGuard(
+        check_every_n_steps=4, snapshot_every_n_steps=8, spike_warmup_steps=4, verbose=False
+    )
+    model = FaultyClassifier()
+    trainer = _fit(model, guard, max_steps=24)
+    assert guard.events == [] and trainer.global_step == 24
+    assert guard._window.numel() == 24  # every step passed its check and entered the statistics
+    assert guard._snapshot is None  # released at teardown
+
+
+def test_cooldown_scales_lr_only_inside_optimizer_steps() -> None:
+    seen: list[float] = []
+
+    class LrProbe(Callback):
+        def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+            # registered after the guard's hooks, so it sees the learning rate the step really uses
+            trainer.optimizers[0].register_step_pre_hook(
+                lambda opt, a, k: seen.append(opt.param_groups[0]["lr"])
+            )
+
+    guard = StabilityGuard(
+        check_every_n_steps=1, snapshot_every_n_steps=1, lr_factor=0.25, cooldown_steps=3, verbose=False
+    )
+    model = FaultyClassifier(fault="nan_loss", fault_step=4)
+    trainer = _fit(model, guard, max_steps=10, callbacks=[LrProbe()])
+    assert seen == [0.1] * 5 + [0.025] * 3 + [0.1] * 2
+    assert trainer.optimizers[0].param_groups[0]["lr"] == 0.1
+
+
+def test_scheduler_state_is_restored() -> None:
+    class Scheduled(FaultyClassifier):
+        def configure_optimizers(self) -> Any:
+            optimizer = torch.optim.SGD(self.parameters(), lr=0.1)
+            scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=1, gamma=0.5)
+            return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+    guard = StabilityGuard(check_every_n_steps=2, snapshot_every_n_steps=2, verbose=False)
+    model = Scheduled(fault="nan_loss", fault_step=4)
+    trainer = _fit(model, guard, max_steps=8)
+    # 8 steps, but the scheduler was rewound from 6 to 4 at the rollback: it stepped 8 - 2 times.
+    assert trainer.lr_scheduler_configs[0].scheduler.last_epoch == 6
+    assert trainer.optimizers[0].param_groups[0]["lr"] == pytest.approx(0.1 * 0.5**6)
+
+
+def test_gradient_accumulation_names_the_optimizer_step() -> None:
+    guard = StabilityGuard(check_every_n_steps=2, snapshot_every_n_steps=2, spike_k=None, verbose=False)
+
+    class MicroFault(FaultyClassifier):
+        def training_step(self, batch: Any, batch_idx: int) -> Any:
+            loss = TinyClassifier.training_step(self, batch, batch_idx)
+            # second micro-batch of optimizer step 3 (batches 6 and 7 form step 3)
+            return loss * float("nan") if (self.current_epoch, batch_idx) == (0, 7) else loss
+
+    model = MicroFault()
+    trainer = _fit(model, guard, max_steps=8, accumulate_grad_batches=2)
+    assert trainer.global_step == 8
+    assert [(e.step, e.cause, e.detected_at_step) for e in guard.events] == [(3, "nonfinite_loss", 4)]
+    assert all(torch.isfinite(p).all() for p in model.parameters())
+
+
+# ---------------------------------------------------------------------------------------------- other modes
+
+
+def test_raise_mode_raises_naming_cause_and_step() -> None:
+    guard = StabilityGuard(mode="raise", check_every_n_steps=2, verbose=False)
+    with pytest.raises(
+        RuntimeError, match=r"non-finite loss \(nan\) at step 3 on rank 0, detected at step 4"
+    ):
+        _fit(FaultyClassifier(fault="nan_loss", fault_step=3), guard, max_steps=8)
+
+
+def test_skip_step_drops_the_update_bitwise() -> None:
+    guard = StabilityGuard(mode="skip_step", check_every_n_steps=4, verbose=False)
+    torch.manual_seed(0)
+    faulty = FaultyClassifier(fault="nan_grad", fault_step=3, momentum=0.9)
+    _fit(faulty, guard, max_steps=8)
+    torch.manual_seed(0)
+    reference = FaultyClassifier(fault="skip", fault_step=3, momentum=0.9)
+    _fit(reference, None, max_steps=8)
+    _assert_same(_weights(faulty), _weights(reference))
+    assert guard.skipped_steps == 1
+    assert [(e.step, e.cause, e.action) for e in guard.events] == [(3, "nonfinite_grad_norm", "skip_step")]
+
+
+def test_max_rollbacks_exceeded_writes_emergency_checkpoint_and_raises(tmp_path: Path) -> None:
+    guard = StabilityGuard(check_every_n_steps=2, snapshot_every_n_steps=2, max_rollbacks=2, verbose=False)
+    checkpoint = ModelCheckpoint(dirpath=tmp_path / "ckpts", save_top_k=0)
+    model = FaultyClassifier(fault="nan_loss", fault_step=4, persistent=True)
+    with pytest.raises(
+        RuntimeError, match=r"gave up: non-finite loss .* at step 8 .*2 rollbacks within 1000 steps"
+    ):
+        _fit(model, guard, max_steps=20, callbacks=[checkpoint], enable_checkpointing=True)
+    assert [(e.step, e.action) for e in guard.events] == [(4, "rollback"), (6, "rollback"), (8, "give_up")]
+    path = Path(guard.emergency_checkpoint_path or "")
+    assert path == tmp_path / "ckpts" / "stability-guard-emergency-step=10.ckpt" and path.is_file()
+    state = torch.load(path, weights_only=False)
+    assert state["global_step"] == 10
+    assert all(torch.isfinite(v).all() for v in state["state_dict"].values())
+    # the emergency checkpoint and the in-memory model hold the last good snapshot (step 4)
+    _assert_same({k: v for k, v in state["state_dict"].items()}, _weights(model))
+
+
+def test_fp16_gradscaler_overflow_is_left_to_the_scaler() -> None:
+    """An inf gradient under a GradScaler is the scaler's business (it skips the step, lowers its scale);
+    a NaN loss is still caught."""
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0**8)
+    guard = StabilityGuard(check_every_n_steps=2, snapshot_every_n_steps=2, spike_k=None, verbose=False)
+    model = FaultyClassifier(fault="nan_grad", fault_step=3)
+    trainer = _fit(model, guard, max_steps=8, plugins=[MixedPrecision("16-mixed", "cpu", scaler=scaler)])
+    assert guard.events == []
+    assert scaler.get_scale() < 2.0**8  # the scaler saw the overflow and backed off
+    assert trainer.global_step == 8
+
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0**8)
+    guard = StabilityGuard(check_every_n_steps=2, snapshot_every_n_steps=2, spike_k=None, verbose=False)
+    model = FaultyClassifier(fault="nan_loss", fault_step=3)
+    _fit(model, guard, max_steps=8, plugins=[MixedPrecision("16-mixed", "cpu", scaler=scaler)])
+    assert [(e.step, e.cause) for e in guard.events] == [(3, "nonfinite_loss")]
+
+
+# ---------------------------------------------------------------------------------------------- state
+
+
+def test_state_dict_round_trip_and_pickle() -> None:
+    guard = StabilityGuard(
+        check_every_n_steps=3, snapshot_every_n_steps=3, verbose=False, lr_factor=0.5, cooldown_steps=50
+    )
+    _fit(FaultyClassifier(fault="nan_loss", fault_step=4), guard, max_steps=10)
+    state = guard.state_dict()
+    assert state["rollbacks"] == 1 and state["cooldown_left"] > 0 and len(state["pending"]) == 1
+    restored = StabilityGuard(check_every_n_steps=3)
+    restored.load_state_dict(pickle.loads(pickle.dumps(state)))
+    assert repr(restored.state_dict()) == repr(state)  # repr: the event value is NaN (NaN != NaN)
+    event = restored.events[0]
+    assert (
+        event.step,
+        event.cause,
+        event.rank,
+        event.detected_at_step,
+        event.action,
+        event.restored_step,
+    ) == (4, "nonfinite_loss", 0, 6, "rollback", 3)
+    assert math.isnan(event.value)
+    StabilityGuard().load_state_dict({})  # tolerant of old / empty state
+    clone = pickle.loads(pickle.dumps(guard))
+    assert clone.rollbacks == 1 and clone._snapshot is None and clone._hook_handles == []
+
+
+def test_rollback_refuses_sharded_strategies() -> None:
+    from lightning.pytorch.strategies import FSDPStrategy
+
+    guard = StabilityGuard()
+    trainer = fast_trainer(max_steps=1)
+    trainer.strategy.__class__ = type("FakeFSDP", (FSDPStrategy,), {})  # only the type check matters here
+    with pytest.raises(ValueError, match="does not support sharded strategies, got FakeFSDP"):
+        guard.setup(trainer, TinyClassifier(), "fit")
+
+
+# ---------------------------------------------------------------------------------------------- DDP
+
+
+@pytest.mark.parametrize(
+    ("strategy", "fault", "cause"),
+    [
+        ("ddp_fork", "nan_loss", "nonfinite_loss"),
+        ("ddp_fork", "nan_grad", "nonfinite_grad_norm"),
+        ("ddp_fork", "spike", "loss_spike"),
+        ("ddp_spawn", "nan_grad", "nonfinite_grad_norm"),  # proves the guard pickles
+    ],
+)
+def test_ddp_fault_on_one_rank_rolls_back_every_rank(
+    tmp_path: Path, strategy: str, fault: str, cause: str
+) -> None:
+    guard = StabilityGuard(
+        check_every_n_steps=3, snapshot_every_n_steps=3, spike_warmup_steps=4, verbose=False
+    )
+    model = FaultyClassifier(fault=fault, fault_step=7, fault_rank=1)
+    _fit(
+        model,
+        guard,
+        max_steps=12,
+        strategy=strategy,
+        devices=2,
+        callbacks=[DumpPerRank(str(tmp_path))],
+    )
+    results = [torch.load(tmp_path / f"rank{r}.pt", weights_only=False) for r in (0, 1)]
+    for result in results:
+        assert result["global_step"] == 12
+        # a NaN loss on rank 1 also makes rank 0's all-reduced gradient NaN: the event names the root cause
+        assert [
+            (e["step"], e["rank"], e["cause"], e["action"], e["restored_step"]) for e in result["events"]
+        ] == [(7, 1, cause, "rollback", 6)]
+        assert all(torch.isfinite(v).all() for v in result["weights"].values())
+    _assert_same(results[0]["weights"], results[1]["weights"])
+
+
+def test_ddp_raise_mode_raises_on_every_rank(tmp_path: Path) -> None:
+    guard = RecordingGuard(str(tmp_path), mode="raise", check_every_n_steps=2, verbose=False)
+    model = FaultyClassifier(fault="nan_grad", fault_step=3, fault_rank=0)
+    with pytest.raises(Exception, match="StabilityGuard"):
+        _fit(model, guard, max_steps=8, strategy="ddp_fork", devices=2)
+    for rank in (0, 1):
+        message = torch.load(tmp_path / f"rank{rank}.pt", weights_only=False)["exception"]
+        assert "non-finite gradient norm (nan) at step 3 on rank 0, detected at step 4" in message
