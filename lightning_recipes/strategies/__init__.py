@@ -1,0 +1,54 @@
+"""Strategy presets (DDP, FSDP, FSDP2, DeepSpeed), a memory estimator and a strategy recommender.
+
+Importing this package registers every preset in Lightning's ``StrategyRegistry`` as ``recipes_<name>``.
+
+Example:
+    >>> import lightning.pytorch as pl
+    >>> from lightning_recipes.strategies import preset
+    >>> trainer = pl.Trainer(strategy="recipes_ddp", accelerator="cpu", devices=1, logger=False)
+    >>> type(trainer.strategy).__name__, trainer.strategy._ddp_kwargs["gradient_as_bucket_view"]
+    ('DDPStrategy', True)
+"""
+
+from lightning_recipes.strategies._blocks import LazyBlockPolicy, infer_block_classes
+from lightning_recipes.strategies.deepspeed_config import (
+    DEEPSPEED_INSTALL_HINT,
+    deepspeed_available,
+    reconcile_deepspeed_config,
+    validate_deepspeed_config,
+)
+from lightning_recipes.strategies.deepspeed_strategy import RecipesDeepSpeedStrategy
+from lightning_recipes.strategies.fsdp import RecipesFSDPStrategy
+from lightning_recipes.strategies.fsdp2 import (
+    FSDP2Mixin,
+    RecipesFSDP2Strategy,
+    apply_fsdp2,
+    mixed_precision_policy,
+)
+from lightning_recipes.strategies.memory import MemoryEstimate, estimate_memory
+from lightning_recipes.strategies.presets import PRESETS, preset, register_presets
+from lightning_recipes.strategies.recommend import Recommendation, recommend_strategy
+
+register_presets()
+
+__all__ = [
+    "DEEPSPEED_INSTALL_HINT",
+    "PRESETS",
+    "FSDP2Mixin",
+    "LazyBlockPolicy",
+    "MemoryEstimate",
+    "RecipesDeepSpeedStrategy",
+    "RecipesFSDP2Strategy",
+    "RecipesFSDPStrategy",
+    "Recommendation",
+    "apply_fsdp2",
+    "deepspeed_available",
+    "estimate_memory",
+    "infer_block_classes",
+    "mixed_precision_policy",
+    "preset",
+    "recommend_strategy",
+    "reconcile_deepspeed_config",
+    "register_presets",
+    "validate_deepspeed_config",
+]

@@ -1,0 +1,173 @@
+"""DeepSpeed configs that never contradict the Trainer: batch size, accumulation, clipping and precision from it."""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = [
+    "DEEPSPEED_INSTALL_HINT",
+    "deepspeed_available",
+    "reconcile_deepspeed_config",
+    "require_deepspeed",
+    "validate_deepspeed_config",
+]
+
+DEEPSPEED_INSTALL_HINT = (
+    "DeepSpeed is not installed. Install it with `pip install 'lightning-recipes[deepspeed]'`"
+    " (or `pip install deepspeed`), or pick a preset that needs no extra package: `recipes_ddp`,"
+    " `recipes_fsdp_full_shard`, `recipes_fsdp2`."
+)
+
+
+def deepspeed_available() -> bool:
+    """Whether DeepSpeed can be imported here (checked without importing it: the import costs ~1.5 s).
+
+    Example:
+        >>> isinstance(deepspeed_available(), bool)
+        True
+    """
+    if "deepspeed" in sys.modules:
+        return sys.modules["deepspeed"] is not None
+    return importlib.util.find_spec("deepspeed") is not None
+
+
+def require_deepspeed() -> None:
+    """Raise a clear install hint when DeepSpeed cannot be imported.
+
+    Raises:
+        ModuleNotFoundError: With :data:`DEEPSPEED_INSTALL_HINT`.
+    """
+    try:
+        import deepspeed  # noqa: F401
+    except ImportError as err:
+        raise ModuleNotFoundError(DEEPSPEED_INSTALL_HINT) from err
+
+
+def reconcile_deepspeed_config(
+    config: Mapping[str, Any],
+    *,
+    micro_batch_size: int,
+    accumulate_grad_batches: int,
+    world_size: int,
+    gradient_clip_val: float | None,
+    gradient_clip_algorithm: str | None,
+    precision: str,
+) -> dict[str, Any]:
+    """Return a copy of ``config`` whose batch, accumulation, clipping and precision entries agree with the Trainer.
+
+    Lightning refuses a config holding ``gradient_accumulation_steps`` even when it equals the Trainer's
+    (#19891), and DeepSpeed asserts ``train_batch_size == micro * accumulation * world_size``. Here the Trainer
+    is the single source of truth: missing entries are filled from it, entries that agree are kept, and entries
+    that contradict it are refused naming both values. ``gradient_accumulation_steps`` is then removed again,
+    because Lightning sets it from ``Trainer(accumulate_grad_batches=...)`` itself (which also fixes #19350:
+    accumulation taken from the Trainer, never silently ignored).
+
+    Args:
+        config: The DeepSpeed config (not modified).
+        micro_batch_size: Per-device batch size of the training loader.
+        accumulate_grad_batches: ``trainer.accumulate_grad_batches``.
+        world_size: Number of processes.
+        gradient_clip_val: ``trainer.gradient_clip_val`` (``None`` or ``0`` = no clipping).
+        gradient_clip_algorithm: ``trainer.gradient_clip_algorithm``; DeepSpeed clips by norm only.
+        precision: ``trainer.precision``, e.g. ``"bf16-mixed"``.
+
+    Raises:
+        ValueError: When the config contradicts the Trainer, or clipping by value is requested.
+
+    Example:
+        >>> cfg = reconcile_deepspeed_config(
+        ...     {"zero_optimization": {"stage": 2}, "gradient_accumulation_steps": 4},
+        ...     micro_batch_size=8, accumulate_grad_batches=4, world_size=2,
+        ...     gradient_clip_val=1.0, gradient_clip_algorithm="norm", precision="bf16-mixed")
+        >>> cfg["train_batch_size"], cfg["train_micro_batch_size_per_gpu"], cfg["gradient_clipping"], cfg["bf16"]
+        (64, 8, 1.0, {'enabled': True})
+        >>> "gradient_accumulation_steps" in cfg  # Lightning sets it from the Trainer
+        False
+    """
+    cfg = copy.deepcopy(dict(config))
+    clip = float(gradient_clip_val or 0.0)
+    train_batch_size = micro_batch_size * accumulate_grad_batches * world_size
+    expected = {
+        "train_micro_batch_size_per_gpu": (micro_batch_size, "the training DataLoader's batch size"),
+        "gradient_accumulation_steps": (accumulate_grad_batches, "Trainer(accumulate_grad_batches=...)"),
+        "train_batch_size": (
+            train_batch_size,
+            f"micro batch {micro_batch_size} x accumulation {accumulate_grad_batches} x world size {world_size}",
+        ),
+        "gradient_clipping": (clip, "Trainer(gradient_clip_val=...)"),
+    }
+    for key, (value, source) in expected.items():
+        if key in cfg and cfg[key] != value:
+            raise ValueError(
+                f"The DeepSpeed config sets `{key}={cfg[key]!r}` but the Trainer implies {value!r} ({source})."
+                f" Remove `{key}` from the DeepSpeed config: the preset takes it from the Trainer."
+            )
+        cfg[key] = value
+    del cfg["gradient_accumulation_steps"]
+    if clip > 0 and gradient_clip_algorithm not in (None, "norm"):
+        raise ValueError(
+            f"DeepSpeed clips gradients by norm only, but the Trainer has"
+            f" `gradient_clip_algorithm={gradient_clip_algorithm!r}`. Use `gradient_clip_algorithm='norm'`."
+        )
+    _reconcile_precision(cfg, precision)
+    return cfg
+
+
+def validate_deepspeed_config(config: Mapping[str, Any]) -> None:
+    """Validate ``config`` with DeepSpeed's own ``DeepSpeedConfig`` (no GPU needed), for a world size of 1.
+
+    The batch entries are checked for a world size of 1 (DeepSpeed uses the live process group size, which does
+    not exist here); :func:`reconcile_deepspeed_config` has already checked them for the real world size.
+
+    Raises:
+        ModuleNotFoundError: DeepSpeed is not installed (with the install hint).
+        ValueError: DeepSpeed rejects the config; its own message is included.
+    """
+    require_deepspeed()
+    from deepspeed.runtime.config import DeepSpeedConfig
+
+    cfg = copy.deepcopy(dict(config))
+    micro = int(cfg.get("train_micro_batch_size_per_gpu", 1))
+    accumulation = int(cfg.get("gradient_accumulation_steps", 1))
+    cfg.update(
+        train_micro_batch_size_per_gpu=micro,
+        gradient_accumulation_steps=accumulation,
+        train_batch_size=micro * accumulation,
+    )
+    try:
+        DeepSpeedConfig(cfg, mpu=_WorldOfOne())
+    except (ValueError, AssertionError, TypeError, KeyError) as err:
+        raise ValueError(f"DeepSpeed rejects the config: {err}") from err
+
+
+def _reconcile_precision(cfg: dict[str, Any], precision: str) -> None:
+    wanted = "fp16" if precision.startswith("16") else "bf16" if precision.startswith("bf16") else None
+    for section in ("fp16", "bf16"):
+        enabled = (
+            bool(cfg.get(section, {}).get("enabled", False)) if isinstance(cfg.get(section), dict) else False
+        )
+        if enabled and section != wanted:
+            raise ValueError(
+                f"The DeepSpeed config enables `{section}` but the Trainer has `precision={precision!r}`."
+                f" Remove the `{section}` section: the preset takes precision from the Trainer."
+            )
+    if wanted is not None:
+        section = cfg.get(wanted, {})
+        if section.get("enabled") is False:
+            raise ValueError(
+                f"The DeepSpeed config disables `{wanted}` but the Trainer has `precision={precision!r}`."
+                f" Remove the `{wanted}` section: the preset takes precision from the Trainer."
+            )
+        if wanted == "bf16":  # fp16 is left to Lightning, which adds its loss-scaling settings
+            cfg[wanted] = {**section, "enabled": True}
+
+
+class _WorldOfOne:
+    """A model-parallel unit stub: makes ``DeepSpeedConfig`` check the batch arithmetic for one process."""
+
+    def get_data_parallel_world_size(self) -> int:
+        return 1

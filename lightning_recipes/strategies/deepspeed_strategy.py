@@ -1,0 +1,94 @@
+"""Lightning's ``DeepSpeedStrategy`` whose config is reconciled with the Trainer and validated by DeepSpeed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import lightning.pytorch as pl
+from lightning.pytorch.strategies import DeepSpeedStrategy
+from typing_extensions import override
+
+from lightning_recipes.strategies._checks import refuse_offload_without_host_memory, refuse_without_cuda
+from lightning_recipes.strategies.deepspeed_config import (
+    reconcile_deepspeed_config,
+    require_deepspeed,
+    validate_deepspeed_config,
+)
+
+__all__ = ["RecipesDeepSpeedStrategy"]
+
+
+class RecipesDeepSpeedStrategy(DeepSpeedStrategy):
+    """``DeepSpeedStrategy`` whose config never contradicts the Trainer, validated by DeepSpeed itself.
+
+    At construction the config (built from ``stage``/offload/bucket arguments, or your ``config=``) is validated
+    with DeepSpeed's ``DeepSpeedConfig`` (no GPU needed). At ``setup`` the batch size (the training loader's),
+    ``train_batch_size`` (micro x accumulation x world size), accumulation (``accumulate_grad_batches``), clipping
+    (``gradient_clip_val``; by norm only) and fp16/bf16 (``precision``) are taken from the Trainer; a config entry
+    that disagrees is refused naming both values (see
+    :func:`~lightning_recipes.strategies.reconcile_deepspeed_config`), then the result is validated again.
+
+    Refused at set-up, before the process group starts: a non-CUDA accelerator, and offload without enough host
+    memory on the node (when known). Building needs the ``deepspeed`` package (Lightning's strategy imports it),
+    not a GPU.
+
+    Args:
+        host_memory_gb: Host memory per node for the offload check; ``None`` = read it from the machine.
+        preset_name: Name used in messages.
+        **kwargs: Any :class:`~lightning.pytorch.strategies.DeepSpeedStrategy` argument.
+
+    Raises:
+        ModuleNotFoundError: DeepSpeed not installed (with the install hint).
+        ValueError: DeepSpeed rejects the config, or it contradicts the Trainer (at set-up).
+        RuntimeError: At set-up, without CUDA or without enough host memory.
+
+    Example:
+        >>> strategy = RecipesDeepSpeedStrategy(stage=2)  # doctest: +SKIP
+        >>> strategy.config["zero_optimization"]["stage"]  # doctest: +SKIP
+        2
+    """
+
+    def __init__(
+        self, *, host_memory_gb: float | None = None, preset_name: str = "recipes_deepspeed", **kwargs: Any
+    ) -> None:
+        require_deepspeed()
+        super().__init__(**kwargs)
+        self.host_memory_gb = host_memory_gb
+        self.preset_name = preset_name
+        assert self.config is not None
+        validate_deepspeed_config(self.config)
+
+    @override
+    def setup_environment(self) -> None:
+        refuse_without_cuda(self.accelerator, preset=self.preset_name, engine="DeepSpeed")
+        super().setup_environment()
+
+    @override
+    def setup(self, trainer: pl.Trainer) -> None:
+        assert self.config is not None and self.lightning_module is not None
+        zero = self.config.get("zero_optimization") or {}
+        offload = zero.get("offload_optimizer") or zero.get("offload_param")
+        if offload:
+            stage = int(zero.get("stage", 0))
+            refuse_offload_without_host_memory(
+                self.lightning_module,
+                preset=self.preset_name,
+                strategy="deepspeed_zero3_offload" if stage == 3 else "deepspeed_zero2_offload",
+                precision=str(trainer.precision),
+                devices=self.num_processes,
+                num_nodes=self.num_nodes,
+                host_memory_gb=self.host_memory_gb,
+            )
+        # Lightning's own batch-size probe (private): the training loader's batch size, 1 when unknown.
+        micro_batch_size = self.config.get("train_micro_batch_size_per_gpu") or self._auto_select_batch_size()
+        self.config = reconcile_deepspeed_config(
+            self.config,
+            micro_batch_size=int(micro_batch_size),
+            accumulate_grad_batches=trainer.accumulate_grad_batches,
+            world_size=self.world_size,
+            gradient_clip_val=trainer.gradient_clip_val,  # type: ignore[arg-type]
+            gradient_clip_algorithm=trainer.gradient_clip_algorithm,  # type: ignore[arg-type]
+            precision=str(trainer.precision),
+        )
+        validate_deepspeed_config(self.config)
+        super().setup(trainer)

@@ -1,0 +1,210 @@
+"""FSDP2 (``fully_shard``) per block then on the root, for Lightning's ``ModelParallelStrategy``."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import lightning.pytorch as pl
+import torch
+from lightning.pytorch.strategies import ModelParallelStrategy
+from torch import nn
+from torch.distributed.device_mesh import DeviceMesh
+from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
+from typing_extensions import override
+
+from lightning_recipes.strategies._blocks import BlockSpec, infer_block_classes, resolve_block_classes
+
+__all__ = ["FSDP2Mixin", "RecipesFSDP2Strategy", "apply_fsdp2", "mixed_precision_policy"]
+
+_DEFAULT_TIMEOUT = timedelta(minutes=30)
+
+
+def mixed_precision_policy(precision: str | int | None) -> MixedPrecisionPolicy | None:
+    """The FSDP2 policy matching ``Trainer(precision=...)``: compute in 16-bit, reduce gradients in fp32.
+
+    ``*-true`` and ``32`` need none (the module already has the wanted dtype).
+
+    Example:
+        >>> mixed_precision_policy("bf16-mixed").param_dtype, mixed_precision_policy("32-true")
+        (torch.bfloat16, None)
+    """
+    dtype = {"bf16-mixed": torch.bfloat16, "16-mixed": torch.float16}.get(str(precision))
+    return None if dtype is None else MixedPrecisionPolicy(param_dtype=dtype, reduce_dtype=torch.float32)
+
+
+def apply_fsdp2(
+    module: nn.Module,
+    mesh: DeviceMesh | None = None,
+    *,
+    block_classes: BlockSpec | None = None,
+    activation_checkpointing: bool = True,
+    mp_policy: MixedPrecisionPolicy | None = None,
+    reshard_after_forward: bool = True,
+) -> nn.Module:
+    """Shard ``module`` with FSDP2: ``fully_shard`` on every block, then on the root; checkpoint the blocks.
+
+    Each block becomes one all-gather / reduce-scatter unit (the embeddings, final norm and head form the root
+    unit). Activation checkpointing uses the composable ``checkpoint`` (parameter names and state-dict keys do not
+    change). Idempotent: an already sharded module is returned as is (``configure_model`` may run twice).
+
+    Args:
+        module: The model (a LightningModule is fine: it becomes the root unit).
+        mesh: The data-parallel mesh (``self.device_mesh["data_parallel"]`` in ``configure_model``).
+        block_classes: Block classes or import paths; ``None`` = infer (repeated type holding most parameters).
+        activation_checkpointing: Recompute block activations in backward.
+        mp_policy: FSDP2 mixed precision (see :func:`mixed_precision_policy`).
+        reshard_after_forward: Free gathered block parameters after forward (ZeRO-3); ``False`` keeps them
+            until backward (ZeRO-2-like, more memory, less communication).
+
+    Returns:
+        The same module, sharded in place.
+
+    Raises:
+        ValueError: When no block class can be inferred and none is given.
+
+    Example:
+        >>> import torch.distributed as dist
+        >>> from lightning_recipes.testing import TinyTransformerLM
+        >>> dist.init_process_group("gloo", init_method="tcp://127.0.0.1:29581", rank=0, world_size=1)
+        >>> model = apply_fsdp2(TinyTransformerLM())
+        >>> type(model.blocks[0]).__name__, type(model.blocks[0].qkv.weight).__name__
+        ('FSDPTransformerBlock', 'DTensor')
+        >>> dist.destroy_process_group()
+    """
+    if isinstance(module, FSDPModule):
+        return module
+    blocks = resolve_block_classes(block_classes) or infer_block_classes(module)
+    outermost = _outermost(module, blocks)
+    if activation_checkpointing:
+        from torch.distributed._composable import checkpoint
+
+        for block in outermost:
+            checkpoint(block)
+    kwargs: dict[str, Any] = {"mesh": mesh}
+    if mp_policy is not None:
+        kwargs["mp_policy"] = mp_policy
+    for block in outermost:
+        fully_shard(block, reshard_after_forward=reshard_after_forward, **kwargs)
+    fully_shard(module, **kwargs)
+    return module
+
+
+class RecipesFSDP2Strategy(ModelParallelStrategy):
+    """Lightning's ``ModelParallelStrategy`` as pure data-parallel FSDP2: one shard per process, all nodes.
+
+    The mesh is ``data_parallel = num_nodes x devices`` and ``tensor_parallel = 1`` (resolved at set-up, so the
+    preset is built without knowing the machine). The strategy carries the sharding settings; the model applies
+    them in ``configure_model`` with :class:`FSDP2Mixin` (or by calling :func:`apply_fsdp2` itself). Runs on CPU
+    (gloo) as well as CUDA. Checkpoints are distributed (one file per rank) by default.
+
+    Args:
+        block_classes: Block classes or import paths; ``None`` = infer in ``configure_model``.
+        activation_checkpointing: Checkpoint the blocks.
+        reshard_after_forward: See :func:`apply_fsdp2`.
+        save_distributed_checkpoint: One file per rank (``True``) or a full checkpoint gathered on rank 0.
+        process_group_backend: ``"nccl"``/``"gloo"``; ``None`` = by device.
+        timeout: Process-group timeout.
+        preset_name: Name used in messages.
+
+    Raises:
+        TypeError: At set-up, when the LightningModule does not override ``configure_model`` (with the fix).
+
+    Example:
+        >>> strategy = RecipesFSDP2Strategy(activation_checkpointing=False)
+        >>> strategy.fsdp2_settings
+        {'block_classes': None, 'activation_checkpointing': False, 'reshard_after_forward': True}
+    """
+
+    def __init__(
+        self,
+        *,
+        block_classes: BlockSpec | None = None,
+        activation_checkpointing: bool = True,
+        reshard_after_forward: bool = True,
+        save_distributed_checkpoint: bool = True,
+        process_group_backend: str | None = None,
+        timeout: timedelta | None = _DEFAULT_TIMEOUT,
+        preset_name: str = "recipes_fsdp2",
+    ) -> None:
+        super().__init__(
+            data_parallel_size="auto",
+            tensor_parallel_size=1,
+            save_distributed_checkpoint=save_distributed_checkpoint,
+            process_group_backend=process_group_backend,
+            timeout=timeout,
+        )
+        self.block_classes = resolve_block_classes(block_classes)
+        self.activation_checkpointing = activation_checkpointing
+        self.reshard_after_forward = reshard_after_forward
+        self.preset_name = preset_name
+
+    @property
+    def fsdp2_settings(self) -> dict[str, Any]:
+        """Keyword arguments for :func:`apply_fsdp2`."""
+        return {
+            "block_classes": self.block_classes,
+            "activation_checkpointing": self.activation_checkpointing,
+            "reshard_after_forward": self.reshard_after_forward,
+        }
+
+    @override
+    def setup_environment(self) -> None:
+        # Private attribute of ModelParallelStrategy (its constructor argument): data parallelism over every
+        # process. Lightning's "auto" would mean "one data-parallel group per node", i.e. tensor parallelism.
+        self._data_parallel_size = self.num_nodes * self.num_processes
+        super().setup_environment()
+
+    @override
+    def setup(self, trainer: pl.Trainer) -> None:
+        module = self.lightning_module
+        if module is not None and not any(isinstance(m, FSDPModule) for m in module.modules()):
+            raise TypeError(
+                f"`{self.preset_name}` found no FSDP2-sharded module after `configure_model`. Inherit"
+                " `lightning_recipes.strategies.FSDP2Mixin` first in your LightningModule"
+                " (`class MyModel(FSDP2Mixin, LightningModule)`), or call"
+                " `apply_fsdp2(self, self.device_mesh['data_parallel'])` in your `configure_model`."
+            )
+        super().setup(trainer)
+
+
+class FSDP2Mixin:
+    """LightningModule mixin whose ``configure_model`` shards the model with FSDP2 under ``ModelParallelStrategy``.
+
+    Put it first in the bases: ``class MyLM(FSDP2Mixin, MyLightningModule)``. Settings (blocks, checkpointing,
+    resharding) come from the :class:`RecipesFSDP2Strategy` preset; mixed precision from ``Trainer(precision=)``.
+    Without a device mesh (single device, DDP) it does nothing, so the same class trains everywhere. If the
+    module builds layers in its own ``configure_model``, those run first (``super().configure_model()``).
+
+    Example:
+        >>> from lightning_recipes.testing import TinyTransformerLM, fast_trainer, random_token_loader
+        >>> class ShardedLM(FSDP2Mixin, TinyTransformerLM):
+        ...     pass
+        >>> fast_trainer(max_steps=1).fit(ShardedLM(), random_token_loader())  # no mesh: plain training
+    """
+
+    def configure_model(self) -> None:
+        super().configure_model()  # type: ignore[misc]
+        mesh = getattr(self, "_device_mesh", None)  # set by ModelParallelStrategy before configure_model
+        if mesh is None:
+            return
+        trainer = getattr(self, "trainer", None)
+        strategy = trainer.strategy if trainer is not None else None
+        settings = strategy.fsdp2_settings if isinstance(strategy, RecipesFSDP2Strategy) else {}
+        precision = trainer.precision if trainer is not None else None
+        assert isinstance(self, nn.Module)
+        apply_fsdp2(self, mesh["data_parallel"], mp_policy=mixed_precision_policy(precision), **settings)
+
+
+def _outermost(module: nn.Module, blocks: tuple[type[nn.Module], ...]) -> list[nn.Module]:
+    found: list[nn.Module] = []
+
+    def visit(node: nn.Module) -> None:
+        for child in node.children():
+            if isinstance(child, blocks):
+                found.append(child)
+            else:
+                visit(child)
+
+    visit(module)
+    return found

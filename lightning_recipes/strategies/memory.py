@@ -1,0 +1,352 @@
+"""Per-device memory of a training run under each strategy preset: parameters, gradients, optimizer state, ..."""
+
+from __future__ import annotations
+
+import io
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from rich.console import Console
+from rich.table import Table
+from torch import nn
+
+from lightning_recipes.strategies._activations import measure_activations
+from lightning_recipes.strategies._blocks import BlockSpec, infer_block_classes, resolve_block_classes
+
+__all__ = ["OPTIMIZER_STATES", "STRATEGIES", "MemoryEstimate", "estimate_memory"]
+
+GIB = 1024**3
+
+# optimizer -> (state tensors per parameter, per-tensor scalar bytes of torch.optim's ``step``)
+OPTIMIZER_STATES: dict[str, tuple[int, int]] = {
+    "adamw": (2, 4),
+    "adam": (2, 4),
+    "lamb": (2, 0),
+    "lion": (1, 0),
+    "sgd_momentum": (1, 0),
+    "sgd": (0, 0),
+}
+
+
+@dataclass(frozen=True)
+class _Layout:
+    family: (
+        str  # "native" (torch DDP/FSDP, params keep their dtype) or "deepspeed" (16-bit params + fp32 master)
+    )
+    shard_params: bool = False
+    shard_grads: bool = False
+    shard_optimizer: bool = False
+    offload_params: bool = False
+    offload_grads: bool = False
+    offload_optimizer: bool = False
+    gathers: bool = False  # full parameters of the running units are gathered transiently
+    row_chunks: bool = False  # FSDP2: each tensor is chunked along dim 0 (exact local sizes)
+    hybrid: bool = False  # shard within a node, replicate across nodes
+    activation_checkpointing: bool = False  # the preset's default
+
+
+_SHARD_ALL = {"shard_params": True, "shard_grads": True, "shard_optimizer": True, "gathers": True}
+_OFFLOAD_ALL = {"offload_params": True, "offload_grads": True, "offload_optimizer": True}
+STRATEGIES: dict[str, _Layout] = {
+    "ddp": _Layout("native"),
+    "ddp_static_graph": _Layout("native"),
+    "fsdp_shard_grad_op": _Layout(
+        "native", shard_grads=True, shard_optimizer=True, activation_checkpointing=True
+    ),
+    "fsdp_full_shard": _Layout("native", **_SHARD_ALL, activation_checkpointing=True),
+    "fsdp_hybrid": _Layout("native", **_SHARD_ALL, hybrid=True, activation_checkpointing=True),
+    "fsdp_offload": _Layout("native", **_SHARD_ALL, **_OFFLOAD_ALL, activation_checkpointing=True),
+    "fsdp2": _Layout("native", **_SHARD_ALL, row_chunks=True, activation_checkpointing=True),
+    "deepspeed_zero1": _Layout("deepspeed", shard_optimizer=True),
+    "deepspeed_zero2": _Layout("deepspeed", shard_grads=True, shard_optimizer=True),
+    "deepspeed_zero2_offload": _Layout(
+        "deepspeed", shard_grads=True, shard_optimizer=True, offload_grads=True, offload_optimizer=True
+    ),
+    "deepspeed_zero3": _Layout("deepspeed", **_SHARD_ALL),
+    "deepspeed_zero3_offload": _Layout("deepspeed", **_SHARD_ALL, **_OFFLOAD_ALL),
+}
+_PRECISIONS = ("32-true", "32", "64-true", "16-mixed", "bf16-mixed", "16-true", "bf16-true")
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """Bytes per device (the most loaded one) for one training configuration; rows add up to :attr:`total`.
+
+    Attributes:
+        parameters, gradients, optimizer_state, master_weights: Persistent tensors on the device.
+        gathered: Transient full parameters of the units being computed (sharded strategies, needs a model).
+        activations: Measured from a sample batch, else ``None``.
+        host: Bytes this process keeps in host memory (offload).
+        bytes_per_param: Model-state bytes per parameter before sharding (the "16 bytes for AdamW" figure).
+    """
+
+    strategy: str
+    precision: str
+    optimizer: str
+    devices: int
+    num_nodes: int
+    num_params: int
+    parameters: int
+    gradients: int
+    optimizer_state: int
+    master_weights: int
+    gathered: int = 0
+    activations: int | None = None
+    host: int = 0
+    bytes_per_param: float = 0.0
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def world_size(self) -> int:
+        return self.devices * self.num_nodes
+
+    @property
+    def total(self) -> int:
+        """Device bytes: the sum of all rows (activations count as 0 when not measured)."""
+        return (
+            self.parameters
+            + self.gradients
+            + self.optimizer_state
+            + self.master_weights
+            + self.gathered
+            + (self.activations or 0)
+        )
+
+    def fits(self, device_memory_gb: float, *, headroom: float = 0.1) -> bool:
+        """Whether :attr:`total` fits in ``device_memory_gb`` GiB while keeping a ``headroom`` fraction free."""
+        return self.total <= device_memory_gb * GIB * (1.0 - headroom)
+
+    def rows(self) -> list[tuple[str, int | None]]:
+        return [
+            ("parameters", self.parameters),
+            ("gradients", self.gradients),
+            ("optimizer state", self.optimizer_state),
+            ("master weights", self.master_weights),
+            ("gathered (transient)", self.gathered),
+            ("activations", self.activations),
+            ("total per device", self.total),
+            ("host (offload)", self.host),
+        ]
+
+    def table(self) -> Table:
+        """A ``rich`` table of the rows in GiB and bytes."""
+        title = (
+            f"{self.strategy}: {self.num_params:,} params, {self.optimizer}, {self.precision},"
+            f" {self.devices} device(s) x {self.num_nodes} node(s)"
+        )
+        table = Table(title=title, title_justify="left", expand=True)
+        table.add_column("per device")
+        table.add_column("GiB", justify="right")
+        table.add_column("bytes", justify="right")
+        for name, value in self.rows():
+            if value is None:
+                table.add_row(name, "-", "not measured (pass sample_batch=)")
+            else:
+                table.add_row(name, f"{value / GIB:.2f}", f"{value:,}")
+        return table
+
+    def __str__(self) -> str:
+        return render(self.table(), *self.notes)
+
+
+def render(table: Table, *notes: str) -> str:
+    """Render a rich table (and notes) to plain text."""
+    buffer = io.StringIO()
+    console = Console(file=buffer, width=120, no_color=True, force_terminal=False)
+    console.print(table)
+    for note in notes:
+        console.print(f"note: {note}")
+    return buffer.getvalue()
+
+
+def estimate_memory(
+    model_or_num_params: nn.Module | int,
+    *,
+    optimizer: str = "adamw",
+    precision: str = "32-true",
+    strategy: str = "ddp",
+    devices: int = 1,
+    num_nodes: int = 1,
+    activation_checkpointing: bool | None = None,
+    sample_batch: Any = None,
+    block_classes: BlockSpec | None = None,
+    forward_fn: Callable[[nn.Module, Any], Any] | None = None,
+) -> MemoryEstimate:
+    """Estimate per-device memory of training under a strategy preset, before renting the cluster.
+
+    What is counted (bytes on the most loaded device; sharded tensors are split over the shard group, which is
+    every process, or the processes of one node for ``fsdp_hybrid``):
+
+    ============================  ====================================================================
+    row                           rule
+    ============================  ====================================================================
+    parameters                    numel x dtype bytes: fp32 for ``32-true`` and for torch AMP (``*-mixed``
+                                  keeps fp32 weights and autocasts), 2 for ``*-true`` and for DeepSpeed
+                                  16-bit; sharded by FSDP / ZeRO-3, full for DDP / ZeRO-1/2
+    gradients                     same dtype as the parameters; sharded by FSDP / ZeRO-2/3
+    optimizer state               ``adamw``/``adam``/``lamb`` 2 tensors, ``lion``/``sgd_momentum`` 1,
+                                  ``sgd`` 0, in the parameter dtype (fp32 for DeepSpeed) + torch's 4-byte
+                                  ``step`` scalar per tensor for ``adam(w)`` when a model is given;
+                                  sharded by FSDP / every ZeRO stage
+    master weights                fp32 copy for DeepSpeed 16-bit precision; sharded like the optimizer
+    gathered (transient)          sharded strategies: full parameters (compute dtype) of the root unit +
+                                  two blocks (current and prefetched); needs a model
+    activations                   measured: bytes saved for backward in one forward on ``sample_batch``
+                                  (+ the largest one again for the backward peak); with activation
+                                  checkpointing only block inputs + one block's recomputation
+    host (offload)                what ``*_offload`` presets move to CPU RAM, per process
+    ============================  ====================================================================
+
+    With a model, sizes are per tensor and exact for DDP and FSDP2 (FSDP2 chunks dim 0 of every tensor over the
+    ranks; rank 0 holds the largest chunks). With a parameter count, sharding divides evenly (rounded up).
+    Not counted: DDP/ZeRO communication buckets (our DDP presets use ``gradient_as_bucket_view=True`` so the
+    gradients *are* the buckets), the CUDA context (~0.5 GiB), allocator fragmentation; keep headroom.
+
+    Args:
+        model_or_num_params: A module (may live on the ``meta`` device) or a parameter count.
+        optimizer: One of ``adamw``, ``adam``, ``lamb``, ``lion``, ``sgd``, ``sgd_momentum``.
+        precision: The Trainer's precision, e.g. ``"bf16-mixed"``.
+        strategy: A preset name (see :data:`STRATEGIES`).
+        devices: Devices per node.
+        num_nodes: Nodes.
+        activation_checkpointing: Checkpoint the blocks; ``None`` = the preset's default (on for FSDP).
+        sample_batch: One per-device batch to measure activations on (same device as the model).
+        block_classes: Block classes (inferred from the model when ``None``).
+        forward_fn: ``forward_fn(model, batch)`` when ``model(batch[0])`` is not the training forward.
+
+    Raises:
+        ValueError: For an unknown strategy, optimizer or precision, or non-positive counts.
+
+    Example:
+        >>> est = estimate_memory(7_000_000_000, optimizer="adamw", precision="bf16-mixed", strategy="deepspeed_zero3", devices=8)
+        >>> round(est.bytes_per_param, 3), round(est.total / 2**30, 1)
+        (16.0, 13.0)
+        >>> print(est)  # doctest: +ELLIPSIS
+        deepspeed_zero3: 7,000,000,000 params, adamw, bf16-mixed, 8 device(s) x 1 node(s)
+        ...
+    """
+    layout = _check(strategy, optimizer, precision, devices, num_nodes)
+    states, step_bytes = OPTIMIZER_STATES[optimizer]
+    deepspeed_16 = layout.family == "deepspeed" and ("16" in precision and not precision.startswith("32"))
+    half = precision in ("16-true", "bf16-true") or deepspeed_16
+    param_bytes = 2 if half else 8 if precision == "64-true" else 4
+    state_bytes = 4 if deepspeed_16 else param_bytes
+    master_bytes = 4 if deepspeed_16 else 0
+    compute_bytes = 2 if ("16" in precision and precision != "32-true") else param_bytes
+    group = devices if layout.hybrid else devices * num_nodes
+    notes: list[str] = []
+
+    if isinstance(model_or_num_params, nn.Module):
+        model = model_or_num_params
+        shapes = [tuple(p.shape) for p in model.parameters() if p.requires_grad]
+        num_params = sum(math.prod(s) for s in shapes)
+        n_tensors = len(shapes)
+        full = num_params
+        local = sum(_local_numel(s, group, layout.row_chunks) for s in shapes)
+    else:
+        model = None
+        num_params = int(model_or_num_params)
+        if num_params <= 0:
+            raise ValueError(
+                f"`model_or_num_params` must be a module or a positive count, got {num_params!r}."
+            )
+        n_tensors = 0
+        full, local = num_params, math.ceil(num_params / group)
+        if step_bytes:
+            notes.append("per-tensor optimizer scalars (AdamW `step`) need a model; not counted")
+
+    def numel(sharded: bool) -> int:
+        return local if sharded else full
+
+    def place(nbytes: int, offloaded: bool) -> tuple[int, int]:
+        return (0, nbytes) if offloaded else (nbytes, 0)
+
+    parameters, host_p = place(numel(layout.shard_params) * param_bytes, layout.offload_params)
+    grad_elem_bytes = 4 if layout.offload_grads and layout.family == "deepspeed" else param_bytes
+    gradients, host_g = place(numel(layout.shard_grads) * grad_elem_bytes, layout.offload_grads)
+    opt_numel = numel(layout.shard_optimizer)
+    opt_total = opt_numel * states * state_bytes + n_tensors * step_bytes * (1 if states else 0)
+    optimizer_state, host_o = place(opt_total, layout.offload_optimizer)
+    master_weights, host_m = place(opt_numel * master_bytes, layout.offload_optimizer)
+
+    checkpointing = (
+        layout.activation_checkpointing if activation_checkpointing is None else activation_checkpointing
+    )
+    blocks = None
+    if model is not None and (layout.gathers or sample_batch is not None):
+        blocks = resolve_block_classes(block_classes) or _try_infer(model, notes)
+    gathered = 0
+    if layout.gathers and group > 1:
+        if model is None or blocks is None:
+            notes.append("transient gathered parameters need a model with repeated blocks; not counted")
+        else:
+            gathered = _gathered_numel(model, blocks) * compute_bytes
+    activations = None
+    if sample_batch is not None:
+        if model is None:
+            raise ValueError("`sample_batch` needs a model, not a parameter count, to measure activations.")
+        autocast_dtype = {"bf16-mixed": torch.bfloat16, "16-mixed": torch.float16}.get(precision)
+        measured = measure_activations(
+            model, sample_batch, block_classes=blocks, forward_fn=forward_fn, autocast_dtype=autocast_dtype
+        )
+        activations = measured.total(checkpointing and blocks is not None)
+    return MemoryEstimate(
+        strategy=strategy,
+        precision=precision,
+        optimizer=optimizer,
+        devices=devices,
+        num_nodes=num_nodes,
+        num_params=num_params,
+        parameters=parameters,
+        gradients=gradients,
+        optimizer_state=optimizer_state,
+        master_weights=master_weights,
+        gathered=gathered,
+        activations=activations,
+        host=host_p + host_g + host_o + host_m,
+        bytes_per_param=float(param_bytes + grad_elem_bytes + states * state_bytes + master_bytes),
+        notes=tuple(notes),
+    )
+
+
+def _check(strategy: str, optimizer: str, precision: str, devices: int, num_nodes: int) -> _Layout:
+    if strategy not in STRATEGIES:
+        raise ValueError(f"`strategy` must be one of {sorted(STRATEGIES)}, got {strategy!r}.")
+    if optimizer not in OPTIMIZER_STATES:
+        raise ValueError(f"`optimizer` must be one of {sorted(OPTIMIZER_STATES)}, got {optimizer!r}.")
+    if str(precision) not in _PRECISIONS:
+        raise ValueError(f"`precision` must be one of {list(_PRECISIONS)}, got {precision!r}.")
+    if not (isinstance(devices, int) and devices >= 1):
+        raise ValueError(f"`devices` must be a positive int, got {devices!r}.")
+    if not (isinstance(num_nodes, int) and num_nodes >= 1):
+        raise ValueError(f"`num_nodes` must be a positive int, got {num_nodes!r}.")
+    return STRATEGIES[strategy]
+
+
+def _local_numel(shape: tuple[int, ...], group: int, row_chunks: bool) -> int:
+    """Elements on the most loaded rank: FSDP2 chunks dim 0 (``torch.chunk``), others split the flat tensor."""
+    numel = math.prod(shape)
+    if group == 1:
+        return numel
+    if row_chunks and shape:
+        return math.ceil(shape[0] / group) * (numel // shape[0] if shape[0] else 0)
+    return math.ceil(numel / group)
+
+
+def _gathered_numel(model: nn.Module, blocks: tuple[type[nn.Module], ...]) -> int:
+    block_modules = [m for m in model.modules() if isinstance(m, blocks)]
+    in_blocks = {id(p) for m in block_modules for p in m.parameters()}
+    root = sum(p.numel() for p in model.parameters() if id(p) not in in_blocks)
+    sizes = sorted((sum(p.numel() for p in m.parameters()) for m in block_modules), reverse=True)
+    return root + sum(sizes[:2])
+
+
+def _try_infer(model: nn.Module, notes: list[str]) -> tuple[type[nn.Module], ...] | None:
+    try:
+        return infer_block_classes(model)
+    except ValueError as err:
+        notes.append(str(err))
+        return None

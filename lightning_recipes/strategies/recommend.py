@@ -1,0 +1,205 @@
+"""``recommend_strategy``: the simplest rung of the DDP -> ZeRO-1/2 -> FSDP/ZeRO-3 -> offload ladder that fits."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from lightning.pytorch.strategies import Strategy
+from rich.table import Table
+from torch import nn
+
+from lightning_recipes.strategies._activations import measure_activations
+from lightning_recipes.strategies._blocks import BlockSpec, infer_block_classes, resolve_block_classes
+from lightning_recipes.strategies.memory import GIB, STRATEGIES, MemoryEstimate, estimate_memory, render
+
+__all__ = ["LADDERS", "Recommendation", "recommend_strategy"]
+
+LADDERS: dict[str, tuple[str, ...]] = {
+    "fsdp": ("ddp", "fsdp_shard_grad_op", "fsdp_hybrid", "fsdp_full_shard", "fsdp_offload"),
+    "fsdp2": ("ddp", "fsdp2"),
+    "deepspeed": (
+        "ddp",
+        "deepspeed_zero1",
+        "deepspeed_zero2",
+        "deepspeed_zero3",
+        "deepspeed_zero2_offload",
+        "deepspeed_zero3_offload",
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """The chosen preset (``None`` when nothing fits) and the estimate of every rung that justifies it."""
+
+    preset: str | None
+    estimates: tuple[MemoryEstimate, ...]
+    fits: tuple[bool, ...]
+    device_memory_gb: float
+    headroom: float
+    host_memory_gb: float | None
+
+    @property
+    def estimate(self) -> MemoryEstimate | None:
+        """The estimate of the chosen rung."""
+        for estimate in self.estimates:
+            if estimate.strategy == self.preset:
+                return estimate
+        return None
+
+    def strategy(self, **overrides: Any) -> Strategy:
+        """Build the recommended preset (see :func:`~lightning_recipes.strategies.preset`).
+
+        Raises:
+            RuntimeError: When nothing fits.
+        """
+        if self.preset is None:
+            raise RuntimeError(f"No preset fits:\n{self}")
+        from lightning_recipes.strategies.presets import preset
+
+        return preset(self.preset, **overrides)
+
+    def table(self) -> Table:
+        budget = self.device_memory_gb * (1 - self.headroom)
+        first = self.estimates[0]
+        table = Table(
+            title=(
+                f"{first.num_params:,} params, {first.optimizer}, {first.precision}, {first.devices} device(s) x"
+                f" {first.num_nodes} node(s); budget {budget:.1f} of {self.device_memory_gb:g} GiB per device"
+            ),
+            title_justify="left",
+        )
+        table.add_column("preset", no_wrap=True, min_width=23)
+        for column in ("params", "grads", "optim", "master", "gathered", "activ.", "total", "host/node"):
+            table.add_column(column, justify="right")
+        table.add_column("fits", no_wrap=True)
+        for estimate, fits in zip(self.estimates, self.fits):
+            cells = [
+                estimate.parameters,
+                estimate.gradients,
+                estimate.optimizer_state,
+                estimate.master_weights,
+                estimate.gathered,
+                estimate.activations,
+                estimate.total,
+                estimate.host * estimate.devices,
+            ]
+            mark = "chosen" if estimate.strategy == self.preset else ("yes" if fits else "no")
+            table.add_row(estimate.strategy, *("-" if c is None else f"{c / GIB:.2f}" for c in cells), mark)
+        return table
+
+    def __str__(self) -> str:
+        verdict = (
+            f"recommended: recipes_{self.preset}"
+            if self.preset
+            else "nothing fits: add devices or nodes, lower the batch size, enable activation checkpointing,"
+            " or use a 16-bit precision"
+        )
+        return render(
+            self.table(),
+            "sizes in GiB per device; host/node = offloaded bytes of all local processes",
+            verdict,
+        )
+
+
+def recommend_strategy(
+    model_or_num_params: nn.Module | int,
+    *,
+    devices: int,
+    device_memory_gb: float,
+    num_nodes: int = 1,
+    optimizer: str = "adamw",
+    precision: str = "bf16-mixed",
+    family: str = "fsdp",
+    headroom: float = 0.15,
+    host_memory_gb: float | None = None,
+    sample_batch: Any = None,
+    block_classes: BlockSpec | None = None,
+    forward_fn: Callable[[nn.Module, Any], Any] | None = None,
+) -> Recommendation:
+    """Pick the simplest preset whose per-device estimate fits ``device_memory_gb`` with ``headroom`` to spare.
+
+    The ladder (``family``): ``fsdp`` = ddp -> fsdp_shard_grad_op (ZeRO-2) -> fsdp_hybrid (multi-node only) ->
+    fsdp_full_shard (ZeRO-3) -> fsdp_offload; ``deepspeed`` = ddp -> zero1 -> zero2 -> zero3 -> zero2_offload
+    -> zero3_offload; ``fsdp2`` = ddp -> fsdp2. Simpler rungs communicate less, so the first that fits wins.
+    Offload rungs must also fit ``host_memory_gb`` per node (with the same headroom) when it is given.
+    Activations are measured once on ``sample_batch`` (with and without checkpointing) and added to every rung.
+
+    Args:
+        model_or_num_params: A module (may be on the ``meta`` device) or a parameter count.
+        devices: Devices per node.
+        device_memory_gb: Memory of one device in GiB (80 for an A100/H100 80GB).
+        num_nodes: Nodes.
+        optimizer: See :func:`~lightning_recipes.strategies.estimate_memory`.
+        precision: The Trainer's precision.
+        family: ``"fsdp"``, ``"fsdp2"`` or ``"deepspeed"``.
+        headroom: Fraction of memory kept free for the CUDA context, buffers and fragmentation.
+        host_memory_gb: Host memory per node; ``None`` = offload is not checked against it.
+        sample_batch: A per-device batch to measure activations on.
+        block_classes: Block classes for checkpointing/gathering (inferred when ``None``).
+        forward_fn: ``forward_fn(model, batch)`` for the activation measurement.
+
+    Raises:
+        ValueError: For an unknown ``family``, a non-positive memory, or ``headroom`` outside [0, 1).
+
+    Example:
+        >>> rec = recommend_strategy(7_000_000_000, devices=8, device_memory_gb=80)
+        >>> rec.preset
+        'fsdp_shard_grad_op'
+        >>> recommend_strategy(1_000_000_000, devices=8, device_memory_gb=80).preset
+        'ddp'
+    """
+    if family not in LADDERS:
+        raise ValueError(f"`family` must be one of {sorted(LADDERS)}, got {family!r}.")
+    if not device_memory_gb > 0:
+        raise ValueError(f"`device_memory_gb` must be > 0, got {device_memory_gb!r}.")
+    if not 0 <= headroom < 1:
+        raise ValueError(f"`headroom` must be in [0, 1), got {headroom!r}.")
+    ladder = [name for name in LADDERS[family] if name != "fsdp_hybrid" or num_nodes > 1]
+    measured = None
+    if sample_batch is not None:
+        if not isinstance(model_or_num_params, nn.Module):
+            raise ValueError("`sample_batch` needs a model, not a parameter count, to measure activations.")
+        blocks = resolve_block_classes(block_classes) or infer_block_classes(model_or_num_params)
+        autocast_dtype = {"bf16-mixed": torch.bfloat16, "16-mixed": torch.float16}.get(precision)
+        measured = measure_activations(
+            model_or_num_params,
+            sample_batch,
+            block_classes=blocks,
+            forward_fn=forward_fn,
+            autocast_dtype=autocast_dtype,
+        )
+    budget = device_memory_gb * GIB * (1 - headroom)
+    estimates, fits, chosen = [], [], None
+    for name in ladder:
+        estimate = estimate_memory(
+            model_or_num_params,
+            optimizer=optimizer,
+            precision=precision,
+            strategy=name,
+            devices=devices,
+            num_nodes=num_nodes,
+            block_classes=block_classes,
+        )
+        if measured is not None:
+            checkpointing = STRATEGIES[name].activation_checkpointing
+            estimate = dataclasses.replace(estimate, activations=measured.total(checkpointing))
+        ok = estimate.total <= budget
+        if ok and estimate.host and host_memory_gb is not None:
+            ok = estimate.host * devices <= host_memory_gb * GIB * (1 - headroom)
+        estimates.append(estimate)
+        fits.append(ok)
+        if ok and chosen is None:
+            chosen = name
+    return Recommendation(
+        preset=chosen,
+        estimates=tuple(estimates),
+        fits=tuple(fits),
+        device_memory_gb=device_memory_gb,
+        headroom=headroom,
+        host_memory_gb=host_memory_gb,
+    )
