@@ -1,0 +1,44 @@
+"""Optimizers, weight-decay groups, warmup schedules and LR scaling.
+
+Example:
+    >>> import torch
+    >>> from lightning_recipes.optim import Lion, param_groups, warmup_cosine
+    >>> model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.LayerNorm(4))
+    >>> optimizer = Lion(param_groups(model, weight_decay=0.1), lr=1e-4)
+    >>> scheduler = warmup_cosine(optimizer, warmup_steps=0.1, total_steps=100)
+    >>> [g["name"] for g in optimizer.param_groups]
+    ['decay', 'no_decay']
+"""
+
+from lightning_recipes.optim.lamb import Lamb, lamb_update_
+from lightning_recipes.optim.lion import Lion, lion_update_
+from lightning_recipes.optim.param_groups import NORM_LAYERS, param_groups
+from lightning_recipes.optim.scaling import scale_lr
+from lightning_recipes.optim.schedules import (
+    warmup_constant,
+    warmup_constant_multiplier,
+    warmup_cosine,
+    warmup_cosine_multiplier,
+    warmup_linear,
+    warmup_linear_multiplier,
+    warmup_stable_decay,
+    warmup_stable_decay_multiplier,
+)
+
+__all__ = [
+    "NORM_LAYERS",
+    "Lamb",
+    "Lion",
+    "lamb_update_",
+    "lion_update_",
+    "param_groups",
+    "scale_lr",
+    "warmup_constant",
+    "warmup_constant_multiplier",
+    "warmup_cosine",
+    "warmup_cosine_multiplier",
+    "warmup_linear",
+    "warmup_linear_multiplier",
+    "warmup_stable_decay",
+    "warmup_stable_decay_multiplier",
+]

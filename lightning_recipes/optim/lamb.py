@@ -1,0 +1,386 @@
+"""LAMB (Layer-wise Adaptive Moments, You et al. 2019): the pure update function and the optimizer."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, NamedTuple
+
+import torch
+from torch import Tensor
+from torch.optim import Optimizer
+
+from lightning_recipes.optim._common import (
+    Implementation,
+    check_betas,
+    check_implementation,
+    check_non_negative,
+    check_positive,
+    foreach_chunks,
+    group_by_device_and_dtype,
+    resolve_device_implementation,
+    split_for_auto,
+)
+from lightning_recipes.optim._compiled import compiled_kernel, mark_failed
+
+__all__ = ["Lamb", "lamb_update_"]
+
+
+@torch.no_grad()
+def lamb_update_(
+    params: Sequence[Tensor],
+    grads: Sequence[Tensor],
+    exp_avgs: Sequence[Tensor],
+    exp_avg_sqs: Sequence[Tensor],
+    steps: Sequence[Tensor],
+    *,
+    lr: float,
+    beta1: float,
+    beta2: float,
+    eps: float,
+    weight_decay: float,
+    layer_adaptation: bool = True,
+    trust_clip: float | None = None,
+    implementation: Implementation = "for_loop",
+) -> None:
+    """One LAMB step for every tensor, in place: tensor math only, no host-device sync.
+
+    For each parameter ``p`` with gradient ``g``, moments ``m, v`` and step counter ``t`` (a 0-dim tensor,
+    incremented here, so bias corrections never leave the device):
+
+    .. code-block:: text
+
+        t = t + 1
+        m = beta1 * m + (1 - beta1) * g
+        v = beta2 * v + (1 - beta2) * g^2
+        u = (m / (1 - beta1^t)) / (sqrt(v / (1 - beta2^t)) + eps) + weight_decay * p
+        r = ||p|| / ||u||   if both norms > 0 else 1   (r = 1 when layer_adaptation is False)
+        r = min(r, trust_clip)                          (only when trust_clip is set)
+        p = p - lr * r * u
+
+    Args:
+        params: Parameters, updated in place.
+        grads: Their gradients (dense).
+        exp_avgs: First moments, updated in place.
+        exp_avg_sqs: Second moments, updated in place.
+        steps: One 0-dim floating-point step counter per parameter, on the parameter's device.
+        lr: Learning rate.
+        beta1: First-moment decay.
+        beta2: Second-moment decay.
+        eps: Added to the denominator.
+        weight_decay: Weight decay, added to the update inside the trust ratio (the paper's ``lambda x``).
+        layer_adaptation: Use the trust ratio; ``False`` gives AdamW-like updates (for biases and norms).
+        trust_clip: Upper bound of the trust ratio (LAMBC), or ``None``.
+        implementation: ``"for_loop"``, ``"foreach"``, ``"compiled"`` or ``"auto"``, as in
+            :func:`~lightning_recipes.optim.lion_update_`.
+
+    Example:
+        >>> import torch
+        >>> p, g = torch.full((4,), 2.0), torch.tensor([1.0, -1.0, 1.0, -1.0])
+        >>> m, v, t = torch.zeros(4), torch.zeros(4), torch.tensor(0.0)
+        >>> lamb_update_([p], [g], [m], [v], [t], lr=0.1, beta1=0.9, beta2=0.999, eps=0.0, weight_decay=0.0)
+        >>> p  # the update has norm ||p||, scaled by lr: each coordinate moves by 0.1 * 2
+        tensor([1.8000, 2.2000, 1.8000, 2.2000])
+        >>> t
+        tensor(1.)
+    """
+    check_implementation(implementation)
+    if not params:
+        return
+    hp = _Hyper(lr, beta1, beta2, eps, weight_decay, layer_adaptation, trust_clip)
+    for ps, gs, ms, vs, ts in group_by_device_and_dtype(params, grads, exp_avgs, exp_avg_sqs, steps):
+        chosen = resolve_device_implementation(implementation, ps[0].device)
+        if chosen == "for_loop":
+            _lamb_for_loop(ps, gs, ms, vs, ts, hp)
+        elif chosen == "foreach":
+            _lamb_foreach(ps, gs, ms, vs, ts, hp)
+        elif chosen == "compiled":
+            _lamb_compiled(ps, gs, ms, vs, ts, hp)
+        else:  # auto on CPU: compile the large tensors, loop over the small ones
+            big, small = split_for_auto(ps, gs, ms, vs)
+            for subset, run in ((big, _lamb_compiled), (small, _lamb_for_loop)):
+                if subset:
+                    pick = [[lst[i] for i in subset] for lst in (ps, gs, ms, vs, ts)]
+                    run(pick[0], pick[1], pick[2], pick[3], pick[4], hp)
+
+
+class _Hyper(NamedTuple):
+    lr: float
+    beta1: float
+    beta2: float
+    eps: float
+    weight_decay: float
+    layer_adaptation: bool
+    trust_clip: float | None
+
+
+def _trust_ratio(w_norm: Tensor, u_norm: Tensor, trust_clip: float | None) -> Tensor:
+    ratio = torch.where((w_norm > 0) & (u_norm > 0), w_norm / u_norm, torch.ones_like(w_norm))
+    return ratio if trust_clip is None else ratio.clamp(max=trust_clip)
+
+
+def _lamb_for_loop(
+    params: Sequence[Tensor],
+    grads: Sequence[Tensor],
+    exp_avgs: Sequence[Tensor],
+    exp_avg_sqs: Sequence[Tensor],
+    steps: Sequence[Tensor],
+    hp: _Hyper,
+) -> None:
+    lr, beta1, beta2, eps, weight_decay, layer_adaptation, trust_clip = hp
+    for param, grad, exp_avg, exp_avg_sq, step in zip(params, grads, exp_avgs, exp_avg_sqs, steps):
+        step.add_(1)
+        exp_avg.lerp_(grad, 1.0 - beta1)
+        exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1.0 - beta2)
+        t = step.double() if param.dtype == torch.float64 else step
+        bias_correction1 = 1 - torch.pow(beta1, t)
+        bias_correction2_sqrt = (1 - torch.pow(beta2, t)).sqrt_()
+        update = exp_avg_sq.sqrt().div_(bias_correction2_sqrt).add_(eps)
+        torch.div(exp_avg, update, out=update).div_(bias_correction1)
+        if weight_decay != 0.0:
+            update.add_(param, alpha=weight_decay)
+        if layer_adaptation:
+            ratio = _trust_ratio(
+                torch.linalg.vector_norm(param), torch.linalg.vector_norm(update), trust_clip
+            )
+            param.addcmul_(update, ratio.to(param.dtype), value=-lr)
+        else:
+            param.add_(update, alpha=-lr)
+
+
+def _lamb_foreach(
+    params: Sequence[Tensor],
+    grads: Sequence[Tensor],
+    exp_avgs: Sequence[Tensor],
+    exp_avg_sqs: Sequence[Tensor],
+    steps: Sequence[Tensor],
+    hp: _Hyper,
+) -> None:
+    lr, beta1, beta2, eps, weight_decay, layer_adaptation, trust_clip = hp
+    for ps, gs, ms, vs, ts in foreach_chunks(params, grads, exp_avgs, exp_avg_sqs, steps):
+        torch._foreach_add_(ts, 1.0)
+        torch._foreach_lerp_(ms, gs, 1.0 - beta1)
+        torch._foreach_mul_(vs, beta2)
+        torch._foreach_addcmul_(vs, gs, gs, value=1.0 - beta2)
+        step_stack = torch.stack(ts).to(torch.float64 if ps[0].dtype == torch.float64 else torch.float32)
+        bias_correction1 = (1 - torch.pow(beta1, step_stack)).unbind(0)
+        bias_correction2_sqrt = (1 - torch.pow(beta2, step_stack)).sqrt_().unbind(0)
+        denominators = torch._foreach_sqrt(vs)
+        torch._foreach_div_(denominators, bias_correction2_sqrt)
+        torch._foreach_add_(denominators, eps)
+        torch._foreach_mul_(denominators, bias_correction1)
+        updates = torch._foreach_div(ms, denominators)
+        del denominators
+        if weight_decay != 0.0:
+            torch._foreach_add_(updates, ps, alpha=weight_decay)
+        if layer_adaptation:
+            w_norms = torch.stack(torch._foreach_norm(ps))
+            u_norms = torch.stack(torch._foreach_norm(updates))
+            ratios = _trust_ratio(w_norms, u_norms, trust_clip).to(ps[0].dtype)
+            torch._foreach_mul_(updates, ratios.unbind(0))
+        torch._foreach_add_(ps, updates, alpha=-lr)
+        del updates
+
+
+def _lamb_kernel(
+    param: Tensor,
+    grad: Tensor,
+    exp_avg: Tensor,
+    exp_avg_sq: Tensor,
+    step: Tensor,
+    lr: Tensor,
+    beta1: Tensor,
+    beta2: Tensor,
+    eps: Tensor,
+    weight_decay: Tensor,
+    adapt: Tensor,
+    trust_clip: Tensor,
+) -> None:
+    # Options are tensors (adapt: 0/1, trust_clip: +inf when off) so that one graph serves every group.
+    new_step = step + 1
+    m = torch.lerp(exp_avg, grad, 1 - beta1)
+    v = exp_avg_sq * beta2 + grad * grad * (1 - beta2)
+    bias_correction1 = 1 - torch.pow(beta1, new_step)
+    bias_correction2_sqrt = torch.sqrt(1 - torch.pow(beta2, new_step))
+    update = (m / bias_correction1) / (torch.sqrt(v) / bias_correction2_sqrt + eps) + weight_decay * param
+    w_norm = torch.linalg.vector_norm(param)
+    u_norm = torch.linalg.vector_norm(update)
+    ratio = torch.where((w_norm > 0) & (u_norm > 0), w_norm / u_norm, torch.ones_like(w_norm))
+    ratio = torch.where(adapt > 0, torch.minimum(ratio, trust_clip), torch.ones_like(ratio))
+    param.copy_(param - (lr * ratio) * update)
+    exp_avg.copy_(m)
+    exp_avg_sq.copy_(v)
+    step.copy_(new_step)
+
+
+def _lamb_compiled(
+    params: Sequence[Tensor],
+    grads: Sequence[Tensor],
+    exp_avgs: Sequence[Tensor],
+    exp_avg_sqs: Sequence[Tensor],
+    steps: Sequence[Tensor],
+    hp: _Hyper,
+) -> None:
+    kernel = compiled_kernel("lamb", _lamb_kernel)
+    if kernel is None:
+        _lamb_for_loop(params, grads, exp_avgs, exp_avg_sqs, steps, hp)
+        return
+    device = params[0].device
+    dtype = torch.float64 if params[0].dtype == torch.float64 else torch.float32
+    clip = math.inf if hp.trust_clip is None else hp.trust_clip
+    values = [hp.lr, hp.beta1, hp.beta2, hp.eps, hp.weight_decay, float(hp.layer_adaptation), clip]
+    scalars = torch.tensor(values, dtype=dtype, device=device).unbind(0)
+    for i, (p, g, m, v, t) in enumerate(zip(params, grads, exp_avgs, exp_avg_sqs, steps)):
+        if (
+            not (p.is_contiguous() and g.is_contiguous() and m.is_contiguous() and v.is_contiguous())
+            or t.dtype != torch.float32
+        ):
+            _lamb_for_loop([p], [g], [m], [v], [t], hp)
+            continue
+        try:
+            kernel(p.view(-1), g.view(-1), m.view(-1), v.view(-1), t, *scalars)
+        except Exception as error:  # compiler missing or broken: the kernel never ran, nothing was changed
+            mark_failed("lamb", error)
+            _lamb_for_loop(params[i:], grads[i:], exp_avgs[i:], exp_avg_sqs[i:], steps[i:], hp)
+            return
+
+
+class Lamb(Optimizer):
+    """LAMB, Adam moments with a per-tensor trust ratio (`You et al. 2019 <https://arxiv.org/abs/1904.00962>`_).
+
+    The convention (the paper's Algorithm 2 with bias correction, as NVIDIA's NVLAMB): the Adam direction
+    ``m_hat / (sqrt(v_hat) + eps)`` plus ``weight_decay * p`` is rescaled so that its norm equals the
+    parameter's norm (trust ratio ``||p|| / ||u||``, 1.0 when either is 0), then scaled by ``lr``. No norm
+    clamp, no built-in gradient clipping (use the Trainer's ``gradient_clip_val``), optional ``trust_clip``
+    (LAMBC). Groups with ``layer_adaptation=False`` take plain AdamW-like steps; the param-group builder sets
+    it on the no-decay group (biases, norms), as NVIDIA's and the paper's BERT set-ups do. Step counters are
+    0-dim tensors on the parameter's device, so bias corrections never sync.
+
+    Cost: two state tensors per parameter (as AdamW); the compiled path reads ``p, g, m, v`` once and re-reads
+    one tensor's ``p, m, v`` from cache for the second, norm-dependent pass; transient memory at most one
+    tensor's size (for_loop/compiled) or two 4M-element chunks (foreach). See ``benchmarks/RESULTS.md``.
+
+    Args:
+        params: Parameters or parameter groups (e.g. from :func:`~lightning_recipes.optim.param_groups`).
+        lr: Learning rate, > 0.
+        betas: ``(beta1, beta2)``, each in [0, 1).
+        eps: Denominator term, > 0.
+        weight_decay: Weight decay inside the trust ratio, >= 0.
+        trust_clip: Upper bound of the trust ratio (> 0), or ``None`` (default).
+        layer_adaptation: Default of the per-group switch of the trust ratio.
+        implementation: ``"auto"`` (default), ``"for_loop"``, ``"foreach"`` or ``"compiled"``; see
+            :func:`~lightning_recipes.optim.lion_update_`.
+
+    Raises:
+        ValueError: If an argument (or a group's override) is out of range.
+        RuntimeError: In :meth:`step`, if a gradient is sparse.
+
+    Example:
+        >>> import torch
+        >>> model = torch.nn.Linear(4, 2)
+        >>> optimizer = Lamb([
+        ...     {"params": [model.weight]},
+        ...     {"params": [model.bias], "weight_decay": 0.0, "layer_adaptation": False},
+        ... ], lr=1e-3, weight_decay=0.01)
+        >>> model(torch.randn(8, 4)).pow(2).mean().backward()
+        >>> optimizer.step()
+        >>> sorted(optimizer.state[model.weight]), optimizer.state[model.weight]["step"]
+        (['exp_avg', 'exp_avg_sq', 'step'], tensor(1.))
+    """
+
+    def __init__(
+        self,
+        params: Iterable[Any],
+        lr: float = 1e-3,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-6,
+        weight_decay: float = 0.01,
+        *,
+        trust_clip: float | None = None,
+        layer_adaptation: bool = True,
+        implementation: Implementation = "auto",
+    ) -> None:
+        defaults = {
+            "lr": lr,
+            "betas": tuple(betas) if isinstance(betas, list) else betas,
+            "eps": eps,
+            "weight_decay": weight_decay,
+            "trust_clip": trust_clip,
+            "layer_adaptation": layer_adaptation,
+            "implementation": implementation,
+        }
+        _validate_group(defaults)
+        super().__init__(params, defaults)
+
+    def add_param_group(self, param_group: dict[str, Any]) -> None:
+        super().add_param_group(param_group)
+        _validate_group(self.param_groups[-1])
+
+    @torch.no_grad()
+    def step(self, closure: Callable[[], Any] | None = None) -> Any:
+        """Update every parameter that has a gradient; returns ``closure()``'s value if one was given."""
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            params: list[Tensor] = []
+            grads: list[Tensor] = []
+            exp_avgs: list[Tensor] = []
+            exp_avg_sqs: list[Tensor] = []
+            steps: list[Tensor] = []
+            for param in group["params"]:
+                if param.grad is None:
+                    continue
+                if param.grad.is_sparse:
+                    raise RuntimeError(
+                        "Lamb does not support sparse gradients; use dense gradients (e.g. `nn.Embedding(sparse=False)`)."
+                    )
+                state = self.state[param]
+                if "step" not in state:
+                    state["step"] = torch.zeros((), dtype=_step_dtype(param), device=param.device)
+                    state["exp_avg"] = torch.zeros_like(param, memory_format=torch.preserve_format)
+                    state["exp_avg_sq"] = torch.zeros_like(param, memory_format=torch.preserve_format)
+                elif state["step"].device != param.device or state["step"].dtype != _step_dtype(param):
+                    # torch's load_state_dict leaves "step" where it was saved; move it once
+                    state["step"] = state["step"].to(device=param.device, dtype=_step_dtype(param))
+                params.append(param)
+                grads.append(param.grad)
+                exp_avgs.append(state["exp_avg"])
+                exp_avg_sqs.append(state["exp_avg_sq"])
+                steps.append(state["step"])
+            beta1, beta2 = group["betas"]
+            lamb_update_(
+                params,
+                grads,
+                exp_avgs,
+                exp_avg_sqs,
+                steps,
+                lr=group["lr"],
+                beta1=beta1,
+                beta2=beta2,
+                eps=group["eps"],
+                weight_decay=group["weight_decay"],
+                layer_adaptation=group["layer_adaptation"],
+                trust_clip=group["trust_clip"],
+                implementation=group["implementation"],
+            )
+        return loss
+
+
+def _step_dtype(param: Tensor) -> torch.dtype:
+    # float32 always (exact up to 2**24 steps), as torch's optimizers: Inductor (torch 2.13) drops in-place
+    # updates of 0-dim float64 CPU inputs, so a float64 counter would never advance on the compiled path.
+    return torch.float32
+
+
+def _validate_group(group: dict[str, Any]) -> None:
+    check_positive("lr", group["lr"])
+    check_betas(group["betas"])
+    check_positive("eps", group["eps"])
+    check_non_negative("weight_decay", group["weight_decay"])
+    if group["trust_clip"] is not None:
+        check_positive("trust_clip", group["trust_clip"])
+    if not isinstance(group["layer_adaptation"], bool):
+        raise ValueError(f"`layer_adaptation` must be a bool, got {group['layer_adaptation']!r}.")
+    check_implementation(group["implementation"])

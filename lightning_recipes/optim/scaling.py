@@ -1,0 +1,46 @@
+"""Scale a learning rate tuned at one batch size to another (linear or square-root rule)."""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+__all__ = ["scale_lr"]
+
+
+def scale_lr(
+    base_lr: float, base_batch_size: int, global_batch_size: int, rule: Literal["linear", "sqrt"] = "linear"
+) -> float:
+    """The learning rate for ``global_batch_size`` given one tuned at ``base_batch_size``.
+
+    ``linear`` (Goyal et al. 2017, SGD/large-batch ResNets): ``lr * B / B0``. ``sqrt`` (Krizhevsky 2014;
+    Malladi et al. 2022 for Adam-type optimizers): ``lr * sqrt(B / B0)``. The global batch is the per-device
+    batch x devices x nodes x gradient-accumulation steps (what one optimizer step sees).
+
+    Args:
+        base_lr: The tuned learning rate, > 0.
+        base_batch_size: The batch size it was tuned at, >= 1.
+        global_batch_size: The batch size of this run, >= 1.
+        rule: ``"linear"`` or ``"sqrt"``.
+
+    Raises:
+        ValueError: If an argument is out of range or ``rule`` is unknown.
+
+    Example:
+        >>> scale_lr(1e-3, 256, 1024), scale_lr(1e-3, 256, 1024, rule="sqrt")
+        (0.004, 0.002)
+    """
+    if (
+        isinstance(base_lr, bool)
+        or not isinstance(base_lr, (int, float))
+        or not (base_lr > 0 and math.isfinite(base_lr))
+    ):
+        raise ValueError(f"`base_lr` must be a finite number > 0, got {base_lr!r}.")
+    for name, value in (("base_batch_size", base_batch_size), ("global_batch_size", global_batch_size)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"`{name}` must be an int >= 1, got {value!r}.")
+    if rule == "linear":
+        return base_lr * global_batch_size / base_batch_size
+    if rule == "sqrt":
+        return base_lr * math.sqrt(global_batch_size / base_batch_size)
+    raise ValueError(f"`rule` must be 'linear' or 'sqrt', got {rule!r}.")

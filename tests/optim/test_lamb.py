@@ -1,0 +1,174 @@
+"""Lamb against the paper's Algorithm 2 (with bias correction) in float64, implementations, state, errors."""
+
+from __future__ import annotations
+
+import copy
+import io
+
+import pytest
+import torch
+
+from lightning_recipes.optim import Lamb, lamb_update_
+from tests.optim._reference import grads_sequence, lamb_reference_step
+from tests.optim.test_lion import _CountSyncs
+
+GROUPS = [  # (shapes, overrides); the last tensor of group 0 starts at zero (trust ratio falls back to 1)
+    ([(8, 6), (6,), (3, 3)], {"lr": 1e-2, "weight_decay": 0.1}),
+    ([(5, 4, 3)], {"lr": 3e-3, "weight_decay": 0.0, "betas": (0.95, 0.98), "trust_clip": 0.5}),
+    ([(7,)], {"weight_decay": 0.0, "layer_adaptation": False}),
+]
+DEFAULTS = {"lr": 5e-3, "betas": (0.9, 0.999), "eps": 1e-6, "weight_decay": 0.01}
+
+
+def _run_against_reference(implementation: str, steps: int = 12) -> float:
+    generator = torch.Generator().manual_seed(3)
+    params = [
+        [torch.nn.Parameter(torch.randn(s, generator=generator, dtype=torch.float64)) for s in shapes]
+        for shapes, _ in GROUPS
+    ]
+    with torch.no_grad():
+        params[0][2].zero_()
+    optimizer = Lamb(
+        [{"params": ps, **over} for ps, (_, over) in zip(params, GROUPS)],
+        **DEFAULTS,
+        implementation=implementation,
+    )
+    flat = [p for ps in params for p in ps]
+    hyper = [
+        {"trust_clip": None, "layer_adaptation": True, **DEFAULTS, **over}
+        for ps, (_, over) in zip(params, GROUPS)
+        for _ in ps
+    ]
+    ref = [(p.detach().clone(), torch.zeros_like(p), torch.zeros_like(p)) for p in flat]
+    worst = 0.0
+    for t, grads in enumerate(grads_sequence([p.shape for p in flat], steps, seed=11), start=1):
+        for p, g in zip(flat, grads):
+            p.grad = g.clone()
+        optimizer.step()
+        for i, g in enumerate(grads):
+            h = hyper[i]
+            ref[i] = lamb_reference_step(
+                *ref[i][:1], g, *ref[i][1:], t, lr=h["lr"], beta1=h["betas"][0], beta2=h["betas"][1], eps=h["eps"],
+                wd=h["weight_decay"], adapt=h["layer_adaptation"], trust_clip=h["trust_clip"],
+            )  # fmt: skip
+        for p, (rp, rm, rv) in zip(flat, ref):
+            state = optimizer.state[p]
+            assert float(state["step"]) == t
+            for got, want in ((p.detach(), rp), (state["exp_avg"], rm), (state["exp_avg_sq"], rv)):
+                worst = max(worst, float(((got - want).abs() / (want.abs() + 1e-3)).max()))
+    return worst
+
+
+@pytest.mark.parametrize("implementation", ["for_loop", "foreach", "auto"])
+def test_matches_paper_reference_float64(implementation):
+    assert _run_against_reference(implementation) < 1e-10
+
+
+def test_trust_ratio_scales_the_step_to_the_weight_norm():
+    """One step on a weight of norm ||w|| moves it by exactly lr * ||w|| (bias corrections cancel)."""
+    torch.manual_seed(0)
+    p = torch.nn.Parameter(torch.randn(64, 32, dtype=torch.float64) * 0.02)
+    p.grad = torch.randn(64, 32, dtype=torch.float64) * 0.01
+    before = p.detach().clone()
+    Lamb([p], lr=1e-3, weight_decay=0.01, implementation="for_loop").step()
+    assert abs(float((p.detach() - before).norm()) / (1e-3 * float(before.norm())) - 1.0) < 1e-12
+
+
+def test_foreach_matches_for_loop_float32():
+    torch.manual_seed(0)
+    shapes = [(64, 32), (32,), (17, 3, 3), (1,)]
+    a = [torch.randn(s) for s in shapes]
+    b = [t.clone() for t in a]
+    state_a = [(torch.zeros_like(t), torch.zeros_like(t), torch.zeros(())) for t in a]
+    state_b = [(torch.zeros_like(t), torch.zeros_like(t), torch.zeros(())) for t in a]
+    for grads in grads_sequence(shapes, 10, seed=5, dtype=torch.float32):
+        for params, state, impl in ((a, state_a, "for_loop"), (b, state_b, "foreach")):
+            lamb_update_(
+                params, grads, *(list(x) for x in zip(*state)), lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-6,
+                weight_decay=0.01, implementation=impl,
+            )  # fmt: skip
+    for x, y in zip(a, b):
+        torch.testing.assert_close(x, y, rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("implementation", ["for_loop", "foreach"])
+def test_step_makes_no_tensor_to_host_conversion(implementation):
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Linear(8, 2))
+    optimizer = Lamb(model.parameters(), trust_clip=2.0, implementation=implementation)
+    model(torch.randn(4, 8)).sum().backward()
+    optimizer.step()
+    with _CountSyncs() as counter:
+        optimizer.step()
+    assert counter.count == 0
+
+
+def test_state_dict_lockstep_resume():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(6, 5), torch.nn.Linear(5, 3))
+    optimizer = Lamb(model.parameters(), lr=1e-2)
+    grads_list = grads_sequence([p.shape for p in model.parameters()], 8, seed=2, dtype=torch.float32)
+
+    def apply(m, opt, grads):
+        for p, g in zip(m.parameters(), grads):
+            p.grad = g.clone()
+        opt.step()
+
+    for grads in grads_list[:4]:
+        apply(model, optimizer, grads)
+    buffer = io.BytesIO()
+    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict()}, buffer)
+    buffer.seek(0)
+    saved = torch.load(buffer)
+    clone = copy.deepcopy(model)
+    for p in clone.parameters():
+        p.data.normal_()
+    resumed = Lamb(clone.parameters(), lr=1e-2)
+    clone.load_state_dict(saved["model"])
+    resumed.load_state_dict(saved["optimizer"])
+    for grads in grads_list[4:]:
+        apply(model, optimizer, grads)
+        apply(clone, resumed, grads)
+    for p, q in zip(model.parameters(), clone.parameters()):
+        assert torch.equal(p, q)
+    assert float(resumed.state[clone[0].weight]["step"]) == 8
+
+
+def test_mixed_dtypes_across_groups():
+    p64 = torch.nn.Parameter(torch.randn(4, 3, dtype=torch.float64))
+    p16 = torch.nn.Parameter(torch.randn(4, 3, dtype=torch.bfloat16))
+    optimizer = Lamb([{"params": [p64]}, {"params": [p16]}], lr=1e-2, implementation="foreach")
+    for _ in range(3):
+        for p in (p64, p16):
+            p.grad = torch.ones_like(p)
+        optimizer.step()
+    assert (
+        optimizer.state[p64]["step"].dtype == torch.float32
+        and optimizer.state[p16]["step"].dtype == torch.float32
+    )
+    assert optimizer.state[p16]["exp_avg"].dtype == torch.bfloat16
+    assert torch.isfinite(p16).all() and torch.isfinite(p64).all()
+
+
+def test_sparse_gradients_are_rejected():
+    embedding = torch.nn.Embedding(10, 3, sparse=True)
+    optimizer = Lamb(embedding.parameters())
+    embedding(torch.tensor([1, 2])).sum().backward()
+    with pytest.raises(RuntimeError, match="sparse gradients"):
+        optimizer.step()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"lr": -1e-3}, "`lr` must be a finite number > 0, got -0.001"),
+        ({"betas": (0.9, 1.5)}, r"`betas\[1\]` must be in \[0, 1\), got 1.5"),
+        ({"eps": 0.0}, "`eps` must be a finite number > 0, got 0.0"),
+        ({"weight_decay": -0.1}, "`weight_decay`"),
+        ({"trust_clip": 0.0}, "`trust_clip` must be a finite number > 0"),
+        ({"layer_adaptation": "yes"}, "`layer_adaptation` must be a bool"),
+        ({"implementation": "cuda"}, "`implementation` must be one of"),
+    ],
+)
+def test_invalid_arguments_name_the_argument(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        Lamb([torch.nn.Parameter(torch.zeros(2))], **kwargs)
