@@ -1,0 +1,1 @@
+"""Private machinery shared by the sanity-check callbacks and ``lightning_recipes.preflight``."""

@@ -1,0 +1,148 @@
+"""How the sanity checks read a batch: where the inputs and the targets are, and how to rebuild it.
+
+The convention (overridable with ``input_key`` / ``target_key`` on every check and on ``preflight``):
+
+- a ``Tensor`` batch is the input, with no target;
+- a ``tuple`` / ``list`` batch holds the input first and the target last (``(x, y)``, ``(x, mask, y)``);
+- a ``dict`` batch holds the input under the first of :data:`INPUT_KEYS` it has and the target under the
+  first of :data:`TARGET_KEYS`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+from torch import Tensor
+
+__all__ = [
+    "INPUT_KEYS",
+    "TARGET_KEYS",
+    "batch_size_of",
+    "replace_inputs",
+    "slice_batch",
+    "split_batch",
+]
+
+INPUT_KEYS = ("x", "input", "inputs", "input_ids", "tokens", "image", "images", "features", "data")
+TARGET_KEYS = ("y", "target", "targets", "label", "labels", "next_tokens")
+
+Key = int | str | None
+
+
+def _input_key(batch: Any, key: Key) -> int | str | None:
+    if key is not None:
+        return key
+    if isinstance(batch, Mapping):
+        return next((k for k in INPUT_KEYS if k in batch), None)
+    if isinstance(batch, Sequence) and not isinstance(batch, str) and len(batch) > 0:
+        return 0
+    return None
+
+
+def _target_key(batch: Any, key: Key) -> int | str | None:
+    if key is not None:
+        return key
+    if isinstance(batch, Mapping):
+        return next((k for k in TARGET_KEYS if k in batch), None)
+    if isinstance(batch, Sequence) and not isinstance(batch, str) and len(batch) >= 2:
+        return len(batch) - 1
+    return None
+
+
+def _get(batch: Any, key: int | str | None) -> Tensor | None:
+    if key is None:
+        return None
+    try:
+        value = batch[key]
+    except (KeyError, IndexError, TypeError):
+        return None
+    return value if isinstance(value, Tensor) else None
+
+
+def split_batch(
+    batch: Any, input_key: Key = None, target_key: Key = None
+) -> tuple[Tensor | None, Tensor | None]:
+    """``(inputs, targets)`` of a batch by the convention above; either is ``None`` when absent.
+
+    Example:
+        >>> import torch
+        >>> x, y = split_batch((torch.zeros(2, 3), torch.tensor([0, 1])))
+        >>> tuple(x.shape), y.tolist()
+        ((2, 3), [0, 1])
+        >>> split_batch({"input_ids": torch.ones(2, 4, dtype=torch.long)})[1] is None
+        True
+    """
+    if isinstance(batch, Tensor):
+        return (batch if input_key is None else None), None
+    return _get(batch, _input_key(batch, input_key)), _get(batch, _target_key(batch, target_key))
+
+
+def replace_inputs(batch: Any, inputs: Tensor, input_key: Key = None) -> Any:
+    """A new batch equal to ``batch`` with its input tensor replaced; the original is not modified.
+
+    Example:
+        >>> import torch
+        >>> batch = (torch.ones(2, 3), torch.tensor([0, 1]))
+        >>> new = replace_inputs(batch, torch.zeros(2, 3))
+        >>> new[0].sum().item(), batch[0].sum().item()
+        (0.0, 6.0)
+    """
+    if isinstance(batch, Tensor):
+        return inputs
+    key = _input_key(batch, input_key)
+    if key is None:
+        raise ValueError("cannot find the input tensor in the batch; pass `input_key`.")
+    if isinstance(batch, Mapping):
+        new = dict(batch)
+        new[key] = inputs
+        return type(batch)(new) if type(batch) is not dict else new  # type: ignore[call-arg]
+    items = list(batch)
+    items[key] = inputs  # type: ignore[index]
+    if isinstance(batch, tuple) and hasattr(batch, "_fields"):  # namedtuple
+        return type(batch)(*items)
+    return type(batch)(items) if isinstance(batch, tuple) else items
+
+
+def batch_size_of(batch: Any, input_key: Key = None) -> int | None:
+    """The leading dimension of the batch's input tensor, or ``None`` if it has none."""
+    inputs, _ = split_batch(batch, input_key)
+    if inputs is None or inputs.ndim == 0:
+        return None
+    return int(inputs.shape[0])
+
+
+def slice_batch(batch: Any, count: int, batch_size: int) -> Any:
+    """The first ``count`` samples: every tensor whose leading dimension is ``batch_size`` is sliced.
+
+    Example:
+        >>> import torch
+        >>> x, y = slice_batch((torch.zeros(8, 3), torch.arange(8)), 2, 8)
+        >>> tuple(x.shape), y.tolist()
+        ((2, 3), [0, 1])
+    """
+    if isinstance(batch, Tensor):
+        return batch[:count] if batch.ndim > 0 and batch.shape[0] == batch_size else batch
+    if isinstance(batch, Mapping):
+        return {key: slice_batch(value, count, batch_size) for key, value in batch.items()}
+    if isinstance(batch, tuple) and hasattr(batch, "_fields"):
+        return type(batch)(*(slice_batch(value, count, batch_size) for value in batch))
+    if isinstance(batch, (list, tuple)):
+        return type(batch)(slice_batch(value, count, batch_size) for value in batch)
+    return batch
+
+
+def tensors_of(batch: Any) -> list[Tensor]:
+    """Every tensor in a (nested) batch."""
+    if isinstance(batch, Tensor):
+        return [batch]
+    if isinstance(batch, Mapping):
+        return [t for value in batch.values() for t in tensors_of(value)]
+    if isinstance(batch, (list, tuple)):
+        return [t for value in batch for t in tensors_of(value)]
+    return []
+
+
+def is_float(tensor: Tensor) -> bool:
+    return torch.is_floating_point(tensor) or torch.is_complex(tensor)

@@ -1,0 +1,431 @@
+"""What a sanity check sees: the user's module (never modified), a few batches, the device and the precision.
+
+The contract between a check and an arbitrary ``LightningModule``:
+
+- **The loss** is what ``training_step(batch, batch_idx)`` returns (a scalar tensor, or a dict with ``"loss"``),
+  computed on a deep copy of the module with no Trainer attached (``self.log`` becomes a silent no-op).
+  Manual optimisation (``automatic_optimization = False``) and steps that return ``None`` cannot be checked
+  this way: the checks skip with a message.
+- **The outputs** are what the module's own ``forward`` (``model(inputs)``) returns, captured with a forward
+  hook while ``training_step`` runs; the first tensor is used when it returns a tuple or dict.
+- **Inputs and targets** come from the batch by the convention of :mod:`.batches` (``(x, y)``, dicts with
+  ``"x"``/``"input_ids"``/... and ``"y"``/``"labels"``/...), or from ``input_key`` / ``target_key``.
+- **The optimizer** is the module's own ``configure_optimizers`` on the copy, at its peak learning rate
+  (a scheduler's ``initial_lr``); schedulers are not stepped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import random
+import warnings
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from typing import Any
+
+import lightning.pytorch as pl
+import numpy as np
+import torch
+from lightning.pytorch.utilities.model_helpers import is_overridden
+from torch import Tensor, nn
+from torch.optim import Optimizer
+from torch.utils.data import DataLoader
+
+from lightning_recipes.callbacks._checks.batches import Key, split_batch
+
+__all__ = ["CheckContext", "CheckSkipped", "context_from_trainer", "preserved_rng"]
+
+
+class CheckSkipped(Exception):
+    """Raised inside a check when it cannot run on this model or data; the message says why and what to pass."""
+
+
+@contextlib.contextmanager
+def preserved_rng() -> Generator[None, None, None]:
+    """Restore the torch (CPU and initialised CUDA), numpy and Python RNG states on exit, even on error."""
+    states: dict[str, Any] = {
+        "torch": torch.get_rng_state(),
+        "python": random.getstate(),
+        "numpy": np.random.get_state(),
+    }
+    cuda = torch.cuda.is_available() and torch.cuda.is_initialized()
+    if cuda:
+        states["cuda"] = torch.cuda.get_rng_state_all()
+    try:
+        yield
+    finally:
+        torch.set_rng_state(states["torch"])
+        random.setstate(states["python"])
+        np.random.set_state(states["numpy"])
+        if cuda:
+            torch.cuda.set_rng_state_all(states["cuda"])
+
+
+def _loader_generators(loader: Any) -> list[torch.Generator]:
+    found: list[torch.Generator] = []
+    candidates = [
+        getattr(loader, "generator", None),
+        getattr(getattr(loader, "sampler", None), "generator", None),
+        getattr(getattr(getattr(loader, "batch_sampler", None), "sampler", None), "generator", None),
+    ]
+    for generator in candidates:
+        if isinstance(generator, torch.Generator) and all(generator is not g for g in found):
+            found.append(generator)
+    return found
+
+
+def _first_loader(loaders: Any) -> Any:
+    """Lightning accepts collections of loaders; the checks read the first one."""
+    flattened = getattr(loaders, "flattened", None)  # CombinedLoader
+    if isinstance(flattened, list) and flattened:
+        return flattened[0]
+    if isinstance(loaders, Mapping):
+        return next(iter(loaders.values()), None)
+    if isinstance(loaders, Sequence) and not isinstance(loaders, (str, Tensor)):
+        return loaders[0] if loaders else None
+    return loaders
+
+
+@contextlib.contextmanager
+def _quiet_logging() -> Generator[None, None, None]:
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r".*self\.log.*")
+        warnings.filterwarnings("ignore", message=r".*self\.trainer.*")
+        yield
+
+
+class CheckContext:
+    """Everything a check needs, shared by the checks of one preflight so batches are read once.
+
+    Args:
+        model: The user's ``LightningModule``. Never modified: checks work on :meth:`copy_model`.
+        train_dataloader: The training loader (or a collection of them: the first is used).
+        val_dataloader: Optional held-out loader.
+        device: Where copies and batches go; defaults to the model's device.
+        forward_context: Context manager factory wrapped around forward passes (autocast for mixed precision).
+        convert_input: Applied to every batch (a precision plugin's ``convert_input``).
+        trainer: The real Trainer when run from a callback; used for ``configure_optimizers`` that read it.
+        datamodule: Its batch-transfer hooks are used when it overrides them.
+        input_key: Index or key of the input tensor in a batch (default: the convention of ``batches.py``).
+        target_key: Index or key of the target tensor.
+        num_classes: Number of classes, when shapes cannot tell.
+        seed: Seed set (inside an isolated RNG state) before each check, so results are reproducible.
+    """
+
+    def __init__(
+        self,
+        model: pl.LightningModule,
+        train_dataloader: Any = None,
+        val_dataloader: Any = None,
+        *,
+        device: torch.device | str | None = None,
+        forward_context: Callable[[], AbstractContextManager[Any]] | None = None,
+        convert_input: Callable[[Any], Any] | None = None,
+        trainer: pl.Trainer | None = None,
+        datamodule: pl.LightningDataModule | None = None,
+        input_key: Key = None,
+        target_key: Key = None,
+        num_classes: int | None = None,
+        seed: int = 0,
+    ) -> None:
+        if not isinstance(model, pl.LightningModule):
+            raise TypeError(f"`model` must be a LightningModule, got {type(model).__name__}.")
+        self.model = model
+        self.train_dataloader = _first_loader(train_dataloader)
+        self.val_dataloader = _first_loader(val_dataloader)
+        if device is None:
+            first = next(model.parameters(), None)
+            device = first.device if first is not None else torch.device("cpu")
+        self.device = torch.device(device)
+        self.forward_context = forward_context or nullcontext
+        self.convert_input = convert_input
+        self.trainer = trainer
+        self.datamodule = datamodule
+        self.input_key = input_key
+        self.target_key = target_key
+        self.num_classes = num_classes
+        self.seed = seed
+        self._cache: dict[str, list[Any]] = {"train": [], "val": []}
+        self._exhausted: dict[str, bool] = {"train": False, "val": False}
+
+    # ---------------------------------------------------------------- data
+    def train_batches(self, count: int) -> list[Any]:
+        """The first ``count`` training batches (fewer if the loader is shorter), on :attr:`device`."""
+        if self.train_dataloader is None:
+            raise CheckSkipped("no training data: pass `datamodule=` or `train_dataloaders=`.")
+        return self._batches("train", self.train_dataloader, count)
+
+    def val_batches(self, count: int) -> list[Any]:
+        """The first ``count`` validation batches, or ``[]`` without a validation loader."""
+        if self.val_dataloader is None:
+            return []
+        return self._batches("val", self.val_dataloader, count)
+
+    def _batches(self, split: str, loader: Any, count: int) -> list[Any]:
+        cache = self._cache[split]
+        if len(cache) < count and not self._exhausted[split]:
+            raw = self._read(loader, count)
+            self._exhausted[split] = len(raw) < count
+            self._cache[split] = cache = [self._prepare(batch) for batch in raw]
+        return cache[:count]
+
+    @staticmethod
+    def _read(loader: Iterable[Any], count: int) -> list[Any]:
+        """Read ``count`` batches from a fresh iterator, leaving every RNG the loader touches as it was."""
+        generators = _loader_generators(loader)
+        saved = [g.get_state() for g in generators]
+        batches: list[Any] = []
+        try:
+            with preserved_rng():
+                for batch in loader:
+                    batches.append(batch)
+                    if len(batches) >= count:
+                        break
+        finally:
+            for generator, state in zip(generators, saved):
+                generator.set_state(state)
+        return batches
+
+    def _prepare(self, batch: Any) -> Any:
+        """Lightning's batch pipeline: before-transfer hook, device transfer, after-transfer hook, precision."""
+        owner_before = self._hook_owner("on_before_batch_transfer")
+        owner_transfer = self._hook_owner("transfer_batch_to_device")
+        owner_after = self._hook_owner("on_after_batch_transfer")
+        with _quiet_logging():
+            batch = owner_before.on_before_batch_transfer(batch, 0)
+            batch = owner_transfer.transfer_batch_to_device(batch, self.device, 0)
+            batch = owner_after.on_after_batch_transfer(batch, 0)
+        if self.convert_input is not None:
+            batch = self.convert_input(batch)
+        return batch
+
+    def _hook_owner(self, name: str) -> Any:
+        if self.datamodule is not None and is_overridden(name, self.datamodule):
+            return self.datamodule
+        return self.model
+
+    def split(self, batch: Any) -> tuple[Tensor | None, Tensor | None]:
+        """``(inputs, targets)`` of a batch with this context's keys."""
+        return split_batch(batch, self.input_key, self.target_key)
+
+    # ---------------------------------------------------------------- model
+    def copy_model(self) -> pl.LightningModule:
+        """A deep copy of the user's module on :attr:`device`, in train mode, with no Trainer attached."""
+        try:
+            model = copy.deepcopy(self.model)
+        except Exception as err:
+            raise CheckSkipped(
+                f"could not deep-copy the model ({type(err).__name__}: {err}); the checks never touch the "
+                "original, so they need a copyable module."
+            ) from err
+        model._trainer = None  # a deep copy drops it already (LightningModule.__getstate__); be explicit
+        model.to(self.device)
+        model.train()
+        return model
+
+    def require_automatic_optimization(self, model: pl.LightningModule) -> None:
+        if not model.automatic_optimization:
+            raise CheckSkipped(
+                "the module uses manual optimisation (`automatic_optimization = False`): its training_step "
+                "runs the optimizer itself and cannot be replayed outside the Trainer."
+            )
+
+    def training_loss(self, model: pl.LightningModule, batch: Any, batch_idx: int = 0) -> Tensor:
+        """Run ``training_step`` on the copy and return its scalar loss (see the module docstring)."""
+        with self.forward_context(), _quiet_logging():
+            output = model.training_step(batch, batch_idx)
+        loss = output.get("loss") if isinstance(output, Mapping) else output
+        if loss is None:
+            raise CheckSkipped(
+                "`training_step` returned no loss (None, or a dict without 'loss'); the checks read the loss "
+                "from its return value."
+            )
+        if not isinstance(loss, Tensor) or loss.numel() != 1:
+            shape = tuple(loss.shape) if isinstance(loss, Tensor) else type(loss).__name__
+            raise CheckSkipped(f"`training_step` must return a scalar loss tensor, got {shape}.")
+        return loss.reshape(())
+
+    def optimization_step(
+        self, model: pl.LightningModule, optimizers: list[Optimizer], batch: Any, batch_idx: int = 0
+    ) -> Tensor:
+        """Zero grads, ``training_step``, backward, step every optimizer; returns the detached loss."""
+
+        def closure() -> Tensor:
+            for optimizer in optimizers:
+                optimizer.zero_grad(set_to_none=True)
+            loss = self.training_loss(model, batch, batch_idx)
+            loss.backward()
+            return loss
+
+        loss = closure()
+        for optimizer in optimizers:
+            if isinstance(optimizer, torch.optim.LBFGS):  # needs re-evaluation inside step
+                optimizer.step(closure)
+            else:
+                optimizer.step()
+        return loss.detach()
+
+    @contextlib.contextmanager
+    def capture_forward(self, model: nn.Module) -> Generator[list[Tensor], None, None]:
+        """Collect the first output tensor of every call of ``model.forward`` inside the block."""
+        outputs: list[Tensor] = []
+
+        def hook(_module: nn.Module, _args: Any, output: Any) -> None:
+            tensor = first_tensor(output)
+            if tensor is not None:
+                outputs.append(tensor)
+
+        handle = model.register_forward_hook(hook)
+        try:
+            yield outputs
+        finally:
+            handle.remove()
+
+    def forward(self, model: nn.Module, inputs: Tensor) -> Tensor:
+        """``model(inputs)``'s first output tensor, under the precision context."""
+        with self.forward_context():
+            output = model(inputs)
+        tensor = first_tensor(output)
+        if tensor is None:
+            raise CheckSkipped(f"`forward(inputs)` returned {type(output).__name__}, not a tensor.")
+        return tensor
+
+    def build_optimizers(self, model: pl.LightningModule) -> tuple[list[Optimizer], str]:
+        """The module's own optimizers, built on the copy at their peak learning rate; plus a note."""
+        try:
+            with _quiet_logging():
+                config = model.configure_optimizers()
+        except Exception as first_error:
+            config = None
+            if self.trainer is not None:  # a configure_optimizers that reads self.trainer (stepping batches)
+                model.trainer = self.trainer
+                try:
+                    config = model.configure_optimizers()
+                except Exception:
+                    config = None
+                finally:
+                    model.trainer = None  # type: ignore[assignment]
+            if config is None:
+                optimizer: Optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+                return [optimizer], (
+                    f"configure_optimizers failed outside the Trainer ({type(first_error).__name__}: "
+                    f"{first_error}); used AdamW(lr=1e-3) instead"
+                )
+        optimizers = _optimizers_from_config(config)
+        if not optimizers:
+            return [torch.optim.AdamW(model.parameters(), lr=1e-3)], (
+                "configure_optimizers returned no optimizer; used AdamW(lr=1e-3)"
+            )
+        for optimizer in optimizers:
+            for group in optimizer.param_groups:
+                if "initial_lr" in group:  # a scheduler set lr to its step-0 value (often 0 in warm-up)
+                    group["lr"] = group["initial_lr"]
+        names = ", ".join(type(o).__name__ for o in optimizers)
+        return optimizers, f"the module's configure_optimizers ({names}) at peak lr; schedulers not stepped"
+
+
+def first_tensor(output: Any) -> Tensor | None:
+    """The first tensor in a forward output (tensor, tuple/list, dict, or an object with ``.logits``)."""
+    if isinstance(output, Tensor):
+        return output
+    logits = getattr(output, "logits", None)
+    if isinstance(logits, Tensor):
+        return logits
+    if isinstance(output, Mapping):
+        for key in ("logits", "output", "outputs", "pred", "preds"):
+            if isinstance(output.get(key), Tensor):
+                return output[key]
+        output = list(output.values())
+    if isinstance(output, (list, tuple)):
+        for item in output:
+            found = first_tensor(item)
+            if found is not None:
+                return found
+    return None
+
+
+def _optimizers_from_config(config: Any) -> list[Optimizer]:
+    """Every optimizer in any of the return formats ``configure_optimizers`` allows."""
+    if config is None:
+        return []
+    if isinstance(config, Optimizer):
+        return [config]
+    if isinstance(config, Mapping):
+        optimizer = config.get("optimizer")
+        return [optimizer] if isinstance(optimizer, Optimizer) else []
+    if isinstance(config, (list, tuple)):
+        found: list[Optimizer] = []
+        for item in config:
+            for optimizer in _optimizers_from_config(item):
+                if all(optimizer is not o for o in found):
+                    found.append(optimizer)
+        return found
+    return []
+
+
+def context_from_trainer(
+    trainer: pl.Trainer,
+    pl_module: pl.LightningModule,
+    *,
+    input_key: Key = None,
+    target_key: Key = None,
+    num_classes: int | None = None,
+    seed: int = 0,
+) -> CheckContext:
+    """A context for a check running inside ``trainer.fit``: the real device, precision and data."""
+    precision = trainer.precision_plugin
+    train_loader, val_loader = _fit_dataloaders(trainer, pl_module)
+    return CheckContext(
+        pl_module,
+        train_loader,
+        val_loader,
+        device=pl_module.device,
+        forward_context=precision.forward_context,
+        convert_input=precision.convert_input,
+        trainer=trainer,
+        datamodule=getattr(trainer, "datamodule", None),
+        input_key=input_key,
+        target_key=target_key,
+        num_classes=num_classes,
+        seed=seed,
+    )
+
+
+def _fit_dataloaders(trainer: pl.Trainer, pl_module: pl.LightningModule) -> tuple[Any, Any]:
+    """The loaders ``fit`` will use, read at ``on_fit_start`` (before the Trainer loads them itself)."""
+    datamodule = getattr(trainer, "datamodule", None)
+    train = val = None
+    if datamodule is not None:
+        train = datamodule.train_dataloader() if is_overridden("train_dataloader", datamodule) else None
+        val = datamodule.val_dataloader() if is_overridden("val_dataloader", datamodule) else None
+    if train is None and is_overridden("train_dataloader", pl_module):
+        train = pl_module.train_dataloader()
+    if val is None and is_overridden("val_dataloader", pl_module):
+        val = pl_module.val_dataloader()
+    # Loaders passed as `trainer.fit(model, train_dataloaders=...)` are only reachable through the loops'
+    # private data sources at this point; isolated here so a Lightning change breaks one place.
+    if train is None:
+        source = getattr(trainer.fit_loop, "_data_source", None)
+        instance = getattr(source, "instance", None)
+        if instance is not None and not isinstance(instance, (pl.LightningModule, pl.LightningDataModule)):
+            train = instance
+    if val is None:
+        source = getattr(getattr(trainer.fit_loop.epoch_loop, "val_loop", None), "_data_source", None)
+        instance = getattr(source, "instance", None)
+        if instance is not None and not isinstance(instance, (pl.LightningModule, pl.LightningDataModule)):
+            val = instance
+    return train, val
+
+
+def is_shuffled(loader: Any) -> bool | None:
+    """Whether a loader shuffles: ``True``/``False``, or ``None`` when it cannot tell (iterable datasets)."""
+    if not isinstance(loader, DataLoader):
+        return None
+    sampler = loader.sampler
+    if isinstance(sampler, torch.utils.data.RandomSampler):
+        return True
+    if isinstance(sampler, torch.utils.data.SequentialSampler):
+        return False
+    shuffle = getattr(sampler, "shuffle", None)  # DistributedSampler and friends
+    return bool(shuffle) if shuffle is not None else None

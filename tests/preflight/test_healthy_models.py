@@ -1,0 +1,81 @@
+"""Healthy models of several kinds must pass every check with no failure (skips must say why)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from lightning_recipes.data import CharLMDataModule, DigitsDataModule
+from lightning_recipes.demo import DigitsCNN
+from lightning_recipes.preflight import preflight
+from lightning_recipes.testing import TinyClassifier, TinyTransformerLM, random_token_loader
+
+from ._models import MLP, Regressor, loader, regression_loader
+
+ALL = ["data", "init_loss", "grad_flow", "batch_independence", "overfit_batch", "input_independence"]
+
+
+def _assert_all_pass(report, allowed_skips=()):
+    statuses = {r.name: r.status for r in report}
+    assert list(statuses) == ALL
+    for result in report:
+        if result.name in allowed_skips:
+            assert result.status == "skip", result.message
+            continue
+        assert result.status == "pass", f"{result.name}: {result.message}"
+    assert report.ok
+
+
+def test_mlp_default_init_passes():
+    report = preflight(MLP(), train_dataloaders=loader())
+    _assert_all_pass(report)
+    assert 0.75 * math.log(4) < report["init_loss"].details["measured"] < 1.25 * math.log(4)
+
+
+def test_zero_init_mlp_passes_with_exact_ln_c():
+    """TinyClassifier's head starts at zero: the init loss is ln C to float precision."""
+    report = preflight(TinyClassifier(num_classes=4, lr=0.5), train_dataloaders=loader())
+    _assert_all_pass(report)
+    assert report["init_loss"].details["measured"] == pytest.approx(math.log(4), rel=1e-6)
+    assert report["init_loss"].details["ratio"] == pytest.approx(1.0, rel=1e-6)
+    # the zero head hides the inputs at init: batch independence looks again after optimizer steps
+    assert report["batch_independence"].details["training_steps_first"] >= 1
+
+
+def test_digits_cnn_with_batchnorm_and_dropout_passes():
+    """The demo's CNN: BatchNorm must not count as batch mixing, dropout must not break any check."""
+    report = preflight(DigitsCNN(width=16), datamodule=DigitsDataModule(batch_size=32))
+    _assert_all_pass(report)
+    assert report["batch_independence"].details["method"] == "gradient"
+    assert report["init_loss"].details["num_classes"] == 10
+
+
+def test_causal_transformer_lm_passes_on_recurrence_tokens():
+    model = TinyTransformerLM(vocab_size=32, d_model=32, n_heads=2, n_layers=1)
+    report = preflight(model, train_dataloaders=random_token_loader(vocab_size=32, seq_len=16, shuffle=True))
+    _assert_all_pass(report)
+    assert report["init_loss"].details["measured"] == pytest.approx(math.log(32), rel=1e-5)
+    assert report["batch_independence"].details["method"] == "perturbation"  # integer token inputs
+
+
+def test_causal_transformer_lm_passes_on_char_lm_datamodule():
+    model = TinyTransformerLM(vocab_size=CharLMDataModule(max_chars=1).vocab_size, d_model=32, n_layers=1)
+    datamodule = CharLMDataModule(seq_len=32, batch_size=16, max_chars=40_000)
+    report = preflight(model, datamodule=datamodule, checks=["data", "init_loss", "batch_independence"])
+    assert report.ok, report
+    assert [r.status for r in report] == ["pass", "pass", "pass"], report
+
+
+def test_regression_with_mse_passes_and_init_loss_skips_with_reason():
+    report = preflight(Regressor(), train_dataloaders=regression_loader())
+    _assert_all_pass(report, allowed_skips=("init_loss",))
+    message = report["init_loss"].message
+    assert "cannot infer the expected initial loss" in message and "expected_loss" in message
+
+
+def test_label_smoothing_classifier_passes():
+    """Label smoothing keeps the init loss at ln C and puts a floor under the loss (0.22 x ln 10 here)."""
+    model = MLP(classes=10, label_smoothing=0.1, in_features=64)
+    report = preflight(model, datamodule=DigitsDataModule(batch_size=32, flatten=True))
+    _assert_all_pass(report)
