@@ -6,6 +6,7 @@ Naming: ``*Monitor`` only observes and logs; ``*Check`` asserts an invariant a b
 
 from lightning_recipes.callbacks.batch_independence_check import BatchIndependenceCheck
 from lightning_recipes.callbacks.data_check import DataCheck
+from lightning_recipes.callbacks.early_stopping import EarlyStopping
 from lightning_recipes.callbacks.grad_flow_check import GradFlowCheck
 from lightning_recipes.callbacks.init_loss_check import InitLossCheck
 from lightning_recipes.callbacks.input_independence_check import InputIndependenceCheck
@@ -17,6 +18,7 @@ from lightning_recipes.callbacks.stability_guard import StabilityGuard
 __all__: list[str] = [
     "BatchIndependenceCheck",
     "DataCheck",
+    "EarlyStopping",
     "GradFlowCheck",
     "InitLossCheck",
     "InputIndependenceCheck",

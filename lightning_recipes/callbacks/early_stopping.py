@@ -1,0 +1,233 @@
+"""EarlyStopping: Lightning's, plus relative min_delta, a warm-up period and restoring the best weights."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Literal
+
+import lightning.pytorch as pl
+import torch
+from lightning.pytorch.callbacks import EarlyStopping as _LightningEarlyStopping
+from lightning.pytorch.callbacks.early_stopping import EarlyStoppingReason
+from lightning.pytorch.utilities.rank_zero import rank_zero_info
+from torch import Tensor
+from typing_extensions import override
+
+from lightning_recipes.callbacks._snapshot import copy_to_cpu, synchronize_if_cuda
+
+__all__ = ["EarlyStopping"]
+
+log = logging.getLogger(__name__)
+
+
+class EarlyStopping(_LightningEarlyStopping):
+    r"""Lightning's ``EarlyStopping`` (a subclass: same arguments, defaults, attributes and stop rules), plus
+    a relative ``min_delta``, a warm-up period and restoring the best weights when training ends.
+
+    Stop rules, as in Lightning, evaluated at every check (end of the training epoch when validation runs
+    once per epoch, else end of validation): a non-finite metric (``check_finite``), ``stopping_threshold``,
+    ``divergence_threshold``, then improvement by more than ``min_delta`` resets the wait count, otherwise
+    ``patience`` checks without improvement stop training. The stop decision is reduced across ranks (any
+    rank stops every rank) and the reason is in ``stopping_reason`` / ``stopping_reason_message``.
+
+    Additions:
+
+    * ``min_delta_mode="rel"``: an improvement must beat the best score by ``min_delta * |best|``
+      (``"abs"``, the default, is Lightning's absolute ``min_delta``).
+    * ``start_from_epoch`` / ``start_from_step``: checks before that epoch *and* step are skipped entirely
+      (no best score, no wait count, no stop), e.g. during learning-rate warm-up.
+    * ``restore_best_weights=True``: at every check where the metric improved on **every** rank (identical
+      to the single-process rule when the metric is logged with ``sync_dist=True``), a copy of the module's
+      ``state_dict`` is kept in CPU memory, and loaded back at ``on_train_end`` whatever ended training:
+      patience, a threshold, a non-finite metric, ``max_epochs`` / ``max_steps`` / ``max_time`` or another
+      callback. A check that reaches ``stopping_threshold`` counts as the best. Every rank loads the same
+      weights. Not restored when training ends with an exception (the crash state stays for debugging).
+    * State: best score, wait count, ``best_epoch``/``best_step``, ``stopped_step`` and (with
+      ``best_weights_in_checkpoint``) the best weights go into the checkpoint, so a resumed run continues
+      the same count and can still restore weights from before the interruption.
+    * ``verbose=True`` also logs the stop reason and the restore on rank zero.
+
+    Cost: one reduction per check (two with ``restore_best_weights``); with ``restore_best_weights`` one
+    device-to-host copy of the weights per improvement, one fp32-size copy of the model in CPU memory, and
+    in every checkpoint unless ``best_weights_in_checkpoint=False``.
+
+    Args:
+        monitor: Logged metric to monitor.
+        min_delta: Minimum improvement; absolute, or relative to ``|best|`` with ``min_delta_mode="rel"``.
+        patience: Checks without improvement before stopping.
+        verbose: Log improvements, the stop reason and the restore.
+        mode: ``"min"`` or ``"max"``.
+        strict: Raise if ``monitor`` is missing.
+        check_finite: Stop when the metric is NaN or infinite.
+        stopping_threshold: Stop once the metric reaches this value.
+        divergence_threshold: Stop once the metric is worse than this value.
+        check_on_train_epoch_end: Check at the end of the training epoch (default: when validation runs once
+            per epoch) instead of at the end of validation.
+        log_rank_zero_only: Log only on rank zero.
+        min_delta_mode: ``"abs"`` or ``"rel"``.
+        start_from_epoch: First epoch whose checks count.
+        start_from_step: First ``global_step`` whose checks count.
+        restore_best_weights: Keep and restore the best weights.
+        best_weights_in_checkpoint: Store the best weights in checkpoints (with ``restore_best_weights``).
+
+    Attributes:
+        best_epoch: Epoch of the best check (``-1`` before any).
+        best_step: ``global_step`` of the best check (``-1`` before any).
+        stopped_step: ``global_step`` when training was stopped (0 if not stopped).
+        restored_best_weights: Whether ``on_train_end`` loaded the best weights.
+
+    Raises:
+        ValueError: If ``min_delta_mode``, ``start_from_epoch`` or ``start_from_step`` is invalid.
+        MisconfigurationException: If ``mode`` is neither ``"min"`` nor ``"max"`` (Lightning's check).
+        RuntimeError: If ``strict`` and ``monitor`` was not logged.
+
+    Example:
+        >>> import torch
+        >>> from lightning_recipes.testing import TinyClassifier, fast_trainer, random_classification_loader
+        >>> stopper = EarlyStopping("val_loss", patience=1, min_delta=0.5, min_delta_mode="rel",
+        ...                         restore_best_weights=True)
+        >>> trainer = fast_trainer(max_epochs=5, callbacks=[stopper], limit_train_batches=2)
+        >>> model = TinyClassifier()
+        >>> loader = random_classification_loader(batch_size=64)
+        >>> trainer.fit(model, loader, loader)
+        >>> stopper.stopped_epoch, stopper.best_epoch, stopper.restored_best_weights
+        (1, 0, True)
+        >>> stopper.stopping_reason.name
+        'PATIENCE_EXHAUSTED'
+    """
+
+    def __init__(
+        self,
+        monitor: str,
+        min_delta: float = 0.0,
+        patience: int = 3,
+        verbose: bool = False,
+        mode: str = "min",
+        strict: bool = True,
+        check_finite: bool = True,
+        stopping_threshold: float | None = None,
+        divergence_threshold: float | None = None,
+        check_on_train_epoch_end: bool | None = None,
+        log_rank_zero_only: bool = False,
+        *,
+        min_delta_mode: Literal["abs", "rel"] = "abs",
+        start_from_epoch: int = 0,
+        start_from_step: int = 0,
+        restore_best_weights: bool = False,
+        best_weights_in_checkpoint: bool = True,
+    ) -> None:
+        if min_delta_mode not in ("abs", "rel"):
+            raise ValueError(f"`min_delta_mode` must be 'abs' or 'rel', got {min_delta_mode!r}.")
+        for name, value in (("start_from_epoch", start_from_epoch), ("start_from_step", start_from_step)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"`{name}` must be an int >= 0, got {value!r}.")
+        super().__init__(
+            monitor=monitor,
+            min_delta=min_delta,
+            patience=patience,
+            verbose=verbose,
+            mode=mode,
+            strict=strict,
+            check_finite=check_finite,
+            stopping_threshold=stopping_threshold,
+            divergence_threshold=divergence_threshold,
+            check_on_train_epoch_end=check_on_train_epoch_end,
+            log_rank_zero_only=log_rank_zero_only,
+        )
+        self.min_delta_mode = min_delta_mode
+        self.start_from_epoch = start_from_epoch
+        self.start_from_step = start_from_step
+        self.restore_best_weights = restore_best_weights
+        self.best_weights_in_checkpoint = best_weights_in_checkpoint
+        self.best_epoch = -1
+        self.best_step = -1
+        self.stopped_step = 0
+        self.restored_best_weights = False
+        self._best_weights: dict[str, Tensor] | None = None
+
+    @override
+    def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if not (self.restore_best_weights and self._best_weights is not None):
+            return
+        pl_module.load_state_dict(self._best_weights, strict=True)
+        self.restored_best_weights = True
+        if self.verbose:
+            rank_zero_info(
+                f"EarlyStopping: restored the best weights ({self.monitor}={float(self.best_score):.6g} at epoch "
+                f"{self.best_epoch}, step {self.best_step})."
+            )
+
+    @override
+    def state_dict(self) -> dict[str, Any]:
+        state = super().state_dict()
+        state.update(
+            min_delta_mode=self.min_delta_mode,
+            best_epoch=self.best_epoch,
+            best_step=self.best_step,
+            stopped_step=self.stopped_step,
+            best_weights=self._best_weights if self.best_weights_in_checkpoint else None,
+        )
+        return state
+
+    @override
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        full = {**self.state_dict(), "best_weights": None, **state_dict}  # tolerant of missing keys
+        super().load_state_dict(full)
+        self.best_epoch = int(full["best_epoch"])
+        self.best_step = int(full["best_step"])
+        self.stopped_step = int(full["stopped_step"])
+        if full["best_weights"] is not None:
+            self._best_weights = dict(full["best_weights"])
+
+    # Lightning's check lives in the private `_run_early_stopping_check` / `_evaluate_stopping_criteria`
+    # (stable since 1.x, called from its public `on_train_epoch_end` / `on_validation_end`). We wrap them
+    # here and nowhere else, so that every stop rule stays exactly Lightning's.
+
+    @override
+    def _run_early_stopping_check(self, trainer: pl.Trainer) -> None:
+        if trainer.current_epoch < self.start_from_epoch or trainer.global_step < self.start_from_step:
+            return
+        best_before = self.best_score
+        reason_before = self.stopping_reason
+        message_before = self.stopping_reason_message
+        super()._run_early_stopping_check(trainer)
+        improved = self.best_score is not best_before or (
+            self.stopping_reason == EarlyStoppingReason.STOPPING_THRESHOLD
+            and reason_before != EarlyStoppingReason.STOPPING_THRESHOLD
+        )
+        if self.restore_best_weights:
+            improved = trainer.strategy.reduce_boolean_decision(improved, all=True)
+        if improved:
+            self.best_epoch = trainer.current_epoch
+            self.best_step = trainer.global_step
+            if self.restore_best_weights:
+                module = trainer.lightning_module
+                self._best_weights = copy_to_cpu(
+                    module.state_dict()
+                )  # new buffers: checkpoints may hold the old
+                synchronize_if_cuda(module.device)  # sync: once per improvement, the weights must be complete
+        if trainer.should_stop and self.stopping_reason_message is not message_before:
+            self.stopped_step = trainer.global_step
+            if self.verbose and trainer.is_global_zero:
+                restore = (
+                    f" The best weights (epoch {self.best_epoch}) will be restored when training ends."
+                    if self.restore_best_weights and self._best_weights is not None
+                    else ""
+                )
+                log.info(
+                    f"EarlyStopping stopped training at epoch {trainer.current_epoch} (step "
+                    f"{trainer.global_step}): {self.stopping_reason.name}. {self.stopping_reason_message or ''}"
+                    f"{restore}"
+                )
+
+    @override
+    def _evaluate_stopping_criteria(self, current: Tensor) -> tuple[bool, str | None]:
+        if self.min_delta_mode == "abs":
+            return super()._evaluate_stopping_criteria(current)
+        absolute = self.min_delta  # signed by Lightning: negative in "min" mode
+        best = self.best_score
+        self.min_delta = absolute * abs(float(best)) if bool(torch.isfinite(best)) else 0.0
+        try:
+            return super()._evaluate_stopping_criteria(current)
+        finally:
+            self.min_delta = absolute
