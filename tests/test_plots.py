@@ -299,3 +299,14 @@ def test_missing_matplotlib_gives_install_hint(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setitem(sys.modules, "matplotlib.pyplot", None)  # what an environment without it sees
     with pytest.raises(ImportError, match=r"pip install 'lightning-recipes\[plots\]'"):
         _backend.pyplot()
+
+
+def test_reading_a_csv_logger_never_deletes_its_file(tmp_path: Path) -> None:
+    writer = CSVLogger(tmp_path, name="run", version="v")
+    writer.log_metrics({"train_loss": 1.0}, step=0)
+    writer.save()
+    # A second logger object for the same directory, as in the parent process of a ddp_notebook/ddp_spawn run.
+    reader = CSVLogger(tmp_path, name="run", version="v")
+    assert read_metrics(reader) == {"train_loss": [(0, 1.0)]}
+    assert read_metrics(reader) == {"train_loss": [(0, 1.0)]}
+    assert (Path(writer.log_dir) / "metrics.csv").is_file()

@@ -161,8 +161,8 @@ def plot_overfit(
     """The loss curve of the preflight's overfit-one-batch check, with its target line.
 
     Args:
-        curve: A list of losses; a mapping ``label -> losses`` (e.g. broken vs fixed model); or a check
-            result / preflight report whose ``details`` hold the curve (``"curve"`` or ``"losses"``).
+        curve: A list of losses; an ``OverfitBatchCheck`` result or a preflight report (its ``details``
+            hold the curve and target); or a mapping ``label -> any of these`` (e.g. broken vs fixed model).
         target: Loss the check had to reach; read from the result's ``details["target"]`` when not given.
         ax: Axes to draw into; ``None`` makes a new figure.
         title: Axes title.
@@ -264,11 +264,16 @@ def _first(history: MetricHistory, patterns: Sequence[str]) -> str | None:
 
 
 def _overfit_curves(curve: Any) -> tuple[dict[str, list[float]], float | None]:
-    if isinstance(curve, Mapping) and all(_is_curve(value) for value in curve.values()) and curve:
-        return {str(label): [float(v) for v in losses] for label, losses in curve.items()}, None
+    if isinstance(curve, Mapping) and curve and not isinstance(curve.get("curve", curve.get("losses")), list):
+        curves, targets = {}, set()
+        for label, item in curve.items():  # label -> losses, check result or report
+            found, item_target = _overfit_curves(item)
+            curves[str(label)] = next(iter(found.values()))
+            targets.add(item_target)
+        return curves, targets.pop() if len(targets) == 1 else None  # one target line only if shared
     if _is_curve(curve):
         return {"loss": [float(v) for v in curve]}, None
-    details = getattr(curve, "details", None)
+    details = curve if isinstance(curve, Mapping) else getattr(curve, "details", None)
     if details is None and hasattr(curve, "results"):  # a preflight report: take the overfit check
         for result in curve.results:
             if "overfit" in str(getattr(result, "name", "")):
