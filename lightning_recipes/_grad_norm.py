@@ -83,8 +83,11 @@ def norm_power(tensors: Sequence[Tensor], norm_type: float = 2.0) -> Tensor:
             else:  # low precision: accumulate in fp32
                 parts.append(torch.linalg.vector_norm(t, 2.0, dtype=torch.float32).square())
         return torch.stack(parts).sum()
-    norms = torch._foreach_norm(list(tensors), norm_type, dtype=torch.float32)
-    stacked = torch.stack([n.to(device) for n in norms])
+    low = [t for t in tensors if t.dtype.itemsize < 4]  # fp16/bf16: accumulate in fp32
+    full = [t for t in tensors if t.dtype.itemsize >= 4]
+    norms = list(torch._foreach_norm(low, norm_type, dtype=torch.float32)) if low else []
+    norms += list(torch._foreach_norm(full, norm_type)) if full else []
+    stacked = torch.stack([n.to(device, torch.float32) for n in norms])
     if math.isinf(norm_type):
         return stacked.max()
     return stacked.pow(norm_type).sum()
@@ -244,6 +247,8 @@ class HostSyncCounter(TorchDispatchMode):
     ``Tensor.numpy``, ``Tensor.nonzero``/``torch.nonzero`` and ``torch.tensor(...)`` built from tensors
     (one per tensor element, as Lightning's ``grad_norm`` does). Works on CPU, so tests can prove "zero syncs".
     ``events`` keeps a label per sync; ``count`` is their number. Overhead: a Python call per dispatched op.
+    On CPU it cannot tell a read of a host-only scalar (``torch.optim.AdamW``'s step counter: no sync on a GPU)
+    from a device read, so compare against a bare run, or use an optimizer that reads none (SGD).
 
     Example:
         >>> with HostSyncCounter() as counter:

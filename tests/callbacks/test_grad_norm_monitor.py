@@ -1,0 +1,553 @@
+"""GradNormMonitor: values against independent references, every strategy we can run here, zero syncs."""
+
+from __future__ import annotations
+
+import math
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+
+import lightning.pytorch as pl
+import numpy as np
+import pytest
+import torch
+from lightning.pytorch.callbacks import Callback
+from lightning.pytorch.plugins import MixedPrecision
+from lightning.pytorch.strategies import DeepSpeedStrategy
+from lightning.pytorch.utilities import grad_norm
+from torch.nn import functional as F
+from torch.utils.data import DistributedSampler
+
+from lightning_recipes._grad_norm import HostSyncCounter, distributed_total_norm, norm_power, total_norm
+from lightning_recipes.callbacks import AdaptiveGradClip, GradNormMonitor, InputPipelineMonitor
+from lightning_recipes.testing import (
+    InMemoryLogger,
+    TinyClassifier,
+    TinyTransformerLM,
+    fast_trainer,
+    random_classification_loader,
+    random_token_loader,
+)
+
+SCRIPTS = Path(__file__).parent / "scripts"
+LR = 0.1
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# module-level helpers (ddp_spawn pickles them)
+# ------------------------------------------------------------------------------------------------------------------
+
+
+class AppliedGradient(Callback):
+    """The gradient SGD (no momentum) really applied, from the parameter change: ``(p_before - p_after) / lr``.
+
+    Independent of how anyone reads ``.grad``: it proves the monitor saw the accumulated, unscaled gradient.
+    """
+
+    def __init__(self, lr: float = LR) -> None:
+        self.lr = lr
+        self.norms: list[float] = []
+        self._before: list[torch.Tensor] | None = None
+
+    def on_before_optimizer_step(self, trainer, pl_module, optimizer):
+        self._before = [p.detach().clone() for p in pl_module.parameters()]
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        if self._before is None:
+            return
+        delta = torch.cat([(b - p.detach()).flatten() for b, p in zip(self._before, pl_module.parameters())])
+        self.norms.append(float(delta.double().norm()) / self.lr)
+        self._before = None
+
+
+class GradRecorder(Callback):
+    """Copies of every gradient at ``on_before_optimizer_step`` (placed after the monitor)."""
+
+    def __init__(self) -> None:
+        self.steps: list[dict[str, torch.Tensor]] = []
+        self.params: list[dict[str, torch.Tensor]] = []
+        self.params_after: list[dict[str, torch.Tensor]] = []
+
+    def on_before_optimizer_step(self, trainer, pl_module, optimizer):
+        self.steps.append(
+            {n: p.grad.detach().clone() for n, p in pl_module.named_parameters() if p.grad is not None}
+        )
+        self.params.append({n: p.detach().clone() for n, p in pl_module.named_parameters()})
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        self.params_after.append({n: p.detach().clone() for n, p in pl_module.named_parameters()})
+
+
+class SyncLedger(Callback):
+    """Host syncs per training batch, boundaries at ``on_train_batch_start`` (so a batch includes its log flush)."""
+
+    def __init__(self, counter: HostSyncCounter) -> None:
+        self.counter = counter
+        self.per_batch: list[int] = []
+        self._mark: int | None = None
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        self._close()
+        self._mark = self.counter.count
+
+    def on_train_end(self, trainer, pl_module):
+        self._close()
+
+    def _close(self) -> None:
+        if self._mark is not None:
+            self.per_batch.append(self.counter.count - self._mark)
+
+
+class SGDTransformerLM(TinyTransformerLM):
+    """``torch.optim.AdamW`` on CPU reads its step counter with ``.item()`` (a host tensor: no sync on a GPU, but
+    the CPU counter cannot tell); SGD reads nothing, so the bare Trainer's count is a clean zero."""
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=LR)
+
+
+class LightningGradNormRecipe(SGDTransformerLM):
+    """The documented Lightning replacement for ``track_grad_norm``: ``log_dict(grad_norm(...))`` every step."""
+
+    def on_before_optimizer_step(self, optimizer):
+        self.log_dict(grad_norm(self, norm_type=2))
+
+
+class TwoOptimizers(TinyClassifier):
+    """Manual optimization with one optimizer per layer."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.automatic_optimization = False
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        loss = F.cross_entropy(self(x), y)
+        for opt in self.optimizers():
+            opt.zero_grad()
+        self.manual_backward(loss)
+        for opt in self.optimizers():
+            opt.step()
+        return loss
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.hidden.parameters(), lr=LR), torch.optim.SGD(
+            self.head.parameters(), lr=LR
+        )
+
+
+def _norm(tensors, p: float = 2.0) -> float:
+    return float(torch.linalg.vector_norm(torch.cat([t.double().flatten() for t in tensors]), p))
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# the math
+# ------------------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("norm_type", [1.0, 2.0, 3.0, math.inf])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_norms_match_vector_norm_of_the_concatenation(norm_type, dtype):
+    tensors = [torch.randn(7, 5).to(dtype), torch.randn(3, 11).to(dtype).t(), torch.randn(4).to(dtype)]
+    assert not tensors[1].is_contiguous()
+    expected = _norm(tensors, norm_type)
+    got = total_norm(tensors, norm_type)
+    assert got.dtype == torch.float32 and got.dim() == 0
+    assert math.isclose(float(got), expected, rel_tol=1e-5)
+    assert math.isclose(float(distributed_total_norm(tensors, norm_type)), expected, rel_tol=1e-5)
+    power = float(norm_power(tensors, norm_type))
+    assert math.isclose(power, expected if math.isinf(norm_type) else expected**norm_type, rel_tol=1e-5)
+
+
+def test_norms_of_nothing_and_of_nonfinite_values():
+    assert float(total_norm([])) == 0.0
+    assert math.isinf(float(total_norm([torch.tensor([1.0, math.inf])])))
+    assert math.isnan(float(total_norm([torch.tensor([1.0, math.nan])])))
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# single process, against independent references
+# ------------------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("accumulate", "precision", "plugins"),
+    [
+        (1, "32-true", None),
+        (3, "32-true", None),
+        (2, "bf16-mixed", None),
+        # Trainer(precision="16-mixed") on CPU silently becomes bf16; the explicit plugin keeps fp16 + GradScaler.
+        (2, None, "fp16-scaler"),
+    ],
+)
+def test_logged_norm_is_the_norm_of_the_applied_gradient(tmp_path, accumulate, precision, plugins):
+    logger, applied = InMemoryLogger(), AppliedGradient()
+    extra = {}
+    if plugins == "fp16-scaler":
+        scaler = torch.amp.GradScaler("cpu", init_scale=2.0**10)
+        extra["plugins"] = [MixedPrecision("16-mixed", "cpu", scaler=scaler)]
+    else:
+        extra["precision"] = precision
+    trainer = fast_trainer(
+        max_steps=4,
+        logger=logger,
+        log_every_n_steps=1,
+        accumulate_grad_batches=accumulate,
+        callbacks=[GradNormMonitor(), applied],
+        default_root_dir=tmp_path,
+        **extra,
+    )
+    model = TinyClassifier(lr=LR)
+    trainer.fit(model, random_classification_loader(num_samples=32 * 4 * accumulate, batch_size=32))
+    logged = logger.values("grad_norm/total")
+    assert len(logged) == 4 == len(applied.norms)
+    assert min(applied.norms) > 0
+    # fp16: a scaled (x1024) or an unaccumulated gradient would be far off
+    np.testing.assert_allclose(logged, applied.norms, rtol=2e-3)
+    assert [s for s, _ in logger.history("grad_norm/total")] == [0, 1, 2, 3]
+
+
+def test_interval_statistics_and_groups_against_recorded_gradients(tmp_path):
+    logger, recorder = InMemoryLogger(), GradRecorder()
+    monitor = GradNormMonitor(
+        group_by={r"^blocks\.0\.": "first_block", r"^blocks\.": "later_blocks", r"embedding": "embeddings"},
+        log_param_norm=True,
+        log_update_ratio=True,
+    )
+    trainer = fast_trainer(
+        max_steps=6,
+        logger=logger,
+        log_every_n_steps=3,
+        callbacks=[monitor, recorder],
+        default_root_dir=tmp_path,
+    )
+    trainer.fit(TinyTransformerLM(n_layers=3), random_token_loader())
+    assert [s for s, _ in logger.history("grad_norm/total")] == [2, 5]
+    totals = [_norm(step.values()) for step in recorder.steps]
+    np.testing.assert_allclose(logger.values("grad_norm/total"), [totals[2], totals[5]], rtol=1e-5)
+    np.testing.assert_allclose(
+        logger.values("grad_norm/total_mean"), [np.mean(totals[:3]), np.mean(totals[3:])], rtol=1e-5
+    )
+    np.testing.assert_allclose(
+        logger.values("grad_norm/total_max"), [max(totals[:3]), max(totals[3:])], rtol=1e-5
+    )
+    assert logger.values("grad_norm/nonfinite_steps") == [0.0, 0.0]
+
+    def group_of(name: str) -> str:
+        if name.startswith("blocks.0."):
+            return "first_block"
+        if name.startswith("blocks."):
+            return "later_blocks"
+        return "embeddings" if "embedding" in name else "other"
+
+    for group in ("first_block", "later_blocks", "embeddings", "other"):
+        for logged_at, step in ((0, 2), (1, 5)):
+            grads = [g for n, g in recorder.steps[step].items() if group_of(n) == group]
+            params = [p for n, p in recorder.params[step].items() if group_of(n) == group]
+            deltas = [
+                recorder.params_after[step][n] - p
+                for n, p in recorder.params[step].items()
+                if group_of(n) == group
+            ]
+            assert math.isclose(logger.values(f"grad_norm/{group}")[logged_at], _norm(grads), rel_tol=1e-5)
+            assert math.isclose(logger.values(f"param_norm/{group}")[logged_at], _norm(params), rel_tol=1e-5)
+            ratio = _norm(deltas) / _norm(params)
+            assert math.isclose(logger.values(f"update_ratio/{group}")[logged_at], ratio, rel_tol=1e-3)
+    all_params = recorder.params[5].values()
+    assert math.isclose(logger.last("param_norm/total"), _norm(all_params), rel_tol=1e-5)
+    all_deltas = [recorder.params_after[5][n] - p for n, p in recorder.params[5].items()]
+    assert math.isclose(
+        logger.last("update_ratio/total"), _norm(all_deltas) / _norm(all_params), rel_tol=1e-3
+    )
+
+
+def test_group_by_module_depth_and_inf_norm(tmp_path):
+    logger, recorder = InMemoryLogger(), GradRecorder()
+    trainer = fast_trainer(
+        max_steps=2,
+        logger=logger,
+        log_every_n_steps=1,
+        callbacks=[GradNormMonitor(norm_type="inf", group_by=2, prefix="train/"), recorder],
+        default_root_dir=tmp_path,
+    )
+    trainer.fit(TinyTransformerLM(n_layers=2), random_token_loader())
+    logged = logger.keys()
+    groups = {k.removeprefix("train/grad_norm/") for k in logged if k.startswith("train/grad_norm/")}
+    assert {"blocks.0", "blocks.1", "token_embedding", "position_embedding", "ln_f", "head"} <= groups
+    grads = recorder.steps[-1]
+    block1 = [g for n, g in grads.items() if n.startswith("blocks.1.")]
+    assert math.isclose(logger.last("train/grad_norm/blocks.1"), _norm(block1, math.inf), rel_tol=1e-6)
+    assert math.isclose(logger.last("train/grad_norm/total"), _norm(grads.values(), math.inf), rel_tol=1e-6)
+
+
+def test_several_optimizers_get_their_own_keys(tmp_path):
+    logger, recorder = InMemoryLogger(), GradRecorder()
+    trainer = fast_trainer(
+        max_steps=4,
+        logger=logger,
+        log_every_n_steps=2,
+        callbacks=[GradNormMonitor(), recorder],
+        default_root_dir=tmp_path,
+    )
+    trainer.fit(TwoOptimizers(), random_classification_loader())
+    logged = logger.keys()
+    assert {"grad_norm/optimizer_0/total", "grad_norm/optimizer_1/total"} <= logged
+    assert "grad_norm/total" not in logged
+    # manual optimization: on_before_optimizer_step runs once per optimizer; the recorder sees all grads each time
+    last = recorder.steps[-1]
+    hidden = [g for n, g in last.items() if n.startswith("hidden")]
+    head = [g for n, g in last.items() if n.startswith("head")]
+    assert math.isclose(logger.last("grad_norm/optimizer_0/total"), _norm(hidden), rel_tol=1e-5)
+    assert math.isclose(logger.last("grad_norm/optimizer_1/total"), _norm(head), rel_tol=1e-5)
+
+
+def test_own_cadence_writes_straight_to_the_loggers(tmp_path):
+    logger = InMemoryLogger()
+    trainer = fast_trainer(
+        max_steps=6,
+        logger=logger,
+        log_every_n_steps=50,
+        callbacks=[GradNormMonitor(log_every_n_steps=2)],
+        default_root_dir=tmp_path,
+    )
+    trainer.fit(TinyClassifier(), random_classification_loader())
+    assert [s for s, _ in logger.history("grad_norm/total")] == [1, 3, 5]
+    assert "grad_norm/total" not in trainer.callback_metrics
+
+
+def test_no_stale_values_between_logging_steps(tmp_path):
+    """Lightning re-sends a value logged once at every later flush; the monitor must log fresh values each time."""
+    logger, recorder = InMemoryLogger(), GradRecorder()
+    trainer = fast_trainer(
+        max_steps=4,
+        logger=logger,
+        log_every_n_steps=1,
+        callbacks=[GradNormMonitor(), recorder],
+        default_root_dir=tmp_path,
+    )
+    trainer.fit(TinyClassifier(), random_classification_loader())
+    np.testing.assert_allclose(
+        logger.values("grad_norm/total"), [_norm(s.values()) for s in recorder.steps], rtol=1e-5
+    )
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# host-device syncs
+# ------------------------------------------------------------------------------------------------------------------
+
+
+def _syncs_per_batch(module: pl.LightningModule, callbacks: list[Callback], tmp_path: Path) -> list[int]:
+    with HostSyncCounter() as counter:
+        ledger = SyncLedger(counter)
+        trainer = fast_trainer(
+            max_steps=10,
+            logger=InMemoryLogger(),
+            log_every_n_steps=5,
+            accumulate_grad_batches=1,
+            callbacks=[ledger, *callbacks],
+            default_root_dir=tmp_path,
+        )
+        trainer.fit(module, random_token_loader(num_samples=160, batch_size=16))
+    assert len(ledger.per_batch) == 10
+    return ledger.per_batch
+
+
+def test_zero_host_syncs_on_non_logging_steps(tmp_path):
+    torch.manual_seed(0)
+    bare = _syncs_per_batch(SGDTransformerLM(), [], tmp_path)
+    stack = [
+        GradNormMonitor(group_by=1, log_param_norm=True, log_update_ratio=True),
+        AdaptiveGradClip(warmup_steps=2, window=8),
+        InputPipelineMonitor(),
+    ]
+    ours = _syncs_per_batch(SGDTransformerLM(), stack, tmp_path)
+    recipe = _syncs_per_batch(LightningGradNormRecipe(), [], tmp_path)
+    logging_batches = {4, 9}
+    non_logging = [i for i in range(10) if i not in logging_batches]
+    assert [bare[i] for i in non_logging] == [0] * 8, f"the bare Trainer already syncs: {bare}"
+    assert [ours[i] for i in non_logging] == [0] * 8, f"syncs per batch with the monitoring stack: {ours}"
+    assert all(ours[i] > bare[i] for i in logging_batches), (ours, bare)  # the counter sees our logging syncs
+    assert all(recipe[i] >= 20 for i in non_logging), f"Lightning's recipe: {recipe}"  # one per parameter
+
+
+@pytest.mark.gpu
+def test_no_sync_on_cuda_non_logging_steps(tmp_path):
+    """``set_sync_debug_mode("error")`` raises on any sync; it is switched on only for non-logging steps."""
+
+    class SyncErrors(Callback):
+        def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+            # the next batch is a logging batch when (batch_idx + 1) % 4 == 0
+            torch.cuda.set_sync_debug_mode(0 if (batch_idx + 1) % 4 == 0 else "error")
+
+        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+            torch.cuda.set_sync_debug_mode(0)
+
+    class NoLogLM(TinyTransformerLM):
+        def training_step(self, batch, batch_idx):
+            tokens, target = batch
+            return self.loss(self(tokens), target)
+
+    callbacks = [
+        SyncErrors(),
+        GradNormMonitor(group_by=1),
+        AdaptiveGradClip(warmup_steps=2),
+        InputPipelineMonitor(),
+    ]
+    trainer = pl.Trainer(
+        accelerator="cuda",
+        devices=1,
+        max_steps=12,
+        log_every_n_steps=4,
+        logger=InMemoryLogger(),
+        callbacks=callbacks,
+        enable_progress_bar=False,
+        enable_checkpointing=False,
+        default_root_dir=tmp_path,
+    )
+    try:
+        trainer.fit(NoLogLM(), random_token_loader())
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# distributed
+# ------------------------------------------------------------------------------------------------------------------
+
+
+def test_ddp_fork_logs_the_norm_of_the_full_batch_gradient(tmp_path):
+    torch.manual_seed(0)
+    model = TinyClassifier(lr=LR)
+    loader = random_classification_loader(batch_size=32)
+    # Lightning gives each rank a DistributedSampler(shuffle=True, seed=0); DDP averages the two ranks' gradients
+    rows = [i for rank in (0, 1) for i in list(DistributedSampler(loader.dataset, 2, rank, seed=0))[:32]]
+    x, y = loader.dataset[rows]
+    reference = TinyClassifier(lr=LR)
+    reference.load_state_dict(model.state_dict())
+    F.cross_entropy(reference(x), y).backward()
+    expected = _norm([p.grad for p in reference.parameters()])
+    trainer = fast_trainer(
+        strategy="ddp_fork",
+        devices=2,
+        max_steps=1,
+        log_every_n_steps=1,
+        callbacks=[GradNormMonitor()],
+        default_root_dir=tmp_path,
+    )
+    trainer.fit(model, loader)
+    assert math.isclose(float(trainer.callback_metrics["grad_norm/total"]), expected, rel_tol=1e-5)
+
+
+def test_ddp_spawn_pickles_and_runs_all_three_callbacks(tmp_path):
+    callbacks = [
+        GradNormMonitor(group_by=1),
+        AdaptiveGradClip(warmup_steps=1, window=4),
+        InputPipelineMonitor(),
+    ]
+    for callback in callbacks:
+        clone = pickle.loads(pickle.dumps(callback))
+        assert type(clone) is type(callback)
+    trainer = fast_trainer(
+        strategy="ddp_spawn",
+        devices=2,
+        max_steps=4,
+        log_every_n_steps=2,
+        callbacks=callbacks,
+        default_root_dir=tmp_path,
+    )
+    trainer.fit(TinyClassifier(), random_classification_loader())
+    metrics = trainer.callback_metrics
+    for key in ("grad_norm/total", "grad_norm/head", "grad_clip/threshold", "input_pipeline/wait_fraction"):
+        assert key in metrics, sorted(metrics)
+    assert float(metrics["grad_norm/total"]) > 0
+
+
+def test_fsdp2_norms_and_clipping_match_the_full_gradient():
+    """FSDP2 through ``ModelParallelStrategy`` + ``fully_shard`` on 2 CPU processes (see the script's docstring)."""
+    result = subprocess.run(
+        [sys.executable, str(SCRIPTS / "grad_norm_monitor_fsdp2.py")],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=Path(__file__).parents[2],
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
+    assert "FSDP2-OK steps=8" in result.stdout, result.stdout[-3000:]
+
+
+def test_deepspeed_accepts_only_the_engine_global_norm():
+    trainer = pl.Trainer(accelerator="cpu", devices=1, strategy=DeepSpeedStrategy(stage=2), logger=False)
+    GradNormMonitor().setup(trainer, TinyClassifier(), "fit")  # the default configuration is accepted
+    with pytest.raises(ValueError, match="engine's global 2-norm"):
+        GradNormMonitor(group_by=1).setup(trainer, TinyClassifier(), "fit")
+    with pytest.raises(ValueError, match=r"norm_type=2\.0"):
+        GradNormMonitor(norm_type=1).setup(trainer, TinyClassifier(), "fit")
+
+
+@pytest.mark.gpu
+def test_deepspeed_logs_the_engine_global_norm(tmp_path):
+    logger = InMemoryLogger()
+    trainer = pl.Trainer(
+        accelerator="cuda",
+        devices=1,
+        strategy=DeepSpeedStrategy(stage=2),
+        max_steps=3,
+        log_every_n_steps=1,
+        logger=logger,
+        callbacks=[GradNormMonitor()],
+        enable_checkpointing=False,
+        default_root_dir=tmp_path,
+    )
+    trainer.fit(TinyClassifier(), random_classification_loader())
+    engine = trainer.strategy.deepspeed_engine
+    assert math.isclose(logger.last("grad_norm/total"), float(engine.get_global_grad_norm()), rel_tol=1e-5)
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# state, arguments
+# ------------------------------------------------------------------------------------------------------------------
+
+
+def test_state_dict_round_trip_and_resume(tmp_path):
+    monitor = GradNormMonitor(norm_type=1.0, prefix="p/")
+    clone = GradNormMonitor(norm_type=1.0, prefix="p/")
+    clone.load_state_dict(monitor.state_dict())
+    assert clone.state_dict() == monitor.state_dict()
+    clone.load_state_dict({})  # an old or foreign checkpoint loads
+    first = fast_trainer(
+        max_steps=3, callbacks=[GradNormMonitor()], enable_checkpointing=True, default_root_dir=tmp_path
+    )
+    first.fit(TinyClassifier(), random_classification_loader(num_samples=96))  # one epoch = 3 steps
+    ckpt = next(Path(tmp_path).rglob("*.ckpt"))
+    assert any(key.startswith("GradNormMonitor") for key in torch.load(ckpt, weights_only=False)["callbacks"])
+    logger = InMemoryLogger()
+    second = fast_trainer(
+        max_epochs=2,
+        max_steps=6,
+        logger=logger,
+        log_every_n_steps=1,
+        callbacks=[GradNormMonitor()],
+        default_root_dir=tmp_path,
+    )
+    second.fit(TinyClassifier(), random_classification_loader(num_samples=96), ckpt_path=ckpt)
+    assert second.global_step > 3
+    assert [s for s, _ in logger.history("grad_norm/total")] == list(range(3, second.global_step))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"norm_type": 0}, "`norm_type` must be a positive number"),
+        ({"norm_type": "two"}, "`norm_type` must be a positive number"),
+        ({"group_by": 0}, "`group_by` as a module depth must be >= 1"),
+        ({"group_by": {"(": "x"}}, "not a valid regex"),
+        ({"group_by": [("a",)]}, r"\(regex, group\) string pairs"),
+        ({"group_by": {}}, "at least one"),
+        ({"log_every_n_steps": 0}, "`log_every_n_steps` must be None or an int >= 1, got 0"),
+        ({"prefix": 3}, "`prefix` must be a str"),
+    ],
+)
+def test_bad_arguments_are_named(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        GradNormMonitor(**kwargs)
