@@ -1,0 +1,50 @@
+"""Single-process references that see exactly the batches of a 2-rank run."""
+
+from __future__ import annotations
+
+import torch
+from torch.utils.data import DataLoader
+
+from lightning_recipes.testing import TinyTransformerLM, fast_trainer, random_token_loader
+
+NUM_SAMPLES, PER_RANK_BATCH, WORLD_SIZE, EPOCHS = 64, 8, 2, 2
+
+
+def train_loader_per_rank() -> DataLoader:
+    """The loader each rank is given; Lightning shards it with a shuffling DistributedSampler (seed 0)."""
+    return random_token_loader(num_samples=NUM_SAMPLES, batch_size=PER_RANK_BATCH, seed=0)
+
+
+def val_loader() -> DataLoader:
+    return random_token_loader(num_samples=NUM_SAMPLES, batch_size=16, seed=1)
+
+
+def distributed_order_loader() -> DataLoader:
+    """One loader whose batch k of epoch e is the union of what ranks 0 and 1 see at that step.
+
+    Lightning always gives the training loader a ``DistributedSampler(shuffle=True, seed=0)``: at epoch ``e`` it
+    permutes with ``torch.randperm(n, generator=manual_seed(seed + e))`` and rank ``r`` takes ``perm[r::2]``.
+    All epochs are laid end to end, so train it with ``max_steps`` instead of epochs.
+    """
+    dataset = train_loader_per_rank().dataset
+    batches = []
+    for epoch in range(EPOCHS):
+        perm = torch.randperm(NUM_SAMPLES, generator=torch.Generator().manual_seed(epoch)).tolist()
+        ranks = [perm[r::WORLD_SIZE] for r in range(WORLD_SIZE)]
+        for k in range(len(ranks[0]) // PER_RANK_BATCH):
+            batches.append([i for rank in ranks for i in rank[k * PER_RANK_BATCH : (k + 1) * PER_RANK_BATCH]])
+    return DataLoader(dataset, batch_sampler=batches)
+
+
+def eval_loss(model: TinyTransformerLM) -> float:
+    with torch.no_grad():
+        return float(torch.stack([model.loss(model(x), y) for x, y in val_loader()]).mean())
+
+
+def single_process_reference() -> float:
+    """Validation loss of TinyTransformerLM (seed 0) trained in one process on the 2-rank batches."""
+    torch.manual_seed(0)
+    model = TinyTransformerLM()
+    steps = EPOCHS * NUM_SAMPLES // (PER_RANK_BATCH * WORLD_SIZE)
+    fast_trainer(max_steps=steps, max_epochs=-1).fit(model, distributed_order_loader())
+    return eval_loss(model)
