@@ -283,8 +283,8 @@ class _ClipState:
 
     def state_dict(self) -> dict[str, Any]:
         return {
-            "history": None if self.history is None else self.history.detach().cpu(),
-            "clipped": None if self.clipped is None else self.clipped.detach().cpu(),
+            "history": None if self.history is None else self.history.detach().cpu().clone(),
+            "clipped": None if self.clipped is None else self.clipped.detach().cpu().clone(),
             "position": self.position,
             "steps": self.steps,
             "last_warned_step": self.last_warned_step,
