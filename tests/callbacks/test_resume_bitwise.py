@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -9,6 +10,7 @@ import lightning.pytorch as pl
 import pytest
 import torch
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
+from torch.utils.data import DataLoader
 
 from lightning_recipes.callbacks import EarlyStopping, StabilityGuard
 from lightning_recipes.testing import TinyClassifier, fast_trainer, random_classification_loader
@@ -38,6 +40,29 @@ class ScheduledFaultyClassifier(TinyClassifier):
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 
 
+class ResumableLoader(DataLoader):
+    """A DataLoader that can resume mid-epoch (Lightning saves and restores its ``state_dict``)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._served = 0
+        self._skip = 0
+
+    def __iter__(self) -> Iterator[Any]:
+        skip, self._skip = self._skip, 0
+        self._served = skip
+        for index, batch in enumerate(super().__iter__()):
+            if index >= skip:
+                self._served += 1
+                yield batch
+
+    def state_dict(self) -> dict[str, int]:
+        return {"served": self._served}
+
+    def load_state_dict(self, state_dict: dict[str, int]) -> None:
+        self._skip = state_dict["served"]
+
+
 class Kill(Callback):
     """Simulates the process dying at the start of optimizer step ``at_step``."""
 
@@ -49,7 +74,7 @@ class Kill(Callback):
             raise KeyError("killed")  # not a RuntimeError: must not be mistaken for a guard error
 
 
-def _callbacks(directory: Path) -> list[Callback]:
+def _callbacks(directory: Path, checkpoint: str) -> list[Callback]:
     return [
         StabilityGuard(
             check_every_n_steps=3,  # at the step-8 checkpoint, steps 6 and 7 are still unchecked
@@ -60,38 +85,41 @@ def _callbacks(directory: Path) -> list[Callback]:
             verbose=False,
         ),
         EarlyStopping("val_score", patience=10, restore_best_weights=True),
-        # Saved at the end of every epoch, after EarlyStopping's check. (A checkpoint written by
-        # `every_n_train_steps` on the last batch of an epoch is taken before that epoch's validation, and
-        # Lightning does not re-run that validation on resume, so EarlyStopping would miss one check.)
-        ModelCheckpoint(
-            dirpath=directory,
-            every_n_epochs=1,
-            save_on_train_epoch_end=True,
-            save_top_k=-1,
-            filename="{step}",
-        ),
+        _checkpoint(directory, checkpoint),
     ]
 
 
-def _trainer(directory: Path, extra: list[Callback] | None = None) -> pl.Trainer:
-    return fast_trainer(
-        max_epochs=5,
-        callbacks=_callbacks(directory) + (extra or []),
-        enable_checkpointing=True,
-        limit_val_batches=1,
+def _checkpoint(directory: Path, checkpoint: str) -> ModelCheckpoint:
+    if checkpoint == "mid_epoch":
+        # step 10 is the 3rd of the 4 batches of epoch 2: needs a loader that resumes mid-epoch
+        return ModelCheckpoint(dirpath=directory, every_n_train_steps=5, save_top_k=-1, filename="{step}")
+    # Saved at the end of every epoch, after EarlyStopping's check. (A checkpoint written by
+    # `every_n_train_steps` on the last batch of an epoch is taken before that epoch's validation, and
+    # Lightning does not re-run that validation on resume, so EarlyStopping would miss one check.)
+    return ModelCheckpoint(
+        dirpath=directory, every_n_epochs=1, save_on_train_epoch_end=True, save_top_k=-1, filename="{step}"
     )
+
+
+def _trainer(directory: Path, checkpoint: str, extra: list[Callback] | None = None) -> pl.Trainer:
+    callbacks = _callbacks(directory, checkpoint) + (extra or [])
+    return fast_trainer(max_epochs=5, callbacks=callbacks, enable_checkpointing=True, limit_val_batches=1)
 
 
 def _loaders() -> tuple[Any, Any]:
-    return random_classification_loader(num_samples=128, batch_size=32), random_classification_loader(
-        batch_size=32
-    )
+    train = random_classification_loader(num_samples=128, batch_size=32)
+    return ResumableLoader(train.dataset, batch_size=32), random_classification_loader(batch_size=32)
 
 
-def test_kill_and_resume_is_bitwise_identical(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("checkpoint", "kill_at", "resume_from"), [("epoch_end", 10, 8), ("mid_epoch", 11, 10)]
+)
+def test_kill_and_resume_is_bitwise_identical(
+    tmp_path: Path, checkpoint: str, kill_at: int, resume_from: int
+) -> None:
     torch.manual_seed(0)
     reference = ScheduledFaultyClassifier()
-    trainer = _trainer(tmp_path / "uninterrupted")
+    trainer = _trainer(tmp_path / "uninterrupted", checkpoint)
     trainer.fit(reference, *_loaders())
     guard = next(cb for cb in trainer.callbacks if isinstance(cb, StabilityGuard))
     stopper = next(cb for cb in trainer.callbacks if isinstance(cb, EarlyStopping))
@@ -100,14 +128,16 @@ def test_kill_and_resume_is_bitwise_identical(tmp_path: Path) -> None:
 
     torch.manual_seed(0)
     with pytest.raises(KeyError, match="killed"):
-        _trainer(tmp_path / "killed", [Kill(at_step=10)]).fit(ScheduledFaultyClassifier(), *_loaders())
-    checkpoint = tmp_path / "killed" / "step=8.ckpt"
-    assert checkpoint.is_file()
+        _trainer(tmp_path / "killed", checkpoint, [Kill(at_step=kill_at)]).fit(
+            ScheduledFaultyClassifier(), *_loaders()
+        )
+    path = tmp_path / "killed" / f"step={resume_from}.ckpt"
+    assert path.is_file()
 
     torch.manual_seed(123)  # a different initialisation: everything must come from the checkpoint
     resumed = ScheduledFaultyClassifier()
-    resumed_trainer = _trainer(tmp_path / "resumed")
-    resumed_trainer.fit(resumed, *_loaders(), ckpt_path=checkpoint)
+    resumed_trainer = _trainer(tmp_path / "resumed", checkpoint)
+    resumed_trainer.fit(resumed, *_loaders(), ckpt_path=path)
     resumed_guard = next(cb for cb in resumed_trainer.callbacks if isinstance(cb, StabilityGuard))
     resumed_stopper = next(cb for cb in resumed_trainer.callbacks if isinstance(cb, EarlyStopping))
 
