@@ -1,0 +1,254 @@
+"""LightningModule mixins that supply ``configure_optimizers`` from an :class:`OptimizerRecipe`."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar
+
+from lightning.pytorch.utilities import rank_zero_info
+from torch.utils.data import DataLoader
+
+from lightning_recipes.optim._common import check_betas, check_non_negative, check_positive
+from lightning_recipes.optim.build import build_optimizer, build_scheduler
+from lightning_recipes.optim.param_groups import param_groups
+from lightning_recipes.optim.scaling import scale_lr
+from lightning_recipes.optim.schedules import resolve_steps
+from lightning_recipes.recipe import OPTIMIZER_DEFAULTS, SCHEDULE_DEFAULTS, OptimizerRecipe
+
+__all__ = ["AdamWRecipe", "LambRecipe", "LionRecipe", "OptimizerRecipeMixin"]
+
+
+class OptimizerRecipeMixin:
+    """Supplies ``configure_optimizers``: an optimizer over weight-decay groups plus a warmup schedule stepped
+    every optimizer step - checkpointed, resumed and visible to ``LearningRateMonitor``.
+
+    Put it before ``LightningModule`` in the bases. Configuration, field by field: ``self.recipe``
+    (an :class:`~lightning_recipes.OptimizerRecipe`, or a dict of its fields) > ``self.hparams`` keys of the
+    same names (``lr``, ``weight_decay``, ``optimizer``, ...) > the optimizer's defaults
+    (``lightning_recipes.recipe.OPTIMIZER_DEFAULTS``: Lion gets 10x lower lr, 10x higher weight decay than
+    AdamW) > the class's ``default_optimizer``.
+
+    ``configure_optimizers`` builds:
+
+    - groups from :func:`~lightning_recipes.optim.param_groups` (``decay`` / ``no_decay``);
+    - the optimizer: ``torch.optim.AdamW`` (fused where supported), :class:`~lightning_recipes.optim.Lion` or
+      :class:`~lightning_recipes.optim.Lamb`;
+    - the schedule over ``trainer.estimated_stepping_batches`` steps, ``interval="step"``;
+    - with ``scale_lr``, the peak lr scaled from ``base_batch_size`` to the global batch
+      (per-device batch x ``trainer.num_devices`` x ``trainer.num_nodes`` x ``accumulate_grad_batches``).
+
+    It logs once, on rank zero, at fit start: the optimizer, the groups with parameter counts, the global
+    batch size, the peak lr and warmup/total steps; the same facts are kept in ``self.recipe_summary``.
+    Cost: one walk over the modules at fit start; nothing per step.
+
+    Raises:
+        ValueError: From ``configure_optimizers``, for an unknown optimizer or schedule, an unbounded run
+            (``max_steps=-1`` and ``max_epochs=-1``), ``scale_lr`` without ``base_batch_size`` or a known
+            batch size, or out-of-range values (naming the field).
+        TypeError: If ``self.recipe`` is neither an ``OptimizerRecipe``, a dict nor ``None``.
+
+    Example:
+        >>> import lightning.pytorch as pl
+        >>> from lightning_recipes.mixins import LionRecipe
+        >>> from lightning_recipes.recipe import OptimizerRecipe
+        >>> from lightning_recipes.testing import TinyClassifier, fast_trainer, random_classification_loader
+        >>> class Model(LionRecipe, TinyClassifier):
+        ...     pass
+        >>> model = Model(lr=3e-4)  # TinyClassifier saves `lr` in hparams: it beats Lion's default 1e-4
+        >>> model.recipe = OptimizerRecipe(warmup_steps=2, schedule="linear")
+        >>> fast_trainer(max_steps=4).fit(model, random_classification_loader())
+        >>> model.recipe_summary["optimizer"], model.recipe_summary["total_steps"], model.recipe_summary["peak_lr"]
+        ('Lion', 4, 0.0003)
+    """
+
+    default_optimizer: ClassVar[str] = "adamw"
+    recipe_summary: dict[str, Any]
+
+    def resolve_recipe(self) -> dict[str, Any]:
+        """Every recipe field with its value after the precedence rules (``recipe`` > ``hparams`` > defaults)."""
+        hparams: Any = getattr(self, "hparams", {}) or {}
+        recipe = getattr(self, "recipe", None)
+        if recipe is None and isinstance(hparams.get("recipe"), (OptimizerRecipe, dict)):
+            recipe = hparams["recipe"]
+        if isinstance(recipe, dict):
+            recipe = OptimizerRecipe(**recipe)
+        if recipe is not None and not isinstance(recipe, OptimizerRecipe):
+            raise TypeError(
+                f"`recipe` must be an OptimizerRecipe, a dict of its fields or None, got {type(recipe).__name__}."
+            )
+
+        def pick(name: str) -> Any:
+            value = getattr(recipe, name) if recipe is not None else None
+            return hparams.get(name) if value is None else value
+
+        optimizer = pick("optimizer") or self.default_optimizer
+        if optimizer not in OPTIMIZER_DEFAULTS:
+            raise ValueError(f"`optimizer` must be one of {tuple(OPTIMIZER_DEFAULTS)}, got {optimizer!r}.")
+        defaults = {**SCHEDULE_DEFAULTS, **OPTIMIZER_DEFAULTS[optimizer]}
+        resolved: dict[str, Any] = {"optimizer": optimizer}
+        for name in OptimizerRecipe.field_names():
+            if name != "optimizer":
+                value = pick(name)
+                resolved[name] = defaults[name] if value is None else value
+        resolved["betas"] = tuple(resolved["betas"])
+        check_positive("lr", resolved["lr"])
+        check_non_negative("weight_decay", resolved["weight_decay"])
+        check_betas(resolved["betas"])
+        if resolved["eps"] is not None:
+            check_positive("eps", resolved["eps"])
+        return resolved
+
+    def configure_optimizers(self) -> Any:
+        module: Any = self
+        trainer = module.trainer
+        recipe = self.resolve_recipe()
+        total = trainer.estimated_stepping_batches  # also sets up the training dataloader
+        if not math.isfinite(total):
+            raise ValueError(
+                "The recipe schedule needs a finite run: set `max_steps` or `max_epochs` on the Trainer "
+                f"(estimated_stepping_batches is {total})."
+            )
+        total_steps = max(1, int(total))
+        batch_size = recipe["batch_size"] or _loader_batch_size(trainer.train_dataloader)
+        replicas = trainer.num_devices * trainer.num_nodes * trainer.accumulate_grad_batches
+        global_batch = batch_size * replicas if batch_size else None
+        lr = recipe["lr"]
+        if recipe["scale_lr"] is not None:
+            if recipe["base_batch_size"] is None:
+                raise ValueError(
+                    f"`scale_lr={recipe['scale_lr']!r}` needs `base_batch_size` (the batch size `lr` was tuned at)."
+                )
+            if global_batch is None:
+                raise ValueError(
+                    "`scale_lr` needs the batch size: set `recipe.batch_size` (the training DataLoader has none)."
+                )
+            lr = scale_lr(lr, recipe["base_batch_size"], global_batch, rule=recipe["scale_lr"])
+        groups = param_groups(module, recipe["weight_decay"])
+        optimizer = build_optimizer(
+            recipe["optimizer"],
+            groups,
+            lr=lr,
+            weight_decay=recipe["weight_decay"],
+            betas=recipe["betas"],
+            eps=recipe["eps"],
+            implementation=recipe["implementation"],
+        )
+        warmup = (
+            0
+            if recipe["schedule"] == "none"
+            else resolve_steps("warmup_steps", recipe["warmup_steps"], total_steps)
+        )
+        scheduler = build_scheduler(
+            recipe["schedule"],
+            optimizer,
+            warmup_steps=recipe["warmup_steps"],
+            total_steps=total_steps,
+            min_lr_ratio=recipe["min_lr_ratio"],
+        )
+        self.recipe_summary = {
+            "optimizer": type(optimizer).__name__,
+            "implementation": "fused" if optimizer.defaults.get("fused") else recipe["implementation"],
+            "groups": [
+                {
+                    "name": g["name"],
+                    "tensors": len(g["params"]),
+                    "params": sum(p.numel() for p in g["params"]),
+                    "weight_decay": g["weight_decay"],
+                }
+                for g in optimizer.param_groups
+            ],
+            "peak_lr": lr,
+            "base_lr": recipe["lr"],
+            "global_batch_size": global_batch,
+            "schedule": recipe["schedule"],
+            "warmup_steps": warmup,
+            "total_steps": total_steps,
+            "min_lr_ratio": recipe["min_lr_ratio"],
+        }
+        rank_zero_info(_format_summary(self.recipe_summary, batch_size, trainer, recipe))
+        if scheduler is None:
+            return optimizer
+        return {
+            "optimizer": optimizer,
+            "lr_scheduler": {"scheduler": scheduler, "interval": "step", "frequency": 1},
+        }
+
+
+class AdamWRecipe(OptimizerRecipeMixin):
+    """:class:`OptimizerRecipeMixin` defaulting to ``torch.optim.AdamW`` (fused where supported).
+
+    Example:
+        >>> from lightning_recipes.testing import TinyClassifier
+        >>> class Model(AdamWRecipe, TinyClassifier):
+        ...     pass
+        >>> Model().resolve_recipe()["optimizer"], Model().resolve_recipe()["weight_decay"]
+        ('adamw', 0.05)
+    """
+
+    default_optimizer: ClassVar[str] = "adamw"
+
+
+class LionRecipe(OptimizerRecipeMixin):
+    """:class:`OptimizerRecipeMixin` defaulting to :class:`~lightning_recipes.optim.Lion` (lr 1e-4, weight decay 0.5).
+
+    Example:
+        >>> from lightning_recipes.testing import TinyClassifier
+        >>> class Model(LionRecipe, TinyClassifier):
+        ...     pass
+        >>> recipe = Model(lr=3e-4).resolve_recipe()  # TinyClassifier saves `lr` in hparams
+        >>> recipe["optimizer"], recipe["lr"], recipe["weight_decay"], recipe["betas"]
+        ('lion', 0.0003, 0.5, (0.9, 0.99))
+    """
+
+    default_optimizer: ClassVar[str] = "lion"
+
+
+class LambRecipe(OptimizerRecipeMixin):
+    """:class:`OptimizerRecipeMixin` defaulting to :class:`~lightning_recipes.optim.Lamb` (lr 1e-3, weight decay 0.01).
+
+    Example:
+        >>> from lightning_recipes.testing import TinyClassifier
+        >>> class Model(LambRecipe, TinyClassifier):
+        ...     pass
+        >>> Model().resolve_recipe()["eps"]
+        1e-06
+    """
+
+    default_optimizer: ClassVar[str] = "lamb"
+
+
+def _loader_batch_size(loader: Any) -> int | None:
+    if isinstance(loader, (list, tuple)) and loader:
+        loader = loader[0]
+    elif isinstance(loader, dict) and loader:
+        loader = next(iter(loader.values()))
+    if not isinstance(loader, DataLoader):
+        return None
+    if loader.batch_size is not None:
+        return int(loader.batch_size)
+    size = getattr(loader.batch_sampler, "batch_size", None)
+    return int(size) if isinstance(size, int) else None
+
+
+def _format_summary(
+    summary: dict[str, Any], batch_size: int | None, trainer: Any, recipe: dict[str, Any]
+) -> str:
+    groups = ", ".join(
+        f"{g['name']} {g['params']:,} params in {g['tensors']} tensors (wd {g['weight_decay']:g})"
+        for g in summary["groups"]
+    )
+    if summary["global_batch_size"] is None:
+        batch = "global batch unknown (set recipe.batch_size)"
+    else:
+        batch = (
+            f"global batch {summary['global_batch_size']} = {batch_size} x {trainer.num_devices} devices"
+            f" x {trainer.num_nodes} nodes x {trainer.accumulate_grad_batches} accumulation"
+        )
+    lr = f"peak lr {summary['peak_lr']:.4g}"
+    if recipe["scale_lr"] is not None:
+        lr += f" ({recipe['scale_lr']}-scaled from {summary['base_lr']:.4g} at batch {recipe['base_batch_size']})"
+    return (
+        f"lightning_recipes: {summary['optimizer']} ({summary['implementation']}) | {lr} | {batch} | "
+        f"schedule {summary['schedule']}: warmup {summary['warmup_steps']} / total {summary['total_steps']} steps"
+        f" | groups: {groups}"
+    )

@@ -1,0 +1,255 @@
+"""Recipe mixins through real Trainers: optimizer choice and precedence, schedule stepping and exact resume,
+LR scaling, rank-zero summary, DDP global batch, LightningCLI YAML."""
+
+from __future__ import annotations
+
+import logging
+
+import lightning.pytorch as pl
+import pytest
+import torch
+from lightning.pytorch.callbacks import Callback, LearningRateMonitor
+from torch import nn
+from torch.nn import functional as F
+
+from lightning_recipes.mixins import AdamWRecipe, LambRecipe, LionRecipe, OptimizerRecipeMixin
+from lightning_recipes.optim import Lamb, Lion
+from lightning_recipes.recipe import OptimizerRecipe
+from lightning_recipes.testing import InMemoryLogger, fast_trainer, random_classification_loader
+
+
+class RecipeNet(OptimizerRecipeMixin, pl.LightningModule):
+    """A small classifier configured only through its recipe (module level: LightningCLI imports it)."""
+
+    def __init__(self, recipe: OptimizerRecipe | None = None, width: int = 16) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+        self.recipe = recipe
+        self.net = nn.Sequential(nn.Linear(16, width), nn.LayerNorm(width), nn.ReLU(), nn.Linear(width, 4))
+
+    def forward(self, x):
+        return self.net(x)
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        loss = F.cross_entropy(self(x), y)
+        self.log("train_loss", loss)
+        return loss
+
+
+class HparamsNet(RecipeNet):
+    def __init__(self, lr: float = 0.02, weight_decay: float = 0.3, optimizer: str = "lamb") -> None:
+        super().__init__()
+        self.save_hyperparameters()
+
+
+class _LrRecorder(Callback):
+    def __init__(self, stop_at: int | None = None) -> None:
+        self.lrs: list[float] = []
+        self.stop_at = stop_at
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        self.lrs.append(trainer.optimizers[0].param_groups[0]["lr"])
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        if self.stop_at is not None and trainer.global_step == self.stop_at:
+            trainer.should_stop = True
+
+
+def _loader():
+    return random_classification_loader(num_samples=96, batch_size=32)  # 3 batches per epoch
+
+
+def test_precedence_recipe_over_hparams_over_defaults():
+    model = HparamsNet()
+    resolved = model.resolve_recipe()
+    assert (resolved["optimizer"], resolved["lr"], resolved["weight_decay"], resolved["eps"]) == (
+        "lamb",
+        0.02,
+        0.3,
+        1e-6,
+    )
+    model.recipe = OptimizerRecipe(optimizer="lion", weight_decay=1.0)
+    resolved = model.resolve_recipe()
+    assert (resolved["optimizer"], resolved["lr"], resolved["weight_decay"], resolved["betas"]) == (
+        "lion",
+        0.02,
+        1.0,
+        (0.9, 0.99),
+    )
+    model.recipe = {"lr": 0.5}  # a dict (e.g. from a checkpoint's hparams) works too
+    assert model.resolve_recipe()["lr"] == 0.5
+    defaults = RecipeNet().resolve_recipe()
+    assert (defaults["optimizer"], defaults["lr"], defaults["schedule"], defaults["warmup_steps"]) == (
+        "adamw",
+        1e-3,
+        "cosine",
+        0.05,
+    )
+
+
+@pytest.mark.parametrize(
+    ("mixin", "expected"), [(AdamWRecipe, torch.optim.AdamW), (LionRecipe, Lion), (LambRecipe, Lamb)]
+)
+def test_each_mixin_trains_with_its_optimizer_and_a_step_schedule(mixin, expected, caplog):
+    class Net(mixin, RecipeNet):  # type: ignore[misc, valid-type]
+        pass
+
+    logger = InMemoryLogger()
+    model = Net(recipe=OptimizerRecipe(warmup_steps=2, min_lr_ratio=0.1))
+    trainer = fast_trainer(
+        max_steps=6, max_epochs=2, logger=logger, log_every_n_steps=1, callbacks=[LearningRateMonitor("step")]
+    )
+    with caplog.at_level(logging.INFO):
+        trainer.fit(model, _loader())
+    optimizer = trainer.optimizers[0]
+    assert type(optimizer) is expected
+    if expected is torch.optim.AdamW:
+        assert optimizer.defaults["fused"] is True
+    assert [g["name"] for g in optimizer.param_groups] == ["decay", "no_decay"]
+    assert trainer.lr_scheduler_configs[0].interval == "step"
+    name = expected.__name__
+    peak = model.recipe_summary["peak_lr"]
+    assert logger.values(f"lr-{name}/decay")[:3] == pytest.approx([0.0, peak / 2, peak])
+    assert logger.values(f"lr-{name}/no_decay") == logger.values(f"lr-{name}/decay")
+    summaries = [r.getMessage() for r in caplog.records if r.getMessage().startswith("lightning_recipes:")]
+    assert len(summaries) == 1
+    assert (
+        f"{name} (" in summaries[0]
+        and "global batch 32 = 32 x 1 devices x 1 nodes x 1 accumulation" in summaries[0]
+    )
+    assert "warmup 2 / total 6 steps" in summaries[0] and "decay 320 params in 2 tensors" in summaries[0]
+    assert "no_decay 52 params in 4 tensors (wd 0)" in summaries[0]
+
+
+@pytest.mark.parametrize("optimizer", ["adamw", "lamb"])
+def test_fit_then_resume_continues_the_schedule_exactly(tmp_path, optimizer):
+    recipe = OptimizerRecipe(optimizer=optimizer, lr=0.01, warmup_steps=3, min_lr_ratio=0.1)
+
+    def trainer_with(callback):
+        return fast_trainer(max_epochs=4, callbacks=[callback], default_root_dir=tmp_path)
+
+    torch.manual_seed(0)
+    full_model, full = RecipeNet(recipe), _LrRecorder()
+    trainer_with(full).fit(full_model, _loader())
+    assert len(full.lrs) == 12
+
+    torch.manual_seed(0)
+    first_model, first = RecipeNet(recipe), _LrRecorder(stop_at=6)
+    interrupted = trainer_with(first)
+    interrupted.fit(first_model, _loader())
+    interrupted.save_checkpoint(tmp_path / "stop.ckpt")
+    assert interrupted.global_step == 6
+
+    torch.manual_seed(1)  # different initial weights: everything must come from the checkpoint
+    resumed_model, resumed = RecipeNet(recipe), _LrRecorder()
+    resumed_trainer = trainer_with(resumed)
+    resumed_trainer.fit(resumed_model, _loader(), ckpt_path=tmp_path / "stop.ckpt")
+    assert resumed_trainer.lr_scheduler_configs[0].scheduler.last_epoch == 12
+    assert first.lrs + resumed.lrs == full.lrs
+    for a, b in zip(full_model.parameters(), resumed_model.parameters()):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+def test_scale_lr_uses_the_global_batch_with_accumulation():
+    model = RecipeNet(OptimizerRecipe(lr=0.01, scale_lr="linear", base_batch_size=16, schedule="none"))
+    trainer = fast_trainer(max_steps=2, accumulate_grad_batches=2)
+    trainer.fit(model, _loader())
+    assert model.recipe_summary["global_batch_size"] == 64
+    assert trainer.optimizers[0].param_groups[0]["lr"] == pytest.approx(0.04)
+    assert trainer.lr_scheduler_configs == []
+
+
+class _AssertGlobalBatch(Callback):
+    def on_train_end(self, trainer, pl_module):
+        assert pl_module.recipe_summary["global_batch_size"] == 64
+        assert pl_module.recipe_summary["peak_lr"] == pytest.approx(0.01 * (64 / 32) ** 0.5)
+
+
+def test_ddp_global_batch_counts_every_process():
+    model = RecipeNet(OptimizerRecipe(optimizer="lion", lr=0.01, scale_lr="sqrt", base_batch_size=32))
+    trainer = fast_trainer(max_steps=2, strategy="ddp_fork", devices=2, callbacks=[_AssertGlobalBatch()])
+    trainer.fit(model, _loader())
+    assert trainer.state.finished
+
+
+@pytest.mark.parametrize(
+    ("recipe", "trainer_kwargs", "error", "match"),
+    [
+        (OptimizerRecipe(), {"max_steps": -1, "max_epochs": -1}, ValueError, "needs a finite run"),
+        (OptimizerRecipe(scale_lr="linear"), {"max_steps": 2}, ValueError, "needs `base_batch_size`"),
+        (
+            OptimizerRecipe(lr=-1.0),
+            {"max_steps": 2},
+            ValueError,
+            "`lr` must be a finite number > 0, got -1.0",
+        ),
+        (
+            OptimizerRecipe(warmup_steps=5),
+            {"max_steps": 2},
+            ValueError,
+            r"`warmup_steps` must be in \[0, total_steps=2\]",
+        ),
+        ("lion", {"max_steps": 2}, TypeError, "`recipe` must be an OptimizerRecipe"),
+    ],
+)
+def test_configuration_errors_are_clear(recipe, trainer_kwargs, error, match):
+    model = RecipeNet()
+    model.recipe = recipe  # type: ignore[assignment]
+    with pytest.raises(error, match=match):
+        fast_trainer(**trainer_kwargs).fit(model, _loader())
+
+
+def test_recipe_rejects_unknown_names():
+    with pytest.raises(
+        ValueError,
+        match=r"`schedule` must be one of \('cosine', 'linear', 'constant', 'wsd', 'none'\), got 'step'",
+    ):
+        OptimizerRecipe(schedule="step")  # type: ignore[arg-type]
+
+
+def test_lightning_cli_yaml_selects_the_optimizer(tmp_path, monkeypatch):
+    from lightning.pytorch.cli import LightningCLI
+
+    monkeypatch.setattr("sys.argv", ["train.py"])  # only `args=` reaches the parser
+
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        "model:\n"
+        "  class_path: tests.test_mixins.RecipeNet\n"
+        "  init_args:\n"
+        "    recipe:\n"
+        "      optimizer: lion\n"
+        "      lr: 0.0003\n"
+        "      betas: [0.95, 0.98]\n"
+        "      warmup_steps: 0.25\n"
+        "      schedule: wsd\n"
+        "trainer:\n"
+        "  max_steps: 4\n"
+        "  accelerator: cpu\n"
+        "  logger: false\n"
+        "  enable_checkpointing: false\n"
+        "  enable_progress_bar: false\n"
+        f"  default_root_dir: {tmp_path}\n"
+    )
+    cli = LightningCLI(args=["--config", str(config)], run=False, save_config_callback=None)
+    assert cli.model.recipe == OptimizerRecipe(
+        optimizer="lion", lr=3e-4, betas=(0.95, 0.98), warmup_steps=0.25, schedule="wsd"
+    )
+    cli.trainer.fit(cli.model, _loader())
+    optimizer = cli.trainer.optimizers[0]
+    assert type(optimizer) is Lion and optimizer.param_groups[0]["betas"] == (0.95, 0.98)
+    assert cli.model.recipe_summary["warmup_steps"] == 1 and cli.model.recipe_summary["schedule"] == "wsd"
+
+    override = LightningCLI(
+        args=["--config", str(config), "--model.init_args.recipe.optimizer=lamb"],
+        run=False,
+        save_config_callback=None,
+    )
+    assert override.model.recipe.optimizer == "lamb" and override.model.recipe.lr == 3e-4
+    with pytest.raises(SystemExit):  # jsonargparse rejects an unknown optimizer name before anything runs
+        LightningCLI(
+            args=["--config", str(config), "--model.init_args.recipe.optimizer=sgd"],
+            run=False,
+            save_config_callback=None,
+        )
