@@ -1,0 +1,160 @@
+"""InputPipelineMonitor: timings bounded by known sleeps, the warning and its advice, state.
+
+Timing assertions use sleeps as lower bounds and generous upper bounds: the CI machine is shared.
+"""
+
+from __future__ import annotations
+
+import pickle
+import time
+import warnings
+
+import pytest
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from lightning_recipes.callbacks import InputPipelineMonitor
+from lightning_recipes.testing import (
+    InMemoryLogger,
+    TinyClassifier,
+    fast_trainer,
+    random_classification_loader,
+)
+
+
+class SlowDataset(Dataset):
+    """Each item takes ``delay`` seconds to load."""
+
+    def __init__(self, n: int = 64, delay: float = 0.0) -> None:
+        self.x = torch.randn(n, 16)
+        self.y = torch.randint(0, 4, (n,))
+        self.delay = delay
+
+    def __len__(self) -> int:
+        return len(self.x)
+
+    def __getitem__(self, i: int):
+        if self.delay:
+            time.sleep(self.delay)
+        return self.x[i], self.y[i]
+
+
+class SlowStep(TinyClassifier):
+    """Each training step takes at least ``delay`` seconds; each validation batch ``val_delay``."""
+
+    def __init__(self, delay: float = 0.0, val_delay: float = 0.0) -> None:
+        super().__init__()
+        self.delay, self.val_delay = delay, val_delay
+
+    def training_step(self, batch, batch_idx):
+        time.sleep(self.delay)
+        return super().training_step(batch, batch_idx)
+
+    def validation_step(self, batch, batch_idx):
+        time.sleep(self.val_delay)
+        return super().validation_step(batch, batch_idx)
+
+
+def _fit(tmp_path, model, loader, monitor, **kwargs):
+    logger = InMemoryLogger()
+    trainer = fast_trainer(logger=logger, callbacks=[monitor], default_root_dir=tmp_path, **kwargs)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        trainer.fit(model, loader)
+    messages = [str(w.message) for w in caught if "InputPipelineMonitor" in str(w.message)]
+    return logger, messages
+
+
+def test_slow_data_is_measured_and_warned_about_once_with_advice(tmp_path):
+    monitor = InputPipelineMonitor(warn_wait_fraction=0.3, min_batches=4)
+    loader = DataLoader(SlowDataset(delay=0.06), batch_size=1)
+    logger, messages = _fit(
+        tmp_path, SlowStep(delay=0.005), loader, monitor, max_steps=9, log_every_n_steps=3
+    )
+    assert [s for s, _ in logger.history("input_pipeline/wait_fraction")] == [2, 5, 8]
+    assert min(logger.values("input_pipeline/fetch_ms")) >= 59  # the sleep is a lower bound
+    assert min(logger.values("input_pipeline/step_ms")) >= 4.9
+    assert logger.last("input_pipeline/fetch_ms_max") >= logger.last("input_pipeline/fetch_ms")
+    assert logger.last("input_pipeline/wait_fraction") > 0.4
+    assert len(messages) == 1, messages
+    assert "num_workers=0, pin_memory=False, persistent_workers=False, prefetch_factor=None" in messages[0]
+    assert "set `num_workers` > 0" in messages[0]
+    assert monitor.warned
+
+
+def test_fast_data_is_not_warned_about(tmp_path):
+    monitor = InputPipelineMonitor(warn_wait_fraction=0.5, min_batches=3)
+    logger, messages = _fit(
+        tmp_path,
+        SlowStep(delay=0.04),
+        random_classification_loader(),
+        monitor,
+        max_steps=6,
+        log_every_n_steps=3,
+    )
+    assert messages == []
+    assert logger.last("input_pipeline/wait_fraction") < 0.5
+    assert logger.last("input_pipeline/step_ms") >= 39
+
+
+def test_validation_between_batches_is_excluded(tmp_path):
+    monitor = InputPipelineMonitor(warn_wait_fraction=0.2, min_batches=2)
+    logger = InMemoryLogger()
+    trainer = fast_trainer(
+        logger=logger,
+        callbacks=[monitor],
+        default_root_dir=tmp_path,
+        max_steps=6,
+        log_every_n_steps=6,
+        val_check_interval=2,
+        limit_val_batches=1,
+    )
+    trainer.fit(
+        SlowStep(delay=0.01, val_delay=0.2), random_classification_loader(), random_classification_loader()
+    )
+    assert logger.last("input_pipeline/fetch_ms_max") < 150, (
+        "a 200 ms validation run leaked into the data wait"
+    )
+
+
+def test_accumulation_and_epoch_start(tmp_path):
+    monitor = InputPipelineMonitor(warn_wait_fraction=None)
+    logger, _ = _fit(
+        tmp_path,
+        TinyClassifier(),
+        random_classification_loader(num_samples=128),
+        monitor,
+        max_epochs=2,
+        accumulate_grad_batches=2,
+        log_every_n_steps=1,
+    )
+    # 4 batches per epoch -> optimizer steps at batches 1 and 3; logs only there
+    assert [s for s, _ in logger.history("input_pipeline/step_ms")] == [0, 1, 2, 3]
+    assert len(logger.values("input_pipeline/epoch_start_s")) == 4
+    assert monitor.total_batches == 6  # 8 batches, the first of each epoch measured separately
+
+
+def test_state_dict_round_trip_and_pickle():
+    monitor = InputPipelineMonitor(warn_wait_fraction=0.3, prefix="data/")
+    monitor.warned, monitor.total_fetch_s, monitor.total_step_s, monitor.total_batches = True, 1.5, 2.5, 40
+    clone = pickle.loads(pickle.dumps(InputPipelineMonitor(warn_wait_fraction=0.3, prefix="data/")))
+    clone.load_state_dict(monitor.state_dict())
+    assert clone.state_dict() == monitor.state_dict()
+    assert clone.state_key == monitor.state_key != InputPipelineMonitor().state_key
+    fresh = InputPipelineMonitor()
+    fresh.load_state_dict({})
+    assert fresh.warned is False and fresh.total_batches == 0
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"warn_wait_fraction": 0}, r"`warn_wait_fraction` must be None or in \(0, 1\], got 0"),
+        ({"warn_wait_fraction": 1.5}, r"`warn_wait_fraction` must be None or in \(0, 1\]"),
+        ({"min_batches": 0}, "`min_batches` must be an int >= 1, got 0"),
+        ({"prefix": 1}, "`prefix` must be a str"),
+    ],
+)
+def test_bad_arguments_are_named(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        InputPipelineMonitor(**kwargs)
