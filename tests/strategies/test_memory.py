@@ -1,0 +1,223 @@
+"""estimate_memory: per-row formulas, sharding tables, exact tensor bytes, activations, rule of thumb."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from lightning_recipes.strategies import estimate_memory
+from lightning_recipes.strategies._activations import measure_activations
+from lightning_recipes.testing import TinyTransformerLM, TransformerBlock, random_token_loader
+
+N = 7_000_000_000  # the 7B example
+
+
+@pytest.mark.parametrize(
+    ("strategy", "precision", "optimizer", "bytes_per_param"),
+    [
+        ("ddp", "32-true", "adamw", 16),  # fp32 weights 4 + grads 4 + two fp32 moments 8
+        ("ddp", "bf16-mixed", "adamw", 16),  # torch AMP keeps fp32 weights: same 16
+        (
+            "deepspeed_zero1",
+            "bf16-mixed",
+            "adamw",
+            16,
+        ),  # bf16 weights 2 + grads 2 + fp32 master 4 + moments 8
+        ("deepspeed_zero3", "16-mixed", "adam", 16),
+        ("ddp", "bf16-true", "adamw", 8),  # everything in bf16: 2 + 2 + 2 x 2
+        ("ddp", "32-true", "lion", 12),
+        ("ddp", "32-true", "lamb", 16),
+        ("ddp", "32-true", "sgd_momentum", 12),
+        ("ddp", "32-true", "sgd", 8),
+    ],
+)
+def test_bytes_per_param_rule_of_thumb(
+    strategy: str, precision: str, optimizer: str, bytes_per_param: int
+) -> None:
+    estimate = estimate_memory(N, strategy=strategy, precision=precision, optimizer=optimizer, devices=8)
+    assert estimate.bytes_per_param == bytes_per_param
+
+
+def test_seven_billion_adamw_ddp_needs_sixteen_bytes_per_parameter_on_every_device() -> None:
+    estimate = estimate_memory(N, optimizer="adamw", precision="32-true", strategy="ddp", devices=8)
+    assert (estimate.parameters, estimate.gradients, estimate.optimizer_state) == (4 * N, 4 * N, 8 * N)
+    assert estimate.total == 16 * N  # 104.3 GiB: does not fit an 80 GB GPU without sharding
+    assert "optimizer state" in str(estimate) and "104.31" in str(estimate)
+
+
+G = 1_000_000_000
+
+
+@pytest.mark.parametrize(
+    (
+        "strategy",
+        "devices",
+        "num_nodes",
+        "expected",
+    ),  # (parameters, gradients, optimizer, master, host) in units of G
+    [
+        ("ddp", 8, 1, (28, 28, 56, 0, 0)),  # bf16-mixed under torch AMP: fp32 everything, nothing sharded
+        ("fsdp_shard_grad_op", 8, 1, (28, 3.5, 7, 0, 0)),
+        ("fsdp_full_shard", 8, 1, (3.5, 3.5, 7, 0, 0)),
+        ("fsdp_full_shard", 8, 2, (1.75, 1.75, 3.5, 0, 0)),
+        ("fsdp_hybrid", 8, 2, (3.5, 3.5, 7, 0, 0)),  # shards within a node only
+        ("fsdp2", 8, 1, (3.5, 3.5, 7, 0, 0)),
+        ("fsdp_offload", 8, 1, (0, 0, 0, 0, 14)),
+        (
+            "deepspeed_zero1",
+            8,
+            1,
+            (14, 14, 7, 3.5, 0),
+        ),  # 16-bit params and grads, fp32 master + moments sharded
+        ("deepspeed_zero2", 8, 1, (14, 1.75, 7, 3.5, 0)),
+        (
+            "deepspeed_zero2_offload",
+            8,
+            1,
+            (14, 0, 0, 0, 3.5 + 7 + 3.5),
+        ),  # fp32 grads, moments, master on host
+        ("deepspeed_zero3", 8, 1, (1.75, 1.75, 7, 3.5, 0)),
+        ("deepspeed_zero3_offload", 8, 1, (0, 0, 0, 0, 1.75 + 3.5 + 7 + 3.5)),
+    ],
+)
+def test_sharding_table_for_seven_billion_parameters(
+    strategy: str, devices: int, num_nodes: int, expected
+) -> None:
+    estimate = estimate_memory(
+        N, precision="bf16-mixed", strategy=strategy, devices=devices, num_nodes=num_nodes
+    )
+    got = (
+        estimate.parameters,
+        estimate.gradients,
+        estimate.optimizer_state,
+        estimate.master_weights,
+        estimate.host,
+    )
+    assert got == tuple(int(x * G) for x in expected)
+
+
+def _real_step_bytes(model: nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, int]:
+    tokens, target = next(iter(random_token_loader(batch_size=4)))
+    model.loss(model(tokens).float(), target).backward()
+    optimizer.step()
+    params = [p for p in model.parameters() if p.requires_grad]
+    return {
+        "parameters": sum(p.nbytes for p in params),
+        "gradients": sum(p.grad.nbytes for p in params),
+        "optimizer_state": sum(
+            v.nbytes for s in optimizer.state.values() for v in s.values() if isinstance(v, torch.Tensor)
+        ),
+    }
+
+
+@pytest.mark.parametrize(
+    ("precision", "optimizer", "make"),
+    [
+        ("32-true", "adamw", lambda p: torch.optim.AdamW(p)),
+        ("32-true", "adam", lambda p: torch.optim.Adam(p)),
+        ("bf16-true", "adamw", lambda p: torch.optim.AdamW(p)),
+        ("32-true", "sgd", lambda p: torch.optim.SGD(p, lr=0.1)),
+        ("32-true", "sgd_momentum", lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9)),
+        ("64-true", "adamw", lambda p: torch.optim.AdamW(p)),
+    ],
+)
+def test_estimate_matches_real_single_device_tensor_bytes_exactly(
+    precision: str, optimizer: str, make
+) -> None:
+    model = TinyTransformerLM()
+    if precision == "bf16-true":
+        model = model.to(torch.bfloat16)
+    if precision == "64-true":
+        model = model.to(torch.float64)
+    measured = _real_step_bytes(model, make(model.parameters()))
+    estimate = estimate_memory(model, strategy="ddp", devices=1, precision=precision, optimizer=optimizer)
+    assert measured == {k: getattr(estimate, k) for k in measured}
+
+
+def test_frozen_parameters_are_not_trained() -> None:
+    model = TinyTransformerLM()
+    model.token_embedding.requires_grad_(False)
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    assert estimate_memory(model, optimizer="sgd").parameters == trainable * 4
+
+
+def test_activations_are_measured_from_saved_tensors_by_hand() -> None:
+    # Linear(8,16) saves its input x [4, 8] (128 B); ReLU saves its output [4, 16] (256 B), which Linear(16,4) also
+    # saves (same storage, counted once); weights are parameters, not activations. Backward peak: + largest (256 B).
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+    measured = measure_activations(model, torch.randn(4, 8))
+    assert (measured.saved, measured.largest) == (384, 256)
+    estimate = estimate_memory(model, sample_batch=torch.randn(4, 8), activation_checkpointing=False)
+    assert estimate.activations == 640
+    assert estimate.total == estimate.parameters + estimate.gradients + estimate.optimizer_state + 640
+
+
+def test_activation_checkpointing_keeps_block_inputs_and_one_block() -> None:
+    model = TinyTransformerLM(n_layers=4)
+    batch = next(iter(random_token_loader(batch_size=2)))
+    measured = measure_activations(model, batch, block_classes=(TransformerBlock,))
+    assert measured.block_inputs == 4 * 2 * 32 * 64 * 4  # four fp32 [2, 32, 64] block inputs
+    plain = estimate_memory(model, sample_batch=batch, activation_checkpointing=False).activations
+    checkpointed = estimate_memory(model, sample_batch=batch, activation_checkpointing=True).activations
+    assert checkpointed == measured.outside + measured.block_inputs + measured.block_max + measured.largest
+    assert plain == measured.saved + measured.largest
+    assert checkpointed < plain / 2
+    # FSDP presets checkpoint by default, DDP does not
+    assert estimate_memory(model, strategy="fsdp2", sample_batch=batch).activations == checkpointed
+    assert estimate_memory(model, strategy="ddp", sample_batch=batch).activations == plain
+
+
+def test_activations_under_bf16_autocast_are_smaller() -> None:
+    model = TinyTransformerLM()
+    batch = next(iter(random_token_loader(batch_size=2)))
+    fp32 = estimate_memory(model, sample_batch=batch, precision="32-true").activations
+    bf16 = estimate_memory(model, sample_batch=batch, precision="bf16-mixed").activations
+    assert bf16 < fp32
+
+
+def test_gathered_parameters_for_sharded_strategies() -> None:
+    model = TinyTransformerLM(n_layers=3)
+    block = sum(p.numel() for p in model.blocks[0].parameters())
+    root = sum(p.numel() for p in model.parameters()) - 3 * block
+    estimate = estimate_memory(model, strategy="fsdp_full_shard", devices=4, precision="bf16-mixed")
+    assert estimate.gathered == (root + 2 * block) * 2  # root unit + current and prefetched block, in bf16
+    assert estimate_memory(model, strategy="ddp", devices=4).gathered == 0
+    assert estimate_memory(model, strategy="fsdp_full_shard", devices=1).gathered == 0
+
+
+def test_estimate_accepts_a_meta_device_model() -> None:
+    with torch.device("meta"):
+        model = TinyTransformerLM(d_model=256, n_layers=8)
+    estimate = estimate_memory(model, strategy="fsdp2", devices=8)
+    assert estimate.num_params == sum(p.numel() for p in model.parameters())
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"strategy": "zero4"}, r"`strategy` must be one of .*got 'zero4'"),
+        ({"optimizer": "adagrad"}, r"`optimizer` must be one of .*got 'adagrad'"),
+        ({"precision": "8-true"}, r"`precision` must be one of .*got '8-true'"),
+        ({"devices": 0}, r"`devices` must be a positive int, got 0"),
+        ({"num_nodes": 1.5}, r"`num_nodes` must be a positive int, got 1.5"),
+    ],
+)
+def test_bad_arguments_are_refused(kwargs: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        estimate_memory(1000, **kwargs)
+
+
+def test_count_needs_a_model_for_activations_and_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="`sample_batch` needs a model"):
+        estimate_memory(1000, sample_batch=torch.zeros(1))
+    with pytest.raises(ValueError, match="positive count, got 0"):
+        estimate_memory(0)
+
+
+def test_fits_uses_headroom() -> None:
+    estimate = estimate_memory(1024**3 // 16, optimizer="adamw")  # exactly 1 GiB of model state
+    assert estimate.total == 1024**3
+    assert estimate.fits(1.0, headroom=0.0)
+    assert not estimate.fits(1.0, headroom=0.1)
+    assert estimate.fits(1.2, headroom=0.15)

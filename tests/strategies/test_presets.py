@@ -1,0 +1,253 @@
+"""Preset construction, registry, LightningCLI, FSDP1 configuration and the set-up refusals (CPU machine)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import ClassVar
+
+import lightning.pytorch as pl
+import pytest
+import torch
+from lightning.pytorch.cli import LightningCLI
+from lightning.pytorch.strategies import DDPStrategy, FSDPStrategy, ModelParallelStrategy, StrategyRegistry
+from torch import nn
+from torch.distributed.fsdp import ShardingStrategy
+from torch.distributed.fsdp.wrap import ModuleWrapPolicy
+
+from lightning_recipes.strategies import (
+    PRESETS,
+    LazyBlockPolicy,
+    RecipesFSDP2Strategy,
+    RecipesFSDPStrategy,
+    infer_block_classes,
+    preset,
+)
+from lightning_recipes.strategies._checks import refuse_offload_without_host_memory
+from lightning_recipes.strategies._host import check_host_memory
+from lightning_recipes.testing import TinyTransformerLM, TransformerBlock, fast_trainer, random_token_loader
+
+REQUIRED = {
+    "ddp",
+    "ddp_static_graph",
+    "fsdp_full_shard",
+    "fsdp_shard_grad_op",
+    "fsdp_hybrid",
+    "fsdp_offload",
+    "fsdp2",
+    "deepspeed_zero1",
+    "deepspeed_zero2",
+    "deepspeed_zero2_offload",
+    "deepspeed_zero3",
+    "deepspeed_zero3_offload",
+}
+NON_DEEPSPEED = sorted(name for name in REQUIRED if not name.startswith("deepspeed"))
+
+
+def test_every_required_preset_is_registered() -> None:
+    assert set(PRESETS) == REQUIRED
+    for name in REQUIRED:
+        assert f"recipes_{name}" in StrategyRegistry.available_strategies()
+
+
+@pytest.mark.parametrize("name", NON_DEEPSPEED)
+def test_presets_build_real_lightning_strategies_from_name_and_registry(name: str) -> None:
+    expected = {"ddp": DDPStrategy, "fsdp": FSDPStrategy, "fsdp2": ModelParallelStrategy}[PRESETS[name][0]]
+    assert isinstance(preset(name), expected)
+    assert isinstance(preset(f"recipes_{name}"), expected)
+    assert isinstance(StrategyRegistry.get(f"recipes_{name}"), expected)
+
+
+@pytest.mark.parametrize("name", NON_DEEPSPEED)
+def test_trainer_accepts_registered_name_on_a_cpu_machine(name: str) -> None:
+    trainer = pl.Trainer(strategy=f"recipes_{name}", accelerator="cpu", devices=1, logger=False)
+    assert type(trainer.strategy) is type(preset(name))
+
+
+def test_bad_name_and_misplaced_model_are_refused() -> None:
+    with pytest.raises(ValueError, match=r"`name` must be one of .*got 'fsdp3'"):
+        preset("fsdp3")
+    with pytest.raises(ValueError, match="`model` is only used by the FSDP presets"):
+        preset("ddp", model=TinyTransformerLM())
+
+
+def test_overrides_win_over_preset_defaults() -> None:
+    strategy = preset("ddp", gradient_as_bucket_view=False, find_unused_parameters=True)
+    assert strategy._ddp_kwargs == {"gradient_as_bucket_view": False, "find_unused_parameters": True}
+    fsdp = preset("fsdp_full_shard", sharding_strategy="NO_SHARD", state_dict_type="full")
+    assert fsdp.sharding_strategy is ShardingStrategy.NO_SHARD
+    assert fsdp._state_dict_type == "full"
+
+
+@pytest.mark.parametrize(
+    ("name", "sharding", "offload"),
+    [
+        ("fsdp_full_shard", ShardingStrategy.FULL_SHARD, False),
+        ("fsdp_shard_grad_op", ShardingStrategy.SHARD_GRAD_OP, False),
+        ("fsdp_hybrid", ShardingStrategy.HYBRID_SHARD, False),
+        ("fsdp_offload", ShardingStrategy.FULL_SHARD, True),
+    ],
+)
+def test_fsdp_presets_configuration(name: str, sharding: ShardingStrategy, offload: bool) -> None:
+    strategy = preset(name, block_classes=[TransformerBlock])
+    assert isinstance(strategy, RecipesFSDPStrategy)
+    assert strategy.sharding_strategy is sharding
+    assert bool(strategy.cpu_offload and strategy.cpu_offload.offload_params) is offload
+    assert strategy.kwargs["use_orig_params"] is True
+    assert strategy._state_dict_type == "sharded"
+    wrap = strategy.kwargs["auto_wrap_policy"]
+    assert isinstance(wrap, ModuleWrapPolicy) and wrap._module_classes == {TransformerBlock}
+    checkpointing = strategy._activation_checkpointing_kwargs["auto_wrap_policy"]
+    assert isinstance(checkpointing, ModuleWrapPolicy) and checkpointing._module_classes == {TransformerBlock}
+    assert strategy.mixed_precision is None  # left to the Trainer's precision plugin
+
+
+def test_fsdp_activation_checkpointing_opt_out_and_lazy_inference() -> None:
+    assert preset("fsdp_full_shard", activation_checkpointing=False)._activation_checkpointing_kwargs == {}
+    lazy = preset("fsdp_full_shard")
+    policy = lazy.kwargs["auto_wrap_policy"]
+    assert isinstance(policy, LazyBlockPolicy) and policy.block_classes is None
+    assert lazy._activation_checkpointing_kwargs["auto_wrap_policy"] is policy  # same blocks for both
+    model = TinyTransformerLM()
+    assert policy(model, recurse=True, nonwrapped_numel=0)  # FSDP calls the root first
+    assert policy.block_classes == (TransformerBlock,)
+    assert policy(model.blocks[0], recurse=False, nonwrapped_numel=0)
+    assert not policy(model.head, recurse=False, nonwrapped_numel=0)
+    assert preset("fsdp_full_shard", model=model).block_classes == (TransformerBlock,)
+
+
+@pytest.mark.parametrize(
+    ("precision", "param_dtype"),
+    [("32-true", torch.float32), ("bf16-mixed", torch.bfloat16), ("16-mixed", torch.float16)],
+)
+def test_fsdp_mixed_precision_follows_the_trainer(precision: str, param_dtype) -> None:
+    trainer = pl.Trainer(
+        strategy=preset("fsdp_full_shard"), accelerator="cpu", devices=1, precision=precision
+    )
+    config = trainer.strategy.mixed_precision_config
+    assert config.param_dtype == param_dtype
+
+
+class Attention(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.qkv, self.out = nn.Linear(8, 24), nn.Linear(8, 8)
+
+
+class Block(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.attn, self.mlp = Attention(), nn.Sequential(nn.Linear(8, 32), nn.GELU(), nn.Linear(32, 8))
+
+
+class Net(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed, self.layers, self.head = (
+            nn.Embedding(1000, 8),
+            nn.ModuleList(Block() for _ in range(3)),
+            nn.Linear(8, 1000),
+        )
+
+
+@pytest.mark.parametrize(
+    ("model", "expected"),
+    [
+        (TinyTransformerLM(n_layers=2), TransformerBlock),
+        (Net(), Block),  # Block beats its own Attention and the many Linears, though the Embedding is bigger
+        (nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 4), nn.Linear(4, 2)), nn.Linear),
+    ],
+)
+def test_block_inference_table(model: nn.Module, expected: type) -> None:
+    assert infer_block_classes(model) == (expected,)
+
+
+def test_block_inference_without_repeats_asks_for_block_classes() -> None:
+    with pytest.raises(ValueError, match=r"Pass `block_classes=\.\.\.`"):
+        infer_block_classes(nn.Sequential(nn.Linear(4, 4), nn.ReLU()))
+    with pytest.raises(ValueError, match="cannot be imported"):
+        preset("fsdp_full_shard", block_classes="lightning_recipes.testing.NoSuchBlock")
+    with pytest.raises(ValueError, match=r"must hold nn\.Module subclasses"):
+        preset("fsdp_full_shard", block_classes=[int])
+
+
+class RecordingLM(TinyTransformerLM):
+    calls: ClassVar[list[str]] = []
+
+    def configure_model(self) -> None:
+        RecordingLM.calls.append("configure_model")
+
+    def training_step(self, batch, batch_idx):
+        RecordingLM.calls.append("training_step")
+        return super().training_step(batch, batch_idx)
+
+
+@pytest.mark.parametrize("name", ["fsdp_full_shard", "fsdp_offload", "fsdp_hybrid"])
+def test_fsdp1_on_cpu_is_refused_at_setup_before_any_work(name: str, tmp_path: Path) -> None:
+    strategy = preset(name)  # building on a CPU machine is fine
+    RecordingLM.calls = []
+    trainer = fast_trainer(strategy=strategy, max_steps=1, default_root_dir=tmp_path)
+    with pytest.raises(
+        RuntimeError, match=rf"`recipes_{name}` runs on Lightning's FSDPStrategy.*needs CUDA.*recipes_fsdp2"
+    ):
+        trainer.fit(RecordingLM(), random_token_loader())
+    assert RecordingLM.calls == []  # neither configure_model nor a training step ran
+
+
+def test_offload_without_enough_host_memory_is_refused() -> None:
+    model = TinyTransformerLM()
+    with pytest.raises(RuntimeError, match=r"`recipes_fsdp_offload` offloads about .* GiB .* only 0.00 GiB"):
+        refuse_offload_without_host_memory(
+            model,
+            preset="recipes_fsdp_offload",
+            strategy="fsdp_offload",
+            precision="32-true",
+            devices=8,
+            num_nodes=1,
+            host_memory_gb=1e-6,
+        )
+    refuse_offload_without_host_memory(  # enough memory: nothing raised
+        model,
+        preset="x",
+        strategy="fsdp_offload",
+        precision="32-true",
+        devices=8,
+        num_nodes=1,
+        host_memory_gb=1.0,
+    )
+    check_host_memory(10**12, None, what="x")  # unknown host memory: nothing checked
+    with pytest.raises(RuntimeError, match="pass `host_memory_gb=`"):
+        check_host_memory(2 * 1024**3, 1024**3, what="recipes_deepspeed_zero3_offload")
+
+
+CONFIG = """
+model:
+  class_path: lightning_recipes.testing.TinyTransformerLM
+  init_args:
+    n_layers: 1
+trainer:
+  accelerator: cpu
+  devices: 1
+  logger: false
+  strategy: {strategy}
+"""
+
+
+def test_lightning_cli_yaml_accepts_registered_name(tmp_path: Path) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text(CONFIG.format(strategy="recipes_ddp_static_graph"))
+    cli = LightningCLI(args=["--config", str(path)], run=False)
+    assert isinstance(cli.trainer.strategy, DDPStrategy)
+    assert cli.trainer.strategy._ddp_kwargs["static_graph"] is True
+
+
+def test_lightning_cli_yaml_class_path_with_block_path(tmp_path: Path) -> None:
+    strategy = (
+        "\n    class_path: lightning_recipes.strategies.RecipesFSDP2Strategy\n    init_args:\n"
+        "      block_classes: [lightning_recipes.testing.TransformerBlock]\n      activation_checkpointing: false"
+    )
+    path = tmp_path / "config.yaml"
+    path.write_text(CONFIG.format(strategy=strategy))
+    cli = LightningCLI(args=["--config", str(path)], run=False)
+    assert isinstance(cli.trainer.strategy, RecipesFSDP2Strategy)
+    assert cli.trainer.strategy.fsdp2_settings["block_classes"] == (TransformerBlock,)
+    assert cli.trainer.strategy.fsdp2_settings["activation_checkpointing"] is False
