@@ -543,8 +543,11 @@ class StabilityGuard(Callback):
             "stability/rollbacks": float(self.rollbacks),
             "stability/skipped_steps": float(self.skipped_steps),
         }
+        # Straight to the loggers (an event must not wait for `log_every_n_steps`), at the step Lightning uses
+        # for this batch's metrics: before the optimizer step that is `global_step`, after it `global_step - 1`.
+        step = trainer.global_step if event.action == "skip_step" else max(trainer.global_step - 1, 0)
         for logger in trainer.loggers:
-            logger.log_metrics(metrics, step=trainer.global_step)
+            logger.log_metrics(metrics, step=step)
         if self.verbose and trainer.is_global_zero:
             log.warning(f"StabilityGuard: {_describe(event)}; action: {event.action}.")
 
