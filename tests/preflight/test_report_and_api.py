@@ -1,0 +1,149 @@
+"""PreflightReport, CheckResult, argument validation, and the batch/shape helpers."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+
+from lightning_recipes.callbacks import (
+    BatchIndependenceCheck,
+    DataCheck,
+    GradFlowCheck,
+    InitLossCheck,
+    InputIndependenceCheck,
+    OverfitBatchCheck,
+    Preflight,
+)
+from lightning_recipes.callbacks._checks.batches import replace_inputs, slice_batch, split_batch
+from lightning_recipes.callbacks._checks.context import CheckContext
+from lightning_recipes.callbacks._checks.inference import infer_num_classes
+from lightning_recipes.preflight import CHECKS, CheckResult, PreflightError, PreflightReport, preflight
+
+from . import _models as M
+
+
+@pytest.fixture(scope="module")
+def report() -> PreflightReport:
+    return preflight(
+        M.SumReduction(), train_dataloaders=M.loader(), checks=["data", "init_loss", "grad_flow"]
+    )
+
+
+def test_report_api(report):
+    assert not report.ok
+    assert [r.name for r in report] == ["data", "init_loss", "grad_flow"]
+    assert report["init_loss"].status == "fail" and report["data"].status == "pass"
+    assert "init_loss" in report and "overfit_batch" not in report and len(report) == 3
+    assert [r.name for r in report.failures] == ["init_loss"] and report.warnings == []
+    with pytest.raises(KeyError, match="no check named 'nope'"):
+        report["nope"]
+    assert repr(report) == "PreflightReport(ok=False, pass=2, warn=0, fail=1, skip=0)"
+
+
+def test_report_json_round_trip(report):
+    data = json.loads(report.to_json())
+    assert data["ok"] is False and data["counts"] == {"pass": 2, "warn": 0, "fail": 1, "skip": 0}
+    init = data["results"][1]
+    assert init["name"] == "init_loss" and init["status"] == "fail"
+    assert init["details"]["expected"] == pytest.approx(math.log(4))
+    assert PreflightReport.from_dict(data).to_dict() == report.to_dict()
+
+
+def test_report_prints_a_table_with_every_check(report):
+    text = str(report)
+    assert "Preflight FAILED: 2 pass, 0 warn, 1 fail, 0 skip" in text
+    for name in ("data", "init_loss", "grad_flow", "FAIL", "PASS", "summed instead of averaged"):
+        assert name in text
+
+
+def test_raise_for_failures_lists_failures(report):
+    with pytest.raises(PreflightError, match="1 preflight check") as info:
+        report.raise_for_failures()
+    assert [r.name for r in info.value.results] == ["init_loss"]
+
+
+def test_check_result_validates_status_and_serialises_non_finite():
+    with pytest.raises(ValueError, match="`status` must be one of"):
+        CheckResult("x", "ok", "")  # type: ignore[arg-type]
+    assert CheckResult("x", "fail", "m", {"v": math.nan, "t": torch.tensor([1.0])}).to_dict()["details"] == {
+        "v": "nan",
+        "t": [1.0],
+    }
+
+
+@pytest.mark.parametrize(
+    ("factory", "match"),
+    [
+        (lambda: InitLossCheck(num_classes=1), "`num_classes` must be >= 2, got 1"),
+        (lambda: InitLossCheck(expected_loss=math.inf), "`expected_loss` must be finite"),
+        (lambda: InitLossCheck(low_rtol=1.5), r"`low_rtol` must be in \(0, 1\), got 1.5"),
+        (lambda: InitLossCheck(warn_rtol=0.9), "`warn_rtol` must not exceed"),
+        (lambda: InitLossCheck(on_fail="ignore"), "`on_fail` must be one of"),
+        (lambda: OverfitBatchCheck(target_ratio=1.0), r"`target_ratio` must be in \(0, 1\), got 1.0"),
+        (lambda: OverfitBatchCheck(max_steps=0), "`max_steps` must be >= 1, got 0"),
+        (lambda: InputIndependenceCheck(min_improvement=-0.1), "`min_improvement` must be in"),
+        (lambda: BatchIndependenceCheck(num_samples=1), "`num_samples` must be >= 2, got 1"),
+        (lambda: GradFlowCheck(max_steps=0), "`max_steps` must be >= 1, got 0"),
+        (lambda: DataCheck(max_scale=0), "`max_scale` must be > 0, got 0"),
+        (lambda: Preflight(checks=["init_los"]), "`checks` entries must be SanityCheck instances or one of"),
+        (lambda: Preflight(checks=["data", "data"]), r"names each check at most once, got \['data'\]"),
+        (lambda: Preflight(on_fail="stop"), "`on_fail` must be one of"),
+    ],
+)
+def test_bad_arguments_fail_at_construction(factory, match):
+    with pytest.raises(ValueError, match=match):
+        factory()
+
+
+def test_preflight_requires_training_data_and_a_lightning_module():
+    with pytest.raises(ValueError, match="needs training data"):
+        preflight(M.MLP())
+    with pytest.raises(TypeError, match="`model` must be a LightningModule"):
+        CheckContext(torch.nn.Linear(2, 2), M.loader())  # type: ignore[arg-type]
+
+
+def test_registry_order():
+    assert list(CHECKS) == [
+        "data",
+        "init_loss",
+        "grad_flow",
+        "batch_independence",
+        "overfit_batch",
+        "input_independence",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("output", "targets", "expected"),
+    [
+        (torch.zeros(4, 10), torch.zeros(4, dtype=torch.long), 10),  # [B, C]
+        (torch.zeros(2, 8, 32), torch.zeros(2, 8, dtype=torch.long), 32),  # [B, S, V]
+        (torch.zeros(2, 5, 6, 6), torch.zeros(2, 6, 6, dtype=torch.long), 5),  # segmentation [B, C, H, W]
+        (torch.zeros(16, 32), torch.zeros(2, 8, dtype=torch.long), 32),  # flattened [B*S, V]
+        (torch.zeros(4, 3), torch.full((4, 3), 1 / 3), 3),  # soft targets
+        (torch.zeros(4), torch.zeros(4), None),  # regression
+        (torch.zeros(4, 1), torch.zeros(4, 1), None),  # binary / regression: ambiguous
+        (torch.zeros(4, 3), torch.rand(4, 3) + 1, None),  # float targets that are not distributions
+    ],
+)
+def test_infer_num_classes(output, targets, expected):
+    inferred = infer_num_classes(output, targets)
+    assert (inferred[0] if inferred else None) == expected
+
+
+def test_batch_helpers_keep_containers_and_do_not_mutate():
+    x, y = torch.ones(4, 3), torch.arange(4)
+    batch = {"input_ids": x, "labels": y, "meta": "keep"}
+    inputs, targets = split_batch(batch)
+    assert inputs is x and targets is y
+    new = replace_inputs(batch, torch.zeros(4, 3))
+    assert (
+        new["meta"] == "keep" and float(new["input_ids"].sum()) == 0 and float(batch["input_ids"].sum()) == 12
+    )
+    assert split_batch((x, torch.zeros(4), y), target_key=1)[1].dtype == torch.float32
+    assert split_batch([x, y], input_key=1)[0] is y
+    sliced = slice_batch([x, y, torch.zeros(2)], 2, 4)
+    assert isinstance(sliced, list) and sliced[0].shape == (2, 3) and sliced[2].shape == (2,)
