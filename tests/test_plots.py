@@ -16,9 +16,11 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import pytest
 import torch
+from lightning.pytorch.callbacks import LearningRateMonitor
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger, WandbLogger
 from torch.optim.lr_scheduler import LambdaLR, StepLR
 
+from lightning_recipes.mixins import LionRecipe
 from lightning_recipes.plots import (
     log_figure,
     plot_comparison,
@@ -30,6 +32,7 @@ from lightning_recipes.plots import (
     schedule_values,
     smooth,
 )
+from lightning_recipes.recipe import OPTIMIZER_DEFAULTS, OptimizerRecipe
 from lightning_recipes.testing import (
     InMemoryLogger,
     TinyClassifier,
@@ -129,16 +132,41 @@ def test_schedule_values_match_reference() -> None:
     )
 
 
-def test_schedule_values_from_recipe_like_object() -> None:
-    class Recipe:
-        lr = 0.5
-        optimizer = "adamw"
-        schedule = "linear"
+def test_schedule_values_from_recipe_match_reference() -> None:
+    recipe = OptimizerRecipe(
+        optimizer="adamw", lr=2e-3, warmup_steps=0.1, schedule="cosine", min_lr_ratio=0.1
+    )
+    values = schedule_values(recipe, 100)
+    # Hugging Face's min-lr variant: warmup from 0 as usual, then cosine * (1 - r) + r.
+    expected = [
+        2e-3 * (s / 10 if s < 10 else _hf_cosine_with_warmup(s, 10, 100) * 0.9 + 0.1) for s in range(100)
+    ]
+    assert values == pytest.approx(expected)
+    lion = schedule_values(OptimizerRecipe(optimizer="lion", schedule="none"), 3)
+    assert lion == [OPTIMIZER_DEFAULTS["lion"]["lr"]] * 3  # unset fields take the optimizer's defaults
 
-        def build_scheduler(self, optimizer: Any, total_steps: int) -> dict[str, Any]:
-            return {"scheduler": LambdaLR(optimizer, lambda s: 1 - s / total_steps), "interval": "step"}
 
-    assert schedule_values(Recipe(), 4) == pytest.approx([0.5, 0.375, 0.25, 0.125])
+def test_schedule_preview_equals_what_training_steps(tmp_path: Path) -> None:
+    class Model(LionRecipe, TinyClassifier):
+        pass
+
+    model = Model()
+    model.recipe = OptimizerRecipe(lr=3e-4, warmup_steps=3, schedule="wsd", min_lr_ratio=0.2)
+    logger = InMemoryLogger()
+    trainer = fast_trainer(
+        max_steps=16,
+        max_epochs=2,
+        logger=logger,
+        log_every_n_steps=1,
+        callbacks=[LearningRateMonitor(logging_interval="step")],
+        default_root_dir=tmp_path,
+    )
+    trainer.fit(model, random_classification_loader())
+    key = next(k for k in sorted(logger.keys()) if k.startswith("lr-"))
+    assert logger.values(key) == pytest.approx(schedule_values(model, 16))
+    figure = plot_schedule(model, 16)
+    assert figure.axes[0].get_lines()[0].get_label() == "lion, wsd (peak lr 0.0003)"
+    assert figure.axes[0].get_ylabel() == "learning rate"
 
 
 def test_plot_schedule_renders_and_overlays() -> None:
@@ -160,7 +188,7 @@ def test_plot_schedule_renders_and_overlays() -> None:
     [
         ((lambda o: StepLR(o, 1), 0), ValueError, "`total_steps` must be an int >= 1, got 0"),
         ((lambda o: StepLR(o, 1), 5.0), ValueError, "`total_steps` must be an int >= 1, got 5.0"),
-        (("cosine", 5), TypeError, "`schedule` must be an LR-scheduler factory.*got str"),
+        (("cosine", 5), TypeError, "`schedule` must be an OptimizerRecipe, a LightningModule.*got str"),
         ((lambda o: 3, 5), TypeError, "must return an LR scheduler, got int"),
     ],
 )

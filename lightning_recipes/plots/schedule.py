@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Mapping
+from types import SimpleNamespace
 from typing import Any
 
 import torch
@@ -20,41 +21,57 @@ def schedule_values(schedule: Any, total_steps: int, *, lr: float | None = None)
     will step), never on your model's optimizer.
 
     Args:
-        schedule: An LR-scheduler factory ``f(optimizer) -> LRScheduler`` (e.g.
-            ``functools.partial(warmup_cosine, warmup_steps=100, total_steps=1000)``), or a recipe object
-            with ``build_scheduler(optimizer, total_steps)`` (as ``OptimizerRecipe`` has) and an ``lr``.
-        total_steps: Number of optimizer steps to preview.
-        lr: Peak (base) learning rate. ``None`` takes the recipe's ``lr``, or ``1.0`` for a bare factory,
-            so the curve shows the schedule's multiplier.
+        schedule: An :class:`~lightning_recipes.recipe.OptimizerRecipe` (unset fields take the optimizer's
+            defaults, as the mixins do); a LightningModule with a recipe mixin (its resolved recipe:
+            ``recipe`` > ``hparams`` > defaults, exactly what ``configure_optimizers`` will build); or an
+            LR-scheduler factory ``f(optimizer) -> LRScheduler`` such as
+            ``functools.partial(warmup_cosine, warmup_steps=100, total_steps=1000)``.
+        total_steps: Number of optimizer steps to preview; for a recipe also the schedule's length (use
+            ``trainer.estimated_stepping_batches`` for the real run).
+        lr: Peak (base) learning rate. ``None`` takes the recipe's ``lr`` (before batch-size scaling), or
+            ``1.0`` for a bare factory, so the curve shows the schedule's multiplier.
 
     Raises:
         ValueError: If ``total_steps`` < 1 or ``lr`` <= 0.
-        TypeError: If ``schedule`` is neither a factory nor a recipe, or the factory returns no scheduler.
+        TypeError: If ``schedule`` is none of the above, or the factory returns no scheduler.
 
     Example:
         >>> from torch.optim.lr_scheduler import LambdaLR
         >>> warmup = lambda optimizer: LambdaLR(optimizer, lambda step: min(1.0, (step + 1) / 4))
         >>> schedule_values(warmup, 6, lr=0.4)
         [0.1, 0.2, 0.3, 0.4, 0.4, 0.4]
+        >>> from lightning_recipes.recipe import OptimizerRecipe
+        >>> [round(v, 6) for v in schedule_values(OptimizerRecipe("lion", warmup_steps=2, schedule="linear"), 6)]
+        [0.0, 5e-05, 0.0001, 7.5e-05, 5e-05, 2.5e-05]
     """
     if isinstance(total_steps, bool) or not isinstance(total_steps, int) or total_steps < 1:
         raise ValueError(f"`total_steps` must be an int >= 1, got {total_steps!r}.")
     if lr is not None and not lr > 0:
         raise ValueError(f"`lr` must be > 0, got {lr!r}.")
-    build = getattr(schedule, "build_scheduler", None)
+    recipe = _resolved_recipe(schedule)
     if lr is None:
-        recipe_lr = getattr(schedule, "lr", None)
-        lr = float(recipe_lr) if build is not None and isinstance(recipe_lr, (int, float)) else 1.0
+        lr = float(recipe["lr"]) if recipe is not None else 1.0
     parameter = torch.nn.Parameter(torch.zeros(1))
     optimizer = torch.optim.SGD([parameter], lr=lr)
-    if callable(build):
-        scheduler = build(optimizer, total_steps)
+    scheduler: Any
+    if recipe is not None:
+        from lightning_recipes.optim.build import build_scheduler
+
+        scheduler = build_scheduler(
+            recipe["schedule"],
+            optimizer,
+            warmup_steps=recipe["warmup_steps"],
+            total_steps=total_steps,
+            min_lr_ratio=recipe["min_lr_ratio"],
+        )
+        if scheduler is None:  # schedule="none": a constant learning rate
+            return [float(lr)] * total_steps
     elif callable(schedule):
         scheduler = schedule(optimizer)
     else:
         raise TypeError(
-            "`schedule` must be an LR-scheduler factory f(optimizer) -> LRScheduler or a recipe with "
-            f"`build_scheduler(optimizer, total_steps)`, got {type(schedule).__name__}."
+            "`schedule` must be an OptimizerRecipe, a LightningModule with a recipe mixin, or an LR-scheduler "
+            f"factory f(optimizer) -> LRScheduler, got {type(schedule).__name__}."
         )
     if isinstance(scheduler, Mapping):  # a Lightning scheduler config {"scheduler": ..., "interval": ...}
         scheduler = scheduler.get("scheduler")
@@ -70,6 +87,21 @@ def schedule_values(schedule: Any, total_steps: int, *, lr: float | None = None)
     return values
 
 
+def _resolved_recipe(schedule: Any) -> dict[str, Any] | None:
+    """The recipe fields after the mixins' precedence rules, or ``None`` if ``schedule`` is not a recipe."""
+    from lightning_recipes.mixins import OptimizerRecipeMixin
+    from lightning_recipes.recipe import OptimizerRecipe
+
+    if isinstance(schedule, OptimizerRecipeMixin):
+        return schedule.resolve_recipe()
+    if isinstance(schedule, OptimizerRecipe):
+        holder = SimpleNamespace(
+            recipe=schedule, hparams={}, default_optimizer=OptimizerRecipeMixin.default_optimizer
+        )
+        return OptimizerRecipeMixin.resolve_recipe(holder)  # type: ignore[arg-type]
+    return None
+
+
 def plot_schedule(
     schedule: Any | Mapping[str, Any],
     total_steps: int,
@@ -82,7 +114,8 @@ def plot_schedule(
     """Plot the LR at every optimizer step of one schedule, or several overlaid (``{label: schedule}``).
 
     Args:
-        schedule: What :func:`schedule_values` accepts, or a mapping ``label -> schedule``.
+        schedule: What :func:`schedule_values` accepts (a recipe, a module with a recipe mixin, a scheduler
+            factory), or a mapping ``label -> schedule`` to overlay several.
         total_steps: Steps to preview (use ``trainer.estimated_stepping_batches`` for the real run).
         lr: Base LR (see :func:`schedule_values`).
         ax: Matplotlib axes to draw into; ``None`` makes a new figure.
@@ -104,7 +137,7 @@ def plot_schedule(
     for label, item in named.items():
         values = schedule_values(item, total_steps, lr=lr)
         axes.plot(range(total_steps), values, label=label)
-    is_multiplier = lr is None and not any(hasattr(item, "build_scheduler") for item in named.values())
+    is_multiplier = lr is None and all(_resolved_recipe(item) is None for item in named.values())
     axes.set_xlabel("optimizer step")
     axes.set_ylabel("LR multiplier" if is_multiplier else "learning rate")
     if log_scale:
@@ -118,9 +151,8 @@ def plot_schedule(
 
 
 def _label(schedule: Any) -> str:
-    if hasattr(schedule, "build_scheduler"):
-        name = getattr(schedule, "optimizer", None)
-        sched = getattr(schedule, "schedule", None)
-        return " / ".join(str(part) for part in (name, sched) if part) or type(schedule).__name__
+    recipe = _resolved_recipe(schedule)
+    if recipe is not None:
+        return f"{recipe['optimizer']}, {recipe['schedule']} (peak lr {recipe['lr']:.3g})"
     func: Callable[..., Any] | None = getattr(schedule, "func", None)  # functools.partial
     return getattr(func or schedule, "__name__", type(schedule).__name__)
