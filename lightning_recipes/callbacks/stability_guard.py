@@ -400,8 +400,10 @@ class StabilityGuard(Callback):
                 ]
             )
             cause = torch.where((cause == 0) & ~torch.isfinite(norms), 2, cause)
-        first = torch.argmax((cause > 0).to(torch.uint8))
-        record = torch.stack([(cause > 0).sum(), cause[first], first])
+        first = torch.argmax((cause > 0).to(torch.uint8)).reshape(1)  # first faulty step (0 if none)
+        record = torch.cat(
+            [(cause > 0).sum().reshape(1), cause.gather(0, first), first]
+        )  # no `cause[first]`: syncs
         global_faults = _sum_across_ranks(trainer, record[:1].clone())
         summary = torch.cat([global_faults, record[1:]]).tolist()  # sync: once per check
         faults, local_cause, local_index = (int(v) for v in summary)

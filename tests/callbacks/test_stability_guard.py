@@ -14,6 +14,7 @@ import torch
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 from lightning.pytorch.plugins.precision import MixedPrecision
 
+from lightning_recipes._grad_norm import HostSyncCounter
 from lightning_recipes.callbacks import StabilityGuard
 from lightning_recipes.testing import (
     InMemoryLogger,
@@ -221,6 +222,31 @@ def test_no_false_positive_on_a_clean_run_and_one_sync_per_check() -> None:
     assert guard.events == [] and trainer.global_step == 24
     assert guard._window.numel() == 24  # every step passed its check and entered the statistics
     assert guard._snapshot is None  # released at teardown
+
+
+class SyncCountingGuard(StabilityGuard):
+    """Counts host-device syncs inside the guard's per-step hooks, per optimizer step."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.syncs: list[int] = []
+
+    def on_before_optimizer_step(self, *args: Any) -> None:
+        with HostSyncCounter() as counter:
+            super().on_before_optimizer_step(*args)
+        self.syncs.append(counter.count)
+
+    def on_train_batch_end(self, *args: Any) -> None:
+        with HostSyncCounter() as counter:
+            super().on_train_batch_end(*args)
+        self.syncs[-1] += counter.count
+
+
+@pytest.mark.parametrize("every", [1, 4])
+def test_one_sync_per_check_and_none_between(every: int) -> None:
+    guard = SyncCountingGuard(check_every_n_steps=every, snapshot_every_n_steps=4, verbose=False)
+    _fit(FaultyClassifier(), guard, max_steps=12)
+    assert guard.syncs == [1 if (step + 1) % every == 0 else 0 for step in range(12)]
 
 
 def test_cooldown_scales_lr_only_inside_optimizer_steps() -> None:
