@@ -87,7 +87,7 @@ def test_fsdp2_local_sizes_follow_torch_chunk_for_uneven_rows() -> None:
 
 @pytest.fixture
 def single_process_group():
-    dist.init_process_group("gloo", init_method="tcp://127.0.0.1:29583", rank=0, world_size=1)
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
     yield
     dist.destroy_process_group()
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import ClassVar
 
@@ -232,7 +233,8 @@ trainer:
 """
 
 
-def test_lightning_cli_yaml_accepts_registered_name(tmp_path: Path) -> None:
+def test_lightning_cli_yaml_accepts_registered_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "argv", ["train.py"])
     path = tmp_path / "config.yaml"
     path.write_text(CONFIG.format(strategy="recipes_ddp_static_graph"))
     cli = LightningCLI(args=["--config", str(path)], run=False)
@@ -240,7 +242,10 @@ def test_lightning_cli_yaml_accepts_registered_name(tmp_path: Path) -> None:
     assert cli.trainer.strategy._ddp_kwargs["static_graph"] is True
 
 
-def test_lightning_cli_yaml_class_path_with_block_path(tmp_path: Path) -> None:
+def test_lightning_cli_yaml_class_path_with_block_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sys, "argv", ["train.py"])
     strategy = (
         "\n    class_path: lightning_recipes.strategies.RecipesFSDP2Strategy\n    init_args:\n"
         "      block_classes: [lightning_recipes.testing.TransformerBlock]\n      activation_checkpointing: false"
@@ -251,3 +256,34 @@ def test_lightning_cli_yaml_class_path_with_block_path(tmp_path: Path) -> None:
     assert isinstance(cli.trainer.strategy, RecipesFSDP2Strategy)
     assert cli.trainer.strategy.fsdp2_settings["block_classes"] == (TransformerBlock,)
     assert cli.trainer.strategy.fsdp2_settings["activation_checkpointing"] is False
+
+
+def test_lazy_policy_drives_torch_fsdp1_wrapping_and_checkpointing() -> None:
+    """What Lightning's FSDPStrategy does with the policy, done with torch FSDP1 directly (it runs on CPU)."""
+    import torch.distributed as dist
+    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
+        CheckpointWrapper,
+        apply_activation_checkpointing,
+        checkpoint_wrapper,
+    )
+    from torch.distributed.fsdp import FullyShardedDataParallel
+
+    strategy = preset("fsdp_full_shard")
+    policy = strategy.kwargs["auto_wrap_policy"]
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        model = TinyTransformerLM(n_layers=3)
+        wrapped = FullyShardedDataParallel(
+            model, auto_wrap_policy=policy, device_id=torch.device("cpu"), use_orig_params=True
+        )
+        apply_activation_checkpointing(
+            wrapped, checkpoint_wrapper_fn=checkpoint_wrapper, **strategy._activation_checkpointing_kwargs
+        )
+        assert (
+            sum(isinstance(m, FullyShardedDataParallel) for m in wrapped.modules()) == 1 + 3
+        )  # root + blocks
+        assert sum(isinstance(m, CheckpointWrapper) for m in wrapped.modules()) == 3
+        wrapped(torch.randint(0, 64, (2, 16))).sum().backward()
+        assert all(p.grad is not None for p in wrapped.parameters())
+    finally:
+        dist.destroy_process_group()
