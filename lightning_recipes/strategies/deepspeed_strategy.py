@@ -50,7 +50,8 @@ class RecipesDeepSpeedStrategy(DeepSpeedStrategy):
         ...     world_size=4, gradient_clip_val=None, gradient_clip_algorithm=None, precision="32-true")
         >>> cfg["train_batch_size"], cfg["gradient_clipping"]  # 8 x 2 x 4: what setup() checks and fills
         (64, 0.0)
-        >>> strategy = RecipesDeepSpeedStrategy(stage=2)  # doctest: +SKIP  (needs the deepspeed package)
+        >>> # building needs the deepspeed package (tests/strategies/test_deepspeed.py builds every preset)
+        >>> strategy = RecipesDeepSpeedStrategy(stage=2)  # doctest: +SKIP
     """
 
     def __init__(
