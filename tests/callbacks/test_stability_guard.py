@@ -443,3 +443,36 @@ def test_ddp_raise_mode_raises_on_every_rank(tmp_path: Path) -> None:
     for rank in (0, 1):
         message = torch.load(tmp_path / f"rank{rank}.pt", weights_only=False)["exception"]
         assert "non-finite gradient norm (nan) at step 3 on rank 0, detected at step 4" in message
+
+
+# ---------------------------------------------------------------------------------------------- CUDA
+
+
+class StrictCudaGuard(StabilityGuard):
+    """Turns CUDA sync debugging to "error" inside the hooks that must never sync (all but the check)."""
+
+    def on_before_optimizer_step(self, *args: Any) -> None:
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            super().on_before_optimizer_step(*args)
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+
+    def on_train_batch_end(self, *args: Any) -> None:
+        check_now = len(self._pending) + 1 >= self.check_every_n_steps
+        torch.cuda.set_sync_debug_mode("default" if check_now else "error")
+        try:
+            super().on_train_batch_end(*args)
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("precision", ["32-true", "16-mixed", "bf16-mixed"])
+def test_cuda_rollback_pinned_snapshots_no_sync_between_checks(precision: str) -> None:
+    guard = StrictCudaGuard(check_every_n_steps=4, snapshot_every_n_steps=4, spike_k=None, verbose=False)
+    model = FaultyClassifier(fault="nan_loss", fault_step=5, momentum=0.9)
+    trainer = _fit(model, guard, max_steps=16, accelerator="cuda", precision=precision)
+    assert trainer.global_step == 16
+    assert [(e.step, e.cause, e.restored_step) for e in guard.events] == [(5, "nonfinite_loss", 4)]
+    assert all(torch.isfinite(p).all() for p in model.parameters())
