@@ -551,7 +551,12 @@ class StabilityGuard(Callback):
         for logger in trainer.loggers:
             logger.log_metrics(metrics, step=step)
         if self.verbose and trainer.is_global_zero:
-            log.warning(f"StabilityGuard: {_describe(event)}; action: {event.action}.")
+            detail = ""
+            if event.action == "rollback":
+                detail = f" to the snapshot of step {event.restored_step}"
+                if self._cooldown_left > 0:
+                    detail += f", learning rate x{self.lr_factor} for {self._cooldown_left} steps"
+            log.warning(f"StabilityGuard: {_describe(event)}; action: {event.action}{detail}.")
 
     def _emergency_checkpoint(self, trainer: pl.Trainer, event: StabilityEvent) -> str | None:
         directory = self.checkpoint_dir

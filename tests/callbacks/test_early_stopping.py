@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 import pickle
 from pathlib import Path
@@ -228,3 +229,13 @@ def test_two_processes_one_rank_sees_a_different_metric(
         assert _equal(result["final"], result["recorded"][best_epoch])
     assert _equal(results[0]["final"], results[1]["final"])
     assert not math.isnan(float(results[0]["final"]["head.bias"].sum()))
+
+
+def test_verbose_logs_the_reason_and_the_restore(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.INFO):
+        _run([5, 4, 3, 3.5, 3.6, 3.7], 6, patience=2, verbose=True)
+    text = caplog.text
+    assert "EarlyStopping stopped training at epoch 4 (step 10): PATIENCE_EXHAUSTED." in text
+    assert "did not improve in the last 2 records" in text  # Lightning's own reason message
+    assert "The best weights (epoch 2) will be restored when training ends." in text
+    assert "EarlyStopping: restored the best weights (val_score=3 at epoch 2, step 6)." in text

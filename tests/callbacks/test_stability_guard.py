@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 import pickle
 from datetime import timedelta
@@ -211,6 +212,16 @@ def test_fault_injection_rolls_back_and_logs_the_right_step(fault: str, cause: s
         assert value > 50.0  # ~100x the loss at init (ln 4)
     else:
         assert math.isnan(value)
+
+
+def test_verbose_event_message(caplog: pytest.LogCaptureFixture) -> None:
+    guard = StabilityGuard(check_every_n_steps=2, snapshot_every_n_steps=2, lr_factor=0.5, cooldown_steps=2)
+    with caplog.at_level(logging.WARNING):
+        _fit(FaultyClassifier(fault="nan_grad", fault_step=3), guard, max_steps=6)
+    assert (
+        "StabilityGuard: non-finite gradient norm (nan) at step 3 on rank 0, detected at step 4; action: rollback"
+        " to the snapshot of step 2, learning rate x0.5 for 2 steps." in caplog.text
+    )
 
 
 def test_no_false_positive_on_a_clean_run_and_one_sync_per_check() -> None:
