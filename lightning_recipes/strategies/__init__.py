@@ -18,7 +18,7 @@ from lightning_recipes.strategies.deepspeed_config import (
     validate_deepspeed_config,
 )
 from lightning_recipes.strategies.deepspeed_strategy import RecipesDeepSpeedStrategy
-from lightning_recipes.strategies.fsdp import RecipesFSDPStrategy
+from lightning_recipes.strategies.fsdp import RecipesFSDPPrecision, RecipesFSDPStrategy
 from lightning_recipes.strategies.fsdp2 import (
     FSDP2Mixin,
     RecipesFSDP2Strategy,
@@ -39,6 +39,7 @@ __all__ = [
     "MemoryEstimate",
     "RecipesDeepSpeedStrategy",
     "RecipesFSDP2Strategy",
+    "RecipesFSDPPrecision",
     "RecipesFSDPStrategy",
     "Recommendation",
     "apply_fsdp2",

@@ -5,13 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 import lightning.pytorch as pl
+from lightning.pytorch.plugins.precision import FSDPPrecision
 from lightning.pytorch.strategies import FSDPStrategy
+from torch import nn
+from torch.optim import Optimizer
 from typing_extensions import override
 
 from lightning_recipes.strategies._blocks import BlockSpec, LazyBlockPolicy, resolve_block_classes
 from lightning_recipes.strategies._checks import refuse_offload_without_host_memory, refuse_without_cuda
 
-__all__ = ["RecipesFSDPStrategy"]
+__all__ = ["RecipesFSDPPrecision", "RecipesFSDPStrategy"]
 
 
 class RecipesFSDPStrategy(FSDPStrategy):
@@ -23,6 +26,8 @@ class RecipesFSDPStrategy(FSDPStrategy):
     by Lightning's ``FSDPPrecision`` (no ``mixed_precision`` passed), ``use_orig_params=True`` (parameter groups and
     ``self.parameters()`` in ``configure_optimizers`` work) and ``state_dict_type="sharded"`` (each rank writes its
     shard; no rank-0 gather of the full model). Every other ``FSDPStrategy`` argument is accepted and wins.
+    ``Trainer(gradient_clip_val=..., gradient_clip_algorithm="norm")`` works: the norm is computed over all shards
+    by the root module's ``clip_grad_norm_`` (Lightning's own FSDP plugin refuses norm clipping, #19235).
 
     Checks at ``setup_environment`` / ``setup`` (before the process group or any model work): a CUDA accelerator
     (Lightning's FSDP1 does not run on CPU; use ``recipes_fsdp2`` there) and, with CPU offload, enough host
@@ -93,4 +98,35 @@ class RecipesFSDPStrategy(FSDPStrategy):
                 num_nodes=self.num_nodes,
                 host_memory_gb=self.host_memory_gb,
             )
+        if (
+            type(self.precision_plugin) is FSDPPrecision
+        ):  # the Trainer's own plugin: same precision, + norm clipping
+            self.precision_plugin = RecipesFSDPPrecision(self.precision_plugin.precision)
         super().setup(trainer)
+        if isinstance(self.precision_plugin, RecipesFSDPPrecision) and self.model is not None:
+            self.precision_plugin.fsdp_module = self.model
+
+
+class RecipesFSDPPrecision(FSDPPrecision):
+    """``FSDPPrecision`` that clips gradients by their global norm over all shards (FSDP1's ``clip_grad_norm_``).
+
+    ``torch.nn.utils.clip_grad_norm_`` on a rank's shards would use a local norm; the root FSDP module's
+    ``clip_grad_norm_`` all-reduces the shard norms first. :class:`RecipesFSDPStrategy` installs this plugin and
+    gives it the root module at set-up. Cost: one all-reduce of a scalar per clipping step.
+
+    Example:
+        >>> RecipesFSDPPrecision("bf16-mixed").mixed_precision_config.param_dtype
+        torch.bfloat16
+    """
+
+    def __init__(self, precision: Any, scaler: Any = None) -> None:
+        super().__init__(precision, scaler)
+        self.fsdp_module: nn.Module | None = None
+
+    @override
+    def clip_grad_by_norm(self, optimizer: Optimizer, clip_val: int | float) -> None:  # type: ignore[override]
+        clip = getattr(self.fsdp_module, "clip_grad_norm_", None)
+        if clip is None:
+            super().clip_grad_by_norm(optimizer, clip_val)
+            return
+        clip(clip_val)

@@ -8,6 +8,7 @@ from torch.utils.data import DataLoader
 from lightning_recipes.testing import TinyTransformerLM, fast_trainer, random_token_loader
 
 NUM_SAMPLES, PER_RANK_BATCH, WORLD_SIZE, EPOCHS = 64, 8, 2, 2
+CLIP = 0.1  # gradient_clip_val of every run: active, so a per-shard norm would show as a different loss
 
 
 def train_loader_per_rank() -> DataLoader:
@@ -41,10 +42,11 @@ def eval_loss(model: TinyTransformerLM) -> float:
         return float(torch.stack([model.loss(model(x), y) for x, y in val_loader()]).mean())
 
 
-def single_process_reference() -> float:
+def single_process_reference(gradient_clip_val: float | None = CLIP) -> float:
     """Validation loss of TinyTransformerLM (seed 0) trained in one process on the 2-rank batches."""
     torch.manual_seed(0)
     model = TinyTransformerLM()
     steps = EPOCHS * NUM_SAMPLES // (PER_RANK_BATCH * WORLD_SIZE)
-    fast_trainer(max_steps=steps, max_epochs=-1).fit(model, distributed_order_loader())
+    trainer = fast_trainer(max_steps=steps, max_epochs=-1, gradient_clip_val=gradient_clip_val)
+    trainer.fit(model, distributed_order_loader())
     return eval_loss(model)

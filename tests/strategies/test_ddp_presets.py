@@ -20,7 +20,7 @@ from lightning_recipes.testing import (
     random_classification_loader,
 )
 
-from ._reference import eval_loss, single_process_reference, train_loader_per_rank
+from ._reference import CLIP, eval_loss, single_process_reference, train_loader_per_rank
 
 
 class RecordBytes(Callback):
@@ -63,7 +63,11 @@ class SGDMomentumLM(TinyTransformerLM):
 
 def _ddp_trainer(tmp_path: Path, **kwargs) -> pl.Trainer:
     return fast_trainer(
-        devices=2, strategy=preset("ddp", start_method="fork"), default_root_dir=tmp_path, **kwargs
+        devices=2,
+        strategy=preset("ddp", start_method="fork"),
+        default_root_dir=tmp_path,
+        gradient_clip_val=CLIP,
+        **kwargs,
     )
 
 
@@ -72,7 +76,11 @@ def test_ddp_preset_trains_like_single_process_and_resumes_exactly(tmp_path: Pat
     straight = TinyTransformerLM()
     _ddp_trainer(tmp_path / "a", max_epochs=2).fit(straight, train_loader_per_rank())
     loss_straight = eval_loss(straight)  # fork launcher copies rank 0's weights back into this process
-    assert math.isclose(loss_straight, single_process_reference(), rel_tol=1e-4)
+    reference = single_process_reference()
+    assert math.isclose(loss_straight, reference, rel_tol=1e-4), (loss_straight, reference)
+    assert not math.isclose(
+        reference, single_process_reference(gradient_clip_val=None), rel_tol=1e-3
+    )  # clip active
     assert loss_straight < math.log(64) - 0.5
 
     torch.manual_seed(0)

@@ -287,3 +287,36 @@ def test_lazy_policy_drives_torch_fsdp1_wrapping_and_checkpointing() -> None:
         assert all(p.grad is not None for p in wrapped.parameters())
     finally:
         dist.destroy_process_group()
+
+
+def test_fsdp_precision_clips_by_the_global_norm_through_the_root_module() -> None:
+    """#19235: norm clipping under FSDP, via the root module's clip_grad_norm_ (torch FSDP1 on CPU, 1 rank)."""
+    import copy
+
+    import torch.distributed as dist
+    from torch.distributed.fsdp import FullyShardedDataParallel
+
+    from lightning_recipes.strategies import RecipesFSDPPrecision
+
+    plugin = RecipesFSDPPrecision("32-true")
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        model = TinyTransformerLM()
+        reference = copy.deepcopy(model)
+        wrapped = FullyShardedDataParallel(
+            model, auto_wrap_policy=LazyBlockPolicy(), device_id=torch.device("cpu"), use_orig_params=True
+        )
+        tokens, target = next(iter(random_token_loader(batch_size=4)))
+        model.loss(wrapped(tokens), target).backward()
+        reference.loss(reference(tokens), target).backward()
+        torch.nn.utils.clip_grad_norm_(reference.parameters(), 0.01)
+        plugin.fsdp_module = wrapped
+        plugin.clip_grad_by_norm(None, 0.01)
+        norm = torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in wrapped.parameters()]))
+        assert norm == pytest.approx(0.01, rel=1e-4)
+        for (name, p), q in zip(model.named_parameters(), reference.parameters()):
+            torch.testing.assert_close(p.grad, q.grad, msg=name)
+    finally:
+        dist.destroy_process_group()
+    with pytest.raises(Exception, match="not supported"):  # no root module yet: Lightning's own refusal
+        RecipesFSDPPrecision("32-true").clip_grad_by_norm(None, 1.0)

@@ -66,6 +66,7 @@ def trainer(root: Path, max_epochs: int, callbacks=()) -> pl.Trainer:
         default_root_dir=root,
         enable_checkpointing=False,
         callbacks=list(callbacks),
+        gradient_clip_val=0.1,  # = tests/strategies/_reference.CLIP; by norm over all shards (DTensor grads)
     )
 
 
