@@ -96,7 +96,8 @@ def preset(name: str, *, model: nn.Module | None = None, **overrides: Any) -> St
         name: A key of :data:`PRESETS` (a ``recipes_`` prefix is accepted).
         model: FSDP presets only: infer ``block_classes`` from this model now instead of at set-up.
         **overrides: Arguments of the strategy class (e.g. ``block_classes=[Block]``,
-            ``activation_checkpointing=False``, ``start_method="fork"``, ``offload_optimizer_device="nvme"``).
+            ``activation_checkpointing=False``, ``start_method="fork"``, ``reduce_bucket_size=5e8``,
+            ``offload_optimizer_device="nvme"``, ``host_memory_gb=512``).
 
     Raises:
         ValueError: Unknown name, or ``model`` given to a non-FSDP preset.

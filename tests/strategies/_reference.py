@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import torch
 from torch.utils.data import DataLoader
 
@@ -42,6 +44,7 @@ def eval_loss(model: TinyTransformerLM) -> float:
         return float(torch.stack([model.loss(model(x), y) for x, y in val_loader()]).mean())
 
 
+@functools.lru_cache(maxsize=4)  # shared by the DDP and FSDP2 tests of one session
 def single_process_reference(gradient_clip_val: float | None = CLIP) -> float:
     """Validation loss of TinyTransformerLM (seed 0) trained in one process on the 2-rank batches."""
     torch.manual_seed(0)
