@@ -320,3 +320,40 @@ def test_fsdp_precision_clips_by_the_global_norm_through_the_root_module() -> No
         dist.destroy_process_group()
     with pytest.raises(Exception, match="not supported"):  # no root module yet: Lightning's own refusal
         RecipesFSDPPrecision("32-true").clip_grad_by_norm(None, 1.0)
+
+
+TORCHRUN = {
+    "WORLD_SIZE": "4",
+    "RANK": "3",
+    "LOCAL_RANK": "1",
+    "GROUP_RANK": "1",
+    "LOCAL_WORLD_SIZE": "2",
+    "MASTER_ADDR": "10.0.0.1",
+    "MASTER_PORT": "29500",
+    "TORCHELASTIC_RUN_ID": "job",
+}
+SLURM = {
+    "SLURM_NTASKS": "4",
+    "SLURM_NTASKS_PER_NODE": "2",
+    "SLURM_PROCID": "3",
+    "SLURM_LOCALID": "1",
+    "SLURM_NODEID": "1",
+    "SLURM_JOB_NAME": "train",
+    "SLURM_JOB_ID": "42",
+    "SLURM_NODELIST": "node[1-2]",
+}
+
+
+@pytest.mark.parametrize("name", ["ddp", "fsdp_hybrid", "fsdp2"])
+@pytest.mark.parametrize(
+    ("env", "cluster"), [(TORCHRUN, "TorchElasticEnvironment"), (SLURM, "SLURMEnvironment")]
+)
+def test_presets_pick_up_multi_node_launchers(name: str, env: dict, cluster: str, monkeypatch) -> None:
+    """2 nodes x 2 processes, as seen from global rank 3: Lightning's cluster environments drive the presets."""
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setattr("shutil.which", lambda cmd: "/usr/bin/srun" if cmd == "srun" else None)
+    trainer = pl.Trainer(strategy=f"recipes_{name}", accelerator="cpu", devices=2, num_nodes=2, logger=False)
+    assert type(trainer.strategy.cluster_environment).__name__ == cluster
+    assert (trainer.num_nodes, trainer.world_size, trainer.global_rank, trainer.local_rank) == (2, 4, 3, 1)
+    assert trainer.strategy.cluster_environment.creates_processes_externally
