@@ -9,7 +9,7 @@ import torch
 from typing_extensions import override
 
 from lightning_recipes.callbacks._checks.base import CheckResult, SanityCheck
-from lightning_recipes.callbacks._checks.batches import Key, replace_inputs
+from lightning_recipes.callbacks._checks.batches import Key, batch_size_of, replace_inputs, slice_batch
 from lightning_recipes.callbacks._checks.context import CheckContext, CheckSkipped
 
 __all__ = ["InputIndependenceCheck"]
@@ -28,7 +28,7 @@ class InputIndependenceCheck(SanityCheck):
 
     The held-out loss is ``training_step``'s return value in eval mode without gradients.
 
-    Cost: ``2 x max_steps`` training steps on copies of the model, plus ``2 x num_eval_batches`` evaluation
+    Cost: ``2 x max_steps`` training steps (batches capped at ``num_samples``) on copies of the model, plus ``2 x num_eval_batches`` evaluation
     passes; one host sync at the end.
 
     Args:
@@ -36,6 +36,8 @@ class InputIndependenceCheck(SanityCheck):
         num_batches: Distinct training batches cycled through.
         num_eval_batches: Held-out batches the two copies are compared on.
         min_improvement: Required relative improvement ``(zeroed - real) / zeroed`` of the held-out loss.
+        num_samples: Samples kept from each training batch (``None``: whole batches); held-out batches are
+            used whole.
         on_fail: ``"raise"`` or ``"warn"`` when used as a callback.
         input_key: Index or key of the input in a batch.
         target_key: Index or key of the target.
@@ -63,10 +65,11 @@ class InputIndependenceCheck(SanityCheck):
 
     def __init__(
         self,
-        max_steps: int = 40,
+        max_steps: int = 30,
         num_batches: int = 4,
         num_eval_batches: int = 2,
         min_improvement: float = 0.05,
+        num_samples: int | None = 32,
         *,
         on_fail: Literal["raise", "warn"] = "raise",
         input_key: Key = None,
@@ -80,6 +83,9 @@ class InputIndependenceCheck(SanityCheck):
             raise ValueError(f"`num_eval_batches` must be >= 1, got {num_eval_batches!r}.")
         if not 0 <= min_improvement < 1:
             raise ValueError(f"`min_improvement` must be in [0, 1), got {min_improvement!r}.")
+        if num_samples is not None and num_samples < 1:
+            raise ValueError(f"`num_samples` must be >= 1 or None, got {num_samples!r}.")
+        self.num_samples = num_samples
         self.max_steps = max_steps
         self.num_batches = num_batches
         self.num_eval_batches = num_eval_batches
@@ -101,6 +107,7 @@ class InputIndependenceCheck(SanityCheck):
             source = "held-out training batches"
         if context.split(train[0])[0] is None:
             raise CheckSkipped("cannot find the input tensor in the batch; pass `input_key`.")
+        train = [self._cap(context, batch) for batch in train]
         real = self._train_and_evaluate(context, train, held_out, zero=False)
         zeroed = self._train_and_evaluate(context, train, held_out, zero=True)
         real_loss, zero_loss = torch.stack([real, zeroed]).tolist()  # sync: once
@@ -153,6 +160,12 @@ class InputIndependenceCheck(SanityCheck):
                 for index, batch in enumerate(held_out)
             ]
         return torch.stack(losses).mean()
+
+    def _cap(self, context: CheckContext, batch: Any) -> Any:
+        size = batch_size_of(batch, context.input_key)
+        if size is None or self.num_samples is None or size <= self.num_samples:
+            return batch
+        return slice_batch(batch, self.num_samples, size)
 
     @staticmethod
     def _maybe_zero(context: CheckContext, batch: Any, zero: bool) -> Any:

@@ -15,7 +15,13 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _run(*args: str, tmp_path: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{REPO}", "COLUMNS": "200"}
+    # one OpenMP thread: two per process oversubscribe a shared 2-core machine (see conftest.py)
+    env = {
+        **os.environ,
+        "PYTHONPATH": f"{tmp_path}{os.pathsep}{REPO}",
+        "COLUMNS": "200",
+        "OMP_NUM_THREADS": "1",
+    }
     return subprocess.run(
         [sys.executable, "-m", "lightning_recipes", "preflight", *args],
         capture_output=True,
