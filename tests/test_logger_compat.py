@@ -15,14 +15,25 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 import yaml
 from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.loggers import CSVLogger, Logger, TensorBoardLogger, WandbLogger
+from torch.utils.data import DataLoader, Subset
 
 from lightning_recipes.callbacks.adaptive_grad_clip import AdaptiveGradClip
+from lightning_recipes.callbacks.batch_independence_check import BatchIndependenceCheck
+from lightning_recipes.callbacks.data_check import DataCheck
+from lightning_recipes.callbacks.early_stopping import EarlyStopping
+from lightning_recipes.callbacks.grad_flow_check import GradFlowCheck
 from lightning_recipes.callbacks.grad_norm_monitor import GradNormMonitor
+from lightning_recipes.callbacks.init_loss_check import InitLossCheck
+from lightning_recipes.callbacks.input_independence_check import InputIndependenceCheck
 from lightning_recipes.callbacks.input_pipeline_monitor import InputPipelineMonitor
+from lightning_recipes.callbacks.overfit_batch_check import OverfitBatchCheck
+from lightning_recipes.callbacks.preflight_callback import Preflight
 from lightning_recipes.callbacks.run_manifest import RunManifest
+from lightning_recipes.callbacks.stability_guard import StabilityGuard
 from lightning_recipes.plots import read_metrics
 from lightning_recipes.testing import TinyClassifier, fast_trainer, random_classification_loader
 
@@ -35,6 +46,7 @@ class Spec:
     metrics: list[str] = field(default_factory=list)
     hparams: list[str] = field(default_factory=list)
     documented_as: dict[str, str] = field(default_factory=dict)  # concrete key -> its docstring pattern
+    check: Callable[[Any], None] | None = None  # assertions on the callback after the fit
 
 
 SPECS: dict[str, Spec] = {
@@ -58,17 +70,41 @@ SPECS: dict[str, Spec] = {
         },
     ),
     "AdaptiveGradClip": Spec(
-        build=lambda: AdaptiveGradClip(percentile=50, window=16, warmup_steps=2),
+        build=lambda: AdaptiveGradClip(percentile=50, window=16, warmup_steps=2, warn_clipped_fraction=None),
         metrics=["grad_clip/threshold", "grad_clip/clipped_fraction", "grad_clip/scale"],
     ),
     "InputPipelineMonitor": Spec(
-        build=lambda: InputPipelineMonitor(),
+        build=lambda: InputPipelineMonitor(warn_wait_fraction=None),
         metrics=[
             "input_pipeline/wait_fraction",
             "input_pipeline/fetch_ms",
             "input_pipeline/fetch_ms_max",
             "input_pipeline/step_ms",
             "input_pipeline/epoch_start_s",
+        ],
+    ),
+    "StabilityGuard": Spec(
+        build=lambda: StabilityGuard(check_every_n_steps=1, snapshot_every_n_steps=2),
+        metrics=[
+            "stability/event_step",
+            "stability/event_cause",
+            "stability/event_value",
+            "stability/rollbacks",
+            "stability/skipped_steps",
+        ],
+        check=lambda guard: _check_guard(guard),
+    ),
+    "EarlyStopping": Spec(
+        build=lambda: EarlyStopping(monitor="val_loss", patience=5, restore_best_weights=True),
+        check=lambda stopper: _check_stopper(stopper),
+    ),
+    "Preflight": Spec(
+        build=lambda: Preflight(on_fail="warn", print_report=False),
+        metrics=[
+            "preflight/init_loss",
+            "preflight/overfit_batch",
+            "preflight/input_independence",
+            "preflight/batch_independence",
         ],
     ),
     "RunManifest": Spec(
@@ -78,8 +114,25 @@ SPECS: dict[str, Spec] = {
 }
 
 
+NAN_STEP = 5
+
+
 class _Model(TinyClassifier):
-    """TinyClassifier with validation every epoch."""
+    """TinyClassifier whose loss is NaN once, at ``NAN_STEP``, so the StabilityGuard logs an event."""
+
+    def training_step(self, batch: Any, batch_idx: int) -> Any:
+        loss = super().training_step(batch, batch_idx)
+        return loss * float("nan") if self.global_step == NAN_STEP else loss
+
+
+def _check_guard(guard: StabilityGuard) -> None:
+    assert [(event.step, event.cause, event.action) for event in guard.events] == [
+        (NAN_STEP, "nonfinite_loss", "rollback")
+    ]
+
+
+def _check_stopper(stopper: EarlyStopping) -> None:
+    assert stopper.best_epoch >= 0 and stopper.restored_best_weights
 
 
 def _documented(callback: Callback, key: str) -> bool:
@@ -88,8 +141,21 @@ def _documented(callback: Callback, key: str) -> bool:
     return f"``{key}``" in doc or (top == "manifest" and "manifest" in doc)
 
 
-def _fit(tmp_path: Path, logger: Logger) -> list[Callback]:
-    callbacks = [spec.build() for spec in SPECS.values()]
+# The six checks also work one by one as callbacks (Preflight above runs them all); on_fail="raise".
+CHECK_SPECS: dict[str, Spec] = {
+    "DataCheck": Spec(build=lambda: DataCheck()),
+    "InitLossCheck": Spec(build=lambda: InitLossCheck(), metrics=["preflight/init_loss"]),
+    "GradFlowCheck": Spec(build=lambda: GradFlowCheck()),
+    "BatchIndependenceCheck": Spec(build=lambda: BatchIndependenceCheck()),
+    "OverfitBatchCheck": Spec(build=lambda: OverfitBatchCheck(), metrics=["preflight/overfit_batch"]),
+    "InputIndependenceCheck": Spec(
+        build=lambda: InputIndependenceCheck(), metrics=["preflight/input_independence"]
+    ),
+}
+
+
+def _fit(tmp_path: Path, logger: Logger, specs: dict[str, Spec]) -> list[Callback]:
+    callbacks = [spec.build() for spec in specs.values()]
     trainer = fast_trainer(
         max_epochs=3,
         callbacks=callbacks,
@@ -97,10 +163,18 @@ def _fit(tmp_path: Path, logger: Logger) -> list[Callback]:
         log_every_n_steps=2,
         default_root_dir=tmp_path,
     )
-    trainer.fit(
-        _Model(), random_classification_loader(), random_classification_loader(num_samples=64, seed=1)
-    )
+    trainer.fit(_Model(lr=0.5), *_loaders())
     return callbacks
+
+
+def _loaders() -> tuple[DataLoader, DataLoader]:
+    """256 training and 64 held-out samples labelled by the same teacher (shuffled training loader)."""
+    dataset = random_classification_loader(num_samples=320).dataset
+    train, held_out = Subset(dataset, range(256)), Subset(dataset, range(256, 320))
+    generator = torch.Generator().manual_seed(0)
+    return DataLoader(train, batch_size=32, shuffle=True, generator=generator), DataLoader(
+        held_out, batch_size=64
+    )
 
 
 def _csv_keys(logger: CSVLogger) -> tuple[set[str], dict[str, Any]]:
@@ -140,29 +214,36 @@ def _flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
-@pytest.mark.parametrize("kind", ["csv", "tensorboard", "wandb"])
-def test_every_callback_logs_documented_keys(kind: str, tmp_path: Path) -> None:
+def _make_logger(kind: str, tmp_path: Path) -> Logger:
+    if kind == "csv":
+        return CSVLogger(tmp_path, name="csv")
+    if kind == "tensorboard":
+        return TensorBoardLogger(tmp_path, name="tb")
+    return WandbLogger(project="compat", save_dir=str(tmp_path), offline=True)
+
+
+def _run_and_read(kind: str, tmp_path: Path, specs: dict[str, Spec]) -> tuple[list[Callback], set[str], dict]:
     import wandb
 
-    if kind == "csv":
-        logger: Logger = CSVLogger(tmp_path, name="csv")
-    elif kind == "tensorboard":
-        logger = TensorBoardLogger(tmp_path, name="tb")
-    else:
-        logger = WandbLogger(project="compat", save_dir=str(tmp_path), offline=True)
+    logger = _make_logger(kind, tmp_path)
     try:
-        callbacks = _fit(tmp_path, logger)
+        callbacks = _fit(tmp_path, logger, specs)
         if isinstance(logger, CSVLogger):
             metrics, hparams = _csv_keys(logger)
         elif isinstance(logger, TensorBoardLogger):
             metrics, hparams = _tensorboard_keys(logger)
         else:
-            metrics, hparams = _wandb_keys(logger)
+            metrics, hparams = _wandb_keys(logger)  # type: ignore[arg-type]
     finally:
         wandb.finish()
-    assert "train_loss" in metrics  # the module's own logging still arrives beside ours
+    return callbacks, metrics, hparams
+
+
+def _problems(
+    kind: str, specs: dict[str, Spec], callbacks: list[Callback], metrics: set[str], hparams: dict
+) -> list[str]:
     problems = []
-    for callback, (name, spec) in zip(callbacks, SPECS.items()):
+    for callback, (name, spec) in zip(callbacks, specs.items()):
         for key in spec.metrics:
             if not _documented(callback, spec.documented_as.get(key, key)):
                 problems.append(f"{name}: {key!r} is not in its docstring key table")
@@ -171,4 +252,23 @@ def test_every_callback_logs_documented_keys(kind: str, tmp_path: Path) -> None:
         for key in spec.hparams:
             if not any(logged == key or logged.startswith(f"{key}/") for logged in hparams):
                 problems.append(f"{name}: hparam {key!r} missing from {kind}")
+    return problems
+
+
+@pytest.mark.parametrize("kind", ["csv", "tensorboard", "wandb"])
+def test_every_callback_logs_documented_keys(kind: str, tmp_path: Path) -> None:
+    callbacks, metrics, hparams = _run_and_read(kind, tmp_path, SPECS)
+    assert "train_loss" in metrics  # the module's own logging still arrives beside ours
+    problems = _problems(kind, SPECS, callbacks, metrics, hparams)
     assert not problems, "\n".join(problems) + f"\nlogged metrics: {sorted(metrics)}"
+    for callback, spec in zip(callbacks, SPECS.values()):
+        if spec.check is not None:
+            spec.check(callback)
+
+
+@pytest.mark.parametrize("kind", ["csv", "tensorboard", "wandb"])
+def test_each_check_as_its_own_callback(kind: str, tmp_path: Path) -> None:
+    callbacks, metrics, hparams = _run_and_read(kind, tmp_path, CHECK_SPECS)
+    problems = _problems(kind, CHECK_SPECS, callbacks, metrics, hparams)
+    assert not problems, "\n".join(problems) + f"\nlogged metrics: {sorted(metrics)}"
+    assert "train_loss" in metrics  # every check passed (on_fail="raise") and training went on
