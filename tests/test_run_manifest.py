@@ -225,7 +225,8 @@ def test_wandb_logger_receives_manifest_as_config(tmp_path: Path) -> None:
         assert config["extra"] == {"note": "offline"}
         assert config["data_fingerprint"]["sha256"] == manifest.manifest["data_fingerprint"]["sha256"]
         assert json.loads(config["trainer"]["callbacks"]) == ["RunManifest"]
-        assert (tmp_path / "manifest.json").is_file()  # WandbLogger's log dir is its save_dir
+        run_dir = tmp_path / "manifest-test" / logger.experiment.id  # save_dir/project/run id
+        assert json.loads((run_dir / "manifest.json").read_text())["extra"] == {"note": "offline"}
     finally:
         wandb.finish()
 

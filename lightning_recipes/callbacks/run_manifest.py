@@ -21,6 +21,7 @@ from typing import Any
 import lightning.pytorch as pl
 import torch
 from lightning.pytorch.callbacks import Callback
+from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 from lightning.pytorch.utilities.rank_zero import rank_zero_warn
 from torch import Tensor
 from typing_extensions import override
@@ -53,7 +54,7 @@ class RunManifest(Callback):
     batches on every rank (a SHA-256 over dtype, shape and bytes of every tensor), so two runs that claim
     the same data can be checked to have seen the same first batches.
 
-    The manifest is written as JSON to ``<trainer.log_dir>/manifest.json`` (rank zero) when training starts,
+    The manifest is written as JSON to ``manifest.json`` in the run's log directory (rank zero) when training starts,
     rewritten once the fingerprint is complete, and then logged once to every attached logger through
     ``log_hyperparams`` under the top-level key ``manifest``: ``WandbLogger`` stores it as nested run config
     (``config["manifest"]["git"]["commit"]``), ``TensorBoardLogger`` as flattened hparams
@@ -67,8 +68,9 @@ class RunManifest(Callback):
     afterwards.
 
     Args:
-        dirpath: Directory of ``manifest.json``; ``None`` uses ``trainer.log_dir`` (the first logger's
-            directory, or ``default_root_dir`` without a logger).
+        dirpath: Directory of ``manifest.json``; ``None`` uses the first logger's run directory
+            (``log_dir`` of TensorBoard/CSV, ``save_dir/<project>/<run id>`` for wandb, as
+            ``ModelCheckpoint`` does) or ``default_root_dir`` without a logger.
         filename: File name of the manifest.
         fingerprint_batches: How many training batches to hash (``0`` disables the fingerprint).
         repo_dir: Where to look for the git repository; ``None`` uses the current working directory.
@@ -151,7 +153,7 @@ class RunManifest(Callback):
 
     @override
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        dirpath = self.dirpath if self.dirpath is not None else trainer.log_dir  # collective: all ranks
+        dirpath = self.dirpath if self.dirpath is not None else _run_dir(trainer)  # collective: all ranks
         self.manifest = self._collect(trainer, pl_module)
         self.path = Path(dirpath or trainer.default_root_dir) / self.filename
         self._hasher = hashlib.sha256()
@@ -262,6 +264,19 @@ class RunManifest(Callback):
         if self.extra:
             manifest["extra"] = _jsonable(self.extra)
         return manifest
+
+
+def _run_dir(trainer: pl.Trainer) -> str | None:
+    """``trainer.log_dir``, but for loggers other than TensorBoard/CSV (whose ``log_dir`` is their shared
+    ``save_dir``) the run's own ``save_dir/name/version`` folder, as Lightning's ``ModelCheckpoint`` uses."""
+    log_dir = trainer.log_dir  # a broadcast: every rank must call it
+    logger = trainer.loggers[0] if trainer.loggers else None
+    if logger is None or isinstance(logger, (CSVLogger, TensorBoardLogger)) or not trainer.is_global_zero:
+        return log_dir
+    save_dir, name, version = logger.save_dir, logger.name, logger.version
+    if save_dir is None or name is None or version is None:
+        return log_dir
+    return os.path.join(save_dir, str(name), version if isinstance(version, str) else f"version_{version}")
 
 
 def _run_git(repo_dir: str, *args: str) -> str | None:
