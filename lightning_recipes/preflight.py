@@ -1,4 +1,10 @@
-"""``preflight(model, ...)``: run every sanity check on a model and its data, and get one report."""
+"""``preflight(model, ...)``: run every sanity check on a model and its data, and get one report.
+
+Writing a check of your own: subclass :class:`SanityCheck`, set ``name``, implement ``check(context)`` with the
+helpers of :class:`CheckContext` (``copy_model``, ``train_batches``, ``training_loss``, ``build_optimizers``,
+``optimization_step``), return a :class:`CheckResult` or raise :class:`CheckSkipped`; pass the instance in
+``checks=[...]`` or put it in ``Trainer(callbacks=[...])``.
+"""
 
 from __future__ import annotations
 
@@ -11,11 +17,20 @@ from lightning.pytorch.utilities.model_helpers import is_overridden
 
 from lightning_recipes.callbacks._checks.base import CheckResult, PreflightError, SanityCheck
 from lightning_recipes.callbacks._checks.batches import Key
-from lightning_recipes.callbacks._checks.context import CheckContext
+from lightning_recipes.callbacks._checks.context import CheckContext, CheckSkipped
 from lightning_recipes.callbacks._checks.registry import CHECKS, build_checks, run_checks
 from lightning_recipes.callbacks._checks.report import PreflightReport
 
-__all__ = ["CHECKS", "CheckResult", "PreflightError", "PreflightReport", "preflight"]
+__all__ = [
+    "CHECKS",
+    "CheckContext",
+    "CheckResult",
+    "CheckSkipped",
+    "PreflightError",
+    "PreflightReport",
+    "SanityCheck",
+    "preflight",
+]
 
 
 def preflight(

@@ -147,3 +147,40 @@ def test_batch_helpers_keep_containers_and_do_not_mutate():
     assert split_batch([x, y], input_key=1)[0] is y
     sliced = slice_batch([x, y, torch.zeros(2)], 2, 4)
     assert isinstance(sliced, list) and sliced[0].shape == (2, 3) and sliced[2].shape == (2,)
+
+
+def test_custom_check_plugs_into_preflight():
+    from lightning_recipes.preflight import SanityCheck
+
+    class LossBelowTen(SanityCheck):
+        name = "loss_below_10"
+
+        def check(self, context):
+            model = context.copy_model()
+            loss = float(context.training_loss(model, context.train_batches(1)[0]))
+            status = "pass" if loss < 10 else "fail"
+            return CheckResult(self.name, status, f"loss {loss:.3g}", {"measured": loss})
+
+    report = preflight(M.MLP(), train_dataloaders=M.loader(), checks=["data", LossBelowTen()])
+    assert [r.name for r in report] == ["data", "loss_below_10"] and report.ok
+    report = preflight(M.SumReduction(), train_dataloaders=M.loader(), checks=[LossBelowTen()])
+    assert report["loss_below_10"].status == "fail"
+
+
+@pytest.mark.gpu
+def test_preflight_on_cuda_with_mixed_precision(tmp_path):
+    """On a GPU: copies and batches live on CUDA, autocast reaches the checks, the report passes."""
+    from lightning_recipes.testing import fast_trainer
+
+    report = preflight(M.MLP().cuda(), train_dataloaders=M.loader())
+    assert report.ok, report
+    preflight_cb = Preflight(print_report=False)
+    trainer = fast_trainer(
+        accelerator="cuda",
+        precision="16-mixed",
+        max_steps=2,
+        callbacks=[preflight_cb],
+        default_root_dir=tmp_path,
+    )
+    trainer.fit(M.MLP(), M.loader())
+    assert preflight_cb.report.ok, preflight_cb.report

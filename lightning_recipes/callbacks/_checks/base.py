@@ -84,7 +84,14 @@ class CheckResult:
 
 
 class PreflightError(RuntimeError):
-    """Raised when a sanity check fails and ``on_fail="raise"``; ``.results`` holds the failing results."""
+    """Raised when a sanity check fails and ``on_fail="raise"``; ``.results`` holds the failing results.
+
+    Example:
+        >>> error = PreflightError([CheckResult("grad_flow", "fail", "2 parameters get no gradient")])
+        >>> print(error)
+        1 preflight check(s) failed:
+        - grad_flow: 2 parameters get no gradient
+    """
 
     def __init__(self, results: list[CheckResult], note: str = "") -> None:
         self.results = results
