@@ -20,6 +20,8 @@ from lightning.pytorch.callbacks import LearningRateMonitor
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger, WandbLogger
 from torch.optim.lr_scheduler import LambdaLR, StepLR
 
+from lightning_recipes.callbacks.adaptive_grad_clip import AdaptiveGradClip
+from lightning_recipes.callbacks.grad_norm_monitor import GradNormMonitor
 from lightning_recipes.mixins import LionRecipe
 from lightning_recipes.plots import (
     log_figure,
@@ -32,6 +34,7 @@ from lightning_recipes.plots import (
     schedule_values,
     smooth,
 )
+from lightning_recipes.preflight import preflight
 from lightning_recipes.recipe import OPTIMIZER_DEFAULTS, OptimizerRecipe
 from lightning_recipes.testing import (
     InMemoryLogger,
@@ -266,21 +269,45 @@ def test_plot_overfit_curves_and_result_objects() -> None:
     assert labels == ["fixed", "frozen layer", "target 0.23"]
     _png(figure)
 
-    class Result:
-        def __init__(self) -> None:
-            self.name = "overfit_batch"
-            self.details = {"curve": [2.0, 1.0, 0.5], "target": 0.2}
 
-    class Report:
-        def __init__(self) -> None:
-            self.results = [Result()]
+def test_plot_overfit_from_real_preflight() -> None:
+    loader = random_classification_loader(shuffle=True)
+    healthy = preflight(TinyClassifier(lr=0.5), train_dataloaders=loader, checks=["overfit_batch"])
+    frozen = TinyClassifier(lr=0.5)
+    frozen.requires_grad_(False)
+    frozen.head.requires_grad_(True)
+    stuck = preflight(frozen, train_dataloaders=loader, checks=["overfit_batch"])
+    result = healthy["overfit_batch"]
+    lines = plot_overfit(healthy).axes[0].get_lines()  # the report
+    assert lines[0].get_ydata().tolist() == pytest.approx(result.details["curve"])
+    assert lines[1].get_label() == f"target {result.details['target']:.3g}"
+    assert plot_overfit(result).axes[0].get_lines()[0].get_ydata().tolist() == pytest.approx(
+        result.details["curve"]
+    )
+    figure = plot_overfit({"healthy": result, "frozen body": stuck["overfit_batch"]})
+    assert [line.get_label() for line in figure.axes[0].get_lines()][:2] == ["healthy", "frozen body"]
+    _png(figure)
 
-    for source in (Result(), Report()):
-        lines = plot_overfit(source).axes[0].get_lines()
-        assert lines[0].get_ydata().tolist() == [2.0, 1.0, 0.5]
-        assert lines[1].get_label() == "target 0.2"
+
+def test_plot_overfit_rejects_what_it_cannot_read() -> None:
     with pytest.raises(TypeError, match="`curve` must be a list of losses"):
         plot_overfit("loss")
+
+
+def test_plot_grad_norms_from_real_callbacks(tmp_path: Path) -> None:
+    logger = InMemoryLogger()
+    callbacks = [GradNormMonitor(), AdaptiveGradClip(percentile=50, window=16, warmup_steps=2)]
+    trainer = fast_trainer(max_steps=8, logger=logger, log_every_n_steps=2, callbacks=callbacks)
+    trainer.fit(TinyClassifier(lr=0.5), random_classification_loader())
+    figure = plot_grad_norms(logger)
+    main, twin = figure.axes
+    labels = [line.get_label() for line in main.get_lines()]
+    assert labels == ["grad_norm/total", "grad_norm/total_max", "grad_clip/threshold"]
+    assert main.get_lines()[0].get_ydata().tolist() == pytest.approx(logger.values("grad_norm/total"))
+    assert twin.get_lines()[0].get_ydata().tolist() == pytest.approx(
+        logger.values("grad_clip/clipped_fraction")
+    )
+    _png(figure)
 
 
 def test_log_figure_to_csv_tensorboard_and_wandb(tmp_path: Path) -> None:
