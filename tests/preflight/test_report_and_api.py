@@ -184,3 +184,13 @@ def test_preflight_on_cuda_with_mixed_precision(tmp_path):
     )
     trainer.fit(M.MLP(), M.loader())
     assert preflight_cb.report.ok, preflight_cb.report
+
+
+def test_copies_share_data_the_module_refers_to_instead_of_duplicating_it():
+    loader = M.loader()
+    model = M.MLP()
+    model.held_loader = loader  # some modules keep a reference to their data
+    copy = CheckContext(model, loader).copy_model()
+    assert copy.held_loader is loader
+    assert copy.net[0].weight is not model.net[0].weight
+    assert torch.equal(copy.net[0].weight, model.net[0].weight)

@@ -212,8 +212,11 @@ class CheckContext:
     # ---------------------------------------------------------------- model
     def copy_model(self) -> pl.LightningModule:
         """A deep copy of the user's module on :attr:`device`, in train mode, with no Trainer attached."""
+        # Objects a module may hold a reference to are shared, not duplicated (a datamodule can hold the data).
+        shared = (self.trainer, self.datamodule, self.train_dataloader, self.val_dataloader)
+        memo: dict[int, Any] = {id(obj): obj for obj in shared if obj is not None}
         try:
-            model = copy.deepcopy(self.model)
+            model = copy.deepcopy(self.model, memo)
         except Exception as err:
             raise CheckSkipped(
                 f"could not deep-copy the model ({type(err).__name__}: {err}); the checks never touch the "
