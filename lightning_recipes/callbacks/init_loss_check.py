@@ -112,7 +112,7 @@ class InitLossCheck(SanityCheck):
         with torch.no_grad(), context.capture_forward(model) as captured:
             for index, batch in enumerate(batches):
                 losses.append(context.training_loss(model, batch, index).float())
-                outputs.append(captured[-1] if captured else None)
+                outputs.append(captured.last())
                 captured.clear()
         per_batch = torch.stack(losses).tolist()  # sync: once per check
         measured = sum(per_batch) / len(per_batch)

@@ -194,3 +194,13 @@ def test_copies_share_data_the_module_refers_to_instead_of_duplicating_it():
     assert copy.held_loader is loader
     assert copy.net[0].weight is not model.net[0].weight
     assert torch.equal(copy.net[0].weight, model.net[0].weight)
+
+
+def test_init_loss_infers_classes_when_training_step_calls_a_submodule():
+    class CallsNet(M.MLP):
+        def training_step(self, batch, batch_idx):
+            x, y = batch
+            return self.loss(self.net(x), y)  # never calls self(x)
+
+    result = InitLossCheck().run(CheckContext(CallsNet(), M.loader()))
+    assert result.status == "pass" and result.details["num_classes"] == 4

@@ -7,7 +7,8 @@ The contract between a check and an arbitrary ``LightningModule``:
   Manual optimisation (``automatic_optimization = False``) and steps that return ``None`` cannot be checked
   this way: the checks skip with a message.
 - **The outputs** are what the module's own ``forward`` (``model(inputs)``) returns, captured with a forward
-  hook while ``training_step`` runs; the first tensor is used when it returns a tuple or dict.
+  hook while ``training_step`` runs (or, if ``training_step`` calls a submodule instead of ``self(...)``, the
+  last output of a direct child); the first tensor (or ``.logits``) is used when it returns a tuple or dict.
 - **Inputs and targets** come from the batch by the convention of :mod:`.batches` (``(x, y)``, dicts with
   ``"x"``/``"input_ids"``/... and ``"y"``/``"labels"``/...), or from ``input_key`` / ``target_key``.
 - **The optimizer** is the module's own ``configure_optimizers`` on the copy, at its peak learning rate
@@ -270,20 +271,16 @@ class CheckContext:
         return loss.detach()
 
     @contextlib.contextmanager
-    def capture_forward(self, model: nn.Module) -> Generator[list[Tensor], None, None]:
-        """Collect the first output tensor of every call of ``model.forward`` inside the block."""
-        outputs: list[Tensor] = []
-
-        def hook(_module: nn.Module, _args: Any, output: Any) -> None:
-            tensor = first_tensor(output)
-            if tensor is not None:
-                outputs.append(tensor)
-
-        handle = model.register_forward_hook(hook)
+    def capture_forward(self, model: nn.Module) -> Generator[ForwardCapture, None, None]:
+        """Record the outputs of ``model.forward`` (and of its direct children) inside the block."""
+        capture = ForwardCapture()
+        handles = [model.register_forward_hook(capture.hook(capture.root))]
+        handles += [child.register_forward_hook(capture.hook(capture.children)) for child in model.children()]
         try:
-            yield outputs
+            yield capture
         finally:
-            handle.remove()
+            for handle in handles:
+                handle.remove()
 
     def forward(self, model: nn.Module, inputs: Tensor) -> Tensor:
         """``model(inputs)``'s first output tensor, under the precision context."""
@@ -326,6 +323,35 @@ class CheckContext:
                     group["lr"] = group["initial_lr"]
         names = ", ".join(type(o).__name__ for o in optimizers)
         return optimizers, f"the module's configure_optimizers ({names}) at peak lr; schedulers not stepped"
+
+
+class ForwardCapture:
+    """Forward outputs seen while ``training_step`` ran: the module's own, else its last direct child's.
+
+    A ``training_step`` that calls ``self.net(x)`` instead of ``self(x)`` never runs the module's ``forward``;
+    the last output of a direct child (usually the network or its head) stands in for the logits then.
+    """
+
+    def __init__(self) -> None:
+        self.root: list[Tensor] = []
+        self.children: list[Tensor] = []
+
+    def hook(self, sink: list[Tensor]) -> Callable[..., None]:
+        def record(_module: nn.Module, _args: Any, output: Any) -> None:
+            tensor = first_tensor(output)
+            if tensor is not None:
+                sink.append(tensor)
+
+        return record
+
+    def last(self) -> Tensor | None:
+        if self.root:
+            return self.root[-1]
+        return self.children[-1] if self.children else None
+
+    def clear(self) -> None:
+        self.root.clear()
+        self.children.clear()
 
 
 def first_tensor(output: Any) -> Tensor | None:
