@@ -285,8 +285,17 @@ def test_plot_overfit_from_real_preflight() -> None:
         result.details["curve"]
     )
     figure = plot_overfit({"healthy": result, "frozen body": stuck["overfit_batch"]})
-    assert [line.get_label() for line in figure.axes[0].get_lines()][:2] == ["healthy", "frozen body"]
+    labels = [line.get_label() for line in figure.axes[0].get_lines()]
+    assert labels == ["healthy", "frozen body", f"target {result.details['target']:.3g}"]  # same ln 4 start
     _png(figure)
+
+
+def test_plot_overfit_draws_each_runs_own_target() -> None:
+    runs = {"a": {"curve": [2.0, 1.0], "target": 0.6}, "b": {"curve": [3.0, 2.0], "target": 0.9}}
+    lines = plot_overfit(runs).axes[0].get_lines()
+    assert [line.get_label() for line in lines[::2]] == ["a", "b"]
+    assert [line.get_ydata()[0] for line in lines[1::2]] == [0.6, 0.9]  # a dotted target per run
+    assert [line.get_color() for line in lines[1::2]] == [lines[0].get_color(), lines[2].get_color()]
 
 
 def test_plot_overfit_rejects_what_it_cannot_read() -> None:

@@ -163,7 +163,8 @@ def plot_overfit(
     Args:
         curve: A list of losses; an ``OverfitBatchCheck`` result or a preflight report (its ``details``
             hold the curve and target); or a mapping ``label -> any of these`` (e.g. broken vs fixed model).
-        target: Loss the check had to reach; read from the result's ``details["target"]`` when not given.
+        target: Loss the check had to reach, drawn for every curve; by default each result's own
+            ``details["target"]`` (one black line when all curves share it, else a dotted line per curve).
         ax: Axes to draw into; ``None`` makes a new figure.
         title: Axes title.
 
@@ -175,18 +176,24 @@ def plot_overfit(
 
     Example:
         >>> figure = plot_overfit({"fixed": [2.3, 0.9, 0.1], "frozen layer": [2.3, 2.3, 2.3]}, target=0.23)
-        >>> len(figure.axes[0].get_lines())
-        3
+        >>> [line.get_label() for line in figure.axes[0].get_lines()]
+        ['fixed', 'frozen layer', 'target 0.23']
     """
-    curves, found_target = _overfit_curves(curve)
-    target = found_target if target is None else target
-    figure, axes = new_axes(ax)
-    for label, losses in curves.items():
-        axes.plot(range(len(losses)), losses, marker="." if len(losses) < 60 else None, label=label)
+    curves = _overfit_curves(curve)
     if target is not None:
-        axes.axhline(target, linestyle="--", color="black", label=f"target {target:.3g}")
+        curves = {label: (losses, target) for label, (losses, _) in curves.items()}
+    targets = {found for _, found in curves.values()}
+    shared = targets.pop() if len(targets) == 1 else None
+    figure, axes = new_axes(ax)
+    marker = "." if max(len(losses) for losses, _ in curves.values()) < 60 else None
+    for label, (losses, own_target) in curves.items():
+        (line,) = axes.plot(range(len(losses)), losses, marker=marker, label=label)
+        if shared is None and own_target is not None:
+            axes.axhline(own_target, linestyle=":", color=line.get_color(), linewidth=1)
+    if shared is not None:
+        axes.axhline(shared, linestyle="--", color="black", label=f"target {shared:.3g}")
     axes.set_xlabel("step on the fixed batch")
-    axes.set_ylabel("loss")
+    axes.set_ylabel("loss (dotted: each run's target)" if shared is None and len(curves) > 1 else "loss")
     axes.set_yscale("log")
     axes.legend()
     axes.grid(alpha=0.3)
@@ -263,16 +270,12 @@ def _first(history: MetricHistory, patterns: Sequence[str]) -> str | None:
     return None
 
 
-def _overfit_curves(curve: Any) -> tuple[dict[str, list[float]], float | None]:
+def _overfit_curves(curve: Any) -> dict[str, tuple[list[float], float | None]]:
+    """``label -> (losses, target)`` from whatever :func:`plot_overfit` accepts."""
     if isinstance(curve, Mapping) and curve and not isinstance(curve.get("curve", curve.get("losses")), list):
-        curves, targets = {}, set()
-        for label, item in curve.items():  # label -> losses, check result or report
-            found, item_target = _overfit_curves(item)
-            curves[str(label)] = next(iter(found.values()))
-            targets.add(item_target)
-        return curves, targets.pop() if len(targets) == 1 else None  # one target line only if shared
+        return {str(label): next(iter(_overfit_curves(item).values())) for label, item in curve.items()}
     if _is_curve(curve):
-        return {"loss": [float(v) for v in curve]}, None
+        return {"loss": ([float(v) for v in curve], None)}
     details = curve if isinstance(curve, Mapping) else getattr(curve, "details", None)
     if details is None and hasattr(curve, "results"):  # a preflight report: take the overfit check
         for result in curve.results:
@@ -283,7 +286,9 @@ def _overfit_curves(curve: Any) -> tuple[dict[str, list[float]], float | None]:
         for name in ("curve", "losses", "loss_curve"):
             if _is_curve(details.get(name)):
                 target = details.get("target")
-                return {"loss": [float(v) for v in details[name]]}, None if target is None else float(target)
+                return {
+                    "loss": ([float(v) for v in details[name]], None if target is None else float(target))
+                }
     raise TypeError(
         "`curve` must be a list of losses, a mapping label -> losses, or an overfit check result / preflight "
         f"report whose details hold the curve, got {type(curve).__name__}."
