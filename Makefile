@@ -30,7 +30,9 @@ test: lint
 	$(PY) -m pytest --durations=25
 
 bench: install
-	$(PIP) -e ".[bench]"
+	# public optimizers to compare against, with --no-deps: timm would pull torchvision (a CUDA build that cannot
+	# load beside torch+cpu) and the others a different torch; benchmarks/optimizers.py loads timm's optimizer files alone
+	$(PIP) --no-deps -e ".[bench]" lion-pytorch pytorch-optimizer timm torch-optimizer pytorch-ranger
 	$(PY) -m benchmarks
 
 clean:

@@ -182,35 +182,37 @@ def _lamb_foreach(
         del updates
 
 
-def _lamb_kernel(
+def _lamb_lr_kernel(
     param: Tensor,
     grad: Tensor,
     exp_avg: Tensor,
     exp_avg_sq: Tensor,
-    step: Tensor,
+    inv_bias_correction1: Tensor,
+    inv_bias_correction2_sqrt: Tensor,
     lr: Tensor,
     beta1: Tensor,
     beta2: Tensor,
     eps: Tensor,
     weight_decay: Tensor,
-    adapt: Tensor,
     trust_clip: Tensor,
-) -> None:
-    # Options are tensors (adapt: 0/1, trust_clip: +inf when off) so that one graph serves every group.
-    new_step = step + 1
+) -> Tensor:
+    """``lr * trust_ratio`` of one tensor, from one read of ``p, g, m, v`` (nothing is written).
+
+    Everything per-tensor but not per-element (bias corrections) comes in precomputed, so the compiled loop
+    does no ``pow`` per element. ``trust_clip`` is +inf when off: one graph serves every group.
+    """
     m = torch.lerp(exp_avg, grad, 1 - beta1)
     v = exp_avg_sq * beta2 + grad * grad * (1 - beta2)
-    bias_correction1 = 1 - torch.pow(beta1, new_step)
-    bias_correction2_sqrt = torch.sqrt(1 - torch.pow(beta2, new_step))
-    update = (m / bias_correction1) / (torch.sqrt(v) / bias_correction2_sqrt + eps) + weight_decay * param
-    w_norm = torch.linalg.vector_norm(param)
-    u_norm = torch.linalg.vector_norm(update)
+    update = (m * inv_bias_correction1) / (
+        torch.sqrt(v) * inv_bias_correction2_sqrt + eps
+    ) + weight_decay * param
+    w_norm = torch.sqrt(torch.sum(param * param))
+    u_norm = torch.sqrt(torch.sum(update * update))
     ratio = torch.where((w_norm > 0) & (u_norm > 0), w_norm / u_norm, torch.ones_like(w_norm))
-    ratio = torch.where(adapt > 0, torch.minimum(ratio, trust_clip), torch.ones_like(ratio))
-    param.copy_(param - (lr * ratio) * update)
-    exp_avg.copy_(m)
-    exp_avg_sq.copy_(v)
-    step.copy_(new_step)
+    return lr * torch.minimum(ratio, trust_clip)
+
+
+_FUSED_DTYPES = (torch.float32, torch.float64, torch.bfloat16)
 
 
 def _lamb_compiled(
@@ -221,28 +223,52 @@ def _lamb_compiled(
     steps: Sequence[Tensor],
     hp: _Hyper,
 ) -> None:
-    kernel = compiled_kernel("lamb", _lamb_kernel)
-    if kernel is None:
+    # Two passes per tensor, the second while the tensor is still in cache: (1) a compiled kernel reads
+    # p, g, m, v once and returns lr * trust_ratio; (2) torch's fused AdamW kernel with that learning rate
+    # is exactly the LAMB step: p * (1 - lr r wd) - lr r m_hat / (sqrt(v_hat) + eps) = p - lr r (adam + wd p).
+    kernel = compiled_kernel("lamb", _lamb_lr_kernel) if hp.layer_adaptation else None
+    if hp.layer_adaptation and kernel is None:
         _lamb_for_loop(params, grads, exp_avgs, exp_avg_sqs, steps, hp)
         return
-    device = params[0].device
-    dtype = torch.float64 if params[0].dtype == torch.float64 else torch.float32
-    clip = math.inf if hp.trust_clip is None else hp.trust_clip
-    values = [hp.lr, hp.beta1, hp.beta2, hp.eps, hp.weight_decay, float(hp.layer_adaptation), clip]
-    scalars = torch.tensor(values, dtype=dtype, device=device).unbind(0)
+    eligible: list[int] = []
+    other: list[int] = []
     for i, (p, g, m, v, t) in enumerate(zip(params, grads, exp_avgs, exp_avg_sqs, steps)):
-        if (
-            not (p.is_contiguous() and g.is_contiguous() and m.is_contiguous() and v.is_contiguous())
-            or t.dtype != torch.float32
-        ):
-            _lamb_for_loop([p], [g], [m], [v], [t], hp)
-            continue
-        try:
-            kernel(p.view(-1), g.view(-1), m.view(-1), v.view(-1), t, *scalars)
-        except Exception as error:  # compiler missing or broken: the kernel never ran, nothing was changed
-            mark_failed("lamb", error)
-            _lamb_for_loop(params[i:], grads[i:], exp_avgs[i:], exp_avg_sqs[i:], steps[i:], hp)
-            return
+        ok = p.dtype in _FUSED_DTYPES and t.dtype == torch.float32 and t.device == p.device
+        ok = ok and p.is_contiguous() and g.is_contiguous() and m.is_contiguous() and v.is_contiguous()
+        (eligible if ok else other).append(i)
+    if other:
+        pick = [[lst[i] for i in other] for lst in (params, grads, exp_avgs, exp_avg_sqs, steps)]
+        _lamb_for_loop(pick[0], pick[1], pick[2], pick[3], pick[4], hp)
+    if not eligible:
+        return
+    ps, gs, ms, vs, ts = ([lst[i] for i in eligible] for lst in (params, grads, exp_avgs, exp_avg_sqs, steps))
+    device = ps[0].device
+    dtype = torch.float64 if ps[0].dtype == torch.float64 else torch.float32
+    torch._foreach_add_(ts, 1.0)
+    step = torch.stack(ts).to(dtype)
+    inv_bc1 = (1 - torch.pow(hp.beta1, step)).reciprocal_().unbind(0)
+    inv_bc2_sqrt = (1 - torch.pow(hp.beta2, step)).rsqrt_().unbind(0)
+    clip = math.inf if hp.trust_clip is None else hp.trust_clip
+    values = [hp.lr, hp.beta1, hp.beta2, hp.eps, hp.weight_decay, clip]
+    scalars = torch.tensor(values, dtype=dtype, device=device).unbind(0)
+    for i, (p, g, m, v, t) in enumerate(zip(ps, gs, ms, vs, ts)):
+        lr: float | Tensor = hp.lr
+        if kernel is not None:
+            try:
+                lr = kernel(
+                    p.view(-1), g.view(-1), m.view(-1), v.view(-1), inv_bc1[i], inv_bc2_sqrt[i], *scalars
+                )
+            except (
+                Exception
+            ) as error:  # compiler missing or broken: nothing was changed but the step counters
+                mark_failed("lamb", error)
+                torch._foreach_sub_(ts[i:], 1.0)
+                _lamb_for_loop(ps[i:], gs[i:], ms[i:], vs[i:], ts[i:], hp)
+                return
+        torch._fused_adamw_(
+            [p], [g], [m], [v], [], [t], lr=lr, beta1=hp.beta1, beta2=hp.beta2, weight_decay=hp.weight_decay,
+            eps=hp.eps, amsgrad=False, maximize=False,
+        )  # fmt: skip
 
 
 class Lamb(Optimizer):
@@ -256,9 +282,13 @@ class Lamb(Optimizer):
     it on the no-decay group (biases, norms), as NVIDIA's and the paper's BERT set-ups do. Step counters are
     0-dim tensors on the parameter's device, so bias corrections never sync.
 
-    Cost: two state tensors per parameter (as AdamW); the compiled path reads ``p, g, m, v`` once and re-reads
-    one tensor's ``p, m, v`` from cache for the second, norm-dependent pass; transient memory at most one
-    tensor's size (for_loop/compiled) or two 4M-element chunks (foreach). See ``benchmarks/RESULTS.md``.
+    Cost: two state tensors per parameter (as AdamW). The compiled path (``auto`` on CPU for tensors of
+    >= 65536 elements) makes two passes per tensor, the second while the tensor is still in cache: a compiled
+    kernel reads ``p, g, m, v`` once and returns ``lr * trust_ratio``, then torch's fused AdamW kernel with that
+    learning rate performs the step (``p (1 - lr r wd) - lr r m_hat / (sqrt(v_hat) + eps)`` is exactly LAMB's).
+    No host-device sync on any device (on CPU the fused kernel reads its 0-dim learning rate on the host,
+    which involves no device). Transient memory: at most one tensor's size (for_loop), none (compiled) or two
+    4M-element chunks (foreach). See ``benchmarks/RESULTS.md``.
 
     Args:
         params: Parameters or parameter groups (e.g. from :func:`~lightning_recipes.optim.param_groups`).
