@@ -258,7 +258,10 @@ def test_state_dict_round_trip_and_resume(tmp_path: Path) -> None:
     resumed = second.manifest["resumed_from"]
     assert resumed["created_at"] == first.manifest["created_at"]
     assert resumed["data_fingerprint"] == first.manifest["data_fingerprint"]["sha256"]
-    assert json.loads((tmp_path / "b" / "manifest.json").read_text())["resumed_from"] == resumed
+    record = json.loads((tmp_path / "b" / "manifest.json").read_text())
+    assert record["resumed_from"] == resumed
+    assert record["trainer"]["ckpt_path"] == str(tmp_path / "ckpt" / "last.ckpt")
+    assert first.manifest["trainer"]["ckpt_path"] is None
 
 
 def test_pickles_and_records_ddp(tmp_path: Path) -> None:

@@ -98,8 +98,9 @@ class RunManifest(Callback):
     ``seeds``              ``PL_GLOBAL_SEED``, ``PL_SEED_WORKERS``, ``torch.initial_seed()``
     ``versions``           Python and library versions, CUDA/cuDNN when present
     ``hardware``           host, OS, CPU count, memory, accelerator, device names
-    ``trainer``            strategy, precision, world size, nodes, devices, accumulation, per-device and
-                           effective batch size, max steps/epochs, clipping, callbacks
+    ``trainer``            strategy (and preset), precision, world size, nodes, devices, accumulation,
+                           per-device and effective batch size, max steps/epochs, clipping, callbacks,
+                           loggers, the checkpoint resumed from
     ``model``              class, total and trainable parameter counts
     ``data_fingerprint``   ``sha256`` over all ranks, ``per_rank`` hashes, ``batches`` hashed
     ``resumed_from``       the previous manifest's identity after a checkpoint resume
@@ -361,6 +362,7 @@ def _trainer_info(trainer: pl.Trainer) -> dict[str, Any]:
     stepping = trainer.estimated_stepping_batches
     return {
         "strategy": type(trainer.strategy).__name__,
+        "strategy_preset": getattr(trainer.strategy, "preset_name", None),
         "precision": str(trainer.precision),
         "world_size": trainer.world_size,
         "num_nodes": trainer.num_nodes,
@@ -379,6 +381,7 @@ def _trainer_info(trainer: pl.Trainer) -> dict[str, Any]:
         "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
         "callbacks": [type(callback).__name__ for callback in getattr(trainer, "callbacks", [])],
         "loggers": [type(logger).__name__ for logger in trainer.loggers],
+        "ckpt_path": None if trainer.ckpt_path is None else str(trainer.ckpt_path),
     }
 
 
