@@ -18,7 +18,12 @@ from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger, WandbLogger
 from torch.utils.data import DataLoader, TensorDataset
 
 from lightning_recipes.callbacks import RunManifest
-from lightning_recipes.testing import TinyClassifier, fast_trainer, random_classification_loader
+from lightning_recipes.testing import (
+    InMemoryLogger,
+    TinyClassifier,
+    fast_trainer,
+    random_classification_loader,
+)
 
 
 @dataclasses.dataclass
@@ -297,3 +302,23 @@ def test_pickles_and_records_ddp(tmp_path: Path) -> None:
 def test_bad_arguments(kwargs: dict[str, Any], error: type[Exception], match: str) -> None:
     with pytest.raises(error, match=match):
         RunManifest(**kwargs)
+
+
+def test_every_attached_logger_receives_it_once(tmp_path: Path) -> None:
+    class CountingLogger(InMemoryLogger):
+        def __init__(self) -> None:
+            super().__init__()
+            self.manifest_calls = 0
+
+        def log_hyperparams(self, params: Any, *args: Any, **kwargs: Any) -> None:
+            self.manifest_calls += "manifest" in params
+            super().log_hyperparams(params, *args, **kwargs)
+
+    memory, csv_logger = CountingLogger(), CSVLogger(tmp_path, name="csv")
+    manifest = RunManifest(fingerprint_batches=3)
+    _fit(tmp_path, manifest, logger=[csv_logger, memory], max_steps=5)
+    assert memory.manifest_calls == 1  # once, after the fingerprint is complete
+    assert memory.hyperparams["manifest"]["data_fingerprint"]["batches"] == 3
+    logged = yaml.safe_load((Path(csv_logger.log_dir) / "hparams.yaml").read_text())["manifest"]
+    assert logged["data_fingerprint"] == memory.hyperparams["manifest"]["data_fingerprint"]
+    assert (Path(csv_logger.log_dir) / "manifest.json").is_file()  # the first logger's directory
