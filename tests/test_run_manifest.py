@@ -322,3 +322,18 @@ def test_every_attached_logger_receives_it_once(tmp_path: Path) -> None:
     logged = yaml.safe_load((Path(csv_logger.log_dir) / "hparams.yaml").read_text())["manifest"]
     assert logged["data_fingerprint"] == memory.hyperparams["manifest"]["data_fingerprint"]
     assert (Path(csv_logger.log_dir) / "manifest.json").is_file()  # the first logger's directory
+
+
+def test_effective_batch_with_several_training_loaders(tmp_path: Path) -> None:
+    class TwoLoaders(TinyClassifier):
+        def training_step(self, batch: Any, batch_idx: int) -> Any:
+            return sum(super(TwoLoaders, self).training_step(part, batch_idx) for part in batch.values())
+
+    manifest = RunManifest(fingerprint_batches=1)
+    loaders = {
+        "a": random_classification_loader(batch_size=8),
+        "b": random_classification_loader(batch_size=24),
+    }
+    _fit(tmp_path, manifest, model=TwoLoaders(), loader=loaders, max_steps=2)
+    assert manifest.manifest["trainer"]["per_device_batch_size"] == 32
+    assert manifest.manifest["trainer"]["effective_batch_size"] == 32

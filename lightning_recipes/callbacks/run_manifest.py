@@ -344,7 +344,12 @@ def _total_memory() -> int | None:
 
 def _per_device_batch_size(trainer: pl.Trainer) -> int | None:
     loader = trainer.train_dataloader
-    loaders = loader.values() if isinstance(loader, Mapping) else [loader]
+    if isinstance(loader, Mapping):
+        loaders = list(loader.values())
+    elif isinstance(loader, (list, tuple)):
+        loaders = list(loader)
+    else:
+        loaders = [loader]
     total = 0
     for item in loaders:
         size = getattr(item, "batch_size", None)
