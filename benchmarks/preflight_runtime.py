@@ -93,9 +93,19 @@ def run_train_epoch() -> float:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.preflight_runtime", description=__doc__)
     parser.add_argument("--rounds", type=int, default=3, help="round-robin rounds (default: 3)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="torch intra-op threads for every variant (default: torch's)",
+    )
     args = parser.parse_args(list(argv) if argv is not None else None)
     if args.rounds < 1:
         raise ValueError(f"`--rounds` must be >= 1, got {args.rounds!r}.")
+    if args.threads is not None:
+        if args.threads < 1:
+            raise ValueError(f"`--threads` must be >= 1, got {args.threads!r}.")
+        torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     per_check: dict[str, list[float]] = {}
     variants: dict[str, Callable[[], float]] = {
