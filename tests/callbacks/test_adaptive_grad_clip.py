@@ -132,7 +132,7 @@ def test_lightning_fsdp1_norm_clipping_refuses_where_ours_applies():
 
 def _count_clip_warnings(tmp_path, **kwargs) -> int:
     clip = AdaptiveGradClip(percentile=10, window=10, warmup_steps=0, **kwargs)
-    trainer = fast_trainer(max_steps=30, log_every_n_steps=1, callbacks=[clip], default_root_dir=tmp_path)
+    trainer = fast_trainer(max_steps=30, log_every_n_steps=5, callbacks=[clip], default_root_dir=tmp_path)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         trainer.fit(TinyClassifier(), random_classification_loader(num_samples=30 * 8, batch_size=8))

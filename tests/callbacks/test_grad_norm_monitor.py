@@ -246,7 +246,7 @@ def test_interval_statistics_and_groups_against_recorded_gradients(tmp_path):
         callbacks=[monitor, recorder],
         default_root_dir=tmp_path,
     )
-    trainer.fit(TinyTransformerLM(n_layers=3), random_token_loader())
+    trainer.fit(TinyTransformerLM(d_model=32, n_layers=2), random_token_loader(num_samples=48, batch_size=8))
     assert [s for s, _ in logger.history("grad_norm/total")] == [2, 5]
     totals = [_norm(step.values()) for step in recorder.steps]
     np.testing.assert_allclose(logger.values("grad_norm/total"), [totals[2], totals[5]], rtol=1e-5)
@@ -372,27 +372,30 @@ def _syncs_per_batch(module: pl.LightningModule, callbacks: list[Callback], tmp_
             callbacks=[ledger, *callbacks],
             default_root_dir=tmp_path,
         )
-        trainer.fit(module, random_token_loader(num_samples=160, batch_size=16))
+        trainer.fit(module, random_token_loader(num_samples=40, seq_len=8, batch_size=4))
     assert len(ledger.per_batch) == 10
     return ledger.per_batch
 
 
+SMALL = {"d_model": 32, "n_layers": 1}  # the dispatch-mode counter costs a Python call per op: keep ops few
+
+
 def test_zero_host_syncs_on_non_logging_steps(tmp_path):
     torch.manual_seed(0)
-    bare = _syncs_per_batch(SGDTransformerLM(), [], tmp_path)
+    bare = _syncs_per_batch(SGDTransformerLM(**SMALL), [], tmp_path)
     stack = [
         GradNormMonitor(group_by=1, log_param_norm=True, log_update_ratio=True),
         AdaptiveGradClip(warmup_steps=2, window=8),
         InputPipelineMonitor(),
     ]
-    ours = _syncs_per_batch(SGDTransformerLM(), stack, tmp_path)
-    recipe = _syncs_per_batch(LightningGradNormRecipe(), [], tmp_path)
+    ours = _syncs_per_batch(SGDTransformerLM(**SMALL), stack, tmp_path)
+    recipe = _syncs_per_batch(LightningGradNormRecipe(**SMALL), [], tmp_path)
     logging_batches = {4, 9}
     non_logging = [i for i in range(10) if i not in logging_batches]
     assert [bare[i] for i in non_logging] == [0] * 8, f"the bare Trainer already syncs: {bare}"
     assert [ours[i] for i in non_logging] == [0] * 8, f"syncs per batch with the monitoring stack: {ours}"
     assert all(ours[i] > bare[i] for i in logging_batches), (ours, bare)  # the counter sees our logging syncs
-    assert all(recipe[i] >= 20 for i in non_logging), f"Lightning's recipe: {recipe}"  # one per parameter
+    assert all(recipe[i] >= 16 for i in non_logging), f"Lightning's recipe: {recipe}"  # one per parameter
 
 
 @pytest.mark.gpu
