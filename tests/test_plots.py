@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import functools
 import io
 import math
@@ -358,19 +359,25 @@ def test_log_figure_to_csv_tensorboard_and_wandb(tmp_path: Path) -> None:
 
 
 def test_missing_matplotlib_gives_install_hint(monkeypatch: pytest.MonkeyPatch) -> None:
-    from lightning_recipes.plots import _backend
+    for name in [name for name in sys.modules if name == "matplotlib" or name.startswith("matplotlib.")]:
+        monkeypatch.setitem(sys.modules, name, None)  # what an interpreter without matplotlib sees
+    assert read_metrics({"a": [1.0]}) == {"a": [(0, 1.0)]}  # reading needs no matplotlib
+    with pytest.raises(ImportError, match=r"needs matplotlib: pip install 'lightning-recipes\[plots\]'"):
+        plot_metrics({"a": [1.0]}, "a")
 
-    monkeypatch.setitem(sys.modules, "matplotlib.pyplot", None)  # what an environment without it sees
-    with pytest.raises(ImportError, match=r"pip install 'lightning-recipes\[plots\]'"):
-        _backend.pyplot()
 
-
-def test_reading_a_csv_logger_never_deletes_its_file(tmp_path: Path) -> None:
-    writer = CSVLogger(tmp_path, name="run", version="v")
-    writer.log_metrics({"train_loss": 1.0}, step=0)
-    writer.save()
-    # A second logger object for the same directory, as in the parent process of a ddp_notebook/ddp_spawn run.
-    reader = CSVLogger(tmp_path, name="run", version="v")
-    assert read_metrics(reader) == {"train_loss": [(0, 1.0)]}
-    assert read_metrics(reader) == {"train_loss": [(0, 1.0)]}
-    assert (Path(writer.log_dir) / "metrics.csv").is_file()
+def test_matplotlib_is_imported_lazily() -> None:
+    """No module of the package imports matplotlib at import time (only inside the functions that draw)."""
+    package = Path(__file__).resolve().parents[1] / "lightning_recipes"
+    offenders = []
+    for path in package.rglob("*.py"):
+        for node in ast.parse(path.read_text()).body:  # top-level statements only
+            names = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            offenders += [
+                f"{path.relative_to(package)}: {n}" for n in names if n.split(".")[0] == "matplotlib"
+            ]
+    assert not offenders, offenders
