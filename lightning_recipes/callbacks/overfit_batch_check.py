@@ -65,7 +65,7 @@ class OverfitBatchCheck(SanityCheck):
 
     def __init__(
         self,
-        max_steps: int = 60,
+        max_steps: int = 150,
         target_ratio: float = 0.3,
         num_samples: int | None = 16,
         *,

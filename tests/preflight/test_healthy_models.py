@@ -45,7 +45,7 @@ def test_zero_init_mlp_passes_with_exact_ln_c():
 
 def test_digits_cnn_with_batchnorm_and_dropout_passes():
     """The demo's CNN: BatchNorm must not count as batch mixing, dropout must not break any check."""
-    report = preflight(DigitsCNN(width=16), datamodule=DigitsDataModule(batch_size=32))
+    report = preflight(DigitsCNN(), datamodule=DigitsDataModule())  # exactly the demo's model and data
     _assert_all_pass(report)
     assert report["batch_independence"].details["method"] == "gradient"
     assert report["init_loss"].details["num_classes"] == 10
@@ -62,9 +62,10 @@ def test_causal_transformer_lm_passes_on_recurrence_tokens():
 def test_causal_transformer_lm_passes_on_char_lm_datamodule():
     model = TinyTransformerLM(vocab_size=CharLMDataModule(max_chars=1).vocab_size, d_model=32, n_layers=1)
     datamodule = CharLMDataModule(seq_len=32, batch_size=16, max_chars=40_000)
-    report = preflight(model, datamodule=datamodule, checks=["data", "init_loss", "batch_independence"])
-    assert report.ok, report
-    assert [r.status for r in report] == ["pass", "pass", "pass"], report
+    report = preflight(model, datamodule=datamodule)
+    _assert_all_pass(report)
+    # letters must be learned beyond their frequencies: the comparison needs more than the first look
+    assert report["input_independence"].details["steps"] > 25
 
 
 def test_regression_with_mse_passes_and_init_loss_skips_with_reason():

@@ -20,6 +20,7 @@ __all__ = [
     "INPUT_KEYS",
     "TARGET_KEYS",
     "batch_size_of",
+    "clone_tensors",
     "replace_inputs",
     "slice_batch",
     "split_batch",
@@ -130,6 +131,19 @@ def slice_batch(batch: Any, count: int, batch_size: int) -> Any:
         return type(batch)(*(slice_batch(value, count, batch_size) for value in batch))
     if isinstance(batch, (list, tuple)):
         return type(batch)(slice_batch(value, count, batch_size) for value in batch)
+    return batch
+
+
+def clone_tensors(batch: Any) -> Any:
+    """The batch with every tensor cloned (so a slice no longer keeps its parent's storage alive)."""
+    if isinstance(batch, Tensor):
+        return batch.clone()
+    if isinstance(batch, Mapping):
+        return {key: clone_tensors(value) for key, value in batch.items()}
+    if isinstance(batch, tuple) and hasattr(batch, "_fields"):
+        return type(batch)(*(clone_tensors(value) for value in batch))
+    if isinstance(batch, (list, tuple)):
+        return type(batch)(clone_tensors(value) for value in batch)
     return batch
 
 

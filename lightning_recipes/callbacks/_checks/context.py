@@ -33,7 +33,13 @@ from torch import Tensor, nn
 from torch.optim import Optimizer
 from torch.utils.data import DataLoader
 
-from lightning_recipes.callbacks._checks.batches import Key, split_batch
+from lightning_recipes.callbacks._checks.batches import (
+    Key,
+    batch_size_of,
+    clone_tensors,
+    slice_batch,
+    split_batch,
+)
 
 __all__ = ["CheckContext", "CheckSkipped", "context_from_trainer", "preserved_rng"]
 
@@ -163,6 +169,16 @@ class CheckContext:
             return []
         return self._batches("val", self.val_dataloader, count)
 
+    def read_train_batches(self, count: int, max_samples: int | None = None) -> list[Any]:
+        """Up to ``count`` training batches, each cut to ``max_samples`` samples before it goes to the device.
+
+        Not cached: for checks that need many small batches (a capped batch is copied, so the full raw batch
+        is freed at once).
+        """
+        if self.train_dataloader is None:
+            raise CheckSkipped("no training data: pass `datamodule=` or `train_dataloaders=`.")
+        return [self._prepare(batch) for batch in self._read(self.train_dataloader, count, max_samples)]
+
     def _batches(self, split: str, loader: Any, count: int) -> list[Any]:
         cache = self._cache[split]
         if len(cache) < count and not self._exhausted[split]:
@@ -171,8 +187,7 @@ class CheckContext:
             self._cache[split] = cache = [self._prepare(batch) for batch in raw]
         return cache[:count]
 
-    @staticmethod
-    def _read(loader: Iterable[Any], count: int) -> list[Any]:
+    def _read(self, loader: Iterable[Any], count: int, max_samples: int | None = None) -> list[Any]:
         """Read ``count`` batches from a fresh iterator, leaving every RNG the loader touches as it was."""
         generators = _loader_generators(loader)
         saved = [g.get_state() for g in generators]
@@ -180,6 +195,9 @@ class CheckContext:
         try:
             with preserved_rng():
                 for batch in loader:
+                    size = batch_size_of(batch, self.input_key)
+                    if max_samples is not None and size is not None and size > max_samples:
+                        batch = clone_tensors(slice_batch(batch, max_samples, size))
                     batches.append(batch)
                     if len(batches) >= count:
                         break
