@@ -38,8 +38,8 @@ class AdaptiveGradClip(Callback):
     ``gradient_clipping`` config instead (the engine keeps the gradients).
 
     Cost: one read of the gradients for the norm, one read-write to scale them (every step, as
-    ``clip_grad_norm_``), a sort of ``window`` floats; **no host-device sync on non-logging steps**; one sync per
-    logging step. Warns on rank zero, at most once every ``window`` steps, when more than
+    ``clip_grad_norm_``), a sort of ``window`` floats; **no host-device sync on non-logging steps**; one read-back
+    per logging step (plus Lightning's own read of each logged key). Warns on rank zero, at most once every ``window`` steps, when more than
     ``warn_clipped_fraction`` of the recent steps were clipped: the learning rate, loss scale or data is likely
     wrong.
 
