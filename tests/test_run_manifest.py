@@ -337,3 +337,33 @@ def test_effective_batch_with_several_training_loaders(tmp_path: Path) -> None:
     _fit(tmp_path, manifest, model=TwoLoaders(), loader=loaders, max_steps=2)
     assert manifest.manifest["trainer"]["per_device_batch_size"] == 32
     assert manifest.manifest["trainer"]["effective_batch_size"] == 32
+
+
+class _CLIModel(TinyClassifier):
+    def train_dataloader(self) -> DataLoader:
+        return random_classification_loader(in_features=self.hparams["in_features"])
+
+
+def test_records_the_lightning_cli_config(tmp_path: Path) -> None:
+    from lightning.pytorch.cli import LightningCLI
+
+    config = tmp_path / "experiment.yaml"
+    config.write_text(yaml.safe_dump({"model": {"hidden": 8, "lr": 0.05}, "trainer": {"max_steps": 2}}))
+    LightningCLI(
+        _CLIModel,
+        args=[
+            "fit",
+            f"--config={config}",
+            "--trainer.logger=false",
+            "--trainer.enable_progress_bar=false",
+            "--trainer.enable_checkpointing=false",
+            f"--trainer.default_root_dir={tmp_path}",
+            "--trainer.callbacks+=lightning_recipes.callbacks.RunManifest",
+            "--trainer.callbacks.fingerprint_batches=1",
+        ],
+    )
+    record = json.loads((tmp_path / "manifest.json").read_text())
+    cli = record["cli_config"]
+    assert (cli["model"]["hidden"], cli["model"]["lr"], cli["trainer"]["max_steps"]) == (8, 0.05, 2)
+    assert cli["trainer"]["callbacks"][0]["class_path"] == "lightning_recipes.callbacks.RunManifest"
+    assert record["hparams"]["hidden"] == 8

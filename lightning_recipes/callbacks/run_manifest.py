@@ -93,6 +93,7 @@ class RunManifest(Callback):
     ``hparams``            the LightningModule's ``hparams``
     ``datamodule_hparams`` the datamodule's ``hparams`` (when one is attached)
     ``recipe``             the module's ``recipe`` attribute, if any
+    ``cli_config``         the full LightningCLI config (YAML + flags + defaults), when run by one
     ``optimizers``         per optimizer: class, per-group hyperparameters and parameter counts;
                            schedulers by class and interval
     ``seeds``              ``PL_GLOBAL_SEED``, ``PL_SEED_WORKERS``, ``torch.initial_seed()``
@@ -246,6 +247,9 @@ class RunManifest(Callback):
         recipe = getattr(pl_module, "recipe", None)
         if recipe is not None:
             manifest["recipe"] = _jsonable(recipe)
+        cli_config = _cli_config(trainer)
+        if cli_config is not None:
+            manifest["cli_config"] = cli_config
         manifest["optimizers"] = _optimizers(trainer)
         manifest["seeds"] = {
             "PL_GLOBAL_SEED": os.environ.get("PL_GLOBAL_SEED"),
@@ -278,6 +282,22 @@ def _run_dir(trainer: pl.Trainer) -> str | None:
     if save_dir is None or name is None or version is None:
         return log_dir
     return os.path.join(save_dir, str(name), version if isinstance(version, str) else f"version_{version}")
+
+
+def _cli_config(trainer: pl.Trainer) -> dict[str, Any] | None:
+    """The full LightningCLI configuration (YAML, CLI flags and defaults), when the run was started by one."""
+    from lightning.pytorch.cli import SaveConfigCallback
+
+    for callback in getattr(trainer, "callbacks", []):
+        if isinstance(callback, SaveConfigCallback):
+            try:
+                import yaml
+
+                dumped = callback.parser.dump(callback.config, skip_none=False)
+                return _jsonable(yaml.safe_load(dumped))
+            except Exception as err:  # a config that cannot be dumped must not stop training
+                return {"error": f"could not dump the LightningCLI config: {type(err).__name__}: {err}"}
+    return None
 
 
 def _run_git(repo_dir: str, *args: str) -> str | None:
