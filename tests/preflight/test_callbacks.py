@@ -194,3 +194,24 @@ def test_ddp_healthy_model_trains(tmp_path):
     trainer.fit(M.MLP(), M.loader())
     outcomes = {path.name: path.read_text() for path in tmp_path.glob("rank*.txt")}
     assert outcomes == {"rank0.txt": "pass False", "rank1.txt": "pass False"}
+
+
+def test_preflight_callback_configured_from_lightning_cli(tmp_path):
+    from lightning.pytorch.cli import LightningCLI
+
+    args = [
+        "--trainer.callbacks+=lightning_recipes.callbacks.Preflight",
+        "--trainer.callbacks.checks=[data, init_loss]",
+        "--trainer.callbacks.on_fail=warn",
+        "--trainer.callbacks.print_report=false",
+        "--trainer.max_steps=1",
+        "--trainer.logger=false",
+        "--trainer.enable_checkpointing=false",
+        "--trainer.enable_progress_bar=false",
+        f"--trainer.default_root_dir={tmp_path}",
+    ]
+    cli = LightningCLI(M.MLP, run=False, args=args)
+    (preflight,) = [c for c in cli.trainer.callbacks if isinstance(c, Preflight)]
+    assert [c.name for c in preflight.checks] == ["data", "init_loss"] and preflight.on_fail == "warn"
+    cli.trainer.fit(cli.model, M.loader())
+    assert preflight.report.ok and preflight.report["init_loss"].status == "pass"
