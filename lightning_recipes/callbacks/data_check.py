@@ -29,7 +29,7 @@ class DataCheck(SanityCheck):
     forward output on the first batch (logits ``[B, C]`` / ``[B, S, V]``). Class checks apply to 1-D integer
     targets.
 
-    Cost: reads ``num_batches`` batches and runs one forward pass (to infer ``C``); one host sync per batch.
+    Cost: reads ``num_batches`` batches and runs one forward pass (to infer ``C``); a handful of host syncs, once.
 
     Args:
         num_batches: Batches inspected.

@@ -29,8 +29,8 @@ class Preflight(Callback):
     restored callback state skips the checks: they describe a run's start. Under sharded strategies (FSDP,
     DeepSpeed, ModelParallel) the checks skip: run :func:`lightning_recipes.preflight` on the unsharded model.
 
-    Cost: what the chosen checks cost (a few seconds on a small CNN on CPU, see ``benchmarks/RESULTS.md``),
-    once per ``fit``; memory of two to three copies of the model.
+    Cost: what the chosen checks cost, once per ``fit`` (about 1 s for all six on the demo CNN on one CPU
+    thread, see ``benchmarks/RESULTS.md``); memory of two to three copies of the model.
 
     Args:
         checks: Names (``"data"``, ``"init_loss"``, ``"grad_flow"``, ``"batch_independence"``,
