@@ -45,6 +45,12 @@ def build_parser():  # -> jsonargparse.ArgumentParser (imported lazily: jsonargp
         "--num_classes", type=int | None, default=None, help="number of classes, if not inferable"
     )
     parser.add_argument("--seed", type=int, default=0, help="seed the checks run under (default: 0)")
+    parser.add_argument(
+        "--num_threads",
+        type=int | None,
+        default=None,
+        help="torch CPU threads during the checks (default: torch's)",
+    )
     parser.add_argument("--json", type=Path | None, default=None, help="also write the report as JSON here")
     parser.add_argument("--strict", type=bool, default=False, help="exit 1 on warnings too")
     return parser
@@ -80,6 +86,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         checks=config.checks,
         num_classes=config.num_classes,
         seed=config.seed,
+        num_threads=config.num_threads,
         print_report=True,
     )
     if config.json is not None:

@@ -12,7 +12,7 @@ from typing_extensions import override
 from lightning_recipes.callbacks._checks.base import ON_FAIL, enforce, log_results, unsupported_strategy
 from lightning_recipes.callbacks._checks.batches import Key
 from lightning_recipes.callbacks._checks.context import context_from_trainer
-from lightning_recipes.callbacks._checks.registry import build_checks, run_checks
+from lightning_recipes.callbacks._checks.registry import build_checks, run_checks, validate_num_threads
 from lightning_recipes.callbacks._checks.report import PreflightReport
 
 __all__ = ["Preflight"]
@@ -41,9 +41,11 @@ class Preflight(Callback):
         target_key: Index or key of the target tensor.
         num_classes: Number of classes, when the output shapes cannot tell.
         seed: Seed the checks run under (their RNG is isolated from the run's).
+        num_threads: torch intra-op threads while the checks run on a CPU (restored before training);
+            ``None`` leaves them alone.
 
     Raises:
-        ValueError: If ``on_fail`` or a check name is unknown.
+        ValueError: If ``on_fail`` or a check name is unknown, or ``num_threads < 1``.
 
     Example:
         >>> from lightning_recipes.testing import TinyClassifier, fast_trainer, random_classification_loader
@@ -68,11 +70,14 @@ class Preflight(Callback):
         target_key: Key = None,
         num_classes: int | None = None,
         seed: int = 0,
+        num_threads: int | None = None,
     ) -> None:
         if on_fail not in ON_FAIL:
             raise ValueError(f"`on_fail` must be one of {ON_FAIL}, got {on_fail!r}.")
         if num_classes is not None and num_classes < 2:
             raise ValueError(f"`num_classes` must be >= 2, got {num_classes!r}.")
+        validate_num_threads(num_threads)
+        self.num_threads = num_threads
         self.checks = build_checks(checks)
         self.on_fail = on_fail
         self.print_report = print_report
@@ -104,7 +109,7 @@ class Preflight(Callback):
                 num_classes=self.num_classes,
                 seed=self.seed,
             )
-            report = run_checks(self.checks, context)
+            report = run_checks(self.checks, context, self.num_threads)
         self.report = report
         if self.print_report and trainer.is_global_zero:
             from rich.console import Console

@@ -204,3 +204,19 @@ def test_init_loss_infers_classes_when_training_step_calls_a_submodule():
 
     result = InitLossCheck().run(CheckContext(CallsNet(), M.loader()))
     assert result.status == "pass" and result.details["num_classes"] == 4
+
+
+def test_num_threads_applies_during_the_checks_and_is_restored():
+    seen: list[int] = []
+
+    class Spy(M.MLP):
+        def forward(self, x):
+            seen.append(torch.get_num_threads())
+            return super().forward(x)
+
+    torch.set_num_threads(2)
+    preflight(Spy(), train_dataloaders=M.loader(), checks=["init_loss"], num_threads=1)
+    assert seen and set(seen) == {1}
+    assert torch.get_num_threads() == 2
+    with pytest.raises(ValueError, match="`num_threads` must be >= 1 or None, got 0"):
+        Preflight(num_threads=0)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
+import torch
+
 from lightning_recipes.callbacks._checks.base import CheckResult, SanityCheck
 from lightning_recipes.callbacks._checks.context import CheckContext
 from lightning_recipes.callbacks._checks.report import PreflightReport
@@ -15,7 +17,7 @@ from lightning_recipes.callbacks.init_loss_check import InitLossCheck
 from lightning_recipes.callbacks.input_independence_check import InputIndependenceCheck
 from lightning_recipes.callbacks.overfit_batch_check import OverfitBatchCheck
 
-__all__ = ["CHECKS", "build_checks", "run_checks"]
+__all__ = ["CHECKS", "build_checks", "run_checks", "validate_num_threads"]
 
 CHECKS: dict[str, type[SanityCheck]] = {
     cls.name: cls
@@ -53,8 +55,24 @@ def build_checks(checks: Sequence[str | SanityCheck] | None) -> list[SanityCheck
     return built
 
 
-def run_checks(checks: list[SanityCheck], context: CheckContext) -> PreflightReport:
-    """Run each check on the shared context and collect a report."""
+def run_checks(
+    checks: list[SanityCheck], context: CheckContext, num_threads: int | None = None
+) -> PreflightReport:
+    """Run each check on the shared context and collect a report.
+
+    ``num_threads`` sets torch's intra-op threads while the checks run on a CPU, then restores them.
+    """
     started = time.perf_counter()
-    results: list[CheckResult] = [check.run(context) for check in checks]
+    saved = torch.get_num_threads()
+    if num_threads is not None and context.device.type == "cpu":
+        torch.set_num_threads(num_threads)
+    try:
+        results: list[CheckResult] = [check.run(context) for check in checks]
+    finally:
+        torch.set_num_threads(saved)
     return PreflightReport(results, time.perf_counter() - started)
+
+
+def validate_num_threads(num_threads: int | None) -> None:
+    if num_threads is not None and num_threads < 1:
+        raise ValueError(f"`num_threads` must be >= 1 or None, got {num_threads!r}.")
