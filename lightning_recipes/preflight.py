@@ -92,7 +92,8 @@ def preflight(
 
     Example:
         >>> from lightning_recipes.testing import TinyClassifier, random_classification_loader
-        >>> report = preflight(TinyClassifier(lr=0.5), train_dataloaders=random_classification_loader(shuffle=True))
+        >>> loader = random_classification_loader(shuffle=True)
+        >>> report = preflight(TinyClassifier(lr=0.5), train_dataloaders=loader, num_threads=1)
         >>> report.ok, [r.status for r in report]
         (True, ['pass', 'pass', 'pass', 'pass', 'pass', 'pass'])
         >>> round(report["init_loss"].details["measured"], 3)  # ln 4
