@@ -34,8 +34,9 @@ class EarlyStopping(_LightningEarlyStopping):
 
     * ``min_delta_mode="rel"``: an improvement must beat the best score by ``min_delta * |best|``
       (``"abs"``, the default, is Lightning's absolute ``min_delta``).
-    * ``start_from_epoch`` / ``start_from_step``: checks before that epoch *and* step are skipped entirely
-      (no best score, no wait count, no stop), e.g. during learning-rate warm-up.
+    * ``start_from_epoch`` / ``start_from_step``: a check counts only once ``current_epoch >= start_from_epoch``
+      and ``global_step >= start_from_step``; earlier checks are skipped entirely (no best score, no wait
+      count, no stop, not even for a non-finite metric), e.g. during learning-rate warm-up.
     * ``restore_best_weights=True``: at every check where the metric improved on **every** rank (identical
       to the single-process rule when the metric is logged with ``sync_dist=True``), a copy of the module's
       ``state_dict`` is kept in CPU memory, and loaded back at ``on_train_end`` whatever ended training:
