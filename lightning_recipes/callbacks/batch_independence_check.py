@@ -50,7 +50,7 @@ class BatchIndependenceCheck(SanityCheck):
         ValueError: If ``num_samples < 2`` or ``rtol`` is not in (0, 1).
 
     Example:
-        >>> from lightning_recipes.callbacks._checks.context import CheckContext
+        >>> from lightning_recipes.preflight import CheckContext
         >>> from lightning_recipes.testing import TinyTransformerLM, random_token_loader
         >>> context = CheckContext(TinyTransformerLM(n_layers=1), random_token_loader(batch_size=4, seq_len=8))
         >>> result = BatchIndependenceCheck().run(context)

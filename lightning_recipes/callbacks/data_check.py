@@ -45,7 +45,7 @@ class DataCheck(SanityCheck):
     Example:
         >>> import torch
         >>> from torch.utils.data import DataLoader, TensorDataset
-        >>> from lightning_recipes.callbacks._checks.context import CheckContext
+        >>> from lightning_recipes.preflight import CheckContext
         >>> from lightning_recipes.testing import TinyClassifier
         >>> x, y = torch.randn(64, 16), torch.randint(0, 4, (64,))
         >>> y[5] = 7  # a label outside [0, 4)

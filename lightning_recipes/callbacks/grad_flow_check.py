@@ -44,7 +44,7 @@ class GradFlowCheck(SanityCheck):
         ValueError: If ``max_steps < 1``.
 
     Example:
-        >>> from lightning_recipes.callbacks._checks.context import CheckContext
+        >>> from lightning_recipes.preflight import CheckContext
         >>> from lightning_recipes.testing import TinyClassifier, random_classification_loader
         >>> result = GradFlowCheck().run(CheckContext(TinyClassifier(), random_classification_loader()))
         >>> result.status, result.details["steps"]  # the zero-initialised head needs one step first

@@ -49,7 +49,7 @@ class InitLossCheck(SanityCheck):
             ``expected_loss`` is not finite.
 
     Example:
-        >>> from lightning_recipes.callbacks._checks.context import CheckContext
+        >>> from lightning_recipes.preflight import CheckContext
         >>> from lightning_recipes.testing import TinyClassifier, random_classification_loader
         >>> result = InitLossCheck().run(CheckContext(TinyClassifier(num_classes=4), random_classification_loader()))
         >>> result.status, round(result.details["expected"], 4)

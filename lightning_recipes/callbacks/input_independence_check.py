@@ -50,11 +50,13 @@ class InputIndependenceCheck(SanityCheck):
         ValueError: If a count is < 1 or ``min_improvement`` is outside [0, 1).
 
     Example:
-        >>> from lightning_recipes.callbacks._checks.context import CheckContext
+        >>> from lightning_recipes.preflight import preflight
         >>> from lightning_recipes.testing import TinyClassifier, random_classification_loader
-        >>> context = CheckContext(TinyClassifier(lr=0.5), random_classification_loader(batch_size=32))
-        >>> result = InputIndependenceCheck().run(context)
-        >>> result.status, result.details["steps"]
+        >>> report = preflight(
+        ...     TinyClassifier(lr=0.5), train_dataloaders=random_classification_loader(),
+        ...     checks=[InputIndependenceCheck()], num_threads=1,
+        ... )
+        >>> report["input_independence"].status, report["input_independence"].details["steps"]
         ('pass', 25)
 
     Logged keys (as a callback, rank zero, step 0):

@@ -45,10 +45,13 @@ class OverfitBatchCheck(SanityCheck):
         ValueError: If ``max_steps < 1``, ``target_ratio`` is outside (0, 1) or ``num_samples < 1``.
 
     Example:
-        >>> from lightning_recipes.callbacks._checks.context import CheckContext
+        >>> from lightning_recipes.preflight import preflight
         >>> from lightning_recipes.testing import TinyClassifier, random_classification_loader
-        >>> check = OverfitBatchCheck(max_steps=100)
-        >>> result = check.run(CheckContext(TinyClassifier(lr=0.5), random_classification_loader()))
+        >>> report = preflight(
+        ...     TinyClassifier(lr=0.5), train_dataloaders=random_classification_loader(),
+        ...     checks=[OverfitBatchCheck(max_steps=100)], num_threads=1,
+        ... )
+        >>> result = report["overfit_batch"]
         >>> result.status, result.details["best"] < 0.3 * result.details["initial"]
         ('pass', True)
 
