@@ -37,6 +37,7 @@ def test_report_api(report):
     assert [r.name for r in report] == ["data", "init_loss", "grad_flow"]
     assert report["init_loss"].status == "fail" and report["data"].status == "pass"
     assert "init_loss" in report and "overfit_batch" not in report and len(report) == 3
+    assert report[1] is report["init_loss"] and report[-1].name == "grad_flow"
     assert [r.name for r in report.failures] == ["init_loss"] and report.warnings == []
     with pytest.raises(KeyError, match="no check named 'nope'"):
         report["nope"]

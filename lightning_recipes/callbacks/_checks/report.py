@@ -53,7 +53,9 @@ class PreflightReport:
     def warnings(self) -> list[CheckResult]:
         return [r for r in self.results if r.status == "warn"]
 
-    def __getitem__(self, name: str) -> CheckResult:
+    def __getitem__(self, name: str | int) -> CheckResult:
+        if isinstance(name, int):
+            return self.results[name]
         for result in self.results:
             if result.name == name:
                 return result
