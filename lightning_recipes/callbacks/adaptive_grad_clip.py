@@ -151,7 +151,6 @@ class AdaptiveGradClip(Callback):
                 "`AdaptiveGradClip` cannot reach the gradients under DeepSpeed (the engine owns and clips them): "
                 "set `gradient_clipping` in the DeepSpeed config, or `Trainer(gradient_clip_val=...)`, instead."
             )
-        self._shard_group = _flat_shard_group(trainer)
 
     @override
     def on_before_optimizer_step(
@@ -164,6 +163,8 @@ class AdaptiveGradClip(Callback):
         state = self._states.get(index)
         if state is None:
             state = self._states[index] = _ClipState(self.window)
+        if self._shard_group is None:  # the FSDP1 wrapper exists only after setup: look it up here
+            self._shard_group = _flat_shard_group(trainer)
         norm = distributed_total_norm(grads, self.norm_type, self._shard_group)
         factor = state.step(norm, self)
         torch._foreach_mul_([local_tensor(g) for g in grads], factor)
