@@ -32,7 +32,12 @@ from lightning.pytorch.utilities import grad_norm
 
 from lightning_recipes import _grad_norm
 from lightning_recipes._grad_norm import HostSyncCounter, total_norm
-from lightning_recipes.callbacks import AdaptiveGradClip, GradNormMonitor, InputPipelineMonitor
+from lightning_recipes.callbacks import (
+    AdaptiveGradClip,
+    GradNormMonitor,
+    InputPipelineMonitor,
+    StabilityGuard,
+)
 from lightning_recipes.testing import InMemoryLogger, TinyTransformerLM, random_token_loader
 
 __all__ = ["CONFIGS", "Config", "main"]
@@ -91,6 +96,17 @@ CONFIGS: list[Config] = [
         timed_types=OURS,
     ),
     Config("Lightning grad_norm() recipe", lambda: [], module=LightningRecipeLM),
+    # StabilityGuard (issue 5): defaults (snapshot every 100 steps, so only the start-of-training snapshot here)
+    Config(
+        "StabilityGuard(check_every_n_steps=10)",
+        lambda: [StabilityGuard(check_every_n_steps=10)],
+        timed_types=(StabilityGuard,),
+    ),
+    Config(
+        "StabilityGuard(check_every_n_steps=1)",
+        lambda: [StabilityGuard(check_every_n_steps=1)],
+        timed_types=(StabilityGuard,),
+    ),
 ]
 
 
