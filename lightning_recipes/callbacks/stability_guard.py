@@ -65,7 +65,7 @@ class StabilityGuard(Callback):
 
     Every optimizer step the guard keeps a reference to the step's loss and computes the total gradient
     norm, both on the device, with no host-device synchronisation. Every ``check_every_n_steps`` steps it
-    evaluates the pending steps at once, still on the device, copies one 2-element record to the host
+    evaluates the pending steps at once, still on the device, and copies one 3-integer record to the host
     (**the one sync per check**) after a single all-reduce of one integer (under DDP) so that all ranks
     agree: a fault on any rank is a fault on every rank. A step is faulty when
 
@@ -106,9 +106,16 @@ class StabilityGuard(Callback):
         scaler: all checks run.
 
     Strategies:
-        Single device and DDP-family strategies (``ddp``, ``ddp_spawn``, ``ddp_fork``). Rollback of sharded
-        state (FSDP, DeepSpeed, ``ModelParallelStrategy``) is not supported and raises at setup; use
-        ``mode="raise"`` or ``"skip_step"`` there.
+        Single device and DDP-family strategies (``ddp``, ``ddp_spawn``, ``ddp_fork``). Each rank checks its
+        own loss and keeps statistics of it; the event details are gathered across ranks only when a fault
+        is found. Rollback of sharded state (FSDP, DeepSpeed, ``ModelParallelStrategy``) is not supported and
+        raises at setup; use ``mode="raise"`` or ``"skip_step"`` there.
+
+    Resuming:
+        Events, counters, the cooldown, the statistics and the not-yet-checked steps are in ``state_dict``
+        (a checkpoint holds rank 0's statistics). The in-memory snapshot is not: after a resume the first
+        snapshot is the restored state, or, if the checkpoint was written between checks, the state at the
+        first passing check (a fault before that raises, as there is nothing verified to roll back to).
 
     Args:
         mode: ``"rollback"``, ``"skip_step"`` or ``"raise"``.
@@ -132,7 +139,8 @@ class StabilityGuard(Callback):
         RuntimeError: In ``mode="raise"`` at the first fault, or in ``mode="rollback"`` when
             ``max_rollbacks`` is exceeded or no good snapshot exists; on every rank, naming cause and steps.
 
-    Logged keys (only on a step with an event, ``on_step=True``):
+    Logged keys (only when an event happens, straight to ``trainer.loggers`` at the step Lightning uses for
+    that batch, so an event never waits for ``log_every_n_steps``):
 
     ====================================  ==========================================================
     Key                                   Value

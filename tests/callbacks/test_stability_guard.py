@@ -352,6 +352,14 @@ def test_max_rollbacks_exceeded_writes_emergency_checkpoint_and_raises(tmp_path:
     _assert_same({k: v for k, v in state["state_dict"].items()}, _weights(model))
 
 
+def test_resumed_with_unchecked_steps_has_no_snapshot_until_a_check_passes() -> None:
+    guard = StabilityGuard(check_every_n_steps=2, verbose=False)
+    guard.load_state_dict({"pending": [(41, 1.3, 0.5)]})  # a checkpoint written between two checks
+    with pytest.raises(RuntimeError, match="no verified snapshot exists yet"):
+        _fit(FaultyClassifier(fault="nan_loss", fault_step=0), guard, max_steps=4)
+    assert [(e.step, e.action, e.restored_step) for e in guard.events] == [(0, "give_up", -1)]
+
+
 def test_fp16_gradscaler_overflow_is_left_to_the_scaler() -> None:
     """An inf gradient under a GradScaler is the scaler's business (it skips the step, lowers its scale);
     a NaN loss is still caught."""
