@@ -375,7 +375,7 @@ def implementations(notes: list[str]) -> list[tuple[str, str, int, Callable[[lis
     return out
 
 
-def auto_choice(params: list[Any]) -> str:
+def auto_choice(params: list[Any], family: str) -> str:
     """What ``implementation="auto"`` runs for these CPU tensors."""
     from lightning_recipes.optim._common import COMPILE_MIN_NUMEL, split_for_auto
     from lightning_recipes.optim._compiled import compile_available
@@ -387,7 +387,7 @@ def auto_choice(params: list[Any]) -> str:
         return f"for_loop for all {len(params)} tensors (no compiler)"
     return (
         f"compiled for {len(big)} tensors >= {COMPILE_MIN_NUMEL} elements ({100 * n_big / total:.1f}% of elements), "
-        f"for_loop for the other {len(small)}"
+        f"{'foreach' if family == 'lamb' else 'for_loop'} for the other {len(small)}"
     )
 
 
@@ -499,7 +499,7 @@ def bench_layout(layout: str, args: argparse.Namespace, notes: list[str]) -> dic
         "per_visit": per_visit,
         "timing": meta,
         "add_GBps": {str(k): v for k, v in bw.items()},
-        "auto_choice": auto_choice(params),
+        "auto_choice": f"Lion: {auto_choice(params, 'lion')}; Lamb: {auto_choice(params, 'lamb')}",
         "all_finite": finite,
         "rows": rows,
     }

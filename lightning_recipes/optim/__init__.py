@@ -10,6 +10,7 @@ Example:
     ['decay', 'no_decay']
 """
 
+from lightning_recipes.optim.build import build_optimizer, build_scheduler
 from lightning_recipes.optim.lamb import Lamb, lamb_update_
 from lightning_recipes.optim.lion import Lion, lion_update_
 from lightning_recipes.optim.param_groups import NORM_LAYERS, param_groups
@@ -29,6 +30,8 @@ __all__ = [
     "NORM_LAYERS",
     "Lamb",
     "Lion",
+    "build_optimizer",
+    "build_scheduler",
     "lamb_update_",
     "lion_update_",
     "param_groups",

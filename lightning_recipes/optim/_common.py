@@ -12,6 +12,7 @@ from torch import Tensor
 __all__ = [
     "COMPILE_MIN_NUMEL",
     "FOREACH_CHUNK_NUMEL",
+    "FOREACH_CHUNK_NUMEL_CPU",
     "IMPLEMENTATIONS",
     "Implementation",
     "check_beta",
@@ -31,8 +32,10 @@ IMPLEMENTATIONS: tuple[str, ...] = ("auto", "for_loop", "foreach", "compiled")
 # and a model made only of small tensors never pays the one-time compile (~10-20 s cold).
 COMPILE_MIN_NUMEL = 1 << 16
 # The foreach path works on chunks of at most this many elements, so its temporaries (one or two chunk-sized
-# lists) stay bounded however large the model is.
+# lists) stay bounded however large the model is: 4M elements on accelerators (few, large kernel launches),
+# 256K on CPU (there foreach only saves per-op overhead, and small chunks stay in cache).
 FOREACH_CHUNK_NUMEL = 1 << 22
+FOREACH_CHUNK_NUMEL_CPU = 1 << 18
 
 
 def check_implementation(implementation: Any) -> None:
@@ -78,11 +81,16 @@ def group_by_device_and_dtype(*lists: Sequence[Tensor]) -> Iterator[tuple[list[T
 
 
 def foreach_chunks(
-    *lists: Sequence[Tensor], max_numel: int = FOREACH_CHUNK_NUMEL
+    *lists: Sequence[Tensor], max_numel: int | None = None
 ) -> Iterator[tuple[list[Tensor], ...]]:
-    """Consecutive chunks of parallel lists, each with at most ``max_numel`` elements (or one tensor)."""
-    start, total = 0, 0
+    """Consecutive chunks of parallel lists, each with at most ``max_numel`` elements (or one tensor);
+    ``None``: the device's default (``FOREACH_CHUNK_NUMEL_CPU`` on CPU, else ``FOREACH_CHUNK_NUMEL``)."""
     count = len(lists[0])
+    if count == 0:
+        return
+    if max_numel is None:
+        max_numel = FOREACH_CHUNK_NUMEL_CPU if lists[0][0].device.type == "cpu" else FOREACH_CHUNK_NUMEL
+    start, total = 0, 0
     for index in range(count):
         numel = lists[0][index].numel()
         if index > start and total + numel > max_numel:

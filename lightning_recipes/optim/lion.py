@@ -56,7 +56,7 @@ def lion_update_(
         beta2: Momentum decay.
         weight_decay: Decoupled weight decay (multiplied by ``lr``).
         implementation: ``"for_loop"`` (one tensor at a time: best cache locality on CPU), ``"foreach"``
-            (multi-tensor kernels, in chunks of at most 4M elements: the fast path on GPU), ``"compiled"``
+            (multi-tensor kernels, in chunks of 4M elements on GPU / 256K on CPU: the fast path on GPU), ``"compiled"``
             (one ``torch.compile``d single-pass kernel per tensor, compiled once per process) or ``"auto"``
             (foreach off CPU; on CPU compiled for tensors of >= 65536 elements and the eager loop for the rest,
             with an eager fallback when compiling is unavailable or fails).
@@ -191,7 +191,7 @@ class Lion(Optimizer):
 
     Cost: one read of ``p, g, m`` and one write of ``p, m`` per element with the compiled path (20 B/elem in
     fp32, 0.71x AdamW's traffic); no host-device sync in :meth:`step`; transient memory at most one tensor's
-    size (for_loop/compiled) or one 4M-element chunk (foreach). See ``benchmarks/RESULTS.md``.
+    size (for_loop/compiled) or one chunk (foreach: 256K elements on CPU, 4M on GPU). See ``benchmarks/RESULTS.md``.
 
     Args:
         params: Parameters or parameter groups (e.g. from :func:`~lightning_recipes.optim.param_groups`).

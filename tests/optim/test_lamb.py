@@ -91,7 +91,7 @@ def test_foreach_matches_for_loop_float32():
         torch.testing.assert_close(x, y, rtol=1e-5, atol=1e-7)
 
 
-@pytest.mark.parametrize("implementation", ["for_loop", "foreach"])
+@pytest.mark.parametrize("implementation", ["for_loop", "foreach", "auto"])
 def test_step_makes_no_tensor_to_host_conversion(implementation):
     model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Linear(8, 2))
     optimizer = Lamb(model.parameters(), trust_clip=2.0, implementation=implementation)
