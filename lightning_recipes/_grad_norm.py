@@ -23,7 +23,9 @@ from torch import Tensor
 from torch.utils._python_dispatch import TorchDispatchMode
 
 __all__ = [
+    "STEP_POWERS",
     "HostSyncCounter",
+    "PowerCache",
     "distributed_total_norm",
     "gradients",
     "lightning_log_step",
@@ -34,6 +36,7 @@ __all__ = [
     "reduce_power_",
     "split_by_sharding",
     "total_norm",
+    "total_norm_from_powers",
 ]
 
 try:  # torch >= 2.4 public location
@@ -258,8 +261,57 @@ def distributed_total_norm(
     groups = split_by_sharding(tensors, shard_group)
     if not groups:
         return torch.zeros((), dtype=torch.float32)
-    powers = [reduce_power_(norm_power(local, norm_type), key, norm_type) for key, local in groups.items()]
-    return power_to_norm(combine_powers(powers, norm_type), norm_type)
+    return total_norm_from_powers(
+        {key: norm_power(local, norm_type) for key, local in groups.items()}, norm_type
+    )
+
+
+class PowerCache:
+    """The local :func:`norm_power` per shard layout that one callback computed for a set of gradients this step.
+
+    ``GradNormMonitor`` publishes what it computed; ``AdaptiveGradClip`` placed after it reuses it instead of
+    reading every gradient again. Valid only for the same tensors (ids), unchanged since (their version
+    counters: any in-place change, such as clipping, invalidates it), the same ``norm_type`` and ``step``.
+
+    Example:
+        >>> cache, grads = PowerCache(), [torch.ones(2)]
+        >>> cache.publish(grads, 2.0, step=0, powers={None: torch.tensor(2.0)})
+        >>> cache.lookup(grads, 2.0, step=0)
+        {None: tensor(2.)}
+        >>> _ = grads[0].mul_(3)  # changed in place: stale
+        >>> cache.lookup(grads, 2.0, step=0) is None
+        True
+    """
+
+    def __init__(self) -> None:
+        self._token: tuple | None = None
+        self._powers: dict[ShardKey, Tensor] | None = None
+
+    @staticmethod
+    def _make_token(grads: Sequence[Tensor], norm_type: float, step: int) -> tuple:
+        locals_ = [local_tensor(g) for g in grads]
+        return (norm_type, step, tuple(id(t) for t in locals_), tuple(t._version for t in locals_))
+
+    def publish(
+        self, grads: Sequence[Tensor], norm_type: float, step: int, powers: dict[ShardKey, Tensor]
+    ) -> None:
+        self._token = self._make_token(grads, norm_type, step)
+        self._powers = powers
+
+    def lookup(self, grads: Sequence[Tensor], norm_type: float, step: int) -> dict[ShardKey, Tensor] | None:
+        if self._token is None or self._token != self._make_token(grads, norm_type, step):
+            return None
+        return self._powers
+
+
+STEP_POWERS = PowerCache()
+"""Process-wide cache shared by the callbacks (one entry: the last published step)."""
+
+
+def total_norm_from_powers(powers: dict[ShardKey, Tensor], norm_type: float = 2.0) -> Tensor:
+    """The global norm from local powers per shard layout: reduce each across its ranks, combine, take the root."""
+    reduced = [reduce_power_(power.clone(), key, norm_type) for key, power in powers.items()]
+    return power_to_norm(combine_powers(reduced, norm_type), norm_type)
 
 
 # --------------------------------------------------------------------------------------------------------------

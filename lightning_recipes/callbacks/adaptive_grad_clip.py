@@ -14,7 +14,13 @@ from torch import Tensor
 from torch.optim import Optimizer
 from typing_extensions import override
 
-from lightning_recipes._grad_norm import distributed_total_norm, lightning_will_log, local_tensor
+from lightning_recipes._grad_norm import (
+    STEP_POWERS,
+    distributed_total_norm,
+    lightning_will_log,
+    local_tensor,
+    total_norm_from_powers,
+)
 from lightning_recipes.callbacks.grad_norm_monitor import _emit, _flat_shard_group, _optimizer_index
 
 __all__ = ["AdaptiveGradClip"]
@@ -37,7 +43,8 @@ class AdaptiveGradClip(Callback):
     Works under FSDP/FSDP2, where the Trainer's norm clipping refuses; under DeepSpeed use its
     ``gradient_clipping`` config instead (the engine keeps the gradients).
 
-    Cost: one read of the gradients for the norm, one read-write to scale them (every step, as
+    Cost: one read of the gradients for the norm (none when a ``GradNormMonitor`` with the same ``norm_type`` runs
+    just before it: its result is reused), one read-write to scale them (every step, as
     ``clip_grad_norm_``), a sort of ``window`` floats; **no host-device sync on non-logging steps**; one read-back
     per logging step (plus Lightning's own read of each logged key). Warns on rank zero, at most once every ``window`` steps, when more than
     ``warn_clipped_fraction`` of the recent steps were clipped: the learning rate, loss scale or data is likely
@@ -165,7 +172,11 @@ class AdaptiveGradClip(Callback):
             state = self._states[index] = _ClipState(self.window)
         if self._shard_group is None:  # the FSDP1 wrapper exists only after setup: look it up here
             self._shard_group = _flat_shard_group(trainer)
-        norm = distributed_total_norm(grads, self.norm_type, self._shard_group)
+        cached = STEP_POWERS.lookup(grads, self.norm_type, trainer.global_step)  # GradNormMonitor ran first
+        if cached is not None:
+            norm = total_norm_from_powers(cached, self.norm_type)
+        else:
+            norm = distributed_total_norm(grads, self.norm_type, self._shard_group)
         factor = state.step(norm, self)
         torch._foreach_mul_([local_tensor(g) for g in grads], factor)
         if lightning_will_log(trainer):

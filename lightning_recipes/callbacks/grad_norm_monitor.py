@@ -16,6 +16,7 @@ from torch.optim import Optimizer
 from typing_extensions import override
 
 from lightning_recipes._grad_norm import (
+    STEP_POWERS,
     ShardKey,
     combine_powers,
     lightning_log_step,
@@ -159,7 +160,7 @@ class GradNormMonitor(Callback):
             self._shard_group = _flat_shard_group(trainer)
         index = _optimizer_index(trainer, optimizer)
         track = self._track(index, pl_module, optimizer)
-        track.append_step(self.norm_type, self._shard_group)
+        track.append_step(self.norm_type, self._shard_group, trainer.global_step)
         if track.pending_steps >= _FOLD_EVERY:
             track.fold(self.norm_type)
         if self._logging_now(trainer) and (self.log_param_norm or self.log_update_ratio):
@@ -280,13 +281,17 @@ class _Track:
         powers = self._powers(items, norm_type)
         return combine_powers([reduce_power_(v, k, norm_type) for k, v in powers.items()], norm_type)
 
-    def append_step(self, norm_type: float, shard_group: Any) -> None:
+    def append_step(self, norm_type: float, shard_group: Any, step: int) -> None:
         grads = [(i, p.grad) for i, p in enumerate(self.params) if p.grad is not None]
         if not grads:
             return
+        totals = {}
         for key, powers in self._powers(self._locals(grads, shard_group), norm_type).items():
             self.pending.setdefault(key, []).append(powers)
+            totals[key] = powers.amax() if math.isinf(norm_type) else powers.sum()
         self.pending_steps += 1
+        # AdaptiveGradClip placed after this callback reuses these instead of reading the gradients again
+        STEP_POWERS.publish([g for _, g in grads], norm_type, step, totals)
 
     def append_power(self, powers: Tensor) -> None:
         self.pending.setdefault(None, []).append(powers)

@@ -14,7 +14,7 @@ import torch
 from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.strategies import DeepSpeedStrategy
 
-from lightning_recipes.callbacks import AdaptiveGradClip
+from lightning_recipes.callbacks import AdaptiveGradClip, GradNormMonitor, adaptive_grad_clip
 from lightning_recipes.testing import (
     InMemoryLogger,
     TinyClassifier,
@@ -69,27 +69,34 @@ def autoclip_thresholds(norms, percentile, window, warmup_steps, max_norm):
 
 
 @pytest.mark.parametrize(
-    ("percentile", "window", "warmup_steps", "max_norm", "accumulate", "precision"),
+    ("percentile", "window", "warmup_steps", "max_norm", "accumulate", "precision", "monitor_first"),
     [
-        (50.0, 5, 3, None, 1, "32-true"),
-        (90.0, 1000, 0, None, 1, "32-true"),
-        (75.0, 4, 6, 0.2, 2, "bf16-mixed"),
+        (50.0, 5, 3, None, 1, "32-true", False),
+        (50.0, 5, 3, None, 1, "32-true", True),
+        (90.0, 1000, 0, None, 1, "32-true", False),
+        (75.0, 4, 6, 0.2, 2, "bf16-mixed", True),
     ],
 )
 def test_applied_gradient_matches_autoclip(
-    tmp_path, percentile, window, warmup_steps, max_norm, accumulate, precision
+    tmp_path, monkeypatch, percentile, window, warmup_steps, max_norm, accumulate, precision, monitor_first
 ):
+    own_norms = []
+    original = adaptive_grad_clip.distributed_total_norm
+    monkeypatch.setattr(
+        adaptive_grad_clip, "distributed_total_norm", lambda *a, **k: own_norms.append(1) or original(*a, **k)
+    )
     pre, applied, logger = PreClip(), Applied(), InMemoryLogger()
     clip = AdaptiveGradClip(
         percentile=percentile, window=window, warmup_steps=warmup_steps, max_norm=max_norm
     )
+    callbacks = [pre, GradNormMonitor(), clip, applied] if monitor_first else [pre, clip, applied]
     trainer = fast_trainer(
         max_steps=12,
         logger=logger,
         log_every_n_steps=1,
         accumulate_grad_batches=accumulate,
         precision=precision,
-        callbacks=[pre, clip, applied],
+        callbacks=callbacks,
         default_root_dir=tmp_path,
     )
     trainer.fit(
@@ -106,6 +113,8 @@ def test_applied_gradient_matches_autoclip(
     np.testing.assert_allclose(logger.values("grad_clip/threshold"), thresholds, rtol=1e-5)
     clipped = [float(t < n) for n, t in zip(pre.norms, thresholds)]
     assert logger.values("grad_clip/clipped_fraction") == clipped
+    # with GradNormMonitor just before it, the clipper reuses its norm instead of reading the gradients again
+    assert len(own_norms) == (0 if monitor_first else 12)
 
 
 def test_refuses_the_trainer_gradient_clip_val(tmp_path):

@@ -145,8 +145,8 @@ def main() -> int:
     before, after = Before(), Applied(lr=LR)
     callbacks = [
         before,
-        GradNormMonitor(group_by=1),
         GradNormMonitor(norm_type=math.inf, prefix="inf/"),
+        GradNormMonitor(group_by=1),  # last before the clipper: it reuses these (sharded, local) powers
         AdaptiveGradClip(percentile=50, window=4, warmup_steps=2),
         after,
     ]
