@@ -96,6 +96,7 @@ class InputPipelineMonitor(Callback):
         self._gap_start: float | None = None
         self._batch_start: float | None = None
         self._first_of_epoch = False
+        self._fetch_known = False
         self._epoch_start_s: float | None = None
 
     def _reset_interval(self) -> None:
@@ -119,6 +120,7 @@ class InputPipelineMonitor(Callback):
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int
     ) -> None:
         now = time.perf_counter()
+        self._fetch_known = False
         if self._gap_start is not None:
             wait = now - self._gap_start
             if self._first_of_epoch:
@@ -127,6 +129,7 @@ class InputPipelineMonitor(Callback):
                 self._fetch_s += wait
                 self._fetch_max_s = max(self._fetch_max_s, wait)
                 self.total_fetch_s += wait
+                self._fetch_known = True
         self._batch_start = now
 
     @override
@@ -134,7 +137,7 @@ class InputPipelineMonitor(Callback):
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
         now = time.perf_counter()
-        if self._batch_start is not None and not self._first_of_epoch:
+        if self._batch_start is not None and self._fetch_known:  # a batch whose wait is unknown is left out
             step = now - self._batch_start
             self._step_s += step
             self._batches += 1

@@ -146,6 +146,34 @@ def test_state_dict_round_trip_and_pickle():
     assert fresh.warned is False and fresh.total_batches == 0
 
 
+def test_resume_restores_totals_and_the_warned_flag(tmp_path):
+    first = InputPipelineMonitor(warn_wait_fraction=0.3, min_batches=2)
+    loader = DataLoader(SlowDataset(n=12, delay=0.02), batch_size=1)
+    trainer = fast_trainer(
+        max_steps=4,
+        callbacks=[first],
+        enable_checkpointing=True,
+        default_root_dir=tmp_path,
+        limit_train_batches=4,
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        trainer.fit(TinyClassifier(), loader)
+    assert first.warned and first.total_batches == 3
+    ckpt = next(tmp_path.rglob("*.ckpt"))
+    resumed = InputPipelineMonitor(warn_wait_fraction=0.3, min_batches=2)
+    trainer = fast_trainer(
+        max_steps=12, max_epochs=3, callbacks=[resumed], default_root_dir=tmp_path, limit_train_batches=4
+    )
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        trainer.fit(TinyClassifier(), loader, ckpt_path=ckpt)
+    assert resumed.total_batches > first.total_batches  # continued from the saved totals
+    assert resumed.total_fetch_s > first.total_fetch_s
+    assert resumed.total_fetch_s / resumed.total_batches >= 0.019  # every counted batch has its (slow) fetch
+    assert not [w for w in caught if "InputPipelineMonitor" in str(w.message)], "warned again after resume"
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
