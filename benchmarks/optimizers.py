@@ -591,7 +591,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="keep Inductor's disk cache (first-step times then show a warm compile)",
     )
-    parser.add_argument("--out", default="benchmarks/optimizers_results.json")
+    parser.add_argument("--out", default=None, help="also write every measurement as JSON here")
     args = parser.parse_args(list(argv) if argv is not None else None)
     if not args.warm_cache:
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="inductor_cold_")
@@ -605,10 +605,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         result["layouts"].append(bench_layout(layout, args, notes))
         gc.collect()
     result["notes"] = sorted(set(notes))
-    with open(args.out, "w") as f:
-        json.dump(result, f, indent=1)
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(result, f, indent=1)
     print("\n" + markdown(result))
-    print(f"notes: {result['notes']}\nwrote {args.out}", flush=True)
+    print(f"notes: {result['notes']}" + (f"\nwrote {args.out}" if args.out else ""), flush=True)
     return 0
 
 

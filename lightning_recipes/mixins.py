@@ -62,6 +62,8 @@ class OptimizerRecipeMixin:
     """
 
     default_optimizer: ClassVar[str] = "adamw"
+    #: The recipe to use (``None``: ``hparams`` and defaults only); set it in ``__init__`` or before ``fit``.
+    recipe: OptimizerRecipe | dict[str, Any] | None = None
     recipe_summary: dict[str, Any]
 
     def resolve_recipe(self) -> dict[str, Any]:
