@@ -22,7 +22,7 @@ __all__ = ["StabilityEvent", "StabilityGuard"]
 
 log = logging.getLogger(__name__)
 
-_CAUSES = {1: "nonfinite_loss", 2: "nonfinite_grad_norm", 3: "loss_spike"}
+_CAUSES = {1: "nonfinite_loss", 2: "nonfinite_grad_norm", 3: "loss_spike", 4: "nonfinite_weights"}
 _MODES = ("raise", "skip_step", "rollback")
 
 
@@ -33,7 +33,7 @@ class StabilityEvent:
     Attributes:
         step: ``trainer.global_step`` during the training step whose loss or gradient was bad (the number
             of optimizer steps completed before it).
-        cause: ``"nonfinite_loss"``, ``"nonfinite_grad_norm"`` or ``"loss_spike"``.
+        cause: ``"nonfinite_loss"``, ``"nonfinite_grad_norm"``, ``"loss_spike"`` or ``"nonfinite_weights"``.
         value: The offending loss or gradient norm.
         rank: The global rank that saw it (earliest step, then cause in the order above, then lowest rank).
         detected_at_step: ``trainer.global_step`` when the check ran (at most ``check_every_n_steps - 1``
@@ -73,7 +73,9 @@ class StabilityGuard(Callback):
     * its total gradient 2-norm is NaN or infinite (not checked while a ``GradScaler`` is active, see below);
     * after ``spike_warmup_steps`` good steps, its loss exceeds ``mean + spike_k * std`` or
       ``spike_rtol * mean`` of the last ``spike_window`` good steps (statistics as of the previous check;
-      population std; the ``spike_rtol`` rule assumes a positive loss).
+      population std; the ``spike_rtol`` rule assumes a positive loss);
+    * at a check that would take a snapshot, the weights are not finite (an update from an unchecked
+      non-finite gradient that no loss has shown yet; blamed on the last step before the check).
 
     With ``mode="rollback"`` (default) the guard keeps an in-memory snapshot of the model, every optimizer,
     every LR scheduler and its own statistics, copied to CPU memory (pinned, non-blocking on CUDA), refreshed
@@ -93,8 +95,8 @@ class StabilityGuard(Callback):
         Per check: one all-reduce of one integer (DDP only) and one device-to-host copy of two integers.
         ``check_every_n_steps=1`` therefore syncs every step. Measured on a 2M-parameter LM on one CPU thread
         (``benchmarks/RESULTS.md``): 1.1% of the step at ``check_every_n_steps=10``, of which 0.97 points are
-        the gradient read (``check_grad_norm=False``: 0.13%, a NaN gradient is then caught one step later
-        through the loss it poisons). Detection lags the fault by at most ``check_every_n_steps - 1``
+        the gradient read (``check_grad_norm=False``: 0.13%; a NaN gradient is then caught one step later
+        through the loss it poisons, or by the weight check before the next snapshot). Detection lags the fault by at most ``check_every_n_steps - 1``
         steps. ``mode="skip_step"`` syncs and all-reduces once per optimizer step. Snapshots cost one
         device-to-host copy of model + optimizer state every ``snapshot_every_n_steps`` steps and that much
         CPU memory (≈ 3x the fp32 model size for Adam).
@@ -148,7 +150,7 @@ class StabilityGuard(Callback):
     Key                                   Value
     ====================================  ==========================================================
     ``stability/event_step``              step of the bad training step
-    ``stability/event_cause``             1 non-finite loss, 2 non-finite grad norm, 3 loss spike
+    ``stability/event_cause``             1 non-finite loss, 2 grad norm, 3 spike, 4 weights
     ``stability/event_value``             the offending loss or gradient norm
     ``stability/rollbacks``               rollbacks so far
     ``stability/skipped_steps``           steps dropped in ``mode="skip_step"`` so far
@@ -410,6 +412,17 @@ class StabilityGuard(Callback):
                 ]
             )
             cause = torch.where((cause == 0) & ~torch.isfinite(norms), 2, cause)
+        snapshot_due = (
+            self.mode == "rollback"
+            and trainer.global_step - self._snapshot_step >= self.snapshot_every_n_steps
+        )
+        weights_norm: Tensor | None = None
+        if snapshot_due:
+            # Never snapshot poisoned weights: an update from a non-finite gradient that was not checked
+            # (check_grad_norm=False) has not shown in any loss yet. Blamed on the last pending step.
+            weights_norm = total_norm([p.detach() for p in pl_module.parameters()]).to(device)
+            last_bad = (cause[-1:] == 0) & ~torch.isfinite(weights_norm.reshape(1))
+            cause = torch.cat([cause[:-1], torch.where(last_bad, 4, cause[-1:])])
         first = torch.argmax((cause > 0).to(torch.uint8)).reshape(1)  # first faulty step (0 if none)
         record = torch.cat(
             [(cause > 0).sum().reshape(1), cause.gather(0, first), first]
@@ -420,10 +433,7 @@ class StabilityGuard(Callback):
         if faults == 0:
             if losses is not None and all(loss_mask):
                 self._window = torch.cat([self._window, losses])[-self.spike_window :]
-            if (
-                self.mode == "rollback"
-                and trainer.global_step - self._snapshot_step >= self.snapshot_every_n_steps
-            ):
+            if snapshot_due:
                 self._take_snapshot(trainer, pl_module)
             return
         value = 0.0
@@ -431,6 +441,8 @@ class StabilityGuard(Callback):
             value = float(losses[local_index])
         elif local_cause == 2 and norms is not None:
             value = float(norms[local_index])
+        elif local_cause == 4 and weights_norm is not None:
+            value = float(weights_norm)
         step = pending[local_index][0] if local_cause else trainer.global_step
         event = self._agree_on_event(trainer, local_cause, step, value)
         self._act(trainer, pl_module, event)
@@ -623,6 +635,7 @@ def _describe(event: StabilityEvent) -> str:
         "nonfinite_loss": "non-finite loss",
         "nonfinite_grad_norm": "non-finite gradient norm",
         "loss_spike": "loss spike",
+        "nonfinite_weights": "non-finite weights",
     }
     return (
         f"{names[event.cause]} ({event.value:.6g}) at step {event.step} on rank {event.rank}, "

@@ -352,6 +352,28 @@ def test_max_rollbacks_exceeded_writes_emergency_checkpoint_and_raises(tmp_path:
     _assert_same({k: v for k, v in state["state_dict"].items()}, _weights(model))
 
 
+@pytest.mark.parametrize(
+    ("snapshot_every", "expected"),
+    [
+        # check at 6 would snapshot: the weights check catches the poisoned update of step 5 (no loss shows it yet)
+        (2, (5, "nonfinite_weights", 4)),
+        # check at 6 takes no snapshot and passes; step 6's loss is NaN, caught at the check at 8
+        (4, (6, "nonfinite_loss", 4)),
+    ],
+)
+def test_without_grad_norm_a_nan_gradient_is_caught_and_never_snapshotted(
+    snapshot_every: int, expected: tuple[int, str, int]
+) -> None:
+    guard = StabilityGuard(
+        check_every_n_steps=2, snapshot_every_n_steps=snapshot_every, check_grad_norm=False, verbose=False
+    )
+    model = FaultyClassifier(fault="nan_grad", fault_step=5)
+    trainer = _fit(model, guard, max_steps=10)
+    assert [(e.step, e.cause, e.restored_step) for e in guard.events] == [expected]
+    assert trainer.global_step == 10
+    assert all(torch.isfinite(p).all() for p in model.parameters())
+
+
 def test_resumed_with_unchecked_steps_has_no_snapshot_until_a_check_passes() -> None:
     guard = StabilityGuard(check_every_n_steps=2, verbose=False)
     guard.load_state_dict({"pending": [(41, 1.3, 0.5)]})  # a checkpoint written between two checks
