@@ -8,7 +8,6 @@ from typing import Any, Literal
 import lightning.pytorch as pl
 import torch
 from lightning.pytorch.callbacks import EarlyStopping as _LightningEarlyStopping
-from lightning.pytorch.callbacks.early_stopping import EarlyStoppingReason
 from lightning.pytorch.utilities.rank_zero import rank_zero_info
 from torch import Tensor
 from typing_extensions import override
@@ -18,6 +17,13 @@ from lightning_recipes.callbacks._snapshot import copy_to_cpu, synchronize_if_cu
 __all__ = ["EarlyStopping"]
 
 log = logging.getLogger(__name__)
+
+try:  # Lightning >= 2.6 records why it stopped; older versions still work, without `stopping_reason`
+    from lightning.pytorch.callbacks.early_stopping import EarlyStoppingReason
+
+    _THRESHOLD: Any = EarlyStoppingReason.STOPPING_THRESHOLD
+except ImportError:  # pragma: no cover - depends on the installed Lightning
+    _THRESHOLD = None
 
 
 class EarlyStopping(_LightningEarlyStopping):
@@ -189,13 +195,12 @@ class EarlyStopping(_LightningEarlyStopping):
         if trainer.current_epoch < self.start_from_epoch or trainer.global_step < self.start_from_step:
             return
         best_before = self.best_score
-        reason_before = self.stopping_reason
-        message_before = self.stopping_reason_message
+        reason_before = getattr(self, "stopping_reason", None)
+        message_before = getattr(self, "stopping_reason_message", None)
         super()._run_early_stopping_check(trainer)
-        improved = self.best_score is not best_before or (
-            self.stopping_reason == EarlyStoppingReason.STOPPING_THRESHOLD
-            and reason_before != EarlyStoppingReason.STOPPING_THRESHOLD
-        )
+        reason = getattr(self, "stopping_reason", None)
+        reached_threshold = _THRESHOLD is not None and reason == _THRESHOLD and reason_before != _THRESHOLD
+        improved = self.best_score is not best_before or reached_threshold
         if self.restore_best_weights:
             improved = trainer.strategy.reduce_boolean_decision(improved, all=True)
         if improved:
@@ -207,7 +212,11 @@ class EarlyStopping(_LightningEarlyStopping):
                     module.state_dict()
                 )  # new buffers: checkpoints may hold the old
                 synchronize_if_cuda(module.device)  # sync: once per improvement, the weights must be complete
-        if trainer.should_stop and self.stopping_reason_message is not message_before:
+        stopped_now = trainer.should_stop and (
+            getattr(self, "stopping_reason_message", None) is not message_before
+            or self.stopped_epoch == trainer.current_epoch
+        )
+        if stopped_now:
             self.stopped_step = trainer.global_step
             if self.verbose and trainer.is_global_zero:
                 restore = (
@@ -217,7 +226,8 @@ class EarlyStopping(_LightningEarlyStopping):
                 )
                 log.info(
                     f"EarlyStopping stopped training at epoch {trainer.current_epoch} (step "
-                    f"{trainer.global_step}): {self.stopping_reason.name}. {self.stopping_reason_message or ''}"
+                    f"{trainer.global_step}): {getattr(reason, 'name', 'stopped')}. "
+                    f"{getattr(self, 'stopping_reason_message', None) or ''}"
                     f"{restore}"
                 )
 
