@@ -15,7 +15,14 @@ from lightning.pytorch.callbacks import Callback
 from torch import Tensor
 from typing_extensions import override
 
-from lightning_recipes._grad_norm import gradients, total_norm
+from lightning_recipes._grad_norm import (
+    STEP_POWERS,
+    local_tensor,
+    norm_power,
+    power_to_norm,
+    total_norm,
+    total_norm_from_powers,
+)
 from lightning_recipes.callbacks._snapshot import copy_to_cpu, synchronize_if_cuda
 
 __all__ = ["StabilityEvent", "StabilityGuard"]
@@ -276,10 +283,10 @@ class StabilityGuard(Callback):
     ) -> None:
         if not (self.check_grad_norm or self.mode == "skip_step") or _scaler_enabled(trainer):
             return
-        grads = gradients(pl_module.parameters())
+        grads = [p.grad for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
         if not grads:
             return
-        norm = total_norm(grads)
+        norm = _step_grad_norm(grads, trainer.global_step)
         if self.mode != "skip_step":
             self._grad_norm = norm if self._grad_norm is None else torch.hypot(self._grad_norm, norm)
             return
@@ -608,6 +615,24 @@ class StabilityGuard(Callback):
         for handle in self._hook_handles:
             handle.remove()
         self._hook_handles = []
+
+
+def _step_grad_norm(grads: list[Tensor], step: int) -> Tensor:
+    """The local 2-norm of ``grads`` (no sync), shared with ``GradNormMonitor`` / ``AdaptiveGradClip``.
+
+    If one of them already read these very gradients this step (``STEP_POWERS``), reuse its result instead of
+    reading every gradient again; otherwise compute it and publish it for them. Sharded (DTensor) gradients
+    use their local shards: a non-finite value anywhere is non-finite on some rank, and the check is
+    reduced over ranks.
+    """
+    cached = STEP_POWERS.lookup(grads, 2.0, step)
+    if cached is not None and set(cached) == {None}:
+        return total_norm_from_powers(cached, 2.0)
+    locals_ = [local_tensor(g) for g in grads]
+    power = norm_power(locals_, 2.0)
+    if all(local is grad for local, grad in zip(locals_, grads)):  # plain tensors: one shard layout (None)
+        STEP_POWERS.publish(grads, 2.0, step, {None: power})
+    return power_to_norm(power, 2.0)
 
 
 def _sum_across_ranks(trainer: pl.Trainer, tensor: Tensor) -> Tensor:

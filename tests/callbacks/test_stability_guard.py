@@ -14,9 +14,11 @@ import pytest
 import torch
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 from lightning.pytorch.plugins.precision import MixedPrecision
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from lightning_recipes._grad_norm import HostSyncCounter
 from lightning_recipes.callbacks import StabilityGuard
+from lightning_recipes.callbacks.grad_norm_monitor import GradNormMonitor
 from lightning_recipes.testing import (
     InMemoryLogger,
     TinyClassifier,
@@ -251,6 +253,45 @@ class SyncCountingGuard(StabilityGuard):
         with HostSyncCounter() as counter:
             super().on_train_batch_end(*args)
         self.syncs[-1] += counter.count
+
+
+class GradientReads(TorchDispatchMode):
+    """Counts the kernels that read whole gradients (norm / dot products) while active."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        name = str(func)
+        if "norm" in name or name.startswith("aten.dot"):
+            self.count += 1
+        return func(*args, **(kwargs or {}))
+
+
+class ReadCountingGuard(StabilityGuard):
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.reads: list[int] = []
+
+    def on_before_optimizer_step(self, *args: Any) -> None:
+        with GradientReads() as reads:
+            super().on_before_optimizer_step(*args)
+        self.reads.append(reads.count)
+
+
+@pytest.mark.parametrize("with_monitor", [False, True])
+def test_gradient_norm_is_shared_with_grad_norm_monitor(with_monitor: bool) -> None:
+    """After GradNormMonitor read the gradients, the guard reuses its result (no second read) and still
+    detects the NaN gradient."""
+    guard = ReadCountingGuard(check_every_n_steps=2, snapshot_every_n_steps=2, verbose=False)
+    monitor = [GradNormMonitor()] if with_monitor else []
+    _fit(FaultyClassifier(fault="nan_grad", fault_step=5), None, max_steps=8, callbacks=[*monitor, guard])
+    if with_monitor:
+        assert guard.reads == [0] * 8
+    else:
+        assert all(count > 0 for count in guard.reads) and len(guard.reads) == 8
+    assert [(e.step, e.cause) for e in guard.events] == [(5, "nonfinite_grad_norm")]
 
 
 @pytest.mark.parametrize("every", [1, 4])
