@@ -98,7 +98,8 @@ class StabilityGuard(Callback):
     no parameter or optimizer state moves (loss faults are only logged in this mode).
 
     Cost:
-        Per optimizer step: one ``torch._foreach_norm`` over the gradients and a few tiny kernels; no sync.
+        Per optimizer step: one read of the gradients for their norm (none when ``GradNormMonitor``, placed
+        before the guard, already read them this step: its result is reused) and list appends; no sync.
         Per check: one all-reduce of one integer (DDP only) and one device-to-host copy of two integers.
         ``check_every_n_steps=1`` therefore syncs every step. Measured on a 2M-parameter LM on one CPU thread
         (``benchmarks/RESULTS.md``): 1.1% of the step at ``check_every_n_steps=10``, of which 0.97 points are
