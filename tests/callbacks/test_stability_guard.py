@@ -558,3 +558,14 @@ def test_cuda_rollback_pinned_snapshots_no_sync_between_checks(precision: str) -
     assert trainer.global_step == 16
     assert [(e.step, e.cause, e.restored_step) for e in guard.events] == [(5, "nonfinite_loss", 4)]
     assert all(torch.isfinite(p).all() for p in model.parameters())
+
+
+def test_ddp_skip_step_on_one_rank_skips_on_every_rank(tmp_path: Path) -> None:
+    guard = StabilityGuard(mode="skip_step", check_every_n_steps=4, verbose=False)
+    model = FaultyClassifier(fault="nan_grad", fault_step=3, fault_rank=1)
+    _fit(model, guard, max_steps=8, strategy="ddp_fork", devices=2, callbacks=[DumpPerRank(str(tmp_path))])
+    results = [torch.load(tmp_path / f"rank{r}.pt", weights_only=False) for r in (0, 1)]
+    for result in results:
+        assert [(e["step"], e["rank"], e["action"]) for e in result["events"]] == [(3, 1, "skip_step")]
+        assert all(torch.isfinite(v).all() for v in result["weights"].values())
+    _assert_same(results[0]["weights"], results[1]["weights"])
