@@ -39,6 +39,9 @@ class OptimizerRecipeMixin:
 
     It logs once, on rank zero, at fit start: the optimizer, the groups with parameter counts, the global
     batch size, the peak lr and warmup/total steps; the same facts are kept in ``self.recipe_summary``.
+    Outside a Trainer (``preflight``, or calling ``configure_optimizers()`` by hand) the run length is unknown,
+    so it returns the optimizer alone, at the unscaled peak lr, with no schedule.
+
     Cost: one walk over the modules at fit start; nothing per step.
 
     Raises:
@@ -102,8 +105,11 @@ class OptimizerRecipeMixin:
 
     def configure_optimizers(self) -> Any:
         module: Any = self
-        trainer = module.trainer
         recipe = self.resolve_recipe()
+        try:
+            trainer = module.trainer
+        except RuntimeError:  # not attached to a Trainer (e.g. `preflight` or a user building it by hand)
+            return self._optimizer_without_trainer(recipe)
         total = trainer.estimated_stepping_batches  # also sets up the training dataloader
         if not math.isfinite(total):
             raise ValueError(
@@ -174,6 +180,18 @@ class OptimizerRecipeMixin:
             "optimizer": optimizer,
             "lr_scheduler": {"scheduler": scheduler, "interval": "step", "frequency": 1},
         }
+
+    def _optimizer_without_trainer(self, recipe: dict[str, Any]) -> Any:
+        """Outside a Trainer the run length is unknown: the optimizer alone, at the (unscaled) peak lr."""
+        return build_optimizer(
+            recipe["optimizer"],
+            param_groups(self, recipe["weight_decay"]),  # type: ignore[arg-type]
+            lr=recipe["lr"],
+            weight_decay=recipe["weight_decay"],
+            betas=recipe["betas"],
+            eps=recipe["eps"],
+            implementation=recipe["implementation"],
+        )
 
 
 class AdamWRecipe(OptimizerRecipeMixin):

@@ -253,3 +253,36 @@ def test_lightning_cli_yaml_selects_the_optimizer(tmp_path, monkeypatch):
             run=False,
             save_config_callback=None,
         )
+
+
+def test_configure_optimizers_outside_a_trainer_returns_the_recipe_optimizer_at_peak_lr():
+    from lightning_recipes.mixins import LionRecipe
+    from lightning_recipes.optim import Lion
+    from lightning_recipes.recipe import OptimizerRecipe
+    from lightning_recipes.testing import TinyClassifier
+
+    class Model(LionRecipe, TinyClassifier):
+        pass
+
+    model = Model()
+    model.recipe = OptimizerRecipe(lr=2e-4, weight_decay=0.3)
+    optimizer = model.configure_optimizers()
+    assert isinstance(optimizer, Lion)
+    assert [g["name"] for g in optimizer.param_groups] == ["decay", "no_decay"]
+    assert [g["lr"] for g in optimizer.param_groups] == [2e-4, 2e-4]
+    assert [g["weight_decay"] for g in optimizer.param_groups] == [0.3, 0.0]
+
+
+def test_preflight_uses_the_recipe_optimizer():
+    from lightning_recipes import preflight
+    from lightning_recipes.mixins import LionRecipe
+    from lightning_recipes.testing import TinyClassifier, random_classification_loader
+
+    class Model(LionRecipe, TinyClassifier):
+        pass
+
+    report = preflight(
+        Model(lr=1e-3), train_dataloaders=random_classification_loader(), checks=["overfit_batch"]
+    )
+    note = str(report["overfit_batch"].details)
+    assert "configure_optimizers (Lion)" in note, note
