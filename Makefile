@@ -12,7 +12,7 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	# torch first: the CPU wheel. A bare `pip install lightning` would pull a multi-GB CUDA build.
 	$(PIP) torch==2.13.0
-	$(PIP) -e ".[dev,data,plots,wandb,notebooks]"
+	$(PIP) -e ".[dev,data,plots,wandb,notebooks,deepspeed]"
 	$(PY) -m ipykernel install --sys-prefix --name python3 > /dev/null
 	touch $@
 

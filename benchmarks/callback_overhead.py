@@ -30,7 +30,6 @@ import torch
 from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.utilities import grad_norm
 
-from lightning_recipes import _grad_norm
 from lightning_recipes._grad_norm import HostSyncCounter, total_norm
 from lightning_recipes.callbacks import (
     AdaptiveGradClip,
@@ -159,7 +158,6 @@ def bench_norm(rounds: int) -> list[dict]:
     for p, g in zip(module.params, grads):
         p.grad = g  # grad_norm() reads p.grad of named_parameters()
     truth = float(torch.linalg.vector_norm(flat.double()))
-    grads_numel = flat.numel()
 
     def dot_per_tensor() -> torch.Tensor:
         return torch.stack([torch.dot(g.view(-1), g.view(-1)) for g in grads]).sum().sqrt()
@@ -188,9 +186,6 @@ def bench_norm(rounds: int) -> list[dict]:
             start = time.perf_counter()
             fn()
             times[name].append(time.perf_counter() - start)
-    chosen = _grad_norm._CPU_SQUARES.last
-    costs = {k: round(v * grads_numel * 1e3, 2) for k, v in _grad_norm._CPU_SQUARES.cost.items()}
-    print(f"measured choice settled on {chosen!r}; its running cost estimates (ms per call): {costs}\n")
     base = times["torch.nn.utils.get_total_norm (baseline)"]
     rows = []
     for name, fn in methods.items():

@@ -13,7 +13,6 @@ Shared by the monitoring and stability callbacks. Three layers:
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import Any
 
@@ -65,10 +64,11 @@ def norm_power(tensors: Sequence[Tensor], norm_type: float = 2.0) -> Tensor:
     """``sum |x|^p`` over all ``tensors`` together (``max |x|`` for ``p = inf``), a 0-dim fp32 tensor, no sync.
 
     The quantity that adds up across shards: the norm of a sharded tensor is ``(sum over ranks) ** (1/p)``.
-    For ``p = 2`` on CPU it uses one BLAS ``torch.dot`` per tensor (~0.6x the time of
-    ``torch.nn.utils.get_total_norm`` on an idle CPU, closer to the fp64 value) or ``torch._foreach_norm``, whichever
-    host timers show is faster right now (see ``_MeasuredChoice``); elsewhere the multi-tensor ``torch._foreach_norm``
-    (fp16/bf16 accumulate in fp32). Non-finite values propagate (``inf``/``nan`` in, ``inf``/``nan`` out).
+    For ``p = 2`` on CPU (fp32/fp64) it uses one BLAS ``torch.dot`` per tensor (~0.6x the time of
+    ``torch.nn.utils.get_total_norm`` on an idle CPU, closer to the fp64 value); elsewhere the multi-tensor
+    ``torch._foreach_norm`` (fp16/bf16 accumulate in fp32). The kernel depends only on the inputs, never on
+    timing, so a clipping decision built on this norm is reproducible run to run. (On oversubscribed cores
+    BLAS ``dot`` can lose its edge; set ``torch.set_num_threads`` to the cores you really have.) Non-finite values propagate (``inf``/``nan`` in, ``inf``/``nan`` out).
 
     Example:
         >>> norm_power([torch.tensor([3.0]), torch.tensor([4.0])])
@@ -80,7 +80,7 @@ def norm_power(tensors: Sequence[Tensor], norm_type: float = 2.0) -> Tensor:
         return torch.zeros((), dtype=torch.float32)
     device = tensors[0].device
     if norm_type == 2.0 and device.type == "cpu" and all(t.dtype in _BLAS_DTYPES for t in tensors):
-        return _CPU_SQUARES(tensors)
+        return _dot_squares(tensors)
     return _foreach_power(tensors, norm_type)
 
 
@@ -107,58 +107,8 @@ def _dot_squares(tensors: Sequence[Tensor]) -> Tensor:
     return torch.stack(parts).sum()
 
 
-class _MeasuredChoice:
-    """Pick the faster of two equivalent CPU kernels by timing them, re-checking the other every so often.
-
-    Per-tensor BLAS ``torch.dot`` reads each gradient once at ~1.6x the bandwidth of ``torch._foreach_norm`` on an
-    idle CPU (and accumulates more accurately), but when the cores are oversubscribed its BLAS thread team waits on
-    descheduled threads and it becomes up to 10x *slower*. CPU kernels are synchronous, so a host timer measures
-    each call exactly (no device sync is involved): keep a moving average of seconds per element for both, use the
-    faster, and try the other on every ``recheck_every``-th call.
-    """
-
-    def __init__(
-        self,
-        kernels: dict[str, Callable[[Sequence[Tensor]], Tensor]],
-        recheck_every: int = 64,
-        min_numel: int = 1 << 18,
-    ) -> None:
-        self.kernels = kernels
-        self.recheck_every = recheck_every
-        self.min_numel = min_numel
-        self.cost: dict[str, float] = {}
-        self.calls = 0
-        self.last = ""
-
-    def __call__(self, tensors: Sequence[Tensor]) -> Tensor:
-        kernels = self.kernels
-        numel = sum(t.numel() for t in tensors)
-        if numel < self.min_numel:  # too small to matter or to time
-            self.last = next(iter(kernels))
-            return kernels[self.last](tensors)
-        self.calls += 1
-        untried = [name for name in kernels if name not in self.cost]
-        ranked = sorted(self.cost, key=self.cost.__getitem__)
-        if untried:
-            name = untried[0]
-        elif self.calls % self.recheck_every == 0:
-            name = ranked[-1]
-        else:
-            name = ranked[0]
-        self.last = name
-        start = time.perf_counter()
-        result = kernels[name](tensors)
-        per_element = (time.perf_counter() - start) / numel
-        old = self.cost.get(name)
-        self.cost[name] = per_element if old is None else 0.5 * old + 0.5 * per_element
-        return result
-
-
 def _foreach_squares(tensors: Sequence[Tensor]) -> Tensor:
     return _foreach_power(tensors, 2.0)
-
-
-_CPU_SQUARES = _MeasuredChoice({"dot": _dot_squares, "foreach": _foreach_squares})
 
 
 def power_to_norm(power: Tensor, norm_type: float = 2.0) -> Tensor:
