@@ -167,7 +167,7 @@ def bench_norm(rounds: int) -> list[dict]:
 
     methods: dict[str, Callable[[], torch.Tensor]] = {
         "torch.nn.utils.get_total_norm (baseline)": lambda: torch.nn.utils.get_total_norm(grads),
-        "ours: lightning_recipes total_norm (measured choice)": lambda: total_norm(grads),
+        "ours: lightning_recipes total_norm (BLAS dot on CPU)": lambda: total_norm(grads),
         "torch._foreach_norm + stack + vector_norm": lambda: torch.linalg.vector_norm(
             torch.stack(torch._foreach_norm(grads))
         ),
