@@ -99,11 +99,21 @@ def _foreach_power(tensors: Sequence[Tensor], norm_type: float) -> Tensor:
 _BLAS_DTYPES = (torch.float32, torch.float64)
 
 
+_SMALL_NUMEL = 1 << 16  # below this a tensor's dot is mostly call overhead: batch those into one foreach call
+
+
 def _dot_squares(tensors: Sequence[Tensor]) -> Tensor:
+    """Sum of squares: one BLAS ``dot`` per large tensor, one ``_foreach_norm`` over all the small ones."""
     parts = []
+    small = []
     for t in tensors:
+        if t.numel() < _SMALL_NUMEL:
+            small.append(t)
+            continue
         flat = t.reshape(-1)
         parts.append(torch.dot(flat, flat).float())
+    if small:
+        parts.append(torch.stack(torch._foreach_norm(small, 2.0)).float().square().sum())
     return torch.stack(parts).sum()
 
 
