@@ -30,6 +30,7 @@ import torch
 from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.utilities import grad_norm
 
+from benchmarks._layouts import transformer25m_shapes
 from lightning_recipes._grad_norm import HostSyncCounter, total_norm
 from lightning_recipes.callbacks import (
     AdaptiveGradClip,
@@ -121,24 +122,7 @@ CONFIGS: list[Config] = [
 
 def transformer25m_grads() -> tuple[torch.Tensor, list[torch.Tensor]]:
     """147 gradient tensors, 25.23M floats, views of one flat buffer (as DDP/FSDP buckets lay them out)."""
-    d = 384
-    shapes: list[tuple[int, ...]] = []
-    for _ in range(12):
-        shapes += [
-            (d,),
-            (d,),
-            (3 * d, d),
-            (3 * d,),
-            (d, d),
-            (d,),
-            (d,),
-            (d,),
-            (4 * d, d),
-            (4 * d,),
-            (d, 4 * d),
-            (d,),
-        ]
-    shapes += [(10000, d), (256, d), (d,)]
+    shapes = transformer25m_shapes()
     total = sum(math.prod(s) for s in shapes)
     flat = torch.randn(total, generator=torch.Generator().manual_seed(0))
     grads, offset = [], 0

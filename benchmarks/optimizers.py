@@ -36,6 +36,8 @@ import types
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from benchmarks._layouts import small200_shapes, transformer25m_shapes
+
 __all__ = ["main"]
 
 FLOAT_BYTES = 4
@@ -50,28 +52,9 @@ def make_layout(name: str) -> list[Any]:
     import torch
 
     if name == "transformer25M":
-        d, ff, vocab = 384, 1536, 10240
-        shapes: list[tuple[int, ...]] = [(vocab, d)]
-        for _ in range(12):
-            shapes += [
-                (d,),
-                (d,),
-                (3 * d, d),
-                (3 * d,),
-                (d, d),
-                (d,),
-                (d,),
-                (d,),
-                (ff, d),
-                (ff,),
-                (d, ff),
-                (d,),
-            ]
-        shapes += [(d,), (d,)]
+        shapes = transformer25m_shapes()
     elif name == "small200":
-        shapes = []
-        for _ in range(50):
-            shapes += [(160, 128), (160,), (128, 160), (128,)]
+        shapes = small200_shapes()
     else:
         raise ValueError(f"`layout` must be 'transformer25M' or 'small200', got {name!r}.")
     generator = torch.Generator().manual_seed(1234)
