@@ -7,7 +7,7 @@ every implementation steps the *same* parameter and gradient tensors. It measure
   noise hits them alike; a round in which other processes used more than ``--foreign-frac`` of the CPUs
   (``/proc/stat`` minus our own ``/proc/self/stat`` ticks) is discarded - the machine is shared;
 - first-step latency: the first ``step()`` of a fresh optimizer (state allocation, and for the compiled
-  paths the one-time compile, measured with an empty Inductor cache unless ``--warm-cache``);
+  paths the one-time compile, measured with empty Inductor and native-kernel caches unless ``--warm-cache``);
 - optimizer-state bytes and transient peak bytes of one step (profiler memory events), over parameter bytes;
 - tensor->host conversions per step (``aten::_local_scalar_dense``: a device sync each on CUDA);
 - the memory-bandwidth floor: the least bytes a step must move (Lion 20 B/elem, AdamW/LAMB 28 B/elem in fp32)
@@ -246,7 +246,7 @@ def implementations(notes: list[str]) -> list[tuple[str, str, int, Callable[[lis
             lambda ps: torch.optim.AdamW(ps, lr=1e-3, weight_decay=wd, fused=True),
         ),
     ]
-    for impl in ("auto", "for_loop", "foreach", "compiled"):
+    for impl in ("auto", "for_loop", "foreach", "compiled", "native"):
         out.append(
             (
                 f"ours Lion {impl}",
@@ -255,7 +255,7 @@ def implementations(notes: list[str]) -> list[tuple[str, str, int, Callable[[lis
                 _factory(Lion, lr=1e-4, weight_decay=wd, implementation=impl),
             )
         )
-    for impl in ("auto", "for_loop", "foreach", "compiled"):
+    for impl in ("auto", "for_loop", "foreach", "compiled", "native"):
         out.append(
             (
                 f"ours Lamb {impl}",
@@ -362,7 +362,11 @@ def auto_choice(params: list[Any], family: str) -> str:
     """What ``implementation="auto"`` runs for these CPU tensors."""
     from lightning_recipes.optim._common import COMPILE_MIN_NUMEL, split_for_auto
     from lightning_recipes.optim._compiled import compile_available
+    from lightning_recipes.optim._native import native_kernels
 
+    kernels = native_kernels()
+    if kernels is not None:
+        return f"native: one multi-tensor C kernel for all {len(params)} tensors ({os.path.basename(kernels.path)})"
     big, small = split_for_auto(params)
     n_big = sum(params[i].numel() for i in big)
     total = sum(p.numel() for p in params)
@@ -572,12 +576,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--warm-cache",
         action="store_true",
-        help="keep Inductor's disk cache (first-step times then show a warm compile)",
+        help="keep Inductor's and the native kernels' disk caches (first-step times then show a warm compile)",
     )
     parser.add_argument("--out", default=None, help="also write every measurement as JSON here")
     args = parser.parse_args(list(argv) if argv is not None else None)
     if not args.warm_cache:
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="inductor_cold_")
+        os.environ["LIGHTNING_RECIPES_CACHE_DIR"] = tempfile.mkdtemp(prefix="native_cold_")
     import torch
 
     torch.set_num_threads(args.threads)

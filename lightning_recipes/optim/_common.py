@@ -22,13 +22,14 @@ __all__ = [
     "foreach_chunks",
     "group_by_device_and_dtype",
     "split_for_auto",
+    "split_for_native",
 ]
 
-Implementation = Literal["auto", "for_loop", "foreach", "compiled"]
-IMPLEMENTATIONS: tuple[str, ...] = ("auto", "for_loop", "foreach", "compiled")
+Implementation = Literal["auto", "for_loop", "foreach", "compiled", "native"]
+IMPLEMENTATIONS: tuple[str, ...] = ("auto", "for_loop", "foreach", "compiled", "native")
 
-# `implementation="auto"` on CPU compiles the update of tensors at least this large; smaller ones (biases,
-# norms, tiny models) run the eager loop, whose per-tensor overhead (~10 us) is below a compiled call's (~20 us),
+# Where the native kernels are unavailable, `implementation="auto"` on CPU compiles the update of tensors at
+# least this large; smaller ones (biases, norms, tiny models) run the eager loop, whose per-tensor overhead (~10 us) is below a compiled call's (~20 us),
 # and a model made only of small tensors never pays the one-time compile (~10-20 s cold).
 COMPILE_MIN_NUMEL = 1 << 16
 # The foreach path works on chunks of at most this many elements, so its temporaries (one or two chunk-sized
@@ -112,11 +113,34 @@ def split_for_auto(params: Sequence[Tensor], *others: Sequence[Tensor]) -> tuple
 
 
 def resolve_device_implementation(implementation: str, device: torch.device) -> str:
-    """``auto`` -> ``foreach`` off CPU (multi-tensor kernels), ``auto`` stays ``auto`` on CPU (split by size)."""
+    """What runs on ``device``: off CPU ``auto`` and ``native`` are ``foreach`` (multi-tensor kernels); on CPU
+    ``auto`` is ``native`` where the native kernels build, else ``auto`` (compiled large tensors, eager small
+    ones) where ``torch.compile`` works, else ``for_loop``."""
+    if device.type != "cpu":
+        return "foreach" if implementation in ("auto", "native") else implementation
     if implementation != "auto":
         return implementation
-    if device.type != "cpu":
-        return "foreach"
+    if not torch.compiler.is_compiling():
+        from lightning_recipes.optim._native import native_available
+
+        if native_available():
+            return "native"
     from lightning_recipes.optim._compiled import compile_available
 
     return "auto" if compile_available() else "for_loop"
+
+
+def split_for_native(*lists: Sequence[Tensor]) -> tuple[list[int], list[int]]:
+    """Indices of the tensors the native kernels take (CPU, contiguous, one supported dtype across the
+    parallel lists; every list's tensor has the first list's dtype) and of the others."""
+    from lightning_recipes.optim._native import NATIVE_DTYPES
+
+    taken: list[int] = []
+    others: list[int] = []
+    for index, items in enumerate(zip(*lists)):
+        dtype = items[0].dtype
+        ok = dtype in NATIVE_DTYPES and all(
+            item.dtype == dtype and item.device.type == "cpu" and item.is_contiguous() for item in items
+        )
+        (taken if ok else others).append(index)
+    return taken, others

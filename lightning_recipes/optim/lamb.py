@@ -8,6 +8,7 @@ from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor
+from torch.autograd.graph import increment_version
 from torch.optim import Optimizer
 
 from lightning_recipes.optim._common import (
@@ -20,8 +21,10 @@ from lightning_recipes.optim._common import (
     group_by_device_and_dtype,
     resolve_device_implementation,
     split_for_auto,
+    split_for_native,
 )
 from lightning_recipes.optim._compiled import compiled_kernel, mark_failed
+from lightning_recipes.optim._native import native_kernels
 
 __all__ = ["Lamb", "lamb_update_"]
 
@@ -71,9 +74,10 @@ def lamb_update_(
         weight_decay: Weight decay, added to the update inside the trust ratio (the paper's ``lambda x``).
         layer_adaptation: Use the trust ratio; ``False`` gives AdamW-like updates (for biases and norms).
         trust_clip: Upper bound of the trust ratio (LAMBC), or ``None``.
-        implementation: ``"for_loop"``, ``"foreach"``, ``"compiled"`` or ``"auto"``, as in
-            :func:`~lightning_recipes.optim.lion_update_`, except that ``auto`` on CPU runs the tensors below
-            65536 elements with ``foreach`` (faster than the loop for LAMB's ~20 small ops per tensor).
+        implementation: ``"for_loop"``, ``"foreach"``, ``"compiled"``, ``"native"`` or ``"auto"``, as in
+            :func:`~lightning_recipes.optim.lion_update_`, except that where ``auto`` on CPU cannot use the
+            native kernel it runs the tensors below 65536 elements with ``foreach`` (faster than the loop for
+            LAMB's ~20 small ops per tensor). The native kernel also needs float32 CPU step counters.
 
     Example:
         >>> import torch
@@ -97,6 +101,8 @@ def lamb_update_(
             _lamb_foreach(ps, gs, ms, vs, ts, hp)
         elif chosen == "compiled":
             _lamb_compiled(ps, gs, ms, vs, ts, hp)
+        elif chosen == "native":
+            _lamb_native(ps, gs, ms, vs, ts, hp)
         else:  # auto on CPU: compile the large tensors; foreach (cache-sized chunks) for the small ones
             big, small = split_for_auto(ps, gs, ms, vs)
             for subset, run in ((big, _lamb_compiled), (small, _lamb_foreach)):
@@ -272,6 +278,37 @@ def _lamb_compiled(
         )  # fmt: skip
 
 
+def _lamb_native(
+    params: Sequence[Tensor],
+    grads: Sequence[Tensor],
+    exp_avgs: Sequence[Tensor],
+    exp_avg_sqs: Sequence[Tensor],
+    steps: Sequence[Tensor],
+    hp: _Hyper,
+) -> None:
+    kernels = native_kernels()
+    taken: list[int] = []
+    others = list(range(len(params)))
+    if kernels is not None:
+        taken, others = split_for_native(params, grads, exp_avgs, exp_avg_sqs)
+        counters_ok = [i for i in taken if steps[i].dtype == torch.float32 and steps[i].device.type == "cpu"]
+        if len(counters_ok) != len(taken):
+            others = sorted(set(others) | (set(taken) - set(counters_ok)))
+            taken = counters_ok
+    if kernels is not None and taken:
+        ps, gs, ms, vs, ts = (
+            [lst[i] for i in taken] for lst in (params, grads, exp_avgs, exp_avg_sqs, steps)
+        )
+        kernels.lamb(
+            ps, gs, ms, vs, ts, lr=hp.lr, beta1=hp.beta1, beta2=hp.beta2, eps=hp.eps,
+            weight_decay=hp.weight_decay, layer_adaptation=hp.layer_adaptation, trust_clip=hp.trust_clip,
+        )  # fmt: skip
+        increment_version(ps + ms + vs + ts)  # written through data pointers: tell autograd
+    if others:
+        pick = [[lst[i] for i in others] for lst in (params, grads, exp_avgs, exp_avg_sqs, steps)]
+        _lamb_for_loop(pick[0], pick[1], pick[2], pick[3], pick[4], hp)
+
+
 class Lamb(Optimizer):
     """LAMB, Adam moments with a per-tensor trust ratio (`You et al. 2019 <https://arxiv.org/abs/1904.00962>`_).
 
@@ -283,12 +320,14 @@ class Lamb(Optimizer):
     it on the no-decay group (biases, norms), as NVIDIA's and the paper's BERT set-ups do. Step counters are
     0-dim tensors on the parameter's device, so bias corrections never sync.
 
-    Cost: two state tensors per parameter (as AdamW). The compiled path (``auto`` on CPU for tensors of
-    >= 65536 elements) makes two passes per tensor, the second while the tensor is still in cache: a compiled
+    Cost: two state tensors per parameter (as AdamW). The native path (``auto`` on CPU) runs the whole step in
+    one parallel region, batch by batch of about 512K elements: one pass updates ``m, v`` and sums ``p^2`` and
+    ``u^2``, a second updates ``p`` while the batch is still in cache. Where it is unavailable, the compiled
+    path (``auto`` on CPU for tensors of >= 65536 elements) makes two passes per tensor, the second while the tensor is still in cache: a compiled
     kernel reads ``p, g, m, v`` once and returns ``lr * trust_ratio``, then torch's fused AdamW kernel with that
     learning rate performs the step (``p (1 - lr r wd) - lr r m_hat / (sqrt(v_hat) + eps)`` is exactly LAMB's).
     No host-device sync on any device (on CPU the fused kernel reads its 0-dim learning rate on the host,
-    which involves no device). Transient memory: at most one tensor's size (for_loop), none (compiled) or two
+    which involves no device). Transient memory: at most one tensor's size (for_loop), none (native, compiled) or two
     chunks of 256K elements on CPU / 4M elements on GPU (foreach). See ``benchmarks/RESULTS.md``.
 
     Args:
@@ -299,8 +338,8 @@ class Lamb(Optimizer):
         weight_decay: Weight decay inside the trust ratio, >= 0.
         trust_clip: Upper bound of the trust ratio (> 0), or ``None`` (default).
         layer_adaptation: Default of the per-group switch of the trust ratio.
-        implementation: ``"auto"`` (default), ``"for_loop"``, ``"foreach"`` or ``"compiled"``; see
-            :func:`~lightning_recipes.optim.lion_update_`.
+        implementation: ``"auto"`` (default), ``"for_loop"``, ``"foreach"``, ``"compiled"`` or ``"native"``;
+            see :func:`~lightning_recipes.optim.lion_update_`.
 
     Raises:
         ValueError: If an argument (or a group's override) is out of range.

@@ -7,6 +7,7 @@ from typing import Any
 
 import torch
 from torch import Tensor
+from torch.autograd.graph import increment_version
 from torch.optim import Optimizer
 
 from lightning_recipes.optim._common import (
@@ -19,8 +20,10 @@ from lightning_recipes.optim._common import (
     group_by_device_and_dtype,
     resolve_device_implementation,
     split_for_auto,
+    split_for_native,
 )
 from lightning_recipes.optim._compiled import compiled_kernel, mark_failed
+from lightning_recipes.optim._native import native_kernels
 
 __all__ = ["Lion", "lion_update_"]
 
@@ -55,11 +58,13 @@ def lion_update_(
         beta1: Interpolation factor of the update direction.
         beta2: Momentum decay.
         weight_decay: Decoupled weight decay (multiplied by ``lr``).
-        implementation: ``"for_loop"`` (one tensor at a time: best cache locality on CPU), ``"foreach"``
-            (multi-tensor kernels, in chunks of 4M elements on GPU / 256K on CPU: the fast path on GPU), ``"compiled"``
-            (one ``torch.compile``d single-pass kernel per tensor, compiled once per process) or ``"auto"``
-            (foreach off CPU; on CPU compiled for tensors of >= 65536 elements and the eager loop for the rest,
-            with an eager fallback when compiling is unavailable or fails).
+        implementation: ``"for_loop"`` (one tensor at a time), ``"foreach"`` (multi-tensor kernels, in chunks
+            of 4M elements on GPU / 256K on CPU: the fast path on GPU), ``"compiled"`` (one ``torch.compile``d
+            single-pass kernel per tensor, compiled once per process), ``"native"`` (CPU: one multi-tensor C
+            kernel, a single pass and a single parallel region per step, built once with the system compiler
+            and cached on disk, see ``lightning_recipes.optim._native``; float32/float64/bfloat16 contiguous
+            tensors, the others take the loop; ``foreach`` off CPU) or ``"auto"`` (foreach off CPU; on CPU
+            native, else compiled for tensors of >= 65536 elements and the loop for the rest, else the loop).
 
     Example:
         >>> import torch
@@ -81,6 +86,8 @@ def lion_update_(
             _lion_foreach(ps, gs, ms, lr, beta1, beta2, weight_decay)
         elif chosen == "compiled":
             _lion_compiled(ps, gs, ms, lr, beta1, beta2, weight_decay)
+        elif chosen == "native":
+            _lion_native(ps, gs, ms, lr, beta1, beta2, weight_decay)
         else:  # auto on CPU: compile the large tensors, loop over the small ones
             big, small = split_for_auto(ps, gs, ms)
             if big:
@@ -182,6 +189,26 @@ def _lion_compiled(
             return
 
 
+def _lion_native(
+    params: Sequence[Tensor],
+    grads: Sequence[Tensor],
+    exp_avgs: Sequence[Tensor],
+    lr: float,
+    beta1: float,
+    beta2: float,
+    weight_decay: float,
+) -> None:
+    kernels = native_kernels()
+    taken, others = split_for_native(params, grads, exp_avgs) if kernels else ([], list(range(len(params))))
+    if kernels is not None and taken:
+        ps, gs, ms = ([lst[i] for i in taken] for lst in (params, grads, exp_avgs))
+        kernels.lion(ps, gs, ms, lr=lr, beta1=beta1, beta2=beta2, weight_decay=weight_decay)
+        increment_version(ps + ms)  # written through data pointers: tell autograd, as an in-place op would
+    if others:
+        ps, gs, ms = ([lst[i] for i in others] for lst in (params, grads, exp_avgs))
+        _lion_for_loop(ps, gs, ms, lr, beta1, beta2, weight_decay)
+
+
 class Lion(Optimizer):
     """Lion, the sign-momentum optimizer found by program search (`Chen et al. 2023 <https://arxiv.org/abs/2302.06675>`_).
 
@@ -189,18 +216,19 @@ class Lion(Optimizer):
     learning rate **3-10x smaller** than AdamW's and a weight decay **3-10x larger** to keep the same effective
     decay ``lr * weight_decay``. It keeps one state tensor per parameter (AdamW keeps two).
 
-    Cost: one read of ``p, g, m`` and one write of ``p, m`` per element with the compiled path (20 B/elem in
-    fp32, 0.71x AdamW's traffic); no host-device sync in :meth:`step`; transient memory at most one tensor's
-    size (for_loop/compiled) or one chunk (foreach: 256K elements on CPU, 4M on GPU). See ``benchmarks/RESULTS.md``.
+    Cost: one read of ``p, g, m`` and one write of ``p, m`` per element with the native and compiled paths
+    (20 B/elem in fp32, 0.71x AdamW's traffic); no host-device sync in :meth:`step`; transient memory none
+    (native, compiled), at most one tensor's size (for_loop) or one chunk (foreach: 256K elements on CPU, 4M
+    on GPU). See ``benchmarks/RESULTS.md``.
 
     Args:
         params: Parameters or parameter groups (e.g. from :func:`~lightning_recipes.optim.param_groups`).
         lr: Learning rate, > 0.
         betas: ``(beta1, beta2)``, each in [0, 1): update interpolation and momentum decay.
         weight_decay: Decoupled weight decay, >= 0.
-        implementation: ``"auto"`` (default), ``"for_loop"``, ``"foreach"`` or ``"compiled"``; see
-            :func:`lion_update_`. With ``"auto"`` on CPU the first step of a model with tensors of >= 65536
-            elements compiles a kernel once per process (10-20 s cold, ~1 s from Inductor's disk cache).
+        implementation: ``"auto"`` (default), ``"for_loop"``, ``"foreach"``, ``"compiled"`` or ``"native"``;
+            see :func:`lion_update_`. With ``"auto"`` on CPU the first step builds the native kernels once per
+            machine (about 1 s; later processes load them from the disk cache).
 
     Raises:
         ValueError: If an argument (or a group's override) is out of range.

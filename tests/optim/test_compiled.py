@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch._dynamo.utils import counters  # private, test-only: counts graphs dynamo compiled
 
-from lightning_recipes.optim import Lamb, Lion, _compiled, lion_update_
+from lightning_recipes.optim import Lamb, Lion, _compiled, _native, lion_update_
 from lightning_recipes.optim._common import COMPILE_MIN_NUMEL
 from tests.optim import test_lamb, test_lion
 
@@ -44,7 +44,10 @@ def test_no_recompile_for_new_sizes_or_learning_rates():
     assert counters["stats"]["unique_graphs"] == graphs
 
 
-def test_auto_compiles_large_tensors_and_loops_over_small_ones():
+def test_auto_without_native_kernels_compiles_large_tensors_and_loops_over_small_ones(monkeypatch):
+    monkeypatch.setenv("LIGHTNING_RECIPES_NATIVE", "0")
+    monkeypatch.setattr(_native, "_state", {})
+    monkeypatch.setattr(_compiled, "_KERNELS", {})
     big = torch.nn.Parameter(torch.randn(COMPILE_MIN_NUMEL, dtype=torch.float64))
     small = torch.nn.Parameter(torch.randn(10, dtype=torch.float64))
     start = [big.detach().clone(), small.detach().clone()]

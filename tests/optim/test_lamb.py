@@ -59,7 +59,7 @@ def _run_against_reference(implementation: str, steps: int = 12) -> float:
     return worst
 
 
-@pytest.mark.parametrize("implementation", ["for_loop", "foreach", "auto"])
+@pytest.mark.parametrize("implementation", ["for_loop", "foreach", "native", "auto"])
 def test_matches_paper_reference_float64(implementation):
     assert _run_against_reference(implementation) < 1e-10
 
@@ -91,7 +91,7 @@ def test_foreach_matches_for_loop_float32():
         torch.testing.assert_close(x, y, rtol=1e-5, atol=1e-7)
 
 
-@pytest.mark.parametrize("implementation", ["for_loop", "foreach", "auto"])
+@pytest.mark.parametrize("implementation", ["for_loop", "foreach", "native", "auto"])
 def test_step_makes_no_tensor_to_host_conversion(implementation):
     model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Linear(8, 2))
     optimizer = Lamb(model.parameters(), trust_clip=2.0, implementation=implementation)
@@ -133,10 +133,11 @@ def test_state_dict_lockstep_resume():
     assert float(resumed.state[clone[0].weight]["step"]) == 8
 
 
-def test_mixed_dtypes_across_groups():
+@pytest.mark.parametrize("implementation", ["foreach", "native"])
+def test_mixed_dtypes_across_groups(implementation):
     p64 = torch.nn.Parameter(torch.randn(4, 3, dtype=torch.float64))
     p16 = torch.nn.Parameter(torch.randn(4, 3, dtype=torch.bfloat16))
-    optimizer = Lamb([{"params": [p64]}, {"params": [p16]}], lr=1e-2, implementation="foreach")
+    optimizer = Lamb([{"params": [p64]}, {"params": [p16]}], lr=1e-2, implementation=implementation)
     for _ in range(3):
         for p in (p64, p16):
             p.grad = torch.ones_like(p)

@@ -65,7 +65,7 @@ def _run_against_reference(implementation: str, steps: int = 12) -> float:
     return worst
 
 
-@pytest.mark.parametrize("implementation", ["for_loop", "foreach", "auto"])
+@pytest.mark.parametrize("implementation", ["for_loop", "foreach", "native", "auto"])
 def test_matches_paper_reference_float64(implementation):
     assert _run_against_reference(implementation) < 1e-12
 
@@ -117,7 +117,7 @@ class _CountSyncs(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-@pytest.mark.parametrize("implementation", ["for_loop", "foreach"])
+@pytest.mark.parametrize("implementation", ["for_loop", "foreach", "native", "auto"])
 def test_step_makes_no_tensor_to_host_conversion(implementation):
     model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Linear(8, 2))
     optimizer = Lion(model.parameters(), weight_decay=0.1, implementation=implementation)
@@ -159,13 +159,14 @@ def test_state_dict_lockstep_resume():
     assert torch.equal(optimizer.state[model[0].weight]["exp_avg"], resumed.state[clone[0].weight]["exp_avg"])
 
 
-def test_mixed_dtypes_across_and_within_groups():
+@pytest.mark.parametrize("implementation", ["foreach", "native"])
+def test_mixed_dtypes_across_and_within_groups(implementation):
     p64 = torch.nn.Parameter(torch.randn(4, 3, dtype=torch.float64))
     p32 = torch.nn.Parameter(torch.randn(4, 3))
     p16 = torch.nn.Parameter(torch.randn(5, dtype=torch.bfloat16))
     start = [p.detach().double().clone() for p in (p64, p32, p16)]
     optimizer = Lion(
-        [{"params": [p64, p32]}, {"params": [p16], "lr": 0.5}], lr=0.25, implementation="foreach"
+        [{"params": [p64, p32]}, {"params": [p16], "lr": 0.5}], lr=0.25, implementation=implementation
     )
     for p in (p64, p32, p16):
         p.grad = torch.ones_like(p)

@@ -1,0 +1,268 @@
+"""The multi-tensor CPU kernels of ``_cpu_kernels.c``: built once with the system C compiler, cached on disk.
+
+Why our own kernel: a step of Lion or LAMB on CPU is memory-bound, and neither eager PyTorch (several passes
+over memory per step), nor ``torch.compile`` (one call, with its guard and wrapper cost, per tensor), nor a
+multi-tensor ``torch.compile`` graph (one OpenMP region per tensor) reaches the memory floor. These kernels
+run the whole step in **one OpenMP parallel region** over the elements of every tensor, in one pass for Lion
+and in two cache-resident passes per batch of tensors for LAMB (see ``benchmarks/RESULTS.md``).
+
+How it is built: on Linux, the first use compiles ``_cpu_kernels.c`` (about 1 s) with ``$CC`` or the first of
+``cc``/``gcc``/``clang``, the vector ISA that PyTorch itself dispatches to on this CPU (AVX-512, AVX2 or the
+baseline; never ``-march=native``, so a cache on a shared home directory is safe on every node) and **the
+OpenMP runtime that PyTorch already loaded**, so the kernels share torch's thread pool and obey
+``torch.set_num_threads``. The library is cached under ``$LIGHTNING_RECIPES_CACHE_DIR`` (default
+``~/.cache/lightning_recipes/kernels``) by a hash of the source, flags and compiler, and installed with an
+atomic rename, so ranks that build it at the same time do not collide.
+
+When anything is missing (not Linux, no compiler, torch not built with GNU OpenMP, a failed build) or
+``LIGHTNING_RECIPES_NATIVE=0`` is set, :func:`native_kernels` returns ``None`` and the optimizers use their
+torch paths; a failed build warns once.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+from lightning.pytorch.utilities import rank_zero_warn
+from torch import Tensor
+
+__all__ = ["NATIVE_DTYPES", "NativeKernels", "native_available", "native_kernels"]
+
+NATIVE_DTYPES: dict[torch.dtype, str] = {torch.float32: "f32", torch.float64: "f64", torch.bfloat16: "bf16"}
+_SOURCE = Path(__file__).with_name("_cpu_kernels.c")
+_ISA_FLAGS = {
+    "AVX512": ["-mavx512f", "-mavx512dq", "-mavx512vl", "-mavx512bw", "-mfma"],
+    "AVX2": ["-mavx2", "-mfma"],
+}
+# LAMB processes consecutive tensors in batches of about this many elements (8 MiB of p, g, m, v in fp32), so
+# that its second pass over a batch reads from cache.
+LAMB_BATCH_NUMEL = 1 << 19
+
+_lock = threading.Lock()
+_state: dict[str, NativeKernels | None] = {}
+
+
+class NativeKernels:
+    """The loaded kernels. Callers pass CPU tensors that are contiguous and share one dtype of
+    :data:`NATIVE_DTYPES` (the optimizers check this; the kernels trust it)."""
+
+    def __init__(self, library: ctypes.CDLL, path: str) -> None:
+        self.path = path
+        pointers = ctypes.c_void_p
+        self._lion = {}
+        self._lamb = {}
+        for suffix in NATIVE_DTYPES.values():
+            lion = getattr(library, f"lion_{suffix}")
+            lion.restype = None
+            lion.argtypes = [ctypes.c_int64, pointers, pointers, pointers, pointers]
+            lion.argtypes += [ctypes.c_double] * 4 + [ctypes.c_int]
+            self._lion[suffix] = lion
+            lamb = getattr(library, f"lamb_{suffix}")
+            lamb.restype = ctypes.c_int
+            lamb.argtypes = [ctypes.c_int64] + [pointers] * 6 + [ctypes.c_double] * 5
+            lamb.argtypes += [ctypes.c_int, ctypes.c_double, ctypes.c_int, ctypes.c_int64]
+            self._lamb[suffix] = lamb
+
+    def lion(
+        self,
+        params: Sequence[Tensor],
+        grads: Sequence[Tensor],
+        exp_avgs: Sequence[Tensor],
+        *,
+        lr: float,
+        beta1: float,
+        beta2: float,
+        weight_decay: float,
+    ) -> None:
+        """One Lion step over all tensors (see :func:`~lightning_recipes.optim.lion_update_`)."""
+        count = len(params)
+        self._lion[NATIVE_DTYPES[params[0].dtype]](
+            count,
+            _pointers(params),
+            _pointers(grads),
+            _pointers(exp_avgs),
+            _numels(params),
+            lr,
+            1.0 - lr * weight_decay,
+            1.0 - beta1,
+            1.0 - beta2,
+            torch.get_num_threads(),
+        )
+
+    def lamb(
+        self,
+        params: Sequence[Tensor],
+        grads: Sequence[Tensor],
+        exp_avgs: Sequence[Tensor],
+        exp_avg_sqs: Sequence[Tensor],
+        steps: Sequence[Tensor],
+        *,
+        lr: float,
+        beta1: float,
+        beta2: float,
+        eps: float,
+        weight_decay: float,
+        layer_adaptation: bool,
+        trust_clip: float | None,
+    ) -> None:
+        """One LAMB step over all tensors (see :func:`~lightning_recipes.optim.lamb_update_`); ``steps`` are
+        0-dim float32 CPU tensors, read and incremented by the kernel."""
+        status = self._lamb[NATIVE_DTYPES[params[0].dtype]](
+            len(params),
+            _pointers(params),
+            _pointers(grads),
+            _pointers(exp_avgs),
+            _pointers(exp_avg_sqs),
+            _pointers(steps),
+            _numels(params),
+            lr,
+            beta1,
+            beta2,
+            eps,
+            weight_decay,
+            int(layer_adaptation),
+            float("inf") if trust_clip is None else trust_clip,
+            torch.get_num_threads(),
+            LAMB_BATCH_NUMEL,
+        )
+        if status != 0:
+            raise MemoryError(
+                "lightning_recipes: the native LAMB kernel could not allocate its scratch space."
+            )
+
+
+def _pointers(tensors: Sequence[Tensor]) -> ctypes.Array[ctypes.c_void_p]:
+    return (ctypes.c_void_p * len(tensors))(*[t.data_ptr() for t in tensors])
+
+
+def _numels(tensors: Sequence[Tensor]) -> ctypes.Array[ctypes.c_int64]:
+    return (ctypes.c_int64 * len(tensors))(*[t.numel() for t in tensors])
+
+
+def native_available() -> bool:
+    """Whether the native kernels can be (or were) built here; builds them on the first call."""
+    return native_kernels() is not None
+
+
+def native_kernels() -> NativeKernels | None:
+    """The process-wide kernels, built and loaded on first use; ``None`` where they cannot be."""
+    if "kernels" in _state:
+        return _state["kernels"]
+    with _lock:
+        if "kernels" not in _state:
+            _state["kernels"] = _load()
+    return _state["kernels"]
+
+
+def _disabled() -> bool:
+    return os.environ.get("LIGHTNING_RECIPES_NATIVE", "1").strip().lower() in ("0", "false", "off", "no")
+
+
+def _compiler() -> str | None:
+    for candidate in (os.environ.get("CC"), "cc", "gcc", "clang"):
+        if candidate and shutil.which(candidate):
+            return shutil.which(candidate)
+    return None
+
+
+def _torch_openmp_runtime() -> str | None:
+    """The file of the GNU OpenMP runtime this process loaded for torch (so that we link the same one)."""
+    if not torch.backends.openmp.is_available():
+        return None
+    try:
+        maps = Path("/proc/self/maps").read_text()
+    except OSError:
+        return None
+    for line in maps.splitlines():
+        path = line.split()[-1] if line.split() else ""
+        if "/libgomp" in path and ".so" in path and os.path.exists(path):
+            return path
+    return None
+
+
+def _cache_dir() -> Path:
+    configured = os.environ.get("LIGHTNING_RECIPES_CACHE_DIR")
+    if configured:
+        return Path(configured) / "kernels"
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "lightning_recipes" / "kernels"
+
+
+def _build_command(compiler: str, openmp: str, isa_flags: list[str], output: str) -> list[str]:
+    return [
+        compiler,
+        "-O3",
+        "-std=gnu11",
+        "-fno-math-errno",
+        "-fopenmp",
+        "-shared",
+        "-fPIC",
+        *isa_flags,
+        str(_SOURCE),
+        "-o",
+        output,
+        openmp,  # link torch's own OpenMP runtime file: its soname is already loaded, so it is shared
+        f"-Wl,-rpath,{os.path.dirname(openmp)}",
+        "-lm",
+    ]
+
+
+def _load() -> NativeKernels | None:
+    if _disabled() or not sys.platform.startswith("linux"):
+        return None
+    compiler, openmp = _compiler(), _torch_openmp_runtime()
+    if compiler is None or openmp is None or not _SOURCE.exists():
+        return None
+    isa = torch.backends.cpu.get_cpu_capability()
+    errors: list[str] = []
+    for isa_flags in (_ISA_FLAGS.get(isa, []), []):
+        try:
+            path = _build(compiler, openmp, isa_flags)
+            return NativeKernels(ctypes.CDLL(path), path)
+        except (OSError, subprocess.SubprocessError, AttributeError) as error:
+            errors.append(f"{type(error).__name__}: {error}")
+        if not isa_flags:
+            break
+    rank_zero_warn(
+        "lightning_recipes: building the native CPU optimizer kernels failed, so Lion and Lamb use their torch "
+        f"paths (correct, slower). Set LIGHTNING_RECIPES_NATIVE=0 to skip the attempt. Errors: {errors}"
+    )
+    return None
+
+
+def _build(compiler: str, openmp: str, isa_flags: list[str]) -> str:
+    version = subprocess.run([compiler, "--version"], capture_output=True, text=True, timeout=60).stdout
+    key = hashlib.sha256(
+        "\0".join([_SOURCE.read_text(), compiler, version, openmp, *isa_flags]).encode()
+    ).hexdigest()[:20]
+    for directory in (_cache_dir(), Path(tempfile.gettempdir()) / f"lightning_recipes-{os.getuid()}"):
+        target = directory / f"cpu_kernels-{key}.so"
+        if target.exists():
+            return str(target)
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            partial = directory / f".cpu_kernels-{key}.{os.getpid()}.{threading.get_ident()}.so"
+            result = subprocess.run(
+                _build_command(compiler, openmp, isa_flags, str(partial)),
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
+        except OSError:
+            continue  # directory not writable: try the next one
+        if result.returncode != 0:
+            partial.unlink(missing_ok=True)
+            raise subprocess.SubprocessError(result.stderr.strip()[-2000:])
+        os.replace(partial, target)  # atomic: a rank building the same key at the same time is harmless
+        return str(target)
+    raise OSError("no writable cache directory for the native kernels")

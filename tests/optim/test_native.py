@@ -1,0 +1,304 @@
+"""The native multi-tensor CPU kernels: references, share and batch boundaries, dtypes, fallbacks, the build.
+
+The float64 paper-reference tests of ``test_lion.py`` / ``test_lamb.py`` also run ``implementation="native"``;
+this module covers what those small tensors cannot reach: elements split across threads and LAMB batches,
+bfloat16 rounding, tensors the kernels must refuse, autograd's version counters, and how the library is built
+and loaded (disk cache, concurrent builds, torch's own OpenMP runtime, failures).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+from lightning_recipes.optim import Lamb, Lion, _native, lamb_update_, lion_update_
+from lightning_recipes.optim._native import LAMB_BATCH_NUMEL
+from tests.optim import test_lamb, test_lion
+from tests.optim._reference import grads_sequence, lamb_reference_step, lion_reference_step
+
+pytestmark = pytest.mark.skipif(
+    not _native.native_available(),
+    reason="the native kernels need Linux, a C compiler and torch built with GNU OpenMP",
+)
+
+# Sizes that cross thread shares and LAMB batches at awkward places: empty, single elements, sizes that are
+# not multiples of the vector width, one tensor larger than a LAMB batch, and enough elements in all to run
+# the kernels on several threads.
+AWKWARD_SIZES = [1, 0, 63, 65, 4099, 70_001, 3, LAMB_BATCH_NUMEL + 37, 129, 200_003, 17]
+
+
+def _tensors(sizes, dtype=torch.float32, seed=0):
+    generator = torch.Generator().manual_seed(seed)
+    return [torch.randn(n, generator=generator, dtype=torch.float64).to(dtype) for n in sizes]
+
+
+@pytest.fixture
+def two_threads():
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    yield
+    torch.set_num_threads(before)
+
+
+def test_lion_native_matches_the_reference_across_thread_shares_float64(two_threads):
+    params = _tensors(AWKWARD_SIZES, torch.float64, seed=1)
+    exp_avgs = [torch.zeros_like(p) for p in params]
+    ref_p, ref_m = [p.clone() for p in params], [m.clone() for m in exp_avgs]
+    for grads in grads_sequence([(n,) for n in AWKWARD_SIZES], 4, seed=2):
+        lion_update_(
+            params, grads, exp_avgs, lr=1e-2, beta1=0.9, beta2=0.99, weight_decay=0.3, implementation="native"
+        )
+        for i, g in enumerate(grads):
+            ref_p[i], ref_m[i] = lion_reference_step(
+                ref_p[i], g, ref_m[i], lr=1e-2, beta1=0.9, beta2=0.99, wd=0.3
+            )
+    for p, r, m, rm in zip(params, ref_p, exp_avgs, ref_m):
+        torch.testing.assert_close(p, r, rtol=0, atol=1e-12)
+        torch.testing.assert_close(m, rm, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("trust_clip", [None, 0.7])
+@pytest.mark.parametrize("layer_adaptation", [True, False])
+def test_lamb_native_matches_the_reference_across_batches_and_shares_float64(
+    two_threads, layer_adaptation, trust_clip
+):
+    params = _tensors(AWKWARD_SIZES, torch.float64, seed=3)
+    params[3].zero_()  # a zero weight norm: trust ratio 1
+    exp_avgs = [torch.zeros_like(p) for p in params]
+    exp_avg_sqs = [torch.zeros_like(p) for p in params]
+    steps = [torch.zeros((), dtype=torch.float32) for _ in params]
+    ref = [(p.clone(), torch.zeros_like(p), torch.zeros_like(p)) for p in params]
+    hyper = {"lr": 1e-2, "beta1": 0.9, "beta2": 0.999, "eps": 1e-6}
+    for t, grads in enumerate(grads_sequence([(n,) for n in AWKWARD_SIZES], 4, seed=4), start=1):
+        lamb_update_(
+            params, grads, exp_avgs, exp_avg_sqs, steps, **hyper, weight_decay=0.05,
+            layer_adaptation=layer_adaptation, trust_clip=trust_clip, implementation="native",
+        )  # fmt: skip
+        ref = [
+            lamb_reference_step(
+                p, g, m, v, t, **hyper, wd=0.05, adapt=layer_adaptation, trust_clip=trust_clip
+            )
+            for (p, m, v), g in zip(ref, grads)
+        ]
+    assert all(float(s) == 4 for s in steps)
+    for p, m, v, (rp, rm, rv) in zip(params, exp_avgs, exp_avg_sqs, ref):
+        torch.testing.assert_close(p, rp, rtol=0, atol=1e-10)
+        torch.testing.assert_close(m, rm, rtol=0, atol=1e-12)
+        torch.testing.assert_close(v, rv, rtol=0, atol=1e-12)
+
+
+def test_lion_native_float32_equals_itself_on_any_thread_count_and_matches_the_loop():
+    grads = _tensors(AWKWARD_SIZES, seed=5)
+    results = []
+    before = torch.get_num_threads()
+    try:
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            params, exp_avgs = _tensors(AWKWARD_SIZES, seed=6), _tensors(AWKWARD_SIZES, seed=7)
+            lion_update_(
+                params, grads, exp_avgs, lr=1e-3, beta1=0.9, beta2=0.99, weight_decay=0.1,
+                implementation="native",
+            )  # fmt: skip
+            results.append(params + exp_avgs)
+    finally:
+        torch.set_num_threads(before)
+    assert all(torch.equal(a, b) for a, b in zip(*results))  # elementwise: no dependence on the split
+    params, exp_avgs = _tensors(AWKWARD_SIZES, seed=6), _tensors(AWKWARD_SIZES, seed=7)
+    lion_update_(
+        params, grads, exp_avgs, lr=1e-3, beta1=0.9, beta2=0.99, weight_decay=0.1, implementation="for_loop"
+    )
+    for x, y in zip(results[0], params + exp_avgs):
+        torch.testing.assert_close(x, y, rtol=1e-6, atol=1e-7)
+
+
+def test_lamb_native_float32_is_closer_to_float64_than_the_loop(two_threads):
+    sizes = [300_000, 1000, 7]
+    params, grads = _tensors(sizes, seed=8), _tensors(sizes, seed=9)
+    exp_avgs, exp_avg_sqs = _tensors(sizes, seed=10), [t.abs() for t in _tensors(sizes, seed=11)]
+    results = {}
+    for implementation, dtype in (
+        ("native", torch.float32),
+        ("for_loop", torch.float32),
+        ("ref", torch.float64),
+    ):
+        state = [[t.clone().to(dtype) for t in lst] for lst in (params, grads, exp_avgs, exp_avg_sqs)]
+        steps = [torch.full((), 5.0) for _ in sizes]
+        lamb_update_(
+            *state, steps, lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-6, weight_decay=0.01,
+            implementation="for_loop" if implementation == "ref" else implementation,
+        )  # fmt: skip
+        results[implementation] = state[0]
+    for native, loop, ref, start in zip(results["native"], results["for_loop"], results["ref"], params):
+        scale = float((ref - start.double()).abs().max())  # the size of the update
+        native_error = float((native.double() - ref).abs().max()) / scale
+        loop_error = float((loop.double() - ref).abs().max()) / scale
+        assert native_error <= max(loop_error, 1e-4)
+
+
+def test_lion_bfloat16_is_computed_in_float32_and_rounded_once(two_threads):
+    sizes = [70_001, 5]
+    exact = [torch.nn.Parameter(t.to(torch.bfloat16).float()) for t in _tensors(sizes, seed=12)]
+    low = [torch.nn.Parameter(t.detach().to(torch.bfloat16)) for t in exact]  # the same values
+    grads = _tensors(sizes, torch.bfloat16, seed=13)
+    for ps in (exact, low):
+        for p, g in zip(ps, grads):
+            p.grad = g.to(p.dtype)
+        Lion(ps, lr=1e-2, weight_decay=0.1, implementation="native").step()
+    for e, lo in zip(exact, low):
+        assert lo.dtype == torch.bfloat16
+        rounded_once = e.detach().to(torch.bfloat16)  # the float32 result, rounded to nearest even
+        mismatched = (lo.detach() != rounded_once).sum()
+        # the float32 arithmetic may contract to fused multiply-adds: then a value close to a rounding tie
+        # may round the other way, by one bf16 ulp at most
+        assert int(mismatched) <= lo.numel() // 1000
+        torch.testing.assert_close(lo.detach().float(), e.detach(), rtol=2**-8, atol=0)
+
+
+def test_lamb_bfloat16_is_at_least_as_accurate_as_the_loop(two_threads):
+    sizes = [70_001, 300, 5]
+    start = [t.to(torch.bfloat16) for t in _tensors(sizes, seed=14)]
+    grads = [_tensors(sizes, torch.bfloat16, seed=15 + k) for k in range(3)]
+    results = {}
+    for implementation, dtype in (
+        ("native", torch.bfloat16),
+        ("for_loop", torch.bfloat16),
+        ("ref", torch.float64),
+    ):
+        params = [t.to(dtype) for t in start]
+        exp_avgs, exp_avg_sqs = [torch.zeros_like(p) for p in params], [torch.zeros_like(p) for p in params]
+        steps = [torch.zeros(()) for _ in params]
+        for step_grads in grads:
+            lamb_update_(
+                params, [g.to(dtype) for g in step_grads], exp_avgs, exp_avg_sqs, steps, lr=1e-2, beta1=0.9,
+                beta2=0.999, eps=1e-6, weight_decay=0.1,
+                implementation="for_loop" if implementation == "ref" else implementation,
+            )  # fmt: skip
+        results[implementation] = params
+    for native, loop, ref in zip(results["native"], results["for_loop"], results["ref"]):
+        native_error = float((native.double() - ref).abs().mean())
+        loop_error = float((loop.double() - ref).abs().mean())
+        assert native_error <= loop_error
+
+
+def test_tensors_the_kernels_cannot_take_use_the_loop_in_the_same_step():
+    half = torch.nn.Parameter(torch.randn(6, 4, dtype=torch.float16))
+    strided = torch.nn.Parameter(torch.randn(5, 7))
+    plain = torch.nn.Parameter(torch.randn(9))
+    params = [half, strided, plain]
+    start = [p.detach().double().clone() for p in params]
+    optimizer = Lion(params, lr=0.25, implementation="native")
+    half.grad = torch.ones_like(half)
+    strided.grad = torch.ones(7, 5).t()  # a non-contiguous gradient
+    plain.grad = torch.ones_like(plain)
+    optimizer.step()
+    for p, s in zip(params, start):  # sign(c) = 1 everywhere: every parameter moves by exactly -lr
+        torch.testing.assert_close(p.detach().double(), s - 0.25, atol=1e-3, rtol=0)
+
+
+def test_lamb_counters_that_are_not_float32_use_the_loop():
+    params, grads = _tensors([50, 60], torch.float64, seed=14), _tensors([50, 60], torch.float64, seed=15)
+    exp_avgs = [torch.zeros_like(p) for p in params]
+    exp_avg_sqs = [torch.zeros_like(p) for p in params]
+    steps = [torch.zeros((), dtype=torch.float64), torch.zeros((), dtype=torch.float32)]
+    ref = [lamb_reference_step(p, g, torch.zeros_like(p), torch.zeros_like(p), 1, lr=1e-2, beta1=0.9,
+                               beta2=0.999, eps=1e-6, wd=0.01) for p, g in zip(params, grads)]  # fmt: skip
+    lamb_update_(
+        params, grads, exp_avgs, exp_avg_sqs, steps, lr=1e-2, beta1=0.9, beta2=0.999, eps=1e-6,
+        weight_decay=0.01, implementation="native",
+    )  # fmt: skip
+    assert [float(s) for s in steps] == [1.0, 1.0]
+    for p, (rp, _, _) in zip(params, ref):
+        torch.testing.assert_close(p, rp, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("optimizer_class", [Lion, Lamb])
+def test_step_bumps_autograd_version_counters(optimizer_class):
+    """The kernels write through data pointers; autograd must still see an in-place update, so that a
+    graph that saved the old weights raises instead of silently using the new ones."""
+    weight = torch.nn.Parameter(torch.randn(4, 4))
+    x = torch.randn(2, 4, requires_grad=True)
+    loss = (x @ weight).square().sum()  # saves `weight` for the gradient of x
+    weight.grad = torch.ones_like(weight)
+    optimizer_class([weight], implementation="native").step()
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        loss.backward()
+
+
+def test_auto_uses_the_native_kernels_on_cpu():
+    from lightning_recipes.optim._common import resolve_device_implementation
+
+    assert resolve_device_implementation("auto", torch.device("cpu")) == "native"
+    assert resolve_device_implementation("native", torch.device("cuda")) == "foreach"
+    assert resolve_device_implementation("native", torch.device("cpu")) == "native"
+
+
+def test_disabled_native_kernels_fall_back_to_the_torch_paths(monkeypatch):
+    from lightning_recipes.optim._common import resolve_device_implementation
+
+    monkeypatch.setenv("LIGHTNING_RECIPES_NATIVE", "0")
+    monkeypatch.setattr(_native, "_state", {})
+    assert _native.native_kernels() is None
+    assert resolve_device_implementation("auto", torch.device("cpu")) in ("auto", "for_loop")
+    assert test_lion._run_against_reference("native", steps=3) < 1e-12
+    assert test_lamb._run_against_reference("native", steps=3) < 1e-10
+
+
+def test_a_failing_build_warns_once_and_falls_back(monkeypatch, tmp_path):
+    monkeypatch.setenv("LIGHTNING_RECIPES_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("CC", "false")  # a "compiler" that always fails
+    monkeypatch.setattr(_native, "_state", {})
+    with pytest.warns(UserWarning, match="building the native CPU optimizer kernels failed"):
+        assert _native.native_kernels() is None
+    assert _native.native_kernels() is None  # remembered: no second attempt, no second warning
+    assert test_lion._run_against_reference("native", steps=3) < 1e-12
+
+
+_BUILD_AND_REPORT = textwrap.dedent(
+    """
+    import sys, torch
+    from lightning_recipes.optim import _native, Lion
+    kernels = _native.native_kernels()
+    assert kernels is not None
+    p = torch.nn.Parameter(torch.ones(100_000)); p.grad = torch.ones_like(p)
+    Lion([p], lr=0.5, implementation="native").step()
+    assert torch.equal(p.detach(), torch.full_like(p, 0.5))
+    runtimes = {line.split()[-1] for line in open("/proc/self/maps") if "libgomp" in line}
+    print(kernels.path)
+    print(len(runtimes))
+    """
+)
+
+
+def _run(tmp_path: Path) -> subprocess.Popen:
+    env = {**os.environ, "LIGHTNING_RECIPES_CACHE_DIR": str(tmp_path), "OMP_NUM_THREADS": "2"}
+    env.pop("CC", None)
+    return subprocess.Popen(
+        [sys.executable, "-c", _BUILD_AND_REPORT], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, cwd=Path(__file__).resolve().parents[2],
+    )  # fmt: skip
+
+
+def test_concurrent_builds_share_one_cached_library_and_torchs_openmp_runtime(tmp_path):
+    """Two processes (think: two DDP ranks) build into an empty cache at the same time; both load a working
+    library, the cache ends up with exactly one, a third process loads it without rebuilding, and each
+    process has exactly one OpenMP runtime mapped (torch's: the kernels share its thread pool)."""
+    first, second = _run(tmp_path), _run(tmp_path)
+    outputs = [process.communicate(timeout=240) for process in (first, second)]
+    for process, (_, err) in zip((first, second), outputs):
+        assert process.returncode == 0, err
+    paths = {out.split()[0] for out, _ in outputs}
+    assert len(paths) == 1 and all(out.split()[1] == "1" for out, _ in outputs)
+    library = Path(paths.pop())
+    assert library.parent == tmp_path / "kernels"
+    assert [p.name for p in library.parent.iterdir()] == [library.name]  # no leftovers of the losing build
+    built_at = library.stat().st_mtime_ns
+    third = _run(tmp_path)
+    out, err = third.communicate(timeout=240)
+    assert third.returncode == 0, err
+    assert out.split()[0] == str(library) and library.stat().st_mtime_ns == built_at
