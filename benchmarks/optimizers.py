@@ -144,18 +144,25 @@ def interleaved(
     if not enough:
         use = [g for _, _, g in per_round]
     out = {k: _stats([t for g in use for t in g[k]]) for k, _ in cases}
-    meta = {
+    meta: dict[str, Any] = {
         "rounds_total": len(per_round),
         "rounds_clean": sum(c for c, _, _ in per_round),
         "stats_from": "clean rounds" if enough else "ALL rounds (too few clean: machine busy)",
         "foreign_ticks_per_round": [f for _, f, _ in per_round],
         "waited_for_quiet_s": round(waited, 1),
+        # per used round, each case's mean time: for ratios paired within a round (drift cancels)
+        "round_means_ms": [{k: 1e3 * statistics.fmean(v) for k, v in g.items()} for g in use],
     }
     print(
         f"  [timing] {meta['rounds_clean']}/{meta['rounds_total']} clean rounds ({meta['stats_from']})",
         flush=True,
     )
     return out, meta
+
+
+def _quartiles(values: Sequence[float]) -> tuple[float, float]:
+    ordered = sorted(values)
+    return ordered[len(ordered) // 4], ordered[(3 * len(ordered)) // 4]
 
 
 def profile_step(step: Callable[[], Any]) -> tuple[int, int]:
@@ -381,16 +388,15 @@ def auto_choice(params: list[Any], family: str) -> str:
 # --------------------------------------------------------------------------------------------------------------
 # bandwidth floor
 # --------------------------------------------------------------------------------------------------------------
-def add_bandwidth(numel: int, rounds: int, foreign_frac: float) -> float:
-    """GB/s of ``a.add_(b)`` (12 B/elem: read a, read b, write a) on two tensors of ``numel`` floats."""
+def _add_pair(numel: int) -> tuple[Any, Any]:
+    """Two tensors for ``a.add_(b)`` (12 B/elem: read a, read b, write a), the bandwidth reference."""
     import torch
 
-    a, b = torch.randn(numel), torch.randn(numel)
-    for _ in range(3):
-        a.add_(b)
-    per_visit = 5 if numel < 10_000_000 else 1
-    timings, _ = interleaved([("add_", lambda: a.add_(b))], rounds, per_visit, foreign_frac, 120.0)
-    return 12 * numel / (timings["add_"]["median_ms"] * 1e-3) / 1e9
+    return torch.randn(numel), torch.randn(numel)
+
+
+def _add_step(a: Any, b: Any) -> Callable[[], Any]:
+    return lambda: a.add_(b)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -423,14 +429,22 @@ def bench_layout(layout: str, args: argparse.Namespace, notes: list[str]) -> dic
             optimizer.step()
         entries.append((name, family, bpe, optimizer, first_ms))
         print(f"[{layout}] {name}: first step {first_ms:.1f} ms", flush=True)
+    # floors: add_ bandwidth on the working set of a step (Lion p,g,m = 3 x params; AdamW/LAMB p,g,m,v = 4x),
+    # timed in the same interleaved rounds as the optimizers, so that both see the same machine
+    floor_pairs = {20: _add_pair(max(1, 3 * n_el // 2)), 28: _add_pair(max(1, 2 * n_el))}
+    floor_entries = [(f"add_ floor {bpe}", _add_step(a, b)) for bpe, (a, b) in floor_pairs.items()]
     timings, meta = interleaved(
-        [(n, o.step) for n, _, _, o, _ in entries], rounds, per_visit, args.foreign_frac, args.max_seconds
+        [(n, o.step) for n, _, _, o, _ in entries] + floor_entries,
+        rounds,
+        per_visit,
+        args.foreign_frac,
+        args.max_seconds,
     )
-    # floors: add_ bandwidth on the working set of a step (Lion p,g,m = 3 x params; AdamW/LAMB p,g,m,v = 4x)
     bw = {
-        20: add_bandwidth(max(1, 3 * n_el // 2), 10 if big else 30, args.foreign_frac),
-        28: add_bandwidth(max(1, 2 * n_el), 10 if big else 30, args.foreign_frac),
+        bpe: 12 * a.numel() / (timings[f"add_ floor {bpe}"]["median_ms"] * 1e-3) / 1e9
+        for bpe, (a, _) in floor_pairs.items()
     }
+    del floor_pairs, floor_entries
     for name, family, bpe, optimizer, first_ms in entries:
         state_b = sum(_tensor_bytes(s) for s in optimizer.state.values())
         syncs, peak = profile_step(optimizer.step)
@@ -456,6 +470,9 @@ def bench_layout(layout: str, args: argparse.Namespace, notes: list[str]) -> dic
     for row in rows:
         if fused and "median_ms" in row:
             row["x_fused_adamw"] = row["median_ms"] / fused["median_ms"]
+            paired = [r[row["impl"]] / r[fused["impl"]] for r in meta["round_means_ms"]]
+            row["x_fused_adamw_paired"] = statistics.median(paired)
+            row["x_fused_adamw_paired_iqr"] = _quartiles(paired)
     public_lamb = [
         r["median_ms"]
         for r in rows
@@ -534,18 +551,21 @@ def markdown(result: dict[str, Any]) -> str:
             f"(AdamW/LAMB). `auto` chose: {lay['auto_choice']}.\n"
         )
         lines.append(
-            "| implementation | median ms | p25-p75 | x fused AdamW | x fastest public (same family) | floor ms | x floor | "
+            "| implementation | median ms | p25-p75 | x fused AdamW | x fused AdamW, paired per round (p25-p75) | "
+            "x fastest public (same family) | floor ms | x floor | "
             "first step ms | state / params | transient peak / params | syncs / step |"
         )
-        lines.append("|---|---|---|---|---|---|---|---|---|---|---|")
+        lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
         for r in lay["rows"]:
             if "median_ms" not in r:
                 lines.append(f"| {r['impl']} | error: {r['error']} |||||||||")
                 continue
             xp = f"{r['x_fastest_public']:.2f}" if "x_fastest_public" in r else ""
+            q = r.get("x_fused_adamw_paired_iqr", (float("nan"), float("nan")))
+            paired = f"{r.get('x_fused_adamw_paired', float('nan')):.2f} ({q[0]:.2f}-{q[1]:.2f})"
             name = f"**{r['impl']}**" if r["impl"].startswith("ours") else r["impl"]
             lines.append(
-                f"| {name} | {r['median_ms']:.2f} | {r['p25_ms']:.2f}-{r['p75_ms']:.2f} | {r.get('x_fused_adamw', float('nan')):.2f} | {xp} | "
+                f"| {name} | {r['median_ms']:.2f} | {r['p25_ms']:.2f}-{r['p75_ms']:.2f} | {r.get('x_fused_adamw', float('nan')):.2f} | {paired} | {xp} | "
                 f"{r['floor_ms']:.2f} | {r['x_floor']:.2f} | {r['first_step_ms']:.0f} | {r['state_ratio']:.2f} | "
                 f"{r['transient_ratio']:.2f} | {r['syncs_per_step']} |"
             )

@@ -56,7 +56,8 @@ class OptimizerRecipe:
             the run's global batch (per-device batch x devices x nodes x accumulation).
         base_batch_size: The global batch size ``lr`` was tuned at (required with ``scale_lr``).
         batch_size: Per-device batch size; ``None`` reads it from the training ``DataLoader``.
-        implementation: Lion/Lamb implementation (``"auto"``, ``"for_loop"``, ``"foreach"``, ``"compiled"``).
+        implementation: Lion/Lamb implementation (``"auto"``, ``"for_loop"``, ``"foreach"``, ``"compiled"``,
+            ``"native"``).
 
     Raises:
         ValueError: If ``optimizer`` or ``schedule`` is unknown (other values are checked when used).
@@ -81,7 +82,7 @@ class OptimizerRecipe:
     scale_lr: Literal["linear", "sqrt"] | None = None
     base_batch_size: int | None = None
     batch_size: int | None = None
-    implementation: Literal["auto", "for_loop", "foreach", "compiled"] | None = None
+    implementation: Literal["auto", "for_loop", "foreach", "compiled", "native"] | None = None
 
     def __post_init__(self) -> None:
         if self.optimizer is not None and self.optimizer not in _OPTIMIZERS:
