@@ -183,11 +183,18 @@ def _torch_openmp_runtime() -> str | None:
         maps = Path("/proc/self/maps").read_text()
     except OSError:
         return None
-    for line in maps.splitlines():
-        path = line.split()[-1] if line.split() else ""
-        if "/libgomp" in path and ".so" in path and os.path.exists(path):
-            return path
-    return None
+    loaded = {
+        fields[-1]
+        for fields in (line.split() for line in maps.splitlines())
+        if fields and "/libgomp" in fields[-1] and ".so" in fields[-1] and os.path.exists(fields[-1])
+    }
+    # Other wheels bundle their own copy (scikit-learn does): prefer the one shipped inside torch's install
+    # (torch/lib or torch.libs); a torch linked to the system's libgomp is the only one loaded in that case.
+    torch_root = os.path.dirname(os.path.dirname(torch.__file__))
+    ours = sorted(p for p in loaded if os.path.relpath(p, torch_root).startswith(("torch/", "torch.libs/")))
+    if ours:
+        return ours[0]
+    return loaded.pop() if len(loaded) == 1 else None
 
 
 def _cache_dir() -> Path:

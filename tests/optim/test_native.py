@@ -261,16 +261,28 @@ def test_a_failing_build_warns_once_and_falls_back(monkeypatch, tmp_path):
 
 _BUILD_AND_REPORT = textwrap.dedent(
     """
-    import sys, torch
+    import ctypes, os, torch
+    import sklearn.datasets  # scikit-learn's wheel brings a second copy of libgomp: the kernels must not use it
     from lightning_recipes.optim import _native, Lion
+
+    class DlInfo(ctypes.Structure):
+        _fields_ = [("fname", ctypes.c_char_p), ("fbase", ctypes.c_void_p),
+                    ("sname", ctypes.c_char_p), ("saddr", ctypes.c_void_p)]
+
+    def openmp_file_of(library):  # the file that the library's GOMP_parallel resolves to
+        address = ctypes.cast(ctypes.CDLL(library).GOMP_parallel, ctypes.c_void_p)
+        info = DlInfo()
+        assert ctypes.CDLL(None).dladdr(address, ctypes.byref(info))
+        return os.path.realpath(info.fname.decode())
+
     kernels = _native.native_kernels()
     assert kernels is not None
     p = torch.nn.Parameter(torch.ones(100_000)); p.grad = torch.ones_like(p)
     Lion([p], lr=0.5, implementation="native").step()
     assert torch.equal(p.detach(), torch.full_like(p, 0.5))
-    runtimes = {line.split()[-1] for line in open("/proc/self/maps") if "libgomp" in line}
+    torch_cpu = os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cpu.so")
     print(kernels.path)
-    print(len(runtimes))
+    print(int(openmp_file_of(kernels.path) == openmp_file_of(torch_cpu)))
     """
 )
 
@@ -286,8 +298,8 @@ def _run(tmp_path: Path) -> subprocess.Popen:
 
 def test_concurrent_builds_share_one_cached_library_and_torchs_openmp_runtime(tmp_path):
     """Two processes (think: two DDP ranks) build into an empty cache at the same time; both load a working
-    library, the cache ends up with exactly one, a third process loads it without rebuilding, and each
-    process has exactly one OpenMP runtime mapped (torch's: the kernels share its thread pool)."""
+    library, the cache ends up with exactly one, a third process loads it without rebuilding, and the kernels'
+    OpenMP calls resolve to the very runtime torch uses (not scikit-learn's copy): they share torch's threads."""
     first, second = _run(tmp_path), _run(tmp_path)
     outputs = [process.communicate(timeout=240) for process in (first, second)]
     for process, (_, err) in zip((first, second), outputs):
