@@ -7,7 +7,7 @@ run the whole step in **one OpenMP parallel region** over the elements of every 
 and in two cache-resident passes per batch of tensors for LAMB (see ``benchmarks/RESULTS.md``).
 
 How it is built: on Linux, the first use compiles ``_cpu_kernels.c`` (about 1 s) with ``$CC`` or the first of
-``cc``/``gcc``/``clang``, the vector ISA that PyTorch itself dispatches to on this CPU (AVX-512, AVX2 or the
+``cc``/``gcc``/``clang`` (or a C++ driver, compiling C), the vector ISA that PyTorch itself dispatches to on this CPU (AVX-512, AVX2 or the
 baseline; never ``-march=native``, so a cache on a shared home directory is safe on every node) and **the
 OpenMP runtime that PyTorch already loaded**, so the kernels share torch's thread pool and obey
 ``torch.set_num_threads``. The library is cached under ``$LIGHTNING_RECIPES_CACHE_DIR`` (default
@@ -169,7 +169,7 @@ def _disabled() -> bool:
 
 
 def _compiler() -> str | None:
-    for candidate in (os.environ.get("CC"), "cc", "gcc", "clang"):
+    for candidate in (os.environ.get("CC"), "cc", "gcc", "clang", "c++", "g++", "clang++"):
         if candidate and shutil.which(candidate):
             return shutil.which(candidate)
     return None
@@ -215,7 +215,11 @@ def _build_command(compiler: str, openmp: str, isa_flags: list[str], output: str
         "-shared",
         "-fPIC",
         *isa_flags,
+        "-x",
+        "c",  # C even when the only compiler is a C++ driver ...
         str(_SOURCE),
+        "-x",
+        "none",  # ... and only for the source: what follows is a library
         "-o",
         output,
         openmp,  # link torch's own OpenMP runtime file: its soname is already loaded, so it is shared
@@ -236,7 +240,7 @@ def _load() -> NativeKernels | None:
         try:
             path = _build(compiler, openmp, isa_flags)
             return NativeKernels(ctypes.CDLL(path), path)
-        except (OSError, subprocess.SubprocessError, AttributeError) as error:
+        except Exception as error:  # whatever goes wrong, the torch paths still work: warn and use them
             errors.append(f"{type(error).__name__}: {error}")
         if not isa_flags:
             break
@@ -248,7 +252,9 @@ def _load() -> NativeKernels | None:
 
 
 def _build(compiler: str, openmp: str, isa_flags: list[str]) -> str:
-    version = subprocess.run([compiler, "--version"], capture_output=True, text=True, timeout=60).stdout
+    version = subprocess.run(
+        [compiler, "--version"], capture_output=True, text=True, errors="replace", timeout=60
+    ).stdout
     key = hashlib.sha256(
         "\0".join([_SOURCE.read_text(), compiler, version, openmp, *isa_flags]).encode()
     ).hexdigest()[:20]
@@ -263,6 +269,7 @@ def _build(compiler: str, openmp: str, isa_flags: list[str]) -> str:
                 _build_command(compiler, openmp, isa_flags, str(partial)),
                 capture_output=True,
                 text=True,
+                errors="replace",  # compilers print in the locale's encoding
                 timeout=300,
             )
         except OSError:

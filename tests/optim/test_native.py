@@ -9,6 +9,7 @@ and loaded (disk cache, concurrent builds, torch's own OpenMP runtime, failures)
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -282,6 +283,28 @@ def test_a_failing_build_warns_once_and_falls_back(monkeypatch, tmp_path):
         assert _native.native_kernels() is None
     assert _native.native_kernels() is None  # remembered: no second attempt, no second warning
     assert test_lion._run_against_reference("native", steps=3) < 1e-12
+
+
+def test_a_compiler_that_fails_with_undecodable_output_still_falls_back(monkeypatch, tmp_path):
+    compiler = tmp_path / "broken-cc"
+    compiler.write_text("#!/bin/sh\nprintf 'cc: \\240 invalid byte\\n' >&2\nexit 1\n")
+    compiler.chmod(0o755)
+    monkeypatch.setenv("LIGHTNING_RECIPES_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("CC", str(compiler))
+    monkeypatch.setattr(_native, "_state", {})
+    with pytest.warns(UserWarning, match="invalid byte"):
+        assert _native.native_kernels() is None
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="needs the g++ driver")
+def test_a_cpp_driver_builds_the_c_source(monkeypatch, tmp_path):
+    monkeypatch.setenv("LIGHTNING_RECIPES_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("CC", "g++")
+    monkeypatch.setattr(_native, "_state", {})
+    kernels = _native.native_kernels()
+    assert kernels is not None and Path(kernels.path).parent == tmp_path / "kernels"
+    assert test_lion._run_against_reference("native", steps=3) < 1e-12
+    assert test_lamb._run_against_reference("native", steps=3) < 1e-10
 
 
 _BUILD_AND_REPORT = textwrap.dedent(
