@@ -239,7 +239,13 @@ def _load() -> NativeKernels | None:
     for isa_flags in (_ISA_FLAGS.get(isa, []), []):
         try:
             path = _build(compiler, openmp, isa_flags)
-            return NativeKernels(ctypes.CDLL(path), path)
+            try:
+                library = ctypes.CDLL(path)
+            except OSError:  # a damaged cache entry: build it again, once
+                Path(path).unlink(missing_ok=True)
+                path = _build(compiler, openmp, isa_flags)
+                library = ctypes.CDLL(path)
+            return NativeKernels(library, path)
         except Exception as error:  # whatever goes wrong, the torch paths still work: warn and use them
             errors.append(f"{type(error).__name__}: {error}")
         if not isa_flags:
@@ -260,11 +266,16 @@ def _build(compiler: str, openmp: str, isa_flags: list[str]) -> str:
     ).hexdigest()[:20]
     for directory in (_cache_dir(), Path(tempfile.gettempdir()) / f"lightning_recipes-{os.getuid()}"):
         target = directory / f"cpu_kernels-{key}.so"
+        try:
+            directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        except OSError:
+            continue  # not writable: try the next one
+        if not _private(directory):
+            continue  # never load code from a directory that someone else can write to
         if target.exists():
             return str(target)
+        partial = directory / f".cpu_kernels-{key}.{os.getpid()}.{threading.get_ident()}.so"
         try:
-            directory.mkdir(parents=True, exist_ok=True)
-            partial = directory / f".cpu_kernels-{key}.{os.getpid()}.{threading.get_ident()}.so"
             result = subprocess.run(
                 _build_command(compiler, openmp, isa_flags, str(partial)),
                 capture_output=True,
@@ -272,11 +283,16 @@ def _build(compiler: str, openmp: str, isa_flags: list[str]) -> str:
                 errors="replace",  # compilers print in the locale's encoding
                 timeout=300,
             )
-        except OSError:
-            continue  # directory not writable: try the next one
-        if result.returncode != 0:
+            if result.returncode != 0:
+                raise subprocess.SubprocessError(result.stderr.strip()[-2000:])
+            os.replace(partial, target)  # atomic: a rank building the same key at the same time is harmless
+        finally:
             partial.unlink(missing_ok=True)
-            raise subprocess.SubprocessError(result.stderr.strip()[-2000:])
-        os.replace(partial, target)  # atomic: a rank building the same key at the same time is harmless
         return str(target)
-    raise OSError("no writable cache directory for the native kernels")
+    raise OSError("no private, writable cache directory for the native kernels")
+
+
+def _private(directory: Path) -> bool:
+    """Owned by this user and writable by no one else (shared temp directories are not)."""
+    info = directory.stat()
+    return info.st_uid == os.getuid() and not info.st_mode & 0o022

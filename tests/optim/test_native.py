@@ -307,6 +307,18 @@ def test_a_cpp_driver_builds_the_c_source(monkeypatch, tmp_path):
     assert test_lamb._run_against_reference("native", steps=3) < 1e-10
 
 
+def test_a_cache_directory_others_can_write_to_is_not_used(monkeypatch, tmp_path):
+    shared = tmp_path / "shared"
+    (shared / "kernels").mkdir(parents=True)
+    (shared / "kernels").chmod(0o777)  # anyone could plant a library here
+    monkeypatch.setenv("LIGHTNING_RECIPES_CACHE_DIR", str(shared))
+    monkeypatch.setattr(_native, "_state", {})
+    kernels = _native.native_kernels()
+    assert kernels is not None
+    assert not kernels.path.startswith(str(shared))
+    assert Path(kernels.path).parent.stat().st_mode & 0o077 == 0  # the private fallback directory
+
+
 _BUILD_AND_REPORT = textwrap.dedent(
     """
     import ctypes, os, torch
@@ -432,3 +444,18 @@ def test_ddp_ranks_step_identically_and_match_one_process(optimizer_name, two_th
             f"max difference {float(differences.max()):.3g} in {int((differences > 0).sum())} of "
             f"{a.numel()} elements; threads now {torch.get_num_threads()}"
         )
+
+
+def test_a_damaged_cached_library_is_rebuilt(monkeypatch, tmp_path):
+    builder = _run(
+        tmp_path
+    )  # another process builds the cache entry (never damage a library this one mapped)
+    out, err = builder.communicate(timeout=240)
+    assert builder.returncode == 0, err
+    path = Path(out.split()[0])
+    path.write_bytes(b"not a shared library")  # e.g. a disk that filled up during an earlier copy
+    monkeypatch.setenv("LIGHTNING_RECIPES_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(_native, "_state", {})
+    kernels = _native.native_kernels()
+    assert kernels is not None and Path(kernels.path) == path
+    assert test_lion._run_against_reference("native", steps=3) < 1e-12
