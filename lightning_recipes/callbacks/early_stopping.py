@@ -8,6 +8,7 @@ from typing import Any, Literal
 import lightning.pytorch as pl
 import torch
 from lightning.pytorch.callbacks import EarlyStopping as _LightningEarlyStopping
+from lightning.pytorch.callbacks.early_stopping import EarlyStoppingReason
 from lightning.pytorch.utilities.rank_zero import rank_zero_info
 from torch import Tensor
 from typing_extensions import override
@@ -18,12 +19,8 @@ __all__ = ["EarlyStopping"]
 
 log = logging.getLogger(__name__)
 
-try:  # Lightning >= 2.6 records why it stopped; older versions still work, without `stopping_reason`
-    from lightning.pytorch.callbacks.early_stopping import EarlyStoppingReason
-
-    _THRESHOLD: Any = EarlyStoppingReason.STOPPING_THRESHOLD
-except ImportError:  # pragma: no cover - depends on the installed Lightning
-    _THRESHOLD = None
+# Lightning >= 2.6 (our floor: pyproject) records why it stopped; 2.4 and 2.5 lack `stopping_reason`.
+_THRESHOLD: Any = EarlyStoppingReason.STOPPING_THRESHOLD
 
 
 class EarlyStopping(_LightningEarlyStopping):
@@ -199,7 +196,7 @@ class EarlyStopping(_LightningEarlyStopping):
         message_before = getattr(self, "stopping_reason_message", None)
         super()._run_early_stopping_check(trainer)
         reason = getattr(self, "stopping_reason", None)
-        reached_threshold = _THRESHOLD is not None and reason == _THRESHOLD and reason_before != _THRESHOLD
+        reached_threshold = reason == _THRESHOLD and reason_before != _THRESHOLD
         improved = self.best_score is not best_before or reached_threshold
         if self.restore_best_weights:
             improved = trainer.strategy.reduce_boolean_decision(improved, all=True)

@@ -35,8 +35,9 @@ from pathlib import Path
 import torch
 from lightning.pytorch.utilities import rank_zero_warn
 from torch import Tensor
+from torch.autograd.graph import increment_version
 
-__all__ = ["NATIVE_DTYPES", "NativeKernels", "native_available", "native_kernels"]
+__all__ = ["NATIVE_DTYPES", "NativeKernels", "bump_versions", "native_available", "native_kernels"]
 
 NATIVE_DTYPES: dict[torch.dtype, str] = {torch.float32: "f32", torch.float64: "f64", torch.bfloat16: "bf16"}
 _SOURCE = Path(__file__).with_name("_cpu_kernels.c")
@@ -139,6 +140,16 @@ class NativeKernels:
             raise MemoryError(
                 "lightning_recipes: the native LAMB kernel could not allocate its scratch space."
             )
+
+
+def bump_versions(tensors: Sequence[Tensor]) -> None:
+    """Tell autograd that the kernels changed ``tensors`` in place (as an in-place torch op would), so that a
+    graph which saved them raises instead of silently using the new values."""
+    try:
+        increment_version(tensors)  # one call for the list (torch >= 2.6)
+    except TypeError:  # older torch takes one tensor at a time
+        for tensor in tensors:
+            increment_version(tensor)
 
 
 def _pointers(tensors: Sequence[Tensor]) -> ctypes.Array[ctypes.c_void_p]:

@@ -8,7 +8,6 @@ from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor
-from torch.autograd.graph import increment_version
 from torch.optim import Optimizer
 
 from lightning_recipes.optim._common import (
@@ -24,7 +23,7 @@ from lightning_recipes.optim._common import (
     split_for_native,
 )
 from lightning_recipes.optim._compiled import compiled_kernel, mark_failed
-from lightning_recipes.optim._native import native_kernels
+from lightning_recipes.optim._native import bump_versions, native_kernels
 
 __all__ = ["Lamb", "lamb_update_"]
 
@@ -303,7 +302,7 @@ def _lamb_native(
             ps, gs, ms, vs, ts, lr=hp.lr, beta1=hp.beta1, beta2=hp.beta2, eps=hp.eps,
             weight_decay=hp.weight_decay, layer_adaptation=hp.layer_adaptation, trust_clip=hp.trust_clip,
         )  # fmt: skip
-        increment_version(ps + ms + vs + ts)  # written through data pointers: tell autograd
+        bump_versions(ps + ms + vs + ts)
     if others:
         pick = [[lst[i] for i in others] for lst in (params, grads, exp_avgs, exp_avg_sqs, steps)]
         _lamb_for_loop(pick[0], pick[1], pick[2], pick[3], pick[4], hp)

@@ -7,7 +7,6 @@ from typing import Any
 
 import torch
 from torch import Tensor
-from torch.autograd.graph import increment_version
 from torch.optim import Optimizer
 
 from lightning_recipes.optim._common import (
@@ -23,7 +22,7 @@ from lightning_recipes.optim._common import (
     split_for_native,
 )
 from lightning_recipes.optim._compiled import compiled_kernel, mark_failed
-from lightning_recipes.optim._native import native_kernels
+from lightning_recipes.optim._native import bump_versions, native_kernels
 
 __all__ = ["Lion", "lion_update_"]
 
@@ -203,7 +202,7 @@ def _lion_native(
     if kernels is not None and taken:
         ps, gs, ms = ([lst[i] for i in taken] for lst in (params, grads, exp_avgs))
         kernels.lion(ps, gs, ms, lr=lr, beta1=beta1, beta2=beta2, weight_decay=weight_decay)
-        increment_version(ps + ms)  # written through data pointers: tell autograd, as an in-place op would
+        bump_versions(ps + ms)
     if others:
         ps, gs, ms = ([lst[i] for i in others] for lst in (params, grads, exp_avgs))
         _lion_for_loop(ps, gs, ms, lr, beta1, beta2, weight_decay)
