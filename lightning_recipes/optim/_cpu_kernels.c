@@ -112,6 +112,17 @@ DEFINE_LION(bf16, uint16_t, float, bf16_to_float, float_to_bf16)
  * recomputes u to update p while the batch is still in cache (in reverse, so that the part of a tensor too
  * large for the cache that pass A touched last is read first). Without it, one pass does everything.
  * ------------------------------------------------------------------------------------------------------- */
+/* Element j: update m and v, store them, and leave in mj, vj the stored values (what pass B will read). */
+#define LAMB_MOMENTS(CT, LOAD, STORE)                \
+    const CT gj = LOAD(gg[j]), pj = LOAD(pp[j]);     \
+    CT mj = LOAD(mm[j]), vj = LOAD(vv[j]);           \
+    mj = mj + w1_ * (gj - mj);                       \
+    vj = b2_ * vj + w2_ * gj * gj;                   \
+    mm[j] = STORE(mj);                               \
+    vv[j] = STORE(vj);                               \
+    mj = LOAD(mm[j]);                                \
+    vj = LOAD(vv[j]);
+
 #define LAMB_DIRECTION(SQRT, mj, vj, pj, i) ((mj) * ibc1[i] / (SQRT(vj) * ibc2s[i] + eps_) + wd_ * (pj))
 
 #define DEFINE_LAMB(SUFFIX, ST, CT, LOAD, STORE, SQRT)                                                       \
@@ -176,14 +187,7 @@ DEFINE_LION(bf16, uint16_t, float, bf16_to_float, float_to_bf16)
                             const CT step_ = (CT)lr;                                                        \
                             _Pragma("omp simd")                                                             \
                             for (int64_t j = b0; j < b1; j++) {                                             \
-                                const CT gj = LOAD(gg[j]), pj = LOAD(pp[j]);                                \
-                                CT mj = LOAD(mm[j]), vj = LOAD(vv[j]);                                      \
-                                mj = mj + w1_ * (gj - mj);                                                  \
-                                vj = b2_ * vj + w2_ * gj * gj;                                              \
-                                mm[j] = STORE(mj);                                                          \
-                                vv[j] = STORE(vj);                                                          \
-                                mj = LOAD(mm[j]);                                                           \
-                                vj = LOAD(vv[j]);                                                           \
+                                LAMB_MOMENTS(CT, LOAD, STORE)                                               \
                                 pp[j] = STORE(pj - step_ * LAMB_DIRECTION(SQRT, mj, vj, pj, i));            \
                             }                                                                               \
                             continue;                                                                       \
@@ -191,14 +195,7 @@ DEFINE_LION(bf16, uint16_t, float, bf16_to_float, float_to_bf16)
                         CT block_p = (CT)0, block_u = (CT)0;                                                \
                         _Pragma("omp simd reduction(+ : block_p, block_u)")                                 \
                         for (int64_t j = b0; j < b1; j++) {                                                 \
-                            const CT gj = LOAD(gg[j]), pj = LOAD(pp[j]);                                    \
-                            CT mj = LOAD(mm[j]), vj = LOAD(vv[j]);                                          \
-                            mj = mj + w1_ * (gj - mj);                                                      \
-                            vj = b2_ * vj + w2_ * gj * gj;                                                  \
-                            mm[j] = STORE(mj);                                                              \
-                            vv[j] = STORE(vj);                                                              \
-                            mj = LOAD(mm[j]);                                                               \
-                            vj = LOAD(vv[j]);                                                               \
+                            LAMB_MOMENTS(CT, LOAD, STORE)                                                   \
                             const CT uj = LAMB_DIRECTION(SQRT, mj, vj, pj, i);                              \
                             block_p += pj * pj;                                                             \
                             block_u += uj * uj;                                                             \
