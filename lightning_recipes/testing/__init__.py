@@ -11,6 +11,7 @@ Example:
     [0, 1, 2]
 """
 
+from lightning_recipes.testing import _exit  # noqa: F401  (atexit: see its docstring)
 from lightning_recipes.testing.logger import InMemoryLogger
 from lightning_recipes.testing.models import (
     TinyClassifier,
