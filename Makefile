@@ -6,7 +6,11 @@ PIP := $(PY) -m pip install --quiet --disable-pip-version-check --progress-bar o
 export WANDB_MODE ?= offline
 export WANDB_SILENT ?= true
 
-.PHONY: install demo test lint bench clean
+.PHONY: install demo test test-floor lint bench clean
+
+# The oldest Lightning we support: pyproject.toml's `lightning>=` (tests/test_packaging.py keeps them equal).
+LIGHTNING_FLOOR := 2.6.0
+FLOOR_VENV := .venv-floor
 
 $(VENV)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +33,19 @@ lint: install
 test: lint
 	$(PY) -m pytest --durations=25
 
+# The whole suite again against the oldest supported Lightning, in its own environment (CI runs it after `test`).
+$(FLOOR_VENV)/.installed: pyproject.toml constraints.txt Makefile
+	$(PYTHON) -m venv $(FLOOR_VENV)
+	$(FLOOR_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --progress-bar off -c constraints.txt torch==2.13.0
+	$(FLOOR_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --progress-bar off -c constraints.txt \
+		-e ".[dev,data,plots,wandb,notebooks,deepspeed]" "lightning==$(LIGHTNING_FLOOR)"
+	$(FLOOR_VENV)/bin/python -m ipykernel install --sys-prefix --name python3 > /dev/null
+	touch $@
+
+test-floor: $(FLOOR_VENV)/.installed
+	$(FLOOR_VENV)/bin/python -c "import lightning; assert lightning.__version__ == '$(LIGHTNING_FLOOR)', lightning.__version__"
+	$(FLOOR_VENV)/bin/python -m pytest -q -p no:cacheprovider
+
 bench: install
 	# public optimizers to compare against, with --no-deps: timm would pull torchvision (a CUDA build that cannot
 	# load beside torch+cpu) and the others a different torch; benchmarks/optimizers.py loads timm's optimizer files alone
@@ -36,4 +53,4 @@ bench: install
 	$(PY) -m benchmarks
 
 clean:
-	rm -rf $(VENV) lightning_logs demo_output .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(FLOOR_VENV) lightning_logs demo_output .pytest_cache .mypy_cache .ruff_cache
