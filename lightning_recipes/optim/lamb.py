@@ -277,6 +277,10 @@ def _lamb_compiled(
         )  # fmt: skip
 
 
+def _native_counter(step: Tensor) -> bool:
+    return step.dtype is torch.float32 and step.is_cpu
+
+
 def _lamb_native(
     params: Sequence[Tensor],
     grads: Sequence[Tensor],
@@ -288,12 +292,12 @@ def _lamb_native(
     kernels = native_kernels()
     taken: list[int] = []
     others = list(range(len(params)))
-    if kernels is not None:
+    if (
+        kernels is not None
+    ):  # the kernel reads and increments float32 CPU step counters; tensors with others take the loop
         taken, others = split_for_native(params, grads, exp_avgs, exp_avg_sqs)
-        counters_ok = [i for i in taken if steps[i].dtype == torch.float32 and steps[i].device.type == "cpu"]
-        if len(counters_ok) != len(taken):
-            others = sorted(set(others) | (set(taken) - set(counters_ok)))
-            taken = counters_ok
+        others = sorted(others + [i for i in taken if not _native_counter(steps[i])])
+        taken = [i for i in taken if _native_counter(steps[i])]
     if kernels is not None and taken:
         ps, gs, ms, vs, ts = (
             [lst[i] for i in taken] for lst in (params, grads, exp_avgs, exp_avg_sqs, steps)
@@ -322,12 +326,13 @@ class Lamb(Optimizer):
     Cost: two state tensors per parameter (as AdamW). The native path (``auto`` on CPU) runs the whole step in
     one parallel region, batch by batch of about 512K elements: one pass updates ``m, v`` and sums ``p^2`` and
     ``u^2``, a second updates ``p`` while the batch is still in cache. Where it is unavailable, the compiled
-    path (``auto`` on CPU for tensors of >= 65536 elements) makes two passes per tensor, the second while the tensor is still in cache: a compiled
-    kernel reads ``p, g, m, v`` once and returns ``lr * trust_ratio``, then torch's fused AdamW kernel with that
-    learning rate performs the step (``p (1 - lr r wd) - lr r m_hat / (sqrt(v_hat) + eps)`` is exactly LAMB's).
-    No host-device sync on any device (on CPU the fused kernel reads its 0-dim learning rate on the host,
-    which involves no device). Transient memory: at most one tensor's size (for_loop), none (native, compiled) or two
-    chunks of 256K elements on CPU / 4M elements on GPU (foreach). See ``benchmarks/RESULTS.md``.
+    path (``auto`` on CPU for tensors of >= 65536 elements) makes two passes per tensor, the second while the
+    tensor is still in cache: a compiled kernel reads ``p, g, m, v`` once and returns ``lr * trust_ratio``, then
+    torch's fused AdamW kernel with that learning rate performs the step
+    (``p (1 - lr r wd) - lr r m_hat / (sqrt(v_hat) + eps)`` is exactly LAMB's). No host-device sync on any
+    device (on CPU the fused kernel reads its 0-dim learning rate on the host, which involves no device).
+    Transient memory: at most one tensor's size (for_loop), none (native, compiled) or two chunks of 256K
+    elements on CPU / 4M elements on GPU (foreach). See ``benchmarks/RESULTS.md``.
 
     Args:
         params: Parameters or parameter groups (e.g. from :func:`~lightning_recipes.optim.param_groups`).
