@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator, Sequence
 from typing import Any, Literal
 
 import torch
 from torch import Tensor
+
+from lightning_recipes._validation import check_beta, check_betas, check_non_negative, check_positive
 
 __all__ = [
     "COMPILE_MIN_NUMEL",
@@ -16,6 +17,7 @@ __all__ = [
     "IMPLEMENTATIONS",
     "Implementation",
     "check_beta",
+    "check_betas",
     "check_implementation",
     "check_non_negative",
     "check_positive",
@@ -43,32 +45,6 @@ FOREACH_CHUNK_NUMEL_CPU = 1 << 18
 def check_implementation(implementation: Any) -> None:
     if implementation not in IMPLEMENTATIONS:
         raise ValueError(f"`implementation` must be one of {IMPLEMENTATIONS}, got {implementation!r}.")
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def check_positive(name: str, value: Any) -> None:
-    if not _is_number(value) or value <= 0:
-        raise ValueError(f"`{name}` must be a finite number > 0, got {value!r}.")
-
-
-def check_non_negative(name: str, value: Any) -> None:
-    if not _is_number(value) or value < 0:
-        raise ValueError(f"`{name}` must be a finite number >= 0, got {value!r}.")
-
-
-def check_beta(name: str, value: Any) -> None:
-    if not _is_number(value) or not 0.0 <= value < 1.0:
-        raise ValueError(f"`{name}` must be in [0, 1), got {value!r}.")
-
-
-def check_betas(betas: Any) -> None:
-    if not isinstance(betas, (tuple, list)) or len(betas) != 2:
-        raise ValueError(f"`betas` must be a pair (beta1, beta2) with each in [0, 1), got {betas!r}.")
-    check_beta("betas[0]", betas[0])
-    check_beta("betas[1]", betas[1])
 
 
 def group_by_device_and_dtype(*lists: Sequence[Tensor]) -> Iterator[tuple[list[Tensor], ...]]:

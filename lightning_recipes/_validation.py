@@ -1,0 +1,87 @@
+"""Argument checks shared by every public constructor: one idiom, one wording.
+
+Each check raises ``ValueError`` (or ``TypeError`` for a wrong kind of value) naming the argument, the constraint and
+the value, e.g. ``ValueError: `patience` must be an integer >= 0, got -1.``. ``bool`` is never accepted where a number
+is asked for (``True`` is an ``int`` in Python, and ``patience=True`` is always a mistake).
+
+Example:
+    >>> from lightning_recipes._validation import check_int
+    >>> check_int("patience", 3, minimum=0)
+    >>> check_int("patience", -1, minimum=0)
+    Traceback (most recent call last):
+    ...
+    ValueError: `patience` must be an integer >= 0, got -1.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Collection
+from typing import Any
+
+__all__ = [
+    "check_beta",
+    "check_betas",
+    "check_bool",
+    "check_choice",
+    "check_in_range",
+    "check_int",
+    "check_non_negative",
+    "check_positive",
+    "is_number",
+]
+
+
+def is_number(value: Any) -> bool:
+    """A finite real number that is not a ``bool``."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def check_positive(name: str, value: Any) -> None:
+    if not is_number(value) or value <= 0:
+        raise ValueError(f"`{name}` must be a finite number > 0, got {value!r}.")
+
+
+def check_non_negative(name: str, value: Any) -> None:
+    if not is_number(value) or value < 0:
+        raise ValueError(f"`{name}` must be a finite number >= 0, got {value!r}.")
+
+
+def check_in_range(
+    name: str, value: Any, low: float, high: float, *, low_open: bool = False, high_open: bool = False
+) -> None:
+    """``value`` in the interval from ``low`` to ``high``; ``*_open`` excludes that end."""
+    ok = is_number(value) and (value > low if low_open else value >= low)
+    ok = ok and (value < high if high_open else value <= high)
+    if not ok:
+        interval = f"{'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
+        raise ValueError(f"`{name}` must be a number in {interval}, got {value!r}.")
+
+
+def check_int(name: str, value: Any, *, minimum: int | None = None) -> None:
+    """An ``int`` (not a ``bool``), at least ``minimum`` when given."""
+    if not isinstance(value, int) or isinstance(value, bool) or (minimum is not None and value < minimum):
+        bound = f" >= {minimum}" if minimum is not None else ""
+        raise ValueError(f"`{name}` must be an integer{bound}, got {value!r}.")
+
+
+def check_bool(name: str, value: Any) -> None:
+    if not isinstance(value, bool):
+        raise TypeError(f"`{name}` must be True or False, got {value!r}.")
+
+
+def check_choice(name: str, value: Any, allowed: Collection[Any]) -> None:
+    if value not in allowed:
+        raise ValueError(f"`{name}` must be one of {tuple(allowed)!r}, got {value!r}.")
+
+
+def check_beta(name: str, value: Any) -> None:
+    if not is_number(value) or not 0.0 <= value < 1.0:
+        raise ValueError(f"`{name}` must be in [0, 1), got {value!r}.")
+
+
+def check_betas(betas: Any) -> None:
+    if not isinstance(betas, (tuple, list)) or len(betas) != 2:
+        raise ValueError(f"`betas` must be a pair (beta1, beta2) with each in [0, 1), got {betas!r}.")
+    check_beta("betas[0]", betas[0])
+    check_beta("betas[1]", betas[1])
