@@ -32,7 +32,7 @@ import torch
 
 from lightning_recipes.callbacks import Preflight
 from lightning_recipes.data import DigitsDataModule
-from lightning_recipes.demo import DigitsCNN
+from lightning_recipes.testing import DigitsCNN
 from lightning_recipes.preflight import preflight
 
 __all__ = ["main"]

@@ -13,11 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import lightning.pytorch as pl
-import torch
 from lightning.pytorch.callbacks import LearningRateMonitor
 from lightning.pytorch.loggers import CSVLogger, Logger
-from torch import Tensor, nn
-from torch.nn import functional as F
 
 from lightning_recipes.callbacks import (
     AdaptiveGradClip,
@@ -31,69 +28,11 @@ from lightning_recipes.data import DigitsDataModule
 from lightning_recipes.mixins import OptimizerRecipeMixin
 from lightning_recipes.preflight import preflight
 from lightning_recipes.recipe import OptimizerRecipe
+from lightning_recipes.testing.digits_cnn import (
+    DigitsCNN,  # re-exported: `lightning_recipes.demo.DigitsCNN` still works
+)
 
 __all__ = ["DEMO_SETTINGS", "DigitsCNN", "RecipeDigitsCNN", "main", "run_demo"]
-
-
-class DigitsCNN(pl.LightningModule):
-    """A small CNN for 8x8 digits: two conv blocks with BatchNorm, then dropout and a linear head.
-
-    Logs ``train_loss``, ``val_loss`` and ``val_acc``.
-
-    Args:
-        num_classes: Output classes.
-        width: Channels of the first conv block (the second has twice as many).
-        dropout: Dropout before the head.
-        lr: Peak learning rate.
-        weight_decay: Weight decay.
-
-    Example:
-        >>> import torch
-        >>> DigitsCNN()(torch.zeros(2, 1, 8, 8)).shape
-        torch.Size([2, 10])
-    """
-
-    def __init__(
-        self,
-        num_classes: int = 10,
-        width: int = 32,
-        dropout: float = 0.2,
-        lr: float = 3e-3,
-        weight_decay: float = 0.05,
-    ) -> None:
-        super().__init__()
-        self.save_hyperparameters()
-        self.features = nn.Sequential(
-            nn.Conv2d(1, width, 3, padding=1, bias=False),
-            nn.BatchNorm2d(width),
-            nn.ReLU(),
-            nn.Conv2d(width, 2 * width, 3, padding=1, bias=False),
-            nn.BatchNorm2d(2 * width),
-            nn.ReLU(),
-            nn.MaxPool2d(2),
-        )
-        self.dropout = nn.Dropout(dropout)
-        self.head = nn.Linear(2 * width * 16, num_classes)
-
-    def forward(self, x: Tensor) -> Tensor:
-        return self.head(self.dropout(self.features(x).flatten(1)))
-
-    def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
-        x, y = batch
-        loss = F.cross_entropy(self(x), y)
-        self.log("train_loss", loss)
-        return loss
-
-    def validation_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> None:
-        x, y = batch
-        logits = self(x)
-        self.log("val_loss", F.cross_entropy(logits, y), sync_dist=True)
-        self.log("val_acc", (logits.argmax(-1) == y).float().mean(), sync_dist=True, prog_bar=True)
-
-    def configure_optimizers(self) -> Any:
-        return torch.optim.AdamW(
-            self.parameters(), lr=self.hparams["lr"], weight_decay=self.hparams["weight_decay"]
-        )
 
 
 # Per-optimizer settings for this model, found by a small sweep on the digits (seed 0): Lion wants ~10x lower lr

@@ -26,7 +26,7 @@ def test_readme_has_the_tour_snippets():
 )
 def test_readme_snippet_runs(marker, tmp_path, monkeypatch):
     from lightning_recipes.data import DigitsDataModule
-    from lightning_recipes.demo import DigitsCNN
+    from lightning_recipes.testing import DigitsCNN
 
     monkeypatch.chdir(tmp_path)  # the snippet's Trainer writes lightning_logs/ into the working directory
     (block,) = [b for b in _python_blocks() if marker in b]

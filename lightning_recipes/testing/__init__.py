@@ -12,6 +12,7 @@ Example:
 """
 
 from lightning_recipes.testing import _exit  # noqa: F401  (atexit: see its docstring)
+from lightning_recipes.testing.digits_cnn import DigitsCNN
 from lightning_recipes.testing.logger import InMemoryLogger
 from lightning_recipes.testing.models import (
     TinyClassifier,
@@ -23,6 +24,7 @@ from lightning_recipes.testing.models import (
 from lightning_recipes.testing.trainers import fast_trainer
 
 __all__ = [
+    "DigitsCNN",
     "InMemoryLogger",
     "TinyClassifier",
     "TinyTransformerLM",
