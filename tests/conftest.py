@@ -10,13 +10,31 @@ import torch.distributed
 from lightning.fabric.utilities.rank_zero import rank_zero_only as fabric_rank_zero_only
 from lightning.pytorch.utilities.rank_zero import rank_zero_only
 
+# Variables that Lightning itself writes into the test process while it sets up a multi-process strategy in-process
+# (`ddp_spawn` / `ddp_fork` launchers and the cluster environments export the rendezvous for their workers). They are
+# removed after each test; any other variable a test leaves behind fails that test.
+LIGHTNING_OWNED_ENV = frozenset(
+    {
+        "MASTER_ADDR",
+        "MASTER_PORT",
+        "PL_GLOBAL_SEED",
+        "PL_SEED_WORKERS",
+        "LOCAL_RANK",
+        "NODE_RANK",
+        "WORLD_SIZE",
+        "RANK",
+    }
+)
+# pytest rewrites this one between the set-up, call and tear-down phases of every test.
+PYTEST_OWNED_ENV = frozenset({"PYTEST_CURRENT_TEST"})
+
 
 @pytest.fixture(autouse=True)
 def _isolate(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory):
+    saved_env = dict(os.environ)
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_SILENT", "true")
     monkeypatch.setenv("WANDB_DIR", str(tmp_path_factory.mktemp("wandb")))
-    saved_env = dict(os.environ)
     # A Trainer built for a cluster environment (SLURM, torchrun with 2 nodes ...) sets the process-global
     # `rank_zero_only.rank`; left at 1 it silences every later logger in this process.
     saved_ranks = [getattr(fn, "rank", 0) for fn in (rank_zero_only, fabric_rank_zero_only)]
@@ -26,9 +44,21 @@ def _isolate(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathF
         torch.distributed.destroy_process_group()
     for fn, rank in zip((rank_zero_only, fabric_rank_zero_only), saved_ranks):
         fn.rank = rank  # type: ignore[attr-defined]
-    if dict(os.environ) != saved_env:
-        os.environ.clear()
-        os.environ.update(saved_env)
+    monkeypatch.undo()  # what the test set through `monkeypatch` is restored, not a leak
+    leaked = _env_changes(saved_env, dict(os.environ))
+    os.environ.clear()
+    os.environ.update(saved_env)
+    unexpected = sorted(name for name in leaked if name not in LIGHTNING_OWNED_ENV | PYTEST_OWNED_ENV)
+    if unexpected:
+        pytest.fail(
+            f"the test changed environment variables and left them changed: {unexpected}. Set them through "
+            "`monkeypatch.setenv` (restored after the test) or restore them in the test.",
+            pytrace=False,
+        )
+
+
+def _env_changes(before: dict[str, str], after: dict[str, str]) -> set[str]:
+    return {name for name in before.keys() | after.keys() if before.get(name) != after.get(name)}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
