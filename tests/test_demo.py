@@ -1,6 +1,8 @@
 import subprocess
 import sys
 
+import pytest
+
 from lightning_recipes.demo import build_parser, run_demo
 
 
@@ -14,7 +16,18 @@ def test_demo_reaches_accuracy_target(tmp_path):
 
 def test_demo_cli_runs_as_module_and_prints_summary(tmp_path):
     result = subprocess.run(
-        [sys.executable, "-m", "lightning_recipes", "demo", "--output-dir", str(tmp_path), "--epochs", "2"],
+        [
+            sys.executable,
+            "-m",
+            "lightning_recipes",
+            "demo",
+            "--output-dir",
+            str(tmp_path),
+            "--epochs",
+            "2",
+            "--threads",
+            "1",
+        ],
         capture_output=True,
         text=True,
         timeout=300,
@@ -22,6 +35,7 @@ def test_demo_cli_runs_as_module_and_prints_summary(tmp_path):
     assert result.returncode == 0, result.stderr
     assert "final val accuracy" in result.stdout
     assert "effective batch size : 64" in result.stdout
+    assert "on 1 torch thread(s)" in result.stdout
 
 
 def test_demo_help_documents_options():
@@ -32,7 +46,7 @@ def test_demo_help_documents_options():
         timeout=120,
     )
     assert result.returncode == 0
-    for option in ("--epochs", "--optimizer", "--seed", "--output-dir", "--logger"):
+    for option in ("--epochs", "--optimizer", "--seed", "--output-dir", "--logger", "--threads"):
         assert option in result.stdout
 
 
@@ -49,4 +63,10 @@ def test_demo_rejects_bad_epochs(tmp_path):
 
     args = build_parser().parse_args(["--output-dir", str(tmp_path), "--epochs", "0"])
     with pytest.raises(ValueError, match="`--epochs` must be >= 1, got 0"):
+        run_demo(args)
+
+
+def test_demo_rejects_bad_threads(tmp_path):
+    args = build_parser().parse_args(["--output-dir", str(tmp_path), "--threads", "0"])
+    with pytest.raises(ValueError, match="`--threads` must be >= 1, got 0"):
         run_demo(args)
