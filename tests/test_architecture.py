@@ -1,0 +1,112 @@
+"""The package's layering, checked on the source: the couplings live where the tree says they do.
+
+- ``checks/`` (the sanity-check wing) imports nothing from ``callbacks/``;
+- a private module (``_name.py``) or a private name (``_name``) is imported only from inside the package that holds
+  it (``lightning_recipes/_validation.py`` serves the whole package; ``callbacks/_norms.py`` only ``callbacks/``);
+- no package module imports ``lightning_recipes.testing`` (a tool for tests, not a dependency of the product), apart
+  from the demo;
+- private Lightning state (``trainer._...``, ``fit_loop._...``) is read only in ``callbacks/_trainer.py`` and in the
+  strategy files listed in ``PRIVATE_LIGHTNING_ALLOWED``, each read commented there.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "lightning_recipes"
+MODULES = sorted(PACKAGE.rglob("*.py"))
+# Files allowed to read private Lightning state, and why (each read is commented in the file too).
+PRIVATE_LIGHTNING_ALLOWED = {
+    "callbacks/_trainer.py": "every private loop read of the training-time callbacks, each with a public fallback",
+}
+PRIVATE_LIGHTNING = re.compile(
+    r"(\b(trainer|fit_loop|epoch_loop|val_loop)\._[a-z]\w*)"
+    r"|(getattr\(\s*[\w.]*(trainer|fit_loop|epoch_loop|val_loop)\b[\w.]*\s*,\s*[\"']_[a-z]\w*)"
+)
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _package_of(module: str, path: Path) -> str:
+    return module if path.name == "__init__.py" else module.rpartition(".")[0]
+
+
+def _imports(path: Path) -> list[tuple[str, list[str]]]:
+    """(module, imported names) for every absolute import of lightning_recipes in ``path``, nested ones included."""
+    found: list[tuple[str, list[str]]] = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if node.module.startswith("lightning_recipes"):
+                found.append((node.module, [alias.name for alias in node.names]))
+        elif isinstance(node, ast.Import):
+            found += [(a.name, []) for a in node.names if a.name.startswith("lightning_recipes")]
+    return found
+
+
+def _owner_of_private(module: str) -> str | None:
+    """The package a private module belongs to (``a.b._c`` -> ``a.b``), or None for a public module."""
+    parts = module.split(".")
+    for index, part in enumerate(parts):
+        if part.startswith("_"):
+            return ".".join(parts[:index])
+    return None
+
+
+def _inside(package: str, owner: str) -> bool:
+    return package == owner or package.startswith(owner + ".")
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_imports_respect_the_layers(path: Path) -> None:
+    module = _module_name(path)
+    package = _package_of(module, path)
+    problems = []
+    for target, names in _imports(path):
+        if package.startswith("lightning_recipes.checks") and target.startswith(
+            "lightning_recipes.callbacks"
+        ):
+            problems.append(f"checks/ imports {target}")
+        owner = _owner_of_private(target)
+        if owner is not None and not _inside(package, owner):
+            problems.append(f"imports private module {target} from outside {owner}")
+        target_package = (
+            target if (PACKAGE.parent / target.replace(".", "/")).is_dir() else target.rpartition(".")[0]
+        )
+        private_names = [n for n in names if n.startswith("_") and n != "__version__"]
+        if private_names and not _inside(package, target_package):
+            problems.append(f"imports private names {private_names} of {target}")
+        if target.startswith("lightning_recipes.testing") and not package.startswith(
+            "lightning_recipes.testing"
+        ):
+            if module != "lightning_recipes.demo":
+            problems.append(f"imports the testing tools ({target})")
+    assert not problems, f"{path.relative_to(PACKAGE)}: " + "; ".join(problems)
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_private_lightning_state_is_read_only_where_allowed(path: Path) -> None:
+    relative = path.relative_to(PACKAGE).as_posix()
+    if relative in PRIVATE_LIGHTNING_ALLOWED:
+        return
+    code_lines = [
+        (number, line)
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if not line.lstrip().startswith(("#", ">>>", "...")) and PRIVATE_LIGHTNING.search(line.split("#")[0])
+    ]
+    assert not code_lines, f"{relative} reads private Lightning state: {code_lines}"
+
+
+def test_the_layering_rules_can_fail() -> None:
+    assert PRIVATE_LIGHTNING.search('getattr(trainer.fit_loop, "_data_source", None)')
+    assert PRIVATE_LIGHTNING.search("trainer._logger_connector.should_update_logs")
+    assert not PRIVATE_LIGHTNING.search("trainer.train_dataloader")
+    assert _owner_of_private("lightning_recipes.callbacks._norms") == "lightning_recipes.callbacks"
+    assert not _inside("lightning_recipes.strategies", "lightning_recipes.callbacks")
+    assert _inside("lightning_recipes.callbacks", "lightning_recipes")
