@@ -82,10 +82,12 @@ def test_imports_respect_the_layers(path: Path) -> None:
         private_names = [n for n in names if n.startswith("_") and n != "__version__"]
         if private_names and not _inside(package, target_package):
             problems.append(f"imports private names {private_names} of {target}")
-        if target.startswith("lightning_recipes.testing") and not package.startswith(
-            "lightning_recipes.testing"
+        in_testing = package.startswith("lightning_recipes.testing")
+        if (
+            target.startswith("lightning_recipes.testing")
+            and not in_testing
+            and module != "lightning_recipes.demo"
         ):
-            if module != "lightning_recipes.demo":
             problems.append(f"imports the testing tools ({target})")
     assert not problems, f"{path.relative_to(PACKAGE)}: " + "; ".join(problems)
 
