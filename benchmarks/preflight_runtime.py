@@ -1,4 +1,5 @@
-"""Wall time of the full preflight on the demo's digits CNN, per check, next to what Lightning offers and to training.
+"""Wall time of the full preflight on the demo's digits CNN, per check, next to what Lightning offers and to
+training.
 
 Interleaved (round-robin) in one process, ``--rounds`` times, medians reported, so machine load hits every
 variant alike. Variants:
@@ -126,7 +127,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     median = {name: statistics.median(values) for name, values in times.items()}
     print(
         f"\nmachine: {platform.machine()}, {os.cpu_count()} CPUs, torch {torch.__version__} "
-        f"({torch.get_num_threads()} threads), lightning {pl.__version__}, Python {platform.python_version()}; "
+        f"({torch.get_num_threads()} threads), lightning {pl.__version__}, "
+        f"Python {platform.python_version()}; "
         f"1-min load average during the rounds: {', '.join(f'{x:.1f}' for x in loads)} (shared machine)"
     )
     print(f"rounds: {args.rounds} (round-robin), medians\n")

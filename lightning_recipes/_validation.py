@@ -1,8 +1,9 @@
 """Argument checks shared by every public constructor: one idiom, one wording.
 
-Each check raises ``ValueError`` (or ``TypeError`` for a wrong kind of value) naming the argument, the constraint and
-the value, e.g. ``ValueError: `patience` must be an integer >= 0, got -1.``. ``bool`` is never accepted where a number
-is asked for (``True`` is an ``int`` in Python, and ``patience=True`` is always a mistake).
+Each check raises ``ValueError`` (or ``TypeError`` for a wrong kind of value) naming the argument, the
+constraint and the value, e.g. ``ValueError: `patience` must be an integer >= 0, got -1.``. ``bool`` is never
+accepted where a number is asked for (``True`` is an ``int`` in Python, and ``patience=True`` is always a
+mistake).
 
 Example:
     >>> from lightning_recipes._validation import check_int

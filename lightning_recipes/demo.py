@@ -36,8 +36,8 @@ from lightning_recipes.testing.digits_cnn import (
 __all__ = ["DEMO_SETTINGS", "DigitsCNN", "RecipeDigitsCNN", "main", "run_demo"]
 
 
-# Per-optimizer settings for this model, found by a small sweep on the digits (seed 0): Lion wants ~10x lower lr
-# and ~10x higher weight decay than AdamW (Chen et al. 2023); Lamb's trust ratio tolerates a higher lr.
+# Per-optimizer settings for this model, found by a small sweep on the digits (seed 0): Lion wants ~10x lower
+# lr and ~10x higher weight decay than AdamW (Chen et al. 2023); Lamb's trust ratio tolerates a higher lr.
 DEMO_SETTINGS: dict[str, dict[str, float]] = {
     "adamw": {"lr": 3e-3, "weight_decay": 0.05},
     "lion": {"lr": 3e-4, "weight_decay": 0.5},
@@ -46,8 +46,8 @@ DEMO_SETTINGS: dict[str, dict[str, float]] = {
 
 
 class RecipeDigitsCNN(OptimizerRecipeMixin, DigitsCNN):
-    """:class:`DigitsCNN` with its ``configure_optimizers`` supplied by the recipe mixin — the one-line change a
-    user makes to an existing module.
+    """:class:`DigitsCNN` with its ``configure_optimizers`` supplied by the recipe mixin — the one-line change
+    a user makes to an existing module.
 
     Example:
         >>> from lightning_recipes.recipe import OptimizerRecipe
@@ -72,7 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--threads",
         type=int,
         default=None,
-        help="torch CPU threads (default: torch's, one per core). On a machine other processes keep busy, 1 is "
+        help="torch CPU threads (default: torch's, one per core). On a machine other processes keep busy, "
+        "1 is "
         "much faster: the threads of one step wait for each other (see the README).",
     )
     parser.add_argument(
@@ -110,7 +111,8 @@ def _make_logger(kind: str, output_dir: Path) -> Logger:
 
 
 def run_demo(args: argparse.Namespace) -> dict[str, Any]:
-    """Run the preflight, train, restore the best weights, re-validate; returns a summary dict (also printed)."""
+    """Run the preflight, train, restore the best weights, re-validate; returns a summary dict (also
+    printed)."""
     if args.epochs < 1:
         raise ValueError(f"`--epochs` must be >= 1, got {args.epochs!r}.")
     if args.batch_size < 1:
@@ -231,7 +233,8 @@ def _print_summary(summary: dict[str, Any]) -> None:
     print(f"  final val accuracy   : {summary['val_acc']:.4f} (best epoch's weights restored)")
     print(f"  logs                 : {summary['log_dir']} (metrics.csv, manifest.json)")
     print(
-        f"  plots                : {', '.join(summary['plots']) or '(matplotlib not installed or non-CSV logger)'}"
+        "  plots                : "
+        + (", ".join(summary["plots"]) or "(matplotlib not installed or non-CSV logger)")
     )
     print(f"  wall time            : {summary['seconds']:.1f} s on {summary['threads']} torch thread(s)")
 

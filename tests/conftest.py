@@ -10,9 +10,9 @@ import torch.distributed
 from lightning.fabric.utilities.rank_zero import rank_zero_only as fabric_rank_zero_only
 from lightning.pytorch.utilities.rank_zero import rank_zero_only
 
-# Variables that Lightning itself writes into the test process while it sets up a multi-process strategy in-process
-# (`ddp_spawn` / `ddp_fork` launchers and the cluster environments export the rendezvous for their workers). They are
-# removed after each test; any other variable a test leaves behind fails that test.
+# Variables that Lightning itself writes into the test process while it sets up a multi-process strategy
+# in-process (`ddp_spawn` / `ddp_fork` launchers and the cluster environments export the rendezvous for their
+# workers). They are removed after each test; any other variable a test leaves behind fails that test.
 LIGHTNING_OWNED_ENV = frozenset(
     {
         "MASTER_ADDR",

@@ -1,12 +1,13 @@
 """The package's layering, checked on the source: the couplings live where the tree says they do.
 
 - ``checks/`` (the sanity-check wing) imports nothing from ``callbacks/``;
-- a private module (``_name.py``) or a private name (``_name``) is imported only from inside the package that holds
-  it (``lightning_recipes/_validation.py`` serves the whole package; ``callbacks/_norms.py`` only ``callbacks/``);
-- no package module imports ``lightning_recipes.testing`` (a tool for tests, not a dependency of the product), apart
-  from the demo;
-- private Lightning state (``trainer._...``, ``fit_loop._...``) is read only in ``callbacks/_trainer.py`` and in the
-  strategy files listed in ``PRIVATE_LIGHTNING_ALLOWED``, each read commented there.
+- a private module (``_name.py``) or a private name (``_name``) is imported only from inside the package that
+  holds it (``lightning_recipes/_validation.py`` serves the whole package; ``callbacks/_norms.py`` only
+  ``callbacks/``);
+- no package module imports ``lightning_recipes.testing`` (a tool for tests, not a dependency of the product),
+  apart from the demo;
+- private Lightning state (``trainer._...``, ``fit_loop._...``) is read only in ``callbacks/_trainer.py`` and
+  in the strategy files listed in ``PRIVATE_LIGHTNING_ALLOWED``, each read commented there.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "lightning_recipes"
 MODULES = sorted(PACKAGE.rglob("*.py"))
 # Files allowed to read private Lightning state, and why (each read is commented in the file too).
 PRIVATE_LIGHTNING_ALLOWED = {
-    "callbacks/_trainer.py": "every private loop read of the training-time callbacks, each with a public fallback",
+    "callbacks/_trainer.py": "the private loop reads of the training-time callbacks, each with a public fallback",
 }
 PRIVATE_LIGHTNING = re.compile(
     r"(\b(trainer|fit_loop|epoch_loop|val_loop)\._[a-z]\w*)"
@@ -39,7 +40,8 @@ def _package_of(module: str, path: Path) -> str:
 
 
 def _imports(path: Path) -> list[tuple[str, list[str]]]:
-    """(module, imported names) for every absolute import of lightning_recipes in ``path``, nested ones included."""
+    """(module, imported names) for every absolute import of lightning_recipes in ``path``, nested ones
+    included."""
     found: list[tuple[str, list[str]]] = []
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:

@@ -1,8 +1,9 @@
-"""Each install promise holds: the base install imports the package, and the `notebooks` extra runs every notebook.
+"""Each install promise holds: the base install imports the package, and the `notebooks` extra runs every
+notebook.
 
 The promises are checked against the installed distributions' metadata (what pip would install for
-``lightning-recipes[notebooks]``, dependencies of dependencies included), so a notebook that imports a package the
-extra does not bring fails here instead of on a user's fresh machine.
+``lightning-recipes[notebooks]``, dependencies of dependencies included), so a notebook that imports a package
+the extra does not bring fails here instead of on a user's fresh machine.
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ def _requirement_name(requirement: str) -> str:
 
 
 def _closure(names: set[str]) -> set[str]:
-    """The distributions ``names`` install, with their own (non-extra) dependencies, from installed metadata."""
+    """The distributions ``names`` install, with their own (non-extra) dependencies, from installed
+    metadata."""
     seen: set[str] = set()
     todo = list(names)
     while todo:
@@ -90,8 +92,9 @@ def test_notebooks_extra_brings_every_module_a_notebook_imports(notebook: Path) 
 
 
 def test_base_install_imports_the_package_without_any_extra() -> None:
-    # Every finder is wrapped so that the extras' packages look absent, exactly as on a base install: imports of them
-    # raise ModuleNotFoundError and `importlib.util.find_spec` returns None (torch and Lightning probe that way).
+    # Every finder is wrapped so that the extras' packages look absent, exactly as on a base install: imports
+    # of them raise ModuleNotFoundError and `importlib.util.find_spec` returns None (torch and Lightning probe
+    # that way).
     blocker = (
         "import sys\n"
         f"BLOCKED = {EXTRA_ONLY_MODULES!r}\n"
@@ -103,7 +106,8 @@ def test_base_install_imports_the_package_without_any_extra() -> None:
         "        return find(name, path, target) if find else None\n"
         "    def invalidate_caches(self): getattr(self.finder, 'invalidate_caches', lambda: None)()\n"
         "sys.meta_path[:] = [Hide(finder) for finder in sys.meta_path]\n"
-        "import lightning_recipes, lightning_recipes.callbacks, lightning_recipes.strategies, lightning_recipes.optim\n"
+        "import lightning_recipes, lightning_recipes.callbacks, lightning_recipes.strategies\n"
+        "import lightning_recipes.optim, lightning_recipes.checks\n"
         "assert not [m for m in sys.modules if m.split('.')[0] in BLOCKED]\n"
         "print('ok')\n"
     )

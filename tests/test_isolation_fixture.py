@@ -1,4 +1,5 @@
-"""The suite's environment fixture fails a test that leaks an environment variable, and accepts monkeypatch."""
+"""The suite's environment fixture fails a test that leaks an environment variable, and accepts
+monkeypatch."""
 
 from __future__ import annotations
 

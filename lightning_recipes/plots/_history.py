@@ -59,14 +59,15 @@ def read_metrics(source: Any) -> MetricHistory:
             f"InMemoryLogger (loggers: {[type(logger).__name__ for logger in loggers]})."
         )
     if type(source).__name__ == "CSVLogger" and hasattr(source, "log_dir"):
-        # Flush buffered rows, but only if this process writes the log: touching `.experiment` on a logger that
-        # never logged here (the parent of a ddp_spawn/ddp_notebook run) deletes the workers' metrics.csv.
-        # Lightning has no public "is the writer started" flag, hence the private attribute.
+        # Flush buffered rows, but only if this process writes the log: touching `.experiment` on a logger
+        # that never logged here (the parent of a ddp_spawn/ddp_notebook run) deletes the workers'
+        # metrics.csv. Lightning has no public "is the writer started" flag, hence the private attribute.
         if getattr(source, "_experiment", None) is not None:
             source.save()
         return _read_csv(_csv_path(Path(source.log_dir)))
     raise TypeError(
-        "`source` must be an InMemoryLogger, a CSVLogger, a Trainer, a path to metrics.csv (or its directory) "
+        "`source` must be an InMemoryLogger, a CSVLogger, a Trainer, a path to metrics.csv "
+        "(or its directory) "
         f"or a mapping of key -> [(step, value)], got {type(source).__name__}."
     )
 

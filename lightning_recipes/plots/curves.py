@@ -229,7 +229,8 @@ def plot_comparison(
         KeyError: If a run never logged ``key`` (naming the run and what it logged).
 
     Example:
-        >>> figure = plot_comparison({"adamw": {"train_loss": [2.3, 1.1]}, "lion": {"train_loss": [2.3, 0.9]}})
+        >>> runs = {"adamw": {"train_loss": [2.3, 1.1]}, "lion": {"train_loss": [2.3, 0.9]}}
+        >>> figure = plot_comparison(runs)
         >>> [line.get_label() for line in figure.axes[0].get_lines()]
         ['adamw', 'lion']
     """

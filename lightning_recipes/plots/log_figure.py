@@ -34,7 +34,8 @@ def log_figure(figure: Any, target: Any, key: str, *, step: int | None = None) -
         >>> from lightning.pytorch.loggers import CSVLogger
         >>> from lightning_recipes.plots import plot_metrics
         >>> figure = plot_metrics({"train_loss": [2.3, 1.2]}, "train_loss")
-        >>> log_figure(figure, CSVLogger(tempfile.mkdtemp()), "plots/loss")[0].endswith("figures/plots_loss.png")
+        >>> paths = log_figure(figure, CSVLogger(tempfile.mkdtemp()), "plots/loss")
+        >>> paths[0].endswith("figures/plots_loss.png")
         True
     """
     if not key:

@@ -3,7 +3,8 @@
 Public on purpose: our own test suite uses them, and so can anyone testing their own callbacks.
 
 Example:
-    >>> from lightning_recipes.testing import InMemoryLogger, TinyClassifier, fast_trainer, random_classification_loader
+    >>> from lightning_recipes.testing import InMemoryLogger, TinyClassifier, fast_trainer
+    >>> from lightning_recipes.testing import random_classification_loader
     >>> logger = InMemoryLogger()
     >>> trainer = fast_trainer(max_steps=3, logger=logger, log_every_n_steps=1)
     >>> trainer.fit(TinyClassifier(), random_classification_loader())

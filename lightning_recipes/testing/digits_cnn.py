@@ -1,4 +1,5 @@
-"""``DigitsCNN``: the small CNN for scikit-learn's 8x8 digits that the demo, the notebooks and the tests train."""
+"""``DigitsCNN``: the small CNN for scikit-learn's 8x8 digits that the demo, the notebooks and the tests
+train."""
 
 from __future__ import annotations
 
