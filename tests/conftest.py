@@ -25,8 +25,8 @@ LIGHTNING_OWNED_ENV = frozenset(
         "RANK",
     }
 )
-# pytest rewrites this one between the set-up, call and tear-down phases of every test.
-PYTEST_OWNED_ENV = frozenset({"PYTEST_CURRENT_TEST"})
+# Written by the tools themselves: pytest between the phases of every test; wandb when it starts its service.
+TOOL_OWNED_ENV = frozenset({"PYTEST_CURRENT_TEST", "WANDB_SERVICE"})
 
 
 @pytest.fixture(autouse=True)
@@ -48,7 +48,7 @@ def _isolate(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathF
     leaked = _env_changes(saved_env, dict(os.environ))
     os.environ.clear()
     os.environ.update(saved_env)
-    unexpected = sorted(name for name in leaked if name not in LIGHTNING_OWNED_ENV | PYTEST_OWNED_ENV)
+    unexpected = sorted(name for name in leaked if name not in LIGHTNING_OWNED_ENV | TOOL_OWNED_ENV)
     if unexpected:
         pytest.fail(
             f"the test changed environment variables and left them changed: {unexpected}. Set them through "
