@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import copy
 import logging
 import math
 import os
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
@@ -23,13 +23,13 @@ from lightning_recipes._grad_norm import (
     total_norm,
     total_norm_from_powers,
 )
-from lightning_recipes.callbacks._snapshot import copy_to_cpu, synchronize_if_cuda
+from lightning_recipes.callbacks._faults import CAUSE_CODES, CAUSES, choose_event, fault_causes, fault_record
+from lightning_recipes.callbacks._snapshot import Snapshot
 
 __all__ = ["StabilityEvent", "StabilityGuard"]
 
 log = logging.getLogger(__name__)
 
-_CAUSES = {1: "nonfinite_loss", 2: "nonfinite_grad_norm", 3: "loss_spike", 4: "nonfinite_weights"}
 _MODES = ("raise", "skip_step", "rollback")
 
 
@@ -56,15 +56,6 @@ class StabilityEvent:
     detected_at_step: int
     action: str
     restored_step: int = -1
-
-
-@dataclass
-class _Snapshot:
-    step: int
-    model: dict[str, Tensor]
-    optimizers: list[dict[str, Any]]
-    schedulers: list[dict[str, Any]]
-    window: Tensor
 
 
 class StabilityGuard(Callback):
@@ -219,7 +210,7 @@ class StabilityGuard(Callback):
         self._grad_norm: Tensor | None = None
         self._step_skipped = False
         self._seen_step = 0
-        self._snapshot: _Snapshot | None = None
+        self._snapshot: Snapshot | None = None  # the last verified state (None: none yet)
         self._snapshot_step = -1
         self._saved_lrs: dict[int, list[Any]] = {}
         self._hook_handles: list[Any] = []
@@ -387,67 +378,46 @@ class StabilityGuard(Callback):
     # ------------------------------------------------------------------ helpers
 
     def _check(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        """Classify the pending steps on the device (``fault_causes``), agree across ranks, act."""
         pending, self._pending = self._pending, []
         device = pl_module.device
-        n = len(pending)
-        cause = torch.zeros(n, dtype=torch.int64, device=device)
-        losses: Tensor | None = None
         loss_mask = [loss is not None for _, loss, _ in pending]
-        if any(loss_mask):
-            losses = torch.stack(
-                [
-                    (loss if loss is not None else torch.zeros((), device=device)).float()
-                    for _, loss, _ in pending
-                ]
-            )
-            present = torch.tensor(loss_mask, device=device) if not all(loss_mask) else None
-            bad_loss = ~torch.isfinite(losses)
-            if present is not None:
-                bad_loss &= present
-            cause = torch.where(bad_loss, 1, cause)
-            spike = self._spikes(losses)
-            if spike is not None:
-                if present is not None:
-                    spike &= present
-                cause = torch.where((cause == 0) & spike, 3, cause)
-        norm_mask = [norm is not None for _, _, norm in pending]
-        norms: Tensor | None = None
-        if any(norm_mask):
-            norms = torch.stack(
-                [
-                    (norm if norm is not None else torch.zeros((), device=device)).float()
-                    for _, _, norm in pending
-                ]
-            )
-            cause = torch.where((cause == 0) & ~torch.isfinite(norms), 2, cause)
+        zero = torch.zeros((), device=device)
+        losses = torch.stack([(zero if loss is None else loss).float() for _, loss, _ in pending])
+        norms = torch.stack([(zero if norm is None else norm).float() for _, _, norm in pending])
         snapshot_due = (
             self.mode == "rollback"
             and trainer.global_step - self._snapshot_step >= self.snapshot_every_n_steps
         )
-        weights_norm: Tensor | None = None
-        if snapshot_due:
-            # Never snapshot poisoned weights: an update from a non-finite gradient that was not checked
-            # (check_grad_norm=False) has not shown in any loss yet. Blamed on the last pending step.
-            weights_norm = total_norm([p.detach() for p in pl_module.parameters()]).to(device)
-            last_bad = (cause[-1:] == 0) & ~torch.isfinite(weights_norm.reshape(1))
-            cause = torch.cat([cause[:-1], torch.where(last_bad, 4, cause[-1:])])
-        first = torch.argmax((cause > 0).to(torch.uint8)).reshape(1)  # first faulty step (0 if none)
-        record = torch.cat(
-            [(cause > 0).sum().reshape(1), cause.gather(0, first), first]
-        )  # no `cause[first]`: syncs
+        # Never snapshot poisoned weights: an update from a non-finite gradient that was not checked
+        # (check_grad_norm=False) has not shown in any loss yet. Blamed on the last pending step.
+        weights_norm = (
+            total_norm([p.detach() for p in pl_module.parameters()]).to(device) if snapshot_due else None
+        )
+        causes = fault_causes(
+            losses,
+            norms,
+            self._window,
+            spike_k=self.spike_k,
+            spike_rtol=self.spike_rtol,
+            spike_warmup_steps=self.spike_warmup_steps,
+            loss_mask=None if all(loss_mask) else torch.tensor(loss_mask, device=device),
+            weights_norm=weights_norm,
+        )
+        record = fault_record(causes)
         global_faults = _sum_across_ranks(trainer, record[:1].clone())
         summary = torch.cat([global_faults, record[1:]]).tolist()  # sync: once per check
         faults, local_cause, local_index = (int(v) for v in summary)
         if faults == 0:
-            if losses is not None and all(loss_mask):
+            if all(loss_mask):
                 self._window = torch.cat([self._window, losses])[-self.spike_window :]
             if snapshot_due:
                 self._take_snapshot(trainer, pl_module)
             return
-        value = 0.0
-        if local_cause in (1, 3) and losses is not None:
+        value = 0.0  # fault path only: host reads of the offending value are free of the hot path
+        if local_cause in (1, 3) and any(loss_mask):
             value = float(losses[local_index])
-        elif local_cause == 2 and norms is not None:
+        elif local_cause == 2:
             value = float(norms[local_index])
         elif local_cause == 4 and weights_norm is not None:
             value = float(weights_norm)
@@ -455,34 +425,14 @@ class StabilityGuard(Callback):
         event = self._agree_on_event(trainer, local_cause, step, value)
         self._act(trainer, pl_module, event)
 
-    def _spikes(self, losses: Tensor) -> Tensor | None:
-        if self.spike_k is None and self.spike_rtol is None:
-            return None
-        if self._window.numel() < max(self.spike_warmup_steps, 1):
-            return None
-        mean = self._window.mean()
-        spike = torch.zeros_like(losses, dtype=torch.bool)
-        if self.spike_k is not None:
-            std = self._window.std(correction=0)
-            spike |= losses > mean + self.spike_k * std
-        if self.spike_rtol is not None:
-            spike |= losses > self.spike_rtol * mean
-        return spike
-
     def _agree_on_event(self, trainer: pl.Trainer, cause: int, step: int, value: float) -> StabilityEvent:
-        """Gather every rank's first fault (fault path only): the earliest step, then the lowest cause code (a NaN
-        loss on one rank makes every rank's all-reduced gradient NaN: the loss is the root cause), then rank."""
-        device = trainer.strategy.root_device
-        dtype = torch.float32 if device.type == "mps" else torch.float64
-        mine = torch.tensor(
-            [float(cause), float(step), value, float(trainer.global_rank)], dtype=dtype, device=device
-        )
-        rows = trainer.strategy.all_gather(mine).reshape(-1, 4).cpu().tolist()
-        candidates = [row for row in rows if row[0] > 0]
-        best = min(candidates, key=lambda row: (row[1], row[0], row[3]))  # step, then root cause, then rank
+        """Every rank's first fault, gathered (fault path only), and the one all ranks act on (``choose_event``)."""
+        rows = _gather_across_ranks(trainer, [float(cause), float(step), value, float(trainer.global_rank)])
+        best = choose_event(rows)
+        assert best is not None  # the all-reduced fault count was > 0: some rank has a fault
         return StabilityEvent(
             step=int(best[1]),
-            cause=_CAUSES[int(best[0])],
+            cause=CAUSES[int(best[0])],
             value=float(best[2]),
             rank=int(best[3]),
             detected_at_step=trainer.global_step,
@@ -531,35 +481,25 @@ class StabilityGuard(Callback):
         self._record(trainer, pl_module, event)
 
     def _take_snapshot(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        previous = self._snapshot
-        self._snapshot = _Snapshot(
+        snapshot = self._snapshot if self._snapshot is not None else Snapshot()
+        self._snapshot = snapshot.capture(
+            pl_module,
+            trainer.optimizers,
+            [config.scheduler for config in trainer.lr_scheduler_configs],
             step=trainer.global_step,
-            model=copy_to_cpu(pl_module.state_dict(), previous.model if previous else None),
-            optimizers=[
-                copy_to_cpu(
-                    opt.state_dict(),
-                    previous.optimizers[i] if previous and i < len(previous.optimizers) else None,
-                )
-                for i, opt in enumerate(trainer.optimizers)
-            ],
-            schedulers=[
-                copy.deepcopy(config.scheduler.state_dict()) for config in trainer.lr_scheduler_configs
-            ],
-            window=self._window,
+            extra=self._window,  # replaced, never modified in place: a reference is a copy
         )
         self._snapshot_step = trainer.global_step
 
     def _restore(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         snapshot = self._snapshot
         assert snapshot is not None  # callers check
-        synchronize_if_cuda(pl_module.device)
-        pl_module.load_state_dict(snapshot.model, strict=True)
-        for optimizer, state in zip(trainer.optimizers, snapshot.optimizers):
-            optimizer.load_state_dict(copy.deepcopy(state))
+        snapshot.restore(
+            pl_module, trainer.optimizers, [config.scheduler for config in trainer.lr_scheduler_configs]
+        )
+        for optimizer in trainer.optimizers:
             optimizer.zero_grad(set_to_none=True)
-        for config, state in zip(trainer.lr_scheduler_configs, snapshot.schedulers):
-            config.scheduler.load_state_dict(copy.deepcopy(state))
-        self._window = snapshot.window
+        self._window = snapshot.extra
         self._micro_losses = []
         self._grad_norm = None
 
@@ -567,7 +507,7 @@ class StabilityGuard(Callback):
         if event.action in ("rollback", "give_up") and self._snapshot is not None:
             event.restored_step = self._snapshot.step
         self.events.append(event)
-        cause_code = {name: code for code, name in _CAUSES.items()}[event.cause]
+        cause_code = CAUSE_CODES[event.cause]
         metrics = {
             "stability/event_step": float(event.step),
             "stability/event_cause": float(cause_code),
@@ -636,11 +576,24 @@ def _step_grad_norm(grads: list[Tensor], step: int) -> Tensor:
     return power_to_norm(power, 2.0)
 
 
+# ---------------------------------------------------------------------- cross-rank agreement (every collective)
+# Per check: `_sum_across_ranks` (one all-reduce of one integer). On the fault path only: `_gather_across_ranks`.
+# Per optimizer step in mode="skip_step" only: `trainer.strategy.reduce_boolean_decision` (in the hook).
+
+
 def _sum_across_ranks(trainer: pl.Trainer, tensor: Tensor) -> Tensor:
     """All-reduce (sum) on the device: one collective. (``strategy.reduce`` would add a barrier.)"""
     if trainer.world_size > 1 and torch.distributed.is_available() and torch.distributed.is_initialized():
         torch.distributed.all_reduce(tensor, op=torch.distributed.ReduceOp.SUM)
     return tensor
+
+
+def _gather_across_ranks(trainer: pl.Trainer, row: Sequence[float]) -> list[list[float]]:
+    """Every rank's ``row`` (one all-gather, then a host copy: the fault path only)."""
+    device = trainer.strategy.root_device
+    dtype = torch.float32 if device.type == "mps" else torch.float64
+    mine = torch.tensor(list(row), dtype=dtype, device=device)
+    return trainer.strategy.all_gather(mine).reshape(-1, len(row)).cpu().tolist()
 
 
 def _loss_of(outputs: Any) -> Tensor | None:
