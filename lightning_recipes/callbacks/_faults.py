@@ -31,9 +31,10 @@ def spike_mask(
 
     Example:
         >>> window = torch.tensor([1.0, 1.2, 0.8, 1.0])  # mean 1, std 0.1414
-        >>> spike_mask(torch.tensor([1.2, 1.9, 2.5]), window, spike_k=6.0, spike_rtol=2.0, spike_warmup_steps=4)
+        >>> losses = torch.tensor([1.2, 1.9, 2.5])
+        >>> spike_mask(losses, window, spike_k=6.0, spike_rtol=2.0, spike_warmup_steps=4)
         tensor([False,  True,  True])
-        >>> spike_mask(torch.tensor([9.0]), window, spike_k=6.0, spike_rtol=None, spike_warmup_steps=5) is None
+        >>> spike_mask(losses, window, spike_k=6.0, spike_rtol=None, spike_warmup_steps=5) is None
         True
     """
     if spike_k is None and spike_rtol is None:
@@ -67,8 +68,8 @@ def fault_causes(
     1. ``1`` if its loss is NaN or infinite;
     2. ``3`` if its loss is a spike against ``window`` (:func:`spike_mask`);
     3. ``2`` if its gradient norm is NaN or infinite;
-    4. ``4`` for the last step only, if ``weights_norm`` is given and not finite (weights poisoned by an update
-       that no loss or norm has shown yet).
+    4. ``4`` for the last step only, if ``weights_norm`` is given and not finite (weights poisoned by an
+       update that no loss or norm has shown yet).
 
     Args:
         losses: Loss of each step, shape ``(n,)`` (any value where ``loss_mask`` is False).

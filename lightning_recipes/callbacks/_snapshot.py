@@ -1,4 +1,4 @@
-"""CPU copies of training state (module, optimizers, LR schedulers): StabilityGuard's rollback, EarlyStopping's best."""
+"""CPU copies of training state (module, optimizers, LR schedulers), restored in place."""
 
 from __future__ import annotations
 
@@ -59,14 +59,14 @@ def copy_to_cpu(obj: Any, reuse: Any = None) -> Any:
 
 
 def synchronize_if_cuda(device: torch.device) -> None:
-    """Wait for queued copies on ``device`` (no-op off CUDA). Call before reading pinned snapshots on the host."""
+    """Wait for queued copies on ``device`` (no-op off CUDA): before reading pinned snapshots on the host."""
     if device.type == "cuda":
         torch.cuda.synchronize(device)  # sync: only on rollback / restore paths
 
 
 class Snapshot:
-    """An in-memory CPU copy of training state, restored in place: one object for StabilityGuard's rollback and
-    EarlyStopping's best weights.
+    """An in-memory CPU copy of training state, restored in place: one object for StabilityGuard's rollback
+    and EarlyStopping's best weights.
 
     :meth:`capture` copies a module's ``state_dict`` and, when given, the ``state_dict`` of optimizers and LR
     schedulers, into CPU memory (pinned, non-blocking on CUDA; by default into the buffers of the previous
@@ -147,7 +147,7 @@ class Snapshot:
         optimizers: Sequence[torch.optim.Optimizer] = (),
         schedulers: Sequence[Any] = (),
     ) -> None:
-        """Load the captured state back into ``module`` (strictly), ``optimizers`` and ``schedulers``, in place.
+        """Load the captured state back in place: into ``module`` (strict), ``optimizers``, ``schedulers``.
 
         Optimizer and scheduler states are deep-copied on the way in, so the snapshot can be restored again.
 

@@ -13,7 +13,7 @@ from lightning.pytorch.utilities.rank_zero import rank_zero_info
 from torch import Tensor
 from typing_extensions import override
 
-from lightning_recipes.callbacks._snapshot import copy_to_cpu, synchronize_if_cuda
+from lightning_recipes.callbacks._snapshot import Snapshot
 
 __all__ = ["EarlyStopping"]
 
@@ -37,9 +37,9 @@ class EarlyStopping(_LightningEarlyStopping):
 
     * ``min_delta_mode="rel"``: an improvement must beat the best score by ``min_delta * |best|``
       (``"abs"``, the default, is Lightning's absolute ``min_delta``).
-    * ``start_from_epoch`` / ``start_from_step``: a check counts only once ``current_epoch >= start_from_epoch``
-      and ``global_step >= start_from_step``; earlier checks are skipped entirely (no best score, no wait
-      count, no stop, not even for a non-finite metric), e.g. during learning-rate warm-up.
+    * ``start_from_epoch`` / ``start_from_step``: a check counts only once ``current_epoch >=
+      start_from_epoch`` and ``global_step >= start_from_step``; earlier checks are skipped entirely (no best
+      score, no wait count, no stop, not even for a non-finite metric), e.g. during learning-rate warm-up.
     * ``restore_best_weights=True``: at every check where the metric improved on **every** rank (identical
       to the single-process rule when the metric is logged with ``sync_dist=True``), a copy of the module's
       ``state_dict`` is kept in CPU memory, and loaded back at ``on_train_end`` whatever ended training:
@@ -147,18 +147,26 @@ class EarlyStopping(_LightningEarlyStopping):
         self.best_step = -1
         self.stopped_step = 0
         self.restored_best_weights = False
-        self._best_weights: dict[str, Tensor] | None = None
+        self._best = Snapshot()  # the best weights, in CPU memory (with restore_best_weights)
+
+    @property
+    def _best_weights(self) -> dict[str, Tensor] | None:
+        return self._best.model
+
+    @_best_weights.setter
+    def _best_weights(self, weights: dict[str, Tensor] | None) -> None:
+        self._best.model = None if weights is None else dict(weights)
 
     @override
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if not (self.restore_best_weights and self._best_weights is not None):
             return
-        pl_module.load_state_dict(self._best_weights, strict=True)
+        self._best.restore(pl_module)
         self.restored_best_weights = True
         if self.verbose:
             rank_zero_info(
-                f"EarlyStopping: restored the best weights ({self.monitor}={float(self.best_score):.6g} at epoch "
-                f"{self.best_epoch}, step {self.best_step})."
+                f"EarlyStopping: restored the best weights ({self.monitor}={float(self.best_score):.6g} "
+                f"at epoch {self.best_epoch}, step {self.best_step})."
             )
 
     @override
@@ -204,11 +212,10 @@ class EarlyStopping(_LightningEarlyStopping):
             self.best_epoch = trainer.current_epoch
             self.best_step = trainer.global_step
             if self.restore_best_weights:
-                module = trainer.lightning_module
-                self._best_weights = copy_to_cpu(
-                    module.state_dict()
-                )  # new buffers: checkpoints may hold the old
-                synchronize_if_cuda(module.device)  # sync: once per improvement, the weights must be complete
+                # new buffers (checkpoints may hold the old); sync: once per improvement (a complete copy)
+                self._best.capture(
+                    trainer.lightning_module, step=trainer.global_step, reuse_buffers=False, wait=True
+                )
         stopped_now = trainer.should_stop and (
             getattr(self, "stopping_reason_message", None) is not message_before
             or self.stopped_epoch == trainer.current_epoch

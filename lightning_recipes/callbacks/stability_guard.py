@@ -92,11 +92,12 @@ class StabilityGuard(Callback):
         Per optimizer step: one read of the gradients for their norm (none when ``GradNormMonitor``, placed
         before the guard, already read them this step: its result is reused) and list appends; no sync.
         Per check: one all-reduce of one integer (DDP only) and one device-to-host copy of two integers.
-        ``check_every_n_steps=1`` therefore syncs every step. Measured on a 2M-parameter LM on one CPU thread
-        (``benchmarks/RESULTS.md``): 1.1% of the step at ``check_every_n_steps=10``, of which 0.97 points are
-        the gradient read (``check_grad_norm=False``: 0.13%; a NaN gradient is then caught one step later
-        through the loss it poisons, or by the weight check before the next snapshot). Detection lags the fault by at most ``check_every_n_steps - 1``
-        steps. ``mode="skip_step"`` syncs and all-reduces once per optimizer step. Snapshots cost one
+        ``check_every_n_steps=1`` therefore syncs every step. The gradient read is most of the per-step cost;
+        ``check_grad_norm=False`` drops it (a NaN gradient is then caught one step later through the loss it
+        poisons, or by the weight check before the next snapshot); measured figures are in
+        ``benchmarks/RESULTS.md`` (``python -m benchmarks.stability_overhead``). Detection lags the fault by
+        at most ``check_every_n_steps - 1`` steps. ``mode="skip_step"`` syncs and all-reduces once per
+        optimizer step. Snapshots (``callbacks/_snapshot.py``) cost one
         device-to-host copy of model + optimizer state every ``snapshot_every_n_steps`` steps and that much
         CPU memory (≈ 3x the fp32 model size for Adam).
 
@@ -426,7 +427,7 @@ class StabilityGuard(Callback):
         self._act(trainer, pl_module, event)
 
     def _agree_on_event(self, trainer: pl.Trainer, cause: int, step: int, value: float) -> StabilityEvent:
-        """Every rank's first fault, gathered (fault path only), and the one all ranks act on (``choose_event``)."""
+        """Every rank's first fault, gathered (fault path only); all act on the one ``choose_event`` picks."""
         rows = _gather_across_ranks(trainer, [float(cause), float(step), value, float(trainer.global_rank)])
         best = choose_event(rows)
         assert best is not None  # the all-reduced fault count was > 0: some rank has a fault
@@ -516,7 +517,7 @@ class StabilityGuard(Callback):
             "stability/skipped_steps": float(self.skipped_steps),
         }
         # Straight to the loggers (an event must not wait for `log_every_n_steps`), at the step Lightning uses
-        # for this batch's metrics: before the optimizer step that is `global_step`, after it `global_step - 1`.
+        # for this batch's metrics: before the optimizer step that is `global_step`, after it one less.
         step = trainer.global_step if event.action == "skip_step" else max(trainer.global_step - 1, 0)
         for logger in trainer.loggers:
             logger.log_metrics(metrics, step=step)
@@ -576,8 +577,8 @@ def _step_grad_norm(grads: list[Tensor], step: int) -> Tensor:
     return power_to_norm(power, 2.0)
 
 
-# ---------------------------------------------------------------------- cross-rank agreement (every collective)
-# Per check: `_sum_across_ranks` (one all-reduce of one integer). On the fault path only: `_gather_across_ranks`.
+# ------------------------------------------------------------------ cross-rank agreement (every collective)
+# Per check: `_sum_across_ranks` (one all-reduce of one integer). Fault path only: `_gather_across_ranks`.
 # Per optimizer step in mode="skip_step" only: `trainer.strategy.reduce_boolean_decision` (in the hook).
 
 

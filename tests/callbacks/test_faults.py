@@ -1,4 +1,4 @@
-"""StabilityGuard's fault classification as pure functions: value tables, a step-by-step reference, no sync."""
+"""StabilityGuard's fault classification as pure functions: value tables, a step-by-step reference."""
 
 from __future__ import annotations
 
