@@ -13,6 +13,7 @@ from lightning.pytorch.utilities.rank_zero import rank_zero_info
 from torch import Tensor
 from typing_extensions import override
 
+from lightning_recipes._validation import check_bool, check_choice, check_int, check_non_negative, is_number
 from lightning_recipes.callbacks._snapshot import Snapshot
 
 __all__ = ["EarlyStopping"]
@@ -81,8 +82,11 @@ class EarlyStopping(_LightningEarlyStopping):
         restored_best_weights: Whether ``on_train_end`` loaded the best weights.
 
     Raises:
-        ValueError: If ``min_delta_mode``, ``start_from_epoch`` or ``start_from_step`` is invalid.
-        MisconfigurationException: If ``mode`` is neither ``"min"`` nor ``"max"`` (Lightning's check).
+        ValueError: At construction, naming the argument, if ``monitor`` is empty, ``min_delta`` negative,
+            ``patience`` / ``start_from_epoch`` / ``start_from_step`` not an integer >= 0, ``mode`` not
+            ``"min"`` / ``"max"``, ``min_delta_mode`` not ``"abs"`` / ``"rel"``, or a threshold not a finite
+            number or ``None``.
+        TypeError: If a flag (``verbose``, ``strict``, ...) is not a bool, or ``monitor`` not a string.
         RuntimeError: If ``strict`` and ``monitor`` was not logged.
 
     Example:
@@ -120,11 +124,7 @@ class EarlyStopping(_LightningEarlyStopping):
         restore_best_weights: bool = False,
         best_weights_in_checkpoint: bool = True,
     ) -> None:
-        if min_delta_mode not in ("abs", "rel"):
-            raise ValueError(f"`min_delta_mode` must be 'abs' or 'rel', got {min_delta_mode!r}.")
-        for name, value in (("start_from_epoch", start_from_epoch), ("start_from_step", start_from_step)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ValueError(f"`{name}` must be an int >= 0, got {value!r}.")
+        _validate(locals())
         super().__init__(
             monitor=monitor,
             min_delta=min_delta,
@@ -246,3 +246,27 @@ class EarlyStopping(_LightningEarlyStopping):
             return super()._evaluate_stopping_criteria(current)
         finally:
             self.min_delta = absolute
+
+
+def _validate(args: dict[str, Any]) -> None:
+    """Every constructor argument, before Lightning's ``__init__`` sees it (it checks only ``mode``)."""
+    monitor = args["monitor"]
+    if not isinstance(monitor, str):
+        raise TypeError(f"`monitor` must be the name of a logged metric (a str), got {monitor!r}.")
+    if not monitor:
+        raise ValueError(f"`monitor` must be the name of a logged metric, got {monitor!r}.")
+    check_non_negative("min_delta", args["min_delta"])
+    check_int("patience", args["patience"], minimum=0)
+    check_choice("mode", args["mode"], ("min", "max"))
+    check_choice("min_delta_mode", args["min_delta_mode"], ("abs", "rel"))
+    for name in ("stopping_threshold", "divergence_threshold"):
+        value = args[name]
+        if value is not None and not is_number(value):
+            raise ValueError(f"`{name}` must be a finite number or None, got {value!r}.")
+    check_int("start_from_epoch", args["start_from_epoch"], minimum=0)
+    check_int("start_from_step", args["start_from_step"], minimum=0)
+    for name in ("verbose", "strict", "check_finite", "log_rank_zero_only", "restore_best_weights"):
+        check_bool(name, args[name])
+    check_bool("best_weights_in_checkpoint", args["best_weights_in_checkpoint"])
+    if args["check_on_train_epoch_end"] is not None:  # None: decided by the validation schedule
+        check_bool("check_on_train_epoch_end", args["check_on_train_epoch_end"])

@@ -23,6 +23,7 @@ from lightning_recipes._grad_norm import (
     total_norm,
     total_norm_from_powers,
 )
+from lightning_recipes._validation import check_bool, check_choice, check_in_range, check_int, check_positive
 from lightning_recipes.callbacks._faults import CAUSE_CODES, CAUSES, choose_event, fault_causes, fault_record
 from lightning_recipes.callbacks._snapshot import Snapshot
 
@@ -126,8 +127,8 @@ class StabilityGuard(Callback):
         check_every_n_steps: Optimizer steps between checks (each check syncs once).
         snapshot_every_n_steps: Minimum optimizer steps between snapshots (taken at the first passing check
             at least this many steps after the previous snapshot, and once at the start of training).
-        spike_k: Spike threshold in standard deviations above the running mean; ``None`` disables it.
-        spike_rtol: Spike threshold as a multiple of the running mean; ``None`` disables it.
+        spike_k: Spike threshold in standard deviations above the running mean, ``> 0``; ``None`` disables it.
+        spike_rtol: Spike threshold as a multiple of the running mean, ``> 1``; ``None`` disables it.
         spike_window: Number of recent good steps in the running statistics.
         spike_warmup_steps: Good steps needed before spikes are detected.
         check_grad_norm: Whether to check the gradient norm (always on for ``mode="skip_step"``).
@@ -139,7 +140,9 @@ class StabilityGuard(Callback):
         verbose: Log each event on rank zero (``logging.WARNING``).
 
     Raises:
-        ValueError: On invalid arguments (at construction) or a sharded strategy with ``mode="rollback"``.
+        ValueError: On an invalid argument value (at construction, naming it) or a sharded strategy with
+            ``mode="rollback"``.
+        TypeError: If ``check_grad_norm`` or ``verbose`` is not a bool, or ``checkpoint_dir`` not a path.
         RuntimeError: In ``mode="raise"`` at the first fault, or in ``mode="rollback"`` when
             ``max_rollbacks`` is exceeded or no good snapshot exists; on every rank, naming cause and steps.
 
@@ -195,6 +198,10 @@ class StabilityGuard(Callback):
         self.cooldown_steps = cooldown_steps
         self.max_rollbacks = max_rollbacks
         self.rollback_window_steps = rollback_window_steps
+        if checkpoint_dir is not None and not isinstance(checkpoint_dir, (str, os.PathLike)):
+            raise TypeError(
+                f"`checkpoint_dir` must be a path (str or os.PathLike) or None, got {checkpoint_dir!r}."
+            )
         self.checkpoint_dir = None if checkpoint_dir is None else os.fspath(checkpoint_dir)
         self.verbose = verbose
         self._validate()
@@ -217,22 +224,18 @@ class StabilityGuard(Callback):
         self._hook_handles: list[Any] = []
 
     def _validate(self) -> None:
-        if self.mode not in _MODES:
-            raise ValueError(f"`mode` must be one of {_MODES}, got {self.mode!r}.")
+        check_choice("mode", self.mode, _MODES)
         for name in ("check_every_n_steps", "snapshot_every_n_steps", "spike_window"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"`{name}` must be an int >= 1, got {value!r}.")
+            check_int(name, getattr(self, name), minimum=1)
         for name in ("spike_warmup_steps", "cooldown_steps", "max_rollbacks", "rollback_window_steps"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ValueError(f"`{name}` must be an int >= 0, got {value!r}.")
-        if self.spike_k is not None and not (math.isfinite(self.spike_k) and self.spike_k > 0):
-            raise ValueError(f"`spike_k` must be a finite number > 0 or None, got {self.spike_k!r}.")
-        if self.spike_rtol is not None and not (math.isfinite(self.spike_rtol) and self.spike_rtol > 1):
-            raise ValueError(f"`spike_rtol` must be a finite number > 1 or None, got {self.spike_rtol!r}.")
-        if not (isinstance(self.lr_factor, (int, float)) and 0 < self.lr_factor <= 1):
-            raise ValueError(f"`lr_factor` must be in (0, 1], got {self.lr_factor!r}.")
+            check_int(name, getattr(self, name), minimum=0)
+        if self.spike_k is not None:  # None disables the rule
+            check_positive("spike_k", self.spike_k)
+        if self.spike_rtol is not None:  # None disables the rule
+            check_in_range("spike_rtol", self.spike_rtol, 1.0, math.inf, low_open=True, high_open=True)
+        check_in_range("lr_factor", self.lr_factor, 0.0, 1.0, low_open=True)
+        check_bool("check_grad_norm", self.check_grad_norm)
+        check_bool("verbose", self.verbose)
 
     @property
     @override
