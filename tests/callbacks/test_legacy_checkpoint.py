@@ -1,6 +1,6 @@
-"""A checkpoint written before the engines left StabilityGuard / EarlyStopping / RunManifest (issue 13) still loads.
+"""A checkpoint written before the engines left StabilityGuard / EarlyStopping / RunManifest (issue 13) loads.
 
-``data/legacy_callbacks.ckpt`` was saved by ``data/make_legacy_checkpoint.py`` at commit 392aa66, before the refactor:
+``data/legacy_callbacks.ckpt`` was saved by ``data/make_legacy_checkpoint.py`` at commit 392aa66 (before it):
 11 steps of momentum SGD + StepLR, a NaN loss at step 3 rolled back at step 6, steps 9 and 10 still unchecked.
 """
 
@@ -109,8 +109,8 @@ def test_state_keys_and_states_of_the_legacy_checkpoint_load() -> None:
 
 
 def test_a_real_trainer_resumes_from_the_legacy_checkpoint(tmp_path: Path) -> None:
-    """Resume for 4 more steps: the two pending steps are checked with the next one (check at step 12), the event
-    history and counters carry on, and the best weights (from before the interruption) are restored at the end."""
+    """Resume for 4 more steps: the two pending steps are checked with the next one (check at step 12), the
+    event history and counters carry on, and the best weights (from before the interruption) are restored."""
     states = torch.load(CHECKPOINT, weights_only=False)["callbacks"]
     guard, stopper, manifest = _callbacks()
     trainer = fast_trainer(
