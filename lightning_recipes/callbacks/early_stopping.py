@@ -13,7 +13,8 @@ from lightning.pytorch.utilities.rank_zero import rank_zero_info
 from torch import Tensor
 from typing_extensions import override
 
-from lightning_recipes.callbacks._snapshot import copy_to_cpu, synchronize_if_cuda
+from lightning_recipes._validation import check_bool, check_choice, check_int, check_non_negative, is_number
+from lightning_recipes.callbacks._snapshot import Snapshot
 
 __all__ = ["EarlyStopping"]
 
@@ -37,9 +38,9 @@ class EarlyStopping(_LightningEarlyStopping):
 
     * ``min_delta_mode="rel"``: an improvement must beat the best score by ``min_delta * |best|``
       (``"abs"``, the default, is Lightning's absolute ``min_delta``).
-    * ``start_from_epoch`` / ``start_from_step``: a check counts only once ``current_epoch >= start_from_epoch``
-      and ``global_step >= start_from_step``; earlier checks are skipped entirely (no best score, no wait
-      count, no stop, not even for a non-finite metric), e.g. during learning-rate warm-up.
+    * ``start_from_epoch`` / ``start_from_step``: a check counts only once ``current_epoch >=
+      start_from_epoch`` and ``global_step >= start_from_step``; earlier checks are skipped entirely (no best
+      score, no wait count, no stop, not even for a non-finite metric), e.g. during learning-rate warm-up.
     * ``restore_best_weights=True``: at every check where the metric improved on **every** rank (identical
       to the single-process rule when the metric is logged with ``sync_dist=True``), a copy of the module's
       ``state_dict`` is kept in CPU memory, and loaded back at ``on_train_end`` whatever ended training:
@@ -81,8 +82,11 @@ class EarlyStopping(_LightningEarlyStopping):
         restored_best_weights: Whether ``on_train_end`` loaded the best weights.
 
     Raises:
-        ValueError: If ``min_delta_mode``, ``start_from_epoch`` or ``start_from_step`` is invalid.
-        MisconfigurationException: If ``mode`` is neither ``"min"`` nor ``"max"`` (Lightning's check).
+        ValueError: At construction, naming the argument, if ``monitor`` is empty, ``min_delta`` negative,
+            ``patience`` / ``start_from_epoch`` / ``start_from_step`` not an integer >= 0, ``mode`` not
+            ``"min"`` / ``"max"``, ``min_delta_mode`` not ``"abs"`` / ``"rel"``, or a threshold not a finite
+            number or ``None``.
+        TypeError: If a flag (``verbose``, ``strict``, ...) is not a bool, or ``monitor`` not a string.
         RuntimeError: If ``strict`` and ``monitor`` was not logged.
 
     Example:
@@ -120,11 +124,7 @@ class EarlyStopping(_LightningEarlyStopping):
         restore_best_weights: bool = False,
         best_weights_in_checkpoint: bool = True,
     ) -> None:
-        if min_delta_mode not in ("abs", "rel"):
-            raise ValueError(f"`min_delta_mode` must be 'abs' or 'rel', got {min_delta_mode!r}.")
-        for name, value in (("start_from_epoch", start_from_epoch), ("start_from_step", start_from_step)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ValueError(f"`{name}` must be an int >= 0, got {value!r}.")
+        _validate(locals())
         super().__init__(
             monitor=monitor,
             min_delta=min_delta,
@@ -147,18 +147,26 @@ class EarlyStopping(_LightningEarlyStopping):
         self.best_step = -1
         self.stopped_step = 0
         self.restored_best_weights = False
-        self._best_weights: dict[str, Tensor] | None = None
+        self._best = Snapshot()  # the best weights, in CPU memory (with restore_best_weights)
+
+    @property
+    def _best_weights(self) -> dict[str, Tensor] | None:
+        return self._best.model
+
+    @_best_weights.setter
+    def _best_weights(self, weights: dict[str, Tensor] | None) -> None:
+        self._best.model = None if weights is None else dict(weights)
 
     @override
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if not (self.restore_best_weights and self._best_weights is not None):
             return
-        pl_module.load_state_dict(self._best_weights, strict=True)
+        self._best.restore(pl_module)
         self.restored_best_weights = True
         if self.verbose:
             rank_zero_info(
-                f"EarlyStopping: restored the best weights ({self.monitor}={float(self.best_score):.6g} at epoch "
-                f"{self.best_epoch}, step {self.best_step})."
+                f"EarlyStopping: restored the best weights ({self.monitor}={float(self.best_score):.6g} "
+                f"at epoch {self.best_epoch}, step {self.best_step})."
             )
 
     @override
@@ -204,11 +212,10 @@ class EarlyStopping(_LightningEarlyStopping):
             self.best_epoch = trainer.current_epoch
             self.best_step = trainer.global_step
             if self.restore_best_weights:
-                module = trainer.lightning_module
-                self._best_weights = copy_to_cpu(
-                    module.state_dict()
-                )  # new buffers: checkpoints may hold the old
-                synchronize_if_cuda(module.device)  # sync: once per improvement, the weights must be complete
+                # new buffers (checkpoints may hold the old); sync: once per improvement (a complete copy)
+                self._best.capture(
+                    trainer.lightning_module, step=trainer.global_step, reuse_buffers=False, wait=True
+                )
         stopped_now = trainer.should_stop and (
             getattr(self, "stopping_reason_message", None) is not message_before
             or self.stopped_epoch == trainer.current_epoch
@@ -239,3 +246,27 @@ class EarlyStopping(_LightningEarlyStopping):
             return super()._evaluate_stopping_criteria(current)
         finally:
             self.min_delta = absolute
+
+
+def _validate(args: dict[str, Any]) -> None:
+    """Every constructor argument, before Lightning's ``__init__`` sees it (it checks only ``mode``)."""
+    monitor = args["monitor"]
+    if not isinstance(monitor, str):
+        raise TypeError(f"`monitor` must be the name of a logged metric (a str), got {monitor!r}.")
+    if not monitor:
+        raise ValueError(f"`monitor` must be the name of a logged metric, got {monitor!r}.")
+    check_non_negative("min_delta", args["min_delta"])
+    check_int("patience", args["patience"], minimum=0)
+    check_choice("mode", args["mode"], ("min", "max"))
+    check_choice("min_delta_mode", args["min_delta_mode"], ("abs", "rel"))
+    for name in ("stopping_threshold", "divergence_threshold"):
+        value = args[name]
+        if value is not None and not is_number(value):
+            raise ValueError(f"`{name}` must be a finite number or None, got {value!r}.")
+    check_int("start_from_epoch", args["start_from_epoch"], minimum=0)
+    check_int("start_from_step", args["start_from_step"], minimum=0)
+    for name in ("verbose", "strict", "check_finite", "log_rank_zero_only", "restore_best_weights"):
+        check_bool(name, args[name])
+    check_bool("best_weights_in_checkpoint", args["best_weights_in_checkpoint"])
+    if args["check_on_train_epoch_end"] is not None:  # None: decided by the validation schedule
+        check_bool("check_on_train_epoch_end", args["check_on_train_epoch_end"])

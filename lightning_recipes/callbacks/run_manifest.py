@@ -2,19 +2,13 @@
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as _dt
 import hashlib
 import json
 import math
 import os
-import platform
-import socket
-import subprocess
 import sys
-from argparse import Namespace
 from collections.abc import Mapping
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -23,24 +17,22 @@ import torch
 from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 from lightning.pytorch.utilities.rank_zero import rank_zero_warn
-from torch import Tensor
 from typing_extensions import override
 
-__all__ = ["RunManifest"]
-
-_LIBRARIES = (
-    "lightning_recipes",
-    "torch",
-    "lightning",
-    "torchmetrics",
-    "numpy",
-    "wandb",
-    "tensorboard",
-    "deepspeed",
-    "scikit-learn",
-    "matplotlib",
+from lightning_recipes._validation import check_bool, check_int
+from lightning_recipes.callbacks._manifest_collectors import (
+    combine_fingerprints,
+    git_info,
+    hash_batch,
+    host_info,
+    jsonable,
+    library_versions,
+    loggable,
+    optimizer_record,
+    seeds,
 )
-_DISTRIBUTIONS = {"lightning_recipes": "lightning-recipes"}
+
+__all__ = ["RunManifest"]
 
 
 class RunManifest(Callback):
@@ -54,10 +46,10 @@ class RunManifest(Callback):
     batches on every rank (a SHA-256 over dtype, shape and bytes of every tensor), so two runs that claim
     the same data can be checked to have seen the same first batches.
 
-    The manifest is written as JSON to ``manifest.json`` in the run's log directory (rank zero) when training starts,
-    rewritten once the fingerprint is complete, and then logged once to every attached logger through
-    ``log_hyperparams`` under the top-level key ``manifest``: ``WandbLogger`` stores it as nested run config
-    (``config["manifest"]["git"]["commit"]``), ``TensorBoardLogger`` as flattened hparams
+    The manifest is written as JSON to ``manifest.json`` in the run's log directory (rank zero) when
+    training starts, rewritten once the fingerprint is complete, and then logged once to every attached
+    logger through ``log_hyperparams`` under the top-level key ``manifest``: ``WandbLogger`` stores it as
+    nested run config (``config["manifest"]["git"]["commit"]``), ``TensorBoardLogger`` as flattened hparams
     (``manifest/git/commit``), ``CSVLogger`` in ``hparams.yaml`` (nested). The finished manifest is also
     available as :attr:`manifest`. On resume from a checkpoint the new manifest names the run it resumed
     from (``resumed_from``: that run's creation time, commit and fingerprint).
@@ -78,8 +70,9 @@ class RunManifest(Callback):
         log_to_loggers: Also send the manifest to every attached logger.
 
     Raises:
-        ValueError: If ``fingerprint_batches`` is negative or ``filename`` is empty or contains a path.
-        TypeError: If ``extra`` is not a mapping.
+        ValueError: If ``fingerprint_batches`` is not an integer >= 0 or ``filename`` not a plain file name.
+        TypeError: If ``extra`` is not a mapping, ``dirpath`` / ``repo_dir`` not a path, or
+            ``log_to_loggers`` not a bool.
 
     Manifest sections (JSON keys; in TensorBoard prefixed ``manifest/`` and flattened with ``/``):
 
@@ -132,14 +125,20 @@ class RunManifest(Callback):
         log_to_loggers: bool = True,
     ) -> None:
         super().__init__()
-        if isinstance(fingerprint_batches, bool) or not isinstance(fingerprint_batches, int):
-            raise TypeError(f"`fingerprint_batches` must be an int >= 0, got {fingerprint_batches!r}.")
-        if fingerprint_batches < 0:
-            raise ValueError(f"`fingerprint_batches` must be >= 0, got {fingerprint_batches!r}.")
-        if not filename or os.sep in filename or (os.altsep and os.altsep in filename):
+        check_int("fingerprint_batches", fingerprint_batches, minimum=0)
+        if (
+            not isinstance(filename, str)
+            or not filename
+            or os.sep in filename
+            or (os.altsep and os.altsep in filename)
+        ):
             raise ValueError(f"`filename` must be a plain file name, got {filename!r}.")
+        for name, path in (("dirpath", dirpath), ("repo_dir", repo_dir)):
+            if path is not None and not isinstance(path, (str, os.PathLike)):
+                raise TypeError(f"`{name}` must be a path (str or os.PathLike) or None, got {path!r}.")
         if extra is not None and not isinstance(extra, Mapping):
             raise TypeError(f"`extra` must be a mapping or None, got {type(extra).__name__}.")
+        check_bool("log_to_loggers", log_to_loggers)
         self.dirpath = None if dirpath is None else os.fspath(dirpath)
         self.filename = filename
         self.fingerprint_batches = fingerprint_batches
@@ -174,7 +173,7 @@ class RunManifest(Callback):
     ) -> None:
         if self._logged or self._hasher is None or self._hashed >= self.fingerprint_batches:
             return
-        _hash_into(self._hasher, batch)  # sync: copies this batch to host memory, first batches only
+        hash_batch(self._hasher, batch)  # sync: copies this batch to host memory, first batches only
         self._hashed += 1
         if self._hashed == self.fingerprint_batches:
             self._finish(trainer)
@@ -224,7 +223,7 @@ class RunManifest(Callback):
         self._write(trainer)
         if self.log_to_loggers and trainer.is_global_zero:
             for logger in trainer.loggers:
-                logger.log_hyperparams({"manifest": _loggable(self.manifest)})
+                logger.log_hyperparams({"manifest": loggable(self.manifest)})
 
     def _write(self, trainer: pl.Trainer) -> None:
         if not trainer.is_global_zero or self.path is None:
@@ -238,25 +237,21 @@ class RunManifest(Callback):
         manifest: dict[str, Any] = {
             "created_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
             "command": {"argv": list(sys.argv), "cwd": os.getcwd()},
-            "git": _git_info(self.repo_dir or os.getcwd()),
-            "hparams": _jsonable(dict(pl_module.hparams)),
+            "git": git_info(self.repo_dir or os.getcwd()),
+            "hparams": jsonable(dict(pl_module.hparams)),
         }
         datamodule = getattr(trainer, "datamodule", None)
         if datamodule is not None and getattr(datamodule, "hparams", None):
-            manifest["datamodule_hparams"] = _jsonable(dict(datamodule.hparams))
+            manifest["datamodule_hparams"] = jsonable(dict(datamodule.hparams))
         recipe = getattr(pl_module, "recipe", None)
         if recipe is not None:
-            manifest["recipe"] = _jsonable(recipe)
+            manifest["recipe"] = jsonable(recipe)
         cli_config = _cli_config(trainer)
         if cli_config is not None:
             manifest["cli_config"] = cli_config
         manifest["optimizers"] = _optimizers(trainer)
-        manifest["seeds"] = {
-            "PL_GLOBAL_SEED": os.environ.get("PL_GLOBAL_SEED"),
-            "PL_SEED_WORKERS": os.environ.get("PL_SEED_WORKERS"),
-            "torch_initial_seed": torch.initial_seed(),
-        }
-        manifest["versions"] = _versions()
+        manifest["seeds"] = seeds()
+        manifest["versions"] = library_versions()
         manifest["hardware"] = _hardware(trainer)
         manifest["trainer"] = _trainer_info(trainer)
         manifest["model"] = {
@@ -267,7 +262,7 @@ class RunManifest(Callback):
         if self._previous:
             manifest["resumed_from"] = self._previous
         if self.extra:
-            manifest["extra"] = _jsonable(self.extra)
+            manifest["extra"] = jsonable(self.extra)
         return manifest
 
 
@@ -294,72 +289,19 @@ def _cli_config(trainer: pl.Trainer) -> dict[str, Any] | None:
                 import yaml
 
                 dumped = callback.parser.dump(callback.config, skip_none=False)
-                return _jsonable(yaml.safe_load(dumped))
+                return jsonable(yaml.safe_load(dumped))
             except Exception as err:  # a config that cannot be dumped must not stop training
                 return {"error": f"could not dump the LightningCLI config: {type(err).__name__}: {err}"}
     return None
 
 
-def _run_git(repo_dir: str, *args: str) -> str | None:
-    try:
-        result = subprocess.run(
-            ["git", *args], cwd=repo_dir, capture_output=True, text=True, timeout=10, check=False
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return result.stdout if result.returncode == 0 else None
-
-
-def _git_info(repo_dir: str) -> dict[str, Any] | None:
-    """Commit, branch and dirty flag of the repository containing ``repo_dir``; ``None`` outside one."""
-    commit = _run_git(repo_dir, "rev-parse", "HEAD")
-    if commit is None:
-        return None
-    branch = _run_git(repo_dir, "rev-parse", "--abbrev-ref", "HEAD")
-    status = _run_git(repo_dir, "status", "--porcelain", "--untracked-files=no") or ""
-    changed = [line[3:] for line in status.splitlines() if line.strip()]
-    diff = _run_git(repo_dir, "diff", "HEAD") or ""
-    return {
-        "commit": commit.strip(),
-        "branch": branch.strip() if branch else None,
-        "dirty": bool(changed),
-        "diff_sha256": hashlib.sha256(diff.encode()).hexdigest() if changed else None,
-        "changed_files": changed[:100],
-    }
-
-
-def _versions() -> dict[str, Any]:
-    versions: dict[str, Any] = {"python": platform.python_version()}
-    for name in _LIBRARIES:
-        try:
-            versions[name] = metadata.version(_DISTRIBUTIONS.get(name, name))
-        except metadata.PackageNotFoundError:
-            continue
-    versions["cuda"] = torch.version.cuda
-    versions["cudnn"] = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
-    return versions
-
-
 def _hardware(trainer: pl.Trainer) -> dict[str, Any]:
-    info: dict[str, Any] = {
-        "hostname": socket.gethostname(),
-        "os": platform.platform(),
-        "machine": platform.machine(),
-        "cpu_count": os.cpu_count(),
-        "memory_bytes": _total_memory(),
-        "accelerator": type(trainer.accelerator).__name__,
-        "root_device": str(trainer.strategy.root_device),
-    }
-    if torch.cuda.is_available():
-        info["cuda_devices"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    info = host_info()
+    cuda_devices = info.pop("cuda_devices", None)
+    info.update(accelerator=type(trainer.accelerator).__name__, root_device=str(trainer.strategy.root_device))
+    if cuda_devices is not None:  # the key order of manifests written before the collectors moved
+        info["cuda_devices"] = cuda_devices
     return info
-
-
-def _total_memory() -> int | None:
-    try:
-        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
-    except (AttributeError, OSError, ValueError):
-        return None
 
 
 def _per_device_batch_size(trainer: pl.Trainer) -> int | None:
@@ -411,14 +353,7 @@ def _trainer_info(trainer: pl.Trainer) -> dict[str, Any]:
 
 
 def _optimizers(trainer: pl.Trainer) -> list[dict[str, Any]]:
-    records = []
-    for optimizer in trainer.optimizers:
-        groups = []
-        for group in optimizer.param_groups:
-            settings = {k: _jsonable(v) for k, v in group.items() if k != "params"}
-            settings["num_parameters"] = sum(p.numel() for p in group["params"])
-            groups.append(settings)
-        records.append({"class": type(optimizer).__name__, "param_groups": groups})
+    records = [optimizer_record(optimizer) for optimizer in trainer.optimizers]
     schedulers = [
         {"class": type(config.scheduler).__name__, "interval": config.interval, "frequency": config.frequency}
         for config in trainer.lr_scheduler_configs
@@ -426,66 +361,6 @@ def _optimizers(trainer: pl.Trainer) -> list[dict[str, Any]]:
     if schedulers and records:
         records[0]["lr_schedulers"] = schedulers
     return records
-
-
-def _jsonable(value: Any) -> Any:
-    """A JSON-serialisable copy: dataclasses and mappings to dicts, tensors to lists, others to ``str``."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, Namespace):
-        value = vars(value)
-    if isinstance(value, Mapping):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple, set, frozenset)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, Tensor):
-        return (
-            value.tolist()
-            if value.numel() <= 16
-            else f"Tensor(shape={list(value.shape)}, dtype={value.dtype})"
-        )
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    if isinstance(value, (torch.dtype, torch.device, Path)):
-        return str(value)
-    if hasattr(value, "__name__"):
-        return f"{getattr(value, '__module__', '')}.{value.__name__}".lstrip(".")
-    return repr(value)
-
-
-def _loggable(manifest: dict[str, Any]) -> dict[str, Any]:
-    """Lists become strings: TensorBoard's hparams accept only scalars, and wandb's config UI reads them."""
-    out: dict[str, Any] = {}
-    for key, value in manifest.items():
-        if isinstance(value, dict):
-            out[key] = _loggable(value)
-        elif isinstance(value, list):
-            out[key] = json.dumps(value, default=str)
-        else:
-            out[key] = value
-    return out
-
-
-def _hash_into(hasher: Any, batch: Any) -> None:
-    """Feed a batch (tensors in nested lists/tuples/dicts, numbers, strings) into ``hasher``."""
-    if isinstance(batch, Tensor):
-        tensor = batch.detach().to("cpu").contiguous()
-        hasher.update(f"T{tensor.dtype}{tuple(tensor.shape)}".encode())
-        if tensor.numel():
-            hasher.update(tensor.reshape(-1).view(torch.uint8).numpy().tobytes())
-    elif isinstance(batch, Mapping):
-        hasher.update(b"M")
-        for key in sorted(batch, key=str):
-            hasher.update(str(key).encode())
-            _hash_into(hasher, batch[key])
-    elif isinstance(batch, (list, tuple)):
-        hasher.update(f"L{len(batch)}".encode())
-        for item in batch:
-            _hash_into(hasher, item)
-    elif dataclasses.is_dataclass(batch) and not isinstance(batch, type):
-        _hash_into(hasher, {f.name: getattr(batch, f.name) for f in dataclasses.fields(batch)})
-    else:
-        hasher.update(repr(batch).encode())
 
 
 def _gather_fingerprint(trainer: pl.Trainer, hasher: Any, batches: int) -> dict[str, Any]:
@@ -499,7 +374,6 @@ def _gather_fingerprint(trainer: pl.Trainer, hasher: Any, batches: int) -> dict[
         per_rank = [bytes(int(b) for b in row.tolist()).hex() for row in gathered.cpu()]  # sync: once
     else:
         per_rank = [local]
-    combined = hashlib.sha256("".join(per_rank).encode()).hexdigest()
     if batches == 0:
         rank_zero_warn("RunManifest saw no training batch: the data fingerprint hashes nothing.")
-    return {"sha256": combined, "per_rank": per_rank, "batches": batches}
+    return combine_fingerprints(per_rank, batches)

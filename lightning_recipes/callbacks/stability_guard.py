@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import copy
 import logging
 import math
 import os
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
@@ -23,13 +23,14 @@ from lightning_recipes._grad_norm import (
     total_norm,
     total_norm_from_powers,
 )
-from lightning_recipes.callbacks._snapshot import copy_to_cpu, synchronize_if_cuda
+from lightning_recipes._validation import check_bool, check_choice, check_in_range, check_int, check_positive
+from lightning_recipes.callbacks._faults import CAUSE_CODES, CAUSES, choose_event, fault_causes, fault_record
+from lightning_recipes.callbacks._snapshot import Snapshot
 
 __all__ = ["StabilityEvent", "StabilityGuard"]
 
 log = logging.getLogger(__name__)
 
-_CAUSES = {1: "nonfinite_loss", 2: "nonfinite_grad_norm", 3: "loss_spike", 4: "nonfinite_weights"}
 _MODES = ("raise", "skip_step", "rollback")
 
 
@@ -56,15 +57,6 @@ class StabilityEvent:
     detected_at_step: int
     action: str
     restored_step: int = -1
-
-
-@dataclass
-class _Snapshot:
-    step: int
-    model: dict[str, Tensor]
-    optimizers: list[dict[str, Any]]
-    schedulers: list[dict[str, Any]]
-    window: Tensor
 
 
 class StabilityGuard(Callback):
@@ -101,11 +93,12 @@ class StabilityGuard(Callback):
         Per optimizer step: one read of the gradients for their norm (none when ``GradNormMonitor``, placed
         before the guard, already read them this step: its result is reused) and list appends; no sync.
         Per check: one all-reduce of one integer (DDP only) and one device-to-host copy of two integers.
-        ``check_every_n_steps=1`` therefore syncs every step. Measured on a 2M-parameter LM on one CPU thread
-        (``benchmarks/RESULTS.md``): 1.1% of the step at ``check_every_n_steps=10``, of which 0.97 points are
-        the gradient read (``check_grad_norm=False``: 0.13%; a NaN gradient is then caught one step later
-        through the loss it poisons, or by the weight check before the next snapshot). Detection lags the fault by at most ``check_every_n_steps - 1``
-        steps. ``mode="skip_step"`` syncs and all-reduces once per optimizer step. Snapshots cost one
+        ``check_every_n_steps=1`` therefore syncs every step. The gradient read is most of the per-step cost;
+        ``check_grad_norm=False`` drops it (a NaN gradient is then caught one step later through the loss it
+        poisons, or by the weight check before the next snapshot); measured figures are in
+        ``benchmarks/RESULTS.md`` (``python -m benchmarks.stability_overhead``). Detection lags the fault by
+        at most ``check_every_n_steps - 1`` steps. ``mode="skip_step"`` syncs and all-reduces once per
+        optimizer step. Snapshots (``callbacks/_snapshot.py``) cost one
         device-to-host copy of model + optimizer state every ``snapshot_every_n_steps`` steps and that much
         CPU memory (≈ 3x the fp32 model size for Adam).
 
@@ -134,8 +127,8 @@ class StabilityGuard(Callback):
         check_every_n_steps: Optimizer steps between checks (each check syncs once).
         snapshot_every_n_steps: Minimum optimizer steps between snapshots (taken at the first passing check
             at least this many steps after the previous snapshot, and once at the start of training).
-        spike_k: Spike threshold in standard deviations above the running mean; ``None`` disables it.
-        spike_rtol: Spike threshold as a multiple of the running mean; ``None`` disables it.
+        spike_k: Spike threshold in standard deviations above the running mean, ``> 0``; ``None`` disables it.
+        spike_rtol: Spike threshold as a multiple of the running mean, ``> 1``; ``None`` disables it.
         spike_window: Number of recent good steps in the running statistics.
         spike_warmup_steps: Good steps needed before spikes are detected.
         check_grad_norm: Whether to check the gradient norm (always on for ``mode="skip_step"``).
@@ -147,7 +140,9 @@ class StabilityGuard(Callback):
         verbose: Log each event on rank zero (``logging.WARNING``).
 
     Raises:
-        ValueError: On invalid arguments (at construction) or a sharded strategy with ``mode="rollback"``.
+        ValueError: On an invalid argument value (at construction, naming it) or a sharded strategy with
+            ``mode="rollback"``.
+        TypeError: If ``check_grad_norm`` or ``verbose`` is not a bool, or ``checkpoint_dir`` not a path.
         RuntimeError: In ``mode="raise"`` at the first fault, or in ``mode="rollback"`` when
             ``max_rollbacks`` is exceeded or no good snapshot exists; on every rank, naming cause and steps.
 
@@ -203,6 +198,10 @@ class StabilityGuard(Callback):
         self.cooldown_steps = cooldown_steps
         self.max_rollbacks = max_rollbacks
         self.rollback_window_steps = rollback_window_steps
+        if checkpoint_dir is not None and not isinstance(checkpoint_dir, (str, os.PathLike)):
+            raise TypeError(
+                f"`checkpoint_dir` must be a path (str or os.PathLike) or None, got {checkpoint_dir!r}."
+            )
         self.checkpoint_dir = None if checkpoint_dir is None else os.fspath(checkpoint_dir)
         self.verbose = verbose
         self._validate()
@@ -219,28 +218,24 @@ class StabilityGuard(Callback):
         self._grad_norm: Tensor | None = None
         self._step_skipped = False
         self._seen_step = 0
-        self._snapshot: _Snapshot | None = None
+        self._snapshot: Snapshot | None = None  # the last verified state (None: none yet)
         self._snapshot_step = -1
         self._saved_lrs: dict[int, list[Any]] = {}
         self._hook_handles: list[Any] = []
 
     def _validate(self) -> None:
-        if self.mode not in _MODES:
-            raise ValueError(f"`mode` must be one of {_MODES}, got {self.mode!r}.")
+        check_choice("mode", self.mode, _MODES)
         for name in ("check_every_n_steps", "snapshot_every_n_steps", "spike_window"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"`{name}` must be an int >= 1, got {value!r}.")
+            check_int(name, getattr(self, name), minimum=1)
         for name in ("spike_warmup_steps", "cooldown_steps", "max_rollbacks", "rollback_window_steps"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ValueError(f"`{name}` must be an int >= 0, got {value!r}.")
-        if self.spike_k is not None and not (math.isfinite(self.spike_k) and self.spike_k > 0):
-            raise ValueError(f"`spike_k` must be a finite number > 0 or None, got {self.spike_k!r}.")
-        if self.spike_rtol is not None and not (math.isfinite(self.spike_rtol) and self.spike_rtol > 1):
-            raise ValueError(f"`spike_rtol` must be a finite number > 1 or None, got {self.spike_rtol!r}.")
-        if not (isinstance(self.lr_factor, (int, float)) and 0 < self.lr_factor <= 1):
-            raise ValueError(f"`lr_factor` must be in (0, 1], got {self.lr_factor!r}.")
+            check_int(name, getattr(self, name), minimum=0)
+        if self.spike_k is not None:  # None disables the rule
+            check_positive("spike_k", self.spike_k)
+        if self.spike_rtol is not None:  # None disables the rule
+            check_in_range("spike_rtol", self.spike_rtol, 1.0, math.inf, low_open=True, high_open=True)
+        check_in_range("lr_factor", self.lr_factor, 0.0, 1.0, low_open=True)
+        check_bool("check_grad_norm", self.check_grad_norm)
+        check_bool("verbose", self.verbose)
 
     @property
     @override
@@ -387,67 +382,46 @@ class StabilityGuard(Callback):
     # ------------------------------------------------------------------ helpers
 
     def _check(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        """Classify the pending steps on the device (``fault_causes``), agree across ranks, act."""
         pending, self._pending = self._pending, []
         device = pl_module.device
-        n = len(pending)
-        cause = torch.zeros(n, dtype=torch.int64, device=device)
-        losses: Tensor | None = None
         loss_mask = [loss is not None for _, loss, _ in pending]
-        if any(loss_mask):
-            losses = torch.stack(
-                [
-                    (loss if loss is not None else torch.zeros((), device=device)).float()
-                    for _, loss, _ in pending
-                ]
-            )
-            present = torch.tensor(loss_mask, device=device) if not all(loss_mask) else None
-            bad_loss = ~torch.isfinite(losses)
-            if present is not None:
-                bad_loss &= present
-            cause = torch.where(bad_loss, 1, cause)
-            spike = self._spikes(losses)
-            if spike is not None:
-                if present is not None:
-                    spike &= present
-                cause = torch.where((cause == 0) & spike, 3, cause)
-        norm_mask = [norm is not None for _, _, norm in pending]
-        norms: Tensor | None = None
-        if any(norm_mask):
-            norms = torch.stack(
-                [
-                    (norm if norm is not None else torch.zeros((), device=device)).float()
-                    for _, _, norm in pending
-                ]
-            )
-            cause = torch.where((cause == 0) & ~torch.isfinite(norms), 2, cause)
+        zero = torch.zeros((), device=device)
+        losses = torch.stack([(zero if loss is None else loss).float() for _, loss, _ in pending])
+        norms = torch.stack([(zero if norm is None else norm).float() for _, _, norm in pending])
         snapshot_due = (
             self.mode == "rollback"
             and trainer.global_step - self._snapshot_step >= self.snapshot_every_n_steps
         )
-        weights_norm: Tensor | None = None
-        if snapshot_due:
-            # Never snapshot poisoned weights: an update from a non-finite gradient that was not checked
-            # (check_grad_norm=False) has not shown in any loss yet. Blamed on the last pending step.
-            weights_norm = total_norm([p.detach() for p in pl_module.parameters()]).to(device)
-            last_bad = (cause[-1:] == 0) & ~torch.isfinite(weights_norm.reshape(1))
-            cause = torch.cat([cause[:-1], torch.where(last_bad, 4, cause[-1:])])
-        first = torch.argmax((cause > 0).to(torch.uint8)).reshape(1)  # first faulty step (0 if none)
-        record = torch.cat(
-            [(cause > 0).sum().reshape(1), cause.gather(0, first), first]
-        )  # no `cause[first]`: syncs
+        # Never snapshot poisoned weights: an update from a non-finite gradient that was not checked
+        # (check_grad_norm=False) has not shown in any loss yet. Blamed on the last pending step.
+        weights_norm = (
+            total_norm([p.detach() for p in pl_module.parameters()]).to(device) if snapshot_due else None
+        )
+        causes = fault_causes(
+            losses,
+            norms,
+            self._window,
+            spike_k=self.spike_k,
+            spike_rtol=self.spike_rtol,
+            spike_warmup_steps=self.spike_warmup_steps,
+            loss_mask=None if all(loss_mask) else torch.tensor(loss_mask, device=device),
+            weights_norm=weights_norm,
+        )
+        record = fault_record(causes)
         global_faults = _sum_across_ranks(trainer, record[:1].clone())
         summary = torch.cat([global_faults, record[1:]]).tolist()  # sync: once per check
         faults, local_cause, local_index = (int(v) for v in summary)
         if faults == 0:
-            if losses is not None and all(loss_mask):
+            if all(loss_mask):
                 self._window = torch.cat([self._window, losses])[-self.spike_window :]
             if snapshot_due:
                 self._take_snapshot(trainer, pl_module)
             return
-        value = 0.0
-        if local_cause in (1, 3) and losses is not None:
+        value = 0.0  # fault path only: host reads of the offending value are free of the hot path
+        if local_cause in (1, 3) and any(loss_mask):
             value = float(losses[local_index])
-        elif local_cause == 2 and norms is not None:
+        elif local_cause == 2:
             value = float(norms[local_index])
         elif local_cause == 4 and weights_norm is not None:
             value = float(weights_norm)
@@ -455,34 +429,14 @@ class StabilityGuard(Callback):
         event = self._agree_on_event(trainer, local_cause, step, value)
         self._act(trainer, pl_module, event)
 
-    def _spikes(self, losses: Tensor) -> Tensor | None:
-        if self.spike_k is None and self.spike_rtol is None:
-            return None
-        if self._window.numel() < max(self.spike_warmup_steps, 1):
-            return None
-        mean = self._window.mean()
-        spike = torch.zeros_like(losses, dtype=torch.bool)
-        if self.spike_k is not None:
-            std = self._window.std(correction=0)
-            spike |= losses > mean + self.spike_k * std
-        if self.spike_rtol is not None:
-            spike |= losses > self.spike_rtol * mean
-        return spike
-
     def _agree_on_event(self, trainer: pl.Trainer, cause: int, step: int, value: float) -> StabilityEvent:
-        """Gather every rank's first fault (fault path only): the earliest step, then the lowest cause code (a NaN
-        loss on one rank makes every rank's all-reduced gradient NaN: the loss is the root cause), then rank."""
-        device = trainer.strategy.root_device
-        dtype = torch.float32 if device.type == "mps" else torch.float64
-        mine = torch.tensor(
-            [float(cause), float(step), value, float(trainer.global_rank)], dtype=dtype, device=device
-        )
-        rows = trainer.strategy.all_gather(mine).reshape(-1, 4).cpu().tolist()
-        candidates = [row for row in rows if row[0] > 0]
-        best = min(candidates, key=lambda row: (row[1], row[0], row[3]))  # step, then root cause, then rank
+        """Every rank's first fault, gathered (fault path only); all act on the one ``choose_event`` picks."""
+        rows = _gather_across_ranks(trainer, [float(cause), float(step), value, float(trainer.global_rank)])
+        best = choose_event(rows)
+        assert best is not None  # the all-reduced fault count was > 0: some rank has a fault
         return StabilityEvent(
             step=int(best[1]),
-            cause=_CAUSES[int(best[0])],
+            cause=CAUSES[int(best[0])],
             value=float(best[2]),
             rank=int(best[3]),
             detected_at_step=trainer.global_step,
@@ -531,35 +485,25 @@ class StabilityGuard(Callback):
         self._record(trainer, pl_module, event)
 
     def _take_snapshot(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        previous = self._snapshot
-        self._snapshot = _Snapshot(
+        snapshot = self._snapshot if self._snapshot is not None else Snapshot()
+        self._snapshot = snapshot.capture(
+            pl_module,
+            trainer.optimizers,
+            [config.scheduler for config in trainer.lr_scheduler_configs],
             step=trainer.global_step,
-            model=copy_to_cpu(pl_module.state_dict(), previous.model if previous else None),
-            optimizers=[
-                copy_to_cpu(
-                    opt.state_dict(),
-                    previous.optimizers[i] if previous and i < len(previous.optimizers) else None,
-                )
-                for i, opt in enumerate(trainer.optimizers)
-            ],
-            schedulers=[
-                copy.deepcopy(config.scheduler.state_dict()) for config in trainer.lr_scheduler_configs
-            ],
-            window=self._window,
+            extra=self._window,  # replaced, never modified in place: a reference is a copy
         )
         self._snapshot_step = trainer.global_step
 
     def _restore(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         snapshot = self._snapshot
         assert snapshot is not None  # callers check
-        synchronize_if_cuda(pl_module.device)
-        pl_module.load_state_dict(snapshot.model, strict=True)
-        for optimizer, state in zip(trainer.optimizers, snapshot.optimizers):
-            optimizer.load_state_dict(copy.deepcopy(state))
+        snapshot.restore(
+            pl_module, trainer.optimizers, [config.scheduler for config in trainer.lr_scheduler_configs]
+        )
+        for optimizer in trainer.optimizers:
             optimizer.zero_grad(set_to_none=True)
-        for config, state in zip(trainer.lr_scheduler_configs, snapshot.schedulers):
-            config.scheduler.load_state_dict(copy.deepcopy(state))
-        self._window = snapshot.window
+        self._window = snapshot.extra
         self._micro_losses = []
         self._grad_norm = None
 
@@ -567,7 +511,7 @@ class StabilityGuard(Callback):
         if event.action in ("rollback", "give_up") and self._snapshot is not None:
             event.restored_step = self._snapshot.step
         self.events.append(event)
-        cause_code = {name: code for code, name in _CAUSES.items()}[event.cause]
+        cause_code = CAUSE_CODES[event.cause]
         metrics = {
             "stability/event_step": float(event.step),
             "stability/event_cause": float(cause_code),
@@ -576,7 +520,7 @@ class StabilityGuard(Callback):
             "stability/skipped_steps": float(self.skipped_steps),
         }
         # Straight to the loggers (an event must not wait for `log_every_n_steps`), at the step Lightning uses
-        # for this batch's metrics: before the optimizer step that is `global_step`, after it `global_step - 1`.
+        # for this batch's metrics: before the optimizer step that is `global_step`, after it one less.
         step = trainer.global_step if event.action == "skip_step" else max(trainer.global_step - 1, 0)
         for logger in trainer.loggers:
             logger.log_metrics(metrics, step=step)
@@ -636,11 +580,24 @@ def _step_grad_norm(grads: list[Tensor], step: int) -> Tensor:
     return power_to_norm(power, 2.0)
 
 
+# ------------------------------------------------------------------ cross-rank agreement (every collective)
+# Per check: `_sum_across_ranks` (one all-reduce of one integer). Fault path only: `_gather_across_ranks`.
+# Per optimizer step in mode="skip_step" only: `trainer.strategy.reduce_boolean_decision` (in the hook).
+
+
 def _sum_across_ranks(trainer: pl.Trainer, tensor: Tensor) -> Tensor:
     """All-reduce (sum) on the device: one collective. (``strategy.reduce`` would add a barrier.)"""
     if trainer.world_size > 1 and torch.distributed.is_available() and torch.distributed.is_initialized():
         torch.distributed.all_reduce(tensor, op=torch.distributed.ReduceOp.SUM)
     return tensor
+
+
+def _gather_across_ranks(trainer: pl.Trainer, row: Sequence[float]) -> list[list[float]]:
+    """Every rank's ``row`` (one all-gather, then a host copy: the fault path only)."""
+    device = trainer.strategy.root_device
+    dtype = torch.float32 if device.type == "mps" else torch.float64
+    mine = torch.tensor(list(row), dtype=dtype, device=device)
+    return trainer.strategy.all_gather(mine).reshape(-1, len(row)).cpu().tolist()
 
 
 def _loss_of(outputs: Any) -> Tensor | None:

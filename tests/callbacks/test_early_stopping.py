@@ -156,9 +156,9 @@ def test_is_a_lightning_early_stopping_and_keeps_its_rules() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"min_delta_mode": "relative"}, "`min_delta_mode` must be 'abs' or 'rel', got 'relative'"),
-        ({"start_from_epoch": -1}, "`start_from_epoch` must be an int >= 0, got -1"),
-        ({"start_from_step": 1.5}, "`start_from_step` must be an int >= 0, got 1.5"),
+        ({"min_delta_mode": "relative"}, r"`min_delta_mode` must be one of \('abs', 'rel'\), got 'relative'"),
+        ({"start_from_epoch": -1}, "`start_from_epoch` must be an integer >= 0, got -1"),
+        ({"start_from_step": 1.5}, "`start_from_step` must be an integer >= 0, got 1.5"),
     ],
 )
 def test_invalid_arguments(kwargs: dict[str, Any], message: str) -> None:

@@ -141,14 +141,14 @@ def _assert_same(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> None
     ("kwargs", "message"),
     [
         ({"mode": "skip"}, "`mode` must be one of"),
-        ({"check_every_n_steps": 0}, "`check_every_n_steps` must be an int >= 1, got 0"),
-        ({"snapshot_every_n_steps": 2.5}, "`snapshot_every_n_steps` must be an int >= 1, got 2.5"),
-        ({"spike_window": True}, "`spike_window` must be an int >= 1"),
-        ({"max_rollbacks": -1}, "`max_rollbacks` must be an int >= 0, got -1"),
-        ({"spike_k": 0.0}, "`spike_k` must be a finite number > 0 or None, got 0.0"),
-        ({"spike_rtol": 1.0}, "`spike_rtol` must be a finite number > 1 or None, got 1.0"),
-        ({"lr_factor": 0.0}, r"`lr_factor` must be in \(0, 1\], got 0.0"),
-        ({"lr_factor": 2}, r"`lr_factor` must be in \(0, 1\], got 2"),
+        ({"check_every_n_steps": 0}, "`check_every_n_steps` must be an integer >= 1, got 0"),
+        ({"snapshot_every_n_steps": 2.5}, "`snapshot_every_n_steps` must be an integer >= 1, got 2.5"),
+        ({"spike_window": True}, "`spike_window` must be an integer >= 1"),
+        ({"max_rollbacks": -1}, "`max_rollbacks` must be an integer >= 0, got -1"),
+        ({"spike_k": 0.0}, "`spike_k` must be a finite number > 0, got 0.0"),
+        ({"spike_rtol": 1.0}, r"`spike_rtol` must be a number in \(1, inf\), got 1.0"),
+        ({"lr_factor": 0.0}, r"`lr_factor` must be a number in \(0, 1\], got 0.0"),
+        ({"lr_factor": 2}, r"`lr_factor` must be a number in \(0, 1\], got 2"),
     ],
 )
 def test_invalid_arguments_name_argument_and_value(kwargs: dict[str, Any], message: str) -> None:

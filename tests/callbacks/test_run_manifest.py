@@ -292,8 +292,8 @@ def test_pickles_and_records_ddp(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("kwargs", "error", "match"),
     [
-        ({"fingerprint_batches": -1}, ValueError, "`fingerprint_batches` must be >= 0, got -1"),
-        ({"fingerprint_batches": 1.5}, TypeError, "`fingerprint_batches` must be an int >= 0, got 1.5"),
+        ({"fingerprint_batches": -1}, ValueError, "`fingerprint_batches` must be an integer >= 0, got -1"),
+        ({"fingerprint_batches": 1.5}, ValueError, "`fingerprint_batches` must be an integer >= 0, got 1.5"),
         ({"filename": "a/b.json"}, ValueError, "`filename` must be a plain file name, got 'a/b.json'"),
         ({"filename": ""}, ValueError, "`filename` must be a plain file name"),
         ({"extra": [1, 2]}, TypeError, "`extra` must be a mapping or None, got list"),
