@@ -23,6 +23,8 @@ __all__ = [
     "check_positive",
     "foreach_chunks",
     "group_by_device_and_dtype",
+    "is_plain",
+    "prepare_tensors",
     "split_for_auto",
     "split_for_native",
 ]
@@ -90,9 +92,9 @@ def split_for_auto(params: Sequence[Tensor], *others: Sequence[Tensor]) -> tuple
 
 
 def resolve_device_implementation(implementation: str, device: torch.device) -> str:
-    """What runs on ``device``: off CPU ``auto`` and ``native`` are ``foreach`` (multi-tensor kernels); on CPU
-    ``auto`` is ``native`` where the native kernels build, else ``auto`` (compiled large tensors, eager small
-    ones) where ``torch.compile`` works, else ``for_loop``."""
+    """The route on ``device``: off CPU ``auto`` and ``native`` are ``foreach`` (multi-tensor kernels); on CPU
+    ``auto`` is ``native`` where the native kernels build, else ``"compiled_split"`` (an internal route:
+    compiled large tensors, eager small ones) where ``torch.compile`` works, else ``for_loop``."""
     if device.type != "cpu":
         return "foreach" if implementation in ("auto", "native") else implementation
     if implementation != "auto":
@@ -104,24 +106,100 @@ def resolve_device_implementation(implementation: str, device: torch.device) -> 
             return "native"
     from lightning_recipes.optim._compiled import compile_available
 
-    return "auto" if compile_available() else "for_loop"
+    return "compiled_split" if compile_available() else "for_loop"
+
+
+# The only tensor types the native kernels may see: a subclass (FSDP2's DTensor, a tensor subclass of a
+# quantisation library ...) has its own storage semantics, and its ``data_ptr`` is not its elements.
+_PLAIN_TYPES = (Tensor, torch.nn.Parameter)
+
+
+def is_plain(tensor: Tensor) -> bool:
+    """``tensor`` is a ``torch.Tensor`` or ``nn.Parameter`` itself, not a subclass (DTensor ...)."""
+    return type(tensor) in _PLAIN_TYPES
 
 
 def split_for_native(*lists: Sequence[Tensor]) -> tuple[list[int], list[int]]:
-    """Indices of the tensors the native kernels take (CPU, contiguous, one supported dtype across the
-    parallel lists; every list's tensor has the first list's dtype) and of the others."""
+    """Indices of the tensors the native kernels take and of the others.
+
+    Taken: every list's tensor is a plain ``Tensor`` / ``Parameter`` (no subclass such as DTensor), strided,
+    on the CPU (so never ``meta``), contiguous (so never expanded, channels-last or a strided view) and of the
+    first list's dtype, one of the kernels' (so never complex). Disjoint views of one storage are fine (the
+    kernels write each element of each tensor once); tensors that overlap one another are not detected.
+    Cost: attribute checks only, no sync.
+    """
     from lightning_recipes.optim._native import NATIVE_DTYPES
 
     taken: list[int] = []
     others: list[int] = []
-    for index, items in enumerate(
-        zip(*lists)
-    ):  # every step: plain loops and attribute checks (~0.5 us/tensor)
+    plain = _PLAIN_TYPES
+    strided = torch.strided
+    for index, items in enumerate(zip(*lists)):  # every step: plain loops and attribute checks
         dtype = items[0].dtype
         ok = dtype in NATIVE_DTYPES
         for item in items if ok else ():
-            if item.dtype is not dtype or not item.is_cpu or not item.is_contiguous():
+            if (
+                type(item) not in plain
+                or item.dtype is not dtype
+                or item.layout is not strided
+                or not item.is_cpu
+                or not item.is_contiguous()
+            ):
                 ok = False
                 break
         (taken if ok else others).append(index)
     return taken, others
+
+
+def prepare_tensors(
+    lists: Sequence[Sequence[Tensor]], *, local_shards: bool
+) -> tuple[list[list[Tensor]], list[list[Tensor]]]:
+    """Split parallel lists (parameters first) into the rows every path may take and the rows only the
+    eager per-tensor loop may take, with complex tensors replaced by their real views.
+
+    - Complex tensors become ``torch.view_as_real`` views (as torch's optimizers do): the update is the one
+      of the real and imaginary parts as separate reals, and norms over the view are the complex norms.
+    - Tensor subclasses (FSDP2's DTensor ...) never reach the multi-tensor or native paths. With
+      ``local_shards`` (elementwise updates such as Lion's) a row of DTensors that share the parameter's
+      mesh and placements is replaced by its local shards, updated in place; every other subclass row goes to
+      the loop, where DTensor ops compute what needs the whole tensor (LAMB's norms, all-reduced).
+
+    Cost: one type and dtype check per parameter when every parameter is a plain real tensor (the common case,
+    which returns the lists as they are); no sync.
+    """
+    params = lists[0]
+    if all(type(p) in _PLAIN_TYPES and not p.is_complex() for p in params):
+        return [list(items) for items in lists], [[] for _ in lists]
+    plain: list[list[Tensor]] = [[] for _ in lists]
+    eager: list[list[Tensor]] = [[] for _ in lists]
+    for row in zip(*lists):
+        target = plain
+        if type(row[0]) not in _PLAIN_TYPES:
+            local = _local_shards(row) if local_shards else None
+            if local is None:
+                target = eager
+            else:
+                row = local
+        for out, item in zip(target, row):
+            out.append(torch.view_as_real(item) if item.is_complex() else item)
+    return plain, eager
+
+
+def _local_shards(row: Sequence[Tensor]) -> tuple[Tensor, ...] | None:
+    """The local shards of a row of DTensors laid out alike (same mesh and placements), else ``None``."""
+    try:
+        from torch.distributed.tensor import DTensor
+    except ImportError:  # torch built without distributed: no DTensor can exist
+        return None
+
+    first = row[0]
+    if not isinstance(first, DTensor):
+        return None
+    for item in row:
+        if (
+            not isinstance(item, DTensor)
+            or item.device_mesh != first.device_mesh
+            or item.placements != first.placements
+        ):
+            return None
+    return tuple(item.to_local() for item in row)

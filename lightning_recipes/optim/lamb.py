@@ -18,6 +18,7 @@ from lightning_recipes.optim._common import (
     check_positive,
     foreach_chunks,
     group_by_device_and_dtype,
+    prepare_tensors,
     resolve_device_implementation,
     split_for_auto,
     split_for_native,
@@ -92,6 +93,10 @@ def lamb_update_(
     if not params:
         return
     hp = _Hyper(lr, beta1, beta2, eps, weight_decay, layer_adaptation, trust_clip)
+    plain, eager = prepare_tensors((params, grads, exp_avgs, exp_avg_sqs, steps), local_shards=False)
+    if eager[0]:  # DTensors (FSDP2) and other subclasses: their own ops, so the norms are the whole tensor's
+        _lamb_for_loop(eager[0], eager[1], eager[2], eager[3], eager[4], hp)
+    params, grads, exp_avgs, exp_avg_sqs, steps = plain
     for ps, gs, ms, vs, ts in group_by_device_and_dtype(params, grads, exp_avgs, exp_avg_sqs, steps):
         chosen = resolve_device_implementation(implementation, ps[0].device)
         if chosen == "for_loop":
@@ -102,7 +107,7 @@ def lamb_update_(
             _lamb_compiled(ps, gs, ms, vs, ts, hp)
         elif chosen == "native":
             _lamb_native(ps, gs, ms, vs, ts, hp)
-        else:  # auto on CPU: compile the large tensors; foreach (cache-sized chunks) for the small ones
+        else:  # "compiled_split": compile the large tensors; foreach (cache-sized chunks) for the small ones
             big, small = split_for_auto(ps, gs, ms, vs)
             for subset, run in ((big, _lamb_compiled), (small, _lamb_foreach)):
                 if subset:

@@ -17,6 +17,7 @@ from lightning_recipes.optim._common import (
     check_positive,
     foreach_chunks,
     group_by_device_and_dtype,
+    prepare_tensors,
     resolve_device_implementation,
     split_for_auto,
     split_for_native,
@@ -77,6 +78,11 @@ def lion_update_(
     check_implementation(implementation)
     if not params:
         return
+    (params, grads, exp_avgs), (eager_ps, eager_gs, eager_ms) = prepare_tensors(
+        (params, grads, exp_avgs), local_shards=True
+    )
+    if eager_ps:  # tensor subclasses other than alike-laid-out DTensors: their own ops, one tensor at a time
+        _lion_for_loop(eager_ps, eager_gs, eager_ms, lr, beta1, beta2, weight_decay)
     for ps, gs, ms in group_by_device_and_dtype(params, grads, exp_avgs):
         chosen = resolve_device_implementation(implementation, ps[0].device)
         if chosen == "for_loop":
@@ -87,7 +93,7 @@ def lion_update_(
             _lion_compiled(ps, gs, ms, lr, beta1, beta2, weight_decay)
         elif chosen == "native":
             _lion_native(ps, gs, ms, lr, beta1, beta2, weight_decay)
-        else:  # auto on CPU: compile the large tensors, loop over the small ones
+        else:  # "compiled_split": compile the large tensors, loop over the small ones
             big, small = split_for_auto(ps, gs, ms)
             if big:
                 _lion_compiled(
