@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import torch
 from torch import Tensor
 
-from lightning_recipes._validation import check_beta, check_betas, check_non_negative, check_positive
+from lightning_recipes._validation import (
+    check_beta,
+    check_betas,
+    check_choice,
+    check_non_negative,
+    check_positive,
+)
 
 __all__ = [
     "COMPILE_MIN_NUMEL",
@@ -16,6 +22,7 @@ __all__ = [
     "FOREACH_CHUNK_NUMEL_CPU",
     "IMPLEMENTATIONS",
     "Implementation",
+    "backfill_group_options",
     "check_beta",
     "check_betas",
     "check_implementation",
@@ -25,6 +32,7 @@ __all__ = [
     "group_by_device_and_dtype",
     "is_plain",
     "prepare_tensors",
+    "refuse_sparse_gradients",
     "split_for_auto",
     "split_for_native",
 ]
@@ -45,8 +53,7 @@ FOREACH_CHUNK_NUMEL_CPU = 1 << 18
 
 
 def check_implementation(implementation: Any) -> None:
-    if implementation not in IMPLEMENTATIONS:
-        raise ValueError(f"`implementation` must be one of {IMPLEMENTATIONS}, got {implementation!r}.")
+    check_choice("implementation", implementation, IMPLEMENTATIONS)
 
 
 def group_by_device_and_dtype(*lists: Sequence[Tensor]) -> Iterator[tuple[list[Tensor], ...]]:
@@ -82,7 +89,8 @@ def foreach_chunks(
 
 
 def split_for_auto(params: Sequence[Tensor], *others: Sequence[Tensor]) -> tuple[list[int], list[int]]:
-    """Indices of the tensors ``auto`` compiles on CPU (large, all contiguous) and of those it runs eagerly."""
+    """Indices of the tensors the ``compiled_split`` route compiles (large, all contiguous) and of those it
+    runs eagerly."""
     big: list[int] = []
     small: list[int] = []
     for index, param in enumerate(params):
@@ -202,4 +210,29 @@ def _local_shards(row: Sequence[Tensor]) -> tuple[Tensor, ...] | None:
             or item.placements != first.placements
         ):
             return None
-    return tuple(item.to_local() for item in row)
+    return tuple(cast(DTensor, item).to_local() for item in row)
+
+
+def backfill_group_options(optimizer: torch.optim.Optimizer, defaults: dict[str, Any]) -> None:
+    """``setdefault`` every option of ``defaults`` (the class's own) and of ``optimizer.defaults`` in every
+    group, and in ``optimizer.defaults``: groups saved before an option existed load and step."""
+    for key, value in defaults.items():
+        optimizer.defaults.setdefault(key, value)
+    for group in optimizer.param_groups:
+        for key, value in optimizer.defaults.items():
+            if key != "params":
+                group.setdefault(key, value)
+
+
+def refuse_sparse_gradients(optimizer: torch.optim.Optimizer) -> None:
+    """Raise, naming the parameter, if any gradient is sparse: called before a step changes anything."""
+    for group_index, group in enumerate(optimizer.param_groups):
+        for index, param in enumerate(group["params"]):
+            grad = param.grad
+            if grad is not None and grad.layout is not torch.strided:
+                raise RuntimeError(
+                    f"{type(optimizer).__name__} does not support sparse gradients, got a {grad.layout} "
+                    f"gradient for param_groups[{group_index}]['params'][{index}] (shape "
+                    f"{tuple(param.shape)}); nothing was updated. Use dense gradients (e.g. "
+                    "`nn.Embedding(..., sparse=False)`)."
+                )

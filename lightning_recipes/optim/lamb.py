@@ -12,6 +12,7 @@ from torch.optim import Optimizer
 
 from lightning_recipes.optim._common import (
     Implementation,
+    backfill_group_options,
     check_betas,
     check_implementation,
     check_non_negative,
@@ -19,6 +20,7 @@ from lightning_recipes.optim._common import (
     foreach_chunks,
     group_by_device_and_dtype,
     prepare_tensors,
+    refuse_sparse_gradients,
     resolve_device_implementation,
     split_for_auto,
     split_for_native,
@@ -391,17 +393,36 @@ class Lamb(Optimizer):
         _validate_group(defaults)
         super().__init__(params, defaults)
 
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Back-fill group options added after a state dict or pickle was written, and turn numeric step
+        counters (python numbers, as older optimizers saved them) into float32 tensors, as torch's optimizers
+        do; ``load_state_dict`` calls this too."""
+        super().__setstate__(state)
+        backfill_group_options(self, _DEFAULTS)
+        for param_state in self.state.values():
+            step = param_state.get("step")
+            if step is not None and not torch.is_tensor(step):
+                param_state["step"] = torch.tensor(float(step), dtype=torch.float32)
+
     def add_param_group(self, param_group: dict[str, Any]) -> None:
+        """Add a group; its options (the defaults filled in) are validated before it joins the optimizer."""
+        if isinstance(param_group, dict):
+            _validate_group({**self.defaults, **param_group})
         super().add_param_group(param_group)
-        _validate_group(self.param_groups[-1])
 
     @torch.no_grad()
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
-        """Update every parameter that has a gradient; returns ``closure()``'s value if one was given."""
+        """Update every parameter that has a gradient; returns ``closure()``'s value if one was given.
+
+        Complex parameters are updated as their real views (as torch's optimizers do): the second moment is
+        per real and imaginary part, and the trust ratio's norms are the complex norms. A sparse gradient
+        raises before any parameter or state changes.
+        """
         loss = None
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
+        refuse_sparse_gradients(self)
         for group in self.param_groups:
             params: list[Tensor] = []
             grads: list[Tensor] = []
@@ -411,10 +432,6 @@ class Lamb(Optimizer):
             for param in group["params"]:
                 if param.grad is None:
                     continue
-                if param.grad.is_sparse:
-                    raise RuntimeError(
-                        "Lamb does not support sparse gradients; use dense gradients (e.g. `nn.Embedding(sparse=False)`)."
-                    )
                 state = self.state[param]
                 if "step" not in state:
                     state["step"] = torch.zeros((), dtype=_step_dtype(param), device=param.device)
@@ -451,6 +468,18 @@ def _step_dtype(param: Tensor) -> torch.dtype:
     # float32 always (exact up to 2**24 steps), as torch's optimizers: Inductor (torch 2.13) drops in-place
     # updates of 0-dim float64 CPU inputs, so a float64 counter would never advance on the compiled path.
     return torch.float32
+
+
+# Every group option and its default: ``__setstate__`` back-fills them into groups saved before an option
+# existed. Keep in step with ``__init__``'s signature (a test checks).
+_DEFAULTS: dict[str, Any] = {
+    "betas": (0.9, 0.999),
+    "eps": 1e-6,
+    "weight_decay": 0.01,
+    "trust_clip": None,
+    "layer_adaptation": True,
+    "implementation": "auto",
+}
 
 
 def _validate_group(group: dict[str, Any]) -> None:

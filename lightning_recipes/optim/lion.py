@@ -11,6 +11,7 @@ from torch.optim import Optimizer
 
 from lightning_recipes.optim._common import (
     Implementation,
+    backfill_group_options,
     check_betas,
     check_implementation,
     check_non_negative,
@@ -18,6 +19,7 @@ from lightning_recipes.optim._common import (
     foreach_chunks,
     group_by_device_and_dtype,
     prepare_tensors,
+    refuse_sparse_gradients,
     resolve_device_implementation,
     split_for_auto,
     split_for_native,
@@ -267,26 +269,35 @@ class Lion(Optimizer):
         _validate_group(defaults)
         super().__init__(params, defaults)
 
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Back-fill group options added after a state dict or pickle was written, so that it still loads
+        and steps (``load_state_dict`` calls this too)."""
+        super().__setstate__(state)
+        backfill_group_options(self, _DEFAULTS)
+
     def add_param_group(self, param_group: dict[str, Any]) -> None:
+        """Add a group; its options (the defaults filled in) are validated before it joins the optimizer."""
+        if isinstance(param_group, dict):
+            _validate_group({**self.defaults, **param_group})
         super().add_param_group(param_group)
-        _validate_group(self.param_groups[-1])
 
     @torch.no_grad()
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
-        """Update every parameter that has a gradient; returns ``closure()``'s value if one was given."""
+        """Update every parameter that has a gradient; returns ``closure()``'s value if one was given.
+
+        Complex parameters are updated as their real views (real and imaginary parts as separate reals, as
+        torch's optimizers do). A sparse gradient raises before any parameter or state changes.
+        """
         loss = None
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
+        refuse_sparse_gradients(self)
         for group in self.param_groups:
             params, grads, exp_avgs = [], [], []
             for param in group["params"]:
                 if param.grad is None:
                     continue
-                if param.grad.is_sparse:
-                    raise RuntimeError(
-                        "Lion does not support sparse gradients; use dense gradients (e.g. `nn.Embedding(sparse=False)`)."
-                    )
                 state = self.state[param]
                 if "exp_avg" not in state:
                     state["exp_avg"] = torch.zeros_like(param, memory_format=torch.preserve_format)
@@ -305,6 +316,11 @@ class Lion(Optimizer):
                 implementation=group["implementation"],
             )
         return loss
+
+
+# Every group option and its default: ``__setstate__`` back-fills them into groups saved before an option
+# existed. Keep in step with ``__init__``'s signature (a test checks).
+_DEFAULTS: dict[str, Any] = {"betas": (0.9, 0.99), "weight_decay": 0.0, "implementation": "auto"}
 
 
 def _validate_group(group: dict[str, Any]) -> None:

@@ -157,10 +157,12 @@ def _exotic_cases() -> dict[str, tuple[torch.Tensor, torch.Tensor, torch.Tensor]
             torch.randn_like(conv).to(memory_format=torch.channels_last),
             torch.zeros_like(conv).to(memory_format=torch.channels_last),
         ),
-        "expanded_grad": (base.clone(), torch.randn(1, 6, dtype=torch.float64).expand(4, 6), torch.zeros(4, 6).double()),
+        "expanded_grad": (
+            base.clone(), torch.randn(1, 6, dtype=torch.float64).expand(4, 6), torch.zeros(4, 6).double()
+        ),
         "strided_slice": (base[:, ::2], grad[:, ::2], torch.zeros(4, 3, dtype=torch.float64)),
         "subclass": (base.clone().as_subclass(_Tagged), grad.clone(), torch.zeros(4, 6, dtype=torch.float64)),
-        "meta": (torch.empty(4, 6, device="meta"), torch.empty(4, 6, device="meta"), torch.empty(4, 6, device="meta")),
+        "meta": tuple(torch.empty(4, 6, device="meta") for _ in range(3)),
         "complex": (torch.randn(5, dtype=torch.complex64), torch.randn(5, dtype=torch.complex64),
                     torch.zeros(5, dtype=torch.complex64)),
         "mixed_dtypes": (base.clone(), grad.float(), torch.zeros(4, 6, dtype=torch.float64)),
