@@ -29,10 +29,10 @@ __all__ = [
     "check_non_negative",
     "check_positive",
     "foreach_chunks",
+    "gather_gradients",
     "group_by_device_and_dtype",
     "is_plain",
     "prepare_tensors",
-    "refuse_sparse_gradients",
     "split_for_auto",
     "split_for_native",
 ]
@@ -224,15 +224,38 @@ def backfill_group_options(optimizer: torch.optim.Optimizer, defaults: dict[str,
                 group.setdefault(key, value)
 
 
-def refuse_sparse_gradients(optimizer: torch.optim.Optimizer) -> None:
-    """Raise, naming the parameter, if any gradient is sparse: called before a step changes anything."""
-    for group_index, group in enumerate(optimizer.param_groups):
-        for index, param in enumerate(group["params"]):
+def gather_gradients(
+    optimizer: torch.optim.Optimizer,
+) -> list[tuple[dict[str, Any], list[Tensor], list[Tensor]]]:
+    """Every group with its parameters that have a gradient and those gradients, checked for sparse layouts
+    before the step changes anything (a sparse gradient raises, naming the parameter). One pass over the
+    parameters, no sync."""
+    strided = torch.strided
+    gathered = []
+    for group in optimizer.param_groups:
+        params: list[Tensor] = []
+        grads: list[Tensor] = []
+        for param in group["params"]:
             grad = param.grad
-            if grad is not None and grad.layout is not torch.strided:
-                raise RuntimeError(
-                    f"{type(optimizer).__name__} does not support sparse gradients, got a {grad.layout} "
-                    f"gradient for param_groups[{group_index}]['params'][{index}] (shape "
-                    f"{tuple(param.shape)}); nothing was updated. Use dense gradients (e.g. "
-                    "`nn.Embedding(..., sparse=False)`)."
-                )
+            if grad is None:
+                continue
+            if grad.layout is not strided:
+                raise _sparse_error(optimizer, param, grad)
+            params.append(param)
+            grads.append(grad)
+        gathered.append((group, params, grads))
+    return gathered
+
+
+def _sparse_error(optimizer: torch.optim.Optimizer, param: Tensor, grad: Tensor) -> RuntimeError:
+    where = next(
+        f"param_groups[{g}]['params'][{i}]"
+        for g, group in enumerate(optimizer.param_groups)
+        for i, other in enumerate(group["params"])
+        if other is param
+    )
+    return RuntimeError(
+        f"{type(optimizer).__name__} does not support sparse gradients, got a {grad.layout} gradient for "
+        f"{where} (shape {tuple(param.shape)}); nothing was updated. Use dense gradients (e.g. "
+        "`nn.Embedding(..., sparse=False)`)."
+    )

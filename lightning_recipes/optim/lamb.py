@@ -18,9 +18,9 @@ from lightning_recipes.optim._common import (
     check_non_negative,
     check_positive,
     foreach_chunks,
+    gather_gradients,
     group_by_device_and_dtype,
     prepare_tensors,
-    refuse_sparse_gradients,
     resolve_device_implementation,
     split_for_auto,
     split_for_native,
@@ -422,16 +422,11 @@ class Lamb(Optimizer):
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
-        refuse_sparse_gradients(self)
-        for group in self.param_groups:
-            params: list[Tensor] = []
-            grads: list[Tensor] = []
+        for group, params, grads in gather_gradients(self):
             exp_avgs: list[Tensor] = []
             exp_avg_sqs: list[Tensor] = []
             steps: list[Tensor] = []
-            for param in group["params"]:
-                if param.grad is None:
-                    continue
+            for param in params:
                 state = self.state[param]
                 if "step" not in state:
                     state["step"] = torch.zeros((), dtype=_step_dtype(param), device=param.device)
@@ -440,8 +435,6 @@ class Lamb(Optimizer):
                 elif state["step"].device != param.device or state["step"].dtype != _step_dtype(param):
                     # torch's load_state_dict leaves "step" where it was saved; move it once
                     state["step"] = state["step"].to(device=param.device, dtype=_step_dtype(param))
-                params.append(param)
-                grads.append(param.grad)
                 exp_avgs.append(state["exp_avg"])
                 exp_avg_sqs.append(state["exp_avg_sq"])
                 steps.append(state["step"])

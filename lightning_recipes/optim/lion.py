@@ -17,9 +17,9 @@ from lightning_recipes.optim._common import (
     check_non_negative,
     check_positive,
     foreach_chunks,
+    gather_gradients,
     group_by_device_and_dtype,
     prepare_tensors,
-    refuse_sparse_gradients,
     resolve_device_implementation,
     split_for_auto,
     split_for_native,
@@ -292,17 +292,12 @@ class Lion(Optimizer):
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
-        refuse_sparse_gradients(self)
-        for group in self.param_groups:
-            params, grads, exp_avgs = [], [], []
-            for param in group["params"]:
-                if param.grad is None:
-                    continue
+        for group, params, grads in gather_gradients(self):
+            exp_avgs = []
+            for param in params:
                 state = self.state[param]
                 if "exp_avg" not in state:
                     state["exp_avg"] = torch.zeros_like(param, memory_format=torch.preserve_format)
-                params.append(param)
-                grads.append(param.grad)
                 exp_avgs.append(state["exp_avg"])
             beta1, beta2 = group["betas"]
             lion_update_(
