@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import inspect
+import math
 import pickle
 
 import pytest
@@ -329,3 +330,28 @@ def test_lamb_always_bias_corrects():
     optimizer.step()
     expected = -param.grad / (param.grad.abs() + 1e-6)
     torch.testing.assert_close(param.detach(), expected, rtol=0, atol=1e-12)
+
+
+# ---- argument validation ------------------------------------------------------------------------------------
+
+_INVALID = [
+    ("lr", True), ("lr", math.inf), ("lr", math.nan), ("lr", "0.1"), ("lr", 0), ("lr", -1),
+    ("betas", (0.9,)), ("betas", (0.9, 0.99, 0.9)), ("betas", (True, 0.9)), ("betas", [0.9, 1.0]), ("betas", None),
+    ("weight_decay", math.inf), ("weight_decay", True), ("weight_decay", -0.1), ("weight_decay", None),
+    ("implementation", "AUTO"), ("implementation", None), ("implementation", "compiled_split"),
+]  # fmt: skip
+_INVALID_LAMB = [
+    ("eps", 0), ("eps", -1e-8), ("eps", True), ("eps", math.inf),
+    ("trust_clip", 0), ("trust_clip", True), ("trust_clip", math.inf), ("trust_clip", -1.0),
+    ("layer_adaptation", 1), ("layer_adaptation", None), ("layer_adaptation", "yes"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("name", "argument", "value"),
+    [("lion", a, v) for a, v in _INVALID] + [("lamb", a, v) for a, v in _INVALID + _INVALID_LAMB],
+)
+def test_every_invalid_constructor_argument_is_refused_naming_it(name, argument, value):
+    """``implementation="compiled_split"`` is an internal route, not a user option."""
+    with pytest.raises(ValueError, match=f"`{argument}"):
+        OPTIMIZERS[name]([torch.nn.Parameter(torch.zeros(2))], **{argument: value})
