@@ -41,9 +41,9 @@ Implementation = Literal["auto", "for_loop", "foreach", "compiled", "native"]
 IMPLEMENTATIONS: tuple[str, ...] = ("auto", "for_loop", "foreach", "compiled", "native")
 
 # Where the native kernels are unavailable, `implementation="auto"` on CPU compiles the update of tensors at
-# least this large; smaller ones (biases, norms, tiny models) run the eager loop, whose per-tensor overhead
-# (~10 us) is below a compiled call's (~20 us), and a model made only of small tensors never pays the one-time
-# compile (~10-20 s cold).
+# least this large; smaller ones (biases, norms, tiny models) run the eager loop, whose per-tensor overhead is
+# below a compiled call's, and a model made only of small tensors never pays the one-time compile.
+# Measurements: benchmarks/RESULTS.md.
 COMPILE_MIN_NUMEL = 1 << 16
 # The foreach path works on chunks of at most this many elements, so its temporaries (one or two chunk-sized
 # lists) stay bounded however large the model is: 4M elements on accelerators (few, large kernel launches),

@@ -320,7 +320,9 @@ def _lamb_native(
 
 
 class Lamb(Optimizer):
-    """LAMB, Adam moments with a per-tensor trust ratio (`You et al. 2019 <https://arxiv.org/abs/1904.00962>`_).
+    """LAMB, Adam moments with a per-tensor trust ratio.
+
+    `You et al. 2019 <https://arxiv.org/abs/1904.00962>`_.
 
     The convention (the paper's Algorithm 2 with bias correction, as NVIDIA's NVLAMB): the Adam direction
     ``m_hat / (sqrt(v_hat) + eps)`` plus ``weight_decay * p`` is rescaled so that its norm equals the
@@ -334,12 +336,18 @@ class Lamb(Optimizer):
     one parallel region, batch by batch of about 512K elements: one pass updates ``m, v`` and sums ``p^2`` and
     ``u^2``, a second updates ``p`` while the batch is still in cache. Where it is unavailable, the compiled
     path (``auto`` on CPU for tensors of >= 65536 elements) makes two passes per tensor, the second while the
-    tensor is still in cache: a compiled kernel reads ``p, g, m, v`` once and returns ``lr * trust_ratio``, then
-    torch's fused AdamW kernel with that learning rate performs the step
+    tensor is still in cache: a compiled kernel reads ``p, g, m, v`` once and returns ``lr * trust_ratio``,
+    then torch's fused AdamW kernel with that learning rate performs the step
     (``p (1 - lr r wd) - lr r m_hat / (sqrt(v_hat) + eps)`` is exactly LAMB's). No host-device sync on any
     device (on CPU the fused kernel reads its 0-dim learning rate on the host, which involves no device).
     Transient memory: at most one tensor's size (for_loop), none (native, compiled) or two chunks of 256K
     elements on CPU / 4M elements on GPU (foreach). See ``benchmarks/RESULTS.md``.
+
+    FSDP2's sharded parameters (DTensors) take the per-tensor loop with DTensor ops, so the trust ratio uses
+    the whole parameter's norms (two all-reduces of a scalar per parameter per step over the shard's mesh);
+    other tensor subclasses take the loop too. Complex parameters are updated as their real views, as torch's
+    optimizers do (``v`` per real and imaginary part; the norms are the complex norms). ``maximize`` is not
+    supported.
 
     Args:
         params: Parameters or parameter groups (e.g. from :func:`~lightning_recipes.optim.param_groups`).

@@ -217,16 +217,22 @@ def _lion_native(
 
 
 class Lion(Optimizer):
-    """Lion, the sign-momentum optimizer found by program search (`Chen et al. 2023 <https://arxiv.org/abs/2302.06675>`_).
+    """Lion, the sign-momentum optimizer found by program search.
+
+    `Chen et al. 2023 <https://arxiv.org/abs/2302.06675>`_.
 
     Every coordinate moves by exactly ``lr`` per step (the sign of an interpolated momentum), so Lion needs a
-    learning rate **3-10x smaller** than AdamW's and a weight decay **3-10x larger** to keep the same effective
-    decay ``lr * weight_decay``. It keeps one state tensor per parameter (AdamW keeps two).
+    learning rate **3-10x smaller** than AdamW's and a weight decay **3-10x larger** to keep the same
+    effective decay ``lr * weight_decay``. It keeps one state tensor per parameter (AdamW keeps two).
 
     Cost: one read of ``p, g, m`` and one write of ``p, m`` per element with the native and compiled paths
     (20 B/elem in fp32, 0.71x AdamW's traffic); no host-device sync in :meth:`step`; transient memory none
     (native, compiled), at most one tensor's size (for_loop) or one chunk (foreach: 256K elements on CPU, 4M
     on GPU). See ``benchmarks/RESULTS.md``.
+
+    FSDP2's sharded parameters (DTensors) are updated shard by shard (the update is elementwise), on the same
+    paths as plain tensors; other tensor subclasses take the per-tensor loop. Complex parameters are updated
+    as their real views, as torch's optimizers do. ``maximize`` is not supported.
 
     Args:
         params: Parameters or parameter groups (e.g. from :func:`~lightning_recipes.optim.param_groups`).
@@ -235,7 +241,7 @@ class Lion(Optimizer):
         weight_decay: Decoupled weight decay, >= 0.
         implementation: ``"auto"`` (default), ``"for_loop"``, ``"foreach"``, ``"compiled"`` or ``"native"``;
             see :func:`lion_update_`. With ``"auto"`` on CPU the first step builds the native kernels once per
-            machine (about 1 s; later processes load them from the disk cache).
+            machine (later processes load them from the disk cache).
 
     Raises:
         ValueError: If an argument (or a group's override) is out of range.
