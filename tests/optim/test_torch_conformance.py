@@ -1,8 +1,9 @@
 """Lion and Lamb keep torch's generic optimizer contract, on every implementation path.
 
 torch's own behaviour is the oracle for the protocol parts (``torch.optim.AdamW`` run side by side):
-state-dict round trips, closures, step and state-dict hooks, ``add_param_group``, dtype casting on load, parameters
-without gradients, empty parameters, numeric step counters, complex parameters and sparse gradients. The
+state-dict round trips, closures, step and state-dict hooks, ``add_param_group``, dtype casting on load,
+parameters without gradients, empty parameters, numeric step counters, complex parameters and sparse
+gradients. The
 numbers are checked against the float64 paper references of ``_reference.py``. Deliberate differences from
 peers are tested as such at the end.
 """
@@ -332,11 +333,12 @@ def test_lamb_always_bias_corrects():
     torch.testing.assert_close(param.detach(), expected, rtol=0, atol=1e-12)
 
 
-# ---- argument validation ------------------------------------------------------------------------------------
+# ---- argument validation -----------------------------------------------------------------------------------
 
 _INVALID = [
     ("lr", True), ("lr", math.inf), ("lr", math.nan), ("lr", "0.1"), ("lr", 0), ("lr", -1),
-    ("betas", (0.9,)), ("betas", (0.9, 0.99, 0.9)), ("betas", (True, 0.9)), ("betas", [0.9, 1.0]), ("betas", None),
+    ("betas", (0.9,)), ("betas", (0.9, 0.99, 0.9)), ("betas", (True, 0.9)), ("betas", [0.9, 1.0]),
+    ("betas", None),
     ("weight_decay", math.inf), ("weight_decay", True), ("weight_decay", -0.1), ("weight_decay", None),
     ("implementation", "AUTO"), ("implementation", None), ("implementation", "compiled_split"),
 ]  # fmt: skip
