@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import torch
 from torch import Tensor
 
-from lightning_recipes._validation import check_beta, check_betas, check_non_negative, check_positive
+from lightning_recipes._validation import (
+    check_beta,
+    check_betas,
+    check_choice,
+    check_non_negative,
+    check_positive,
+)
 
 __all__ = [
     "COMPILE_MIN_NUMEL",
@@ -16,13 +22,17 @@ __all__ = [
     "FOREACH_CHUNK_NUMEL_CPU",
     "IMPLEMENTATIONS",
     "Implementation",
+    "backfill_group_options",
     "check_beta",
     "check_betas",
     "check_implementation",
     "check_non_negative",
     "check_positive",
     "foreach_chunks",
+    "gather_gradients",
     "group_by_device_and_dtype",
+    "is_plain",
+    "prepare_tensors",
     "split_for_auto",
     "split_for_native",
 ]
@@ -31,9 +41,9 @@ Implementation = Literal["auto", "for_loop", "foreach", "compiled", "native"]
 IMPLEMENTATIONS: tuple[str, ...] = ("auto", "for_loop", "foreach", "compiled", "native")
 
 # Where the native kernels are unavailable, `implementation="auto"` on CPU compiles the update of tensors at
-# least this large; smaller ones (biases, norms, tiny models) run the eager loop, whose per-tensor overhead
-# (~10 us) is below a compiled call's (~20 us), and a model made only of small tensors never pays the one-time
-# compile (~10-20 s cold).
+# least this large; smaller ones (biases, norms, tiny models) run the eager loop, whose per-tensor overhead is
+# below a compiled call's, and a model made only of small tensors never pays the one-time compile.
+# Measurements: benchmarks/RESULTS.md.
 COMPILE_MIN_NUMEL = 1 << 16
 # The foreach path works on chunks of at most this many elements, so its temporaries (one or two chunk-sized
 # lists) stay bounded however large the model is: 4M elements on accelerators (few, large kernel launches),
@@ -43,8 +53,7 @@ FOREACH_CHUNK_NUMEL_CPU = 1 << 18
 
 
 def check_implementation(implementation: Any) -> None:
-    if implementation not in IMPLEMENTATIONS:
-        raise ValueError(f"`implementation` must be one of {IMPLEMENTATIONS}, got {implementation!r}.")
+    check_choice("implementation", implementation, IMPLEMENTATIONS)
 
 
 def group_by_device_and_dtype(*lists: Sequence[Tensor]) -> Iterator[tuple[list[Tensor], ...]]:
@@ -80,7 +89,8 @@ def foreach_chunks(
 
 
 def split_for_auto(params: Sequence[Tensor], *others: Sequence[Tensor]) -> tuple[list[int], list[int]]:
-    """Indices of the tensors ``auto`` compiles on CPU (large, all contiguous) and of those it runs eagerly."""
+    """Indices of the tensors the ``compiled_split`` route compiles (large, all contiguous) and of those it
+    runs eagerly."""
     big: list[int] = []
     small: list[int] = []
     for index, param in enumerate(params):
@@ -90,9 +100,9 @@ def split_for_auto(params: Sequence[Tensor], *others: Sequence[Tensor]) -> tuple
 
 
 def resolve_device_implementation(implementation: str, device: torch.device) -> str:
-    """What runs on ``device``: off CPU ``auto`` and ``native`` are ``foreach`` (multi-tensor kernels); on CPU
-    ``auto`` is ``native`` where the native kernels build, else ``auto`` (compiled large tensors, eager small
-    ones) where ``torch.compile`` works, else ``for_loop``."""
+    """The route on ``device``: off CPU ``auto`` and ``native`` are ``foreach`` (multi-tensor kernels); on CPU
+    ``auto`` is ``native`` where the native kernels build, else ``"compiled_split"`` (an internal route:
+    compiled large tensors, eager small ones) where ``torch.compile`` works, else ``for_loop``."""
     if device.type != "cpu":
         return "foreach" if implementation in ("auto", "native") else implementation
     if implementation != "auto":
@@ -104,24 +114,148 @@ def resolve_device_implementation(implementation: str, device: torch.device) -> 
             return "native"
     from lightning_recipes.optim._compiled import compile_available
 
-    return "auto" if compile_available() else "for_loop"
+    return "compiled_split" if compile_available() else "for_loop"
+
+
+# The only tensor types the native kernels may see: a subclass (FSDP2's DTensor, a tensor subclass of a
+# quantisation library ...) has its own storage semantics, and its ``data_ptr`` is not its elements.
+_PLAIN_TYPES = (Tensor, torch.nn.Parameter)
+
+
+def is_plain(tensor: Tensor) -> bool:
+    """``tensor`` is a ``torch.Tensor`` or ``nn.Parameter`` itself, not a subclass (DTensor ...)."""
+    return type(tensor) in _PLAIN_TYPES
 
 
 def split_for_native(*lists: Sequence[Tensor]) -> tuple[list[int], list[int]]:
-    """Indices of the tensors the native kernels take (CPU, contiguous, one supported dtype across the
-    parallel lists; every list's tensor has the first list's dtype) and of the others."""
+    """Indices of the tensors the native kernels take and of the others.
+
+    Taken: every list's tensor is a plain ``Tensor`` / ``Parameter`` (no subclass such as DTensor), strided,
+    on the CPU (so never ``meta``), contiguous (so never expanded, channels-last or a strided view) and of the
+    first list's dtype, one of the kernels' (so never complex). Disjoint views of one storage are fine (the
+    kernels write each element of each tensor once); tensors that overlap one another are not detected.
+    Cost: attribute checks only, no sync.
+    """
     from lightning_recipes.optim._native import NATIVE_DTYPES
 
     taken: list[int] = []
     others: list[int] = []
-    for index, items in enumerate(
-        zip(*lists)
-    ):  # every step: plain loops and attribute checks (~0.5 us/tensor)
+    plain = _PLAIN_TYPES
+    strided = torch.strided
+    for index, items in enumerate(zip(*lists)):  # every step: plain loops and attribute checks
         dtype = items[0].dtype
         ok = dtype in NATIVE_DTYPES
         for item in items if ok else ():
-            if item.dtype is not dtype or not item.is_cpu or not item.is_contiguous():
+            if (
+                type(item) not in plain
+                or item.dtype is not dtype
+                or item.layout is not strided
+                or not item.is_cpu
+                or not item.is_contiguous()
+            ):
                 ok = False
                 break
         (taken if ok else others).append(index)
     return taken, others
+
+
+def prepare_tensors(
+    lists: Sequence[Sequence[Tensor]], *, local_shards: bool
+) -> tuple[list[list[Tensor]], list[list[Tensor]]]:
+    """Split parallel lists (parameters first) into the rows every path may take and the rows only the
+    eager per-tensor loop may take, with complex tensors replaced by their real views.
+
+    - Complex tensors become ``torch.view_as_real`` views (as torch's optimizers do): the update is the one
+      of the real and imaginary parts as separate reals, and norms over the view are the complex norms.
+    - Tensor subclasses (FSDP2's DTensor ...) never reach the multi-tensor or native paths. With
+      ``local_shards`` (elementwise updates such as Lion's) a row of DTensors that share the parameter's
+      mesh and placements is replaced by its local shards, updated in place; every other subclass row goes to
+      the loop, where DTensor ops compute what needs the whole tensor (LAMB's norms, all-reduced).
+
+    Cost: one type and dtype check per parameter when every parameter is a plain real tensor (the common case,
+    which returns the lists as they are); no sync.
+    """
+    params = lists[0]
+    if all(type(p) in _PLAIN_TYPES and not p.is_complex() for p in params):
+        return [list(items) for items in lists], [[] for _ in lists]
+    plain: list[list[Tensor]] = [[] for _ in lists]
+    eager: list[list[Tensor]] = [[] for _ in lists]
+    for row in zip(*lists):
+        target = plain
+        if type(row[0]) not in _PLAIN_TYPES:
+            local = _local_shards(row) if local_shards else None
+            if local is None:
+                target = eager
+            else:
+                row = local
+        for out, item in zip(target, row):
+            out.append(torch.view_as_real(item) if item.is_complex() else item)
+    return plain, eager
+
+
+def _local_shards(row: Sequence[Tensor]) -> tuple[Tensor, ...] | None:
+    """The local shards of a row of DTensors laid out alike (same mesh and placements), else ``None``."""
+    try:
+        from torch.distributed.tensor import DTensor
+    except ImportError:  # torch built without distributed: no DTensor can exist
+        return None
+
+    first = row[0]
+    if not isinstance(first, DTensor):
+        return None
+    for item in row:
+        if (
+            not isinstance(item, DTensor)
+            or item.device_mesh != first.device_mesh
+            or item.placements != first.placements
+        ):
+            return None
+    return tuple(cast(DTensor, item).to_local() for item in row)
+
+
+def backfill_group_options(optimizer: torch.optim.Optimizer, defaults: dict[str, Any]) -> None:
+    """``setdefault`` every option of ``defaults`` (the class's own) and of ``optimizer.defaults`` in every
+    group, and in ``optimizer.defaults``: groups saved before an option existed load and step."""
+    for key, value in defaults.items():
+        optimizer.defaults.setdefault(key, value)
+    for group in optimizer.param_groups:
+        for key, value in optimizer.defaults.items():
+            if key != "params":
+                group.setdefault(key, value)
+
+
+def gather_gradients(
+    optimizer: torch.optim.Optimizer,
+) -> list[tuple[dict[str, Any], list[Tensor], list[Tensor]]]:
+    """Every group with its parameters that have a gradient and those gradients, checked for sparse layouts
+    before the step changes anything (a sparse gradient raises, naming the parameter). One pass over the
+    parameters, no sync."""
+    strided = torch.strided
+    gathered = []
+    for group in optimizer.param_groups:
+        params: list[Tensor] = []
+        grads: list[Tensor] = []
+        for param in group["params"]:
+            grad = param.grad
+            if grad is None:
+                continue
+            if grad.layout is not strided:
+                raise _sparse_error(optimizer, param, grad)
+            params.append(param)
+            grads.append(grad)
+        gathered.append((group, params, grads))
+    return gathered
+
+
+def _sparse_error(optimizer: torch.optim.Optimizer, param: Tensor, grad: Tensor) -> RuntimeError:
+    where = next(
+        f"param_groups[{g}]['params'][{i}]"
+        for g, group in enumerate(optimizer.param_groups)
+        for i, other in enumerate(group["params"])
+        if other is param
+    )
+    return RuntimeError(
+        f"{type(optimizer).__name__} does not support sparse gradients, got a {grad.layout} gradient for "
+        f"{where} (shape {tuple(param.shape)}); nothing was updated. Use dense gradients (e.g. "
+        "`nn.Embedding(..., sparse=False)`)."
+    )

@@ -6,13 +6,14 @@ multi-tensor ``torch.compile`` graph (one OpenMP region per tensor) reaches the 
 run the whole step in **one OpenMP parallel region** over the elements of every tensor, in one pass for Lion
 and in two cache-resident passes per batch of tensors for LAMB (see ``benchmarks/RESULTS.md``).
 
-How it is built: on Linux, the first use compiles ``_cpu_kernels.c`` (about 1 s) with ``$CC`` or the first of
-``cc``/``gcc``/``clang`` (or a C++ driver, compiling C), the vector ISA that PyTorch itself dispatches to on this CPU (AVX-512, AVX2 or the
-baseline; never ``-march=native``, so a cache on a shared home directory is safe on every node) and **the
-OpenMP runtime that PyTorch already loaded**, so the kernels share torch's thread pool and obey
-``torch.set_num_threads``. The library is cached under ``$LIGHTNING_RECIPES_CACHE_DIR`` (default
-``~/.cache/lightning_recipes/kernels``) by a hash of the source, flags and compiler, and installed with an
-atomic rename, so ranks that build it at the same time do not collide.
+How it is built: on Linux, the first use compiles ``_cpu_kernels.c`` (once per machine) with ``$CC`` or the
+first of ``cc``/``gcc``/``clang`` (or a C++ driver, compiling C), the vector ISA that PyTorch itself
+dispatches to on this CPU (AVX-512, AVX2 or the baseline; never ``-march=native``, so a cache on a shared home
+directory is safe on every node) and **the OpenMP runtime that PyTorch already loaded**, so the kernels share
+torch's thread pool and obey ``torch.set_num_threads``. The library is cached under
+``$LIGHTNING_RECIPES_CACHE_DIR`` (default ``~/.cache/lightning_recipes/kernels``) by a hash of the source,
+flags and compiler, and installed with an atomic rename, so ranks that build it at the same time do not
+collide.
 
 When anything is missing (not Linux, no compiler, torch not built with GNU OpenMP, a failed build) or
 ``LIGHTNING_RECIPES_NATIVE=0`` is set, :func:`native_kernels` returns ``None`` and the optimizers use their
@@ -262,8 +263,8 @@ def _load() -> NativeKernels | None:
         if not isa_flags:
             break
     rank_zero_warn(
-        "lightning_recipes: building the native CPU optimizer kernels failed, so Lion and Lamb use their torch "
-        f"paths (correct, slower). Set LIGHTNING_RECIPES_NATIVE=0 to skip the attempt. Errors: {errors}"
+        "lightning_recipes: building the native CPU optimizer kernels failed, so Lion and Lamb use their "
+        f"torch paths (correct, slower). Set LIGHTNING_RECIPES_NATIVE=0 to skip the attempt. Errors: {errors}"
     )
     return None
 

@@ -12,12 +12,15 @@ from torch.optim import Optimizer
 
 from lightning_recipes.optim._common import (
     Implementation,
+    backfill_group_options,
     check_betas,
     check_implementation,
     check_non_negative,
     check_positive,
     foreach_chunks,
+    gather_gradients,
     group_by_device_and_dtype,
+    prepare_tensors,
     resolve_device_implementation,
     split_for_auto,
     split_for_native,
@@ -92,6 +95,10 @@ def lamb_update_(
     if not params:
         return
     hp = _Hyper(lr, beta1, beta2, eps, weight_decay, layer_adaptation, trust_clip)
+    plain, eager = prepare_tensors((params, grads, exp_avgs, exp_avg_sqs, steps), local_shards=False)
+    if eager[0]:  # DTensors (FSDP2) and other subclasses: their own ops, so the norms are the whole tensor's
+        _lamb_for_loop(eager[0], eager[1], eager[2], eager[3], eager[4], hp)
+    params, grads, exp_avgs, exp_avg_sqs, steps = plain
     for ps, gs, ms, vs, ts in group_by_device_and_dtype(params, grads, exp_avgs, exp_avg_sqs, steps):
         chosen = resolve_device_implementation(implementation, ps[0].device)
         if chosen == "for_loop":
@@ -102,7 +109,7 @@ def lamb_update_(
             _lamb_compiled(ps, gs, ms, vs, ts, hp)
         elif chosen == "native":
             _lamb_native(ps, gs, ms, vs, ts, hp)
-        else:  # auto on CPU: compile the large tensors; foreach (cache-sized chunks) for the small ones
+        else:  # "compiled_split": compile the large tensors; foreach (cache-sized chunks) for the small ones
             big, small = split_for_auto(ps, gs, ms, vs)
             for subset, run in ((big, _lamb_compiled), (small, _lamb_foreach)):
                 if subset:
@@ -313,7 +320,9 @@ def _lamb_native(
 
 
 class Lamb(Optimizer):
-    """LAMB, Adam moments with a per-tensor trust ratio (`You et al. 2019 <https://arxiv.org/abs/1904.00962>`_).
+    """LAMB, Adam moments with a per-tensor trust ratio.
+
+    `You et al. 2019 <https://arxiv.org/abs/1904.00962>`_.
 
     The convention (the paper's Algorithm 2 with bias correction, as NVIDIA's NVLAMB): the Adam direction
     ``m_hat / (sqrt(v_hat) + eps)`` plus ``weight_decay * p`` is rescaled so that its norm equals the
@@ -327,12 +336,18 @@ class Lamb(Optimizer):
     one parallel region, batch by batch of about 512K elements: one pass updates ``m, v`` and sums ``p^2`` and
     ``u^2``, a second updates ``p`` while the batch is still in cache. Where it is unavailable, the compiled
     path (``auto`` on CPU for tensors of >= 65536 elements) makes two passes per tensor, the second while the
-    tensor is still in cache: a compiled kernel reads ``p, g, m, v`` once and returns ``lr * trust_ratio``, then
-    torch's fused AdamW kernel with that learning rate performs the step
+    tensor is still in cache: a compiled kernel reads ``p, g, m, v`` once and returns ``lr * trust_ratio``,
+    then torch's fused AdamW kernel with that learning rate performs the step
     (``p (1 - lr r wd) - lr r m_hat / (sqrt(v_hat) + eps)`` is exactly LAMB's). No host-device sync on any
     device (on CPU the fused kernel reads its 0-dim learning rate on the host, which involves no device).
     Transient memory: at most one tensor's size (for_loop), none (native, compiled) or two chunks of 256K
     elements on CPU / 4M elements on GPU (foreach). See ``benchmarks/RESULTS.md``.
+
+    FSDP2's sharded parameters (DTensors) take the per-tensor loop with DTensor ops, so the trust ratio uses
+    the whole parameter's norms (two all-reduces of a scalar per parameter per step over the shard's mesh);
+    other tensor subclasses take the loop too. Complex parameters are updated as their real views, as torch's
+    optimizers do (``v`` per real and imaginary part; the norms are the complex norms). ``maximize`` is not
+    supported.
 
     Args:
         params: Parameters or parameter groups (e.g. from :func:`~lightning_recipes.optim.param_groups`).
@@ -386,30 +401,40 @@ class Lamb(Optimizer):
         _validate_group(defaults)
         super().__init__(params, defaults)
 
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Back-fill group options added after a state dict or pickle was written, and turn numeric step
+        counters (python numbers, as older optimizers saved them) into float32 tensors, as torch's optimizers
+        do; ``load_state_dict`` calls this too."""
+        super().__setstate__(state)
+        backfill_group_options(self, _DEFAULTS)
+        for param_state in self.state.values():
+            step = param_state.get("step")
+            if step is not None and not torch.is_tensor(step):
+                param_state["step"] = torch.tensor(float(step), dtype=torch.float32)
+
     def add_param_group(self, param_group: dict[str, Any]) -> None:
+        """Add a group; its options (the defaults filled in) are validated before it joins the optimizer."""
+        if isinstance(param_group, dict):
+            _validate_group({**self.defaults, **param_group})
         super().add_param_group(param_group)
-        _validate_group(self.param_groups[-1])
 
     @torch.no_grad()
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
-        """Update every parameter that has a gradient; returns ``closure()``'s value if one was given."""
+        """Update every parameter that has a gradient; returns ``closure()``'s value if one was given.
+
+        Complex parameters are updated as their real views (as torch's optimizers do): the second moment is
+        per real and imaginary part, and the trust ratio's norms are the complex norms. A sparse gradient
+        raises before any parameter or state changes.
+        """
         loss = None
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
-        for group in self.param_groups:
-            params: list[Tensor] = []
-            grads: list[Tensor] = []
+        for group, params, grads in gather_gradients(self):
             exp_avgs: list[Tensor] = []
             exp_avg_sqs: list[Tensor] = []
             steps: list[Tensor] = []
-            for param in group["params"]:
-                if param.grad is None:
-                    continue
-                if param.grad.is_sparse:
-                    raise RuntimeError(
-                        "Lamb does not support sparse gradients; use dense gradients (e.g. `nn.Embedding(sparse=False)`)."
-                    )
+            for param in params:
                 state = self.state[param]
                 if "step" not in state:
                     state["step"] = torch.zeros((), dtype=_step_dtype(param), device=param.device)
@@ -418,8 +443,6 @@ class Lamb(Optimizer):
                 elif state["step"].device != param.device or state["step"].dtype != _step_dtype(param):
                     # torch's load_state_dict leaves "step" where it was saved; move it once
                     state["step"] = state["step"].to(device=param.device, dtype=_step_dtype(param))
-                params.append(param)
-                grads.append(param.grad)
                 exp_avgs.append(state["exp_avg"])
                 exp_avg_sqs.append(state["exp_avg_sq"])
                 steps.append(state["step"])
@@ -446,6 +469,18 @@ def _step_dtype(param: Tensor) -> torch.dtype:
     # float32 always (exact up to 2**24 steps), as torch's optimizers: Inductor (torch 2.13) drops in-place
     # updates of 0-dim float64 CPU inputs, so a float64 counter would never advance on the compiled path.
     return torch.float32
+
+
+# Every group option and its default: ``__setstate__`` back-fills them into groups saved before an option
+# existed. Keep in step with ``__init__``'s signature (a test checks).
+_DEFAULTS: dict[str, Any] = {
+    "betas": (0.9, 0.999),
+    "eps": 1e-6,
+    "weight_decay": 0.01,
+    "trust_clip": None,
+    "layer_adaptation": True,
+    "implementation": "auto",
+}
 
 
 def _validate_group(group: dict[str, Any]) -> None:

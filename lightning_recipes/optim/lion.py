@@ -11,12 +11,15 @@ from torch.optim import Optimizer
 
 from lightning_recipes.optim._common import (
     Implementation,
+    backfill_group_options,
     check_betas,
     check_implementation,
     check_non_negative,
     check_positive,
     foreach_chunks,
+    gather_gradients,
     group_by_device_and_dtype,
+    prepare_tensors,
     resolve_device_implementation,
     split_for_auto,
     split_for_native,
@@ -77,6 +80,11 @@ def lion_update_(
     check_implementation(implementation)
     if not params:
         return
+    (params, grads, exp_avgs), (eager_ps, eager_gs, eager_ms) = prepare_tensors(
+        (params, grads, exp_avgs), local_shards=True
+    )
+    if eager_ps:  # tensor subclasses other than alike-laid-out DTensors: their own ops, one tensor at a time
+        _lion_for_loop(eager_ps, eager_gs, eager_ms, lr, beta1, beta2, weight_decay)
     for ps, gs, ms in group_by_device_and_dtype(params, grads, exp_avgs):
         chosen = resolve_device_implementation(implementation, ps[0].device)
         if chosen == "for_loop":
@@ -87,7 +95,7 @@ def lion_update_(
             _lion_compiled(ps, gs, ms, lr, beta1, beta2, weight_decay)
         elif chosen == "native":
             _lion_native(ps, gs, ms, lr, beta1, beta2, weight_decay)
-        else:  # auto on CPU: compile the large tensors, loop over the small ones
+        else:  # "compiled_split": compile the large tensors, loop over the small ones
             big, small = split_for_auto(ps, gs, ms)
             if big:
                 _lion_compiled(
@@ -209,16 +217,22 @@ def _lion_native(
 
 
 class Lion(Optimizer):
-    """Lion, the sign-momentum optimizer found by program search (`Chen et al. 2023 <https://arxiv.org/abs/2302.06675>`_).
+    """Lion, the sign-momentum optimizer found by program search.
+
+    `Chen et al. 2023 <https://arxiv.org/abs/2302.06675>`_.
 
     Every coordinate moves by exactly ``lr`` per step (the sign of an interpolated momentum), so Lion needs a
-    learning rate **3-10x smaller** than AdamW's and a weight decay **3-10x larger** to keep the same effective
-    decay ``lr * weight_decay``. It keeps one state tensor per parameter (AdamW keeps two).
+    learning rate **3-10x smaller** than AdamW's and a weight decay **3-10x larger** to keep the same
+    effective decay ``lr * weight_decay``. It keeps one state tensor per parameter (AdamW keeps two).
 
     Cost: one read of ``p, g, m`` and one write of ``p, m`` per element with the native and compiled paths
     (20 B/elem in fp32, 0.71x AdamW's traffic); no host-device sync in :meth:`step`; transient memory none
     (native, compiled), at most one tensor's size (for_loop) or one chunk (foreach: 256K elements on CPU, 4M
     on GPU). See ``benchmarks/RESULTS.md``.
+
+    FSDP2's sharded parameters (DTensors) are updated shard by shard (the update is elementwise), on the same
+    paths as plain tensors; other tensor subclasses take the per-tensor loop. Complex parameters are updated
+    as their real views, as torch's optimizers do. ``maximize`` is not supported.
 
     Args:
         params: Parameters or parameter groups (e.g. from :func:`~lightning_recipes.optim.param_groups`).
@@ -227,7 +241,7 @@ class Lion(Optimizer):
         weight_decay: Decoupled weight decay, >= 0.
         implementation: ``"auto"`` (default), ``"for_loop"``, ``"foreach"``, ``"compiled"`` or ``"native"``;
             see :func:`lion_update_`. With ``"auto"`` on CPU the first step builds the native kernels once per
-            machine (about 1 s; later processes load them from the disk cache).
+            machine (later processes load them from the disk cache).
 
     Raises:
         ValueError: If an argument (or a group's override) is out of range.
@@ -261,31 +275,35 @@ class Lion(Optimizer):
         _validate_group(defaults)
         super().__init__(params, defaults)
 
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Back-fill group options added after a state dict or pickle was written, so that it still loads
+        and steps (``load_state_dict`` calls this too)."""
+        super().__setstate__(state)
+        backfill_group_options(self, _DEFAULTS)
+
     def add_param_group(self, param_group: dict[str, Any]) -> None:
+        """Add a group; its options (the defaults filled in) are validated before it joins the optimizer."""
+        if isinstance(param_group, dict):
+            _validate_group({**self.defaults, **param_group})
         super().add_param_group(param_group)
-        _validate_group(self.param_groups[-1])
 
     @torch.no_grad()
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
-        """Update every parameter that has a gradient; returns ``closure()``'s value if one was given."""
+        """Update every parameter that has a gradient; returns ``closure()``'s value if one was given.
+
+        Complex parameters are updated as their real views (real and imaginary parts as separate reals, as
+        torch's optimizers do). A sparse gradient raises before any parameter or state changes.
+        """
         loss = None
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
-        for group in self.param_groups:
-            params, grads, exp_avgs = [], [], []
-            for param in group["params"]:
-                if param.grad is None:
-                    continue
-                if param.grad.is_sparse:
-                    raise RuntimeError(
-                        "Lion does not support sparse gradients; use dense gradients (e.g. `nn.Embedding(sparse=False)`)."
-                    )
+        for group, params, grads in gather_gradients(self):
+            exp_avgs = []
+            for param in params:
                 state = self.state[param]
                 if "exp_avg" not in state:
                     state["exp_avg"] = torch.zeros_like(param, memory_format=torch.preserve_format)
-                params.append(param)
-                grads.append(param.grad)
                 exp_avgs.append(state["exp_avg"])
             beta1, beta2 = group["betas"]
             lion_update_(
@@ -299,6 +317,11 @@ class Lion(Optimizer):
                 implementation=group["implementation"],
             )
         return loss
+
+
+# Every group option and its default: ``__setstate__`` back-fills them into groups saved before an option
+# existed. Keep in step with ``__init__``'s signature (a test checks).
+_DEFAULTS: dict[str, Any] = {"betas": (0.9, 0.99), "weight_decay": 0.0, "implementation": "auto"}
 
 
 def _validate_group(group: dict[str, Any]) -> None:

@@ -71,7 +71,8 @@ def param_groups(
         raise ValueError(f"`weight_decay` must be a number >= 0, got {weight_decay!r}.")
     if isinstance(no_decay, str):
         raise ValueError(
-            f"`no_decay` must be an iterable of names or patterns, not a string: got {no_decay!r}; wrap it in a list."
+            f"`no_decay` must be an iterable of names or patterns, not a string: got {no_decay!r}; "
+            "wrap it in a list."
         )
     patterns = list(no_decay)
 
@@ -108,7 +109,8 @@ def param_groups(
         seen
     ):  # a parameter owned by no module cannot exist, but never drop one silently
         raise RuntimeError(
-            f"param_groups lost parameters: {len(seen)} trainable, {len(decay)} + {len(keep)} grouped. Please report this."
+            f"param_groups lost parameters: {len(seen)} trainable, {len(decay)} + {len(keep)} grouped. "
+            "Please report this."
         )
     groups: list[dict[str, Any]] = []
     if decay:

@@ -1,4 +1,5 @@
-"""Float64 references transcribed from the papers, one parameter tensor at a time, no shared code with the package."""
+"""Float64 references transcribed from the papers, one parameter tensor at a time, no shared code with the
+package."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from torch import Tensor
 
 
 def lion_reference_step(p: Tensor, g: Tensor, m: Tensor, *, lr: float, beta1: float, beta2: float, wd: float):
-    """Chen et al. 2023, Algorithm 2: c = b1 m + (1-b1) g; theta -= lr (sign(c) + lambda theta); m = b2 m + (1-b2) g."""
+    """Chen et al. 2023, Algorithm 2: c = b1 m + (1-b1) g; theta -= lr (sign(c) + lambda theta);
+    m = b2 m + (1-b2) g."""
     c = beta1 * m + (1 - beta1) * g
     p = p - lr * (torch.sign(c) + wd * p)
     m = beta2 * m + (1 - beta2) * g

@@ -48,8 +48,8 @@ def _run_against_reference(implementation: str, steps: int = 12) -> float:
         for i, g in enumerate(grads):
             h = hyper[i]
             ref[i] = lamb_reference_step(
-                *ref[i][:1], g, *ref[i][1:], t, lr=h["lr"], beta1=h["betas"][0], beta2=h["betas"][1], eps=h["eps"],
-                wd=h["weight_decay"], adapt=h["layer_adaptation"], trust_clip=h["trust_clip"],
+                *ref[i][:1], g, *ref[i][1:], t, lr=h["lr"], beta1=h["betas"][0], beta2=h["betas"][1],
+                eps=h["eps"], wd=h["weight_decay"], adapt=h["layer_adaptation"], trust_clip=h["trust_clip"],
             )  # fmt: skip
         for p, (rp, rm, rv) in zip(flat, ref):
             state = optimizer.state[p]

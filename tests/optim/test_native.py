@@ -270,7 +270,7 @@ def test_disabled_native_kernels_fall_back_to_the_torch_paths(monkeypatch):
     monkeypatch.setenv("LIGHTNING_RECIPES_NATIVE", "0")
     monkeypatch.setattr(_native, "_state", {})
     assert _native.native_kernels() is None
-    assert resolve_device_implementation("auto", torch.device("cpu")) in ("auto", "for_loop")
+    assert resolve_device_implementation("auto", torch.device("cpu")) in ("compiled_split", "for_loop")
     assert test_lion._run_against_reference("native", steps=3) < 1e-12
     assert test_lamb._run_against_reference("native", steps=3) < 1e-10
 
@@ -322,7 +322,8 @@ def test_a_cache_directory_others_can_write_to_is_not_used(monkeypatch, tmp_path
 _BUILD_AND_REPORT = textwrap.dedent(
     """
     import ctypes, os, torch
-    import sklearn.datasets  # scikit-learn's wheel brings a second copy of libgomp: the kernels must not use it
+    # scikit-learn's wheel brings a second copy of libgomp: the kernels must not use it
+    import sklearn.datasets
     from lightning_recipes.optim import _native, Lion
 
     class DlInfo(ctypes.Structure):
@@ -358,8 +359,9 @@ def _run(tmp_path: Path) -> subprocess.Popen:
 
 def test_concurrent_builds_share_one_cached_library_and_torchs_openmp_runtime(tmp_path):
     """Two processes (think: two DDP ranks) build into an empty cache at the same time; both load a working
-    library, the cache ends up with exactly one, a third process loads it without rebuilding, and the kernels'
-    OpenMP calls resolve to the very runtime torch uses (not scikit-learn's copy): they share torch's threads."""
+    library, the cache ends up with exactly one, a third process loads it without rebuilding, and the
+    kernels' OpenMP calls resolve to the very runtime torch uses (not scikit-learn's copy): they share torch's
+    threads."""
     first, second = _run(tmp_path), _run(tmp_path)
     outputs = [process.communicate(timeout=240) for process in (first, second)]
     for process, (_, err) in zip((first, second), outputs):
@@ -434,7 +436,8 @@ def test_ddp_ranks_step_identically_and_match_one_process(optimizer_name, two_th
     start = _RegressionNet(optimizer_name)
     single = _fit(optimizer_name, devices=1)
     # fork, not spawn: a spawn worker can abort in torch/gloo's interpreter teardown after `fit` has finished
-    # (seen once in 19 runs here, as in tests/strategies/test_ddp_presets.py); fork workers skip that teardown.
+    # (seen once in 19 runs here, as in tests/strategies/test_ddp_presets.py); fork workers skip that
+    # teardown.
     # A fresh process loading the kernels from the disk cache is covered by the concurrent-build test.
     distributed = _fit(optimizer_name, devices=2, strategy="ddp_fork")
     for before, a, b in zip(start.parameters(), single.parameters(), distributed.parameters()):

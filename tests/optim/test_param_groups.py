@@ -54,8 +54,8 @@ def test_decay_only_weight_matrices():
     assert _names(model, decay) == ["conv.weight", "custom.cls_token", "custom.proj.weight"]
     assert _names(model, no_decay) == [
         "bn.bias", "bn.weight", "conv.bias", "custom.pos_embed", "custom.proj.bias", "embed.weight",
-        "gn.bias", "gn.weight", "head.bias", "head.weight", "inorm.bias", "inorm.weight", "ln.bias", "ln.weight",
-        "rms.weight",
+        "gn.bias", "gn.weight", "head.bias", "head.weight", "inorm.bias", "inorm.weight", "ln.bias",
+        "ln.weight", "rms.weight",
     ]  # fmt: skip
 
 

@@ -1,0 +1,230 @@
+"""Lion and Lamb on FSDP2's sharded parameters (DTensors), and the inputs the native kernel must never see.
+
+FSDP2 parameters are DTensors; a DTensor's ``data_ptr`` is not its elements, and the native kernel once got
+them and killed the process. Every run that could crash runs in a subprocess, so a crash fails the test
+instead of killing pytest.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+from lightning_recipes.optim import Lamb, Lion, _native, lamb_update_, lion_update_
+from lightning_recipes.optim._common import split_for_native
+
+_REPO = Path(__file__).resolve().parents[2]
+
+_ONE_RANK = textwrap.dedent(
+    """
+    import socket, sys
+    import torch, torch.distributed as dist
+    from torch.distributed.fsdp import fully_shard
+    from lightning_recipes.optim import Lamb, Lion
+
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close()
+    dist.init_process_group("gloo", rank=0, world_size=1, init_method=f"tcp://127.0.0.1:{port}")
+    for name, implementation in [(n, i) for n in ("lion", "lamb") for i in ("auto", "native", "foreach")]:
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Linear(16, 4))
+        fully_shard(model)
+        optimizer = (Lion if name == "lion" else Lamb)(model.parameters(), implementation=implementation)
+        before = [p.full_tensor().clone() for p in model.parameters()]
+        model(torch.randn(4, 8)).sum().backward()
+        optimizer.step()
+        moved = all(not torch.equal(b, p.full_tensor()) for b, p in zip(before, model.parameters()))
+        print(name, implementation, "stepped" if moved else "did not move")
+    dist.destroy_process_group()
+    """
+)
+
+
+def _run_script(source: str, tmp_path: Path, *args: str, timeout: float = 240) -> subprocess.CompletedProcess:
+    script = tmp_path / "script.py"
+    script.write_text(source)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(_REPO), os.environ.get("PYTHONPATH")])),
+    }
+    return subprocess.run(
+        [sys.executable, str(script), *args], capture_output=True, text=True, timeout=timeout, env=env
+    )
+
+
+def test_fully_sharded_parameters_step_without_crashing(tmp_path):
+    """The issue's reproduction: a ``fully_shard``ed module on a 1-rank gloo group, one step (segfaulted)."""
+    result = _run_script(_ONE_RANK, tmp_path)
+    assert result.returncode == 0, f"exit code {result.returncode}\n{result.stdout}\n{result.stderr[-3000:]}"
+    lines = result.stdout.split("\n")
+    for name in ("lion", "lamb"):
+        for implementation in ("auto", "native", "foreach"):
+            assert f"{name} {implementation} stepped" in lines
+
+
+_TWO_RANKS = textwrap.dedent(
+    """
+    import socket, sys
+    import torch, torch.distributed as dist
+    import torch.multiprocessing as mp
+    from torch.distributed.fsdp import fully_shard
+    sys.path.insert(0, sys.argv[3])
+    from tests.optim.test_fsdp2_routing import build_model, batches, make_optimizer
+
+    def worker(rank, port, name, out):
+        torch.set_num_threads(1)
+        dist.init_process_group("gloo", rank=rank, world_size=2, init_method=f"tcp://127.0.0.1:{port}")
+        model = build_model()
+        for layer in model:
+            fully_shard(layer)
+        fully_shard(model)
+        optimizer = make_optimizer(name, model)
+        for x, y in batches():  # the same batch on both ranks: FSDP2 averages two equal gradients
+            optimizer.zero_grad()
+            torch.nn.functional.mse_loss(model(x), y).backward()
+            optimizer.step()
+        full = [p.full_tensor() for p in model.parameters()]
+        if rank == 0:
+            torch.save(full, out)
+        dist.destroy_process_group()
+
+    if __name__ == "__main__":
+        s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close()
+        mp.spawn(worker, args=(port, sys.argv[1], sys.argv[2]), nprocs=2)
+    """
+)
+
+
+def build_model() -> torch.nn.Module:
+    # 7 and 5 rows: uneven shards over 2 ranks (FSDP2 pads them); float64 so that sums in another order agree
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(6, 7), torch.nn.Tanh(), torch.nn.Linear(7, 5)).double()
+
+
+def batches() -> list[tuple[torch.Tensor, torch.Tensor]]:
+    generator = torch.Generator().manual_seed(1)
+    return [(torch.randn(8, 6, generator=generator, dtype=torch.float64),
+             torch.randn(8, 5, generator=generator, dtype=torch.float64)) for _ in range(4)]  # fmt: skip
+
+
+def make_optimizer(name: str, model: torch.nn.Module) -> torch.optim.Optimizer:
+    # lr large enough that a shard-local trust ratio (||p_shard|| / ||u_shard||) would visibly differ
+    if name == "lion":
+        return Lion(model.parameters(), lr=0.01, weight_decay=0.1)
+    return Lamb(model.parameters(), lr=0.05, weight_decay=0.1)
+
+
+@pytest.mark.parametrize("name", ["lion", "lamb"])
+def test_two_rank_fsdp2_matches_one_unsharded_process(name, tmp_path):
+    """Two gloo processes with every layer ``fully_shard``ed give the parameters of one plain process: Lion
+    updates the local shards, Lamb's trust ratio uses the whole tensor's norms (all-reduced over the mesh)."""
+    out = tmp_path / "full.pt"
+    result = _run_script(_TWO_RANKS, tmp_path, name, str(out), str(_REPO), timeout=300)
+    assert result.returncode == 0, f"exit code {result.returncode}\n{result.stdout}\n{result.stderr[-3000:]}"
+    sharded = torch.load(out)
+    model = build_model()
+    start = [p.detach().clone() for p in model.parameters()]
+    optimizer = make_optimizer(name, model)
+    for x, y in batches():
+        optimizer.zero_grad()
+        torch.nn.functional.mse_loss(model(x), y).backward()
+        optimizer.step()
+    for before, expected, got in zip(start, model.parameters(), sharded):
+        assert not torch.equal(before, expected)
+        torch.testing.assert_close(got, expected.detach(), rtol=0, atol=1e-12)
+
+
+# ---- what the routing hands to the native kernel ---------------------------------------------------------
+
+
+class _Tagged(torch.Tensor):
+    """A trivial tensor subclass (as quantisation or tracing libraries define)."""
+
+
+def _exotic_cases() -> dict[str, tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+    base = torch.randn(4, 6, dtype=torch.float64)
+    grad = torch.randn(4, 6, dtype=torch.float64)
+    conv = torch.randn(2, 3, 4, 4, dtype=torch.float64)
+    return {
+        "transposed": (base.t(), grad.t(), torch.zeros(6, 4, dtype=torch.float64).t().t()),
+        "channels_last": (
+            conv.to(memory_format=torch.channels_last),
+            torch.randn_like(conv).to(memory_format=torch.channels_last),
+            torch.zeros_like(conv).to(memory_format=torch.channels_last),
+        ),
+        "expanded_grad": (
+            base.clone(), torch.randn(1, 6, dtype=torch.float64).expand(4, 6), torch.zeros(4, 6).double()
+        ),
+        "strided_slice": (base[:, ::2], grad[:, ::2], torch.zeros(4, 3, dtype=torch.float64)),
+        "subclass": (base.clone().as_subclass(_Tagged), grad.clone(), torch.zeros(4, 6, dtype=torch.float64)),
+        "meta": tuple(torch.empty(4, 6, device="meta") for _ in range(3)),
+        "complex": (torch.randn(5, dtype=torch.complex64), torch.randn(5, dtype=torch.complex64),
+                    torch.zeros(5, dtype=torch.complex64)),
+        "mixed_dtypes": (base.clone(), grad.float(), torch.zeros(4, 6, dtype=torch.float64)),
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("case", sorted(_exotic_cases()))
+def test_the_native_routing_refuses_exotic_tensors(case):
+    p, g, m = _exotic_cases()[case]
+    taken, others = split_for_native([p], [g], [m])
+    assert (taken, others) == ([], [0])
+
+
+def test_plain_contiguous_tensors_and_disjoint_views_of_one_storage_are_taken():
+    flat = torch.zeros(20)
+    views = [flat[:8], flat[8:20].view(3, 4)]  # DDP's gradient buckets look like this
+    taken, _ = split_for_native(views, views, [torch.zeros(8), torch.zeros(3, 4)])
+    assert taken == [0, 1]
+    assert split_for_native([torch.nn.Parameter(torch.zeros(3))], [torch.zeros(3)])[0] == [0]
+
+
+_EXOTIC_STEP = textwrap.dedent(
+    """
+    import sys, torch
+    sys.path.insert(0, sys.argv[1])
+    from tests.optim.test_fsdp2_routing import _exotic_cases
+    from lightning_recipes.optim import lamb_update_, lion_update_
+    for case, (p, g, m) in sorted(_exotic_cases().items()):
+        if case == "mixed_dtypes":
+            continue  # not a valid optimizer input (torch's own optimizers refuse it too)
+        p, g, m = p.clone() if case != "meta" else p, g, m.clone() if case != "meta" else m
+        lion_update_([p], [g], [m], lr=0.1, beta1=0.9, beta2=0.99, weight_decay=0.1, implementation="native")
+        v, t = torch.zeros_like(m), torch.zeros(())
+        lamb_update_([p], [g], [m], [v], [t], lr=0.1, beta1=0.9, beta2=0.99, eps=1e-6, weight_decay=0.1,
+                     implementation="native")
+        print(case, "ok")
+    """
+)
+
+
+@pytest.mark.skipif(not _native.native_available(), reason="the native kernels did not build here")
+def test_exotic_tensors_step_on_the_native_route_without_crashing(tmp_path):
+    result = _run_script(_EXOTIC_STEP, tmp_path, str(_REPO))
+    assert result.returncode == 0, f"exit code {result.returncode}\n{result.stdout}\n{result.stderr[-3000:]}"
+    assert result.stdout.count(" ok") == len(_exotic_cases()) - 1
+
+
+@pytest.mark.parametrize("layout", ["transposed", "channels_last", "strided_slice", "subclass"])
+def test_exotic_tensors_get_the_reference_result_on_every_route(layout):
+    cases = _exotic_cases()
+    for implementation in ("native", "auto", "foreach", "for_loop"):
+        p, g, m = (t.clone() if t.device.type != "meta" else t for t in cases[layout])
+        ref_p, ref_g, ref_m = (t.as_subclass(torch.Tensor).contiguous().clone() for t in (p, g, m))
+        lion_update_(
+            [p], [g], [m], lr=0.1, beta1=0.9, beta2=0.99, weight_decay=0.1, implementation=implementation
+        )
+        lion_update_([ref_p], [ref_g], [ref_m], lr=0.1, beta1=0.9, beta2=0.99, weight_decay=0.1)
+        torch.testing.assert_close(p.as_subclass(torch.Tensor), ref_p, rtol=0, atol=1e-14)
+        v, t = torch.zeros_like(m), torch.zeros(())
+        ref_v, ref_t = torch.zeros_like(ref_m), torch.zeros(())
+        lamb_update_([p], [g], [m], [v], [t], lr=0.1, beta1=0.9, beta2=0.99, eps=1e-6, weight_decay=0.1,
+                     implementation=implementation)  # fmt: skip
+        lamb_update_([ref_p], [ref_g], [ref_m], [ref_v], [ref_t], lr=0.1, beta1=0.9, beta2=0.99, eps=1e-6,
+                     weight_decay=0.1)  # fmt: skip
+        torch.testing.assert_close(p.as_subclass(torch.Tensor), ref_p, rtol=0, atol=1e-14)
