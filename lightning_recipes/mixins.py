@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 from typing import Any, ClassVar
 
 from lightning.pytorch.utilities import rank_zero_info
 from torch.utils.data import DataLoader
 
-from lightning_recipes.optim._common import check_betas, check_non_negative, check_positive
+from lightning_recipes._validation import check_choice
 from lightning_recipes.optim.build import build_optimizer, build_scheduler
+from lightning_recipes.optim.names import OPTIMIZERS, RECIPE_OPTIMIZERS
 from lightning_recipes.optim.param_groups import param_groups
 from lightning_recipes.optim.scaling import scale_lr
-from lightning_recipes.optim.schedules import resolve_steps
-from lightning_recipes.recipe import OPTIMIZER_DEFAULTS, SCHEDULE_DEFAULTS, OptimizerRecipe
+from lightning_recipes.optim.schedules import resolve_warmup, warmup_fields
+from lightning_recipes.recipe import SCHEDULE_DEFAULTS, OptimizerRecipe, check_fields
 
 __all__ = ["AdamWRecipe", "LambRecipe", "LionRecipe", "OptimizerRecipeMixin"]
 
@@ -25,7 +27,7 @@ class OptimizerRecipeMixin:
     Put it before ``LightningModule`` in the bases. Configuration, field by field: ``self.recipe``
     (an :class:`~lightning_recipes.OptimizerRecipe`, or a dict of its fields) > ``self.hparams`` keys of the
     same names (``lr``, ``weight_decay``, ``optimizer``, ...) > the optimizer's defaults
-    (``lightning_recipes.recipe.OPTIMIZER_DEFAULTS``: Lion gets 10x lower lr, 10x higher weight decay than
+    (``lightning_recipes.optim.names.OPTIMIZERS``: Lion gets 10x lower lr, 10x higher weight decay than
     AdamW) > the class's ``default_optimizer``.
 
     ``configure_optimizers`` builds:
@@ -70,12 +72,22 @@ class OptimizerRecipeMixin:
     recipe_summary: dict[str, Any]
 
     def resolve_recipe(self) -> dict[str, Any]:
-        """Every recipe field with its value after the precedence rules (``recipe`` > ``hparams`` > defaults)."""
+        """Every recipe field with its value after the precedence rules (``recipe`` > ``hparams`` > defaults).
+
+        The warm-up is one choice: ``warmup_steps`` or ``warmup_ratio`` from the first source that sets either
+        (the other is ``None``); neither anywhere gives ``warmup_ratio=0.05``. Values from ``hparams`` are
+        checked as the recipe's are (naming the field).
+        """
         hparams: Any = getattr(self, "hparams", {}) or {}
         recipe = getattr(self, "recipe", None)
         if recipe is None and isinstance(hparams.get("recipe"), (OptimizerRecipe, dict)):
-            recipe = hparams["recipe"]
+            recipe = hparams["recipe"]  # a dict when read back from hparams.yaml
         if isinstance(recipe, dict):
+            unknown = sorted(set(recipe) - set(OptimizerRecipe.field_names()))
+            if unknown:
+                raise ValueError(
+                    f"`recipe` has unknown field(s) {unknown}; allowed: {OptimizerRecipe.field_names()}."
+                )
             recipe = OptimizerRecipe(**recipe)
         if recipe is not None and not isinstance(recipe, OptimizerRecipe):
             raise TypeError(
@@ -87,20 +99,22 @@ class OptimizerRecipeMixin:
             return hparams.get(name) if value is None else value
 
         optimizer = pick("optimizer") or self.default_optimizer
-        if optimizer not in OPTIMIZER_DEFAULTS:
-            raise ValueError(f"`optimizer` must be one of {tuple(OPTIMIZER_DEFAULTS)}, got {optimizer!r}.")
-        defaults = {**SCHEDULE_DEFAULTS, **OPTIMIZER_DEFAULTS[optimizer]}
+        check_choice("optimizer", optimizer, RECIPE_OPTIMIZERS)
+        defaults = {**SCHEDULE_DEFAULTS, **OPTIMIZERS[optimizer].defaults}
         resolved: dict[str, Any] = {"optimizer": optimizer}
         for name in OptimizerRecipe.field_names():
-            if name != "optimizer":
+            if name not in ("optimizer", "warmup_steps", "warmup_ratio"):
                 value = pick(name)
                 resolved[name] = defaults[name] if value is None else value
         resolved["betas"] = tuple(resolved["betas"])
-        check_positive("lr", resolved["lr"])
-        check_non_negative("weight_decay", resolved["weight_decay"])
-        check_betas(resolved["betas"])
-        if resolved["eps"] is not None:
-            check_positive("eps", resolved["eps"])
+        if recipe is not None and (recipe.warmup_steps is not None or recipe.warmup_ratio is not None):
+            warmup = (recipe.warmup_steps, recipe.warmup_ratio)
+        elif hparams.get("warmup_steps") is not None or hparams.get("warmup_ratio") is not None:
+            warmup = warmup_fields(hparams.get("warmup_steps"), hparams.get("warmup_ratio"), stacklevel=3)
+        else:
+            warmup = (None, defaults["warmup_ratio"])
+        resolved["warmup_steps"], resolved["warmup_ratio"] = warmup
+        check_fields(SimpleNamespace(**resolved))
         return resolved
 
     def configure_optimizers(self) -> Any:
@@ -117,7 +131,7 @@ class OptimizerRecipeMixin:
                 f"(estimated_stepping_batches is {total})."
             )
         total_steps = max(1, int(total))
-        batch_size = recipe["batch_size"] or _loader_batch_size(trainer.train_dataloader)
+        batch_size = recipe["batch_size"] or _train_batch_size(trainer)
         replicas = trainer.num_devices * trainer.num_nodes * trainer.accumulate_grad_batches
         global_batch = batch_size * replicas if batch_size else None
         lr = recipe["lr"]
@@ -144,12 +158,12 @@ class OptimizerRecipeMixin:
         warmup = (
             0
             if recipe["schedule"] == "none"
-            else resolve_steps("warmup_steps", recipe["warmup_steps"], total_steps)
+            else resolve_warmup(recipe["warmup_steps"], recipe["warmup_ratio"], total_steps)
         )
         scheduler = build_scheduler(
             recipe["schedule"],
             optimizer,
-            warmup_steps=recipe["warmup_steps"],
+            warmup_steps=warmup,
             total_steps=total_steps,
             min_lr_ratio=recipe["min_lr_ratio"],
         )
@@ -235,6 +249,19 @@ class LambRecipe(OptimizerRecipeMixin):
     """
 
     default_optimizer: ClassVar[str] = "lamb"
+
+
+def _train_batch_size(trainer: Any) -> int | None:
+    """The per-device batch size of the loader the Trainer trains on.
+
+    ``trainer.train_dataloader`` is ``None`` until the fit loop has set its data up, which Lightning's
+    ``estimated_stepping_batches`` does only when it needs the epoch length (not with ``max_steps`` alone).
+    ``fit_loop.setup_data()`` is what Lightning runs itself there and at the start of the loop; it is a no-op
+    once done, so the loader is built once either way and is the one training then uses.
+    """
+    if trainer.train_dataloader is None and trainer.state.fn == "fit":
+        trainer.fit_loop.setup_data()
+    return _loader_batch_size(trainer.train_dataloader)
 
 
 def _loader_batch_size(loader: Any) -> int | None:

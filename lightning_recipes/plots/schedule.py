@@ -61,6 +61,7 @@ def schedule_values(schedule: Any, total_steps: int, *, lr: float | None = None)
             recipe["schedule"],
             optimizer,
             warmup_steps=recipe["warmup_steps"],
+            warmup_ratio=recipe["warmup_ratio"],
             total_steps=total_steps,
             min_lr_ratio=recipe["min_lr_ratio"],
         )
