@@ -37,7 +37,8 @@ class OptimizerSpec:
         name: The name users write (``OptimizerRecipe(optimizer=...)``, ``--optimizer``).
         class_name: The optimizer class the builder returns (``torch.optim.AdamW``, ``Lion``, ...).
         state_tensors: Optimizer-state tensors kept per parameter, each the parameter's shape.
-        step_bytes: Bytes of per-tensor scalar state (torch.optim's ``step``: 4 bytes, fp32 tensor).
+        step_bytes: Bytes of per-tensor scalar state (a ``step`` count kept as a 0-d fp32 tensor, as torch.optim's
+            AdamW and our Lamb do: 4).
         defaults: The recipe's defaults (``lr``, ``weight_decay``, ``betas``, ``eps``); empty for optimizers
             the memory estimator knows but the recipe does not build.
     """
@@ -67,7 +68,7 @@ OPTIMIZERS: Mapping[str, OptimizerSpec] = MappingProxyType(
         for spec in (
             _spec("adamw", "AdamW", 2, 4, lr=1e-3, weight_decay=0.05, betas=(0.9, 0.999), eps=1e-8),
             _spec("lion", "Lion", 1, 0, lr=1e-4, weight_decay=0.5, betas=(0.9, 0.99), eps=None),
-            _spec("lamb", "Lamb", 2, 0, lr=1e-3, weight_decay=0.01, betas=(0.9, 0.999), eps=1e-6),
+            _spec("lamb", "Lamb", 2, 4, lr=1e-3, weight_decay=0.01, betas=(0.9, 0.999), eps=1e-6),
             # known to the memory estimator only
             _spec("adam", "Adam", 2, 4),
             _spec("sgd_momentum", "SGD", 1, 0),
