@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import typing
 import warnings
+from pathlib import Path
 
 import lightning.pytorch as pl
 import pytest
@@ -95,7 +96,7 @@ def test_hparams_values_are_checked_when_resolved():
             super().__init__()
             self.save_hyperparameters()
 
-    with pytest.raises(ValueError, match="`lr` must be a finite number > 0, got -3.0"):
+    with pytest.raises(ValueError, match=r"`lr` must be a finite number > 0, got -3\.0"):
         Net().resolve_recipe()
     with pytest.raises(ValueError, match=r"`recipe` has unknown field\(s\) \['learning_rate'\]"):
         SavedNet({"learning_rate": 0.1}).resolve_recipe()  # type: ignore[arg-type]
@@ -156,7 +157,7 @@ def test_hparams_yaml_round_trips_through_lightning_loaders(tmp_path, logger_cls
     trainer.save_checkpoint(ckpt)
 
     hparams_file = f"{logger.log_dir}/hparams.yaml"
-    text = open(hparams_file).read()
+    text = Path(hparams_file).read_text()
     assert "!!python" not in text, text
     assert (
         yaml.safe_load(text)["recipe"] == RECIPE.to_dict()
@@ -286,7 +287,7 @@ def test_memory_estimator_counts_the_table_state():
 
     table = getattr(memory, "OPTIMIZER_STATES", None)
     if table is None:  # the estimator reads optim.names directly
-        assert "optim.names" in open(memory.__file__).read()
+        assert "optim.names" in Path(memory.__file__).read_text()
         return
     assert set(table) == set(OPTIMIZERS)
     for name, (states, step_bytes) in table.items():
