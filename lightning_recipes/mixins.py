@@ -41,8 +41,8 @@ class OptimizerRecipeMixin:
 
     It logs once, on rank zero, at fit start: the optimizer, the groups with parameter counts, the global
     batch size, the peak lr and warmup/total steps; the same facts are kept in ``self.recipe_summary``.
-    Outside a Trainer (``preflight``, or calling ``configure_optimizers()`` by hand) the run length is unknown,
-    so it returns the optimizer alone, at the unscaled peak lr, with no schedule.
+    Outside a Trainer (``preflight``, or calling ``configure_optimizers()`` by hand) the run length is
+    unknown, so it returns the optimizer alone, at the unscaled peak lr, with no schedule.
 
     Cost: one walk over the modules at fit start; nothing per step.
 
@@ -62,7 +62,8 @@ class OptimizerRecipeMixin:
         >>> model = Model(lr=3e-4)  # TinyClassifier saves `lr` in hparams: it beats Lion's default 1e-4
         >>> model.recipe = OptimizerRecipe(warmup_steps=2, schedule="linear")
         >>> fast_trainer(max_steps=4).fit(model, random_classification_loader())
-        >>> model.recipe_summary["optimizer"], model.recipe_summary["total_steps"], model.recipe_summary["peak_lr"]
+        >>> summary = model.recipe_summary
+        >>> summary["optimizer"], summary["total_steps"], summary["peak_lr"]
         ('Lion', 4, 0.0003)
     """
 
@@ -91,7 +92,8 @@ class OptimizerRecipeMixin:
             recipe = OptimizerRecipe(**recipe)
         if recipe is not None and not isinstance(recipe, OptimizerRecipe):
             raise TypeError(
-                f"`recipe` must be an OptimizerRecipe, a dict of its fields or None, got {type(recipe).__name__}."
+                "`recipe` must be an OptimizerRecipe, a dict of its fields or None, got "
+                f"{type(recipe).__name__}."
             )
 
         def pick(name: str) -> Any:
@@ -138,11 +140,13 @@ class OptimizerRecipeMixin:
         if recipe["scale_lr"] is not None:
             if recipe["base_batch_size"] is None:
                 raise ValueError(
-                    f"`scale_lr={recipe['scale_lr']!r}` needs `base_batch_size` (the batch size `lr` was tuned at)."
+                    f"`scale_lr={recipe['scale_lr']!r}` needs `base_batch_size` (the batch size `lr` was "
+                    "tuned at)."
                 )
             if global_batch is None:
                 raise ValueError(
-                    "`scale_lr` needs the batch size: set `recipe.batch_size` (the training DataLoader has none)."
+                    "`scale_lr` needs the batch size: set `recipe.batch_size` (the training DataLoader has "
+                    "none)."
                 )
             lr = scale_lr(lr, recipe["base_batch_size"], global_batch, rule=recipe["scale_lr"])
         groups = param_groups(module, recipe["weight_decay"])
@@ -223,7 +227,8 @@ class AdamWRecipe(OptimizerRecipeMixin):
 
 
 class LionRecipe(OptimizerRecipeMixin):
-    """:class:`OptimizerRecipeMixin` defaulting to :class:`~lightning_recipes.optim.Lion` (lr 1e-4, weight decay 0.5).
+    """:class:`OptimizerRecipeMixin` defaulting to :class:`~lightning_recipes.optim.Lion` (lr 1e-4, weight
+    decay 0.5).
 
     Example:
         >>> from lightning_recipes.testing import TinyClassifier
@@ -238,7 +243,8 @@ class LionRecipe(OptimizerRecipeMixin):
 
 
 class LambRecipe(OptimizerRecipeMixin):
-    """:class:`OptimizerRecipeMixin` defaulting to :class:`~lightning_recipes.optim.Lamb` (lr 1e-3, weight decay 0.01).
+    """:class:`OptimizerRecipeMixin` defaulting to :class:`~lightning_recipes.optim.Lamb` (lr 1e-3, weight
+    decay 0.01).
 
     Example:
         >>> from lightning_recipes.testing import TinyClassifier
@@ -293,9 +299,13 @@ def _format_summary(
         )
     lr = f"peak lr {summary['peak_lr']:.4g}"
     if recipe["scale_lr"] is not None:
-        lr += f" ({recipe['scale_lr']}-scaled from {summary['base_lr']:.4g} at batch {recipe['base_batch_size']})"
+        lr += (
+            f" ({recipe['scale_lr']}-scaled from {summary['base_lr']:.4g}"
+            f" at batch {recipe['base_batch_size']})"
+        )
     return (
         f"lightning_recipes: {summary['optimizer']} ({summary['implementation']}) | {lr} | {batch} | "
-        f"schedule {summary['schedule']}: warmup {summary['warmup_steps']} / total {summary['total_steps']} steps"
+        f"schedule {summary['schedule']}: warmup {summary['warmup_steps']} / "
+        f"total {summary['total_steps']} steps"
         f" | groups: {groups}"
     )

@@ -1,4 +1,4 @@
-"""``OptimizerRecipe``: the optimizer + schedule configuration the recipe mixins read (LightningCLI-friendly)."""
+"""``OptimizerRecipe``: the optimizer + schedule configuration the recipe mixins read (LightningCLI-ready)."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ __all__ = ["OPTIMIZER_DEFAULTS", "SCHEDULE_DEFAULTS", "OptimizerRecipe"]
 OPTIMIZER_DEFAULTS: dict[str, dict[str, Any]] = {
     name: dict(OPTIMIZERS[name].defaults) for name in RECIPE_OPTIMIZERS
 }
-#: Defaults of the fields that do not depend on the optimizer (``warmup_steps``: ``None`` -> ``warmup_ratio``).
+#: Defaults of the fields that do not depend on the optimizer (no ``warmup_steps``: ``warmup_ratio`` 0.05).
 SCHEDULE_DEFAULTS: dict[str, Any] = {
     "warmup_steps": None,
     "warmup_ratio": 0.05,
@@ -52,9 +52,10 @@ class OptimizerRecipe:
     """What the recipe mixins build in ``configure_optimizers``. Every field left ``None`` falls back to the
     module's ``hparams`` key of the same name, then to the optimizer's default (``OPTIMIZER_DEFAULTS``).
 
-    Works as a LightningCLI argument: give your module an ``__init__(..., recipe: OptimizerRecipe | None = None)``
-    and set ``model.init_args.recipe.optimizer: lion`` in YAML. ``save_hyperparameters()`` writes it to
-    ``hparams.yaml`` as a plain mapping (:meth:`to_dict`), which the mixins accept back.
+    Works as a LightningCLI argument: give your module an
+    ``__init__(..., recipe: OptimizerRecipe | None = None)`` and set
+    ``model.init_args.recipe.optimizer: lion`` in YAML. ``save_hyperparameters()`` writes it to ``hparams.yaml`` as a plain mapping (:meth:`to_dict`),
+    which the mixins accept back.
 
     Every field is checked here, at construction; only what needs the run length (warm-up vs total steps) is
     checked at fit.
@@ -134,7 +135,8 @@ class OptimizerRecipe:
 
 def check_fields(values: Any) -> None:
     """Check every recipe field that is set (not ``None``) on ``values`` (an ``OptimizerRecipe`` or any object
-    with the same attributes, e.g. the mixins' resolved values), naming the field, the value and what is allowed.
+    with the same attributes, e.g. the mixins' resolved values), naming the field, the value and what is
+    allowed.
 
     Example:
         >>> check_fields(OptimizerRecipe())  # all unset: nothing to check

@@ -142,7 +142,7 @@ def test_mixin_warmup_from_steps_or_ratio(recipe, expected_warmup):
     assert model.recipe_summary["warmup_steps"] == expected_warmup  # default: ceil(0.05 * 8) = 1
 
 
-# ---------------------------------------------------------------- hparams.yaml as plain data (issue 12 item 4)
+# ------------------------------------------------------------ hparams.yaml as plain data (issue 12 item 4)
 
 RECIPE = OptimizerRecipe(optimizer="lamb", lr=2e-3, betas=(0.8, 0.95), warmup_ratio=0.25, schedule="wsd")
 
@@ -278,7 +278,8 @@ def _estimator_has_its_own_table() -> bool:
 @pytest.mark.xfail(
     _estimator_has_its_own_table(),
     strict=True,
-    reason="strategies/memory.py keeps its own OPTIMIZER_STATES, which misses Lamb's 4-byte `step` per tensor, "
+    reason="strategies/memory.py keeps its own OPTIMIZER_STATES, which misses Lamb's 4-byte `step` per "
+    "tensor, "
     "until it reads optim.names (change listed for the lead)",
 )
 def test_memory_estimator_counts_the_table_state():

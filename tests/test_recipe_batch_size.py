@@ -1,6 +1,7 @@
-"""Issue 12 item 3: the recipe finds the per-device batch size of the loader the Trainer trains on, whatever
-bounds the run (`max_steps` alone, `max_epochs`) and whatever the loader holds (dict batches, a batch_sampler),
-and the global batch counts every DDP process and accumulation. Real Trainers, real `ddp_spawn` workers."""
+"""Issue 12 item 3: the recipe finds the per-device batch size of the loader the Trainer trains on,
+whatever bounds the run (`max_steps` alone, `max_epochs`) and whatever the loader holds (dict batches, a
+batch_sampler), and the global batch counts every DDP process and accumulation. Real Trainers, real
+`ddp_spawn` workers."""
 
 from __future__ import annotations
 

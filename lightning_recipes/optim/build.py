@@ -35,15 +35,17 @@ def build_optimizer(
     implementation: Implementation = "auto",
 ) -> Optimizer:
     """``"adamw"`` -> ``torch.optim.AdamW`` (``fused=True`` where the device has a fused kernel: CPU and CUDA,
-    ~3x faster than torch's CPU default), ``"lion"`` -> :class:`Lion`, ``"lamb"`` -> :class:`Lamb`: the names of
-    :data:`lightning_recipes.optim.names.RECIPE_OPTIMIZERS`. ``eps=None`` takes the name's default there.
+    ~3x faster than torch's CPU default), ``"lion"`` -> :class:`Lion`, ``"lamb"`` -> :class:`Lamb`: the
+    names of :data:`lightning_recipes.optim.names.RECIPE_OPTIMIZERS`. ``eps=None`` takes the name's default
+    there.
 
     Raises:
         ValueError: For an unknown ``name`` or out-of-range hyper-parameters.
 
     Example:
         >>> import torch
-        >>> opt = build_optimizer("adamw", torch.nn.Linear(2, 2).parameters(), lr=1e-3, weight_decay=0.0, betas=(0.9, 0.999))
+        >>> params = torch.nn.Linear(2, 2).parameters()
+        >>> opt = build_optimizer("adamw", params, lr=1e-3, weight_decay=0.0, betas=(0.9, 0.999))
         >>> type(opt).__name__, opt.defaults["fused"]
         ('AdamW', True)
     """
@@ -78,7 +80,8 @@ def build_scheduler(
     warmup_ratio: float | None = None,
 ) -> LambdaLR | None:
     """The named warmup schedule (one of :data:`lightning_recipes.optim.names.SCHEDULES`) over ``total_steps``
-    (``None`` for ``"none"``); step it every optimizer step. Warm-up: ``warmup_steps`` (int) or ``warmup_ratio``.
+    (``None`` for ``"none"``); step it every optimizer step. Warm-up: ``warmup_steps`` (int) or
+    ``warmup_ratio``.
 
     Raises:
         ValueError: For an unknown ``name``, both warm-up arguments or out-of-range lengths.

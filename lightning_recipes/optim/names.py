@@ -37,8 +37,8 @@ class OptimizerSpec:
         name: The name users write (``OptimizerRecipe(optimizer=...)``, ``--optimizer``).
         class_name: The optimizer class the builder returns (``torch.optim.AdamW``, ``Lion``, ...).
         state_tensors: Optimizer-state tensors kept per parameter, each the parameter's shape.
-        step_bytes: Bytes of per-tensor scalar state (a ``step`` count kept as a 0-d fp32 tensor, as torch.optim's
-            AdamW and our Lamb do: 4).
+        step_bytes: Bytes of per-tensor scalar state (a ``step`` count kept as a 0-d fp32 tensor, as
+            torch.optim's AdamW and our Lamb do: 4).
         defaults: The recipe's defaults (``lr``, ``weight_decay``, ``betas``, ``eps``); empty for optimizers
             the memory estimator knows but the recipe does not build.
     """
@@ -60,8 +60,8 @@ def _spec(name: str, class_name: str, states: int, step_bytes: int, **defaults: 
 
 
 # Lion's lr is 10x lower and its weight decay 10x higher than AdamW's, keeping the effective decay
-# lr * weight_decay equal (Chen et al. 2023, section 5: "3-10x smaller learning rate ... larger decoupled weight
-# decay"). Lamb's are You et al.'s / NVIDIA's BERT values. Lion has no eps.
+# lr * weight_decay equal (Chen et al. 2023, section 5: "3-10x smaller learning rate ... larger decoupled
+# weight decay"). Lamb's are You et al.'s / NVIDIA's BERT values. Lion has no eps.
 OPTIMIZERS: Mapping[str, OptimizerSpec] = MappingProxyType(
     {
         spec.name: spec

@@ -3,13 +3,13 @@
 Every schedule is a pure function ``multiplier(step, ...) -> float`` wrapped in ``LambdaLR`` through
 ``functools.partial``: it pickles (``ddp_spawn``), and a resumed run continues exactly from the scheduler's
 ``last_epoch`` (the only state it needs). Step these schedulers every optimizer step
-(``"interval": "step"`` in Lightning). The warm-up is ``warmup_steps`` (an ``int``) or ``warmup_ratio`` (a
-fraction of ``total_steps``, rounded up as Hugging Face's ``TrainingArguments`` does); a float ``warmup_steps``
-still means a fraction but is deprecated.
+(``"interval": "step"`` in Lightning). The warm-up is ``warmup_steps`` (an ``int``) or ``warmup_ratio``
+(a fraction of ``total_steps``, rounded up as Hugging Face's ``TrainingArguments`` does); a float
+``warmup_steps`` still means a fraction but is deprecated.
 
-Values match Hugging Face's ``transformers.optimization`` functions step for step (tests compare them over every
-step), with one deliberate difference: past ``total_steps`` every schedule holds its final value, where Hugging
-Face's cosine climbs back up (a run that overshoots its estimate should not re-heat).
+Values match Hugging Face's ``transformers.optimization`` functions step for step (tests compare them over
+every step), with one deliberate difference: past ``total_steps`` every schedule holds its final value, where
+Hugging Face's cosine climbs back up (a run that overshoots its estimate should not re-heat).
 """
 
 from __future__ import annotations
@@ -43,7 +43,8 @@ _DECAY_SHAPES = ("linear", "cosine", "1-sqrt")
 
 
 def resolve_steps(name: str, value: int | float, total_steps: int) -> int:
-    """Turn a length given as steps (``int`` >= 0) or a fraction of ``total_steps`` (``float`` in (0, 1)) into steps.
+    """Turn a length given as steps (``int`` >= 0) or a fraction of ``total_steps`` (``float`` in (0, 1))
+    into steps.
 
     Example:
         >>> resolve_steps("warmup_steps", 0.1, 1000), resolve_steps("warmup_steps", 50, 1000)
@@ -215,17 +216,18 @@ def warmup_stable_decay_multiplier(
     min_lr_ratio: float = 0.0,
     warmup_shape: DecayShape = "linear",
 ) -> float:
-    """Warmup-Stable-Decay (WSD, "trapezoidal"), Hugging Face's ``get_wsd_schedule`` multiplier: a warm-up from
-    ``min_lr_ratio`` to 1.0, 1.0 until ``total_steps - decay_steps``, then a cooldown to ``min_lr_ratio``, reached
-    at ``total_steps`` (also when ``decay_steps`` is 0) and held after it.
+    """Warmup-Stable-Decay (WSD, "trapezoidal"), Hugging Face's ``get_wsd_schedule`` multiplier: a warm-up
+    from ``min_lr_ratio`` to 1.0, 1.0 until ``total_steps - decay_steps``, then a cooldown to
+    ``min_lr_ratio``, reached at ``total_steps`` (also when ``decay_steps`` is 0) and held after it.
 
     Shapes of progress ``x`` in [0, 1]: ``linear`` ``x`` / ``1 - x``, ``cosine`` ``(1 - cos(pi x)) / 2`` /
-    ``(1 + cos(pi x)) / 2``, ``1-sqrt`` ``1 - sqrt(1 - x)`` / ``1 - sqrt(x)`` (warm-up / cooldown); each mapped
-    to ``f * (1 - min_lr_ratio) + min_lr_ratio``. (Hugging Face's default cooldown is ``cosine``; ours is
-    ``linear``, the shape of the WSD papers' experiments.)
+    ``(1 + cos(pi x)) / 2``, ``1-sqrt`` ``1 - sqrt(1 - x)`` / ``1 - sqrt(x)`` (warm-up / cooldown); each
+    mapped to ``f * (1 - min_lr_ratio) + min_lr_ratio``. Hugging Face's default cooldown is ``cosine``; ours
+    stays ``linear`` (this package's default so far, so existing runs keep their schedule).
 
     Example:
-        >>> [warmup_stable_decay_multiplier(s, warmup_steps=2, total_steps=8, decay_steps=4) for s in range(10)]
+        >>> [warmup_stable_decay_multiplier(s, warmup_steps=2, total_steps=8, decay_steps=4)
+        ...  for s in range(10)]
         [0.0, 0.5, 1.0, 1.0, 1.0, 0.75, 0.5, 0.25, 0.0, 0.0]
         >>> [warmup_stable_decay_multiplier(s, warmup_steps=2, total_steps=4, decay_steps=0, min_lr_ratio=0.5)
         ...  for s in range(6)]
@@ -254,11 +256,12 @@ def warmup_cosine(
     num_cycles: float = 0.5,
     last_epoch: int = -1,
 ) -> LambdaLR:
-    """Linear warmup, then cosine decay to ``min_lr_ratio`` x the peak LR; see :func:`warmup_cosine_multiplier`.
+    """Linear warmup, then cosine decay to ``min_lr_ratio`` x the peak LR; see
+    :func:`warmup_cosine_multiplier`.
 
     Args:
         optimizer: Its groups' ``lr`` is the peak learning rate.
-        warmup_steps: Warm-up length in steps (int >= 0); a float fraction is deprecated (use ``warmup_ratio``).
+        warmup_steps: Warm-up length in steps (int >= 0); a float fraction is deprecated (``warmup_ratio``).
         total_steps: Optimizer steps of the whole run (``trainer.estimated_stepping_batches``), required.
         warmup_ratio: Warm-up length as a fraction of ``total_steps``, in [0, 1); not with ``warmup_steps``.
         min_lr_ratio: Final LR as a fraction of the peak, in [0, 1].
@@ -380,7 +383,7 @@ def warmup_stable_decay(
 
     Args:
         optimizer: Its groups' ``lr`` is the peak learning rate.
-        warmup_steps: Warm-up length in steps (int >= 0); a float fraction is deprecated (use ``warmup_ratio``).
+        warmup_steps: Warm-up length in steps (int >= 0); a float fraction is deprecated (``warmup_ratio``).
         total_steps: Optimizer steps of the whole run, required.
         warmup_ratio: Warm-up length as a fraction of ``total_steps``, in [0, 1); not with ``warmup_steps``.
         decay_steps: Cooldown length: steps, or a fraction of ``total_steps`` (default the last 20%).

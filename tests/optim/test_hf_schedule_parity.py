@@ -69,7 +69,7 @@ def test_constant_equals_get_constant_schedule_with_warmup(warmup, total):
 @pytest.mark.parametrize("shape", ["linear", "cosine", "1-sqrt"])
 @pytest.mark.parametrize("ratio", [0.0, 0.1, 0.5])
 def test_wsd_equals_get_wsd_schedule(warmup, decay, total, shape, ratio):
-    """Every step, past the end included: warm-up from `min_lr_ratio`, `decay_steps=0` ends at `min_lr_ratio`."""
+    """Every step, past the end included: warm-up from `min_lr_ratio`; `decay_steps=0` ends at it."""
     ours = warmup_stable_decay(
         _optimizer(),
         warmup,
