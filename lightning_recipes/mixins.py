@@ -110,7 +110,8 @@ class OptimizerRecipeMixin:
                 resolved[name] = defaults[name] if value is None else value
         resolved["betas"] = tuple(resolved["betas"])
         if recipe is not None and (recipe.warmup_steps is not None or recipe.warmup_ratio is not None):
-            warmup = (recipe.warmup_steps, recipe.warmup_ratio)
+            # normalised again: a recipe unpickled from an older checkpoint may hold a float `warmup_steps`
+            warmup = warmup_fields(recipe.warmup_steps, recipe.warmup_ratio, stacklevel=3)
         elif hparams.get("warmup_steps") is not None or hparams.get("warmup_ratio") is not None:
             warmup = warmup_fields(hparams.get("warmup_steps"), hparams.get("warmup_ratio"), stacklevel=3)
         else:

@@ -4,6 +4,7 @@ of names every user reads (issue 13)."""
 
 from __future__ import annotations
 
+import pickle
 import typing
 import warnings
 from pathlib import Path
@@ -103,6 +104,18 @@ def test_hparams_values_are_checked_when_resolved():
 
 
 # ---------------------------------------------------------------- warmup_steps / warmup_ratio (issue 13)
+
+
+def test_a_recipe_pickled_before_warmup_ratio_existed_still_resolves():
+    """Checkpoints hold the pickled recipe: one from before the split has no `warmup_ratio` attribute and may
+    hold a float `warmup_steps`; it loads and resolves to the new spelling (with the deprecation warning)."""
+    old = object.__new__(OptimizerRecipe)
+    fields = {name: None for name in OptimizerRecipe.field_names() if name != "warmup_ratio"}
+    old.__dict__.update(fields, warmup_steps=0.25, optimizer="lamb")
+    loaded = pickle.loads(pickle.dumps(old))
+    with pytest.warns(DeprecationWarning, match="use `warmup_ratio=0.25`"):
+        resolved = SavedNet(loaded).resolve_recipe()
+    assert (resolved["optimizer"], resolved["warmup_steps"], resolved["warmup_ratio"]) == ("lamb", None, 0.25)
 
 
 def test_float_warmup_steps_still_works_with_a_deprecation_warning_naming_warmup_ratio():
