@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 from typing import Any, ClassVar
 
 from lightning.pytorch.utilities import rank_zero_info
 from torch.utils.data import DataLoader
 
-from lightning_recipes.optim._common import check_betas, check_non_negative, check_positive
+from lightning_recipes._validation import check_choice
 from lightning_recipes.optim.build import build_optimizer, build_scheduler
+from lightning_recipes.optim.names import OPTIMIZERS, RECIPE_OPTIMIZERS
 from lightning_recipes.optim.param_groups import param_groups
 from lightning_recipes.optim.scaling import scale_lr
-from lightning_recipes.optim.schedules import resolve_steps
-from lightning_recipes.recipe import OPTIMIZER_DEFAULTS, SCHEDULE_DEFAULTS, OptimizerRecipe
+from lightning_recipes.optim.schedules import resolve_warmup, warmup_fields
+from lightning_recipes.recipe import SCHEDULE_DEFAULTS, OptimizerRecipe, check_fields
 
 __all__ = ["AdamWRecipe", "LambRecipe", "LionRecipe", "OptimizerRecipeMixin"]
 
@@ -25,7 +27,7 @@ class OptimizerRecipeMixin:
     Put it before ``LightningModule`` in the bases. Configuration, field by field: ``self.recipe``
     (an :class:`~lightning_recipes.OptimizerRecipe`, or a dict of its fields) > ``self.hparams`` keys of the
     same names (``lr``, ``weight_decay``, ``optimizer``, ...) > the optimizer's defaults
-    (``lightning_recipes.recipe.OPTIMIZER_DEFAULTS``: Lion gets 10x lower lr, 10x higher weight decay than
+    (``lightning_recipes.optim.names.OPTIMIZERS``: Lion gets 10x lower lr, 10x higher weight decay than
     AdamW) > the class's ``default_optimizer``.
 
     ``configure_optimizers`` builds:
@@ -39,8 +41,8 @@ class OptimizerRecipeMixin:
 
     It logs once, on rank zero, at fit start: the optimizer, the groups with parameter counts, the global
     batch size, the peak lr and warmup/total steps; the same facts are kept in ``self.recipe_summary``.
-    Outside a Trainer (``preflight``, or calling ``configure_optimizers()`` by hand) the run length is unknown,
-    so it returns the optimizer alone, at the unscaled peak lr, with no schedule.
+    Outside a Trainer (``preflight``, or calling ``configure_optimizers()`` by hand) the run length is
+    unknown, so it returns the optimizer alone, at the unscaled peak lr, with no schedule.
 
     Cost: one walk over the modules at fit start; nothing per step.
 
@@ -60,7 +62,8 @@ class OptimizerRecipeMixin:
         >>> model = Model(lr=3e-4)  # TinyClassifier saves `lr` in hparams: it beats Lion's default 1e-4
         >>> model.recipe = OptimizerRecipe(warmup_steps=2, schedule="linear")
         >>> fast_trainer(max_steps=4).fit(model, random_classification_loader())
-        >>> model.recipe_summary["optimizer"], model.recipe_summary["total_steps"], model.recipe_summary["peak_lr"]
+        >>> summary = model.recipe_summary
+        >>> summary["optimizer"], summary["total_steps"], summary["peak_lr"]
         ('Lion', 4, 0.0003)
     """
 
@@ -70,16 +73,27 @@ class OptimizerRecipeMixin:
     recipe_summary: dict[str, Any]
 
     def resolve_recipe(self) -> dict[str, Any]:
-        """Every recipe field with its value after the precedence rules (``recipe`` > ``hparams`` > defaults)."""
+        """Every recipe field with its value after the precedence rules (``recipe`` > ``hparams`` > defaults).
+
+        The warm-up is one choice: ``warmup_steps`` or ``warmup_ratio`` from the first source that sets either
+        (the other is ``None``); neither anywhere gives ``warmup_ratio=0.05``. Values from ``hparams`` are
+        checked as the recipe's are (naming the field).
+        """
         hparams: Any = getattr(self, "hparams", {}) or {}
         recipe = getattr(self, "recipe", None)
         if recipe is None and isinstance(hparams.get("recipe"), (OptimizerRecipe, dict)):
-            recipe = hparams["recipe"]
+            recipe = hparams["recipe"]  # a dict when read back from hparams.yaml
         if isinstance(recipe, dict):
+            unknown = sorted(set(recipe) - set(OptimizerRecipe.field_names()))
+            if unknown:
+                raise ValueError(
+                    f"`recipe` has unknown field(s) {unknown}; allowed: {OptimizerRecipe.field_names()}."
+                )
             recipe = OptimizerRecipe(**recipe)
         if recipe is not None and not isinstance(recipe, OptimizerRecipe):
             raise TypeError(
-                f"`recipe` must be an OptimizerRecipe, a dict of its fields or None, got {type(recipe).__name__}."
+                "`recipe` must be an OptimizerRecipe, a dict of its fields or None, got "
+                f"{type(recipe).__name__}."
             )
 
         def pick(name: str) -> Any:
@@ -87,20 +101,23 @@ class OptimizerRecipeMixin:
             return hparams.get(name) if value is None else value
 
         optimizer = pick("optimizer") or self.default_optimizer
-        if optimizer not in OPTIMIZER_DEFAULTS:
-            raise ValueError(f"`optimizer` must be one of {tuple(OPTIMIZER_DEFAULTS)}, got {optimizer!r}.")
-        defaults = {**SCHEDULE_DEFAULTS, **OPTIMIZER_DEFAULTS[optimizer]}
+        check_choice("optimizer", optimizer, RECIPE_OPTIMIZERS)
+        defaults = {**SCHEDULE_DEFAULTS, **OPTIMIZERS[optimizer].defaults}
         resolved: dict[str, Any] = {"optimizer": optimizer}
         for name in OptimizerRecipe.field_names():
-            if name != "optimizer":
+            if name not in ("optimizer", "warmup_steps", "warmup_ratio"):
                 value = pick(name)
                 resolved[name] = defaults[name] if value is None else value
         resolved["betas"] = tuple(resolved["betas"])
-        check_positive("lr", resolved["lr"])
-        check_non_negative("weight_decay", resolved["weight_decay"])
-        check_betas(resolved["betas"])
-        if resolved["eps"] is not None:
-            check_positive("eps", resolved["eps"])
+        if recipe is not None and (recipe.warmup_steps is not None or recipe.warmup_ratio is not None):
+            # normalised again: a recipe unpickled from an older checkpoint may hold a float `warmup_steps`
+            warmup = warmup_fields(recipe.warmup_steps, recipe.warmup_ratio, stacklevel=3)
+        elif hparams.get("warmup_steps") is not None or hparams.get("warmup_ratio") is not None:
+            warmup = warmup_fields(hparams.get("warmup_steps"), hparams.get("warmup_ratio"), stacklevel=3)
+        else:
+            warmup = (None, defaults["warmup_ratio"])
+        resolved["warmup_steps"], resolved["warmup_ratio"] = warmup
+        check_fields(SimpleNamespace(**resolved))
         return resolved
 
     def configure_optimizers(self) -> Any:
@@ -117,18 +134,20 @@ class OptimizerRecipeMixin:
                 f"(estimated_stepping_batches is {total})."
             )
         total_steps = max(1, int(total))
-        batch_size = recipe["batch_size"] or _loader_batch_size(trainer.train_dataloader)
+        batch_size = recipe["batch_size"] or _train_batch_size(trainer)
         replicas = trainer.num_devices * trainer.num_nodes * trainer.accumulate_grad_batches
         global_batch = batch_size * replicas if batch_size else None
         lr = recipe["lr"]
         if recipe["scale_lr"] is not None:
             if recipe["base_batch_size"] is None:
                 raise ValueError(
-                    f"`scale_lr={recipe['scale_lr']!r}` needs `base_batch_size` (the batch size `lr` was tuned at)."
+                    f"`scale_lr={recipe['scale_lr']!r}` needs `base_batch_size` (the batch size `lr` was "
+                    "tuned at)."
                 )
             if global_batch is None:
                 raise ValueError(
-                    "`scale_lr` needs the batch size: set `recipe.batch_size` (the training DataLoader has none)."
+                    "`scale_lr` needs the batch size: set `recipe.batch_size` (the training DataLoader has "
+                    "none)."
                 )
             lr = scale_lr(lr, recipe["base_batch_size"], global_batch, rule=recipe["scale_lr"])
         groups = param_groups(module, recipe["weight_decay"])
@@ -144,12 +163,12 @@ class OptimizerRecipeMixin:
         warmup = (
             0
             if recipe["schedule"] == "none"
-            else resolve_steps("warmup_steps", recipe["warmup_steps"], total_steps)
+            else resolve_warmup(recipe["warmup_steps"], recipe["warmup_ratio"], total_steps)
         )
         scheduler = build_scheduler(
             recipe["schedule"],
             optimizer,
-            warmup_steps=recipe["warmup_steps"],
+            warmup_steps=warmup,
             total_steps=total_steps,
             min_lr_ratio=recipe["min_lr_ratio"],
         )
@@ -209,7 +228,8 @@ class AdamWRecipe(OptimizerRecipeMixin):
 
 
 class LionRecipe(OptimizerRecipeMixin):
-    """:class:`OptimizerRecipeMixin` defaulting to :class:`~lightning_recipes.optim.Lion` (lr 1e-4, weight decay 0.5).
+    """:class:`OptimizerRecipeMixin` defaulting to :class:`~lightning_recipes.optim.Lion` (lr 1e-4, weight
+    decay 0.5).
 
     Example:
         >>> from lightning_recipes.testing import TinyClassifier
@@ -224,7 +244,8 @@ class LionRecipe(OptimizerRecipeMixin):
 
 
 class LambRecipe(OptimizerRecipeMixin):
-    """:class:`OptimizerRecipeMixin` defaulting to :class:`~lightning_recipes.optim.Lamb` (lr 1e-3, weight decay 0.01).
+    """:class:`OptimizerRecipeMixin` defaulting to :class:`~lightning_recipes.optim.Lamb` (lr 1e-3, weight
+    decay 0.01).
 
     Example:
         >>> from lightning_recipes.testing import TinyClassifier
@@ -235,6 +256,19 @@ class LambRecipe(OptimizerRecipeMixin):
     """
 
     default_optimizer: ClassVar[str] = "lamb"
+
+
+def _train_batch_size(trainer: Any) -> int | None:
+    """The per-device batch size of the loader the Trainer trains on.
+
+    ``trainer.train_dataloader`` is ``None`` until the fit loop has set its data up, which Lightning's
+    ``estimated_stepping_batches`` does only when it needs the epoch length (not with ``max_steps`` alone).
+    ``fit_loop.setup_data()`` is what Lightning runs itself there and at the start of the loop; it is a no-op
+    once done, so the loader is built once either way and is the one training then uses.
+    """
+    if trainer.train_dataloader is None and trainer.state.fn == "fit":
+        trainer.fit_loop.setup_data()
+    return _loader_batch_size(trainer.train_dataloader)
 
 
 def _loader_batch_size(loader: Any) -> int | None:
@@ -266,9 +300,13 @@ def _format_summary(
         )
     lr = f"peak lr {summary['peak_lr']:.4g}"
     if recipe["scale_lr"] is not None:
-        lr += f" ({recipe['scale_lr']}-scaled from {summary['base_lr']:.4g} at batch {recipe['base_batch_size']})"
+        lr += (
+            f" ({recipe['scale_lr']}-scaled from {summary['base_lr']:.4g}"
+            f" at batch {recipe['base_batch_size']})"
+        )
     return (
         f"lightning_recipes: {summary['optimizer']} ({summary['implementation']}) | {lr} | {batch} | "
-        f"schedule {summary['schedule']}: warmup {summary['warmup_steps']} / total {summary['total_steps']} steps"
+        f"schedule {summary['schedule']}: warmup {summary['warmup_steps']} / "
+        f"total {summary['total_steps']} steps"
         f" | groups: {groups}"
     )

@@ -1,4 +1,4 @@
-"""``OptimizerRecipe``: the optimizer + schedule configuration the recipe mixins read (LightningCLI-friendly)."""
+"""``OptimizerRecipe``: the optimizer + schedule configuration the recipe mixins read (LightningCLI-ready)."""
 
 from __future__ import annotations
 
@@ -7,22 +7,35 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import torch
+import yaml
 
-__all__ = ["OPTIMIZER_DEFAULTS", "OptimizerRecipe"]
+from lightning_recipes._validation import (
+    check_betas,
+    check_choice,
+    check_in_range,
+    check_int,
+    check_non_negative,
+    check_positive,
+)
+from lightning_recipes.optim.names import (
+    OPTIMIZERS,
+    RECIPE_OPTIMIZERS,
+    SCHEDULES,
+    OptimizerName,
+    ScheduleName,
+)
+from lightning_recipes.optim.schedules import warmup_fields
 
-OptimizerName = Literal["adamw", "lion", "lamb"]
-ScheduleName = Literal["cosine", "linear", "constant", "wsd", "none"]
+__all__ = ["OPTIMIZER_DEFAULTS", "SCHEDULE_DEFAULTS", "OptimizerRecipe"]
 
-# Per-optimizer defaults. Lion's lr is 10x lower and its weight decay 10x higher than AdamW's, keeping the
-# effective decay lr * weight_decay equal (Chen et al. 2023, section 5: "3-10x smaller learning rate ...
-# larger decoupled weight decay"). Lamb's are You et al.'s / NVIDIA's BERT values.
+#: Per-optimizer defaults, read from :data:`lightning_recipes.optim.names.OPTIMIZERS` (the one table).
 OPTIMIZER_DEFAULTS: dict[str, dict[str, Any]] = {
-    "adamw": {"lr": 1e-3, "weight_decay": 0.05, "betas": (0.9, 0.999), "eps": 1e-8},
-    "lion": {"lr": 1e-4, "weight_decay": 0.5, "betas": (0.9, 0.99), "eps": None},
-    "lamb": {"lr": 1e-3, "weight_decay": 0.01, "betas": (0.9, 0.999), "eps": 1e-6},
+    name: dict(OPTIMIZERS[name].defaults) for name in RECIPE_OPTIMIZERS
 }
+#: Defaults of the fields that do not depend on the optimizer (no ``warmup_steps``: ``warmup_ratio`` 0.05).
 SCHEDULE_DEFAULTS: dict[str, Any] = {
-    "warmup_steps": 0.05,
+    "warmup_steps": None,
+    "warmup_ratio": 0.05,
     "schedule": "cosine",
     "min_lr_ratio": 0.0,
     "scale_lr": None,
@@ -30,8 +43,8 @@ SCHEDULE_DEFAULTS: dict[str, Any] = {
     "batch_size": None,
     "implementation": "auto",
 }
-_OPTIMIZERS = tuple(OPTIMIZER_DEFAULTS)
-_SCHEDULES = ("cosine", "linear", "constant", "wsd", "none")
+_SCALE_RULES = ("linear", "sqrt")
+_IMPLEMENTATIONS = ("auto", "for_loop", "foreach", "compiled", "native")
 
 
 @dataclass(frozen=True)
@@ -39,28 +52,37 @@ class OptimizerRecipe:
     """What the recipe mixins build in ``configure_optimizers``. Every field left ``None`` falls back to the
     module's ``hparams`` key of the same name, then to the optimizer's default (``OPTIMIZER_DEFAULTS``).
 
-    Works as a LightningCLI argument: give your module an ``__init__(..., recipe: OptimizerRecipe | None = None)``
-    and set ``model.init_args.recipe.optimizer: lion`` in YAML.
+    Works as a LightningCLI argument: give your module an
+    ``__init__(..., recipe: OptimizerRecipe | None = None)`` and set
+    ``model.init_args.recipe.optimizer: lion`` in YAML. ``save_hyperparameters()`` writes it to ``hparams.yaml`` as a plain mapping (:meth:`to_dict`),
+    which the mixins accept back.
+
+    Every field is checked here, at construction; only what needs the run length (warm-up vs total steps) is
+    checked at fit.
 
     Args:
         optimizer: ``"adamw"`` (``torch.optim.AdamW``, fused where supported), ``"lion"`` or ``"lamb"``.
-        lr: Peak learning rate (before batch-size scaling).
-        weight_decay: Weight decay of the ``"decay"`` group (biases, norms and embeddings never decay).
-        betas: ``(beta1, beta2)``.
-        eps: Denominator term (AdamW, Lamb; Lion has none).
-        warmup_steps: Linear warmup: steps (int) or a fraction of the total steps (float in (0, 1)).
+        lr: Peak learning rate (before batch-size scaling), > 0.
+        weight_decay: Weight decay of the ``"decay"`` group (biases, norms and embeddings never decay), >= 0.
+        betas: ``(beta1, beta2)``, each in [0, 1).
+        eps: Denominator term (AdamW, Lamb; Lion has none), > 0.
+        warmup_steps: Linear warm-up length in optimizer steps, an int >= 0. A float in (0, 1) still means a
+            fraction of the run but is deprecated: use ``warmup_ratio``.
+        warmup_ratio: Warm-up length as a fraction of the total steps, in [0, 1) (default 0.05 when neither
+            this nor ``warmup_steps`` is set). Give at most one of the two.
         schedule: ``"cosine"`` (warmup-cosine), ``"linear"``, ``"constant"`` (after warmup), ``"wsd"``
             (warmup-stable-decay, cooldown over the last 20%) or ``"none"``.
-        min_lr_ratio: Final LR as a fraction of the peak (cosine, linear, wsd).
+        min_lr_ratio: Final LR as a fraction of the peak (cosine, linear, wsd), in [0, 1].
         scale_lr: ``None`` (no scaling), ``"linear"`` or ``"sqrt"``: scale ``lr`` from ``base_batch_size`` to
             the run's global batch (per-device batch x devices x nodes x accumulation).
-        base_batch_size: The global batch size ``lr`` was tuned at (required with ``scale_lr``).
-        batch_size: Per-device batch size; ``None`` reads it from the training ``DataLoader``.
+        base_batch_size: The global batch size ``lr`` was tuned at (required with ``scale_lr``), an int >= 1.
+        batch_size: Per-device batch size, an int >= 1; ``None`` reads it from the training ``DataLoader``.
         implementation: Lion/Lamb implementation (``"auto"``, ``"for_loop"``, ``"foreach"``, ``"compiled"``,
             ``"native"``).
 
     Raises:
-        ValueError: If ``optimizer`` or ``schedule`` is unknown (other values are checked when used).
+        ValueError: For any field out of range or an unknown name (naming the field, the value and what is
+            allowed), or both ``warmup_steps`` and ``warmup_ratio``.
 
     Example:
         >>> OptimizerRecipe(optimizer="lion", lr=3e-4).optimizer
@@ -69,6 +91,12 @@ class OptimizerRecipe:
         Traceback (most recent call last):
         ...
         ValueError: `optimizer` must be one of ('adamw', 'lion', 'lamb'), got 'sgd'.
+        >>> OptimizerRecipe(lr=-1.0)
+        Traceback (most recent call last):
+        ...
+        ValueError: `lr` must be a finite number > 0, got -1.0.
+        >>> OptimizerRecipe(optimizer="lion", warmup_ratio=0.1, betas=(0.9, 0.99)).to_dict()["betas"]
+        [0.9, 0.99]
     """
 
     optimizer: OptimizerName | None = None
@@ -77,6 +105,7 @@ class OptimizerRecipe:
     betas: tuple[float, float] | None = None
     eps: float | None = None
     warmup_steps: int | float | None = None
+    warmup_ratio: float | None = None
     schedule: ScheduleName | None = None
     min_lr_ratio: float | None = None
     scale_lr: Literal["linear", "sqrt"] | None = None
@@ -85,17 +114,61 @@ class OptimizerRecipe:
     implementation: Literal["auto", "for_loop", "foreach", "compiled", "native"] | None = None
 
     def __post_init__(self) -> None:
-        if self.optimizer is not None and self.optimizer not in _OPTIMIZERS:
-            raise ValueError(f"`optimizer` must be one of {_OPTIMIZERS}, got {self.optimizer!r}.")
-        if self.schedule is not None and self.schedule not in _SCHEDULES:
-            raise ValueError(f"`schedule` must be one of {_SCHEDULES}, got {self.schedule!r}.")
         if isinstance(self.betas, list):
             object.__setattr__(self, "betas", tuple(self.betas))
+        steps, ratio = warmup_fields(self.warmup_steps, self.warmup_ratio, stacklevel=4)
+        object.__setattr__(self, "warmup_steps", steps)
+        object.__setattr__(self, "warmup_ratio", ratio)
+        check_fields(self)
 
     @classmethod
     def field_names(cls) -> tuple[str, ...]:
         return tuple(f.name for f in dataclasses.fields(cls))
 
+    def to_dict(self) -> dict[str, Any]:
+        """The fields as plain data (``betas`` a list): what ``hparams.yaml`` stores and the mixins accept."""
+        data = dataclasses.asdict(self)
+        if data["betas"] is not None:
+            data["betas"] = list(data["betas"])
+        return data
+
+
+def check_fields(values: Any) -> None:
+    """Check every recipe field that is set (not ``None``) on ``values`` (an ``OptimizerRecipe`` or any object
+    with the same attributes, e.g. the mixins' resolved values), naming the field, the value and what is
+    allowed.
+
+    Example:
+        >>> check_fields(OptimizerRecipe())  # all unset: nothing to check
+    """
+    checks: dict[str, Any] = {
+        "optimizer": lambda v: check_choice("optimizer", v, RECIPE_OPTIMIZERS),
+        "lr": lambda v: check_positive("lr", v),
+        "weight_decay": lambda v: check_non_negative("weight_decay", v),
+        "betas": check_betas,
+        "eps": lambda v: check_positive("eps", v),
+        "schedule": lambda v: check_choice("schedule", v, SCHEDULES),
+        "min_lr_ratio": lambda v: check_in_range("min_lr_ratio", v, 0.0, 1.0),
+        "scale_lr": lambda v: check_choice("scale_lr", v, _SCALE_RULES),
+        "base_batch_size": lambda v: check_int("base_batch_size", v, minimum=1),
+        "batch_size": lambda v: check_int("batch_size", v, minimum=1),
+        "implementation": lambda v: check_choice("implementation", v, _IMPLEMENTATIONS),
+    }
+    for name, check in checks.items():
+        value = getattr(values, name, None)
+        if value is not None:
+            check(value)
+
+
+def _represent_recipe(dumper: yaml.Dumper, recipe: OptimizerRecipe) -> yaml.Node:
+    return dumper.represent_dict(recipe.to_dict())
+
+
+# `save_hyperparameters()` + a logger write hparams.yaml with PyYAML; without this a recipe lands there as a
+# `!!python/object` tag that Lightning's own `load_hparams_from_yaml` cannot read. As a mapping, it loads as a
+# dict, which the mixins (and `OptimizerRecipe(**d)`) accept.
+for _dumper in (yaml.Dumper, yaml.SafeDumper):
+    yaml.add_representer(OptimizerRecipe, _represent_recipe, Dumper=_dumper)
 
 # A recipe saved by `save_hyperparameters()` lands in every checkpoint; allow it under torch.load's default
 # `weights_only=True` (it holds only numbers and strings), so resuming with `ckpt_path` works.

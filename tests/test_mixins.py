@@ -80,12 +80,13 @@ def test_precedence_recipe_over_hparams_over_defaults():
     model.recipe = {"lr": 0.5}  # a dict (e.g. from a checkpoint's hparams) works too
     assert model.resolve_recipe()["lr"] == 0.5
     defaults = RecipeNet().resolve_recipe()
-    assert (defaults["optimizer"], defaults["lr"], defaults["schedule"], defaults["warmup_steps"]) == (
+    assert (defaults["optimizer"], defaults["lr"], defaults["schedule"], defaults["warmup_ratio"]) == (
         "adamw",
         1e-3,
         "cosine",
         0.05,
     )
+    assert defaults["warmup_steps"] is None  # issue 13: the fraction is `warmup_ratio` now
 
 
 @pytest.mark.parametrize(
@@ -178,8 +179,8 @@ def test_ddp_global_batch_counts_every_process():
     [
         (OptimizerRecipe(), {"max_steps": -1, "max_epochs": -1}, ValueError, "needs a finite run"),
         (OptimizerRecipe(scale_lr="linear"), {"max_steps": 2}, ValueError, "needs `base_batch_size`"),
-        (
-            OptimizerRecipe(lr=-1.0),
+        (  # a dict recipe (e.g. read back from hparams.yaml) is checked when the mixin builds it
+            {"lr": -1.0},
             {"max_steps": 2},
             ValueError,
             "`lr` must be a finite number > 0, got -1.0",

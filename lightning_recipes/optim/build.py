@@ -9,9 +9,11 @@ import torch
 from torch.optim import Optimizer
 from torch.optim.lr_scheduler import LambdaLR
 
+from lightning_recipes._validation import check_choice
 from lightning_recipes.optim._common import Implementation
 from lightning_recipes.optim.lamb import Lamb
 from lightning_recipes.optim.lion import Lion
+from lightning_recipes.optim.names import OPTIMIZERS, RECIPE_OPTIMIZERS, SCHEDULES
 from lightning_recipes.optim.schedules import (
     warmup_constant,
     warmup_cosine,
@@ -20,9 +22,6 @@ from lightning_recipes.optim.schedules import (
 )
 
 __all__ = ["build_optimizer", "build_scheduler"]
-
-OPTIMIZERS = ("adamw", "lion", "lamb")
-SCHEDULES = ("cosine", "linear", "constant", "wsd", "none")
 
 
 def build_optimizer(
@@ -36,21 +35,26 @@ def build_optimizer(
     implementation: Implementation = "auto",
 ) -> Optimizer:
     """``"adamw"`` -> ``torch.optim.AdamW`` (``fused=True`` where the device has a fused kernel: CPU and CUDA,
-    ~3x faster than torch's CPU default), ``"lion"`` -> :class:`Lion`, ``"lamb"`` -> :class:`Lamb`.
+    ~3x faster than torch's CPU default), ``"lion"`` -> :class:`Lion`, ``"lamb"`` -> :class:`Lamb`: the
+    names of :data:`lightning_recipes.optim.names.RECIPE_OPTIMIZERS`. ``eps=None`` takes the name's default
+    there.
 
     Raises:
         ValueError: For an unknown ``name`` or out-of-range hyper-parameters.
 
     Example:
         >>> import torch
-        >>> opt = build_optimizer("adamw", torch.nn.Linear(2, 2).parameters(), lr=1e-3, weight_decay=0.0, betas=(0.9, 0.999))
+        >>> params = torch.nn.Linear(2, 2).parameters()
+        >>> opt = build_optimizer("adamw", params, lr=1e-3, weight_decay=0.0, betas=(0.9, 0.999))
         >>> type(opt).__name__, opt.defaults["fused"]
         ('AdamW', True)
     """
+    check_choice("optimizer", name, RECIPE_OPTIMIZERS)
     params = list(params)
     betas = tuple(betas)  # type: ignore[assignment]
+    if eps is None:
+        eps = OPTIMIZERS[name].defaults["eps"]
     if name == "adamw":
-        eps = 1e-8 if eps is None else eps
         try:
             return torch.optim.AdamW(
                 params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, fused=True
@@ -60,35 +64,44 @@ def build_optimizer(
     if name == "lion":
         return Lion(params, lr=lr, betas=betas, weight_decay=weight_decay, implementation=implementation)
     if name == "lamb":
-        eps = 1e-6 if eps is None else eps
         return Lamb(
             params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, implementation=implementation
         )
-    raise ValueError(f"`optimizer` must be one of {OPTIMIZERS}, got {name!r}.")
+    raise AssertionError(f"`{name}` is in RECIPE_OPTIMIZERS but build_optimizer has no branch for it.")
 
 
 def build_scheduler(
-    name: str, optimizer: Optimizer, *, warmup_steps: int | float, total_steps: int, min_lr_ratio: float = 0.0
+    name: str,
+    optimizer: Optimizer,
+    *,
+    warmup_steps: int | float | None = None,
+    total_steps: int,
+    min_lr_ratio: float = 0.0,
+    warmup_ratio: float | None = None,
 ) -> LambdaLR | None:
-    """The named warmup schedule over ``total_steps`` (``None`` for ``"none"``); step it every optimizer step.
+    """The named warmup schedule (one of :data:`lightning_recipes.optim.names.SCHEDULES`) over ``total_steps``
+    (``None`` for ``"none"``); step it every optimizer step. Warm-up: ``warmup_steps`` (int) or
+    ``warmup_ratio``.
 
     Raises:
-        ValueError: For an unknown ``name`` or out-of-range lengths.
+        ValueError: For an unknown ``name``, both warm-up arguments or out-of-range lengths.
 
     Example:
         >>> import torch
         >>> opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
-        >>> build_scheduler("wsd", opt, warmup_steps=0.1, total_steps=100).lr_lambdas[0](50)
+        >>> build_scheduler("wsd", opt, warmup_ratio=0.1, total_steps=100).lr_lambdas[0](50)
         1.0
     """
+    check_choice("schedule", name, SCHEDULES)
+    steps, ratio = warmup_steps, warmup_ratio
     if name == "cosine":
-        return warmup_cosine(optimizer, warmup_steps, total_steps, min_lr_ratio=min_lr_ratio)
+        return warmup_cosine(optimizer, steps, total_steps, warmup_ratio=ratio, min_lr_ratio=min_lr_ratio)
     if name == "linear":
-        return warmup_linear(optimizer, warmup_steps, total_steps, min_lr_ratio=min_lr_ratio)
+        return warmup_linear(optimizer, steps, total_steps, warmup_ratio=ratio, min_lr_ratio=min_lr_ratio)
     if name == "constant":
-        return warmup_constant(optimizer, warmup_steps, total_steps)
+        return warmup_constant(optimizer, steps, total_steps, warmup_ratio=ratio)
     if name == "wsd":
-        return warmup_stable_decay(optimizer, warmup_steps, total_steps, min_lr_ratio=min_lr_ratio)
-    if name == "none":
-        return None
-    raise ValueError(f"`schedule` must be one of {SCHEDULES}, got {name!r}.")
+        return warmup_stable_decay(
+            optimizer, steps, total_steps, warmup_ratio=ratio, min_lr_ratio=min_lr_ratio
+        )
+    return None  # "none"

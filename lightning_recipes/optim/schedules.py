@@ -3,25 +3,35 @@
 Every schedule is a pure function ``multiplier(step, ...) -> float`` wrapped in ``LambdaLR`` through
 ``functools.partial``: it pickles (``ddp_spawn``), and a resumed run continues exactly from the scheduler's
 ``last_epoch`` (the only state it needs). Step these schedulers every optimizer step
-(``"interval": "step"`` in Lightning). Lengths accept steps (``int``) or a fraction of ``total_steps``
-(``float`` in (0, 1)). Past ``total_steps`` every schedule holds its final value.
+(``"interval": "step"`` in Lightning). The warm-up is ``warmup_steps`` (an ``int``) or ``warmup_ratio``
+(a fraction of ``total_steps``, rounded up as Hugging Face's ``TrainingArguments`` does); a float
+``warmup_steps`` still means a fraction but is deprecated.
+
+Values match Hugging Face's ``transformers.optimization`` functions step for step (tests compare them over
+every step), with one deliberate difference: past ``total_steps`` every schedule holds its final value, where
+Hugging Face's cosine climbs back up (a run that overshoots its estimate should not re-heat).
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 from functools import partial
 from typing import Literal
 
 from torch.optim import Optimizer
 from torch.optim.lr_scheduler import LambdaLR
 
+from lightning_recipes._validation import check_choice, check_in_range, check_int, check_positive
+
 __all__ = [
     "resolve_steps",
+    "resolve_warmup",
     "warmup_constant",
     "warmup_constant_multiplier",
     "warmup_cosine",
     "warmup_cosine_multiplier",
+    "warmup_fields",
     "warmup_linear",
     "warmup_linear_multiplier",
     "warmup_stable_decay",
@@ -33,7 +43,8 @@ _DECAY_SHAPES = ("linear", "cosine", "1-sqrt")
 
 
 def resolve_steps(name: str, value: int | float, total_steps: int) -> int:
-    """Turn a length given as steps (``int`` >= 0) or a fraction of ``total_steps`` (``float`` in (0, 1)) into steps.
+    """Turn a length given as steps (``int`` >= 0) or a fraction of ``total_steps`` (``float`` in (0, 1))
+    into steps.
 
     Example:
         >>> resolve_steps("warmup_steps", 0.1, 1000), resolve_steps("warmup_steps", 50, 1000)
@@ -58,13 +69,76 @@ def resolve_steps(name: str, value: int | float, total_steps: int) -> int:
     raise ValueError(f"`{name}` must be an int (steps) or a float in (0, 1) (fraction), got {value!r}.")
 
 
+def warmup_fields(
+    warmup_steps: int | float | None, warmup_ratio: float | None, *, stacklevel: int = 2
+) -> tuple[int | None, float | None]:
+    """Normalise the two warm-up spellings to ``(steps, ratio)``, at most one not ``None``.
+
+    A float ``warmup_steps`` (the old spelling of a fraction) becomes ``warmup_ratio`` with a
+    ``DeprecationWarning``; giving both is an error.
+
+    Raises:
+        ValueError: For both given, ``warmup_steps`` not an int >= 0 (or a float in (0, 1)), or
+            ``warmup_ratio`` outside [0, 1).
+
+    Example:
+        >>> warmup_fields(10, None), warmup_fields(None, 0.1)
+        ((10, None), (None, 0.1))
+    """
+    if warmup_steps is not None and warmup_ratio is not None:
+        raise ValueError(
+            f"Give `warmup_steps` or `warmup_ratio`, not both, got warmup_steps={warmup_steps!r} and "
+            f"warmup_ratio={warmup_ratio!r}."
+        )
+    if isinstance(warmup_steps, float):
+        if not 0.0 < warmup_steps < 1.0:
+            raise ValueError(
+                "`warmup_steps` must be in (0, 1) when given as a fraction of total_steps (deprecated: use "
+                f"`warmup_ratio`), or an int number of steps, got {warmup_steps!r}."
+            )
+        warnings.warn(
+            f"`warmup_steps={warmup_steps!r}` as a fraction of the run is deprecated: use "
+            f"`warmup_ratio={warmup_steps!r}` (`warmup_steps` now takes a whole number of steps).",
+            DeprecationWarning,
+            stacklevel=stacklevel,
+        )
+        return None, warmup_steps
+    if warmup_steps is not None:
+        check_int("warmup_steps", warmup_steps, minimum=0)
+    if warmup_ratio is not None:
+        check_in_range("warmup_ratio", warmup_ratio, 0.0, 1.0, high_open=True)
+        warmup_ratio = float(warmup_ratio)
+    return warmup_steps, warmup_ratio
+
+
+def resolve_warmup(
+    warmup_steps: int | float | None, warmup_ratio: float | None, total_steps: int, *, stacklevel: int = 2
+) -> int:
+    """Warm-up steps from ``warmup_steps`` (an int, at most ``total_steps``) or ``warmup_ratio``
+    (``ceil(ratio * total_steps)``, as Hugging Face's ``TrainingArguments.get_warmup_steps``); neither: 0.
+
+    Example:
+        >>> resolve_warmup(50, None, 1000), resolve_warmup(None, 0.05, 30), resolve_warmup(None, None, 10)
+        (50, 2, 0)
+    """
+    total_steps = _check_total(total_steps)
+    steps, ratio = warmup_fields(warmup_steps, warmup_ratio, stacklevel=stacklevel + 1)
+    if ratio is not None:
+        # `- 1e-9`: 0.07 * 100 is 7.000000000000001 in floating point, which must give 7 steps, not 8
+        return min(total_steps, math.ceil(ratio * total_steps - 1e-9))
+    return resolve_steps("warmup_steps", steps or 0, total_steps)
+
+
+def _check_total(total_steps: int | None) -> int:
+    if total_steps is None:
+        raise ValueError("`total_steps` is required: the optimizer steps of the whole run.")
+    if isinstance(total_steps, bool) or not isinstance(total_steps, int) or total_steps < 1:
+        raise ValueError(f"`total_steps` must be an int >= 1, got {total_steps!r}.")
+    return total_steps
+
+
 def _check_ratio(min_lr_ratio: float) -> None:
-    if (
-        isinstance(min_lr_ratio, bool)
-        or not isinstance(min_lr_ratio, (int, float))
-        or not 0.0 <= min_lr_ratio <= 1.0
-    ):
-        raise ValueError(f"`min_lr_ratio` must be in [0, 1], got {min_lr_ratio!r}.")
+    check_in_range("min_lr_ratio", min_lr_ratio, 0.0, 1.0)
 
 
 def _warmup(step: int, warmup_steps: int) -> float:
@@ -75,7 +149,8 @@ def warmup_cosine_multiplier(
     step: int, *, warmup_steps: int, total_steps: int, num_cycles: float = 0.5, min_lr_ratio: float = 0.0
 ) -> float:
     """Linear warmup from 0, then cosine decay: Hugging Face's ``get_cosine_schedule_with_warmup`` multiplier
-    (and, with ``min_lr_ratio = r``, its min-lr variant ``m * (1 - r) + r``) for ``0 <= step <= total_steps``.
+    (and, with ``min_lr_ratio = r``, ``get_cosine_with_min_lr_schedule_with_warmup(min_lr_rate=r)``:
+    ``m * (1 - r) + r``, warm-up still from 0) for ``0 <= step <= total_steps``.
 
     Past ``total_steps`` it holds the value at ``total_steps`` (Hugging Face's formula would climb back up).
 
@@ -95,7 +170,7 @@ def warmup_linear_multiplier(
     step: int, *, warmup_steps: int, total_steps: int, min_lr_ratio: float = 0.0
 ) -> float:
     """Linear warmup from 0, then linear decay to ``min_lr_ratio`` at ``total_steps`` (Hugging Face's
-    ``get_linear_schedule_with_warmup`` when ``min_lr_ratio=0``).
+    ``get_linear_schedule_with_warmup`` when ``min_lr_ratio=0``; Hugging Face has no floor for it).
 
     Example:
         >>> [warmup_linear_multiplier(s, warmup_steps=2, total_steps=6) for s in range(8)]
@@ -118,6 +193,19 @@ def warmup_constant_multiplier(step: int, *, warmup_steps: int) -> float:
     return _warmup(step, warmup_steps) if step < warmup_steps else 1.0
 
 
+def _shape(shape: str, progress: float, *, rising: bool) -> float:
+    """Hugging Face's WSD curves: rising (warm-up) from 0 to 1, falling (cooldown) from 1 to 0."""
+    if shape == "linear":
+        return progress if rising else 1.0 - progress
+    if shape == "cosine":
+        return (
+            0.5 * (1.0 - math.cos(math.pi * progress))
+            if rising
+            else 0.5 * (1.0 + math.cos(math.pi * progress))
+        )
+    return 1.0 - math.sqrt(1.0 - progress) if rising else 1.0 - math.sqrt(progress)
+
+
 def warmup_stable_decay_multiplier(
     step: int,
     *,
@@ -126,57 +214,68 @@ def warmup_stable_decay_multiplier(
     decay_steps: int,
     decay_shape: DecayShape = "linear",
     min_lr_ratio: float = 0.0,
+    warmup_shape: DecayShape = "linear",
 ) -> float:
-    """Warmup-Stable-Decay (WSD, "trapezoidal"): linear warmup from 0, 1.0 until ``total_steps - decay_steps``,
-    then a cooldown to ``min_lr_ratio`` at ``total_steps``: ``linear`` ``1 - x``, ``cosine``
-    ``(1 + cos(pi x)) / 2`` or ``1-sqrt`` ``1 - sqrt(x)`` of the cooldown progress ``x``.
+    """Warmup-Stable-Decay (WSD, "trapezoidal"), Hugging Face's ``get_wsd_schedule`` multiplier: a warm-up
+    from ``min_lr_ratio`` to 1.0, 1.0 until ``total_steps - decay_steps``, then a cooldown to
+    ``min_lr_ratio``, reached at ``total_steps`` (also when ``decay_steps`` is 0) and held after it.
+
+    Shapes of progress ``x`` in [0, 1]: ``linear`` ``x`` / ``1 - x``, ``cosine`` ``(1 - cos(pi x)) / 2`` /
+    ``(1 + cos(pi x)) / 2``, ``1-sqrt`` ``1 - sqrt(1 - x)`` / ``1 - sqrt(x)`` (warm-up / cooldown); each
+    mapped to ``f * (1 - min_lr_ratio) + min_lr_ratio``. Hugging Face's default cooldown is ``cosine``; ours
+    stays ``linear`` (this package's default so far, so existing runs keep their schedule).
 
     Example:
-        >>> [warmup_stable_decay_multiplier(s, warmup_steps=2, total_steps=8, decay_steps=4) for s in range(10)]
+        >>> [warmup_stable_decay_multiplier(s, warmup_steps=2, total_steps=8, decay_steps=4)
+        ...  for s in range(10)]
         [0.0, 0.5, 1.0, 1.0, 1.0, 0.75, 0.5, 0.25, 0.0, 0.0]
+        >>> [warmup_stable_decay_multiplier(s, warmup_steps=2, total_steps=4, decay_steps=0, min_lr_ratio=0.5)
+        ...  for s in range(6)]
+        [0.5, 0.75, 1.0, 1.0, 0.5, 0.5]
     """
-    step = min(step, total_steps)
+    if step >= total_steps:
+        return min_lr_ratio
     if step < warmup_steps:
-        return _warmup(step, warmup_steps)
+        factor = _shape(warmup_shape, float(step) / float(max(1, warmup_steps)), rising=True)
+        return max(0.0, factor * (1.0 - min_lr_ratio) + min_lr_ratio)
     decay_start = total_steps - decay_steps
     if step < decay_start:
         return 1.0
     progress = float(step - decay_start) / float(max(1, decay_steps))
-    if decay_shape == "linear":
-        factor = 1.0 - progress
-    elif decay_shape == "cosine":
-        factor = 0.5 * (1.0 + math.cos(math.pi * progress))
-    else:
-        factor = 1.0 - math.sqrt(progress)
-    return max(0.0, factor) * (1.0 - min_lr_ratio) + min_lr_ratio
+    factor = _shape(decay_shape, progress, rising=False)
+    return max(0.0, factor * (1.0 - min_lr_ratio) + min_lr_ratio)
 
 
 def warmup_cosine(
     optimizer: Optimizer,
-    warmup_steps: int | float,
-    total_steps: int,
+    warmup_steps: int | float | None = None,
+    total_steps: int | None = None,
     *,
+    warmup_ratio: float | None = None,
     min_lr_ratio: float = 0.0,
     num_cycles: float = 0.5,
     last_epoch: int = -1,
 ) -> LambdaLR:
-    """Linear warmup, then cosine decay to ``min_lr_ratio`` x the peak LR; see :func:`warmup_cosine_multiplier`.
+    """Linear warmup, then cosine decay to ``min_lr_ratio`` x the peak LR; see
+    :func:`warmup_cosine_multiplier`.
 
     Args:
         optimizer: Its groups' ``lr`` is the peak learning rate.
-        warmup_steps: Warmup length: steps, or a fraction of ``total_steps``.
-        total_steps: Optimizer steps of the whole run (``trainer.estimated_stepping_batches``).
+        warmup_steps: Warm-up length in steps (int >= 0); a float fraction is deprecated (``warmup_ratio``).
+        total_steps: Optimizer steps of the whole run (``trainer.estimated_stepping_batches``), required.
+        warmup_ratio: Warm-up length as a fraction of ``total_steps``, in [0, 1); not with ``warmup_steps``.
         min_lr_ratio: Final LR as a fraction of the peak, in [0, 1].
         num_cycles: Cosine waves over the decay (0.5: one half-wave from peak to minimum), > 0.
         last_epoch: Index of the last step taken (``-1`` for a new run), as in ``LambdaLR``.
 
     Raises:
-        ValueError: For lengths out of range, ``min_lr_ratio`` outside [0, 1] or ``num_cycles <= 0``.
+        ValueError: For lengths out of range, both warm-up arguments, ``min_lr_ratio`` outside [0, 1] or
+            ``num_cycles <= 0``.
 
     Example:
         >>> import torch
         >>> optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
-        >>> scheduler = warmup_cosine(optimizer, warmup_steps=0.25, total_steps=8, min_lr_ratio=0.1)
+        >>> scheduler = warmup_cosine(optimizer, total_steps=8, warmup_ratio=0.25, min_lr_ratio=0.1)
         >>> lrs = []
         >>> for _ in range(9):
         ...     lrs.append(round(scheduler.get_last_lr()[0], 3))
@@ -185,14 +284,14 @@ def warmup_cosine(
         >>> lrs
         [0.0, 0.5, 1.0, 0.94, 0.775, 0.55, 0.325, 0.16, 0.1]
     """
-    warmup = resolve_steps("warmup_steps", warmup_steps, total_steps)
+    total = _check_total(total_steps)
+    warmup = resolve_warmup(warmup_steps, warmup_ratio, total, stacklevel=3)
     _check_ratio(min_lr_ratio)
-    if isinstance(num_cycles, bool) or not isinstance(num_cycles, (int, float)) or not num_cycles > 0:
-        raise ValueError(f"`num_cycles` must be a number > 0, got {num_cycles!r}.")
+    check_positive("num_cycles", num_cycles)
     fn = partial(
         warmup_cosine_multiplier,
         warmup_steps=warmup,
-        total_steps=total_steps,
+        total_steps=total,
         num_cycles=float(num_cycles),
         min_lr_ratio=float(min_lr_ratio),
     )
@@ -201,16 +300,19 @@ def warmup_cosine(
 
 def warmup_linear(
     optimizer: Optimizer,
-    warmup_steps: int | float,
-    total_steps: int,
+    warmup_steps: int | float | None = None,
+    total_steps: int | None = None,
     *,
+    warmup_ratio: float | None = None,
     min_lr_ratio: float = 0.0,
     last_epoch: int = -1,
 ) -> LambdaLR:
     """Linear warmup, then linear decay to ``min_lr_ratio`` x the peak; see :func:`warmup_linear_multiplier`.
 
+    Arguments as in :func:`warmup_cosine`.
+
     Raises:
-        ValueError: For lengths out of range or ``min_lr_ratio`` outside [0, 1].
+        ValueError: For lengths out of range, both warm-up arguments or ``min_lr_ratio`` outside [0, 1].
 
     Example:
         >>> import torch
@@ -219,26 +321,32 @@ def warmup_linear(
         >>> [scheduler.lr_lambdas[0](s) * 2.0 for s in range(5)]
         [0.0, 2.0, 1.0, 0.0, 0.0]
     """
-    warmup = resolve_steps("warmup_steps", warmup_steps, total_steps)
+    total = _check_total(total_steps)
+    warmup = resolve_warmup(warmup_steps, warmup_ratio, total, stacklevel=3)
     _check_ratio(min_lr_ratio)
     fn = partial(
         warmup_linear_multiplier,
         warmup_steps=warmup,
-        total_steps=total_steps,
+        total_steps=total,
         min_lr_ratio=float(min_lr_ratio),
     )
     return LambdaLR(optimizer, fn, last_epoch=last_epoch)
 
 
 def warmup_constant(
-    optimizer: Optimizer, warmup_steps: int | float, total_steps: int | None = None, *, last_epoch: int = -1
+    optimizer: Optimizer,
+    warmup_steps: int | float | None = None,
+    total_steps: int | None = None,
+    *,
+    warmup_ratio: float | None = None,
+    last_epoch: int = -1,
 ) -> LambdaLR:
     """Linear warmup, then the peak LR for good; see :func:`warmup_constant_multiplier`.
 
-    ``total_steps`` is only needed when ``warmup_steps`` is a fraction.
+    ``total_steps`` is only needed with ``warmup_ratio``.
 
     Raises:
-        ValueError: For a warmup out of range, or a fractional warmup without ``total_steps``.
+        ValueError: For a warmup out of range, both warm-up arguments, or a ratio without ``total_steps``.
 
     Example:
         >>> import torch
@@ -246,14 +354,13 @@ def warmup_constant(
         >>> [warmup_constant(optimizer, 2).lr_lambdas[0](s) for s in range(4)]
         [0.0, 0.5, 1.0, 1.0]
     """
-    if isinstance(warmup_steps, float) and total_steps is None:
-        raise ValueError(f"`warmup_steps={warmup_steps!r}` is a fraction, so `total_steps` is required.")
+    steps, ratio = warmup_fields(warmup_steps, warmup_ratio, stacklevel=3)
+    if ratio is not None and total_steps is None:
+        raise ValueError(f"`warmup_ratio={ratio!r}` is a fraction, so `total_steps` is required.")
     if total_steps is None:
-        if isinstance(warmup_steps, bool) or not isinstance(warmup_steps, int) or warmup_steps < 0:
-            raise ValueError(f"`warmup_steps` must be an int >= 0, got {warmup_steps!r}.")
-        warmup = warmup_steps
+        warmup = steps or 0
     else:
-        warmup = resolve_steps("warmup_steps", warmup_steps, total_steps)
+        warmup = resolve_warmup(steps, ratio, total_steps)
     return LambdaLR(
         optimizer, partial(warmup_constant_multiplier, warmup_steps=warmup), last_epoch=last_epoch
     )
@@ -261,11 +368,13 @@ def warmup_constant(
 
 def warmup_stable_decay(
     optimizer: Optimizer,
-    warmup_steps: int | float,
-    total_steps: int,
+    warmup_steps: int | float | None = None,
+    total_steps: int | None = None,
     *,
+    warmup_ratio: float | None = None,
     decay_steps: int | float = 0.2,
     decay_shape: DecayShape = "linear",
+    warmup_shape: DecayShape = "linear",
     min_lr_ratio: float = 0.0,
     last_epoch: int = -1,
 ) -> LambdaLR:
@@ -274,16 +383,18 @@ def warmup_stable_decay(
 
     Args:
         optimizer: Its groups' ``lr`` is the peak learning rate.
-        warmup_steps: Warmup length: steps, or a fraction of ``total_steps``.
-        total_steps: Optimizer steps of the whole run.
-        decay_steps: Cooldown length (steps or fraction; default the last 20%).
-        decay_shape: ``"linear"``, ``"cosine"`` or ``"1-sqrt"``.
-        min_lr_ratio: Final LR as a fraction of the peak, in [0, 1].
+        warmup_steps: Warm-up length in steps (int >= 0); a float fraction is deprecated (``warmup_ratio``).
+        total_steps: Optimizer steps of the whole run, required.
+        warmup_ratio: Warm-up length as a fraction of ``total_steps``, in [0, 1); not with ``warmup_steps``.
+        decay_steps: Cooldown length: steps, or a fraction of ``total_steps`` (default the last 20%).
+        decay_shape: ``"linear"``, ``"cosine"`` or ``"1-sqrt"`` cooldown.
+        warmup_shape: ``"linear"``, ``"cosine"`` or ``"1-sqrt"`` warm-up (Hugging Face's ``warmup_type``).
+        min_lr_ratio: Start of the warm-up and end of the cooldown, as a fraction of the peak, in [0, 1].
         last_epoch: As in ``LambdaLR``.
 
     Raises:
-        ValueError: For lengths out of range, ``warmup + decay > total_steps``, an unknown ``decay_shape``
-            or ``min_lr_ratio`` outside [0, 1].
+        ValueError: For lengths out of range, ``warmup + decay > total_steps``, an unknown shape or
+            ``min_lr_ratio`` outside [0, 1].
 
     Example:
         >>> import torch
@@ -292,21 +403,23 @@ def warmup_stable_decay(
         >>> [round(scheduler.lr_lambdas[0](s), 3) for s in range(6)]
         [0.0, 1.0, 1.0, 1.0, 0.293, 0.0]
     """
-    warmup = resolve_steps("warmup_steps", warmup_steps, total_steps)
-    decay = resolve_steps("decay_steps", decay_steps, total_steps)
-    if warmup + decay > total_steps:
+    total = _check_total(total_steps)
+    warmup = resolve_warmup(warmup_steps, warmup_ratio, total, stacklevel=3)
+    decay = resolve_steps("decay_steps", decay_steps, total)
+    if warmup + decay > total:
         raise ValueError(
-            f"`warmup_steps` + `decay_steps` must not exceed `total_steps`, got {warmup} + {decay} > {total_steps}."
+            f"`warmup_steps` + `decay_steps` must not exceed `total_steps`, got {warmup} + {decay} > {total}."
         )
-    if decay_shape not in _DECAY_SHAPES:
-        raise ValueError(f"`decay_shape` must be one of {_DECAY_SHAPES}, got {decay_shape!r}.")
+    check_choice("decay_shape", decay_shape, _DECAY_SHAPES)
+    check_choice("warmup_shape", warmup_shape, _DECAY_SHAPES)
     _check_ratio(min_lr_ratio)
     fn = partial(
         warmup_stable_decay_multiplier,
         warmup_steps=warmup,
-        total_steps=total_steps,
+        total_steps=total,
         decay_steps=decay,
         decay_shape=decay_shape,
         min_lr_ratio=float(min_lr_ratio),
+        warmup_shape=warmup_shape,
     )
     return LambdaLR(optimizer, fn, last_epoch=last_epoch)

@@ -41,7 +41,8 @@ def schedule_values(schedule: Any, total_steps: int, *, lr: float | None = None)
         >>> schedule_values(warmup, 6, lr=0.4)
         [0.1, 0.2, 0.3, 0.4, 0.4, 0.4]
         >>> from lightning_recipes.recipe import OptimizerRecipe
-        >>> [round(v, 6) for v in schedule_values(OptimizerRecipe("lion", warmup_steps=2, schedule="linear"), 6)]
+        >>> recipe = OptimizerRecipe("lion", warmup_steps=2, schedule="linear")
+        >>> [round(v, 6) for v in schedule_values(recipe, 6)]
         [0.0, 5e-05, 0.0001, 7.5e-05, 5e-05, 2.5e-05]
     """
     if isinstance(total_steps, bool) or not isinstance(total_steps, int) or total_steps < 1:
@@ -61,6 +62,7 @@ def schedule_values(schedule: Any, total_steps: int, *, lr: float | None = None)
             recipe["schedule"],
             optimizer,
             warmup_steps=recipe["warmup_steps"],
+            warmup_ratio=recipe["warmup_ratio"],
             total_steps=total_steps,
             min_lr_ratio=recipe["min_lr_ratio"],
         )
@@ -70,8 +72,8 @@ def schedule_values(schedule: Any, total_steps: int, *, lr: float | None = None)
         scheduler = schedule(optimizer)
     else:
         raise TypeError(
-            "`schedule` must be an OptimizerRecipe, a LightningModule with a recipe mixin, or an LR-scheduler "
-            f"factory f(optimizer) -> LRScheduler, got {type(schedule).__name__}."
+            "`schedule` must be an OptimizerRecipe, a LightningModule with a recipe mixin, or an "
+            f"LR-scheduler factory f(optimizer) -> LRScheduler, got {type(schedule).__name__}."
         )
     if isinstance(scheduler, Mapping):  # a Lightning scheduler config {"scheduler": ..., "interval": ...}
         scheduler = scheduler.get("scheduler")

@@ -1,0 +1,87 @@
+"""The one table of optimizer and schedule names: read by the recipe, the builder and the memory estimator.
+
+Each optimizer has one :class:`OptimizerSpec` record: its name, the class the builder makes, the recipe's
+defaults, and the state it keeps per parameter (what the memory estimator counts). Adding an optimizer means
+adding a record here; tests tie every user of these names to this table.
+
+Example:
+    >>> from lightning_recipes.optim.names import OPTIMIZERS, RECIPE_OPTIMIZERS, SCHEDULES
+    >>> RECIPE_OPTIMIZERS, SCHEDULES
+    (('adamw', 'lion', 'lamb'), ('cosine', 'linear', 'constant', 'wsd', 'none'))
+    >>> OPTIMIZERS["lion"].state_tensors, OPTIMIZERS["lion"].defaults["lr"]
+    (1, 0.0001)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Literal
+
+__all__ = [
+    "OPTIMIZERS",
+    "RECIPE_OPTIMIZERS",
+    "SCHEDULES",
+    "OptimizerName",
+    "OptimizerSpec",
+    "ScheduleName",
+]
+
+
+@dataclass(frozen=True)
+class OptimizerSpec:
+    """One optimizer, as every part of the package sees it.
+
+    Args:
+        name: The name users write (``OptimizerRecipe(optimizer=...)``, ``--optimizer``).
+        class_name: The optimizer class the builder returns (``torch.optim.AdamW``, ``Lion``, ...).
+        state_tensors: Optimizer-state tensors kept per parameter, each the parameter's shape.
+        step_bytes: Bytes of per-tensor scalar state (a ``step`` count kept as a 0-d fp32 tensor, as
+            torch.optim's AdamW and our Lamb do: 4).
+        defaults: The recipe's defaults (``lr``, ``weight_decay``, ``betas``, ``eps``); empty for optimizers
+            the memory estimator knows but the recipe does not build.
+    """
+
+    name: str
+    class_name: str
+    state_tensors: int
+    step_bytes: int
+    defaults: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def in_recipe(self) -> bool:
+        """Whether :class:`~lightning_recipes.OptimizerRecipe` and ``build_optimizer`` accept this name."""
+        return bool(self.defaults)
+
+
+def _spec(name: str, class_name: str, states: int, step_bytes: int, **defaults: Any) -> OptimizerSpec:
+    return OptimizerSpec(name, class_name, states, step_bytes, MappingProxyType(defaults))
+
+
+# Lion's lr is 10x lower and its weight decay 10x higher than AdamW's, keeping the effective decay
+# lr * weight_decay equal (Chen et al. 2023, section 5: "3-10x smaller learning rate ... larger decoupled
+# weight decay"). Lamb's are You et al.'s / NVIDIA's BERT values. Lion has no eps.
+OPTIMIZERS: Mapping[str, OptimizerSpec] = MappingProxyType(
+    {
+        spec.name: spec
+        for spec in (
+            _spec("adamw", "AdamW", 2, 4, lr=1e-3, weight_decay=0.05, betas=(0.9, 0.999), eps=1e-8),
+            _spec("lion", "Lion", 1, 0, lr=1e-4, weight_decay=0.5, betas=(0.9, 0.99), eps=None),
+            _spec("lamb", "Lamb", 2, 4, lr=1e-3, weight_decay=0.01, betas=(0.9, 0.999), eps=1e-6),
+            # known to the memory estimator only
+            _spec("adam", "Adam", 2, 4),
+            _spec("sgd_momentum", "SGD", 1, 0),
+            _spec("sgd", "SGD", 0, 0),
+        )
+    }
+)
+
+#: The names the recipe and ``build_optimizer`` accept, in display order.
+RECIPE_OPTIMIZERS: tuple[str, ...] = tuple(name for name, spec in OPTIMIZERS.items() if spec.in_recipe)
+#: The names ``OptimizerRecipe(schedule=...)`` and ``build_scheduler`` accept.
+SCHEDULES: tuple[str, ...] = ("cosine", "linear", "constant", "wsd", "none")
+
+# Literal spellings of the two tuples above, for type checkers and LightningCLI (a test keeps them equal).
+OptimizerName = Literal["adamw", "lion", "lamb"]
+ScheduleName = Literal["cosine", "linear", "constant", "wsd", "none"]

@@ -1,0 +1,137 @@
+"""Schedules against Hugging Face's own functions (``transformers.optimization``), as value tables over every
+step; the deliberate difference (our schedules hold past ``total_steps``) is tested as such."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from lightning_recipes.optim import (
+    warmup_constant,
+    warmup_cosine,
+    warmup_linear,
+    warmup_stable_decay,
+)
+
+hf = pytest.importorskip(
+    "transformers.optimization", reason="the parity tables need `transformers` installed"
+)
+
+
+def _optimizer():
+    return torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
+
+
+def _table(scheduler, steps):
+    """The multiplier at every step 0..steps-1, as LambdaLR computes it."""
+    return [scheduler.lr_lambdas[0](step) for step in range(steps)]
+
+
+RUNS = [(0, 1), (0, 10), (1, 10), (3, 20), (10, 100), (7, 37), (25, 25)]
+
+
+@pytest.mark.parametrize(("warmup", "total"), RUNS)
+@pytest.mark.parametrize("num_cycles", [0.5, 1.5])
+def test_cosine_equals_get_cosine_schedule_with_warmup(warmup, total, num_cycles):
+    ours = _table(warmup_cosine(_optimizer(), warmup, total, num_cycles=num_cycles), total + 1)
+    theirs = _table(hf.get_cosine_schedule_with_warmup(_optimizer(), warmup, total, num_cycles), total + 1)
+    assert ours == pytest.approx(theirs, abs=1e-15)
+
+
+@pytest.mark.parametrize(("warmup", "total"), RUNS)
+@pytest.mark.parametrize("ratio", [0.0, 0.1, 0.5, 1.0])
+def test_cosine_min_lr_equals_get_cosine_with_min_lr_schedule_with_warmup(warmup, total, ratio):
+    ours = _table(warmup_cosine(_optimizer(), warmup, total, min_lr_ratio=ratio), total + 1)
+    theirs = _table(
+        hf.get_cosine_with_min_lr_schedule_with_warmup(_optimizer(), warmup, total, min_lr_rate=ratio),
+        total + 1,
+    )
+    assert ours == pytest.approx(theirs, abs=1e-15)
+
+
+@pytest.mark.parametrize(("warmup", "total"), RUNS)
+def test_linear_equals_get_linear_schedule_with_warmup(warmup, total):
+    ours = _table(warmup_linear(_optimizer(), warmup, total), total + 5)
+    theirs = _table(hf.get_linear_schedule_with_warmup(_optimizer(), warmup, total), total + 5)
+    assert ours == pytest.approx(theirs, abs=1e-15)  # both stay at 0 past the end
+
+
+@pytest.mark.parametrize(("warmup", "total"), RUNS)
+def test_constant_equals_get_constant_schedule_with_warmup(warmup, total):
+    ours = _table(warmup_constant(_optimizer(), warmup), total + 5)
+    theirs = _table(hf.get_constant_schedule_with_warmup(_optimizer(), warmup), total + 5)
+    assert ours == theirs
+
+
+@pytest.mark.parametrize(
+    ("warmup", "decay", "total"), [(0, 0, 10), (2, 0, 10), (0, 10, 10), (3, 4, 12), (5, 5, 10), (1, 7, 40)]
+)
+@pytest.mark.parametrize("shape", ["linear", "cosine", "1-sqrt"])
+@pytest.mark.parametrize("ratio", [0.0, 0.1, 0.5])
+def test_wsd_equals_get_wsd_schedule(warmup, decay, total, shape, ratio):
+    """Every step, past the end included: warm-up from `min_lr_ratio`; `decay_steps=0` ends at it."""
+    ours = warmup_stable_decay(
+        _optimizer(),
+        warmup,
+        total,
+        decay_steps=decay,
+        decay_shape=shape,
+        warmup_shape=shape,
+        min_lr_ratio=ratio,
+    )
+    theirs = hf.get_wsd_schedule(
+        _optimizer(),
+        num_warmup_steps=warmup,
+        num_decay_steps=decay,
+        num_training_steps=total,
+        warmup_type=shape,
+        decay_type=shape,
+        min_lr_ratio=ratio,
+    )
+    assert _table(ours, total + 5) == pytest.approx(_table(theirs, total + 5), abs=1e-15)
+
+
+def _hf_warmup_steps(ratio, total):
+    """TrainingArguments.get_warmup_steps for a ratio: `warmup_ratio=` up to transformers 4, `warmup_steps=<1`
+    from 5. Called on a plain namespace: building TrainingArguments itself needs `accelerate`."""
+    import dataclasses
+    from types import SimpleNamespace
+
+    from transformers import TrainingArguments
+
+    names = {f.name for f in dataclasses.fields(TrainingArguments)}
+    fields = (
+        {"warmup_steps": 0, "warmup_ratio": ratio} if "warmup_ratio" in names else {"warmup_steps": ratio}
+    )
+    return TrainingArguments.get_warmup_steps(SimpleNamespace(**fields), total)
+
+
+@pytest.mark.parametrize(("ratio", "total"), [(0.05, 30), (0.1, 25), (0.5, 7), (0.01, 1000), (0.3, 11)])
+def test_warmup_ratio_rounds_up_as_training_arguments_does(ratio, total):
+    ours = _table(warmup_linear(_optimizer(), total_steps=total, warmup_ratio=ratio), total + 1)
+    theirs = _table(
+        hf.get_linear_schedule_with_warmup(_optimizer(), _hf_warmup_steps(ratio, total), total), total + 1
+    )
+    assert ours == pytest.approx(theirs, abs=1e-15)
+
+
+def test_deliberate_difference_warmup_ratio_ignores_float_noise():
+    """100 * 0.07 is 7.000000000000001 in floating point: Hugging Face warms up 8 steps, we warm up 7."""
+    from lightning_recipes.optim.schedules import resolve_warmup
+
+    assert resolve_warmup(None, 0.07, 100) == 7
+    assert _hf_warmup_steps(0.07, 100) == 8
+
+
+@pytest.mark.parametrize("num_cycles", [0.5, 0.75])
+def test_deliberate_difference_cosine_holds_past_the_end(num_cycles):
+    """Hugging Face's cosine climbs back up after `num_training_steps`; ours holds its final value."""
+    total, warmup = 10, 2
+    ours = warmup_cosine(_optimizer(), warmup, total, num_cycles=num_cycles, min_lr_ratio=0.1)
+    theirs = hf.get_cosine_with_min_lr_schedule_with_warmup(
+        _optimizer(), warmup, total, num_cycles=num_cycles, min_lr_rate=0.1
+    )
+    end = ours.lr_lambdas[0](total)
+    assert end == pytest.approx(theirs.lr_lambdas[0](total), abs=1e-15)
+    assert [ours.lr_lambdas[0](s) for s in range(total, total + 8)] == [end] * 8
+    assert max(theirs.lr_lambdas[0](s) for s in range(total, total + 8)) > end + 0.1

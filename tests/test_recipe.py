@@ -1,0 +1,308 @@
+"""OptimizerRecipe: every field checked at construction (issue 12 item 6), `warmup_steps` / `warmup_ratio`
+(issue 13), hparams.yaml as plain data readable by Lightning's own loader (issue 12 item 4), and the one table
+of names every user reads (issue 13)."""
+
+from __future__ import annotations
+
+import pickle
+import typing
+import warnings
+from pathlib import Path
+
+import lightning.pytorch as pl
+import pytest
+import torch
+import yaml
+from lightning.pytorch.core.saving import load_hparams_from_yaml
+from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
+from torch import nn
+from torch.nn import functional as F
+
+from lightning_recipes.mixins import LionRecipe, OptimizerRecipeMixin
+from lightning_recipes.optim import build_optimizer, build_scheduler, warmup_cosine, warmup_stable_decay
+from lightning_recipes.optim.names import (
+    OPTIMIZERS,
+    RECIPE_OPTIMIZERS,
+    SCHEDULES,
+    OptimizerName,
+    ScheduleName,
+)
+from lightning_recipes.recipe import OPTIMIZER_DEFAULTS, OptimizerRecipe
+from lightning_recipes.testing import fast_trainer, random_classification_loader
+
+
+class SavedNet(LionRecipe, pl.LightningModule):
+    """The README pattern: `recipe: OptimizerRecipe | None` + `save_hyperparameters()` (module level: the CLI
+    and `load_from_checkpoint` import it)."""
+
+    def __init__(self, recipe: OptimizerRecipe | None = None, width: int = 8) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+        self.recipe = recipe
+        self.net = nn.Sequential(nn.Linear(16, width), nn.ReLU(), nn.Linear(width, 4))
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        return F.cross_entropy(self.net(x), y)
+
+
+# ---------------------------------------------------------------- construction-time checks (issue 12 item 6)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"optimizer": "sgd"}, "`optimizer` must be one of ('adamw', 'lion', 'lamb'), got 'sgd'."),
+        ({"lr": -1.0}, "`lr` must be a finite number > 0, got -1.0."),
+        ({"lr": 0}, "`lr` must be a finite number > 0, got 0."),
+        ({"lr": float("nan")}, "`lr` must be a finite number > 0, got nan."),
+        ({"lr": True}, "`lr` must be a finite number > 0, got True."),
+        ({"weight_decay": -0.1}, "`weight_decay` must be a finite number >= 0, got -0.1."),
+        ({"betas": (0.9, 1.0)}, "`betas[1]` must be in [0, 1), got 1.0."),
+        ({"betas": (0.9,)}, "`betas` must be a pair (beta1, beta2) with each in [0, 1), got (0.9,)."),
+        ({"eps": 0.0}, "`eps` must be a finite number > 0, got 0.0."),
+        ({"warmup_steps": -1}, "`warmup_steps` must be an integer >= 0, got -1."),
+        ({"warmup_steps": "10"}, "`warmup_steps` must be an integer >= 0, got '10'."),
+        ({"warmup_ratio": 1.0}, "`warmup_ratio` must be a number in [0, 1), got 1.0."),
+        ({"warmup_steps": 10, "warmup_ratio": 0.1}, "Give `warmup_steps` or `warmup_ratio`, not both"),
+        ({"warmup_steps": 1.5}, "`warmup_steps` must be in (0, 1) when given as a fraction"),
+        ({"schedule": "step"}, "`schedule` must be one of ('cosine', 'linear', 'constant', 'wsd', 'none')"),
+        ({"min_lr_ratio": 1.5}, "`min_lr_ratio` must be a number in [0, 1], got 1.5."),
+        ({"scale_lr": "cube"}, "`scale_lr` must be one of ('linear', 'sqrt'), got 'cube'."),
+        ({"base_batch_size": 0}, "`base_batch_size` must be an integer >= 1, got 0."),
+        ({"batch_size": 2.5}, "`batch_size` must be an integer >= 1, got 2.5."),
+        (
+            {"implementation": "cuda"},
+            "`implementation` must be one of ('auto', 'for_loop', 'foreach', 'compiled'",
+        ),
+    ],
+)
+def test_every_field_is_checked_at_construction(kwargs, message):
+    with pytest.raises(ValueError) as error:
+        OptimizerRecipe(**kwargs)
+    assert message in str(error.value)
+
+
+def test_valid_recipes_construct_and_warmup_vs_total_stays_at_fit():
+    OptimizerRecipe("lamb", 1e-3, 0.0, (0.0, 0.999), 1e-6, 10, None, "wsd", 1.0, "sqrt", 256, 32, "foreach")
+    recipe = OptimizerRecipe(warmup_steps=50)  # more than this run's 2 steps: only fit can know
+    model = SavedNet(recipe)
+    with pytest.raises(ValueError, match=r"`warmup_steps` must be in \[0, total_steps=2\]"):
+        fast_trainer(max_steps=2, max_epochs=None).fit(model, random_classification_loader(num_samples=32))
+
+
+def test_hparams_values_are_checked_when_resolved():
+    class Net(OptimizerRecipeMixin, pl.LightningModule):
+        def __init__(self, lr: float = -3.0) -> None:
+            super().__init__()
+            self.save_hyperparameters()
+
+    with pytest.raises(ValueError, match=r"`lr` must be a finite number > 0, got -3\.0"):
+        Net().resolve_recipe()
+    with pytest.raises(ValueError, match=r"`recipe` has unknown field\(s\) \['learning_rate'\]"):
+        SavedNet({"learning_rate": 0.1}).resolve_recipe()  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------- warmup_steps / warmup_ratio (issue 13)
+
+
+def test_a_recipe_pickled_before_warmup_ratio_existed_still_resolves():
+    """Checkpoints hold the pickled recipe: one from before the split has no `warmup_ratio` attribute and may
+    hold a float `warmup_steps`; it loads and resolves to the new spelling (with the deprecation warning)."""
+    old = object.__new__(OptimizerRecipe)
+    fields = {name: None for name in OptimizerRecipe.field_names() if name != "warmup_ratio"}
+    old.__dict__.update(fields, warmup_steps=0.25, optimizer="lamb")
+    loaded = pickle.loads(pickle.dumps(old))
+    with pytest.warns(DeprecationWarning, match="use `warmup_ratio=0.25`"):
+        resolved = SavedNet(loaded).resolve_recipe()
+    assert (resolved["optimizer"], resolved["warmup_steps"], resolved["warmup_ratio"]) == ("lamb", None, 0.25)
+
+
+def test_float_warmup_steps_still_works_with_a_deprecation_warning_naming_warmup_ratio():
+    with pytest.warns(DeprecationWarning, match=r"use `warmup_ratio=0.1`") as record:
+        old = OptimizerRecipe(warmup_steps=0.1)
+    assert record[0].filename == __file__  # points at the caller's line
+    assert old == OptimizerRecipe(warmup_ratio=0.1)
+    assert (old.warmup_steps, old.warmup_ratio) == (None, 0.1)
+    optimizer = torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=1.0)
+    with pytest.warns(DeprecationWarning, match="use `warmup_ratio=0.25`") as record:
+        scheduler = warmup_cosine(optimizer, 0.25, 8)
+    assert record[0].filename == __file__
+    new = warmup_cosine(optimizer, total_steps=8, warmup_ratio=0.25)
+    assert [scheduler.lr_lambdas[0](s) for s in range(9)] == [new.lr_lambdas[0](s) for s in range(9)]
+
+
+def test_warmup_steps_int_and_warmup_ratio_give_the_steps_they_say():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # neither spelling warns
+        by_steps = warmup_stable_decay(torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=1.0), 3, 10)
+        by_ratio = warmup_stable_decay(
+            torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=1.0), total_steps=10, warmup_ratio=0.3
+        )
+    assert [by_steps.lr_lambdas[0](s) for s in range(4)] == pytest.approx([0.0, 1 / 3, 2 / 3, 1.0])
+    assert [by_ratio.lr_lambdas[0](s) for s in range(11)] == [by_steps.lr_lambdas[0](s) for s in range(11)]
+    with pytest.raises(ValueError, match="Give `warmup_steps` or `warmup_ratio`, not both"):
+        warmup_cosine(torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=1.0), 3, 10, warmup_ratio=0.3)
+
+
+@pytest.mark.parametrize(
+    ("recipe", "expected_warmup"),
+    [(OptimizerRecipe(warmup_steps=3), 3), (OptimizerRecipe(warmup_ratio=0.5), 4), (OptimizerRecipe(), 1)],
+)
+def test_mixin_warmup_from_steps_or_ratio(recipe, expected_warmup):
+    model = SavedNet(recipe)
+    fast_trainer(max_steps=8, max_epochs=None).fit(model, random_classification_loader(num_samples=256))
+    assert model.recipe_summary["warmup_steps"] == expected_warmup  # default: ceil(0.05 * 8) = 1
+
+
+# ------------------------------------------------------------ hparams.yaml as plain data (issue 12 item 4)
+
+RECIPE = OptimizerRecipe(optimizer="lamb", lr=2e-3, betas=(0.8, 0.95), warmup_ratio=0.25, schedule="wsd")
+
+
+@pytest.mark.parametrize("logger_cls", [CSVLogger, TensorBoardLogger])
+def test_hparams_yaml_round_trips_through_lightning_loaders(tmp_path, logger_cls):
+    model = SavedNet(RECIPE, width=12)
+    logger = logger_cls(tmp_path, name="run")
+    trainer = fast_trainer(max_steps=4, max_epochs=None, logger=logger, default_root_dir=tmp_path)
+    trainer.fit(model, random_classification_loader(num_samples=64))
+    ckpt = tmp_path / "last.ckpt"
+    trainer.save_checkpoint(ckpt)
+
+    hparams_file = f"{logger.log_dir}/hparams.yaml"
+    text = Path(hparams_file).read_text()
+    assert "!!python" not in text, text
+    assert (
+        yaml.safe_load(text)["recipe"] == RECIPE.to_dict()
+    )  # any YAML reader, not only PyYAML's full loader
+    hparams = load_hparams_from_yaml(hparams_file)
+    assert hparams == {"recipe": RECIPE.to_dict(), "width": 12}
+    assert OptimizerRecipe(**hparams["recipe"]) == RECIPE
+
+    resolved = model.resolve_recipe()
+    from_ckpt = SavedNet.load_from_checkpoint(ckpt)  # torch.load(weights_only=True)
+    assert from_ckpt.recipe == RECIPE and from_ckpt.resolve_recipe() == resolved
+    from_yaml = SavedNet.load_from_checkpoint(ckpt, hparams_file=hparams_file)
+    assert from_yaml.recipe == RECIPE.to_dict() and from_yaml.resolve_recipe() == resolved
+    for a, b in zip(model.parameters(), from_yaml.parameters()):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    resumed = fast_trainer(max_steps=6, max_epochs=None, logger=False, default_root_dir=tmp_path)
+    resumed.fit(from_yaml, random_classification_loader(num_samples=64), ckpt_path=ckpt)
+    assert type(resumed.optimizers[0]).__name__ == "Lamb" and resumed.global_step == 6
+
+
+def test_lightning_cli_yaml_round_trip(tmp_path, monkeypatch):
+    from lightning.pytorch.cli import LightningCLI
+
+    monkeypatch.setattr("sys.argv", ["train.py"])
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        "model:\n"
+        "  class_path: tests.test_recipe.SavedNet\n"
+        "  init_args:\n"
+        "    recipe: {optimizer: lion, lr: 0.0003, betas: [0.9, 0.98], warmup_steps: 1, schedule: linear}\n"
+        "trainer:\n"
+        "  max_steps: 3\n"
+        "  accelerator: cpu\n"
+        "  enable_progress_bar: false\n"
+        "  logger:\n"
+        "    class_path: lightning.pytorch.loggers.CSVLogger\n"
+        f"    init_args: {{save_dir: {tmp_path}, name: cli}}\n"
+        f"  default_root_dir: {tmp_path}\n"
+    )
+    loader = random_classification_loader(num_samples=64)
+    cli = LightningCLI(args=["--config", str(config)], run=False)
+    cli.trainer.fit(cli.model, loader)
+    expected = OptimizerRecipe(
+        optimizer="lion", lr=3e-4, betas=(0.9, 0.98), warmup_steps=1, schedule="linear"
+    )
+    assert cli.model.recipe == expected
+    hparams = load_hparams_from_yaml(f"{cli.trainer.logger.log_dir}/hparams.yaml")
+    assert hparams["recipe"] == expected.to_dict()
+    # the hparams read back feed LightningCLI again (as YAML) and rebuild the same recipe
+    again = tmp_path / "again.yaml"
+    init_args = {
+        k: v for k, v in hparams.items() if not k.startswith("_")
+    }  # `_instantiator`: Lightning's key
+    again.write_text(
+        yaml.safe_dump({"model": {"class_path": "tests.test_recipe.SavedNet", "init_args": init_args}})
+    )
+    rebuilt = LightningCLI(args=["--config", str(again), "--trainer.logger=false"], run=False)
+    assert rebuilt.model.recipe == expected
+
+
+# ---------------------------------------------------------------- one table of names (issue 13)
+
+
+def test_literal_types_spell_the_table():
+    assert typing.get_args(OptimizerName) == RECIPE_OPTIMIZERS
+    assert typing.get_args(ScheduleName) == SCHEDULES
+    fields = typing.get_type_hints(OptimizerRecipe)
+    assert set(typing.get_args(fields["optimizer"])) == {OptimizerName, type(None)}
+    assert set(typing.get_args(fields["schedule"])) == {ScheduleName, type(None)}
+
+
+def test_recipe_defaults_are_the_table():
+    assert {name: dict(OPTIMIZERS[name].defaults) for name in RECIPE_OPTIMIZERS} == OPTIMIZER_DEFAULTS
+    for name in RECIPE_OPTIMIZERS:
+        resolved = SavedNet(OptimizerRecipe(optimizer=name)).resolve_recipe()
+        for key, value in OPTIMIZERS[name].defaults.items():
+            assert resolved[key] == value, (name, key)
+
+
+@pytest.mark.parametrize("name", RECIPE_OPTIMIZERS)
+def test_builder_makes_the_table_class_with_the_table_state(name):
+    """The builder returns the record's class, and after one step it keeps exactly `state_tensors` tensors of
+    the parameter's shape per parameter and `step_bytes` of per-tensor scalars: what the estimator counts."""
+    spec = OPTIMIZERS[name]
+    model = nn.Linear(3, 5)
+    optimizer = build_optimizer(name, model.parameters(), lr=1e-3, weight_decay=0.1, betas=(0.9, 0.99))
+    assert type(optimizer).__name__ == spec.class_name
+    model(torch.randn(2, 3)).sum().backward()
+    optimizer.step()
+    for p in model.parameters():
+        state = optimizer.state[p].values()
+        full = [t for t in state if torch.is_tensor(t) and t.shape == p.shape]
+        scalars = [t for t in state if torch.is_tensor(t) and t.numel() == 1 and t.shape != p.shape]
+        assert len(full) == spec.state_tensors, name
+        assert sum(t.numel() * t.element_size() for t in scalars) == spec.step_bytes, name
+
+
+def test_builder_and_recipe_accept_exactly_the_table_names():
+    params = [nn.Parameter(torch.zeros(1))]
+    for name in OPTIMIZERS:
+        if name in RECIPE_OPTIMIZERS:
+            OptimizerRecipe(optimizer=name)  # type: ignore[arg-type]
+        else:
+            with pytest.raises(ValueError, match="`optimizer` must be one of"):
+                build_optimizer(name, params, lr=1e-3, weight_decay=0.0, betas=(0.9, 0.99))
+    for schedule in SCHEDULES:
+        OptimizerRecipe(schedule=schedule)  # type: ignore[arg-type]
+        built = build_scheduler(schedule, torch.optim.SGD(params, lr=1.0), warmup_steps=1, total_steps=10)
+        assert (built is None) == (schedule == "none")
+
+
+def _estimator_has_its_own_table() -> bool:
+    from lightning_recipes.strategies import memory
+
+    return getattr(memory, "OPTIMIZER_STATES", {}).get("lamb") == (2, 0)  # its pre-names value
+
+
+@pytest.mark.xfail(
+    _estimator_has_its_own_table(),
+    strict=True,
+    reason="strategies/memory.py keeps its own OPTIMIZER_STATES, which misses Lamb's 4-byte `step` per "
+    "tensor, "
+    "until it reads optim.names (change listed for the lead)",
+)
+def test_memory_estimator_counts_the_table_state():
+    """The estimator's per-optimizer state is the table's."""
+    from lightning_recipes.strategies import memory
+
+    table = getattr(memory, "OPTIMIZER_STATES", None)
+    if table is None:  # the estimator reads optim.names directly
+        assert "optim.names" in Path(memory.__file__).read_text()
+        return
+    assert set(table) == set(OPTIMIZERS)
+    for name, (states, step_bytes) in table.items():
+        assert (states, step_bytes) == (OPTIMIZERS[name].state_tensors, OPTIMIZERS[name].step_bytes), name
