@@ -133,7 +133,7 @@ def run_demo(args: argparse.Namespace) -> dict[str, Any]:
         optimizer=args.optimizer,
         lr=settings["lr"],
         weight_decay=settings["weight_decay"],
-        warmup_steps=0.1,
+        warmup_ratio=0.1,
         schedule="cosine",
     )
 
