@@ -25,8 +25,11 @@ LIGHTNING_OWNED_ENV = frozenset(
         "RANK",
     }
 )
-# Written by the tools themselves: pytest between the phases of every test; wandb when it starts its service.
-TOOL_OWNED_ENV = frozenset({"PYTEST_CURRENT_TEST", "WANDB_SERVICE"})
+# Written by the tools themselves: pytest between the phases of every test; wandb when it starts its service;
+# scikit-learn (and joblib) at their first import, for the OpenMP runtime.
+TOOL_OWNED_ENV = frozenset(
+    {"PYTEST_CURRENT_TEST", "WANDB_SERVICE", "KMP_DUPLICATE_LIB_OK", "KMP_INIT_AT_FORK"}
+)
 
 
 @pytest.fixture(autouse=True)
