@@ -9,7 +9,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from lightning_recipes.preflight_cli import main
+from lightning_recipes.checks.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -8,19 +8,23 @@ import math
 import pytest
 import torch
 
-from lightning_recipes.callbacks import (
+from lightning_recipes.checks import (
+    CHECKS,
     BatchIndependenceCheck,
+    CheckContext,
+    CheckResult,
     DataCheck,
     GradFlowCheck,
     InitLossCheck,
     InputIndependenceCheck,
     OverfitBatchCheck,
     Preflight,
+    PreflightError,
+    PreflightReport,
+    preflight,
 )
-from lightning_recipes.callbacks._checks.batches import replace_inputs, slice_batch, split_batch
-from lightning_recipes.callbacks._checks.context import CheckContext
-from lightning_recipes.callbacks._checks.inference import infer_num_classes
-from lightning_recipes.preflight import CHECKS, CheckResult, PreflightError, PreflightReport, preflight
+from lightning_recipes.checks._batches import replace_inputs, slice_batch, split_batch
+from lightning_recipes.checks._inference import infer_num_classes
 
 from . import _models as M
 
@@ -151,7 +155,7 @@ def test_batch_helpers_keep_containers_and_do_not_mutate():
 
 
 def test_custom_check_plugs_into_preflight():
-    from lightning_recipes.preflight import SanityCheck
+    from lightning_recipes.checks import SanityCheck
 
     class LossBelowTen(SanityCheck):
         name = "loss_below_10"
@@ -219,5 +223,5 @@ def test_num_threads_applies_during_the_checks_and_is_restored():
     preflight(Spy(), train_dataloaders=M.loader(), checks=["init_loss"], num_threads=1)
     assert seen and set(seen) == {1}
     assert torch.get_num_threads() == 2
-    with pytest.raises(ValueError, match="`num_threads` must be >= 1 or None, got 0"):
+    with pytest.raises(ValueError, match="`num_threads` must be an integer >= 1, got 0"):
         Preflight(num_threads=0)
