@@ -10,6 +10,7 @@ import torch
 from torch import Tensor, nn
 from typing_extensions import override
 
+from lightning_recipes._validation import check_in_range, check_int
 from lightning_recipes.checks._batches import Key
 from lightning_recipes.checks.base import SanityCheck
 from lightning_recipes.checks.context import CheckContext
@@ -72,10 +73,8 @@ class BatchIndependenceCheck(SanityCheck):
         target_key: Key = None,
     ) -> None:
         super().__init__(on_fail=on_fail, input_key=input_key, target_key=target_key)
-        if num_samples < 2:
-            raise ValueError(f"`num_samples` must be >= 2, got {num_samples!r}.")
-        if not 0 < rtol < 1:
-            raise ValueError(f"`rtol` must be in (0, 1), got {rtol!r}.")
+        check_int("num_samples", num_samples, minimum=2)
+        check_in_range("rtol", rtol, 0, 1, low_open=True, high_open=True)
         self.num_samples = num_samples
         self.rtol = rtol
 

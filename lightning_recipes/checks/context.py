@@ -29,7 +29,15 @@ from torch import Tensor, nn
 from torch.optim import Optimizer
 from torch.utils.data import DataLoader
 
-from lightning_recipes.checks._batches import Key, batch_size_of, clone_tensors, slice_batch, split_batch
+from lightning_recipes._validation import check_int
+from lightning_recipes.checks._batches import (
+    Key,
+    batch_size_of,
+    check_key,
+    clone_tensors,
+    slice_batch,
+    split_batch,
+)
 from lightning_recipes.checks._isolation import copy_module, preserved_loader_rng, quiet_logging
 from lightning_recipes.checks.report import CheckSkipped
 
@@ -84,6 +92,11 @@ class CheckContext:
     ) -> None:
         if not isinstance(model, pl.LightningModule):
             raise TypeError(f"`model` must be a LightningModule, got {type(model).__name__}.")
+        if num_classes is not None:
+            check_int("num_classes", num_classes, minimum=2)
+        check_int("seed", seed)
+        check_key("input_key", input_key)
+        check_key("target_key", target_key)
         self.model = model
         self.train_dataloader = _first_loader(train_dataloader)
         self.val_dataloader = _first_loader(val_dataloader)

@@ -8,6 +8,7 @@ import torch
 from torch import Tensor
 from typing_extensions import override
 
+from lightning_recipes._validation import check_int, check_positive
 from lightning_recipes.checks._batches import Key, is_float, tensors_of
 from lightning_recipes.checks._inference import IGNORE_INDEX, infer_num_classes
 from lightning_recipes.checks.base import SanityCheck
@@ -69,12 +70,10 @@ class DataCheck(SanityCheck):
         target_key: Key = None,
     ) -> None:
         super().__init__(on_fail=on_fail, input_key=input_key, target_key=target_key)
-        if num_batches < 1:
-            raise ValueError(f"`num_batches` must be >= 1, got {num_batches!r}.")
-        if num_classes is not None and num_classes < 2:
-            raise ValueError(f"`num_classes` must be >= 2, got {num_classes!r}.")
-        if not max_scale > 0:
-            raise ValueError(f"`max_scale` must be > 0, got {max_scale!r}.")
+        check_int("num_batches", num_batches, minimum=1)
+        if num_classes is not None:
+            check_int("num_classes", num_classes, minimum=2)
+        check_positive("max_scale", max_scale)
         self.num_batches = num_batches
         self.num_classes = num_classes
         self.max_scale = max_scale

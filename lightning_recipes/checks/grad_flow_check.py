@@ -8,6 +8,7 @@ from typing import Any, Literal
 import torch
 from typing_extensions import override
 
+from lightning_recipes._validation import check_int
 from lightning_recipes.checks._batches import Key
 from lightning_recipes.checks.base import SanityCheck
 from lightning_recipes.checks.context import CheckContext
@@ -63,8 +64,7 @@ class GradFlowCheck(SanityCheck):
         target_key: Key = None,
     ) -> None:
         super().__init__(on_fail=on_fail, input_key=input_key, target_key=target_key)
-        if max_steps < 1:
-            raise ValueError(f"`max_steps` must be >= 1, got {max_steps!r}.")
+        check_int("max_steps", max_steps, minimum=1)
         self.max_steps = max_steps
 
     @override

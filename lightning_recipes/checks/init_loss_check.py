@@ -8,6 +8,7 @@ from typing import Literal
 import torch
 from typing_extensions import override
 
+from lightning_recipes._validation import check_in_range, check_int, check_positive, is_number
 from lightning_recipes.checks._batches import Key, batch_size_of
 from lightning_recipes.checks._inference import infer_num_classes
 from lightning_recipes.checks.base import SanityCheck
@@ -81,17 +82,14 @@ class InitLossCheck(SanityCheck):
         target_key: Key = None,
     ) -> None:
         super().__init__(on_fail=on_fail, input_key=input_key, target_key=target_key)
-        if expected_loss is not None and not math.isfinite(expected_loss):
-            raise ValueError(f"`expected_loss` must be finite, got {expected_loss!r}.")
-        if num_classes is not None and num_classes < 2:
-            raise ValueError(f"`num_classes` must be >= 2, got {num_classes!r}.")
-        if num_batches < 1:
-            raise ValueError(f"`num_batches` must be >= 1, got {num_batches!r}.")
-        for arg, value in (("warn_rtol", warn_rtol), ("high_rtol", high_rtol)):
-            if not value > 0:
-                raise ValueError(f"`{arg}` must be > 0, got {value!r}.")
-        if not 0 < low_rtol < 1:
-            raise ValueError(f"`low_rtol` must be in (0, 1), got {low_rtol!r}.")
+        if expected_loss is not None and not is_number(expected_loss):
+            raise ValueError(f"`expected_loss` must be a finite number or None, got {expected_loss!r}.")
+        if num_classes is not None:
+            check_int("num_classes", num_classes, minimum=2)
+        check_int("num_batches", num_batches, minimum=1)
+        check_positive("warn_rtol", warn_rtol)
+        check_positive("high_rtol", high_rtol)
+        check_in_range("low_rtol", low_rtol, 0, 1, low_open=True, high_open=True)
         if warn_rtol > min(high_rtol, low_rtol):
             raise ValueError(
                 f"`warn_rtol` must not exceed `high_rtol` and `low_rtol`, got {warn_rtol!r} > "

@@ -8,6 +8,7 @@ from typing import Any, Literal
 import torch
 from typing_extensions import override
 
+from lightning_recipes._validation import check_in_range, check_int
 from lightning_recipes.checks._batches import Key, replace_inputs
 from lightning_recipes.checks.base import SanityCheck
 from lightning_recipes.checks.context import CheckContext
@@ -85,15 +86,12 @@ class InputIndependenceCheck(SanityCheck):
         target_key: Key = None,
     ) -> None:
         super().__init__(on_fail=on_fail, input_key=input_key, target_key=target_key)
-        for arg, value in (("max_steps", max_steps), ("num_batches", num_batches)):
-            if value < 1:
-                raise ValueError(f"`{arg}` must be >= 1, got {value!r}.")
-        if num_eval_batches < 1:
-            raise ValueError(f"`num_eval_batches` must be >= 1, got {num_eval_batches!r}.")
-        if not 0 <= min_improvement < 1:
-            raise ValueError(f"`min_improvement` must be in [0, 1), got {min_improvement!r}.")
-        if num_samples is not None and num_samples < 1:
-            raise ValueError(f"`num_samples` must be >= 1 or None, got {num_samples!r}.")
+        check_int("max_steps", max_steps, minimum=1)
+        check_int("num_batches", num_batches, minimum=1)
+        check_int("num_eval_batches", num_eval_batches, minimum=1)
+        check_in_range("min_improvement", min_improvement, 0, 1, high_open=True)
+        if num_samples is not None:
+            check_int("num_samples", num_samples, minimum=1)
         self.max_steps = max_steps
         self.num_batches = num_batches
         self.num_eval_batches = num_eval_batches

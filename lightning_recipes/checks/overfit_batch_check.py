@@ -8,6 +8,7 @@ from typing import Literal
 import torch
 from typing_extensions import override
 
+from lightning_recipes._validation import check_in_range, check_int
 from lightning_recipes.checks._batches import Key, batch_size_of, slice_batch
 from lightning_recipes.checks.base import SanityCheck
 from lightning_recipes.checks.context import CheckContext
@@ -78,12 +79,10 @@ class OverfitBatchCheck(SanityCheck):
         target_key: Key = None,
     ) -> None:
         super().__init__(on_fail=on_fail, input_key=input_key, target_key=target_key)
-        if max_steps < 1:
-            raise ValueError(f"`max_steps` must be >= 1, got {max_steps!r}.")
-        if not 0 < target_ratio < 1:
-            raise ValueError(f"`target_ratio` must be in (0, 1), got {target_ratio!r}.")
-        if num_samples is not None and num_samples < 1:
-            raise ValueError(f"`num_samples` must be >= 1 or None, got {num_samples!r}.")
+        check_int("max_steps", max_steps, minimum=1)
+        check_in_range("target_ratio", target_ratio, 0, 1, low_open=True, high_open=True)
+        if num_samples is not None:
+            check_int("num_samples", num_samples, minimum=1)
         self.max_steps = max_steps
         self.target_ratio = target_ratio
         self.num_samples = num_samples
