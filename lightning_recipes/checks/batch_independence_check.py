@@ -92,13 +92,18 @@ class BatchIndependenceCheck(SanityCheck):
         probes = sorted({0, count - 1})
         optimizers = None
         for attempt in range(self.max_attempts):
-            with _batch_norms_in_eval(model):
-                found = None
-                if torch.is_floating_point(inputs):
-                    found = self._gradient_test(context, model, inputs, probes)
-                method = "gradient" if found is not None else "perturbation"
-                if found is None:
-                    found = self._perturbation_test(context, model, inputs, probes)
+            try:
+                with _batch_norms_in_eval(model):
+                    found = None
+                    if torch.is_floating_point(inputs):
+                        found = self._gradient_test(context, model, inputs, probes)
+                    method = "gradient" if found is not None else "perturbation"
+                    if found is None:
+                        found = self._perturbation_test(context, model, inputs, probes)
+            except CheckSkipped:
+                raise
+            except Exception as err:  # forward cannot take the input tensor alone: say what to pass instead
+                return self._forward_failed(err, inputs, context)
             if max(found[1]) > 0 or attempt == self.max_attempts - 1 or not model.automatic_optimization:
                 break
             # A zero-initialised output layer hides every input at init: train the copy a step, look again.
@@ -150,6 +155,20 @@ class BatchIndependenceCheck(SanityCheck):
             "legitimate and was evaluated in eval mode. Try: print tensor shapes through forward; use "
             "`x.flatten(1)` instead of `x.view(-1, ...)`.",
             details,
+        )
+
+    def _forward_failed(self, err: Exception, inputs: Tensor, context: CheckContext) -> CheckResult:
+        where = "the default input" if context.input_key is None else f"batch[{context.input_key!r}]"
+        return CheckResult(
+            self.name,
+            "skip",
+            f"skipped: the module's forward raised {type(err).__name__} when called with the input tensor alone "
+            f"({where}, shape {list(inputs.shape)}). This check calls `model(inputs)` with that one tensor and "
+            "compares the outputs sample by sample. If forward takes a different tensor of the batch, pass "
+            "`input_key=` (on the check, `Preflight` or `preflight`); if it needs several (a mask, a dict of "
+            'tensors), leave this check out: `checks=[...]` without "batch_independence". The error is in '
+            "details['error'].",
+            {"error": f"{type(err).__name__}: {err}", "input_shape": list(inputs.shape)},
         )
 
     def _gradient_test(

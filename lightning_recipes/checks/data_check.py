@@ -29,7 +29,8 @@ class DataCheck(SanityCheck):
 
     ``C`` is ``num_classes``, else the datamodule's ``num_classes`` attribute, else inferred from the model's
     forward output on the first batch (logits ``[B, C]`` / ``[B, S, V]``). Class checks apply to 1-D integer
-    targets.
+    targets. A PASS message names only what was checked and lists what could not be (no integer targets: no
+    label checks; a loader with no inspectable sampler: no shuffling check).
 
     Cost: reads ``num_batches`` batches and runs one forward pass (to infer ``C``); a handful of host syncs, once.
 
@@ -97,22 +98,24 @@ class DataCheck(SanityCheck):
 
         inputs = [context.split(b)[0] for b in batches]
         targets = [context.split(b)[1] for b in batches]
-        self._inputs(inputs, details, fails, warns)
+        # What each part of the check looked at: a PASS message states only these (issue 12, item 11).
+        checked: dict[str, str] = {"finite": "finite"}
+        unchecked: dict[str, str] = {}
+        self._inputs(inputs, details, fails, warns, checked, unchecked)
         classes = self._num_classes(context, batches[0], targets[0])
         details["num_classes"] = classes
-        self._labels(targets, classes, context, details, fails, warns)
+        self._labels(targets, classes, context, details, fails, warns, checked, unchecked)
 
         if fails:
             return CheckResult(self.name, "fail", " | ".join(fails + warns), details)
         if warns:
             return CheckResult(self.name, "warn", " | ".join(warns), details)
-        return CheckResult(
-            self.name,
-            "pass",
-            f"{len(batches)} batch(es) look sane: finite, labels in range, inputs vary and are on a sensible "
-            "scale, classes mixed, loader shuffles.",
-            details,
-        )
+        order = ("finite", "labels", "inputs", "classes", "shuffle")
+        looked = ", ".join(checked[k] for k in order if k in checked)
+        message = f"{len(batches)} batch(es) look sane: {looked}."
+        if unchecked:
+            message += " Not checked: " + "; ".join(unchecked[k] for k in order if k in unchecked) + "."
+        return CheckResult(self.name, "pass", message, details)
 
     @staticmethod
     def _nonfinite(batches: list[Any]) -> int:
@@ -120,11 +123,19 @@ class DataCheck(SanityCheck):
         return int(torch.stack(counts).sum()) if counts else 0  # sync: once
 
     def _inputs(
-        self, inputs: list[Tensor | None], details: dict[str, Any], fails: list[str], warns: list[str]
+        self,
+        inputs: list[Tensor | None],
+        details: dict[str, Any],
+        fails: list[str],
+        warns: list[str],
+        checked: dict[str, str],
+        unchecked: dict[str, str],
     ) -> None:
         floats = [x for x in inputs if x is not None and torch.is_floating_point(x) and x.numel() > 0]
         if not floats:
+            unchecked["inputs"] = "input scale and variation (no floating-point input tensor)"
             return
+        checked["inputs"] = "inputs vary and are on a sensible scale"
         stats = torch.stack(
             [
                 torch.stack(
@@ -181,10 +192,18 @@ class DataCheck(SanityCheck):
         details: dict[str, Any],
         fails: list[str],
         warns: list[str],
+        checked: dict[str, str],
+        unchecked: dict[str, str],
     ) -> None:
         labels = [t for t in targets if t is not None and not t.is_floating_point() and t.dtype != torch.bool]
         if not labels:
+            unchecked["labels"] = "labels, class mixing and shuffling (no integer targets in the batches)"
             return
+        if classes is not None:
+            checked["labels"] = "labels in range"
+        else:
+            checked["labels"] = "labels non-negative"
+            unchecked["labels"] = "the labels' upper bound (number of classes unknown: pass `num_classes=`)"
         flat = torch.cat([t.flatten() for t in labels])
         valid = flat != IGNORE_INDEX
         bad = (flat < 0) & valid
@@ -203,13 +222,19 @@ class DataCheck(SanityCheck):
             )
         per_sample = [t for t in labels if t.ndim == 1 and t.numel() >= 2]
         if not per_sample:
+            unchecked["classes"] = "class mixing and shuffling (targets are not one label per sample)"
             return
+        checked["classes"] = "classes mixed"
         distinct = [int(torch.unique(t[t != IGNORE_INDEX]).numel()) for t in per_sample]
         overall = int(torch.unique(torch.cat(per_sample)).numel())
         single = [i for i, n in enumerate(distinct) if n == 1 and per_sample[i].numel() >= 8]
         flat_labels = torch.cat(per_sample)
         sorted_labels = overall >= 2 and bool((flat_labels[1:] >= flat_labels[:-1]).all())
         shuffled = is_shuffled(context.train_dataloader)
+        if shuffled is None:
+            unchecked["shuffle"] = "shuffling (the loader has no sampler to inspect)"
+        elif shuffled:
+            checked["shuffle"] = "loader shuffles"  # a loader that does not shuffle never passes (see below)
         details.update(single_class_batches=single, labels_sorted=sorted_labels, loader_shuffles=shuffled)
         if overall >= 2 and len(single) == len(per_sample) and len(per_sample) >= 2:
             fails.append(
