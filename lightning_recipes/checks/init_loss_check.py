@@ -32,7 +32,7 @@ class InitLossCheck(SanityCheck):
     The loss is what ``training_step`` returns on a deep copy of the module (train mode, no gradients) for the
     first ``num_batches`` training batches, averaged.
 
-    Cost: ``num_batches`` forward passes on a copy of the model, once, at ``on_fit_start``; one host sync.
+    Cost: ``num_batches`` forward passes on a copy of the model, once, at ``on_train_start``; one host sync.
 
     Args:
         expected_loss: The expected initial loss; overrides inference.
