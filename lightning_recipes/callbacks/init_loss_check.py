@@ -1,4 +1,4 @@
-"""Moved to :mod:`lightning_recipes.checks.init_loss_check`; this old path re-exports it and keeps working.
+"""Moved to :mod:`lightning_recipes.checks.init_loss_check`; this old path re-exports it.
 
 Example:
     >>> from lightning_recipes.callbacks.init_loss_check import InitLossCheck

@@ -1,4 +1,4 @@
-"""Moved to :mod:`lightning_recipes.checks.overfit_batch_check`; this old path re-exports it and keeps working.
+"""Moved to :mod:`lightning_recipes.checks.overfit_batch_check`; this old path re-exports it.
 
 Example:
     >>> from lightning_recipes.callbacks.overfit_batch_check import OverfitBatchCheck

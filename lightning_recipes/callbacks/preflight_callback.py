@@ -1,4 +1,4 @@
-"""Moved to :mod:`lightning_recipes.checks.preflight`; this old path re-exports ``Preflight`` and keeps working.
+"""Moved to :mod:`lightning_recipes.checks.preflight`; this old path re-exports ``Preflight``.
 
 Example:
     >>> from lightning_recipes.callbacks.preflight_callback import Preflight

@@ -1,4 +1,4 @@
-"""How the checks leave nothing of the caller's changed: RNG states, loader generators, threads, the module."""
+"""How the checks leave nothing of the caller's changed: RNG states, loader generators, threads, module."""
 
 from __future__ import annotations
 

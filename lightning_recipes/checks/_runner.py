@@ -1,8 +1,8 @@
-"""Running checks: on a context (``preflight()``), and inside ``trainer.fit`` (one code path for one check or all).
+"""Running checks: on a context (``preflight()``), and inside ``trainer.fit`` (one path for one check or all).
 
-``run_in_trainer`` is what every check callback and the ``Preflight`` callback call at ``on_train_start``: build
-the context from the Trainer, run the checks (or skip them under sharded strategies), log, print, then reduce
-"any check failed" across ranks once and raise or warn on every rank together.
+``run_in_trainer`` is what every check callback and the ``Preflight`` callback call at ``on_train_start``:
+build the context from the Trainer, run the checks (or skip them under sharded strategies), log, print, then
+reduce "any check failed" across ranks once and raise or warn on every rank together.
 """
 
 from __future__ import annotations

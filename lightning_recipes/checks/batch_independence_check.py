@@ -162,9 +162,9 @@ class BatchIndependenceCheck(SanityCheck):
         return CheckResult(
             self.name,
             "skip",
-            f"skipped: the module's forward raised {type(err).__name__} when called with the input tensor alone "
-            f"({where}, shape {list(inputs.shape)}). This check calls `model(inputs)` with that one tensor and "
-            "compares the outputs sample by sample. If forward takes a different tensor of the batch, pass "
+            f"skipped: the module's forward raised {type(err).__name__} when called with the input tensor "
+            f"alone ({where}, shape {list(inputs.shape)}). This check calls `model(inputs)` with that one "
+            "tensor and compares the outputs sample by sample. If forward takes a different tensor of the batch, pass "
             "`input_key=` (on the check, `Preflight` or `preflight`); if it needs several (a mask, a dict of "
             'tensors), leave this check out: `checks=[...]` without "batch_independence". The error is in '
             "details['error'].",

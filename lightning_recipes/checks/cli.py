@@ -1,9 +1,10 @@
-"""``lightning-recipes preflight``: run the sanity checks on a model class and a datamodule from the command line.
+"""``lightning-recipes preflight``: the sanity checks on a model class and a datamodule, from a shell.
 
 Arguments follow LightningCLI: ``--model pkg.Class --data pkg.DataModule --model.init_args.x 1`` (or the short
-``--model.x 1``). ``--config`` takes the YAML your LightningCLI writes (``python train.py fit --print_config``):
-its ``model`` and ``data`` sections are used and the rest (``trainer``, ``optimizer``, ``seed_everything``, ...)
-is ignored. Modules are imported from the current directory, as ``python -m`` would, without ``PYTHONPATH=.``.
+``--model.x 1``). ``--config`` takes the YAML your LightningCLI writes (``python train.py fit
+--print_config``): its ``model`` and ``data`` sections are used and the rest (``trainer``, ``optimizer``,
+``seed_everything``, ...) is ignored. Modules are imported from the current directory, as ``python -m``
+would, without ``PYTHONPATH=.``.
 """
 
 from __future__ import annotations
@@ -147,9 +148,9 @@ _OWN_KEYS = (
 def _with_lightning_cli_config(args: list[str]) -> list[str]:
     """``args`` with each ``--config FILE`` replaced by the parts of it this command reads.
 
-    A LightningCLI config (``--print_config``) holds ``trainer``, ``seed_everything``, ``optimizer``, ... next to
-    ``model`` and ``data``: those two are kept. With a fixed model class (``LightningCLI(MyModel)``) the ``model``
-    section holds the init arguments only; the class then comes from ``--model`` on the command line.
+    A LightningCLI config (``--print_config``) holds ``trainer``, ``seed_everything``, ``optimizer``, ...
+    next to ``model`` and ``data``: those two are kept. With a fixed model class (``LightningCLI(MyModel)``)
+    the ``model`` section holds the init arguments only; the class then comes from ``--model``.
     """
     out: list[str] = []
     index = 0

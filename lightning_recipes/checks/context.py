@@ -184,7 +184,7 @@ class CheckContext:
     # ---------------------------------------------------------------- model
     def copy_model(self) -> pl.LightningModule:
         """A deep copy of the user's module on :attr:`device`, in train mode, with no Trainer attached."""
-        # Objects a module may hold a reference to are shared, not duplicated (a datamodule can hold the data).
+        # Objects a module may hold a reference to are shared, not duplicated (a datamodule holds data).
         shared = (self.trainer, self.datamodule, self.train_dataloader, self.val_dataloader)
         try:
             return copy_module(self.model, shared, self.device)

@@ -1,8 +1,8 @@
 """``preflight(model, ...)`` and the ``Preflight`` callback: every check, by name, on a model and its data.
 
 :data:`CHECKS` names the checks in the order a preflight runs them (cheapest and most basic first). Both entry
-points build their checks with :func:`build_checks`; inside ``trainer.fit`` the ``Preflight`` callback and every
-single check callback go through one code path (``_runner.run_in_trainer``).
+points build their checks with :func:`build_checks`; inside ``trainer.fit`` the ``Preflight`` callback and
+every single check callback go through one code path (``_runner.run_in_trainer``).
 
 Writing a check of your own: subclass :class:`~lightning_recipes.checks.SanityCheck` (its docstring has a
 ten-line example) and pass the instance in ``checks=[...]`` or put it in ``Trainer(callbacks=[...])``.
@@ -136,7 +136,7 @@ def preflight(
 
     Raises:
         ValueError: If no training data is given, a check name is unknown, or an argument is invalid
-            (``num_classes < 2``, ``num_threads < 1``, a non-integer ``seed``, a key that is neither int nor str).
+            (``num_classes < 2``, ``num_threads < 1``, a non-integer ``seed``, a key neither int nor str).
         TypeError: If ``print_report`` is not a bool.
 
     Example:
@@ -193,8 +193,10 @@ class Preflight(Callback):
     """Run the preflight checks once, at ``on_train_start``, and stop (or warn) before a silently broken run.
 
     Every check works on deep copies of the module with the Trainer's device and precision (the precision
-    plugin's autocast and input conversion) and the data ``fit`` is about to use; the model, its optimizer,
-    the RNG streams and the loaders are left exactly as they were. Each rank runs the checks on its own
+    plugin's autocast and input conversion) and the loaders the Trainer has loaded for ``fit``
+    (``trainer.train_dataloader`` / ``trainer.val_dataloaders``, with the sampler it injects under DDP; they
+    are ready at ``on_train_start``, after the sanity validation steps and before the first training step);
+    the model, its optimizer, the RNG streams and the loaders are left exactly as they were. Each rank runs the checks on its own
     data, then "did any check fail" is reduced across ranks once (``reduce_boolean_decision``), so every rank
     raises together or none does. The report prints on rank zero. A resumed run (``ckpt_path``) or a
     restored callback state skips the checks: they describe a run's start. Under sharded strategies (FSDP,
@@ -216,8 +218,8 @@ class Preflight(Callback):
             ``None`` leaves them alone.
 
     Raises:
-        ValueError: If ``on_fail`` or a check name is unknown, ``num_classes < 2``, ``num_threads < 1``, ``seed``
-            is not an integer or a key is neither an int, a str nor None.
+        ValueError: If ``on_fail`` or a check name is unknown, ``num_classes < 2``, ``num_threads < 1``,
+            ``seed`` is not an integer or a key is neither an int, a str nor None.
         TypeError: If ``print_report`` is not a bool.
 
     Example:

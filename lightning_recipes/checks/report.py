@@ -1,5 +1,5 @@
-"""What a check run produces: one :class:`CheckResult` per check, the :class:`PreflightReport` of a run, and the
-two exceptions (:class:`CheckSkipped` inside a check, :class:`PreflightError` out of a failed run)."""
+"""What a check run produces: one :class:`CheckResult` per check, the :class:`PreflightReport` of a run,
+and the two exceptions (:class:`CheckSkipped` inside a check, :class:`PreflightError` out of a failed run)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ STATUSES: tuple[str, ...] = ("pass", "warn", "fail", "skip")
 
 
 class CheckSkipped(Exception):
-    """Raised inside a check when it cannot run on this model or data; the message says why and what to pass."""
+    """Raised inside a check that cannot run on this model or data; the message says why and what to pass."""
 
 
 @dataclass

@@ -1,5 +1,5 @@
-"""``BatchIndependenceCheck`` skips with advice, not raw exception text, when forward needs more than the input
-tensor (issue 12, item 11)."""
+"""``BatchIndependenceCheck`` skips with advice, not raw exception text, when forward needs more than the
+input tensor (issue 12, item 11)."""
 
 from __future__ import annotations
 

@@ -103,8 +103,8 @@ def _lightning_cli_config(*args: str) -> str:
 
 def test_cli_accepts_a_lightning_cli_config_in_subclass_mode(tmp_path, capsys):
     text = _lightning_cli_config(
-        "--model=lightning_recipes.demo.DigitsCNN --model.width=8 --data=lightning_recipes.data.DigitsDataModule "
-        "--data.batch_size=32 --trainer.max_epochs=3"
+        "--model=lightning_recipes.demo.DigitsCNN --model.width=8 "
+        "--data=lightning_recipes.data.DigitsDataModule --data.batch_size=32 --trainer.max_epochs=3"
     )
     assert "trainer:" in text and "class_path: lightning_recipes.demo.DigitsCNN" in text
     (tmp_path / "config.yaml").write_text(text)

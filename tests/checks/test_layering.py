@@ -1,5 +1,5 @@
-"""The sanity-check wing stands on its own: ``checks/`` imports nothing from ``callbacks/``, never runs back up
-to a parent package, and reads the Trainer through public API only."""
+"""The sanity-check wing stands on its own: ``checks/`` imports nothing from ``callbacks/``, never runs back
+up to a parent package, and reads the Trainer through public API only."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Every public constructor in ``checks/`` rejects every invalid argument at construction, naming the argument,
-the value and what is allowed (the package-wide idiom of ``lightning_recipes/_validation.py``)."""
+"""Every public constructor in ``checks/`` rejects every invalid argument at construction, naming the
+argument, the value and what is allowed (the package-wide idiom of ``lightning_recipes/_validation.py``)."""
 
 from __future__ import annotations
 
