@@ -10,20 +10,30 @@ Example:
     >>> from lightning_recipes import GradNormMonitor, LionRecipe, preflight, preset  # the public API
 """
 
+# The old module path, loaded before the name `preflight` is bound to the function: loading it later would
+# rebind `lightning_recipes.preflight` to the module.
+import lightning_recipes.preflight  # noqa: F401
 from lightning_recipes.callbacks import (
     AdaptiveGradClip,
-    BatchIndependenceCheck,
-    DataCheck,
     EarlyStopping,
-    GradFlowCheck,
     GradNormMonitor,
-    InitLossCheck,
-    InputIndependenceCheck,
     InputPipelineMonitor,
-    OverfitBatchCheck,
-    Preflight,
     RunManifest,
     StabilityGuard,
+)
+from lightning_recipes.checks import (
+    BatchIndependenceCheck,
+    CheckResult,
+    DataCheck,
+    GradFlowCheck,
+    InitLossCheck,
+    InputIndependenceCheck,
+    OverfitBatchCheck,
+    Preflight,
+    PreflightError,
+    PreflightReport,
+    SanityCheck,
+    preflight,
 )
 from lightning_recipes.data import CharLMDataModule, DigitsDataModule
 from lightning_recipes.mixins import AdamWRecipe, LambRecipe, LionRecipe, OptimizerRecipeMixin
@@ -41,7 +51,6 @@ from lightning_recipes.optim import (
     warmup_linear,
     warmup_stable_decay,
 )
-from lightning_recipes.preflight import CheckResult, PreflightError, PreflightReport, preflight
 from lightning_recipes.recipe import OptimizerRecipe
 from lightning_recipes.strategies import (
     FSDP2Mixin,
@@ -89,6 +98,7 @@ __all__ = [
     "RecipesFSDPStrategy",
     "Recommendation",
     "RunManifest",
+    "SanityCheck",
     "StabilityGuard",
     "__version__",
     "apply_fsdp2",

@@ -12,7 +12,7 @@ __all__ = ["main"]
 COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("lightning_recipes.demo:main", "train a CNN on handwritten digits with every recipe"),
     "preflight": (
-        "lightning_recipes.preflight_cli:main",
+        "lightning_recipes.checks.cli:main",
         "run the sanity checks on a model and print a report",
     ),
     "memory": ("lightning_recipes.strategies.memory_cli:main", "estimate memory and recommend a strategy"),

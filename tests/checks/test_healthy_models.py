@@ -6,9 +6,9 @@ import math
 
 import pytest
 
+from lightning_recipes.checks import preflight
 from lightning_recipes.data import CharLMDataModule, DigitsDataModule
 from lightning_recipes.demo import DigitsCNN
-from lightning_recipes.preflight import preflight
 from lightning_recipes.testing import TinyClassifier, TinyTransformerLM, random_token_loader
 
 from ._models import MLP, Regressor, loader, regression_loader

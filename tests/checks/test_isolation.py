@@ -9,10 +9,9 @@ import numpy as np
 import pytest
 import torch
 
-from lightning_recipes.callbacks import InputIndependenceCheck, OverfitBatchCheck
+from lightning_recipes.checks import InputIndependenceCheck, OverfitBatchCheck, preflight
 from lightning_recipes.data import DigitsDataModule
 from lightning_recipes.demo import DigitsCNN
-from lightning_recipes.preflight import preflight
 from lightning_recipes.testing import fast_trainer
 
 from . import _models as M
@@ -66,7 +65,7 @@ def test_preflight_leaves_weights_rng_and_loader_untouched(broken):
 
 
 def _fit(with_preflight: bool, tmp_path) -> tuple[torch.Tensor, ...]:
-    from lightning_recipes.callbacks import Preflight
+    from lightning_recipes.checks import Preflight
 
     torch.manual_seed(0)
     model = M.MLP()

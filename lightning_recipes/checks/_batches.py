@@ -20,6 +20,7 @@ __all__ = [
     "INPUT_KEYS",
     "TARGET_KEYS",
     "batch_size_of",
+    "check_key",
     "clone_tensors",
     "replace_inputs",
     "slice_batch",
@@ -30,6 +31,19 @@ INPUT_KEYS = ("x", "input", "inputs", "input_ids", "tokens", "image", "images", 
 TARGET_KEYS = ("y", "target", "targets", "label", "labels", "next_tokens")
 
 Key = int | str | None
+
+
+def check_key(name: str, value: Any) -> None:
+    """``value`` is a batch index (``int``, not ``bool``), a key (``str``) or ``None``.
+
+    Example:
+        >>> check_key("target_key", -0.5)
+        Traceback (most recent call last):
+        ...
+        ValueError: `target_key` must be an int index, a str key or None, got -0.5.
+    """
+    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, str))):
+        raise ValueError(f"`{name}` must be an int index, a str key or None, got {value!r}.")
 
 
 def _input_key(batch: Any, key: Key) -> int | str | None:

@@ -1,15 +1,97 @@
-"""The preflight report: every check's result, a rich table, JSON, and ``raise_for_failures``."""
+"""What a check run produces: one :class:`CheckResult` per check, the :class:`PreflightReport` of a run,
+and the two exceptions (:class:`CheckSkipped` inside a check, :class:`PreflightError` out of a failed run)."""
 
 from __future__ import annotations
 
 import io
 import json
+import math
 from collections.abc import Iterator
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
-from lightning_recipes.callbacks._checks.base import CheckResult, PreflightError
+import torch
 
-__all__ = ["PreflightReport"]
+__all__ = ["STATUSES", "CheckResult", "CheckSkipped", "PreflightError", "PreflightReport", "Status"]
+
+Status = Literal["pass", "warn", "fail", "skip"]
+STATUSES: tuple[str, ...] = ("pass", "warn", "fail", "skip")
+
+
+class CheckSkipped(Exception):
+    """Raised inside a check that cannot run on this model or data; the message says why and what to pass."""
+
+
+@dataclass
+class CheckResult:
+    """The outcome of one check.
+
+    Attributes:
+        name: The check's short name (``"init_loss"``, ``"grad_flow"``, ...).
+        status: ``"pass"``, ``"warn"`` (suspicious, training may still be fine), ``"fail"`` (a bug that makes
+            training silently worse) or ``"skip"`` (the check could not run on this model; the message says why).
+        message: What was measured, what was expected, the likely causes and what to try.
+        details: JSON-serialisable numbers behind the message (measured/expected values, curves, names).
+        seconds: Wall time the check took.
+
+    Example:
+        >>> r = CheckResult("init_loss", "pass", "loss 2.30 ≈ ln 10", {"measured": 2.30})
+        >>> r.failed, r.to_dict()["status"]
+        (False, 'pass')
+    """
+
+    name: str
+    status: Status
+    message: str
+    details: dict[str, Any] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise ValueError(f"`status` must be one of {STATUSES}, got {self.status!r}.")
+
+    @property
+    def failed(self) -> bool:
+        return self.status == "fail"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "status": self.status,
+            "message": self.message,
+            "details": _jsonable(self.details),
+            "seconds": round(self.seconds, 4),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CheckResult:
+        return cls(
+            name=str(data.get("name", "?")),
+            status=data.get("status", "skip"),
+            message=str(data.get("message", "")),
+            details=dict(data.get("details", {})),
+            seconds=float(data.get("seconds", 0.0)),
+        )
+
+
+class PreflightError(RuntimeError):
+    """Raised when a sanity check fails and ``on_fail="raise"``; ``.results`` holds the failing results.
+
+    Example:
+        >>> error = PreflightError([CheckResult("grad_flow", "fail", "2 parameters get no gradient")])
+        >>> print(error)
+        1 preflight check(s) failed:
+        - grad_flow: 2 parameters get no gradient
+    """
+
+    def __init__(self, results: list[CheckResult], note: str = "") -> None:
+        self.results = results
+        lines = [f"{len(results)} preflight check(s) failed:" if results else "a preflight check failed:"]
+        lines += [f"- {r.name}: {r.message}" for r in results]
+        if note:
+            lines.append(note)
+        super().__init__("\n".join(lines))
+
 
 _STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red", "skip": "dim"}
 
@@ -130,3 +212,17 @@ class PreflightReport:
     def __repr__(self) -> str:
         counts = ", ".join(f"{k}={v}" for k, v in self.counts().items())
         return f"PreflightReport(ok={self.ok}, {counts})"
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, torch.Tensor):
+        return _jsonable(value.tolist())
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    return str(value)

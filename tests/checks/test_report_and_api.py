@@ -8,19 +8,23 @@ import math
 import pytest
 import torch
 
-from lightning_recipes.callbacks import (
+from lightning_recipes.checks import (
+    CHECKS,
     BatchIndependenceCheck,
+    CheckContext,
+    CheckResult,
     DataCheck,
     GradFlowCheck,
     InitLossCheck,
     InputIndependenceCheck,
     OverfitBatchCheck,
     Preflight,
+    PreflightError,
+    PreflightReport,
+    preflight,
 )
-from lightning_recipes.callbacks._checks.batches import replace_inputs, slice_batch, split_batch
-from lightning_recipes.callbacks._checks.context import CheckContext
-from lightning_recipes.callbacks._checks.inference import infer_num_classes
-from lightning_recipes.preflight import CHECKS, CheckResult, PreflightError, PreflightReport, preflight
+from lightning_recipes.checks._batches import replace_inputs, slice_batch, split_batch
+from lightning_recipes.checks._inference import infer_num_classes
 
 from . import _models as M
 
@@ -78,17 +82,23 @@ def test_check_result_validates_status_and_serialises_non_finite():
 @pytest.mark.parametrize(
     ("factory", "match"),
     [
-        (lambda: InitLossCheck(num_classes=1), "`num_classes` must be >= 2, got 1"),
-        (lambda: InitLossCheck(expected_loss=math.inf), "`expected_loss` must be finite"),
-        (lambda: InitLossCheck(low_rtol=1.5), r"`low_rtol` must be in \(0, 1\), got 1.5"),
+        (lambda: InitLossCheck(num_classes=1), "`num_classes` must be an integer >= 2, got 1"),
+        (
+            lambda: InitLossCheck(expected_loss=math.inf),
+            "`expected_loss` must be a finite number or None, got inf",
+        ),
+        (lambda: InitLossCheck(low_rtol=1.5), r"`low_rtol` must be a number in \(0, 1\), got 1.5"),
         (lambda: InitLossCheck(warn_rtol=0.9), "`warn_rtol` must not exceed"),
         (lambda: InitLossCheck(on_fail="ignore"), "`on_fail` must be one of"),
-        (lambda: OverfitBatchCheck(target_ratio=1.0), r"`target_ratio` must be in \(0, 1\), got 1.0"),
-        (lambda: OverfitBatchCheck(max_steps=0), "`max_steps` must be >= 1, got 0"),
-        (lambda: InputIndependenceCheck(min_improvement=-0.1), "`min_improvement` must be in"),
-        (lambda: BatchIndependenceCheck(num_samples=1), "`num_samples` must be >= 2, got 1"),
-        (lambda: GradFlowCheck(max_steps=0), "`max_steps` must be >= 1, got 0"),
-        (lambda: DataCheck(max_scale=0), "`max_scale` must be > 0, got 0"),
+        (
+            lambda: OverfitBatchCheck(target_ratio=1.0),
+            r"`target_ratio` must be a number in \(0, 1\), got 1.0",
+        ),
+        (lambda: OverfitBatchCheck(max_steps=0), "`max_steps` must be an integer >= 1, got 0"),
+        (lambda: InputIndependenceCheck(min_improvement=-0.1), "`min_improvement` must be a number in"),
+        (lambda: BatchIndependenceCheck(num_samples=1), "`num_samples` must be an integer >= 2, got 1"),
+        (lambda: GradFlowCheck(max_steps=0), "`max_steps` must be an integer >= 1, got 0"),
+        (lambda: DataCheck(max_scale=0), "`max_scale` must be a finite number > 0, got 0"),
         (lambda: Preflight(checks=["init_los"]), "`checks` entries must be SanityCheck instances or one of"),
         (lambda: Preflight(checks=["data", "data"]), r"names each check at most once, got \['data'\]"),
         (lambda: Preflight(on_fail="stop"), "`on_fail` must be one of"),
@@ -151,7 +161,7 @@ def test_batch_helpers_keep_containers_and_do_not_mutate():
 
 
 def test_custom_check_plugs_into_preflight():
-    from lightning_recipes.preflight import SanityCheck
+    from lightning_recipes.checks import SanityCheck
 
     class LossBelowTen(SanityCheck):
         name = "loss_below_10"
@@ -219,5 +229,5 @@ def test_num_threads_applies_during_the_checks_and_is_restored():
     preflight(Spy(), train_dataloaders=M.loader(), checks=["init_loss"], num_threads=1)
     assert seen and set(seen) == {1}
     assert torch.get_num_threads() == 2
-    with pytest.raises(ValueError, match="`num_threads` must be >= 1 or None, got 0"):
+    with pytest.raises(ValueError, match="`num_threads` must be an integer >= 1, got 0"):
         Preflight(num_threads=0)

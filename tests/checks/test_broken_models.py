@@ -7,16 +7,16 @@ import math
 import pytest
 from torch.utils.data import DataLoader
 
-from lightning_recipes.callbacks import (
+from lightning_recipes.checks import (
     BatchIndependenceCheck,
+    CheckContext,
     DataCheck,
     GradFlowCheck,
     InitLossCheck,
     InputIndependenceCheck,
     OverfitBatchCheck,
+    preflight,
 )
-from lightning_recipes.callbacks._checks.context import CheckContext
-from lightning_recipes.preflight import preflight
 from lightning_recipes.testing import TinyClassifier, random_token_loader
 
 from . import _models as M
@@ -126,7 +126,7 @@ def test_labels_out_of_range_uses_given_num_classes_and_allows_ignore_index():
 
 
 def test_broken_model_fails_the_whole_report_and_raises():
-    from lightning_recipes.preflight import PreflightError
+    from lightning_recipes.checks import PreflightError
 
     report = preflight(M.DetachedBranch(), train_dataloaders=M.loader(), checks=["grad_flow", "init_loss"])
     assert not report.ok and [r.name for r in report.failures] == ["grad_flow"]

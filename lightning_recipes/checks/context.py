@@ -9,7 +9,7 @@ The contract between a check and an arbitrary ``LightningModule``:
 - **The outputs** are what the module's own ``forward`` (``model(inputs)``) returns, captured with a forward
   hook while ``training_step`` runs (or, if ``training_step`` calls a submodule instead of ``self(...)``, the
   last output of a direct child); the first tensor (or ``.logits``) is used when it returns a tuple or dict.
-- **Inputs and targets** come from the batch by the convention of :mod:`.batches` (``(x, y)``, dicts with
+- **Inputs and targets** come from the batch by the convention of :mod:`._batches` (``(x, y)``, dicts with
   ``"x"``/``"input_ids"``/... and ``"y"``/``"labels"``/...), or from ``input_key`` / ``target_key``.
 - **The optimizer** is the module's own ``configure_optimizers`` on the copy, at its peak learning rate
   (a scheduler's ``initial_lr``); schedulers are not stepped.
@@ -18,68 +18,30 @@ The contract between a check and an arbitrary ``LightningModule``:
 from __future__ import annotations
 
 import contextlib
-import copy
-import random
-import warnings
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 import lightning.pytorch as pl
-import numpy as np
 import torch
 from lightning.pytorch.utilities.model_helpers import is_overridden
 from torch import Tensor, nn
 from torch.optim import Optimizer
 from torch.utils.data import DataLoader
 
-from lightning_recipes.callbacks._checks.batches import (
+from lightning_recipes._validation import check_int
+from lightning_recipes.checks._batches import (
     Key,
     batch_size_of,
+    check_key,
     clone_tensors,
     slice_batch,
     split_batch,
 )
+from lightning_recipes.checks._isolation import copy_module, preserved_loader_rng, quiet_logging
+from lightning_recipes.checks.report import CheckSkipped
 
-__all__ = ["CheckContext", "CheckSkipped", "context_from_trainer", "preserved_rng"]
-
-
-class CheckSkipped(Exception):
-    """Raised inside a check when it cannot run on this model or data; the message says why and what to pass."""
-
-
-@contextlib.contextmanager
-def preserved_rng() -> Generator[None, None, None]:
-    """Restore the torch (CPU and initialised CUDA), numpy and Python RNG states on exit, even on error."""
-    states: dict[str, Any] = {
-        "torch": torch.get_rng_state(),
-        "python": random.getstate(),
-        "numpy": np.random.get_state(),
-    }
-    cuda = torch.cuda.is_available() and torch.cuda.is_initialized()
-    if cuda:
-        states["cuda"] = torch.cuda.get_rng_state_all()
-    try:
-        yield
-    finally:
-        torch.set_rng_state(states["torch"])
-        random.setstate(states["python"])
-        np.random.set_state(states["numpy"])
-        if cuda:
-            torch.cuda.set_rng_state_all(states["cuda"])
-
-
-def _loader_generators(loader: Any) -> list[torch.Generator]:
-    found: list[torch.Generator] = []
-    candidates = [
-        getattr(loader, "generator", None),
-        getattr(getattr(loader, "sampler", None), "generator", None),
-        getattr(getattr(getattr(loader, "batch_sampler", None), "sampler", None), "generator", None),
-    ]
-    for generator in candidates:
-        if isinstance(generator, torch.Generator) and all(generator is not g for g in found):
-            found.append(generator)
-    return found
+__all__ = ["CheckContext", "CheckSkipped", "ForwardCapture", "context_from_trainer", "is_shuffled"]
 
 
 def _first_loader(loaders: Any) -> Any:
@@ -94,14 +56,6 @@ def _first_loader(loaders: Any) -> Any:
     return loaders
 
 
-@contextlib.contextmanager
-def _quiet_logging() -> Generator[None, None, None]:
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=r".*self\.log.*")
-        warnings.filterwarnings("ignore", message=r".*self\.trainer.*")
-        yield
-
-
 class CheckContext:
     """Everything a check needs, shared by the checks of one preflight so batches are read once.
 
@@ -114,7 +68,7 @@ class CheckContext:
         convert_input: Applied to every batch (a precision plugin's ``convert_input``).
         trainer: The real Trainer when run from a callback; used for ``configure_optimizers`` that read it.
         datamodule: Its batch-transfer hooks are used when it overrides them.
-        input_key: Index or key of the input tensor in a batch (default: the convention of ``batches.py``).
+        input_key: Index or key of the input tensor in a batch (default: the convention of ``_batches.py``).
         target_key: Index or key of the target tensor.
         num_classes: Number of classes, when shapes cannot tell.
         seed: Seed set (inside an isolated RNG state) before each check, so results are reproducible.
@@ -138,6 +92,11 @@ class CheckContext:
     ) -> None:
         if not isinstance(model, pl.LightningModule):
             raise TypeError(f"`model` must be a LightningModule, got {type(model).__name__}.")
+        if num_classes is not None:
+            check_int("num_classes", num_classes, minimum=2)
+        check_int("seed", seed)
+        check_key("input_key", input_key)
+        check_key("target_key", target_key)
         self.model = model
         self.train_dataloader = _first_loader(train_dataloader)
         self.val_dataloader = _first_loader(val_dataloader)
@@ -189,21 +148,15 @@ class CheckContext:
 
     def _read(self, loader: Iterable[Any], count: int, max_samples: int | None = None) -> list[Any]:
         """Read ``count`` batches from a fresh iterator, leaving every RNG the loader touches as it was."""
-        generators = _loader_generators(loader)
-        saved = [g.get_state() for g in generators]
         batches: list[Any] = []
-        try:
-            with preserved_rng():
-                for batch in loader:
-                    size = batch_size_of(batch, self.input_key)
-                    if max_samples is not None and size is not None and size > max_samples:
-                        batch = clone_tensors(slice_batch(batch, max_samples, size))
-                    batches.append(batch)
-                    if len(batches) >= count:
-                        break
-        finally:
-            for generator, state in zip(generators, saved):
-                generator.set_state(state)
+        with preserved_loader_rng(loader):
+            for batch in loader:
+                size = batch_size_of(batch, self.input_key)
+                if max_samples is not None and size is not None and size > max_samples:
+                    batch = clone_tensors(slice_batch(batch, max_samples, size))
+                batches.append(batch)
+                if len(batches) >= count:
+                    break
         return batches
 
     def _prepare(self, batch: Any) -> Any:
@@ -211,7 +164,7 @@ class CheckContext:
         owner_before = self._hook_owner("on_before_batch_transfer")
         owner_transfer = self._hook_owner("transfer_batch_to_device")
         owner_after = self._hook_owner("on_after_batch_transfer")
-        with _quiet_logging():
+        with quiet_logging():
             batch = owner_before.on_before_batch_transfer(batch, 0)
             batch = owner_transfer.transfer_batch_to_device(batch, self.device, 0)
             batch = owner_after.on_after_batch_transfer(batch, 0)
@@ -231,20 +184,15 @@ class CheckContext:
     # ---------------------------------------------------------------- model
     def copy_model(self) -> pl.LightningModule:
         """A deep copy of the user's module on :attr:`device`, in train mode, with no Trainer attached."""
-        # Objects a module may hold a reference to are shared, not duplicated (a datamodule can hold the data).
+        # Objects a module may hold a reference to are shared, not duplicated (a datamodule holds data).
         shared = (self.trainer, self.datamodule, self.train_dataloader, self.val_dataloader)
-        memo: dict[int, Any] = {id(obj): obj for obj in shared if obj is not None}
         try:
-            model = copy.deepcopy(self.model, memo)
+            return copy_module(self.model, shared, self.device)
         except Exception as err:
             raise CheckSkipped(
                 f"could not deep-copy the model ({type(err).__name__}: {err}); the checks never touch the "
                 "original, so they need a copyable module."
             ) from err
-        model._trainer = None  # a deep copy drops it already (LightningModule.__getstate__); be explicit
-        model.to(self.device)
-        model.train()
-        return model
 
     def require_automatic_optimization(self, model: pl.LightningModule) -> None:
         if not model.automatic_optimization:
@@ -255,7 +203,7 @@ class CheckContext:
 
     def training_loss(self, model: pl.LightningModule, batch: Any, batch_idx: int = 0) -> Tensor:
         """Run ``training_step`` on the copy and return its scalar loss (see the module docstring)."""
-        with self.forward_context(), _quiet_logging():
+        with self.forward_context(), quiet_logging():
             output = model.training_step(batch, batch_idx)
         loss = output.get("loss") if isinstance(output, Mapping) else output
         if loss is None:
@@ -312,7 +260,7 @@ class CheckContext:
     def build_optimizers(self, model: pl.LightningModule) -> tuple[list[Optimizer], str]:
         """The module's own optimizers, built on the copy at their peak learning rate; plus a note."""
         try:
-            with _quiet_logging():
+            with quiet_logging():
                 config = model.configure_optimizers()
         except Exception as first_error:
             config = None
@@ -323,7 +271,7 @@ class CheckContext:
                 except Exception:
                     config = None
                 finally:
-                    model.trainer = None  # type: ignore[assignment]
+                    model.trainer = None
             if config is None:
                 optimizer: Optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
                 return [optimizer], (
@@ -420,7 +368,8 @@ def context_from_trainer(
     num_classes: int | None = None,
     seed: int = 0,
 ) -> CheckContext:
-    """A context for a check running inside ``trainer.fit``: the real device, precision and data."""
+    """A context for checks running inside ``trainer.fit`` (at ``on_train_start``): the real device, precision
+    and data."""
     precision = trainer.precision_plugin
     train_loader, val_loader = _fit_dataloaders(trainer, pl_module)
     return CheckContext(
@@ -440,28 +389,23 @@ def context_from_trainer(
 
 
 def _fit_dataloaders(trainer: pl.Trainer, pl_module: pl.LightningModule) -> tuple[Any, Any]:
-    """The loaders ``fit`` will use, read at ``on_fit_start`` (before the Trainer loads them itself)."""
-    datamodule = getattr(trainer, "datamodule", None)
-    train = val = None
-    if datamodule is not None:
-        train = datamodule.train_dataloader() if is_overridden("train_dataloader", datamodule) else None
-        val = datamodule.val_dataloader() if is_overridden("val_dataloader", datamodule) else None
-    if train is None and is_overridden("train_dataloader", pl_module):
-        train = pl_module.train_dataloader()
-    if val is None and is_overridden("val_dataloader", pl_module):
-        val = pl_module.val_dataloader()
-    # Loaders passed as `trainer.fit(model, train_dataloaders=...)` are only reachable through the loops'
-    # private data sources at this point; isolated here so a Lightning change breaks one place.
-    if train is None:
-        source = getattr(trainer.fit_loop, "_data_source", None)
-        instance = getattr(source, "instance", None)
-        if instance is not None and not isinstance(instance, (pl.LightningModule, pl.LightningDataModule)):
-            train = instance
-    if val is None:
-        source = getattr(getattr(trainer.fit_loop.epoch_loop, "val_loop", None), "_data_source", None)
-        instance = getattr(source, "instance", None)
-        if instance is not None and not isinstance(instance, (pl.LightningModule, pl.LightningDataModule)):
-            val = instance
+    """The loaders ``fit`` uses, read at ``on_train_start`` through the Trainer's public properties.
+
+    By ``on_train_start`` the Trainer has loaded its training loader (with the sampler it injects under DDP)
+    and, when validation will run, its validation loaders. A validation loader the Trainer did not load
+    (validation disabled or not due in the first epoch) is taken from the datamodule's or the module's
+    ``val_dataloader()`` hook, as the Trainer would.
+    """
+    train, val = trainer.train_dataloader, trainer.val_dataloaders
+    if train is None or val is None:
+        datamodule = getattr(trainer, "datamodule", None)
+        for owner in (datamodule, pl_module):
+            if owner is None:
+                continue
+            if train is None and is_overridden("train_dataloader", owner):
+                train = owner.train_dataloader()
+            if val is None and is_overridden("val_dataloader", owner):
+                val = owner.val_dataloader()
     return train, val
 
 

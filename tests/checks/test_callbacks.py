@@ -8,15 +8,15 @@ import pytest
 import torch
 from lightning.pytorch import Callback
 
-from lightning_recipes.callbacks import (
+from lightning_recipes.checks import (
     DataCheck,
     GradFlowCheck,
     InitLossCheck,
     InputIndependenceCheck,
     OverfitBatchCheck,
     Preflight,
+    PreflightError,
 )
-from lightning_recipes.preflight import PreflightError
 from lightning_recipes.testing import InMemoryLogger, TinyClassifier, fast_trainer
 
 from . import _models as M
@@ -200,7 +200,7 @@ def test_preflight_callback_configured_from_lightning_cli(tmp_path):
     from lightning.pytorch.cli import LightningCLI
 
     args = [
-        "--trainer.callbacks+=lightning_recipes.callbacks.Preflight",
+        "--trainer.callbacks+=lightning_recipes.callbacks.Preflight",  # the old path, as in users' YAMLs
         "--trainer.callbacks.checks=[data, init_loss]",
         "--trainer.callbacks.on_fail=warn",
         "--trainer.callbacks.print_report=false",

@@ -1,1 +1,0 @@
-"""Private machinery shared by the sanity-check callbacks and ``lightning_recipes.preflight``."""

@@ -1,0 +1,46 @@
+"""The sanity-check wing: checks that assert a model and its data are sound before a run spends its budget.
+
+``preflight(model, ...)`` runs every check on copies and returns a :class:`PreflightReport`; the ``Preflight``
+callback does the same inside ``trainer.fit``; each ``*Check`` also works alone as a callback. Subclass
+:class:`SanityCheck` to write your own (its docstring has a ten-line example). ``lightning-recipes preflight``
+is the command line (:mod:`lightning_recipes.checks.cli`).
+
+Layout: ``base.py`` (:class:`SanityCheck`), ``report.py`` (results, report, errors), ``context.py`` (what a
+check sees; ``_isolation.py``, ``_batches.py``, ``_inference.py`` are its parts), ``preflight.py`` (the
+registry, ``preflight()``, ``Preflight``), one ``*_check.py`` per check, ``cli.py``. Nothing here imports
+``lightning_recipes.callbacks``.
+
+Example:
+    >>> from lightning_recipes.checks import CHECKS, InitLossCheck, preflight
+    >>> list(CHECKS)
+    ['data', 'init_loss', 'grad_flow', 'batch_independence', 'overfit_batch', 'input_independence']
+"""
+
+from lightning_recipes.checks.base import SanityCheck
+from lightning_recipes.checks.batch_independence_check import BatchIndependenceCheck
+from lightning_recipes.checks.context import CheckContext
+from lightning_recipes.checks.data_check import DataCheck
+from lightning_recipes.checks.grad_flow_check import GradFlowCheck
+from lightning_recipes.checks.init_loss_check import InitLossCheck
+from lightning_recipes.checks.input_independence_check import InputIndependenceCheck
+from lightning_recipes.checks.overfit_batch_check import OverfitBatchCheck
+from lightning_recipes.checks.preflight import CHECKS, Preflight, preflight
+from lightning_recipes.checks.report import CheckResult, CheckSkipped, PreflightError, PreflightReport
+
+__all__ = [
+    "CHECKS",
+    "BatchIndependenceCheck",
+    "CheckContext",
+    "CheckResult",
+    "CheckSkipped",
+    "DataCheck",
+    "GradFlowCheck",
+    "InitLossCheck",
+    "InputIndependenceCheck",
+    "OverfitBatchCheck",
+    "Preflight",
+    "PreflightError",
+    "PreflightReport",
+    "SanityCheck",
+    "preflight",
+]

@@ -1,0 +1,132 @@
+"""Running checks: on a context (``preflight()``), and inside ``trainer.fit`` (one path for one check or all).
+
+``run_in_trainer`` is what every check callback and the ``Preflight`` callback call at ``on_train_start``:
+build the context from the Trainer, run the checks (or skip them under sharded strategies), log, print, then
+reduce "any check failed" across ranks once and raise or warn on every rank together.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import lightning.pytorch as pl
+from lightning.pytorch.utilities import rank_zero_only
+from lightning.pytorch.utilities.rank_zero import rank_zero_warn
+
+from lightning_recipes.checks._isolation import cpu_threads
+from lightning_recipes.checks.context import CheckContext, context_from_trainer
+from lightning_recipes.checks.report import CheckResult, PreflightError, PreflightReport
+
+if TYPE_CHECKING:
+    from lightning_recipes.checks.base import SanityCheck
+
+__all__ = ["ON_FAIL", "enforce", "log_results", "run_checks", "run_in_trainer", "unsupported_strategy"]
+
+ON_FAIL = ("raise", "warn")
+
+
+def run_checks(
+    checks: Sequence[SanityCheck], context: CheckContext, num_threads: int | None = None
+) -> PreflightReport:
+    """Run each check on the shared context and collect a report.
+
+    ``num_threads`` sets torch's intra-op threads while the checks run on a CPU, then restores them.
+    """
+    started = time.perf_counter()
+    with cpu_threads(num_threads, context.device):
+        results: list[CheckResult] = [check.run(context) for check in checks]
+    return PreflightReport(results, time.perf_counter() - started)
+
+
+def run_in_trainer(
+    checks: Sequence[SanityCheck],
+    trainer: pl.Trainer,
+    pl_module: pl.LightningModule,
+    *,
+    keep: Callable[[PreflightReport], None],
+    on_fail: str,
+    print_report: bool = False,
+    num_classes: int | None = None,
+    input_key: Any = None,
+    target_key: Any = None,
+    seed: int = 0,
+    num_threads: int | None = None,
+) -> bool:
+    """Run ``checks`` with the Trainer's device, precision and loaders, log and print the report, then call
+    ``keep(report)`` (the caller stores it) and :func:`enforce` ``on_fail``. Returns whether a check failed on
+    any rank (the collective decision); raises :class:`PreflightError` on every rank when one did and
+    ``on_fail="raise"``.
+
+    Cost: the checks' own; one collective call (``reduce_boolean_decision``).
+    """
+    skipped = [unsupported_strategy(trainer, check.name) for check in checks]
+    if all(result is not None for result in skipped):
+        report = PreflightReport([result for result in skipped if result is not None])
+    else:
+        context = context_from_trainer(
+            trainer,
+            pl_module,
+            input_key=input_key,
+            target_key=target_key,
+            num_classes=num_classes,
+            seed=seed,
+        )
+        report = run_checks(checks, context, num_threads)
+    if print_report and trainer.is_global_zero:
+        from rich.console import Console
+
+        Console().print(report)
+    log_results(trainer, report.results)
+    keep(report)
+    return enforce(trainer, report.results, on_fail)
+
+
+def unsupported_strategy(trainer: pl.Trainer, name: str) -> CheckResult | None:
+    """A ``skip`` result under sharded strategies, where a deep copy of a module is not a usable model."""
+    strategy = type(trainer.strategy).__name__
+    if any(word in strategy for word in ("FSDP", "DeepSpeed", "ModelParallel")):
+        return CheckResult(
+            name,
+            "skip",
+            f"skipped under {strategy}: the parameters are sharded, so a copy is not a runnable model. Run "
+            "`lightning_recipes.preflight(model, ...)` on the unsharded model before fitting.",
+        )
+    return None
+
+
+def enforce(trainer: pl.Trainer, results: list[CheckResult], on_fail: str) -> bool:
+    """Reduce "any check failed" across ranks (one collective call), then raise on every rank or warn.
+
+    Returns whether a check failed on any rank.
+    """
+    failures = [r for r in results if r.failed]
+    any_failed = bool(trainer.strategy.reduce_boolean_decision(bool(failures), all=False))
+    if not any_failed:
+        return False
+    note = "" if failures else f"(rank {trainer.global_rank} passed; the failure is on another rank)"
+    if on_fail == "raise":
+        raise PreflightError(failures, note)
+    if failures:
+        prefix = f"[rank {trainer.global_rank}] " if trainer.world_size > 1 else ""
+        warnings.warn(prefix + str(PreflightError(failures)), stacklevel=2)
+    else:
+        rank_zero_warn(f"a preflight check failed on another rank {note}")
+    return True
+
+
+@rank_zero_only
+def log_results(trainer: pl.Trainer, results: list[CheckResult]) -> None:
+    """Log each result's ``measured`` value as ``preflight/<name>`` to the Trainer's loggers."""
+    metrics = {
+        f"preflight/{r.name}": float(r.details["measured"])
+        for r in results
+        if isinstance(r.details.get("measured"), (int, float)) and math.isfinite(r.details["measured"])
+    }
+    if not metrics:
+        return
+    for logger in trainer.loggers:
+        logger.log_metrics(metrics, step=0)

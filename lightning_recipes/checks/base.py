@@ -1,0 +1,141 @@
+"""The class every sanity check derives from, and the one users subclass to write their own."""
+
+from __future__ import annotations
+
+import time
+from abc import abstractmethod
+from typing import Any, ClassVar, Literal
+
+import lightning.pytorch as pl
+import torch
+from lightning.pytorch.callbacks import Callback
+from typing_extensions import override
+
+from lightning_recipes._validation import check_choice
+from lightning_recipes.checks._batches import Key, check_key
+from lightning_recipes.checks._isolation import preserved_rng
+from lightning_recipes.checks._runner import ON_FAIL, run_in_trainer
+from lightning_recipes.checks.context import CheckContext
+from lightning_recipes.checks.report import CheckResult, CheckSkipped, PreflightReport
+
+__all__ = ["SanityCheck"]
+
+
+class SanityCheck(Callback):
+    """Base of every ``*Check``: assert one invariant of a model and its data, once, on copies.
+
+    Subclasses set ``name`` and implement :meth:`check` with the helpers of :class:`CheckContext`
+    (``copy_model``, ``train_batches``, ``split``, ``training_loss``, ``build_optimizers``,
+    ``optimization_step``), returning a :class:`CheckResult` or raising :class:`CheckSkipped` with what to
+    pass instead. The same object then works three ways: in ``Trainer(callbacks=[...])`` (it runs at
+    ``on_train_start``, when the Trainer has loaded its data, and raises or warns on every rank together), in
+    ``Preflight(checks=[...])``, and in ``preflight(model, ..., checks=[...])``. :meth:`run` isolates it:
+    the RNG states are restored and seeded, and an exception from user code becomes a ``skip`` result.
+
+    Cost: what :meth:`check` costs, once per ``fit``; a resumed run (``ckpt_path``) or a restored result
+    skips it. As a callback, one collective call decides "failed on any rank".
+
+    Args:
+        on_fail: ``"raise"`` a :class:`PreflightError` or ``"warn"`` when a callback's check fails.
+        input_key: Index or key of the input tensor in a batch (default: ``batch[0]`` or ``"x"``, ...).
+        target_key: Index or key of the target tensor (default: ``batch[-1]`` or ``"y"``, ``"labels"``, ...).
+
+    Raises:
+        ValueError: If ``on_fail`` is not ``"raise"``/``"warn"`` or a key is neither an int, a str nor None.
+
+    Example: a check of your own, in ten lines.
+
+        >>> import torch
+        >>> from lightning_recipes.checks import CheckContext, CheckResult, SanityCheck, preflight
+        >>> from lightning_recipes.testing import TinyClassifier, random_classification_loader
+        >>> class FiniteLossCheck(SanityCheck):
+        ...     name = "finite_loss"
+        ...
+        ...     def check(self, context: CheckContext) -> CheckResult:
+        ...         model = context.copy_model()
+        ...         with torch.no_grad():
+        ...             loss = context.training_loss(model, context.train_batches(1)[0]).item()
+        ...         status = "pass" if torch.isfinite(torch.tensor(loss)) else "fail"
+        ...         return CheckResult(self.name, status, f"first loss {loss:.3f}", {"measured": loss})
+        >>> report = preflight(TinyClassifier(), train_dataloaders=random_classification_loader(),
+        ...                    checks=[FiniteLossCheck(), "init_loss"])
+        >>> [(r.name, r.status) for r in report]
+        [('finite_loss', 'pass'), ('init_loss', 'pass')]
+        >>> report["finite_loss"].message
+        'first loss 1.386'
+
+        As a callback: ``Trainer(callbacks=[FiniteLossCheck(on_fail="warn")])``; logged as
+        ``preflight/finite_loss`` (its ``details["measured"]``).
+    """
+
+    name: ClassVar[str] = "check"
+
+    def __init__(
+        self, *, on_fail: Literal["raise", "warn"] = "raise", input_key: Key = None, target_key: Key = None
+    ) -> None:
+        check_choice("on_fail", on_fail, ON_FAIL)
+        check_key("input_key", input_key)
+        check_key("target_key", target_key)
+        self.on_fail = on_fail
+        self.input_key = input_key
+        self.target_key = target_key
+        self.result: CheckResult | None = None
+        self.failed_on_any_rank = False  # the collective decision, set when run as a callback
+
+    @abstractmethod
+    def check(self, context: CheckContext) -> CheckResult:
+        """Run the check on copies from ``context``; raise :class:`CheckSkipped` when it cannot."""
+
+    def run(self, context: CheckContext) -> CheckResult:
+        """:meth:`check` inside an isolated, seeded RNG state, timed; errors in user code become ``skip``."""
+        started = time.perf_counter()
+        saved_keys = (context.input_key, context.target_key)
+        if self.input_key is not None:
+            context.input_key = self.input_key
+        if self.target_key is not None:
+            context.target_key = self.target_key
+        try:
+            with preserved_rng():
+                torch.manual_seed(context.seed)
+                result = self.check(context)
+        except CheckSkipped as reason:
+            result = CheckResult(self.name, "skip", f"skipped: {reason}")
+        except Exception as err:  # the user's code raised on our copy: report it, never crash the run
+            result = CheckResult(
+                self.name,
+                "skip",
+                f"could not run ({type(err).__name__}: {err}). The check runs `training_step`/`forward` on a "
+                "copy of the module with no Trainer attached; pass the inputs/targets keys or skip this check.",
+                {"error": f"{type(err).__name__}: {err}"},
+            )
+        finally:
+            context.input_key, context.target_key = saved_keys
+        result.seconds = time.perf_counter() - started
+        self.result = result
+        return result
+
+    @override
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if self.result is not None or trainer.ckpt_path is not None:
+            return  # checks describe a fresh run; a resumed run already passed them
+        self.failed_on_any_rank = run_in_trainer(
+            [self],
+            trainer,
+            pl_module,
+            keep=self._keep,
+            on_fail=self.on_fail,
+            input_key=self.input_key,
+            target_key=self.target_key,
+        )
+
+    def _keep(self, report: PreflightReport) -> None:
+        self.result = report.results[0]
+
+    @override
+    def state_dict(self) -> dict[str, Any]:
+        return {"result": None if self.result is None else self.result.to_dict()}
+
+    @override
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        result = state_dict.get("result")
+        self.result = None if result is None else CheckResult.from_dict(result)

@@ -1,0 +1,251 @@
+"""Check that no sample's output depends on another sample of the batch."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Generator
+from typing import Any, Literal
+
+import torch
+from torch import Tensor, nn
+from typing_extensions import override
+
+from lightning_recipes._validation import check_in_range, check_int
+from lightning_recipes.checks._batches import Key
+from lightning_recipes.checks.base import SanityCheck
+from lightning_recipes.checks.context import CheckContext
+from lightning_recipes.checks.report import CheckResult, CheckSkipped
+
+__all__ = ["BatchIndependenceCheck"]
+
+_BATCH_NORMS = (nn.modules.batchnorm._BatchNorm,)  # every BatchNorm*d, SyncBatchNorm and the lazy variants
+
+
+class BatchIndependenceCheck(SanityCheck):
+    """Verify that output ``i`` depends on input ``i`` only: no reshape, reduction or attention mixes the batch.
+
+    A ``view``/``reshape`` over the wrong dimensions, a ``mean``/``softmax`` over dim 0, or attention applied
+    along the batch axis (a ``batch_first`` mismatch) lets samples see each other. Training still works, and
+    the model is silently wrong at inference with other batch sizes.
+
+    Float inputs get the gradient test: backpropagate ``output[i].sum()`` and require the gradient w.r.t.
+    every other input ``j != i`` to be exactly zero (relative to the gradient w.r.t. ``x_i``). Integer
+    inputs (token ids), and float inputs that carry no gradient, get the perturbation test: change input
+    ``j`` (to another sample's content, so token ids stay valid) and require every other output to stay put.
+    BatchNorm layers are evaluated in eval mode, so legitimate batch statistics do not count as mixing;
+    dropout masks are identical across the compared passes. Causal and sequence models work: only the
+    batch dimension is tested. The output is the module's own ``forward(inputs)``; its first dimension must
+    be the batch. If the output ignores every input at init (a zero-initialised head), the copy takes up to
+    two optimizer steps first.
+
+    Cost: two forward passes (perturbation) or one forward and ``len(probes)`` backward passes (gradient) on
+    a copy of the model with at most ``num_samples`` samples; one host sync.
+
+    Args:
+        num_samples: Samples of the first batch used (at least 2).
+        rtol: Relative tolerance: a cross-sample effect above ``rtol`` x the own-sample effect is mixing.
+        on_fail: ``"raise"`` or ``"warn"`` when used as a callback.
+        input_key: Index or key of the input in a batch.
+        target_key: Index or key of the target.
+
+    Raises:
+        ValueError: If ``num_samples < 2`` or ``rtol`` is not in (0, 1).
+
+    Example:
+        >>> from lightning_recipes.checks import CheckContext
+        >>> from lightning_recipes.testing import TinyTransformerLM, random_token_loader
+        >>> context = CheckContext(TinyTransformerLM(n_layers=1), random_token_loader(batch_size=4, seq_len=8))
+        >>> result = BatchIndependenceCheck().run(context)
+        >>> result.status, result.details["method"]
+        ('pass', 'perturbation')
+    """
+
+    name = "batch_independence"
+    max_attempts = 3  # a look at init, then after one and two optimizer steps (zero-initialised heads)
+
+    def __init__(
+        self,
+        num_samples: int = 8,
+        rtol: float = 1e-4,
+        *,
+        on_fail: Literal["raise", "warn"] = "raise",
+        input_key: Key = None,
+        target_key: Key = None,
+    ) -> None:
+        super().__init__(on_fail=on_fail, input_key=input_key, target_key=target_key)
+        check_int("num_samples", num_samples, minimum=2)
+        check_in_range("rtol", rtol, 0, 1, low_open=True, high_open=True)
+        self.num_samples = num_samples
+        self.rtol = rtol
+
+    @override
+    def check(self, context: CheckContext) -> CheckResult:
+        batch = context.train_batches(1)[0]
+        inputs, _ = context.split(batch)
+        if inputs is None or inputs.ndim == 0:
+            raise CheckSkipped("cannot find the input tensor in the batch; pass `input_key`.")
+        count = min(int(inputs.shape[0]), self.num_samples)
+        if count < 2:
+            raise CheckSkipped(f"needs a batch of at least 2 samples, the first batch has {inputs.shape[0]}.")
+        inputs = inputs[:count].detach()
+        model = context.copy_model()
+        probes = sorted({0, count - 1})
+        optimizers = None
+        for attempt in range(self.max_attempts):
+            try:
+                with _batch_norms_in_eval(model):
+                    found = None
+                    if torch.is_floating_point(inputs):
+                        found = self._gradient_test(context, model, inputs, probes)
+                    method = "gradient" if found is not None else "perturbation"
+                    if found is None:
+                        found = self._perturbation_test(context, model, inputs, probes)
+            except CheckSkipped:
+                raise
+            except Exception as err:  # forward cannot take the input tensor alone: say what to pass instead
+                return self._forward_failed(err, inputs, context)
+            if max(found[1]) > 0 or attempt == self.max_attempts - 1 or not model.automatic_optimization:
+                break
+            # A zero-initialised output layer hides every input at init: train the copy a step, look again.
+            if optimizers is None:
+                optimizers, _ = context.build_optimizers(model)
+            context.optimization_step(model, optimizers, batch)
+        assert found is not None  # the perturbation test always measures
+        leaks, own = found
+        details: dict[str, Any] = {
+            "method": method,
+            "samples": count,
+            "probes": probes,
+            "rtol": self.rtol,
+            "training_steps_first": attempt,
+        }
+        # leaks[p][j]: effect of input j on output p (gradient) or of input p on output j (perturbation)
+        worst = max(
+            ((p, j, leaks[p][j]) for p in range(len(probes)) for j in range(count)), key=lambda t: t[2]
+        )
+        scale = max(own) if own else 0.0
+        details["measured"] = worst[2] / scale if scale > 0 else 0.0
+        details["max_cross_effect"], details["own_effect"] = worst[2], own
+        if scale == 0:
+            raise CheckSkipped(
+                "the output does not react to its own input (zero gradient and no change under perturbation), "
+                "so independence cannot be measured; see the input_independence check."
+            )
+        if worst[2] <= self.rtol * scale:
+            return CheckResult(
+                self.name,
+                "pass",
+                f"outputs depend only on their own sample ({method} test on {count} samples: largest "
+                f"cross-sample effect {worst[2]:.3g}, {details['measured']:.2g} of the own-sample effect).",
+                details,
+            )
+        probe = probes[worst[0]]
+        if method == "gradient":
+            pair = f"output {probe} depends on input {worst[1]}"
+        else:
+            pair = f"changing input {probe} changed output {worst[1]}"
+        details["pair"] = pair
+        return CheckResult(
+            self.name,
+            "fail",
+            f"samples mix across the batch: {pair} (effect {worst[2]:.3g} = {details['measured']:.2g} of the "
+            f"own-sample effect; expected 0). Likely causes: a view/reshape over the wrong dimensions (e.g. "
+            "`x.view(-1, batch)` or a transpose before `view`), a mean/sum/softmax over dim 0, attention over "
+            "the batch axis (batch_first mismatch), a per-batch normalisation written by hand. BatchNorm is "
+            "legitimate and was evaluated in eval mode. Try: print tensor shapes through forward; use "
+            "`x.flatten(1)` instead of `x.view(-1, ...)`.",
+            details,
+        )
+
+    def _forward_failed(self, err: Exception, inputs: Tensor, context: CheckContext) -> CheckResult:
+        where = "the default input" if context.input_key is None else f"batch[{context.input_key!r}]"
+        return CheckResult(
+            self.name,
+            "skip",
+            f"skipped: the module's forward raised {type(err).__name__} when called with the input tensor "
+            f"alone ({where}, shape {list(inputs.shape)}). This check calls `model(inputs)` with that one "
+            "tensor and compares the outputs sample by sample. If forward takes a different tensor of the batch, pass "
+            "`input_key=` (on the check, `Preflight` or `preflight`); if it needs several (a mask, a dict of "
+            'tensors), leave this check out: `checks=[...]` without "batch_independence". The error is in '
+            "details['error'].",
+            {"error": f"{type(err).__name__}: {err}", "input_shape": list(inputs.shape)},
+        )
+
+    def _gradient_test(
+        self, context: CheckContext, model: nn.Module, inputs: Tensor, probes: list[int]
+    ) -> tuple[list[list[float]], list[float]] | None:
+        x = inputs.clone().requires_grad_(True)
+        output = context.forward(model, x)
+        self._check_batch_dim(output, len(inputs))
+        rows, own = [], []
+        for probe in probes:
+            (grad,) = torch.autograd.grad(
+                output[probe].float().sum(), x, retain_graph=True, allow_unused=True
+            )
+            if grad is None:
+                return None
+            per_sample = grad.detach().abs().flatten(1).amax(dim=1).float()
+            rows.append(per_sample)
+        table = torch.stack(rows).tolist()  # sync: once
+        for index, probe in enumerate(probes):
+            own.append(table[index][probe])
+            table[index][probe] = 0.0
+        if max(own) == 0:
+            return None  # no gradient reaches the inputs: fall back to perturbation
+        return table, own
+
+    def _perturbation_test(
+        self, context: CheckContext, model: nn.Module, inputs: Tensor, probes: list[int]
+    ) -> tuple[list[list[float]], list[float]]:
+        count = len(inputs)
+        with torch.no_grad():
+            base = self._seeded_forward(context, model, inputs)
+            self._check_batch_dim(base, count)
+            rows, own_list = [], []
+            for probe in probes:
+                changed = inputs.clone()
+                changed[probe] = _other_content(inputs, probe)
+                delta = (self._seeded_forward(context, model, changed) - base).float().abs()
+                per_sample = delta.flatten(1).amax(dim=1) if delta.ndim > 1 else delta
+                rows.append(per_sample)
+            table = torch.stack(rows).tolist()  # sync: once
+        for index, probe in enumerate(probes):
+            own_list.append(table[index][probe])
+            table[index][probe] = 0.0
+        return table, own_list
+
+    @staticmethod
+    def _seeded_forward(context: CheckContext, model: nn.Module, inputs: Tensor) -> Tensor:
+        torch.manual_seed(context.seed)  # identical dropout masks in the passes being compared
+        return context.forward(model, inputs)
+
+    @staticmethod
+    def _check_batch_dim(output: Tensor, count: int) -> None:
+        if output.ndim == 0 or output.shape[0] != count:
+            raise CheckSkipped(
+                f"the forward output has shape {list(output.shape)}, whose first dimension is not the batch "
+                f"({count}); cannot tell which output belongs to which sample."
+            )
+
+
+def _other_content(inputs: Tensor, probe: int) -> Tensor:
+    """Replacement content for sample ``probe``: another sample that differs, or a shifted copy."""
+    for offset in range(1, len(inputs)):
+        candidate = inputs[(probe + offset) % len(inputs)]
+        if not torch.equal(candidate, inputs[probe]):
+            return candidate
+    if torch.is_floating_point(inputs):
+        return inputs[probe] + 1.0
+    return torch.where(inputs[probe] > 0, inputs[probe] - 1, inputs[probe] + 1)
+
+
+@contextlib.contextmanager
+def _batch_norms_in_eval(model: nn.Module) -> Generator[None, None, None]:
+    norms = [m for m in model.modules() if isinstance(m, _BATCH_NORMS) and m.training]
+    for module in norms:
+        module.eval()
+    try:
+        yield
+    finally:
+        for module in norms:
+            module.train()

@@ -1,0 +1,204 @@
+"""``lightning-recipes preflight``: the sanity checks on a model class and a datamodule, from a shell.
+
+Arguments follow LightningCLI: ``--model pkg.Class --data pkg.DataModule --model.init_args.x 1`` (or the short
+``--model.x 1``). ``--config`` takes the YAML your LightningCLI writes (``python train.py fit
+--print_config``): its ``model`` and ``data`` sections are used and the rest (``trainer``, ``optimizer``,
+``seed_everything``, ...) is ignored. Modules are imported from the current directory, as ``python -m``
+would, without ``PYTHONPATH=.``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import lightning.pytorch as pl
+
+from lightning_recipes.checks.preflight import CHECKS
+
+__all__ = ["build_parser", "main"]
+
+
+def build_parser():  # -> jsonargparse.ArgumentParser (imported lazily: jsonargparse is slow to import)
+    """The jsonargparse parser behind ``lightning-recipes preflight``."""
+    from jsonargparse import ActionConfigFile, ArgumentParser
+
+    parser = ArgumentParser(
+        prog="lightning-recipes preflight",
+        description="Run the sanity checks (data, init loss, gradient flow, batch independence, overfit one "
+        "batch, input independence) on a LightningModule and a LightningDataModule, print the report, and "
+        "exit 1 if any check fails.",
+        env_prefix="LR_PREFLIGHT",
+    )
+    parser.add_argument(
+        "--config",
+        action=ActionConfigFile,
+        help="YAML file with these arguments, or the config your LightningCLI writes (its model and data "
+        "sections are used; trainer, optimizer, seed_everything, ... are ignored)",
+    )
+    parser.add_subclass_arguments(
+        pl.LightningModule, "model", help="the LightningModule class and its init_args"
+    )
+    parser.add_subclass_arguments(
+        pl.LightningDataModule, "data", help="the LightningDataModule class and its init_args"
+    )
+    parser.add_argument(
+        "--checks",
+        type=list[str] | None,
+        default=None,
+        help=f"checks to run (default: all): {', '.join(CHECKS)}",
+    )
+    parser.add_argument(
+        "--num_classes", type=int | None, default=None, help="number of classes, if not inferable"
+    )
+    parser.add_argument("--seed", type=int, default=0, help="seed the checks run under (default: 0)")
+    parser.add_argument(
+        "--input_key",
+        type=int | str | None,
+        default=None,
+        help="index or key of the input tensor in a batch (default: batch[0], or 'x', 'input_ids', ...)",
+    )
+    parser.add_argument(
+        "--target_key",
+        type=int | str | None,
+        default=None,
+        help="index or key of the target tensor in a batch (default: batch[-1], or 'y', 'labels', ...)",
+    )
+    parser.add_argument(
+        "--num_threads",
+        type=int | None,
+        default=None,
+        help="torch CPU threads during the checks (default: torch's)",
+    )
+    parser.add_argument("--json", type=Path | None, default=None, help="also write the report as JSON here")
+    parser.add_argument("--strict", type=bool, default=False, help="exit 1 on warnings too")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; returns 0 when no check failed, 1 when one did, 2 on bad arguments.
+
+    Example:
+        >>> main(["--help"])  # doctest: +ELLIPSIS
+        usage: lightning-recipes preflight ...
+        0
+    """
+    from lightning_recipes.checks.preflight import preflight
+
+    cwd = os.getcwd()
+    if (
+        cwd not in sys.path and "" not in sys.path
+    ):  # the console script does not put it there; `python -m` does
+        sys.path.insert(0, cwd)
+    parser = build_parser()
+    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        args = _with_lightning_cli_config(args)
+    except ValueError as err:
+        print(f"lightning-recipes preflight: {err}", file=sys.stderr)
+        return 2
+    try:
+        config = parser.parse_args(args)
+    except SystemExit as exit_:  # --help, or a parse error (already printed by jsonargparse)
+        return int(exit_.code or 0)
+    unknown = [name for name in (config.checks or []) if name not in CHECKS]
+    if unknown:
+        print(
+            f"lightning-recipes preflight: unknown check(s) {unknown}; choose from {list(CHECKS)}.",
+            file=sys.stderr,
+        )
+        return 2
+    objects = parser.instantiate_classes(config)
+    report = preflight(
+        objects.model,
+        datamodule=objects.data,
+        checks=config.checks,
+        input_key=config.input_key,
+        target_key=config.target_key,
+        num_classes=config.num_classes,
+        seed=config.seed,
+        num_threads=config.num_threads,
+        print_report=True,
+    )
+    if config.json is not None:
+        config.json.write_text(report.to_json())
+    if not report.ok:
+        return 1
+    return 1 if config.strict and report.warnings else 0
+
+
+# Top-level keys of this command's own parser; a LightningCLI config's other keys are dropped.
+_OWN_KEYS = (
+    "model",
+    "data",
+    "checks",
+    "num_classes",
+    "seed",
+    "input_key",
+    "target_key",
+    "num_threads",
+    "json",
+    "strict",
+)
+
+
+def _with_lightning_cli_config(args: list[str]) -> list[str]:
+    """``args`` with each ``--config FILE`` replaced by the parts of it this command reads.
+
+    A LightningCLI config (``--print_config``) holds ``trainer``, ``seed_everything``, ``optimizer``, ...
+    next to ``model`` and ``data``: those two are kept. With a fixed model class (``LightningCLI(MyModel)``)
+    the ``model`` section holds the init arguments only; the class then comes from ``--model``.
+    """
+    out: list[str] = []
+    index = 0
+    while index < len(args):
+        arg = args[index]
+        if arg == "--config" and index + 1 < len(args):
+            path, index = args[index + 1], index + 2
+        elif arg.startswith("--config="):
+            path, index = arg.split("=", 1)[1], index + 1
+        else:
+            out.append(arg)
+            index += 1
+            continue
+        out += ["--config", _own_sections(path, args)]
+    return out
+
+
+def _own_sections(path: str, args: list[str]) -> str:
+    import yaml
+
+    file = Path(path)
+    if not file.is_file():
+        return path  # a YAML string or a missing file: jsonargparse reports it
+    data: Any = yaml.safe_load(file.read_text()) or {}
+    if not isinstance(data, dict):
+        raise ValueError(f"`--config` {path} must hold a YAML mapping, got {type(data).__name__}.")
+    if set(data) == {"fit"} and isinstance(data["fit"], dict):  # a config written for the `fit` subcommand
+        data = data["fit"]
+    kept = {key: value for key, value in data.items() if key in _OWN_KEYS and value is not None}
+    for section in ("model", "data"):
+        value = kept.get(section)
+        if isinstance(value, dict) and "class_path" not in value:
+            class_path = _flag_value(args, f"--{section}")
+            if class_path is None:
+                raise ValueError(
+                    f"the `{section}` section of {path} has no `class_path` (LightningCLI with a fixed "
+                    f"{section} class writes only its arguments): pass the class too, e.g. "
+                    f"`--{section} my_pkg.MyClass`."
+                )
+            kept[section] = {"class_path": class_path, "init_args": value}
+    return yaml.safe_dump(kept, sort_keys=False)
+
+
+def _flag_value(args: list[str], flag: str) -> str | None:
+    """The value of ``flag`` on the command line (``--flag v`` or ``--flag=v``), if given."""
+    for index, arg in enumerate(args):
+        if arg == flag and index + 1 < len(args):
+            return args[index + 1]
+        if arg.startswith(flag + "="):
+            return arg.split("=", 1)[1]
+    return None

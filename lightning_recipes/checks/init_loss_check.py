@@ -1,0 +1,204 @@
+"""Check the first loss against its expected value (``ln C`` for classification)."""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+import torch
+from typing_extensions import override
+
+from lightning_recipes._validation import check_in_range, check_int, check_positive, is_number
+from lightning_recipes.checks._batches import Key, batch_size_of
+from lightning_recipes.checks._inference import infer_num_classes
+from lightning_recipes.checks.base import SanityCheck
+from lightning_recipes.checks.context import CheckContext
+from lightning_recipes.checks.report import CheckResult, CheckSkipped, Status
+
+__all__ = ["InitLossCheck"]
+
+
+class InitLossCheck(SanityCheck):
+    """Compare the loss at initialisation with what an untrained model should score: ``ln C`` for ``C`` classes.
+
+    A freshly initialised classifier predicts roughly uniformly, so its cross-entropy is ``ln C`` (label
+    smoothing does not change this). A loss far above it means a bad init (confidently wrong logits) or a
+    wrong reduction (a sum instead of a mean: the loss is ~batch-size times too large); far below it means
+    the loss cannot be right (targets leak into inputs, a loss against the model's own predictions,
+    pretrained weights). ``C`` is inferred from the forward output and the targets (logits ``[B, C]`` or
+    ``[B, S, V]`` with integer targets), or given as ``num_classes`` / ``expected_loss``; otherwise (e.g.
+    regression) the check skips and says what to pass.
+
+    The loss is what ``training_step`` returns on a deep copy of the module (train mode, no gradients) for the
+    first ``num_batches`` training batches, averaged.
+
+    Cost: ``num_batches`` forward passes on a copy of the model, once, at ``on_train_start``; one host sync.
+
+    Args:
+        expected_loss: The expected initial loss; overrides inference.
+        num_classes: Number of classes ``C`` (expected loss ``ln C``) when shapes cannot tell.
+        num_batches: Training batches to average over.
+        warn_rtol: Relative deviation from the expectation that gives ``"warn"``.
+        high_rtol: Relative excess that gives ``"fail"`` (default 1.0: twice the expected loss).
+        low_rtol: Relative shortfall that gives ``"fail"`` (default 0.5: half the expected loss).
+        on_fail: ``"raise"`` a :class:`~lightning_recipes.checks.PreflightError` or ``"warn"`` when used as
+            a callback.
+        input_key: Index or key of the input in a batch (default ``batch[0]`` / ``"x"``, ``"input_ids"``, ...).
+        target_key: Index or key of the target (default ``batch[-1]`` / ``"y"``, ``"labels"``, ...).
+
+    Raises:
+        ValueError: If a tolerance is not positive, ``num_batches < 1``, ``num_classes < 2`` or
+            ``expected_loss`` is not finite.
+
+    Example:
+        >>> from lightning_recipes.checks import CheckContext
+        >>> from lightning_recipes.testing import TinyClassifier, random_classification_loader
+        >>> result = InitLossCheck().run(CheckContext(TinyClassifier(num_classes=4), random_classification_loader()))
+        >>> result.status, round(result.details["expected"], 4)
+        ('pass', 1.3863)
+
+    Logged keys (as a callback, rank zero, step 0):
+
+    ==========================  ====================================
+    Key                         Value
+    ==========================  ====================================
+    ``preflight/init_loss``     the measured initial loss
+    ==========================  ====================================
+    """
+
+    name = "init_loss"
+
+    def __init__(
+        self,
+        expected_loss: float | None = None,
+        num_classes: int | None = None,
+        num_batches: int = 2,
+        warn_rtol: float = 0.25,
+        high_rtol: float = 1.0,
+        low_rtol: float = 0.5,
+        *,
+        on_fail: Literal["raise", "warn"] = "raise",
+        input_key: Key = None,
+        target_key: Key = None,
+    ) -> None:
+        super().__init__(on_fail=on_fail, input_key=input_key, target_key=target_key)
+        if expected_loss is not None and not is_number(expected_loss):
+            raise ValueError(f"`expected_loss` must be a finite number or None, got {expected_loss!r}.")
+        if num_classes is not None:
+            check_int("num_classes", num_classes, minimum=2)
+        check_int("num_batches", num_batches, minimum=1)
+        check_positive("warn_rtol", warn_rtol)
+        check_positive("high_rtol", high_rtol)
+        check_in_range("low_rtol", low_rtol, 0, 1, low_open=True, high_open=True)
+        if warn_rtol > min(high_rtol, low_rtol):
+            raise ValueError(
+                f"`warn_rtol` must not exceed `high_rtol` and `low_rtol`, got {warn_rtol!r} > "
+                f"{min(high_rtol, low_rtol)!r}."
+            )
+        self.expected_loss = expected_loss
+        self.num_classes = num_classes
+        self.num_batches = num_batches
+        self.warn_rtol = warn_rtol
+        self.high_rtol = high_rtol
+        self.low_rtol = low_rtol
+
+    @override
+    def check(self, context: CheckContext) -> CheckResult:
+        model = context.copy_model()
+        context.require_automatic_optimization(model)
+        batches = context.train_batches(self.num_batches)
+        losses, outputs = [], []
+        with torch.no_grad(), context.capture_forward(model) as captured:
+            for index, batch in enumerate(batches):
+                losses.append(context.training_loss(model, batch, index).float())
+                outputs.append(captured.last())
+                captured.clear()
+        per_batch = torch.stack(losses).tolist()  # sync: once per check
+        measured = sum(per_batch) / len(per_batch)
+        _, targets = context.split(batches[0])
+        expected, source, classes = self._expectation(context, outputs[0], targets)
+        details = {
+            "measured": measured,
+            "expected": expected,
+            "per_batch": per_batch,
+            "num_classes": classes,
+            "expected_from": source,
+        }
+        if not math.isfinite(measured):
+            return CheckResult(
+                self.name,
+                "fail",
+                f"the loss at init is {measured} (not finite). Expected a finite value. Likely causes: NaN/Inf in "
+                "the data (see the data check), log of 0 (use log_softmax / cross_entropy on logits instead of "
+                "log(softmax)), division by zero in the loss. Try: run the data check; use F.cross_entropy.",
+                details,
+            )
+        if expected is None:
+            raise CheckSkipped(
+                f"cannot infer the expected initial loss (measured {measured:.4g}): the forward output "
+                f"{_shape(outputs[0])} and targets {_shape(targets)} do not look like classification logits "
+                "[B, C] / [B, S, V] with integer targets. Pass `InitLossCheck(expected_loss=...)` or "
+                "`num_classes=` (or `preflight(..., num_classes=...)`)."
+            )
+        ratio = measured / expected
+        details["ratio"] = ratio
+        status: Status
+        stated = f"loss at init {measured:.4g} vs expected {expected:.4g} ({source}), ratio {ratio:.2f}"
+        if ratio > 1 + self.warn_rtol:
+            status = "fail" if ratio > 1 + self.high_rtol else "warn"
+            hint = self._sum_hint(ratio, batches[0], context)
+            return CheckResult(
+                self.name,
+                status,
+                f"{stated}: too high.{hint} Likely causes: the loss is summed instead of averaged "
+                "(reduction='sum'), the output layer is initialised too large so the model is confidently "
+                "wrong at init, or extra terms (regularisers, auxiliary losses) are added to the loss. Try: "
+                "reduction='mean'; scale down or zero-initialise the last layer (its bias too); log the "
+                "terms of the loss separately.",
+                details,
+            )
+        if ratio < 1 - self.warn_rtol:
+            status = "fail" if ratio < 1 - self.low_rtol else "warn"
+            return CheckResult(
+                self.name,
+                status,
+                f"{stated}: suspiciously low for an untrained model, which should predict at chance. Likely "
+                "causes: the targets leak into the inputs, the loss is computed against the model's own "
+                "predictions or on the wrong tensors, or the weights are pretrained (then this is expected: "
+                "pass `expected_loss=` or drop this check). Try: inspect what the loss receives.",
+                details,
+            )
+        return CheckResult(self.name, "pass", f"{stated}: as expected for an untrained model.", details)
+
+    def _expectation(
+        self, context: CheckContext, output: torch.Tensor | None, targets: torch.Tensor | None
+    ) -> tuple[float | None, str, int | None]:
+        if self.expected_loss is not None:
+            return float(self.expected_loss), "given expected_loss", self.num_classes
+        classes = self.num_classes or context.num_classes
+        if classes is not None:
+            return math.log(classes), f"ln {classes}, num_classes given", classes
+        inferred = infer_num_classes(output, targets)
+        if inferred is None:
+            return None, "", None
+        classes, how = inferred
+        return math.log(classes), f"ln {classes}, {how}", classes
+
+    @staticmethod
+    def _sum_hint(ratio: float, batch: object, context: CheckContext) -> str:
+        size = batch_size_of(batch, context.input_key)
+        _, targets = context.split(batch)
+        counts = {size} if size else set()
+        if targets is not None and targets.numel() > 1:
+            counts.add(targets.numel())
+        for count in sorted(counts):
+            if count > 2 and abs(ratio / count - 1) < 0.15:
+                return (
+                    f" The ratio is close to the number of targets in the batch ({count}): the loss is probably "
+                    "summed instead of averaged."
+                )
+        return ""
+
+
+def _shape(tensor: torch.Tensor | None) -> str:
+    return "(none)" if tensor is None else f"{list(tensor.shape)} {str(tensor.dtype).replace('torch.', '')}"

@@ -1,0 +1,297 @@
+"""``preflight(model, ...)`` and the ``Preflight`` callback: every check, by name, on a model and its data.
+
+:data:`CHECKS` names the checks in the order a preflight runs them (cheapest and most basic first). Both entry
+points build their checks with :func:`build_checks`; inside ``trainer.fit`` the ``Preflight`` callback and
+every single check callback go through one code path (``_runner.run_in_trainer``).
+
+Writing a check of your own: subclass :class:`~lightning_recipes.checks.SanityCheck` (its docstring has a
+ten-line example) and pass the instance in ``checks=[...]`` or put it in ``Trainer(callbacks=[...])``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import lightning.pytorch as pl
+import torch
+from lightning.pytorch.callbacks import Callback
+from lightning.pytorch.utilities.model_helpers import is_overridden
+from typing_extensions import override
+
+from lightning_recipes._validation import check_bool, check_choice, check_int
+from lightning_recipes.checks._batches import Key, check_key
+from lightning_recipes.checks._runner import ON_FAIL, run_checks, run_in_trainer
+from lightning_recipes.checks.base import SanityCheck
+from lightning_recipes.checks.batch_independence_check import BatchIndependenceCheck
+from lightning_recipes.checks.context import CheckContext
+from lightning_recipes.checks.data_check import DataCheck
+from lightning_recipes.checks.grad_flow_check import GradFlowCheck
+from lightning_recipes.checks.init_loss_check import InitLossCheck
+from lightning_recipes.checks.input_independence_check import InputIndependenceCheck
+from lightning_recipes.checks.overfit_batch_check import OverfitBatchCheck
+from lightning_recipes.checks.report import PreflightReport
+
+__all__ = ["CHECKS", "Preflight", "build_checks", "preflight"]
+
+CHECKS: dict[str, type[SanityCheck]] = {
+    cls.name: cls
+    for cls in (
+        DataCheck,
+        InitLossCheck,
+        GradFlowCheck,
+        BatchIndependenceCheck,
+        OverfitBatchCheck,
+        InputIndependenceCheck,
+    )
+}
+
+
+def build_checks(checks: Sequence[str | SanityCheck] | str | SanityCheck | None) -> list[SanityCheck]:
+    """Check objects from names and/or instances; ``None`` means every check with its defaults.
+
+    Example:
+        >>> [type(c).__name__ for c in build_checks(["init_loss", GradFlowCheck(max_steps=1)])]
+        ['InitLossCheck', 'GradFlowCheck']
+    """
+    if checks is None:
+        return [cls() for cls in CHECKS.values()]
+    if isinstance(checks, (str, SanityCheck)):
+        checks = [checks]
+    built: list[SanityCheck] = []
+    for item in checks:
+        if isinstance(item, SanityCheck):
+            built.append(item)
+        elif isinstance(item, str) and item in CHECKS:
+            built.append(CHECKS[item]())
+        else:
+            raise ValueError(
+                f"`checks` entries must be SanityCheck instances or one of {sorted(CHECKS)}, got {item!r}."
+            )
+    names = [c.name for c in built]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise ValueError(f"`checks` names each check at most once, got {duplicates} more than once.")
+    return built
+
+
+def _validate_common(num_classes: Any, seed: Any, num_threads: Any, input_key: Any, target_key: Any) -> None:
+    if num_classes is not None:
+        check_int("num_classes", num_classes, minimum=2)
+    check_int("seed", seed)
+    if num_threads is not None:
+        check_int("num_threads", num_threads, minimum=1)
+    check_key("input_key", input_key)
+    check_key("target_key", target_key)
+
+
+def preflight(
+    model: pl.LightningModule,
+    datamodule: pl.LightningDataModule | None = None,
+    train_dataloaders: Any = None,
+    val_dataloaders: Any = None,
+    checks: Sequence[str | SanityCheck] | None = None,
+    *,
+    input_key: Key = None,
+    target_key: Key = None,
+    num_classes: int | None = None,
+    device: torch.device | str | None = None,
+    seed: int = 0,
+    num_threads: int | None = None,
+    print_report: bool = False,
+) -> PreflightReport:
+    """Run the sanity checks on ``model`` with its data, before training, and return a :class:`PreflightReport`.
+
+    The checks, in order: ``data`` (NaN/Inf, label range, constant or un-normalised inputs, single-class
+    batches, an unshuffled loader), ``init_loss`` (the first loss vs ``ln C``), ``grad_flow`` (every trainable
+    parameter gets a finite, non-zero gradient and is in the optimizer), ``batch_independence`` (no sample
+    sees another), ``overfit_batch`` (the model memorises one small batch) and ``input_independence`` (real
+    inputs beat zeroed inputs on held-out data). See each ``*Check`` class for thresholds and cost.
+
+    Nothing of the caller's changes: every check works on a deep copy of the module with an optimizer of
+    its own from ``configure_optimizers``; the global RNG states (torch CPU/CUDA, numpy, Python) and the
+    loaders' generators are restored; the loaders are only iterated. The loss is what ``training_step``
+    returns (see :mod:`lightning_recipes.checks.context` for the full contract). A check that
+    cannot apply (no classes to infer, manual optimisation, no held-out data) reports ``"skip"`` and says why.
+
+    Args:
+        model: The ``LightningModule`` to check.
+        datamodule: Its ``prepare_data()`` and ``setup("fit")`` are called, then ``train_dataloader()`` /
+            ``val_dataloader()``; its ``num_classes`` attribute is used when present.
+        train_dataloaders: Training loader (or collection: the first is used), when there is no datamodule;
+            default: the model's own ``train_dataloader()`` if it defines one.
+        val_dataloaders: Validation loader, used as held-out data.
+        checks: Names from :data:`CHECKS` and/or configured check objects; ``None`` runs all.
+        input_key: Index or key of the input tensor in a batch (default: ``batch[0]`` or ``"x"``, ...).
+        target_key: Index or key of the target tensor (default: ``batch[-1]`` or ``"y"``, ``"labels"``, ...).
+        num_classes: Number of classes, when shapes cannot tell.
+        device: Device for the copies and batches; default: the model's.
+        seed: Seed the checks run under (isolated from the caller's RNG).
+        num_threads: torch intra-op threads while the checks run on a CPU (restored after); ``None`` leaves
+            them alone. ``1`` is fastest for small models on a busy CPU (see ``benchmarks/RESULTS.md``).
+        print_report: Print the table (rich) before returning.
+
+    Returns:
+        The report: ``.ok``, ``.results``, ``report["init_loss"]``, ``to_dict()``, ``raise_for_failures()``.
+
+    Raises:
+        ValueError: If no training data is given, a check name is unknown, or an argument is invalid
+            (``num_classes < 2``, ``num_threads < 1``, a non-integer ``seed``, a key neither int nor str).
+        TypeError: If ``print_report`` is not a bool.
+
+    Example:
+        >>> from lightning_recipes.testing import TinyClassifier, random_classification_loader
+        >>> loader = random_classification_loader(shuffle=True)
+        >>> report = preflight(TinyClassifier(lr=0.5), train_dataloaders=loader, num_threads=1)
+        >>> report.ok, [r.status for r in report]
+        (True, ['pass', 'pass', 'pass', 'pass', 'pass', 'pass'])
+        >>> round(report["init_loss"].details["measured"], 3)  # ln 4
+        1.386
+    """
+    built = build_checks(checks)
+    _validate_common(num_classes, seed, num_threads, input_key, target_key)
+    check_bool("print_report", print_report)
+    if datamodule is not None:
+        datamodule.prepare_data()
+        datamodule.setup("fit")
+        if train_dataloaders is None:
+            train_dataloaders = datamodule.train_dataloader()
+        if val_dataloaders is None and is_overridden("val_dataloader", datamodule):
+            val_dataloaders = datamodule.val_dataloader()
+        if num_classes is None:
+            declared = getattr(datamodule, "num_classes", None)
+            num_classes = declared if isinstance(declared, int) and declared >= 2 else None
+    if train_dataloaders is None and is_overridden("train_dataloader", model):
+        train_dataloaders = model.train_dataloader()
+        if val_dataloaders is None and is_overridden("val_dataloader", model):
+            val_dataloaders = model.val_dataloader()
+    if train_dataloaders is None:
+        raise ValueError(
+            "`preflight` needs training data: pass `datamodule=` or `train_dataloaders=`, or define "
+            "`train_dataloader()` on the model (got none of these)."
+        )
+    context = CheckContext(
+        model,
+        train_dataloaders,
+        val_dataloaders,
+        device=device,
+        datamodule=datamodule,
+        input_key=input_key,
+        target_key=target_key,
+        num_classes=num_classes,
+        seed=seed,
+    )
+    report = run_checks(built, context, num_threads)
+    if print_report:
+        from rich.console import Console
+
+        Console().print(report)
+    return report
+
+
+class Preflight(Callback):
+    """Run the preflight checks once, at ``on_train_start``, and stop (or warn) before a silently broken run.
+
+    Every check works on deep copies of the module with the Trainer's device and precision (the precision
+    plugin's autocast and input conversion) and the loaders the Trainer has loaded for ``fit``
+    (``trainer.train_dataloader`` / ``trainer.val_dataloaders``, with the sampler it injects under DDP; they
+    are ready at ``on_train_start``, after the sanity validation steps and before the first training step);
+    the model, its optimizer, the RNG streams and the loaders are left exactly as they were. Each rank runs the checks on its own
+    data, then "did any check fail" is reduced across ranks once (``reduce_boolean_decision``), so every rank
+    raises together or none does. The report prints on rank zero. A resumed run (``ckpt_path``) or a
+    restored callback state skips the checks: they describe a run's start. Under sharded strategies (FSDP,
+    DeepSpeed, ModelParallel) the checks skip: run :func:`lightning_recipes.preflight` on the unsharded model.
+
+    Cost: what the chosen checks cost, once per ``fit`` (about 1 s for all six on the demo CNN on one CPU
+    thread, see ``benchmarks/RESULTS.md``); memory of two to three copies of the model.
+
+    Args:
+        checks: Names (``"data"``, ``"init_loss"``, ``"grad_flow"``, ``"batch_independence"``,
+            ``"overfit_batch"``, ``"input_independence"``) and/or configured check objects; ``None`` = all.
+        on_fail: ``"raise"`` a :class:`~lightning_recipes.checks.PreflightError` on every rank, or ``"warn"``.
+        print_report: Print the report table on rank zero.
+        input_key: Index or key of the input tensor in a batch.
+        target_key: Index or key of the target tensor.
+        num_classes: Number of classes, when the output shapes cannot tell.
+        seed: Seed the checks run under (their RNG is isolated from the run's).
+        num_threads: torch intra-op threads while the checks run on a CPU (restored before training);
+            ``None`` leaves them alone.
+
+    Raises:
+        ValueError: If ``on_fail`` or a check name is unknown, ``num_classes < 2``, ``num_threads < 1``,
+            ``seed`` is not an integer or a key is neither an int, a str nor None.
+        TypeError: If ``print_report`` is not a bool.
+
+    Example:
+        >>> from lightning_recipes.testing import TinyClassifier, fast_trainer, random_classification_loader
+        >>> preflight = Preflight(checks=["data", "init_loss", "grad_flow"], print_report=False)
+        >>> trainer = fast_trainer(max_steps=1, callbacks=[preflight])
+        >>> trainer.fit(TinyClassifier(), random_classification_loader())
+        >>> preflight.report.ok, preflight.report["init_loss"].status
+        (True, 'pass')
+
+    Logged keys (rank zero, step 0): ``preflight/<check>`` for every check that measured a number
+    (``preflight/init_loss``: the initial loss; ``preflight/overfit_batch``: best / initial loss;
+    ``preflight/input_independence``: relative gain over zeroed inputs; ``preflight/batch_independence``:
+    cross-sample / own-sample effect).
+    """
+
+    def __init__(
+        self,
+        checks: Sequence[str | Any] | None = None,
+        on_fail: Literal["raise", "warn"] = "raise",
+        print_report: bool = True,
+        input_key: Key = None,
+        target_key: Key = None,
+        num_classes: int | None = None,
+        seed: int = 0,
+        num_threads: int | None = None,
+    ) -> None:
+        check_choice("on_fail", on_fail, ON_FAIL)
+        check_bool("print_report", print_report)
+        _validate_common(num_classes, seed, num_threads, input_key, target_key)
+        self.num_threads = num_threads
+        self.checks = build_checks(checks)
+        self.on_fail = on_fail
+        self.print_report = print_report
+        self.input_key = input_key
+        self.target_key = target_key
+        self.num_classes = num_classes
+        self.seed = seed
+        self.report: PreflightReport | None = None
+        self.failed_on_any_rank = False  # the collective decision: True on every rank if any rank failed
+
+    @property
+    @override
+    def state_key(self) -> str:
+        return self._generate_state_key(checks=[c.name for c in self.checks])
+
+    @override
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if self.report is not None or trainer.ckpt_path is not None:
+            return  # checks describe a fresh run; a resumed run already passed them
+        self.failed_on_any_rank = run_in_trainer(
+            self.checks,
+            trainer,
+            pl_module,
+            keep=self._keep,
+            on_fail=self.on_fail,
+            print_report=self.print_report,
+            num_classes=self.num_classes,
+            input_key=self.input_key,
+            target_key=self.target_key,
+            seed=self.seed,
+            num_threads=self.num_threads,
+        )
+
+    def _keep(self, report: PreflightReport) -> None:
+        self.report = report
+
+    @override
+    def state_dict(self) -> dict[str, Any]:
+        return {"report": None if self.report is None else self.report.to_dict()}
+
+    @override
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        report = state_dict.get("report")
+        self.report = None if report is None else PreflightReport.from_dict(report)
