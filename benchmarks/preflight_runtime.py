@@ -32,8 +32,8 @@ import lightning.pytorch as pl
 import torch
 
 from lightning_recipes.callbacks import Preflight
+from lightning_recipes.checks import preflight
 from lightning_recipes.data import DigitsDataModule
-from lightning_recipes.preflight import preflight
 from lightning_recipes.testing import DigitsCNN
 
 __all__ = ["main"]

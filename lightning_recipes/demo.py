@@ -25,9 +25,9 @@ from lightning_recipes.callbacks import (
     RunManifest,
     StabilityGuard,
 )
+from lightning_recipes.checks import preflight
 from lightning_recipes.data import DigitsDataModule
 from lightning_recipes.mixins import OptimizerRecipeMixin
-from lightning_recipes.preflight import preflight
 from lightning_recipes.recipe import OptimizerRecipe
 from lightning_recipes.testing.digits_cnn import (
     DigitsCNN,  # re-exported: `lightning_recipes.demo.DigitsCNN` still works

@@ -21,19 +21,23 @@ from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.loggers import CSVLogger, Logger, TensorBoardLogger, WandbLogger
 from torch.utils.data import DataLoader, Subset
 
-from lightning_recipes.callbacks.adaptive_grad_clip import AdaptiveGradClip
-from lightning_recipes.callbacks.batch_independence_check import BatchIndependenceCheck
-from lightning_recipes.callbacks.data_check import DataCheck
-from lightning_recipes.callbacks.early_stopping import EarlyStopping
-from lightning_recipes.callbacks.grad_flow_check import GradFlowCheck
-from lightning_recipes.callbacks.grad_norm_monitor import GradNormMonitor
-from lightning_recipes.callbacks.init_loss_check import InitLossCheck
-from lightning_recipes.callbacks.input_independence_check import InputIndependenceCheck
-from lightning_recipes.callbacks.input_pipeline_monitor import InputPipelineMonitor
-from lightning_recipes.callbacks.overfit_batch_check import OverfitBatchCheck
-from lightning_recipes.callbacks.preflight_callback import Preflight
-from lightning_recipes.callbacks.run_manifest import RunManifest
-from lightning_recipes.callbacks.stability_guard import StabilityGuard
+from lightning_recipes.callbacks import (
+    AdaptiveGradClip,
+    EarlyStopping,
+    GradNormMonitor,
+    InputPipelineMonitor,
+    RunManifest,
+    StabilityGuard,
+)
+from lightning_recipes.checks import (
+    BatchIndependenceCheck,
+    DataCheck,
+    GradFlowCheck,
+    InitLossCheck,
+    InputIndependenceCheck,
+    OverfitBatchCheck,
+    Preflight,
+)
 from lightning_recipes.plots import read_metrics
 from lightning_recipes.testing import TinyClassifier, fast_trainer, random_classification_loader
 

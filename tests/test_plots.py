@@ -23,6 +23,7 @@ from torch.optim.lr_scheduler import LambdaLR, StepLR
 
 from lightning_recipes.callbacks.adaptive_grad_clip import AdaptiveGradClip
 from lightning_recipes.callbacks.grad_norm_monitor import GradNormMonitor
+from lightning_recipes.checks import preflight
 from lightning_recipes.mixins import LionRecipe
 from lightning_recipes.plots import (
     log_figure,
@@ -35,7 +36,6 @@ from lightning_recipes.plots import (
     schedule_values,
     smooth,
 )
-from lightning_recipes.preflight import preflight
 from lightning_recipes.recipe import OPTIMIZER_DEFAULTS, OptimizerRecipe
 from lightning_recipes.testing import (
     InMemoryLogger,
