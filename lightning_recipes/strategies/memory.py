@@ -43,6 +43,9 @@ class _Layout:
     offload_grads: bool = False
     offload_optimizer: bool = False
     gathers: bool = False  # full parameters of the running units are gathered transiently
+    keeps_gathered: bool = (
+        False  # every unit's full parameters stay gathered from forward to backward (ZeRO-2)
+    )
     row_chunks: bool = False  # FSDP2: each tensor is chunked along dim 0 (exact local sizes)
     hybrid: bool = False  # shard within a node, replicate across nodes
     activation_checkpointing: bool = False  # the preset's default
@@ -53,8 +56,15 @@ _OFFLOAD_ALL = {"offload_params": True, "offload_grads": True, "offload_optimize
 STRATEGIES: dict[str, _Layout] = {
     "ddp": _Layout("native"),
     "ddp_static_graph": _Layout("native"),
+    # FSDP1 SHARD_GRAD_OP: the flat parameter is sharded like FULL_SHARD, but the unsharded copy (in the
+    # MixedPrecision param_dtype, bf16 under Lightning's `bf16-mixed`) is kept from forward until backward
     "fsdp_shard_grad_op": _Layout(
-        "native", shard_grads=True, shard_optimizer=True, activation_checkpointing=True
+        "native",
+        shard_params=True,
+        shard_grads=True,
+        shard_optimizer=True,
+        keeps_gathered=True,
+        activation_checkpointing=True,
     ),
     "fsdp_full_shard": _Layout("native", **_SHARD_ALL, activation_checkpointing=True),
     "fsdp_hybrid": _Layout("native", **_SHARD_ALL, hybrid=True, activation_checkpointing=True),
@@ -125,7 +135,7 @@ class MemoryEstimate:
             ("gradients", self.gradients),
             ("optimizer state", self.optimizer_state),
             ("master weights", self.master_weights),
-            ("gathered (transient)", self.gathered),
+            ("gathered", self.gathered),
             ("activations", self.activations),
             ("total per device", self.total),
             ("host (offload)", self.host),
@@ -185,15 +195,19 @@ def estimate_memory(
     ============================  ====================================================================
     parameters                    numel x dtype bytes: fp32 for ``32-true`` and for torch AMP (``*-mixed``
                                   keeps fp32 weights and autocasts), 2 for ``*-true`` and for DeepSpeed
-                                  16-bit; sharded by FSDP / ZeRO-3, full for DDP / ZeRO-1/2
+                                  16-bit; sharded by FSDP (every sharding strategy) / ZeRO-3, full for
+                                  DDP / ZeRO-1/2
     gradients                     same dtype as the parameters; sharded by FSDP / ZeRO-2/3
     optimizer state               ``adamw``/``adam``/``lamb`` 2 tensors, ``lion``/``sgd_momentum`` 1,
                                   ``sgd`` 0, in the parameter dtype (fp32 for DeepSpeed) + torch's 4-byte
                                   ``step`` scalar per tensor for ``adam(w)`` when a model is given;
                                   sharded by FSDP / every ZeRO stage
     master weights                fp32 copy for DeepSpeed 16-bit precision; sharded like the optimizer
-    gathered (transient)          sharded strategies: full parameters (compute dtype) of the root unit +
-                                  two blocks (current and prefetched); needs a model
+    gathered                      unsharded copies of sharded parameters, in the compute dtype (2 bytes
+                                  for ``16``/``bf16`` precisions: Lightning's FSDP ``MixedPrecision``
+                                  ``param_dtype``): ``fsdp_shard_grad_op`` keeps every unit's copy from
+                                  forward to backward (all parameters); the other sharded strategies hold
+                                  the root unit + two blocks (current and prefetched), which needs a model
     activations                   measured: bytes saved for backward in one forward on ``sample_batch``
                                   (+ the largest one again for the backward peak); with activation
                                   checkpointing only block inputs + one block's recomputation
@@ -279,7 +293,9 @@ def estimate_memory(
     if model is not None and (layout.gathers or sample_batch is not None):
         blocks = resolve_block_classes(block_classes) or _try_infer(model, notes)
     gathered = 0
-    if layout.gathers and group > 1:
+    if layout.keeps_gathered and group > 1:
+        gathered = full * compute_bytes
+    elif layout.gathers and group > 1:
         if model is None or blocks is None:
             notes.append("transient gathered parameters need a model with repeated blocks; not counted")
         else:

@@ -92,18 +92,40 @@ class Recommendation:
             table.add_row(estimate.strategy, *("-" if c is None else f"{c / GIB:.2f}" for c in cells), mark)
         return table
 
-    def __str__(self) -> str:
-        verdict = (
-            f"recommended: recipes_{self.preset}"
-            if self.preset
-            else "nothing fits: add devices or nodes, lower the batch size, enable activation checkpointing,"
+    def notes(self) -> list[str]:
+        """What the table leaves out or assumes, in words: printed under it by ``str()``.
+
+        Example:
+            >>> rec = recommend_strategy(7_000_000_000, devices=8, device_memory_gb=80)
+            >>> any(note.startswith("activations not counted") for note in rec.notes())
+            True
+        """
+        notes = ["sizes in GiB per device; host/node = offloaded bytes of all local processes"]
+        if any(estimate.activations is None for estimate in self.estimates):
+            notes.append(
+                "activations not counted ('-' in activ.): pass a model and `sample_batch=` to"
+                " recommend_strategy to measure them; until then leave room for them beyond the headroom"
+            )
+        if self.host_memory_gb is None and any(estimate.host for estimate in self.estimates):
+            notes.append(
+                "offload rows not checked against host memory: pass `host_memory_gb=` (CLI: --host-memory),"
+                " the host RAM of one training node"
+            )
+        for estimate in self.estimates:
+            notes.extend(note for note in estimate.notes if note not in notes)
+        return notes
+
+    def verdict(self) -> str:
+        """The last line of ``str()``: the recommended preset, or what to change when nothing fits."""
+        if self.preset:
+            return f"recommended: recipes_{self.preset}"
+        return (
+            "nothing fits: add devices or nodes, lower the batch size, enable activation checkpointing,"
             " or use a 16-bit precision"
         )
-        return render(
-            self.table(),
-            "sizes in GiB per device; host/node = offloaded bytes of all local processes",
-            verdict,
-        )
+
+    def __str__(self) -> str:
+        return render(self.table(), *self.notes(), self.verdict())
 
 
 def recommend_strategy(
