@@ -8,7 +8,7 @@ import lightning.pytorch as pl
 from lightning.pytorch.strategies import DeepSpeedStrategy
 from typing_extensions import override
 
-from lightning_recipes.strategies._checks import refuse_offload_without_host_memory, refuse_without_cuda
+from lightning_recipes.strategies._requirements import refuse_offload_without_host_memory, refuse_without_cuda
 from lightning_recipes.strategies.deepspeed_config import (
     reconcile_deepspeed_config,
     require_deepspeed,
@@ -44,7 +44,7 @@ class RecipesDeepSpeedStrategy(DeepSpeedStrategy):
 
     Example:
         >>> from lightning_recipes.strategies import PRESETS, reconcile_deepspeed_config
-        >>> PRESETS["deepspeed_zero2_offload"][1]  # what preset("deepspeed_zero2_offload") passes to this class
+        >>> PRESETS["deepspeed_zero2_offload"].defaults  # what preset("deepspeed_zero2_offload") passes to this class
         {'stage': 2, 'offload_optimizer': True}
         >>> cfg = reconcile_deepspeed_config({"train_batch_size": 64}, micro_batch_size=8, accumulate_grad_batches=2,
         ...     world_size=4, gradient_clip_val=None, gradient_clip_algorithm=None, precision="32-true")

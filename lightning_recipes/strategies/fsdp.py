@@ -12,7 +12,7 @@ from torch.optim import Optimizer
 from typing_extensions import override
 
 from lightning_recipes.strategies._blocks import BlockSpec, LazyBlockPolicy, resolve_block_classes
-from lightning_recipes.strategies._checks import refuse_offload_without_host_memory, refuse_without_cuda
+from lightning_recipes.strategies._requirements import refuse_offload_without_host_memory, refuse_without_cuda
 
 __all__ = ["RecipesFSDPPrecision", "RecipesFSDPStrategy"]
 

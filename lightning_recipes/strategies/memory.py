@@ -15,8 +15,10 @@ from torch import nn
 
 from lightning_recipes.strategies._activations import measure_activations
 from lightning_recipes.strategies._blocks import BlockSpec, infer_block_classes, resolve_block_classes
+from lightning_recipes.strategies._layout import MemoryLayout
+from lightning_recipes.strategies.presets import PRESETS
 
-__all__ = ["OPTIMIZER_STATES", "STRATEGIES", "MemoryEstimate", "estimate_memory"]
+__all__ = ["OPTIMIZER_STATES", "MemoryEstimate", "estimate_memory"]
 
 GIB = 1024**3
 
@@ -31,53 +33,6 @@ OPTIMIZER_STATES: dict[str, tuple[int, int]] = {
 }
 
 
-@dataclass(frozen=True)
-class _Layout:
-    family: (
-        str  # "native" (torch DDP/FSDP, params keep their dtype) or "deepspeed" (16-bit params + fp32 master)
-    )
-    shard_params: bool = False
-    shard_grads: bool = False
-    shard_optimizer: bool = False
-    offload_params: bool = False
-    offload_grads: bool = False
-    offload_optimizer: bool = False
-    gathers: bool = False  # full parameters of the running units are gathered transiently
-    keeps_gathered: bool = (
-        False  # every unit's full parameters stay gathered from forward to backward (ZeRO-2)
-    )
-    row_chunks: bool = False  # FSDP2: each tensor is chunked along dim 0 (exact local sizes)
-    hybrid: bool = False  # shard within a node, replicate across nodes
-    activation_checkpointing: bool = False  # the preset's default
-
-
-_SHARD_ALL = {"shard_params": True, "shard_grads": True, "shard_optimizer": True, "gathers": True}
-_OFFLOAD_ALL = {"offload_params": True, "offload_grads": True, "offload_optimizer": True}
-STRATEGIES: dict[str, _Layout] = {
-    "ddp": _Layout("native"),
-    "ddp_static_graph": _Layout("native"),
-    # FSDP1 SHARD_GRAD_OP: the flat parameter is sharded like FULL_SHARD, but the unsharded copy (in the
-    # MixedPrecision param_dtype, bf16 under Lightning's `bf16-mixed`) is kept from forward until backward
-    "fsdp_shard_grad_op": _Layout(
-        "native",
-        shard_params=True,
-        shard_grads=True,
-        shard_optimizer=True,
-        keeps_gathered=True,
-        activation_checkpointing=True,
-    ),
-    "fsdp_full_shard": _Layout("native", **_SHARD_ALL, activation_checkpointing=True),
-    "fsdp_hybrid": _Layout("native", **_SHARD_ALL, hybrid=True, activation_checkpointing=True),
-    "fsdp_offload": _Layout("native", **_SHARD_ALL, **_OFFLOAD_ALL, activation_checkpointing=True),
-    "fsdp2": _Layout("native", **_SHARD_ALL, row_chunks=True, activation_checkpointing=True),
-    "deepspeed_zero1": _Layout("deepspeed", shard_optimizer=True),
-    "deepspeed_zero2": _Layout("deepspeed", shard_grads=True, shard_optimizer=True),
-    "deepspeed_zero2_offload": _Layout(
-        "deepspeed", shard_grads=True, shard_optimizer=True, offload_grads=True, offload_optimizer=True
-    ),
-    "deepspeed_zero3": _Layout("deepspeed", **_SHARD_ALL),
-    "deepspeed_zero3_offload": _Layout("deepspeed", **_SHARD_ALL, **_OFFLOAD_ALL),
-}
 _PRECISIONS = ("32-true", "32", "64-true", "16-mixed", "bf16-mixed", "16-true", "bf16-true")
 
 
@@ -223,7 +178,8 @@ def estimate_memory(
         model_or_num_params: A module (may live on the ``meta`` device) or a parameter count.
         optimizer: One of ``adamw``, ``adam``, ``lamb``, ``lion``, ``sgd``, ``sgd_momentum``.
         precision: The Trainer's precision, e.g. ``"bf16-mixed"``.
-        strategy: A preset name (see :data:`STRATEGIES`).
+        strategy: A preset name (a key of :data:`~lightning_recipes.strategies.PRESETS`, whose ``layout`` says
+            what it shards, offloads and gathers).
         devices: Devices per node.
         num_nodes: Nodes.
         activation_checkpointing: Checkpoint the blocks; ``None`` = the preset's default (on for FSDP).
@@ -328,9 +284,9 @@ def estimate_memory(
     )
 
 
-def _check(strategy: str, optimizer: str, precision: str, devices: int, num_nodes: int) -> _Layout:
-    if strategy not in STRATEGIES:
-        raise ValueError(f"`strategy` must be one of {sorted(STRATEGIES)}, got {strategy!r}.")
+def _check(strategy: str, optimizer: str, precision: str, devices: int, num_nodes: int) -> MemoryLayout:
+    if strategy not in PRESETS:
+        raise ValueError(f"`strategy` must be one of {sorted(PRESETS)}, got {strategy!r}.")
     if optimizer not in OPTIMIZER_STATES:
         raise ValueError(f"`optimizer` must be one of {sorted(OPTIMIZER_STATES)}, got {optimizer!r}.")
     if str(precision) not in _PRECISIONS:
@@ -339,7 +295,7 @@ def _check(strategy: str, optimizer: str, precision: str, devices: int, num_node
         raise ValueError(f"`devices` must be a positive int, got {devices!r}.")
     if not (isinstance(num_nodes, int) and num_nodes >= 1):
         raise ValueError(f"`num_nodes` must be a positive int, got {num_nodes!r}.")
-    return STRATEGIES[strategy]
+    return PRESETS[strategy].layout
 
 
 def _local_numel(shape: tuple[int, ...], group: int, row_chunks: bool) -> int:

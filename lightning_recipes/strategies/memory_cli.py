@@ -16,10 +16,10 @@ from lightning_recipes.strategies.memory import (
     _PRECISIONS,
     GIB,
     OPTIMIZER_STATES,
-    STRATEGIES,
     estimate_memory,
     render,
 )
+from lightning_recipes.strategies.presets import PRESETS
 from lightning_recipes.strategies.recommend import LADDERS, recommend_strategy
 
 __all__ = ["main"]
@@ -52,9 +52,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--precision", default="bf16-mixed", choices=list(_PRECISIONS))
     parser.add_argument("--family", default="fsdp", choices=sorted(LADDERS), help="ladder to climb")
     parser.add_argument("--headroom", type=float, default=0.15, help="fraction of device memory kept free")
-    parser.add_argument(
-        "--strategy", choices=sorted(STRATEGIES), help="estimate this preset only (no ladder)"
-    )
+    parser.add_argument("--strategy", choices=sorted(PRESETS), help="estimate this preset only (no ladder)")
     return parser
 
 

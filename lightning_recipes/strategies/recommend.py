@@ -14,7 +14,8 @@ from torch import nn
 
 from lightning_recipes.strategies._activations import measure_activations
 from lightning_recipes.strategies._blocks import BlockSpec, infer_block_classes, resolve_block_classes
-from lightning_recipes.strategies.memory import GIB, STRATEGIES, MemoryEstimate, estimate_memory, render
+from lightning_recipes.strategies.memory import GIB, MemoryEstimate, estimate_memory, render
+from lightning_recipes.strategies.presets import PRESETS
 
 __all__ = ["LADDERS", "Recommendation", "recommend_strategy"]
 
@@ -208,7 +209,7 @@ def recommend_strategy(
             block_classes=block_classes,
         )
         if measured is not None:
-            checkpointing = STRATEGIES[name].activation_checkpointing
+            checkpointing = PRESETS[name].layout.activation_checkpointing
             estimate = dataclasses.replace(estimate, activations=measured.total(checkpointing))
         ok = estimate.total <= budget
         if ok and estimate.host and host_memory_gb is not None:
