@@ -14,6 +14,7 @@ from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 from typing_extensions import override
 
+from lightning_recipes._validation import check_bool
 from lightning_recipes.strategies._blocks import BlockSpec, infer_block_classes, resolve_block_classes
 
 __all__ = ["FSDP2Mixin", "RecipesFSDP2Strategy", "apply_fsdp2", "mixed_precision_policy"]
@@ -137,6 +138,9 @@ class RecipesFSDP2Strategy(ModelParallelStrategy):
         timeout: timedelta | None = _DEFAULT_TIMEOUT,
         preset_name: str = "recipes_fsdp2",
     ) -> None:
+        check_bool("activation_checkpointing", activation_checkpointing)
+        check_bool("reshard_after_forward", reshard_after_forward)
+        check_bool("save_distributed_checkpoint", save_distributed_checkpoint)
         super().__init__(
             data_parallel_size="auto",
             tensor_parallel_size=1,

@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 from torch import nn
 
+from lightning_recipes._validation import check_choice, check_int
 from lightning_recipes.strategies._activations import measure_activations
 from lightning_recipes.strategies._blocks import BlockSpec, infer_block_classes, resolve_block_classes
 from lightning_recipes.strategies._layout import MemoryLayout
@@ -285,16 +286,11 @@ def estimate_memory(
 
 
 def _check(strategy: str, optimizer: str, precision: str, devices: int, num_nodes: int) -> MemoryLayout:
-    if strategy not in PRESETS:
-        raise ValueError(f"`strategy` must be one of {sorted(PRESETS)}, got {strategy!r}.")
-    if optimizer not in OPTIMIZER_STATES:
-        raise ValueError(f"`optimizer` must be one of {sorted(OPTIMIZER_STATES)}, got {optimizer!r}.")
-    if str(precision) not in _PRECISIONS:
-        raise ValueError(f"`precision` must be one of {list(_PRECISIONS)}, got {precision!r}.")
-    if not (isinstance(devices, int) and devices >= 1):
-        raise ValueError(f"`devices` must be a positive int, got {devices!r}.")
-    if not (isinstance(num_nodes, int) and num_nodes >= 1):
-        raise ValueError(f"`num_nodes` must be a positive int, got {num_nodes!r}.")
+    check_choice("strategy", strategy, sorted(PRESETS))
+    check_choice("optimizer", optimizer, sorted(OPTIMIZER_STATES))
+    check_choice("precision", str(precision), _PRECISIONS)
+    check_int("devices", devices, minimum=1)
+    check_int("num_nodes", num_nodes, minimum=1)
     return PRESETS[strategy].layout
 
 

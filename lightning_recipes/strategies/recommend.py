@@ -12,6 +12,7 @@ from lightning.pytorch.strategies import Strategy
 from rich.table import Table
 from torch import nn
 
+from lightning_recipes._validation import check_choice, check_in_range, check_positive
 from lightning_recipes.strategies._activations import measure_activations
 from lightning_recipes.strategies._blocks import BlockSpec, infer_block_classes, resolve_block_classes
 from lightning_recipes.strategies.memory import GIB, MemoryEstimate, estimate_memory, render
@@ -176,12 +177,11 @@ def recommend_strategy(
         >>> recommend_strategy(1_000_000_000, devices=8, device_memory_gb=80).preset
         'ddp'
     """
-    if family not in LADDERS:
-        raise ValueError(f"`family` must be one of {sorted(LADDERS)}, got {family!r}.")
-    if not device_memory_gb > 0:
-        raise ValueError(f"`device_memory_gb` must be > 0, got {device_memory_gb!r}.")
-    if not 0 <= headroom < 1:
-        raise ValueError(f"`headroom` must be in [0, 1), got {headroom!r}.")
+    check_choice("family", family, sorted(LADDERS))
+    check_positive("device_memory_gb", device_memory_gb)
+    check_in_range("headroom", headroom, 0.0, 1.0, high_open=True)
+    if host_memory_gb is not None:
+        check_positive("host_memory_gb", host_memory_gb)
     ladder = [name for name in LADDERS[family] if name != "fsdp_hybrid" or num_nodes > 1]
     measured = None
     if sample_batch is not None:

@@ -199,8 +199,8 @@ def test_estimate_accepts_a_meta_device_model() -> None:
         ({"strategy": "zero4"}, r"`strategy` must be one of .*got 'zero4'"),
         ({"optimizer": "adagrad"}, r"`optimizer` must be one of .*got 'adagrad'"),
         ({"precision": "8-true"}, r"`precision` must be one of .*got '8-true'"),
-        ({"devices": 0}, r"`devices` must be a positive int, got 0"),
-        ({"num_nodes": 1.5}, r"`num_nodes` must be a positive int, got 1.5"),
+        ({"devices": 0}, r"`devices` must be an integer >= 1, got 0"),
+        ({"num_nodes": 1.5}, r"`num_nodes` must be an integer >= 1, got 1.5"),
     ],
 )
 def test_bad_arguments_are_refused(kwargs: dict, message: str) -> None:

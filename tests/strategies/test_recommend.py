@@ -109,8 +109,8 @@ def test_activations_from_a_sample_batch_can_change_the_rung() -> None:
     ("kwargs", "message"),
     [
         ({"family": "zero"}, r"`family` must be one of .*got 'zero'"),
-        ({"device_memory_gb": 0}, r"`device_memory_gb` must be > 0, got 0"),
-        ({"headroom": 1.0}, r"`headroom` must be in \[0, 1\), got 1.0"),
+        ({"device_memory_gb": 0}, r"`device_memory_gb` must be a finite number > 0, got 0"),
+        ({"headroom": 1.0}, r"`headroom` must be a number in \[0, 1\), got 1.0"),
     ],
 )
 def test_bad_arguments_are_refused(kwargs: dict, message: str) -> None:
