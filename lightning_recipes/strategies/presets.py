@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,6 +47,14 @@ class Preset:
 
     def __post_init__(self) -> None:
         check_choice("engine", self.engine, _ENGINES)
+
+    def __iter__(self) -> Iterator[Any]:
+        """``engine, defaults, description``: code written when presets were 3-tuples keeps unpacking them."""
+        return iter((self.engine, self.defaults, self.description))
+
+    def __getitem__(self, index: int) -> Any:
+        """``record[0]`` is :attr:`engine`, ``[1]`` :attr:`defaults`, ``[2]`` :attr:`description` (old tuples)."""
+        return tuple(self)[index]
 
     @property
     def strategy_class(self) -> type[Strategy]:

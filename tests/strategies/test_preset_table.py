@@ -77,3 +77,11 @@ def test_recommender_refuses_a_bad_host_memory() -> None:
 
     with pytest.raises(ValueError, match=r"`host_memory_gb` must be a finite number > 0, got 0"):
         recommend_strategy(1_000, devices=1, device_memory_gb=1, host_memory_gb=0)
+
+
+def test_records_still_unpack_like_the_old_three_tuples() -> None:
+    # notebooks/05_scaling.ipynb and user code wrote `for name, (engine, defaults, description) in PRESETS.items()`
+    engine, defaults, description = PRESETS["deepspeed_zero2_offload"]
+    assert (engine, defaults) == ("deepspeed", {"stage": 2, "offload_optimizer": True})
+    assert description == PRESETS["deepspeed_zero2_offload"].description
+    assert PRESETS["fsdp2"][0] == "fsdp2"
