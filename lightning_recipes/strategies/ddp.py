@@ -17,10 +17,11 @@ class RecipesDDPStrategy(DDPStrategy):
     """``DDPStrategy`` (every argument the same) that tears the default process group down at worker exit.
 
     A ``ddp_spawn`` worker that finished ``fit`` leaves through the interpreter's normal shutdown with gloo's
-    process group still alive; now and then gloo's teardown then aborts the process (``terminate called without
-    an active exception``, SIGABRT) and Lightning reports a successful run as failed. Here every process that sets
-    the strategy up (spawned workers included) registers, once, an ``atexit`` handler that destroys the default
-    group first. Forked workers leave with ``os._exit`` and never run it; nothing changes while training.
+    process group still alive; now and then gloo's teardown then aborts the process (``terminate called
+    without an active exception``, SIGABRT) and Lightning reports a successful run as failed. Here every
+    process that sets the strategy up (spawned workers included) registers, once, an ``atexit`` handler that
+    destroys the default group first. Forked workers leave with ``os._exit`` and never run it; nothing changes
+    while training.
 
     Cost: none per step; one ``destroy_process_group`` at process exit.
 

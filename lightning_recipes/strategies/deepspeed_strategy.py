@@ -45,7 +45,7 @@ class RecipesDeepSpeedStrategy(DeepSpeedStrategy):
 
     Example:
         >>> from lightning_recipes.strategies import PRESETS, reconcile_deepspeed_config
-        >>> PRESETS["deepspeed_zero2_offload"].defaults  # what preset("deepspeed_zero2_offload") passes to this class
+        >>> PRESETS["deepspeed_zero2_offload"].defaults  # what the preset passes to this class
         {'stage': 2, 'offload_optimizer': True}
         >>> cfg = reconcile_deepspeed_config({"train_batch_size": 64}, micro_batch_size=8, accumulate_grad_batches=2,
         ...     world_size=4, gradient_clip_val=None, gradient_clip_algorithm=None, precision="32-true")
@@ -88,8 +88,8 @@ class RecipesDeepSpeedStrategy(DeepSpeedStrategy):
                 num_nodes=self.num_nodes,
                 host_memory_gb=self.host_memory_gb,
             )
-        # Lightning's own batch-size probe, a private DeepSpeedStrategy method (no public API gives this size):
-        # the training loader's batch size, 1 when unknown.
+        # Lightning's own batch-size probe, a private DeepSpeedStrategy method (no public API gives this
+        # size): the training loader's batch size, 1 when unknown.
         micro_batch_size = self.config.get("train_micro_batch_size_per_gpu") or self._auto_select_batch_size()
         self.config = reconcile_deepspeed_config(
             self.config,

@@ -50,13 +50,13 @@ def apply_fsdp2(
     unit). Activation checkpointing uses the composable ``checkpoint`` (parameter names and state-dict keys do not
     change). Idempotent: an already sharded module is returned as is (``configure_model`` may run twice).
 
-    With checkpointing on, every Hugging Face config found in ``module`` with ``use_cache=True`` (GPT-2's default)
-    is switched to ``use_cache=False``, with a warning on rank zero: the key/value cache is an object each block
-    appends to in forward, so the recomputation in backward sees a longer cache than the first pass (a size
-    mismatch with eager attention; with other kernels the cache only costs memory). Training never reads the cache;
-    Hugging Face's own ``gradient_checkpointing_enable()`` turns it off the same way. Set
-    ``model.config.use_cache = True`` again before generating, or pass ``activation_checkpointing=False`` to keep
-    it during training.
+    With checkpointing on, every Hugging Face config found in ``module`` with ``use_cache=True`` (GPT-2's
+    default) is switched to ``use_cache=False``, with a warning on rank zero: the key/value cache is an object
+    each block appends to in forward, so the recomputation in backward sees a longer cache than the first pass
+    (a size mismatch with eager attention; with other kernels the cache only costs memory). Training never
+    reads the cache; Hugging Face's own ``gradient_checkpointing_enable()`` turns it off the same way. Set
+    ``model.config.use_cache = True`` again before generating, or pass ``activation_checkpointing=False`` to
+    keep it during training.
 
     Args:
         module: The model (a LightningModule is fine: it becomes the root unit).
@@ -191,8 +191,8 @@ class FSDP2Mixin:
     module builds layers in its own ``configure_model``, those run first (``super().configure_model()``).
 
     The LightningModule itself is the root FSDP2 unit, which gathers its parameters (embeddings, head) in its
-    ``forward``: call the model through ``self(...)`` in ``training_step`` (define ``forward`` to run a wrapped
-    model, e.g. ``return self.model(input_ids=x, labels=x).loss``), not ``self.model(...)`` directly.
+    ``forward``: call the model through ``self(...)`` in ``training_step`` (define ``forward`` to run a
+    wrapped model, e.g. ``return self.model(input_ids=x, labels=x).loss``), not ``self.model(...)`` directly.
 
     Example:
         >>> from lightning_recipes.testing import TinyTransformerLM, fast_trainer, random_token_loader

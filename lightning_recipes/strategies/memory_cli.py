@@ -109,7 +109,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _host_memory(given: float | None) -> tuple[float | None, str]:
-    """Host GiB per node for the offload rows: ``--host-memory``, else this machine's, with a note saying so."""
+    """Host GiB per node for the offload rows: ``--host-memory``, else this machine's, with a note saying
+    so."""
     if given is not None:
         return given, ""
     available = available_host_memory()

@@ -53,7 +53,8 @@ class Preset:
         return iter((self.engine, self.defaults, self.description))
 
     def __getitem__(self, index: int) -> Any:
-        """``record[0]`` is :attr:`engine`, ``[1]`` :attr:`defaults`, ``[2]`` :attr:`description` (old tuples)."""
+        """``record[0]`` is :attr:`engine`, ``[1]`` :attr:`defaults`, ``[2]`` :attr:`description` (old
+        tuples)."""
         return tuple(self)[index]
 
     @property

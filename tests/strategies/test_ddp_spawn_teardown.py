@@ -1,4 +1,5 @@
-"""`recipes_ddp_spawn`: workers destroy gloo's process group before interpreter shutdown (no teardown abort)."""
+"""`recipes_ddp_spawn`: workers destroy gloo's process group before interpreter shutdown (no teardown
+abort)."""
 
 from __future__ import annotations
 

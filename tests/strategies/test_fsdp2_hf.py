@@ -1,4 +1,5 @@
-"""`recipes_fsdp2` on Hugging Face models: a GPT-2 (KV cache on, as shipped) trains under block checkpointing."""
+"""`recipes_fsdp2` on Hugging Face models: a GPT-2 (KV cache on, as shipped) trains under block
+checkpointing."""
 
 from __future__ import annotations
 

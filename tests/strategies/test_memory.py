@@ -235,8 +235,8 @@ def test_fits_uses_headroom() -> None:
 def test_shard_grad_op_keeps_unsharded_copies_in_the_compute_dtype(
     precision: str, shard_bytes: int, unsharded_bytes: int
 ) -> None:
-    # FSDP1 SHARD_GRAD_OP shards the flat parameter like FULL_SHARD; what it does not free after forward is the
-    # unsharded copy, in MixedPrecision's param_dtype, of every unit until its backward: all N parameters.
+    # FSDP1 SHARD_GRAD_OP shards the flat parameter like FULL_SHARD; what it does not free after forward is
+    # the unsharded copy, in MixedPrecision's param_dtype, of every unit until its backward: all N parameters.
     n = 14 * G
     estimate = estimate_memory(n, precision=precision, strategy="fsdp_shard_grad_op", devices=8)
     assert estimate.parameters == n // 8 * shard_bytes
@@ -248,7 +248,8 @@ def test_shard_grad_op_keeps_unsharded_copies_in_the_compute_dtype(
 
 
 def test_fourteen_billion_bf16_fits_shard_grad_op_on_eight_80gb_gpus() -> None:
-    # 7 + 28 + 7 + 14 = 56 GB = 52.2 GiB <= 68 GiB budget; counting fp32 unsharded weights (56 GB) it would not
+    # 7 + 28 + 7 + 14 = 56 GB = 52.2 GiB <= 68 GiB budget; counting fp32 unsharded weights (56 GB) it would
+    # not
     from lightning_recipes.strategies import recommend_strategy
 
     rec = recommend_strategy(14 * G, devices=8, device_memory_gb=80)

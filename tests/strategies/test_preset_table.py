@@ -80,7 +80,8 @@ def test_recommender_refuses_a_bad_host_memory() -> None:
 
 
 def test_records_still_unpack_like_the_old_three_tuples() -> None:
-    # notebooks/05_scaling.ipynb and user code wrote `for name, (engine, defaults, description) in PRESETS.items()`
+    # notebooks/05_scaling.ipynb and user code wrote `for name, (engine, defaults, description) in
+    # PRESETS.items()`
     engine, defaults, description = PRESETS["deepspeed_zero2_offload"]
     assert (engine, defaults) == ("deepspeed", {"stage": 2, "offload_optimizer": True})
     assert description == PRESETS["deepspeed_zero2_offload"].description
