@@ -4,13 +4,15 @@ Importing this package registers every preset in Lightning's ``StrategyRegistry`
 
 Example:
     >>> import lightning.pytorch as pl
-    >>> from lightning_recipes.strategies import preset
+    >>> from lightning_recipes.strategies import PRESETS
     >>> trainer = pl.Trainer(strategy="recipes_ddp", accelerator="cpu", devices=1, logger=False)
-    >>> type(trainer.strategy).__name__, trainer.strategy._ddp_kwargs["gradient_as_bucket_view"]
-    ('DDPStrategy', True)
+    >>> type(trainer.strategy).__name__, PRESETS["ddp"].defaults
+    ('RecipesDDPStrategy', {'gradient_as_bucket_view': True})
 """
 
 from lightning_recipes.strategies._blocks import LazyBlockPolicy, infer_block_classes
+from lightning_recipes.strategies._layout import MemoryLayout
+from lightning_recipes.strategies.ddp import RecipesDDPStrategy
 from lightning_recipes.strategies.deepspeed_config import (
     DEEPSPEED_INSTALL_HINT,
     deepspeed_available,
@@ -26,7 +28,7 @@ from lightning_recipes.strategies.fsdp2 import (
     mixed_precision_policy,
 )
 from lightning_recipes.strategies.memory import MemoryEstimate, estimate_memory
-from lightning_recipes.strategies.presets import PRESETS, preset, register_presets
+from lightning_recipes.strategies.presets import PRESETS, Preset, preset, register_presets
 from lightning_recipes.strategies.recommend import Recommendation, recommend_strategy
 
 register_presets()
@@ -37,6 +39,9 @@ __all__ = [
     "FSDP2Mixin",
     "LazyBlockPolicy",
     "MemoryEstimate",
+    "MemoryLayout",
+    "Preset",
+    "RecipesDDPStrategy",
     "RecipesDeepSpeedStrategy",
     "RecipesFSDP2Strategy",
     "RecipesFSDPPrecision",

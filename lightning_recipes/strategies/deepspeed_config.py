@@ -24,7 +24,7 @@ DEEPSPEED_INSTALL_HINT = (
 
 
 def deepspeed_available() -> bool:
-    """Whether DeepSpeed can be imported here (checked without importing it: the import costs ~1.5 s).
+    """Whether DeepSpeed can be imported here (checked without importing it, which is slow).
 
     Example:
         >>> isinstance(deepspeed_available(), bool)

@@ -8,7 +8,8 @@ import lightning.pytorch as pl
 from lightning.pytorch.strategies import DeepSpeedStrategy
 from typing_extensions import override
 
-from lightning_recipes.strategies._checks import refuse_offload_without_host_memory, refuse_without_cuda
+from lightning_recipes._validation import check_positive
+from lightning_recipes.strategies._requirements import refuse_offload_without_host_memory, refuse_without_cuda
 from lightning_recipes.strategies.deepspeed_config import (
     reconcile_deepspeed_config,
     require_deepspeed,
@@ -44,7 +45,7 @@ class RecipesDeepSpeedStrategy(DeepSpeedStrategy):
 
     Example:
         >>> from lightning_recipes.strategies import PRESETS, reconcile_deepspeed_config
-        >>> PRESETS["deepspeed_zero2_offload"][1]  # what preset("deepspeed_zero2_offload") passes to this class
+        >>> PRESETS["deepspeed_zero2_offload"].defaults  # what the preset passes to this class
         {'stage': 2, 'offload_optimizer': True}
         >>> cfg = reconcile_deepspeed_config({"train_batch_size": 64}, micro_batch_size=8, accumulate_grad_batches=2,
         ...     world_size=4, gradient_clip_val=None, gradient_clip_algorithm=None, precision="32-true")
@@ -57,6 +58,8 @@ class RecipesDeepSpeedStrategy(DeepSpeedStrategy):
     def __init__(
         self, *, host_memory_gb: float | None = None, preset_name: str = "recipes_deepspeed", **kwargs: Any
     ) -> None:
+        if host_memory_gb is not None:
+            check_positive("host_memory_gb", host_memory_gb)
         require_deepspeed()
         super().__init__(**kwargs)
         self.host_memory_gb = host_memory_gb
@@ -85,7 +88,8 @@ class RecipesDeepSpeedStrategy(DeepSpeedStrategy):
                 num_nodes=self.num_nodes,
                 host_memory_gb=self.host_memory_gb,
             )
-        # Lightning's own batch-size probe (private): the training loader's batch size, 1 when unknown.
+        # Lightning's own batch-size probe, a private DeepSpeedStrategy method (no public API gives this
+        # size): the training loader's batch size, 1 when unknown.
         micro_batch_size = self.config.get("train_micro_batch_size_per_gpu") or self._auto_select_batch_size()
         self.config = reconcile_deepspeed_config(
             self.config,

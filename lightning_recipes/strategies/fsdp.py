@@ -11,8 +11,9 @@ from torch import nn
 from torch.optim import Optimizer
 from typing_extensions import override
 
+from lightning_recipes._validation import check_bool, check_positive
 from lightning_recipes.strategies._blocks import BlockSpec, LazyBlockPolicy, resolve_block_classes
-from lightning_recipes.strategies._checks import refuse_offload_without_host_memory, refuse_without_cuda
+from lightning_recipes.strategies._requirements import refuse_offload_without_host_memory, refuse_without_cuda
 
 __all__ = ["RecipesFSDPPrecision", "RecipesFSDPStrategy"]
 
@@ -63,6 +64,9 @@ class RecipesFSDPStrategy(FSDPStrategy):
         preset_name: str = "recipes_fsdp_full_shard",
         **kwargs: Any,
     ) -> None:
+        check_bool("activation_checkpointing", activation_checkpointing)
+        if host_memory_gb is not None:
+            check_positive("host_memory_gb", host_memory_gb)
         classes = resolve_block_classes(block_classes)
         policy: Any = set(classes) if classes else LazyBlockPolicy()
         kwargs.setdefault("auto_wrap_policy", policy)

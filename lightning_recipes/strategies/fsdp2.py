@@ -8,11 +8,13 @@ from typing import Any
 import lightning.pytorch as pl
 import torch
 from lightning.pytorch.strategies import ModelParallelStrategy
+from lightning.pytorch.utilities import rank_zero_warn
 from torch import nn
 from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 from typing_extensions import override
 
+from lightning_recipes._validation import check_bool
 from lightning_recipes.strategies._blocks import BlockSpec, infer_block_classes, resolve_block_classes
 
 __all__ = ["FSDP2Mixin", "RecipesFSDP2Strategy", "apply_fsdp2", "mixed_precision_policy"]
@@ -48,6 +50,14 @@ def apply_fsdp2(
     unit). Activation checkpointing uses the composable ``checkpoint`` (parameter names and state-dict keys do not
     change). Idempotent: an already sharded module is returned as is (``configure_model`` may run twice).
 
+    With checkpointing on, every Hugging Face config found in ``module`` with ``use_cache=True`` (GPT-2's
+    default) is switched to ``use_cache=False``, with a warning on rank zero: the key/value cache is an object
+    each block appends to in forward, so the recomputation in backward sees a longer cache than the first pass
+    (a size mismatch with eager attention; with other kernels the cache only costs memory). Training never
+    reads the cache; Hugging Face's own ``gradient_checkpointing_enable()`` turns it off the same way. Set
+    ``model.config.use_cache = True`` again before generating, or pass ``activation_checkpointing=False`` to
+    keep it during training.
+
     Args:
         module: The model (a LightningModule is fine: it becomes the root unit).
         mesh: The data-parallel mesh (``self.device_mesh["data_parallel"]`` in ``configure_model``).
@@ -79,6 +89,7 @@ def apply_fsdp2(
     if activation_checkpointing:
         from torch.distributed._composable import checkpoint
 
+        _disable_kv_cache(module)
         for block in outermost:
             checkpoint(block)
     kwargs: dict[str, Any] = {"mesh": mesh}
@@ -127,6 +138,9 @@ class RecipesFSDP2Strategy(ModelParallelStrategy):
         timeout: timedelta | None = _DEFAULT_TIMEOUT,
         preset_name: str = "recipes_fsdp2",
     ) -> None:
+        check_bool("activation_checkpointing", activation_checkpointing)
+        check_bool("reshard_after_forward", reshard_after_forward)
+        check_bool("save_distributed_checkpoint", save_distributed_checkpoint)
         super().__init__(
             data_parallel_size="auto",
             tensor_parallel_size=1,
@@ -176,6 +190,10 @@ class FSDP2Mixin:
     Without a device mesh (single device, DDP) it does nothing, so the same class trains everywhere. If the
     module builds layers in its own ``configure_model``, those run first (``super().configure_model()``).
 
+    The LightningModule itself is the root FSDP2 unit, which gathers its parameters (embeddings, head) in its
+    ``forward``: call the model through ``self(...)`` in ``training_step`` (define ``forward`` to run a
+    wrapped model, e.g. ``return self.model(input_ids=x, labels=x).loss``), not ``self.model(...)`` directly.
+
     Example:
         >>> from lightning_recipes.testing import TinyTransformerLM, fast_trainer, random_token_loader
         >>> class ShardedLM(FSDP2Mixin, TinyTransformerLM):
@@ -185,7 +203,8 @@ class FSDP2Mixin:
 
     def configure_model(self) -> None:
         super().configure_model()  # type: ignore[misc]
-        mesh = getattr(self, "_device_mesh", None)  # set by ModelParallelStrategy before configure_model
+        # public LightningModule API; ModelParallelStrategy sets the mesh before configure_model
+        mesh = self.device_mesh if isinstance(self, pl.LightningModule) else None
         if mesh is None:
             return
         trainer = getattr(self, "trainer", None)
@@ -194,6 +213,25 @@ class FSDP2Mixin:
         precision = trainer.precision if trainer is not None else None
         assert isinstance(self, nn.Module)
         apply_fsdp2(self, mesh["data_parallel"], mp_policy=mixed_precision_policy(precision), **settings)
+
+
+def _disable_kv_cache(module: nn.Module) -> None:
+    """Turn off the key/value cache of every Hugging Face config in ``module`` (see :func:`apply_fsdp2`)."""
+    owners: dict[int, tuple[str, Any]] = {}
+    for name, child in module.named_modules():
+        config = getattr(child, "config", None)
+        if getattr(config, "use_cache", False) is True:
+            owners.setdefault(id(config), (name or type(module).__name__, config))
+    for _, config in owners.values():
+        config.use_cache = False
+    if owners:
+        names = ", ".join(f"`{name}.config`" for name, _ in owners.values())
+        rank_zero_warn(
+            f"Activation checkpointing recomputes each block in backward, which a key/value cache breaks: set"
+            f" `use_cache=False` on {names} for training. Set it back to True before generating, or pass"
+            " `activation_checkpointing=False` to the strategy (or to `apply_fsdp2`) to keep the cache.",
+            category=UserWarning,
+        )
 
 
 def _outermost(module: nn.Module, blocks: tuple[type[nn.Module], ...]) -> list[nn.Module]:

@@ -13,10 +13,13 @@ from rich.console import Console
 from rich.table import Table
 from torch import nn
 
+from lightning_recipes._validation import check_choice, check_int
 from lightning_recipes.strategies._activations import measure_activations
 from lightning_recipes.strategies._blocks import BlockSpec, infer_block_classes, resolve_block_classes
+from lightning_recipes.strategies._layout import MemoryLayout
+from lightning_recipes.strategies.presets import PRESETS
 
-__all__ = ["OPTIMIZER_STATES", "STRATEGIES", "MemoryEstimate", "estimate_memory"]
+__all__ = ["OPTIMIZER_STATES", "MemoryEstimate", "estimate_memory"]
 
 GIB = 1024**3
 
@@ -31,43 +34,6 @@ OPTIMIZER_STATES: dict[str, tuple[int, int]] = {
 }
 
 
-@dataclass(frozen=True)
-class _Layout:
-    family: (
-        str  # "native" (torch DDP/FSDP, params keep their dtype) or "deepspeed" (16-bit params + fp32 master)
-    )
-    shard_params: bool = False
-    shard_grads: bool = False
-    shard_optimizer: bool = False
-    offload_params: bool = False
-    offload_grads: bool = False
-    offload_optimizer: bool = False
-    gathers: bool = False  # full parameters of the running units are gathered transiently
-    row_chunks: bool = False  # FSDP2: each tensor is chunked along dim 0 (exact local sizes)
-    hybrid: bool = False  # shard within a node, replicate across nodes
-    activation_checkpointing: bool = False  # the preset's default
-
-
-_SHARD_ALL = {"shard_params": True, "shard_grads": True, "shard_optimizer": True, "gathers": True}
-_OFFLOAD_ALL = {"offload_params": True, "offload_grads": True, "offload_optimizer": True}
-STRATEGIES: dict[str, _Layout] = {
-    "ddp": _Layout("native"),
-    "ddp_static_graph": _Layout("native"),
-    "fsdp_shard_grad_op": _Layout(
-        "native", shard_grads=True, shard_optimizer=True, activation_checkpointing=True
-    ),
-    "fsdp_full_shard": _Layout("native", **_SHARD_ALL, activation_checkpointing=True),
-    "fsdp_hybrid": _Layout("native", **_SHARD_ALL, hybrid=True, activation_checkpointing=True),
-    "fsdp_offload": _Layout("native", **_SHARD_ALL, **_OFFLOAD_ALL, activation_checkpointing=True),
-    "fsdp2": _Layout("native", **_SHARD_ALL, row_chunks=True, activation_checkpointing=True),
-    "deepspeed_zero1": _Layout("deepspeed", shard_optimizer=True),
-    "deepspeed_zero2": _Layout("deepspeed", shard_grads=True, shard_optimizer=True),
-    "deepspeed_zero2_offload": _Layout(
-        "deepspeed", shard_grads=True, shard_optimizer=True, offload_grads=True, offload_optimizer=True
-    ),
-    "deepspeed_zero3": _Layout("deepspeed", **_SHARD_ALL),
-    "deepspeed_zero3_offload": _Layout("deepspeed", **_SHARD_ALL, **_OFFLOAD_ALL),
-}
 _PRECISIONS = ("32-true", "32", "64-true", "16-mixed", "bf16-mixed", "16-true", "bf16-true")
 
 
@@ -125,7 +91,7 @@ class MemoryEstimate:
             ("gradients", self.gradients),
             ("optimizer state", self.optimizer_state),
             ("master weights", self.master_weights),
-            ("gathered (transient)", self.gathered),
+            ("gathered", self.gathered),
             ("activations", self.activations),
             ("total per device", self.total),
             ("host (offload)", self.host),
@@ -185,15 +151,19 @@ def estimate_memory(
     ============================  ====================================================================
     parameters                    numel x dtype bytes: fp32 for ``32-true`` and for torch AMP (``*-mixed``
                                   keeps fp32 weights and autocasts), 2 for ``*-true`` and for DeepSpeed
-                                  16-bit; sharded by FSDP / ZeRO-3, full for DDP / ZeRO-1/2
+                                  16-bit; sharded by FSDP (every sharding strategy) / ZeRO-3, full for
+                                  DDP / ZeRO-1/2
     gradients                     same dtype as the parameters; sharded by FSDP / ZeRO-2/3
     optimizer state               ``adamw``/``adam``/``lamb`` 2 tensors, ``lion``/``sgd_momentum`` 1,
                                   ``sgd`` 0, in the parameter dtype (fp32 for DeepSpeed) + torch's 4-byte
                                   ``step`` scalar per tensor for ``adam(w)`` when a model is given;
                                   sharded by FSDP / every ZeRO stage
     master weights                fp32 copy for DeepSpeed 16-bit precision; sharded like the optimizer
-    gathered (transient)          sharded strategies: full parameters (compute dtype) of the root unit +
-                                  two blocks (current and prefetched); needs a model
+    gathered                      unsharded copies of sharded parameters, in the compute dtype (2 bytes
+                                  for ``16``/``bf16`` precisions: Lightning's FSDP ``MixedPrecision``
+                                  ``param_dtype``): ``fsdp_shard_grad_op`` keeps every unit's copy from
+                                  forward to backward (all parameters); the other sharded strategies hold
+                                  the root unit + two blocks (current and prefetched), which needs a model
     activations                   measured: bytes saved for backward in one forward on ``sample_batch``
                                   (+ the largest one again for the backward peak); with activation
                                   checkpointing only block inputs + one block's recomputation
@@ -209,7 +179,8 @@ def estimate_memory(
         model_or_num_params: A module (may live on the ``meta`` device) or a parameter count.
         optimizer: One of ``adamw``, ``adam``, ``lamb``, ``lion``, ``sgd``, ``sgd_momentum``.
         precision: The Trainer's precision, e.g. ``"bf16-mixed"``.
-        strategy: A preset name (see :data:`STRATEGIES`).
+        strategy: A preset name (a key of :data:`~lightning_recipes.strategies.PRESETS`, whose ``layout`` says
+            what it shards, offloads and gathers).
         devices: Devices per node.
         num_nodes: Nodes.
         activation_checkpointing: Checkpoint the blocks; ``None`` = the preset's default (on for FSDP).
@@ -279,7 +250,9 @@ def estimate_memory(
     if model is not None and (layout.gathers or sample_batch is not None):
         blocks = resolve_block_classes(block_classes) or _try_infer(model, notes)
     gathered = 0
-    if layout.gathers and group > 1:
+    if layout.keeps_gathered and group > 1:
+        gathered = full * compute_bytes
+    elif layout.gathers and group > 1:
         if model is None or blocks is None:
             notes.append("transient gathered parameters need a model with repeated blocks; not counted")
         else:
@@ -312,18 +285,13 @@ def estimate_memory(
     )
 
 
-def _check(strategy: str, optimizer: str, precision: str, devices: int, num_nodes: int) -> _Layout:
-    if strategy not in STRATEGIES:
-        raise ValueError(f"`strategy` must be one of {sorted(STRATEGIES)}, got {strategy!r}.")
-    if optimizer not in OPTIMIZER_STATES:
-        raise ValueError(f"`optimizer` must be one of {sorted(OPTIMIZER_STATES)}, got {optimizer!r}.")
-    if str(precision) not in _PRECISIONS:
-        raise ValueError(f"`precision` must be one of {list(_PRECISIONS)}, got {precision!r}.")
-    if not (isinstance(devices, int) and devices >= 1):
-        raise ValueError(f"`devices` must be a positive int, got {devices!r}.")
-    if not (isinstance(num_nodes, int) and num_nodes >= 1):
-        raise ValueError(f"`num_nodes` must be a positive int, got {num_nodes!r}.")
-    return STRATEGIES[strategy]
+def _check(strategy: str, optimizer: str, precision: str, devices: int, num_nodes: int) -> MemoryLayout:
+    check_choice("strategy", strategy, sorted(PRESETS))
+    check_choice("optimizer", optimizer, sorted(OPTIMIZER_STATES))
+    check_choice("precision", str(precision), _PRECISIONS)
+    check_int("devices", devices, minimum=1)
+    check_int("num_nodes", num_nodes, minimum=1)
+    return PRESETS[strategy].layout
 
 
 def _local_numel(shape: tuple[int, ...], group: int, row_chunks: bool) -> int:

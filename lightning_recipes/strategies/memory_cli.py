@@ -11,7 +11,15 @@ from typing import Any
 import torch
 import yaml
 
-from lightning_recipes.strategies.memory import _PRECISIONS, OPTIMIZER_STATES, STRATEGIES, estimate_memory
+from lightning_recipes.strategies._host import available_host_memory
+from lightning_recipes.strategies.memory import (
+    _PRECISIONS,
+    GIB,
+    OPTIMIZER_STATES,
+    estimate_memory,
+    render,
+)
+from lightning_recipes.strategies.presets import PRESETS
 from lightning_recipes.strategies.recommend import LADDERS, recommend_strategy
 
 __all__ = ["main"]
@@ -34,14 +42,17 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--devices", type=int, default=1, help="devices per node (default 1)")
     parser.add_argument("--num-nodes", type=int, default=1, help="nodes (default 1)")
     parser.add_argument("--gpu-memory", type=float, default=80.0, help="GiB per device (default 80)")
-    parser.add_argument("--host-memory", type=float, default=None, help="host GiB per node, checks offload")
+    parser.add_argument(
+        "--host-memory",
+        type=float,
+        default=None,
+        help="host GiB per node, checks offload (default: what this machine has available now)",
+    )
     parser.add_argument("--optimizer", default="adamw", choices=sorted(OPTIMIZER_STATES))
     parser.add_argument("--precision", default="bf16-mixed", choices=list(_PRECISIONS))
     parser.add_argument("--family", default="fsdp", choices=sorted(LADDERS), help="ladder to climb")
     parser.add_argument("--headroom", type=float, default=0.15, help="fraction of device memory kept free")
-    parser.add_argument(
-        "--strategy", choices=sorted(STRATEGIES), help="estimate this preset only (no ladder)"
-    )
+    parser.add_argument("--strategy", choices=sorted(PRESETS), help="estimate this preset only (no ladder)")
     return parser
 
 
@@ -75,6 +86,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 )
             )
             return 0
+        host_memory_gb, host_note = _host_memory(args.host_memory)
         recommendation = recommend_strategy(
             target,
             devices=args.devices,
@@ -84,13 +96,30 @@ def main(argv: Sequence[str] | None = None) -> int:
             precision=args.precision,
             family=args.family,
             headroom=args.headroom,
-            host_memory_gb=args.host_memory,
+            host_memory_gb=host_memory_gb,
         )
     except (ValueError, TypeError, ImportError) as err:
         print(f"lightning-recipes memory: error: {err}", file=sys.stderr)
         return 2
-    print(recommendation)
+    notes = recommendation.notes()
+    if host_note and any(estimate.host for estimate in recommendation.estimates):
+        notes.append(host_note)
+    print(render(recommendation.table(), *notes, recommendation.verdict()), end="")
     return 0 if recommendation.preset else 1
+
+
+def _host_memory(given: float | None) -> tuple[float | None, str]:
+    """Host GiB per node for the offload rows: ``--host-memory``, else this machine's, with a note saying
+    so."""
+    if given is not None:
+        return given, ""
+    available = available_host_memory()
+    if available is None:
+        return None, "host memory unknown here: offload rows not checked; pass --host-memory GIB"
+    return available / GIB, (
+        f"offload rows checked against {available / GIB:.1f} GiB of host memory available on this machine;"
+        " pass --host-memory GIB for the training nodes if they differ"
+    )
 
 
 def _split_model_args(argv: list[str]) -> tuple[list[str], dict[str, Any]]:

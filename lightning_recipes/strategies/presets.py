@@ -3,64 +3,170 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
-from lightning.pytorch.strategies import DDPStrategy, Strategy, StrategyRegistry
+from lightning.pytorch.strategies import Strategy, StrategyRegistry
 from torch import nn
 
+from lightning_recipes._validation import check_choice
 from lightning_recipes.strategies._blocks import infer_block_classes
+from lightning_recipes.strategies._layout import MemoryLayout
 
-__all__ = ["PRESETS", "preset", "register_presets"]
+__all__ = ["PRESETS", "Preset", "preset", "register_presets"]
 
-# name -> (engine, default arguments, one-line description)
-PRESETS: dict[str, tuple[str, dict[str, Any], str]] = {
-    "ddp": (
+_ENGINES = ("ddp", "fsdp", "fsdp2", "deepspeed")
+
+
+@dataclass(frozen=True)
+class Preset:
+    """One strategy preset: the engine that runs it, its default arguments, what it is, and its memory layout.
+
+    The single table of presets (:data:`PRESETS`) holds these records: :func:`preset` builds from it, the
+    ``recipes_<name>`` registry entries and the ``lightning-recipes memory`` choices are its keys, and
+    :func:`~lightning_recipes.strategies.estimate_memory` reads each preset's :attr:`layout`.
+
+    Attributes:
+        engine: ``"ddp"``, ``"fsdp"`` (Lightning's FSDP1), ``"fsdp2"`` or ``"deepspeed"``.
+        defaults: Arguments passed to :attr:`strategy_class` (overrides given to :func:`preset` win).
+        description: One line, shown by Lightning's ``StrategyRegistry``.
+        layout: Where the strategy keeps parameters, gradients and optimizer state.
+
+    Example:
+        >>> PRESETS["fsdp_offload"].engine, PRESETS["fsdp_offload"].layout.offload_optimizer
+        ('fsdp', True)
+        >>> PRESETS["ddp_spawn"].strategy_class.__name__
+        'RecipesDDPStrategy'
+    """
+
+    engine: str
+    defaults: dict[str, Any]
+    description: str
+    layout: MemoryLayout
+
+    def __post_init__(self) -> None:
+        check_choice("engine", self.engine, _ENGINES)
+
+    def __iter__(self) -> Iterator[Any]:
+        """``engine, defaults, description``: code written when presets were 3-tuples keeps unpacking them."""
+        return iter((self.engine, self.defaults, self.description))
+
+    def __getitem__(self, index: int) -> Any:
+        """``record[0]`` is :attr:`engine`, ``[1]`` :attr:`defaults`, ``[2]`` :attr:`description` (old
+        tuples)."""
+        return tuple(self)[index]
+
+    @property
+    def strategy_class(self) -> type[Strategy]:
+        """The Lightning strategy class this preset builds (imported on first use: DeepSpeed is optional)."""
+        if self.engine == "ddp":
+            from lightning_recipes.strategies.ddp import RecipesDDPStrategy
+
+            return RecipesDDPStrategy
+        if self.engine == "fsdp":
+            from lightning_recipes.strategies.fsdp import RecipesFSDPStrategy
+
+            return RecipesFSDPStrategy
+        if self.engine == "fsdp2":
+            from lightning_recipes.strategies.fsdp2 import RecipesFSDP2Strategy
+
+            return RecipesFSDP2Strategy
+        from lightning_recipes.strategies.deepspeed_strategy import RecipesDeepSpeedStrategy
+
+        return RecipesDeepSpeedStrategy
+
+
+_SHARD_ALL = {"shard_params": True, "shard_grads": True, "shard_optimizer": True, "gathers": True}
+_OFFLOAD_ALL = {"offload_params": True, "offload_grads": True, "offload_optimizer": True}
+_DDP = MemoryLayout("native")
+
+PRESETS: dict[str, Preset] = {
+    "ddp": Preset(
         "ddp",
         {"gradient_as_bucket_view": True},
         "DDP; gradients are views into the all-reduce buckets (no second copy)",
+        _DDP,
     ),
-    "ddp_static_graph": (
+    "ddp_spawn": Preset(
+        "ddp",
+        {"gradient_as_bucket_view": True, "start_method": "spawn"},
+        "DDP in spawned worker processes (CPU scripts); workers destroy the gloo group before they exit",
+        _DDP,
+    ),
+    "ddp_static_graph": Preset(
         "ddp",
         {"gradient_as_bucket_view": True, "static_graph": True},
         "DDP with static_graph=True (same graph every step: faster, allows reentrant checkpointing)",
+        _DDP,
     ),
-    "fsdp_full_shard": (
+    "fsdp_full_shard": Preset(
         "fsdp",
         {"sharding_strategy": "FULL_SHARD"},
         "FSDP1 ZeRO-3: parameters, gradients, optimizer state sharded; blocks wrapped and checkpointed",
+        MemoryLayout("native", **_SHARD_ALL, activation_checkpointing=True),
     ),
-    "fsdp_shard_grad_op": (
+    "fsdp_shard_grad_op": Preset(
         "fsdp",
         {"sharding_strategy": "SHARD_GRAD_OP"},
         "FSDP1 ZeRO-2: gradients and optimizer state sharded, parameters kept between forward and backward",
+        # the flat parameter is sharded like FULL_SHARD, but the unsharded copy (in the MixedPrecision
+        # param_dtype, bf16 under Lightning's `bf16-mixed`) of every unit is kept from forward until backward
+        MemoryLayout(
+            "native",
+            shard_params=True,
+            shard_grads=True,
+            shard_optimizer=True,
+            keeps_gathered=True,
+            activation_checkpointing=True,
+        ),
     ),
-    "fsdp_hybrid": (
+    "fsdp_hybrid": Preset(
         "fsdp",
         {"sharding_strategy": "HYBRID_SHARD"},
         "FSDP1 hybrid: full shard within a node, replicated across nodes (less inter-node traffic)",
+        MemoryLayout("native", **_SHARD_ALL, hybrid=True, activation_checkpointing=True),
     ),
-    "fsdp_offload": (
+    "fsdp_offload": Preset(
         "fsdp",
         {"sharding_strategy": "FULL_SHARD", "cpu_offload": True},
         "FSDP1 full shard with parameters, gradients and the optimizer step offloaded to CPU",
+        MemoryLayout("native", **_SHARD_ALL, **_OFFLOAD_ALL, activation_checkpointing=True),
     ),
-    "fsdp2": (
+    "fsdp2": Preset(
         "fsdp2",
         {},
         "FSDP2 (fully_shard per block, then root) via ModelParallelStrategy; also runs on CPU",
+        MemoryLayout("native", **_SHARD_ALL, row_chunks=True, activation_checkpointing=True),
     ),
-    "deepspeed_zero1": ("deepspeed", {"stage": 1}, "DeepSpeed ZeRO-1: optimizer state sharded"),
-    "deepspeed_zero2": ("deepspeed", {"stage": 2}, "DeepSpeed ZeRO-2: optimizer state and gradients sharded"),
-    "deepspeed_zero2_offload": (
+    "deepspeed_zero1": Preset(
+        "deepspeed",
+        {"stage": 1},
+        "DeepSpeed ZeRO-1: optimizer state sharded",
+        MemoryLayout("deepspeed", shard_optimizer=True),
+    ),
+    "deepspeed_zero2": Preset(
+        "deepspeed",
+        {"stage": 2},
+        "DeepSpeed ZeRO-2: optimizer state and gradients sharded",
+        MemoryLayout("deepspeed", shard_grads=True, shard_optimizer=True),
+    ),
+    "deepspeed_zero2_offload": Preset(
         "deepspeed",
         {"stage": 2, "offload_optimizer": True},
         "DeepSpeed ZeRO-2 with the optimizer (state, fp32 master, step) on CPU",
+        MemoryLayout(
+            "deepspeed", shard_grads=True, shard_optimizer=True, offload_grads=True, offload_optimizer=True
+        ),
     ),
-    "deepspeed_zero3": ("deepspeed", {"stage": 3}, "DeepSpeed ZeRO-3: parameters too"),
-    "deepspeed_zero3_offload": (
+    "deepspeed_zero3": Preset(
+        "deepspeed", {"stage": 3}, "DeepSpeed ZeRO-3: parameters too", MemoryLayout("deepspeed", **_SHARD_ALL)
+    ),
+    "deepspeed_zero3_offload": Preset(
         "deepspeed",
         {"stage": 3, "offload_optimizer": True, "offload_parameters": True},
         "DeepSpeed ZeRO-3 with parameters and optimizer on CPU",
+        MemoryLayout("deepspeed", **_SHARD_ALL, **_OFFLOAD_ALL),
     ),
 }
 
@@ -71,7 +177,8 @@ def preset(name: str, *, model: nn.Module | None = None, **overrides: Any) -> St
     =========================  ================================================================================
     name                       strategy
     =========================  ================================================================================
-    ``ddp``                    ``DDPStrategy(gradient_as_bucket_view=True)``
+    ``ddp``                    :class:`RecipesDDPStrategy` (``DDPStrategy``) ``gradient_as_bucket_view=True``
+    ``ddp_spawn``              + ``start_method="spawn"`` (workers destroy the process group at exit)
     ``ddp_static_graph``       + ``static_graph=True``
     ``fsdp_full_shard``        :class:`RecipesFSDPStrategy` ``FULL_SHARD`` (block auto-wrap + checkpointing,
                                precision from the Trainer, ``use_orig_params``, sharded checkpoints)
@@ -104,9 +211,10 @@ def preset(name: str, *, model: nn.Module | None = None, **overrides: Any) -> St
         ModuleNotFoundError: A DeepSpeed preset without DeepSpeed installed (with the install hint).
 
     Example:
-        >>> strategy = preset("ddp", start_method="fork")
-        >>> type(strategy).__name__, strategy._ddp_kwargs
-        ('DDPStrategy', {'gradient_as_bucket_view': True})
+        >>> preset("ddp", start_method="fork")  # doctest: +ELLIPSIS
+        <lightning_recipes.strategies.ddp.RecipesDDPStrategy object at ...>
+        >>> PRESETS["ddp"].defaults  # what it passes, before your overrides
+        {'gradient_as_bucket_view': True}
         >>> from lightning_recipes.testing import TinyTransformerLM
         >>> preset("fsdp_full_shard", model=TinyTransformerLM()).block_classes
         (<class 'lightning_recipes.testing.models.TransformerBlock'>,)
@@ -114,28 +222,17 @@ def preset(name: str, *, model: nn.Module | None = None, **overrides: Any) -> St
     key = name.removeprefix("recipes_")
     if key not in PRESETS:
         raise ValueError(f"`name` must be one of {sorted(PRESETS)}, got {name!r}.")
-    engine, defaults, _ = PRESETS[key]
-    kwargs = {**defaults, **overrides}
+    record = PRESETS[key]
+    kwargs = {**record.defaults, **overrides}
     if model is not None:
-        if engine not in ("fsdp", "fsdp2"):
+        if record.engine not in ("fsdp", "fsdp2"):
             raise ValueError(
                 f"`model` is only used by the FSDP presets (to infer block classes), got name={name!r}."
             )
         kwargs.setdefault("block_classes", infer_block_classes(model))
-    if engine == "ddp":
-        return DDPStrategy(**kwargs)
-    kwargs.setdefault("preset_name", f"recipes_{key}")
-    if engine == "fsdp":
-        from lightning_recipes.strategies.fsdp import RecipesFSDPStrategy
-
-        return RecipesFSDPStrategy(**kwargs)
-    if engine == "fsdp2":
-        from lightning_recipes.strategies.fsdp2 import RecipesFSDP2Strategy
-
-        return RecipesFSDP2Strategy(**kwargs)
-    from lightning_recipes.strategies.deepspeed_strategy import RecipesDeepSpeedStrategy
-
-    return RecipesDeepSpeedStrategy(**kwargs)
+    if record.engine != "ddp":
+        kwargs.setdefault("preset_name", f"recipes_{key}")
+    return record.strategy_class(**kwargs)
 
 
 def register_presets(registry: Any = StrategyRegistry) -> list[str]:
@@ -146,8 +243,8 @@ def register_presets(registry: Any = StrategyRegistry) -> list[str]:
         True
     """
     names = []
-    for key, (_, _, description) in PRESETS.items():
+    for key, record in PRESETS.items():
         name = f"recipes_{key}"
-        registry.register(name, functools.partial(preset, key), description=description, override=True)
+        registry.register(name, functools.partial(preset, key), description=record.description, override=True)
         names.append(name)
     return names

@@ -12,9 +12,11 @@ from lightning.pytorch.strategies import Strategy
 from rich.table import Table
 from torch import nn
 
+from lightning_recipes._validation import check_choice, check_in_range, check_positive
 from lightning_recipes.strategies._activations import measure_activations
 from lightning_recipes.strategies._blocks import BlockSpec, infer_block_classes, resolve_block_classes
-from lightning_recipes.strategies.memory import GIB, STRATEGIES, MemoryEstimate, estimate_memory, render
+from lightning_recipes.strategies.memory import GIB, MemoryEstimate, estimate_memory, render
+from lightning_recipes.strategies.presets import PRESETS
 
 __all__ = ["LADDERS", "Recommendation", "recommend_strategy"]
 
@@ -92,18 +94,40 @@ class Recommendation:
             table.add_row(estimate.strategy, *("-" if c is None else f"{c / GIB:.2f}" for c in cells), mark)
         return table
 
-    def __str__(self) -> str:
-        verdict = (
-            f"recommended: recipes_{self.preset}"
-            if self.preset
-            else "nothing fits: add devices or nodes, lower the batch size, enable activation checkpointing,"
+    def notes(self) -> list[str]:
+        """What the table leaves out or assumes, in words: printed under it by ``str()``.
+
+        Example:
+            >>> rec = recommend_strategy(7_000_000_000, devices=8, device_memory_gb=80)
+            >>> any(note.startswith("activations not counted") for note in rec.notes())
+            True
+        """
+        notes = ["sizes in GiB per device; host/node = offloaded bytes of all local processes"]
+        if any(estimate.activations is None for estimate in self.estimates):
+            notes.append(
+                "activations not counted ('-' in activ.): pass a model and `sample_batch=` to"
+                " recommend_strategy to measure them; until then leave room for them beyond the headroom"
+            )
+        if self.host_memory_gb is None and any(estimate.host for estimate in self.estimates):
+            notes.append(
+                "offload rows not checked against host memory: pass `host_memory_gb=` (CLI: --host-memory),"
+                " the host RAM of one training node"
+            )
+        for estimate in self.estimates:
+            notes.extend(note for note in estimate.notes if note not in notes)
+        return notes
+
+    def verdict(self) -> str:
+        """The last line of ``str()``: the recommended preset, or what to change when nothing fits."""
+        if self.preset:
+            return f"recommended: recipes_{self.preset}"
+        return (
+            "nothing fits: add devices or nodes, lower the batch size, enable activation checkpointing,"
             " or use a 16-bit precision"
         )
-        return render(
-            self.table(),
-            "sizes in GiB per device; host/node = offloaded bytes of all local processes",
-            verdict,
-        )
+
+    def __str__(self) -> str:
+        return render(self.table(), *self.notes(), self.verdict())
 
 
 def recommend_strategy(
@@ -153,12 +177,11 @@ def recommend_strategy(
         >>> recommend_strategy(1_000_000_000, devices=8, device_memory_gb=80).preset
         'ddp'
     """
-    if family not in LADDERS:
-        raise ValueError(f"`family` must be one of {sorted(LADDERS)}, got {family!r}.")
-    if not device_memory_gb > 0:
-        raise ValueError(f"`device_memory_gb` must be > 0, got {device_memory_gb!r}.")
-    if not 0 <= headroom < 1:
-        raise ValueError(f"`headroom` must be in [0, 1), got {headroom!r}.")
+    check_choice("family", family, sorted(LADDERS))
+    check_positive("device_memory_gb", device_memory_gb)
+    check_in_range("headroom", headroom, 0.0, 1.0, high_open=True)
+    if host_memory_gb is not None:
+        check_positive("host_memory_gb", host_memory_gb)
     ladder = [name for name in LADDERS[family] if name != "fsdp_hybrid" or num_nodes > 1]
     measured = None
     if sample_batch is not None:
@@ -186,7 +209,7 @@ def recommend_strategy(
             block_classes=block_classes,
         )
         if measured is not None:
-            checkpointing = STRATEGIES[name].activation_checkpointing
+            checkpointing = PRESETS[name].layout.activation_checkpointing
             estimate = dataclasses.replace(estimate, activations=measured.total(checkpointing))
         ok = estimate.total <= budget
         if ok and estimate.host and host_memory_gb is not None:

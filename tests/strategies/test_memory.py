@@ -58,7 +58,7 @@ G = 1_000_000_000
     ),  # (parameters, gradients, optimizer, master, host) in units of G
     [
         ("ddp", 8, 1, (28, 28, 56, 0, 0)),  # bf16-mixed under torch AMP: fp32 everything, nothing sharded
-        ("fsdp_shard_grad_op", 8, 1, (28, 3.5, 7, 0, 0)),
+        ("fsdp_shard_grad_op", 8, 1, (3.5, 3.5, 7, 0, 0)),  # + 14 G of bf16 unsharded copies (gathered)
         ("fsdp_full_shard", 8, 1, (3.5, 3.5, 7, 0, 0)),
         ("fsdp_full_shard", 8, 2, (1.75, 1.75, 3.5, 0, 0)),
         ("fsdp_hybrid", 8, 2, (3.5, 3.5, 7, 0, 0)),  # shards within a node only
@@ -199,8 +199,8 @@ def test_estimate_accepts_a_meta_device_model() -> None:
         ({"strategy": "zero4"}, r"`strategy` must be one of .*got 'zero4'"),
         ({"optimizer": "adagrad"}, r"`optimizer` must be one of .*got 'adagrad'"),
         ({"precision": "8-true"}, r"`precision` must be one of .*got '8-true'"),
-        ({"devices": 0}, r"`devices` must be a positive int, got 0"),
-        ({"num_nodes": 1.5}, r"`num_nodes` must be a positive int, got 1.5"),
+        ({"devices": 0}, r"`devices` must be an integer >= 1, got 0"),
+        ({"num_nodes": 1.5}, r"`num_nodes` must be an integer >= 1, got 1.5"),
     ],
 )
 def test_bad_arguments_are_refused(kwargs: dict, message: str) -> None:
@@ -221,3 +221,37 @@ def test_fits_uses_headroom() -> None:
     assert estimate.fits(1.0, headroom=0.0)
     assert not estimate.fits(1.0, headroom=0.1)
     assert estimate.fits(1.2, headroom=0.15)
+
+
+@pytest.mark.parametrize(
+    ("precision", "shard_bytes", "unsharded_bytes"),
+    [
+        ("bf16-mixed", 4, 2),  # fp32 shard; Lightning's FSDP MixedPrecision(param_dtype=bf16) gathers in bf16
+        ("16-mixed", 4, 2),
+        ("32-true", 4, 4),  # param_dtype fp32: the unsharded copy is fp32 too
+        ("bf16-true", 2, 2),  # the module itself is bf16: shard and copy both 2 bytes
+    ],
+)
+def test_shard_grad_op_keeps_unsharded_copies_in_the_compute_dtype(
+    precision: str, shard_bytes: int, unsharded_bytes: int
+) -> None:
+    # FSDP1 SHARD_GRAD_OP shards the flat parameter like FULL_SHARD; what it does not free after forward is
+    # the unsharded copy, in MixedPrecision's param_dtype, of every unit until its backward: all N parameters.
+    n = 14 * G
+    estimate = estimate_memory(n, precision=precision, strategy="fsdp_shard_grad_op", devices=8)
+    assert estimate.parameters == n // 8 * shard_bytes
+    assert estimate.gathered == n * unsharded_bytes
+    assert estimate.gradients == n // 8 * shard_bytes
+    assert estimate.optimizer_state == n // 8 * 2 * shard_bytes
+    single = estimate_memory(n, precision=precision, strategy="fsdp_shard_grad_op", devices=1)
+    assert single.gathered == 0  # one process: FSDP uses NO_SHARD, nothing is gathered
+
+
+def test_fourteen_billion_bf16_fits_shard_grad_op_on_eight_80gb_gpus() -> None:
+    # 7 + 28 + 7 + 14 = 56 GB = 52.2 GiB <= 68 GiB budget; counting fp32 unsharded weights (56 GB) it would
+    # not
+    from lightning_recipes.strategies import recommend_strategy
+
+    rec = recommend_strategy(14 * G, devices=8, device_memory_gb=80)
+    assert rec.preset == "fsdp_shard_grad_op", str(rec)
+    assert rec.estimate is not None and rec.estimate.total == 56 * G

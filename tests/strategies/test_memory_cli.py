@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from lightning_recipes.cli import main as cli_main
+from lightning_recipes.strategies._host import available_host_memory
 from lightning_recipes.strategies.memory_cli import main
 
 
@@ -56,3 +59,36 @@ def test_bad_arguments_exit_2_with_a_message(
 ) -> None:
     assert main(argv) == 2
     assert message in capsys.readouterr().err
+
+
+def test_ladder_view_says_activations_are_not_counted(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--num-params", "7B", "--devices", "8"]) == 0
+    out = " ".join(capsys.readouterr().out.split())  # rich wraps long notes
+    assert "activations not counted" in out and "sample_batch=" in out
+
+
+def test_offload_rows_use_this_machines_host_memory_unless_given(capsys: pytest.CaptureFixture[str]) -> None:
+    # 7B over 2 GPUs of 24 GB: only fsdp_offload fits the devices; it needs 104.3 GiB of host memory per node
+    argv = ["--num-params", "7B", "--devices", "2", "--gpu-memory", "24"]
+    available = available_host_memory()
+    assert available is not None  # Linux: /proc/meminfo
+    fits = available * 0.85 >= 104.31 * 1024**3
+    assert main(argv) == (0 if fits else 1)
+    out = " ".join(capsys.readouterr().out.split())
+    read = re.search(r"checked against ([0-9.]+) GiB of host memory available on this machine", out)
+    assert read is not None, out
+    assert float(read.group(1)) == pytest.approx(available / 1024**3, abs=1.0)  # free memory moves a little
+    assert ("recommended: recipes_fsdp_offload" in out) == fits
+    assert main([*argv, "--host-memory", "256"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "recommended: recipes_fsdp_offload" in out and "available on this machine" not in out
+
+
+def test_api_says_when_offload_rows_were_not_checked() -> None:
+    from lightning_recipes.strategies import recommend_strategy
+
+    rec = recommend_strategy(7_000_000_000, devices=2, device_memory_gb=24)
+    assert rec.preset == "fsdp_offload"
+    assert any("offload rows not checked against host memory" in note for note in rec.notes())
+    checked = recommend_strategy(7_000_000_000, devices=2, device_memory_gb=24, host_memory_gb=256)
+    assert not any("not checked" in note for note in checked.notes())

@@ -23,12 +23,13 @@ from lightning_recipes.strategies import (
     infer_block_classes,
     preset,
 )
-from lightning_recipes.strategies._checks import refuse_offload_without_host_memory
 from lightning_recipes.strategies._host import check_host_memory
+from lightning_recipes.strategies._requirements import refuse_offload_without_host_memory
 from lightning_recipes.testing import TinyTransformerLM, TransformerBlock, fast_trainer, random_token_loader
 
 REQUIRED = {
     "ddp",
+    "ddp_spawn",
     "ddp_static_graph",
     "fsdp_full_shard",
     "fsdp_shard_grad_op",
@@ -52,7 +53,9 @@ def test_every_required_preset_is_registered() -> None:
 
 @pytest.mark.parametrize("name", NON_DEEPSPEED)
 def test_presets_build_real_lightning_strategies_from_name_and_registry(name: str) -> None:
-    expected = {"ddp": DDPStrategy, "fsdp": FSDPStrategy, "fsdp2": ModelParallelStrategy}[PRESETS[name][0]]
+    expected = {"ddp": DDPStrategy, "fsdp": FSDPStrategy, "fsdp2": ModelParallelStrategy}[
+        PRESETS[name].engine
+    ]
     assert isinstance(preset(name), expected)
     assert isinstance(preset(f"recipes_{name}"), expected)
     assert isinstance(StrategyRegistry.get(f"recipes_{name}"), expected)

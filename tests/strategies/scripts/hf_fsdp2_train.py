@@ -1,0 +1,97 @@
+"""Standalone FSDP2 run of a Hugging Face GPT-2 (``python hf_fsdp2_train.py OUT_DIR``): 2 CPU processes.
+
+Run by tests/strategies/test_fsdp2_hf.py through ``subprocess``. A small ``GPT2LMHeadModel`` (random init, no
+download, ``use_cache=True`` as GPT-2 ships) inside a LightningModule trains a few steps under
+``recipes_fsdp2``, whose default activation checkpointing recomputes each block in backward. Each rank writes
+``OUT_DIR/rank{r}.json`` with the losses, the ``use_cache`` value seen in training, and whether the blocks
+were checkpointed.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import lightning.pytorch as pl
+import torch
+from torch.distributed._composable import _get_registry
+from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
+from transformers import GPT2Config, GPT2LMHeadModel
+
+from lightning_recipes.strategies import FSDP2Mixin
+
+
+def gpt2_config() -> GPT2Config:
+    """GPT-2 as shipped (``use_cache=True``), tiny, eager attention, no dropout (so runs compare exactly)."""
+    return GPT2Config(
+        n_layer=2,
+        n_embd=32,
+        n_head=2,
+        vocab_size=64,
+        n_positions=32,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+        attn_implementation="eager",
+    )
+
+
+def token_data() -> torch.Tensor:
+    return torch.randint(0, 64, (32, 16), generator=torch.Generator().manual_seed(0))
+
+
+class GPT2Module(FSDP2Mixin, pl.LightningModule):
+    def __init__(self) -> None:
+        super().__init__()
+        self.model = GPT2LMHeadModel(gpt2_config())
+        self.losses: list[float] = []
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.model(input_ids=tokens, labels=tokens).loss
+
+    def training_step(self, batch: list[torch.Tensor], batch_idx: int) -> torch.Tensor:
+        (tokens,) = batch
+        loss = self(tokens)  # through forward: the FSDP2 root unit (this module) gathers its parameters there
+        self.losses.append(float(loss.detach()))  # test script: one sync per step is fine here
+        return loss
+
+    def train_dataloader(self) -> DataLoader:
+        # rank r takes samples r, r + 2, ...: the two ranks' batches together are samples 8k .. 8k + 7
+        dataset = TensorDataset(token_data())
+        sampler = DistributedSampler(dataset, self.trainer.world_size, self.global_rank, shuffle=False)
+        return DataLoader(dataset, batch_size=4, sampler=sampler)
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.AdamW(self.parameters(), lr=1e-2)
+
+
+def main(out: Path) -> None:
+    torch.manual_seed(0)
+    model = GPT2Module()
+    trainer = pl.Trainer(
+        accelerator="cpu",
+        devices=2,
+        strategy="recipes_fsdp2",
+        max_steps=3,
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        enable_checkpointing=False,
+        default_root_dir=out,
+        use_distributed_sampler=False,  # the module's own sampler: a fixed, unshuffled split to compare with
+    )
+    trainer.fit(model)
+    block = model.model.transformer.h[0]
+    record = {
+        "losses": model.losses,
+        "global_step": trainer.global_step,
+        "use_cache": model.model.config.use_cache,
+        "world_size": trainer.world_size,
+        "block_apis": sorted(_get_registry(block) or {}),
+    }
+    (out / f"rank{trainer.global_rank}.json").write_text(json.dumps(record))
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]))

@@ -1,0 +1,51 @@
+"""`recipes_ddp_spawn`: workers destroy gloo's process group before interpreter shutdown (no teardown
+abort)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lightning_recipes.strategies import PRESETS, RecipesDDPStrategy, preset
+
+SCRIPT = Path(__file__).parent / "scripts" / "ddp_spawn_fits.py"
+
+
+def _run(runs: int, kind: str, timeout: int) -> subprocess.CompletedProcess[str]:
+    prefixes = ("MASTER_", "LOCAL_RANK", "RANK", "WORLD_SIZE")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(prefixes)}
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), str(runs), kind],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+    )
+
+
+def test_spawned_workers_exit_with_the_process_group_destroyed() -> None:
+    proc = _run(1, "recipes", timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "failures 0 of 1" in proc.stdout
+    # both workers reach interpreter shutdown with no live group left for gloo to tear down
+    assert proc.stdout.count("worker exit: process group alive=False") == 2, proc.stdout
+    assert "alive=True" not in proc.stdout
+
+
+@pytest.mark.slow
+def test_many_short_spawn_fits_all_exit_cleanly() -> None:
+    # gloo's teardown abort hit about 1 fit in 12 before (see the final report / benchmarks); 8 fits here
+    proc = _run(8, "recipes", timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "failures 0 of 8" in proc.stdout, proc.stdout
+    assert proc.stdout.count("alive=False") == 16
+
+
+def test_ddp_presets_build_the_protected_strategy() -> None:
+    for name in ("ddp", "ddp_spawn", "ddp_static_graph"):
+        assert isinstance(preset(name), RecipesDDPStrategy)
+    assert PRESETS["ddp_spawn"].defaults["start_method"] == "spawn"

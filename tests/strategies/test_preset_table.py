@@ -1,0 +1,88 @@
+"""One table of presets: the builder, registry, estimator, recommender and CLI all read `PRESETS`."""
+
+from __future__ import annotations
+
+import pytest
+from lightning.pytorch.strategies import StrategyRegistry
+
+from lightning_recipes.strategies import PRESETS, MemoryLayout, Preset, estimate_memory, preset
+from lightning_recipes.strategies.memory_cli import _parser
+from lightning_recipes.strategies.recommend import LADDERS
+
+NON_DEEPSPEED = sorted(name for name, record in PRESETS.items() if record.engine != "deepspeed")
+
+
+def test_registry_and_cli_choices_are_the_preset_table() -> None:
+    registered = {name for name in StrategyRegistry.available_strategies() if name.startswith("recipes_")}
+    assert registered == {f"recipes_{name}" for name in PRESETS}
+    strategy_action = next(a for a in _parser()._actions if a.dest == "strategy")
+    assert sorted(strategy_action.choices or ()) == sorted(PRESETS)
+    for ladder in LADDERS.values():
+        assert set(ladder) <= set(PRESETS)
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_estimator_reads_each_presets_layout(name: str) -> None:
+    record = PRESETS[name]
+    assert isinstance(record, Preset) and isinstance(record.layout, MemoryLayout)
+    estimate = estimate_memory(8_000, strategy=name, devices=8, precision="bf16-mixed")
+    sharded = record.layout.shard_params and not record.layout.offload_params
+    assert estimate.parameters == (1_000 if sharded else 8_000) * (
+        2 if record.engine == "deepspeed" else 4
+    ) or (record.layout.offload_params and estimate.parameters == 0)
+    assert (record.layout.family == "deepspeed") == (record.engine == "deepspeed")
+
+
+@pytest.mark.parametrize("name", NON_DEEPSPEED)
+def test_built_strategy_matches_the_record(name: str) -> None:
+    record = PRESETS[name]
+    strategy = preset(name)
+    assert type(strategy) is record.strategy_class
+    offloaded = getattr(getattr(strategy, "cpu_offload", None), "offload_params", False)
+    assert bool(offloaded) == record.layout.offload_params
+    sharding = getattr(strategy, "sharding_strategy", None)
+    if sharding is not None:
+        assert (sharding.name == "SHARD_GRAD_OP") == record.layout.keeps_gathered
+        assert (sharding.name == "HYBRID_SHARD") == record.layout.hybrid
+    assert record.layout.activation_checkpointing == (record.engine in ("fsdp", "fsdp2"))
+
+
+def test_a_record_with_an_unknown_engine_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"`engine` must be one of .*got 'horovod'"):
+        Preset("horovod", {}, "no such engine", MemoryLayout("native"))
+
+
+@pytest.mark.parametrize(
+    ("build", "message"),
+    [
+        (
+            lambda: preset("fsdp_full_shard", activation_checkpointing="yes"),
+            "`activation_checkpointing` must be",
+        ),
+        (lambda: preset("fsdp_offload", host_memory_gb=-1), "`host_memory_gb` must be a finite number > 0"),
+        (lambda: preset("fsdp2", reshard_after_forward=1), "`reshard_after_forward` must be True or False"),
+        (
+            lambda: preset("fsdp2", activation_checkpointing=None),
+            "`activation_checkpointing` must be True or",
+        ),
+    ],
+)
+def test_preset_constructors_refuse_bad_arguments(build, message: str) -> None:
+    with pytest.raises((ValueError, TypeError), match=message):
+        build()
+
+
+def test_recommender_refuses_a_bad_host_memory() -> None:
+    from lightning_recipes.strategies import recommend_strategy
+
+    with pytest.raises(ValueError, match=r"`host_memory_gb` must be a finite number > 0, got 0"):
+        recommend_strategy(1_000, devices=1, device_memory_gb=1, host_memory_gb=0)
+
+
+def test_records_still_unpack_like_the_old_three_tuples() -> None:
+    # notebooks/05_scaling.ipynb and user code wrote `for name, (engine, defaults, description) in
+    # PRESETS.items()`
+    engine, defaults, description = PRESETS["deepspeed_zero2_offload"]
+    assert (engine, defaults) == ("deepspeed", {"stage": 2, "offload_optimizer": True})
+    assert description == PRESETS["deepspeed_zero2_offload"].description
+    assert PRESETS["fsdp2"][0] == "fsdp2"
