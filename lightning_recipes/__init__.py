@@ -53,8 +53,11 @@ from lightning_recipes.optim import (
 )
 from lightning_recipes.recipe import OptimizerRecipe
 from lightning_recipes.strategies import (
+    PRESETS,
     FSDP2Mixin,
     MemoryEstimate,
+    Preset,
+    RecipesDDPStrategy,
     RecipesDeepSpeedStrategy,
     RecipesFSDP2Strategy,
     RecipesFSDPStrategy,
@@ -68,6 +71,7 @@ from lightning_recipes.strategies import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "PRESETS",
     "AdamWRecipe",
     "AdaptiveGradClip",
     "BatchIndependenceCheck",
@@ -93,6 +97,8 @@ __all__ = [
     "Preflight",
     "PreflightError",
     "PreflightReport",
+    "Preset",
+    "RecipesDDPStrategy",
     "RecipesDeepSpeedStrategy",
     "RecipesFSDP2Strategy",
     "RecipesFSDPStrategy",

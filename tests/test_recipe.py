@@ -282,19 +282,6 @@ def test_builder_and_recipe_accept_exactly_the_table_names():
         assert (built is None) == (schedule == "none")
 
 
-def _estimator_has_its_own_table() -> bool:
-    from lightning_recipes.strategies import memory
-
-    return getattr(memory, "OPTIMIZER_STATES", {}).get("lamb") == (2, 0)  # its pre-names value
-
-
-@pytest.mark.xfail(
-    _estimator_has_its_own_table(),
-    strict=True,
-    reason="strategies/memory.py keeps its own OPTIMIZER_STATES, which misses Lamb's 4-byte `step` per "
-    "tensor, "
-    "until it reads optim.names (change listed for the lead)",
-)
 def test_memory_estimator_counts_the_table_state():
     """The estimator's per-optimizer state is the table's."""
     from lightning_recipes.strategies import memory

@@ -14,6 +14,7 @@ from rich.table import Table
 from torch import nn
 
 from lightning_recipes._validation import check_choice, check_int
+from lightning_recipes.optim.names import OPTIMIZERS
 from lightning_recipes.strategies._activations import measure_activations
 from lightning_recipes.strategies._blocks import BlockSpec, infer_block_classes, resolve_block_classes
 from lightning_recipes.strategies._layout import MemoryLayout
@@ -23,14 +24,10 @@ __all__ = ["OPTIMIZER_STATES", "MemoryEstimate", "estimate_memory"]
 
 GIB = 1024**3
 
-# optimizer -> (state tensors per parameter, per-tensor scalar bytes of torch.optim's ``step``)
+# optimizer -> (state tensors per parameter, per-tensor scalar bytes of a ``step`` tensor): read from the one
+# table of optimizer names, optim/names.py.
 OPTIMIZER_STATES: dict[str, tuple[int, int]] = {
-    "adamw": (2, 4),
-    "adam": (2, 4),
-    "lamb": (2, 0),
-    "lion": (1, 0),
-    "sgd_momentum": (1, 0),
-    "sgd": (0, 0),
+    name: (spec.state_tensors, spec.step_bytes) for name, spec in OPTIMIZERS.items()
 }
 
 
@@ -156,7 +153,7 @@ def estimate_memory(
     gradients                     same dtype as the parameters; sharded by FSDP / ZeRO-2/3
     optimizer state               ``adamw``/``adam``/``lamb`` 2 tensors, ``lion``/``sgd_momentum`` 1,
                                   ``sgd`` 0, in the parameter dtype (fp32 for DeepSpeed) + torch's 4-byte
-                                  ``step`` scalar per tensor for ``adam(w)`` when a model is given;
+                                  ``step`` scalar per tensor for ``adam(w)`` and ``lamb`` when a model is given;
                                   sharded by FSDP / every ZeRO stage
     master weights                fp32 copy for DeepSpeed 16-bit precision; sharded like the optimizer
     gathered                      unsharded copies of sharded parameters, in the compute dtype (2 bytes
