@@ -14,14 +14,9 @@ from torch import Tensor
 from torch.optim import Optimizer
 from typing_extensions import override
 
-from lightning_recipes._grad_norm import (
-    STEP_POWERS,
-    distributed_total_norm,
-    lightning_will_log,
-    local_tensor,
-    total_norm_from_powers,
-)
-from lightning_recipes.callbacks.grad_norm_monitor import _emit, _flat_shard_group, _optimizer_index
+from lightning_recipes.callbacks._norms import STEP_POWERS, flat_shard_group
+from lightning_recipes.callbacks._trainer import emit, lightning_will_log, optimizer_index
+from lightning_recipes.norms import distributed_total_norm, local_tensor, total_norm_from_powers
 
 __all__ = ["AdaptiveGradClip"]
 
@@ -166,12 +161,12 @@ class AdaptiveGradClip(Callback):
         grads = [p.grad for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
         if not grads:
             return
-        index = _optimizer_index(trainer, optimizer)
+        index = optimizer_index(trainer, optimizer)
         state = self._states.get(index)
         if state is None:
             state = self._states[index] = _ClipState(self.window)
         if self._shard_group is None:  # the FSDP1 wrapper exists only after setup: look it up here
-            self._shard_group = _flat_shard_group(trainer)
+            self._shard_group = flat_shard_group(trainer)
         cached = STEP_POWERS.lookup(grads, self.norm_type, trainer.global_step)  # GradNormMonitor ran first
         if cached is not None:
             norm = total_norm_from_powers(cached, self.norm_type)
@@ -205,7 +200,7 @@ class AdaptiveGradClip(Callback):
             f"{self.prefix}grad_clip/{infix}clipped_fraction": fraction,
             f"{self.prefix}grad_clip/{infix}scale": scale,
         }
-        _emit(trainer, pl_module, metrics, own_cadence=False)
+        emit(trainer, pl_module, metrics, own_cadence=False)
         limit = self.warn_clipped_fraction
         recorded = min(state.steps, self.window)
         if (

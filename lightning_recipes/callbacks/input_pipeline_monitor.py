@@ -12,8 +12,7 @@ from lightning.pytorch.utilities import rank_zero_warn
 from torch.utils.data import DataLoader
 from typing_extensions import override
 
-from lightning_recipes._grad_norm import lightning_will_log
-from lightning_recipes.callbacks.grad_norm_monitor import _emit
+from lightning_recipes.callbacks._trainer import emit, lightning_will_log, stepped
 
 __all__ = ["InputPipelineMonitor"]
 
@@ -98,6 +97,7 @@ class InputPipelineMonitor(Callback):
         self._first_of_epoch = False
         self._fetch_known = False
         self._epoch_start_s: float | None = None
+        self._step_at_batch_start: int | None = None
 
     def _reset_interval(self) -> None:
         self._fetch_s = 0.0
@@ -120,6 +120,7 @@ class InputPipelineMonitor(Callback):
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int
     ) -> None:
         now = time.perf_counter()
+        self._step_at_batch_start = trainer.global_step
         self._fetch_known = False
         if self._gap_start is not None:
             wait = now - self._gap_start
@@ -144,8 +145,10 @@ class InputPipelineMonitor(Callback):
             self.total_step_s += step
             self.total_batches += 1
         self._first_of_epoch = False
-        if lightning_will_log(trainer) and (self._batches or self._epoch_start_s is not None):
-            _emit(trainer, pl_module, self._interval_metrics(), own_cadence=False)
+        if lightning_will_log(trainer, stepped(trainer, self._step_at_batch_start)) and (
+            self._batches or self._epoch_start_s is not None
+        ):
+            emit(trainer, pl_module, self._interval_metrics(), own_cadence=False)
             self._reset_interval()
         self._maybe_warn(trainer)
         self._gap_start = time.perf_counter()

@@ -19,10 +19,11 @@ from lightning.pytorch.utilities import grad_norm
 from torch.nn import functional as F
 from torch.utils.data import DistributedSampler
 
-from lightning_recipes import _grad_norm
-from lightning_recipes._grad_norm import HostSyncCounter, distributed_total_norm, norm_power, total_norm
+from lightning_recipes import norms
 from lightning_recipes.callbacks import AdaptiveGradClip, GradNormMonitor, InputPipelineMonitor
+from lightning_recipes.norms import distributed_total_norm, norm_power, total_norm
 from lightning_recipes.testing import (
+    HostSyncCounter,
     InMemoryLogger,
     TinyClassifier,
     TinyTransformerLM,
@@ -164,12 +165,12 @@ def test_norms_match_vector_norm_of_the_concatenation(norm_type, dtype):
 def test_both_cpu_kernels_are_exact_and_the_choice_is_deterministic():
     big = [torch.randn(600, 300), torch.randn(300, 600).t(), torch.randn(70_000)]
     expected = _norm(big)
-    assert math.isclose(float(_grad_norm._dot_squares(big)) ** 0.5, expected, rel_tol=1e-5)
-    assert math.isclose(float(_grad_norm._foreach_squares(big)) ** 0.5, expected, rel_tol=1e-5)
+    assert math.isclose(float(norms._dot_squares(big)) ** 0.5, expected, rel_tol=1e-5)
+    assert math.isclose(float(norms._foreach_squares(big)) ** 0.5, expected, rel_tol=1e-5)
     first = total_norm(big)
     for _ in range(5):  # same inputs, same kernel, bitwise the same norm: clipping stays reproducible
         assert torch.equal(total_norm(big), first)
-    assert torch.equal(_grad_norm.norm_power(big), _grad_norm._dot_squares(big))
+    assert torch.equal(norms.norm_power(big), norms._dot_squares(big))
 
 
 def test_norms_of_nothing_and_of_nonfinite_values():

@@ -1,34 +1,41 @@
 """Norms of many tensors on their device with no host-device sync, correct under sharding.
 
-Shared by the monitoring and stability callbacks. Three layers:
+Pure tensor math with no Lightning dependency, so that the callbacks and the strategies can share it. Three
+layers:
 
 * local math: :func:`norm_power` (``sum |x|^p``, or ``max |x|`` for ``p = inf``) and :func:`total_norm`;
 * sharding: :func:`split_by_sharding` groups tensors by the process groups their shards span (DTensor from FSDP2 /
   ``ModelParallelStrategy``, or an explicit group for FSDP1 flat parameters), :func:`reduce_power_` all-reduces
   ``norm ** p`` (``max`` for ``inf``) across them, :func:`distributed_total_norm` does both;
-* Trainer cadence: :func:`lightning_will_log` / :func:`lightning_log_step` (when and at which step Lightning writes
-  step metrics), and :class:`HostSyncCounter`, which counts host-device syncs so tests can prove there are none.
+* combining: :func:`combine_powers` and :func:`total_norm_from_powers` turn powers of disjoint sets (other shard
+  layouts, other groups) into one norm.
+
+Powers are accumulated in float32, or in float64 when any input is float64 (a float64 gradient of ``1e23`` has a
+finite 2-norm; its square does not fit a float32). Per-tensor reductions run in the tensors' own dtype (fp16/bf16
+in float32), as in ``torch.nn.utils.get_total_norm``.
+
+Example:
+    >>> import torch
+    >>> from lightning_recipes.norms import total_norm
+    >>> total_norm([torch.tensor([3.0]), torch.tensor([4.0])])
+    tensor(5.)
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from typing import Any
 
 import torch
 import torch.distributed as dist
 from torch import Tensor
-from torch.utils._python_dispatch import TorchDispatchMode
 
 __all__ = [
-    "STEP_POWERS",
-    "HostSyncCounter",
-    "PowerCache",
+    "ShardKey",
+    "combine_powers",
     "distributed_total_norm",
     "gradients",
-    "lightning_log_step",
-    "lightning_will_log",
     "local_tensor",
     "norm_power",
     "power_to_norm",
@@ -226,162 +233,7 @@ def distributed_total_norm(
     )
 
 
-class PowerCache:
-    """The local :func:`norm_power` per shard layout that one callback computed for a set of gradients this step.
-
-    ``GradNormMonitor`` publishes what it computed; ``AdaptiveGradClip`` placed after it reuses it instead of
-    reading every gradient again. Valid only for the same tensors (ids), unchanged since (their version
-    counters: any in-place change, such as clipping, invalidates it), the same ``norm_type`` and ``step``.
-
-    Example:
-        >>> cache, grads = PowerCache(), [torch.ones(2)]
-        >>> cache.publish(grads, 2.0, step=0, powers={None: torch.tensor(2.0)})
-        >>> cache.lookup(grads, 2.0, step=0)
-        {None: tensor(2.)}
-        >>> _ = grads[0].mul_(3)  # changed in place: stale
-        >>> cache.lookup(grads, 2.0, step=0) is None
-        True
-    """
-
-    def __init__(self) -> None:
-        self._token: tuple | None = None
-        self._powers: dict[ShardKey, Tensor] | None = None
-
-    @staticmethod
-    def _make_token(grads: Sequence[Tensor], norm_type: float, step: int) -> tuple:
-        locals_ = [local_tensor(g) for g in grads]
-        return (norm_type, step, tuple(id(t) for t in locals_), tuple(t._version for t in locals_))
-
-    def publish(
-        self, grads: Sequence[Tensor], norm_type: float, step: int, powers: dict[ShardKey, Tensor]
-    ) -> None:
-        self._token = self._make_token(grads, norm_type, step)
-        self._powers = powers
-
-    def lookup(self, grads: Sequence[Tensor], norm_type: float, step: int) -> dict[ShardKey, Tensor] | None:
-        if self._token is None or self._token != self._make_token(grads, norm_type, step):
-            return None
-        return self._powers
-
-
-STEP_POWERS = PowerCache()
-"""Process-wide cache shared by the callbacks (one entry: the last published step)."""
-
-
 def total_norm_from_powers(powers: dict[ShardKey, Tensor], norm_type: float = 2.0) -> Tensor:
     """The global norm from local powers per shard layout: reduce each across its ranks, combine, take the root."""
     reduced = [reduce_power_(power.clone(), key, norm_type) for key, power in powers.items()]
     return power_to_norm(combine_powers(reduced, norm_type), norm_type)
-
-
-# --------------------------------------------------------------------------------------------------------------
-# Trainer cadence
-# --------------------------------------------------------------------------------------------------------------
-
-
-def lightning_will_log(trainer: Any) -> bool:
-    """Whether the Trainer writes step metrics to its loggers at the end of the current training batch.
-
-    Private Lightning API, isolated here: ``trainer._logger_connector.should_update_logs`` is what Lightning's own
-    ``LearningRateMonitor``, ``DeviceStatsMonitor`` and ``ThroughputMonitor`` use. Falls back to the public
-    ``(global_step + 1) % log_every_n_steps`` rule. Accumulating batches (automatic optimization) never flush.
-    """
-    fit_loop = getattr(trainer, "fit_loop", None)
-    should_accumulate = getattr(fit_loop, "_should_accumulate", None)  # private, see above
-    module = getattr(trainer, "lightning_module", None)
-    if (
-        callable(should_accumulate)
-        and module is not None
-        and module.automatic_optimization
-        and should_accumulate()
-    ):
-        return False
-    connector = getattr(trainer, "_logger_connector", None)  # private, see above
-    if connector is not None and hasattr(connector, "should_update_logs"):
-        return bool(connector.should_update_logs)
-    every = trainer.log_every_n_steps
-    return bool(every) and (trainer.global_step + 1) % every == 0
-
-
-def lightning_log_step(trainer: Any) -> int:
-    """The step index Lightning attaches to logged step metrics (batches that stepped, not optimizer steps)."""
-    epoch_loop = getattr(getattr(trainer, "fit_loop", None), "epoch_loop", None)
-    return int(
-        getattr(epoch_loop, "_batches_that_stepped", trainer.global_step)
-    )  # private, falls back to public
-
-
-# --------------------------------------------------------------------------------------------------------------
-# Proving the absence of syncs
-# --------------------------------------------------------------------------------------------------------------
-
-
-class HostSyncCounter(TorchDispatchMode):
-    """Count the operations that read tensor values back to the host (a host-device sync on an accelerator).
-
-    Counts ``aten::_local_scalar_dense`` (behind ``.item()``, ``bool()``, ``float()``, ``int()``, ``if tensor:``)
-    through a dispatch mode, plus the Python entry points that bypass the dispatcher: ``Tensor.tolist``,
-    ``Tensor.numpy``, ``Tensor.nonzero``/``torch.nonzero`` and ``torch.tensor(...)`` built from tensors
-    (one per tensor element, as Lightning's ``grad_norm`` does). Works on CPU, so tests can prove "zero syncs".
-    ``events`` keeps a label per sync; ``count`` is their number. Overhead: a Python call per dispatched op.
-    On CPU it cannot tell a read of a host-only scalar (``torch.optim.AdamW``'s step counter: no sync on a GPU)
-    from a device read, so compare against a bare run, or use an optimizer that reads none (SGD).
-
-    Example:
-        >>> with HostSyncCounter() as counter:
-        ...     x = torch.ones(3).sum()
-        ...     y = x * 2
-        >>> counter.count
-        0
-        >>> with HostSyncCounter() as counter:
-        ...     _ = float(torch.ones(3).sum()), torch.ones(2).tolist()
-        >>> counter.count, counter.events
-        (2, ['aten._local_scalar_dense.default', 'Tensor.tolist'])
-    """
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.events: list[str] = []
-        self._saved: list[tuple[Any, str, Any]] = []
-
-    @property
-    def count(self) -> int:
-        return len(self.events)
-
-    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        if func is torch.ops.aten._local_scalar_dense.default:
-            self.events.append(str(func))
-        return func(*args, **(kwargs or {}))
-
-    def __enter__(self) -> HostSyncCounter:
-        def wrap(owner: Any, name: str, label: str, counts: Callable[..., int]) -> None:
-            original = getattr(owner, name)
-
-            def patched(*args: Any, **kwargs: Any) -> Any:
-                self.events.extend([label] * counts(*args, **kwargs))
-                return original(*args, **kwargs)
-
-            self._saved.append((owner, name, original))
-            setattr(owner, name, patched)
-
-        wrap(torch.Tensor, "tolist", "Tensor.tolist", lambda *a, **k: 1)
-        wrap(torch.Tensor, "numpy", "Tensor.numpy", lambda *a, **k: 1)
-        wrap(torch.Tensor, "nonzero", "Tensor.nonzero", lambda *a, **k: 1)
-        wrap(torch, "nonzero", "torch.nonzero", lambda *a, **k: 1)
-        wrap(torch, "tensor", "torch.tensor(tensors)", lambda data=None, *a, **k: _tensor_leaves(data))
-        super().__enter__()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        super().__exit__(*exc)
-        for owner, name, original in reversed(self._saved):
-            setattr(owner, name, original)
-        self._saved.clear()
-
-
-def _tensor_leaves(data: Any) -> int:
-    if isinstance(data, Tensor):
-        return 0  # torch.tensor(tensor) copies on the device
-    if isinstance(data, (list, tuple)):
-        return sum(1 if isinstance(item, Tensor) else _tensor_leaves(item) for item in data)
-    return 0
