@@ -68,20 +68,24 @@ def local_tensor(tensor: Tensor) -> Tensor:
 
 @torch.no_grad()
 def norm_power(tensors: Sequence[Tensor], norm_type: float = 2.0) -> Tensor:
-    """``sum |x|^p`` over all ``tensors`` together (``max |x|`` for ``p = inf``), a 0-dim fp32 tensor, no sync.
+    """``sum |x|^p`` over all ``tensors`` together (``max |x|`` for ``p = inf``), a 0-dim tensor, no sync.
 
     The quantity that adds up across shards: the norm of a sharded tensor is ``(sum over ranks) ** (1/p)``.
-    For ``p = 2`` on CPU (fp32/fp64) it uses one BLAS ``torch.dot`` per tensor (~0.6x the time of
-    ``torch.nn.utils.get_total_norm`` on an idle CPU, closer to the fp64 value); elsewhere the multi-tensor
-    ``torch._foreach_norm`` (fp16/bf16 accumulate in fp32). The kernel depends only on the inputs, never on
-    timing, so a clipping decision built on this norm is reproducible run to run. (On oversubscribed cores
-    BLAS ``dot`` can lose its edge; set ``torch.set_num_threads`` to the cores you really have.) Non-finite values propagate (``inf``/``nan`` in, ``inf``/``nan`` out).
+    Accumulated in float64 when any input is float64 (``|1e23|^2`` does not fit a float32), else in float32.
+    For ``p = 2`` on CPU (fp32/fp64) it uses one BLAS ``torch.dot`` per large tensor and one
+    ``torch._foreach_norm`` over the small ones; elsewhere the multi-tensor ``torch._foreach_norm`` (fp16/bf16
+    reduce in fp32). The kernel depends only on the inputs, never on timing, so a clipping decision built on this
+    norm is reproducible run to run. Non-finite values propagate (``inf``/``nan`` in, ``inf``/``nan`` out).
+    Per-tensor reductions of fp32 values whose norm exceeds ``~1.8e19`` overflow, as in
+    ``torch.nn.utils.get_total_norm``.
 
     Example:
         >>> norm_power([torch.tensor([3.0]), torch.tensor([4.0])])
         tensor(25.)
         >>> norm_power([torch.tensor([3.0, -7.0])], float("inf"))
         tensor(7.)
+        >>> norm_power([torch.tensor([1e23], dtype=torch.float64)])
+        tensor(1.0000e+46, dtype=torch.float64)
     """
     if not tensors:
         return torch.zeros((), dtype=torch.float32)
@@ -91,13 +95,19 @@ def norm_power(tensors: Sequence[Tensor], norm_type: float = 2.0) -> Tensor:
     return _foreach_power(tensors, norm_type)
 
 
+def _accumulation_dtype(tensors: Sequence[Tensor]) -> torch.dtype:
+    """float64 when any input is float64 (its powers may not fit a float32), else float32."""
+    return torch.float64 if any(t.dtype == torch.float64 for t in tensors) else torch.float32
+
+
 def _foreach_power(tensors: Sequence[Tensor], norm_type: float) -> Tensor:
     device = tensors[0].device
+    dtype = _accumulation_dtype(tensors)
     low = [t for t in tensors if t.dtype.itemsize < 4]  # fp16/bf16: accumulate in fp32
     full = [t for t in tensors if t.dtype.itemsize >= 4]
     norms = list(torch._foreach_norm(low, norm_type, dtype=torch.float32)) if low else []
     norms += list(torch._foreach_norm(full, norm_type)) if full else []
-    stacked = torch.stack([n.to(device, torch.float32) for n in norms])
+    stacked = torch.stack([n.to(device, dtype) for n in norms])
     if math.isinf(norm_type):
         return stacked.max()
     return stacked.pow(norm_type).sum()
@@ -111,6 +121,7 @@ _SMALL_NUMEL = 1 << 16  # below this a tensor's dot is mostly call overhead: bat
 
 def _dot_squares(tensors: Sequence[Tensor]) -> Tensor:
     """Sum of squares: one BLAS ``dot`` per large tensor, one ``_foreach_norm`` over all the small ones."""
+    dtype = _accumulation_dtype(tensors)
     parts = []
     small = []
     for t in tensors:
@@ -118,9 +129,9 @@ def _dot_squares(tensors: Sequence[Tensor]) -> Tensor:
             small.append(t)
             continue
         flat = t.reshape(-1)
-        parts.append(torch.dot(flat, flat).float())
+        parts.append(torch.dot(flat, flat).to(dtype))
     if small:
-        parts.append(torch.stack(torch._foreach_norm(small, 2.0)).float().square().sum())
+        parts.append(torch.stack([n.to(dtype) for n in torch._foreach_norm(small, 2.0)]).square().sum())
     return torch.stack(parts).sum()
 
 

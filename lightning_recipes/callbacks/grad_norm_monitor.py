@@ -198,9 +198,9 @@ class GradNormMonitor(Callback):
         if not values:
             return
         device = values[0].device
-        floats = torch.stack(
-            [v.to(device, torch.float32) for v in values]
-        ).tolist()  # sync: once per logging step
+        # float64 norms (of float64 gradients) may exceed the float32 range: read them back as float64
+        dtype = torch.float64 if any(v.dtype == torch.float64 for v in values) else torch.float32
+        floats = torch.stack([v.to(device, dtype) for v in values]).tolist()  # sync: once per logging step
         emit(trainer, pl_module, dict(zip(names, floats)), own_cadence=self.log_every_n_steps is not None)
 
     @override
