@@ -150,7 +150,7 @@ def power_to_norm(power: Tensor, norm_type: float = 2.0) -> Tensor:
 
 @torch.no_grad()
 def total_norm(tensors: list[Tensor], norm_type: float = 2.0) -> Tensor:
-    """The ``norm_type``-norm of all ``tensors`` together, as a 0-dim fp32 tensor on their device.
+    """The ``norm_type``-norm of all ``tensors`` together, a 0-dim tensor on their device (fp64 for fp64 input).
 
     Only the local values are reduced: for sharded tensors use :func:`distributed_total_norm`.
     Returns ``tensor(0.)`` on CPU when ``tensors`` is empty.
