@@ -33,6 +33,7 @@ from torch import Tensor
 
 __all__ = [
     "ShardKey",
+    "check_norm_type",
     "combine_powers",
     "distributed_total_norm",
     "gradients",
@@ -52,6 +53,26 @@ except ImportError:  # pragma: no cover - older torch
 
 ShardKey = Hashable | None
 """``None`` for tensors whose values are complete on every rank (single device, DDP, replicated DTensor)."""
+
+
+def check_norm_type(norm_type: float | str, name: str = "norm_type") -> float:
+    """``norm_type`` as a float ``p > 0`` (``float("inf")`` and ``"inf"`` allowed), else a ``ValueError`` naming it.
+
+    Example:
+        >>> check_norm_type("inf")
+        inf
+        >>> check_norm_type(0)
+        Traceback (most recent call last):
+        ...
+        ValueError: `norm_type` must be a positive number or float('inf'), got 0.
+    """
+    try:
+        value = float(norm_type)
+    except (TypeError, ValueError):
+        value = float("nan")
+    if isinstance(norm_type, bool) or not (value > 0):
+        raise ValueError(f"`{name}` must be a positive number or float('inf'), got {norm_type!r}.")
+    return value
 
 
 def gradients(parameters: Iterable[Tensor]) -> list[Tensor]:

@@ -15,9 +15,29 @@ from __future__ import annotations
 from typing import Any
 
 import lightning.pytorch as pl
+from lightning.pytorch.callbacks import Callback
 from torch.optim import Optimizer
 
-__all__ = ["emit", "lightning_log_step", "lightning_will_log", "optimizer_index", "stepped"]
+__all__ = [
+    "callback_list",
+    "check_prefix",
+    "emit",
+    "lightning_log_step",
+    "lightning_will_log",
+    "optimizer_index",
+    "stepped",
+]
+
+
+def callback_list(trainer: pl.Trainer) -> list[Callback]:
+    """``trainer.callbacks``: the live list Lightning iterates over, in order, for every callback hook."""
+    return trainer.callbacks  # type: ignore[attr-defined,no-any-return]  # set by the Trainer, untyped
+
+
+def check_prefix(prefix: Any) -> None:
+    """The logged-key ``prefix`` every callback takes: a ``str`` (``_validation`` has no string check)."""
+    if not isinstance(prefix, str):
+        raise ValueError(f"`prefix` must be a str, got {prefix!r}.")
 
 
 def stepped(trainer: pl.Trainer, step_at_batch_start: int | None) -> bool:

@@ -14,9 +14,15 @@ from torch import Tensor
 from torch.optim import Optimizer
 from typing_extensions import override
 
+from lightning_recipes._validation import check_in_range, check_int, check_positive
 from lightning_recipes.callbacks._norms import STEP_POWERS, flat_shard_group
-from lightning_recipes.callbacks._trainer import emit, lightning_will_log, optimizer_index
-from lightning_recipes.norms import distributed_total_norm, local_tensor, total_norm_from_powers
+from lightning_recipes.callbacks._trainer import check_prefix, emit, lightning_will_log, optimizer_index
+from lightning_recipes.norms import (
+    check_norm_type,
+    distributed_total_norm,
+    local_tensor,
+    total_norm_from_powers,
+)
 
 __all__ = ["AdaptiveGradClip"]
 
@@ -93,38 +99,15 @@ class AdaptiveGradClip(Callback):
         prefix: str = "",
     ) -> None:
         super().__init__()
-        if (
-            isinstance(percentile, bool)
-            or not isinstance(percentile, (int, float))
-            or not 0 < percentile <= 100
-        ):
-            raise ValueError(f"`percentile` must be in (0, 100], got {percentile!r}.")
-        if isinstance(window, bool) or not isinstance(window, int) or window < 1:
-            raise ValueError(f"`window` must be an int >= 1, got {window!r}.")
-        if isinstance(warmup_steps, bool) or not isinstance(warmup_steps, int) or warmup_steps < 0:
-            raise ValueError(f"`warmup_steps` must be an int >= 0, got {warmup_steps!r}.")
-        if max_norm is not None and (
-            isinstance(max_norm, bool)
-            or not isinstance(max_norm, (int, float))
-            or not 0 < max_norm < math.inf
-        ):
-            raise ValueError(f"`max_norm` must be None or a finite number > 0, got {max_norm!r}.")
-        try:
-            p = float(norm_type)
-        except (TypeError, ValueError):
-            p = float("nan")
-        if isinstance(norm_type, bool) or not p > 0:
-            raise ValueError(f"`norm_type` must be a positive number or float('inf'), got {norm_type!r}.")
-        if warn_clipped_fraction is not None and (
-            isinstance(warn_clipped_fraction, bool)
-            or not isinstance(warn_clipped_fraction, (int, float))
-            or not 0 < warn_clipped_fraction <= 1
-        ):
-            raise ValueError(
-                f"`warn_clipped_fraction` must be None or in (0, 1], got {warn_clipped_fraction!r}."
-            )
-        if not isinstance(prefix, str):
-            raise ValueError(f"`prefix` must be a str, got {prefix!r}.")
+        check_in_range("percentile", percentile, 0, 100, low_open=True)
+        check_int("window", window, minimum=1)
+        check_int("warmup_steps", warmup_steps, minimum=0)
+        if max_norm is not None:
+            check_positive("max_norm", max_norm)
+        p = check_norm_type(norm_type)
+        if warn_clipped_fraction is not None:
+            check_in_range("warn_clipped_fraction", warn_clipped_fraction, 0, 1, low_open=True)
+        check_prefix(prefix)
         self.percentile = float(percentile)
         self.window = window
         self.warmup_steps = warmup_steps

@@ -15,8 +15,10 @@ from torch import Tensor
 from torch.optim import Optimizer
 from typing_extensions import override
 
+from lightning_recipes._validation import check_bool, check_int
 from lightning_recipes.callbacks._norms import STEP_POWERS, flat_shard_group
 from lightning_recipes.callbacks._trainer import (
+    check_prefix,
     emit,
     lightning_log_step,
     lightning_will_log,
@@ -25,6 +27,7 @@ from lightning_recipes.callbacks._trainer import (
 )
 from lightning_recipes.norms import (
     ShardKey,
+    check_norm_type,
     combine_powers,
     norm_power,
     power_to_norm,
@@ -116,20 +119,17 @@ class GradNormMonitor(Callback):
         prefix: str = "",
     ) -> None:
         super().__init__()
-        self.norm_type = _validate_norm_type(norm_type)
+        self.norm_type = check_norm_type(norm_type)
         self.group_by = group_by
         self._patterns = _compile_group_by(group_by)
-        self.log_param_norm = bool(log_param_norm)
-        self.log_update_ratio = bool(log_update_ratio)
-        if log_every_n_steps is not None and (
-            isinstance(log_every_n_steps, bool)
-            or not isinstance(log_every_n_steps, int)
-            or log_every_n_steps < 1
-        ):
-            raise ValueError(f"`log_every_n_steps` must be None or an int >= 1, got {log_every_n_steps!r}.")
+        check_bool("log_param_norm", log_param_norm)
+        check_bool("log_update_ratio", log_update_ratio)
+        self.log_param_norm = log_param_norm
+        self.log_update_ratio = log_update_ratio
+        if log_every_n_steps is not None:
+            check_int("log_every_n_steps", log_every_n_steps, minimum=1)
         self.log_every_n_steps = log_every_n_steps
-        if not isinstance(prefix, str):
-            raise ValueError(f"`prefix` must be a str, got {prefix!r}.")
+        check_prefix(prefix)
         self.prefix = prefix
         self._reset_run_state()
 
@@ -396,16 +396,6 @@ def _ratio(numerator: Tensor, denominator: Tensor) -> Tensor:
     return torch.where(
         denominator > 0, numerator / denominator.clamp(min=torch.finfo(torch.float32).tiny), 0.0
     )
-
-
-def _validate_norm_type(norm_type: float | str) -> float:
-    try:
-        value = float(norm_type)
-    except (TypeError, ValueError):
-        value = float("nan")
-    if isinstance(norm_type, bool) or not (value > 0):
-        raise ValueError(f"`norm_type` must be a positive number or float('inf'), got {norm_type!r}.")
-    return value
 
 
 def _compile_group_by(group_by: GroupBy) -> list[tuple[re.Pattern[str], str]] | None:

@@ -12,7 +12,14 @@ from lightning.pytorch.utilities import rank_zero_warn
 from torch.utils.data import DataLoader
 from typing_extensions import override
 
-from lightning_recipes.callbacks._trainer import emit, lightning_will_log, stepped
+from lightning_recipes._validation import check_in_range, check_int
+from lightning_recipes.callbacks._trainer import (
+    callback_list,
+    check_prefix,
+    emit,
+    lightning_will_log,
+    stepped,
+)
 
 __all__ = ["InputPipelineMonitor"]
 
@@ -78,16 +85,10 @@ class InputPipelineMonitor(Callback):
         self, warn_wait_fraction: float | None = 0.2, min_batches: int = 20, prefix: str = ""
     ) -> None:
         super().__init__()
-        if warn_wait_fraction is not None and (
-            isinstance(warn_wait_fraction, bool)
-            or not isinstance(warn_wait_fraction, (int, float))
-            or not 0 < warn_wait_fraction <= 1
-        ):
-            raise ValueError(f"`warn_wait_fraction` must be None or in (0, 1], got {warn_wait_fraction!r}.")
-        if isinstance(min_batches, bool) or not isinstance(min_batches, int) or min_batches < 1:
-            raise ValueError(f"`min_batches` must be an int >= 1, got {min_batches!r}.")
-        if not isinstance(prefix, str):
-            raise ValueError(f"`prefix` must be a str, got {prefix!r}.")
+        if warn_wait_fraction is not None:
+            check_in_range("warn_wait_fraction", warn_wait_fraction, 0, 1, low_open=True)
+        check_int("min_batches", min_batches, minimum=1)
+        check_prefix(prefix)
         self.warn_wait_fraction = warn_wait_fraction
         self.min_batches = min_batches
         self.prefix = prefix
@@ -121,11 +122,11 @@ class InputPipelineMonitor(Callback):
         # the step's work has ended after the last callback's on_train_batch_end (hooks run in list order).
         # Lightning is iterating over `trainer.callbacks` right now: inserting in front shifts this monitor one
         # place on, so this hook runs once more, and finds the markers there.
-        if self._markers and self._markers[1] in trainer.callbacks:
+        if self._markers and self._markers[1] in callback_list(trainer):
             return
         self._markers = (_BatchArrived(self), _WorkEnded(self))
-        trainer.callbacks.insert(0, self._markers[0])
-        trainer.callbacks.append(self._markers[1])
+        callback_list(trainer).insert(0, self._markers[0])
+        callback_list(trainer).append(self._markers[1])
 
     @override
     def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
@@ -222,7 +223,7 @@ class InputPipelineMonitor(Callback):
 
 
 class _BatchArrived(Callback):
-    """Placed first in ``trainer.callbacks`` by :class:`InputPipelineMonitor`: marks the batch's arrival."""
+    """Placed first in ``callback_list(trainer)`` by :class:`InputPipelineMonitor`: marks the batch's arrival."""
 
     def __init__(self, monitor: InputPipelineMonitor) -> None:
         self.monitor = monitor
@@ -240,7 +241,7 @@ class _BatchArrived(Callback):
 
 
 class _WorkEnded(Callback):
-    """Placed last in ``trainer.callbacks`` by :class:`InputPipelineMonitor`: marks the end of the step's work."""
+    """Placed last in ``callback_list(trainer)`` by :class:`InputPipelineMonitor`: marks the end of the step's work."""
 
     def __init__(self, monitor: InputPipelineMonitor) -> None:
         self.monitor = monitor
@@ -259,9 +260,9 @@ class _WorkEnded(Callback):
     @override
     def teardown(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         # Last in the list, so removing the markers now skips no other callback's teardown.
-        if trainer.callbacks and trainer.callbacks[-1] is self:
+        if callback_list(trainer) and callback_list(trainer)[-1] is self:
             for marker in self.monitor._markers:
-                trainer.callbacks.remove(marker)
+                callback_list(trainer).remove(marker)
             self.monitor._markers = ()
 
 

@@ -178,9 +178,11 @@ def test_resume_restores_totals_and_the_warned_flag(tmp_path):
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"warn_wait_fraction": 0}, r"`warn_wait_fraction` must be None or in \(0, 1\], got 0"),
-        ({"warn_wait_fraction": 1.5}, r"`warn_wait_fraction` must be None or in \(0, 1\]"),
-        ({"min_batches": 0}, "`min_batches` must be an int >= 1, got 0"),
+        ({"warn_wait_fraction": 0}, r"`warn_wait_fraction` must be a number in \(0, 1\], got 0"),
+        ({"warn_wait_fraction": 1.5}, r"`warn_wait_fraction` must be a number in \(0, 1\]"),
+        ({"warn_wait_fraction": True}, r"`warn_wait_fraction` must be a number in \(0, 1\], got True"),
+        ({"min_batches": 0}, "`min_batches` must be an integer >= 1, got 0"),
+        ({"min_batches": 2.0}, "`min_batches` must be an integer >= 1, got 2.0"),
         ({"prefix": 1}, "`prefix` must be a str"),
     ],
 )
