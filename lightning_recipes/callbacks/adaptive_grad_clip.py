@@ -24,7 +24,7 @@ from lightning_recipes.norms import (
     total_norm_from_powers,
 )
 
-__all__ = ["AdaptiveGradClip"]
+__all__ = ["AdaptiveGradClip", "autoclip_factor"]
 
 
 class AdaptiveGradClip(Callback):
@@ -201,6 +201,44 @@ class AdaptiveGradClip(Callback):
             )
 
 
+@torch.no_grad()
+def autoclip_factor(
+    history: Tensor, norm: Tensor, percentile: float, *, clipping: bool = True, max_norm: float | None = None
+) -> tuple[Tensor, Tensor]:
+    """AutoClip's threshold and the factor to scale this step's gradients by, on the device, no sync.
+
+    ``threshold`` is the ``percentile``-th percentile (linear interpolation, ``torch.nanquantile``) of the
+    recorded norms in ``history`` (NaN marks an empty or non-finite slot; the current ``norm`` already recorded),
+    ``inf`` while ``clipping`` is off (warm-up) or nothing is recorded, capped at ``max_norm`` when given.
+    ``factor = threshold / norm`` when a finite ``norm`` exceeds the threshold, else ``1``: a non-finite norm
+    is never clipped (the AMP scaler skips that step).
+
+    Args:
+        history: The recorded norms, any length, NaN where empty.
+        norm: This step's total norm, a 0-dim tensor.
+        percentile: In ``(0, 100]``.
+        clipping: ``False`` during warm-up: only ``max_norm`` applies.
+        max_norm: Optional absolute cap on the threshold.
+
+    Returns:
+        ``(threshold, factor)``, 0-dim tensors on ``norm``'s device.
+
+    Example:
+        >>> history = torch.tensor([1.0, 2.0, 3.0, 4.0, float("nan")])
+        >>> autoclip_factor(history, torch.tensor(4.0), 50.0)
+        (tensor(2.5000), tensor(0.6250))
+    """
+    threshold = torch.full((), math.inf, device=norm.device)
+    if clipping:
+        quantile = torch.nanquantile(history.to(norm.device).float(), percentile / 100.0)
+        threshold = torch.where(torch.isnan(quantile), threshold, quantile)
+    if max_norm is not None:
+        threshold = threshold.clamp(max=max_norm)
+    clip = torch.isfinite(norm) & (norm > threshold)
+    factor = torch.where(clip, threshold / norm, 1.0)
+    return threshold, factor
+
+
 class _ClipState:
     """Ring buffers of recent norms and clip flags, on the device; counters on the host (no sync to read)."""
 
@@ -238,14 +276,14 @@ class _ClipState:
         finite = torch.isfinite(norm)
         self.history[self.position] = torch.where(finite, norm, math.nan)
         self.steps += 1
-        threshold = torch.full((), math.inf, device=norm.device)
-        if self.steps > config.warmup_steps:
-            quantile = torch.nanquantile(self.history, config.percentile / 100.0)
-            threshold = torch.where(torch.isnan(quantile), threshold, quantile)
-        if config.max_norm is not None:
-            threshold = threshold.clamp(max=config.max_norm)
+        threshold, factor = autoclip_factor(
+            self.history,
+            norm,
+            config.percentile,
+            clipping=self.steps > config.warmup_steps,
+            max_norm=config.max_norm,
+        )
         clip = finite & (norm > threshold)
-        factor = torch.where(clip, threshold / norm, 1.0)
         self.clipped[self.position] = clip.float()
         self.position = (self.position + 1) % self.window
         self.interval_clipped = (

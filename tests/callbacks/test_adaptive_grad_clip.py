@@ -253,3 +253,36 @@ def test_state_dict_round_trip_resume_and_pickle(tmp_path):
 def test_bad_arguments_are_named(kwargs, message):
     with pytest.raises(ValueError, match=message):
         AdaptiveGradClip(**kwargs)
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# AutoClip's threshold and factor as a pure function: a value table
+# ------------------------------------------------------------------------------------------------------------------
+
+NAN, INF = math.nan, math.inf
+ONE_TO_FOUR = [1.0, 2.0, 3.0, 4.0, NAN, NAN]  # NaN: empty slots of the ring buffer
+
+
+@pytest.mark.parametrize(
+    ("history", "norm", "percentile", "clipping", "max_norm", "threshold", "factor"),
+    [
+        # median of 1..4 by linear interpolation: 2.5; a norm of 4 is scaled to 2.5
+        (ONE_TO_FOUR, 4.0, 50.0, True, None, 2.5, 2.5 / 4.0),
+        (ONE_TO_FOUR, 2.0, 50.0, True, None, 2.5, 1.0),  # below the threshold: untouched
+        (ONE_TO_FOUR, 4.0, 100.0, True, None, 4.0, 1.0),  # the maximum: equal is not clipped
+        ([float(i) for i in range(1, 11)], 10.0, 90.0, True, None, 9.1, 9.1 / 10.0),  # 9 + 0.1 * (10 - 9)
+        (ONE_TO_FOUR, 4.0, 50.0, False, None, INF, 1.0),  # warm-up: no percentile clipping
+        (ONE_TO_FOUR, 4.0, 50.0, False, 2.0, 2.0, 0.5),  # warm-up: the cap still applies
+        (ONE_TO_FOUR, 4.0, 50.0, True, 3.0, 2.5, 2.5 / 4.0),  # the lower of percentile and cap
+        (ONE_TO_FOUR, 4.0, 50.0, True, 2.0, 2.0, 0.5),
+        ([NAN] * 4, 4.0, 50.0, True, None, INF, 1.0),  # nothing recorded: no threshold
+        (ONE_TO_FOUR, INF, 50.0, True, None, 2.5, 1.0),  # non-finite norm: never clipped
+        (ONE_TO_FOUR, NAN, 50.0, True, 1.0, 1.0, 1.0),
+    ],
+)
+def test_autoclip_factor_value_table(history, norm, percentile, clipping, max_norm, threshold, factor):
+    got_threshold, got_factor = adaptive_grad_clip.autoclip_factor(
+        torch.tensor(history), torch.tensor(norm), percentile, clipping=clipping, max_norm=max_norm
+    )
+    assert got_threshold.item() == pytest.approx(threshold, rel=1e-6)
+    assert got_factor.item() == pytest.approx(factor, rel=1e-6)
