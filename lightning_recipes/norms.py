@@ -4,15 +4,15 @@ Pure tensor math with no Lightning dependency, so that the callbacks and the str
 layers:
 
 * local math: :func:`norm_power` (``sum |x|^p``, or ``max |x|`` for ``p = inf``) and :func:`total_norm`;
-* sharding: :func:`split_by_sharding` groups tensors by the process groups their shards span (DTensor from FSDP2 /
-  ``ModelParallelStrategy``, or an explicit group for FSDP1 flat parameters), :func:`reduce_power_` all-reduces
-  ``norm ** p`` (``max`` for ``inf``) across them, :func:`distributed_total_norm` does both;
-* combining: :func:`combine_powers` and :func:`total_norm_from_powers` turn powers of disjoint sets (other shard
-  layouts, other groups) into one norm.
+* sharding: :func:`split_by_sharding` groups tensors by the process groups their shards span (DTensor from
+  FSDP2 / ``ModelParallelStrategy``, or an explicit group for FSDP1 flat parameters), :func:`reduce_power_`
+  all-reduces ``norm ** p`` (``max`` for ``inf``) across them, :func:`distributed_total_norm` does both;
+* combining: :func:`combine_powers` and :func:`total_norm_from_powers` turn powers of disjoint sets (other
+  shard layouts, other groups) into one norm.
 
-Powers are accumulated in float32, or in float64 when any input is float64 (a float64 gradient of ``1e23`` has a
-finite 2-norm; its square does not fit a float32). Per-tensor reductions run in the tensors' own dtype (fp16/bf16
-in float32), as in ``torch.nn.utils.get_total_norm``.
+Powers are accumulated in float32, or in float64 when any input is float64 (a float64 gradient of ``1e23`` has
+a finite 2-norm; its square does not fit a float32). Per-tensor reductions run in the tensors' own dtype
+(fp16/bf16 in float32), as in ``torch.nn.utils.get_total_norm``.
 
 Example:
     >>> import torch
@@ -56,7 +56,7 @@ ShardKey = Hashable | None
 
 
 def check_norm_type(norm_type: float | str, name: str = "norm_type") -> float:
-    """``norm_type`` as a float ``p > 0`` (``float("inf")`` and ``"inf"`` allowed), else a ``ValueError`` naming it.
+    """``norm_type`` as a float ``p > 0`` (``float("inf")`` and ``"inf"`` allowed), else a ``ValueError``.
 
     Example:
         >>> check_norm_type("inf")
@@ -81,7 +81,12 @@ def gradients(parameters: Iterable[Tensor]) -> list[Tensor]:
 
 
 def local_tensor(tensor: Tensor) -> Tensor:
-    """The tensor itself, or for a DTensor the shard this rank holds (a view: in-place ops change the DTensor)."""
+    """The tensor itself, or for a DTensor the shard this rank holds, a view (in-place ops change it).
+
+    Example:
+        >>> local_tensor(torch.ones(2))
+        tensor([1., 1.])
+    """
     if DTensor is not None and isinstance(tensor, DTensor):
         return tensor.to_local()
     return tensor
@@ -95,9 +100,9 @@ def norm_power(tensors: Sequence[Tensor], norm_type: float = 2.0) -> Tensor:
     Accumulated in float64 when any input is float64 (``|1e23|^2`` does not fit a float32), else in float32.
     For ``p = 2`` on CPU (fp32/fp64) it uses one BLAS ``torch.dot`` per large tensor and one
     ``torch._foreach_norm`` over the small ones; elsewhere the multi-tensor ``torch._foreach_norm`` (fp16/bf16
-    reduce in fp32). The kernel depends only on the inputs, never on timing, so a clipping decision built on this
-    norm is reproducible run to run. Non-finite values propagate (``inf``/``nan`` in, ``inf``/``nan`` out).
-    Per-tensor reductions of fp32 values whose norm exceeds ``~1.8e19`` overflow, as in
+    reduce in fp32). The kernel depends only on the inputs, never on timing, so a clipping decision built on
+    this norm is reproducible run to run. Non-finite values propagate (``inf``/``nan`` in, ``inf``/``nan``
+    out). Per-tensor reductions of fp32 values whose norm exceeds ``~1.8e19`` overflow, as in
     ``torch.nn.utils.get_total_norm``.
 
     Example:
@@ -171,7 +176,7 @@ def power_to_norm(power: Tensor, norm_type: float = 2.0) -> Tensor:
 
 @torch.no_grad()
 def total_norm(tensors: list[Tensor], norm_type: float = 2.0) -> Tensor:
-    """The ``norm_type``-norm of all ``tensors`` together, a 0-dim tensor on their device (fp64 for fp64 input).
+    """The ``norm_type``-norm of all ``tensors`` together, a 0-dim tensor on their device (fp64 for fp64 in).
 
     Only the local values are reduced: for sharded tensors use :func:`distributed_total_norm`.
     Returns ``tensor(0.)`` on CPU when ``tensors`` is empty.
@@ -203,9 +208,9 @@ def _shard_key(tensor: Tensor) -> ShardKey:
 def split_by_sharding(tensors: Iterable[Tensor], shard_group: Any = None) -> dict[ShardKey, list[Tensor]]:
     """Local tensors grouped by the ranks their values are spread over.
 
-    DTensors are keyed by ``(mesh, sharded mesh dims)`` and replaced by their local shard. Plain tensors get the
-    key ``shard_group`` (``None``: complete on every rank, as under DDP; a process group: flat-parameter shards
-    spread over that group, as under FSDP1).
+    DTensors are keyed by ``(mesh, sharded mesh dims)`` and replaced by their local shard. Plain tensors get
+    the key ``shard_group`` (``None``: complete on every rank, as under DDP; a process group: flat-parameter
+    shards spread over that group, as under FSDP1).
 
     Example:
         >>> split_by_sharding([torch.ones(2), torch.ones(3)])
@@ -248,7 +253,7 @@ def combine_powers(powers: Sequence[Tensor], norm_type: float = 2.0) -> Tensor:
 def distributed_total_norm(
     tensors: Iterable[Tensor], norm_type: float = 2.0, shard_group: Any = None
 ) -> Tensor:
-    """The norm of the full, unsharded ``tensors``: local powers, one all-reduce per shard layout, then the root.
+    """The norm of the full, unsharded ``tensors``: local powers, an all-reduce per shard layout, the root.
 
     Plain tensors are taken as complete on every rank unless ``shard_group`` says they are shards.
     Costs one small all-reduce per distinct shard layout (one under FSDP2), no host-device sync.
@@ -266,6 +271,11 @@ def distributed_total_norm(
 
 
 def total_norm_from_powers(powers: dict[ShardKey, Tensor], norm_type: float = 2.0) -> Tensor:
-    """The global norm from local powers per shard layout: reduce each across its ranks, combine, take the root."""
+    """The global norm from local powers per shard layout: reduce each across its ranks, combine, root.
+
+    Example:
+        >>> total_norm_from_powers({None: torch.tensor(25.0)})
+        tensor(5.)
+    """
     reduced = [reduce_power_(power.clone(), key, norm_type) for key, power in powers.items()]
     return power_to_norm(combine_powers(reduced, norm_type), norm_type)

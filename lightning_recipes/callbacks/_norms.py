@@ -9,13 +9,13 @@ three times per step would triple the cost, so the first reader publishes what i
   ``StabilityGuard`` (the 2-norm power when it computed one itself). Each publish replaces the single entry.
 * **who reads**: ``AdaptiveGradClip`` and ``StabilityGuard``, placed after a writer in the callbacks list. A
   reader that finds no valid entry computes the norm itself (same value, one more read of the gradients).
-* **when it is invalid**: :meth:`PowerCache.lookup` answers only for the very same gradient tensors (ids), unchanged
-  since the publish (their version counters: an in-place change such as clipping invalidates it), the same
-  ``norm_type`` and the same ``trainer.global_step``. So ``AdaptiveGradClip`` scaling the gradients makes a later
-  ``StabilityGuard`` read them again, and nothing survives into the next step.
+* **when it is invalid**: :meth:`PowerCache.lookup` answers only for the very same gradient tensors (ids),
+  unchanged since the publish (their version counters: an in-place change such as clipping invalidates it),
+  the same ``norm_type`` and the same ``trainer.global_step``. So ``AdaptiveGradClip`` scaling the gradients
+  makes a later ``StabilityGuard`` read them again, and nothing survives into the next step.
 
-Also here: :func:`flat_shard_group`, the process group FSDP1 flat-parameter shards span (the ``shard_group`` that
-:func:`lightning_recipes.norms.distributed_total_norm` needs under FSDP1).
+Also here: :func:`flat_shard_group`, the process group FSDP1 flat-parameter shards span (the ``shard_group``
+that :func:`lightning_recipes.norms.distributed_total_norm` needs under FSDP1).
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ __all__ = ["STEP_POWERS", "PowerCache", "flat_shard_group"]
 class PowerCache:
     """The local ``norm_power`` per shard layout that one callback computed for a set of gradients this step.
 
-    Valid only for the same tensors (ids), unchanged since (their version counters: any in-place change, such as
-    clipping, invalidates it), the same ``norm_type`` and ``step``. Holds one entry. No host-device sync.
+    Valid only for the same tensors (ids), unchanged since (their version counters: any in-place change, such
+    as clipping, invalidates it), the same ``norm_type`` and ``step``. Holds one entry. No host-device sync.
 
     Example:
         >>> import torch

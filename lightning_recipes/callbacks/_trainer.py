@@ -1,13 +1,14 @@
 """Every read of Lightning's private loop state, once, each with its public fallback.
 
-The callbacks must know *when* Lightning writes step metrics (to compute values only on those steps) and *which
-step index* it writes them under. Lightning has no public API for either; its own ``LearningRateMonitor``,
-``DeviceStatsMonitor`` and ``ThroughputMonitor`` read the same private attributes. They are isolated here so that a
-Lightning release that moves them breaks one file, and each falls back to the public rule when it is gone.
+The callbacks must know *when* Lightning writes step metrics (to compute values only on those steps) and
+*which step index* it writes them under. Lightning has no public API for either; its own
+``LearningRateMonitor``, ``DeviceStatsMonitor`` and ``ThroughputMonitor`` read the same private attributes.
+They are isolated here so that a Lightning release that moves them breaks one file, and each falls back to the
+public rule when it is gone.
 
 Whether a batch stepped the optimizer (the accumulation test) needs no private read: ``trainer.global_step``
-advances exactly on the batches that step, so a callback records it in ``on_train_batch_start`` and compares in
-``on_train_batch_end`` (:func:`stepped`).
+advances exactly on the batches that step, so a callback records it in ``on_train_batch_start`` and
+compares in ``on_train_batch_end`` (:func:`stepped`).
 """
 
 from __future__ import annotations
@@ -54,12 +55,12 @@ def lightning_will_log(trainer: pl.Trainer, did_step: bool = True) -> bool:
     """Whether the Trainer writes step metrics to its loggers at the end of the current training batch.
 
     Lightning skips the write on accumulating batches (automatic optimization): pass ``did_step`` from
-    :func:`stepped` in ``on_train_batch_end``; in ``on_before_optimizer_step`` the batch steps, so the default holds.
+    :func:`stepped` in ``on_train_batch_end``; in ``on_before_optimizer_step`` the batch steps: the default.
     """
     module = trainer.lightning_module
     if module.automatic_optimization and not did_step:
         return False
-    # private: Lightning's own monitors read this flag; public fallback below (Lightning's rule, same step count)
+    # private: Lightning's own monitors read this flag; public fallback below (Lightning's rule)
     connector = getattr(trainer, "_logger_connector", None)
     if connector is not None and hasattr(connector, "should_update_logs"):
         return bool(connector.should_update_logs)
@@ -90,8 +91,9 @@ def emit(
 ) -> None:
     """Send host floats to the loggers: through ``LightningModule.log`` on Lightning's cadence, else directly.
 
-    ``own_cadence=False``: ``log_dict`` (values also reach ``trainer.callback_metrics``). ``True``: straight to
-    ``trainer.loggers`` on rank zero at :func:`lightning_log_step`, as Lightning's ``LearningRateMonitor`` does.
+    ``own_cadence=False``: ``log_dict`` (values also reach ``trainer.callback_metrics``). ``True``: straight
+    to ``trainer.loggers`` on rank zero at :func:`lightning_log_step`, as Lightning's ``LearningRateMonitor``
+    does.
     """
     if not own_cadence:
         pl_module.log_dict(metrics, on_step=True, on_epoch=False, sync_dist=False, batch_size=1)

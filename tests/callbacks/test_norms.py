@@ -1,7 +1,7 @@
-"""Norm math (``lightning_recipes.norms``) and GradNormMonitor against Lightning's own ``grad_norm`` expectations.
+"""Norm math (``lightning_recipes.norms``) and GradNormMonitor against Lightning's ``grad_norm`` expectations.
 
 The value tables are those of Lightning's ``tests/tests_pytorch/utilities/test_grads.py``: gradients
-``[-1, 2, -3]`` and ``[[-4], [5]]``, a parameter without gradient left out, norm types 1, 2, 3.14 and inf; and a
+``[-1, 2, -3]`` and ``[[-4], [5]]``, a parameter without gradient out, norm types 1, 2, 3.14 and inf; and a
 float64 gradient of ``1e23`` whose 2-norm must stay finite (its square overflows float32).
 """
 
@@ -66,7 +66,7 @@ def test_float32_accumulation_is_kept_for_float32_gradients():
 
 
 class FixedGradients(nn.Module):
-    """Lightning's ``test_grad_norm`` model as a LightningModule: the loss gives exactly the table's gradients."""
+    """Lightning's ``test_grad_norm`` model: the parameters the loss gives exactly the table's gradients."""
 
     def __init__(self) -> None:
         super().__init__()
