@@ -55,13 +55,12 @@ class GradNormMonitor(Callback):
     FSDP1 (flat-parameter shards summed over the FSDP process group) and DeepSpeed (the engine's own global norm,
     ``engine.get_global_grad_norm()``, read after its step: 2-norm of the whole model, no groups).
 
-    Cost: one read of every gradient per optimizer step (on an idle CPU ~0.6x the time of
-    ``torch.nn.utils.get_total_norm``, about 1x when the cores are oversubscribed; see
-    ``benchmarks/callback_overhead.py``), **no host-device sync and no collective on non-logging steps**; on logging
-    steps one all-reduce per shard layout (none without sharding) and one read-back of every value at once
-    (Lightning then reads each logged key once more when it writes them to the loggers). ``log_param_norm`` reads the
-    parameters once per logging step; ``log_update_ratio`` also copies them before the step (transient memory of
-    one parameter copy, logging steps only).
+    Cost: one read of every gradient per optimizer step (timings against ``torch.nn.utils.get_total_norm`` in
+    ``benchmarks/RESULTS.md``), **no host-device sync and no collective on non-logging steps**; on logging steps
+    one all-reduce per shard layout (none without sharding) and one read-back of every value at once (Lightning
+    then reads each logged key once more when it writes them to the loggers). ``log_param_norm`` reads the
+    parameters once per logging step; ``log_update_ratio`` also copies them before the step (transient memory
+    of one parameter copy, logging steps only).
 
     Logged keys (``prefix`` prepended; with several optimizers ``grad_norm/optimizer_<i>/...`` and so on):
 
