@@ -8,7 +8,7 @@ Three measurements, each interleaved (round-robin) in one process so machine loa
    :data:`CONFIGS` (bare Trainer, each callback alone, our full stack, Lightning's documented ``grad_norm()`` recipe),
    as a ratio to the bare Trainer, plus the time spent inside the callbacks' own hooks (a less noisy overhead).
 3. ``syncs``: host-device syncs per non-logging and per logging step for every entry, counted with
-   :class:`lightning_recipes._grad_norm.HostSyncCounter` (a separate pass: counting slows training).
+   :class:`lightning_recipes.testing.HostSyncCounter` (a separate pass: counting slows training).
 
 Other benchmarks can add entries to :data:`CONFIGS`. Run: ``python -m benchmarks.callback_overhead [--quick]``.
 """
@@ -31,14 +31,14 @@ from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.utilities import grad_norm
 
 from benchmarks._layouts import transformer25m_shapes
-from lightning_recipes._grad_norm import HostSyncCounter, total_norm
 from lightning_recipes.callbacks import (
     AdaptiveGradClip,
     GradNormMonitor,
     InputPipelineMonitor,
     StabilityGuard,
 )
-from lightning_recipes.testing import InMemoryLogger, TinyTransformerLM, random_token_loader
+from lightning_recipes.norms import total_norm
+from lightning_recipes.testing import HostSyncCounter, InMemoryLogger, TinyTransformerLM, random_token_loader
 
 __all__ = ["CONFIGS", "Config", "main"]
 

@@ -14,16 +14,17 @@ from torch import Tensor
 from torch.optim import Optimizer
 from typing_extensions import override
 
-from lightning_recipes._grad_norm import (
-    STEP_POWERS,
+from lightning_recipes._validation import check_in_range, check_int, check_positive
+from lightning_recipes.callbacks._norms import STEP_POWERS, flat_shard_group
+from lightning_recipes.callbacks._trainer import check_prefix, emit, lightning_will_log, optimizer_index
+from lightning_recipes.norms import (
+    check_norm_type,
     distributed_total_norm,
-    lightning_will_log,
     local_tensor,
     total_norm_from_powers,
 )
-from lightning_recipes.callbacks.grad_norm_monitor import _emit, _flat_shard_group, _optimizer_index
 
-__all__ = ["AdaptiveGradClip"]
+__all__ = ["AdaptiveGradClip", "autoclip_factor"]
 
 
 class AdaptiveGradClip(Callback):
@@ -98,38 +99,15 @@ class AdaptiveGradClip(Callback):
         prefix: str = "",
     ) -> None:
         super().__init__()
-        if (
-            isinstance(percentile, bool)
-            or not isinstance(percentile, (int, float))
-            or not 0 < percentile <= 100
-        ):
-            raise ValueError(f"`percentile` must be in (0, 100], got {percentile!r}.")
-        if isinstance(window, bool) or not isinstance(window, int) or window < 1:
-            raise ValueError(f"`window` must be an int >= 1, got {window!r}.")
-        if isinstance(warmup_steps, bool) or not isinstance(warmup_steps, int) or warmup_steps < 0:
-            raise ValueError(f"`warmup_steps` must be an int >= 0, got {warmup_steps!r}.")
-        if max_norm is not None and (
-            isinstance(max_norm, bool)
-            or not isinstance(max_norm, (int, float))
-            or not 0 < max_norm < math.inf
-        ):
-            raise ValueError(f"`max_norm` must be None or a finite number > 0, got {max_norm!r}.")
-        try:
-            p = float(norm_type)
-        except (TypeError, ValueError):
-            p = float("nan")
-        if isinstance(norm_type, bool) or not p > 0:
-            raise ValueError(f"`norm_type` must be a positive number or float('inf'), got {norm_type!r}.")
-        if warn_clipped_fraction is not None and (
-            isinstance(warn_clipped_fraction, bool)
-            or not isinstance(warn_clipped_fraction, (int, float))
-            or not 0 < warn_clipped_fraction <= 1
-        ):
-            raise ValueError(
-                f"`warn_clipped_fraction` must be None or in (0, 1], got {warn_clipped_fraction!r}."
-            )
-        if not isinstance(prefix, str):
-            raise ValueError(f"`prefix` must be a str, got {prefix!r}.")
+        check_in_range("percentile", percentile, 0, 100, low_open=True)
+        check_int("window", window, minimum=1)
+        check_int("warmup_steps", warmup_steps, minimum=0)
+        if max_norm is not None:
+            check_positive("max_norm", max_norm)
+        p = check_norm_type(norm_type)
+        if warn_clipped_fraction is not None:
+            check_in_range("warn_clipped_fraction", warn_clipped_fraction, 0, 1, low_open=True)
+        check_prefix(prefix)
         self.percentile = float(percentile)
         self.window = window
         self.warmup_steps = warmup_steps
@@ -166,12 +144,12 @@ class AdaptiveGradClip(Callback):
         grads = [p.grad for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
         if not grads:
             return
-        index = _optimizer_index(trainer, optimizer)
+        index = optimizer_index(trainer, optimizer)
         state = self._states.get(index)
         if state is None:
             state = self._states[index] = _ClipState(self.window)
         if self._shard_group is None:  # the FSDP1 wrapper exists only after setup: look it up here
-            self._shard_group = _flat_shard_group(trainer)
+            self._shard_group = flat_shard_group(trainer)
         cached = STEP_POWERS.lookup(grads, self.norm_type, trainer.global_step)  # GradNormMonitor ran first
         if cached is not None:
             norm = total_norm_from_powers(cached, self.norm_type)
@@ -205,7 +183,7 @@ class AdaptiveGradClip(Callback):
             f"{self.prefix}grad_clip/{infix}clipped_fraction": fraction,
             f"{self.prefix}grad_clip/{infix}scale": scale,
         }
-        _emit(trainer, pl_module, metrics, own_cadence=False)
+        emit(trainer, pl_module, metrics, own_cadence=False)
         limit = self.warn_clipped_fraction
         recorded = min(state.steps, self.window)
         if (
@@ -221,6 +199,44 @@ class AdaptiveGradClip(Callback):
                 "the learning rate, loss scale or data is likely wrong.",
                 category=UserWarning,
             )
+
+
+@torch.no_grad()
+def autoclip_factor(
+    history: Tensor, norm: Tensor, percentile: float, *, clipping: bool = True, max_norm: float | None = None
+) -> tuple[Tensor, Tensor]:
+    """AutoClip's threshold and the factor to scale this step's gradients by, on the device, no sync.
+
+    ``threshold`` is the ``percentile``-th percentile (linear interpolation, ``torch.nanquantile``) of the
+    recorded norms in ``history`` (NaN marks an empty or non-finite slot; the current ``norm`` already recorded),
+    ``inf`` while ``clipping`` is off (warm-up) or nothing is recorded, capped at ``max_norm`` when given.
+    ``factor = threshold / norm`` when a finite ``norm`` exceeds the threshold, else ``1``: a non-finite norm
+    is never clipped (the AMP scaler skips that step).
+
+    Args:
+        history: The recorded norms, any length, NaN where empty.
+        norm: This step's total norm, a 0-dim tensor.
+        percentile: In ``(0, 100]``.
+        clipping: ``False`` during warm-up: only ``max_norm`` applies.
+        max_norm: Optional absolute cap on the threshold.
+
+    Returns:
+        ``(threshold, factor)``, 0-dim tensors on ``norm``'s device.
+
+    Example:
+        >>> history = torch.tensor([1.0, 2.0, 3.0, 4.0, float("nan")])
+        >>> autoclip_factor(history, torch.tensor(4.0), 50.0)
+        (tensor(2.5000), tensor(0.6250))
+    """
+    threshold = torch.full((), math.inf, device=norm.device)
+    if clipping:
+        quantile = torch.nanquantile(history.to(norm.device).float(), percentile / 100.0)
+        threshold = torch.where(torch.isnan(quantile), threshold, quantile)
+    if max_norm is not None:
+        threshold = threshold.clamp(max=max_norm)
+    clip = torch.isfinite(norm) & (norm > threshold)
+    factor = torch.where(clip, threshold / norm, 1.0)
+    return threshold, factor
 
 
 class _ClipState:
@@ -260,14 +276,14 @@ class _ClipState:
         finite = torch.isfinite(norm)
         self.history[self.position] = torch.where(finite, norm, math.nan)
         self.steps += 1
-        threshold = torch.full((), math.inf, device=norm.device)
-        if self.steps > config.warmup_steps:
-            quantile = torch.nanquantile(self.history, config.percentile / 100.0)
-            threshold = torch.where(torch.isnan(quantile), threshold, quantile)
-        if config.max_norm is not None:
-            threshold = threshold.clamp(max=config.max_norm)
+        threshold, factor = autoclip_factor(
+            self.history,
+            norm,
+            config.percentile,
+            clipping=self.steps > config.warmup_steps,
+            max_norm=config.max_norm,
+        )
         clip = finite & (norm > threshold)
-        factor = torch.where(clip, threshold / norm, 1.0)
         self.clipped[self.position] = clip.float()
         self.position = (self.position + 1) % self.window
         self.interval_clipped = (

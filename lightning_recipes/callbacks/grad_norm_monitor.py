@@ -10,17 +10,25 @@ from typing import Any
 import lightning.pytorch as pl
 import torch
 from lightning.pytorch.callbacks import Callback
-from lightning.pytorch.strategies import DeepSpeedStrategy, FSDPStrategy
+from lightning.pytorch.strategies import DeepSpeedStrategy
 from torch import Tensor
 from torch.optim import Optimizer
 from typing_extensions import override
 
-from lightning_recipes._grad_norm import (
-    STEP_POWERS,
-    ShardKey,
-    combine_powers,
+from lightning_recipes._validation import check_bool, check_int
+from lightning_recipes.callbacks._norms import STEP_POWERS, flat_shard_group
+from lightning_recipes.callbacks._trainer import (
+    check_prefix,
+    emit,
     lightning_log_step,
     lightning_will_log,
+    optimizer_index,
+    stepped,
+)
+from lightning_recipes.norms import (
+    ShardKey,
+    check_norm_type,
+    combine_powers,
     norm_power,
     power_to_norm,
     reduce_power_,
@@ -47,13 +55,12 @@ class GradNormMonitor(Callback):
     FSDP1 (flat-parameter shards summed over the FSDP process group) and DeepSpeed (the engine's own global norm,
     ``engine.get_global_grad_norm()``, read after its step: 2-norm of the whole model, no groups).
 
-    Cost: one read of every gradient per optimizer step (on an idle CPU ~0.6x the time of
-    ``torch.nn.utils.get_total_norm``, about 1x when the cores are oversubscribed; see
-    ``benchmarks/callback_overhead.py``), **no host-device sync and no collective on non-logging steps**; on logging
-    steps one all-reduce per shard layout (none without sharding) and one read-back of every value at once
-    (Lightning then reads each logged key once more when it writes them to the loggers). ``log_param_norm`` reads the
-    parameters once per logging step; ``log_update_ratio`` also copies them before the step (transient memory of
-    one parameter copy, logging steps only).
+    Cost: one read of every gradient per optimizer step (timings against ``torch.nn.utils.get_total_norm`` in
+    ``benchmarks/RESULTS.md``), **no host-device sync and no collective on non-logging steps**; on logging steps
+    one all-reduce per shard layout (none without sharding) and one read-back of every value at once (Lightning
+    then reads each logged key once more when it writes them to the loggers). ``log_param_norm`` reads the
+    parameters once per logging step; ``log_update_ratio`` also copies them before the step (transient memory
+    of one parameter copy, logging steps only).
 
     Logged keys (``prefix`` prepended; with several optimizers ``grad_norm/optimizer_<i>/...`` and so on):
 
@@ -111,20 +118,17 @@ class GradNormMonitor(Callback):
         prefix: str = "",
     ) -> None:
         super().__init__()
-        self.norm_type = _validate_norm_type(norm_type)
+        self.norm_type = check_norm_type(norm_type)
         self.group_by = group_by
         self._patterns = _compile_group_by(group_by)
-        self.log_param_norm = bool(log_param_norm)
-        self.log_update_ratio = bool(log_update_ratio)
-        if log_every_n_steps is not None and (
-            isinstance(log_every_n_steps, bool)
-            or not isinstance(log_every_n_steps, int)
-            or log_every_n_steps < 1
-        ):
-            raise ValueError(f"`log_every_n_steps` must be None or an int >= 1, got {log_every_n_steps!r}.")
+        check_bool("log_param_norm", log_param_norm)
+        check_bool("log_update_ratio", log_update_ratio)
+        self.log_param_norm = log_param_norm
+        self.log_update_ratio = log_update_ratio
+        if log_every_n_steps is not None:
+            check_int("log_every_n_steps", log_every_n_steps, minimum=1)
         self.log_every_n_steps = log_every_n_steps
-        if not isinstance(prefix, str):
-            raise ValueError(f"`prefix` must be a str, got {prefix!r}.")
+        check_prefix(prefix)
         self.prefix = prefix
         self._reset_run_state()
 
@@ -132,6 +136,7 @@ class GradNormMonitor(Callback):
         self._tracks: dict[int, _Track] = {}
         self._shard_group: Any = None
         self._deepspeed = False
+        self._step_at_batch_start: int | None = None
 
     @property
     @override
@@ -151,28 +156,35 @@ class GradNormMonitor(Callback):
             )
 
     @override
+    def on_train_batch_start(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int
+    ) -> None:
+        self._step_at_batch_start = trainer.global_step
+
+    @override
     def on_before_optimizer_step(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, optimizer: Optimizer
     ) -> None:
         if self._deepspeed:
             return  # the engine's norm exists only after its step: read in on_train_batch_end
         if self._shard_group is None:
-            self._shard_group = _flat_shard_group(trainer)
-        index = _optimizer_index(trainer, optimizer)
+            self._shard_group = flat_shard_group(trainer)
+        index = optimizer_index(trainer, optimizer)
         track = self._track(index, pl_module, optimizer)
         track.append_step(self.norm_type, self._shard_group, trainer.global_step)
         if track.pending_steps >= _FOLD_EVERY:
             track.fold(self.norm_type)
-        if self._logging_now(trainer) and (self.log_param_norm or self.log_update_ratio):
+        if self._logging_now(trainer, did_step=True) and (self.log_param_norm or self.log_update_ratio):
             track.snapshot_params(self.norm_type, self._shard_group, copy=self.log_update_ratio)
 
     @override
     def on_train_batch_end(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
-        if self._deepspeed:
+        did_step = stepped(trainer, self._step_at_batch_start)
+        if self._deepspeed and did_step:
             self._read_deepspeed_norm(trainer)
-        if not self._logging_now(trainer):
+        if not self._logging_now(trainer, did_step):
             return
         names: list[str] = []
         values: list[Tensor] = []
@@ -185,10 +197,10 @@ class GradNormMonitor(Callback):
         if not values:
             return
         device = values[0].device
-        floats = torch.stack(
-            [v.to(device, torch.float32) for v in values]
-        ).tolist()  # sync: once per logging step
-        _emit(trainer, pl_module, dict(zip(names, floats)), own_cadence=self.log_every_n_steps is not None)
+        # float64 norms (of float64 gradients) may exceed the float32 range: read them back as float64
+        dtype = torch.float64 if any(v.dtype == torch.float64 for v in values) else torch.float32
+        floats = torch.stack([v.to(device, dtype) for v in values]).tolist()  # sync: once per logging step
+        emit(trainer, pl_module, dict(zip(names, floats)), own_cadence=self.log_every_n_steps is not None)
 
     @override
     def state_dict(self) -> dict[str, Any]:
@@ -201,10 +213,12 @@ class GradNormMonitor(Callback):
 
     # ---------------------------------------------------------------------------------------------------------
 
-    def _logging_now(self, trainer: pl.Trainer) -> bool:
+    def _logging_now(self, trainer: pl.Trainer, did_step: bool) -> bool:
         if self.log_every_n_steps is None:
-            return lightning_will_log(trainer)
-        return (lightning_log_step(trainer) + 1) % self.log_every_n_steps == 0 and _not_accumulating(trainer)
+            return lightning_will_log(trainer, did_step)
+        if trainer.lightning_module.automatic_optimization and not did_step:
+            return False  # an accumulating batch: the optimizer step, and so the log, comes later
+        return (lightning_log_step(trainer) + 1) % self.log_every_n_steps == 0
 
     def _track(self, index: int, pl_module: pl.LightningModule, optimizer: Optimizer) -> _Track:
         params = [p for group in optimizer.param_groups for p in group["params"]]
@@ -224,8 +238,6 @@ class GradNormMonitor(Callback):
         return track
 
     def _read_deepspeed_norm(self, trainer: pl.Trainer) -> None:
-        if not _not_accumulating(trainer):
-            return
         engine = getattr(trainer.strategy, "deepspeed_engine", None)
         norm = None if engine is None else engine.get_global_grad_norm()
         if norm is None:
@@ -383,54 +395,6 @@ def _ratio(numerator: Tensor, denominator: Tensor) -> Tensor:
     return torch.where(
         denominator > 0, numerator / denominator.clamp(min=torch.finfo(torch.float32).tiny), 0.0
     )
-
-
-def _emit(
-    trainer: pl.Trainer, pl_module: pl.LightningModule, metrics: dict[str, float], own_cadence: bool
-) -> None:
-    """Send host floats to the loggers: through ``LightningModule.log`` on Lightning's cadence, else directly."""
-    if not own_cadence:
-        pl_module.log_dict(metrics, on_step=True, on_epoch=False, sync_dist=False, batch_size=1)
-        return
-    if trainer.is_global_zero:
-        step = lightning_log_step(trainer)
-        for logger in trainer.loggers:
-            logger.log_metrics(metrics, step=step)
-
-
-def _not_accumulating(trainer: pl.Trainer) -> bool:
-    should_accumulate = getattr(trainer.fit_loop, "_should_accumulate", None)  # private: isolated here
-    if callable(should_accumulate) and trainer.lightning_module.automatic_optimization:
-        return not should_accumulate()
-    return True
-
-
-def _optimizer_index(trainer: pl.Trainer, optimizer: Optimizer) -> int:
-    for i, candidate in enumerate(trainer.optimizers):
-        if candidate is optimizer or getattr(candidate, "optimizer", None) is optimizer:
-            return i
-    return 0
-
-
-def _flat_shard_group(trainer: pl.Trainer) -> Any:
-    """The process group FSDP1 flat-parameter shards are spread over; ``None`` when gradients are complete."""
-    strategy = trainer.strategy
-    if not isinstance(strategy, FSDPStrategy):
-        return None
-    sharding = str(getattr(strategy, "sharding_strategy", ""))
-    if sharding.endswith("NO_SHARD"):
-        return None
-    return getattr(strategy.model, "process_group", None)
-
-
-def _validate_norm_type(norm_type: float | str) -> float:
-    try:
-        value = float(norm_type)
-    except (TypeError, ValueError):
-        value = float("nan")
-    if isinstance(norm_type, bool) or not (value > 0):
-        raise ValueError(f"`norm_type` must be a positive number or float('inf'), got {norm_type!r}.")
-    return value
 
 
 def _compile_group_by(group_by: GroupBy) -> list[tuple[re.Pattern[str], str]] | None:

@@ -12,8 +12,14 @@ from lightning.pytorch.utilities import rank_zero_warn
 from torch.utils.data import DataLoader
 from typing_extensions import override
 
-from lightning_recipes._grad_norm import lightning_will_log
-from lightning_recipes.callbacks.grad_norm_monitor import _emit
+from lightning_recipes._validation import check_in_range, check_int
+from lightning_recipes.callbacks._trainer import (
+    callback_list,
+    check_prefix,
+    emit,
+    lightning_will_log,
+    stepped,
+)
 
 __all__ = ["InputPipelineMonitor"]
 
@@ -21,21 +27,25 @@ __all__ = ["InputPipelineMonitor"]
 class InputPipelineMonitor(Callback):
     """Log the fraction of wall time training waits for data, and warn once with concrete DataLoader advice.
 
-    The *fetch time* of a batch is the host time from the end of the previous training batch
-    (``on_train_batch_end``, or the end of a validation run in between) to the start of this one
-    (``on_train_batch_start``): Lightning fetches the next batch in that gap. The *step time* is the time from
-    ``on_train_batch_start`` to ``on_train_batch_end``. The first batch of every epoch, which also pays for
-    starting the loader's workers, is reported separately (``epoch_start_s``) and left out of the fraction.
+    The *fetch time* of a batch is the host time from the end of the previous step's work to the arrival of this
+    batch: Lightning fetches the next batch in that gap. The *step time* is the rest: from the arrival to the end
+    of the step's work. Both ends bracket **every** callback, so another callback's work (an EMA update in
+    ``on_train_batch_end``, say) is step time, never data wait, wherever it sits in the callbacks list: at
+    ``setup`` the monitor puts a marker first in ``trainer.callbacks`` (the batch has arrived before any
+    callback's ``on_train_batch_start``) and one last (after every callback's ``on_train_batch_end``), and removes
+    them at ``teardown``. A validation run in the gap is left out. The first batch of every epoch, which also pays
+    for starting the loader's workers, is reported separately (``epoch_start_s``) and left out of the fraction.
 
     Cost: two ``time.perf_counter()`` calls per batch; no tensors, no host-device sync. Caveat: host timers only.
     On an accelerator whose queue runs ahead of the host the step time is what the host spent, and data waits may
     overlap device work; the fraction is exact when something syncs every step (e.g. logging the loss each step).
-    The gap also contains loop bookkeeping that is not data loading (logger writes on logging steps, a checkpoint
-    save), usually negligible.
+    The gap also holds what Lightning runs after the callbacks and before the next fetch: the LightningModule's own
+    ``on_train_batch_end`` (Lightning calls it after the callbacks' and offers no later hook), the loggers' write on
+    logging steps and the moving of the batch to the device.
 
-    Warns once (rank zero; the flag is saved in checkpoints, so a resumed run stays quiet), after ``min_batches`` measured batches, when the cumulative wait fraction
-    exceeds ``warn_wait_fraction``, naming the loader's ``num_workers``, ``pin_memory``, ``persistent_workers`` and
-    ``prefetch_factor`` and what to change.
+    Warns once (rank zero; the flag is saved in checkpoints, so a resumed run stays quiet), after ``min_batches``
+    measured batches, when the cumulative wait fraction exceeds ``warn_wait_fraction``, naming the loader's
+    ``num_workers``, ``pin_memory``, ``persistent_workers`` and ``prefetch_factor`` and what to change.
 
     Logged keys (``prefix`` prepended), over the batches since the last log:
 
@@ -75,16 +85,10 @@ class InputPipelineMonitor(Callback):
         self, warn_wait_fraction: float | None = 0.2, min_batches: int = 20, prefix: str = ""
     ) -> None:
         super().__init__()
-        if warn_wait_fraction is not None and (
-            isinstance(warn_wait_fraction, bool)
-            or not isinstance(warn_wait_fraction, (int, float))
-            or not 0 < warn_wait_fraction <= 1
-        ):
-            raise ValueError(f"`warn_wait_fraction` must be None or in (0, 1], got {warn_wait_fraction!r}.")
-        if isinstance(min_batches, bool) or not isinstance(min_batches, int) or min_batches < 1:
-            raise ValueError(f"`min_batches` must be an int >= 1, got {min_batches!r}.")
-        if not isinstance(prefix, str):
-            raise ValueError(f"`prefix` must be a str, got {prefix!r}.")
+        if warn_wait_fraction is not None:
+            check_in_range("warn_wait_fraction", warn_wait_fraction, 0, 1, low_open=True)
+        check_int("min_batches", min_batches, minimum=1)
+        check_prefix(prefix)
         self.warn_wait_fraction = warn_wait_fraction
         self.min_batches = min_batches
         self.prefix = prefix
@@ -98,6 +102,8 @@ class InputPipelineMonitor(Callback):
         self._first_of_epoch = False
         self._fetch_known = False
         self._epoch_start_s: float | None = None
+        self._step_at_batch_start: int | None = None
+        self._markers: tuple[Callback, ...] = ()
 
     def _reset_interval(self) -> None:
         self._fetch_s = 0.0
@@ -111,15 +117,26 @@ class InputPipelineMonitor(Callback):
         return self._generate_state_key(prefix=self.prefix)
 
     @override
+    def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
+        # Bracket every other callback: the batch has arrived before the first callback's on_train_batch_start, and
+        # the step's work has ended after the last callback's on_train_batch_end (hooks run in list order).
+        # Lightning is iterating over `trainer.callbacks` right now: inserting in front shifts this monitor one
+        # place on, so this hook runs once more, and finds the markers there.
+        if self._markers and self._markers[1] in callback_list(trainer):
+            return
+        self._markers = (_BatchArrived(self), _WorkEnded(self))
+        callback_list(trainer).insert(0, self._markers[0])
+        callback_list(trainer).append(self._markers[1])
+
+    @override
     def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._gap_start = time.perf_counter()
         self._first_of_epoch = True
 
-    @override
-    def on_train_batch_start(
-        self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int
-    ) -> None:
+    def _batch_arrived(self, trainer: pl.Trainer) -> None:
+        """Called first among all callbacks' ``on_train_batch_start``: the wait for this batch is over."""
         now = time.perf_counter()
+        self._step_at_batch_start = trainer.global_step
         self._fetch_known = False
         if self._gap_start is not None:
             wait = now - self._gap_start
@@ -132,10 +149,8 @@ class InputPipelineMonitor(Callback):
                 self._fetch_known = True
         self._batch_start = now
 
-    @override
-    def on_train_batch_end(
-        self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
-    ) -> None:
+    def _work_ended(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        """Called last among all callbacks' ``on_train_batch_end``: the wait for the next batch starts."""
         now = time.perf_counter()
         if self._batch_start is not None and self._fetch_known:  # a batch whose wait is unknown is left out
             step = now - self._batch_start
@@ -143,9 +158,11 @@ class InputPipelineMonitor(Callback):
             self._batches += 1
             self.total_step_s += step
             self.total_batches += 1
+        self._batch_start = None
         self._first_of_epoch = False
-        if lightning_will_log(trainer) and (self._batches or self._epoch_start_s is not None):
-            _emit(trainer, pl_module, self._interval_metrics(), own_cadence=False)
+        did_step = stepped(trainer, self._step_at_batch_start)
+        if lightning_will_log(trainer, did_step) and (self._batches or self._epoch_start_s is not None):
+            emit(trainer, pl_module, self._interval_metrics(), own_cadence=False)
             self._reset_interval()
         self._maybe_warn(trainer)
         self._gap_start = time.perf_counter()
@@ -203,6 +220,50 @@ class InputPipelineMonitor(Callback):
             f"over {self.total_batches} batches. {_loader_advice(trainer)}",
             category=UserWarning,
         )
+
+
+class _BatchArrived(Callback):
+    """Placed first in ``callback_list(trainer)`` by :class:`InputPipelineMonitor`: marks the batch's arrival."""
+
+    def __init__(self, monitor: InputPipelineMonitor) -> None:
+        self.monitor = monitor
+
+    @property
+    @override
+    def state_key(self) -> str:
+        return f"{self.monitor.state_key}/batch_arrived"
+
+    @override
+    def on_train_batch_start(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int
+    ) -> None:
+        self.monitor._batch_arrived(trainer)
+
+
+class _WorkEnded(Callback):
+    """Placed last in ``callback_list(trainer)`` by :class:`InputPipelineMonitor`: marks the end of the step's work."""
+
+    def __init__(self, monitor: InputPipelineMonitor) -> None:
+        self.monitor = monitor
+
+    @property
+    @override
+    def state_key(self) -> str:
+        return f"{self.monitor.state_key}/work_ended"
+
+    @override
+    def on_train_batch_end(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        self.monitor._work_ended(trainer, pl_module)
+
+    @override
+    def teardown(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
+        # Last in the list, so removing the markers now skips no other callback's teardown.
+        if callback_list(trainer) and callback_list(trainer)[-1] is self:
+            for marker in self.monitor._markers:
+                callback_list(trainer).remove(marker)
+            self.monitor._markers = ()
 
 
 def _loader_advice(trainer: pl.Trainer) -> str:

@@ -15,17 +15,17 @@ from lightning.pytorch.callbacks import Callback
 from torch import Tensor
 from typing_extensions import override
 
-from lightning_recipes._grad_norm import (
-    STEP_POWERS,
+from lightning_recipes._validation import check_bool, check_choice, check_in_range, check_int, check_positive
+from lightning_recipes.callbacks._faults import CAUSE_CODES, CAUSES, choose_event, fault_causes, fault_record
+from lightning_recipes.callbacks._norms import STEP_POWERS
+from lightning_recipes.callbacks._snapshot import Snapshot
+from lightning_recipes.norms import (
     local_tensor,
     norm_power,
     power_to_norm,
     total_norm,
     total_norm_from_powers,
 )
-from lightning_recipes._validation import check_bool, check_choice, check_in_range, check_int, check_positive
-from lightning_recipes.callbacks._faults import CAUSE_CODES, CAUSES, choose_event, fault_causes, fault_record
-from lightning_recipes.callbacks._snapshot import Snapshot
 
 __all__ = ["StabilityEvent", "StabilityGuard"]
 

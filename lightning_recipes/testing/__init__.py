@@ -1,4 +1,4 @@
-"""Tools for testing Lightning code fast on a CPU: tiny models, an in-memory logger, quick Trainers.
+"""Tools for testing Lightning code fast on a CPU: tiny models, an in-memory logger, quick Trainers, syncs.
 
 Public on purpose: our own test suite uses them, and so can anyone testing their own callbacks.
 
@@ -22,10 +22,12 @@ from lightning_recipes.testing.models import (
     random_classification_loader,
     random_token_loader,
 )
+from lightning_recipes.testing.sync import HostSyncCounter
 from lightning_recipes.testing.trainers import fast_trainer
 
 __all__ = [
     "DigitsCNN",
+    "HostSyncCounter",
     "InMemoryLogger",
     "TinyClassifier",
     "TinyTransformerLM",

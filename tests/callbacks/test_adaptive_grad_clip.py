@@ -231,17 +231,58 @@ def test_state_dict_round_trip_resume_and_pickle(tmp_path):
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"percentile": 0}, r"`percentile` must be in \(0, 100\], got 0"),
-        ({"percentile": 101}, r"`percentile` must be in \(0, 100\]"),
-        ({"window": 0}, "`window` must be an int >= 1, got 0"),
-        ({"warmup_steps": -1}, "`warmup_steps` must be an int >= 0"),
-        ({"max_norm": 0.0}, "`max_norm` must be None or a finite number > 0"),
-        ({"max_norm": math.inf}, "`max_norm` must be None or a finite number > 0"),
+        ({"percentile": 0}, r"`percentile` must be a number in \(0, 100\], got 0"),
+        ({"percentile": 101}, r"`percentile` must be a number in \(0, 100\]"),
+        ({"percentile": True}, r"`percentile` must be a number in \(0, 100\], got True"),
+        ({"percentile": "90"}, r"`percentile` must be a number in \(0, 100\], got '90'"),
+        ({"window": 0}, "`window` must be an integer >= 1, got 0"),
+        ({"window": 10.0}, "`window` must be an integer >= 1, got 10.0"),
+        ({"window": True}, "`window` must be an integer >= 1, got True"),
+        ({"warmup_steps": -1}, "`warmup_steps` must be an integer >= 0"),
+        ({"warmup_steps": False}, "`warmup_steps` must be an integer >= 0, got False"),
+        ({"max_norm": 0.0}, "`max_norm` must be a finite number > 0"),
+        ({"max_norm": math.inf}, "`max_norm` must be a finite number > 0"),
+        ({"max_norm": True}, "`max_norm` must be a finite number > 0, got True"),
         ({"norm_type": -2}, "`norm_type` must be a positive number"),
-        ({"warn_clipped_fraction": 0}, r"`warn_clipped_fraction` must be None or in \(0, 1\]"),
+        ({"norm_type": "l2"}, "`norm_type` must be a positive number"),
+        ({"warn_clipped_fraction": 0}, r"`warn_clipped_fraction` must be a number in \(0, 1\]"),
+        ({"warn_clipped_fraction": 1.5}, r"`warn_clipped_fraction` must be a number in \(0, 1\]"),
         ({"prefix": None}, "`prefix` must be a str"),
     ],
 )
 def test_bad_arguments_are_named(kwargs, message):
     with pytest.raises(ValueError, match=message):
         AdaptiveGradClip(**kwargs)
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# AutoClip's threshold and factor as a pure function: a value table
+# ------------------------------------------------------------------------------------------------------------------
+
+NAN, INF = math.nan, math.inf
+ONE_TO_FOUR = [1.0, 2.0, 3.0, 4.0, NAN, NAN]  # NaN: empty slots of the ring buffer
+
+
+@pytest.mark.parametrize(
+    ("history", "norm", "percentile", "clipping", "max_norm", "threshold", "factor"),
+    [
+        # median of 1..4 by linear interpolation: 2.5; a norm of 4 is scaled to 2.5
+        (ONE_TO_FOUR, 4.0, 50.0, True, None, 2.5, 2.5 / 4.0),
+        (ONE_TO_FOUR, 2.0, 50.0, True, None, 2.5, 1.0),  # below the threshold: untouched
+        (ONE_TO_FOUR, 4.0, 100.0, True, None, 4.0, 1.0),  # the maximum: equal is not clipped
+        ([float(i) for i in range(1, 11)], 10.0, 90.0, True, None, 9.1, 9.1 / 10.0),  # 9 + 0.1 * (10 - 9)
+        (ONE_TO_FOUR, 4.0, 50.0, False, None, INF, 1.0),  # warm-up: no percentile clipping
+        (ONE_TO_FOUR, 4.0, 50.0, False, 2.0, 2.0, 0.5),  # warm-up: the cap still applies
+        (ONE_TO_FOUR, 4.0, 50.0, True, 3.0, 2.5, 2.5 / 4.0),  # the lower of percentile and cap
+        (ONE_TO_FOUR, 4.0, 50.0, True, 2.0, 2.0, 0.5),
+        ([NAN] * 4, 4.0, 50.0, True, None, INF, 1.0),  # nothing recorded: no threshold
+        (ONE_TO_FOUR, INF, 50.0, True, None, 2.5, 1.0),  # non-finite norm: never clipped
+        (ONE_TO_FOUR, NAN, 50.0, True, 1.0, 1.0, 1.0),
+    ],
+)
+def test_autoclip_factor_value_table(history, norm, percentile, clipping, max_norm, threshold, factor):
+    got_threshold, got_factor = adaptive_grad_clip.autoclip_factor(
+        torch.tensor(history), torch.tensor(norm), percentile, clipping=clipping, max_norm=max_norm
+    )
+    assert got_threshold.item() == pytest.approx(threshold, rel=1e-6)
+    assert got_factor.item() == pytest.approx(factor, rel=1e-6)

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 import torch
 
-from lightning_recipes._grad_norm import HostSyncCounter
 from lightning_recipes.callbacks._faults import CAUSES, choose_event, fault_causes, fault_record, spike_mask
+from lightning_recipes.testing import HostSyncCounter
 
 NAN, INF = float("nan"), float("inf")
 WINDOW = [1.0, 1.2, 0.8, 1.0]  # mean 1.0, population std sqrt(0.02) = 0.14142

@@ -11,6 +11,7 @@ import warnings
 
 import pytest
 import torch
+from lightning.pytorch.callbacks import Callback
 from torch.utils.data import DataLoader, Dataset
 
 from lightning_recipes.callbacks import InputPipelineMonitor
@@ -177,12 +178,86 @@ def test_resume_restores_totals_and_the_warned_flag(tmp_path):
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"warn_wait_fraction": 0}, r"`warn_wait_fraction` must be None or in \(0, 1\], got 0"),
-        ({"warn_wait_fraction": 1.5}, r"`warn_wait_fraction` must be None or in \(0, 1\]"),
-        ({"min_batches": 0}, "`min_batches` must be an int >= 1, got 0"),
+        ({"warn_wait_fraction": 0}, r"`warn_wait_fraction` must be a number in \(0, 1\], got 0"),
+        ({"warn_wait_fraction": 1.5}, r"`warn_wait_fraction` must be a number in \(0, 1\]"),
+        ({"warn_wait_fraction": True}, r"`warn_wait_fraction` must be a number in \(0, 1\], got True"),
+        ({"min_batches": 0}, "`min_batches` must be an integer >= 1, got 0"),
+        ({"min_batches": 2.0}, "`min_batches` must be an integer >= 1, got 2.0"),
         ({"prefix": 1}, "`prefix` must be a str"),
     ],
 )
 def test_bad_arguments_are_named(kwargs, message):
     with pytest.raises(ValueError, match=message):
         InputPipelineMonitor(**kwargs)
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# issue 12 item 5: other callbacks' work is step time, not data wait
+# ------------------------------------------------------------------------------------------------------------------
+
+
+class SleepIn(Callback):
+    """Another callback's work (an EMA update, say): sleeps ``delay`` seconds in the named hook."""
+
+    def __init__(self, hook: str, delay: float = 0.02) -> None:
+        self.hook, self.delay = hook, delay
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        if self.hook == "on_train_batch_start":
+            time.sleep(self.delay)
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        if self.hook == "on_train_batch_end":
+            time.sleep(self.delay)
+
+
+def _wait_fraction(monitor: InputPipelineMonitor) -> float:
+    return monitor.total_fetch_s / (monitor.total_fetch_s + monitor.total_step_s)
+
+
+@pytest.mark.parametrize("hook", ["on_train_batch_end", "on_train_batch_start"])
+@pytest.mark.parametrize("monitor_first", [True, False])
+def test_other_callbacks_work_is_not_data_wait(tmp_path, hook, monitor_first):
+    monitor = InputPipelineMonitor(warn_wait_fraction=0.2, min_batches=4)
+    delay = 0.05
+    sleeper = SleepIn(hook, delay=delay)
+    callbacks = [monitor, sleeper] if monitor_first else [sleeper, monitor]
+    trainer = fast_trainer(
+        max_steps=10,
+        logger=InMemoryLogger(),
+        log_every_n_steps=5,
+        callbacks=callbacks,
+        default_root_dir=tmp_path,
+    )
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        trainer.fit(
+            TinyClassifier(), random_classification_loader(num_samples=512)
+        )  # in memory: ~0.1 ms a fetch
+    assert monitor.total_batches == 9  # the epoch's first batch is reported apart
+    assert monitor.total_step_s >= 9 * delay  # the sleeps are step time
+    assert monitor.total_fetch_s / 9 < delay / 2, (
+        monitor.total_fetch_s,
+        monitor.total_step_s,
+    )  # not data wait
+    assert _wait_fraction(monitor) < 0.2, (
+        monitor.total_fetch_s,
+        monitor.total_step_s,
+    )  # ~0.01 on an idle CPU
+    assert not [w for w in caught if "InputPipelineMonitor" in str(w.message)]
+    assert all(type(c).__name__ not in ("_BatchArrived", "_WorkEnded") for c in trainer.callbacks)  # removed
+
+
+@pytest.mark.parametrize("monitor_first", [True, False])
+def test_slow_loader_is_still_data_wait_next_to_a_slow_callback(tmp_path, monitor_first):
+    monitor = InputPipelineMonitor(warn_wait_fraction=None)
+    sleeper = SleepIn("on_train_batch_end", delay=0.005)
+    callbacks = [monitor, sleeper] if monitor_first else [sleeper, monitor]
+    trainer = fast_trainer(max_steps=8, logger=False, callbacks=callbacks, default_root_dir=tmp_path)
+    trainer.fit(
+        TinyClassifier(in_features=16, num_classes=4), DataLoader(SlowDataset(delay=0.02), batch_size=1)
+    )
+    assert monitor.total_batches == 7
+    assert monitor.total_fetch_s >= 7 * 0.02  # every loader sleep is data wait
+    assert monitor.total_step_s >= 7 * 0.005  # the callback's sleep is not
+    assert _wait_fraction(monitor) > 0.5

@@ -16,10 +16,10 @@ from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 from lightning.pytorch.plugins.precision import MixedPrecision
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from lightning_recipes._grad_norm import HostSyncCounter
 from lightning_recipes.callbacks import StabilityGuard
 from lightning_recipes.callbacks.grad_norm_monitor import GradNormMonitor
 from lightning_recipes.testing import (
+    HostSyncCounter,
     InMemoryLogger,
     TinyClassifier,
     fast_trainer,

@@ -1,0 +1,104 @@
+"""Every read of Lightning's private loop state, once, each with its public fallback.
+
+The callbacks must know *when* Lightning writes step metrics (to compute values only on those steps) and
+*which step index* it writes them under. Lightning has no public API for either; its own
+``LearningRateMonitor``, ``DeviceStatsMonitor`` and ``ThroughputMonitor`` read the same private attributes.
+They are isolated here so that a Lightning release that moves them breaks one file, and each falls back to the
+public rule when it is gone.
+
+Whether a batch stepped the optimizer (the accumulation test) needs no private read: ``trainer.global_step``
+advances exactly on the batches that step, so a callback records it in ``on_train_batch_start`` and
+compares in ``on_train_batch_end`` (:func:`stepped`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import lightning.pytorch as pl
+from lightning.pytorch.callbacks import Callback
+from torch.optim import Optimizer
+
+__all__ = [
+    "callback_list",
+    "check_prefix",
+    "emit",
+    "lightning_log_step",
+    "lightning_will_log",
+    "optimizer_index",
+    "stepped",
+]
+
+
+def callback_list(trainer: pl.Trainer) -> list[Callback]:
+    """``trainer.callbacks``: the live list Lightning iterates over, in order, for every callback hook."""
+    return trainer.callbacks  # type: ignore[attr-defined,no-any-return]  # set by the Trainer, untyped
+
+
+def check_prefix(prefix: Any) -> None:
+    """The logged-key ``prefix`` every callback takes: a ``str`` (``_validation`` has no string check)."""
+    if not isinstance(prefix, str):
+        raise ValueError(f"`prefix` must be a str, got {prefix!r}.")
+
+
+def stepped(trainer: pl.Trainer, step_at_batch_start: int | None) -> bool:
+    """Whether the optimizer stepped since ``step_at_batch_start`` (``trainer.global_step`` then).
+
+    Public replacement for ``fit_loop._should_accumulate()``: under automatic optimization the global step
+    advances on, and only on, the batches that end an accumulation window. ``None`` (no batch start seen, e.g.
+    the hook is called outside the loop) counts as stepped.
+    """
+    return step_at_batch_start is None or trainer.global_step != step_at_batch_start
+
+
+def lightning_will_log(trainer: pl.Trainer, did_step: bool = True) -> bool:
+    """Whether the Trainer writes step metrics to its loggers at the end of the current training batch.
+
+    Lightning skips the write on accumulating batches (automatic optimization): pass ``did_step`` from
+    :func:`stepped` in ``on_train_batch_end``; in ``on_before_optimizer_step`` the batch steps: the default.
+    """
+    module = trainer.lightning_module
+    if module.automatic_optimization and not did_step:
+        return False
+    # private: Lightning's own monitors read this flag; public fallback below (Lightning's rule)
+    connector = getattr(trainer, "_logger_connector", None)
+    if connector is not None and hasattr(connector, "should_update_logs"):
+        return bool(connector.should_update_logs)
+    every = getattr(trainer, "log_every_n_steps", 0)  # set by the Trainer at construction
+    return bool(every) and (lightning_log_step(trainer) + 1) % every == 0
+
+
+def lightning_log_step(trainer: pl.Trainer) -> int:
+    """The step index Lightning attaches to logged step metrics (batches that stepped, not optimizer steps).
+
+    Differs from ``global_step`` with several optimizers (one global step per optimizer step).
+    """
+    # private: the epoch loop's counter of batches that stepped; public fallback: the global step
+    epoch_loop = getattr(getattr(trainer, "fit_loop", None), "epoch_loop", None)
+    return int(getattr(epoch_loop, "_batches_that_stepped", trainer.global_step))
+
+
+def optimizer_index(trainer: pl.Trainer, optimizer: Optimizer) -> int:
+    """The position of ``optimizer`` (or the ``LightningOptimizer`` wrapping it) in ``trainer.optimizers``."""
+    for i, candidate in enumerate(trainer.optimizers):
+        if candidate is optimizer or getattr(candidate, "optimizer", None) is optimizer:
+            return i
+    return 0
+
+
+def emit(
+    trainer: pl.Trainer, pl_module: pl.LightningModule, metrics: dict[str, Any], own_cadence: bool
+) -> None:
+    """Send host floats to the loggers: through ``LightningModule.log`` on Lightning's cadence, else directly.
+
+    ``own_cadence=False``: ``log_dict`` (values also reach ``trainer.callback_metrics``). ``True``: straight
+    to ``trainer.loggers`` on rank zero at :func:`lightning_log_step`, as Lightning's ``LearningRateMonitor``
+    does.
+    """
+    if not own_cadence:
+        pl_module.log_dict(metrics, on_step=True, on_epoch=False, sync_dist=False, batch_size=1)
+        return
+    if trainer.is_global_zero:
+        step = lightning_log_step(trainer)
+        for logger in trainer.loggers:
+            logger.log_metrics(metrics, step=step)

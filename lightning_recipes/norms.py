@@ -1,0 +1,281 @@
+"""Norms of many tensors on their device with no host-device sync, correct under sharding.
+
+Pure tensor math with no Lightning dependency, so that the callbacks and the strategies can share it. Three
+layers:
+
+* local math: :func:`norm_power` (``sum |x|^p``, or ``max |x|`` for ``p = inf``) and :func:`total_norm`;
+* sharding: :func:`split_by_sharding` groups tensors by the process groups their shards span (DTensor from
+  FSDP2 / ``ModelParallelStrategy``, or an explicit group for FSDP1 flat parameters), :func:`reduce_power_`
+  all-reduces ``norm ** p`` (``max`` for ``inf``) across them, :func:`distributed_total_norm` does both;
+* combining: :func:`combine_powers` and :func:`total_norm_from_powers` turn powers of disjoint sets (other
+  shard layouts, other groups) into one norm.
+
+Powers are accumulated in float32, or in float64 when any input is float64 (a float64 gradient of ``1e23`` has
+a finite 2-norm; its square does not fit a float32). Per-tensor reductions run in the tensors' own dtype
+(fp16/bf16 in float32), as in ``torch.nn.utils.get_total_norm``.
+
+Example:
+    >>> import torch
+    >>> from lightning_recipes.norms import total_norm
+    >>> total_norm([torch.tensor([3.0]), torch.tensor([4.0])])
+    tensor(5.)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable, Iterable, Sequence
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import Tensor
+
+__all__ = [
+    "ShardKey",
+    "check_norm_type",
+    "combine_powers",
+    "distributed_total_norm",
+    "gradients",
+    "local_tensor",
+    "norm_power",
+    "power_to_norm",
+    "reduce_power_",
+    "split_by_sharding",
+    "total_norm",
+    "total_norm_from_powers",
+]
+
+try:  # torch >= 2.4 public location
+    from torch.distributed.tensor import DTensor, Partial, Shard
+except ImportError:  # pragma: no cover - older torch
+    DTensor = Partial = Shard = None  # type: ignore[assignment,misc]
+
+ShardKey = Hashable | None
+"""``None`` for tensors whose values are complete on every rank (single device, DDP, replicated DTensor)."""
+
+
+def check_norm_type(norm_type: float | str, name: str = "norm_type") -> float:
+    """``norm_type`` as a float ``p > 0`` (``float("inf")`` and ``"inf"`` allowed), else a ``ValueError``.
+
+    Example:
+        >>> check_norm_type("inf")
+        inf
+        >>> check_norm_type(0)
+        Traceback (most recent call last):
+        ...
+        ValueError: `norm_type` must be a positive number or float('inf'), got 0.
+    """
+    try:
+        value = float(norm_type)
+    except (TypeError, ValueError):
+        value = float("nan")
+    if isinstance(norm_type, bool) or not (value > 0):
+        raise ValueError(f"`{name}` must be a positive number or float('inf'), got {norm_type!r}.")
+    return value
+
+
+def gradients(parameters: Iterable[Tensor]) -> list[Tensor]:
+    """The ``.grad`` of every parameter that has one."""
+    return [p.grad for p in parameters if p.grad is not None]
+
+
+def local_tensor(tensor: Tensor) -> Tensor:
+    """The tensor itself, or for a DTensor the shard this rank holds, a view (in-place ops change it).
+
+    Example:
+        >>> local_tensor(torch.ones(2))
+        tensor([1., 1.])
+    """
+    if DTensor is not None and isinstance(tensor, DTensor):
+        return tensor.to_local()
+    return tensor
+
+
+@torch.no_grad()
+def norm_power(tensors: Sequence[Tensor], norm_type: float = 2.0) -> Tensor:
+    """``sum |x|^p`` over all ``tensors`` together (``max |x|`` for ``p = inf``), a 0-dim tensor, no sync.
+
+    The quantity that adds up across shards: the norm of a sharded tensor is ``(sum over ranks) ** (1/p)``.
+    Accumulated in float64 when any input is float64 (``|1e23|^2`` does not fit a float32), else in float32.
+    For ``p = 2`` on CPU (fp32/fp64) it uses one BLAS ``torch.dot`` per large tensor and one
+    ``torch._foreach_norm`` over the small ones; elsewhere the multi-tensor ``torch._foreach_norm`` (fp16/bf16
+    reduce in fp32). The kernel depends only on the inputs, never on timing, so a clipping decision built on
+    this norm is reproducible run to run. Non-finite values propagate (``inf``/``nan`` in, ``inf``/``nan``
+    out). Per-tensor reductions of fp32 values whose norm exceeds ``~1.8e19`` overflow, as in
+    ``torch.nn.utils.get_total_norm``.
+
+    Example:
+        >>> norm_power([torch.tensor([3.0]), torch.tensor([4.0])])
+        tensor(25.)
+        >>> norm_power([torch.tensor([3.0, -7.0])], float("inf"))
+        tensor(7.)
+        >>> norm_power([torch.tensor([1e23], dtype=torch.float64)])
+        tensor(1.0000e+46, dtype=torch.float64)
+    """
+    if not tensors:
+        return torch.zeros((), dtype=torch.float32)
+    device = tensors[0].device
+    if norm_type == 2.0 and device.type == "cpu" and all(t.dtype in _BLAS_DTYPES for t in tensors):
+        return _dot_squares(tensors)
+    return _foreach_power(tensors, norm_type)
+
+
+def _accumulation_dtype(tensors: Sequence[Tensor]) -> torch.dtype:
+    """float64 when any input is float64 (its powers may not fit a float32), else float32."""
+    return torch.float64 if any(t.dtype == torch.float64 for t in tensors) else torch.float32
+
+
+def _foreach_power(tensors: Sequence[Tensor], norm_type: float) -> Tensor:
+    device = tensors[0].device
+    dtype = _accumulation_dtype(tensors)
+    low = [t for t in tensors if t.dtype.itemsize < 4]  # fp16/bf16: accumulate in fp32
+    full = [t for t in tensors if t.dtype.itemsize >= 4]
+    norms = list(torch._foreach_norm(low, norm_type, dtype=torch.float32)) if low else []
+    norms += list(torch._foreach_norm(full, norm_type)) if full else []
+    stacked = torch.stack([n.to(device, dtype) for n in norms])
+    if math.isinf(norm_type):
+        return stacked.max()
+    return stacked.pow(norm_type).sum()
+
+
+_BLAS_DTYPES = (torch.float32, torch.float64)
+
+
+_SMALL_NUMEL = 1 << 16  # below this a tensor's dot is mostly call overhead: batch those into one foreach call
+
+
+def _dot_squares(tensors: Sequence[Tensor]) -> Tensor:
+    """Sum of squares: one BLAS ``dot`` per large tensor, one ``_foreach_norm`` over all the small ones."""
+    dtype = _accumulation_dtype(tensors)
+    parts = []
+    small = []
+    for t in tensors:
+        if t.numel() < _SMALL_NUMEL:
+            small.append(t)
+            continue
+        flat = t.reshape(-1)
+        parts.append(torch.dot(flat, flat).to(dtype))
+    if small:
+        parts.append(torch.stack([n.to(dtype) for n in torch._foreach_norm(small, 2.0)]).square().sum())
+    return torch.stack(parts).sum()
+
+
+def _foreach_squares(tensors: Sequence[Tensor]) -> Tensor:
+    return _foreach_power(tensors, 2.0)
+
+
+def power_to_norm(power: Tensor, norm_type: float = 2.0) -> Tensor:
+    """Invert :func:`norm_power`: ``power ** (1/p)`` (identity for ``p = inf``)."""
+    if math.isinf(norm_type):
+        return power
+    if norm_type == 2.0:
+        return power.sqrt()
+    return power.pow(1.0 / norm_type)
+
+
+@torch.no_grad()
+def total_norm(tensors: list[Tensor], norm_type: float = 2.0) -> Tensor:
+    """The ``norm_type``-norm of all ``tensors`` together, a 0-dim tensor on their device (fp64 for fp64 in).
+
+    Only the local values are reduced: for sharded tensors use :func:`distributed_total_norm`.
+    Returns ``tensor(0.)`` on CPU when ``tensors`` is empty.
+
+    Example:
+        >>> total_norm([torch.tensor([3.0]), torch.tensor([4.0])])
+        tensor(5.)
+    """
+    return power_to_norm(norm_power(tensors, norm_type), norm_type)
+
+
+def _shard_key(tensor: Tensor) -> ShardKey:
+    if DTensor is None or not isinstance(tensor, DTensor):
+        return None
+    dims = []
+    for dim, placement in enumerate(tensor.placements):
+        if isinstance(placement, Partial):
+            raise ValueError(
+                "Cannot take the norm of a gradient with a `Partial` placement (its values are not reduced yet); "
+                f"got placements {tensor.placements}."
+            )
+        if placement.is_shard():
+            dims.append(dim)
+    if not dims:
+        return None
+    return (tensor.device_mesh, tuple(dims))
+
+
+def split_by_sharding(tensors: Iterable[Tensor], shard_group: Any = None) -> dict[ShardKey, list[Tensor]]:
+    """Local tensors grouped by the ranks their values are spread over.
+
+    DTensors are keyed by ``(mesh, sharded mesh dims)`` and replaced by their local shard. Plain tensors get
+    the key ``shard_group`` (``None``: complete on every rank, as under DDP; a process group: flat-parameter
+    shards spread over that group, as under FSDP1).
+
+    Example:
+        >>> split_by_sharding([torch.ones(2), torch.ones(3)])
+        {None: [tensor([1., 1.]), tensor([1., 1., 1.])]}
+    """
+    groups: dict[ShardKey, list[Tensor]] = {}
+    for tensor in tensors:
+        key = _shard_key(tensor)
+        if key is None:
+            key = shard_group
+        groups.setdefault(key, []).append(local_tensor(tensor))
+    return groups
+
+
+def reduce_power_(power: Tensor, key: ShardKey, norm_type: float = 2.0) -> Tensor:
+    """All-reduce a local :func:`norm_power` (any shape) in place across the ranks named by ``key``.
+
+    Sum for finite ``p``, max for ``inf``. A no-op for ``key=None``. One collective per sharded mesh dimension
+    (no host-device sync: on NCCL it is queued on the stream).
+    """
+    if key is None:
+        return power
+    op = dist.ReduceOp.MAX if math.isinf(norm_type) else dist.ReduceOp.SUM
+    if isinstance(key, tuple) and len(key) == 2 and isinstance(key[1], tuple):
+        mesh, dims = key
+        for dim in dims:
+            dist.all_reduce(power, op=op, group=mesh.get_group(dim))
+    else:  # a process group (FSDP1 flat parameters)
+        dist.all_reduce(power, op=op, group=key)
+    return power
+
+
+def combine_powers(powers: Sequence[Tensor], norm_type: float = 2.0) -> Tensor:
+    """Combine :func:`norm_power` results of disjoint tensor sets: a sum, or a max for ``inf``."""
+    stacked = torch.stack(list(powers))
+    return stacked.amax(dim=0) if math.isinf(norm_type) else stacked.sum(dim=0)
+
+
+@torch.no_grad()
+def distributed_total_norm(
+    tensors: Iterable[Tensor], norm_type: float = 2.0, shard_group: Any = None
+) -> Tensor:
+    """The norm of the full, unsharded ``tensors``: local powers, an all-reduce per shard layout, the root.
+
+    Plain tensors are taken as complete on every rank unless ``shard_group`` says they are shards.
+    Costs one small all-reduce per distinct shard layout (one under FSDP2), no host-device sync.
+
+    Example:
+        >>> distributed_total_norm([torch.tensor([3.0]), torch.tensor([4.0])])
+        tensor(5.)
+    """
+    groups = split_by_sharding(tensors, shard_group)
+    if not groups:
+        return torch.zeros((), dtype=torch.float32)
+    return total_norm_from_powers(
+        {key: norm_power(local, norm_type) for key, local in groups.items()}, norm_type
+    )
+
+
+def total_norm_from_powers(powers: dict[ShardKey, Tensor], norm_type: float = 2.0) -> Tensor:
+    """The global norm from local powers per shard layout: reduce each across its ranks, combine, root.
+
+    Example:
+        >>> total_norm_from_powers({None: torch.tensor(25.0)})
+        tensor(5.)
+    """
+    reduced = [reduce_power_(power.clone(), key, norm_type) for key, power in powers.items()]
+    return power_to_norm(combine_powers(reduced, norm_type), norm_type)

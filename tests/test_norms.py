@@ -1,0 +1,130 @@
+"""Norm math (``lightning_recipes.norms``) and GradNormMonitor against Lightning's ``grad_norm`` expectations.
+
+The value tables are those of Lightning's ``tests/tests_pytorch/utilities/test_grads.py``: gradients
+``[-1, 2, -3]`` and ``[[-4], [5]]``, a parameter without gradient out, norm types 1, 2, 3.14 and inf; and a
+float64 gradient of ``1e23`` whose 2-norm must stay finite (its square overflows float32).
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from lightning_recipes.callbacks import GradNormMonitor
+from lightning_recipes.norms import distributed_total_norm, norm_power, power_to_norm, total_norm
+from lightning_recipes.testing import InMemoryLogger, fast_trainer
+
+GRAD0 = [-1.0, 2.0, -3.0]
+GRAD1 = [[-4.0], [5.0]]
+
+
+def _p_norm(values: list[float], p: float) -> float:
+    """The formula, written out: ``(sum |x|^p) ** (1/p)``, ``max |x|`` for ``p = inf``."""
+    if math.isinf(p):
+        return max(abs(v) for v in values)
+    return sum(abs(v) ** p for v in values) ** (1.0 / p)
+
+
+NORM_TYPES = [1.0, 2.0, 3.14, math.inf]
+
+
+@pytest.mark.parametrize("norm_type", NORM_TYPES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_norm_functions_match_the_formula(norm_type, dtype):
+    g0, g1 = torch.tensor(GRAD0, dtype=dtype), torch.tensor(GRAD1, dtype=dtype)
+    flat0, flat1 = GRAD0, [v for row in GRAD1 for v in row]
+    assert total_norm([g0], norm_type).item() == pytest.approx(_p_norm(flat0, norm_type), rel=1e-6)
+    assert total_norm([g1], norm_type).item() == pytest.approx(_p_norm(flat1, norm_type), rel=1e-6)
+    expected = _p_norm(flat0 + flat1, norm_type)
+    assert total_norm([g0, g1], norm_type).item() == pytest.approx(expected, rel=1e-6)
+    assert distributed_total_norm([g0, g1], norm_type).item() == pytest.approx(expected, rel=1e-6)
+    power = norm_power([g0, g1], norm_type)
+    assert power_to_norm(power, norm_type).item() == pytest.approx(expected, rel=1e-6)
+
+
+@pytest.mark.parametrize("norm_type", NORM_TYPES)
+@pytest.mark.parametrize(
+    "numel", [1, 1 << 17]
+)  # the small-tensor (foreach) and large-tensor (BLAS dot) paths
+def test_float64_gradient_of_1e23_has_a_finite_norm(norm_type, numel):
+    grad = torch.full((numel,), 1e23, dtype=torch.float64)
+    expected = 1e23 if math.isinf(norm_type) else 1e23 * numel ** (1.0 / norm_type)
+    power = norm_power([grad], norm_type)
+    assert power.dtype == torch.float64
+    assert total_norm([grad], norm_type).item() == pytest.approx(expected, rel=1e-9)
+    assert distributed_total_norm([grad, torch.ones(2)], norm_type).item() == pytest.approx(
+        expected, rel=1e-9
+    )
+
+
+def test_float32_accumulation_is_kept_for_float32_gradients():
+    assert norm_power([torch.ones(3)]).dtype == torch.float32
+    assert norm_power([torch.ones(3, dtype=torch.bfloat16)], 3.0).dtype == torch.float32
+
+
+class FixedGradients(nn.Module):
+    """Lightning's ``test_grad_norm`` model: the parameters the loss gives exactly the table's gradients."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.param0 = nn.Parameter(torch.rand(3))
+        self.param1 = nn.Parameter(torch.rand(2, 1))
+        self.param2 = nn.Parameter(torch.rand(1))  # no gradient: contributes nothing
+
+
+def _fixed_gradient_module(grads: dict[str, torch.Tensor], dtype: torch.dtype):
+    import lightning.pytorch as pl
+
+    class Module(pl.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.inner = FixedGradients().to(dtype)
+
+        def training_step(self, batch, batch_idx):
+            return sum((getattr(self.inner, name) * grad.to(dtype)).sum() for name, grad in grads.items())
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.0)
+
+        def train_dataloader(self):
+            return torch.utils.data.DataLoader(torch.zeros(4, 1), batch_size=1)
+
+    return Module()
+
+
+@pytest.mark.parametrize("norm_type", NORM_TYPES)
+def test_grad_norm_monitor_matches_lightnings_grad_norm_table(norm_type, tmp_path):
+    grads = {"param0": torch.tensor(GRAD0), "param1": torch.tensor(GRAD1)}
+    logger = InMemoryLogger()
+    monitor = GradNormMonitor(norm_type=norm_type, group_by={r"param0": "param0", r"param1": "param1"})
+    trainer = fast_trainer(
+        max_steps=2, logger=logger, log_every_n_steps=1, callbacks=[monitor], default_root_dir=tmp_path
+    )
+    trainer.fit(_fixed_gradient_module(grads, torch.float32))
+    flat1 = [v for row in GRAD1 for v in row]
+    assert logger.last("grad_norm/param0") == pytest.approx(_p_norm(GRAD0, norm_type), rel=1e-6)
+    assert logger.last("grad_norm/param1") == pytest.approx(_p_norm(flat1, norm_type), rel=1e-6)
+    assert logger.last("grad_norm/total") == pytest.approx(_p_norm(GRAD0 + flat1, norm_type), rel=1e-6)
+    assert logger.last("grad_norm/other") == 0  # param2 (in the optimizer, no gradient) contributes nothing
+
+
+@pytest.mark.parametrize("norm_type", NORM_TYPES)
+def test_grad_norm_monitor_logs_a_float64_gradient_of_1e23(norm_type, tmp_path):
+    logger = InMemoryLogger()
+    monitor = GradNormMonitor(norm_type=norm_type)
+    trainer = fast_trainer(
+        max_steps=2,
+        logger=logger,
+        log_every_n_steps=1,
+        callbacks=[monitor],
+        default_root_dir=tmp_path,
+        precision="64-true",
+    )
+    trainer.fit(_fixed_gradient_module({"param2": torch.tensor([1e23], dtype=torch.float64)}, torch.float64))
+    # Lightning's `log` stores Python floats as float32 tensors: 1e23 arrives as 9.9999998e22
+    assert logger.last("grad_norm/total") == pytest.approx(1e23, rel=1e-6)
+    assert logger.last("grad_norm/total_max") == pytest.approx(1e23, rel=1e-6)
+    assert logger.last("grad_norm/nonfinite_steps") == 0
