@@ -13,16 +13,19 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import lightning.pytorch as pl
 
 from lightning_recipes.checks.preflight import CHECKS
 
+if TYPE_CHECKING:
+    from jsonargparse import ArgumentParser
+
 __all__ = ["build_parser", "main"]
 
 
-def build_parser():  # -> jsonargparse.ArgumentParser (imported lazily: jsonargparse is slow to import)
+def build_parser() -> ArgumentParser:  # jsonargparse is imported lazily: it is slow to import
     """The jsonargparse parser behind ``lightning-recipes preflight``."""
     from jsonargparse import ActionConfigFile, ArgumentParser
 
