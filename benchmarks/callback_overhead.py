@@ -5,12 +5,14 @@ Three measurements, each interleaved (round-robin) in one process so machine loa
 1. ``norm``: the total gradient norm alone on a 25.2M-parameter, 147-tensor layout (a 12-layer d=384 GPT's
    gradients as views of one flat buffer) - ``torch.nn.utils.get_total_norm`` vs ours vs references.
 2. ``steps``: median training-step time of a small transformer LM under a real Trainer, for every entry of
-   :data:`CONFIGS` (bare Trainer, each callback alone, our full stack, Lightning's documented ``grad_norm()`` recipe),
-   as a ratio to the bare Trainer, plus the time spent inside the callbacks' own hooks (a less noisy overhead).
+   :data:`CONFIGS` (bare Trainer, each callback alone, our full stack, Lightning's documented ``grad_norm()``
+   recipe), as a ratio to the bare Trainer, plus the time spent inside the callbacks' own hooks (a less noisy
+   overhead).
 3. ``syncs``: host-device syncs per non-logging and per logging step for every entry, counted with
    :class:`lightning_recipes.testing.HostSyncCounter` (a separate pass: counting slows training).
 
-Other benchmarks can add entries to :data:`CONFIGS`. Run: ``python -m benchmarks.callback_overhead [--quick]``.
+Other benchmarks can add entries to :data:`CONFIGS`. Run: ``python -m benchmarks.callback_overhead
+[--quick]``.
 """
 
 from __future__ import annotations
@@ -55,8 +57,8 @@ BATCH = (
 class BenchLM(TinyTransformerLM):
     """A small GPT-style LM (4 blocks, d=192, ~1.9M parameters in 52 tensors) with fused AdamW.
 
-    Fused AdamW keeps its step counters off the host path, so the bare Trainer does zero host syncs per step and
-    every counted sync belongs to a callback.
+    Fused AdamW keeps its step counters off the host path, so the bare Trainer does zero host syncs per step
+    and every counted sync belongs to a callback.
     """
 
     def __init__(self) -> None:
@@ -101,7 +103,8 @@ CONFIGS: list[Config] = [
         timed_types=OURS,
     ),
     Config("Lightning grad_norm() recipe", lambda: [], module=LightningRecipeLM),
-    # StabilityGuard (issue 5): defaults (snapshot every 100 steps, so only the start-of-training snapshot here)
+    # StabilityGuard (issue 5): defaults (snapshot every 100 steps, so only the start-of-training snapshot
+    # here)
     Config(
         "StabilityGuard(check_every_n_steps=10)",
         lambda: [StabilityGuard(check_every_n_steps=10)],
@@ -196,8 +199,8 @@ def bench_norm(rounds: int) -> list[dict]:
 
 
 class StepTimer(Callback):
-    """Wall time from one ``on_train_batch_start`` to the next (a whole step, logging and data included), and the
-    time spent in the instrumented hooks from the first timed step on (one-time set-up excluded)."""
+    """Wall time from one ``on_train_batch_start`` to the next (a whole step, logging and data included), and
+    the time spent in the instrumented hooks from the first timed step on (one-time set-up excluded)."""
 
     def __init__(self, spent: list[float], skip: int = 2) -> None:
         self.steps: list[float] = []

@@ -84,7 +84,8 @@ def _foreign(t0: tuple[int, int], t1: tuple[int, int]) -> int:
 
 
 def _wait_quiet(foreign_frac: float, max_wait_s: float, window_s: float = 1.0) -> float:
-    """Wait (up to ``max_wait_s``) for one window in which other processes use < ``foreign_frac`` of the CPUs."""
+    """Wait (up to ``max_wait_s``) for one window in which other processes use < ``foreign_frac`` of the
+    CPUs."""
     ncpu = os.cpu_count() or 1
     start = time.time()
     while time.time() - start < max_wait_s:

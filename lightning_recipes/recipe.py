@@ -54,8 +54,8 @@ class OptimizerRecipe:
 
     Works as a LightningCLI argument: give your module an
     ``__init__(..., recipe: OptimizerRecipe | None = None)`` and set
-    ``model.init_args.recipe.optimizer: lion`` in YAML. ``save_hyperparameters()`` writes it to ``hparams.yaml`` as a plain mapping (:meth:`to_dict`),
-    which the mixins accept back.
+    ``model.init_args.recipe.optimizer: lion`` in YAML. ``save_hyperparameters()`` writes it to
+    ``hparams.yaml`` as a plain mapping (:meth:`to_dict`), which the mixins accept back.
 
     Every field is checked here, at construction; only what needs the run length (warm-up vs total steps) is
     checked at fit.

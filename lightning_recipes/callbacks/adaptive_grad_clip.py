@@ -30,26 +30,26 @@ __all__ = ["AdaptiveGradClip", "autoclip_factor"]
 class AdaptiveGradClip(Callback):
     """Clip gradients at the ``percentile``-th percentile of the last ``window`` total norms (AutoClip).
 
-    Seetharaman et al., "AutoClip: Adaptive Gradient Clipping for Source Separation Networks" (2020): record the
-    total gradient norm every step and clip at a percentile of the recorded history. Here the history is a ring
-    buffer of the last ``window`` norms (the current step included, as in AutoClip), clipping starts after
-    ``warmup_steps`` optimizer steps, and ``max_norm`` optionally caps the threshold from the first step. Non-finite
-    norms (an fp16 overflow step) are neither recorded nor clipped, so the gradients stay as they are and the AMP
-    scaler skips the step as usual.
+    Seetharaman et al., "AutoClip: Adaptive Gradient Clipping for Source Separation Networks" (2020): record
+    the total gradient norm every step and clip at a percentile of the recorded history. Here the history is a
+    ring buffer of the last ``window`` norms (the current step included, as in AutoClip), clipping starts
+    after ``warmup_steps`` optimizer steps, and ``max_norm`` optionally caps the threshold from the first
+    step. Non-finite norms (an fp16 overflow step) are neither recorded nor clipped, so the gradients stay as
+    they are and the AMP scaler skips the step as usual.
 
-    Runs in ``on_before_optimizer_step`` (accumulated, unscaled gradients) and stays on the device: the global norm
-    (one small all-reduce under FSDP2/FSDP1 shards, none under DDP), ``torch.nanquantile`` over the buffer and an
-    in-place ``torch._foreach_mul_`` by an on-device factor (``min(1, threshold / norm)``). It never calls
-    ``torch.nn.utils.clip_grads_with_norm_`` (it turns a tensor ``max_norm`` into a Python float: a sync).
-    Works under FSDP/FSDP2, where the Trainer's norm clipping refuses; under DeepSpeed use its
+    Runs in ``on_before_optimizer_step`` (accumulated, unscaled gradients) and stays on the device: the global
+    norm (one small all-reduce under FSDP2/FSDP1 shards, none under DDP), ``torch.nanquantile`` over the
+    buffer and an in-place ``torch._foreach_mul_`` by an on-device factor (``min(1, threshold / norm)``). It
+    never calls ``torch.nn.utils.clip_grads_with_norm_`` (it turns a tensor ``max_norm`` into a Python float:
+    a sync). Works under FSDP/FSDP2, where the Trainer's norm clipping refuses; under DeepSpeed use its
     ``gradient_clipping`` config instead (the engine keeps the gradients).
 
-    Cost: one read of the gradients for the norm (none when a ``GradNormMonitor`` with the same ``norm_type`` runs
-    just before it: its result is reused), one read-write to scale them (every step, as
-    ``clip_grad_norm_``), a sort of ``window`` floats; **no host-device sync on non-logging steps**; one read-back
-    per logging step (plus Lightning's own read of each logged key). Warns on rank zero, at most once every ``window`` steps, when more than
-    ``warn_clipped_fraction`` of the recent steps were clipped: the learning rate, loss scale or data is likely
-    wrong.
+    Cost: one read of the gradients for the norm (none when a ``GradNormMonitor`` with the same ``norm_type``
+    runs just before it: its result is reused), one read-write to scale them (every step, as
+    ``clip_grad_norm_``), a sort of ``window`` floats; **no host-device sync on non-logging steps**; one
+    read-back per logging step (plus Lightning's own read of each logged key). Warns on rank zero, at most
+    once every ``window`` steps, when more than ``warn_clipped_fraction`` of the recent steps were clipped:
+    the learning rate, loss scale or data is likely wrong.
 
     Logged keys (``prefix`` prepended; ``grad_clip/optimizer_<i>/...`` with several optimizers):
 
@@ -72,8 +72,8 @@ class AdaptiveGradClip(Callback):
         prefix: Prepended to every logged key.
 
     Raises:
-        ValueError: On an invalid argument; at setup when the Trainer also clips (``gradient_clip_val``) or the
-            strategy is DeepSpeed.
+        ValueError: On an invalid argument; at setup when the Trainer also clips (``gradient_clip_val``) or
+            the strategy is DeepSpeed.
 
     Example:
         >>> from lightning_recipes.testing import InMemoryLogger, TinyClassifier, fast_trainer
@@ -208,10 +208,10 @@ def autoclip_factor(
     """AutoClip's threshold and the factor to scale this step's gradients by, on the device, no sync.
 
     ``threshold`` is the ``percentile``-th percentile (linear interpolation, ``torch.nanquantile``) of the
-    recorded norms in ``history`` (NaN marks an empty or non-finite slot; the current ``norm`` already recorded),
-    ``inf`` while ``clipping`` is off (warm-up) or nothing is recorded, capped at ``max_norm`` when given.
-    ``factor = threshold / norm`` when a finite ``norm`` exceeds the threshold, else ``1``: a non-finite norm
-    is never clipped (the AMP scaler skips that step).
+    recorded norms in ``history`` (NaN marks an empty or non-finite slot; the current ``norm`` already
+    recorded), ``inf`` while ``clipping`` is off (warm-up) or nothing is recorded, capped at ``max_norm`` when
+    given. ``factor = threshold / norm`` when a finite ``norm`` exceeds the threshold, else ``1``: a
+    non-finite norm is never clipped (the AMP scaler skips that step).
 
     Args:
         history: The recorded norms, any length, NaN where empty.
@@ -330,7 +330,8 @@ class _ClipState:
 
 
 def _resize_ring(ring: Tensor, position: int, window: int) -> tuple[Tensor, int]:
-    """Re-lay a saved ring buffer for a (possibly different) ``window``: keep the newest entries, oldest first."""
+    """Re-lay a saved ring buffer for a (possibly different) ``window``: keep the newest entries, oldest
+    first."""
     ring = ring.detach().float().cpu()
     if ring.numel() == window:
         return ring.clone(), position % window

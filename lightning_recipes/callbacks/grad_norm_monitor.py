@@ -45,22 +45,23 @@ class GradNormMonitor(Callback):
     """Log the total gradient norm every logging step, computed on the device each optimizer step for free.
 
     Runs in ``on_before_optimizer_step``, so it sees the gradients the optimizer will use: accumulated over
-    ``accumulate_grad_batches`` and unscaled by AMP, before any ``gradient_clip_val`` clipping. Each optimizer step
-    it computes ``sum |g|^p`` of its local gradients (per group) on the device and keeps it; on logging steps it
-    all-reduces what was kept across shards once, derives last/mean/max over the interval, and reads everything
-    back to the host in one transfer.
+    ``accumulate_grad_batches`` and unscaled by AMP, before any ``gradient_clip_val`` clipping. Each optimizer
+    step it computes ``sum |g|^p`` of its local gradients (per group) on the device and keeps it; on logging
+    steps it all-reduces what was kept across shards once, derives last/mean/max over the interval, and reads
+    everything back to the host in one transfer.
 
     Correct under every strategy: single device and DDP (gradients are already reduced), FSDP2 /
-    ``ModelParallelStrategy`` (DTensor shards: ``norm ** p`` summed over the shard mesh dims, ``max`` for ``inf``),
-    FSDP1 (flat-parameter shards summed over the FSDP process group) and DeepSpeed (the engine's own global norm,
-    ``engine.get_global_grad_norm()``, read after its step: 2-norm of the whole model, no groups).
+    ``ModelParallelStrategy`` (DTensor shards: ``norm ** p`` summed over the shard mesh dims, ``max`` for
+    ``inf``), FSDP1 (flat-parameter shards summed over the FSDP process group) and DeepSpeed (the engine's own
+    global norm, ``engine.get_global_grad_norm()``, read after its step: 2-norm of the whole model, no
+    groups).
 
     Cost: one read of every gradient per optimizer step (timings against ``torch.nn.utils.get_total_norm`` in
-    ``benchmarks/RESULTS.md``), **no host-device sync and no collective on non-logging steps**; on logging steps
-    one all-reduce per shard layout (none without sharding) and one read-back of every value at once (Lightning
-    then reads each logged key once more when it writes them to the loggers). ``log_param_norm`` reads the
-    parameters once per logging step; ``log_update_ratio`` also copies them before the step (transient memory
-    of one parameter copy, logging steps only).
+    ``benchmarks/RESULTS.md``), **no host-device sync and no collective on non-logging steps**; on logging
+    steps one all-reduce per shard layout (none without sharding) and one read-back of every value at once
+    (Lightning then reads each logged key once more when it writes them to the loggers). ``log_param_norm``
+    reads the parameters once per logging step; ``log_update_ratio`` also copies them before the step
+    (transient memory of one parameter copy, logging steps only).
 
     Logged keys (``prefix`` prepended; with several optimizers ``grad_norm/optimizer_<i>/...`` and so on):
 
@@ -79,16 +80,17 @@ class GradNormMonitor(Callback):
 
     Args:
         norm_type: The ``p`` of the norm: a positive number or ``float("inf")`` (also ``"inf"``).
-        group_by: Per-group norms. ``None``: total only. An ``int`` ``d``: group by the first ``d`` components of
-            the owning module's name (``2`` → ``blocks.0``). A mapping ``{regex: group}`` or a sequence of
-            ``(regex, group)`` pairs: the first pattern found (``re.search``) in a parameter name picks its group;
-            unmatched parameters go to ``other``.
+        group_by: Per-group norms. ``None``: total only. An ``int`` ``d``: group by the first ``d`` components
+            of the owning module's name (``2`` → ``blocks.0``). A mapping ``{regex: group}`` or a sequence of
+            ``(regex, group)`` pairs: the first pattern found (``re.search``) in a parameter name picks its
+            group; unmatched parameters go to ``other``.
         log_param_norm: Also log parameter norms (logging steps only).
         log_update_ratio: Also log update-to-parameter ratios (logging steps only).
-        log_every_n_steps: ``None`` (default): log exactly when the Trainer logs (``Trainer(log_every_n_steps)``),
-            through ``LightningModule.log`` (values also reach ``trainer.callback_metrics``). An ``int``: log every
-            that many optimizer steps straight to ``trainer.loggers`` on rank zero, like Lightning's
-            ``LearningRateMonitor`` (the keys then do not reach ``callback_metrics``).
+        log_every_n_steps: ``None`` (default): log exactly when the Trainer logs
+            (``Trainer(log_every_n_steps)``), through ``LightningModule.log`` (values also reach
+            ``trainer.callback_metrics``). An ``int``: log every that many optimizer steps straight to
+            ``trainer.loggers`` on rank zero, like Lightning's ``LearningRateMonitor`` (the keys then do not
+            reach ``callback_metrics``).
         prefix: Prepended to every key, e.g. ``"train/"``.
 
     Raises:
@@ -208,7 +210,8 @@ class GradNormMonitor(Callback):
 
     @override
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        # Interval statistics restart after a resume; the configuration lives in __init__. Nothing else to restore.
+        # Interval statistics restart after a resume; the configuration lives in __init__. Nothing else to
+        # restore.
         return None
 
     # ---------------------------------------------------------------------------------------------------------
@@ -250,7 +253,8 @@ class GradNormMonitor(Callback):
 
 
 class _Track:
-    """Everything kept for one optimizer: its parameters, their groups, the interval's device-side statistics."""
+    """Everything kept for one optimizer: its parameters, their groups, the interval's device-side
+    statistics."""
 
     def __init__(self, params: list[Tensor], labels: list[str], grouped: bool) -> None:
         self.params = params
@@ -310,7 +314,8 @@ class _Track:
         self.pending_steps += 1
 
     def fold(self, norm_type: float) -> None:
-        """Reduce the pending per-step powers across shards (one collective per layout) into the running stats."""
+        """Reduce the pending per-step powers across shards (one collective per layout) into the running
+        stats."""
         if not self.pending_steps:
             return
         per_key = []

@@ -27,25 +27,27 @@ __all__ = ["InputPipelineMonitor"]
 class InputPipelineMonitor(Callback):
     """Log the fraction of wall time training waits for data, and warn once with concrete DataLoader advice.
 
-    The *fetch time* of a batch is the host time from the end of the previous step's work to the arrival of this
-    batch: Lightning fetches the next batch in that gap. The *step time* is the rest: from the arrival to the end
-    of the step's work. Both ends bracket **every** callback, so another callback's work (an EMA update in
-    ``on_train_batch_end``, say) is step time, never data wait, wherever it sits in the callbacks list: at
-    ``setup`` the monitor puts a marker first in ``trainer.callbacks`` (the batch has arrived before any
-    callback's ``on_train_batch_start``) and one last (after every callback's ``on_train_batch_end``), and removes
-    them at ``teardown``. A validation run in the gap is left out. The first batch of every epoch, which also pays
-    for starting the loader's workers, is reported separately (``epoch_start_s``) and left out of the fraction.
+    The *fetch time* of a batch is the host time from the end of the previous step's work to the arrival of
+    this batch: Lightning fetches the next batch in that gap. The *step time* is the rest: from the arrival to
+    the end of the step's work. Both ends bracket **every** callback, so another callback's work (an EMA
+    update in ``on_train_batch_end``, say) is step time, never data wait, wherever it sits in the callbacks
+    list: at ``setup`` the monitor puts a marker first in ``trainer.callbacks`` (the batch has arrived before
+    any callback's ``on_train_batch_start``) and one last (after every callback's ``on_train_batch_end``), and
+    removes them at ``teardown``. A validation run in the gap is left out. The first batch of every epoch,
+    which also pays for starting the loader's workers, is reported separately (``epoch_start_s``) and left out
+    of the fraction.
 
-    Cost: two ``time.perf_counter()`` calls per batch; no tensors, no host-device sync. Caveat: host timers only.
-    On an accelerator whose queue runs ahead of the host the step time is what the host spent, and data waits may
-    overlap device work; the fraction is exact when something syncs every step (e.g. logging the loss each step).
-    The gap also holds what Lightning runs after the callbacks and before the next fetch: the LightningModule's own
-    ``on_train_batch_end`` (Lightning calls it after the callbacks' and offers no later hook), the loggers' write on
-    logging steps and the moving of the batch to the device.
+    Cost: two ``time.perf_counter()`` calls per batch; no tensors, no host-device sync. Caveat: host timers
+    only. On an accelerator whose queue runs ahead of the host the step time is what the host spent, and data
+    waits may overlap device work; the fraction is exact when something syncs every step (e.g. logging the
+    loss each step). The gap also holds what Lightning runs after the callbacks and before the next fetch: the
+    LightningModule's own ``on_train_batch_end`` (Lightning calls it after the callbacks' and offers no later
+    hook), the loggers' write on logging steps and the moving of the batch to the device.
 
-    Warns once (rank zero; the flag is saved in checkpoints, so a resumed run stays quiet), after ``min_batches``
-    measured batches, when the cumulative wait fraction exceeds ``warn_wait_fraction``, naming the loader's
-    ``num_workers``, ``pin_memory``, ``persistent_workers`` and ``prefetch_factor`` and what to change.
+    Warns once (rank zero; the flag is saved in checkpoints, so a resumed run stays quiet), after
+    ``min_batches`` measured batches, when the cumulative wait fraction exceeds ``warn_wait_fraction``, naming
+    the loader's ``num_workers``, ``pin_memory``, ``persistent_workers`` and ``prefetch_factor`` and what to
+    change.
 
     Logged keys (``prefix`` prepended), over the batches since the last log:
 
@@ -60,8 +62,8 @@ class InputPipelineMonitor(Callback):
     ==================================  =========================================================
 
     Args:
-        warn_wait_fraction: Warn when training waits for data more than this fraction of the time, in ``(0, 1]``;
-            ``None`` never warns.
+        warn_wait_fraction: Warn when training waits for data more than this fraction of the time, in ``(0,
+            1]``; ``None`` never warns.
         min_batches: Measured batches (after each epoch's first) before the warning may fire, ``>= 1``.
         prefix: Prepended to every logged key.
 
@@ -118,10 +120,10 @@ class InputPipelineMonitor(Callback):
 
     @override
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
-        # Bracket every other callback: the batch has arrived before the first callback's on_train_batch_start, and
-        # the step's work has ended after the last callback's on_train_batch_end (hooks run in list order).
-        # Lightning is iterating over `trainer.callbacks` right now: inserting in front shifts this monitor one
-        # place on, so this hook runs once more, and finds the markers there.
+        # Bracket every other callback: the batch has arrived before the first callback's
+        # on_train_batch_start, and the step's work has ended after the last callback's on_train_batch_end
+        # (hooks run in list order). Lightning is iterating over `trainer.callbacks` right now: inserting in
+        # front shifts this monitor one place on, so this hook runs once more, and finds the markers there.
         if self._markers and self._markers[1] in callback_list(trainer):
             return
         self._markers = (_BatchArrived(self), _WorkEnded(self))
@@ -223,7 +225,8 @@ class InputPipelineMonitor(Callback):
 
 
 class _BatchArrived(Callback):
-    """Placed first in ``callback_list(trainer)`` by :class:`InputPipelineMonitor`: marks the batch's arrival."""
+    """Placed first in ``callback_list(trainer)`` by :class:`InputPipelineMonitor`: marks the batch's
+    arrival."""
 
     def __init__(self, monitor: InputPipelineMonitor) -> None:
         self.monitor = monitor
@@ -241,7 +244,8 @@ class _BatchArrived(Callback):
 
 
 class _WorkEnded(Callback):
-    """Placed last in ``callback_list(trainer)`` by :class:`InputPipelineMonitor`: marks the end of the step's work."""
+    """Placed last in ``callback_list(trainer)`` by :class:`InputPipelineMonitor`: marks the end of the step's
+    work."""
 
     def __init__(self, monitor: InputPipelineMonitor) -> None:
         self.monitor = monitor

@@ -22,7 +22,8 @@ _BATCH_NORMS = (nn.modules.batchnorm._BatchNorm,)  # every BatchNorm*d, SyncBatc
 
 
 class BatchIndependenceCheck(SanityCheck):
-    """Verify that output ``i`` depends on input ``i`` only: no reshape, reduction or attention mixes the batch.
+    """Verify that output ``i`` depends on input ``i`` only: no reshape, reduction or attention mixes the
+    batch.
 
     A ``view``/``reshape`` over the wrong dimensions, a ``mean``/``softmax`` over dim 0, or attention applied
     along the batch axis (a ``batch_first`` mismatch) lets samples see each other. Training still works, and

@@ -2,10 +2,10 @@
 
 The contract between a check and an arbitrary ``LightningModule``:
 
-- **The loss** is what ``training_step(batch, batch_idx)`` returns (a scalar tensor, or a dict with ``"loss"``),
-  computed on a deep copy of the module with no Trainer attached (``self.log`` becomes a silent no-op).
-  Manual optimisation (``automatic_optimization = False``) and steps that return ``None`` cannot be checked
-  this way: the checks skip with a message.
+- **The loss** is what ``training_step(batch, batch_idx)`` returns (a scalar tensor, or a dict with
+  ``"loss"``), computed on a deep copy of the module with no Trainer attached (``self.log`` becomes a silent
+  no-op). Manual optimisation (``automatic_optimization = False``) and steps that return ``None`` cannot be
+  checked this way: the checks skip with a message.
 - **The outputs** are what the module's own ``forward`` (``model(inputs)``) returns, captured with a forward
   hook while ``training_step`` runs (or, if ``training_step`` calls a submodule instead of ``self(...)``, the
   last output of a direct child); the first tensor (or ``.logits``) is used when it returns a tuple or dict.
@@ -160,7 +160,8 @@ class CheckContext:
         return batches
 
     def _prepare(self, batch: Any) -> Any:
-        """Lightning's batch pipeline: before-transfer hook, device transfer, after-transfer hook, precision."""
+        """Lightning's batch pipeline: before-transfer hook, device transfer, after-transfer hook,
+        precision."""
         owner_before = self._hook_owner("on_before_batch_transfer")
         owner_transfer = self._hook_owner("transfer_batch_to_device")
         owner_after = self._hook_owner("on_after_batch_transfer")

@@ -1,4 +1,5 @@
-"""Check the first training batches: non-finite values, label range, constant or un-normalised inputs, order."""
+"""Check the first training batches: non-finite values, label range, constant or un-normalised inputs,
+order."""
 
 from __future__ import annotations
 
@@ -32,7 +33,8 @@ class DataCheck(SanityCheck):
     targets. A PASS message names only what was checked and lists what could not be (no integer targets: no
     label checks; a loader with no inspectable sampler: no shuffling check).
 
-    Cost: reads ``num_batches`` batches and runs one forward pass (to infer ``C``); a handful of host syncs, once.
+    Cost: reads ``num_batches`` batches and runs one forward pass (to infer ``C``); a handful of host syncs,
+    once.
 
     Args:
         num_batches: Batches inspected.

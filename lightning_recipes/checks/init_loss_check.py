@@ -19,7 +19,8 @@ __all__ = ["InitLossCheck"]
 
 
 class InitLossCheck(SanityCheck):
-    """Compare the loss at initialisation with what an untrained model should score: ``ln C`` for ``C`` classes.
+    """Compare the loss at initialisation with what an untrained model should score: ``ln C`` for ``C``
+    classes.
 
     A freshly initialised classifier predicts roughly uniformly, so its cross-entropy is ``ln C`` (label
     smoothing does not change this). A loss far above it means a bad init (confidently wrong logits) or a
@@ -43,8 +44,8 @@ class InitLossCheck(SanityCheck):
         low_rtol: Relative shortfall that gives ``"fail"`` (default 0.5: half the expected loss).
         on_fail: ``"raise"`` a :class:`~lightning_recipes.checks.PreflightError` or ``"warn"`` when used as
             a callback.
-        input_key: Index or key of the input in a batch (default ``batch[0]`` / ``"x"``, ``"input_ids"``, ...).
-        target_key: Index or key of the target (default ``batch[-1]`` / ``"y"``, ``"labels"``, ...).
+        input_key: Index or key of the input in a batch (default ``batch[0]`` / ``"x"``, ``"input_ids"``,
+        ...). target_key: Index or key of the target (default ``batch[-1]`` / ``"y"``, ``"labels"``, ...).
 
     Raises:
         ValueError: If a tolerance is not positive, ``num_batches < 1``, ``num_classes < 2`` or

@@ -100,7 +100,8 @@ def preflight(
     num_threads: int | None = None,
     print_report: bool = False,
 ) -> PreflightReport:
-    """Run the sanity checks on ``model`` with its data, before training, and return a :class:`PreflightReport`.
+    """Run the sanity checks on ``model`` with its data, before training, and return a
+    :class:`PreflightReport`.
 
     The checks, in order: ``data`` (NaN/Inf, label range, constant or un-normalised inputs, single-class
     batches, an unshuffled loader), ``init_loss`` (the first loss vs ``ln C``), ``grad_flow`` (every trainable
@@ -196,11 +197,12 @@ class Preflight(Callback):
     plugin's autocast and input conversion) and the loaders the Trainer has loaded for ``fit``
     (``trainer.train_dataloader`` / ``trainer.val_dataloaders``, with the sampler it injects under DDP; they
     are ready at ``on_train_start``, after the sanity validation steps and before the first training step);
-    the model, its optimizer, the RNG streams and the loaders are left exactly as they were. Each rank runs the checks on its own
-    data, then "did any check fail" is reduced across ranks once (``reduce_boolean_decision``), so every rank
-    raises together or none does. The report prints on rank zero. A resumed run (``ckpt_path``) or a
-    restored callback state skips the checks: they describe a run's start. Under sharded strategies (FSDP,
-    DeepSpeed, ModelParallel) the checks skip: run :func:`lightning_recipes.preflight` on the unsharded model.
+    the model, its optimizer, the RNG streams and the loaders are left exactly as they were. Each rank runs
+    the checks on its own data, then "did any check fail" is reduced across ranks once
+    (``reduce_boolean_decision``), so every rank raises together or none does. The report prints on rank zero.
+    A resumed run (``ckpt_path``) or a restored callback state skips the checks: they describe a run's start.
+    Under sharded strategies (FSDP, DeepSpeed, ModelParallel) the checks skip: run
+    :func:`lightning_recipes.preflight` on the unsharded model.
 
     Cost: what the chosen checks cost, once per ``fit`` (about 1 s for all six on the demo CNN on one CPU
     thread, see ``benchmarks/RESULTS.md``); memory of two to three copies of the model.

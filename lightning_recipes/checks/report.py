@@ -29,7 +29,8 @@ class CheckResult:
     Attributes:
         name: The check's short name (``"init_loss"``, ``"grad_flow"``, ...).
         status: ``"pass"``, ``"warn"`` (suspicious, training may still be fine), ``"fail"`` (a bug that makes
-            training silently worse) or ``"skip"`` (the check could not run on this model; the message says why).
+            training silently worse) or ``"skip"`` (the check could not run on this model; the message says
+            why).
         message: What was measured, what was expected, the likely causes and what to try.
         details: JSON-serialisable numbers behind the message (measured/expected values, curves, names).
         seconds: Wall time the check took.

@@ -1,4 +1,5 @@
-"""Find the repeated blocks of a model (transformer layers, residual blocks): the unit FSDP wraps and checkpoints."""
+"""Find the repeated blocks of a model (transformer layers, residual blocks): the unit FSDP wraps and
+checkpoints."""
 
 from __future__ import annotations
 
@@ -44,9 +45,10 @@ def resolve_block_classes(spec: BlockSpec | None) -> tuple[type[nn.Module], ...]
 def infer_block_classes(model: nn.Module) -> tuple[type[nn.Module], ...]:
     """The repeated submodule type that holds the most parameters: what FSDP should wrap and checkpoint.
 
-    Rule: among module types that occur at least twice, are not containers (``ModuleList`` ...) and are not the
-    root, prefer composite modules (with children) over leaves such as ``nn.Linear``; pick the type whose instances
-    hold the most parameters in total; on a tie the outermost type wins (a block beats its own attention sub-module).
+    Rule: among module types that occur at least twice, are not containers (``ModuleList`` ...) and are not
+    the root, prefer composite modules (with children) over leaves such as ``nn.Linear``; pick the type whose
+    instances hold the most parameters in total; on a tie the outermost type wins (a block beats its own
+    attention sub-module).
 
     Raises:
         ValueError: When no submodule type repeats; pass ``block_classes=...`` then.
@@ -79,7 +81,8 @@ def infer_block_classes(model: nn.Module) -> tuple[type[nn.Module], ...]:
 
 
 class LazyBlockPolicy:
-    """An FSDP1 ``auto_wrap_policy`` (callable protocol) that infers the block classes from the root it is given.
+    """An FSDP1 ``auto_wrap_policy`` (callable protocol) that infers the block classes from the root it is
+    given.
 
     FSDP calls the policy on the root module first, so the inference happens inside the Strategy's own set-up,
     after ``configure_model`` has built the layers (#17157). The same instance then serves as the activation

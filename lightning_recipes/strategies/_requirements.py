@@ -37,9 +37,9 @@ def refuse_offload_without_host_memory(
 ) -> None:
     """Raise when the offloaded tensors of the ``devices`` processes on this node exceed the host memory.
 
-    The need is :func:`~lightning_recipes.strategies.estimate_memory` ``.host`` (AdamW assumed: the optimizer is
-    not known yet at set-up) times the processes per node; the host memory is ``host_memory_gb`` when given, else
-    read from the machine (skipped when unknown).
+    The need is :func:`~lightning_recipes.strategies.estimate_memory` ``.host`` (AdamW assumed: the optimizer
+    is not known yet at set-up) times the processes per node; the host memory is ``host_memory_gb`` when
+    given, else read from the machine (skipped when unknown).
     """
     from lightning_recipes.strategies.memory import estimate_memory
 

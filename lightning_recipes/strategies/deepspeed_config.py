@@ -1,4 +1,5 @@
-"""DeepSpeed configs that never contradict the Trainer: batch size, accumulation, clipping and precision from it."""
+"""DeepSpeed configs that never contradict the Trainer: batch size, accumulation, clipping and precision from
+it."""
 
 from __future__ import annotations
 
@@ -57,12 +58,14 @@ def reconcile_deepspeed_config(
     gradient_clip_algorithm: str | None,
     precision: str,
 ) -> dict[str, Any]:
-    """Return a copy of ``config`` whose batch, accumulation, clipping and precision entries agree with the Trainer.
+    """Return a copy of ``config`` whose batch, accumulation, clipping and precision entries agree with the
+    Trainer.
 
     Lightning refuses a config holding ``gradient_accumulation_steps`` even when it equals the Trainer's
-    (#19891), and DeepSpeed asserts ``train_batch_size == micro * accumulation * world_size``. Here the Trainer
-    is the single source of truth: missing entries are filled from it, entries that agree are kept, and entries
-    that contradict it are refused naming both values. ``gradient_accumulation_steps`` is then removed again,
+    (#19891), and DeepSpeed asserts ``train_batch_size == micro * accumulation * world_size``. Here the
+    Trainer is the single source of truth: missing entries are filled from it, entries that agree are kept,
+    and entries that contradict it are refused naming both values. ``gradient_accumulation_steps`` is then
+    removed again,
     because Lightning sets it from ``Trainer(accumulate_grad_batches=...)`` itself (which also fixes #19350:
     accumulation taken from the Trainer, never silently ignored).
 
@@ -120,8 +123,8 @@ def reconcile_deepspeed_config(
 def validate_deepspeed_config(config: Mapping[str, Any]) -> None:
     """Validate ``config`` with DeepSpeed's own ``DeepSpeedConfig`` (no GPU needed), for a world size of 1.
 
-    The batch entries are checked for a world size of 1 (DeepSpeed uses the live process group size, which does
-    not exist here); :func:`reconcile_deepspeed_config` has already checked them for the real world size.
+    The batch entries are checked for a world size of 1 (DeepSpeed uses the live process group size, which
+    does not exist here); :func:`reconcile_deepspeed_config` has already checked them for the real world size.
 
     Raises:
         ModuleNotFoundError: DeepSpeed is not installed (with the install hint).

@@ -1,4 +1,5 @@
-"""Lightning's ``DeepSpeedStrategy`` whose config is reconciled with the Trainer and validated by DeepSpeed."""
+"""Lightning's ``DeepSpeedStrategy`` whose config is reconciled with the Trainer and validated by
+DeepSpeed."""
 
 from __future__ import annotations
 
@@ -22,16 +23,17 @@ __all__ = ["RecipesDeepSpeedStrategy"]
 class RecipesDeepSpeedStrategy(DeepSpeedStrategy):
     """``DeepSpeedStrategy`` whose config never contradicts the Trainer, validated by DeepSpeed itself.
 
-    At construction the config (built from ``stage``/offload/bucket arguments, or your ``config=``) is validated
-    with DeepSpeed's ``DeepSpeedConfig`` (no GPU needed). At ``setup`` the batch size (the training loader's),
-    ``train_batch_size`` (micro x accumulation x world size), accumulation (``accumulate_grad_batches``), clipping
-    (``gradient_clip_val``; by norm only) and fp16/bf16 (``precision``) are taken from the Trainer; a config entry
-    that disagrees is refused naming both values (see
-    :func:`~lightning_recipes.strategies.reconcile_deepspeed_config`), then the result is validated again.
+    At construction the config (built from ``stage``/offload/bucket arguments, or your ``config=``) is
+    validated with DeepSpeed's ``DeepSpeedConfig`` (no GPU needed). At ``setup`` the batch size (the training
+    loader's), ``train_batch_size`` (micro x accumulation x world size), accumulation
+    (``accumulate_grad_batches``), clipping (``gradient_clip_val``; by norm only) and fp16/bf16
+    (``precision``) are taken from the Trainer; a config entry that disagrees is refused naming both values
+    (see :func:`~lightning_recipes.strategies.reconcile_deepspeed_config`), then the result is validated
+    again.
 
-    Refused at set-up, before the process group starts: a non-CUDA accelerator, and offload without enough host
-    memory on the node (when known). Building needs the ``deepspeed`` package (Lightning's strategy imports it),
-    not a GPU.
+    Refused at set-up, before the process group starts: a non-CUDA accelerator, and offload without enough
+    host memory on the node (when known). Building needs the ``deepspeed`` package (Lightning's strategy
+    imports it), not a GPU.
 
     Args:
         host_memory_gb: Host memory per node for the offload check; ``None`` = read it from the machine.

@@ -21,25 +21,27 @@ __all__ = ["RecipesFSDPPrecision", "RecipesFSDPStrategy"]
 class RecipesFSDPStrategy(FSDPStrategy):
     """``FSDPStrategy`` that wraps and checkpoints the model's blocks, and refuses what cannot work at set-up.
 
-    Defaults: auto-wrap per block (``block_classes`` given, or inferred at set-up as the repeated submodule type
-    holding most parameters, after ``configure_model`` has built the layers), activation checkpointing on the same
-    blocks (``activation_checkpointing=False`` to opt out), mixed precision taken from ``Trainer(precision=...)``
-    by Lightning's ``FSDPPrecision`` (no ``mixed_precision`` passed), ``use_orig_params=True`` (parameter groups and
-    ``self.parameters()`` in ``configure_optimizers`` work) and ``state_dict_type="sharded"`` (each rank writes its
-    shard; no rank-0 gather of the full model). Every other ``FSDPStrategy`` argument is accepted and wins.
-    ``Trainer(gradient_clip_val=..., gradient_clip_algorithm="norm")`` works: the norm is computed over all shards
-    by the root module's ``clip_grad_norm_`` (Lightning's own FSDP plugin refuses norm clipping, #19235).
+    Defaults: auto-wrap per block (``block_classes`` given, or inferred at set-up as the repeated submodule
+    type holding most parameters, after ``configure_model`` has built the layers), activation checkpointing on
+    the same blocks (``activation_checkpointing=False`` to opt out), mixed precision taken from
+    ``Trainer(precision=...)`` by Lightning's ``FSDPPrecision`` (no ``mixed_precision`` passed),
+    ``use_orig_params=True`` (parameter groups and ``self.parameters()`` in ``configure_optimizers`` work) and
+    ``state_dict_type="sharded"`` (each rank writes its shard; no rank-0 gather of the full model). Every
+    other ``FSDPStrategy`` argument is accepted and wins. ``Trainer(gradient_clip_val=...,
+    gradient_clip_algorithm="norm")`` works: the norm is computed over all shards by the root module's
+    ``clip_grad_norm_`` (Lightning's own FSDP plugin refuses norm clipping, #19235).
 
-    Checks at ``setup_environment`` / ``setup`` (before the process group or any model work): a CUDA accelerator
-    (Lightning's FSDP1 does not run on CPU; use ``recipes_fsdp2`` there) and, with CPU offload, enough host
-    memory for the offloaded shards of every process on the node when that is known. ``HYBRID_SHARD`` without a
-    mesh gets ``device_mesh=(num_nodes, devices)``: shard within a node, replicate across nodes.
+    Checks at ``setup_environment`` / ``setup`` (before the process group or any model work): a CUDA
+    accelerator (Lightning's FSDP1 does not run on CPU; use ``recipes_fsdp2`` there) and, with CPU offload,
+    enough host memory for the offloaded shards of every process on the node when that is known.
+    ``HYBRID_SHARD`` without a mesh gets ``device_mesh=(num_nodes, devices)``: shard within a node, replicate
+    across nodes.
 
     Cost: none beyond FSDP; block inference walks the module tree once.
 
     Args:
-        block_classes: Block classes or their import paths (``"pkg.module.Block"``, for YAML); ``None`` = infer.
-        activation_checkpointing: Checkpoint the blocks (recompute their activations in backward).
+        block_classes: Block classes or their import paths (``"pkg.module.Block"``, for YAML); ``None`` =
+        infer. activation_checkpointing: Checkpoint the blocks (recompute their activations in backward).
         host_memory_gb: Host memory per node for the offload check; ``None`` = read it from the machine.
         preset_name: Name used in messages.
         **kwargs: Any :class:`~lightning.pytorch.strategies.FSDPStrategy` argument.
@@ -112,11 +114,12 @@ class RecipesFSDPStrategy(FSDPStrategy):
 
 
 class RecipesFSDPPrecision(FSDPPrecision):
-    """``FSDPPrecision`` that clips gradients by their global norm over all shards (FSDP1's ``clip_grad_norm_``).
+    """``FSDPPrecision`` that clips gradients by their global norm over all shards (FSDP1's
+    ``clip_grad_norm_``).
 
     ``torch.nn.utils.clip_grad_norm_`` on a rank's shards would use a local norm; the root FSDP module's
-    ``clip_grad_norm_`` all-reduces the shard norms first. :class:`RecipesFSDPStrategy` installs this plugin and
-    gives it the root module at set-up. Cost: one all-reduce of a scalar per clipping step.
+    ``clip_grad_norm_`` all-reduces the shard norms first. :class:`RecipesFSDPStrategy` installs this plugin
+    and gives it the root module at set-up. Cost: one all-reduce of a scalar per clipping step.
 
     Example:
         >>> RecipesFSDPPrecision("bf16-mixed").mixed_precision_config.param_dtype

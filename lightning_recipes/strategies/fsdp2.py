@@ -47,8 +47,8 @@ def apply_fsdp2(
     """Shard ``module`` with FSDP2: ``fully_shard`` on every block, then on the root; checkpoint the blocks.
 
     Each block becomes one all-gather / reduce-scatter unit (the embeddings, final norm and head form the root
-    unit). Activation checkpointing uses the composable ``checkpoint`` (parameter names and state-dict keys do not
-    change). Idempotent: an already sharded module is returned as is (``configure_model`` may run twice).
+    unit). Activation checkpointing uses the composable ``checkpoint`` (parameter names and state-dict keys do
+    not change). Idempotent: an already sharded module is returned as is (``configure_model`` may run twice).
 
     With checkpointing on, every Hugging Face config found in ``module`` with ``use_cache=True`` (GPT-2's
     default) is switched to ``use_cache=False``, with a warning on rank zero: the key/value cache is an object
@@ -61,8 +61,8 @@ def apply_fsdp2(
     Args:
         module: The model (a LightningModule is fine: it becomes the root unit).
         mesh: The data-parallel mesh (``self.device_mesh["data_parallel"]`` in ``configure_model``).
-        block_classes: Block classes or import paths; ``None`` = infer (repeated type holding most parameters).
-        activation_checkpointing: Recompute block activations in backward.
+        block_classes: Block classes or import paths; ``None`` = infer (repeated type holding most
+        parameters). activation_checkpointing: Recompute block activations in backward.
         mp_policy: FSDP2 mixed precision (see :func:`mixed_precision_policy`).
         reshard_after_forward: Free gathered block parameters after forward (ZeRO-3); ``False`` keeps them
             until backward (ZeRO-2-like, more memory, less communication).
@@ -104,10 +104,10 @@ def apply_fsdp2(
 class RecipesFSDP2Strategy(ModelParallelStrategy):
     """Lightning's ``ModelParallelStrategy`` as pure data-parallel FSDP2: one shard per process, all nodes.
 
-    The mesh is ``data_parallel = num_nodes x devices`` and ``tensor_parallel = 1`` (resolved at set-up, so the
-    preset is built without knowing the machine). The strategy carries the sharding settings; the model applies
-    them in ``configure_model`` with :class:`FSDP2Mixin` (or by calling :func:`apply_fsdp2` itself). Runs on CPU
-    (gloo) as well as CUDA. Checkpoints are distributed (one file per rank) by default.
+    The mesh is ``data_parallel = num_nodes x devices`` and ``tensor_parallel = 1`` (resolved at set-up, so
+    the preset is built without knowing the machine). The strategy carries the sharding settings; the model
+    applies them in ``configure_model`` with :class:`FSDP2Mixin` (or by calling :func:`apply_fsdp2` itself).
+    Runs on CPU (gloo) as well as CUDA. Checkpoints are distributed (one file per rank) by default.
 
     Args:
         block_classes: Block classes or import paths; ``None`` = infer in ``configure_model``.
@@ -183,12 +183,14 @@ class RecipesFSDP2Strategy(ModelParallelStrategy):
 
 
 class FSDP2Mixin:
-    """LightningModule mixin whose ``configure_model`` shards the model with FSDP2 under ``ModelParallelStrategy``.
+    """LightningModule mixin whose ``configure_model`` shards the model with FSDP2 under
+    ``ModelParallelStrategy``.
 
     Put it first in the bases: ``class MyLM(FSDP2Mixin, MyLightningModule)``. Settings (blocks, checkpointing,
-    resharding) come from the :class:`RecipesFSDP2Strategy` preset; mixed precision from ``Trainer(precision=)``.
-    Without a device mesh (single device, DDP) it does nothing, so the same class trains everywhere. If the
-    module builds layers in its own ``configure_model``, those run first (``super().configure_model()``).
+    resharding) come from the :class:`RecipesFSDP2Strategy` preset; mixed precision from
+    ``Trainer(precision=)``. Without a device mesh (single device, DDP) it does nothing, so the same class
+    trains everywhere. If the module builds layers in its own ``configure_model``, those run first
+    (``super().configure_model()``).
 
     The LightningModule itself is the root FSDP2 unit, which gathers its parameters (embeddings, head) in its
     ``forward``: call the model through ``self(...)`` in ``training_step`` (define ``forward`` to run a

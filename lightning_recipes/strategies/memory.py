@@ -1,4 +1,5 @@
-"""Per-device memory of a training run under each strategy preset: parameters, gradients, optimizer state, ..."""
+"""Per-device memory of a training run under each strategy preset: parameters, gradients, optimizer state,
+..."""
 
 from __future__ import annotations
 
@@ -79,7 +80,8 @@ class MemoryEstimate:
         )
 
     def fits(self, device_memory_gb: float, *, headroom: float = 0.1) -> bool:
-        """Whether :attr:`total` fits in ``device_memory_gb`` GiB while keeping a ``headroom`` fraction free."""
+        """Whether :attr:`total` fits in ``device_memory_gb`` GiB while keeping a ``headroom`` fraction
+        free."""
         return self.total <= device_memory_gb * GIB * (1.0 - headroom)
 
     def rows(self) -> list[tuple[str, int | None]]:
@@ -153,8 +155,8 @@ def estimate_memory(
     gradients                     same dtype as the parameters; sharded by FSDP / ZeRO-2/3
     optimizer state               ``adamw``/``adam``/``lamb`` 2 tensors, ``lion``/``sgd_momentum`` 1,
                                   ``sgd`` 0, in the parameter dtype (fp32 for DeepSpeed) + torch's 4-byte
-                                  ``step`` scalar per tensor for ``adam(w)`` and ``lamb`` when a model is given;
-                                  sharded by FSDP / every ZeRO stage
+                                  ``step`` scalar per tensor for ``adam(w)`` and ``lamb`` when a model is
+                                  given; sharded by FSDP / every ZeRO stage
     master weights                fp32 copy for DeepSpeed 16-bit precision; sharded like the optimizer
     gathered                      unsharded copies of sharded parameters, in the compute dtype (2 bytes
                                   for ``16``/``bf16`` precisions: Lightning's FSDP ``MixedPrecision``
@@ -167,8 +169,8 @@ def estimate_memory(
     host (offload)                what ``*_offload`` presets move to CPU RAM, per process
     ============================  ====================================================================
 
-    With a model, sizes are per tensor and exact for DDP and FSDP2 (FSDP2 chunks dim 0 of every tensor over the
-    ranks; rank 0 holds the largest chunks). With a parameter count, sharding divides evenly (rounded up).
+    With a model, sizes are per tensor and exact for DDP and FSDP2 (FSDP2 chunks dim 0 of every tensor over
+    the ranks; rank 0 holds the largest chunks). With a parameter count, sharding divides evenly (rounded up).
     Not counted: DDP/ZeRO communication buckets (our DDP presets use ``gradient_as_bucket_view=True`` so the
     gradients *are* the buckets), the CUDA context (~0.5 GiB), allocator fragmentation; keep headroom.
 
@@ -292,7 +294,8 @@ def _check(strategy: str, optimizer: str, precision: str, devices: int, num_node
 
 
 def _local_numel(shape: tuple[int, ...], group: int, row_chunks: bool) -> int:
-    """Elements on the most loaded rank: FSDP2 chunks dim 0 (``torch.chunk``), others split the flat tensor."""
+    """Elements on the most loaded rank: FSDP2 chunks dim 0 (``torch.chunk``), others split the flat
+    tensor."""
     numel = math.prod(shape)
     if group == 1:
         return numel

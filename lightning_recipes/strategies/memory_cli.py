@@ -123,7 +123,8 @@ def _host_memory(given: float | None) -> tuple[float | None, str]:
 
 
 def _split_model_args(argv: list[str]) -> tuple[list[str], dict[str, Any]]:
-    """Pull ``--model.init_args.x v`` / ``--model.x=v`` out of ``argv``; values parsed as YAML (ints, lists...)."""
+    """Pull ``--model.init_args.x v`` / ``--model.x=v`` out of ``argv``; values parsed as YAML (ints,
+    lists...)."""
     known: list[str] = []
     model_args: dict[str, Any] = {}
     i = 0

@@ -1,4 +1,5 @@
-"""``preset(name, **overrides)``: Lightning strategies configured right by default, registered as ``recipes_<name>``."""
+"""``preset(name, **overrides)``: Lightning strategies configured right by default, registered as
+``recipes_<name>``."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""``recommend_strategy``: the simplest rung of the DDP -> ZeRO-1/2 -> FSDP/ZeRO-3 -> offload ladder that fits."""
+"""``recommend_strategy``: the simplest rung of the DDP -> ZeRO-1/2 -> FSDP/ZeRO-3 -> offload ladder that
+fits."""
 
 from __future__ import annotations
 
@@ -145,13 +146,15 @@ def recommend_strategy(
     block_classes: BlockSpec | None = None,
     forward_fn: Callable[[nn.Module, Any], Any] | None = None,
 ) -> Recommendation:
-    """Pick the simplest preset whose per-device estimate fits ``device_memory_gb`` with ``headroom`` to spare.
+    """Pick the simplest preset whose per-device estimate fits ``device_memory_gb`` with ``headroom`` to
+    spare.
 
     The ladder (``family``): ``fsdp`` = ddp -> fsdp_shard_grad_op (ZeRO-2) -> fsdp_hybrid (multi-node only) ->
     fsdp_full_shard (ZeRO-3) -> fsdp_offload; ``deepspeed`` = ddp -> zero1 -> zero2 -> zero3 -> zero2_offload
     -> zero3_offload; ``fsdp2`` = ddp -> fsdp2. Simpler rungs communicate less, so the first that fits wins.
     Offload rungs must also fit ``host_memory_gb`` per node (with the same headroom) when it is given.
-    Activations are measured once on ``sample_batch`` (with and without checkpointing) and added to every rung.
+    Activations are measured once on ``sample_batch`` (with and without checkpointing) and added to every
+    rung.
 
     Args:
         model_or_num_params: A module (may be on the ``meta`` device) or a parameter count.

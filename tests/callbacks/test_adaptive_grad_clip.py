@@ -56,8 +56,8 @@ class Applied(Callback):
 
 
 def autoclip_thresholds(norms, percentile, window, warmup_steps, max_norm):
-    """AutoClip (Seetharaman et al. 2020), transcribed: append the norm, clip at the percentile of the history;
-    here the history is the last `window` norms, and clipping starts after `warmup_steps` steps."""
+    """AutoClip (Seetharaman et al. 2020), transcribed: append the norm, clip at the percentile of the
+    history; here the history is the last `window` norms, and clipping starts after `warmup_steps` steps."""
     thresholds = []
     for t in range(len(norms)):
         history = norms[max(0, t + 1 - window) : t + 1]
@@ -132,7 +132,8 @@ def test_refuses_deepspeed_with_the_config_to_use_instead():
 
 
 def test_lightning_fsdp1_norm_clipping_refuses_where_ours_applies():
-    """Lightning's FSDP1 precision plugin refuses norm clipping (#19235); FSDP2 is run in the subprocess test."""
+    """Lightning's FSDP1 precision plugin refuses norm clipping (#19235); FSDP2 is run in the subprocess
+    test."""
     from lightning.pytorch.plugins.precision import FSDPPrecision
 
     with pytest.raises(Exception, match="gradient_clip_algorithm='norm'"):

@@ -1,4 +1,5 @@
-"""EarlyStopping: value tables (patience, delta modes, warm-up, thresholds) -> stop epoch and restored weights."""
+"""EarlyStopping: value tables (patience, delta modes, warm-up, thresholds) -> stop epoch and restored
+weights."""
 
 from __future__ import annotations
 
@@ -177,7 +178,8 @@ def test_state_dict_round_trip_and_resume_continues_the_count(tmp_path: Path) ->
     assert (clone.wait_count, clone.best_epoch, float(clone.best_score)) == (1, 2, 3.0)
     EarlyStopping("val_score").load_state_dict({})  # tolerant of old / empty state
 
-    # resume from a checkpoint at the end of epoch 3: stops at epoch 5 (wait 2, 3), as an uninterrupted run would
+    # resume from a checkpoint at the end of epoch 3: stops at epoch 5 (wait 2, 3), as an uninterrupted run
+    # would
     path = tmp_path / "epoch3.ckpt"
     trainer.save_checkpoint(path)
     resumed = EarlyStopping("val_score", patience=3, restore_best_weights=True)

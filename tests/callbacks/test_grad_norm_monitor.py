@@ -42,7 +42,8 @@ LR = 0.1
 
 
 class AppliedGradient(Callback):
-    """The gradient SGD (no momentum) really applied, from the parameter change: ``(p_before - p_after) / lr``.
+    """The gradient SGD (no momentum) really applied, from the parameter change: ``(p_before - p_after) /
+    lr``.
 
     Independent of how anyone reads ``.grad``: it proves the monitor saw the accumulated, unscaled gradient.
     """
@@ -82,7 +83,8 @@ class GradRecorder(Callback):
 
 
 class SyncLedger(Callback):
-    """Host syncs per training batch, boundaries at ``on_train_batch_start`` (so a batch includes its log flush)."""
+    """Host syncs per training batch, boundaries at ``on_train_batch_start`` (so a batch includes its log
+    flush)."""
 
     def __init__(self, counter: HostSyncCounter) -> None:
         self.counter = counter
@@ -102,15 +104,16 @@ class SyncLedger(Callback):
 
 
 class SGDTransformerLM(TinyTransformerLM):
-    """``torch.optim.AdamW`` on CPU reads its step counter with ``.item()`` (a host tensor: no sync on a GPU, but
-    the CPU counter cannot tell); SGD reads nothing, so the bare Trainer's count is a clean zero."""
+    """``torch.optim.AdamW`` on CPU reads its step counter with ``.item()`` (a host tensor: no sync on a GPU,
+    but the CPU counter cannot tell); SGD reads nothing, so the bare Trainer's count is a clean zero."""
 
     def configure_optimizers(self):
         return torch.optim.SGD(self.parameters(), lr=LR)
 
 
 class LightningGradNormRecipe(SGDTransformerLM):
-    """The documented Lightning replacement for ``track_grad_norm``: ``log_dict(grad_norm(...))`` every step."""
+    """The documented Lightning replacement for ``track_grad_norm``: ``log_dict(grad_norm(...))`` every
+    step."""
 
     def on_before_optimizer_step(self, optimizer):
         self.log_dict(grad_norm(self, norm_type=2))
@@ -191,7 +194,8 @@ def test_norms_of_nothing_and_of_nonfinite_values():
         (1, "32-true", None),
         (3, "32-true", None),
         (2, "bf16-mixed", None),
-        # Trainer(precision="16-mixed") on CPU silently becomes bf16; the explicit plugin keeps fp16 + GradScaler.
+        # Trainer(precision="16-mixed") on CPU silently becomes bf16; the explicit plugin keeps fp16 +
+        # GradScaler.
         (2, None, "fp16-scaler"),
     ],
 )
@@ -308,7 +312,8 @@ def test_several_optimizers_get_their_own_keys(tmp_path):
     logged = logger.keys()
     assert {"grad_norm/optimizer_0/total", "grad_norm/optimizer_1/total"} <= logged
     assert "grad_norm/total" not in logged
-    # manual optimization: on_before_optimizer_step runs once per optimizer; the recorder sees all grads each time
+    # manual optimization: on_before_optimizer_step runs once per optimizer; the recorder sees all grads each
+    # time
     last = recorder.steps[-1]
     hidden = [g for n, g in last.items() if n.startswith("hidden")]
     head = [g for n, g in last.items() if n.startswith("head")]
@@ -331,7 +336,8 @@ def test_own_cadence_writes_straight_to_the_loggers(tmp_path):
 
 
 def test_no_stale_values_between_logging_steps(tmp_path):
-    """Lightning re-sends a value logged once at every later flush; the monitor must log fresh values each time."""
+    """Lightning re-sends a value logged once at every later flush; the monitor must log fresh values each
+    time."""
     logger, recorder = InMemoryLogger(), GradRecorder()
     trainer = fast_trainer(
         max_steps=4,
@@ -437,7 +443,8 @@ def test_ddp_fork_logs_the_norm_of_the_full_batch_gradient(tmp_path):
     torch.manual_seed(0)
     model = TinyClassifier(lr=LR)
     loader = random_classification_loader(batch_size=32)
-    # Lightning gives each rank a DistributedSampler(shuffle=True, seed=0); DDP averages the two ranks' gradients
+    # Lightning gives each rank a DistributedSampler(shuffle=True, seed=0); DDP averages the two ranks'
+    # gradients
     rows = [i for rank in (0, 1) for i in list(DistributedSampler(loader.dataset, 2, rank, seed=0))[:32]]
     x, y = loader.dataset[rows]
     reference = TinyClassifier(lr=LR)
@@ -481,7 +488,8 @@ def test_ddp_spawn_pickles_and_runs_all_three_callbacks(tmp_path):
 
 
 def test_fsdp2_norms_and_clipping_match_the_full_gradient():
-    """FSDP2 through ``ModelParallelStrategy`` + ``fully_shard`` on 2 CPU processes (see the script's docstring)."""
+    """FSDP2 through ``ModelParallelStrategy`` + ``fully_shard`` on 2 CPU processes (see the script's
+    docstring)."""
     result = subprocess.run(
         [sys.executable, str(SCRIPTS / "grad_norm_monitor_fsdp2.py")],
         capture_output=True,

@@ -1,4 +1,5 @@
-"""Kill-and-resume with StabilityGuard and EarlyStopping active ends bitwise where an uninterrupted run ends."""
+"""Kill-and-resume with StabilityGuard and EarlyStopping active ends bitwise where an uninterrupted run
+ends."""
 
 from __future__ import annotations
 
@@ -29,8 +30,8 @@ class ScheduledFaultyClassifier(TinyClassifier):
         return loss * float("nan") if self.trainer.global_step == self.fault_step else loss
 
     def on_validation_epoch_end(self) -> None:
-        # best at epoch 3, after the kill at step 10 (epoch 2): the restored weights are trained after the resume
-        # (test_early_stopping covers best weights that predate the interruption)
+        # best at epoch 3, after the kill at step 10 (epoch 2): the restored weights are trained after the
+        # resume (test_early_stopping covers best weights that predate the interruption)
         scripted = [3.0, 2.0, 2.5, 1.0, 2.7, 2.8]
         self.log("val_score", scripted[self.current_epoch])
 

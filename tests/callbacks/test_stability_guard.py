@@ -1,4 +1,5 @@
-"""StabilityGuard on real Trainers: fault injection (NaN loss, NaN gradient, 100x spike), DDP, modes, state."""
+"""StabilityGuard on real Trainers: fault injection (NaN loss, NaN gradient, 100x spike), DDP, modes,
+state."""
 
 from __future__ import annotations
 
@@ -28,7 +29,8 @@ from lightning_recipes.testing import (
 
 
 class FaultyClassifier(TinyClassifier):
-    """TinyClassifier that injects one fault at ``trainer.global_step == fault_step`` (optionally on one rank).
+    """TinyClassifier that injects one fault at ``trainer.global_step == fault_step`` (optionally on one
+    rank).
 
     ``fault``: ``"nan_loss"`` (loss * NaN), ``"nan_grad"`` (one gradient entry set to NaN after backward,
     i.e. after DDP's all-reduce, so only that rank's update is poisoned), ``"spike"`` (loss * 100),
@@ -156,7 +158,8 @@ def test_invalid_arguments_name_argument_and_value(kwargs: dict[str, Any], messa
         StabilityGuard(**kwargs)
 
 
-# ---------------------------------------------------------------------------------------------- rollback = skipping
+# ---------------------------------------------------------------------------------------------- rollback =
+# skipping
 
 
 @pytest.mark.parametrize("fault", ["nan_loss", "nan_grad"])
@@ -396,7 +399,8 @@ def test_max_rollbacks_exceeded_writes_emergency_checkpoint_and_raises(tmp_path:
 @pytest.mark.parametrize(
     ("snapshot_every", "expected"),
     [
-        # check at 6 would snapshot: the weights check catches the poisoned update of step 5 (no loss shows it yet)
+        # check at 6 would snapshot: the weights check catches the poisoned update of step 5 (no loss shows it
+        # yet)
         (2, (5, "nonfinite_weights", 4)),
         # check at 6 takes no snapshot and passes; step 6's loss is NaN, caught at the check at 8
         (4, (6, "nonfinite_loss", 4)),

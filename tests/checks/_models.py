@@ -1,4 +1,5 @@
-"""Healthy and deliberately broken models and data for the preflight tests (module level: spawn pickles them)."""
+"""Healthy and deliberately broken models and data for the preflight tests (module level: spawn pickles
+them)."""
 
 from __future__ import annotations
 

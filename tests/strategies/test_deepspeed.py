@@ -1,4 +1,5 @@
-"""DeepSpeed presets: config reconciled with the Trainer, validated by DeepSpeed, install hint, CPU refusal."""
+"""DeepSpeed presets: config reconciled with the Trainer, validated by DeepSpeed, install hint, CPU
+refusal."""
 
 from __future__ import annotations
 
@@ -146,7 +147,8 @@ def test_missing_deepspeed_gives_the_install_hint() -> None:
         import lightning.pytorch as pl
         from lightning_recipes.strategies import deepspeed_available, preset
         assert not deepspeed_available()
-        for build in (lambda: preset("deepspeed_zero3"), lambda: pl.Trainer(strategy="recipes_deepspeed_zero2")):
+        for build in (lambda: preset("deepspeed_zero3"), lambda:
+            pl.Trainer(strategy="recipes_deepspeed_zero2")):
             try:
                 build()
             except ModuleNotFoundError as err:

@@ -1,4 +1,5 @@
-"""FSDP2 preset: real 2-process CPU run (subprocess), exact shard bytes, resume, and helpers in one process."""
+"""FSDP2 preset: real 2-process CPU run (subprocess), exact shard bytes, resume, and helpers in one
+process."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Real FSDP1 / DeepSpeed runs and a CUDA check of the activation estimate (skipped without a CUDA device).
 
-One device per test, in process (the multi-device launchers re-run the command line; see tests/strategies/scripts
-for the subprocess pattern).
+One device per test, in process (the multi-device launchers re-run the command line; see
+tests/strategies/scripts for the subprocess pattern).
 """
 
 from __future__ import annotations

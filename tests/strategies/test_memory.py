@@ -143,8 +143,9 @@ def test_frozen_parameters_are_not_trained() -> None:
 
 
 def test_activations_are_measured_from_saved_tensors_by_hand() -> None:
-    # Linear(8,16) saves its input x [4, 8] (128 B); ReLU saves its output [4, 16] (256 B), which Linear(16,4) also
-    # saves (same storage, counted once); weights are parameters, not activations. Backward peak: + largest (256 B).
+    # Linear(8,16) saves its input x [4, 8] (128 B); ReLU saves its output [4, 16] (256 B), which Linear(16,4)
+    # also saves (same storage, counted once); weights are parameters, not activations. Backward peak: +
+    # largest (256 B).
     model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
     measured = measure_activations(model, torch.randn(4, 8))
     assert (measured.saved, measured.largest) == (384, 256)

@@ -1,16 +1,18 @@
-"""FSDP2 (``ModelParallelStrategy`` + ``fully_shard``) on 2 CPU processes: norms and clipping against full gradients.
+"""FSDP2 (``ModelParallelStrategy`` + ``fully_shard``) on 2 CPU processes: norms and clipping against full
+gradients.
 
 Run by ``tests/callbacks/test_grad_norm_monitor.py`` through ``subprocess.run`` (the strategy launches its own
 processes, which must not re-run pytest). Prints ``FSDP2-OK ...`` on rank zero when every check passed.
 
 Checks, every optimizer step, on every rank:
 * the parameters and gradients really are sharded DTensors;
-* ``GradNormMonitor`` logs ``torch.linalg.vector_norm`` of the full, unsharded gradient (``full_tensor()``), for
-  ``norm_type`` 2 and inf, and per group;
+* ``GradNormMonitor`` logs ``torch.linalg.vector_norm`` of the full, unsharded gradient (``full_tensor()``),
+  for ``norm_type`` 2 and inf, and per group;
 * ``AdaptiveGradClip``: the gradient SGD really applied (``-(p_after - p_before) / lr``, gathered) has norm
   ``min(norm, threshold)``, the threshold recomputed here from the full norms (``numpy.percentile`` over the
   window), and the direction of the unclipped gradient.
-With ``--trainer-clip``: also what the Trainer's own ``gradient_clip_val`` does under the same strategy (printed).
+With ``--trainer-clip``: also what the Trainer's own ``gradient_clip_val`` does under the same strategy
+(printed).
 """
 
 from __future__ import annotations
@@ -91,7 +93,8 @@ class Before(Callback):
 
 
 class Applied(Callback):
-    """Placed last: the gradient the optimizer really applied, from the parameter change (SGD: ``-lr * g``)."""
+    """Placed last: the gradient the optimizer really applied, from the parameter change (SGD: ``-lr *
+    g``)."""
 
     def __init__(self, lr: float) -> None:
         self.lr = lr

@@ -1,9 +1,9 @@
 """Standalone FSDP2 run (``python fsdp2_train.py OUT_DIR``): 2 CPU processes via ``ModelParallelStrategy``.
 
-Run by tests/strategies/test_fsdp2.py through ``subprocess``; Lightning's launcher re-runs this script for rank 1.
-Each rank writes ``OUT_DIR/rank{r}.json`` with: the validation loss after 2 epochs straight, after 1 + resume 1,
-the local bytes of parameters / gradients / optimizer state after a real step, the estimator's figures, and the
-message of the set-up error for a model without FSDP2Mixin.
+Run by tests/strategies/test_fsdp2.py through ``subprocess``; Lightning's launcher re-runs this script for
+rank 1. Each rank writes ``OUT_DIR/rank{r}.json`` with: the validation loss after 2 epochs straight, after 1 +
+resume 1, the local bytes of parameters / gradients / optimizer state after a real step, the estimator's
+figures, and the message of the set-up error for a model without FSDP2Mixin.
 """
 
 from __future__ import annotations
@@ -79,8 +79,9 @@ def val_loss(t: pl.Trainer, model: pl.LightningModule) -> float:
 
 
 def main(out: Path) -> None:
-    # 64 samples, 8 per rank and step: an epoch is 4 steps. Runs are bounded by epochs, not max_steps: a checkpoint
-    # taken after `max_steps` stopped exactly at an epoch's end resumes inside that epoch and repeats a batch.
+    # 64 samples, 8 per rank and step: an epoch is 4 steps. Runs are bounded by epochs, not max_steps: a
+    # checkpoint taken after `max_steps` stopped exactly at an epoch's end resumes inside that epoch and
+    # repeats a batch.
     loader = lambda: random_token_loader(num_samples=64, batch_size=8, seed=0)  # noqa: E731
 
     torch.manual_seed(0)
