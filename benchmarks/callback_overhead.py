@@ -118,9 +118,9 @@ CONFIGS: list[Config] = [
 ]
 
 
-# ----------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 # 1. the norm kernel alone
-# ----------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 
 
 def transformer25m_grads() -> tuple[torch.Tensor, list[torch.Tensor]]:
@@ -193,9 +193,9 @@ def bench_norm(rounds: int) -> list[dict]:
     return rows
 
 
-# ----------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 # 2. step time and 3. syncs
-# ----------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 
 
 class StepTimer(Callback):
@@ -339,7 +339,7 @@ def bench_syncs(steps: int = 2 * SYNC_LOG_EVERY) -> list[dict]:
     return rows
 
 
-# ----------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 
 
 def _params() -> int:
@@ -353,9 +353,9 @@ def _quantile(values: list[float], q: float) -> float:
 def machine() -> str:
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     return (
-        f"{platform.machine()}, {os.cpu_count()} CPUs, torch {torch.__version__} ({torch.get_num_threads()} threads), "
-        f"lightning {pl.__version__}, Python {platform.python_version()}, load average at start {load:.1f} "
-        "(shared machine: other jobs ran concurrently; rounds interleaved, medians reported)"
+        f"{platform.machine()}, {os.cpu_count()} CPUs, torch {torch.__version__} ({torch.get_num_threads()} "
+        f"threads), lightning {pl.__version__}, Python {platform.python_version()}, load average at start "
+        f"{load:.1f} (shared machine: other jobs ran concurrently; rounds interleaved, medians reported)"
     )
 
 
@@ -367,8 +367,10 @@ def main(argv: list[str] | None = None) -> int:
         "--threads",
         type=int,
         default=None,
-        help="intra-op threads (default: torch's). On an oversubscribed machine use 1: with 2 threads every parallel "
-        "op can wait a scheduler quantum for the descheduled thread",
+        help=(
+            "intra-op threads (default: torch's). On an oversubscribed machine use 1: with 2 threads every "
+            "parallel op can wait a scheduler quantum for the descheduled thread"
+        ),
     )
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds of the step-time benchmark")
     parser.add_argument(
@@ -383,7 +385,8 @@ def main(argv: list[str] | None = None) -> int:
     if "norm" in parts:
         print(f"## Total gradient norm, 25.23M params in 147 tensors ({norm_rounds} interleaved rounds)\n")
         print(
-            "| method | median ms | p25-p75 ms | ratio to get_total_norm (median of per-round) | syncs | rel. err vs fp64 |"
+            "| method | median ms | p25-p75 ms | ratio to get_total_norm (median of per-round) | syncs | "
+            "rel. err vs fp64 |"
         )
         print("|---|---|---|---|---|---|")
         for row in bench_norm(norm_rounds):
@@ -401,11 +404,13 @@ def main(argv: list[str] | None = None) -> int:
         print()
     if "steps" in parts:
         print(
-            f"## Step time, BenchLM (4 blocks, d=192, {_params() / 1e6:.1f}M params, batch {BATCH}x{SEQ_LEN}, fused AdamW), "
-            f"{step_rounds} interleaved rounds x {steps} steps, log_every_n_steps={LOG_EVERY}\n"
+            f"## Step time, BenchLM (4 blocks, d=192, {_params() / 1e6:.1f}M params, batch "
+            f"{BATCH}x{SEQ_LEN}, fused AdamW), {step_rounds} interleaved rounds x {steps} steps, "
+            f"log_every_n_steps={LOG_EVERY}\n"
         )
         print(
-            "| config | median step ms | ratio to bare (median, min-max over rounds) | time in the callbacks' hooks per step | share of its step |"
+            "| config | median step ms | ratio to bare (median, min-max over rounds) | time in the "
+            "callbacks' hooks per step | share of its step |"
         )
         print("|---|---|---|---|---|")
         for row in bench_steps(step_rounds, steps):
@@ -413,7 +418,8 @@ def main(argv: list[str] | None = None) -> int:
             hook = "" if math.isnan(row["hook_ms"]) else f"{row['hook_ms']:.2f} ms"
             share = "" if math.isnan(row["hook_ms"]) else f"{100 * row['hook_share']:.2f}%"
             print(
-                f"| {row['config']} | {row['step_ms']:.1f} | {row['ratio']:.3f} ({lo:.3f}-{hi:.3f}) | {hook} | {share} |"
+                f"| {row['config']} | {row['step_ms']:.1f} | {row['ratio']:.3f} ({lo:.3f}-{hi:.3f}) | {hook} "
+                f"| {share} |"
             )
         print()
     return 0

@@ -43,9 +43,9 @@ __all__ = ["main"]
 FLOAT_BYTES = 4
 
 
-# --------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 # layouts
-# --------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 def make_layout(name: str) -> list[Any]:
     """Parameters ~ N(0, 0.02^2) with gradients ~ N(0, 0.01^2), seeded; shapes of a GPT-like 25M model or
     200 small linear tensors."""
@@ -66,9 +66,9 @@ def make_layout(name: str) -> list[Any]:
     return params
 
 
-# --------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 # timing on a shared machine
-# --------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 def _cpu_ticks() -> tuple[int, int]:
     """(busy ticks of the whole machine incl. steal, ticks used by this process)."""
     with open("/proc/stat") as f:
@@ -195,9 +195,9 @@ def _tensor_bytes(obj: Any) -> int:
     return 0
 
 
-# --------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 # implementations
-# --------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 def import_timm_optim() -> tuple[Any, Any, str]:
     """timm's Lion and Lamb; through a package stub that skips ``timm/__init__`` (it imports torchvision)."""
     try:
@@ -374,21 +374,24 @@ def auto_choice(params: list[Any], family: str) -> str:
 
     kernels = native_kernels()
     if kernels is not None:
-        return f"native: one multi-tensor C kernel for all {len(params)} tensors ({os.path.basename(kernels.path)})"
+        return (
+            f"native: one multi-tensor C kernel for all {len(params)} tensors "
+            f"({os.path.basename(kernels.path)})"
+        )
     big, small = split_for_auto(params)
     n_big = sum(params[i].numel() for i in big)
     total = sum(p.numel() for p in params)
     if not compile_available():
         return f"for_loop for all {len(params)} tensors (no compiler)"
     return (
-        f"compiled for {len(big)} tensors >= {COMPILE_MIN_NUMEL} elements ({100 * n_big / total:.1f}% of elements), "
-        f"{'foreach' if family == 'lamb' else 'for_loop'} for the other {len(small)}"
+        f"compiled for {len(big)} tensors >= {COMPILE_MIN_NUMEL} elements ({100 * n_big / total:.1f}% of "
+        f"elements), {'foreach' if family == 'lamb' else 'for_loop'} for the other {len(small)}"
     )
 
 
-# --------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 # bandwidth floor
-# --------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 def _add_pair(numel: int) -> tuple[Any, Any]:
     """Two tensors for ``a.add_(b)`` (12 B/elem: read a, read b, write a), the bandwidth reference."""
     import torch
@@ -400,9 +403,9 @@ def _add_step(a: Any, b: Any) -> Callable[[], Any]:
     return lambda: a.add_(b)
 
 
-# --------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 # main
-# --------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 def bench_layout(layout: str, args: argparse.Namespace, notes: list[str]) -> dict[str, Any]:
     import torch
 
@@ -491,9 +494,10 @@ def bench_layout(layout: str, args: argparse.Namespace, notes: list[str]) -> dic
         if pool:
             row["x_fastest_public"] = row["median_ms"] / min(pool)
         print(
-            f"[{layout}] {row['impl']:44s} {row['median_ms']:8.2f} ms  x{row.get('x_fused_adamw', float('nan')):.2f} fusedAdamW"
-            f"  x{row['x_floor']:.2f} floor  first {row['first_step_ms']:.0f} ms  state {row['state_ratio']:.2f}"
-            f"  transient {row['transient_ratio']:.2f}  syncs {row['syncs_per_step']}",
+            f"[{layout}] {row['impl']:44s} {row['median_ms']:8.2f} ms  "
+            f"x{row.get('x_fused_adamw', float('nan')):.2f} fusedAdamW  x{row['x_floor']:.2f} floor  first "
+            f"{row['first_step_ms']:.0f} ms  state {row['state_ratio']:.2f}  transient "
+            f"{row['transient_ratio']:.2f}  syncs {row['syncs_per_step']}",
             flush=True,
         )
     return {
@@ -547,14 +551,15 @@ def markdown(result: dict[str, Any]) -> str:
         t = lay["timing"]
         lines.append(
             f"Layout `{lay['layout']}`: {lay['n_params'] / 1e6:.2f}M params in {lay['n_tensors']} tensors; "
-            f"{t['rounds_clean']} clean of {t['rounds_total']} rounds ({t['stats_from']}), {lay['per_visit']} step(s) per visit; "
-            f"`add_` bandwidth on the step's working set: {lay['add_GBps']['20']:.1f} GB/s (Lion), {lay['add_GBps']['28']:.1f} GB/s "
-            f"(AdamW/LAMB). `auto` chose: {lay['auto_choice']}.\n"
+            f"{t['rounds_clean']} clean of {t['rounds_total']} rounds ({t['stats_from']}), "
+            f"{lay['per_visit']} step(s) per visit; `add_` bandwidth on the step's working set: "
+            f"{lay['add_GBps']['20']:.1f} GB/s (Lion), {lay['add_GBps']['28']:.1f} GB/s (AdamW/LAMB). `auto` "
+            f"chose: {lay['auto_choice']}.\n"
         )
         lines.append(
-            "| implementation | median ms | p25-p75 | x fused AdamW | x fused AdamW, paired per round (p25-p75) | "
-            "x fastest public (same family) | floor ms | x floor | "
-            "first step ms | state / params | transient peak / params | syncs / step |"
+            "| implementation | median ms | p25-p75 | x fused AdamW | x fused AdamW, paired per round "
+            "(p25-p75) | x fastest public (same family) | floor ms | x floor | first step ms | state / "
+            "params | transient peak / params | syncs / step |"
         )
         lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
         for r in lay["rows"]:
@@ -566,8 +571,9 @@ def markdown(result: dict[str, Any]) -> str:
             paired = f"{r.get('x_fused_adamw_paired', float('nan')):.2f} ({q[0]:.2f}-{q[1]:.2f})"
             name = f"**{r['impl']}**" if r["impl"].startswith("ours") else r["impl"]
             lines.append(
-                f"| {name} | {r['median_ms']:.2f} | {r['p25_ms']:.2f}-{r['p75_ms']:.2f} | {r.get('x_fused_adamw', float('nan')):.2f} | {paired} | {xp} | "
-                f"{r['floor_ms']:.2f} | {r['x_floor']:.2f} | {r['first_step_ms']:.0f} | {r['state_ratio']:.2f} | "
+                f"| {name} | {r['median_ms']:.2f} | {r['p25_ms']:.2f}-{r['p75_ms']:.2f} | "
+                f"{r.get('x_fused_adamw', float('nan')):.2f} | {paired} | {xp} | {r['floor_ms']:.2f} | "
+                f"{r['x_floor']:.2f} | {r['first_step_ms']:.0f} | {r['state_ratio']:.2f} | "
                 f"{r['transient_ratio']:.2f} | {r['syncs_per_step']} |"
             )
         lines.append("")
@@ -597,7 +603,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--warm-cache",
         action="store_true",
-        help="keep Inductor's and the native kernels' disk caches (first-step times then show a warm compile)",
+        help=(
+            "keep Inductor's and the native kernels' disk caches (first-step times then show a warm compile)"
+        ),
     )
     parser.add_argument("--out", default=None, help="also write every measurement as JSON here")
     args = parser.parse_args(list(argv) if argv is not None else None)

@@ -195,8 +195,8 @@ def _shard_key(tensor: Tensor) -> ShardKey:
     for dim, placement in enumerate(tensor.placements):
         if isinstance(placement, Partial):
             raise ValueError(
-                "Cannot take the norm of a gradient with a `Partial` placement (its values are not reduced yet); "
-                f"got placements {tensor.placements}."
+                "Cannot take the norm of a gradient with a `Partial` placement (its values are not reduced "
+                f"yet); got placements {tensor.placements}."
             )
         if placement.is_shard():
             dims.append(dim)

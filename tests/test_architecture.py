@@ -22,7 +22,9 @@ PACKAGE = Path(__file__).resolve().parents[1] / "lightning_recipes"
 MODULES = sorted(PACKAGE.rglob("*.py"))
 # Files allowed to read private Lightning state, and why (each read is commented in the file too).
 PRIVATE_LIGHTNING_ALLOWED = {
-    "callbacks/_trainer.py": "the private loop reads of the training-time callbacks, each with a public fallback",
+    "callbacks/_trainer.py": (
+        "the private loop reads of the training-time callbacks, each with a public fallback"
+    ),
 }
 PRIVATE_LIGHTNING = re.compile(
     r"(\b(trainer|fit_loop|epoch_loop|val_loop)\._[a-z]\w*)"

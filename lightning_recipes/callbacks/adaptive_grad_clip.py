@@ -127,14 +127,16 @@ class AdaptiveGradClip(Callback):
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         if trainer.gradient_clip_val:
             raise ValueError(
-                f"`AdaptiveGradClip` clips the gradients itself, but the Trainer also clips them "
-                f"(`Trainer(gradient_clip_val={trainer.gradient_clip_val!r})`): that would clip twice. Remove "
-                "`gradient_clip_val` from the Trainer, or remove `AdaptiveGradClip` from the callbacks."
+                "`AdaptiveGradClip` clips the gradients itself, but the Trainer also clips them "
+                f"(`Trainer(gradient_clip_val={trainer.gradient_clip_val!r})`): that would clip twice. "
+                "Remove `gradient_clip_val` from the Trainer, or remove `AdaptiveGradClip` from the "
+                "callbacks."
             )
         if isinstance(trainer.strategy, DeepSpeedStrategy):
             raise ValueError(
-                "`AdaptiveGradClip` cannot reach the gradients under DeepSpeed (the engine owns and clips them): "
-                "set `gradient_clipping` in the DeepSpeed config, or `Trainer(gradient_clip_val=...)`, instead."
+                "`AdaptiveGradClip` cannot reach the gradients under DeepSpeed (the engine owns and clips "
+                "them): set `gradient_clipping` in the DeepSpeed config, or "
+                "`Trainer(gradient_clip_val=...)`, instead."
             )
 
     @override
@@ -172,7 +174,7 @@ class AdaptiveGradClip(Callback):
             state.load_state_dict(saved)
             self._states[int(index)] = state
 
-    # ---------------------------------------------------------------------------------------------------------
+    # --------------------------------------------------------------------------------------------------------
 
     def _log(self, trainer: pl.Trainer, pl_module: pl.LightningModule, index: int, state: _ClipState) -> None:
         values = state.interval_values()
@@ -194,9 +196,9 @@ class AdaptiveGradClip(Callback):
         ):
             state.last_warned_step = state.steps
             rank_zero_warn(
-                f"`AdaptiveGradClip`: {recent_fraction:.0%} of the last {recorded} optimizer steps were clipped "
-                f"(threshold {threshold:.4g}, more than `warn_clipped_fraction={limit}`). Clipping fires constantly: "
-                "the learning rate, loss scale or data is likely wrong.",
+                f"`AdaptiveGradClip`: {recent_fraction:.0%} of the last {recorded} optimizer steps were "
+                f"clipped (threshold {threshold:.4g}, more than `warn_clipped_fraction={limit}`). Clipping "
+                "fires constantly: the learning rate, loss scale or data is likely wrong.",
                 category=UserWarning,
             )
 

@@ -74,7 +74,7 @@ class GradNormMonitor(Callback):
     ``grad_norm/nonfinite_steps``   steps in that interval whose norm was ``inf``/``nan`` (AMP overflow)
     ``grad_norm/<group>``           per-group norm at the logging step (``group_by`` set)
     ``param_norm/total``            parameter norm (``log_param_norm=True``), ``param_norm/<group>`` too
-    ``update_ratio/total``          ``||p_after - p_before|| / ||p_before||`` over the step (``log_update_ratio``)
+    ``update_ratio/total``          ``||p_after - p_before|| / ||p_before||`` per step (``log_update_ratio``)
     ``update_ratio/<group>``        the same per group
     ==============================  ====================================================================
 
@@ -105,7 +105,8 @@ class GradNormMonitor(Callback):
         >>> trainer.fit(TinyClassifier(), random_classification_loader())
         >>> [step for step, _ in logger.history("grad_norm/total")]
         [1, 3]
-        >>> sorted(key for key in logger.keys() if key.startswith("grad_norm/"))  # doctest: +NORMALIZE_WHITESPACE
+        >>> keys = [key for key in logger.keys() if key.startswith("grad_norm/")]
+        >>> sorted(keys)  # doctest: +NORMALIZE_WHITESPACE
         ['grad_norm/head', 'grad_norm/hidden', 'grad_norm/nonfinite_steps', 'grad_norm/total',
          'grad_norm/total_max', 'grad_norm/total_mean']
     """
@@ -153,8 +154,9 @@ class GradNormMonitor(Callback):
         if self._deepspeed and (self._patterns is not None or self.norm_type != 2.0 or self.log_update_ratio):
             raise ValueError(
                 "Under DeepSpeed `GradNormMonitor` logs the engine's global 2-norm only: it needs "
-                f"`norm_type=2.0`, `group_by=None` and `log_update_ratio=False` (got norm_type={self.norm_type}, "
-                f"group_by={self.group_by!r}, log_update_ratio={self.log_update_ratio})."
+                "`norm_type=2.0`, `group_by=None` and `log_update_ratio=False` (got "
+                f"norm_type={self.norm_type}, group_by={self.group_by!r}, "
+                f"log_update_ratio={self.log_update_ratio})."
             )
 
     @override
@@ -214,7 +216,7 @@ class GradNormMonitor(Callback):
         # restore.
         return None
 
-    # ---------------------------------------------------------------------------------------------------------
+    # --------------------------------------------------------------------------------------------------------
 
     def _logging_now(self, trainer: pl.Trainer, did_step: bool) -> bool:
         if self.log_every_n_steps is None:

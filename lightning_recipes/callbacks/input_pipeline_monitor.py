@@ -190,7 +190,7 @@ class InputPipelineMonitor(Callback):
         self.total_step_s = float(state_dict.get("total_step_s", 0.0))
         self.total_batches = int(state_dict.get("total_batches", 0))
 
-    # ---------------------------------------------------------------------------------------------------------
+    # --------------------------------------------------------------------------------------------------------
 
     def _interval_metrics(self) -> dict[str, float]:
         metrics: dict[str, float] = {}
@@ -218,8 +218,8 @@ class InputPipelineMonitor(Callback):
         step_ms = 1e3 * self.total_step_s / self.total_batches
         rank_zero_warn(
             f"`InputPipelineMonitor`: training waited for data {fraction:.0%} of the time (more than "
-            f"`warn_wait_fraction={limit}`): {fetch_ms:.1f} ms per batch fetching vs {step_ms:.1f} ms computing, "
-            f"over {self.total_batches} batches. {_loader_advice(trainer)}",
+            f"`warn_wait_fraction={limit}`): {fetch_ms:.1f} ms per batch fetching vs {step_ms:.1f} ms "
+            f"computing, over {self.total_batches} batches. {_loader_advice(trainer)}",
             category=UserWarning,
         )
 
@@ -279,8 +279,8 @@ def _loader_advice(trainer: pl.Trainer) -> str:
     cpus = os.cpu_count() or 1
     if not isinstance(loaders, DataLoader):
         return (
-            f"Load batches in background workers (`DataLoader(num_workers=...)`, this machine has {cpus} CPUs), "
-            "with `pin_memory=True` on a GPU and `persistent_workers=True`."
+            f"Load batches in background workers (`DataLoader(num_workers=...)`, this machine has {cpus} "
+            "CPUs), with `pin_memory=True` on a GPU and `persistent_workers=True`."
         )
     loader = loaders
     current = (
@@ -290,8 +290,8 @@ def _loader_advice(trainer: pl.Trainer) -> str:
     advice = []
     if loader.num_workers == 0:
         advice.append(
-            f"set `num_workers` > 0 (e.g. {max(1, min(8, cpus - 1))}; this machine has {cpus} CPUs) so batches "
-            "load in the background"
+            f"set `num_workers` > 0 (e.g. {max(1, min(8, cpus - 1))}; this machine has {cpus} CPUs) so "
+            "batches load in the background"
         )
     elif loader.num_workers < cpus - 1:
         advice.append(f"raise `num_workers` from {loader.num_workers} towards {cpus - 1}")
@@ -302,6 +302,7 @@ def _loader_advice(trainer: pl.Trainer) -> str:
     if loader.num_workers > 0:
         advice.append(f"raise `prefetch_factor` (now {loader.prefetch_factor}) to keep more batches queued")
     advice.append(
-        "move per-sample work (decoding, augmentation, tokenisation) out of the training step or precompute it"
+        "move per-sample work (decoding, augmentation, tokenisation) out of the training step or "
+        "precompute it"
     )
     return current + " Try: " + "; ".join(advice) + "."

@@ -105,7 +105,8 @@ class SanityCheck(Callback):
                 self.name,
                 "skip",
                 f"could not run ({type(err).__name__}: {err}). The check runs `training_step`/`forward` on a "
-                "copy of the module with no Trainer attached; pass the inputs/targets keys or skip this check.",
+                "copy of the module with no Trainer attached; pass the inputs/targets keys or skip "
+                "this check.",
                 {"error": f"{type(err).__name__}: {err}"},
             )
         finally:

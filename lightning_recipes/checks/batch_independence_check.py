@@ -55,7 +55,8 @@ class BatchIndependenceCheck(SanityCheck):
     Example:
         >>> from lightning_recipes.checks import CheckContext
         >>> from lightning_recipes.testing import TinyTransformerLM, random_token_loader
-        >>> context = CheckContext(TinyTransformerLM(n_layers=1), random_token_loader(batch_size=4, seq_len=8))
+        >>> model = TinyTransformerLM(n_layers=1)
+        >>> context = CheckContext(model, random_token_loader(batch_size=4, seq_len=8))
         >>> result = BatchIndependenceCheck().run(context)
         >>> result.status, result.details["method"]
         ('pass', 'perturbation')
@@ -129,8 +130,8 @@ class BatchIndependenceCheck(SanityCheck):
         details["max_cross_effect"], details["own_effect"] = worst[2], own
         if scale == 0:
             raise CheckSkipped(
-                "the output does not react to its own input (zero gradient and no change under perturbation), "
-                "so independence cannot be measured; see the input_independence check."
+                "the output does not react to its own input (zero gradient and no change under "
+                "perturbation), so independence cannot be measured; see the input_independence check."
             )
         if worst[2] <= self.rtol * scale:
             return CheckResult(
@@ -150,11 +151,11 @@ class BatchIndependenceCheck(SanityCheck):
             self.name,
             "fail",
             f"samples mix across the batch: {pair} (effect {worst[2]:.3g} = {details['measured']:.2g} of the "
-            f"own-sample effect; expected 0). Likely causes: a view/reshape over the wrong dimensions (e.g. "
-            "`x.view(-1, batch)` or a transpose before `view`), a mean/sum/softmax over dim 0, attention over "
-            "the batch axis (batch_first mismatch), a per-batch normalisation written by hand. BatchNorm is "
-            "legitimate and was evaluated in eval mode. Try: print tensor shapes through forward; use "
-            "`x.flatten(1)` instead of `x.view(-1, ...)`.",
+            "own-sample effect; expected 0). Likely causes: a view/reshape over the wrong dimensions (e.g. "
+            "`x.view(-1, batch)` or a transpose before `view`), a mean/sum/softmax over dim 0, attention "
+            "over the batch axis (batch_first mismatch), a per-batch normalisation written by hand. "
+            "BatchNorm is legitimate and was evaluated in eval mode. Try: print tensor shapes through "
+            "forward; use `x.flatten(1)` instead of `x.view(-1, ...)`.",
             details,
         )
 
@@ -165,8 +166,9 @@ class BatchIndependenceCheck(SanityCheck):
             "skip",
             f"skipped: the module's forward raised {type(err).__name__} when called with the input tensor "
             f"alone ({where}, shape {list(inputs.shape)}). This check calls `model(inputs)` with that one "
-            "tensor and compares the outputs sample by sample. If forward takes a different tensor of the batch, pass "
-            "`input_key=` (on the check, `Preflight` or `preflight`); if it needs several (a mask, a dict of "
+            "tensor and compares the outputs sample by sample. If forward takes a different tensor of the "
+            "batch, pass `input_key=` (on the check, `Preflight` or `preflight`); if it needs several (a "
+            "mask, a dict of "
             'tensors), leave this check out: `checks=[...]` without "batch_independence". The error is in '
             "details['error'].",
             {"error": f"{type(err).__name__}: {err}", "input_shape": list(inputs.shape)},

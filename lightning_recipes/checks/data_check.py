@@ -92,9 +92,9 @@ class DataCheck(SanityCheck):
         details["nonfinite_values"] = nonfinite
         if nonfinite:
             fails.append(
-                f"{nonfinite} NaN/Inf value(s) in the first {len(batches)} batches. NaN in the data turns the "
-                "loss and every weight into NaN. Likely causes: missing values in the source, division by a "
-                "zero std in normalisation, log of 0. Try: torch.nan_to_num or drop the rows; check the "
+                f"{nonfinite} NaN/Inf value(s) in the first {len(batches)} batches. NaN in the data turns "
+                "the loss and every weight into NaN. Likely causes: missing values in the source, division "
+                "by a zero std in normalisation, log of 0. Try: torch.nan_to_num or drop the rows; check the "
                 "normalisation statistics."
             )
 
@@ -152,10 +152,10 @@ class DataCheck(SanityCheck):
         details.update(input_mean=mean, input_std=std, constant_input_batches=constant)
         if constant:
             fails.append(
-                f"{len(constant)} of {len(floats)} input batch(es) are constant (every value equal, e.g. batch "
-                f"{constant[0]}): the model cannot learn from them. Likely causes: images read as all-zero, a "
-                "normalisation that divides by a huge number, the wrong tensor returned by __getitem__. Try: "
-                "plot a few inputs; print x.min(), x.max() per sample."
+                f"{len(constant)} of {len(floats)} input batch(es) are constant (every value equal, e.g. "
+                f"batch {constant[0]}): the model cannot learn from them. Likely causes: images read as "
+                "all-zero, a normalisation that divides by a huge number, the wrong tensor returned by "
+                "__getitem__. Try: plot a few inputs; print x.min(), x.max() per sample."
             )
         elif abs(mean) > self.max_scale or std > self.max_scale:
             warns.append(
@@ -217,10 +217,10 @@ class DataCheck(SanityCheck):
             seen = flat[bad]
             fails.append(
                 f"{out_of_range} label(s) outside [0, {classes if classes is not None else 'C'}) (min "
-                f"{int(seen.min())}, max {int(seen.max())}). Cross-entropy raises on these, or silently reads "
-                "garbage on some devices. Likely causes: 1-based labels, a wrong num_classes in the head, "
-                "padding value other than -100. Try: remap labels to 0..C-1; set the head width to the number of "
-                "classes."
+                f"{int(seen.min())}, max {int(seen.max())}). Cross-entropy raises on these, or silently "
+                "reads garbage on some devices. Likely causes: 1-based labels, a wrong num_classes in the "
+                "head, padding value other than -100. Try: remap labels to 0..C-1; set the head width to the "
+                "number of classes."
             )
         per_sample = [t for t in labels if t.ndim == 1 and t.numel() >= 2]
         if not per_sample:
@@ -240,8 +240,8 @@ class DataCheck(SanityCheck):
         details.update(single_class_batches=single, labels_sorted=sorted_labels, loader_shuffles=shuffled)
         if overall >= 2 and len(single) == len(per_sample) and len(per_sample) >= 2:
             fails.append(
-                f"every one of the first {len(per_sample)} batches holds a single class: the data is ordered by "
-                "label, so each step pulls the model toward one class. Try: DataLoader(shuffle=True) or a "
+                f"every one of the first {len(per_sample)} batches holds a single class: the data is ordered "
+                "by label, so each step pulls the model toward one class. Try: DataLoader(shuffle=True) or a "
                 "RandomSampler."
             )
         elif sorted_labels and shuffled is False:

@@ -126,19 +126,20 @@ class GradFlowCheck(SanityCheck):
         problems = []
         if trainable and len(zero) + len(no_grad) == len(trainable):
             problems.append(
-                f"no parameter gets any gradient after {steps} backward passes (loss {loss_value:.4g}): the loss "
-                "is constant in the parameters. Likely causes: the loss is clamped/clipped (`loss.clamp(max=...)`"
-                " or `torch.clamp` cuts the gradient wherever it binds; clip gradients with "
-                "Trainer(gradient_clip_val=...) instead), a `.detach()`/`.item()`/`torch.no_grad()` in the loss "
-                "path, or a loss built from a non-differentiable op (argmax, round). Try: return the unclamped "
-                "loss; print loss.grad_fn (None means the graph was cut)."
+                f"no parameter gets any gradient after {steps} backward passes (loss {loss_value:.4g}): the "
+                "loss is constant in the parameters. Likely causes: the loss is clamped/clipped "
+                "(`loss.clamp(max=...)` or `torch.clamp` cuts the gradient wherever it binds; clip gradients "
+                "with Trainer(gradient_clip_val=...) instead), a `.detach()`/`.item()`/`torch.no_grad()` in "
+                "the loss path, or a loss built from a non-differentiable op (argmax, round). Try: return "
+                "the unclamped loss; print loss.grad_fn (None means the graph was cut)."
             )
         else:
             if no_grad:
                 problems.append(
-                    f"{len(no_grad)} trainable parameter(s) get no gradient: {_names(no_grad)}. They are unused "
-                    "in training_step or cut off by a `.detach()`/`no_grad` (a detached branch). Try: search "
-                    "forward for .detach()/.data/.item(); delete unused modules or freeze them on purpose."
+                    f"{len(no_grad)} trainable parameter(s) get no gradient: {_names(no_grad)}. They are "
+                    "unused in training_step or cut off by a `.detach()`/`no_grad` (a detached branch). Try: "
+                    "search forward for .detach()/.data/.item(); delete unused modules or freeze them on "
+                    "purpose."
                 )
             if zero:
                 problems.append(
@@ -154,9 +155,10 @@ class GradFlowCheck(SanityCheck):
             )
         if missing:
             problems.append(
-                f"{len(missing)} trainable parameter(s) are not in any optimizer param group and will never be "
-                f"updated: {_names(missing)}. Likely cause: configure_optimizers builds its groups from a subset "
-                "(a filter on names, a submodule's parameters). Try: build groups from self.named_parameters()."
+                f"{len(missing)} trainable parameter(s) are not in any optimizer param group and will never "
+                f"be updated: {_names(missing)}. Likely cause: configure_optimizers builds its groups from a "
+                "subset (a filter on names, a submodule's parameters). Try: build groups from "
+                "self.named_parameters()."
             )
         if problems:
             return CheckResult(self.name, "fail", " | ".join(problems), details)
@@ -164,9 +166,10 @@ class GradFlowCheck(SanityCheck):
             return CheckResult(
                 self.name,
                 "warn",
-                f"all {len(trainable)} trainable parameters get finite, non-zero gradients, but {len(frozen)} "
-                f"parameter(s) are frozen (requires_grad=False): {_names(frozen)}. Fine if intended "
-                "(fine-tuning); otherwise a freeze was left in. Try: unfreeze with requires_grad_(True).",
+                f"all {len(trainable)} trainable parameters get finite, non-zero gradients, but "
+                f"{len(frozen)} parameter(s) are frozen (requires_grad=False): {_names(frozen)}. Fine if "
+                "intended (fine-tuning); otherwise a freeze was left in. Try: unfreeze with "
+                "requires_grad_(True).",
                 details,
             )
         return CheckResult(

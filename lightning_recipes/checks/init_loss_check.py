@@ -54,7 +54,8 @@ class InitLossCheck(SanityCheck):
     Example:
         >>> from lightning_recipes.checks import CheckContext
         >>> from lightning_recipes.testing import TinyClassifier, random_classification_loader
-        >>> result = InitLossCheck().run(CheckContext(TinyClassifier(num_classes=4), random_classification_loader()))
+        >>> context = CheckContext(TinyClassifier(num_classes=4), random_classification_loader())
+        >>> result = InitLossCheck().run(context)
         >>> result.status, round(result.details["expected"], 4)
         ('pass', 1.3863)
 
@@ -129,9 +130,10 @@ class InitLossCheck(SanityCheck):
             return CheckResult(
                 self.name,
                 "fail",
-                f"the loss at init is {measured} (not finite). Expected a finite value. Likely causes: NaN/Inf in "
-                "the data (see the data check), log of 0 (use log_softmax / cross_entropy on logits instead of "
-                "log(softmax)), division by zero in the loss. Try: run the data check; use F.cross_entropy.",
+                f"the loss at init is {measured} (not finite). Expected a finite value. Likely causes: "
+                "NaN/Inf in the data (see the data check), log of 0 (use log_softmax / cross_entropy on "
+                "logits instead of log(softmax)), division by zero in the loss. Try: run the data check; use "
+                "F.cross_entropy.",
                 details,
             )
         if expected is None:
@@ -195,8 +197,8 @@ class InitLossCheck(SanityCheck):
         for count in sorted(counts):
             if count > 2 and abs(ratio / count - 1) < 0.15:
                 return (
-                    f" The ratio is close to the number of targets in the batch ({count}): the loss is probably "
-                    "summed instead of averaged."
+                    f" The ratio is close to the number of targets in the batch ({count}): the loss is "
+                    "probably summed instead of averaged."
                 )
         return ""
 

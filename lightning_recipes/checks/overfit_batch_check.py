@@ -133,8 +133,8 @@ class OverfitBatchCheck(SanityCheck):
                 self.name,
                 "fail",
                 f"the loss became {values[first_bad]} at step {first_bad} while overfitting {where}. Likely "
-                "causes: learning rate far too high, NaN/Inf in the data, an unstable loss (log of 0, division "
-                "by a batch statistic). Try: lower the learning rate 10x; run the data check; add "
+                "causes: learning rate far too high, NaN/Inf in the data, an unstable loss (log of 0, "
+                "division by a batch statistic). Try: lower the learning rate 10x; run the data check; add "
                 "gradient_clip_val.",
                 details,
             )
@@ -152,20 +152,20 @@ class OverfitBatchCheck(SanityCheck):
             return CheckResult(
                 self.name,
                 "warn",
-                f"{fell}: it fell, but not to the target {target:.4g} ({self.target_ratio:g} x initial) within "
-                f"{self.max_steps} steps. Likely causes: a small learning rate, strong regularisation "
-                "(dropout, weight decay) or a loss with a high floor. Try: `OverfitBatchCheck(max_steps=...)` "
-                "with more steps, or a larger learning rate.",
+                f"{fell}: it fell, but not to the target {target:.4g} ({self.target_ratio:g} x initial) "
+                f"within {self.max_steps} steps. Likely causes: a small learning rate, strong regularisation "
+                "(dropout, weight decay) or a loss with a high floor. Try: "
+                "`OverfitBatchCheck(max_steps=...)` with more steps, or a larger learning rate.",
                 details,
             )
         return CheckResult(
             self.name,
             "fail",
-            f"{fell}: the model cannot memorise {where} (expected <= {target:.4g}, "
-            f"{self.target_ratio:g} x initial). Likely causes: no gradient reaches the weights (a loss clamped "
-            "or clipped instead of the gradient, a .detach()/.item()/no_grad in the loss path; see grad_flow), "
-            "a learning rate of ~0 or an optimizer over the wrong parameters, a loss that does not depend on "
-            "the outputs, or frozen layers. Try: run the grad_flow check; print the optimizer's param_groups "
-            "and lr; clip gradients with Trainer(gradient_clip_val=...) instead of clamping the loss.",
+            f"{fell}: the model cannot memorise {where} (expected <= {target:.4g}, {self.target_ratio:g} x "
+            "initial). Likely causes: no gradient reaches the weights (a loss clamped or clipped instead of "
+            "the gradient, a .detach()/.item()/no_grad in the loss path; see grad_flow), a learning rate of "
+            "~0 or an optimizer over the wrong parameters, a loss that does not depend on the outputs, or "
+            "frozen layers. Try: run the grad_flow check; print the optimizer's param_groups and lr; clip "
+            "gradients with Trainer(gradient_clip_val=...) instead of clamping the loss.",
             details,
         )

@@ -112,7 +112,8 @@ class PreflightReport:
         PreflightError: From :meth:`raise_for_failures` when a check failed.
 
     Example:
-        >>> report = PreflightReport([CheckResult("init_loss", "pass", "ok"), CheckResult("data", "warn", "hm")])
+        >>> results = [CheckResult("init_loss", "pass", "ok"), CheckResult("data", "warn", "hm")]
+        >>> report = PreflightReport(results)
         >>> report.ok, report["data"].status, [r.name for r in report]
         (True, 'warn', ['init_loss', 'data'])
         >>> report.raise_for_failures()
@@ -187,8 +188,8 @@ class PreflightReport:
         counts = self.counts()
         verdict = "[green]OK[/]" if self.ok else "[bold red]FAILED[/]"
         table = Table(
-            title=f"Preflight {verdict}: {counts['pass']} pass, {counts['warn']} warn, {counts['fail']} fail, "
-            f"{counts['skip']} skip ({self.seconds:.1f} s)",
+            title=f"Preflight {verdict}: {counts['pass']} pass, {counts['warn']} warn, "
+            f"{counts['fail']} fail, {counts['skip']} skip ({self.seconds:.1f} s)",
             show_lines=True,
             expand=False,
         )

@@ -6,7 +6,10 @@ from typing import Any
 
 __all__ = ["new_axes", "pyplot"]
 
-_HINT = "lightning_recipes.plots needs matplotlib: pip install 'lightning-recipes[plots]' (or pip install matplotlib)."
+_HINT = (
+    "lightning_recipes.plots needs matplotlib: pip install 'lightning-recipes[plots]' "
+    "(or pip install matplotlib)."
+)
 
 
 def pyplot() -> Any:

@@ -62,7 +62,8 @@ def measure_activations(
     Example:
         >>> import torch
         >>> from lightning_recipes.testing import TinyTransformerLM, TransformerBlock
-        >>> m = measure_activations(TinyTransformerLM(), torch.randint(0, 64, (2, 16)), block_classes=(TransformerBlock,))
+        >>> model, ids = TinyTransformerLM(), torch.randint(0, 64, (2, 16))
+        >>> m = measure_activations(model, ids, block_classes=(TransformerBlock,))
         >>> m.saved > m.outside + m.block_inputs + m.block_max > 0
         True
     """

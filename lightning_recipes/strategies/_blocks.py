@@ -73,8 +73,8 @@ def infer_block_classes(model: nn.Module) -> tuple[type[nn.Module], ...]:
     repeated = [cls for cls, count in counts.items() if count >= 2 and numel[cls] > 0]
     if not repeated:
         raise ValueError(
-            f"Cannot infer the block classes of {type(model).__name__}: no submodule type with parameters occurs"
-            " twice. Pass `block_classes=...` (the transformer/residual block class) to the preset."
+            f"Cannot infer the block classes of {type(model).__name__}: no submodule type with parameters "
+            "occurs twice. Pass `block_classes=...` (the transformer/residual block class) to the preset."
         )
     best = max(repeated, key=lambda cls: (composite[cls], numel[cls], -depth[cls]))
     return (best,)
@@ -91,7 +91,8 @@ class LazyBlockPolicy:
     Example:
         >>> from lightning_recipes.testing import TinyTransformerLM
         >>> policy, model = LazyBlockPolicy(), TinyTransformerLM()
-        >>> policy(model, recurse=True, nonwrapped_numel=0), policy(model.blocks[0], recurse=False, nonwrapped_numel=0)
+        >>> top = policy(model, recurse=True, nonwrapped_numel=0)
+        >>> top, policy(model.blocks[0], recurse=False, nonwrapped_numel=0)
         (True, True)
         >>> policy.block_classes
         (<class 'lightning_recipes.testing.models.TransformerBlock'>,)

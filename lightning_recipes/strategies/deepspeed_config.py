@@ -86,7 +86,8 @@ def reconcile_deepspeed_config(
         ...     {"zero_optimization": {"stage": 2}, "gradient_accumulation_steps": 4},
         ...     micro_batch_size=8, accumulate_grad_batches=4, world_size=2,
         ...     gradient_clip_val=1.0, gradient_clip_algorithm="norm", precision="bf16-mixed")
-        >>> cfg["train_batch_size"], cfg["train_micro_batch_size_per_gpu"], cfg["gradient_clipping"], cfg["bf16"]
+        >>> (cfg["train_batch_size"], cfg["train_micro_batch_size_per_gpu"],
+        ...  cfg["gradient_clipping"], cfg["bf16"])
         (64, 8, 1.0, {'enabled': True})
         >>> "gradient_accumulation_steps" in cfg  # Lightning sets it from the Trainer
         False
@@ -99,15 +100,18 @@ def reconcile_deepspeed_config(
         "gradient_accumulation_steps": (accumulate_grad_batches, "Trainer(accumulate_grad_batches=...)"),
         "train_batch_size": (
             train_batch_size,
-            f"micro batch {micro_batch_size} x accumulation {accumulate_grad_batches} x world size {world_size}",
+            (
+                f"micro batch {micro_batch_size} x accumulation {accumulate_grad_batches} "
+                f"x world size {world_size}"
+            ),
         ),
         "gradient_clipping": (clip, "Trainer(gradient_clip_val=...)"),
     }
     for key, (value, source) in expected.items():
         if key in cfg and cfg[key] != value:
             raise ValueError(
-                f"The DeepSpeed config sets `{key}={cfg[key]!r}` but the Trainer implies {value!r} ({source})."
-                f" Remove `{key}` from the DeepSpeed config: the preset takes it from the Trainer."
+                f"The DeepSpeed config sets `{key}={cfg[key]!r}` but the Trainer implies {value!r} "
+                f"({source}). Remove `{key}` from the DeepSpeed config: the preset takes it from the Trainer."
             )
         cfg[key] = value
     del cfg["gradient_accumulation_steps"]

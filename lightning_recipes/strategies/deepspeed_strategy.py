@@ -49,8 +49,9 @@ class RecipesDeepSpeedStrategy(DeepSpeedStrategy):
         >>> from lightning_recipes.strategies import PRESETS, reconcile_deepspeed_config
         >>> PRESETS["deepspeed_zero2_offload"].defaults  # what the preset passes to this class
         {'stage': 2, 'offload_optimizer': True}
-        >>> cfg = reconcile_deepspeed_config({"train_batch_size": 64}, micro_batch_size=8, accumulate_grad_batches=2,
-        ...     world_size=4, gradient_clip_val=None, gradient_clip_algorithm=None, precision="32-true")
+        >>> cfg = reconcile_deepspeed_config({"train_batch_size": 64}, micro_batch_size=8,
+        ...     accumulate_grad_batches=2, world_size=4, gradient_clip_val=None, gradient_clip_algorithm=None,
+        ...     precision="32-true")
         >>> cfg["train_batch_size"], cfg["gradient_clipping"]  # 8 x 2 x 4: what setup() checks and fills
         (64, 0.0)
         >>> # building needs the deepspeed package (tests/strategies/test_deepspeed.py builds every preset)

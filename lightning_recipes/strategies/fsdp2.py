@@ -76,7 +76,8 @@ def apply_fsdp2(
     Example:
         >>> import torch.distributed as dist
         >>> from lightning_recipes.testing import TinyTransformerLM
-        >>> dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)  # one process, no port
+        >>> # one process, no port
+        >>> dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
         >>> model = apply_fsdp2(TinyTransformerLM())
         >>> type(model.blocks[0]).__name__, type(model.blocks[0].qkv.weight).__name__
         ('FSDPTransformerBlock', 'DTensor')

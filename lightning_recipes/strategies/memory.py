@@ -191,7 +191,8 @@ def estimate_memory(
         ValueError: For an unknown strategy, optimizer or precision, or non-positive counts.
 
     Example:
-        >>> est = estimate_memory(7_000_000_000, optimizer="adamw", precision="bf16-mixed", strategy="deepspeed_zero3", devices=8)
+        >>> est = estimate_memory(7_000_000_000, optimizer="adamw", precision="bf16-mixed",
+        ...                       strategy="deepspeed_zero3", devices=8)
         >>> round(est.bytes_per_param, 3), round(est.total / 2**30, 1)
         (16.0, 13.0)
         >>> print(est)  # doctest: +ELLIPSIS

@@ -175,9 +175,9 @@ PRESETS: dict[str, Preset] = {
 def preset(name: str, *, model: nn.Module | None = None, **overrides: Any) -> Strategy:
     """Build a Lightning strategy from a preset; ``overrides`` are the strategy's own arguments and win.
 
-    =========================  ================================================================================
+    =========================  ===============================================================================
     name                       strategy
-    =========================  ================================================================================
+    =========================  ===============================================================================
     ``ddp``                    :class:`RecipesDDPStrategy` (``DDPStrategy``) ``gradient_as_bucket_view=True``
     ``ddp_spawn``              + ``start_method="spawn"`` (workers destroy the process group at exit)
     ``ddp_static_graph``       + ``static_graph=True``
@@ -192,7 +192,7 @@ def preset(name: str, *, model: nn.Module | None = None, **overrides: Any) -> St
     ``deepspeed_zero2_offload``  ``stage=2, offload_optimizer=True``
     ``deepspeed_zero3``        ``stage=3``
     ``deepspeed_zero3_offload``  ``stage=3, offload_optimizer=True, offload_parameters=True``
-    =========================  ================================================================================
+    =========================  ===============================================================================
 
     Building never looks at the machine (build on a CPU login node, run on the GPU job); what cannot run is
     refused when the Trainer sets the strategy up. Each preset is also registered as ``recipes_<name>``:

@@ -71,8 +71,9 @@ class Recommendation:
         first = self.estimates[0]
         table = Table(
             title=(
-                f"{first.num_params:,} params, {first.optimizer}, {first.precision}, {first.devices} device(s) x"
-                f" {first.num_nodes} node(s); budget {budget:.1f} of {self.device_memory_gb:g} GiB per device"
+                f"{first.num_params:,} params, {first.optimizer}, {first.precision}, {first.devices} "
+                f"device(s) x {first.num_nodes} node(s); budget {budget:.1f} of {self.device_memory_gb:g} "
+                "GiB per device"
             ),
             title_justify="left",
         )

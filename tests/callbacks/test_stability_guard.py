@@ -224,8 +224,8 @@ def test_verbose_event_message(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.WARNING):
         _fit(FaultyClassifier(fault="nan_grad", fault_step=3), guard, max_steps=6)
     assert (
-        "StabilityGuard: non-finite gradient norm (nan) at step 3 on rank 0, detected at step 4; action: rollback"
-        " to the snapshot of step 2, learning rate x0.5 for 2 steps." in caplog.text
+        "StabilityGuard: non-finite gradient norm (nan) at step 3 on rank 0, detected at step 4; "
+        "action: rollback to the snapshot of step 2, learning rate x0.5 for 2 steps." in caplog.text
     )
 
 

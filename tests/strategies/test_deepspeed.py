@@ -56,7 +56,10 @@ def test_reconcile_accepts_agreeing_entries_and_never_mutates_the_input() -> Non
         ({"gradient_accumulation_steps": 2}, r"`gradient_accumulation_steps=2` but the Trainer implies 8"),
         (
             {"train_batch_size": 64},
-            r"`train_batch_size=64` but the Trainer implies 512 \(micro batch 4 x accumulation 8 x world size 16\)",
+            (
+                r"`train_batch_size=64` but the Trainer implies 512 "
+                r"\(micro batch 4 x accumulation 8 x world size 16\)"
+            ),
         ),
         (
             {"train_micro_batch_size_per_gpu": 2},

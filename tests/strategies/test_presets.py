@@ -251,7 +251,8 @@ def test_lightning_cli_yaml_class_path_with_block_path(
     monkeypatch.setattr(sys, "argv", ["train.py"])
     strategy = (
         "\n    class_path: lightning_recipes.strategies.RecipesFSDP2Strategy\n    init_args:\n"
-        "      block_classes: [lightning_recipes.testing.TransformerBlock]\n      activation_checkpointing: false"
+        "      block_classes: [lightning_recipes.testing.TransformerBlock]\n"
+        "      activation_checkpointing: false"
     )
     path = tmp_path / "config.yaml"
     path.write_text(CONFIG.format(strategy=strategy))

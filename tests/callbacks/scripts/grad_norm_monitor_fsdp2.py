@@ -186,7 +186,10 @@ def probe_trainer_clip() -> str:
         trainer([probe], gradient_clip_val=0.01, gradient_clip_algorithm="norm").fit(
             ShardedMLP(), random_classification_loader(num_samples=512, batch_size=16)
         )
-        trainer_clip = f"ran; applied full-gradient norms with gradient_clip_val=0.01: {[round(n, 5) for n in probe.norms[:4]]}"
+        trainer_clip = (
+            "ran; applied full-gradient norms with gradient_clip_val=0.01: "
+            f"{[round(n, 5) for n in probe.norms[:4]]}"
+        )
     except Exception as err:
         trainer_clip = f"refused: {type(err).__name__}: {str(err).splitlines()[0][:160]}"
     return trainer_clip
