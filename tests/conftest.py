@@ -23,12 +23,20 @@ LIGHTNING_OWNED_ENV = frozenset(
         "NODE_RANK",
         "WORLD_SIZE",
         "RANK",
+        "OMP_NUM_THREADS",  # set to 1 for multi-process strategies when unset (_set_num_threads_if_needed)
+        "CUBLAS_WORKSPACE_CONFIG",  # set by Trainer(deterministic=True)
     }
 )
 # Written by the tools themselves: pytest between the phases of every test; wandb when it starts its service;
-# scikit-learn (and joblib) at their first import, for the OpenMP runtime.
+# scikit-learn (and joblib) at their first import, for the OpenMP runtime; torch.compile's Inductor.
 TOOL_OWNED_ENV = frozenset(
-    {"PYTEST_CURRENT_TEST", "WANDB_SERVICE", "KMP_DUPLICATE_LIB_OK", "KMP_INIT_AT_FORK"}
+    {
+        "PYTEST_CURRENT_TEST",
+        "WANDB_SERVICE",
+        "KMP_DUPLICATE_LIB_OK",
+        "KMP_INIT_AT_FORK",
+        "_TORCHINDUCTOR_PYOBJECT_TENSOR_DATA_PTR",
+    }
 )
 
 
