@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -47,6 +48,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         print(_usage(), file=sys.stderr)
         return 2
+    _import_from_the_current_directory()
     module_name, function_name = COMMANDS[command][0].split(":")
     function = getattr(importlib.import_module(module_name), function_name)
     return int(function(rest) or 0)
+
+
+def _import_from_the_current_directory() -> None:
+    """``--model my_pkg.MyModel`` finds ``./my_pkg.py``, as under ``python -m``: the console script that pip
+    writes puts its own folder first on ``sys.path``, not the current directory."""
+    cwd = os.getcwd()
+    if cwd not in sys.path and "" not in sys.path:
+        sys.path.insert(0, cwd)
