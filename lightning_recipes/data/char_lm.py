@@ -7,6 +7,8 @@ import torch
 from torch import Tensor
 from torch.utils.data import DataLoader, Dataset
 
+from lightning_recipes._validation import check_in_range, check_int
+
 __all__ = ["CharLMDataModule", "load_corpus"]
 
 
@@ -75,12 +77,13 @@ class CharLMDataModule(pl.LightningDataModule):
         num_workers: int = 0,
     ) -> None:
         super().__init__()
-        if seq_len < 1:
-            raise ValueError(f"`seq_len` must be >= 1, got {seq_len!r}.")
-        if batch_size < 1:
-            raise ValueError(f"`batch_size` must be >= 1, got {batch_size!r}.")
-        if not 0.0 < val_fraction < 1.0:
-            raise ValueError(f"`val_fraction` must be in (0, 1), got {val_fraction!r}.")
+        check_int("seq_len", seq_len, minimum=1)
+        check_int("batch_size", batch_size, minimum=1)
+        check_in_range("val_fraction", val_fraction, 0.0, 1.0, low_open=True, high_open=True)
+        if max_chars is not None:
+            check_int("max_chars", max_chars, minimum=seq_len + 1)
+        check_int("seed", seed)
+        check_int("num_workers", num_workers, minimum=0)
         self.save_hyperparameters()
         self.seq_len = seq_len
         self.batch_size = batch_size

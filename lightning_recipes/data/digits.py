@@ -6,6 +6,8 @@ import lightning.pytorch as pl
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
+from lightning_recipes._validation import check_bool, check_in_range, check_int
+
 __all__ = ["DigitsDataModule"]
 
 
@@ -41,10 +43,11 @@ class DigitsDataModule(pl.LightningDataModule):
         flatten: bool = False,
     ) -> None:
         super().__init__()
-        if batch_size < 1:
-            raise ValueError(f"`batch_size` must be >= 1, got {batch_size!r}.")
-        if not 0.0 < val_fraction < 1.0:
-            raise ValueError(f"`val_fraction` must be in (0, 1), got {val_fraction!r}.")
+        check_int("batch_size", batch_size, minimum=1)
+        check_in_range("val_fraction", val_fraction, 0.0, 1.0, low_open=True, high_open=True)
+        check_int("seed", seed)
+        check_int("num_workers", num_workers, minimum=0)
+        check_bool("flatten", flatten)
         self.save_hyperparameters()
         self.batch_size = batch_size
         self.val_fraction = val_fraction

@@ -17,8 +17,13 @@ def test_digits_split_is_stratified_disjoint_and_deterministic():
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"batch_size": 0}, "`batch_size` must be >= 1, got 0"),
-        ({"val_fraction": 1.0}, r"`val_fraction` must be in \(0, 1\), got 1.0"),
+        ({"batch_size": 0}, "`batch_size` must be an integer >= 1, got 0"),
+        ({"batch_size": 8.0}, "`batch_size` must be an integer >= 1, got 8.0"),
+        ({"batch_size": True}, "`batch_size` must be an integer >= 1, got True"),
+        ({"val_fraction": 1.0}, r"`val_fraction` must be a number in \(0, 1\), got 1.0"),
+        ({"val_fraction": float("nan")}, r"`val_fraction` must be a number in \(0, 1\), got nan"),
+        ({"seed": 1.5}, "`seed` must be an integer, got 1.5"),
+        ({"num_workers": -1}, "`num_workers` must be an integer >= 0, got -1"),
     ],
 )
 def test_digits_rejects_bad_arguments(kwargs, message):
@@ -36,6 +41,21 @@ def test_char_lm_windows_cover_text_and_roundtrip():
     assert len(dm.train_set) == (8000 - 1) // 50
 
 
-def test_char_lm_rejects_bad_seq_len():
-    with pytest.raises(ValueError, match="`seq_len` must be >= 1, got 0"):
-        CharLMDataModule(seq_len=0)
+def test_digits_flatten_must_be_a_bool():
+    with pytest.raises(TypeError, match="`flatten` must be True or False, got 'yes'"):
+        DigitsDataModule(flatten="yes")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"seq_len": 0}, "`seq_len` must be an integer >= 1, got 0"),
+        ({"batch_size": 0}, "`batch_size` must be an integer >= 1, got 0"),
+        ({"val_fraction": 0.0}, r"`val_fraction` must be a number in \(0, 1\), got 0.0"),
+        ({"seq_len": 64, "max_chars": 10}, "`max_chars` must be an integer >= 65, got 10"),
+        ({"num_workers": 0.5}, "`num_workers` must be an integer >= 0, got 0.5"),
+    ],
+)
+def test_char_lm_rejects_bad_arguments(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        CharLMDataModule(**kwargs)
