@@ -10,6 +10,8 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
+from lightning_recipes._validation import check_in_range, check_int, check_non_negative, check_positive
+
 __all__ = ["DigitsCNN"]
 
 
@@ -40,6 +42,11 @@ class DigitsCNN(pl.LightningModule):
         weight_decay: float = 0.05,
     ) -> None:
         super().__init__()
+        check_int("num_classes", num_classes, minimum=1)
+        check_int("width", width, minimum=1)
+        check_in_range("dropout", dropout, 0.0, 1.0, high_open=True)
+        check_positive("lr", lr)
+        check_non_negative("weight_decay", weight_decay)
         self.save_hyperparameters()
         self.features = nn.Sequential(
             nn.Conv2d(1, width, 3, padding=1, bias=False),

@@ -11,6 +11,8 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 from torch.utils.data import DataLoader, TensorDataset
 
+from lightning_recipes._validation import check_in_range, check_int, check_positive
+
 __all__ = [
     "TinyClassifier",
     "TinyTransformerLM",
@@ -45,6 +47,9 @@ class TinyClassifier(pl.LightningModule):
         self, in_features: int = 16, num_classes: int = 4, hidden: int = 32, lr: float = 0.1
     ) -> None:
         super().__init__()
+        for name, value in (("in_features", in_features), ("num_classes", num_classes), ("hidden", hidden)):
+            check_int(name, value, minimum=1)
+        check_positive("lr", lr)
         self.save_hyperparameters()
         self.hidden = nn.Linear(in_features, hidden)
         self.head = nn.Linear(hidden, num_classes)
@@ -78,6 +83,9 @@ class TransformerBlock(nn.Module):
 
     def __init__(self, d_model: int, n_heads: int, mlp_ratio: int = 4, dropout: float = 0.0) -> None:
         super().__init__()
+        for name, value in (("d_model", d_model), ("n_heads", n_heads), ("mlp_ratio", mlp_ratio)):
+            check_int(name, value, minimum=1)
+        check_in_range("dropout", dropout, 0.0, 1.0, high_open=True)
         if d_model % n_heads:
             raise ValueError(
                 f"`d_model` must be divisible by `n_heads`, got d_model={d_model}, n_heads={n_heads}."
@@ -136,6 +144,15 @@ class TinyTransformerLM(pl.LightningModule):
         lr: float = 3e-3,
     ) -> None:
         super().__init__()
+        sizes = (
+            ("vocab_size", vocab_size),
+            ("d_model", d_model),
+            ("n_heads", n_heads),
+            ("n_layers", n_layers),
+        )
+        for name, value in (*sizes, ("max_seq_len", max_seq_len)):
+            check_int(name, value, minimum=1)
+        check_positive("lr", lr)
         self.save_hyperparameters()
         self.token_embedding = nn.Embedding(vocab_size, d_model)
         self.position_embedding = nn.Embedding(max_seq_len, d_model)

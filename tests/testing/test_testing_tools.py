@@ -56,3 +56,27 @@ def test_models_learn_their_synthetic_data():
     lm_losses = lm_logger.values("train_loss")
     assert lm_losses[0] == pytest.approx(math.log(16), rel=1e-5)
     assert lm_losses[-1] < 0.3 * lm_losses[0]
+
+
+@pytest.mark.parametrize(
+    ("factory", "kwargs", "message"),
+    [
+        ("TinyClassifier", {"num_classes": 0}, "`num_classes` must be an integer >= 1, got 0"),
+        ("TinyClassifier", {"hidden": 8.0}, "`hidden` must be an integer >= 1, got 8.0"),
+        ("TinyClassifier", {"lr": -0.1}, "`lr` must be a finite number > 0, got -0.1"),
+        ("TinyTransformerLM", {"n_layers": 0}, "`n_layers` must be an integer >= 1, got 0"),
+        ("TinyTransformerLM", {"vocab_size": True}, "`vocab_size` must be an integer >= 1, got True"),
+        (
+            "TransformerBlock",
+            {"d_model": 8, "n_heads": 2, "dropout": 1.0},
+            r"`dropout` must be a number in \[0, 1\)",
+        ),
+        ("DigitsCNN", {"width": 0}, "`width` must be an integer >= 1, got 0"),
+        ("DigitsCNN", {"weight_decay": -1.0}, "`weight_decay` must be a finite number >= 0, got -1.0"),
+    ],
+)
+def test_models_reject_bad_arguments_at_construction(factory: str, kwargs: dict, message: str) -> None:
+    import lightning_recipes.testing as testing
+
+    with pytest.raises(ValueError, match=message):
+        getattr(testing, factory)(**kwargs)
