@@ -52,7 +52,7 @@ def test_digits_flatten_must_be_a_bool():
         ({"seq_len": 0}, "`seq_len` must be an integer >= 1, got 0"),
         ({"batch_size": 0}, "`batch_size` must be an integer >= 1, got 0"),
         ({"val_fraction": 0.0}, r"`val_fraction` must be a number in \(0, 1\), got 0.0"),
-        ({"seq_len": 64, "max_chars": 10}, "`max_chars` must be an integer >= 65, got 10"),
+        ({"max_chars": 0}, "`max_chars` must be an integer >= 1, got 0"),
         ({"num_workers": 0.5}, "`num_workers` must be an integer >= 0, got 0.5"),
     ],
 )
