@@ -35,6 +35,7 @@ from lightning_recipes.checks._batches import (
     batch_size_of,
     check_key,
     clone_tensors,
+    replace_inputs,
     slice_batch,
     split_batch,
 )
@@ -257,6 +258,35 @@ class CheckContext:
         if tensor is None:
             raise CheckSkipped(f"`forward(inputs)` returned {type(output).__name__}, not a tensor.")
         return tensor
+
+    def with_inputs(self, batch: Any, inputs: Tensor) -> Any:
+        """A new batch equal to ``batch`` with its input tensor (this context's ``input_key``) replaced."""
+        return replace_inputs(batch, inputs, self.input_key)
+
+    def batch_output(self, model: pl.LightningModule, batch: Any) -> Tensor:
+        """The model's output tensor for a whole batch, whatever the module's shape.
+
+        A module that defines ``forward`` is called as ``model(inputs)``. One that does not (it wraps a model
+        as ``self.model`` and calls ``self.model(**batch)`` in ``training_step``) has ``training_step`` run
+        and the wrapped model's output observed with forward hooks (``.logits`` of a ``ModelOutput``, the
+        first tensor of a tuple or dict). Gradients flow when the caller enables them.
+
+        Raises:
+            CheckSkipped: If no output tensor can be observed either way.
+        """
+        inputs, _ = self.split(batch)
+        if inputs is not None and is_overridden("forward", model, pl.LightningModule):
+            return self.forward(model, inputs)
+        # A step with no usable loss (CheckSkipped) may still have shown an output.
+        with self.capture_forward(model) as captured, contextlib.suppress(CheckSkipped):
+            self.training_loss(model, batch)
+        output = captured.last()
+        if output is None:
+            raise CheckSkipped(
+                "the module defines no `forward` and no output tensor of a submodule was seen while "
+                "`training_step` ran; cannot read the model's outputs."
+            )
+        return output
 
     def build_optimizers(self, model: pl.LightningModule) -> tuple[list[Optimizer], str]:
         """The module's own optimizers, built on the copy at their peak learning rate; plus a note."""
