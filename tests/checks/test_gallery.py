@@ -1,0 +1,62 @@
+"""The whole gallery (``tests/checks/gallery``): every case names a registered check, ids are unique, the
+issue's minimum counts hold, and no healthy model gets a ``fail`` from ANY check of the full preflight.
+
+Each family's own test file runs its check on its bugs; this file adds the cross-check view: a healthy model
+must survive every check, not only the ones its author had in mind.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+import pytest
+
+from lightning_recipes.checks import CHECKS, preflight
+
+from . import gallery
+from .gallery import Case
+
+
+def _modules() -> list[str]:
+    return sorted(m.name for m in pkgutil.iter_modules(gallery.__path__) if not m.name.startswith("_"))
+
+
+def _cases(kind: str) -> list[tuple[str, Case]]:
+    found = []
+    for name in _modules():
+        module = importlib.import_module(f"{gallery.__name__}.{name}")
+        found += [(name, case) for case in getattr(module, kind, [])]
+    return found
+
+
+BUGS, HEALTHY = _cases("BUGS"), _cases("HEALTHY")
+
+
+def test_every_case_is_well_formed():
+    ids = [case.id for _, case in BUGS + HEALTHY]
+    assert len(ids) == len(set(ids)), sorted({i for i in ids if ids.count(i) > 1})
+    for _, case in BUGS:
+        assert case.check in CHECKS, (case.id, case.check)
+        assert case.status in ("fail", "warn"), case.id
+    for _, case in HEALTHY:
+        assert case.check is None, case.id
+
+
+def test_the_new_gallery_is_as_large_as_the_issue_asks():
+    """#14: at least 15 new planted bugs in several shapes, at least 8 healthy models of new shapes."""
+    new_bugs = [case for module, case in BUGS if module != "legacy"]
+    new_healthy = [case for module, case in HEALTHY if module != "legacy"]
+    assert len(new_bugs) >= 15, len(new_bugs)
+    assert len(new_healthy) >= 8, len(new_healthy)
+    assert len({case.shape for case in new_bugs}) >= 4, sorted({case.shape for case in new_bugs})
+
+
+NEW_HEALTHY = [case for module, case in HEALTHY if module != "legacy"]  # legacy: test_healthy_models.py
+
+
+@pytest.mark.parametrize("case", NEW_HEALTHY, ids=[case.id for case in NEW_HEALTHY])
+def test_healthy_model_gets_no_failure_from_any_check(case: Case):
+    report = preflight(case.model(), **case.data(), num_threads=1)
+    failures = {r.name: r.message for r in report if r.status == "fail"}
+    assert not failures, failures
