@@ -11,6 +11,7 @@ from typing import Any
 import lightning.pytorch as pl
 import torch
 import torch.nn.functional as F
+import yaml
 from lightning.pytorch.utilities.model_helpers import is_overridden
 from torch import Tensor
 
@@ -206,6 +207,19 @@ class BatchMixer:
             f"num_classes={self.num_classes}, seed={self.seed}, sync_across_ranks={self.sync_across_ranks})"
         )
 
+    def to_dict(self) -> dict[str, Any]:
+        """The constructor arguments as plain data (``BatchMixer(**d)`` rebuilds it): what ``hparams.yaml``
+        stores when a module's ``save_hyperparameters()`` records a mixer."""
+        return {name: getattr(self, name) for name in _SETTINGS}
+
+    def __getstate__(self) -> dict[str, Any]:
+        # settings + counter only: pickles for ddp_spawn and loads under torch.load(weights_only=True)
+        return {**self.to_dict(), "num_batches": self.num_batches}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(**{name: state[name] for name in _SETTINGS if name in state})  # type: ignore[misc]
+        self.num_batches = int(state.get("num_batches", 0))
+
     def draw(self, num_samples: int, height: int = 0, width: int = 0) -> MixDraw:
         """The draws for the next batch (advances the counter). ``height``/``width``: CutMix's image size."""
         index = self.num_batches
@@ -291,11 +305,41 @@ class BatchMixer:
         return F.one_hot(targets.long(), self.num_classes).float()
 
 
+_SETTINGS = (
+    "mixup_alpha",
+    "cutmix_alpha",
+    "prob",
+    "switch_prob",
+    "correct_lam",
+    "num_classes",
+    "seed",
+    "sync_across_ranks",
+    "input_key",
+    "target_key",
+)
+
+
+def _represent_mixer(dumper: yaml.Dumper, mixer: BatchMixer) -> yaml.Node:
+    return dumper.represent_dict(mixer.to_dict())
+
+
+# A module's `save_hyperparameters()` records a mixer passed to `__init__`: written to hparams.yaml as a
+# mapping (not a `!!python/object` tag that `load_hparams_from_yaml` cannot read), and allowed in checkpoints
+# under torch.load's default `weights_only=True` (its pickled state is numbers and strings), so resuming with
+# `ckpt_path` works.
+for _dumper in (yaml.Dumper, yaml.SafeDumper):
+    yaml.add_representer(BatchMixer, _represent_mixer, Dumper=_dumper)
+torch.serialization.add_safe_globals([BatchMixer])
+
+
 class BatchMixingMixin:
     """Mixes every training batch with ``self.batch_mixer`` (a :class:`BatchMixer`, or ``None`` for off) in
     the LightningModule's ``on_after_batch_transfer``: after the batch is on the device, before
-    ``training_step``. Validation, test, predict, the sanity check and the preflight (which runs on copies
-    detached from the Trainer) see the batches unchanged.
+    ``training_step``, only for the batches of the training loop: from the module's ``on_train_start``
+    (which Lightning calls after every callback's, so after the :class:`~lightning_recipes.Preflight`
+    callback, whose checks prepare batches through this hook) to ``on_train_end``, and only while
+    ``trainer.training``. Validation, test, predict, the sanity check and the preflight see the batches
+    unchanged and do not advance the stream.
 
     Why a mixin and not a callback: a callback's ``on_train_batch_start`` receives the batch but cannot
     replace it (Lightning passes the same object on to ``training_step``; mutating it in place would
@@ -307,7 +351,8 @@ class BatchMixingMixin:
     rollback snapshots never touch it).
 
     Put the mixin before ``pl.LightningModule`` in the bases. If your class overrides
-    ``on_after_batch_transfer``, ``on_save_checkpoint`` or ``on_load_checkpoint``, call ``super()``. If a
+    ``on_after_batch_transfer``, ``on_train_start``, ``on_train_end``, ``on_save_checkpoint`` or
+    ``on_load_checkpoint``, call ``super()``. If a
     LightningDataModule overrides ``on_after_batch_transfer``, Lightning calls its hook instead of the
     module's, so the mixin refuses to train (at ``on_train_start``) rather than silently not mixing.
 
@@ -329,18 +374,24 @@ class BatchMixingMixin:
     """
 
     batch_mixer: BatchMixer | None
+    _in_train_loop: bool = False  # from the module's on_train_start to on_train_end
 
     def on_after_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
         batch = super().on_after_batch_transfer(batch, dataloader_idx)  # type: ignore[misc]
         mixer = getattr(self, "batch_mixer", None)
         trainer = _attached_trainer(self)
-        if mixer is None or trainer is None or not trainer.training:
+        if mixer is None or trainer is None or not trainer.training or not self._in_train_loop:
             return batch
         mixer.rank = trainer.global_rank
         return mixer.mix_batch(batch)
 
+    def on_train_end(self) -> None:
+        super().on_train_end()  # type: ignore[misc]
+        self._in_train_loop = False
+
     def on_train_start(self) -> None:
         super().on_train_start()  # type: ignore[misc]
+        self._in_train_loop = True
         trainer = _attached_trainer(self)
         datamodule = getattr(trainer, "datamodule", None)
         if getattr(self, "batch_mixer", None) is not None and datamodule is not None:
