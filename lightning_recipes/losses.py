@@ -1,4 +1,4 @@
-"""mixed_cross_entropy: cross-entropy for hard labels or the soft targets of Mixup / CutMix, with label smoothing."""
+"""mixed_cross_entropy: cross-entropy on class indices or Mixup / CutMix soft targets, label smoothing."""
 
 from __future__ import annotations
 

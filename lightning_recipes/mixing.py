@@ -286,7 +286,11 @@ class BatchMixer:
 
     def state_dict(self) -> dict[str, Any]:
         """The batch counter (the whole generator state: see the class docstring) and the settings."""
-        return {"num_batches": self.num_batches, "seed": self.seed, "sync_across_ranks": self.sync_across_ranks}
+        return {
+            "num_batches": self.num_batches,
+            "seed": self.seed,
+            "sync_across_ranks": self.sync_across_ranks,
+        }
 
     def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
         """Continue the stream of a saved run (settings given at construction win)."""
@@ -394,14 +398,14 @@ class BatchMixingMixin:
         self._in_train_loop = True
         trainer = _attached_trainer(self)
         datamodule = getattr(trainer, "datamodule", None)
-        if getattr(self, "batch_mixer", None) is not None and datamodule is not None:
-            if is_overridden("on_after_batch_transfer", datamodule):
-                raise RuntimeError(
-                    f"{type(datamodule).__name__} overrides `on_after_batch_transfer`, so Lightning calls it "
-                    "instead of the module's and the BatchMixingMixin would never mix a batch. Call "
-                    "`model.batch_mixer.mix_batch(batch)` at the end of the datamodule's hook (training "
-                    "batches only) and set the module's `batch_mixer` to None."
-                )
+        mixing = getattr(self, "batch_mixer", None) is not None
+        if mixing and datamodule is not None and is_overridden("on_after_batch_transfer", datamodule):
+            raise RuntimeError(
+                f"{type(datamodule).__name__} overrides `on_after_batch_transfer`, so Lightning calls it "
+                "instead of the module's and the BatchMixingMixin would never mix a batch. Call "
+                "`model.batch_mixer.mix_batch(batch)` at the end of the datamodule's hook (training "
+                "batches only) and set the module's `batch_mixer` to None."
+            )
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         super().on_save_checkpoint(checkpoint)  # type: ignore[misc]

@@ -1,5 +1,5 @@
 """BatchMixer and mixed_cross_entropy against references written from the papers, step by step:
-Mixup (Zhang et al. 2018, arXiv:1710.09412, eq. 1: x~ = lam x_i + (1 - lam) x_j, y~ likewise, lam ~ Beta(a, a))
+Mixup (Zhang et al. 2018, arXiv:1710.09412: x~ = lam x_i + (1 - lam) x_j, y~ likewise, lam ~ Beta(a, a))
 and CutMix (Yun et al. 2019, arXiv:1905.04899, eq. 1-2 and the authors' train.py: box side sqrt(1 - lam),
 centre uniform, clipped; lam recomputed from the pasted area)."""
 
@@ -25,8 +25,8 @@ def _ref_beta(alpha: float, generator: torch.Generator) -> float:
 
 
 def _ref_box(lam: float, h: int, w: int, generator: torch.Generator) -> tuple[int, int, int, int]:
-    """The authors' `rand_bbox`: cut_rat = sqrt(1 - lam); cut_w = int(W cut_rat); cx ~ U{0..W-1}; cy ~ U{0..H-1};
-    bbx1 = clip(cx - cut_w // 2, 0, W) ... (numpy clip)."""
+    """The authors' `rand_bbox`: cut_rat = sqrt(1 - lam); cut_w = int(W cut_rat); cx ~ U{0..W-1};
+    cy ~ U{0..H-1}; bbx1 = clip(cx - cut_w // 2, 0, W) ... (numpy clip)."""
     cut_rat = np.sqrt(1.0 - lam)
     cut_w = int(w * cut_rat)
     cut_h = int(h * cut_rat)
@@ -109,7 +109,9 @@ def test_beta_draw_is_the_gamma_ratio_and_has_the_beta_distribution() -> None:
         assert stats.kstest(draws, stats.beta(alpha, alpha).cdf).pvalue > 1e-3
 
 
-@pytest.mark.parametrize(("lam", "h", "w", "seed"), [(0.75, 8, 8, 0), (0.3, 7, 5, 1), (0.95, 6, 9, 2), (0.0, 4, 4, 3)])
+@pytest.mark.parametrize(
+    ("lam", "h", "w", "seed"), [(0.75, 8, 8, 0), (0.3, 7, 5, 1), (0.95, 6, 9, 2), (0.0, 4, 4, 3)]
+)
 def test_cutmix_box_matches_the_authors_rand_bbox(lam: float, h: int, w: int, seed: int) -> None:
     for k in range(20):
         box = cutmix_box(lam, h, w, torch.Generator().manual_seed(seed * 100 + k))
@@ -123,7 +125,7 @@ def test_box_clipping_and_area_corrected_lambda() -> None:
     mixer = BatchMixer(mixup_alpha=0.0, cutmix_alpha=1.0, num_classes=2)
     for _ in range(50):
         x = torch.randn(3, 1, 8, 8)
-        _, soft = mixer(x, torch.tensor([0, 1, 1]))
+        mixer(x, torch.tensor([0, 1, 1]))
         draw = mixer.last_draw
         assert draw is not None and draw.box is not None
         y1, y2, x1, x2 = draw.box
@@ -162,7 +164,9 @@ def test_mixed_batches_match_the_papers_step_by_step(args: dict) -> None:
             assert mixed is x and torch.equal(soft, y1h) and draw.mode == "none"
             seen.add("none")
             continue
-        assert draw.lam == ref["lam"] and torch.equal(draw.permutation, ref["perm"]) and draw.box == ref["box"]
+        assert (
+            draw.lam == ref["lam"] and torch.equal(draw.permutation, ref["perm"]) and draw.box == ref["box"]
+        )
         if ref["cutmix"]:
             x_ref, y_ref = _ref_cutmix(x, y1h, ref["lam"], ref["perm"], ref["box"])
         else:
@@ -243,10 +247,13 @@ def test_mixed_cross_entropy_against_the_formula_and_timms_order(smoothing: floa
     torch.testing.assert_close(ours, timm_loss)
     hard = mixed_cross_entropy(logits, y_a, label_smoothing=smoothing)
     torch.testing.assert_close(hard, F.cross_entropy(logits, y_a, label_smoothing=smoothing))
-    torch.testing.assert_close(mixed_cross_entropy(logits, F.one_hot(y_a, 4).float(), label_smoothing=smoothing), hard)
+    torch.testing.assert_close(
+        mixed_cross_entropy(logits, F.one_hot(y_a, 4).float(), label_smoothing=smoothing), hard
+    )
     per_sample = mixed_cross_entropy(logits, soft, label_smoothing=smoothing, reduction="none")
-    assert per_sample.shape == (5,) and torch.allclose(per_sample.sum(), mixed_cross_entropy(
-        logits, soft, label_smoothing=smoothing, reduction="sum"))
+    assert per_sample.shape == (5,) and torch.allclose(
+        per_sample.sum(), mixed_cross_entropy(logits, soft, label_smoothing=smoothing, reduction="sum")
+    )
 
 
 @pytest.mark.parametrize(
