@@ -15,11 +15,11 @@ from typing_extensions import override
 
 from lightning_recipes._validation import check_bool, check_choice, check_int, check_non_negative, is_number
 from lightning_recipes.callbacks._snapshot import Snapshot
+from lightning_recipes.callbacks._trainer import callback_list
 
-try:  # Lightning >= 2.6.0 (our floor); the guard keeps an older one importable
-    from lightning.pytorch.callbacks import WeightAveraging as _WeightAveraging
-except ImportError:  # pragma: no cover
-    _WeightAveraging = None
+# `WeightAveraging` (base of `EMAWeightAveraging`) arrived in Lightning 2.6.0, our floor; read it softly so
+# that an older Lightning still imports this module (there is then nothing to coordinate with).
+_WeightAveraging: Any = getattr(pl.callbacks, "WeightAveraging", None)
 
 __all__ = ["EarlyStopping"]
 
@@ -197,8 +197,9 @@ class EarlyStopping(_LightningEarlyStopping):
 
     @override
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        mine = next(i for i, callback in enumerate(trainer.callbacks) if callback is self)
-        later = [c for c in _averaging_callbacks(trainer) if trainer.callbacks.index(c) > mine]
+        callbacks = callback_list(trainer)
+        mine = next(i for i, callback in enumerate(callbacks) if callback is self)
+        later = [c for c in callbacks[mine + 1 :] if c in _averaging_callbacks(trainer)]
         if later:  # their on_train_end copies the average into the module after ours: restore after them
             self._restore_at_fit_end = True
             return
@@ -308,7 +309,7 @@ def _averaging_callbacks(trainer: pl.Trainer) -> list[Any]:
     """The Trainer's weight-averaging callbacks (they swap their average in for validation)."""
     if _WeightAveraging is None:  # pragma: no cover
         return []
-    return [callback for callback in trainer.callbacks if isinstance(callback, _WeightAveraging)]
+    return [callback for callback in callback_list(trainer) if isinstance(callback, _WeightAveraging)]
 
 
 def _validate(args: dict[str, Any]) -> None:
