@@ -287,3 +287,27 @@ def test_call_time_errors_name_the_fix() -> None:
         mixed_cross_entropy(torch.randn(2, 3), torch.tensor([0, 1]), label_smoothing=1.5)
     with pytest.raises(ValueError, match="soft `targets` must have the logits' shape"):
         mixed_cross_entropy(torch.randn(2, 3), torch.rand(2, 4))
+
+
+def test_mixer_pickles_and_dumps_to_yaml_as_its_settings(tmp_path) -> None:
+    """`save_hyperparameters()` records a mixer passed to `__init__`: hparams.yaml must read back as a
+    mapping, and the checkpoint must load under torch.load's default weights_only=True."""
+    import pickle
+
+    import yaml
+    from lightning.pytorch.core.saving import load_hparams_from_yaml, save_hparams_to_yaml
+
+    mixer = BatchMixer(mixup_alpha=0.4, cutmix_alpha=1.0, num_classes=5, seed=9, input_key="x")
+    mixer.draw(4, 4, 4)
+    save_hparams_to_yaml(tmp_path / "hparams.yaml", {"batch_mixer": mixer})
+    loaded = load_hparams_from_yaml(tmp_path / "hparams.yaml")["batch_mixer"]
+    assert loaded == mixer.to_dict() and BatchMixer(**loaded).to_dict() == mixer.to_dict()
+    assert yaml.safe_load(yaml.safe_dump({"m": mixer}))["m"]["cutmix_alpha"] == 1.0
+    torch.save({"hyper_parameters": {"batch_mixer": mixer}}, tmp_path / "m.pt")
+    back = torch.load(tmp_path / "m.pt", weights_only=True)["hyper_parameters"]["batch_mixer"]
+    copy = pickle.loads(pickle.dumps(mixer))
+    expected = mixer.draw(4, 4, 4)  # the second draw of the stream
+    for other in (back, copy):
+        assert other.to_dict() == mixer.to_dict() and other.num_batches == 1
+        again = other.draw(4, 4, 4)
+        assert (again.index, again.lam, again.box) == (expected.index, expected.lam, expected.box)

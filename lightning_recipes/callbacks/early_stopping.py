@@ -115,6 +115,17 @@ class EarlyStopping(_LightningEarlyStopping):
         (1, 0, True)
         >>> stopper.stopping_reason.name
         'PATIENCE_EXHAUSTED'
+
+        Next to Lightning's ``EMAWeightAveraging``, in either order: validation scores the moving average,
+        and the best average is what ends up in the module.
+
+        >>> from lightning.pytorch.callbacks import EMAWeightAveraging
+        >>> stopper = EarlyStopping("val_loss", patience=2, restore_best_weights=True)
+        >>> ema = EMAWeightAveraging(decay=0.9)
+        >>> trainer = fast_trainer(max_epochs=3, callbacks=[stopper, ema], limit_train_batches=2)
+        >>> trainer.fit(TinyClassifier(), loader, loader)
+        >>> stopper.restored_best_weights
+        True
     """
 
     def __init__(
