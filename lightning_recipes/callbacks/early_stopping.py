@@ -15,6 +15,11 @@ from typing_extensions import override
 
 from lightning_recipes._validation import check_bool, check_choice, check_int, check_non_negative, is_number
 from lightning_recipes.callbacks._snapshot import Snapshot
+from lightning_recipes.callbacks._trainer import callback_list
+
+# `WeightAveraging` (base of `EMAWeightAveraging`) arrived in Lightning 2.6.0, our floor; read it softly so
+# that an older Lightning still imports this module (there is then nothing to coordinate with).
+_WeightAveraging: Any = getattr(pl.callbacks, "WeightAveraging", None)
 
 __all__ = ["EarlyStopping"]
 
@@ -47,6 +52,13 @@ class EarlyStopping(_LightningEarlyStopping):
       patience, a threshold, a non-finite metric, ``max_epochs`` / ``max_steps`` / ``max_time`` or another
       callback. A check that reaches ``stopping_threshold`` counts as the best. Every rank loads the same
       weights. Not restored when training ends with an exception (the crash state stays for debugging).
+    * With a weight-averaging callback (Lightning's ``EMAWeightAveraging`` / ``WeightAveraging`` /
+      subclasses), validation scores the **averaged** weights (the callback swaps them in for each
+      validation run), so those are the best weights: their copy is taken during the validation run
+      (at its first batch) and kept when the next check improves; ``on_train_end`` restores them after
+      the averaging callback has copied its final average into the module, whichever is listed first (if
+      the averaging callback comes later in ``callbacks``, the restore moves to ``on_fit_end``). Monitor a
+      validation metric then: the weights restored are those the last validation before the check saw.
     * State: best score, wait count, ``best_epoch``/``best_step``, ``stopped_step`` and (with
       ``best_weights_in_checkpoint``) the best weights go into the checkpoint, so a resumed run continues
       the same count and can still restore weights from before the interruption.
@@ -54,7 +66,8 @@ class EarlyStopping(_LightningEarlyStopping):
 
     Cost: one reduction per check (two with ``restore_best_weights``); with ``restore_best_weights`` one
     device-to-host copy of the weights per improvement, one fp32-size copy of the model in CPU memory, and
-    in every checkpoint unless ``best_weights_in_checkpoint=False``.
+    in every checkpoint unless ``best_weights_in_checkpoint=False``. Next to a weight-averaging callback:
+    one copy (and, on CUDA, one sync) per validation run instead of per improvement, and a second CPU copy.
 
     Args:
         monitor: Logged metric to monitor.
@@ -102,6 +115,17 @@ class EarlyStopping(_LightningEarlyStopping):
         (1, 0, True)
         >>> stopper.stopping_reason.name
         'PATIENCE_EXHAUSTED'
+
+        Next to Lightning's ``EMAWeightAveraging``, in either order: validation scores the moving average,
+        and the best average is what ends up in the module.
+
+        >>> from lightning.pytorch.callbacks import EMAWeightAveraging
+        >>> stopper = EarlyStopping("val_loss", patience=2, restore_best_weights=True)
+        >>> ema = EMAWeightAveraging(decay=0.9)
+        >>> trainer = fast_trainer(max_epochs=3, callbacks=[stopper, ema], limit_train_batches=2)
+        >>> trainer.fit(TinyClassifier(), loader, loader)
+        >>> stopper.restored_best_weights
+        True
     """
 
     def __init__(
@@ -148,6 +172,9 @@ class EarlyStopping(_LightningEarlyStopping):
         self.stopped_step = 0
         self.restored_best_weights = False
         self._best = Snapshot()  # the best weights, in CPU memory (with restore_best_weights)
+        self._validated = Snapshot()  # with weight averaging: the weights the last validation run scored
+        self._validated_fresh = False  # a validation run captured them since the last check
+        self._restore_at_fit_end = False
 
     @property
     def _best_weights(self) -> dict[str, Tensor] | None:
@@ -158,7 +185,44 @@ class EarlyStopping(_LightningEarlyStopping):
         self._best.model = None if weights is None else dict(weights)
 
     @override
+    def on_validation_batch_start(
+        self,
+        trainer: pl.Trainer,
+        pl_module: pl.LightningModule,
+        batch: Any,
+        batch_idx: int,
+        dataloader_idx: int = 0,
+    ) -> None:
+        # Inside the validation loop every callback's `on_validation_epoch_start` has run, so a weight-
+        # averaging callback has swapped its average in: the weights the monitored metric will describe.
+        if (
+            self.restore_best_weights
+            and batch_idx == 0
+            and dataloader_idx == 0
+            and not trainer.sanity_checking
+            and _averaging_callbacks(trainer)
+        ):
+            # sync: once per validation run (only next to a weight-averaging callback)
+            self._validated.capture(pl_module, step=trainer.global_step, wait=True)
+            self._validated_fresh = True
+
+    @override
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        callbacks = callback_list(trainer)
+        mine = next(i for i, callback in enumerate(callbacks) if callback is self)
+        later = [c for c in callbacks[mine + 1 :] if c in _averaging_callbacks(trainer)]
+        if later:  # their on_train_end copies the average into the module after ours: restore after them
+            self._restore_at_fit_end = True
+            return
+        self._restore(pl_module)
+
+    @override
+    def on_fit_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if self._restore_at_fit_end:
+            self._restore_at_fit_end = False
+            self._restore(pl_module)
+
+    def _restore(self, pl_module: pl.LightningModule) -> None:
         if not (self.restore_best_weights and self._best_weights is not None):
             return
         self._best.restore(pl_module)
@@ -197,6 +261,7 @@ class EarlyStopping(_LightningEarlyStopping):
 
     @override
     def _run_early_stopping_check(self, trainer: pl.Trainer) -> None:
+        validated, self._validated_fresh = self._validated_fresh, False
         if trainer.current_epoch < self.start_from_epoch or trainer.global_step < self.start_from_step:
             return
         best_before = self.best_score
@@ -211,7 +276,10 @@ class EarlyStopping(_LightningEarlyStopping):
         if improved:
             self.best_epoch = trainer.current_epoch
             self.best_step = trainer.global_step
-            if self.restore_best_weights:
+            if self.restore_best_weights and validated:
+                # the averaged weights validation scored; the next validation copies into new buffers
+                self._best, self._validated = self._validated, Snapshot()
+            elif self.restore_best_weights:
                 # new buffers (checkpoints may hold the old); sync: once per improvement (a complete copy)
                 self._best.capture(
                     trainer.lightning_module, step=trainer.global_step, reuse_buffers=False, wait=True
@@ -246,6 +314,13 @@ class EarlyStopping(_LightningEarlyStopping):
             return super()._evaluate_stopping_criteria(current)
         finally:
             self.min_delta = absolute
+
+
+def _averaging_callbacks(trainer: pl.Trainer) -> list[Any]:
+    """The Trainer's weight-averaging callbacks (they swap their average in for validation)."""
+    if _WeightAveraging is None:  # pragma: no cover
+        return []
+    return [callback for callback in callback_list(trainer) if isinstance(callback, _WeightAveraging)]
 
 
 def _validate(args: dict[str, Any]) -> None:

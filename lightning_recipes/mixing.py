@@ -1,0 +1,428 @@
+"""Mixup / CutMix as a batch recipe: seeded per-batch draws, soft targets, a LightningModule mixin."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import lightning.pytorch as pl
+import torch
+import torch.nn.functional as F
+import yaml
+from lightning.pytorch.utilities.model_helpers import is_overridden
+from torch import Tensor
+
+from lightning_recipes._validation import check_bool, check_in_range, check_int, check_non_negative
+
+__all__ = ["BatchMixer", "BatchMixingMixin", "MixDraw", "cutmix_box", "mix_seed", "sample_beta"]
+
+_CHECKPOINT_KEY = "batch_mixer"
+
+
+def mix_seed(seed: int, rank: int, index: int) -> int:
+    """The seed of batch ``index`` on ``rank``: a 63-bit hash of the three numbers (BLAKE2b).
+
+    Every batch gets its own generator seed, derived from numbers every rank knows, so the stream needs no
+    saved generator state beyond ``index`` (identical on every rank, so the rank-zero checkpoint resumes
+    every rank) and a skipped or replayed batch never shifts the draws of the others.
+
+    Example:
+        >>> mix_seed(0, 0, 0) == mix_seed(0, 0, 0) != mix_seed(0, 1, 0)
+        True
+    """
+    digest = hashlib.blake2b(f"{seed}/{rank}/{index}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") >> 1
+
+
+def sample_beta(alpha: float, generator: torch.Generator) -> float:
+    """One draw of ``Beta(alpha, alpha)`` on the host: ``G1 / (G1 + G2)`` with ``G1, G2 ~ Gamma(alpha, 1)``
+    drawn from ``generator`` (a CPU generator) in float64. If both gamma draws underflow to 0 (possible only
+    for a tiny ``alpha``) the draw is 1.0 (no mixing).
+
+    Example:
+        >>> lam = sample_beta(1.0, torch.Generator().manual_seed(0))
+        >>> 0.0 <= lam <= 1.0
+        True
+    """
+    gammas = torch._standard_gamma(torch.full((2,), float(alpha), dtype=torch.float64), generator=generator)
+    first, total = float(gammas[0]), float(gammas.sum())  # CPU tensors: no device sync
+    return first / total if total > 0.0 else 1.0
+
+
+def cutmix_box(lam: float, height: int, width: int, generator: torch.Generator) -> tuple[int, int, int, int]:
+    """CutMix's box (Yun et al. 2019, the authors' code): side ratio ``sqrt(1 - lam)``, centre drawn
+    uniformly over the pixels (``cx`` then ``cy``), half-sides ``cut // 2`` on each side, clipped to the
+    image (so the box may be smaller than ``(1 - lam)`` of the area; see :attr:`BatchMixer.correct_lam`).
+
+    Returns:
+        ``(y1, y2, x1, x2)``: rows ``y1:y2`` and columns ``x1:x2`` are pasted.
+
+    Example:
+        >>> cutmix_box(0.75, 8, 8, torch.Generator().manual_seed(0))  # clipped at the bottom: 3 rows, not 4
+        (5, 8, 2, 6)
+    """
+    ratio = math.sqrt(1.0 - lam)
+    cut_h, cut_w = int(height * ratio), int(width * ratio)
+    cx = int(torch.randint(width, (1,), generator=generator))
+    cy = int(torch.randint(height, (1,), generator=generator))
+    y1, y2 = min(max(cy - cut_h // 2, 0), height), min(max(cy + cut_h // 2, 0), height)
+    x1, x2 = min(max(cx - cut_w // 2, 0), width), min(max(cx + cut_w // 2, 0), width)
+    return y1, y2, x1, x2
+
+
+@dataclass(frozen=True)
+class MixDraw:
+    """What one batch was mixed with (host values; the permutation is a CPU tensor).
+
+    Attributes:
+        index: The batch counter the draw was derived from.
+        applied: Whether the batch was mixed (``False`` with probability ``1 - prob``).
+        mode: ``"mixup"``, ``"cutmix"`` or ``"none"``.
+        lam: Weight of each sample itself in its mixed target (after the CutMix area correction).
+        permutation: Sample ``i`` is mixed with sample ``permutation[i]``.
+        box: CutMix's ``(y1, y2, x1, x2)``, else ``None``.
+    """
+
+    index: int
+    applied: bool
+    mode: str
+    lam: float
+    permutation: Tensor
+    box: tuple[int, int, int, int] | None = None
+
+
+class BatchMixer:
+    r"""Mixup (Zhang et al. 2018) and CutMix (Yun et al. 2019) for one batch at a time, with soft targets.
+
+    Each call mixes a batch ``(x, y)`` of ``N`` samples: with probability ``prob`` it picks CutMix with
+    probability ``switch_prob`` when both are enabled (timm's rule), draws ``lam ~ Beta(alpha, alpha)`` of
+    the chosen method and a random pairing ``perm``, and returns
+
+    * Mixup: ``x' = lam * x + (1 - lam) * x[perm]``;
+    * CutMix: ``x`` with the box of :func:`cutmix_box` pasted from ``x[perm]``, and, with ``correct_lam``,
+      ``lam = 1 - box_area / (H * W)`` (the box clipped at the border is smaller than ``1 - lam``);
+    * soft targets ``y' = lam * onehot(y) + (1 - lam) * onehot(y[perm])`` (float32, ``(N, C)``); a batch
+      that is not mixed gets plain one-hot targets, so the target type never changes within a run.
+
+    Feed ``y'`` to :func:`lightning_recipes.losses.mixed_cross_entropy`, which applies label smoothing.
+
+    Randomness: the draws for the ``k``-th batch come from a CPU ``torch.Generator`` seeded with
+    :func:`mix_seed` ``(seed, rank, k)``, in this order: one uniform (apply?), one uniform (CutMix?), two
+    gamma draws (lam), the permutation, then CutMix's ``cx`` and ``cy``. ``state_dict`` is the counter
+    ``k`` (and the settings), so a resumed run continues the same stream. With ``sync_across_ranks=False``
+    (the default, as timm seeds per rank) every rank mixes its own batch with its own draws: the pairs are
+    as random as in one process with the global batch. ``sync_across_ranks=True`` uses rank 0's draws on
+    every rank (same ``lam``, pairing and box everywhere), e.g. when every rank sees the same data.
+
+    Differences from timm's ``Mixup(mode="batch")``: the partner of sample ``i`` is ``perm[i]`` from a
+    random permutation (the papers' pairing) rather than the flipped batch ``N-1-i``; the label smoothing
+    lives in the loss (the same targets, see :func:`~lightning_recipes.losses.mixed_cross_entropy`); timm's
+    ``cutmix_minmax`` and per-element modes are not offered.
+
+    Cost: a few host-side draws and one ``randperm(N)`` per batch; one extra copy of the inputs and
+    ``N x C`` targets on the device; no host-device sync (the draws never leave the host). Inputs are not
+    modified in place.
+
+    Args:
+        mixup_alpha: Beta parameter of Mixup; 0 disables Mixup.
+        cutmix_alpha: Beta parameter of CutMix; 0 disables CutMix.
+        prob: Probability that a batch is mixed at all.
+        switch_prob: Probability of CutMix rather than Mixup when both are enabled.
+        correct_lam: Recompute CutMix's ``lam`` from the clipped box area (Yun et al.; timm's default).
+        num_classes: Number of classes, needed when targets are class indices.
+        seed: Base seed of the stream.
+        sync_across_ranks: Same draws on every rank (default: independent per rank).
+        input_key: Where the inputs are in a batch: index of a tuple/list or key of a mapping.
+        target_key: Where the targets are: index or key.
+
+    Raises:
+        ValueError: At construction, naming the argument: negative alphas, both alphas 0, probabilities
+            outside ``[0, 1]``, ``num_classes < 2``, ``seed < 0``; when called: class-index targets without
+            ``num_classes``, CutMix on inputs with fewer than 3 dimensions, Mixup on integer inputs.
+        TypeError: If a flag is not a bool.
+
+    Example:
+        >>> mixer = BatchMixer(mixup_alpha=0.4, num_classes=3, seed=0)
+        >>> x, y = torch.arange(4.0).reshape(4, 1), torch.tensor([0, 1, 2, 0])
+        >>> x_mixed, y_soft = mixer(x, y)
+        >>> y_soft.shape, torch.allclose(y_soft.sum(1), torch.ones(4)), mixer.state_dict()["num_batches"]
+        (torch.Size([4, 3]), True, 1)
+        >>> draw = mixer.last_draw
+        >>> torch.allclose(x_mixed, draw.lam * x + (1 - draw.lam) * x[draw.permutation])
+        True
+    """
+
+    def __init__(
+        self,
+        mixup_alpha: float = 1.0,
+        cutmix_alpha: float = 0.0,
+        prob: float = 1.0,
+        switch_prob: float = 0.5,
+        correct_lam: bool = True,
+        num_classes: int | None = None,
+        seed: int = 0,
+        sync_across_ranks: bool = False,
+        input_key: int | str = 0,
+        target_key: int | str = 1,
+    ) -> None:
+        check_non_negative("mixup_alpha", mixup_alpha)
+        check_non_negative("cutmix_alpha", cutmix_alpha)
+        if mixup_alpha == 0 and cutmix_alpha == 0:
+            raise ValueError(
+                "`mixup_alpha` and `cutmix_alpha` are both 0, got (0, 0): set at least one > 0 "
+                "(or leave the BatchMixer out)."
+            )
+        check_in_range("prob", prob, 0.0, 1.0)
+        check_in_range("switch_prob", switch_prob, 0.0, 1.0)
+        check_bool("correct_lam", correct_lam)
+        if num_classes is not None:
+            check_int("num_classes", num_classes, minimum=2)
+        check_int("seed", seed, minimum=0)
+        check_bool("sync_across_ranks", sync_across_ranks)
+        for name, key in (("input_key", input_key), ("target_key", target_key)):
+            if not isinstance(key, (int, str)) or isinstance(key, bool):
+                raise TypeError(f"`{name}` must be a tuple index (int) or a mapping key (str), got {key!r}.")
+        self.mixup_alpha = float(mixup_alpha)
+        self.cutmix_alpha = float(cutmix_alpha)
+        self.prob = float(prob)
+        self.switch_prob = float(switch_prob)
+        self.correct_lam = correct_lam
+        self.num_classes = num_classes
+        self.seed = seed
+        self.sync_across_ranks = sync_across_ranks
+        self.input_key = input_key
+        self.target_key = target_key
+        self.rank = 0  # set by BatchMixingMixin from the module's global rank
+        self.num_batches = 0
+        self.last_draw: MixDraw | None = None
+        self._generator = torch.Generator(device="cpu")
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(mixup_alpha={self.mixup_alpha}, cutmix_alpha={self.cutmix_alpha}, "
+            f"prob={self.prob}, switch_prob={self.switch_prob}, correct_lam={self.correct_lam}, "
+            f"num_classes={self.num_classes}, seed={self.seed}, sync_across_ranks={self.sync_across_ranks})"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The constructor arguments as plain data (``BatchMixer(**d)`` rebuilds it): what ``hparams.yaml``
+        stores when a module's ``save_hyperparameters()`` records a mixer."""
+        return {name: getattr(self, name) for name in _SETTINGS}
+
+    def __getstate__(self) -> dict[str, Any]:
+        # settings + counter only: pickles for ddp_spawn and loads under torch.load(weights_only=True)
+        return {**self.to_dict(), "num_batches": self.num_batches}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(**{name: state[name] for name in _SETTINGS if name in state})  # type: ignore[misc]
+        self.num_batches = int(state.get("num_batches", 0))
+
+    def draw(self, num_samples: int, height: int = 0, width: int = 0) -> MixDraw:
+        """The draws for the next batch (advances the counter). ``height``/``width``: CutMix's image size."""
+        index = self.num_batches
+        self.num_batches += 1
+        rank = 0 if self.sync_across_ranks else self.rank
+        generator = self._generator
+        generator.manual_seed(mix_seed(self.seed, rank, index))
+        u_apply, u_switch = torch.rand(2, dtype=torch.float64, generator=generator).tolist()
+        applied = u_apply < self.prob
+        if self.mixup_alpha > 0 and self.cutmix_alpha > 0:
+            use_cutmix = u_switch < self.switch_prob
+        else:
+            use_cutmix = self.cutmix_alpha > 0
+        lam = sample_beta(self.cutmix_alpha if use_cutmix else self.mixup_alpha, generator)
+        permutation = torch.randperm(num_samples, generator=generator)
+        if not applied:
+            self.last_draw = MixDraw(index, False, "none", 1.0, torch.arange(num_samples))
+            return self.last_draw
+        box = None
+        if use_cutmix:
+            box = cutmix_box(lam, height, width, generator)
+            if self.correct_lam:
+                y1, y2, x1, x2 = box
+                lam = 1.0 - (y2 - y1) * (x2 - x1) / float(height * width)
+        self.last_draw = MixDraw(index, True, "cutmix" if use_cutmix else "mixup", lam, permutation, box)
+        return self.last_draw
+
+    def __call__(self, inputs: Tensor, targets: Tensor) -> tuple[Tensor, Tensor]:
+        """Mix one batch: returns ``(mixed_inputs, soft_targets)``; the inputs are not modified."""
+        soft = self._soft_targets(targets)
+        needs_image = self.cutmix_alpha > 0
+        if needs_image and inputs.dim() < 3:
+            raise ValueError(
+                f"CutMix needs inputs shaped (N, ..., H, W), got {tuple(inputs.shape)}; set `cutmix_alpha=0`."
+            )
+        if self.mixup_alpha > 0 and not torch.is_floating_point(inputs):
+            raise ValueError(f"Mixup needs floating-point inputs, got {inputs.dtype}; convert them first.")
+        height, width = (inputs.shape[-2], inputs.shape[-1]) if needs_image else (0, 0)
+        draw = self.draw(inputs.shape[0], height, width)
+        if not draw.applied:
+            return inputs, soft
+        perm = draw.permutation.to(inputs.device, non_blocking=True)
+        lam = draw.lam
+        if draw.box is None:
+            mixed = lam * inputs + (1.0 - lam) * inputs[perm]
+        else:
+            y1, y2, x1, x2 = draw.box
+            mixed = inputs.clone()
+            mixed[..., y1:y2, x1:x2] = inputs[perm][..., y1:y2, x1:x2]
+        return mixed, lam * soft + (1.0 - lam) * soft[perm]
+
+    def mix_batch(self, batch: Any) -> Any:
+        """Mix the inputs and targets found at ``input_key`` / ``target_key`` of a tuple, list or mapping
+        batch; returns a new tuple, list or ``dict`` with those two entries replaced."""
+        inputs, targets = batch[self.input_key], batch[self.target_key]
+        mixed, soft = self(inputs, targets)
+        if isinstance(batch, Mapping):
+            out = dict(batch)
+            out[self.input_key], out[self.target_key] = mixed, soft
+            return out
+        items = list(batch)
+        items[self.input_key], items[self.target_key] = mixed, soft  # type: ignore[index]
+        return tuple(items) if isinstance(batch, tuple) else items
+
+    def state_dict(self) -> dict[str, Any]:
+        """The batch counter (the whole generator state: see the class docstring) and the settings."""
+        return {
+            "num_batches": self.num_batches,
+            "seed": self.seed,
+            "sync_across_ranks": self.sync_across_ranks,
+        }
+
+    def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
+        """Continue the stream of a saved run (settings given at construction win)."""
+        self.num_batches = int(state_dict.get("num_batches", 0))
+
+    def _soft_targets(self, targets: Tensor) -> Tensor:
+        if torch.is_floating_point(targets):
+            if targets.dim() != 2:
+                raise ValueError(f"soft targets must be (N, C), got {tuple(targets.shape)}.")
+            return targets.float()
+        if self.num_classes is None:
+            raise ValueError(
+                "targets are class indices, so the BatchMixer needs `num_classes`, got None; pass "
+                "`num_classes=C` (or give one-hot float targets)."
+            )
+        return F.one_hot(targets.long(), self.num_classes).float()
+
+
+_SETTINGS = (
+    "mixup_alpha",
+    "cutmix_alpha",
+    "prob",
+    "switch_prob",
+    "correct_lam",
+    "num_classes",
+    "seed",
+    "sync_across_ranks",
+    "input_key",
+    "target_key",
+)
+
+
+def _represent_mixer(dumper: yaml.Dumper, mixer: BatchMixer) -> yaml.Node:
+    return dumper.represent_dict(mixer.to_dict())
+
+
+# A module's `save_hyperparameters()` records a mixer passed to `__init__`: written to hparams.yaml as a
+# mapping (not a `!!python/object` tag that `load_hparams_from_yaml` cannot read), and allowed in checkpoints
+# under torch.load's default `weights_only=True` (its pickled state is numbers and strings), so resuming with
+# `ckpt_path` works.
+for _dumper in (yaml.Dumper, yaml.SafeDumper):
+    yaml.add_representer(BatchMixer, _represent_mixer, Dumper=_dumper)
+torch.serialization.add_safe_globals([BatchMixer])
+
+
+class BatchMixingMixin:
+    """Mixes every training batch with ``self.batch_mixer`` (a :class:`BatchMixer`, or ``None`` for off) in
+    the LightningModule's ``on_after_batch_transfer``: after the batch is on the device, before
+    ``training_step``, only for the batches of the training loop: from the module's ``on_train_start``
+    (which Lightning calls after every callback's, so after the :class:`~lightning_recipes.Preflight`
+    callback, whose checks prepare batches through this hook) to ``on_train_end``, and only while
+    ``trainer.training``. Validation, test, predict, the sanity check and the preflight see the batches
+    unchanged and do not advance the stream.
+
+    Why a mixin and not a callback: a callback's ``on_train_batch_start`` receives the batch but cannot
+    replace it (Lightning passes the same object on to ``training_step``; mutating it in place would
+    change the loader's tensors and cannot change their type from class indices to soft targets). The
+    batch hooks that may return a new batch (``on_before_batch_transfer`` / ``on_after_batch_transfer``)
+    exist on the LightningModule and the LightningDataModule only, so the recipe is a module mixin. The
+    generator's counter goes into the checkpoint through ``on_save_checkpoint`` / ``on_load_checkpoint``
+    under the key ``"batch_mixer"`` (not into ``state_dict``, so weight averaging, early stopping and
+    rollback snapshots never touch it).
+
+    Put the mixin before ``pl.LightningModule`` in the bases. If your class overrides
+    ``on_after_batch_transfer``, ``on_train_start``, ``on_train_end``, ``on_save_checkpoint`` or
+    ``on_load_checkpoint``, call ``super()``. If a
+    LightningDataModule overrides ``on_after_batch_transfer``, Lightning calls its hook instead of the
+    module's, so the mixin refuses to train (at ``on_train_start``) rather than silently not mixing.
+
+    Example:
+        >>> import lightning.pytorch as pl
+        >>> from lightning_recipes.losses import mixed_cross_entropy
+        >>> from lightning_recipes.testing import TinyClassifier, fast_trainer, random_classification_loader
+        >>> class Mixed(BatchMixingMixin, TinyClassifier):
+        ...     def __init__(self, batch_mixer: BatchMixer | None = None):
+        ...         super().__init__(num_classes=4)
+        ...         self.batch_mixer = batch_mixer
+        ...     def training_step(self, batch, batch_idx):
+        ...         x, y = batch  # y: (N, 4) soft targets here, class indices in validation
+        ...         return mixed_cross_entropy(self(x), y, label_smoothing=0.1)
+        >>> model = Mixed(BatchMixer(mixup_alpha=0.4, num_classes=4))
+        >>> fast_trainer(max_steps=3).fit(model, random_classification_loader())
+        >>> model.batch_mixer.num_batches
+        3
+    """
+
+    batch_mixer: BatchMixer | None
+    _in_train_loop: bool = False  # from the module's on_train_start to on_train_end
+
+    def on_after_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
+        batch = super().on_after_batch_transfer(batch, dataloader_idx)  # type: ignore[misc]
+        mixer = getattr(self, "batch_mixer", None)
+        trainer = _attached_trainer(self)
+        if mixer is None or trainer is None or not trainer.training or not self._in_train_loop:
+            return batch
+        mixer.rank = trainer.global_rank
+        return mixer.mix_batch(batch)
+
+    def on_train_end(self) -> None:
+        super().on_train_end()  # type: ignore[misc]
+        self._in_train_loop = False
+
+    def on_train_start(self) -> None:
+        super().on_train_start()  # type: ignore[misc]
+        self._in_train_loop = True
+        trainer = _attached_trainer(self)
+        datamodule = getattr(trainer, "datamodule", None)
+        mixing = getattr(self, "batch_mixer", None) is not None
+        if mixing and datamodule is not None and is_overridden("on_after_batch_transfer", datamodule):
+            raise RuntimeError(
+                f"{type(datamodule).__name__} overrides `on_after_batch_transfer`, so Lightning calls it "
+                "instead of the module's and the BatchMixingMixin would never mix a batch. Call "
+                "`model.batch_mixer.mix_batch(batch)` at the end of the datamodule's hook (training "
+                "batches only) and set the module's `batch_mixer` to None."
+            )
+
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        super().on_save_checkpoint(checkpoint)  # type: ignore[misc]
+        mixer = getattr(self, "batch_mixer", None)
+        if mixer is not None:
+            checkpoint[_CHECKPOINT_KEY] = mixer.state_dict()
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        super().on_load_checkpoint(checkpoint)  # type: ignore[misc]
+        mixer = getattr(self, "batch_mixer", None)
+        if mixer is not None and _CHECKPOINT_KEY in checkpoint:
+            mixer.load_state_dict(checkpoint[_CHECKPOINT_KEY])
+
+
+def _attached_trainer(module: Any) -> pl.Trainer | None:
+    """The Trainer the module is attached to, or ``None`` (a detached copy, e.g. in the preflight)."""
+    try:
+        return module.trainer
+    except RuntimeError:  # LightningModule.trainer raises when no Trainer is attached
+        return None
