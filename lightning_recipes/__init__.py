@@ -36,6 +36,8 @@ from lightning_recipes.checks import (
     preflight,
 )
 from lightning_recipes.data import CharLMDataModule, DigitsDataModule
+from lightning_recipes.losses import mixed_cross_entropy
+from lightning_recipes.mixing import BatchMixer, BatchMixingMixin
 from lightning_recipes.mixins import AdamWRecipe, LambRecipe, LionRecipe, OptimizerRecipeMixin
 from lightning_recipes.optim import (
     Lamb,
@@ -75,6 +77,8 @@ __all__ = [
     "AdamWRecipe",
     "AdaptiveGradClip",
     "BatchIndependenceCheck",
+    "BatchMixer",
+    "BatchMixingMixin",
     "CharLMDataModule",
     "CheckResult",
     "DataCheck",
@@ -113,6 +117,7 @@ __all__ = [
     "estimate_memory",
     "lamb_update_",
     "lion_update_",
+    "mixed_cross_entropy",
     "param_groups",
     "preflight",
     "preset",
