@@ -234,7 +234,8 @@ def _binary(call: LossCall, calls: list[LossCall]) -> Expectation:
     pos_weight = call.kwargs.get("pos_weight") if logits else None
     ln2 = math.log(2)
     if isinstance(pos_weight, Tensor):
-        weighted = float((pos_weight * target + (1 - target)).mean()) * ln2  # sync: once
+        t = target.double()
+        weighted = float((pos_weight.double() * t + (1 - t)).mean()) * ln2  # sync: once
         return Expectation(weighted, f"ln 2 per output weighted by pos_weight, {call.kind}")
     source = f"ln 2 per output, {call.kind} at p = 0.5"
     rate, predicted = _positive_rates(calls, logits)
