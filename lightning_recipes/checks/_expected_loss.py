@@ -57,6 +57,8 @@ class LossCall:
     target: Tensor
     kwargs: dict[str, Any] = field(default_factory=dict)
     output: Tensor | None = None
+    bounds: Any = None  # what :func:`record_loss_calls`' ``inspect`` said about the input, at call time
+    inspected: bool = False
 
     @property
     def num_classes(self) -> int | None:
@@ -83,9 +85,10 @@ class Expectation:
 
 
 class _Recorder(TorchFunctionMode):
-    def __init__(self) -> None:
+    def __init__(self, inspect_input: Callable[[Tensor], Any] | None) -> None:
         super().__init__()
         self.calls: list[LossCall] = []
+        self.inspect_input = inspect_input
 
     def __torch_function__(
         self, func: Any, types: Any, args: Sequence[Any] = (), kwargs: dict[str, Any] | None = None
@@ -101,17 +104,25 @@ class _Recorder(TorchFunctionMode):
             tensors = [bound.get("input"), bound.get("target")]
             if all(isinstance(t, Tensor) for t in tensors) and isinstance(output, Tensor):
                 rest = {k: v for k, v in bound.items() if k not in ("input", "target")}
-                self.calls.append(LossCall(kind, tensors[0], tensors[1], rest, output))
+                call = LossCall(kind, tensors[0], tensors[1], rest, output)
+                if self.inspect_input is not None:  # now, while the graph still holds its saved tensors
+                    call.bounds, call.inspected = self.inspect_input(tensors[0]), True
+                self.calls.append(call)
         return output
 
 
 @contextmanager
-def record_loss_calls() -> Generator[list[LossCall], None, None]:
+def record_loss_calls(
+    inspect_input: Callable[[Tensor], Any] | None = None,
+) -> Generator[list[LossCall], None, None]:
     """Record every ``torch.nn.functional`` loss call inside the block (a list filled as calls happen).
+
+    ``inspect_input`` runs on each loss's input at call time (stored as ``call.bounds``): a backward pass
+    later in the block frees the graph's saved tensors, so what the graph says must be read then.
 
     Cost: a Python hook on every torch call inside the block; use it around one ``training_step``.
     """
-    recorder = _Recorder()
+    recorder = _Recorder(inspect_input)
     with recorder:
         yield recorder.calls
 

@@ -87,7 +87,10 @@ def input_bounds(tensor: Tensor) -> Bounds | None:
             fn = fn.next_functions[0][0]
             continue
         if name in ("MulBackward0", "DivBackward0") and scale == 1.0:
-            factor = _scalar(getattr(fn, "_saved_other", None))
+            try:
+                factor = _scalar(getattr(fn, "_saved_other", None))
+            except RuntimeError:  # the saved tensors were freed by a backward pass
+                return None
             upstream = [f for f, _ in fn.next_functions if f is not None]
             if factor is None or factor == 0 or len(upstream) != 1:
                 return None
@@ -133,6 +136,10 @@ def _scalar(value: Any) -> float | None:
     return None
 
 
+def _bounds(call: LossCall) -> Bounds | None:
+    return call.bounds if call.inspected else input_bounds(call.input)
+
+
 def ce_floor(classes: int, smoothing: float, spread: float) -> float:
     """Lowest per-sample cross-entropy with ``classes`` classes, label smoothing and logit ``spread``."""
     top = 1 - smoothing + smoothing / classes
@@ -159,7 +166,7 @@ def _ce(call: LossCall, reduction: str) -> LossFloor | None:
     classes = call.num_classes
     assert classes is not None
     smoothing = float(call.kwargs.get("label_smoothing") or 0.0)
-    bounds = input_bounds(call.input)
+    bounds = _bounds(call)
     spread = math.inf if bounds is None else bounds.high - bounds.low
     if bounds is not None and bounds.simplex:
         spread = min(spread, 1.0)
@@ -181,7 +188,7 @@ def _ce(call: LossCall, reduction: str) -> LossFloor | None:
 
 def _bce_logits(call: LossCall, reduction: str) -> LossFloor | None:
     target = call.target.detach().double()
-    bounds = input_bounds(call.input)
+    bounds = _bounds(call)
     low, high = (-math.inf, math.inf) if bounds is None else (bounds.low, bounds.high)
     pos_weight = call.kwargs.get("pos_weight")
     weight = 1.0 if pos_weight is None else pos_weight.detach().double()

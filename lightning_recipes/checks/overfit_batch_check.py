@@ -15,7 +15,7 @@ from lightning_recipes._validation import check_in_range, check_int
 from lightning_recipes.checks._batches import Key, batch_size_of, slice_batch
 from lightning_recipes.checks._budget import budget_seconds, out_of_time
 from lightning_recipes.checks._expected_loss import loss_call_for, record_loss_calls
-from lightning_recipes.checks._loss_floor import LossFloor, loss_floor
+from lightning_recipes.checks._loss_floor import LossFloor, input_bounds, loss_floor
 from lightning_recipes.checks.base import SanityCheck
 from lightning_recipes.checks.context import CheckContext
 from lightning_recipes.checks.report import CheckResult
@@ -234,7 +234,7 @@ class OverfitBatchCheck(SanityCheck):
                     for group, peak in zip(optimizer.param_groups, lrs):
                         group["lr"] = peak * factor
             if step == 0 and record:
-                with record_loss_calls() as calls:
+                with record_loss_calls(input_bounds) as calls:
                     loss = context.optimization_step(model, optimizers, batch)
                 call = loss_call_for(calls, loss)
                 run.floor = None if call is None else loss_floor(call)
