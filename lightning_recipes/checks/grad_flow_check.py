@@ -86,6 +86,16 @@ class GradFlowCheck(SanityCheck):
         optimizers, note = context.build_optimizers(model)
         in_optimizer = {id(p) for o in optimizers for group in o.param_groups for p in group["params"]}
         missing = [name for name, p in trainable if id(p) not in in_optimizer]
+        if frozen and not trainable:
+            return CheckResult(
+                self.name,
+                "fail",
+                f"every parameter ({len(frozen)}) is frozen (requires_grad=False): training cannot change the "
+                "model. Likely cause: a freeze meant for the base model also caught the head/adapter, or "
+                "requires_grad_(False) on the whole module. Try: unfreeze what should learn with "
+                "requires_grad_(True) (e.g. the head, or the LoRA adapters).",
+                {"trainable": 0, "frozen": frozen, "optimizer": note},
+            )
         batch = context.train_batches(1)[0]
 
         ever_grad = dict.fromkeys((name for name, _ in trainable), False)
@@ -182,13 +192,6 @@ class GradFlowCheck(SanityCheck):
                 f"be updated: {_names(missing)}. Likely cause: configure_optimizers builds its groups from a "
                 "subset (a filter on names, a submodule's parameters). Try: build groups from "
                 "self.named_parameters()."
-            )
-        if not trainable and frozen:
-            problems.append(
-                f"every parameter ({len(frozen)}) is frozen (requires_grad=False): training cannot change the "
-                "model. Likely cause: a freeze meant for the base model also caught the head/adapter, or "
-                "requires_grad_(False) on the whole module. Try: unfreeze what should learn with "
-                "requires_grad_(True) (e.g. the head, or the LoRA adapters)."
             )
         if problems:
             return CheckResult(self.name, "fail", " | ".join(problems), details)

@@ -1,0 +1,17 @@
+"""The healthy gallery of new shapes: every check of the preflight gives each model no ``fail``."""
+
+from __future__ import annotations
+
+import pytest
+
+from lightning_recipes.checks import preflight
+
+from .gallery.healthy import HEALTHY
+
+
+@pytest.mark.parametrize("case", HEALTHY, ids=[c.id for c in HEALTHY])
+def test_healthy_model_gets_no_fail_from_any_check(case):
+    report = preflight(case.model(), **case.data())
+    failures = {r.name: r.message for r in report if r.status == "fail"}
+    assert not failures, failures
+    assert all(r.message.startswith("skipped: ") for r in report if r.status == "skip")  # a stated reason
