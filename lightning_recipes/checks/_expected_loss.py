@@ -62,7 +62,7 @@ class LossCall:
 
     @property
     def num_classes(self) -> int | None:
-        """``C`` of a ``cross_entropy``/``nll_loss`` call (the class dim is 1, or 0 for an unbatched input)."""
+        """``C`` of a ``cross_entropy``/``nll_loss`` call (class dim 1, or 0 for an unbatched input)."""
         if self.kind not in ("cross_entropy", "nll_loss"):
             return None
         return int(self.input.shape[1] if self.input.ndim >= 2 else self.input.shape[0])
@@ -101,12 +101,12 @@ class _Recorder(TorchFunctionMode):
                 bound = inspect.signature(func).bind(*args, **kwargs).arguments
             except TypeError:
                 return output
-            tensors = [bound.get("input"), bound.get("target")]
-            if all(isinstance(t, Tensor) for t in tensors) and isinstance(output, Tensor):
+            inputs, target = bound.get("input"), bound.get("target")
+            if isinstance(inputs, Tensor) and isinstance(target, Tensor) and isinstance(output, Tensor):
                 rest = {k: v for k, v in bound.items() if k not in ("input", "target")}
-                call = LossCall(kind, tensors[0], tensors[1], rest, output)
+                call = LossCall(kind, inputs, target, rest, output)
                 if self.inspect_input is not None:  # now, while the graph still holds its saved tensors
-                    call.bounds, call.inspected = self.inspect_input(tensors[0]), True
+                    call.bounds, call.inspected = self.inspect_input(inputs), True
                 self.calls.append(call)
         return output
 
@@ -182,8 +182,8 @@ def _categorical(call: LossCall, calls: list[LossCall]) -> Expectation:
         floor = label_smoothing_floor(classes, smoothing)
         extra["floor"] = floor
         note = (
-            f" Label smoothing {smoothing:g} leaves the expectation at ln {classes} but raises the loss floor "
-            f"from 0 to {floor:.4g} ({floor / uniform:.2f} x ln {classes})."
+            f" Label smoothing {smoothing:g} leaves the expectation at ln {classes} but raises the loss "
+            f"floor from 0 to {floor:.4g} ({floor / uniform:.2f} x ln {classes})."
         )
     if not call.integer_target or classes < 2:
         return Expectation(uniform, source, classes, note, extra=extra)
@@ -199,8 +199,8 @@ def _categorical(call: LossCall, calls: list[LossCall]) -> Expectation:
             f"entropy of the label prior, {call.kind} over {classes} classes: the mean prediction at init "
             f"matches the label frequencies within {gap:.2f}",
             classes,
-            " The output at init is the class prior (a prior-initialised bias): good practice, the loss starts "
-            f"at the prior's entropy {entropy:.4g} instead of ln {classes} = {uniform:.4g}." + note,
+            " The output at init is the class prior (a prior-initialised bias): good practice, the loss "
+            f"starts at the prior's entropy {entropy:.4g} instead of ln {classes} = {uniform:.4g}." + note,
             extra=extra,
         )
     return Expectation(uniform, source, classes, note, extra=extra)
@@ -237,9 +237,9 @@ def _binary(call: LossCall, calls: list[LossCall]) -> Expectation:
             None,
             "",
             reason=(
-                f"{call.kind} with targets that are not 0/1 (soft labels, or pixel intensities: a reconstruction "
-                "or denoising model); its value at init depends on how far the outputs start from "
-                f"{'0' if logits else '0.5'} and its floor is the targets' own entropy"
+                f"{call.kind} with targets that are not 0/1 (soft labels, or pixel intensities: a "
+                "reconstruction or denoising model); its value at init depends on how far the outputs start "
+                f"from {'0' if logits else '0.5'} and its floor is the targets' own entropy"
             ),
         )
     pos_weight = call.kwargs.get("pos_weight") if logits else None

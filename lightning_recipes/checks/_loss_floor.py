@@ -1,10 +1,11 @@
 """The lowest value a recorded loss call can reach: bounded inputs to a logits loss put a floor under it.
 
-A loss that "trains" but can never get near zero because its input is bounded is a silent bug: probabilities
-fed to a logits loss (``cross_entropy(softmax(z), y)``), a sigmoid before ``binary_cross_entropy_with_logits``,
-logits clamped or squashed by ``tanh``. The bound is read from the autograd graph (the op that produced the
-loss's input: ``softmax``, ``sigmoid``, ``tanh``, ``clamp``, ``hardtanh``, through reshapes and a scalar
-scale), so it is proven, not guessed from values. The floor is then computed from the loss's formula:
+A loss that "trains" but can never get near zero because its input is bounded is a silent bug:
+probabilities fed to a logits loss (``cross_entropy(softmax(z), y)``), a sigmoid before
+``binary_cross_entropy_with_logits``, logits clamped or squashed by ``tanh``. The bound is read from the
+autograd graph (the op that produced the loss's input: ``softmax``, ``sigmoid``, ``tanh``, ``clamp``,
+``hardtanh``, through reshapes and a scalar scale), so it is proven, not guessed from values.
+The floor is then computed from the loss's formula:
 
 - ``cross_entropy`` over ``C`` classes with label smoothing ``e`` and logits whose spread is at most ``d``
   (``hi - lo``; 1 for probabilities): with ``t = 1 - e + e / C`` the target class's smoothed weight,
@@ -199,7 +200,9 @@ def _bce_logits(call: LossCall, reduction: str) -> LossFloor | None:
     per_element = torch.nan_to_num(per_element, nan=0.0)
     floor = float(per_element.sum() if reduction == "sum" else per_element.mean())  # sync: once
     unbounded_target = target.clamp(1e-12, 1 - 1e-12)
-    entropy = -(unbounded_target * unbounded_target.log() + (1 - unbounded_target) * (-unbounded_target).log1p())
+    entropy = -(
+        unbounded_target * unbounded_target.log() + (1 - unbounded_target) * (-unbounded_target).log1p()
+    )
     entropy_floor = float(entropy.sum() if reduction == "sum" else entropy.mean())  # sync: once
     if floor <= 1e-9:
         return None

@@ -90,8 +90,8 @@ class GradFlowCheck(SanityCheck):
             return CheckResult(
                 self.name,
                 "fail",
-                f"every parameter ({len(frozen)}) is frozen (requires_grad=False): training cannot change the "
-                "model. Likely cause: a freeze meant for the base model also caught the head/adapter, or "
+                f"every parameter ({len(frozen)}) is frozen (requires_grad=False): training cannot change "
+                "the model. Likely cause: a freeze meant for the base model also caught the head/adapter, or "
                 "requires_grad_(False) on the whole module. Try: unfreeze what should learn with "
                 "requires_grad_(True) (e.g. the head, or the LoRA adapters).",
                 {"trainable": 0, "frozen": frozen, "optimizer": note},
@@ -205,8 +205,8 @@ class GradFlowCheck(SanityCheck):
             return CheckResult(
                 self.name,
                 "warn",
-                f"{flows}, but {len(frozen_in_optimizer)} frozen parameter(s) (requires_grad=False) sit in the "
-                f"optimizer: {_names(frozen_in_optimizer)}. They will never change: a freeze left in by "
+                f"{flows}, but {len(frozen_in_optimizer)} frozen parameter(s) (requires_grad=False) sit in "
+                f"the optimizer: {_names(frozen_in_optimizer)}. They will never change: a freeze left in by "
                 "mistake, or an optimizer built from self.parameters() around an intended freeze. Try: "
                 "unfreeze them with requires_grad_(True), or build the optimizer from the trainable "
                 "parameters only (`[p for p in self.parameters() if p.requires_grad]`; it also saves their "

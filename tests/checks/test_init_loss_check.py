@@ -1,5 +1,5 @@
-"""init_loss knows the loss it reads: BCE with logits, multi-label, per-pixel CE, label smoothing, a bias set to
-the class prior, and regression / reconstruction losses (skipped with a reason, never failed)."""
+"""init_loss knows the loss it reads: BCE with logits, multi-label, per-pixel CE, label smoothing, a bias
+set to the class prior, and regression / reconstruction losses (skipped with a reason, never failed)."""
 
 from __future__ import annotations
 

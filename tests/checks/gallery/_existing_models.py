@@ -25,7 +25,9 @@ def _generator(seed: int) -> torch.Generator:
 
 
 def _loader(*tensors: Tensor, batch_size: int = 32, seed: int = 0) -> DataLoader:
-    return DataLoader(TensorDataset(*tensors), batch_size=batch_size, shuffle=True, generator=_generator(seed))
+    return DataLoader(
+        TensorDataset(*tensors), batch_size=batch_size, shuffle=True, generator=_generator(seed)
+    )
 
 
 def _split(x: Tensor, *rest: Tensor, batch_size: int = 32) -> dict[str, Any]:
@@ -111,7 +113,7 @@ def dict_data(classes: int = 4, n: int = 512, seed: int = 0) -> dict[str, Any]:
 
 
 def token_data(vocab: int = 16, seq_len: int = 12, n: int = 256, seed: int = 0) -> dict[str, Any]:
-    """Next-token prediction on a deterministic recurrence ``t[i+1] = (3 t[i] + 1) mod V`` with random starts."""
+    """Next-token prediction on the recurrence ``t[i+1] = (3 t[i] + 1) mod V`` from random starts."""
     g = _generator(seed)
     start = torch.randint(0, vocab, (n, 1), generator=g)
     steps = torch.arange(seq_len + 1)
@@ -206,7 +208,9 @@ class PriorBiasClassifier(MLPClassifier):
             self.net[-1].bias.copy_(torch.tensor(prior).log())
 
 
-def imbalanced_data(prior: tuple[float, ...] = (0.7, 0.2, 0.1), n: int = 768, seed: int = 0) -> dict[str, Any]:
+def imbalanced_data(
+    prior: tuple[float, ...] = (0.7, 0.2, 0.1), n: int = 768, seed: int = 0
+) -> dict[str, Any]:
     """Classes drawn with the given prior; each class has its own mean input (learnable)."""
     g = _generator(seed)
     y = torch.multinomial(torch.tensor(prior), n, replacement=True, generator=g)
@@ -231,9 +235,7 @@ class TinySegmenter(_Base):
 
     def __init__(self, classes: int = 3, width: int = 8) -> None:
         super().__init__()
-        self.net = nn.Sequential(
-            nn.Conv2d(1, width, 3, padding=1), nn.ReLU(), nn.Conv2d(width, classes, 1)
-        )
+        self.net = nn.Sequential(nn.Conv2d(1, width, 3, padding=1), nn.ReLU(), nn.Conv2d(width, classes, 1))
 
     def forward(self, x: Tensor) -> Tensor:
         return self.net(x)
