@@ -14,7 +14,7 @@ Example:
     ('cross_entropy', 10)
     >>> expectation = expected_initial_loss(calls[0])
     >>> round(expectation.value, 4), expectation.source
-    (2.3026, 'ln 10, cross_entropy over 10 classes')
+    (2.3026, 'ln 10, logits [4, 10] for integer targets [4]')
 """
 
 from __future__ import annotations
@@ -175,7 +175,9 @@ def _categorical(call: LossCall, calls: list[LossCall]) -> Expectation:
     classes = call.num_classes
     assert classes is not None
     uniform = math.log(classes)
-    source = f"ln {classes}, {call.kind} over {classes} classes"
+    scores = "logits" if call.kind == "cross_entropy" else "log-probabilities"
+    kind = "integer" if call.integer_target else "soft"
+    source = f"ln {classes}, {scores} {list(call.input.shape)} for {kind} targets {list(call.target.shape)}"
     smoothing = float(call.kwargs.get("label_smoothing") or 0.0) if call.kind == "cross_entropy" else 0.0
     note, extra = "", {}
     if smoothing > 0:
@@ -192,8 +194,8 @@ def _categorical(call: LossCall, calls: list[LossCall]) -> Expectation:
         return Expectation(uniform, source, classes, note, extra=extra)
     entropy = float(-(prior[prior > 0] * prior[prior > 0].log()).sum())
     gap = float((predicted - prior).abs().max())  # sync: once
-    extra |= {"prior_entropy": entropy, "prior_gap": gap}
     if entropy < uniform - _UNIFORM_MARGIN and gap < _PRIOR_TOLERANCE:
+        extra |= {"prior_entropy": entropy, "prior_gap": gap}
         return Expectation(
             entropy,
             f"entropy of the label prior, {call.kind} over {classes} classes: the mean prediction at init "
@@ -253,7 +255,6 @@ def _binary(call: LossCall, calls: list[LossCall]) -> Expectation:
     entropy_t = -(rate * rate.clamp_min(1e-12).log() + (1 - rate) * (1 - rate).clamp_min(1e-12).log())
     entropy = float(entropy_t.mean())
     gap = float((predicted - rate).abs().max())  # sync: once
-    extra = {"prior_entropy": entropy, "prior_gap": gap}
     if entropy < ln2 - _UNIFORM_MARGIN and gap < _PRIOR_TOLERANCE:
         return Expectation(
             entropy,
@@ -263,9 +264,9 @@ def _binary(call: LossCall, calls: list[LossCall]) -> Expectation:
                 " The output at init is the label prior (a prior-initialised bias): good practice, the loss "
                 f"starts at the prior's entropy {entropy:.4g} instead of ln 2 = {ln2:.4g}."
             ),
-            extra=extra,
+            extra={"prior_entropy": entropy, "prior_gap": gap},
         )
-    return Expectation(ln2, source, extra=extra)
+    return Expectation(ln2, source)
 
 
 def _positive_rates(calls: list[LossCall], logits: bool) -> tuple[Tensor, Tensor]:

@@ -145,9 +145,9 @@ class GradFlowCheck(SanityCheck):
             "not_in_optimizer": missing,
             "frozen": frozen,
             "optimizer": note,
-            "budget_stopped": budget_stopped,
         }
         if budget_stopped and (zero or no_grad) and not (nonfinite or missing):
+            details["budget_stopped"] = True
             return CheckResult(
                 self.name,
                 "warn",
@@ -196,12 +196,12 @@ class GradFlowCheck(SanityCheck):
         if problems:
             return CheckResult(self.name, "fail", " | ".join(problems), details)
         frozen_in_optimizer = [name for name, p in named if not p.requires_grad and id(p) in in_optimizer]
-        details["frozen_in_optimizer"] = frozen_in_optimizer
         flows = (
             f"all {len(trainable)} trainable parameters get finite, non-zero gradients (within {steps} "
             "step(s)) and are in the optimizer"
         )
         if frozen_in_optimizer:
+            details["frozen_in_optimizer"] = frozen_in_optimizer
             return CheckResult(
                 self.name,
                 "warn",

@@ -160,7 +160,6 @@ class InitLossCheck(SanityCheck):
             "per_batch": per_batch,
             "num_classes": classes,
             "expected_from": source,
-            "loss_kind": calls[0].kind if calls[0] is not None else None,
             **expectation.extra,
         }
         if not math.isfinite(measured):

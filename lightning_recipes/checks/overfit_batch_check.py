@@ -146,7 +146,6 @@ class OverfitBatchCheck(SanityCheck):
             "samples": size,
             "curve": [round(v, 5) for v in values],
             "optimizer": note,
-            "lr": lr,
         }
         if run.floor is not None:
             details["floor"] = run.floor.value
@@ -191,10 +190,11 @@ class OverfitBatchCheck(SanityCheck):
             "" if run.floor is None else f", above the loss floor {run.floor.value:.4g} ({run.floor.how})"
         )
         if best <= target:
+            how = floor_note or f" = {self.target_ratio:g} x initial"
             return CheckResult(
                 self.name,
                 "pass",
-                f"{fell} (target {target:.4g}{floor_note}): the model can fit data.",
+                f"{fell} (target {target:.4g}{how}): the model can fit data.",
                 details,
             )
         if run.budget_stopped:
@@ -333,7 +333,7 @@ class OverfitBatchCheck(SanityCheck):
                     break  # the working range ended
             if fits or stopped:
                 break
-        details["lr_probe"] = {"tried": [lr * f for f in tried], "fit": [lr * f for f in fits]}
+        details["lr_probe"] = {"lr": lr, "tried": [lr * f for f in tried], "fit": [lr * f for f in fits]}
         budget = (
             f" (the time budget ({_seconds()}) stopped the LR probe after {len(tried)} learning rates)"
             if stopped
