@@ -44,8 +44,25 @@ _KINDS: dict[Callable[..., Any], str] = {
     F.huber_loss: "huber_loss",
 }
 REGRESSION = frozenset({"mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss"})
-_PRIOR_TOLERANCE = 0.1  # largest |mean prediction - label frequency| that counts as "the output is the prior"
-_UNIFORM_MARGIN = 0.05  # nats below the uniform entropy before a label prior counts as non-uniform
+_PRIOR_SHARE = (
+    0.25  # KL(labels || mean prediction) below this share of KL(labels || uniform): "it is the prior"
+)
+_MIN_SKEW = 0.05  # nats: KL(labels || uniform) below this is a uniform prior
+
+
+def is_prior_output(kl_to_prediction: float, kl_to_uniform: float, categories: int, samples: int) -> bool:
+    """Whether a mean prediction ``q`` is the label prior ``p``: ``KL(p || q)`` is a small share of
+    ``KL(p || uniform)``, and ``p`` is further from uniform than ``samples`` draws from a uniform prior would
+    be by chance (their expected ``KL`` from uniform is ``(categories - 1) / (2 samples)``; three times that).
+
+    Example:
+        >>> is_prior_output(0.01, 0.37, categories=2, samples=64)  # 1:9 labels, a prior-initialised bias
+        True
+        >>> is_prior_output(0.06, 0.066, categories=64, samples=480)  # uniform labels, sampling noise
+        False
+    """
+    noise = (categories - 1) / (2 * max(samples, 1))
+    return kl_to_uniform > max(_MIN_SKEW, 3 * noise) and kl_to_prediction < _PRIOR_SHARE * kl_to_uniform
 
 
 @dataclass
@@ -189,17 +206,20 @@ def _categorical(call: LossCall, calls: list[LossCall]) -> Expectation:
         )
     if not call.integer_target or classes < 2:
         return Expectation(uniform, source, classes, note, extra=extra)
-    prior, predicted = _class_frequencies(calls, classes)
+    prior, predicted, samples = _class_frequencies(calls, classes)
     if prior is None or predicted is None:
         return Expectation(uniform, source, classes, note, extra=extra)
-    entropy = float(-(prior[prior > 0] * prior[prior > 0].log()).sum())
-    gap = float((predicted - prior).abs().max())  # sync: once
-    if entropy < uniform - _UNIFORM_MARGIN and gap < _PRIOR_TOLERANCE:
-        extra |= {"prior_entropy": entropy, "prior_gap": gap}
+    seen = prior > 0
+    entropy = float(-(prior[seen] * prior[seen].log()).sum())  # sync: once
+    kl_prediction = float((prior[seen] * (prior[seen] / predicted[seen].clamp_min(1e-12)).log()).sum())
+    kl_uniform = uniform - entropy
+    if is_prior_output(kl_prediction, kl_uniform, classes, samples):
+        extra |= {"prior_entropy": entropy, "prior_kl": kl_prediction}
         return Expectation(
             entropy,
             f"entropy of the label prior, {call.kind} over {classes} classes: the mean prediction at init "
-            f"matches the label frequencies within {gap:.2f}",
+            f"is the label prior (KL {kl_prediction:.3f} nats from the label frequencies, "
+            f"{kl_uniform:.3f} for a uniform output)",
             classes,
             " The output at init is the class prior (a prior-initialised bias): good practice, the loss "
             f"starts at the prior's entropy {entropy:.4g} instead of ln {classes} = {uniform:.4g}." + note,
@@ -208,7 +228,7 @@ def _categorical(call: LossCall, calls: list[LossCall]) -> Expectation:
     return Expectation(uniform, source, classes, note, extra=extra)
 
 
-def _class_frequencies(calls: list[LossCall], classes: int) -> tuple[Tensor | None, Tensor | None]:
+def _class_frequencies(calls: list[LossCall], classes: int) -> tuple[Tensor | None, Tensor | None, int]:
     """Label frequencies and the mean predicted distribution over all recorded batches."""
     counts = torch.zeros(classes, dtype=torch.float64)
     predicted = torch.zeros(classes, dtype=torch.float64)
@@ -226,8 +246,8 @@ def _class_frequencies(calls: list[LossCall], classes: int) -> tuple[Tensor | No
         predicted += probs[keep].sum(0).cpu()
         rows += int(keep.sum())  # sync: once per batch
     if rows == 0:
-        return None, None
-    return counts / rows, predicted / rows
+        return None, None, 0
+    return counts / rows, predicted / rows, rows
 
 
 def _binary(call: LossCall, calls: list[LossCall]) -> Expectation:
@@ -251,25 +271,27 @@ def _binary(call: LossCall, calls: list[LossCall]) -> Expectation:
         weighted = float((pos_weight.double() * t + (1 - t)).mean()) * ln2  # sync: once
         return Expectation(weighted, f"ln 2 per output weighted by pos_weight, {call.kind}")
     source = f"ln 2 per output, {call.kind} at p = 0.5"
-    rate, predicted = _positive_rates(calls, logits)
+    rate, predicted, samples = _positive_rates(calls, logits)
     entropy_t = -(rate * rate.clamp_min(1e-12).log() + (1 - rate) * (1 - rate).clamp_min(1e-12).log())
-    entropy = float(entropy_t.mean())
-    gap = float((predicted - rate).abs().max())  # sync: once
-    if entropy < ln2 - _UNIFORM_MARGIN and gap < _PRIOR_TOLERANCE:
+    entropy = float(entropy_t.mean())  # sync: once
+    q = predicted.clamp(1e-12, 1 - 1e-12)
+    kl_t = -entropy_t - rate * q.log() - (1 - rate) * (1 - q).log()  # KL(rate || q) per output
+    kl_prediction, kl_uniform = float(kl_t.sum()), float((ln2 - entropy_t).sum())
+    if is_prior_output(kl_prediction, kl_uniform, 1 + len(rate), samples):
         return Expectation(
             entropy,
-            f"mean binary entropy of the positive rate, {call.kind}: the mean prediction at init matches it "
-            f"within {gap:.2f}",
+            f"mean binary entropy of the positive rate, {call.kind}: the mean prediction at init is the "
+            f"label prior (KL {kl_prediction:.3f} nats, {kl_uniform:.3f} for p = 0.5)",
             note=(
                 " The output at init is the label prior (a prior-initialised bias): good practice, the loss "
                 f"starts at the prior's entropy {entropy:.4g} instead of ln 2 = {ln2:.4g}."
             ),
-            extra={"prior_entropy": entropy, "prior_gap": gap},
+            extra={"prior_entropy": entropy, "prior_kl": kl_prediction},
         )
     return Expectation(ln2, source)
 
 
-def _positive_rates(calls: list[LossCall], logits: bool) -> tuple[Tensor, Tensor]:
+def _positive_rates(calls: list[LossCall], logits: bool) -> tuple[Tensor, Tensor, int]:
     """Per-output positive rate and mean predicted probability (one column for non-2-D outputs)."""
     targets, probs = [], []
     for call in calls:
@@ -281,7 +303,8 @@ def _positive_rates(calls: list[LossCall], logits: bool) -> tuple[Tensor, Tensor
         columns = p.shape[-1] if p.ndim == 2 else 1
         targets.append(t.reshape(-1, columns))
         probs.append(p.reshape(-1, columns))
-    return torch.cat(targets).mean(0), torch.cat(probs).mean(0)
+    rows = torch.cat(targets)
+    return rows.mean(0), torch.cat(probs).mean(0), len(rows)
 
 
 def _regression_reason(call: LossCall) -> str:

@@ -153,3 +153,41 @@ def test_label_smoothing_floor_is_the_minimum_over_logit_gaps():
 def test_an_explicit_num_classes_still_wins():
     result = preflight(M.BinaryBCE(), **M.binary_data(), checks=[InitLossCheck(num_classes=4)])["init_loss"]
     assert result.details["expected"] == pytest.approx(math.log(4))
+
+
+def test_uniform_labels_sampled_sparsely_are_not_mistaken_for_a_prior():
+    """64 labels over 64 classes: their empirical entropy is far below ln 64 by chance alone, and a random
+    init predicts near-uniformly; only a skew beyond sampling noise counts as a prior."""
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(256, M.IN, generator=g), torch.randint(0, 64, (256,), generator=g)
+    data = {"train_dataloaders": torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), 32)}
+    result = preflight(M.MLPClassifier(classes=64), **data, checks=[InitLossCheck()])["init_loss"]
+    assert result.details["expected"] == pytest.approx(math.log(64)), result.message
+    assert "prior_entropy" not in result.details
+
+
+def test_hugging_face_causal_lm_without_forward_reads_its_loss_call():
+    """GPT-2 wrapped as ``self.model`` (no ``forward``), dict batches: its ``ForCausalLMLoss`` calls
+    ``cross_entropy`` on the shifted logits; the check reads ``C = vocab_size`` from that call."""
+    transformers = pytest.importorskip("transformers", reason="the Hugging Face test needs transformers")
+    import lightning.pytorch as pl
+
+    class Wrapped(pl.LightningModule):
+        def __init__(self):
+            super().__init__()
+            config = transformers.GPT2Config(n_layer=1, n_head=2, n_embd=32, vocab_size=64, n_positions=32)
+            self.model = transformers.GPT2LMHeadModel(config)
+
+        def training_step(self, batch, batch_idx):
+            return self.model(**batch).loss
+
+        def configure_optimizers(self):
+            return torch.optim.AdamW(self.parameters(), lr=1e-3)
+
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(0, 64, (32, 16), generator=g)
+    rows = [{"input_ids": t, "attention_mask": torch.ones_like(t), "labels": t} for t in ids]
+    loader = torch.utils.data.DataLoader(rows, batch_size=16)
+    result = preflight(Wrapped(), train_dataloaders=loader, checks=[InitLossCheck()])["init_loss"]
+    assert result.status == "pass", result.message
+    assert result.details["num_classes"] == 64 and result.details["expected"] == pytest.approx(math.log(64))
