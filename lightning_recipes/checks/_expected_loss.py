@@ -44,9 +44,7 @@ _KINDS: dict[Callable[..., Any], str] = {
     F.huber_loss: "huber_loss",
 }
 REGRESSION = frozenset({"mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss"})
-_PRIOR_SHARE = (
-    0.25  # KL(labels || mean prediction) below this share of KL(labels || uniform): "it is the prior"
-)
+_PRIOR_SHARE = 0.25  # KL(labels || mean prediction) below this share of KL(labels || uniform): a prior
 _MIN_SKEW = 0.05  # nats: KL(labels || uniform) below this is a uniform prior
 
 
