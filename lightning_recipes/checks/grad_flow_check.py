@@ -10,6 +10,7 @@ from typing_extensions import override
 
 from lightning_recipes._validation import check_int
 from lightning_recipes.checks._batches import Key
+from lightning_recipes.checks._budget import budget_seconds, out_of_time
 from lightning_recipes.checks.base import SanityCheck
 from lightning_recipes.checks.context import CheckContext
 from lightning_recipes.checks.report import CheckResult
@@ -25,13 +26,21 @@ class GradFlowCheck(SanityCheck):
     Reports, as failures: parameters with no gradient at all (unused in ``training_step``, or cut off by a
     ``.detach()`` / ``no_grad``: a dead branch), parameters whose gradient stays exactly zero (a dead branch,
     or a loss clamped so that no gradient flows), non-finite gradients, and trainable parameters missing from
-    the optimizer (they would never change). As a warning: frozen parameters (``requires_grad=False``),
-    which may be intended (fine-tuning) or a forgotten freeze.
+    the optimizer (they would never change), and a model whose every parameter is frozen. Frozen parameters
+    (``requires_grad=False``) left out of the optimizer are reported as information in a ``pass`` (a frozen
+    base in fine-tuning or LoRA); frozen parameters that sit in the optimizer give a ``warn`` (the optimizer
+    was meant to train them, or was built from ``self.parameters()`` around an intended freeze).
 
     A gradient can be legitimately zero at initialisation: behind a zero-initialised output layer, every
-    earlier layer gets zero gradient until that layer moves. So parameters with zero gradient get up to
-    ``max_steps - 1`` more chances: the copy takes optimizer steps (the module's own optimizer) on the same
-    batch and the check looks again.
+    earlier layer gets zero gradient until that layer moves, and a LoRA adapter's ``A`` gets zero gradient
+    while its zero-initialised ``B`` is zero. So parameters with zero gradient get up to ``max_steps - 1``
+    more chances: the copy takes optimizer steps (the module's own optimizer) on the same batch and the
+    check looks again.
+
+    Blind spots: a gradient that is non-zero but far too small (vanishing) or too large passes (see the
+    ``GradNormMonitor`` callback for norms over time); a parameter that needs more than ``max_steps`` steps to
+    get a gradient (a chain of several zero-initialised layers) is reported as dead; a frozen parameter the
+    user meant to train but also left out of the optimizer is only information.
 
     Cost: 1 to ``max_steps`` forward+backward passes on one batch with a copy of the model and its
     optimizer; one host sync per step.
@@ -77,6 +86,16 @@ class GradFlowCheck(SanityCheck):
         optimizers, note = context.build_optimizers(model)
         in_optimizer = {id(p) for o in optimizers for group in o.param_groups for p in group["params"]}
         missing = [name for name, p in trainable if id(p) not in in_optimizer]
+        if frozen and not trainable:
+            return CheckResult(
+                self.name,
+                "fail",
+                f"every parameter ({len(frozen)}) is frozen (requires_grad=False): training cannot change "
+                "the model. Likely cause: a freeze meant for the base model also caught the head/adapter, or "
+                "requires_grad_(False) on the whole module. Try: unfreeze what should learn with "
+                "requires_grad_(True) (e.g. the head, or the LoRA adapters).",
+                {"trainable": 0, "frozen": frozen, "optimizer": note},
+            )
         batch = context.train_batches(1)[0]
 
         ever_grad = dict.fromkeys((name for name, _ in trainable), False)
@@ -84,7 +103,11 @@ class GradFlowCheck(SanityCheck):
         nonfinite: list[str] = []
         loss_value = math.nan
         steps = 0
+        budget_stopped = False
         for step in range(self.max_steps):
+            if step > 0 and out_of_time():
+                budget_stopped = True
+                break
             steps = step + 1
             for optimizer in optimizers:
                 optimizer.zero_grad(set_to_none=True)
@@ -123,6 +146,16 @@ class GradFlowCheck(SanityCheck):
             "frozen": frozen,
             "optimizer": note,
         }
+        if budget_stopped and (zero or no_grad) and not (nonfinite or missing):
+            details["budget_stopped"] = True
+            return CheckResult(
+                self.name,
+                "warn",
+                f"the time budget ({budget_seconds()} s) stopped the check after {steps} of {self.max_steps} "
+                f"backward passes, while {len(zero) + len(no_grad)} parameter(s) still had no non-zero "
+                f"gradient: {_names(zero + no_grad)}. Not judged. Try: a larger time budget.",
+                details,
+            )
         problems = []
         if trainable and len(zero) + len(no_grad) == len(trainable):
             problems.append(
@@ -162,23 +195,33 @@ class GradFlowCheck(SanityCheck):
             )
         if problems:
             return CheckResult(self.name, "fail", " | ".join(problems), details)
-        if frozen:
+        frozen_in_optimizer = [name for name, p in named if not p.requires_grad and id(p) in in_optimizer]
+        flows = (
+            f"all {len(trainable)} trainable parameters get finite, non-zero gradients (within {steps} "
+            "step(s)) and are in the optimizer"
+        )
+        if frozen_in_optimizer:
+            details["frozen_in_optimizer"] = frozen_in_optimizer
             return CheckResult(
                 self.name,
                 "warn",
-                f"all {len(trainable)} trainable parameters get finite, non-zero gradients, but "
-                f"{len(frozen)} parameter(s) are frozen (requires_grad=False): {_names(frozen)}. Fine if "
-                "intended (fine-tuning); otherwise a freeze was left in. Try: unfreeze with "
-                "requires_grad_(True).",
+                f"{flows}, but {len(frozen_in_optimizer)} frozen parameter(s) (requires_grad=False) sit in "
+                f"the optimizer: {_names(frozen_in_optimizer)}. They will never change: a freeze left in by "
+                "mistake, or an optimizer built from self.parameters() around an intended freeze. Try: "
+                "unfreeze them with requires_grad_(True), or build the optimizer from the trainable "
+                "parameters only (`[p for p in self.parameters() if p.requires_grad]`; it also saves their "
+                "optimizer state).",
                 details,
             )
-        return CheckResult(
-            self.name,
-            "pass",
-            f"all {len(trainable)} trainable parameters get finite, non-zero gradients (within {steps} "
-            "step(s)) and are in the optimizer.",
-            details,
-        )
+        if frozen:
+            return CheckResult(
+                self.name,
+                "pass",
+                f"{flows}. For information: {len(frozen)} parameter(s) are frozen (requires_grad=False) and "
+                f"left out of the optimizer, as in fine-tuning or LoRA: {_names(frozen)}.",
+                details,
+            )
+        return CheckResult(self.name, "pass", f"{flows}.", details)
 
 
 def _names(names: list[str]) -> str:

@@ -10,6 +10,13 @@ from typing_extensions import override
 
 from lightning_recipes._validation import check_in_range, check_int, check_positive, is_number
 from lightning_recipes.checks._batches import Key, batch_size_of
+from lightning_recipes.checks._expected_loss import (
+    Expectation,
+    LossCall,
+    expected_initial_loss,
+    loss_call_for,
+    record_loss_calls,
+)
 from lightning_recipes.checks._inference import infer_num_classes
 from lightning_recipes.checks.base import SanityCheck
 from lightning_recipes.checks.context import CheckContext
@@ -20,20 +27,44 @@ __all__ = ["InitLossCheck"]
 
 class InitLossCheck(SanityCheck):
     """Compare the loss at initialisation with what an untrained model should score: ``ln C`` for ``C``
-    classes.
+    classes, ``ln 2`` per output for binary cross-entropy, the label prior's entropy for a prior-initialised
+    bias.
 
-    A freshly initialised classifier predicts roughly uniformly, so its cross-entropy is ``ln C`` (label
-    smoothing does not change this). A loss far above it means a bad init (confidently wrong logits) or a
-    wrong reduction (a sum instead of a mean: the loss is ~batch-size times too large); far below it means
-    the loss cannot be right (targets leak into inputs, a loss against the model's own predictions,
-    pretrained weights). ``C`` is inferred from the forward output and the targets (logits ``[B, C]`` or
-    ``[B, S, V]`` with integer targets), or given as ``num_classes`` / ``expected_loss``; otherwise (e.g.
-    regression) the check skips and says what to pass.
+    A freshly initialised classifier predicts roughly uniformly, so its cross-entropy is ``ln C``. A loss far
+    above it means a bad init (confidently wrong logits) or a wrong reduction (a sum instead of a mean: the
+    loss is ~batch-size times too large); far below it means the loss cannot be right (targets leak into
+    inputs, a loss against the model's own predictions, pretrained weights).
+
+    What the loss *is* comes from the ``torch.nn.functional`` loss call that produced the returned loss,
+    recorded while ``training_step`` runs (``nn.CrossEntropyLoss`` and Hugging Face models call them too):
+
+    - ``cross_entropy`` / ``nll_loss``: ``C`` is the input's class dim, whatever the layout (``[B, C]``,
+      flattened ``[B*S, V]``, per-pixel ``[B, C, H, W]``). Label smoothing keeps the expectation at ``ln C``;
+      the message states the floor it adds (the smoothed target's entropy).
+    - ``binary_cross_entropy_with_logits`` / ``binary_cross_entropy`` with 0/1 targets (binary or
+      multi-label ``[B, K]``): ``ln 2`` per output (weighted by ``pos_weight``).
+    - A prior-initialised bias: when the mean predicted distribution at init matches the label frequencies
+      of the batches (within 0.1) and they are not uniform, the expectation is the prior's entropy (a
+      ``pass`` that says it is good practice).
+    - Regression losses (``mse_loss``, ``l1_loss``, ...) and soft (non 0/1) binary targets - regression,
+      autoencoders, denoisers, masked modelling - have no expected value at init: the check skips and says
+      why (pass ``expected_loss=`` to compare with a baseline of your own).
+
+    A loss that no single recorded call explains (a custom loss, a sum of terms) falls back to the shapes:
+    ``C`` inferred from the forward output and the targets, or given as ``num_classes`` / ``expected_loss``;
+    otherwise the check skips and says what to pass.
 
     The loss is what ``training_step`` returns on a deep copy of the module (train mode, no gradients) for the
     first ``num_batches`` training batches, averaged.
 
-    Cost: ``num_batches`` forward passes on a copy of the model, once, at ``on_train_start``; one host sync.
+    Blind spots: a prior-initialised bias is recognised only when the label frequencies of the first
+    ``num_batches`` batches are close to the model's mean prediction (tiny or very unbalanced batches may
+    miss it: pass ``expected_loss=``); a loss built from several terms, or reweighted per sample, is judged
+    by shape alone; a wrong expectation for custom losses (focal loss, contrastive losses) is possible: pass
+    ``expected_loss=`` or leave the check out.
+
+    Cost: ``num_batches`` forward passes on a copy of the model, once, at ``on_train_start`` (a Python hook on
+    each torch call while they run: a few ms on the demo CNN); a few host syncs.
 
     Args:
         expected_loss: The expected initial loss; overrides inference.
@@ -109,22 +140,27 @@ class InitLossCheck(SanityCheck):
         model = context.copy_model()
         context.require_automatic_optimization(model)
         batches = context.train_batches(self.num_batches)
-        losses, outputs = [], []
+        losses, outputs, calls = [], [], []
         with torch.no_grad(), context.capture_forward(model) as captured:
             for index, batch in enumerate(batches):
-                losses.append(context.training_loss(model, batch, index).float())
+                with record_loss_calls() as recorded:
+                    loss = context.training_loss(model, batch, index)
+                losses.append(loss.float())
                 outputs.append(captured.last())
+                calls.append(loss_call_for(recorded, loss))
                 captured.clear()
         per_batch = torch.stack(losses).tolist()  # sync: once per check
         measured = sum(per_batch) / len(per_batch)
         _, targets = context.split(batches[0])
-        expected, source, classes = self._expectation(context, outputs[0], targets)
+        expectation = self._expectation(context, outputs[0], targets, calls)
+        expected, source, classes = expectation.value, expectation.source, expectation.num_classes
         details = {
             "measured": measured,
             "expected": expected,
             "per_batch": per_batch,
             "num_classes": classes,
             "expected_from": source,
+            **expectation.extra,
         }
         if not math.isfinite(measured):
             return CheckResult(
@@ -137,11 +173,15 @@ class InitLossCheck(SanityCheck):
                 details,
             )
         if expected is None:
+            why = expectation.reason or (
+                f"the forward output {_shape(outputs[0])} and targets {_shape(targets)} do not look like "
+                "classification logits [B, C] / [B, S, V] with integer targets"
+            )
             raise CheckSkipped(
-                f"cannot infer the expected initial loss (measured {measured:.4g}): the forward output "
-                f"{_shape(outputs[0])} and targets {_shape(targets)} do not look like classification logits "
-                "[B, C] / [B, S, V] with integer targets. Pass `InitLossCheck(expected_loss=...)` or "
-                "`num_classes=` (or `preflight(..., num_classes=...)`)."
+                f"cannot infer the expected initial loss (measured {measured:.4g}): {why}. Pass "
+                "`InitLossCheck(expected_loss=...)` to compare with a baseline of your own (for MSE: the "
+                "targets' variance is what predicting their mean scores), or `num_classes=` for a classifier "
+                "(or `preflight(..., num_classes=...)`)."
             )
         ratio = measured / expected
         details["ratio"] = ratio
@@ -171,21 +211,37 @@ class InitLossCheck(SanityCheck):
                 "pass `expected_loss=` or drop this check). Try: inspect what the loss receives.",
                 details,
             )
-        return CheckResult(self.name, "pass", f"{stated}: as expected for an untrained model.", details)
+        return CheckResult(
+            self.name, "pass", f"{stated}: as expected for an untrained model.{expectation.note}", details
+        )
 
     def _expectation(
-        self, context: CheckContext, output: torch.Tensor | None, targets: torch.Tensor | None
-    ) -> tuple[float | None, str, int | None]:
+        self,
+        context: CheckContext,
+        output: torch.Tensor | None,
+        targets: torch.Tensor | None,
+        calls: list[LossCall | None],
+    ) -> Expectation:
         if self.expected_loss is not None:
-            return float(self.expected_loss), "given expected_loss", self.num_classes
-        classes = self.num_classes or context.num_classes
-        if classes is not None:
-            return math.log(classes), f"ln {classes}, num_classes given", classes
+            return Expectation(float(self.expected_loss), "given expected_loss", self.num_classes)
+        if self.num_classes is not None:
+            return Expectation(
+                math.log(self.num_classes), f"ln {self.num_classes}, num_classes given", self.num_classes
+            )
+        first = calls[0]
+        if first is not None:
+            same = [c for c in calls[1:] if c is not None and c.kind == first.kind]
+            expectation = expected_initial_loss(first, same)
+            if expectation.value is not None or context.num_classes is None:
+                return expectation
+        if context.num_classes is not None:
+            classes = context.num_classes
+            return Expectation(math.log(classes), f"ln {classes}, num_classes given", classes)
         inferred = infer_num_classes(output, targets)
         if inferred is None:
-            return None, "", None
+            return Expectation(None, "")
         classes, how = inferred
-        return math.log(classes), f"ln {classes}, {how}", classes
+        return Expectation(math.log(classes), f"ln {classes}, {how}", classes)
 
     @staticmethod
     def _sum_hint(ratio: float, batch: object, context: CheckContext) -> str:

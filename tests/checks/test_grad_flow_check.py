@@ -1,0 +1,67 @@
+"""grad_flow: frozen parameters are information unless clearly a mistake; LoRA-style and prior-initialised
+models are not flagged; the retry loop obeys the time budget."""
+
+from __future__ import annotations
+
+import torch
+
+from lightning_recipes.checks import CheckContext, GradFlowCheck, preflight
+from lightning_recipes.checks._budget import time_budget
+
+from . import _models
+from .gallery import _existing_models as M
+
+
+def test_lora_style_model_passes_and_reports_the_frozen_base_as_information():
+    """B = 0 at init: A gets an exactly-zero gradient at step 0, and the base is frozen. Before: a warn."""
+    result = preflight(M.LoRAClassifier(), **M.classification_data(), checks=[GradFlowCheck()])["grad_flow"]
+    assert result.status == "pass", result.message
+    assert "For information" in result.message and "base.weight" in result.message
+    assert result.details["steps"] == 2  # A's gradient appears once B has moved
+    assert result.details["frozen"] == ["base.weight", "base.bias"]
+    assert "frozen_in_optimizer" not in result.details
+
+
+def test_prior_initialised_head_with_zero_weights_passes():
+    class ZeroHeadPrior(M.PriorBiasBCE):
+        def __init__(self):
+            super().__init__(0.1)
+            with torch.no_grad():
+                self.net[-1].weight.zero_()  # only the prior bias: the body gets no gradient at step 0
+
+    result = preflight(ZeroHeadPrior(), **M.binary_data(0.1), checks=[GradFlowCheck()])["grad_flow"]
+    assert result.status == "pass", result.message
+    assert result.details["steps"] == 2
+
+
+def test_everything_frozen_fails():
+    """Before: the backward pass raised and the check skipped ("could not run")."""
+
+    class AllFrozen(M.MLPClassifier):
+        def __init__(self):
+            super().__init__()
+            self.requires_grad_(False)
+
+        def configure_optimizers(self):
+            return torch.optim.AdamW(self.parameters(), lr=1e-2)
+
+    result = preflight(AllFrozen(), **M.classification_data(), checks=[GradFlowCheck()])["grad_flow"]
+    assert result.status == "fail", result.message
+    assert "every parameter (4)" in result.message and "requires_grad_(True)" in result.message
+
+
+def test_frozen_layer_inside_the_optimizer_warns_and_says_so():
+    result = GradFlowCheck().run(CheckContext(_models.FrozenLayer(), _models.loader()))
+    assert result.status == "warn", result.message
+    assert "sit in the optimizer" in result.message
+    assert result.details["frozen_in_optimizer"] == ["net.0.weight", "net.0.bias"]
+
+
+def test_time_budget_stops_the_retries_with_a_warning():
+    """TinyClassifier's zero head gives its body zero gradients at step 0: out of time, it is not judged."""
+    from lightning_recipes.testing import TinyClassifier
+
+    with time_budget(0.0):
+        result = GradFlowCheck().check(CheckContext(TinyClassifier(), _models.loader()))
+    assert result.status == "warn", result.message
+    assert "time budget" in result.message and "after 1 of 3" in result.message

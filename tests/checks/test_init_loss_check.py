@@ -1,0 +1,193 @@
+"""init_loss knows the loss it reads: BCE with logits, multi-label, per-pixel CE, label smoothing, a bias
+set to the class prior, and regression / reconstruction losses (skipped with a reason, never failed)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torch.nn import functional as F
+
+from lightning_recipes.checks import InitLossCheck, preflight
+from lightning_recipes.checks._expected_loss import (
+    expected_initial_loss,
+    label_smoothing_floor,
+    record_loss_calls,
+)
+
+from .gallery import _existing_models as M
+from .gallery.init_loss import BUGS
+
+
+@pytest.mark.parametrize("case", BUGS, ids=[c.id for c in BUGS])
+def test_init_loss_gallery_bug_is_flagged(case):
+    result = preflight(case.model(), **case.data(), checks=[InitLossCheck()])[case.check]
+    assert result.status == case.status, result.message
+    for word in case.words:
+        assert word in result.message, result.message
+
+
+def _zero_head(model, head):
+    with torch.no_grad():
+        head.weight.zero_()
+        head.bias.zero_()
+    return model
+
+
+def test_bce_with_logits_expects_exactly_ln2_at_zero_logits():
+    model = M.BinaryBCE()
+    _zero_head(model, model.net[-1])
+    result = preflight(model, **M.binary_data(), checks=[InitLossCheck()])["init_loss"]
+    assert result.status == "pass", result.message
+    assert result.details["expected"] == pytest.approx(math.log(2), rel=1e-12)
+    assert result.details["measured"] == pytest.approx(math.log(2), rel=1e-6)
+    assert "binary_cross_entropy_with_logits" in result.details["expected_from"]
+
+
+def test_multi_label_expects_ln2_per_output():
+    model = M.MultiLabel()
+    _zero_head(model, model.net[-1])
+    result = preflight(model, **M.multilabel_data(), checks=[InitLossCheck()])["init_loss"]
+    assert result.status == "pass", result.message
+    assert result.details["expected"] == pytest.approx(math.log(2), rel=1e-12)
+    assert result.details["measured"] == pytest.approx(math.log(2), rel=1e-6)
+
+
+def test_per_pixel_segmentation_expects_ln_c_of_the_channel_dim():
+    model = M.TinySegmenter(classes=3)
+    _zero_head(model, model.net[-1])
+    result = preflight(model, **M.segmentation_data(), checks=[InitLossCheck()])["init_loss"]
+    assert result.status == "pass", result.message
+    assert result.details["num_classes"] == 3 and "ln 3" in result.message
+    assert result.details["measured"] == pytest.approx(math.log(3), rel=1e-6)
+
+
+def test_prior_initialised_bce_bias_on_1_to_9_data_passes_at_the_prior_entropy():
+    """The issue's case: before, this failed with ratio ~0.4 (compared with ln 2)."""
+    data = M.binary_data(0.1)
+    result = preflight(M.PriorBiasBCE(0.1), **data, checks=[InitLossCheck()])["init_loss"]
+    assert result.status == "pass", result.message
+    assert "prior" in result.message and "good practice" in result.message
+    # reference: the mean binary entropy of the positive rate of the two batches the check read
+    batches = [b for _, b in zip(range(2), data["train_dataloaders"])]
+    rate = torch.cat([y for _, y in batches]).double().mean()
+    entropy = float(-(rate * rate.log() + (1 - rate) * (1 - rate).log()))
+    assert result.details["expected"] == pytest.approx(entropy, rel=1e-9)
+    assert 0.8 < result.details["ratio"] < 1.2
+
+
+@pytest.mark.parametrize("prior", [(0.9, 0.1), (0.7, 0.2, 0.1)])
+def test_prior_initialised_softmax_bias_passes_at_the_prior_entropy(prior):
+    """Before: both were flagged "suspiciously low" (ratios 0.55 and 0.67 against ln C)."""
+    data = M.imbalanced_data(prior)
+    result = preflight(M.PriorBiasClassifier(prior), **data, checks=[InitLossCheck()])["init_loss"]
+    assert result.status == "pass", result.message
+    assert "good practice" in result.message
+    labels = torch.cat([y for _, (_, y) in zip(range(2), data["train_dataloaders"])])
+    prior = torch.bincount(labels, minlength=len(prior)).double() / len(labels)
+    entropy = float(-(prior * prior.log()).sum())
+    assert result.details["expected"] == pytest.approx(entropy, rel=1e-9)
+
+
+def test_a_bias_far_from_the_prior_is_still_judged_against_uniform():
+    """Only a bias that *matches* the label frequencies changes the expectation: the wrong sign fails."""
+    result = preflight(M.WrongPriorBias(), **M.binary_data(0.1), checks=[InitLossCheck()])["init_loss"]
+    assert result.status == "fail" and result.details["expected"] == pytest.approx(math.log(2))
+
+
+def test_label_smoothing_keeps_ln_c_and_states_the_floor():
+    class Smoothed(M.MLPClassifier):
+        def loss(self, output, target):
+            return F.cross_entropy(output, target, label_smoothing=0.1)
+
+    model = Smoothed(classes=10)
+    _zero_head(model, model.net[-1])
+    result = preflight(model, **M.classification_data(10), checks=[InitLossCheck()])["init_loss"]
+    assert result.status == "pass", result.message
+    assert result.details["expected"] == pytest.approx(math.log(10), rel=1e-12)
+    # floor = entropy of the smoothed target: 1 - 0.1 + 0.01 on the label, 0.01 on each of the 9 others
+    reference = -(0.91 * math.log(0.91) + 9 * 0.01 * math.log(0.01))
+    assert result.details["floor"] == pytest.approx(reference, rel=1e-12)
+    assert "Label smoothing 0.1" in result.message and f"{reference:.4g}" in result.message
+
+
+def test_lightning_style_autoencoder_skips_with_reason_instead_of_failing():
+    """Before: the integer label of the ``(x, label)`` batch made the 64 outputs read as 64-class logits."""
+    result = preflight(M.LitAutoEncoder(), **M.reconstruction_data(), checks=[InitLossCheck()])["init_loss"]
+    assert result.status == "skip", result.message
+    assert "mse_loss" in result.message and "reconstruction" in result.message
+    assert "expected_loss" in result.message
+
+
+def test_soft_bce_targets_skip_with_reason():
+    class Denoiser(M.LitAutoEncoder):
+        def training_step(self, batch, batch_idx):
+            x, _ = batch
+            return F.binary_cross_entropy_with_logits(self(x), (x + 1) / 2)  # intensities in [0, 1]
+
+    result = preflight(Denoiser(), **M.reconstruction_data(), checks=[InitLossCheck()])["init_loss"]
+    assert result.status == "skip" and "not 0/1" in result.message, result.message
+
+
+def test_expected_loss_with_pos_weight_follows_the_formula():
+    target = torch.tensor([[1.0, 0.0], [1.0, 1.0], [0.0, 0.0]])
+    pos_weight = torch.tensor([3.0, 0.5])
+    with record_loss_calls() as calls:
+        F.binary_cross_entropy_with_logits(torch.zeros(3, 2), target, pos_weight=pos_weight)
+    # at zero logits each element costs ln 2, a positive one times its pos_weight
+    weights = [3.0, 1.0, 3.0, 0.5, 1.0, 1.0]
+    reference = sum(w * math.log(2) for w in weights) / len(weights)
+    assert expected_initial_loss(calls[0]).value == pytest.approx(reference, rel=1e-12)
+
+
+def test_label_smoothing_floor_is_the_minimum_over_logit_gaps():
+    """The closed form against a brute-force minimisation of the smoothed loss over the logit gap."""
+    for classes, smoothing in ((10, 0.1), (4, 0.3), (2, 0.05)):
+        gaps = torch.linspace(0, 30, 300_001, dtype=torch.float64)
+        top = 1 - smoothing + smoothing / classes
+        losses = -top * gaps + torch.log(gaps.exp() + classes - 1)
+        assert label_smoothing_floor(classes, smoothing) == pytest.approx(float(losses.min()), abs=1e-9)
+
+
+def test_an_explicit_num_classes_still_wins():
+    result = preflight(M.BinaryBCE(), **M.binary_data(), checks=[InitLossCheck(num_classes=4)])["init_loss"]
+    assert result.details["expected"] == pytest.approx(math.log(4))
+
+
+def test_uniform_labels_sampled_sparsely_are_not_mistaken_for_a_prior():
+    """64 labels over 64 classes: their empirical entropy is far below ln 64 by chance alone, and a random
+    init predicts near-uniformly; only a skew beyond sampling noise counts as a prior."""
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(256, M.IN, generator=g), torch.randint(0, 64, (256,), generator=g)
+    data = {"train_dataloaders": torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), 32)}
+    result = preflight(M.MLPClassifier(classes=64), **data, checks=[InitLossCheck()])["init_loss"]
+    assert result.details["expected"] == pytest.approx(math.log(64)), result.message
+    assert "prior_entropy" not in result.details
+
+
+def test_hugging_face_causal_lm_without_forward_reads_its_loss_call():
+    """GPT-2 wrapped as ``self.model`` (no ``forward``), dict batches: its ``ForCausalLMLoss`` calls
+    ``cross_entropy`` on the shifted logits; the check reads ``C = vocab_size`` from that call."""
+    transformers = pytest.importorskip("transformers", reason="the Hugging Face test needs transformers")
+    import lightning.pytorch as pl
+
+    class Wrapped(pl.LightningModule):
+        def __init__(self):
+            super().__init__()
+            config = transformers.GPT2Config(n_layer=1, n_head=2, n_embd=32, vocab_size=64, n_positions=32)
+            self.model = transformers.GPT2LMHeadModel(config)
+
+        def training_step(self, batch, batch_idx):
+            return self.model(**batch).loss
+
+        def configure_optimizers(self):
+            return torch.optim.AdamW(self.parameters(), lr=1e-3)
+
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(0, 64, (32, 16), generator=g)
+    rows = [{"input_ids": t, "attention_mask": torch.ones_like(t), "labels": t} for t in ids]
+    loader = torch.utils.data.DataLoader(rows, batch_size=16)
+    result = preflight(Wrapped(), train_dataloaders=loader, checks=[InitLossCheck()])["init_loss"]
+    assert result.status == "pass", result.message
+    assert result.details["num_classes"] == 64 and result.details["expected"] == pytest.approx(math.log(64))
