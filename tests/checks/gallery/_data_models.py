@@ -79,15 +79,19 @@ def regression(n: int, seed: int) -> tuple[Tensor, Tensor]:
     )
 
 
-def tokens(n: int, seed: int, vocab: int = 512, seq_len: int = 16) -> tuple[Tensor, Tensor]:
-    """Next-token data, large vocabulary (few accidental duplicates): ``t[i+1] = (5 t[i] + 3) mod V``."""
-    g = torch.Generator().manual_seed(seed)
-    start = torch.randint(0, vocab, (n, 1), generator=g)
-    steps = [start]
+def tokens(n_train: int, n_val: int, vocab: int = 512, seq_len: int = 16) -> tuple[Tensor, ...]:
+    """Next-token data ``t[i+1] = (5 t[i] + 3) mod V`` split properly: every sequence starts at a different
+    token (one permutation, cut in two), so no sequence repeats within or across the splits.
+
+    Returns ``x_train, y_train, x_val, y_val`` of shape ``[n, seq_len]``.
+    """
+    starts = torch.randperm(vocab, generator=torch.Generator().manual_seed(0))[: n_train + n_val, None]
+    steps = [starts]
     for _ in range(seq_len):
         steps.append((steps[-1] * 5 + 3) % vocab)
     seq = torch.cat(steps, dim=1)
-    return seq[:, :-1], seq[:, 1:]
+    x, y = seq[:, :-1], seq[:, 1:]
+    return x[:n_train], y[:n_train], x[n_train:], y[n_train:]
 
 
 class IgnoresIndex(Dataset):

@@ -1,0 +1,154 @@
+"""``SplitOverlapCheck``: validation samples repeating training samples, exact or near (issue 14)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+from lightning_recipes.checks import CheckContext, preflight
+from lightning_recipes.checks.split_overlap_check import (
+    SplitOverlapCheck,
+    _best_match,
+    _fingerprint,
+    _token_similarity,
+)
+
+from .gallery import split_overlap as gallery
+from .gallery._data_models import MLP, gaussian, loaders
+
+
+@pytest.mark.parametrize("case", gallery.BUGS, ids=lambda c: c.id)
+def test_gallery_bug_fails(case):
+    result = preflight(case.model(), **case.data(), checks=[SplitOverlapCheck()])["split_overlap"]
+    assert result.status == case.status, result.message
+    for word in case.words:
+        assert word in result.message, (word, result.message)
+
+
+@pytest.mark.parametrize("case", gallery.HEALTHY, ids=lambda c: c.id)
+def test_gallery_healthy_split_passes(case):
+    result = preflight(case.model(), **case.data(), checks=[SplitOverlapCheck()])["split_overlap"]
+    assert result.status == "pass", result.message
+
+
+def test_chance_duplicates_are_discounted():
+    """Low-diversity tokens: most validation sequences match a training one, but no more than training
+    sequences match each other, so nothing is flagged."""
+    case = next(c for c in gallery.HEALTHY if c.id == "low-diversity-tokens-lm")
+    result = preflight(case.model(), **case.data(), checks=[SplitOverlapCheck()])["split_overlap"]
+    assert result.details["val_near"] > 0.5 * result.details["val_samples"]
+    assert result.details["chance_rate"] > 0.5
+    assert result.details["estimated_overlap"] < 0.1
+
+
+def test_skips_without_validation_loader_and_says_what_to_pass():
+    result = SplitOverlapCheck().run(CheckContext(MLP(), loaders(*gaussian(64, 0))["train_dataloaders"]))
+    assert result.status == "skip"
+    assert "no validation loader" in result.message and "val_dataloaders=" in result.message
+
+
+def test_the_training_loader_passed_as_validation_fails_without_reading():
+    train = loaders(*gaussian(64, 0))["train_dataloaders"]
+    result = SplitOverlapCheck().run(CheckContext(MLP(), train, train))
+    assert result.status == "fail"
+    assert "reads the training dataset itself" in result.message
+    assert result.details["estimated_overlap"] == 1.0
+
+
+def test_overlap_extrapolated_from_the_fraction_of_training_data_read():
+    """4096 training samples, 512 read (1/8): a validation set drawn from the training set matches about
+    1/8 of the time, which extrapolates to (nearly) all of it."""
+    x, y = gaussian(4096, 0)
+    pick = torch.randperm(4096, generator=torch.Generator().manual_seed(1))[:256]
+    data = loaders(x, y, x[pick], y[pick], batch_size=32)
+    context = CheckContext(MLP(), data["train_dataloaders"], data["val_dataloaders"])
+    result = SplitOverlapCheck(num_batches=16).run(context)
+    assert result.status == "fail", result.message
+    assert result.details["train_samples"] == 512 and result.details["train_dataset_size"] == 4096
+    matched = result.details["val_exact"]
+    assert 16 <= matched <= 48  # about 256 / 8 = 32
+    assert result.details["estimated_overlap"] == pytest.approx(min(1.0, matched / 256 * 8))
+
+
+def test_a_few_shared_samples_warn():
+    x, y = gaussian(512, 0)
+    x_val, y_val = gaussian(256, 1)
+    x_val[:6], y_val[:6] = x[:6], y[:6]  # 6 of 256 validation samples (2.3%) also in training
+    data = loaders(x, y, x_val, y_val)
+    result = SplitOverlapCheck(num_batches=16).run(
+        CheckContext(MLP(), data["train_dataloaders"], data["val_dataloaders"])
+    )
+    assert result.status == "warn", result.message
+    assert result.details["val_exact"] == 6
+    assert "some validation samples repeat training samples" in result.message
+
+
+def test_blank_samples_are_not_overlap():
+    x, y = gaussian(256, 0)
+    x_val, y_val = gaussian(128, 1)
+    x[:20] = 0.0
+    x_val[:20] = 0.0
+    data = loaders(x, y, x_val, y_val)
+    result = SplitOverlapCheck().run(CheckContext(MLP(), data["train_dataloaders"], data["val_dataloaders"]))
+    assert result.status == "pass", result.message
+    assert result.details["val_exact"] == 0
+
+
+def test_cosine_of_centred_samples_matches_the_formula():
+    """The vectorised near-duplicate search against cos(a - mean(a), b - mean(b)) pair by pair."""
+    g = torch.Generator().manual_seed(0)
+    queries, keys = torch.randn(10, 1, 4, 5, generator=g), torch.randn(12, 1, 4, 5, generator=g)
+    queries[3] = 2.0 * keys[7] + 0.5  # brightness and contrast change: cosine exactly 1
+    best, where = _best_match(
+        _fingerprint(queries), _fingerprint(keys), lambda a, b: a @ b.T, exclude_self=False
+    )
+    for i in range(10):
+        a = queries[i].flatten().tolist()
+        sims = []
+        for j in range(12):
+            b = keys[j].flatten().tolist()
+            ma, mb = sum(a) / len(a), sum(b) / len(b)
+            dot = sum((p - ma) * (q - mb) for p, q in zip(a, b, strict=True))
+            na = math.sqrt(sum((p - ma) ** 2 for p in a))
+            nb = math.sqrt(sum((q - mb) ** 2 for q in b))
+            sims.append(dot / (na * nb))
+        assert best[i].item() == pytest.approx(max(sims), abs=1e-5)
+        assert int(where[i]) == sims.index(max(sims))
+    assert best[3].item() == pytest.approx(1.0, abs=1e-6) and int(where[3]) == 7
+
+
+def test_token_near_duplicates_by_fraction_of_equal_positions():
+    train = torch.arange(64).reshape(4, 16)
+    one_changed, two_changed = train[1].clone(), train[2].clone()
+    one_changed[0] = 999  # 15/16 = 93.75% equal
+    two_changed[:2] = 999  # 14/16 = 87.5% equal
+    best, where = _best_match(
+        torch.stack([one_changed, two_changed]), train, _token_similarity, exclude_self=False
+    )
+    assert best.tolist() == [15 / 16, 14 / 16] and where.tolist() == [1, 2]
+    x_val = torch.stack([one_changed, two_changed] * 4)
+    y = torch.zeros(len(train), dtype=torch.long)
+    train_loader = DataLoader(TensorDataset(train, y), batch_size=4)
+    val_loader = DataLoader(TensorDataset(x_val, torch.zeros(8, dtype=torch.long)), batch_size=8)
+    result = SplitOverlapCheck().run(CheckContext(MLP(), train_loader, val_loader))
+    assert result.details["val_near"] == 4  # the four one-token edits
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"num_batches": 0}, "`num_batches` must be an integer >= 1, got 0."),
+        ({"near_cosine": 0.0}, "`near_cosine`"),
+        ({"near_tokens": 1.5}, "`near_tokens`"),
+        (
+            {"warn_fraction": 0.5, "fail_fraction": 0.2},
+            "`warn_fraction` must be <= `fail_fraction`, got 0.5 > 0.2.",
+        ),
+    ],
+)
+def test_bad_arguments_raise_at_construction(kwargs, match):
+    with pytest.raises(ValueError, match=match.replace(".", r"\.")):
+        SplitOverlapCheck(**kwargs)
