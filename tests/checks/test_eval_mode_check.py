@@ -13,9 +13,10 @@ from torch.utils.data import DataLoader, Dataset
 
 from lightning_recipes.checks import CheckContext, preflight
 from lightning_recipes.checks.eval_mode_check import EvalModeCheck
+from lightning_recipes.testing import fast_trainer
 
 from .gallery import eval_mode as gallery
-from .gallery._data_models import IN, gaussian
+from .gallery._data_models import IN, NoisyCNN, digits_split, gaussian
 
 
 @pytest.mark.parametrize("case", gallery.BUGS, ids=lambda c: c.id)
@@ -163,3 +164,11 @@ class _Batches:
 def test_bad_arguments_raise_at_construction(kwargs, words):
     with pytest.raises(ValueError, match=words.replace("(", r"\(").replace(")", r"\)")):
         EvalModeCheck(**kwargs)
+
+
+def test_as_callback_warns_and_training_continues(tmp_path):
+    check = EvalModeCheck(on_fail="warn")
+    trainer = fast_trainer(max_steps=2, callbacks=[check], default_root_dir=tmp_path)
+    with pytest.warns(UserWarning, match="eval_mode: .*`noise` \\(GaussianNoise\\) is random at eval"):
+        trainer.fit(NoisyCNN(), **digits_split())
+    assert trainer.global_step == 2 and check.failed_on_any_rank

@@ -6,18 +6,21 @@ import math
 
 import pytest
 import torch
+from lightning.pytorch import Callback
 from torch.utils.data import DataLoader, TensorDataset
 
-from lightning_recipes.checks import CheckContext, preflight
+from lightning_recipes.checks import CheckContext, DataCheck, Preflight, PreflightError, preflight
+from lightning_recipes.checks.eval_mode_check import EvalModeCheck
 from lightning_recipes.checks.split_overlap_check import (
     SplitOverlapCheck,
     _best_match,
     _fingerprint,
     _token_similarity,
 )
+from lightning_recipes.testing import DigitsCNN, fast_trainer
 
 from .gallery import split_overlap as gallery
-from .gallery._data_models import MLP, gaussian, loaders
+from .gallery._data_models import MLP, digits_split, gaussian, loaders
 
 
 @pytest.mark.parametrize("case", gallery.BUGS, ids=lambda c: c.id)
@@ -152,3 +155,50 @@ def test_token_near_duplicates_by_fraction_of_equal_positions():
 def test_bad_arguments_raise_at_construction(kwargs, match):
     with pytest.raises(ValueError, match=match.replace(".", r"\.")):
         SplitOverlapCheck(**kwargs)
+
+
+def _overlapping_digits() -> dict:
+    return next(c for c in gallery.BUGS if c.id == "digits-val-subset-of-train").data()
+
+
+def test_as_callback_in_a_real_trainer_stops_before_training(tmp_path):
+    check = SplitOverlapCheck()
+    trainer = fast_trainer(max_steps=2, callbacks=[check], default_root_dir=tmp_path)
+    with pytest.raises(PreflightError, match="split_overlap"):
+        trainer.fit(DigitsCNN(width=4), **_overlapping_digits())
+    assert trainer.global_step == 0
+    assert check.result is not None and check.result.details["val_exact"] > 100
+
+
+def test_ddp_every_rank_reads_its_shard_and_all_raise(tmp_path):
+    check = SplitOverlapCheck()
+    trainer = fast_trainer(
+        max_steps=1, strategy="ddp_fork", devices=2, callbacks=[check], default_root_dir=tmp_path
+    )
+    with pytest.raises(Exception, match="split_overlap"):
+        trainer.fit(DigitsCNN(width=4), **_overlapping_digits())
+
+
+class RecordStatuses(Callback):
+    """Writes each rank's statuses after training (the workers' results do not reach the test process)."""
+
+    def __init__(self, flight: Preflight, directory: str) -> None:
+        self.flight, self.directory = flight, directory
+
+    def on_train_end(self, trainer, pl_module) -> None:
+        assert self.flight.report is not None
+        statuses = " ".join(f"{r.name}={r.status}" for r in self.flight.report)
+        with open(f"{self.directory}/rank{trainer.global_rank}.txt", "w") as handle:
+            handle.write(f"{statuses} step={trainer.global_step}")
+
+
+def test_ddp_healthy_split_trains_with_the_new_checks(tmp_path):
+    flight = Preflight(checks=[DataCheck(), SplitOverlapCheck(), EvalModeCheck()], print_report=False)
+    callbacks = [flight, RecordStatuses(flight, str(tmp_path))]
+    trainer = fast_trainer(
+        max_steps=2, strategy="ddp_fork", devices=2, callbacks=callbacks, default_root_dir=tmp_path
+    )
+    trainer.fit(DigitsCNN(width=4), **digits_split())
+    outcomes = {path.name: path.read_text() for path in tmp_path.glob("rank*.txt")}
+    expected = "data=pass split_overlap=pass eval_mode=pass step=2"
+    assert outcomes == {"rank0.txt": expected, "rank1.txt": expected}
