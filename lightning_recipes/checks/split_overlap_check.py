@@ -58,10 +58,12 @@ class SplitOverlapCheck(SanityCheck):
 
     Blind spots: duplicates beyond the batches read (a small overlap in a large dataset: with ``n`` of ``N``
     training samples read, an overlap of ``k`` validation samples is seen about ``k n / N`` times); copies
-    transformed geometrically (flips, crops, shifts of more than a pixel or two, rotations) or re-encoded
-    at another size; token sequences that overlap as shifted windows of the same text; overlap between
-    inputs that differ only in tensors other than the input (e.g. same image, different mask). Without a
-    validation loader it skips.
+    transformed geometrically or re-encoded at another size; heavily noised copies; token sequences that
+    overlap as shifted windows of the same text; inputs that differ only in tensors other than the input
+    (same image, different mask). Measured on digits, 300 validation copies of training images: exact,
+    brightness/contrast-changed (``0.7 x + 0.1``) and noise std 0.02 copies fail (estimated overlap 1.0),
+    noise std 0.05 fails (0.81); noise std 0.1, a horizontal flip, a one-pixel shift and a 90-degree
+    rotation go unseen (0 of 300). Without a validation loader it skips.
 
     Cost: reads ``num_batches`` batches of each loader (shared with the other checks for training); one
     device-to-host copy of the inputs for hashing; an ``n_val x n_train`` similarity matrix and an

@@ -202,3 +202,29 @@ def test_ddp_healthy_split_trains_with_the_new_checks(tmp_path):
     outcomes = {path.name: path.read_text() for path in tmp_path.glob("rank*.txt")}
     expected = "data=pass split_overlap=pass eval_mode=pass step=2"
     assert outcomes == {"rank0.txt": expected, "rank1.txt": expected}
+
+
+class _DictTokens(torch.utils.data.Dataset):
+    """Hugging Face-style samples: ``input_ids``, ``attention_mask``, ``labels``."""
+
+    def __init__(self, ids: torch.Tensor, labels: torch.Tensor) -> None:
+        self.ids, self.labels = ids, labels
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
+        ids = self.ids[index]
+        return {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": self.labels[index]}
+
+
+def test_dict_batches_compare_the_input_ids():
+    ids = torch.randint(0, 1000, (256, 24), generator=torch.Generator().manual_seed(0))
+    labels = torch.randint(0, 2, (256,), generator=torch.Generator().manual_seed(1))
+    train = DataLoader(_DictTokens(ids, labels), batch_size=32)
+    leaked = DataLoader(_DictTokens(ids[:64].clone(), labels[:64]), batch_size=32)
+    fresh = DataLoader(_DictTokens(ids.flip(0)[:64] + 1000, labels[:64]), batch_size=32)
+    result = SplitOverlapCheck().run(CheckContext(MLP(), train, leaked))
+    assert result.status == "fail" and result.details["val_exact"] == 64
+    assert "equal tokens" in result.details["near_method"]
+    assert SplitOverlapCheck().run(CheckContext(MLP(), train, fresh)).status == "pass"
