@@ -329,10 +329,13 @@ def _hashes(samples: list[Tensor]) -> list[bytes]:
 
 
 def _blank(samples: list[Tensor]) -> list[bool]:
+    """Samples whose values are all equal (a one-value sample is never blank: it has nothing to vary)."""
     if not samples:
         return []
     flags = [
-        (s.flatten() == s.flatten()[0]).all() if s.numel() else s.new_ones((), dtype=torch.bool)
+        (s.flatten() == s.flatten()[0]).all()
+        if s.numel() >= 2
+        else s.new_tensor(s.numel() == 0, dtype=torch.bool)
         for s in samples
     ]
     return torch.stack(flags).tolist()  # sync: once

@@ -228,3 +228,11 @@ def test_dict_batches_compare_the_input_ids():
     assert result.status == "fail" and result.details["val_exact"] == 64
     assert "equal tokens" in result.details["near_method"]
     assert SplitOverlapCheck().run(CheckContext(MLP(), train, fresh)).status == "pass"
+
+
+def test_one_feature_samples_are_compared_not_skipped_as_blank():
+    x = torch.randn(128, 1, generator=torch.Generator().manual_seed(0))
+    y = 2 * x.squeeze(1)
+    data = loaders(x, y, x[:32].clone(), y[:32])
+    result = SplitOverlapCheck().run(CheckContext(MLP(), data["train_dataloaders"], data["val_dataloaders"]))
+    assert result.status == "fail" and result.details["val_exact"] == 32
