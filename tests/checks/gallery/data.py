@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, TensorDataset
 
 from . import Case
 from . import _data_models as D
@@ -68,7 +68,7 @@ def getitem_ignores_index() -> dict[str, Any]:
     )
     return {
         "train_dataloaders": train,
-        "val_dataloaders": DataLoader(D.TensorDataset(x_val, y_val), batch_size=256),
+        "val_dataloaders": DataLoader(TensorDataset(x_val, y_val), batch_size=256),
     }
 
 
