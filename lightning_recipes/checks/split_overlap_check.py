@@ -1,0 +1,379 @@
+"""Check that the validation data does not repeat the training data (exact or near-duplicate samples)."""
+
+from __future__ import annotations
+
+import hashlib
+from collections import defaultdict
+from typing import Any, Literal
+
+import torch
+from torch import Tensor
+from torch.nn import functional as F
+from torch.utils.data import DataLoader, Subset
+from typing_extensions import override
+
+from lightning_recipes._validation import check_in_range, check_int
+from lightning_recipes.checks._batches import Key
+from lightning_recipes.checks.base import SanityCheck
+from lightning_recipes.checks.context import CheckContext
+from lightning_recipes.checks.report import CheckResult, CheckSkipped
+
+__all__ = ["SplitOverlapCheck"]
+
+_POOLED_SIDE = 16  # images larger than 16x16 are average-pooled to 16x16 before the near-duplicate test
+_MAX_DIM = 1024  # longer float fingerprints are projected (seeded Gaussian) to this many dimensions
+_CHUNK = 256  # rows of the similarity matrix computed at once
+
+
+class SplitOverlapCheck(SanityCheck):
+    """Look for validation samples that are also in the training data: a validation set drawn from the
+    training set, augmented copies of training samples, a split done after duplication.
+
+    A model scores on such samples by memory, so the validation loss says nothing about generalisation and
+    early stopping and model selection follow it. The check reads up to ``num_batches`` batches of each
+    loader and compares every validation input with every training input read:
+
+    - **exact**: a hash of the sample's bytes (shape and dtype included);
+    - **near**: float inputs are flattened (images larger than 16x16 average-pooled to 16x16), centred and
+      normalised per sample, and a validation sample is a near duplicate when its cosine similarity to
+      some training sample is at least ``near_cosine`` (default 0.99: invariant to brightness and contrast,
+      tolerant to small noise); token inputs are near duplicates when at least ``near_tokens`` of their
+      positions are equal (same length only).
+
+    Some data has genuine near duplicates (the same digit written alike, short token sequences from a small
+    vocabulary), so the rate at which training samples match *other* training samples (leave-one-out) is
+    the chance rate; only the excess over it counts. The excess fraction is extrapolated to the whole
+    training set when its length is known (``len(loader.dataset)``): reading ``n`` of ``N`` training samples
+    finds a validation sample drawn from the training set with probability ``n / N``. Thresholds: **fail**
+    when the estimated fraction of validation samples present in the training set is at least
+    ``fail_fraction`` (default 10%: the validation metric is then visibly inflated) and at least 3 samples
+    beyond chance matched; **warn** from ``warn_fraction`` (default 1%) with at least 2. Measured on
+    scikit-learn's digits split properly: no validation sample reaches cosine 0.99 with any training sample
+    (0.8% reach 0.98 and 9% reach 0.97: genuine look-alikes, hence 0.99), no exact duplicates. A validation
+    loader over the training dataset itself, or a ``Subset`` of the same dataset with shared indices, fails
+    without reading (exact, from the indices). Blank (constant) samples are left out: ``data`` reports them.
+
+    Duplicates *within* the training set are reported in ``details["train_duplicates"]`` and judged by the
+    ``data`` check.
+
+    Blind spots: duplicates beyond the batches read (a small overlap in a large dataset: with ``n`` of ``N``
+    training samples read, an overlap of ``k`` validation samples is seen about ``k n / N`` times); copies
+    transformed geometrically or re-encoded at another size; heavily noised copies; token sequences that
+    overlap as shifted windows of the same text; inputs that differ only in tensors other than the input
+    (same image, different mask). Measured on digits, 300 validation copies of training images: exact,
+    brightness/contrast-changed (``0.7 x + 0.1``) and noise std 0.02 copies fail (estimated overlap 1.0),
+    noise std 0.05 fails (0.81); noise std 0.1, a horizontal flip, a one-pixel shift and a 90-degree
+    rotation go unseen (0 of 300). Without a validation loader it skips.
+
+    Cost: reads ``num_batches`` batches of each loader (shared with the other checks for training); one
+    device-to-host copy of the inputs for hashing; an ``n_val x n_train`` similarity matrix and an
+    ``n_train x n_train`` one in chunks (about 5 ms for 512 x 512 samples of 64 features). No model
+    forward. Measured with one thread on a shared 2-core CPU: 0.1 s on the demo CNN (digits: 1024 training
+    vs 359 validation samples, reads cached), 25 ms on TinyTransformerLM's token data.
+
+    Args:
+        num_batches: Batches read from each loader.
+        near_cosine: Cosine similarity (of centred, normalised float inputs) from which two samples are near
+            duplicates.
+        near_tokens: Fraction of equal positions from which two token sequences are near duplicates.
+        warn_fraction: Estimated overlap (fraction of the validation set) from which the check warns.
+        fail_fraction: Estimated overlap from which it fails.
+        on_fail: ``"raise"`` or ``"warn"`` when used as a callback.
+        input_key: Index or key of the input in a batch.
+        target_key: Index or key of the target.
+
+    Raises:
+        ValueError: If ``num_batches < 1``, a similarity is not in (0, 1], a fraction not in (0, 1], or
+            ``warn_fraction > fail_fraction``.
+
+    Example:
+        >>> import torch
+        >>> from torch.utils.data import DataLoader, TensorDataset
+        >>> from lightning_recipes.checks import CheckContext
+        >>> from lightning_recipes.testing import TinyClassifier
+        >>> x, y = torch.randn(256, 16), torch.randint(0, 4, (256,))
+        >>> train = DataLoader(TensorDataset(x, y), batch_size=32)
+        >>> val = DataLoader(TensorDataset(x[:64] + 1e-3 * torch.randn(64, 16), y[:64]), batch_size=32)
+        >>> result = SplitOverlapCheck().run(CheckContext(TinyClassifier(), train, val))
+        >>> result.status, result.details["val_near"]
+        ('fail', 64)
+    """
+
+    name = "split_overlap"
+
+    def __init__(
+        self,
+        num_batches: int = 16,
+        near_cosine: float = 0.99,
+        near_tokens: float = 0.9,
+        warn_fraction: float = 0.01,
+        fail_fraction: float = 0.1,
+        *,
+        on_fail: Literal["raise", "warn"] = "raise",
+        input_key: Key = None,
+        target_key: Key = None,
+    ) -> None:
+        super().__init__(on_fail=on_fail, input_key=input_key, target_key=target_key)
+        check_int("num_batches", num_batches, minimum=1)
+        check_in_range("near_cosine", near_cosine, 0.0, 1.0, low_open=True)
+        check_in_range("near_tokens", near_tokens, 0.0, 1.0, low_open=True)
+        check_in_range("warn_fraction", warn_fraction, 0.0, 1.0, low_open=True)
+        check_in_range("fail_fraction", fail_fraction, 0.0, 1.0, low_open=True)
+        if warn_fraction > fail_fraction:
+            raise ValueError(
+                f"`warn_fraction` must be <= `fail_fraction`, got {warn_fraction!r} > {fail_fraction!r}."
+            )
+        self.num_batches = num_batches
+        self.near_cosine = near_cosine
+        self.near_tokens = near_tokens
+        self.warn_fraction = warn_fraction
+        self.fail_fraction = fail_fraction
+
+    @override
+    def check(self, context: CheckContext) -> CheckResult:
+        if context.val_dataloader is None:
+            raise CheckSkipped(
+                "no validation loader: pass `val_dataloaders=` (or a datamodule with `val_dataloader()`) to "
+                "compare the splits."
+            )
+        shared = _shared_dataset(context.train_dataloader, context.val_dataloader, self.fail_fraction)
+        if shared is not None:
+            return shared
+        train = self._inputs(context, context.train_batches(self.num_batches), "training")
+        val = self._inputs(context, context.val_batches(self.num_batches), "validation")
+        train_keys, val_keys = _hashes(train), _hashes(val)
+        train_blank, val_blank = _blank(train), _blank(val)
+
+        by_hash: dict[bytes, int] = {}
+        counts: dict[bytes, int] = defaultdict(int)
+        for index, key in enumerate(train_keys):
+            if not train_blank[index]:
+                by_hash.setdefault(key, index)
+                counts[key] += 1
+        train_duplicates = sum(c - 1 for c in counts.values())
+        exact = {
+            v: by_hash[key] for v, key in enumerate(val_keys) if not val_blank[v] and key in by_hash
+        }  # val index -> train index
+        near, chance_matches, method = self._near(train, val, train_blank, val_blank)
+        near.update(exact)
+        usable_train = sum(not b for b in train_blank)
+        usable_val = sum(not b for b in val_blank)
+        if usable_val == 0 or usable_train < 2:
+            raise CheckSkipped("every sample read is blank (constant); see the `data` check.")
+        chance_rate = chance_matches / usable_train
+        excess = max(0.0, len(near) - chance_rate * usable_val)
+        coverage, total = _coverage(context.train_dataloader, len(train))
+        estimate = min(1.0, excess / usable_val / coverage)
+        examples = sorted(near.items())[:5]
+        details: dict[str, Any] = {
+            "train_samples": len(train),
+            "val_samples": len(val),
+            "train_dataset_size": total,
+            "val_exact": len(exact),
+            "val_near": len(near),
+            "train_duplicates": train_duplicates,
+            "chance_rate": chance_rate,
+            "estimated_overlap": estimate,
+            "near_method": method,
+            "examples": [{"val_index": v, "train_index": t} for v, t in examples],
+            "measured": estimate,
+        }
+        shown = ", ".join(f"val #{v} ~ train #{t}" for v, t in examples)
+        read = (
+            f"{len(val)} validation vs {len(train)} training samples"
+            + (f" (of {total})" if total is not None else "")
+            + f"; near = {method}"
+        )
+        found = (
+            f"{len(near)} of {usable_val} validation samples repeat a training sample ({len(exact)} exact), "
+            f"{chance_rate:.1%} expected by chance (training samples matching other training samples); "
+            f"estimated overlap {estimate:.1%} of the validation set. Examples (read order): {shown}."
+        )
+        if estimate >= self.fail_fraction and excess >= 3:
+            return CheckResult(
+                self.name,
+                "fail",
+                f"the validation data overlaps the training data: {found} The validation loss then measures "
+                "memory, not generalisation. Likely causes: a validation set drawn from (or a subset of) the "
+                "training set, augmented copies of training samples in validation, a dataset split after "
+                "duplicating or augmenting it. Try: split by index once, before any augmentation; "
+                "deduplicate (hash the samples) before splitting. Read: " + read + ".",
+                details,
+            )
+        if estimate >= self.warn_fraction and excess >= 2:
+            return CheckResult(
+                self.name,
+                "warn",
+                f"some validation samples repeat training samples: {found} Try: deduplicate across the "
+                "splits (hash the samples) before training. Read: " + read + ".",
+                details,
+            )
+        return CheckResult(
+            self.name,
+            "pass",
+            f"no overlap beyond chance between the splits: {len(near)} of {usable_val} validation samples "
+            f"match a training sample, {chance_rate:.1%} expected by chance; {train_duplicates} duplicate(s) "
+            f"within the training samples. Read: {read}.",
+            details,
+        )
+
+    def _inputs(self, context: CheckContext, batches: list[Any], split: str) -> list[Tensor]:
+        samples: list[Tensor] = []
+        for batch in batches:
+            inputs, _ = context.split(batch)
+            if inputs is None or inputs.ndim == 0:
+                raise CheckSkipped(f"cannot find the input tensor in a {split} batch; pass `input_key`.")
+            samples.extend(inputs.detach())
+        if not samples:
+            raise CheckSkipped(f"the {split} loader yielded no batch.")
+        return samples
+
+    def _near(
+        self, train: list[Tensor], val: list[Tensor], train_blank: list[bool], val_blank: list[bool]
+    ) -> tuple[dict[int, int], int, str]:
+        """Near-duplicate matches ``{val index: train index}`` and the leave-one-out count within train."""
+        matches: dict[int, int] = {}
+        chance = 0
+        methods = set()
+        groups: dict[tuple[tuple[int, ...], bool], tuple[list[int], list[int]]] = defaultdict(
+            lambda: ([], [])
+        )
+        for index, sample in enumerate(train):
+            if not train_blank[index]:
+                groups[(tuple(sample.shape), torch.is_floating_point(sample))][0].append(index)
+        for index, sample in enumerate(val):
+            if not val_blank[index]:
+                groups[(tuple(sample.shape), torch.is_floating_point(sample))][1].append(index)
+        for (_, floating), (train_ids, val_ids) in groups.items():
+            if len(train_ids) < 1:
+                continue
+            t = torch.stack([train[i] for i in train_ids])
+            if floating:
+                methods.add(f"cosine >= {self.near_cosine:g}")
+                t_f = _fingerprint(t)
+                similar: Any = lambda a, b: a @ b.T  # noqa: E731
+                threshold = self.near_cosine
+            else:
+                methods.add(f"{self.near_tokens:.0%} equal tokens")
+                t_f = t.flatten(1)
+                similar = _token_similarity
+                threshold = self.near_tokens
+            if val_ids:
+                v = torch.stack([val[i] for i in val_ids])
+                v_f = _fingerprint(v) if floating else v.flatten(1)
+                best, where = _best_match(v_f, t_f, similar, exclude_self=False)
+                for row in torch.nonzero(best >= threshold).flatten().tolist():  # sync: once per group
+                    matches[val_ids[row]] = train_ids[int(where[row])]
+            if len(train_ids) >= 2:
+                best, _ = _best_match(t_f, t_f, similar, exclude_self=True)
+                chance += int((best >= threshold).sum())  # sync: once per group
+        return matches, chance, " / ".join(sorted(methods)) or "none"
+
+
+def _shared_dataset(train_loader: Any, val_loader: Any, fail_fraction: float) -> CheckResult | None:
+    """A validation loader over the training dataset itself, or an overlapping ``Subset`` of the same one."""
+    if not isinstance(train_loader, DataLoader) or not isinstance(val_loader, DataLoader):
+        return None
+    train_set, val_set = train_loader.dataset, val_loader.dataset
+    name = SplitOverlapCheck.name
+    if train_set is val_set:
+        return CheckResult(
+            name,
+            "fail",
+            f"the validation loader reads the training dataset itself ({type(train_set).__name__}): every "
+            "validation sample is a training sample, so the validation loss measures memory. Try: split "
+            "the data (torch.utils.data.random_split, or separate files) and give each loader its part.",
+            {"estimated_overlap": 1.0, "measured": 1.0, "shared_dataset": True},
+        )
+    if isinstance(train_set, Subset) and isinstance(val_set, Subset) and train_set.dataset is val_set.dataset:
+        shared = set(map(int, train_set.indices)) & set(map(int, val_set.indices))
+        if shared:
+            fraction = len(shared) / max(1, len(val_set.indices))
+            examples = sorted(shared)[:5]
+            status: Literal["fail", "warn"] = "fail" if fraction >= fail_fraction else "warn"
+            return CheckResult(
+                name,
+                status,
+                f"the training and validation Subsets of the same dataset share {len(shared)} indices "
+                f"({fraction:.1%} of the validation set; e.g. {examples}): those samples are trained on and "
+                "validated on. Try: draw both from one permutation (torch.utils.data.random_split) so the "
+                "index sets are disjoint.",
+                {"estimated_overlap": fraction, "measured": fraction, "shared_indices": examples},
+            )
+    return None
+
+
+def _coverage(loader: Any, read: int) -> tuple[float, int | None]:
+    """Fraction of the training set read, when the loader's dataset has a length."""
+    dataset = getattr(loader, "dataset", None)
+    try:
+        total = len(dataset)  # type: ignore[arg-type]
+    except TypeError:
+        return 1.0, None
+    if total <= 0:
+        return 1.0, None
+    return min(1.0, read / total), total
+
+
+def _hashes(samples: list[Tensor]) -> list[bytes]:
+    if not samples:
+        return []
+    keys = []
+    host = [s.cpu().contiguous() for s in samples]  # sync: one device-to-host copy of the inputs
+    for sample in host:
+        digest = hashlib.blake2b(digest_size=16)
+        digest.update(f"{tuple(sample.shape)}{sample.dtype}".encode())
+        digest.update(sample.flatten().view(torch.uint8).numpy().tobytes())
+        keys.append(digest.digest())
+    return keys
+
+
+def _blank(samples: list[Tensor]) -> list[bool]:
+    """Samples whose values are all equal (a one-value sample is never blank: it has nothing to vary)."""
+    if not samples:
+        return []
+    flags = [
+        (s.flatten() == s.flatten()[0]).all()
+        if s.numel() >= 2
+        else s.new_tensor(s.numel() == 0, dtype=torch.bool)
+        for s in samples
+    ]
+    return torch.stack(flags).tolist()  # sync: once
+
+
+def _fingerprint(x: Tensor) -> Tensor:
+    """Centred, unit-norm float features per sample; large images pooled, long vectors projected."""
+    x = x.float()
+    if x.ndim >= 3 and x.shape[-1] > _POOLED_SIDE and x.shape[-2] > _POOLED_SIDE:
+        lead = x.shape[:-2]
+        x = F.adaptive_avg_pool2d(x.reshape(-1, 1, *x.shape[-2:]), _POOLED_SIDE).reshape(*lead, -1)
+    x = x.flatten(1).nan_to_num(posinf=0.0, neginf=0.0)
+    if x.shape[1] > _MAX_DIM:
+        generator = torch.Generator().manual_seed(0)  # fixed: the same projection for both splits
+        projection = torch.randn(x.shape[1], _MAX_DIM, generator=generator).to(x.device)
+        x = x @ projection
+    x = x - x.mean(dim=1, keepdim=True)
+    return x / x.norm(dim=1, keepdim=True).clamp_min(1e-12)
+
+
+def _token_similarity(a: Tensor, b: Tensor) -> Tensor:
+    return (a[:, None, :] == b[None, :, :]).float().mean(dim=-1)
+
+
+def _best_match(queries: Tensor, keys: Tensor, similar: Any, *, exclude_self: bool) -> tuple[Tensor, Tensor]:
+    """Per query row, the highest similarity to any key row (itself excluded when asked) and its index.
+
+    Chunked so that no intermediate holds more than about 2**22 elements per feature (token comparisons
+    build a ``rows x keys x length`` tensor).
+    """
+    best, where = [], []
+    chunk = _CHUNK if similar is not _token_similarity else max(1, 2**22 // max(1, keys.numel()))
+    for start in range(0, len(queries), chunk):
+        block = similar(queries[start : start + chunk], keys).float()
+        if exclude_self:
+            rows = torch.arange(block.shape[0], device=block.device)
+            block[rows, rows + start] = -float("inf")
+        value, index = block.max(dim=1)
+        best.append(value)
+        where.append(index)
+    return torch.cat(best), torch.cat(where)

@@ -1,0 +1,174 @@
+"""``EvalModeCheck``: eval() must be deterministic and stateless (issue 14)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import lightning.pytorch as pl
+import pytest
+import torch
+from torch import Tensor, nn
+from torch.nn import functional as F
+from torch.utils.data import DataLoader, Dataset
+
+from lightning_recipes.checks import CheckContext, preflight
+from lightning_recipes.checks.eval_mode_check import EvalModeCheck
+from lightning_recipes.testing import fast_trainer
+
+from .gallery import eval_mode as gallery
+from .gallery._data_models import IN, NoisyCNN, digits_split, gaussian
+
+
+@pytest.mark.parametrize("case", gallery.BUGS, ids=lambda c: c.id)
+def test_gallery_bug_fails_with_the_culprit_named(case):
+    result = preflight(case.model(), **case.data(), checks=[EvalModeCheck()])["eval_mode"]
+    assert result.status == case.status, result.message
+    for word in case.words:
+        assert word in result.message, (word, result.message)
+
+
+@pytest.mark.parametrize("case", gallery.HEALTHY, ids=lambda c: c.id)
+def test_gallery_healthy_model_passes(case):
+    result = preflight(case.model(), **case.data(), checks=[EvalModeCheck()])["eval_mode"]
+    assert result.status == "pass", result.message
+
+
+def test_mode_dependent_layers_reported_as_information():
+    case = next(c for c in gallery.HEALTHY if c.id == "batchnorm-dropout-digits-cnn")
+    result = preflight(case.model(), **case.data(), checks=[EvalModeCheck()])["eval_mode"]
+    assert result.details["mode_dependent_layers"] == {"BatchNorm2d": 2, "Dropout": 1}
+    assert "2 BatchNorm2d, 1 Dropout" in result.message
+
+
+class _DictSet(Dataset):
+    def __init__(self, x: Tensor, y: Tensor) -> None:
+        self.x, self.y = x, y
+
+    def __len__(self) -> int:
+        return len(self.x)
+
+    def __getitem__(self, index: int) -> dict[str, Tensor]:
+        return {"x": self.x[index], "labels": self.y[index]}
+
+
+class _Inner(nn.Module):
+    def __init__(self, noisy: bool) -> None:
+        super().__init__()
+        self.body = nn.Linear(IN, 32)
+        self.head = nn.Linear(32, 4)
+        self.noisy = noisy
+
+    def forward(self, x: Tensor) -> Tensor:
+        hidden = F.relu(self.body(x))
+        if self.noisy:
+            hidden = hidden + torch.randn_like(hidden)  # bug: noise at eval
+        return self.head(hidden)
+
+
+class WrappedNoForward(pl.LightningModule):
+    """The Hugging Face shape: ``self.model``, no ``forward``, dict batches; optional masking in the step."""
+
+    def __init__(self, noisy: bool = False, mask_in_step: bool = False) -> None:
+        super().__init__()
+        self.model = _Inner(noisy)
+        self.mask_in_step = mask_in_step
+
+    def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
+        x = batch["x"]
+        if self.mask_in_step:  # random input masking in the step (legitimate, not forward's business)
+            x = x * (torch.rand_like(x) > 0.2)
+        return F.cross_entropy(self.model(x), batch["labels"])
+
+    def configure_optimizers(self) -> Any:
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+def _dict_loader() -> DataLoader:
+    return DataLoader(_DictSet(*gaussian(64, 0)), batch_size=16)
+
+
+def test_wrapped_module_without_forward_noise_in_the_wrapped_model_fails():
+    result = EvalModeCheck().run(CheckContext(WrappedNoForward(noisy=True), _dict_loader()))
+    assert result.status == "fail", result.message
+    assert "`model` (_Inner)" in result.message and "`head` " not in result.message
+
+
+def test_random_masking_in_training_step_is_not_blamed_on_the_model():
+    result = EvalModeCheck().run(CheckContext(WrappedNoForward(mask_in_step=True), _dict_loader()))
+    assert result.status == "pass", result.message
+    assert not result.details["outputs_equal"]
+    assert "`training_step` fed the model different inputs" in result.message
+
+
+def test_user_model_rng_and_mode_untouched():
+    case = next(c for c in gallery.BUGS if c.id == "bn-stats-updated-in-eval-cnn")
+    model = case.model()
+    model.train()
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    torch.manual_seed(123)
+    expected = torch.rand(3)
+    torch.manual_seed(123)
+    result = EvalModeCheck().run(CheckContext(model, **_context_data(case.data())))
+    assert result.status == "fail"
+    assert torch.equal(torch.rand(3), expected)
+    assert model.training
+    assert all(torch.equal(v, state[k]) for k, v in model.state_dict().items())
+
+
+def _context_data(data: dict[str, Any]) -> dict[str, Any]:
+    return {"train_dataloader": data["train_dataloaders"], "val_dataloader": data.get("val_dataloaders")}
+
+
+def test_hugging_face_gpt2_with_dropout_passes_in_eval():
+    transformers = pytest.importorskip("transformers")
+    config = transformers.GPT2Config(
+        n_layer=1, n_head=2, n_embd=32, vocab_size=64, n_positions=32, resid_pdrop=0.5, attn_pdrop=0.5
+    )
+
+    class GPT2Module(pl.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = transformers.GPT2LMHeadModel(config)
+
+        def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
+            return self.model(**batch).loss
+
+        def configure_optimizers(self) -> Any:
+            return torch.optim.AdamW(self.parameters(), lr=1e-3)
+
+    ids = torch.randint(0, 64, (16, 12), generator=torch.Generator().manual_seed(0))
+    batches = [{"input_ids": ids[i : i + 8], "labels": ids[i : i + 8]} for i in (0, 8)]
+    result = EvalModeCheck(num_samples=4).run(CheckContext(GPT2Module(), _Batches(batches)))
+    assert result.status == "pass", result.message
+    assert result.details["mode_dependent_layers"]["Dropout"] >= 3
+
+
+class _Batches:
+    """A plain iterable of prepared batches."""
+
+    def __init__(self, batches: list[Any]) -> None:
+        self.batches = batches
+
+    def __iter__(self) -> Any:
+        return iter(self.batches)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "words"),
+    [
+        ({"num_samples": 0}, "`num_samples` must be an integer >= 1, got 0"),
+        ({"rtol": 0.0}, "`rtol`"),
+        ({"rtol": 1.5}, "`rtol`"),
+    ],
+)
+def test_bad_arguments_raise_at_construction(kwargs, words):
+    with pytest.raises(ValueError, match=words.replace("(", r"\(").replace(")", r"\)")):
+        EvalModeCheck(**kwargs)
+
+
+def test_as_callback_warns_and_training_continues(tmp_path):
+    check = EvalModeCheck(on_fail="warn")
+    trainer = fast_trainer(max_steps=2, callbacks=[check], default_root_dir=tmp_path)
+    with pytest.warns(UserWarning, match="eval_mode: .*`noise` \\(GaussianNoise\\) is random at eval"):
+        trainer.fit(NoisyCNN(), **digits_split())
+    assert trainer.global_step == 2 and check.failed_on_any_rank

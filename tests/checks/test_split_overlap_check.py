@@ -1,0 +1,238 @@
+"""``SplitOverlapCheck``: validation samples repeating training samples, exact or near (issue 14)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from lightning.pytorch import Callback
+from torch.utils.data import DataLoader, TensorDataset
+
+from lightning_recipes.checks import CheckContext, DataCheck, Preflight, PreflightError, preflight
+from lightning_recipes.checks.eval_mode_check import EvalModeCheck
+from lightning_recipes.checks.split_overlap_check import (
+    SplitOverlapCheck,
+    _best_match,
+    _fingerprint,
+    _token_similarity,
+)
+from lightning_recipes.testing import DigitsCNN, fast_trainer
+
+from .gallery import split_overlap as gallery
+from .gallery._data_models import MLP, digits_split, gaussian, loaders
+
+
+@pytest.mark.parametrize("case", gallery.BUGS, ids=lambda c: c.id)
+def test_gallery_bug_fails(case):
+    result = preflight(case.model(), **case.data(), checks=[SplitOverlapCheck()])["split_overlap"]
+    assert result.status == case.status, result.message
+    for word in case.words:
+        assert word in result.message, (word, result.message)
+
+
+@pytest.mark.parametrize("case", gallery.HEALTHY, ids=lambda c: c.id)
+def test_gallery_healthy_split_passes(case):
+    result = preflight(case.model(), **case.data(), checks=[SplitOverlapCheck()])["split_overlap"]
+    assert result.status == "pass", result.message
+
+
+def test_chance_duplicates_are_discounted():
+    """Low-diversity tokens: most validation sequences match a training one, but no more than training
+    sequences match each other, so nothing is flagged."""
+    case = next(c for c in gallery.HEALTHY if c.id == "low-diversity-tokens-lm")
+    result = preflight(case.model(), **case.data(), checks=[SplitOverlapCheck()])["split_overlap"]
+    assert result.details["val_near"] > 0.5 * result.details["val_samples"]
+    assert result.details["chance_rate"] > 0.5
+    assert result.details["estimated_overlap"] < 0.1
+
+
+def test_skips_without_validation_loader_and_says_what_to_pass():
+    result = SplitOverlapCheck().run(CheckContext(MLP(), loaders(*gaussian(64, 0))["train_dataloaders"]))
+    assert result.status == "skip"
+    assert "no validation loader" in result.message and "val_dataloaders=" in result.message
+
+
+def test_the_training_loader_passed_as_validation_fails_without_reading():
+    train = loaders(*gaussian(64, 0))["train_dataloaders"]
+    result = SplitOverlapCheck().run(CheckContext(MLP(), train, train))
+    assert result.status == "fail"
+    assert "reads the training dataset itself" in result.message
+    assert result.details["estimated_overlap"] == 1.0
+
+
+def test_overlap_extrapolated_from_the_fraction_of_training_data_read():
+    """4096 training samples, 512 read (1/8): a validation set drawn from the training set matches about
+    1/8 of the time, which extrapolates to (nearly) all of it."""
+    x, y = gaussian(4096, 0)
+    pick = torch.randperm(4096, generator=torch.Generator().manual_seed(1))[:256]
+    data = loaders(x, y, x[pick], y[pick], batch_size=32)
+    context = CheckContext(MLP(), data["train_dataloaders"], data["val_dataloaders"])
+    result = SplitOverlapCheck(num_batches=16).run(context)
+    assert result.status == "fail", result.message
+    assert result.details["train_samples"] == 512 and result.details["train_dataset_size"] == 4096
+    matched = result.details["val_exact"]
+    assert 16 <= matched <= 48  # about 256 / 8 = 32
+    assert result.details["estimated_overlap"] == pytest.approx(min(1.0, matched / 256 * 8))
+
+
+def test_a_few_shared_samples_warn():
+    x, y = gaussian(512, 0)
+    x_val, y_val = gaussian(256, 1)
+    x_val[:6], y_val[:6] = x[:6], y[:6]  # 6 of 256 validation samples (2.3%) also in training
+    data = loaders(x, y, x_val, y_val)
+    result = SplitOverlapCheck(num_batches=16).run(
+        CheckContext(MLP(), data["train_dataloaders"], data["val_dataloaders"])
+    )
+    assert result.status == "warn", result.message
+    assert result.details["val_exact"] == 6
+    assert "some validation samples repeat training samples" in result.message
+
+
+def test_blank_samples_are_not_overlap():
+    x, y = gaussian(256, 0)
+    x_val, y_val = gaussian(128, 1)
+    x[:20] = 0.0
+    x_val[:20] = 0.0
+    data = loaders(x, y, x_val, y_val)
+    result = SplitOverlapCheck().run(CheckContext(MLP(), data["train_dataloaders"], data["val_dataloaders"]))
+    assert result.status == "pass", result.message
+    assert result.details["val_exact"] == 0
+
+
+def test_cosine_of_centred_samples_matches_the_formula():
+    """The vectorised near-duplicate search against cos(a - mean(a), b - mean(b)) pair by pair."""
+    g = torch.Generator().manual_seed(0)
+    queries, keys = torch.randn(10, 1, 4, 5, generator=g), torch.randn(12, 1, 4, 5, generator=g)
+    queries[3] = 2.0 * keys[7] + 0.5  # brightness and contrast change: cosine exactly 1
+    best, where = _best_match(
+        _fingerprint(queries), _fingerprint(keys), lambda a, b: a @ b.T, exclude_self=False
+    )
+    for i in range(10):
+        a = queries[i].flatten().tolist()
+        sims = []
+        for j in range(12):
+            b = keys[j].flatten().tolist()
+            ma, mb = sum(a) / len(a), sum(b) / len(b)
+            dot = sum((p - ma) * (q - mb) for p, q in zip(a, b, strict=True))
+            na = math.sqrt(sum((p - ma) ** 2 for p in a))
+            nb = math.sqrt(sum((q - mb) ** 2 for q in b))
+            sims.append(dot / (na * nb))
+        assert best[i].item() == pytest.approx(max(sims), abs=1e-5)
+        assert int(where[i]) == sims.index(max(sims))
+    assert best[3].item() == pytest.approx(1.0, abs=1e-6) and int(where[3]) == 7
+
+
+def test_token_near_duplicates_by_fraction_of_equal_positions():
+    train = torch.arange(64).reshape(4, 16)
+    one_changed, two_changed = train[1].clone(), train[2].clone()
+    one_changed[0] = 999  # 15/16 = 93.75% equal
+    two_changed[:2] = 999  # 14/16 = 87.5% equal
+    best, where = _best_match(
+        torch.stack([one_changed, two_changed]), train, _token_similarity, exclude_self=False
+    )
+    assert best.tolist() == [15 / 16, 14 / 16] and where.tolist() == [1, 2]
+    x_val = torch.stack([one_changed, two_changed] * 4)
+    y = torch.zeros(len(train), dtype=torch.long)
+    train_loader = DataLoader(TensorDataset(train, y), batch_size=4)
+    val_loader = DataLoader(TensorDataset(x_val, torch.zeros(8, dtype=torch.long)), batch_size=8)
+    result = SplitOverlapCheck().run(CheckContext(MLP(), train_loader, val_loader))
+    assert result.details["val_near"] == 4  # the four one-token edits
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"num_batches": 0}, "`num_batches` must be an integer >= 1, got 0."),
+        ({"near_cosine": 0.0}, "`near_cosine`"),
+        ({"near_tokens": 1.5}, "`near_tokens`"),
+        (
+            {"warn_fraction": 0.5, "fail_fraction": 0.2},
+            "`warn_fraction` must be <= `fail_fraction`, got 0.5 > 0.2.",
+        ),
+    ],
+)
+def test_bad_arguments_raise_at_construction(kwargs, match):
+    with pytest.raises(ValueError, match=match.replace(".", r"\.")):
+        SplitOverlapCheck(**kwargs)
+
+
+def _overlapping_digits() -> dict:
+    return next(c for c in gallery.BUGS if c.id == "digits-val-subset-of-train").data()
+
+
+def test_as_callback_in_a_real_trainer_stops_before_training(tmp_path):
+    check = SplitOverlapCheck()
+    trainer = fast_trainer(max_steps=2, callbacks=[check], default_root_dir=tmp_path)
+    with pytest.raises(PreflightError, match="split_overlap"):
+        trainer.fit(DigitsCNN(width=4), **_overlapping_digits())
+    assert trainer.global_step == 0
+    assert check.result is not None and check.result.details["val_exact"] > 100
+
+
+def test_ddp_every_rank_reads_its_shard_and_all_raise(tmp_path):
+    check = SplitOverlapCheck()
+    trainer = fast_trainer(
+        max_steps=1, strategy="ddp_fork", devices=2, callbacks=[check], default_root_dir=tmp_path
+    )
+    with pytest.raises(Exception, match="split_overlap"):
+        trainer.fit(DigitsCNN(width=4), **_overlapping_digits())
+
+
+class RecordStatuses(Callback):
+    """Writes each rank's statuses after training (the workers' results do not reach the test process)."""
+
+    def __init__(self, flight: Preflight, directory: str) -> None:
+        self.flight, self.directory = flight, directory
+
+    def on_train_end(self, trainer, pl_module) -> None:
+        assert self.flight.report is not None
+        statuses = " ".join(f"{r.name}={r.status}" for r in self.flight.report)
+        with open(f"{self.directory}/rank{trainer.global_rank}.txt", "w") as handle:
+            handle.write(f"{statuses} step={trainer.global_step}")
+
+
+def test_ddp_healthy_split_trains_with_the_new_checks(tmp_path):
+    flight = Preflight(checks=[DataCheck(), SplitOverlapCheck(), EvalModeCheck()], print_report=False)
+    callbacks = [flight, RecordStatuses(flight, str(tmp_path))]
+    trainer = fast_trainer(
+        max_steps=2, strategy="ddp_fork", devices=2, callbacks=callbacks, default_root_dir=tmp_path
+    )
+    trainer.fit(DigitsCNN(width=4), **digits_split())
+    outcomes = {path.name: path.read_text() for path in tmp_path.glob("rank*.txt")}
+    expected = "data=pass split_overlap=pass eval_mode=pass step=2"
+    assert outcomes == {"rank0.txt": expected, "rank1.txt": expected}
+
+
+class _DictTokens(torch.utils.data.Dataset):
+    """Hugging Face-style samples: ``input_ids``, ``attention_mask``, ``labels``."""
+
+    def __init__(self, ids: torch.Tensor, labels: torch.Tensor) -> None:
+        self.ids, self.labels = ids, labels
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
+        ids = self.ids[index]
+        return {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": self.labels[index]}
+
+
+def test_dict_batches_compare_the_input_ids():
+    ids = torch.randint(0, 1000, (256, 24), generator=torch.Generator().manual_seed(0))
+    labels = torch.randint(0, 2, (256,), generator=torch.Generator().manual_seed(1))
+    train = DataLoader(_DictTokens(ids, labels), batch_size=32)
+    leaked = DataLoader(_DictTokens(ids[:64].clone(), labels[:64]), batch_size=32)
+    fresh = DataLoader(_DictTokens(ids.flip(0)[:64] + 1000, labels[:64]), batch_size=32)
+    result = SplitOverlapCheck().run(CheckContext(MLP(), train, leaked))
+    assert result.status == "fail" and result.details["val_exact"] == 64
+    assert "equal tokens" in result.details["near_method"]
+    assert SplitOverlapCheck().run(CheckContext(MLP(), train, fresh)).status == "pass"
+
+
+def test_one_feature_samples_are_compared_not_skipped_as_blank():
+    x = torch.randn(128, 1, generator=torch.Generator().manual_seed(0))
+    y = 2 * x.squeeze(1)
+    data = loaders(x, y, x[:32].clone(), y[:32])
+    result = SplitOverlapCheck().run(CheckContext(MLP(), data["train_dataloaders"], data["val_dataloaders"]))
+    assert result.status == "fail" and result.details["val_exact"] == 32
