@@ -153,6 +153,7 @@ class CausalityCheck(SanityCheck):
             if optimizers is None:
                 optimizers, _ = context.build_optimizers(model)
             context.optimization_step(model, optimizers, batch)
+        assert found is not None  # the perturbation test always measures
         details: dict[str, Any] = {
             "task": how,
             "method": found["method"],
@@ -213,7 +214,7 @@ class CausalityCheck(SanityCheck):
             _check_shape(output, inputs)
             if not output.requires_grad:
                 return None
-            rows = []
+            rows: list[Tensor] = []
             for position in probes:
                 if out_of_time() and rows:
                     break
@@ -252,14 +253,15 @@ class CausalityCheck(SanityCheck):
                 delta = (output - base).float().abs()
                 return delta.transpose(0, 1).reshape(seq, -1).amax(1)  # per output position
 
-            rows = []
+            rows: list[Tensor] = []
             for position in probes:
                 if out_of_time() and rows:
                     break
                 rows.append(effect(position + 1, seq))
             table = torch.stack(rows).tolist()  # sync: once; table[i][s] = change of output s
             scale = max(max(row) for row in table)
-            worst, leak, probe = 0.0, None, None
+            worst, probe = 0.0, None
+            leak: tuple[int, int | None, bool] | None = None
             for position, row in zip(probes, table):  # report the earliest leaking probe: most future to see
                 past = row[: position + 1]
                 worst = max(worst, *past)
@@ -278,8 +280,9 @@ class CausalityCheck(SanityCheck):
                     else:
                         low = middle
                 later = high - 1 if high - low <= 1 else None
-                far = later is not None and later + 1 < seq
-                far = far and float(effect(later + 1, seq)[moved]) > self.rtol * scale  # sync: once
+                far = False
+                if later is not None and later + 1 < seq:
+                    far = float(effect(later + 1, seq)[moved]) > self.rtol * scale  # sync: once
                 leak = (moved, later, far)
         return {"method": "perturbation", "scale": scale, "worst": worst, "leak": leak, "probe": probe}
 
