@@ -440,3 +440,35 @@ class GPT2CustomHead(pl.LightningModule):
 
     def configure_optimizers(self) -> Any:
         return torch.optim.AdamW(self.parameters(), lr=1e-3)
+
+
+def plain_features_data() -> dict[str, Any]:
+    """Healthy: Gaussian features labelled by a linear teacher."""
+    return {"train_dataloaders": _loader(*features(512, 0)), "val_dataloaders": _loader(*features(128, 1))}
+
+
+def onehot_label_data() -> dict[str, Any]:
+    """The bug: a one-hot copy of the label among the features, standardised like every other column (no
+    single column decides the label: only the short-training bound sees it)."""
+    out = {}
+    for key, seed, n in (("train_dataloaders", 0, 512), ("val_dataloaders", 1, 128)):
+        x, y = features(n, seed)
+        onehot = (F.one_hot(y, C).float() - 1 / C) / math.sqrt((1 / C) * (1 - 1 / C))
+        out[key] = _loader(torch.cat([x, onehot], 1), y, shuffle=seed == 0)
+    return out
+
+
+def unread_label_copy_data() -> dict[str, Any]:
+    """Healthy: the batch carries ``label_copy`` but the model (a plain MLP on ``x``) never reads it."""
+    out = {}
+    for key, seed, n in (("train_dataloaders", 0, 512), ("val_dataloaders", 1, 128)):
+        x, y = features(n, seed)
+        out[key] = _dict_loader(shuffle=seed == 0, x=x, label_copy=y.clone(), y=y)
+    return out
+
+
+class DictMLP(MLP):
+    """A plain MLP on ``{"x", ..., "y"}`` dict batches: reads ``x`` only."""
+
+    def training_step(self, batch: Any, batch_idx: int) -> Tensor:
+        return F.cross_entropy(self(batch["x"]), batch["y"])

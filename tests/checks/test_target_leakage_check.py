@@ -1,0 +1,160 @@
+"""TargetLeakageCheck: a label readable from the inputs without learning fails, naming the feature, batch
+entry or position; healthy models (Hugging Face LMs fed ``labels == input_ids`` included) are not flagged."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+import torch
+
+from lightning_recipes.checks import CheckContext, preflight
+from lightning_recipes.checks._budget import time_budget
+from lightning_recipes.checks.target_leakage_check import TargetLeakageCheck, _abs_pearson, _lookup_accuracy
+
+from .gallery import _leakage_models as M
+from .gallery import target_leakage
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+
+def _run(model: Any, data: dict[str, Any], check: TargetLeakageCheck | None = None) -> Any:
+    return preflight(model, **data, checks=[check or TargetLeakageCheck()])["target_leakage"]
+
+
+@pytest.mark.parametrize("case", target_leakage.BUGS, ids=[c.id for c in target_leakage.BUGS])
+def test_gallery_bug_is_flagged(case):
+    result = _run(case.model(), case.data())
+    assert result.status == case.status, result.message
+    for word in case.words:
+        assert word in result.message, (word, result.message)
+
+
+@pytest.mark.parametrize("case", target_leakage.HEALTHY, ids=[c.id for c in target_leakage.HEALTHY])
+def test_gallery_healthy_model_is_not_flagged(case):
+    result = _run(case.model(), case.data())
+    assert result.status == "pass", result.message
+
+
+def test_hf_labels_equal_input_ids_is_told_from_an_unshifted_head_by_what_the_loss_rewards():
+    """The classic false-positive trap: the same batch (labels == input_ids) is right for GPT2LMHeadModel,
+    which shifts inside its loss, and a leak for a head of one's own without the shift."""
+    healthy = _run(M.HFWrapped("gpt2"), M.hf_lm_data())
+    shares = healthy.details["copy_targets"]["shares"]
+    assert shares["next"] == 1.0 and shares["same"] < 0.2
+    leaking = _run(M.GPT2CustomHead(), M.hf_lm_data())
+    assert leaking.details["copy_targets"]["shares"]["same"] == 1.0 and leaking.status == "fail"
+
+
+def test_targets_shifted_the_wrong_way_are_a_copy_one_position_back():
+    ids = M.tokens(256, M.S + 1)
+    data = {"train_dataloaders": M._loader(ids[:, 1:], ids[:, :-1])}  # target at t = input at t - 1
+    result = _run(M.SequenceLM("causal_attention"), data)
+    assert result.status == "fail" and "one position back" in result.message
+    assert "shifted the wrong way" in result.message
+
+
+def test_a_label_copy_the_model_never_reads_is_reported_as_harmless():
+    result = _run(M.DictMLP(), M.unread_label_copy_data())
+    feature = result.details["single_feature"]
+    assert result.status == "pass" and feature["model_reads_it"] is False
+    assert "does not read it" in result.message
+
+
+def test_too_good_bound_can_be_turned_off_and_states_its_numbers():
+    warned = _run(M.MLP(M.IN + M.C), M.onehot_label_data())
+    too_good = warned.details["too_good"]
+    assert warned.status == "warn" and too_good["bound"] == pytest.approx(0.05 * math.log(4))
+    assert too_good["looks"][-1]["loss"] < too_good["bound"]
+    assert [look["step"] for look in too_good["looks"]] == [5, 10, 20][: len(too_good["looks"])]
+    off = _run(M.MLP(M.IN + M.C), M.onehot_label_data(), TargetLeakageCheck(train_steps=0))
+    assert off.status == "pass" and "turned off" in off.message
+
+
+def test_the_time_budget_stops_the_short_training_and_says_so():
+    context = CheckContext(M.MLP(), **{"train_dataloader": M.plain_features_data()["train_dataloaders"]})
+    with time_budget(0.0):
+        result = TargetLeakageCheck().run(context)
+    assert result.status == "pass" and "time budget stopped training at step 0" in result.message
+
+
+def test_without_validation_data_training_batches_are_held_out():
+    data = M.label_column_data()
+    result = _run(M.MLP(M.IN + 1), {"train_dataloaders": data["train_dataloaders"]})
+    assert result.status == "fail" and result.details["held_out"].startswith("held-out training batches")
+
+
+def test_the_users_model_is_untouched():
+    model = M.MLP(M.IN + M.C)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    _run(model, M.onehot_label_data())
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+
+
+def _reference_lookup_accuracy(x, h, y, y_held, classes, bins):
+    """Step by step: edges at the training quantiles, a value's bin = number of edges below it, majority
+    label per bin (lowest class on ties; the overall majority for an empty bin), held-out accuracy."""
+    n = len(x)
+    counts_all = [sum(1 for label in y.tolist() if label == c) for c in range(classes)]
+    overall = counts_all.index(max(counts_all))
+    accuracies = []
+    for d in range(x.shape[1]):
+        column = sorted(x[:, d].tolist())
+        edges = [column[i * (n - 1) // bins] for i in range(1, bins)]
+        counts = [[0] * classes for _ in range(bins)]
+        for value, label in zip(x[:, d].tolist(), y.tolist()):
+            counts[sum(e < value for e in edges)][label] += 1
+        table = [row.index(max(row)) if sum(row) else overall for row in counts]
+        hits = [
+            table[sum(e < v for e in edges)] == label for v, label in zip(h[:, d].tolist(), y_held.tolist())
+        ]
+        accuracies.append(sum(hits) / len(hits))
+    return accuracies
+
+
+def test_lookup_accuracy_matches_the_step_by_step_reference():
+    g = torch.Generator().manual_seed(0)
+    x = torch.randint(0, 6, (97, 5), generator=g).float()  # (97 - 1) / 4: exact quantile positions
+    x[:, 1] = torch.randn(97, generator=g)
+    y = torch.randint(0, 3, (97,), generator=g)
+    x[:, 2] = y.float() * 2  # a copy of the label
+    h = torch.randint(0, 6, (40, 5), generator=g).float()
+    y_held = torch.randint(0, 3, (40,), generator=g)
+    h[:, 2] = y_held.float() * 2
+    majority = torch.bincount(y, minlength=3).argmax()
+    got = _lookup_accuracy(x, h, y, y_held, 3, 4, majority).tolist()
+    want = _reference_lookup_accuracy(x, h, y, y_held, 3, 4)
+    assert got == pytest.approx(want)
+    assert got[2] == 1.0
+
+
+def test_abs_pearson_matches_the_formula():
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(50, 3, generator=g, dtype=torch.float64)
+    y = torch.randn(50, generator=g, dtype=torch.float64)
+    x[:, 1] = -3 * y + 2
+    x[:, 2] = 1.0  # constant column: 0
+    for d in range(2):
+        a, b = x[:, d] - x[:, d].mean(), y - y.mean()
+        want = abs(float((a * b).sum() / math.sqrt(float((a * a).sum() * (b * b).sum()))))
+        assert float(_abs_pearson(x, y)[d]) == pytest.approx(want)
+    assert float(_abs_pearson(x, y)[1]) == pytest.approx(1.0)
+    assert float(_abs_pearson(x, y)[2]) == 0.0
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"num_batches": 0}, "`num_batches` must be an integer >= 1"),
+        ({"num_samples": 1}, "`num_samples` must be an integer >= 2"),
+        ({"max_accuracy": 0.0}, r"`max_accuracy` must be a number in \(0, 1\]"),
+        ({"max_correlation": 1.5}, r"`max_correlation` must be a number in \(0, 1\]"),
+        ({"num_bins": 1}, "`num_bins` must be an integer >= 2"),
+        ({"train_steps": -1}, "`train_steps` must be an integer >= 0"),
+        ({"too_good_fraction": 0}, r"`too_good_fraction` must be a number in \(0, 1\]"),
+    ],
+)
+def test_bad_arguments_are_refused_at_construction(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        TargetLeakageCheck(**kwargs)
