@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -17,7 +18,7 @@ from lightning_recipes.checks.base import SanityCheck
 from lightning_recipes.checks.context import CheckContext
 from lightning_recipes.checks.report import CheckResult, CheckSkipped
 
-__all__ = ["CausalityCheck", "next_token_task"]
+__all__ = ["CausalityCheck", "aligned_output", "next_token_task"]
 
 _MATCH = 0.99  # share of the (non-ignored) target positions that must equal the shifted inputs
 
@@ -210,8 +211,7 @@ class CausalityCheck(SanityCheck):
     ) -> dict[str, Any] | None:
         x = inputs.clone().requires_grad_(True)
         with torch.enable_grad():
-            output = _seeded_output(context, model, context.with_inputs(batch, x))
-            _check_shape(output, inputs)
+            output = _seeded_output(context, model, context.with_inputs(batch, x), inputs)
             if not output.requires_grad:
                 return None
             rows: list[Tensor] = []
@@ -243,13 +243,12 @@ class CausalityCheck(SanityCheck):
         replacement = _replacement(inputs, context.seed)
         seq = int(inputs.shape[1])
         with torch.no_grad():
-            base = _seeded_output(context, model, batch)
-            _check_shape(base, inputs)
+            base = _seeded_output(context, model, batch, inputs)
 
             def effect(changed_from: int, changed_to: int) -> Tensor:
                 changed = inputs.clone()
                 changed[:, changed_from:changed_to] = replacement[:, changed_from:changed_to]
-                output = _seeded_output(context, model, context.with_inputs(batch, changed))
+                output = _seeded_output(context, model, context.with_inputs(batch, changed), inputs)
                 delta = (output - base).float().abs()
                 return delta.transpose(0, 1).reshape(seq, -1).amax(1)  # per output position
 
@@ -346,9 +345,42 @@ def _replacement(inputs: Tensor, seed: int) -> Tensor:
     return pool[(torch.searchsorted(pool, inputs) + offsets) % len(pool)]
 
 
-def _seeded_output(context: CheckContext, model: Any, batch: Any) -> Tensor:
-    torch.manual_seed(context.seed)  # identical randomness (dropout left on by hand) in compared passes
-    return context.batch_output(model, batch)
+def _seeded_output(context: CheckContext, model: Any, batch: Any, inputs: Tensor) -> Tensor:
+    """The output for ``batch`` as ``[B, S, ...]``; identical randomness (dropout left on by hand) in every
+    compared pass."""
+    torch.manual_seed(context.seed)
+    try:
+        output = context.batch_output(model, batch)
+    except (
+        TypeError
+    ):  # a forward that takes more than the input (`forward(inputs, target)`): observe the step
+        torch.manual_seed(context.seed)
+        with context.capture_forward(model) as captured, contextlib.suppress(CheckSkipped):
+            context.training_loss(model, batch)
+        found = captured.last()
+        if found is None:
+            raise CheckSkipped(
+                "`model(inputs)` raised TypeError and no output was seen while `training_step` ran."
+            ) from None
+        output = found
+    return aligned_output(output, inputs)
+
+
+def aligned_output(output: Tensor, inputs: Tensor) -> Tensor:
+    """``output`` as ``[B, S, ...]`` for inputs ``[B, S, ...]``: a flattened ``[B * S, ...]`` output (the
+    usual ``logits.view(-1, V)``) is unflattened.
+
+    Example:
+        >>> import torch
+        >>> aligned_output(torch.zeros(6, 5), torch.zeros(2, 3, dtype=torch.long)).shape
+        torch.Size([2, 3, 5])
+    """
+    batch, seq = int(inputs.shape[0]), int(inputs.shape[1])
+    sequence_first = output.ndim >= 2 and output.shape[0] == batch and output.shape[1] == seq
+    if not sequence_first and output.ndim >= 1 and output.shape[0] == batch * seq:
+        output = output.reshape(batch, seq, *output.shape[1:])
+    _check_shape(output, inputs)
+    return output
 
 
 def _check_shape(output: Tensor, inputs: Tensor) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Mapping
 from typing import Any, Literal
@@ -10,10 +11,12 @@ import torch
 from torch import Tensor
 from typing_extensions import override
 
-from lightning_recipes._validation import check_in_range, check_int
+from lightning_recipes._validation import check_bool, check_in_range, check_int
 from lightning_recipes.checks._batches import Key
 from lightning_recipes.checks._budget import out_of_time
+from lightning_recipes.checks._inference import IGNORE_INDEX
 from lightning_recipes.checks.base import SanityCheck
+from lightning_recipes.checks.causality_check import aligned_output
 from lightning_recipes.checks.context import CheckContext
 from lightning_recipes.checks.report import CheckResult, CheckSkipped
 
@@ -28,7 +31,15 @@ _COPY_SHARE, _COPY_MARGIN = 0.95, 0.5  # sequence targets: share of positions tr
 class TargetLeakageCheck(SanityCheck):
     """Verify that the target is not recoverable from the inputs without learning (target leakage).
 
-    A model that can read its label trains beautifully and is worthless. Three tests, cheapest first:
+    A model that can read its label trains beautifully and is worthless. Four tests:
+
+    **(0) The target reaches the model**: the copy (eval mode, same seed) runs ``training_step`` with only
+    the target tensor changed (other values of the batch's own targets; ``ignore_index`` kept) and its output
+    (seen with forward hooks) must not move. For sequence targets ``[B, S]`` the outputs up to ``t`` must not
+    move when the targets from ``t`` on change (at ``t = 0, S/2, S-1``): teacher forcing with the target
+    shifted right is legitimate, reading ``target[t]`` at position ``t`` is not. Lightning's own demo
+    ``LightningTransformer`` fails it (its decoder is fed ``target``); a margin head that uses the label by
+    design (ArcFace) would too: ``target_as_input=False`` turns this test off.
 
     **(a) Copy targets in sequence models** (token inputs ``[B, S]``, outputs ``[B, S, V]``): one backward
     pass of ``training_step``'s loss on a copy gives, for every output position, the class the loss pulls
@@ -59,21 +70,23 @@ class TargetLeakageCheck(SanityCheck):
 
     Held-out data: the validation loader, else training batches kept out of (b) and (c).
 
-    Cost: (a) one forward and backward pass; (b) no model run for the input (sorting and counting over
-    ``num_batches`` capped batches, vectorised over features), one forward per other tensor that determines
-    the label; (c) up to ``train_steps`` optimizer steps and ``num_eval_batches`` evaluations per look, on a
-    copy. A few host syncs per test. About 0.1-0.3 s on the demo CNN and ``TinyTransformerLM`` on one
-    CPU thread: cheap enough to run by default.
+    Cost: (0) two to four forward passes; (a) one forward and backward pass; (b) no model run for the input
+    (sorting and counting over ``num_batches`` capped batches, vectorised over features), one forward per
+    other tensor that determines the label; (c) up to ``train_steps`` optimizer steps and ``num_eval_batches``
+    evaluations per look, on a copy. A few host syncs per test. About 0.1-0.3 s on the demo CNN and
+    ``TinyTransformerLM`` on one CPU thread: cheap enough to run by default.
 
-    Blind spots: a label spread over several features (one-hot columns, a sum of two columns) is invisible
-    to (b) and only (c) may warn; a leak that needs learning to extract (the label drawn faintly into an
-    image, a noisy copy with <99% agreement) is not flagged. Features that take one value per sample (an ID
-    column) cannot leak through (b) as held-out IDs are unseen, but a class-ordered ID can. Tensors larger
-    than 65,536 features per sample are not scanned. Float sequence targets equal to the inputs
-    (forecasting without a shift) look like reconstruction (an autoencoder) and are not flagged; a token
-    autoencoder that reconstructs its own input without corruption is flagged by (a) - the task is then
-    trivially solved by copying, leave the check out. Leakage through preprocessing (statistics computed on
-    train+validation) and duplicated samples across splits are not measured here (see ``split_overlap``).
+    Blind spots: (0) sees the target reaching the output only through the module's own forward or the last
+    submodule ``training_step`` calls, on one batch; a label spread over several features (one-hot columns, a
+    sum of two columns) is invisible to (b) and only (c) may warn; a leak that needs learning to extract (the
+    label drawn faintly into an image, a noisy copy with <99% agreement) is not flagged. Features that take
+    one value per sample (an ID column) cannot leak through (b) as held-out IDs are unseen, but a
+    class-ordered ID can. Tensors larger than 65,536 features per sample are not scanned. Float sequence
+    targets equal to the inputs (forecasting without a shift) look like reconstruction (an autoencoder) and
+    are not flagged; a token autoencoder that reconstructs its own input without corruption is flagged by (a)
+    (the task is then solved by copying: leave the check out). Leakage through preprocessing
+    (statistics computed on train+validation) and duplicated samples across splits are not measured here (see
+    ``split_overlap``).
 
     Args:
         num_batches: Training batches read.
@@ -85,12 +98,14 @@ class TargetLeakageCheck(SanityCheck):
         num_bins: (b) quantile bins per feature.
         train_steps: (c) optimizer steps of the short training (0 turns (c) off).
         too_good_fraction: (c) held-out loss below this fraction of ``ln C`` warns.
+        target_as_input: (0) test whether the model's output changes with the target alone.
         on_fail: ``"raise"`` or ``"warn"`` when used as a callback.
         input_key: Index or key of the input in a batch.
         target_key: Index or key of the target.
 
     Raises:
         ValueError: If a count is out of range or a fraction is not in (0, 1].
+        TypeError: If ``target_as_input`` is not a bool.
 
     Example:
         >>> import torch
@@ -117,6 +132,7 @@ class TargetLeakageCheck(SanityCheck):
         num_bins: int = 32,
         train_steps: int = 20,
         too_good_fraction: float = 0.05,
+        target_as_input: bool = True,
         *,
         on_fail: Literal["raise", "warn"] = "raise",
         input_key: Key = None,
@@ -132,6 +148,7 @@ class TargetLeakageCheck(SanityCheck):
         check_int("num_bins", num_bins, minimum=2)
         check_int("train_steps", train_steps, minimum=0)
         check_in_range("too_good_fraction", too_good_fraction, 0, 1, low_open=True)
+        check_bool("target_as_input", target_as_input)
         self.num_batches = num_batches
         self.num_eval_batches = num_eval_batches
         self.num_samples = num_samples
@@ -140,6 +157,7 @@ class TargetLeakageCheck(SanityCheck):
         self.num_bins = num_bins
         self.train_steps = train_steps
         self.too_good_fraction = too_good_fraction
+        self.target_as_input = target_as_input
 
     @override
     def check(self, context: CheckContext) -> CheckResult:
@@ -154,6 +172,15 @@ class TargetLeakageCheck(SanityCheck):
         fails: list[str] = []
         notes: list[str] = []  # what each test found, for a pass message
         skipped: list[str] = []  # why a test did not apply
+
+        fed = self._reads_target(context, train[0])
+        details["target_as_input"] = fed
+        if "reason" in fed:
+            skipped.append(f"(0) {fed['reason']}")
+        elif fed["leak"]:
+            fails.append(fed["message"])
+        else:
+            notes.append(fed["message"])
 
         copy = self._copy_targets(context, train[0])
         details["copy_targets"] = copy
@@ -181,7 +208,7 @@ class TargetLeakageCheck(SanityCheck):
             return CheckResult(
                 self.name,
                 "fail",
-                "the target can be read off the inputs without learning: "
+                "target leakage, the model can get its label without learning: "
                 + " ".join(fails)
                 + " The model will train beautifully and learn nothing usable.",
                 details,
@@ -215,6 +242,79 @@ class TargetLeakageCheck(SanityCheck):
         keep = min(self.num_eval_batches, len(available) // 2)
         return available[:-keep], available[-keep:], "held-out training batches (no validation loader)"
 
+    # ------------------------------------------------------------------ (0)
+    def _reads_target(self, context: CheckContext, batch: Any) -> dict[str, Any]:
+        """Change only the target and watch the model's output: it must not move (for sequence targets:
+        the outputs up to ``t`` must not move when the targets from ``t`` on change; teacher forcing with
+        targets shifted right is legitimate)."""
+        if not self.target_as_input:
+            return {"reason": "target fed to the model: turned off (target_as_input=False)"}
+        inputs, targets = context.split(batch)
+        assert inputs is not None and targets is not None
+        key = next((k for k, _, t in _entries(batch) if t is targets), None)
+        if key is None or targets.ndim == 0 or targets.dtype == torch.bool or targets.is_complex():
+            return {"reason": "target fed to the model: the target tensor cannot be replaced"}
+        replacement = _other_values(targets, context.seed)
+        if replacement is None:
+            return {"reason": "target fed to the model: the target holds a single value"}
+        model = context.copy_model()
+        model.eval()
+        base = _observed_output(context, model, batch)
+        if base is None:
+            return {"reason": "target fed to the model: no output tensor was observed"}
+        sequence = targets.ndim >= 2 and targets.shape[1] >= 2 and inputs.ndim >= 2
+        sequence = sequence and targets.shape[:2] == inputs.shape[:2]
+        if sequence:
+            try:
+                base = aligned_output(base, inputs)
+            except CheckSkipped:
+                sequence = False
+        seq = int(targets.shape[1]) if sequence else 1
+        starts = sorted({0, seq // 2, seq - 1}) if sequence else [0]
+        moved: list[Tensor] = []
+        for start in starts:
+            if out_of_time() and moved:
+                break
+            changed = targets.clone()
+            if sequence:
+                changed[:, start:] = replacement[:, start:]
+            else:
+                changed = replacement
+            output = _observed_output(context, model, _replace_entry(batch, key, changed))
+            if output is None or output.numel() != base.numel():
+                return {"reason": "target fed to the model: the output's shape changed with the target"}
+            delta = (output.reshape(base.shape) - base).float().abs()
+            moved.append(delta[:, : start + 1].amax() if sequence else delta.amax())
+        scale = base.float().abs().amax()
+        values = torch.stack([*moved, scale]).tolist()  # sync: once
+        *changes, magnitude = values
+        limit = 1e-5 * max(magnitude, 1e-12)
+        result: dict[str, Any] = {"starts": starts[: len(changes)], "changes": changes, "leak": False}
+        leaking = [start for start, change in zip(starts, changes) if change > limit]
+        if not leaking:
+            result["message"] = "(0) the outputs do not change when only the target changes" + (
+                " from position t on (outputs up to t compared)" if sequence else ""
+            )
+            return result
+        result["leak"] = True
+        if sequence:
+            start = leaking[0]
+            result["message"] = (
+                f"the model's output at position {start} changes when only the target from position {start} "
+                "on changes: the target is fed to the model, so the output at t sees the token it must "
+                "predict (e.g. `self(inputs, target)` into a decoder that reads target[t] at position t). "
+                "Try: feed the decoder the target shifted right (a start token + target[:, :-1]) or only the "
+                "inputs; the target belongs in the loss."
+            )
+        else:
+            result["message"] = (
+                f"the model's output changes when only the target ({_label_of(batch, key)}) changes: the "
+                "label reaches the model (`self(x, y)`, a concatenation, a label-conditioned layer). Try: "
+                "pass the label only to the loss. A head that uses the label by design (a margin head such "
+                "as ArcFace) is the exception: TargetLeakageCheck(target_as_input=False)."
+            )
+        return result
+
     # ------------------------------------------------------------------ (a)
     def _copy_targets(self, context: CheckContext, batch: Any) -> dict[str, Any]:
         inputs, _ = context.split(batch)
@@ -229,7 +329,10 @@ class TargetLeakageCheck(SanityCheck):
         with torch.enable_grad(), context.capture_forward(model) as captured:
             loss = context.training_loss(model, batch)
         logits = captured.last()
-        aligned = logits is not None and logits.ndim == 3 and logits.shape[:2] == inputs.shape
+        try:
+            aligned = logits is not None and aligned_output(logits, inputs).ndim == 3
+        except CheckSkipped:
+            aligned = False
         if logits is None or not aligned or not logits.requires_grad or not loss.requires_grad:
             shape = None if logits is None else list(logits.shape)
             return {"reason": f"copy targets: the output {shape} is not position-aligned logits [B, S, V]"}
@@ -237,7 +340,7 @@ class TargetLeakageCheck(SanityCheck):
         loss.backward()
         if logits.grad is None:
             return {"reason": "copy targets: the loss does not flow through the observed output"}
-        grad = logits.grad.detach().float()
+        grad = aligned_output(logits.grad.detach().float(), inputs)
         active = grad.abs().amax(-1) > 0  # positions the loss trains
         paired = grad.argmin(-1)  # cross-entropy pulls each trained position toward its target class
         shares_t, counts = [], []
@@ -551,15 +654,7 @@ def _ranks(x: Tensor) -> Tensor:
 def _model_reads(context: CheckContext, key: Any, batch: Any) -> bool | None:
     """Whether ``training_step``'s loss changes when batch entry ``key`` is rolled across the batch."""
     value = dict(_entries_by_key(batch))[key]
-    if isinstance(batch, Mapping):
-        changed: Any = dict(batch)
-        changed[key] = value.roll(1, 0)
-    else:
-        changed = list(batch)
-        changed[key] = value.roll(1, 0)
-        changed = (
-            type(batch)(changed) if isinstance(batch, tuple) and not hasattr(batch, "_fields") else changed
-        )
+    changed = _replace_entry(batch, key, value.roll(1, 0))
     model = context.copy_model()
     model.eval()
     losses = []
@@ -572,6 +667,50 @@ def _model_reads(context: CheckContext, key: Any, batch: Any) -> bool | None:
                 return None
     before, after = torch.stack(losses).tolist()  # sync: once
     return abs(after - before) > 1e-6 * max(abs(before), 1e-12)
+
+
+def _label_of(batch: Any, key: Any) -> str:
+    return next((label for k, label, _ in _entries(batch) if k == key), "the target")
+
+
+def _replace_entry(batch: Any, key: Any, value: Tensor) -> Any:
+    """A new batch with entry ``key`` replaced (dict key or tuple/list index)."""
+    if isinstance(batch, Tensor):
+        return value
+    if isinstance(batch, Mapping):
+        changed: Any = dict(batch)
+        changed[key] = value
+        return changed
+    items = list(batch)
+    items[key] = value
+    if isinstance(batch, tuple) and hasattr(batch, "_fields"):
+        return type(batch)(*items)
+    return tuple(items) if isinstance(batch, tuple) else items
+
+
+def _other_values(targets: Tensor, seed: int) -> Tensor | None:
+    """A tensor like ``targets`` that differs everywhere (integer targets: other values present in the batch;
+    ``ignore_index`` entries kept), or ``None`` if the targets hold one value."""
+    generator = torch.Generator(device="cpu").manual_seed(seed)
+    if torch.is_floating_point(targets):
+        noise = torch.randn(targets.shape, generator=generator).to(targets.device, targets.dtype)
+        return targets + noise * (targets.float().std().nan_to_num(0.0) + 1.0).to(targets.dtype)
+    valid = targets != IGNORE_INDEX
+    pool = torch.unique(targets[valid])
+    if len(pool) < 2:
+        return None
+    offsets = torch.randint(1, len(pool), targets.shape, generator=generator).to(targets.device)
+    position = torch.searchsorted(pool, targets.clamp(min=int(pool[0])))  # sync: once
+    return torch.where(valid, pool[(position + offsets) % len(pool)], targets)
+
+
+def _observed_output(context: CheckContext, model: Any, batch: Any) -> Tensor | None:
+    """The output tensor seen (forward hooks) while ``training_step`` runs on ``batch``, seeded, no grad."""
+    torch.manual_seed(context.seed)
+    with torch.no_grad(), context.capture_forward(model) as captured, contextlib.suppress(CheckSkipped):
+        context.training_loss(model, batch)
+    output = captured.last()
+    return None if output is None else output.detach()
 
 
 def _held_out_loss(context: CheckContext, model: Any, held_out: list[Any]) -> float:

@@ -158,3 +158,34 @@ def test_abs_pearson_matches_the_formula():
 def test_bad_arguments_are_refused_at_construction(kwargs, match):
     with pytest.raises(ValueError, match=match):
         TargetLeakageCheck(**kwargs)
+
+
+def test_target_as_input_false_turns_the_target_reaching_test_off():
+    result = _run(M.LabelFedToForward(), M.plain_features_data(), TargetLeakageCheck(target_as_input=False))
+    assert "(0) target fed to the model: turned off" in result.message
+
+
+def test_teacher_forcing_with_the_target_shifted_right_is_legitimate():
+    """The decoder of the fixed demo reads target[:t] at position t: outputs up to t must not move when the
+    targets from t on change; Lightning's shipped demo reads target[t] and fails."""
+    fixed = _run(M.FixedDemoTransformer(), M.lm_data())
+    assert fixed.status == "pass" and fixed.details["target_as_input"]["changes"] == [0.0, 0.0, 0.0]
+    shipped = _run(M.demo_transformer(), M.lm_data())
+    assert shipped.status == "fail" and shipped.details["target_as_input"]["leak"]
+
+
+def _onehot_01_data() -> dict[str, Any]:
+    out = {}
+    for key, seed, n in (("train_dataloaders", 0, 512), ("val_dataloaders", 1, 128)):
+        x, y = M.features(n, seed)
+        out[key] = M._loader(torch.cat([x, torch.nn.functional.one_hot(y, M.C).float()], 1), y)
+    return out
+
+
+def test_blind_spot_a_label_spread_over_unscaled_one_hot_columns_is_missed():
+    """Measured blind spot: no single 0/1 column decides the label and the short training stays above the
+    bound (about 0.12 x ln 4 after 20 steps); standardised columns are caught (see the gallery)."""
+    result = _run(M.MLP(M.IN + M.C), _onehot_01_data())
+    assert result.status == "pass"
+    assert result.details["single_feature"]["score"] < 0.99
+    assert result.details["too_good"]["looks"][-1]["loss"] > result.details["too_good"]["bound"]

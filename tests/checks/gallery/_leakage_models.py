@@ -472,3 +472,51 @@ class DictMLP(MLP):
 
     def training_step(self, batch: Any, batch_idx: int) -> Tensor:
         return F.cross_entropy(self(batch["x"]), batch["y"])
+
+
+# ---------------------------------------------------------------- the target reaching the model
+class LabelFedToForward(MLP):
+    """The bug: ``forward(x, y)`` concatenates the label to the features (a debugging shortcut left in)."""
+
+    def __init__(self) -> None:
+        super().__init__(IN + 1)
+
+    def training_step(self, batch: Any, batch_idx: int) -> Tensor:
+        x, y = batch
+        return F.cross_entropy(self.net(torch.cat([x, y[:, None].float()], 1)), y)
+
+
+def demo_transformer() -> pl.LightningModule:
+    """Lightning's own demo ``LightningTransformer`` (``lightning.pytorch.demos``), as shipped: its encoder
+    ignores the causal ``src_mask`` it builds, and its decoder is fed ``target`` itself (a causal ``tgt_mask``
+    still lets position t read target[t]). Both leak."""
+    from lightning.pytorch.demos.transformer import LightningTransformer
+
+    return LightningTransformer(vocab_size=V)
+
+
+class FixedDemoTransformer(pl.LightningModule):
+    """Lightning's demo transformer made causal: the encoder uses its mask, the decoder reads the target
+    shifted right (teacher forcing: position t sees target[:t] only), cross-attention is masked too."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        from lightning.pytorch.demos.transformer import Transformer
+
+        self.model = Transformer(vocab_size=V, ninp=32, nhead=2, nhid=64, nlayers=1)
+
+    def forward(self, inputs: Tensor, target: Tensor) -> Tensor:
+        m = self.model
+        mask = m.generate_square_subsequent_mask(inputs.shape[1]).to(inputs.device)
+        shifted = torch.cat([torch.zeros_like(target[:, :1]), target[:, :-1]], 1)
+        src = m.pos_encoder(m.embedding(inputs) * math.sqrt(m.ninp))
+        tgt = m.pos_encoder(m.embedding(shifted) * math.sqrt(m.ninp))
+        out = m.transformer(src, tgt, src_mask=mask, tgt_mask=mask, memory_mask=mask)
+        return F.log_softmax(m.decoder(out), dim=-1).view(-1, V)
+
+    def training_step(self, batch: Any, batch_idx: int) -> Tensor:
+        inputs, target = batch
+        return F.nll_loss(self(inputs, target), target.view(-1))
+
+    def configure_optimizers(self) -> Any:
+        return torch.optim.SGD(self.parameters(), lr=0.1)

@@ -73,9 +73,26 @@ BUGS: list[Case] = [
         "fail",
         _FUTURE,
     ),
+    Case(
+        "lightning_demo_transformer_encoder_unmasked",
+        FAMILY,
+        "transformer LM (encoder-decoder)",
+        M.demo_transformer,
+        M.lm_data,
+        "causality",
+        "fail",
+        _FUTURE,
+    ),
 ]
 
 HEALTHY: list[Case] = [
+    Case(
+        "lightning_demo_transformer_fixed",
+        FAMILY,
+        "transformer LM (encoder-decoder, teacher forcing)",
+        M.FixedDemoTransformer,
+        M.lm_data,
+    ),
     Case(
         "lm_causal_attention", FAMILY, "transformer LM", partial(M.SequenceLM, "causal_attention"), M.lm_data
     ),

@@ -85,6 +85,26 @@ BUGS: list[Case] = [
         ("inputs[:, 5]", *_TRY),
     ),
     Case(
+        "lightning_demo_transformer_reads_target",
+        FAMILY,
+        "transformer LM (encoder-decoder)",
+        M.demo_transformer,
+        M.lm_data,
+        "target_leakage",
+        "fail",
+        ("output at position 0 changes when only the target", "the target is fed to the model", "Try:"),
+    ),
+    Case(
+        "mlp_label_fed_to_forward",
+        FAMILY,
+        "MLP",
+        M.LabelFedToForward,
+        M.plain_features_data,
+        "target_leakage",
+        "fail",
+        ("changes when only the target (batch[1])", "the label reaches the model", "Try:"),
+    ),
+    Case(
         "mlp_onehot_label_columns",
         FAMILY,
         "MLP",
@@ -97,6 +117,13 @@ BUGS: list[Case] = [
 ]
 
 HEALTHY: list[Case] = [
+    Case(
+        "lightning_demo_transformer_fixed",
+        FAMILY,
+        "transformer LM (encoder-decoder, teacher forcing)",
+        M.FixedDemoTransformer,
+        M.lm_data,
+    ),
     Case("tiny_transformer_lm", FAMILY, "transformer LM", M.tiny_lm, M.token_lm_data),
     Case(
         "lm_causal_attention", FAMILY, "transformer LM", partial(M.SequenceLM, "causal_attention"), M.lm_data
