@@ -163,3 +163,18 @@ def test_the_output_must_be_position_aligned():
 def test_bad_arguments_are_refused_at_construction(kwargs, match):
     with pytest.raises(ValueError, match=match):
         CausalityCheck(**kwargs)
+
+
+def test_as_a_callback_a_leaking_lm_stops_fit_before_training(tmp_path):
+    from lightning_recipes.checks import PreflightError
+    from lightning_recipes.testing import fast_trainer
+
+    data = M.lm_data()
+    trainer = fast_trainer(max_steps=2, default_root_dir=tmp_path, callbacks=[CausalityCheck()], logger=False)
+    with pytest.raises(PreflightError, match="causality"):
+        trainer.fit(M.SequenceLM("full_attention"), data["train_dataloaders"])
+    assert trainer.global_step == 0
+    check = CausalityCheck()
+    trainer = fast_trainer(max_steps=2, default_root_dir=tmp_path, callbacks=[check], logger=False)
+    trainer.fit(M.SequenceLM("causal_attention"), data["train_dataloaders"])
+    assert check.result is not None and check.result.status == "pass" and trainer.global_step == 2

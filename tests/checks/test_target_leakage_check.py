@@ -189,3 +189,20 @@ def test_blind_spot_a_label_spread_over_unscaled_one_hot_columns_is_missed():
     assert result.status == "pass"
     assert result.details["single_feature"]["score"] < 0.99
     assert result.details["too_good"]["looks"][-1]["loss"] > result.details["too_good"]["bound"]
+
+
+def test_as_a_callback_a_leaking_label_column_stops_fit_before_training(tmp_path):
+    from lightning_recipes.checks import PreflightError
+    from lightning_recipes.testing import fast_trainer
+
+    data = M.label_column_data()
+    callbacks = [TargetLeakageCheck(train_steps=0)]
+    trainer = fast_trainer(max_steps=2, default_root_dir=tmp_path, callbacks=callbacks, logger=False)
+    with pytest.raises(PreflightError, match="target_leakage"):
+        trainer.fit(M.MLP(M.IN + 1), data["train_dataloaders"], data["val_dataloaders"])
+    assert trainer.global_step == 0
+    check = TargetLeakageCheck()
+    trainer = fast_trainer(max_steps=2, default_root_dir=tmp_path, callbacks=[check], logger=False)
+    plain = M.plain_features_data()
+    trainer.fit(M.MLP(), plain["train_dataloaders"], plain["val_dataloaders"])
+    assert check.result is not None and check.result.status == "pass" and trainer.global_step == 2
