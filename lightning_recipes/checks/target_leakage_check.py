@@ -68,6 +68,10 @@ class TargetLeakageCheck(SanityCheck):
     and 8, MLPs on a linear teacher, one with an 85%-predictive feature), a one-hot copy of the label among
     standardised features at 0.03 x ln C. Only a warning: a genuinely easy task can do it too.
 
+    (b) and (c) judge the target only when the loss reads it: the passes of (0) also tell whether the loss
+    changes with the target alone; when it does not (an autoencoder whose batches carry a label it never
+    reads, or another tensor is the real target: pass ``target_key``), they are reported as not applicable.
+
     Held-out data: the validation loader, else training batches kept out of (b) and (c).
 
     Cost: (0) two to four forward passes; (a) one forward and backward pass; (b) no model run for the input
@@ -199,7 +203,14 @@ class TargetLeakageCheck(SanityCheck):
         else:
             notes.append(copy["message"])
 
-        feature = self._single_feature(context, train, held_out)
+        if fed.get("loss_uses_target") is False:
+            ignored = (
+                "the loss does not change with the target tensor (a reconstruction or self-supervised model, "
+                "or another tensor is the target: pass `target_key`)"
+            )
+            feature: dict[str, Any] = {"reason": f"single feature: {ignored}"}
+        else:
+            feature = self._single_feature(context, train, held_out)
         details["single_feature"] = feature
         if "reason" in feature:
             skipped.append(f"(b) {feature['reason']}")
@@ -221,7 +232,11 @@ class TargetLeakageCheck(SanityCheck):
                 details,
             )
         capped = [_first_samples(context, batch, self.eval_samples) for batch in held_out]
-        too_good = self._too_good(context, train, capped, feature.get("task"))
+        too_good = (
+            {"reason": "too good to be true: the loss does not change with the target tensor"}
+            if fed.get("loss_uses_target") is False
+            else self._too_good(context, train, capped, feature.get("task"))
+        )
         details["too_good"] = too_good
         if "reason" in too_good:
             skipped.append(f"(c) {too_good['reason']}")
@@ -254,9 +269,8 @@ class TargetLeakageCheck(SanityCheck):
     def _reads_target(self, context: CheckContext, batch: Any) -> dict[str, Any]:
         """Change only the target and watch the model's output: it must not move (for sequence targets:
         the outputs up to ``t`` must not move when the targets from ``t`` on change; teacher forcing with
-        targets shifted right is legitimate)."""
-        if not self.target_as_input:
-            return {"reason": "target fed to the model: turned off (target_as_input=False)"}
+        targets shifted right is legitimate). Also records whether the loss reads the target at all
+        (``loss_uses_target``): (b) and (c) mean nothing for a loss that ignores it (an autoencoder)."""
         inputs, targets = context.split(batch)
         assert inputs is not None and targets is not None
         key = next((k for k, _, t in _entries(batch) if t is targets), None)
@@ -267,7 +281,7 @@ class TargetLeakageCheck(SanityCheck):
             return {"reason": "target fed to the model: the target holds a single value"}
         model = context.copy_model()
         model.eval()
-        base = _observed_output(context, model, batch)
+        base, base_loss = _observed_output(context, model, batch)
         if base is None:
             return {"reason": "target fed to the model: no output tensor was observed"}
         sequence = targets.ndim >= 2 and targets.shape[1] >= 2 and inputs.ndim >= 2
@@ -278,8 +292,9 @@ class TargetLeakageCheck(SanityCheck):
             except CheckSkipped:
                 sequence = False
         seq = int(targets.shape[1]) if sequence else 1
-        starts = sorted({0, seq // 2, seq - 1}) if sequence else [0]
+        starts = sorted({0, seq // 2, seq - 1}) if sequence and self.target_as_input else [0]
         moved: list[Tensor] = []
+        changed_loss: Tensor | None = None
         for start in starts:
             if out_of_time() and moved:
                 break
@@ -288,16 +303,24 @@ class TargetLeakageCheck(SanityCheck):
                 changed[:, start:] = replacement[:, start:]
             else:
                 changed = replacement
-            output = _observed_output(context, model, _replace_entry(batch, key, changed))
+            output, loss = _observed_output(context, model, _replace_entry(batch, key, changed))
+            if start == 0:
+                changed_loss = loss
             if output is None or output.numel() != base.numel():
                 return {"reason": "target fed to the model: the output's shape changed with the target"}
             delta = (output.reshape(base.shape) - base).float().abs()
             moved.append(delta[:, : start + 1].amax() if sequence else delta.amax())
         scale = base.float().abs().amax()
-        values = torch.stack([*moved, scale]).tolist()  # sync: once
-        *changes, magnitude = values
+        losses = [base_loss, changed_loss] if base_loss is not None and changed_loss is not None else []
+        values = torch.stack([*moved, scale, *losses]).tolist()  # sync: once
+        changes, magnitude = values[: len(moved)], values[len(moved)]
+        uses = None if not losses else abs(values[-1] - values[-2]) > 1e-6 * max(abs(values[-2]), 1e-12)
         limit = 1e-5 * max(magnitude, 1e-12)
         result: dict[str, Any] = {"starts": starts[: len(changes)], "changes": changes, "leak": False}
+        result["loss_uses_target"] = uses
+        if not self.target_as_input:
+            result["reason"] = "target fed to the model: turned off (target_as_input=False)"
+            return result
         leaking = [start for start, change in zip(starts, changes) if change > limit]
         if not leaking:
             result["message"] = "(0) the outputs do not change when only the target changes" + (
@@ -712,13 +735,15 @@ def _other_values(targets: Tensor, seed: int) -> Tensor | None:
     return torch.where(valid, pool[(position + offsets) % len(pool)], targets)
 
 
-def _observed_output(context: CheckContext, model: Any, batch: Any) -> Tensor | None:
-    """The output tensor seen (forward hooks) while ``training_step`` runs on ``batch``, seeded, no grad."""
+def _observed_output(context: CheckContext, model: Any, batch: Any) -> tuple[Tensor | None, Tensor | None]:
+    """The output tensor seen (forward hooks) while ``training_step`` runs on ``batch`` and the loss (``None``
+    when the step returns none), seeded, no grad."""
     torch.manual_seed(context.seed)
+    loss = None
     with torch.no_grad(), context.capture_forward(model) as captured, contextlib.suppress(CheckSkipped):
-        context.training_loss(model, batch)
+        loss = context.training_loss(model, batch).float()
     output = captured.last()
-    return None if output is None else output.detach()
+    return (None if output is None else output.detach()), loss
 
 
 def _first_samples(context: CheckContext, batch: Any, count: int) -> Any:

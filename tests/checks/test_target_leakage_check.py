@@ -206,3 +206,14 @@ def test_as_a_callback_a_leaking_label_column_stops_fit_before_training(tmp_path
     plain = M.plain_features_data()
     trainer.fit(M.MLP(), plain["train_dataloaders"], plain["val_dataloaders"])
     assert check.result is not None and check.result.status == "pass" and trainer.global_step == 2
+
+
+def test_a_loss_that_ignores_the_target_is_not_judged_by_it():
+    """An autoencoder on digits whose label sits in pixel (0, 0): the label decides nothing for a loss that
+    never reads it, so the single-feature and too-good tests do not apply (they used to fail it)."""
+    result = _run(M.DigitsAutoencoder(), M.digits_data(leak=True))
+    assert result.status == "pass", result.message
+    assert result.details["target_as_input"]["loss_uses_target"] is False
+    assert "loss does not change with the target" in result.details["single_feature"]["reason"]
+    assert "loss does not change with the target" in result.details["too_good"]["reason"]
+    assert _run(M.MLP(M.IN + 1), M.label_column_data()).details["target_as_input"]["loss_uses_target"] is True

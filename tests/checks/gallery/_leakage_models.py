@@ -520,3 +520,21 @@ class FixedDemoTransformer(pl.LightningModule):
 
     def configure_optimizers(self) -> Any:
         return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+class DigitsAutoencoder(pl.LightningModule):
+    """An autoencoder on ``(image, label)`` batches (Lightning's autoencoder example's shape): the loss
+    reconstructs the image and never reads the label."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.encoder = nn.Sequential(nn.Linear(64, 16), nn.ReLU(), nn.Linear(16, 3))
+        self.decoder = nn.Sequential(nn.Linear(3, 16), nn.ReLU(), nn.Linear(16, 64))
+
+    def training_step(self, batch: Any, batch_idx: int) -> Tensor:
+        x, _ = batch
+        x = x.flatten(1)
+        return F.mse_loss(self.decoder(self.encoder(x)), x)
+
+    def configure_optimizers(self) -> Any:
+        return torch.optim.Adam(self.parameters(), lr=1e-3)
