@@ -311,10 +311,16 @@ class TargetLeakageCheck(SanityCheck):
             delta = (output.reshape(base.shape) - base).float().abs()
             moved.append(delta[:, : start + 1].amax() if sequence else delta.amax())
         scale = base.float().abs().amax()
+        # Uniform outputs (a zero-initialised head) give a cross-entropy of ln C whatever the target: then an
+        # unchanged loss proves nothing, and (b)/(c) run.
+        flat = base.float().reshape(len(base), -1) if base.ndim > 1 else base.float()[None, :]
+        spread = (flat.amax(-1) - flat.amin(-1)).amax()
         losses = [base_loss, changed_loss] if base_loss is not None and changed_loss is not None else []
-        values = torch.stack([*moved, scale, *losses]).tolist()  # sync: once
-        changes, magnitude = values[: len(moved)], values[len(moved)]
-        uses = None if not losses else abs(values[-1] - values[-2]) > 1e-6 * max(abs(values[-2]), 1e-12)
+        values = torch.stack([*moved, scale, spread, *losses]).tolist()  # sync: once
+        changes, magnitude, varies = values[: len(moved)], values[len(moved)], values[len(moved) + 1] > 0
+        uses = None
+        if losses and varies:
+            uses = abs(values[-1] - values[-2]) > 1e-6 * max(abs(values[-2]), 1e-12)
         limit = 1e-5 * max(magnitude, 1e-12)
         result: dict[str, Any] = {"starts": starts[: len(changes)], "changes": changes, "leak": False}
         result["loss_uses_target"] = uses

@@ -217,3 +217,13 @@ def test_a_loss_that_ignores_the_target_is_not_judged_by_it():
     assert "loss does not change with the target" in result.details["single_feature"]["reason"]
     assert "loss does not change with the target" in result.details["too_good"]["reason"]
     assert _run(M.MLP(M.IN + 1), M.label_column_data()).details["target_as_input"]["loss_uses_target"] is True
+
+
+def test_a_zero_initialised_head_leaves_the_loss_dependence_unknown_and_the_leak_is_still_found():
+    """Uniform logits give ln C whatever the label: an unchanged loss must not switch (b) off."""
+    from lightning_recipes.testing import TinyClassifier
+
+    data = M.label_column_data()
+    result = _run(TinyClassifier(in_features=M.IN + 1, num_classes=M.C), data)
+    assert result.details["target_as_input"]["loss_uses_target"] is None
+    assert result.status == "fail" and result.details["feature"] == f"inputs[:, {M.IN}]"
