@@ -661,11 +661,20 @@ def _per_sample_targets(context: CheckContext, batches: list[Any]) -> Tensor | N
 def _lookup_accuracy(
     x: Tensor, h: Tensor, y: Tensor, y_held: Tensor, classes: int, bins: int, majority: Tensor
 ) -> Tensor:
-    """Held-out accuracy of a per-feature lookup table: quantile bins of the training values, majority label
-    per bin (an empty bin predicts the overall majority). ``x`` ``[N, D]``, ``h`` ``[M, D]`` -> ``[D]``."""
+    """Held-out accuracy of a per-feature lookup table: quantile bins of the training values (one bin per
+    value for a feature with at most ``bins`` values), majority label per bin (an empty bin predicts the
+    overall majority). ``x`` ``[N, D]``, ``h`` ``[M, D]`` -> ``[D]``."""
     count, features = x.shape
+    ordered = x.sort(0).values
     positions = torch.linspace(0, count - 1, bins + 1, device=x.device)[1:-1].round().long()
-    edges = x.sort(0).values[positions].T.contiguous()  # [D, bins - 1], ascending per feature
+    edges = ordered[positions]  # [bins - 1, D], ascending per feature
+    # A feature with at most `bins` distinct values gets one bin per value (a rare value is no quantile).
+    new = torch.ones_like(ordered, dtype=torch.bool)
+    new[1:] = ordered[1:] != ordered[:-1]
+    rank = new.long().cumsum(0) - 1  # index of each sorted value among the column's distinct values
+    exact = torch.full((bins, features), math.inf, device=x.device, dtype=x.dtype)
+    exact.scatter_(0, rank.clamp(max=bins - 1), ordered)
+    edges = torch.where(new.sum(0) <= bins, exact[: bins - 1], edges).T.contiguous()  # [D, bins - 1]
     train_bins = torch.searchsorted(edges, x.T.contiguous())  # [D, N]: count of edges below each value
     codes = train_bins * classes + y.to(x.device)[None, :]
     table = torch.zeros(features, bins * classes, device=x.device).scatter_add_(

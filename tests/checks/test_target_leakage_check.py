@@ -93,15 +93,20 @@ def test_the_users_model_is_untouched():
 
 
 def _reference_lookup_accuracy(x, h, y, y_held, classes, bins):
-    """Step by step: edges at the training quantiles, a value's bin = number of edges below it, majority
-    label per bin (lowest class on ties; the overall majority for an empty bin), held-out accuracy."""
+    """Step by step: edges at the training quantiles (the distinct values themselves when there are at most
+    ``bins`` of them), a value's bin = number of edges below it, majority label per bin (lowest class on
+    ties; the overall majority for an empty bin), held-out accuracy."""
     n = len(x)
     counts_all = [sum(1 for label in y.tolist() if label == c) for c in range(classes)]
     overall = counts_all.index(max(counts_all))
     accuracies = []
     for d in range(x.shape[1]):
         column = sorted(x[:, d].tolist())
-        edges = [column[i * (n - 1) // bins] for i in range(1, bins)]
+        distinct = sorted(set(column))
+        if len(distinct) <= bins:  # one bin per value: the edges are the values themselves
+            edges = distinct[: bins - 1]
+        else:
+            edges = [column[i * (n - 1) // bins] for i in range(1, bins)]
         counts = [[0] * classes for _ in range(bins)]
         for value, label in zip(x[:, d].tolist(), y.tolist()):
             counts[sum(e < value for e in edges)][label] += 1
@@ -127,6 +132,15 @@ def test_lookup_accuracy_matches_the_step_by_step_reference():
     want = _reference_lookup_accuracy(x, h, y, y_held, 3, 4)
     assert got == pytest.approx(want)
     assert got[2] == 1.0
+
+
+def test_a_rare_label_value_gets_a_bin_of_its_own():
+    """A copy of the label where one class is rare: quantile edges would merge its value with the next."""
+    y = torch.tensor([0] * 2 + [1] * 60 + [2] * 60 + [3] * 60)
+    x = y.float()[:, None] + 28
+    majority = torch.bincount(y).argmax()
+    assert _lookup_accuracy(x, x, y, y, 4, 32, majority).item() == 1.0
+    assert _lookup_accuracy(x, x, y, y, 4, 4, majority).item() == 1.0
 
 
 def test_abs_pearson_matches_the_formula():
