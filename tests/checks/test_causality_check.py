@@ -1,0 +1,180 @@
+"""CausalityCheck: next-token models that read the future fail, naming the output position and the later input
+it reads; causal models pass; bidirectional models whose task allows it are skipped, saying why."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import lightning.pytorch as pl
+import pytest
+import torch
+from torch import Tensor, nn
+from torch.nn import functional as F
+
+from lightning_recipes.checks import CheckContext, preflight
+from lightning_recipes.checks.causality_check import CausalityCheck, next_token_task
+
+from .gallery import _leakage_models as M
+from .gallery import causality
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+
+def _run(model: pl.LightningModule, data: dict[str, Any], check: CausalityCheck | None = None) -> Any:
+    return preflight(model, **data, checks=[check or CausalityCheck()])["causality"]
+
+
+@pytest.mark.parametrize("case", causality.BUGS, ids=[c.id for c in causality.BUGS])
+def test_gallery_bug_is_flagged(case):
+    result = _run(case.model(), case.data())
+    assert result.status == case.status, result.message
+    for word in case.words:
+        assert word in result.message, (word, result.message)
+
+
+# Healthy models whose task is next-token prediction must be checked and pass; bidirectional ones skip.
+_CHECKED = {
+    "lightning_demo_transformer_fixed",
+    "lm_causal_attention",
+    "tiny_transformer_lm",
+    "lm_gru",
+    "lm_causal_conv",
+    "forecaster_lstm",
+    "hf_gpt2",
+}
+
+
+@pytest.mark.parametrize("case", causality.HEALTHY, ids=[c.id for c in causality.HEALTHY])
+def test_gallery_healthy_model_is_not_flagged(case):
+    result = _run(case.model(), case.data())
+    if case.id in _CHECKED:
+        assert result.status == "pass", result.message
+        assert result.details["measured"] == 0.0
+    else:
+        assert result.status == "skip", result.message
+        assert "not next-token prediction" in result.message and "causal=True" in result.message
+
+
+class PlantedLeak(pl.LightningModule):
+    """Causal by construction (a running mean over the prefix) except at one output position ``at``, which
+    also reads the input ``ahead`` steps later: the reference the check must localise exactly."""
+
+    def __init__(self, at: int, ahead: int, tokens: bool = True) -> None:
+        super().__init__()
+        self.at, self.ahead, self.tokens = at, ahead, tokens
+        self.embed = nn.Embedding(M.V, 8) if tokens else nn.Linear(1, 8)
+        self.head = nn.Linear(8, M.V if tokens else 1)
+
+    def forward(self, x: Tensor) -> Tensor:
+        h = self.embed(x)
+        prefix = h.cumsum(1) / torch.arange(1, h.shape[1] + 1, device=h.device)[:, None]
+        extra = torch.zeros_like(prefix)
+        extra[:, self.at] = h[:, self.at + self.ahead]
+        return self.head(prefix + extra)
+
+    def training_step(self, batch: Any, batch_idx: int) -> Tensor:
+        x, y = batch
+        out = self(x)
+        return F.cross_entropy(out.flatten(0, 1), y.flatten()) if self.tokens else F.mse_loss(out, y)
+
+    def configure_optimizers(self) -> Any:
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+@pytest.mark.parametrize(("tokens", "method"), [(True, "perturbation"), (False, "gradient")])
+def test_planted_leak_is_localised_to_the_exact_positions(tokens, method):
+    data = M.lm_data() if tokens else M.forecast_data()
+    result = _run(PlantedLeak(at=7, ahead=3, tokens=tokens), data)
+    assert result.status == "fail", result.message
+    assert result.details["method"] == method
+    assert result.details["leak"] == {"output_position": 7, "input_position": 10, "reads_further": False}
+    assert "position 7 depends on input position 10 and no later one" in result.message
+
+
+def test_blind_spot_a_leak_between_the_probed_positions_needs_more_positions():
+    """Measured blind spot: only ``num_positions`` positions (0, 7, 14 of 16) are probed by default."""
+    assert _run(PlantedLeak(at=3, ahead=1), M.lm_data()).status == "pass"
+    result = _run(PlantedLeak(at=3, ahead=1), M.lm_data(), CausalityCheck(num_positions=15))
+    assert result.status == "fail" and result.details["leak"]["output_position"] == 3
+    assert "off-by-one" in result.message
+
+
+def test_causal_true_forces_the_check_and_false_turns_it_off():
+    assert _run(M.Tagger(), M.tagging_data()).status == "skip"
+    forced = _run(M.Tagger(), M.tagging_data(), CausalityCheck(causal=True))
+    assert forced.status == "fail" and forced.details["task"] == "declared with causal=True"
+    off = _run(M.SequenceLM("full_attention"), M.lm_data(), CausalityCheck(causal=False))
+    assert off.status == "skip" and "causal=False" in off.message
+
+
+class AlwaysDropoutLM(M.SequenceLM):
+    """A causal LM whose dropout ignores eval mode (``training=True``): the compared passes are seeded."""
+
+    def forward(self, ids: Tensor) -> Tensor:
+        return F.dropout(super().forward(ids), p=0.5, training=True)
+
+
+def test_dropout_that_ignores_eval_mode_causes_no_false_alarm():
+    result = _run(AlwaysDropoutLM("causal_attention"), M.lm_data())
+    assert result.status == "pass", result.message
+
+
+def test_zero_initialised_head_is_trained_on_the_copy_only():
+    model = M.tiny_lm()  # zero-initialised head: no output depends on any input at init
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    result = _run(model, M.token_lm_data())
+    assert result.status == "pass" and result.details["training_steps_first"] >= 1
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+
+
+def test_next_token_task_allows_ignore_index_and_padding():
+    ids = M.tokens(4, 9)
+    inputs, targets = ids[:, :-1], ids[:, 1:].clone()
+    targets[:, -3:] = -100  # padding ignored by the loss
+    assert next_token_task((inputs, targets), inputs, targets)[0]
+    labels = ids.clone()
+    labels[:, :2] = -100
+    assert next_token_task({"input_ids": ids, "labels": labels}, ids, labels)[0]
+    assert not next_token_task((ids, ids), ids, ids)[0]  # unshifted: target_leakage's business
+    masked = ids.clone()
+    masked[:, 3] = 0  # masked language modelling: the input differs from the label where it is masked
+    assert not next_token_task({"input_ids": masked, "labels": ids}, masked, ids)[0]
+
+
+def test_the_output_must_be_position_aligned():
+    class Pooled(M.SequenceLM):
+        def forward(self, ids: Tensor) -> Tensor:
+            return super().forward(ids).mean(1)
+
+    context = CheckContext(Pooled(), M.lm_data()["train_dataloaders"])
+    result = CausalityCheck().run(context)
+    assert result.status == "skip" and "not [B, S, ...]" in result.message
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"causal": "yes"}, "`causal` must be True, False or None"),
+        ({"num_positions": 0}, "`num_positions` must be an integer >= 1"),
+        ({"num_samples": 0}, "`num_samples` must be an integer >= 1"),
+        ({"rtol": 0.0}, r"`rtol` must be a number in \(0, 1\)"),
+    ],
+)
+def test_bad_arguments_are_refused_at_construction(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        CausalityCheck(**kwargs)
+
+
+def test_as_a_callback_a_leaking_lm_stops_fit_before_training(tmp_path):
+    from lightning_recipes.checks import PreflightError
+    from lightning_recipes.testing import fast_trainer
+
+    data = M.lm_data()
+    trainer = fast_trainer(max_steps=2, default_root_dir=tmp_path, callbacks=[CausalityCheck()], logger=False)
+    with pytest.raises(PreflightError, match="causality"):
+        trainer.fit(M.SequenceLM("full_attention"), data["train_dataloaders"])
+    assert trainer.global_step == 0
+    check = CausalityCheck()
+    trainer = fast_trainer(max_steps=2, default_root_dir=tmp_path, callbacks=[check], logger=False)
+    trainer.fit(M.SequenceLM("causal_attention"), data["train_dataloaders"])
+    assert check.result is not None and check.result.status == "pass" and trainer.global_step == 2

@@ -1,0 +1,243 @@
+"""TargetLeakageCheck: a label readable from the inputs without learning fails, naming the feature, batch
+entry or position; healthy models (Hugging Face LMs fed ``labels == input_ids`` included) are not flagged."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+import torch
+
+from lightning_recipes.checks import CheckContext, preflight
+from lightning_recipes.checks._budget import time_budget
+from lightning_recipes.checks.target_leakage_check import TargetLeakageCheck, _abs_pearson, _lookup_accuracy
+
+from .gallery import _leakage_models as M
+from .gallery import target_leakage
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+
+def _run(model: Any, data: dict[str, Any], check: TargetLeakageCheck | None = None) -> Any:
+    return preflight(model, **data, checks=[check or TargetLeakageCheck()])["target_leakage"]
+
+
+@pytest.mark.parametrize("case", target_leakage.BUGS, ids=[c.id for c in target_leakage.BUGS])
+def test_gallery_bug_is_flagged(case):
+    result = _run(case.model(), case.data())
+    assert result.status == case.status, result.message
+    for word in case.words:
+        assert word in result.message, (word, result.message)
+
+
+@pytest.mark.parametrize("case", target_leakage.HEALTHY, ids=[c.id for c in target_leakage.HEALTHY])
+def test_gallery_healthy_model_is_not_flagged(case):
+    result = _run(case.model(), case.data())
+    assert result.status == "pass", result.message
+
+
+def test_hf_labels_equal_input_ids_is_told_from_an_unshifted_head_by_what_the_loss_rewards():
+    """The classic false-positive trap: the same batch (labels == input_ids) is right for GPT2LMHeadModel,
+    which shifts inside its loss, and a leak for a head of one's own without the shift."""
+    healthy = _run(M.HFWrapped("gpt2"), M.hf_lm_data())
+    shares = healthy.details["copy_targets"]["shares"]
+    assert shares["next"] == 1.0 and shares["same"] < 0.2
+    leaking = _run(M.GPT2CustomHead(), M.hf_lm_data())
+    assert leaking.details["copy_targets"]["shares"]["same"] == 1.0 and leaking.status == "fail"
+
+
+def test_targets_shifted_the_wrong_way_are_a_copy_one_position_back():
+    ids = M.tokens(256, M.S + 1)
+    data = {"train_dataloaders": M._loader(ids[:, 1:], ids[:, :-1])}  # target at t = input at t - 1
+    result = _run(M.SequenceLM("causal_attention"), data)
+    assert result.status == "fail" and "one position back" in result.message
+    assert "shifted the wrong way" in result.message
+
+
+def test_a_label_copy_the_model_never_reads_is_reported_as_harmless():
+    result = _run(M.DictMLP(), M.unread_label_copy_data())
+    feature = result.details["single_feature"]
+    assert result.status == "pass" and feature["model_reads_it"] is False
+    assert "does not read it" in result.message
+
+
+def test_too_good_bound_can_be_turned_off_and_states_its_numbers():
+    warned = _run(M.MLP(M.IN + M.C), M.onehot_label_data())
+    too_good = warned.details["too_good"]
+    assert warned.status == "warn" and too_good["bound"] == pytest.approx(0.05 * math.log(4))
+    assert too_good["looks"][-1]["loss"] < too_good["bound"]
+    assert [look["step"] for look in too_good["looks"]] == [5, 10, 20][: len(too_good["looks"])]
+    off = _run(M.MLP(M.IN + M.C), M.onehot_label_data(), TargetLeakageCheck(train_steps=0))
+    assert off.status == "pass" and "turned off" in off.message
+
+
+def test_the_time_budget_stops_the_short_training_and_says_so():
+    context = CheckContext(M.MLP(), **{"train_dataloader": M.plain_features_data()["train_dataloaders"]})
+    with time_budget(0.0):
+        result = TargetLeakageCheck().run(context)
+    assert result.status == "pass" and "time budget stopped training at step 0" in result.message
+
+
+def test_without_validation_data_training_batches_are_held_out():
+    data = M.label_column_data()
+    result = _run(M.MLP(M.IN + 1), {"train_dataloaders": data["train_dataloaders"]})
+    assert result.status == "fail" and result.details["held_out"].startswith("held-out training batches")
+
+
+def test_the_users_model_is_untouched():
+    model = M.MLP(M.IN + M.C)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    _run(model, M.onehot_label_data())
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+
+
+def _reference_lookup_accuracy(x, h, y, y_held, classes, bins):
+    """Step by step: edges at the training quantiles (the distinct values themselves when there are at most
+    ``bins`` of them), a value's bin = number of edges below it, majority label per bin (lowest class on
+    ties; the overall majority for an empty bin), held-out accuracy."""
+    n = len(x)
+    counts_all = [sum(1 for label in y.tolist() if label == c) for c in range(classes)]
+    overall = counts_all.index(max(counts_all))
+    accuracies = []
+    for d in range(x.shape[1]):
+        column = sorted(x[:, d].tolist())
+        distinct = sorted(set(column))
+        if len(distinct) <= bins:  # one bin per value: the edges are the values themselves
+            edges = distinct[: bins - 1]
+        else:
+            edges = [column[i * (n - 1) // bins] for i in range(1, bins)]
+        counts = [[0] * classes for _ in range(bins)]
+        for value, label in zip(x[:, d].tolist(), y.tolist()):
+            counts[sum(e < value for e in edges)][label] += 1
+        table = [row.index(max(row)) if sum(row) else overall for row in counts]
+        hits = [
+            table[sum(e < v for e in edges)] == label for v, label in zip(h[:, d].tolist(), y_held.tolist())
+        ]
+        accuracies.append(sum(hits) / len(hits))
+    return accuracies
+
+
+def test_lookup_accuracy_matches_the_step_by_step_reference():
+    g = torch.Generator().manual_seed(0)
+    x = torch.randint(0, 6, (97, 5), generator=g).float()  # (97 - 1) / 4: exact quantile positions
+    x[:, 1] = torch.randn(97, generator=g)
+    y = torch.randint(0, 3, (97,), generator=g)
+    x[:, 2] = y.float() * 2  # a copy of the label
+    h = torch.randint(0, 6, (40, 5), generator=g).float()
+    y_held = torch.randint(0, 3, (40,), generator=g)
+    h[:, 2] = y_held.float() * 2
+    majority = torch.bincount(y, minlength=3).argmax()
+    got = _lookup_accuracy(x, h, y, y_held, 3, 4, majority).tolist()
+    want = _reference_lookup_accuracy(x, h, y, y_held, 3, 4)
+    assert got == pytest.approx(want)
+    assert got[2] == 1.0
+
+
+def test_a_rare_label_value_gets_a_bin_of_its_own():
+    """A copy of the label where one class is rare: quantile edges would merge its value with the next."""
+    y = torch.tensor([0] * 2 + [1] * 60 + [2] * 60 + [3] * 60)
+    x = y.float()[:, None] + 28
+    majority = torch.bincount(y).argmax()
+    assert _lookup_accuracy(x, x, y, y, 4, 32, majority).item() == 1.0
+    assert _lookup_accuracy(x, x, y, y, 4, 4, majority).item() == 1.0
+
+
+def test_abs_pearson_matches_the_formula():
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(50, 3, generator=g, dtype=torch.float64)
+    y = torch.randn(50, generator=g, dtype=torch.float64)
+    x[:, 1] = -3 * y + 2
+    x[:, 2] = 1.0  # constant column: 0
+    for d in range(2):
+        a, b = x[:, d] - x[:, d].mean(), y - y.mean()
+        want = abs(float((a * b).sum() / math.sqrt(float((a * a).sum() * (b * b).sum()))))
+        assert float(_abs_pearson(x, y)[d]) == pytest.approx(want)
+    assert float(_abs_pearson(x, y)[1]) == pytest.approx(1.0)
+    assert float(_abs_pearson(x, y)[2]) == 0.0
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"num_batches": 0}, "`num_batches` must be an integer >= 1"),
+        ({"num_samples": 1}, "`num_samples` must be an integer >= 2"),
+        ({"max_accuracy": 0.0}, r"`max_accuracy` must be a number in \(0, 1\]"),
+        ({"max_correlation": 1.5}, r"`max_correlation` must be a number in \(0, 1\]"),
+        ({"num_bins": 1}, "`num_bins` must be an integer >= 2"),
+        ({"train_steps": -1}, "`train_steps` must be an integer >= 0"),
+        ({"too_good_fraction": 0}, r"`too_good_fraction` must be a number in \(0, 1\]"),
+    ],
+)
+def test_bad_arguments_are_refused_at_construction(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        TargetLeakageCheck(**kwargs)
+
+
+def test_target_as_input_false_turns_the_target_reaching_test_off():
+    result = _run(M.LabelFedToForward(), M.plain_features_data(), TargetLeakageCheck(target_as_input=False))
+    assert "(0) target fed to the model: turned off" in result.message
+
+
+def test_teacher_forcing_with_the_target_shifted_right_is_legitimate():
+    """The decoder of the fixed demo reads target[:t] at position t: outputs up to t must not move when the
+    targets from t on change; Lightning's shipped demo reads target[t] and fails."""
+    fixed = _run(M.FixedDemoTransformer(), M.lm_data())
+    assert fixed.status == "pass" and fixed.details["target_as_input"]["changes"] == [0.0, 0.0, 0.0]
+    shipped = _run(M.demo_transformer(), M.lm_data())
+    assert shipped.status == "fail" and shipped.details["target_as_input"]["leak"]
+
+
+def _onehot_01_data() -> dict[str, Any]:
+    out = {}
+    for key, seed, n in (("train_dataloaders", 0, 512), ("val_dataloaders", 1, 128)):
+        x, y = M.features(n, seed)
+        out[key] = M._loader(torch.cat([x, torch.nn.functional.one_hot(y, M.C).float()], 1), y)
+    return out
+
+
+def test_blind_spot_a_label_spread_over_unscaled_one_hot_columns_is_missed():
+    """Measured blind spot: no single 0/1 column decides the label and the short training stays above the
+    bound (about 0.12 x ln 4 after 20 steps); standardised columns are caught (see the gallery)."""
+    result = _run(M.MLP(M.IN + M.C), _onehot_01_data())
+    assert result.status == "pass"
+    assert result.details["single_feature"]["score"] < 0.99
+    assert result.details["too_good"]["looks"][-1]["loss"] > result.details["too_good"]["bound"]
+
+
+def test_as_a_callback_a_leaking_label_column_stops_fit_before_training(tmp_path):
+    from lightning_recipes.checks import PreflightError
+    from lightning_recipes.testing import fast_trainer
+
+    data = M.label_column_data()
+    callbacks = [TargetLeakageCheck(train_steps=0)]
+    trainer = fast_trainer(max_steps=2, default_root_dir=tmp_path, callbacks=callbacks, logger=False)
+    with pytest.raises(PreflightError, match="target_leakage"):
+        trainer.fit(M.MLP(M.IN + 1), data["train_dataloaders"], data["val_dataloaders"])
+    assert trainer.global_step == 0
+    check = TargetLeakageCheck()
+    trainer = fast_trainer(max_steps=2, default_root_dir=tmp_path, callbacks=[check], logger=False)
+    plain = M.plain_features_data()
+    trainer.fit(M.MLP(), plain["train_dataloaders"], plain["val_dataloaders"])
+    assert check.result is not None and check.result.status == "pass" and trainer.global_step == 2
+
+
+def test_a_loss_that_ignores_the_target_is_not_judged_by_it():
+    """An autoencoder on digits whose label sits in pixel (0, 0): the label decides nothing for a loss that
+    never reads it, so the single-feature and too-good tests do not apply (they used to fail it)."""
+    result = _run(M.DigitsAutoencoder(), M.digits_data(leak=True))
+    assert result.status == "pass", result.message
+    assert result.details["target_as_input"]["loss_uses_target"] is False
+    assert "loss does not change with the target" in result.details["single_feature"]["reason"]
+    assert "loss does not change with the target" in result.details["too_good"]["reason"]
+    assert _run(M.MLP(M.IN + 1), M.label_column_data()).details["target_as_input"]["loss_uses_target"] is True
+
+
+def test_a_zero_initialised_head_leaves_the_loss_dependence_unknown_and_the_leak_is_still_found():
+    """Uniform logits give ln C whatever the label: an unchanged loss must not switch (b) off."""
+    from lightning_recipes.testing import TinyClassifier
+
+    data = M.label_column_data()
+    result = _run(TinyClassifier(in_features=M.IN + 1, num_classes=M.C), data)
+    assert result.details["target_as_input"]["loss_uses_target"] is None
+    assert result.status == "fail" and result.details["feature"] == f"inputs[:, {M.IN}]"
