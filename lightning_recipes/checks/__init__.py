@@ -13,27 +13,34 @@ registry, ``preflight()``, ``Preflight``), one ``*_check.py`` per check, ``cli.p
 Example:
     >>> from lightning_recipes.checks import CHECKS, InitLossCheck, preflight
     >>> list(CHECKS)
-    ['data', 'init_loss', 'grad_flow', 'batch_independence', 'overfit_batch', 'input_independence']
+    ['data', 'split_overlap', 'init_loss', 'grad_flow', 'batch_independence', 'eval_mode', 'causality',
+     'target_leakage', 'overfit_batch', 'input_independence']
 """
 
 from lightning_recipes.checks.base import SanityCheck
 from lightning_recipes.checks.batch_independence_check import BatchIndependenceCheck
+from lightning_recipes.checks.causality_check import CausalityCheck
 from lightning_recipes.checks.context import CheckContext
 from lightning_recipes.checks.data_check import DataCheck
+from lightning_recipes.checks.eval_mode_check import EvalModeCheck
 from lightning_recipes.checks.grad_flow_check import GradFlowCheck
 from lightning_recipes.checks.init_loss_check import InitLossCheck
 from lightning_recipes.checks.input_independence_check import InputIndependenceCheck
 from lightning_recipes.checks.overfit_batch_check import OverfitBatchCheck
 from lightning_recipes.checks.preflight import CHECKS, Preflight, preflight
 from lightning_recipes.checks.report import CheckResult, CheckSkipped, PreflightError, PreflightReport
+from lightning_recipes.checks.split_overlap_check import SplitOverlapCheck
+from lightning_recipes.checks.target_leakage_check import TargetLeakageCheck
 
 __all__ = [
     "CHECKS",
     "BatchIndependenceCheck",
+    "CausalityCheck",
     "CheckContext",
     "CheckResult",
     "CheckSkipped",
     "DataCheck",
+    "EvalModeCheck",
     "GradFlowCheck",
     "InitLossCheck",
     "InputIndependenceCheck",
@@ -42,5 +49,7 @@ __all__ = [
     "PreflightError",
     "PreflightReport",
     "SanityCheck",
+    "SplitOverlapCheck",
+    "TargetLeakageCheck",
     "preflight",
 ]

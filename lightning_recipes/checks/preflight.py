@@ -24,13 +24,17 @@ from lightning_recipes.checks._batches import Key, check_key
 from lightning_recipes.checks._runner import ON_FAIL, run_checks, run_in_trainer
 from lightning_recipes.checks.base import SanityCheck
 from lightning_recipes.checks.batch_independence_check import BatchIndependenceCheck
+from lightning_recipes.checks.causality_check import CausalityCheck
 from lightning_recipes.checks.context import CheckContext
 from lightning_recipes.checks.data_check import DataCheck
+from lightning_recipes.checks.eval_mode_check import EvalModeCheck
 from lightning_recipes.checks.grad_flow_check import GradFlowCheck
 from lightning_recipes.checks.init_loss_check import InitLossCheck
 from lightning_recipes.checks.input_independence_check import InputIndependenceCheck
 from lightning_recipes.checks.overfit_batch_check import OverfitBatchCheck
 from lightning_recipes.checks.report import PreflightReport
+from lightning_recipes.checks.split_overlap_check import SplitOverlapCheck
+from lightning_recipes.checks.target_leakage_check import TargetLeakageCheck
 
 __all__ = ["CHECKS", "Preflight", "build_checks", "preflight"]
 
@@ -38,9 +42,13 @@ CHECKS: dict[str, type[SanityCheck]] = {
     cls.name: cls
     for cls in (
         DataCheck,
+        SplitOverlapCheck,
         InitLossCheck,
         GradFlowCheck,
         BatchIndependenceCheck,
+        EvalModeCheck,
+        CausalityCheck,
+        TargetLeakageCheck,
         OverfitBatchCheck,
         InputIndependenceCheck,
     )
