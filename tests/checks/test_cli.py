@@ -174,7 +174,7 @@ def test_cli_target_and_input_keys_reach_the_checks(tmp_path, capsys):
         ]  # fmt: skip
         assert main([*args, "--json", str(out)]) == 0
         init_loss, data = json.loads(out.read_text())["results"]
-        # init_loss reads the cross_entropy call itself; the data check cannot find the labels without the keys
+        # init_loss reads the cross_entropy call itself; without the keys the data check cannot find labels
         assert init_loss["status"] == "pass" and init_loss["details"]["num_classes"] == 4
         assert "Not checked: labels" in data["message"]
         code = main([*args, "--input_key=feats", "--target_key=cls", "--json", str(out)])
