@@ -30,8 +30,10 @@ def _fixtures_module():
 def test_report_matches_the_one_saved_before_the_move():
     fixtures = _fixtures_module()
     model, loader = fixtures.fixture_inputs()
-    report = preflight(model, train_dataloaders=loader, num_threads=1)
     saved = json.loads((DATA / "preflight_report.json").read_text())
+    # the checks that existed when the fixture was saved (checks added since have no saved result)
+    names = [result["name"] for result in saved["results"]]
+    report = preflight(model, train_dataloaders=loader, checks=names, num_threads=1)
     assert fixtures.normalised(report.to_dict()) == saved
     assert PreflightReport.from_dict(saved).to_dict() == saved
 
