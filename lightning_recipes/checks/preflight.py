@@ -111,11 +111,17 @@ def preflight(
     """Run the sanity checks on ``model`` with its data, before training, and return a
     :class:`PreflightReport`.
 
-    The checks, in order: ``data`` (NaN/Inf, label range, constant or un-normalised inputs, single-class
-    batches, an unshuffled loader), ``init_loss`` (the first loss vs ``ln C``), ``grad_flow`` (every trainable
-    parameter gets a finite, non-zero gradient and is in the optimizer), ``batch_independence`` (no sample
-    sees another), ``overfit_batch`` (the model memorises one small batch) and ``input_independence`` (real
-    inputs beat zeroed inputs on held-out data). See each ``*Check`` class for thresholds and cost.
+    The checks, in order: ``data`` (NaN/Inf, label range, constant, blank or duplicated samples, train vs
+    validation labels, an unshuffled loader), ``split_overlap`` (validation samples that repeat training
+    samples, exact or near), ``init_loss`` (the first loss vs what the loss function expects at init: ``ln
+    C``, ``ln 2`` per output, the prior's entropy), ``grad_flow`` (every trainable parameter gets a finite,
+    non-zero gradient and is in the optimizer), ``batch_independence`` (no sample sees another), ``eval_mode``
+    (``eval()`` is deterministic and stateless), ``causality`` (a next-token model does not see the future),
+    ``target_leakage`` (the target is not recoverable from the input without learning), ``overfit_batch``
+    (the model memorises one small batch; a provable loss floor fails) and ``input_independence`` (real
+    inputs beat zeroed inputs on held-out data). See each ``*Check`` class for thresholds, cost and blind
+    spots. A check that does not apply skips and says why (``split_overlap`` without a validation loader,
+    ``causality`` for a model that is not a next-token predictor).
 
     Nothing of the caller's changes: every check works on a deep copy of the module with an optimizer of
     its own from ``configure_optimizers``; the global RNG states (torch CPU/CUDA, numpy, Python) and the
@@ -152,8 +158,8 @@ def preflight(
         >>> from lightning_recipes.testing import TinyClassifier, random_classification_loader
         >>> loader = random_classification_loader(shuffle=True)
         >>> report = preflight(TinyClassifier(lr=0.5), train_dataloaders=loader, num_threads=1)
-        >>> report.ok, [r.status for r in report]
-        (True, ['pass', 'pass', 'pass', 'pass', 'pass', 'pass'])
+        >>> report.ok, {r.name: r.status for r in report if r.status != "pass"}  # the rest passed
+        (True, {'split_overlap': 'skip', 'causality': 'skip'})
         >>> round(report["init_loss"].details["measured"], 3)  # ln 4
         1.386
     """
@@ -216,7 +222,8 @@ class Preflight(Callback):
     thread, see ``benchmarks/RESULTS.md``); memory of two to three copies of the model.
 
     Args:
-        checks: Names (``"data"``, ``"init_loss"``, ``"grad_flow"``, ``"batch_independence"``,
+        checks: Names from :data:`CHECKS` (``"data"``, ``"split_overlap"``, ``"init_loss"``, ``"grad_flow"``,
+            ``"batch_independence"``, ``"eval_mode"``, ``"causality"``, ``"target_leakage"``,
             ``"overfit_batch"``, ``"input_independence"``) and/or configured check objects; ``None`` = all.
         on_fail: ``"raise"`` a :class:`~lightning_recipes.checks.PreflightError` on every rank, or ``"warn"``.
         print_report: Print the report table on rank zero.

@@ -50,7 +50,7 @@ def test_cli_demo_cnn_passes_and_writes_json(tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     assert "Preflight OK" in result.stdout and "input_independence" in result.stdout
     data = json.loads(out.read_text())
-    assert data["ok"] and len(data["results"]) == 6
+    assert data["ok"] and len(data["results"]) == 10
 
 
 def test_cli_broken_model_exits_non_zero(tmp_path):

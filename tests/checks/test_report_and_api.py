@@ -119,9 +119,13 @@ def test_preflight_requires_training_data_and_a_lightning_module():
 def test_registry_order():
     assert list(CHECKS) == [
         "data",
+        "split_overlap",
         "init_loss",
         "grad_flow",
         "batch_independence",
+        "eval_mode",
+        "causality",
+        "target_leakage",
         "overfit_batch",
         "input_independence",
     ]
