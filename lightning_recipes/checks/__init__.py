@@ -16,6 +16,7 @@ Example:
     ['data', 'init_loss', 'grad_flow', 'batch_independence', 'overfit_batch', 'input_independence']
 """
 
+from lightning_recipes.checks._isolation import preserved_rng
 from lightning_recipes.checks.base import SanityCheck
 from lightning_recipes.checks.batch_independence_check import BatchIndependenceCheck
 from lightning_recipes.checks.context import CheckContext
@@ -43,4 +44,5 @@ __all__ = [
     "PreflightReport",
     "SanityCheck",
     "preflight",
+    "preserved_rng",
 ]
