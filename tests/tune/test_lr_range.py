@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import lightning.pytorch as pl
 import pytest
@@ -18,13 +18,13 @@ from lightning_recipes.tune import LRRangeTest, find_lr
 
 
 class AdamWClassifier(AdamWRecipe, TinyClassifier):
-    """TinyClassifier with the recipe's AdamW (decay / no-decay groups); module level: ddp_spawn pickles it."""
+    """TinyClassifier with the recipe's AdamW (decay / no-decay groups); module level for ddp_spawn."""
 
 
 class RecordingSGD(torch.optim.SGD):
     """A real SGD that also records every group's LR at each step."""
 
-    seen: list[list[float]] = []
+    seen: ClassVar[list[list[float]]] = []
 
     def step(self, closure: Any = None) -> Any:
         RecordingSGD.seen.append([group["lr"] for group in self.param_groups])
@@ -135,7 +135,7 @@ def test_callback_applies_the_peak_lr_to_every_group_and_its_schedule():
     trainer.fit(model, _loader())
     assert finder.result is not None
     assert max(seen["base_lrs"]) == pytest.approx(finder.result.peak_lr)
-    assert model.recipe_summary["peak_lr"] == pytest.approx(1e-3)  # what the module asked for, kept in summary
+    assert model.recipe_summary["peak_lr"] == pytest.approx(1e-3)  # what the module asked for
 
 
 class RecordResult(pl.Callback):
