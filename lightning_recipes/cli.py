@@ -1,4 +1,4 @@
-"""The ``lightning-recipes`` command: ``demo``, ``preflight``, ``memory``."""
+"""The ``lightning-recipes`` command: ``demo``, ``preflight``, ``memory``, ``tune``."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "run the sanity checks on a model and print a report",
     ),
     "memory": ("lightning_recipes.strategies.memory_cli:main", "estimate memory and recommend a strategy"),
+    "tune": ("lightning_recipes.tune.cli:main", "find the learning rate (LR range test) before the long run"),
 }
 
 

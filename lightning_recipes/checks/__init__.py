@@ -17,6 +17,7 @@ Example:
      'target_leakage', 'overfit_batch', 'input_independence']
 """
 
+from lightning_recipes.checks._isolation import preserved_rng
 from lightning_recipes.checks.base import SanityCheck
 from lightning_recipes.checks.batch_independence_check import BatchIndependenceCheck
 from lightning_recipes.checks.causality_check import CausalityCheck
@@ -52,4 +53,5 @@ __all__ = [
     "SplitOverlapCheck",
     "TargetLeakageCheck",
     "preflight",
+    "preserved_rng",
 ]

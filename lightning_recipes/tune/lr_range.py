@@ -1,0 +1,443 @@
+"""The LR range test: an exponential learning-rate sweep over a model's own optimizer, on a copy.
+
+:func:`find_lr` runs it before training (like :func:`lightning_recipes.preflight`); :class:`LRRangeTest` runs
+it inside ``trainer.fit`` at ``on_train_start``, on the loaders the Trainer loaded, under DDP included. Both
+return an :class:`LRRangeResult`.
+
+What makes it different from Lightning's ``Tuner.lr_find``:
+
+- **The optimizer the run will use, with its parameter groups.** The sweep builds the module's own
+  ``configure_optimizers`` on a copy (AdamW / Lion / Lamb, decay and no-decay groups, layer-wise scales) and
+  multiplies every group's LR by the same factor, so the ratios between groups are kept. Lightning's finder
+  sets every group to one LR. Because the sweep runs the real optimizer, Lion's smaller LR (3-10x below
+  AdamW, Chen et al. 2023) comes out of the measurement rather than out of a rule of thumb.
+- **Nothing of the caller's changes**: the model, its optimizer, the global RNG streams and the loaders'
+  generators are left as they were (the preflight's isolation contract); the sweep steps a deep copy.
+- **DDP**: each rank sweeps on its own shard and the gradients are averaged across ranks every step (the
+  global batch, as DDP trains), the loss too, so every rank sees the same curve and the same suggestion.
+  Lightning's finder crashes or hangs there (Lightning-AI/pytorch-lightning#19611, #8983).
+- **Warm-up aware**: :attr:`LRRangeResult.suggestion` is the LR a constant schedule could use (a tenth of
+  the LR at the loss minimum); the recipe's peak LR after a linear warm-up, :attr:`LRRangeResult.peak_lr`,
+  is ``warmup_factor`` (5) times it, half the LR at the minimum: a warm-up starts the run far below the peak
+  and the cosine decay spends most steps below it, so the peak can sit close to the edge of stability the
+  sweep found (Goyal et al. 2017; Smith 2018 sets the 1cycle peak at the minimum itself). The factor is
+  measured against grid sweeps of full short trainings (``tests/tune/test_lr_range_grid.py``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import lightning.pytorch as pl
+import torch
+from lightning.pytorch.callbacks import Callback
+from lightning.pytorch.utilities import rank_zero_info
+from lightning.pytorch.utilities.model_helpers import is_overridden
+from torch import Tensor
+from typing_extensions import override
+
+from lightning_recipes._validation import check_choice, check_in_range, check_int, check_positive
+from lightning_recipes.checks import CheckContext, preserved_rng
+from lightning_recipes.checks.context import context_from_trainer
+from lightning_recipes.tune.suggest import RULES, Rule, centred, half_window_for, suggest
+
+__all__ = ["LRRangeResult", "LRRangeTest", "find_lr", "sweep_lr"]
+
+# peak_lr = 5 x the `min_div_10` suggestion = half the LR at the loss minimum. Measured against grid sweeps
+# of short warmup-cosine trainings (tests/tune/test_lr_range_grid.py; benchmarks/RESULTS.md): the best grid
+# LR sits between a third of and the LR at the minimum for AdamW and Lion on the digits CNN and the char LM.
+WARMUP_FACTOR = 5.0
+
+
+@dataclass
+class LRRangeResult:
+    """The outcome of an LR range test.
+
+    Attributes:
+        lrs: The peak-group learning rate at each step of the sweep.
+        losses: The training loss at each step (averaged over ranks under DDP).
+        smoothed: The centred moving average the rules read (no lag; see :mod:`.suggest`).
+        suggestion: The learning rate to use with a constant schedule (the rule's pick).
+        peak_lr: The peak LR for a warm-up schedule (``suggestion * warmup_factor``).
+        rule: The rule that chose ``suggestion`` (``"min_div_10"`` or ``"steepest"``).
+        stopped: Why the sweep ended (``"max_lr"``, ``"diverged"``, ``"non-finite loss"``).
+        optimizers: The optimizer class names swept.
+        group_scales: Each group's LR as a fraction of the peak group's (kept through the sweep).
+    """
+
+    lrs: list[float]
+    losses: list[float]
+    smoothed: list[float]
+    suggestion: float
+    peak_lr: float
+    rule: str
+    stopped: str
+    optimizers: list[str] = field(default_factory=list)
+    group_scales: list[list[float]] = field(default_factory=list)
+
+    def suggest(self, rule: Rule) -> float:
+        """What another rule would pick from the same curve."""
+        return suggest(self.lrs, self.losses, rule, skip_begin=_skip(len(self.lrs)))
+
+    def to_yaml(self, key: str = "model.init_args.recipe.lr") -> str:
+        """The LightningCLI YAML fragment that sets ``peak_lr`` at the dotted ``key``.
+
+        Example:
+            >>> LRRangeResult([1.0], [1.0], [1.0], 1e-3, 2e-3, "min_div_10", "max_lr").to_yaml()
+            'model:\\n  init_args:\\n    recipe:\\n      lr: 0.002\\n'
+        """
+        parts = key.split(".")
+        lines = [f"{'  ' * depth}{part}:" for depth, part in enumerate(parts[:-1])]
+        lines.append(f"{'  ' * (len(parts) - 1)}{parts[-1]}: {self.peak_lr:.3g}")
+        return "\n".join(lines) + "\n"
+
+    def plot(self, ax: Any = None) -> Any:
+        """Loss (raw and smoothed) against the learning rate, log x axis, the suggestion marked.
+
+        Returns the matplotlib ``Axes`` (needs ``matplotlib``: the ``plots`` extra).
+        """
+        import matplotlib.pyplot as plt
+
+        if ax is None:
+            _, ax = plt.subplots(figsize=(6, 4))
+        ax.plot(self.lrs, self.losses, alpha=0.3, label="loss")
+        ax.plot(self.lrs, self.smoothed, label="smoothed")
+        ax.axvline(self.suggestion, color="C2", linestyle="--", label=f"suggestion {self.suggestion:.2g}")
+        if self.peak_lr != self.suggestion:
+            ax.axvline(self.peak_lr, color="C3", linestyle=":", label=f"peak_lr {self.peak_lr:.2g}")
+        ax.set_xscale("log")
+        ax.set_xlabel("learning rate")
+        ax.set_ylabel("training loss")
+        ax.set_title(f"LR range test ({', '.join(self.optimizers)}; {self.rule}; stopped: {self.stopped})")
+        ax.legend()
+        return ax
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "suggestion": self.suggestion,
+            "peak_lr": self.peak_lr,
+            "rule": self.rule,
+            "stopped": self.stopped,
+            "optimizers": list(self.optimizers),
+            "lrs": list(self.lrs),
+            "losses": list(self.losses),
+        }
+
+
+def _skip(points: int) -> int:
+    return max(1, points // 10)  # the first steps measure the initial loss more than the LR
+
+
+def _validate(min_lr: Any, max_lr: Any, num_steps: Any, rule: Any, smoothing: Any, divergence: Any) -> None:
+    check_positive("min_lr", min_lr)
+    check_positive("max_lr", max_lr)
+    if max_lr <= min_lr:
+        raise ValueError(f"`max_lr` must be greater than `min_lr` ({min_lr}), got {max_lr}.")
+    check_int("num_steps", num_steps, minimum=10)
+    check_choice("rule", rule, RULES)
+    check_in_range("smoothing", smoothing, 0.0, 1.0, high_open=True)
+    check_positive("divergence", divergence)
+    if divergence <= 1:
+        raise ValueError(
+            f"`divergence` must be > 1 (a multiple of the best smoothed loss), got {divergence}."
+        )
+
+
+def _batches(context: CheckContext, count: int) -> Iterator[Any]:
+    """``count`` training batches, cycling through the loader when it is shorter."""
+    read = context.read_train_batches(count)
+    if not read:
+        raise ValueError("the training loader yielded no batch.")
+    for step in range(count):
+        yield read[step % len(read)]
+
+
+def _all_reduce_mean(tensors: list[Tensor]) -> None:
+    """Average ``tensors`` in place across the default process group, in one collective."""
+    if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
+        return
+    world = torch.distributed.get_world_size()
+    if world == 1 or not tensors:
+        return
+    flat = torch.cat([t.reshape(-1).float() for t in tensors])
+    torch.distributed.all_reduce(flat)
+    flat /= world
+    offset = 0
+    for t in tensors:
+        t.copy_(flat[offset : offset + t.numel()].view_as(t))
+        offset += t.numel()
+
+
+def sweep_lr(
+    context: CheckContext,
+    *,
+    min_lr: float = 1e-7,
+    max_lr: float = 10.0,
+    num_steps: int = 100,
+    rule: Rule = "min_div_10",
+    smoothing: float = 0.9,
+    divergence: float = 4.0,
+    warmup_factor: float = WARMUP_FACTOR,
+) -> LRRangeResult:
+    """Run the sweep on a copy from ``context`` (see :func:`find_lr` for the arguments).
+
+    Cost: up to ``num_steps`` training steps on a copy of the model (one host sync per step to read the loss;
+    this is a tuning run, not a training hot path); under DDP one all-reduce of the gradients and the loss
+    per step.
+    """
+    _validate(min_lr, max_lr, num_steps, rule, smoothing, divergence)
+    with preserved_rng():
+        torch.manual_seed(context.seed)
+        model = context.copy_model()
+        context.require_automatic_optimization(model)
+        optimizers, note = context.build_optimizers(model)
+        if not note.startswith("the module's configure_optimizers"):
+            raise ValueError(
+                f"the LR range test sweeps the module's own optimizer, but {note}. Make "
+                "`configure_optimizers` work outside `fit`, or run `LRRangeTest` inside the Trainer."
+            )
+        base = [[float(g["lr"]) for g in opt.param_groups] for opt in optimizers]
+        peak = max((lr for group in base for lr in group), default=0.0)
+        if peak <= 0:
+            raise ValueError("every parameter group of the module's optimizer has lr 0; nothing to scale.")
+        scales = [[lr / peak for lr in group] for group in base]
+        ratio = (max_lr / min_lr) ** (1 / (num_steps - 1))
+        lrs: list[float] = []
+        losses: list[float] = []
+        best, average, stopped = math.inf, 0.0, "max_lr"
+        params = [p for p in model.parameters() if p.requires_grad]
+        for step, batch in enumerate(_batches(context, num_steps)):
+            lr = min_lr * ratio**step
+            for optimizer, group_scales in zip(optimizers, scales):
+                for group, scale in zip(optimizer.param_groups, group_scales):
+                    group["lr"] = lr * scale
+            for optimizer in optimizers:
+                optimizer.zero_grad(set_to_none=False)
+            loss = context.training_loss(model, batch, step)
+            loss.backward()
+            grads = [p.grad for p in params if p.grad is not None]
+            value = loss.detach().float().reshape(1).clone()
+            _all_reduce_mean([*grads, value])
+            loss_value = float(value.item())  # sync: once per sweep step, by design
+            if not math.isfinite(loss_value):
+                stopped = "non-finite loss"
+                break
+            for optimizer in optimizers:
+                optimizer.step()
+            lrs.append(lr)
+            losses.append(loss_value)
+            average = smoothing * average + (1 - smoothing) * loss_value
+            smoothed_now = average / (1 - smoothing ** (step + 1))
+            best = min(best, smoothed_now)
+            if step > _skip(num_steps) and smoothed_now > divergence * best:
+                stopped = "diverged"
+                break
+    chosen = suggest(lrs, losses, rule, skip_begin=_skip(len(lrs)))
+    return LRRangeResult(
+        lrs=lrs,
+        losses=losses,
+        smoothed=centred(losses, half_window_for(len(losses))),
+        suggestion=chosen,
+        peak_lr=chosen * warmup_factor,
+        rule=rule,
+        stopped=stopped,
+        optimizers=[type(o).__name__ for o in optimizers],
+        group_scales=scales,
+    )
+
+
+def find_lr(
+    model: pl.LightningModule,
+    datamodule: pl.LightningDataModule | None = None,
+    train_dataloaders: Any = None,
+    *,
+    min_lr: float = 1e-7,
+    max_lr: float = 10.0,
+    num_steps: int = 100,
+    rule: Rule = "min_div_10",
+    smoothing: float = 0.9,
+    divergence: float = 4.0,
+    warmup_factor: float = WARMUP_FACTOR,
+    device: torch.device | str | None = None,
+    seed: int = 0,
+) -> LRRangeResult:
+    """Sweep the learning rate exponentially from ``min_lr`` to ``max_lr`` over ``num_steps`` training steps
+    of a copy of ``model`` with its own optimizer, and suggest one.
+
+    The model, its optimizer, the RNG streams and the loaders are left untouched (see the module docstring).
+
+    Args:
+        model: Any ``LightningModule`` with automatic optimisation; its ``configure_optimizers`` gives the
+            optimizer and its groups (their LR ratios are kept; a scheduler is not stepped).
+        datamodule: Its ``setup("fit")`` and ``train_dataloader()`` give the data.
+        train_dataloaders: The training loader, when there is no datamodule (default: the model's own
+            ``train_dataloader()``). Cycled if shorter than ``num_steps``.
+        min_lr: The first LR of the sweep (for the group with the largest LR), > 0.
+        max_lr: The last LR, > ``min_lr``; the sweep stops earlier when the loss diverges.
+        num_steps: Sweep length, an int >= 10 (100 is Lightning's and fastai's default).
+        rule: ``"min_div_10"`` (default: a tenth of the LR at the minimum smoothed loss) or ``"steepest"``
+            (the LR where the loss falls fastest). ``min_div_10`` is the default because the steepest point
+            of a noisy curve moves by an order of magnitude between seeds on small batches, while the
+            minimum is stable (measured in ``tests/tune``); both are in :mod:`lightning_recipes.tune.suggest`.
+        smoothing: Factor of the causal moving average that decides divergence during the sweep, in [0, 1).
+        divergence: Stop when that average exceeds this multiple of its best, > 1.
+        warmup_factor: ``peak_lr = suggestion * warmup_factor`` (the LR after a linear warm-up), > 0.
+        device: Where the copy trains (default: the model's device).
+        seed: Seed of the sweep's RNG (isolated from the caller's).
+
+    Returns:
+        An :class:`LRRangeResult`: ``.suggestion``, ``.peak_lr``, the curve, ``.plot()``, ``.to_yaml()``.
+
+    Raises:
+        ValueError: For an argument out of range (naming it), no training data, or a curve too short.
+
+    Example:
+        >>> from lightning_recipes.testing import TinyClassifier, random_classification_loader
+        >>> result = find_lr(TinyClassifier(), train_dataloaders=random_classification_loader(), num_steps=40)
+        >>> 1e-5 < result.suggestion < 1.0, result.optimizers
+        (True, ['SGD'])
+    """
+    _validate(min_lr, max_lr, num_steps, rule, smoothing, divergence)
+    check_positive("warmup_factor", warmup_factor)
+    check_int("seed", seed)
+    if datamodule is not None:
+        datamodule.prepare_data()
+        datamodule.setup("fit")
+        if train_dataloaders is None:
+            train_dataloaders = datamodule.train_dataloader()
+    if train_dataloaders is None and is_overridden("train_dataloader", model):
+        train_dataloaders = model.train_dataloader()
+    if train_dataloaders is None:
+        raise ValueError(
+            "`find_lr` needs training data: pass `datamodule=` or `train_dataloaders=`, or define "
+            "`train_dataloader()` on the model (got none of these)."
+        )
+    context = CheckContext(model, train_dataloaders, device=device, datamodule=datamodule, seed=seed)
+    return sweep_lr(
+        context,
+        min_lr=min_lr,
+        max_lr=max_lr,
+        num_steps=num_steps,
+        rule=rule,
+        smoothing=smoothing,
+        divergence=divergence,
+        warmup_factor=warmup_factor,
+    )
+
+
+class LRRangeTest(Callback):
+    """Run the LR range test inside ``trainer.fit``, at ``on_train_start``, on the Trainer's own data.
+
+    Works in any Trainer, DDP included (every rank gets the same :attr:`result`: see the module docstring).
+    The run's model and optimizer are not changed unless ``apply=True``: then every parameter group's LR (and
+    a scheduler's ``base_lrs``) is scaled so that the peak group's LR becomes the result's ``peak_lr``, and
+    training goes on with it. With ``stop=True`` the fit stops after the sweep (a tuning-only run).
+
+    Cost: ``num_steps`` training steps of a copy of the model, once per ``fit`` (skipped on resume); one host
+    sync per sweep step; under DDP one all-reduce per sweep step.
+
+    Args:
+        apply: Scale the run's learning rates to the suggestion.
+        stop: Stop the fit after the sweep (``trainer.should_stop``).
+        print_result: Print the suggestion and the YAML fragment on rank zero.
+        **sweep: :func:`find_lr`'s sweep arguments (``min_lr``, ``max_lr``, ``num_steps``, ``rule``,
+            ``smoothing``, ``divergence``, ``warmup_factor``).
+
+    Example:
+        >>> from lightning_recipes.testing import TinyClassifier, fast_trainer, random_classification_loader
+        >>> finder = LRRangeTest(num_steps=30, stop=True, print_result=False)
+        >>> trainer = fast_trainer(max_steps=5, callbacks=[finder])
+        >>> trainer.fit(TinyClassifier(), random_classification_loader())
+        >>> finder.result.suggestion > 0
+        True
+    """
+
+    def __init__(
+        self, *, apply: bool = False, stop: bool = False, print_result: bool = True, **sweep: Any
+    ) -> None:
+        unknown = sorted(
+            set(sweep)
+            - {"min_lr", "max_lr", "num_steps", "rule", "smoothing", "divergence", "warmup_factor", "seed"}
+        )
+        if unknown:
+            raise TypeError(f"LRRangeTest got unknown arguments {unknown}.")
+        defaults: dict[str, Any] = {
+            "min_lr": 1e-7,
+            "max_lr": 10.0,
+            "num_steps": 100,
+            "rule": "min_div_10",
+            "smoothing": 0.9,
+            "divergence": 4.0,
+        }
+        defaults.update(sweep)
+        _validate(
+            defaults["min_lr"],
+            defaults["max_lr"],
+            defaults["num_steps"],
+            defaults["rule"],
+            defaults["smoothing"],
+            defaults["divergence"],
+        )
+        self.seed = int(defaults.pop("seed", 0))
+        self.sweep = defaults
+        self.apply = apply
+        self.stop = stop
+        self.print_result = print_result
+        self.result: LRRangeResult | None = None
+
+    @override
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if self.result is not None or trainer.ckpt_path is not None:
+            return
+        context = context_from_trainer(trainer, pl_module, seed=self.seed)
+        self.result = sweep_lr(context, **self.sweep)
+        if self.print_result:
+            rank_zero_info(
+                f"LR range test: suggestion {self.result.suggestion:.3g} ({self.result.rule}), peak_lr "
+                f"{self.result.peak_lr:.3g}; stopped: {self.result.stopped}.\n{self.result.to_yaml()}"
+            )
+        if self.apply:
+            self._apply(trainer)
+        if self.stop:
+            trainer.should_stop = True
+
+    def _apply(self, trainer: pl.Trainer) -> None:
+        assert self.result is not None
+        current = max(g["lr"] for opt in trainer.optimizers for g in opt.param_groups)
+        base = max(
+            (g.get("initial_lr", g["lr"]) for opt in trainer.optimizers for g in opt.param_groups), default=0
+        )
+        factor = self.result.peak_lr / base if base > 0 else 0.0
+        if factor <= 0 or current < 0:
+            return
+        for optimizer in trainer.optimizers:
+            for group in optimizer.param_groups:
+                group["lr"] *= factor
+                if "initial_lr" in group:
+                    group["initial_lr"] *= factor
+        for config in trainer.lr_scheduler_configs:
+            scheduler = config.scheduler
+            if hasattr(scheduler, "base_lrs"):
+                scheduler.base_lrs = [lr * factor for lr in scheduler.base_lrs]
+
+    @override
+    def state_dict(self) -> dict[str, Any]:
+        return {"result": None if self.result is None else self.result.to_dict()}
+
+    @override
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        data = state_dict.get("result")
+        if data is not None:
+            self.result = LRRangeResult(
+                lrs=data["lrs"],
+                losses=data["losses"],
+                smoothed=centred(data["losses"], half_window_for(len(data["losses"]))),
+                suggestion=data["suggestion"],
+                peak_lr=data["peak_lr"],
+                rule=data["rule"],
+                stopped=data["stopped"],
+                optimizers=data["optimizers"],
+            )

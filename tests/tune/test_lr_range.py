@@ -1,0 +1,177 @@
+"""The LR range test: isolation, group ratios, divergence, the callback, DDP, and bad input."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any, ClassVar
+
+import lightning.pytorch as pl
+import pytest
+import torch
+from torch.utils.data import DataLoader
+
+from lightning_recipes.mixins import AdamWRecipe
+from lightning_recipes.testing import TinyClassifier, fast_trainer, random_classification_loader
+from lightning_recipes.tune import LRRangeTest, find_lr
+
+
+class AdamWClassifier(AdamWRecipe, TinyClassifier):
+    """TinyClassifier with the recipe's AdamW (decay / no-decay groups); module level for ddp_spawn."""
+
+
+class RecordingSGD(torch.optim.SGD):
+    """A real SGD that also records every group's LR at each step."""
+
+    seen: ClassVar[list[list[float]]] = []
+
+    def step(self, closure: Any = None) -> Any:
+        RecordingSGD.seen.append([group["lr"] for group in self.param_groups])
+        return super().step(closure)
+
+
+class TwoGroupClassifier(TinyClassifier):
+    def configure_optimizers(self) -> Any:
+        head = list(self.head.parameters())
+        head_ids = {id(p) for p in head}
+        body = [p for p in self.parameters() if id(p) not in head_ids]
+        return RecordingSGD([{"params": body, "lr": 1e-3}, {"params": head, "lr": 1e-2}], lr=1e-2)
+
+
+def _loader(batch_size: int = 32, shuffle: bool = False) -> DataLoader:
+    return random_classification_loader(num_samples=512, batch_size=batch_size, shuffle=shuffle)
+
+
+def test_find_lr_leaves_model_optimizer_rng_and_loader_untouched():
+    model = AdamWClassifier(lr=1e-3)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    loader = random_classification_loader(shuffle=True)
+    loader_generator = torch.Generator().manual_seed(5)
+    loader.generator = loader_generator
+    generator_state = loader_generator.get_state()
+    torch.manual_seed(123)
+    rng = torch.get_rng_state()
+    result = find_lr(model, train_dataloaders=loader, num_steps=30)
+    assert torch.equal(rng, torch.get_rng_state())
+    assert torch.equal(generator_state, loader_generator.get_state())
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+    assert result.optimizers == ["AdamW"] and len(result.lrs) == len(result.losses) <= 30
+
+
+def test_every_group_keeps_its_ratio_to_the_peak_group():
+    RecordingSGD.seen.clear()
+    result = find_lr(TwoGroupClassifier(), train_dataloaders=_loader(), num_steps=20, max_lr=1.0)
+    assert result.group_scales == [[pytest.approx(0.1), pytest.approx(1.0)]]
+    assert len(RecordingSGD.seen) == len(result.lrs)
+    for (body, head), lr in zip(RecordingSGD.seen, result.lrs):
+        assert head == pytest.approx(lr) and body == pytest.approx(0.1 * lr)
+
+
+def test_the_sweep_is_exponential_and_stops_when_the_loss_diverges():
+    result = find_lr(AdamWClassifier(lr=1e-3), train_dataloaders=_loader(), num_steps=60, max_lr=1e3)
+    ratios = [b / a for a, b in zip(result.lrs, result.lrs[1:])]
+    assert max(ratios) == pytest.approx(min(ratios), rel=1e-9)
+    assert result.stopped in ("diverged", "non-finite loss") and len(result.lrs) < 60
+    assert 1e-5 < result.suggestion < result.lrs[-1]
+    assert all(math.isfinite(loss) for loss in result.losses)
+
+
+def test_same_seed_same_curve_and_the_yaml_fragment_names_the_peak_lr():
+    torch.manual_seed(0)
+    model = AdamWClassifier(lr=1e-3)
+    first = find_lr(model, train_dataloaders=_loader(shuffle=True), num_steps=30, seed=3)
+    again = find_lr(model, train_dataloaders=_loader(shuffle=True), num_steps=30, seed=3)
+    assert first.losses == again.losses and first.suggestion == again.suggestion
+    assert f"lr: {first.peak_lr:.3g}" in first.to_yaml() and first.to_yaml().startswith("model:\n")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"min_lr": 0.0}, "`min_lr` must be"),
+        ({"min_lr": 1.0, "max_lr": 0.1}, "`max_lr` must be greater than `min_lr`"),
+        ({"num_steps": 5}, "`num_steps` must be"),
+        ({"rule": "valley"}, "`rule` must be one of"),
+        ({"smoothing": 1.0}, "`smoothing` must be"),
+        ({"divergence": 1.0}, "`divergence` must be > 1"),
+    ],
+)
+def test_bad_arguments_are_refused_at_construction(kwargs: dict[str, Any], match: str):
+    with pytest.raises(ValueError, match=match):
+        find_lr(TinyClassifier(), train_dataloaders=_loader(), **kwargs)
+    with pytest.raises(ValueError, match=match):
+        LRRangeTest(**kwargs)
+    with pytest.raises(TypeError, match="unknown arguments"):
+        LRRangeTest(num_step=10)
+
+
+class BrokenOptimizers(TinyClassifier):
+    def configure_optimizers(self) -> Any:
+        raise RuntimeError("needs the trainer")
+
+
+def test_a_configure_optimizers_that_fails_is_an_error_not_a_silent_stand_in():
+    with pytest.raises(ValueError, match="needs the trainer"):
+        find_lr(BrokenOptimizers(), train_dataloaders=_loader(), num_steps=10)
+
+
+def test_no_data_is_a_clear_error():
+    with pytest.raises(ValueError, match="needs training data"):
+        find_lr(TinyClassifier())
+
+
+def test_callback_applies_the_peak_lr_to_every_group_and_its_schedule():
+    model = AdamWClassifier(lr=1e-3)
+    finder = LRRangeTest(num_steps=30, apply=True, print_result=False)
+    seen: dict[str, Any] = {}
+
+    class Probe(pl.Callback):
+        def on_train_batch_start(self, trainer: pl.Trainer, *args: Any) -> None:
+            if not seen:
+                seen["base_lrs"] = list(trainer.lr_scheduler_configs[0].scheduler.base_lrs)
+
+    trainer = fast_trainer(max_steps=3, callbacks=[finder, Probe()])
+    trainer.fit(model, _loader())
+    assert finder.result is not None
+    assert max(seen["base_lrs"]) == pytest.approx(finder.result.peak_lr)
+    assert model.recipe_summary["peak_lr"] == pytest.approx(1e-3)  # what the module asked for
+
+
+class RecordResult(pl.Callback):
+    """Writes each rank's LR range result to a file (module level: ddp_spawn pickles it)."""
+
+    def __init__(self, folder: str) -> None:
+        self.folder = folder
+
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        finder = next(c for c in trainer.callbacks if isinstance(c, LRRangeTest))
+        assert finder.result is not None
+        path = Path(self.folder) / f"rank{trainer.global_rank}.json"
+        path.write_text(json.dumps(finder.result.to_dict()))
+
+
+def test_ddp_every_rank_gets_the_single_process_curve_on_the_global_batch(tmp_path: Path):
+    """2 ranks x 16 samples == 1 process x 32 in the order of Lightning's DistributedSampler (it shuffles the
+    training set with seed 0 at epoch 0; rank r takes every 2nd index from r): the same curve up to the
+    all-reduce's float rounding. SGD: Adam would amplify that rounding where gradients are ~0 (its update is
+    g / (sqrt(v) + eps)), which is not what is being tested here."""
+    torch.manual_seed(0)
+    dataset = _loader().dataset
+    order = torch.randperm(len(dataset), generator=torch.Generator().manual_seed(0)).tolist()
+    global_batches = DataLoader(dataset, batch_size=32, sampler=order)
+    single = find_lr(TinyClassifier(), train_dataloaders=global_batches, num_steps=25)
+    torch.manual_seed(0)  # the same initial weights (DDP broadcasts rank 0's)
+    model = TinyClassifier()
+    trainer = fast_trainer(
+        max_steps=1,
+        accelerator="cpu",
+        devices=2,
+        strategy="ddp_spawn",
+        callbacks=[LRRangeTest(num_steps=25, stop=True, print_result=False), RecordResult(str(tmp_path))],
+    )
+    trainer.fit(model, _loader(batch_size=16))
+    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
+    assert ranks[0]["losses"] == ranks[1]["losses"] and ranks[0]["suggestion"] == ranks[1]["suggestion"]
+    assert ranks[0]["losses"] == pytest.approx(single.losses, rel=1e-4)
+    assert ranks[0]["suggestion"] == pytest.approx(single.suggestion, rel=1e-6)
