@@ -69,6 +69,7 @@ from lightning_recipes.strategies import (
     preset,
     recommend_strategy,
 )
+from lightning_recipes.tune import LRRangeResult, LRRangeTest, find_lr
 
 __version__ = "0.1.0"
 
@@ -90,6 +91,8 @@ __all__ = [
     "InitLossCheck",
     "InputIndependenceCheck",
     "InputPipelineMonitor",
+    "LRRangeResult",
+    "LRRangeTest",
     "Lamb",
     "LambRecipe",
     "Lion",
@@ -115,6 +118,7 @@ __all__ = [
     "build_optimizer",
     "build_scheduler",
     "estimate_memory",
+    "find_lr",
     "lamb_update_",
     "lion_update_",
     "mixed_cross_entropy",
