@@ -11,6 +11,7 @@ from typing_extensions import override
 
 from lightning_recipes._validation import check_in_range, check_int
 from lightning_recipes.checks._batches import Key, input_key_of
+from lightning_recipes.checks._budget import budget_seconds, out_of_time
 from lightning_recipes.checks._inference import LossRecorder
 from lightning_recipes.checks._isolation import preserved_rng
 from lightning_recipes.checks.base import SanityCheck
@@ -48,7 +49,9 @@ class InputIndependenceCheck(SanityCheck):
 
     Cost: up to ``2 x max_steps`` training steps on copies of the model (all of them only when the check
     fails; ``2 x 25`` for a model that learns fast), plus ``2 x num_eval_batches`` evaluation passes per look;
-    ``num_batches`` capped batches kept on the device; one host sync per look.
+    ``num_batches`` capped batches kept on the device; one host sync per look. A per-check time budget
+    (``_budget.out_of_time``) ends the training early: a gap already open passes, otherwise the result is a
+    ``warn`` that says the budget stopped it and after how many steps.
 
     Args:
         max_steps: Step budget for each of the two copies.
@@ -134,13 +137,20 @@ class InputIndependenceCheck(SanityCheck):
         try:
             while True:
                 if any(swap):
-                    self._train_keeping_targets(context, copies, train, range(step, next_look), swap)
+                    reached = self._train_keeping_targets(
+                        context, copies, train, range(step, next_look), swap
+                    )
                 else:
+                    reached = next_look
                     for zero, (model, optimizers) in enumerate(copies):
-                        for offset in range(step, next_look):
+                        for offset in range(step, reached):
+                            if not zero and offset > step and out_of_time():
+                                reached = offset  # the zeroed copy then trains as many steps
+                                break
                             batch = self._maybe_zero(context, train[offset % len(train)], bool(zero))
                             context.optimization_step(model, optimizers, batch, offset)
-                step = next_look
+                stopped = reached < next_look
+                step = reached
                 real_loss, zero_loss = self._evaluate(context, copies, held_out, swap)  # sync: once per look
                 improvement = relative_gain(real_loss, zero_loss)
                 looks.append(
@@ -149,7 +159,11 @@ class InputIndependenceCheck(SanityCheck):
                 finite = math.isfinite(real_loss) and math.isfinite(zero_loss)
                 # Zeroed inputs 10x better than real ones: the target itself went to zero with the input.
                 collapsed = finite and not any(swap) and 0 <= zero_loss < 0.1 * real_loss
-                if not finite or collapsed or improvement >= self.min_improvement or step >= self.max_steps:
+                passed = improvement >= self.min_improvement
+                if not finite or collapsed or passed or step >= self.max_steps:
+                    break
+                if out_of_time():
+                    stopped = True
                     break
                 next_look = min(2 * step, self.max_steps)
         except _TargetMismatch as err:
@@ -181,6 +195,17 @@ class InputIndependenceCheck(SanityCheck):
                 "language model shifting its own input) by a loss this check cannot see (not a "
                 "torch.nn.functional loss): zeroing the input zeroed the target, and the comparison means "
                 "nothing. Use a torch.nn.functional loss, or give the target its own batch entry."
+            )
+        if stopped and finite and not passed:
+            budget = budget_seconds()
+            details["stopped_by_time_budget"] = True
+            return CheckResult(
+                self.name,
+                "warn",
+                f"{stated}: the time budget ({budget or 0:.0f} s) stopped the check after {step} of "
+                f"{self.max_steps} steps, before the gap opened; inconclusive. Try: a larger time budget, or "
+                "InputIndependenceCheck(max_steps=...) with fewer steps on a smaller model.",
+                details,
             )
         if not finite:
             return CheckResult(
@@ -253,9 +278,13 @@ class InputIndependenceCheck(SanityCheck):
         train: list[Any],
         offsets: range,
         swap: list[bool],
-    ) -> None:
+    ) -> int:
+        """Train both copies over ``offsets``; returns the offset reached (earlier when out of time)."""
         for offset in offsets:
+            if offset > offsets.start and out_of_time():
+                return offset
             self._paired_losses(context, copies, train[offset % len(train)], offset, swap, step=True)
+        return offsets.stop
 
     def _paired_losses(
         self,
