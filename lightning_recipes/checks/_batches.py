@@ -22,12 +22,25 @@ __all__ = [
     "batch_size_of",
     "check_key",
     "clone_tensors",
+    "input_key_of",
     "replace_inputs",
     "slice_batch",
     "split_batch",
 ]
 
-INPUT_KEYS = ("x", "input", "inputs", "input_ids", "tokens", "image", "images", "features", "data")
+INPUT_KEYS = (
+    "x",
+    "input",
+    "inputs",
+    "input_ids",
+    "tokens",
+    "image",
+    "images",
+    "pixel_values",
+    "input_values",
+    "features",
+    "data",
+)
 TARGET_KEYS = ("y", "target", "targets", "label", "labels", "next_tokens")
 
 Key = int | str | None
@@ -46,7 +59,9 @@ def check_key(name: str, value: Any) -> None:
         raise ValueError(f"`{name}` must be an int index, a str key or None, got {value!r}.")
 
 
-def _input_key(batch: Any, key: Key) -> int | str | None:
+def input_key_of(batch: Any, key: Key) -> int | str | None:
+    """The input's key or index in ``batch``: ``key`` when given, else by the convention above."""
+
     if key is not None:
         return key
     if isinstance(batch, Mapping):
@@ -91,7 +106,7 @@ def split_batch(
     """
     if isinstance(batch, Tensor):
         return (batch if input_key is None else None), None
-    return _get(batch, _input_key(batch, input_key)), _get(batch, _target_key(batch, target_key))
+    return _get(batch, input_key_of(batch, input_key)), _get(batch, _target_key(batch, target_key))
 
 
 def replace_inputs(batch: Any, inputs: Tensor, input_key: Key = None) -> Any:
@@ -106,7 +121,7 @@ def replace_inputs(batch: Any, inputs: Tensor, input_key: Key = None) -> Any:
     """
     if isinstance(batch, Tensor):
         return inputs
-    key = _input_key(batch, input_key)
+    key = input_key_of(batch, input_key)
     if key is None:
         raise ValueError("cannot find the input tensor in the batch; pass `input_key`.")
     if isinstance(batch, Mapping):

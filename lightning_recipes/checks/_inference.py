@@ -1,11 +1,21 @@
-"""Infer what a model's outputs and targets mean: how many classes, so the loss at init should be ``ln C``."""
+"""Infer what a model's outputs and targets mean: how many classes (so the loss at init should be
+``ln C``), and which loss consumed which tensors of the batch (:class:`LossRecorder`)."""
 
 from __future__ import annotations
 
-import torch
-from torch import Tensor
+import inspect
+import weakref
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
-__all__ = ["infer_num_classes"]
+import torch
+from torch import Tensor, nn
+from torch.nn import functional as F
+from torch.overrides import TorchFunctionMode
+from torch.utils._pytree import tree_leaves
+
+__all__ = ["LOSS_FUNCTIONS", "LossCall", "LossRecorder", "batch_keys", "infer_num_classes"]
 
 IGNORE_INDEX = -100  # torch's cross_entropy default; such targets are padding, not classes
 
@@ -48,3 +58,205 @@ def infer_num_classes(output: Tensor | None, targets: Tensor | None) -> tuple[in
         ):  # sync: once
             return out_shape[-1], described
     return None
+
+
+# ------------------------------------------------------------------------------------------------ loss calls
+# The torch.nn.functional losses a loss call is recognised by (nn.*Loss modules call these too), and the names
+# of their prediction and target arguments.
+_LOSSES: dict[str, tuple[str, str | None]] = {
+    "cross_entropy": ("input", "target"),
+    "nll_loss": ("input", "target"),
+    "binary_cross_entropy": ("input", "target"),
+    "binary_cross_entropy_with_logits": ("input", "target"),
+    "mse_loss": ("input", "target"),
+    "l1_loss": ("input", "target"),
+    "smooth_l1_loss": ("input", "target"),
+    "huber_loss": ("input", "target"),
+    "kl_div": ("input", "target"),
+    "poisson_nll_loss": ("input", "target"),
+    "gaussian_nll_loss": ("input", "target"),
+    "soft_margin_loss": ("input", "target"),
+    "multilabel_soft_margin_loss": ("input", "target"),
+    "multilabel_margin_loss": ("input", "target"),
+    "multi_margin_loss": ("input", "target"),
+    "hinge_embedding_loss": ("input", "target"),
+    "ctc_loss": ("log_probs", "targets"),
+    "cosine_embedding_loss": ("input1", "target"),
+    "margin_ranking_loss": ("input1", "target"),
+    "triplet_margin_loss": ("anchor", None),
+}
+LOSS_FUNCTIONS: dict[Callable[..., Any], str] = {
+    getattr(F, name): name for name in _LOSSES if callable(getattr(F, name, None))
+}
+
+
+@dataclass
+class LossCall:
+    """One call of a ``torch.nn.functional`` loss seen while ``training_step`` ran.
+
+    Attributes:
+        function: The loss function's name (``"cross_entropy"``, ``"mse_loss"``, ...).
+        output: The prediction it consumed (its ``input`` argument: logits, log-probabilities, a
+            reconstruction), as the loss saw it (for Hugging Face's causal-LM loss: flattened ``[B*S, V]``).
+        target: Its ``target`` argument (``None`` for losses without one, e.g. ``triplet_margin_loss``).
+        target_key: The batch entry the target was computed from (its key or index; ``None`` when it comes
+            from no entry, from several, from the model, or the batch is a bare tensor). A shifted or padded
+            copy counts (Hugging Face shifts ``labels`` inside the model).
+        target_keys: Every batch entry the target was computed from (``None`` stands for a bare-tensor
+            batch); empty when the model computed it (``target_from_model``).
+        target_from_model: The target was computed with the model's parameters (its own predictions, a
+            teacher or EMA copy): it is no batch entry.
+        output_keys: Every batch entry the prediction was computed from (the inputs the model read).
+        kwargs: The other arguments, by name (``weight``, ``pos_weight``, ``ignore_index``,
+            ``label_smoothing``, ``reduction``, ...), as passed or defaulted.
+    """
+
+    function: str
+    output: Tensor
+    target: Tensor | None
+    target_key: int | str | None
+    target_keys: frozenset[int | str | None]
+    output_keys: frozenset[int | str | None]
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    target_from_model: bool = False
+
+    def target_from(self, key: int | str | None) -> bool:
+        """Whether the target was computed from batch entry ``key`` (e.g. the input: a reconstruction)."""
+        return key in self.target_keys
+
+
+def batch_keys(batch: Any) -> list[int | str | None]:
+    """The keys (indices) of a batch's tensor entries, in order; ``[None]`` for a bare tensor."""
+    return list(dict.fromkeys(key for key, _ in _batch_entries(batch)))
+
+
+def _batch_entries(batch: Any) -> list[tuple[int | str | None, Tensor]]:
+    """``(key, tensor)`` for every tensor of a batch, keyed by its top-level entry."""
+    if isinstance(batch, Tensor):
+        return [(None, batch)]
+    if isinstance(batch, Mapping):
+        items: list[tuple[Any, Any]] = list(batch.items())
+    elif isinstance(batch, (list, tuple)):
+        items = list(enumerate(batch))
+    else:
+        return []
+    return [(key, t) for key, value in items for t in tree_leaves(value) if isinstance(t, Tensor)]
+
+
+class LossRecorder(TorchFunctionMode):
+    """A torch function mode that records the loss calls of a step and where their tensors came from.
+
+    Every torch call is seen once (the mode is off inside its own handler, so a loss's internals are not);
+    with ``batch`` given, each result is tagged with the batch entries its tensor arguments came from, so
+    a target can be traced back through shifts, pads, views and copies. ``targets`` replaces the target of
+    the ``i``-th loss call by ``targets[i]`` where that entry is not ``None`` (same shape required).
+
+    Cost: one Python call per torch operation while active; tagging adds a pass over each call's
+    arguments. Used on one step (probes) or on a check's copies, never on the user's training.
+    """
+
+    def __init__(self, batch: Any = None, targets: Sequence[Tensor | None] | None = None) -> None:
+        super().__init__()
+        self.calls: list[LossCall] = []
+        self._targets = list(targets) if targets is not None else None
+        self._count = 0
+        self._tags: dict[int, tuple[weakref.ref[Tensor], frozenset[int | str | None]]] = {}
+        self._computed: dict[int, weakref.ref[Tensor]] = {}  # tensors computed with a parameter
+        self._trace = batch is not None
+        for key, tensor in _batch_entries(batch):
+            self._tag(tensor, frozenset([key]))
+
+    def _tag(self, tensor: Tensor, keys: frozenset[int | str | None]) -> None:
+        previous = self._sources(tensor)
+        self._tags[id(tensor)] = (weakref.ref(tensor), keys | previous)
+
+    def _sources(self, tensor: Any) -> frozenset[int | str | None]:
+        if not isinstance(tensor, Tensor):
+            return frozenset()
+        entry = self._tags.get(id(tensor))
+        if entry is None or entry[0]() is not tensor:
+            return frozenset()
+        return entry[1]
+
+    def _is_computed(self, tensor: Any) -> bool:
+        if not isinstance(tensor, Tensor):
+            return False
+        ref = self._computed.get(id(tensor))
+        return ref is not None and ref() is tensor
+
+    def __torch_function__(
+        self, func: Any, types: Any, args: Sequence[Any] = (), kwargs: dict[str, Any] | None = None
+    ) -> Any:
+        kwargs = kwargs or {}
+        name = LOSS_FUNCTIONS.get(func)
+        bound = None
+        if name is not None:
+            bound = _bind(func, args, kwargs)
+            if bound is not None and self._targets is not None:
+                self._swap_target(name, bound)
+                args, kwargs = bound.args, bound.kwargs
+        result = func(*args, **kwargs)
+        if not self._trace and name is None:
+            return result
+        sources: frozenset[int | str | None] = frozenset()
+        if self._trace:
+            computed = False
+            for leaf in tree_leaves((args, kwargs)):
+                sources = sources | self._sources(leaf)
+                computed = computed or isinstance(leaf, nn.Parameter) or self._is_computed(leaf)
+            for leaf in tree_leaves(result) if sources or computed else ():
+                if isinstance(leaf, Tensor):
+                    if sources:
+                        self._tag(leaf, sources)
+                    if computed:
+                        self._computed[id(leaf)] = weakref.ref(leaf)
+        if name is not None and bound is not None:
+            self._record(name, bound)
+        return result
+
+    def _swap_target(self, name: str, bound: inspect.BoundArguments) -> None:
+        assert self._targets is not None
+        index, self._count = self._count, self._count + 1
+        target_name = _LOSSES[name][1]
+        if index >= len(self._targets) or self._targets[index] is None or target_name is None:
+            return
+        new = self._targets[index]
+        old = bound.arguments.get(target_name)
+        new_shape = list(new.shape) if new is not None else None
+        if not isinstance(old, Tensor) or new is None or new.shape != old.shape:
+            was = list(old.shape) if isinstance(old, Tensor) else old
+            raise ValueError(f"the target of loss call {index} ({name}) is {was!r}, not of shape {new_shape}")
+        bound.arguments[target_name] = new
+
+    def _record(self, name: str, bound: inspect.BoundArguments) -> None:
+        output_name, target_name = _LOSSES[name]
+        arguments = dict(bound.arguments)
+        output = arguments.pop(output_name, None)
+        target = arguments.pop(target_name, None) if target_name is not None else None
+        if not isinstance(output, Tensor):
+            return
+        target = target if isinstance(target, Tensor) else None
+        from_model = self._is_computed(target)
+        target_keys = frozenset() if from_model else self._sources(target)
+        kwargs = dict(bound.signature.parameters.items())
+        kwargs = {k: p.default for k, p in kwargs.items() if k not in (output_name, target_name)}
+        kwargs.update(arguments)
+        self.calls.append(
+            LossCall(
+                function=name,
+                output=output,
+                target=target,
+                target_key=next(iter(target_keys)) if len(target_keys) == 1 else None,
+                target_keys=target_keys,
+                output_keys=self._sources(output),
+                kwargs=kwargs,
+                target_from_model=from_model,
+            )
+        )
+
+
+def _bind(func: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
+    try:
+        return inspect.signature(func).bind(*args, **kwargs)
+    except (TypeError, ValueError):
+        return None

@@ -6,12 +6,14 @@ import contextlib
 from collections.abc import Generator
 from typing import Any, Literal
 
+import lightning.pytorch as pl
 import torch
+from lightning.pytorch.utilities.model_helpers import is_overridden
 from torch import Tensor, nn
 from typing_extensions import override
 
 from lightning_recipes._validation import check_in_range, check_int
-from lightning_recipes.checks._batches import Key
+from lightning_recipes.checks._batches import Key, slice_batch
 from lightning_recipes.checks.base import SanityCheck
 from lightning_recipes.checks.context import CheckContext
 from lightning_recipes.checks.report import CheckResult, CheckSkipped
@@ -35,12 +37,16 @@ class BatchIndependenceCheck(SanityCheck):
     ``j`` (to another sample's content, so token ids stay valid) and require every other output to stay put.
     BatchNorm layers are evaluated in eval mode, so legitimate batch statistics do not count as mixing;
     dropout masks are identical across the compared passes. Causal and sequence models work: only the
-    batch dimension is tested. The output is the module's own ``forward(inputs)``; its first dimension must
-    be the batch. If the output ignores every input at init (a zero-initialised head), the copy takes up to
-    two optimizer steps first.
+    batch dimension is tested. The output is the module's own ``forward(inputs)`` when it defines one, else
+    (a module wrapping ``self.model`` and calling ``self.model(**batch)`` in ``training_step``) the wrapped
+    model's output observed while ``training_step`` runs on the sliced batch with the input replaced
+    (``CheckContext.batch_output``): dict batches, ``ModelOutput``/dict/tuple outputs and
+    backbone-plus-head modules work. Its first dimension must be the batch. If the output ignores every
+    input at init (a zero-initialised head), the copy takes up to two optimizer steps first.
 
     Cost: two forward passes (perturbation) or one forward and ``len(probes)`` backward passes (gradient) on
-    a copy of the model with at most ``num_samples`` samples; one host sync.
+    a copy of the model with at most ``num_samples`` samples (for a module without ``forward``, each pass is
+    a ``training_step``, loss included); one host sync.
 
     Args:
         num_samples: Samples of the first batch used (at least 2).
@@ -89,6 +95,7 @@ class BatchIndependenceCheck(SanityCheck):
         count = min(int(inputs.shape[0]), self.num_samples)
         if count < 2:
             raise CheckSkipped(f"needs a batch of at least 2 samples, the first batch has {inputs.shape[0]}.")
+        sample = slice_batch(batch, count, int(inputs.shape[0]))  # every per-sample tensor: masks, labels
         inputs = inputs[:count].detach()
         model = context.copy_model()
         probes = sorted({0, count - 1})
@@ -98,14 +105,14 @@ class BatchIndependenceCheck(SanityCheck):
                 with _batch_norms_in_eval(model):
                     found = None
                     if torch.is_floating_point(inputs):
-                        found = self._gradient_test(context, model, inputs, probes)
+                        found = self._gradient_test(context, model, sample, inputs, probes)
                     method = "gradient" if found is not None else "perturbation"
                     if found is None:
-                        found = self._perturbation_test(context, model, inputs, probes)
+                        found = self._perturbation_test(context, model, sample, inputs, probes)
             except CheckSkipped:
                 raise
             except Exception as err:  # forward cannot take the input tensor alone: say what to pass instead
-                return self._forward_failed(err, inputs, context)
+                return self._forward_failed(err, inputs, context, model)
             if max(found[1]) > 0 or attempt == self.max_attempts - 1 or not model.automatic_optimization:
                 break
             # A zero-initialised output layer hides every input at init: train the copy a step, look again.
@@ -159,8 +166,21 @@ class BatchIndependenceCheck(SanityCheck):
             details,
         )
 
-    def _forward_failed(self, err: Exception, inputs: Tensor, context: CheckContext) -> CheckResult:
+    def _forward_failed(
+        self, err: Exception, inputs: Tensor, context: CheckContext, model: nn.Module
+    ) -> CheckResult:
         where = "the default input" if context.input_key is None else f"batch[{context.input_key!r}]"
+        if not is_overridden("forward", model, pl.LightningModule):
+            return CheckResult(
+                self.name,
+                "skip",
+                f"skipped: `training_step` raised {type(err).__name__} on the first {len(inputs)} samples "
+                f"of the batch with {where} (shape {list(inputs.shape)}) replaced; this check runs it to "
+                "observe the wrapped model's output sample by sample. If the input is another tensor of the "
+                "batch, pass `input_key=`; if the step needs the whole batch, leave this check out: "
+                "`checks=[...]` without \"batch_independence\". The error is in details['error'].",
+                {"error": f"{type(err).__name__}: {err}", "input_shape": list(inputs.shape)},
+            )
         return CheckResult(
             self.name,
             "skip",
@@ -175,10 +195,10 @@ class BatchIndependenceCheck(SanityCheck):
         )
 
     def _gradient_test(
-        self, context: CheckContext, model: nn.Module, inputs: Tensor, probes: list[int]
+        self, context: CheckContext, model: pl.LightningModule, sample: Any, inputs: Tensor, probes: list[int]
     ) -> tuple[list[list[float]], list[float]] | None:
         x = inputs.clone().requires_grad_(True)
-        output = context.forward(model, x)
+        output = context.batch_output(model, context.with_inputs(sample, x))
         self._check_batch_dim(output, len(inputs))
         rows, own = [], []
         for probe in probes:
@@ -198,17 +218,17 @@ class BatchIndependenceCheck(SanityCheck):
         return table, own
 
     def _perturbation_test(
-        self, context: CheckContext, model: nn.Module, inputs: Tensor, probes: list[int]
+        self, context: CheckContext, model: pl.LightningModule, sample: Any, inputs: Tensor, probes: list[int]
     ) -> tuple[list[list[float]], list[float]]:
         count = len(inputs)
         with torch.no_grad():
-            base = self._seeded_forward(context, model, inputs)
+            base = self._seeded_forward(context, model, sample, inputs)
             self._check_batch_dim(base, count)
             rows, own_list = [], []
             for probe in probes:
                 changed = inputs.clone()
                 changed[probe] = _other_content(inputs, probe)
-                delta = (self._seeded_forward(context, model, changed) - base).float().abs()
+                delta = (self._seeded_forward(context, model, sample, changed) - base).float().abs()
                 per_sample = delta.flatten(1).amax(dim=1) if delta.ndim > 1 else delta
                 rows.append(per_sample)
             table = torch.stack(rows).tolist()  # sync: once
@@ -218,9 +238,11 @@ class BatchIndependenceCheck(SanityCheck):
         return table, own_list
 
     @staticmethod
-    def _seeded_forward(context: CheckContext, model: nn.Module, inputs: Tensor) -> Tensor:
+    def _seeded_forward(
+        context: CheckContext, model: pl.LightningModule, sample: Any, inputs: Tensor
+    ) -> Tensor:
         torch.manual_seed(context.seed)  # identical dropout masks in the passes being compared
-        return context.forward(model, inputs)
+        return context.batch_output(model, context.with_inputs(sample, inputs))
 
     @staticmethod
     def _check_batch_dim(output: Tensor, count: int) -> None:

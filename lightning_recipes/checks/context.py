@@ -8,9 +8,15 @@ The contract between a check and an arbitrary ``LightningModule``:
   checked this way: the checks skip with a message.
 - **The outputs** are what the module's own ``forward`` (``model(inputs)``) returns, captured with a forward
   hook while ``training_step`` runs (or, if ``training_step`` calls a submodule instead of ``self(...)``, the
-  last output of a direct child); the first tensor (or ``.logits``) is used when it returns a tuple or dict.
-- **Inputs and targets** come from the batch by the convention of :mod:`._batches` (``(x, y)``, dicts with
-  ``"x"``/``"input_ids"``/... and ``"y"``/``"labels"``/...), or from ``input_key`` / ``target_key``.
+  last non-scalar output of a direct child that is not a loss module; failing that, of the outermost
+  submodule that ran: ``self.model.model(...)``); the first tensor (or ``.logits``) is used when it returns a
+  tuple, a dict or a ``ModelOutput``.
+- **Inputs and targets**: ``input_key`` / ``target_key`` when given. Otherwise the target is the batch entry
+  the loss consumes: ``training_step`` runs once on a copy under a :class:`._inference.LossRecorder` that sees
+  the ``torch.nn.functional`` loss calls and traces their target back to a batch entry (through the shift
+  and pad of a causal-LM loss); the input is the conventional one of :mod:`._batches` (``(x, y)``, dicts with
+  ``"x"``/``"input_ids"``/... and ``"y"``/``"labels"``/...) when the model's output was computed from it,
+  else the first entry it was computed from. When no loss call is seen, the convention decides.
 - **The optimizer** is the module's own ``configure_optimizers`` on the copy, at its peak learning rate
   (a scheduler's ``initial_lr``); schedulers are not stepped.
 """
@@ -26,6 +32,7 @@ import lightning.pytorch as pl
 import torch
 from lightning.pytorch.utilities.model_helpers import is_overridden
 from torch import Tensor, nn
+from torch.nn.modules.loss import _Loss
 from torch.optim import Optimizer
 from torch.utils.data import DataLoader
 
@@ -35,14 +42,28 @@ from lightning_recipes.checks._batches import (
     batch_size_of,
     check_key,
     clone_tensors,
+    input_key_of,
     replace_inputs,
     slice_batch,
     split_batch,
 )
-from lightning_recipes.checks._isolation import copy_module, preserved_loader_rng, quiet_logging
+from lightning_recipes.checks._inference import LossCall, LossRecorder, batch_keys
+from lightning_recipes.checks._isolation import (
+    copy_module,
+    preserved_loader_rng,
+    preserved_rng,
+    quiet_logging,
+)
 from lightning_recipes.checks.report import CheckSkipped
 
-__all__ = ["CheckContext", "CheckSkipped", "ForwardCapture", "context_from_trainer", "is_shuffled"]
+__all__ = [
+    "CheckContext",
+    "CheckSkipped",
+    "ForwardCapture",
+    "LossCall",
+    "context_from_trainer",
+    "is_shuffled",
+]
 
 
 def _first_loader(loaders: Any) -> Any:
@@ -69,8 +90,8 @@ class CheckContext:
         convert_input: Applied to every batch (a precision plugin's ``convert_input``).
         trainer: The real Trainer when run from a callback; used for ``configure_optimizers`` that read it.
         datamodule: Its batch-transfer hooks are used when it overrides them.
-        input_key: Index or key of the input tensor in a batch (default: the convention of ``_batches.py``).
-        target_key: Index or key of the target tensor.
+        input_key: Index or key of the input tensor in a batch (default: see the module docstring).
+        target_key: Index or key of the target tensor (default: the batch entry the loss consumes).
         num_classes: Number of classes, when shapes cannot tell.
         seed: Seed set (inside an isolated RNG state) before each check, so results are reproducible.
     """
@@ -115,6 +136,7 @@ class CheckContext:
         self.seed = seed
         self._cache: dict[str, list[Any]] = {"train": [], "val": []}
         self._exhausted: dict[str, bool] = {"train": False, "val": False}
+        self._inferred: tuple[Key, Key] | None = None
 
     # ---------------------------------------------------------------- data
     def train_batches(self, count: int) -> list[Any]:
@@ -180,8 +202,48 @@ class CheckContext:
         return self.model
 
     def split(self, batch: Any) -> tuple[Tensor | None, Tensor | None]:
-        """``(inputs, targets)`` of a batch with this context's keys."""
-        return split_batch(batch, self.input_key, self.target_key)
+        """``(inputs, targets)`` of a batch with this context's keys (see :meth:`keys`)."""
+        input_key, target_key = self.keys()
+        return split_batch(batch, input_key, target_key)
+
+    def keys(self) -> tuple[Key, Key]:
+        """``(input_key, target_key)`` in force: the explicit ones, else those read from the loss call.
+
+        The first call runs ``training_step`` once, without gradients, on a copy with the first training
+        batch (RNG preserved) and caches what it saw; ``None`` means "the convention of ``_batches.py``".
+        """
+        if self.input_key is not None and self.target_key is not None:
+            return self.input_key, self.target_key
+        inferred_input, inferred_target = self._infer_keys()
+        return (
+            self.input_key if self.input_key is not None else inferred_input,
+            self.target_key if self.target_key is not None else inferred_target,
+        )
+
+    def _infer_keys(self) -> tuple[Key, Key]:
+        if self._inferred is not None:
+            return self._inferred
+        self._inferred = (None, None)  # also while probing: nothing in the probe may recurse into it
+        if self.train_dataloader is None:
+            return self._inferred
+        try:
+            with preserved_rng(), torch.no_grad():
+                batch = self.train_batches(1)[0]
+                call = self.loss_call(self.copy_model(), batch)
+        except Exception:  # a step that cannot run outside the Trainer: the checks will say so themselves
+            return self._inferred
+        if call is None:
+            return self._inferred
+        target = call.target_key
+        entries = batch_keys(batch)
+        conventional = input_key_of(batch, None)
+        inputs: Key = None
+        if conventional not in call.output_keys and call.output_keys:
+            inputs = next((k for k in entries if k in call.output_keys and k != target), None)
+        if target is None and len(call.target_keys) > 1:  # computed from several entries: not the input
+            target = next((k for k in entries if k in call.target_keys and k != conventional), None)
+        self._inferred = (inputs, target)
+        return self._inferred
 
     # ---------------------------------------------------------------- model
     def copy_model(self) -> pl.LightningModule:
@@ -240,15 +302,46 @@ class CheckContext:
 
     @contextlib.contextmanager
     def capture_forward(self, model: nn.Module) -> Generator[ForwardCapture, None, None]:
-        """Record the outputs of ``model.forward`` (and of its direct children) inside the block."""
+        """Record the outputs of ``model.forward`` and of its submodules (loss modules excepted) inside the
+        block; see :class:`ForwardCapture` for which one stands for the model's output."""
         capture = ForwardCapture()
-        handles = [model.register_forward_hook(capture.hook(capture.root))]
-        handles += [child.register_forward_hook(capture.hook(capture.children)) for child in model.children()]
+        handles = [model.register_forward_hook(capture.hook(0))]
+        for name, module in model.named_modules():
+            if module is not model and not isinstance(module, _Loss):
+                handles.append(module.register_forward_hook(capture.hook(name.count(".") + 1)))
         try:
             yield capture
         finally:
             for handle in handles:
                 handle.remove()
+
+    def loss_calls(self, model: pl.LightningModule, batch: Any, batch_idx: int = 0) -> list[LossCall]:
+        """Every ``torch.nn.functional`` loss call of one ``training_step`` on ``model``, in order.
+
+        Each :class:`LossCall` names the loss function, the prediction and target it consumed, the batch
+        entries they were computed from and the loss's other arguments (``ignore_index``,
+        ``label_smoothing``, ``pos_weight``, ...). Runs the step once (gradients as the caller has them);
+        a step that raises propagates, a step without a usable loss still reports what it called.
+
+        Example:
+            >>> import torch
+            >>> from lightning_recipes.checks import CheckContext
+            >>> from lightning_recipes.testing import TinyClassifier, random_classification_loader
+            >>> context = CheckContext(TinyClassifier(), random_classification_loader())
+            >>> with torch.no_grad():
+            ...     call = context.loss_call(context.copy_model(), context.train_batches(1)[0])
+            >>> call.function, call.target_key, call.kwargs["label_smoothing"]
+            ('cross_entropy', 1, 0.0)
+        """
+        with LossRecorder(batch) as recorder, contextlib.suppress(CheckSkipped):
+            self.training_loss(model, batch, batch_idx)
+        return recorder.calls
+
+    def loss_call(self, model: pl.LightningModule, batch: Any, batch_idx: int = 0) -> LossCall | None:
+        """The main loss call of one step: the first whose target comes from the batch, else the first;
+        ``None`` when the loss is not computed by a ``torch.nn.functional`` loss (a hand-written formula)."""
+        calls = self.loss_calls(model, batch, batch_idx)
+        return next((call for call in calls if call.target_keys), calls[0] if calls else None)
 
     def forward(self, model: nn.Module, inputs: Tensor) -> Tensor:
         """``model(inputs)``'s first output tensor, under the precision context."""
@@ -260,16 +353,18 @@ class CheckContext:
         return tensor
 
     def with_inputs(self, batch: Any, inputs: Tensor) -> Any:
-        """A new batch equal to ``batch`` with its input tensor (this context's ``input_key``) replaced."""
-        return replace_inputs(batch, inputs, self.input_key)
+        """A new batch equal to ``batch`` with its input tensor (the input key of :meth:`keys`) replaced."""
+        return replace_inputs(batch, inputs, self.keys()[0])
 
     def batch_output(self, model: pl.LightningModule, batch: Any) -> Tensor:
         """The model's output tensor for a whole batch, whatever the module's shape.
 
         A module that defines ``forward`` is called as ``model(inputs)``. One that does not (it wraps a model
-        as ``self.model`` and calls ``self.model(**batch)`` in ``training_step``) has ``training_step`` run
-        and the wrapped model's output observed with forward hooks (``.logits`` of a ``ModelOutput``, the
-        first tensor of a tuple or dict). Gradients flow when the caller enables them.
+        as ``self.model`` and calls ``self.model(**batch)`` in ``training_step``, or ``self.head(
+        self.backbone(x))``) has ``training_step`` run and the wrapped model's output observed with forward
+        hooks (``.logits`` of a ``ModelOutput``, the first tensor of a tuple or dict; see
+        :class:`ForwardCapture`). Gradients flow when the caller enables them. To see the model react to
+        another input, pass ``with_inputs(batch, new_inputs)``: the new tensor reaches the wrapped model.
 
         Raises:
             CheckSkipped: If no output tensor can be observed either way.
@@ -323,32 +418,46 @@ class CheckContext:
 
 
 class ForwardCapture:
-    """Forward outputs seen while ``training_step`` ran: the module's own, else its last direct child's.
+    """Forward outputs seen while ``training_step`` ran: the module's own, else its last direct child's,
+    else the last of the outermost submodules that ran.
 
     A ``training_step`` that calls ``self.net(x)`` instead of ``self(x)`` never runs the module's ``forward``;
-    the last output of a direct child (usually the network or its head) stands in for the logits then.
+    the last output of a direct child (usually the wrapped network, or the head after a backbone) stands in
+    for the logits then. Scalar outputs (a metric, a loss) and loss modules (``nn.CrossEntropyLoss``) are
+    not outputs. Only the last output of each deeper level is kept (``self.model.model(x)`` is seen at
+    depth 2), so a large model's activations are not held.
     """
 
     def __init__(self) -> None:
         self.root: list[Tensor] = []
         self.children: list[Tensor] = []
+        self.deeper: dict[int, Tensor] = {}
 
-    def hook(self, sink: list[Tensor]) -> Callable[..., None]:
+    def hook(self, depth: int) -> Callable[..., None]:
         def record(_module: nn.Module, _args: Any, output: Any) -> None:
             tensor = first_tensor(output)
-            if tensor is not None:
-                sink.append(tensor)
+            if tensor is None or (depth > 0 and tensor.ndim == 0):
+                return
+            if depth == 0:
+                self.root.append(tensor)
+            elif depth == 1:
+                self.children.append(tensor)
+            else:
+                self.deeper[depth] = tensor
 
         return record
 
     def last(self) -> Tensor | None:
         if self.root:
             return self.root[-1]
-        return self.children[-1] if self.children else None
+        if self.children:
+            return self.children[-1]
+        return self.deeper[min(self.deeper)] if self.deeper else None
 
     def clear(self) -> None:
         self.root.clear()
         self.children.clear()
+        self.deeper.clear()
 
 
 def first_tensor(output: Any) -> Tensor | None:

@@ -6,10 +6,14 @@ import math
 from typing import Any, Literal
 
 import torch
+from torch import Tensor
 from typing_extensions import override
 
 from lightning_recipes._validation import check_in_range, check_int
-from lightning_recipes.checks._batches import Key, replace_inputs
+from lightning_recipes.checks._batches import Key, input_key_of
+from lightning_recipes.checks._budget import budget_seconds, out_of_time
+from lightning_recipes.checks._inference import LossRecorder
+from lightning_recipes.checks._isolation import preserved_rng
 from lightning_recipes.checks.base import SanityCheck
 from lightning_recipes.checks.context import CheckContext
 from lightning_recipes.checks.report import CheckResult, CheckSkipped
@@ -31,11 +35,23 @@ class InputIndependenceCheck(SanityCheck):
     labels read from different orderings, an input overwritten in ``forward``).
 
     Training uses ``num_batches`` distinct batches of at most ``num_samples`` samples, cycled; the held-out
-    loss is ``training_step``'s return value in eval mode without gradients.
+    loss is ``training_step``'s return value in eval mode without gradients. The input is replaced in the
+    batch (``CheckContext.with_inputs``), so a module that wraps ``self.model`` and reads a dict batch works.
+
+    **Targets computed from the input** (autoencoders, denoisers that add noise in ``training_step``, masked
+    modelling, a language model that shifts its own input): zeroing the input would zero the target too,
+    and a model that outputs zeros would "win". The check sees this from the loss call (the target of the
+    ``torch.nn.functional`` loss was computed from the input entry, ``CheckContext.loss_calls``); the
+    zeroed-input copy then gets the real target (recorded on the real-input copy's step, with the same
+    random seed per step, so a random mask or noise is the same), and the baseline is the best input-blind
+    prediction of the real target (the mean image, unigram frequencies). A loss the check cannot see (a
+    hand-written formula) whose zeroed-input loss is ~0 is skipped with that reason, never failed.
 
     Cost: up to ``2 x max_steps`` training steps on copies of the model (all of them only when the check
     fails; ``2 x 25`` for a model that learns fast), plus ``2 x num_eval_batches`` evaluation passes per look;
-    ``num_batches`` capped batches kept on the device; one host sync per look.
+    ``num_batches`` capped batches kept on the device; one host sync per look. A per-check time budget
+    (``_budget.out_of_time``) ends the training early: a gap already open passes, otherwise the result is a
+    ``warn`` that says the budget stopped it and after how many steps.
 
     Args:
         max_steps: Step budget for each of the two copies.
@@ -115,21 +131,49 @@ class InputIndependenceCheck(SanityCheck):
         if context.split(train[0])[0] is None:
             raise CheckSkipped("cannot find the input tensor in the batch; pass `input_key`.")
         copies = [self._setup(context) for _ in range(2)]  # [real inputs, zeroed inputs], same init
+        swap = self._targets_from_input(context, copies[0][0], train[0])
         looks: list[dict[str, float]] = []
         step, next_look = 0, min(self.first_look, self.max_steps)
-        while True:
-            for zero, (model, optimizers) in enumerate(copies):
-                for offset in range(step, next_look):
-                    batch = self._maybe_zero(context, train[offset % len(train)], bool(zero))
-                    context.optimization_step(model, optimizers, batch, offset)
-            step = next_look
-            real_loss, zero_loss = self._evaluate(context, copies, held_out)  # sync: once per look
-            improvement = (zero_loss - real_loss) / abs(zero_loss) if zero_loss != 0 else -math.inf
-            looks.append({"step": step, "real": real_loss, "zeroed": zero_loss, "improvement": improvement})
-            finite = math.isfinite(real_loss) and math.isfinite(zero_loss)
-            if not finite or improvement >= self.min_improvement or step >= self.max_steps:
-                break
-            next_look = min(2 * step, self.max_steps)
+        try:
+            while True:
+                if any(swap):
+                    reached = self._train_keeping_targets(
+                        context, copies, train, range(step, next_look), swap
+                    )
+                else:
+                    reached = next_look
+                    for zero, (model, optimizers) in enumerate(copies):
+                        for offset in range(step, reached):
+                            if not zero and offset > step and out_of_time():
+                                reached = offset  # the zeroed copy then trains as many steps
+                                break
+                            batch = self._maybe_zero(context, train[offset % len(train)], bool(zero))
+                            context.optimization_step(model, optimizers, batch, offset)
+                stopped = reached < next_look
+                step = reached
+                real_loss, zero_loss = self._evaluate(context, copies, held_out, swap)  # sync: once per look
+                improvement = relative_gain(real_loss, zero_loss)
+                looks.append(
+                    {"step": step, "real": real_loss, "zeroed": zero_loss, "improvement": improvement}
+                )
+                finite = math.isfinite(real_loss) and math.isfinite(zero_loss)
+                # Zeroed inputs 10x better than real ones: the target itself went to zero with the input.
+                collapsed = finite and not any(swap) and 0 <= zero_loss < 0.1 * real_loss
+                passed = improvement >= self.min_improvement
+                if not finite or collapsed or passed or step >= self.max_steps:
+                    break
+                if out_of_time():
+                    stopped = True
+                    break
+                next_look = min(2 * step, self.max_steps)
+        except _TargetMismatch as err:
+            raise CheckSkipped(
+                f"the loss target is computed from the input (a reconstruction / self-supervised model), "
+                f"and it could not be kept for the zeroed-input copy: {err}. Pass the target as its own "
+                "batch entry (`target_key=`) or leave this check out."
+            ) from err
+        if any(swap):
+            source += "; zeroed-input copy trained on the real targets (they are computed from the input)"
         details = {
             "measured": improvement,
             "loss_real_inputs": real_loss,
@@ -144,6 +188,25 @@ class InputIndependenceCheck(SanityCheck):
             f"held-out loss after {step} steps: {real_loss:.4g} with real inputs vs {zero_loss:.4g} "
             f"with zeroed inputs ({improvement:+.1%}, need >= {self.min_improvement:.0%})"
         )
+        if collapsed:
+            raise CheckSkipped(
+                f"{stated}: the loss with zeroed inputs is less than a tenth of the loss with real inputs, "
+                "so the target is most likely computed from the input (an autoencoder, a denoiser, a "
+                "language model shifting its own input) by a loss this check cannot see (not a "
+                "torch.nn.functional loss): zeroing the input zeroed the target, and the comparison means "
+                "nothing. Use a torch.nn.functional loss, or give the target its own batch entry."
+            )
+        if stopped and finite and not passed:
+            budget = budget_seconds()
+            details["stopped_by_time_budget"] = True
+            return CheckResult(
+                self.name,
+                "warn",
+                f"{stated}: the time budget ({budget or 0:.0f} s) stopped the check after {step} of "
+                f"{self.max_steps} steps, before the gap opened; inconclusive. Try: a larger time budget, or "
+                "InputIndependenceCheck(max_steps=...) with fewer steps on a smaller model.",
+                details,
+            )
         if not finite:
             return CheckResult(
                 self.name,
@@ -177,18 +240,90 @@ class InputIndependenceCheck(SanityCheck):
         context: CheckContext,
         copies: list[tuple[Any, list[torch.optim.Optimizer]]],
         held_out: list[Any],
+        swap: list[bool],
     ) -> tuple[float, float]:
-        means = []
-        for zero, (model, _) in enumerate(copies):
+        losses: list[list[Tensor]] = [[], []]
+        for model, _ in copies:
             model.eval()
-            with torch.no_grad():
-                losses = [
-                    context.training_loss(model, self._maybe_zero(context, batch, bool(zero)), index).float()
-                    for index, batch in enumerate(held_out)
-                ]
+        with torch.no_grad():
+            if any(swap):  # real then zeroed on each batch, same seed: the zeroed copy gets the real target
+                for index, batch in enumerate(held_out):
+                    real, zeroed = self._paired_losses(context, copies, batch, index, swap, step=False)
+                    losses[0].append(real)
+                    losses[1].append(zeroed)
+            else:
+                for zero, (model, _) in enumerate(copies):
+                    losses[zero] = [
+                        context.training_loss(model, self._maybe_zero(context, batch, bool(zero)), index)
+                        for index, batch in enumerate(held_out)
+                    ]
+        for model, _ in copies:
             model.train()
-            means.append(torch.stack(losses).mean())
-        real, zeroed = torch.stack(means).tolist()
+        means = [torch.stack([loss.float() for loss in side]).mean() for side in losses]
+        real_mean, zeroed_mean = torch.stack(means).tolist()
+        return real_mean, zeroed_mean
+
+    @staticmethod
+    def _targets_from_input(context: CheckContext, model: Any, batch: Any) -> list[bool]:
+        """For each loss call of one step: is its target computed from the input entry of the batch?"""
+        input_key = input_key_of(batch, context.keys()[0])
+        with preserved_rng(), torch.no_grad():
+            calls = context.loss_calls(model, batch)
+        return [call.target is not None and call.target_from(input_key) for call in calls]
+
+    def _train_keeping_targets(
+        self,
+        context: CheckContext,
+        copies: list[tuple[Any, list[torch.optim.Optimizer]]],
+        train: list[Any],
+        offsets: range,
+        swap: list[bool],
+    ) -> int:
+        """Train both copies over ``offsets``; returns the offset reached (earlier when out of time)."""
+        for offset in offsets:
+            if offset > offsets.start and out_of_time():
+                return offset
+            self._paired_losses(context, copies, train[offset % len(train)], offset, swap, step=True)
+        return offsets.stop
+
+    def _paired_losses(
+        self,
+        context: CheckContext,
+        copies: list[tuple[Any, list[torch.optim.Optimizer]]],
+        batch: Any,
+        index: int,
+        swap: list[bool],
+        *,
+        step: bool,
+    ) -> tuple[Tensor, Tensor]:
+        """One training step (``step=True``) or held-out loss of each copy on ``batch``: the real copy's
+        loss targets are recorded and handed to the zeroed copy's loss calls where ``swap`` says so."""
+        (real_model, real_optimizers), (zero_model, zero_optimizers) = copies
+        torch.manual_seed(context.seed + index)  # the same noise / mask in both copies
+        with LossRecorder() as recorder:
+            if step:
+                real = context.optimization_step(real_model, real_optimizers, batch, index)
+            else:
+                real = context.training_loss(real_model, batch, index)
+        calls = recorder.calls[: len(swap)]
+        if len(calls) != len(swap):
+            raise _TargetMismatch(f"{len(calls)} loss calls in a step where the first step made {len(swap)}")
+        targets = [
+            call.target.detach() if keep and call.target is not None else None
+            for call, keep in zip(calls, swap, strict=True)
+        ]
+        zeroed_batch = self._maybe_zero(context, batch, True)
+        torch.manual_seed(context.seed + index)
+        try:
+            with LossRecorder(targets=targets):
+                if step:
+                    zeroed = context.optimization_step(zero_model, zero_optimizers, zeroed_batch, index)
+                else:
+                    zeroed = context.training_loss(zero_model, zeroed_batch, index)
+        except ValueError as err:
+            if "the target of loss call" in str(err):
+                raise _TargetMismatch(str(err)) from err
+            raise
         return real, zeroed
 
     @staticmethod
@@ -197,4 +332,22 @@ class InputIndependenceCheck(SanityCheck):
             return batch
         inputs, _ = context.split(batch)
         assert inputs is not None  # checked before training
-        return replace_inputs(batch, torch.zeros_like(inputs), context.input_key)
+        return context.with_inputs(batch, torch.zeros_like(inputs))
+
+
+class _TargetMismatch(Exception):
+    """The zeroed-input copy's loss target cannot take the real one (another shape, another call count)."""
+
+
+def relative_gain(real: float, zeroed: float) -> float:
+    """``(zeroed - real) / max(|zeroed|, |real|)``: the relative improvement of the real-input loss, bounded
+    to [-2, 2] (a zeroed-input loss near 0 no longer gives absurd percentages); 0 when both are 0.
+
+    Example:
+        >>> relative_gain(0.5, 1.0), relative_gain(1.0, 1e-12), relative_gain(0.0, 0.0)
+        (0.5, -0.999999999999, 0.0)
+    """
+    scale = max(abs(zeroed), abs(real))
+    if not math.isfinite(scale):
+        return -math.inf if not math.isfinite(real) else math.inf
+    return (zeroed - real) / scale if scale > 0 else 0.0

@@ -1,0 +1,62 @@
+"""Integration: the whole preflight on Hugging Face ``transformers`` models built from small configs (random
+weights, nothing downloaded), wrapped the usual way (``self.model = ...``, no ``forward``,
+``training_step`` returns ``self.model(**batch).loss``, dict batches), and on a torchvision-style CNN whose
+``training_step`` returns ``{"loss": ..., "logits": ...}`` (issue 14)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from lightning_recipes.checks import PreflightReport, preflight
+
+from .gallery import _shapes_models as S
+
+pytest.importorskip("transformers", reason="the Hugging Face integration tests need `transformers`")
+
+# The checks of today's preflight that apply to these shapes: every one must pass (none skips). Checks added
+# later must not fail, and may skip only with a reason.
+TODAY = ("data", "init_loss", "grad_flow", "batch_independence", "overfit_batch", "input_independence")
+
+
+def _assert_healthy(report: PreflightReport) -> None:
+    statuses = {result.name: result.status for result in report}
+    for name in TODAY:
+        assert statuses[name] == "pass", (name, report[name].message)
+    for result in report:
+        assert result.status != "fail", (result.name, result.message)
+        if result.status == "skip":
+            assert result.message.startswith("skipped: ") and len(result.message) > 40, result.message
+
+
+@pytest.mark.parametrize(
+    ("make", "data", "init_words"),
+    [
+        # ln(V) against the ModelOutput's batch-first .logits and the labels (not attention_mask)
+        (S.HFCausalLM, S.lm_loaders, "(ln 32, logits [16, 16, 32] for integer targets [16, 16])"),
+        (
+            lambda: S.HFCausalLM(labels_from_inputs=True),
+            lambda: S.lm_loaders(labels=False),
+            "(ln 32, logits [16, 16, 32] for integer targets [16, 16])",
+        ),
+        (S.HFClassifier, S.token_classification_loaders, "(ln 2, logits [16, 2] for integer targets [16])"),
+    ],
+    ids=["gpt2-causal-lm", "gpt2-labels-from-input-ids", "bert-sequence-classifier"],
+)
+def test_wrapped_hugging_face_models_pass_every_applicable_check(
+    make: Any, data: Any, init_words: str
+) -> None:
+    report = preflight(make(), **data())
+    _assert_healthy(report)
+    assert init_words in report["init_loss"].message
+    assert report["batch_independence"].details["method"] == "perturbation"  # token ids
+
+
+def test_a_wrapped_torchvision_style_cnn_returning_a_dict_passes() -> None:
+    report = preflight(S.WrappedCNN(), **S.digits_loaders())
+    _assert_healthy(report)
+    assert report["batch_independence"].details["method"] == "gradient"
+
+
+# The same models with a planted bug (transposed input_ids, shuffled labels) are in gallery/shapes.py.
