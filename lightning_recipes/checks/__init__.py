@@ -21,7 +21,7 @@ from lightning_recipes.checks._isolation import preserved_rng
 from lightning_recipes.checks.base import SanityCheck
 from lightning_recipes.checks.batch_independence_check import BatchIndependenceCheck
 from lightning_recipes.checks.causality_check import CausalityCheck
-from lightning_recipes.checks.context import CheckContext
+from lightning_recipes.checks.context import CheckContext, LossCall
 from lightning_recipes.checks.data_check import DataCheck
 from lightning_recipes.checks.eval_mode_check import EvalModeCheck
 from lightning_recipes.checks.grad_flow_check import GradFlowCheck
@@ -45,6 +45,7 @@ __all__ = [
     "GradFlowCheck",
     "InitLossCheck",
     "InputIndependenceCheck",
+    "LossCall",
     "OverfitBatchCheck",
     "Preflight",
     "PreflightError",
