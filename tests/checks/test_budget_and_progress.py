@@ -239,3 +239,19 @@ def test_a_check_callback_on_its_own_gets_the_default_budget(caplog):
         fast_trainer(max_steps=1, callbacks=[check]).fit(TinyClassifier(), random_classification_loader())
     assert check.result is not None and check.result.status == "pass"
     assert "preflight [1/1] cooperative: running (budget 8 s)" in caplog.text
+
+
+def test_per_check_seconds_are_in_the_table_and_in_to_dict():
+    report = preflight(
+        TinyClassifier(),
+        train_dataloaders=random_classification_loader(),
+        checks=["data", CooperativeCheck(iterations=2000)],
+        progress=False,
+    )
+    data = report.to_dict()
+    seconds = [r["seconds"] for r in data["results"]]
+    assert all(s > 0 for s in seconds) and data["seconds"] >= sum(seconds) - 1e-3
+    text = str(report)
+    assert "│ time │" in text.replace(" ", " ").replace("  ", " ") or " time " in text
+    for result in report:
+        assert f"{result.seconds:.1f}s" in text
