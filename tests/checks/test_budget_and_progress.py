@@ -252,6 +252,6 @@ def test_per_check_seconds_are_in_the_table_and_in_to_dict():
     seconds = [r["seconds"] for r in data["results"]]
     assert all(s > 0 for s in seconds) and data["seconds"] >= sum(seconds) - 1e-3
     text = str(report)
-    assert "│ time │" in text.replace(" ", " ").replace("  ", " ") or " time " in text
+    assert " time " in text  # the column header
     for result in report:
         assert f"{result.seconds:.1f}s" in text
