@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import logging
 import time
+from pathlib import Path
 
+import lightning.pytorch as pl
 import pytest
 import torch
+from lightning.pytorch.callbacks import Callback
 from torch import nn
 
 from lightning_recipes.checks import CheckContext, CheckResult, Preflight, SanityCheck, preflight
@@ -255,3 +258,46 @@ def test_per_check_seconds_are_in_the_table_and_in_to_dict():
     assert " time " in text  # the column header
     for result in report:
         assert f"{result.seconds:.1f}s" in text
+
+
+class StubbornOnRankOne(SanityCheck):
+    """Ignores its budget on rank 1 only (module level: the DDP test forks)."""
+
+    name = "stubborn_on_rank_one"
+
+    def check(self, context: CheckContext) -> CheckResult:
+        assert context.trainer is not None
+        if context.trainer.global_rank == 1:
+            layer, x = nn.Linear(4, 4), torch.randn(2, 4)
+            for _ in range(10**8):
+                layer(x)
+        return CheckResult(self.name, "pass", "done")
+
+
+class ReportWriter(Callback):
+    """Writes each rank's preflight statuses after training (module level: the DDP test forks)."""
+
+    def __init__(self, flight: Preflight, out: Path) -> None:
+        self.flight, self.out = flight, out
+
+    def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        assert self.flight.report is not None
+        statuses = {r.name: r.status for r in self.flight.report}
+        (self.out / f"rank{trainer.global_rank}.txt").write_text(repr((statuses, trainer.global_step)))
+
+
+def test_ddp_a_check_stopped_by_its_budget_on_one_rank_does_not_block_the_others(tmp_path):
+    flight = Preflight(checks=[StubbornOnRankOne(), "init_loss"], time_budget=0.1, print_report=False)
+    trainer = fast_trainer(
+        max_steps=2,
+        strategy="ddp_fork",
+        devices=2,
+        callbacks=[flight, ReportWriter(flight, tmp_path)],
+        default_root_dir=tmp_path,
+    )
+    trainer.fit(M.MLP(), M.loader())
+    outcomes = {path.name: path.read_text() for path in tmp_path.glob("rank*.txt")}
+    assert outcomes == {
+        "rank0.txt": repr(({"stubborn_on_rank_one": "pass", "init_loss": "pass"}, 2)),
+        "rank1.txt": repr(({"stubborn_on_rank_one": "skip", "init_loss": "pass"}, 2)),
+    }
