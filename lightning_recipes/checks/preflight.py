@@ -147,8 +147,9 @@ def preflight(
         time_budget: Wall-clock seconds each check may take (those whose own ``time_budget`` is
             ``"default"``); ``None`` = unlimited. A check's loop ends at its budget with a ``warn``/``skip``
             that says so; one that does not stop is stopped at ``B + max(2 s, B / 2)`` and reported as
-            ``skip`` (see :class:`~lightning_recipes.checks.SanityCheck`). The default, 8 s, keeps the whole
-            preflight within 30 s on a 2.1M-parameter transformer on a 2-core CPU.
+            ``skip`` (see :class:`~lightning_recipes.checks.SanityCheck`). With the default, 8 s, the six
+            checks took 18 s on a 2.1M-parameter transformer on a busy 2-core CPU at ``num_threads=1``
+            (``benchmarks/RESULTS.md``).
         progress: Log a line as each check starts and ends (name, status, seconds) through Lightning's
             ``rank_zero_info`` (rank zero only; silence it with
             ``logging.getLogger("lightning.pytorch.utilities.rank_zero").setLevel(logging.WARNING)`` or
