@@ -1,21 +1,24 @@
-"""Wall time of the full preflight on the demo's digits CNN, per check, next to what Lightning offers and to
-training.
+"""Wall time of the full preflight, per check, on three models, at torch's default threads and at one thread,
+next to each model's own training step.
 
-Interleaved (round-robin) in one process, ``--rounds`` times, medians reported, so machine load hits every
-variant alike. Variants:
+Models (no downloads):
 
-- ``preflight``: ``lightning_recipes.preflight(DigitsCNN(), datamodule=DigitsDataModule())``, all six checks,
-  with torch's default intra-op threads (2 here);
-- ``preflight_1_thread``: the same with ``torch.set_num_threads(1)`` (on a loaded 2-core machine, two OpenMP
-  threads per process oversubscribe the cores);
-- ``preflight_callback``: the same checks as the ``Preflight`` callback at the start of a 1-step ``fit``;
-- ``fast_dev_run``: ``Trainer(fast_dev_run=True).fit`` - Lightning's built-in smoke test (one train + one val
-  batch; it asserts nothing about the loss);
-- ``train_epoch``: one epoch of the demo's training (1,438 images, batch 64), to put the preflight in units of
-  the training it protects (the demo trains 12 epochs).
+- ``cnn``: the demo's ``DigitsCNN`` on ``DigitsDataModule`` (scikit-learn's 8x8 digits);
+- ``char``: ``TinyTransformerLM`` (d_model 64, 2 layers) on ``CharLMDataModule`` (seq_len 64, batch 32);
+- ``lm``: Lightning's demo ``LightningTransformer`` (``lightning.pytorch.demos``: an ``nn.Transformer``
+  encoder-decoder, 2+2 layers, width 200) with a 2,000-token vocabulary, which makes it the 2.1M parameters of
+  issue #14; its data are generated token sequences (``random_token_loader``, 35 tokens, batch 20: the
+  word-language-model example's ``bptt`` and batch) instead of WikiText-2.
 
-Run: ``python -m benchmarks.preflight_runtime [--rounds 3]``. The acceptance bar is the full preflight <= 30 s
-on the project's 2-core CPU.
+For each model and thread setting: the preflight's total and per-check seconds (``preflight(...)`` with its
+default per-check ``time_budget``, or ``--time_budget``), and the median seconds of one training step of the
+model (``training_step`` + ``backward`` + ``optimizer.step`` on a batch of its loader), so the preflight is
+also given in training steps. Variants run round-robin, ``--rounds`` times, medians reported, so machine load
+hits every variant alike.
+
+Run: ``python -m benchmarks.preflight_runtime [--rounds 2] [--models cnn,char,lm] [--time_budget 8]``
+(``--time_budget 0`` = unlimited, the behaviour before budgets). Exit status 1 when a median total is over the
+30 s acceptance bar.
 """
 
 from __future__ import annotations
@@ -27,127 +30,184 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import lightning.pytorch as pl
 import torch
 
-from lightning_recipes.callbacks import Preflight
 from lightning_recipes.checks import preflight
-from lightning_recipes.data import DigitsDataModule
-from lightning_recipes.testing import DigitsCNN
+from lightning_recipes.checks._budget import DEFAULT_TIME_BUDGET
 
-__all__ = ["main"]
+__all__ = ["MODELS", "main"]
 
 BUDGET_S = 30.0
 
 
-def _trainer(**overrides: object) -> pl.Trainer:
-    settings: dict = {
-        "accelerator": "cpu",
-        "devices": 1,
-        "logger": False,
-        "enable_checkpointing": False,
-        "enable_progress_bar": False,
-        "enable_model_summary": False,
-        "num_sanity_val_steps": 0,
-    }
-    settings.update(overrides)
-    return pl.Trainer(**settings)
+def _cnn() -> tuple[pl.LightningModule, dict[str, Any]]:
+    from lightning_recipes.data import DigitsDataModule
+    from lightning_recipes.testing import DigitsCNN
+
+    return DigitsCNN(), {"datamodule": DigitsDataModule()}
 
 
-def run_preflight(per_check: dict[str, list[float]], threads: int | None = None) -> float:
+def _char() -> tuple[pl.LightningModule, dict[str, Any]]:
+    from lightning_recipes.data import CharLMDataModule
+    from lightning_recipes.testing import TinyTransformerLM
+
+    datamodule = CharLMDataModule(seq_len=64, batch_size=32)
+    datamodule.setup("fit")
+    model = TinyTransformerLM(vocab_size=datamodule.vocab_size, d_model=64, n_layers=2, max_seq_len=64)
+    return model, {"datamodule": datamodule}
+
+
+def _lm() -> tuple[pl.LightningModule, dict[str, Any]]:
+    from lightning.pytorch.demos import LightningTransformer
+
+    from lightning_recipes.testing import random_token_loader
+
+    vocab = 2000
+    train = random_token_loader(num_samples=640, seq_len=35, vocab_size=vocab, batch_size=20, shuffle=True)
+    val = random_token_loader(num_samples=160, seq_len=35, vocab_size=vocab, batch_size=20, seed=1)
+    return LightningTransformer(vocab_size=vocab), {"train_dataloaders": train, "val_dataloaders": val}
+
+
+MODELS: dict[str, Callable[[], tuple[pl.LightningModule, dict[str, Any]]]] = {
+    "cnn": _cnn,
+    "char": _char,
+    "lm": _lm,
+}
+
+
+def _first_batch(model: pl.LightningModule, data: dict[str, Any]) -> Any:
+    loader = data.get("train_dataloaders")
+    if loader is None:
+        datamodule = data["datamodule"]
+        datamodule.setup("fit")
+        loader = datamodule.train_dataloader()
+    return next(iter(loader))
+
+
+def step_seconds(name: str, steps: int = 5) -> float:
+    """Median wall time of one training step of model ``name`` (after one warm-up step)."""
+    torch.manual_seed(0)
+    model, data = MODELS[name]()
+    batch = _first_batch(model, data)
+    optimizer = model.configure_optimizers()
+    optimizer = optimizer[0] if isinstance(optimizer, (list, tuple)) else optimizer
+    optimizer = optimizer["optimizer"] if isinstance(optimizer, dict) else optimizer
+    times = []
+    for index in range(steps + 1):
+        started = time.perf_counter()
+        optimizer.zero_grad(set_to_none=True)
+        output = model.training_step(batch, index)
+        loss = output["loss"] if isinstance(output, dict) else output
+        loss.backward()
+        optimizer.step()
+        if index:
+            times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+def run_preflight(name: str, budget: float | None) -> tuple[float, dict[str, tuple[float, str]]]:
+    """Total seconds and ``{check: (seconds, status)}`` of one full preflight of model ``name``."""
+    torch.manual_seed(0)
+    model, data = MODELS[name]()
+    started = time.perf_counter()
+    report = preflight(model, **data, time_budget=budget, progress=False)
+    total = time.perf_counter() - started
+    return total, {r.name: (r.seconds, r.status) for r in report}
+
+
+def _with_threads(threads: int | None, function: Callable[[], Any]) -> Any:
     saved = torch.get_num_threads()
     if threads is not None:
         torch.set_num_threads(threads)
     try:
-        started = time.perf_counter()
-        report = preflight(DigitsCNN(), datamodule=DigitsDataModule())
-        elapsed = time.perf_counter() - started
+        return function()
     finally:
         torch.set_num_threads(saved)
-    if not report.ok:
-        raise RuntimeError(f"the demo model failed its preflight:\n{report}")
-    for result in report:
-        per_check.setdefault(result.name, []).append(result.seconds)
-    return elapsed
-
-
-def run_preflight_callback() -> float:
-    started = time.perf_counter()
-    trainer = _trainer(max_steps=1, callbacks=[Preflight(print_report=False)])
-    trainer.fit(DigitsCNN(), datamodule=DigitsDataModule())
-    return time.perf_counter() - started
-
-
-def run_fast_dev_run() -> float:
-    started = time.perf_counter()
-    _trainer(fast_dev_run=True).fit(DigitsCNN(), datamodule=DigitsDataModule())
-    return time.perf_counter() - started
-
-
-def run_train_epoch() -> float:
-    started = time.perf_counter()
-    _trainer(max_epochs=1, limit_val_batches=0).fit(DigitsCNN(), datamodule=DigitsDataModule())
-    return time.perf_counter() - started
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.preflight_runtime", description=__doc__)
-    parser.add_argument("--rounds", type=int, default=3, help="round-robin rounds (default: 3)")
+    parser.add_argument("--rounds", type=int, default=2, help="round-robin rounds (default: 2)")
+    parser.add_argument("--models", default="cnn,char,lm", help=f"comma-separated, of {sorted(MODELS)}")
     parser.add_argument(
-        "--threads",
-        type=int,
-        default=None,
-        help="torch intra-op threads for every variant (default: torch's)",
+        "--time_budget",
+        type=float,
+        default=DEFAULT_TIME_BUDGET,
+        help=f"per-check budget in seconds; 0 = unlimited (default: {DEFAULT_TIME_BUDGET:g})",
+    )
+    parser.add_argument(
+        "--threads", default="default,1", help="thread settings to compare: 'default' and/or integers"
     )
     args = parser.parse_args(list(argv) if argv is not None else None)
     if args.rounds < 1:
         raise ValueError(f"`--rounds` must be >= 1, got {args.rounds!r}.")
-    if args.threads is not None:
-        if args.threads < 1:
-            raise ValueError(f"`--threads` must be >= 1, got {args.threads!r}.")
-        torch.set_num_threads(args.threads)
-    torch.manual_seed(0)
-    per_check: dict[str, list[float]] = {}
-    variants: dict[str, Callable[[], float]] = {
-        "preflight": lambda: run_preflight(per_check),
-        "preflight_1_thread": lambda: run_preflight({}, threads=1),
-        "preflight_callback": run_preflight_callback,
-        "fast_dev_run": run_fast_dev_run,
-        "train_epoch": run_train_epoch,
-    }
-    run_preflight({})  # warm-up: imports, sklearn load, first-call kernels
-    times: dict[str, list[float]] = {name: [] for name in variants}
+    models = [m.strip() for m in args.models.split(",") if m.strip()]
+    unknown = [m for m in models if m not in MODELS]
+    if unknown:
+        raise ValueError(f"`--models` must name models of {sorted(MODELS)}, got {unknown}.")
+    settings: list[int | None] = [None if t == "default" else int(t) for t in args.threads.split(",")]
+    budget = None if args.time_budget <= 0 else args.time_budget
+    default_threads = torch.get_num_threads()
+
+    totals: dict[tuple[str, int | None], list[float]] = {}
+    checks: dict[tuple[str, int | None], dict[str, list[tuple[float, str]]]] = {}
+    steps: dict[tuple[str, int | None], list[float]] = {}
+    for name in models:  # warm-up: imports, dataset loads, first-call kernels
+        _with_threads(1, lambda name=name: step_seconds(name, steps=1))
     loads = []
     for _ in range(args.rounds):
-        for name, variant in variants.items():
-            times[name].append(variant())
-        loads.append(os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan"))
+        for name in models:
+            for threads in settings:
+                key = (name, threads)
+                total, per_check = _with_threads(threads, lambda name=name: run_preflight(name, budget))
+                totals.setdefault(key, []).append(total)
+                for check, value in per_check.items():
+                    checks.setdefault(key, {}).setdefault(check, []).append(value)
+                steps.setdefault(key, []).append(_with_threads(threads, lambda name=name: step_seconds(name)))
+                loads.append(os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan"))
 
-    median = {name: statistics.median(values) for name, values in times.items()}
     print(
-        f"\nmachine: {platform.machine()}, {os.cpu_count()} CPUs, torch {torch.__version__} "
-        f"({torch.get_num_threads()} threads), lightning {pl.__version__}, "
-        f"Python {platform.python_version()}; "
-        f"1-min load average during the rounds: {', '.join(f'{x:.1f}' for x in loads)} (shared machine)"
+        f"\nmachine: {platform.machine()}, {os.cpu_count()} CPUs, torch {torch.__version__} (default "
+        f"{default_threads} threads), lightning {pl.__version__}, Python {platform.python_version()}; "
+        f"1-min load average during the runs: {min(loads):.1f} to {max(loads):.1f} (shared machine)"
     )
-    print(f"rounds: {args.rounds} (round-robin), medians\n")
-    print("| variant | median s | runs s | x fast_dev_run | x one training epoch |")
-    print("|---|---:|---|---:|---:|")
-    for name, values in times.items():
-        print(
-            f"| {name} | {median[name]:.2f} | {', '.join(f'{v:.2f}' for v in values)} | "
-            f"{median[name] / median['fast_dev_run']:.1f} | {median[name] / median['train_epoch']:.2f} |"
-        )
-    print("\n| check (inside `preflight`) | median s | share |")
-    print("|---|---:|---:|")
-    total = sum(statistics.median(v) for v in per_check.values())
-    for name, values in per_check.items():
-        value = statistics.median(values)
-        print(f"| {name} | {value:.2f} | {value / total:.0%} |")
-    verdict = "within" if median["preflight"] <= BUDGET_S else "OVER"
-    print(f"\nfull preflight median {median['preflight']:.2f} s: {verdict} the {BUDGET_S:.0f} s budget")
-    return 0 if median["preflight"] <= BUDGET_S else 1
+    label = "unlimited" if budget is None else f"{budget:g} s"
+    print(f"rounds: {args.rounds} (round-robin), medians; per-check time budget: {label}\n")
+    names = sorted({c for per in checks.values() for c in per}, key=_order(checks))
+    header = "| model | threads | preflight s | train step s | = steps | " + " | ".join(names) + " |"
+    print(header)
+    print("|---|---|---:|---:|---:|" + "---|" * len(names))
+    over = False
+    for (name, threads), values in totals.items():
+        total = statistics.median(values)
+        step = statistics.median(steps[(name, threads)])
+        over |= total > BUDGET_S
+        cells = []
+        for check in names:
+            runs = checks[(name, threads)].get(check, [])
+            if not runs:
+                cells.append("-")
+                continue
+            seconds = statistics.median(s for s, _ in runs)
+            statuses = "/".join(sorted({status for _, status in runs}))
+            cells.append(f"{seconds:.2f} {statuses}")
+        shown = "default" if threads is None else str(threads)
+        row = f"| {name} | {shown} | {total:.1f} | {step:.3f} | {total / step:.0f} | "
+        print(row + " | ".join(cells) + " |")
+    verdict = "OVER" if over else "within"
+    print(f"\nevery median total {verdict} the {BUDGET_S:.0f} s bar")
+    return 1 if over else 0
+
+
+def _order(checks: dict[Any, dict[str, list[Any]]]) -> Callable[[str], int]:
+    """Checks in the order they ran (the first model's report order)."""
+    first: list[str] = []
+    for per in checks.values():
+        first += [c for c in per if c not in first]
+    return first.index
 
 
 if __name__ == "__main__":

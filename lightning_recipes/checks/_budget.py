@@ -1,8 +1,19 @@
 """A wall-clock budget per check, so a preflight never runs on for minutes without saying so.
 
-``SanityCheck.run`` opens :func:`time_budget` around each check; a check with a loop (training steps, probes)
-asks :func:`out_of_time` between iterations and, when it is out of time, ends with a ``skip`` or ``warn`` that
-says the budget stopped it (and how far it got) instead of running on.
+``SanityCheck.run`` opens :func:`time_budget` around each check. Two deadlines follow from a budget of ``B``
+seconds:
+
+- **soft**, at ``B``: :func:`out_of_time` turns true. A check with a loop (training steps, probes) asks it
+  between iterations (or sizes its loop with :func:`steps_that_fit`) and, when it is out of time, ends with a
+  ``skip`` or ``warn`` that says the budget stopped it and how far it got, instead of running on.
+- **hard**, at ``B + max(2 s, B / 2)`` (:func:`hard_limit`): the next ``nn.Module`` forward call raises
+  :class:`BudgetExceeded`, so a check that never asks still ends; ``SanityCheck.run`` turns that into a
+  ``skip`` saying so. The grace lets a cooperative check finish the step it is in and evaluate.
+
+The deadlines live in context variables: they apply to the thread (and ``asyncio`` task) that opened the
+budget only, never to a training loop running elsewhere. Cost: one ``time.perf_counter()`` per module
+forward while a budget is open (a global forward pre-hook, registered on entry and removed on exit, so
+training outside a preflight never pays for it).
 
 Example:
     >>> with time_budget(None):
@@ -11,31 +22,84 @@ Example:
     >>> with time_budget(0.0):
     ...     out_of_time()
     True
+    >>> with time_budget(10.0):
+    ...     steps_that_fit(seconds_per_step=0.5)  # 10 s / 0.5 s
+    19
 """
 
 from __future__ import annotations
 
+import math
+import threading
 import time
 from collections.abc import Generator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from typing import Any
 
-__all__ = ["budget_seconds", "out_of_time", "time_budget", "time_left"]
+from torch import nn
+
+__all__ = [
+    "DEFAULT_TIME_BUDGET",
+    "BudgetExceeded",
+    "budget_seconds",
+    "hard_limit",
+    "out_of_time",
+    "steps_that_fit",
+    "time_budget",
+    "time_left",
+]
+
+DEFAULT_TIME_BUDGET = 8.0
+"""Seconds per check unless told otherwise. Only the training loops (``overfit_batch``,
+``input_independence``) reach it on the models of ``benchmarks/preflight_runtime.py``; the six default checks
+then take at most about 2 x 8 s + 2 s: 13-18 s on a 2.1M-parameter transformer on a 2-core CPU at one thread
+(measured with 8 other jobs on it), more at 2 threads on a loaded machine, where one training step can
+itself take seconds."""
 
 _DEADLINE: ContextVar[float | None] = ContextVar("lightning_recipes_check_deadline", default=None)
+_HARD_DEADLINE: ContextVar[float | None] = ContextVar("lightning_recipes_check_hard_deadline", default=None)
 _BUDGET: ContextVar[float | None] = ContextVar("lightning_recipes_check_budget", default=None)
+_HOOK_LOCK = threading.Lock()
+_HOOK: dict[str, Any] = {"users": 0, "handle": None}  # the global pre-hook, shared by every open budget
+
+
+class BudgetExceeded(BaseException):
+    """Raised from a module's forward when a check runs past its hard deadline.
+
+    A ``BaseException`` (like ``KeyboardInterrupt``) so that a check's or a model's ``except Exception`` does
+    not swallow it; ``SanityCheck.run`` catches it and reports a ``skip``.
+    """
+
+
+def hard_limit(seconds: float) -> float:
+    """Seconds after which a check that ignores its ``seconds`` budget is stopped: ``B + max(2, B / 2)``.
+
+    Example:
+        >>> hard_limit(10.0), hard_limit(1.0)
+        (15.0, 3.0)
+    """
+    return seconds + max(2.0, seconds / 2)
 
 
 @contextmanager
 def time_budget(seconds: float | None) -> Generator[None, None, None]:
-    """Inside the block, :func:`out_of_time` turns true ``seconds`` after entry (``None``: never)."""
-    deadline = None if seconds is None else time.perf_counter() + seconds
-    token, budget_token = _DEADLINE.set(deadline), _BUDGET.set(seconds)
+    """Inside the block, :func:`out_of_time` turns true ``seconds`` after entry (``None``: never), and module
+    forwards raise :class:`BudgetExceeded` after :func:`hard_limit` ``(seconds)``."""
+    now = time.perf_counter()
+    deadline = None if seconds is None else now + seconds
+    hard = None if seconds is None else now + hard_limit(seconds)
+    if hard is not None:
+        _hook_users(+1)
+    tokens = (_DEADLINE.set(deadline), _HARD_DEADLINE.set(hard), _BUDGET.set(seconds))
     try:
         yield
     finally:
-        _DEADLINE.reset(token)
-        _BUDGET.reset(budget_token)
+        _DEADLINE.reset(tokens[0])
+        _HARD_DEADLINE.reset(tokens[1])
+        _BUDGET.reset(tokens[2])
+        if hard is not None:
+            _hook_users(-1)
 
 
 def time_left() -> float:
@@ -52,3 +116,47 @@ def out_of_time() -> bool:
 def budget_seconds() -> float | None:
     """The innermost budget's length in seconds (for messages), or ``None``."""
     return _BUDGET.get()
+
+
+def steps_that_fit(seconds_per_step: float, share: float = 1.0, reserve: float = 0.0) -> int:
+    """How many more steps of ``seconds_per_step`` fit in ``share`` of the time left, minus ``reserve`` s.
+
+    For a check that times its first step and then sizes its loop (``min(max_steps, steps_that_fit(t))``)
+    rather than asking :func:`out_of_time` each step: say ``share=0.5`` for each of two copies trained in
+    turn, ``reserve`` for an evaluation at the end. At least 0; a large number outside any budget.
+
+    Example:
+        >>> steps_that_fit(0.1)  # no budget open
+        1000000000
+        >>> with time_budget(4.0):
+        ...     steps_that_fit(0.1, share=0.5, reserve=1.0)  # (4 s - 1 s) / 2 / 0.1 s
+        14
+    """
+    left = time_left()
+    if math.isinf(left):
+        return 1_000_000_000
+    usable = (left - reserve) * share
+    if usable <= 0 or seconds_per_step <= 0:
+        return 0 if usable <= 0 else 1_000_000_000
+    return int(usable / seconds_per_step)
+
+
+def _stop_when_past_hard_deadline(module: nn.Module, args: Any) -> None:
+    hard = _HARD_DEADLINE.get()
+    if hard is not None and time.perf_counter() > hard:
+        raise BudgetExceeded(
+            f"past the hard limit of its {_BUDGET.get()} s time budget (in {type(module).__name__}.forward)"
+        )
+
+
+def _hook_users(change: int) -> None:
+    """Count open budgets; register the global forward pre-hook for the first, remove it after the last."""
+    with _HOOK_LOCK:
+        _HOOK["users"] += change
+        if _HOOK["users"] > 0 and _HOOK["handle"] is None:
+            _HOOK["handle"] = nn.modules.module.register_module_forward_pre_hook(
+                _stop_when_past_hard_deadline
+            )
+        elif _HOOK["users"] == 0 and _HOOK["handle"] is not None:
+            _HOOK["handle"].remove()
+            _HOOK["handle"] = None

@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 import lightning.pytorch as pl
 from lightning.pytorch.utilities import rank_zero_only
-from lightning.pytorch.utilities.rank_zero import rank_zero_warn
+from lightning.pytorch.utilities.rank_zero import rank_zero_info, rank_zero_warn
 
+from lightning_recipes.checks._budget import DEFAULT_TIME_BUDGET, hard_limit
 from lightning_recipes.checks._isolation import cpu_threads
 from lightning_recipes.checks.context import CheckContext, context_from_trainer
 from lightning_recipes.checks.report import CheckResult, PreflightError, PreflightReport
@@ -24,22 +25,68 @@ from lightning_recipes.checks.report import CheckResult, PreflightError, Preflig
 if TYPE_CHECKING:
     from lightning_recipes.checks.base import SanityCheck
 
-__all__ = ["ON_FAIL", "enforce", "log_results", "run_checks", "run_in_trainer", "unsupported_strategy"]
+__all__ = [
+    "ON_FAIL",
+    "enforce",
+    "log_results",
+    "progress_line",
+    "run_checks",
+    "run_in_trainer",
+    "unsupported_strategy",
+]
 
 ON_FAIL = ("raise", "warn")
 
 
 def run_checks(
-    checks: Sequence[SanityCheck], context: CheckContext, num_threads: int | None = None
+    checks: Sequence[SanityCheck],
+    context: CheckContext,
+    num_threads: int | None = None,
+    *,
+    time_budget: float | None = DEFAULT_TIME_BUDGET,
+    progress: bool = False,
 ) -> PreflightReport:
     """Run each check on the shared context and collect a report.
 
     ``num_threads`` sets torch's intra-op threads while the checks run on a CPU, then restores them.
+    ``time_budget`` is the seconds each check whose own ``time_budget`` is ``"default"`` gets (``None``:
+    unlimited). ``progress`` logs a line as each check starts and one as it ends (rank zero, Lightning's
+    ``rank_zero_info``, as the package logs elsewhere).
     """
     started = time.perf_counter()
+    results: list[CheckResult] = []
     with cpu_threads(num_threads, context.device):
-        results: list[CheckResult] = [check.run(context) for check in checks]
+        for index, check in enumerate(checks):
+            budget = check.resolved_budget(time_budget)
+            if progress:
+                rank_zero_info(progress_line(index, len(checks), check.name, budget))
+            result = check.run(context, default_budget=time_budget)
+            if progress:
+                rank_zero_info(progress_line(index, len(checks), check.name, budget, result))
+            results.append(result)
     return PreflightReport(results, time.perf_counter() - started)
+
+
+def progress_line(
+    index: int, total: int, name: str, budget: float | None, result: CheckResult | None = None
+) -> str:
+    """The line logged as check ``index`` (0-based) of ``total`` starts (``result=None``) or ends.
+
+    Example:
+        >>> progress_line(4, 6, "overfit_batch", 8.0)
+        'preflight [5/6] overfit_batch: running (budget 8 s)'
+        >>> progress_line(4, 6, "overfit_batch", 8.0, CheckResult("overfit_batch", "pass", "", seconds=2.34))
+        'preflight [5/6] overfit_batch: PASS in 2.3 s'
+    """
+    head = f"preflight [{index + 1}/{total}] {name}:"
+    if result is None:
+        return f"{head} running ({'no budget' if budget is None else f'budget {budget:g} s'})"
+    line = f"{head} {result.status.upper()} in {result.seconds:.1f} s"
+    if result.details.get("stopped_by_budget") or (
+        budget is not None and result.seconds > hard_limit(budget)
+    ):
+        line += f" (over its {budget:g} s budget)"
+    return line
 
 
 def run_in_trainer(
@@ -55,6 +102,8 @@ def run_in_trainer(
     target_key: Any = None,
     seed: int = 0,
     num_threads: int | None = None,
+    time_budget: float | None = DEFAULT_TIME_BUDGET,
+    progress: bool = False,
 ) -> bool:
     """Run ``checks`` with the Trainer's device, precision and loaders, log and print the report, then call
     ``keep(report)`` (the caller stores it) and :func:`enforce` ``on_fail``. Returns whether a check failed on
@@ -75,7 +124,7 @@ def run_in_trainer(
             num_classes=num_classes,
             seed=seed,
         )
-        report = run_checks(checks, context, num_threads)
+        report = run_checks(checks, context, num_threads, time_budget=time_budget, progress=progress)
     if print_report and trainer.is_global_zero:
         from rich.console import Console
 

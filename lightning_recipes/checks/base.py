@@ -11,14 +11,29 @@ import torch
 from lightning.pytorch.callbacks import Callback
 from typing_extensions import override
 
-from lightning_recipes._validation import check_choice
+from lightning_recipes._validation import check_choice, check_positive
 from lightning_recipes.checks._batches import Key, check_key
+from lightning_recipes.checks._budget import DEFAULT_TIME_BUDGET, BudgetExceeded, hard_limit, time_budget
 from lightning_recipes.checks._isolation import preserved_rng
 from lightning_recipes.checks._runner import ON_FAIL, run_in_trainer
 from lightning_recipes.checks.context import CheckContext
 from lightning_recipes.checks.report import CheckResult, CheckSkipped, PreflightReport
 
-__all__ = ["SanityCheck"]
+__all__ = ["DEFAULT_TIME_BUDGET", "SanityCheck", "TimeBudget", "check_time_budget"]
+
+TimeBudget = float | None | Literal["default"]
+
+
+def check_time_budget(name: str, value: Any, *, allow_default: bool = False) -> None:
+    """A budget is a positive number of seconds, ``None`` (unlimited) or, for a check, ``"default"``."""
+    if value is None or (allow_default and value == "default"):
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        allowed = "a positive number of seconds, None (unlimited)" + (
+            ' or "default"' if allow_default else ""
+        )
+        raise ValueError(f"`{name}` must be {allowed}, got {value!r}.")
+    check_positive(name, value)
 
 
 class SanityCheck(Callback):
@@ -32,16 +47,27 @@ class SanityCheck(Callback):
     ``Preflight(checks=[...])``, and in ``preflight(model, ..., checks=[...])``. :meth:`run` isolates it:
     the RNG states are restored and seeded, and an exception from user code becomes a ``skip`` result.
 
-    Cost: what :meth:`check` costs, once per ``fit``; a resumed run (``ckpt_path``) or a restored result
-    skips it. As a callback, one collective call decides "failed on any rank".
+    Cost: what :meth:`check` costs, once per ``fit``, bounded by ``time_budget``; a resumed run
+    (``ckpt_path``) or a restored result skips it. As a callback, one collective call decides "failed on any
+    rank".
+
+    Time budget: :meth:`run` opens :func:`~lightning_recipes.checks._budget.time_budget` around :meth:`check`.
+    A check with a loop asks ``out_of_time()`` between iterations and ends with a ``warn``/``skip`` that says
+    the budget stopped it and how far it got. A check that does not ask is stopped at the next module forward
+    after ``B + max(2 s, B / 2)`` and reported as ``skip`` ("stopped by its time budget"); no verdict is
+    invented for it. A check that finishes past that limit without a forward call keeps its status (its
+    verdict is valid) and its message says by how much it overran (``details["over_budget_s"]``).
 
     Args:
         on_fail: ``"raise"`` a :class:`PreflightError` or ``"warn"`` when a callback's check fails.
         input_key: Index or key of the input tensor in a batch (default: ``batch[0]`` or ``"x"``, ...).
         target_key: Index or key of the target tensor (default: ``batch[-1]`` or ``"y"``, ``"labels"``, ...).
+        time_budget: Wall-clock seconds for this check; ``None`` = unlimited; ``"default"`` = the preflight's
+            ``time_budget`` (:data:`DEFAULT_TIME_BUDGET`, 8 s, when run as a callback on its own).
 
     Raises:
-        ValueError: If ``on_fail`` is not ``"raise"``/``"warn"`` or a key is neither an int, a str nor None.
+        ValueError: If ``on_fail`` is not ``"raise"``/``"warn"``, a key is neither an int, a str nor None, or
+            ``time_budget`` is not a positive number, None or ``"default"``.
 
     Example: a check of your own, in ten lines.
 
@@ -71,14 +97,21 @@ class SanityCheck(Callback):
     name: ClassVar[str] = "check"
 
     def __init__(
-        self, *, on_fail: Literal["raise", "warn"] = "raise", input_key: Key = None, target_key: Key = None
+        self,
+        *,
+        on_fail: Literal["raise", "warn"] = "raise",
+        input_key: Key = None,
+        target_key: Key = None,
+        time_budget: TimeBudget = "default",
     ) -> None:
         check_choice("on_fail", on_fail, ON_FAIL)
         check_key("input_key", input_key)
         check_key("target_key", target_key)
+        check_time_budget("time_budget", time_budget, allow_default=True)
         self.on_fail = on_fail
         self.input_key = input_key
         self.target_key = target_key
+        self.time_budget = time_budget
         self.result: CheckResult | None = None
         self.failed_on_any_rank = False  # the collective decision, set when run as a callback
 
@@ -86,8 +119,17 @@ class SanityCheck(Callback):
     def check(self, context: CheckContext) -> CheckResult:
         """Run the check on copies from ``context``; raise :class:`CheckSkipped` when it cannot."""
 
-    def run(self, context: CheckContext) -> CheckResult:
-        """:meth:`check` inside an isolated, seeded RNG state, timed; errors in user code become ``skip``."""
+    def run(
+        self, context: CheckContext, *, default_budget: float | None = DEFAULT_TIME_BUDGET
+    ) -> CheckResult:
+        """:meth:`check` inside an isolated, seeded RNG state and its time budget, timed; errors in user code
+        and a stop at the budget's hard limit become ``skip``.
+
+        Args:
+            context: The shared context.
+            default_budget: The budget in seconds when this check's ``time_budget`` is ``"default"``.
+        """
+        budget = self.resolved_budget(default_budget)
         started = time.perf_counter()
         saved_keys = (context.input_key, context.target_key)
         if self.input_key is not None:
@@ -95,9 +137,11 @@ class SanityCheck(Callback):
         if self.target_key is not None:
             context.target_key = self.target_key
         try:
-            with preserved_rng():
+            with preserved_rng(), time_budget(budget):
                 torch.manual_seed(context.seed)
                 result = self.check(context)
+        except BudgetExceeded:
+            result = self._stopped(budget, time.perf_counter() - started)
         except CheckSkipped as reason:
             result = CheckResult(self.name, "skip", f"skipped: {reason}")
         except Exception as err:  # the user's code raised on our copy: report it, never crash the run
@@ -112,8 +156,34 @@ class SanityCheck(Callback):
         finally:
             context.input_key, context.target_key = saved_keys
         result.seconds = time.perf_counter() - started
+        if (
+            budget is not None
+            and result.seconds > hard_limit(budget)
+            and "stopped_by_budget" not in result.details
+        ):
+            over = result.seconds - budget
+            result.message += (
+                f" (Took {result.seconds:.1f} s, {over:.1f} s over its {budget:g} s time budget: the check "
+                "does not stop at its budget here. Try: a larger `time_budget`, or `num_threads=1` on a busy "
+                "CPU.)"
+            )
+            result.details["over_budget_s"] = round(over, 3)
         self.result = result
         return result
+
+    def resolved_budget(self, default: float | None = DEFAULT_TIME_BUDGET) -> float | None:
+        """This check's budget in seconds: its ``time_budget``, or ``default`` when that is ``"default"``."""
+        return default if self.time_budget == "default" else self.time_budget
+
+    def _stopped(self, budget: float | None, seconds: float) -> CheckResult:
+        return CheckResult(
+            self.name,
+            "skip",
+            f"stopped by its time budget: still running after {seconds:.1f} s ({budget:g} s budget, stopped "
+            f"at {hard_limit(budget or 0.0):g} s), so no verdict. Try: `time_budget=` larger for this check "
+            "(or None), `num_threads=1` on a busy CPU, or fewer steps/samples in the check's arguments.",
+            {"stopped_by_budget": True, "time_budget_s": budget},
+        )
 
     @override
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
@@ -127,6 +197,8 @@ class SanityCheck(Callback):
             on_fail=self.on_fail,
             input_key=self.input_key,
             target_key=self.target_key,
+            time_budget=DEFAULT_TIME_BUDGET,
+            progress=True,
         )
 
     def _keep(self, report: PreflightReport) -> None:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import lightning.pytorch as pl
 
+from lightning_recipes.checks._budget import DEFAULT_TIME_BUDGET
 from lightning_recipes.checks.preflight import CHECKS
 
 if TYPE_CHECKING:
@@ -76,6 +77,18 @@ def build_parser() -> ArgumentParser:  # jsonargparse is imported lazily: it is 
         default=None,
         help="torch CPU threads during the checks (default: torch's)",
     )
+    parser.add_argument(
+        "--time_budget",
+        type=float | None,
+        default=DEFAULT_TIME_BUDGET,
+        help=f"wall-clock seconds per check; null = unlimited (default: {DEFAULT_TIME_BUDGET:g})",
+    )
+    parser.add_argument(
+        "--progress",
+        type=bool,
+        default=True,
+        help="log a line per check as it starts and ends (default: true)",
+    )
     parser.add_argument("--json", type=Path | None, default=None, help="also write the report as JSON here")
     parser.add_argument("--strict", type=bool, default=False, help="exit 1 on warnings too")
     return parser
@@ -114,6 +127,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+    if config.time_budget is not None and not config.time_budget > 0:
+        print(
+            f"lightning-recipes preflight: `--time_budget` must be a number of seconds > 0 or null "
+            f"(unlimited), got {config.time_budget!r}.",
+            file=sys.stderr,
+        )
+        return 2
     objects = parser.instantiate_classes(config)
     report = preflight(
         objects.model,
@@ -125,6 +145,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         seed=config.seed,
         num_threads=config.num_threads,
         print_report=True,
+        time_budget=config.time_budget,
+        progress=config.progress,
     )
     if config.json is not None:
         config.json.write_text(report.to_json())
@@ -143,6 +165,8 @@ _OWN_KEYS = (
     "input_key",
     "target_key",
     "num_threads",
+    "time_budget",
+    "progress",
     "json",
     "strict",
 )

@@ -21,8 +21,9 @@ from typing_extensions import override
 
 from lightning_recipes._validation import check_bool, check_choice, check_int
 from lightning_recipes.checks._batches import Key, check_key
+from lightning_recipes.checks._budget import DEFAULT_TIME_BUDGET
 from lightning_recipes.checks._runner import ON_FAIL, run_checks, run_in_trainer
-from lightning_recipes.checks.base import SanityCheck
+from lightning_recipes.checks.base import SanityCheck, check_time_budget
 from lightning_recipes.checks.batch_independence_check import BatchIndependenceCheck
 from lightning_recipes.checks.causality_check import CausalityCheck
 from lightning_recipes.checks.context import CheckContext
@@ -83,7 +84,17 @@ def build_checks(checks: Sequence[str | SanityCheck] | str | SanityCheck | None)
     return built
 
 
-def _validate_common(num_classes: Any, seed: Any, num_threads: Any, input_key: Any, target_key: Any) -> None:
+def _validate_common(
+    num_classes: Any,
+    seed: Any,
+    num_threads: Any,
+    input_key: Any,
+    target_key: Any,
+    time_budget: Any = None,
+    progress: Any = False,
+) -> None:
+    check_time_budget("time_budget", time_budget)
+    check_bool("progress", progress)
     if num_classes is not None:
         check_int("num_classes", num_classes, minimum=2)
     check_int("seed", seed)
@@ -107,6 +118,8 @@ def preflight(
     seed: int = 0,
     num_threads: int | None = None,
     print_report: bool = False,
+    time_budget: float | None = DEFAULT_TIME_BUDGET,
+    progress: bool = True,
 ) -> PreflightReport:
     """Run the sanity checks on ``model`` with its data, before training, and return a
     :class:`PreflightReport`.
@@ -145,14 +158,25 @@ def preflight(
         num_threads: torch intra-op threads while the checks run on a CPU (restored after); ``None`` leaves
             them alone. ``1`` is fastest for small models on a busy CPU (see ``benchmarks/RESULTS.md``).
         print_report: Print the table (rich) before returning.
+        time_budget: Wall-clock seconds each check may take (those whose own ``time_budget`` is
+            ``"default"``); ``None`` = unlimited. A check's loop ends at its budget with a ``warn``/``skip``
+            that says so; one that does not stop is stopped at ``B + max(2 s, B / 2)`` and reported as
+            ``skip`` (see :class:`~lightning_recipes.checks.SanityCheck`). With the default, 8 s, the six
+            checks took 18 s on a 2.1M-parameter transformer on a busy 2-core CPU at ``num_threads=1``
+            (``benchmarks/RESULTS.md``).
+        progress: Log a line as each check starts and ends (name, status, seconds) through Lightning's
+            ``rank_zero_info`` (rank zero only; silence it with
+            ``logging.getLogger("lightning.pytorch.utilities.rank_zero").setLevel(logging.WARNING)`` or
+            ``progress=False``).
 
     Returns:
         The report: ``.ok``, ``.results``, ``report["init_loss"]``, ``to_dict()``, ``raise_for_failures()``.
 
     Raises:
         ValueError: If no training data is given, a check name is unknown, or an argument is invalid
-            (``num_classes < 2``, ``num_threads < 1``, a non-integer ``seed``, a key neither int nor str).
-        TypeError: If ``print_report`` is not a bool.
+            (``num_classes < 2``, ``num_threads < 1``, a non-integer ``seed``, a key neither int nor str,
+            ``time_budget`` neither a positive number nor None).
+        TypeError: If ``print_report`` or ``progress`` is not a bool.
 
     Example:
         >>> from lightning_recipes.testing import TinyClassifier, random_classification_loader
@@ -164,7 +188,7 @@ def preflight(
         1.386
     """
     built = build_checks(checks)
-    _validate_common(num_classes, seed, num_threads, input_key, target_key)
+    _validate_common(num_classes, seed, num_threads, input_key, target_key, time_budget, progress)
     check_bool("print_report", print_report)
     if datamodule is not None:
         datamodule.prepare_data()
@@ -196,7 +220,7 @@ def preflight(
         num_classes=num_classes,
         seed=seed,
     )
-    report = run_checks(built, context, num_threads)
+    report = run_checks(built, context, num_threads, time_budget=time_budget, progress=progress)
     if print_report:
         from rich.console import Console
 
@@ -219,7 +243,8 @@ class Preflight(Callback):
     :func:`lightning_recipes.preflight` on the unsharded model.
 
     Cost: what the chosen checks cost, once per ``fit`` (about 1 s for all six on the demo CNN on one CPU
-    thread, see ``benchmarks/RESULTS.md``); memory of two to three copies of the model.
+    thread, see ``benchmarks/RESULTS.md``), at most ``time_budget`` (plus its grace) per check; memory of two
+    to three copies of the model.
 
     Args:
         checks: Names from :data:`CHECKS` (``"data"``, ``"split_overlap"``, ``"init_loss"``, ``"grad_flow"``,
@@ -233,11 +258,15 @@ class Preflight(Callback):
         seed: Seed the checks run under (their RNG is isolated from the run's).
         num_threads: torch intra-op threads while the checks run on a CPU (restored before training);
             ``None`` leaves them alone.
+        time_budget: Wall-clock seconds per check (for checks whose own ``time_budget`` is ``"default"``);
+            ``None`` = unlimited. See :func:`~lightning_recipes.checks.preflight`.
+        progress: Log a line as each check starts and ends, on rank zero.
 
     Raises:
         ValueError: If ``on_fail`` or a check name is unknown, ``num_classes < 2``, ``num_threads < 1``,
-            ``seed`` is not an integer or a key is neither an int, a str nor None.
-        TypeError: If ``print_report`` is not a bool.
+            ``seed`` is not an integer, a key is neither an int, a str nor None, or ``time_budget`` is
+            neither a positive number nor None.
+        TypeError: If ``print_report`` or ``progress`` is not a bool.
 
     Example:
         >>> from lightning_recipes.testing import TinyClassifier, fast_trainer, random_classification_loader
@@ -263,11 +292,15 @@ class Preflight(Callback):
         num_classes: int | None = None,
         seed: int = 0,
         num_threads: int | None = None,
+        time_budget: float | None = DEFAULT_TIME_BUDGET,
+        progress: bool = True,
     ) -> None:
         check_choice("on_fail", on_fail, ON_FAIL)
         check_bool("print_report", print_report)
-        _validate_common(num_classes, seed, num_threads, input_key, target_key)
+        _validate_common(num_classes, seed, num_threads, input_key, target_key, time_budget, progress)
         self.num_threads = num_threads
+        self.time_budget = time_budget
+        self.progress = progress
         self.checks = build_checks(checks)
         self.on_fail = on_fail
         self.print_report = print_report
@@ -299,6 +332,8 @@ class Preflight(Callback):
             target_key=self.target_key,
             seed=self.seed,
             num_threads=self.num_threads,
+            time_budget=self.time_budget,
+            progress=self.progress,
         )
 
     def _keep(self, report: PreflightReport) -> None:

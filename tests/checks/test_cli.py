@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -51,6 +52,28 @@ def test_cli_demo_cnn_passes_and_writes_json(tmp_path):
     assert "Preflight OK" in result.stdout and "input_independence" in result.stdout
     data = json.loads(out.read_text())
     assert data["ok"] and len(data["results"]) == 10
+    # a progress line per check as it starts and ends, with the default budget; seconds in the JSON
+    assert "preflight [1/10] data: running (budget 8 s)" in result.stderr
+    assert "preflight [10/10] input_independence: " in result.stderr and " s\n" in result.stderr
+    assert all(isinstance(r["seconds"], float) for r in data["results"])
+
+
+def test_cli_time_budget_and_progress_flags(capsys, caplog):
+    args = [
+        "--model=lightning_recipes.testing.TinyClassifier",
+        "--data=lightning_recipes.data.DigitsDataModule",
+        "--model.in_features=64",
+        "--model.num_classes=10",
+        "--data.flatten=true",
+        "--checks=[init_loss]",
+    ]
+    with caplog.at_level(logging.INFO):
+        assert main([*args, "--time_budget=2.5"]) == 0
+    assert "preflight [1/1] init_loss: running (budget 2.5 s)" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.INFO):
+        assert main([*args, "--time_budget=null", "--progress=false"]) == 0
+    assert "Preflight OK" in capsys.readouterr().out and "preflight [" not in caplog.text
 
 
 def test_cli_broken_model_exits_non_zero(tmp_path):
@@ -83,6 +106,11 @@ def test_cli_bad_arguments_exit_2(capsys):
     assert main(["--model", "lightning_recipes.demo.DigitsCNN", "--checks", "[nope]"]) == 2
     assert "unknown check(s) ['nope']" in capsys.readouterr().err
     assert main(["--model", "no.such.Model"]) == 2
+    assert main(["--model", "lightning_recipes.demo.DigitsCNN", "--time_budget", "0"]) == 2
+    assert (
+        "`--time_budget` must be a number of seconds > 0 or null (unlimited), got 0.0"
+        in capsys.readouterr().err
+    )
 
 
 # ---------------------------------------------------------------- issue 12, item 12
