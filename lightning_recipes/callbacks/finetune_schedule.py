@@ -62,8 +62,9 @@ class FinetuneSchedule(Callback):
     Requirements: one optimizer with a per-step ``LambdaLR`` (every recipe schedule; ``schedule="none"`` has
     no scheduler: use ``"constant"`` with ``warmup_steps=0``); each param group wholly inside or outside the
     frozen modules. Under DDP, turn on ``find_unused_parameters``
-    (``strategy="ddp_find_unused_parameters_true"`` or ``DDPStrategy(find_unused_parameters=True)``): DDP then leaves the frozen parameters' gradients unset
-    and averages them again after the unfreeze. Each requirement is checked at fit start with a clear error.
+    (``strategy="ddp_find_unused_parameters_true"`` or ``DDPStrategy(find_unused_parameters=True)``): DDP
+    then leaves the frozen parameters' gradients unset and averages them again after the unfreeze. Each
+    requirement is checked at fit start with a clear error.
 
     Cost: nothing per step; one walk over the groups at fit start and at the unfreeze point.
 
@@ -144,8 +145,9 @@ class FinetuneSchedule(Callback):
             if any(inside) and not all(inside):
                 raise ValueError(
                     f"Param group {group.get('name', index)!r} mixes parameters of {self.modules} with "
-                    "others: FinetuneSchedule needs them in groups of their own. The recipe mixins split them when "
-                    "the callback is in `Trainer(callbacks=...)`; in your own configure_optimizers use "
+                    "others: FinetuneSchedule needs them in groups of their own. The recipe mixins split "
+                    "them when the callback is in `Trainer(callbacks=...)`; in your own "
+                    "configure_optimizers use "
                     f"`param_groups(model, weight_decay, split={self.modules!r})`."
                 )
             if any(inside):
