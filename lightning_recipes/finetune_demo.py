@@ -19,7 +19,7 @@ from lightning_recipes.data import DigitsDataModule
 from lightning_recipes.demo import RecipeDigitsCNN
 from lightning_recipes.recipe import OptimizerRecipe
 
-__all__ = ["VARIANTS", "build_parser", "main", "run_finetune_demo", "split_digits"]
+__all__ = ["VARIANTS", "build_parser", "format_table", "main", "run_finetune_demo", "split_digits"]
 
 #: The fine-tuning variants compared, in table order.
 VARIANTS = ("scratch", "plain", "recipe")
@@ -168,8 +168,9 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    """Entry point of ``lightning-recipes demo --finetune``: runs the comparison and prints the table."""
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``lightning-recipes demo --finetune``: runs the comparison, prints the table, returns 0
+    (the exit code)."""
     args = build_parser().parse_args(argv)
     for name, value in (("--shots", args.shots), ("--finetune-epochs", args.finetune_epochs)):
         if value < 1:
@@ -190,7 +191,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     finally:
         quiet.setLevel(level)
     print(format_table(result))
-    return result
+    return 0
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -257,7 +257,11 @@ class CheckRanks(Callback):
 
     def on_train_batch_start(self, trainer: pl.Trainer, pl_module: Any, *args: Any) -> None:
         if trainer.global_step <= UNFREEZE:
-            assert all(torch.equal(a, b) for a, b in zip(self.initial, pl_module.backbone.parameters()))
+            backbone = list(pl_module.backbone.parameters())
+            assert all(torch.equal(a, b) for a, b in zip(self.initial, backbone))
+            # DDP (find_unused_parameters) leaves their gradients unset: no zero gradient, no optimizer state
+            assert all(p.grad is None for p in backbone)
+            assert not any(p in trainer.optimizers[0].state for p in backbone)
 
     def on_train_end(self, trainer: pl.Trainer, pl_module: Any) -> None:
         flat = torch.cat([p.detach().flatten() for p in pl_module.parameters()])
