@@ -151,7 +151,9 @@ class Kill(Callback):
 def _run(directory: Path, extra: list[Callback], ckpt_path: Path | None = None, seed: int = 0) -> Any:
     torch.manual_seed(seed)
     model = FTNet(_recipe("lamb"))
-    callback = FinetuneSchedule("backbone", unfreeze_at_step=UNFREEZE, warmup_steps=WARMUP)
+    # a 5-step warm-up (steps 6-10): the step-8 checkpoint falls inside it; the resumed run must rebuild the
+    # unfrozen groups' multiplier, not only their requires_grad
+    callback = FinetuneSchedule("backbone", unfreeze_at_step=UNFREEZE, warmup_steps=5)
     checkpoint = ModelCheckpoint(
         dirpath=directory, every_n_epochs=1, save_on_train_epoch_end=True, save_top_k=-1, filename="{step}"
     )
