@@ -32,7 +32,10 @@ class OptimizerRecipeMixin:
 
     ``configure_optimizers`` builds:
 
-    - groups from :func:`~lightning_recipes.optim.param_groups` (``decay`` / ``no_decay``);
+    - groups from :func:`~lightning_recipes.optim.param_groups` (``decay`` / ``no_decay``; with
+      ``layer_decay`` / ``lr_scale`` one group per depth / entry x decay/no-decay, each at its scaled LR;
+      modules named by a :class:`~lightning_recipes.callbacks.finetune_schedule.FinetuneSchedule` among the
+      Trainer's callbacks get groups of their own, so it can schedule them);
     - the optimizer: ``torch.optim.AdamW`` (fused where supported), :class:`~lightning_recipes.optim.Lion` or
       :class:`~lightning_recipes.optim.Lamb`;
     - the schedule over ``trainer.estimated_stepping_batches`` steps, ``interval="step"``;
@@ -150,7 +153,7 @@ class OptimizerRecipeMixin:
                     "none)."
                 )
             lr = scale_lr(lr, recipe["base_batch_size"], global_batch, rule=recipe["scale_lr"])
-        groups = param_groups(module, recipe["weight_decay"])
+        groups = _recipe_groups(module, recipe, _split_prefixes(trainer))
         optimizer = build_optimizer(
             recipe["optimizer"],
             groups,
@@ -181,6 +184,8 @@ class OptimizerRecipeMixin:
                     "tensors": len(g["params"]),
                     "params": sum(p.numel() for p in g["params"]),
                     "weight_decay": g["weight_decay"],
+                    "lr": g.get("initial_lr", g["lr"]),  # the group's peak LR, before the schedule
+                    "lr_scale": g.get("lr_scale", 1.0),
                 }
                 for g in optimizer.param_groups
             ],
@@ -204,7 +209,7 @@ class OptimizerRecipeMixin:
         """Outside a Trainer the run length is unknown: the optimizer alone, at the (unscaled) peak lr."""
         return build_optimizer(
             recipe["optimizer"],
-            param_groups(self, recipe["weight_decay"]),  # type: ignore[arg-type]
+            _recipe_groups(self, recipe, ()),
             lr=recipe["lr"],
             weight_decay=recipe["weight_decay"],
             betas=recipe["betas"],
@@ -258,6 +263,25 @@ class LambRecipe(OptimizerRecipeMixin):
     default_optimizer: ClassVar[str] = "lamb"
 
 
+def _recipe_groups(module: Any, recipe: dict[str, Any], split: list[str] | tuple[str, ...]) -> list[Any]:
+    return param_groups(
+        module,
+        recipe["weight_decay"],
+        layer_decay=recipe["layer_decay"],
+        block_classes=recipe["block_classes"],
+        lr_scale=recipe["lr_scale"],
+        split=split,
+    )
+
+
+def _split_prefixes(trainer: Any) -> list[str]:
+    """The module paths that a ``FinetuneSchedule`` among the Trainer's callbacks freezes and unfreezes."""
+    prefixes: list[str] = []
+    for callback in trainer.callbacks:
+        prefixes.extend(getattr(callback, "param_group_split", ()))
+    return prefixes
+
+
 def _train_batch_size(trainer: Any) -> int | None:
     """The per-device batch size of the loader the Trainer trains on.
 
@@ -288,7 +312,8 @@ def _format_summary(
     summary: dict[str, Any], batch_size: int | None, trainer: Any, recipe: dict[str, Any]
 ) -> str:
     groups = ", ".join(
-        f"{g['name']} {g['params']:,} params in {g['tensors']} tensors (wd {g['weight_decay']:g})"
+        f"{g['name']} {g['params']:,} params in {g['tensors']} tensors (wd {g['weight_decay']:g}"
+        + (f", lr x{g['lr_scale']:.3g})" if len({h["lr_scale"] for h in summary["groups"]}) > 1 else ")")
         for g in summary["groups"]
     )
     if summary["global_batch_size"] is None:

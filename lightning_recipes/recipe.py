@@ -17,6 +17,7 @@ from lightning_recipes._validation import (
     check_non_negative,
     check_positive,
 )
+from lightning_recipes.optim.layer_decay import check_layer_decay, check_lr_scale, resolve_block_classes
 from lightning_recipes.optim.names import (
     OPTIMIZERS,
     RECIPE_OPTIMIZERS,
@@ -42,6 +43,9 @@ SCHEDULE_DEFAULTS: dict[str, Any] = {
     "base_batch_size": None,
     "batch_size": None,
     "implementation": "auto",
+    "layer_decay": None,
+    "lr_scale": None,
+    "block_classes": None,
 }
 _SCALE_RULES = ("linear", "sqrt")
 _IMPLEMENTATIONS = ("auto", "for_loop", "foreach", "compiled", "native")
@@ -79,6 +83,17 @@ class OptimizerRecipe:
         batch_size: Per-device batch size, an int >= 1; ``None`` reads it from the training ``DataLoader``.
         implementation: Lion/Lamb implementation (``"auto"``, ``"for_loop"``, ``"foreach"``, ``"compiled"``,
             ``"native"``).
+        layer_decay: Layer-wise LR decay in (0, 1] (BEiT / ELECTRA): the head keeps the peak LR, each
+            repeated block below it gets one more factor ``layer_decay``, the embeddings the lowest
+            (``layer_decay ** (L + 1)`` for ``L`` blocks). Blocks are found as the FSDP presets find them
+            (see :func:`~lightning_recipes.optim.layer_decay.layer_depths`); a model without repeated blocks
+            is an error at fit naming what was looked for (set ``block_classes`` then). Each depth x
+            decay/no-decay is its own group, named ``embed/decay``, ``block_0/no_decay``, ..., ``head/decay``
+            in the summary line and in ``LearningRateMonitor``.
+        lr_scale: Discriminative LRs by name: ``{"backbone": 0.1}`` multiplies the LR of the parameters under
+            a module path (or whose whole name matches the key as a regex); factors > 0; an entry selecting
+            no parameter is an error at fit. With ``layer_decay`` the factors multiply.
+        block_classes: Import path(s) of the block class for ``layer_decay`` (``None`` infers it).
 
     Raises:
         ValueError: For any field out of range or an unknown name (naming the field, the value and what is
@@ -112,10 +127,16 @@ class OptimizerRecipe:
     base_batch_size: int | None = None
     batch_size: int | None = None
     implementation: Literal["auto", "for_loop", "foreach", "compiled", "native"] | None = None
+    layer_decay: float | None = None
+    lr_scale: dict[str, float] | None = None
+    block_classes: str | list[str] | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.betas, list):
             object.__setattr__(self, "betas", tuple(self.betas))
+        if self.lr_scale is not None and not isinstance(self.lr_scale, dict):
+            check_lr_scale(self.lr_scale)  # a Mapping that is not a dict: checked, then stored as one
+            object.__setattr__(self, "lr_scale", dict(self.lr_scale))
         steps, ratio = warmup_fields(self.warmup_steps, self.warmup_ratio, stacklevel=4)
         object.__setattr__(self, "warmup_steps", steps)
         object.__setattr__(self, "warmup_ratio", ratio)
@@ -153,11 +174,22 @@ def check_fields(values: Any) -> None:
         "base_batch_size": lambda v: check_int("base_batch_size", v, minimum=1),
         "batch_size": lambda v: check_int("batch_size", v, minimum=1),
         "implementation": lambda v: check_choice("implementation", v, _IMPLEMENTATIONS),
+        "layer_decay": check_layer_decay,
+        "lr_scale": check_lr_scale,
+        "block_classes": _check_block_classes,
     }
     for name, check in checks.items():
         value = getattr(values, name, None)
         if value is not None:
             check(value)
+
+
+def _check_block_classes(value: Any) -> None:
+    if not isinstance(value, (str, list, tuple)) or (not isinstance(value, str) and not value):
+        raise ValueError(f"`block_classes` must be an import path or a list of them, got {value!r}.")
+    if not isinstance(value, str) and not all(isinstance(v, str) for v in value):
+        raise ValueError(f"`block_classes` must hold import paths (strings), got {value!r}.")
+    resolve_block_classes(value)  # imports them: a typo fails here, not at fit
 
 
 def _represent_recipe(dumper: yaml.Dumper, recipe: OptimizerRecipe) -> yaml.Node:

@@ -77,6 +77,18 @@ EXPECTED: dict[str, tuple[int, list[str]]] = {
             r"val_loss after 12 steps: 2 processes \d\.\d+",
         ],
     ),
+    "06_finetuning": (
+        2,
+        [
+            r"SMOKE=True",
+            r"block_0/decay\s+0\.4219",
+            r"head/decay\s+1\.0000",
+            r"embed/token_embedding/no_decay\s+0\.1582",
+            r"DigitsCNN blocks: \['features\.0', 'features\.3'\] \| depth of head\.weight: 3",
+            r"unfrozen at step 2\d",
+            r"recipe\s+0\.\d+",
+        ],
+    ),
 }
 
 

@@ -18,6 +18,7 @@ from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 from torch import nn
 from torch.nn import functional as F
 
+from lightning_recipes.callbacks.finetune_schedule import FinetuneSchedule
 from lightning_recipes.mixins import LionRecipe, OptimizerRecipeMixin
 from lightning_recipes.optim import build_optimizer, build_scheduler, warmup_cosine, warmup_stable_decay
 from lightning_recipes.optim.names import (
@@ -293,3 +294,82 @@ def test_memory_estimator_counts_the_table_state():
     assert set(table) == set(OPTIMIZERS)
     for name, (states, step_bytes) in table.items():
         assert (states, step_bytes) == (OPTIMIZERS[name].state_tensors, OPTIMIZERS[name].step_bytes), name
+
+
+# ---------------------------------------------------------------- fine-tuning recipes from YAML (issue 17)
+
+
+class BlockLM(LionRecipe, pl.LightningModule):
+    """embed -> 2 blocks -> head, for layer_decay / lr_scale / FinetuneSchedule from LightningCLI YAML."""
+
+    def __init__(self, recipe: OptimizerRecipe | None = None) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+        self.recipe = recipe
+        self.embed = nn.Linear(16, 8)
+        self.blocks = nn.ModuleList(nn.Sequential(nn.LayerNorm(8), nn.Linear(8, 8)) for _ in range(2))
+        self.head = nn.Linear(8, 4)
+
+    def forward(self, x):
+        x = self.embed(x)
+        for block in self.blocks:
+            x = x + block(x)
+        return self.head(x)
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        return F.cross_entropy(self(x), y)
+
+
+def test_lightning_cli_yaml_layer_decay_lr_scale_and_finetune_schedule(tmp_path, monkeypatch):
+    from lightning.pytorch.cli import LightningCLI
+
+    monkeypatch.setattr("sys.argv", ["train.py"])
+    config = tmp_path / "finetune.yaml"
+    config.write_text(
+        "model:\n"
+        "  class_path: tests.test_recipe.BlockLM\n"
+        "  init_args:\n"
+        "    recipe:\n"
+        "      lr: 0.001\n"
+        "      schedule: constant\n"
+        "      warmup_steps: 0\n"
+        "      layer_decay: 0.5\n"
+        "      lr_scale: {head: 2.0}\n"
+        "      block_classes: torch.nn.Sequential\n"
+        "trainer:\n"
+        "  max_steps: 4\n"
+        "  accelerator: cpu\n"
+        "  enable_progress_bar: false\n"
+        "  logger: false\n"
+        f"  default_root_dir: {tmp_path}\n"
+        "  callbacks:\n"
+        "    - class_path: lightning_recipes.callbacks.finetune_schedule.FinetuneSchedule\n"
+        "      init_args: {modules: [embed], unfreeze_at_step: 2, warmup_steps: 2}\n"
+    )
+    cli = LightningCLI(args=["--config", str(config)], run=False)
+    assert cli.model.recipe == OptimizerRecipe(
+        lr=1e-3,
+        schedule="constant",
+        warmup_steps=0,
+        layer_decay=0.5,
+        lr_scale={"head": 2.0},
+        block_classes="torch.nn.Sequential",
+    )
+    cli.trainer.fit(cli.model, random_classification_loader(num_samples=64))
+    groups = {g["name"]: g for g in cli.trainer.optimizers[0].param_groups}
+    assert list(groups) == [
+        "embed/embed/decay",
+        "embed/embed/no_decay",
+        "block_0/decay",
+        "block_0/no_decay",
+        "block_1/decay",
+        "block_1/no_decay",
+        "head/head/decay",
+        "head/head/no_decay",
+    ]
+    assert groups["embed/embed/decay"]["lr"] == pytest.approx(1e-3 * 0.125)  # unfrozen, warm-up done
+    assert groups["block_0/decay"]["lr"] == pytest.approx(1e-3 * 0.25)
+    assert groups["head/head/decay"]["lr"] == pytest.approx(1e-3 * 2.0)
+    (schedule,) = [cb for cb in cli.trainer.callbacks if isinstance(cb, FinetuneSchedule)]
+    assert schedule.unfrozen_at == 2 and schedule.warmup_steps == 2

@@ -39,6 +39,10 @@ def build_optimizer(
     names of :data:`lightning_recipes.optim.names.RECIPE_OPTIMIZERS`. ``eps=None`` takes the name's default
     there.
 
+    A param group with an ``"lr_scale"`` key (from :func:`~lightning_recipes.optim.param_groups` with
+    ``layer_decay`` / ``lr_scale``) and no ``"lr"`` of its own gets ``lr * lr_scale`` as its LR; the caller's
+    dicts are not changed. A ``LambdaLR`` schedule built afterwards multiplies each group's own LR.
+
     Raises:
         ValueError: For an unknown ``name`` or out-of-range hyper-parameters.
 
@@ -48,9 +52,16 @@ def build_optimizer(
         >>> opt = build_optimizer("adamw", params, lr=1e-3, weight_decay=0.0, betas=(0.9, 0.999))
         >>> type(opt).__name__, opt.defaults["fused"]
         ('AdamW', True)
+        >>> groups = [{"params": [torch.nn.Parameter(torch.zeros(2))], "lr_scale": 0.5}]
+        >>> opt = build_optimizer("lion", groups, lr=1e-3, weight_decay=0.0, betas=(0.9, 0.99))
+        >>> opt.param_groups[0]["lr"]
+        0.0005
     """
     check_choice("optimizer", name, RECIPE_OPTIMIZERS)
-    params = list(params)
+    params = [
+        {**p, "lr": lr * p["lr_scale"]} if isinstance(p, dict) and "lr_scale" in p and "lr" not in p else p
+        for p in params
+    ]
     betas = tuple(betas)  # type: ignore[assignment]
     if eps is None:
         eps = OPTIMIZERS[name].defaults["eps"]

@@ -3,10 +3,20 @@
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from torch import nn
+
+from lightning_recipes.optim.layer_decay import (
+    BlockSpec,
+    check_layer_decay,
+    check_lr_scale,
+    layer_depths,
+    layer_name,
+    layer_scale,
+    match_lr_scale,
+)
 
 __all__ = ["NORM_LAYERS", "param_groups"]
 
@@ -26,6 +36,10 @@ def param_groups(
     *,
     no_decay: Iterable[str] = (),
     decay_embeddings: bool = False,
+    layer_decay: float | None = None,
+    block_classes: BlockSpec | None = None,
+    lr_scale: Mapping[str, float] | None = None,
+    split: Iterable[str] = (),
 ) -> list[dict[str, Any]]:
     """Split a module's trainable parameters into a ``"decay"`` and a ``"no_decay"`` group.
 
@@ -47,17 +61,42 @@ def param_groups(
     ``layer_adaptation=False`` (used by :class:`~lightning_recipes.optim.Lamb`, ignored by other optimizers).
     Empty groups are omitted. Cost: one walk over the modules, at configuration time only.
 
+    Learning-rate scales (each group then carries ``"lr_scale"``, which
+    :func:`~lightning_recipes.optim.build_optimizer` multiplies into the group's ``"lr"``; a warm-up
+    ``LambdaLR`` then multiplies each group's own base LR):
+
+    - ``layer_decay`` (BEiT / ELECTRA layer-wise LR decay): depth from the module structure
+      (:func:`~lightning_recipes.optim.layer_decay.layer_depths`: embeddings -> the repeated blocks the FSDP
+      presets wrap, in order -> head), scale ``layer_decay ** (L + 1 - depth)``: the head 1, each block below
+      one factor lower, the embeddings lowest. Groups are named ``embed/decay``, ``block_0/no_decay``, ...,
+      ``head/decay``. A model without detectable blocks is an error (never silently equal LRs).
+    - ``lr_scale`` (discriminative LRs by name): ``{"backbone": 0.1}`` multiplies the LR of every parameter
+      whose name equals a key, starts with ``key + "."`` or fully matches ``key`` as a regex. With
+      ``layer_decay`` the two factors multiply. The key joins the group name (``backbone/decay``).
+    - ``split``: module-path prefixes that get groups of their own (scale 1), named after them: what
+      :class:`~lightning_recipes.callbacks.finetune_schedule.FinetuneSchedule` needs to schedule a frozen
+      module on its own.
+
+    Frozen parameters still count when checking that every ``lr_scale`` entry and ``split`` prefix selects
+    a parameter (so a module frozen now may be named).
+
     Args:
         module: The model (usually the ``LightningModule`` itself).
         weight_decay: Weight decay of the ``"decay"`` group, >= 0.
         no_decay: Extra names or glob patterns to exclude from decay.
         decay_embeddings: Decay embedding tables too.
+        layer_decay: Layer-wise LR decay factor in (0, 1]; ``None`` for none.
+        block_classes: The block class(es) or import path(s) for ``layer_decay``; ``None`` infers them.
+        lr_scale: Module-path prefixes or regexes -> LR factor > 0.
+        split: Module-path prefixes that get their own groups.
 
     Returns:
         A list of param-group dicts to pass to any ``torch.optim.Optimizer``.
 
     Raises:
-        ValueError: If ``weight_decay`` is negative, or ``no_decay`` is a bare string.
+        ValueError: If ``weight_decay`` is negative, ``no_decay`` or ``split`` is a bare string,
+            ``layer_decay`` is out of (0, 1] or finds no blocks, or an ``lr_scale`` entry or ``split`` prefix
+            selects no parameter (naming it) or two entries select the same parameter.
         RuntimeError: If the module has no trainable parameter.
 
     Example:
@@ -66,6 +105,10 @@ def param_groups(
         >>> groups = param_groups(model, weight_decay=0.1)
         >>> [(g["name"], g["weight_decay"], len(g["params"])) for g in groups]
         [('decay', 0.1, 1), ('no_decay', 0.0, 4)]
+        >>> from lightning_recipes.testing import TinyTransformerLM
+        >>> groups = param_groups(TinyTransformerLM(n_layers=2), 0.1, layer_decay=0.5)
+        >>> [(g["name"], g["lr_scale"]) for g in groups if g["name"].endswith("/decay")]
+        [('block_0/decay', 0.25), ('block_1/decay', 0.5), ('head/decay', 1.0)]
     """
     if isinstance(weight_decay, bool) or not isinstance(weight_decay, (int, float)) or not weight_decay >= 0:
         raise ValueError(f"`weight_decay` must be a number >= 0, got {weight_decay!r}.")
@@ -112,9 +155,91 @@ def param_groups(
             f"param_groups lost parameters: {len(seen)} trainable, {len(decay)} + {len(keep)} grouped. "
             "Please report this."
         )
-    groups: list[dict[str, Any]] = []
-    if decay:
-        groups.append({"params": decay, "weight_decay": float(weight_decay), "name": "decay"})
-    if keep:
-        groups.append({"params": keep, "weight_decay": 0.0, "name": "no_decay", "layer_adaptation": False})
+    keys = _group_keys(module, ordered, layer_decay, block_classes, lr_scale, split)
+    if keys is None:
+        groups: list[dict[str, Any]] = []
+        if decay:
+            groups.append({"params": decay, "weight_decay": float(weight_decay), "name": "decay"})
+        if keep:
+            groups.append(
+                {"params": keep, "weight_decay": 0.0, "name": "no_decay", "layer_adaptation": False}
+            )
+        return groups
+    by_key: dict[tuple[str, float, bool], list[nn.Parameter]] = {}
+    for param in ordered:
+        label, scale = keys[id(param)]
+        by_key.setdefault((label, scale, id(param) in no_decay_ids), []).append(param)
+    labels = list(dict.fromkeys(label for label, _ in keys.values()))
+    groups = []
+    for (label, scale, is_no_decay), params in sorted(
+        by_key.items(), key=lambda kv: (labels.index(kv[0][0]), kv[0][2])
+    ):
+        kind = "no_decay" if is_no_decay else "decay"
+        group: dict[str, Any] = {
+            "params": params,
+            "weight_decay": 0.0 if is_no_decay else float(weight_decay),
+            "name": f"{label}/{kind}" if label else kind,
+            "lr_scale": scale,
+        }
+        if is_no_decay:
+            group["layer_adaptation"] = False
+        groups.append(group)
     return groups
+
+
+def _group_keys(
+    module: nn.Module,
+    ordered: list[nn.Parameter],
+    layer_decay: float | None,
+    block_classes: BlockSpec | None,
+    lr_scale: Mapping[str, float] | None,
+    split: Iterable[str],
+) -> dict[int, tuple[str, float]] | None:
+    """Parameter id -> (group label, LR scale), or ``None`` when no scaling or split is asked for."""
+    if isinstance(split, str):
+        raise ValueError(f"`split` must be an iterable of module paths, not a string: got {split!r}.")
+    prefixes = list(dict.fromkeys(split))
+    if layer_decay is None and not lr_scale and not prefixes:
+        return None
+    if layer_decay is not None:
+        check_layer_decay(layer_decay)
+    if lr_scale is not None:
+        check_lr_scale(lr_scale)
+    names = dict(module.named_parameters())  # every parameter, frozen ones included (first name if tied)
+    wanted = {id(p) for p in ordered}
+    depths, blocks = layer_depths(module, block_classes) if layer_decay is not None else ({}, [])
+    scale_keys = list(lr_scale or {})
+    used: set[str] = set()
+    labels: dict[int, tuple[str, float]] = {}
+    for name, param in names.items():
+        parts: list[str] = []
+        scale = 1.0
+        if layer_decay is not None:
+            parts.append(layer_name(depths[name], len(blocks)))
+            scale *= layer_scale(depths[name], len(blocks), layer_decay)
+        key = match_lr_scale(name, scale_keys)
+        if key is not None:
+            used.add(key)
+            parts.append(key)
+            scale *= float(lr_scale[key])  # type: ignore[index]
+        prefix = next((p for p in prefixes if name.startswith(p + ".") or name == p), None)
+        if prefix is not None:
+            used.add("\0split:" + prefix)
+            if prefix != key:
+                parts.append(prefix)
+        if id(param) in wanted:
+            labels[id(param)] = ("/".join(parts), scale)
+    for key in scale_keys:
+        if key not in used:
+            raise ValueError(
+                f"`lr_scale` entry {key!r} selects no parameter of {type(module).__name__} (keys are "
+                "module-path prefixes like 'backbone' or regexes matching a whole parameter name such as "
+                f"'backbone.0.weight'); parameter names start with "
+                f"{sorted({n.split('.')[0] for n in names})}."
+            )
+    for prefix in prefixes:
+        if "\0split:" + prefix not in used:
+            raise ValueError(
+                f"`split` prefix {prefix!r} names no module with parameters in {type(module).__name__}."
+            )
+    return labels

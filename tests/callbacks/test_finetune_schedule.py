@@ -1,0 +1,296 @@
+"""FinetuneSchedule: LR of every group at every step (frozen, warm-up, schedule), trainable counts per group,
+frozen weights bitwise still, kill-and-resume bitwise across the unfreeze point, errors, DDP."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import lightning.pytorch as pl
+import pytest
+import torch
+from lightning.pytorch.callbacks import Callback, ModelCheckpoint
+from torch import nn
+from torch.multiprocessing.spawn import ProcessRaisedException
+from torch.nn import functional as F
+
+from lightning_recipes.callbacks.finetune_schedule import FinetuneSchedule
+from lightning_recipes.mixins import OptimizerRecipeMixin
+from lightning_recipes.optim import param_groups
+from lightning_recipes.recipe import OptimizerRecipe
+from lightning_recipes.testing import fast_trainer, random_classification_loader
+
+UNFREEZE, WARMUP, TOTAL = 6, 3, 12
+
+
+class Block(nn.Module):
+    def __init__(self, width: int) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(width)
+        self.fc = nn.Linear(width, width)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.fc(self.norm(x))
+
+
+class FTNet(OptimizerRecipeMixin, pl.LightningModule):
+    """backbone (stem + 2 blocks) -> head; module level so that ddp_spawn can pickle it."""
+
+    def __init__(self, recipe: OptimizerRecipe | None = None) -> None:
+        super().__init__()
+        self.recipe = recipe
+        self.backbone = nn.Sequential(nn.Linear(16, 8), Block(8), Block(8))
+        self.head = nn.Linear(8, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.backbone(x))
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        x, y = batch
+        return F.cross_entropy(self(x), y)
+
+
+class Record(Callback):
+    """LRs, trainable parameters per group and optimizer-state presence at the start of every step."""
+
+    def __init__(self) -> None:
+        self.lrs: list[list[float]] = []
+        self.trainable: list[dict[str, int]] = []
+        self.backbone_state: list[bool] = []
+        self.backbone_still: list[bool] = []
+        self.initial: list[torch.Tensor] = []
+
+    def on_fit_start(self, trainer: pl.Trainer, pl_module: Any) -> None:
+        self.initial = [p.detach().clone() for p in pl_module.backbone.parameters()]
+
+    def on_train_batch_start(self, trainer: pl.Trainer, pl_module: Any, *args: Any) -> None:
+        optimizer = trainer.optimizers[0]
+        self.lrs.append([g["lr"] for g in optimizer.param_groups])
+        self.trainable.append(
+            {
+                g["name"]: sum(p.numel() for p in g["params"] if p.requires_grad)
+                for g in optimizer.param_groups
+            }
+        )
+        self.backbone_state.append(any(p in optimizer.state for p in pl_module.backbone.parameters()))
+        self.backbone_still.append(
+            all(torch.equal(a, b) for a, b in zip(self.initial, pl_module.backbone.parameters()))
+        )
+
+
+def _cosine(step: int, warmup: int = 2, total: int = TOTAL, min_ratio: float = 0.1) -> float:
+    if step < warmup:
+        return step / warmup
+    progress = (step - warmup) / (total - warmup)
+    return min_ratio + (1.0 - min_ratio) * 0.5 * (1.0 + math.cos(math.pi * progress))
+
+
+def _recipe(optimizer: str = "adamw") -> OptimizerRecipe:
+    return OptimizerRecipe(
+        optimizer=optimizer, lr=0.01, schedule="cosine", warmup_steps=2, min_lr_ratio=0.1, layer_decay=0.5
+    )
+
+
+@pytest.mark.parametrize("optimizer", ["adamw", "lion", "lamb"])
+def test_lr_table_counts_and_frozen_weights(tmp_path, optimizer):
+    torch.manual_seed(0)
+    model, record = FTNet(_recipe(optimizer)), Record()
+    callback = FinetuneSchedule("backbone", unfreeze_at_step=UNFREEZE, warmup_steps=WARMUP)
+    trainer = fast_trainer(max_steps=TOTAL, callbacks=[callback, record], default_root_dir=tmp_path)
+    trainer.fit(model, random_classification_loader(num_samples=384, batch_size=32))
+    assert callback.unfrozen_at == UNFREEZE
+    groups = trainer.optimizers[0].param_groups
+    names = [g["name"] for g in groups]
+    assert names == [
+        "embed/backbone/decay",
+        "embed/backbone/no_decay",
+        "block_0/backbone/decay",
+        "block_0/backbone/no_decay",
+        "block_1/backbone/decay",
+        "block_1/backbone/no_decay",
+        "head/decay",
+        "head/no_decay",
+    ]
+    scales = [0.125, 0.125, 0.25, 0.25, 0.5, 0.5, 1.0, 1.0]
+    for step, row in enumerate(record.lrs):
+        thaw = 0.0 if step < UNFREEZE else min(1.0, (step - UNFREEZE + 1) / WARMUP)
+        want = [0.01 * s * _cosine(step) * (thaw if "backbone" in n else 1.0) for n, s in zip(names, scales)]
+        assert row == pytest.approx(want, rel=1e-12, abs=1e-15), step
+    sizes = {g["name"]: sum(p.numel() for p in g["params"]) for g in groups}
+    frozen = {n: (0 if "backbone" in n else sizes[n]) for n in names}
+    assert record.trainable[:UNFREEZE] == [frozen] * UNFREEZE
+    assert record.trainable[UNFREEZE:] == [sizes] * (TOTAL - UNFREEZE)
+    assert sizes["embed/backbone/decay"] == 128 and sizes["head/no_decay"] == 4
+    # frozen: bitwise still and no optimizer state until the unfreeze step; trained after it
+    assert record.backbone_still == [True] * (UNFREEZE + 1) + [False] * (TOTAL - UNFREEZE - 1)
+    assert record.backbone_state == [False] * (UNFREEZE + 1) + [True] * (TOTAL - UNFREEZE - 1)
+
+
+def test_unfreeze_at_epoch_uses_the_step_the_epoch_starts_at(tmp_path):
+    callback = FinetuneSchedule(["backbone.1", "backbone.2"], unfreeze_at_epoch=1)
+    model, record = FTNet(OptimizerRecipe(schedule="constant", warmup_steps=0)), Record()
+    trainer = fast_trainer(max_epochs=2, callbacks=[callback, record], default_root_dir=tmp_path)
+    trainer.fit(model, random_classification_loader(num_samples=96, batch_size=32))
+    assert callback.unfrozen_at == 3
+    names = [g["name"] for g in trainer.optimizers[0].param_groups]
+    assert names == ["decay", "no_decay", "backbone.1/decay", "backbone.1/no_decay", "backbone.2/decay",
+                     "backbone.2/no_decay"]  # fmt: skip
+    assert [row[2:] for row in record.lrs] == [[0.0] * 4] * 3 + [[1e-3] * 4] * 3  # no warm-up: at once
+
+
+class Kill(Callback):
+    def __init__(self, at_step: int) -> None:
+        self.at_step = at_step
+
+    def on_train_batch_start(self, trainer: pl.Trainer, *args: Any) -> None:
+        if trainer.global_step == self.at_step:
+            raise KeyError("killed")
+
+
+def _run(directory: Path, extra: list[Callback], ckpt_path: Path | None = None, seed: int = 0) -> Any:
+    torch.manual_seed(seed)
+    model = FTNet(_recipe("lamb"))
+    # a 5-step warm-up (steps 6-10): the step-8 checkpoint falls inside it; the resumed run must rebuild the
+    # unfrozen groups' multiplier, not only their requires_grad
+    callback = FinetuneSchedule("backbone", unfreeze_at_step=UNFREEZE, warmup_steps=5)
+    checkpoint = ModelCheckpoint(
+        dirpath=directory, every_n_epochs=1, save_on_train_epoch_end=True, save_top_k=-1, filename="{step}"
+    )
+    trainer = fast_trainer(
+        max_epochs=3,
+        callbacks=[callback, checkpoint, *extra],
+        enable_checkpointing=True,
+        default_root_dir=directory,
+    )
+    trainer.fit(model, random_classification_loader(num_samples=128, batch_size=32), ckpt_path=ckpt_path)
+    return model, trainer, callback
+
+
+@pytest.mark.parametrize(("kill_at", "resume_from"), [(5, 4), (9, 8)])  # before / inside the warm-up
+def test_kill_and_resume_across_the_unfreeze_point_is_bitwise(tmp_path, kill_at, resume_from):
+    reference, trainer, callback = _run(tmp_path / "uninterrupted", [])
+    with pytest.raises(KeyError, match="killed"):
+        _run(tmp_path / "killed", [Kill(kill_at)])
+    path = tmp_path / "killed" / f"step={resume_from}.ckpt"
+    resumed, resumed_trainer, resumed_callback = _run(tmp_path / "resumed", [], ckpt_path=path, seed=123)
+    assert resumed_trainer.global_step == trainer.global_step == TOTAL
+    assert resumed_callback.unfrozen_at == callback.unfrozen_at == UNFREEZE
+    for (name, a), b in zip(reference.state_dict().items(), resumed.state_dict().values()):
+        assert torch.equal(a, b), name
+    state_a, state_b = trainer.optimizers[0].state_dict(), resumed_trainer.optimizers[0].state_dict()
+    assert [g["lr"] for g in state_a["param_groups"]] == [g["lr"] for g in state_b["param_groups"]]
+    for index, values in state_a["state"].items():
+        for key, value in values.items():
+            assert torch.equal(value, state_b["state"][index][key]), (index, key)
+
+
+def test_state_round_trip_and_old_checkpoints():
+    callback = FinetuneSchedule("backbone", unfreeze_at_step=3)
+    callback.unfrozen_at = 7
+    other = FinetuneSchedule("backbone", unfreeze_at_step=3)
+    other.load_state_dict(callback.state_dict())
+    assert other.unfrozen_at == 7
+    other.load_state_dict({})
+    assert other.unfrozen_at is None
+    assert "backbone" in callback.state_key
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"modules": []}, "`modules` must name at least one module path"),
+        ({"modules": "backbone"}, "exactly one of `unfreeze_at_epoch` and `unfreeze_at_step`"),
+        ({"modules": "b", "unfreeze_at_step": 1, "unfreeze_at_epoch": 1}, "exactly one of"),
+        ({"modules": "b", "unfreeze_at_step": -1}, "`unfreeze_at_step` must be an integer >= 0, got -1"),
+        ({"modules": "b", "unfreeze_at_epoch": 1.5}, "`unfreeze_at_epoch` must be an integer >= 0"),
+        ({"modules": "b", "unfreeze_at_step": 1, "warmup_steps": True}, "`warmup_steps` must be an integer"),
+    ],
+)
+def test_constructor_errors(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        FinetuneSchedule(**kwargs)
+
+
+class OwnOptimizerNet(FTNet):
+    def __init__(self, split: bool, schedule: bool = True) -> None:
+        super().__init__()
+        self.split, self.schedule = split, schedule
+
+    def configure_optimizers(self) -> Any:
+        groups = param_groups(self, 0.01, split=["backbone"] if self.split else ())
+        optimizer = torch.optim.AdamW(groups, lr=1e-3)
+        if not self.schedule:
+            return optimizer
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+
+@pytest.mark.parametrize(
+    ("model", "modules", "match"),
+    [
+        (OwnOptimizerNet(split=False), "backbone", "'decay' mixes parameters of \\['backbone'\\].*split="),
+        (OwnOptimizerNet(split=True, schedule=False), "backbone", "needs a per-step LambdaLR"),
+        (OwnOptimizerNet(split=True), "trunk", "'trunk' is not a submodule of OwnOptimizerNet"),
+    ],
+)
+def test_fit_start_errors(tmp_path, model, modules, match):
+    callback = FinetuneSchedule(modules, unfreeze_at_step=1)
+    with pytest.raises(ValueError, match=match):
+        fast_trainer(max_steps=2, callbacks=[callback], default_root_dir=tmp_path).fit(
+            model, random_classification_loader()
+        )
+
+
+def test_own_configure_optimizers_with_split_works(tmp_path):
+    callback = FinetuneSchedule("backbone", unfreeze_at_step=1)
+    model = OwnOptimizerNet(split=True)
+    fast_trainer(max_steps=3, callbacks=[callback], default_root_dir=tmp_path).fit(
+        model, random_classification_loader()
+    )
+    assert callback.unfrozen_at == 1
+
+
+class CheckRanks(Callback):
+    """Inside the workers: frozen weights still before the unfreeze, equal on both ranks at the end."""
+
+    def on_fit_start(self, trainer: pl.Trainer, pl_module: Any) -> None:
+        self.initial = [p.detach().clone() for p in pl_module.backbone.parameters()]
+
+    def on_train_batch_start(self, trainer: pl.Trainer, pl_module: Any, *args: Any) -> None:
+        if trainer.global_step <= UNFREEZE:
+            backbone = list(pl_module.backbone.parameters())
+            assert all(torch.equal(a, b) for a, b in zip(self.initial, backbone))
+            # DDP (find_unused_parameters) leaves their gradients unset: no zero gradient, no optimizer state
+            assert all(p.grad is None for p in backbone)
+            assert not any(p in trainer.optimizers[0].state for p in backbone)
+
+    def on_train_end(self, trainer: pl.Trainer, pl_module: Any) -> None:
+        flat = torch.cat([p.detach().flatten() for p in pl_module.parameters()])
+        gathered = trainer.strategy.all_gather(flat)
+        assert torch.equal(gathered[0], gathered[1])
+        assert not all(torch.equal(a, b) for a, b in zip(self.initial, pl_module.backbone.parameters()))
+
+
+def test_ddp_spawn_two_processes(tmp_path):
+    callback = FinetuneSchedule("backbone", unfreeze_at_step=UNFREEZE, warmup_steps=WARMUP)
+    trainer = fast_trainer(
+        max_steps=TOTAL - 2,
+        accelerator="cpu",
+        devices=2,
+        strategy="ddp_spawn_find_unused_parameters_true",
+        callbacks=[callback, CheckRanks()],
+        default_root_dir=tmp_path,
+    )
+    # rank-dependent data: without the gradient all-reduce the ranks would drift apart
+    trainer.fit(FTNet(_recipe()), random_classification_loader(num_samples=640, batch_size=16, shuffle=True))
+
+
+def test_ddp_without_find_unused_parameters_is_refused(tmp_path):
+    callback = FinetuneSchedule("backbone", unfreeze_at_step=1)
+    trainer = fast_trainer(
+        max_steps=2, devices=2, strategy="ddp_spawn", callbacks=[callback], default_root_dir=tmp_path
+    )
+    # the worker's ValueError reaches this process as torch's ProcessRaisedException, message included
+    with pytest.raises(ProcessRaisedException, match="under DDP needs `find_unused_parameters=True`"):
+        trainer.fit(FTNet(_recipe()), random_classification_loader())

@@ -1,0 +1,254 @@
+"""Layer-wise LR decay and lr_scale: depths, group names and counts, errors, and the LR of every group at
+every step (base x scale x schedule multiplier, written from the formulas) for AdamW, Lion and Lamb."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import lightning.pytorch as pl
+import pytest
+import torch
+from lightning.pytorch.callbacks import Callback, LearningRateMonitor
+from torch import nn
+from torch.nn import functional as F
+
+from lightning_recipes.mixins import OptimizerRecipeMixin
+from lightning_recipes.optim import build_optimizer, param_groups
+from lightning_recipes.optim.layer_decay import layer_depths
+from lightning_recipes.recipe import OptimizerRecipe
+from lightning_recipes.testing import (
+    DigitsCNN,
+    InMemoryLogger,
+    TinyTransformerLM,
+    fast_trainer,
+    random_classification_loader,
+)
+
+
+class Block(nn.Module):
+    def __init__(self, width: int) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(width)
+        self.fc = nn.Linear(width, width)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.fc(self.norm(x))
+
+
+class BlockNet(OptimizerRecipeMixin, pl.LightningModule):
+    """stem -> 3 blocks -> norm + head, configured by its recipe (module level: LightningCLI imports it)."""
+
+    def __init__(self, recipe: OptimizerRecipe | None = None, width: int = 8) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+        self.recipe = recipe
+        self.stem = nn.Linear(16, width)
+        self.blocks = nn.ModuleList(Block(width) for _ in range(3))
+        self.norm = nn.LayerNorm(width)
+        self.head = nn.Linear(width, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.stem(x)
+        for block in self.blocks:
+            x = block(x)
+        return self.head(self.norm(x))
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        x, y = batch
+        return F.cross_entropy(self(x), y)
+
+
+def test_depths_follow_embeddings_blocks_head():
+    depths, blocks = layer_depths(TinyTransformerLM(n_layers=3))
+    assert blocks == ["blocks.0", "blocks.1", "blocks.2"]
+    assert depths["token_embedding.weight"] == depths["position_embedding.weight"] == 0
+    assert [depths[f"blocks.{j}.qkv.weight"] for j in range(3)] == [1, 2, 3]
+    assert depths["ln_f.weight"] == depths["head.weight"] == depths["head.bias"] == 4
+    # a CNN: the convs repeat (the FSDP presets' rule); a BatchNorm between two convs goes with the one before
+    depths, blocks = layer_depths(DigitsCNN())
+    assert blocks == ["features.0", "features.3"]
+    assert depths == {
+        "features.0.weight": 1,
+        "features.1.weight": 1,
+        "features.1.bias": 1,
+        "features.3.weight": 2,
+        "features.4.weight": 3,  # after the last block: with the head (as a transformer's final norm)
+        "features.4.bias": 3,
+        "head.weight": 3,
+        "head.bias": 3,
+    }
+
+
+def test_groups_scales_names_and_counts():
+    model = BlockNet()
+    groups = param_groups(model, 0.1, layer_decay=0.5)
+    table = [(g["name"], g["lr_scale"], g["weight_decay"], len(g["params"])) for g in groups]
+    assert table == [
+        ("embed/decay", 0.0625, 0.1, 1),
+        ("embed/no_decay", 0.0625, 0.0, 1),
+        ("block_0/decay", 0.125, 0.1, 1),
+        ("block_0/no_decay", 0.125, 0.0, 3),
+        ("block_1/decay", 0.25, 0.1, 1),
+        ("block_1/no_decay", 0.25, 0.0, 3),
+        ("block_2/decay", 0.5, 0.1, 1),
+        ("block_2/no_decay", 0.5, 0.0, 3),
+        ("head/decay", 1.0, 0.1, 1),
+        ("head/no_decay", 1.0, 0.0, 3),
+    ]
+    assert sum(len(g["params"]) for g in groups) == len(list(model.parameters()))
+
+
+def test_lr_scale_composes_with_layer_decay_by_multiplying():
+    groups = param_groups(BlockNet(), 0.0, layer_decay=0.5, lr_scale={"blocks.1": 0.1, r"head\.bias": 3.0})
+    scales = {g["name"]: g["lr_scale"] for g in groups}
+    assert scales["block_1/blocks.1/decay"] == pytest.approx(0.25 * 0.1)
+    assert scales["head/head\\.bias/no_decay"] == pytest.approx(3.0)
+    assert scales["head/no_decay"] == 1.0  # the head's LayerNorm... and norm: no entry, layer scale only
+    groups = param_groups(BlockNet(), 0.0, lr_scale={"stem": 0.1})  # alone: unselected groups keep scale 1
+    assert [(g["name"], g["lr_scale"]) for g in groups] == [
+        ("stem/decay", 0.1),
+        ("stem/no_decay", 0.1),
+        ("decay", 1.0),
+        ("no_decay", 1.0),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("model", "kwargs", "match"),
+    [
+        (nn.Sequential(nn.Linear(4, 4), nn.ReLU()), {"layer_decay": 0.8}, "found none.*block_classes"),
+        (BlockNet(), {"layer_decay": 0.8, "block_classes": nn.Conv2d}, "no block.*torch.nn.*Conv2d"),
+        (BlockNet(), {"lr_scale": {"backbone": 0.1}}, "'backbone' selects no parameter.*'blocks', 'head'"),
+        (BlockNet(), {"lr_scale": {"blocks": 0.1, r"blocks\.0\..*": 2.0}}, "all select parameter"),
+        (BlockNet(), {"layer_decay": 1.5}, "`layer_decay` must be a number in \\(0, 1\\]"),
+        (BlockNet(), {"lr_scale": {"stem": 0.0}}, "`lr_scale\\['stem'\\]` must be a finite number > 0"),
+        (BlockNet(), {"split": "stem"}, "`split` must be an iterable"),
+        (BlockNet(), {"split": ["trunk"]}, "'trunk' names no module"),
+    ],
+)
+def test_errors_name_the_argument_and_what_was_looked_for(model, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        param_groups(model, 0.1, **kwargs)
+
+
+def test_frozen_parameters_can_be_named_and_stay_out_of_the_groups():
+    model = BlockNet()
+    model.stem.requires_grad_(False)
+    groups = param_groups(model, 0.1, layer_decay=0.5, lr_scale={"stem": 0.1})
+    assert not any(g["name"].startswith("embed") for g in groups)
+    assert sum(len(g["params"]) for g in groups) == len(list(model.parameters())) - 2
+
+
+def test_recipe_fields_are_checked_at_construction():
+    with pytest.raises(ValueError, match="`layer_decay` must be a number in \\(0, 1\\], got 0"):
+        OptimizerRecipe(layer_decay=0)
+    with pytest.raises(ValueError, match="`lr_scale` key '\\(' is neither a module path nor a valid regex"):
+        OptimizerRecipe(lr_scale={"(": 0.1})
+    with pytest.raises(ValueError, match=r"`block_classes` entry 'no_such\.Block' cannot be imported"):
+        OptimizerRecipe(block_classes="no_such.Block")
+
+
+def test_build_optimizer_scales_group_lr_without_changing_the_callers_dicts():
+    groups = param_groups(BlockNet(), 0.1, layer_decay=0.5)
+    optimizer = build_optimizer("adamw", groups, lr=0.01, weight_decay=0.1, betas=(0.9, 0.999))
+    assert [g["lr"] for g in optimizer.param_groups] == pytest.approx([0.01 * g["lr_scale"] for g in groups])
+    assert all("lr" not in g for g in groups)
+
+
+# ---- the value table: LR of every group at every step through a real Trainer ----------------------------
+
+
+def _reference_multiplier(schedule: str, step: int, warmup: int, total: int, min_ratio: float) -> float:
+    """From the formulas: linear warm-up step / warmup, then cosine / linear decay to min_ratio, or flat."""
+    if schedule == "none":
+        return 1.0
+    if step < warmup:  # WSD warms up from min_ratio (Hugging Face's get_wsd_schedule), the others from 0
+        start = min_ratio if schedule == "wsd" else 0.0
+        return start + (1.0 - start) * step / warmup
+    if schedule == "constant":
+        return 1.0
+    progress = min(1.0, (step - warmup) / (total - warmup))
+    if schedule == "cosine":
+        return min_ratio + (1.0 - min_ratio) * 0.5 * (1.0 + math.cos(math.pi * progress))
+    if schedule == "linear":
+        return min_ratio + (1.0 - min_ratio) * (1.0 - progress)
+    # wsd: stable at 1, then a linear cooldown over the last 20% of the steps
+    decay_start = total - round(0.2 * total)
+    if step < decay_start:
+        return 1.0
+    return min_ratio + (1.0 - min_ratio) * (1.0 - (step - decay_start) / (total - decay_start))
+
+
+class RecordLR(Callback):
+    def __init__(self) -> None:
+        self.rows: list[list[float]] = []
+
+    def on_train_batch_start(self, trainer: pl.Trainer, *args: Any) -> None:
+        self.rows.append([g["lr"] for g in trainer.optimizers[0].param_groups])
+
+
+@pytest.mark.parametrize(
+    ("optimizer", "schedule"),
+    [
+        ("adamw", "cosine"),
+        ("lion", "cosine"),
+        ("lamb", "cosine"),
+        ("adamw", "linear"),
+        ("lion", "constant"),
+        ("lamb", "wsd"),
+        ("adamw", "none"),
+    ],
+)
+def test_every_group_lr_is_base_times_scale_times_schedule_at_every_step(tmp_path, optimizer, schedule):
+    lr, total, warmup, min_ratio = 0.01, 10, 3, 0.1
+    recipe = OptimizerRecipe(
+        optimizer=optimizer,
+        lr=lr,
+        schedule=schedule,
+        warmup_steps=warmup,
+        min_lr_ratio=min_ratio,
+        layer_decay=0.5,
+        lr_scale={"blocks.0": 0.1},
+    )
+    model, record, logger = BlockNet(recipe), RecordLR(), InMemoryLogger()
+    trainer = fast_trainer(
+        max_steps=total,
+        logger=logger,
+        log_every_n_steps=1,
+        callbacks=[record, LearningRateMonitor(logging_interval="step")],
+        default_root_dir=tmp_path,
+    )
+    trainer.fit(model, random_classification_loader(num_samples=320, batch_size=32))
+    scales = {
+        "embed": 0.0625,
+        "block_0/blocks.0": 0.125 * 0.1,
+        "block_1": 0.25,
+        "block_2": 0.5,
+        "head": 1.0,
+    }
+    names = [g["name"] for g in trainer.optimizers[0].param_groups]
+    assert [n.rsplit("/", 1)[0] for n in names[::2]] == list(scales)
+    expected = [
+        [
+            lr * scales[name.rsplit("/", 1)[0]] * _reference_multiplier(schedule, s, warmup, total, min_ratio)
+            for name in names
+        ]
+        for s in range(total)
+    ]
+    assert len(record.rows) == total
+    for step, (row, want) in enumerate(zip(record.rows, expected)):
+        assert row == pytest.approx(want, rel=1e-12, abs=1e-15), step
+    label = type(trainer.optimizers[0]).__name__
+    for index, name in enumerate(names):  # LearningRateMonitor logs each group under its name
+        assert logger.values(f"lr-{label}/{name}") == pytest.approx([row[index] for row in expected])
+
+
+def test_summary_line_names_groups_and_scales(caplog):
+    model = BlockNet(OptimizerRecipe(layer_decay=0.5, schedule="none"))
+    with caplog.at_level("INFO"):
+        fast_trainer(max_steps=1).fit(model, random_classification_loader(num_samples=32))
+    line = next(r.getMessage() for r in caplog.records if "lightning_recipes:" in r.getMessage())
+    assert "embed/decay 128 params in 1 tensors (wd 0.05, lr x0.0625)" in line
+    assert "head/no_decay 20 params in 3 tensors (wd 0, lr x1)" in line
+    assert model.recipe_summary["groups"][0]["lr"] == pytest.approx(1e-3 * 0.0625)
