@@ -16,6 +16,7 @@ import lightning_recipes.preflight  # noqa: F401
 from lightning_recipes.callbacks import (
     AdaptiveGradClip,
     EarlyStopping,
+    FinetuneSchedule,
     GradNormMonitor,
     InputPipelineMonitor,
     RunManifest,
@@ -86,6 +87,7 @@ __all__ = [
     "DigitsDataModule",
     "EarlyStopping",
     "FSDP2Mixin",
+    "FinetuneSchedule",
     "GradFlowCheck",
     "GradNormMonitor",
     "InitLossCheck",

@@ -9,6 +9,7 @@ so they are importable from here as well.
 
 from lightning_recipes.callbacks.adaptive_grad_clip import AdaptiveGradClip
 from lightning_recipes.callbacks.early_stopping import EarlyStopping
+from lightning_recipes.callbacks.finetune_schedule import FinetuneSchedule
 from lightning_recipes.callbacks.grad_norm_monitor import GradNormMonitor
 from lightning_recipes.callbacks.input_pipeline_monitor import InputPipelineMonitor
 from lightning_recipes.callbacks.run_manifest import RunManifest
@@ -28,6 +29,7 @@ __all__: list[str] = [
     "BatchIndependenceCheck",
     "DataCheck",
     "EarlyStopping",
+    "FinetuneSchedule",
     "GradFlowCheck",
     "GradNormMonitor",
     "InitLossCheck",

@@ -14,7 +14,7 @@ from typing_extensions import override
 
 from lightning_recipes._validation import check_in_range, check_int
 from lightning_recipes.checks._batches import Key, slice_batch
-from lightning_recipes.checks.base import SanityCheck
+from lightning_recipes.checks.base import SanityCheck, TimeBudget
 from lightning_recipes.checks.context import CheckContext
 from lightning_recipes.checks.report import CheckResult, CheckSkipped
 
@@ -79,8 +79,9 @@ class BatchIndependenceCheck(SanityCheck):
         on_fail: Literal["raise", "warn"] = "raise",
         input_key: Key = None,
         target_key: Key = None,
+        time_budget: TimeBudget = "default",
     ) -> None:
-        super().__init__(on_fail=on_fail, input_key=input_key, target_key=target_key)
+        super().__init__(on_fail=on_fail, input_key=input_key, target_key=target_key, time_budget=time_budget)
         check_int("num_samples", num_samples, minimum=2)
         check_in_range("rtol", rtol, 0, 1, low_open=True, high_open=True)
         self.num_samples = num_samples

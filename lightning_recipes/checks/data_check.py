@@ -14,7 +14,7 @@ from typing_extensions import override
 from lightning_recipes._validation import check_int, check_positive
 from lightning_recipes.checks._batches import Key, is_float, tensors_of
 from lightning_recipes.checks._inference import IGNORE_INDEX, infer_num_classes
-from lightning_recipes.checks.base import SanityCheck
+from lightning_recipes.checks.base import SanityCheck, TimeBudget
 from lightning_recipes.checks.context import CheckContext, is_shuffled
 from lightning_recipes.checks.report import CheckResult
 
@@ -108,8 +108,9 @@ class DataCheck(SanityCheck):
         on_fail: Literal["raise", "warn"] = "raise",
         input_key: Key = None,
         target_key: Key = None,
+        time_budget: TimeBudget = "default",
     ) -> None:
-        super().__init__(on_fail=on_fail, input_key=input_key, target_key=target_key)
+        super().__init__(on_fail=on_fail, input_key=input_key, target_key=target_key, time_budget=time_budget)
         check_int("num_batches", num_batches, minimum=1)
         if num_classes is not None:
             check_int("num_classes", num_classes, minimum=2)

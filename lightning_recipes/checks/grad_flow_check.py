@@ -11,7 +11,7 @@ from typing_extensions import override
 from lightning_recipes._validation import check_int
 from lightning_recipes.checks._batches import Key
 from lightning_recipes.checks._budget import budget_seconds, out_of_time
-from lightning_recipes.checks.base import SanityCheck
+from lightning_recipes.checks.base import SanityCheck, TimeBudget
 from lightning_recipes.checks.context import CheckContext
 from lightning_recipes.checks.report import CheckResult
 
@@ -71,8 +71,9 @@ class GradFlowCheck(SanityCheck):
         on_fail: Literal["raise", "warn"] = "raise",
         input_key: Key = None,
         target_key: Key = None,
+        time_budget: TimeBudget = "default",
     ) -> None:
-        super().__init__(on_fail=on_fail, input_key=input_key, target_key=target_key)
+        super().__init__(on_fail=on_fail, input_key=input_key, target_key=target_key, time_budget=time_budget)
         check_int("max_steps", max_steps, minimum=1)
         self.max_steps = max_steps
 

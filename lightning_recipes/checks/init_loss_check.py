@@ -18,7 +18,7 @@ from lightning_recipes.checks._expected_loss import (
     record_loss_calls,
 )
 from lightning_recipes.checks._inference import infer_num_classes
-from lightning_recipes.checks.base import SanityCheck
+from lightning_recipes.checks.base import SanityCheck, TimeBudget
 from lightning_recipes.checks.context import CheckContext
 from lightning_recipes.checks.report import CheckResult, CheckSkipped, Status
 
@@ -113,8 +113,9 @@ class InitLossCheck(SanityCheck):
         on_fail: Literal["raise", "warn"] = "raise",
         input_key: Key = None,
         target_key: Key = None,
+        time_budget: TimeBudget = "default",
     ) -> None:
-        super().__init__(on_fail=on_fail, input_key=input_key, target_key=target_key)
+        super().__init__(on_fail=on_fail, input_key=input_key, target_key=target_key, time_budget=time_budget)
         if expected_loss is not None and not is_number(expected_loss):
             raise ValueError(f"`expected_loss` must be a finite number or None, got {expected_loss!r}.")
         if num_classes is not None:

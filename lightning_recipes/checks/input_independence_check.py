@@ -14,7 +14,7 @@ from lightning_recipes.checks._batches import Key, input_key_of
 from lightning_recipes.checks._budget import budget_seconds, out_of_time
 from lightning_recipes.checks._inference import LossRecorder
 from lightning_recipes.checks._isolation import preserved_rng
-from lightning_recipes.checks.base import SanityCheck
+from lightning_recipes.checks.base import SanityCheck, TimeBudget
 from lightning_recipes.checks.context import CheckContext
 from lightning_recipes.checks.report import CheckResult, CheckSkipped
 
@@ -100,8 +100,9 @@ class InputIndependenceCheck(SanityCheck):
         on_fail: Literal["raise", "warn"] = "raise",
         input_key: Key = None,
         target_key: Key = None,
+        time_budget: TimeBudget = "default",
     ) -> None:
-        super().__init__(on_fail=on_fail, input_key=input_key, target_key=target_key)
+        super().__init__(on_fail=on_fail, input_key=input_key, target_key=target_key, time_budget=time_budget)
         check_int("max_steps", max_steps, minimum=1)
         check_int("num_batches", num_batches, minimum=1)
         check_int("num_eval_batches", num_eval_batches, minimum=1)

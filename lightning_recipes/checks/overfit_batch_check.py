@@ -16,7 +16,7 @@ from lightning_recipes.checks._batches import Key, batch_size_of, slice_batch
 from lightning_recipes.checks._budget import budget_seconds, out_of_time
 from lightning_recipes.checks._expected_loss import loss_call_for, record_loss_calls
 from lightning_recipes.checks._loss_floor import LossFloor, input_bounds, loss_floor
-from lightning_recipes.checks.base import SanityCheck
+from lightning_recipes.checks.base import SanityCheck, TimeBudget
 from lightning_recipes.checks.context import CheckContext
 from lightning_recipes.checks.report import CheckResult
 
@@ -111,8 +111,9 @@ class OverfitBatchCheck(SanityCheck):
         on_fail: Literal["raise", "warn"] = "raise",
         input_key: Key = None,
         target_key: Key = None,
+        time_budget: TimeBudget = "default",
     ) -> None:
-        super().__init__(on_fail=on_fail, input_key=input_key, target_key=target_key)
+        super().__init__(on_fail=on_fail, input_key=input_key, target_key=target_key, time_budget=time_budget)
         check_int("max_steps", max_steps, minimum=1)
         check_in_range("target_ratio", target_ratio, 0, 1, low_open=True, high_open=True)
         if num_samples is not None:

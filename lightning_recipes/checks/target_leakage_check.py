@@ -15,7 +15,7 @@ from lightning_recipes._validation import check_bool, check_in_range, check_int
 from lightning_recipes.checks._batches import Key, batch_size_of, slice_batch
 from lightning_recipes.checks._budget import out_of_time
 from lightning_recipes.checks._inference import IGNORE_INDEX
-from lightning_recipes.checks.base import SanityCheck
+from lightning_recipes.checks.base import SanityCheck, TimeBudget
 from lightning_recipes.checks.causality_check import aligned_output
 from lightning_recipes.checks.context import CheckContext
 from lightning_recipes.checks.report import CheckResult, CheckSkipped
@@ -147,8 +147,9 @@ class TargetLeakageCheck(SanityCheck):
         on_fail: Literal["raise", "warn"] = "raise",
         input_key: Key = None,
         target_key: Key = None,
+        time_budget: TimeBudget = "default",
     ) -> None:
-        super().__init__(on_fail=on_fail, input_key=input_key, target_key=target_key)
+        super().__init__(on_fail=on_fail, input_key=input_key, target_key=target_key, time_budget=time_budget)
         check_int("num_batches", num_batches, minimum=1)
         check_int("num_eval_batches", num_eval_batches, minimum=1)
         if num_samples is not None:

@@ -12,6 +12,7 @@ Example:
 
 from lightning_recipes.optim.build import build_optimizer, build_scheduler
 from lightning_recipes.optim.lamb import Lamb, lamb_update_
+from lightning_recipes.optim.layer_decay import layer_depths
 from lightning_recipes.optim.lion import Lion, lion_update_
 from lightning_recipes.optim.param_groups import NORM_LAYERS, param_groups
 from lightning_recipes.optim.scaling import scale_lr
@@ -33,6 +34,7 @@ __all__ = [
     "build_optimizer",
     "build_scheduler",
     "lamb_update_",
+    "layer_depths",
     "lion_update_",
     "param_groups",
     "scale_lr",
