@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from lightning_recipes.checks.base import SanityCheck
 
 __all__ = [
+    "DEFAULT_TOTAL_TIME_BUDGET",
     "ON_FAIL",
     "enforce",
     "log_results",
@@ -36,6 +37,12 @@ __all__ = [
 ]
 
 ON_FAIL = ("raise", "warn")
+#: The default cap on a whole preflight, in seconds (issue #14's bar: <= 30 s on a 2-core CPU).
+DEFAULT_TOTAL_TIME_BUDGET = 30.0
+#: Seconds kept back for each check still to run when a check's budget is cut to fit the total.
+RESERVE_PER_CHECK = 0.5
+#: No check on the default budget gets less than this, even when the total is spent.
+MIN_CHECK_BUDGET = 1.0
 
 
 def run_checks(
@@ -45,22 +52,31 @@ def run_checks(
     *,
     time_budget: float | None = DEFAULT_TIME_BUDGET,
     progress: bool = False,
+    total_time_budget: float | None = DEFAULT_TOTAL_TIME_BUDGET,
 ) -> PreflightReport:
     """Run each check on the shared context and collect a report.
 
     ``num_threads`` sets torch's intra-op threads while the checks run on a CPU, then restores them.
     ``time_budget`` is the seconds each check whose own ``time_budget`` is ``"default"`` gets (``None``:
-    unlimited). ``progress`` logs a line as each check starts and one as it ends (rank zero, Lightning's
-    ``rank_zero_info``, as the package logs elsewhere).
+    unlimited). ``total_time_budget`` caps the whole run: a check on the default budget gets at most what is
+    left of it, less :data:`RESERVE_PER_CHECK` seconds for each check still to come (never less than
+    :data:`MIN_CHECK_BUDGET`); a check given its own ``time_budget`` keeps it. ``progress`` logs a line as
+    each check starts and one as it ends (rank zero, Lightning's ``rank_zero_info``, as the package logs
+    elsewhere).
     """
     started = time.perf_counter()
     results: list[CheckResult] = []
     with cpu_threads(num_threads, context.device):
         for index, check in enumerate(checks):
-            budget = check.resolved_budget(time_budget)
+            default = time_budget
+            if total_time_budget is not None:
+                left = total_time_budget - (time.perf_counter() - started)
+                share = max(MIN_CHECK_BUDGET, left - RESERVE_PER_CHECK * (len(checks) - index - 1))
+                default = share if default is None else min(default, share)
+            budget = check.resolved_budget(default)
             if progress:
                 rank_zero_info(progress_line(index, len(checks), check.name, budget))
-            result = check.run(context, default_budget=time_budget)
+            result = check.run(context, default_budget=default)
             if progress:
                 rank_zero_info(progress_line(index, len(checks), check.name, budget, result))
             results.append(result)
@@ -104,6 +120,7 @@ def run_in_trainer(
     num_threads: int | None = None,
     time_budget: float | None = DEFAULT_TIME_BUDGET,
     progress: bool = False,
+    total_time_budget: float | None = DEFAULT_TOTAL_TIME_BUDGET,
 ) -> bool:
     """Run ``checks`` with the Trainer's device, precision and loaders, log and print the report, then call
     ``keep(report)`` (the caller stores it) and :func:`enforce` ``on_fail``. Returns whether a check failed on
@@ -124,7 +141,14 @@ def run_in_trainer(
             num_classes=num_classes,
             seed=seed,
         )
-        report = run_checks(checks, context, num_threads, time_budget=time_budget, progress=progress)
+        report = run_checks(
+            checks,
+            context,
+            num_threads,
+            time_budget=time_budget,
+            progress=progress,
+            total_time_budget=total_time_budget,
+        )
     if print_report and trainer.is_global_zero:
         from rich.console import Console
 

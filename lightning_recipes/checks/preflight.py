@@ -22,7 +22,7 @@ from typing_extensions import override
 from lightning_recipes._validation import check_bool, check_choice, check_int
 from lightning_recipes.checks._batches import Key, check_key
 from lightning_recipes.checks._budget import DEFAULT_TIME_BUDGET
-from lightning_recipes.checks._runner import ON_FAIL, run_checks, run_in_trainer
+from lightning_recipes.checks._runner import DEFAULT_TOTAL_TIME_BUDGET, ON_FAIL, run_checks, run_in_trainer
 from lightning_recipes.checks.base import SanityCheck, check_time_budget
 from lightning_recipes.checks.batch_independence_check import BatchIndependenceCheck
 from lightning_recipes.checks.causality_check import CausalityCheck
@@ -120,6 +120,7 @@ def preflight(
     print_report: bool = False,
     time_budget: float | None = DEFAULT_TIME_BUDGET,
     progress: bool = True,
+    total_time_budget: float | None = DEFAULT_TOTAL_TIME_BUDGET,
 ) -> PreflightReport:
     """Run the sanity checks on ``model`` with its data, before training, and return a
     :class:`PreflightReport`.
@@ -164,6 +165,9 @@ def preflight(
             ``skip`` (see :class:`~lightning_recipes.checks.SanityCheck`). With the default, 8 s, the six
             checks took 18 s on a 2.1M-parameter transformer on a busy 2-core CPU at ``num_threads=1``
             (``benchmarks/RESULTS.md``).
+        total_time_budget: Wall-clock seconds for the whole preflight (default 30); each check on the default
+            budget gets at most what is left (keeping 0.5 s for each check still to come, never less than
+            1 s); ``None`` = no cap.
         progress: Log a line as each check starts and ends (name, status, seconds) through Lightning's
             ``rank_zero_info`` (rank zero only; silence it with
             ``logging.getLogger("lightning.pytorch.utilities.rank_zero").setLevel(logging.WARNING)`` or
@@ -189,6 +193,7 @@ def preflight(
     """
     built = build_checks(checks)
     _validate_common(num_classes, seed, num_threads, input_key, target_key, time_budget, progress)
+    check_time_budget("total_time_budget", total_time_budget)
     check_bool("print_report", print_report)
     if datamodule is not None:
         datamodule.prepare_data()
@@ -220,7 +225,14 @@ def preflight(
         num_classes=num_classes,
         seed=seed,
     )
-    report = run_checks(built, context, num_threads, time_budget=time_budget, progress=progress)
+    report = run_checks(
+        built,
+        context,
+        num_threads,
+        time_budget=time_budget,
+        progress=progress,
+        total_time_budget=total_time_budget,
+    )
     if print_report:
         from rich.console import Console
 
@@ -261,6 +273,7 @@ class Preflight(Callback):
         time_budget: Wall-clock seconds per check (for checks whose own ``time_budget`` is ``"default"``);
             ``None`` = unlimited. See :func:`~lightning_recipes.checks.preflight`.
         progress: Log a line as each check starts and ends, on rank zero.
+        total_time_budget: Wall-clock seconds for all the checks together (default 30; ``None``: no cap).
 
     Raises:
         ValueError: If ``on_fail`` or a check name is unknown, ``num_classes < 2``, ``num_threads < 1``,
@@ -294,12 +307,15 @@ class Preflight(Callback):
         num_threads: int | None = None,
         time_budget: float | None = DEFAULT_TIME_BUDGET,
         progress: bool = True,
+        total_time_budget: float | None = DEFAULT_TOTAL_TIME_BUDGET,
     ) -> None:
         check_choice("on_fail", on_fail, ON_FAIL)
         check_bool("print_report", print_report)
         _validate_common(num_classes, seed, num_threads, input_key, target_key, time_budget, progress)
         self.num_threads = num_threads
+        check_time_budget("total_time_budget", total_time_budget)
         self.time_budget = time_budget
+        self.total_time_budget = total_time_budget
         self.progress = progress
         self.checks = build_checks(checks)
         self.on_fail = on_fail
@@ -334,6 +350,7 @@ class Preflight(Callback):
             num_threads=self.num_threads,
             time_budget=self.time_budget,
             progress=self.progress,
+            total_time_budget=self.total_time_budget,
         )
 
     def _keep(self, report: PreflightReport) -> None:

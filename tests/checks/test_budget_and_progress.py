@@ -301,3 +301,45 @@ def test_ddp_a_check_stopped_by_its_budget_on_one_rank_does_not_block_the_others
         "rank0.txt": repr(({"stubborn_on_rank_one": "pass", "init_loss": "pass"}, 2)),
         "rank1.txt": repr(({"stubborn_on_rank_one": "skip", "init_loss": "pass"}, 2)),
     }
+
+
+class _WaitsForItsBudget(SanityCheck):
+    """Runs until its budget is spent (a check with a long loop that asks the budget), recording it."""
+
+    def check(self, context: CheckContext) -> CheckResult:
+        while not out_of_time():
+            time.sleep(0.01)
+        return CheckResult(self.name, "warn", "stopped by its budget", {"budget": budget_seconds()})
+
+
+def _waiting_checks(count: int) -> list[SanityCheck]:
+    return [type(f"Wait{i}", (_WaitsForItsBudget,), {"name": f"wait_{i}"})() for i in range(count)]
+
+
+def test_the_total_budget_caps_the_whole_preflight_and_keeps_time_for_the_checks_still_to_come():
+    report = preflight(
+        TinyClassifier(), train_dataloaders=random_classification_loader(), checks=_waiting_checks(4),
+        time_budget=8.0, total_time_budget=4.0, progress=False,
+    )  # fmt: skip
+    budgets = [r.details["budget"] for r in report]
+    # first: 4 s less 0.5 s for each of the 3 checks to come; then what is left; never below 1 s
+    assert budgets[0] == pytest.approx(2.5, abs=0.05)
+    assert all(b == pytest.approx(1.0, abs=0.05) for b in budgets[1:]), budgets
+    assert report.seconds < 4.0 + 3 * 0.5 + 1.0
+
+
+def test_a_check_with_its_own_budget_keeps_it_under_the_total():
+    (check,) = _waiting_checks(1)
+    check.time_budget = 1.5
+    report = preflight(
+        TinyClassifier(), train_dataloaders=random_classification_loader(), checks=[check],
+        time_budget=8.0, total_time_budget=1.0, progress=False,
+    )  # fmt: skip
+    assert report.results[0].details["budget"] == pytest.approx(1.5)
+
+
+def test_total_time_budget_is_validated_before_any_work():
+    with pytest.raises(ValueError, match="total_time_budget"):
+        preflight(TinyClassifier(), train_dataloaders=random_classification_loader(), total_time_budget=0)
+    with pytest.raises(ValueError, match="total_time_budget"):
+        Preflight(total_time_budget=-1.0)
