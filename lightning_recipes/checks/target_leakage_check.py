@@ -274,6 +274,11 @@ class TargetLeakageCheck(SanityCheck):
         (``loss_uses_target``): (b) and (c) mean nothing for a loss that ignores it (an autoencoder)."""
         inputs, targets = context.split(batch)
         assert inputs is not None and targets is not None
+        if _same_tensor(inputs, targets):
+            return {
+                "reason": "target fed to the model: the target is the input (a reconstruction or "
+                "self-supervised loss), so changing it changes the input"
+            }
         key = next((k for k, _, t in _entries(batch) if t is targets), None)
         if key is None or targets.ndim == 0 or targets.dtype == torch.bool or targets.is_complex():
             return {"reason": "target fed to the model: the target tensor cannot be replaced"}
@@ -714,6 +719,16 @@ def _model_reads(context: CheckContext, key: Any, batch: Any) -> bool | None:
                 return None
     before, after = torch.stack(losses).tolist()  # sync: once
     return abs(after - before) > 1e-6 * max(abs(before), 1e-12)
+
+
+def _same_tensor(a: Tensor, b: Tensor) -> bool:
+    """Whether two batch entries are one tensor (or views of one storage): a target read from the input."""
+    if a is b:
+        return True
+    try:
+        return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
+    except (RuntimeError, NotImplementedError):  # tensors without storage (meta, some subclasses)
+        return False
 
 
 def _label_of(batch: Any, key: Any) -> str:

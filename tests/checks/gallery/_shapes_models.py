@@ -54,14 +54,17 @@ def lm_loaders(n: int = 256, batch_size: int = 16, labels: bool = True) -> dict[
 
 
 def classification_tokens(n: int, seed: int) -> dict[str, Tensor]:
-    """Token sequences whose label is whether the first token is in the upper half of the vocabulary."""
+    """Token sequences whose label is whether the first token is in the upper half of the vocabulary, with 15%
+    of the labels flipped (label noise, as in real data): learnable, but no single position decides the label
+    outright, so ``target_leakage`` rightly stays quiet (a noiseless rule on one token is a leak by its
+    definition)."""
     g = torch.Generator().manual_seed(seed)
     ids = torch.randint(1, VOCAB, (n, SEQ), generator=g)
     return {
         "input_ids": ids,
         "attention_mask": torch.ones_like(ids),
         "token_type_ids": torch.zeros_like(ids),
-        "labels": (ids[:, 0] >= VOCAB // 2).long(),
+        "labels": (ids[:, 0] >= VOCAB // 2).long() ^ (torch.rand(n, generator=g) < 0.15).long(),
     }
 
 
