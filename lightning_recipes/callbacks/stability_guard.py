@@ -13,6 +13,7 @@ from typing import Any, Literal
 import lightning.pytorch as pl
 import torch
 from lightning.pytorch.callbacks import Callback
+from lightning.pytorch.utilities import rank_zero_warn
 from torch import Tensor
 from typing_extensions import override
 
@@ -119,7 +120,9 @@ class StabilityGuard(Callback):
         permanent, applied inside every optimizer step on top of any scheduler). The guard reads the
         monitor's findings rather than detecting the signal itself: they are already identical on every rank
         (one all-gather per check), so acting on them needs no extra collective, and the rule lives in one
-        place. It counts as a rollback for ``max_rollbacks``. Other findings are advice only:
+        place. Place the guard after the monitor in ``callbacks`` (it warns otherwise): it then acts in the
+        same batch, before its own check could snapshot the condemned state. It counts as a rollback for
+        ``max_rollbacks``. Other findings are advice only:
         ``vanishing_gradients``, ``dead_units`` and ``saturated_activations`` need a change of architecture
         or initialisation that cannot be made safely mid-run; raising the rate on ``lr_too_low`` risks the
         divergence this guard exists to prevent; a ``loss_plateau`` has several causes; ``overfitting`` is
@@ -324,6 +327,16 @@ class StabilityGuard(Callback):
             self._take_snapshot(trainer, pl_module)
         self._last_check = (time.perf_counter(), trainer.global_step)
         self._snapshot_s_since_check = 0.0
+        callbacks = callback_list(trainer)
+        monitors = [i for i, c in enumerate(callbacks) if isinstance(c, HealthMonitor)]
+        if self.act_on_findings and self.mode == "rollback" and monitors and self in callbacks:
+            if monitors[-1] > callbacks.index(self):
+                rank_zero_warn(
+                    "`StabilityGuard` is placed before a `HealthMonitor` in `callbacks`: it may snapshot a step "
+                    "that the monitor's check then condemns, and roll back only to it. Place the guard after "
+                    "the monitor.",
+                    category=UserWarning,
+                )
 
     @override
     def on_before_optimizer_step(
@@ -372,10 +385,10 @@ class StabilityGuard(Callback):
         self._micro_losses = []
         self._grad_norm = None
         self._step_skipped = False
+        if self.act_on_findings:  # before the check: its snapshot must not capture what the finding condemns
+            self._act_on_findings(trainer, pl_module)
         if len(self._pending) >= self.check_every_n_steps:
             self._check(trainer, pl_module)
-        if self.act_on_findings:
-            self._act_on_findings(trainer, pl_module)
 
     @override
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
