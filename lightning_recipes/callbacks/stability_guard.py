@@ -266,7 +266,8 @@ class StabilityGuard(Callback):
         self._hook_handles: list[Any] = []
         self._lr_scale = 1.0  # permanent, from lr_too_high findings
         self._findings_seen: dict[int, int] = {}  # id(monitor) -> findings already acted on
-        self._snapshot_s: float | None = None  # host seconds the last snapshot took (waited for)
+        self._snapshot_s: float | None = None  # host seconds a snapshot takes (median of the last 3 timed)
+        self._snapshot_times: list[float] = []
         self._step_s: float | None = None  # host seconds per optimizer step, measured between checks
         self._last_check: tuple[float, int] | None = None  # (perf_counter, global_step)
         self._snapshot_s_since_check = 0.0
@@ -558,7 +559,8 @@ class StabilityGuard(Callback):
         """Optimizer steps between snapshots now: ``snapshot_every_n_steps``, or the adaptive choice.
 
         Adaptive: the fewest whole checks whose measured training time makes one measured snapshot cost at
-        most ``snapshot_overhead`` of it; one check until both times are known.
+        most ``snapshot_overhead`` of it; one check until both times are known (the first snapshot, which
+        allocates the CPU buffers, is not timed; then the median of the last three snapshots counts).
         """
         if self.snapshot_every_n_steps is not None:
             return self.snapshot_every_n_steps
@@ -577,6 +579,7 @@ class StabilityGuard(Callback):
 
     def _take_snapshot(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         snapshot = self._snapshot if self._snapshot is not None else Snapshot()
+        timed = self._snapshot is not None  # the first capture allocates its buffers: not representative
         start = time.perf_counter()
         self._snapshot = snapshot.capture(
             pl_module,
@@ -586,8 +589,11 @@ class StabilityGuard(Callback):
             extra=self._window,  # replaced, never modified in place: a reference is a copy
             wait=self.snapshot_every_n_steps is None,  # sync: per snapshot, to time it (adaptive only)
         )
-        self._snapshot_s = time.perf_counter() - start
-        self._snapshot_s_since_check += self._snapshot_s
+        elapsed = time.perf_counter() - start
+        self._snapshot_s_since_check += elapsed
+        if timed:  # the median of the last three damps a preempted copy on a busy machine
+            self._snapshot_times = [*self._snapshot_times[-2:], elapsed]
+            self._snapshot_s = sorted(self._snapshot_times)[len(self._snapshot_times) // 2]
         self._snapshot_step = trainer.global_step
 
     def _act_on_findings(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
