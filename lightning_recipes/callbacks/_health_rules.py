@@ -18,7 +18,8 @@ Each rule and its threshold, with the source it follows (the defaults of :data:`
   checks in a row (Glorot & Bengio, AISTATS 2010: saturated top layers stall learning).
 * ``lr_too_high``: the median per-group update-to-parameter ratio ``||dW|| / ||W||`` of the sampled step is
   above ``ratio_high`` (0.01: 10x the ~1e-3 of Karpathy's CS231n rule of thumb) while the training loss
-  rises (this interval's mean more than ``rise_rtol``, 10%, above the previous one's); Cockpit (Schneider et al., NeurIPS 2021) reads
+  rises (this interval's mean more than ``rise_rtol``, 10%, above the previous one's); Cockpit
+  (Schneider et al., NeurIPS 2021) reads
   the same two instruments together.
 * ``lr_too_low``: the median ratio is below ``ratio_low`` (1e-5: 100x below 1e-3) and the loss moved less
   than ``plateau_rtol`` (1%) between checks, ``persist_checks`` checks in a row.
@@ -153,7 +154,11 @@ def decide(data: CheckData, history: History, thresholds: dict[str, float]) -> d
     if data.nonfinite_modules or (data.loss_nonfinite and not grad_bad):
         first = data.nonfinite_modules[0] if data.nonfinite_modules else "loss"
         out["nonfinite_activations"] = (
-            {"first_module": first, "modules": data.nonfinite_modules[:8], "nonfinite_losses": data.loss_nonfinite},
+            {
+                "first_module": first,
+                "modules": data.nonfinite_modules[:8],
+                "nonfinite_losses": data.loss_nonfinite,
+            },
             f"`{first}` produced inf/nan in the forward pass. Check its inputs (data with nan/inf, log of "
             "zero, division by zero, exp overflow); add an epsilon or clamp there, use a normalisation layer "
             "before it, or train in bf16/fp32 instead of fp16.",
@@ -169,16 +174,18 @@ def decide(data: CheckData, history: History, thresholds: dict[str, float]) -> d
     if data.grad_sampled and "nonfinite_activations" not in out:
         baseline = statistics.median(earlier) if earlier else math.nan
         if grad_bad or (earlier and data.grad_total > t["explode_factor"] * baseline):
-            top = sorted(data.group_grad_rms.items(), key=lambda kv: -kv[1] if math.isfinite(kv[1]) else -math.inf)
+            top = sorted(
+                data.group_grad_rms.items(), key=lambda kv: -kv[1] if math.isfinite(kv[1]) else -math.inf
+            )
             out["exploding_gradients"] = (
                 {
                     "grad_norm": data.grad_total,
                     "baseline_median": baseline,
                     "largest_groups_rms": dict(top[:3]),
                 },
-                f"Gradient norm {_fmt(data.grad_total)} vs a median of {_fmt(baseline)} at earlier checks. Clip "
-                "gradients (`Trainer(gradient_clip_val=1.0)` or `AdaptiveGradClip`), lower the learning rate, "
-                f"and check the initialisation of {', '.join(k for k, _ in top[:2]) or 'the largest layers'}.",
+                f"Gradient norm {_fmt(data.grad_total)} vs a median of {_fmt(baseline)} at earlier checks. "
+                "Clip gradients (`Trainer(gradient_clip_val=1.0)` or `AdaptiveGradClip`), lower the learning "
+                f"rate, and check the initialisation of {', '.join(k for k, _ in top[:2]) or 'the largest'}.",
             )
     if data.grad_sampled and math.isfinite(data.grad_total):
         history.grad_totals.append(data.grad_total)
@@ -216,8 +223,9 @@ def decide(data: CheckData, history: History, thresholds: dict[str, float]) -> d
                     "grad_rms": {g: data.group_grad_rms[g] for g in groups},
                 },
                 f"Gradients reaching `{first}` are {_fmt(ratio)}x those of `{last}`. Use a non-saturating "
-                "activation (ReLU/GELU) and He/Kaiming initialisation, add normalisation (BatchNorm/LayerNorm) "
-                "or residual connections between them, or give the early layers a larger learning rate.",
+                "activation (ReLU/GELU) and He/Kaiming initialisation, add normalisation (BatchNorm, "
+                "LayerNorm) or residual connections between them, or give the early layers a larger learning "
+                "rate.",
             )
         history.vanish_ratios.append(ratio)
 
@@ -282,15 +290,23 @@ def decide(data: CheckData, history: History, thresholds: dict[str, float]) -> d
         vals = history.validations
         best_index = min(range(len(vals)), key=lambda i: vals[i][1])
         best_epoch, best_val, best_train = vals[best_index]
-        epoch, val, train = entry
+        _, val, train = entry
         gl = 100.0 * (val / best_val - 1.0) if best_val > 0 else 0.0
         present = gl > t["overfit_gl"] and train < best_train
         if _streak(history, "overfitting", present) >= persist:
             out["overfitting"] = (
-                {"gl": gl, "val_loss": val, "best_val_loss": best_val, "best_epoch": best_epoch,
-                 "train_loss": train, "best_train_loss": best_train, "began_epoch": best_epoch + 1},
+                {
+                    "gl": gl,
+                    "val_loss": val,
+                    "best_val_loss": best_val,
+                    "best_epoch": best_epoch,
+                    "train_loss": train,
+                    "best_train_loss": best_train,
+                    "began_epoch": best_epoch + 1,
+                },
                 f"Validation loss rose {gl:.1f}% above its best ({_fmt(best_val)} at epoch {best_epoch}) "
-                f"while the training loss fell to {_fmt(train)}: overfitting since epoch {best_epoch + 1}. Use "
+                f"while the training loss fell to {_fmt(train)}: overfitting since epoch {best_epoch + 1}. "
+                "Use "
                 "`EarlyStopping(restore_best_weights=True)`, more weight decay or dropout, data augmentation "
                 "or more data.",
             )

@@ -22,11 +22,9 @@ the per-layer grouping of parameters (``group_by``) that ``HealthMonitor`` uses,
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
-
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import lightning.pytorch as pl
 import torch
@@ -99,7 +97,7 @@ def flat_shard_group(trainer: pl.Trainer) -> Any:
 
 
 def compile_group_by(group_by: Any) -> list[tuple[re.Pattern[str], str]] | None:
-    """Validate ``group_by`` (``None``, an ``int`` depth >= 1, or regex -> group pairs) and compile its regexes.
+    """Validate ``group_by`` (``None``, an ``int`` depth >= 1, or regex -> group pairs); compile its regexes.
 
     ``None`` gives ``None``; a depth gives ``[]``; pairs give their compiled patterns, in order.
 
@@ -153,7 +151,7 @@ def group_of(name: str, group_by: Any, patterns: list[tuple[re.Pattern[str], str
 def param_groups_of(
     module: torch.nn.Module, params: Sequence[Tensor], group_by: Any
 ) -> tuple[list[str], list[int]]:
-    """Group names (in order of first appearance, i.e. roughly forward order) and each parameter's group index.
+    """Group names (in order of first appearance: roughly forward order) and each parameter's group index.
 
     Example:
         >>> net = torch.nn.Sequential(torch.nn.Linear(2, 3), torch.nn.ReLU(), torch.nn.Linear(3, 1))

@@ -1,4 +1,4 @@
-"""HealthMonitor: name what is going wrong in a training run, and what to do about it, at one sync per check."""
+"""HealthMonitor: name what goes wrong in a training run, and what to do about it, at one sync per check."""
 
 from __future__ import annotations
 
@@ -95,8 +95,8 @@ class HealthMonitor(Callback):
             An ``int`` ``d``: the first ``d`` components of that module's name. A mapping ``{regex: group}``
             or ``(regex, group)`` pairs, as in ``GradNormMonitor``.
         on_finding: ``"warn"`` (once per problem, rank zero), ``"raise"`` (a ``RuntimeError`` on every rank at
-            the first finding: stop a doomed run early) or a callable receiving each :class:`Finding` (on every
-            rank, with identical findings).
+            the first finding: stop a doomed run early) or a callable receiving each :class:`Finding` (on
+            every rank, with identical findings).
         activation_samples: Batches per interval whose activations are inspected, ``>= 0`` (``0``: none).
         thresholds: Overrides of the rule thresholds (keys of ``DEFAULT_THRESHOLDS`` in ``_health_rules``).
         val_monitor: The logged validation metric read after each validation (a loss: lower is better).
@@ -230,7 +230,9 @@ class HealthMonitor(Callback):
                 self._saturating.append((name, module))
             if not any(True for _ in module.children()):
                 self._leaves.append((name, module))
-        self._pipeline = next((c for c in callback_list(trainer) if isinstance(c, InputPipelineMonitor)), None)
+        self._pipeline = next(
+            (c for c in callback_list(trainer) if isinstance(c, InputPipelineMonitor)), None
+        )
         if self._pipeline is not None:
             self._pipeline_totals = (self._pipeline.total_fetch_s, self._pipeline.total_step_s)
 
@@ -541,9 +543,8 @@ class HealthMonitor(Callback):
         return data
 
     def _act(self, finding: Finding) -> None:
-        message = (
-            f"HealthMonitor: {finding.problem} at step {finding.step} (epoch {finding.epoch}). {finding.advice}"
-        )
+        where = f"at step {finding.step} (epoch {finding.epoch})"
+        message = f"HealthMonitor: {finding.problem} {where}. {finding.advice}"
         if self.on_finding == "raise":
             raise RuntimeError(message)
         if callable(self.on_finding):

@@ -200,8 +200,8 @@ class StabilityGuard(Callback):
         >>> trainer.fit(TinyClassifier(), random_classification_loader())
         >>> guard.events, guard.rollbacks
         ([], 0)
-        >>> guard.snapshot_interval  # a tiny model: a snapshot at every passing check
-        2
+        >>> guard.snapshot_interval % 2  # adaptive (measured): whole checks between snapshots
+        0
     """
 
     def __init__(
@@ -330,14 +330,14 @@ class StabilityGuard(Callback):
         self._snapshot_s_since_check = 0.0
         callbacks = callback_list(trainer)
         monitors = [i for i, c in enumerate(callbacks) if isinstance(c, HealthMonitor)]
-        if self.act_on_findings and self.mode == "rollback" and monitors and self in callbacks:
-            if monitors[-1] > callbacks.index(self):
-                rank_zero_warn(
-                    "`StabilityGuard` is placed before a `HealthMonitor` in `callbacks`: it may snapshot a step "
-                    "that the monitor's check then condemns, and roll back only to it. Place the guard after "
-                    "the monitor.",
-                    category=UserWarning,
-                )
+        acting = self.act_on_findings and self.mode == "rollback" and monitors and self in callbacks
+        if acting and monitors[-1] > callbacks.index(self):
+            rank_zero_warn(
+                "`StabilityGuard` is placed before a `HealthMonitor` in `callbacks`: it may snapshot a step "
+                "that the monitor's check then condemns, and roll back only to it. Place the guard after the "
+                "monitor.",
+                category=UserWarning,
+            )
 
     @override
     def on_before_optimizer_step(
@@ -608,7 +608,9 @@ class StabilityGuard(Callback):
                 if finding.problem in _FINDING_CAUSES:
                     self._repair_lr_too_high(trainer, pl_module, finding)
 
-    def _repair_lr_too_high(self, trainer: pl.Trainer, pl_module: pl.LightningModule, finding: Finding) -> None:
+    def _repair_lr_too_high(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, finding: Finding
+    ) -> None:
         event = StabilityEvent(
             step=finding.step,
             cause=finding.problem,

@@ -114,7 +114,9 @@ class CountedForward(MLP):
 def test_zero_host_syncs_between_checks_and_one_per_check() -> None:
     monitor = SyncCounting(check_every_n_steps=5, activation_samples=2)
     model = CountedForward()
-    fast_trainer(max_steps=10, max_epochs=-1, callbacks=[monitor], limit_val_batches=0).fit(model, _loader(_classification()))
+    fast_trainer(max_steps=10, max_epochs=-1, callbacks=[monitor], limit_val_batches=0).fit(
+        model, _loader(_classification())
+    )
     assert model.forward_syncs == [0] * 10  # hooks on steps 3, 4, 8, 9: no sync
     assert monitor.syncs == [0, 0, 0, 0, 1, 0, 0, 0, 0, 1]
     assert monitor.checks == 2
@@ -124,7 +126,9 @@ def test_zero_host_syncs_between_checks_and_one_per_check() -> None:
 
 
 def _dead_relu_fit(monitor: HealthMonitor, max_steps: int = 60, **kwargs: Any) -> pl.Trainer:
-    trainer = fast_trainer(max_steps=max_steps, max_epochs=-1, callbacks=[monitor], limit_val_batches=0, **kwargs)
+    trainer = fast_trainer(
+        max_steps=max_steps, max_epochs=-1, callbacks=[monitor], limit_val_batches=0, **kwargs
+    )
     torch.manual_seed(0)
     trainer.fit(MLP(bias_init=-6.0), _loader(_classification()))
     return trainer
@@ -140,8 +144,14 @@ def test_finding_is_logged_warned_once_and_reported() -> None:
     evidence = monitor.findings[0].evidence["dead_fraction"]
     assert set(evidence) == {"net.1", "net.3"} and all(v >= 0.5 for v in evidence.values())
     # logged at every check (steps 10 ... 60) at the step Lightning uses for that batch
-    assert logger.history("health/dead_units") == [(9, 0.0), (19, 1.0), (29, 1.0), (39, 1.0), (49, 1.0),
-                                                   (59, 1.0)]
+    assert logger.history("health/dead_units") == [
+        (9, 0.0),
+        (19, 1.0),
+        (29, 1.0),
+        (39, 1.0),
+        (49, 1.0),
+        (59, 1.0),
+    ]
     assert logger.last("health/lr_too_high") == 0.0
     assert json.loads(monitor.to_json())["findings"][0]["problem"] == "dead_units"
     table = monitor.report(print_table=False)
@@ -170,7 +180,9 @@ def test_state_dict_round_trip_and_resume_keeps_findings(tmp_path: Path) -> None
     assert clone.findings == monitor.findings and clone.checks == 3
 
     resumed = HealthMonitor(check_every_n_steps=10, on_finding=lambda f: None)
-    trainer = fast_trainer(max_steps=50, max_epochs=-1, callbacks=[resumed], limit_val_batches=0, default_root_dir=tmp_path)
+    trainer = fast_trainer(
+        max_steps=50, max_epochs=-1, callbacks=[resumed], limit_val_batches=0, default_root_dir=tmp_path
+    )
     trainer.fit(MLP(bias_init=-6.0), _loader(_classification()), ckpt_path=path)
     # the problem was already active when the checkpoint was written: no second finding for it
     assert [(f.problem, f.step) for f in resumed.findings] == [("dead_units", 20)]

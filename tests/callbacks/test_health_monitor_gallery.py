@@ -8,6 +8,7 @@ show as well), and no healthy run may get any finding. ``benchmarks/health_overh
 from __future__ import annotations
 
 import functools
+import itertools
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -54,7 +55,7 @@ class MLP(pl.LightningModule):
         super().__init__()
         acts = {"relu": nn.ReLU, "tanh": nn.Tanh, "sigmoid": nn.Sigmoid, "gelu": nn.GELU}
         layers: list[nn.Module] = []
-        for i, (a, b) in enumerate(zip(widths[:-1], widths[1:])):
+        for i, (a, b) in enumerate(itertools.pairwise(widths)):
             linear = nn.Linear(a, b)
             if init_std is not None:
                 nn.init.normal_(linear.weight, std=init_std / a**0.5)
@@ -142,7 +143,9 @@ class CorruptAfter(Dataset):
         return x, y
 
 
-def _classification(n: int = 256, batch: int = 32, seed: int = 0, random_labels: float = 0.0) -> TensorDataset:
+def _classification(
+    n: int = 256, batch: int = 32, seed: int = 0, random_labels: float = 0.0
+) -> TensorDataset:
     loader = random_classification_loader(num_samples=n, batch_size=batch, seed=seed)
     x, y = loader.dataset.tensors  # type: ignore[attr-defined]
     if random_labels:
@@ -185,19 +188,36 @@ CASES = [
     ),
     Case(
         "healthy_transformer_lm",
-        lambda: (LM(vocab_size=32, d_model=32, n_layers=2, max_seq_len=16), _loader(
-            random_token_loader(num_samples=256, seq_len=16, vocab_size=32).dataset, batch=16), None, 120, None),
+        lambda: (
+            LM(vocab_size=32, d_model=32, n_layers=2, max_seq_len=16),
+            _loader(random_token_loader(num_samples=256, seq_len=16, vocab_size=32).dataset, batch=16),
+            None,
+            120,
+            None,
+        ),
         (),
     ),
     Case(
         "healthy_finetune_frozen_base",
-        lambda: (MLP(optimizer="adam", lr=1e-2, freeze_base=True), _loader(_classification()), None, 160, None),
+        lambda: (
+            MLP(optimizer="adam", lr=1e-2, freeze_base=True),
+            _loader(_classification()),
+            None,
+            160,
+            None,
+        ),
         (),
     ),
     # ---- broken from the start
     Case(
         "vanishing_deep_sigmoid",
-        lambda: (MLP(widths=(16,) + (32,) * 8 + (4,), act="sigmoid"), _loader(_classification()), None, 120, None),
+        lambda: (
+            MLP(widths=(16,) + (32,) * 8 + (4,), act="sigmoid"),
+            _loader(_classification()),
+            None,
+            120,
+            None,
+        ),
         ("vanishing_gradients",),
     ),
     Case(
@@ -217,31 +237,50 @@ CASES = [
     ),
     Case(
         "plateau_random_labels",
-        lambda: (MLP(optimizer="adam", lr=1e-3, widths=(16, 8, 4)), _loader(_classification(
-            n=2048, random_labels=1.0)), None, 200, None),
+        lambda: (
+            MLP(optimizer="adam", lr=1e-3, widths=(16, 8, 4)),
+            _loader(_classification(n=2048, random_labels=1.0)),
+            None,
+            200,
+            None,
+        ),
         ("loss_plateau",),
     ),
     # ---- healthy at first, then broken mid-run
     Case(
         "lr_jumps_mid_run",
-        lambda: (MLP(act="gelu", optimizer="adam", lr=1e-3, lr_jump=(100, 50.0)), _loader(_classification()),
-                 None, 200, None),
+        lambda: (
+            MLP(act="gelu", optimizer="adam", lr=1e-3, lr_jump=(100, 50.0)),
+            _loader(_classification()),
+            None,
+            200,
+            None,
+        ),
         ("lr_too_high",),
         allowed=("exploding_gradients",),
         onset_step=100,
     ),
     Case(
         "exploding_input_scale_mid_run",
-        lambda: (MLP(optimizer="adam", lr=1e-3, input_scale=(100, 1e4)), _loader(_classification()),
-                 None, 200, None),
+        lambda: (
+            MLP(optimizer="adam", lr=1e-3, input_scale=(100, 1e4)),
+            _loader(_classification()),
+            None,
+            200,
+            None,
+        ),
         ("exploding_gradients",),
         onset_step=100,
     ),
     Case(
         "overfitting_onset",
-        lambda: (MLP(widths=(16, 256, 256, 4), optimizer="adam", lr=1e-3), _loader(
-            _classification(n=96, random_labels=0.3), batch=32), _loader(_classification(n=256, seed=7),
-                                                                          shuffle=False), None, 40),
+        lambda: (
+            MLP(widths=(16, 256, 256, 4), optimizer="adam", lr=1e-3),
+            _loader(_classification(n=96, random_labels=0.3), batch=32),
+            _loader(_classification(n=256, seed=7), shuffle=False),
+            None,
+            40,
+        ),
         ("overfitting",),
         onset_step=0,
     ),

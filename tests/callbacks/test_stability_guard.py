@@ -654,7 +654,9 @@ def test_lr_too_high_finding_rolls_back_and_cuts_the_lr() -> None:
     # spike_k=None: only the finding acts (the guard's own spike rule would catch this jump first)
     guard = StabilityGuard(check_every_n_steps=20, snapshot_every_n_steps=20, spike_k=None, verbose=False)
     hook = LrHook()
-    trainer = fast_trainer(max_steps=160, max_epochs=-1, limit_val_batches=0, callbacks=[monitor, guard, hook])
+    trainer = fast_trainer(
+        max_steps=160, max_epochs=-1, limit_val_batches=0, callbacks=[monitor, guard, hook]
+    )
     torch.manual_seed(0)
     trainer.fit(MLP(act="gelu", optimizer="adam", lr=1e-3, lr_jump=(100, 50.0)), _loader(_classification()))
     assert [f.problem for f in monitor.findings] == ["lr_too_high"]
