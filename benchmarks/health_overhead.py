@@ -89,15 +89,15 @@ def main(argv: list[str] | None = None) -> int:
     warnings.filterwarnings("ignore")
     logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
     print(
-        f"# {platform.processor() or platform.machine()}, torch {torch.__version__}, lightning {pl.__version__}, "
-        f"{torch.get_num_threads()} thread(s), {time.strftime('%Y-%m-%d')}"
+        f"# {platform.processor() or platform.machine()}, torch {torch.__version__}, lightning "
+        f"{pl.__version__}, {torch.get_num_threads()} thread(s), {time.strftime('%Y-%m-%d')}"
     )
     if args.only in (None, "steps"):
         result = bench_steps(args.rounds, args.steps)
         print(
             f"\nsteps (BenchLM, {args.steps} steps x {args.rounds} interleaved rounds, medians): bare "
-            f"{result['bare_ms']:.1f} ms/step, HealthMonitor(check_every_n_steps=50) {result['health_ms']:.1f} "
-            f"ms/step, ratio {result['ratio']:.3f}"
+            f"{result['bare_ms']:.1f} ms/step, HealthMonitor(check_every_n_steps=50) "
+            f"{result['health_ms']:.1f} ms/step, ratio {result['ratio']:.3f}"
         )
     if args.only in (None, "gallery"):
         print("\n| run | should find | problem starts at step | found at step | false alarms |")
