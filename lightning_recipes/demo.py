@@ -25,6 +25,7 @@ from lightning_recipes.callbacks import (
     RunManifest,
     StabilityGuard,
 )
+from lightning_recipes.callbacks.health_monitor import HealthMonitor
 from lightning_recipes.checks import preflight
 from lightning_recipes.data import DigitsDataModule
 from lightning_recipes.mixins import OptimizerRecipeMixin
@@ -146,11 +147,13 @@ def run_demo(args: argparse.Namespace) -> dict[str, Any]:
     early_stopping = EarlyStopping(
         monitor="val_acc", mode="max", patience=4, start_from_epoch=4, restore_best_weights=True
     )
+    health = HealthMonitor(check_every_n_steps=25)
     callbacks: list[pl.Callback] = [
         RunManifest(),
         GradNormMonitor(),
         AdaptiveGradClip(percentile=90.0, window=500, warmup_steps=25),
         InputPipelineMonitor(),
+        health,  # before the guard, which acts on its lr_too_high findings
         StabilityGuard(check_every_n_steps=10, snapshot_every_n_steps=50),
         early_stopping,
         LearningRateMonitor(logging_interval="step"),
@@ -191,6 +194,8 @@ def run_demo(args: argparse.Namespace) -> dict[str, Any]:
         "val_acc": float(final["val_acc"]),
         "log_dir": logger.log_dir if getattr(logger, "log_dir", None) else str(args.output_dir),
         "plots": [str(path) for path in plots],
+        "health": [f"{f.problem} at step {f.step}: {f.advice}" for f in health.findings],
+        "health_checks": health.checks,
         "seconds": time.perf_counter() - started,
         "threads": torch.get_num_threads(),
     }
@@ -230,6 +235,10 @@ def _print_summary(summary: dict[str, Any]) -> None:
     print(f"  LR schedule          : {summary['lr_schedule']}")
     print(f"  optimizer steps      : {summary['optimizer_steps']} in {summary['epochs']} epochs")
     print(f"  stopped because      : {summary['stopping_reason']}")
+    findings = summary.get("health") or ["none"]
+    print(f"  health findings      : {findings[0]} ({summary.get('health_checks', 0)} checks)")
+    for line in findings[1:]:
+        print(f"                         {line}")
     print(f"  final val accuracy   : {summary['val_acc']:.4f} (best epoch's weights restored)")
     print(f"  logs                 : {summary['log_dir']} (metrics.csv, manifest.json)")
     print(

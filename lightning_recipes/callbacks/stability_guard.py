@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
@@ -12,6 +13,7 @@ from typing import Any, Literal
 import lightning.pytorch as pl
 import torch
 from lightning.pytorch.callbacks import Callback
+from lightning.pytorch.utilities import rank_zero_warn
 from torch import Tensor
 from typing_extensions import override
 
@@ -19,6 +21,8 @@ from lightning_recipes._validation import check_bool, check_choice, check_in_ran
 from lightning_recipes.callbacks._faults import CAUSE_CODES, CAUSES, choose_event, fault_causes, fault_record
 from lightning_recipes.callbacks._norms import STEP_POWERS
 from lightning_recipes.callbacks._snapshot import Snapshot
+from lightning_recipes.callbacks._trainer import callback_list
+from lightning_recipes.callbacks.health_monitor import Finding, HealthMonitor
 from lightning_recipes.norms import (
     local_tensor,
     norm_power,
@@ -32,6 +36,7 @@ __all__ = ["StabilityEvent", "StabilityGuard"]
 log = logging.getLogger(__name__)
 
 _MODES = ("raise", "skip_step", "rollback")
+_FINDING_CAUSES = {"lr_too_high": 5}  # HealthMonitor findings the guard repairs, and their logged cause code
 
 
 @dataclass
@@ -41,12 +46,13 @@ class StabilityEvent:
     Attributes:
         step: ``trainer.global_step`` during the training step whose loss or gradient was bad (the number
             of optimizer steps completed before it).
-        cause: ``"nonfinite_loss"``, ``"nonfinite_grad_norm"``, ``"loss_spike"`` or ``"nonfinite_weights"``.
+        cause: ``"nonfinite_loss"``, ``"nonfinite_grad_norm"``, ``"loss_spike"``, ``"nonfinite_weights"`` or
+            ``"lr_too_high"`` (a ``HealthMonitor`` finding).
         value: The offending loss or gradient norm.
         rank: The global rank that saw it (earliest step, then cause in the order above, then lowest rank).
         detected_at_step: ``trainer.global_step`` when the check ran (at most ``check_every_n_steps - 1``
             steps after ``step``).
-        action: ``"rollback"``, ``"skip_step"``, ``"raise"``, ``"give_up"`` or ``"logged"``.
+        action: ``"rollback"``, ``"skip_step"``, ``"raise"``, ``"give_up"``, ``"logged"`` or ``"scale_lr"``.
         restored_step: The step of the snapshot that was restored (``-1`` if none).
     """
 
@@ -78,7 +84,12 @@ class StabilityGuard(Callback):
 
     With ``mode="rollback"`` (default) the guard keeps an in-memory snapshot of the model, every optimizer,
     every LR scheduler and its own statistics, copied to CPU memory (pinned, non-blocking on CUDA), refreshed
-    every ``snapshot_every_n_steps`` steps and only from a step whose check passed. On a fault it restores
+    only from a step whose check passed: by default (``snapshot_every_n_steps=None``) at every passing check
+    while a snapshot costs at most ``snapshot_overhead`` (1%) of the training time between snapshots, and
+    less often, in whole checks, when the model is so large that it costs more (both times measured on the
+    host: the snapshot's copy, waited for, and the steps between checks), so a rollback on a small model
+    loses at most one check of progress and the overhead on a large one stays near ``snapshot_overhead``;
+    an ``int`` fixes the interval. On a fault it restores
     the snapshot in place on every rank, optionally multiplies the learning rate by ``lr_factor`` for the
     next ``cooldown_steps`` optimizer steps, logs the event and trains on with the next batches: the bad
     batches are skipped by construction (``global_step`` and the data stream keep going forward; the LR
@@ -99,8 +110,24 @@ class StabilityGuard(Callback):
         ``benchmarks/RESULTS.md`` (``python -m benchmarks.stability_overhead``). Detection lags the fault by
         at most ``check_every_n_steps - 1`` steps. ``mode="skip_step"`` syncs and all-reduces once per
         optimizer step. Snapshots (``callbacks/_snapshot.py``) cost one
-        device-to-host copy of model + optimizer state every ``snapshot_every_n_steps`` steps and that much
-        CPU memory (≈ 3x the fp32 model size for Adam).
+        device-to-host copy of model + optimizer state per snapshot (plus, with the adaptive default, one
+        sync to time it) and that much CPU memory (≈ 3x the fp32 model size for Adam).
+
+    Acting on ``HealthMonitor`` findings (``act_on_findings=True``, mode ``"rollback"``):
+        When a ``HealthMonitor`` in the same Trainer finds ``lr_too_high`` (update/parameter ratio far
+        above ~1e-3 while the loss rises), the guard restores its last snapshot and multiplies the learning
+        rate by ``finding_lr_factor`` for the rest of the run (the rate itself is the fault, so the cut is
+        permanent, applied inside every optimizer step on top of any scheduler). The guard reads the
+        monitor's findings rather than detecting the signal itself: they are already identical on every rank
+        (one all-gather per check), so acting on them needs no extra collective, and the rule lives in one
+        place. Place the guard after the monitor in ``callbacks`` (it warns otherwise): it then acts in the
+        same batch, before its own check could snapshot the condemned state. It counts as a rollback for
+        ``max_rollbacks``. Other findings are advice only:
+        ``vanishing_gradients``, ``dead_units`` and ``saturated_activations`` need a change of architecture
+        or initialisation that cannot be made safely mid-run; raising the rate on ``lr_too_low`` risks the
+        divergence this guard exists to prevent; a ``loss_plateau`` has several causes; ``overfitting`` is
+        ``EarlyStopping``'s job; a ``data_stall`` is fixed in the DataLoader; non-finite values are already
+        rolled back by the guard's own checks.
 
     Mixed precision:
         With ``precision="16-mixed"`` Lightning's ``GradScaler`` already skips every step whose scaled
@@ -127,6 +154,9 @@ class StabilityGuard(Callback):
         check_every_n_steps: Optimizer steps between checks (each check syncs once).
         snapshot_every_n_steps: Minimum optimizer steps between snapshots (taken at the first passing check
             at least this many steps after the previous snapshot, and once at the start of training).
+            ``None`` (default): adaptive, see above.
+        snapshot_overhead: With ``snapshot_every_n_steps=None``, the fraction of training time snapshots may
+            take, in ``(0, 1)``.
         spike_k: Spike threshold in standard deviations above the running mean, ``> 0``; ``None`` disables it.
         spike_rtol: Spike threshold as a multiple of the running mean, ``> 1``; ``None`` disables it.
         spike_window: Number of recent good steps in the running statistics.
@@ -138,6 +168,9 @@ class StabilityGuard(Callback):
         rollback_window_steps: Window, in optimizer steps, for ``max_rollbacks``.
         checkpoint_dir: Where to write the emergency checkpoint; default: the ``ModelCheckpoint`` directory.
         verbose: Log each event on rank zero (``logging.WARNING``).
+        act_on_findings: Repair ``HealthMonitor``'s ``lr_too_high`` findings (see above).
+        finding_lr_factor: The learning-rate multiplier applied, for the rest of the run, at each
+            ``lr_too_high`` finding, in ``(0, 1]``.
 
     Raises:
         ValueError: On an invalid argument value (at construction, naming it) or a sharded strategy with
@@ -153,7 +186,8 @@ class StabilityGuard(Callback):
     Key                                   Value
     ====================================  ==========================================================
     ``stability/event_step``              step of the bad training step
-    ``stability/event_cause``             1 non-finite loss, 2 grad norm, 3 spike, 4 weights
+    ``stability/event_cause``             1 non-finite loss, 2 grad norm, 3 spike, 4 weights,
+                                          5 ``lr_too_high`` (HealthMonitor)
     ``stability/event_value``             the offending loss or gradient norm
     ``stability/rollbacks``               rollbacks so far
     ``stability/skipped_steps``           steps dropped in ``mode="skip_step"`` so far
@@ -161,18 +195,20 @@ class StabilityGuard(Callback):
 
     Example:
         >>> from lightning_recipes.testing import TinyClassifier, fast_trainer, random_classification_loader
-        >>> guard = StabilityGuard(check_every_n_steps=2, snapshot_every_n_steps=2)
+        >>> guard = StabilityGuard(check_every_n_steps=2)
         >>> trainer = fast_trainer(max_steps=6, callbacks=[guard])
         >>> trainer.fit(TinyClassifier(), random_classification_loader())
         >>> guard.events, guard.rollbacks
         ([], 0)
+        >>> guard.snapshot_interval % 2  # adaptive (measured): whole checks between snapshots
+        0
     """
 
     def __init__(
         self,
         mode: Literal["rollback", "skip_step", "raise"] = "rollback",
         check_every_n_steps: int = 10,
-        snapshot_every_n_steps: int = 100,
+        snapshot_every_n_steps: int | None = None,
         spike_k: float | None = 6.0,
         spike_rtol: float | None = None,
         spike_window: int = 100,
@@ -184,6 +220,9 @@ class StabilityGuard(Callback):
         rollback_window_steps: int = 1000,
         checkpoint_dir: str | os.PathLike[str] | None = None,
         verbose: bool = True,
+        snapshot_overhead: float = 0.01,
+        act_on_findings: bool = True,
+        finding_lr_factor: float = 0.5,
     ) -> None:
         super().__init__()
         self.mode = mode
@@ -204,6 +243,9 @@ class StabilityGuard(Callback):
             )
         self.checkpoint_dir = None if checkpoint_dir is None else os.fspath(checkpoint_dir)
         self.verbose = verbose
+        self.snapshot_overhead = snapshot_overhead
+        self.act_on_findings = act_on_findings
+        self.finding_lr_factor = finding_lr_factor
         self._validate()
 
         self.events: list[StabilityEvent] = []
@@ -222,11 +264,23 @@ class StabilityGuard(Callback):
         self._snapshot_step = -1
         self._saved_lrs: dict[int, list[Any]] = {}
         self._hook_handles: list[Any] = []
+        self._lr_scale = 1.0  # permanent, from lr_too_high findings
+        self._findings_seen: dict[int, int] = {}  # id(monitor) -> findings already acted on
+        self._snapshot_s: float | None = None  # host seconds a snapshot takes (median of the last 3 timed)
+        self._snapshot_times: list[float] = []
+        self._step_s: float | None = None  # host seconds per optimizer step, measured between checks
+        self._last_check: tuple[float, int] | None = None  # (perf_counter, global_step)
+        self._snapshot_s_since_check = 0.0
 
     def _validate(self) -> None:
         check_choice("mode", self.mode, _MODES)
-        for name in ("check_every_n_steps", "snapshot_every_n_steps", "spike_window"):
+        for name in ("check_every_n_steps", "spike_window"):
             check_int(name, getattr(self, name), minimum=1)
+        if self.snapshot_every_n_steps is not None:  # None: adaptive
+            check_int("snapshot_every_n_steps", self.snapshot_every_n_steps, minimum=1)
+        check_in_range("snapshot_overhead", self.snapshot_overhead, 0.0, 1.0, low_open=True, high_open=True)
+        check_bool("act_on_findings", self.act_on_findings)
+        check_in_range("finding_lr_factor", self.finding_lr_factor, 0.0, 1.0, low_open=True)
         for name in ("spike_warmup_steps", "cooldown_steps", "max_rollbacks", "rollback_window_steps"):
             check_int(name, getattr(self, name), minimum=0)
         if self.spike_k is not None:  # None disables the rule
@@ -272,6 +326,18 @@ class StabilityGuard(Callback):
         if self.mode == "rollback" and not self._pending:
             # Nothing unchecked: the current state (initial or resumed) is good by definition.
             self._take_snapshot(trainer, pl_module)
+        self._last_check = (time.perf_counter(), trainer.global_step)
+        self._snapshot_s_since_check = 0.0
+        callbacks = callback_list(trainer)
+        monitors = [i for i, c in enumerate(callbacks) if isinstance(c, HealthMonitor)]
+        acting = self.act_on_findings and self.mode == "rollback" and monitors and self in callbacks
+        if acting and monitors[-1] > callbacks.index(self):
+            rank_zero_warn(
+                "`StabilityGuard` is placed before a `HealthMonitor` in `callbacks`: it may snapshot a step "
+                "that the monitor's check then condemns, and roll back only to it. Place the guard after the "
+                "monitor.",
+                category=UserWarning,
+            )
 
     @override
     def on_before_optimizer_step(
@@ -320,6 +386,8 @@ class StabilityGuard(Callback):
         self._micro_losses = []
         self._grad_norm = None
         self._step_skipped = False
+        if self.act_on_findings:  # before the check: its snapshot must not capture what the finding condemns
+            self._act_on_findings(trainer, pl_module)
         if len(self._pending) >= self.check_every_n_steps:
             self._check(trainer, pl_module)
 
@@ -350,6 +418,7 @@ class StabilityGuard(Callback):
             ],
             "micro_losses": [float(loss) for loss in self._micro_losses],
             "snapshot_step": self._snapshot_step,
+            "lr_scale": self._lr_scale,
         }
 
     @override
@@ -372,6 +441,7 @@ class StabilityGuard(Callback):
             torch.tensor(v, dtype=torch.float32) for v in state_dict.get("micro_losses", [])
         ]
         self._snapshot_step = int(state_dict.get("snapshot_step", -1))
+        self._lr_scale = float(state_dict.get("lr_scale", 1.0))
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
@@ -389,9 +459,9 @@ class StabilityGuard(Callback):
         zero = torch.zeros((), device=device)
         losses = torch.stack([(zero if loss is None else loss).float() for _, loss, _ in pending])
         norms = torch.stack([(zero if norm is None else norm).float() for _, _, norm in pending])
+        self._measure_step_time(trainer)
         snapshot_due = (
-            self.mode == "rollback"
-            and trainer.global_step - self._snapshot_step >= self.snapshot_every_n_steps
+            self.mode == "rollback" and trainer.global_step - self._snapshot_step >= self.snapshot_interval
         )
         # Never snapshot poisoned weights: an update from a non-finite gradient that was not checked
         # (check_grad_norm=False) has not shown in any loss yet. Blamed on the last pending step.
@@ -484,16 +554,81 @@ class StabilityGuard(Callback):
             self._cooldown_left = self.cooldown_steps
         self._record(trainer, pl_module, event)
 
+    @property
+    def snapshot_interval(self) -> int:
+        """Optimizer steps between snapshots now: ``snapshot_every_n_steps``, or the adaptive choice.
+
+        Adaptive: the fewest whole checks whose measured training time makes one measured snapshot cost at
+        most ``snapshot_overhead`` of it; one check until both times are known (the first snapshot, which
+        allocates the CPU buffers, is not timed; then the median of the last three snapshots counts).
+        """
+        if self.snapshot_every_n_steps is not None:
+            return self.snapshot_every_n_steps
+        return adaptive_snapshot_interval(
+            self.check_every_n_steps, self._snapshot_s, self._step_s, self.snapshot_overhead
+        )
+
+    def _measure_step_time(self, trainer: pl.Trainer) -> None:
+        """Host seconds per optimizer step since the last check, the snapshot taken meanwhile left out."""
+        now = time.perf_counter()
+        if self._last_check is not None and trainer.global_step > self._last_check[1]:
+            elapsed = now - self._last_check[0] - self._snapshot_s_since_check
+            self._step_s = max(elapsed, 0.0) / (trainer.global_step - self._last_check[1])
+        self._last_check = (now, trainer.global_step)
+        self._snapshot_s_since_check = 0.0
+
     def _take_snapshot(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         snapshot = self._snapshot if self._snapshot is not None else Snapshot()
+        timed = self._snapshot is not None  # the first capture allocates its buffers: not representative
+        start = time.perf_counter()
         self._snapshot = snapshot.capture(
             pl_module,
             trainer.optimizers,
             [config.scheduler for config in trainer.lr_scheduler_configs],
             step=trainer.global_step,
             extra=self._window,  # replaced, never modified in place: a reference is a copy
+            wait=self.snapshot_every_n_steps is None,  # sync: per snapshot, to time it (adaptive only)
         )
+        elapsed = time.perf_counter() - start
+        self._snapshot_s_since_check += elapsed
+        if timed:  # the median of the last three damps a preempted copy on a busy machine
+            self._snapshot_times = [*self._snapshot_times[-2:], elapsed]
+            self._snapshot_s = sorted(self._snapshot_times)[len(self._snapshot_times) // 2]
         self._snapshot_step = trainer.global_step
+
+    def _act_on_findings(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        """Repair new ``lr_too_high`` findings of every ``HealthMonitor`` in the Trainer (identical on all
+        ranks: no collective). Host-side list reads only."""
+        for callback in callback_list(trainer):
+            if not isinstance(callback, HealthMonitor):
+                continue
+            seen = self._findings_seen.get(id(callback), 0)
+            self._findings_seen[id(callback)] = len(callback.findings)
+            for finding in callback.findings[seen:]:
+                if finding.problem in _FINDING_CAUSES:
+                    self._repair_lr_too_high(trainer, pl_module, finding)
+
+    def _repair_lr_too_high(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, finding: Finding
+    ) -> None:
+        event = StabilityEvent(
+            step=finding.step,
+            cause=finding.problem,
+            value=float(finding.evidence.get("median_update_ratio", math.nan)),
+            rank=0,
+            detected_at_step=trainer.global_step,
+            action="scale_lr",
+        )
+        self._lr_scale *= self.finding_lr_factor
+        if self.mode == "rollback" and self._snapshot is not None:
+            recent = [s for s in self._rollback_steps if s > event.step - self.rollback_window_steps]
+            if len(recent) < self.max_rollbacks:
+                self._restore(trainer, pl_module)
+                self._pending = []
+                self._rollback_steps.append(event.step)
+                self.rollbacks += 1
+                event.action = "rollback"
+        self._record(trainer, pl_module, event)
 
     def _restore(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         snapshot = self._snapshot
@@ -511,7 +646,7 @@ class StabilityGuard(Callback):
         if event.action in ("rollback", "give_up") and self._snapshot is not None:
             event.restored_step = self._snapshot.step
         self.events.append(event)
-        cause_code = CAUSE_CODES[event.cause]
+        cause_code = CAUSE_CODES.get(event.cause, _FINDING_CAUSES.get(event.cause, 0))
         metrics = {
             "stability/event_step": float(event.step),
             "stability/event_cause": float(cause_code),
@@ -526,7 +661,11 @@ class StabilityGuard(Callback):
             logger.log_metrics(metrics, step=step)
         if self.verbose and trainer.is_global_zero:
             detail = ""
-            if event.action == "rollback":
+            if event.cause in _FINDING_CAUSES:
+                detail = (
+                    f" to the snapshot of step {event.restored_step}" if event.action == "rollback" else ""
+                ) + f", learning rate x{self._lr_scale:g} from now on"
+            elif event.action == "rollback":
                 detail = f" to the snapshot of step {event.restored_step}"
                 if self._cooldown_left > 0:
                     detail += f", learning rate x{self.lr_factor} for {self._cooldown_left} steps"
@@ -544,11 +683,12 @@ class StabilityGuard(Callback):
         return path
 
     def _scale_lr_pre_hook(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
-        if self._cooldown_left <= 0:
+        factor = self._lr_scale * (self.lr_factor if self._cooldown_left > 0 else 1.0)
+        if factor == 1.0:
             return
         self._saved_lrs[id(optimizer)] = [group["lr"] for group in optimizer.param_groups]
         for group in optimizer.param_groups:
-            group["lr"] = group["lr"] * self.lr_factor
+            group["lr"] = group["lr"] * factor
 
     def _restore_lr_post_hook(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
         saved = self._saved_lrs.pop(id(optimizer), None)
@@ -560,6 +700,25 @@ class StabilityGuard(Callback):
         for handle in self._hook_handles:
             handle.remove()
         self._hook_handles = []
+
+
+def adaptive_snapshot_interval(
+    check_every_n_steps: int, snapshot_s: float | None, step_s: float | None, overhead: float
+) -> int:
+    """Steps between snapshots: the fewest whole checks over which one snapshot costs at most ``overhead``.
+
+    Example:
+        >>> adaptive_snapshot_interval(10, snapshot_s=0.001, step_s=0.05, overhead=0.01)  # 0.2% per check
+        10
+        >>> adaptive_snapshot_interval(10, snapshot_s=0.5, step_s=0.05, overhead=0.01)  # needs 1000 steps
+        1000
+        >>> adaptive_snapshot_interval(10, snapshot_s=None, step_s=0.05, overhead=0.01)  # not measured yet
+        10
+    """
+    if snapshot_s is None or step_s is None or step_s <= 0:
+        return check_every_n_steps
+    steps = snapshot_s / (overhead * step_s)
+    return max(1, math.ceil(steps / check_every_n_steps - 1e-9)) * check_every_n_steps
 
 
 def _step_grad_norm(grads: list[Tensor], step: int) -> Tensor:
@@ -619,6 +778,7 @@ def _describe(event: StabilityEvent) -> str:
         "nonfinite_grad_norm": "non-finite gradient norm",
         "loss_spike": "loss spike",
         "nonfinite_weights": "non-finite weights",
+        "lr_too_high": "HealthMonitor: learning rate too high (update/parameter ratio)",
     }
     return (
         f"{names[event.cause]} ({event.value:.6g}) at step {event.step} on rank {event.rank}, "

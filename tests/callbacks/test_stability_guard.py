@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import math
 import pickle
+import re
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -573,3 +574,107 @@ def test_ddp_skip_step_on_one_rank_skips_on_every_rank(tmp_path: Path) -> None:
         assert [(e["step"], e["rank"], e["action"]) for e in result["events"]] == [(3, 1, "skip_step")]
         assert all(torch.isfinite(v).all() for v in result["weights"].values())
     _assert_same(results[0]["weights"], results[1]["weights"])
+
+
+# ------------------------------------------------------------------------- adaptive snapshots (issue 15)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"snapshot_overhead": 0.0}, "`snapshot_overhead` must be a number in (0, 1), got 0.0"),
+        ({"snapshot_overhead": 1.0}, "`snapshot_overhead` must be a number in (0, 1), got 1.0"),
+        ({"finding_lr_factor": 0.0}, "`finding_lr_factor` must be a number in (0, 1], got 0.0"),
+        ({"act_on_findings": 1}, "`act_on_findings` must be True or False, got 1"),
+    ],
+)
+def test_new_arguments_are_validated(kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises((ValueError, TypeError), match=re.escape(message)):
+        StabilityGuard(**kwargs)
+
+
+def test_default_snapshots_every_passing_check_on_a_small_model() -> None:
+    """A NaN at step 57 of a short run: the default guard rolls back at most a few checks (here ~0.2 ms per
+    snapshot vs 5 steps of a few ms: every check or two), not to step 0 (the old default of a snapshot every
+    100 steps lost the whole run)."""
+    guard = StabilityGuard(check_every_n_steps=5, verbose=False)
+    _fit(FaultyClassifier(fault="nan_loss", fault_step=57), guard, max_steps=62)
+    [event] = guard.events
+    assert (event.step, event.cause) == (57, "nonfinite_loss")
+    assert 40 <= event.restored_step <= 55 and event.restored_step % 5 == 0
+    assert guard.snapshot_interval <= 15
+
+
+def test_explicit_snapshot_interval_is_honoured() -> None:
+    guard = StabilityGuard(check_every_n_steps=5, snapshot_every_n_steps=100, verbose=False)
+    _fit(FaultyClassifier(fault="nan_loss", fault_step=57), guard, max_steps=62)
+    assert guard.snapshot_interval == 100
+    assert [(e.step, e.restored_step) for e in guard.events] == [(57, 0)]
+
+
+class HeavyStateClassifier(FaultyClassifier):
+    """Cheap steps but a large state to snapshot (a 16M-float buffer, 64 MB): snapshots must thin out."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("table", torch.zeros(16_000_000))
+
+
+def test_snapshots_thin_out_when_they_cost_more_than_the_overhead_budget() -> None:
+    guard = StabilityGuard(check_every_n_steps=2, verbose=False)
+    _fit(HeavyStateClassifier(), guard, max_steps=12)
+    assert guard._snapshot_s is not None and guard._step_s is not None
+    # measured: one snapshot costs more than 1% of 2 steps, so the interval is the fewest whole checks that
+    # bring it under 1%; it is far above one check (copying 64 MB vs a millisecond-scale step)
+    needed = guard._snapshot_s / (0.01 * guard._step_s)
+    assert guard.snapshot_interval >= needed and guard.snapshot_interval - 2 < needed
+    assert guard.snapshot_interval >= 20
+
+
+# ------------------------------------------------------------------- acting on HealthMonitor findings
+
+
+class LrHook(Callback):
+    """Records the learning rate the optimizer really uses (a step pre-hook registered after the guard's)."""
+
+    def __init__(self) -> None:
+        self.lrs: list[float] = []
+
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        trainer.optimizers[0].register_step_pre_hook(
+            lambda opt, args, kwargs: self.lrs.append(opt.param_groups[0]["lr"])
+        )
+
+
+def test_lr_too_high_finding_rolls_back_and_cuts_the_lr() -> None:
+    from lightning_recipes.callbacks.health_monitor import HealthMonitor
+    from tests.callbacks.test_health_monitor_gallery import MLP, _classification, _loader
+
+    monitor = HealthMonitor(check_every_n_steps=20, on_finding=lambda f: None)
+    # spike_k=None: only the finding acts (the guard's own spike rule would catch this jump first)
+    guard = StabilityGuard(check_every_n_steps=20, snapshot_every_n_steps=20, spike_k=None, verbose=False)
+    hook = LrHook()
+    trainer = fast_trainer(
+        max_steps=160, max_epochs=-1, limit_val_batches=0, callbacks=[monitor, guard, hook]
+    )
+    torch.manual_seed(0)
+    trainer.fit(MLP(act="gelu", optimizer="adam", lr=1e-3, lr_jump=(100, 50.0)), _loader(_classification()))
+    assert [f.problem for f in monitor.findings] == ["lr_too_high"]
+    # found at the check of step 120, repaired in the same batch, back to the last good check (100)
+    assert [(e.cause, e.step, e.action, e.restored_step, e.detected_at_step) for e in guard.events] == [
+        ("lr_too_high", 120, "rollback", 100, 120)
+    ]
+    assert guard._lr_scale == 0.5 and guard.rollbacks == 1
+    assert hook.lrs[99] == pytest.approx(1e-3) and hook.lrs[110] == pytest.approx(0.05)
+    assert hook.lrs[-1] == pytest.approx(0.05 * 0.5)  # the scheduler's 0.05, cut in half inside each step
+    clone = StabilityGuard(check_every_n_steps=20)
+    clone.load_state_dict(guard.state_dict())
+    assert clone._lr_scale == 0.5
+
+
+def test_guard_placed_before_the_monitor_warns() -> None:
+    from lightning_recipes.callbacks.health_monitor import HealthMonitor
+
+    guard = StabilityGuard(check_every_n_steps=2, verbose=False)
+    with pytest.warns(UserWarning, match="Place the guard after the monitor"):
+        _fit(FaultyClassifier(), guard, max_steps=2, callbacks=[HealthMonitor(check_every_n_steps=2)])

@@ -1,0 +1,592 @@
+"""HealthMonitor: name what goes wrong in a training run, and what to do about it, at one sync per check."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+import lightning.pytorch as pl
+import torch
+from lightning.pytorch.callbacks import Callback
+from lightning.pytorch.utilities import rank_zero_warn
+from torch import Tensor, nn
+from torch.optim import Optimizer
+from typing_extensions import override
+
+from lightning_recipes._validation import check_bool, check_int, check_positive
+from lightning_recipes.callbacks._health_rules import DEFAULT_THRESHOLDS, PROBLEMS, CheckData, History, decide
+from lightning_recipes.callbacks._norms import (
+    STEP_POWERS,
+    GroupBy,
+    compile_group_by,
+    param_groups_of,
+)
+from lightning_recipes.callbacks._trainer import callback_list, check_prefix, emit, stepped
+from lightning_recipes.callbacks.input_pipeline_monitor import InputPipelineMonitor
+
+__all__ = ["Finding", "HealthMonitor"]
+
+_RELU = (nn.ReLU, nn.ReLU6)
+_SATURATING = (nn.Tanh, nn.Sigmoid)
+
+
+@dataclass
+class Finding:
+    """One problem the monitor found.
+
+    Attributes:
+        problem: One of :data:`HealthMonitor.PROBLEMS`.
+        step: ``trainer.global_step`` at the check that found it.
+        epoch: ``trainer.current_epoch`` then.
+        evidence: The numbers that triggered it (per layer where relevant).
+        advice: What to change, concretely.
+    """
+
+    problem: str
+    step: int
+    epoch: int
+    evidence: dict[str, Any] = field(default_factory=dict)
+    advice: str = ""
+
+
+class HealthMonitor(Callback):
+    """Diagnose a run that trains, but badly, while it trains: name the problem, show the numbers, advise.
+
+    Observes and advises; never changes training (``StabilityGuard`` can act on its ``lr_too_high`` findings).
+    Between checks it keeps, on the device: every step's training loss; on the last optimizer step of each
+    interval (the *sampled* step) per-group gradient norms, parameter norms and update-to-parameter ratios
+    ``||W_after - W_before|| / ||W_before||``; and, on the last ``activation_samples`` steps of each interval,
+    through forward hooks attached only for those batches, the fraction of never-active units of every
+    ``nn.ReLU``/``nn.ReLU6``, the saturated fraction of every ``nn.Tanh``/``nn.Sigmoid`` and the count of
+    non-finite outputs of every leaf module. It also reads the validation loss (``val_monitor``) after each
+    validation and the data-wait fraction of an ``InputPipelineMonitor`` in the same Trainer.
+
+    Every ``check_every_n_steps`` optimizer steps it packs all of that into one tensor, all-gathers it once
+    under DDP (so a problem on one rank is seen by every rank), reads it back (**the one sync per check**)
+    and decides, with the rules of ``callbacks/_health_rules.py`` (thresholds from AutoTrainer, ICSE 2021;
+    Cockpit, NeurIPS 2021; Karpathy's ~1e-3 update/parameter ratio; Glorot & Bengio 2010; Lu et al. 2019;
+    Prechelt 1998 — each cited there, all overridable through ``thresholds``), which of
+    :attr:`PROBLEMS` are present: ``exploding_gradients``, ``vanishing_gradients``, ``dead_units``,
+    ``saturated_activations``, ``lr_too_high``, ``lr_too_low``, ``loss_plateau``, ``overfitting`` (with the
+    epoch where it began), ``data_stall``, ``nonfinite_activations``. A problem that appears is a
+    :class:`Finding` (``problem``, ``step``, ``evidence``, ``advice``), appended to :attr:`findings`, warned
+    once per problem on rank zero and passed to ``on_finding``. One more check runs at the end of training.
+
+    Cost: per step, a reference to the loss (no sync); on the sampled step, one read of the gradients (the
+    total is published to ``callbacks/_norms.py``'s ``STEP_POWERS`` for a ``StabilityGuard`` placed after it;
+    per-layer norms need their own pass, and it is made on 1 step in ``check_every_n_steps``) and one copy of
+    the parameters (transient); forward hooks on ``activation_samples`` batches per interval. Per check: one
+    all-gather (DDP) and one device-to-host copy. Measured in ``benchmarks/health_overhead.py``.
+
+    Logged keys (``prefix`` prepended), at every check, straight to the loggers:
+
+    ==========================  =====================================================================
+    key                         value
+    ==========================  =====================================================================
+    ``health/<problem>``        1.0 while the problem is present at the check, else 0.0
+    ==========================  =====================================================================
+
+    Args:
+        check_every_n_steps: Optimizer steps between checks (each check syncs once).
+        group_by: Parameter groups for per-layer numbers. ``None`` (default): each parameter's owning module.
+            An ``int`` ``d``: the first ``d`` components of that module's name. A mapping ``{regex: group}``
+            or ``(regex, group)`` pairs, as in ``GradNormMonitor``.
+        on_finding: ``"warn"`` (once per problem, rank zero), ``"raise"`` (a ``RuntimeError`` on every rank at
+            the first finding: stop a doomed run early) or a callable receiving each :class:`Finding` (on
+            every rank, with identical findings).
+        activation_samples: Batches per interval whose activations are inspected, ``>= 0`` (``0``: none).
+        thresholds: Overrides of the rule thresholds (keys of ``DEFAULT_THRESHOLDS`` in ``_health_rules``).
+        val_monitor: The logged validation metric read after each validation (a loss: lower is better).
+        print_report: Print :meth:`report` on rank zero at the end of training.
+        prefix: Prepended to every logged key.
+
+    Raises:
+        ValueError: On an invalid argument (at construction, naming it).
+        RuntimeError: With ``on_finding="raise"``, at the first finding, on every rank.
+
+    Example:
+        >>> from lightning_recipes.testing import TinyClassifier, fast_trainer, random_classification_loader
+        >>> monitor = HealthMonitor(check_every_n_steps=4)
+        >>> trainer = fast_trainer(max_steps=8, callbacks=[monitor])
+        >>> trainer.fit(TinyClassifier(), random_classification_loader())
+        >>> monitor.findings
+        []
+        >>> monitor.to_dict()["checks"]
+        2
+    """
+
+    PROBLEMS = PROBLEMS
+
+    def __init__(
+        self,
+        check_every_n_steps: int = 50,
+        group_by: GroupBy = None,
+        on_finding: Literal["warn", "raise"] | Callable[[Finding], Any] = "warn",
+        activation_samples: int = 2,
+        thresholds: Mapping[str, float] | None = None,
+        val_monitor: str = "val_loss",
+        print_report: bool = False,
+        prefix: str = "",
+    ) -> None:
+        super().__init__()
+        check_int("check_every_n_steps", check_every_n_steps, minimum=1)
+        compile_group_by(group_by)
+        if not (callable(on_finding) or on_finding in ("warn", "raise")):
+            raise ValueError(f"`on_finding` must be 'warn', 'raise' or a callable, got {on_finding!r}.")
+        check_int("activation_samples", activation_samples, minimum=0)
+        if activation_samples > check_every_n_steps:
+            raise ValueError(
+                f"`activation_samples` must be <= `check_every_n_steps` ({check_every_n_steps}), got "
+                f"{activation_samples!r}."
+            )
+        merged = dict(DEFAULT_THRESHOLDS)
+        for key, value in dict(thresholds or {}).items():
+            if key not in DEFAULT_THRESHOLDS:
+                raise ValueError(
+                    f"`thresholds` has an unknown key {key!r}; allowed: {tuple(DEFAULT_THRESHOLDS)!r}."
+                )
+            check_positive(f"thresholds[{key!r}]", value)
+            merged[key] = float(value)
+        if not isinstance(val_monitor, str):
+            raise ValueError(f"`val_monitor` must be a str, got {val_monitor!r}.")
+        check_bool("print_report", print_report)
+        check_prefix(prefix)
+        self.check_every_n_steps = check_every_n_steps
+        self.group_by = group_by
+        self.on_finding = on_finding
+        self.activation_samples = activation_samples
+        self.thresholds = merged
+        self.val_monitor = val_monitor
+        self.print_report = print_report
+        self.prefix = prefix
+
+        self.findings: list[Finding] = []
+        self.checks = 0
+        self._history = History()
+        self._active: set[str] = set()
+        self._warned: set[str] = set()
+        self._reset_run_state()
+
+    def _reset_run_state(self) -> None:
+        self._params: list[Tensor] = []
+        self._index: dict[int, int] = {}
+        self._group_names: list[str] = []
+        self._group_of: Tensor | None = None
+        self._group_numel: list[int] = []
+        self._relu: list[tuple[str, nn.Module]] = []
+        self._saturating: list[tuple[str, nn.Module]] = []
+        self._leaves: list[tuple[str, nn.Module]] = []
+        self._handles: list[Any] = []
+        self._step_at_batch_start: int | None = None
+        self._pipeline: InputPipelineMonitor | None = None
+        self._pipeline_totals = (0.0, 0.0)
+        self._clear_interval()
+
+    def _clear_interval(self) -> None:
+        self._losses: list[Tensor] = []
+        self._grad_sq: Tensor | None = None  # per tracked tensor
+        self._param_sq: Tensor | None = None
+        self._update_sq: Tensor | None = None
+        self._before: list[tuple[int, Tensor, Tensor]] = []  # (index, copy, live)
+        self._alive: dict[int, Tensor] = {}
+        self._saturation: dict[int, Tensor] = {}
+        self._nonfinite: dict[int, Tensor] = {}
+        self._act_sampled = 0
+        self._validations: list[tuple[int, Tensor, Tensor]] = []
+        self._epoch_loss: list[Tensor] = [] if not hasattr(self, "_epoch_loss") else self._epoch_loss
+
+    @property
+    @override
+    def state_key(self) -> str:
+        return self._generate_state_key(prefix=self.prefix)
+
+    # ------------------------------------------------------------------ hooks, in training order
+
+    @override
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._reset_run_state()
+        self._epoch_loss = []
+        seen: set[int] = set()
+        for optimizer in trainer.optimizers:
+            for group in optimizer.param_groups:
+                for param in group["params"]:
+                    if param.requires_grad and id(param) not in seen:
+                        seen.add(id(param))
+                        self._params.append(param)
+        self._index = {id(p): i for i, p in enumerate(self._params)}
+        self._group_names, index = param_groups_of(pl_module, self._params, self.group_by)
+        device = pl_module.device
+        self._group_of = torch.tensor(index, dtype=torch.long, device=device)
+        self._group_numel = [0] * len(self._group_names)
+        for param, g in zip(self._params, index):
+            self._group_numel[g] += param.numel()
+        for name, module in pl_module.named_modules():
+            if isinstance(module, _RELU):
+                self._relu.append((name, module))
+            elif isinstance(module, _SATURATING):
+                self._saturating.append((name, module))
+            if not any(True for _ in module.children()):
+                self._leaves.append((name, module))
+        self._pipeline = next(
+            (c for c in callback_list(trainer) if isinstance(c, InputPipelineMonitor)), None
+        )
+        if self._pipeline is not None:
+            self._pipeline_totals = (self._pipeline.total_fetch_s, self._pipeline.total_step_s)
+
+    @override
+    def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._epoch_loss = []
+
+    @override
+    def on_train_batch_start(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int
+    ) -> None:
+        self._step_at_batch_start = trainer.global_step
+        position = (trainer.global_step % self.check_every_n_steps) + 1  # 1 .. N within the interval
+        if position > self.check_every_n_steps - self.activation_samples and not self._handles:
+            self._attach_hooks()
+
+    @override
+    def on_before_optimizer_step(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, optimizer: Optimizer
+    ) -> None:
+        if (trainer.global_step + 1) % self.check_every_n_steps or not self._params:
+            return
+        # The sampled step: per-tensor gradient and parameter norms, and a copy of the parameters.
+        device = self._params[0].device
+        entries = [
+            (self._index[id(p)], p)
+            for group in optimizer.param_groups
+            for p in group["params"]
+            if id(p) in self._index
+        ]
+        if self._grad_sq is None:
+            zeros = torch.zeros(len(self._params), device=device)
+            self._grad_sq, self._param_sq, self._update_sq = zeros, zeros.clone(), zeros.clone()
+        with_grad = [(i, p) for i, p in entries if p.grad is not None]
+        if with_grad:
+            grads = [p.grad.detach() for _, p in with_grad]  # type: ignore[union-attr]
+            norms = torch.stack(torch._foreach_norm(grads, 2.0)).float()
+            index = torch.tensor([i for i, _ in with_grad], device=device)
+            self._grad_sq.index_copy_(0, index, norms.to(device).square())
+            if STEP_POWERS.lookup(grads, 2.0, trainer.global_step) is None:
+                STEP_POWERS.publish(grads, 2.0, trainer.global_step, {None: norms.to(device).square().sum()})
+        live = [p.detach() for _, p in entries]
+        if live:
+            index = torch.tensor([i for i, _ in entries], device=device)
+            self._param_sq.index_copy_(  # type: ignore[union-attr]
+                0, index, torch.stack(torch._foreach_norm(live, 2.0)).float().to(device).square()
+            )
+            self._before += [(i, p.clone(), p) for (i, _), p in zip(entries, live)]
+
+    @override
+    def on_train_batch_end(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        self._detach_hooks()
+        loss = _loss_of(outputs)
+        if loss is not None:
+            self._losses.append(loss.float())
+            self._epoch_loss.append(loss.float())
+        if not stepped(trainer, self._step_at_batch_start):
+            return
+        if self._before and self._update_sq is not None:
+            diffs = torch._foreach_sub([live for _, _, live in self._before], [c for _, c, _ in self._before])
+            index = torch.tensor([i for i, _, _ in self._before], device=self._update_sq.device)
+            self._update_sq.index_copy_(
+                0, index, torch.stack(torch._foreach_norm(diffs, 2.0)).float().to(index.device).square()
+            )
+            self._before = []
+        if trainer.global_step % self.check_every_n_steps == 0:
+            self._check(trainer, pl_module)
+
+    @override
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if trainer.sanity_checking or trainer.state.fn != "fit":
+            return
+        value = trainer.callback_metrics.get(self.val_monitor)
+        if not isinstance(value, Tensor):
+            return
+        device = pl_module.device
+        train = torch.stack(self._epoch_loss).mean() if self._epoch_loss else torch.tensor(math.nan)
+        self._validations.append((trainer.current_epoch, value.detach().float().to(device), train.to(device)))
+
+    @override
+    def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._detach_hooks()
+        if self._losses or self._validations:
+            self._check(trainer, pl_module)  # the tail of the run, and the last validations
+        if self.print_report and trainer.is_global_zero:
+            self.report(print_table=True)
+
+    @override
+    def teardown(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
+        self._detach_hooks()
+        self._before = []
+
+    # ------------------------------------------------------------------ results and state
+
+    def to_dict(self) -> dict[str, Any]:
+        """The findings and how many checks ran, as plain Python (JSON-serialisable)."""
+        return {"checks": self.checks, "findings": [asdict(f) for f in self.findings]}
+
+    def to_json(self, **kwargs: Any) -> str:
+        """:meth:`to_dict` as JSON (``kwargs`` go to ``json.dumps``); non-finite numbers become strings."""
+        return json.dumps(_jsonable(self.to_dict()), **kwargs)
+
+    def report(self, print_table: bool = True) -> Any:
+        """A ``rich`` table of the findings (problem, step, epoch, evidence, advice), printed by default."""
+        from rich.console import Console
+        from rich.table import Table
+
+        title = f"HealthMonitor: {len(self.findings)} finding(s) in {self.checks} check(s)"
+        table = Table(title=title, show_lines=True)
+        for column in ("problem", "step", "epoch", "evidence", "advice"):
+            table.add_column(column, overflow="fold")
+        for f in self.findings:
+            evidence = json.dumps(_jsonable(f.evidence), default=str)
+            table.add_row(f.problem, str(f.step), str(f.epoch), evidence[:300], f.advice)
+        if print_table:
+            Console().print(table)
+        return table
+
+    @override
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "findings": [asdict(f) for f in self.findings],
+            "checks": self.checks,
+            "history": self._history.to_dict(),
+            "active": sorted(self._active),
+            "warned": sorted(self._warned),
+        }
+
+    @override
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.findings = [Finding(**f) for f in state_dict.get("findings", [])]
+        self.checks = int(state_dict.get("checks", 0))
+        self._history = History.from_dict(state_dict.get("history", {}))
+        self._active = set(state_dict.get("active", []))
+        self._warned = set(state_dict.get("warned", []))
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_handles"] = []
+        state["_before"] = []
+        return state
+
+    # ------------------------------------------------------------------ helpers
+
+    def _attach_hooks(self) -> None:
+        for i, (_, module) in enumerate(self._leaves):
+            self._handles.append(module.register_forward_hook(self._leaf_hook(i)))
+        for i, (_, module) in enumerate(self._relu):
+            self._handles.append(module.register_forward_hook(self._relu_hook(i)))
+        for i, (_, module) in enumerate(self._saturating):
+            self._handles.append(module.register_forward_hook(self._saturation_hook(i, module)))
+        self._act_sampled += 1
+
+    def _detach_hooks(self) -> None:
+        for handle in self._handles:
+            handle.remove()
+        self._handles = []
+
+    def _leaf_hook(self, i: int) -> Callable[..., None]:
+        def hook(module: nn.Module, args: Any, output: Any) -> None:
+            tensors = [output] if isinstance(output, Tensor) else [o for o in _flat(output)]
+            for out in tensors:
+                if out.is_floating_point() or out.is_complex():
+                    bad = (~torch.isfinite(out.detach())).sum()
+                    previous = self._nonfinite.get(i)
+                    self._nonfinite[i] = bad if previous is None else previous + bad
+
+        return hook
+
+    def _relu_hook(self, i: int) -> Callable[..., None]:
+        def hook(module: nn.Module, args: Any, output: Any) -> None:
+            if not isinstance(output, Tensor) or output.ndim < 2:
+                return
+            out = output.detach()
+            unit_dim = 1 if out.ndim in (4, 5) else out.ndim - 1
+            alive = (out > 0).movedim(unit_dim, -1).reshape(-1, out.shape[unit_dim]).any(0)
+            previous = self._alive.get(i)
+            self._alive[i] = alive if previous is None else previous | alive
+
+        return hook
+
+    def _saturation_hook(self, i: int, kind: nn.Module) -> Callable[..., None]:
+        tanh = isinstance(kind, nn.Tanh)
+
+        def hook(module: nn.Module, args: Any, output: Any) -> None:
+            if not isinstance(output, Tensor):
+                return
+            out = output.detach()
+            near = out.abs() > 0.99 if tanh else (out < 0.01) | (out > 0.99)
+            fraction = near.float().mean().reshape(1)
+            previous = self._saturation.get(i)
+            self._saturation[i] = fraction if previous is None else torch.cat([previous, fraction])
+
+        return hook
+
+    def _pack(self, trainer: pl.Trainer, device: torch.device) -> tuple[Tensor, dict[str, slice]]:
+        """Everything the check needs, as one float64 vector with a layout identical on every rank."""
+        parts: list[Tensor] = []
+        layout: dict[str, slice] = {}
+        size = 0
+
+        def add(name: str, value: Tensor) -> None:
+            nonlocal size
+            value = value.reshape(-1).to(device, torch.float64)
+            layout[name] = slice(size, size + value.numel())
+            size += value.numel()
+            parts.append(value)
+
+        zero = torch.zeros((), device=device)
+        if self._losses:
+            losses = torch.stack([loss.to(device) for loss in self._losses])
+            finite = torch.isfinite(losses)
+            add("loss", torch.stack([torch.where(finite, losses, zero).sum(), finite.sum(), (~finite).sum()]))
+        else:
+            add("loss", torch.zeros(3, device=device))
+        groups = len(self._group_names)
+        sampled = self._grad_sq is not None and self._group_of is not None
+        add("grad_sampled", torch.tensor(float(sampled), device=device))
+        for name, values in (("grad", self._grad_sq), ("param", self._param_sq), ("update", self._update_sq)):
+            if sampled and values is not None and self._group_of is not None:
+                add(name, torch.zeros(groups, device=device).index_add_(0, self._group_of, values.to(device)))
+            else:
+                add(name, torch.zeros(groups, device=device))
+        add("act_sampled", torch.tensor(float(self._act_sampled), device=device))
+        dead = [
+            1.0 - self._alive[i].float().mean() if i in self._alive else torch.tensor(-1.0)
+            for i in range(len(self._relu))
+        ]
+        add("dead", torch.stack([d.to(device) for d in dead]) if dead else torch.zeros(0))
+        sat = [
+            self._saturation[i].mean() if i in self._saturation else torch.tensor(-1.0)
+            for i in range(len(self._saturating))
+        ]
+        add("saturated", torch.stack([s.to(device) for s in sat]) if sat else torch.zeros(0))
+        bad = [self._nonfinite.get(i, torch.tensor(0)) for i in range(len(self._leaves))]
+        add("nonfinite", torch.stack([b.to(device).double() for b in bad]) if bad else torch.zeros(0))
+        wait = -1.0
+        if self._pipeline is not None:
+            fetch, step = self._pipeline.total_fetch_s, self._pipeline.total_step_s
+            d_fetch, d_step = fetch - self._pipeline_totals[0], step - self._pipeline_totals[1]
+            self._pipeline_totals = (fetch, step)
+            wait = d_fetch / (d_fetch + d_step) if d_fetch + d_step > 0 else -1.0
+        add("wait", torch.tensor(wait, device=device))
+        rows = [torch.stack([torch.tensor(float(e), device=device), v, t]) for e, v, t in self._validations]
+        add("validations", torch.stack(rows) if rows else torch.zeros(0, device=device))
+        return torch.cat(parts), layout
+
+    def _check(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        device = pl_module.device
+        packed, layout = self._pack(trainer, device)
+        gathered = _gather(trainer, packed)
+        rows = gathered.tolist()  # sync: once per check
+        data = self._combine(trainer, rows, layout)
+        self._clear_interval()
+        self.checks += 1
+        decisions = decide(data, self._history, self.thresholds)
+        new = [p for p in PROBLEMS if p in decisions and p not in self._active]
+        self._active = set(decisions)
+        metrics = {f"{self.prefix}health/{p}": float(p in decisions) for p in PROBLEMS}
+        emit(trainer, pl_module, metrics, own_cadence=True)
+        for problem in new:
+            evidence, advice = decisions[problem]
+            finding = Finding(problem, trainer.global_step, trainer.current_epoch, evidence, advice)
+            self.findings.append(finding)
+            self._act(finding)
+
+    def _combine(self, trainer: pl.Trainer, rows: list[list[float]], layout: dict[str, slice]) -> CheckData:
+        def column(name: str) -> list[list[float]]:
+            return [row[layout[name]] for row in rows]
+
+        losses = column("loss")
+        total, count = sum(r[0] for r in losses), sum(r[1] for r in losses)
+        data = CheckData(step=trainer.global_step, epoch=trainer.current_epoch)
+        data.loss_mean = total / count if count else math.nan
+        data.loss_nonfinite = int(sum(r[2] for r in losses))
+        if any(r[0] for r in column("grad_sampled")):
+            grad = [max(values) for values in zip(*column("grad"))]
+            param = [max(values) for values in zip(*column("param"))]
+            update = [max(values) for values in zip(*column("update"))]
+            data.grad_sampled = True
+            data.grad_total = math.sqrt(sum(grad)) if all(math.isfinite(g) for g in grad) else math.nan
+            for g, name in enumerate(self._group_names):
+                data.group_grad_rms[name] = math.sqrt(grad[g] / max(self._group_numel[g], 1))
+                if param[g] > 0 and math.isfinite(update[g]):
+                    data.update_ratio[name] = math.sqrt(update[g] / param[g])
+        if any(r[0] for r in column("act_sampled")):
+            for (name, _), values in zip(self._relu, zip(*column("dead"))):
+                measured = [v for v in values if v >= 0]
+                if measured:
+                    data.dead[name] = min(measured)
+            for (name, _), values in zip(self._saturating, zip(*column("saturated"))):
+                measured = [v for v in values if v >= 0]
+                if measured:
+                    data.saturated[name] = sum(measured) / len(measured)
+            for (name, _), values in zip(self._leaves, zip(*column("nonfinite"))):
+                if sum(values) > 0:
+                    data.nonfinite_modules.append(name or "<root>")
+        waits = [r[0] for r in column("wait") if r[0] >= 0]
+        data.wait_fraction = max(waits) if waits else None
+        vals = column("validations")
+        for k in range(len(vals[0]) // 3):
+            epoch = int(vals[0][3 * k])
+            val = sum(v[3 * k + 1] for v in vals) / len(vals)
+            train = sum(v[3 * k + 2] for v in vals) / len(vals)
+            data.validations.append((epoch, val, train))
+        return data
+
+    def _act(self, finding: Finding) -> None:
+        where = f"at step {finding.step} (epoch {finding.epoch})"
+        message = f"HealthMonitor: {finding.problem} {where}. {finding.advice}"
+        if self.on_finding == "raise":
+            raise RuntimeError(message)
+        if callable(self.on_finding):
+            self.on_finding(finding)
+            return
+        if finding.problem not in self._warned:
+            self._warned.add(finding.problem)
+            rank_zero_warn(message, category=UserWarning)
+
+
+def _gather(trainer: pl.Trainer, packed: Tensor) -> Tensor:
+    """Every rank's packed vector, ``[world_size, n]``: one all-gather (none on a single process)."""
+    if trainer.world_size > 1 and torch.distributed.is_available() and torch.distributed.is_initialized():
+        out = [torch.empty_like(packed) for _ in range(trainer.world_size)]
+        torch.distributed.all_gather(out, packed)
+        return torch.stack(out)
+    return packed.unsqueeze(0)
+
+
+def _loss_of(outputs: Any) -> Tensor | None:
+    if isinstance(outputs, Tensor):
+        return outputs.detach()
+    if isinstance(outputs, dict) and isinstance(outputs.get("loss"), Tensor):
+        return outputs["loss"].detach()
+    return None
+
+
+def _flat(output: Any) -> list[Tensor]:
+    if isinstance(output, Tensor):
+        return [output]
+    if isinstance(output, (list, tuple)):
+        return [t for item in output for t in _flat(item)]
+    if isinstance(output, dict):
+        return [t for item in output.values() for t in _flat(item)]
+    return []
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    return value

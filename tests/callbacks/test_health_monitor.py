@@ -1,0 +1,236 @@
+"""HealthMonitor: arguments, syncs, logging, warnings, raising, state, DDP agreement."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import lightning.pytorch as pl
+import pytest
+import torch
+from lightning.pytorch.callbacks import Callback
+from torch import Tensor
+from torch.utils.data import DataLoader
+
+from lightning_recipes.callbacks._health_rules import DEFAULT_THRESHOLDS, CheckData, History, decide
+from lightning_recipes.callbacks.health_monitor import Finding, HealthMonitor
+from lightning_recipes.testing import HostSyncCounter, InMemoryLogger, fast_trainer
+from tests.callbacks.test_health_monitor_gallery import MLP, _classification, _loader
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"check_every_n_steps": 0}, "`check_every_n_steps` must be an integer >= 1, got 0"),
+        ({"group_by": 0}, "`group_by` as a module depth must be >= 1, got 0"),
+        ({"on_finding": "stop"}, "`on_finding` must be 'warn', 'raise' or a callable, got 'stop'"),
+        ({"activation_samples": -1}, "`activation_samples` must be an integer >= 0, got -1"),
+        ({"check_every_n_steps": 4, "activation_samples": 5}, "`activation_samples` must be <= "),
+        ({"thresholds": {"dead": 0.5}}, "`thresholds` has an unknown key 'dead'"),
+        ({"thresholds": {"dead_fraction": -1}}, "`thresholds['dead_fraction']` must be a finite number > 0"),
+        ({"val_monitor": 3}, "`val_monitor` must be a str, got 3"),
+        ({"prefix": None}, "`prefix` must be a str, got None"),
+    ],
+)
+def test_invalid_arguments_name_argument_and_value(kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message.replace("[", r"\[").replace("(", r"\(")):
+        HealthMonitor(**kwargs)
+
+
+def test_print_report_must_be_bool() -> None:
+    with pytest.raises(TypeError, match="`print_report` must be True or False, got 1"):
+        HealthMonitor(print_report=1)  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------------------------------------------ rules
+
+
+def test_overfitting_rule_is_prechelts_generalisation_loss_by_hand() -> None:
+    """GL(t) = 100 (E_va(t) / E_opt(t) - 1): val 1.0 (best, epoch 1), then 1.04 (GL 4: below 5), 1.06 (GL 6),
+    1.08 (GL 8) while the training loss falls: found at the second validation above GL5, began at epoch 2."""
+    history = History()
+    validations = [(0, 1.2, 1.3), (1, 1.0, 1.0), (2, 1.04, 0.9), (3, 1.06, 0.8), (4, 1.08, 0.7)]
+    data = CheckData(step=10, epoch=4, loss_mean=0.7, validations=validations)
+    found = decide(data, history, DEFAULT_THRESHOLDS)
+    evidence = found["overfitting"][0]
+    assert evidence["best_epoch"] == 1 and evidence["began_epoch"] == 2
+    assert math.isclose(evidence["gl"], 100 * (1.08 / 1.0 - 1))
+    assert history.streaks["overfitting"] == 2  # GL 6 and GL 8; GL 4 did not count
+
+
+def test_lr_rules_use_the_update_ratio_with_the_loss() -> None:
+    history = History(losses=[1.0])
+    high = CheckData(step=20, epoch=0, loss_mean=1.2, update_ratio={"a": 0.05, "b": 0.02, "c": 0.2})
+    assert "lr_too_high" in decide(high, history, DEFAULT_THRESHOLDS)
+    history = History(losses=[1.0])
+    falling = CheckData(step=20, epoch=0, loss_mean=0.8, update_ratio={"a": 0.05})
+    assert "lr_too_high" not in decide(falling, history, DEFAULT_THRESHOLDS)  # large steps, but it learns
+
+
+# ------------------------------------------------------------------------------------------------ syncs
+
+
+class SyncCounting(HealthMonitor):
+    """Counts host syncs in every hook, per optimizer step (the forward hooks are counted by the model)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.syncs: list[int] = []
+
+    def on_train_batch_start(self, *args: Any) -> None:
+        with HostSyncCounter() as counter:
+            super().on_train_batch_start(*args)
+        self.syncs.append(counter.count)
+
+    def on_before_optimizer_step(self, *args: Any) -> None:
+        with HostSyncCounter() as counter:
+            super().on_before_optimizer_step(*args)
+        self.syncs[-1] += counter.count
+
+    def on_train_batch_end(self, *args: Any) -> None:
+        with HostSyncCounter() as counter:
+            super().on_train_batch_end(*args)
+        self.syncs[-1] += counter.count
+
+
+class CountedForward(MLP):
+    """The forward pass (with the monitor's hooks on sampled steps) under a sync counter."""
+
+    def __init__(self) -> None:
+        super().__init__(act="tanh", widths=(16, 32, 4))
+        self.net.append(torch.nn.ReLU())  # a ReLU hook too
+        self.forward_syncs: list[int] = []
+
+    def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
+        with HostSyncCounter() as counter:
+            loss = super().training_step(batch, batch_idx)
+        self.forward_syncs.append(counter.count)
+        return loss
+
+
+def test_zero_host_syncs_between_checks_and_one_per_check() -> None:
+    monitor = SyncCounting(check_every_n_steps=5, activation_samples=2)
+    model = CountedForward()
+    fast_trainer(max_steps=10, max_epochs=-1, callbacks=[monitor], limit_val_batches=0).fit(
+        model, _loader(_classification())
+    )
+    assert model.forward_syncs == [0] * 10  # hooks on steps 3, 4, 8, 9: no sync
+    assert monitor.syncs == [0, 0, 0, 0, 1, 0, 0, 0, 0, 1]
+    assert monitor.checks == 2
+
+
+# ------------------------------------------------------------------------------------ findings, logging
+
+
+def _dead_relu_fit(monitor: HealthMonitor, max_steps: int = 60, **kwargs: Any) -> pl.Trainer:
+    trainer = fast_trainer(
+        max_steps=max_steps, max_epochs=-1, callbacks=[monitor], limit_val_batches=0, **kwargs
+    )
+    torch.manual_seed(0)
+    trainer.fit(MLP(bias_init=-6.0), _loader(_classification()))
+    return trainer
+
+
+def test_finding_is_logged_warned_once_and_reported() -> None:
+    logger = InMemoryLogger()
+    monitor = HealthMonitor(check_every_n_steps=10)
+    with pytest.warns(UserWarning, match="HealthMonitor: dead_units at step 20") as warned:
+        _dead_relu_fit(monitor, logger=logger)
+    assert sum("HealthMonitor" in str(w.message) for w in warned) == 1
+    assert [(f.problem, f.step) for f in monitor.findings] == [("dead_units", 20)]
+    evidence = monitor.findings[0].evidence["dead_fraction"]
+    assert set(evidence) == {"net.1", "net.3"} and all(v >= 0.5 for v in evidence.values())
+    # logged at every check (steps 10 ... 60) at the step Lightning uses for that batch
+    assert logger.history("health/dead_units") == [
+        (9, 0.0),
+        (19, 1.0),
+        (29, 1.0),
+        (39, 1.0),
+        (49, 1.0),
+        (59, 1.0),
+    ]
+    assert logger.last("health/lr_too_high") == 0.0
+    assert json.loads(monitor.to_json())["findings"][0]["problem"] == "dead_units"
+    table = monitor.report(print_table=False)
+    assert table.row_count == 1
+
+
+def test_on_finding_raise_stops_the_run() -> None:
+    with pytest.raises(RuntimeError, match="HealthMonitor: dead_units at step 20"):
+        _dead_relu_fit(HealthMonitor(check_every_n_steps=10, on_finding="raise"))
+
+
+def test_on_finding_callable_receives_each_finding() -> None:
+    seen: list[Finding] = []
+    _dead_relu_fit(HealthMonitor(check_every_n_steps=10, on_finding=seen.append))
+    assert [f.problem for f in seen] == ["dead_units"]
+
+
+def test_state_dict_round_trip_and_resume_keeps_findings(tmp_path: Path) -> None:
+    monitor = HealthMonitor(check_every_n_steps=10, on_finding=lambda f: None)
+    trainer = _dead_relu_fit(monitor, max_steps=30, default_root_dir=tmp_path)
+    path = tmp_path / "health.ckpt"
+    trainer.save_checkpoint(path)
+    clone = HealthMonitor(check_every_n_steps=10)
+    clone.load_state_dict(monitor.state_dict())
+    assert clone.state_dict() == monitor.state_dict()
+    assert clone.findings == monitor.findings and clone.checks == 3
+
+    resumed = HealthMonitor(check_every_n_steps=10, on_finding=lambda f: None)
+    trainer = fast_trainer(
+        max_steps=50, max_epochs=-1, callbacks=[resumed], limit_val_batches=0, default_root_dir=tmp_path
+    )
+    trainer.fit(MLP(bias_init=-6.0), _loader(_classification()), ckpt_path=path)
+    # the problem was already active when the checkpoint was written: no second finding for it
+    assert [(f.problem, f.step) for f in resumed.findings] == [("dead_units", 20)]
+    assert resumed.checks == 5
+
+
+def test_load_state_dict_of_an_empty_or_old_state() -> None:
+    monitor = HealthMonitor()
+    monitor.load_state_dict({})
+    assert monitor.findings == [] and monitor.checks == 0
+
+
+# ------------------------------------------------------------------------------------------------- DDP
+
+
+class NonfiniteOnRankOne(MLP):
+    """Rank 1's inputs carry an inf on the last step of the first interval (step 9); rank 0's never do."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        if self.global_rank == 1 and self.global_step == 9:
+            x = x.clone()
+            x[:, 0] = float("inf")
+        return super().forward(x)
+
+
+class DumpFindings(Callback):
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+
+    def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        monitor = next(c for c in trainer.callbacks if isinstance(c, HealthMonitor))  # type: ignore[attr-defined]
+        findings = [asdict(f) for f in monitor.findings]
+        torch.save(findings, Path(self.directory) / f"rank{trainer.global_rank}.pt")
+
+
+def test_ddp_problem_on_one_rank_is_reported_by_every_rank(tmp_path: Path) -> None:
+    monitor = HealthMonitor(check_every_n_steps=10, activation_samples=2)
+    trainer = fast_trainer(
+        max_steps=10,
+        max_epochs=-1,
+        strategy="ddp_spawn",
+        devices=2,
+        limit_val_batches=0,
+        callbacks=[monitor, DumpFindings(str(tmp_path))],
+    )
+    trainer.fit(NonfiniteOnRankOne(), DataLoader(_classification(), batch_size=32))  # spawn pickles it
+    findings = [torch.load(tmp_path / f"rank{r}.pt", weights_only=False) for r in (0, 1)]
+    assert findings[0] == findings[1]
+    assert [(f["problem"], f["step"], f["evidence"]["first_module"]) for f in findings[0]] == [
+        ("nonfinite_activations", 10, "net.0")
+    ]
