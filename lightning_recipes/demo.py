@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -99,6 +100,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="csv, or wandb in offline mode (needs the wandb extra; never contacts a server)",
     )
     parser.add_argument("--skip-preflight", action="store_true", help="do not run the sanity checks first")
+    parser.add_argument(
+        "--finetune",
+        action="store_true",
+        help="run the fine-tuning demo instead: pretrain on digits 0-4, fine-tune on 5-9 with and without "
+        "layer-wise LR decay + freeze-then-unfreeze (`lightning-recipes demo --finetune --help`)",
+    )
     return parser
 
 
@@ -249,8 +256,14 @@ def _print_summary(summary: dict[str, Any]) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``lightning-recipes demo``; returns 0 on success."""
-    args = build_parser().parse_args(argv)
+    """Entry point of ``lightning-recipes demo``; returns 0 on success (``--finetune``: the fine-tuning
+    demo, :mod:`lightning_recipes.finetune_demo`, with the other arguments)."""
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if "--finetune" in arguments:
+        from lightning_recipes.finetune_demo import main as finetune_main
+
+        return finetune_main([a for a in arguments if a != "--finetune"])
+    args = build_parser().parse_args(arguments)
     summary = run_demo(args)
     _print_summary(summary)
     return 0

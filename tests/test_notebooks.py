@@ -65,6 +65,8 @@ EXPECTED: dict[str, tuple[int, list[str]]] = {
             r"\s30 nonfinite_loss\s",
             r"\s45 loss_spike\s",
             r"restored_best_weights=True",
+            r"before: \[\('dead_units', \d+\)\]",
+            r"after:  \[\]",
         ],
     ),
     "05_scaling": (

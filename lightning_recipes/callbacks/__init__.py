@@ -11,6 +11,7 @@ from lightning_recipes.callbacks.adaptive_grad_clip import AdaptiveGradClip
 from lightning_recipes.callbacks.early_stopping import EarlyStopping
 from lightning_recipes.callbacks.finetune_schedule import FinetuneSchedule
 from lightning_recipes.callbacks.grad_norm_monitor import GradNormMonitor
+from lightning_recipes.callbacks.health_monitor import Finding, HealthMonitor
 from lightning_recipes.callbacks.input_pipeline_monitor import InputPipelineMonitor
 from lightning_recipes.callbacks.run_manifest import RunManifest
 from lightning_recipes.callbacks.stability_guard import StabilityGuard
@@ -29,9 +30,11 @@ __all__: list[str] = [
     "BatchIndependenceCheck",
     "DataCheck",
     "EarlyStopping",
+    "Finding",
     "FinetuneSchedule",
     "GradFlowCheck",
     "GradNormMonitor",
+    "HealthMonitor",
     "InitLossCheck",
     "InputIndependenceCheck",
     "InputPipelineMonitor",

@@ -20,7 +20,7 @@ from typing_extensions import override
 from lightning_recipes._validation import check_bool, check_choice, check_in_range, check_int, check_positive
 from lightning_recipes.callbacks._faults import CAUSE_CODES, CAUSES, choose_event, fault_causes, fault_record
 from lightning_recipes.callbacks._norms import STEP_POWERS
-from lightning_recipes.callbacks._snapshot import Snapshot
+from lightning_recipes.callbacks._snapshot import Snapshot, copy_to_cpu
 from lightning_recipes.callbacks._trainer import callback_list
 from lightning_recipes.callbacks.health_monitor import Finding, HealthMonitor
 from lightning_recipes.norms import (
@@ -111,7 +111,9 @@ class StabilityGuard(Callback):
         at most ``check_every_n_steps - 1`` steps. ``mode="skip_step"`` syncs and all-reduces once per
         optimizer step. Snapshots (``callbacks/_snapshot.py``) cost one
         device-to-host copy of model + optimizer state per snapshot (plus, with the adaptive default, one
-        sync to time it) and that much CPU memory (≈ 3x the fp32 model size for Adam).
+        sync to time it) and that much CPU memory (≈ 3x the fp32 model size for Adam). Next to a
+        ``WeightAveraging`` callback (``EMAWeightAveraging``) each snapshot also copies the average (one more
+        model-sized copy), so a rollback puts the average back too.
 
     Acting on ``HealthMonitor`` findings (``act_on_findings=True``, mode ``"rollback"``):
         When a ``HealthMonitor`` in the same Trainer finds ``lr_too_high`` (update/parameter ratio far
@@ -261,6 +263,7 @@ class StabilityGuard(Callback):
         self._step_skipped = False
         self._seen_step = 0
         self._snapshot: Snapshot | None = None  # the last verified state (None: none yet)
+        self._averages: list[tuple[Callback, Any]] = []  # WeightAveraging averages taken with the snapshot
         self._snapshot_step = -1
         self._saved_lrs: dict[int, list[Any]] = {}
         self._hook_handles: list[Any] = []
@@ -589,6 +592,7 @@ class StabilityGuard(Callback):
             extra=self._window,  # replaced, never modified in place: a reference is a copy
             wait=self.snapshot_every_n_steps is None,  # sync: per snapshot, to time it (adaptive only)
         )
+        self._averages = _capture_averages(trainer, pl_module)
         elapsed = time.perf_counter() - start
         self._snapshot_s_since_check += elapsed
         if timed:  # the median of the last three damps a preempted copy on a busy machine
@@ -636,6 +640,10 @@ class StabilityGuard(Callback):
         snapshot.restore(
             pl_module, trainer.optimizers, [config.scheduler for config in trainer.lr_scheduler_configs]
         )
+        for callback, kept in self._averages:
+            # the weight average goes back too: the bad steps were averaged into it (EMAWeightAveraging)
+            checkpoint = {**copy_to_cpu(kept), "current_model_state": pl_module.state_dict()}
+            callback.on_load_checkpoint(trainer, pl_module, checkpoint)
         for optimizer in trainer.optimizers:
             optimizer.zero_grad(set_to_none=True)
         self._window = snapshot.extra
@@ -784,3 +792,22 @@ def _describe(event: StabilityEvent) -> str:
         f"{names[event.cause]} ({event.value:.6g}) at step {event.step} on rank {event.rank}, "
         f"detected at step {event.detected_at_step}"
     )
+
+
+def _capture_averages(trainer: pl.Trainer, pl_module: pl.LightningModule) -> list[tuple[Callback, Any]]:
+    """A copy of every ``WeightAveraging`` callback's average (Lightning's ``EMAWeightAveraging`` and
+    friends), taken through its public checkpoint hook, so a rollback can put the average back with the
+    weights. Empty when Lightning has no ``WeightAveraging`` or none is in the Trainer."""
+    from lightning.pytorch import callbacks as pl_callbacks
+
+    averaging = getattr(pl_callbacks, "WeightAveraging", None)
+    if averaging is None:
+        return []
+    kept: list[tuple[Callback, Any]] = []
+    for callback in callback_list(trainer):
+        if isinstance(callback, averaging):
+            checkpoint: dict[str, Any] = {"state_dict": {}}
+            callback.on_save_checkpoint(trainer, pl_module, checkpoint)
+            state = {key: checkpoint[key] for key in ("state_dict", "averaging_state") if key in checkpoint}
+            kept.append((callback, copy_to_cpu(state)))
+    return kept

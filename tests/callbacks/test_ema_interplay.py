@@ -94,19 +94,7 @@ class NaNAtStep(TinyClassifier):
 
 @pytest.mark.parametrize(
     "guard_first",
-    [
-        True,
-        pytest.param(
-            False,
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="StabilityGuard's snapshot holds the module, optimizers and schedulers but not a "
-                "WeightAveraging callback's average: when the average is updated before the guard's check "
-                "(EMA listed first) the NaN update stays in it after the rollback. Needs the change to "
-                "callbacks/stability_guard.py described in the mixup report (issue #17).",
-            ),
-        ),
-    ],
+    [True, False],
 )
 def test_rollback_keeps_the_ema_average_finite(guard_first: bool) -> None:
     torch.manual_seed(0)
