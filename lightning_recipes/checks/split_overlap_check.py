@@ -209,6 +209,18 @@ class SplitOverlapCheck(SanityCheck):
                 "splits (hash the samples) before training. Read: " + read + ".",
                 details,
             )
+        if len(exact) >= max(3, _EXACT_WARN_FRACTION * usable_val):
+            return CheckResult(
+                self.name,
+                "warn",
+                f"{len(exact)} of {usable_val} validation samples are exact copies of training samples; the "
+                f"training samples repeat each other as often ({chance_rate:.1%} chance rate, "
+                f"{train_duplicates} duplicate(s) among them), so this is not counted as overlap beyond "
+                "chance, but exact repeats across the splits are what a dataset duplicated (oversampled, "
+                "augmented) before it was split looks like. Try: deduplicate (hash the samples) and split "
+                "before oversampling. Read: " + read + ".",
+                details,
+            )
         return CheckResult(
             self.name,
             "pass",
@@ -269,6 +281,11 @@ class SplitOverlapCheck(SanityCheck):
                 best, _ = _best_match(t_f, t_f, similar, exclude_self=True)
                 chance += int((best >= threshold).sum())  # sync: once per group
         return matches, chance, " / ".join(sorted(methods)) or "none"
+
+
+# Half the validation set exactly repeating training samples is reported (warn) even when the training set
+# repeats itself as often (an oversampled dataset split afterwards); natural exact repeats are rarer.
+_EXACT_WARN_FRACTION = 0.5
 
 
 def _shared_dataset(train_loader: Any, val_loader: Any, fail_fraction: float) -> CheckResult | None:

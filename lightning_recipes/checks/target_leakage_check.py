@@ -480,6 +480,17 @@ class TargetLeakageCheck(SanityCheck):
         )
         if best >= self.max_accuracy and baseline <= 0.9:
             return self._confirm(context, best_group, result, stated)
+        encoded = _label_encoding_feature(groups, y_train, y_held, classes)
+        if encoded is not None:
+            group, index = encoded
+            result.update({"name": group.feature_name(index), "encodes_label_within_each_split": True})
+            stated = (
+                f"`{group.feature_name(index)}` takes one value per class and a different value for each "
+                f"class within the training samples and again within the held-out samples ({classes} "
+                "classes): it encodes the label (a statistic grouped by the label, a per-split label "
+                "encoding), though the values differ between the splits"
+            )
+            return self._confirm(context, group, result, stated)
         result["message"] = f"(b) best single feature: {stated}"
         return result
 
@@ -719,6 +730,36 @@ def _model_reads(context: CheckContext, key: Any, batch: Any) -> bool | None:
                 return None
     before, after = torch.stack(losses).tolist()  # sync: once
     return abs(after - before) > 1e-6 * max(abs(before), 1e-12)
+
+
+def _encodes_label(x: Tensor, y: Tensor, classes: int) -> Tensor:
+    """Per feature of ``x`` ``[N, F]``: constant within every class of ``y`` present at least twice, with a
+    different value for each class (at least two such classes)."""
+    x = x.float()
+    counts = torch.bincount(y, minlength=classes)
+    index = y[:, None].expand_as(x)
+    low = torch.full((classes, x.shape[1]), float("inf")).scatter_reduce(0, index, x, "amin")
+    high = torch.full((classes, x.shape[1]), float("-inf")).scatter_reduce(0, index, x, "amax")
+    present = counts >= 2
+    if int(present.sum()) < 2 or bool((counts == 1).any()):
+        return torch.zeros(x.shape[1], dtype=torch.bool)
+    constant = ((high - low)[present] == 0).all(0)
+    values = low[present].sort(0).values
+    distinct = (values[1:] > values[:-1]).all(0)
+    return constant & distinct & torch.isfinite(values).all(0)
+
+
+def _label_encoding_feature(
+    groups: list[_Group], y_train: Tensor, y_held: Tensor, classes: int
+) -> tuple[_Group, int] | None:
+    """The first feature that encodes the label within the training samples and within the held-out
+    samples (a function of the label in each split, even when its values differ between the splits)."""
+    for group in groups:
+        train, held = group.train.cpu(), group.held.cpu()
+        both = _encodes_label(train, y_train.cpu(), classes) & _encodes_label(held, y_held.cpu(), classes)
+        if bool(both.any()):  # sync: once per group
+            return group, int(both.nonzero()[0, 0])
+    return None
 
 
 def _same_tensor(a: Tensor, b: Tensor) -> bool:

@@ -1,0 +1,30 @@
+"""Two gaps the blind hold-out gallery (``gallery/holdout.py``, written without reading the checks) found, and
+the tests that keep them closed. Both failed (``pass``) before the fix."""
+
+from __future__ import annotations
+
+from lightning_recipes.checks import preflight
+
+from .gallery import holdout
+
+
+def _case(case_id: str):
+    (case,) = [c for c in holdout.BUGS if c.id == case_id]
+    return case
+
+
+def test_a_feature_grouped_by_the_label_in_each_split_is_target_leakage():
+    """A per-split group mean by label: one value per class in each split, different values between the
+    splits, so a lookup table learnt on training samples fails on held-out ones (61%), yet the feature
+    determines the label wherever it is computed."""
+    case = _case("ho_group_mean_by_label")
+    result = preflight(case.model(), **case.data(), checks=["target_leakage"], progress=False)[0]
+    assert result.status == "fail", result.message
+    assert "encodes the label" in result.message and result.details["single_feature"]["encodes_label_within_each_split"]
+
+
+def test_exact_copies_across_the_splits_warn_even_when_training_repeats_itself_as_often():
+    case = _case("ho_oversampled_before_split")
+    result = preflight(case.model(), **case.data(), checks=["split_overlap"], progress=False)[0]
+    assert result.status == "warn", result.message
+    assert "exact copies of training samples" in result.message and "before oversampling" in result.message
