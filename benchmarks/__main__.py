@@ -5,7 +5,14 @@ from __future__ import annotations
 import importlib
 import sys
 
-MODULES = ["optimizers", "callback_overhead", "stability_overhead", "preflight_runtime", "preflight_gallery", "health_overhead"]
+MODULES = [
+    "optimizers",
+    "callback_overhead",
+    "stability_overhead",
+    "preflight_runtime",
+    "preflight_gallery",
+    "health_overhead",
+]
 
 
 def main() -> int:
