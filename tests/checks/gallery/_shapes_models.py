@@ -317,7 +317,7 @@ class WrappedTupleClassifier(pl.LightningModule):
 
     def __init__(self, order: str = "x_mask_lengths_y") -> None:
         super().__init__()
-        self.model = nn.Sequential(nn.Embedding(VOCAB, 16), nn.Flatten(), nn.Linear(16 * SEQ, 2))
+        self.model = nn.Sequential(nn.Embedding(VOCAB, 2), nn.Flatten(), nn.Linear(2 * SEQ, 2))
         self.order = order
 
     def training_step(self, batch: Any, batch_idx: int) -> Tensor:
