@@ -286,7 +286,7 @@ CASES = [
     ),
     Case(
         "loader_slows_down",
-        lambda: (MLP(), _loader(SlowAfter(_classification(), after=32 * 60, delay_s=0.001)), None, 120, None),
+        lambda: (MLP(), _loader(SlowAfter(_classification(), after=32 * 60, delay_s=0.002)), None, 120, None),
         ("data_stall",),
         onset_step=60,
     ),
