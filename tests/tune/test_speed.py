@@ -130,3 +130,11 @@ def test_options_as_a_string_and_missing_data_raise() -> None:
 
 def test_every_builtin_option_has_advice_or_trainer_kwargs() -> None:
     assert all(option.advice or option.trainer_kwargs for option in OPTIONS.values())
+
+
+def test_loader_rebuilt_with_workers_keeps_the_shuffled_order_and_the_loss() -> None:
+    loader = random_classification_loader(shuffle=True)
+    result = speed_tune(TinyClassifier(), train_dataloaders=loader, options=["num_workers"], **FAST)
+    row = result.rows[1]
+    assert row.loss_deviation == 0.0 and not row.status.startswith("incorrect"), row
+    assert loader.num_workers == 0
