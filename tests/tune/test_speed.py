@@ -8,6 +8,7 @@ from typing import Any
 import lightning.pytorch as pl
 import pytest
 import torch
+from torch.utils.data import DataLoader
 
 from lightning_recipes.testing import TinyClassifier, random_classification_loader
 from lightning_recipes.tune.speed import OPTIONS, SpeedOption, speed_tune
@@ -133,8 +134,13 @@ def test_every_builtin_option_has_advice_or_trainer_kwargs() -> None:
 
 
 def test_loader_rebuilt_with_workers_keeps_the_shuffled_order_and_the_loss() -> None:
-    loader = random_classification_loader(shuffle=True)
-    result = speed_tune(TinyClassifier(), train_dataloaders=loader, options=["num_workers"], **FAST)
+    base = random_classification_loader()
+    generator = torch.Generator().manual_seed(0)  # the loader's own stream, as DigitsDataModule's
+    loader = DataLoader(base.dataset, batch_size=32, shuffle=True, generator=generator)
+    state = generator.get_state()
+    result = speed_tune(
+        TinyClassifier(), train_dataloaders=loader, options=["num_workers"], **{**FAST, "repeats": 2}
+    )
     row = result.rows[1]
     assert row.loss_deviation == 0.0 and not row.status.startswith("incorrect"), row
-    assert loader.num_workers == 0
+    assert loader.num_workers == 0 and torch.equal(state, generator.get_state())
