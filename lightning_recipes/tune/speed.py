@@ -302,6 +302,8 @@ def _rebuild_loader(loader: Any, loader_kwargs: dict[str, Any]) -> Any:
         loader.dataset,
         batch_sampler=loader.batch_sampler,
         collate_fn=loader.collate_fn,
+        worker_init_fn=loader.worker_init_fn,
+        generator=loader.generator,  # the iterator draws its base seed from it: keeps the shuffle in step
         **loader_kwargs,
     )
 
