@@ -210,6 +210,15 @@ def _fused(module: pl.LightningModule) -> pl.LightningModule:
     return module
 
 
+def _eager_random() -> AbstractContextManager[Any]:
+    """Compiled code draws dropout masks from eager torch's RNG stream (Inductor has its own by default), so
+    that the loss check compares the same masks; without it every model with dropout would read 'incorrect'.
+    """
+    import torch._inductor.config as inductor_config  # a documented debugging switch of Inductor
+
+    return inductor_config.patch(fallback_random=True)
+
+
 @contextmanager
 def _tf32() -> Iterator[None]:
     before = torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32
@@ -258,7 +267,9 @@ OPTIONS: dict[str, SpeedOption] = {
             skip_reason=_cuda_only("pin_memory"),
             advice="DataLoader(..., pin_memory=True)",
         ),
-        SpeedOption("compile", prepare=_compile, advice="model.compile() before trainer.fit"),
+        SpeedOption(
+            "compile", prepare=_compile, context=_eager_random, advice="model.compile() before trainer.fit"
+        ),
     )
 }
 

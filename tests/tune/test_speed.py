@@ -144,3 +144,13 @@ def test_loader_rebuilt_with_workers_keeps_the_shuffled_order_and_the_loss() -> 
     row = result.rows[1]
     assert row.loss_deviation == 0.0 and not row.status.startswith("incorrect"), row
     assert loader.num_workers == 0 and torch.equal(state, generator.get_state())
+
+
+def test_compile_of_a_model_with_dropout_keeps_the_loss() -> None:
+    from lightning_recipes.data import DigitsDataModule
+    from lightning_recipes.testing import DigitsCNN
+
+    result = speed_tune(DigitsCNN(width=4), datamodule=DigitsDataModule(), options=["compile"], **FAST)
+    row = result.rows[1]
+    assert row.loss_deviation is not None and row.loss_deviation < 1e-3, row  # same dropout masks as eager
+    assert row.first_step_ms is not None and row.step_ms is not None
