@@ -10,9 +10,11 @@ combination of options that were each faster and kept the loss, re-measured agai
 from __future__ import annotations
 
 import copy
+import logging
 import statistics
 import time
 import types
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass, field
@@ -319,6 +321,20 @@ def _rebuild_loader(loader: Any, loader_kwargs: dict[str, Any]) -> Any:
     )
 
 
+@contextmanager
+def _quiet_trainer() -> Iterator[None]:
+    """No per-run Trainer banners ("GPU available", "max_steps reached") nor the no-val-loader warning."""
+    logger = logging.getLogger("lightning.pytorch")
+    level = logger.level
+    logger.setLevel(logging.WARNING)
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=r".*`val_dataloader`.*")
+            yield
+    finally:
+        logger.setLevel(level)
+
+
 def _run(
     model: pl.LightningModule,
     loader: Any,
@@ -335,7 +351,7 @@ def _run(
         trainer_kwargs.update(option.trainer_kwargs)
         loader_kwargs.update(option.loader_kwargs)
     timer = _StepTimer()
-    with preserved_loader_rng(loader), ExitStack() as stack:  # the same shuffle for every run
+    with preserved_loader_rng(loader), _quiet_trainer(), ExitStack() as stack:  # same shuffle every run
         for option in options:
             stack.enter_context(option.context() if option.context else nullcontext())
         torch.manual_seed(seed)  # the same data order and dropout masks for every option
