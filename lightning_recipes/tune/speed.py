@@ -336,7 +336,7 @@ def _quiet_trainer() -> Iterator[None]:
 
 
 def _run(
-    model: pl.LightningModule,
+    copy_model: Callable[[], pl.LightningModule],
     loader: Any,
     options: Sequence[SpeedOption],
     *,
@@ -355,7 +355,7 @@ def _run(
         for option in options:
             stack.enter_context(option.context() if option.context else nullcontext())
         torch.manual_seed(seed)  # the same data order and dropout masks for every option
-        module: Any = copy.deepcopy(model)
+        module: Any = copy_model()
         for option in options:
             if option.prepare is not None:
                 module = option.prepare(module)
@@ -490,6 +490,8 @@ def speed_tune(
         )
     target = torch.device(device) if device is not None else model.device
     accelerator = "gpu" if target.type == "cuda" else target.type
+    # copy_model: a deep copy on `target` sharing the datamodule and loaders, with no Trainer attached
+    context = CheckContext(model, train_dataloaders, device=target, datamodule=datamodule, seed=seed)
 
     skipped: dict[str, str] = {}
     for option in resolved:
@@ -504,7 +506,7 @@ def speed_tune(
             for name, config in configs.items():
                 runs[name].append(
                     _run(
-                        model,
+                        context.copy_model,
                         train_dataloaders,
                         config,
                         warmup_steps=warmup_steps,
