@@ -28,7 +28,7 @@ from torch import nn
 from torch.utils.data import DataLoader
 from typing_extensions import override
 
-from lightning_recipes._validation import check_int, check_positive
+from lightning_recipes._validation import check_in_range, check_int, check_positive
 from lightning_recipes.checks import CheckContext
 
 # TODO(lead): export `preserved_loader_rng` from lightning_recipes.checks (it is public in all but place).
@@ -66,7 +66,8 @@ class SpeedOption:
 
 @dataclass
 class SpeedRow:
-    """One row of the table: ``status`` is ``faster``, ``slower``, ``skipped: ...`` or ``incorrect: ...``."""
+    """One row: ``status`` is ``faster``, ``not faster`` (under ``min_speedup``), ``slower``, ``skipped: ...``
+    or ``incorrect: ...``."""
 
     option: str
     status: str
@@ -426,6 +427,7 @@ def speed_tune(
     measure_steps: int = 10,
     repeats: int = 3,
     loss_rtol: float = 0.02,
+    min_speedup: float = 1.03,
     device: torch.device | str | None = None,
     seed: int = 0,
 ) -> SpeedTuneResult:
@@ -452,6 +454,8 @@ def speed_tune(
         measure_steps: Steps timed, an int >= 2.
         repeats: Interleaved repeats of every option, an int >= 1.
         loss_rtol: Relative loss tolerance against the baseline's trajectory, > 0.
+        min_speedup: The speed-up an option needs to count as ``faster``, >= 1 (a margin over timing noise;
+            below it and above 1 the row reads ``not faster``).
         device: Where the copies train (default: the model's device).
         seed: Seed of every run (the same data order and initial RNG for all options).
 
@@ -472,6 +476,7 @@ def speed_tune(
     check_int("measure_steps", measure_steps, minimum=2)
     check_int("repeats", repeats, minimum=1)
     check_positive("loss_rtol", loss_rtol)
+    check_in_range("min_speedup", min_speedup, 1.0, float("inf"))
     check_int("seed", seed)
     if not isinstance(model, pl.LightningModule):
         raise TypeError(f"`model` must be a LightningModule, got {type(model).__name__}.")
@@ -525,7 +530,7 @@ def speed_tune(
         if option.name in skipped:
             rows.append(SpeedRow(option.name, f"skipped: {skipped[option.name]}"))
             continue
-        row, speedup = _row(option.name, runs[option.name], base, option.loss_rtol or loss_rtol)
+        row, speedup = _row(option.name, runs[option.name], base, option.loss_rtol or loss_rtol, min_speedup)
         rows.append(row)
         if row.status == "faster":
             good.append((speedup, option))
@@ -537,7 +542,7 @@ def speed_tune(
         combo = [option for option in resolved if option.name in faster]
         again = measure({"baseline": [], "combination": combo})
         rtol = max(option.loss_rtol or loss_rtol for option in combo)
-        row, speedup = _row("combination", again["combination"], again["baseline"], rtol)
+        row, speedup = _row("combination", again["combination"], again["baseline"], rtol, min_speedup)
         if row.status == "faster" and speedup > max(s for s, _ in good):
             chosen, result.best_speedup = combo, speedup
     if good and not chosen:
@@ -559,7 +564,9 @@ def _first(runs: list[_Run]) -> float:
     return max(run.first_step_ms for run in runs)  # the first repeat compiles; later ones hit the cache
 
 
-def _row(name: str, runs: list[_Run], base: list[_Run], rtol: float) -> tuple[SpeedRow, float]:
+def _row(
+    name: str, runs: list[_Run], base: list[_Run], rtol: float, min_speedup: float
+) -> tuple[SpeedRow, float]:
     speedup = statistics.median(b.step_ms / r.step_ms for b, r in zip(base, runs))
     deviation = max(_deviation(run.losses, base[0].losses) for run in runs)
     if deviation > rtol:
@@ -567,6 +574,6 @@ def _row(name: str, runs: list[_Run], base: list[_Run], rtol: float) -> tuple[Sp
             f"incorrect: loss deviates {deviation:.2g} (relative) from the baseline, tolerance {rtol:.2g}"
         )
     else:
-        status = "faster" if speedup > 1.0 else "slower"
+        status = "faster" if speedup >= min_speedup else "slower" if speedup <= 1.0 else "not faster"
     row = SpeedRow(name, status, _median_ms(runs), speedup, deviation, rtol, _first(runs))
     return row, speedup

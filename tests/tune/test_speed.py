@@ -113,6 +113,7 @@ def test_faster_options_are_combined_and_their_kwargs_build_a_trainer() -> None:
         ({"measure_steps": 1}, "measure_steps"),
         ({"repeats": 0}, "repeats"),
         ({"loss_rtol": 0.0}, "loss_rtol"),
+        ({"min_speedup": 0.9}, "min_speedup"),
         ({"options": ["turbo"]}, "options"),
         ({"options": ["baseline"]}, "options"),
     ],
