@@ -83,7 +83,8 @@ class SpeedTuneResult:
     """The outcome of :func:`speed_tune`.
 
     Attributes:
-        rows: One :class:`SpeedRow` per option, the baseline first.
+        rows: One :class:`SpeedRow` per option, the baseline first; last, when two or more options were
+            faster, the combination of them (``"a+b"``), re-measured.
         best: The names of the chosen options (empty: the default Trainer is fastest).
         best_speedup: The chosen combination's speed-up over the baseline, re-measured (1.0 when empty).
         advice: Per chosen option, what to apply outside the Trainer arguments.
@@ -542,7 +543,9 @@ def speed_tune(
         combo = [option for option in resolved if option.name in faster]
         again = measure({"baseline": [], "combination": combo})
         rtol = max(option.loss_rtol or loss_rtol for option in combo)
-        row, speedup = _row("combination", again["combination"], again["baseline"], rtol, min_speedup)
+        name = "+".join(option.name for option in combo)
+        row, speedup = _row(name, again["combination"], again["baseline"], rtol, min_speedup)
+        result.rows.append(row)  # the re-measurement, shown last (its ratio is against its own baseline runs)
         if row.status == "faster" and speedup > max(s for s, _ in good):
             chosen, result.best_speedup = combo, speedup
     if good and not chosen:

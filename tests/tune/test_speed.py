@@ -97,13 +97,14 @@ def test_faster_options_are_combined_and_their_kwargs_build_a_trainer() -> None:
     result = speed_tune(
         SleepyClassifier(), train_dataloaders=random_classification_loader(), options=options, **FAST
     )
-    assert [row.status for row in result.rows[1:]] == ["faster", "faster"]
+    assert [row.status for row in result.rows[1:]] == ["faster", "faster", "faster"]
+    assert result.rows[-1].option == "no_sleep_a+no_sleep_b"
     assert result.best == ["no_sleep_a", "no_sleep_b"]  # together faster than either alone
     assert result.trainer_kwargs == {"precision": "bf16-mixed"}
     assert result.to_yaml() == "trainer:\n  precision: bf16-mixed\n# no_sleep_a: a\n# no_sleep_b: b\n"
     trainer = pl.Trainer(logger=False, enable_progress_bar=False, **result.trainer_kwargs)
     assert trainer.precision == "bf16-mixed"
-    assert result.to_dict()["best"] == result.best and len(result.table().rows) == 3
+    assert result.to_dict()["best"] == result.best and len(result.table().rows) == 4
 
 
 @pytest.mark.parametrize(
