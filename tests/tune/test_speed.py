@@ -156,3 +156,16 @@ def test_compile_of_a_model_with_dropout_keeps_the_loss() -> None:
     row = result.rows[1]
     assert row.loss_deviation is not None and row.loss_deviation < 1e-3, row  # same dropout masks as eager
     assert row.first_step_ms is not None and row.step_ms is not None
+
+
+def test_fused_option_builds_the_models_own_optimizer_fused_on_the_copy() -> None:
+    import copy
+
+    from lightning_recipes.tune.speed import OPTIONS
+
+    model = TinyClassifier()
+    prepare = OPTIONS["fused_optimizer"].prepare
+    assert prepare is not None
+    optimizer = prepare(copy.deepcopy(model)).configure_optimizers()
+    assert type(optimizer) is torch.optim.SGD and optimizer.param_groups[0]["fused"] is True
+    assert not model.configure_optimizers().defaults.get("fused")
