@@ -1,7 +1,8 @@
-"""``lightning-recipes tune``: the LR range test on a model class and a datamodule, from a shell.
+"""``lightning-recipes tune``: the LR range test and speed tuning of a model on a datamodule, from a shell.
 
 Arguments follow LightningCLI (``--model pkg.Class --data pkg.DataModule --model.init_args.x 1``). Prints the
 suggestion and the YAML fragment to paste into a LightningCLI config; ``--plot FILE`` saves the curve.
+``--speed true`` also runs :func:`~lightning_recipes.tune.speed.speed_tune` and prints its table and YAML.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import lightning.pytorch as pl
 
@@ -47,6 +48,12 @@ def build_parser() -> ArgumentParser:  # jsonargparse is imported lazily: it is 
         default="model.init_args.recipe.lr",
         help="dotted key the YAML fragment sets (default: model.init_args.recipe.lr)",
     )
+    parser.add_argument("--speed", type=bool, default=False, help="also run speed_tune (default: false)")
+    parser.add_argument(
+        "--speed_options", type=list[str] | None, default=None, help="speed_tune options (default: all)"
+    )
+    parser.add_argument("--measure_steps", type=int, default=10, help="speed_tune: timed steps per run")
+    parser.add_argument("--repeats", type=int, default=3, help="speed_tune: interleaved repeats")
     parser.add_argument("--plot", type=Path | None, default=None, help="save the curve to this image file")
     return parser
 
@@ -59,17 +66,47 @@ def main(argv: Sequence[str] | None = None) -> int:
         usage: lightning-recipes tune ...
         0
     """
-    from lightning_recipes.tune.lr_range import find_lr
-
     parser = build_parser()
     try:
         config = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
     except SystemExit as exit_:  # --help, or a parse error (already printed by jsonargparse)
         return int(exit_.code or 0)
-    if not config.lr:
-        print("lightning-recipes tune: nothing to do (`--lr false`).", file=sys.stderr)
+    if not config.lr and not config.speed:
+        print("lightning-recipes tune: nothing to do (`--lr false` and `--speed false`).", file=sys.stderr)
         return 2
     objects = parser.instantiate_classes(config)
+    if config.lr:
+        code = _lr(config, objects)
+        if code:
+            return code
+    return _speed(config, objects) if config.speed else 0
+
+
+def _speed(config: Any, objects: Any) -> int:
+    from rich.console import Console
+
+    from lightning_recipes.tune.speed import speed_tune
+
+    try:
+        result = speed_tune(
+            objects.model,
+            datamodule=objects.data,
+            options=config.speed_options,
+            measure_steps=config.measure_steps,
+            repeats=config.repeats,
+            seed=config.seed,
+        )
+    except (TypeError, ValueError) as err:
+        print(f"lightning-recipes tune: {err}", file=sys.stderr)
+        return 2
+    Console(width=160).print(result.table())
+    print("Speed: paste into your LightningCLI config:\n" + result.to_yaml())
+    return 0
+
+
+def _lr(config: Any, objects: Any) -> int:
+    from lightning_recipes.tune.lr_range import find_lr
+
     try:
         result = find_lr(
             objects.model,

@@ -1,0 +1,582 @@
+"""Speed tuning on the user's model: each speed option trains a copy for a few real steps, timed and checked.
+
+:func:`speed_tune` trains a deep copy of the module for ``warmup_steps + measure_steps`` steps once per option
+(and once as the baseline), in repeats that interleave the options so that a load change on the machine hits
+every option alike, and compares the median step time and the loss trajectory with the baseline's. The
+options that do not apply on the device are listed as skipped, with the reason. The result names the fastest
+combination of options that were each faster and kept the loss, re-measured against the baseline together.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import statistics
+import time
+import types
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
+from dataclasses import dataclass, field
+from typing import Any
+
+import lightning.pytorch as pl
+import torch
+from lightning.pytorch.callbacks import Callback
+from lightning.pytorch.utilities.model_helpers import is_overridden
+from torch import nn
+from torch.utils.data import DataLoader
+from typing_extensions import override
+
+from lightning_recipes._validation import check_in_range, check_int, check_positive
+from lightning_recipes.checks import CheckContext
+
+# TODO(lead): export `preserved_loader_rng` from lightning_recipes.checks (it is public in all but place).
+from lightning_recipes.checks._isolation import preserved_loader_rng
+
+__all__ = ["OPTIONS", "SpeedOption", "SpeedRow", "SpeedTuneResult", "speed_tune"]
+
+_FUSABLE = (torch.optim.Adam, torch.optim.AdamW, torch.optim.SGD)
+
+
+@dataclass(frozen=True)
+class SpeedOption:
+    """One speed setting: how it changes the module, the loader and the Trainer, and when it does not apply.
+
+    Args:
+        name: The option's name in the table.
+        trainer_kwargs: Extra ``Trainer`` arguments (``precision``).
+        loader_kwargs: ``DataLoader`` arguments the training loader is rebuilt with (``num_workers``).
+        prepare: Turns the module copy into the module to fit (``channels_last``, ``torch.compile``).
+        skip_reason: ``(module, device) -> reason`` when the option does not apply, else ``None``.
+        context: A context manager around the fit (TF32 switches a global flag and restores it).
+        loss_rtol: The relative loss tolerance for this option (``None``: the call's ``loss_rtol``).
+        advice: What to write in the training script to apply it (for :meth:`SpeedTuneResult.to_yaml`).
+    """
+
+    name: str
+    trainer_kwargs: dict[str, Any] = field(default_factory=dict)
+    loader_kwargs: dict[str, Any] = field(default_factory=dict)
+    prepare: Callable[[pl.LightningModule], Any] | None = None
+    skip_reason: Callable[[pl.LightningModule, torch.device], str | None] | None = None
+    context: Callable[[], AbstractContextManager[Any]] | None = None
+    loss_rtol: float | None = None
+    advice: str = ""
+
+
+@dataclass
+class SpeedRow:
+    """One row: ``status`` is ``faster``, ``not faster`` (under ``min_speedup``), ``slower``, ``skipped: ...``
+    or ``incorrect: ...``."""
+
+    option: str
+    status: str
+    step_ms: float | None = None
+    speedup: float | None = None
+    loss_deviation: float | None = None
+    loss_rtol: float | None = None
+    first_step_ms: float | None = None
+
+
+@dataclass
+class SpeedTuneResult:
+    """The outcome of :func:`speed_tune`.
+
+    Attributes:
+        rows: One :class:`SpeedRow` per option, the baseline first; last, when two or more options were
+            faster, the combination of them (``"a+b"``), re-measured.
+        best: The names of the chosen options (empty: the default Trainer is fastest).
+        best_speedup: The chosen combination's speed-up over the baseline, re-measured (1.0 when empty).
+        advice: Per chosen option, what to apply outside the Trainer arguments.
+        trainer_kwargs: The ``Trainer`` arguments of the chosen options.
+    """
+
+    rows: list[SpeedRow]
+    best: list[str] = field(default_factory=list)
+    best_speedup: float = 1.0
+    advice: dict[str, str] = field(default_factory=dict)
+    trainer_kwargs: dict[str, Any] = field(default_factory=dict)
+
+    def to_yaml(self) -> str:
+        """The LightningCLI fragment for the chosen options, the non-Trainer ones as comments.
+
+        Example:
+            >>> SpeedTuneResult([], ["bf16-mixed"], 1.3, {}, {"precision": "bf16-mixed"}).to_yaml()
+            'trainer:\\n  precision: bf16-mixed\\n'
+        """
+        lines = ["trainer:"] + [f"  {key}: {value}" for key, value in self.trainer_kwargs.items()]
+        if len(lines) == 1:
+            lines = ["trainer: {}"]
+        lines += [f"# {name}: {text}" for name, text in self.advice.items() if text]
+        return "\n".join(lines) + "\n"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rows": [dict(vars(row)) for row in self.rows],
+            "best": list(self.best),
+            "best_speedup": self.best_speedup,
+            "trainer_kwargs": dict(self.trainer_kwargs),
+            "advice": dict(self.advice),
+        }
+
+    def table(self) -> Any:
+        """The rows as a ``rich.table.Table``."""
+        from rich.table import Table
+
+        table = Table(
+            title=f"speed_tune (best: {', '.join(self.best) or 'baseline'}, x{self.best_speedup:.2f})"
+        )
+        for column in ("option", "status", "step ms", "speed-up", "loss dev. (tol)", "first step ms"):
+            table.add_column(column)
+        for row in self.rows:
+            table.add_row(
+                row.option,
+                row.status,
+                _fmt(row.step_ms, ".2f"),
+                _fmt(row.speedup, ".2f"),
+                f"{_fmt(row.loss_deviation, '.2e')} ({_fmt(row.loss_rtol, '.0e')})",
+                _fmt(row.first_step_ms, ".0f"),
+            )
+        return table
+
+
+def _fmt(value: float | None, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def _has_conv2d(module: pl.LightningModule, _device: torch.device) -> str | None:
+    if any(isinstance(m, nn.Conv2d) for m in module.modules()):
+        return None
+    return "no Conv2d in the model (channels_last only changes convolutions)"
+
+
+def _cuda_only(what: str) -> Callable[[pl.LightningModule, torch.device], str | None]:
+    def reason(_module: pl.LightningModule, device: torch.device) -> str | None:
+        return None if device.type == "cuda" else f"{what} applies on CUDA only (device is {device.type})"
+
+    return reason
+
+
+def _bf16_reason(_module: pl.LightningModule, device: torch.device) -> str | None:
+    if device.type == "cuda" and not torch.cuda.is_bf16_supported():
+        return "this GPU has no bf16 support"
+    return None
+
+
+def _channels_last(module: pl.LightningModule) -> pl.LightningModule:
+    return module.to(memory_format=torch.channels_last)  # type: ignore[call-arg]
+
+
+def _compile(module: pl.LightningModule) -> Any:
+    # In place (nn.Module.compile): the Trainer gets the LightningModule itself, whose calls run compiled.
+    # TODO: `trainer.fit(torch.compile(module))` fails in dynamo with torch 2.13 + Lightning 2.6 on CPU
+    # ("'method' object has no attribute '__dict__'"); check it again and search the issues corpus.
+    module.compile()
+    return module
+
+
+def _fusable(optimizer: torch.optim.Optimizer) -> bool:
+    return type(optimizer) in _FUSABLE and not optimizer.defaults.get("fused")
+
+
+def _fused_reason(module: pl.LightningModule, _device: torch.device) -> str | None:
+    probe = copy.deepcopy(module)
+    optimizers, _ = CheckContext(probe).build_optimizers(probe)
+    if any(_fusable(opt) for opt in optimizers):
+        return None
+    names = ", ".join(type(opt).__name__ for opt in optimizers) or "none"
+    return f"no torch Adam/AdamW/SGD without fused=True among the optimizers ({names})"
+
+
+def _optimizers_in(config: Any) -> list[torch.optim.Optimizer]:
+    if isinstance(config, torch.optim.Optimizer):
+        return [config]
+    if isinstance(config, dict):
+        return _optimizers_in(config.get("optimizer"))
+    if isinstance(config, (list, tuple)):
+        return [opt for item in config for opt in _optimizers_in(item)]
+    return []
+
+
+def _fused(module: pl.LightningModule) -> pl.LightningModule:
+    original = module.configure_optimizers
+
+    def configure_optimizers(_self: pl.LightningModule) -> Any:
+        config = original()
+        for optimizer in _optimizers_in(config):
+            if _fusable(optimizer):  # before the first step: the state is created fused
+                optimizer.defaults.update(fused=True, foreach=False)
+                for group in optimizer.param_groups:
+                    group.update(fused=True, foreach=False)
+        return config
+
+    module.configure_optimizers = types.MethodType(configure_optimizers, module)  # type: ignore[method-assign]
+    return module
+
+
+def _eager_random() -> AbstractContextManager[Any]:
+    """Compiled code draws dropout masks from eager torch's RNG stream (Inductor has its own by default), so
+    that the loss check compares the same masks; without it every model with dropout would read 'incorrect'.
+    """
+    import torch._inductor.config as inductor_config  # a documented debugging switch of Inductor
+
+    return inductor_config.patch(fallback_random=True)
+
+
+@contextmanager
+def _tf32() -> Iterator[None]:
+    before = torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32
+    torch.set_float32_matmul_precision("high")
+    torch.backends.cudnn.allow_tf32 = True
+    try:
+        yield
+    finally:
+        torch.set_float32_matmul_precision(before[0])
+        torch.backends.cudnn.allow_tf32 = before[1]
+
+
+# Applied in this order when combined: the model changes first, torch.compile last (it wraps the result).
+OPTIONS: dict[str, SpeedOption] = {
+    option.name: option
+    for option in (
+        SpeedOption(
+            "channels_last",
+            prepare=_channels_last,
+            skip_reason=_has_conv2d,
+            advice="model = model.to(memory_format=torch.channels_last)",
+        ),
+        SpeedOption(
+            "fused_optimizer",
+            prepare=_fused,
+            skip_reason=_fused_reason,
+            advice="pass fused=True to the Adam/AdamW/SGD in configure_optimizers",
+        ),
+        SpeedOption(
+            "bf16-mixed", trainer_kwargs={"precision": "bf16-mixed"}, skip_reason=_bf16_reason, loss_rtol=0.05
+        ),
+        SpeedOption(
+            "tf32",
+            skip_reason=_cuda_only("TF32"),
+            context=_tf32,
+            advice='torch.set_float32_matmul_precision("high")',
+        ),
+        SpeedOption(
+            "num_workers",
+            loader_kwargs={"num_workers": 2, "persistent_workers": True},
+            advice="DataLoader(..., num_workers=2, persistent_workers=True)",
+        ),
+        SpeedOption(
+            "pin_memory",
+            loader_kwargs={"pin_memory": True},
+            skip_reason=_cuda_only("pin_memory"),
+            advice="DataLoader(..., pin_memory=True)",
+        ),
+        SpeedOption(
+            "compile", prepare=_compile, context=_eager_random, advice="model.compile() before trainer.fit"
+        ),
+    )
+}
+
+
+class _StepTimer(Callback):
+    """Wall time between consecutive batch ends (the data loading included) and the loss of each step."""
+
+    def __init__(self) -> None:
+        self.start = 0.0
+        self.ends: list[float] = []
+        self.losses: list[torch.Tensor] = []
+
+    @override
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self.start = time.perf_counter()
+
+    @override
+    def on_train_batch_end(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        if pl_module.device.type == "cuda":
+            torch.cuda.synchronize(pl_module.device)  # sync: the step's time includes its GPU work
+        self.ends.append(time.perf_counter())
+        loss = outputs["loss"] if isinstance(outputs, dict) else outputs
+        self.losses.append(loss.detach().float().clone())
+
+
+@dataclass
+class _Run:
+    step_ms: float
+    first_step_ms: float
+    losses: list[float]
+
+
+def _rebuild_loader(loader: Any, loader_kwargs: dict[str, Any]) -> Any:
+    if not loader_kwargs:
+        return loader
+    if not isinstance(loader, DataLoader):
+        raise TypeError(f"the loader options need a torch DataLoader, got {type(loader).__name__}")
+    return DataLoader(
+        loader.dataset,
+        batch_sampler=loader.batch_sampler,
+        collate_fn=loader.collate_fn,
+        worker_init_fn=loader.worker_init_fn,
+        generator=loader.generator,  # the iterator draws its base seed from it: keeps the shuffle in step
+        **loader_kwargs,
+    )
+
+
+@contextmanager
+def _quiet_trainer() -> Iterator[None]:
+    """No per-run Trainer banners ("GPU available", "max_steps reached") nor the no-val-loader warning."""
+    logger = logging.getLogger("lightning.pytorch")
+    level = logger.level
+    logger.setLevel(logging.WARNING)
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=r".*`val_dataloader`.*")
+            yield
+    finally:
+        logger.setLevel(level)
+
+
+def _run(
+    copy_model: Callable[[], pl.LightningModule],
+    loader: Any,
+    options: Sequence[SpeedOption],
+    *,
+    warmup_steps: int,
+    measure_steps: int,
+    accelerator: str,
+    seed: int,
+) -> _Run:
+    trainer_kwargs: dict[str, Any] = {}
+    loader_kwargs: dict[str, Any] = {}
+    for option in options:
+        trainer_kwargs.update(option.trainer_kwargs)
+        loader_kwargs.update(option.loader_kwargs)
+    timer = _StepTimer()
+    with preserved_loader_rng(loader), _quiet_trainer(), ExitStack() as stack:  # same shuffle every run
+        for option in options:
+            stack.enter_context(option.context() if option.context else nullcontext())
+        torch.manual_seed(seed)  # the same data order and dropout masks for every option
+        module: Any = copy_model()
+        for option in options:
+            if option.prepare is not None:
+                module = option.prepare(module)
+        trainer = pl.Trainer(
+            accelerator=accelerator,
+            devices=1,
+            max_steps=warmup_steps + measure_steps,
+            logger=False,
+            enable_checkpointing=False,
+            enable_progress_bar=False,
+            enable_model_summary=False,
+            num_sanity_val_steps=0,
+            limit_val_batches=0,
+            callbacks=[timer],
+            **trainer_kwargs,
+        )
+        trainer.fit(module, train_dataloaders=_rebuild_loader(loader, loader_kwargs))
+    steps = [b - a for a, b in zip(timer.ends, timer.ends[1:])]
+    measured = steps[warmup_steps - 1 :] if warmup_steps > 0 else steps
+    losses = torch.stack(timer.losses).cpu().tolist()  # sync: once, after the run
+    return _Run(
+        step_ms=1e3 * statistics.median(measured),
+        first_step_ms=1e3 * (timer.ends[0] - timer.start),
+        losses=losses,
+    )
+
+
+def _deviation(losses: list[float], reference: list[float]) -> float:
+    """The largest relative difference between two loss trajectories, step by step."""
+    if len(losses) != len(reference):
+        return float("inf")
+    worst = 0.0
+    for value, ref in zip(losses, reference):
+        if value != value:  # NaN
+            return float("inf")
+        worst = max(worst, abs(value - ref) / max(abs(ref), 1e-8))
+    return worst
+
+
+def _resolve(options: Any) -> list[SpeedOption]:
+    if options is None:
+        return list(OPTIONS.values())
+    if isinstance(options, (str, SpeedOption)) or not isinstance(options, Sequence):
+        raise TypeError(f"`options` must be a list of option names or SpeedOption, got {options!r}.")
+    resolved = []
+    for option in options:
+        if isinstance(option, SpeedOption):
+            resolved.append(option)
+        elif option in OPTIONS:
+            resolved.append(OPTIONS[option])
+        else:
+            raise ValueError(
+                f"`options` must name options from {sorted(OPTIONS)} (or be SpeedOption), got {option!r}."
+            )
+    names = [option.name for option in resolved]
+    if "baseline" in names or len(set(names)) != len(names):
+        raise ValueError(f"`options` must have distinct names other than 'baseline', got {names!r}.")
+    return resolved
+
+
+def speed_tune(
+    model: pl.LightningModule,
+    datamodule: pl.LightningDataModule | None = None,
+    train_dataloaders: Any = None,
+    *,
+    options: Sequence[str | SpeedOption] | None = None,
+    warmup_steps: int = 3,
+    measure_steps: int = 10,
+    repeats: int = 3,
+    loss_rtol: float = 0.02,
+    min_speedup: float = 1.03,
+    device: torch.device | str | None = None,
+    seed: int = 0,
+) -> SpeedTuneResult:
+    """Measure which speed options make a copy of ``model`` train faster without changing its loss.
+
+    Each option (default: all of :data:`OPTIONS`) and the baseline train a deep copy for
+    ``warmup_steps + measure_steps`` steps with a plain Trainer, ``repeats`` times, interleaved. An option's
+    step time is the median of its steps after the warm-up (the first step, where ``torch.compile``
+    compiles, is reported apart); its speed-up is the median over repeats of the baseline's step time over
+    its own in the same repeat. Its loss trajectory must stay within ``loss_rtol`` (relative, every step) of
+    the baseline's, else it is ``incorrect`` (``bf16-mixed`` uses its own looser tolerance, shown in the
+    row). The options that were faster and correct are then combined and re-measured against the baseline
+    (``repeats`` times); the combination is kept only if it is still faster and correct, else the single
+    fastest option is. The model, the RNG streams and the loader are left as they were.
+
+    Cost: ``(1 + options) * repeats + 2 * repeats`` short fits; one host sync per step for CUDA timing.
+
+    Args:
+        model: A ``LightningModule`` with automatic optimisation.
+        datamodule: Its ``setup("fit")`` and ``train_dataloader()`` give the data.
+        train_dataloaders: The training loader when there is no datamodule (default: the model's own).
+        options: Option names from :data:`OPTIONS` or :class:`SpeedOption` objects (default: all).
+        warmup_steps: Steps not timed (compilation, allocator and cache warm-up), an int >= 1.
+        measure_steps: Steps timed, an int >= 2.
+        repeats: Interleaved repeats of every option, an int >= 1.
+        loss_rtol: Relative loss tolerance against the baseline's trajectory, > 0.
+        min_speedup: The speed-up an option needs to count as ``faster``, >= 1 (a margin over timing noise;
+            below it and above 1 the row reads ``not faster``).
+        device: Where the copies train (default: the model's device).
+        seed: Seed of every run (the same data order and initial RNG for all options).
+
+    Returns:
+        A :class:`SpeedTuneResult`: ``.rows``, ``.best``, ``.trainer_kwargs``, ``.to_yaml()``, ``.table()``.
+
+    Raises:
+        ValueError: For an argument out of range (naming it) or no training data.
+
+    Example:
+        >>> from lightning_recipes.testing import TinyClassifier, random_classification_loader
+        >>> result = speed_tune(TinyClassifier(), train_dataloaders=random_classification_loader(),
+        ...                     options=["pin_memory"], measure_steps=2, repeats=1)
+        >>> [(row.option, row.status.split(":")[0]) for row in result.rows]
+        [('baseline', 'baseline'), ('pin_memory', 'skipped')]
+    """
+    check_int("warmup_steps", warmup_steps, minimum=1)
+    check_int("measure_steps", measure_steps, minimum=2)
+    check_int("repeats", repeats, minimum=1)
+    check_positive("loss_rtol", loss_rtol)
+    check_in_range("min_speedup", min_speedup, 1.0, float("inf"))
+    check_int("seed", seed)
+    if not isinstance(model, pl.LightningModule):
+        raise TypeError(f"`model` must be a LightningModule, got {type(model).__name__}.")
+    resolved = _resolve(options)
+    if datamodule is not None:
+        datamodule.prepare_data()
+        datamodule.setup("fit")
+        if train_dataloaders is None:
+            train_dataloaders = datamodule.train_dataloader()
+    if train_dataloaders is None and is_overridden("train_dataloader", model):
+        train_dataloaders = model.train_dataloader()
+    if train_dataloaders is None:
+        raise ValueError(
+            "`speed_tune` needs training data: pass `datamodule=` or `train_dataloaders=`, or define "
+            "`train_dataloader()` on the model (got none of these)."
+        )
+    target = torch.device(device) if device is not None else model.device
+    accelerator = "gpu" if target.type == "cuda" else target.type
+    # copy_model: a deep copy on `target` sharing the datamodule and loaders, with no Trainer attached
+    context = CheckContext(model, train_dataloaders, device=target, datamodule=datamodule, seed=seed)
+
+    skipped: dict[str, str] = {}
+    for option in resolved:
+        reason = option.skip_reason(model, target) if option.skip_reason else None
+        if reason:
+            skipped[option.name] = reason
+    active = [option for option in resolved if option.name not in skipped]
+
+    def measure(configs: dict[str, list[SpeedOption]]) -> dict[str, list[_Run]]:
+        runs: dict[str, list[_Run]] = {name: [] for name in configs}
+        for _ in range(repeats):
+            for name, config in configs.items():
+                runs[name].append(
+                    _run(
+                        context.copy_model,
+                        train_dataloaders,
+                        config,
+                        warmup_steps=warmup_steps,
+                        measure_steps=measure_steps,
+                        accelerator=accelerator,
+                        seed=seed,
+                    )
+                )
+        return runs
+
+    runs = measure({"baseline": [], **{option.name: [option] for option in active}})
+    base = runs["baseline"]
+    rows = [SpeedRow("baseline", "baseline", _median_ms(base), 1.0, 0.0, loss_rtol, _first(base))]
+    good: list[tuple[float, SpeedOption]] = []
+    for option in resolved:
+        if option.name in skipped:
+            rows.append(SpeedRow(option.name, f"skipped: {skipped[option.name]}"))
+            continue
+        row, speedup = _row(option.name, runs[option.name], base, option.loss_rtol or loss_rtol, min_speedup)
+        rows.append(row)
+        if row.status == "faster":
+            good.append((speedup, option))
+
+    result = SpeedTuneResult(rows)
+    chosen: list[SpeedOption] = []
+    if len(good) > 1:
+        faster = {opt.name for _, opt in good}
+        combo = [option for option in resolved if option.name in faster]
+        again = measure({"baseline": [], "combination": combo})
+        rtol = max(option.loss_rtol or loss_rtol for option in combo)
+        name = "+".join(option.name for option in combo)
+        row, speedup = _row(name, again["combination"], again["baseline"], rtol, min_speedup)
+        result.rows.append(row)  # the re-measurement, shown last (its ratio is against its own baseline runs)
+        if row.status == "faster" and speedup > max(s for s, _ in good):
+            chosen, result.best_speedup = combo, speedup
+    if good and not chosen:
+        result.best_speedup, best = max(good, key=lambda pair: pair[0])
+        chosen = [best]
+    result.best = [option.name for option in chosen]
+    for option in chosen:
+        result.trainer_kwargs.update(option.trainer_kwargs)
+        if option.advice:
+            result.advice[option.name] = option.advice
+    return result
+
+
+def _median_ms(runs: list[_Run]) -> float:
+    return statistics.median(run.step_ms for run in runs)
+
+
+def _first(runs: list[_Run]) -> float:
+    return max(run.first_step_ms for run in runs)  # the first repeat compiles; later ones hit the cache
+
+
+def _row(
+    name: str, runs: list[_Run], base: list[_Run], rtol: float, min_speedup: float
+) -> tuple[SpeedRow, float]:
+    speedup = statistics.median(b.step_ms / r.step_ms for b, r in zip(base, runs))
+    deviation = max(_deviation(run.losses, base[0].losses) for run in runs)
+    if deviation > rtol:
+        status = (
+            f"incorrect: loss deviates {deviation:.2g} (relative) from the baseline, tolerance {rtol:.2g}"
+        )
+    else:
+        status = "faster" if speedup >= min_speedup else "slower" if speedup <= 1.0 else "not faster"
+    row = SpeedRow(name, status, _median_ms(runs), speedup, deviation, rtol, _first(runs))
+    return row, speedup

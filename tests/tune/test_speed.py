@@ -1,0 +1,171 @@
+"""speed_tune: isolation, skip reasons, an option that changes the loss, the chosen combination, bad args."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import lightning.pytorch as pl
+import pytest
+import torch
+from torch.utils.data import DataLoader
+
+from lightning_recipes.testing import TinyClassifier, random_classification_loader
+from lightning_recipes.tune.speed import OPTIONS, SpeedOption, speed_tune
+
+FAST = {"warmup_steps": 1, "measure_steps": 3, "repeats": 1}
+
+
+class SleepyClassifier(TinyClassifier):
+    """A TinyClassifier whose step sleeps ``sleep_a + sleep_b`` seconds: an option removing a sleep is faster
+    by construction and leaves the loss exactly as it was."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sleep_a = 0.01
+        self.sleep_b = 0.01
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        time.sleep(self.sleep_a + self.sleep_b)
+        return super().training_step(batch, batch_idx)
+
+
+def _no_sleep(attr: str) -> Any:
+    def prepare(module: pl.LightningModule) -> pl.LightningModule:
+        setattr(module, attr, 0.0)
+        return module
+
+    return prepare
+
+
+def _shift_logits(module: pl.LightningModule) -> pl.LightningModule:
+    with torch.no_grad():
+        module.head.bias.copy_(torch.tensor([3.0, 0.0, 0.0, 0.0]))  # type: ignore[union-attr, operator]
+    return module
+
+
+def test_user_model_rng_and_loader_untouched() -> None:
+    model, loader = TinyClassifier(), random_classification_loader()
+    before = {key: value.clone() for key, value in model.state_dict().items()}
+    rng = torch.get_rng_state()
+    speed_tune(model, train_dataloaders=loader, options=["fused_optimizer"], **FAST)
+    assert all(torch.equal(before[key], value) for key, value in model.state_dict().items())
+    assert torch.equal(rng, torch.get_rng_state())
+    assert "configure_optimizers" not in vars(model)  # the fused patch went to the copy only
+    assert loader.num_workers == 0
+    assert not model.configure_optimizers().defaults.get("fused")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU skip reasons")
+def test_options_that_do_not_apply_on_cpu_are_skipped_with_reason() -> None:
+    result = speed_tune(
+        TinyClassifier(),
+        train_dataloaders=random_classification_loader(),
+        options=["pin_memory", "tf32", "channels_last"],
+        **FAST,
+    )
+    status = {row.option: row.status for row in result.rows}
+    assert status["pin_memory"] == "skipped: pin_memory applies on CUDA only (device is cpu)"
+    assert status["tf32"] == "skipped: TF32 applies on CUDA only (device is cpu)"
+    assert status["channels_last"].startswith("skipped: no Conv2d")
+    assert result.best == [] and result.trainer_kwargs == {}
+
+
+def test_option_that_changes_the_loss_is_incorrect_and_never_chosen() -> None:
+    broken = SpeedOption("shifted_logits", prepare=_shift_logits)
+    result = speed_tune(
+        SleepyClassifier(), train_dataloaders=random_classification_loader(), options=[broken], **FAST
+    )
+    row = result.rows[1]
+    assert row.option == "shifted_logits"
+    assert row.status.startswith("incorrect: loss deviates")
+    assert row.loss_deviation is not None and row.loss_deviation > 0.1
+    assert result.best == []
+
+
+def test_faster_options_are_combined_and_their_kwargs_build_a_trainer() -> None:
+    options = [
+        SpeedOption(
+            "no_sleep_a",
+            prepare=_no_sleep("sleep_a"),
+            trainer_kwargs={"precision": "bf16-mixed"},
+            loss_rtol=0.05,
+            advice="a",
+        ),
+        SpeedOption("no_sleep_b", prepare=_no_sleep("sleep_b"), advice="b"),
+    ]
+    result = speed_tune(
+        SleepyClassifier(), train_dataloaders=random_classification_loader(), options=options, **FAST
+    )
+    assert [row.status for row in result.rows[1:]] == ["faster", "faster", "faster"]
+    assert result.rows[-1].option == "no_sleep_a+no_sleep_b"
+    assert result.best == ["no_sleep_a", "no_sleep_b"]  # together faster than either alone
+    assert result.trainer_kwargs == {"precision": "bf16-mixed"}
+    assert result.to_yaml() == "trainer:\n  precision: bf16-mixed\n# no_sleep_a: a\n# no_sleep_b: b\n"
+    trainer = pl.Trainer(logger=False, enable_progress_bar=False, **result.trainer_kwargs)
+    assert trainer.precision == "bf16-mixed"
+    assert result.to_dict()["best"] == result.best and len(result.table().rows) == 4
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "name"),
+    [
+        ({"warmup_steps": 0}, "warmup_steps"),
+        ({"measure_steps": 1}, "measure_steps"),
+        ({"repeats": 0}, "repeats"),
+        ({"loss_rtol": 0.0}, "loss_rtol"),
+        ({"min_speedup": 0.9}, "min_speedup"),
+        ({"options": ["turbo"]}, "options"),
+        ({"options": ["baseline"]}, "options"),
+    ],
+)
+def test_bad_arguments_raise_naming_them(kwargs: dict[str, Any], name: str) -> None:
+    with pytest.raises(ValueError, match=f"`{name}`"):
+        speed_tune(TinyClassifier(), train_dataloaders=random_classification_loader(), **kwargs)
+
+
+def test_options_as_a_string_and_missing_data_raise() -> None:
+    with pytest.raises(TypeError, match="`options`"):
+        speed_tune(TinyClassifier(), train_dataloaders=random_classification_loader(), options="compile")
+    with pytest.raises(ValueError, match="training data"):
+        speed_tune(TinyClassifier())
+
+
+def test_every_builtin_option_has_advice_or_trainer_kwargs() -> None:
+    assert all(option.advice or option.trainer_kwargs for option in OPTIONS.values())
+
+
+def test_loader_rebuilt_with_workers_keeps_the_shuffled_order_and_the_loss() -> None:
+    base = random_classification_loader()
+    generator = torch.Generator().manual_seed(0)  # the loader's own stream, as DigitsDataModule's
+    loader = DataLoader(base.dataset, batch_size=32, shuffle=True, generator=generator)
+    state = generator.get_state()
+    result = speed_tune(
+        TinyClassifier(), train_dataloaders=loader, options=["num_workers"], **{**FAST, "repeats": 2}
+    )
+    row = result.rows[1]
+    assert row.loss_deviation == 0.0 and not row.status.startswith("incorrect"), row
+    assert loader.num_workers == 0 and torch.equal(state, generator.get_state())
+
+
+def test_compile_of_a_model_with_dropout_keeps_the_loss() -> None:
+    from lightning_recipes.data import DigitsDataModule
+    from lightning_recipes.testing import DigitsCNN
+
+    result = speed_tune(DigitsCNN(width=4), datamodule=DigitsDataModule(), options=["compile"], **FAST)
+    row = result.rows[1]
+    assert row.loss_deviation is not None and row.loss_deviation < 1e-3, row  # same dropout masks as eager
+    assert row.first_step_ms is not None and row.step_ms is not None
+
+
+def test_fused_option_builds_the_models_own_optimizer_fused_on_the_copy() -> None:
+    import copy
+
+    from lightning_recipes.tune.speed import OPTIONS
+
+    model = TinyClassifier()
+    prepare = OPTIONS["fused_optimizer"].prepare
+    assert prepare is not None
+    optimizer = prepare(copy.deepcopy(model)).configure_optimizers()
+    assert type(optimizer) is torch.optim.SGD and optimizer.param_groups[0]["fused"] is True
+    assert not model.configure_optimizers().defaults.get("fused")
