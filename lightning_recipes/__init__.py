@@ -71,7 +71,7 @@ from lightning_recipes.strategies import (
     preset,
     recommend_strategy,
 )
-from lightning_recipes.tune import LRRangeResult, LRRangeTest, find_lr
+from lightning_recipes.tune import LRRangeResult, LRRangeTest, SpeedTuneResult, find_lr, speed_tune
 
 __version__ = "0.1.0"
 
@@ -116,6 +116,7 @@ __all__ = [
     "Recommendation",
     "RunManifest",
     "SanityCheck",
+    "SpeedTuneResult",
     "StabilityGuard",
     "__version__",
     "apply_fsdp2",
@@ -131,6 +132,7 @@ __all__ = [
     "preset",
     "recommend_strategy",
     "scale_lr",
+    "speed_tune",
     "warmup_constant",
     "warmup_cosine",
     "warmup_linear",

@@ -10,8 +10,14 @@ Example:
     ('RecipesDDPStrategy', {'gradient_as_bucket_view': True})
 """
 
-from lightning_recipes.strategies._blocks import LazyBlockPolicy, infer_block_classes
+from lightning_recipes.strategies._blocks import LazyBlockPolicy, infer_block_classes, resolve_block_classes
 from lightning_recipes.strategies._layout import MemoryLayout
+from lightning_recipes.strategies.activation_checkpointing import (
+    checkpoint_blocks,
+    checkpointed_blocks,
+    disable_hf_kv_cache,
+    outermost_blocks,
+)
 from lightning_recipes.strategies.ddp import RecipesDDPStrategy
 from lightning_recipes.strategies.deepspeed_config import (
     DEEPSPEED_INSTALL_HINT,
@@ -30,6 +36,7 @@ from lightning_recipes.strategies.fsdp2 import (
 from lightning_recipes.strategies.memory import MemoryEstimate, estimate_memory
 from lightning_recipes.strategies.presets import PRESETS, Preset, preset, register_presets
 from lightning_recipes.strategies.recommend import Recommendation, recommend_strategy
+from lightning_recipes.strategies.step_memory import StepMemory, measure_step_memory
 
 register_presets()
 
@@ -47,14 +54,21 @@ __all__ = [
     "RecipesFSDPPrecision",
     "RecipesFSDPStrategy",
     "Recommendation",
+    "StepMemory",
     "apply_fsdp2",
+    "checkpoint_blocks",
+    "checkpointed_blocks",
     "deepspeed_available",
+    "disable_hf_kv_cache",
     "estimate_memory",
     "infer_block_classes",
+    "measure_step_memory",
     "mixed_precision_policy",
+    "outermost_blocks",
     "preset",
     "recommend_strategy",
     "reconcile_deepspeed_config",
     "register_presets",
+    "resolve_block_classes",
     "validate_deepspeed_config",
 ]

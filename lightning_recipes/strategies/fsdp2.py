@@ -8,7 +8,6 @@ from typing import Any
 import lightning.pytorch as pl
 import torch
 from lightning.pytorch.strategies import ModelParallelStrategy
-from lightning.pytorch.utilities import rank_zero_warn
 from torch import nn
 from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
@@ -16,6 +15,7 @@ from typing_extensions import override
 
 from lightning_recipes._validation import check_bool
 from lightning_recipes.strategies._blocks import BlockSpec, infer_block_classes, resolve_block_classes
+from lightning_recipes.strategies.activation_checkpointing import checkpoint_blocks, outermost_blocks
 
 __all__ = ["FSDP2Mixin", "RecipesFSDP2Strategy", "apply_fsdp2", "mixed_precision_policy"]
 
@@ -86,13 +86,9 @@ def apply_fsdp2(
     if isinstance(module, FSDPModule):
         return module
     blocks = resolve_block_classes(block_classes) or infer_block_classes(module)
-    outermost = _outermost(module, blocks)
+    outermost = outermost_blocks(module, blocks)
     if activation_checkpointing:
-        from torch.distributed._composable import checkpoint
-
-        _disable_kv_cache(module)
-        for block in outermost:
-            checkpoint(block)
+        checkpoint_blocks(module, blocks)
     kwargs: dict[str, Any] = {"mesh": mesh}
     if mp_policy is not None:
         kwargs["mp_policy"] = mp_policy
@@ -216,36 +212,3 @@ class FSDP2Mixin:
         precision = trainer.precision if trainer is not None else None
         assert isinstance(self, nn.Module)
         apply_fsdp2(self, mesh["data_parallel"], mp_policy=mixed_precision_policy(precision), **settings)
-
-
-def _disable_kv_cache(module: nn.Module) -> None:
-    """Turn off the key/value cache of every Hugging Face config in ``module`` (see :func:`apply_fsdp2`)."""
-    owners: dict[int, tuple[str, Any]] = {}
-    for name, child in module.named_modules():
-        config = getattr(child, "config", None)
-        if getattr(config, "use_cache", False) is True:
-            owners.setdefault(id(config), (name or type(module).__name__, config))
-    for _, config in owners.values():
-        config.use_cache = False
-    if owners:
-        names = ", ".join(f"`{name}.config`" for name, _ in owners.values())
-        rank_zero_warn(
-            f"Activation checkpointing recomputes each block in backward, which a key/value cache breaks: set"
-            f" `use_cache=False` on {names} for training. Set it back to True before generating, or pass"
-            " `activation_checkpointing=False` to the strategy (or to `apply_fsdp2`) to keep the cache.",
-            category=UserWarning,
-        )
-
-
-def _outermost(module: nn.Module, blocks: tuple[type[nn.Module], ...]) -> list[nn.Module]:
-    found: list[nn.Module] = []
-
-    def visit(node: nn.Module) -> None:
-        for child in node.children():
-            if isinstance(child, blocks):
-                found.append(child)
-            else:
-                visit(child)
-
-    visit(module)
-    return found

@@ -1,9 +1,21 @@
-"""Tuning before the long run: the LR range test (:func:`find_lr`, :class:`LRRangeTest`).
+"""Tuning before the long run: the LR range test (:func:`find_lr`, :class:`LRRangeTest`) and the speed options
+measured on the user's model (:func:`speed_tune`).
 
 Example:
-    >>> from lightning_recipes.tune import LRRangeTest, find_lr
+    >>> from lightning_recipes.tune import LRRangeTest, find_lr, speed_tune
 """
 
 from lightning_recipes.tune.lr_range import LRRangeResult, LRRangeTest, find_lr, sweep_lr
+from lightning_recipes.tune.speed import OPTIONS, SpeedOption, SpeedRow, SpeedTuneResult, speed_tune
 
-__all__ = ["LRRangeResult", "LRRangeTest", "find_lr", "sweep_lr"]
+__all__ = [
+    "OPTIONS",
+    "LRRangeResult",
+    "LRRangeTest",
+    "SpeedOption",
+    "SpeedRow",
+    "SpeedTuneResult",
+    "find_lr",
+    "speed_tune",
+    "sweep_lr",
+]

@@ -29,10 +29,7 @@ from torch.utils.data import DataLoader
 from typing_extensions import override
 
 from lightning_recipes._validation import check_in_range, check_int, check_positive
-from lightning_recipes.checks import CheckContext
-
-# TODO(lead): export `preserved_loader_rng` from lightning_recipes.checks (it is public in all but place).
-from lightning_recipes.checks._isolation import preserved_loader_rng
+from lightning_recipes.checks import CheckContext, preserved_loader_rng
 
 __all__ = ["OPTIONS", "SpeedOption", "SpeedRow", "SpeedTuneResult", "speed_tune"]
 

@@ -1,0 +1,139 @@
+"""Activation checkpointing of a model's repeated blocks, outside FSDP too (single device, DDP).
+
+The blocks are found the way the FSDP presets find them (:func:`infer_block_classes`: the repeated module
+type holding most parameters), so ``checkpoint_blocks`` checkpoints exactly the units the FSDP presets would
+wrap. It uses torch's composable ``checkpoint`` (non-reentrant): parameter names, ``state_dict`` keys and
+checkpoints do not change, and dropout masks are replayed in the recomputation (the RNG state is saved).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lightning.pytorch.utilities import rank_zero_warn
+from torch import nn
+
+from lightning_recipes.strategies._blocks import BlockSpec, infer_block_classes, resolve_block_classes
+
+__all__ = ["checkpoint_blocks", "checkpointed_blocks", "disable_hf_kv_cache", "outermost_blocks"]
+
+# The marker torch's composable API leaves on a module it manages (public state registry of `_composable`).
+_CHECKPOINT_NAME = "checkpoint"
+
+
+def outermost_blocks(module: nn.Module, block_classes: tuple[type[nn.Module], ...]) -> list[nn.Module]:
+    """The instances of ``block_classes`` in ``module`` that are not inside another such instance.
+
+    Example:
+        >>> from lightning_recipes.testing import TinyTransformerLM, TransformerBlock
+        >>> len(outermost_blocks(TinyTransformerLM(n_layers=3), (TransformerBlock,)))
+        3
+    """
+    found: list[nn.Module] = []
+
+    def visit(node: nn.Module) -> None:
+        for child in node.children():
+            if isinstance(child, block_classes):
+                found.append(child)
+            else:
+                visit(child)
+
+    visit(module)
+    return found
+
+
+def checkpointed_blocks(module: nn.Module) -> list[str]:
+    """The names of the submodules of ``module`` that are activation-checkpointed (composable API).
+
+    Example:
+        >>> from lightning_recipes.testing import TinyTransformerLM
+        >>> checkpointed_blocks(TinyTransformerLM())
+        []
+    """
+    from torch.distributed._composable.contract import _get_registry
+
+    names = []
+    for name, child in module.named_modules():
+        registry = _get_registry(child)
+        if registry is not None and _CHECKPOINT_NAME in registry:
+            names.append(name)
+    return names
+
+
+def checkpoint_blocks(
+    module: nn.Module, block_classes: BlockSpec | None = None, *, disable_kv_cache: bool = True
+) -> list[str]:
+    """Checkpoint every outermost repeated block of ``module`` in place: its activations are recomputed in
+    backward instead of being kept from the forward pass.
+
+    Memory: the forward pass keeps only each block's input (and what lies outside the blocks), at the cost of
+    one more forward pass per block in backward (about a third more compute for a transformer). Gradients are
+    the same as without checkpointing. Idempotent: blocks already checkpointed are left as they are.
+
+    Every Hugging Face config in ``module`` with ``use_cache=True`` is set to ``use_cache=False`` (with a
+    warning): a key/value cache that each block appends to in forward breaks the recomputation. Training never
+    reads it; set it back before generating, or pass ``disable_kv_cache=False``.
+
+    Args:
+        module: The model (a LightningModule is fine).
+        block_classes: Block classes or their import paths; ``None`` = infer (the repeated module type holding
+            most parameters, as the FSDP presets do).
+        disable_kv_cache: Turn off the Hugging Face key/value cache (see above).
+
+    Returns:
+        The names of the checkpointed blocks (those checkpointed before included).
+
+    Raises:
+        ValueError: When no block class can be inferred and none is given, or a given class has no instance.
+
+    Example:
+        >>> from lightning_recipes.testing import TinyTransformerLM
+        >>> checkpoint_blocks(TinyTransformerLM(n_layers=2))
+        ['blocks.0', 'blocks.1']
+    """
+    from torch.distributed._composable import checkpoint
+
+    classes = resolve_block_classes(block_classes) or infer_block_classes(module)
+    blocks = outermost_blocks(module, classes)
+    if not blocks:
+        names = ", ".join(cls.__name__ for cls in classes)
+        raise ValueError(
+            f"`block_classes` ({names}) has no instance in {type(module).__name__}: nothing to checkpoint."
+        )
+    done = set(checkpointed_blocks(module))
+    if disable_kv_cache:
+        disable_hf_kv_cache(module)
+    names = {id(child): name for name, child in module.named_modules()}
+    for block in blocks:
+        if names[id(block)] not in done:
+            checkpoint(block)
+    return [names[id(block)] for block in blocks]
+
+
+def disable_hf_kv_cache(module: nn.Module) -> list[str]:
+    """Set ``use_cache=False`` on every Hugging Face config in ``module`` that has it on; warn on rank zero.
+
+    Returns:
+        The names of the modules whose config was changed.
+
+    Example:
+        >>> disable_hf_kv_cache(nn.Linear(2, 2))
+        []
+    """
+    owners: dict[int, tuple[str, Any]] = {}
+    for name, child in module.named_modules():
+        config = getattr(child, "config", None)
+        if getattr(config, "use_cache", False) is True:
+            owners.setdefault(id(config), (name or type(module).__name__, config))
+    for _, config in owners.values():
+        config.use_cache = False
+    if owners:
+        names = ", ".join(f"`{name}.config`" for name, _ in owners.values())
+        rank_zero_warn(
+            f"Activation checkpointing recomputes each block in backward, which a key/value cache breaks: set"
+            f" `use_cache=False` on {names} for training. Set it back to True before generating, or pass"
+            " `activation_checkpointing=False` to keep the cache (`disable_kv_cache=False` to"
+            " `checkpoint_blocks`).",
+            category=UserWarning,
+        )
+    return [name for name, _ in owners.values()]
