@@ -23,6 +23,7 @@ from lightning_recipes.checks.batch_independence_check import BatchIndependenceC
 from lightning_recipes.checks.causality_check import CausalityCheck
 from lightning_recipes.checks.context import CheckContext, LossCall
 from lightning_recipes.checks.data_check import DataCheck
+from lightning_recipes.checks.data_source import FitData, resolve_fit_data
 from lightning_recipes.checks.eval_mode_check import EvalModeCheck
 from lightning_recipes.checks.grad_flow_check import GradFlowCheck
 from lightning_recipes.checks.init_loss_check import InitLossCheck
@@ -42,6 +43,7 @@ __all__ = [
     "CheckSkipped",
     "DataCheck",
     "EvalModeCheck",
+    "FitData",
     "GradFlowCheck",
     "InitLossCheck",
     "InputIndependenceCheck",
@@ -56,4 +58,5 @@ __all__ = [
     "preflight",
     "preserved_loader_rng",
     "preserved_rng",
+    "resolve_fit_data",
 ]

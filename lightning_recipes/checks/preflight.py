@@ -16,7 +16,6 @@ from typing import Any, Literal
 import lightning.pytorch as pl
 import torch
 from lightning.pytorch.callbacks import Callback
-from lightning.pytorch.utilities.model_helpers import is_overridden
 from typing_extensions import override
 
 from lightning_recipes._validation import check_bool, check_choice, check_int
@@ -28,6 +27,7 @@ from lightning_recipes.checks.batch_independence_check import BatchIndependenceC
 from lightning_recipes.checks.causality_check import CausalityCheck
 from lightning_recipes.checks.context import CheckContext
 from lightning_recipes.checks.data_check import DataCheck
+from lightning_recipes.checks.data_source import resolve_fit_data
 from lightning_recipes.checks.eval_mode_check import EvalModeCheck
 from lightning_recipes.checks.grad_flow_check import GradFlowCheck
 from lightning_recipes.checks.init_loss_check import InitLossCheck
@@ -195,25 +195,10 @@ def preflight(
     _validate_common(num_classes, seed, num_threads, input_key, target_key, time_budget, progress)
     check_time_budget("total_time_budget", total_time_budget)
     check_bool("print_report", print_report)
-    if datamodule is not None:
-        datamodule.prepare_data()
-        datamodule.setup("fit")
-        if train_dataloaders is None:
-            train_dataloaders = datamodule.train_dataloader()
-        if val_dataloaders is None and is_overridden("val_dataloader", datamodule):
-            val_dataloaders = datamodule.val_dataloader()
-        if num_classes is None:
-            declared = getattr(datamodule, "num_classes", None)
-            num_classes = declared if isinstance(declared, int) and declared >= 2 else None
-    if train_dataloaders is None and is_overridden("train_dataloader", model):
-        train_dataloaders = model.train_dataloader()
-        if val_dataloaders is None and is_overridden("val_dataloader", model):
-            val_dataloaders = model.val_dataloader()
-    if train_dataloaders is None:
-        raise ValueError(
-            "`preflight` needs training data: pass `datamodule=` or `train_dataloaders=`, or define "
-            "`train_dataloader()` on the model (got none of these)."
-        )
+    data = resolve_fit_data("preflight", model, datamodule, train_dataloaders, val_dataloaders)
+    train_dataloaders, val_dataloaders = data.train, data.val
+    if num_classes is None:
+        num_classes = data.num_classes
     context = CheckContext(
         model,
         train_dataloaders,

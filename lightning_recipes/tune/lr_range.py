@@ -35,12 +35,11 @@ import lightning.pytorch as pl
 import torch
 from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.utilities import rank_zero_info
-from lightning.pytorch.utilities.model_helpers import is_overridden
 from torch import Tensor
 from typing_extensions import override
 
 from lightning_recipes._validation import check_choice, check_in_range, check_int, check_positive
-from lightning_recipes.checks import CheckContext, preserved_rng
+from lightning_recipes.checks import CheckContext, preserved_rng, resolve_fit_data
 from lightning_recipes.checks.context import context_from_trainer
 from lightning_recipes.tune.suggest import RULES, Rule, centred, half_window_for, suggest
 
@@ -303,18 +302,7 @@ def find_lr(
     _validate(min_lr, max_lr, num_steps, rule, smoothing, divergence)
     check_positive("warmup_factor", warmup_factor)
     check_int("seed", seed)
-    if datamodule is not None:
-        datamodule.prepare_data()
-        datamodule.setup("fit")
-        if train_dataloaders is None:
-            train_dataloaders = datamodule.train_dataloader()
-    if train_dataloaders is None and is_overridden("train_dataloader", model):
-        train_dataloaders = model.train_dataloader()
-    if train_dataloaders is None:
-        raise ValueError(
-            "`find_lr` needs training data: pass `datamodule=` or `train_dataloaders=`, or define "
-            "`train_dataloader()` on the model (got none of these)."
-        )
+    train_dataloaders = resolve_fit_data("find_lr", model, datamodule, train_dataloaders).train
     context = CheckContext(model, train_dataloaders, device=device, datamodule=datamodule, seed=seed)
     return sweep_lr(
         context,

@@ -23,13 +23,12 @@ from typing import Any
 import lightning.pytorch as pl
 import torch
 from lightning.pytorch.callbacks import Callback
-from lightning.pytorch.utilities.model_helpers import is_overridden
 from torch import nn
 from torch.utils.data import DataLoader
 from typing_extensions import override
 
 from lightning_recipes._validation import check_in_range, check_int, check_positive
-from lightning_recipes.checks import CheckContext, preserved_loader_rng
+from lightning_recipes.checks import CheckContext, preserved_loader_rng, resolve_fit_data
 
 __all__ = ["OPTIONS", "SpeedOption", "SpeedRow", "SpeedTuneResult", "speed_tune"]
 
@@ -479,18 +478,7 @@ def speed_tune(
     if not isinstance(model, pl.LightningModule):
         raise TypeError(f"`model` must be a LightningModule, got {type(model).__name__}.")
     resolved = _resolve(options)
-    if datamodule is not None:
-        datamodule.prepare_data()
-        datamodule.setup("fit")
-        if train_dataloaders is None:
-            train_dataloaders = datamodule.train_dataloader()
-    if train_dataloaders is None and is_overridden("train_dataloader", model):
-        train_dataloaders = model.train_dataloader()
-    if train_dataloaders is None:
-        raise ValueError(
-            "`speed_tune` needs training data: pass `datamodule=` or `train_dataloaders=`, or define "
-            "`train_dataloader()` on the model (got none of these)."
-        )
+    train_dataloaders = resolve_fit_data("speed_tune", model, datamodule, train_dataloaders).train
     target = torch.device(device) if device is not None else model.device
     accelerator = "gpu" if target.type == "cuda" else target.type
     # copy_model: a deep copy on `target` sharing the datamodule and loaders, with no Trainer attached
