@@ -16,7 +16,7 @@ from torch.optim import Optimizer
 from typing_extensions import override
 
 from lightning_recipes._validation import check_bool, check_int
-from lightning_recipes.callbacks._norms import STEP_POWERS, flat_shard_group
+from lightning_recipes.callbacks._norms import STEP_POWERS, compile_group_by, flat_shard_group
 from lightning_recipes.callbacks._trainer import (
     check_prefix,
     emit,
@@ -123,7 +123,7 @@ class GradNormMonitor(Callback):
         super().__init__()
         self.norm_type = check_norm_type(norm_type)
         self.group_by = group_by
-        self._patterns = _compile_group_by(group_by)
+        self._patterns = compile_group_by(group_by)
         check_bool("log_param_norm", log_param_norm)
         check_bool("log_update_ratio", log_update_ratio)
         self.log_param_norm = log_param_norm
@@ -402,29 +402,6 @@ def _ratio(numerator: Tensor, denominator: Tensor) -> Tensor:
     return torch.where(
         denominator > 0, numerator / denominator.clamp(min=torch.finfo(torch.float32).tiny), 0.0
     )
-
-
-def _compile_group_by(group_by: GroupBy) -> list[tuple[re.Pattern[str], str]] | None:
-    if group_by is None:
-        return None
-    if isinstance(group_by, bool):
-        raise ValueError(f"`group_by` must be None, an int >= 1 or regex -> group pairs, got {group_by!r}.")
-    if isinstance(group_by, int):
-        if group_by < 1:
-            raise ValueError(f"`group_by` as a module depth must be >= 1, got {group_by!r}.")
-        return []
-    pairs = list(group_by.items()) if isinstance(group_by, Mapping) else list(group_by)
-    if not pairs:
-        raise ValueError(f"`group_by` must name at least one (regex, group) pair, got {group_by!r}.")
-    compiled = []
-    for pair in pairs:
-        if not (isinstance(pair, (tuple, list)) and len(pair) == 2 and all(isinstance(s, str) for s in pair)):
-            raise ValueError(f"`group_by` entries must be (regex, group) string pairs, got {pair!r}.")
-        try:
-            compiled.append((re.compile(pair[0]), pair[1]))
-        except re.error as err:
-            raise ValueError(f"`group_by` pattern {pair[0]!r} is not a valid regex: {err}.") from None
-    return compiled
 
 
 def _group_of(name: str, group_by: GroupBy, patterns: list[tuple[re.Pattern[str], str]] | None) -> str:
