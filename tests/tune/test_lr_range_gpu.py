@@ -1,6 +1,8 @@
-"""The LR range test on a CUDA device (skipped without one): the sweep runs there, the user's model stays where
-and as it was, the callback applies its result inside a bf16-mixed Trainer, and the same seed gives the same curve
-as on the CPU up to float noise (the pick is the same)."""
+"""The LR range test on a CUDA device (skipped without one).
+
+The sweep runs there, the user's model stays where and as it was, the callback applies its result inside a
+bf16-mixed Trainer, and the same seed gives the same curve as on the CPU up to float noise (the same pick).
+"""
 
 from __future__ import annotations
 
@@ -36,8 +38,12 @@ def test_find_lr_on_cuda_leaves_the_model_on_its_device_and_matches_the_cpu_pick
 def test_callback_applies_the_peak_lr_in_a_bf16_mixed_cuda_run() -> None:
     model = AdamWClassifier(lr=1e-3)
     finder = LRRangeTest(num_steps=30, apply=True, print_result=False)
-    trainer = fast_trainer(accelerator="gpu", devices=1, precision="bf16-mixed", max_steps=3, callbacks=[finder])
+    trainer = fast_trainer(
+        accelerator="gpu", devices=1, precision="bf16-mixed", max_steps=3, callbacks=[finder]
+    )
     trainer.fit(model, random_classification_loader(num_samples=512, batch_size=32))
     assert finder.result is not None and finder.result.peak_lr > 0
     optimizer = trainer.optimizers[0]
-    assert max(group["initial_lr"] for group in optimizer.param_groups) == pytest.approx(finder.result.peak_lr)
+    assert max(group["initial_lr"] for group in optimizer.param_groups) == pytest.approx(
+        finder.result.peak_lr
+    )
