@@ -24,22 +24,25 @@ _CHECKPOINT_NAME = "checkpoint"
 def outermost_blocks(module: nn.Module, block_classes: tuple[type[nn.Module], ...]) -> list[nn.Module]:
     """The instances of ``block_classes`` in ``module`` that are not inside another such instance.
 
+    Each instance is listed once, in registration order, even when it is registered under two names (a block
+    shared between an encoder and a decoder): checkpointing or sharding it twice is an error in torch.
+
     Example:
         >>> from lightning_recipes.testing import TinyTransformerLM, TransformerBlock
         >>> len(outermost_blocks(TinyTransformerLM(n_layers=3), (TransformerBlock,)))
         3
     """
-    found: list[nn.Module] = []
+    found: dict[int, nn.Module] = {}
 
     def visit(node: nn.Module) -> None:
         for child in node.children():
             if isinstance(child, block_classes):
-                found.append(child)
+                found.setdefault(id(child), child)
             else:
                 visit(child)
 
     visit(module)
-    return found
+    return list(found.values())
 
 
 def checkpointed_blocks(module: nn.Module) -> list[str]:
@@ -96,9 +99,9 @@ def checkpoint_blocks(
     classes = resolve_block_classes(block_classes) or infer_block_classes(module)
     blocks = outermost_blocks(module, classes)
     if not blocks:
-        names = ", ".join(cls.__name__ for cls in classes)
+        wanted = ", ".join(cls.__name__ for cls in classes)
         raise ValueError(
-            f"`block_classes` ({names}) has no instance in {type(module).__name__}: nothing to checkpoint."
+            f"`block_classes` ({wanted}) has no instance in {type(module).__name__}: nothing to checkpoint."
         )
     done = set(checkpointed_blocks(module))
     if disable_kv_cache:
