@@ -4,14 +4,25 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+import lightning.pytorch as pl
 import pytest
 import torch
+from lightning.pytorch.strategies import FSDPStrategy, ModelParallelStrategy
 from torch import nn
+from torch.utils.data import DistributedSampler
 
-from lightning_recipes.strategies import checkpoint_blocks, checkpointed_blocks
-from lightning_recipes.testing import TinyTransformerLM, TransformerBlock
+from lightning_recipes.strategies import apply_fsdp2, checkpoint_blocks, checkpointed_blocks
+from lightning_recipes.strategies.activation_checkpointing import ActivationCheckpointingMixin
+from lightning_recipes.testing import (
+    InMemoryLogger,
+    TinyTransformerLM,
+    TransformerBlock,
+    fast_trainer,
+    random_token_loader,
+)
 
 transformers = pytest.importorskip("transformers", reason="needs transformers (the `dev` extra)")
 
@@ -215,3 +226,173 @@ def test_a_block_registered_twice_is_checkpointed_once() -> None:
         _loss_and_grads(plain, lambda m: m(x).square().mean()),
         _loss_and_grads(checkpointed, lambda m: m(x).square().mean()),
     )
+
+
+# ---- ActivationCheckpointingMixin in a real Trainer ------------------------------------------------------
+
+
+class _LM(TinyTransformerLM):
+    def __init__(self, dropout: float = 0.0) -> None:
+        super().__init__(vocab_size=32, d_model=32, n_heads=2, n_layers=2, max_seq_len=16)
+        nn.init.normal_(self.head.weight, std=0.02)
+        for block in self.blocks:
+            block.dropout = dropout
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        # SGD: weights compare exactly; Adam would blow float noise in the zero-expected grads (the key bias)
+        # up to full steps of size lr
+        return torch.optim.SGD(self.parameters(), lr=0.5)
+
+
+class _CheckpointedLM(ActivationCheckpointingMixin, _LM):
+    def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        assert checkpointed_blocks(self) == ["blocks.0", "blocks.1"]  # runs in the DDP workers too
+        return super().training_step(batch, batch_idx)
+
+
+def _loader(batch_size: int = 8) -> torch.utils.data.DataLoader:
+    return random_token_loader(num_samples=32, seq_len=16, vocab_size=32, batch_size=batch_size)
+
+
+def _fit(model: pl.LightningModule, tmp_path: Path, **trainer_args: Any) -> InMemoryLogger:
+    logger = InMemoryLogger()
+    settings: dict[str, Any] = {"max_epochs": 1, "logger": logger, "log_every_n_steps": 1}
+    settings.update(trainer_args)
+    batch = settings.pop("batch", 8)
+    fast_trainer(default_root_dir=tmp_path, **settings).fit(model, _loader(batch))
+    return logger
+
+
+def _assert_same_weights(a: nn.Module, b: nn.Module) -> None:
+    assert list(a.state_dict()) == list(b.state_dict())
+    for name, tensor in a.state_dict().items():
+        torch.testing.assert_close(b.state_dict()[name], tensor, rtol=1e-5, atol=1e-6, msg=name)
+
+
+def test_mixin_trains_like_the_plain_model_with_dropout(tmp_path: Path) -> None:
+    pl.seed_everything(0)
+    plain = _LM(dropout=0.2)
+    pl.seed_everything(0)
+    checkpointed = _CheckpointedLM(dropout=0.2)
+    _assert_same_weights(plain, checkpointed)
+    pl.seed_everything(1)
+    expected = _fit(plain, tmp_path / "plain").history("train_loss")
+    pl.seed_everything(1)
+    losses = _fit(checkpointed, tmp_path / "ckpt").history("train_loss")
+    assert len(losses) == 4 and [s for s, _ in losses] == [s for s, _ in expected]
+    assert [v for _, v in losses] == pytest.approx([v for _, v in expected], rel=1e-5)
+    _assert_same_weights(plain, checkpointed)
+    assert checkpointed_blocks(plain) == []
+
+
+class _SplitCheckpointedLM(_CheckpointedLM):
+    """Rank r reads samples r, r + 2, ... in order: the ranks' batches of 4 together are batch k of 8."""
+
+    def train_dataloader(self) -> torch.utils.data.DataLoader:
+        dataset = _loader().dataset
+        sampler = DistributedSampler(dataset, self.trainer.world_size, self.global_rank, shuffle=False)
+        return torch.utils.data.DataLoader(dataset, batch_size=4, sampler=sampler)
+
+
+def test_mixin_under_ddp_spawn_matches_one_process_on_the_global_batch(tmp_path: Path) -> None:
+    pl.seed_everything(0)
+    reference = _LM()
+    pl.seed_everything(0)
+    model = _SplitCheckpointedLM()
+    _fit(reference, tmp_path / "one", batch=8)
+    trainer = fast_trainer(
+        default_root_dir=tmp_path, strategy="ddp_spawn", devices=2, use_distributed_sampler=False
+    )
+    trainer.fit(model)
+    _assert_same_weights(reference, model)
+
+
+def test_resume_from_a_checkpoint_saved_without_checkpointing(tmp_path: Path) -> None:
+    pl.seed_everything(0)
+    uninterrupted = _LM()
+    _fit(uninterrupted, tmp_path / "full", max_epochs=2)
+    pl.seed_everything(0)
+    first_half = _LM()
+    trainer = fast_trainer(default_root_dir=tmp_path, max_epochs=1)
+    trainer.fit(first_half, _loader())
+    trainer.save_checkpoint(tmp_path / "half.ckpt")
+    resumed = _CheckpointedLM()
+    fast_trainer(default_root_dir=tmp_path, max_epochs=2).fit(
+        resumed, _loader(), ckpt_path=tmp_path / "half.ckpt"
+    )
+    _assert_same_weights(uninterrupted, resumed)
+    # and the checkpointed model's checkpoint loads into the plain model
+    trainer_state = torch.load(tmp_path / "half.ckpt", weights_only=False)["state_dict"]
+    _LM().load_state_dict(trainer_state, strict=True)
+    back = _LM()
+    back.load_state_dict(resumed.state_dict(), strict=True)
+    _assert_same_weights(uninterrupted, back)
+
+
+class _NoCheckpointingLM(_CheckpointedLM):
+    activation_checkpointing = False
+
+
+class _InnerBlocksLM(_CheckpointedLM):
+    checkpoint_block_classes = "torch.nn.LayerNorm"
+
+
+def test_mixin_settings_and_idempotence() -> None:
+    off = _NoCheckpointingLM()
+    off.configure_model()
+    assert checkpointed_blocks(off) == []
+    inner = _InnerBlocksLM()
+    inner.configure_model()
+    inner.configure_model()  # fit, then test: a second call changes nothing
+    assert checkpointed_blocks(inner) == [
+        "blocks.0.ln_1",
+        "blocks.0.ln_2",
+        "blocks.1.ln_1",
+        "blocks.1.ln_2",
+        "ln_f",
+    ]
+    bad = _CheckpointedLM()
+    bad.activation_checkpointing = "yes"  # type: ignore[assignment]
+    with pytest.raises(TypeError, match="`activation_checkpointing` must be True or False, got 'yes'"):
+        bad.configure_model()
+
+
+def test_mixin_leaves_checkpointing_to_the_fsdp2_strategy() -> None:
+    model = _CheckpointedLM()
+    model.trainer = pl.Trainer(strategy=ModelParallelStrategy(), accelerator="cpu", devices=1, logger=False)
+    model.configure_model()
+    assert checkpointed_blocks(model) == []
+
+
+@pytest.mark.gpu
+def test_mixin_leaves_checkpointing_to_the_fsdp1_strategy() -> None:
+    """Lightning's FSDPStrategy (FSDP1) needs a CUDA accelerator even to be built."""
+    model = _CheckpointedLM()
+    model.trainer = pl.Trainer(strategy=FSDPStrategy(), accelerator="cuda", devices=1, logger=False)
+    model.configure_model()
+    assert checkpointed_blocks(model) == []
+
+
+def test_mixin_does_nothing_on_blocks_already_wrapped() -> None:
+    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import apply_activation_checkpointing
+
+    model = _CheckpointedLM()
+    apply_activation_checkpointing(model, check_fn=lambda m: isinstance(m, TransformerBlock))
+    model.configure_model()
+    assert checkpointed_blocks(model) == []  # no second, composable checkpoint inside the wrapper
+
+
+def test_mixin_leaves_fsdp2_sharded_model_alone(single_process_group: None) -> None:
+    model = _CheckpointedLM()
+    apply_fsdp2(model, activation_checkpointing=False)
+    model.configure_model()
+    assert checkpointed_blocks(model) == []
+
+
+@pytest.fixture
+def single_process_group():
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    yield
+    dist.destroy_process_group()
