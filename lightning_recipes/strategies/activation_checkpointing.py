@@ -10,12 +10,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from lightning.pytorch.utilities import rank_zero_warn
+import lightning.pytorch as pl
+from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 from torch import nn
 
+from lightning_recipes._validation import check_bool
 from lightning_recipes.strategies._blocks import BlockSpec, infer_block_classes, resolve_block_classes
 
-__all__ = ["checkpoint_blocks", "checkpointed_blocks", "disable_hf_kv_cache", "outermost_blocks"]
+__all__ = [
+    "ActivationCheckpointingMixin",
+    "checkpoint_blocks",
+    "checkpointed_blocks",
+    "disable_hf_kv_cache",
+    "outermost_blocks",
+]
 
 # The marker torch's composable API leaves on a module it manages (public state registry of `_composable`).
 _CHECKPOINT_NAME = "checkpoint"
@@ -24,22 +32,25 @@ _CHECKPOINT_NAME = "checkpoint"
 def outermost_blocks(module: nn.Module, block_classes: tuple[type[nn.Module], ...]) -> list[nn.Module]:
     """The instances of ``block_classes`` in ``module`` that are not inside another such instance.
 
+    Each instance is listed once, in registration order, even when it is registered under two names (a block
+    shared between an encoder and a decoder): checkpointing or sharding it twice is an error in torch.
+
     Example:
         >>> from lightning_recipes.testing import TinyTransformerLM, TransformerBlock
         >>> len(outermost_blocks(TinyTransformerLM(n_layers=3), (TransformerBlock,)))
         3
     """
-    found: list[nn.Module] = []
+    found: dict[int, nn.Module] = {}
 
     def visit(node: nn.Module) -> None:
         for child in node.children():
             if isinstance(child, block_classes):
-                found.append(child)
+                found.setdefault(id(child), child)
             else:
                 visit(child)
 
     visit(module)
-    return found
+    return list(found.values())
 
 
 def checkpointed_blocks(module: nn.Module) -> list[str]:
@@ -96,9 +107,9 @@ def checkpoint_blocks(
     classes = resolve_block_classes(block_classes) or infer_block_classes(module)
     blocks = outermost_blocks(module, classes)
     if not blocks:
-        names = ", ".join(cls.__name__ for cls in classes)
+        wanted = ", ".join(cls.__name__ for cls in classes)
         raise ValueError(
-            f"`block_classes` ({names}) has no instance in {type(module).__name__}: nothing to checkpoint."
+            f"`block_classes` ({wanted}) has no instance in {type(module).__name__}: nothing to checkpoint."
         )
     done = set(checkpointed_blocks(module))
     if disable_kv_cache:
@@ -137,3 +148,81 @@ def disable_hf_kv_cache(module: nn.Module) -> list[str]:
             category=UserWarning,
         )
     return [name for name, _ in owners.values()]
+
+
+class ActivationCheckpointingMixin:
+    """LightningModule mixin whose ``configure_model`` checkpoints the model's repeated blocks
+    (:func:`checkpoint_blocks`) on a single device or under DDP.
+
+    Put it first in the bases: ``class MyLM(ActivationCheckpointingMixin, MyLightningModule)``. It adds no
+    constructor argument, so a LightningCLI YAML stays as it is; the settings are class attributes (override
+    them in a subclass or assign them in ``__init__``):
+
+    - ``activation_checkpointing = True``: ``False`` turns the mixin off.
+    - ``checkpoint_block_classes = None``: block classes or their import paths; ``None`` infers them as the
+      FSDP presets do.
+    - ``checkpoint_disable_kv_cache = True``: turn a Hugging Face ``use_cache`` off (see
+      :func:`checkpoint_blocks`).
+
+    Layers the module builds in its own ``configure_model`` are built first (``super().configure_model()``).
+    Calling it again (``fit`` then ``test``) changes nothing. Under FSDP it does nothing: Lightning's
+    ``FSDPStrategy`` (FSDP1, :class:`RecipesFSDPStrategy`) and ``ModelParallelStrategy`` (FSDP2,
+    :class:`RecipesFSDP2Strategy`, :class:`FSDP2Mixin`, :func:`apply_fsdp2`) checkpoint the blocks themselves
+    (their ``activation_checkpointing`` argument), and checkpointing twice would recompute every block twice.
+    It also does nothing when a module is already sharded by FSDP or wrapped by ``checkpoint_wrapper``.
+
+    Cost: one more forward pass of each block in backward (about a third more compute for a transformer) for
+    activation memory that no longer grows with the number of blocks. No host-device sync.
+
+    Example:
+        >>> from lightning_recipes.testing import TinyTransformerLM, fast_trainer, random_token_loader
+        >>> class CheckpointedLM(ActivationCheckpointingMixin, TinyTransformerLM):
+        ...     pass
+        >>> model = CheckpointedLM(n_layers=2)
+        >>> fast_trainer(max_steps=1).fit(model, random_token_loader())
+        >>> checkpointed_blocks(model)
+        ['blocks.0', 'blocks.1']
+    """
+
+    activation_checkpointing: bool = True
+    checkpoint_block_classes: BlockSpec | None = None
+    checkpoint_disable_kv_cache: bool = True
+
+    def configure_model(self) -> None:
+        super().configure_model()  # type: ignore[misc]
+        check_bool("activation_checkpointing", self.activation_checkpointing)
+        check_bool("checkpoint_disable_kv_cache", self.checkpoint_disable_kv_cache)
+        if not self.activation_checkpointing:
+            return
+        assert isinstance(self, nn.Module)
+        owner = _sharded_by(self)
+        if owner is not None:
+            rank_zero_info(
+                f"`{type(self).__name__}`: activation checkpointing is left to {owner} (its"
+                " `activation_checkpointing` setting); `ActivationCheckpointingMixin` does nothing here."
+            )
+            return
+        checkpoint_blocks(
+            self, self.checkpoint_block_classes, disable_kv_cache=self.checkpoint_disable_kv_cache
+        )
+
+
+def _sharded_by(module: nn.Module) -> str | None:
+    """Who checkpoints ``module``'s blocks instead of the mixin: an FSDP strategy, or FSDP/CheckpointWrapper
+    modules already in the tree; ``None`` when nobody does."""
+    from lightning.fabric.strategies import FSDPStrategy as FabricFSDP
+    from lightning.fabric.strategies import ModelParallelStrategy as FabricModelParallel
+    from lightning.pytorch.strategies import FSDPStrategy, ModelParallelStrategy
+    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import CheckpointWrapper
+    from torch.distributed.fsdp import FSDPModule, FullyShardedDataParallel
+
+    try:
+        strategy = module.trainer.strategy if isinstance(module, pl.LightningModule) else None
+    except (RuntimeError, AttributeError):  # attached to no Trainer
+        strategy = None
+    if isinstance(strategy, (FSDPStrategy, ModelParallelStrategy, FabricFSDP, FabricModelParallel)):
+        return f"the strategy ({type(strategy).__name__})"
+    for child in module.modules():
+        if isinstance(child, (FSDPModule, FullyShardedDataParallel, CheckpointWrapper)):
+            return f"{type(child).__name__} (already in the model)"
+    return None
