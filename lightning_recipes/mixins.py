@@ -262,7 +262,8 @@ class OptimizerRecipeMixin:
         """
         lr = recipe["lr"]
         if lr == FIND:
-            lr = self.found_lr if self.found_lr is not None else OPTIMIZERS[recipe["optimizer"]].defaults["lr"]
+            default = OPTIMIZERS[recipe["optimizer"]].defaults["lr"]
+            lr = self.found_lr if self.found_lr is not None else default
         return build_optimizer(
             recipe["optimizer"],
             _recipe_groups(self, recipe, ()),
@@ -273,17 +274,19 @@ class OptimizerRecipeMixin:
             implementation=recipe["implementation"],
         )
 
-
     def _lr_from_range_test(
         self, trainer: Any, recipe: dict[str, Any], warmup: int, global_batch: int | None
     ) -> tuple[float, dict[str, Any]]:
         """The LR for ``lr="find"``: the one found before (earlier fit, checkpoint), else a sweep now."""
+        info: dict[str, Any]
         if self.found_lr is not None:
             choice = self._found_lr_choice or "found"
             info = {"lr": self.found_lr, "choice": choice, "source": "restored"}
+            if self.lr_find_result is not None:
+                info.update(_result_facts(self.lr_find_result))
             rank_zero_info(
-                f"lightning_recipes: lr='find' -> {self.found_lr:.4g} ({choice}), found by an earlier LR range "
-                "test of this module (checkpoint or earlier fit); no new sweep."
+                f"lightning_recipes: lr='find' -> {self.found_lr:.4g} ({choice}), found by an earlier LR "
+                "range test of this module (checkpoint or earlier fit); no new sweep."
             )
         else:
             result = self._run_range_test(trainer, recipe)
@@ -333,7 +336,7 @@ class OptimizerRecipeMixin:
             )
         if trainer.ckpt_path is not None:
             raise ValueError(
-                f"{where}, but this fit resumes from {trainer.ckpt_path!r}, which holds no LR found by an "
+                f"{where}, but this fit resumes from '{trainer.ckpt_path}', which holds no LR found by an "
                 "earlier sweep (saved with a numeric `lr`, or by a version without `lr='find'`); a sweep on "
                 "trained weights would not find the LR the run started with. Set `lr` to the run's LR."
             )

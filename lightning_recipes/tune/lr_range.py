@@ -182,11 +182,11 @@ def _validate(min_lr: Any, max_lr: Any, num_steps: Any, rule: Any, smoothing: An
 
 
 def check_sweep_args(args: Any, name: str = "lr_find") -> dict[str, Any]:
-    """``args`` (a mapping of :data:`SWEEP_DEFAULTS` keys, or ``None``) checked and completed with the defaults.
+    """``args`` (a mapping of :data:`SWEEP_DEFAULTS` keys, or ``None``) checked, completed with the defaults.
 
     Raises:
-        ValueError: For ``args`` that is not a mapping, an unknown key (naming ``name`` and the allowed keys) or a
-            value out of range (naming the key, as :func:`find_lr` does).
+        ValueError: For ``args`` that is not a mapping, an unknown key (naming ``name`` and the allowed
+            keys) or a value out of range (naming the key, as :func:`find_lr` does).
 
     Example:
         >>> check_sweep_args({"num_steps": 50})["num_steps"], check_sweep_args(None)["rule"]
