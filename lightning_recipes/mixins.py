@@ -7,7 +7,7 @@ from types import SimpleNamespace
 from typing import Any, ClassVar
 
 from lightning.pytorch.strategies import DDPStrategy, SingleDeviceStrategy
-from lightning.pytorch.utilities import rank_zero_info
+from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 from torch.utils.data import DataLoader
 
 from lightning_recipes._validation import check_choice
@@ -64,7 +64,8 @@ class OptimizerRecipeMixin:
       it would with that LR written in the config;
     - under DDP every rank sweeps its shard and the gradients and loss are averaged each step, so the sweep
       sees the global batch and every rank gets the same LR (single-device and DDP strategies; FSDP,
-      DeepSpeed and model-parallel runs are refused: run ``lightning-recipes tune`` first there);
+      DeepSpeed and model-parallel runs are refused: run ``lightning-recipes tune`` first there). With
+      ``accumulate_grad_batches`` > 1 the sweep steps on each batch, the run on several: a warning says so;
     - the LR used is the sweep's ``peak_lr`` when the schedule warms up (>= 1 step) and then decays
       (``cosine``, ``linear``, ``wsd``), its ``suggestion`` otherwise (``constant``, ``none``, or no
       warm-up): a run that stays at its LR gets the constant-LR pick. One line on rank zero says what was
@@ -193,7 +194,7 @@ class OptimizerRecipeMixin:
         lr = recipe["lr"]
         lr_find: dict[str, Any] | None = None
         if lr == FIND:
-            lr, lr_find = self._lr_from_range_test(trainer, recipe, warmup, global_batch)
+            lr, lr_find = self._lr_from_range_test(trainer, recipe, warmup, batch_size)
         elif recipe["scale_lr"] is not None:
             if recipe["base_batch_size"] is None:
                 raise ValueError(
@@ -275,7 +276,7 @@ class OptimizerRecipeMixin:
         )
 
     def _lr_from_range_test(
-        self, trainer: Any, recipe: dict[str, Any], warmup: int, global_batch: int | None
+        self, trainer: Any, recipe: dict[str, Any], warmup: int, batch_size: int | None
     ) -> tuple[float, dict[str, Any]]:
         """The LR for ``lr="find"``: the one found before (earlier fit, checkpoint), else a sweep now."""
         info: dict[str, Any]
@@ -306,7 +307,18 @@ class OptimizerRecipeMixin:
                     f"{result.rule}; schedule {recipe['schedule']} {reason}, so not peak_lr "
                     f"{result.peak_lr:.3g}"
                 )
-            batch = f"global batch {global_batch}" if global_batch else "global batch unknown"
+            accumulation = trainer.accumulate_grad_batches
+            sweep_batch = batch_size * trainer.num_devices * trainer.num_nodes if batch_size else None
+            batch = f"batch {sweep_batch} per step" if sweep_batch else "batch size unknown"
+            if accumulation > 1:
+                batch += f" (the run accumulates {accumulation} of them)"
+                rank_zero_warn(
+                    f"`lr='find'`: the LR range test steps on every batch ({sweep_batch or '?'} samples "
+                    f"across devices), but the run steps once per {accumulation} accumulated batches, so the "
+                    f"found LR {lr:.3g} is for a {accumulation}x smaller batch than the run's. Scale it "
+                    "yourself if your optimizer needs it (linear for SGD, sqrt for Adam-type), or set "
+                    "`accumulate_grad_batches=1` and a larger per-device batch."
+                )
             rank_zero_info(
                 f"lightning_recipes: lr='find' -> {lr:.4g} = {choice} ({why}); LR range test of "
                 f"{len(result.lrs)} steps from {args['min_lr']:g} (stopped: {result.stopped}) on the "
