@@ -212,7 +212,7 @@ def test_resuming_a_checkpoint_without_a_found_lr_is_an_error(tmp_path):
 def test_gradient_accumulation_warns_that_the_sweep_steps_on_a_smaller_batch():
     model = FindNet(_recipe())
     trainer = fast_trainer(max_steps=2, max_epochs=None, accumulate_grad_batches=2)
-    with pytest.warns(UserWarning, match=r"steps once per 2 accumulated batches, so the found LR .* 2x smaller"):
+    with pytest.warns(UserWarning, match=r"once per 2 accumulated batches, so the found LR .* 2x smaller"):
         trainer.fit(model, random_classification_loader(num_samples=128))
     assert model.found_lr == model.lr_find_result.peak_lr  # still used as found
 
