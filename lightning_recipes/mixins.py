@@ -6,18 +6,26 @@ import math
 from types import SimpleNamespace
 from typing import Any, ClassVar
 
-from lightning.pytorch.utilities import rank_zero_info
+from lightning.pytorch.strategies import DDPStrategy, SingleDeviceStrategy
+from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 from torch.utils.data import DataLoader
 
 from lightning_recipes._validation import check_choice
+from lightning_recipes.checks import CheckContext, CheckSkipped
 from lightning_recipes.optim.build import build_optimizer, build_scheduler
 from lightning_recipes.optim.names import OPTIMIZERS, RECIPE_OPTIMIZERS
 from lightning_recipes.optim.param_groups import param_groups
 from lightning_recipes.optim.scaling import scale_lr
 from lightning_recipes.optim.schedules import resolve_warmup, warmup_fields
-from lightning_recipes.recipe import SCHEDULE_DEFAULTS, OptimizerRecipe, check_fields
+from lightning_recipes.recipe import FIND, SCHEDULE_DEFAULTS, OptimizerRecipe, check_fields
+from lightning_recipes.tune.lr_range import LRRangeResult, check_sweep_args, sweep_lr
 
 __all__ = ["AdamWRecipe", "LambRecipe", "LionRecipe", "OptimizerRecipeMixin"]
+
+#: Where the LR found by ``lr="find"`` is kept in a checkpoint (``on_save_checkpoint``).
+CHECKPOINT_KEY = "lightning_recipes/lr_find"
+#: Schedules that warm up and then decay: ``lr="find"`` gives them the sweep's ``peak_lr``.
+_DECAYING = ("cosine", "linear", "wsd")
 
 
 class OptimizerRecipeMixin:
@@ -47,12 +55,40 @@ class OptimizerRecipeMixin:
     Outside a Trainer (``preflight``, or calling ``configure_optimizers()`` by hand) the run length is
     unknown, so it returns the optimizer alone, at the unscaled peak lr, with no schedule.
 
-    Cost: one walk over the modules at fit start; nothing per step.
+    With ``lr="find"`` (:class:`~lightning_recipes.OptimizerRecipe`, LightningCLI ``recipe: {lr: find}``)
+    ``configure_optimizers`` runs the LR range test first (:func:`~lightning_recipes.tune.sweep_lr`, the
+    sweep of :func:`~lightning_recipes.tune.find_lr`, arguments from the recipe's ``lr_find``):
+
+    - on the run's own training loader, device, precision and optimizer (with its groups), on a deep copy:
+      the model, the RNG streams and the loader's order are left as they were, so the run trains exactly as
+      it would with that LR written in the config;
+    - under DDP every rank sweeps its shard and the gradients and loss are averaged each step, so the sweep
+      sees the global batch and every rank gets the same LR (single-device and DDP strategies; FSDP,
+      DeepSpeed and model-parallel runs are refused: run ``lightning-recipes tune`` first there). With
+      ``accumulate_grad_batches`` > 1 the sweep steps on each batch, the run on several: a warning says so;
+    - the LR used is the sweep's ``peak_lr`` when the schedule warms up (>= 1 step) and then decays
+      (``cosine``, ``linear``, ``wsd``), its ``suggestion`` otherwise (``constant``, ``none``, or no
+      warm-up): a run that stays at its LR gets the constant-LR pick. One line on rank zero says what was
+      chosen and how; every logger gets ``lr_find/lr``, ``lr_find/choice``, ``lr_find/suggestion``,
+      ``lr_find/peak_lr`` and ``lr_find/rule`` as hyperparameters; ``self.found_lr`` and
+      ``self.lr_find_result`` keep it, and ``recipe_summary["lr_find"]``.
+    - The found LR goes into every checkpoint (``on_save_checkpoint``: if you override it or
+      ``on_load_checkpoint``, call ``super()``), so ``fit(ckpt_path=...)`` and ``load_from_checkpoint``
+      reuse it and never sweep again; a second ``fit`` of the same module reuses it too. ``validate``,
+      ``test`` and ``predict`` never build the optimizer, so never sweep. Outside a Trainer (``find_lr``,
+      ``preflight``, a hand call) the optimizer is built at ``found_lr`` or, before any sweep, at the
+      optimizer's default LR (the sweep only reads the groups' LR ratios).
+
+    Cost: one walk over the modules at fit start; nothing per step. ``lr="find"`` adds the sweep once per
+    run, before the first step: ``num_steps`` (100) training steps of a copy of the model, one host sync per
+    sweep step, under DDP one all-reduce per sweep step.
 
     Raises:
         ValueError: From ``configure_optimizers``, for an unknown optimizer or schedule, an unbounded run
             (``max_steps=-1`` and ``max_epochs=-1``), ``scale_lr`` without ``base_batch_size`` or a known
-            batch size, or out-of-range values (naming the field).
+            batch size, or out-of-range values (naming the field). With ``lr="find"``: manual
+            optimisation, no training batch, a strategy other than single-device or DDP, or a resume from
+            a checkpoint that holds no found LR.
         TypeError: If ``self.recipe`` is neither an ``OptimizerRecipe``, a dict nor ``None``.
 
     Example:
@@ -68,12 +104,22 @@ class OptimizerRecipeMixin:
         >>> summary = model.recipe_summary
         >>> summary["optimizer"], summary["total_steps"], summary["peak_lr"]
         ('Lion', 4, 0.0003)
+        >>> model = Model()
+        >>> model.recipe = OptimizerRecipe(lr="find", warmup_steps=1, lr_find={"num_steps": 20})
+        >>> fast_trainer(max_steps=4).fit(model, random_classification_loader())
+        >>> model.recipe_summary["peak_lr"] == model.found_lr == model.lr_find_result.peak_lr
+        True
     """
 
     default_optimizer: ClassVar[str] = "adamw"
     #: The recipe to use (``None``: ``hparams`` and defaults only); set it in ``__init__`` or before ``fit``.
     recipe: OptimizerRecipe | dict[str, Any] | None = None
     recipe_summary: dict[str, Any]
+    #: The LR ``lr="find"`` chose (``None`` before a sweep); restored from checkpoints.
+    found_lr: float | None = None
+    #: The sweep behind :attr:`found_lr` (curve, ``suggestion``, ``peak_lr``, ``.plot()``).
+    lr_find_result: LRRangeResult | None = None
+    _found_lr_choice: str | None = None
 
     def resolve_recipe(self) -> dict[str, Any]:
         """Every recipe field with its value after the precedence rules (``recipe`` > ``hparams`` > defaults).
@@ -140,8 +186,16 @@ class OptimizerRecipeMixin:
         batch_size = recipe["batch_size"] or _train_batch_size(trainer)
         replicas = trainer.num_devices * trainer.num_nodes * trainer.accumulate_grad_batches
         global_batch = batch_size * replicas if batch_size else None
+        warmup = (
+            0
+            if recipe["schedule"] == "none"
+            else resolve_warmup(recipe["warmup_steps"], recipe["warmup_ratio"], total_steps)
+        )
         lr = recipe["lr"]
-        if recipe["scale_lr"] is not None:
+        lr_find: dict[str, Any] | None = None
+        if lr == FIND:
+            lr, lr_find = self._lr_from_range_test(trainer, recipe, warmup, batch_size)
+        elif recipe["scale_lr"] is not None:
             if recipe["base_batch_size"] is None:
                 raise ValueError(
                     f"`scale_lr={recipe['scale_lr']!r}` needs `base_batch_size` (the batch size `lr` was "
@@ -162,11 +216,6 @@ class OptimizerRecipeMixin:
             betas=recipe["betas"],
             eps=recipe["eps"],
             implementation=recipe["implementation"],
-        )
-        warmup = (
-            0
-            if recipe["schedule"] == "none"
-            else resolve_warmup(recipe["warmup_steps"], recipe["warmup_ratio"], total_steps)
         )
         scheduler = build_scheduler(
             recipe["schedule"],
@@ -190,12 +239,13 @@ class OptimizerRecipeMixin:
                 for g in optimizer.param_groups
             ],
             "peak_lr": lr,
-            "base_lr": recipe["lr"],
+            "base_lr": lr if lr_find is not None else recipe["lr"],
             "global_batch_size": global_batch,
             "schedule": recipe["schedule"],
             "warmup_steps": warmup,
             "total_steps": total_steps,
             "min_lr_ratio": recipe["min_lr_ratio"],
+            "lr_find": lr_find,
         }
         rank_zero_info(_format_summary(self.recipe_summary, batch_size, trainer, recipe))
         if scheduler is None:
@@ -206,16 +256,148 @@ class OptimizerRecipeMixin:
         }
 
     def _optimizer_without_trainer(self, recipe: dict[str, Any]) -> Any:
-        """Outside a Trainer the run length is unknown: the optimizer alone, at the (unscaled) peak lr."""
+        """Outside a Trainer the run length is unknown: the optimizer alone, at the (unscaled) peak lr.
+
+        With ``lr="find"``: at the LR found by an earlier fit (or checkpoint), else at the optimizer's default
+        LR (this is the build the sweep itself runs on its copy: it reads only the groups' LR ratios).
+        """
+        lr = recipe["lr"]
+        if lr == FIND:
+            default = OPTIMIZERS[recipe["optimizer"]].defaults["lr"]
+            lr = self.found_lr if self.found_lr is not None else default
         return build_optimizer(
             recipe["optimizer"],
             _recipe_groups(self, recipe, ()),
-            lr=recipe["lr"],
+            lr=lr,
             weight_decay=recipe["weight_decay"],
             betas=recipe["betas"],
             eps=recipe["eps"],
             implementation=recipe["implementation"],
         )
+
+    def _lr_from_range_test(
+        self, trainer: Any, recipe: dict[str, Any], warmup: int, batch_size: int | None
+    ) -> tuple[float, dict[str, Any]]:
+        """The LR for ``lr="find"``: the one found before (earlier fit, checkpoint), else a sweep now."""
+        info: dict[str, Any]
+        if self.found_lr is not None:
+            choice = self._found_lr_choice or "found"
+            info = {"lr": self.found_lr, "choice": choice, "source": "restored"}
+            if self.lr_find_result is not None:
+                info.update(_result_facts(self.lr_find_result))
+            rank_zero_info(
+                f"lightning_recipes: lr='find' -> {self.found_lr:.4g} ({choice}), found by an earlier LR "
+                "range test of this module (checkpoint or earlier fit); no new sweep."
+            )
+        else:
+            result = self._run_range_test(trainer, recipe)
+            choice = "peak_lr" if warmup > 0 and recipe["schedule"] in _DECAYING else "suggestion"
+            lr = result.peak_lr if choice == "peak_lr" else result.suggestion
+            self.found_lr, self.lr_find_result, self._found_lr_choice = lr, result, choice
+            info = {"lr": lr, "choice": choice, "source": "sweep", **_result_facts(result)}
+            args = check_sweep_args(recipe["lr_find"])
+            if choice == "peak_lr":
+                why = (
+                    f"suggestion {result.suggestion:.3g} ({result.rule}) x warmup_factor "
+                    f"{args['warmup_factor']:g}: schedule {recipe['schedule']} warms up over {warmup} step(s)"
+                )
+            else:
+                reason = "has no warm-up" if warmup == 0 else "stays at its LR"
+                why = (
+                    f"{result.rule}; schedule {recipe['schedule']} {reason}, so not peak_lr "
+                    f"{result.peak_lr:.3g}"
+                )
+            accumulation = trainer.accumulate_grad_batches
+            sweep_batch = batch_size * trainer.num_devices * trainer.num_nodes if batch_size else None
+            batch = f"batch {sweep_batch} per step" if sweep_batch else "batch size unknown"
+            if accumulation > 1:
+                batch += f" (the run accumulates {accumulation} of them)"
+                rank_zero_warn(
+                    f"`lr='find'`: the LR range test steps on every batch ({sweep_batch or '?'} samples "
+                    f"across devices), but the run steps once per {accumulation} accumulated batches, so the "
+                    f"found LR {lr:.3g} is for a {accumulation}x smaller batch than the run's. Scale it "
+                    "yourself if your optimizer needs it (linear for SGD, sqrt for Adam-type), or set "
+                    "`accumulate_grad_batches=1` and a larger per-device batch."
+                )
+            rank_zero_info(
+                f"lightning_recipes: lr='find' -> {lr:.4g} = {choice} ({why}); LR range test of "
+                f"{len(result.lrs)} steps from {args['min_lr']:g} (stopped: {result.stopped}) on the "
+                f"training data, {batch}, {type(trainer.strategy).__name__}."
+            )
+        if trainer.is_global_zero:
+            keys = ("lr", "choice", "suggestion", "peak_lr", "rule")
+            facts = {f"lr_find/{k}": info[k] for k in keys if k in info}
+            for logger in trainer.loggers:
+                logger.log_hyperparams(facts)
+        return float(info["lr"]), info
+
+    def _run_range_test(self, trainer: Any, recipe: dict[str, Any]) -> LRRangeResult:
+        module: Any = self
+        where = "`lr='find'` runs an LR range test at the start of fit"
+        if not module.automatic_optimization:
+            raise ValueError(
+                f"{where}, which replays `training_step` with the optimizer, but this module uses manual "
+                "optimisation (`automatic_optimization = False`). Set a numeric `lr` (find one with "
+                "`lightning_recipes.find_lr` on an automatic-optimisation twin of the model)."
+            )
+        if not isinstance(trainer.strategy, (SingleDeviceStrategy, DDPStrategy)):
+            raise ValueError(
+                f"{where} on single-device and DDP runs only, but the strategy is "
+                f"{type(trainer.strategy).__name__} (its parameters are sharded by the time the optimizer "
+                "is built). Run `lightning-recipes tune` (or `find_lr`) first and set `lr` to its value."
+            )
+        if trainer.ckpt_path is not None:
+            raise ValueError(
+                f"{where}, but this fit resumes from '{trainer.ckpt_path}', which holds no LR found by an "
+                "earlier sweep (saved with a numeric `lr`, or by a version without `lr='find'`); a sweep on "
+                "trained weights would not find the LR the run started with. Set `lr` to the run's LR."
+            )
+        if trainer.train_dataloader is None and trainer.state.fn == "fit":
+            trainer.fit_loop.setup_data()
+        loader = trainer.train_dataloader
+        if loader is None:
+            raise ValueError(f"{where} on the training data, but the Trainer has no training loader.")
+        args = check_sweep_args(recipe["lr_find"])
+        seed = args.pop("seed")
+        precision = trainer.precision_plugin
+        context = CheckContext(
+            module,
+            loader,
+            device=module.device,
+            forward_context=precision.forward_context,
+            convert_input=precision.convert_input,
+            trainer=trainer,
+            datamodule=trainer.datamodule,
+            seed=seed,
+        )
+        try:
+            return sweep_lr(context, **args)
+        except (CheckSkipped, ValueError) as err:
+            raise ValueError(f"{where} on the training data, but it could not: {err}") from err
+
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """Keeps the LR found by ``lr="find"`` under ``checkpoint["lightning_recipes/lr_find"]``."""
+        parent = getattr(super(), "on_save_checkpoint", None)
+        if parent is not None:
+            parent(checkpoint)
+        if self.found_lr is not None:
+            checkpoint[CHECKPOINT_KEY] = {
+                "lr": self.found_lr,
+                "choice": self._found_lr_choice,
+                "result": None if self.lr_find_result is None else self.lr_find_result.to_dict(),
+            }
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """Restores the LR found by ``lr="find"`` (checkpoints without it load as before)."""
+        parent = getattr(super(), "on_load_checkpoint", None)
+        if parent is not None:
+            parent(checkpoint)
+        state = checkpoint.get(CHECKPOINT_KEY)
+        if isinstance(state, dict) and state.get("lr") is not None:
+            self.found_lr = float(state["lr"])
+            self._found_lr_choice = state.get("choice")
+            result = state.get("result")
+            self.lr_find_result = None if result is None else LRRangeResult.from_dict(result)
 
 
 class AdamWRecipe(OptimizerRecipeMixin):
@@ -308,6 +490,16 @@ def _loader_batch_size(loader: Any) -> int | None:
     return int(size) if isinstance(size, int) else None
 
 
+def _result_facts(result: LRRangeResult) -> dict[str, Any]:
+    return {
+        "suggestion": result.suggestion,
+        "peak_lr": result.peak_lr,
+        "rule": result.rule,
+        "stopped": result.stopped,
+        "steps": len(result.lrs),
+    }
+
+
 def _format_summary(
     summary: dict[str, Any], batch_size: int | None, trainer: Any, recipe: dict[str, Any]
 ) -> str:
@@ -324,6 +516,8 @@ def _format_summary(
             f" x {trainer.num_nodes} nodes x {trainer.accumulate_grad_batches} accumulation"
         )
     lr = f"peak lr {summary['peak_lr']:.4g}"
+    if summary.get("lr_find") is not None:
+        lr += f" (lr='find': {summary['lr_find']['choice']})"
     if recipe["scale_lr"] is not None:
         lr += (
             f" ({recipe['scale_lr']}-scaled from {summary['base_lr']:.4g}"

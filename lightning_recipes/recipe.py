@@ -27,7 +27,7 @@ from lightning_recipes.optim.names import (
 )
 from lightning_recipes.optim.schedules import warmup_fields
 
-__all__ = ["OPTIMIZER_DEFAULTS", "SCHEDULE_DEFAULTS", "OptimizerRecipe"]
+__all__ = ["FIND", "OPTIMIZER_DEFAULTS", "SCHEDULE_DEFAULTS", "OptimizerRecipe"]
 
 #: Per-optimizer defaults, read from :data:`lightning_recipes.optim.names.OPTIMIZERS` (the one table).
 OPTIMIZER_DEFAULTS: dict[str, dict[str, Any]] = {
@@ -46,7 +46,10 @@ SCHEDULE_DEFAULTS: dict[str, Any] = {
     "layer_decay": None,
     "lr_scale": None,
     "block_classes": None,
+    "lr_find": None,
 }
+#: The value of ``lr`` that runs the LR range test at the start of ``fit`` (see :class:`OptimizerRecipe`).
+FIND = "find"
 _SCALE_RULES = ("linear", "sqrt")
 _IMPLEMENTATIONS = ("auto", "for_loop", "foreach", "compiled", "native")
 
@@ -66,7 +69,14 @@ class OptimizerRecipe:
 
     Args:
         optimizer: ``"adamw"`` (``torch.optim.AdamW``, fused where supported), ``"lion"`` or ``"lamb"``.
-        lr: Peak learning rate (before batch-size scaling), > 0.
+        lr: Peak learning rate (before batch-size scaling), > 0; or ``"find"``: the mixin runs the LR range
+            test (:func:`~lightning_recipes.tune.find_lr`'s sweep, the run's own optimizer and groups) at the
+            start of ``fit`` on the run's training loader and strategy, and trains with its pick:
+            ``peak_lr`` when the schedule warms up and then decays (``cosine``, ``linear``, ``wsd`` with a
+            warm-up of >= 1 step), ``suggestion`` otherwise (``constant``, ``none`` or no warm-up: the run
+            sits at that LR). The found LR is kept in the checkpoint, so a resumed run does not sweep again;
+            see :class:`~lightning_recipes.mixins.OptimizerRecipeMixin`. It cannot be combined with
+            ``scale_lr`` (the sweep already runs at the run's global batch).
         weight_decay: Weight decay of the ``"decay"`` group (biases, norms and embeddings never decay), >= 0.
         betas: ``(beta1, beta2)``, each in [0, 1).
         eps: Denominator term (AdamW, Lamb; Lion has none), > 0.
@@ -94,6 +104,10 @@ class OptimizerRecipe:
             a module path (or whose whole name matches the key as a regex); factors > 0; an entry selecting
             no parameter is an error at fit. With ``layer_decay`` the factors multiply.
         block_classes: Import path(s) of the block class for ``layer_decay`` (``None`` infers it).
+        lr_find: Arguments of the sweep ``lr="find"`` runs, a mapping with keys among ``min_lr``, ``max_lr``,
+            ``num_steps``, ``rule``, ``smoothing``, ``divergence``, ``warmup_factor``, ``seed``
+            (:func:`~lightning_recipes.tune.find_lr`'s, same defaults: 100 steps from 1e-7 to 10); only
+            with ``lr="find"``.
 
     Raises:
         ValueError: For any field out of range or an unknown name (naming the field, the value and what is
@@ -109,13 +123,16 @@ class OptimizerRecipe:
         >>> OptimizerRecipe(lr=-1.0)
         Traceback (most recent call last):
         ...
-        ValueError: `lr` must be a finite number > 0, got -1.0.
+        ValueError: `lr` must be a finite number > 0, got -1.0. Or set `lr='find'` to run an LR range test at
+        the start of fit.
+        >>> OptimizerRecipe(optimizer="lion", lr="find", lr_find={"num_steps": 50}).lr
+        'find'
         >>> OptimizerRecipe(optimizer="lion", warmup_ratio=0.1, betas=(0.9, 0.99)).to_dict()["betas"]
         [0.9, 0.99]
     """
 
     optimizer: OptimizerName | None = None
-    lr: float | None = None
+    lr: float | Literal["find"] | None = None
     weight_decay: float | None = None
     betas: tuple[float, float] | None = None
     eps: float | None = None
@@ -130,6 +147,7 @@ class OptimizerRecipe:
     layer_decay: float | None = None
     lr_scale: dict[str, float] | None = None
     block_classes: str | list[str] | None = None
+    lr_find: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.betas, list):
@@ -137,6 +155,9 @@ class OptimizerRecipe:
         if self.lr_scale is not None and not isinstance(self.lr_scale, dict):
             check_lr_scale(self.lr_scale)  # a Mapping that is not a dict: checked, then stored as one
             object.__setattr__(self, "lr_scale", dict(self.lr_scale))
+        if self.lr_find is not None and not isinstance(self.lr_find, dict):
+            _check_lr_find(self.lr_find)  # a Mapping that is not a dict: checked, then stored as one
+            object.__setattr__(self, "lr_find", dict(self.lr_find))
         steps, ratio = warmup_fields(self.warmup_steps, self.warmup_ratio, stacklevel=4)
         object.__setattr__(self, "warmup_steps", steps)
         object.__setattr__(self, "warmup_ratio", ratio)
@@ -164,7 +185,7 @@ def check_fields(values: Any) -> None:
     """
     checks: dict[str, Any] = {
         "optimizer": lambda v: check_choice("optimizer", v, RECIPE_OPTIMIZERS),
-        "lr": lambda v: check_positive("lr", v),
+        "lr": _check_lr,
         "weight_decay": lambda v: check_non_negative("weight_decay", v),
         "betas": check_betas,
         "eps": lambda v: check_positive("eps", v),
@@ -177,11 +198,43 @@ def check_fields(values: Any) -> None:
         "layer_decay": check_layer_decay,
         "lr_scale": check_lr_scale,
         "block_classes": _check_block_classes,
+        "lr_find": _check_lr_find,
     }
     for name, check in checks.items():
         value = getattr(values, name, None)
         if value is not None:
             check(value)
+    lr = getattr(values, "lr", None)
+    if lr == FIND and getattr(values, "scale_lr", None) is not None:
+        raise ValueError(
+            f"`scale_lr={values.scale_lr!r}` cannot be combined with `lr='find'`: the LR range test already "
+            "runs at the run's global batch (per-device batch x devices x nodes x accumulation). Drop "
+            "`scale_lr`."
+        )
+    if getattr(values, "lr_find", None) is not None and lr is not None and lr != FIND:
+        raise ValueError(
+            f"`lr_find` sets the arguments of the LR range test that `lr='find'` runs, but `lr` is {lr!r}. "
+            "Set `lr='find'` or drop `lr_find`."
+        )
+
+
+def _check_lr(value: Any) -> None:
+    if value == FIND and isinstance(value, str):
+        return
+    try:
+        check_positive("lr", value)
+    except ValueError as err:
+        raise ValueError(f"{err} Or set `lr='find'` to run an LR range test at the start of fit.") from None
+
+
+def _check_lr_find(value: Any) -> None:
+    from lightning_recipes.tune.lr_range import check_sweep_args  # lazy: tune imports the checks package
+
+    try:
+        check_sweep_args(value, "lr_find")
+    except ValueError as err:
+        message = str(err)
+        raise ValueError(message if message.startswith("`lr_find`") else f"`lr_find`: {message}") from None
 
 
 def _check_block_classes(value: Any) -> None:

@@ -373,3 +373,59 @@ def test_lightning_cli_yaml_layer_decay_lr_scale_and_finetune_schedule(tmp_path,
     assert groups["head/head/decay"]["lr"] == pytest.approx(1e-3 * 2.0)
     (schedule,) = [cb for cb in cli.trainer.callbacks if isinstance(cb, FinetuneSchedule)]
     assert schedule.unfrozen_at == 2 and schedule.warmup_steps == 2
+
+
+# ---------------------------------------------------------------- lr="find" (issue 16)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        (
+            {"lr": "Find"},
+            "`lr` must be a finite number > 0, got 'Find'. Or set `lr='find'` to run an LR range",
+        ),
+        ({"lr": -1.0}, "`lr` must be a finite number > 0, got -1.0. Or set `lr='find'`"),
+        ({"lr": float("inf")}, "`lr` must be a finite number > 0, got inf. Or set `lr='find'`"),
+        (
+            {"lr": "find", "scale_lr": "linear", "base_batch_size": 256},
+            "`scale_lr='linear'` cannot be combined with `lr='find'`: the LR range test already runs at the "
+            "run's global batch",
+        ),
+        ({"lr": 1e-3, "lr_find": {"num_steps": 50}}, "`lr_find` sets the arguments of the LR range test"),
+        (
+            {"lr": "find", "lr_find": {"steps": 50}},
+            "`lr_find` has unknown key(s) ['steps']; allowed: ('min_lr',",
+        ),
+        (
+            {"lr": "find", "lr_find": {"num_steps": 5}},
+            "`lr_find`: `num_steps` must be an integer >= 10, got 5.",
+        ),
+        ({"lr": "find", "lr_find": {"rule": "valley"}}, "`lr_find`: `rule` must be one of ('min_div_10', "),
+        ({"lr": "find", "lr_find": [50]}, "`lr_find` must be a mapping of the LR range test's arguments"),
+    ],
+)
+def test_lr_find_is_checked_at_construction(kwargs, message):
+    with pytest.raises(ValueError) as error:
+        OptimizerRecipe(**kwargs)
+    assert message in str(error.value)
+
+
+def test_lr_find_accepts_find_and_sweep_arguments_and_round_trips():
+    recipe = OptimizerRecipe(optimizer="lion", lr="find", lr_find={"num_steps": 50, "max_lr": 1.0})
+    assert recipe.lr == "find" and recipe.lr_find == {"num_steps": 50, "max_lr": 1.0}
+    assert OptimizerRecipe(**recipe.to_dict()) == recipe
+    assert OptimizerRecipe(**yaml.safe_load(yaml.safe_dump(recipe))) == recipe
+    assert pickle.loads(pickle.dumps(recipe)) == recipe
+
+
+def test_lr_find_and_scale_lr_from_different_sources_is_caught_when_resolved():
+    class Net(OptimizerRecipeMixin, pl.LightningModule):
+        def __init__(self, scale_lr: str = "sqrt", base_batch_size: int = 64) -> None:
+            super().__init__()
+            self.save_hyperparameters()
+
+    model = Net()
+    model.recipe = OptimizerRecipe(lr="find")
+    with pytest.raises(ValueError, match=r"`scale_lr='sqrt'` cannot be combined with `lr='find'`"):
+        model.resolve_recipe()

@@ -27,7 +27,7 @@ What makes it different from Lightning's ``Tuner.lr_find``:
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,12 +43,24 @@ from lightning_recipes.checks import CheckContext, preserved_rng, resolve_fit_da
 from lightning_recipes.checks.context import context_from_trainer
 from lightning_recipes.tune.suggest import RULES, Rule, centred, half_window_for, suggest
 
-__all__ = ["LRRangeResult", "LRRangeTest", "find_lr", "sweep_lr"]
+__all__ = ["SWEEP_DEFAULTS", "LRRangeResult", "LRRangeTest", "check_sweep_args", "find_lr", "sweep_lr"]
 
 # peak_lr = 5 x the `min_div_10` suggestion = half the LR at the loss minimum. Measured against grid sweeps
 # of short warmup-cosine trainings (tests/tune/test_lr_range_grid.py; benchmarks/RESULTS.md): the best grid
 # LR sits between a third of and the LR at the minimum for AdamW and Lion on the digits CNN and the char LM.
 WARMUP_FACTOR = 5.0
+
+#: The sweep's arguments and their defaults (those of :func:`find_lr`; ``seed`` seeds the sweep's own RNG).
+SWEEP_DEFAULTS: dict[str, Any] = {
+    "min_lr": 1e-7,
+    "max_lr": 10.0,
+    "num_steps": 100,
+    "rule": "min_div_10",
+    "smoothing": 0.9,
+    "divergence": 4.0,
+    "warmup_factor": WARMUP_FACTOR,
+    "seed": 0,
+}
 
 
 @dataclass
@@ -114,6 +126,28 @@ class LRRangeResult:
         ax.legend()
         return ax
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> LRRangeResult:
+        """The result :meth:`to_dict` wrote (e.g. into a checkpoint); the smoothed curve is recomputed.
+
+        Example:
+            >>> result = LRRangeResult([1.0], [1.0], [1.0], 1e-3, 5e-3, "min_div_10", "max_lr", ["Lion"])
+            >>> LRRangeResult.from_dict(result.to_dict()) == result
+            True
+        """
+        losses = list(data["losses"])
+        return cls(
+            lrs=list(data["lrs"]),
+            losses=losses,
+            smoothed=centred(losses, half_window_for(len(losses))) if losses else [],
+            suggestion=data["suggestion"],
+            peak_lr=data["peak_lr"],
+            rule=data["rule"],
+            stopped=data["stopped"],
+            optimizers=list(data.get("optimizers", [])),
+            group_scales=[list(g) for g in data.get("group_scales", [])],
+        )
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "suggestion": self.suggestion,
@@ -123,6 +157,7 @@ class LRRangeResult:
             "optimizers": list(self.optimizers),
             "lrs": list(self.lrs),
             "losses": list(self.losses),
+            "group_scales": [list(g) for g in self.group_scales],
         }
 
 
@@ -143,6 +178,45 @@ def _validate(min_lr: Any, max_lr: Any, num_steps: Any, rule: Any, smoothing: An
         raise ValueError(
             f"`divergence` must be > 1 (a multiple of the best smoothed loss), got {divergence}."
         )
+
+
+def check_sweep_args(args: Any, name: str = "lr_find") -> dict[str, Any]:
+    """``args`` (a mapping of :data:`SWEEP_DEFAULTS` keys, or ``None``) checked, completed with the defaults.
+
+    Raises:
+        ValueError: For ``args`` that is not a mapping, an unknown key (naming ``name`` and the allowed
+            keys) or a value out of range (naming the key, as :func:`find_lr` does).
+
+    Example:
+        >>> check_sweep_args({"num_steps": 50})["num_steps"], check_sweep_args(None)["rule"]
+        (50, 'min_div_10')
+        >>> check_sweep_args({"steps": 50})
+        Traceback (most recent call last):
+        ...
+        ValueError: `lr_find` has unknown key(s) ['steps']; allowed: ('min_lr', 'max_lr', 'num_steps', ...).
+    """
+    if args is None:
+        args = {}
+    if not isinstance(args, Mapping):
+        raise ValueError(
+            f"`{name}` must be a mapping of the LR range test's arguments {tuple(SWEEP_DEFAULTS)} or None, "
+            f"got {args!r}."
+        )
+    unknown = sorted(set(args) - set(SWEEP_DEFAULTS))
+    if unknown:
+        raise ValueError(f"`{name}` has unknown key(s) {unknown}; allowed: {tuple(SWEEP_DEFAULTS)}.")
+    merged = {**SWEEP_DEFAULTS, **args}
+    _validate(
+        merged["min_lr"],
+        merged["max_lr"],
+        merged["num_steps"],
+        merged["rule"],
+        merged["smoothing"],
+        merged["divergence"],
+    )
+    check_positive("warmup_factor", merged["warmup_factor"])
+    check_int("seed", merged["seed"])
+    return merged
 
 
 def _batches(context: CheckContext, count: int) -> Iterator[Any]:

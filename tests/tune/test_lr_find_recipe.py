@@ -1,0 +1,284 @@
+"""`OptimizerRecipe(lr="find")` (issue 16): the mixin sweeps at the start of fit, on the run's data and
+strategy, uses the sweep's pick, leaves the run as it would be with that LR written down, and keeps it in
+checkpoints."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import lightning.pytorch as pl
+import pytest
+import torch
+import yaml
+from lightning.pytorch.core.saving import load_hparams_from_yaml
+from torch import nn
+from torch.nn import functional as F
+from torch.utils.data import DataLoader, TensorDataset
+
+import lightning_recipes.mixins
+from lightning_recipes.mixins import CHECKPOINT_KEY, LionRecipe
+from lightning_recipes.recipe import OptimizerRecipe
+from lightning_recipes.testing import InMemoryLogger, fast_trainer, random_classification_loader
+from lightning_recipes.tune import find_lr
+
+SWEEP = {"num_steps": 30}
+
+
+class FindNet(LionRecipe, pl.LightningModule):
+    """Lion over decay / no-decay groups, with dropout (so the RNG stream matters); module level: LightningCLI
+    imports it, ddp_spawn pickles it."""
+
+    def __init__(self, recipe: OptimizerRecipe | None = None, dropout: float = 0.0) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+        self.recipe = recipe
+        self.net = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Dropout(dropout), nn.Linear(32, 4))
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        x, y = batch
+        return F.cross_entropy(self.net(x), y)
+
+    def validation_step(self, batch: Any, batch_idx: int) -> None:
+        x, y = batch
+        self.log("val_loss", F.cross_entropy(self.net(x), y))
+
+
+def _recipe(**overrides: Any) -> OptimizerRecipe:
+    fields: dict[str, Any] = {"lr": "find", "warmup_steps": 1, "lr_find": SWEEP, **overrides}
+    return OptimizerRecipe(**fields)
+
+
+def _peak_lrs(trainer: pl.Trainer) -> list[float]:
+    return [g["initial_lr"] for g in trainer.optimizers[0].param_groups]
+
+
+@pytest.fixture
+def sweeps(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Counts the sweeps the mixin runs (the real `sweep_lr` still runs)."""
+    calls: list[int] = []
+    real = lightning_recipes.mixins.sweep_lr
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(lightning_recipes.mixins, "sweep_lr", counting)
+    return calls
+
+
+# ---------------------------------------------------------------- the LR used is find_lr's pick
+
+
+@pytest.mark.parametrize(
+    ("overrides", "pick"),
+    [
+        ({}, "peak_lr"),  # cosine after a 1-step warm-up
+        ({"schedule": "wsd"}, "peak_lr"),
+        ({"schedule": "constant"}, "suggestion"),  # stays at its LR after the warm-up
+        ({"warmup_steps": 0}, "suggestion"),  # starts at its LR
+    ],
+)
+def test_the_run_trains_at_find_lr_pick_on_the_same_model_data_and_seed(overrides, pick, caplog):
+    loader = random_classification_loader(num_samples=128)
+    torch.manual_seed(1)
+    model = FindNet(_recipe(**overrides))
+    torch.manual_seed(1)
+    twin = FindNet(_recipe(**overrides))  # same weights, swept separately by find_lr
+    expected = find_lr(twin, train_dataloaders=loader, **SWEEP)
+    logger = InMemoryLogger()
+    trainer = fast_trainer(max_steps=4, logger=logger)
+    with caplog.at_level(logging.INFO):
+        trainer.fit(model, loader)
+    lr = getattr(expected, pick)
+    assert _peak_lrs(trainer) == [lr, lr]  # decay and no_decay groups
+    assert model.found_lr == lr and model.lr_find_result is not None
+    assert model.lr_find_result.lrs == expected.lrs and model.lr_find_result.losses == expected.losses
+    assert model.recipe_summary["peak_lr"] == lr and model.recipe_summary["lr_find"]["choice"] == pick
+    assert logger.hyperparams["lr_find/lr"] == lr and logger.hyperparams["lr_find/choice"] == pick
+    assert logger.hyperparams["lr_find/suggestion"] == expected.suggestion
+    assert logger.hyperparams["lr_find/peak_lr"] == expected.peak_lr
+    lines = [r.getMessage() for r in caplog.records if "lr='find' ->" in r.getMessage()]
+    assert len(lines) == 1 and f"= {pick} (" in lines[0] and "min_div_10" in lines[0], lines
+
+
+def test_the_sweep_leaves_the_run_as_it_would_be_with_that_lr_written_down():
+    """Dropout draws from the global RNG and the loader shuffles with it: a sweep that moved either stream, or
+    a weight, would make the two runs differ."""
+    loader = random_classification_loader(num_samples=128, shuffle=True)
+    pl.seed_everything(3)
+    found = FindNet(_recipe(), dropout=0.3)
+    fast_trainer(max_steps=6).fit(found, loader)
+    assert found.found_lr is not None
+    pl.seed_everything(3)
+    written = FindNet(_recipe(lr=found.found_lr, lr_find=None), dropout=0.3)
+    fast_trainer(max_steps=6).fit(written, loader)
+    for (name, a), b in zip(found.state_dict().items(), written.state_dict().values()):
+        torch.testing.assert_close(a, b, rtol=0, atol=0, msg=name)
+
+
+# ---------------------------------------------------------------- LightningCLI YAML
+
+
+def test_lightning_cli_yaml_lr_find(tmp_path, monkeypatch):
+    from lightning.pytorch.cli import LightningCLI
+
+    monkeypatch.setattr("sys.argv", ["train.py"])
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        "model:\n"
+        "  class_path: tests.tune.test_lr_find_recipe.FindNet\n"
+        "  init_args:\n"
+        "    recipe: {optimizer: lion, lr: find, warmup_steps: 1, lr_find: {num_steps: 30}}\n"
+        "trainer:\n"
+        "  max_steps: 3\n"
+        "  accelerator: cpu\n"
+        "  enable_progress_bar: false\n"
+        "  enable_checkpointing: false\n"
+        "  logger:\n"
+        "    class_path: lightning.pytorch.loggers.CSVLogger\n"
+        f"    init_args: {{save_dir: {tmp_path}, name: cli}}\n"
+        f"  default_root_dir: {tmp_path}\n"
+    )
+    cli = LightningCLI(args=["--config", str(config)], run=False)
+    assert cli.model.recipe == OptimizerRecipe(optimizer="lion", lr="find", warmup_steps=1, lr_find=SWEEP)
+    loader = random_classification_loader(num_samples=128)
+    cli.trainer.fit(cli.model, loader)
+    lr = cli.model.found_lr
+    assert lr is not None and _peak_lrs(cli.trainer) == [lr, lr]
+    hparams = load_hparams_from_yaml(f"{cli.trainer.logger.log_dir}/hparams.yaml")
+    assert hparams["lr_find/lr"] == lr and hparams["recipe"]["lr"] == "find"
+    # hparams.yaml feeds LightningCLI again and still means "find"
+    init_args = {k: v for k, v in hparams.items() if k in ("recipe", "dropout")}
+    again = tmp_path / "again.yaml"
+    again.write_text(
+        yaml.safe_dump(
+            {"model": {"class_path": "tests.tune.test_lr_find_recipe.FindNet", "init_args": init_args}}
+        )
+    )
+    rebuilt = LightningCLI(args=["--config", str(again), "--trainer.logger=false"], run=False)
+    assert rebuilt.model.recipe == cli.model.recipe
+
+
+# ---------------------------------------------------------------- resume, re-fit, evaluation
+
+
+def test_resume_reuses_the_found_lr_and_never_sweeps_again(tmp_path, sweeps):
+    loader = random_classification_loader(num_samples=128)
+    model = FindNet(_recipe())
+    trainer = fast_trainer(max_steps=3, max_epochs=None, default_root_dir=tmp_path)
+    trainer.fit(model, loader)
+    ckpt = tmp_path / "run.ckpt"
+    trainer.save_checkpoint(ckpt)
+    found = model.found_lr
+    assert len(sweeps) == 1 and found is not None
+    assert torch.load(ckpt, weights_only=True)[CHECKPOINT_KEY]["lr"] == found
+
+    resumed_model = FindNet(_recipe())
+    resumed = fast_trainer(max_steps=5, max_epochs=None, default_root_dir=tmp_path)
+    resumed.fit(resumed_model, loader, ckpt_path=ckpt)
+    assert len(sweeps) == 1 and resumed.global_step == 5
+    assert resumed_model.found_lr == found and _peak_lrs(resumed) == [found, found]
+    assert resumed_model.recipe_summary["lr_find"]["source"] == "restored"
+
+    loaded = FindNet.load_from_checkpoint(ckpt)
+    assert loaded.found_lr == found and loaded.lr_find_result == model.lr_find_result
+    fast_trainer().validate(loaded, loader)
+    fast_trainer().fit(loaded, loader)  # a second fit of a module that has its LR: no new sweep either
+    assert len(sweeps) == 1
+
+
+def test_validate_test_and_predict_never_sweep(sweeps):
+    loader = random_classification_loader(num_samples=64)
+    model = FindNet(_recipe())
+    trainer = fast_trainer()
+    trainer.validate(model, loader)
+    assert len(sweeps) == 0 and model.found_lr is None
+
+
+def test_resuming_a_checkpoint_without_a_found_lr_is_an_error(tmp_path):
+    loader = random_classification_loader(num_samples=64)
+    model = FindNet(OptimizerRecipe(lr=1e-3, warmup_steps=1))
+    trainer = fast_trainer(max_steps=2, max_epochs=None, default_root_dir=tmp_path)
+    trainer.fit(model, loader)
+    ckpt = tmp_path / "numeric.ckpt"
+    trainer.save_checkpoint(ckpt)
+    with pytest.raises(ValueError, match=r"resumes from .*numeric\.ckpt.*holds no LR found by an earlier"):
+        fast_trainer(max_steps=4, max_epochs=None).fit(FindNet(_recipe()), loader, ckpt_path=ckpt)
+
+
+def test_gradient_accumulation_warns_that_the_sweep_steps_on_a_smaller_batch():
+    model = FindNet(_recipe())
+    trainer = fast_trainer(max_steps=2, max_epochs=None, accumulate_grad_batches=2)
+    with pytest.warns(UserWarning, match=r"once per 2 accumulated batches, so the found LR .* 2x smaller"):
+        trainer.fit(model, random_classification_loader(num_samples=128))
+    assert model.found_lr == model.lr_find_result.peak_lr  # still used as found
+
+
+# ---------------------------------------------------------------- errors
+
+
+class ManualFindNet(FindNet):
+    def __init__(self, recipe: OptimizerRecipe | None = None) -> None:
+        super().__init__(recipe)
+        self.automatic_optimization = False
+
+    def training_step(self, batch: Any, batch_idx: int) -> None:
+        optimizer = self.optimizers()
+        optimizer.zero_grad()
+        self.manual_backward(super().training_step(batch, batch_idx))
+        optimizer.step()
+
+
+def test_manual_optimisation_is_a_clear_error():
+    with pytest.raises(ValueError, match=r"`lr='find'`.*manual optimisation .*Set a numeric `lr`"):
+        fast_trainer(max_steps=2).fit(ManualFindNet(_recipe()), random_classification_loader(num_samples=64))
+
+
+def test_no_training_batch_is_a_clear_error():
+    empty = DataLoader(TensorDataset(torch.zeros(0, 16), torch.zeros(0, dtype=torch.long)), batch_size=4)
+    with pytest.raises(ValueError, match=r"`lr='find'` runs an LR range test .*training loader yielded no"):
+        fast_trainer(max_steps=2, max_epochs=None).fit(FindNet(_recipe()), empty)
+
+
+# ---------------------------------------------------------------- DDP: one LR for every rank
+
+
+class RecordFoundLR(pl.Callback):
+    """Gathers each rank's LR at train start and writes what rank zero saw (module level: ddp_spawn)."""
+
+    def __init__(self, folder: str) -> None:
+        self.folder = folder
+
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        mine = torch.tensor([max(_peak_lrs(trainer)), pl_module.found_lr], dtype=torch.float64)
+        gathered = pl_module.all_gather(mine)
+        record = {"gathered": gathered.tolist(), "steps": len(pl_module.lr_find_result.lrs)}
+        (Path(self.folder) / f"rank{trainer.global_rank}.json").write_text(json.dumps(record))
+
+
+def test_ddp_spawn_every_rank_trains_at_the_same_found_lr(tmp_path):
+    """Each rank reads its own shard (Lightning's DistributedSampler, unshuffled: rank r takes every 2nd
+    sample from r), and rank 1's inputs are 30x larger, so a sweep on each rank's own shard would diverge at
+    a different LR; the sweep averages the gradients and the loss every step, so the ranks agree."""
+    base = random_classification_loader(num_samples=128).dataset
+    inputs, labels = base.tensors
+    scale = torch.ones(len(labels), 1)
+    scale[1::2] = 30.0
+    loader = DataLoader(TensorDataset(inputs * scale, labels), batch_size=32)
+    model = FindNet(_recipe(lr_find={"num_steps": 30}))
+    trainer = fast_trainer(
+        max_steps=2,
+        max_epochs=None,
+        strategy="ddp_spawn",
+        devices=2,
+        callbacks=[RecordFoundLR(str(tmp_path))],
+    )
+    trainer.fit(model, loader)
+    records = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
+    assert records[0]["gathered"] == records[1]["gathered"]
+    (lr0, found0), (lr1, found1) = records[0]["gathered"]
+    assert lr0 == lr1 == found0 == found1 > 0
+    assert records[0]["steps"] == records[1]["steps"] > 10
