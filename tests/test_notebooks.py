@@ -107,6 +107,7 @@ EXPECTED: dict[str, tuple[int, list[str]]] = {
             r"found LR\s+\d\.\de-03\s+0\.\d{3}\s+\d+\.\d\d\s+\d+\.\d\d  \{\}",
             r"found LR \+ speed\s+\d\.\de-03\s+0\.\d{3}\s+\d+\.\d\d\s+\d+\.\d\d  \{",
             r"the tuned run used speed_tune's choice: True",
+            r"side by side, 3 interleaved rounds: speed-up x\d\.\d\d \(rounds: [\d., ]+; speed_tune said",
         ],
     ),
 }
