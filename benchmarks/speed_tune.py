@@ -195,6 +195,9 @@ def fit_once(workload: Workload, datamodule: Any, options: Sequence[SpeedOption]
 
 def _ordered(names: Sequence[str]) -> list[SpeedOption]:
     """The named options in :data:`OPTIONS` order (the order speed_tune combines them in)."""
+    unknown = sorted(set(names) - set(OPTIONS))
+    if unknown:
+        raise ValueError(f"speed_tune chose options {unknown} that are not in OPTIONS ({sorted(OPTIONS)}).")
     return [option for name, option in OPTIONS.items() if name in set(names)]
 
 
@@ -212,7 +215,9 @@ def run_model(name: str, rounds: int, steps: int, console: Console) -> dict[str,
     console.print(f"{name}: speed_tune took {tune_s:.1f} s; chosen: {result.best or 'the default Trainer'}")
     console.print(result.to_yaml())
 
-    faster = [row.option for row in result.rows if row.status == "faster" and row.option in OPTIONS]
+    # Only the public row fields: new options are new rows, new statuses are left alone (re-measured: the
+    # single options whose status starts with "faster"; the combination row is not an option of OPTIONS).
+    faster = [row.option for row in result.rows if row.status.startswith("faster") and row.option in OPTIONS]
     variants: dict[str, list[SpeedOption]] = {"default": [], "default (A/A)": []}
     if result.best:
         variants["chosen: " + "+".join(result.best)] = _ordered(result.best)
@@ -267,7 +272,11 @@ def run_model(name: str, rounds: int, steps: int, console: Console) -> dict[str,
     console.print(table)
     claims = [row for row in rows if row["variant"] not in ("default", "default (A/A)")]
     unconfirmed = [row["variant"] for row in claims if not row["confirmed"]]
-    skipped = {row.option: row.status[len("skipped: ") :] for row in result.rows if "skipped" in row.status}
+    skipped = {
+        row.option: row.status.removeprefix("skipped").lstrip(": ")
+        for row in result.rows
+        if row.status.startswith("skipped")
+    }
     console.print(
         f"{name}: re-measurement took {remeasure_s:.1f} s, 1-min load {min(loads):.1f}-{max(loads):.1f}; "
         f"claims confirmed (ratio > 1): {len(claims) - len(unconfirmed)} of {len(claims)}"
