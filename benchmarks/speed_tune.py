@@ -6,7 +6,8 @@ For each model:
    which are skipped on this device and why, the re-measured combination) and its choice, ``.best``.
 2. A separate, longer re-measurement in the same process, interleaved round-robin (``--rounds``) so that
    machine load hits every variant alike: the **default Trainer** against the **chosen configuration** and
-   against **each option speed_tune called "faster", alone**, each a fresh model trained for ``--steps``
+   against **each option speed_tune called "faster", alone** (and the combination it called faster, when
+   it chose something else), each a fresh model trained for ``--steps``
    steps with a real ``Trainer`` (the data loading included: the time between consecutive batch ends).
    Options are applied through their public :class:`~lightning_recipes.tune.SpeedOption` fields
    (``prepare``, ``context``, ``trainer_kwargs``, ``loader_kwargs``) as in speed_tune. A second default
@@ -215,15 +216,18 @@ def run_model(name: str, rounds: int, steps: int, console: Console) -> dict[str,
     console.print(f"{name}: speed_tune took {tune_s:.1f} s; chosen: {result.best or 'the default Trainer'}")
     console.print(result.to_yaml())
 
-    # Only the public row fields: new options are new rows, new statuses are left alone (re-measured: the
-    # single options whose status starts with "faster"; the combination row is not an option of OPTIONS).
-    faster = [row.option for row in result.rows if row.status.startswith("faster") and row.option in OPTIONS]
+    # Only the public row fields: new options are new rows, new statuses are left alone. Re-measured: every
+    # row whose status starts with "faster", a single option of OPTIONS or a combination "a+b" of them.
+    claimed = [row.option for row in result.rows if row.status.startswith("faster")]
     variants: dict[str, list[SpeedOption]] = {"default": [], "default (A/A)": []}
     if result.best:
         variants["chosen: " + "+".join(result.best)] = _ordered(result.best)
-    for option in faster:
-        if [option] != result.best:
-            variants[f"{option} alone"] = [OPTIONS[option]]
+    for claim in claimed:
+        names = claim.split("+") if claim not in OPTIONS else [claim]
+        if set(names) == set(result.best) or not set(names) <= set(OPTIONS):
+            continue
+        label = f"{claim} alone" if len(names) == 1 else f"combined: {claim}"
+        variants[label] = _ordered(names)
     fits: dict[str, list[Fit]] = {label: [] for label in variants}
     loads: list[float] = []
     started = time.perf_counter()
@@ -240,13 +244,13 @@ def run_model(name: str, rounds: int, steps: int, console: Console) -> dict[str,
     table.add_column("variant", no_wrap=True)
     for column in ("median step ms", "ratio (min-max)", "mean ms/step, all", "ratio", "last loss"):
         table.add_column(column)
-    table.add_column("verdict")
+    table.add_column("verdict", no_wrap=True)
     base = fits["default"]
     rows = []
     for label, runs in fits.items():
         ratios = [b.median_ms / r.median_ms for b, r in zip(base, runs)]
         mean_ratios = [b.mean_ms / r.mean_ms for b, r in zip(base, runs)]
-        row = {
+        row: dict[str, Any] = {
             "variant": label,
             "options": [option.name for option in variants[label]],
             "median_ms": statistics.median(r.median_ms for r in runs),
