@@ -12,6 +12,7 @@ MODULES = [
     "preflight_runtime",
     "preflight_gallery",
     "health_overhead",
+    "speed_tune",
 ]
 
 

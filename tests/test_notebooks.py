@@ -91,6 +91,26 @@ EXPECTED: dict[str, tuple[int, list[str]]] = {
             r"recipe\s+0\.\d+",
         ],
     ),
+    "07_tuning": (
+        2,
+        [
+            r"SMOKE=True",
+            r"adamw\s+suggestion=[\d.]+e-0\d peak_lr=[\d.]+e-0\d rule=min_div_10 stopped=\w+ optimizer=AdamW",
+            r"lion\s+suggestion=[\d.]+e-0\d peak_lr=[\d.]+e-0\d rule=min_div_10 stopped=\w+ optimizer=Lion",
+            r"Lion's peak LR is \d+\.\dx below AdamW's \(as expected\)",
+            r"model:\n  init_args:\n    recipe:\n      lr: 0\.0\d+\n",
+            r"skipped here: fused_optimizer \(no torch Adam/AdamW/SGD without fused=True",
+            r"skipped here: tf32 \(TF32 applies on CUDA only",
+            r"skipped here: pin_memory \(pin_memory applies on CUDA only",
+            r"best: (\[.+\]|the default Trainer)  speed-up x\d\.\d\d\ntrainer:",
+            r"default\s+1\.0e-03\s+0\.\d{3}\s+\d+\.\d\d\s+1\.00  \[\]",
+            r"found LR\s+\d\.\de-03\s+0\.\d{3}\s+\d+\.\d\d\s+\d+\.\d\d  \[\]",
+            r"found LR \+ speed\s+\d\.\de-03\s+0\.\d{3}\s+\d+\.\d\d\s+\d+\.\d\d  \[",
+            r"the default run used: \{.precision.: .32-true., .num_workers.: 0, .channels_last.: False\}",
+            r"the tuned run used speed_tune's choice: True",
+            r"side by side, 3 interleaved rounds: speed-up x\d\.\d\d \(rounds: [\d., ]+; speed_tune said",
+        ],
+    ),
 }
 
 
