@@ -5,6 +5,11 @@
 every option alike, and compares the median step time and the loss trajectory with the baseline's. The
 options that do not apply on the device are listed as skipped, with the reason. The result names the fastest
 combination of options that were each faster and kept the loss, re-measured against the baseline together.
+
+Memory is measured too: on CUDA the allocator's peak of every run; on any device, for the baseline and the
+options that exist for their memory (activation checkpointing), the activation bytes a step keeps for
+backward and the step's peak, counted tensor by tensor
+(:func:`~lightning_recipes.strategies.measure_step_memory`).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from typing import Any
 import lightning.pytorch as pl
 import torch
 from lightning.pytorch.callbacks import Callback
+from lightning.pytorch.utilities import rank_zero_warn
 from torch import nn
 from torch.utils.data import DataLoader
 from typing_extensions import override
@@ -48,6 +54,10 @@ class SpeedOption:
         context: A context manager around the fit (TF32 switches a global flag and restores it).
         loss_rtol: The relative loss tolerance for this option (``None``: the call's ``loss_rtol``).
         advice: What to write in the training script to apply it (for :meth:`SpeedTuneResult.to_yaml`).
+        measure_memory: Also count the activation and peak bytes of one step of the prepared copy (for an
+            option whose point is memory, such as activation checkpointing).
+        conflicts: Names of options it cannot be combined with (both compile the same code); of two that
+            conflict, the combination keeps the faster.
     """
 
     name: str
@@ -58,12 +68,20 @@ class SpeedOption:
     context: Callable[[], AbstractContextManager[Any]] | None = None
     loss_rtol: float | None = None
     advice: str = ""
+    measure_memory: bool = False
+    conflicts: tuple[str, ...] = ()
 
 
 @dataclass
 class SpeedRow:
     """One row: ``status`` is ``faster``, ``not faster`` (under ``min_speedup``), ``slower``, ``skipped: ...``
-    or ``incorrect: ...``."""
+    or ``incorrect: ...``.
+
+    Memory columns (``None`` where not measured): ``activation_mb`` is what one step's forward pass keeps for
+    backward and ``step_peak_mb`` that step's peak over every tensor, both counted by ``MemTracker`` for the
+    baseline and the options with ``measure_memory``; ``cuda_peak_mb`` is the CUDA allocator's peak over the
+    whole run (the largest over repeats), for every row on CUDA.
+    """
 
     option: str
     status: str
@@ -72,6 +90,9 @@ class SpeedRow:
     loss_deviation: float | None = None
     loss_rtol: float | None = None
     first_step_ms: float | None = None
+    activation_mb: float | None = None
+    step_peak_mb: float | None = None
+    cuda_peak_mb: float | None = None
 
 
 @dataclass
@@ -122,7 +143,14 @@ class SpeedTuneResult:
         table = Table(
             title=f"speed_tune (best: {', '.join(self.best) or 'baseline'}, x{self.best_speedup:.2f})"
         )
-        for column in ("option", "status", "step ms", "speed-up", "loss dev. (tol)", "first step ms"):
+        columns = ["option", "status", "step ms", "speed-up", "loss dev. (tol)", "first step ms"]
+        memory = {
+            "activation_mb": "act. MiB",
+            "step_peak_mb": "step peak MiB",
+            "cuda_peak_mb": "CUDA peak MiB",
+        }
+        shown = [key for key in memory if any(getattr(row, key) is not None for row in self.rows)]
+        for column in columns + [memory[key] for key in shown]:
             table.add_column(column)
         for row in self.rows:
             table.add_row(
@@ -132,6 +160,7 @@ class SpeedTuneResult:
                 _fmt(row.speedup, ".2f"),
                 f"{_fmt(row.loss_deviation, '.2e')} ({_fmt(row.loss_rtol, '.0e')})",
                 _fmt(row.first_step_ms, ".0f"),
+                *(_fmt(getattr(row, key), ".2f") for key in shown),
             )
         return table
 
@@ -165,9 +194,51 @@ def _channels_last(module: pl.LightningModule) -> pl.LightningModule:
 
 def _compile(module: pl.LightningModule) -> Any:
     # In place (nn.Module.compile): the Trainer gets the LightningModule itself, whose calls run compiled.
-    # TODO: `trainer.fit(torch.compile(module))` fails in dynamo with torch 2.13 + Lightning 2.6 on CPU
-    # ("'method' object has no attribute '__dict__'"); check it again and search the issues corpus.
+    # (`trainer.fit(torch.compile(module))` failed in dynamo with torch 2.13 + Lightning 2.6 on CPU:
+    # "'method' object has no attribute '__dict__'"; in place is also what the advice tells the user to do.)
     module.compile()
+    return module
+
+
+def _compile_cudagraphs(module: pl.LightningModule) -> Any:
+    # "reduce-overhead": Inductor's kernels replayed as CUDA graphs (one launch per graph instead of one per
+    # kernel). A new graph iteration starts at each forward once the previous backward has run.
+    module.compile(mode="reduce-overhead")
+    return module
+
+
+def _repeated_blocks(module: nn.Module) -> list[nn.Module]:
+    """The outermost instances of the model's repeated block type (the FSDP presets' inference)."""
+    from lightning_recipes.strategies import infer_block_classes, outermost_blocks
+
+    return outermost_blocks(module, infer_block_classes(module))
+
+
+def _blocks_reason(module: pl.LightningModule, _device: torch.device) -> str | None:
+    from lightning_recipes.strategies import infer_block_classes
+
+    try:
+        classes = infer_block_classes(module)
+    except ValueError:
+        return "no repeated block in the model (no module type with parameters occurs twice)"
+    if not any(True for block in _repeated_blocks(module) for _ in block.children()):
+        names = ", ".join(cls.__name__ for cls in classes)
+        return f"no repeated block with sub-modules in the model (the only repeated type is the leaf {names})"
+    return None
+
+
+def _compile_blocks(module: pl.LightningModule) -> Any:
+    # Each block compiled in place: one compiled graph reused by every block of the same shape, so compile
+    # time grows with the number of distinct blocks, not with the depth.
+    for block in _repeated_blocks(module):
+        block.compile()
+    return module
+
+
+def _checkpoint(module: pl.LightningModule) -> Any:
+    from lightning_recipes.strategies import checkpoint_blocks
+
+    checkpoint_blocks(module)
     return module
 
 
@@ -268,7 +339,35 @@ OPTIONS: dict[str, SpeedOption] = {
             advice="DataLoader(..., pin_memory=True)",
         ),
         SpeedOption(
-            "compile", prepare=_compile, context=_eager_random, advice="model.compile() before trainer.fit"
+            "activation_checkpointing",
+            prepare=_checkpoint,
+            skip_reason=_blocks_reason,
+            advice="checkpoint_blocks(model) or ActivationCheckpointingMixin (lightning_recipes.strategies)",
+            measure_memory=True,
+            conflicts=("compile", "compile_blocks", "compile_cudagraphs"),
+        ),
+        SpeedOption(
+            "compile_blocks",
+            prepare=_compile_blocks,
+            skip_reason=_blocks_reason,
+            context=_eager_random,
+            advice="block.compile() for each repeated block before trainer.fit",
+            conflicts=("compile", "compile_cudagraphs"),
+        ),
+        SpeedOption(
+            "compile",
+            prepare=_compile,
+            context=_eager_random,
+            advice="model.compile() before trainer.fit",
+            conflicts=("compile_blocks", "compile_cudagraphs"),
+        ),
+        SpeedOption(
+            "compile_cudagraphs",
+            prepare=_compile_cudagraphs,
+            skip_reason=_cuda_only("torch.compile with CUDA graphs"),
+            context=_eager_random,
+            advice='model.compile(mode="reduce-overhead") before trainer.fit',
+            conflicts=("compile", "compile_blocks"),
         ),
     )
 }
@@ -302,6 +401,7 @@ class _Run:
     step_ms: float
     first_step_ms: float
     losses: list[float]
+    cuda_peak_bytes: int | None = None
 
 
 def _rebuild_loader(loader: Any, loader_kwargs: dict[str, Any]) -> Any:
@@ -370,7 +470,12 @@ def _run(
             callbacks=[timer],
             **trainer_kwargs,
         )
+        on_cuda = accelerator == "gpu"
+        if on_cuda:
+            torch.cuda.empty_cache()
+            torch.cuda.reset_peak_memory_stats()
         trainer.fit(module, train_dataloaders=_rebuild_loader(loader, loader_kwargs))
+        cuda_peak = torch.cuda.max_memory_allocated() if on_cuda else None
     steps = [b - a for a, b in zip(timer.ends, timer.ends[1:])]
     measured = steps[warmup_steps - 1 :] if warmup_steps > 0 else steps
     losses = torch.stack(timer.losses).cpu().tolist()  # sync: once, after the run
@@ -378,7 +483,32 @@ def _run(
         step_ms=1e3 * statistics.median(measured),
         first_step_ms=1e3 * (timer.ends[0] - timer.start),
         losses=losses,
+        cuda_peak_bytes=cuda_peak,
     )
+
+
+def _step_memory(
+    context: CheckContext, options: Sequence[SpeedOption], seed: int
+) -> tuple[float, float] | None:
+    """(activation MiB, step peak MiB) of one training step of a prepared copy, counted by ``MemTracker``;
+    ``None`` when the count fails (a tensor subclass or compiled code it cannot follow)."""
+    from lightning_recipes.checks import preserved_rng
+    from lightning_recipes.strategies import measure_step_memory
+
+    batch = context.train_batches(1)[0]
+    with preserved_rng():
+        torch.manual_seed(seed)
+        module: Any = context.copy_model()
+        for option in options:
+            if option.prepare is not None:
+                module = option.prepare(module)
+        try:
+            memory = measure_step_memory(module, batch)
+        except Exception as err:  # a failed count leaves the timing rows as they are
+            names = [option.name for option in options] or ["baseline"]
+            rank_zero_warn(f"speed_tune could not count the step memory of {names}: {err}")
+            return None
+    return memory.activations / 2**20, memory.peak / 2**20
 
 
 def _deviation(losses: list[float], reference: list[float]) -> float:
@@ -437,8 +567,15 @@ def speed_tune(
     its own in the same repeat. Its loss trajectory must stay within ``loss_rtol`` (relative, every step) of
     the baseline's, else it is ``incorrect`` (``bf16-mixed`` uses its own looser tolerance, shown in the
     row). The options that were faster and correct are then combined and re-measured against the baseline
-    (``repeats`` times); the combination is kept only if it is still faster and correct, else the single
-    fastest option is. The model, the RNG streams and the loader are left as they were.
+    (``repeats`` times; of two options that compile the same code, only the faster joins); the combination
+    is kept only if it is still faster and correct, else the single fastest option is. The model, the RNG
+    streams and the loader are left as they were.
+
+    Memory: when an option with ``measure_memory`` runs (``activation_checkpointing``), its row and the
+    baseline's get ``activation_mb`` and ``step_peak_mb``, counted on one step of a copy, so the table shows
+    what checkpointing saves next to what it costs in time. On CUDA every row also gets ``cuda_peak_mb``.
+    Activation checkpointing is slower by design (it recomputes each block's forward in backward); it is in
+    the table for the memory it saves and is chosen only if it is also faster.
 
     Cost: ``(1 + options) * repeats + 2 * repeats`` short fits; one host sync per step for CUDA timing.
 
@@ -511,6 +648,8 @@ def speed_tune(
     runs = measure({"baseline": [], **{option.name: [option] for option in active}})
     base = runs["baseline"]
     rows = [SpeedRow("baseline", "baseline", _median_ms(base), 1.0, 0.0, loss_rtol, _first(base))]
+    base_peaks = [run.cuda_peak_bytes for run in base if run.cuda_peak_bytes is not None]
+    rows[0].cuda_peak_mb = max(base_peaks) / 2**20 if base_peaks else None
     good: list[tuple[float, SpeedOption]] = []
     for option in resolved:
         if option.name in skipped:
@@ -520,11 +659,19 @@ def speed_tune(
         rows.append(row)
         if row.status == "faster":
             good.append((speedup, option))
+    if any(option.measure_memory for option in active):
+        by_name = {option.name: option for option in active}
+        for row in rows:
+            counted_option = by_name.get(row.option)
+            if row.option == "baseline" or (counted_option is not None and counted_option.measure_memory):
+                counted = _step_memory(context, [counted_option] if counted_option else [], seed)
+                if counted is not None:
+                    row.activation_mb, row.step_peak_mb = counted
 
     result = SpeedTuneResult(rows)
     chosen: list[SpeedOption] = []
-    if len(good) > 1:
-        faster = {opt.name for _, opt in good}
+    faster = _without_conflicts(good)
+    if len(faster) > 1:
         combo = [option for option in resolved if option.name in faster]
         again = measure({"baseline": [], "combination": combo})
         rtol = max(option.loss_rtol or loss_rtol for option in combo)
@@ -542,6 +689,15 @@ def speed_tune(
         if option.advice:
             result.advice[option.name] = option.advice
     return result
+
+
+def _without_conflicts(good: list[tuple[float, SpeedOption]]) -> set[str]:
+    """The names of the faster options that can run together: of two that conflict, the faster stays."""
+    kept: list[SpeedOption] = []
+    for _, option in sorted(good, key=lambda pair: -pair[0]):
+        if not any(option.name in other.conflicts or other.name in option.conflicts for other in kept):
+            kept.append(option)
+    return {option.name for option in kept}
 
 
 def _median_ms(runs: list[_Run]) -> float:
@@ -564,4 +720,6 @@ def _row(
     else:
         status = "faster" if speedup >= min_speedup else "slower" if speedup <= 1.0 else "not faster"
     row = SpeedRow(name, status, _median_ms(runs), speedup, deviation, rtol, _first(runs))
+    peaks = [run.cuda_peak_bytes for run in runs if run.cuda_peak_bytes is not None]
+    row.cuda_peak_mb = max(peaks) / 2**20 if peaks else None
     return row, speedup

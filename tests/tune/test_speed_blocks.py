@@ -1,0 +1,127 @@
+"""speed_tune's block options: activation checkpointing with its memory counted, compile of repeated blocks,
+their skip reasons, and the rule that two options compiling the same code never join one combination."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import lightning.pytorch as pl
+import pytest
+import torch
+
+from lightning_recipes.strategies import checkpointed_blocks
+from lightning_recipes.testing import (
+    DigitsCNN,
+    TinyClassifier,
+    TinyTransformerLM,
+    random_classification_loader,
+    random_token_loader,
+)
+from lightning_recipes.tune.speed import OPTIONS, SpeedOption, _without_conflicts, speed_tune
+from tests.tune.test_speed import FAST, SleepyClassifier
+
+
+def _lm() -> tuple[TinyTransformerLM, Any]:
+    torch.manual_seed(0)
+    return TinyTransformerLM(vocab_size=64, n_layers=3), random_token_loader(vocab_size=64, seq_len=64)
+
+
+def test_activation_checkpointing_row_counts_the_saved_activations_and_keeps_the_loss() -> None:
+    model, loader = _lm()
+    before = {key: value.clone() for key, value in model.state_dict().items()}
+    result = speed_tune(model, train_dataloaders=loader, options=["activation_checkpointing"], **FAST)
+    base, checkpointed = result.rows
+    assert checkpointed.option == "activation_checkpointing"
+    assert checkpointed.loss_deviation is not None and checkpointed.loss_deviation < 1e-6, checkpointed
+    assert base.activation_mb is not None and checkpointed.activation_mb is not None
+    assert checkpointed.activation_mb < base.activation_mb / 3, (base, checkpointed)  # 3 blocks: keeps inputs
+    assert base.step_peak_mb is not None and checkpointed.step_peak_mb is not None
+    assert checkpointed.step_peak_mb < base.step_peak_mb
+    assert base.cuda_peak_mb is None and checkpointed.cuda_peak_mb is None  # CPU: no allocator statistics
+    assert checkpointed_blocks(model) == []  # only the copies were checkpointed
+    assert all(torch.equal(before[key], value) for key, value in model.state_dict().items())
+    columns = [column.header for column in result.table().columns]
+    assert "act. MiB" in columns and "step peak MiB" in columns and "CUDA peak MiB" not in columns
+
+
+def test_options_without_memory_counting_leave_the_memory_columns_out() -> None:
+    loader = random_classification_loader()
+    result = speed_tune(TinyClassifier(), train_dataloaders=loader, options=["fused_optimizer"], **FAST)
+    assert all(row.activation_mb is None and row.step_peak_mb is None for row in result.rows)
+    assert len(result.table().columns) == 6
+
+
+def test_compile_blocks_compiles_the_copys_blocks_and_keeps_the_loss() -> None:
+    model, loader = _lm()
+    result = speed_tune(model, train_dataloaders=loader, options=["compile_blocks"], **FAST)
+    row = result.rows[1]
+    assert row.option == "compile_blocks" and not row.status.startswith(("skipped", "incorrect")), row
+    assert row.loss_deviation is not None and row.loss_deviation < 1e-4
+    assert all(getattr(block, "_compiled_call_impl", None) is None for block in model.blocks)
+
+
+def test_compile_blocks_prepare_compiles_every_outermost_block_in_place() -> None:
+    prepare = OPTIONS["compile_blocks"].prepare
+    assert prepare is not None
+    model = prepare(TinyTransformerLM(n_layers=2))
+    assert all(block._compiled_call_impl is not None for block in model.blocks)
+    assert model._compiled_call_impl is None  # the module itself stays eager
+
+
+@pytest.mark.parametrize("name", ["activation_checkpointing", "compile_blocks"])
+def test_block_options_are_skipped_without_a_repeated_composite_block(name: str) -> None:
+    from lightning_recipes.data import DigitsDataModule
+
+    result = speed_tune(DigitsCNN(width=4), datamodule=DigitsDataModule(), options=[name], **FAST)
+    assert result.rows[1].status == (
+        "skipped: no repeated block with sub-modules in the model (the only repeated type is the leaf Conv2d)"
+    )
+
+    class OneLayer(TinyClassifier):
+        def __init__(self) -> None:
+            super().__init__()
+            self.hidden = torch.nn.Identity()  # nothing with parameters repeats: one Linear left
+            self.head = torch.nn.Linear(16, 4)
+
+    result = speed_tune(OneLayer(), train_dataloaders=random_classification_loader(), options=[name], **FAST)
+    assert result.rows[1].status.startswith("skipped: no repeated block in the model")
+
+
+def _drop(*attrs: str) -> Any:
+    def prepare(module: pl.LightningModule) -> pl.LightningModule:
+        for attr in attrs:
+            setattr(module, attr, 0.0)
+        return module
+
+    return prepare
+
+
+def test_of_two_conflicting_faster_options_only_the_faster_is_chosen() -> None:
+    options = [
+        SpeedOption("drop_a", prepare=_drop("sleep_a"), conflicts=("drop_both",)),
+        SpeedOption("drop_both", prepare=_drop("sleep_a", "sleep_b")),
+    ]
+    result = speed_tune(
+        SleepyClassifier(), train_dataloaders=random_classification_loader(), options=options, **FAST
+    )
+    assert [row.status for row in result.rows[1:]] == ["faster", "faster"]
+    assert len(result.rows) == 3  # no combination re-measured: one option is left after the conflict
+    assert result.best == ["drop_both"]
+
+
+def test_without_conflicts_keeps_the_faster_of_each_conflicting_pair_either_direction() -> None:
+    a = SpeedOption("a", conflicts=("b",))
+    b = SpeedOption("b")
+    c = SpeedOption("c")
+    d = SpeedOption("d", conflicts=("c",))
+    assert _without_conflicts([(1.1, a), (1.5, b), (1.2, c), (1.3, d)]) == {"b", "d"}
+    assert _without_conflicts([(1.6, a), (1.5, b), (1.4, c)]) == {"a", "c"}
+
+
+def test_builtin_compile_options_conflict_with_each_other() -> None:
+    compiling = ["compile", "compile_blocks", "compile_cudagraphs", "activation_checkpointing"]
+    for first in compiling:
+        for second in compiling:
+            if first != second and first != "activation_checkpointing":
+                option, other = OPTIONS[first], OPTIONS[second]
+                assert second in option.conflicts or first in other.conflicts, (first, second)
