@@ -13,6 +13,7 @@ MODULES = [
     "preflight_gallery",
     "health_overhead",
     "speed_tune",
+    "activation_checkpointing",
 ]
 
 
