@@ -43,13 +43,12 @@ from typing import Any
 
 import lightning.pytorch as pl
 import torch
-from lightning.pytorch.callbacks import Callback
 from rich import box
 from rich.console import Console
 from rich.table import Table
 from torch.utils.data import DataLoader
 
-from lightning_recipes.tune import OPTIONS, SpeedOption, speed_tune
+from lightning_recipes.tune.speed import OPTIONS, SpeedOption, StepTimer, speed_tune
 
 __all__ = ["MODELS", "main", "run", "run_model"]
 
@@ -100,27 +99,6 @@ MODELS: dict[str, Workload] = {
 }
 
 
-class _BatchEnds(Callback):
-    """Wall-clock time at the start of training and at every batch end, and every step's loss."""
-
-    def __init__(self) -> None:
-        self.start = 0.0
-        self.ends: list[float] = []
-        self.losses: list[torch.Tensor] = []
-
-    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self.start = time.perf_counter()
-
-    def on_train_batch_end(
-        self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
-    ) -> None:
-        if pl_module.device.type == "cuda":
-            torch.cuda.synchronize(pl_module.device)  # sync: the step's time includes its GPU work
-        self.ends.append(time.perf_counter())
-        loss = outputs["loss"] if isinstance(outputs, dict) else outputs
-        self.losses.append(loss.detach().float().clone())
-
-
 @dataclass
 class Fit:
     median_ms: float  # median time between batch ends after WARMUP steps
@@ -161,7 +139,7 @@ def fit_once(workload: Workload, datamodule: Any, options: Sequence[SpeedOption]
     for option in options:
         trainer_kwargs.update(option.trainer_kwargs)
         loader_kwargs.update(option.loader_kwargs)
-    timer = _BatchEnds()
+    timer = StepTimer()
     with _quiet(), ExitStack() as stack:
         for option in options:
             if option.context is not None:

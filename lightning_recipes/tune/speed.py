@@ -36,7 +36,7 @@ from typing_extensions import override
 from lightning_recipes._validation import check_in_range, check_int, check_positive
 from lightning_recipes.checks import CheckContext, preserved_loader_rng, resolve_fit_data
 
-__all__ = ["OPTIONS", "SpeedOption", "SpeedRow", "SpeedTuneResult", "speed_tune"]
+__all__ = ["OPTIONS", "SpeedOption", "SpeedRow", "SpeedTuneResult", "StepTimer", "speed_tune"]
 
 _FUSABLE = (torch.optim.Adam, torch.optim.AdamW, torch.optim.SGD)
 
@@ -373,8 +373,20 @@ OPTIONS: dict[str, SpeedOption] = {
 }
 
 
-class _StepTimer(Callback):
-    """Wall time between consecutive batch ends (the data loading included) and the loss of each step."""
+class StepTimer(Callback):
+    """Wall time at train start and at every batch end (so a step's time includes its data loading), and each
+    step's loss (detached, on the device).
+
+    Syncs: on CUDA, one ``torch.cuda.synchronize`` per step, so that a step's time includes its GPU work (a
+    timing tool, not for a production run).
+
+    Example:
+        >>> from lightning_recipes.testing import TinyClassifier, fast_trainer, random_classification_loader
+        >>> timer = StepTimer()
+        >>> fast_trainer(max_steps=3, callbacks=[timer]).fit(TinyClassifier(), random_classification_loader())
+        >>> len(timer.ends), len(timer.losses)
+        (3, 3)
+    """
 
     def __init__(self) -> None:
         self.start = 0.0
@@ -448,7 +460,7 @@ def _run(
     for option in options:
         trainer_kwargs.update(option.trainer_kwargs)
         loader_kwargs.update(option.loader_kwargs)
-    timer = _StepTimer()
+    timer = StepTimer()
     with preserved_loader_rng(loader), _quiet_trainer(), ExitStack() as stack:  # same shuffle every run
         for option in options:
             stack.enter_context(option.context() if option.context else nullcontext())
