@@ -103,8 +103,8 @@ EXPECTED: dict[str, tuple[int, list[str]]] = {
             r"skipped here: tf32 \(TF32 applies on CUDA only",
             r"skipped here: pin_memory \(pin_memory applies on CUDA only",
             r"best: (\[.+\]|the default Trainer)  speed-up x\d\.\d\d\ntrainer:",
-            r"activation checkpointing on the char LM: activations [\d.]+ -> [\d.]+ MiB \(-[4-9]\d%\), step peak "
-            r"[\d.]+ -> [\d.]+ MiB, speed x\d\.\d\d, loss deviation 0\.0e\+00",
+            r"activation checkpointing on the char LM: activations [\d.]+ -> [\d.]+ MiB \(-[4-9]\d%\), "
+            r"step peak [\d.]+ -> [\d.]+ MiB, speed x\d\.\d\d, loss deviation 0\.0e\+00",
             r"default\s+1\.0e-03\s+0\.\d{3}\s+\d+\.\d\d\s+1\.00  \[\]",
             r"found LR\s+\d\.\de-03\s+0\.\d{3}\s+\d+\.\d\d\s+\d+\.\d\d  \[\]",
             r"found LR \+ speed\s+\d\.\de-03\s+0\.\d{3}\s+\d+\.\d\d\s+\d+\.\d\d  \[",
