@@ -36,7 +36,15 @@ from typing_extensions import override
 from lightning_recipes._validation import check_in_range, check_int, check_positive
 from lightning_recipes.checks import CheckContext, preserved_loader_rng, resolve_fit_data
 
-__all__ = ["OPTIONS", "SpeedOption", "SpeedRow", "SpeedTuneResult", "StepTimer", "speed_tune"]
+__all__ = [
+    "OPTIONS",
+    "SpeedOption",
+    "SpeedRow",
+    "SpeedTuneResult",
+    "StepTimer",
+    "compile_targets",
+    "speed_tune",
+]
 
 _FUSABLE = (torch.optim.Adam, torch.optim.AdamW, torch.optim.SGD)
 
@@ -182,6 +190,15 @@ def _cuda_only(what: str) -> Callable[[pl.LightningModule, torch.device], str | 
     return reason
 
 
+def _all_of(
+    *reasons: Callable[[pl.LightningModule, torch.device], str | None],
+) -> Callable[[pl.LightningModule, torch.device], str | None]:
+    def reason(module: pl.LightningModule, device: torch.device) -> str | None:
+        return next((text for check in reasons if (text := check(module, device))), None)
+
+    return reason
+
+
 def _bf16_reason(_module: pl.LightningModule, device: torch.device) -> str | None:
     if device.type == "cuda" and not torch.cuda.is_bf16_supported():
         return "this GPU has no bf16 support"
@@ -192,19 +209,44 @@ def _channels_last(module: pl.LightningModule) -> pl.LightningModule:
     return module.to(memory_format=torch.channels_last)  # type: ignore[call-arg]
 
 
-def _compile(module: pl.LightningModule) -> Any:
-    # In place (nn.Module.compile): the Trainer gets the LightningModule itself, whose calls run compiled.
-    # (`trainer.fit(torch.compile(module))` failed in dynamo with torch 2.13 + Lightning 2.6 on CPU:
-    # "'method' object has no attribute '__dict__'"; in place is also what the advice tells the user to do.)
-    module.compile()
-    return module
+def _has_forward(module: nn.Module) -> bool:
+    return type(module).forward not in (nn.Module.forward, pl.LightningModule.forward)
 
 
-def _compile_cudagraphs(module: pl.LightningModule) -> Any:
-    # "reduce-overhead": Inductor's kernels replayed as CUDA graphs (one launch per graph instead of one per
-    # kernel). A new graph iteration starts at each forward once the previous backward has run.
-    module.compile(mode="reduce-overhead")
-    return module
+def compile_targets(module: pl.LightningModule) -> list[nn.Module]:
+    """What the ``compile`` options compile: the LightningModule itself when it has a ``forward``; else (a
+    wrapper whose ``training_step`` calls ``self.model(**batch)``, as with Hugging Face models) each child
+    module that has a ``forward`` and parameters.
+
+    Example:
+        >>> from lightning_recipes.testing import TinyClassifier
+        >>> model = TinyClassifier()
+        >>> compile_targets(model) == [model]
+        True
+    """
+    if _has_forward(module):
+        return [module]
+    return [
+        child for child in module.children() if _has_forward(child) and any(True for _ in child.parameters())
+    ]
+
+
+def _compile_reason(module: pl.LightningModule, _device: torch.device) -> str | None:
+    if compile_targets(module):
+        return None
+    return "nothing to compile: the LightningModule has no forward and no child module with one"
+
+
+def _compile_with(**kwargs: Any) -> Callable[[pl.LightningModule], Any]:
+    def prepare(module: pl.LightningModule) -> Any:
+        # In place (nn.Module.compile): the Trainer gets the LightningModule itself, whose calls run compiled.
+        # (`trainer.fit(torch.compile(module))` failed in dynamo with torch 2.13 + Lightning 2.6 on CPU:
+        # "'method' object has no attribute '__dict__'"; in place is also what the advice tells the user.)
+        for target in compile_targets(module):
+            target.compile(**kwargs)
+        return module
+
+    return prepare
 
 
 def _repeated_blocks(module: nn.Module) -> list[nn.Module]:
@@ -356,15 +398,16 @@ OPTIONS: dict[str, SpeedOption] = {
         ),
         SpeedOption(
             "compile",
-            prepare=_compile,
+            prepare=_compile_with(),
+            skip_reason=_compile_reason,
             context=_eager_random,
-            advice="model.compile() before trainer.fit",
+            advice="model.compile() before trainer.fit (no forward: compile the module training_step calls)",
             conflicts=("compile_blocks", "compile_cudagraphs"),
         ),
         SpeedOption(
             "compile_cudagraphs",
-            prepare=_compile_cudagraphs,
-            skip_reason=_cuda_only("torch.compile with CUDA graphs"),
+            prepare=_compile_with(mode="reduce-overhead"),
+            skip_reason=_all_of(_cuda_only("torch.compile with CUDA graphs"), _compile_reason),
             context=_eager_random,
             advice='model.compile(mode="reduce-overhead") before trainer.fit',
             conflicts=("compile", "compile_blocks"),

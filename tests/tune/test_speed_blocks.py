@@ -1,5 +1,6 @@
-"""speed_tune's block options: activation checkpointing with its memory counted, compile of repeated blocks,
-their skip reasons, and the rule that two options compiling the same code never join one combination."""
+"""speed_tune's block and compile options: activation checkpointing with its memory counted, compile of
+repeated blocks, compile of a module without forward, their skip reasons, and the rule that two options
+compiling the same code never join one combination."""
 
 from __future__ import annotations
 
@@ -125,3 +126,71 @@ def test_builtin_compile_options_conflict_with_each_other() -> None:
             if first != second and first != "activation_checkpointing":
                 option, other = OPTIONS[first], OPTIONS[second]
                 assert second in option.conflicts or first in other.conflicts, (first, second)
+
+
+class Wrapper(pl.LightningModule):
+    """A LightningModule without ``forward`` whose ``training_step`` calls the model it wraps (the Hugging
+    Face pattern ``self.model(**batch)``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        x, y = batch
+        return torch.nn.functional.cross_entropy(self.model(x), y)
+
+    def configure_optimizers(self) -> Any:
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+def test_compile_of_a_module_without_forward_compiles_the_model_training_step_calls() -> None:
+    from lightning_recipes.tune.speed import compile_targets
+
+    wrapper = Wrapper()
+    assert compile_targets(wrapper) == [wrapper.model]
+    prepare = OPTIONS["compile"].prepare
+    assert prepare is not None
+    prepared = prepare(Wrapper())
+    assert prepared.model._compiled_call_impl is not None  # before: only the wrapper, which is never called
+    loader = random_classification_loader()
+    result = speed_tune(wrapper, train_dataloaders=loader, options=["compile"], **FAST)
+    row = result.rows[1]
+    assert not row.status.startswith(("skipped", "incorrect")), row
+    assert wrapper.model._compiled_call_impl is None  # the user's model stays eager
+
+
+def test_compile_is_skipped_when_nothing_has_a_forward() -> None:
+    class Loop(Wrapper):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = torch.nn.ModuleList([torch.nn.Linear(16, 4)])  # called item by item, no forward
+
+        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            x, y = batch
+            return torch.nn.functional.cross_entropy(self.model[0](x), y)
+
+    loader = random_classification_loader()
+    result = speed_tune(Loop(), train_dataloaders=loader, options=["compile"], **FAST)
+    assert result.rows[1].status == (
+        "skipped: nothing to compile: the LightningModule has no forward and no child module with one"
+    )
+
+
+def test_hugging_face_gpt2_wrapper_with_dict_batches_gets_compiled_and_checkpointed() -> None:
+    from tests.checks.gallery._shapes_models import HFCausalLM, lm_loaders
+
+    torch.manual_seed(0)
+    model = HFCausalLM()  # no forward; training_step: self.model(**batch).loss on dict batches
+    loader = lm_loaders()["train_dataloaders"]
+    result = speed_tune(
+        model, train_dataloaders=loader, options=["activation_checkpointing", "compile"], **FAST
+    )
+    base, checkpointed, compiled = result.rows
+    assert checkpointed.loss_deviation == 0.0, checkpointed  # dropout masks replayed in the recomputation
+    assert base.activation_mb is not None and checkpointed.activation_mb is not None
+    assert checkpointed.activation_mb < base.activation_mb / 2, (base, checkpointed)
+    assert not compiled.status.startswith(("skipped", "incorrect")), compiled
+    assert compiled.loss_deviation is not None and compiled.loss_deviation < 1e-4
+    assert model.model.config.use_cache is not False  # the KV-cache switch went to the copy only
+    assert checkpointed_blocks(model) == [] and model.model._compiled_call_impl is None
