@@ -30,7 +30,7 @@ import torch
 from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.utilities import rank_zero_warn
 from torch import nn
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, IterableDataset
 from typing_extensions import override
 
 from lightning_recipes._validation import check_in_range, check_int, check_positive
@@ -464,14 +464,30 @@ def _rebuild_loader(loader: Any, loader_kwargs: dict[str, Any]) -> Any:
         return loader
     if not isinstance(loader, DataLoader):
         raise TypeError(f"the loader options need a torch DataLoader, got {type(loader).__name__}")
+    batching: dict[str, Any] = (
+        {"batch_size": loader.batch_size, "drop_last": loader.drop_last}  # its sampler is torch's own
+        if isinstance(loader.dataset, IterableDataset)
+        else {"batch_sampler": loader.batch_sampler}
+    )
     return DataLoader(
         loader.dataset,
-        batch_sampler=loader.batch_sampler,
+        **batching,
         collate_fn=loader.collate_fn,
         worker_init_fn=loader.worker_init_fn,
         generator=loader.generator,  # the iterator draws its base seed from it: keeps the shuffle in step
         **loader_kwargs,
     )
+
+
+def _loader_reason(loader: Any, loader_kwargs: dict[str, Any]) -> str | None:
+    if not isinstance(loader, DataLoader):
+        return f"the training data is a {type(loader).__name__}, not a torch DataLoader to rebuild"
+    if isinstance(loader.dataset, IterableDataset) and loader_kwargs.get("num_workers", 0) > 0:
+        return (
+            "the training data is an IterableDataset: its batches change with the number of workers (each "
+            "worker yields the share the dataset gives it), so the loss check cannot compare them"
+        )
+    return None
 
 
 @contextmanager
@@ -679,6 +695,8 @@ def speed_tune(
     skipped: dict[str, str] = {}
     for option in resolved:
         reason = option.skip_reason(model, target) if option.skip_reason else None
+        if not reason and option.loader_kwargs:
+            reason = _loader_reason(train_dataloaders, option.loader_kwargs)
         if reason:
             skipped[option.name] = reason
     active = [option for option in resolved if option.name not in skipped]

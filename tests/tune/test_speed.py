@@ -169,3 +169,41 @@ def test_fused_option_builds_the_models_own_optimizer_fused_on_the_copy() -> Non
     optimizer = prepare(copy.deepcopy(model)).configure_optimizers()
     assert type(optimizer) is torch.optim.SGD and optimizer.param_groups[0]["fused"] is True
     assert not model.configure_optimizers().defaults.get("fused")
+
+
+def test_an_iterable_datasets_loader_is_rebuilt_with_its_batch_size_and_not_given_workers() -> None:
+    from torch.utils.data import IterableDataset
+
+    from lightning_recipes.tune.speed import _rebuild_loader
+
+    features, labels = random_classification_loader().dataset.tensors  # type: ignore[attr-defined]
+
+    class Stream(IterableDataset):
+        def __iter__(self) -> Any:
+            yield from zip(features, labels)
+
+    loader = DataLoader(Stream(), batch_size=16, drop_last=True)
+    rebuilt = _rebuild_loader(loader, {"pin_memory": False})
+    assert [len(y) for _, y in rebuilt] == [len(y) for _, y in loader] == [16] * (len(labels) // 16)
+    result = speed_tune(TinyClassifier(), train_dataloaders=loader, options=["num_workers"], **FAST)
+    assert result.rows[1].status.startswith("skipped: the training data is an IterableDataset")
+
+
+def test_loader_options_are_skipped_for_data_that_is_not_a_dataloader() -> None:
+    class Batches:  # a plain iterable of batches, as Lightning accepts
+        def __init__(self) -> None:
+            self.batches = list(random_classification_loader())
+
+        def __iter__(self) -> Any:
+            return iter(self.batches)
+
+        def __len__(self) -> int:
+            return len(self.batches)
+
+    result = speed_tune(
+        TinyClassifier(), train_dataloaders=Batches(), options=["num_workers", "fused_optimizer"], **FAST
+    )
+    status = {row.option: row.status for row in result.rows}
+    expected = "skipped: the training data is a Batches, not a torch DataLoader to rebuild"
+    assert status["num_workers"] == expected
+    assert not status["fused_optimizer"].startswith("skipped")
