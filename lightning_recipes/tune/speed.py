@@ -64,8 +64,9 @@ class SpeedOption:
         advice: What to write in the training script to apply it (for :meth:`SpeedTuneResult.to_yaml`).
         measure_memory: Also count the activation and peak bytes of one step of the prepared copy (for an
             option whose point is memory, such as activation checkpointing).
-        conflicts: Names of options it cannot be combined with (both compile the same code); of two that
-            conflict, the combination keeps the faster.
+        conflicts: Names of options it is never combined with (two ways of compiling the same code; activation
+            checkpointing under compile, which this tool does not check); of two that conflict, the
+            combination keeps the faster.
     """
 
     name: str
