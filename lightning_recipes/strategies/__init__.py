@@ -13,6 +13,7 @@ Example:
 from lightning_recipes.strategies._blocks import LazyBlockPolicy, infer_block_classes, resolve_block_classes
 from lightning_recipes.strategies._layout import MemoryLayout
 from lightning_recipes.strategies.activation_checkpointing import (
+    ActivationCheckpointingMixin,
     checkpoint_blocks,
     checkpointed_blocks,
     disable_hf_kv_cache,
@@ -43,6 +44,7 @@ register_presets()
 __all__ = [
     "DEEPSPEED_INSTALL_HINT",
     "PRESETS",
+    "ActivationCheckpointingMixin",
     "FSDP2Mixin",
     "LazyBlockPolicy",
     "MemoryEstimate",

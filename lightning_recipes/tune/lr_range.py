@@ -27,7 +27,7 @@ What makes it different from Lightning's ``Tuner.lr_find``:
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,7 +39,7 @@ from torch import Tensor
 from typing_extensions import override
 
 from lightning_recipes._validation import check_choice, check_in_range, check_int, check_positive
-from lightning_recipes.checks import CheckContext, preserved_rng, resolve_fit_data
+from lightning_recipes.checks import CheckContext, CheckSkipped, preserved_rng, resolve_fit_data
 from lightning_recipes.checks.context import context_from_trainer
 from lightning_recipes.tune.suggest import RULES, Rule, centred, half_window_for, suggest
 
@@ -228,11 +228,35 @@ def _batches(context: CheckContext, count: int) -> Iterator[Any]:
         yield read[step % len(read)]
 
 
+def _distributed_world() -> int:
+    if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
+        return 1
+    return torch.distributed.get_world_size()
+
+
+def _average_gradients_and_loss(params: Sequence[Tensor], loss: Tensor) -> None:
+    """Average every parameter's gradient and the loss across ranks, in one collective.
+
+    A parameter without a gradient on this rank (unused in this step's forward) joins with zeros, so that
+    every rank sends the same layout (a rank-dependent layout breaks the collective); one where no rank has a
+    gradient is set back to ``None``, as DDP leaves it.
+    """
+    if _distributed_world() == 1:
+        return
+    has_grad = torch.tensor([p.grad is not None for p in params], dtype=torch.float32, device=loss.device)
+    for p in params:
+        if p.grad is None:
+            p.grad = torch.zeros_like(p)
+    world = _distributed_world()
+    _all_reduce_mean([*(p.grad for p in params if p.grad is not None), loss, has_grad])
+    for p, used in zip(params, (has_grad * world).tolist()):  # sync: under DDP, once per sweep step
+        if used == 0:
+            p.grad = None
+
+
 def _all_reduce_mean(tensors: list[Tensor]) -> None:
     """Average ``tensors`` in place across the default process group, in one collective."""
-    if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
-        return
-    world = torch.distributed.get_world_size()
+    world = _distributed_world()
     if world == 1 or not tensors:
         return
     flat = torch.cat([t.reshape(-1).float() for t in tensors])
@@ -291,9 +315,8 @@ def sweep_lr(
                 optimizer.zero_grad(set_to_none=False)
             loss = context.training_loss(model, batch, step)
             loss.backward()
-            grads = [p.grad for p in params if p.grad is not None]
             value = loss.detach().float().reshape(1).clone()
-            _all_reduce_mean([*grads, value])
+            _average_gradients_and_loss(params, value)
             loss_value = float(value.item())  # sync: once per sweep step, by design
             if not math.isfinite(loss_value):
                 stopped = "non-finite loss"
@@ -305,7 +328,9 @@ def sweep_lr(
             average = smoothing * average + (1 - smoothing) * loss_value
             smoothed_now = average / (1 - smoothing ** (step + 1))
             best = min(best, smoothed_now)
-            if step > _skip(num_steps) and smoothed_now > divergence * best:
+            # a rise of (divergence - 1) x |best| over the best: the same as `> divergence * best` for a
+            # positive loss, and still right for a negative one (Gaussian NLL, ELBO, contrastive losses)
+            if step > _skip(num_steps) and smoothed_now - best > (divergence - 1) * abs(best):
                 stopped = "diverged"
                 break
     chosen = suggest(lrs, losses, rule, skip_begin=_skip(len(lrs)))
@@ -378,16 +403,19 @@ def find_lr(
     check_int("seed", seed)
     train_dataloaders = resolve_fit_data("find_lr", model, datamodule, train_dataloaders).train
     context = CheckContext(model, train_dataloaders, device=device, datamodule=datamodule, seed=seed)
-    return sweep_lr(
-        context,
-        min_lr=min_lr,
-        max_lr=max_lr,
-        num_steps=num_steps,
-        rule=rule,
-        smoothing=smoothing,
-        divergence=divergence,
-        warmup_factor=warmup_factor,
-    )
+    try:
+        return sweep_lr(
+            context,
+            min_lr=min_lr,
+            max_lr=max_lr,
+            num_steps=num_steps,
+            rule=rule,
+            smoothing=smoothing,
+            divergence=divergence,
+            warmup_factor=warmup_factor,
+        )
+    except CheckSkipped as err:  # manual optimisation, no loss returned, a model that cannot be copied
+        raise ValueError(f"find_lr cannot sweep {type(model).__name__}: {err}") from err
 
 
 class LRRangeTest(Callback):

@@ -396,3 +396,12 @@ def single_process_group():
     dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
     yield
     dist.destroy_process_group()
+
+
+def test_the_mixin_is_importable_where_the_readme_and_speed_tune_advice_say() -> None:
+    from lightning_recipes.strategies import ActivationCheckpointingMixin
+    from lightning_recipes.strategies import activation_checkpointing as module
+    from lightning_recipes.tune import OPTIONS
+
+    assert ActivationCheckpointingMixin is module.ActivationCheckpointingMixin
+    assert "lightning_recipes.strategies" in OPTIONS["activation_checkpointing"].advice

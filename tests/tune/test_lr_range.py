@@ -175,3 +175,63 @@ def test_ddp_every_rank_gets_the_single_process_curve_on_the_global_batch(tmp_pa
     assert ranks[0]["losses"] == ranks[1]["losses"] and ranks[0]["suggestion"] == ranks[1]["suggestion"]
     assert ranks[0]["losses"] == pytest.approx(single.losses, rel=1e-4)
     assert ranks[0]["suggestion"] == pytest.approx(single.suggestion, rel=1e-6)
+
+
+class RankBranchClassifier(TinyClassifier):
+    """Rank 0 adds a branch the other ranks never call: its parameters have no gradient on rank 1 (module
+    level for ddp_spawn)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.extra = torch.nn.Linear(16, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        logits = super().forward(x)
+        if torch.distributed.is_initialized() and torch.distributed.get_rank() == 0:
+            logits = logits + self.extra(x)
+        return logits
+
+
+def test_ddp_sweep_with_a_parameter_unused_on_one_rank_agrees_across_ranks(tmp_path: Path):
+    """Each rank used to all-reduce only its parameters with a gradient: different layouts on the two ranks,
+    and gloo aborted the process ("collective mismatch"). Now the missing ones join as zeros."""
+    torch.manual_seed(0)
+    trainer = fast_trainer(
+        max_steps=1,
+        accelerator="cpu",
+        devices=2,
+        strategy="ddp_spawn_find_unused_parameters_true",
+        callbacks=[LRRangeTest(num_steps=20, stop=True, print_result=False), RecordResult(str(tmp_path))],
+    )
+    trainer.fit(RankBranchClassifier(), _loader(batch_size=16))
+    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
+    assert ranks[0]["losses"] == ranks[1]["losses"] and ranks[0]["suggestion"] == ranks[1]["suggestion"]
+    assert len(ranks[0]["losses"]) >= 10 and all(math.isfinite(v) for v in ranks[0]["losses"])
+
+
+class ShiftedLossClassifier(TinyClassifier):
+    """The same loss minus 10: negative, as a Gaussian NLL or an ELBO can be."""
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        return super().training_step(batch, batch_idx) - 10.0
+
+
+def test_a_negative_loss_does_not_read_as_divergence():
+    torch.manual_seed(0)
+    plain = find_lr(TinyClassifier(), train_dataloaders=_loader(), num_steps=60)
+    torch.manual_seed(0)
+    shifted = find_lr(ShiftedLossClassifier(), train_dataloaders=_loader(), num_steps=60)
+    assert len(shifted.lrs) >= len(plain.lrs)  # it stopped after 12 steps ("diverged") before
+    assert shifted.losses[: len(plain.losses)] == pytest.approx([v - 10.0 for v in plain.losses], abs=1e-4)
+    assert shifted.suggestion == pytest.approx(plain.suggestion, rel=2.0)
+
+
+class ManualClassifier(TinyClassifier):
+    def __init__(self) -> None:
+        super().__init__()
+        self.automatic_optimization = False
+
+
+def test_find_lr_on_a_manual_optimisation_module_is_a_value_error():
+    with pytest.raises(ValueError, match="find_lr cannot sweep ManualClassifier"):
+        find_lr(ManualClassifier(), train_dataloaders=_loader(), num_steps=20)
