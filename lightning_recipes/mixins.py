@@ -120,6 +120,9 @@ class OptimizerRecipeMixin:
     #: The sweep behind :attr:`found_lr` (curve, ``suggestion``, ``peak_lr``, ``.plot()``).
     lr_find_result: LRRangeResult | None = None
     _found_lr_choice: str | None = None
+    #: What the found LR depends on (optimizer, schedule, groups, sweep arguments, batch): a fit whose recipe
+    #: differs sweeps again instead of reusing an LR found for another optimizer (``None``: unknown, reused).
+    _found_lr_key: dict[str, Any] | None = None
 
     def resolve_recipe(self) -> dict[str, Any]:
         """Every recipe field with its value after the precedence rules (``recipe`` > ``hparams`` > defaults).
@@ -280,6 +283,21 @@ class OptimizerRecipeMixin:
     ) -> tuple[float, dict[str, Any]]:
         """The LR for ``lr="find"``: the one found before (earlier fit, checkpoint), else a sweep now."""
         info: dict[str, Any]
+        sweep_batch = batch_size * trainer.num_devices * trainer.num_nodes if batch_size else None
+        key = _sweep_key(recipe, warmup, sweep_batch)
+        changed = _key_changes(self._found_lr_key, key) if self.found_lr is not None else []
+        if changed and trainer.ckpt_path is not None:
+            rank_zero_warn(
+                f"`lr='find'`: resuming at the LR found before ({self.found_lr:.4g}), though the recipe "
+                f"changed since it was found ({'; '.join(changed)}); set a numeric `lr` to override it."
+            )
+            changed = []
+        if changed:
+            rank_zero_info(
+                f"lightning_recipes: lr='find': the recipe changed since the LR {self.found_lr:.4g} was "
+                f"found ({'; '.join(changed)}); sweeping again."
+            )
+            self.found_lr = self.lr_find_result = self._found_lr_choice = None
         if self.found_lr is not None:
             choice = self._found_lr_choice or "found"
             info = {"lr": self.found_lr, "choice": choice, "source": "restored"}
@@ -294,6 +312,7 @@ class OptimizerRecipeMixin:
             choice = "peak_lr" if warmup > 0 and recipe["schedule"] in _DECAYING else "suggestion"
             lr = result.peak_lr if choice == "peak_lr" else result.suggestion
             self.found_lr, self.lr_find_result, self._found_lr_choice = lr, result, choice
+            self._found_lr_key = key
             info = {"lr": lr, "choice": choice, "source": "sweep", **_result_facts(result)}
             args = check_sweep_args(recipe["lr_find"])
             if choice == "peak_lr":
@@ -308,7 +327,6 @@ class OptimizerRecipeMixin:
                     f"{result.peak_lr:.3g}"
                 )
             accumulation = trainer.accumulate_grad_batches
-            sweep_batch = batch_size * trainer.num_devices * trainer.num_nodes if batch_size else None
             batch = f"batch {sweep_batch} per step" if sweep_batch else "batch size unknown"
             if accumulation > 1:
                 batch += f" (the run accumulates {accumulation} of them)"
@@ -384,6 +402,7 @@ class OptimizerRecipeMixin:
             checkpoint[CHECKPOINT_KEY] = {
                 "lr": self.found_lr,
                 "choice": self._found_lr_choice,
+                "key": self._found_lr_key,
                 "result": None if self.lr_find_result is None else self.lr_find_result.to_dict(),
             }
 
@@ -396,8 +415,36 @@ class OptimizerRecipeMixin:
         if isinstance(state, dict) and state.get("lr") is not None:
             self.found_lr = float(state["lr"])
             self._found_lr_choice = state.get("choice")
+            self._found_lr_key = state.get("key")
             result = state.get("result")
             self.lr_find_result = None if result is None else LRRangeResult.from_dict(result)
+
+
+def _sweep_key(recipe: dict[str, Any], warmup: int, sweep_batch: int | None) -> dict[str, Any]:
+    """The recipe fields an LR found by ``lr="find"`` is valid for (plain values: kept in checkpoints)."""
+    betas = recipe["betas"]
+    return {
+        "optimizer": recipe["optimizer"],
+        "schedule": recipe["schedule"],
+        "warm-up": warmup > 0,
+        "weight_decay": recipe["weight_decay"],
+        "betas": None if betas is None else [float(b) for b in betas],
+        "eps": recipe["eps"],
+        "layer_decay": recipe["layer_decay"],
+        "lr_scale": recipe["lr_scale"],
+        "lr_find": check_sweep_args(recipe["lr_find"]),
+        "sweep batch": sweep_batch,
+    }
+
+
+def _key_changes(before: dict[str, Any] | None, now: dict[str, Any]) -> list[str]:
+    if before is None:  # found by a version that kept no key: reused as before
+        return []
+    return [
+        f"{name} {before.get(name)!r} -> {value!r}"
+        for name, value in now.items()
+        if before.get(name) != value
+    ]
 
 
 class AdamWRecipe(OptimizerRecipeMixin):

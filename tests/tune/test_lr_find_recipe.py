@@ -190,6 +190,30 @@ def test_resume_reuses_the_found_lr_and_never_sweeps_again(tmp_path, sweeps):
     assert len(sweeps) == 1
 
 
+def test_a_changed_recipe_sweeps_again_and_a_resume_keeps_the_lr_with_a_warning(tmp_path, sweeps):
+    loader = random_classification_loader(num_samples=128)
+    model = FindNet(_recipe())  # Lion, cosine after a warm-up: peak_lr
+    trainer = fast_trainer(max_steps=3, max_epochs=None, default_root_dir=tmp_path)
+    trainer.fit(model, loader)
+    ckpt = tmp_path / "run.ckpt"
+    trainer.save_checkpoint(ckpt)
+    lion_lr = model.found_lr
+    saved = torch.load(ckpt, weights_only=True)[CHECKPOINT_KEY]
+    assert len(sweeps) == 1 and saved["key"]["optimizer"] == "lion"
+
+    model.recipe = _recipe(optimizer="adamw", schedule="constant")  # another optimizer: its LR is not Lion's
+    fast_trainer(max_steps=3, max_epochs=None, default_root_dir=tmp_path).fit(model, loader)
+    assert len(sweeps) == 2 and model.recipe_summary["lr_find"]["source"] == "sweep"
+    assert model.found_lr != lion_lr and model._found_lr_choice == "suggestion"
+
+    resumed_model = FindNet(_recipe(schedule="constant"))  # resuming the Lion run with another schedule
+    resumed = fast_trainer(max_steps=5, max_epochs=None, default_root_dir=tmp_path)
+    changed = r"resuming at the LR found before .*schedule 'cosine' -> 'constant'"
+    with pytest.warns(UserWarning, match=changed):
+        resumed.fit(resumed_model, loader, ckpt_path=ckpt)
+    assert len(sweeps) == 2 and resumed_model.found_lr == lion_lr
+
+
 def test_validate_test_and_predict_never_sweep(sweeps):
     loader = random_classification_loader(num_samples=64)
     model = FindNet(_recipe())
