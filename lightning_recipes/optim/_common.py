@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from typing import Any, Literal, cast
 
 import torch
@@ -28,6 +28,7 @@ __all__ = [
     "check_implementation",
     "check_non_negative",
     "check_positive",
+    "defaults_keys",
     "foreach_chunks",
     "gather_gradients",
     "group_by_device_and_dtype",
@@ -213,15 +214,32 @@ def _local_shards(row: Sequence[Tensor]) -> tuple[Tensor, ...] | None:
     return tuple(cast(DTensor, item).to_local() for item in row)
 
 
-def backfill_group_options(optimizer: torch.optim.Optimizer, defaults: dict[str, Any]) -> None:
-    """``setdefault`` every option of ``defaults`` (the class's own) and of ``optimizer.defaults`` in every
-    group, and in ``optimizer.defaults``: groups saved before an option existed load and step."""
+def backfill_group_options(
+    optimizer: torch.optim.Optimizer, defaults: dict[str, Any], defaults_before: Collection[str]
+) -> None:
+    """After ``Optimizer.__setstate__``: ``setdefault`` the class's own options (``defaults``) in
+    ``optimizer.defaults`` and in every group, so that groups saved before an option existed load and step,
+    and take back the keys torch's ``__setstate__`` added to ``optimizer.defaults`` that the class does not
+    own (``differentiable``), which ``defaults_before`` (the keys before the call) tells apart.
+
+    Only the class's own options are back-filled: a loaded or unpickled optimizer's ``state_dict()`` and
+    ``defaults`` equal the original's key for key (torch's state-dict determinism and pickle invariants).
+    A group option missing from a saved group takes the optimizer's own default (its constructor argument).
+    """
+    for key in [key for key in optimizer.defaults if key not in defaults_before and key not in defaults]:
+        del optimizer.defaults[key]
     for key, value in defaults.items():
         optimizer.defaults.setdefault(key, value)
     for group in optimizer.param_groups:
-        for key, value in optimizer.defaults.items():
-            if key != "params":
-                group.setdefault(key, value)
+        for key in defaults:
+            group.setdefault(key, optimizer.defaults[key])
+
+
+def defaults_keys(optimizer: torch.optim.Optimizer, state: dict[str, Any]) -> frozenset[str]:
+    """The keys of the ``defaults`` an ``__setstate__(state)`` call will leave before torch adds its own: the
+    pickled ones when unpickling, else (``load_state_dict``) the optimizer's current ones."""
+    defaults = state.get("defaults", optimizer.__dict__.get("defaults", {}))
+    return frozenset(defaults)
 
 
 def gather_gradients(

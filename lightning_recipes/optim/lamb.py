@@ -17,6 +17,7 @@ from lightning_recipes.optim._common import (
     check_implementation,
     check_non_negative,
     check_positive,
+    defaults_keys,
     foreach_chunks,
     gather_gradients,
     group_by_device_and_dtype,
@@ -405,8 +406,9 @@ class Lamb(Optimizer):
         """Back-fill group options added after a state dict or pickle was written, and turn numeric step
         counters (python numbers, as older optimizers saved them) into float32 tensors, as torch's optimizers
         do; ``load_state_dict`` calls this too."""
+        before = defaults_keys(self, state)
         super().__setstate__(state)
-        backfill_group_options(self, _DEFAULTS)
+        backfill_group_options(self, _DEFAULTS, before)
         for param_state in self.state.values():
             step = param_state.get("step")
             if step is not None and not torch.is_tensor(step):

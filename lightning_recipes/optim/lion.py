@@ -16,6 +16,7 @@ from lightning_recipes.optim._common import (
     check_implementation,
     check_non_negative,
     check_positive,
+    defaults_keys,
     foreach_chunks,
     gather_gradients,
     group_by_device_and_dtype,
@@ -278,8 +279,9 @@ class Lion(Optimizer):
     def __setstate__(self, state: dict[str, Any]) -> None:
         """Back-fill group options added after a state dict or pickle was written, so that it still loads
         and steps (``load_state_dict`` calls this too)."""
+        before = defaults_keys(self, state)
         super().__setstate__(state)
-        backfill_group_options(self, _DEFAULTS)
+        backfill_group_options(self, _DEFAULTS, before)
 
     def add_param_group(self, param_group: dict[str, Any]) -> None:
         """Add a group; its options (the defaults filled in) are validated before it joins the optimizer."""

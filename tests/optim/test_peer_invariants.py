@@ -1,0 +1,282 @@
+"""The generic optimizer invariants that torch's and timm's own suites check, over every optimizer we ship and
+every implementation path (issue 22: a loaded Lion/Lamb gained a ``differentiable`` group key and ~65 peer
+cases failed).
+
+Sources of the expectations (read, not copied): torch's ``test/test_optim.py`` (``TestOptimRenewed``:
+``test_state_dict_deterministic``, ``test_save_load_equality_with_weights_only``,
+``test_deepcopy_copies_all_public_attrs``, ``test_can_load_older_state_dict``, the pickle round trip of
+``test_state_dict_with_cuda_params``), and timm's ``tests/test_optim.py`` (``_test_state_dict``: 20 priming
+closure steps, load into clones, 20 lock-step steps, equal state dicts, repeated groups identical, the
+loaded dict unmodified; ``_test_basic_cases_template``: printable, loss falls over 200 steps, non-contiguous
+parameters, per-group ``lr``, a group whose ``params`` is a bare tensor; ``_test_rosenbrock``;
+``_test_model``).
+The protocol tests against ``torch.optim.AdamW`` as oracle are in ``test_torch_conformance.py``.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import io
+import pickle
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+from torch import Tensor
+from torch.nn import Parameter
+
+from lightning_recipes.optim import Lamb, Lion, _native
+from lightning_recipes.optim._compiled import compile_available
+
+OPTIMIZERS: dict[str, type[torch.optim.Optimizer]] = {"lion": Lion, "lamb": Lamb}
+IMPLEMENTATIONS = ["for_loop", "foreach", "native", "compiled", "auto"]
+
+every_optimizer = pytest.mark.parametrize("name", sorted(OPTIMIZERS))
+every_path = pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
+
+
+def _skip_unavailable(implementation: str) -> None:
+    if implementation == "native" and not _native.native_available():
+        pytest.skip("the native kernels need Linux, a C compiler and torch built with GNU OpenMP")
+    if implementation == "compiled" and not compile_available():
+        pytest.skip("torch.compile is unavailable here (no C++ compiler or unsupported platform)")
+
+
+def assert_state_dicts_identical(expected: dict[str, Any], got: dict[str, Any]) -> None:
+    """Key for key, in order: groups (every option, same values and types) and per-parameter state (same
+    keys, tensors equal bitwise with the same dtype and device)."""
+    assert list(got) == list(expected)
+    assert len(got["param_groups"]) == len(expected["param_groups"])
+    for group_expected, group_got in zip(expected["param_groups"], got["param_groups"]):
+        assert list(group_got) == list(group_expected)
+        for key in group_expected:
+            assert type(group_got[key]) is type(group_expected[key]), key
+            assert group_got[key] == group_expected[key], key
+    assert list(got["state"]) == list(expected["state"])
+    for index, state_expected in expected["state"].items():
+        state_got = got["state"][index]
+        assert list(state_got) == list(state_expected), index
+        for key, value in state_expected.items():
+            if torch.is_tensor(value):
+                other = state_got[key]
+                assert (other.dtype, other.device, other.shape) == (value.dtype, value.device, value.shape)
+                assert torch.equal(other, value), (index, key)
+            else:
+                assert state_got[key] == value, (index, key)
+
+
+def _weight_bias(seed: int = 0) -> tuple[Parameter, Parameter, torch.Tensor]:
+    generator = torch.Generator().manual_seed(seed)
+    weight = Parameter(torch.randn(10, 5, generator=generator))
+    bias = Parameter(torch.randn(10, generator=generator))
+    return weight, bias, torch.randn(5, generator=generator)
+
+
+def _closure(
+    optimizer: torch.optim.Optimizer, weight: Tensor, bias: Tensor, x: Tensor
+) -> Callable[[], Tensor]:
+    def closure() -> Tensor:
+        optimizer.zero_grad()
+        loss = (weight.mv(x) + bias).pow(2).sum()
+        loss.backward()
+        return loss
+
+    return closure
+
+
+Constructor = Callable[[Parameter, Parameter], torch.optim.Optimizer]
+
+
+def _constructors(name: str, implementation: str) -> dict[str, Constructor]:
+    """timm's parameter layouts: a flat list, two groups with a per-group ``lr``, one group of a bare
+    tensor."""
+    cls = OPTIMIZERS[name]
+    kwargs = {"implementation": implementation, "weight_decay": 0.01}
+    return {
+        "list": lambda w, b: cls([w, b], lr=1e-3, **kwargs),
+        "groups": lambda w, b: cls([{"params": [w]}, {"params": [b], "lr": 3e-3}], lr=1e-3, **kwargs),
+        "single_tensor_group": lambda w, b: cls([{"params": b, "lr": 3e-3}], lr=1e-3, **kwargs),
+    }
+
+
+layouts = pytest.mark.parametrize("layout", ["list", "groups", "single_tensor_group"])
+
+
+# ---- state dict --------------------------------------------------------------------------------------------
+
+
+@every_optimizer
+@every_path
+@layouts
+def test_loaded_state_dict_is_deterministic_and_continues_in_lock_step(name, implementation, layout):
+    """timm ``_test_state_dict`` / torch ``test_state_dict_deterministic``: load into a fresh optimizer over
+    clones; the dict loaded is not modified; its ``state_dict()`` equals the original's key for key at once
+    and after 20 lock-step closure steps, with bitwise-equal parameters throughout; repeated groups
+    identical."""
+    _skip_unavailable(implementation)
+    constructor = _constructors(name, implementation)[layout]
+    weight, bias, x = _weight_bias()
+    optimizer = constructor(weight, bias)
+    for _ in range(20):
+        optimizer.step(_closure(optimizer, weight, bias, x))
+    weight_c, bias_c = Parameter(weight.detach().clone()), Parameter(bias.detach().clone())
+    optimizer_c = constructor(weight_c, bias_c)
+    saved, loaded = copy.deepcopy(optimizer.state_dict()), copy.deepcopy(optimizer.state_dict())
+    optimizer_c.load_state_dict(loaded)
+    assert_state_dicts_identical(saved, loaded)  # the caller's dict is not modified
+    assert_state_dicts_identical(optimizer.state_dict(), optimizer_c.state_dict())
+    assert optimizer_c.defaults == optimizer.defaults
+    for _ in range(20):
+        optimizer.step(_closure(optimizer, weight, bias, x))
+        optimizer_c.step(_closure(optimizer_c, weight_c, bias_c, x))
+        assert torch.equal(weight, weight_c) and torch.equal(bias, bias_c)
+    assert_state_dicts_identical(optimizer.state_dict(), optimizer_c.state_dict())
+    optimizer_c.param_groups.extend(optimizer_c.param_groups)
+    assert optimizer.state_dict()["param_groups"][-1] == optimizer_c.state_dict()["param_groups"][-1]
+
+
+@every_optimizer
+@every_path
+def test_save_load_with_weights_only_is_identical(name, implementation):
+    """torch ``test_save_load_equality_with_weights_only``: ``torch.save`` / ``torch.load(weights_only=True)``
+    of the state dict, loaded, gives the same state dict back."""
+    _skip_unavailable(implementation)
+    weight, bias, x = _weight_bias()
+    optimizer = OPTIMIZERS[name]([weight, bias], lr=1e-3, implementation=implementation)
+    for _ in range(3):
+        optimizer.step(_closure(optimizer, weight, bias, x))
+    buffer = io.BytesIO()
+    torch.save(optimizer.state_dict(), buffer)
+    buffer.seek(0)
+    loaded = torch.load(buffer, weights_only=True)
+    fresh = OPTIMIZERS[name]([Parameter(weight.detach().clone()), Parameter(bias.detach().clone())], lr=1e-3,
+                             implementation=implementation)  # fmt: skip
+    fresh.load_state_dict(loaded)
+    assert_state_dicts_identical(optimizer.state_dict(), fresh.state_dict())
+
+
+@every_optimizer
+@every_path
+@pytest.mark.parametrize("copier", ["pickle", "deepcopy"])
+def test_pickle_and_deepcopy_round_trips_are_identical_and_step_alike(name, implementation, copier):
+    """A pickled or deep-copied optimizer has the original's state dict, defaults and public attributes (torch
+    ``test_deepcopy_copies_all_public_attrs``), and its parameters (copies) then step bitwise alike."""
+    _skip_unavailable(implementation)
+    weight, bias, x = _weight_bias()
+    optimizer = OPTIMIZERS[name]([{"params": [weight]}, {"params": [bias], "lr": 3e-3}], lr=1e-3,
+                                 implementation=implementation)  # fmt: skip
+    for _ in range(3):
+        optimizer.step(_closure(optimizer, weight, bias, x))
+    copied = pickle.loads(pickle.dumps(optimizer)) if copier == "pickle" else copy.deepcopy(optimizer)
+    assert_state_dicts_identical(optimizer.state_dict(), copied.state_dict())
+    assert copied.defaults == optimizer.defaults and list(copied.defaults) == list(optimizer.defaults)
+    public = {k for k in vars(optimizer) if not k.startswith("_")}
+    assert {k for k in vars(copied) if not k.startswith("_")} == public
+    weight_c, bias_c = (group["params"][0] for group in copied.param_groups)
+    assert weight_c is not weight and torch.equal(weight_c, weight)
+    for _ in range(3):
+        optimizer.step(_closure(optimizer, weight, bias, x))
+        copied.step(_closure(copied, weight_c, bias_c, x))
+    assert torch.equal(weight, weight_c) and torch.equal(bias, bias_c)
+    assert_state_dicts_identical(optimizer.state_dict(), copied.state_dict())
+
+
+@every_optimizer
+@every_path
+def test_add_param_group_after_load_matches_a_never_loaded_optimizer(name, implementation):
+    """A group added after ``load_state_dict`` (or unpickling) has exactly the options of one added to an
+    optimizer that was never loaded: ``add_param_group`` fills from ``defaults``, so nothing torch's
+    ``__setstate__`` put there may leak into it."""
+    _skip_unavailable(implementation)
+    weight, bias, x = _weight_bias()
+    optimizer = OPTIMIZERS[name]([weight], lr=1e-3, implementation=implementation)
+    optimizer.step(_closure(optimizer, weight, bias, x))
+    loaded = OPTIMIZERS[name]([Parameter(weight.detach().clone())], lr=1e-3, implementation=implementation)
+    loaded.load_state_dict(optimizer.state_dict())
+    unpickled = pickle.loads(pickle.dumps(optimizer))
+    for other in (loaded, unpickled):
+        other.add_param_group({"params": [Parameter(bias.detach().clone())], "lr": 2e-3})
+    optimizer.add_param_group({"params": [bias], "lr": 2e-3})
+    for other in (loaded, unpickled):
+        assert_state_dicts_identical(optimizer.state_dict(), other.state_dict())
+        # (a loaded group's "params" key moves last, as with torch's optimizers: compare the key sets)
+        assert [set(g) for g in other.param_groups] == [set(g) for g in optimizer.param_groups]
+
+
+# ---- timm's convergence expectations -----------------------------------------------------------------------
+
+
+@every_optimizer
+@every_path
+@layouts
+@pytest.mark.parametrize("contiguous", [True, False])
+def test_loss_falls_over_200_closure_steps(name, implementation, layout, contiguous):
+    """timm ``_test_basic_cases_template``: printable, and 200 closure steps lower ``||W x + b||^2``, also for
+    non-contiguous parameters (strided views)."""
+    _skip_unavailable(implementation)
+    generator = torch.Generator().manual_seed(1)
+    if contiguous:
+        weight, bias = torch.randn(10, 5, generator=generator), torch.randn(10, generator=generator)
+    else:
+        weight = torch.randn(10, 5, 2, generator=generator)[..., 0]
+        bias = torch.randn(10, 2, generator=generator)[..., 0]
+        assert not weight.is_contiguous() and not bias.is_contiguous()
+    weight, bias, x = Parameter(weight), Parameter(bias), torch.randn(5, generator=generator)
+    optimizer = _constructors(name, implementation)[layout](weight, bias)
+    assert type(optimizer).__name__ in repr(optimizer)
+    closure = _closure(optimizer, weight, bias, x)
+    initial = float(closure().detach())
+    for _ in range(200):
+        optimizer.step(closure)
+    assert float(closure().detach()) < initial
+
+
+@every_optimizer
+@pytest.mark.parametrize("implementation", ["for_loop", "auto"])
+def test_rosenbrock_with_alternating_coordinate_gradients_gets_closer(name, implementation):
+    """timm ``_test_rosenbrock``: cyclic coordinate gradients (only x, then only y) for 2000 steps end nearer
+    the minimum (1, 1) than the start (1.5, 1.5)."""
+    _skip_unavailable(implementation)
+    params = Parameter(torch.tensor([1.5, 1.5]))
+    optimizer = OPTIMIZERS[name]([params], lr=1e-3, weight_decay=0.0, implementation=implementation)
+    solution = torch.tensor([1.0, 1.0])
+    initial = float(params.detach().dist(solution))
+
+    def closure(coordinate: int) -> Tensor:
+        optimizer.zero_grad()
+        x, y = params
+        loss = (1 - x) ** 2 + 100 * (y - x**2) ** 2
+        loss.backward()
+        with torch.no_grad():
+            assert params.grad is not None
+            params.grad[1 - coordinate] = 0.0
+        return loss
+
+    for step in range(2000):
+        optimizer.step(functools.partial(closure, step % 2))
+    assert float(params.detach().dist(solution)) <= initial
+
+
+@every_optimizer
+def test_monotone_loss_on_timms_fixed_model(name):
+    """timm ``_test_model``: the fixed 2-3-1 sigmoid network's summed output falls at each of 20 steps."""
+    model = torch.nn.Sequential(
+        torch.nn.Linear(2, 3), torch.nn.Sigmoid(), torch.nn.Linear(3, 1), torch.nn.Sigmoid()
+    )
+    with torch.no_grad():
+        model[0].weight.copy_(torch.tensor([[-0.2109, -0.4976], [-0.1413, -0.3420], [-0.2524, 0.6976]]))
+        model[0].bias.copy_(torch.tensor([-0.1085, -0.2979, 0.6892]))
+        model[2].weight.copy_(torch.tensor([[-0.0508, -0.3941, -0.2843]]))
+        model[2].bias.copy_(torch.tensor([-0.0711]))
+    x = torch.tensor([0.1, 0.2, 0.3, 0.4, 0.5, 0.6]).reshape(3, 2)
+    optimizer = OPTIMIZERS[name](model.parameters(), lr=1e-3, weight_decay=0.0)  # timm's test_lamb settings
+    previous = float("inf")
+    for _ in range(20):
+        optimizer.zero_grad()
+        loss = model(x).sum()
+        loss.backward()
+        assert float(loss) < previous
+        previous = float(loss)
+        optimizer.step()
