@@ -9,7 +9,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-__all__ = ["Snapshot", "copy_to_cpu", "synchronize_if_cuda"]
+__all__ = ["Snapshot", "copy_to_cpu", "same_state", "synchronize_if_cuda"]
 
 
 def copy_to_cpu(obj: Any, reuse: Any = None) -> Any:
@@ -58,6 +58,34 @@ def copy_to_cpu(obj: Any, reuse: Any = None) -> Any:
     return copy.deepcopy(obj)
 
 
+def same_state(a: Any, b: Any) -> bool:
+    """Value equality of nested state (dicts, lists, tuples, tensors, plain values): same structure and
+    types, tensors of the same shape, dtype and device type with equal elements (NaN equal to NaN).
+
+    Example:
+        >>> same_state({"w": torch.tensor([1.0, float("nan")])}, {"w": torch.tensor([1.0, float("nan")])})
+        True
+        >>> same_state([torch.ones(2)], [torch.ones(2, dtype=torch.float64)])
+        False
+    """
+    if isinstance(a, Tensor) or isinstance(b, Tensor):
+        if not (isinstance(a, Tensor) and isinstance(b, Tensor)):
+            return False
+        if (a.shape, a.dtype, a.device.type) != (b.shape, b.dtype, b.device.type):
+            return False
+        a, b = a.detach(), b.detach().to(a.device)
+        if a.is_floating_point() or a.is_complex():
+            return bool(((a == b) | (a.isnan() & b.isnan())).all())  # sync: comparisons only, never per step
+        return torch.equal(a, b)
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(same_state(a[key], b[key]) for key in a)
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(same_state(x, y) for x, y in zip(a, b))
+    return bool(a == b)
+
+
 def synchronize_if_cuda(device: torch.device) -> None:
     """Wait for queued copies on ``device`` (no-op off CUDA): before reading pinned snapshots on the host."""
     if device.type == "cuda":
@@ -94,6 +122,15 @@ class Snapshot:
         self.optimizers: list[dict[str, Any]] = []
         self.schedulers: list[dict[str, Any]] = []
         self.extra: Any = None
+
+    def __eq__(self, other: object) -> bool:
+        """Value equality: same step, same captured tensors (shape, dtype, elements), same optimizer and
+        scheduler states and ``extra`` (so a pickled or deep-copied owner equals the original)."""
+        if not isinstance(other, Snapshot):
+            return NotImplemented
+        return same_state(vars(self), vars(other))
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, compared by value
 
     @property
     def empty(self) -> bool:

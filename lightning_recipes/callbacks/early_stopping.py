@@ -9,6 +9,7 @@ import lightning.pytorch as pl
 import torch
 from lightning.pytorch.callbacks import EarlyStopping as _LightningEarlyStopping
 from lightning.pytorch.callbacks.early_stopping import EarlyStoppingReason
+from lightning.pytorch.utilities.exceptions import MisconfigurationException
 from lightning.pytorch.utilities.rank_zero import rank_zero_info
 from torch import Tensor
 from typing_extensions import override
@@ -95,11 +96,15 @@ class EarlyStopping(_LightningEarlyStopping):
         restored_best_weights: Whether ``on_train_end`` loaded the best weights.
 
     Raises:
+        MisconfigurationException: If ``mode`` is not ``"min"`` / ``"max"``, as Lightning's; the error is also
+            a ``ValueError`` (a ``TypeError`` if ``mode`` is not a string). Wherever Lightning's constructor
+            raises, ours raises an instance of the same type.
         ValueError: At construction, naming the argument, if ``monitor`` is empty, ``min_delta`` negative,
-            ``patience`` / ``start_from_epoch`` / ``start_from_step`` not an integer >= 0, ``mode`` not
-            ``"min"`` / ``"max"``, ``min_delta_mode`` not ``"abs"`` / ``"rel"``, or a threshold not a finite
-            number or ``None``.
-        TypeError: If a flag (``verbose``, ``strict``, ...) is not a bool, or ``monitor`` not a string.
+            ``patience`` / ``start_from_epoch`` / ``start_from_step`` not an integer >= 0, ``min_delta_mode``
+            not ``"abs"`` / ``"rel"``, or a threshold not a finite number or ``None`` (Lightning accepts these
+            and fails later, or never).
+        TypeError: If a flag (``verbose``, ``strict``, ...) is not a bool, ``monitor`` not a string, or
+            ``min_delta`` not a number (that error is also a ``ValueError``).
         RuntimeError: If ``strict`` and ``monitor`` was not logged.
 
     Example:
@@ -316,6 +321,37 @@ class EarlyStopping(_LightningEarlyStopping):
             self.min_delta = absolute
 
 
+# Where Lightning's constructor raises, ours raises an instance of the same type (code that catches
+# Lightning's keeps working) that is also what our argument checks raise (ValueError, or TypeError for a
+# wrong kind).
+
+
+class ModeError(MisconfigurationException, ValueError):
+    """An unknown ``mode`` string: Lightning raises ``MisconfigurationException``; ours is also a
+    ValueError."""
+
+
+class ModeTypeError(MisconfigurationException, TypeError):
+    """A ``mode`` that is not a string: Lightning raises ``MisconfigurationException`` (or ``TypeError`` when
+    unhashable); ours is both."""
+
+
+class MinDeltaTypeError(TypeError, ValueError):
+    """A ``min_delta`` that is not a number: Lightning raises ``TypeError`` (``None``, a dict ...); our
+    earlier releases raised ``ValueError``; this is both."""
+
+
+def _validate_mode(mode: Any) -> None:
+    # The message keeps Lightning's wording too ("`mode` can be min, max, got X"), which its own tests match.
+    message = (
+        f"`mode` must be one of ('min', 'max'), got {mode!r} (Lightning: `mode` can be min, max, got {mode})."
+    )
+    if not isinstance(mode, str):
+        raise ModeTypeError(message)
+    if mode not in ("min", "max"):
+        raise ModeError(message)
+
+
 def _averaging_callbacks(trainer: pl.Trainer) -> list[Any]:
     """The Trainer's weight-averaging callbacks (they swap their average in for validation)."""
     if _WeightAveraging is None:  # pragma: no cover
@@ -330,9 +366,12 @@ def _validate(args: dict[str, Any]) -> None:
         raise TypeError(f"`monitor` must be the name of a logged metric (a str), got {monitor!r}.")
     if not monitor:
         raise ValueError(f"`monitor` must be the name of a logged metric, got {monitor!r}.")
-    check_non_negative("min_delta", args["min_delta"])
+    min_delta = args["min_delta"]
+    if not isinstance(min_delta, (int, float)):  # Lightning's `min_delta *= -1` raises TypeError for most
+        raise MinDeltaTypeError(f"`min_delta` must be a finite number >= 0, got {min_delta!r}.")
+    check_non_negative("min_delta", min_delta)
     check_int("patience", args["patience"], minimum=0)
-    check_choice("mode", args["mode"], ("min", "max"))
+    _validate_mode(args["mode"])
     check_choice("min_delta_mode", args["min_delta_mode"], ("abs", "rel"))
     for name in ("stopping_threshold", "divergence_threshold"):
         value = args[name]

@@ -241,3 +241,69 @@ def test_verbose_logs_the_reason_and_the_restore(caplog: pytest.LogCaptureFixtur
     assert "did not improve in the last 2 records" in text  # Lightning's own reason message
     assert "The best weights (epoch 2) will be restored when training ends." in text
     assert "EarlyStopping: restored the best weights (val_score=3 at epoch 2, step 6)." in text
+
+
+# ---- drop-in for Lightning's (issue 22) --------------------------------------------------------------------
+
+_ODD_VALUES = [None, "x", "", [], {}, object(), -1, 0, 1.5, NAN, math.inf, True, 2, "min"]
+_LIGHTNING_ARGS = [
+    "monitor", "min_delta", "patience", "verbose", "mode", "strict", "check_finite", "stopping_threshold",
+    "divergence_threshold", "check_on_train_epoch_end", "log_rank_zero_only",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", _LIGHTNING_ARGS)
+def test_wherever_lightnings_constructor_raises_ours_raises_the_same_type(name: str) -> None:
+    """Every value of every Lightning argument that Lightning's constructor refuses, ours refuses with an
+    instance of Lightning's exception type (code catching it keeps working), naming the argument; values it
+    accepts we may refuse (clear errors at construction), as ValueError or TypeError."""
+    for value in _ODD_VALUES:
+        kwargs = {"monitor": "val_loss", name: value}
+        try:
+            LightningEarlyStopping(**kwargs)
+            theirs: type[BaseException] | None = None
+        except Exception as error:
+            theirs = type(error)
+        try:
+            EarlyStopping(**kwargs)
+            ours: BaseException | None = None
+        except Exception as error:
+            ours = error
+        if theirs is not None:
+            assert isinstance(ours, theirs), (name, value, theirs, ours)
+        if ours is not None:
+            assert isinstance(ours, (ValueError, TypeError)) and f"`{name}`" in str(ours), (name, value, ours)
+
+
+def test_unknown_mode_is_lightnings_misconfiguration_and_a_value_error() -> None:
+    from lightning.pytorch.utilities.exceptions import MisconfigurationException
+
+    for catch in (MisconfigurationException, ValueError):
+        with pytest.raises(catch, match=r"`mode` must be one of \('min', 'max'\), got 'best'"):
+            EarlyStopping("val_loss", mode="best")
+    with pytest.raises(MisconfigurationException, match=r"`mode` can be .* got best"):  # Lightning's wording
+        EarlyStopping("val_loss", mode="best")
+
+
+@pytest.mark.parametrize("copier", ["pickle", "deepcopy"])
+def test_pickled_callback_equals_the_original_after_fit_with_best_weights(copier: str) -> None:
+    """Lightning's ``test_pickling`` compares ``vars()``; ours holds Snapshots of the best weights, which must
+    compare by value (before: identity, so every copy differed)."""
+    import copy
+
+    fresh = EarlyStopping("val_score", restore_best_weights=True)
+    stopper, _, _ = _run([5, 4, 3, 3.5], 4, patience=5)
+    assert stopper._best_weights is not None
+
+    # the Trainer attaches the module's bound `log` / `log_dict` to every callback (Lightning's too); their
+    # copies are bound to a copy of the module, so they never compare equal: left out
+    def state(callback: EarlyStopping) -> dict[str, Any]:
+        return {k: v for k, v in vars(callback).items() if k not in ("log", "log_dict")}
+
+    for original in (fresh, stopper):
+        copied = pickle.loads(pickle.dumps(original)) if copier == "pickle" else copy.deepcopy(original)
+        assert state(copied) == state(original)
+    assert vars(pickle.loads(pickle.dumps(fresh))) == vars(fresh)  # Lightning's test_pickling, exactly
+    other = pickle.loads(pickle.dumps(stopper))
+    next(iter(other._best.model.values())).add_(1.0)
+    assert state(other) != state(stopper)

@@ -134,3 +134,29 @@ def test_cuda_capture_is_pinned_and_restores_to_the_device() -> None:
         model.weight.add_(1.0)
     snapshot.restore(model)
     _assert_equal(model.state_dict(), expected)
+
+
+def test_snapshots_compare_by_value_so_their_owners_survive_pickling() -> None:
+    """Issue 22: ``vars()`` of a pickled EarlyStopping must equal the original's, so a Snapshot equals its
+    pickled / deep copies, and differs as soon as a tensor, a dtype, the step or the extra differs."""
+    model, optimizer, scheduler = _setup()
+    _train(model, optimizer, scheduler, 2)
+    snapshot = Snapshot().capture(model, [optimizer], [scheduler], step=2, extra={"window": [1.0]})
+    assert Snapshot() == Snapshot() and Snapshot() != snapshot
+    for copied in (pickle.loads(pickle.dumps(snapshot)), copy.deepcopy(snapshot)):
+        assert copied == snapshot
+    nan_model = nn.Linear(2, 1)
+    with torch.no_grad():
+        nan_model.weight.fill_(float("nan"))
+    nan = Snapshot().capture(nan_model)
+    assert nan == copy.deepcopy(nan)  # NaN weights equal themselves
+    changed = [copy.deepcopy(snapshot) for _ in range(5)]
+    changed[0].step = 3
+    next(iter(changed[1].model.values())).add_(1e-6)
+    first = next(iter(changed[2].model))
+    changed[2].model[first] = changed[2].model[first].double()
+    changed[3].extra = {"window": [2.0]}
+    next(iter(changed[4].optimizers[0]["state"].values()))["exp_avg"].mul_(2)
+    assert all(other != snapshot for other in changed)
+    with pytest.raises(TypeError, match="unhashable"):
+        hash(snapshot)
