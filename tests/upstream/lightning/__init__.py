@@ -1,0 +1,1 @@
+"""Lightning's own EarlyStopping test file, run against ours (README.md)."""
