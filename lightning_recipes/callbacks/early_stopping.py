@@ -15,12 +15,9 @@ from torch import Tensor
 from typing_extensions import override
 
 from lightning_recipes._validation import check_bool, check_choice, check_int, check_non_negative, is_number
+from lightning_recipes.callbacks._averaging import averaging_callbacks, set_averages_to_module
 from lightning_recipes.callbacks._snapshot import Snapshot
 from lightning_recipes.callbacks._trainer import callback_list
-
-# `WeightAveraging` (base of `EMAWeightAveraging`) arrived in Lightning 2.6.0, our floor; read it softly so
-# that an older Lightning still imports this module (there is then nothing to coordinate with).
-_WeightAveraging: Any = getattr(pl.callbacks, "WeightAveraging", None)
 
 __all__ = ["EarlyStopping"]
 
@@ -60,6 +57,8 @@ class EarlyStopping(_LightningEarlyStopping):
       the averaging callback has copied its final average into the module, whichever is listed first (if
       the averaging callback comes later in ``callbacks``, the restore moves to ``on_fit_end``). Monitor a
       validation metric then: the weights restored are those the last validation before the check saw.
+      The averaging callback's own average is set to them too, so a ``trainer.validate()`` after fit (which
+      swaps the average in), ``test``, ``predict`` and a checkpoint saved after fit all use the best weights.
     * State: best score, wait count, ``best_epoch``/``best_step``, ``stopped_step`` and (with
       ``best_weights_in_checkpoint``) the best weights go into the checkpoint, so a resumed run continues
       the same count and can still restore weights from before the interruption.
@@ -205,7 +204,7 @@ class EarlyStopping(_LightningEarlyStopping):
             and batch_idx == 0
             and dataloader_idx == 0
             and not trainer.sanity_checking
-            and _averaging_callbacks(trainer)
+            and averaging_callbacks(trainer)
         ):
             # sync: once per validation run (only next to a weight-averaging callback)
             self._validated.capture(pl_module, step=trainer.global_step, wait=True)
@@ -215,22 +214,25 @@ class EarlyStopping(_LightningEarlyStopping):
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         callbacks = callback_list(trainer)
         mine = next(i for i, callback in enumerate(callbacks) if callback is self)
-        later = [c for c in callbacks[mine + 1 :] if c in _averaging_callbacks(trainer)]
+        later = [c for c in callbacks[mine + 1 :] if c in averaging_callbacks(trainer)]
         if later:  # their on_train_end copies the average into the module after ours: restore after them
             self._restore_at_fit_end = True
             return
-        self._restore(pl_module)
+        self._restore(trainer, pl_module)
 
     @override
     def on_fit_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if self._restore_at_fit_end:
             self._restore_at_fit_end = False
-            self._restore(pl_module)
+            self._restore(trainer, pl_module)
 
-    def _restore(self, pl_module: pl.LightningModule) -> None:
+    def _restore(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if not (self.restore_best_weights and self._best_weights is not None):
             return
         self._best.restore(pl_module)
+        # A weight-averaging callback keeps its average after fit and swaps it in for `trainer.validate()`
+        # and saves it in checkpoints: it must hold the best weights too (issue 22).
+        set_averages_to_module(trainer, pl_module)
         self.restored_best_weights = True
         if self.verbose:
             rank_zero_info(
@@ -350,13 +352,6 @@ def _validate_mode(mode: Any) -> None:
         raise ModeTypeError(message)
     if mode not in ("min", "max"):
         raise ModeError(message)
-
-
-def _averaging_callbacks(trainer: pl.Trainer) -> list[Any]:
-    """The Trainer's weight-averaging callbacks (they swap their average in for validation)."""
-    if _WeightAveraging is None:  # pragma: no cover
-        return []
-    return [callback for callback in callback_list(trainer) if isinstance(callback, _WeightAveraging)]
 
 
 def _validate(args: dict[str, Any]) -> None:

@@ -72,6 +72,64 @@ def test_restore_best_weights_restores_the_averaged_weights_validation_scored(st
     assert math.isclose(_val_loss(model, val), float(stopper.best_score), rel_tol=1e-6)
 
 
+class StageRecorder(ValidationRecorder):
+    """Also keeps the weights the first batch of a ``validate`` / ``test`` / ``predict`` call saw."""
+
+    def __init__(self, lr: float = 0.5) -> None:
+        super().__init__(lr=lr)
+        self.seen: dict[str, dict[str, Tensor]] = {}
+
+    def validation_step(self, batch: Any, batch_idx: int) -> None:
+        if batch_idx == 0 and self.trainer.state.fn == "validate":
+            self.seen["validate"] = _weights(self)
+        super().validation_step(batch, batch_idx)
+
+    def test_step(self, batch: Any, batch_idx: int) -> None:
+        if batch_idx == 0:
+            self.seen["test"] = _weights(self)
+        x, y = batch
+        self.log("test_loss", self.loss(self(x), y))
+
+    def predict_step(self, batch: Any, batch_idx: int) -> Tensor:
+        if batch_idx == 0:
+            self.seen["predict"] = _weights(self)
+        return self(batch[0])
+
+
+@pytest.mark.parametrize("stopper_first", [True, False])
+def test_validate_test_predict_and_checkpoint_after_fit_use_the_restored_best_weights(
+    stopper_first: bool, tmp_path: Any
+) -> None:
+    """Issue 22: after fit, EMAWeightAveraging still holds its final average and swaps it in for every
+    validation run, so ``trainer.validate()`` on the same Trainer scored the final average (and a checkpoint
+    saved it as ``state_dict``) while ``test`` / ``predict`` saw the restored best weights. All four must use
+    the best weights, and the module keeps them."""
+    torch.manual_seed(0)
+    model = StageRecorder()
+    stopper = EarlyStopping("val_loss", patience=2, restore_best_weights=True)
+    ema = EMAWeightAveraging(decay=0.5)
+    train = random_classification_loader(num_samples=64, batch_size=16, seed=0)
+    val = random_classification_loader(num_samples=64, batch_size=64, seed=1)
+    trainer = fast_trainer(max_epochs=6, callbacks=[stopper, ema] if stopper_first else [ema, stopper],
+                           limit_val_batches=1)  # fmt: skip
+    trainer.fit(model, train, val)
+    best = model.validated[stopper.best_epoch]
+    assert stopper.best_epoch < max(model.validated), "the test needs a best epoch before the last one"
+    assert not _equal(best, model.validated[max(model.validated)])
+    assert _equal(_weights(model), best)
+
+    (result,) = trainer.validate(model, val, verbose=False)
+    assert _equal(model.seen["validate"], best)
+    assert math.isclose(result["val_loss"], float(stopper.best_score), rel_tol=1e-6)
+    assert _equal(_weights(model), best)  # the swap back leaves them in the module
+    trainer.test(model, val, verbose=False)
+    trainer.predict(model, val)
+    assert _equal(model.seen["test"], best) and _equal(model.seen["predict"], best)
+    trainer.save_checkpoint(tmp_path / "after_fit.ckpt")
+    saved = torch.load(tmp_path / "after_fit.ckpt", weights_only=False)["state_dict"]
+    assert _equal(saved, best)
+
+
 def test_without_restore_the_ema_average_is_the_final_model() -> None:
     torch.manual_seed(0)
     model = ValidationRecorder()
