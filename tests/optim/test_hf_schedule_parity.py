@@ -135,3 +135,58 @@ def test_deliberate_difference_cosine_holds_past_the_end(num_cycles):
     assert end == pytest.approx(theirs.lr_lambdas[0](total), abs=1e-15)
     assert [ours.lr_lambdas[0](s) for s in range(total, total + 8)] == [end] * 8
     assert max(theirs.lr_lambdas[0](s) for s in range(total, total + 8)) > end + 0.1
+
+
+_SAVE_RELOAD = {
+    "cosine": (
+        lambda o: warmup_cosine(o, 2, 10),
+        lambda o: hf.get_cosine_schedule_with_warmup(o, 2, 10),
+    ),
+    "linear": (
+        lambda o: warmup_linear(o, 2, 10),
+        lambda o: hf.get_linear_schedule_with_warmup(o, 2, 10),
+    ),
+    "constant": (
+        lambda o: warmup_constant(o, 4),
+        lambda o: hf.get_constant_schedule_with_warmup(o, 4),
+    ),
+    "wsd": (
+        lambda o: warmup_stable_decay(o, 2, 10, decay_steps=3, min_lr_ratio=0.1),
+        lambda o: hf.get_wsd_schedule(o, 2, 3, num_training_steps=10, min_lr_ratio=0.1, decay_type="linear"),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_SAVE_RELOAD))
+@pytest.mark.parametrize("reload", ["torch_save_weights_only", "pickle"])
+def test_save_and_reload_mid_schedule_keeps_hfs_learning_rates(name, reload):
+    """transformers' ``ScheduleInitTest`` (``unwrap_and_save_reload_schedule``): 10 steps at lr 10, the
+    scheduler's state saved and loaded back at step 5 (``torch.save`` / ``torch.load(weights_only=True)``);
+    the learning rates are those of an uninterrupted run and of Hugging Face's schedule. Pickling the
+    scheduler (what a checkpointing wrapper may do) keeps them too."""
+    import io
+    import pickle
+
+    ours_factory, theirs_factory = _SAVE_RELOAD[name]
+
+    def run(factory, reload_at):
+        optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=10.0)
+        scheduler = factory(optimizer)
+        lrs = []
+        for step in range(10):
+            lrs.append(scheduler.get_last_lr()[0])
+            optimizer.step()
+            scheduler.step()
+            if step == reload_at and reload == "torch_save_weights_only":
+                buffer = io.BytesIO()
+                torch.save(scheduler.state_dict(), buffer)
+                buffer.seek(0)
+                scheduler.load_state_dict(torch.load(buffer, weights_only=True))
+            elif step == reload_at:
+                scheduler = pickle.loads(pickle.dumps(scheduler))
+                optimizer = scheduler.optimizer
+        return lrs
+
+    uninterrupted = run(ours_factory, reload_at=-1)
+    assert run(ours_factory, reload_at=5) == uninterrupted
+    assert uninterrupted == pytest.approx(run(theirs_factory, reload_at=-1), abs=1e-12)
