@@ -205,6 +205,22 @@ def test_add_param_group_after_load_matches_a_never_loaded_optimizer(name, imple
         assert [set(g) for g in other.param_groups] == [set(g) for g in optimizer.param_groups]
 
 
+@every_optimizer
+@every_path
+def test_step_is_a_noop_for_zero_gradients_without_weight_decay(name, implementation):
+    """torch ``test_step_is_noop_for_zero_grads``: with ``weight_decay=0`` and fresh state, steps on all-zero
+    gradients leave every parameter bitwise unchanged (Lion: sign(0) = 0; Lamb: a zero update)."""
+    _skip_unavailable(implementation)
+    weight, bias, _ = _weight_bias()
+    before = [weight.detach().clone(), bias.detach().clone()]
+    optimizer = OPTIMIZERS[name]([weight, bias], lr=0.1, weight_decay=0.0, implementation=implementation)
+    for _ in range(3):
+        weight.grad, bias.grad = torch.zeros_like(weight), torch.zeros_like(bias)
+        optimizer.step()
+    assert torch.equal(weight, before[0]) and torch.equal(bias, before[1])
+    assert set(optimizer.state) == {weight, bias}  # the state exists: the step ran
+
+
 # ---- timm's convergence expectations -----------------------------------------------------------------------
 
 
