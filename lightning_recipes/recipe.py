@@ -96,8 +96,9 @@ class OptimizerRecipe:
         layer_decay: Layer-wise LR decay in (0, 1] (BEiT / ELECTRA): the head keeps the peak LR, each
             repeated block below it gets one more factor ``layer_decay``, the embeddings the lowest
             (``layer_decay ** (L + 1)`` for ``L`` blocks). Blocks are found as the FSDP presets find them
-            (see :func:`~lightning_recipes.optim.layer_decay.layer_depths`); a model without repeated blocks
-            is an error at fit naming what was looked for (set ``block_classes`` then). Each depth x
+            (see :func:`~lightning_recipes.optim.layer_decay.layer_depths`; the output layer is the head); a
+            model without repeated blocks is an error at fit naming what was looked for (set
+            ``block_classes`` then), one with a single block besides the head a warning. Each depth x
             decay/no-decay is its own group, named ``embed/decay``, ``block_0/no_decay``, ..., ``head/decay``
             in the summary line and in ``LearningRateMonitor``.
         lr_scale: Discriminative LRs by name: ``{"backbone": 0.1}`` multiplies the LR of the parameters under
