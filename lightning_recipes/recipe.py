@@ -9,6 +9,7 @@ from typing import Any, Literal
 import torch
 import yaml
 
+from lightning_recipes._checkpoint import register_plain_type
 from lightning_recipes._validation import (
     check_betas,
     check_choice,
@@ -256,6 +257,9 @@ def _represent_recipe(dumper: yaml.Dumper, recipe: OptimizerRecipe) -> yaml.Node
 for _dumper in (yaml.Dumper, yaml.SafeDumper):
     yaml.add_representer(OptimizerRecipe, _represent_recipe, Dumper=_dumper)
 
-# A recipe saved by `save_hyperparameters()` lands in every checkpoint; allow it under torch.load's default
-# `weights_only=True` (it holds only numbers and strings), so resuming with `ckpt_path` works.
+# A recipe saved by `save_hyperparameters()` goes into checkpoints as a dict (the mixins' on_save_checkpoint),
+# so they load with `weights_only=True` where this package is not installed; rebuilt on load.
+register_plain_type(OptimizerRecipe)
+# Checkpoints written before that pickled the recipe itself: allowed under torch.load's default
+# `weights_only=True` (it holds only numbers and strings) once this package is imported, so they still load.
 torch.serialization.add_safe_globals([OptimizerRecipe])
