@@ -15,6 +15,7 @@ import yaml
 from lightning.pytorch.utilities.model_helpers import is_overridden
 from torch import Tensor
 
+from lightning_recipes._checkpoint import plain_hyperparameters, rebuild_hyperparameters, register_plain_type
 from lightning_recipes._validation import check_bool, check_in_range, check_int, check_non_negative
 
 __all__ = ["BatchMixer", "BatchMixingMixin", "MixDraw", "cutmix_box", "mix_seed", "sample_beta"]
@@ -328,11 +329,13 @@ def _represent_mixer(dumper: yaml.Dumper, mixer: BatchMixer) -> yaml.Node:
 
 
 # A module's `save_hyperparameters()` records a mixer passed to `__init__`: written to hparams.yaml as a
-# mapping (not a `!!python/object` tag that `load_hparams_from_yaml` cannot read), and allowed in checkpoints
-# under torch.load's default `weights_only=True` (its pickled state is numbers and strings), so resuming with
-# `ckpt_path` works.
+# mapping (not a `!!python/object` tag that `load_hparams_from_yaml` cannot read), and to checkpoints as a
+# dict (BatchMixingMixin.on_save_checkpoint; rebuilt on load), so they load with `weights_only=True` anywhere.
+# Checkpoints written before that pickled the mixer: allowed under `weights_only=True` once this package is
+# imported (its pickled state is numbers and strings), so they still load.
 for _dumper in (yaml.Dumper, yaml.SafeDumper):
     yaml.add_representer(BatchMixer, _represent_mixer, Dumper=_dumper)
+register_plain_type(BatchMixer)
 torch.serialization.add_safe_globals([BatchMixer])
 
 
@@ -409,12 +412,14 @@ class BatchMixingMixin:
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         super().on_save_checkpoint(checkpoint)  # type: ignore[misc]
+        plain_hyperparameters(checkpoint)  # a mixer in hparams goes in as a dict: plain types only
         mixer = getattr(self, "batch_mixer", None)
         if mixer is not None:
             checkpoint[_CHECKPOINT_KEY] = mixer.state_dict()
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         super().on_load_checkpoint(checkpoint)  # type: ignore[misc]
+        rebuild_hyperparameters(self, checkpoint)
         mixer = getattr(self, "batch_mixer", None)
         if mixer is not None and _CHECKPOINT_KEY in checkpoint:
             mixer.load_state_dict(checkpoint[_CHECKPOINT_KEY])

@@ -10,6 +10,7 @@ from lightning.pytorch.strategies import DDPStrategy, SingleDeviceStrategy
 from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 from torch.utils.data import DataLoader
 
+from lightning_recipes._checkpoint import plain_hyperparameters, rebuild_hyperparameters
 from lightning_recipes._validation import check_choice
 from lightning_recipes.checks import CheckContext, CheckSkipped
 from lightning_recipes.optim.build import build_optimizer, build_scheduler
@@ -394,10 +395,13 @@ class OptimizerRecipeMixin:
             raise ValueError(f"{where} on the training data, but it could not: {err}") from err
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        """Keeps the LR found by ``lr="find"`` under ``checkpoint["lightning_recipes/lr_find"]``."""
+        """Keeps the LR found by ``lr="find"`` under ``checkpoint["lightning_recipes/lr_find"]``, and the
+        recipe in ``hyper_parameters`` as a dict: plain types only, so ``torch.load(weights_only=True)``
+        reads the checkpoint where this package is not installed."""
         parent = getattr(super(), "on_save_checkpoint", None)
         if parent is not None:
             parent(checkpoint)
+        plain_hyperparameters(checkpoint)
         if self.found_lr is not None:
             checkpoint[CHECKPOINT_KEY] = {
                 "lr": self.found_lr,
@@ -407,10 +411,12 @@ class OptimizerRecipeMixin:
             }
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        """Restores the LR found by ``lr="find"`` (checkpoints without it load as before)."""
+        """Restores the LR found by ``lr="find"`` (checkpoints without it load as before) and rebuilds the
+        recipe saved as a dict."""
         parent = getattr(super(), "on_load_checkpoint", None)
         if parent is not None:
             parent(checkpoint)
+        rebuild_hyperparameters(self, checkpoint)
         state = checkpoint.get(CHECKPOINT_KEY)
         if isinstance(state, dict) and state.get("lr") is not None:
             self.found_lr = float(state["lr"])

@@ -9,6 +9,7 @@ from typing import Any, Literal
 import torch
 import yaml
 
+from lightning_recipes._checkpoint import register_plain_type
 from lightning_recipes._validation import (
     check_betas,
     check_choice,
@@ -96,8 +97,9 @@ class OptimizerRecipe:
         layer_decay: Layer-wise LR decay in (0, 1] (BEiT / ELECTRA): the head keeps the peak LR, each
             repeated block below it gets one more factor ``layer_decay``, the embeddings the lowest
             (``layer_decay ** (L + 1)`` for ``L`` blocks). Blocks are found as the FSDP presets find them
-            (see :func:`~lightning_recipes.optim.layer_decay.layer_depths`); a model without repeated blocks
-            is an error at fit naming what was looked for (set ``block_classes`` then). Each depth x
+            (see :func:`~lightning_recipes.optim.layer_decay.layer_depths`; the output layer is the head); a
+            model without repeated blocks is an error at fit naming what was looked for (set
+            ``block_classes`` then), one with a single block besides the head a warning. Each depth x
             decay/no-decay is its own group, named ``embed/decay``, ``block_0/no_decay``, ..., ``head/decay``
             in the summary line and in ``LearningRateMonitor``.
         lr_scale: Discriminative LRs by name: ``{"backbone": 0.1}`` multiplies the LR of the parameters under
@@ -255,6 +257,9 @@ def _represent_recipe(dumper: yaml.Dumper, recipe: OptimizerRecipe) -> yaml.Node
 for _dumper in (yaml.Dumper, yaml.SafeDumper):
     yaml.add_representer(OptimizerRecipe, _represent_recipe, Dumper=_dumper)
 
-# A recipe saved by `save_hyperparameters()` lands in every checkpoint; allow it under torch.load's default
-# `weights_only=True` (it holds only numbers and strings), so resuming with `ckpt_path` works.
+# A recipe saved by `save_hyperparameters()` goes into checkpoints as a dict (the mixins' on_save_checkpoint),
+# so they load with `weights_only=True` where this package is not installed; rebuilt on load.
+register_plain_type(OptimizerRecipe)
+# Checkpoints written before that pickled the recipe itself: allowed under torch.load's default
+# `weights_only=True` (it holds only numbers and strings) once this package is imported, so they still load.
 torch.serialization.add_safe_globals([OptimizerRecipe])

@@ -13,6 +13,8 @@ from torch.optim.lr_scheduler import LambdaLR
 from typing_extensions import override
 
 from lightning_recipes._validation import check_int
+from lightning_recipes._warn_once import warn_once
+from lightning_recipes.optim.tied import parameter_names
 
 __all__ = ["FinetuneSchedule", "unfreeze_multiplier"]
 
@@ -65,6 +67,9 @@ class FinetuneSchedule(Callback):
     (``strategy="ddp_find_unused_parameters_true"`` or ``DDPStrategy(find_unused_parameters=True)``): DDP
     then leaves the frozen parameters' gradients unset and averages them again after the unfreeze. Each
     requirement is checked at fit start with a clear error.
+
+    Tied (shared) parameters freeze under every name: freezing GPT-2's ``transformer.wte`` freezes its
+    ``lm_head`` (the same tensor). A warning at fit start names both module paths.
 
     Cost: nothing per step; one walk over the groups at fit start and at the unfreeze point.
 
@@ -136,6 +141,7 @@ class FinetuneSchedule(Callback):
     @override
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         params = self._frozen_params(pl_module)
+        self._warn_tied(pl_module, params)
         if len(trainer.optimizers) != 1:
             raise ValueError(f"FinetuneSchedule supports one optimizer, got {len(trainer.optimizers)}.")
         optimizer = trainer.optimizers[0]
@@ -232,6 +238,24 @@ class FinetuneSchedule(Callback):
             "FinetuneSchedule needs a per-step LambdaLR schedule (every recipe schedule is one; "
             "schedule='none' has none: use schedule='constant' with warmup_steps=0)."
         )
+
+    def _warn_tied(self, pl_module: pl.LightningModule, params: dict[int, Any]) -> None:
+        """Say (once) which parameters outside ``modules`` freeze and unfreeze with them: tied weights."""
+        inside = tuple(m + "." for m in self.modules)
+        notes = []
+        for pid, names in parameter_names(pl_module).items():
+            if len(names) < 2 or pid not in params:
+                continue
+            ours = [n for n in names if n.startswith(inside)]
+            outside = [n for n in names if not n.startswith(inside)]
+            if outside and ours:
+                notes.append(f"{', '.join(map(repr, outside))} (the same tensor as {ours[0]!r})")
+        if notes:
+            warn_once(
+                f"FinetuneSchedule freezes {self.modules} of {type(pl_module).__name__}, and with them the "
+                f"tied (shared) parameters {'; '.join(notes)}: those modules stay frozen until the unfreeze "
+                "point too. Untie the weights, or name both modules if that is what you want."
+            )
 
     def _frozen_params(self, pl_module: pl.LightningModule) -> dict[int, Any]:
         params: dict[int, Any] = {}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import torch
 from torch import Tensor
@@ -18,7 +18,7 @@ from lightning_recipes.checks.base import SanityCheck, TimeBudget
 from lightning_recipes.checks.context import CheckContext
 from lightning_recipes.checks.report import CheckResult, CheckSkipped
 
-__all__ = ["InputIndependenceCheck"]
+__all__ = ["InputIndependenceCheck", "LossDrop", "loss_drop"]
 
 
 class InputIndependenceCheck(SanityCheck):
@@ -30,9 +30,14 @@ class InputIndependenceCheck(SanityCheck):
     held-out batches (the validation loader, or training batches kept out of training) after 25, 50, 100,
     ... steps, up to ``max_steps``. It passes as soon as the real-input model is better by
     ``min_improvement`` (relative): a digits CNN gets there at the first look, a character-level LM, which
-    must learn more than letter frequencies, within ~100 steps. It fails when the gap never opens: the model
-    does not use its inputs, or the labels do not depend on them (labels shuffled against inputs, inputs and
-    labels read from different orderings, an input overwritten in ``forward``).
+    must learn more than letter frequencies, within ~100 steps. It fails when the gap never opens while the
+    models learn: the model does not use its inputs, or the labels do not depend on them (labels shuffled
+    against inputs, inputs and labels read from different orderings, an input overwritten in ``forward``).
+    Learning is read from each copy's training loss against its own noise (:func:`loss_drop`: each batch on
+    its first and last visit, 2 standard errors of the loss's step-to-step spread); when neither copy
+    learned (a learning rate of 0, frozen weights, too few steps) no gap can open and none is expected, so
+    the result is an inconclusive ``warn`` saying so, never a verdict on the labels, and never a pass from a
+    gap that the two initial models happen to show.
 
     Training uses ``num_batches`` distinct batches of at most ``num_samples`` samples, cycled; the held-out
     loss is ``training_step``'s return value in eval mode without gradients. The input is replaced in the
@@ -134,12 +139,15 @@ class InputIndependenceCheck(SanityCheck):
         copies = [self._setup(context) for _ in range(2)]  # [real inputs, zeroed inputs], same init
         swap = self._targets_from_input(context, copies[0][0], train[0])
         looks: list[dict[str, float]] = []
+        # the training loss of every step, per copy: learning = it fell by more than its own noise
+        train_losses: list[list[Tensor]] = [[], []]
+        learning: list[LossDrop] = []
         step, next_look = 0, min(self.first_look, self.max_steps)
         try:
             while True:
                 if any(swap):
                     reached = self._train_keeping_targets(
-                        context, copies, train, range(step, next_look), swap
+                        context, copies, train, range(step, next_look), swap, train_losses
                     )
                 else:
                     reached = next_look
@@ -149,18 +157,22 @@ class InputIndependenceCheck(SanityCheck):
                                 reached = offset  # the zeroed copy then trains as many steps
                                 break
                             batch = self._maybe_zero(context, train[offset % len(train)], bool(zero))
-                            context.optimization_step(model, optimizers, batch, offset)
+                            loss = context.optimization_step(model, optimizers, batch, offset)
+                            train_losses[zero].append(loss)
                 stopped = reached < next_look
                 step = reached
                 real_loss, zero_loss = self._evaluate(context, copies, held_out, swap)  # sync: once per look
                 improvement = relative_gain(real_loss, zero_loss)
+                learning = [loss_drop(side, len(train)) for side in train_losses]  # sync: once per look
                 looks.append(
                     {"step": step, "real": real_loss, "zeroed": zero_loss, "improvement": improvement}
                 )
                 finite = math.isfinite(real_loss) and math.isfinite(zero_loss)
                 # Zeroed inputs 10x better than real ones: the target itself went to zero with the input.
                 collapsed = finite and not any(swap) and 0 <= zero_loss < 0.1 * real_loss
-                passed = improvement >= self.min_improvement
+                learned = any(drop.fell for drop in learning)
+                # a gap between two copies that learned nothing is their initialisation's luck, not a pass
+                passed = improvement >= self.min_improvement and learned
                 if not finite or collapsed or passed or step >= self.max_steps:
                     break
                 if out_of_time():
@@ -184,6 +196,9 @@ class InputIndependenceCheck(SanityCheck):
             "looks": looks,
             "train_batches": len(train),
             "evaluated_on": source,
+            "learned": {side: drop.fell for side, drop in zip(("real", "zeroed"), learning)},
+            "train_loss_drop": {side: drop.drop for side, drop in zip(("real", "zeroed"), learning)},
+            "train_loss_noise": {side: drop.noise for side, drop in zip(("real", "zeroed"), learning)},
         }
         stated = (
             f"held-out loss after {step} steps: {real_loss:.4g} with real inputs vs {zero_loss:.4g} "
@@ -216,7 +231,21 @@ class InputIndependenceCheck(SanityCheck):
                 "rate. Try: run the data check; lower the learning rate.",
                 details,
             )
-        if improvement >= self.min_improvement:
+        if not learned:
+            real, zeroed = learning
+            return CheckResult(
+                self.name,
+                "warn",
+                f"{stated}, but neither copy learned: the training loss fell by {real.drop:.3g} with real "
+                f"inputs and {zeroed.drop:.3g} with zeroed ones, within its own noise ({real.noise:.3g}, "
+                f"{zeroed.noise:.3g}; 2 standard errors needed); inconclusive: whether the labels depend on "
+                "the inputs cannot be told from models that do not train. Likely causes: a learning rate of "
+                "0 or far too low, frozen parameters, an optimizer over the wrong parameters, or too few "
+                "steps for this model. Try: check the optimizer's LR and param groups (the grad_flow and "
+                "overfit_batch checks); InputIndependenceCheck(max_steps=...) with more steps.",
+                details,
+            )
+        if passed:
             return CheckResult(self.name, "pass", f"{stated}: the model uses its inputs.", details)
         return CheckResult(
             self.name,
@@ -279,12 +308,16 @@ class InputIndependenceCheck(SanityCheck):
         train: list[Any],
         offsets: range,
         swap: list[bool],
+        train_losses: list[list[Tensor]],
     ) -> int:
-        """Train both copies over ``offsets``; returns the offset reached (earlier when out of time)."""
+        """Train both copies over ``offsets``, keeping their losses; returns the offset reached (earlier
+        when out of time)."""
         for offset in offsets:
             if offset > offsets.start and out_of_time():
                 return offset
-            self._paired_losses(context, copies, train[offset % len(train)], offset, swap, step=True)
+            losses = self._paired_losses(context, copies, train[offset % len(train)], offset, swap, step=True)
+            for side, loss in zip(train_losses, losses):
+                side.append(loss)
         return offsets.stop
 
     def _paired_losses(
@@ -338,6 +371,50 @@ class InputIndependenceCheck(SanityCheck):
 
 class _TargetMismatch(Exception):
     """The zeroed-input copy's loss target cannot take the real one (another shape, another call count)."""
+
+
+class LossDrop(NamedTuple):
+    """How far a training loss fell between its first and its last steps, against its own noise."""
+
+    drop: float  # mean loss of the first steps minus mean loss of the last ones
+    noise: float  # standard error of that difference, from the step-to-step spread of the loss
+    fell: bool  # drop > 2 x noise: the model learned
+
+
+def loss_drop(losses: list[Tensor] | list[float], num_batches: int) -> LossDrop:
+    """Whether a training loss fell by more than its own noise.
+
+    Step ``i`` trained on batch ``i % num_batches``. Each batch seen twice or more is compared on its first
+    and its last visit (so a model that does not change scores exactly the same, batch for batch); before any
+    batch comes back, the first half of the steps is compared with the second. The noise is the standard
+    error of the difference of the two means, from the spread of the loss across steps (batch to batch: a
+    drop smaller than the loss's own jitter is not learning); learning = a drop of more than 2 of them. A
+    loss that is not finite, or fewer than 4 steps, is no evidence of learning.
+
+    Example:
+        >>> loss_drop([2.0, 2.2, 1.8, 2.0] * 4, num_batches=4).fell  # lr = 0: the same losses again
+        False
+        >>> drop = loss_drop([2.0, 2.2, 1.8, 2.0, 1.7, 1.9, 1.5, 1.7], num_batches=4)
+        >>> round(drop.drop, 3), round(drop.noise, 3), drop.fell
+        (0.3, 0.115, True)
+    """
+    if losses and isinstance(losses[0], Tensor):
+        tensors = [v.detach().float().reshape(()) for v in losses if isinstance(v, Tensor)]
+        values = torch.stack(tensors).double().cpu()  # one transfer for the whole curve
+    else:
+        values = torch.tensor([float(v) for v in losses], dtype=torch.float64)
+    n = len(values)
+    if n < 4 or not bool(torch.isfinite(values).all()):
+        return LossDrop(0.0, math.inf, False)
+    pairs = min(num_batches, n - num_batches)  # batches 0 .. pairs-1 were seen at least twice
+    if pairs >= 2:
+        first = values[:pairs]
+        last = values[[b + num_batches * ((n - 1 - b) // num_batches) for b in range(pairs)]]
+    else:
+        first, last = values[: n // 2], values[n - n // 2 :]
+    drop = float(first.mean() - last.mean())
+    noise = math.sqrt(float(first.var()) / len(first) + float(last.var()) / len(last))
+    return LossDrop(drop, noise, drop > 2 * noise)
 
 
 def relative_gain(real: float, zeroed: float) -> float:

@@ -10,6 +10,7 @@ from typing import Any
 from torch import nn
 
 from lightning_recipes._validation import check_in_range, check_positive
+from lightning_recipes._warn_once import warn_once
 
 #: A block class, its import path (``"pkg.module.Class"``, handy in YAML), or a sequence of them.
 BlockSpec = type[nn.Module] | str | Sequence[type[nn.Module] | str]
@@ -37,16 +38,20 @@ def layer_depths(
     repeated composite module type holding the most parameters), numbered in registration order. A parameter
     outside every block takes its place in that order too: before the first block it is an embedding
     (depth 0), between blocks ``j`` and ``j + 1`` it belongs to block ``j`` (e.g. a BatchNorm after its
-    conv), after the last block it is the head. A parameter shared by several modules (tied weights) counts at
-    its first name. Cost: one walk over the modules.
+    conv), after the last block it is the head. When no parameter follows the last block, that block is the
+    model's output layer (a plain MLP's last ``Linear``): it is the head, not a block, so the head keeps the
+    peak LR as in BEiT / ELECTRA. Fewer than two blocks left (nothing repeats besides the output layer)
+    warns once: layer decay then degenerates to three LR levels. A parameter shared by several modules (tied
+    weights) has a depth under each of its names (see
+    :func:`~lightning_recipes.optim.tied.tied_parameters`). Cost: one walk over the modules.
 
     Args:
         module: The model.
         block_classes: The block class(es) or import path(s); ``None`` infers them.
 
     Returns:
-        ``(depths, blocks)``: parameter name -> depth (every parameter, frozen ones included), and the block
-        module names in order (``len(blocks) == L``).
+        ``(depths, blocks)``: parameter name -> depth (every parameter under every name, frozen ones
+        included), and the block module names in order (``len(blocks) == L``).
 
     Raises:
         ValueError: When no block is found (naming the classes looked for) or the classes cannot be inferred.
@@ -58,6 +63,10 @@ def layer_depths(
         ['blocks.0', 'blocks.1']
         >>> depths["token_embedding.weight"], depths["blocks.1.fc.weight"], depths["head.weight"]
         (0, 2, 3)
+        >>> mlp = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 2))
+        >>> depths, blocks = layer_depths(mlp)  # the last Linear is the output layer: the head
+        >>> blocks, [depths[f"{i}.weight"] for i in (0, 2, 4)]
+        (['0', '2'], [1, 2, 3])
     """
     classes = resolve_block_classes(block_classes)
     if classes is None:
@@ -83,8 +92,17 @@ def layer_depths(
             f"layer_decay found no block of {type(module).__name__}: no submodule is an instance of "
             f"{looked_for}. Pass the model's block class as `block_classes`."
         )
-    names = [name for name, _ in module.named_parameters()]
-    inside = [next((j for j, b in enumerate(blocks) if n.startswith(b + ".")), None) for n in names]
+    # every name, tied ones included (a tied output layer sits where its module does: with the head)
+    names = [name for name, _ in module.named_parameters(remove_duplicate=False)]
+
+    def block_of(name: str) -> int | None:
+        return next((j for j, b in enumerate(blocks) if name.startswith(b + ".")), None)
+
+    if names and block_of(names[-1]) == len(blocks) - 1:
+        # nothing follows the last block: it is the output layer (a plain MLP's last Linear, an FCN's last
+        # conv), so it is the head and trains at the peak LR, not one factor below it
+        blocks.pop()
+    inside = [block_of(n) for n in names]
     last = max((i for i, j in enumerate(inside) if j is not None), default=-1)
     depths: dict[str, int] = {}
     current = 0  # before the first block: embeddings
@@ -94,6 +112,15 @@ def layer_depths(
         elif index > last:
             current = len(blocks) + 1
         depths[name] = current
+    if len(blocks) < 2:
+        found = f"only {blocks}" if blocks else "none"
+        kinds = ", ".join(c.__qualname__ for c in classes)
+        warn_once(
+            f"layer_decay on {type(module).__name__}: it has no repeated blocks besides the output layer "
+            f"(blocks of {kinds}: {found}), so layer decay degenerates to {len(blocks) + 2} LR levels "
+            "(embeddings, that block, head) instead of one per block. Pass `block_classes` naming the "
+            "model's repeated block, or set per-module LRs with `lr_scale`."
+        )
     return depths, blocks
 
 

@@ -69,10 +69,19 @@ OPTIMIZERS: Mapping[str, OptimizerSpec] = MappingProxyType(
             _spec("adamw", "AdamW", 2, 4, lr=1e-3, weight_decay=0.05, betas=(0.9, 0.999), eps=1e-8),
             _spec("lion", "Lion", 1, 0, lr=1e-4, weight_decay=0.5, betas=(0.9, 0.99), eps=None),
             _spec("lamb", "Lamb", 2, 4, lr=1e-3, weight_decay=0.01, betas=(0.9, 0.999), eps=1e-6),
-            # known to the memory estimator only
+            # known to the memory estimator only: torch.optim's common optimizers, as their `state` holds
+            # them after a step (a test steps each one and counts)
             _spec("adam", "Adam", 2, 4),
             _spec("sgd_momentum", "SGD", 1, 0),
             _spec("sgd", "SGD", 0, 0),
+            _spec("rmsprop", "RMSprop", 1, 4),
+            _spec("rmsprop_momentum", "RMSprop", 2, 4),  # momentum > 0 or centered=True: a second tensor
+            _spec("adagrad", "Adagrad", 1, 4),
+            _spec("adadelta", "Adadelta", 2, 4),
+            _spec("adamax", "Adamax", 2, 4),
+            _spec("nadam", "NAdam", 2, 8),  # step + mu_product
+            _spec("radam", "RAdam", 2, 4),
+            _spec("asgd", "ASGD", 1, 12),  # step, eta, mu
         )
     }
 )

@@ -8,6 +8,7 @@ from typing import Any
 
 from torch import nn
 
+from lightning_recipes._warn_once import warn_once
 from lightning_recipes.optim.layer_decay import (
     BlockSpec,
     check_layer_decay,
@@ -17,6 +18,7 @@ from lightning_recipes.optim.layer_decay import (
     layer_scale,
     match_lr_scale,
 )
+from lightning_recipes.optim.tied import parameter_names
 
 __all__ = ["NORM_LAYERS", "param_groups"]
 
@@ -55,8 +57,11 @@ def param_groups(
       names relative to that submodule), or matches a pattern of ``no_decay`` (``fnmatch`` globs on the full
       name, e.g. ``"*.pos_embed"``, ``"head.*"``).
 
-    A parameter shared by several modules (tied weights) appears once, in ``"no_decay"`` if any owner
-    says so. Frozen parameters (``requires_grad=False``) are left out. Groups carry a ``"name"`` (so
+    A parameter shared by several modules (tied weights, GPT-2's ``lm_head.weight`` is
+    ``transformer.wte.weight``) appears once, in one group: ``"no_decay"`` if any owner says so; with
+    ``layer_decay`` / ``lr_scale`` / ``split`` the group of its first name, or of a name that ``split``
+    selects, and a warning (once) names both module paths when its names would have put it in different
+    groups. Frozen parameters (``requires_grad=False``) are left out. Groups carry a ``"name"`` (so
     ``LearningRateMonitor`` logs ``lr-AdamW/decay`` and ``lr-AdamW/no_decay``), and the no-decay group sets
     ``layer_adaptation=False`` (used by :class:`~lightning_recipes.optim.Lamb`, ignored by other optimizers).
     Empty groups are omitted. Cost: one walk over the modules, at configuration time only.
@@ -184,6 +189,9 @@ def param_groups(
         if is_no_decay:
             group["layer_adaptation"] = False
         groups.append(group)
+    grouped = [id(p) for g in groups for p in g["params"]]
+    if len(grouped) != len(set(grouped)):  # one tensor in two groups: torch refuses it, or steps it twice
+        raise RuntimeError("param_groups put a parameter in two groups. Please report this.")
     return groups
 
 
@@ -205,13 +213,15 @@ def _group_keys(
         check_layer_decay(layer_decay)
     if lr_scale is not None:
         check_lr_scale(lr_scale)
-    names = dict(module.named_parameters())  # every parameter, frozen ones included (first name if tied)
+    all_names = parameter_names(module)  # every parameter, frozen ones included, under each of its names
     wanted = {id(p) for p in ordered}
     depths, blocks = layer_depths(module, block_classes) if layer_decay is not None else ({}, [])
     scale_keys = list(lr_scale or {})
     used: set[str] = set()
     labels: dict[int, tuple[str, float]] = {}
-    for name, param in names.items():
+    tied_notes: list[str] = []
+
+    def label_of(name: str) -> tuple[str, float, bool]:
         parts: list[str] = []
         scale = 1.0
         if layer_decay is not None:
@@ -227,15 +237,39 @@ def _group_keys(
             used.add("\0split:" + prefix)
             if prefix != key:
                 parts.append(prefix)
-        if id(param) in wanted:
-            labels[id(param)] = ("/".join(parts), scale)
+        return "/".join(parts), scale, prefix is not None
+
+    for pid, names in all_names.items():
+        options = [label_of(name) for name in names]
+        # one tensor, one group: its first name's, unless another of its names is split out (a module a
+        # FinetuneSchedule freezes must have all of its parameters in its own groups)
+        chosen = next((i for i, o in enumerate(options) if o[2]), 0)
+        if len({o[:2] for o in options}) > 1:
+            others = ", ".join(
+                f"as {n!r} it would be in {o[0] or 'the default group'} (LR x{o[1]:.3g})"
+                for n, o in zip(names, options)
+                if o[:2] != options[chosen][:2]
+            )
+            tied_notes.append(
+                f"{' and '.join(repr(n) for n in names)} are one tied parameter: it is in "
+                f"{options[chosen][0] or 'the default group'} (LR x{options[chosen][1]:.3g}) as "
+                f"{names[chosen]!r}; {others}"
+            )
+        if pid in wanted:
+            labels[pid] = options[chosen][:2]
+    if tied_notes:
+        warn_once(
+            f"param_groups on {type(module).__name__}: a tied (shared) parameter takes one group and one LR: "
+            + "; ".join(tied_notes)
+            + ". Untie the weights to give them different LRs, or set them to agree."
+        )
     for key in scale_keys:
         if key not in used:
             raise ValueError(
                 f"`lr_scale` entry {key!r} selects no parameter of {type(module).__name__} (keys are "
                 "module-path prefixes like 'backbone' or regexes matching a whole parameter name such as "
                 f"'backbone.0.weight'); parameter names start with "
-                f"{sorted({n.split('.')[0] for n in names})}."
+                f"{sorted({n.split('.')[0] for ns in all_names.values() for n in ns})}."
             )
     for prefix in prefixes:
         if "\0split:" + prefix not in used:

@@ -19,6 +19,7 @@ from lightning_recipes.optim.names import OPTIMIZERS
 from lightning_recipes.strategies._activations import measure_activations
 from lightning_recipes.strategies._blocks import BlockSpec, infer_block_classes, resolve_block_classes
 from lightning_recipes.strategies._layout import MemoryLayout
+from lightning_recipes.strategies._optimizer import read_optimizer
 from lightning_recipes.strategies.presets import PRESETS
 
 __all__ = ["OPTIMIZER_STATES", "MemoryEstimate", "estimate_memory"]
@@ -130,7 +131,7 @@ def render(table: Table, *notes: str) -> str:
 def estimate_memory(
     model_or_num_params: nn.Module | int,
     *,
-    optimizer: str = "adamw",
+    optimizer: str | None = None,
     precision: str = "32-true",
     strategy: str = "ddp",
     devices: int = 1,
@@ -153,10 +154,12 @@ def estimate_memory(
                                   16-bit; sharded by FSDP (every sharding strategy) / ZeRO-3, full for
                                   DDP / ZeRO-1/2
     gradients                     same dtype as the parameters; sharded by FSDP / ZeRO-2/3
-    optimizer state               ``adamw``/``adam``/``lamb`` 2 tensors, ``lion``/``sgd_momentum`` 1,
-                                  ``sgd`` 0, in the parameter dtype (fp32 for DeepSpeed) + torch's 4-byte
-                                  ``step`` scalar per tensor for ``adam(w)`` and ``lamb`` when a model is
-                                  given; sharded by FSDP / every ZeRO stage
+    optimizer state               per parameter, the optimizer's state tensors (``adamw``/``adam``/``lamb``
+                                  2, ``lion``/``sgd_momentum`` 1, ``sgd`` 0; the table
+                                  :data:`~lightning_recipes.optim.names.OPTIMIZERS`), in the parameter
+                                  dtype (fp32 for DeepSpeed) + its per-tensor scalars (torch's 4-byte
+                                  ``step`` of ``adam(w)`` and ``lamb``) when a model is given; sharded by
+                                  FSDP / every ZeRO stage
     master weights                fp32 copy for DeepSpeed 16-bit precision; sharded like the optimizer
     gathered                      unsharded copies of sharded parameters, in the compute dtype (2 bytes
                                   for ``16``/``bf16`` precisions: Lightning's FSDP ``MixedPrecision``
@@ -176,7 +179,10 @@ def estimate_memory(
 
     Args:
         model_or_num_params: A module (may live on the ``meta`` device) or a parameter count.
-        optimizer: One of ``adamw``, ``adam``, ``lamb``, ``lion``, ``sgd``, ``sgd_momentum``.
+        optimizer: A name of :data:`~lightning_recipes.optim.names.OPTIMIZERS` (``adamw``, ``lion``, ``lamb``,
+            ``adam``, ``sgd``, ``sgd_momentum``, ``rmsprop``, ``adagrad``, ...). ``None``: the one the model
+            trains with (its recipe, or what its ``configure_optimizers()`` builds), else ``adamw`` with a
+            note saying why.
         precision: The Trainer's precision, e.g. ``"bf16-mixed"``.
         strategy: A preset name (a key of :data:`~lightning_recipes.strategies.PRESETS`, whose ``layout`` says
             what it shards, offloads and gathers).
@@ -199,6 +205,8 @@ def estimate_memory(
         deepspeed_zero3: 7,000,000,000 params, adamw, bf16-mixed, 8 device(s) x 1 node(s)
         ...
     """
+    notes: list[str] = []
+    optimizer = _optimizer(model_or_num_params, optimizer, notes)
     layout = _check(strategy, optimizer, precision, devices, num_nodes)
     states, step_bytes = OPTIMIZER_STATES[optimizer]
     deepspeed_16 = layout.family == "deepspeed" and ("16" in precision and not precision.startswith("32"))
@@ -208,7 +216,6 @@ def estimate_memory(
     master_bytes = 4 if deepspeed_16 else 0
     compute_bytes = 2 if ("16" in precision and precision != "32-true") else param_bytes
     group = devices if layout.hybrid else devices * num_nodes
-    notes: list[str] = []
 
     if isinstance(model_or_num_params, nn.Module):
         model = model_or_num_params
@@ -283,6 +290,22 @@ def estimate_memory(
         bytes_per_param=float(param_bytes + grad_elem_bytes + states * state_bytes + master_bytes),
         notes=tuple(notes),
     )
+
+
+def _optimizer(model_or_num_params: nn.Module | int, given: str | None, notes: list[str]) -> str:
+    """``given``, else the model's own optimizer, else ``adamw`` (with a note saying why)."""
+    if not isinstance(model_or_num_params, nn.Module):
+        return "adamw" if given is None else given
+    name, source = read_optimizer(model_or_num_params)
+    if given is None:
+        if name is None:
+            notes.append(f"optimizer state counted for adamw: the model's optimizer is unknown ({source})")
+            return "adamw"
+        notes.append(f"optimizer {name}: read from {source}")
+        return name
+    if name is not None and name != given:
+        notes.append(f"optimizer state counted for {given} as asked, though {source} says {name}")
+    return given
 
 
 def _check(strategy: str, optimizer: str, precision: str, devices: int, num_nodes: int) -> MemoryLayout:

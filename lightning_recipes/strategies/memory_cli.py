@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import sys
+import typing
 from collections.abc import Sequence
 from typing import Any
 
@@ -32,7 +34,9 @@ def _parser() -> argparse.ArgumentParser:
         prog="lightning-recipes memory",
         description=(
             "Estimate per-device training memory and recommend the simplest strategy preset that fits."
-            " Model arguments LightningCLI-style: --model.init_args.n_layers 24 (or --model.n_layers 24)."
+            " Model arguments LightningCLI-style: --model.init_args.n_layers 24 (or --model.n_layers 24),"
+            " nested ones too: --model.recipe.optimizer lion (a dataclass argument such as the recipe is"
+            " built from its fields)."
             " The model is built on the meta device: no memory is allocated."
         ),
     )
@@ -48,7 +52,12 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="host GiB per node, checks offload (default: what this machine has available now)",
     )
-    parser.add_argument("--optimizer", default="adamw", choices=sorted(OPTIMIZER_STATES))
+    parser.add_argument(
+        "--optimizer",
+        default=None,
+        choices=sorted(OPTIMIZER_STATES),
+        help="default: the model's own (its recipe, or its configure_optimizers()), adamw for --num-params",
+    )
     parser.add_argument("--precision", default="bf16-mixed", choices=list(_PRECISIONS))
     parser.add_argument("--family", default="fsdp", choices=sorted(LADDERS), help="ladder to climb")
     parser.add_argument("--headroom", type=float, default=0.15, help="fraction of device memory kept free")
@@ -137,11 +146,49 @@ def _split_model_args(argv: list[str]) -> tuple[list[str], dict[str, Any]]:
                     raise SystemExit(f"lightning-recipes memory: error: {arg} needs a value")
                 value = argv[i + 1]
                 i += 1
-            model_args[key.removeprefix("init_args.")] = yaml.safe_load(value)
+            _set_nested(model_args, key.removeprefix("init_args.").split("."), yaml.safe_load(value))
         else:
             known.append(arg)
         i += 1
     return known, model_args
+
+
+def _set_nested(target: dict[str, Any], keys: list[str], value: Any) -> None:
+    """``recipe.optimizer`` -> ``{"recipe": {"optimizer": value}}`` (a nested ``init_args.`` is dropped too,
+    as LightningCLI accepts it there)."""
+    keys = [k for i, k in enumerate(keys) if not (k == "init_args" and i > 0)]
+    for key in keys[:-1]:
+        inner = target.setdefault(key, {})
+        if not isinstance(inner, dict):
+            raise SystemExit(f"lightning-recipes memory: error: --model.{key} is set twice")
+        target = inner
+    last = target.get(keys[-1])
+    if isinstance(last, dict) and isinstance(value, dict):
+        last.update(value)
+    else:
+        target[keys[-1]] = value
+
+
+def _typed_arguments(cls: type, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Build dataclass arguments (``recipe: OptimizerRecipe | None``) from the mappings given for them, as
+    LightningCLI does; other values pass as they are."""
+    try:
+        hints = typing.get_type_hints(getattr(cls, "__init__"))  # noqa: B009  (mypy: __init__ on a type)
+    except Exception:  # unresolvable annotations: pass the values as given
+        hints = {}
+    out = dict(kwargs)
+    for name, value in kwargs.items():
+        if not isinstance(value, dict):
+            continue
+        hint = hints.get(name)
+        options = typing.get_args(hint) if typing.get_args(hint) else (hint,)
+        classes = [t for t in options if isinstance(t, type) and dataclasses.is_dataclass(t)]
+        if len(classes) == 1:
+            try:
+                out[name] = classes[0](**value)
+            except TypeError as err:
+                raise ValueError(f"--model.{name}: {err}") from None
+    return out
 
 
 def _build_model(path: str, kwargs: dict[str, Any]) -> torch.nn.Module:
@@ -151,6 +198,7 @@ def _build_model(path: str, kwargs: dict[str, Any]) -> torch.nn.Module:
     cls = getattr(importlib.import_module(module_name), class_name, None)
     if cls is None:
         raise ValueError(f"--model {path!r}: module {module_name!r} has no attribute {class_name!r}.")
+    kwargs = _typed_arguments(cls, kwargs)
     with torch.device("meta"):
         model = cls(**kwargs)
     if not isinstance(model, torch.nn.Module):

@@ -138,7 +138,7 @@ def recommend_strategy(
     devices: int,
     device_memory_gb: float,
     num_nodes: int = 1,
-    optimizer: str = "adamw",
+    optimizer: str | None = None,
     precision: str = "bf16-mixed",
     family: str = "fsdp",
     headroom: float = 0.15,

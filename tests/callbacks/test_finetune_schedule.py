@@ -294,3 +294,54 @@ def test_ddp_without_find_unused_parameters_is_refused(tmp_path):
     # the worker's ValueError reaches this process as torch's ProcessRaisedException, message included
     with pytest.raises(ProcessRaisedException, match="under DDP needs `find_unused_parameters=True`"):
         trainer.fit(FTNet(_recipe()), random_classification_loader())
+
+
+class GPT2Module(OptimizerRecipeMixin, pl.LightningModule):
+    """A transformers GPT-2 (small config): its `lm_head.weight` is `transformer.wte.weight` (tied)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        transformers = pytest.importorskip("transformers")
+        config = transformers.GPT2Config(vocab_size=50, n_positions=32, n_embd=16, n_layer=2, n_head=2)
+        self.model = transformers.GPT2LMHeadModel(config)
+        self.recipe = OptimizerRecipe(schedule="constant", warmup_steps=0, lr=1e-2)
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        tokens, _ = batch
+        return self.model(input_ids=tokens, labels=tokens).loss
+
+
+class LMHeadSnapshots(Callback):
+    def __init__(self) -> None:
+        self.weights: list[torch.Tensor] = []
+
+    def on_train_batch_start(self, trainer: pl.Trainer, pl_module: Any, *args: Any) -> None:
+        self.weights.append(pl_module.model.lm_head.weight.detach().clone())
+
+
+@pytest.mark.parametrize(
+    ("frozen", "also"),
+    [
+        ("model.transformer.wte", "'model.lm_head.weight'"),
+        ("model.lm_head", "'model.transformer.wte.weight'"),
+    ],
+)
+def test_freezing_a_tied_module_warns_naming_both_paths(frozen: str, also: str) -> None:
+    """Field report #22: freezing GPT-2's `wte` silently froze the tied `lm_head` too (and freezing
+    `lm_head` was refused: its weight is registered under `wte` first)."""
+    from lightning_recipes import _warn_once
+    from lightning_recipes.testing import random_token_loader
+
+    _warn_once._SAID.clear()
+    model, snapshots = GPT2Module(), LMHeadSnapshots()
+    callback = FinetuneSchedule([frozen], unfreeze_at_step=2)
+    with pytest.warns(UserWarning, match="tied") as caught:
+        fast_trainer(max_steps=4, callbacks=[callback, snapshots]).fit(
+            model, random_token_loader(num_samples=32, seq_len=16, vocab_size=50, batch_size=8)
+        )
+    message = next(str(w.message) for w in caught if "FinetuneSchedule" in str(w.message))
+    assert f"FinetuneSchedule freezes ['{frozen}'] of GPT2Module, and with them the tied" in message
+    assert also in message
+    weights = snapshots.weights
+    assert torch.equal(weights[0], weights[1]) and torch.equal(weights[1], weights[2])  # frozen until step 2
+    assert not torch.equal(weights[2], weights[3])

@@ -252,3 +252,100 @@ def test_summary_line_names_groups_and_scales(caplog):
     assert "embed/decay 128 params in 1 tensors (wd 0.05, lr x0.0625)" in line
     assert "head/no_decay 20 params in 3 tensors (wd 0, lr x1)" in line
     assert model.recipe_summary["groups"][0]["lr"] == pytest.approx(1e-3 * 0.0625)
+
+
+# ---- field report #22: the head of any model trains at the peak LR ------------------------------------
+
+
+@pytest.fixture
+def fresh_warnings() -> None:
+    """`warn_once` remembers its messages per process: each test sees its own first time."""
+    from lightning_recipes import _warn_once
+
+    _warn_once._SAID.clear()
+
+
+def _scales(groups: list[dict[str, Any]], model: nn.Module) -> dict[str, float]:
+    names = {id(p): n for n, p in model.named_parameters()}
+    return {names[id(p)]: g["lr_scale"] for g in groups for p in g["params"]}
+
+
+class MLP(OptimizerRecipeMixin, pl.LightningModule):
+    def __init__(self, recipe: OptimizerRecipe | None = None) -> None:
+        super().__init__()
+        self.recipe = recipe
+        self.net = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 32), nn.ReLU(), nn.Linear(32, 4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        x, y = batch
+        return F.cross_entropy(self(x), y)
+
+
+def test_plain_mlp_output_layer_is_the_head_at_the_peak_lr(fresh_warnings, recwarn):
+    """The MLP's three Linears all read as blocks: the output layer trained at lr * decay, nothing at lr."""
+    model = MLP(OptimizerRecipe(layer_decay=0.5, schedule="none"))
+    scales = _scales(param_groups(model, 0.1, layer_decay=0.5), model)
+    assert scales == {
+        "net.0.weight": 0.25,  # block 0 (L = 2): decay ** (L - 0)
+        "net.0.bias": 0.25,
+        "net.2.weight": 0.5,
+        "net.2.bias": 0.5,
+        "net.4.weight": 1.0,  # the head
+        "net.4.bias": 1.0,
+    }
+    fast_trainer(max_steps=1).fit(model, random_classification_loader(num_samples=32))
+    peak = model.recipe_summary["peak_lr"]
+    head = [g for g in model.recipe_summary["groups"] if g["name"].startswith("head/")]
+    assert [g["lr"] for g in head] == [peak, peak]
+    assert not [w for w in recwarn if "layer_decay" in str(w.message)]  # two blocks: no degenerate warning
+
+
+def test_a_model_without_repeated_blocks_warns_once_that_layer_decay_degenerates(fresh_warnings):
+    model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4))  # the only repeat is the head
+    with pytest.warns(UserWarning, match="no repeated blocks besides the output layer") as caught:
+        param_groups(model, 0.1, layer_decay=0.5)
+        groups = param_groups(model, 0.1, layer_decay=0.5)  # lr="find" builds the groups twice
+    assert len([w for w in caught if "layer_decay" in str(w.message)]) == 1
+    assert _scales(groups, model) == {"0.weight": 0.5, "0.bias": 0.5, "2.weight": 1.0, "2.bias": 1.0}
+
+
+def test_bert_embeddings_lowest_blocks_in_order_pooler_and_classifier_at_the_peak(fresh_warnings, recwarn):
+    transformers = pytest.importorskip("transformers")
+    config = transformers.BertConfig(
+        vocab_size=50,
+        hidden_size=16,
+        num_hidden_layers=3,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=32,
+    )
+    model = transformers.BertForSequenceClassification(config)
+    scales = _scales(param_groups(model, 0.1, layer_decay=0.5), model)
+    assert scales["bert.embeddings.word_embeddings.weight"] == 0.5**4  # L + 1
+    assert scales["bert.embeddings.LayerNorm.weight"] == 0.5**4
+    for i in range(3):
+        assert scales[f"bert.encoder.layer.{i}.attention.self.query.weight"] == 0.5 ** (3 - i)
+        assert scales[f"bert.encoder.layer.{i}.output.dense.weight"] == 0.5 ** (3 - i)
+    head = ("bert.pooler.dense.weight", "classifier.weight", "classifier.bias")
+    assert [scales[name] for name in head] == [1.0, 1.0, 1.0]
+    assert not [w for w in recwarn if "layer_decay" in str(w.message) or "tied" in str(w.message)]
+
+
+def test_cnn_head_at_the_peak_also_when_the_output_layer_is_a_conv(fresh_warnings):
+    model = DigitsCNN()
+    scales = _scales(param_groups(model, 0.1, layer_decay=0.5), model)
+    assert [scales[n] for n in ("features.0.weight", "features.3.weight", "head.weight")] == [0.25, 0.5, 1.0]
+    fcn = nn.Sequential(  # a fully convolutional net: its last conv is the output layer
+        nn.Conv2d(1, 4, 3),
+        nn.ReLU(),
+        nn.Conv2d(4, 4, 3),
+        nn.ReLU(),
+        nn.Conv2d(4, 4, 3),
+        nn.ReLU(),
+        nn.Conv2d(4, 2, 1),
+    )
+    scales = _scales(param_groups(fcn, 0.1, layer_decay=0.5), fcn)
+    assert [scales[f"{i}.weight"] for i in (0, 2, 4, 6)] == [0.125, 0.25, 0.5, 1.0]

@@ -6,8 +6,12 @@ import pytest
 import torch
 from torch import nn
 
+from lightning_recipes.mixins import LionRecipe
+from lightning_recipes.optim.build import build_optimizer
+from lightning_recipes.optim.names import OPTIMIZERS
 from lightning_recipes.strategies import estimate_memory
 from lightning_recipes.strategies._activations import measure_activations
+from lightning_recipes.strategies._optimizer import optimizer_name
 from lightning_recipes.testing import TinyTransformerLM, TransformerBlock, random_token_loader
 
 N = 7_000_000_000  # the 7B example
@@ -135,6 +139,58 @@ def test_estimate_matches_real_single_device_tensor_bytes_exactly(
     assert measured == {k: getattr(estimate, k) for k in measured}
 
 
+_TORCH_KWARGS = {
+    "sgd": {"lr": 0.1},
+    "sgd_momentum": {"lr": 0.1, "momentum": 0.9},
+    "rmsprop_momentum": {"momentum": 0.9},
+}
+
+
+@pytest.mark.parametrize("name", sorted(OPTIMIZERS))
+def test_every_optimizer_in_the_table_matches_its_real_state_bytes(name: str) -> None:
+    """Each optimizer we ship (Lion: 1 moment; Lamb, AdamW: 2) and each torch one the table names, stepped
+    once: its real state bytes are the estimate's, and the estimator names it back from the instance."""
+    model = TinyTransformerLM()
+    spec = OPTIMIZERS[name]
+    if spec.in_recipe:
+        optimizer = build_optimizer(name, model.parameters(), lr=1e-3, weight_decay=0.0, betas=(0.9, 0.99))
+    else:
+        optimizer = getattr(torch.optim, spec.class_name)(model.parameters(), **_TORCH_KWARGS.get(name, {}))
+    assert optimizer_name(optimizer) == name
+    measured = _real_step_bytes(model, optimizer)
+    estimate = estimate_memory(model, strategy="ddp", devices=1, precision="32-true", optimizer=name)
+    assert measured == {k: getattr(estimate, k) for k in measured}
+
+
+class _LionLM(LionRecipe, TinyTransformerLM):
+    pass
+
+
+class _RMSpropLM(TinyTransformerLM):
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.RMSprop(self.parameters(), momentum=0.9)
+
+
+@pytest.mark.parametrize(("cls", "expected"), [(_LionLM, "lion"), (_RMSpropLM, "rmsprop_momentum")])
+def test_without_optimizer_the_models_own_is_counted(cls: type, expected: str) -> None:
+    """Field report #22: a model whose recipe is Lion was counted as AdamW (2 moments instead of 1)."""
+    with torch.device("meta"):
+        model = cls()
+    estimate = estimate_memory(model, strategy="ddp", precision="32-true")
+    assert estimate.optimizer == expected
+    assert estimate.optimizer_state == estimate_memory(model, optimizer=expected).optimizer_state
+    assert any(note.startswith(f"optimizer {expected}: read from") for note in estimate.notes)
+
+
+def test_an_unknown_optimizer_is_counted_as_adamw_with_a_note() -> None:
+    estimate = estimate_memory(nn.Linear(4, 4))
+    assert estimate.optimizer == "adamw"
+    assert estimate.notes == (
+        "optimizer state counted for adamw: the model's optimizer is unknown "
+        "(Linear has no configure_optimizers)",
+    )
+
+
 def test_frozen_parameters_are_not_trained() -> None:
     model = TinyTransformerLM()
     model.token_embedding.requires_grad_(False)
@@ -198,7 +254,7 @@ def test_estimate_accepts_a_meta_device_model() -> None:
     ("kwargs", "message"),
     [
         ({"strategy": "zero4"}, r"`strategy` must be one of .*got 'zero4'"),
-        ({"optimizer": "adagrad"}, r"`optimizer` must be one of .*got 'adagrad'"),
+        ({"optimizer": "adafactor"}, r"`optimizer` must be one of .*got 'adafactor'"),
         ({"precision": "8-true"}, r"`precision` must be one of .*got '8-true'"),
         ({"devices": 0}, r"`devices` must be an integer >= 1, got 0"),
         ({"num_nodes": 1.5}, r"`num_nodes` must be an integer >= 1, got 1.5"),

@@ -118,3 +118,69 @@ def test_console_script_imports_the_model_from_the_current_directory(tmp_path: P
     result = subprocess.run(command, capture_output=True, text=True, timeout=240, env=env, cwd=work)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "ddp" in result.stdout
+
+
+_RECIPE_MODELS = '''
+from lightning_recipes import OptimizerRecipe
+from lightning_recipes.mixins import AdamWRecipe, LionRecipe
+from lightning_recipes.testing import TinyTransformerLM
+
+
+class LionLM(LionRecipe, TinyTransformerLM):
+    """The field report's model: its recipe trains with Lion."""
+
+
+class RecipeLM(AdamWRecipe, TinyTransformerLM):
+    def __init__(self, n_layers: int = 2, recipe: OptimizerRecipe | None = None) -> None:
+        super().__init__(n_layers=n_layers)
+        self.recipe = recipe
+'''
+
+
+@pytest.mark.parametrize(
+    ("model", "flags", "expected"),
+    [
+        ("LionLM", [], "lion"),  # the model's recipe (LionRecipe's default)
+        ("RecipeLM", [], "adamw"),
+        ("RecipeLM", ["--model.recipe.optimizer", "lion"], "lion"),
+        ("RecipeLM", ["--model.init_args.recipe.optimizer=lamb"], "lamb"),
+        ("RecipeLM", ["--model.init_args.recipe", "{optimizer: lion, lr: 3.0e-4}"], "lion"),
+        ("RecipeLM", ["--model.recipe.init_args.optimizer", "lion"], "lion"),
+        ("LionLM", ["--optimizer", "sgd"], "sgd"),  # an explicit --optimizer wins, with a note
+    ],
+)
+def test_optimizer_state_is_the_models_own_optimizers(
+    model: str,
+    flags: list[str],
+    expected: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Field report #22: a Lion model was estimated as AdamW (2 moments instead of 1) and
+    `--model.recipe.optimizer` was refused."""
+    (tmp_path / "recipe_models.py").write_text(_RECIPE_MODELS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    argv = ["--model", f"recipe_models.{model}", *flags, "--strategy", "ddp", "--precision", "32-true"]
+    assert main(argv) == 0, capsys.readouterr().err
+    out = " ".join(capsys.readouterr().out.replace("│", " ").split())
+    assert f"params, {expected}, 32-true" in out
+    num_params, state = (
+        int(re.search(pattern, out).group(1).replace(",", ""))  # type: ignore[union-attr]
+        for pattern in (r"ddp: ([0-9,]+) params", r"optimizer state [0-9.]+ ([0-9,]+)")
+    )
+    tensors = {"lion": 1, "adamw": 2, "lamb": 2, "sgd": 0}[expected]
+    step_bytes = 4 if expected in ("adamw", "lamb") else 0
+    n_tensors = 2 + 2 * 12 + 4  # embeddings, 2 blocks of 12 tensors, ln_f + head
+    assert state == 4 * tensors * num_params + step_bytes * n_tensors
+    if flags and flags[0] == "--optimizer":
+        assert "counted for sgd as asked, though the model's recipe says lion" in out
+
+
+def test_bad_recipe_flag_names_the_field(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "recipe_models.py").write_text(_RECIPE_MODELS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert main(["--model", "recipe_models.RecipeLM", "--model.recipe.optimizer", "adagrad"]) == 2
+    assert "`optimizer` must be one of ('adamw', 'lion', 'lamb'), got 'adagrad'" in capsys.readouterr().err

@@ -1,0 +1,73 @@
+"""Checkpoints hold plain types only (dict, list, str, numbers, bool, None, tensors), so
+``torch.load(path, weights_only=True)`` reads them anywhere, with or without this package installed.
+
+Objects of ours that a module's ``save_hyperparameters()`` records (an ``OptimizerRecipe``, a ``BatchMixer``)
+go into ``checkpoint["hyper_parameters"]`` as their ``to_dict()``; the names converted are listed under
+``checkpoint["lightning_recipes/hparams_types"]`` (plain strings), and the mixins' ``on_load_checkpoint``
+rebuilds them on the module (``load_from_checkpoint`` passes the dicts to ``__init__`` first: the mixins
+accept a dict there).
+
+Example:
+    >>> from dataclasses import asdict, dataclass
+    >>> @dataclass
+    ... class Point:
+    ...     x: int
+    ...     def to_dict(self):
+    ...         return asdict(self)
+    >>> register_plain_type(Point)
+    >>> checkpoint = {"hyper_parameters": {"where": Point(3), "n": 1}}
+    >>> plain_hyperparameters(checkpoint)
+    >>> checkpoint
+    {'hyper_parameters': {'where': {'x': 3}, 'n': 1}, 'lightning_recipes/hparams_types': {'where': 'Point'}}
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["TYPES_KEY", "plain_hyperparameters", "rebuild_hyperparameters", "register_plain_type"]
+
+#: Where a checkpoint lists the hyperparameters saved as dicts, and the type each was (by name).
+TYPES_KEY = "lightning_recipes/hparams_types"
+
+_TYPES: dict[str, type] = {}
+
+
+def register_plain_type(cls: type) -> None:
+    """Let ``cls`` (with ``to_dict()``, rebuilt by ``cls(**d)``) live in hyperparameters as a dict."""
+    _TYPES[cls.__name__] = cls
+
+
+def plain_hyperparameters(checkpoint: dict[str, Any]) -> None:
+    """Replace each registered object in ``checkpoint["hyper_parameters"]`` (a copy Lightning made of
+    ``hparams``: the module's own stay as they are) by its ``to_dict()``, and record which."""
+    hparams = checkpoint.get("hyper_parameters")
+    if not isinstance(hparams, dict):
+        return
+    types = dict(checkpoint.get(TYPES_KEY) or {})
+    for name, value in list(hparams.items()):
+        cls = _TYPES.get(type(value).__name__)
+        if cls is not None and type(value) is cls:
+            hparams[name] = value.to_dict()  # type: ignore[attr-defined]  # registered types have it
+            types[name] = cls.__name__
+    if types:
+        checkpoint[TYPES_KEY] = types
+
+
+def rebuild_hyperparameters(module: Any, checkpoint: dict[str, Any]) -> None:
+    """Turn the dicts :func:`plain_hyperparameters` wrote back into objects: in ``module.hparams`` and in
+    every attribute of ``module`` holding that same dict (``self.recipe = recipe`` in ``__init__``)."""
+    types = checkpoint.get(TYPES_KEY)
+    hparams = getattr(module, "hparams", None)
+    if not isinstance(types, dict) or hparams is None:
+        return
+    for name, type_name in types.items():
+        cls = _TYPES.get(str(type_name))
+        value = hparams.get(name)
+        if cls is None or not isinstance(value, dict):
+            continue
+        rebuilt = cls(**value)
+        hparams[name] = rebuilt
+        for attribute, held in list(vars(module).items()):
+            if held is value:
+                setattr(module, attribute, rebuilt)
