@@ -309,6 +309,11 @@ class OptimizerRecipeMixin:
             )
         else:
             result = self._run_range_test(trainer, recipe)
+            if result.suggestion is None or result.peak_lr is None:  # same curve on every rank: all raise
+                raise ValueError(
+                    "`lr='find'`: the LR range test at the start of fit is inconclusive, so no learning rate "
+                    f"was chosen and training did not start. {result.reason} Or set a numeric `lr`."
+                )
             choice = "peak_lr" if warmup > 0 and recipe["schedule"] in _DECAYING else "suggestion"
             lr = result.peak_lr if choice == "peak_lr" else result.suggestion
             self.found_lr, self.lr_find_result, self._found_lr_choice = lr, result, choice
