@@ -83,6 +83,8 @@ def sweep(name: str, seed: int, num_steps: int) -> dict[str, Any]:
         "seconds": seconds,
         "lr_at_min": lr_at_min,
         "steepest": suggest(result.lrs, result.losses, "steepest", skip_begin=skip),
+        "lrs": result.lrs,
+        "losses": result.losses,
     }
 
 
