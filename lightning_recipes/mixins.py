@@ -87,8 +87,9 @@ class OptimizerRecipeMixin:
         ValueError: From ``configure_optimizers``, for an unknown optimizer or schedule, an unbounded run
             (``max_steps=-1`` and ``max_epochs=-1``), ``scale_lr`` without ``base_batch_size`` or a known
             batch size, or out-of-range values (naming the field). With ``lr="find"``: manual
-            optimisation, no training batch, a strategy other than single-device or DDP, or a resume from
-            a checkpoint that holds no found LR.
+            optimisation, no training batch, a strategy other than single-device or DDP, a resume from
+            a checkpoint that holds no found LR, or an inconclusive sweep (the loss never fell beyond the
+            sweep's own noise: the message gives the numbers and what to try; no step is trained).
         TypeError: If ``self.recipe`` is neither an ``OptimizerRecipe``, a dict nor ``None``.
 
     Example:

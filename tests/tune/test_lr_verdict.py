@@ -94,6 +94,9 @@ def test_a_flat_sweep_is_inconclusive_with_no_pick_on_every_seed(seed: int):
     assert "the sweep's own noise is" in result.reason and "num_steps=300" in result.reason
     with pytest.raises(ValueError, match="no learning rate to write: inconclusive"):
         result.to_yaml()
+    if seed == 0:
+        pytest.importorskip("matplotlib")
+        assert "INCONCLUSIVE: no pick" in result.plot().get_title()
 
 
 class BatchCounter(pl.Callback):
