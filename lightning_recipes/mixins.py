@@ -106,7 +106,7 @@ class OptimizerRecipeMixin:
         >>> summary["optimizer"], summary["total_steps"], summary["peak_lr"]
         ('Lion', 4, 0.0003)
         >>> model = Model()
-        >>> model.recipe = OptimizerRecipe(lr="find", warmup_steps=1, lr_find={"num_steps": 20})
+        >>> model.recipe = OptimizerRecipe(lr="find", warmup_steps=1, lr_find={"num_steps": 40})
         >>> fast_trainer(max_steps=4).fit(model, random_classification_loader())
         >>> model.recipe_summary["peak_lr"] == model.found_lr == model.lr_find_result.peak_lr
         True

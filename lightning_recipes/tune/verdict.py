@@ -10,8 +10,9 @@ chance). :func:`curve_verdict` decides first whether there is anything to read:
 - **Noise**: the per-step standard deviation ``sigma`` of the loss, from the differences of successive
   steps (``sqrt(mean(diff**2) / 2)``: the level and a slow trend cancel out) over the sweep from its first
   step to the end of the minimum's window (the divergence after it is left out). The sweep measures it on
-  itself, on the user's own batches; a steep fall inflates it a little, which only raises the threshold
-  where the fall is large anyway.
+  itself, on the user's own batches. A steep fall inflates it, which raises the threshold where
+  the fall is large anyway; but on a short sweep (few steps per decade: 20 steps from 1e-7 to 10 jump 2.3x a
+  step) a model that learns can read as inconclusive: sweep longer (40+ steps).
 - **Fall**: the start minus the lowest point of the centred moving average the rules read (window of
   ``n`` points, fewer at the ends). Its standard error under "nothing is learned" is
   ``sigma * sqrt(1 / n_start + 1 / n)``.
