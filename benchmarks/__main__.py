@@ -14,6 +14,7 @@ MODULES = [
     "health_overhead",
     "speed_tune",
     "activation_checkpointing",
+    "lr_finder",
 ]
 
 

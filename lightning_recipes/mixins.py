@@ -88,8 +88,9 @@ class OptimizerRecipeMixin:
         ValueError: From ``configure_optimizers``, for an unknown optimizer or schedule, an unbounded run
             (``max_steps=-1`` and ``max_epochs=-1``), ``scale_lr`` without ``base_batch_size`` or a known
             batch size, or out-of-range values (naming the field). With ``lr="find"``: manual
-            optimisation, no training batch, a strategy other than single-device or DDP, or a resume from
-            a checkpoint that holds no found LR.
+            optimisation, no training batch, a strategy other than single-device or DDP, a resume from
+            a checkpoint that holds no found LR, or an inconclusive sweep (the loss never fell beyond the
+            sweep's own noise: the message gives the numbers and what to try; no step is trained).
         TypeError: If ``self.recipe`` is neither an ``OptimizerRecipe``, a dict nor ``None``.
 
     Example:
@@ -106,7 +107,7 @@ class OptimizerRecipeMixin:
         >>> summary["optimizer"], summary["total_steps"], summary["peak_lr"]
         ('Lion', 4, 0.0003)
         >>> model = Model()
-        >>> model.recipe = OptimizerRecipe(lr="find", warmup_steps=1, lr_find={"num_steps": 20})
+        >>> model.recipe = OptimizerRecipe(lr="find", warmup_steps=1, lr_find={"num_steps": 40})
         >>> fast_trainer(max_steps=4).fit(model, random_classification_loader())
         >>> model.recipe_summary["peak_lr"] == model.found_lr == model.lr_find_result.peak_lr
         True
@@ -310,6 +311,11 @@ class OptimizerRecipeMixin:
             )
         else:
             result = self._run_range_test(trainer, recipe)
+            if result.suggestion is None or result.peak_lr is None:  # same curve on every rank: all raise
+                raise ValueError(
+                    "`lr='find'`: the LR range test at the start of fit is inconclusive, so no learning rate "
+                    f"was chosen and training did not start. {result.reason} Or set a numeric `lr`."
+                )
             choice = "peak_lr" if warmup > 0 and recipe["schedule"] in _DECAYING else "suggestion"
             lr = result.peak_lr if choice == "peak_lr" else result.suggestion
             self.found_lr, self.lr_find_result, self._found_lr_choice = lr, result, choice

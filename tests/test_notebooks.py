@@ -95,8 +95,10 @@ EXPECTED: dict[str, tuple[int, list[str]]] = {
         2,
         [
             r"SMOKE=True",
-            r"adamw\s+suggestion=[\d.]+e-0\d peak_lr=[\d.]+e-0\d rule=min_div_10 stopped=\w+ optimizer=AdamW",
-            r"lion\s+suggestion=[\d.]+e-0\d peak_lr=[\d.]+e-0\d rule=min_div_10 stopped=\w+ optimizer=Lion",
+            r"adamw\s+suggestion=[\d.]+e-0\d peak_lr=[\d.]+e-0\d rule=min_div_10 stopped=\w+ optimizer=AdamW"
+            r" verdict=ok",
+            r"lion\s+suggestion=[\d.]+e-0\d peak_lr=[\d.]+e-0\d rule=min_div_10 stopped=\w+ optimizer=Lion"
+            r" verdict=ok",
             r"Lion's peak LR is \d+\.\dx below AdamW's \(as expected\)",
             r"model:\n  init_args:\n    recipe:\n      lr: 0\.0\d+\n",
             r"skipped here: fused_optimizer \(no torch Adam/AdamW/SGD without fused=True",

@@ -59,7 +59,8 @@ def build_parser() -> ArgumentParser:  # jsonargparse is imported lazily: it is 
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point; returns 0 on success, 2 on bad arguments.
+    """Entry point; returns 0 on success, 1 when the LR range test is inconclusive (no LR to suggest; the
+    reason is printed), 2 on bad arguments.
 
     Example:
         >>> main(["--help"])  # doctest: +ELLIPSIS
@@ -120,17 +121,26 @@ def _lr(config: Any, objects: Any) -> int:
     except ValueError as err:
         print(f"lightning-recipes tune: {err}", file=sys.stderr)
         return 2
+    if result.suggestion is None or result.peak_lr is None:
+        print(f"LR range test: no learning rate to suggest. {result.summary()}")
+        _save_plot(config, result)
+        return 1
     print(
         f"LR range test ({', '.join(result.optimizers)}, {len(result.lrs)} steps, "
         f"stopped: {result.stopped})\n"
         f"  suggestion (constant LR, rule {result.rule}): {result.suggestion:.3g}\n"
         f"  peak_lr (warm-up schedules):               {result.peak_lr:.3g}\n"
+        f"  {result.reason}\n"
         "Paste into your LightningCLI config:\n" + result.to_yaml(config.yaml_key)
     )
+    _save_plot(config, result)
+    return 0
+
+
+def _save_plot(config: Any, result: Any) -> None:
     if config.plot is not None:
         import matplotlib
 
         matplotlib.use("Agg")
         result.plot().figure.savefig(config.plot, dpi=100, bbox_inches="tight")
         print(f"curve saved to {config.plot}")
-    return 0

@@ -16,6 +16,11 @@ What makes it different from Lightning's ``Tuner.lr_find``:
 - **DDP**: each rank sweeps on its own shard and the gradients are averaged across ranks every step (the
   global batch, as DDP trains), the loss too, so every rank sees the same curve and the same suggestion.
   Lightning's finder crashes or hangs there (Lightning-AI/pytorch-lightning#19611, #8983).
+- **Inconclusive when the curve says nothing**: a sweep whose loss never falls significantly below its start,
+  against the noise the sweep measures on itself (:mod:`.verdict`), gives ``verdict == "inconclusive"``, no
+  suggestion (``None``) and a ``reason`` that states the fall, the noise, the threshold and what to try; a
+  rule's pick from such a curve is wherever the noise dipped. ``LRRangeTest(apply=True)`` then leaves the LRs
+  alone, and ``lr="find"`` stops before training.
 - **Warm-up aware**: :attr:`LRRangeResult.suggestion` is the LR a constant schedule could use (a tenth of
   the LR at the loss minimum); the recipe's peak LR after a linear warm-up, :attr:`LRRangeResult.peak_lr`,
   is ``warmup_factor`` (5) times it, half the LR at the minimum: a warm-up starts the run far below the peak
@@ -34,7 +39,7 @@ from typing import Any
 import lightning.pytorch as pl
 import torch
 from lightning.pytorch.callbacks import Callback
-from lightning.pytorch.utilities import rank_zero_info
+from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 from torch import Tensor
 from typing_extensions import override
 
@@ -42,6 +47,7 @@ from lightning_recipes._validation import check_choice, check_in_range, check_in
 from lightning_recipes.checks import CheckContext, CheckSkipped, preserved_rng, resolve_fit_data
 from lightning_recipes.checks.context import context_from_trainer
 from lightning_recipes.tune.suggest import RULES, Rule, centred, half_window_for, suggest
+from lightning_recipes.tune.verdict import CurveVerdict, curve_verdict
 
 __all__ = ["SWEEP_DEFAULTS", "LRRangeResult", "LRRangeTest", "check_sweep_args", "find_lr", "sweep_lr"]
 
@@ -71,35 +77,71 @@ class LRRangeResult:
         lrs: The peak-group learning rate at each step of the sweep.
         losses: The training loss at each step (averaged over ranks under DDP).
         smoothed: The centred moving average the rules read (no lag; see :mod:`.suggest`).
-        suggestion: The learning rate to use with a constant schedule (the rule's pick).
-        peak_lr: The peak LR for a warm-up schedule (``suggestion * warmup_factor``).
+        suggestion: The learning rate to use with a constant schedule (the rule's pick); ``None`` when the
+            sweep is inconclusive.
+        peak_lr: The peak LR for a warm-up schedule (``suggestion * warmup_factor``); ``None`` when
+            inconclusive.
         rule: The rule that chose ``suggestion`` (``"min_div_10"`` or ``"steepest"``).
         stopped: Why the sweep ended (``"max_lr"``, ``"diverged"``, ``"non-finite loss"``).
         optimizers: The optimizer class names swept.
         group_scales: Each group's LR as a fraction of the peak group's (kept through the sweep).
+        evidence: Whether the loss fell beyond the sweep's own noise (:class:`.verdict.CurveVerdict`);
+            computed from the curve when not given (``None`` for a curve under 6 points).
     """
 
     lrs: list[float]
     losses: list[float]
     smoothed: list[float]
-    suggestion: float
-    peak_lr: float
+    suggestion: float | None
+    peak_lr: float | None
     rule: str
     stopped: str
     optimizers: list[str] = field(default_factory=list)
     group_scales: list[list[float]] = field(default_factory=list)
+    evidence: CurveVerdict | None = None
 
-    def suggest(self, rule: Rule) -> float:
-        """What another rule would pick from the same curve."""
+    def __post_init__(self) -> None:
+        if self.evidence is None and sum(math.isfinite(v) for v in self.losses) >= 6:
+            self.evidence = curve_verdict(self.lrs, self.losses)
+
+    @property
+    def verdict(self) -> str:
+        """``"ok"`` (the curve fell beyond its noise, or was too short to judge) or ``"inconclusive"``."""
+        return "inconclusive" if self.evidence is not None and not self.evidence.significant else "ok"
+
+    @property
+    def reason(self) -> str:
+        """The decision in words with its numbers (fall, noise, threshold); if inconclusive, what to try."""
+        return "" if self.evidence is None else self.evidence.describe()
+
+    def suggest(self, rule: Rule) -> float | None:
+        """What another rule would pick from the same curve (``None`` when the sweep is inconclusive)."""
+        if self.verdict == "inconclusive":
+            return None
         return suggest(self.lrs, self.losses, rule, skip_begin=_skip(len(self.lrs)))
+
+    def summary(self) -> str:
+        """One paragraph: the pick (or that there is none) and the evidence for it."""
+        optimizers = ", ".join(self.optimizers) or "?"
+        head = f"LR range test ({optimizers}, {len(self.lrs)} steps, stopped: {self.stopped})"
+        if self.suggestion is None or self.peak_lr is None:
+            return f"{head}: {self.reason}"
+        return f"{head}: suggestion {self.suggestion:.3g} ({self.rule}), peak_lr {self.peak_lr:.3g}" + (
+            f"; {self.reason}" if self.reason else ""
+        )
 
     def to_yaml(self, key: str = "model.init_args.recipe.lr") -> str:
         """The LightningCLI YAML fragment that sets ``peak_lr`` at the dotted ``key``.
+
+        Raises:
+            ValueError: If the sweep is inconclusive (there is no LR to set; the message says why).
 
         Example:
             >>> LRRangeResult([1.0], [1.0], [1.0], 1e-3, 2e-3, "min_div_10", "max_lr").to_yaml()
             'model:\\n  init_args:\\n    recipe:\\n      lr: 0.002\\n'
         """
+        if self.peak_lr is None:
+            raise ValueError(f"the LR range test gives no learning rate to write: {self.reason}")
         parts = key.split(".")
         lines = [f"{'  ' * depth}{part}:" for depth, part in enumerate(parts[:-1])]
         lines.append(f"{'  ' * (len(parts) - 1)}{parts[-1]}: {self.peak_lr:.3g}")
@@ -116,19 +158,28 @@ class LRRangeResult:
             _, ax = plt.subplots(figsize=(6, 4))
         ax.plot(self.lrs, self.losses, alpha=0.3, label="loss")
         ax.plot(self.lrs, self.smoothed, label="smoothed")
-        ax.axvline(self.suggestion, color="C2", linestyle="--", label=f"suggestion {self.suggestion:.2g}")
-        if self.peak_lr != self.suggestion:
+        if self.suggestion is not None:
+            ax.axvline(self.suggestion, color="C2", linestyle="--", label=f"suggestion {self.suggestion:.2g}")
+        if self.peak_lr is not None and self.peak_lr != self.suggestion:
             ax.axvline(self.peak_lr, color="C3", linestyle=":", label=f"peak_lr {self.peak_lr:.2g}")
+        if self.evidence is not None:
+            start = self.evidence.start_loss
+            ax.axhline(start, color="0.5", linewidth=0.8, label="start")
+            ax.axhline(start - self.evidence.threshold, color="0.5", linestyle=":", label="start - threshold")
         ax.set_xscale("log")
         ax.set_xlabel("learning rate")
         ax.set_ylabel("training loss")
-        ax.set_title(f"LR range test ({', '.join(self.optimizers)}; {self.rule}; stopped: {self.stopped})")
+        verdict = "; INCONCLUSIVE: no pick" if self.verdict == "inconclusive" else ""
+        ax.set_title(
+            f"LR range test ({', '.join(self.optimizers)}; {self.rule}; stopped: {self.stopped}{verdict})"
+        )
         ax.legend()
         return ax
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> LRRangeResult:
-        """The result :meth:`to_dict` wrote (e.g. into a checkpoint); the smoothed curve is recomputed.
+        """The result :meth:`to_dict` wrote (e.g. into a checkpoint); the smoothed curve and the verdict are
+        recomputed from the curve.
 
         Example:
             >>> result = LRRangeResult([1.0], [1.0], [1.0], 1e-3, 5e-3, "min_div_10", "max_lr", ["Lion"])
@@ -333,17 +384,21 @@ def sweep_lr(
             if step > _skip(num_steps) and smoothed_now - best > (divergence - 1) * abs(best):
                 stopped = "diverged"
                 break
-    chosen = suggest(lrs, losses, rule, skip_begin=_skip(len(lrs)))
+    chosen: float | None = suggest(lrs, losses, rule, skip_begin=_skip(len(lrs)))
+    evidence = curve_verdict(lrs, losses) if len(lrs) >= 6 else None
+    if evidence is not None and not evidence.significant:
+        chosen = None  # the rule's pick from a flat curve is wherever the noise dipped: never offered
     return LRRangeResult(
         lrs=lrs,
         losses=losses,
         smoothed=centred(losses, half_window_for(len(losses))),
         suggestion=chosen,
-        peak_lr=chosen * warmup_factor,
+        peak_lr=None if chosen is None else chosen * warmup_factor,
         rule=rule,
         stopped=stopped,
         optimizers=[type(o).__name__ for o in optimizers],
         group_scales=scales,
+        evidence=evidence,
     )
 
 
@@ -387,7 +442,10 @@ def find_lr(
         seed: Seed of the sweep's RNG (isolated from the caller's).
 
     Returns:
-        An :class:`LRRangeResult`: ``.suggestion``, ``.peak_lr``, the curve, ``.plot()``, ``.to_yaml()``.
+        An :class:`LRRangeResult`: ``.suggestion``, ``.peak_lr``, the curve, ``.plot()``, ``.to_yaml()``,
+        ``.verdict`` and ``.reason``. When the loss never fell significantly below its start (against the
+        sweep's own noise: :mod:`.verdict`), ``verdict == "inconclusive"``, ``suggestion`` and ``peak_lr``
+        are ``None``, and ``reason`` says what was measured and what to try.
 
     Raises:
         ValueError: For an argument out of range (naming it), no training data, or a curve too short.
@@ -424,7 +482,8 @@ class LRRangeTest(Callback):
     Works in any Trainer, DDP included (every rank gets the same :attr:`result`: see the module docstring).
     The run's model and optimizer are not changed unless ``apply=True``: then every parameter group's LR (and
     a scheduler's ``base_lrs``) is scaled so that the peak group's LR becomes the result's ``peak_lr``, and
-    training goes on with it. With ``stop=True`` the fit stops after the sweep (a tuning-only run).
+    training goes on with it. An inconclusive sweep (``result.verdict``) is never applied: a warning says why
+    and the run keeps its own LRs. With ``stop=True`` the fit stops after the sweep (a tuning-only run).
 
     Cost: ``num_steps`` training steps of a copy of the model, once per ``fit`` (skipped on resume); one host
     sync per sweep step; under DDP one all-reduce per sweep step.
@@ -485,17 +544,19 @@ class LRRangeTest(Callback):
         context = context_from_trainer(trainer, pl_module, seed=self.seed)
         self.result = sweep_lr(context, **self.sweep)
         if self.print_result:
-            rank_zero_info(
-                f"LR range test: suggestion {self.result.suggestion:.3g} ({self.result.rule}), peak_lr "
-                f"{self.result.peak_lr:.3g}; stopped: {self.result.stopped}.\n{self.result.to_yaml()}"
-            )
-        if self.apply:
+            yaml = "" if self.result.peak_lr is None else f"\n{self.result.to_yaml()}"
+            rank_zero_info(f"{self.result.summary()}{yaml}")
+        if self.apply and self.result.peak_lr is None:
+            # every rank holds the same curve (losses all-reduced), so every rank takes this branch
+            reason = self.result.reason
+            rank_zero_warn(f"LRRangeTest(apply=True): not applied, the run keeps its LRs. {reason}")
+        elif self.apply:
             self._apply(trainer)
         if self.stop:
             trainer.should_stop = True
 
     def _apply(self, trainer: pl.Trainer) -> None:
-        assert self.result is not None
+        assert self.result is not None and self.result.peak_lr is not None
         current = max(g["lr"] for opt in trainer.optimizers for g in opt.param_groups)
         base = max(
             (g.get("initial_lr", g["lr"]) for opt in trainer.optimizers for g in opt.param_groups), default=0
@@ -521,13 +582,4 @@ class LRRangeTest(Callback):
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         data = state_dict.get("result")
         if data is not None:
-            self.result = LRRangeResult(
-                lrs=data["lrs"],
-                losses=data["losses"],
-                smoothed=centred(data["losses"], half_window_for(len(data["losses"]))),
-                suggestion=data["suggestion"],
-                peak_lr=data["peak_lr"],
-                rule=data["rule"],
-                stopped=data["stopped"],
-                optimizers=data["optimizers"],
-            )
+            self.result = LRRangeResult.from_dict(data)

@@ -1,0 +1,151 @@
+"""The LR range test's verdict: a sweep whose loss never falls beyond its own noise is inconclusive, and
+nothing (``find_lr``, ``LRRangeTest(apply=True)``, ``lr="find"``, the CLI) then offers or applies a pick
+(issue #22)."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import lightning.pytorch as pl
+import pytest
+import torch
+
+from lightning_recipes.mixins import AdamWRecipe
+from lightning_recipes.testing import TinyClassifier, fast_trainer, random_classification_loader
+from lightning_recipes.tune import LRRangeTest, find_lr
+from lightning_recipes.tune.suggest import centred
+from lightning_recipes.tune.verdict import curve_verdict, t_quantile
+from tests.tune._flat_models import FlatBert, XorData
+
+pytest.importorskip("transformers", reason="the flat-curve model is a Hugging Face BERT")
+
+
+class AdamWClassifier(AdamWRecipe, TinyClassifier):
+    pass
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """One intra-op thread: the fastest on the shared 2-core CPU (two oversubscribe it under load)."""
+    saved = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(saved)
+
+
+def test_curve_verdict_is_its_definition_written_out():
+    """Start mean over the first quarter, noise from successive differences up to the minimum's window,
+    threshold = t-quantile(1 - 0.01 / candidates, diffs - 1) * noise * sqrt(1/n_start + 1/n_window)."""
+    rng = random.Random(3)
+    lrs = [1e-7 * 1.2**i for i in range(40)]
+    losses = [2.0 - 1.5 * (i > 25) + 0.05 * rng.gauss(0, 1) for i in range(40)]
+    verdict = curve_verdict(lrs, losses)
+    smoothed = centred(losses, 2)  # 40 points: half window round(40 / 20) = 2
+    best = min(range(4, 40), key=smoothed.__getitem__)  # the first tenth skipped
+    start = sum(losses[:10]) / 10  # first quarter: 10 points (> the 5-point window)
+    seen = losses[: max(10, best + 3)]
+    noise = math.sqrt(sum((b - a) ** 2 for a, b in itertools.pairwise(seen)) / (2 * (len(seen) - 1)))
+    window = min(best + 3, 40) - max(0, best - 2)
+    threshold = t_quantile(1 - 0.01 / 36, len(seen) - 2) * noise * math.sqrt(1 / 10 + 1 / window)
+    assert verdict.start_loss == pytest.approx(start) and verdict.best_loss == pytest.approx(smoothed[best])
+    assert verdict.noise == pytest.approx(noise) and verdict.threshold == pytest.approx(threshold)
+    assert verdict.significant == (start - smoothed[best] > threshold) is True
+
+
+def test_t_quantile_matches_tables():
+    # scipy.stats.t.ppf: (0.975, 5) 2.5706, (0.995, 20) 2.8453, (0.9999, 60) 3.9621, (1 - 0.01/90, 60) 3.9303
+    assert t_quantile(0.975, 5) == pytest.approx(2.5706, abs=0.01)
+    assert t_quantile(0.995, 20) == pytest.approx(2.8453, abs=0.002)
+    assert t_quantile(0.9999, 60) == pytest.approx(3.9621, abs=0.002)
+    assert t_quantile(1 - 0.01 / 90, 60) == pytest.approx(3.9303, abs=0.002)
+
+
+@pytest.mark.parametrize("steps", [30, 100])
+def test_flat_curves_pass_at_most_alpha_of_the_time(steps: int):
+    """Simulated flat sweeps (Gaussian and heavy-tailed noise) read as learning at most 1% of the time (400
+    each; the expected count is under 4, so 12 would be a 1-in-10^4 event at a true 1%)."""
+    rng = random.Random(0)
+    lrs = [1e-7 * 1.1**i for i in range(steps)]
+    passed = 0
+    for trial in range(400):
+        if trial % 2:
+            chi2 = [sum(rng.gauss(0, 1) ** 2 for _ in range(3)) / 3 for _ in lrs]
+            noise = [rng.gauss(0, 1) / math.sqrt(c) for c in chi2]  # Student-t, 3 degrees of freedom
+        else:
+            noise = [rng.gauss(0, 1) for _ in lrs]
+        passed += curve_verdict(lrs, [2.3 + 0.05 * n for n in noise]).significant
+    assert passed <= 12, passed
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_flat_sweep_is_inconclusive_with_no_pick_on_every_seed(seed: int):
+    pl.seed_everything(seed, verbose=False)
+    result = find_lr(FlatBert(), datamodule=XorData(), seed=seed)
+    assert result.verdict == "inconclusive", result.reason
+    assert result.suggestion is None and result.peak_lr is None and result.suggest("steepest") is None
+    assert result.reason.startswith("inconclusive: the smoothed loss fell")
+    assert "the sweep's own noise is" in result.reason and "num_steps=300" in result.reason
+    with pytest.raises(ValueError, match="no learning rate to write: inconclusive"):
+        result.to_yaml()
+    if seed == 0:
+        pytest.importorskip("matplotlib")
+        assert "INCONCLUSIVE: no pick" in result.plot().get_title()
+
+
+class BatchCounter(pl.Callback):
+    def __init__(self) -> None:
+        self.batches = 0
+
+    def on_train_batch_start(self, *args: Any) -> None:
+        self.batches += 1
+
+
+def test_lr_find_on_a_flat_model_stops_before_training_with_the_reason():
+    counter = BatchCounter()
+    trainer = fast_trainer(max_steps=5, max_epochs=None, callbacks=[counter])
+    torch.manual_seed(0)
+    with pytest.raises(ValueError, match=r"inconclusive, so no learning rate was chosen.*own noise is"):
+        trainer.fit(FlatBert(lr="find"), datamodule=XorData())
+    assert counter.batches == 0
+
+
+def test_lr_range_test_apply_leaves_the_lrs_alone_when_inconclusive():
+    torch.manual_seed(0)
+    finder = LRRangeTest(apply=True, print_result=False)
+    trainer = fast_trainer(max_steps=3, max_epochs=None, callbacks=[finder])
+    with pytest.warns(UserWarning, match="not applied, the run keeps its LRs. inconclusive"):
+        trainer.fit(FlatBert(lr=1e-3), datamodule=XorData())
+    assert finder.result is not None and finder.result.verdict == "inconclusive"
+    assert max(g["initial_lr"] for g in trainer.optimizers[0].param_groups) == pytest.approx(1e-3)
+
+
+def test_tune_cli_prints_the_inconclusive_verdict_and_exits_1(tmp_path: Path):
+    command = [
+        sys.executable, "-m", "lightning_recipes", "tune",
+        "--model", "tests.tune._flat_models.FlatBert", "--data", "tests.tune._flat_models.XorData",
+        "--num_steps", "60",
+    ]  # fmt: skip
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}  # one thread: 2-3x faster on the shared 2-core CPU
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=root, env=env)
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert "no learning rate to suggest" in done.stdout and "inconclusive: the smoothed loss" in done.stdout
+    assert "Paste into" not in done.stdout
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_learnable_model_still_gets_a_pick_on_every_seed(seed: int):
+    torch.manual_seed(seed)
+    loader = random_classification_loader(num_samples=512, shuffle=True)
+    result = find_lr(AdamWClassifier(lr=1e-3), train_dataloaders=loader, seed=seed)
+    assert result.verdict == "ok" and result.evidence is not None
+    assert result.evidence.fall > 3 * result.evidence.threshold, result.reason
+    assert result.suggestion is not None and 1e-4 < result.suggestion < 1.0
+    assert result.reason.startswith("conclusive: ")
