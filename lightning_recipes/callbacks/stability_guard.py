@@ -118,7 +118,8 @@ class StabilityGuard(Callback):
     Cost:
         Per optimizer step: one read of the gradients for their norm (none when ``GradNormMonitor``, placed
         before the guard, already read them this step: its result is reused) and list appends; no sync.
-        Per check: one all-reduce of one integer (DDP only) and one device-to-host copy of two integers.
+        Per check: one all-reduce of one integer (DDP only) and one device-to-host copy of two integers; the
+        loss-noise statistics (two medians of the ``spike_window`` losses) stay on the device, in that copy.
         ``check_every_n_steps=1`` therefore syncs every step. The gradient read is most of the per-step cost;
         ``check_grad_norm=False`` drops it (a NaN gradient is then caught one step later through the loss it
         poisons, or by the weight check before the next snapshot); measured figures are in

@@ -716,3 +716,13 @@ def test_default_guard_leaves_healthy_bert_finetuning_alone(seed: int) -> None:
     assert len(losses) == 60 and abs(statistics.median(losses[:20]) - math.log(2)) < 0.01  # the plateau
     rises = [losses[i] / statistics.median(losses[i - 20 : i]) - 1 for i in range(20, 60)]
     assert max(rises) > 0.003  # it does wobble out of the plateau: bumps above the running level
+
+
+def test_default_guard_still_catches_a_blow_up_after_its_warm_up() -> None:
+    """The defaults (check every 10 steps, 20 warm-up steps learning the noise) still roll back a 100x
+    loss."""
+    guard = StabilityGuard(snapshot_every_n_steps=10, verbose=False)
+    _fit(FaultyClassifier(fault="spike", fault_step=35), guard, max_steps=45)
+    assert [(e.step, e.cause, e.detected_at_step, e.restored_step) for e in guard.events] == [
+        (35, "loss_spike", 40, 30)
+    ]
