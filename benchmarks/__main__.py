@@ -9,6 +9,7 @@ MODULES = [
     "optimizers",
     "callback_overhead",
     "stability_overhead",
+    "stability_false_alarms",
     "preflight_runtime",
     "preflight_gallery",
     "health_overhead",

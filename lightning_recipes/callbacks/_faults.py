@@ -60,6 +60,7 @@ def fault_causes(
     spike_warmup_steps: int = 20,
     loss_mask: Tensor | None = None,
     weights_norm: Tensor | None = None,
+    spike: Tensor | None = None,
 ) -> Tensor:
     """The fault code of each of ``n`` steps (``0``: good; codes in :data:`CAUSES`), as an int64 tensor.
 
@@ -80,6 +81,9 @@ def fault_causes(
         spike_warmup_steps: Window size needed before spikes are judged.
         loss_mask: Which steps have a loss (bool, shape ``(n,)``); ``None``: all.
         weights_norm: Norm of the weights at the end of the last step, or ``None`` not to check them.
+        spike: Which steps are spikes, decided by the caller (bool, shape ``(n,)``; ``StabilityGuard`` passes
+            its noise model's verdict, ``callbacks/_loss_noise.py``); replaces ``spike_k`` / ``spike_rtol`` /
+            ``spike_warmup_steps``. ``None``: :func:`spike_mask`.
 
     Example:
         >>> nan, inf = float("nan"), float("inf")
@@ -95,12 +99,13 @@ def fault_causes(
     if loss_mask is not None:
         bad_loss &= loss_mask
     causes = torch.where(bad_loss, 1, causes)
-    spike = spike_mask(
-        losses, window, spike_k=spike_k, spike_rtol=spike_rtol, spike_warmup_steps=spike_warmup_steps
-    )
+    if spike is None:
+        spike = spike_mask(
+            losses, window, spike_k=spike_k, spike_rtol=spike_rtol, spike_warmup_steps=spike_warmup_steps
+        )
     if spike is not None:
         if loss_mask is not None:
-            spike &= loss_mask
+            spike = spike & loss_mask
         causes = torch.where((causes == 0) & spike, 3, causes)
     causes = torch.where((causes == 0) & ~torch.isfinite(norms), 2, causes)
     if weights_norm is not None:

@@ -17,8 +17,16 @@ from lightning.pytorch.utilities import rank_zero_warn
 from torch import Tensor
 from typing_extensions import override
 
-from lightning_recipes._validation import check_bool, check_choice, check_in_range, check_int, check_positive
+from lightning_recipes._validation import (
+    check_bool,
+    check_choice,
+    check_in_range,
+    check_int,
+    check_non_negative,
+    check_positive,
+)
 from lightning_recipes.callbacks._faults import CAUSE_CODES, CAUSES, choose_event, fault_causes, fault_record
+from lightning_recipes.callbacks._loss_noise import exceeds_noise
 from lightning_recipes.callbacks._norms import STEP_POWERS
 from lightning_recipes.callbacks._snapshot import Snapshot, copy_to_cpu
 from lightning_recipes.callbacks._trainer import callback_list
@@ -76,9 +84,16 @@ class StabilityGuard(Callback):
 
     * its loss (the mean over accumulated micro-batches) is NaN or infinite;
     * its total gradient 2-norm is NaN or infinite (not checked while a ``GradScaler`` is active, see below);
-    * after ``spike_warmup_steps`` good steps, its loss exceeds ``mean + spike_k * std`` or
-      ``spike_rtol * mean`` of the last ``spike_window`` good steps (statistics as of the previous check;
-      population std; the ``spike_rtol`` rule assumes a positive loss);
+    * after ``spike_warmup_steps`` good steps (which only teach it the loss's noise), its loss is a spike:
+      above the run's own noise, measured on the last ``spike_window`` good steps as of the previous check
+      (``callbacks/_loss_noise.py``): higher than their level (median) by more than ``spike_k`` robust
+      standard deviations (1.4826 x the median absolute deviation) **and** by a factor of more than
+      ``1 + spike_min_rise`` (in log space when the losses are positive: loss noise is multiplicative;
+      linearly, ``spike_min_rise * |level|``, otherwise); or, with ``spike_rtol``, above ``spike_rtol``
+      times the level. The defaults (6 robust std and 1.5x) leave healthy fine-tuning alone: a plateau's
+      +3-6% wobbles are many standard deviations but not 1.5x, the heavy-tailed late-phase batches are 2-3x
+      but within 6 standard deviations of log-loss noise; a blow-up is both (false-rollback and detection
+      rates in ``benchmarks/RESULTS.md``, ``python -m benchmarks.stability_false_alarms``);
     * at a check that would take a snapshot, the weights are not finite (an update from an unchecked
       non-finite gradient that no loss has shown yet; blamed on the last step before the check).
 
@@ -103,7 +118,8 @@ class StabilityGuard(Callback):
     Cost:
         Per optimizer step: one read of the gradients for their norm (none when ``GradNormMonitor``, placed
         before the guard, already read them this step: its result is reused) and list appends; no sync.
-        Per check: one all-reduce of one integer (DDP only) and one device-to-host copy of two integers.
+        Per check: one all-reduce of one integer (DDP only) and one device-to-host copy of two integers; the
+        loss-noise statistics (two medians of the ``spike_window`` losses) stay on the device, in that copy.
         ``check_every_n_steps=1`` therefore syncs every step. The gradient read is most of the per-step cost;
         ``check_grad_norm=False`` drops it (a NaN gradient is then caught one step later through the loss it
         poisons, or by the weight check before the next snapshot); measured figures are in
@@ -159,10 +175,12 @@ class StabilityGuard(Callback):
             ``None`` (default): adaptive, see above.
         snapshot_overhead: With ``snapshot_every_n_steps=None``, the fraction of training time snapshots may
             take, in ``(0, 1)``.
-        spike_k: Spike threshold in standard deviations above the running mean, ``> 0``; ``None`` disables it.
-        spike_rtol: Spike threshold as a multiple of the running mean, ``> 1``; ``None`` disables it.
+        spike_k: Spike threshold in robust standard deviations of the loss noise above its level, ``> 0``;
+            ``None`` disables the noise rule.
+        spike_rtol: Spike threshold as a multiple of the loss level (median), ``> 1``; ``None`` disables it.
         spike_window: Number of recent good steps in the running statistics.
-        spike_warmup_steps: Good steps needed before spikes are detected.
+        spike_warmup_steps: Good steps needed before spikes are detected (the noise is only learned meanwhile;
+            non-finite values are caught from the first step).
         check_grad_norm: Whether to check the gradient norm (always on for ``mode="skip_step"``).
         lr_factor: Learning-rate multiplier applied after a rollback, in ``(0, 1]``.
         cooldown_steps: Optimizer steps the ``lr_factor`` lasts.
@@ -173,6 +191,8 @@ class StabilityGuard(Callback):
         act_on_findings: Repair ``HealthMonitor``'s ``lr_too_high`` findings (see above).
         finding_lr_factor: The learning-rate multiplier applied, for the rest of the run, at each
             ``lr_too_high`` finding, in ``(0, 1]``.
+        spike_min_rise: The noise rule also needs the loss above ``(1 + spike_min_rise)`` x its level,
+            ``>= 0`` (``0``: the ``spike_k`` test alone).
 
     Raises:
         ValueError: On an invalid argument value (at construction, naming it) or a sharded strategy with
@@ -225,6 +245,7 @@ class StabilityGuard(Callback):
         snapshot_overhead: float = 0.01,
         act_on_findings: bool = True,
         finding_lr_factor: float = 0.5,
+        spike_min_rise: float = 0.5,
     ) -> None:
         super().__init__()
         self.mode = mode
@@ -248,6 +269,7 @@ class StabilityGuard(Callback):
         self.snapshot_overhead = snapshot_overhead
         self.act_on_findings = act_on_findings
         self.finding_lr_factor = finding_lr_factor
+        self.spike_min_rise = spike_min_rise
         self._validate()
 
         self.events: list[StabilityEvent] = []
@@ -291,6 +313,7 @@ class StabilityGuard(Callback):
         if self.spike_rtol is not None:  # None disables the rule
             check_in_range("spike_rtol", self.spike_rtol, 1.0, math.inf, low_open=True, high_open=True)
         check_in_range("lr_factor", self.lr_factor, 0.0, 1.0, low_open=True)
+        check_non_negative("spike_min_rise", self.spike_min_rise)
         check_bool("check_grad_norm", self.check_grad_norm)
         check_bool("verbose", self.verbose)
 
@@ -475,9 +498,9 @@ class StabilityGuard(Callback):
             losses,
             norms,
             self._window,
-            spike_k=self.spike_k,
-            spike_rtol=self.spike_rtol,
-            spike_warmup_steps=self.spike_warmup_steps,
+            spike_k=None,
+            spike_rtol=None,
+            spike=self._spikes(losses),
             loss_mask=None if all(loss_mask) else torch.tensor(loss_mask, device=device),
             weights_norm=weights_norm,
         )
@@ -501,6 +524,16 @@ class StabilityGuard(Callback):
         step = pending[local_index][0] if local_cause else trainer.global_step
         event = self._agree_on_event(trainer, local_cause, step, value)
         self._act(trainer, pl_module, event)
+
+    def _spikes(self, losses: Tensor) -> Tensor | None:
+        """Which ``losses`` exceed the run's loss noise (``None`` while it is being learned). No sync."""
+        if (self.spike_k is None and self.spike_rtol is None) or self._window.numel() < max(
+            self.spike_warmup_steps, 1
+        ):
+            return None
+        return exceeds_noise(
+            losses, self._window, k=self.spike_k, min_rise=self.spike_min_rise, rtol=self.spike_rtol
+        )
 
     def _agree_on_event(self, trainer: pl.Trainer, cause: int, step: int, value: float) -> StabilityEvent:
         """Every rank's first fault, gathered (fault path only); all act on the one ``choose_event`` picks."""
