@@ -94,8 +94,12 @@ def test_faster_options_are_combined_and_their_kwargs_build_a_trainer() -> None:
         ),
         SpeedOption("no_sleep_b", prepare=_no_sleep("sleep_b"), advice="b"),
     ]
-    result = speed_tune(
-        SleepyClassifier(), train_dataloaders=random_classification_loader(), options=options, **FAST
+    result = speed_tune(  # a long run: the ranking is by step time (no option here costs anything once)
+        SleepyClassifier(),
+        train_dataloaders=random_classification_loader(),
+        options=options,
+        run_steps=10_000,
+        **FAST,
     )
     assert [row.status for row in result.rows[1:]] == ["faster", "faster", "faster"]
     assert result.rows[-1].option == "no_sleep_a+no_sleep_b"
