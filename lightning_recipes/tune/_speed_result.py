@@ -112,8 +112,9 @@ class SpeedTuneResult:
         return speed_loader(loader, self.chosen_options or self.best)
 
     def cli_config(self) -> dict[str, Any]:
-        """The LightningCLI config fragment for the choice: the Trainer arguments and the callback; the loader
-        arguments under ``data`` as a hint (a datamodule's own argument names may differ).
+        """The LightningCLI config fragment for the choice: the Trainer arguments and, for the module-side
+        options, the :class:`~lightning_recipes.tune.ApplySpeedOptions` callback. The loader arguments are
+        not in it (a datamodule names its own arguments): see ``.loader_kwargs`` and :meth:`to_yaml`.
 
         Example:
             >>> SpeedTuneResult([], ["bf16-mixed"], trainer_kwargs={"precision": "bf16-mixed"}).cli_config()
@@ -123,13 +124,11 @@ class SpeedTuneResult:
         if self.module_options:
             callback = {"class_path": CALLBACK_PATH, "init_args": {"options": list(self.module_options)}}
             trainer["callbacks"] = [callback]
-        config: dict[str, Any] = {"trainer": trainer}
-        if self.loader_kwargs:
-            config["data"] = {"init_args": dict(self.loader_kwargs)}
-        return config
+        return {"trainer": trainer}
 
     def to_yaml(self) -> str:
-        """:meth:`cli_config` as YAML, with what each chosen option does as comments.
+        """:meth:`cli_config` as YAML, then comments: what each chosen option does, and the DataLoader
+        arguments to give the training loader.
 
         Example:
             >>> result = SpeedTuneResult([], ["bf16-mixed"], trainer_kwargs={"precision": "bf16-mixed"})
@@ -141,11 +140,11 @@ class SpeedTuneResult:
         import yaml
 
         config = self.cli_config()
-        empty = not config["trainer"] and len(config) == 1
-        text = "trainer: {}\n" if empty else yaml.safe_dump(config, sort_keys=False)
+        text = yaml.safe_dump(config, sort_keys=False) if config["trainer"] else "trainer: {}\n"
         comments = [f"# {name}: {text}" for name, text in self.advice.items() if text]
         if self.loader_kwargs:
-            comments.append("# data: the DataLoader arguments, if your datamodule takes them by these names")
+            args = ", ".join(f"{key}={value!r}" for key, value in self.loader_kwargs.items())
+            comments.append(f"# the training DataLoader (your datamodule's arguments): {args}")
         return text + "".join(line + "\n" for line in comments)
 
     def to_dict(self) -> dict[str, Any]:

@@ -80,7 +80,8 @@ def speed_tune(
     - its **step time**, the median of its steps after the warm-up, and its **speed-up**, the baseline's
       step time (same repeats) over its own;
     - its **one-off cost**: the time its run took beyond its steps at its step time (compilation, worker
-      start-up, first calls; the largest over repeats, i.e. the cold one), minus the baseline's;
+      start-up, first calls; the largest over repeats, i.e. the cold one), minus the baseline's; ``0`` when
+      within noise (the spread of the baseline's own over repeats, at least two of its steps);
     - its **break-even**: the run length, in training batches, from which the per-step gain repays the
       one-off cost (``None``: never, it is not faster per step);
     - its **projected run time** over the run's planned steps (``run_steps``; else from ``trainer``:
@@ -276,6 +277,13 @@ def _overhead_s(runs: list[Run]) -> float:
     return max(run.overhead_s for run in runs)  # the cold repeat: compile caches within the process
 
 
+def _overhead_noise_s(base: list[Run]) -> float:
+    """How much a one-off time can differ by noise alone: the spread of the baseline's over its repeats, and
+    at least two of its steps (a run's one-off time sums its steps' deviations from the median)."""
+    spread = max(run.overhead_s for run in base) - min(run.overhead_s for run in base)
+    return max(spread, 2 * _median_ms(base) / 1e3)
+
+
 def _first(runs: list[Run]) -> float:
     return max(run.first_step_ms for run in runs)  # the first repeat compiles; later ones hit the cache
 
@@ -321,11 +329,13 @@ def _row(
     step_ms, base_ms = _median_ms(runs), _median_ms(base)
     speedup = base_ms / step_ms
     one_off = _overhead_s(runs) - _overhead_s(base)
+    if abs(one_off) <= _overhead_noise_s(base):
+        one_off = 0.0  # within what the baseline's own one-off time varies by: not counted
     row = SpeedRow(name, "", step_ms, speedup, None, rtol, _first(runs))
     row.baseline_step_ms, row.one_off_s = base_ms, one_off
     row.break_even_steps = break_even_steps(one_off, step_ms, base_ms)
     if steps is not None:
-        row.run_s = steps * step_ms / 1e3 + _overhead_s(runs)
+        row.run_s = steps * step_ms / 1e3 + _overhead_s(base) + one_off
         row.run_speedup = (steps * base_ms / 1e3 + _overhead_s(base)) / row.run_s
     ratio = _rank(row)
     row.loss_deviation = max(deviation(run.losses, base[0].losses) for run in runs)
