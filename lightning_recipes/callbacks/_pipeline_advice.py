@@ -75,7 +75,7 @@ def loader_advice(loader: Any, *, fetch_ms: float, step_ms: float, device_type: 
     Example:
         >>> data = TensorDataset(torch.zeros(64, 2))
         >>> text = loader_advice(DataLoader(data, batch_size=8), fetch_ms=5.0, step_ms=5.0, device_type="cpu")
-        >>> "worker processes would not help" in text
+        >>> "in-memory TensorDataset" in text and "num_workers` > 0" not in text
         True
     """
     if not isinstance(loader, DataLoader):
