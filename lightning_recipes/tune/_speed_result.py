@@ -88,8 +88,8 @@ class SpeedTuneResult:
     chosen_options: list[Any] = field(default_factory=list, repr=False)  # the SpeedOption objects of `best`
 
     def callback(self) -> Any:
-        """An :class:`~lightning_recipes.tune.ApplySpeedOptions` for the chosen module-side and global options
-        (``None`` when none was chosen).
+        """An :class:`~lightning_recipes.tune.ApplySpeedOptions` for the chosen built-in module-side and
+        global options (``None`` when none was chosen; a custom ``SpeedOption`` is applied by :meth:`apply`).
 
         Example:
             >>> SpeedTuneResult([], ["channels_last"], module_options=["channels_last"]).callback().options

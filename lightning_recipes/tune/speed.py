@@ -235,7 +235,8 @@ def speed_tune(
     for option in chosen:
         result.trainer_kwargs.update(option.trainer_kwargs)
         result.loader_kwargs.update(option.loader_kwargs)
-        if option.prepare is not None or option.context is not None:
+        builtin = OPTIONS.get(option.name) is option  # a custom SpeedOption: `.apply(model)`, no callback
+        if builtin and (option.prepare is not None or option.context is not None):
             result.module_options.append(option.name)
         if option.advice:
             result.advice[option.name] = option.advice

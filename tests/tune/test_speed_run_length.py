@@ -25,7 +25,7 @@ class CostlyStartClassifier(TinyClassifier):
 
     def __init__(self) -> None:
         super().__init__()
-        self.step_sleep = 0.05
+        self.step_sleep = 0.15
         self.first_sleep = 0.0
         self.steps_done = 0
 
@@ -36,7 +36,7 @@ class CostlyStartClassifier(TinyClassifier):
 
 
 def _pays_later(module: pl.LightningModule) -> pl.LightningModule:
-    module.step_sleep, module.first_sleep = 0.01, 1.2  # type: ignore[assignment]  # 40 ms/step for 1.2 s once
+    module.step_sleep, module.first_sleep = 0.01, 1.5  # type: ignore[assignment]  # 140 ms/step for 1.5 s once
     return module
 
 
@@ -44,23 +44,24 @@ PAYS_LATER = SpeedOption("pays_later", prepare=_pays_later, advice="x")
 
 
 def test_an_option_whose_one_off_cost_the_run_does_not_repay_is_not_chosen() -> None:
-    """Regression (issue 22): `compile` was chosen for a short fit on its per-step time alone. 1.2 s once
-    for 40 ms a step pays after ~30 steps: not for a run of 8, yes for a run of 1000."""
+    """Regression (issue 22): `compile` was chosen for a short fit on its per-step time alone. 1.5 s once
+    for 140 ms a step pays after ~11 steps: not for a run of 4, yes for a run of 1000. (Sleeps much longer
+    than a step's compute: the shared CI machine's timing noise stays below them.)"""
     loader = random_classification_loader()
     short = speed_tune(
-        CostlyStartClassifier(), train_dataloaders=loader, options=[PAYS_LATER], run_steps=8, **FAST
+        CostlyStartClassifier(), train_dataloaders=loader, options=[PAYS_LATER], run_steps=4, **FAST
     )
     row = short.rows[1]
     assert row.speedup is not None and row.speedup > 1.03  # faster per step ...
     assert row.status.startswith("not faster for this run"), row.status  # ... but not over 8 steps
     assert short.best == [] and short.best_run_speedup == 1.0
-    assert row.one_off_s is not None and 0.9 < row.one_off_s < 2.5, row
-    assert row.break_even_steps is not None and row.break_even_steps > 8, row  # later than this run ends
+    assert row.one_off_s is not None and 1.2 < row.one_off_s < 3.5, row
+    assert row.break_even_steps is not None and row.break_even_steps > 4, row  # later than this run ends
     assert row.baseline_step_ms is not None and row.step_ms is not None
     gain_s = (row.baseline_step_ms - row.step_ms) / 1e3
     assert row.break_even_steps == math.ceil(row.one_off_s / gain_s)
     assert row.run_speedup is not None and row.run_speedup < 1.0
-    assert f"pays after {row.break_even_steps} steps, the run has 8" in row.status
+    assert f"pays after {row.break_even_steps} steps, the run has 4" in row.status
 
     long = speed_tune(
         CostlyStartClassifier(), train_dataloaders=loader, options=[PAYS_LATER], run_steps=1000, **FAST
