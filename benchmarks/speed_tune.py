@@ -21,6 +21,13 @@ Models (no downloads): ``cnn``: the demo's ``DigitsCNN`` on ``DigitsDataModule``
 epoch); ``char``: ``TinyTransformerLM`` (d_model 64, 2 layers) on ``CharLMDataModule`` (seq_len 64, batch 32),
 as in ``benchmarks/preflight_runtime.py``.
 
+3. ``--whole-fit`` (issue 22) instead: whole fits of the digits CNN (validation included), for a short and a
+   long run (``--epochs 1,12``): ``speed_tune(..., trainer=Trainer(max_epochs=E))`` chooses for that run,
+   then the default Trainer, that choice (applied with ``ApplySpeedOptions`` / ``trainer_kwargs`` /
+   ``speed_loader``) and ``compile`` forced are each fitted in a fresh process with an empty Inductor cache
+   (``TORCHINDUCTOR_CACHE_DIR``), as a training script would start, ``--rounds`` times interleaved; the wall
+   time of ``trainer.fit``, compilation included.
+
 Run: ``python -m benchmarks.speed_tune [--models cnn,char] [--rounds 5] [--steps 0] [--threads 1]``
 (``--steps 0``: each model's default, 46 steps = two epochs for the CNN, 100 for the LM). Exit status 1
 when a claim speed_tune made is not confirmed.
@@ -29,11 +36,14 @@ when a claim speed_tune made is not confirmed.
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import platform
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -294,7 +304,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds (default: 5)")
     parser.add_argument("--steps", type=int, default=0, help="re-measured steps per fit (0: model default)")
     parser.add_argument("--threads", type=int, default=1, help="intra-op threads (default 1: shared machine)")
+    parser.add_argument("--whole-fit", action="store_true", help="whole fits, default vs chosen (issue 22)")
+    parser.add_argument("--epochs", default="1,12", help="--whole-fit: run lengths in epochs (default 1,12)")
+    parser.add_argument("--child", default="", help=argparse.SUPPRESS)  # one fit / tune in a fresh process
     args = parser.parse_args(list(argv) if argv is not None else None)
+    if args.child:
+        return _child(json.loads(args.child), args.threads)
+    if args.whole_fit:
+        epochs = [int(e) for e in args.epochs.split(",") if e.strip()]
+        if not epochs or min(epochs) < 1:
+            raise ValueError(f"`--epochs` must be positive integers, got {args.epochs!r}.")
+        whole_fit(epochs, rounds=args.rounds, threads=args.threads)
+        return 0
     if args.rounds < 1:
         raise ValueError(f"`--rounds` must be >= 1, got {args.rounds!r}.")
     if args.steps != 0 and args.steps < WARMUP + 2:
@@ -322,6 +343,140 @@ def run(models: Sequence[str], *, rounds: int = 5, steps: int = 0, threads: int 
         return {name: run_model(name, rounds, steps, console) for name in models}
     finally:
         torch.set_num_threads(saved)
+
+
+def _child(job: dict[str, Any], threads: int) -> int:
+    """In a fresh process: ``{"tune": epochs}`` runs speed_tune for that run, ``{"fit": ...}`` one whole fit;
+    prints one JSON line."""
+    torch.set_num_threads(threads)
+    with _quiet():
+        if "tune" in job:
+            datamodule = _digits()
+            torch.manual_seed(0)
+            plan = pl.Trainer(max_epochs=job["tune"], logger=False)
+            started = time.perf_counter()
+            result = speed_tune(_cnn(datamodule), datamodule=datamodule, trainer=plan)
+            print(json.dumps({**result.to_dict(), "tune_s": time.perf_counter() - started}, default=str))
+            return 0
+        print(json.dumps(_fit_whole(job["fit"], job["epochs"])))
+    return 0
+
+
+def _fit_whole(options: list[str], epochs: int) -> dict[str, Any]:
+    """One whole fit of the digits CNN (validation each epoch) with ``options`` applied through the public
+    API: the Trainer arguments, ``ApplySpeedOptions`` for the module-side ones, ``speed_loader``."""
+    from lightning_recipes.data import DigitsDataModule
+    from lightning_recipes.tune import ApplySpeedOptions, speed_loader
+
+    datamodule = DigitsDataModule(batch_size=64)
+    datamodule.setup("fit")
+    trainer_kwargs: dict[str, Any] = {}
+    for name in options:
+        trainer_kwargs.update(OPTIONS[name].trainer_kwargs)
+    module_side = [n for n in options if OPTIONS[n].prepare is not None or OPTIONS[n].context is not None]
+    torch.manual_seed(0)
+    model = _cnn(datamodule)
+    trainer = pl.Trainer(
+        max_epochs=epochs,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=[ApplySpeedOptions(module_side)] if module_side else [],
+        **trainer_kwargs,
+    )
+    loader = speed_loader(datamodule.train_dataloader(), options)
+    started = time.perf_counter()
+    trainer.fit(model, train_dataloaders=loader, val_dataloaders=datamodule.val_dataloader())
+    fit_s = time.perf_counter() - started
+    return {
+        "fit_s": fit_s,
+        "steps": trainer.global_step,
+        "val_acc": float(trainer.callback_metrics["val_acc"]),
+    }
+
+
+def _in_fresh_process(job: dict[str, Any], threads: int) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="inductor_") as cache:  # an empty compile cache: a cold start
+        env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": cache}
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "benchmarks.speed_tune",
+                "--threads",
+                str(threads),
+                "--child",
+                json.dumps(job),
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=1800,
+            check=True,
+        )
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def whole_fit(epochs: Sequence[int], *, rounds: int = 2, threads: int = 1) -> dict[int, Any]:
+    """For each run length: speed_tune's choice for it, then whole fits (default / chosen / compile) in fresh
+    processes, ``rounds`` interleaved; prints a table per length and returns the numbers."""
+    console = Console(width=180)
+    console.print(
+        f"machine: {platform.machine()}, {os.cpu_count()} CPUs, torch {torch.__version__} "
+        f"({threads} threads), lightning {pl.__version__}, Python {platform.python_version()}, "
+        f"1-min load {os.getloadavg()[0]:.1f}"
+    )
+    results: dict[int, Any] = {}
+    for length in epochs:
+        tuned = _in_fresh_process({"tune": length}, threads)
+        rows = {row["option"]: row for row in tuned["rows"]}
+        console.print(
+            f"{length} epoch(s): speed_tune ({tuned['tune_s']:.0f} s) planned {tuned['run_steps']} steps, "
+            f"chose {tuned['best'] or 'the default Trainer'} (projected x{tuned['best_run_speedup']:.2f} for "
+            f"the run, x{tuned['best_speedup']:.2f} per step)"
+        )
+        for name in ("compile", "channels_last", "bf16-mixed", "num_workers", "fused_optimizer"):
+            row = rows.get(name)
+            if row and row.get("step_ms") is not None:
+                console.print(
+                    f"  {name}: {row['status'][:60]}; x{row['speedup']:.2f} per step, one-off "
+                    f"{row['one_off_s']:.2f} s, pays after {row['break_even_steps']} steps, run x"
+                    f"{row['run_speedup']:.2f}"
+                )
+        variants = {"default": [], f"chosen: {'+'.join(tuned['best']) or 'default'}": list(tuned["best"])}
+        if "compile" not in tuned["best"]:
+            variants["compile (forced)"] = ["compile"]
+        fits: dict[str, list[dict[str, Any]]] = {label: [] for label in variants}
+        for _ in range(rounds):
+            for label, options in variants.items():
+                fits[label].append(_in_fresh_process({"fit": options, "epochs": length}, threads))
+        table = Table(
+            title=f"whole fit, {length} epoch(s), {rounds} rounds, fresh process each", box=box.MARKDOWN
+        )
+        for column in (
+            "variant",
+            "fit s (median)",
+            "fit s (rounds)",
+            "default / variant",
+            "val_acc",
+            "steps",
+        ):
+            table.add_column(column)
+        base = statistics.median(f["fit_s"] for f in fits["default"])
+        for label, runs in fits.items():
+            median = statistics.median(f["fit_s"] for f in runs)
+            table.add_row(
+                label,
+                f"{median:.2f}",
+                ", ".join(f"{f['fit_s']:.2f}" for f in runs),
+                f"{base / median:.2f}",
+                f"{statistics.median(f['val_acc'] for f in runs):.3f}",
+                str(runs[0]["steps"]),
+            )
+        console.print(table)
+        results[length] = {"speed_tune": tuned, "fits": fits}
+    return results
 
 
 if __name__ == "__main__":

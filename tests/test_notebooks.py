@@ -107,12 +107,14 @@ EXPECTED: dict[str, tuple[int, list[str]]] = {
             r"best: (\[.+\]|the default Trainer)  speed-up x\d\.\d\d\ntrainer:",
             r"activation checkpointing on the char LM: activations [\d.]+ -> [\d.]+ MiB \(-[4-9]\d%\), "
             r"step peak [\d.]+ -> [\d.]+ MiB, speed x\d\.\d\d, loss deviation 0\.0e\+00",
-            r"default\s+1\.0e-03\s+0\.\d{3}\s+\d+\.\d\d\s+1\.00  \[\]",
-            r"found LR\s+\d\.\de-03\s+0\.\d{3}\s+\d+\.\d\d\s+\d+\.\d\d  \[\]",
-            r"found LR \+ speed\s+\d\.\de-03\s+0\.\d{3}\s+\d+\.\d\d\s+\d+\.\d\d  \[",
+            r"tuned for 6\d steps \(the Trainer's max_steps / max_epochs\): projected x\d\.\d\d",
+            r"default\s+1\.0e-03\s+0\.\d{3}\s+\d+\.\d\d\s+1\.00\s+\d+\.\d  \[\]",
+            r"found LR\s+\d\.\de-03\s+0\.\d{3}\s+\d+\.\d\d\s+\d+\.\d\d\s+\d+\.\d  \[\]",
+            r"found LR \+ speed\s+\d\.\de-03\s+0\.\d{3}\s+\d+\.\d\d\s+\d+\.\d\d\s+\d+\.\d  \[",
             r"the default run used: \{.precision.: .32-true., .num_workers.: 0, .channels_last.: False\}",
             r"the tuned run used speed_tune's choice: True",
-            r"side by side, 3 interleaved rounds: speed-up x\d\.\d\d \(rounds: [\d., ]+; speed_tune said",
+            r"side by side, 3 interleaved rounds: speed-up x\d\.\d\d \(rounds: [\d., ]+; speed_tune said "
+            r"x\d\.\d\d per step\); whole 1-epoch fit x\d\.\d\d",
         ],
     ),
 }

@@ -5,17 +5,21 @@ Example:
     >>> from lightning_recipes.tune import LRRangeTest, find_lr, speed_tune
 """
 
+from lightning_recipes.tune.apply_speed_options import ApplySpeedOptions, apply_speed_options, speed_loader
 from lightning_recipes.tune.lr_range import LRRangeResult, LRRangeTest, find_lr, sweep_lr
 from lightning_recipes.tune.speed import OPTIONS, SpeedOption, SpeedRow, SpeedTuneResult, speed_tune
 
 __all__ = [
     "OPTIONS",
+    "ApplySpeedOptions",
     "LRRangeResult",
     "LRRangeTest",
     "SpeedOption",
     "SpeedRow",
     "SpeedTuneResult",
+    "apply_speed_options",
     "find_lr",
+    "speed_loader",
     "speed_tune",
     "sweep_lr",
 ]

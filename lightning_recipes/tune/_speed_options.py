@@ -1,0 +1,323 @@
+"""The speed options :func:`~lightning_recipes.tune.speed_tune` measures: what each changes in the module, the
+loader and the Trainer, and when it does not apply (the catalogue; measuring is in ``_speed_measure.py``).
+
+Example:
+    >>> from lightning_recipes.tune._speed_options import OPTIONS
+    >>> OPTIONS["bf16-mixed"].trainer_kwargs
+    {'precision': 'bf16-mixed'}
+"""
+
+from __future__ import annotations
+
+import copy
+import types
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import lightning.pytorch as pl
+import torch
+from torch import nn
+
+from lightning_recipes.checks import CheckContext
+
+__all__ = ["OPTIONS", "SpeedOption", "compile_targets", "resolve_options"]
+
+_FUSABLE = (torch.optim.Adam, torch.optim.AdamW, torch.optim.SGD)
+
+
+@dataclass(frozen=True)
+class SpeedOption:
+    """One speed setting: how it changes the module, the loader and the Trainer, and when it does not apply.
+
+    Args:
+        name: The option's name in the table.
+        trainer_kwargs: Extra ``Trainer`` arguments (``precision``).
+        loader_kwargs: ``DataLoader`` arguments the training loader is rebuilt with (``num_workers``).
+        prepare: Turns the module copy into the module to fit (``channels_last``, ``torch.compile``).
+        skip_reason: ``(module, device) -> reason`` when the option does not apply, else ``None``.
+        context: A context manager around the fit (TF32 switches a global flag and restores it); applied in
+            the measurement and by :class:`~lightning_recipes.tune.ApplySpeedOptions` in the user's fit.
+        measure_context: A context manager around the measured fit only (the compile options draw dropout
+            masks from eager torch's RNG there, so that the loss check compares the same masks).
+        loss_rtol: The relative loss tolerance for this option (``None``: the call's ``loss_rtol``).
+        advice: What to write in the training script to apply it (for :meth:`SpeedTuneResult.to_yaml`).
+        measure_memory: Also count the activation and peak bytes of one step of the prepared copy (for an
+            option whose point is memory, such as activation checkpointing).
+        conflicts: Names of options it is never combined with (two ways of compiling the same code; activation
+            checkpointing under compile, which this tool does not check); of two that conflict, the
+            combination keeps the faster.
+    """
+
+    name: str
+    trainer_kwargs: dict[str, Any] = field(default_factory=dict)
+    loader_kwargs: dict[str, Any] = field(default_factory=dict)
+    prepare: Callable[[pl.LightningModule], Any] | None = None
+    skip_reason: Callable[[pl.LightningModule, torch.device], str | None] | None = None
+    context: Callable[[], AbstractContextManager[Any]] | None = None
+    measure_context: Callable[[], AbstractContextManager[Any]] | None = None
+    loss_rtol: float | None = None
+    advice: str = ""
+    measure_memory: bool = False
+    conflicts: tuple[str, ...] = ()
+
+
+def _has_conv2d(module: pl.LightningModule, _device: torch.device) -> str | None:
+    if any(isinstance(m, nn.Conv2d) for m in module.modules()):
+        return None
+    return "no Conv2d in the model (channels_last only changes convolutions)"
+
+
+def _cuda_only(what: str) -> Callable[[pl.LightningModule, torch.device], str | None]:
+    def reason(_module: pl.LightningModule, device: torch.device) -> str | None:
+        return None if device.type == "cuda" else f"{what} applies on CUDA only (device is {device.type})"
+
+    return reason
+
+
+def _all_of(
+    *reasons: Callable[[pl.LightningModule, torch.device], str | None],
+) -> Callable[[pl.LightningModule, torch.device], str | None]:
+    def reason(module: pl.LightningModule, device: torch.device) -> str | None:
+        return next((text for check in reasons if (text := check(module, device))), None)
+
+    return reason
+
+
+def _bf16_reason(_module: pl.LightningModule, device: torch.device) -> str | None:
+    if device.type == "cuda" and not torch.cuda.is_bf16_supported():
+        return "this GPU has no bf16 support"
+    return None
+
+
+def _channels_last(module: pl.LightningModule) -> pl.LightningModule:
+    return module.to(memory_format=torch.channels_last)  # type: ignore[call-arg]
+
+
+def _has_forward(module: nn.Module) -> bool:
+    return type(module).forward not in (nn.Module.forward, pl.LightningModule.forward)
+
+
+def compile_targets(module: pl.LightningModule) -> list[nn.Module]:
+    """What the ``compile`` options compile: the LightningModule itself when it has a ``forward``; else (a
+    wrapper whose ``training_step`` calls ``self.model(**batch)``, as with Hugging Face models) each child
+    module that has a ``forward`` and parameters.
+
+    Example:
+        >>> from lightning_recipes.testing import TinyClassifier
+        >>> model = TinyClassifier()
+        >>> compile_targets(model) == [model]
+        True
+    """
+    if _has_forward(module):
+        return [module]
+    return [
+        child for child in module.children() if _has_forward(child) and any(True for _ in child.parameters())
+    ]
+
+
+def _compile_reason(module: pl.LightningModule, _device: torch.device) -> str | None:
+    if compile_targets(module):
+        return None
+    return "nothing to compile: the LightningModule has no forward and no child module with one"
+
+
+def _compile_with(**kwargs: Any) -> Callable[[pl.LightningModule], Any]:
+    def prepare(module: pl.LightningModule) -> Any:
+        # In place (nn.Module.compile): the Trainer gets the LightningModule itself, whose calls run compiled.
+        # (`trainer.fit(torch.compile(module))` failed in dynamo with torch 2.13 + Lightning 2.6 on CPU:
+        # "'method' object has no attribute '__dict__'"; in place is also what the advice tells the user.)
+        for target in compile_targets(module):
+            target.compile(**kwargs)
+        return module
+
+    return prepare
+
+
+def _repeated_blocks(module: nn.Module) -> list[nn.Module]:
+    """The outermost instances of the model's repeated block type (the FSDP presets' inference)."""
+    from lightning_recipes.strategies import infer_block_classes, outermost_blocks
+
+    return outermost_blocks(module, infer_block_classes(module))
+
+
+def _blocks_reason(module: pl.LightningModule, _device: torch.device) -> str | None:
+    from lightning_recipes.strategies import infer_block_classes
+
+    try:
+        classes = infer_block_classes(module)
+    except ValueError:
+        return "no repeated block in the model (no module type with parameters occurs twice)"
+    if not any(True for block in _repeated_blocks(module) for _ in block.children()):
+        names = ", ".join(cls.__name__ for cls in classes)
+        return f"no repeated block with sub-modules in the model (the only repeated type is the leaf {names})"
+    return None
+
+
+def _compile_blocks(module: pl.LightningModule) -> Any:
+    # Each block compiled in place: one compiled graph reused by every block of the same shape, so compile
+    # time grows with the number of distinct blocks, not with the depth.
+    for block in _repeated_blocks(module):
+        block.compile()
+    return module
+
+
+def _checkpoint(module: pl.LightningModule) -> Any:
+    from lightning_recipes.strategies import checkpoint_blocks
+
+    checkpoint_blocks(module)
+    return module
+
+
+def _fusable(optimizer: torch.optim.Optimizer) -> bool:
+    return type(optimizer) in _FUSABLE and not optimizer.defaults.get("fused")
+
+
+def _fused_reason(module: pl.LightningModule, _device: torch.device) -> str | None:
+    probe = copy.deepcopy(module)
+    optimizers, _ = CheckContext(probe).build_optimizers(probe)
+    if any(_fusable(opt) for opt in optimizers):
+        return None
+    names = ", ".join(type(opt).__name__ for opt in optimizers) or "none"
+    return f"no torch Adam/AdamW/SGD without fused=True among the optimizers ({names})"
+
+
+def _optimizers_in(config: Any) -> list[torch.optim.Optimizer]:
+    if isinstance(config, torch.optim.Optimizer):
+        return [config]
+    if isinstance(config, dict):
+        return _optimizers_in(config.get("optimizer"))
+    if isinstance(config, (list, tuple)):
+        return [opt for item in config for opt in _optimizers_in(item)]
+    return []
+
+
+def _fused(module: pl.LightningModule) -> pl.LightningModule:
+    original = module.configure_optimizers
+
+    def configure_optimizers(_self: pl.LightningModule) -> Any:
+        config = original()
+        for optimizer in _optimizers_in(config):
+            if _fusable(optimizer):  # before the first step: the state is created fused
+                optimizer.defaults.update(fused=True, foreach=False)
+                for group in optimizer.param_groups:
+                    group.update(fused=True, foreach=False)
+        return config
+
+    module.configure_optimizers = types.MethodType(configure_optimizers, module)  # type: ignore[method-assign]
+    return module
+
+
+def _eager_random() -> AbstractContextManager[Any]:
+    """Compiled code draws dropout masks from eager torch's RNG stream (Inductor has its own by default), so
+    that the loss check compares the same masks; without it every model with dropout would read 'incorrect'.
+    """
+    import torch._inductor.config as inductor_config  # a documented debugging switch of Inductor
+
+    return inductor_config.patch(fallback_random=True)
+
+
+@contextmanager
+def _tf32() -> Iterator[None]:
+    before = torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32
+    torch.set_float32_matmul_precision("high")
+    torch.backends.cudnn.allow_tf32 = True
+    try:
+        yield
+    finally:
+        torch.set_float32_matmul_precision(before[0])
+        torch.backends.cudnn.allow_tf32 = before[1]
+
+
+# Applied in this order when combined: the model changes first, torch.compile last (it wraps the result).
+OPTIONS: dict[str, SpeedOption] = {
+    option.name: option
+    for option in (
+        SpeedOption(
+            "channels_last",
+            prepare=_channels_last,
+            skip_reason=_has_conv2d,
+            advice="model = model.to(memory_format=torch.channels_last)",
+        ),
+        SpeedOption(
+            "fused_optimizer",
+            prepare=_fused,
+            skip_reason=_fused_reason,
+            advice="pass fused=True to the Adam/AdamW/SGD in configure_optimizers",
+        ),
+        SpeedOption(
+            "bf16-mixed", trainer_kwargs={"precision": "bf16-mixed"}, skip_reason=_bf16_reason, loss_rtol=0.05
+        ),
+        SpeedOption(
+            "tf32",
+            skip_reason=_cuda_only("TF32"),
+            context=_tf32,
+            advice='torch.set_float32_matmul_precision("high")',
+        ),
+        SpeedOption(
+            "num_workers",
+            loader_kwargs={"num_workers": 2, "persistent_workers": True},
+            advice="DataLoader(..., num_workers=2, persistent_workers=True)",
+        ),
+        SpeedOption(
+            "pin_memory",
+            loader_kwargs={"pin_memory": True},
+            skip_reason=_cuda_only("pin_memory"),
+            advice="DataLoader(..., pin_memory=True)",
+        ),
+        SpeedOption(
+            "activation_checkpointing",
+            prepare=_checkpoint,
+            skip_reason=_blocks_reason,
+            advice="checkpoint_blocks(model) or ActivationCheckpointingMixin (lightning_recipes.strategies)",
+            measure_memory=True,
+            conflicts=("compile", "compile_blocks", "compile_cudagraphs"),
+        ),
+        SpeedOption(
+            "compile_blocks",
+            prepare=_compile_blocks,
+            skip_reason=_blocks_reason,
+            measure_context=_eager_random,
+            advice="block.compile() for each repeated block before trainer.fit",
+            conflicts=("compile", "compile_cudagraphs"),
+        ),
+        SpeedOption(
+            "compile",
+            prepare=_compile_with(),
+            skip_reason=_compile_reason,
+            measure_context=_eager_random,
+            advice="model.compile() before trainer.fit (no forward: compile the module training_step calls)",
+            conflicts=("compile_blocks", "compile_cudagraphs"),
+        ),
+        SpeedOption(
+            "compile_cudagraphs",
+            prepare=_compile_with(mode="reduce-overhead"),
+            skip_reason=_all_of(_cuda_only("torch.compile with CUDA graphs"), _compile_reason),
+            measure_context=_eager_random,
+            advice='model.compile(mode="reduce-overhead") before trainer.fit',
+            conflicts=("compile", "compile_blocks"),
+        ),
+    )
+}
+
+
+def resolve_options(options: Any) -> list[SpeedOption]:
+    if options is None:
+        return list(OPTIONS.values())
+    if isinstance(options, (str, SpeedOption)) or not isinstance(options, Sequence):
+        raise TypeError(f"`options` must be a list of option names or SpeedOption, got {options!r}.")
+    resolved = []
+    for option in options:
+        if isinstance(option, SpeedOption):
+            resolved.append(option)
+        elif option in OPTIONS:
+            resolved.append(OPTIONS[option])
+        else:
+            raise ValueError(
+                f"`options` must name options from {sorted(OPTIONS)} (or be SpeedOption), got {option!r}."
+            )
+    names = [option.name for option in resolved]
+    if "baseline" in names or len(set(names)) != len(names):
+        raise ValueError(f"`options` must have distinct names other than 'baseline', got {names!r}.")
+    return resolved

@@ -1,0 +1,217 @@
+"""What :func:`~lightning_recipes.tune.speed_tune` returns: the rows, the choice, and the ways to apply it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import lightning.pytorch as pl
+from torch.utils.data import DataLoader
+
+__all__ = ["SpeedRow", "SpeedTuneResult"]
+
+CALLBACK_PATH = "lightning_recipes.tune.ApplySpeedOptions"
+
+
+@dataclass
+class SpeedRow:
+    """One row: ``status`` is ``faster``, ``not faster`` (under ``min_speedup``), ``not faster for this run:
+    ...`` (faster per step, but its one-off cost is not paid back within the run's steps), ``slower``,
+    ``skipped: ...`` or ``incorrect: ...``.
+
+    Time columns: ``step_ms`` (median step time after the warm-up) and ``baseline_step_ms`` (the baseline's,
+    measured in the same interleaved repeats), so ``speedup == baseline_step_ms / step_ms`` exactly;
+    ``first_step_ms`` (train start to the first batch end: worker start-up, compilation); ``one_off_s``
+    (what a run with the option pays once beyond the baseline: the run's time beyond its steps at the steady
+    step time, the first repeat's compile and a smaller last batch's recompile included, minus the
+    baseline's);
+    ``break_even_steps`` (the run length, in training batches, from which the option pays: ``0`` from the
+    first step, ``None`` never, as it is not faster per step); ``run_s`` and ``run_speedup`` (the projected
+    whole-run time for the result's ``run_steps`` and the baseline's projection over it).
+
+    Memory columns (``None`` where not measured): ``activation_mb`` is what one step's forward pass keeps for
+    backward and ``step_peak_mb`` that step's peak over every tensor, both counted by ``MemTracker`` for the
+    baseline and the options with ``measure_memory``; ``cuda_peak_mb`` is the CUDA allocator's peak over the
+    whole run (the largest over repeats), for every row on CUDA.
+    """
+
+    option: str
+    status: str
+    step_ms: float | None = None
+    speedup: float | None = None
+    loss_deviation: float | None = None
+    loss_rtol: float | None = None
+    first_step_ms: float | None = None
+    activation_mb: float | None = None
+    step_peak_mb: float | None = None
+    cuda_peak_mb: float | None = None
+    baseline_step_ms: float | None = None
+    one_off_s: float | None = None
+    break_even_steps: int | None = None
+    run_s: float | None = None
+    run_speedup: float | None = None
+
+
+@dataclass
+class SpeedTuneResult:
+    """The outcome of :func:`~lightning_recipes.tune.speed_tune`.
+
+    Attributes:
+        rows: One :class:`SpeedRow` per option, the baseline first; last, when two or more options were
+            faster, the combination of them (``"a+b"``), re-measured.
+        best: The names of the chosen options (empty: the default Trainer is fastest for the run).
+        best_speedup: The chosen options' speed-up per step (1.0 when empty).
+        advice: Per chosen option, what it changes outside the Trainer arguments, in words.
+        trainer_kwargs: The ``Trainer`` arguments of the chosen options (``precision``).
+        loader_kwargs: The ``DataLoader`` arguments of the chosen options (``num_workers``, ...).
+        run_steps: The run length the choice was made for, in training batches (``None``: unknown, ranked
+            by step time alone).
+        run_steps_source: Where ``run_steps`` came from.
+        best_run_speedup: The chosen options' projected whole-run speed-up over ``run_steps`` (1.0 when
+            empty).
+
+    Apply the choice: ``Trainer(**result.trainer_kwargs, callbacks=[result.callback()])`` with the loader
+    built with ``result.loader_kwargs`` (or ``result.loader(loader)``); or ``result.apply(model)`` before
+    ``trainer.fit``; or ``result.to_yaml()`` / ``result.cli_config()`` for LightningCLI.
+    """
+
+    rows: list[SpeedRow]
+    best: list[str] = field(default_factory=list)
+    best_speedup: float = 1.0
+    advice: dict[str, str] = field(default_factory=dict)
+    trainer_kwargs: dict[str, Any] = field(default_factory=dict)
+    loader_kwargs: dict[str, Any] = field(default_factory=dict)
+    run_steps: int | None = None
+    run_steps_source: str = ""
+    best_run_speedup: float = 1.0
+    module_options: list[str] = field(default_factory=list)
+    chosen_options: list[Any] = field(default_factory=list, repr=False)  # the SpeedOption objects of `best`
+
+    def callback(self) -> Any:
+        """An :class:`~lightning_recipes.tune.ApplySpeedOptions` for the chosen built-in module-side and
+        global options (``None`` when none was chosen; a custom ``SpeedOption`` is applied by :meth:`apply`).
+
+        Example:
+            >>> SpeedTuneResult([], ["channels_last"], module_options=["channels_last"]).callback().options
+            ['channels_last']
+        """
+        from lightning_recipes.tune.apply_speed_options import ApplySpeedOptions
+
+        return ApplySpeedOptions(self.module_options) if self.module_options else None
+
+    def apply(self, model: pl.LightningModule) -> pl.LightningModule:
+        """Apply the chosen module-side options to ``model`` in place (before ``trainer.fit``); returns it."""
+        from lightning_recipes.tune.apply_speed_options import apply_speed_options
+
+        return apply_speed_options(model, self.chosen_options or self.module_options)
+
+    def loader(self, loader: DataLoader) -> DataLoader:
+        """``loader`` rebuilt with the chosen loader arguments (the same batches and shuffle)."""
+        from lightning_recipes.tune.apply_speed_options import speed_loader
+
+        return speed_loader(loader, self.chosen_options or self.best)
+
+    def cli_config(self) -> dict[str, Any]:
+        """The LightningCLI config fragment for the choice: the Trainer arguments and, for the module-side
+        options, the :class:`~lightning_recipes.tune.ApplySpeedOptions` callback. The loader arguments are
+        not in it (a datamodule names its own arguments): see ``.loader_kwargs`` and :meth:`to_yaml`.
+
+        Example:
+            >>> SpeedTuneResult([], ["bf16-mixed"], trainer_kwargs={"precision": "bf16-mixed"}).cli_config()
+            {'trainer': {'precision': 'bf16-mixed'}}
+        """
+        trainer: dict[str, Any] = dict(self.trainer_kwargs)
+        if self.module_options:
+            callback = {"class_path": CALLBACK_PATH, "init_args": {"options": list(self.module_options)}}
+            trainer["callbacks"] = [callback]
+        return {"trainer": trainer}
+
+    def to_yaml(self) -> str:
+        """:meth:`cli_config` as YAML, then comments: what each chosen option does, and the DataLoader
+        arguments to give the training loader.
+
+        Example:
+            >>> result = SpeedTuneResult([], ["bf16-mixed"], trainer_kwargs={"precision": "bf16-mixed"})
+            >>> print(result.to_yaml())
+            trainer:
+              precision: bf16-mixed
+            <BLANKLINE>
+        """
+        import yaml
+
+        config = self.cli_config()
+        text = yaml.safe_dump(config, sort_keys=False) if config["trainer"] else "trainer: {}\n"
+        comments = [f"# {name}: {text}" for name, text in self.advice.items() if text]
+        if self.loader_kwargs:
+            args = ", ".join(f"{key}={value!r}" for key, value in self.loader_kwargs.items())
+            comments.append(f"# the training DataLoader (your datamodule's arguments): {args}")
+        return text + "".join(line + "\n" for line in comments)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rows": [dict(vars(row)) for row in self.rows],
+            "best": list(self.best),
+            "best_speedup": self.best_speedup,
+            "best_run_speedup": self.best_run_speedup,
+            "run_steps": self.run_steps,
+            "run_steps_source": self.run_steps_source,
+            "trainer_kwargs": dict(self.trainer_kwargs),
+            "loader_kwargs": dict(self.loader_kwargs),
+            "module_options": list(self.module_options),
+            "advice": dict(self.advice),
+        }
+
+    def table(self) -> Any:
+        """The rows as a ``rich.table.Table``."""
+        from rich.table import Table
+
+        run = f"{self.run_steps} steps" if self.run_steps is not None else "run length unknown"
+        table = Table(
+            title=f"speed_tune for a run of {run} ({self.run_steps_source}); best: "
+            f"{', '.join(self.best) or 'baseline'}, x{self.best_run_speedup:.2f} projected for the run, "
+            f"x{self.best_speedup:.2f} per step"
+        )
+        columns = [
+            "option",
+            "status",
+            "step ms",
+            "baseline ms",
+            "speed-up",
+            "one-off s",
+            "pays after (steps)",
+            "run speed-up",
+            "loss dev. (tol)",
+            "first step ms",
+        ]
+        memory = {
+            "activation_mb": "act. MiB",
+            "step_peak_mb": "step peak MiB",
+            "cuda_peak_mb": "CUDA peak MiB",
+        }
+        shown = [key for key in memory if any(getattr(row, key) is not None for row in self.rows)]
+        for column in columns + [memory[key] for key in shown]:
+            table.add_column(column)
+        for row in self.rows:
+            pays = "-" if row.step_ms is None or row.option == "baseline" else _steps(row.break_even_steps)
+            table.add_row(
+                row.option,
+                row.status,
+                _fmt(row.step_ms, ".2f"),
+                _fmt(row.baseline_step_ms, ".2f"),
+                _fmt(row.speedup, ".2f"),
+                _fmt(row.one_off_s, ".2f"),
+                pays,
+                _fmt(row.run_speedup, ".2f"),
+                f"{_fmt(row.loss_deviation, '.2e')} ({_fmt(row.loss_rtol, '.0e')})",
+                _fmt(row.first_step_ms, ".0f"),
+                *(_fmt(getattr(row, key), ".2f") for key in shown),
+            )
+        return table
+
+
+def _steps(value: int | None) -> str:
+    return "never" if value is None else f"{value}"
+
+
+def _fmt(value: float | None, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
