@@ -231,8 +231,9 @@ def check_sweep_args(args: Any, name: str = "lr_find") -> dict[str, Any]:
 
 
 def _batches(context: CheckContext, count: int) -> Iterator[Any]:
-    """``count`` training batches, cycling through the loader when it is shorter."""
-    read = context.read_train_batches(count)
+    """``count`` training batches as ``fit`` passes them (several loaders combined as the Trainer combines
+    them), cycling through them when the loader is shorter, as the run's next epoch does."""
+    read = context.read_fit_batches(count)
     if not read:
         raise ValueError("the training loader yielded no batch.")
     for step in range(count):
