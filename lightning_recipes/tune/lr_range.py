@@ -52,6 +52,7 @@ from lightning_recipes._validation import (
 from lightning_recipes.checks import CheckContext, CheckSkipped, preserved_rng, resolve_fit_data
 from lightning_recipes.checks._isolation import quiet_logging
 from lightning_recipes.checks.context import context_from_trainer
+from lightning_recipes.tune._scale_schedule import check_scalable, scale_schedule, schedule_peak
 from lightning_recipes.tune.suggest import RULES, Rule, centred, half_window_for, suggest
 
 __all__ = ["SWEEP_DEFAULTS", "LRRangeResult", "LRRangeTest", "check_sweep_args", "find_lr", "sweep_lr"]
@@ -522,15 +523,17 @@ class LRRangeTest(Callback):
     """Run the LR range test inside ``trainer.fit``, at ``on_train_start``, on the Trainer's own data.
 
     Works in any Trainer, DDP included (every rank gets the same :attr:`result`: see the module docstring).
-    The run's model and optimizer are not changed unless ``apply=True``: then every parameter group's LR (and
-    a scheduler's ``base_lrs``) is scaled so that the peak group's LR becomes the result's ``peak_lr``, and
-    training goes on with it. With ``stop=True`` the fit stops after the sweep (a tuning-only run).
+    The run's model and optimizer are not changed unless ``apply=True``: then the whole LR schedule is scaled
+    (every LR the optimizer and its schedulers hold: the groups' LRs, ``base_lrs``, ``OneCycleLR`` and
+    ``CyclicLR``'s ``max_lr``, ``eta_min``, ``min_lrs``) so that its peak, in the peak group, is the result's
+    ``peak_lr``, and training goes on with it; a scheduler it cannot scale is refused before the sweep.
+    With ``stop=True`` the fit stops after the sweep (a tuning-only run).
 
     Cost: ``num_steps`` training steps of a copy of the model, once per ``fit`` (skipped on resume); one host
     sync per sweep step; under DDP one all-reduce per sweep step.
 
     Args:
-        apply: Scale the run's learning rates to the suggestion.
+        apply: Scale the run's LR schedule so that its peak is the result's ``peak_lr``.
         stop: Stop the fit after the sweep (``trainer.should_stop``).
         print_result: Print the suggestion and the YAML fragment on rank zero.
         **sweep: :func:`find_lr`'s sweep arguments (``min_lr``, ``max_lr``, ``num_steps``, ``rule``,
@@ -582,6 +585,8 @@ class LRRangeTest(Callback):
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if self.result is not None or trainer.ckpt_path is not None:
             return
+        if self.apply:  # before the sweep: a schedule the found LR cannot scale fails now, not after it
+            check_scalable(trainer.optimizers, [config.scheduler for config in trainer.lr_scheduler_configs])
         context = context_from_trainer(trainer, pl_module, seed=self.seed)
         self.result = sweep_lr(context, **self.sweep)
         if self.print_result:
@@ -595,23 +600,14 @@ class LRRangeTest(Callback):
             trainer.should_stop = True
 
     def _apply(self, trainer: pl.Trainer) -> None:
+        """Scale the whole schedule (every LR the optimizers and schedulers hold) so that its peak, the
+        largest LR it reaches (``OneCycleLR`` / ``CyclicLR``'s ``max_lr``, else ``initial_lr``), is
+        ``peak_lr``."""
         assert self.result is not None
-        current = max(g["lr"] for opt in trainer.optimizers for g in opt.param_groups)
-        base = max(
-            (g.get("initial_lr", g["lr"]) for opt in trainer.optimizers for g in opt.param_groups), default=0
-        )
-        factor = self.result.peak_lr / base if base > 0 else 0.0
-        if factor <= 0 or current < 0:
-            return
-        for optimizer in trainer.optimizers:
-            for group in optimizer.param_groups:
-                group["lr"] *= factor
-                if "initial_lr" in group:
-                    group["initial_lr"] *= factor
-        for config in trainer.lr_scheduler_configs:
-            scheduler = config.scheduler
-            if hasattr(scheduler, "base_lrs"):
-                scheduler.base_lrs = [lr * factor for lr in scheduler.base_lrs]
+        schedulers = [config.scheduler for config in trainer.lr_scheduler_configs]
+        base = schedule_peak(trainer.optimizers, schedulers)
+        if base > 0:
+            scale_schedule(trainer.optimizers, schedulers, self.result.peak_lr / base)
 
     @override
     def state_dict(self) -> dict[str, Any]:
