@@ -43,6 +43,7 @@ from torch.optim import Optimizer
 from typing_extensions import override
 
 from lightning_recipes._validation import (
+    check_bool,
     check_choice,
     check_in_range,
     check_int,
@@ -370,6 +371,7 @@ def sweep_lr(
     per step.
     """
     _validate(min_lr, max_lr, num_steps, rule, smoothing, divergence)
+    check_positive("warmup_factor", warmup_factor)
     _validate_clipping(gradient_clip_val, gradient_clip_algorithm)
     if context.trainer is not None and (gradient_clip_val, gradient_clip_algorithm) != (None, None):
         raise ValueError(
@@ -539,6 +541,11 @@ class LRRangeTest(Callback):
         **sweep: :func:`find_lr`'s sweep arguments (``min_lr``, ``max_lr``, ``num_steps``, ``rule``,
             ``smoothing``, ``divergence``, ``warmup_factor``).
 
+    Raises:
+        TypeError: For an unknown argument (the allowed ones are listed) or ``apply`` / ``stop`` /
+            ``print_result`` that is not a bool.
+        ValueError: For a sweep argument out of range (naming it, its value and the allowed range).
+
     Example:
         >>> from lightning_recipes.testing import TinyClassifier, fast_trainer, random_classification_loader
         >>> finder = LRRangeTest(num_steps=30, stop=True, print_result=False)
@@ -551,31 +558,18 @@ class LRRangeTest(Callback):
     def __init__(
         self, *, apply: bool = False, stop: bool = False, print_result: bool = True, **sweep: Any
     ) -> None:
-        unknown = sorted(
-            set(sweep)
-            - {"min_lr", "max_lr", "num_steps", "rule", "smoothing", "divergence", "warmup_factor", "seed"}
-        )
+        unknown = sorted(set(sweep) - set(SWEEP_DEFAULTS))
         if unknown:
-            raise TypeError(f"LRRangeTest got unknown arguments {unknown}.")
-        defaults: dict[str, Any] = {
-            "min_lr": 1e-7,
-            "max_lr": 10.0,
-            "num_steps": 100,
-            "rule": "min_div_10",
-            "smoothing": 0.9,
-            "divergence": 4.0,
-        }
-        defaults.update(sweep)
-        _validate(
-            defaults["min_lr"],
-            defaults["max_lr"],
-            defaults["num_steps"],
-            defaults["rule"],
-            defaults["smoothing"],
-            defaults["divergence"],
-        )
-        self.seed = int(defaults.pop("seed", 0))
-        self.sweep = defaults
+            raise TypeError(
+                f"LRRangeTest got unknown arguments {unknown}; allowed: 'apply', 'stop', 'print_result' and "
+                f"the sweep's {tuple(SWEEP_DEFAULTS)}."
+            )
+        check_bool("apply", apply)
+        check_bool("stop", stop)
+        check_bool("print_result", print_result)
+        args = check_sweep_args(sweep, "LRRangeTest")
+        self.seed: int = args.pop("seed")
+        self.sweep = args
         self.apply = apply
         self.stop = stop
         self.print_result = print_result
@@ -616,14 +610,4 @@ class LRRangeTest(Callback):
     @override
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         data = state_dict.get("result")
-        if data is not None:
-            self.result = LRRangeResult(
-                lrs=data["lrs"],
-                losses=data["losses"],
-                smoothed=centred(data["losses"], half_window_for(len(data["losses"]))),
-                suggestion=data["suggestion"],
-                peak_lr=data["peak_lr"],
-                rule=data["rule"],
-                stopped=data["stopped"],
-                optimizers=data["optimizers"],
-            )
+        self.result = None if data is None else LRRangeResult.from_dict(data)
