@@ -80,18 +80,15 @@ def _first_loader(loaders: Any) -> Any:
     return loaders
 
 
-def _fit_combined_loader(loaders: Any, trainer: pl.Trainer | None) -> CombinedLoader:
-    """A fresh ``CombinedLoader`` over ``loaders`` that iterates as ``fit``'s, without touching the one the
-    Trainer will iterate (a shallow copy: its own iterator, the same loaders, mode and limits)."""
-    # private: Lightning keeps the CombinedLoader (mode, limits) only on the fit loop; `train_dataloader`
-    # (public) is its `iterables`. Without it, the Trainer's rule: a collection runs in "max_size_cycle".
-    fit_loader = getattr(getattr(trainer, "fit_loop", None), "_combined_loader", None)
-    if isinstance(fit_loader, CombinedLoader) and fit_loader.iterables is loaders:
-        loaders = fit_loader
-    combined = copy.copy(loaders) if isinstance(loaders, CombinedLoader) else None
-    if combined is None:
+def _fit_combined_loader(loaders: Any) -> CombinedLoader:
+    """A fresh ``CombinedLoader`` that iterates ``loaders`` as ``fit`` does: a ``CombinedLoader`` as it is
+    (a shallow copy: its own iterator over the same loaders, mode and limits, so the original is left for
+    the run), any other collection in ``"max_size_cycle"``, the Trainer's rule."""
+    if isinstance(loaders, CombinedLoader):
+        combined = copy.copy(loaders)
+        combined._iterator = None  # the copy's own; `iter` makes it
+    else:
         combined = CombinedLoader(loaders, "max_size_cycle")
-    combined._iterator = None  # the copy's own; `iter` makes it
     if getattr(combined, "_mode", None) == "sequential":
         raise ValueError(
             '`trainer.fit` does not support `CombinedLoader(mode="sequential")` for training, so neither '
@@ -185,20 +182,25 @@ class CheckContext:
             raise CheckSkipped("no training data: pass `datamodule=` or `train_dataloaders=`.")
         return [self._prepare(batch) for batch in self._read(self.train_dataloader, count, max_samples)]
 
-    def read_fit_batches(self, count: int) -> list[Any]:
+    def read_fit_batches(self, count: int, loaders: Any = None) -> list[Any]:
         """Up to ``count`` batches as ``fit`` passes them to ``training_step``, on :attr:`device`. Not cached.
 
         Several loaders (a dict, a list, a ``CombinedLoader``) are combined as the Trainer combines them: a
-        ``CombinedLoader`` in its own mode, any other collection in ``"max_size_cycle"``; inside ``fit``, the
-        Trainer's own (its mode, its samplers, its ``limit_train_batches``). Each batch is then the
-        collection of the loaders' batches. The loaders' RNG is left as it was.
+        ``CombinedLoader`` in its own mode (and limits), any other collection in ``"max_size_cycle"``. Each
+        batch is then the collection of the loaders' batches. The loaders' RNG is left as it was.
+
+        Args:
+            count: How many batches.
+            loaders: What to read (default: the training loaders this context was given); inside ``fit``,
+                pass the Trainer's ``CombinedLoader`` to read it with its mode and ``limit_train_batches``.
 
         Raises:
             ValueError: For ``CombinedLoader(mode="sequential")``, which ``fit`` refuses too.
         """
-        if self.train_dataloaders is None:
+        loaders = self.train_dataloaders if loaders is None else loaders
+        if loaders is None:
             raise CheckSkipped("no training data: pass `datamodule=` or `train_dataloaders=`.")
-        combined = _fit_combined_loader(self.train_dataloaders, self.trainer)
+        combined = _fit_combined_loader(loaders)
         batches: list[Any] = []
         with contextlib.ExitStack() as stack:
             for loader in combined.flattened:

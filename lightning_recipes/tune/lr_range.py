@@ -36,7 +36,7 @@ from typing import Any
 import lightning.pytorch as pl
 import torch
 from lightning.pytorch.callbacks import Callback
-from lightning.pytorch.utilities import rank_zero_info
+from lightning.pytorch.utilities import CombinedLoader, rank_zero_info
 from lightning.pytorch.utilities.model_helpers import is_overridden
 from torch import Tensor
 from torch.optim import Optimizer
@@ -235,11 +235,22 @@ def check_sweep_args(args: Any, name: str = "lr_find") -> dict[str, Any]:
 def _batches(context: CheckContext, count: int) -> Iterator[Any]:
     """``count`` training batches as ``fit`` passes them (several loaders combined as the Trainer combines
     them), cycling through them when the loader is shorter, as the run's next epoch does."""
-    read = context.read_fit_batches(count)
+    read = context.read_fit_batches(count, _fit_loaders(context))
     if not read:
         raise ValueError("the training loader yielded no batch.")
     for step in range(count):
         yield read[step % len(read)]
+
+
+def _fit_loaders(context: CheckContext) -> Any:
+    """Inside ``fit``, the Trainer's own ``CombinedLoader`` (its mode, samplers and ``limit_train_batches``)
+    when the context reads its loaders; else the context's loaders."""
+    # private: Lightning keeps the CombinedLoader only on its fit loop (`trainer.train_dataloader`, public, is
+    # its `iterables`, without the mode); without it the context's loaders follow the Trainer's default mode.
+    combined = getattr(getattr(context.trainer, "fit_loop", None), "_combined_loader", None)
+    if isinstance(combined, CombinedLoader) and combined.iterables is context.train_dataloaders:
+        return combined
+    return context.train_dataloaders
 
 
 def _distributed_world() -> int:
