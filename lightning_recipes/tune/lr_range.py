@@ -119,25 +119,16 @@ class LRRangeResult:
         return "\n".join(lines) + "\n"
 
     def plot(self, ax: Any = None) -> Any:
-        """Loss (raw and smoothed) against the learning rate, log x axis, the suggestion marked.
+        """Loss (raw and smoothed) against the learning rate, log x axis, the suggestion marked; the loss
+        axis runs from the minimum to a few times the starting loss, losses above it marked on its edge
+        (:func:`lightning_recipes.plots.plot_lr_range`).
 
         Returns the matplotlib ``Axes`` (needs ``matplotlib``: the ``plots`` extra).
         """
-        import matplotlib.pyplot as plt
+        from lightning_recipes.plots.lr_range import plot_lr_range
 
-        if ax is None:
-            _, ax = plt.subplots(figsize=(6, 4))
-        ax.plot(self.lrs, self.losses, alpha=0.3, label="loss")
-        ax.plot(self.lrs, self.smoothed, label="smoothed")
-        ax.axvline(self.suggestion, color="C2", linestyle="--", label=f"suggestion {self.suggestion:.2g}")
-        if self.peak_lr != self.suggestion:
-            ax.axvline(self.peak_lr, color="C3", linestyle=":", label=f"peak_lr {self.peak_lr:.2g}")
-        ax.set_xscale("log")
-        ax.set_xlabel("learning rate")
-        ax.set_ylabel("training loss")
-        ax.set_title(f"LR range test ({', '.join(self.optimizers)}; {self.rule}; stopped: {self.stopped})")
-        ax.legend()
-        return ax
+        figure = plot_lr_range(self, ax=ax)
+        return ax if ax is not None else figure.axes[0]
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> LRRangeResult:
