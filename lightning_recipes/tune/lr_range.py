@@ -26,10 +26,8 @@ What makes it different from Lightning's ``Tuner.lr_find``:
 
 from __future__ import annotations
 
-import logging
 import math
-import warnings
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,9 +35,7 @@ import lightning.pytorch as pl
 import torch
 from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.utilities import CombinedLoader, rank_zero_info
-from lightning.pytorch.utilities.model_helpers import is_overridden
 from torch import Tensor
-from torch.optim import Optimizer
 from typing_extensions import override
 
 from lightning_recipes._validation import (
@@ -47,12 +43,11 @@ from lightning_recipes._validation import (
     check_choice,
     check_in_range,
     check_int,
-    check_non_negative,
     check_positive,
 )
 from lightning_recipes.checks import CheckContext, CheckSkipped, preserved_rng, resolve_fit_data
-from lightning_recipes.checks._isolation import quiet_logging
 from lightning_recipes.checks.context import context_from_trainer
+from lightning_recipes.tune._clip import gradient_clipper, validate_clipping
 from lightning_recipes.tune._scale_schedule import check_scalable, scale_schedule, schedule_peak
 from lightning_recipes.tune.suggest import RULES, Rule, centred, half_window_for, suggest
 
@@ -284,70 +279,6 @@ def _all_reduce_mean(tensors: list[Tensor]) -> None:
         offset += t.numel()
 
 
-GRADIENT_CLIP_ALGORITHMS = ("norm", "value", None)
-
-
-def _validate_clipping(gradient_clip_val: Any, gradient_clip_algorithm: Any) -> None:
-    """The Trainer's rules: a value >= 0 or ``None`` (0 and ``None`` do not clip); norm or value."""
-    if gradient_clip_val is not None:
-        check_non_negative("gradient_clip_val", gradient_clip_val)
-    check_choice("gradient_clip_algorithm", gradient_clip_algorithm, GRADIENT_CLIP_ALGORITHMS)
-
-
-def _gradient_clipper(
-    context: CheckContext,
-    model: pl.LightningModule,
-    gradient_clip_val: float | None,
-    gradient_clip_algorithm: str | None,
-) -> Callable[[Optimizer], None]:
-    """What Lightning runs between backward and each optimizer step: the module's
-    ``configure_gradient_clipping(optimizer, gradient_clip_val, gradient_clip_algorithm)`` with the Trainer's
-    two settings. The copy is attached to a Trainer for the call (its default calls ``self.clip_gradients``,
-    which reads the Trainer's settings and precision plugin): the run's, else a bare one holding the two
-    arguments (built only when there is something to clip)."""
-    trainer = context.trainer
-    if trainer is None:
-        hook = is_overridden("configure_gradient_clipping", model, pl.LightningModule)
-        if not gradient_clip_val and not hook:
-            return lambda optimizer: None
-        trainer = _clipping_trainer(gradient_clip_val, gradient_clip_algorithm)
-    clip_val, algorithm = trainer.gradient_clip_val, trainer.gradient_clip_algorithm
-
-    def clip(optimizer: Optimizer) -> None:
-        model.trainer = trainer
-        try:
-            with quiet_logging():
-                model.configure_gradient_clipping(
-                    optimizer, gradient_clip_val=clip_val, gradient_clip_algorithm=algorithm
-                )
-        finally:
-            model.trainer = None
-
-    return clip
-
-
-def _clipping_trainer(gradient_clip_val: float | None, gradient_clip_algorithm: str | None) -> pl.Trainer:
-    """A Trainer that is never fitted: the clipping settings and the default precision plugin, quietly."""
-    rank_zero = logging.getLogger("lightning.pytorch.utilities.rank_zero")
-    level = rank_zero.level
-    rank_zero.setLevel(logging.WARNING)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return pl.Trainer(
-                accelerator="cpu",
-                devices=1,
-                gradient_clip_val=gradient_clip_val,
-                gradient_clip_algorithm=gradient_clip_algorithm,
-                logger=False,
-                enable_checkpointing=False,
-                enable_progress_bar=False,
-                enable_model_summary=False,
-            )
-    finally:
-        rank_zero.setLevel(level)
-
-
 def sweep_lr(
     context: CheckContext,
     *,
@@ -374,7 +305,7 @@ def sweep_lr(
     """
     _validate(min_lr, max_lr, num_steps, rule, smoothing, divergence)
     check_positive("warmup_factor", warmup_factor)
-    _validate_clipping(gradient_clip_val, gradient_clip_algorithm)
+    validate_clipping(gradient_clip_val, gradient_clip_algorithm)
     if context.trainer is not None and (gradient_clip_val, gradient_clip_algorithm) != (None, None):
         raise ValueError(
             "`gradient_clip_val` / `gradient_clip_algorithm` are the Trainer's when the sweep runs in one; "
@@ -384,7 +315,7 @@ def sweep_lr(
         torch.manual_seed(context.seed)
         model = context.copy_model()
         context.require_automatic_optimization(model)
-        clip = _gradient_clipper(context, model, gradient_clip_val, gradient_clip_algorithm)
+        clip = gradient_clipper(context, model, gradient_clip_val, gradient_clip_algorithm)
         optimizers, note = context.build_optimizers(model)
         if not note.startswith("the module's configure_optimizers"):
             raise ValueError(
@@ -503,7 +434,7 @@ def find_lr(
     _validate(min_lr, max_lr, num_steps, rule, smoothing, divergence)
     check_positive("warmup_factor", warmup_factor)
     check_int("seed", seed)
-    _validate_clipping(gradient_clip_val, gradient_clip_algorithm)
+    validate_clipping(gradient_clip_val, gradient_clip_algorithm)
     train_dataloaders = resolve_fit_data("find_lr", model, datamodule, train_dataloaders).train
     context = CheckContext(model, train_dataloaders, device=device, datamodule=datamodule, seed=seed)
     try:
