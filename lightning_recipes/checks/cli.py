@@ -13,10 +13,11 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import lightning.pytorch as pl
 
+from lightning_recipes._lightning_cli_config import with_lightning_cli_config
 from lightning_recipes.checks._budget import DEFAULT_TIME_BUDGET
 from lightning_recipes.checks.preflight import CHECKS
 
@@ -112,7 +113,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = list(sys.argv[1:] if argv is None else argv)
     try:
-        args = _with_lightning_cli_config(args)
+        args = with_lightning_cli_config(args, _OWN_KEYS)
     except ValueError as err:
         print(f"lightning-recipes preflight: {err}", file=sys.stderr)
         return 2
@@ -170,62 +171,3 @@ _OWN_KEYS = (
     "json",
     "strict",
 )
-
-
-def _with_lightning_cli_config(args: list[str]) -> list[str]:
-    """``args`` with each ``--config FILE`` replaced by the parts of it this command reads.
-
-    A LightningCLI config (``--print_config``) holds ``trainer``, ``seed_everything``, ``optimizer``, ...
-    next to ``model`` and ``data``: those two are kept. With a fixed model class (``LightningCLI(MyModel)``)
-    the ``model`` section holds the init arguments only; the class then comes from ``--model``.
-    """
-    out: list[str] = []
-    index = 0
-    while index < len(args):
-        arg = args[index]
-        if arg == "--config" and index + 1 < len(args):
-            path, index = args[index + 1], index + 2
-        elif arg.startswith("--config="):
-            path, index = arg.split("=", 1)[1], index + 1
-        else:
-            out.append(arg)
-            index += 1
-            continue
-        out += ["--config", _own_sections(path, args)]
-    return out
-
-
-def _own_sections(path: str, args: list[str]) -> str:
-    import yaml
-
-    file = Path(path)
-    if not file.is_file():
-        return path  # a YAML string or a missing file: jsonargparse reports it
-    data: Any = yaml.safe_load(file.read_text()) or {}
-    if not isinstance(data, dict):
-        raise ValueError(f"`--config` {path} must hold a YAML mapping, got {type(data).__name__}.")
-    if set(data) == {"fit"} and isinstance(data["fit"], dict):  # a config written for the `fit` subcommand
-        data = data["fit"]
-    kept = {key: value for key, value in data.items() if key in _OWN_KEYS and value is not None}
-    for section in ("model", "data"):
-        value = kept.get(section)
-        if isinstance(value, dict) and "class_path" not in value:
-            class_path = _flag_value(args, f"--{section}")
-            if class_path is None:
-                raise ValueError(
-                    f"the `{section}` section of {path} has no `class_path` (LightningCLI with a fixed "
-                    f"{section} class writes only its arguments): pass the class too, e.g. "
-                    f"`--{section} my_pkg.MyClass`."
-                )
-            kept[section] = {"class_path": class_path, "init_args": value}
-    return yaml.safe_dump(kept, sort_keys=False)
-
-
-def _flag_value(args: list[str], flag: str) -> str | None:
-    """The value of ``flag`` on the command line (``--flag v`` or ``--flag=v``), if given."""
-    for index, arg in enumerate(args):
-        if arg == flag and index + 1 < len(args):
-            return args[index + 1]
-        if arg.startswith(flag + "="):
-            return arg.split("=", 1)[1]
-    return None

@@ -24,12 +24,14 @@ The contract between a check and an arbitrary ``LightningModule``:
 from __future__ import annotations
 
 import contextlib
+import copy
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 import lightning.pytorch as pl
 import torch
+from lightning.pytorch.utilities import CombinedLoader
 from lightning.pytorch.utilities.model_helpers import is_overridden
 from torch import Tensor, nn
 from torch.nn.modules.loss import _Loss
@@ -78,12 +80,30 @@ def _first_loader(loaders: Any) -> Any:
     return loaders
 
 
+def _fit_combined_loader(loaders: Any) -> CombinedLoader:
+    """A fresh ``CombinedLoader`` that iterates ``loaders`` as ``fit`` does: a ``CombinedLoader`` as it is
+    (a shallow copy: its own iterator over the same loaders, mode and limits, so the original is left for
+    the run), any other collection in ``"max_size_cycle"``, the Trainer's rule."""
+    if isinstance(loaders, CombinedLoader):
+        combined = copy.copy(loaders)
+        combined._iterator = None  # the copy's own; `iter` makes it
+    else:
+        combined = CombinedLoader(loaders, "max_size_cycle")
+    if getattr(combined, "_mode", None) == "sequential":
+        raise ValueError(
+            '`trainer.fit` does not support `CombinedLoader(mode="sequential")` for training, so neither '
+            'does a sweep of its steps; use "max_size_cycle" (the default), "max_size" or "min_size".'
+        )
+    return combined
+
+
 class CheckContext:
     """Everything a check needs, shared by the checks of one preflight so batches are read once.
 
     Args:
         model: The user's ``LightningModule``. Never modified: checks work on :meth:`copy_model`.
-        train_dataloader: The training loader (or a collection of them: the first is used).
+        train_dataloader: The training loader (or a collection of them: the checks use the first;
+            :meth:`read_fit_batches` combines them as ``fit`` does).
         val_dataloader: Optional held-out loader.
         device: Where copies and batches go; defaults to the model's device.
         forward_context: Context manager factory wrapped around forward passes (autocast for mixed precision).
@@ -120,6 +140,7 @@ class CheckContext:
         check_key("input_key", input_key)
         check_key("target_key", target_key)
         self.model = model
+        self.train_dataloaders = train_dataloader  # as given: a loader, or a collection of them
         self.train_dataloader = _first_loader(train_dataloader)
         self.val_dataloader = _first_loader(val_dataloader)
         if device is None:
@@ -160,6 +181,36 @@ class CheckContext:
         if self.train_dataloader is None:
             raise CheckSkipped("no training data: pass `datamodule=` or `train_dataloaders=`.")
         return [self._prepare(batch) for batch in self._read(self.train_dataloader, count, max_samples)]
+
+    def read_fit_batches(self, count: int, loaders: Any = None) -> list[Any]:
+        """Up to ``count`` batches as ``fit`` passes them to ``training_step``, on :attr:`device`. Not cached.
+
+        Several loaders (a dict, a list, a ``CombinedLoader``) are combined as the Trainer combines them: a
+        ``CombinedLoader`` in its own mode (and limits), any other collection in ``"max_size_cycle"``. Each
+        batch is then the collection of the loaders' batches. The loaders' RNG is left as it was.
+
+        Args:
+            count: How many batches.
+            loaders: What to read (default: the training loaders this context was given); inside ``fit``,
+                pass the Trainer's ``CombinedLoader`` to read it with its mode and ``limit_train_batches``.
+
+        Raises:
+            ValueError: For ``CombinedLoader(mode="sequential")``, which ``fit`` refuses too.
+        """
+        loaders = self.train_dataloaders if loaders is None else loaders
+        if loaders is None:
+            raise CheckSkipped("no training data: pass `datamodule=` or `train_dataloaders=`.")
+        combined = _fit_combined_loader(loaders)
+        batches: list[Any] = []
+        with contextlib.ExitStack() as stack:
+            for loader in combined.flattened:
+                stack.enter_context(preserved_loader_rng(loader))
+            for batch, _, _ in combined:
+                batches.append(batch)
+                if len(batches) >= count:
+                    break
+            combined.reset()
+        return [self._prepare(batch) for batch in batches]
 
     def _batches(self, split: str, loader: Any, count: int) -> list[Any]:
         cache = self._cache[split]

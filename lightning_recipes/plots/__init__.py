@@ -20,6 +20,7 @@ from lightning_recipes.plots.curves import (
     smooth,
 )
 from lightning_recipes.plots.log_figure import log_figure
+from lightning_recipes.plots.lr_range import plot_lr_range
 from lightning_recipes.plots.schedule import plot_schedule, schedule_values
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "log_figure",
     "plot_comparison",
     "plot_grad_norms",
+    "plot_lr_range",
     "plot_metrics",
     "plot_overfit",
     "plot_schedule",

@@ -3,10 +3,17 @@
 Arguments follow LightningCLI (``--model pkg.Class --data pkg.DataModule --model.init_args.x 1``). Prints the
 suggestion and the YAML fragment to paste into a LightningCLI config; ``--plot FILE`` saves the curve.
 ``--speed true`` also runs :func:`~lightning_recipes.tune.speed.speed_tune` and prints its table and YAML.
+
+The sweep runs in a Trainer built from the run's settings (``--accelerator``, ``--precision``,
+``--gradient_clip_val``, ``--gradient_clip_algorithm``: the Trainer's arguments, same names and values), on
+one device. ``--config`` takes the YAML your LightningCLI writes (``python train.py fit --print_config``), as
+``preflight --config`` does: its ``model`` and ``data`` sections, and those four from its ``trainer`` section;
+the rest is ignored.
 """
 
 from __future__ import annotations
 
+import copy
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -14,12 +21,34 @@ from typing import TYPE_CHECKING, Any
 
 import lightning.pytorch as pl
 
+from lightning_recipes._lightning_cli_config import with_lightning_cli_config
 from lightning_recipes.tune.suggest import RULES
 
 if TYPE_CHECKING:
     from jsonargparse import ArgumentParser
 
 __all__ = ["build_parser", "main"]
+
+#: The Trainer's arguments the sweep uses; read from a LightningCLI config's ``trainer`` section too.
+TRAINER_KEYS = ("accelerator", "precision", "gradient_clip_val", "gradient_clip_algorithm")
+# Top-level keys of this command's own parser; a LightningCLI config's other keys are dropped.
+OWN_KEYS = (
+    "model",
+    "data",
+    "lr",
+    "min_lr",
+    "max_lr",
+    "num_steps",
+    "rule",
+    "seed",
+    *TRAINER_KEYS,
+    "yaml_key",
+    "speed",
+    "speed_options",
+    "measure_steps",
+    "repeats",
+    "plot",
+)
 
 
 def build_parser() -> ArgumentParser:  # jsonargparse is imported lazily: it is slow to import
@@ -31,7 +60,12 @@ def build_parser() -> ArgumentParser:  # jsonargparse is imported lazily: it is 
         description="Run the LR range test (an exponential sweep over the module's own optimizer, on a copy) "
         "and print the suggested learning rate with the YAML to paste into a LightningCLI config.",
     )
-    parser.add_argument("--config", action=ActionConfigFile, help="YAML file with these arguments")
+    parser.add_argument(
+        "--config",
+        action=ActionConfigFile,
+        help="YAML file with these arguments, or the config your LightningCLI writes (its model and data "
+        f"sections and trainer.{{{','.join(TRAINER_KEYS)}}} are used; the rest is ignored)",
+    )
     parser.add_subclass_arguments(pl.LightningModule, "model", help="the LightningModule class and init_args")
     parser.add_subclass_arguments(
         pl.LightningDataModule, "data", help="the LightningDataModule and init_args"
@@ -42,6 +76,30 @@ def build_parser() -> ArgumentParser:  # jsonargparse is imported lazily: it is 
     parser.add_argument("--num_steps", type=int, default=100, help="sweep length in training steps")
     parser.add_argument("--rule", type=str, default="min_div_10", help=f"suggestion rule: {', '.join(RULES)}")
     parser.add_argument("--seed", type=int, default=0, help="seed of the sweep (isolated)")
+    parser.add_argument(
+        "--accelerator",
+        type=str,
+        default="auto",
+        help="the Trainer's accelerator the sweep runs on: cpu, gpu, cuda, mps, auto (default: auto)",
+    )
+    parser.add_argument(
+        "--precision",
+        type=str | None,
+        default=None,
+        help="the Trainer's precision: 32-true, bf16-mixed, 16-mixed, ... (default: the Trainer's, 32-true)",
+    )
+    parser.add_argument(
+        "--gradient_clip_val",
+        type=float | None,
+        default=None,
+        help="the run's Trainer(gradient_clip_val): the sweep clips as the run will (default: null, no clip)",
+    )
+    parser.add_argument(
+        "--gradient_clip_algorithm",
+        type=str | None,
+        default=None,
+        help="the run's Trainer(gradient_clip_algorithm): norm or value (default: null = norm)",
+    )
     parser.add_argument(
         "--yaml_key",
         type=str,
@@ -69,7 +127,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     parser = build_parser()
     try:
-        config = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+        args = with_lightning_cli_config(list(sys.argv[1:] if argv is None else argv), OWN_KEYS, TRAINER_KEYS)
+    except ValueError as err:
+        print(f"lightning-recipes tune: {err}", file=sys.stderr)
+        return 2
+    try:
+        config = parser.parse_args(args)
     except SystemExit as exit_:  # --help, or a parse error (already printed by jsonargparse)
         return int(exit_.code or 0)
     if not config.lr and not config.speed:
@@ -81,6 +144,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         if code:
             return code
     return _speed(config, objects) if config.speed else 0
+
+
+def _sweep_trainer(config: Any, finder: Any) -> pl.Trainer:
+    """The Trainer the sweep runs in: the run's accelerator, precision and clipping, one device, nothing
+    written; ``finder`` sweeps at ``on_train_start`` and stops the fit before its first step."""
+    settings: dict[str, Any] = {
+        "accelerator": config.accelerator,
+        "devices": 1,
+        "gradient_clip_val": config.gradient_clip_val,
+        "gradient_clip_algorithm": config.gradient_clip_algorithm,
+        "callbacks": [finder],
+        "max_steps": 1,
+        "logger": False,
+        "enable_checkpointing": False,
+        "enable_progress_bar": False,
+        "enable_model_summary": False,
+        "num_sanity_val_steps": 0,
+        "limit_val_batches": 0,
+    }
+    if config.precision is not None:
+        settings["precision"] = config.precision
+    return pl.Trainer(**settings)
 
 
 def _speed(config: Any, objects: Any) -> int:
@@ -106,21 +191,29 @@ def _speed(config: Any, objects: Any) -> int:
 
 
 def _lr(config: Any, objects: Any) -> int:
-    from lightning_recipes.tune.lr_range import find_lr
+    from lightning.fabric.utilities.exceptions import MisconfigurationException
+
+    from lightning_recipes.checks import CheckSkipped
+    from lightning_recipes.tune.lr_range import LRRangeTest
 
     try:
-        result = find_lr(
-            objects.model,
-            datamodule=objects.data,
+        finder = LRRangeTest(
+            stop=True,
+            print_result=False,
             min_lr=config.min_lr,
             max_lr=config.max_lr,
             num_steps=config.num_steps,
             rule=config.rule,
             seed=config.seed,
         )
-    except ValueError as err:
+        trainer = _sweep_trainer(config, finder)
+        # a copy: the fit attaches the Trainer and moves the module; speed_tune gets it as it was built
+        trainer.fit(copy.deepcopy(objects.model), datamodule=objects.data)
+    except (ValueError, TypeError, ImportError, MisconfigurationException, CheckSkipped) as err:
         print(f"lightning-recipes tune: {err}", file=sys.stderr)
         return 2
+    result = finder.result
+    assert result is not None
     if result.suggestion is None or result.peak_lr is None:
         print(f"LR range test: no learning rate to suggest. {result.summary()}")
         _save_plot(config, result)

@@ -39,13 +39,21 @@ from typing import Any
 import lightning.pytorch as pl
 import torch
 from lightning.pytorch.callbacks import Callback
-from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
+from lightning.pytorch.utilities import CombinedLoader, rank_zero_info, rank_zero_warn
 from torch import Tensor
 from typing_extensions import override
 
-from lightning_recipes._validation import check_choice, check_in_range, check_int, check_positive
+from lightning_recipes._validation import (
+    check_bool,
+    check_choice,
+    check_in_range,
+    check_int,
+    check_positive,
+)
 from lightning_recipes.checks import CheckContext, CheckSkipped, preserved_rng, resolve_fit_data
 from lightning_recipes.checks.context import context_from_trainer
+from lightning_recipes.tune._clip import gradient_clipper, validate_clipping
+from lightning_recipes.tune._scale_schedule import check_scalable, scale_schedule, schedule_peak
 from lightning_recipes.tune.suggest import RULES, Rule, centred, half_window_for, suggest
 from lightning_recipes.tune.verdict import CurveVerdict, curve_verdict
 
@@ -148,33 +156,16 @@ class LRRangeResult:
         return "\n".join(lines) + "\n"
 
     def plot(self, ax: Any = None) -> Any:
-        """Loss (raw and smoothed) against the learning rate, log x axis, the suggestion marked.
+        """Loss (raw and smoothed) against the learning rate, log x axis, the suggestion marked; the loss
+        axis runs from the minimum to a few times the starting loss, losses above it marked on its edge
+        (:func:`lightning_recipes.plots.plot_lr_range`).
 
         Returns the matplotlib ``Axes`` (needs ``matplotlib``: the ``plots`` extra).
         """
-        import matplotlib.pyplot as plt
+        from lightning_recipes.plots.lr_range import plot_lr_range
 
-        if ax is None:
-            _, ax = plt.subplots(figsize=(6, 4))
-        ax.plot(self.lrs, self.losses, alpha=0.3, label="loss")
-        ax.plot(self.lrs, self.smoothed, label="smoothed")
-        if self.suggestion is not None:
-            ax.axvline(self.suggestion, color="C2", linestyle="--", label=f"suggestion {self.suggestion:.2g}")
-        if self.peak_lr is not None and self.peak_lr != self.suggestion:
-            ax.axvline(self.peak_lr, color="C3", linestyle=":", label=f"peak_lr {self.peak_lr:.2g}")
-        if self.evidence is not None:
-            start = self.evidence.start_loss
-            ax.axhline(start, color="0.5", linewidth=0.8, label="start")
-            ax.axhline(start - self.evidence.threshold, color="0.5", linestyle=":", label="start - threshold")
-        ax.set_xscale("log")
-        ax.set_xlabel("learning rate")
-        ax.set_ylabel("training loss")
-        verdict = "; INCONCLUSIVE: no pick" if self.verdict == "inconclusive" else ""
-        ax.set_title(
-            f"LR range test ({', '.join(self.optimizers)}; {self.rule}; stopped: {self.stopped}{verdict})"
-        )
-        ax.legend()
-        return ax
+        figure = plot_lr_range(self, ax=ax)
+        return ax if ax is not None else figure.axes[0]
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> LRRangeResult:
@@ -271,12 +262,24 @@ def check_sweep_args(args: Any, name: str = "lr_find") -> dict[str, Any]:
 
 
 def _batches(context: CheckContext, count: int) -> Iterator[Any]:
-    """``count`` training batches, cycling through the loader when it is shorter."""
-    read = context.read_train_batches(count)
+    """``count`` training batches as ``fit`` passes them (several loaders combined as the Trainer combines
+    them), cycling through them when the loader is shorter, as the run's next epoch does."""
+    read = context.read_fit_batches(count, _fit_loaders(context))
     if not read:
         raise ValueError("the training loader yielded no batch.")
     for step in range(count):
         yield read[step % len(read)]
+
+
+def _fit_loaders(context: CheckContext) -> Any:
+    """Inside ``fit``, the Trainer's own ``CombinedLoader`` (its mode, samplers and ``limit_train_batches``)
+    when the context reads its loaders; else the context's loaders."""
+    # private: Lightning keeps the CombinedLoader only on its fit loop (`trainer.train_dataloader`, public, is
+    # its `iterables`, without the mode); without it the context's loaders follow the Trainer's default mode.
+    combined = getattr(getattr(context.trainer, "fit_loop", None), "_combined_loader", None)
+    if isinstance(combined, CombinedLoader) and combined.iterables is context.train_dataloaders:
+        return combined
+    return context.train_dataloaders
 
 
 def _distributed_world() -> int:
@@ -329,18 +332,33 @@ def sweep_lr(
     smoothing: float = 0.9,
     divergence: float = 4.0,
     warmup_factor: float = WARMUP_FACTOR,
+    gradient_clip_val: float | None = None,
+    gradient_clip_algorithm: str | None = None,
 ) -> LRRangeResult:
     """Run the sweep on a copy from ``context`` (see :func:`find_lr` for the arguments).
+
+    Gradients are clipped as the run clips them: with ``context.trainer`` by its ``gradient_clip_val`` /
+    ``gradient_clip_algorithm`` (the two arguments must then be ``None``), else by the two arguments; either
+    way through the module's ``configure_gradient_clipping`` hook, after the gradients are averaged across
+    ranks and before every optimizer step, as Lightning's precision plugin does.
 
     Cost: up to ``num_steps`` training steps on a copy of the model (one host sync per step to read the loss;
     this is a tuning run, not a training hot path); under DDP one all-reduce of the gradients and the loss
     per step.
     """
     _validate(min_lr, max_lr, num_steps, rule, smoothing, divergence)
+    check_positive("warmup_factor", warmup_factor)
+    validate_clipping(gradient_clip_val, gradient_clip_algorithm)
+    if context.trainer is not None and (gradient_clip_val, gradient_clip_algorithm) != (None, None):
+        raise ValueError(
+            "`gradient_clip_val` / `gradient_clip_algorithm` are the Trainer's when the sweep runs in one; "
+            f"got {gradient_clip_val!r} / {gradient_clip_algorithm!r} next to one. Set them on the Trainer."
+        )
     with preserved_rng():
         torch.manual_seed(context.seed)
         model = context.copy_model()
         context.require_automatic_optimization(model)
+        clip = gradient_clipper(context, model, gradient_clip_val, gradient_clip_algorithm)
         optimizers, note = context.build_optimizers(model)
         if not note.startswith("the module's configure_optimizers"):
             raise ValueError(
@@ -373,6 +391,7 @@ def sweep_lr(
                 stopped = "non-finite loss"
                 break
             for optimizer in optimizers:
+                clip(optimizer)
                 optimizer.step()
             lrs.append(lr)
             losses.append(loss_value)
@@ -416,6 +435,8 @@ def find_lr(
     warmup_factor: float = WARMUP_FACTOR,
     device: torch.device | str | None = None,
     seed: int = 0,
+    gradient_clip_val: float | None = None,
+    gradient_clip_algorithm: str | None = None,
 ) -> LRRangeResult:
     """Sweep the learning rate exponentially from ``min_lr`` to ``max_lr`` over ``num_steps`` training steps
     of a copy of ``model`` with its own optimizer, and suggest one.
@@ -440,6 +461,10 @@ def find_lr(
         warmup_factor: ``peak_lr = suggestion * warmup_factor`` (the LR after a linear warm-up), > 0.
         device: Where the copy trains (default: the model's device).
         seed: Seed of the sweep's RNG (isolated from the caller's).
+        gradient_clip_val: The run's ``Trainer(gradient_clip_val=...)``: the sweep clips as the run will
+            (through the module's ``configure_gradient_clipping``, which runs even when this is ``None``).
+        gradient_clip_algorithm: The run's ``Trainer(gradient_clip_algorithm=...)``: ``"norm"`` (default)
+            or ``"value"``.
 
     Returns:
         An :class:`LRRangeResult`: ``.suggestion``, ``.peak_lr``, the curve, ``.plot()``, ``.to_yaml()``,
@@ -459,6 +484,7 @@ def find_lr(
     _validate(min_lr, max_lr, num_steps, rule, smoothing, divergence)
     check_positive("warmup_factor", warmup_factor)
     check_int("seed", seed)
+    validate_clipping(gradient_clip_val, gradient_clip_algorithm)
     train_dataloaders = resolve_fit_data("find_lr", model, datamodule, train_dataloaders).train
     context = CheckContext(model, train_dataloaders, device=device, datamodule=datamodule, seed=seed)
     try:
@@ -471,6 +497,8 @@ def find_lr(
             smoothing=smoothing,
             divergence=divergence,
             warmup_factor=warmup_factor,
+            gradient_clip_val=gradient_clip_val,
+            gradient_clip_algorithm=gradient_clip_algorithm,
         )
     except CheckSkipped as err:  # manual optimisation, no loss returned, a model that cannot be copied
         raise ValueError(f"find_lr cannot sweep {type(model).__name__}: {err}") from err
@@ -480,20 +508,27 @@ class LRRangeTest(Callback):
     """Run the LR range test inside ``trainer.fit``, at ``on_train_start``, on the Trainer's own data.
 
     Works in any Trainer, DDP included (every rank gets the same :attr:`result`: see the module docstring).
-    The run's model and optimizer are not changed unless ``apply=True``: then every parameter group's LR (and
-    a scheduler's ``base_lrs``) is scaled so that the peak group's LR becomes the result's ``peak_lr``, and
-    training goes on with it. An inconclusive sweep (``result.verdict``) is never applied: a warning says why
-    and the run keeps its own LRs. With ``stop=True`` the fit stops after the sweep (a tuning-only run).
+    The run's model and optimizer are not changed unless ``apply=True``: then the whole LR schedule is scaled
+    (every LR the optimizer and its schedulers hold: the groups' LRs, ``base_lrs``, ``OneCycleLR`` and
+    ``CyclicLR``'s ``max_lr``, ``eta_min``, ``min_lrs``) so that its peak, in the peak group, is the result's
+    ``peak_lr``, and training goes on with it; a scheduler it cannot scale is refused before the sweep.
+    An inconclusive sweep (``result.verdict``) is never applied: a warning says why and the run keeps its own
+    LRs. With ``stop=True`` the fit stops after the sweep (a tuning-only run).
 
     Cost: ``num_steps`` training steps of a copy of the model, once per ``fit`` (skipped on resume); one host
     sync per sweep step; under DDP one all-reduce per sweep step.
 
     Args:
-        apply: Scale the run's learning rates to the suggestion.
+        apply: Scale the run's LR schedule so that its peak is the result's ``peak_lr``.
         stop: Stop the fit after the sweep (``trainer.should_stop``).
         print_result: Print the suggestion and the YAML fragment on rank zero.
         **sweep: :func:`find_lr`'s sweep arguments (``min_lr``, ``max_lr``, ``num_steps``, ``rule``,
             ``smoothing``, ``divergence``, ``warmup_factor``).
+
+    Raises:
+        TypeError: For an unknown argument (the allowed ones are listed) or ``apply`` / ``stop`` /
+            ``print_result`` that is not a bool.
+        ValueError: For a sweep argument out of range (naming it, its value and the allowed range).
 
     Example:
         >>> from lightning_recipes.testing import TinyClassifier, fast_trainer, random_classification_loader
@@ -507,31 +542,18 @@ class LRRangeTest(Callback):
     def __init__(
         self, *, apply: bool = False, stop: bool = False, print_result: bool = True, **sweep: Any
     ) -> None:
-        unknown = sorted(
-            set(sweep)
-            - {"min_lr", "max_lr", "num_steps", "rule", "smoothing", "divergence", "warmup_factor", "seed"}
-        )
+        unknown = sorted(set(sweep) - set(SWEEP_DEFAULTS))
         if unknown:
-            raise TypeError(f"LRRangeTest got unknown arguments {unknown}.")
-        defaults: dict[str, Any] = {
-            "min_lr": 1e-7,
-            "max_lr": 10.0,
-            "num_steps": 100,
-            "rule": "min_div_10",
-            "smoothing": 0.9,
-            "divergence": 4.0,
-        }
-        defaults.update(sweep)
-        _validate(
-            defaults["min_lr"],
-            defaults["max_lr"],
-            defaults["num_steps"],
-            defaults["rule"],
-            defaults["smoothing"],
-            defaults["divergence"],
-        )
-        self.seed = int(defaults.pop("seed", 0))
-        self.sweep = defaults
+            raise TypeError(
+                f"LRRangeTest got unknown arguments {unknown}; allowed: 'apply', 'stop', 'print_result' and "
+                f"the sweep's {tuple(SWEEP_DEFAULTS)}."
+            )
+        check_bool("apply", apply)
+        check_bool("stop", stop)
+        check_bool("print_result", print_result)
+        args = check_sweep_args(sweep, "LRRangeTest")
+        self.seed: int = args.pop("seed")
+        self.sweep = args
         self.apply = apply
         self.stop = stop
         self.print_result = print_result
@@ -541,6 +563,8 @@ class LRRangeTest(Callback):
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if self.result is not None or trainer.ckpt_path is not None:
             return
+        if self.apply:  # before the sweep: a schedule the found LR cannot scale fails now, not after it
+            check_scalable(trainer.optimizers, [config.scheduler for config in trainer.lr_scheduler_configs])
         context = context_from_trainer(trainer, pl_module, seed=self.seed)
         self.result = sweep_lr(context, **self.sweep)
         if self.print_result:
@@ -556,23 +580,14 @@ class LRRangeTest(Callback):
             trainer.should_stop = True
 
     def _apply(self, trainer: pl.Trainer) -> None:
+        """Scale the whole schedule (every LR the optimizers and schedulers hold) so that its peak, the
+        largest LR it reaches (``OneCycleLR`` / ``CyclicLR``'s ``max_lr``, else ``initial_lr``), is
+        ``peak_lr``."""
         assert self.result is not None and self.result.peak_lr is not None
-        current = max(g["lr"] for opt in trainer.optimizers for g in opt.param_groups)
-        base = max(
-            (g.get("initial_lr", g["lr"]) for opt in trainer.optimizers for g in opt.param_groups), default=0
-        )
-        factor = self.result.peak_lr / base if base > 0 else 0.0
-        if factor <= 0 or current < 0:
-            return
-        for optimizer in trainer.optimizers:
-            for group in optimizer.param_groups:
-                group["lr"] *= factor
-                if "initial_lr" in group:
-                    group["initial_lr"] *= factor
-        for config in trainer.lr_scheduler_configs:
-            scheduler = config.scheduler
-            if hasattr(scheduler, "base_lrs"):
-                scheduler.base_lrs = [lr * factor for lr in scheduler.base_lrs]
+        schedulers = [config.scheduler for config in trainer.lr_scheduler_configs]
+        base = schedule_peak(trainer.optimizers, schedulers)
+        if base > 0:
+            scale_schedule(trainer.optimizers, schedulers, self.result.peak_lr / base)
 
     @override
     def state_dict(self) -> dict[str, Any]:
@@ -581,5 +596,4 @@ class LRRangeTest(Callback):
     @override
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         data = state_dict.get("result")
-        if data is not None:
-            self.result = LRRangeResult.from_dict(data)
+        self.result = None if data is None else LRRangeResult.from_dict(data)

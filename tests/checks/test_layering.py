@@ -13,8 +13,9 @@ import lightning_recipes.checks
 
 PACKAGE = Path(lightning_recipes.checks.__file__).resolve().parent
 FILES = sorted(PACKAGE.glob("*.py"))
-# Private modules outside checks/ that checks/ may use: the package-wide argument-validation idiom.
-SHARED_PRIVATE = {"lightning_recipes._validation"}
+# Private modules outside checks/ that checks/ may use: the package-wide argument-validation idiom, and the
+# LightningCLI config reader the `preflight` and `tune` commands share.
+SHARED_PRIVATE = {"lightning_recipes._validation", "lightning_recipes._lightning_cli_config"}
 
 
 def _imports(path: Path) -> list[tuple[str, list[str]]]:

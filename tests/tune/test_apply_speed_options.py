@@ -1,4 +1,4 @@
-"""Applying speed_tune's choice (issue 22.2): the callback, the function, the loader, the LightningCLI YAML."""
+"""Applying speed_tune's choice (issue 22.2): the callback, the function, the loader, LightningCLI YAML."""
 
 from __future__ import annotations
 

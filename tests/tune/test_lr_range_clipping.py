@@ -1,0 +1,142 @@
+"""The sweep clips gradients exactly as the run does (Trainer's ``gradient_clip_val`` / ``_algorithm``, or the
+module's own ``configure_gradient_clipping``): its curve is the curve of a real fit at the same LRs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import lightning.pytorch as pl
+import pytest
+import torch
+
+from lightning_recipes.testing import TinyClassifier, fast_trainer, random_classification_loader
+from lightning_recipes.tune import LRRangeTest, find_lr
+
+MIN_LR, MAX_LR, STEPS = 1e-2, 10.0, 12
+RATIO = (MAX_LR / MIN_LR) ** (1 / (STEPS - 1))
+
+
+class SweepScheduleClassifier(TinyClassifier):
+    """SGD at lr 1 with a per-step schedule that walks the sweep's exponential LRs; its loss scaled x100 so
+    that gradients are large and clipping decides every step."""
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        return 100.0 * super().training_step(batch, batch_idx)
+
+    def configure_optimizers(self) -> Any:
+        optimizer = torch.optim.SGD(self.parameters(), lr=1.0)
+        schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: MIN_LR * RATIO**step)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
+
+
+class HookClippedClassifier(SweepScheduleClassifier):
+    """Clips in its own ``configure_gradient_clipping`` (no Trainer setting), by value then by norm."""
+
+    def configure_gradient_clipping(
+        self, optimizer: Any, gradient_clip_val: Any = None, gradient_clip_algorithm: Any = None
+    ) -> None:
+        torch.nn.utils.clip_grad_value_(self.parameters(), 0.05)
+        self.clip_gradients(optimizer, gradient_clip_val=0.3, gradient_clip_algorithm="norm")
+
+
+class LossRecorder(pl.Callback):
+    def __init__(self) -> None:
+        self.losses: list[float] = []
+
+    def on_train_batch_end(self, trainer: pl.Trainer, module: Any, outputs: Any, *args: Any) -> None:
+        self.losses.append(float(outputs["loss"]))
+
+
+def _run_losses(model: pl.LightningModule, **trainer_args: Any) -> list[float]:
+    recorder = LossRecorder()
+    trainer = fast_trainer(max_steps=STEPS, callbacks=[recorder], **trainer_args)
+    trainer.fit(model, random_classification_loader(num_samples=512))
+    return recorder.losses
+
+
+def _sweep_losses(model: pl.LightningModule, **trainer_args: Any) -> list[float]:
+    finder = LRRangeTest(
+        min_lr=MIN_LR, max_lr=MAX_LR, num_steps=STEPS, divergence=1e9, stop=True, print_result=False
+    )
+    fast_trainer(max_steps=1, callbacks=[finder], **trainer_args).fit(
+        model, random_classification_loader(num_samples=512)
+    )
+    assert finder.result is not None
+    return finder.result.losses
+
+
+@pytest.mark.parametrize(
+    ("model_class", "trainer_args"),
+    [
+        (SweepScheduleClassifier, {"gradient_clip_val": 0.5}),
+        (SweepScheduleClassifier, {"gradient_clip_val": 0.01, "gradient_clip_algorithm": "value"}),
+        (HookClippedClassifier, {}),
+    ],
+    ids=["trainer-norm", "trainer-value", "module-hook"],
+)
+def test_the_callback_sweep_is_the_curve_of_the_clipped_run(model_class: type, trainer_args: dict[str, Any]):
+    """Before: the sweep stepped unclipped gradients x100 too large; its curve left the run's at step 1."""
+    torch.manual_seed(0)
+    model = model_class()
+    run = _run_losses(_copy(model), **trainer_args)
+    sweep = _sweep_losses(_copy(model), **trainer_args)
+    assert len(sweep) == STEPS
+    assert sweep == pytest.approx(run, rel=1e-4)
+
+
+def test_find_lr_takes_the_trainer_clipping_arguments():
+    torch.manual_seed(0)
+    model = SweepScheduleClassifier()
+    run = _run_losses(_copy(model), gradient_clip_val=0.5)
+    result = find_lr(
+        _copy(model),
+        train_dataloaders=random_classification_loader(num_samples=512),
+        min_lr=MIN_LR,
+        max_lr=MAX_LR,
+        num_steps=STEPS,
+        divergence=1e9,
+        gradient_clip_val=0.5,
+    )
+    assert result.losses == pytest.approx(run, rel=1e-4)
+    unclipped = find_lr(
+        _copy(model),
+        train_dataloaders=random_classification_loader(num_samples=512),
+        min_lr=MIN_LR,
+        max_lr=MAX_LR,
+        num_steps=STEPS,
+        divergence=1e9,
+    )
+    assert unclipped.losses[1:] != pytest.approx(run[1:], rel=1e-2)  # the clipping is what matched
+
+
+def test_find_lr_runs_the_module_clipping_hook():
+    torch.manual_seed(0)
+    model = HookClippedClassifier()
+    run = _run_losses(_copy(model))
+    result = find_lr(
+        _copy(model),
+        train_dataloaders=random_classification_loader(num_samples=512),
+        min_lr=MIN_LR,
+        max_lr=MAX_LR,
+        num_steps=STEPS,
+        divergence=1e9,
+    )
+    assert result.losses == pytest.approx(run, rel=1e-4)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"gradient_clip_val": -1.0}, "`gradient_clip_val` must be"),
+        ({"gradient_clip_algorithm": "l2"}, "`gradient_clip_algorithm` must be one of"),
+    ],
+)
+def test_bad_clipping_arguments_are_refused(kwargs: dict[str, Any], match: str):
+    with pytest.raises(ValueError, match=match):
+        find_lr(TinyClassifier(), train_dataloaders=random_classification_loader(), **kwargs)
+
+
+def _copy(model: pl.LightningModule) -> pl.LightningModule:
+    clone = type(model)()
+    clone.load_state_dict(model.state_dict())
+    return clone

@@ -1,0 +1,118 @@
+"""Several training loaders (a dict, a list, a ``CombinedLoader`` in any training mode): the sweep's
+``training_step`` gets the batches ``fit`` passes, combined as the Trainer combines them."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import pytest
+import torch
+from lightning.pytorch.utilities import CombinedLoader
+
+from lightning_recipes.mixins import LionRecipe
+from lightning_recipes.recipe import OptimizerRecipe
+from lightning_recipes.testing import TinyClassifier, fast_trainer, random_classification_loader
+from lightning_recipes.tune import LRRangeTest, find_lr
+
+STEPS = 12
+
+
+class MultiSourceClassifier(TinyClassifier):
+    """Sums the loss over the sources of a combined batch (a missing one, ``None`` in ``max_size`` mode, is
+    skipped) and records every batch ``training_step`` receives, in the sweep's copy and in the run."""
+
+    seen: ClassVar[list[Any]] = []
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        MultiSourceClassifier.seen.append(batch)
+        parts = batch.values() if isinstance(batch, dict) else batch
+        step = super().training_step
+        return sum(step(part, batch_idx) for part in parts if part is not None)
+
+
+def _loaders(kind: str) -> Any:
+    """A long (8 batches) and a short (3 batches) source, as ``kind``."""
+    long = random_classification_loader(num_samples=256, batch_size=32, seed=1)
+    short = random_classification_loader(num_samples=48, batch_size=16, seed=2)
+    if kind == "dict":
+        return {"long": long, "short": short}
+    if kind == "list":
+        return [long, short]
+    return CombinedLoader({"long": long, "short": short}, mode=kind)
+
+
+def _same(first: Any, second: Any) -> bool:
+    if isinstance(first, torch.Tensor):
+        return isinstance(second, torch.Tensor) and torch.equal(first, second)
+    if isinstance(first, dict):
+        return (
+            isinstance(second, dict)
+            and first.keys() == second.keys()
+            and all(_same(first[k], second[k]) for k in first)
+        )
+    if isinstance(first, (list, tuple)):
+        return (
+            isinstance(second, (list, tuple))
+            and len(first) == len(second)
+            and all(_same(a, b) for a, b in zip(first, second))
+        )
+    return first is second is None
+
+
+def _run_batches(kind: str) -> list[Any]:
+    MultiSourceClassifier.seen.clear()
+    fast_trainer(max_steps=STEPS, max_epochs=-1).fit(MultiSourceClassifier(), _loaders(kind))
+    return list(MultiSourceClassifier.seen)
+
+
+@pytest.mark.parametrize("kind", ["dict", "list", "max_size_cycle", "max_size", "min_size"])
+def test_the_callback_sweep_gets_the_batches_fit_passes(kind: str):
+    """Before: the sweep read the first loader only, and `batch.values()` failed on its (x, y) tuple."""
+    run = _run_batches(kind)
+    MultiSourceClassifier.seen.clear()
+    finder = LRRangeTest(num_steps=STEPS, max_lr=1e-2, stop=True, print_result=False)
+    fast_trainer(max_steps=1, callbacks=[finder]).fit(MultiSourceClassifier(), _loaders(kind))
+    sweep = MultiSourceClassifier.seen
+    assert finder.result is not None and len(finder.result.lrs) == STEPS
+    assert len(sweep) == len(run) == STEPS
+    assert all(_same(a, b) for a, b in zip(sweep, run))
+
+
+def test_the_trainers_loader_is_left_for_the_run():
+    """The sweep iterates its own view of the Trainer's CombinedLoader: the run then starts at batch 0."""
+    run = _run_batches("max_size_cycle")
+    MultiSourceClassifier.seen.clear()
+    finder = LRRangeTest(num_steps=10, max_lr=1e-2, print_result=False)
+    fast_trainer(max_steps=3, callbacks=[finder]).fit(MultiSourceClassifier(), _loaders("max_size_cycle"))
+    after_sweep = MultiSourceClassifier.seen[10:]
+    assert len(after_sweep) == 3 and all(_same(a, b) for a, b in zip(after_sweep, run))
+
+
+@pytest.mark.parametrize("kind", ["dict", "max_size"])
+def test_find_lr_combines_several_loaders_as_fit_does(kind: str):
+    run = _run_batches(kind)
+    MultiSourceClassifier.seen.clear()
+    result = find_lr(MultiSourceClassifier(), train_dataloaders=_loaders(kind), num_steps=STEPS, max_lr=1e-2)
+    assert len(result.lrs) == STEPS
+    sweep = MultiSourceClassifier.seen[-STEPS:]  # after the key-inference probe, if any
+    assert all(_same(a, b) for a, b in zip(sweep, run))
+
+
+def test_fit_refuses_the_sequential_mode_and_so_does_find_lr():
+    with pytest.raises(ValueError, match="sequential"):
+        find_lr(MultiSourceClassifier(), train_dataloaders=_loaders("sequential"), num_steps=STEPS)
+
+
+class FindMultiSource(LionRecipe, MultiSourceClassifier):
+    """``lr="find"`` on several loaders: the mixin's sweep is the same sweep."""
+
+
+def test_lr_find_recipe_sweeps_the_batches_fit_passes():
+    run = _run_batches("max_size")
+    MultiSourceClassifier.seen.clear()
+    model = FindMultiSource()
+    model.recipe = OptimizerRecipe(lr="find", warmup_steps=1, lr_find={"num_steps": STEPS, "max_lr": 1e-2})
+    fast_trainer(max_steps=1).fit(model, _loaders("max_size"))
+    assert model.lr_find_result is not None and len(model.lr_find_result.lrs) == STEPS
+    sweep = MultiSourceClassifier.seen[:STEPS]
+    assert all(_same(a, b) for a, b in zip(sweep, run))
