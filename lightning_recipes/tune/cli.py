@@ -30,7 +30,10 @@ if TYPE_CHECKING:
 __all__ = ["build_parser", "main"]
 
 #: The Trainer's arguments the sweep uses; read from a LightningCLI config's ``trainer`` section too.
-TRAINER_KEYS = ("accelerator", "precision", "gradient_clip_val", "gradient_clip_algorithm")
+SWEEP_TRAINER_KEYS = ("accelerator", "precision", "gradient_clip_val", "gradient_clip_algorithm")
+#: The Trainer's arguments that set the run's length: ``speed_tune`` counts one-off costs against it.
+RUN_LENGTH_KEYS = ("max_epochs", "max_steps", "limit_train_batches", "accumulate_grad_batches")
+TRAINER_KEYS = (*SWEEP_TRAINER_KEYS, *RUN_LENGTH_KEYS)
 # Top-level keys of this command's own parser; a LightningCLI config's other keys are dropped.
 OWN_KEYS = (
     "model",
@@ -101,6 +104,26 @@ def build_parser() -> ArgumentParser:  # jsonargparse is imported lazily: it is 
         help="the run's Trainer(gradient_clip_algorithm): norm or value (default: null = norm)",
     )
     parser.add_argument(
+        "--max_epochs",
+        type=int | None,
+        default=None,
+        help="the run's Trainer(max_epochs): speed_tune weighs one-off costs (compile) against the run's "
+        "length (default: null; with no max_steps either, one epoch)",
+    )
+    parser.add_argument("--max_steps", type=int, default=-1, help="the run's Trainer(max_steps) (-1: unset)")
+    parser.add_argument(
+        "--limit_train_batches",
+        type=int | float | None,
+        default=None,
+        help="the run's Trainer(limit_train_batches) (default: null = all)",
+    )
+    parser.add_argument(
+        "--accumulate_grad_batches",
+        type=int,
+        default=1,
+        help="the run's Trainer(accumulate_grad_batches) (default: 1)",
+    )
+    parser.add_argument(
         "--yaml_key",
         type=str,
         default="model.init_args.recipe.lr",
@@ -168,6 +191,27 @@ def _sweep_trainer(config: Any, finder: Any) -> pl.Trainer:
     return pl.Trainer(**settings)
 
 
+def _run_length_trainer(config: Any) -> pl.Trainer | None:
+    """A Trainer that only carries the run's length (``max_epochs``, ``max_steps``, ...) for ``speed_tune``;
+    ``None`` when neither ``max_epochs`` nor ``max_steps`` was given (``speed_tune`` then plans one epoch)."""
+    if config.max_epochs is None and config.max_steps == -1:
+        return None
+    settings: dict[str, Any] = {
+        "max_epochs": config.max_epochs,
+        "max_steps": config.max_steps,
+        "accumulate_grad_batches": config.accumulate_grad_batches,
+        "accelerator": "cpu",
+        "devices": 1,
+        "logger": False,
+        "enable_checkpointing": False,
+        "enable_progress_bar": False,
+        "enable_model_summary": False,
+    }
+    if config.limit_train_batches is not None:
+        settings["limit_train_batches"] = config.limit_train_batches
+    return pl.Trainer(**settings)
+
+
 def _speed(config: Any, objects: Any) -> int:
     from rich.console import Console
 
@@ -177,6 +221,7 @@ def _speed(config: Any, objects: Any) -> int:
         result = speed_tune(
             objects.model,
             datamodule=objects.data,
+            trainer=_run_length_trainer(config),
             options=config.speed_options,
             measure_steps=config.measure_steps,
             repeats=config.repeats,
