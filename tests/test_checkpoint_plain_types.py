@@ -85,7 +85,7 @@ def _callbacks() -> list[Any]:
 
 
 def _model() -> PortableModel:
-    recipe = OptimizerRecipe(optimizer="lion", lr="find", lr_find={"num_steps": 10}, warmup_steps=1)
+    recipe = OptimizerRecipe(optimizer="lion", lr="find", lr_find={"num_steps": 30}, warmup_steps=1)
     return PortableModel(recipe, BatchMixer(mixup_alpha=0.4, num_classes=4))
 
 

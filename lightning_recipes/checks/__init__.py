@@ -17,7 +17,7 @@ Example:
      'target_leakage', 'overfit_batch', 'input_independence']
 """
 
-from lightning_recipes.checks._isolation import preserved_loader_rng, preserved_rng
+from lightning_recipes.checks._isolation import preserved_loader_rng, preserved_rng, quiet_logging
 from lightning_recipes.checks.base import SanityCheck
 from lightning_recipes.checks.batch_independence_check import BatchIndependenceCheck
 from lightning_recipes.checks.causality_check import CausalityCheck
@@ -58,5 +58,6 @@ __all__ = [
     "preflight",
     "preserved_loader_rng",
     "preserved_rng",
+    "quiet_logging",
     "resolve_fit_data",
 ]

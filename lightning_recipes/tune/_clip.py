@@ -15,8 +15,7 @@ from lightning.pytorch.utilities.model_helpers import is_overridden
 from torch.optim import Optimizer
 
 from lightning_recipes._validation import check_choice, check_non_negative
-from lightning_recipes.checks import CheckContext
-from lightning_recipes.checks._isolation import quiet_logging
+from lightning_recipes.checks import CheckContext, quiet_logging
 
 __all__ = ["GRADIENT_CLIP_ALGORITHMS", "gradient_clipper", "validate_clipping"]
 

@@ -170,15 +170,19 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _sweep_trainer(config: Any, finder: Any) -> pl.Trainer:
-    """The Trainer the sweep runs in: the run's accelerator, precision and clipping, one device, nothing
-    written; ``finder`` sweeps at ``on_train_start`` and stops the fit before its first step."""
+    """The Trainer the sweep runs in: the run's accelerator, precision, clipping and length (one epoch when
+    not given), one device, nothing written; ``finder`` sweeps at ``on_train_start`` and stops the fit before
+    its first step."""
     settings: dict[str, Any] = {
         "accelerator": config.accelerator,
         "devices": 1,
         "gradient_clip_val": config.gradient_clip_val,
         "gradient_clip_algorithm": config.gradient_clip_algorithm,
         "callbacks": [finder],
-        "max_steps": 1,
+        # the run's length, so that configure_optimizers builds the run's schedule (a warm-up of N steps
+        # needs a run of N steps); the finder stops the fit after the sweep, before its first training step
+        "max_epochs": 1 if config.max_epochs is None and config.max_steps == -1 else config.max_epochs,
+        "max_steps": config.max_steps,
         "logger": False,
         "enable_checkpointing": False,
         "enable_progress_bar": False,

@@ -44,7 +44,7 @@ def _tune(*args: str) -> tuple[int, str]:
     RecordingCNN.clipping.clear()
     err = io.StringIO()
     with contextlib.redirect_stderr(err):
-        code = main(["--num_steps", "12", "--max_lr", "1.0", *args])
+        code = main(["--num_steps", "30", "--max_lr", "1.0", *args])
     return code, err.getvalue()
 
 

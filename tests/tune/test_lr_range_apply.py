@@ -95,7 +95,7 @@ def test_apply_scales_the_lr_the_run_trains_at(schedule: str):
     """Before: OneCycleLR kept its max_lr (and got a factor 25x too large, from its initial_lr), CyclicLR its
     max_lr, the cosines and the plateau their floors: the run trained at an LR nobody chose."""
     torch.manual_seed(0)
-    finder = LRRangeTest(num_steps=10, max_lr=1.0, apply=True, print_result=False)
+    finder = LRRangeTest(num_steps=20, max_lr=1.0, apply=True, print_result=False)  # 10 read as inconclusive
     trained = TrainedLR()
     trainer = fast_trainer(max_steps=STEPS, max_epochs=-1, callbacks=[finder, trained])
     trainer.fit(ScheduledClassifier(schedule), random_classification_loader(num_samples=128))

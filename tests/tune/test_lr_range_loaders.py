@@ -14,7 +14,7 @@ from lightning_recipes.recipe import OptimizerRecipe
 from lightning_recipes.testing import TinyClassifier, fast_trainer, random_classification_loader
 from lightning_recipes.tune import LRRangeTest, find_lr
 
-STEPS = 12
+STEPS = 40  # a sweep long enough to read as conclusive (lr="find" refuses an inconclusive one)
 
 
 class MultiSourceClassifier(TinyClassifier):
@@ -108,11 +108,13 @@ class FindMultiSource(LionRecipe, MultiSourceClassifier):
 
 
 def test_lr_find_recipe_sweeps_the_batches_fit_passes():
-    run = _run_batches("max_size")
+    # max_size_cycle: every step sums both sources (in max_size the short one runs out, and a loss that jumps
+    # between one and two terms is noise a 30-step sweep cannot see learning through: inconclusive)
+    run = _run_batches("max_size_cycle")
     MultiSourceClassifier.seen.clear()
     model = FindMultiSource()
     model.recipe = OptimizerRecipe(lr="find", warmup_steps=1, lr_find={"num_steps": STEPS, "max_lr": 1e-2})
-    fast_trainer(max_steps=1).fit(model, _loaders("max_size"))
+    fast_trainer(max_steps=1).fit(model, _loaders("max_size_cycle"))
     assert model.lr_find_result is not None and len(model.lr_find_result.lrs) == STEPS
     sweep = MultiSourceClassifier.seen[:STEPS]
     assert all(_same(a, b) for a, b in zip(sweep, run))
