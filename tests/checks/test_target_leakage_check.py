@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from lightning_recipes.checks import CheckContext, preflight
-from lightning_recipes.checks.target_leakage_check import TargetLeakageCheck, _abs_pearson, _lookup_accuracy
+from lightning_recipes.checks._leakage_statistics import abs_pearson, lookup_accuracy
+from lightning_recipes.checks.target_leakage_check import TargetLeakageCheck
 
 from .gallery import _leakage_models as M
 from .gallery import target_leakage
@@ -129,7 +130,7 @@ def test_lookup_accuracy_matches_the_step_by_step_reference():
     y_held = torch.randint(0, 3, (40,), generator=g)
     h[:, 2] = y_held.float() * 2
     majority = torch.bincount(y, minlength=3).argmax()
-    got = _lookup_accuracy(x, h, y, y_held, 3, 4, majority).tolist()
+    got = lookup_accuracy(x, h, y, y_held, 3, 4, majority).tolist()
     want = _reference_lookup_accuracy(x, h, y, y_held, 3, 4)
     assert got == pytest.approx(want)
     assert got[2] == 1.0
@@ -140,8 +141,8 @@ def test_a_rare_label_value_gets_a_bin_of_its_own():
     y = torch.tensor([0] * 2 + [1] * 60 + [2] * 60 + [3] * 60)
     x = y.float()[:, None] + 28
     majority = torch.bincount(y).argmax()
-    assert _lookup_accuracy(x, x, y, y, 4, 32, majority).item() == 1.0
-    assert _lookup_accuracy(x, x, y, y, 4, 4, majority).item() == 1.0
+    assert lookup_accuracy(x, x, y, y, 4, 32, majority).item() == 1.0
+    assert lookup_accuracy(x, x, y, y, 4, 4, majority).item() == 1.0
 
 
 def test_abs_pearson_matches_the_formula():
@@ -153,9 +154,9 @@ def test_abs_pearson_matches_the_formula():
     for d in range(2):
         a, b = x[:, d] - x[:, d].mean(), y - y.mean()
         want = abs(float((a * b).sum() / math.sqrt(float((a * a).sum() * (b * b).sum()))))
-        assert float(_abs_pearson(x, y)[d]) == pytest.approx(want)
-    assert float(_abs_pearson(x, y)[1]) == pytest.approx(1.0)
-    assert float(_abs_pearson(x, y)[2]) == 0.0
+        assert float(abs_pearson(x, y)[d]) == pytest.approx(want)
+    assert float(abs_pearson(x, y)[1]) == pytest.approx(1.0)
+    assert float(abs_pearson(x, y)[2]) == 0.0
 
 
 @pytest.mark.parametrize(
