@@ -75,11 +75,9 @@ class TargetLeakageCheck(SanityCheck):
     (sorting and counting over ``num_batches`` capped batches, vectorised over features), one forward per
     other tensor that determines the label; (c) up to ``train_steps`` optimizer steps and ``num_eval_batches``
     evaluations per look, on a copy. (0) and (a) run on the first 4 samples, (c) evaluates at most 128
-    samples per held-out batch. A few host syncs per test. Measured side by side with ``input_independence``
-    in one run (2-core machine shared at load 12, one thread): 0.6-0.7x its time on the demo CNN (the 20 steps
-    of (c) dominate), 0.01x on the char transformer (only (0) and (a) apply); cheap enough to run by default.
-    On Lightning's demo ``LightningTransformer`` (33,278-token vocabulary) about 3 s at that load, (0) and (a)
-    dominating.
+    samples per held-out batch. A few host syncs per test. Cheap enough to run by default: below
+    ``input_independence``'s time (the steps of (c) dominate on small classifiers, (0) and (a) on language
+    models; measured figures in ``benchmarks/RESULTS.md``).
 
     Blind spots: (0) sees the target reaching the output only through the module's own forward or the last
     submodule ``training_step`` calls, on one batch; a label spread over several features (one-hot columns, a
