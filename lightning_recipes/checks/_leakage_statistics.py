@@ -107,11 +107,12 @@ def abs_pearson(x: Tensor, y: Tensor) -> Tensor:
 
 
 def ranks(x: Tensor) -> Tensor:
-    """Ordinal ranks ``0 .. N-1`` down each column of ``x`` ``[N, D]`` (ties in order of appearance).
+    """Ordinal ranks ``0 .. N-1`` down each column of ``x`` ``[N, D]`` (tied values get distinct ranks, in
+    the order the sort returns them).
 
     Example:
         >>> import torch
-        >>> ranks(torch.tensor([[3.0], [1.0], [2.0], [1.0]]))[:, 0].tolist()
+        >>> ranks(torch.tensor([[3.0], [0.5], [2.0], [1.0]]))[:, 0].tolist()
         [3.0, 0.0, 2.0, 1.0]
     """
     return x.argsort(0).argsort(0).float()

@@ -10,7 +10,6 @@ import pytest
 import torch
 
 from lightning_recipes.checks import CheckContext, preflight
-from lightning_recipes.checks._leakage_statistics import abs_pearson, lookup_accuracy
 from lightning_recipes.checks.target_leakage_check import TargetLeakageCheck
 
 from .gallery import _leakage_models as M
@@ -92,71 +91,6 @@ def test_the_users_model_is_untouched():
     before = {k: v.clone() for k, v in model.state_dict().items()}
     _run(model, M.onehot_label_data())
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
-
-
-def _reference_lookup_accuracy(x, h, y, y_held, classes, bins):
-    """Step by step: edges at the training quantiles (the distinct values themselves when there are at most
-    ``bins`` of them), a value's bin = number of edges below it, majority label per bin (lowest class on
-    ties; the overall majority for an empty bin), held-out accuracy."""
-    n = len(x)
-    counts_all = [sum(1 for label in y.tolist() if label == c) for c in range(classes)]
-    overall = counts_all.index(max(counts_all))
-    accuracies = []
-    for d in range(x.shape[1]):
-        column = sorted(x[:, d].tolist())
-        distinct = sorted(set(column))
-        if len(distinct) <= bins:  # one bin per value: the edges are the values themselves
-            edges = distinct[: bins - 1]
-        else:
-            edges = [column[i * (n - 1) // bins] for i in range(1, bins)]
-        counts = [[0] * classes for _ in range(bins)]
-        for value, label in zip(x[:, d].tolist(), y.tolist()):
-            counts[sum(e < value for e in edges)][label] += 1
-        table = [row.index(max(row)) if sum(row) else overall for row in counts]
-        hits = [
-            table[sum(e < v for e in edges)] == label for v, label in zip(h[:, d].tolist(), y_held.tolist())
-        ]
-        accuracies.append(sum(hits) / len(hits))
-    return accuracies
-
-
-def test_lookup_accuracy_matches_the_step_by_step_reference():
-    g = torch.Generator().manual_seed(0)
-    x = torch.randint(0, 6, (97, 5), generator=g).float()  # (97 - 1) / 4: exact quantile positions
-    x[:, 1] = torch.randn(97, generator=g)
-    y = torch.randint(0, 3, (97,), generator=g)
-    x[:, 2] = y.float() * 2  # a copy of the label
-    h = torch.randint(0, 6, (40, 5), generator=g).float()
-    y_held = torch.randint(0, 3, (40,), generator=g)
-    h[:, 2] = y_held.float() * 2
-    majority = torch.bincount(y, minlength=3).argmax()
-    got = lookup_accuracy(x, h, y, y_held, 3, 4, majority).tolist()
-    want = _reference_lookup_accuracy(x, h, y, y_held, 3, 4)
-    assert got == pytest.approx(want)
-    assert got[2] == 1.0
-
-
-def test_a_rare_label_value_gets_a_bin_of_its_own():
-    """A copy of the label where one class is rare: quantile edges would merge its value with the next."""
-    y = torch.tensor([0] * 2 + [1] * 60 + [2] * 60 + [3] * 60)
-    x = y.float()[:, None] + 28
-    majority = torch.bincount(y).argmax()
-    assert lookup_accuracy(x, x, y, y, 4, 32, majority).item() == 1.0
-    assert lookup_accuracy(x, x, y, y, 4, 4, majority).item() == 1.0
-
-
-def test_abs_pearson_matches_the_formula():
-    g = torch.Generator().manual_seed(0)
-    x = torch.randn(50, 3, generator=g, dtype=torch.float64)
-    y = torch.randn(50, generator=g, dtype=torch.float64)
-    x[:, 1] = -3 * y + 2
-    x[:, 2] = 1.0  # constant column: 0
-    for d in range(2):
-        a, b = x[:, d] - x[:, d].mean(), y - y.mean()
-        want = abs(float((a * b).sum() / math.sqrt(float((a * a).sum() * (b * b).sum()))))
-        assert float(abs_pearson(x, y)[d]) == pytest.approx(want)
-    assert float(abs_pearson(x, y)[1]) == pytest.approx(1.0)
-    assert float(abs_pearson(x, y)[2]) == 0.0
 
 
 @pytest.mark.parametrize(
