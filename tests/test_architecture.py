@@ -7,7 +7,8 @@
 - no package module imports ``lightning_recipes.testing`` (a tool for tests, not a dependency of the product),
   apart from the demo;
 - private Lightning state (``trainer._...``, ``fit_loop._...``) is read only in ``callbacks/_trainer.py`` and
-  in the strategy files listed in ``PRIVATE_LIGHTNING_ALLOWED``, each read commented there.
+  in the strategy files listed in ``PRIVATE_LIGHTNING_ALLOWED``, each read commented there;
+- no "moved to" shim: a module (other than a package's ``__init__.py``) is more than imports and ``__all__``.
 """
 
 from __future__ import annotations
@@ -109,6 +110,32 @@ def test_private_lightning_state_is_read_only_where_allowed(path: Path) -> None:
     assert not code_lines, f"{relative} reads private Lightning state: {code_lines}"
 
 
+def _reexports_only(source: str) -> bool:
+    """True for a module whose code is only imports and ``__all__`` (a shim re-exporting an old path)."""
+    code = [
+        node
+        for node in ast.parse(source).body
+        if not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant))  # docstrings
+    ]
+
+    def is_reexport(node: ast.stmt) -> bool:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            return True
+        targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+        return all(isinstance(target, ast.Name) and target.id == "__all__" for target in targets)
+
+    return bool(code) and all(is_reexport(node) for node in code)
+
+
+@pytest.mark.parametrize(
+    "path", [p for p in MODULES if p.name != "__init__.py"], ids=lambda p: str(p.relative_to(PACKAGE))
+)
+def test_no_module_is_a_shim_that_only_reexports(path: Path) -> None:
+    assert not _reexports_only(path.read_text()), (
+        f"{path.relative_to(PACKAGE)} only re-exports names: import them from where they are defined"
+    )
+
+
 def test_the_layering_rules_can_fail() -> None:
     assert PRIVATE_LIGHTNING.search('getattr(trainer.fit_loop, "_data_source", None)')
     assert PRIVATE_LIGHTNING.search("trainer._logger_connector.should_update_logs")
@@ -116,3 +143,5 @@ def test_the_layering_rules_can_fail() -> None:
     assert _owner_of_private("lightning_recipes.callbacks._norms") == "lightning_recipes.callbacks"
     assert not _inside("lightning_recipes.strategies", "lightning_recipes.callbacks")
     assert _inside("lightning_recipes.callbacks", "lightning_recipes")
+    assert _reexports_only('"""Moved."""\nfrom a import b\n\n__all__ = ["b"]\n')
+    assert not _reexports_only('"""Defines."""\nfrom a import b\n\nC = b\n')

@@ -251,3 +251,9 @@ def test_console_script_imports_modules_from_the_current_directory_without_pytho
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "Preflight OK" in result.stdout and "init_loss" in result.stdout
+
+
+def test_the_preflight_command_runs_the_checks_cli():
+    from lightning_recipes.cli import COMMANDS
+
+    assert COMMANDS["preflight"][0] == "lightning_recipes.checks.cli:main"
