@@ -5,7 +5,7 @@
   holds it (``lightning_recipes/_validation.py`` serves the whole package; ``callbacks/_norms.py`` only
   ``callbacks/``);
 - no package module imports ``lightning_recipes.testing`` (a tool for tests, not a dependency of the product),
-  apart from the demo;
+  apart from the demos (their model is the testing tools' ``DigitsCNN``);
 - private Lightning state (``trainer._...``, ``fit_loop._...``) is read only in ``callbacks/_trainer.py`` and
   in the strategy files listed in ``PRIVATE_LIGHTNING_ALLOWED``, each read commented there;
 - no "moved to" shim: a module (other than a package's ``__init__.py``) is more than imports and ``__all__``.
@@ -91,7 +91,7 @@ def test_imports_respect_the_layers(path: Path) -> None:
         if (
             target.startswith("lightning_recipes.testing")
             and not in_testing
-            and module != "lightning_recipes.demo"
+            and not _inside(package, "lightning_recipes.demos")
         ):
             problems.append(f"imports the testing tools ({target})")
     assert not problems, f"{path.relative_to(PACKAGE)}: " + "; ".join(problems)
