@@ -10,9 +10,6 @@ Example:
     >>> from lightning_recipes import GradNormMonitor, LionRecipe, preflight, preset  # the public API
 """
 
-# The old module path, loaded before the name `preflight` is bound to the function: loading it later would
-# rebind `lightning_recipes.preflight` to the module.
-import lightning_recipes.preflight  # noqa: F401
 from lightning_recipes.callbacks import (
     AdaptiveGradClip,
     EarlyStopping,

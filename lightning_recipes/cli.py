@@ -11,7 +11,7 @@ __all__ = ["main"]
 
 # command -> (module:function taking argv and returning an exit code, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
-    "demo": ("lightning_recipes.demo:main", "train a CNN on handwritten digits with every recipe"),
+    "demo": ("lightning_recipes.demos.training:main", "train a CNN on handwritten digits with every recipe"),
     "preflight": (
         "lightning_recipes.checks.cli:main",
         "run the sanity checks on a model and print a report",

@@ -47,3 +47,19 @@ def test_readme_snippet_runs(marker, tmp_path, monkeypatch):
         assert namespace["model"].resolve_recipe()["optimizer"] == "lion"
     if marker.startswith("preflight"):
         assert namespace["report"].ok
+
+
+def _where_things_live() -> str:
+    section = README.read_text().split("## Where things live", 1)[1]
+    return re.search(r"```\n(.*?)```", section, flags=re.S).group(1)
+
+
+def test_where_things_live_names_every_package_and_only_files_that_exist():
+    package = README.parent / "lightning_recipes"
+    tree = _where_things_live()
+    listed = set(re.findall(r"(?<![\w*])(\w+)/", tree))
+    subpackages = {p.parent.name for p in package.glob("*/__init__.py")}
+    assert subpackages <= listed, f"packages missing from README's tree: {sorted(subpackages - listed)}"
+    files = set(re.findall(r"(?<![\w*])(\w+\.py)\b", tree))
+    existing = {p.name for p in package.rglob("*.py")}
+    assert files <= existing, f"README's tree names files that do not exist: {sorted(files - existing)}"

@@ -53,9 +53,8 @@ __all__ = [
 DEFAULT_TIME_BUDGET = 8.0
 """Seconds per check unless told otherwise. Only the training loops (``overfit_batch``,
 ``input_independence``) reach it on the models of ``benchmarks/preflight_runtime.py``; the six default checks
-then take at most about 2 x 8 s + 2 s: 13-18 s on a 2.1M-parameter transformer on a 2-core CPU at one thread
-(measured with 8 other jobs on it), more at 2 threads on a loaded machine, where one training step can
-itself take seconds."""
+then take at most about 2 x 8 s + 2 s, more on a loaded machine, where one training step can itself take
+seconds. Measured times: ``benchmarks/RESULTS.md`` ("Per-check cost")."""
 
 _DEADLINE: ContextVar[float | None] = ContextVar("lightning_recipes_check_deadline", default=None)
 _HARD_DEADLINE: ContextVar[float | None] = ContextVar("lightning_recipes_check_hard_deadline", default=None)

@@ -52,10 +52,8 @@ class CausalityCheck(SanityCheck):
 
     Cost: on at most ``num_samples`` sequences of the first batch, one forward and ``num_positions`` backward
     passes (gradient), or ``1 + num_positions`` forwards plus ``log2(S)`` for a found leak (perturbation);
-    one host sync per test. Measured side by side with ``input_independence`` in one run (2-core machine
-    shared at load 12, one thread): 0.01x its time on the char transformer (``TinyTransformerLM``), a skip in
-    0.01 s on the demo CNN; about 4 s on Lightning's demo ``LightningTransformer`` (33,278-token vocabulary)
-    at that load.
+    one host sync per test. Measured times, side by side with ``input_independence``:
+    ``benchmarks/RESULTS.md`` ("Per-check cost").
 
     Blind spots: only the positions probed are tested (``num_positions`` of them, spread over the sequence,
     plus the bisection): a mask wrong at one isolated position elsewhere is missed. Only the first batch is

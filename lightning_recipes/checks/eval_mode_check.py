@@ -60,8 +60,8 @@ class EvalModeCheck(SanityCheck):
 
     Cost: two forward passes (no gradients) on at most ``num_samples`` samples, with every submodule's
     first input and output kept for the comparison; one copy of the buffers and a float64 checksum of each
-    parameter; one host sync per compared tensor, once. Measured with one thread on a shared 2-core CPU: 50 ms
-    on the demo CNN (digits), 80 ms on TinyTransformerLM.
+    parameter; one host sync per compared tensor, once. Measured times: ``benchmarks/RESULTS.md`` ("Per-check
+    cost").
 
     Args:
         num_samples: Samples of the first training batch used.

@@ -64,7 +64,8 @@ class InitLossCheck(SanityCheck):
     ``expected_loss=`` or leave the check out.
 
     Cost: ``num_batches`` forward passes on a copy of the model, once, at ``on_train_start`` (a Python hook on
-    each torch call while they run: a few ms on the demo CNN); a few host syncs.
+    each torch call while they run; measured times: ``benchmarks/RESULTS.md``, "Per-check cost"); a few host
+    syncs.
 
     Args:
         expected_loss: The expected initial loss; overrides inference.

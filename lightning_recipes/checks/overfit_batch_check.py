@@ -59,8 +59,8 @@ class OverfitBatchCheck(SanityCheck):
 
     Cost: up to ``max_steps`` forward+backward passes on a small batch with a copy of the model and its
     optimizer state (2-3x the model's memory); one host sync every 5 steps. On failure, up to 12 probes of at
-    most ``max_steps`` steps each (most end early: at the target or at divergence); ~2 s for the MLPs of the
-    test gallery, ~8-12 s for a 1-layer 32-wide transformer LM on one CPU thread.
+    most ``max_steps`` steps each (most end early: at the target or at divergence). Measured times:
+    ``benchmarks/RESULTS.md`` ("Per-check cost").
 
     Blind spots: a floor is proven only for ``cross_entropy`` / ``binary_cross_entropy_with_logits`` whose
     input comes straight (through reshapes and one scalar scale) from ``softmax``, ``sigmoid``, ``tanh``,

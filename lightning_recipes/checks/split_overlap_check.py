@@ -67,9 +67,8 @@ class SplitOverlapCheck(SanityCheck):
 
     Cost: reads ``num_batches`` batches of each loader (shared with the other checks for training); one
     device-to-host copy of the inputs for hashing; an ``n_val x n_train`` similarity matrix and an
-    ``n_train x n_train`` one in chunks (about 5 ms for 512 x 512 samples of 64 features). No model
-    forward. Measured with one thread on a shared 2-core CPU: 0.1 s on the demo CNN (digits: 1024 training
-    vs 359 validation samples, reads cached), 25 ms on TinyTransformerLM's token data.
+    ``n_train x n_train`` one in chunks. No model forward. Measured times: ``benchmarks/RESULTS.md``
+    ("Per-check cost").
 
     Args:
         num_batches: Batches read from each loader.

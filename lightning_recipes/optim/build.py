@@ -34,10 +34,10 @@ def build_optimizer(
     eps: float | None = None,
     implementation: Implementation = "auto",
 ) -> Optimizer:
-    """``"adamw"`` -> ``torch.optim.AdamW`` (``fused=True`` where the device has a fused kernel: CPU and CUDA,
-    ~3x faster than torch's CPU default), ``"lion"`` -> :class:`Lion`, ``"lamb"`` -> :class:`Lamb`: the
-    names of :data:`lightning_recipes.optim.names.RECIPE_OPTIMIZERS`. ``eps=None`` takes the name's default
-    there.
+    """``"adamw"`` -> ``torch.optim.AdamW`` (``fused=True`` where the device has a fused kernel: CPU and CUDA;
+    on CPU faster than torch's default, see ``benchmarks/RESULTS.md``), ``"lion"`` -> :class:`Lion`,
+    ``"lamb"`` -> :class:`Lamb`: the names of :data:`lightning_recipes.optim.names.RECIPE_OPTIMIZERS`.
+    ``eps=None`` takes the name's default there.
 
     A param group with an ``"lr_scale"`` key (from :func:`~lightning_recipes.optim.param_groups` with
     ``layer_decay`` / ``lr_scale``) and no ``"lr"`` of its own gets ``lr * lr_scale`` as its LR; the caller's

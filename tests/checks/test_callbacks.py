@@ -51,7 +51,7 @@ def test_check_logs_its_measurement_and_reads_fit_dataloaders(tmp_path):
 
 def test_check_reads_datamodule_and_model_hook_loaders(tmp_path):
     from lightning_recipes.data import DigitsDataModule
-    from lightning_recipes.demo import DigitsCNN
+    from lightning_recipes.testing import DigitsCNN
 
     check = DataCheck()
     fast_trainer(max_steps=1, callbacks=[check], default_root_dir=tmp_path).fit(

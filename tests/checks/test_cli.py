@@ -37,7 +37,7 @@ def test_cli_demo_cnn_passes_and_writes_json(tmp_path):
     out = tmp_path / "report.json"
     result = _run(
         "--model",
-        "lightning_recipes.demo.DigitsCNN",
+        "lightning_recipes.testing.DigitsCNN",
         "--data",
         "lightning_recipes.data.DigitsDataModule",
         "--model.init_args.width",
@@ -103,10 +103,10 @@ def test_cli_broken_model_exits_non_zero(tmp_path):
 
 
 def test_cli_bad_arguments_exit_2(capsys):
-    assert main(["--model", "lightning_recipes.demo.DigitsCNN", "--checks", "[nope]"]) == 2
+    assert main(["--model", "lightning_recipes.testing.DigitsCNN", "--checks", "[nope]"]) == 2
     assert "unknown check(s) ['nope']" in capsys.readouterr().err
     assert main(["--model", "no.such.Model"]) == 2
-    assert main(["--model", "lightning_recipes.demo.DigitsCNN", "--time_budget", "0"]) == 2
+    assert main(["--model", "lightning_recipes.testing.DigitsCNN", "--time_budget", "0"]) == 2
     assert (
         "`--time_budget` must be a number of seconds > 0 or null (unlimited), got 0.0"
         in capsys.readouterr().err
@@ -131,10 +131,10 @@ def _lightning_cli_config(*args: str) -> str:
 
 def test_cli_accepts_a_lightning_cli_config_in_subclass_mode(tmp_path, capsys):
     text = _lightning_cli_config(
-        "--model=lightning_recipes.demo.DigitsCNN --model.width=8 "
+        "--model=lightning_recipes.testing.DigitsCNN --model.width=8 "
         "--data=lightning_recipes.data.DigitsDataModule --data.batch_size=32 --trainer.max_epochs=3"
     )
-    assert "trainer:" in text and "class_path: lightning_recipes.demo.DigitsCNN" in text
+    assert "trainer:" in text and "class_path: lightning_recipes.testing.DigitsCNN" in text
     (tmp_path / "config.yaml").write_text(text)
     out = tmp_path / "report.json"
     code = main(["--config", str(tmp_path / "config.yaml"), "--checks=[data, init_loss]", "--json", str(out)])
@@ -146,7 +146,7 @@ def test_cli_accepts_a_lightning_cli_config_in_subclass_mode(tmp_path, capsys):
 
 def test_cli_accepts_a_lightning_cli_config_of_fixed_classes_with_the_class_given(tmp_path, capsys):
     from lightning_recipes.data import DigitsDataModule
-    from lightning_recipes.demo import DigitsCNN
+    from lightning_recipes.testing import DigitsCNN
 
     text = _lightning_cli_config(DigitsCNN, DigitsDataModule, "--model.width=8 --data.batch_size=32")
     assert "class_path" not in text.split("model:")[1].split("data:")[0]  # only the init arguments
@@ -160,7 +160,7 @@ def test_cli_accepts_a_lightning_cli_config_of_fixed_classes_with_the_class_give
     out = tmp_path / "report.json"
     args = [
         "--model",
-        "lightning_recipes.demo.DigitsCNN",
+        "lightning_recipes.testing.DigitsCNN",
         "--data",
         "lightning_recipes.data.DigitsDataModule",
     ]
@@ -251,3 +251,9 @@ def test_console_script_imports_modules_from_the_current_directory_without_pytho
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "Preflight OK" in result.stdout and "init_loss" in result.stdout
+
+
+def test_the_preflight_command_runs_the_checks_cli():
+    from lightning_recipes.cli import COMMANDS
+
+    assert COMMANDS["preflight"][0] == "lightning_recipes.checks.cli:main"

@@ -8,8 +8,7 @@ import pytest
 
 from lightning_recipes.checks import CHECKS, preflight
 from lightning_recipes.data import CharLMDataModule, DigitsDataModule
-from lightning_recipes.demo import DigitsCNN
-from lightning_recipes.testing import TinyClassifier, TinyTransformerLM, random_token_loader
+from lightning_recipes.testing import DigitsCNN, TinyClassifier, TinyTransformerLM, random_token_loader
 
 from ._models import MLP, Regressor, loader, regression_loader
 

@@ -11,8 +11,7 @@ import torch
 
 from lightning_recipes.checks import InputIndependenceCheck, OverfitBatchCheck, preflight
 from lightning_recipes.data import DigitsDataModule
-from lightning_recipes.demo import DigitsCNN
-from lightning_recipes.testing import fast_trainer
+from lightning_recipes.testing import DigitsCNN, fast_trainer
 
 from . import _models as M
 

@@ -1,7 +1,9 @@
-"""PreflightReport, CheckResult, argument validation, and the batch/shape helpers."""
+"""PreflightReport, CheckResult, argument validation, the public import paths, and the batch/shape helpers."""
 
 from __future__ import annotations
 
+import importlib
+import importlib.machinery
 import json
 import math
 
@@ -235,3 +237,32 @@ def test_num_threads_applies_during_the_checks_and_is_restored():
     assert torch.get_num_threads() == 2
     with pytest.raises(ValueError, match="`num_threads` must be an integer >= 1, got 0"):
         Preflight(num_threads=0)
+
+
+@pytest.mark.parametrize(
+    ("module", "name"),
+    [
+        ("lightning_recipes", "preflight"),
+        ("lightning_recipes", "Preflight"),
+        ("lightning_recipes", "SanityCheck"),
+        ("lightning_recipes", "InitLossCheck"),
+        ("lightning_recipes.callbacks", "Preflight"),
+        ("lightning_recipes.callbacks", "InitLossCheck"),
+    ],
+)
+def test_the_public_names_are_the_checks_wing_objects(module, name):
+    checks = importlib.import_module("lightning_recipes.checks")
+    assert getattr(importlib.import_module(module), name) is getattr(checks, name)
+
+
+def test_lightning_recipes_preflight_is_the_function_and_no_module_shadows_it():
+    import lightning_recipes
+    from lightning_recipes import preflight as imported
+
+    assert lightning_recipes.preflight is imported is preflight and callable(imported)
+    # no submodule of that name (the old `preflight.py` path is gone): importing one would rebind
+    # `lightning_recipes.preflight` to the module. Searched in the package's own folder: an editable
+    # install's finder may point at another checkout.
+    finder = importlib.machinery.PathFinder
+    found = finder.find_spec("lightning_recipes.preflight", lightning_recipes.__path__)
+    assert found is None

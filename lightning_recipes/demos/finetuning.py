@@ -16,7 +16,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from lightning_recipes.callbacks.finetune_schedule import FinetuneSchedule
 from lightning_recipes.data import DigitsDataModule
-from lightning_recipes.demo import RecipeDigitsCNN
+from lightning_recipes.demos.model import RecipeDigitsCNN
 from lightning_recipes.recipe import OptimizerRecipe
 
 __all__ = ["VARIANTS", "build_parser", "format_table", "main", "run_finetune_demo", "split_digits"]

@@ -3,7 +3,7 @@ import sys
 
 import pytest
 
-from lightning_recipes.demo import build_parser, run_demo
+from lightning_recipes.demos.training import build_parser, run_demo
 
 
 def test_demo_reaches_accuracy_target(tmp_path):

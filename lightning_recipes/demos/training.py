@@ -29,13 +29,11 @@ from lightning_recipes.callbacks import (
 from lightning_recipes.callbacks.health_monitor import HealthMonitor
 from lightning_recipes.checks import preflight
 from lightning_recipes.data import DigitsDataModule
-from lightning_recipes.mixins import OptimizerRecipeMixin
+from lightning_recipes.demos.finetuning import main as finetune_main
+from lightning_recipes.demos.model import RecipeDigitsCNN
 from lightning_recipes.recipe import OptimizerRecipe
-from lightning_recipes.testing.digits_cnn import (
-    DigitsCNN,  # re-exported: `lightning_recipes.demo.DigitsCNN` still works
-)
 
-__all__ = ["DEMO_SETTINGS", "DigitsCNN", "RecipeDigitsCNN", "main", "run_demo"]
+__all__ = ["DEMO_SETTINGS", "build_parser", "main", "run_demo"]
 
 
 # Per-optimizer settings for this model, found by a small sweep on the digits (seed 0): Lion wants ~10x lower
@@ -45,19 +43,6 @@ DEMO_SETTINGS: dict[str, dict[str, float]] = {
     "lion": {"lr": 3e-4, "weight_decay": 0.5},
     "lamb": {"lr": 1e-2, "weight_decay": 0.01},
 }
-
-
-class RecipeDigitsCNN(OptimizerRecipeMixin, DigitsCNN):
-    """:class:`DigitsCNN` with its ``configure_optimizers`` supplied by the recipe mixin — the one-line change
-    a user makes to an existing module.
-
-    Example:
-        >>> from lightning_recipes.recipe import OptimizerRecipe
-        >>> model = RecipeDigitsCNN()
-        >>> model.recipe = OptimizerRecipe(optimizer="lion")
-        >>> model.resolve_recipe()["optimizer"]
-        'lion'
-    """
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -257,11 +242,9 @@ def _print_summary(summary: dict[str, Any]) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``lightning-recipes demo``; returns 0 on success (``--finetune``: the fine-tuning
-    demo, :mod:`lightning_recipes.finetune_demo`, with the other arguments)."""
+    demo, :mod:`lightning_recipes.demos.finetuning`, with the other arguments)."""
     arguments = list(sys.argv[1:] if argv is None else argv)
     if "--finetune" in arguments:
-        from lightning_recipes.finetune_demo import main as finetune_main
-
         return finetune_main([a for a in arguments if a != "--finetune"])
     args = build_parser().parse_args(arguments)
     summary = run_demo(args)

@@ -1,11 +1,11 @@
-"""The fine-tuning demo: the class split, a tiny end-to-end run through `main`, argument errors."""
+"""The fine-tuning demo: the class split, a tiny run through `main`, argument errors, the command."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from lightning_recipes.finetune_demo import VARIANTS, main, split_digits
+from lightning_recipes.demos.finetuning import VARIANTS, main, split_digits
 
 
 def test_split_keeps_old_and_new_digits_apart():
@@ -46,3 +46,13 @@ def test_main_runs_every_variant_and_prints_the_table(capsys):
 def test_bad_arguments_are_named(argv, match):
     with pytest.raises(ValueError, match=match):
         main(argv)
+
+
+def test_the_demo_command_with_finetune_runs_this_demo(capsys):
+    from lightning_recipes.cli import main as command
+
+    with pytest.raises(SystemExit) as exit_:
+        command(["demo", "--finetune", "--help"])
+    assert exit_.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: lightning-recipes demo --finetune") and "--pretrain-epochs" in out
