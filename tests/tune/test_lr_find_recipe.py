@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -212,6 +213,32 @@ def test_a_changed_recipe_sweeps_again_and_a_resume_keeps_the_lr_with_a_warning(
     with pytest.warns(UserWarning, match=changed):
         resumed.fit(resumed_model, loader, ckpt_path=ckpt)
     assert len(sweeps) == 2 and resumed_model.found_lr == lion_lr
+
+
+OLD_CHECKPOINT = Path(__file__).parent / "data" / "lr_find_before_policy.ckpt"
+
+
+def test_a_checkpoint_written_before_the_policy_left_the_mixin_resumes_without_a_sweep(tmp_path, sweeps):
+    """Written by the code of commit 1c012ec (``tests/tune/data/write_lr_find_checkpoint.py``): its found LR,
+    choice, recipe key and sweep curve load, and the resume trains at that LR without sweeping again."""
+    saved = torch.load(OLD_CHECKPOINT, weights_only=True)[CHECKPOINT_KEY]
+    assert saved["choice"] == "peak_lr" and saved["key"]["optimizer"] == "lion"
+    loader = random_classification_loader(num_samples=128)
+    model = FindNet(_recipe())
+    trainer = fast_trainer(max_steps=5, max_epochs=None, default_root_dir=tmp_path)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*recipe changed since it was found")
+        trainer.fit(model, loader, ckpt_path=OLD_CHECKPOINT)
+    assert len(sweeps) == 0 and trainer.global_step == 5
+    assert model.found_lr == saved["lr"] and _peak_lrs(trainer) == [saved["lr"], saved["lr"]]
+    assert model.recipe_summary["lr_find"]["source"] == "restored"
+    assert model.recipe_summary["lr_find"]["choice"] == "peak_lr"
+    assert model.lr_find_result is not None and model.lr_find_result.to_dict() == saved["result"]
+
+    loaded = FindNet.load_from_checkpoint(OLD_CHECKPOINT)
+    assert loaded.found_lr == saved["lr"] and loaded.recipe == model.recipe
+    fast_trainer(max_steps=2, max_epochs=None, default_root_dir=tmp_path).fit(loaded, loader)
+    assert len(sweeps) == 0 and loaded.recipe_summary["lr_find"]["source"] == "restored"
 
 
 def test_validate_test_and_predict_never_sweep(sweeps):
