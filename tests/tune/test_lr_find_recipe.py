@@ -19,7 +19,7 @@ from torch import nn
 from torch.nn import functional as F
 from torch.utils.data import DataLoader, TensorDataset
 
-import lightning_recipes.mixins
+import lightning_recipes.tune.lr_find_policy
 from lightning_recipes.mixins import CHECKPOINT_KEY, LionRecipe
 from lightning_recipes.recipe import OptimizerRecipe
 from lightning_recipes.testing import InMemoryLogger, fast_trainer, random_classification_loader
@@ -60,13 +60,13 @@ def _peak_lrs(trainer: pl.Trainer) -> list[float]:
 def sweeps(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Counts the sweeps the mixin runs (the real `sweep_lr` still runs)."""
     calls: list[int] = []
-    real = lightning_recipes.mixins.sweep_lr
+    real = lightning_recipes.tune.lr_find_policy.sweep_lr
 
     def counting(*args: Any, **kwargs: Any) -> Any:
         calls.append(1)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(lightning_recipes.mixins, "sweep_lr", counting)
+    monkeypatch.setattr(lightning_recipes.tune.lr_find_policy, "sweep_lr", counting)
     return calls
 
 
@@ -205,7 +205,7 @@ def test_a_changed_recipe_sweeps_again_and_a_resume_keeps_the_lr_with_a_warning(
     model.recipe = _recipe(optimizer="adamw", schedule="constant")  # another optimizer: its LR is not Lion's
     fast_trainer(max_steps=3, max_epochs=None, default_root_dir=tmp_path).fit(model, loader)
     assert len(sweeps) == 2 and model.recipe_summary["lr_find"]["source"] == "sweep"
-    assert model.found_lr != lion_lr and model._found_lr_choice == "suggestion"
+    assert model.found_lr != lion_lr and model.lr_find_policy.choice == "suggestion"
 
     resumed_model = FindNet(_recipe(schedule="constant"))  # resuming the Lion run with another schedule
     resumed = fast_trainer(max_steps=5, max_epochs=None, default_root_dir=tmp_path)
