@@ -22,6 +22,7 @@ from torch.utils.data import DataLoader, TensorDataset
 import lightning_recipes.tune.lr_find_policy
 from lightning_recipes.mixins import CHECKPOINT_KEY, LionRecipe
 from lightning_recipes.recipe import OptimizerRecipe
+from lightning_recipes.sweep_args import SweepArgs
 from lightning_recipes.testing import InMemoryLogger, fast_trainer, random_classification_loader
 from lightning_recipes.tune import find_lr
 
@@ -103,6 +104,27 @@ def test_the_run_trains_at_find_lr_pick_on_the_same_model_data_and_seed(override
     assert logger.hyperparams["lr_find/peak_lr"] == expected.peak_lr
     lines = [r.getMessage() for r in caplog.records if "lr='find' ->" in r.getMessage()]
     assert len(lines) == 1 and f"= {pick} (" in lines[0] and "min_div_10" in lines[0], lines
+
+
+def test_a_fit_checks_the_sweep_arguments_once(monkeypatch):
+    """Issue #23: the recipe checks `lr_find` when it is built, as a `SweepArgs` record, and the fit (the
+    run's and the sweep copy's `configure_optimizers`, the reuse key, the sweep) passes that record on.
+    Before, the same fit validated the arguments 7 times (recipe, each resolve, the key, the sweep, the log
+    line)."""
+    built: list[SweepArgs] = []
+    check = SweepArgs.__post_init__
+
+    def counting(self: SweepArgs) -> None:
+        built.append(self)
+        check(self)
+
+    monkeypatch.setattr(SweepArgs, "__post_init__", counting)
+    recipe = _recipe()
+    model = FindNet(recipe)
+    fast_trainer(max_steps=4).fit(model, random_classification_loader(num_samples=128))
+    assert model.found_lr is not None and len(model.lr_find_result.lrs) <= SWEEP["num_steps"]
+    assert len(built) == 1 and built[0] is recipe.sweep_args
+    assert model.resolve_recipe()["lr_find"] is recipe.sweep_args and len(built) == 1
 
 
 def test_the_sweep_leaves_the_run_as_it_would_be_with_that_lr_written_down():
