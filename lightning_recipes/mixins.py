@@ -17,12 +17,12 @@ from lightning_recipes.optim.param_groups import param_groups
 from lightning_recipes.optim.scaling import scale_lr
 from lightning_recipes.optim.schedules import resolve_warmup, warmup_fields
 from lightning_recipes.recipe import FIND, SCHEDULE_DEFAULTS, OptimizerRecipe, check_fields, check_lr_find
-from lightning_recipes.tune.lr_find_policy import CHECKPOINT_KEY, LRFindPolicy
+from lightning_recipes.tune.lr_find_policy import LRFindPolicy
 
 if TYPE_CHECKING:
     from lightning_recipes.tune.lr_range import LRRangeResult
 
-__all__ = ["CHECKPOINT_KEY", "AdamWRecipe", "LambRecipe", "LionRecipe", "OptimizerRecipeMixin"]
+__all__ = ["AdamWRecipe", "LambRecipe", "LionRecipe", "OptimizerRecipeMixin"]
 
 
 class OptimizerRecipeMixin:

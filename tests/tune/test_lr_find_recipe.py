@@ -20,11 +20,12 @@ from torch.nn import functional as F
 from torch.utils.data import DataLoader, TensorDataset
 
 import lightning_recipes.tune.lr_find_policy
-from lightning_recipes.mixins import CHECKPOINT_KEY, LionRecipe
+from lightning_recipes.mixins import LionRecipe
 from lightning_recipes.recipe import OptimizerRecipe
 from lightning_recipes.sweep_args import SweepArgs
 from lightning_recipes.testing import InMemoryLogger, fast_trainer, random_classification_loader
 from lightning_recipes.tune import find_lr
+from lightning_recipes.tune.lr_find_policy import CHECKPOINT_KEY
 
 SWEEP = {"num_steps": 30}
 
