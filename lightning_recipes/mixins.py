@@ -4,29 +4,25 @@ from __future__ import annotations
 
 import math
 from types import SimpleNamespace
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from lightning.pytorch.strategies import DDPStrategy, SingleDeviceStrategy
-from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
+from lightning.pytorch.utilities import rank_zero_info
 from torch.utils.data import DataLoader
 
 from lightning_recipes._checkpoint import plain_hyperparameters, rebuild_hyperparameters
 from lightning_recipes._validation import check_choice
-from lightning_recipes.checks import CheckContext, CheckSkipped
 from lightning_recipes.optim.build import build_optimizer, build_scheduler
 from lightning_recipes.optim.names import OPTIMIZERS, RECIPE_OPTIMIZERS
 from lightning_recipes.optim.param_groups import param_groups
 from lightning_recipes.optim.scaling import scale_lr
 from lightning_recipes.optim.schedules import resolve_warmup, warmup_fields
-from lightning_recipes.recipe import FIND, SCHEDULE_DEFAULTS, OptimizerRecipe, check_fields
-from lightning_recipes.tune.lr_range import LRRangeResult, check_sweep_args, sweep_lr
+from lightning_recipes.recipe import FIND, SCHEDULE_DEFAULTS, OptimizerRecipe, check_fields, check_lr_find
+from lightning_recipes.tune.lr_find_policy import LRFindPolicy
+
+if TYPE_CHECKING:
+    from lightning_recipes.tune.lr_range import LRRangeResult
 
 __all__ = ["AdamWRecipe", "LambRecipe", "LionRecipe", "OptimizerRecipeMixin"]
-
-#: Where the LR found by ``lr="find"`` is kept in a checkpoint (``on_save_checkpoint``).
-CHECKPOINT_KEY = "lightning_recipes/lr_find"
-#: Schedules that warm up and then decay: ``lr="find"`` gives them the sweep's ``peak_lr``.
-_DECAYING = ("cosine", "linear", "wsd")
 
 
 class OptimizerRecipeMixin:
@@ -72,7 +68,9 @@ class OptimizerRecipeMixin:
       warm-up): a run that stays at its LR gets the constant-LR pick. One line on rank zero says what was
       chosen and how; every logger gets ``lr_find/lr``, ``lr_find/choice``, ``lr_find/suggestion``,
       ``lr_find/peak_lr`` and ``lr_find/rule`` as hyperparameters; ``self.found_lr`` and
-      ``self.lr_find_result`` keep it, and ``recipe_summary["lr_find"]``.
+      ``self.lr_find_result`` keep it, and ``recipe_summary["lr_find"]``. The policy (reuse or sweep, the
+      checkpoint record, these lines) is :class:`~lightning_recipes.tune.lr_find_policy.LRFindPolicy`,
+      ``self.lr_find_policy``.
     - The found LR goes into every checkpoint (``on_save_checkpoint``: if you override it or
       ``on_load_checkpoint``, call ``super()``), so ``fit(ckpt_path=...)`` and ``load_from_checkpoint``
       reuse it and never sweep again; a second ``fit`` of the same module reuses it too. ``validate``,
@@ -117,14 +115,24 @@ class OptimizerRecipeMixin:
     #: The recipe to use (``None``: ``hparams`` and defaults only); set it in ``__init__`` or before ``fit``.
     recipe: OptimizerRecipe | dict[str, Any] | None = None
     recipe_summary: dict[str, Any]
-    #: The LR ``lr="find"`` chose (``None`` before a sweep); restored from checkpoints.
-    found_lr: float | None = None
-    #: The sweep behind :attr:`found_lr` (curve, ``suggestion``, ``peak_lr``, ``.plot()``).
-    lr_find_result: LRRangeResult | None = None
-    _found_lr_choice: str | None = None
-    #: What the found LR depends on (optimizer, schedule, groups, sweep arguments, batch): a fit whose recipe
-    #: differs sweeps again instead of reusing an LR found for another optimizer (``None``: unknown, reused).
-    _found_lr_key: dict[str, Any] | None = None
+
+    @property
+    def lr_find_policy(self) -> LRFindPolicy:
+        """The ``lr="find"`` policy of this module: the LR found, its sweep and checkpoint record."""
+        policy = self.__dict__.get("_lr_find_policy")
+        if policy is None:
+            policy = self.__dict__["_lr_find_policy"] = LRFindPolicy()
+        return policy
+
+    @property
+    def found_lr(self) -> float | None:
+        """The LR ``lr="find"`` chose (``None`` before a sweep); restored from checkpoints."""
+        return self.lr_find_policy.lr
+
+    @property
+    def lr_find_result(self) -> LRRangeResult | None:
+        """The sweep behind :attr:`found_lr` (curve, ``suggestion``, ``peak_lr``, ``.plot()``)."""
+        return self.lr_find_policy.result
 
     def resolve_recipe(self) -> dict[str, Any]:
         """Every recipe field with its value after the precedence rules (``recipe`` > ``hparams`` > defaults).
@@ -171,6 +179,9 @@ class OptimizerRecipeMixin:
         else:
             warmup = (None, defaults["warmup_ratio"])
         resolved["warmup_steps"], resolved["warmup_ratio"] = warmup
+        if resolved["lr_find"] is not None:  # the checked record (a recipe's own, checked when it was built)
+            lr_find = recipe.sweep_args if recipe is not None else None
+            resolved["lr_find"] = check_lr_find(resolved["lr_find"] if lr_find is None else lr_find)
         check_fields(SimpleNamespace(**resolved))
         return resolved
 
@@ -199,7 +210,7 @@ class OptimizerRecipeMixin:
         lr = recipe["lr"]
         lr_find: dict[str, Any] | None = None
         if lr == FIND:
-            lr, lr_find = self._lr_from_range_test(trainer, recipe, warmup, batch_size)
+            lr, lr_find = self.lr_find_policy.lr_for_fit(module, trainer, recipe, warmup, batch_size)
         elif recipe["scale_lr"] is not None:
             if recipe["base_batch_size"] is None:
                 raise ValueError(
@@ -280,126 +291,6 @@ class OptimizerRecipeMixin:
             implementation=recipe["implementation"],
         )
 
-    def _lr_from_range_test(
-        self, trainer: Any, recipe: dict[str, Any], warmup: int, batch_size: int | None
-    ) -> tuple[float, dict[str, Any]]:
-        """The LR for ``lr="find"``: the one found before (earlier fit, checkpoint), else a sweep now."""
-        info: dict[str, Any]
-        sweep_batch = batch_size * trainer.num_devices * trainer.num_nodes if batch_size else None
-        key = _sweep_key(recipe, warmup, sweep_batch)
-        changed = _key_changes(self._found_lr_key, key) if self.found_lr is not None else []
-        if changed and trainer.ckpt_path is not None:
-            rank_zero_warn(
-                f"`lr='find'`: resuming at the LR found before ({self.found_lr:.4g}), though the recipe "
-                f"changed since it was found ({'; '.join(changed)}); set a numeric `lr` to override it."
-            )
-            changed = []
-        if changed:
-            rank_zero_info(
-                f"lightning_recipes: lr='find': the recipe changed since the LR {self.found_lr:.4g} was "
-                f"found ({'; '.join(changed)}); sweeping again."
-            )
-            self.found_lr = self.lr_find_result = self._found_lr_choice = None
-        if self.found_lr is not None:
-            choice = self._found_lr_choice or "found"
-            info = {"lr": self.found_lr, "choice": choice, "source": "restored"}
-            if self.lr_find_result is not None:
-                info.update(_result_facts(self.lr_find_result))
-            rank_zero_info(
-                f"lightning_recipes: lr='find' -> {self.found_lr:.4g} ({choice}), found by an earlier LR "
-                "range test of this module (checkpoint or earlier fit); no new sweep."
-            )
-        else:
-            result = self._run_range_test(trainer, recipe)
-            if result.suggestion is None or result.peak_lr is None:  # same curve on every rank: all raise
-                raise ValueError(
-                    "`lr='find'`: the LR range test at the start of fit is inconclusive, so no learning rate "
-                    f"was chosen and training did not start. {result.reason} Or set a numeric `lr`."
-                )
-            choice = "peak_lr" if warmup > 0 and recipe["schedule"] in _DECAYING else "suggestion"
-            lr = result.peak_lr if choice == "peak_lr" else result.suggestion
-            self.found_lr, self.lr_find_result, self._found_lr_choice = lr, result, choice
-            self._found_lr_key = key
-            info = {"lr": lr, "choice": choice, "source": "sweep", **_result_facts(result)}
-            args = check_sweep_args(recipe["lr_find"])
-            if choice == "peak_lr":
-                why = (
-                    f"suggestion {result.suggestion:.3g} ({result.rule}) x warmup_factor "
-                    f"{args['warmup_factor']:g}: schedule {recipe['schedule']} warms up over {warmup} step(s)"
-                )
-            else:
-                reason = "has no warm-up" if warmup == 0 else "stays at its LR"
-                why = (
-                    f"{result.rule}; schedule {recipe['schedule']} {reason}, so not peak_lr "
-                    f"{result.peak_lr:.3g}"
-                )
-            accumulation = trainer.accumulate_grad_batches
-            batch = f"batch {sweep_batch} per step" if sweep_batch else "batch size unknown"
-            if accumulation > 1:
-                batch += f" (the run accumulates {accumulation} of them)"
-                rank_zero_warn(
-                    f"`lr='find'`: the LR range test steps on every batch ({sweep_batch or '?'} samples "
-                    f"across devices), but the run steps once per {accumulation} accumulated batches, so the "
-                    f"found LR {lr:.3g} is for a {accumulation}x smaller batch than the run's. Scale it "
-                    "yourself if your optimizer needs it (linear for SGD, sqrt for Adam-type), or set "
-                    "`accumulate_grad_batches=1` and a larger per-device batch."
-                )
-            rank_zero_info(
-                f"lightning_recipes: lr='find' -> {lr:.4g} = {choice} ({why}); LR range test of "
-                f"{len(result.lrs)} steps from {args['min_lr']:g} (stopped: {result.stopped}) on the "
-                f"training data, {batch}, {type(trainer.strategy).__name__}."
-            )
-        if trainer.is_global_zero:
-            keys = ("lr", "choice", "suggestion", "peak_lr", "rule")
-            facts = {f"lr_find/{k}": info[k] for k in keys if k in info}
-            for logger in trainer.loggers:
-                logger.log_hyperparams(facts)
-        return float(info["lr"]), info
-
-    def _run_range_test(self, trainer: Any, recipe: dict[str, Any]) -> LRRangeResult:
-        module: Any = self
-        where = "`lr='find'` runs an LR range test at the start of fit"
-        if not module.automatic_optimization:
-            raise ValueError(
-                f"{where}, which replays `training_step` with the optimizer, but this module uses manual "
-                "optimisation (`automatic_optimization = False`). Set a numeric `lr` (find one with "
-                "`lightning_recipes.find_lr` on an automatic-optimisation twin of the model)."
-            )
-        if not isinstance(trainer.strategy, (SingleDeviceStrategy, DDPStrategy)):
-            raise ValueError(
-                f"{where} on single-device and DDP runs only, but the strategy is "
-                f"{type(trainer.strategy).__name__} (its parameters are sharded by the time the optimizer "
-                "is built). Run `lightning-recipes tune` (or `find_lr`) first and set `lr` to its value."
-            )
-        if trainer.ckpt_path is not None:
-            raise ValueError(
-                f"{where}, but this fit resumes from '{trainer.ckpt_path}', which holds no LR found by an "
-                "earlier sweep (saved with a numeric `lr`, or by a version without `lr='find'`); a sweep on "
-                "trained weights would not find the LR the run started with. Set `lr` to the run's LR."
-            )
-        if trainer.train_dataloader is None and trainer.state.fn == "fit":
-            trainer.fit_loop.setup_data()
-        loader = trainer.train_dataloader
-        if loader is None:
-            raise ValueError(f"{where} on the training data, but the Trainer has no training loader.")
-        args = check_sweep_args(recipe["lr_find"])
-        seed = args.pop("seed")
-        precision = trainer.precision_plugin
-        context = CheckContext(
-            module,
-            loader,
-            device=module.device,
-            forward_context=precision.forward_context,
-            convert_input=precision.convert_input,
-            trainer=trainer,
-            datamodule=trainer.datamodule,
-            seed=seed,
-        )
-        try:
-            return sweep_lr(context, **args)
-        except (CheckSkipped, ValueError) as err:
-            raise ValueError(f"{where} on the training data, but it could not: {err}") from err
-
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         """Keeps the LR found by ``lr="find"`` under ``checkpoint["lightning_recipes/lr_find"]``, and the
         recipe in ``hyper_parameters`` as a dict: plain types only, so ``torch.load(weights_only=True)``
@@ -408,13 +299,7 @@ class OptimizerRecipeMixin:
         if parent is not None:
             parent(checkpoint)
         plain_hyperparameters(checkpoint)
-        if self.found_lr is not None:
-            checkpoint[CHECKPOINT_KEY] = {
-                "lr": self.found_lr,
-                "choice": self._found_lr_choice,
-                "key": self._found_lr_key,
-                "result": None if self.lr_find_result is None else self.lr_find_result.to_dict(),
-            }
+        self.lr_find_policy.save(checkpoint)
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         """Restores the LR found by ``lr="find"`` (checkpoints without it load as before) and rebuilds the
@@ -423,40 +308,7 @@ class OptimizerRecipeMixin:
         if parent is not None:
             parent(checkpoint)
         rebuild_hyperparameters(self, checkpoint)
-        state = checkpoint.get(CHECKPOINT_KEY)
-        if isinstance(state, dict) and state.get("lr") is not None:
-            self.found_lr = float(state["lr"])
-            self._found_lr_choice = state.get("choice")
-            self._found_lr_key = state.get("key")
-            result = state.get("result")
-            self.lr_find_result = None if result is None else LRRangeResult.from_dict(result)
-
-
-def _sweep_key(recipe: dict[str, Any], warmup: int, sweep_batch: int | None) -> dict[str, Any]:
-    """The recipe fields an LR found by ``lr="find"`` is valid for (plain values: kept in checkpoints)."""
-    betas = recipe["betas"]
-    return {
-        "optimizer": recipe["optimizer"],
-        "schedule": recipe["schedule"],
-        "warm-up": warmup > 0,
-        "weight_decay": recipe["weight_decay"],
-        "betas": None if betas is None else [float(b) for b in betas],
-        "eps": recipe["eps"],
-        "layer_decay": recipe["layer_decay"],
-        "lr_scale": recipe["lr_scale"],
-        "lr_find": check_sweep_args(recipe["lr_find"]),
-        "sweep batch": sweep_batch,
-    }
-
-
-def _key_changes(before: dict[str, Any] | None, now: dict[str, Any]) -> list[str]:
-    if before is None:  # found by a version that kept no key: reused as before
-        return []
-    return [
-        f"{name} {before.get(name)!r} -> {value!r}"
-        for name, value in now.items()
-        if before.get(name) != value
-    ]
+        self.lr_find_policy.load(checkpoint)
 
 
 class AdamWRecipe(OptimizerRecipeMixin):
@@ -547,16 +399,6 @@ def _loader_batch_size(loader: Any) -> int | None:
         return int(loader.batch_size)
     size = getattr(loader.batch_sampler, "batch_size", None)
     return int(size) if isinstance(size, int) else None
-
-
-def _result_facts(result: LRRangeResult) -> dict[str, Any]:
-    return {
-        "suggestion": result.suggestion,
-        "peak_lr": result.peak_lr,
-        "rule": result.rule,
-        "stopped": result.stopped,
-        "steps": len(result.lrs),
-    }
 
 
 def _format_summary(

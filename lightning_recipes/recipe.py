@@ -27,6 +27,7 @@ from lightning_recipes.optim.names import (
     ScheduleName,
 )
 from lightning_recipes.optim.schedules import warmup_fields
+from lightning_recipes.sweep_args import SweepArgs
 
 __all__ = ["FIND", "OPTIMIZER_DEFAULTS", "SCHEDULE_DEFAULTS", "OptimizerRecipe"]
 
@@ -108,8 +109,9 @@ class OptimizerRecipe:
         block_classes: Import path(s) of the block class for ``layer_decay`` (``None`` infers it).
         lr_find: Arguments of the sweep ``lr="find"`` runs, a mapping with keys among ``min_lr``, ``max_lr``,
             ``num_steps``, ``rule``, ``smoothing``, ``divergence``, ``warmup_factor``, ``seed``
-            (:func:`~lightning_recipes.tune.find_lr`'s, same defaults: 100 steps from 1e-7 to 10); only
-            with ``lr="find"``.
+            (:class:`~lightning_recipes.sweep_args.SweepArgs`, the defaults of
+            :func:`~lightning_recipes.tune.find_lr`: 100 steps from 1e-7 to 10); only with ``lr="find"``.
+            Checked once, when the recipe is built: :attr:`sweep_args` is the checked record.
 
     Raises:
         ValueError: For any field out of range or an unknown name (naming the field, the value and what is
@@ -158,7 +160,7 @@ class OptimizerRecipe:
             check_lr_scale(self.lr_scale)  # a Mapping that is not a dict: checked, then stored as one
             object.__setattr__(self, "lr_scale", dict(self.lr_scale))
         if self.lr_find is not None and not isinstance(self.lr_find, dict):
-            _check_lr_find(self.lr_find)  # a Mapping that is not a dict: checked, then stored as one
+            check_lr_find(self.lr_find)  # a Mapping that is not a dict: checked, then stored as one
             object.__setattr__(self, "lr_find", dict(self.lr_find))
         steps, ratio = warmup_fields(self.warmup_steps, self.warmup_ratio, stacklevel=4)
         object.__setattr__(self, "warmup_steps", steps)
@@ -168,6 +170,27 @@ class OptimizerRecipe:
     @classmethod
     def field_names(cls) -> tuple[str, ...]:
         return tuple(f.name for f in dataclasses.fields(cls))
+
+    @property
+    def sweep_args(self) -> SweepArgs | None:
+        """``lr_find`` as the checked :class:`~lightning_recipes.sweep_args.SweepArgs` (``None`` when unset).
+
+        Built once, when the recipe is (its check), and kept: the sweep takes it as it is.
+
+        Example:
+            >>> OptimizerRecipe(lr="find", lr_find={"num_steps": 50}).sweep_args.num_steps
+            50
+        """
+        if self.lr_find is None:
+            return None
+        kept = self.__dict__.get("_sweep_args")
+        # `lr_find` is a dict: rebuilt if it was changed in place (or the recipe was unpickled from a version
+        # that kept no record)
+        if kept is None or kept[0] != self.lr_find:
+            kept = (dict(self.lr_find), check_lr_find(self.lr_find))
+            object.__setattr__(self, "_sweep_args", kept)
+        record: SweepArgs = kept[1]
+        return record
 
     def to_dict(self) -> dict[str, Any]:
         """The fields as plain data (``betas`` a list): what ``hparams.yaml`` stores and the mixins accept."""
@@ -180,7 +203,8 @@ class OptimizerRecipe:
 def check_fields(values: Any) -> None:
     """Check every recipe field that is set (not ``None``) on ``values`` (an ``OptimizerRecipe`` or any object
     with the same attributes, e.g. the mixins' resolved values), naming the field, the value and what is
-    allowed.
+    allowed. ``lr_find`` is checked by building its :class:`~lightning_recipes.sweep_args.SweepArgs` (an
+    ``OptimizerRecipe`` keeps it as ``sweep_args``; a ``SweepArgs`` value is checked already).
 
     Example:
         >>> check_fields(OptimizerRecipe())  # all unset: nothing to check
@@ -200,10 +224,11 @@ def check_fields(values: Any) -> None:
         "layer_decay": check_layer_decay,
         "lr_scale": check_lr_scale,
         "block_classes": _check_block_classes,
-        "lr_find": _check_lr_find,
+        "lr_find": check_lr_find,
     }
     for name, check in checks.items():
-        value = getattr(values, name, None)
+        value = values.sweep_args if name == "lr_find" and isinstance(values, OptimizerRecipe) else None
+        value = getattr(values, name, None) if value is None else value
         if value is not None:
             check(value)
     lr = getattr(values, "lr", None)
@@ -229,11 +254,12 @@ def _check_lr(value: Any) -> None:
         raise ValueError(f"{err} Or set `lr='find'` to run an LR range test at the start of fit.") from None
 
 
-def _check_lr_find(value: Any) -> None:
-    from lightning_recipes.tune.lr_range import check_sweep_args  # lazy: tune imports the checks package
-
+def check_lr_find(value: Any) -> SweepArgs:
+    """``value`` (a ``SweepArgs``, or a mapping of some of its fields) as a checked ``SweepArgs``."""
+    if isinstance(value, SweepArgs):
+        return value
     try:
-        check_sweep_args(value, "lr_find")
+        return SweepArgs.from_mapping(value, "lr_find")
     except ValueError as err:
         message = str(err)
         raise ValueError(message if message.startswith("`lr_find`") else f"`lr_find`: {message}") from None

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import lightning.pytorch as pl
 
 from lightning_recipes._lightning_cli_config import with_lightning_cli_config
-from lightning_recipes.tune.suggest import RULES
+from lightning_recipes.sweep_args import RULES, SweepArgs
 
 if TYPE_CHECKING:
     from jsonargparse import ArgumentParser
@@ -74,11 +74,15 @@ def build_parser() -> ArgumentParser:  # jsonargparse is imported lazily: it is 
         pl.LightningDataModule, "data", help="the LightningDataModule and init_args"
     )
     parser.add_argument("--lr", type=bool, default=True, help="run the LR range test (default: true)")
-    parser.add_argument("--min_lr", type=float, default=1e-7, help="first LR of the sweep")
-    parser.add_argument("--max_lr", type=float, default=10.0, help="last LR of the sweep")
-    parser.add_argument("--num_steps", type=int, default=100, help="sweep length in training steps")
-    parser.add_argument("--rule", type=str, default="min_div_10", help=f"suggestion rule: {', '.join(RULES)}")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the sweep (isolated)")
+    parser.add_argument("--min_lr", type=float, default=SweepArgs.min_lr, help="first LR of the sweep")
+    parser.add_argument("--max_lr", type=float, default=SweepArgs.max_lr, help="last LR of the sweep")
+    parser.add_argument(
+        "--num_steps", type=int, default=SweepArgs.num_steps, help="sweep length in training steps"
+    )
+    parser.add_argument(
+        "--rule", type=str, default=SweepArgs.rule, help=f"suggestion rule: {', '.join(RULES)}"
+    )
+    parser.add_argument("--seed", type=int, default=SweepArgs.seed, help="seed of the sweep (isolated)")
     parser.add_argument(
         "--accelerator",
         type=str,
@@ -246,15 +250,14 @@ def _lr(config: Any, objects: Any) -> int:
     from lightning_recipes.tune.lr_range import LRRangeTest
 
     try:
-        finder = LRRangeTest(
-            stop=True,
-            print_result=False,
+        args = SweepArgs(
             min_lr=config.min_lr,
             max_lr=config.max_lr,
             num_steps=config.num_steps,
             rule=config.rule,
             seed=config.seed,
         )
+        finder = LRRangeTest(stop=True, print_result=False, args=args)
         trainer = _sweep_trainer(config, finder)
         # a copy: the fit attaches the Trainer and moves the module; speed_tune gets it as it was built
         trainer.fit(copy.deepcopy(objects.model), datamodule=objects.data)

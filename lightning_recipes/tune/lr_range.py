@@ -31,8 +31,9 @@ What makes it different from Lightning's ``Tuner.lr_find``:
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,38 +44,16 @@ from lightning.pytorch.utilities import CombinedLoader, rank_zero_info, rank_zer
 from torch import Tensor
 from typing_extensions import override
 
-from lightning_recipes._validation import (
-    check_bool,
-    check_choice,
-    check_in_range,
-    check_int,
-    check_positive,
-)
+from lightning_recipes._validation import check_bool
 from lightning_recipes.checks import CheckContext, CheckSkipped, preserved_rng, resolve_fit_data
 from lightning_recipes.checks.context import context_from_trainer
+from lightning_recipes.sweep_args import Rule, SweepArgs
 from lightning_recipes.tune._clip import gradient_clipper, validate_clipping
 from lightning_recipes.tune._scale_schedule import check_scalable, scale_schedule, schedule_peak
-from lightning_recipes.tune.suggest import RULES, Rule, centred, half_window_for, suggest
+from lightning_recipes.tune.suggest import centred, half_window_for, suggest
 from lightning_recipes.tune.verdict import CurveVerdict, curve_verdict
 
-__all__ = ["SWEEP_DEFAULTS", "LRRangeResult", "LRRangeTest", "check_sweep_args", "find_lr", "sweep_lr"]
-
-# peak_lr = 5 x the `min_div_10` suggestion = half the LR at the loss minimum. Measured against grid sweeps
-# of short warmup-cosine trainings (tests/tune/test_lr_range_grid.py; benchmarks/RESULTS.md): the best grid
-# LR sits between a third of and the LR at the minimum for AdamW and Lion on the digits CNN and the char LM.
-WARMUP_FACTOR = 5.0
-
-#: The sweep's arguments and their defaults (those of :func:`find_lr`; ``seed`` seeds the sweep's own RNG).
-SWEEP_DEFAULTS: dict[str, Any] = {
-    "min_lr": 1e-7,
-    "max_lr": 10.0,
-    "num_steps": 100,
-    "rule": "min_div_10",
-    "smoothing": 0.9,
-    "divergence": 4.0,
-    "warmup_factor": WARMUP_FACTOR,
-    "seed": 0,
-}
+__all__ = ["LRRangeResult", "LRRangeTest", "find_lr", "sweep_lr"]
 
 
 @dataclass
@@ -207,60 +186,6 @@ def _skip(points: int) -> int:
     return max(1, points // 10)  # the first steps measure the initial loss more than the LR
 
 
-def _validate(min_lr: Any, max_lr: Any, num_steps: Any, rule: Any, smoothing: Any, divergence: Any) -> None:
-    check_positive("min_lr", min_lr)
-    check_positive("max_lr", max_lr)
-    if max_lr <= min_lr:
-        raise ValueError(f"`max_lr` must be greater than `min_lr` ({min_lr}), got {max_lr}.")
-    check_int("num_steps", num_steps, minimum=10)
-    check_choice("rule", rule, RULES)
-    check_in_range("smoothing", smoothing, 0.0, 1.0, high_open=True)
-    check_positive("divergence", divergence)
-    if divergence <= 1:
-        raise ValueError(
-            f"`divergence` must be > 1 (a multiple of the best smoothed loss), got {divergence}."
-        )
-
-
-def check_sweep_args(args: Any, name: str = "lr_find") -> dict[str, Any]:
-    """``args`` (a mapping of :data:`SWEEP_DEFAULTS` keys, or ``None``) checked, completed with the defaults.
-
-    Raises:
-        ValueError: For ``args`` that is not a mapping, an unknown key (naming ``name`` and the allowed
-            keys) or a value out of range (naming the key, as :func:`find_lr` does).
-
-    Example:
-        >>> check_sweep_args({"num_steps": 50})["num_steps"], check_sweep_args(None)["rule"]
-        (50, 'min_div_10')
-        >>> check_sweep_args({"steps": 50})
-        Traceback (most recent call last):
-        ...
-        ValueError: `lr_find` has unknown key(s) ['steps']; allowed: ('min_lr', 'max_lr', 'num_steps', ...).
-    """
-    if args is None:
-        args = {}
-    if not isinstance(args, Mapping):
-        raise ValueError(
-            f"`{name}` must be a mapping of the LR range test's arguments {tuple(SWEEP_DEFAULTS)} or None, "
-            f"got {args!r}."
-        )
-    unknown = sorted(set(args) - set(SWEEP_DEFAULTS))
-    if unknown:
-        raise ValueError(f"`{name}` has unknown key(s) {unknown}; allowed: {tuple(SWEEP_DEFAULTS)}.")
-    merged = {**SWEEP_DEFAULTS, **args}
-    _validate(
-        merged["min_lr"],
-        merged["max_lr"],
-        merged["num_steps"],
-        merged["rule"],
-        merged["smoothing"],
-        merged["divergence"],
-    )
-    check_positive("warmup_factor", merged["warmup_factor"])
-    check_int("seed", merged["seed"])
-    return merged
-
-
 def _batches(context: CheckContext, count: int) -> Iterator[Any]:
     """``count`` training batches as ``fit`` passes them (several loaders combined as the Trainer combines
     them), cycling through them when the loader is shorter, as the run's next epoch does."""
@@ -324,18 +249,17 @@ def _all_reduce_mean(tensors: list[Tensor]) -> None:
 
 def sweep_lr(
     context: CheckContext,
+    args: SweepArgs | None = None,
     *,
-    min_lr: float = 1e-7,
-    max_lr: float = 10.0,
-    num_steps: int = 100,
-    rule: Rule = "min_div_10",
-    smoothing: float = 0.9,
-    divergence: float = 4.0,
-    warmup_factor: float = WARMUP_FACTOR,
     gradient_clip_val: float | None = None,
     gradient_clip_algorithm: str | None = None,
+    **overrides: Any,
 ) -> LRRangeResult:
     """Run the sweep on a copy from ``context`` (see :func:`find_lr` for the arguments).
+
+    The sweep's arguments are ``args`` (a :class:`~lightning_recipes.sweep_args.SweepArgs`, used as it is:
+    it was checked when built), with ``overrides`` (its fields by name, e.g. ``num_steps=30``) replacing
+    some; neither: the defaults. ``args.seed`` is not read here: the context seeds the sweep.
 
     Gradients are clipped as the run clips them: with ``context.trainer`` by its ``gradient_clip_val`` /
     ``gradient_clip_algorithm`` (the two arguments must then be ``None``), else by the two arguments; either
@@ -346,8 +270,10 @@ def sweep_lr(
     this is a tuning run, not a training hot path); under DDP one all-reduce of the gradients and the loss
     per step.
     """
-    _validate(min_lr, max_lr, num_steps, rule, smoothing, divergence)
-    check_positive("warmup_factor", warmup_factor)
+    if args is None:
+        args = SweepArgs(**overrides)
+    elif overrides:
+        args = dataclasses.replace(args, **overrides)
     validate_clipping(gradient_clip_val, gradient_clip_algorithm)
     if context.trainer is not None and (gradient_clip_val, gradient_clip_algorithm) != (None, None):
         raise ValueError(
@@ -370,7 +296,8 @@ def sweep_lr(
         if peak <= 0:
             raise ValueError("every parameter group of the module's optimizer has lr 0; nothing to scale.")
         scales = [[lr / peak for lr in group] for group in base]
-        ratio = (max_lr / min_lr) ** (1 / (num_steps - 1))
+        min_lr, num_steps, smoothing, rule = args.min_lr, args.num_steps, args.smoothing, args.rule
+        ratio = (args.max_lr / min_lr) ** (1 / (num_steps - 1))
         lrs: list[float] = []
         losses: list[float] = []
         best, average, stopped = math.inf, 0.0, "max_lr"
@@ -400,7 +327,7 @@ def sweep_lr(
             best = min(best, smoothed_now)
             # a rise of (divergence - 1) x |best| over the best: the same as `> divergence * best` for a
             # positive loss, and still right for a negative one (Gaussian NLL, ELBO, contrastive losses)
-            if step > _skip(num_steps) and smoothed_now - best > (divergence - 1) * abs(best):
+            if step > _skip(num_steps) and smoothed_now - best > (args.divergence - 1) * abs(best):
                 stopped = "diverged"
                 break
     chosen: float | None = suggest(lrs, losses, rule, skip_begin=_skip(len(lrs)))
@@ -412,7 +339,7 @@ def sweep_lr(
         losses=losses,
         smoothed=centred(losses, half_window_for(len(losses))),
         suggestion=chosen,
-        peak_lr=None if chosen is None else chosen * warmup_factor,
+        peak_lr=None if chosen is None else chosen * args.warmup_factor,
         rule=rule,
         stopped=stopped,
         optimizers=[type(o).__name__ for o in optimizers],
@@ -426,15 +353,15 @@ def find_lr(
     datamodule: pl.LightningDataModule | None = None,
     train_dataloaders: Any = None,
     *,
-    min_lr: float = 1e-7,
-    max_lr: float = 10.0,
-    num_steps: int = 100,
-    rule: Rule = "min_div_10",
-    smoothing: float = 0.9,
-    divergence: float = 4.0,
-    warmup_factor: float = WARMUP_FACTOR,
+    min_lr: float = SweepArgs.min_lr,
+    max_lr: float = SweepArgs.max_lr,
+    num_steps: int = SweepArgs.num_steps,
+    rule: Rule = SweepArgs.rule,
+    smoothing: float = SweepArgs.smoothing,
+    divergence: float = SweepArgs.divergence,
+    warmup_factor: float = SweepArgs.warmup_factor,
     device: torch.device | str | None = None,
-    seed: int = 0,
+    seed: int = SweepArgs.seed,
     gradient_clip_val: float | None = None,
     gradient_clip_algorithm: str | None = None,
 ) -> LRRangeResult:
@@ -481,22 +408,23 @@ def find_lr(
         >>> 1e-5 < result.suggestion < 1.0, result.optimizers
         (True, ['SGD'])
     """
-    _validate(min_lr, max_lr, num_steps, rule, smoothing, divergence)
-    check_positive("warmup_factor", warmup_factor)
-    check_int("seed", seed)
+    args = SweepArgs(
+        min_lr=min_lr,
+        max_lr=max_lr,
+        num_steps=num_steps,
+        rule=rule,
+        smoothing=smoothing,
+        divergence=divergence,
+        warmup_factor=warmup_factor,
+        seed=seed,
+    )
     validate_clipping(gradient_clip_val, gradient_clip_algorithm)
     train_dataloaders = resolve_fit_data("find_lr", model, datamodule, train_dataloaders).train
-    context = CheckContext(model, train_dataloaders, device=device, datamodule=datamodule, seed=seed)
+    context = CheckContext(model, train_dataloaders, device=device, datamodule=datamodule, seed=args.seed)
     try:
         return sweep_lr(
             context,
-            min_lr=min_lr,
-            max_lr=max_lr,
-            num_steps=num_steps,
-            rule=rule,
-            smoothing=smoothing,
-            divergence=divergence,
-            warmup_factor=warmup_factor,
+            args,
             gradient_clip_val=gradient_clip_val,
             gradient_clip_algorithm=gradient_clip_algorithm,
         )
@@ -522,8 +450,10 @@ class LRRangeTest(Callback):
         apply: Scale the run's LR schedule so that its peak is the result's ``peak_lr``.
         stop: Stop the fit after the sweep (``trainer.should_stop``).
         print_result: Print the suggestion and the YAML fragment on rank zero.
+        args: The sweep's arguments as one :class:`~lightning_recipes.sweep_args.SweepArgs` (not with
+            ``**sweep``).
         **sweep: :func:`find_lr`'s sweep arguments (``min_lr``, ``max_lr``, ``num_steps``, ``rule``,
-            ``smoothing``, ``divergence``, ``warmup_factor``).
+            ``smoothing``, ``divergence``, ``warmup_factor``, ``seed``).
 
     Raises:
         TypeError: For an unknown argument (the allowed ones are listed) or ``apply`` / ``stop`` /
@@ -540,24 +470,42 @@ class LRRangeTest(Callback):
     """
 
     def __init__(
-        self, *, apply: bool = False, stop: bool = False, print_result: bool = True, **sweep: Any
+        self,
+        *,
+        apply: bool = False,
+        stop: bool = False,
+        print_result: bool = True,
+        args: SweepArgs | None = None,
+        **sweep: Any,
     ) -> None:
-        unknown = sorted(set(sweep) - set(SWEEP_DEFAULTS))
+        unknown = sorted(set(sweep) - set(SweepArgs.field_names()))
         if unknown:
             raise TypeError(
-                f"LRRangeTest got unknown arguments {unknown}; allowed: 'apply', 'stop', 'print_result' and "
-                f"the sweep's {tuple(SWEEP_DEFAULTS)}."
+                f"LRRangeTest got unknown arguments {unknown}; allowed: 'apply', 'stop', 'print_result', "
+                f"'args' and the sweep's {SweepArgs.field_names()}."
             )
+        if args is not None and sweep:
+            raise TypeError(f"LRRangeTest takes `args` or the sweep's arguments {sorted(sweep)}, not both.")
+        if args is not None and not isinstance(args, SweepArgs):
+            raise TypeError(f"`args` must be a SweepArgs, got {type(args).__name__}.")
         check_bool("apply", apply)
         check_bool("stop", stop)
         check_bool("print_result", print_result)
-        args = check_sweep_args(sweep, "LRRangeTest")
-        self.seed: int = args.pop("seed")
-        self.sweep = args
+        self.args: SweepArgs = SweepArgs(**sweep) if args is None else args
         self.apply = apply
         self.stop = stop
         self.print_result = print_result
         self.result: LRRangeResult | None = None
+
+    @property
+    def seed(self) -> int:
+        """The seed of the sweep's RNG."""
+        return self.args.seed
+
+    @property
+    def sweep(self) -> dict[str, Any]:
+        """The sweep's arguments but ``seed``, by name."""
+        return {k: v for k, v in self.args.to_dict().items() if k != "seed"}
 
     @override
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
@@ -566,7 +514,7 @@ class LRRangeTest(Callback):
         if self.apply:  # before the sweep: a schedule the found LR cannot scale fails now, not after it
             check_scalable(trainer.optimizers, [config.scheduler for config in trainer.lr_scheduler_configs])
         context = context_from_trainer(trainer, pl_module, seed=self.seed)
-        self.result = sweep_lr(context, **self.sweep)
+        self.result = sweep_lr(context, self.args)
         if self.print_result:
             yaml = "" if self.result.peak_lr is None else f"\n{self.result.to_yaml()}"
             rank_zero_info(f"{self.result.summary()}{yaml}")

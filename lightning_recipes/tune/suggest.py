@@ -22,12 +22,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Literal
+
+from lightning_recipes.sweep_args import RULES, Rule
 
 __all__ = ["RULES", "Rule", "centred", "smooth", "suggest"]
-
-Rule = Literal["min_div_10", "steepest"]
-RULES: tuple[str, ...] = ("min_div_10", "steepest")
 
 
 def smooth(losses: Sequence[float], beta: float = 0.9) -> list[float]:

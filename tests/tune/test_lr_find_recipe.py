@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -18,11 +19,13 @@ from torch import nn
 from torch.nn import functional as F
 from torch.utils.data import DataLoader, TensorDataset
 
-import lightning_recipes.mixins
-from lightning_recipes.mixins import CHECKPOINT_KEY, LionRecipe
+import lightning_recipes.tune.lr_find_policy
+from lightning_recipes.mixins import LionRecipe
 from lightning_recipes.recipe import OptimizerRecipe
+from lightning_recipes.sweep_args import SweepArgs
 from lightning_recipes.testing import InMemoryLogger, fast_trainer, random_classification_loader
 from lightning_recipes.tune import find_lr
+from lightning_recipes.tune.lr_find_policy import CHECKPOINT_KEY
 
 SWEEP = {"num_steps": 30}
 
@@ -59,13 +62,13 @@ def _peak_lrs(trainer: pl.Trainer) -> list[float]:
 def sweeps(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Counts the sweeps the mixin runs (the real `sweep_lr` still runs)."""
     calls: list[int] = []
-    real = lightning_recipes.mixins.sweep_lr
+    real = lightning_recipes.tune.lr_find_policy.sweep_lr
 
     def counting(*args: Any, **kwargs: Any) -> Any:
         calls.append(1)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(lightning_recipes.mixins, "sweep_lr", counting)
+    monkeypatch.setattr(lightning_recipes.tune.lr_find_policy, "sweep_lr", counting)
     return calls
 
 
@@ -102,6 +105,27 @@ def test_the_run_trains_at_find_lr_pick_on_the_same_model_data_and_seed(override
     assert logger.hyperparams["lr_find/peak_lr"] == expected.peak_lr
     lines = [r.getMessage() for r in caplog.records if "lr='find' ->" in r.getMessage()]
     assert len(lines) == 1 and f"= {pick} (" in lines[0] and "min_div_10" in lines[0], lines
+
+
+def test_a_fit_checks_the_sweep_arguments_once(monkeypatch):
+    """Issue #23: the recipe checks `lr_find` when it is built, as a `SweepArgs` record, and the fit (the
+    run's and the sweep copy's `configure_optimizers`, the reuse key, the sweep) passes that record on.
+    Before, the same fit validated the arguments 7 times (recipe, each resolve, the key, the sweep, the log
+    line)."""
+    built: list[SweepArgs] = []
+    check = SweepArgs.__post_init__
+
+    def counting(self: SweepArgs) -> None:
+        built.append(self)
+        check(self)
+
+    monkeypatch.setattr(SweepArgs, "__post_init__", counting)
+    recipe = _recipe()
+    model = FindNet(recipe)
+    fast_trainer(max_steps=4).fit(model, random_classification_loader(num_samples=128))
+    assert model.found_lr is not None and len(model.lr_find_result.lrs) <= SWEEP["num_steps"]
+    assert len(built) == 1 and built[0] is recipe.sweep_args
+    assert model.resolve_recipe()["lr_find"] is recipe.sweep_args and len(built) == 1
 
 
 def test_the_sweep_leaves_the_run_as_it_would_be_with_that_lr_written_down():
@@ -204,7 +228,7 @@ def test_a_changed_recipe_sweeps_again_and_a_resume_keeps_the_lr_with_a_warning(
     model.recipe = _recipe(optimizer="adamw", schedule="constant")  # another optimizer: its LR is not Lion's
     fast_trainer(max_steps=3, max_epochs=None, default_root_dir=tmp_path).fit(model, loader)
     assert len(sweeps) == 2 and model.recipe_summary["lr_find"]["source"] == "sweep"
-    assert model.found_lr != lion_lr and model._found_lr_choice == "suggestion"
+    assert model.found_lr != lion_lr and model.lr_find_policy.choice == "suggestion"
 
     resumed_model = FindNet(_recipe(schedule="constant"))  # resuming the Lion run with another schedule
     resumed = fast_trainer(max_steps=5, max_epochs=None, default_root_dir=tmp_path)
@@ -212,6 +236,32 @@ def test_a_changed_recipe_sweeps_again_and_a_resume_keeps_the_lr_with_a_warning(
     with pytest.warns(UserWarning, match=changed):
         resumed.fit(resumed_model, loader, ckpt_path=ckpt)
     assert len(sweeps) == 2 and resumed_model.found_lr == lion_lr
+
+
+OLD_CHECKPOINT = Path(__file__).parent / "data" / "lr_find_before_policy.ckpt"
+
+
+def test_a_checkpoint_written_before_the_policy_left_the_mixin_resumes_without_a_sweep(tmp_path, sweeps):
+    """Written by the code of commit 1c012ec (``tests/tune/data/write_lr_find_checkpoint.py``): its found LR,
+    choice, recipe key and sweep curve load, and the resume trains at that LR without sweeping again."""
+    saved = torch.load(OLD_CHECKPOINT, weights_only=True)[CHECKPOINT_KEY]
+    assert saved["choice"] == "peak_lr" and saved["key"]["optimizer"] == "lion"
+    loader = random_classification_loader(num_samples=128)
+    model = FindNet(_recipe())
+    trainer = fast_trainer(max_steps=5, max_epochs=None, default_root_dir=tmp_path)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*recipe changed since it was found")
+        trainer.fit(model, loader, ckpt_path=OLD_CHECKPOINT)
+    assert len(sweeps) == 0 and trainer.global_step == 5
+    assert model.found_lr == saved["lr"] and _peak_lrs(trainer) == [saved["lr"], saved["lr"]]
+    assert model.recipe_summary["lr_find"]["source"] == "restored"
+    assert model.recipe_summary["lr_find"]["choice"] == "peak_lr"
+    assert model.lr_find_result is not None and model.lr_find_result.to_dict() == saved["result"]
+
+    loaded = FindNet.load_from_checkpoint(OLD_CHECKPOINT)
+    assert loaded.found_lr == saved["lr"] and loaded.recipe == model.recipe
+    fast_trainer(max_steps=2, max_epochs=None, default_root_dir=tmp_path).fit(loaded, loader)
+    assert len(sweeps) == 0 and loaded.recipe_summary["lr_find"]["source"] == "restored"
 
 
 def test_validate_test_and_predict_never_sweep(sweeps):

@@ -10,7 +10,7 @@ import pytest
 from lightning_recipes.checks import CheckContext
 from lightning_recipes.testing import TinyClassifier, random_classification_loader
 from lightning_recipes.tune import LRRangeTest, sweep_lr
-from lightning_recipes.tune.lr_range import SWEEP_DEFAULTS
+from lightning_recipes.sweep_args import SweepArgs
 
 
 @pytest.mark.parametrize(
@@ -31,7 +31,7 @@ from lightning_recipes.tune.lr_range import SWEEP_DEFAULTS
         ({"apply": "yes"}, TypeError, ["`apply`", "True or False", "'yes'"]),
         ({"stop": 1}, TypeError, ["`stop`", "True or False", "1"]),
         ({"print_result": None}, TypeError, ["`print_result`", "True or False", "None"]),
-        ({"num_step": 10}, TypeError, ["['num_step']", *(f"'{key}'" for key in SWEEP_DEFAULTS), "'apply'"]),
+        ({"num_step": 10}, TypeError, ["['num_step']", *(f"'{key}'" for key in SweepArgs.field_names()), "'apply'"]),
     ],
 )
 def test_bad_arguments_are_refused_at_construction_naming_value_and_allowed(

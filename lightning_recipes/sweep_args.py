@@ -1,0 +1,111 @@
+"""The LR range test's arguments as one frozen record, validated once, with their defaults written once.
+
+:func:`~lightning_recipes.tune.find_lr`, :func:`~lightning_recipes.tune.sweep_lr`,
+:class:`~lightning_recipes.tune.LRRangeTest`, ``OptimizerRecipe(lr_find=...)`` (``lr="find"``) and
+``lightning-recipes tune`` all build or take a :class:`SweepArgs`. It lives below both ``recipe.py`` and
+``tune/`` (it imports only the validation helpers): the recipe checks ``lr_find`` without importing the
+tuner.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from lightning_recipes._validation import check_choice, check_in_range, check_int, check_positive
+
+__all__ = ["RULES", "WARMUP_FACTOR", "Rule", "SweepArgs"]
+
+#: The rules that pick an LR from the sweep's curve (:mod:`lightning_recipes.tune.suggest`).
+Rule = Literal["min_div_10", "steepest"]
+RULES: tuple[str, ...] = ("min_div_10", "steepest")
+
+# peak_lr = 5 x the `min_div_10` suggestion = half the LR at the loss minimum. Measured against grid sweeps
+# of short warmup-cosine trainings (tests/tune/test_lr_range_grid.py; benchmarks/RESULTS.md): the best grid
+# LR sits between a third of and the LR at the minimum for AdamW and Lion on the digits CNN and the char LM.
+WARMUP_FACTOR = 5.0
+
+
+@dataclass(frozen=True)
+class SweepArgs:
+    """The arguments of one LR range test (see :func:`~lightning_recipes.tune.find_lr` for each one).
+
+    Checked once, when built: a record that exists is valid, and is passed on as it is.
+
+    Raises:
+        ValueError: For a value out of range, naming the argument, its value and what is allowed.
+
+    Example:
+        >>> args = SweepArgs(num_steps=50)
+        >>> args.num_steps, args.min_lr, args.rule
+        (50, 1e-07, 'min_div_10')
+        >>> SweepArgs.from_mapping({"num_steps": 50}) == args, SweepArgs.from_mapping(None) == SweepArgs()
+        (True, True)
+        >>> SweepArgs(num_steps=5)
+        Traceback (most recent call last):
+        ...
+        ValueError: `num_steps` must be an integer >= 10, got 5.
+    """
+
+    #: The first LR of the sweep (for the group with the largest LR), > 0.
+    min_lr: float = 1e-7
+    #: The last LR, > ``min_lr``; the sweep stops earlier when the loss diverges.
+    max_lr: float = 10.0
+    #: Sweep length, an int >= 10 (100 is Lightning's and fastai's default).
+    num_steps: int = 100
+    #: ``"min_div_10"`` or ``"steepest"``.
+    rule: Rule = "min_div_10"
+    #: Factor of the causal moving average that decides divergence, in [0, 1).
+    smoothing: float = 0.9
+    #: Stop when that average exceeds this multiple of its best, > 1.
+    divergence: float = 4.0
+    #: ``peak_lr = suggestion * warmup_factor``, > 0.
+    warmup_factor: float = WARMUP_FACTOR
+    #: Seed of the sweep's own RNG (isolated from the caller's).
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        check_positive("min_lr", self.min_lr)
+        check_positive("max_lr", self.max_lr)
+        if self.max_lr <= self.min_lr:
+            raise ValueError(f"`max_lr` must be greater than `min_lr` ({self.min_lr}), got {self.max_lr}.")
+        check_int("num_steps", self.num_steps, minimum=10)
+        check_choice("rule", self.rule, RULES)
+        check_in_range("smoothing", self.smoothing, 0.0, 1.0, high_open=True)
+        check_positive("divergence", self.divergence)
+        if self.divergence <= 1:
+            raise ValueError(
+                f"`divergence` must be > 1 (a multiple of the best smoothed loss), got {self.divergence}."
+            )
+        check_positive("warmup_factor", self.warmup_factor)
+        check_int("seed", self.seed)
+
+    @classmethod
+    def field_names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in dataclasses.fields(cls))
+
+    @classmethod
+    def from_mapping(cls, args: Any, name: str = "lr_find") -> SweepArgs:
+        """The record of ``args``, a mapping of some of the fields (the others at their defaults) or ``None``.
+
+        Raises:
+            ValueError: For ``args`` that is not a mapping or has an unknown key (naming ``name`` and the
+                allowed keys), or a value out of range (naming the key).
+        """
+        if args is None:
+            args = {}
+        if not isinstance(args, Mapping):
+            raise ValueError(
+                f"`{name}` must be a mapping of the LR range test's arguments {cls.field_names()} or None, "
+                f"got {args!r}."
+            )
+        unknown = sorted(set(args) - set(cls.field_names()))
+        if unknown:
+            raise ValueError(f"`{name}` has unknown key(s) {unknown}; allowed: {cls.field_names()}.")
+        return cls(**args)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every field as plain data (what an ``lr="find"`` checkpoint keeps)."""
+        return dataclasses.asdict(self)

@@ -1,0 +1,238 @@
+"""The ``lr="find"`` policy of the recipe mixins: reuse the LR found before or sweep now, the checkpoint
+record of the found LR, and the lines that say which and why."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lightning.pytorch.strategies import DDPStrategy, SingleDeviceStrategy
+from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
+
+from lightning_recipes.checks import CheckContext, CheckSkipped
+from lightning_recipes.sweep_args import SweepArgs
+from lightning_recipes.tune.lr_range import LRRangeResult, sweep_lr
+
+__all__ = ["CHECKPOINT_KEY", "LRFindPolicy"]
+
+#: Where the LR found by ``lr="find"`` is kept in a checkpoint.
+CHECKPOINT_KEY = "lightning_recipes/lr_find"
+#: Schedules that warm up and then decay: ``lr="find"`` gives them the sweep's ``peak_lr``.
+_DECAYING = ("cosine", "linear", "wsd")
+#: The sweep of a recipe without ``lr_find``.
+_DEFAULT_ARGS = SweepArgs()
+
+
+class LRFindPolicy:
+    """The LR of an ``lr="find"`` run (:class:`~lightning_recipes.mixins.OptimizerRecipeMixin`): the one
+    found before (a checkpoint, an earlier fit) while the recipe it was found for is unchanged, else an LR
+    range test now, on the run's own loader, device, precision and optimizer; and its checkpoint record.
+
+    A fit that resumes keeps the LR found before even if the recipe changed (with a warning); a new fit with a
+    changed recipe (optimizer, schedule, groups, sweep arguments, batch) sweeps again.
+
+    Attributes:
+        lr: The LR chosen (``None`` before a sweep).
+        choice: ``"peak_lr"`` or ``"suggestion"`` (``None`` before a sweep).
+        key: The recipe values ``lr`` was found for (plain data; ``None``: unknown, reused).
+        result: The sweep behind ``lr``.
+
+    Example:
+        >>> policy = LRFindPolicy()
+        >>> checkpoint = {}
+        >>> policy.save(checkpoint)  # nothing found yet: nothing saved
+        >>> checkpoint
+        {}
+        >>> policy.load({CHECKPOINT_KEY: {"lr": 0.01, "choice": "peak_lr", "key": None, "result": None}})
+        >>> policy.lr, policy.choice
+        (0.01, 'peak_lr')
+        >>> policy.save(checkpoint)
+        >>> checkpoint[CHECKPOINT_KEY]["lr"]
+        0.01
+    """
+
+    def __init__(self) -> None:
+        self.lr: float | None = None
+        self.choice: str | None = None
+        self.key: dict[str, Any] | None = None
+        self.result: LRRangeResult | None = None
+
+    def lr_for_fit(
+        self, module: Any, trainer: Any, recipe: dict[str, Any], warmup: int, batch_size: int | None
+    ) -> tuple[float, dict[str, Any]]:
+        """The LR for ``lr="find"`` and what the mixin logs about it (``recipe_summary["lr_find"]``): the one
+        found before (earlier fit, checkpoint), else a sweep now.
+
+        ``recipe`` is the mixin's resolved recipe (``lr_find`` a :class:`SweepArgs` or ``None``), ``warmup``
+        the run's warm-up steps, ``batch_size`` its per-device batch (``None``: unknown).
+        """
+        info: dict[str, Any]
+        args: SweepArgs = recipe["lr_find"] or _DEFAULT_ARGS
+        sweep_batch = batch_size * trainer.num_devices * trainer.num_nodes if batch_size else None
+        key = _sweep_key(recipe, args, warmup, sweep_batch)
+        changed = _key_changes(self.key, key) if self.lr is not None else []
+        if changed and trainer.ckpt_path is not None:
+            rank_zero_warn(
+                f"`lr='find'`: resuming at the LR found before ({self.lr:.4g}), though the recipe "
+                f"changed since it was found ({'; '.join(changed)}); set a numeric `lr` to override it."
+            )
+            changed = []
+        if changed:
+            rank_zero_info(
+                f"lightning_recipes: lr='find': the recipe changed since the LR {self.lr:.4g} was "
+                f"found ({'; '.join(changed)}); sweeping again."
+            )
+            self.lr = self.result = self.choice = None
+        if self.lr is not None:
+            choice = self.choice or "found"
+            info = {"lr": self.lr, "choice": choice, "source": "restored"}
+            if self.result is not None:
+                info.update(_result_facts(self.result))
+            rank_zero_info(
+                f"lightning_recipes: lr='find' -> {self.lr:.4g} ({choice}), found by an earlier LR "
+                "range test of this module (checkpoint or earlier fit); no new sweep."
+            )
+        else:
+            result = self._sweep(module, trainer, args)
+            if result.suggestion is None or result.peak_lr is None:  # same curve on every rank: all raise
+                raise ValueError(
+                    "`lr='find'`: the LR range test at the start of fit is inconclusive, so no learning rate "
+                    f"was chosen and training did not start. {result.reason} Or set a numeric `lr`."
+                )
+            choice = "peak_lr" if warmup > 0 and recipe["schedule"] in _DECAYING else "suggestion"
+            lr = result.peak_lr if choice == "peak_lr" else result.suggestion
+            self.lr, self.result, self.choice, self.key = lr, result, choice, key
+            info = {"lr": lr, "choice": choice, "source": "sweep", **_result_facts(result)}
+            if choice == "peak_lr":
+                why = (
+                    f"suggestion {result.suggestion:.3g} ({result.rule}) x warmup_factor "
+                    f"{args.warmup_factor:g}: schedule {recipe['schedule']} warms up over {warmup} step(s)"
+                )
+            else:
+                reason = "has no warm-up" if warmup == 0 else "stays at its LR"
+                why = (
+                    f"{result.rule}; schedule {recipe['schedule']} {reason}, so not peak_lr "
+                    f"{result.peak_lr:.3g}"
+                )
+            accumulation = trainer.accumulate_grad_batches
+            batch = f"batch {sweep_batch} per step" if sweep_batch else "batch size unknown"
+            if accumulation > 1:
+                batch += f" (the run accumulates {accumulation} of them)"
+                rank_zero_warn(
+                    f"`lr='find'`: the LR range test steps on every batch ({sweep_batch or '?'} samples "
+                    f"across devices), but the run steps once per {accumulation} accumulated batches, so the "
+                    f"found LR {lr:.3g} is for a {accumulation}x smaller batch than the run's. Scale it "
+                    "yourself if your optimizer needs it (linear for SGD, sqrt for Adam-type), or set "
+                    "`accumulate_grad_batches=1` and a larger per-device batch."
+                )
+            rank_zero_info(
+                f"lightning_recipes: lr='find' -> {lr:.4g} = {choice} ({why}); LR range test of "
+                f"{len(result.lrs)} steps from {args.min_lr:g} (stopped: {result.stopped}) on the "
+                f"training data, {batch}, {type(trainer.strategy).__name__}."
+            )
+        if trainer.is_global_zero:
+            keys = ("lr", "choice", "suggestion", "peak_lr", "rule")
+            facts = {f"lr_find/{k}": info[k] for k in keys if k in info}
+            for logger in trainer.loggers:
+                logger.log_hyperparams(facts)
+        return float(info["lr"]), info
+
+    def _sweep(self, module: Any, trainer: Any, args: SweepArgs) -> LRRangeResult:
+        where = "`lr='find'` runs an LR range test at the start of fit"
+        if not module.automatic_optimization:
+            raise ValueError(
+                f"{where}, which replays `training_step` with the optimizer, but this module uses manual "
+                "optimisation (`automatic_optimization = False`). Set a numeric `lr` (find one with "
+                "`lightning_recipes.find_lr` on an automatic-optimisation twin of the model)."
+            )
+        if not isinstance(trainer.strategy, (SingleDeviceStrategy, DDPStrategy)):
+            raise ValueError(
+                f"{where} on single-device and DDP runs only, but the strategy is "
+                f"{type(trainer.strategy).__name__} (its parameters are sharded by the time the optimizer "
+                "is built). Run `lightning-recipes tune` (or `find_lr`) first and set `lr` to its value."
+            )
+        if trainer.ckpt_path is not None:
+            raise ValueError(
+                f"{where}, but this fit resumes from '{trainer.ckpt_path}', which holds no LR found by an "
+                "earlier sweep (saved with a numeric `lr`, or by a version without `lr='find'`); a sweep on "
+                "trained weights would not find the LR the run started with. Set `lr` to the run's LR."
+            )
+        if trainer.train_dataloader is None and trainer.state.fn == "fit":
+            trainer.fit_loop.setup_data()
+        loader = trainer.train_dataloader
+        if loader is None:
+            raise ValueError(f"{where} on the training data, but the Trainer has no training loader.")
+        precision = trainer.precision_plugin
+        context = CheckContext(
+            module,
+            loader,
+            device=module.device,
+            forward_context=precision.forward_context,
+            convert_input=precision.convert_input,
+            trainer=trainer,
+            datamodule=trainer.datamodule,
+            seed=args.seed,
+        )
+        try:
+            return sweep_lr(context, args)
+        except (CheckSkipped, ValueError) as err:
+            raise ValueError(f"{where} on the training data, but it could not: {err}") from err
+
+    def save(self, checkpoint: dict[str, Any]) -> None:
+        """Keeps the found LR under ``checkpoint[CHECKPOINT_KEY]``: plain types only, nothing before a
+        sweep."""
+        if self.lr is not None:
+            checkpoint[CHECKPOINT_KEY] = {
+                "lr": self.lr,
+                "choice": self.choice,
+                "key": self.key,
+                "result": None if self.result is None else self.result.to_dict(),
+            }
+
+    def load(self, checkpoint: dict[str, Any]) -> None:
+        """Restores what :meth:`save` kept (a checkpoint without it changes nothing)."""
+        state = checkpoint.get(CHECKPOINT_KEY)
+        if isinstance(state, dict) and state.get("lr") is not None:
+            self.lr = float(state["lr"])
+            self.choice = state.get("choice")
+            self.key = state.get("key")
+            result = state.get("result")
+            self.result = None if result is None else LRRangeResult.from_dict(result)
+
+
+def _sweep_key(
+    recipe: dict[str, Any], args: SweepArgs, warmup: int, sweep_batch: int | None
+) -> dict[str, Any]:
+    """The recipe fields an LR found by ``lr="find"`` is valid for (plain values: kept in checkpoints)."""
+    betas = recipe["betas"]
+    return {
+        "optimizer": recipe["optimizer"],
+        "schedule": recipe["schedule"],
+        "warm-up": warmup > 0,
+        "weight_decay": recipe["weight_decay"],
+        "betas": None if betas is None else [float(b) for b in betas],
+        "eps": recipe["eps"],
+        "layer_decay": recipe["layer_decay"],
+        "lr_scale": recipe["lr_scale"],
+        "lr_find": args.to_dict(),
+        "sweep batch": sweep_batch,
+    }
+
+
+def _key_changes(before: dict[str, Any] | None, now: dict[str, Any]) -> list[str]:
+    if before is None:  # found by a version that kept no key: reused as before
+        return []
+    return [
+        f"{name} {before.get(name)!r} -> {value!r}"
+        for name, value in now.items()
+        if before.get(name) != value
+    ]
+
+
+def _result_facts(result: LRRangeResult) -> dict[str, Any]:
+    return {
+        "suggestion": result.suggestion,
+        "peak_lr": result.peak_lr,
+        "rule": result.rule,
+        "stopped": result.stopped,
+        "steps": len(result.lrs),
+    }
