@@ -14,7 +14,7 @@ import torch
 from torch import Tensor
 
 from lightning_recipes.checks import CheckContext, DataCheck, preflight
-from lightning_recipes.checks.data_check import _distribution_shift
+from lightning_recipes.checks._data_statistics import distribution_shift
 from lightning_recipes.testing import TinyTransformerLM, random_token_loader
 
 from . import _models as M
@@ -181,9 +181,9 @@ def test_distribution_shift_matches_the_chi_square_formula():
             expected = (train[k] + val[k]) * n / (n_train + n_val)
             chi2 += (observed - expected) ** 2 / expected
     tv = 0.5 * (abs(0.5 - 10 / 60) + abs(0.3 - 10 / 60) + abs(0.2 - 40 / 60))
-    shift = _distribution_shift(train, val)
-    assert shift["chi2"] == pytest.approx(chi2) and shift["tv"] == pytest.approx(tv) and shift["df"] == 2
-    assert shift["significant"] == (tv > 0.2 and chi2 > 2 + 5 * math.sqrt(4))
+    shift = distribution_shift(train, val)
+    assert shift.chi2 == pytest.approx(chi2) and shift.tv == pytest.approx(tv) and shift.df == 2
+    assert shift.significant == (tv > 0.2 and chi2 > 2 + 5 * math.sqrt(4))
 
 
 @pytest.mark.parametrize("value", [(0.1, 0.05), (0.0, 0.5), (0.1,), "0.1", (0.1, 1.5)])
