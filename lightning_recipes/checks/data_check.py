@@ -72,8 +72,7 @@ class DataCheck(SanityCheck):
 
     Cost: reads ``num_batches`` batches of each loader (shared with the other checks) and runs one forward
     pass (to infer ``C``); a ``torch.unique`` over the float samples read, per-class means; a handful of
-    host syncs, once. Measured with one thread on a shared 2-core CPU: 17 ms on the demo CNN (digits, 8 + 2
-    batches, reads cached), 26 ms on TinyTransformerLM's token data.
+    host syncs, once (measured figures in ``benchmarks/RESULTS.md``).
 
     Args:
         num_batches: Batches inspected (of each loader).
