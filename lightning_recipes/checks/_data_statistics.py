@@ -18,15 +18,20 @@ from torch import Tensor
 from torch.nn import functional as F
 
 __all__ = [
+    "ClassMixing",
+    "LabelRange",
     "LabelShift",
     "RemappedClass",
     "Remapping",
     "class_counts",
+    "class_mixing",
     "distribution_shift",
     "label_range",
     "labelled",
+    "labels_in_range",
     "proportions",
     "remapped_classes",
+    "split_labels",
 ]
 
 _MAX_FEATURES = 4096  # class means of larger inputs use every k-th feature
@@ -49,6 +54,77 @@ def labelled(pairs: Sequence[tuple[Tensor | None, Tensor | None]]) -> list[tuple
     ]
 
 
+@dataclass(frozen=True)
+class LabelRange:
+    """How many labels fall outside ``[0, classes)`` (``[0, inf)`` when the class count is unknown), and the
+    smallest and largest of them (``None`` when none does)."""
+
+    out_of_range: int
+    low: int | None = None
+    high: int | None = None
+
+
+def labels_in_range(labels: Sequence[Tensor], classes: int | None, ignore_index: int) -> LabelRange:
+    """Labels outside ``[0, classes)`` among integer label tensors, ``ignore_index`` allowed. One host sync
+    (three when some are out of range).
+
+    Example:
+        >>> import torch
+        >>> labels_in_range([torch.tensor([0, 3, -100]), torch.tensor([[5, -1]])], 4, ignore_index=-100)
+        LabelRange(out_of_range=2, low=-1, high=5)
+        >>> labels_in_range([torch.tensor([0, 9])], None, ignore_index=-100)
+        LabelRange(out_of_range=0, low=None, high=None)
+    """
+    flat = torch.cat([t.flatten() for t in labels])
+    bad = (flat < 0) & (flat != ignore_index)
+    if classes is not None:
+        bad = bad | (flat >= classes)
+    out_of_range = int(bad.sum())  # sync: once
+    if not out_of_range:
+        return LabelRange(0)
+    seen = flat[bad]
+    return LabelRange(out_of_range, int(seen.min()), int(seen.max()))
+
+
+@dataclass(frozen=True)
+class ClassMixing:
+    """How the classes mix over ``batches`` label batches (one label per sample, at least 2 samples):
+    ``single`` lists the batches of at least 8 samples holding one class (``ignore_index`` aside),
+    ``classes`` counts the distinct labels over all of them and ``sorted`` says whether, with at least 2
+    classes, the labels never decrease from one sample to the next."""
+
+    batches: int
+    single: tuple[int, ...]
+    classes: int
+    sorted: bool
+
+    @property
+    def all_single(self) -> bool:
+        """Every batch holds one class, and not all the same one."""
+        return self.classes >= 2 and len(self.single) == self.batches
+
+
+def class_mixing(labels: Sequence[Tensor], ignore_index: int) -> ClassMixing | None:
+    """The class mixing of the label batches holding one label per sample; ``None`` when none does.
+
+    Example:
+        >>> import torch
+        >>> class_mixing([torch.zeros(8).long(), torch.ones(8).long()], ignore_index=-100)
+        ClassMixing(batches=2, single=(0, 1), classes=2, sorted=True)
+        >>> class_mixing([torch.tensor([[0, 1]])], ignore_index=-100) is None
+        True
+    """
+    per_sample = [t for t in labels if t.ndim == 1 and t.numel() >= 2]
+    if not per_sample:
+        return None
+    distinct = [int(torch.unique(t[t != ignore_index]).numel()) for t in per_sample]
+    overall = int(torch.unique(torch.cat(per_sample)).numel())
+    single = tuple(i for i, n in enumerate(distinct) if n == 1 and per_sample[i].numel() >= 8)
+    flat = torch.cat(per_sample)
+    ordered = overall >= 2 and bool((flat[1:] >= flat[:-1]).all())
+    return ClassMixing(len(per_sample), single, overall, ordered)
+
+
 def class_counts(labels: Tensor) -> dict[int, int]:
     """``{label: count}`` in ascending label order.
 
@@ -58,6 +134,66 @@ def class_counts(labels: Tensor) -> dict[int, int]:
         {0: 1, 2: 3}
     """
     return dict(zip(*(t.tolist() for t in torch.unique(labels, return_counts=True)), strict=True))
+
+
+@dataclass(frozen=True)
+class SplitLabels:
+    """The labelled batches of the training and validation splits, the masks of their samples that carry a
+    label (not ``ignore_index``) over the concatenated batches, and the class counts of those samples."""
+
+    train: tuple[tuple[Tensor | None, Tensor], ...]
+    val: tuple[tuple[Tensor | None, Tensor], ...]
+    keep_train: Tensor
+    keep_val: Tensor
+    train_counts: dict[int, int]
+    val_counts: dict[int, int]
+
+    @property
+    def shared(self) -> set[int]:
+        return set(self.train_counts) & set(self.val_counts)
+
+    @property
+    def unseen(self) -> int:
+        """Validation samples whose label no training sample carries."""
+        return sum(count for label, count in self.val_counts.items() if label not in self.train_counts)
+
+    @property
+    def unseen_fraction(self) -> float:
+        return self.unseen / sum(self.val_counts.values())
+
+
+def split_labels(
+    train: Sequence[tuple[Tensor | None, Tensor | None]],
+    val: Sequence[tuple[Tensor | None, Tensor | None]],
+    ignore_index: int,
+) -> SplitLabels | None:
+    """The labels of both splits' ``(inputs, targets)`` batches; ``None`` when a split has no batch of one
+    integer label per sample or no sample with a label. One host sync.
+
+    Example:
+        >>> import torch
+        >>> x = torch.zeros(3, 2)
+        >>> found = split_labels([(x, torch.tensor([0, 1, 1]))], [(x, torch.tensor([1, 2, -100]))], -100)
+        >>> found.train_counts, found.val_counts, found.shared, found.unseen, found.unseen_fraction
+        ({0: 1, 1: 2}, {1: 1, 2: 1}, {1}, 1, 0.5)
+    """
+    train_pairs, val_pairs = labelled(train), labelled(val)
+    if not train_pairs or not val_pairs:
+        return None
+    y_train = torch.cat([y for _, y in train_pairs]).cpu()  # sync: once
+    y_val = torch.cat([y for _, y in val_pairs]).cpu()
+    keep_train, keep_val = y_train != ignore_index, y_val != ignore_index
+    y_train, y_val = y_train[keep_train], y_val[keep_val]
+    if len(y_train) == 0 or len(y_val) == 0:
+        return None
+    return SplitLabels(
+        tuple(train_pairs),
+        tuple(val_pairs),
+        keep_train,
+        keep_val,
+        class_counts(y_train),
+        class_counts(y_val),
+    )
 
 
 def label_range(counts: dict[int, int]) -> str:

@@ -13,12 +13,13 @@ from lightning_recipes._validation import check_int, check_positive
 from lightning_recipes.checks._batches import Key
 from lightning_recipes.checks._data_scans import NonFinite, input_scale, scan_nonfinite, scan_samples
 from lightning_recipes.checks._data_statistics import (
-    class_counts,
+    class_mixing,
     distribution_shift,
     label_range,
-    labelled,
+    labels_in_range,
     proportions,
     remapped_classes,
+    split_labels,
 )
 from lightning_recipes.checks._inference import IGNORE_INDEX, infer_num_classes
 from lightning_recipes.checks.base import SanityCheck, TimeBudget
@@ -254,20 +255,12 @@ class DataCheck(SanityCheck):
         if context.val_dataloader is None:
             return
         val = [context.split(b) for b in context.val_batches(self.num_batches)]
-        train_pairs = labelled(list(zip(inputs, targets, strict=True)))
-        val_pairs = labelled(val)
-        if not train_pairs or not val_pairs:
-            return
-        y_train = torch.cat([y for _, y in train_pairs]).cpu()  # sync: once
-        y_val = torch.cat([y for _, y in val_pairs]).cpu()
-        keep_train, keep_val = y_train != IGNORE_INDEX, y_val != IGNORE_INDEX
-        y_train, y_val = y_train[keep_train], y_val[keep_val]
-        if len(y_train) == 0 or len(y_val) == 0:
+        found = split_labels(list(zip(inputs, targets, strict=True)), val, IGNORE_INDEX)
+        if found is None:
             return
         checked["splits"] = "training and validation labels agree"
-        train_counts, val_counts = class_counts(y_train), class_counts(y_val)
+        train_counts, val_counts, shared = found.train_counts, found.val_counts, found.shared
         details.update(train_class_counts=train_counts, val_class_counts=val_counts)
-        shared = set(train_counts) & set(val_counts)
         train_set, val_set = label_range(train_counts), label_range(val_counts)
         if not shared:
             fails.append(
@@ -277,8 +270,7 @@ class DataCheck(SanityCheck):
                 "Try: split with stratification (per class), and build one label mapping for both splits."
             )
             return
-        unseen = sum(count for label, count in val_counts.items() if label not in train_counts)
-        unseen_fraction = unseen / len(y_val)
+        unseen, unseen_fraction = found.unseen, found.unseen_fraction
         details["val_unseen_label_fraction"] = unseen_fraction
         if unseen_fraction >= 0.5:
             fails.append(
@@ -288,7 +280,7 @@ class DataCheck(SanityCheck):
                 "build one label mapping and apply it to both splits; split with stratification."
             )
             return
-        remapped = remapped_classes(train_pairs, val_pairs, keep_train, keep_val, shared)
+        remapped = remapped_classes(found.train, found.val, found.keep_train, found.keep_val, shared)
         details["remapped_classes"] = None if remapped is None else remapped.details()
         if remapped is not None and remapped.flagged:
             shown = ", ".join(
@@ -365,41 +357,32 @@ class DataCheck(SanityCheck):
         else:
             checked["labels"] = "labels non-negative"
             unchecked["labels"] = "the labels' upper bound (number of classes unknown: pass `num_classes=`)"
-        flat = torch.cat([t.flatten() for t in labels])
-        valid = flat != IGNORE_INDEX
-        bad = (flat < 0) & valid
-        if classes is not None:
-            bad = bad | (flat >= classes)
-        out_of_range = int(bad.sum())  # sync: once
+        in_range = labels_in_range(labels, classes, IGNORE_INDEX)
+        out_of_range = in_range.out_of_range
         details["labels_out_of_range"] = out_of_range
         if out_of_range:
-            seen = flat[bad]
             fails.append(
                 f"{out_of_range} label(s) outside [0, {classes if classes is not None else 'C'}) (min "
-                f"{int(seen.min())}, max {int(seen.max())}). Cross-entropy raises on these, or silently "
+                f"{in_range.low}, max {in_range.high}). Cross-entropy raises on these, or silently "
                 "reads garbage on some devices. Likely causes: 1-based labels, a wrong num_classes in the "
                 "head, padding value other than -100. Try: remap labels to 0..C-1; set the head width to the "
                 "number of classes."
             )
-        per_sample = [t for t in labels if t.ndim == 1 and t.numel() >= 2]
-        if not per_sample:
+        mixing = class_mixing(labels, IGNORE_INDEX)
+        if mixing is None:
             unchecked["classes"] = "class mixing and shuffling (targets are not one label per sample)"
             return
         checked["classes"] = "classes mixed"
-        distinct = [int(torch.unique(t[t != IGNORE_INDEX]).numel()) for t in per_sample]
-        overall = int(torch.unique(torch.cat(per_sample)).numel())
-        single = [i for i, n in enumerate(distinct) if n == 1 and per_sample[i].numel() >= 8]
-        flat_labels = torch.cat(per_sample)
-        sorted_labels = overall >= 2 and bool((flat_labels[1:] >= flat_labels[:-1]).all())
+        single, sorted_labels, batches = list(mixing.single), mixing.sorted, mixing.batches
         shuffled = is_shuffled(context.train_dataloader)
         if shuffled is None:
             unchecked["shuffle"] = "shuffling (the loader has no sampler to inspect)"
         elif shuffled:
             checked["shuffle"] = "loader shuffles"  # a loader that does not shuffle never passes (see below)
         details.update(single_class_batches=single, labels_sorted=sorted_labels, loader_shuffles=shuffled)
-        if overall >= 2 and len(single) == len(per_sample) and len(per_sample) >= 2:
+        if mixing.all_single and batches >= 2:
             fails.append(
-                f"every one of the first {len(per_sample)} batches holds a single class: the data is ordered "
+                f"every one of the first {batches} batches holds a single class: the data is ordered "
                 "by label, so each step pulls the model toward one class. Try: DataLoader(shuffle=True) or a "
                 "RandomSampler."
             )
@@ -410,10 +393,10 @@ class DataCheck(SanityCheck):
             )
         elif single:
             warns.append(
-                f"{len(single)} of {len(per_sample)} batches hold a single class. Try: check the sampler "
+                f"{len(single)} of {batches} batches hold a single class. Try: check the sampler "
                 "shuffles across the whole dataset (not within shards ordered by label)."
             )
-        if shuffled is False and not sorted_labels and not (overall >= 2 and len(single) == len(per_sample)):
+        if shuffled is False and not sorted_labels and not mixing.all_single:
             warns.append(
                 "the training loader does not shuffle (SequentialSampler): every epoch sees the same order, "
                 "which biases SGD if the data has any order. Try: DataLoader(shuffle=True)."
