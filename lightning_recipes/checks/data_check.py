@@ -12,15 +12,8 @@ from typing_extensions import override
 from lightning_recipes._validation import check_int, check_positive
 from lightning_recipes.checks._batches import Key
 from lightning_recipes.checks._data_scans import NonFinite, input_scale, scan_nonfinite, scan_samples
-from lightning_recipes.checks._data_statistics import (
-    class_mixing,
-    distribution_shift,
-    label_range,
-    labels_in_range,
-    proportions,
-    remapped_classes,
-    split_labels,
-)
+from lightning_recipes.checks._data_splits import compare_splits
+from lightning_recipes.checks._data_statistics import class_mixing, labels_in_range, split_labels
 from lightning_recipes.checks._inference import IGNORE_INDEX, infer_num_classes
 from lightning_recipes.checks.base import SanityCheck, TimeBudget
 from lightning_recipes.checks.context import CheckContext, is_shuffled
@@ -259,62 +252,10 @@ class DataCheck(SanityCheck):
         if found is None:
             return
         checked["splits"] = "training and validation labels agree"
-        train_counts, val_counts, shared = found.train_counts, found.val_counts, found.shared
-        details.update(train_class_counts=train_counts, val_class_counts=val_counts)
-        train_set, val_set = label_range(train_counts), label_range(val_counts)
-        if not shared:
-            fails.append(
-                f"the training and validation labels are disjoint: training has classes {train_set}, "
-                f"validation {val_set} (first batches). Every validation prediction is then wrong. Likely "
-                "causes: a split by class (sorted data cut in two), different label encoders per split. "
-                "Try: split with stratification (per class), and build one label mapping for both splits."
-            )
-            return
-        unseen, unseen_fraction = found.unseen, found.unseen_fraction
-        details["val_unseen_label_fraction"] = unseen_fraction
-        if unseen_fraction >= 0.5:
-            fails.append(
-                f"{unseen_fraction:.0%} of the validation samples carry labels never seen in the training "
-                f"batches (training classes {train_set}, validation {val_set}). Likely causes: a split by "
-                "class, labels shifted (1-based in one split), a different label encoder per split. Try: "
-                "build one label mapping and apply it to both splits; split with stratification."
-            )
-            return
-        remapped = remapped_classes(found.train, found.val, found.keep_train, found.keep_val, shared)
-        details["remapped_classes"] = None if remapped is None else remapped.details()
-        if remapped is not None and remapped.flagged:
-            shown = ", ".join(
-                f"val {c.val} looks like train {c.train} (similarity {c.similarity:.2f} vs {c.own:.2f} to "
-                f"train {c.val})"
-                for c in remapped.classes[:4]
-            )
-            fails.append(
-                "the labels look remapped between the splits: the mean input of "
-                f"{len(remapped.classes)} of {remapped.compared} validation classes is closest to the mean "
-                f"input of another training class ({shown}). The model is graded against a different "
-                "labelling than it learned. Likely causes: a label encoder fit separately on each split "
-                "(class order differs), an off-by-one shift in one split, a column mix-up. Try: fit one "
-                "label mapping on the training set and reuse it; compare a few samples per class across the "
-                "splits."
-            )
-            return
-        if unseen >= 3:
-            warns.append(
-                f"{unseen} validation sample(s) ({unseen_fraction:.1%}) carry labels absent from the "
-                f"training batches read (training classes {train_set}, validation {val_set}). Rare "
-                "classes can be missing from a few batches by chance; if not, the split is not "
-                "stratified. Try: stratify the split per class."
-            )
-        shift = distribution_shift(train_counts, val_counts)
-        details["label_distribution"] = shift.details()
-        if shift.significant:
-            warns.append(
-                f"the label distribution differs between the splits: total variation {shift.tv:.2f} "
-                f"(chi-square {shift.chi2:.1f} on {shift.df} degrees of freedom; training "
-                f"{proportions(train_counts)}, validation {proportions(val_counts)}). Validation metrics "
-                "then weigh the classes differently from training. Try: a stratified split; if it is "
-                "deliberate, report per-class metrics."
-            )
+        comparison = compare_splits(found)
+        details.update(comparison.details())
+        fails.extend(comparison.fails)
+        warns.extend(comparison.warns)
 
     def _num_classes(self, context: CheckContext, batch: Any, targets: Tensor | None) -> int | None:
         if self.num_classes is not None:
