@@ -1,5 +1,5 @@
-"""The pure parts of ``DataCheck`` (issue 23): the input scans of ``_data_scans.py`` and the label statistics
-of ``_data_statistics.py``, against values computed by hand."""
+"""The pure parts of ``DataCheck`` (issue 23): the input scans of ``_data_scans.py``, the label statistics of
+``_data_statistics.py`` and the split comparison of ``_data_splits.py``, against values computed by hand."""
 
 from __future__ import annotations
 
@@ -17,16 +17,22 @@ from lightning_recipes.checks._data_scans import (
     scan_nonfinite,
     scan_samples,
 )
+from lightning_recipes.checks._data_splits import compare_splits
 from lightning_recipes.checks._data_statistics import (
+    ClassMixing,
+    LabelRange,
     LabelShift,
     RemappedClass,
     Remapping,
     class_counts,
+    class_mixing,
     distribution_shift,
     label_range,
     labelled,
+    labels_in_range,
     proportions,
     remapped_classes,
+    split_labels,
 )
 
 NAN, INF = float("nan"), float("inf")
@@ -188,3 +194,117 @@ def test_records_are_frozen():
     for record in (NonFinite("inputs", 1, 0), InputScale(0.0, 1.0, ()), RemappedClass(0, 1, 0.9, 0.1)):
         with pytest.raises(dataclasses.FrozenInstanceError):
             record.role = "x"  # type: ignore[union-attr]
+
+
+def test_labels_in_range_counts_negatives_and_labels_past_the_class_count_but_not_the_ignore_index():
+    labels = [torch.tensor([0, 3, -100, 4]), torch.tensor([[-1, 2], [7, 0]])]
+    assert labels_in_range(labels, 4, ignore_index=-100) == LabelRange(3, low=-1, high=7)
+    assert labels_in_range(labels, None, ignore_index=-100) == LabelRange(1, low=-1, high=-1)
+    assert labels_in_range(labels, 8, ignore_index=-1) == LabelRange(1, low=-100, high=-100)
+    assert labels_in_range([torch.tensor([0, 1])], 2, ignore_index=-100) == LabelRange(0)
+
+
+def test_class_mixing_single_class_batches_need_8_samples_and_the_ignore_index_is_no_class():
+    eight_zeros = torch.zeros(8, dtype=torch.long)
+    with_ignored = torch.tensor([1] * 7 + [-100])
+    short = torch.full((7,), 2)
+    mixing = class_mixing([eight_zeros, with_ignored, short, torch.tensor([[0, 1]])], ignore_index=-100)
+    # batches of one label per sample: 3; single: 0 and 1 (7 samples is too few); classes 0, 1, 2, -100
+    assert mixing == ClassMixing(batches=3, single=(0, 1), classes=4, sorted=False)
+    assert not mixing.all_single
+    assert class_mixing([torch.tensor([[0, 1]]), torch.tensor([5])], ignore_index=-100) is None
+
+
+def test_class_mixing_sorted_needs_two_classes_and_all_single_needs_two_classes():
+    ordered = class_mixing([torch.tensor([0, 0, 1]), torch.tensor([1, 2, 2])], ignore_index=-100)
+    assert ordered is not None and ordered.sorted and ordered.classes == 3
+    one_class = class_mixing([torch.zeros(8).long(), torch.zeros(8).long()], ignore_index=-100)
+    assert one_class == ClassMixing(batches=2, single=(0, 1), classes=1, sorted=False)
+    assert not one_class.all_single  # the whole dataset may be one class: nothing to mix
+    assert class_mixing([torch.zeros(8).long(), torch.ones(8).long()], -100).all_single  # type: ignore[union-attr]
+
+
+def test_split_labels_drop_unlabelled_batches_and_ignored_samples():
+    x = torch.zeros(4, 2)
+    train = [(x, torch.tensor([0, 1, 1, -100])), (x, torch.rand(4)), (x, None)]
+    val = [(x, torch.tensor([1, 2, 2, 2]))]
+    found = split_labels(train, val, ignore_index=-100)
+    assert found is not None and len(found.train) == 1 and len(found.val) == 1
+    assert found.keep_train.tolist() == [True, True, True, False] and found.keep_val.all()
+    assert (found.train_counts, found.val_counts, found.shared) == ({0: 1, 1: 2}, {1: 1, 2: 3}, {1})
+    assert (found.unseen, found.unseen_fraction) == (3, 0.75)
+    assert split_labels(train, [(x, torch.rand(4))], ignore_index=-100) is None
+    assert split_labels(train, [(x, torch.full((4,), -100))], ignore_index=-100) is None
+
+
+# ---------------------------------------------------------------- the split comparison
+
+
+def _split(train: list[int], val: list[int], x_train=None, x_val=None):
+    """``SplitLabels`` of one training and one validation batch (inputs: zeros unless given)."""
+    y, y_val = torch.tensor(train), torch.tensor(val)
+    x = torch.zeros(len(train), 4) if x_train is None else x_train
+    xv = torch.zeros(len(val), 4) if x_val is None else x_val
+    found = split_labels([(x, y)], [(xv, y_val)], ignore_index=-100)
+    assert found is not None
+    return found
+
+
+def test_comparison_stops_at_disjoint_labels_with_only_the_counts_in_details():
+    comparison = compare_splits(_split([0, 0, 1], [2, 3]))
+    assert comparison.stage == "disjoint" and comparison.warns == ()
+    assert list(comparison.details()) == ["train_class_counts", "val_class_counts"]
+    assert "disjoint: training has classes {0, 1}, validation {2, 3}" in comparison.fails[0]
+
+
+def test_comparison_fails_from_half_of_the_validation_labels_unseen():
+    comparison = compare_splits(_split([0, 1], [1, 2]))  # unseen 1 of 2: exactly the bar
+    assert comparison.stage == "unseen" and comparison.details()["val_unseen_label_fraction"] == 0.5
+    assert comparison.fails[0].startswith("50% of the validation samples carry labels never seen")
+    below = compare_splits(_split([0, 1], [1, 1, 2]))  # 1 of 3: below the bar, reported only from 3 samples
+    assert below.stage == "shift" and below.fails == () and below.remapping is None
+    assert list(below.details()) == [
+        "train_class_counts",
+        "val_class_counts",
+        "val_unseen_label_fraction",
+        "remapped_classes",
+        "label_distribution",
+    ]
+
+
+def test_comparison_warns_on_three_unseen_samples_and_on_a_shifted_distribution():
+    train = [0] * 50 + [1] * 50
+    val = [0] * 20 + [1] * 77 + [2] * 3  # 3 unseen (3%)
+    comparison = compare_splits(_split(train, val))
+    assert comparison.stage == "shift" and comparison.fails == ()
+    assert comparison.shift is not None and comparison.shift.significant
+    unseen, shifted = comparison.warns
+    assert unseen.startswith("3 validation sample(s) (3.0%) carry labels absent")
+    # tv = (0.30 + 0.27 + 0.03) / 2; chi2 = 2 (15^2/35 + 13.5^2/63.5 + 1.5^2/1.5) = 21.6 > 2 + 5 sqrt(4) = 12
+    assert shifted.startswith(
+        "the label distribution differs between the splits: total variation 0.30 (chi-square 21.6 on 2"
+    )
+    assert "training 0: 50%, 1: 50%, validation 1: 77%, 0: 20%, 2: 3%" in shifted
+
+
+def test_comparison_stops_at_remapped_classes_and_names_them():
+    x, y = _clusters([0, 1, 2])
+    y_val = y.clone()
+    y_val[y == 0], y_val[y == 1] = 1, 0
+    comparison = compare_splits(_split(y.tolist(), y_val.tolist(), x, x.clone()))
+    assert comparison.stage == "remapped" and comparison.shift is None and comparison.warns == ()
+    assert comparison.details()["remapped_classes"] == comparison.remapping.details()  # type: ignore[union-attr]
+    assert "label_distribution" not in comparison.details()
+    assert "mean input of 2 of 3 validation classes" in comparison.fails[0]
+    assert "val 0 looks like train 1 (similarity 1.00 vs -0.50 to train 0)" in comparison.fails[0]
+
+
+def test_split_comparison_and_label_records_are_frozen():
+    comparison = compare_splits(_split([0, 1], [1, 2]))
+    for record, field in (
+        (comparison, "stage"),
+        (LabelRange(0), "low"),
+        (ClassMixing(1, (), 2, False), "sorted"),
+    ):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(record, field, None)
