@@ -128,8 +128,9 @@ def test_distribution_shift_on_hand_computed_tables():
 def test_distribution_shift_needs_both_a_large_tv_and_a_large_chi2():
     small = distribution_shift({0: 3, 1: 2}, {0: 1, 1: 4})  # tv 0.4 but 10 samples: chi2 = 5/3 < 8.07
     assert small.tv == pytest.approx(0.4) and small.chi2 == pytest.approx(5 / 3) and not small.significant
-    mild = distribution_shift({0: 600, 1: 400}, {0: 400, 1: 600})  # chi2 80 but tv exactly 0.2
-    assert mild.tv == pytest.approx(0.2) and mild.chi2 == pytest.approx(80.0) and not mild.significant
+    mild = distribution_shift({0: 9, 1: 91}, {0: 29, 1: 71})  # tv exactly 0.2 (in floats too), chi2 13.0
+    assert mild.tv == 0.2 and mild.chi2 == pytest.approx(200 / 19 + 200 / 81) and not mild.significant
+    assert distribution_shift({0: 9, 1: 91}, {0: 30, 1: 70}).significant  # tv 0.21
 
 
 def test_label_shift_details_keep_the_saved_keys_and_order_and_the_record_is_frozen():
