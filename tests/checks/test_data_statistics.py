@@ -125,6 +125,20 @@ def test_distribution_shift_on_hand_computed_tables():
     assert distribution_shift({0: 10}, {1: 10}) == LabelShift(tv=1.0, chi2=20.0, df=1, significant=True)
 
 
+def test_distribution_shift_matches_the_chi_square_formula():
+    train, val = {0: 50, 1: 30, 2: 20}, {0: 10, 1: 10, 2: 40}
+    n_train, n_val = 100, 60
+    chi2 = 0.0
+    for k in (0, 1, 2):
+        for observed, n in ((train[k], n_train), (val[k], n_val)):
+            expected = (train[k] + val[k]) * n / (n_train + n_val)
+            chi2 += (observed - expected) ** 2 / expected
+    tv = 0.5 * (abs(0.5 - 10 / 60) + abs(0.3 - 10 / 60) + abs(0.2 - 40 / 60))
+    shift = distribution_shift(train, val)
+    assert shift.chi2 == pytest.approx(chi2) and shift.tv == pytest.approx(tv) and shift.df == 2
+    assert shift.significant == (tv > 0.2 and chi2 > 2 + 5 * math.sqrt(4))
+
+
 def test_distribution_shift_needs_both_a_large_tv_and_a_large_chi2():
     small = distribution_shift({0: 3, 1: 2}, {0: 1, 1: 4})  # tv 0.4 but 10 samples: chi2 = 5/3 < 8.07
     assert small.tv == pytest.approx(0.4) and small.chi2 == pytest.approx(5 / 3) and not small.significant
