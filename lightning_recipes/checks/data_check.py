@@ -3,16 +3,17 @@ order."""
 
 from __future__ import annotations
 
-import math
 from typing import Any, Literal
 
 import torch
 from torch import Tensor
-from torch.nn import functional as F
 from typing_extensions import override
 
 from lightning_recipes._validation import check_int, check_positive
-from lightning_recipes.checks._batches import Key, is_float, tensors_of
+from lightning_recipes.checks._batches import Key
+from lightning_recipes.checks._data_scans import NonFinite, input_scale, scan_nonfinite, scan_samples
+from lightning_recipes.checks._data_splits import compare_splits
+from lightning_recipes.checks._data_statistics import class_mixing, labels_in_range, split_labels
 from lightning_recipes.checks._inference import IGNORE_INDEX, infer_num_classes
 from lightning_recipes.checks.base import SanityCheck, TimeBudget
 from lightning_recipes.checks.context import CheckContext, is_shuffled
@@ -131,12 +132,11 @@ class DataCheck(SanityCheck):
 
         inputs = [context.split(b)[0] for b in batches]
         targets = [context.split(b)[1] for b in batches]
-        nonfinite = self._nonfinite(batches, inputs, targets)
-        details["nonfinite_values"] = sum(n + i for n, i in nonfinite.values())
+        nonfinite = scan_nonfinite(batches, inputs, targets)
+        details["nonfinite_values"] = sum(c.nan + c.inf for c in nonfinite)
         if details["nonfinite_values"]:  # new keys only when something is found: saved reports stay equal
-            by_tensor = {role: {"nan": nan, "inf": inf} for role, (nan, inf) in nonfinite.items()}
-            details["nonfinite_by_tensor"] = by_tensor
-            fails.append(self._nonfinite_message(nonfinite, len(batches)))
+            details["nonfinite_by_tensor"] = {c.role: {"nan": c.nan, "inf": c.inf} for c in nonfinite}
+            fails.append(_nonfinite_message(nonfinite, len(batches)))
 
         # What each part of the check looked at: a PASS message states only these (issue 12, item 11).
         checked: dict[str, str] = {"finite": "finite"}
@@ -160,45 +160,6 @@ class DataCheck(SanityCheck):
             message += " Not checked: " + "; ".join(unchecked[k] for k in order if k in unchecked) + "."
         return CheckResult(self.name, "pass", message, details)
 
-    @staticmethod
-    def _nonfinite(
-        batches: list[Any], inputs: list[Tensor | None], targets: list[Tensor | None]
-    ) -> dict[str, tuple[int, int]]:
-        """``{role: (NaN count, Inf count)}`` for the inputs, the targets and any other float tensor."""
-        counts: dict[str, list[Tensor]] = {"inputs": [], "targets": [], "other tensors": []}
-        for batch, x, y in zip(batches, inputs, targets, strict=True):
-            for tensor in tensors_of(batch):
-                if not is_float(tensor):
-                    continue
-                role = "inputs" if tensor is x else "targets" if tensor is y else "other tensors"
-                counts[role].append(torch.stack([tensor.isnan().sum(), tensor.isinf().sum()]))
-        found = {role: torch.stack(c).sum(0) for role, c in counts.items() if c}
-        table = {role: c.tolist() for role, c in found.items()}  # sync: once
-        return {role: (int(n), int(i)) for role, (n, i) in table.items() if n or i}
-
-    @staticmethod
-    def _nonfinite_message(nonfinite: dict[str, tuple[int, int]], batches: int) -> str:
-        parts = []
-        for role, (nan, inf) in nonfinite.items():
-            kinds = " and ".join(f"{count} {kind}" for count, kind in ((nan, "NaN"), (inf, "Inf")) if count)
-            parts.append(f"{kinds} value(s) in the {role}")
-        causes = []
-        if "targets" in nonfinite:
-            causes.append(
-                "non-finite targets (regression targets with missing values, a log of 0 in a target "
-                "transform) make the loss NaN on the first step that sees them"
-            )
-        if any(inf for _, inf in nonfinite.values()):
-            causes.append("Inf comes from an overflow (float16 casts, exp) or a division by a zero std")
-        if any(nan for nan, _ in nonfinite.values()):
-            causes.append("NaN comes from missing values in the source or 0/0 in normalisation")
-        return (
-            f"NaN/Inf in the data: {'; '.join(parts)} in the first {batches} batches. Non-finite data "
-            f"turns the loss and every weight into NaN. Likely causes: {'; '.join(causes)}. Try: "
-            "torch.nan_to_num or drop the rows; check the normalisation statistics (std > 0) and any "
-            "log/exp in the data pipeline."
-        )
-
     def _inputs(
         self,
         inputs: list[Tensor | None],
@@ -213,17 +174,8 @@ class DataCheck(SanityCheck):
             unchecked["inputs"] = "input scale and variation (no floating-point input tensor)"
             return
         checked["inputs"] = "inputs vary and are on a sensible scale"
-        stats = torch.stack(
-            [
-                torch.stack(
-                    [x.float().nan_to_num().mean(), x.float().nan_to_num().std(), x.amax() - x.amin()]
-                )
-                for x in floats
-            ]
-        ).tolist()  # sync: once
-        constant = [i for i, (_, _, spread) in enumerate(stats) if spread == 0]
-        mean = sum(s[0] for s in stats) / len(stats)
-        std = sum(s[1] for s in stats) / len(stats)
+        scale = input_scale(floats)
+        mean, std, constant = scale.mean, scale.std, list(scale.constant)
         details.update(input_mean=mean, input_std=std, constant_input_batches=constant)
         if constant:
             fails.append(
@@ -244,30 +196,12 @@ class DataCheck(SanityCheck):
         self, inputs: list[Tensor | None], details: dict[str, Any], fails: list[str], warns: list[str]
     ) -> None:
         """Blank samples (every value equal) among all inputs; repeated samples among float inputs."""
-        groups: dict[tuple[Any, ...], list[tuple[int, Tensor]]] = {}
-        for index, x in enumerate(inputs):
-            if x is None or x.ndim < 2 or x[0].numel() < 4:  # a sample of 1-3 values may be "constant"
-                continue
-            groups.setdefault((tuple(x.shape[1:]), x.dtype), []).append((index, x.flatten(1)))
-        if not groups:
+        scan = scan_samples(inputs)
+        if scan is None:
             return
-        total = blank_total = duplicates = checked_for_duplicates = 0
-        blank_example: tuple[int, int] | None = None
-        for parts in groups.values():
-            flat = torch.cat([x for _, x in parts])
-            where = [(batch, row) for batch, x in parts for row in range(len(x))]
-            blank = (flat == flat[:, :1]).all(dim=1)
-            blank_rows = torch.nonzero(blank).flatten().tolist()  # sync: once per input shape
-            total += len(flat)
-            blank_total += len(blank_rows)
-            if blank_rows and blank_example is None:
-                blank_example = where[blank_rows[0]]
-            if torch.is_floating_point(flat):  # token sequences repeat legitimately (short prompts)
-                rows = flat[~blank]
-                checked_for_duplicates += len(rows)
-                duplicates += len(rows) - len(torch.unique(rows, dim=0))  # sync: once per input shape
-        blank_fraction = blank_total / total
-        duplicate_fraction = duplicates / checked_for_duplicates if checked_for_duplicates else 0.0
+        total, blank_total, blank_example = scan.total, scan.blank, scan.blank_example
+        duplicates, checked_for_duplicates = scan.duplicates, scan.checked_for_duplicates
+        blank_fraction, duplicate_fraction = scan.blank_fraction, scan.duplicate_fraction
         if blank_total or duplicates:  # new keys only when something is found: saved reports stay equal
             details.update(
                 blank_samples=blank_total,
@@ -314,76 +248,14 @@ class DataCheck(SanityCheck):
         if context.val_dataloader is None:
             return
         val = [context.split(b) for b in context.val_batches(self.num_batches)]
-        train_pairs = _labelled(list(zip(inputs, targets, strict=True)))
-        val_pairs = _labelled(val)
-        if not train_pairs or not val_pairs:
-            return
-        y_train = torch.cat([y for _, y in train_pairs]).cpu()  # sync: once
-        y_val = torch.cat([y for _, y in val_pairs]).cpu()
-        keep_train, keep_val = y_train != IGNORE_INDEX, y_val != IGNORE_INDEX
-        y_train, y_val = y_train[keep_train], y_val[keep_val]
-        if len(y_train) == 0 or len(y_val) == 0:
+        found = split_labels(list(zip(inputs, targets, strict=True)), val, IGNORE_INDEX)
+        if found is None:
             return
         checked["splits"] = "training and validation labels agree"
-        train_counts = dict(
-            zip(*(t.tolist() for t in torch.unique(y_train, return_counts=True)), strict=True)
-        )
-        val_counts = dict(zip(*(t.tolist() for t in torch.unique(y_val, return_counts=True)), strict=True))
-        details.update(train_class_counts=train_counts, val_class_counts=val_counts)
-        shared = set(train_counts) & set(val_counts)
-        train_set, val_set = _label_range(train_counts), _label_range(val_counts)
-        if not shared:
-            fails.append(
-                f"the training and validation labels are disjoint: training has classes {train_set}, "
-                f"validation {val_set} (first batches). Every validation prediction is then wrong. Likely "
-                "causes: a split by class (sorted data cut in two), different label encoders per split. "
-                "Try: split with stratification (per class), and build one label mapping for both splits."
-            )
-            return
-        unseen = sum(count for label, count in val_counts.items() if label not in train_counts)
-        unseen_fraction = unseen / len(y_val)
-        details["val_unseen_label_fraction"] = unseen_fraction
-        if unseen_fraction >= 0.5:
-            fails.append(
-                f"{unseen_fraction:.0%} of the validation samples carry labels never seen in the training "
-                f"batches (training classes {train_set}, validation {val_set}). Likely causes: a split by "
-                "class, labels shifted (1-based in one split), a different label encoder per split. Try: "
-                "build one label mapping and apply it to both splits; split with stratification."
-            )
-            return
-        remapped = _remapped_classes(train_pairs, val_pairs, keep_train, keep_val, shared)
-        details["remapped_classes"] = remapped
-        if remapped is not None and len(remapped[0]) >= max(2, (remapped[1] + 1) // 2):
-            shown = ", ".join(
-                f"val {v} looks like train {t} (similarity {sim:.2f} vs {own:.2f} to train {v})"
-                for v, t, sim, own in remapped[0][:4]
-            )
-            fails.append(
-                f"the labels look remapped between the splits: the mean input of {len(remapped[0])} of "
-                f"{remapped[1]} validation classes is closest to the mean input of another training class "
-                f"({shown}). The model is graded against a different labelling than it learned. Likely "
-                "causes: a label encoder fit separately on each split (class order differs), an off-by-one "
-                "shift in one split, a column mix-up. Try: fit one label mapping on the training set and "
-                "reuse it; compare a few samples per class across the splits."
-            )
-            return
-        if unseen >= 3:
-            warns.append(
-                f"{unseen} validation sample(s) ({unseen_fraction:.1%}) carry labels absent from the "
-                f"training batches read (training classes {train_set}, validation {val_set}). Rare "
-                "classes can be missing from a few batches by chance; if not, the split is not "
-                "stratified. Try: stratify the split per class."
-            )
-        shift = _distribution_shift(train_counts, val_counts)
-        details["label_distribution"] = shift
-        if shift["significant"]:
-            warns.append(
-                f"the label distribution differs between the splits: total variation {shift['tv']:.2f} "
-                f"(chi-square {shift['chi2']:.1f} on {shift['df']} degrees of freedom; training "
-                f"{_proportions(train_counts)}, validation {_proportions(val_counts)}). Validation metrics "
-                "then weigh the classes differently from training. Try: a stratified split; if it is "
-                "deliberate, report per-class metrics."
-            )
+        comparison = compare_splits(found)
+        details.update(comparison.details())
+        fails.extend(comparison.fails)
+        warns.extend(comparison.warns)
 
     def _num_classes(self, context: CheckContext, batch: Any, targets: Tensor | None) -> int | None:
         if self.num_classes is not None:
@@ -426,41 +298,32 @@ class DataCheck(SanityCheck):
         else:
             checked["labels"] = "labels non-negative"
             unchecked["labels"] = "the labels' upper bound (number of classes unknown: pass `num_classes=`)"
-        flat = torch.cat([t.flatten() for t in labels])
-        valid = flat != IGNORE_INDEX
-        bad = (flat < 0) & valid
-        if classes is not None:
-            bad = bad | (flat >= classes)
-        out_of_range = int(bad.sum())  # sync: once
+        in_range = labels_in_range(labels, classes, IGNORE_INDEX)
+        out_of_range = in_range.out_of_range
         details["labels_out_of_range"] = out_of_range
         if out_of_range:
-            seen = flat[bad]
             fails.append(
                 f"{out_of_range} label(s) outside [0, {classes if classes is not None else 'C'}) (min "
-                f"{int(seen.min())}, max {int(seen.max())}). Cross-entropy raises on these, or silently "
+                f"{in_range.low}, max {in_range.high}). Cross-entropy raises on these, or silently "
                 "reads garbage on some devices. Likely causes: 1-based labels, a wrong num_classes in the "
                 "head, padding value other than -100. Try: remap labels to 0..C-1; set the head width to the "
                 "number of classes."
             )
-        per_sample = [t for t in labels if t.ndim == 1 and t.numel() >= 2]
-        if not per_sample:
+        mixing = class_mixing(labels, IGNORE_INDEX)
+        if mixing is None:
             unchecked["classes"] = "class mixing and shuffling (targets are not one label per sample)"
             return
         checked["classes"] = "classes mixed"
-        distinct = [int(torch.unique(t[t != IGNORE_INDEX]).numel()) for t in per_sample]
-        overall = int(torch.unique(torch.cat(per_sample)).numel())
-        single = [i for i, n in enumerate(distinct) if n == 1 and per_sample[i].numel() >= 8]
-        flat_labels = torch.cat(per_sample)
-        sorted_labels = overall >= 2 and bool((flat_labels[1:] >= flat_labels[:-1]).all())
+        single, sorted_labels, batches = list(mixing.single), mixing.sorted, mixing.batches
         shuffled = is_shuffled(context.train_dataloader)
         if shuffled is None:
             unchecked["shuffle"] = "shuffling (the loader has no sampler to inspect)"
         elif shuffled:
             checked["shuffle"] = "loader shuffles"  # a loader that does not shuffle never passes (see below)
         details.update(single_class_batches=single, labels_sorted=sorted_labels, loader_shuffles=shuffled)
-        if overall >= 2 and len(single) == len(per_sample) and len(per_sample) >= 2:
+        if mixing.all_single and batches >= 2:
             fails.append(
-                f"every one of the first {len(per_sample)} batches holds a single class: the data is ordered "
+                f"every one of the first {batches} batches holds a single class: the data is ordered "
                 "by label, so each step pulls the model toward one class. Try: DataLoader(shuffle=True) or a "
                 "RandomSampler."
             )
@@ -471,10 +334,10 @@ class DataCheck(SanityCheck):
             )
         elif single:
             warns.append(
-                f"{len(single)} of {len(per_sample)} batches hold a single class. Try: check the sampler "
+                f"{len(single)} of {batches} batches hold a single class. Try: check the sampler "
                 "shuffles across the whole dataset (not within shards ordered by label)."
             )
-        if shuffled is False and not sorted_labels and not (overall >= 2 and len(single) == len(per_sample)):
+        if shuffled is False and not sorted_labels and not mixing.all_single:
             warns.append(
                 "the training loader does not shuffle (SequentialSampler): every epoch sees the same order, "
                 "which biases SGD if the data has any order. Try: DataLoader(shuffle=True)."
@@ -494,90 +357,24 @@ def _check_fractions(name: str, value: Any) -> None:
         )
 
 
-def _labelled(pairs: list[tuple[Tensor | None, Tensor | None]]) -> list[tuple[Tensor | None, Tensor]]:
-    """``(inputs, labels)`` of the batches holding one integer class label per sample."""
-    return [
-        (x, y)
-        for x, y in pairs
-        if y is not None and y.ndim == 1 and not y.is_floating_point() and y.dtype != torch.bool
-    ]
-
-
-def _label_range(counts: dict[int, int]) -> str:
-    labels = sorted(counts)
-    if len(labels) > 6:
-        return f"{{{labels[0]}, {labels[1]}, ..., {labels[-1]}}} ({len(labels)} labels)"
-    return "{" + ", ".join(map(str, labels)) + "}"
-
-
-def _proportions(counts: dict[int, int]) -> str:
-    total = sum(counts.values())
-    shown = sorted(counts.items(), key=lambda kv: -kv[1])[:4]
-    return ", ".join(f"{label}: {count / total:.0%}" for label, count in shown) + (
-        ", ..." if len(counts) > 4 else ""
+def _nonfinite_message(nonfinite: tuple[NonFinite, ...], batches: int) -> str:
+    parts = []
+    for c in nonfinite:
+        kinds = " and ".join(f"{count} {kind}" for count, kind in ((c.nan, "NaN"), (c.inf, "Inf")) if count)
+        parts.append(f"{kinds} value(s) in the {c.role}")
+    causes = []
+    if any(c.role == "targets" for c in nonfinite):
+        causes.append(
+            "non-finite targets (regression targets with missing values, a log of 0 in a target "
+            "transform) make the loss NaN on the first step that sees them"
+        )
+    if any(c.inf for c in nonfinite):
+        causes.append("Inf comes from an overflow (float16 casts, exp) or a division by a zero std")
+    if any(c.nan for c in nonfinite):
+        causes.append("NaN comes from missing values in the source or 0/0 in normalisation")
+    return (
+        f"NaN/Inf in the data: {'; '.join(parts)} in the first {batches} batches. Non-finite data "
+        f"turns the loss and every weight into NaN. Likely causes: {'; '.join(causes)}. Try: "
+        "torch.nan_to_num or drop the rows; check the normalisation statistics (std > 0) and any "
+        "log/exp in the data pipeline."
     )
-
-
-_MAX_FEATURES = 4096  # class means of larger inputs use every k-th feature
-
-
-def _remapped_classes(
-    train: list[tuple[Tensor | None, Tensor]],
-    val: list[tuple[Tensor | None, Tensor]],
-    keep_train: Tensor,
-    keep_val: Tensor,
-    shared: set[int],
-) -> tuple[list[tuple[int, int, float, float]], int] | None:
-    """Validation classes whose mean (standardised) input is closest to another class's training mean.
-
-    Returns ``([(val class, closest train class, its cosine, cosine to the same class), ...], classes
-    compared)``, or ``None`` when the inputs are not float tensors of one shape in both splits.
-    """
-    xs_train = [x for x, _ in train]
-    xs_val = [x for x, _ in val]
-    shapes = {tuple(x.shape[1:]) for x in xs_train + xs_val if x is not None}
-    if len(shapes) != 1 or any(x is None or not torch.is_floating_point(x) for x in xs_train + xs_val):
-        return None
-    x_train = torch.cat([x.flatten(1) for x in xs_train if x is not None]).float().cpu()[keep_train]
-    x_val = torch.cat([x.flatten(1) for x in xs_val if x is not None]).float().cpu()[keep_val]
-    stride = max(1, -(-x_train.shape[1] // _MAX_FEATURES))
-    finite = {"nan": 0.0, "posinf": 0.0, "neginf": 0.0}  # non-finite values are reported above
-    x_train, x_val = x_train[:, ::stride].nan_to_num(**finite), x_val[:, ::stride].nan_to_num(**finite)
-    y_train = torch.cat([y for _, y in train]).cpu()[keep_train]
-    y_val = torch.cat([y for _, y in val]).cpu()[keep_val]
-    mean, std = x_train.mean(0), x_train.std(0).clamp_min(1e-6)
-    classes = [c for c in sorted(shared) if (y_train == c).sum() >= 3 and (y_val == c).sum() >= 3]
-    if len(classes) < 2:
-        return None
-    centroid_train = torch.stack([((x_train[y_train == c] - mean) / std).mean(0) for c in classes])
-    centroid_val = torch.stack([((x_val[y_val == c] - mean) / std).mean(0) for c in classes])
-    similarity = F.normalize(centroid_val, dim=1) @ F.normalize(centroid_train, dim=1).T
-    if not bool(torch.isfinite(similarity).all()):
-        return None
-    best = similarity.argmax(dim=1).tolist()
-    remapped = [
-        (c, classes[j], float(similarity[i, j]), float(similarity[i, i]))
-        for i, (c, j) in enumerate(zip(classes, best, strict=True))
-        if j != i
-    ]
-    return remapped, len(classes)
-
-
-def _distribution_shift(train: dict[int, int], val: dict[int, int]) -> dict[str, Any]:
-    """Total variation between the label distributions and a chi-square test of homogeneity.
-
-    Significant when the total variation exceeds 0.2 and chi-square exceeds its mean by five standard
-    deviations (``df + 5 sqrt(2 df)``): sampling noise of a few batches stays below both.
-    """
-    labels = sorted(set(train) | set(val))
-    n_train, n_val = sum(train.values()), sum(val.values())
-    tv = 0.5 * sum(abs(train.get(k, 0) / n_train - val.get(k, 0) / n_val) for k in labels)
-    chi2 = 0.0
-    for k in labels:
-        column = train.get(k, 0) + val.get(k, 0)
-        for observed, n in ((train.get(k, 0), n_train), (val.get(k, 0), n_val)):
-            expected = column * n / (n_train + n_val)
-            chi2 += (observed - expected) ** 2 / expected if expected > 0 else 0.0
-    df = max(1, len(labels) - 1)
-    significant = tv > 0.2 and chi2 > df + 5 * math.sqrt(2 * df)
-    return {"tv": tv, "chi2": chi2, "df": df, "significant": significant}
