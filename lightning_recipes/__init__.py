@@ -23,10 +23,12 @@ from lightning_recipes.callbacks import (
     RunManifest,
     StabilityGuard,
 )
-from lightning_recipes.checks import (
+from lightning_recipes.checks import (  # every check class of checks.CHECKS (tests/checks/test_exports.py)
     BatchIndependenceCheck,
+    CausalityCheck,
     CheckResult,
     DataCheck,
+    EvalModeCheck,
     GradFlowCheck,
     InitLossCheck,
     InputIndependenceCheck,
@@ -35,6 +37,8 @@ from lightning_recipes.checks import (
     PreflightError,
     PreflightReport,
     SanityCheck,
+    SplitOverlapCheck,
+    TargetLeakageCheck,
     preflight,
 )
 from lightning_recipes.data import CharLMDataModule, DigitsDataModule
@@ -82,11 +86,13 @@ __all__ = [
     "BatchIndependenceCheck",
     "BatchMixer",
     "BatchMixingMixin",
+    "CausalityCheck",
     "CharLMDataModule",
     "CheckResult",
     "DataCheck",
     "DigitsDataModule",
     "EarlyStopping",
+    "EvalModeCheck",
     "FSDP2Mixin",
     "FinetuneSchedule",
     "GradFlowCheck",
@@ -117,7 +123,9 @@ __all__ = [
     "RunManifest",
     "SanityCheck",
     "SpeedTuneResult",
+    "SplitOverlapCheck",
     "StabilityGuard",
+    "TargetLeakageCheck",
     "__version__",
     "apply_fsdp2",
     "build_optimizer",
