@@ -20,10 +20,12 @@ from lightning_recipes.callbacks import (
     RunManifest,
     StabilityGuard,
 )
-from lightning_recipes.checks import (
+from lightning_recipes.checks import (  # every check class of checks.CHECKS (tests/checks/test_exports.py)
     BatchIndependenceCheck,
+    CausalityCheck,
     CheckResult,
     DataCheck,
+    EvalModeCheck,
     GradFlowCheck,
     InitLossCheck,
     InputIndependenceCheck,
@@ -32,6 +34,8 @@ from lightning_recipes.checks import (
     PreflightError,
     PreflightReport,
     SanityCheck,
+    SplitOverlapCheck,
+    TargetLeakageCheck,
     preflight,
 )
 from lightning_recipes.data import CharLMDataModule, DigitsDataModule
@@ -79,11 +83,13 @@ __all__ = [
     "BatchIndependenceCheck",
     "BatchMixer",
     "BatchMixingMixin",
+    "CausalityCheck",
     "CharLMDataModule",
     "CheckResult",
     "DataCheck",
     "DigitsDataModule",
     "EarlyStopping",
+    "EvalModeCheck",
     "FSDP2Mixin",
     "FinetuneSchedule",
     "GradFlowCheck",
@@ -114,7 +120,9 @@ __all__ = [
     "RunManifest",
     "SanityCheck",
     "SpeedTuneResult",
+    "SplitOverlapCheck",
     "StabilityGuard",
+    "TargetLeakageCheck",
     "__version__",
     "apply_fsdp2",
     "build_optimizer",

@@ -9,6 +9,7 @@ from typing import Any, Literal
 import torch
 import yaml
 
+from lightning_recipes._blocks import resolve_block_classes
 from lightning_recipes._checkpoint import register_plain_type
 from lightning_recipes._validation import (
     check_betas,
@@ -18,7 +19,7 @@ from lightning_recipes._validation import (
     check_non_negative,
     check_positive,
 )
-from lightning_recipes.optim.layer_decay import check_layer_decay, check_lr_scale, resolve_block_classes
+from lightning_recipes.optim.layer_decay import check_layer_decay, check_lr_scale
 from lightning_recipes.optim.names import (
     OPTIMIZERS,
     RECIPE_OPTIMIZERS,

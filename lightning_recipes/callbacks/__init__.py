@@ -15,21 +15,27 @@ from lightning_recipes.callbacks.health_monitor import Finding, HealthMonitor
 from lightning_recipes.callbacks.input_pipeline_monitor import InputPipelineMonitor
 from lightning_recipes.callbacks.run_manifest import RunManifest
 from lightning_recipes.callbacks.stability_guard import StabilityGuard
-from lightning_recipes.checks import (
+from lightning_recipes.checks import (  # every check class of checks.CHECKS (tests/checks/test_exports.py)
     BatchIndependenceCheck,
+    CausalityCheck,
     DataCheck,
+    EvalModeCheck,
     GradFlowCheck,
     InitLossCheck,
     InputIndependenceCheck,
     OverfitBatchCheck,
     Preflight,
+    SplitOverlapCheck,
+    TargetLeakageCheck,
 )
 
 __all__: list[str] = [
     "AdaptiveGradClip",
     "BatchIndependenceCheck",
+    "CausalityCheck",
     "DataCheck",
     "EarlyStopping",
+    "EvalModeCheck",
     "Finding",
     "FinetuneSchedule",
     "GradFlowCheck",
@@ -41,5 +47,7 @@ __all__: list[str] = [
     "OverfitBatchCheck",
     "Preflight",
     "RunManifest",
+    "SplitOverlapCheck",
     "StabilityGuard",
+    "TargetLeakageCheck",
 ]

@@ -11,23 +11,20 @@ import math
 import time
 import warnings
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Protocol
 
 import lightning.pytorch as pl
 from lightning.pytorch.utilities import rank_zero_only
 from lightning.pytorch.utilities.rank_zero import rank_zero_info, rank_zero_warn
 
-from lightning_recipes.checks._budget import DEFAULT_TIME_BUDGET, hard_limit
+from lightning_recipes.checks._budget import hard_limit
 from lightning_recipes.checks._isolation import cpu_threads
+from lightning_recipes.checks._options import PreflightOptions
 from lightning_recipes.checks.context import CheckContext, context_from_trainer
 from lightning_recipes.checks.report import CheckResult, PreflightError, PreflightReport
 
-if TYPE_CHECKING:
-    from lightning_recipes.checks.base import SanityCheck
-
 __all__ = [
-    "DEFAULT_TOTAL_TIME_BUDGET",
-    "ON_FAIL",
+    "RunnableCheck",
     "enforce",
     "log_results",
     "progress_line",
@@ -36,39 +33,42 @@ __all__ = [
     "unsupported_strategy",
 ]
 
-ON_FAIL = ("raise", "warn")
-#: The default cap on a whole preflight, in seconds (issue #14's bar: <= 30 s on a 2-core CPU).
-DEFAULT_TOTAL_TIME_BUDGET = 30.0
 #: Seconds kept back for each check still to run when a check's budget is cut to fit the total.
 RESERVE_PER_CHECK = 0.5
 #: No check on the default budget gets less than this, even when the total is spent.
 MIN_CHECK_BUDGET = 1.0
 
 
+class RunnableCheck(Protocol):
+    """What the runner needs of a check (:class:`~lightning_recipes.checks.SanityCheck` is one)."""
+
+    @property
+    def name(self) -> str: ...
+
+    def resolved_budget(self, default: float | None) -> float | None: ...
+
+    def run(self, context: CheckContext, *, default_budget: float | None) -> CheckResult: ...
+
+
 def run_checks(
-    checks: Sequence[SanityCheck],
-    context: CheckContext,
-    num_threads: int | None = None,
-    *,
-    time_budget: float | None = DEFAULT_TIME_BUDGET,
-    progress: bool = False,
-    total_time_budget: float | None = DEFAULT_TOTAL_TIME_BUDGET,
+    checks: Sequence[RunnableCheck], context: CheckContext, options: PreflightOptions
 ) -> PreflightReport:
     """Run each check on the shared context and collect a report.
 
-    ``num_threads`` sets torch's intra-op threads while the checks run on a CPU, then restores them.
-    ``time_budget`` is the seconds each check whose own ``time_budget`` is ``"default"`` gets (``None``:
-    unlimited). ``total_time_budget`` caps the whole run: a check on the default budget gets at most what is
-    left of it, less :data:`RESERVE_PER_CHECK` seconds for each check still to come (never less than
-    :data:`MIN_CHECK_BUDGET`); a check given its own ``time_budget`` keeps it. ``progress`` logs a line as
-    each check starts and one as it ends (rank zero, Lightning's ``rank_zero_info``, as the package logs
-    elsewhere).
+    ``options.num_threads`` sets torch's intra-op threads while the checks run on a CPU, then restores them.
+    ``options.time_budget`` is the seconds each check whose own ``time_budget`` is ``"default"`` gets
+    (``None``: unlimited). ``options.total_time_budget`` caps the whole run: a check on the default budget
+    gets at most what is left of it, less :data:`RESERVE_PER_CHECK` seconds for each check still to come
+    (never less than :data:`MIN_CHECK_BUDGET`); a check given its own ``time_budget`` keeps it.
+    ``options.progress`` logs a line as each check starts and one as it ends (rank zero, Lightning's
+    ``rank_zero_info``, as the package logs elsewhere).
     """
     started = time.perf_counter()
     results: list[CheckResult] = []
-    with cpu_threads(num_threads, context.device):
+    progress, total_time_budget = options.progress, options.total_time_budget
+    with cpu_threads(options.num_threads, context.device):
         for index, check in enumerate(checks):
-            default = time_budget
+            default = options.time_budget
             if total_time_budget is not None:
                 left = total_time_budget - (time.perf_counter() - started)
                 share = max(MIN_CHECK_BUDGET, left - RESERVE_PER_CHECK * (len(checks) - index - 1))
@@ -106,21 +106,13 @@ def progress_line(
 
 
 def run_in_trainer(
-    checks: Sequence[SanityCheck],
+    checks: Sequence[RunnableCheck],
     trainer: pl.Trainer,
     pl_module: pl.LightningModule,
+    options: PreflightOptions,
     *,
     keep: Callable[[PreflightReport], None],
     on_fail: str,
-    print_report: bool = False,
-    num_classes: int | None = None,
-    input_key: Any = None,
-    target_key: Any = None,
-    seed: int = 0,
-    num_threads: int | None = None,
-    time_budget: float | None = DEFAULT_TIME_BUDGET,
-    progress: bool = False,
-    total_time_budget: float | None = DEFAULT_TOTAL_TIME_BUDGET,
 ) -> bool:
     """Run ``checks`` with the Trainer's device, precision and loaders, log and print the report, then call
     ``keep(report)`` (the caller stores it) and :func:`enforce` ``on_fail``. Returns whether a check failed on
@@ -136,20 +128,13 @@ def run_in_trainer(
         context = context_from_trainer(
             trainer,
             pl_module,
-            input_key=input_key,
-            target_key=target_key,
-            num_classes=num_classes,
-            seed=seed,
+            input_key=options.input_key,
+            target_key=options.target_key,
+            num_classes=options.num_classes,
+            seed=options.seed,
         )
-        report = run_checks(
-            checks,
-            context,
-            num_threads,
-            time_budget=time_budget,
-            progress=progress,
-            total_time_budget=total_time_budget,
-        )
-    if print_report and trainer.is_global_zero:
+        report = run_checks(checks, context, options)
+    if options.print_report and trainer.is_global_zero:
         from rich.console import Console
 
         Console().print(report)

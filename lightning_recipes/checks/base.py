@@ -11,29 +11,16 @@ import torch
 from lightning.pytorch.callbacks import Callback
 from typing_extensions import override
 
-from lightning_recipes._validation import check_choice, check_positive
+from lightning_recipes._validation import check_choice
 from lightning_recipes.checks._batches import Key, check_key
 from lightning_recipes.checks._budget import DEFAULT_TIME_BUDGET, BudgetExceeded, hard_limit, time_budget
 from lightning_recipes.checks._isolation import preserved_rng
-from lightning_recipes.checks._runner import ON_FAIL, run_in_trainer
+from lightning_recipes.checks._options import ON_FAIL, PreflightOptions, TimeBudget, check_time_budget
+from lightning_recipes.checks._runner import run_in_trainer
 from lightning_recipes.checks.context import CheckContext
 from lightning_recipes.checks.report import CheckResult, CheckSkipped, PreflightReport
 
 __all__ = ["DEFAULT_TIME_BUDGET", "SanityCheck", "TimeBudget", "check_time_budget"]
-
-TimeBudget = float | None | Literal["default"]
-
-
-def check_time_budget(name: str, value: Any, *, allow_default: bool = False) -> None:
-    """A budget is a positive number of seconds, ``None`` (unlimited) or, for a check, ``"default"``."""
-    if value is None or (allow_default and value == "default"):
-        return
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        allowed = "a positive number of seconds, None (unlimited)" + (
-            ' or "default"' if allow_default else ""
-        )
-        raise ValueError(f"`{name}` must be {allowed}, got {value!r}.")
-    check_positive(name, value)
 
 
 class SanityCheck(Callback):
@@ -189,16 +176,14 @@ class SanityCheck(Callback):
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if self.result is not None or trainer.ckpt_path is not None:
             return  # checks describe a fresh run; a resumed run already passed them
-        self.failed_on_any_rank = run_in_trainer(
-            [self],
-            trainer,
-            pl_module,
-            keep=self._keep,
-            on_fail=self.on_fail,
+        options = PreflightOptions(
             input_key=self.input_key,
             target_key=self.target_key,
             time_budget=DEFAULT_TIME_BUDGET,
             progress=True,
+        )
+        self.failed_on_any_rank = run_in_trainer(
+            [self], trainer, pl_module, options, keep=self._keep, on_fail=self.on_fail
         )
 
     def _keep(self, report: PreflightReport) -> None:

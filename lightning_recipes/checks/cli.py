@@ -103,7 +103,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         usage: lightning-recipes preflight ...
         0
     """
-    from lightning_recipes.checks.preflight import preflight
+    from lightning_recipes.checks._options import PreflightOptions
+    from lightning_recipes.checks.preflight import build_checks, run_preflight
 
     cwd = os.getcwd()
     if (
@@ -135,20 +136,22 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+    try:
+        options = PreflightOptions(
+            input_key=config.input_key,
+            target_key=config.target_key,
+            num_classes=config.num_classes,
+            seed=config.seed,
+            num_threads=config.num_threads,
+            time_budget=config.time_budget,
+            progress=config.progress,
+            print_report=True,
+        )
+    except (TypeError, ValueError) as err:
+        print(f"lightning-recipes preflight: {err}", file=sys.stderr)
+        return 2
     objects = parser.instantiate_classes(config)
-    report = preflight(
-        objects.model,
-        datamodule=objects.data,
-        checks=config.checks,
-        input_key=config.input_key,
-        target_key=config.target_key,
-        num_classes=config.num_classes,
-        seed=config.seed,
-        num_threads=config.num_threads,
-        print_report=True,
-        time_budget=config.time_budget,
-        progress=config.progress,
-    )
+    report = run_preflight(objects.model, build_checks(config.checks), options, datamodule=objects.data)
     if config.json is not None:
         config.json.write_text(report.to_json())
     if not report.ok:

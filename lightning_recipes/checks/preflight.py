@@ -18,11 +18,12 @@ import torch
 from lightning.pytorch.callbacks import Callback
 from typing_extensions import override
 
-from lightning_recipes._validation import check_bool, check_choice, check_int
-from lightning_recipes.checks._batches import Key, check_key
+from lightning_recipes._validation import check_choice
+from lightning_recipes.checks._batches import Key
 from lightning_recipes.checks._budget import DEFAULT_TIME_BUDGET
-from lightning_recipes.checks._runner import DEFAULT_TOTAL_TIME_BUDGET, ON_FAIL, run_checks, run_in_trainer
-from lightning_recipes.checks.base import SanityCheck, check_time_budget
+from lightning_recipes.checks._options import DEFAULT_TOTAL_TIME_BUDGET, ON_FAIL, PreflightOptions
+from lightning_recipes.checks._runner import run_checks, run_in_trainer
+from lightning_recipes.checks.base import SanityCheck
 from lightning_recipes.checks.batch_independence_check import BatchIndependenceCheck
 from lightning_recipes.checks.causality_check import CausalityCheck
 from lightning_recipes.checks.context import CheckContext
@@ -82,26 +83,6 @@ def build_checks(checks: Sequence[str | SanityCheck] | str | SanityCheck | None)
     if duplicates:
         raise ValueError(f"`checks` names each check at most once, got {duplicates} more than once.")
     return built
-
-
-def _validate_common(
-    num_classes: Any,
-    seed: Any,
-    num_threads: Any,
-    input_key: Any,
-    target_key: Any,
-    time_budget: Any = None,
-    progress: Any = False,
-) -> None:
-    check_time_budget("time_budget", time_budget)
-    check_bool("progress", progress)
-    if num_classes is not None:
-        check_int("num_classes", num_classes, minimum=2)
-    check_int("seed", seed)
-    if num_threads is not None:
-        check_int("num_threads", num_threads, minimum=1)
-    check_key("input_key", input_key)
-    check_key("target_key", target_key)
 
 
 def preflight(
@@ -192,33 +173,48 @@ def preflight(
         1.386
     """
     built = build_checks(checks)
-    _validate_common(num_classes, seed, num_threads, input_key, target_key, time_budget, progress)
-    check_time_budget("total_time_budget", total_time_budget)
-    check_bool("print_report", print_report)
-    data = resolve_fit_data("preflight", model, datamodule, train_dataloaders, val_dataloaders)
-    train_dataloaders, val_dataloaders = data.train, data.val
-    if num_classes is None:
-        num_classes = data.num_classes
-    context = CheckContext(
-        model,
-        train_dataloaders,
-        val_dataloaders,
-        device=device,
-        datamodule=datamodule,
+    options = PreflightOptions(
         input_key=input_key,
         target_key=target_key,
         num_classes=num_classes,
         seed=seed,
-    )
-    report = run_checks(
-        built,
-        context,
-        num_threads,
+        num_threads=num_threads,
         time_budget=time_budget,
-        progress=progress,
         total_time_budget=total_time_budget,
+        progress=progress,
+        print_report=print_report,
     )
-    if print_report:
+    return run_preflight(model, built, options, datamodule, train_dataloaders, val_dataloaders, device)
+
+
+def run_preflight(
+    model: pl.LightningModule,
+    checks: Sequence[SanityCheck],
+    options: PreflightOptions,
+    datamodule: pl.LightningDataModule | None = None,
+    train_dataloaders: Any = None,
+    val_dataloaders: Any = None,
+    device: torch.device | str | None = None,
+) -> PreflightReport:
+    """:func:`preflight` with its options as one record and its checks built (what the command line calls).
+
+    Raises:
+        ValueError: If no training data is given.
+    """
+    data = resolve_fit_data("preflight", model, datamodule, train_dataloaders, val_dataloaders)
+    context = CheckContext(
+        model,
+        data.train,
+        data.val,
+        device=device,
+        datamodule=datamodule,
+        input_key=options.input_key,
+        target_key=options.target_key,
+        num_classes=options.num_classes if options.num_classes is not None else data.num_classes,
+        seed=options.seed,
+    )
+    report = run_checks(checks, context, options)
+    if options.print_report:
         from rich.console import Console
 
         Console().print(report)
@@ -295,20 +291,19 @@ class Preflight(Callback):
         total_time_budget: float | None = DEFAULT_TOTAL_TIME_BUDGET,
     ) -> None:
         check_choice("on_fail", on_fail, ON_FAIL)
-        check_bool("print_report", print_report)
-        _validate_common(num_classes, seed, num_threads, input_key, target_key, time_budget, progress)
-        self.num_threads = num_threads
-        check_time_budget("total_time_budget", total_time_budget)
-        self.time_budget = time_budget
-        self.total_time_budget = total_time_budget
-        self.progress = progress
+        self.options = PreflightOptions(
+            input_key=input_key,
+            target_key=target_key,
+            num_classes=num_classes,
+            seed=seed,
+            num_threads=num_threads,
+            time_budget=time_budget,
+            total_time_budget=total_time_budget,
+            progress=progress,
+            print_report=print_report,
+        )
         self.checks = build_checks(checks)
         self.on_fail = on_fail
-        self.print_report = print_report
-        self.input_key = input_key
-        self.target_key = target_key
-        self.num_classes = num_classes
-        self.seed = seed
         self.report: PreflightReport | None = None
         self.failed_on_any_rank = False  # the collective decision: True on every rank if any rank failed
 
@@ -322,20 +317,7 @@ class Preflight(Callback):
         if self.report is not None or trainer.ckpt_path is not None:
             return  # checks describe a fresh run; a resumed run already passed them
         self.failed_on_any_rank = run_in_trainer(
-            self.checks,
-            trainer,
-            pl_module,
-            keep=self._keep,
-            on_fail=self.on_fail,
-            print_report=self.print_report,
-            num_classes=self.num_classes,
-            input_key=self.input_key,
-            target_key=self.target_key,
-            seed=self.seed,
-            num_threads=self.num_threads,
-            time_budget=self.time_budget,
-            progress=self.progress,
-            total_time_budget=self.total_time_budget,
+            self.checks, trainer, pl_module, self.options, keep=self._keep, on_fail=self.on_fail
         )
 
     def _keep(self, report: PreflightReport) -> None:

@@ -2,28 +2,23 @@
 
 from __future__ import annotations
 
-import importlib
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from torch import nn
 
+from lightning_recipes._blocks import BlockSpec, infer_block_classes, resolve_block_classes
 from lightning_recipes._validation import check_in_range, check_positive
 from lightning_recipes._warn_once import warn_once
 
-#: A block class, its import path (``"pkg.module.Class"``, handy in YAML), or a sequence of them.
-BlockSpec = type[nn.Module] | str | Sequence[type[nn.Module] | str]
-
 __all__ = [
-    "BlockSpec",
     "check_layer_decay",
     "check_lr_scale",
     "layer_depths",
     "layer_name",
     "layer_scale",
     "match_lr_scale",
-    "resolve_block_classes",
 ]
 
 
@@ -70,9 +65,6 @@ def layer_depths(
     """
     classes = resolve_block_classes(block_classes)
     if classes is None:
-        # the FSDP presets' rule, through the public API (imported here: strategies/ imports optim/)
-        from lightning_recipes.strategies import infer_block_classes
-
         try:
             classes = infer_block_classes(module)
         except ValueError as err:
@@ -122,39 +114,6 @@ def layer_depths(
             "model's repeated block, or set per-module LRs with `lr_scale`."
         )
     return depths, blocks
-
-
-def resolve_block_classes(spec: BlockSpec | None) -> tuple[type[nn.Module], ...] | None:
-    """``block_classes`` (classes or import paths) as a tuple of ``nn.Module`` subclasses (``None`` stays).
-
-    Raises:
-        ValueError: For a path that cannot be imported or that names no ``nn.Module`` subclass.
-
-    Example:
-        >>> resolve_block_classes("torch.nn.TransformerEncoderLayer")
-        (<class 'torch.nn.modules.transformer.TransformerEncoderLayer'>,)
-    """
-    if spec is None:
-        return None
-    items = [spec] if isinstance(spec, (str, type)) else list(spec)
-    classes: list[type[nn.Module]] = []
-    for item in items:
-        cls: object = item
-        if isinstance(item, str):
-            module_name, _, attr = item.rpartition(".")
-            try:
-                cls = getattr(importlib.import_module(module_name), attr) if module_name else None
-            except (ImportError, AttributeError) as err:
-                raise ValueError(f"`block_classes` entry {item!r} cannot be imported: {err}.") from err
-        if not (isinstance(cls, type) and issubclass(cls, nn.Module)):
-            raise ValueError(
-                "`block_classes` must hold nn.Module subclasses or their full import paths "
-                f"('pkg.module.Class'), got {item!r}."
-            )
-        classes.append(cls)
-    if not classes:
-        raise ValueError("`block_classes` must name at least one class, got an empty sequence.")
-    return tuple(classes)
 
 
 def layer_scale(depth: int, num_blocks: int, layer_decay: float) -> float:

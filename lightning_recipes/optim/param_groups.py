@@ -8,9 +8,9 @@ from typing import Any
 
 from torch import nn
 
+from lightning_recipes._blocks import BlockSpec
 from lightning_recipes._warn_once import warn_once
 from lightning_recipes.optim.layer_decay import (
-    BlockSpec,
     check_layer_decay,
     check_lr_scale,
     layer_depths,

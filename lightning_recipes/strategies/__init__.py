@@ -10,14 +10,14 @@ Example:
     ('RecipesDDPStrategy', {'gradient_as_bucket_view': True})
 """
 
-from lightning_recipes.strategies._blocks import LazyBlockPolicy, infer_block_classes, resolve_block_classes
+from lightning_recipes._blocks import infer_block_classes, outermost_blocks, resolve_block_classes
 from lightning_recipes.strategies._layout import MemoryLayout
+from lightning_recipes.strategies._wrap_policy import LazyBlockPolicy
 from lightning_recipes.strategies.activation_checkpointing import (
     ActivationCheckpointingMixin,
     checkpoint_blocks,
     checkpointed_blocks,
     disable_hf_kv_cache,
-    outermost_blocks,
 )
 from lightning_recipes.strategies.ddp import RecipesDDPStrategy
 from lightning_recipes.strategies.deepspeed_config import (

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["available_host_memory", "check_host_memory"]
+from lightning_recipes.strategies._units import GIB
 
-_GIB = 1024**3
+__all__ = ["available_host_memory", "check_host_memory"]
 
 
 def available_host_memory() -> int | None:
@@ -48,7 +48,7 @@ def check_host_memory(required_bytes: int, available_bytes: int | None, *, what:
     if available_bytes is None or required_bytes <= available_bytes:
         return
     raise RuntimeError(
-        f"`{what}` offloads about {required_bytes / _GIB:.2f} GiB to host memory on this node, but only"
-        f" {available_bytes / _GIB:.2f} GiB is available. Use more nodes, a preset without offload, or pass"
+        f"`{what}` offloads about {required_bytes / GIB:.2f} GiB to host memory on this node, but only"
+        f" {available_bytes / GIB:.2f} GiB is available. Use more nodes, a preset without offload, or pass"
         " `host_memory_gb=` if the figure read from the machine is wrong."
     )

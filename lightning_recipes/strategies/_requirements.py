@@ -6,10 +6,9 @@ from lightning.pytorch.accelerators import Accelerator, CUDAAccelerator
 from torch import nn
 
 from lightning_recipes.strategies._host import available_host_memory, check_host_memory
+from lightning_recipes.strategies._units import GIB
 
 __all__ = ["refuse_offload_without_host_memory", "refuse_without_cuda"]
-
-_GIB = 1024**3
 
 
 def refuse_without_cuda(accelerator: Accelerator | None, *, preset: str, engine: str) -> None:
@@ -47,5 +46,5 @@ def refuse_offload_without_host_memory(
     estimate = estimate_memory(
         model, strategy=strategy, precision=precision, devices=devices, num_nodes=num_nodes, optimizer="adamw"
     )
-    available = int(host_memory_gb * _GIB) if host_memory_gb is not None else available_host_memory()
+    available = int(host_memory_gb * GIB) if host_memory_gb is not None else available_host_memory()
     check_host_memory(estimate.host * devices, available, what=preset)

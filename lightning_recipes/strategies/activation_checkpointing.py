@@ -14,43 +14,18 @@ import lightning.pytorch as pl
 from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 from torch import nn
 
+from lightning_recipes._blocks import BlockSpec, infer_block_classes, outermost_blocks, resolve_block_classes
 from lightning_recipes._validation import check_bool
-from lightning_recipes.strategies._blocks import BlockSpec, infer_block_classes, resolve_block_classes
 
 __all__ = [
     "ActivationCheckpointingMixin",
     "checkpoint_blocks",
     "checkpointed_blocks",
     "disable_hf_kv_cache",
-    "outermost_blocks",
 ]
 
 # The marker torch's composable API leaves on a module it manages (public state registry of `_composable`).
 _CHECKPOINT_NAME = "checkpoint"
-
-
-def outermost_blocks(module: nn.Module, block_classes: tuple[type[nn.Module], ...]) -> list[nn.Module]:
-    """The instances of ``block_classes`` in ``module`` that are not inside another such instance.
-
-    Each instance is listed once, in registration order, even when it is registered under two names (a block
-    shared between an encoder and a decoder): checkpointing or sharding it twice is an error in torch.
-
-    Example:
-        >>> from lightning_recipes.testing import TinyTransformerLM, TransformerBlock
-        >>> len(outermost_blocks(TinyTransformerLM(n_layers=3), (TransformerBlock,)))
-        3
-    """
-    found: dict[int, nn.Module] = {}
-
-    def visit(node: nn.Module) -> None:
-        for child in node.children():
-            if isinstance(child, block_classes):
-                found.setdefault(id(child), child)
-            else:
-                visit(child)
-
-    visit(module)
-    return list(found.values())
 
 
 def checkpointed_blocks(module: nn.Module) -> list[str]:

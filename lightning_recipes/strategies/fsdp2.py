@@ -13,9 +13,9 @@ from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 from typing_extensions import override
 
+from lightning_recipes._blocks import BlockSpec, infer_block_classes, outermost_blocks, resolve_block_classes
 from lightning_recipes._validation import check_bool
-from lightning_recipes.strategies._blocks import BlockSpec, infer_block_classes, resolve_block_classes
-from lightning_recipes.strategies.activation_checkpointing import checkpoint_blocks, outermost_blocks
+from lightning_recipes.strategies.activation_checkpointing import checkpoint_blocks
 
 __all__ = ["FSDP2Mixin", "RecipesFSDP2Strategy", "apply_fsdp2", "mixed_precision_policy"]
 

@@ -14,17 +14,15 @@ from rich.console import Console
 from rich.table import Table
 from torch import nn
 
+from lightning_recipes._blocks import BlockSpec, infer_block_classes, resolve_block_classes
 from lightning_recipes._validation import check_choice, check_int
 from lightning_recipes.optim.names import OPTIMIZERS
 from lightning_recipes.strategies._activations import measure_activations
-from lightning_recipes.strategies._blocks import BlockSpec, infer_block_classes, resolve_block_classes
-from lightning_recipes.strategies._layout import MemoryLayout
+from lightning_recipes.strategies._layout import LAYOUTS, MemoryLayout
 from lightning_recipes.strategies._optimizer import read_optimizer
-from lightning_recipes.strategies.presets import PRESETS
+from lightning_recipes.strategies._units import GIB
 
 __all__ = ["OPTIMIZER_STATES", "MemoryEstimate", "estimate_memory"]
-
-GIB = 1024**3
 
 # optimizer -> (state tensors per parameter, per-tensor scalar bytes of a ``step`` tensor): read from the one
 # table of optimizer names, optim/names.py.
@@ -309,12 +307,12 @@ def _optimizer(model_or_num_params: nn.Module | int, given: str | None, notes: l
 
 
 def _check(strategy: str, optimizer: str, precision: str, devices: int, num_nodes: int) -> MemoryLayout:
-    check_choice("strategy", strategy, sorted(PRESETS))
+    check_choice("strategy", strategy, sorted(LAYOUTS))
     check_choice("optimizer", optimizer, sorted(OPTIMIZER_STATES))
     check_choice("precision", str(precision), _PRECISIONS)
     check_int("devices", devices, minimum=1)
     check_int("num_nodes", num_nodes, minimum=1)
-    return PRESETS[strategy].layout
+    return LAYOUTS[strategy]
 
 
 def _local_numel(shape: tuple[int, ...], group: int, row_chunks: bool) -> int:

@@ -14,9 +14,9 @@ import torch
 import yaml
 
 from lightning_recipes.strategies._host import available_host_memory
+from lightning_recipes.strategies._units import GIB
 from lightning_recipes.strategies.memory import (
     _PRECISIONS,
-    GIB,
     OPTIMIZER_STATES,
     estimate_memory,
     render,

@@ -11,9 +11,9 @@ from typing import Any
 from lightning.pytorch.strategies import Strategy, StrategyRegistry
 from torch import nn
 
+from lightning_recipes._blocks import infer_block_classes
 from lightning_recipes._validation import check_choice
-from lightning_recipes.strategies._blocks import infer_block_classes
-from lightning_recipes.strategies._layout import MemoryLayout
+from lightning_recipes.strategies._layout import LAYOUTS, MemoryLayout
 
 __all__ = ["PRESETS", "Preset", "preset", "register_presets"]
 
@@ -26,7 +26,9 @@ class Preset:
 
     The single table of presets (:data:`PRESETS`) holds these records: :func:`preset` builds from it, the
     ``recipes_<name>`` registry entries and the ``lightning-recipes memory`` choices are its keys, and
-    :func:`~lightning_recipes.strategies.estimate_memory` reads each preset's :attr:`layout`.
+    :func:`~lightning_recipes.strategies.estimate_memory` reads each preset's :attr:`layout` from the
+    layout table the presets take theirs from (``strategies/_layout.py``), so the estimator never imports the
+    strategies.
 
     Attributes:
         engine: ``"ddp"``, ``"fsdp"`` (Lightning's FSDP1), ``"fsdp2"`` or ``"deepspeed"``.
@@ -78,96 +80,81 @@ class Preset:
         return RecipesDeepSpeedStrategy
 
 
-_SHARD_ALL = {"shard_params": True, "shard_grads": True, "shard_optimizer": True, "gathers": True}
-_OFFLOAD_ALL = {"offload_params": True, "offload_grads": True, "offload_optimizer": True}
-_DDP = MemoryLayout("native")
-
 PRESETS: dict[str, Preset] = {
     "ddp": Preset(
         "ddp",
         {"gradient_as_bucket_view": True},
         "DDP; gradients are views into the all-reduce buckets (no second copy)",
-        _DDP,
+        LAYOUTS["ddp"],
     ),
     "ddp_spawn": Preset(
         "ddp",
         {"gradient_as_bucket_view": True, "start_method": "spawn"},
         "DDP in spawned worker processes (CPU scripts); workers destroy the gloo group before they exit",
-        _DDP,
+        LAYOUTS["ddp_spawn"],
     ),
     "ddp_static_graph": Preset(
         "ddp",
         {"gradient_as_bucket_view": True, "static_graph": True},
         "DDP with static_graph=True (same graph every step: faster, allows reentrant checkpointing)",
-        _DDP,
+        LAYOUTS["ddp_static_graph"],
     ),
     "fsdp_full_shard": Preset(
         "fsdp",
         {"sharding_strategy": "FULL_SHARD"},
         "FSDP1 ZeRO-3: parameters, gradients, optimizer state sharded; blocks wrapped and checkpointed",
-        MemoryLayout("native", **_SHARD_ALL, activation_checkpointing=True),
+        LAYOUTS["fsdp_full_shard"],
     ),
     "fsdp_shard_grad_op": Preset(
         "fsdp",
         {"sharding_strategy": "SHARD_GRAD_OP"},
         "FSDP1 ZeRO-2: gradients and optimizer state sharded, parameters kept between forward and backward",
-        # the flat parameter is sharded like FULL_SHARD, but the unsharded copy (in the MixedPrecision
-        # param_dtype, bf16 under Lightning's `bf16-mixed`) of every unit is kept from forward until backward
-        MemoryLayout(
-            "native",
-            shard_params=True,
-            shard_grads=True,
-            shard_optimizer=True,
-            keeps_gathered=True,
-            activation_checkpointing=True,
-        ),
+        LAYOUTS["fsdp_shard_grad_op"],
     ),
     "fsdp_hybrid": Preset(
         "fsdp",
         {"sharding_strategy": "HYBRID_SHARD"},
         "FSDP1 hybrid: full shard within a node, replicated across nodes (less inter-node traffic)",
-        MemoryLayout("native", **_SHARD_ALL, hybrid=True, activation_checkpointing=True),
+        LAYOUTS["fsdp_hybrid"],
     ),
     "fsdp_offload": Preset(
         "fsdp",
         {"sharding_strategy": "FULL_SHARD", "cpu_offload": True},
         "FSDP1 full shard with parameters, gradients and the optimizer step offloaded to CPU",
-        MemoryLayout("native", **_SHARD_ALL, **_OFFLOAD_ALL, activation_checkpointing=True),
+        LAYOUTS["fsdp_offload"],
     ),
     "fsdp2": Preset(
         "fsdp2",
         {},
         "FSDP2 (fully_shard per block, then root) via ModelParallelStrategy; also runs on CPU",
-        MemoryLayout("native", **_SHARD_ALL, row_chunks=True, activation_checkpointing=True),
+        LAYOUTS["fsdp2"],
     ),
     "deepspeed_zero1": Preset(
         "deepspeed",
         {"stage": 1},
         "DeepSpeed ZeRO-1: optimizer state sharded",
-        MemoryLayout("deepspeed", shard_optimizer=True),
+        LAYOUTS["deepspeed_zero1"],
     ),
     "deepspeed_zero2": Preset(
         "deepspeed",
         {"stage": 2},
         "DeepSpeed ZeRO-2: optimizer state and gradients sharded",
-        MemoryLayout("deepspeed", shard_grads=True, shard_optimizer=True),
+        LAYOUTS["deepspeed_zero2"],
     ),
     "deepspeed_zero2_offload": Preset(
         "deepspeed",
         {"stage": 2, "offload_optimizer": True},
         "DeepSpeed ZeRO-2 with the optimizer (state, fp32 master, step) on CPU",
-        MemoryLayout(
-            "deepspeed", shard_grads=True, shard_optimizer=True, offload_grads=True, offload_optimizer=True
-        ),
+        LAYOUTS["deepspeed_zero2_offload"],
     ),
     "deepspeed_zero3": Preset(
-        "deepspeed", {"stage": 3}, "DeepSpeed ZeRO-3: parameters too", MemoryLayout("deepspeed", **_SHARD_ALL)
+        "deepspeed", {"stage": 3}, "DeepSpeed ZeRO-3: parameters too", LAYOUTS["deepspeed_zero3"]
     ),
     "deepspeed_zero3_offload": Preset(
         "deepspeed",
         {"stage": 3, "offload_optimizer": True, "offload_parameters": True},
         "DeepSpeed ZeRO-3 with parameters and optimizer on CPU",
-        MemoryLayout("deepspeed", **_SHARD_ALL, **_OFFLOAD_ALL),
+        LAYOUTS["deepspeed_zero3_offload"],
     ),
 }
 

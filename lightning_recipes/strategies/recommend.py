@@ -13,10 +13,11 @@ from lightning.pytorch.strategies import Strategy
 from rich.table import Table
 from torch import nn
 
+from lightning_recipes._blocks import BlockSpec, infer_block_classes, resolve_block_classes
 from lightning_recipes._validation import check_choice, check_in_range, check_positive
 from lightning_recipes.strategies._activations import measure_activations
-from lightning_recipes.strategies._blocks import BlockSpec, infer_block_classes, resolve_block_classes
-from lightning_recipes.strategies.memory import GIB, MemoryEstimate, estimate_memory, render
+from lightning_recipes.strategies._units import GIB
+from lightning_recipes.strategies.memory import MemoryEstimate, estimate_memory, render
 from lightning_recipes.strategies.presets import PRESETS
 
 __all__ = ["LADDERS", "Recommendation", "recommend_strategy"]

@@ -20,6 +20,7 @@ import lightning.pytorch as pl
 import torch
 from torch import nn
 
+from lightning_recipes._blocks import infer_block_classes, outermost_blocks
 from lightning_recipes.checks import CheckContext
 
 __all__ = ["OPTIONS", "SpeedOption", "compile_targets", "resolve_options"]
@@ -137,14 +138,10 @@ def _compile_with(**kwargs: Any) -> Callable[[pl.LightningModule], Any]:
 
 def _repeated_blocks(module: nn.Module) -> list[nn.Module]:
     """The outermost instances of the model's repeated block type (the FSDP presets' inference)."""
-    from lightning_recipes.strategies import infer_block_classes, outermost_blocks
-
     return outermost_blocks(module, infer_block_classes(module))
 
 
 def _blocks_reason(module: pl.LightningModule, _device: torch.device) -> str | None:
-    from lightning_recipes.strategies import infer_block_classes
-
     try:
         classes = infer_block_classes(module)
     except ValueError:

@@ -1,5 +1,6 @@
 """Find the repeated blocks of a model (transformer layers, residual blocks): the unit FSDP wraps and
-checkpoints."""
+checkpoints, layer decay counts and ``speed_tune`` compiles. Serves the whole package (``optim/``,
+``strategies/``, ``tune/``); imports nothing of it."""
 
 from __future__ import annotations
 
@@ -8,16 +9,17 @@ from collections.abc import Iterable, Sequence
 
 from torch import nn
 
-__all__ = ["BlockSpec", "LazyBlockPolicy", "infer_block_classes", "resolve_block_classes"]
+__all__ = ["BlockSpec", "import_class", "infer_block_classes", "outermost_blocks", "resolve_block_classes"]
 
-# A block class, its import path (``"pkg.module.Class"``, handy in LightningCLI YAML), or a sequence of them.
+#: A block class, its import path (``"pkg.module.Class"``, handy in LightningCLI YAML), or a sequence of them.
 BlockSpec = type[nn.Module] | str | Sequence[type[nn.Module] | str]
 
 _CONTAINERS = (nn.ModuleList, nn.ModuleDict, nn.Sequential, nn.ParameterList, nn.ParameterDict)
 
 
 def resolve_block_classes(spec: BlockSpec | None) -> tuple[type[nn.Module], ...] | None:
-    """Turn ``block_classes`` (classes or import paths) into a tuple of ``nn.Module`` subclasses.
+    """Turn ``block_classes`` (classes or import paths) into a tuple of ``nn.Module`` subclasses (``None``
+    stays ``None``).
 
     Raises:
         ValueError: When a path cannot be imported or names something that is not an ``nn.Module`` class.
@@ -25,13 +27,15 @@ def resolve_block_classes(spec: BlockSpec | None) -> tuple[type[nn.Module], ...]
     Example:
         >>> resolve_block_classes("lightning_recipes.testing.TransformerBlock")
         (<class 'lightning_recipes.testing.models.TransformerBlock'>,)
+        >>> resolve_block_classes("torch.nn.TransformerEncoderLayer")
+        (<class 'torch.nn.modules.transformer.TransformerEncoderLayer'>,)
     """
     if spec is None:
         return None
     items: Iterable[type[nn.Module] | str] = [spec] if isinstance(spec, (str, type)) else spec
     classes = []
     for item in items:
-        cls = _import_class(item) if isinstance(item, str) else item
+        cls = import_class(item) if isinstance(item, str) else item
         if not (isinstance(cls, type) and issubclass(cls, nn.Module)):
             raise ValueError(
                 f"`block_classes` must hold nn.Module subclasses or their import paths, got {item!r}."
@@ -80,48 +84,40 @@ def infer_block_classes(model: nn.Module) -> tuple[type[nn.Module], ...]:
     return (best,)
 
 
-class LazyBlockPolicy:
-    """An FSDP1 ``auto_wrap_policy`` (callable protocol) that infers the block classes from the root it is
-    given.
+def outermost_blocks(module: nn.Module, block_classes: tuple[type[nn.Module], ...]) -> list[nn.Module]:
+    """The instances of ``block_classes`` in ``module`` that are not inside another such instance.
 
-    FSDP calls the policy on the root module first, so the inference happens inside the Strategy's own set-up,
-    after ``configure_model`` has built the layers (#17157). The same instance then serves as the activation
-    checkpointing policy, so both wrap exactly the same blocks. Pickles (``ddp_spawn``).
+    Each instance is listed once, in registration order, even when it is registered under two names (a block
+    shared between an encoder and a decoder): checkpointing or sharding it twice is an error in torch.
 
     Example:
-        >>> from lightning_recipes.testing import TinyTransformerLM
-        >>> policy, model = LazyBlockPolicy(), TinyTransformerLM()
-        >>> top = policy(model, recurse=True, nonwrapped_numel=0)
-        >>> top, policy(model.blocks[0], recurse=False, nonwrapped_numel=0)
-        (True, True)
-        >>> policy.block_classes
-        (<class 'lightning_recipes.testing.models.TransformerBlock'>,)
+        >>> from lightning_recipes.testing import TinyTransformerLM, TransformerBlock
+        >>> len(outermost_blocks(TinyTransformerLM(n_layers=3), (TransformerBlock,)))
+        3
     """
+    found: dict[int, nn.Module] = {}
 
-    def __init__(self, block_classes: tuple[type[nn.Module], ...] | None = None) -> None:
-        self.block_classes = block_classes
+    def visit(node: nn.Module) -> None:
+        for child in node.children():
+            if isinstance(child, block_classes):
+                found.setdefault(id(child), child)
+            else:
+                visit(child)
 
-    def __call__(self, module: nn.Module, recurse: bool, nonwrapped_numel: int) -> bool:
-        if self.block_classes is None:
-            self.block_classes = infer_block_classes(_unwrap(module))
-        if recurse:
-            return True
-        return isinstance(module, self.block_classes)
-
-    def __repr__(self) -> str:
-        names = (
-            "inferred at setup" if self.block_classes is None else [c.__name__ for c in self.block_classes]
-        )
-        return f"{type(self).__name__}({names})"
+    visit(module)
+    return list(found.values())
 
 
-def _unwrap(module: nn.Module) -> nn.Module:
-    # FSDP1 hands the policy the root it wraps; activation checkpointing may hand it an FSDP wrapper.
-    inner = getattr(module, "_fsdp_wrapped_module", None)
-    return inner if isinstance(inner, nn.Module) else module
+def import_class(path: str) -> object:
+    """The object a full import path (``"pkg.module.Class"``) names.
 
+    Raises:
+        ValueError: For a path without a module part, or one that cannot be imported.
 
-def _import_class(path: str) -> object:
+    Example:
+        >>> import_class("torch.nn.Linear")
+        <class 'torch.nn.modules.linear.Linear'>
+    """
     module_name, _, attr = path.rpartition(".")
     if not module_name:
         raise ValueError(

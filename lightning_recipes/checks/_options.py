@@ -1,0 +1,100 @@
+"""How a preflight runs (keys, classes, seed, threads, budgets, output): one record, validated once, that
+``preflight()``, the ``Preflight`` callback, a check run as a callback and the command line all build and
+the runner reads."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from lightning_recipes._validation import check_bool, check_int, check_positive
+from lightning_recipes.checks._batches import Key, check_key
+from lightning_recipes.checks._budget import DEFAULT_TIME_BUDGET
+
+__all__ = [
+    "DEFAULT_TOTAL_TIME_BUDGET",
+    "ON_FAIL",
+    "PreflightOptions",
+    "TimeBudget",
+    "check_time_budget",
+]
+
+#: What a failed check does when checks run inside ``trainer.fit``.
+ON_FAIL = ("raise", "warn")
+#: The default cap on a whole preflight, in seconds (issue #14's bar: <= 30 s on a 2-core CPU).
+DEFAULT_TOTAL_TIME_BUDGET = 30.0
+
+TimeBudget = float | None | Literal["default"]
+
+
+def check_time_budget(name: str, value: Any, *, allow_default: bool = False) -> None:
+    """A budget is a positive number of seconds, ``None`` (unlimited) or, for a check, ``"default"``.
+
+    Example:
+        >>> check_time_budget("time_budget", "default", allow_default=True)
+        >>> check_time_budget("time_budget", "default")
+        Traceback (most recent call last):
+        ...
+        ValueError: `time_budget` must be a positive number of seconds, None (unlimited), got 'default'.
+    """
+    if value is None or (allow_default and value == "default"):
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        allowed = "a positive number of seconds, None (unlimited)" + (
+            ' or "default"' if allow_default else ""
+        )
+        raise ValueError(f"`{name}` must be {allowed}, got {value!r}.")
+    check_positive(name, value)
+
+
+@dataclass(frozen=True)
+class PreflightOptions:
+    """The options of one preflight run, validated once at construction (each error names the argument).
+
+    Attributes:
+        input_key: Index or key of the input tensor in a batch (``None``: ``batch[0]`` or ``"x"``, ...).
+        target_key: Index or key of the target tensor (``None``: ``batch[-1]`` or ``"y"``, ``"labels"``, ...).
+        num_classes: Number of classes, when shapes cannot tell (``>= 2``).
+        seed: Seed the checks run under.
+        num_threads: torch intra-op threads while the checks run on a CPU (``None``: left alone).
+        time_budget: Seconds per check on the default budget (``None``: unlimited).
+        total_time_budget: Seconds for the whole run (``None``: no cap).
+        progress: Log a line as each check starts and ends.
+        print_report: Print the report table (rank zero).
+
+    Raises:
+        ValueError: For ``num_classes < 2``, ``num_threads < 1``, a non-integer ``seed``, a key neither int,
+            str nor None, or a budget neither a positive number nor None.
+        TypeError: If ``progress`` or ``print_report`` is not a bool.
+
+    Example:
+        >>> PreflightOptions(seed=3, num_threads=1).time_budget
+        8.0
+        >>> PreflightOptions(num_classes=1)
+        Traceback (most recent call last):
+        ...
+        ValueError: `num_classes` must be an integer >= 2, got 1.
+    """
+
+    input_key: Key = None
+    target_key: Key = None
+    num_classes: int | None = None
+    seed: int = 0
+    num_threads: int | None = None
+    time_budget: float | None = DEFAULT_TIME_BUDGET
+    total_time_budget: float | None = DEFAULT_TOTAL_TIME_BUDGET
+    progress: bool = True
+    print_report: bool = False
+
+    def __post_init__(self) -> None:
+        check_time_budget("time_budget", self.time_budget)
+        check_bool("progress", self.progress)
+        if self.num_classes is not None:
+            check_int("num_classes", self.num_classes, minimum=2)
+        check_int("seed", self.seed)
+        if self.num_threads is not None:
+            check_int("num_threads", self.num_threads, minimum=1)
+        check_key("input_key", self.input_key)
+        check_key("target_key", self.target_key)
+        check_time_budget("total_time_budget", self.total_time_budget)
+        check_bool("print_report", self.print_report)

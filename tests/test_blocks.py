@@ -1,0 +1,58 @@
+"""Block detection has one definition (`lightning_recipes/_blocks.py`), shared by optim, strategies, tune."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+from torch import nn
+
+import lightning_recipes._blocks as blocks
+from lightning_recipes import strategies
+from lightning_recipes.optim import layer_decay
+from lightning_recipes.testing import TinyTransformerLM, TransformerBlock
+from lightning_recipes.tune import _speed_options
+
+PACKAGE = Path(__file__).resolve().parents[1] / "lightning_recipes"
+
+
+def test_the_public_names_are_the_one_definition() -> None:
+    for name in ("infer_block_classes", "outermost_blocks", "resolve_block_classes"):
+        assert getattr(strategies, name) is getattr(blocks, name), name
+    assert layer_decay.resolve_block_classes is blocks.resolve_block_classes
+    assert layer_decay.infer_block_classes is blocks.infer_block_classes
+    assert _speed_options.infer_block_classes is blocks.infer_block_classes
+
+
+def _imported_modules(path: Path) -> set[str]:
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+    return found
+
+
+@pytest.mark.parametrize("path", sorted((PACKAGE / "optim").rglob("*.py")), ids=lambda p: p.name)
+def test_optim_does_not_import_strategies(path: Path) -> None:
+    assert not {m for m in _imported_modules(path) if m.startswith("lightning_recipes.strategies")}
+
+
+def test_blocks_module_imports_nothing_of_the_package() -> None:
+    imported = _imported_modules(PACKAGE / "_blocks.py")
+    assert not {m for m in imported if m.startswith("lightning_recipes")}, imported
+
+
+def test_the_block_rules_agree_across_users() -> None:
+    model = TinyTransformerLM(n_layers=3)
+    assert blocks.infer_block_classes(model) == (TransformerBlock,)
+    found = blocks.outermost_blocks(model, (TransformerBlock,))
+    assert found == list(model.blocks)
+    _, names = layer_decay.layer_depths(model)
+    assert names == ["blocks.0", "blocks.1", "blocks.2"]
+    resolved = blocks.resolve_block_classes([TransformerBlock, "torch.nn.Linear"])
+    assert resolved == (TransformerBlock, nn.Linear)
+    with pytest.raises(ValueError, match="full import paths"):
+        blocks.resolve_block_classes("NoDots")
