@@ -142,7 +142,7 @@ def test_no_module_is_a_shim_that_only_reexports(path: Path) -> None:
 # Phrases that tie a figure to the machine it was measured on.
 MACHINE_FIGURE = re.compile(r"\b\d+-(?:core|vCPU)\b|\bat load \d+|\bone\s+CPU\s+thread\b")
 # Docstrings still quoting machine figures, being rewritten by other issue-23 work (remove each once clean).
-MACHINE_FIGURES_PENDING = {"checks/preflight.py"}
+MACHINE_FIGURES_PENDING: set[str] = set()
 
 
 def _machine_figures(source: str) -> list[str]:

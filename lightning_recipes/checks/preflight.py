@@ -143,9 +143,8 @@ def preflight(
         time_budget: Wall-clock seconds each check may take (those whose own ``time_budget`` is
             ``"default"``); ``None`` = unlimited. A check's loop ends at its budget with a ``warn``/``skip``
             that says so; one that does not stop is stopped at ``B + max(2 s, B / 2)`` and reported as
-            ``skip`` (see :class:`~lightning_recipes.checks.SanityCheck`). With the default, 8 s, the six
-            checks took 18 s on a 2.1M-parameter transformer on a busy 2-core CPU at ``num_threads=1``
-            (``benchmarks/RESULTS.md``).
+            ``skip`` (see :class:`~lightning_recipes.checks.SanityCheck`). What the default, 8 s, adds up to on
+            a real model: ``benchmarks/RESULTS.md`` ("Per-check cost").
         total_time_budget: Wall-clock seconds for the whole preflight (default 30); each check on the default
             budget gets at most what is left (keeping 0.5 s for each check still to come, never less than
             1 s); ``None`` = no cap.
@@ -235,9 +234,8 @@ class Preflight(Callback):
     Under sharded strategies (FSDP, DeepSpeed, ModelParallel) the checks skip: run
     :func:`lightning_recipes.preflight` on the unsharded model.
 
-    Cost: what the chosen checks cost, once per ``fit`` (about 1 s for all six on the demo CNN on one CPU
-    thread, see ``benchmarks/RESULTS.md``), at most ``time_budget`` (plus its grace) per check; memory of two
-    to three copies of the model.
+    Cost: what the chosen checks cost, once per ``fit`` (measured in ``benchmarks/RESULTS.md``, "Preflight
+    runtime"), at most ``time_budget`` (plus its grace) per check; memory of two to three copies of the model.
 
     Args:
         checks: Names from :data:`CHECKS` (``"data"``, ``"split_overlap"``, ``"init_loss"``, ``"grad_flow"``,
