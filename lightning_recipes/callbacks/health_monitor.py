@@ -16,8 +16,11 @@ from torch import Tensor, nn
 from torch.optim import Optimizer
 from typing_extensions import override
 
+from lightning_recipes._collectives import all_gather_stacked
+from lightning_recipes._jsonable import jsonable
 from lightning_recipes._validation import check_bool, check_int, check_positive
 from lightning_recipes.callbacks._health_rules import DEFAULT_THRESHOLDS, PROBLEMS, CheckData, History, decide
+from lightning_recipes.callbacks._loss_output import loss_of
 from lightning_recipes.callbacks._norms import (
     STEP_POWERS,
     GroupBy,
@@ -287,7 +290,7 @@ class HealthMonitor(Callback):
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
         self._detach_hooks()
-        loss = _loss_of(outputs)
+        loss = loss_of(outputs)
         if loss is not None:
             self._losses.append(loss.float())
             self._epoch_loss.append(loss.float())
@@ -335,7 +338,7 @@ class HealthMonitor(Callback):
 
     def to_json(self, **kwargs: Any) -> str:
         """:meth:`to_dict` as JSON (``kwargs`` go to ``json.dumps``); non-finite numbers become strings."""
-        return json.dumps(_jsonable(self.to_dict()), **kwargs)
+        return json.dumps(jsonable(self.to_dict(), nonfinite_as_str=True), **kwargs)
 
     def report(self, print_table: bool = True) -> Any:
         """A ``rich`` table of the findings (problem, step, epoch, evidence, advice), printed by default."""
@@ -347,7 +350,7 @@ class HealthMonitor(Callback):
         for column in ("problem", "step", "epoch", "evidence", "advice"):
             table.add_column(column, overflow="fold")
         for f in self.findings:
-            evidence = json.dumps(_jsonable(f.evidence), default=str)
+            evidence = json.dumps(jsonable(f.evidence, nonfinite_as_str=True), default=str)
             table.add_row(f.problem, str(f.step), str(f.epoch), evidence[:300], f.advice)
         if print_table:
             Console().print(table)
@@ -485,7 +488,7 @@ class HealthMonitor(Callback):
     def _check(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         device = pl_module.device
         packed, layout = self._pack(trainer, device)
-        gathered = _gather(trainer, packed)
+        gathered = all_gather_stacked(trainer, packed)
         rows = gathered.tolist()  # sync: once per check
         data = self._combine(trainer, rows, layout)
         self._clear_interval()
@@ -555,23 +558,6 @@ class HealthMonitor(Callback):
             rank_zero_warn(message, category=UserWarning)
 
 
-def _gather(trainer: pl.Trainer, packed: Tensor) -> Tensor:
-    """Every rank's packed vector, ``[world_size, n]``: one all-gather (none on a single process)."""
-    if trainer.world_size > 1 and torch.distributed.is_available() and torch.distributed.is_initialized():
-        out = [torch.empty_like(packed) for _ in range(trainer.world_size)]
-        torch.distributed.all_gather(out, packed)
-        return torch.stack(out)
-    return packed.unsqueeze(0)
-
-
-def _loss_of(outputs: Any) -> Tensor | None:
-    if isinstance(outputs, Tensor):
-        return outputs.detach()
-    if isinstance(outputs, dict) and isinstance(outputs.get("loss"), Tensor):
-        return outputs["loss"].detach()
-    return None
-
-
 def _flat(output: Any) -> list[Tensor]:
     if isinstance(output, Tensor):
         return [output]
@@ -580,13 +566,3 @@ def _flat(output: Any) -> list[Tensor]:
     if isinstance(output, dict):
         return [t for item in output.values() for t in _flat(item)]
     return []
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    return value

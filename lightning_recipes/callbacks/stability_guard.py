@@ -6,7 +6,6 @@ import logging
 import math
 import os
 import time
-from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
@@ -17,6 +16,7 @@ from lightning.pytorch.utilities import rank_zero_warn
 from torch import Tensor
 from typing_extensions import override
 
+from lightning_recipes._collectives import all_reduce_sum_, gather_rows
 from lightning_recipes._validation import (
     check_bool,
     check_choice,
@@ -27,6 +27,7 @@ from lightning_recipes._validation import (
 )
 from lightning_recipes.callbacks._faults import CAUSE_CODES, CAUSES, choose_event, fault_causes, fault_record
 from lightning_recipes.callbacks._loss_noise import exceeds_noise
+from lightning_recipes.callbacks._loss_output import loss_of
 from lightning_recipes.callbacks._norms import STEP_POWERS
 from lightning_recipes.callbacks._snapshot import Snapshot, copy_to_cpu
 from lightning_recipes.callbacks._trainer import callback_list
@@ -393,7 +394,7 @@ class StabilityGuard(Callback):
     def on_train_batch_end(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
-        loss = _loss_of(outputs)
+        loss = loss_of(outputs)
         if loss is not None:
             self._micro_losses.append(loss)
         if trainer.global_step == self._seen_step:
@@ -505,7 +506,7 @@ class StabilityGuard(Callback):
             weights_norm=weights_norm,
         )
         record = fault_record(causes)
-        global_faults = _sum_across_ranks(trainer, record[:1].clone())
+        global_faults = all_reduce_sum_(trainer, record[:1].clone())
         summary = torch.cat([global_faults, record[1:]]).tolist()  # sync: once per check
         faults, local_cause, local_index = (int(v) for v in summary)
         if faults == 0:
@@ -537,7 +538,7 @@ class StabilityGuard(Callback):
 
     def _agree_on_event(self, trainer: pl.Trainer, cause: int, step: int, value: float) -> StabilityEvent:
         """Every rank's first fault, gathered (fault path only); all act on the one ``choose_event`` picks."""
-        rows = _gather_across_ranks(trainer, [float(cause), float(step), value, float(trainer.global_rank)])
+        rows = gather_rows(trainer, [float(cause), float(step), value, float(trainer.global_rank)])
         best = choose_event(rows)
         assert best is not None  # the all-reduced fault count was > 0: some rank has a fault
         return StabilityEvent(
@@ -781,31 +782,8 @@ def _step_grad_norm(grads: list[Tensor], step: int) -> Tensor:
 
 
 # ------------------------------------------------------------------ cross-rank agreement (every collective)
-# Per check: `_sum_across_ranks` (one all-reduce of one integer). Fault path only: `_gather_across_ranks`.
+# Per check: `all_reduce_sum_` (one all-reduce of one integer). Fault path only: `gather_rows`.
 # Per optimizer step in mode="skip_step" only: `trainer.strategy.reduce_boolean_decision` (in the hook).
-
-
-def _sum_across_ranks(trainer: pl.Trainer, tensor: Tensor) -> Tensor:
-    """All-reduce (sum) on the device: one collective. (``strategy.reduce`` would add a barrier.)"""
-    if trainer.world_size > 1 and torch.distributed.is_available() and torch.distributed.is_initialized():
-        torch.distributed.all_reduce(tensor, op=torch.distributed.ReduceOp.SUM)
-    return tensor
-
-
-def _gather_across_ranks(trainer: pl.Trainer, row: Sequence[float]) -> list[list[float]]:
-    """Every rank's ``row`` (one all-gather, then a host copy: the fault path only)."""
-    device = trainer.strategy.root_device
-    dtype = torch.float32 if device.type == "mps" else torch.float64
-    mine = torch.tensor(list(row), dtype=dtype, device=device)
-    return trainer.strategy.all_gather(mine).reshape(-1, len(row)).cpu().tolist()
-
-
-def _loss_of(outputs: Any) -> Tensor | None:
-    if isinstance(outputs, Tensor):
-        return outputs.detach()
-    if isinstance(outputs, dict) and isinstance(outputs.get("loss"), Tensor):
-        return outputs["loss"].detach()
-    return None
 
 
 def _scaler_enabled(trainer: pl.Trainer) -> bool:
