@@ -19,7 +19,8 @@ from typing_extensions import override
 from lightning_recipes._collectives import all_gather_stacked
 from lightning_recipes._jsonable import jsonable
 from lightning_recipes._validation import check_bool, check_int, check_positive
-from lightning_recipes.callbacks._health_rules import DEFAULT_THRESHOLDS, PROBLEMS, CheckData, History, decide
+from lightning_recipes.callbacks._health_rules import decide
+from lightning_recipes.callbacks._health_window import DEFAULT_THRESHOLDS, PROBLEMS, CheckData, History
 from lightning_recipes.callbacks._loss_output import loss_of
 from lightning_recipes.callbacks._norms import (
     STEP_POWERS,
