@@ -472,7 +472,7 @@ def test_state_dict_round_trip_and_pickle() -> None:
     assert math.isnan(event.value)
     StabilityGuard().load_state_dict({})  # tolerant of old / empty state
     clone = pickle.loads(pickle.dumps(guard))
-    assert clone.rollbacks == 1 and clone._snapshot is None and clone._hook_handles == []
+    assert clone.rollbacks == 1 and clone._snapshots.snapshot is None and clone._lr_scaling._handles == []
 
 
 def test_rollback_refuses_sharded_strategies() -> None:
