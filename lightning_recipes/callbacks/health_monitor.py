@@ -71,7 +71,8 @@ class HealthMonitor(Callback):
 
     Every ``check_every_n_steps`` optimizer steps it packs all of that into one tensor, all-gathers it once
     under DDP (so a problem on one rank is seen by every rank), reads it back (**the one sync per check**)
-    and decides, with the rules of ``callbacks/_health_rules.py`` (thresholds from AutoTrainer, ICSE 2021;
+    and decides, with one pure function per rule in ``callbacks/_health_rules.py`` (this callback only
+    collects; the window they read is ``_health_window.CheckData``; thresholds from AutoTrainer, ICSE 2021;
     Cockpit, NeurIPS 2021; Karpathy's ~1e-3 update/parameter ratio; Glorot & Bengio 2010; Lu et al. 2019;
     Prechelt 1998 — each cited there, all overridable through ``thresholds``), which of
     :attr:`PROBLEMS` are present: ``exploding_gradients``, ``vanishing_gradients``, ``dead_units``,
