@@ -40,90 +40,28 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass, field
-from typing import Any
 
-__all__ = ["DEFAULT_THRESHOLDS", "PROBLEMS", "CheckData", "History", "decide"]
-
-PROBLEMS = (
-    "exploding_gradients",
-    "vanishing_gradients",
-    "dead_units",
-    "saturated_activations",
-    "lr_too_high",
-    "lr_too_low",
-    "loss_plateau",
-    "overfitting",
-    "data_stall",
-    "nonfinite_activations",
+from lightning_recipes.callbacks._health_window import (
+    DEFAULT_THRESHOLDS,  # noqa: F401  (the doctests)
+    CheckData,
+    Decision,
+    History,
 )
 
-DEFAULT_THRESHOLDS: dict[str, float] = {
-    "explode_factor": 100.0,
-    "vanish_ratio": 1e-3,
-    "dead_fraction": 0.5,
-    "saturated_fraction": 0.5,
-    "ratio_high": 1e-2,
-    "rise_rtol": 0.1,
-    "ratio_low": 1e-5,
-    "plateau_checks": 5,
-    "plateau_rtol": 0.01,
-    "overfit_gl": 5.0,
-    "stall_fraction": 0.5,
-    "persist_checks": 2,
-}
-
-
-@dataclass
-class CheckData:
-    """One check's numbers, combined over ranks (host floats)."""
-
-    step: int
-    epoch: int
-    loss_mean: float = math.nan
-    loss_nonfinite: int = 0
-    grad_sampled: bool = False
-    grad_total: float = math.nan
-    group_grad_rms: dict[str, float] = field(default_factory=dict)
-    update_ratio: dict[str, float] = field(default_factory=dict)
-    dead: dict[str, float] = field(default_factory=dict)
-    saturated: dict[str, float] = field(default_factory=dict)
-    nonfinite_modules: list[str] = field(default_factory=list)
-    wait_fraction: float | None = None
-    validations: list[tuple[int, float, float]] = field(default_factory=list)  # (epoch, val, train)
-
-
-@dataclass
-class History:
-    """What the rules remember between checks (host floats; saved in ``state_dict``)."""
-
-    losses: list[float] = field(default_factory=list)
-    grad_totals: list[float] = field(default_factory=list)
-    vanish_ratios: list[float] = field(default_factory=list)
-    validations: list[tuple[int, float, float]] = field(default_factory=list)
-    streaks: dict[str, int] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "losses": list(self.losses),
-            "grad_totals": list(self.grad_totals),
-            "vanish_ratios": list(self.vanish_ratios),
-            "validations": [list(v) for v in self.validations],
-            "streaks": dict(self.streaks),
-        }
-
-    @classmethod
-    def from_dict(cls, state: dict[str, Any]) -> History:
-        return cls(
-            losses=[float(v) for v in state.get("losses", [])],
-            grad_totals=[float(v) for v in state.get("grad_totals", [])],
-            vanish_ratios=[float(v) for v in state.get("vanish_ratios", [])],
-            validations=[(int(e), float(v), float(t)) for e, v, t in state.get("validations", [])],
-            streaks={str(k): int(v) for k, v in state.get("streaks", {}).items()},
-        )
-
-
-Decision = tuple[dict[str, Any], str]  # (evidence, advice)
+__all__ = [
+    "RULES",
+    "data_stall",
+    "dead_units",
+    "decide",
+    "exploding_gradients",
+    "loss_plateau",
+    "lr_too_high",
+    "lr_too_low",
+    "nonfinite_activations",
+    "overfitting",
+    "saturated_activations",
+    "vanishing_gradients",
+]
 
 
 def _streak(history: History, name: str, present: bool) -> int:
@@ -138,6 +76,9 @@ def _fmt(value: float) -> str:
 def decide(data: CheckData, history: History, thresholds: dict[str, float]) -> dict[str, Decision]:
     """The problems present at this check, each with its evidence and advice; updates ``history``.
 
+    Runs the rules of :data:`RULES` in order; a rule's streak (``persist_checks``) and the loss/gradient
+    histories are updated here or by the rule itself, exactly once per check.
+
     Example:
         >>> history = History()
         >>> data = CheckData(step=50, epoch=0, loss_mean=1.0, nonfinite_modules=["encoder.fc1"])
@@ -145,146 +86,294 @@ def decide(data: CheckData, history: History, thresholds: dict[str, float]) -> d
         ['nonfinite_activations']
     """
     t = thresholds
-    persist = int(t["persist_checks"])
     out: dict[str, Decision] = {}
-    finite_loss = math.isfinite(data.loss_mean)
-
-    # ---- non-finite values first: they explain every other symptom of the same check
-    grad_bad = data.grad_sampled and not math.isfinite(data.grad_total)
-    if data.nonfinite_modules or (data.loss_nonfinite and not grad_bad):
-        first = data.nonfinite_modules[0] if data.nonfinite_modules else "loss"
-        out["nonfinite_activations"] = (
-            {
-                "first_module": first,
-                "modules": data.nonfinite_modules[:8],
-                "nonfinite_losses": data.loss_nonfinite,
-            },
-            f"`{first}` produced inf/nan in the forward pass. Check its inputs (data with nan/inf, log of "
-            "zero, division by zero, exp overflow); add an epsilon or clamp there, use a normalisation layer "
-            "before it, or train in bf16/fp32 instead of fp16.",
-        )
-
-    if "nonfinite_activations" in out:
+    found = nonfinite_activations(data, history, t)
+    if found is not None:
         # inf/nan poison every other instrument (a nan is never > 0: every unit looks dead): name only it
-        _stall(data, history, t, out)
+        out["nonfinite_activations"] = found
+        _add(out, "data_stall", data_stall(data, history, t))
         return out
-
-    # ---- exploding gradients
-    earlier = [g for g in history.grad_totals if math.isfinite(g)]
-    if data.grad_sampled and "nonfinite_activations" not in out:
-        baseline = statistics.median(earlier) if earlier else math.nan
-        if grad_bad or (earlier and data.grad_total > t["explode_factor"] * baseline):
-            top = sorted(
-                data.group_grad_rms.items(), key=lambda kv: -kv[1] if math.isfinite(kv[1]) else -math.inf
-            )
-            out["exploding_gradients"] = (
-                {
-                    "grad_norm": data.grad_total,
-                    "baseline_median": baseline,
-                    "largest_groups_rms": dict(top[:3]),
-                },
-                f"Gradient norm {_fmt(data.grad_total)} vs a median of {_fmt(baseline)} at earlier checks. "
-                "Clip gradients (`Trainer(gradient_clip_val=1.0)` or `AdaptiveGradClip`), lower the learning "
-                f"rate, and check the initialisation of {', '.join(k for k, _ in top[:2]) or 'the largest'}.",
-            )
+    _add(out, "exploding_gradients", exploding_gradients(data, history, t))
     if data.grad_sampled and math.isfinite(data.grad_total):
         history.grad_totals.append(data.grad_total)
+    _add(out, "dead_units", dead_units(data, history, t))
+    _add(out, "saturated_activations", saturated_activations(data, history, t))
+    _add(out, "vanishing_gradients", vanishing_gradients(data, history, t))
+    _add(out, "lr_too_high", lr_too_high(data, history, t))
+    _add(out, "lr_too_low", lr_too_low(data, history, t))
+    if "lr_too_low" not in out:
+        _add(out, "loss_plateau", loss_plateau(data, history, t))
+    if math.isfinite(data.loss_mean):
+        history.losses.append(data.loss_mean)
+    _add(out, "overfitting", overfitting(data, history, t))
+    _add(out, "data_stall", data_stall(data, history, t))
+    return out
 
-    # ---- dead ReLUs, saturated tanh/sigmoid
-    dead = {m: f for m, f in data.dead.items() if f >= t["dead_fraction"]}
-    if data.dead and _streak(history, "dead_units", bool(dead)) >= persist:
-        out["dead_units"] = (
-            {"dead_fraction": dead},
-            f"{', '.join(f'`{m}` {f:.0%}' for m, f in dead.items())} of units never fire. Lower the learning "
-            "rate, use He/Kaiming initialisation with a small positive bias, or switch to LeakyReLU/GELU.",
-        )
-    sat = {m: f for m, f in data.saturated.items() if f >= t["saturated_fraction"]}
-    if data.saturated and _streak(history, "saturated_activations", bool(sat)) >= persist:
-        out["saturated_activations"] = (
-            {"saturated_fraction": sat},
-            f"{', '.join(f'`{m}` {f:.0%}' for m, f in sat.items())} of outputs are saturated (gradient ~0). "
-            "Scale the initialisation down (Xavier/Glorot for tanh/sigmoid), normalise the layer's input, "
-            "or use ReLU/GELU.",
-        )
 
-    # ---- vanishing gradients: earliest vs latest group's gradient RMS
+def _add(out: dict[str, Decision], problem: str, decision: Decision | None) -> None:
+    if decision is not None:
+        out[problem] = decision
+
+
+# ---------------------------------------------------------------------------------------------- the rules
+# One function per problem: (this check's numbers, the history, the thresholds) -> (evidence, advice) or
+# None. A rule that must persist ``persist_checks`` checks counts its own streak in ``history.streaks``.
+
+
+def nonfinite_activations(data: CheckData, history: History, t: dict[str, float]) -> Decision | None:
+    """A sampled forward produced inf/nan, or a loss did while the sampled gradients were finite.
+
+    Example:
+        >>> nonfinite_activations(CheckData(0, 0, loss_nonfinite=2), History(), DEFAULT_THRESHOLDS)[0]
+        {'first_module': 'loss', 'modules': [], 'nonfinite_losses': 2}
+    """
+    grad_bad = data.grad_sampled and not math.isfinite(data.grad_total)
+    if not (data.nonfinite_modules or (data.loss_nonfinite and not grad_bad)):
+        return None
+    first = data.nonfinite_modules[0] if data.nonfinite_modules else "loss"
+    return (
+        {
+            "first_module": first,
+            "modules": data.nonfinite_modules[:8],
+            "nonfinite_losses": data.loss_nonfinite,
+        },
+        f"`{first}` produced inf/nan in the forward pass. Check its inputs (data with nan/inf, log of "
+        "zero, division by zero, exp overflow); add an epsilon or clamp there, use a normalisation layer "
+        "before it, or train in bf16/fp32 instead of fp16.",
+    )
+
+
+def exploding_gradients(data: CheckData, history: History, t: dict[str, float]) -> Decision | None:
+    """The sampled gradient norm is non-finite or ``explode_factor`` x the median of earlier checks'.
+
+    Example:
+        >>> data = CheckData(0, 0, grad_sampled=True, grad_total=500.0)
+        >>> history = History(grad_totals=[1.0, 3.0])
+        >>> exploding_gradients(data, history, DEFAULT_THRESHOLDS)[0]["grad_norm"]
+        500.0
+    """
+    if not data.grad_sampled:
+        return None
+    earlier = [g for g in history.grad_totals if math.isfinite(g)]
+    grad_bad = not math.isfinite(data.grad_total)
+    baseline = statistics.median(earlier) if earlier else math.nan
+    if not (grad_bad or (earlier and data.grad_total > t["explode_factor"] * baseline)):
+        return None
+    top = sorted(data.group_grad_rms.items(), key=lambda kv: -kv[1] if math.isfinite(kv[1]) else -math.inf)
+    return (
+        {
+            "grad_norm": data.grad_total,
+            "baseline_median": baseline,
+            "largest_groups_rms": dict(top[:3]),
+        },
+        f"Gradient norm {_fmt(data.grad_total)} vs a median of {_fmt(baseline)} at earlier checks. "
+        "Clip gradients (`Trainer(gradient_clip_val=1.0)` or `AdaptiveGradClip`), lower the learning "
+        f"rate, and check the initialisation of {', '.join(k for k, _ in top[:2]) or 'the largest'}.",
+    )
+
+
+def _dead_layers(data: CheckData, t: dict[str, float]) -> dict[str, float]:
+    return {m: f for m, f in data.dead.items() if f >= t["dead_fraction"]}
+
+
+def _saturated_layers(data: CheckData, t: dict[str, float]) -> dict[str, float]:
+    return {m: f for m, f in data.saturated.items() if f >= t["saturated_fraction"]}
+
+
+def dead_units(data: CheckData, history: History, t: dict[str, float]) -> Decision | None:
+    """A ReLU layer with ``dead_fraction`` of units never active, ``persist_checks`` checks in a row.
+
+    Example:
+        >>> history, data = History(streaks={"dead_units": 1}), CheckData(0, 0, dead={"fc1": 0.9})
+        >>> dead_units(data, history, DEFAULT_THRESHOLDS)[0]
+        {'dead_fraction': {'fc1': 0.9}}
+    """
+    dead = _dead_layers(data, t)
+    if not (data.dead and _streak(history, "dead_units", bool(dead)) >= int(t["persist_checks"])):
+        return None
+    return (
+        {"dead_fraction": dead},
+        f"{', '.join(f'`{m}` {f:.0%}' for m, f in dead.items())} of units never fire. Lower the learning "
+        "rate, use He/Kaiming initialisation with a small positive bias, or switch to LeakyReLU/GELU.",
+    )
+
+
+def saturated_activations(data: CheckData, history: History, t: dict[str, float]) -> Decision | None:
+    """A tanh/sigmoid layer with ``saturated_fraction`` of outputs at its bounds, ``persist_checks`` in a row.
+
+    Example:
+        >>> data = CheckData(0, 0, saturated={"act": 0.2})
+        >>> saturated_activations(data, History(), DEFAULT_THRESHOLDS) is None
+        True
+    """
+    sat = _saturated_layers(data, t)
+    if not (
+        data.saturated and _streak(history, "saturated_activations", bool(sat)) >= int(t["persist_checks"])
+    ):
+        return None
+    return (
+        {"saturated_fraction": sat},
+        f"{', '.join(f'`{m}` {f:.0%}' for m, f in sat.items())} of outputs are saturated (gradient ~0). "
+        "Scale the initialisation down (Xavier/Glorot for tanh/sigmoid), normalise the layer's input, "
+        "or use ReLU/GELU.",
+    )
+
+
+def vanishing_gradients(data: CheckData, history: History, t: dict[str, float]) -> Decision | None:
+    """The earliest group's gradient RMS is below ``vanish_ratio`` x the latest's, ``persist_checks`` in a
+    row, unless dead or saturated units (which cut the gradient path themselves) explain it.
+
+    Example:
+        >>> data = CheckData(0, 0, grad_sampled=True, group_grad_rms={"embed": 1e-7, "head": 1.0})
+        >>> history = History(streaks={"vanishing_gradients": 1})
+        >>> vanishing_gradients(data, history, DEFAULT_THRESHOLDS)[0]["rms_ratio"]
+        1e-07
+    """
     groups = [g for g, v in data.group_grad_rms.items() if math.isfinite(v)]
-    if data.grad_sampled and len(groups) >= 2 and data.group_grad_rms[groups[-1]] > 0:
-        first, last = groups[0], groups[-1]
-        ratio = data.group_grad_rms[first] / max(data.group_grad_rms[last], 1e-30)
-        # dead or saturated units cut the gradient path themselves: name them, not their symptom
-        present = ratio < t["vanish_ratio"] and not (dead or sat)
-        if _streak(history, "vanishing_gradients", present) >= persist:
-            out["vanishing_gradients"] = (
-                {
-                    "first_group": first,
-                    "last_group": last,
-                    "rms_ratio": ratio,
-                    "grad_rms": {g: data.group_grad_rms[g] for g in groups},
-                },
-                f"Gradients reaching `{first}` are {_fmt(ratio)}x those of `{last}`. Use a non-saturating "
-                "activation (ReLU/GELU) and He/Kaiming initialisation, add normalisation (BatchNorm, "
-                "LayerNorm) or residual connections between them, or give the early layers a larger learning "
-                "rate.",
-            )
-        history.vanish_ratios.append(ratio)
+    if not (data.grad_sampled and len(groups) >= 2 and data.group_grad_rms[groups[-1]] > 0):
+        return None
+    first, last = groups[0], groups[-1]
+    ratio = data.group_grad_rms[first] / max(data.group_grad_rms[last], 1e-30)
+    present = ratio < t["vanish_ratio"] and not (_dead_layers(data, t) or _saturated_layers(data, t))
+    streak = _streak(history, "vanishing_gradients", present)
+    history.vanish_ratios.append(ratio)
+    if streak < int(t["persist_checks"]):
+        return None
+    return (
+        {
+            "first_group": first,
+            "last_group": last,
+            "rms_ratio": ratio,
+            "grad_rms": {g: data.group_grad_rms[g] for g in groups},
+        },
+        f"Gradients reaching `{first}` are {_fmt(ratio)}x those of `{last}`. Use a non-saturating "
+        "activation (ReLU/GELU) and He/Kaiming initialisation, add normalisation (BatchNorm, "
+        "LayerNorm) or residual connections between them, or give the early layers a larger learning "
+        "rate.",
+    )
 
-    # ---- learning rate: update/parameter ratio together with the loss
+
+def _median_ratio(data: CheckData) -> tuple[list[float], float]:
     ratios = [r for r in data.update_ratio.values() if math.isfinite(r) and r > 0]
-    median_ratio = statistics.median(ratios) if ratios else math.nan
-    previous_loss = history.losses[-1] if history.losses else math.nan
+    return ratios, statistics.median(ratios) if ratios else math.nan
+
+
+def _previous_loss(history: History) -> float:
+    return history.losses[-1] if history.losses else math.nan
+
+
+def _loss_flat(data: CheckData, history: History, t: dict[str, float]) -> bool:
+    previous = _previous_loss(history)
+    return (
+        math.isfinite(data.loss_mean)
+        and math.isfinite(previous)
+        and abs(data.loss_mean - previous) <= t["plateau_rtol"] * abs(previous)
+    )
+
+
+def _cannot_learn(history: History) -> bool:
+    """A layer that cannot learn (vanishing, dead, saturated) explains a small update and a flat loss."""
+    return any(
+        history.streaks.get(p, 0) > 0 for p in ("vanishing_gradients", "dead_units", "saturated_activations")
+    )
+
+
+def _lr_low(data: CheckData, history: History, t: dict[str, float]) -> bool:
+    ratios, median_ratio = _median_ratio(data)
+    return (
+        bool(ratios)
+        and median_ratio < t["ratio_low"]
+        and _loss_flat(data, history, t)
+        and not _cannot_learn(history)
+    )
+
+
+def lr_too_high(data: CheckData, history: History, t: dict[str, float]) -> Decision | None:
+    """The median update/parameter ratio is above ``ratio_high`` while the loss rises by ``rise_rtol``.
+
+    Example:
+        >>> data = CheckData(0, 0, loss_mean=2.0, update_ratio={"fc1": 0.1, "fc2": 0.2})
+        >>> lr_too_high(data, History(losses=[1.0]), DEFAULT_THRESHOLDS)[0]["median_update_ratio"]
+        0.15000000000000002
+    """
+    ratios, median_ratio = _median_ratio(data)
+    previous_loss = _previous_loss(history)
     rising = (
-        finite_loss
+        math.isfinite(data.loss_mean)
         and math.isfinite(previous_loss)
         and data.loss_mean > (1.0 + t["rise_rtol"]) * previous_loss
     )
-    flat = (
-        finite_loss
-        and math.isfinite(previous_loss)
-        and abs(data.loss_mean - previous_loss) <= t["plateau_rtol"] * abs(previous_loss)
+    if not (ratios and median_ratio > t["ratio_high"] and rising):
+        return None
+    return (
+        {
+            "median_update_ratio": median_ratio,
+            "update_ratio": dict(sorted(data.update_ratio.items(), key=lambda kv: -kv[1])[:4]),
+            "loss": data.loss_mean,
+            "previous_loss": previous_loss,
+        },
+        f"Each step changes the weights by {_fmt(median_ratio)} of their norm (healthy: ~1e-3) and the "
+        f"loss rose from {_fmt(previous_loss)} to {_fmt(data.loss_mean)}. Lower the learning rate by "
+        f"~{max(3, round(median_ratio / 1e-3 / 10))}x (or run an LR range test), add warm-up, or clip.",
     )
-    if ratios and median_ratio > t["ratio_high"] and rising and "nonfinite_activations" not in out:
-        out["lr_too_high"] = (
-            {
-                "median_update_ratio": median_ratio,
-                "update_ratio": dict(sorted(data.update_ratio.items(), key=lambda kv: -kv[1])[:4]),
-                "loss": data.loss_mean,
-                "previous_loss": previous_loss,
-            },
-            f"Each step changes the weights by {_fmt(median_ratio)} of their norm (healthy: ~1e-3) and the "
-            f"loss rose from {_fmt(previous_loss)} to {_fmt(data.loss_mean)}. Lower the learning rate by "
-            f"~{max(3, round(median_ratio / 1e-3 / 10))}x (or run an LR range test), add warm-up, or clip.",
-        )
-    # a layer that cannot learn (vanishing, dead, saturated) explains a small update and a flat loss
-    root_cause = any(
-        history.streaks.get(p, 0) > 0 for p in ("vanishing_gradients", "dead_units", "saturated_activations")
-    )
-    low = bool(ratios) and median_ratio < t["ratio_low"] and flat and not root_cause
-    if _streak(history, "lr_too_low", low) >= persist:
-        out["lr_too_low"] = (
-            {"median_update_ratio": median_ratio, "loss": data.loss_mean},
-            f"Each step changes the weights by only {_fmt(median_ratio)} of their norm (healthy: ~1e-3) and "
-            f"the loss is flat at {_fmt(data.loss_mean)}. Raise the learning rate ~"
-            f"{max(3, round(1e-3 / max(median_ratio, 1e-12) / 10))}x (an LR range test finds it).",
-        )
 
-    # ---- plateau
+
+def lr_too_low(data: CheckData, history: History, t: dict[str, float]) -> Decision | None:
+    """The median update ratio is below ``ratio_low`` with a flat loss, ``persist_checks`` in a row.
+
+    Example:
+        >>> data = CheckData(0, 0, loss_mean=1.0, update_ratio={"fc1": 1e-7})
+        >>> history = History(losses=[1.0], streaks={"lr_too_low": 1})
+        >>> lr_too_low(data, history, DEFAULT_THRESHOLDS)[0]
+        {'median_update_ratio': 1e-07, 'loss': 1.0}
+    """
+    if _streak(history, "lr_too_low", _lr_low(data, history, t)) < int(t["persist_checks"]):
+        return None
+    _, median_ratio = _median_ratio(data)
+    return (
+        {"median_update_ratio": median_ratio, "loss": data.loss_mean},
+        f"Each step changes the weights by only {_fmt(median_ratio)} of their norm (healthy: ~1e-3) and "
+        f"the loss is flat at {_fmt(data.loss_mean)}. Raise the learning rate ~"
+        f"{max(3, round(1e-3 / max(median_ratio, 1e-12) / 10))}x (an LR range test finds it).",
+    )
+
+
+def loss_plateau(data: CheckData, history: History, t: dict[str, float]) -> Decision | None:
+    """The best loss of the last ``plateau_checks`` checks is not ``plateau_rtol`` below the best before,
+    while the loss is above half its first value and no learning-rate or dead-layer cause explains it.
+
+    Example:
+        >>> data, history = CheckData(0, 0, loss_mean=1.0), History(losses=[1.2, 1.0, 1.0, 1.0, 1.0, 1.0])
+        >>> loss_plateau(data, history, DEFAULT_THRESHOLDS)[0]["checks"]
+        5
+    """
     k = int(t["plateau_checks"])
     losses = [v for v in [*history.losses, data.loss_mean] if math.isfinite(v)]
-    if len(losses) > k and "lr_too_low" not in out and not low and not root_cause:
-        before, recent = min(losses[:-k]), min(losses[-k:])
-        if recent > before - t["plateau_rtol"] * abs(before) and data.loss_mean > 0.5 * losses[0]:
-            out["loss_plateau"] = (
-                {"best_recent": recent, "best_before": before, "checks": k, "first_loss": losses[0]},
-                f"The training loss has not improved on {_fmt(before)} for {k} checks, at "
-                f"{data.loss_mean / losses[0]:.0%} of its first value. Try a learning-rate schedule with "
-                "decay or restarts, a larger model, a different optimizer (AdamW/Lion), or check that the "
-                "labels are learnable (`preflight`'s overfit_batch check).",
-            )
-    if finite_loss:
-        history.losses.append(data.loss_mean)
+    if len(losses) <= k or _lr_low(data, history, t) or _cannot_learn(history):
+        return None
+    before, recent = min(losses[:-k]), min(losses[-k:])
+    if not (recent > before - t["plateau_rtol"] * abs(before) and data.loss_mean > 0.5 * losses[0]):
+        return None
+    return (
+        {"best_recent": recent, "best_before": before, "checks": k, "first_loss": losses[0]},
+        f"The training loss has not improved on {_fmt(before)} for {k} checks, at "
+        f"{data.loss_mean / losses[0]:.0%} of its first value. Try a learning-rate schedule with "
+        "decay or restarts, a larger model, a different optimizer (AdamW/Lion), or check that the "
+        "labels are learnable (`preflight`'s overfit_batch check).",
+    )
 
-    # ---- overfitting: Prechelt's generalisation loss over validations
+
+def overfitting(data: CheckData, history: History, t: dict[str, float]) -> Decision | None:
+    """Prechelt's generalisation loss above ``overfit_gl`` at ``persist_checks`` validations in a row while
+    the training loss is below its value at the best validation (records each validation in ``history``).
+
+    Example:
+        >>> history = History(validations=[(0, 1.0, 1.0)], streaks={"overfitting": 1})
+        >>> data = CheckData(0, 1, validations=[(1, 1.2, 0.5)])
+        >>> overfitting(data, history, DEFAULT_THRESHOLDS)[0]["began_epoch"]
+        1
+    """
+    found: Decision | None = None
     for entry in data.validations:
         history.validations.append(entry)
         vals = history.validations
@@ -293,8 +382,8 @@ def decide(data: CheckData, history: History, thresholds: dict[str, float]) -> d
         _, val, train = entry
         gl = 100.0 * (val / best_val - 1.0) if best_val > 0 else 0.0
         present = gl > t["overfit_gl"] and train < best_train
-        if _streak(history, "overfitting", present) >= persist:
-            out["overfitting"] = (
+        if _streak(history, "overfitting", present) >= int(t["persist_checks"]):
+            found = (
                 {
                     "gl": gl,
                     "val_loss": val,
@@ -310,17 +399,37 @@ def decide(data: CheckData, history: History, thresholds: dict[str, float]) -> d
                 "`EarlyStopping(restore_best_weights=True)`, more weight decay or dropout, data augmentation "
                 "or more data.",
             )
-
-    _stall(data, history, t, out)
-    return out
+    return found
 
 
-def _stall(data: CheckData, history: History, t: dict[str, float], out: dict[str, Decision]) -> None:
+def data_stall(data: CheckData, history: History, t: dict[str, float]) -> Decision | None:
+    """Training waited for data more than ``stall_fraction`` of the time, ``persist_checks`` in a row.
+
+    Example:
+        >>> history = History(streaks={"data_stall": 1})
+        >>> data_stall(CheckData(0, 0, wait_fraction=0.8), history, DEFAULT_THRESHOLDS)[0]
+        {'wait_fraction': 0.8}
+    """
     stalled = data.wait_fraction is not None and data.wait_fraction > t["stall_fraction"]
-    if _streak(history, "data_stall", stalled) >= int(t["persist_checks"]) and data.wait_fraction is not None:
-        out["data_stall"] = (
-            {"wait_fraction": data.wait_fraction},
-            f"Training waited for data {data.wait_fraction:.0%} of the time. Raise the DataLoader's "
-            "`num_workers`, set `persistent_workers=True` and `pin_memory=True` (GPU), and move per-sample "
-            "work (decoding, augmentation) out of `__getitem__` or precompute it.",
-        )
+    if _streak(history, "data_stall", stalled) < int(t["persist_checks"]) or data.wait_fraction is None:
+        return None
+    return (
+        {"wait_fraction": data.wait_fraction},
+        f"Training waited for data {data.wait_fraction:.0%} of the time. Raise the DataLoader's "
+        "`num_workers`, set `persistent_workers=True` and `pin_memory=True` (GPU), and move per-sample "
+        "work (decoding, augmentation) out of `__getitem__` or precompute it.",
+    )
+
+
+RULES = (
+    nonfinite_activations,
+    exploding_gradients,
+    dead_units,
+    saturated_activations,
+    vanishing_gradients,
+    lr_too_high,
+    lr_too_low,
+    loss_plateau,
+    overfitting,
+    data_stall,
+)

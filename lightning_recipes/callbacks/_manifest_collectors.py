@@ -1,4 +1,4 @@
-"""RunManifest's Trainer-free collectors: git state, versions, host, seeds, JSON conversion, batch hashing.
+"""RunManifest's Trainer-free collectors: git state, versions, host, seeds, batch hashing.
 
 They live beside the callback rather than in a top-level ``_environment.py`` because RunManifest is their
 only user (the benchmarks print a one-line machine summary of another shape); move them up when a second
@@ -14,14 +14,14 @@ import os
 import platform
 import socket
 import subprocess
-from argparse import Namespace
 from collections.abc import Mapping, Sequence
 from importlib import metadata
-from pathlib import Path
 from typing import Any
 
 import torch
 from torch import Tensor
+
+from lightning_recipes._jsonable import jsonable
 
 __all__ = [
     "LIBRARIES",
@@ -29,7 +29,6 @@ __all__ = [
     "git_info",
     "hash_batch",
     "host_info",
-    "jsonable",
     "library_versions",
     "loggable",
     "optimizer_record",
@@ -173,39 +172,6 @@ def optimizer_record(optimizer: torch.optim.Optimizer) -> dict[str, Any]:
         settings["num_parameters"] = sum(p.numel() for p in group["params"])
         groups.append(settings)
     return {"class": type(optimizer).__name__, "param_groups": groups}
-
-
-def jsonable(value: Any) -> Any:
-    """A JSON-serialisable copy: dataclasses and mappings to dicts, tensors to lists, others to ``str``.
-
-    Tensors of more than 16 elements become a ``Tensor(shape=..., dtype=...)`` string; classes and functions
-    their qualified name; anything else its ``repr``.
-
-    Example:
-        >>> jsonable({"lr": 0.1, "betas": (0.9, 0.99), 3: torch.tensor([1, 2]), "dtype": torch.float16})
-        {'lr': 0.1, 'betas': [0.9, 0.99], '3': [1, 2], 'dtype': 'torch.float16'}
-    """
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, Namespace):
-        value = vars(value)
-    if isinstance(value, Mapping):
-        return {str(k): jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple, set, frozenset)):
-        return [jsonable(v) for v in value]
-    if isinstance(value, Tensor):
-        return (
-            value.tolist()
-            if value.numel() <= 16
-            else f"Tensor(shape={list(value.shape)}, dtype={value.dtype})"
-        )
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    if isinstance(value, (torch.dtype, torch.device, Path)):
-        return str(value)
-    if hasattr(value, "__name__"):
-        return f"{getattr(value, '__module__', '')}.{value.__name__}".lstrip(".")
-    return repr(value)
 
 
 def loggable(manifest: dict[str, Any]) -> dict[str, Any]:

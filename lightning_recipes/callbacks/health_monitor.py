@@ -16,8 +16,13 @@ from torch import Tensor, nn
 from torch.optim import Optimizer
 from typing_extensions import override
 
+from lightning_recipes._collectives import all_gather_stacked
+from lightning_recipes._jsonable import jsonable
 from lightning_recipes._validation import check_bool, check_int, check_positive
-from lightning_recipes.callbacks._health_rules import DEFAULT_THRESHOLDS, PROBLEMS, CheckData, History, decide
+from lightning_recipes.callbacks._health_collector import combine, leaf_hook, relu_hook, saturation_hook
+from lightning_recipes.callbacks._health_rules import decide
+from lightning_recipes.callbacks._health_window import DEFAULT_THRESHOLDS, PROBLEMS, History
+from lightning_recipes.callbacks._loss_output import loss_of
 from lightning_recipes.callbacks._norms import (
     STEP_POWERS,
     GroupBy,
@@ -66,7 +71,8 @@ class HealthMonitor(Callback):
 
     Every ``check_every_n_steps`` optimizer steps it packs all of that into one tensor, all-gathers it once
     under DDP (so a problem on one rank is seen by every rank), reads it back (**the one sync per check**)
-    and decides, with the rules of ``callbacks/_health_rules.py`` (thresholds from AutoTrainer, ICSE 2021;
+    and decides, with one pure function per rule in ``callbacks/_health_rules.py`` (this callback only
+    collects; the window they read is ``_health_window.CheckData``; thresholds from AutoTrainer, ICSE 2021;
     Cockpit, NeurIPS 2021; Karpathy's ~1e-3 update/parameter ratio; Glorot & Bengio 2010; Lu et al. 2019;
     Prechelt 1998 — each cited there, all overridable through ``thresholds``), which of
     :attr:`PROBLEMS` are present: ``exploding_gradients``, ``vanishing_gradients``, ``dead_units``,
@@ -287,7 +293,7 @@ class HealthMonitor(Callback):
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
         self._detach_hooks()
-        loss = _loss_of(outputs)
+        loss = loss_of(outputs)
         if loss is not None:
             self._losses.append(loss.float())
             self._epoch_loss.append(loss.float())
@@ -335,7 +341,7 @@ class HealthMonitor(Callback):
 
     def to_json(self, **kwargs: Any) -> str:
         """:meth:`to_dict` as JSON (``kwargs`` go to ``json.dumps``); non-finite numbers become strings."""
-        return json.dumps(_jsonable(self.to_dict()), **kwargs)
+        return json.dumps(jsonable(self.to_dict(), nonfinite_as_str=True), **kwargs)
 
     def report(self, print_table: bool = True) -> Any:
         """A ``rich`` table of the findings (problem, step, epoch, evidence, advice), printed by default."""
@@ -347,7 +353,7 @@ class HealthMonitor(Callback):
         for column in ("problem", "step", "epoch", "evidence", "advice"):
             table.add_column(column, overflow="fold")
         for f in self.findings:
-            evidence = json.dumps(_jsonable(f.evidence), default=str)
+            evidence = json.dumps(jsonable(f.evidence, nonfinite_as_str=True), default=str)
             table.add_row(f.problem, str(f.step), str(f.epoch), evidence[:300], f.advice)
         if print_table:
             Console().print(table)
@@ -381,54 +387,17 @@ class HealthMonitor(Callback):
 
     def _attach_hooks(self) -> None:
         for i, (_, module) in enumerate(self._leaves):
-            self._handles.append(module.register_forward_hook(self._leaf_hook(i)))
+            self._handles.append(module.register_forward_hook(leaf_hook(self._nonfinite, i)))
         for i, (_, module) in enumerate(self._relu):
-            self._handles.append(module.register_forward_hook(self._relu_hook(i)))
+            self._handles.append(module.register_forward_hook(relu_hook(self._alive, i)))
         for i, (_, module) in enumerate(self._saturating):
-            self._handles.append(module.register_forward_hook(self._saturation_hook(i, module)))
+            self._handles.append(module.register_forward_hook(saturation_hook(self._saturation, i, module)))
         self._act_sampled += 1
 
     def _detach_hooks(self) -> None:
         for handle in self._handles:
             handle.remove()
         self._handles = []
-
-    def _leaf_hook(self, i: int) -> Callable[..., None]:
-        def hook(module: nn.Module, args: Any, output: Any) -> None:
-            tensors = [output] if isinstance(output, Tensor) else [o for o in _flat(output)]
-            for out in tensors:
-                if out.is_floating_point() or out.is_complex():
-                    bad = (~torch.isfinite(out.detach())).sum()
-                    previous = self._nonfinite.get(i)
-                    self._nonfinite[i] = bad if previous is None else previous + bad
-
-        return hook
-
-    def _relu_hook(self, i: int) -> Callable[..., None]:
-        def hook(module: nn.Module, args: Any, output: Any) -> None:
-            if not isinstance(output, Tensor) or output.ndim < 2:
-                return
-            out = output.detach()
-            unit_dim = 1 if out.ndim in (4, 5) else out.ndim - 1
-            alive = (out > 0).movedim(unit_dim, -1).reshape(-1, out.shape[unit_dim]).any(0)
-            previous = self._alive.get(i)
-            self._alive[i] = alive if previous is None else previous | alive
-
-        return hook
-
-    def _saturation_hook(self, i: int, kind: nn.Module) -> Callable[..., None]:
-        tanh = isinstance(kind, nn.Tanh)
-
-        def hook(module: nn.Module, args: Any, output: Any) -> None:
-            if not isinstance(output, Tensor):
-                return
-            out = output.detach()
-            near = out.abs() > 0.99 if tanh else (out < 0.01) | (out > 0.99)
-            fraction = near.float().mean().reshape(1)
-            previous = self._saturation.get(i)
-            self._saturation[i] = fraction if previous is None else torch.cat([previous, fraction])
-
-        return hook
 
     def _pack(self, trainer: pl.Trainer, device: torch.device) -> tuple[Tensor, dict[str, slice]]:
         """Everything the check needs, as one float64 vector with a layout identical on every rank."""
@@ -485,9 +454,16 @@ class HealthMonitor(Callback):
     def _check(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         device = pl_module.device
         packed, layout = self._pack(trainer, device)
-        gathered = _gather(trainer, packed)
+        gathered = all_gather_stacked(trainer, packed)
         rows = gathered.tolist()  # sync: once per check
-        data = self._combine(trainer, rows, layout)
+        data = combine(
+            rows,
+            layout,
+            trainer.global_step,
+            trainer.current_epoch,
+            (self._group_names, self._group_numel),
+            ([n for n, _ in self._relu], [n for n, _ in self._saturating], [n for n, _ in self._leaves]),
+        )
         self._clear_interval()
         self.checks += 1
         decisions = decide(data, self._history, self.thresholds)
@@ -501,47 +477,6 @@ class HealthMonitor(Callback):
             self.findings.append(finding)
             self._act(finding)
 
-    def _combine(self, trainer: pl.Trainer, rows: list[list[float]], layout: dict[str, slice]) -> CheckData:
-        def column(name: str) -> list[list[float]]:
-            return [row[layout[name]] for row in rows]
-
-        losses = column("loss")
-        total, count = sum(r[0] for r in losses), sum(r[1] for r in losses)
-        data = CheckData(step=trainer.global_step, epoch=trainer.current_epoch)
-        data.loss_mean = total / count if count else math.nan
-        data.loss_nonfinite = int(sum(r[2] for r in losses))
-        if any(r[0] for r in column("grad_sampled")):
-            grad = [max(values) for values in zip(*column("grad"))]
-            param = [max(values) for values in zip(*column("param"))]
-            update = [max(values) for values in zip(*column("update"))]
-            data.grad_sampled = True
-            data.grad_total = math.sqrt(sum(grad)) if all(math.isfinite(g) for g in grad) else math.nan
-            for g, name in enumerate(self._group_names):
-                data.group_grad_rms[name] = math.sqrt(grad[g] / max(self._group_numel[g], 1))
-                if param[g] > 0 and math.isfinite(update[g]):
-                    data.update_ratio[name] = math.sqrt(update[g] / param[g])
-        if any(r[0] for r in column("act_sampled")):
-            for (name, _), values in zip(self._relu, zip(*column("dead"))):
-                measured = [v for v in values if v >= 0]
-                if measured:
-                    data.dead[name] = min(measured)
-            for (name, _), values in zip(self._saturating, zip(*column("saturated"))):
-                measured = [v for v in values if v >= 0]
-                if measured:
-                    data.saturated[name] = sum(measured) / len(measured)
-            for (name, _), values in zip(self._leaves, zip(*column("nonfinite"))):
-                if sum(values) > 0:
-                    data.nonfinite_modules.append(name or "<root>")
-        waits = [r[0] for r in column("wait") if r[0] >= 0]
-        data.wait_fraction = max(waits) if waits else None
-        vals = column("validations")
-        for k in range(len(vals[0]) // 3):
-            epoch = int(vals[0][3 * k])
-            val = sum(v[3 * k + 1] for v in vals) / len(vals)
-            train = sum(v[3 * k + 2] for v in vals) / len(vals)
-            data.validations.append((epoch, val, train))
-        return data
-
     def _act(self, finding: Finding) -> None:
         where = f"at step {finding.step} (epoch {finding.epoch})"
         message = f"HealthMonitor: {finding.problem} {where}. {finding.advice}"
@@ -553,40 +488,3 @@ class HealthMonitor(Callback):
         if finding.problem not in self._warned:
             self._warned.add(finding.problem)
             rank_zero_warn(message, category=UserWarning)
-
-
-def _gather(trainer: pl.Trainer, packed: Tensor) -> Tensor:
-    """Every rank's packed vector, ``[world_size, n]``: one all-gather (none on a single process)."""
-    if trainer.world_size > 1 and torch.distributed.is_available() and torch.distributed.is_initialized():
-        out = [torch.empty_like(packed) for _ in range(trainer.world_size)]
-        torch.distributed.all_gather(out, packed)
-        return torch.stack(out)
-    return packed.unsqueeze(0)
-
-
-def _loss_of(outputs: Any) -> Tensor | None:
-    if isinstance(outputs, Tensor):
-        return outputs.detach()
-    if isinstance(outputs, dict) and isinstance(outputs.get("loss"), Tensor):
-        return outputs["loss"].detach()
-    return None
-
-
-def _flat(output: Any) -> list[Tensor]:
-    if isinstance(output, Tensor):
-        return [output]
-    if isinstance(output, (list, tuple)):
-        return [t for item in output for t in _flat(item)]
-    if isinstance(output, dict):
-        return [t for item in output.values() for t in _flat(item)]
-    return []
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    return value

@@ -19,13 +19,13 @@ from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 from lightning.pytorch.utilities.rank_zero import rank_zero_warn
 from typing_extensions import override
 
+from lightning_recipes._jsonable import jsonable
 from lightning_recipes._validation import check_bool, check_int
 from lightning_recipes.callbacks._manifest_collectors import (
     combine_fingerprints,
     git_info,
     hash_batch,
     host_info,
-    jsonable,
     library_versions,
     loggable,
     optimizer_record,

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import io
 import json
-import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import torch
+from lightning_recipes._jsonable import jsonable
 
 __all__ = ["STATUSES", "CheckResult", "CheckSkipped", "PreflightError", "PreflightReport", "Status"]
 
@@ -60,7 +59,7 @@ class CheckResult:
             "name": self.name,
             "status": self.status,
             "message": self.message,
-            "details": _jsonable(self.details),
+            "details": jsonable(self.details, nonfinite_as_str=True, max_tensor_elements=None, fallback=str),
             "seconds": round(self.seconds, 4),
         }
 
@@ -214,17 +213,3 @@ class PreflightReport:
     def __repr__(self) -> str:
         counts = ", ".join(f"{k}={v}" for k, v in self.counts().items())
         return f"PreflightReport(ok={self.ok}, {counts})"
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, torch.Tensor):
-        return _jsonable(value.tolist())
-    if isinstance(value, float):
-        return value if math.isfinite(value) else str(value)
-    if value is None or isinstance(value, (bool, int, str)):
-        return value
-    return str(value)

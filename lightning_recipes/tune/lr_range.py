@@ -44,6 +44,7 @@ from lightning.pytorch.utilities import CombinedLoader, rank_zero_info, rank_zer
 from torch import Tensor
 from typing_extensions import override
 
+from lightning_recipes._collectives import all_reduce_mean_
 from lightning_recipes._validation import check_bool
 from lightning_recipes.checks import CheckContext, CheckSkipped, preserved_rng, resolve_fit_data
 from lightning_recipes.checks.context import context_from_trainer
@@ -227,24 +228,10 @@ def _average_gradients_and_loss(params: Sequence[Tensor], loss: Tensor) -> None:
         if p.grad is None:
             p.grad = torch.zeros_like(p)
     world = _distributed_world()
-    _all_reduce_mean([*(p.grad for p in params if p.grad is not None), loss, has_grad])
+    all_reduce_mean_([*(p.grad for p in params if p.grad is not None), loss, has_grad])
     for p, used in zip(params, (has_grad * world).tolist()):  # sync: under DDP, once per sweep step
         if used == 0:
             p.grad = None
-
-
-def _all_reduce_mean(tensors: list[Tensor]) -> None:
-    """Average ``tensors`` in place across the default process group, in one collective."""
-    world = _distributed_world()
-    if world == 1 or not tensors:
-        return
-    flat = torch.cat([t.reshape(-1).float() for t in tensors])
-    torch.distributed.all_reduce(flat)
-    flat /= world
-    offset = 0
-    for t in tensors:
-        t.copy_(flat[offset : offset + t.numel()].view_as(t))
-        offset += t.numel()
 
 
 def sweep_lr(

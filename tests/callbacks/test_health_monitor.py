@@ -15,7 +15,8 @@ from lightning.pytorch.callbacks import Callback
 from torch import Tensor
 from torch.utils.data import DataLoader
 
-from lightning_recipes.callbacks._health_rules import DEFAULT_THRESHOLDS, CheckData, History, decide
+from lightning_recipes.callbacks._health_rules import decide
+from lightning_recipes.callbacks._health_window import DEFAULT_THRESHOLDS, CheckData, History
 from lightning_recipes.callbacks.health_monitor import Finding, HealthMonitor
 from lightning_recipes.testing import HostSyncCounter, InMemoryLogger, fast_trainer
 from tests.callbacks.test_health_monitor_gallery import MLP, _classification, _loader

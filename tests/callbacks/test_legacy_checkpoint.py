@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import torch
 
-from lightning_recipes.callbacks import EarlyStopping, RunManifest, StabilityGuard
+from lightning_recipes.callbacks import EarlyStopping, HealthMonitor, RunManifest, StabilityGuard
 from lightning_recipes.testing import TinyClassifier, fast_trainer, random_classification_loader
 
 CHECKPOINT = Path(__file__).parent / "data" / "legacy_callbacks.ckpt"
@@ -136,3 +136,121 @@ def test_a_real_trainer_resumes_from_the_legacy_checkpoint(tmp_path: Path) -> No
         manifest.manifest["resumed_from"]["data_fingerprint"]
         == (states["RunManifest"]["manifest"]["data_fingerprint"]["sha256"])
     )
+
+
+# ---------------------------------------------------------------- checkpoints from before the issue-23 split
+# Written by ``data/make_issue23_checkpoints.py`` with main at 1c012ec (before StabilityGuard's step skipping
+# and findings repair, and HealthMonitor's rules, became collaborators).
+
+GUARD_CHECKPOINT = Path(__file__).parent / "data" / "issue23_stability_guard.ckpt"
+STOPPER_CHECKPOINT = Path(__file__).parent / "data" / "issue23_early_stopping.ckpt"
+
+
+class Issue23GuardModel(TinyClassifier):
+    """``GuardModel`` of the generator without its fault (the resumed run is healthy)."""
+
+    def configure_optimizers(self) -> Any:
+        optimizer = torch.optim.SGD(self.parameters(), lr=0.1, momentum=0.9)
+        scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=3, gamma=0.7)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+
+class Issue23StoppingModel(TinyClassifier):
+    def on_validation_epoch_end(self) -> None:
+        self.log("val_score", [3.0, 2.0, 2.5, 2.6, 2.7, 2.8, 2.9][self.current_epoch])
+
+
+def _issue23_guard_callbacks() -> tuple[HealthMonitor, StabilityGuard]:
+    monitor = HealthMonitor(check_every_n_steps=4, activation_samples=1)
+    guard = StabilityGuard(
+        check_every_n_steps=2,
+        snapshot_every_n_steps=2,
+        spike_warmup_steps=2,
+        spike_window=8,
+        lr_factor=0.5,
+        cooldown_steps=20,
+    )
+    return monitor, guard
+
+
+def test_the_issue23_stability_guard_checkpoint_loads_with_every_key() -> None:
+    states = torch.load(GUARD_CHECKPOINT, weights_only=False)["callbacks"]
+    monitor, guard = _issue23_guard_callbacks()
+    assert {monitor.state_key, guard.state_key} == set(states)
+    guard.load_state_dict(states[guard.state_key])
+    monitor.load_state_dict(states[monitor.state_key])
+    saved = states[guard.state_key]
+    # the checkpoint format is unchanged: the same keys, the same values back out
+    assert guard.state_dict().keys() == saved.keys()
+    again = guard.state_dict()
+    assert (again["rollbacks"], again["rollback_steps"], again["cooldown_left"], again["snapshot_step"]) == (
+        1,
+        [4],
+        13,
+        12,
+    )
+    assert again["window"] == pytest.approx(saved["window"]) and len(again["window"]) == 8
+    assert [(s, pytest.approx(loss), pytest.approx(norm)) for s, loss, norm in again["pending"]] == [
+        (12, 1.3419027, 0.5116671)
+    ]
+    [event] = guard.events
+    assert (event.step, event.cause, event.detected_at_step, event.action, event.restored_step) == (
+        4,
+        "nonfinite_loss",
+        6,
+        "rollback",
+        4,
+    )
+    assert monitor.state_dict() == states[monitor.state_key]
+    assert [f.problem for f in monitor.findings] == ["nonfinite_activations"] and monitor.checks == 4
+
+
+def test_a_real_trainer_resumes_from_the_issue23_stability_guard_checkpoint(tmp_path: Path) -> None:
+    """4 more steps: the pending step 12 is checked with step 13 (check at 14), then 14-15; the cooldown, the
+    event history and the monitor's history carry on."""
+    states = torch.load(GUARD_CHECKPOINT, weights_only=False)["callbacks"]
+    monitor, guard = _issue23_guard_callbacks()
+    trainer = fast_trainer(max_epochs=5, max_steps=17, callbacks=[monitor, guard], default_root_dir=tmp_path)
+    trainer.fit(Issue23GuardModel(), random_classification_loader(batch_size=16), ckpt_path=GUARD_CHECKPOINT)
+    assert trainer.global_step == 17
+    assert guard.rollbacks == 1 and [(e.step, e.cause) for e in guard.events] == [(4, "nonfinite_loss")]
+    assert guard.state_dict()["cooldown_left"] == 13 - 4
+    window = guard.state_dict()["window"]
+    # the 8-step window moved on by steps 12-15; the checkpoint's pending loss of step 12 entered it
+    assert window[:4] == pytest.approx(states[guard.state_key]["window"][4:])
+    assert window[4] == pytest.approx(1.3419027, abs=1e-6)
+    assert [p[0] for p in guard.state_dict()["pending"]] == [16]
+    assert guard._snapshot_step == 16
+    saved_history = states[monitor.state_key]["history"]["losses"]
+    assert monitor.checks == 5 + 1  # one at step 16, one at the end of training (step 17's loss)
+    assert monitor.state_dict()["history"]["losses"][: len(saved_history)] == saved_history
+    assert [f.problem for f in monitor.findings] == ["nonfinite_activations"]
+
+
+def test_a_real_trainer_resumes_from_the_issue23_early_stopping_checkpoint(tmp_path: Path) -> None:
+    """Saved after epoch 2 with one bad epoch counted (best epoch 1, ``min_delta_mode='rel'``): two more bad
+    epochs stop the run at epoch 4 (patience 3) and put the saved best weights back."""
+    states = torch.load(STOPPER_CHECKPOINT, weights_only=False)["callbacks"]
+    stopper = EarlyStopping("val_score", patience=3, restore_best_weights=True, min_delta_mode="rel")
+    [key] = states
+    assert key == stopper.state_key
+    stopper.load_state_dict(states[key])
+    restored = (stopper.wait_count, stopper.best_epoch, stopper.best_step, float(stopper.best_score))
+    assert restored == (1, 1, 4, 2.0)
+    assert stopper.min_delta_mode == "rel"
+    trainer = fast_trainer(
+        max_epochs=7,
+        callbacks=[EarlyStopping("val_score", patience=3, restore_best_weights=True, min_delta_mode="rel")],
+        limit_train_batches=2,
+        limit_val_batches=1,
+        default_root_dir=tmp_path,
+    )
+    resumed = trainer.early_stopping_callback
+    assert isinstance(resumed, EarlyStopping)
+    loader = random_classification_loader(batch_size=16)
+    model = Issue23StoppingModel()
+    trainer.fit(model, loader, loader, ckpt_path=STOPPER_CHECKPOINT)
+    assert trainer.current_epoch == 5 and resumed.stopped_epoch == 4
+    assert resumed.best_epoch == 1 and resumed.restored_best_weights
+    best = states[key]["best_weights"]
+    assert all(torch.equal(model.state_dict()[k], best[k]) for k in best)

@@ -16,12 +16,12 @@ from typing import Any
 import pytest
 import torch
 
+from lightning_recipes._jsonable import jsonable
 from lightning_recipes.callbacks._manifest_collectors import (
     combine_fingerprints,
     git_info,
     hash_batch,
     host_info,
-    jsonable,
     library_versions,
     loggable,
     optimizer_record,

@@ -239,7 +239,7 @@ def test_no_false_positive_on_a_clean_run_and_one_sync_per_check() -> None:
     trainer = _fit(model, guard, max_steps=24)
     assert guard.events == [] and trainer.global_step == 24
     assert guard._window.numel() == 24  # every step passed its check and entered the statistics
-    assert guard._snapshot is None  # released at teardown
+    assert guard._snapshots.snapshot is None  # released at teardown
 
 
 class SyncCountingGuard(StabilityGuard):
@@ -472,7 +472,7 @@ def test_state_dict_round_trip_and_pickle() -> None:
     assert math.isnan(event.value)
     StabilityGuard().load_state_dict({})  # tolerant of old / empty state
     clone = pickle.loads(pickle.dumps(guard))
-    assert clone.rollbacks == 1 and clone._snapshot is None and clone._hook_handles == []
+    assert clone.rollbacks == 1 and clone._snapshots.snapshot is None and clone._lr_scaling._handles == []
 
 
 def test_rollback_refuses_sharded_strategies() -> None:
@@ -627,10 +627,10 @@ class HeavyStateClassifier(FaultyClassifier):
 def test_snapshots_thin_out_when_they_cost_more_than_the_overhead_budget() -> None:
     guard = StabilityGuard(check_every_n_steps=2, verbose=False)
     _fit(HeavyStateClassifier(), guard, max_steps=12)
-    assert guard._snapshot_s is not None and guard._step_s is not None
+    assert guard._snapshots.snapshot_s is not None and guard._snapshots.step_s is not None
     # measured: one snapshot costs more than 1% of 2 steps, so the interval is the fewest whole checks that
     # bring it under 1%; it is far above one check (copying 64 MB vs a millisecond-scale step)
-    needed = guard._snapshot_s / (0.01 * guard._step_s)
+    needed = guard._snapshots.snapshot_s / (0.01 * guard._snapshots.step_s)
     assert guard.snapshot_interval >= needed and guard.snapshot_interval - 2 < needed
     assert guard.snapshot_interval >= 20
 

@@ -1,0 +1,119 @@
+"""StabilityGuard's collaborators (issue 23) on their own: the LR cut, the snapshot keeper, the pending-step
+plumbing, the event record and messages, and the shared ``jsonable``."""
+
+from __future__ import annotations
+
+import copy
+import math
+import pickle
+
+import pytest
+import torch
+
+from lightning_recipes._jsonable import jsonable
+from lightning_recipes.callbacks._pending_steps import pending_from_plain, pending_to_plain, stack
+from lightning_recipes.callbacks._rollback_snapshot import RollbackSnapshot
+from lightning_recipes.callbacks._stability_event import StabilityEvent, give_up_message, outcome
+from lightning_recipes.callbacks._stability_repair import LRScaling
+from lightning_recipes.callbacks._step_skipping import StepSkipper
+from lightning_recipes.testing import TinyClassifier, fast_trainer, random_classification_loader
+
+
+class _Factor:
+    def __init__(self, value: float) -> None:
+        self.value = value
+
+    def __call__(self) -> float:
+        return self.value
+
+
+def test_lr_scaling_cuts_each_step_and_restores_the_rate_and_pickles_without_hooks() -> None:
+    param = torch.nn.Parameter(torch.zeros(1))
+    optimizer = torch.optim.SGD([param], lr=1.0)
+    factor = _Factor(0.25)
+    scaling = LRScaling(factor)
+    scaling.attach([optimizer])
+    param.grad = torch.ones(1)
+    optimizer.step()
+    assert param.item() == pytest.approx(-0.25) and optimizer.param_groups[0]["lr"] == 1.0
+    factor.value = 1.0
+    optimizer.step()
+    assert param.item() == pytest.approx(-1.25)
+    clone = pickle.loads(pickle.dumps(scaling))  # ddp_spawn pickles the guard with its collaborators
+    assert clone._handles == [] and clone._factor() == 1.0
+    scaling.detach()
+    factor.value = 0.5
+    optimizer.step()
+    assert param.item() == pytest.approx(-2.25)  # detached: the full rate
+
+
+def test_rollback_snapshot_restores_weights_and_a_copy_keeps_timings_but_not_the_snapshot() -> None:
+    model = TinyClassifier()
+    trainer = fast_trainer(max_steps=2)
+    trainer.fit(model, random_classification_loader())
+    keeper = RollbackSnapshot()
+    window = torch.tensor([1.0, 2.0])
+    keeper.take(trainer, model, window, wait=True)
+    keeper.take(trainer, model, window, wait=True)  # the second one is timed
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(1.0)
+    assert keeper.restore(trainer, model) is window
+    assert all(torch.equal(model.state_dict()[k], before[k]) for k in before)
+    assert keeper.step == 2 and keeper.snapshot_s is not None
+    clone = copy.deepcopy(keeper)
+    assert clone.snapshot is None and clone.step == -1 and clone.snapshot_s == keeper.snapshot_s
+    keeper.release()
+    assert keeper.snapshot is None and keeper.snapshot_s is not None
+
+
+def test_pending_steps_round_trip_through_plain_floats() -> None:
+    pending = [(3, torch.tensor(1.5), torch.tensor(0.25)), (4, None, torch.tensor(float("inf")))]
+    plain = pending_to_plain(pending)
+    assert plain == [(3, 1.5, 0.25), (4, None, math.inf)]
+    back = pending_from_plain(plain)
+    assert pending_to_plain(back) == plain
+    losses, norms, mask = stack(back, torch.device("cpu"))
+    assert losses.tolist() == [1.5, 0.0] and norms.tolist() == [0.25, math.inf] and mask == [True, False]
+
+
+def test_step_skipper_lets_a_finite_step_stand() -> None:
+    skipper = StepSkipper()
+    param = torch.nn.Parameter(torch.ones(1))
+    param.grad = torch.ones(1)
+    optimizer = torch.optim.SGD([param], lr=0.1)
+    assert skipper.maybe_skip(fast_trainer(), optimizer, torch.tensor(2.0)) is None
+    assert param.grad is not None and skipper.take_skipped() is False
+
+
+def test_event_messages_name_the_reason() -> None:
+    event = StabilityEvent(7, "nonfinite_grad_norm", math.inf, 1, 9, "give_up", 5)
+    assert give_up_message(event, None, [event], None).startswith(
+        "StabilityGuard gave up: non-finite gradient norm (inf) at step 7 on rank 1, detected at step 9; "
+        "no verified snapshot exists yet"
+    )
+    message = give_up_message(event, ([2, 4], 100, 2), [event], "/tmp/x.ckpt")
+    assert "2 rollbacks within 100 steps already (max_rollbacks=2) at steps [2, 4]" in message
+    assert "Emergency checkpoint (last good state, step 5): /tmp/x.ckpt." in message
+    finding = StabilityEvent(7, "lr_too_high", 0.2, 0, 9, "scale_lr")
+    assert outcome(finding, 0.25, 1.0, 0) == "scale_lr, learning rate x0.25 from now on"
+
+
+@pytest.mark.parametrize(
+    ("value", "options", "expected"),
+    [
+        ({"x": float("nan")}, {}, {"x": math.nan}),  # the manifest's default keeps non-finite floats
+        ({"x": float("nan")}, {"nonfinite_as_str": True}, {"x": "nan"}),
+        (torch.zeros(17), {"max_tensor_elements": None}, [0.0] * 17),
+        (torch.tensor([float("inf")]), {"nonfinite_as_str": True}, ["inf"]),
+        (ValueError("x"), {"fallback": str}, "x"),
+        (ValueError("x"), {}, "ValueError('x')"),
+    ],
+)
+def test_jsonable_options(value: object, options: dict, expected: object) -> None:
+    got = jsonable(value, **options)
+    if isinstance(expected, dict) and any(isinstance(v, float) and math.isnan(v) for v in expected.values()):
+        assert math.isnan(got["x"])
+    else:
+        assert got == expected
