@@ -103,7 +103,8 @@ SPECS: dict[str, Spec] = {
         check=lambda stopper: _check_stopper(stopper),
     ),
     "Preflight": Spec(
-        build=lambda: Preflight(on_fail="warn", print_report=False),
+        # No wall-clock budget: on a busy machine a budget ends a check before it measures (no metric to log).
+        build=lambda: Preflight(on_fail="warn", print_report=False, time_budget=None, total_time_budget=None),
         metrics=[
             "preflight/init_loss",
             "preflight/overfit_batch",
@@ -153,7 +154,7 @@ CHECK_SPECS: dict[str, Spec] = {
     "BatchIndependenceCheck": Spec(build=lambda: BatchIndependenceCheck()),
     "OverfitBatchCheck": Spec(build=lambda: OverfitBatchCheck(), metrics=["preflight/overfit_batch"]),
     "InputIndependenceCheck": Spec(
-        build=lambda: InputIndependenceCheck(), metrics=["preflight/input_independence"]
+        build=lambda: InputIndependenceCheck(time_budget=None), metrics=["preflight/input_independence"]
     ),
 }
 
