@@ -12,7 +12,7 @@ from torch.utils.data import DataLoader
 
 from lightning_recipes._checkpoint import plain_hyperparameters, rebuild_hyperparameters
 from lightning_recipes._validation import check_choice
-from lightning_recipes.checks import CheckContext, CheckSkipped
+from lightning_recipes.harness import CannotRunOnCopy, Harness
 from lightning_recipes.optim.build import build_optimizer, build_scheduler
 from lightning_recipes.optim.names import OPTIMIZERS, RECIPE_OPTIMIZERS
 from lightning_recipes.optim.param_groups import param_groups
@@ -385,7 +385,7 @@ class OptimizerRecipeMixin:
         args = check_sweep_args(recipe["lr_find"])
         seed = args.pop("seed")
         precision = trainer.precision_plugin
-        context = CheckContext(
+        context = Harness(
             module,
             loader,
             device=module.device,
@@ -397,7 +397,7 @@ class OptimizerRecipeMixin:
         )
         try:
             return sweep_lr(context, **args)
-        except (CheckSkipped, ValueError) as err:
+        except (CannotRunOnCopy, ValueError) as err:
             raise ValueError(f"{where} on the training data, but it could not: {err}") from err
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:

@@ -12,11 +12,12 @@ from torch.nn import functional as F
 from typing_extensions import override
 
 from lightning_recipes._validation import check_int, check_positive
-from lightning_recipes.checks._batches import Key, is_float, tensors_of
-from lightning_recipes.checks._inference import IGNORE_INDEX, infer_num_classes
+from lightning_recipes.checks._num_classes import IGNORE_INDEX, infer_num_classes
 from lightning_recipes.checks.base import SanityCheck, TimeBudget
-from lightning_recipes.checks.context import CheckContext, is_shuffled
 from lightning_recipes.checks.report import CheckResult
+from lightning_recipes.harness import Harness as CheckContext
+from lightning_recipes.harness import is_shuffled, tensors_of
+from lightning_recipes.harness.batches import Key, is_float
 
 __all__ = ["DataCheck"]
 

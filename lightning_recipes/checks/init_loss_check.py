@@ -9,7 +9,6 @@ import torch
 from typing_extensions import override
 
 from lightning_recipes._validation import check_in_range, check_int, check_positive, is_number
-from lightning_recipes.checks._batches import Key, batch_size_of
 from lightning_recipes.checks._expected_loss import (
     Expectation,
     LossCall,
@@ -17,10 +16,11 @@ from lightning_recipes.checks._expected_loss import (
     loss_call_for,
     record_loss_calls,
 )
-from lightning_recipes.checks._inference import infer_num_classes
+from lightning_recipes.checks._num_classes import infer_num_classes
 from lightning_recipes.checks.base import SanityCheck, TimeBudget
-from lightning_recipes.checks.context import CheckContext
 from lightning_recipes.checks.report import CheckResult, CheckSkipped, Status
+from lightning_recipes.harness import Harness as CheckContext
+from lightning_recipes.harness.batches import Key, batch_size_of
 
 __all__ = ["InitLossCheck"]
 

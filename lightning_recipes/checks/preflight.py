@@ -19,15 +19,12 @@ from lightning.pytorch.callbacks import Callback
 from typing_extensions import override
 
 from lightning_recipes._validation import check_bool, check_choice, check_int
-from lightning_recipes.checks._batches import Key, check_key
 from lightning_recipes.checks._budget import DEFAULT_TIME_BUDGET
 from lightning_recipes.checks._runner import DEFAULT_TOTAL_TIME_BUDGET, ON_FAIL, run_checks, run_in_trainer
 from lightning_recipes.checks.base import SanityCheck, check_time_budget
 from lightning_recipes.checks.batch_independence_check import BatchIndependenceCheck
 from lightning_recipes.checks.causality_check import CausalityCheck
-from lightning_recipes.checks.context import CheckContext
 from lightning_recipes.checks.data_check import DataCheck
-from lightning_recipes.checks.data_source import resolve_fit_data
 from lightning_recipes.checks.eval_mode_check import EvalModeCheck
 from lightning_recipes.checks.grad_flow_check import GradFlowCheck
 from lightning_recipes.checks.init_loss_check import InitLossCheck
@@ -36,6 +33,9 @@ from lightning_recipes.checks.overfit_batch_check import OverfitBatchCheck
 from lightning_recipes.checks.report import PreflightReport
 from lightning_recipes.checks.split_overlap_check import SplitOverlapCheck
 from lightning_recipes.checks.target_leakage_check import TargetLeakageCheck
+from lightning_recipes.harness import Harness as CheckContext
+from lightning_recipes.harness import resolve_fit_data
+from lightning_recipes.harness.batches import Key, check_key
 
 __all__ = ["CHECKS", "Preflight", "build_checks", "preflight"]
 
@@ -140,7 +140,7 @@ def preflight(
     Nothing of the caller's changes: every check works on a deep copy of the module with an optimizer of
     its own from ``configure_optimizers``; the global RNG states (torch CPU/CUDA, numpy, Python) and the
     loaders' generators are restored; the loaders are only iterated. The loss is what ``training_step``
-    returns (see :mod:`lightning_recipes.checks.context` for the full contract). A check that
+    returns (see :mod:`lightning_recipes.harness.harness` for the full contract). A check that
     cannot apply (no classes to infer, manual optimisation, no held-out data) reports ``"skip"`` and says why.
 
     Args:

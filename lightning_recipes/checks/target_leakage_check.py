@@ -12,13 +12,14 @@ from torch import Tensor
 from typing_extensions import override
 
 from lightning_recipes._validation import check_bool, check_in_range, check_int
-from lightning_recipes.checks._batches import Key, batch_size_of, slice_batch
 from lightning_recipes.checks._budget import out_of_time
-from lightning_recipes.checks._inference import IGNORE_INDEX
+from lightning_recipes.checks._num_classes import IGNORE_INDEX
 from lightning_recipes.checks.base import SanityCheck, TimeBudget
 from lightning_recipes.checks.causality_check import aligned_output
-from lightning_recipes.checks.context import CheckContext
 from lightning_recipes.checks.report import CheckResult, CheckSkipped
+from lightning_recipes.harness import CannotRunOnCopy
+from lightning_recipes.harness import Harness as CheckContext
+from lightning_recipes.harness.batches import Key, batch_size_of, slice_batch
 
 __all__ = ["TargetLeakageCheck"]
 
@@ -559,7 +560,7 @@ class TargetLeakageCheck(SanityCheck):
         bound = self.too_good_fraction * math.log(classes)
         torch.manual_seed(context.seed)
         model = context.copy_model()
-        optimizers, _ = context.build_optimizers(model)
+        optimizers = context.build_optimizers(model).optimizers
         looks: list[dict[str, float]] = []
         step, look = 0, min(5, self.train_steps)
         stopped = ""
@@ -726,7 +727,7 @@ def _model_reads(context: CheckContext, key: Any, batch: Any) -> bool | None:
             torch.manual_seed(context.seed)
             try:
                 losses.append(context.training_loss(model, candidate).float())
-            except CheckSkipped:
+            except CannotRunOnCopy:
                 return None
     before, after = torch.stack(losses).tolist()  # sync: once
     return abs(after - before) > 1e-6 * max(abs(before), 1e-12)
@@ -812,7 +813,7 @@ def _observed_output(context: CheckContext, model: Any, batch: Any) -> tuple[Ten
     when the step returns none), seeded, no grad."""
     torch.manual_seed(context.seed)
     loss = None
-    with torch.no_grad(), context.capture_forward(model) as captured, contextlib.suppress(CheckSkipped):
+    with torch.no_grad(), context.capture_forward(model) as captured, contextlib.suppress(CannotRunOnCopy):
         loss = context.training_loss(model, batch).float()
     output = captured.last()
     return (None if output is None else output.detach()), loss

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from lightning_recipes.checks import CheckContext
+from lightning_recipes.harness import Harness
 from lightning_recipes.testing import TinyClassifier, random_classification_loader
 from lightning_recipes.tune import LRRangeTest, sweep_lr
 from lightning_recipes.tune.lr_range import SWEEP_DEFAULTS
@@ -46,7 +46,7 @@ def test_bad_arguments_are_refused_at_construction_naming_value_and_allowed(
 
 
 def test_sweep_lr_refuses_a_negative_warmup_factor_before_sweeping():
-    context = CheckContext(TinyClassifier(), random_classification_loader())
+    context = Harness(TinyClassifier(), random_classification_loader())
     with pytest.raises(ValueError, match=r"`warmup_factor` must be a finite number > 0, got -5"):
         sweep_lr(context, num_steps=10, warmup_factor=-5)
 

@@ -1,64 +1,21 @@
-"""Infer what a model's outputs and targets mean: how many classes (so the loss at init should be
-``ln C``), and which loss consumed which tensors of the batch (:class:`LossRecorder`)."""
+"""Which loss consumed which tensors of the batch while ``training_step`` ran (:class:`LossRecorder`)."""
 
 from __future__ import annotations
 
 import inspect
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_leaves
 
-__all__ = ["LOSS_FUNCTIONS", "LossCall", "LossRecorder", "batch_keys", "infer_num_classes"]
+from lightning_recipes.harness.walk import batch_entries
 
-IGNORE_INDEX = -100  # torch's cross_entropy default; such targets are padding, not classes
-
-
-def infer_num_classes(output: Tensor | None, targets: Tensor | None) -> tuple[int, str] | None:
-    """``(C, how)`` when ``output`` looks like classification logits for ``targets``, else ``None``.
-
-    Recognised: logits ``[..., C]`` with integer targets ``[...]`` (``[B, C]``, sequence ``[B, S, V]``),
-    channel-first logits ``[B, C, ...]`` with targets ``[B, ...]`` (segmentation), flattened logits
-    ``[B*S, V]`` with targets ``[B, S]``, and soft/one-hot targets of the logits' shape whose rows sum to 1.
-
-    Example:
-        >>> import torch
-        >>> infer_num_classes(torch.zeros(4, 10), torch.tensor([0, 1, 2, 3]))
-        (10, 'logits [4, 10] for integer targets [4]')
-        >>> infer_num_classes(torch.zeros(4, 1), torch.rand(4, 1)) is None
-        True
-    """
-    if output is None or targets is None or not torch.is_floating_point(output) or output.ndim < 1:
-        return None
-    out_shape, tgt_shape = list(output.shape), list(targets.shape)
-    described = (
-        f"logits {out_shape} for {'integer' if not targets.is_floating_point() else 'soft'} "
-        f"targets {tgt_shape}"
-    )
-    if not targets.is_floating_point() and not targets.is_complex() and targets.dtype != torch.bool:
-        classes = out_shape[-1]
-        if classes >= 2 and out_shape[:-1] == tgt_shape:
-            return classes, described
-        channel_first = output.ndim == targets.ndim + 1 and output.ndim >= 3 and out_shape[0] == tgt_shape[0]
-        if channel_first and out_shape[2:] == tgt_shape[1:] and out_shape[1] >= 2:
-            return out_shape[1], described
-        if output.ndim == 2 and classes >= 2 and out_shape[0] == targets.numel() and targets.ndim >= 2:
-            return classes, described
-        return None
-    if targets.is_floating_point() and out_shape == tgt_shape and out_shape[-1] >= 2:
-        rows = targets.float()
-        if bool((rows >= 0).all()) and bool(
-            torch.allclose(rows.sum(-1), torch.ones(()), atol=1e-3)
-        ):  # sync: once
-            return out_shape[-1], described
-    return None
-
+__all__ = ["LOSS_FUNCTIONS", "LossCall", "LossRecorder"]
 
 # ------------------------------------------------------------------------------------------------ loss calls
 # The torch.nn.functional losses a loss call is recognised by (nn.*Loss modules call these too), and the names
@@ -125,24 +82,6 @@ class LossCall:
         return key in self.target_keys
 
 
-def batch_keys(batch: Any) -> list[int | str | None]:
-    """The keys (indices) of a batch's tensor entries, in order; ``[None]`` for a bare tensor."""
-    return list(dict.fromkeys(key for key, _ in _batch_entries(batch)))
-
-
-def _batch_entries(batch: Any) -> list[tuple[int | str | None, Tensor]]:
-    """``(key, tensor)`` for every tensor of a batch, keyed by its top-level entry."""
-    if isinstance(batch, Tensor):
-        return [(None, batch)]
-    if isinstance(batch, Mapping):
-        items: list[tuple[Any, Any]] = list(batch.items())
-    elif isinstance(batch, (list, tuple)):
-        items = list(enumerate(batch))
-    else:
-        return []
-    return [(key, t) for key, value in items for t in tree_leaves(value) if isinstance(t, Tensor)]
-
-
 class LossRecorder(TorchFunctionMode):
     """A torch function mode that records the loss calls of a step and where their tensors came from.
 
@@ -163,7 +102,7 @@ class LossRecorder(TorchFunctionMode):
         self._tags: dict[int, tuple[weakref.ref[Tensor], frozenset[int | str | None]]] = {}
         self._computed: dict[int, weakref.ref[Tensor]] = {}  # tensors computed with a parameter
         self._trace = batch is not None
-        for key, tensor in _batch_entries(batch):
+        for key, tensor in batch_entries(batch):
             self._tag(tensor, frozenset([key]))
 
     def _tag(self, tensor: Tensor, keys: frozenset[int | str | None]) -> None:
