@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -66,6 +66,9 @@ class LossCall:
         output_keys: Every batch entry the prediction was computed from (the inputs the model read).
         kwargs: The other arguments, by name (``weight``, ``pos_weight``, ``ignore_index``,
             ``label_smoothing``, ``reduction``, ...), as passed or defaulted.
+        loss: What the call returned (the loss value; per element under ``reduction="none"``).
+        inspection: What the recorder's ``inspect_output`` said about :attr:`output` at call time (while the
+            autograd graph still held its saved tensors); ``inspected`` is ``False`` when it had none.
     """
 
     function: str
@@ -76,10 +79,25 @@ class LossCall:
     output_keys: frozenset[int | str | None]
     kwargs: dict[str, Any] = field(default_factory=dict)
     target_from_model: bool = False
+    loss: Tensor | None = None
+    inspection: Any = None
+    inspected: bool = False
 
     def target_from(self, key: int | str | None) -> bool:
         """Whether the target was computed from batch entry ``key`` (e.g. the input: a reconstruction)."""
         return key in self.target_keys
+
+    @property
+    def num_classes(self) -> int | None:
+        """``C`` of a ``cross_entropy``/``nll_loss`` call (class dim 1, or 0 for an unbatched input)."""
+        if self.function not in ("cross_entropy", "nll_loss"):
+            return None
+        return int(self.output.shape[1] if self.output.ndim >= 2 else self.output.shape[0])
+
+    @property
+    def integer_target(self) -> bool:
+        """Whether the target holds class indices (not probabilities); ``False`` without a target."""
+        return self.target is not None and not self.target.is_floating_point()
 
 
 class LossRecorder(TorchFunctionMode):
@@ -89,14 +107,25 @@ class LossRecorder(TorchFunctionMode):
     with ``batch`` given, each result is tagged with the batch entries its tensor arguments came from, so
     a target can be traced back through shifts, pads, views and copies. ``targets`` replaces the target of
     the ``i``-th loss call by ``targets[i]`` where that entry is not ``None`` (same shape required).
+    ``functions`` limits the record to those losses (by name, default: every one of :data:`LOSS_FUNCTIONS`);
+    ``inspect_output`` runs on each recorded call's prediction at call time (:attr:`LossCall.inspection`).
 
     Cost: one Python call per torch operation while active; tagging adds a pass over each call's
     arguments. Used on one step (probes) or on a check's copies, never on the user's training.
     """
 
-    def __init__(self, batch: Any = None, targets: Sequence[Tensor | None] | None = None) -> None:
+    def __init__(
+        self,
+        batch: Any = None,
+        targets: Sequence[Tensor | None] | None = None,
+        *,
+        functions: Collection[str] | None = None,
+        inspect_output: Callable[[Tensor], Any] | None = None,
+    ) -> None:
         super().__init__()
         self.calls: list[LossCall] = []
+        self._functions = None if functions is None else frozenset(functions)
+        self._inspect = inspect_output
         self._targets = list(targets) if targets is not None else None
         self._count = 0
         self._tags: dict[int, tuple[weakref.ref[Tensor], frozenset[int | str | None]]] = {}
@@ -150,7 +179,7 @@ class LossRecorder(TorchFunctionMode):
                     if computed:
                         self._computed[id(leaf)] = weakref.ref(leaf)
         if name is not None and bound is not None:
-            self._record(name, bound)
+            self._record(name, bound, result)
         return result
 
     def _swap_target(self, name: str, bound: inspect.BoundArguments) -> None:
@@ -167,7 +196,9 @@ class LossRecorder(TorchFunctionMode):
             raise ValueError(f"the target of loss call {index} ({name}) is {was!r}, not of shape {new_shape}")
         bound.arguments[target_name] = new
 
-    def _record(self, name: str, bound: inspect.BoundArguments) -> None:
+    def _record(self, name: str, bound: inspect.BoundArguments, result: Any) -> None:
+        if self._functions is not None and name not in self._functions:
+            return
         output_name, target_name = _LOSSES[name]
         arguments = dict(bound.arguments)
         output = arguments.pop(output_name, None)
@@ -190,6 +221,9 @@ class LossRecorder(TorchFunctionMode):
                 output_keys=self._sources(output),
                 kwargs=kwargs,
                 target_from_model=from_model,
+                loss=result if isinstance(result, Tensor) else None,
+                inspection=None if self._inspect is None else self._inspect(output),
+                inspected=self._inspect is not None,
             )
         )
 

@@ -53,4 +53,4 @@ def test_checks_use_no_private_lightning_attributes(path):
 
 def test_the_layering_test_sees_every_module():
     names = {p.name for p in FILES}
-    assert {"base.py", "report.py", "context.py", "preflight.py", "cli.py", "init_loss_check.py"} <= names
+    assert {"base.py", "report.py", "preflight.py", "cli.py", "init_loss_check.py"} <= names
