@@ -14,7 +14,7 @@ from lightning_recipes.checks._budget import budget_seconds, out_of_time
 from lightning_recipes.checks.base import SanityCheck, TimeBudget
 from lightning_recipes.checks.report import CheckResult, CheckSkipped
 from lightning_recipes.harness import Harness as CheckContext
-from lightning_recipes.harness import LossRecorder
+from lightning_recipes.harness import LossRecorder, TargetSwapError
 from lightning_recipes.harness.batches import Key, input_key_of
 from lightning_recipes.harness.isolation import preserved_rng
 
@@ -354,10 +354,8 @@ class InputIndependenceCheck(SanityCheck):
                     zeroed = context.optimization_step(zero_model, zero_optimizers, zeroed_batch, index)
                 else:
                     zeroed = context.training_loss(zero_model, zeroed_batch, index)
-        except ValueError as err:
-            if "the target of loss call" in str(err):
-                raise _TargetMismatch(str(err)) from err
-            raise
+        except TargetSwapError as err:
+            raise _TargetMismatch(str(err)) from err
         return real, zeroed
 
     @staticmethod

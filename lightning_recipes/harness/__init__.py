@@ -36,7 +36,7 @@ from lightning_recipes.harness.isolation import (
     quiet_logging,
 )
 from lightning_recipes.harness.loaders import is_shuffled
-from lightning_recipes.harness.loss_calls import LossCall, LossRecorder
+from lightning_recipes.harness.loss_calls import LossCall, LossRecorder, TargetSwapError
 from lightning_recipes.harness.optimizers import BuiltOptimizers, build_optimizers
 from lightning_recipes.harness.walk import batch_entries, batch_keys, map_tensors, tensors_of
 
@@ -48,6 +48,7 @@ __all__ = [
     "Harness",
     "LossCall",
     "LossRecorder",
+    "TargetSwapError",
     "batch_entries",
     "batch_keys",
     "build_optimizers",

@@ -15,7 +15,7 @@ from torch.utils._pytree import tree_leaves
 
 from lightning_recipes.harness.walk import batch_entries
 
-__all__ = ["LOSS_FUNCTIONS", "LossCall", "LossRecorder"]
+__all__ = ["LOSS_FUNCTIONS", "LossCall", "LossRecorder", "TargetSwapError"]
 
 # ------------------------------------------------------------------------------------------------ loss calls
 # The torch.nn.functional losses a loss call is recognised by (nn.*Loss modules call these too), and the names
@@ -45,6 +45,10 @@ _LOSSES: dict[str, tuple[str, str | None]] = {
 LOSS_FUNCTIONS: dict[Callable[..., Any], str] = {
     getattr(F, name): name for name in _LOSSES if callable(getattr(F, name, None))
 }
+
+
+class TargetSwapError(ValueError):
+    """A :class:`LossRecorder` given replacement ``targets`` met a loss call whose target does not fit."""
 
 
 @dataclass
@@ -193,7 +197,9 @@ class LossRecorder(TorchFunctionMode):
         new_shape = list(new.shape) if new is not None else None
         if not isinstance(old, Tensor) or new is None or new.shape != old.shape:
             was = list(old.shape) if isinstance(old, Tensor) else old
-            raise ValueError(f"the target of loss call {index} ({name}) is {was!r}, not of shape {new_shape}")
+            raise TargetSwapError(
+                f"the target of loss call {index} ({name}) is {was!r}, not of shape {new_shape}"
+            )
         bound.arguments[target_name] = new
 
     def _record(self, name: str, bound: inspect.BoundArguments, result: Any) -> None:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 from torch.nn import functional as F
 
 from lightning_recipes.checks._expected_loss import loss_call_for, record_loss_calls
-from lightning_recipes.harness import LossCall, LossRecorder
+from lightning_recipes.harness import LossCall, LossRecorder, TargetSwapError
 
 
 def test_one_loss_call_class_output_is_the_prediction_loss_is_the_result():
@@ -29,3 +30,12 @@ def test_the_recorder_traces_targets_and_inspects_predictions_at_call_time():
     (call,) = recorder.calls
     assert call.target_key == "labels" and call.output_keys == frozenset({"x"})
     assert (call.inspected, call.inspection) == (True, (4, 2))
+
+
+def test_a_replacement_target_of_the_wrong_shape_is_a_typed_error():
+    expected = r"the target of loss call 0 \(mse_loss\) is \[4\], not of shape \[3\]"
+    with pytest.raises(TargetSwapError, match=expected), LossRecorder(targets=[torch.zeros(3)]):
+        F.mse_loss(torch.zeros(4), torch.ones(4))
+    with LossRecorder(targets=[torch.zeros(4)]) as recorder:
+        swapped = F.mse_loss(torch.zeros(4), torch.ones(4))
+    assert swapped.item() == 0.0 and torch.equal(recorder.calls[0].target, torch.zeros(4))
