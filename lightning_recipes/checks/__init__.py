@@ -5,9 +5,10 @@ callback does the same inside ``trainer.fit``; each ``*Check`` also works alone 
 :class:`SanityCheck` to write your own (its docstring has a ten-line example). ``lightning-recipes preflight``
 is the command line (:mod:`lightning_recipes.checks.cli`).
 
-Layout: ``base.py`` (:class:`SanityCheck`), ``report.py`` (results, report, errors), ``context.py`` (what a
-check sees; ``_isolation.py``, ``_batches.py``, ``_inference.py`` are its parts), ``preflight.py`` (the
-registry, ``preflight()``, ``Preflight``), one ``*_check.py`` per check, ``cli.py``. Nothing here imports
+Layout: ``base.py`` (:class:`SanityCheck`), ``report.py`` (results, report, errors), ``preflight.py`` (the
+registry, ``preflight()``, ``Preflight``), one ``*_check.py`` per check, ``cli.py``. What a check sees is
+:class:`CheckContext`, the check-facing name of :class:`lightning_recipes.harness.Harness` (the same class:
+trial runs on copies); the harness's ``CannotRunOnCopy`` becomes a ``skip`` result. Nothing here imports
 ``lightning_recipes.callbacks``.
 
 Example:
@@ -17,13 +18,10 @@ Example:
      'target_leakage', 'overfit_batch', 'input_independence']
 """
 
-from lightning_recipes.checks._isolation import preserved_loader_rng, preserved_rng, quiet_logging
 from lightning_recipes.checks.base import SanityCheck
 from lightning_recipes.checks.batch_independence_check import BatchIndependenceCheck
 from lightning_recipes.checks.causality_check import CausalityCheck
-from lightning_recipes.checks.context import CheckContext, LossCall
 from lightning_recipes.checks.data_check import DataCheck
-from lightning_recipes.checks.data_source import FitData, resolve_fit_data
 from lightning_recipes.checks.eval_mode_check import EvalModeCheck
 from lightning_recipes.checks.grad_flow_check import GradFlowCheck
 from lightning_recipes.checks.init_loss_check import InitLossCheck
@@ -33,6 +31,8 @@ from lightning_recipes.checks.preflight import CHECKS, Preflight, preflight
 from lightning_recipes.checks.report import CheckResult, CheckSkipped, PreflightError, PreflightReport
 from lightning_recipes.checks.split_overlap_check import SplitOverlapCheck
 from lightning_recipes.checks.target_leakage_check import TargetLeakageCheck
+from lightning_recipes.harness import Harness as CheckContext  # the check-facing name of the harness
+from lightning_recipes.harness import LossCall
 
 __all__ = [
     "CHECKS",
@@ -43,7 +43,6 @@ __all__ = [
     "CheckSkipped",
     "DataCheck",
     "EvalModeCheck",
-    "FitData",
     "GradFlowCheck",
     "InitLossCheck",
     "InputIndependenceCheck",
@@ -56,8 +55,4 @@ __all__ = [
     "SplitOverlapCheck",
     "TargetLeakageCheck",
     "preflight",
-    "preserved_loader_rng",
-    "preserved_rng",
-    "quiet_logging",
-    "resolve_fit_data",
 ]

@@ -15,7 +15,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from lightning_recipes.checks._batches import is_float, tensors_of
+from lightning_recipes.harness.batches import is_float
+from lightning_recipes.harness.walk import tensors_of
 
 __all__ = ["InputScale", "NonFinite", "SampleScan", "input_scale", "scan_nonfinite", "scan_samples"]
 

@@ -1,16 +1,17 @@
 """Which loss function consumed which tensors while ``training_step`` ran, and what it should read at init.
 
 :func:`record_loss_calls` watches the ``torch.nn.functional`` losses (``nn.CrossEntropyLoss`` and friends call
-them too, as do Hugging Face models) with a ``TorchFunctionMode`` and keeps one :class:`LossCall` per call:
-the kind, the input and target tensors, the keyword arguments and the output. :func:`expected_initial_loss`
-turns the call that produced the returned loss into the value an untrained model should score.
+them too, as do Hugging Face models) with the harness's ``LossRecorder`` and keeps one ``LossCall`` per
+call: the function, the prediction and target tensors, the keyword arguments and the loss.
+:func:`expected_initial_loss` turns the call that produced the returned loss into the value an untrained
+model should score.
 
 Example:
     >>> import torch
     >>> from torch.nn import functional as F
     >>> with record_loss_calls() as calls:
     ...     loss = F.cross_entropy(torch.zeros(4, 10), torch.tensor([0, 1, 2, 3]))
-    >>> calls[0].kind, calls[0].num_classes
+    >>> calls[0].function, calls[0].num_classes
     ('cross_entropy', 10)
     >>> expectation = expected_initial_loss(calls[0])
     >>> round(expectation.value, 4), expectation.source
@@ -19,7 +20,6 @@ Example:
 
 from __future__ import annotations
 
-import inspect
 import math
 from collections.abc import Callable, Generator, Sequence
 from contextlib import contextmanager
@@ -28,21 +28,23 @@ from typing import Any
 
 import torch
 from torch import Tensor
-from torch.nn import functional as F
-from torch.overrides import TorchFunctionMode
 
-__all__ = ["Expectation", "LossCall", "expected_initial_loss", "loss_call_for", "record_loss_calls"]
+from lightning_recipes.harness import LossCall, LossRecorder
 
-_KINDS: dict[Callable[..., Any], str] = {
-    F.cross_entropy: "cross_entropy",
-    F.nll_loss: "nll_loss",
-    F.binary_cross_entropy_with_logits: "binary_cross_entropy_with_logits",
-    F.binary_cross_entropy: "binary_cross_entropy",
-    F.mse_loss: "mse_loss",
-    F.l1_loss: "l1_loss",
-    F.smooth_l1_loss: "smooth_l1_loss",
-    F.huber_loss: "huber_loss",
-}
+__all__ = ["KINDS", "Expectation", "expected_initial_loss", "loss_call_for", "record_loss_calls", "target_of"]
+
+KINDS = frozenset(
+    {
+        "cross_entropy",
+        "nll_loss",
+        "binary_cross_entropy_with_logits",
+        "binary_cross_entropy",
+        "mse_loss",
+        "l1_loss",
+        "smooth_l1_loss",
+        "huber_loss",
+    }
+)
 REGRESSION = frozenset({"mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss"})
 _PRIOR_SHARE = 0.25  # KL(labels || mean prediction) below this share of KL(labels || uniform): a prior
 _MIN_SKEW = 0.1  # nats: KL(labels || uniform) below this is read as uniform (the two expectations then
@@ -64,30 +66,6 @@ def is_prior_output(kl_to_prediction: float, kl_to_uniform: float, categories: i
     return kl_to_uniform > max(_MIN_SKEW, 3 * noise) and kl_to_prediction < _PRIOR_SHARE * kl_to_uniform
 
 
-@dataclass
-class LossCall:
-    """One call of a ``torch.nn.functional`` loss: its kind, tensors and keyword arguments."""
-
-    kind: str
-    input: Tensor
-    target: Tensor
-    kwargs: dict[str, Any] = field(default_factory=dict)
-    output: Tensor | None = None
-    bounds: Any = None  # what :func:`record_loss_calls`' ``inspect`` said about the input, at call time
-    inspected: bool = False
-
-    @property
-    def num_classes(self) -> int | None:
-        """``C`` of a ``cross_entropy``/``nll_loss`` call (class dim 1, or 0 for an unbatched input)."""
-        if self.kind not in ("cross_entropy", "nll_loss"):
-            return None
-        return int(self.input.shape[1] if self.input.ndim >= 2 else self.input.shape[0])
-
-    @property
-    def integer_target(self) -> bool:
-        return not self.target.is_floating_point()
-
-
 @dataclass(frozen=True)
 class Expectation:
     """What an untrained model should score: ``value`` (``None`` when unknown: ``reason`` says why)."""
@@ -100,45 +78,26 @@ class Expectation:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-class _Recorder(TorchFunctionMode):
-    def __init__(self, inspect_input: Callable[[Tensor], Any] | None) -> None:
-        super().__init__()
-        self.calls: list[LossCall] = []
-        self.inspect_input = inspect_input
-
-    def __torch_function__(
-        self, func: Any, types: Any, args: Sequence[Any] = (), kwargs: dict[str, Any] | None = None
-    ) -> Any:
-        kwargs = kwargs or {}
-        output = func(*args, **kwargs)
-        kind = _KINDS.get(func)
-        if kind is not None:
-            try:
-                bound = inspect.signature(func).bind(*args, **kwargs).arguments
-            except TypeError:
-                return output
-            inputs, target = bound.get("input"), bound.get("target")
-            if isinstance(inputs, Tensor) and isinstance(target, Tensor) and isinstance(output, Tensor):
-                rest = {k: v for k, v in bound.items() if k not in ("input", "target")}
-                call = LossCall(kind, inputs, target, rest, output)
-                if self.inspect_input is not None:  # now, while the graph still holds its saved tensors
-                    call.bounds, call.inspected = self.inspect_input(inputs), True
-                self.calls.append(call)
-        return output
+def target_of(call: LossCall) -> Tensor:
+    """The target tensor of a call :func:`record_loss_calls` recorded (each of its :data:`KINDS` has one)."""
+    if call.target is None:
+        raise ValueError(f"the {call.function} call has no target tensor")
+    return call.target
 
 
 @contextmanager
 def record_loss_calls(
     inspect_input: Callable[[Tensor], Any] | None = None,
 ) -> Generator[list[LossCall], None, None]:
-    """Record every ``torch.nn.functional`` loss call inside the block (a list filled as calls happen).
+    """Record every call of the losses this module knows (a list filled as calls happen).
 
-    ``inspect_input`` runs on each loss's input at call time (stored as ``call.bounds``): a backward pass
+    A :class:`~lightning_recipes.harness.LossRecorder` limited to the kinds in :func:`expected_initial_loss`;
+    ``inspect_input`` runs on each loss's prediction at call time (``call.inspection``): a backward pass
     later in the block frees the graph's saved tensors, so what the graph says must be read then.
 
     Cost: a Python hook on every torch call inside the block; use it around one ``training_step``.
     """
-    recorder = _Recorder(inspect_input)
+    recorder = LossRecorder(functions=KINDS, inspect_output=inspect_input)
     with recorder:
         yield recorder.calls
 
@@ -151,9 +110,9 @@ def loss_call_for(calls: Sequence[LossCall], loss: Tensor) -> LossCall | None:
     """
     value = loss.detach().reshape(-1)
     for call in reversed(calls):
-        if call.output is None or call.output.numel() != 1:
+        if call.loss is None or call.loss.numel() != 1:
             continue
-        out = call.output.detach().reshape(-1).to(value.dtype)
+        out = call.loss.detach().reshape(-1).to(value.dtype)
         if out is loss or bool(torch.equal(out, value)):  # sync: once per call
             return call
     return None
@@ -170,13 +129,13 @@ def expected_initial_loss(call: LossCall, batches: Sequence[LossCall] = ()) -> E
     - Regression losses and soft (non 0/1) binary targets: no value (``reason`` says why).
     """
     calls = [call, *batches]
-    if call.kind in REGRESSION:
+    if call.function in REGRESSION:
         return Expectation(None, "", reason=_regression_reason(call))
-    if call.kind in ("cross_entropy", "nll_loss"):
+    if call.function in ("cross_entropy", "nll_loss"):
         return _categorical(call, calls)
-    if call.kind in ("binary_cross_entropy_with_logits", "binary_cross_entropy"):
+    if call.function in ("binary_cross_entropy_with_logits", "binary_cross_entropy"):
         return _binary(call, calls)
-    return Expectation(None, "", reason=f"{call.kind} has no known value at init")
+    return Expectation(None, "", reason=f"{call.function} has no known value at init")
 
 
 def label_smoothing_floor(classes: int, smoothing: float) -> float:
@@ -191,10 +150,11 @@ def _categorical(call: LossCall, calls: list[LossCall]) -> Expectation:
     classes = call.num_classes
     assert classes is not None
     uniform = math.log(classes)
-    scores = "logits" if call.kind == "cross_entropy" else "log-probabilities"
+    scores = "logits" if call.function == "cross_entropy" else "log-probabilities"
     kind = "integer" if call.integer_target else "soft"
-    source = f"ln {classes}, {scores} {list(call.input.shape)} for {kind} targets {list(call.target.shape)}"
-    smoothing = float(call.kwargs.get("label_smoothing") or 0.0) if call.kind == "cross_entropy" else 0.0
+    shapes = f"{list(call.output.shape)} for {kind} targets {list(target_of(call).shape)}"
+    source = f"ln {classes}, {scores} {shapes}"
+    smoothing = float(call.kwargs.get("label_smoothing") or 0.0) if call.function == "cross_entropy" else 0.0
     note, extra = "", {}
     if smoothing > 0:
         floor = label_smoothing_floor(classes, smoothing)
@@ -216,8 +176,8 @@ def _categorical(call: LossCall, calls: list[LossCall]) -> Expectation:
         extra |= {"prior_entropy": entropy, "prior_kl": kl_prediction}
         return Expectation(
             entropy,
-            f"entropy of the label prior, {call.kind} over {classes} classes: the mean prediction at init "
-            f"is the label prior (KL {kl_prediction:.3f} nats from the label frequencies, "
+            f"entropy of the label prior, {call.function} over {classes} classes: the mean prediction at "
+            f"init is the label prior (KL {kl_prediction:.3f} nats from the label frequencies, "
             f"{kl_uniform:.3f} for a uniform output)",
             classes,
             " The output at init is the class prior (a prior-initialised bias): good practice, the loss "
@@ -233,14 +193,14 @@ def _class_frequencies(calls: list[LossCall], classes: int) -> tuple[Tensor | No
     predicted = torch.zeros(classes, dtype=torch.float64)
     rows = 0
     for call in calls:
-        scores = call.input.detach().double()
+        scores = call.output.detach().double()
         if scores.ndim >= 2:
             scores = scores.movedim(1, -1)
         scores = scores.reshape(-1, classes)
-        target = call.target.reshape(-1).to(scores.device)
+        target = target_of(call).reshape(-1).to(scores.device)
         ignore = call.kwargs.get("ignore_index", -100)
         keep = (target != ignore) & (target >= 0) & (target < classes)
-        probs = scores.exp() if call.kind == "nll_loss" else scores.softmax(-1)
+        probs = scores.exp() if call.function == "nll_loss" else scores.softmax(-1)
         counts += torch.bincount(target[keep], minlength=classes)[:classes].double().cpu()
         predicted += probs[keep].sum(0).cpu()
         rows += int(keep.sum())  # sync: once per batch
@@ -250,15 +210,15 @@ def _class_frequencies(calls: list[LossCall], classes: int) -> tuple[Tensor | No
 
 
 def _binary(call: LossCall, calls: list[LossCall]) -> Expectation:
-    logits = call.kind == "binary_cross_entropy_with_logits"
-    target = call.target
+    logits = call.function == "binary_cross_entropy_with_logits"
+    target = target_of(call)
     binary = bool(((target == 0) | (target == 1)).all())  # sync: once
     if not binary:
         return Expectation(
             None,
             "",
             reason=(
-                f"{call.kind} with targets that are not 0/1 (soft labels, or pixel intensities: a "
+                f"{call.function} with targets that are not 0/1 (soft labels, or pixel intensities: a "
                 "reconstruction or denoising model); its value at init depends on how far the outputs start "
                 f"from {'0' if logits else '0.5'} and its floor is the targets' own entropy"
             ),
@@ -268,8 +228,8 @@ def _binary(call: LossCall, calls: list[LossCall]) -> Expectation:
     if isinstance(pos_weight, Tensor):
         t = target.double()
         weighted = float((pos_weight.double() * t + (1 - t)).mean()) * ln2  # sync: once
-        return Expectation(weighted, f"ln 2 per output weighted by pos_weight, {call.kind}")
-    source = f"ln 2 per output, {call.kind} at p = 0.5"
+        return Expectation(weighted, f"ln 2 per output weighted by pos_weight, {call.function}")
+    source = f"ln 2 per output, {call.function} at p = 0.5"
     rate, predicted, samples = _positive_rates(calls, logits)
     entropy_t = -(rate * rate.clamp_min(1e-12).log() + (1 - rate) * (1 - rate).clamp_min(1e-12).log())
     entropy = float(entropy_t.mean())  # sync: once
@@ -279,7 +239,7 @@ def _binary(call: LossCall, calls: list[LossCall]) -> Expectation:
     if is_prior_output(kl_prediction, kl_uniform, 1 + len(rate), samples):
         return Expectation(
             entropy,
-            f"mean binary entropy of the positive rate, {call.kind}: the mean prediction at init is the "
+            f"mean binary entropy of the positive rate, {call.function}: the mean prediction at init is the "
             f"label prior (KL {kl_prediction:.3f} nats, {kl_uniform:.3f} for p = 0.5)",
             note=(
                 " The output at init is the label prior (a prior-initialised bias): good practice, the loss "
@@ -294,9 +254,10 @@ def _positive_rates(calls: list[LossCall], logits: bool) -> tuple[Tensor, Tensor
     """Per-output positive rate and mean predicted probability (one column for non-2-D outputs)."""
     targets, probs = [], []
     for call in calls:
-        p = call.input.detach().double()
+        p = call.output.detach().double()
         p = p.sigmoid() if logits else p
-        t = call.target.detach().double().reshape(p.shape) if call.target.numel() == p.numel() else None
+        target = target_of(call)
+        t = target.detach().double().reshape(p.shape) if target.numel() == p.numel() else None
         if t is None:
             continue
         columns = p.shape[-1] if p.ndim == 2 else 1
@@ -308,6 +269,6 @@ def _positive_rates(calls: list[LossCall], logits: bool) -> tuple[Tensor, Tensor
 
 def _regression_reason(call: LossCall) -> str:
     return (
-        f"the loss is {call.kind} (regression, or a reconstruction / self-supervised target such as an "
+        f"the loss is {call.function} (regression, or a reconstruction / self-supervised target such as an "
         "autoencoder's input): an untrained model has no expected value of it"
     )

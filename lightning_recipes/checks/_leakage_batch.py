@@ -11,8 +11,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from lightning_recipes.checks._batches import batch_size_of, slice_batch
-from lightning_recipes.checks.context import CheckContext
+from lightning_recipes.harness import Harness as CheckContext
+from lightning_recipes.harness.batches import batch_size_of, slice_batch
 
 __all__ = [
     "MAX_FEATURES",

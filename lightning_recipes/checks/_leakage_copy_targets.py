@@ -11,8 +11,8 @@ import torch
 
 from lightning_recipes.checks._leakage_statistics import CopyShares, CopyShift, copy_leak, copy_shares
 from lightning_recipes.checks.causality_check import aligned_output
-from lightning_recipes.checks.context import CheckContext
 from lightning_recipes.checks.report import CheckSkipped
+from lightning_recipes.harness import Harness as CheckContext
 
 __all__ = ["MIN_TRAINED_POSITIONS", "CopyTargets", "probe_copy_targets"]
 

@@ -26,8 +26,8 @@ from lightning_recipes.checks._leakage_statistics import (
     loss_changed,
     max_abs_correlation,
 )
-from lightning_recipes.checks.context import CheckContext
-from lightning_recipes.checks.report import CheckSkipped
+from lightning_recipes.harness import CannotRunOnCopy
+from lightning_recipes.harness import Harness as CheckContext
 
 __all__ = ["MIN_HELD_OUT", "SingleFeature", "probe_single_feature"]
 
@@ -286,7 +286,7 @@ def _model_reads(context: CheckContext, key: Any, batch: Any) -> bool | None:
             torch.manual_seed(context.seed)
             try:
                 losses.append(context.training_loss(model, candidate).float())
-            except CheckSkipped:
+            except CannotRunOnCopy:
                 return None
     before, after = torch.stack(losses).tolist()  # sync: once
     return loss_changed(before, after)

@@ -11,12 +11,13 @@ import torch
 from torch import Tensor
 
 from lightning_recipes.checks._budget import out_of_time
-from lightning_recipes.checks._inference import IGNORE_INDEX
 from lightning_recipes.checks._leakage_batch import entries, label_of, replace_entry, same_tensor
 from lightning_recipes.checks._leakage_statistics import loss_changed, output_moved
+from lightning_recipes.checks._num_classes import IGNORE_INDEX
 from lightning_recipes.checks.causality_check import aligned_output
-from lightning_recipes.checks.context import CheckContext
 from lightning_recipes.checks.report import CheckSkipped
+from lightning_recipes.harness import CannotRunOnCopy
+from lightning_recipes.harness import Harness as CheckContext
 
 __all__ = ["TargetFed", "other_values", "probe_target_fed"]
 
@@ -190,7 +191,7 @@ def _observed_output(context: CheckContext, model: Any, batch: Any) -> tuple[Ten
     when the step returns none), seeded, no grad."""
     torch.manual_seed(context.seed)
     loss = None
-    with torch.no_grad(), context.capture_forward(model) as captured, contextlib.suppress(CheckSkipped):
+    with torch.no_grad(), context.capture_forward(model) as captured, contextlib.suppress(CannotRunOnCopy):
         loss = context.training_loss(model, batch).float()
     output = captured.last()
     return (None if output is None else output.detach()), loss

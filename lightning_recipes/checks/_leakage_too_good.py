@@ -11,7 +11,7 @@ import torch
 
 from lightning_recipes.checks._budget import out_of_time
 from lightning_recipes.checks._leakage_statistics import too_good_bound
-from lightning_recipes.checks.context import CheckContext
+from lightning_recipes.harness import Harness as CheckContext
 
 __all__ = ["Look", "TooGood", "probe_too_good"]
 
@@ -112,7 +112,7 @@ def probe_too_good(
     bound = too_good_bound(fraction, classes)
     torch.manual_seed(context.seed)
     model = context.copy_model()
-    optimizers, _ = context.build_optimizers(model)
+    optimizers = context.build_optimizers(model).optimizers
     looks: list[Look] = []
     step, look = 0, min(FIRST_LOOK, train_steps)
     stopped = False

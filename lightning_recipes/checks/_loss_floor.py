@@ -36,7 +36,8 @@ import torch
 from torch import Tensor
 from torch.nn import functional as F
 
-from lightning_recipes.checks._expected_loss import LossCall
+from lightning_recipes.checks._expected_loss import target_of
+from lightning_recipes.harness import LossCall
 
 __all__ = ["LossFloor", "input_bounds", "loss_floor"]
 
@@ -138,7 +139,7 @@ def _scalar(value: Any) -> float | None:
 
 
 def _bounds(call: LossCall) -> Bounds | None:
-    return call.bounds if call.inspected else input_bounds(call.input)
+    return call.inspection if call.inspected else input_bounds(call.output)
 
 
 def ce_floor(classes: int, smoothing: float, spread: float) -> float:
@@ -156,9 +157,9 @@ def loss_floor(call: LossCall) -> LossFloor | None:
     reduction = call.kwargs.get("reduction", "mean")
     if reduction not in ("mean", "sum") or call.kwargs.get("weight") is not None:
         return None
-    if call.kind == "cross_entropy" and call.integer_target:
+    if call.function == "cross_entropy" and call.integer_target:
         return _ce(call, reduction)
-    if call.kind == "binary_cross_entropy_with_logits":
+    if call.function == "binary_cross_entropy_with_logits":
         return _bce_logits(call, reduction)
     return None
 
@@ -176,7 +177,7 @@ def _ce(call: LossCall, reduction: str) -> LossFloor | None:
         return None
     count = 1
     if reduction == "sum":
-        count = int((call.target != call.kwargs.get("ignore_index", -100)).sum())  # sync: once
+        count = int((target_of(call) != call.kwargs.get("ignore_index", -100)).sum())  # sync: once
     if bounds is not None and per_sample > ce_floor(classes, smoothing, math.inf) + 1e-9:
         how = (
             f"cross_entropy reads its input as logits, but the input comes from {bounds.how}: the logits of "
@@ -188,7 +189,7 @@ def _ce(call: LossCall, reduction: str) -> LossFloor | None:
 
 
 def _bce_logits(call: LossCall, reduction: str) -> LossFloor | None:
-    target = call.target.detach().double()
+    target = target_of(call).detach().double()
     bounds = _bounds(call)
     low, high = (-math.inf, math.inf) if bounds is None else (bounds.low, bounds.high)
     pos_weight = call.kwargs.get("pos_weight")

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from lightning_recipes._validation import check_bool, check_int, check_positive
-from lightning_recipes.checks._batches import Key, check_key
 from lightning_recipes.checks._budget import DEFAULT_TIME_BUDGET
+from lightning_recipes.harness.batches import Key, check_key
 
 __all__ = [
     "DEFAULT_TOTAL_TIME_BUDGET",

@@ -18,10 +18,10 @@ from lightning.pytorch.utilities import rank_zero_only
 from lightning.pytorch.utilities.rank_zero import rank_zero_info, rank_zero_warn
 
 from lightning_recipes.checks._budget import hard_limit
-from lightning_recipes.checks._isolation import cpu_threads
 from lightning_recipes.checks._options import PreflightOptions
-from lightning_recipes.checks.context import CheckContext, context_from_trainer
 from lightning_recipes.checks.report import CheckResult, PreflightError, PreflightReport
+from lightning_recipes.harness import Harness as CheckContext
+from lightning_recipes.harness.isolation import cpu_threads
 
 __all__ = [
     "RunnableCheck",
@@ -125,7 +125,7 @@ def run_in_trainer(
     if all(result is not None for result in skipped):
         report = PreflightReport([result for result in skipped if result is not None])
     else:
-        context = context_from_trainer(
+        context = CheckContext.from_trainer(
             trainer,
             pl_module,
             input_key=options.input_key,

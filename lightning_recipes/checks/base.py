@@ -12,13 +12,14 @@ from lightning.pytorch.callbacks import Callback
 from typing_extensions import override
 
 from lightning_recipes._validation import check_choice
-from lightning_recipes.checks._batches import Key, check_key
 from lightning_recipes.checks._budget import DEFAULT_TIME_BUDGET, BudgetExceeded, hard_limit, time_budget
-from lightning_recipes.checks._isolation import preserved_rng
 from lightning_recipes.checks._options import ON_FAIL, PreflightOptions, TimeBudget, check_time_budget
 from lightning_recipes.checks._runner import run_in_trainer
-from lightning_recipes.checks.context import CheckContext
 from lightning_recipes.checks.report import CheckResult, CheckSkipped, PreflightReport
+from lightning_recipes.harness import CannotRunOnCopy
+from lightning_recipes.harness import Harness as CheckContext
+from lightning_recipes.harness.batches import Key, check_key
+from lightning_recipes.harness.isolation import preserved_rng
 
 __all__ = ["DEFAULT_TIME_BUDGET", "SanityCheck", "TimeBudget", "check_time_budget"]
 
@@ -129,7 +130,7 @@ class SanityCheck(Callback):
                 result = self.check(context)
         except BudgetExceeded:
             result = self._stopped(budget, time.perf_counter() - started)
-        except CheckSkipped as reason:
+        except (CheckSkipped, CannotRunOnCopy) as reason:  # the check's own skip, or the harness's
             result = CheckResult(self.name, "skip", f"skipped: {reason}")
         except Exception as err:  # the user's code raised on our copy: report it, never crash the run
             result = CheckResult(

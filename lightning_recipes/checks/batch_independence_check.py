@@ -13,10 +13,11 @@ from torch import Tensor, nn
 from typing_extensions import override
 
 from lightning_recipes._validation import check_in_range, check_int
-from lightning_recipes.checks._batches import Key, slice_batch
 from lightning_recipes.checks.base import SanityCheck, TimeBudget
-from lightning_recipes.checks.context import CheckContext
 from lightning_recipes.checks.report import CheckResult, CheckSkipped
+from lightning_recipes.harness import CannotRunOnCopy
+from lightning_recipes.harness import Harness as CheckContext
+from lightning_recipes.harness.batches import Key, slice_batch
 
 __all__ = ["BatchIndependenceCheck"]
 
@@ -110,7 +111,7 @@ class BatchIndependenceCheck(SanityCheck):
                     method = "gradient" if found is not None else "perturbation"
                     if found is None:
                         found = self._perturbation_test(context, model, sample, inputs, probes)
-            except CheckSkipped:
+            except (CheckSkipped, CannotRunOnCopy):
                 raise
             except Exception as err:  # forward cannot take the input tensor alone: say what to pass instead
                 return self._forward_failed(err, inputs, context, model)
@@ -118,7 +119,7 @@ class BatchIndependenceCheck(SanityCheck):
                 break
             # A zero-initialised output layer hides every input at init: train the copy a step, look again.
             if optimizers is None:
-                optimizers, _ = context.build_optimizers(model)
+                optimizers = context.build_optimizers(model).optimizers
             context.optimization_step(model, optimizers, batch)
         assert found is not None  # the perturbation test always measures
         leaks, own = found

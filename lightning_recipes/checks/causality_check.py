@@ -11,12 +11,13 @@ from torch import Tensor
 from typing_extensions import override
 
 from lightning_recipes._validation import check_in_range, check_int
-from lightning_recipes.checks._batches import Key, batch_size_of, slice_batch
 from lightning_recipes.checks._budget import out_of_time
-from lightning_recipes.checks._inference import IGNORE_INDEX
+from lightning_recipes.checks._num_classes import IGNORE_INDEX
 from lightning_recipes.checks.base import SanityCheck, TimeBudget
-from lightning_recipes.checks.context import CheckContext
 from lightning_recipes.checks.report import CheckResult, CheckSkipped
+from lightning_recipes.harness import CannotRunOnCopy
+from lightning_recipes.harness import Harness as CheckContext
+from lightning_recipes.harness.batches import Key, batch_size_of, slice_batch
 
 __all__ = ["CausalityCheck", "aligned_output", "next_token_task"]
 
@@ -154,7 +155,7 @@ class CausalityCheck(SanityCheck):
             # A zero-initialised output layer hides every input at init: train the copy a step, look again.
             model.train()
             if optimizers is None:
-                optimizers, _ = context.build_optimizers(model)
+                optimizers = context.build_optimizers(model).optimizers
             context.optimization_step(model, optimizers, batch)
         assert found is not None  # the perturbation test always measures
         details: dict[str, Any] = {
@@ -357,7 +358,7 @@ def _seeded_output(context: CheckContext, model: Any, batch: Any, inputs: Tensor
         TypeError
     ):  # a forward that takes more than the input (`forward(inputs, target)`): observe the step
         torch.manual_seed(context.seed)
-        with context.capture_forward(model) as captured, contextlib.suppress(CheckSkipped):
+        with context.capture_forward(model) as captured, contextlib.suppress(CannotRunOnCopy):
             context.training_loss(model, batch)
         found = captured.last()
         if found is None:

@@ -10,14 +10,15 @@ from torch import Tensor
 from typing_extensions import override
 
 from lightning_recipes._validation import check_int, check_positive
-from lightning_recipes.checks._batches import Key
 from lightning_recipes.checks._data_scans import NonFinite, input_scale, scan_nonfinite, scan_samples
 from lightning_recipes.checks._data_splits import compare_splits
 from lightning_recipes.checks._data_statistics import class_mixing, labels_in_range, split_labels
-from lightning_recipes.checks._inference import IGNORE_INDEX, infer_num_classes
+from lightning_recipes.checks._num_classes import IGNORE_INDEX, infer_num_classes
 from lightning_recipes.checks.base import SanityCheck, TimeBudget
-from lightning_recipes.checks.context import CheckContext, is_shuffled
 from lightning_recipes.checks.report import CheckResult
+from lightning_recipes.harness import Harness as CheckContext
+from lightning_recipes.harness import is_shuffled
+from lightning_recipes.harness.batches import Key
 
 __all__ = ["DataCheck"]
 

@@ -15,10 +15,11 @@ from torch import Tensor, nn
 from typing_extensions import override
 
 from lightning_recipes._validation import check_in_range, check_int
-from lightning_recipes.checks._batches import Key, batch_size_of, slice_batch
 from lightning_recipes.checks.base import SanityCheck, TimeBudget
-from lightning_recipes.checks.context import CheckContext, first_tensor
 from lightning_recipes.checks.report import CheckResult, CheckSkipped
+from lightning_recipes.harness import CannotRunOnCopy, first_tensor
+from lightning_recipes.harness import Harness as CheckContext
+from lightning_recipes.harness.batches import Key, batch_size_of, slice_batch
 
 __all__ = ["EvalModeCheck"]
 
@@ -198,7 +199,7 @@ class EvalModeCheck(SanityCheck):
         with torch.no_grad(), _recording(model, records):
             try:
                 output = context.batch_output(model, batch)
-            except CheckSkipped:
+            except (CheckSkipped, CannotRunOnCopy):
                 raise
             except Exception as err:
                 raise CheckSkipped(

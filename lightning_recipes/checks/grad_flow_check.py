@@ -9,11 +9,11 @@ import torch
 from typing_extensions import override
 
 from lightning_recipes._validation import check_int
-from lightning_recipes.checks._batches import Key
 from lightning_recipes.checks._budget import budget_seconds, out_of_time
 from lightning_recipes.checks.base import SanityCheck, TimeBudget
-from lightning_recipes.checks.context import CheckContext
 from lightning_recipes.checks.report import CheckResult
+from lightning_recipes.harness import Harness as CheckContext
+from lightning_recipes.harness.batches import Key
 
 __all__ = ["GradFlowCheck"]
 
@@ -84,7 +84,8 @@ class GradFlowCheck(SanityCheck):
         named = list(model.named_parameters())
         trainable = [(name, p) for name, p in named if p.requires_grad]
         frozen = [name for name, p in named if not p.requires_grad]
-        optimizers, note = context.build_optimizers(model)
+        built = context.build_optimizers(model)
+        optimizers, note = built.optimizers, built.note
         in_optimizer = {id(p) for o in optimizers for group in o.param_groups for p in group["params"]}
         missing = [name for name, p in trainable if id(p) not in in_optimizer]
         if frozen and not trainable:

@@ -9,18 +9,18 @@ import torch
 from typing_extensions import override
 
 from lightning_recipes._validation import check_in_range, check_int, check_positive, is_number
-from lightning_recipes.checks._batches import Key, batch_size_of
 from lightning_recipes.checks._expected_loss import (
     Expectation,
-    LossCall,
     expected_initial_loss,
     loss_call_for,
     record_loss_calls,
 )
-from lightning_recipes.checks._inference import infer_num_classes
+from lightning_recipes.checks._num_classes import infer_num_classes
 from lightning_recipes.checks.base import SanityCheck, TimeBudget
-from lightning_recipes.checks.context import CheckContext
 from lightning_recipes.checks.report import CheckResult, CheckSkipped, Status
+from lightning_recipes.harness import Harness as CheckContext
+from lightning_recipes.harness import LossCall
+from lightning_recipes.harness.batches import Key, batch_size_of
 
 __all__ = ["InitLossCheck"]
 
@@ -232,7 +232,7 @@ class InitLossCheck(SanityCheck):
             )
         first = calls[0]
         if first is not None:
-            same = [c for c in calls[1:] if c is not None and c.kind == first.kind]
+            same = [c for c in calls[1:] if c is not None and c.function == first.function]
             expectation = expected_initial_loss(first, same)
             if expectation.value is not None or context.num_classes is None:
                 return expectation

@@ -10,13 +10,13 @@ from torch import Tensor
 from typing_extensions import override
 
 from lightning_recipes._validation import check_in_range, check_int
-from lightning_recipes.checks._batches import Key, input_key_of
 from lightning_recipes.checks._budget import budget_seconds, out_of_time
-from lightning_recipes.checks._inference import LossRecorder
-from lightning_recipes.checks._isolation import preserved_rng
 from lightning_recipes.checks.base import SanityCheck, TimeBudget
-from lightning_recipes.checks.context import CheckContext
 from lightning_recipes.checks.report import CheckResult, CheckSkipped
+from lightning_recipes.harness import Harness as CheckContext
+from lightning_recipes.harness import LossRecorder, TargetSwapError
+from lightning_recipes.harness.batches import Key, input_key_of
+from lightning_recipes.harness.isolation import preserved_rng
 
 __all__ = ["InputIndependenceCheck", "LossDrop", "loss_drop"]
 
@@ -262,7 +262,7 @@ class InputIndependenceCheck(SanityCheck):
     def _setup(context: CheckContext) -> tuple[Any, list[torch.optim.Optimizer]]:
         torch.manual_seed(context.seed)  # both copies start from the same init-time randomness
         model = context.copy_model()
-        optimizers, _ = context.build_optimizers(model)
+        optimizers = context.build_optimizers(model).optimizers
         return model, optimizers
 
     def _evaluate(
@@ -354,10 +354,8 @@ class InputIndependenceCheck(SanityCheck):
                     zeroed = context.optimization_step(zero_model, zero_optimizers, zeroed_batch, index)
                 else:
                     zeroed = context.training_loss(zero_model, zeroed_batch, index)
-        except ValueError as err:
-            if "the target of loss call" in str(err):
-                raise _TargetMismatch(str(err)) from err
-            raise
+        except TargetSwapError as err:
+            raise _TargetMismatch(str(err)) from err
         return real, zeroed
 
     @staticmethod

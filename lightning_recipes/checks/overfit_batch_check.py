@@ -12,13 +12,13 @@ from torch.optim import Optimizer
 from typing_extensions import override
 
 from lightning_recipes._validation import check_in_range, check_int
-from lightning_recipes.checks._batches import Key, batch_size_of, slice_batch
 from lightning_recipes.checks._budget import budget_seconds, out_of_time
 from lightning_recipes.checks._expected_loss import loss_call_for, record_loss_calls
 from lightning_recipes.checks._loss_floor import LossFloor, input_bounds, loss_floor
 from lightning_recipes.checks.base import SanityCheck, TimeBudget
-from lightning_recipes.checks.context import CheckContext
 from lightning_recipes.checks.report import CheckResult
+from lightning_recipes.harness import Harness as CheckContext
+from lightning_recipes.harness.batches import Key, batch_size_of, slice_batch
 
 __all__ = ["OverfitBatchCheck"]
 
@@ -131,7 +131,8 @@ class OverfitBatchCheck(SanityCheck):
         if size is not None and self.num_samples is not None and size > self.num_samples:
             batch = slice_batch(batch, self.num_samples, size)
             size = self.num_samples
-        optimizers, note = context.build_optimizers(model)
+        built = context.build_optimizers(model)
+        optimizers, note = built.optimizers, built.note
         lr = _first_lr(optimizers)
         run = self._train(context, model, optimizers, batch, record=True)
         values = run.curve
@@ -321,7 +322,7 @@ class OverfitBatchCheck(SanityCheck):
                     stopped = True
                     break
                 model = context.copy_model()
-                optimizers, _ = context.build_optimizers(model)
+                optimizers = context.build_optimizers(model).optimizers
                 for optimizer in optimizers:
                     for group in optimizer.param_groups:
                         group["lr"] = group["lr"] * factor

@@ -19,16 +19,13 @@ from lightning.pytorch.callbacks import Callback
 from typing_extensions import override
 
 from lightning_recipes._validation import check_choice
-from lightning_recipes.checks._batches import Key
 from lightning_recipes.checks._budget import DEFAULT_TIME_BUDGET
 from lightning_recipes.checks._options import DEFAULT_TOTAL_TIME_BUDGET, ON_FAIL, PreflightOptions
 from lightning_recipes.checks._runner import run_checks, run_in_trainer
 from lightning_recipes.checks.base import SanityCheck
 from lightning_recipes.checks.batch_independence_check import BatchIndependenceCheck
 from lightning_recipes.checks.causality_check import CausalityCheck
-from lightning_recipes.checks.context import CheckContext
 from lightning_recipes.checks.data_check import DataCheck
-from lightning_recipes.checks.data_source import resolve_fit_data
 from lightning_recipes.checks.eval_mode_check import EvalModeCheck
 from lightning_recipes.checks.grad_flow_check import GradFlowCheck
 from lightning_recipes.checks.init_loss_check import InitLossCheck
@@ -37,6 +34,9 @@ from lightning_recipes.checks.overfit_batch_check import OverfitBatchCheck
 from lightning_recipes.checks.report import PreflightReport
 from lightning_recipes.checks.split_overlap_check import SplitOverlapCheck
 from lightning_recipes.checks.target_leakage_check import TargetLeakageCheck
+from lightning_recipes.harness import Harness as CheckContext
+from lightning_recipes.harness import resolve_fit_data
+from lightning_recipes.harness.batches import Key
 
 __all__ = ["CHECKS", "Preflight", "build_checks", "preflight"]
 
@@ -121,7 +121,7 @@ def preflight(
     Nothing of the caller's changes: every check works on a deep copy of the module with an optimizer of
     its own from ``configure_optimizers``; the global RNG states (torch CPU/CUDA, numpy, Python) and the
     loaders' generators are restored; the loaders are only iterated. The loss is what ``training_step``
-    returns (see :mod:`lightning_recipes.checks.context` for the full contract). A check that
+    returns (see :mod:`lightning_recipes.harness.harness` for the full contract). A check that
     cannot apply (no classes to infer, manual optimisation, no held-out data) reports ``"skip"`` and says why.
 
     Args:
@@ -143,8 +143,8 @@ def preflight(
         time_budget: Wall-clock seconds each check may take (those whose own ``time_budget`` is
             ``"default"``); ``None`` = unlimited. A check's loop ends at its budget with a ``warn``/``skip``
             that says so; one that does not stop is stopped at ``B + max(2 s, B / 2)`` and reported as
-            ``skip`` (see :class:`~lightning_recipes.checks.SanityCheck`). What the default, 8 s, adds up to on
-            a real model: ``benchmarks/RESULTS.md`` ("Per-check cost").
+            ``skip`` (see :class:`~lightning_recipes.checks.SanityCheck`). What the default, 8 s, adds up
+            to on a real model: ``benchmarks/RESULTS.md`` ("Per-check cost").
         total_time_budget: Wall-clock seconds for the whole preflight (default 30); each check on the default
             budget gets at most what is left (keeping 0.5 s for each check still to come, never less than
             1 s); ``None`` = no cap.

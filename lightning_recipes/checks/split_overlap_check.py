@@ -13,10 +13,10 @@ from torch.utils.data import DataLoader, Subset
 from typing_extensions import override
 
 from lightning_recipes._validation import check_in_range, check_int
-from lightning_recipes.checks._batches import Key
 from lightning_recipes.checks.base import SanityCheck, TimeBudget
-from lightning_recipes.checks.context import CheckContext
 from lightning_recipes.checks.report import CheckResult, CheckSkipped
+from lightning_recipes.harness import Harness as CheckContext
+from lightning_recipes.harness.batches import Key
 
 __all__ = ["SplitOverlapCheck"]
 

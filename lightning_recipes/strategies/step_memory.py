@@ -57,10 +57,10 @@ def measure_step_memory(model: pl.LightningModule, batch: Any, *, batch_idx: int
 
     from torch.distributed._tools.mem_tracker import MemTracker
 
-    from lightning_recipes.checks import CheckContext, preserved_rng
+    from lightning_recipes.harness import Harness, preserved_rng
 
     copied = copy.deepcopy(model)
-    context = CheckContext(copied, [batch], device=model.device)
+    context = Harness(copied, [batch], device=model.device)
     tracker = MemTracker()
     tracker.track_external(copied)
     with preserved_rng(), tracker:

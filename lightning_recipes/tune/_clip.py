@@ -15,7 +15,7 @@ from lightning.pytorch.utilities.model_helpers import is_overridden
 from torch.optim import Optimizer
 
 from lightning_recipes._validation import check_choice, check_non_negative
-from lightning_recipes.checks import CheckContext, quiet_logging
+from lightning_recipes.harness import Harness, quiet_logging
 
 __all__ = ["GRADIENT_CLIP_ALGORITHMS", "gradient_clipper", "validate_clipping"]
 
@@ -30,7 +30,7 @@ def validate_clipping(gradient_clip_val: Any, gradient_clip_algorithm: Any) -> N
 
 
 def gradient_clipper(
-    context: CheckContext,
+    context: Harness,
     model: pl.LightningModule,
     gradient_clip_val: float | None,
     gradient_clip_algorithm: str | None,

@@ -21,7 +21,7 @@ from lightning.pytorch.utilities import rank_zero_warn
 from torch.utils.data import DataLoader, IterableDataset, Sampler
 from typing_extensions import override
 
-from lightning_recipes.checks import CheckContext, preserved_loader_rng
+from lightning_recipes.harness import Harness, preserved_loader_rng
 from lightning_recipes.tune._speed_options import SpeedOption
 
 __all__ = [
@@ -99,7 +99,7 @@ def timed_loader(loader: Any, num_steps: int) -> Any:
     """The loader the measured runs read: for a map-style ``DataLoader`` whose epoch ends in a smaller batch,
     its first ``num_steps - 1`` batches and then that last one, fixed, so that a run pays what a new batch
     shape costs once in a real epoch (``torch.compile`` compiles again for it); else ``loader`` itself.
-    Call it under :func:`~lightning_recipes.checks.preserved_loader_rng` (it draws the epoch's shuffle).
+    Call it under :func:`~lightning_recipes.harness.preserved_loader_rng` (it draws the epoch's shuffle).
     """
     if not isinstance(loader, DataLoader) or isinstance(loader.dataset, IterableDataset):
         return loader
@@ -253,12 +253,10 @@ def measure_run(
     )
 
 
-def step_memory(
-    context: CheckContext, options: Sequence[SpeedOption], seed: int
-) -> tuple[float, float] | None:
+def step_memory(context: Harness, options: Sequence[SpeedOption], seed: int) -> tuple[float, float] | None:
     """(activation MiB, step peak MiB) of one training step of a prepared copy, counted by ``MemTracker``;
     ``None`` when the count fails (a tensor subclass or compiled code it cannot follow)."""
-    from lightning_recipes.checks import preserved_rng
+    from lightning_recipes.harness import preserved_rng
     from lightning_recipes.strategies import measure_step_memory
 
     batch = context.train_batches(1)[0]

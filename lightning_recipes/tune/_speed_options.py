@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 from lightning_recipes._blocks import infer_block_classes, outermost_blocks
-from lightning_recipes.checks import CheckContext
+from lightning_recipes.harness import Harness
 
 __all__ = ["OPTIONS", "SpeedOption", "compile_targets", "resolve_options"]
 
@@ -173,7 +173,7 @@ def _fusable(optimizer: torch.optim.Optimizer) -> bool:
 
 def _fused_reason(module: pl.LightningModule, _device: torch.device) -> str | None:
     probe = copy.deepcopy(module)
-    optimizers, _ = CheckContext(probe).build_optimizers(probe)
+    optimizers = Harness(probe).build_optimizers(probe).optimizers
     if any(_fusable(opt) for opt in optimizers):
         return None
     names = ", ".join(type(opt).__name__ for opt in optimizers) or "none"

@@ -246,7 +246,7 @@ def _speed(config: Any, objects: Any) -> int:
 def _lr(config: Any, objects: Any) -> int:
     from lightning.fabric.utilities.exceptions import MisconfigurationException
 
-    from lightning_recipes.checks import CheckSkipped
+    from lightning_recipes.harness import CannotRunOnCopy
     from lightning_recipes.tune.lr_range import LRRangeTest
 
     try:
@@ -261,7 +261,7 @@ def _lr(config: Any, objects: Any) -> int:
         trainer = _sweep_trainer(config, finder)
         # a copy: the fit attaches the Trainer and moves the module; speed_tune gets it as it was built
         trainer.fit(copy.deepcopy(objects.model), datamodule=objects.data)
-    except (ValueError, TypeError, ImportError, MisconfigurationException, CheckSkipped) as err:
+    except (ValueError, TypeError, ImportError, MisconfigurationException, CannotRunOnCopy) as err:
         print(f"lightning-recipes tune: {err}", file=sys.stderr)
         return 2
     result = finder.result

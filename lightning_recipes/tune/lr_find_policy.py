@@ -8,7 +8,7 @@ from typing import Any
 from lightning.pytorch.strategies import DDPStrategy, SingleDeviceStrategy
 from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 
-from lightning_recipes.checks import CheckContext, CheckSkipped
+from lightning_recipes.harness import CannotRunOnCopy, Harness
 from lightning_recipes.sweep_args import SweepArgs
 from lightning_recipes.tune.lr_range import LRRangeResult, sweep_lr
 
@@ -162,7 +162,7 @@ class LRFindPolicy:
         if loader is None:
             raise ValueError(f"{where} on the training data, but the Trainer has no training loader.")
         precision = trainer.precision_plugin
-        context = CheckContext(
+        context = Harness(
             module,
             loader,
             device=module.device,
@@ -174,7 +174,7 @@ class LRFindPolicy:
         )
         try:
             return sweep_lr(context, args)
-        except (CheckSkipped, ValueError) as err:
+        except (CannotRunOnCopy, ValueError) as err:
             raise ValueError(f"{where} on the training data, but it could not: {err}") from err
 
     def save(self, checkpoint: dict[str, Any]) -> None:

@@ -46,8 +46,7 @@ from typing_extensions import override
 
 from lightning_recipes._collectives import all_reduce_mean_
 from lightning_recipes._validation import check_bool
-from lightning_recipes.checks import CheckContext, CheckSkipped, preserved_rng, resolve_fit_data
-from lightning_recipes.checks.context import context_from_trainer
+from lightning_recipes.harness import CannotRunOnCopy, Harness, preserved_rng, resolve_fit_data
 from lightning_recipes.sweep_args import Rule, SweepArgs
 from lightning_recipes.tune._clip import gradient_clipper, validate_clipping
 from lightning_recipes.tune._scale_schedule import check_scalable, scale_schedule, schedule_peak
@@ -187,7 +186,7 @@ def _skip(points: int) -> int:
     return max(1, points // 10)  # the first steps measure the initial loss more than the LR
 
 
-def _batches(context: CheckContext, count: int) -> Iterator[Any]:
+def _batches(context: Harness, count: int) -> Iterator[Any]:
     """``count`` training batches as ``fit`` passes them (several loaders combined as the Trainer combines
     them), cycling through them when the loader is shorter, as the run's next epoch does."""
     read = context.read_fit_batches(count, _fit_loaders(context))
@@ -197,7 +196,7 @@ def _batches(context: CheckContext, count: int) -> Iterator[Any]:
         yield read[step % len(read)]
 
 
-def _fit_loaders(context: CheckContext) -> Any:
+def _fit_loaders(context: Harness) -> Any:
     """Inside ``fit``, the Trainer's own ``CombinedLoader`` (its mode, samplers and ``limit_train_batches``)
     when the context reads its loaders; else the context's loaders."""
     # private: Lightning keeps the CombinedLoader only on its fit loop (`trainer.train_dataloader`, public, is
@@ -235,7 +234,7 @@ def _average_gradients_and_loss(params: Sequence[Tensor], loss: Tensor) -> None:
 
 
 def sweep_lr(
-    context: CheckContext,
+    context: Harness,
     args: SweepArgs | None = None,
     *,
     gradient_clip_val: float | None = None,
@@ -272,12 +271,13 @@ def sweep_lr(
         model = context.copy_model()
         context.require_automatic_optimization(model)
         clip = gradient_clipper(context, model, gradient_clip_val, gradient_clip_algorithm)
-        optimizers, note = context.build_optimizers(model)
-        if not note.startswith("the module's configure_optimizers"):
+        built = context.build_optimizers(model)
+        if not built.from_module:
             raise ValueError(
-                f"the LR range test sweeps the module's own optimizer, but {note}. Make "
+                f"the LR range test sweeps the module's own optimizer, but {built.note}. Make "
                 "`configure_optimizers` work outside `fit`, or run `LRRangeTest` inside the Trainer."
             )
+        optimizers = built.optimizers
         base = [[float(g["lr"]) for g in opt.param_groups] for opt in optimizers]
         peak = max((lr for group in base for lr in group), default=0.0)
         if peak <= 0:
@@ -407,7 +407,7 @@ def find_lr(
     )
     validate_clipping(gradient_clip_val, gradient_clip_algorithm)
     train_dataloaders = resolve_fit_data("find_lr", model, datamodule, train_dataloaders).train
-    context = CheckContext(model, train_dataloaders, device=device, datamodule=datamodule, seed=args.seed)
+    context = Harness(model, train_dataloaders, device=device, datamodule=datamodule, seed=args.seed)
     try:
         return sweep_lr(
             context,
@@ -415,7 +415,7 @@ def find_lr(
             gradient_clip_val=gradient_clip_val,
             gradient_clip_algorithm=gradient_clip_algorithm,
         )
-    except CheckSkipped as err:  # manual optimisation, no loss returned, a model that cannot be copied
+    except CannotRunOnCopy as err:  # manual optimisation, no loss returned, a model that cannot be copied
         raise ValueError(f"find_lr cannot sweep {type(model).__name__}: {err}") from err
 
 
@@ -500,7 +500,7 @@ class LRRangeTest(Callback):
             return
         if self.apply:  # before the sweep: a schedule the found LR cannot scale fails now, not after it
             check_scalable(trainer.optimizers, [config.scheduler for config in trainer.lr_scheduler_configs])
-        context = context_from_trainer(trainer, pl_module, seed=self.seed)
+        context = Harness.from_trainer(trainer, pl_module, seed=self.seed)
         self.result = sweep_lr(context, self.args)
         if self.print_result:
             yaml = "" if self.result.peak_lr is None else f"\n{self.result.to_yaml()}"

@@ -26,7 +26,7 @@ import lightning.pytorch as pl
 import torch
 
 from lightning_recipes._validation import check_in_range, check_int, check_positive
-from lightning_recipes.checks import CheckContext, preserved_loader_rng, resolve_fit_data
+from lightning_recipes.harness import Harness, preserved_loader_rng, resolve_fit_data
 from lightning_recipes.tune._speed_measure import (
     Run,
     StepTimer,
@@ -159,7 +159,7 @@ def speed_tune(
     target = torch.device(device) if device is not None else model.device
     accelerator = "gpu" if target.type == "cuda" else target.type
     # copy_model: a deep copy on `target` sharing the datamodule and loaders, with no Trainer attached
-    context = CheckContext(model, train_dataloaders, device=target, datamodule=datamodule, seed=seed)
+    context = Harness(model, train_dataloaders, device=target, datamodule=datamodule, seed=seed)
     with preserved_loader_rng(train_dataloaders):
         torch.manual_seed(seed)
         loader = timed_loader(train_dataloaders, warmup_steps + measure_steps)

@@ -25,8 +25,8 @@ from lightning_recipes.checks import (
     PreflightReport,
     preflight,
 )
-from lightning_recipes.checks._batches import replace_inputs, slice_batch, split_batch
-from lightning_recipes.checks._inference import infer_num_classes
+from lightning_recipes.checks._num_classes import infer_num_classes
+from lightning_recipes.harness.batches import replace_inputs, slice_batch, split_batch
 
 from . import _models as M
 

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from lightning_recipes.checks import CheckContext
+from lightning_recipes.harness import Harness
+from lightning_recipes.sweep_args import SweepArgs
 from lightning_recipes.testing import TinyClassifier, random_classification_loader
 from lightning_recipes.tune import LRRangeTest, sweep_lr
-from lightning_recipes.sweep_args import SweepArgs
 
 
 @pytest.mark.parametrize(
@@ -31,7 +31,11 @@ from lightning_recipes.sweep_args import SweepArgs
         ({"apply": "yes"}, TypeError, ["`apply`", "True or False", "'yes'"]),
         ({"stop": 1}, TypeError, ["`stop`", "True or False", "1"]),
         ({"print_result": None}, TypeError, ["`print_result`", "True or False", "None"]),
-        ({"num_step": 10}, TypeError, ["['num_step']", *(f"'{key}'" for key in SweepArgs.field_names()), "'apply'"]),
+        (
+            {"num_step": 10},
+            TypeError,
+            ["['num_step']", *(f"'{key}'" for key in SweepArgs.field_names()), "'apply'"],
+        ),
     ],
 )
 def test_bad_arguments_are_refused_at_construction_naming_value_and_allowed(
@@ -46,7 +50,7 @@ def test_bad_arguments_are_refused_at_construction_naming_value_and_allowed(
 
 
 def test_sweep_lr_refuses_a_negative_warmup_factor_before_sweeping():
-    context = CheckContext(TinyClassifier(), random_classification_loader())
+    context = Harness(TinyClassifier(), random_classification_loader())
     with pytest.raises(ValueError, match=r"`warmup_factor` must be a finite number > 0, got -5"):
         sweep_lr(context, num_steps=10, warmup_factor=-5)
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
-from lightning_recipes.checks import preserved_loader_rng
+from lightning_recipes.harness import preserved_loader_rng
 from lightning_recipes.testing import TinyClassifier, random_classification_loader
 from lightning_recipes.tune._speed_measure import planned_steps, timed_loader
 from lightning_recipes.tune.speed import SpeedOption, speed_tune

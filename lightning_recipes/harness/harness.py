@@ -1,20 +1,21 @@
-"""What a sanity check sees: the user's module (never modified), a few batches, the device and the precision.
+"""Trial runs on a copy of the user's module (:class:`Harness`): what the sanity checks, the LR range test,
+``speed_tune`` and the step-memory probe see of it. The user's module is never modified.
 
-The contract between a check and an arbitrary ``LightningModule``:
+The contract between a trial run and an arbitrary ``LightningModule``:
 
 - **The loss** is what ``training_step(batch, batch_idx)`` returns (a scalar tensor, or a dict with
   ``"loss"``), computed on a deep copy of the module with no Trainer attached (``self.log`` becomes a silent
   no-op). Manual optimisation (``automatic_optimization = False``) and steps that return ``None`` cannot be
-  checked this way: the checks skip with a message.
+  tried this way: :class:`~lightning_recipes.harness.CannotRunOnCopy` says so (the checks then skip).
 - **The outputs** are what the module's own ``forward`` (``model(inputs)``) returns, captured with a forward
   hook while ``training_step`` runs (or, if ``training_step`` calls a submodule instead of ``self(...)``, the
   last non-scalar output of a direct child that is not a loss module; failing that, of the outermost
   submodule that ran: ``self.model.model(...)``); the first tensor (or ``.logits``) is used when it returns a
   tuple, a dict or a ``ModelOutput``.
 - **Inputs and targets**: ``input_key`` / ``target_key`` when given. Otherwise the target is the batch entry
-  the loss consumes: ``training_step`` runs once on a copy under a :class:`._inference.LossRecorder` that sees
+  the loss consumes: ``training_step`` runs once on a copy under a :class:`.loss_calls.LossRecorder` that sees
   the ``torch.nn.functional`` loss calls and traces their target back to a batch entry (through the shift
-  and pad of a causal-LM loss); the input is the conventional one of :mod:`._batches` (``(x, y)``, dicts with
+  and pad of a causal-LM loss); the input is the conventional one of :mod:`.batches` (``(x, y)``, dicts with
   ``"x"``/``"input_ids"``/... and ``"y"``/``"labels"``/...) when the model's output was computed from it,
   else the first entry it was computed from. When no loss call is seen, the convention decides.
 - **The optimizer** is the module's own ``configure_optimizers`` on the copy, at its peak learning rate
@@ -24,22 +25,19 @@ The contract between a check and an arbitrary ``LightningModule``:
 from __future__ import annotations
 
 import contextlib
-import copy
-from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Mapping
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 import lightning.pytorch as pl
 import torch
-from lightning.pytorch.utilities import CombinedLoader
 from lightning.pytorch.utilities.model_helpers import is_overridden
 from torch import Tensor, nn
 from torch.nn.modules.loss import _Loss
 from torch.optim import Optimizer
-from torch.utils.data import DataLoader
 
 from lightning_recipes._validation import check_int
-from lightning_recipes.checks._batches import (
+from lightning_recipes.harness.batches import (
     Key,
     batch_size_of,
     check_key,
@@ -49,60 +47,31 @@ from lightning_recipes.checks._batches import (
     slice_batch,
     split_batch,
 )
-from lightning_recipes.checks._inference import LossCall, LossRecorder, batch_keys
-from lightning_recipes.checks._isolation import (
+from lightning_recipes.harness.errors import CannotRunOnCopy
+from lightning_recipes.harness.forward_capture import ForwardCapture, first_tensor
+from lightning_recipes.harness.isolation import (
     copy_module,
     preserved_loader_rng,
     preserved_rng,
     quiet_logging,
 )
-from lightning_recipes.checks.report import CheckSkipped
+from lightning_recipes.harness.loaders import first_loader, fit_combined_loader, fit_dataloaders
+from lightning_recipes.harness.loss_calls import LossCall, LossRecorder
+from lightning_recipes.harness.optimizers import BuiltOptimizers, build_optimizers
+from lightning_recipes.harness.walk import batch_keys
 
-__all__ = [
-    "CheckContext",
-    "CheckSkipped",
-    "ForwardCapture",
-    "LossCall",
-    "context_from_trainer",
-    "is_shuffled",
-]
+__all__ = ["Harness"]
 
 
-def _first_loader(loaders: Any) -> Any:
-    """Lightning accepts collections of loaders; the checks read the first one."""
-    flattened = getattr(loaders, "flattened", None)  # CombinedLoader
-    if isinstance(flattened, list) and flattened:
-        return flattened[0]
-    if isinstance(loaders, Mapping):
-        return next(iter(loaders.values()), None)
-    if isinstance(loaders, Sequence) and not isinstance(loaders, (str, Tensor)):
-        return loaders[0] if loaders else None
-    return loaders
+class Harness:
+    """Trial runs on copies of the user's module: its batches, its loss, its optimizers, its outputs.
 
-
-def _fit_combined_loader(loaders: Any) -> CombinedLoader:
-    """A fresh ``CombinedLoader`` that iterates ``loaders`` as ``fit`` does: a ``CombinedLoader`` as it is
-    (a shallow copy: its own iterator over the same loaders, mode and limits, so the original is left for
-    the run), any other collection in ``"max_size_cycle"``, the Trainer's rule."""
-    if isinstance(loaders, CombinedLoader):
-        combined = copy.copy(loaders)
-        combined._iterator = None  # the copy's own; `iter` makes it
-    else:
-        combined = CombinedLoader(loaders, "max_size_cycle")
-    if getattr(combined, "_mode", None) == "sequential":
-        raise ValueError(
-            '`trainer.fit` does not support `CombinedLoader(mode="sequential")` for training, so neither '
-            'does a sweep of its steps; use "max_size_cycle" (the default), "max_size" or "min_size".'
-        )
-    return combined
-
-
-class CheckContext:
-    """Everything a check needs, shared by the checks of one preflight so batches are read once.
+    One harness is shared by the checks of one preflight (and by a sweep), so batches are read once.
+    What cannot be tried on a copy raises :class:`~lightning_recipes.harness.CannotRunOnCopy`.
 
     Args:
-        model: The user's ``LightningModule``. Never modified: checks work on :meth:`copy_model`.
-        train_dataloader: The training loader (or a collection of them: the checks use the first;
+        model: The user's ``LightningModule``. Never modified: trial runs work on :meth:`copy_model`.
+        train_dataloader: The training loader (or a collection of them: the first is read;
             :meth:`read_fit_batches` combines them as ``fit`` does).
         val_dataloader: Optional held-out loader.
         device: Where copies and batches go; defaults to the model's device.
@@ -113,7 +82,7 @@ class CheckContext:
         input_key: Index or key of the input tensor in a batch (default: see the module docstring).
         target_key: Index or key of the target tensor (default: the batch entry the loss consumes).
         num_classes: Number of classes, when shapes cannot tell.
-        seed: Seed set (inside an isolated RNG state) before each check, so results are reproducible.
+        seed: Seed set (inside an isolated RNG state) before each trial (each check): reproducible results.
     """
 
     def __init__(
@@ -141,8 +110,8 @@ class CheckContext:
         check_key("target_key", target_key)
         self.model = model
         self.train_dataloaders = train_dataloader  # as given: a loader, or a collection of them
-        self.train_dataloader = _first_loader(train_dataloader)
-        self.val_dataloader = _first_loader(val_dataloader)
+        self.train_dataloader = first_loader(train_dataloader)
+        self.val_dataloader = first_loader(val_dataloader)
         if device is None:
             first = next(model.parameters(), None)
             device = first.device if first is not None else torch.device("cpu")
@@ -163,7 +132,7 @@ class CheckContext:
     def train_batches(self, count: int) -> list[Any]:
         """The first ``count`` training batches (fewer if the loader is shorter), on :attr:`device`."""
         if self.train_dataloader is None:
-            raise CheckSkipped("no training data: pass `datamodule=` or `train_dataloaders=`.")
+            raise CannotRunOnCopy("no training data: pass `datamodule=` or `train_dataloaders=`.")
         return self._batches("train", self.train_dataloader, count)
 
     def val_batches(self, count: int) -> list[Any]:
@@ -179,7 +148,7 @@ class CheckContext:
         is freed at once).
         """
         if self.train_dataloader is None:
-            raise CheckSkipped("no training data: pass `datamodule=` or `train_dataloaders=`.")
+            raise CannotRunOnCopy("no training data: pass `datamodule=` or `train_dataloaders=`.")
         return [self._prepare(batch) for batch in self._read(self.train_dataloader, count, max_samples)]
 
     def read_fit_batches(self, count: int, loaders: Any = None) -> list[Any]:
@@ -199,8 +168,8 @@ class CheckContext:
         """
         loaders = self.train_dataloaders if loaders is None else loaders
         if loaders is None:
-            raise CheckSkipped("no training data: pass `datamodule=` or `train_dataloaders=`.")
-        combined = _fit_combined_loader(loaders)
+            raise CannotRunOnCopy("no training data: pass `datamodule=` or `train_dataloaders=`.")
+        combined = fit_combined_loader(loaders)
         batches: list[Any] = []
         with contextlib.ExitStack() as stack:
             for loader in combined.flattened:
@@ -261,7 +230,7 @@ class CheckContext:
         """``(input_key, target_key)`` in force: the explicit ones, else those read from the loss call.
 
         The first call runs ``training_step`` once, without gradients, on a copy with the first training
-        batch (RNG preserved) and caches what it saw; ``None`` means "the convention of ``_batches.py``".
+        batch (RNG preserved) and caches what it saw; ``None`` means "the convention of ``batches.py``".
         """
         if self.input_key is not None and self.target_key is not None:
             return self.input_key, self.target_key
@@ -304,14 +273,14 @@ class CheckContext:
         try:
             return copy_module(self.model, shared, self.device)
         except Exception as err:
-            raise CheckSkipped(
+            raise CannotRunOnCopy(
                 f"could not deep-copy the model ({type(err).__name__}: {err}); the checks never touch the "
                 "original, so they need a copyable module."
             ) from err
 
     def require_automatic_optimization(self, model: pl.LightningModule) -> None:
         if not model.automatic_optimization:
-            raise CheckSkipped(
+            raise CannotRunOnCopy(
                 "the module uses manual optimisation (`automatic_optimization = False`): its training_step "
                 "runs the optimizer itself and cannot be replayed outside the Trainer."
             )
@@ -322,13 +291,13 @@ class CheckContext:
             output = model.training_step(batch, batch_idx)
         loss = output.get("loss") if isinstance(output, Mapping) else output
         if loss is None:
-            raise CheckSkipped(
+            raise CannotRunOnCopy(
                 "`training_step` returned no loss (None, or a dict without 'loss'); the checks read the loss "
                 "from its return value."
             )
         if not isinstance(loss, Tensor) or loss.numel() != 1:
             shape = tuple(loss.shape) if isinstance(loss, Tensor) else type(loss).__name__
-            raise CheckSkipped(f"`training_step` must return a scalar loss tensor, got {shape}.")
+            raise CannotRunOnCopy(f"`training_step` must return a scalar loss tensor, got {shape}.")
         return loss.reshape(())
 
     def optimization_step(
@@ -376,15 +345,15 @@ class CheckContext:
 
         Example:
             >>> import torch
-            >>> from lightning_recipes.checks import CheckContext
+            >>> from lightning_recipes.harness import Harness
             >>> from lightning_recipes.testing import TinyClassifier, random_classification_loader
-            >>> context = CheckContext(TinyClassifier(), random_classification_loader())
+            >>> context = Harness(TinyClassifier(), random_classification_loader())
             >>> with torch.no_grad():
             ...     call = context.loss_call(context.copy_model(), context.train_batches(1)[0])
             >>> call.function, call.target_key, call.kwargs["label_smoothing"]
             ('cross_entropy', 1, 0.0)
         """
-        with LossRecorder(batch) as recorder, contextlib.suppress(CheckSkipped):
+        with LossRecorder(batch) as recorder, contextlib.suppress(CannotRunOnCopy):
             self.training_loss(model, batch, batch_idx)
         return recorder.calls
 
@@ -400,7 +369,7 @@ class CheckContext:
             output = model(inputs)
         tensor = first_tensor(output)
         if tensor is None:
-            raise CheckSkipped(f"`forward(inputs)` returned {type(output).__name__}, not a tensor.")
+            raise CannotRunOnCopy(f"`forward(inputs)` returned {type(output).__name__}, not a tensor.")
         return tensor
 
     def with_inputs(self, batch: Any, inputs: Tensor) -> Any:
@@ -418,196 +387,53 @@ class CheckContext:
         another input, pass ``with_inputs(batch, new_inputs)``: the new tensor reaches the wrapped model.
 
         Raises:
-            CheckSkipped: If no output tensor can be observed either way.
+            CannotRunOnCopy: If no output tensor can be observed either way.
         """
         inputs, _ = self.split(batch)
         if inputs is not None and is_overridden("forward", model, pl.LightningModule):
             return self.forward(model, inputs)
-        # A step with no usable loss (CheckSkipped) may still have shown an output.
-        with self.capture_forward(model) as captured, contextlib.suppress(CheckSkipped):
+        # A step with no usable loss (CannotRunOnCopy) may still have shown an output.
+        with self.capture_forward(model) as captured, contextlib.suppress(CannotRunOnCopy):
             self.training_loss(model, batch)
         output = captured.last()
         if output is None:
-            raise CheckSkipped(
+            raise CannotRunOnCopy(
                 "the module defines no `forward` and no output tensor of a submodule was seen while "
                 "`training_step` ran; cannot read the model's outputs."
             )
         return output
 
-    def build_optimizers(self, model: pl.LightningModule) -> tuple[list[Optimizer], str]:
-        """The module's own optimizers, built on the copy at their peak learning rate; plus a note."""
-        try:
-            with quiet_logging():
-                config = model.configure_optimizers()
-        except Exception as first_error:
-            config = None
-            if self.trainer is not None:  # a configure_optimizers that reads self.trainer (stepping batches)
-                model.trainer = self.trainer
-                try:
-                    config = model.configure_optimizers()
-                except Exception:
-                    config = None
-                finally:
-                    model.trainer = None
-            if config is None:
-                optimizer: Optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
-                return [optimizer], (
-                    f"configure_optimizers failed outside the Trainer ({type(first_error).__name__}: "
-                    f"{first_error}); used AdamW(lr=1e-3) instead"
-                )
-        optimizers = _optimizers_from_config(config)
-        if not optimizers:
-            return [torch.optim.AdamW(model.parameters(), lr=1e-3)], (
-                "configure_optimizers returned no optimizer; used AdamW(lr=1e-3)"
-            )
-        for optimizer in optimizers:
-            for group in optimizer.param_groups:
-                if "initial_lr" in group:  # a scheduler set lr to its step-0 value (often 0 in warm-up)
-                    group["lr"] = group["initial_lr"]
-        names = ", ".join(type(o).__name__ for o in optimizers)
-        return optimizers, f"the module's configure_optimizers ({names}) at peak lr; schedulers not stepped"
+    def build_optimizers(self, model: pl.LightningModule) -> BuiltOptimizers:
+        """The module's own optimizers, built on the copy at their peak learning rate (see
+        :func:`~lightning_recipes.harness.build_optimizers`; the real Trainer helps when there is one)."""
+        return build_optimizers(model, self.trainer)
 
-
-class ForwardCapture:
-    """Forward outputs seen while ``training_step`` ran: the module's own, else its last direct child's,
-    else the last of the outermost submodules that ran.
-
-    A ``training_step`` that calls ``self.net(x)`` instead of ``self(x)`` never runs the module's ``forward``;
-    the last output of a direct child (usually the wrapped network, or the head after a backbone) stands in
-    for the logits then. Scalar outputs (a metric, a loss) and loss modules (``nn.CrossEntropyLoss``) are
-    not outputs. Only the last output of each deeper level is kept (``self.model.model(x)`` is seen at
-    depth 2), so a large model's activations are not held.
-    """
-
-    def __init__(self) -> None:
-        self.root: list[Tensor] = []
-        self.children: list[Tensor] = []
-        self.deeper: dict[int, Tensor] = {}
-
-    def hook(self, depth: int) -> Callable[..., None]:
-        def record(_module: nn.Module, _args: Any, output: Any) -> None:
-            tensor = first_tensor(output)
-            if tensor is None or (depth > 0 and tensor.ndim == 0):
-                return
-            if depth == 0:
-                self.root.append(tensor)
-            elif depth == 1:
-                self.children.append(tensor)
-            else:
-                self.deeper[depth] = tensor
-
-        return record
-
-    def last(self) -> Tensor | None:
-        if self.root:
-            return self.root[-1]
-        if self.children:
-            return self.children[-1]
-        return self.deeper[min(self.deeper)] if self.deeper else None
-
-    def clear(self) -> None:
-        self.root.clear()
-        self.children.clear()
-        self.deeper.clear()
-
-
-def first_tensor(output: Any) -> Tensor | None:
-    """The first tensor in a forward output (tensor, tuple/list, dict, or an object with ``.logits``)."""
-    if isinstance(output, Tensor):
-        return output
-    logits = getattr(output, "logits", None)
-    if isinstance(logits, Tensor):
-        return logits
-    if isinstance(output, Mapping):
-        for key in ("logits", "output", "outputs", "pred", "preds"):
-            if isinstance(output.get(key), Tensor):
-                return output[key]
-        output = list(output.values())
-    if isinstance(output, (list, tuple)):
-        for item in output:
-            found = first_tensor(item)
-            if found is not None:
-                return found
-    return None
-
-
-def _optimizers_from_config(config: Any) -> list[Optimizer]:
-    """Every optimizer in any of the return formats ``configure_optimizers`` allows."""
-    if config is None:
-        return []
-    if isinstance(config, Optimizer):
-        return [config]
-    if isinstance(config, Mapping):
-        optimizer = config.get("optimizer")
-        return [optimizer] if isinstance(optimizer, Optimizer) else []
-    if isinstance(config, (list, tuple)):
-        found: list[Optimizer] = []
-        for item in config:
-            for optimizer in _optimizers_from_config(item):
-                if all(optimizer is not o for o in found):
-                    found.append(optimizer)
-        return found
-    return []
-
-
-def context_from_trainer(
-    trainer: pl.Trainer,
-    pl_module: pl.LightningModule,
-    *,
-    input_key: Key = None,
-    target_key: Key = None,
-    num_classes: int | None = None,
-    seed: int = 0,
-) -> CheckContext:
-    """A context for checks running inside ``trainer.fit`` (at ``on_train_start``): the real device, precision
-    and data."""
-    precision = trainer.precision_plugin
-    train_loader, val_loader = _fit_dataloaders(trainer, pl_module)
-    return CheckContext(
-        pl_module,
-        train_loader,
-        val_loader,
-        device=pl_module.device,
-        forward_context=precision.forward_context,
-        convert_input=precision.convert_input,
-        trainer=trainer,
-        datamodule=getattr(trainer, "datamodule", None),
-        input_key=input_key,
-        target_key=target_key,
-        num_classes=num_classes,
-        seed=seed,
-    )
-
-
-def _fit_dataloaders(trainer: pl.Trainer, pl_module: pl.LightningModule) -> tuple[Any, Any]:
-    """The loaders ``fit`` uses, read at ``on_train_start`` through the Trainer's public properties.
-
-    By ``on_train_start`` the Trainer has loaded its training loader (with the sampler it injects under DDP)
-    and, when validation will run, its validation loaders. A validation loader the Trainer did not load
-    (validation disabled or not due in the first epoch) is taken from the datamodule's or the module's
-    ``val_dataloader()`` hook, as the Trainer would.
-    """
-    train, val = trainer.train_dataloader, trainer.val_dataloaders
-    if train is None or val is None:
-        datamodule = getattr(trainer, "datamodule", None)
-        for owner in (datamodule, pl_module):
-            if owner is None:
-                continue
-            if train is None and is_overridden("train_dataloader", owner):
-                train = owner.train_dataloader()
-            if val is None and is_overridden("val_dataloader", owner):
-                val = owner.val_dataloader()
-    return train, val
-
-
-def is_shuffled(loader: Any) -> bool | None:
-    """Whether a loader shuffles: ``True``/``False``, or ``None`` when it cannot tell (iterable datasets)."""
-    if not isinstance(loader, DataLoader):
-        return None
-    sampler = loader.sampler
-    if isinstance(sampler, torch.utils.data.RandomSampler):
-        return True
-    if isinstance(sampler, torch.utils.data.SequentialSampler):
-        return False
-    shuffle = getattr(sampler, "shuffle", None)  # DistributedSampler and friends
-    return bool(shuffle) if shuffle is not None else None
+    @classmethod
+    def from_trainer(
+        cls,
+        trainer: pl.Trainer,
+        pl_module: pl.LightningModule,
+        *,
+        input_key: Key = None,
+        target_key: Key = None,
+        num_classes: int | None = None,
+        seed: int = 0,
+    ) -> Harness:
+        """A harness for trial runs inside ``trainer.fit`` (at ``on_train_start``): the real device,
+        precision and data."""
+        precision = trainer.precision_plugin
+        train_loader, val_loader = fit_dataloaders(trainer, pl_module)
+        return cls(
+            pl_module,
+            train_loader,
+            val_loader,
+            device=pl_module.device,
+            forward_context=precision.forward_context,
+            convert_input=precision.convert_input,
+            trainer=trainer,
+            datamodule=getattr(trainer, "datamodule", None),
+            input_key=input_key,
+            target_key=target_key,
+            num_classes=num_classes,
+            seed=seed,
+        )

@@ -1,4 +1,4 @@
-"""How the sanity checks read a batch: where the inputs and the targets are, and how to rebuild it.
+"""How the harness reads a batch: where the inputs and the targets are, and how to rebuild it.
 
 The convention (overridable with ``input_key`` / ``target_key`` on every check and on ``preflight``):
 
@@ -16,13 +16,17 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from lightning_recipes.harness.walk import map_tensors
+
 __all__ = [
     "INPUT_KEYS",
     "TARGET_KEYS",
+    "Key",
     "batch_size_of",
     "check_key",
     "clone_tensors",
     "input_key_of",
+    "is_float",
     "replace_inputs",
     "slice_batch",
     "split_batch",
@@ -152,39 +156,16 @@ def slice_batch(batch: Any, count: int, batch_size: int) -> Any:
         >>> tuple(x.shape), y.tolist()
         ((2, 3), [0, 1])
     """
-    if isinstance(batch, Tensor):
-        return batch[:count] if batch.ndim > 0 and batch.shape[0] == batch_size else batch
-    if isinstance(batch, Mapping):
-        return {key: slice_batch(value, count, batch_size) for key, value in batch.items()}
-    if isinstance(batch, tuple) and hasattr(batch, "_fields"):
-        return type(batch)(*(slice_batch(value, count, batch_size) for value in batch))
-    if isinstance(batch, (list, tuple)):
-        return type(batch)(slice_batch(value, count, batch_size) for value in batch)
-    return batch
+
+    def cut(tensor: Tensor) -> Tensor:
+        return tensor[:count] if tensor.ndim > 0 and tensor.shape[0] == batch_size else tensor
+
+    return map_tensors(batch, cut)
 
 
 def clone_tensors(batch: Any) -> Any:
     """The batch with every tensor cloned (so a slice no longer keeps its parent's storage alive)."""
-    if isinstance(batch, Tensor):
-        return batch.clone()
-    if isinstance(batch, Mapping):
-        return {key: clone_tensors(value) for key, value in batch.items()}
-    if isinstance(batch, tuple) and hasattr(batch, "_fields"):
-        return type(batch)(*(clone_tensors(value) for value in batch))
-    if isinstance(batch, (list, tuple)):
-        return type(batch)(clone_tensors(value) for value in batch)
-    return batch
-
-
-def tensors_of(batch: Any) -> list[Tensor]:
-    """Every tensor in a (nested) batch."""
-    if isinstance(batch, Tensor):
-        return [batch]
-    if isinstance(batch, Mapping):
-        return [t for value in batch.values() for t in tensors_of(value)]
-    if isinstance(batch, (list, tuple)):
-        return [t for value in batch for t in tensors_of(value)]
-    return []
+    return map_tensors(batch, Tensor.clone)
 
 
 def is_float(tensor: Tensor) -> bool:

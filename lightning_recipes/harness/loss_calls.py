@@ -1,64 +1,21 @@
-"""Infer what a model's outputs and targets mean: how many classes (so the loss at init should be
-``ln C``), and which loss consumed which tensors of the batch (:class:`LossRecorder`)."""
+"""Which loss consumed which tensors of the batch while ``training_step`` ran (:class:`LossRecorder`)."""
 
 from __future__ import annotations
 
 import inspect
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_leaves
 
-__all__ = ["LOSS_FUNCTIONS", "LossCall", "LossRecorder", "batch_keys", "infer_num_classes"]
+from lightning_recipes.harness.walk import batch_entries
 
-IGNORE_INDEX = -100  # torch's cross_entropy default; such targets are padding, not classes
-
-
-def infer_num_classes(output: Tensor | None, targets: Tensor | None) -> tuple[int, str] | None:
-    """``(C, how)`` when ``output`` looks like classification logits for ``targets``, else ``None``.
-
-    Recognised: logits ``[..., C]`` with integer targets ``[...]`` (``[B, C]``, sequence ``[B, S, V]``),
-    channel-first logits ``[B, C, ...]`` with targets ``[B, ...]`` (segmentation), flattened logits
-    ``[B*S, V]`` with targets ``[B, S]``, and soft/one-hot targets of the logits' shape whose rows sum to 1.
-
-    Example:
-        >>> import torch
-        >>> infer_num_classes(torch.zeros(4, 10), torch.tensor([0, 1, 2, 3]))
-        (10, 'logits [4, 10] for integer targets [4]')
-        >>> infer_num_classes(torch.zeros(4, 1), torch.rand(4, 1)) is None
-        True
-    """
-    if output is None or targets is None or not torch.is_floating_point(output) or output.ndim < 1:
-        return None
-    out_shape, tgt_shape = list(output.shape), list(targets.shape)
-    described = (
-        f"logits {out_shape} for {'integer' if not targets.is_floating_point() else 'soft'} "
-        f"targets {tgt_shape}"
-    )
-    if not targets.is_floating_point() and not targets.is_complex() and targets.dtype != torch.bool:
-        classes = out_shape[-1]
-        if classes >= 2 and out_shape[:-1] == tgt_shape:
-            return classes, described
-        channel_first = output.ndim == targets.ndim + 1 and output.ndim >= 3 and out_shape[0] == tgt_shape[0]
-        if channel_first and out_shape[2:] == tgt_shape[1:] and out_shape[1] >= 2:
-            return out_shape[1], described
-        if output.ndim == 2 and classes >= 2 and out_shape[0] == targets.numel() and targets.ndim >= 2:
-            return classes, described
-        return None
-    if targets.is_floating_point() and out_shape == tgt_shape and out_shape[-1] >= 2:
-        rows = targets.float()
-        if bool((rows >= 0).all()) and bool(
-            torch.allclose(rows.sum(-1), torch.ones(()), atol=1e-3)
-        ):  # sync: once
-            return out_shape[-1], described
-    return None
-
+__all__ = ["LOSS_FUNCTIONS", "LossCall", "LossRecorder", "TargetSwapError"]
 
 # ------------------------------------------------------------------------------------------------ loss calls
 # The torch.nn.functional losses a loss call is recognised by (nn.*Loss modules call these too), and the names
@@ -90,6 +47,10 @@ LOSS_FUNCTIONS: dict[Callable[..., Any], str] = {
 }
 
 
+class TargetSwapError(ValueError):
+    """A :class:`LossRecorder` given replacement ``targets`` met a loss call whose target does not fit."""
+
+
 @dataclass
 class LossCall:
     """One call of a ``torch.nn.functional`` loss seen while ``training_step`` ran.
@@ -109,6 +70,9 @@ class LossCall:
         output_keys: Every batch entry the prediction was computed from (the inputs the model read).
         kwargs: The other arguments, by name (``weight``, ``pos_weight``, ``ignore_index``,
             ``label_smoothing``, ``reduction``, ...), as passed or defaulted.
+        loss: What the call returned (the loss value; per element under ``reduction="none"``).
+        inspection: What the recorder's ``inspect_output`` said about :attr:`output` at call time (while the
+            autograd graph still held its saved tensors); ``inspected`` is ``False`` when it had none.
     """
 
     function: str
@@ -119,28 +83,25 @@ class LossCall:
     output_keys: frozenset[int | str | None]
     kwargs: dict[str, Any] = field(default_factory=dict)
     target_from_model: bool = False
+    loss: Tensor | None = None
+    inspection: Any = None
+    inspected: bool = False
 
     def target_from(self, key: int | str | None) -> bool:
         """Whether the target was computed from batch entry ``key`` (e.g. the input: a reconstruction)."""
         return key in self.target_keys
 
+    @property
+    def num_classes(self) -> int | None:
+        """``C`` of a ``cross_entropy``/``nll_loss`` call (class dim 1, or 0 for an unbatched input)."""
+        if self.function not in ("cross_entropy", "nll_loss"):
+            return None
+        return int(self.output.shape[1] if self.output.ndim >= 2 else self.output.shape[0])
 
-def batch_keys(batch: Any) -> list[int | str | None]:
-    """The keys (indices) of a batch's tensor entries, in order; ``[None]`` for a bare tensor."""
-    return list(dict.fromkeys(key for key, _ in _batch_entries(batch)))
-
-
-def _batch_entries(batch: Any) -> list[tuple[int | str | None, Tensor]]:
-    """``(key, tensor)`` for every tensor of a batch, keyed by its top-level entry."""
-    if isinstance(batch, Tensor):
-        return [(None, batch)]
-    if isinstance(batch, Mapping):
-        items: list[tuple[Any, Any]] = list(batch.items())
-    elif isinstance(batch, (list, tuple)):
-        items = list(enumerate(batch))
-    else:
-        return []
-    return [(key, t) for key, value in items for t in tree_leaves(value) if isinstance(t, Tensor)]
+    @property
+    def integer_target(self) -> bool:
+        """Whether the target holds class indices (not probabilities); ``False`` without a target."""
+        return self.target is not None and not self.target.is_floating_point()
 
 
 class LossRecorder(TorchFunctionMode):
@@ -150,20 +111,31 @@ class LossRecorder(TorchFunctionMode):
     with ``batch`` given, each result is tagged with the batch entries its tensor arguments came from, so
     a target can be traced back through shifts, pads, views and copies. ``targets`` replaces the target of
     the ``i``-th loss call by ``targets[i]`` where that entry is not ``None`` (same shape required).
+    ``functions`` limits the record to those losses (by name, default: every one of :data:`LOSS_FUNCTIONS`);
+    ``inspect_output`` runs on each recorded call's prediction at call time (:attr:`LossCall.inspection`).
 
     Cost: one Python call per torch operation while active; tagging adds a pass over each call's
     arguments. Used on one step (probes) or on a check's copies, never on the user's training.
     """
 
-    def __init__(self, batch: Any = None, targets: Sequence[Tensor | None] | None = None) -> None:
+    def __init__(
+        self,
+        batch: Any = None,
+        targets: Sequence[Tensor | None] | None = None,
+        *,
+        functions: Collection[str] | None = None,
+        inspect_output: Callable[[Tensor], Any] | None = None,
+    ) -> None:
         super().__init__()
         self.calls: list[LossCall] = []
+        self._functions = None if functions is None else frozenset(functions)
+        self._inspect = inspect_output
         self._targets = list(targets) if targets is not None else None
         self._count = 0
         self._tags: dict[int, tuple[weakref.ref[Tensor], frozenset[int | str | None]]] = {}
         self._computed: dict[int, weakref.ref[Tensor]] = {}  # tensors computed with a parameter
         self._trace = batch is not None
-        for key, tensor in _batch_entries(batch):
+        for key, tensor in batch_entries(batch):
             self._tag(tensor, frozenset([key]))
 
     def _tag(self, tensor: Tensor, keys: frozenset[int | str | None]) -> None:
@@ -211,7 +183,7 @@ class LossRecorder(TorchFunctionMode):
                     if computed:
                         self._computed[id(leaf)] = weakref.ref(leaf)
         if name is not None and bound is not None:
-            self._record(name, bound)
+            self._record(name, bound, result)
         return result
 
     def _swap_target(self, name: str, bound: inspect.BoundArguments) -> None:
@@ -225,10 +197,14 @@ class LossRecorder(TorchFunctionMode):
         new_shape = list(new.shape) if new is not None else None
         if not isinstance(old, Tensor) or new is None or new.shape != old.shape:
             was = list(old.shape) if isinstance(old, Tensor) else old
-            raise ValueError(f"the target of loss call {index} ({name}) is {was!r}, not of shape {new_shape}")
+            raise TargetSwapError(
+                f"the target of loss call {index} ({name}) is {was!r}, not of shape {new_shape}"
+            )
         bound.arguments[target_name] = new
 
-    def _record(self, name: str, bound: inspect.BoundArguments) -> None:
+    def _record(self, name: str, bound: inspect.BoundArguments, result: Any) -> None:
+        if self._functions is not None and name not in self._functions:
+            return
         output_name, target_name = _LOSSES[name]
         arguments = dict(bound.arguments)
         output = arguments.pop(output_name, None)
@@ -251,6 +227,9 @@ class LossRecorder(TorchFunctionMode):
                 output_keys=self._sources(output),
                 kwargs=kwargs,
                 target_from_model=from_model,
+                loss=result if isinstance(result, Tensor) else None,
+                inspection=None if self._inspect is None else self._inspect(output),
+                inspected=self._inspect is not None,
             )
         )
 

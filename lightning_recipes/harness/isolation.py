@@ -1,4 +1,4 @@
-"""How the checks leave nothing of the caller's changed: RNG states, loader generators, threads, module."""
+"""How a trial run leaves nothing of the caller's changed: RNG states, loader generators, threads, module."""
 
 from __future__ import annotations
 
@@ -13,7 +13,14 @@ import lightning.pytorch as pl
 import numpy as np
 import torch
 
-__all__ = ["copy_module", "cpu_threads", "loader_generators", "preserved_rng", "quiet_logging"]
+__all__ = [
+    "copy_module",
+    "cpu_threads",
+    "loader_generators",
+    "preserved_loader_rng",
+    "preserved_rng",
+    "quiet_logging",
+]
 
 
 @contextlib.contextmanager

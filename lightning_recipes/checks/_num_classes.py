@@ -1,0 +1,51 @@
+"""What a model's outputs and targets mean for the checks: how many classes (so the loss at init should be
+``ln C``), and which target value is padding."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+__all__ = ["IGNORE_INDEX", "infer_num_classes"]
+
+IGNORE_INDEX = -100  # torch's cross_entropy default; such targets are padding, not classes
+
+
+def infer_num_classes(output: Tensor | None, targets: Tensor | None) -> tuple[int, str] | None:
+    """``(C, how)`` when ``output`` looks like classification logits for ``targets``, else ``None``.
+
+    Recognised: logits ``[..., C]`` with integer targets ``[...]`` (``[B, C]``, sequence ``[B, S, V]``),
+    channel-first logits ``[B, C, ...]`` with targets ``[B, ...]`` (segmentation), flattened logits
+    ``[B*S, V]`` with targets ``[B, S]``, and soft/one-hot targets of the logits' shape whose rows sum to 1.
+
+    Example:
+        >>> import torch
+        >>> infer_num_classes(torch.zeros(4, 10), torch.tensor([0, 1, 2, 3]))
+        (10, 'logits [4, 10] for integer targets [4]')
+        >>> infer_num_classes(torch.zeros(4, 1), torch.rand(4, 1)) is None
+        True
+    """
+    if output is None or targets is None or not torch.is_floating_point(output) or output.ndim < 1:
+        return None
+    out_shape, tgt_shape = list(output.shape), list(targets.shape)
+    described = (
+        f"logits {out_shape} for {'integer' if not targets.is_floating_point() else 'soft'} "
+        f"targets {tgt_shape}"
+    )
+    if not targets.is_floating_point() and not targets.is_complex() and targets.dtype != torch.bool:
+        classes = out_shape[-1]
+        if classes >= 2 and out_shape[:-1] == tgt_shape:
+            return classes, described
+        channel_first = output.ndim == targets.ndim + 1 and output.ndim >= 3 and out_shape[0] == tgt_shape[0]
+        if channel_first and out_shape[2:] == tgt_shape[1:] and out_shape[1] >= 2:
+            return out_shape[1], described
+        if output.ndim == 2 and classes >= 2 and out_shape[0] == targets.numel() and targets.ndim >= 2:
+            return classes, described
+        return None
+    if targets.is_floating_point() and out_shape == tgt_shape and out_shape[-1] >= 2:
+        rows = targets.float()
+        if bool((rows >= 0).all()) and bool(
+            torch.allclose(rows.sum(-1), torch.ones(()), atol=1e-3)
+        ):  # sync: once
+            return out_shape[-1], described
+    return None

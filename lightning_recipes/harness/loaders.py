@@ -1,0 +1,96 @@
+"""Which loaders a trial run reads: the first of a collection, ``fit``'s combination, the Trainer's."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import lightning.pytorch as pl
+import torch
+from lightning.pytorch.utilities import CombinedLoader
+from lightning.pytorch.utilities.model_helpers import is_overridden
+from torch import Tensor
+from torch.utils.data import DataLoader
+
+__all__ = ["first_loader", "fit_combined_loader", "fit_dataloaders", "is_shuffled"]
+
+
+def first_loader(loaders: Any) -> Any:
+    """Lightning accepts collections of loaders; a trial run that reads one reads the first.
+
+    Example:
+        >>> first_loader({"a": [1], "b": [2]}), first_loader([]), first_loader(None)
+        ([1], None, None)
+    """
+    flattened = getattr(loaders, "flattened", None)  # CombinedLoader
+    if isinstance(flattened, list) and flattened:
+        return flattened[0]
+    if isinstance(loaders, Mapping):
+        return next(iter(loaders.values()), None)
+    if isinstance(loaders, Sequence) and not isinstance(loaders, (str, Tensor)):
+        return loaders[0] if loaders else None
+    return loaders
+
+
+def fit_combined_loader(loaders: Any) -> CombinedLoader:
+    """A fresh ``CombinedLoader`` that iterates ``loaders`` as ``fit`` does: a ``CombinedLoader`` as it is
+    (a shallow copy: its own iterator over the same loaders, mode and limits, so the original is left for
+    the run), any other collection in ``"max_size_cycle"``, the Trainer's rule.
+
+    Raises:
+        ValueError: For ``CombinedLoader(mode="sequential")``, which ``fit`` refuses too.
+    """
+    if isinstance(loaders, CombinedLoader):
+        combined = copy.copy(loaders)
+        combined._iterator = None  # the copy's own; `iter` makes it
+    else:
+        combined = CombinedLoader(loaders, "max_size_cycle")
+    if getattr(combined, "_mode", None) == "sequential":
+        raise ValueError(
+            '`trainer.fit` does not support `CombinedLoader(mode="sequential")` for training, so neither '
+            'does a sweep of its steps; use "max_size_cycle" (the default), "max_size" or "min_size".'
+        )
+    return combined
+
+
+def fit_dataloaders(trainer: pl.Trainer, pl_module: pl.LightningModule) -> tuple[Any, Any]:
+    """The loaders ``fit`` uses, read at ``on_train_start`` through the Trainer's public properties.
+
+    By ``on_train_start`` the Trainer has loaded its training loader (with the sampler it injects under DDP)
+    and, when validation will run, its validation loaders. A validation loader the Trainer did not load
+    (validation disabled or not due in the first epoch) is taken from the datamodule's or the module's
+    ``val_dataloader()`` hook, as the Trainer would.
+    """
+    train, val = trainer.train_dataloader, trainer.val_dataloaders
+    if train is None or val is None:
+        datamodule = getattr(trainer, "datamodule", None)
+        for owner in (datamodule, pl_module):
+            if owner is None:
+                continue
+            if train is None and is_overridden("train_dataloader", owner):
+                train = owner.train_dataloader()
+            if val is None and is_overridden("val_dataloader", owner):
+                val = owner.val_dataloader()
+    return train, val
+
+
+def is_shuffled(loader: Any) -> bool | None:
+    """Whether a loader shuffles: ``True``/``False``, or ``None`` when it cannot tell (iterable datasets).
+
+    Example:
+        >>> from torch.utils.data import DataLoader
+        >>> is_shuffled(DataLoader(range(4), shuffle=True)), is_shuffled(DataLoader(range(4)))
+        (True, False)
+        >>> is_shuffled([]) is None
+        True
+    """
+    if not isinstance(loader, DataLoader):
+        return None
+    sampler = loader.sampler
+    if isinstance(sampler, torch.utils.data.RandomSampler):
+        return True
+    if isinstance(sampler, torch.utils.data.SequentialSampler):
+        return False
+    shuffle = getattr(sampler, "shuffle", None)  # DistributedSampler and friends
+    return bool(shuffle) if shuffle is not None else None

@@ -1,0 +1,102 @@
+"""The module's own optimizers, built on a copy at their peak learning rate: :func:`build_optimizers`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import lightning.pytorch as pl
+import torch
+from torch.optim import Optimizer
+
+from lightning_recipes.harness.isolation import quiet_logging
+
+__all__ = ["BuiltOptimizers", "build_optimizers"]
+
+_FALLBACK = "AdamW(lr=1e-3)"
+
+
+@dataclass(frozen=True)
+class BuiltOptimizers:
+    """What :func:`build_optimizers` built: the optimizers, and whether they are the module's own.
+
+    Attributes:
+        optimizers: The optimizers to step (never empty).
+        from_module: ``True`` when they are what ``configure_optimizers`` returned (at peak lr); ``False``
+            when it failed outside the Trainer or returned none and ``AdamW(lr=1e-3)`` stands in.
+        error: Why ``configure_optimizers`` failed (``"TypeError: ..."``), ``""`` when it did not.
+
+    Example:
+        >>> from lightning_recipes.testing import TinyClassifier
+        >>> built = build_optimizers(TinyClassifier())
+        >>> built.from_module, built.note
+        (True, "the module's configure_optimizers (SGD) at peak lr; schedulers not stepped")
+    """
+
+    optimizers: list[Optimizer]
+    from_module: bool
+    error: str = ""
+
+    @property
+    def note(self) -> str:
+        """What was built, in words (for a check's details or an error message)."""
+        if self.from_module:
+            names = ", ".join(type(o).__name__ for o in self.optimizers)
+            return f"the module's configure_optimizers ({names}) at peak lr; schedulers not stepped"
+        if self.error:
+            return f"configure_optimizers failed outside the Trainer ({self.error}); used {_FALLBACK} instead"
+        return f"configure_optimizers returned no optimizer; used {_FALLBACK}"
+
+
+def build_optimizers(model: pl.LightningModule, trainer: pl.Trainer | None = None) -> BuiltOptimizers:
+    """The module's own optimizers, built on ``model`` (a copy) at their peak learning rate.
+
+    A scheduler's ``initial_lr`` (the peak a warm-up starts below) becomes each group's ``lr``; schedulers
+    are not stepped. A ``configure_optimizers`` that fails without a Trainer is retried with ``trainer``
+    attached (one that reads ``self.trainer.estimated_stepping_batches``); if it still fails, or returns no
+    optimizer, ``AdamW(lr=1e-3)`` stands in and :attr:`BuiltOptimizers.from_module` says so.
+    """
+    try:
+        with quiet_logging():
+            config = model.configure_optimizers()
+    except Exception as first_error:
+        config = None
+        if trainer is not None:  # a configure_optimizers that reads self.trainer (stepping batches)
+            model.trainer = trainer
+            try:
+                config = model.configure_optimizers()
+            except Exception:
+                config = None
+            finally:
+                model.trainer = None
+        if config is None:
+            fallback: Optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+            return BuiltOptimizers([fallback], False, f"{type(first_error).__name__}: {first_error}")
+    optimizers = _optimizers_from_config(config)
+    if not optimizers:
+        return BuiltOptimizers([torch.optim.AdamW(model.parameters(), lr=1e-3)], False)
+    for optimizer in optimizers:
+        for group in optimizer.param_groups:
+            if "initial_lr" in group:  # a scheduler set lr to its step-0 value (often 0 in warm-up)
+                group["lr"] = group["initial_lr"]
+    return BuiltOptimizers(optimizers, True)
+
+
+def _optimizers_from_config(config: Any) -> list[Optimizer]:
+    """Every optimizer in any of the return formats ``configure_optimizers`` allows."""
+    if config is None:
+        return []
+    if isinstance(config, Optimizer):
+        return [config]
+    if isinstance(config, Mapping):
+        optimizer = config.get("optimizer")
+        return [optimizer] if isinstance(optimizer, Optimizer) else []
+    if isinstance(config, (list, tuple)):
+        found: list[Optimizer] = []
+        for item in config:
+            for optimizer in _optimizers_from_config(item):
+                if all(optimizer is not o for o in found):
+                    found.append(optimizer)
+        return found
+    return []
