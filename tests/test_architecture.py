@@ -182,3 +182,162 @@ def test_the_layering_rules_can_fail() -> None:
     found = _machine_figures('"""17 ms on a shared 2-core CPU, 4 s at load 12, 2 s on one CPU\nthread."""')
     assert found == ["2-core", "at load 12", "one CPU\nthread"]
     assert not _machine_figures('"""Built for the ISA torch dispatches to on this CPU; 2 threads."""')
+
+
+# --- The package's shape (issue #23): a harness under the wings, arrows down, no circles, no shims.
+
+# Floors, lowest first. A module may import its own floor and the ones below it, never one above.
+FLOORS: list[tuple[str, ...]] = [
+    (
+        "_validation",
+        "_warn_once",
+        "_checkpoint",
+        "_blocks",
+        "_jsonable",
+        "_collectives",
+        "_lightning_cli_config",
+    ),
+    ("optim", "norms", "losses", "sweep_args"),
+    ("recipe", "harness", "data"),
+    ("strategies", "checks"),
+    ("tune",),
+    ("mixins", "mixing"),
+    ("callbacks", "plots"),
+    ("testing",),
+    ("demos", "cli", "__main__", "__init__"),
+]
+# Imports that run up a floor on purpose, each with its reason (imported inside the function that needs it).
+UPWARD_ALLOWED: dict[tuple[str, str], str] = {
+    ("lightning_recipes.tune.lr_range", "lightning_recipes.plots.lr_range"): (
+        "LRRangeResult.plot(): a convenience that draws the result with plots/, imported when called"
+    ),
+}
+# Modules over MAX_LINES lines, each with the reason it stays one room.
+MAX_LINES = 500
+LONG_MODULES: dict[str, str] = {}
+
+
+def _top_part(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def _floor_of(module: str) -> int:
+    top = _top_part(module)
+    for index, floor in enumerate(FLOORS):
+        if top in floor:
+            return index
+    raise AssertionError(f"{module} is on no floor: add its top-level part to FLOORS")
+
+
+def _resolved_imports(path: Path) -> set[str]:
+    """The package modules ``path`` imports, nested imports included: ``from a.b import c`` counts as
+    ``a.b.c`` when that is a module, else as ``a.b``; imports under ``if TYPE_CHECKING:`` count too."""
+    found: set[str] = set()
+    for target, names in _imports(path):
+        hits = [f"{target}.{name}" for name in names if f"{target}.{name}" in _MODULE_PATHS]
+        found.update(hits or [target])
+    return found - {_module_name(path)}
+
+
+_MODULE_PATHS = {_module_name(path): path for path in MODULES}
+_GRAPH = {module: _resolved_imports(path) & set(_MODULE_PATHS) for module, path in _MODULE_PATHS.items()}
+
+
+def _import_circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    circles: list[list[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    circles.append(sorted(component))
+    return circles
+
+
+def test_there_are_no_import_circles() -> None:
+    assert _import_circles(_GRAPH) == []
+
+
+def test_the_circle_finder_can_fail() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert _import_circles(graph) == [["a", "b", "c"]]
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_imports_point_down_the_floors(path: Path) -> None:
+    module = _module_name(path)
+    floor = _floor_of(module)
+    upward = sorted(
+        t
+        for t in _GRAPH[module]
+        if _floor_of(t) > floor and _top_part(t) != _top_part(module) and (module, t) not in UPWARD_ALLOWED
+    )
+    assert not upward, f"{module} (floor {floor}) imports from a higher floor: {upward}"
+
+
+def test_the_harness_stands_on_nothing_that_stands_on_it() -> None:
+    users = ("checks", "tune", "callbacks", "strategies", "mixins")
+    for module, targets in _GRAPH.items():
+        if _top_part(module) == "harness":
+            assert not [t for t in targets if _top_part(t) in users], module
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_no_module_is_a_shim(path: Path) -> None:
+    """A module that only re-exports another package's names (a "moved to" path kept alive) is a drawer."""
+    if path.name == "__init__.py":
+        return
+    body = [
+        node
+        for node in ast.parse(path.read_text()).body
+        if not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant))  # the docstring
+    ]
+    only_imports = all(
+        isinstance(node, (ast.Import, ast.ImportFrom))
+        or (isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["__all__"])
+        or (isinstance(node, ast.AnnAssign) and getattr(node.target, "id", None) == "__all__")
+        for node in body
+    )
+    assert not (body and only_imports), f"{path.relative_to(PACKAGE)} only re-exports"
+    assert "moved to" not in (ast.get_docstring(ast.parse(path.read_text())) or "").lower()[:80]
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_rooms_hold_one_job(path: Path) -> None:
+    relative = path.relative_to(PACKAGE).as_posix()
+    lines = len(path.read_text().splitlines())
+    assert lines <= MAX_LINES or relative in LONG_MODULES, (
+        f"{relative} has {lines} lines (> {MAX_LINES}): split it by job, or say in LONG_MODULES why it is one"
+    )

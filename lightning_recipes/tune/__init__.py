@@ -6,7 +6,8 @@ Example:
 """
 
 from lightning_recipes.tune.apply_speed_options import ApplySpeedOptions, apply_speed_options, speed_loader
-from lightning_recipes.tune.lr_range import LRRangeResult, LRRangeTest, find_lr, sweep_lr
+from lightning_recipes.tune.lr_range import LRRangeResult, find_lr, sweep_lr
+from lightning_recipes.tune.lr_range_test import LRRangeTest
 from lightning_recipes.tune.speed import OPTIONS, SpeedOption, SpeedRow, SpeedTuneResult, speed_tune
 
 __all__ = [

@@ -1,8 +1,9 @@
 """The LR range test: an exponential learning-rate sweep over a model's own optimizer, on a copy.
 
-:func:`find_lr` runs it before training (like :func:`lightning_recipes.preflight`); :class:`LRRangeTest` runs
-it inside ``trainer.fit`` at ``on_train_start``, on the loaders the Trainer loaded, under DDP included. Both
-return an :class:`LRRangeResult`.
+:func:`find_lr` runs it before training (like :func:`lightning_recipes.preflight`);
+:class:`~lightning_recipes.tune.lr_range_test.LRRangeTest` runs it inside ``trainer.fit`` at
+``on_train_start``, on the loaders the Trainer loaded, under DDP included. Both return an
+:class:`LRRangeResult`.
 
 What makes it different from Lightning's ``Tuner.lr_find``:
 
@@ -39,21 +40,17 @@ from typing import Any
 
 import lightning.pytorch as pl
 import torch
-from lightning.pytorch.callbacks import Callback
-from lightning.pytorch.utilities import CombinedLoader, rank_zero_info, rank_zero_warn
+from lightning.pytorch.utilities import CombinedLoader
 from torch import Tensor
-from typing_extensions import override
 
 from lightning_recipes._collectives import all_reduce_mean_
-from lightning_recipes._validation import check_bool
 from lightning_recipes.harness import CannotRunOnCopy, Harness, preserved_rng, resolve_fit_data
 from lightning_recipes.sweep_args import Rule, SweepArgs
 from lightning_recipes.tune._clip import gradient_clipper, validate_clipping
-from lightning_recipes.tune._scale_schedule import check_scalable, scale_schedule, schedule_peak
 from lightning_recipes.tune.suggest import centred, half_window_for, suggest
 from lightning_recipes.tune.verdict import CurveVerdict, curve_verdict
 
-__all__ = ["LRRangeResult", "LRRangeTest", "find_lr", "sweep_lr"]
+__all__ = ["LRRangeResult", "find_lr", "sweep_lr"]
 
 
 @dataclass
@@ -417,118 +414,3 @@ def find_lr(
         )
     except CannotRunOnCopy as err:  # manual optimisation, no loss returned, a model that cannot be copied
         raise ValueError(f"find_lr cannot sweep {type(model).__name__}: {err}") from err
-
-
-class LRRangeTest(Callback):
-    """Run the LR range test inside ``trainer.fit``, at ``on_train_start``, on the Trainer's own data.
-
-    Works in any Trainer, DDP included (every rank gets the same :attr:`result`: see the module docstring).
-    The run's model and optimizer are not changed unless ``apply=True``: then the whole LR schedule is scaled
-    (every LR the optimizer and its schedulers hold: the groups' LRs, ``base_lrs``, ``OneCycleLR`` and
-    ``CyclicLR``'s ``max_lr``, ``eta_min``, ``min_lrs``) so that its peak, in the peak group, is the result's
-    ``peak_lr``, and training goes on with it; a scheduler it cannot scale is refused before the sweep.
-    An inconclusive sweep (``result.verdict``) is never applied: a warning says why and the run keeps its own
-    LRs. With ``stop=True`` the fit stops after the sweep (a tuning-only run).
-
-    Cost: ``num_steps`` training steps of a copy of the model, once per ``fit`` (skipped on resume); one host
-    sync per sweep step; under DDP one all-reduce per sweep step.
-
-    Args:
-        apply: Scale the run's LR schedule so that its peak is the result's ``peak_lr``.
-        stop: Stop the fit after the sweep (``trainer.should_stop``).
-        print_result: Print the suggestion and the YAML fragment on rank zero.
-        args: The sweep's arguments as one :class:`~lightning_recipes.sweep_args.SweepArgs` (not with
-            ``**sweep``).
-        **sweep: :func:`find_lr`'s sweep arguments (``min_lr``, ``max_lr``, ``num_steps``, ``rule``,
-            ``smoothing``, ``divergence``, ``warmup_factor``, ``seed``).
-
-    Raises:
-        TypeError: For an unknown argument (the allowed ones are listed) or ``apply`` / ``stop`` /
-            ``print_result`` that is not a bool.
-        ValueError: For a sweep argument out of range (naming it, its value and the allowed range).
-
-    Example:
-        >>> from lightning_recipes.testing import TinyClassifier, fast_trainer, random_classification_loader
-        >>> finder = LRRangeTest(num_steps=30, stop=True, print_result=False)
-        >>> trainer = fast_trainer(max_steps=5, callbacks=[finder])
-        >>> trainer.fit(TinyClassifier(), random_classification_loader())
-        >>> finder.result.suggestion > 0
-        True
-    """
-
-    def __init__(
-        self,
-        *,
-        apply: bool = False,
-        stop: bool = False,
-        print_result: bool = True,
-        args: SweepArgs | None = None,
-        **sweep: Any,
-    ) -> None:
-        unknown = sorted(set(sweep) - set(SweepArgs.field_names()))
-        if unknown:
-            raise TypeError(
-                f"LRRangeTest got unknown arguments {unknown}; allowed: 'apply', 'stop', 'print_result', "
-                f"'args' and the sweep's {SweepArgs.field_names()}."
-            )
-        if args is not None and sweep:
-            raise TypeError(f"LRRangeTest takes `args` or the sweep's arguments {sorted(sweep)}, not both.")
-        if args is not None and not isinstance(args, SweepArgs):
-            raise TypeError(f"`args` must be a SweepArgs, got {type(args).__name__}.")
-        check_bool("apply", apply)
-        check_bool("stop", stop)
-        check_bool("print_result", print_result)
-        self.args: SweepArgs = SweepArgs(**sweep) if args is None else args
-        self.apply = apply
-        self.stop = stop
-        self.print_result = print_result
-        self.result: LRRangeResult | None = None
-
-    @property
-    def seed(self) -> int:
-        """The seed of the sweep's RNG."""
-        return self.args.seed
-
-    @property
-    def sweep(self) -> dict[str, Any]:
-        """The sweep's arguments but ``seed``, by name."""
-        return {k: v for k, v in self.args.to_dict().items() if k != "seed"}
-
-    @override
-    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        if self.result is not None or trainer.ckpt_path is not None:
-            return
-        if self.apply:  # before the sweep: a schedule the found LR cannot scale fails now, not after it
-            check_scalable(trainer.optimizers, [config.scheduler for config in trainer.lr_scheduler_configs])
-        context = Harness.from_trainer(trainer, pl_module, seed=self.seed)
-        self.result = sweep_lr(context, self.args)
-        if self.print_result:
-            yaml = "" if self.result.peak_lr is None else f"\n{self.result.to_yaml()}"
-            rank_zero_info(f"{self.result.summary()}{yaml}")
-        if self.apply and self.result.peak_lr is None:
-            # every rank holds the same curve (losses all-reduced), so every rank takes this branch
-            reason = self.result.reason
-            rank_zero_warn(f"LRRangeTest(apply=True): not applied, the run keeps its LRs. {reason}")
-        elif self.apply:
-            self._apply(trainer)
-        if self.stop:
-            trainer.should_stop = True
-
-    def _apply(self, trainer: pl.Trainer) -> None:
-        """Scale the whole schedule (every LR the optimizers and schedulers hold) so that its peak, the
-        largest LR it reaches (``OneCycleLR`` / ``CyclicLR``'s ``max_lr``, else ``initial_lr``), is
-        ``peak_lr``."""
-        assert self.result is not None and self.result.peak_lr is not None
-        schedulers = [config.scheduler for config in trainer.lr_scheduler_configs]
-        base = schedule_peak(trainer.optimizers, schedulers)
-        if base > 0:
-            scale_schedule(trainer.optimizers, schedulers, self.result.peak_lr / base)
-
-    @override
-    def state_dict(self) -> dict[str, Any]:
-        return {"result": None if self.result is None else self.result.to_dict()}
-
-    @override
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        data = state_dict.get("result")
-        self.result = None if data is None else LRRangeResult.from_dict(data)
