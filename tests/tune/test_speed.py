@@ -88,6 +88,7 @@ def test_faster_options_are_combined_and_their_kwargs_build_a_trainer(
         run_steps=10_000,
         **FAST,
     )
+    assert [row.step_ms for row in result.rows] == pytest.approx([81.0, 41.0, 41.0, 1.0])  # the virtual clock
     assert [row.status for row in result.rows[1:]] == ["faster", "faster", "faster"]
     assert result.rows[-1].option == "no_sleep_a+no_sleep_b"
     assert result.best == ["no_sleep_a", "no_sleep_b"]  # together faster than either alone

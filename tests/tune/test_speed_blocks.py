@@ -110,6 +110,7 @@ def test_of_two_conflicting_faster_options_only_the_faster_is_chosen(monkeypatch
         run_steps=10_000,
         **FAST,
     )
+    assert [row.step_ms for row in result.rows] == pytest.approx([81.0, 41.0, 1.0])  # the virtual clock
     assert [row.status for row in result.rows[1:]] == ["faster", "faster"]
     assert len(result.rows) == 3  # no combination re-measured: one option is left after the conflict
     assert result.best == ["drop_both"]
