@@ -54,6 +54,7 @@ END_TO_END_PATHS: dict[str, str] = {
     "tests/test_notebooks.py": "the notebooks",
     "tests/test_demo.py": "the demo",
     "tests/test_finetune_demo.py": "the fine-tuning demo",
+    "tests/test_readme.py": "the README's examples (documentation examples, as the doctests)",
 }
 
 
