@@ -29,6 +29,7 @@ from typing import Any
 
 import pytest
 
+ROOT = Path(__file__).resolve().parents[2]  # the repository, not the rootdir (pytester runs copy conftest)
 MARKER = "lightning_free"
 END_TO_END = "end_to_end"
 
@@ -61,7 +62,7 @@ END_TO_END_PATHS: dict[str, str] = {
 def mark_lightning_free(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark every collected test under a :data:`LIGHTNING_FREE` path ``lightning_free`` and every one under an
     :data:`END_TO_END_PATHS` path ``end_to_end``."""
-    root = Path(str(config.rootpath))
+    root = ROOT
     for name, paths in ((MARKER, LIGHTNING_FREE), (END_TO_END, END_TO_END_PATHS)):
         stale = [path for path in paths if not (root / path).exists()]
         if stale:
