@@ -33,7 +33,9 @@ lint: install
 test: lint
 	$(PY) -m pytest --durations=25
 
-# The whole suite again against the oldest supported Lightning, in its own environment (CI runs it after `test`).
+# The tests that exercise Lightning, again against the oldest supported Lightning, in its own environment (CI runs
+# it after `test`). Not again: doctests, optimizer/schedule numerics, static checks, demos and notebooks (the
+# selection and how it is kept honest: tests/helpers/floor.py).
 $(FLOOR_VENV)/.installed: pyproject.toml constraints.txt Makefile
 	$(PYTHON) -m venv $(FLOOR_VENV)
 	$(FLOOR_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --progress-bar off -c constraints.txt torch==2.13.0
@@ -44,7 +46,7 @@ $(FLOOR_VENV)/.installed: pyproject.toml constraints.txt Makefile
 
 test-floor: $(FLOOR_VENV)/.installed
 	$(FLOOR_VENV)/bin/python -c "import lightning; assert lightning.__version__ == '$(LIGHTNING_FLOOR)', lightning.__version__"
-	$(FLOOR_VENV)/bin/python -m pytest -q -p no:cacheprovider
+	$(FLOOR_VENV)/bin/python -m pytest tests -q -p no:cacheprovider -m "not lightning_free and not end_to_end"
 
 bench: install
 	# public optimizers to compare against, with --no-deps: timm would pull torchvision (a CUDA build that cannot

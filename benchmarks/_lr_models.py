@@ -27,25 +27,7 @@ from torch.utils.data import DataLoader, Dataset, TensorDataset
 from lightning_recipes.data import CharLMDataModule, DigitsDataModule
 from lightning_recipes.mixins import AdamWRecipe
 from lightning_recipes.testing import DigitsCNN, TinyTransformerLM
-
-BERT_VOCAB, BERT_SEQ = 32, 16
-
-
-class _TokenTask(Dataset):
-    """Random token sequences; label 1 when the first token after ``[CLS]`` (id 0) is below ``vocab // 2``."""
-
-    def __init__(self, count: int, seed: int, task: str = "first") -> None:
-        generator = torch.Generator().manual_seed(seed)
-        self.ids = torch.randint(1, BERT_VOCAB, (count, BERT_SEQ), generator=generator)
-        self.ids[:, 0] = 0
-        low = self.ids < BERT_VOCAB // 2
-        self.labels = (low[:, 1] if task == "first" else low[:, 1] ^ low[:, 2]).long()
-
-    def __len__(self) -> int:
-        return len(self.labels)
-
-    def __getitem__(self, index: int) -> dict[str, Tensor]:
-        return {"input_ids": self.ids[index], "labels": self.labels[index]}
+from lightning_recipes.testing.token_tasks import TokenTask, tiny_bert_classifier
 
 
 class BertClassifier(AdamWRecipe, pl.LightningModule):
@@ -54,18 +36,7 @@ class BertClassifier(AdamWRecipe, pl.LightningModule):
     def __init__(self, lr: float = 1e-3) -> None:
         super().__init__()
         self.save_hyperparameters()
-        from transformers import BertConfig, BertForSequenceClassification
-
-        config = BertConfig(
-            vocab_size=BERT_VOCAB,
-            hidden_size=32,
-            num_hidden_layers=2,
-            num_attention_heads=2,
-            intermediate_size=64,
-            max_position_embeddings=BERT_SEQ,
-            num_labels=2,
-        )
-        self.model = BertForSequenceClassification(config)
+        self.model = tiny_bert_classifier()
 
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
         return self.model(**batch).loss
@@ -139,7 +110,7 @@ def _diabetes() -> Loaders:
 
 
 def _bert_data(task: str = "first") -> Loaders:
-    return Loaders(_TokenTask(1024, seed=1, task=task), _TokenTask(256, seed=2, task=task), 32)
+    return Loaders(TokenTask(1024, seed=1, task=task), TokenTask(256, seed=2, task=task), 32)
 
 
 def _char_vocab() -> int:

@@ -29,7 +29,13 @@ from benchmarks.callback_overhead import machine
 from lightning_recipes.callbacks import StabilityGuard
 from lightning_recipes.callbacks._faults import spike_mask
 from lightning_recipes.testing import fast_trainer
-from tests.callbacks._finetune_fixtures import BlobsMLP, TinyBertFinetune, blobs, loader, text_classification
+from lightning_recipes.testing.finetune_models import (
+    BlobsMLP,
+    TinyBertFinetune,
+    blobs,
+    loader,
+    text_classification,
+)
 
 __all__ = ["main"]
 

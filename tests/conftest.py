@@ -10,6 +10,9 @@ import torch.distributed
 from lightning.fabric.utilities.rank_zero import rank_zero_only as fabric_rank_zero_only
 from lightning.pytorch.utilities.rank_zero import rank_zero_only
 
+from tests.helpers.floor import MARKER as LIGHTNING_FREE
+from tests.helpers.floor import lightning_tripwire, mark_lightning_free
+
 # Variables that Lightning itself writes into the test process while it sets up a multi-process strategy
 # in-process (`ddp_spawn` / `ddp_fork` launchers and the cluster environments export the rendezvous for their
 # workers). They are removed after each test; any other variable a test leaves behind fails that test.
@@ -68,11 +71,30 @@ def _isolate(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathF
         )
 
 
+@pytest.fixture(autouse=True)
+def _lightning_free_tripwire(request: pytest.FixtureRequest):
+    """A test marked ``lightning_free`` (skipped by the floor pass, see tests/helpers/floor.py) must not use
+    Lightning: building a Trainer, Fabric, LightningCLI, LightningModule or LightningDataModule fails it."""
+    if request.node.get_closest_marker(LIGHTNING_FREE) is None:
+        yield
+        return
+    with pytest.MonkeyPatch.context() as patch, lightning_tripwire(patch) as built:
+        yield
+    if built:
+        pytest.fail(
+            f"this test is marked {LIGHTNING_FREE!r} (the oldest-Lightning CI pass skips it) but it built "
+            f"{sorted(set(built))}; remove its module from LIGHTNING_FREE in tests/helpers/floor.py",
+            pytrace=False,
+        )
+
+
 def _env_changes(before: dict[str, str], after: dict[str, str]) -> set[str]:
     return {name for name in before.keys() | after.keys() if before.get(name) != after.get(name)}
 
 
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    mark_lightning_free(config, items)
     if torch.cuda.is_available():
         return
     skip_gpu = pytest.mark.skip(reason="needs a CUDA device; run on a GPU machine")

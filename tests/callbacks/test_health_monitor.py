@@ -19,7 +19,9 @@ from lightning_recipes.callbacks._health_rules import decide
 from lightning_recipes.callbacks._health_window import DEFAULT_THRESHOLDS, CheckData, History
 from lightning_recipes.callbacks.health_monitor import Finding, HealthMonitor
 from lightning_recipes.testing import HostSyncCounter, InMemoryLogger, fast_trainer
-from tests.callbacks.test_health_monitor_gallery import MLP, _classification, _loader
+from lightning_recipes.testing.health_gallery import MLP
+from lightning_recipes.testing.health_gallery import classification as _classification
+from lightning_recipes.testing.health_gallery import loader as _loader
 
 
 @pytest.mark.parametrize(

@@ -652,7 +652,9 @@ class LrHook(Callback):
 
 def test_lr_too_high_finding_rolls_back_and_cuts_the_lr() -> None:
     from lightning_recipes.callbacks.health_monitor import HealthMonitor
-    from tests.callbacks.test_health_monitor_gallery import MLP, _classification, _loader
+    from lightning_recipes.testing.health_gallery import MLP
+    from lightning_recipes.testing.health_gallery import classification as _classification
+    from lightning_recipes.testing.health_gallery import loader as _loader
 
     monitor = HealthMonitor(check_every_n_steps=20, on_finding=lambda f: None)
     # spike_k=None: only the finding acts (the guard's own spike rule would catch this jump first)
@@ -704,7 +706,7 @@ def test_default_guard_leaves_healthy_bert_finetuning_alone(seed: int) -> None:
     out of it by +0.5-6% (seed 13: +6.4%) as it starts to learn. The old default (mean + 6 population std of
     the window) rolled seeds 2 and 14 back for such bumps; the noise model sees a wobble, not 1.5x."""
     pytest.importorskip("transformers")
-    from tests.callbacks._finetune_fixtures import TinyBertFinetune, loader, text_classification
+    from lightning_recipes.testing.finetune_models import TinyBertFinetune, loader, text_classification
 
     torch.manual_seed(seed)
     guard = StabilityGuard(verbose=False)  # the defaults under test

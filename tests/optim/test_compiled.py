@@ -12,7 +12,7 @@ from torch._dynamo.utils import counters  # private, test-only: counts graphs dy
 
 from lightning_recipes.optim import Lamb, Lion, _compiled, _native, lion_update_
 from lightning_recipes.optim._common import COMPILE_MIN_NUMEL
-from tests.optim import test_lamb, test_lion
+from tests.helpers import optim_runs
 
 pytestmark = pytest.mark.skipif(
     not _compiled.compile_available(), reason="torch.compile has no C++ compiler here"
@@ -20,11 +20,11 @@ pytestmark = pytest.mark.skipif(
 
 
 def test_lion_compiled_matches_paper_reference_float64():
-    assert test_lion._run_against_reference("compiled") < 1e-12
+    assert optim_runs.lion_against_reference("compiled") < 1e-12
 
 
 def test_lamb_compiled_matches_paper_reference_float64():
-    assert test_lamb._run_against_reference("compiled") < 1e-10
+    assert optim_runs.lamb_against_reference("compiled") < 1e-10
 
 
 def test_no_recompile_for_new_sizes_or_learning_rates():
@@ -76,4 +76,4 @@ def test_failing_compiler_falls_back_to_eager_with_a_warning(monkeypatch):
 def test_disabled_dynamo_means_eager(monkeypatch):
     monkeypatch.setenv("TORCHDYNAMO_DISABLE", "1")
     assert not _compiled.compile_available()
-    assert test_lion._run_against_reference("compiled", steps=3) < 1e-12
+    assert optim_runs.lion_against_reference("compiled", steps=3) < 1e-12

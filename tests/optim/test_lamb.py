@@ -9,54 +9,9 @@ import pytest
 import torch
 
 from lightning_recipes.optim import Lamb, lamb_update_
-from tests.optim._reference import grads_sequence, lamb_reference_step
-from tests.optim.test_lion import _CountSyncs
-
-GROUPS = [  # (shapes, overrides); the last tensor of group 0 starts at zero (trust ratio falls back to 1)
-    ([(8, 6), (6,), (3, 3)], {"lr": 1e-2, "weight_decay": 0.1}),
-    ([(5, 4, 3)], {"lr": 3e-3, "weight_decay": 0.0, "betas": (0.95, 0.98), "trust_clip": 0.5}),
-    ([(7,)], {"weight_decay": 0.0, "layer_adaptation": False}),
-]
-DEFAULTS = {"lr": 5e-3, "betas": (0.9, 0.999), "eps": 1e-6, "weight_decay": 0.01}
-
-
-def _run_against_reference(implementation: str, steps: int = 12) -> float:
-    generator = torch.Generator().manual_seed(3)
-    params = [
-        [torch.nn.Parameter(torch.randn(s, generator=generator, dtype=torch.float64)) for s in shapes]
-        for shapes, _ in GROUPS
-    ]
-    with torch.no_grad():
-        params[0][2].zero_()
-    optimizer = Lamb(
-        [{"params": ps, **over} for ps, (_, over) in zip(params, GROUPS)],
-        **DEFAULTS,
-        implementation=implementation,
-    )
-    flat = [p for ps in params for p in ps]
-    hyper = [
-        {"trust_clip": None, "layer_adaptation": True, **DEFAULTS, **over}
-        for ps, (_, over) in zip(params, GROUPS)
-        for _ in ps
-    ]
-    ref = [(p.detach().clone(), torch.zeros_like(p), torch.zeros_like(p)) for p in flat]
-    worst = 0.0
-    for t, grads in enumerate(grads_sequence([p.shape for p in flat], steps, seed=11), start=1):
-        for p, g in zip(flat, grads):
-            p.grad = g.clone()
-        optimizer.step()
-        for i, g in enumerate(grads):
-            h = hyper[i]
-            ref[i] = lamb_reference_step(
-                *ref[i][:1], g, *ref[i][1:], t, lr=h["lr"], beta1=h["betas"][0], beta2=h["betas"][1],
-                eps=h["eps"], wd=h["weight_decay"], adapt=h["layer_adaptation"], trust_clip=h["trust_clip"],
-            )  # fmt: skip
-        for p, (rp, rm, rv) in zip(flat, ref):
-            state = optimizer.state[p]
-            assert float(state["step"]) == t
-            for got, want in ((p.detach(), rp), (state["exp_avg"], rm), (state["exp_avg_sq"], rv)):
-                worst = max(worst, float(((got - want).abs() / (want.abs() + 1e-3)).max()))
-    return worst
+from tests.helpers.optim_runs import CountSyncs as _CountSyncs
+from tests.helpers.optim_runs import lamb_against_reference as _run_against_reference
+from tests.optim._reference import grads_sequence
 
 
 @pytest.mark.parametrize("implementation", ["for_loop", "foreach", "native", "auto"])

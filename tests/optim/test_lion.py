@@ -7,62 +7,11 @@ import io
 
 import pytest
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from lightning_recipes.optim import Lion, lion_update_
+from tests.helpers.optim_runs import CountSyncs as _CountSyncs
+from tests.helpers.optim_runs import lion_against_reference as _run_against_reference
 from tests.optim._reference import grads_sequence, lion_reference_step
-
-GROUPS = [  # (shapes, overrides)
-    ([(8, 6), (6,)], {"lr": 1e-2, "weight_decay": 0.1}),
-    ([(5, 4, 3)], {"lr": 3e-3, "weight_decay": 0.0, "betas": (0.95, 0.98)}),
-    ([(7,)], {}),
-]
-DEFAULTS = {"lr": 5e-3, "betas": (0.9, 0.99), "weight_decay": 0.5}
-
-
-def _make_params(dtype=torch.float64):
-    generator = torch.Generator().manual_seed(3)
-    return [
-        [
-            torch.nn.Parameter(torch.randn(s, generator=generator, dtype=torch.float64).to(dtype))
-            for s in shapes
-        ]
-        for shapes, _ in GROUPS
-    ]
-
-
-def _run_against_reference(implementation: str, steps: int = 12) -> float:
-    params = _make_params()
-    optimizer = Lion(
-        [{"params": ps, **over} for ps, (_, over) in zip(params, GROUPS)],
-        **DEFAULTS,
-        implementation=implementation,
-    )
-    shapes = [p.shape for ps in params for p in ps]
-    ref_p = [p.detach().clone() for ps in params for p in ps]
-    ref_m = [torch.zeros_like(p) for p in ref_p]
-    hyper = [{**DEFAULTS, **over} for ps, (_, over) in zip(params, GROUPS) for _ in ps]
-    worst = 0.0
-    for grads in grads_sequence(shapes, steps, seed=11):
-        for p, g in zip((p for ps in params for p in ps), grads):
-            p.grad = g.clone()
-        optimizer.step()
-        for i, g in enumerate(grads):
-            h = hyper[i]
-            ref_p[i], ref_m[i] = lion_reference_step(
-                ref_p[i],
-                g,
-                ref_m[i],
-                lr=h["lr"],
-                beta1=h["betas"][0],
-                beta2=h["betas"][1],
-                wd=h["weight_decay"],
-            )
-        flat = [p for ps in params for p in ps]
-        worst = max(worst, max(float((p.detach() - r).abs().max()) for p, r in zip(flat, ref_p)))
-        states = [optimizer.state[p]["exp_avg"] for p in flat]
-        worst = max(worst, max(float((m - r).abs().max()) for m, r in zip(states, ref_m)))
-    return worst
 
 
 @pytest.mark.parametrize("implementation", ["for_loop", "foreach", "native", "auto"])
@@ -104,17 +53,6 @@ def test_foreach_chunks_cover_every_tensor():
     sizes = [torch.empty(n) for n in (5, 3, 9, 1, 4)]
     chunks = list(foreach_chunks(sizes, max_numel=8))
     assert [[t.numel() for t in c[0]] for c in chunks] == [[5, 3], [9], [1, 4]]
-
-
-class _CountSyncs(TorchDispatchMode):
-    def __init__(self):
-        super().__init__()
-        self.count = 0
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if func is torch.ops.aten._local_scalar_dense.default:
-            self.count += 1
-        return func(*args, **(kwargs or {}))
 
 
 @pytest.mark.parametrize("implementation", ["for_loop", "foreach", "native", "auto"])

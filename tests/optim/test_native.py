@@ -22,7 +22,7 @@ import torch
 from lightning_recipes.optim import Lamb, Lion, _native, lamb_update_, lion_update_
 from lightning_recipes.optim._native import LAMB_BATCH_NUMEL
 from lightning_recipes.testing import fast_trainer
-from tests.optim import test_lamb, test_lion
+from tests.helpers import optim_runs
 from tests.optim._reference import grads_sequence, lamb_reference_step, lion_reference_step
 
 pytestmark = pytest.mark.skipif(
@@ -271,8 +271,8 @@ def test_disabled_native_kernels_fall_back_to_the_torch_paths(monkeypatch):
     monkeypatch.setattr(_native, "_state", {})
     assert _native.native_kernels() is None
     assert resolve_device_implementation("auto", torch.device("cpu")) in ("compiled_split", "for_loop")
-    assert test_lion._run_against_reference("native", steps=3) < 1e-12
-    assert test_lamb._run_against_reference("native", steps=3) < 1e-10
+    assert optim_runs.lion_against_reference("native", steps=3) < 1e-12
+    assert optim_runs.lamb_against_reference("native", steps=3) < 1e-10
 
 
 def test_a_failing_build_warns_once_and_falls_back(monkeypatch, tmp_path):
@@ -282,7 +282,7 @@ def test_a_failing_build_warns_once_and_falls_back(monkeypatch, tmp_path):
     with pytest.warns(UserWarning, match="building the native CPU optimizer kernels failed"):
         assert _native.native_kernels() is None
     assert _native.native_kernels() is None  # remembered: no second attempt, no second warning
-    assert test_lion._run_against_reference("native", steps=3) < 1e-12
+    assert optim_runs.lion_against_reference("native", steps=3) < 1e-12
 
 
 def test_a_compiler_that_fails_with_undecodable_output_still_falls_back(monkeypatch, tmp_path):
@@ -303,8 +303,8 @@ def test_a_cpp_driver_builds_the_c_source(monkeypatch, tmp_path):
     monkeypatch.setattr(_native, "_state", {})
     kernels = _native.native_kernels()
     assert kernels is not None and Path(kernels.path).parent == tmp_path / "kernels"
-    assert test_lion._run_against_reference("native", steps=3) < 1e-12
-    assert test_lamb._run_against_reference("native", steps=3) < 1e-10
+    assert optim_runs.lion_against_reference("native", steps=3) < 1e-12
+    assert optim_runs.lamb_against_reference("native", steps=3) < 1e-10
 
 
 def test_a_cache_directory_others_can_write_to_is_not_used(monkeypatch, tmp_path):
@@ -461,4 +461,4 @@ def test_a_damaged_cached_library_is_rebuilt(monkeypatch, tmp_path):
     monkeypatch.setattr(_native, "_state", {})
     kernels = _native.native_kernels()
     assert kernels is not None and Path(kernels.path) == path
-    assert test_lion._run_against_reference("native", steps=3) < 1e-12
+    assert optim_runs.lion_against_reference("native", steps=3) < 1e-12

@@ -7,31 +7,17 @@ from __future__ import annotations
 from typing import Any
 
 import lightning.pytorch as pl
-import torch
 from torch import Tensor
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader
 
 from lightning_recipes import OptimizerRecipe
 from lightning_recipes.mixins import AdamWRecipe
+from lightning_recipes.testing.token_tasks import TokenTask, tiny_bert_classifier
 
-VOCAB, SEQ = 32, 16
 
-
-class XorTokens(Dataset):
+def XorTokens(count: int = 512, seed: int = 1) -> TokenTask:
     """Random token sequences after a ``[CLS]`` (id 0); label: (token 1 < 16) XOR (token 2 < 16)."""
-
-    def __init__(self, count: int = 512, seed: int = 1) -> None:
-        generator = torch.Generator().manual_seed(seed)
-        self.ids = torch.randint(1, VOCAB, (count, SEQ), generator=generator)
-        self.ids[:, 0] = 0
-        low = self.ids < VOCAB // 2
-        self.labels = (low[:, 1] ^ low[:, 2]).long()
-
-    def __len__(self) -> int:
-        return len(self.labels)
-
-    def __getitem__(self, index: int) -> dict[str, Tensor]:
-        return {"input_ids": self.ids[index], "labels": self.labels[index]}
+    return TokenTask(count, seed, task="xor")
 
 
 class XorData(pl.LightningDataModule):
@@ -48,19 +34,8 @@ class FlatBert(AdamWRecipe, pl.LightningModule):
 
     def __init__(self, lr: Any = 1e-3) -> None:
         super().__init__()
-        from transformers import BertConfig, BertForSequenceClassification
-
         self.recipe = OptimizerRecipe(lr=lr, warmup_steps=2)
-        config = BertConfig(
-            vocab_size=VOCAB,
-            hidden_size=32,
-            num_hidden_layers=2,
-            num_attention_heads=2,
-            intermediate_size=64,
-            max_position_embeddings=SEQ,
-            num_labels=2,
-        )
-        self.model = BertForSequenceClassification(config)
+        self.model = tiny_bert_classifier()
 
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
         return self.model(**batch).loss

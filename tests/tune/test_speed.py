@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import lightning.pytorch as pl
@@ -12,22 +11,7 @@ from torch.utils.data import DataLoader
 
 from lightning_recipes.testing import TinyClassifier, random_classification_loader
 from lightning_recipes.tune.speed import OPTIONS, SpeedOption, speed_tune
-
-FAST = {"warmup_steps": 1, "measure_steps": 3, "repeats": 1}
-
-
-class SleepyClassifier(TinyClassifier):
-    """A TinyClassifier whose step sleeps ``sleep_a + sleep_b`` seconds: an option removing a sleep is faster
-    by construction and leaves the loss exactly as it was."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.sleep_a = 0.04  # well above the shared CI machine's per-step timing noise
-        self.sleep_b = 0.04
-
-    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
-        time.sleep(self.sleep_a + self.sleep_b)
-        return super().training_step(batch, batch_idx)
+from tests.helpers.speed import FAST, SleepyClassifier, virtual_time
 
 
 def _no_sleep(attr: str) -> Any:
@@ -83,7 +67,10 @@ def test_option_that_changes_the_loss_is_incorrect_and_never_chosen() -> None:
     assert result.best == []
 
 
-def test_faster_options_are_combined_and_their_kwargs_build_a_trainer() -> None:
+def test_faster_options_are_combined_and_their_kwargs_build_a_trainer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    virtual_time(monkeypatch)  # exact step times: 81 ms, 41 ms per option alone, 1 ms together
     options = [
         SpeedOption(
             "no_sleep_a",
@@ -101,6 +88,7 @@ def test_faster_options_are_combined_and_their_kwargs_build_a_trainer() -> None:
         run_steps=10_000,
         **FAST,
     )
+    assert [row.step_ms for row in result.rows] == pytest.approx([81.0, 41.0, 41.0, 1.0])  # the virtual clock
     assert [row.status for row in result.rows[1:]] == ["faster", "faster", "faster"]
     assert result.rows[-1].option == "no_sleep_a+no_sleep_b"
     assert result.best == ["no_sleep_a", "no_sleep_b"]  # together faster than either alone

@@ -19,7 +19,7 @@ from lightning_recipes.testing import (
     random_token_loader,
 )
 from lightning_recipes.tune.speed import OPTIONS, SpeedOption, _without_conflicts, speed_tune
-from tests.tune.test_speed import FAST, SleepyClassifier
+from tests.helpers.speed import FAST, SleepyClassifier, virtual_time
 
 
 def _lm() -> tuple[TinyTransformerLM, Any]:
@@ -97,7 +97,8 @@ def _drop(*attrs: str) -> Any:
     return prepare
 
 
-def test_of_two_conflicting_faster_options_only_the_faster_is_chosen() -> None:
+def test_of_two_conflicting_faster_options_only_the_faster_is_chosen(monkeypatch: pytest.MonkeyPatch) -> None:
+    virtual_time(monkeypatch)  # exact step times: 81 ms, 41 ms without sleep_a, 1 ms without both
     options = [
         SpeedOption("drop_a", prepare=_drop("sleep_a"), conflicts=("drop_both",)),
         SpeedOption("drop_both", prepare=_drop("sleep_a", "sleep_b")),
@@ -109,6 +110,7 @@ def test_of_two_conflicting_faster_options_only_the_faster_is_chosen() -> None:
         run_steps=10_000,
         **FAST,
     )
+    assert [row.step_ms for row in result.rows] == pytest.approx([81.0, 41.0, 1.0])  # the virtual clock
     assert [row.status for row in result.rows[1:]] == ["faster", "faster"]
     assert len(result.rows) == 3  # no combination re-measured: one option is left after the conflict
     assert result.best == ["drop_both"]

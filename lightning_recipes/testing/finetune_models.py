@@ -1,5 +1,12 @@
 """Healthy fine-tuning runs for StabilityGuard's false-alarm tests and benchmark: a tiny randomly initialised
-``transformers`` BERT classifier on a synthetic text-classification task, and an MLP on Gaussian blobs."""
+``transformers`` BERT classifier on a synthetic text-classification task, and an MLP on Gaussian blobs.
+
+Example:
+    >>> from lightning_recipes.testing.finetune_models import blobs, loader
+    >>> x, y = next(iter(loader(blobs(n=32), batch_size=8)))
+    >>> tuple(x.shape), tuple(y.shape)
+    ((8, 16), (8,))
+"""
 
 from __future__ import annotations
 
@@ -49,7 +56,7 @@ class TinyBertFinetune(pl.LightningModule):
         from transformers import BertConfig, BertForSequenceClassification
 
         self.lr, self.weight_decay = lr, weight_decay
-        config = BertConfig(
+        config = BertConfig(  # type: ignore[call-arg]
             vocab_size=VOCAB,
             hidden_size=hidden,
             num_hidden_layers=layers,
