@@ -53,8 +53,8 @@ LIGHTNING_FREE: dict[str, str] = {
 # each of their parts at the floor, and these are among the slowest tests. Marked ``end_to_end``, no tripwire.
 END_TO_END_PATHS: dict[str, str] = {
     "tests/test_notebooks.py": "the notebooks",
-    "tests/test_demo.py": "the demo",
-    "tests/test_finetune_demo.py": "the fine-tuning demo",
+    "tests/demos/test_training.py": "the demo",
+    "tests/demos/test_finetuning.py": "the fine-tuning demo",
     "tests/test_readme.py": "the README's examples (documentation examples, as the doctests)",
 }
 
