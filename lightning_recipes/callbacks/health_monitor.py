@@ -18,11 +18,11 @@ from typing_extensions import override
 
 from lightning_recipes._collectives import all_gather_stacked
 from lightning_recipes._jsonable import jsonable
+from lightning_recipes._loss_output import loss_of
 from lightning_recipes._validation import check_bool, check_int, check_positive
 from lightning_recipes.callbacks._health_collector import combine, leaf_hook, relu_hook, saturation_hook
 from lightning_recipes.callbacks._health_rules import decide
 from lightning_recipes.callbacks._health_window import DEFAULT_THRESHOLDS, PROBLEMS, History
-from lightning_recipes.callbacks._loss_output import loss_of
 from lightning_recipes.callbacks._norms import (
     STEP_POWERS,
     GroupBy,
@@ -295,6 +295,7 @@ class HealthMonitor(Callback):
         self._detach_hooks()
         loss = loss_of(outputs)
         if loss is not None:
+            loss = loss.detach()
             self._losses.append(loss.float())
             self._epoch_loss.append(loss.float())
         if not stepped(trainer, self._step_at_batch_start):

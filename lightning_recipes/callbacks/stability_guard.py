@@ -15,6 +15,7 @@ from torch import Tensor
 from typing_extensions import override
 
 from lightning_recipes._collectives import all_reduce_sum_, gather_rows
+from lightning_recipes._loss_output import loss_of
 from lightning_recipes._validation import (
     check_bool,
     check_choice,
@@ -25,7 +26,6 @@ from lightning_recipes._validation import (
 )
 from lightning_recipes.callbacks._faults import CAUSES, choose_event, fault_causes, fault_record
 from lightning_recipes.callbacks._loss_noise import exceeds_noise
-from lightning_recipes.callbacks._loss_output import loss_of
 from lightning_recipes.callbacks._pending_steps import (
     Pending,
     offending_value,
@@ -280,7 +280,7 @@ class StabilityGuard(Callback):
     ) -> None:
         loss = loss_of(outputs)
         if loss is not None:
-            self._micro_losses.append(loss)
+            self._micro_losses.append(loss.detach())
         if trainer.global_step == self._seen_step:
             return  # still accumulating gradients: no optimizer step on this batch
         self._seen_step = trainer.global_step

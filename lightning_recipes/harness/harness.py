@@ -36,6 +36,7 @@ from torch import Tensor, nn
 from torch.nn.modules.loss import _Loss
 from torch.optim import Optimizer
 
+from lightning_recipes._loss_output import loss_of
 from lightning_recipes._validation import check_int
 from lightning_recipes.harness.batches import (
     Key,
@@ -289,14 +290,15 @@ class Harness:
         """Run ``training_step`` on the copy and return its scalar loss (see the module docstring)."""
         with self.forward_context(), quiet_logging():
             output = model.training_step(batch, batch_idx)
-        loss = output.get("loss") if isinstance(output, Mapping) else output
-        if loss is None:
+        loss = loss_of(output)
+        returned = output.get("loss") if isinstance(output, Mapping) else output
+        if returned is None:
             raise CannotRunOnCopy(
                 "`training_step` returned no loss (None, or a dict without 'loss'); the checks read the loss "
                 "from its return value."
             )
-        if not isinstance(loss, Tensor) or loss.numel() != 1:
-            shape = tuple(loss.shape) if isinstance(loss, Tensor) else type(loss).__name__
+        if loss is None or loss.numel() != 1:
+            shape = type(returned).__name__ if loss is None else tuple(loss.shape)
             raise CannotRunOnCopy(f"`training_step` must return a scalar loss tensor, got {shape}.")
         return loss.reshape(())
 

@@ -21,6 +21,7 @@ from lightning.pytorch.utilities import rank_zero_warn
 from torch.utils.data import DataLoader, IterableDataset, Sampler
 from typing_extensions import override
 
+from lightning_recipes._loss_output import loss_of
 from lightning_recipes.harness import Harness, preserved_loader_rng
 from lightning_recipes.tune._speed_options import SpeedOption
 
@@ -69,7 +70,11 @@ class StepTimer(Callback):
         if pl_module.device.type == "cuda":
             torch.cuda.synchronize(pl_module.device)  # sync: the step's time includes its GPU work
         self.ends.append(time.perf_counter())
-        loss = outputs["loss"] if isinstance(outputs, dict) else outputs
+        loss = loss_of(outputs)
+        if loss is None:
+            raise TypeError(
+                f"`training_step` must return the loss (a tensor or a dict with 'loss'), got {outputs!r}."
+            )
         self.losses.append(loss.detach().float().clone())
 
 
