@@ -8,6 +8,10 @@ export WANDB_SILENT ?= true
 
 .PHONY: install demo test test-floor lint bench clean
 
+# pytest-xdist workers: one per core up to 4 (each test may itself start 2 DDP processes). `make test TEST_WORKERS=0`
+# runs in one process.
+TEST_WORKERS ?= $(shell $(PYTHON) -c "import os; print(min(4, max(1, len(os.sched_getaffinity(0)))))")
+
 # The oldest Lightning we support: pyproject.toml's `lightning>=` (tests/test_packaging.py keeps them equal).
 LIGHTNING_FLOOR := 2.6.0
 FLOOR_VENV := .venv-floor
@@ -31,7 +35,7 @@ lint: install
 	$(VENV)/bin/mypy
 
 test: lint
-	$(PY) -m pytest --durations=25
+	$(PY) -m pytest -n $(TEST_WORKERS) --durations=25
 
 # The tests that exercise Lightning, again against the oldest supported Lightning, in its own environment (CI runs
 # it after `test`). Not again: doctests, optimizer/schedule numerics, static checks, demos and notebooks (the
@@ -46,7 +50,7 @@ $(FLOOR_VENV)/.installed: pyproject.toml constraints.txt Makefile
 
 test-floor: $(FLOOR_VENV)/.installed
 	$(FLOOR_VENV)/bin/python -c "import lightning; assert lightning.__version__ == '$(LIGHTNING_FLOOR)', lightning.__version__"
-	$(FLOOR_VENV)/bin/python -m pytest tests -q -p no:cacheprovider -m "not lightning_free and not end_to_end"
+	$(FLOOR_VENV)/bin/python -m pytest tests -n $(TEST_WORKERS) -q -p no:cacheprovider -m "not lightning_free and not end_to_end"
 
 bench: install
 	# public optimizers to compare against, with --no-deps: timm would pull torchvision (a CUDA build that cannot
