@@ -101,3 +101,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip_gpu)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Under pytest-xdist each worker process gets an equal share of the cores for torch's intra-op threads
+    (two workers with torch's default of one thread per core would oversubscribe the CI machine's 2 cores).
+    Tests that need a given count set it themselves and restore it."""
+    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if workers:
+        torch.set_num_threads(max(1, len(os.sched_getaffinity(0)) // int(workers)))
