@@ -13,6 +13,7 @@ import torch
 
 from lightning_recipes.checks import CheckContext, preflight
 from lightning_recipes.checks.target_leakage_check import TargetLeakageCheck
+from tests.helpers.saved_results import assert_same_as_saved
 
 from .gallery import _leakage_models as M
 from .gallery import target_leakage
@@ -224,25 +225,9 @@ def golden_result(name: str) -> dict[str, Any]:
     return json.loads(json.dumps(result))
 
 
-def _same(got: Any, saved: Any, where: str = "") -> None:
-    """Equal, floats up to round-off (the saved numbers came from another build of the same arithmetic)."""
-    if isinstance(saved, float) and isinstance(got, float):
-        assert got == pytest.approx(saved, rel=1e-6, abs=1e-9), (where, got, saved)
-    elif isinstance(saved, dict):
-        assert isinstance(got, dict) and list(got) == list(saved), (where, got, saved)
-        for key in saved:
-            _same(got[key], saved[key], f"{where}.{key}")
-    elif isinstance(saved, list):
-        assert isinstance(got, list) and len(got) == len(saved), (where, got, saved)
-        for i, (a, b) in enumerate(zip(got, saved)):
-            _same(a, b, f"{where}[{i}]")
-    else:
-        assert type(got) is type(saved) and got == saved, (where, got, saved)
-
-
 @pytest.mark.parametrize("name", list(GOLDEN_CASES))
 def test_results_match_those_saved_before_the_split(name):
     saved = json.loads(GOLDEN.read_text())[name]
     got = golden_result(name)
     assert (got["status"], got["message"]) == (saved["status"], saved["message"])
-    _same(got, saved)
+    assert_same_as_saved(got, saved)
