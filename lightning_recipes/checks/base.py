@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import traceback
 from abc import abstractmethod
 from typing import Any, ClassVar, Literal
 
@@ -21,7 +22,32 @@ from lightning_recipes.harness import Harness as CheckContext
 from lightning_recipes.harness.batches import Key, check_key
 from lightning_recipes.harness.isolation import preserved_rng
 
-__all__ = ["DEFAULT_TIME_BUDGET", "SanityCheck", "TimeBudget", "check_time_budget"]
+__all__ = ["DEFAULT_TIME_BUDGET", "SanityCheck", "TimeBudget", "check_time_budget", "error_result"]
+
+
+def error_result(name: str, err: BaseException) -> CheckResult:
+    """The ``error`` result of check ``name`` that raised ``err``: the exception, where it was raised (the
+    innermost frame) and what to do, visible in the report instead of a quiet skip.
+
+    Example:
+        >>> try:
+        ...     [][1]
+        ... except IndexError as err:
+        ...     result = error_result("data", err)
+        >>> result.status, result.details["error"]
+        ('error', 'IndexError: list index out of range')
+    """
+    frames = traceback.extract_tb(err.__traceback__)
+    where = f" at {frames[-1].filename}:{frames[-1].lineno} in {frames[-1].name}" if frames else ""
+    return CheckResult(
+        name,
+        "error",
+        f"error: the check could not finish ({type(err).__name__}: {err}{where}), so it says nothing about "
+        "the model. It runs `training_step`/`forward` on a copy of the module with no Trainer attached: if "
+        "the error is in your code, pass `input_key`/`target_key` or leave this check out; if it is in "
+        "lightning_recipes, please report it with this message.",
+        {"error": f"{type(err).__name__}: {err}", "where": where.removeprefix(" at ")},
+    )
 
 
 class SanityCheck(Callback):
@@ -33,18 +59,20 @@ class SanityCheck(Callback):
     pass instead. The same object then works three ways: in ``Trainer(callbacks=[...])`` (it runs at
     ``on_train_start``, when the Trainer has loaded its data, and raises or warns on every rank together), in
     ``Preflight(checks=[...])``, and in ``preflight(model, ..., checks=[...])``. :meth:`run` isolates it:
-    the RNG states are restored and seeded, and an exception from user code becomes a ``skip`` result.
+    the RNG states are restored and seeded, and an exception (in the check or in user code) becomes an
+    ``error`` result with the exception, never a quiet ``skip``.
 
     Cost: what :meth:`check` costs, once per ``fit``, bounded by ``time_budget``; a resumed run
     (``ckpt_path``) or a restored result skips it. As a callback, one collective call decides "failed on any
     rank".
 
     Time budget: :meth:`run` opens :func:`~lightning_recipes.checks._budget.time_budget` around :meth:`check`.
-    A check with a loop asks ``out_of_time()`` between iterations and ends with a ``warn``/``skip`` that says
-    the budget stopped it and how far it got. A check that does not ask is stopped at the next module forward
-    after ``B + max(2 s, B / 2)`` and reported as ``skip`` ("stopped by its time budget"); no verdict is
-    invented for it. A check that finishes past that limit without a forward call keeps its status (its
-    verdict is valid) and its message says by how much it overran (``details["over_budget_s"]``).
+    A check with a loop asks ``out_of_time()`` between iterations and ends with a ``warn``/``inconclusive``
+    that says the budget stopped it and how far it got. A check that does not ask is stopped at the next
+    module forward after ``B + max(2 s, B / 2)`` and reported as ``inconclusive`` ("stopped by its time
+    budget"); no verdict is invented for it. A check that finishes past that limit without a forward call
+    keeps its status (its verdict is valid) and its message says by how much it overran
+    (``details["over_budget_s"]``).
 
     Args:
         on_fail: ``"raise"`` a :class:`PreflightError` or ``"warn"`` when a callback's check fails.
@@ -111,7 +139,7 @@ class SanityCheck(Callback):
         self, context: CheckContext, *, default_budget: float | None = DEFAULT_TIME_BUDGET
     ) -> CheckResult:
         """:meth:`check` inside an isolated, seeded RNG state and its time budget, timed; errors in user code
-        and a stop at the budget's hard limit become ``skip``.
+        become ``error``, and a stop at the budget's hard limit ``inconclusive``.
 
         Args:
             context: The shared context.
@@ -132,15 +160,8 @@ class SanityCheck(Callback):
             result = self._stopped(budget, time.perf_counter() - started)
         except (CheckSkipped, CannotRunOnCopy) as reason:  # the check's own skip, or the harness's
             result = CheckResult(self.name, "skip", f"skipped: {reason}")
-        except Exception as err:  # the user's code raised on our copy: report it, never crash the run
-            result = CheckResult(
-                self.name,
-                "skip",
-                f"could not run ({type(err).__name__}: {err}). The check runs `training_step`/`forward` on a "
-                "copy of the module with no Trainer attached; pass the inputs/targets keys or skip "
-                "this check.",
-                {"error": f"{type(err).__name__}: {err}"},
-            )
+        except Exception as err:  # the check, or the user's code it called on a copy, raised: show it
+            result = error_result(self.name, err)
         finally:
             context.input_key, context.target_key = saved_keys
         result.seconds = time.perf_counter() - started
@@ -166,7 +187,7 @@ class SanityCheck(Callback):
     def _stopped(self, budget: float | None, seconds: float) -> CheckResult:
         return CheckResult(
             self.name,
-            "skip",
+            "inconclusive",
             f"stopped by its time budget: still running after {seconds:.1f} s ({budget:g} s budget, stopped "
             f"at {hard_limit(budget or 0.0):g} s), so no verdict. Try: `time_budget=` larger for this check "
             "(or None), `num_threads=1` on a busy CPU, or fewer steps/samples in the check's arguments.",

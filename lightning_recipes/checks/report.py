@@ -11,10 +11,12 @@ from typing import Any, Literal
 
 from lightning_recipes._jsonable import jsonable
 
-__all__ = ["STATUSES", "CheckResult", "CheckSkipped", "PreflightError", "PreflightReport", "Status"]
+__all__ = ["JUDGED", "STATUSES", "CheckResult", "CheckSkipped", "PreflightError", "PreflightReport", "Status"]
 
-Status = Literal["pass", "warn", "fail", "skip"]
-STATUSES: tuple[str, ...] = ("pass", "warn", "fail", "skip")
+Status = Literal["pass", "warn", "fail", "inconclusive", "skip", "error"]
+STATUSES: tuple[str, ...] = ("pass", "warn", "fail", "inconclusive", "skip", "error")
+#: The statuses that are a verdict on the model; ``inconclusive``, ``skip`` and ``error`` are not.
+JUDGED: tuple[str, ...] = ("pass", "warn", "fail")
 
 
 class CheckSkipped(Exception):
@@ -28,8 +30,10 @@ class CheckResult:
     Attributes:
         name: The check's short name (``"init_loss"``, ``"grad_flow"``, ...).
         status: ``"pass"``, ``"warn"`` (suspicious, training may still be fine), ``"fail"`` (a bug that makes
-            training silently worse) or ``"skip"`` (the check could not run on this model; the message says
-            why).
+            training silently worse), ``"inconclusive"`` (the check ran but the evidence is within its noise
+            or its budget ended it; the message says what to do), ``"skip"`` (the check does not apply to this
+            model or data; the message says why and what to pass) or ``"error"`` (the check itself, or the
+            user's code it called on a copy, raised; the message has the exception).
         message: What was measured, what was expected, the likely causes and what to try.
         details: JSON-serialisable numbers behind the message (measured/expected values, curves, names).
         seconds: Wall time the check took.
@@ -53,6 +57,11 @@ class CheckResult:
     @property
     def failed(self) -> bool:
         return self.status == "fail"
+
+    @property
+    def judged(self) -> bool:
+        """Whether this result is a verdict on the model (``pass``, ``warn`` or ``fail``)."""
+        return self.status in JUDGED
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -93,13 +102,23 @@ class PreflightError(RuntimeError):
         super().__init__("\n".join(lines))
 
 
-_STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red", "skip": "dim"}
+_STYLE = {
+    "pass": "green",
+    "warn": "yellow",
+    "fail": "bold red",
+    "inconclusive": "magenta",
+    "skip": "dim",
+    "error": "bold magenta",
+}
 
 
 class PreflightReport:
     """The results of a preflight run, in the order the checks ran.
 
-    ``ok`` is ``True`` when no check failed (warnings and skips do not fail a report). Index by check name
+    ``ok`` is ``True`` when no check failed, no check raised an error, and at least one check reached a
+    verdict (``pass``/``warn``/``fail``): a report where nothing could judge the model is not a clean bill of
+    health (:attr:`not_ok_reason` says which of the three it is). Warnings, ``inconclusive`` and ``skip``
+    results alone do not fail a report. Index by check name
     (``report["init_loss"]``); print it for a table (rich renders colours in a terminal); ``to_dict()`` /
     ``to_json()`` for machines; ``raise_for_failures()`` to stop a script.
 
@@ -117,7 +136,7 @@ class PreflightReport:
         (True, 'warn', ['init_loss', 'data'])
         >>> report.raise_for_failures()
         >>> report.to_dict()["counts"]
-        {'pass': 1, 'warn': 1, 'fail': 0, 'skip': 0}
+        {'pass': 1, 'warn': 1, 'fail': 0, 'inconclusive': 0, 'skip': 0, 'error': 0}
     """
 
     def __init__(self, results: list[CheckResult], seconds: float = 0.0) -> None:
@@ -126,7 +145,33 @@ class PreflightReport:
 
     @property
     def ok(self) -> bool:
-        return not self.failures
+        return self.not_ok_reason is None
+
+    @property
+    def not_ok_reason(self) -> str | None:
+        """Why :attr:`ok` is ``False`` (``None`` when it is ``True``).
+
+        Example:
+            >>> PreflightReport([CheckResult("data", "skip", "no loader")]).not_ok_reason
+            'no check could judge the model (1 skip): nothing was verified'
+        """
+        if self.failures:
+            return f"{len(self.failures)} check(s) failed: {', '.join(r.name for r in self.failures)}"
+        if self.errors:
+            return f"{len(self.errors)} check(s) raised an error: {', '.join(r.name for r in self.errors)}"
+        if not any(r.judged for r in self.results):
+            counts = ", ".join(f"{n} {s}" for s, n in self.counts().items() if n)
+            return f"no check could judge the model ({counts or 'no checks'}): nothing was verified"
+        return None
+
+    @property
+    def errors(self) -> list[CheckResult]:
+        return [r for r in self.results if r.status == "error"]
+
+    @property
+    def slowest(self) -> CheckResult | None:
+        """The check that took longest (``None`` for an empty report)."""
+        return max(self.results, key=lambda r: r.seconds, default=None)
 
     @property
     def failures(self) -> list[CheckResult]:
@@ -154,7 +199,7 @@ class PreflightReport:
         return len(self.results)
 
     def counts(self) -> dict[str, int]:
-        counts = {"pass": 0, "warn": 0, "fail": 0, "skip": 0}
+        counts = dict.fromkeys(STATUSES, 0)
         for result in self.results:
             counts[result.status] += 1
         return counts
@@ -162,7 +207,9 @@ class PreflightReport:
     def to_dict(self) -> dict[str, Any]:
         return {
             "ok": self.ok,
+            "not_ok_reason": self.not_ok_reason,
             "seconds": round(self.seconds, 3),
+            "slowest": None if self.slowest is None else self.slowest.name,
             "counts": self.counts(),
             "results": [r.to_dict() for r in self.results],
         }
@@ -177,18 +224,30 @@ class PreflightReport:
         )
 
     def raise_for_failures(self) -> None:
-        """Raise :class:`PreflightError` listing every failed check; do nothing when :attr:`ok`."""
-        if self.failures:
-            raise PreflightError(self.failures)
+        """Raise :class:`PreflightError` listing every failed check and every check that raised an error (or
+        saying that no check could judge the model); do nothing when :attr:`ok`."""
+        reason = self.not_ok_reason
+        if reason is not None:
+            listed = self.failures + self.errors
+            raise PreflightError(listed, "" if listed else f"the preflight is not ok: {reason}.")
 
     def __rich__(self) -> Any:
         from rich.table import Table
 
         counts = self.counts()
-        verdict = "[green]OK[/]" if self.ok else "[bold red]FAILED[/]"
+        if self.ok:
+            verdict = "[green]OK[/]"
+        elif self.failures:
+            verdict = "[bold red]FAILED[/]"
+        elif self.errors:
+            verdict = "[bold magenta]ERROR[/]"
+        else:
+            verdict = "[magenta]NOT JUDGED[/]"
+        tally = ", ".join(f"{counts[s]} {s}" for s in STATUSES if counts[s] or s in JUDGED)
+        slowest = self.slowest
+        slow = f"; slowest: {slowest.name} {slowest.seconds:.1f} s" if slowest is not None else ""
         table = Table(
-            title=f"Preflight {verdict}: {counts['pass']} pass, {counts['warn']} warn, "
-            f"{counts['fail']} fail, {counts['skip']} skip ({self.seconds:.1f} s)",
+            title=f"Preflight {verdict}: {tally} ({self.seconds:.1f} s{slow})",
             show_lines=True,
             expand=False,
         )
