@@ -140,7 +140,20 @@ def run_in_trainer(
         Console().print(report)
     log_results(trainer, report.results)
     keep(report)
+    warn_unjudged(report)
     return enforce(trainer, report.results, on_fail)
+
+
+def warn_unjudged(report: PreflightReport) -> None:
+    """Warn (rank zero) when a check raised an error or no check could judge the model: neither stops the
+    fit (``on_fail`` is about failed checks), and neither may pass in silence."""
+    if report.errors:
+        rank_zero_warn(
+            "preflight: a check could not finish, so it verified nothing:\n"
+            + "\n".join(f"- {r.name}: {r.message}" for r in report.errors)
+        )
+    elif not report.failures and report.not_ok_reason is not None:
+        rank_zero_warn(f"preflight: {report.not_ok_reason}.")
 
 
 def unsupported_strategy(trainer: pl.Trainer, name: str) -> CheckResult | None:

@@ -34,8 +34,8 @@ def build_parser() -> ArgumentParser:  # jsonargparse is imported lazily: it is 
     parser = ArgumentParser(
         prog="lightning-recipes preflight",
         description="Run the sanity checks (data, init loss, gradient flow, batch independence, overfit one "
-        "batch, input independence) on a LightningModule and a LightningDataModule, print the report, and "
-        "exit 1 if any check fails.",
+        "batch, input independence, ...) on a LightningModule and a LightningDataModule, print the report, "
+        "and exit 1 unless it is ok (a check failed or raised an error, or no check could judge the model).",
         env_prefix="LR_PREFLIGHT",
     )
     parser.add_argument(
