@@ -243,7 +243,7 @@ class PreflightReport:
             verdict = "[bold magenta]ERROR[/]"
         else:
             verdict = "[magenta]NOT JUDGED[/]"
-        tally = ", ".join(f"{counts[s]} {s}" for s in STATUSES if counts[s] or s in JUDGED)
+        tally = ", ".join(f"{counts[s]} {s}" for s in STATUSES if counts[s] or s in (*JUDGED, "skip"))
         slowest = self.slowest
         slow = f"; slowest: {slowest.name} {slowest.seconds:.1f} s" if slowest is not None else ""
         table = Table(
@@ -270,5 +270,6 @@ class PreflightReport:
         return buffer.getvalue().rstrip("\n")
 
     def __repr__(self) -> str:
-        counts = ", ".join(f"{k}={v}" for k, v in self.counts().items())
+        always = ("pass", "warn", "fail", "skip")  # inconclusive and error only when there are some
+        counts = ", ".join(f"{k}={v}" for k, v in self.counts().items() if v or k in always)
         return f"PreflightReport(ok={self.ok}, {counts})"

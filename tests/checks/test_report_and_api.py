@@ -52,7 +52,14 @@ def test_report_api(report):
 
 def test_report_json_round_trip(report):
     data = json.loads(report.to_json())
-    assert data["ok"] is False and data["counts"] == {"pass": 2, "warn": 0, "fail": 1, "skip": 0}
+    assert data["ok"] is False and data["counts"] == {
+        "pass": 2,
+        "warn": 0,
+        "fail": 1,
+        "inconclusive": 0,
+        "skip": 0,
+        "error": 0,
+    }
     init = data["results"][1]
     assert init["name"] == "init_loss" and init["status"] == "fail"
     assert init["details"]["expected"] == pytest.approx(math.log(4))
