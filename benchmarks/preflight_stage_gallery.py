@@ -1,4 +1,4 @@
-"""The whole default preflight on the stage gallery of issue #24 (``tests/checks/stage_gallery``), case by case.
+"""The whole default preflight on the stage gallery of issue #24 (``tests/checks/stage_gallery``), by case.
 
 The gallery was written blind from the issue's stage list (loaders and sampler, splits, forward, loss,
 optimisation, schedule, validation path) and not tuned after running the checks. Per bug:
@@ -7,8 +7,8 @@ optimisation, schedule, validation path) and not tuned after running the checks.
 - **flagged**: any check fails (what a user sees: the report is not ok because of a ``fail``);
 - a bug that only gets ``error``/``inconclusive`` results is neither.
 
-Per healthy look-alike: a **false alarm** is any ``fail``; an ``error`` is counted apart (the report is not ok,
-but no bug was claimed). Every case's time is the whole preflight's wall time, with its slowest check.
+Per healthy look-alike: a **false alarm** is any ``fail``; an ``error`` is counted apart (the report is not
+ok, but no bug was claimed). Every case's time is the whole preflight's wall time, with its slowest check.
 
 Run: ``python -m benchmarks.preflight_stage_gallery [--threads 1] [--markdown]``.
 """
@@ -97,7 +97,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print()
     if n_bugs:
         print(
-            f"bugs: caught by the named check {caught}/{n_bugs} = {caught / n_bugs:.0%}; flagged {flagged}/{n_bugs}"
+            f"bugs: caught by the named check {caught}/{n_bugs} = {caught / n_bugs:.0%}; "
+            f"flagged {flagged}/{n_bugs}"
         )
     if n_healthy:
         print(
