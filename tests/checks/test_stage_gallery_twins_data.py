@@ -160,7 +160,7 @@ TWINS: dict[str, Twin] = {
         lambda: M.FrameMeanClassifier(read_padding=False),
         D.loudness_loaders,
         lambda: D.loader(*D.loudness_recordings(512, 3), shuffle=False),
-        epochs=10,
+        epochs=15,
         min_gap=0.15,
     ),
     "st_ignore_index_drops_class_zero": Twin(

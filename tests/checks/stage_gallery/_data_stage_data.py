@@ -19,7 +19,7 @@ import torch
 from torch import Tensor
 from torch.utils.data import DataLoader, Dataset, SubsetRandomSampler, TensorDataset, WeightedRandomSampler
 
-BATCH = 32
+BATCH = 64
 
 
 def gen(seed: int) -> torch.Generator:

@@ -222,6 +222,8 @@ class FrameMeanClassifier(_Net):
     The bug (``read_padding``): ``x.mean(1)`` averages the padding frames too, so the loudness it sees is
     scaled by ``length / 24``. Fixed: ``x.sum(1) / lengths``."""
 
+    lr = 1e-2
+
     def __init__(self, read_padding: bool = True) -> None:
         super().__init__()
         self.read_padding = read_padding
