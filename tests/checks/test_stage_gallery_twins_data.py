@@ -107,6 +107,9 @@ class Twin:
     score: Callable[[Any, DataLoader], float] = accuracy
     optimism: bool = False  # score = -(validation accuracy - held-out accuracy)
     trains: bool = True  # False: the bug is that no optimizer step happens
+    held_out_fixed: Callable[[], DataLoader] | None = (
+        None  # the fixed twin's inference pipeline, if it differs
+    )
 
 
 TWINS: dict[str, Twin] = {
@@ -117,7 +120,10 @@ TWINS: dict[str, Twin] = {
         M.DigitsMLP, M.DigitsMLP, D.sampler_frequency_weights, _test_digits(), epochs=8, min_gap=0.08
     ),
     "st_subset_sampler_skips_last_classes": Twin(
-        M.DigitsMLP, M.DigitsMLP, D.subset_sampler_first_rows, _test_digits(), epochs=8, min_gap=0.12
+        M.DigitsMLP, M.DigitsMLP, D.subset_sampler_first_rows, _test_digits(), epochs=8, min_gap=0.08
+    ),
+    "st_unshuffled_class_sorted_loader": Twin(
+        M.DigitsMLP, M.DigitsMLP, D.unshuffled_sorted, _test_digits(), epochs=8, min_gap=0.05
     ),
     "st_repeat_measurements_split_by_row": Twin(
         M.SubjectMLP,
@@ -139,13 +145,24 @@ TWINS: dict[str, Twin] = {
     "st_train_images_transposed": Twin(
         M.DigitsCNN, M.DigitsCNN, D.transposed_train_images, _test_digits(images=True), epochs=4, min_gap=0.2
     ),
+    "st_val_pipeline_skips_standardisation": Twin(
+        M.DigitsMLP,
+        M.DigitsMLP,
+        D.val_skips_standardisation,
+        _test_digits(),
+        epochs=8,
+        min_gap=0.1,
+        held_out_fixed=lambda: D.loader(
+            D.standardise_like_train(D.digits("test")[0]), D.digits("test")[1], shuffle=False
+        ),
+    ),
     "st_batch_statistics_in_eval": Twin(
         M.BatchStatsMLP,
         lambda: M.BatchStatsMLP(batch_stats=False),
         D.digits_loaders,
         _test_digits(batch_size=4),
         epochs=5,
-        min_gap=0.1,
+        min_gap=0.07,
     ),
     "st_positions_indexed_by_batch_slot": Twin(
         M.PositionTransformer,
@@ -169,7 +186,7 @@ TWINS: dict[str, Twin] = {
         D.digits_loaders,
         _test_digits(),
         epochs=8,
-        min_gap=0.05,
+        min_gap=0.04,
     ),
     "st_regression_targets_raw_units": Twin(
         M.Regressor,
@@ -183,6 +200,15 @@ TWINS: dict[str, Twin] = {
     "st_nll_loss_on_raw_logits": Twin(
         M.NllOnLogitsMLP, M.DigitsMLP, D.digits_loaders, _test_digits(), epochs=8, min_gap=0.2
     ),
+    "st_sigmoid_head_on_rating_targets": Twin(
+        M.RatingRegressor,
+        lambda: M.RatingRegressor(sigmoid_head=False),
+        D.star_rating_loaders,
+        lambda: D.loader(*D.star_ratings(512, 3), shuffle=False),
+        epochs=10,
+        min_gap=0.3,
+        score=r2,
+    ),
     "st_gaussian_nll_log_precision_sign": Twin(
         M.GaussianRegressor,
         lambda: M.GaussianRegressor(flipped=False),
@@ -195,8 +221,9 @@ TWINS: dict[str, Twin] = {
 }
 
 
-def _score(twin: Twin, model: Any, data: dict[str, Any]) -> float:
-    held_out = twin.score(model, twin.held_out())
+def _score(twin: Twin, model: Any, data: dict[str, Any], fixed: bool) -> float:
+    pipeline = twin.held_out_fixed if fixed and twin.held_out_fixed is not None else twin.held_out
+    held_out = twin.score(model, pipeline())
     if twin.optimism:
         return -(accuracy(model, data["val_dataloaders"]) - held_out)
     return held_out
@@ -206,7 +233,7 @@ def _run(twin: Twin, fixed: bool, seed: int) -> tuple[float, list[float], int]:
     model = (twin.fixed if fixed else twin.buggy)()
     data = twin.data(fixed=fixed, seed=seed)
     losses, steps = fit(model, data, seed, twin.epochs)
-    return _score(twin, model, data), losses, steps
+    return _score(twin, model, data, fixed), losses, steps
 
 
 def _falls(losses: list[float]) -> bool:

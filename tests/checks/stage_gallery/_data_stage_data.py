@@ -105,6 +105,15 @@ def subset_sampler_first_rows(fixed: bool = False, seed: int = 0) -> dict[str, A
     return _pair(train, loader(*digits("val"), shuffle=False))
 
 
+def unshuffled_sorted(fixed: bool = False, seed: int = 0) -> dict[str, Any]:
+    """Training rows stored class by class and served with ``shuffle=False``: every batch holds one or two
+    digits and each epoch ends on nines. ``fixed``: ``shuffle=True``."""
+    x, y = digits("train")
+    order = torch.argsort(y, stable=True)
+    train = loader(x[order], y[order], shuffle=fixed, seed=seed)
+    return _pair(train, loader(*digits("val"), shuffle=False))
+
+
 # ---------------------------------------------------------------- splits
 
 _SUBJECT_DIM = 32
@@ -156,6 +165,21 @@ def transposed_train_images(fixed: bool = False, seed: int = 0) -> dict[str, Any
     if not fixed:
         x = x.transpose(-1, -2).contiguous()
     return _pair(loader(x, y, seed=seed), loader(*digits("val", images=True), shuffle=False))
+
+
+def standardise_like_train(x: Tensor) -> Tensor:
+    """Standardise digits with the TRAINING pixels' mean and std (what the training pipeline does)."""
+    train, _ = digits("train")
+    return (x - train.mean(0)) / (train.std(0) + 0.1)
+
+
+def val_skips_standardisation(fixed: bool = False, seed: int = 0) -> dict[str, Any]:
+    """The training pipeline standardises the pixels; the validation (and inference) pipeline, written
+    separately, forgets to and serves raw pixels in [0, 1]. ``fixed``: validation standardised too."""
+    x, y = digits("train")
+    x_val, y_val = digits("val")
+    x_val = standardise_like_train(x_val) if fixed else x_val
+    return _pair(loader(standardise_like_train(x), y, seed=seed), loader(x_val, y_val, shuffle=False))
 
 
 # ---------------------------------------------------------------- forward
@@ -267,6 +291,17 @@ def raw_unit_regression(fixed: bool = False, seed: int = 0) -> dict[str, Any]:
     """Targets in raw units (x1000, e.g. prices in dollars, std ~1000) for a head that outputs unit scale (the
     fix lives in the model: it divides the targets by 1000 and multiplies its predictions back)."""
     return _pair(loader(*regression(1024, 1, 1000.0), seed=seed), loader(*regression(256, 2, 1000.0)))
+
+
+def star_ratings(n: int, seed: int) -> tuple[Tensor, Tensor]:
+    """Ratings on a 0..5 scale (mean ~2.5): a smooth function of 8 features plus noise."""
+    x, y = regression(n, seed)
+    return x, (2.5 + 1.2 * y).clamp(0.0, 5.0)
+
+
+def star_rating_loaders(fixed: bool = False, seed: int = 0) -> dict[str, Any]:
+    """Rating regression data (the bug lives in the model's output layer)."""
+    return _pair(loader(*star_ratings(1024, 1), seed=seed), loader(*star_ratings(256, 2), shuffle=False))
 
 
 def heteroscedastic(n: int, seed: int) -> tuple[Tensor, Tensor]:

@@ -307,6 +307,19 @@ class Regressor(_Net):
         return self(batch[0]) * self.target_scale
 
 
+class RatingRegressor(Regressor):
+    """The bug (``sigmoid_head``): a ``sigmoid`` on the output, as if ratings were probabilities, for targets
+    on a 0..5 scale: no prediction can pass 1, so the MSE has a floor far above 0. Fixed: a linear output."""
+
+    def __init__(self, sigmoid_head: bool = True) -> None:
+        super().__init__()
+        self.sigmoid_head = sigmoid_head
+
+    def forward(self, x: Tensor) -> Tensor:
+        out = self.net(x)
+        return torch.sigmoid(out) if self.sigmoid_head else out
+
+
 class GaussianRegressor(_Net):
     """Predicts a mean and a precision (``softplus``); loss = Gaussian NLL ``0.5 r^2 prec - 0.5 log prec``.
 

@@ -43,6 +43,14 @@ BUGS: list[Case] = [
         D.subset_sampler_first_rows,
         "loader",
     ),
+    Case(
+        "st_unshuffled_class_sorted_loader",
+        "loaders",
+        "MLP",
+        M.DigitsMLP,
+        D.unshuffled_sorted,
+        "loader",
+    ),
     # ---------------------------------------------------------------- splits
     Case(
         "st_repeat_measurements_split_by_row",
@@ -66,6 +74,14 @@ BUGS: list[Case] = [
         "CNN",
         M.DigitsCNN,
         D.transposed_train_images,
+        "data",
+    ),
+    Case(
+        "st_val_pipeline_skips_standardisation",
+        "splits",
+        "MLP",
+        M.DigitsMLP,
+        D.val_skips_standardisation,
         "data",
     ),
     # ---------------------------------------------------------------- forward
@@ -116,6 +132,14 @@ BUGS: list[Case] = [
         "MLP",
         M.NllOnLogitsMLP,
         D.digits_loaders,
+        "loss",
+    ),
+    Case(
+        "st_sigmoid_head_on_rating_targets",
+        "loss",
+        "regression",
+        M.RatingRegressor,
+        D.star_rating_loaders,
         "loss",
     ),
     Case(
