@@ -196,7 +196,10 @@ def first_token_sequences(n: int, seed: int) -> tuple[Tensor, Tensor]:
 
 def first_token_loaders(fixed: bool = False, seed: int = 0) -> dict[str, Any]:
     """First-token sequences (the bug lives in the model; ``fixed`` is unused)."""
-    return _pair(loader(*first_token_sequences(1024, 1), seed=seed), loader(*first_token_sequences(256, 2)))
+    return _pair(
+        loader(*first_token_sequences(1024, 1), seed=seed),
+        loader(*first_token_sequences(256, 2), shuffle=False),
+    )
 
 
 def digits_loaders(fixed: bool = False, seed: int = 0, images: bool = False) -> dict[str, Any]:
@@ -219,7 +222,9 @@ def last_token_sequences(n: int, seed: int) -> tuple[Tensor, Tensor, Tensor]:
 
 def last_token_loaders(fixed: bool = False, seed: int = 0) -> dict[str, Any]:
     """``(tokens, lengths, label)`` batches for a ``forward(x, lengths)`` model."""
-    return _pair(loader(*last_token_sequences(768, 1), seed=seed), loader(*last_token_sequences(256, 2)))
+    return _pair(
+        loader(*last_token_sequences(768, 1), seed=seed), loader(*last_token_sequences(256, 2), shuffle=False)
+    )
 
 
 FEATURES = 4
@@ -240,7 +245,9 @@ def loudness_recordings(n: int, seed: int) -> tuple[Tensor, Tensor, Tensor]:
 
 def loudness_loaders(fixed: bool = False, seed: int = 0) -> dict[str, Any]:
     """``(frames, lengths, label)`` batches for a ``forward(x, lengths)`` model."""
-    return _pair(loader(*loudness_recordings(1024, 1), seed=seed), loader(*loudness_recordings(256, 2)))
+    return _pair(
+        loader(*loudness_recordings(1024, 1), seed=seed), loader(*loudness_recordings(256, 2), shuffle=False)
+    )
 
 
 class DictDataset(Dataset):
@@ -290,7 +297,9 @@ def regression(n: int, seed: int, scale: float = 1.0) -> tuple[Tensor, Tensor]:
 def raw_unit_regression(fixed: bool = False, seed: int = 0) -> dict[str, Any]:
     """Targets in raw units (x1000, e.g. prices in dollars, std ~1000) for a head that outputs unit scale (the
     fix lives in the model: it divides the targets by 1000 and multiplies its predictions back)."""
-    return _pair(loader(*regression(1024, 1, 1000.0), seed=seed), loader(*regression(256, 2, 1000.0)))
+    return _pair(
+        loader(*regression(1024, 1, 1000.0), seed=seed), loader(*regression(256, 2, 1000.0), shuffle=False)
+    )
 
 
 def star_ratings(n: int, seed: int) -> tuple[Tensor, Tensor]:
@@ -314,7 +323,9 @@ def heteroscedastic(n: int, seed: int) -> tuple[Tensor, Tensor]:
 
 def heteroscedastic_loaders(fixed: bool = False, seed: int = 0) -> dict[str, Any]:
     """Heteroscedastic regression data (the bug lives in the model's Gaussian NLL)."""
-    return _pair(loader(*heteroscedastic(1024, 1), seed=seed), loader(*heteroscedastic(256, 2)))
+    return _pair(
+        loader(*heteroscedastic(1024, 1), seed=seed), loader(*heteroscedastic(256, 2), shuffle=False)
+    )
 
 
 LABELS = 6
@@ -329,7 +340,7 @@ def multilabel(n: int, seed: int) -> tuple[Tensor, Tensor]:
 
 def multilabel_loaders(fixed: bool = False, seed: int = 0) -> dict[str, Any]:
     """Multi-label data with multi-hot float targets."""
-    return _pair(loader(*multilabel(1024, 1), seed=seed), loader(*multilabel(256, 2)))
+    return _pair(loader(*multilabel(1024, 1), seed=seed), loader(*multilabel(256, 2), shuffle=False))
 
 
 def imbalanced_loaders(fixed: bool = False, seed: int = 0) -> dict[str, Any]:
