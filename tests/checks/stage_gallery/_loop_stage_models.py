@@ -1,7 +1,7 @@
-"""Models and loaders of the loop-stage gallery, part 1: data, optimisation (automatic and manual) and LR schedule.
+"""Models and loaders of the loop-stage gallery, part 1: data, optimisation (automatic, manual), LR schedule.
 
-Every buggy model is a subclass of its healthy twin that overrides the one method a user got wrong, so the twins
-differ only by the bug. Data are sklearn's digits (8x8 images, 10 classes, no download), pixels scaled to [0, 1].
+Every buggy model is a subclass of its healthy twin that overrides the one method a user got wrong, so the
+twins differ only by the bug. Data: sklearn's digits (8x8 images, 10 classes, no download), pixels in [0, 1].
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def _digits() -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def digits_split(image: bool = False) -> tuple[TensorDataset, TensorDataset]:
-    """Train (1200) and held-out (597) digits; ``image=True`` gives ``(N, 1, 8, 8)`` instead of ``(N, 64)``."""
+    """Train (1200) and held-out (597) digits; ``image=True`` gives ``(N, 1, 8, 8)``, else ``(N, 64)``."""
     x, y = _digits()
     if image:
         x = x.view(-1, 1, 8, 8)
@@ -131,7 +131,7 @@ class AccumulatingManualNeverZeroes(AccumulatingManual):
 
 
 class ManualSGD(DigitsClassifier):
-    """Manual optimisation, one step per batch: zero_grad, backward, step (the order Lightning's docs show)."""
+    """Manual optimisation, one step per batch: zero_grad, backward, step (as Lightning's docs show)."""
 
     def __init__(self) -> None:
         super().__init__(lr=1e-3)
@@ -164,8 +164,8 @@ class ManualStepBeforeBackward(ManualSGD):
 
 
 class ClassifierWithDecoder(pl.LightningModule):
-    """Manual optimisation with two optimizers: encoder + classifier trained on the class loss, a decoder trained
-    on reconstructing the input from the (detached) code, each with its own optimizer and learning rate."""
+    """Manual optimisation with two optimizers: encoder + classifier trained on the class loss, a decoder
+    trained on reconstructing the input from the (detached) code, each with its own optimizer and LR."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -228,13 +228,13 @@ class ClassifierWithDecoderStepsWrongOptimizer(ClassifierWithDecoder):
 
 
 class BottleneckClassifier(DigitsClassifier):
-    """A 4-d embedding (``stem``), an MLP body and a head; param groups give the head a larger learning rate."""
+    """An 8-d embedding (``stem``), an MLP body and a head; param groups give the head a larger LR."""
 
     def __init__(self) -> None:
         super().__init__(lr=3e-3)
         self.net = nn.Identity()
-        self.stem = nn.Linear(64, 4)
-        self.body = nn.Sequential(nn.ReLU(), nn.Linear(4, 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU())
+        self.stem = nn.Linear(64, 8)
+        self.body = nn.Sequential(nn.ReLU(), nn.Linear(8, 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU())
         self.head = nn.Linear(64, 10)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -249,8 +249,8 @@ class BottleneckClassifier(DigitsClassifier):
 
 
 class BottleneckParamGroupsMissStem(BottleneckClassifier):
-    """BUG: the param groups list ``body`` and ``head`` only; the 4-d ``stem`` embedding (added later) is in no
-    optimizer, so it stays a random projection while it still receives gradients."""
+    """BUG: the param groups list ``body`` and ``head`` only; the 8-d ``stem`` embedding (added later) is in
+    no optimizer, so it stays a random projection while it still receives gradients."""
 
     def configure_optimizers(self) -> Any:
         groups = [
@@ -277,8 +277,8 @@ class ScheduledSGD(DigitsClassifier):
 
 
 class StepLRRegisteredPerStep(ScheduledSGD):
-    """BUG: the per-epoch StepLR is registered with ``"interval": "step"``; the LR halves every 2 batches and is
-    ~1e-7 of its start by the end of the first epoch."""
+    """BUG: the per-epoch StepLR is registered with ``"interval": "step"``; the LR halves every 2 batches and
+    is ~1e-7 of its start by the end of the first epoch."""
 
     def configure_optimizers(self) -> Any:
         opt = self.sgd()
@@ -316,7 +316,7 @@ def _warmup_without_end(step: int) -> float:
 
 
 class WarmupWithoutEnd(ScheduledSGD):
-    """BUG: the linear warmup has no end: the LR keeps growing, to ~4x its intended peak by the end of the run."""
+    """BUG: the linear warmup has no end: the LR keeps growing, to ~4x its intended peak by the run's end."""
 
     def configure_optimizers(self) -> Any:
         opt = self.sgd()
@@ -338,7 +338,7 @@ class OneCycleSGD(ScheduledSGD):
 
 
 class OneCycleStepsPerEpochIsDatasetSize(OneCycleSGD):
-    """BUG: ``steps_per_epoch`` is the dataset's length (samples), not the loader's (batches): the cycle is 32x
-    longer than the run, which ends early in the warmup at a few % of ``max_lr``."""
+    """BUG: ``steps_per_epoch`` is the dataset's length (samples), not the loader's (batches): the cycle is
+    32x longer than the run, which ends early in the warmup at a few % of ``max_lr``."""
 
     steps_per_epoch = N_TRAIN

@@ -10,7 +10,6 @@ accuracy the model's own ``validation_step`` reports), with the minimum gap the 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import lightning.pytorch as pl
 
@@ -22,40 +21,87 @@ OPT, SCHED, VAL = "optimization", "schedule", "validation_path"
 
 BUGS: list[Case] = [
     # optimisation
-    Case("st_manual_accumulation_never_zeroes", OPT, "MLP (manual)", M.AccumulatingManualNeverZeroes,
-         M.digits_data, OPT),
-    Case("st_manual_step_before_backward", OPT, "MLP (manual)", M.ManualStepBeforeBackward, M.digits_data, OPT),
-    Case("st_manual_steps_wrong_optimizer", OPT, "MLP + decoder (manual, 2 optimizers)",
-         M.ClassifierWithDecoderStepsWrongOptimizer, M.digits_data, OPT),
-    Case("st_param_groups_miss_stem", OPT, "MLP (param groups)", M.BottleneckParamGroupsMissStem,
-         M.digits_data, OPT),
+    Case(
+        "st_manual_accumulation_never_zeroes",
+        OPT,
+        "MLP (manual)",
+        M.AccumulatingManualNeverZeroes,
+        M.digits_data,
+        OPT,
+    ),
+    Case(
+        "st_manual_step_before_backward", OPT, "MLP (manual)", M.ManualStepBeforeBackward, M.digits_data, OPT
+    ),
+    Case(
+        "st_manual_steps_wrong_optimizer",
+        OPT,
+        "MLP + decoder (manual, 2 optimizers)",
+        M.ClassifierWithDecoderStepsWrongOptimizer,
+        M.digits_data,
+        OPT,
+    ),
+    Case(
+        "st_param_groups_miss_stem",
+        OPT,
+        "MLP (param groups)",
+        M.BottleneckParamGroupsMissStem,
+        M.digits_data,
+        OPT,
+    ),
     # schedule
     Case("st_steplr_registered_per_step", SCHED, "MLP", M.StepLRRegisteredPerStep, M.digits_data, SCHED),
     Case("st_warmup_registered_per_epoch", SCHED, "MLP", M.WarmupRegisteredPerEpoch, M.digits_data, SCHED),
     Case("st_warmup_without_end", SCHED, "MLP", M.WarmupWithoutEnd, M.digits_data, SCHED),
-    Case("st_onecycle_steps_per_epoch_is_dataset_size", SCHED, "MLP", M.OneCycleStepsPerEpochIsDatasetSize,
-         M.digits_data, SCHED),
+    Case(
+        "st_onecycle_steps_per_epoch_is_dataset_size",
+        SCHED,
+        "MLP",
+        M.OneCycleStepsPerEpochIsDatasetSize,
+        M.digits_data,
+        SCHED,
+    ),
     # validation path
-    Case("st_ema_rebinds_instead_of_updating", VAL, "MLP (EMA)", V.EMARebindsInsteadOfUpdating,
-         M.digits_data, VAL),
+    Case(
+        "st_ema_rebinds_instead_of_updating",
+        VAL,
+        "MLP (EMA)",
+        V.EMARebindsInsteadOfUpdating,
+        M.digits_data,
+        VAL,
+    ),
     Case("st_eval_copy_made_once_at_setup", VAL, "MLP", V.EvalCopyMadeOnceAtSetup, M.digits_data, VAL),
-    Case("st_val_normalises_differently", VAL, "MLP", V.ValidationNormalisesToMinusOneOne, M.digits_data, VAL),
-    Case("st_val_head_on_first_gru_layer", VAL, "GRU classifier", V.GRUValidationReadsFirstLayer,
-         V.sequence_data, VAL),
+    Case(
+        "st_val_normalises_differently", VAL, "MLP", V.ValidationNormalisesToMinusOneOne, M.digits_data, VAL
+    ),
+    Case(
+        "st_val_head_on_first_gru_layer",
+        VAL,
+        "GRU classifier",
+        V.GRUValidationReadsFirstLayer,
+        V.sequence_data,
+        VAL,
+    ),
 ]
 
 HEALTHY: list[Case] = [
     Case("st_vit_digits", "healthy", "ViT", V.TinyViT, M.digits_image_data),
     Case("st_causal_tcn_forecaster", "healthy", "causal TCN", V.CausalTCN, V.wave_data),
-    Case("st_hf_bert_attention_mask", "healthy", "transformer (Hugging Face)", V.HFBertClassifier, V.token_data),
+    Case(
+        "st_hf_bert_attention_mask", "healthy", "transformer (Hugging Face)", V.HFBertClassifier, V.token_data
+    ),
     Case("st_manual_accumulation_2", "healthy", "MLP (manual)", M.AccumulatingManual, M.digits_data),
     Case("st_ema_validation", "healthy", "MLP (EMA)", V.EMAClassifier, M.digits_data),
     Case("st_warmup_cosine_estimated_steps", "healthy", "MLP", V.WarmupCosinePerStep, M.digits_data),
     Case("st_onecycle_estimated_steps_cnn", "healthy", "CNN", V.OneCycleCNN, M.digits_image_data),
     # the healthy twins of the bugs above (look-alikes differing only by the bug)
     Case("st_manual_zero_backward_step", "healthy", "MLP (manual)", M.ManualSGD, M.digits_data),
-    Case("st_manual_two_optimizers", "healthy", "MLP + decoder (manual, 2 optimizers)",
-         M.ClassifierWithDecoder, M.digits_data),
+    Case(
+        "st_manual_two_optimizers",
+        "healthy",
+        "MLP + decoder (manual, 2 optimizers)",
+        M.ClassifierWithDecoder,
+        M.digits_data,
+    ),
     Case("st_param_groups_complete", "healthy", "MLP (param groups)", M.BottleneckClassifier, M.digits_data),
     Case("st_steplr_per_epoch", "healthy", "MLP", M.ScheduledSGD, M.digits_data),
     Case("st_warmup_per_step", "healthy", "MLP", M.WarmupPerStep, M.digits_data),
@@ -88,4 +134,4 @@ def case_by_id(case_id: str) -> Case:
     return next(case for case in BUGS + HEALTHY if case.id == case_id)
 
 
-__all__: list[Any] = ["BUGS", "HEALTHY", "TWINS", "case_by_id"]
+__all__ = ["BUGS", "HEALTHY", "TWINS", "case_by_id"]
