@@ -27,6 +27,7 @@ LOSS_FALLS = {
     "st_warmup_registered_per_epoch",
     "st_onecycle_steps_per_epoch_is_dataset_size",
     "st_ema_rebinds_instead_of_updating",
+    "st_ema_decay_too_slow_for_run",
     "st_eval_copy_made_once_at_setup",
     "st_val_normalises_differently",
     "st_val_head_on_first_gru_layer",

@@ -163,6 +163,21 @@ class ManualStepBeforeBackward(ManualSGD):
         return loss.detach()
 
 
+class ManualZeroGradAfterBackward(ManualSGD):
+    """BUG: ``opt.zero_grad()`` sits between ``self.manual_backward(loss)`` and ``opt.step()`` (moved
+    there "to free memory early"): every step sees cleared gradients and no parameter moves."""
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        opt = self.optimizers()
+        x, y = batch
+        loss = F.cross_entropy(self(x), y)
+        self.manual_backward(loss)
+        opt.zero_grad()
+        opt.step()
+        self.log("train_loss", loss)
+        return loss.detach()
+
+
 class ClassifierWithDecoder(pl.LightningModule):
     """Manual optimisation with two optimizers: encoder + classifier trained on the class loss, a decoder
     trained on reconstructing the input from the (detached) code, each with its own optimizer and LR."""

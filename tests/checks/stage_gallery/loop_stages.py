@@ -33,6 +33,14 @@ BUGS: list[Case] = [
         "st_manual_step_before_backward", OPT, "MLP (manual)", M.ManualStepBeforeBackward, M.digits_data, OPT
     ),
     Case(
+        "st_manual_zero_grad_after_backward",
+        OPT,
+        "MLP (manual)",
+        M.ManualZeroGradAfterBackward,
+        M.digits_data,
+        OPT,
+    ),
+    Case(
         "st_manual_steps_wrong_optimizer",
         OPT,
         "MLP + decoder (manual, 2 optimizers)",
@@ -69,6 +77,7 @@ BUGS: list[Case] = [
         M.digits_data,
         VAL,
     ),
+    Case("st_ema_decay_too_slow_for_run", VAL, "MLP (EMA)", V.EMADecayTooSlowForRun, M.digits_data, VAL),
     Case("st_eval_copy_made_once_at_setup", VAL, "MLP", V.EvalCopyMadeOnceAtSetup, M.digits_data, VAL),
     Case(
         "st_val_normalises_differently", VAL, "MLP", V.ValidationNormalisesToMinusOneOne, M.digits_data, VAL
@@ -117,6 +126,8 @@ HELDOUT, REPORTED = "heldout", "reported"
 TWINS: dict[str, tuple[Callable[[], pl.LightningModule], str, float]] = {
     "st_manual_accumulation_never_zeroes": (M.AccumulatingManual, HELDOUT, 0.2),
     "st_manual_step_before_backward": (M.ManualSGD, HELDOUT, 0.5),
+    "st_manual_zero_grad_after_backward": (M.ManualSGD, HELDOUT, 0.5),
+    "st_ema_decay_too_slow_for_run": (V.EMAClassifier, REPORTED, 0.3),
     "st_manual_steps_wrong_optimizer": (M.ClassifierWithDecoder, HELDOUT, 0.5),
     "st_param_groups_miss_stem": (M.BottleneckClassifier, HELDOUT, 0.2),
     "st_steplr_registered_per_step": (M.ScheduledSGD, HELDOUT, 0.3),
