@@ -107,7 +107,8 @@ class TrialRecorder(Callback):
         self.batch_index = -1
         self._batch_backward_losses: list[Tensor] = []
         self.train_modules: set[str] = set()
-        self.train_inputs: dict[str, Tensor] = {}
+        self.train_inputs: dict[str, Tensor] = {}  # the last training batch's
+        self.first_train_inputs: dict[str, Tensor] = {}
         self.phase: str | None = None
         self.val: dict[str, _ValView] = {}
         self.stopped = ""
@@ -208,6 +209,8 @@ class TrialRecorder(Callback):
     ) -> None:
         self.batch_index += 1
         self._batch_backward_losses = []
+        if self.batch_index == 1:
+            self.first_train_inputs = self.train_inputs
         self.train_inputs = {}
         self.phase = "train"
 

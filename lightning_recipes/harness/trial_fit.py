@@ -58,6 +58,8 @@ class ValidationView:
         input_module: The module whose inputs are compared (the first that both paths ran).
         input_difference: ``|x_val - x_train| / |x_train|`` for that module's first input (``None``: not
             comparable).
+        input_varies: Whether training fed that module different inputs at its first and last batch (a
+            random augmentation, or weights before it), so validation's cannot be compared with them.
     """
 
     before: float | None = None
@@ -70,6 +72,7 @@ class ValidationView:
     lag: float | None = None
     input_module: str = ""
     input_difference: float | None = None
+    input_varies: bool = False
 
 
 @dataclass
@@ -288,7 +291,7 @@ def _validation_view(
         view.before, view.after = before.loss_call, after.loss_call
         view.source = f"loss call {after.loss_call_name}"
     _compare_weights(recorder, after.modules, view)
-    _compare_inputs(recorder.train_inputs, after.inputs, view)
+    _compare_inputs(recorder, after.inputs, view)
     return view
 
 
@@ -300,49 +303,87 @@ def _loss_key(logged: dict[str, float]) -> str | None:
 
 
 def _compare_weights(recorder: TrialRecorder, modules: set[str], view: ValidationView) -> None:
-    """Which parameters validation read, and whether they hold the start, the trained or averaged values."""
+    """Which parameters validation read, and whether they hold the start, the trained or averaged values.
+
+    A parameter training also read is compared with its own trained value (an averaging callback swaps
+    averaged values in); one only validation read (``self.ema``) with the trained parameter of the same
+    shape whose name ends the same way (``ema.0.weight`` -> ``net.0.weight``).
+    """
     named = dict(recorder.model.named_modules())
     train_modules = recorder.train_modules
     view.val_only_modules = sorted(
         name
         for name in modules - train_modules
-        if name in named
-        and any(True for _ in named[name].parameters(recurse=False))
-        and not any(m.startswith(name + ".") or m == name for m in train_modules)
+        if name in named and any(True for _ in named[name].parameters(recurse=False))
     )
     read = {id(p) for name in modules if name in named for p in named[name].parameters(recurse=False)}
     trained_ids = {
         id(p) for name in train_modules if name in named for p in named[name].parameters(recurse=False)
     }
-    weights = recorder.val_weights
+    weights, initial, trained = recorder.val_weights, recorder.initial, recorder.trained
+    moved = {pid for pid in trained_ids if pid in trained and not torch.equal(initial[pid], trained[pid])}
     far_num = far_den = 0.0
     for pid in read:
-        seen, start, trained = weights.get(pid), recorder.initial.get(pid), recorder.trained.get(pid)
-        if seen is None or start is None or trained is None:
+        seen, start, end = weights.get(pid), initial.get(pid), trained.get(pid)
+        if seen is None or start is None or end is None:
             continue
         name = recorder.names[pid]
-        moved_in_training = not torch.equal(start, trained)
-        if torch.equal(seen, start) and (moved_in_training or pid not in trained_ids):
-            if moved_in_training or pid not in recorder.received:
+        if pid in trained_ids:
+            if pid not in moved or torch.equal(seen, end):
+                continue  # what training used
+            if torch.equal(seen, start):
                 view.stale.append(name)
-        elif not torch.equal(seen, trained) and not torch.equal(seen, start):
-            view.averaged.append(name)
-            far_num += float((seen - trained).double().square().sum())  # sync: once per parameter
-            far_den += float((start - trained).double().square().sum())
+                continue
+            target = end
+        else:
+            if torch.equal(seen, start):
+                view.stale.append(name)
+                continue
+            twin = _counterpart(recorder, name, seen.shape, moved)
+            if twin is None:
+                view.averaged.append(name)
+                continue
+            target = trained[twin]
+        view.averaged.append(name)
+        far_num += float((seen - target).double().square().sum())  # sync: once per parameter
+        far_den += float((start - target).double().square().sum())
     view.stale.sort()
     view.averaged.sort()
     if view.averaged and far_den > 0:
         view.lag = math.sqrt(far_num / far_den)
 
 
-def _compare_inputs(train: dict[str, Any], val: dict[str, Any], view: ValidationView) -> None:
-    for name, x_val in val.items():
-        x_train = train.get(name)
-        if x_train is None or x_train.shape != x_val.shape:
+def _counterpart(recorder: TrialRecorder, name: str, shape: torch.Size, moved: set[int]) -> int | None:
+    """The trained parameter of this shape whose name shares the longest ending with ``name``."""
+    parts = name.split(".")
+    best, best_len = None, 0
+    for pid in moved:
+        other = recorder.names[pid].split(".")
+        if recorder.params[pid].shape != shape:
             continue
-        norm = float(x_train.double().norm())  # sync: once
+        common = 0
+        while common < min(len(parts), len(other)) and parts[-1 - common] == other[-1 - common]:
+            common += 1
+        if common > best_len:
+            best, best_len = pid, common
+    return best
+
+
+def _compare_inputs(recorder: TrialRecorder, val: dict[str, torch.Tensor], view: ValidationView) -> None:
+    """The first module both paths ran: its first input in validation vs in the last training batch, when
+    training gave it the same input at the first and the last batch (no augmentation, no weights before it).
+    """
+    first, last = recorder.first_train_inputs or recorder.train_inputs, recorder.train_inputs
+    for name, x_val in val.items():
+        x_last, x_first = last.get(name), first.get(name)
+        if x_last is None or x_first is None:
+            continue
         view.input_module = name or "<the module itself>"
-        view.input_difference = float((x_val.double() - x_train.double()).norm()) / max(norm, 1e-12)
+        if x_first.shape != x_last.shape or not torch.equal(x_first, x_last):
+            view.input_varies = True
+        elif x_val.shape == x_last.shape:
+            norm = float(x_last.double().norm())  # sync: once
+            view.input_difference = float((x_val.double() - x_last.double()).norm()) / max(norm, 1e-12)
         return
 
 
