@@ -191,3 +191,33 @@ class TwoHeads(AutoMLP):
 
     def configure_optimizers(self) -> Any:
         return torch.optim.Adam(list(self.backbone.parameters()) + list(self.head.parameters()), lr=self.lr)
+
+
+class TwoOptimizers(pl.LightningModule):
+    """Manual optimisation with two optimizers (``net`` and ``side``); ``shared_backward`` steps both after
+    one backward of the summed loss, else each after its own backward (a GAN-like alternation)."""
+
+    def __init__(self, shared_backward: bool = False) -> None:
+        super().__init__()
+        self.automatic_optimization = False
+        self.shared_backward = shared_backward
+        self.net = nn.Sequential(nn.Linear(IN, 32), nn.ReLU(), nn.Linear(32, C))
+        self.side = nn.Linear(IN, C)
+
+    def training_step(self, batch: Any, batch_idx: int) -> None:
+        opt_net, opt_side = self.optimizers()
+        x, y = batch
+        if self.shared_backward:
+            opt_net.zero_grad()
+            opt_side.zero_grad()
+            self.manual_backward(F.cross_entropy(self.net(x) + self.side(x), y))
+            opt_net.step()
+            opt_side.step()
+            return
+        for opt, module in ((opt_net, self.net), (opt_side, self.side)):
+            opt.zero_grad()
+            self.manual_backward(F.cross_entropy(module(x), y))
+            opt.step()
+
+    def configure_optimizers(self) -> Any:
+        return torch.optim.SGD(self.net.parameters(), lr=0.05), torch.optim.Adam(self.side.parameters(), 1e-2)
