@@ -18,6 +18,8 @@ from lightning_recipes.harness.trial_fit import TrialFit, ValidationView, trial_
 __all__ = ["ValidationPathCheck", "loss_noise"]
 
 _SHOWN = 6
+#: Share of their initial values the BatchNorm running statistics may still hold for a judgement.
+BATCHNORM_LAG = 0.1
 #: Relative difference above which the inputs of the two paths count as different (float noise: ~1e-7).
 INPUT_TOL = 1e-3
 
@@ -46,6 +48,8 @@ class ValidationPathCheck(SanityCheck):
       differs from training's). Also a ``fail`` when the loss fell enough but validation's loss after the fit
       stays above training's on that batch by more than ``min_share`` of training's fall (it started from
       a worse place); a ``warn`` when validation's loss reached training's anyway;
+    - BatchNorm running statistics that still hold more than 10 % of their initial values (``(1 -
+      momentum) ** steps``) make the result ``inconclusive`` (they lag like an average);
     - otherwise the same weights and inputs give a loss that does not follow: the validation loss is
       computed from another tensor (a head, output or target wired to the wrong tensor).
 
@@ -140,7 +144,7 @@ class ValidationPathCheck(SanityCheck):
                 details,
             )
         first, last = losses[0], losses[-1]
-        sigma = loss_noise(losses)
+        sigma = loss_noise(losses[len(losses) // 2 - 1 :])  # the end of the curve: less curvature
         train_drop = first - last
         needed = max(0.1 * abs(first), 4 * sigma)
         details.update(train_first=first, train_last=last, train_noise=sigma, train_drop=train_drop)
@@ -231,6 +235,16 @@ class ValidationPathCheck(SanityCheck):
                 "preprocessing function in both steps (or in `on_after_batch_transfer`).",
                 details,
             )
+        if view.batchnorm_lag > BATCHNORM_LAG:
+            return CheckResult(
+                self.name,
+                "inconclusive",
+                f"{saw} ({expected}), but the BatchNorm layers' running statistics, which validation uses, "
+                f"still hold {view.batchnorm_lag:.0%} of their initial values after this short fit, so "
+                "validation's loss may lag for that reason alone. Try: `ValidationPathCheck(steps=...)` with "
+                "more steps.",
+                details,
+            )
         if view.averaged:
             return CheckResult(
                 self.name,
@@ -274,6 +288,7 @@ def _add_view(details: dict[str, Any], view: ValidationView) -> None:
         input_module=view.input_module,
         input_difference=view.input_difference,
         input_varies=view.input_varies,
+        batchnorm_lag=view.batchnorm_lag,
         logged=view.logged,
     )
 

@@ -241,7 +241,7 @@ class TrialRecorder(Callback):
 
     def _fitted(self) -> bool:
         losses = [v for v in self.train_losses if math.isfinite(v)]
-        if len(losses) < 8 or not self.train_losses or not math.isfinite(self.train_losses[0]):
+        if len(losses) < 12 or not self.train_losses or not math.isfinite(self.train_losses[0]):
             return False
         first = self.train_losses[0]
         return first - losses[-1] >= self.fit_ratio * abs(first) and first - losses[

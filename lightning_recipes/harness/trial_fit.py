@@ -58,6 +58,8 @@ class ValidationView:
         input_module: The module whose inputs are compared (the first that both paths ran).
         input_difference: ``|x_val - x_train| / |x_train|`` for that module's first input (``None``: not
             comparable).
+        batchnorm_lag: The share of their initial values still in the running statistics of the BatchNorm
+            layers validation ran, ``(1 - momentum) ** batches`` at most (0 without such layers).
         input_varies: Whether training fed that module different inputs at its first and last batch (a
             random augmentation, or weights before it), so validation's cannot be compared with them.
     """
@@ -73,6 +75,7 @@ class ValidationView:
     input_module: str = ""
     input_difference: float | None = None
     input_varies: bool = False
+    batchnorm_lag: float = 0.0
 
 
 @dataclass
@@ -132,7 +135,7 @@ def trial_fit(
 
     Works under automatic and manual optimisation, with several optimizers, and with hooks that need a
     Trainer. Stops early (after the step in progress) when ``should_stop()`` turns true (a time budget) or,
-    after at least 8 batches, when the training loss fell by ``fit_ratio`` of its first value.
+    after at least 12 batches, when the training loss fell by ``fit_ratio`` of its first value.
 
     Args:
         harness: The harness of the user's model and data.
@@ -143,7 +146,8 @@ def trial_fit(
         cache: Reuse a finished trial of the same ``harness`` with the same ``steps`` and ``max_samples``.
 
     Raises:
-        CannotRunOnCopy: Without training data, or when the model cannot be copied.
+        CannotRunOnCopy: Without training data, when the model cannot be copied, or inside a multi-process
+            run (a callback's check under DDP).
 
     Example:
         >>> from lightning_recipes.harness import Harness
@@ -161,6 +165,12 @@ def trial_fit(
     cached = _CACHE.get(harness, {}).get(key) if cache else None
     if cached is not None:
         return cached
+    trainer = harness.trainer
+    if trainer is not None and trainer.world_size > 1:
+        raise CannotRunOnCopy(
+            f"a trial fit needs its own Trainer, which cannot run inside a {trainer.world_size}-process run; "
+            "run `preflight(model, ...)` before `trainer.fit` instead."
+        )
     started = time.perf_counter()
     with preserved_rng():
         torch.manual_seed(harness.seed)
@@ -292,6 +302,7 @@ def _validation_view(
         view.source = f"loss call {after.loss_call_name}"
     _compare_weights(recorder, after.modules, view)
     _compare_inputs(recorder, after.inputs, view)
+    view.batchnorm_lag = _batchnorm_lag(recorder, after.modules)
     return view
 
 
@@ -351,6 +362,20 @@ def _compare_weights(recorder: TrialRecorder, modules: set[str], view: Validatio
     view.averaged.sort()
     if view.averaged and far_den > 0:
         view.lag = math.sqrt(far_num / far_den)
+
+
+def _batchnorm_lag(recorder: TrialRecorder, modules: set[str]) -> float:
+    batches = len(recorder.train_losses)
+    lag = 0.0
+    for name, module in recorder.model.named_modules():
+        if (
+            name in modules
+            and isinstance(module, torch.nn.modules.batchnorm._BatchNorm)
+            and module.track_running_stats
+            and module.momentum is not None
+        ):
+            lag = max(lag, (1.0 - module.momentum) ** batches)
+    return lag
 
 
 def _counterpart(recorder: TrialRecorder, name: str, shape: torch.Size, moved: set[int]) -> int | None:
