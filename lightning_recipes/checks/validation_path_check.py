@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from typing import Any, Literal
 
+import lightning.pytorch as pl
+from lightning.pytorch.utilities.model_helpers import is_overridden
 from typing_extensions import override
 
 from lightning_recipes._validation import check_in_range, check_int
@@ -112,6 +114,10 @@ class ValidationPathCheck(SanityCheck):
 
     @override
     def check(self, context: CheckContext) -> CheckResult:
+        if not is_overridden("validation_step", context.model, pl.LightningModule):
+            raise CheckSkipped(
+                "the module defines no `validation_step`: there is no validation path to check."
+            )
         fit = trial_fit(context, steps=self.steps, max_samples=self.max_samples, should_stop=out_of_time)
         view = fit.validation
         if view is None:

@@ -112,6 +112,14 @@ class NoOpZeroGrad(AutoMLP):
         pass
 
 
+class ClippedGradients(AutoMLP):
+    """Gradients clipped in place before each step: a healthy look-alike of "not the backward's
+    gradients"."""
+
+    def on_before_optimizer_step(self, optimizer: Any) -> None:
+        torch.nn.utils.clip_grad_norm_(self.parameters(), 0.05)
+
+
 class AccuracyOnly(AutoMLP):
     """Validation logs accuracy only, computed without a loss function."""
 

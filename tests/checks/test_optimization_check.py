@@ -33,6 +33,13 @@ def test_healthy_loops_pass(model):
     assert result.seconds < 3.0
 
 
+def test_gradients_clipped_before_the_step_pass_as_scaled():
+    result = _run(M.ClippedGradients())
+    assert result.status == "pass", result.message
+    assert result.details["scaled_steps"] == result.details["steps"]
+    assert "scaled down" in result.message
+
+
 def test_accumulation_over_micro_batches_steps_every_second_batch():
     result = _run(M.ManualMLP("accumulate"))
     assert result.status == "pass", result.message
