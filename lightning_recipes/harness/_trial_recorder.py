@@ -113,6 +113,7 @@ class TrialRecorder(Callback):
         self.val: dict[str, _ValView] = {}
         self.stopped = ""
         self.optimizer_names: list[str] = []
+        self.min_batches = _min_batches(model)
         self._register_model_hooks()
 
     # ---------------------------------------------------------------- model hooks (set up before the Trainer)
@@ -241,7 +242,7 @@ class TrialRecorder(Callback):
 
     def _fitted(self) -> bool:
         losses = [v for v in self.train_losses if math.isfinite(v)]
-        if len(losses) < 12 or not self.train_losses or not math.isfinite(self.train_losses[0]):
+        if len(losses) < self.min_batches or not self.train_losses or not math.isfinite(self.train_losses[0]):
             return False
         first = self.train_losses[0]
         return first - losses[-1] >= self.fit_ratio * abs(first) and first - losses[
@@ -320,3 +321,15 @@ class TrialRecorder(Callback):
     # ---------------------------------------------------------------- summaries
     def param_names(self, pids: set[int] | list[int]) -> list[str]:
         return sorted(self.names[pid] for pid in pids if pid in self.names)
+
+
+def _min_batches(model: nn.Module) -> int:
+    """Batches before a trial may stop early: 12, or until the running statistics of every BatchNorm layer
+    hold at most 10 % of their initial values (``(1 - momentum) ** n <= 0.1``: 22 at the default 0.1)."""
+    needed = 12
+    for module in model.modules():
+        momentum = getattr(module, "momentum", None)
+        batchnorm = isinstance(module, nn.modules.batchnorm._BatchNorm) and module.track_running_stats
+        if batchnorm and isinstance(momentum, float) and 0 < momentum < 1:
+            needed = max(needed, math.ceil(math.log(0.1) / math.log(1 - momentum)))
+    return needed

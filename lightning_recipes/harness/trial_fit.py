@@ -135,7 +135,8 @@ def trial_fit(
 
     Works under automatic and manual optimisation, with several optimizers, and with hooks that need a
     Trainer. Stops early (after the step in progress) when ``should_stop()`` turns true (a time budget) or,
-    after at least 12 batches, when the training loss fell by ``fit_ratio`` of its first value.
+    after at least 12 batches (more with BatchNorm layers, until their running statistics
+    hold <= 10 % of their initial values), when the training loss fell by ``fit_ratio`` of its first value.
 
     Args:
         harness: The harness of the user's model and data.
@@ -237,7 +238,7 @@ def _fit(
                 view = _validation_view(recorder, before, logged)
     finally:
         recorder.remove()
-        if has_validation:
+        if "validation_step" in vars(model):
             del model.validation_step  # the instance attribute; the class's method shows again
     received = recorder.received
     in_optimizer = set(recorder.owner)
