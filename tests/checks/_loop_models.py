@@ -229,3 +229,36 @@ class TwoOptimizers(pl.LightningModule):
 
     def configure_optimizers(self) -> Any:
         return torch.optim.SGD(self.net.parameters(), lr=0.05), torch.optim.Adam(self.side.parameters(), 1e-2)
+
+
+class SwappedEMA(AutoMLP):
+    """An EMA kept as plain tensors and swapped into the model's own parameters for validation (as averaging
+    callbacks do); ``update=False`` never updates it."""
+
+    def __init__(self, update: bool = True, decay: float = 0.95) -> None:
+        super().__init__()
+        self.update, self.decay = update, decay
+        self.shadow: list[Tensor] | None = None
+        self.backup: list[Tensor] = []
+
+    def on_train_start(self) -> None:
+        self.shadow = [p.detach().clone() for p in self.parameters()]
+
+    def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
+        if self.update and self.shadow is not None:
+            with torch.no_grad():
+                for s, p in zip(self.shadow, self.parameters()):
+                    s.lerp_(p, 1 - self.decay)
+
+    def on_validation_start(self) -> None:
+        if self.shadow is not None:
+            self.backup = [p.detach().clone() for p in self.parameters()]
+            with torch.no_grad():
+                for s, p in zip(self.shadow, self.parameters()):
+                    p.copy_(s)
+
+    def on_validation_end(self) -> None:
+        if self.shadow is not None:
+            with torch.no_grad():
+                for b, p in zip(self.backup, self.parameters()):
+                    p.copy_(b)

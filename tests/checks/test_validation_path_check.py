@@ -65,6 +65,21 @@ def test_an_ema_never_updated_fails_naming_its_parameters():
     assert "never updated" in result.message
 
 
+@pytest.mark.parametrize("decay", [0.95, 0.99])
+def test_averaged_weights_swapped_in_for_validation_pass(decay):
+    torch.manual_seed(0)
+    result = _run(M.SwappedEMA(update=True, decay=decay))
+    assert result.status == "pass", result.message
+    assert result.details["averaged"] == ["net.0.bias", "net.0.weight", "net.4.bias", "net.4.weight"]
+
+
+def test_averaged_weights_swapped_in_but_never_updated_fail():
+    torch.manual_seed(0)
+    result = _run(M.SwappedEMA(update=False))
+    assert result.status == "fail", result.message
+    assert result.details["stale"] == ["net.0.bias", "net.0.weight", "net.4.bias", "net.4.weight"]
+
+
 def test_a_validation_normalisation_that_differs_fails():
     torch.manual_seed(0)
     result = _run(M.Normalised(val_raw=True), raw=True)
