@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -85,9 +85,9 @@ class TrialRecorder(Callback):
         self.model = model
         self.should_stop = should_stop
         self.fit_ratio = fit_ratio
-        self.names = {id(p): name for name, p in model.named_parameters()}
-        self.params = {id(p): p for _, p in model.named_parameters()}
-        self.initial = {pid: p.detach().clone() for pid, p in self.params.items()}
+        self.names: dict[int, str] = {}
+        self.params: dict[int, Tensor] = {}
+        self.initial: dict[int, Tensor] = {}
         self.trained: dict[int, Tensor] = {}
         self.val_weights: dict[int, Tensor] = {}
         self.handles: list[RemovableHandle] = []
@@ -111,13 +111,24 @@ class TrialRecorder(Callback):
         self.first_train_inputs: dict[str, Tensor] = {}
         self.phase: str | None = None
         self.val: dict[str, _ValView] = {}
+        self.logged: dict[str, dict[str, float]] = {}
+        self._metrics_before_val: dict[str, float] = {}
         self.stopped = ""
         self.optimizer_names: list[str] = []
-        self.min_batches = _min_batches(model)
-        self._register_model_hooks()
+        self.min_batches = 12
+        self._ready = False
 
-    # ---------------------------------------------------------------- model hooks (set up before the Trainer)
-    def _register_model_hooks(self) -> None:
+    # ---------------------------------------------------------------- model hooks
+    def _set_up(self) -> None:
+        """Snapshot and hook the model once its hooks ran (``setup``, ``configure_model``, ``on_fit_start``
+        may add modules, an averaged copy say): at the sanity check, else at ``on_train_start``."""
+        if self._ready:
+            return
+        self._ready = True
+        self.names = {id(p): name for name, p in self.model.named_parameters()}
+        self.params = {id(p): p for _, p in self.model.named_parameters()}
+        self.initial = {pid: p.detach().clone() for pid, p in self.params.items()}
+        self.min_batches = _min_batches(self.model)
         trainable = [p for p in self.params.values() if p.requires_grad]
         if trainable:
             self.handles.append(
@@ -161,11 +172,14 @@ class TrialRecorder(Callback):
                 inputs[name] = tensor.detach().clone()
 
     # ---------------------------------------------------------------- validation (wraps validation_step)
-    def wrap_validation_step(self, step: Callable[..., Any], phase: str) -> Callable[..., Any]:
+    def wrap_validation_step(self, step: Callable[..., Any]) -> Callable[..., Any]:
+        """``step`` (the copy's ``validation_step``) recording its loss, modules and inputs: phase
+        ``"before"`` during Lightning's sanity check, ``"after"`` later."""
         from lightning_recipes.harness.loss_calls import LossRecorder
 
         @functools.wraps(step)  # Lightning reads its signature (whether to pass `dataloader_idx`)
         def validation_step(*args: Any, **kwargs: Any) -> Any:
+            phase = "before" if self.model.trainer.sanity_checking else "after"
             view = self.val.setdefault(phase, _ValView())
             if phase == "after":  # the weights validation sees (an averaging callback swaps them in first)
                 self.val_weights = {pid: p.detach().clone() for pid, p in self.params.items()}
@@ -192,7 +206,12 @@ class TrialRecorder(Callback):
 
     # ---------------------------------------------------------------- training
     @override
+    def on_sanity_check_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._set_up()
+
+    @override
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._set_up()
         for index, optimizer in enumerate(trainer.optimizers):
             self.optimizer_names.append(type(optimizer).__name__)
             params = [p for group in optimizer.param_groups for p in group["params"]]
@@ -250,8 +269,28 @@ class TrialRecorder(Callback):
         ] >= self.fit_ratio * abs(first)
 
     @override
+    def on_sanity_check_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self.logged["before"] = _scalars(trainer.callback_metrics)
+
+    @override
+    def on_validation_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if trainer.sanity_checking:
+            return
+        self._metrics_before_val = _scalars(trainer.callback_metrics)  # what training logged
+        if not self.trained:  # before anything swaps weights in
+            self.trained = {pid: p.detach().clone() for pid, p in self.params.items()}
+
+    @override
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if not trainer.sanity_checking:  # what validation logged: new keys, or keys it changed
+            known = self._metrics_before_val
+            metrics = _scalars(trainer.callback_metrics)
+            self.logged["after"] = {k: v for k, v in metrics.items() if known.get(k) != v}
+
+    @override
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self.trained = {pid: p.detach().clone() for pid, p in self.params.items()}
+        if not self.trained:
+            self.trained = {pid: p.detach().clone() for pid, p in self.params.items()}
 
     def _pre_step(self, index: int, optimizer: Optimizer, args: Any, kwargs: Any) -> None:
         self.before[index] = [p.detach().clone() for p in self.opt_params[index]]
@@ -333,3 +372,12 @@ def _min_batches(model: nn.Module) -> int:
         if batchnorm and isinstance(momentum, float) and 0 < momentum < 1:
             needed = max(needed, math.ceil(math.log(0.1) / math.log(1 - momentum)))
     return needed
+
+
+def _scalars(metrics: Mapping[str, Any]) -> dict[str, float]:
+    """The scalar metrics of ``trainer.callback_metrics`` as floats (one host sync each)."""
+    return {
+        str(k): float(v)
+        for k, v in metrics.items()
+        if isinstance(v, (int, float)) or (isinstance(v, Tensor) and v.numel() == 1)
+    }

@@ -209,7 +209,6 @@ def _fit(
 ) -> TrialFit:
     recorder = TrialRecorder(model, should_stop, fit_ratio)
     has_validation = is_overridden("validation_step", model, pl.LightningModule)
-    original = model.validation_step
     view: ValidationView | None = None
     try:
         with _quiet(), tempfile.TemporaryDirectory(prefix="lightning_recipes_trial_") as root:
@@ -217,8 +216,10 @@ def _fit(
                 default_root_dir=root,
                 max_steps=steps,
                 max_epochs=1,
-                limit_val_batches=0,
-                num_sanity_val_steps=0,
+                # validation of the batch before training (Lightning's sanity check, after `on_fit_start`,
+                # as in a real run) and after it (the end of the epoch, or the early stop)
+                limit_val_batches=1.0 if has_validation else 0,
+                num_sanity_val_steps=1 if has_validation else 0,
                 logger=False,
                 enable_checkpointing=False,
                 enable_progress_bar=False,
@@ -226,16 +227,16 @@ def _fit(
                 callbacks=[recorder],
                 **_device_settings(harness),
             )
-            logged: dict[str, float] = {}
-            before: dict[str, float] = {}
-            if has_validation:
-                model.validation_step = recorder.wrap_validation_step(original, "before")  # type: ignore[method-assign]
-                before = _validate(trainer, model, batch)
-            trainer.fit(model, train_dataloaders=_Repeated(batch, steps))
-            if has_validation:
-                model.validation_step = recorder.wrap_validation_step(original, "after")  # type: ignore[method-assign]
-                logged = _validate(trainer, model, batch)
-                view = _validation_view(recorder, before, logged)
+            if not has_validation:
+                trainer.fit(model, train_dataloaders=_Repeated(batch, steps))
+            else:
+                model.validation_step = recorder.wrap_validation_step(model.validation_step)  # type: ignore[method-assign]
+                trainer.fit(
+                    model, train_dataloaders=_Repeated(batch, steps), val_dataloaders=_Repeated(batch, 1)
+                )
+                if "after" not in recorder.val:  # the fit ended without validating: validate once more
+                    trainer.validate(model, dataloaders=_Repeated(batch, 1), verbose=False)
+                view = _validation_view(recorder)
     finally:
         recorder.remove()
         if "validation_step" in vars(model):
@@ -271,25 +272,9 @@ class _Repeated:
         return self.count
 
 
-def _validate(trainer: pl.Trainer, model: pl.LightningModule, batch: Any) -> dict[str, float]:
-    """One validation pass on ``[batch]``; returns what it logged (one host sync per metric)."""
-    trainer.limit_val_batches = 1.0
-    try:
-        results = trainer.validate(model, dataloaders=_Repeated(batch, 1), verbose=False)
-    finally:
-        trainer.limit_val_batches = 0
-    logged = results[0] if results else {}
-    return {str(k): float(v) for k, v in logged.items() if _is_scalar(v)}
-
-
-def _is_scalar(value: Any) -> bool:
-    return isinstance(value, (int, float)) or (isinstance(value, torch.Tensor) and value.numel() == 1)
-
-
-def _validation_view(
-    recorder: TrialRecorder, logged_before: dict[str, float], logged: dict[str, float]
-) -> ValidationView:
+def _validation_view(recorder: TrialRecorder) -> ValidationView:
     before, after = recorder.val.get("before"), recorder.val.get("after")
+    logged_before, logged = recorder.logged.get("before", {}), recorder.logged.get("after", {})
     view = ValidationView(logged=logged)
     if before is None or after is None:
         return view

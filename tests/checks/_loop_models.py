@@ -262,3 +262,24 @@ class SwappedEMA(AutoMLP):
             with torch.no_grad():
                 for b, p in zip(self.backup, self.parameters()):
                     p.copy_(b)
+
+
+class FitStartEMA(AutoMLP):
+    """``torch.optim.swa_utils.AveragedModel`` built in ``on_fit_start`` (so it exists only inside a fit),
+    updated after each batch unless ``update=False``; validation runs it."""
+
+    def __init__(self, update: bool = True) -> None:
+        super().__init__()
+        self.update = update
+
+    def on_fit_start(self) -> None:
+        multi_avg_fn = torch.optim.swa_utils.get_ema_multi_avg_fn(0.9)
+        self.ema = torch.optim.swa_utils.AveragedModel(self.net, multi_avg_fn=multi_avg_fn)
+
+    def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
+        if self.update:
+            self.ema.update_parameters(self.net)
+
+    def validation_step(self, batch: Any, batch_idx: int) -> None:
+        x, y = batch
+        self.log("val_loss", F.cross_entropy(self.ema(x), y))

@@ -80,6 +80,16 @@ def test_averaged_weights_swapped_in_but_never_updated_fail():
     assert result.details["stale"] == ["net.0.bias", "net.0.weight", "net.4.bias", "net.4.weight"]
 
 
+def test_an_averaged_model_built_in_on_fit_start_is_seen():
+    """Hooks that only run inside a fit (``on_fit_start``) run before validation, as in a real run."""
+    torch.manual_seed(0)
+    assert _run(M.FitStartEMA(update=True)).status == "pass"
+    torch.manual_seed(0)
+    result = _run(M.FitStartEMA(update=False))
+    assert result.status == "fail", result.message
+    assert "ema.module.0.weight" in result.details["stale"]
+
+
 def test_a_validation_normalisation_that_differs_fails():
     torch.manual_seed(0)
     result = _run(M.Normalised(val_raw=True), raw=True)
