@@ -28,7 +28,7 @@ INPUT_TOL = 1e-3
 
 class ValidationPathCheck(SanityCheck):
     """After a trial fit has fitted one batch through ``training_step``, ``validation_step`` on the same
-    batch (in eval mode, in a real ``trainer.validate``) must see the fit too.
+    batch (in eval mode, in Lightning's own validation loop) must see the fit too.
 
     Invariant: the validation loss on the training batch falls by at least ``min_share`` of what the
     training loss fell (``val_before - val_after >= min_share x (train_first - train_last) - 3 sigma``,
@@ -59,7 +59,7 @@ class ValidationPathCheck(SanityCheck):
     updated in a hook, manual optimisation. A module without ``validation_step`` is skipped; so is one whose
     validation neither returns, logs nor computes a loss (log ``val_loss`` to enable the check).
 
-    Cost: one small ``Trainer.fit`` on a copy plus two ``trainer.validate`` passes on one batch (shared with
+    Cost: one small ``Trainer.fit`` on a copy with two validation passes on one batch (shared with
     the ``optimization`` check when both run on one context); ~0.3-1 s for a small model.
 
     Blind spots: one batch, so a transform that only differs on other data is not seen; train-time

@@ -48,7 +48,8 @@ class ValidationView:
         after: Its loss after the fit.
         source: Where the loss was read: ``"returned"`` (what it returned), ``"logged 'val_loss'"``
             (``self.log``), ``"loss call cross_entropy"`` (a ``torch.nn.functional`` loss it called).
-        logged: Every metric it logged after the fit (``trainer.validate``'s result).
+        logged: Every metric it logged in the validation after the fit (new or changed keys of
+            ``trainer.callback_metrics``).
         val_only_modules: Modules with parameters it ran that no ``training_step`` ran.
         stale: Parameters it read that still held their value from before the fit, although training
             changed them or never ran them (an average never updated, a stale copy, an untrained head).
@@ -127,8 +128,10 @@ def trial_fit(
 
     The first batch of the training loader (its first ``max_samples`` samples), as the loader yields it,
     is the whole training set (``[batch] * steps``) and the validation set (``[batch]``); the Trainer
-    moves it to the device with the module's batch-transfer hooks, as ``fit`` would. ``trainer.validate``
-    runs on it before and after ``trainer.fit`` (in eval mode, as Lightning runs validation). No logger,
+    moves it to the device with the module's batch-transfer hooks, as ``fit`` would. Validation runs on it
+    (in eval mode, in Lightning's own loop) before the first step, as the sanity check (after ``setup`` and
+    ``on_fit_start``, as in a real run), and after the last step (the end of the epoch or the early stop;
+    a ``trainer.validate`` when the fit ended without one). No logger,
     checkpoints, progress bar or summary; files go to a temporary directory; Lightning's info lines and
     warnings are silenced. The user's module, its optimizers and every RNG are left as they were (the fit
     runs on a copy inside :func:`~lightning_recipes.harness.preserved_rng`, seeded with ``harness.seed``).
