@@ -1,0 +1,431 @@
+"""A real-Trainer trial fit on a copy of the model: :func:`trial_fit`.
+
+The other trial runs of the harness call ``training_step`` with no Trainer attached, so they cannot try a
+module that optimises manually (``automatic_optimization = False``) or whose hooks need a Trainer
+(``self.log``, ``self.trainer.*``, ``self.optimizers()``). This one fits a deep copy with a real
+``lightning.Trainer`` on one fixed training batch, and records what the loop did: every backward pass and
+the gradient it contributed to each parameter, every ``optimizer.step()`` (the gradients it used, the
+previous step's gradients, whether parameters changed), the training loss per batch, and
+``validation_step`` on the same batch before and after the fit (its loss, the modules it ran, the inputs
+they received, which weights it saw).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import tempfile
+import time
+import warnings
+import weakref
+from collections.abc import Callable, Generator, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import lightning.pytorch as pl
+import torch
+from lightning.pytorch.utilities.model_helpers import is_overridden
+
+from lightning_recipes._validation import check_in_range, check_int
+from lightning_recipes.harness._trial_recorder import StepRecord, TrialRecorder
+from lightning_recipes.harness.batches import batch_size_of, clone_tensors, slice_batch
+from lightning_recipes.harness.errors import CannotRunOnCopy
+from lightning_recipes.harness.harness import Harness
+from lightning_recipes.harness.isolation import preserved_loader_rng, preserved_rng
+
+__all__ = ["StepRecord", "TrialFit", "ValidationView", "trial_fit"]
+
+_CACHE: weakref.WeakKeyDictionary[Harness, dict[tuple[int, int], TrialFit]] = weakref.WeakKeyDictionary()
+
+
+@dataclass
+class ValidationView:
+    """What ``validation_step`` saw on the training batch, before and after the fit.
+
+    Attributes:
+        before: Its loss before the first step (``None``: no loss found).
+        after: Its loss after the fit.
+        source: Where the loss was read: ``"returned"`` (what it returned), ``"logged 'val_loss'"``
+            (``self.log``), ``"loss call cross_entropy"`` (a ``torch.nn.functional`` loss it called).
+        logged: Every metric it logged in the validation after the fit (new or changed keys of
+            ``trainer.callback_metrics``).
+        val_only_modules: Modules with parameters it ran that no ``training_step`` ran.
+        stale: Parameters it read that still held their value from before the fit, although training
+            changed them or never ran them (an average never updated, a stale copy, an untrained head).
+        averaged: Parameters it read whose values differ from both the start and the trained values (an
+            average of the trained weights; ``lag`` says how far behind).
+        lag: For ``averaged``: ``|w_val - w_trained| / |w_start - w_trained|`` (1: not moved, 0: caught up).
+        input_module: The module whose inputs are compared (the first that both paths ran).
+        input_difference: ``|x_val - x_train| / |x_train|`` for that module's first input (``None``: not
+            comparable).
+        batchnorm_lag: The share of their initial values still in the running statistics of the BatchNorm
+            layers validation ran, ``(1 - momentum) ** batches`` at most (0 without such layers).
+        input_varies: Whether training fed that module different inputs at its first and last batch (a
+            random augmentation, or weights before it), so validation's cannot be compared with them.
+    """
+
+    before: float | None = None
+    after: float | None = None
+    source: str = ""
+    logged: dict[str, float] = field(default_factory=dict)
+    val_only_modules: list[str] = field(default_factory=list)
+    stale: list[str] = field(default_factory=list)
+    averaged: list[str] = field(default_factory=list)
+    lag: float | None = None
+    input_module: str = ""
+    input_difference: float | None = None
+    input_varies: bool = False
+    batchnorm_lag: float = 0.0
+
+
+@dataclass
+class TrialFit:
+    """What :func:`trial_fit` recorded.
+
+    Attributes:
+        automatic: The module's ``automatic_optimization``.
+        optimizers: The class names of ``trainer.optimizers``.
+        steps: Every ``optimizer.step()``, in order (see :class:`StepRecord`).
+        train_losses: The training loss per batch: what ``training_step`` returned, else the sum of the
+            losses passed to ``manual_backward`` in that batch; ``nan`` when neither.
+        received_grad: Parameters that received a gradient in some backward pass.
+        not_in_optimizer: Of those, the ones in no optimizer's param groups.
+        never_changed: Parameters that had a non-zero gradient at a step with ``lr > 0`` and that no step
+            ever changed.
+        lr_positive: Whether any step ran with a learning rate above 0.
+        samples: Samples in the batch (``None``: unknown).
+        stopped: ``"budget"`` (``should_stop`` said so), ``"fitted"`` (the loss fell by ``fit_ratio``),
+            ``""`` (ran all steps).
+        validation: What ``validation_step`` saw (``None``: the module has none).
+        seconds: Wall time of the trial.
+    """
+
+    automatic: bool
+    optimizers: list[str]
+    steps: list[StepRecord]
+    train_losses: list[float]
+    received_grad: list[str]
+    not_in_optimizer: list[str]
+    never_changed: list[str]
+    lr_positive: bool
+    samples: int | None
+    stopped: str
+    validation: ValidationView | None
+    seconds: float
+
+
+def trial_fit(
+    harness: Harness,
+    *,
+    steps: int = 30,
+    max_samples: int = 64,
+    fit_ratio: float = 0.5,
+    should_stop: Callable[[], bool] | None = None,
+    cache: bool = True,
+) -> TrialFit:
+    """Fit a deep copy of ``harness.model`` with a real ``Trainer`` on one fixed training batch.
+
+    The first batch of the training loader (its first ``max_samples`` samples), as the loader yields it,
+    is the whole training set (``[batch] * steps``) and the validation set (``[batch]``); the Trainer
+    moves it to the device with the module's batch-transfer hooks, as ``fit`` would. Validation runs on it
+    (in eval mode, in Lightning's own loop) before the first step, as the sanity check (after ``setup`` and
+    ``on_fit_start``, as in a real run), and after the last step (the end of the epoch or the early stop;
+    a ``trainer.validate`` when the fit ended without one). No logger,
+    checkpoints, progress bar or summary; files go to a temporary directory; Lightning's info lines and
+    warnings are silenced. The user's module, its optimizers and every RNG are left as they were (the fit
+    runs on a copy inside :func:`~lightning_recipes.harness.preserved_rng`, seeded with ``harness.seed``).
+
+    Works under automatic and manual optimisation, with several optimizers, and with hooks that need a
+    Trainer. Stops early (after the step in progress) when ``should_stop()`` turns true (a time budget) or,
+    after at least 12 batches (more with BatchNorm layers, until their running statistics
+    hold <= 10 % of their initial values), when the training loss fell by ``fit_ratio`` of its first value.
+
+    Args:
+        harness: The harness of the user's model and data.
+        steps: Training batches at most.
+        max_samples: Samples kept from the first batch.
+        fit_ratio: Stop once the training loss fell by this fraction, in (0, 1].
+        should_stop: Asked after each batch.
+        cache: Reuse a finished trial of the same ``harness`` with the same ``steps`` and ``max_samples``.
+
+    Raises:
+        CannotRunOnCopy: Without training data, when the model cannot be copied, or inside a multi-process
+            run (a callback's check under DDP).
+
+    Example:
+        >>> from lightning_recipes.harness import Harness
+        >>> from lightning_recipes.testing import TinyClassifier, random_classification_loader
+        >>> fit = trial_fit(Harness(TinyClassifier(lr=0.5), random_classification_loader()), steps=10)
+        >>> len(fit.steps), fit.steps[0].backwards, fit.train_losses[-1] < fit.train_losses[0]
+        (10, 1, True)
+        >>> fit.validation.source, fit.validation.after < fit.validation.before
+        ("logged 'val_loss'", True)
+    """
+    check_int("steps", steps, minimum=1)
+    check_int("max_samples", max_samples, minimum=1)
+    check_in_range("fit_ratio", fit_ratio, 0, 1, low_open=True)
+    key = (steps, max_samples)
+    cached = _CACHE.get(harness, {}).get(key) if cache else None
+    if cached is not None:
+        return cached
+    trainer = harness.trainer
+    if trainer is not None and trainer.world_size > 1:
+        raise CannotRunOnCopy(
+            f"a trial fit needs its own Trainer, which cannot run inside a {trainer.world_size}-process run; "
+            "run `preflight(model, ...)` before `trainer.fit` instead."
+        )
+    started = time.perf_counter()
+    with preserved_rng():
+        torch.manual_seed(harness.seed)
+        batch = _first_batch(harness, max_samples)
+        model = harness.copy_model()
+        result = _fit(harness, model, batch, steps, fit_ratio, should_stop or (lambda: False))
+    result.samples = batch_size_of(batch, harness.input_key)
+    result.seconds = time.perf_counter() - started
+    if cache and result.stopped != "budget":
+        _CACHE.setdefault(harness, {})[key] = result
+    return result
+
+
+def _first_batch(harness: Harness, max_samples: int) -> Any:
+    loader = harness.train_dataloader
+    if loader is None:
+        raise CannotRunOnCopy("no training data: pass `datamodule=` or `train_dataloaders=`.")
+    with preserved_loader_rng(loader):
+        batch = next(iter(loader), None)
+    if batch is None:
+        raise CannotRunOnCopy("the training loader yielded no batch.")
+    size = batch_size_of(batch, harness.input_key)
+    if size is not None and size > max_samples:
+        batch = clone_tensors(slice_batch(batch, max_samples, size))
+    return batch
+
+
+def _fit(
+    harness: Harness,
+    model: pl.LightningModule,
+    batch: Any,
+    steps: int,
+    fit_ratio: float,
+    should_stop: Callable[[], bool],
+) -> TrialFit:
+    recorder = TrialRecorder(model, should_stop, fit_ratio)
+    has_validation = is_overridden("validation_step", model, pl.LightningModule)
+    view: ValidationView | None = None
+    try:
+        with _quiet(), tempfile.TemporaryDirectory(prefix="lightning_recipes_trial_") as root:
+            trainer = pl.Trainer(
+                default_root_dir=root,
+                max_steps=steps,
+                max_epochs=1,
+                # validation of the batch before training (Lightning's sanity check, after `on_fit_start`,
+                # as in a real run) and after it (the end of the epoch, or the early stop)
+                limit_val_batches=1.0 if has_validation else 0,
+                num_sanity_val_steps=1 if has_validation else 0,
+                logger=False,
+                enable_checkpointing=False,
+                enable_progress_bar=False,
+                enable_model_summary=False,
+                callbacks=[recorder],
+                **_device_settings(harness),
+            )
+            if not has_validation:
+                trainer.fit(model, train_dataloaders=_Repeated(batch, steps))
+            else:
+                model.validation_step = recorder.wrap_validation_step(model.validation_step)  # type: ignore[method-assign]
+                trainer.fit(
+                    model, train_dataloaders=_Repeated(batch, steps), val_dataloaders=_Repeated(batch, 1)
+                )
+                if "after" not in recorder.val:  # the fit ended without validating: validate once more
+                    trainer.validate(model, dataloaders=_Repeated(batch, 1), verbose=False)
+                view = _validation_view(recorder)
+    finally:
+        recorder.remove()
+        if "validation_step" in vars(model):
+            del model.validation_step  # the instance attribute; the class's method shows again
+    received = recorder.received
+    in_optimizer = set(recorder.owner)
+    return TrialFit(
+        automatic=model.automatic_optimization,
+        optimizers=recorder.optimizer_names,
+        steps=recorder.steps,
+        train_losses=recorder.train_losses,
+        received_grad=recorder.param_names(received),
+        not_in_optimizer=recorder.param_names(received - in_optimizer),
+        never_changed=recorder.param_names(recorder.with_grad_at_lr - recorder.ever_changed),
+        lr_positive=recorder.lr_positive,
+        samples=None,
+        stopped=recorder.stopped,
+        validation=view,
+        seconds=0.0,
+    )
+
+
+class _Repeated:
+    """A loader of ``count`` copies of one batch (one loader: a list would be read as a list of loaders)."""
+
+    def __init__(self, batch: Any, count: int) -> None:
+        self.batch, self.count = batch, count
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter([self.batch] * self.count)
+
+    def __len__(self) -> int:
+        return self.count
+
+
+def _validation_view(recorder: TrialRecorder) -> ValidationView:
+    before, after = recorder.val.get("before"), recorder.val.get("after")
+    logged_before, logged = recorder.logged.get("before", {}), recorder.logged.get("after", {})
+    view = ValidationView(logged=logged)
+    if before is None or after is None:
+        return view
+    key = _loss_key(logged)
+    if before.returned is not None and after.returned is not None:
+        view.before, view.after, view.source = before.returned, after.returned, "returned"
+    elif key is not None and key in logged_before:
+        view.before, view.after, view.source = logged_before[key], logged[key], f"logged {key!r}"
+    elif before.loss_call is not None and after.loss_call is not None:
+        view.before, view.after = before.loss_call, after.loss_call
+        view.source = f"loss call {after.loss_call_name}"
+    _compare_weights(recorder, after.modules, view)
+    _compare_inputs(recorder, after.inputs, view)
+    view.batchnorm_lag = _batchnorm_lag(recorder, after.modules)
+    return view
+
+
+def _loss_key(logged: dict[str, float]) -> str | None:
+    """The logged key that is the validation loss: one with "loss" in it, those with "val" first."""
+    keys = [k for k in logged if "loss" in k.lower()]
+    keys.sort(key=lambda k: (not any(w in k.lower() for w in ("val", "valid")), len(k)))
+    return keys[0] if keys else None
+
+
+def _compare_weights(recorder: TrialRecorder, modules: set[str], view: ValidationView) -> None:
+    """Which parameters validation read, and whether they hold the start, the trained or averaged values.
+
+    A parameter training also read is compared with its own trained value (an averaging callback swaps
+    averaged values in); one only validation read (``self.ema``) with the trained parameter of the same
+    shape whose name ends the same way (``ema.0.weight`` -> ``net.0.weight``).
+    """
+    named = dict(recorder.model.named_modules())
+    train_modules = recorder.train_modules
+    view.val_only_modules = sorted(
+        name
+        for name in modules - train_modules
+        if name in named and any(True for _ in named[name].parameters(recurse=False))
+    )
+    read = {id(p) for name in modules if name in named for p in named[name].parameters(recurse=False)}
+    trained_ids = {
+        id(p) for name in train_modules if name in named for p in named[name].parameters(recurse=False)
+    }
+    weights, initial, trained = recorder.val_weights, recorder.initial, recorder.trained
+    moved = {pid for pid in trained_ids if pid in trained and not torch.equal(initial[pid], trained[pid])}
+    far_num = far_den = 0.0
+    for pid in read:
+        seen, start, end = weights.get(pid), initial.get(pid), trained.get(pid)
+        if seen is None or start is None or end is None:
+            continue
+        name = recorder.names[pid]
+        if pid in trained_ids:
+            if pid not in moved or torch.equal(seen, end):
+                continue  # what training used
+            if torch.equal(seen, start):
+                view.stale.append(name)
+                continue
+            target = end
+        else:
+            if torch.equal(seen, start):
+                view.stale.append(name)
+                continue
+            twin = _counterpart(recorder, name, seen.shape, moved)
+            if twin is None:
+                view.averaged.append(name)
+                continue
+            target = trained[twin]
+        view.averaged.append(name)
+        far_num += float((seen - target).double().square().sum())  # sync: once per parameter
+        far_den += float((start - target).double().square().sum())
+    view.stale.sort()
+    view.averaged.sort()
+    if view.averaged and far_den > 0:
+        view.lag = math.sqrt(far_num / far_den)
+
+
+def _batchnorm_lag(recorder: TrialRecorder, modules: set[str]) -> float:
+    batches = len(recorder.train_losses)
+    lag = 0.0
+    for name, module in recorder.model.named_modules():
+        if (
+            name in modules
+            and isinstance(module, torch.nn.modules.batchnorm._BatchNorm)
+            and module.track_running_stats
+            and module.momentum is not None
+        ):
+            lag = max(lag, (1.0 - module.momentum) ** batches)
+    return lag
+
+
+def _counterpart(recorder: TrialRecorder, name: str, shape: torch.Size, moved: set[int]) -> int | None:
+    """The trained parameter of this shape whose name shares the longest ending with ``name``."""
+    parts = name.split(".")
+    best, best_len = None, 0
+    for pid in moved:
+        other = recorder.names[pid].split(".")
+        if recorder.params[pid].shape != shape:
+            continue
+        common = 0
+        while common < min(len(parts), len(other)) and parts[-1 - common] == other[-1 - common]:
+            common += 1
+        if common > best_len:
+            best, best_len = pid, common
+    return best
+
+
+def _compare_inputs(recorder: TrialRecorder, val: dict[str, torch.Tensor], view: ValidationView) -> None:
+    """The first module both paths ran: its first input in validation vs in the last training batch, when
+    training gave it the same input at the first and the last batch (no augmentation, no weights before it).
+    """
+    first, last = recorder.first_train_inputs or recorder.train_inputs, recorder.train_inputs
+    for name, x_val in val.items():
+        x_last, x_first = last.get(name), first.get(name)
+        if x_last is None or x_first is None:
+            continue
+        view.input_module = name or "<the module itself>"
+        if x_first.shape != x_last.shape or not torch.equal(x_first, x_last):
+            view.input_varies = True
+        elif x_val.shape == x_last.shape:
+            norm = float(x_last.double().norm())  # sync: once
+            view.input_difference = float((x_val.double() - x_last.double()).norm()) / max(norm, 1e-12)
+        return
+
+
+def _device_settings(harness: Harness) -> dict[str, Any]:
+    device = harness.device
+    settings: dict[str, Any] = {"accelerator": "cpu", "devices": 1}
+    if device.type == "cuda":
+        settings = {"accelerator": "cuda", "devices": [device.index or 0]}
+    elif device.type == "mps":
+        settings = {"accelerator": "mps", "devices": 1}
+    trainer = harness.trainer
+    precision = getattr(trainer, "precision", None) if trainer is not None else None
+    if isinstance(precision, str):
+        settings["precision"] = precision
+    return settings
+
+
+@contextmanager
+def _quiet() -> Generator[None, None, None]:
+    """Lightning's info lines ("GPU available ...") and warnings silenced for the trial."""
+    loggers = [logging.getLogger(name) for name in ("lightning.pytorch", "lightning.fabric", "lightning")]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        for logger, level in zip(loggers, levels):
+            logger.setLevel(level)

@@ -1,0 +1,103 @@
+"""The optimization check on real tiny LightningModules fitted by a real Trainer (on a copy): manual and
+automatic optimisation, healthy loops and their broken twins."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+import torch
+
+from lightning_recipes.checks import preflight
+from lightning_recipes.checks.optimization_check import OptimizationCheck
+from tests.checks import _loop_models as M
+
+
+def _run(model, **kwargs):
+    report = preflight(
+        model, train_dataloaders=M.loader(), checks=[OptimizationCheck(**kwargs)], progress=False
+    )
+    return report["optimization"]
+
+
+@pytest.mark.parametrize(
+    "model",
+    [M.AutoMLP(), M.ManualMLP(), M.ManualMLP("accumulate"), M.TwoOptimizers(), M.TwoOptimizers(True)],
+    ids=["automatic", "manual", "manual-2-micro-batches", "two-optimizers", "two-optimizers-one-backward"],
+)
+def test_healthy_loops_pass(model):
+    result = _run(model)
+    assert result.status == "pass", result.message
+    assert result.details["max_residual"] < 1e-6  # the same float sums: equal up to rounding
+    assert result.seconds < 3.0
+
+
+def test_gradients_clipped_before_the_step_pass_as_scaled():
+    result = _run(M.ClippedGradients())
+    assert result.status == "pass", result.message
+    assert result.details["scaled_steps"] == result.details["steps"]
+    assert "scaled down" in result.message
+
+
+def test_accumulation_over_micro_batches_steps_every_second_batch():
+    result = _run(M.ManualMLP("accumulate"))
+    assert result.status == "pass", result.message
+    assert result.details["batches"] == 2 * result.details["steps"]
+
+
+@pytest.mark.parametrize(
+    "model", [M.ManualMLP("no_zero_grad"), M.NoOpZeroGrad()], ids=["manual", "automatic"]
+)
+def test_gradients_never_cleared_fail(model):
+    result = _run(model)
+    assert result.status == "fail", result.message
+    assert "accumulate across steps" in result.message
+    shares = [s["share"] for s in result.details["carried_steps"]]
+    assert shares and min(shares) > 0.99  # the whole previous gradient is still there
+
+
+def test_step_before_backward_fails():
+    result = _run(M.ManualMLP("step_first"))
+    assert result.status == "fail", result.message
+    assert result.details["no_backward_steps"] == [0]
+    assert result.details["cleared_steps"]  # later steps run on gradients zeroed after their backward
+    assert (
+        "no backward pass" in result.message and "cleared between the backward and the step" in result.message
+    )
+
+
+def test_submodule_missing_from_the_optimizer_fails_with_its_names():
+    result = _run(M.ManualMLP("missing"))
+    assert result.status == "fail", result.message
+    assert result.details["not_in_optimizer"] == ["side.bias", "side.weight"]
+    assert "side.weight" in result.message
+
+
+def test_a_tiny_budget_is_inconclusive_not_a_pass():
+    result = _run(M.AutoMLP(), time_budget=1e-6)
+    assert result.status == "inconclusive", result.message
+    assert result.details["steps"] == 1
+
+
+def test_the_users_model_and_rng_are_untouched():
+    torch.manual_seed(0)
+    model = M.ManualMLP("no_zero_grad")
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    rng = (torch.get_rng_state(), random.getstate(), np.random.get_state()[1].copy())
+    assert _run(model).status == "fail"
+    assert all(torch.equal(v, model.state_dict()[k]) for k, v in state.items())
+    assert all(p.grad is None for p in model.parameters())
+    assert model._trainer is None and model.automatic_optimization is False
+    assert "validation_step" not in vars(model)
+    assert all(not m._forward_pre_hooks for m in model.modules())
+    assert all(not p._backward_hooks for p in model.parameters())
+    assert torch.equal(rng[0], torch.get_rng_state()) and rng[1] == random.getstate()
+    assert np.array_equal(rng[2], np.random.get_state()[1])
+
+
+def test_bad_arguments_are_refused():
+    with pytest.raises(ValueError, match="steps"):
+        OptimizationCheck(steps=1)
+    with pytest.raises(ValueError, match="max_samples"):
+        OptimizationCheck(max_samples=0)
