@@ -43,9 +43,9 @@ def error_result(name: str, err: BaseException) -> CheckResult:
         name,
         "error",
         f"error: the check could not finish ({type(err).__name__}: {err}{where}), so it says nothing about "
-        "the model. It runs `training_step`/`forward` on a copy of the module with no Trainer attached: if "
-        "the error is in your code, pass `input_key`/`target_key` or leave this check out; if it is in "
-        "lightning_recipes, please report it with this message.",
+        "the model. It runs your `training_step`/`forward` on a copy of the module (most checks with no "
+        "Trainer attached): if the error is in your code, pass `input_key`/`target_key` or leave this check "
+        "out; if it is in lightning_recipes, please report it with this message.",
         {"error": f"{type(err).__name__}: {err}", "where": where.removeprefix(" at ")},
     )
 
