@@ -42,15 +42,20 @@ def cases(kind: str) -> list[Any]:
     return found
 
 
-def run_case(case: Any, threads: int) -> tuple[dict[str, str], float, str]:
-    """The statuses of the full default preflight on ``case``, its wall time and its slowest check."""
+def run_case(case: Any, threads: int, checks: list[str] | None = None) -> tuple[dict[str, str], float, str]:
+    """The statuses of the preflight (every check, or ``checks``) on ``case``, its wall time and its slowest
+    check."""
     torch.manual_seed(0)  # the models initialise from the global RNG: the same init in every run
     data = case.data()
     accepted = inspect.signature(preflight).parameters
     dropped = sorted(key for key in data if key not in accepted)  # e.g. the run plan, on an older preflight
     started = time.perf_counter()
     report = preflight(
-        case.model(), **{k: v for k, v in data.items() if k in accepted}, num_threads=threads, progress=False
+        case.model(),
+        **{k: v for k, v in data.items() if k in accepted},
+        num_threads=threads,
+        progress=False,
+        checks=checks,
     )
     seconds = time.perf_counter() - started
     slowest = report.slowest
@@ -64,6 +69,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--only", default="", help="comma-separated case ids (default: all)")
+    parser.add_argument("--checks", default="", help="comma-separated check names (default: all)")
     args = parser.parse_args(argv)
     only = set(filter(None, args.only.split(",")))
     print(
@@ -79,7 +85,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         for case in cases(kind):
             if only and case.id not in only:
                 continue
-            statuses, seconds, slow = run_case(case, args.threads)
+            statuses, seconds, slow = run_case(
+                case, args.threads, args.checks.split(",") if args.checks else None
+            )
             longest = max(longest, seconds)
             failing = [name for name, s in statuses.items() if s == "fail"]
             other = [f"{name}={s}" for name, s in statuses.items() if s not in ("pass", "fail")]
