@@ -29,6 +29,7 @@ from lightning_recipes.checks import (  # every check class of checks.CHECKS (te
     GradFlowCheck,
     InitLossCheck,
     InputIndependenceCheck,
+    OptimizationCheck,
     OverfitBatchCheck,
     Preflight,
     PreflightError,
@@ -36,6 +37,7 @@ from lightning_recipes.checks import (  # every check class of checks.CHECKS (te
     SanityCheck,
     SplitOverlapCheck,
     TargetLeakageCheck,
+    ValidationPathCheck,
     preflight,
 )
 from lightning_recipes.data import CharLMDataModule, DigitsDataModule
@@ -105,6 +107,7 @@ __all__ = [
     "Lion",
     "LionRecipe",
     "MemoryEstimate",
+    "OptimizationCheck",
     "OptimizerRecipe",
     "OptimizerRecipeMixin",
     "OverfitBatchCheck",
@@ -123,6 +126,7 @@ __all__ = [
     "SplitOverlapCheck",
     "StabilityGuard",
     "TargetLeakageCheck",
+    "ValidationPathCheck",
     "__version__",
     "apply_fsdp2",
     "build_optimizer",

@@ -23,10 +23,12 @@ from lightning_recipes.checks import (  # every check class of checks.CHECKS (te
     GradFlowCheck,
     InitLossCheck,
     InputIndependenceCheck,
+    OptimizationCheck,
     OverfitBatchCheck,
     Preflight,
     SplitOverlapCheck,
     TargetLeakageCheck,
+    ValidationPathCheck,
 )
 
 __all__: list[str] = [
@@ -44,10 +46,12 @@ __all__: list[str] = [
     "InitLossCheck",
     "InputIndependenceCheck",
     "InputPipelineMonitor",
+    "OptimizationCheck",
     "OverfitBatchCheck",
     "Preflight",
     "RunManifest",
     "SplitOverlapCheck",
     "StabilityGuard",
     "TargetLeakageCheck",
+    "ValidationPathCheck",
 ]

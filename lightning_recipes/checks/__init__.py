@@ -15,7 +15,7 @@ Example:
     >>> from lightning_recipes.checks import CHECKS, InitLossCheck, preflight
     >>> list(CHECKS)
     ['data', 'split_overlap', 'init_loss', 'grad_flow', 'batch_independence', 'eval_mode', 'causality',
-     'target_leakage', 'overfit_batch', 'input_independence']
+     'target_leakage', 'optimization', 'validation_path', 'overfit_batch', 'input_independence']
 """
 
 from lightning_recipes.checks.base import SanityCheck
@@ -26,11 +26,13 @@ from lightning_recipes.checks.eval_mode_check import EvalModeCheck
 from lightning_recipes.checks.grad_flow_check import GradFlowCheck
 from lightning_recipes.checks.init_loss_check import InitLossCheck
 from lightning_recipes.checks.input_independence_check import InputIndependenceCheck
+from lightning_recipes.checks.optimization_check import OptimizationCheck
 from lightning_recipes.checks.overfit_batch_check import OverfitBatchCheck
 from lightning_recipes.checks.preflight import CHECKS, Preflight, preflight
 from lightning_recipes.checks.report import CheckResult, CheckSkipped, PreflightError, PreflightReport
 from lightning_recipes.checks.split_overlap_check import SplitOverlapCheck
 from lightning_recipes.checks.target_leakage_check import TargetLeakageCheck
+from lightning_recipes.checks.validation_path_check import ValidationPathCheck
 from lightning_recipes.harness import Harness as CheckContext  # the check-facing name of the harness
 from lightning_recipes.harness import LossCall
 
@@ -47,6 +49,7 @@ __all__ = [
     "InitLossCheck",
     "InputIndependenceCheck",
     "LossCall",
+    "OptimizationCheck",
     "OverfitBatchCheck",
     "Preflight",
     "PreflightError",
@@ -54,5 +57,6 @@ __all__ = [
     "SanityCheck",
     "SplitOverlapCheck",
     "TargetLeakageCheck",
+    "ValidationPathCheck",
     "preflight",
 ]

@@ -30,10 +30,12 @@ from lightning_recipes.checks.eval_mode_check import EvalModeCheck
 from lightning_recipes.checks.grad_flow_check import GradFlowCheck
 from lightning_recipes.checks.init_loss_check import InitLossCheck
 from lightning_recipes.checks.input_independence_check import InputIndependenceCheck
+from lightning_recipes.checks.optimization_check import OptimizationCheck
 from lightning_recipes.checks.overfit_batch_check import OverfitBatchCheck
 from lightning_recipes.checks.report import PreflightReport
 from lightning_recipes.checks.split_overlap_check import SplitOverlapCheck
 from lightning_recipes.checks.target_leakage_check import TargetLeakageCheck
+from lightning_recipes.checks.validation_path_check import ValidationPathCheck
 from lightning_recipes.harness import Harness as CheckContext
 from lightning_recipes.harness import resolve_fit_data
 from lightning_recipes.harness.batches import Key
@@ -51,6 +53,8 @@ CHECKS: dict[str, type[SanityCheck]] = {
         EvalModeCheck,
         CausalityCheck,
         TargetLeakageCheck,
+        OptimizationCheck,
+        ValidationPathCheck,
         OverfitBatchCheck,
         InputIndependenceCheck,
     )
