@@ -172,6 +172,11 @@ class Harness:
         read = self._read(self.train_dataloader, count, max_samples)
         return [self._prepare(batch) for batch in _not_empty(read, self.train_dataloader)]
 
+    def read_batches(self, loader: Iterable[Any], count: int) -> list[Any]:
+        """Up to ``count`` batches of any ``loader``, prepared as the training batches are (batch-transfer
+        hooks, device, precision), the loader's RNG left as it was. Not cached."""
+        return [self._prepare(batch) for batch in self._read(loader, count)]
+
     def read_fit_batches(self, count: int, loaders: Any = None) -> list[Any]:
         """Up to ``count`` batches as ``fit`` passes them to ``training_step``, on :attr:`device`. Not cached.
 

@@ -95,7 +95,12 @@ def is_shuffled(loader: Any) -> bool | None:
     if not isinstance(loader, DataLoader):
         return None
     sampler = loader.sampler
-    if isinstance(sampler, torch.utils.data.RandomSampler):
+    random_samplers = (
+        torch.utils.data.RandomSampler,
+        torch.utils.data.WeightedRandomSampler,
+        torch.utils.data.SubsetRandomSampler,
+    )
+    if isinstance(sampler, random_samplers):
         return True
     if isinstance(sampler, torch.utils.data.SequentialSampler):
         return False
