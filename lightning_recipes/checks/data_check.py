@@ -37,7 +37,8 @@ class DataCheck(SanityCheck):
     ``duplicate_fractions[1]`` (default 30%), judged on the dataset's samples at distinct indices when the
     sampler draws with replacement (its repeats are not repeated data); training and validation label sets
     that are disjoint, or 50% of the validation samples carrying labels absent from the training batches;
-    labels remapped between the splits (see below). Warns on: inputs far from unit scale (``|mean|`` or ``std`` above ``max_scale``:
+    labels remapped between the splits (see below). Warns on: inputs far from unit scale (``|mean|`` or
+    ``std`` above ``max_scale``:
     raw pixels 0-255, unscaled features), some single-class batches, a training loader that does not
     shuffle, blank samples from ``blank_fractions[0]`` (1%, at least 2), identical samples from
     ``duplicate_fractions[0]`` (5%, at least 2), validation labels absent from the training batches (at
