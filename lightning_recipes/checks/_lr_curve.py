@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor
+from torch.optim import Optimizer
 
 from lightning_recipes.checks._budget import out_of_time
 from lightning_recipes.harness.schedulers import SchedulerConfig
@@ -56,7 +57,7 @@ def lr_curves(
         >>> curves.values[:, 0].tolist()
         [1.0, 1.0, 0.5, 0.5, 0.25, 0.25]
     """
-    optimizers = []
+    optimizers: list[Optimizer] = []
     for config in configs:
         optimizer = config.optimizer
         if optimizer is not None and all(optimizer is not o for o in optimizers):
