@@ -152,9 +152,12 @@ def _integer_labels(labels: Tensor) -> Tensor | None:
     return labels[:, 0].to(torch.long)
 
 
-def distinct_loader(loader: DataLoader[Any], indices: Sequence[int]) -> DataLoader[Any]:
+def distinct_loader(
+    loader: DataLoader[Any], indices: Sequence[int], batch_size: int | None = None
+) -> DataLoader[Any]:
     """A loader over the distinct ``indices`` (first occurrence, in order) of ``loader``'s dataset, with its
-    batch size and collate function: the dataset's own samples, without a sampler's repeats.
+    batch size (or ``batch_size`` when it has none: a custom batch sampler) and collate function: the
+    dataset's own samples, without a sampler's repeats.
 
     Example:
         >>> from torch.utils.data import DataLoader
@@ -164,6 +167,6 @@ def distinct_loader(loader: DataLoader[Any], indices: Sequence[int]) -> DataLoad
     unique = list(dict.fromkeys(indices))
     return DataLoader(
         Subset(loader.dataset, unique),
-        batch_size=loader.batch_size or 1,
+        batch_size=loader.batch_size or batch_size or 1,
         collate_fn=loader.collate_fn,
     )

@@ -208,7 +208,8 @@ class DataCheck(SanityCheck):
         served = served_indices(loader, read) if isinstance(loader, DataLoader) else None
         if served is None or not served.repeats:
             return inputs
-        distinct = context.read_batches(distinct_loader(loader, served.indices), self.num_batches)
+        largest = max((len(x) for x in inputs if x is not None and x.ndim > 0), default=1)
+        distinct = context.read_batches(distinct_loader(loader, served.indices, largest), self.num_batches)
         self._judged_on_distinct = len(set(served.indices))
         return [context.split(b)[0] for b in distinct]
 

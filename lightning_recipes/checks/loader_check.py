@@ -21,7 +21,7 @@ from lightning_recipes.harness.loaders import describe_loader
 __all__ = ["LoaderCheck"]
 
 #: Indices of one epoch read from a sampler (integers only, no sample is loaded).
-MAX_EPOCH_INDICES = 1_000_000
+MAX_EPOCH_INDICES = 200_000
 
 
 class LoaderCheck(SanityCheck):

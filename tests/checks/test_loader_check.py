@@ -221,3 +221,25 @@ def test_inside_trainer_fit_the_sampler_the_trainer_uses_is_judged(tmp_path, pow
 def test_bad_arguments_fail_at_construction_naming_them(kwargs, match):
     with pytest.raises(ValueError, match=match):
         LoaderCheck(**kwargs)
+
+
+class TargetsAttribute(Dataset):
+    """A torchvision-style dataset: ``targets`` as a list, samples loaded in ``__getitem__``."""
+
+    def __init__(self, base: TensorDataset) -> None:
+        self.x, y = base.tensors
+        self.targets = y.tolist()
+
+    def __len__(self) -> int:
+        return len(self.targets)
+
+    def __getitem__(self, i: int):
+        raise AssertionError("labels come from `targets`: no sample is loaded for them")
+
+
+def test_labels_come_from_a_targets_attribute_without_loading_samples():
+    from lightning_recipes.checks._loader_samples import dataset_labels
+
+    data = imbalanced()
+    labels = dataset_labels(TargetsAttribute(data), range(len(data)), None)
+    assert labels is not None and labels.tolist() == data.tensors[1].tolist()

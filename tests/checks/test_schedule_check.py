@@ -278,3 +278,14 @@ def test_bad_check_arguments_fail_at_construction(kwargs, match):
 def test_bad_run_lengths_fail_at_construction_naming_them(kwargs, match):
     with pytest.raises(ValueError, match=match):
         preflight(TinyClassifier(), train_dataloaders=random_classification_loader(), checks=[], **kwargs)
+
+
+def test_with_a_planned_length_other_checks_get_the_modules_own_optimizer_too():
+    # grad_flow builds the optimizers on a copy; a configure_optimizers reading self.trainer used to fall
+    # back to AdamW outside fit. With max_epochs the stand-in answers it.
+    model = Scheduled("one_cycle")
+    loader = random_classification_loader()
+    without = preflight(model, train_dataloaders=loader, checks=["grad_flow"], progress=False)
+    planned = preflight(model, train_dataloaders=loader, checks=["grad_flow"], progress=False, max_epochs=3)
+    assert "used AdamW" in without["grad_flow"].details["optimizer"]
+    assert planned["grad_flow"].details["optimizer"].startswith("the module's configure_optimizers (SGD)")
