@@ -136,9 +136,9 @@ def judge_curve(
 
     Rules: the LR starts below ``low x base`` and stays there for more than half the run, or is still
     rising at the end below half its base (a warm-up that never finishes); it falls below ``collapse x
-    base`` before half the run (a decay meant per epoch registered per step); it ends above ``growth x``
-    its first positive value and is still growing over the last tenth of the run (``gamma > 1``, a warm-up
-    with no end).
+    base`` before half the run, after having reached ``low x base`` (a decay meant per epoch registered per
+    step; a warm-up that starts lower is not a collapse); it ends above ``growth x`` its first positive
+    value and is still growing over the last tenth of the run (``gamma > 1``, a warm-up with no end).
 
     Example:
         >>> import torch
@@ -146,6 +146,9 @@ def judge_curve(
         >>> judge_curve(decayed, 1.0, 100, collapse=1e-3, low=1e-2, growth=10).rule
         'collapse'
         >>> judge_curve(torch.ones(100), 1.0, 100, collapse=1e-3, low=1e-2, growth=10) is None
+        True
+        >>> warm_then_flat = torch.linspace(1e-4, 1.0, 100).clamp(max=0.5) * 2  # from 2e-4 x base
+        >>> judge_curve(warm_then_flat, 1.0, 100, collapse=1e-3, low=1e-2, growth=1000) is None
         True
     """
     n = len(curve)
@@ -161,7 +164,9 @@ def judge_curve(
             f"({low_steps / total:.0%} of the run; starts at {float(curve[0]):.3g}, peaks at "
             f"{float(curve.max()):.3g}, {reached})",
         )
-    collapsed = torch.nonzero(curve < collapse * base).flatten()
+    warmed = torch.nonzero(curve >= low * base).flatten()  # a warm-up may start far below `collapse`
+    start = int(warmed[0]) if len(warmed) else n
+    collapsed = torch.nonzero(curve[start:] < collapse * base).flatten() + start
     if len(collapsed) and int(collapsed[0]) < total / 2:
         at = int(collapsed[0])
         return CurveFinding(

@@ -66,6 +66,20 @@ RECIPES = {
         "optimizer": o,
         "lr_scheduler": {"scheduler": schedulers.ReduceLROnPlateau(o), "monitor": "val_loss"},
     },
+    "warmup_from_1e-4_then_cosine": lambda m, o: {
+        "optimizer": o,
+        "lr_scheduler": {
+            "scheduler": schedulers.SequentialLR(
+                o,
+                [
+                    schedulers.LinearLR(o, start_factor=1e-4, total_iters=100),
+                    schedulers.CosineAnnealingLR(o, T_max=int(m.trainer.estimated_stepping_batches) - 100),
+                ],
+                milestones=[100],
+            ),
+            "interval": "step",
+        },
+    },
     "cosine_t_max": lambda m, o: {
         "optimizer": o,
         "lr_scheduler": {"scheduler": schedulers.CosineAnnealingLR(o, T_max=40), "interval": "step"},
@@ -114,7 +128,16 @@ def schedule(recipe: str, **kwargs: Any):
     return report["schedule"]
 
 
-@pytest.mark.parametrize("recipe", ["warmup_cosine_per_step", "one_cycle", "multistep_per_epoch", "constant"])
+@pytest.mark.parametrize(
+    "recipe",
+    [
+        "warmup_cosine_per_step",
+        "warmup_from_1e-4_then_cosine",
+        "one_cycle",
+        "multistep_per_epoch",
+        "constant",
+    ],
+)
 def test_healthy_schedules_pass_over_the_planned_run(recipe):
     result = schedule(recipe, max_epochs=20)
     assert result.status == "pass", result.message
