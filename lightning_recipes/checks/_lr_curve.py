@@ -136,9 +136,11 @@ def judge_curve(
 
     Rules: the LR starts below ``low x base`` and stays there for more than half the run, or is still
     rising at the end below half its base (a warm-up that never finishes); it falls below ``collapse x
-    base`` before half the run, after having reached ``low x base`` (a decay meant per epoch registered per
-    step; a warm-up that starts lower is not a collapse); it ends above ``growth x`` its first positive
-    value and is still growing over the last tenth of the run (``gamma > 1``, a warm-up with no end).
+    base`` before half the run, after having reached ``low x base``, and stays below ``low x base`` for at
+    least half of the rest (a decay meant per epoch registered per step; a warm-up that starts lower, or
+    warm restarts that dip and come back, are not a collapse); it ends above ``growth x`` its first positive
+    value, at its highest, and is still growing over the last tenth of the run (``gamma > 1``, a warm-up
+    with no end).
 
     Example:
         >>> import torch
@@ -169,12 +171,14 @@ def judge_curve(
     collapsed = torch.nonzero(curve[start:] < collapse * base).flatten() + start
     if len(collapsed) and int(collapsed[0]) < total / 2:
         at = int(collapsed[0])
-        return CurveFinding(
-            "collapse",
-            f"falls below {collapse:g} x its base LR ({base:.3g}) at step {at} of {total} ({at / total:.0%} "
-            "of "
-            f"the run: {float(curve[at]):.3g}), and the rest of the run trains with almost no step",
-        )
+        stays = float((curve[at:] < low * base).double().mean())  # warm restarts come back up: no collapse
+        if stays >= 0.5:
+            return CurveFinding(
+                "collapse",
+                f"falls below {collapse:g} x its base LR ({base:.3g}) at step {at} of {total} "
+                f"({at / total:.0%} of the run: {float(curve[at]):.3g}) and stays below {low:g} x base for "
+                f"{stays:.0%} of the rest: the rest of the run trains with almost no step",
+            )
     positive = torch.nonzero(curve > 0).flatten()
     tail = float(curve[min(n - 1, int(0.9 * total))])
     rising = n == total and n - 1 > int(0.9 * total) and float(curve[-1]) > tail * (1 + 1e-9)
@@ -188,7 +192,8 @@ def judge_curve(
     if n == total and len(positive):
         start = float(curve[int(positive[0])])
         end = float(curve[-1])
-        if end > growth * start and rising:
+        at_peak = end >= float(curve.max()) * (1 - 1e-9)  # a cyclic schedule rising again is below its peaks
+        if end > growth * start and rising and at_peak:
             return CurveFinding(
                 "grows",
                 f"grows to {end:.3g} ({end / start:.0f} x its first value {start:.3g}) and is still "

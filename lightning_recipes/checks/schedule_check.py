@@ -46,8 +46,9 @@ class ScheduleCheck(SanityCheck):
     Fails when, relative to a group's base LR (its ``initial_lr``): the LR starts below ``low`` (1e-2) x
     base and stays there for more than half the run, or is still rising at the end below half its base (a
     warm-up that never finishes: registered per epoch, meant per step); after reaching ``low`` x base, it
-    falls below ``collapse`` (1e-3) x base before half the run (a per-epoch ``StepLR``/``ExponentialLR``
-    registered per step; a warm-up that starts lower is not a collapse); it ends above ``growth`` (10) x
+    falls below ``collapse`` (1e-3) x base before half the run and stays below ``low`` x base for at
+    least half of the rest (a per-epoch ``StepLR``/``ExponentialLR`` registered per step; a warm-up that
+    starts lower, or warm restarts, are not a collapse); it ends above ``growth`` (10) x
     its first value and is still growing over the last tenth of the run (``gamma > 1``, a warm-up with no
     end, a schedule longer than the run); a scheduler raises before the run ends (``OneCycleLR`` with
     fewer ``total_steps`` than the run has, which stops training at that step).

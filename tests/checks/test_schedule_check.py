@@ -80,6 +80,17 @@ RECIPES = {
             "interval": "step",
         },
     },
+    "cosine_warm_restarts": lambda m, o: {
+        "optimizer": o,
+        "lr_scheduler": {"scheduler": schedulers.CosineAnnealingWarmRestarts(o, T_0=50), "interval": "step"},
+    },
+    "cyclic": lambda m, o: {
+        "optimizer": o,
+        "lr_scheduler": {
+            "scheduler": schedulers.CyclicLR(o, base_lr=1e-4, max_lr=1e-2, step_size_up=37),
+            "interval": "step",
+        },
+    },
     "cosine_t_max": lambda m, o: {
         "optimizer": o,
         "lr_scheduler": {"scheduler": schedulers.CosineAnnealingLR(o, T_max=40), "interval": "step"},
@@ -136,6 +147,8 @@ def schedule(recipe: str, **kwargs: Any):
         "one_cycle",
         "multistep_per_epoch",
         "constant",
+        "cosine_warm_restarts",  # dips below 1e-3 x base every 50 steps and comes back: not a collapse
+        "cyclic",  # ends on a rising phase, below its earlier peaks: not unbounded growth
     ],
 )
 def test_healthy_schedules_pass_over_the_planned_run(recipe):
