@@ -325,3 +325,12 @@ def test_with_a_planned_length_other_checks_get_the_modules_own_optimizer_too():
     planned = preflight(model, train_dataloaders=loader, checks=["grad_flow"], progress=False, max_epochs=3)
     assert "used AdamW" in without["grad_flow"].details["optimizer"]
     assert planned["grad_flow"].details["optimizer"].startswith("the module's configure_optimizers (SGD)")
+
+
+def test_the_command_line_takes_the_planned_length_and_rejects_a_bad_one(capsys):
+    from lightning_recipes.checks.cli import main
+
+    assert main(["--model", "lightning_recipes.testing.DigitsCNN", "--max_epochs", "0"]) == 2
+    assert "`max_epochs` must be an integer >= 1, got 0" in capsys.readouterr().err
+    assert main(["--help"]) == 0
+    assert "--max_steps" in capsys.readouterr().out
