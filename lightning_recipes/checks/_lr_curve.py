@@ -167,8 +167,8 @@ def judge_curve(
             f"{float(curve.max()):.3g}, {reached})",
         )
     warmed = torch.nonzero(curve >= low * base).flatten()  # a warm-up may start far below `collapse`
-    start = int(warmed[0]) if len(warmed) else n
-    collapsed = torch.nonzero(curve[start:] < collapse * base).flatten() + start
+    warm_at = int(warmed[0]) if len(warmed) else n
+    collapsed = torch.nonzero(curve[warm_at:] < collapse * base).flatten() + warm_at
     if len(collapsed) and int(collapsed[0]) < total / 2:
         at = int(collapsed[0])
         stays = float((curve[at:] < low * base).double().mean())  # warm restarts come back up: no collapse
