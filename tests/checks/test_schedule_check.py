@@ -334,3 +334,31 @@ def test_the_command_line_takes_the_planned_length_and_rejects_a_bad_one(capsys)
     assert "`max_epochs` must be an integer >= 1, got 0" in capsys.readouterr().err
     assert main(["--help"]) == 0
     assert "--max_steps" in capsys.readouterr().out
+
+
+class ManualSteps(TinyClassifier):
+    def __init__(self) -> None:
+        super().__init__()
+        self.automatic_optimization = False
+
+    def training_step(self, batch: Any, batch_idx: int) -> None:
+        optimizer, scheduler = self.optimizers(), self.lr_schedulers()
+        optimizer.zero_grad()
+        self.manual_backward(self.loss(self(batch[0]), batch[1]))
+        optimizer.step()
+        scheduler.step()
+
+    def configure_optimizers(self) -> Any:
+        optimizer = torch.optim.SGD(self.parameters(), lr=0.1)
+        return [optimizer], [schedulers.StepLR(optimizer, step_size=1, gamma=0.1)]
+
+
+def test_manual_optimisation_skips_saying_the_step_calls_the_schedulers():
+    report = preflight(
+        ManualSteps(),
+        train_dataloaders=random_classification_loader(),
+        checks=[ScheduleCheck()],
+        progress=False,
+        max_epochs=3,
+    )
+    assert report["schedule"].status == "skip" and "manual optimisation" in report["schedule"].message
