@@ -54,7 +54,8 @@ class LoaderCheck(SanityCheck):
 
     Blind spots: loaders that are not map-style ``DataLoader``s (iterable datasets, custom iterables) are
     only checked for emptiness; regression and sequence targets skip the label part; what a
-    ``collate_fn`` or a batch-transfer hook does to the labels after the sampler is not seen; only one epoch
+    ``collate_fn`` or a batch-transfer hook does to the labels after the sampler is not seen, nor the
+    Trainer's ``limit_train_batches`` (the sampler's whole epoch is judged); only one epoch
     of the sampler is drawn (a sampler whose epochs differ on purpose is judged on its first).
 
     Args:

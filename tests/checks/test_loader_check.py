@@ -3,6 +3,7 @@ makes rare classes rarer or never serves a class fails, balanced and shuffled sa
 
 from __future__ import annotations
 
+import lightning.pytorch as pl
 import pytest
 import torch
 from torch import nn
@@ -16,6 +17,7 @@ from torch.utils.data import (
 
 from lightning_recipes.checks import Preflight, preflight
 from lightning_recipes.checks.loader_check import LoaderCheck
+from lightning_recipes.checks.schedule_check import ScheduleCheck
 from lightning_recipes.testing import TinyClassifier, fast_trainer
 
 SHARES = [700, 200, 60, 40]  # an imbalanced 4-class dataset
@@ -243,3 +245,50 @@ def test_labels_come_from_a_targets_attribute_without_loading_samples():
     data = imbalanced()
     labels = dataset_labels(TargetsAttribute(data), range(len(data)), None)
     assert labels is not None and labels.tolist() == data.tensors[1].tolist()
+
+
+class _WriteVerdicts(pl.Callback):
+    def __init__(self, flight: Preflight, out) -> None:
+        self.flight, self.out = flight, out
+
+    def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        assert self.flight.report is not None
+        loader, schedule = self.flight.report["loader"], self.flight.report["schedule"]
+        seen = (
+            loader.status,
+            loader.details.get("served_samples"),
+            schedule.status,
+            schedule.details["total_steps"],
+        )
+        (self.out / f"rank{trainer.global_rank}.txt").write_text(repr(seen))
+
+
+class _OneCycle(TinyClassifier):
+    def configure_optimizers(self):
+        optimizer = torch.optim.SGD(self.parameters(), lr=0.1)
+        total = int(self.trainer.estimated_stepping_batches)
+        scheduler = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=0.1, total_steps=total)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+
+def test_ddp_each_rank_judges_the_sampler_the_trainer_wraps_and_its_own_run_length(tmp_path):
+    data = imbalanced()
+    sampler = WeightedRandomSampler(
+        weights(data, 1.0), num_samples=len(data)
+    )  # made distributed by Lightning
+    flight = Preflight(
+        checks=[LoaderCheck(), ScheduleCheck()], on_fail="warn", print_report=False, progress=False
+    )
+    trainer = fast_trainer(
+        max_epochs=2,
+        strategy="ddp_fork",
+        devices=2,
+        callbacks=[flight, _WriteVerdicts(flight, tmp_path)],
+        default_root_dir=tmp_path,
+        limit_train_batches=2,
+    )
+    trainer.fit(_OneCycle(), DataLoader(data, batch_size=50, sampler=sampler))
+    # each rank serves half of the 1000 draws; the run is 2 epochs x 2 batches (limit_train_batches) per rank
+    expected = repr(("fail", 500, "pass", 4))
+    outcomes = {path.name: path.read_text() for path in tmp_path.glob("rank*.txt")}
+    assert outcomes == {"rank0.txt": expected, "rank1.txt": expected}
