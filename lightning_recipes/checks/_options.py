@@ -10,6 +10,7 @@ from typing import Any, Literal
 from lightning_recipes._validation import check_bool, check_int, check_positive
 from lightning_recipes.checks._budget import DEFAULT_TIME_BUDGET
 from lightning_recipes.harness.batches import Key, check_key
+from lightning_recipes.harness.run_length import check_run_length
 
 __all__ = [
     "DEFAULT_TOTAL_TIME_BUDGET",
@@ -61,10 +62,13 @@ class PreflightOptions:
         total_time_budget: Seconds for the whole run (``None``: no cap).
         progress: Log a line as each check starts and ends.
         print_report: Print the report table (rank zero).
+        max_epochs: The planned run's epochs (``preflight()`` only: inside ``fit`` the Trainer's plan).
+        max_steps: The planned run's optimizer steps (``preflight()`` only).
 
     Raises:
         ValueError: For ``num_classes < 2``, ``num_threads < 1``, a non-integer ``seed``, a key neither int,
-            str nor None, or a budget neither a positive number nor None.
+            str nor None, a budget neither a positive number nor None, or ``max_epochs``/``max_steps`` not
+            None or an integer >= 1.
         TypeError: If ``progress`` or ``print_report`` is not a bool.
 
     Example:
@@ -85,6 +89,8 @@ class PreflightOptions:
     total_time_budget: float | None = DEFAULT_TOTAL_TIME_BUDGET
     progress: bool = True
     print_report: bool = False
+    max_epochs: int | None = None
+    max_steps: int | None = None
 
     def __post_init__(self) -> None:
         check_time_budget("time_budget", self.time_budget)
@@ -98,3 +104,4 @@ class PreflightOptions:
         check_key("target_key", self.target_key)
         check_time_budget("total_time_budget", self.total_time_budget)
         check_bool("print_report", self.print_report)
+        check_run_length(self.max_epochs, self.max_steps)

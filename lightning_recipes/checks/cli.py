@@ -90,6 +90,18 @@ def build_parser() -> ArgumentParser:  # jsonargparse is imported lazily: it is 
         default=True,
         help="log a line per check as it starts and ends (default: true)",
     )
+    parser.add_argument(
+        "--max_epochs",
+        type=int | None,
+        default=None,
+        help="the planned run's epochs, for checks of the whole run (LR schedule) (default: unknown)",
+    )
+    parser.add_argument(
+        "--max_steps",
+        type=int | None,
+        default=None,
+        help="the planned run's optimizer steps (default: unknown)",
+    )
     parser.add_argument("--json", type=Path | None, default=None, help="also write the report as JSON here")
     parser.add_argument("--strict", type=bool, default=False, help="exit 1 on warnings too")
     return parser
@@ -146,6 +158,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             time_budget=config.time_budget,
             progress=config.progress,
             print_report=True,
+            max_epochs=config.max_epochs,
+            max_steps=config.max_steps,
         )
     except (TypeError, ValueError) as err:
         print(f"lightning-recipes preflight: {err}", file=sys.stderr)
@@ -171,6 +185,8 @@ _OWN_KEYS = (
     "num_threads",
     "time_budget",
     "progress",
+    "max_epochs",
+    "max_steps",
     "json",
     "strict",
 )

@@ -7,12 +7,14 @@ from typing import Any, Literal
 
 import torch
 from torch import Tensor
+from torch.utils.data import DataLoader
 from typing_extensions import override
 
 from lightning_recipes._validation import check_int, check_positive
 from lightning_recipes.checks._data_scans import NonFinite, input_scale, scan_nonfinite, scan_samples
 from lightning_recipes.checks._data_splits import compare_splits
 from lightning_recipes.checks._data_statistics import class_mixing, labels_in_range, split_labels
+from lightning_recipes.checks._loader_samples import distinct_loader, served_indices
 from lightning_recipes.checks._num_classes import IGNORE_INDEX, infer_num_classes
 from lightning_recipes.checks.base import SanityCheck, TimeBudget
 from lightning_recipes.checks.report import CheckResult
@@ -32,9 +34,11 @@ class DataCheck(SanityCheck):
     single class, or labels in sorted order from a loader that does not shuffle; blank samples (every value
     of a sample equal: all-zero images, padding-only sequences) from ``blank_fractions[1]`` of the samples
     read (default 5%); identical float samples (exact copies of another sample read) from
-    ``duplicate_fractions[1]`` (default 30%); training and validation label sets that are disjoint, or 50%
-    of the validation samples carrying labels absent from the training batches; labels remapped between the
-    splits (see below). Warns on: inputs far from unit scale (``|mean|`` or ``std`` above ``max_scale``:
+    ``duplicate_fractions[1]`` (default 30%), judged on the dataset's samples at distinct indices when the
+    sampler draws with replacement (its repeats are not repeated data); training and validation label sets
+    that are disjoint, or 50% of the validation samples carrying labels absent from the training batches;
+    labels remapped between the splits (see below). Warns on: inputs far from unit scale (``|mean|`` or
+    ``std`` above ``max_scale``:
     raw pixels 0-255, unscaled features), some single-class batches, a training loader that does not
     shuffle, blank samples from ``blank_fractions[0]`` (1%, at least 2), identical samples from
     ``duplicate_fractions[0]`` (5%, at least 2), validation labels absent from the training batches (at
@@ -123,9 +127,11 @@ class DataCheck(SanityCheck):
         self.max_scale = max_scale
         self.blank_fractions = tuple(blank_fractions)
         self.duplicate_fractions = tuple(duplicate_fractions)
+        self._judged_on_distinct = 0  # distinct sampler indices the sample scan used (0: the batches read)
 
     @override
     def check(self, context: CheckContext) -> CheckResult:
+        self._judged_on_distinct = 0
         batches = context.train_batches(self.num_batches)
         fails: list[str] = []
         warns: list[str] = []
@@ -144,7 +150,7 @@ class DataCheck(SanityCheck):
         unchecked: dict[str, str] = {}
         self._inputs(inputs, details, fails, warns, checked, unchecked)
         if not details.get("constant_input_batches"):  # a constant batch is reported once, above
-            self._samples(inputs, details, fails, warns)
+            self._samples(self._distinct_inputs(context, inputs), details, fails, warns)
         classes = self._num_classes(context, batches[0], targets[0])
         details["num_classes"] = classes
         self._labels(targets, classes, context, details, fails, warns, checked, unchecked)
@@ -193,6 +199,20 @@ class DataCheck(SanityCheck):
                 "training set's mean/std, or divide pixels by 255."
             )
 
+    def _distinct_inputs(self, context: CheckContext, inputs: list[Tensor | None]) -> list[Tensor | None]:
+        """The inputs to judge blank and repeated samples on: the batches read, unless the sampler served an
+        index twice in them (drawing with replacement: a balanced ``WeightedRandomSampler``), then the
+        batches of the distinct indices it served, so that its repeats are not counted as repeated data."""
+        loader = context.train_dataloader
+        read = sum(len(x) for x in inputs if x is not None and x.ndim > 0)
+        served = served_indices(loader, read) if isinstance(loader, DataLoader) else None
+        if served is None or not served.repeats:
+            return inputs
+        largest = max((len(x) for x in inputs if x is not None and x.ndim > 0), default=1)
+        distinct = context.read_batches(distinct_loader(loader, served.indices, largest), self.num_batches)
+        self._judged_on_distinct = len(set(served.indices))
+        return [context.split(b)[0] for b in distinct]
+
     def _samples(
         self, inputs: list[Tensor | None], details: dict[str, Any], fails: list[str], warns: list[str]
     ) -> None:
@@ -203,6 +223,8 @@ class DataCheck(SanityCheck):
         total, blank_total, blank_example = scan.total, scan.blank, scan.blank_example
         duplicates, checked_for_duplicates = scan.duplicates, scan.checked_for_duplicates
         blank_fraction, duplicate_fraction = scan.blank_fraction, scan.duplicate_fraction
+        if self._judged_on_distinct:
+            details["samples_judged_on_distinct_indices"] = self._judged_on_distinct
         if blank_total or duplicates:  # new keys only when something is found: saved reports stay equal
             details.update(
                 blank_samples=blank_total,

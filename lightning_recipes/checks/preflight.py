@@ -106,6 +106,8 @@ def preflight(
     time_budget: float | None = DEFAULT_TIME_BUDGET,
     progress: bool = True,
     total_time_budget: float | None = DEFAULT_TOTAL_TIME_BUDGET,
+    max_epochs: int | None = None,
+    max_steps: int | None = None,
 ) -> PreflightReport:
     """Run the sanity checks on ``model`` with its data, before training, and return a
     :class:`PreflightReport`.
@@ -156,6 +158,12 @@ def preflight(
             ``rank_zero_info`` (rank zero only; silence it with
             ``logging.getLogger("lightning.pytorch.utilities.rank_zero").setLevel(logging.WARNING)`` or
             ``progress=False``).
+        max_epochs: The planned run's epochs (what ``Trainer(max_epochs=)`` will get), for checks of the
+            whole run (the LR schedule) and for a ``configure_optimizers`` that reads
+            ``self.trainer.estimated_stepping_batches`` / ``max_epochs`` (a stand-in answers them on the
+            copies). ``None``: unknown.
+        max_steps: The planned run's optimizer steps (``Trainer(max_steps=)``); with ``max_epochs`` the
+            smaller wins, as in the Trainer. ``None``: unknown.
 
     Returns:
         The report: ``.ok``, ``.results``, ``report["init_loss"]``, ``to_dict()``, ``raise_for_failures()``.
@@ -163,7 +171,8 @@ def preflight(
     Raises:
         ValueError: If no training data is given, a check name is unknown, or an argument is invalid
             (``num_classes < 2``, ``num_threads < 1``, a non-integer ``seed``, a key neither int nor str,
-            ``time_budget`` neither a positive number nor None).
+            ``time_budget`` neither a positive number nor None, ``max_epochs``/``max_steps`` not an integer
+            >= 1).
         TypeError: If ``print_report`` or ``progress`` is not a bool.
 
     Example:
@@ -186,6 +195,8 @@ def preflight(
         total_time_budget=total_time_budget,
         progress=progress,
         print_report=print_report,
+        max_epochs=max_epochs,
+        max_steps=max_steps,
     )
     return run_preflight(model, built, options, datamodule, train_dataloaders, val_dataloaders, device)
 
@@ -215,6 +226,8 @@ def run_preflight(
         target_key=options.target_key,
         num_classes=options.num_classes if options.num_classes is not None else data.num_classes,
         seed=options.seed,
+        max_epochs=options.max_epochs,
+        max_steps=options.max_steps,
     )
     report = run_checks(checks, context, options)
     if options.print_report:

@@ -10,7 +10,8 @@ raises :class:`CannotRunOnCopy` with the reason.
 Layout: ``harness.py`` (:class:`Harness`), ``errors.py``, ``isolation.py`` (RNG, threads, the copy),
 ``batches.py`` (where a batch's inputs and targets are), ``walk.py`` (the one walk over a nested batch),
 ``loaders.py``, ``fit_data.py`` (where a tool finds its data), ``loss_calls.py`` (which loss consumed
-which batch entry), ``optimizers.py``, ``forward_capture.py``.
+which batch entry), ``optimizers.py``, ``schedulers.py`` (the LR schedulers a ``configure_optimizers``
+configures), ``run_length.py`` (the planned run, and the Trainer stand-in for copies), ``forward_capture.py``.
 
 Example:
     >>> import torch

@@ -56,9 +56,16 @@ from lightning_recipes.harness.isolation import (
     preserved_rng,
     quiet_logging,
 )
-from lightning_recipes.harness.loaders import first_loader, fit_combined_loader, fit_dataloaders
+from lightning_recipes.harness.loaders import (
+    describe_loader,
+    first_loader,
+    fit_combined_loader,
+    fit_dataloaders,
+    loader_length,
+)
 from lightning_recipes.harness.loss_calls import LossCall, LossRecorder
 from lightning_recipes.harness.optimizers import BuiltOptimizers, build_optimizers
+from lightning_recipes.harness.run_length import PlannedTrainer, RunLength, check_run_length
 from lightning_recipes.harness.walk import batch_keys
 
 __all__ = ["Harness"]
@@ -84,6 +91,8 @@ class Harness:
         target_key: Index or key of the target tensor (default: the batch entry the loss consumes).
         num_classes: Number of classes, when shapes cannot tell.
         seed: Seed set (inside an isolated RNG state) before each trial (each check): reproducible results.
+        max_epochs: The planned run's epochs, when no Trainer says (see :attr:`run_length`).
+        max_steps: The planned run's optimizer steps, when no Trainer says.
     """
 
     def __init__(
@@ -101,6 +110,8 @@ class Harness:
         target_key: Key = None,
         num_classes: int | None = None,
         seed: int = 0,
+        max_epochs: int | None = None,
+        max_steps: int | None = None,
     ) -> None:
         if not isinstance(model, pl.LightningModule):
             raise TypeError(f"`model` must be a LightningModule, got {type(model).__name__}.")
@@ -109,6 +120,7 @@ class Harness:
         check_int("seed", seed)
         check_key("input_key", input_key)
         check_key("target_key", target_key)
+        check_run_length(max_epochs, max_steps)
         self.model = model
         self.train_dataloaders = train_dataloader  # as given: a loader, or a collection of them
         self.train_dataloader = first_loader(train_dataloader)
@@ -125,16 +137,23 @@ class Harness:
         self.target_key = target_key
         self.num_classes = num_classes
         self.seed = seed
+        self.max_epochs = max_epochs
+        self.max_steps = max_steps
         self._cache: dict[str, list[Any]] = {"train": [], "val": []}
         self._exhausted: dict[str, bool] = {"train": False, "val": False}
         self._inferred: tuple[Key, Key] | None = None
 
     # ---------------------------------------------------------------- data
     def train_batches(self, count: int) -> list[Any]:
-        """The first ``count`` training batches (fewer if the loader is shorter), on :attr:`device`."""
+        """The first ``count`` training batches (fewer if the loader is shorter), on :attr:`device`.
+
+        Raises:
+            CannotRunOnCopy: Without a training loader, or when it yields no batch (the ``loader`` check
+                fails on that; every check that needs a batch says so).
+        """
         if self.train_dataloader is None:
             raise CannotRunOnCopy("no training data: pass `datamodule=` or `train_dataloaders=`.")
-        return self._batches("train", self.train_dataloader, count)
+        return _not_empty(self._batches("train", self.train_dataloader, count), self.train_dataloader)
 
     def val_batches(self, count: int) -> list[Any]:
         """The first ``count`` validation batches, or ``[]`` without a validation loader."""
@@ -150,7 +169,13 @@ class Harness:
         """
         if self.train_dataloader is None:
             raise CannotRunOnCopy("no training data: pass `datamodule=` or `train_dataloaders=`.")
-        return [self._prepare(batch) for batch in self._read(self.train_dataloader, count, max_samples)]
+        read = self._read(self.train_dataloader, count, max_samples)
+        return [self._prepare(batch) for batch in _not_empty(read, self.train_dataloader)]
+
+    def read_batches(self, loader: Iterable[Any], count: int) -> list[Any]:
+        """Up to ``count`` batches of any ``loader``, prepared as the training batches are (batch-transfer
+        hooks, device, precision), the loader's RNG left as it was. Not cached."""
+        return [self._prepare(batch) for batch in self._read(loader, count)]
 
     def read_fit_batches(self, count: int, loaders: Any = None) -> list[Any]:
         """Up to ``count`` batches as ``fit`` passes them to ``training_step``, on :attr:`device`. Not cached.
@@ -408,7 +433,25 @@ class Harness:
     def build_optimizers(self, model: pl.LightningModule) -> BuiltOptimizers:
         """The module's own optimizers, built on the copy at their peak learning rate (see
         :func:`~lightning_recipes.harness.build_optimizers`; the real Trainer helps when there is one)."""
-        return build_optimizers(model, self.trainer)
+        return build_optimizers(model, self.trainer_for_copies())
+
+    @property
+    def run_length(self) -> RunLength:
+        """The planned run: the Trainer's (``estimated_stepping_batches``, ``num_training_batches``,
+        ``accumulate_grad_batches``) inside ``fit``, else ``max_epochs``/``max_steps`` with the training
+        loader's length (``total_steps`` is ``None`` when neither is known)."""
+        if self.trainer is not None:
+            return RunLength.from_trainer(self.trainer)
+        return RunLength.planned(self.max_epochs, self.max_steps, loader_length(self.train_dataloader))
+
+    def trainer_for_copies(self) -> Any:
+        """What a copy's ``configure_optimizers`` may read as ``self.trainer``: the real Trainer inside
+        ``fit``; outside it, a :class:`~lightning_recipes.harness.run_length.PlannedTrainer` for the planned
+        run when its length is known; else ``None``."""
+        if self.trainer is not None:
+            return self.trainer
+        run = self.run_length
+        return PlannedTrainer(run) if run.total_steps is not None else None
 
     @classmethod
     def from_trainer(
@@ -439,3 +482,13 @@ class Harness:
             num_classes=num_classes,
             seed=seed,
         )
+
+
+def _not_empty(batches: list[Any], loader: Any) -> list[Any]:
+    """``batches``, or :class:`CannotRunOnCopy` saying the training loader yielded none (and why)."""
+    if not batches:
+        raise CannotRunOnCopy(
+            f"the training loader yielded no batch ({describe_loader(loader)}), so there is nothing to run "
+            "this check on (the `loader` check says what to change)."
+        )
+    return batches

@@ -13,7 +13,14 @@ from lightning.pytorch.utilities.model_helpers import is_overridden
 from torch import Tensor
 from torch.utils.data import DataLoader
 
-__all__ = ["first_loader", "fit_combined_loader", "fit_dataloaders", "is_shuffled"]
+__all__ = [
+    "describe_loader",
+    "first_loader",
+    "fit_combined_loader",
+    "fit_dataloaders",
+    "is_shuffled",
+    "loader_length",
+]
 
 
 def first_loader(loaders: Any) -> Any:
@@ -88,9 +95,62 @@ def is_shuffled(loader: Any) -> bool | None:
     if not isinstance(loader, DataLoader):
         return None
     sampler = loader.sampler
-    if isinstance(sampler, torch.utils.data.RandomSampler):
+    random_samplers = (
+        torch.utils.data.RandomSampler,
+        torch.utils.data.WeightedRandomSampler,
+        torch.utils.data.SubsetRandomSampler,
+    )
+    if isinstance(sampler, random_samplers):
         return True
     if isinstance(sampler, torch.utils.data.SequentialSampler):
         return False
     shuffle = getattr(sampler, "shuffle", None)  # DistributedSampler and friends
     return bool(shuffle) if shuffle is not None else None
+
+
+def loader_length(loader: Any) -> int | None:
+    """Batches per epoch of a loader, or ``None`` when it has no length (an iterable dataset, a generator).
+
+    Example:
+        >>> from torch.utils.data import DataLoader
+        >>> loader_length(DataLoader(range(10), batch_size=4)), loader_length(iter([])) is None
+        (3, True)
+    """
+    try:
+        return len(loader)
+    except Exception:  # TypeError: no __len__; an IterableDataset's loader may raise others
+        return None
+
+
+def describe_loader(loader: Any) -> str:
+    """What decides a loader's number of batches, in words: ``len(dataset)``, ``batch_size``, ``drop_last``
+    and the sampler's length.
+
+    Example:
+        >>> from torch.utils.data import DataLoader
+        >>> parts = describe_loader(DataLoader(list(range(20)), batch_size=32, drop_last=True)).split(", ")
+        >>> parts[:3], parts[-1]
+        (['len(dataset)=20', 'batch_size=32', 'drop_last=True'], '0 batch(es) per epoch')
+    """
+    if not isinstance(loader, DataLoader):
+        return f"a {type(loader).__name__}, {_count(loader_length(loader), 'batch(es)')} per epoch"
+    parts = [f"len(dataset)={_count(_length(loader.dataset), '')}".rstrip()]
+    parts.append(f"batch_size={loader.batch_size}")
+    parts.append(f"drop_last={loader.drop_last}")
+    sampler = loader.sampler
+    parts.append(f"{type(sampler).__name__} with {_count(_length(sampler), 'indices')}")
+    if loader.batch_size is None and loader.batch_sampler is not None:
+        parts[1] = f"batch_sampler={type(loader.batch_sampler).__name__}"
+    parts.append(f"{_count(loader_length(loader), 'batch(es)')} per epoch")
+    return ", ".join(parts)
+
+
+def _length(obj: Any) -> int | None:
+    try:
+        return len(obj)
+    except Exception:
+        return None
+
+
+def _count(value: int | None, unit: str) -> str:
+    return f"{'unknown' if value is None else value} {unit}".rstrip()

@@ -12,7 +12,7 @@ from torch.optim import Optimizer
 
 from lightning_recipes.harness.isolation import quiet_logging
 
-__all__ = ["BuiltOptimizers", "build_optimizers"]
+__all__ = ["BuiltOptimizers", "build_optimizers", "configure_optimizers_on_copy", "optimizers_from_config"]
 
 _FALLBACK = "AdamW(lr=1e-3)"
 
@@ -49,7 +49,7 @@ class BuiltOptimizers:
         return f"configure_optimizers returned no optimizer; used {_FALLBACK}"
 
 
-def build_optimizers(model: pl.LightningModule, trainer: pl.Trainer | None = None) -> BuiltOptimizers:
+def build_optimizers(model: pl.LightningModule, trainer: Any = None) -> BuiltOptimizers:
     """The module's own optimizers, built on ``model`` (a copy) at their peak learning rate.
 
     A scheduler's ``initial_lr`` (the peak a warm-up starts below) becomes each group's ``lr``; schedulers
@@ -57,23 +57,11 @@ def build_optimizers(model: pl.LightningModule, trainer: pl.Trainer | None = Non
     attached (one that reads ``self.trainer.estimated_stepping_batches``); if it still fails, or returns no
     optimizer, ``AdamW(lr=1e-3)`` stands in and :attr:`BuiltOptimizers.from_module` says so.
     """
-    try:
-        with quiet_logging():
-            config = model.configure_optimizers()
-    except Exception as first_error:
-        config = None
-        if trainer is not None:  # a configure_optimizers that reads self.trainer (stepping batches)
-            model.trainer = trainer
-            try:
-                config = model.configure_optimizers()
-            except Exception:
-                config = None
-            finally:
-                model.trainer = None
-        if config is None:
-            fallback: Optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
-            return BuiltOptimizers([fallback], False, f"{type(first_error).__name__}: {first_error}")
-    optimizers = _optimizers_from_config(config)
+    config, error = configure_optimizers_on_copy(model, trainer)
+    if error:
+        fallback: Optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        return BuiltOptimizers([fallback], False, error)
+    optimizers = optimizers_from_config(config)
     if not optimizers:
         return BuiltOptimizers([torch.optim.AdamW(model.parameters(), lr=1e-3)], False)
     for optimizer in optimizers:
@@ -83,7 +71,31 @@ def build_optimizers(model: pl.LightningModule, trainer: pl.Trainer | None = Non
     return BuiltOptimizers(optimizers, True)
 
 
-def _optimizers_from_config(config: Any) -> list[Optimizer]:
+def configure_optimizers_on_copy(model: pl.LightningModule, trainer: Any = None) -> tuple[Any, str]:
+    """``model.configure_optimizers()`` on a copy, and ``""`` or why it failed (``"TypeError: ..."``).
+
+    Called with no Trainer attached first; a call that fails is retried once with ``trainer`` attached (the
+    real Trainer, or a :class:`~lightning_recipes.harness.run_length.PlannedTrainer`), which is detached
+    again afterwards. The first error is the one reported when both fail.
+    """
+    try:
+        with quiet_logging():
+            return model.configure_optimizers(), ""
+    except Exception as first_error:
+        error = f"{type(first_error).__name__}: {first_error}"
+    if trainer is not None:  # a configure_optimizers that reads self.trainer (stepping batches)
+        model.trainer = trainer
+        try:
+            with quiet_logging():
+                return model.configure_optimizers(), ""
+        except Exception:
+            pass
+        finally:
+            model.trainer = None
+    return None, error
+
+
+def optimizers_from_config(config: Any) -> list[Optimizer]:
     """Every optimizer in any of the return formats ``configure_optimizers`` allows."""
     if config is None:
         return []
@@ -95,7 +107,7 @@ def _optimizers_from_config(config: Any) -> list[Optimizer]:
     if isinstance(config, (list, tuple)):
         found: list[Optimizer] = []
         for item in config:
-            for optimizer in _optimizers_from_config(item):
+            for optimizer in optimizers_from_config(item):
                 if all(optimizer is not o for o in found):
                     found.append(optimizer)
         return found

@@ -1,0 +1,172 @@
+"""What a loader serves, read cheaply from its sampler and its dataset: the indices of one epoch, the labels
+at those indices, whether it yields a batch at all, and a loader over the distinct indices it served.
+
+Shared by the ``loader`` check (served vs dataset label shares) and the ``data`` check (duplicates judged on
+distinct samples, not on the repeats of a sampler that draws with replacement).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor
+from torch.utils.data import DataLoader, IterableDataset, Subset, TensorDataset
+
+from lightning_recipes.harness.batches import TARGET_KEYS, Key
+from lightning_recipes.harness.isolation import preserved_loader_rng
+
+__all__ = ["ServedIndices", "dataset_labels", "distinct_loader", "served_indices", "yields_a_batch"]
+
+
+@dataclass(frozen=True)
+class ServedIndices:
+    """The dataset indices one epoch of a loader's sampler serves, in order (up to a cap).
+
+    Attributes:
+        indices: The indices, in the order served.
+        batches: Batches those indices fill (what the batch sampler yielded).
+        complete: Whether the whole epoch was read (``False`` when the cap stopped it).
+    """
+
+    indices: list[int]
+    batches: int
+    complete: bool
+
+    @property
+    def repeats(self) -> bool:
+        """Whether an index is served more than once (a sampler that draws with replacement)."""
+        return len(set(self.indices)) < len(self.indices)
+
+
+def served_indices(loader: Any, max_indices: int) -> ServedIndices | None:
+    """The indices one epoch of ``loader`` serves, from its (batch) sampler alone: no sample is loaded.
+
+    The loader's and the global RNG are left as they were. ``None`` when the loader is not a map-style
+    ``DataLoader`` or its sampler yields something other than integer indices.
+
+    Example:
+        >>> from torch.utils.data import DataLoader
+        >>> served = served_indices(DataLoader(range(5), batch_size=2), max_indices=100)
+        >>> served.indices, served.batches, served.complete
+        ([0, 1, 2, 3, 4], 3, True)
+    """
+    if not isinstance(loader, DataLoader) or isinstance(loader.dataset, IterableDataset):
+        return None
+    source: Any = loader.batch_sampler if loader.batch_sampler is not None else loader.sampler
+    indices: list[int] = []
+    batches = 0
+    complete = True
+    try:
+        with preserved_loader_rng(loader):
+            for item in source:
+                items = item if isinstance(item, (list, tuple, Tensor)) else [item]
+                indices.extend(int(i) for i in items)
+                batches += 1
+                if len(indices) >= max_indices:
+                    complete = False
+                    break
+    except (TypeError, ValueError):  # indices that are not integers (keys of a custom dataset)
+        return None
+    return ServedIndices(indices, batches, complete)
+
+
+def yields_a_batch(loader: Any) -> bool:
+    """Whether iterating ``loader`` gives at least one batch (RNG left as it was). Reads one batch.
+
+    Example:
+        >>> from torch.utils.data import DataLoader
+        >>> yields_a_batch(DataLoader(range(3), batch_size=4)), yields_a_batch(
+        ...     DataLoader(range(3), batch_size=4, drop_last=True))
+        (True, False)
+    """
+    served = served_indices(loader, max_indices=1)
+    if served is not None:
+        return served.batches > 0
+    with preserved_loader_rng(loader):
+        for _ in loader:
+            return True
+    return False
+
+
+def dataset_labels(dataset: Any, indices: Sequence[int], target_key: Key) -> Tensor | None:
+    """The integer label of each of ``indices`` in ``dataset`` (1-D ``int64``), read as cheaply as the
+    dataset allows: a ``TensorDataset``'s target tensor, a ``Subset``'s parent, a ``targets`` attribute
+    (torchvision), else ``dataset[i]`` one by one. ``None`` when a sample's target is not a single integer
+    (regression, sequences, masks) or cannot be found.
+
+    Example:
+        >>> import torch
+        >>> from torch.utils.data import TensorDataset
+        >>> data = TensorDataset(torch.randn(4, 2), torch.tensor([3, 1, 0, 1]))
+        >>> dataset_labels(data, [3, 0], None).tolist()
+        [1, 3]
+        >>> dataset_labels(TensorDataset(torch.randn(4, 2), torch.randn(4)), [0], None) is None
+        True
+    """
+    index = torch.as_tensor(list(indices), dtype=torch.long)
+    if isinstance(dataset, Subset):
+        parent = torch.as_tensor(list(dataset.indices), dtype=torch.long)
+        return dataset_labels(dataset.dataset, parent[index].tolist() if len(index) else [], target_key)
+    if isinstance(dataset, TensorDataset):
+        position = target_key if isinstance(target_key, int) else (-1 if len(dataset.tensors) >= 2 else None)
+        if position is None or isinstance(target_key, str):
+            return None
+        return _integer_labels(dataset.tensors[position][index])
+    declared = getattr(dataset, "targets", None)
+    if isinstance(declared, (list, tuple, Tensor)) and len(declared) == len(dataset):
+        labels = torch.as_tensor(declared) if not isinstance(declared, Tensor) else declared
+        return _integer_labels(labels[index])
+    values = []
+    for i in index.tolist():
+        target = _target_of(dataset[i], target_key)
+        if target is None:
+            return None
+        values.append(target)
+    return _integer_labels(torch.stack(values)) if values else torch.zeros(0, dtype=torch.long)
+
+
+def _target_of(sample: Any, target_key: Key) -> Tensor | None:
+    if isinstance(sample, Mapping):
+        key = target_key if target_key is not None else next((k for k in TARGET_KEYS if k in sample), None)
+        value = sample.get(key) if key is not None else None
+    elif isinstance(sample, (list, tuple)) and len(sample) >= 2:
+        position = target_key if isinstance(target_key, int) else -1
+        value = sample[position] if not isinstance(target_key, str) else None
+    else:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, Tensor)):
+        return None
+    tensor = torch.as_tensor(value)
+    return tensor if tensor.numel() == 1 else None
+
+
+def _integer_labels(labels: Tensor) -> Tensor | None:
+    if labels.is_floating_point() or labels.is_complex() or labels.dtype == torch.bool:
+        return None
+    labels = labels.reshape(len(labels), -1) if labels.ndim else labels.reshape(1, 1)
+    if labels.shape[1] != 1:  # a sequence or a mask per sample: not one label per sample
+        return None
+    return labels[:, 0].to(torch.long)
+
+
+def distinct_loader(
+    loader: DataLoader[Any], indices: Sequence[int], batch_size: int | None = None
+) -> DataLoader[Any]:
+    """A loader over the distinct ``indices`` (first occurrence, in order) of ``loader``'s dataset, with its
+    batch size (or ``batch_size`` when it has none: a custom batch sampler) and collate function: the
+    dataset's own samples, without a sampler's repeats.
+
+    Example:
+        >>> from torch.utils.data import DataLoader
+        >>> [b.tolist() for b in distinct_loader(DataLoader(range(10), batch_size=2), [4, 4, 1, 4])]
+        [[4, 1]]
+    """
+    unique = list(dict.fromkeys(indices))
+    return DataLoader(
+        Subset(loader.dataset, unique),
+        batch_size=loader.batch_size or batch_size or 1,
+        collate_fn=loader.collate_fn,
+    )

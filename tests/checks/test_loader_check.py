@@ -1,0 +1,294 @@
+"""The ``loader`` check: empty loaders fail (and the other checks say why they cannot run), a sampler that
+makes rare classes rarer or never serves a class fails, balanced and shuffled samplers pass."""
+
+from __future__ import annotations
+
+import lightning.pytorch as pl
+import pytest
+import torch
+from torch import nn
+from torch.utils.data import (
+    DataLoader,
+    Dataset,
+    SubsetRandomSampler,
+    TensorDataset,
+    WeightedRandomSampler,
+)
+
+from lightning_recipes.checks import Preflight, preflight
+from lightning_recipes.checks.loader_check import LoaderCheck
+from lightning_recipes.checks.schedule_check import ScheduleCheck
+from lightning_recipes.testing import TinyClassifier, fast_trainer
+
+SHARES = [700, 200, 60, 40]  # an imbalanced 4-class dataset
+
+
+def imbalanced(n_per_class: list[int] = SHARES, seed: int = 0) -> TensorDataset:
+    generator = torch.Generator().manual_seed(seed)
+    y = torch.cat([torch.full((n,), c) for c, n in enumerate(n_per_class)])
+    x = torch.randn(len(y), 16, generator=generator) + y[:, None].float()
+    return TensorDataset(x, y)
+
+
+def weights(dataset: TensorDataset, power: float) -> torch.Tensor:
+    y = dataset.tensors[1]
+    return torch.bincount(y).float()[y] ** power
+
+
+def run_loader(loader: DataLoader, val: DataLoader | None = None, **kwargs):
+    report = preflight(
+        TinyClassifier(),
+        train_dataloaders=loader,
+        val_dataloaders=val,
+        checks=[LoaderCheck(**kwargs)],
+        progress=False,
+    )
+    return report["loader"]
+
+
+class ListDataset(Dataset):
+    """A map-style dataset with no label attribute: labels are read with ``dataset[i]``."""
+
+    def __init__(self, base: TensorDataset) -> None:
+        self.x, self.y = base.tensors
+
+    def __len__(self) -> int:
+        return len(self.y)
+
+    def __getitem__(self, i: int):
+        return self.x[i], int(self.y[i])
+
+
+# ---------------------------------------------------------------- empty loaders
+def test_drop_last_with_a_batch_larger_than_the_dataset_fails_and_every_other_check_says_why():
+    data = TensorDataset(torch.randn(20, 16), torch.randint(0, 4, (20,)))
+    loader = DataLoader(data, batch_size=32, drop_last=True)
+    report = preflight(
+        TinyClassifier(),
+        train_dataloaders=loader,
+        checks=[LoaderCheck(), "data", "init_loss", "grad_flow", "overfit_batch"],
+        progress=False,
+    )
+    result = report["loader"]
+    assert result.status == "fail"
+    for fact in ("len(dataset)=20", "batch_size=32", "drop_last=True", "set drop_last=False"):
+        assert fact in result.message
+    for name in ("data", "init_loss", "grad_flow", "overfit_batch"):  # were IndexError `error`s before
+        assert report[name].status == "skip", (name, report[name].message)
+        assert "yielded no batch" in report[name].message
+        assert "batch_size=32" in report[name].message
+    assert not report.ok
+
+
+def test_the_same_data_without_drop_last_passes():
+    data = TensorDataset(torch.randn(20, 16), torch.randint(0, 4, (20,)))
+    result = run_loader(DataLoader(data, batch_size=32, drop_last=False, shuffle=True))
+    assert result.status == "pass", result.message
+    assert result.details["batches_per_epoch"] == 1
+
+
+def test_an_empty_dataset_and_a_sampler_with_no_indices_fail_naming_the_cause():
+    empty = TensorDataset(torch.zeros(0, 16), torch.zeros(0, dtype=torch.long))
+    result = run_loader(DataLoader(empty, batch_size=8))
+    assert result.status == "fail" and "the dataset is empty" in result.message
+    data = imbalanced()
+    result = run_loader(DataLoader(data, batch_size=8, sampler=SubsetRandomSampler([])))
+    assert result.status == "fail" and "yields no index" in result.message
+
+
+def test_an_empty_validation_loader_fails_and_a_full_one_passes():
+    data = imbalanced()
+    train = DataLoader(data, batch_size=50, shuffle=True)
+    small = TensorDataset(torch.randn(10, 16), torch.randint(0, 4, (10,)))
+    result = run_loader(train, DataLoader(small, batch_size=16, drop_last=True))
+    assert result.status == "fail"
+    assert "validation loader yields no batch" in result.message and "len(dataset)=10" in result.message
+    assert run_loader(train, DataLoader(small, batch_size=16)).status == "pass"
+
+
+# ---------------------------------------------------------------- served label distribution
+def test_weights_proportional_to_class_frequency_make_rare_classes_rarer_and_fail():
+    data = imbalanced()
+    sampler = WeightedRandomSampler(weights(data, 1.0), num_samples=len(data))  # meant 1 / counts[y]
+    result = run_loader(DataLoader(data, batch_size=50, sampler=sampler))
+    assert result.status == "fail", result.message
+    assert "makes rare class 3 rarer" in result.message
+    rare = result.details["classes"]["3"]
+    assert rare["served_share"] < 0.5 * rare["dataset_share"] and rare["z"] <= -4
+    assert "binomial" in result.details["noise"]
+
+
+def test_a_balanced_weighted_sampler_serves_rare_classes_more_and_passes():
+    data = imbalanced()
+    sampler = WeightedRandomSampler(weights(data, -1.0), num_samples=len(data))
+    result = run_loader(DataLoader(data, batch_size=50, sampler=sampler))
+    assert result.status == "pass", result.message
+    rare = result.details["classes"]["3"]
+    assert rare["served_share"] > 3 * rare["dataset_share"]
+
+
+@pytest.mark.parametrize("make", ["shuffle", "uniform_replacement", "random_subset"])
+def test_samplers_that_keep_the_shares_pass(make):
+    data = imbalanced()
+    generator = torch.Generator().manual_seed(1)
+    if make == "shuffle":
+        loader = DataLoader(data, batch_size=50, shuffle=True)
+    elif make == "uniform_replacement":  # binomial noise around the dataset's shares
+        sampler = WeightedRandomSampler(torch.ones(len(data)), num_samples=len(data), generator=generator)
+        loader = DataLoader(data, batch_size=50, sampler=sampler)
+    else:  # an 80% random split through a SubsetRandomSampler (hypergeometric noise)
+        indices = torch.randperm(len(data), generator=generator)[:800].tolist()
+        loader = DataLoader(data, batch_size=50, sampler=SubsetRandomSampler(indices))
+    result = run_loader(loader)
+    assert result.status == "pass", result.message
+
+
+def test_a_class_the_sampler_never_serves_fails_and_a_stratified_subset_passes():
+    data = imbalanced()
+    y = data.tensors[1]
+    without_2 = torch.nonzero(y != 2).flatten().tolist()
+    result = run_loader(DataLoader(data, batch_size=50, sampler=SubsetRandomSampler(without_2)))
+    assert result.status == "fail", result.message
+    assert "never served" in result.message and "class 2 (60 samples" in result.message
+    stratified = [i for c in range(4) for i in torch.nonzero(y == c).flatten()[::2].tolist()]
+    result = run_loader(DataLoader(data, batch_size=50, sampler=SubsetRandomSampler(stratified)))
+    assert result.status == "pass", result.message
+
+
+def test_labels_read_with_getitem_when_the_dataset_has_no_label_tensor():
+    data = imbalanced()
+    listed = ListDataset(data)
+    wrong = WeightedRandomSampler(weights(data, 1.0), num_samples=len(data))
+    assert run_loader(DataLoader(listed, batch_size=50, sampler=wrong)).status == "fail"
+    right = WeightedRandomSampler(weights(data, -1.0), num_samples=len(data))
+    assert run_loader(DataLoader(listed, batch_size=50, sampler=right)).status == "pass"
+
+
+def test_too_few_served_samples_to_tell_is_inconclusive_not_a_fail():
+    data = imbalanced()
+    generator = torch.Generator().manual_seed(3)
+    sampler = WeightedRandomSampler(weights(data, 1.0), num_samples=12, generator=generator)
+    result = run_loader(DataLoader(data, batch_size=4, sampler=sampler))
+    assert result.status == "inconclusive", result.message
+    assert "within sampling noise" in result.message
+
+
+class TinyRegressor(TinyClassifier):
+    def __init__(self) -> None:
+        super().__init__(num_classes=1)
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        return nn.functional.mse_loss(self(x).squeeze(-1), y)
+
+
+def test_regression_targets_skip_the_distribution_and_say_why():
+    data = TensorDataset(torch.randn(64, 16), torch.randn(64))
+    report = preflight(
+        TinyRegressor(),
+        train_dataloaders=DataLoader(data, batch_size=16),
+        checks=[LoaderCheck()],
+        progress=False,
+    )
+    assert report["loader"].status == "skip"
+    assert "not one integer label per sample" in report["loader"].message
+
+
+# ---------------------------------------------------------------- inside a real Trainer
+@pytest.mark.parametrize(("power", "status"), [(-1.0, "pass"), (1.0, "fail")])
+def test_inside_trainer_fit_the_sampler_the_trainer_uses_is_judged(tmp_path, power, status):
+    data = imbalanced()
+    sampler = WeightedRandomSampler(weights(data, power), num_samples=len(data))
+    check = Preflight(checks=[LoaderCheck()], on_fail="warn", print_report=False, progress=False)
+    trainer = fast_trainer(max_steps=1, callbacks=[check], default_root_dir=tmp_path)
+    if status == "fail":
+        with pytest.warns(UserWarning, match="makes rare class"):
+            trainer.fit(TinyClassifier(), DataLoader(data, batch_size=50, sampler=sampler))
+    else:
+        trainer.fit(TinyClassifier(), DataLoader(data, batch_size=50, sampler=sampler))
+    assert check.report is not None and check.report["loader"].status == status
+
+
+# ---------------------------------------------------------------- arguments
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"max_samples": 5}, "max_samples"),
+        ({"z_threshold": 0}, "z_threshold"),
+        ({"min_expected": -1}, "min_expected"),
+        ({"rarer_ratios": (0.4, 0.6)}, "rarer_ratios"),
+        ({"rarer_ratios": (1.2, 0.5)}, "rarer_ratios"),
+    ],
+)
+def test_bad_arguments_fail_at_construction_naming_them(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        LoaderCheck(**kwargs)
+
+
+class TargetsAttribute(Dataset):
+    """A torchvision-style dataset: ``targets`` as a list, samples loaded in ``__getitem__``."""
+
+    def __init__(self, base: TensorDataset) -> None:
+        self.x, y = base.tensors
+        self.targets = y.tolist()
+
+    def __len__(self) -> int:
+        return len(self.targets)
+
+    def __getitem__(self, i: int):
+        raise AssertionError("labels come from `targets`: no sample is loaded for them")
+
+
+def test_labels_come_from_a_targets_attribute_without_loading_samples():
+    from lightning_recipes.checks._loader_samples import dataset_labels
+
+    data = imbalanced()
+    labels = dataset_labels(TargetsAttribute(data), range(len(data)), None)
+    assert labels is not None and labels.tolist() == data.tensors[1].tolist()
+
+
+class _WriteVerdicts(pl.Callback):
+    def __init__(self, flight: Preflight, out) -> None:
+        self.flight, self.out = flight, out
+
+    def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        assert self.flight.report is not None
+        loader, schedule = self.flight.report["loader"], self.flight.report["schedule"]
+        seen = (
+            loader.status,
+            loader.details.get("served_samples"),
+            schedule.status,
+            schedule.details["total_steps"],
+        )
+        (self.out / f"rank{trainer.global_rank}.txt").write_text(repr(seen))
+
+
+class _OneCycle(TinyClassifier):
+    def configure_optimizers(self):
+        optimizer = torch.optim.SGD(self.parameters(), lr=0.1)
+        total = int(self.trainer.estimated_stepping_batches)
+        scheduler = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=0.1, total_steps=total)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+
+def test_ddp_each_rank_judges_the_sampler_the_trainer_wraps_and_its_own_run_length(tmp_path):
+    data = imbalanced()
+    sampler = WeightedRandomSampler(
+        weights(data, 1.0), num_samples=len(data)
+    )  # made distributed by Lightning
+    flight = Preflight(
+        checks=[LoaderCheck(), ScheduleCheck()], on_fail="warn", print_report=False, progress=False
+    )
+    trainer = fast_trainer(
+        max_epochs=2,
+        strategy="ddp_fork",
+        devices=2,
+        callbacks=[flight, _WriteVerdicts(flight, tmp_path)],
+        default_root_dir=tmp_path,
+        limit_train_batches=2,
+    )
+    trainer.fit(_OneCycle(), DataLoader(data, batch_size=50, sampler=sampler))
+    # each rank serves half of the 1000 draws; the run is 2 epochs x 2 batches (limit_train_batches) per rank
+    expected = repr(("fail", 500, "pass", 4))
+    outcomes = {path.name: path.read_text() for path in tmp_path.glob("rank*.txt")}
+    assert outcomes == {"rank0.txt": expected, "rank1.txt": expected}

@@ -1,0 +1,364 @@
+"""The ``schedule`` check: copies of the configured schedulers stepped over the planned run as Lightning
+steps them; an LR that collapses early, a warm-up that never finishes, unbounded growth or a scheduler that
+runs out before the run fail; the common healthy schedules pass."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import lightning.pytorch as pl
+import pytest
+import torch
+from torch.optim import lr_scheduler as schedulers
+
+from lightning_recipes.checks import Preflight, preflight
+from lightning_recipes.checks.schedule_check import ScheduleCheck
+from lightning_recipes.testing import TinyClassifier, fast_trainer, random_classification_loader
+
+LOADER_BATCHES = 8  # random_classification_loader(): 256 samples / 32
+
+
+class Scheduled(TinyClassifier):
+    """TinyClassifier whose ``configure_optimizers`` is one of the named recipes below."""
+
+    def __init__(self, recipe: str) -> None:
+        super().__init__()
+        self.recipe = recipe
+
+    def configure_optimizers(self) -> Any:
+        optimizer = torch.optim.SGD(self.parameters(), lr=0.1)
+        return RECIPES[self.recipe](self, optimizer)
+
+
+def _warmup_cosine(model: pl.LightningModule, optimizer: torch.optim.Optimizer) -> Any:
+    total = int(model.trainer.estimated_stepping_batches)
+    warmup = max(1, total // 10)
+
+    def factor(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        return 0.5 * (1 + math.cos(math.pi * (step - warmup) / max(1, total - warmup)))
+
+    scheduler = schedulers.LambdaLR(optimizer, factor)
+    return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+
+def _one_cycle(model: pl.LightningModule, optimizer: torch.optim.Optimizer) -> Any:
+    total = int(model.trainer.estimated_stepping_batches)
+    scheduler = schedulers.OneCycleLR(optimizer, max_lr=0.1, total_steps=total)
+    return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+
+def _multistep_per_epoch(model: pl.LightningModule, optimizer: torch.optim.Optimizer) -> Any:
+    epochs = model.trainer.max_epochs
+    return [optimizer], [schedulers.MultiStepLR(optimizer, [epochs // 2, 3 * epochs // 4])]
+
+
+RECIPES = {
+    # healthy
+    "warmup_cosine_per_step": _warmup_cosine,
+    "one_cycle": _one_cycle,
+    "multistep_per_epoch": _multistep_per_epoch,
+    "constant": lambda m, o: {"optimizer": o, "lr_scheduler": schedulers.LambdaLR(o, lambda s: 1.0)},
+    "none": lambda m, o: o,
+    "plateau": lambda m, o: {
+        "optimizer": o,
+        "lr_scheduler": {"scheduler": schedulers.ReduceLROnPlateau(o), "monitor": "val_loss"},
+    },
+    "warmup_from_1e-4_then_cosine": lambda m, o: {
+        "optimizer": o,
+        "lr_scheduler": {
+            "scheduler": schedulers.SequentialLR(
+                o,
+                [
+                    schedulers.LinearLR(o, start_factor=1e-4, total_iters=100),
+                    schedulers.CosineAnnealingLR(o, T_max=int(m.trainer.estimated_stepping_batches) - 100),
+                ],
+                milestones=[100],
+            ),
+            "interval": "step",
+        },
+    },
+    "cosine_warm_restarts": lambda m, o: {
+        "optimizer": o,
+        "lr_scheduler": {"scheduler": schedulers.CosineAnnealingWarmRestarts(o, T_0=50), "interval": "step"},
+    },
+    "cyclic": lambda m, o: {
+        "optimizer": o,
+        "lr_scheduler": {
+            "scheduler": schedulers.CyclicLR(o, base_lr=1e-4, max_lr=1e-2, step_size_up=37),
+            "interval": "step",
+        },
+    },
+    "cosine_t_max": lambda m, o: {
+        "optimizer": o,
+        "lr_scheduler": {"scheduler": schedulers.CosineAnnealingLR(o, T_max=40), "interval": "step"},
+    },
+    # broken
+    "steplr_meant_per_epoch_per_step": lambda m, o: {
+        "optimizer": o,
+        "lr_scheduler": {"scheduler": schedulers.StepLR(o, step_size=3, gamma=0.1), "interval": "step"},
+    },
+    "warmup_steps_per_epoch": lambda m, o: (  # 500 warm-up steps, registered per epoch (the default)
+        [o],
+        [schedulers.LambdaLR(o, lambda s: min(1.0, (s + 1) / 500))],
+    ),
+    "gamma_above_one": lambda m, o: {
+        "optimizer": o,
+        "lr_scheduler": {"scheduler": schedulers.ExponentialLR(o, gamma=1.05), "interval": "step"},
+    },
+    "one_cycle_too_short": lambda m, o: {
+        "optimizer": o,
+        "lr_scheduler": {
+            "scheduler": schedulers.OneCycleLR(o, max_lr=0.1, total_steps=50),
+            "interval": "step",
+        },
+    },
+    "frequency_two": lambda m, o: [
+        {
+            "optimizer": o,
+            "lr_scheduler": {
+                "scheduler": schedulers.StepLR(o, step_size=1, gamma=0.9),
+                "interval": "step",
+                "frequency": 2,
+            },
+        }
+    ],
+}
+
+
+def schedule(recipe: str, **kwargs: Any):
+    report = preflight(
+        Scheduled(recipe),
+        train_dataloaders=random_classification_loader(),
+        checks=[ScheduleCheck()],
+        progress=False,
+        **kwargs,
+    )
+    return report["schedule"]
+
+
+@pytest.mark.parametrize(
+    "recipe",
+    [
+        "warmup_cosine_per_step",
+        "warmup_from_1e-4_then_cosine",
+        "one_cycle",
+        "multistep_per_epoch",
+        "constant",
+        "cosine_warm_restarts",  # dips below 1e-3 x base every 50 steps and comes back: not a collapse
+        "cyclic",  # ends on a rising phase, below its earlier peaks: not unbounded growth
+    ],
+)
+def test_healthy_schedules_pass_over_the_planned_run(recipe):
+    result = schedule(recipe, max_epochs=20)
+    assert result.status == "pass", result.message
+    assert result.details["total_steps"] == 20 * LOADER_BATCHES
+    assert result.details["deterministic"] is True
+    assert "max_epochs=20" in result.details["length_source"]
+
+
+def test_one_cycle_ends_at_initial_over_1e4_at_the_end_only():
+    result = schedule("one_cycle", max_epochs=20)
+    group = next(iter(result.details["groups"].values()))
+    assert group["last"] == pytest.approx(group["base"] / 1e4, rel=1e-3)
+    assert group["peak"] == pytest.approx(0.1)
+
+
+@pytest.mark.parametrize(
+    ("recipe", "rule", "words"),
+    [
+        ("steplr_meant_per_epoch_per_step", "collapse", "falls below 0.001 x its base LR"),
+        ("warmup_steps_per_epoch", "never_warms_up", "warm-up does not finish"),
+        ("gamma_above_one", "grows", "still growing at the end"),
+    ],
+)
+def test_broken_schedules_fail_with_the_numbers_and_a_fix(recipe, rule, words):
+    result = schedule(recipe, max_epochs=20)
+    assert result.status == "fail", result.message
+    assert result.details["findings"][0]["rule"] == rule
+    assert words in result.message and "Try:" in result.message
+
+
+def test_a_warmup_below_one_percent_for_most_of_the_run_never_warms_up():
+    # 500-step warm-up registered per epoch over 5 epochs: below 1% of the base LR for 4 of them.
+    result = schedule("warmup_steps_per_epoch", max_epochs=5)
+    assert result.status == "fail"
+    assert result.details["findings"][0]["rule"] == "never_warms_up"
+    assert "stays below 0.01 x its base LR (0.1) for 32 of 40 steps" in result.message
+
+
+def test_a_one_cycle_shorter_than_the_run_fails_where_lightning_would_stop():
+    result = schedule("one_cycle_too_short", max_epochs=20)
+    assert result.status == "fail", result.message
+    assert "Tried to step 51 times" in result.message
+    assert result.details["error_step"] == 51
+
+
+@pytest.mark.parametrize(
+    ("recipe", "reason"), [("none", "no scheduler configured"), ("plateau", "ReduceLROnPlateau")]
+)
+def test_no_scheduler_and_plateau_skip_saying_why(recipe, reason):
+    result = schedule(recipe, max_epochs=20)
+    assert result.status == "skip" and reason in result.message
+
+
+def test_unknown_length_is_inconclusive_asking_for_max_epochs():
+    result = schedule("steplr_meant_per_epoch_per_step")
+    assert result.status == "inconclusive"
+    assert "pass `max_epochs=` or `max_steps=`" in result.message
+
+
+def test_configure_optimizers_reading_the_trainer_is_inconclusive_without_a_length_and_judged_with_one():
+    result = schedule("one_cycle")  # reads self.trainer.estimated_stepping_batches: was an error before
+    assert result.status == "inconclusive"
+    assert "not attached to a `Trainer`" in result.message and "max_epochs=" in result.message
+    assert schedule("one_cycle", max_steps=100).details["total_steps"] == 100
+
+
+def test_without_a_planned_length_a_scheduler_stating_its_own_is_used():
+    result = schedule("cosine_t_max")
+    assert result.status == "pass", result.message
+    assert result.details["total_steps"] == 40 and "T_max=40" in result.details["length_source"]
+
+
+def test_max_steps_and_max_epochs_take_the_smaller_as_the_trainer_does():
+    assert schedule("constant", max_epochs=20, max_steps=30).details["total_steps"] == 30
+    assert schedule("constant", max_epochs=2, max_steps=300).details["total_steps"] == 2 * LOADER_BATCHES
+
+
+def test_frequency_steps_every_second_step():
+    result = schedule("frequency_two", max_steps=6)
+    curve = next(iter(result.details["groups"].values()))["curve"]
+    assert curve == pytest.approx([0.1, 0.1, 0.09, 0.09, 0.081, 0.081])
+
+
+class RecordLR(pl.Callback):
+    def __init__(self) -> None:
+        self.lrs: list[float] = []
+
+    def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, i: int):
+        if i % trainer.accumulate_grad_batches == 0:  # the LR of the optimizer step this batch starts
+            self.lrs.append(trainer.optimizers[0].param_groups[0]["lr"])
+
+
+class OneCycleFromTrainer(TinyClassifier):
+    def configure_optimizers(self) -> Any:
+        optimizer = torch.optim.SGD(self.parameters(), lr=0.1)
+        total = int(self.trainer.estimated_stepping_batches)
+        one_cycle = schedulers.OneCycleLR(optimizer, max_lr=0.1, total_steps=total)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": one_cycle, "interval": "step"}}
+
+
+class EpochDecay(TinyClassifier):
+    def configure_optimizers(self) -> Any:
+        optimizer = torch.optim.SGD(self.parameters(), lr=0.1)
+        decay = schedulers.StepLR(optimizer, step_size=1, gamma=0.5)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": decay, "frequency": 2}}
+
+
+@pytest.mark.parametrize("model_class", [OneCycleFromTrainer, EpochDecay])
+def test_inside_fit_the_planned_length_and_the_curve_are_the_trainers(tmp_path, model_class):
+    check = Preflight(checks=[ScheduleCheck()], on_fail="warn", print_report=False, progress=False)
+    recorder = RecordLR()
+    trainer = fast_trainer(
+        max_epochs=4, accumulate_grad_batches=3, callbacks=[check, recorder], default_root_dir=tmp_path
+    )
+    trainer.fit(model_class(), random_classification_loader())  # 8 batches: 3 optimizer steps per epoch
+    result = check.report["schedule"]
+    assert result.status == "pass", result.message
+    assert result.details["total_steps"] == trainer.estimated_stepping_batches == 12
+    assert "estimated_stepping_batches" in result.details["length_source"]
+    simulated = next(iter(result.details["groups"].values()))["curve"]
+    assert simulated == pytest.approx(recorder.lrs)  # the real run's LR at every optimizer step
+
+
+class CollapsingInFit(TinyClassifier):
+    def configure_optimizers(self) -> Any:
+        optimizer = torch.optim.SGD(self.parameters(), lr=0.1)
+        decay = schedulers.StepLR(optimizer, step_size=2, gamma=0.1)  # sized in epochs, stepped per step
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": decay, "interval": "step"}}
+
+
+def test_inside_fit_a_collapsing_schedule_fails_before_training(tmp_path):
+    check = Preflight(checks=[ScheduleCheck()], on_fail="raise", print_report=False, progress=False)
+    trainer = fast_trainer(max_epochs=10, callbacks=[check], default_root_dir=tmp_path)
+    with pytest.raises(Exception, match=r"falls below 0\.001 x its base LR"):
+        trainer.fit(CollapsingInFit(), random_classification_loader())
+    assert trainer.global_step == 0
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"collapse": 0}, "collapse"),
+        ({"collapse": 0.1, "low": 0.01}, "collapse"),
+        ({"growth": 1.0}, "growth"),
+        ({"low": -1}, "low"),
+    ],
+)
+def test_bad_check_arguments_fail_at_construction(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        ScheduleCheck(**kwargs)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"max_epochs": 0}, "max_epochs"),
+        ({"max_steps": "10"}, "max_steps"),
+        ({"max_steps": 2.5}, "max_steps"),
+    ],
+)
+def test_bad_run_lengths_fail_at_construction_naming_them(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        preflight(TinyClassifier(), train_dataloaders=random_classification_loader(), checks=[], **kwargs)
+
+
+def test_with_a_planned_length_other_checks_get_the_modules_own_optimizer_too():
+    # grad_flow builds the optimizers on a copy; a configure_optimizers reading self.trainer used to fall
+    # back to AdamW outside fit. With max_epochs the stand-in answers it.
+    model = Scheduled("one_cycle")
+    loader = random_classification_loader()
+    without = preflight(model, train_dataloaders=loader, checks=["grad_flow"], progress=False)
+    planned = preflight(model, train_dataloaders=loader, checks=["grad_flow"], progress=False, max_epochs=3)
+    assert "used AdamW" in without["grad_flow"].details["optimizer"]
+    assert planned["grad_flow"].details["optimizer"].startswith("the module's configure_optimizers (SGD)")
+
+
+def test_the_command_line_takes_the_planned_length_and_rejects_a_bad_one(capsys):
+    from lightning_recipes.checks.cli import main
+
+    assert main(["--model", "lightning_recipes.testing.DigitsCNN", "--max_epochs", "0"]) == 2
+    assert "`max_epochs` must be an integer >= 1, got 0" in capsys.readouterr().err
+    assert main(["--help"]) == 0
+    assert "--max_steps" in capsys.readouterr().out
+
+
+class ManualSteps(TinyClassifier):
+    def __init__(self) -> None:
+        super().__init__()
+        self.automatic_optimization = False
+
+    def training_step(self, batch: Any, batch_idx: int) -> None:
+        optimizer, scheduler = self.optimizers(), self.lr_schedulers()
+        optimizer.zero_grad()
+        self.manual_backward(self.loss(self(batch[0]), batch[1]))
+        optimizer.step()
+        scheduler.step()
+
+    def configure_optimizers(self) -> Any:
+        optimizer = torch.optim.SGD(self.parameters(), lr=0.1)
+        return [optimizer], [schedulers.StepLR(optimizer, step_size=1, gamma=0.1)]
+
+
+def test_manual_optimisation_skips_saying_the_step_calls_the_schedulers():
+    report = preflight(
+        ManualSteps(),
+        train_dataloaders=random_classification_loader(),
+        checks=[ScheduleCheck()],
+        progress=False,
+        max_epochs=3,
+    )
+    assert report["schedule"].status == "skip" and "manual optimisation" in report["schedule"].message
