@@ -152,14 +152,14 @@ def _op_bounds(fn: Any, depth: int = 0) -> Bounds | None:
     if name == "SigmoidBackward0":
         inner = _inner_bounds(fn, depth)
         if inner is not None:
-            low, high = _sigmoid(inner.low), _sigmoid(inner.high)
-            return Bounds(low, high, f"sigmoid of {inner.how}: values in [{low:.4g}, {high:.4g}]")
+            bottom, top = _sigmoid(inner.low), _sigmoid(inner.high)
+            return Bounds(bottom, top, f"sigmoid of {inner.how}: values in [{bottom:.4g}, {top:.4g}]")
         return Bounds(0.0, 1.0, "sigmoid (probabilities)")
     if name == "TanhBackward0":
         inner = _inner_bounds(fn, depth)
         if inner is not None:
-            low, high = math.tanh(inner.low), math.tanh(inner.high)
-            return Bounds(low, high, f"tanh of {inner.how}: values in [{low:.4g}, {high:.4g}]")
+            bottom, top = math.tanh(inner.low), math.tanh(inner.high)
+            return Bounds(bottom, top, f"tanh of {inner.how}: values in [{bottom:.4g}, {top:.4g}]")
         return Bounds(-1.0, 1.0, "tanh")
     if name == "HardtanhBackward0":
         low, high = _scalar(fn._saved_min_val), _scalar(fn._saved_max_val)

@@ -153,7 +153,7 @@ def loss_along(
     """The returned loss with the model's output replaced by ``output + s * direction`` for each ``s``.
 
     Stops at the first step where ``training_step`` raises (an output out of the loss's domain, such as a
-    probability above 1) or returns a non-finite loss other than ``-inf``; the list is then shorter.
+    probability above 1), returns NaN (not kept) or ``+inf`` (kept); the list is then shorter.
     """
     if probe.site is None or probe.output is None:
         return []
@@ -170,9 +170,11 @@ def loss_along(
         finally:
             handle.remove()
         value = float(loss)  # sync: once per step of the probe
-        if value != value or value == float("inf"):
+        if value != value:
             break
         values.append(value)
+        if value == float("inf"):  # it rose past any bound: the ray ends here
+            break
     return values
 
 

@@ -132,8 +132,13 @@ def drop_cause(call: LossCall, label: LabelCount) -> str:
     if label.kind == "class" and kwargs.get("ignore_index") == v:
         return f"`ignore_index={v}` in {call.function} makes the loss skip class {v}, a real class here"
     weight = kwargs.get("weight")
-    weighted = isinstance(weight, Tensor) and weight.ndim == 1 and 0 <= v < weight.numel()
-    if weighted and label.kind != "binary" and float(weight[v]) == 0:  # sync: once, on a failure
+    if (
+        isinstance(weight, Tensor)
+        and weight.ndim == 1
+        and 0 <= v < weight.numel()
+        and label.kind != "binary"
+        and float(weight[v]) == 0
+    ):  # sync: once, on a failure
         return f"`weight[{v}] = 0` in {call.function} gives {label.name} no weight"
     pos_weight = kwargs.get("pos_weight")
     if isinstance(pos_weight, Tensor) and label.kind == "column":

@@ -1,0 +1,431 @@
+"""loss: every target value moves the loss, no provable floor above its minimum, regression targets on the
+output's scale, bounded below. Each bug with its healthy twin, on real tiny LightningModules through
+``preflight``."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import lightning.pytorch as pl
+import pytest
+import torch
+from torch import Tensor, nn
+from torch.nn import functional as F
+from torch.utils.data import DataLoader, TensorDataset
+
+from lightning_recipes.checks import preflight
+from lightning_recipes.checks._loss_probe import falls_without_bound
+from lightning_recipes.checks.loss_check import LossCheck
+
+IN, C = 8, 4
+
+
+def _classification(n: int = 128, classes: int = C, batch_size: int = 32) -> DataLoader:
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(n, IN, generator=g)
+    y = (x @ torch.randn(IN, classes, generator=g)).argmax(-1)
+    return DataLoader(TensorDataset(x, y), batch_size=batch_size)
+
+
+def _multilabel(n: int = 128, labels: int = 5) -> DataLoader:
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(n, IN, generator=g)
+    y = (x @ torch.randn(IN, labels, generator=g) > 0.3).float()
+    return DataLoader(TensorDataset(x, y), batch_size=32)
+
+
+def _regression(scale: float = 1.0, shift: float = 0.0) -> DataLoader:
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(128, IN, generator=g)
+    y = (torch.sin(x[:, 0]) + 0.5 * x[:, 1]) * scale + shift
+    return DataLoader(TensorDataset(x, y), batch_size=32)
+
+
+def _padded_tokens(pad: int, vocab: int = 12, n: int = 64, length: int = 10) -> DataLoader:
+    """Token sequences of random lengths, padded at the end with ``pad``; targets are the next tokens."""
+    g = torch.Generator().manual_seed(0)
+    tokens = torch.randint(1, vocab, (n, length + 1), generator=g)
+    lengths = torch.randint(3, length + 1, (n,), generator=g)
+    positions = torch.arange(length + 1)
+    tokens[positions[None, :] > lengths[:, None]] = pad
+    return DataLoader(TensorDataset(tokens[:, :-1], tokens[:, 1:].clone()), batch_size=16)
+
+
+def _run(model: pl.LightningModule, loader: DataLoader, **kwargs: Any) -> Any:
+    return preflight(model, train_dataloaders=loader, checks=[LossCheck(**kwargs)], num_threads=1)["loss"]
+
+
+class Classifier(pl.LightningModule):
+    """An MLP classifier; ``loss`` is overridden by each case."""
+
+    def __init__(self, classes: int = C) -> None:
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(IN, 16), nn.ReLU(), nn.Linear(16, classes))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.net(x)
+
+    def loss(self, out: Tensor, y: Tensor) -> Tensor:
+        return F.cross_entropy(out, y)
+
+    def training_step(self, batch: Any, batch_idx: int) -> Tensor:
+        x, y = batch
+        return self.loss(self(x), y)
+
+    def configure_optimizers(self) -> Any:
+        return torch.optim.Adam(self.parameters(), lr=1e-2)
+
+
+# ---------------------------------------------------------------- 1. every target value moves the loss
+class IgnoreRealClass(Classifier):
+    def loss(self, out: Tensor, y: Tensor) -> Tensor:
+        return F.cross_entropy(out, y, ignore_index=0)
+
+
+class ZeroClassWeight(Classifier):
+    def loss(self, out: Tensor, y: Tensor) -> Tensor:
+        return F.cross_entropy(out, y, weight=torch.tensor([1.0, 1.0, 0.0, 1.0]))
+
+
+class MaskedClass(Classifier):
+    def loss(self, out: Tensor, y: Tensor) -> Tensor:
+        per_sample = F.cross_entropy(out, y, reduction="none")
+        return per_sample[y != 1].mean()
+
+
+def test_ignore_index_on_a_real_class_fails_naming_the_class_and_cause():
+    result = _run(IgnoreRealClass(), _classification())
+    assert result.status == "fail", result.message
+    dropped = result.details["dropped"]
+    assert [d["label"] for d in dropped] == ["class 0"]
+    assert dropped[0]["count"] > 0 and dropped[0]["batches"] == 2  # confirmed on the second batch
+    assert "ignore_index=0" in result.message and "class 0" in result.message
+
+
+def test_healthy_cross_entropy_passes():
+    result = _run(Classifier(), _classification())
+    assert result.status == "pass", result.message
+    assert result.details["dropped"] == [] and result.details["unchecked"] == []
+
+
+def test_a_zero_class_weight_fails_with_the_weight_as_cause():
+    result = _run(ZeroClassWeight(), _classification())
+    assert result.status == "fail", result.message
+    assert [d["label"] for d in result.details["dropped"]] == ["class 2"]
+    assert "weight[2] = 0" in result.message
+
+
+def test_a_mask_that_drops_a_class_after_the_loss_call_fails():
+    result = _run(MaskedClass(), _classification())
+    assert result.status == "fail", result.message
+    assert [d["label"] for d in result.details["dropped"]] == ["class 1"]
+    assert "masked" in result.details["dropped"][0]["cause"]
+
+
+class TokenModel(pl.LightningModule):
+    """A next-token model over padded sequences; the loss ignores ``ignore`` (the padding)."""
+
+    def __init__(self, ignore: int, vocab: int = 12) -> None:
+        super().__init__()
+        self.ignore = ignore
+        self.embed = nn.Embedding(vocab, 16)
+        self.head = nn.Linear(16, vocab)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.head(torch.relu(self.embed(x)))
+
+    def training_step(self, batch: Any, batch_idx: int) -> Tensor:
+        x, y = batch
+        logits = self(x)
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1), ignore_index=self.ignore)
+
+    def configure_optimizers(self) -> Any:
+        return torch.optim.Adam(self.parameters(), lr=1e-2)
+
+
+def test_ignore_index_on_the_padding_token_passes_and_says_so():
+    """Twin of the failure above: token 0 is the padding here (trailing, and where the inputs are padded)."""
+    result = _run(TokenModel(ignore=0), _padded_tokens(pad=0))
+    assert result.status == "pass", result.message
+    assert "0" in result.details["ignored_as_padding"]
+    assert "ignored as padding" in result.message
+
+
+def test_ignore_index_minus_100_padding_passes():
+    result = _run(TokenModel(ignore=-100), _minus_100_loader())
+    assert result.status == "pass", result.message
+    assert "-100" in result.details["ignored_as_padding"]
+
+
+def _minus_100_loader() -> DataLoader:
+    inputs, targets = _padded_tokens(pad=0).dataset.tensors
+    targets = targets.masked_fill(targets == 0, -100)
+    return DataLoader(TensorDataset(inputs, targets), batch_size=16)
+
+
+def test_ignoring_a_real_token_in_mid_sequence_fails():
+    """Token 3 is a real token (anywhere in the sequences): ignoring it is a dropped class, not padding."""
+    result = _run(TokenModel(ignore=3), _padded_tokens(pad=0))
+    assert result.status == "fail", result.message
+    assert "class 3" in [d["label"] for d in result.details["dropped"]]
+
+
+def test_a_class_absent_from_the_batches_is_listed_as_unchecked():
+    """Class 4 of 5 never occurs in the data: no verdict about it, and the others still pass."""
+    result = _run(Classifier(classes=5), _classification(classes=4))
+    assert result.status == "pass", result.message
+    assert result.details["unchecked"] == [4]
+    assert "unchecked" in result.message
+
+
+class Mixup(Classifier):
+    """Mixup: soft targets mixed from two samples (random lambda and permutation each step)."""
+
+    def training_step(self, batch: Any, batch_idx: int) -> Tensor:
+        x, y = batch
+        lam = float(torch.distributions.Beta(0.4, 0.4).sample())
+        perm = torch.randperm(len(x))
+        soft = F.one_hot(y, C).float()
+        return F.cross_entropy(self(lam * x + (1 - lam) * x[perm]), lam * soft + (1 - lam) * soft[perm])
+
+
+def test_mixup_soft_targets_pass():
+    result = _run(Mixup(), _classification())
+    assert result.status == "pass", result.message
+    assert result.details["targets"]["status"] == "pass"
+    assert result.details["bounded"]["status"] == "pass"
+
+
+class PriorBias(Classifier):
+    """The output bias initialised to the log label prior (good practice on unbalanced data)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        with torch.no_grad():
+            self.net[-1].bias.copy_(torch.tensor([0.7, 0.1, 0.1, 0.1]).log())
+
+
+def test_class_prior_bias_init_passes():
+    assert _run(PriorBias(), _classification()).status == "pass"
+
+
+def test_label_smoothing_has_a_floor_above_zero_and_passes():
+    class Smoothed(Classifier):
+        def loss(self, out: Tensor, y: Tensor) -> Tensor:
+            return F.cross_entropy(out, y, label_smoothing=0.2)
+
+    result = _run(Smoothed(), _classification())
+    assert result.status == "pass", result.message
+    floor = result.details["floor"]
+    assert floor["status"] == "pass" and floor["minimum"] > 0.3  # the smoothed target's entropy
+
+
+# ---------------------------------------------------------------- 2. a provable floor above the minimum
+class SoftmaxIntoCrossEntropy(Classifier):
+    def forward(self, x: Tensor) -> Tensor:
+        return self.net(x).softmax(-1)
+
+
+class MultiLabel(pl.LightningModule):
+    """Multi-label: ``activation`` ``"sigmoid"`` + BCE (healthy), ``"softmax"`` + BCE (a floor), ``"logits"``
+    + BCE with logits (healthy), ``"sigmoid-logits"`` (a sigmoid before BCE with logits: a floor),
+    ``"double"`` (sigmoid twice before BCE: a floor)."""
+
+    def __init__(self, activation: str, labels: int = 5) -> None:
+        super().__init__()
+        self.activation = activation
+        self.net = nn.Sequential(nn.Linear(IN, 16), nn.ReLU(), nn.Linear(16, labels))
+
+    def training_step(self, batch: Any, batch_idx: int) -> Tensor:
+        x, y = batch
+        z = self.net(x)
+        if self.activation == "logits":
+            return F.binary_cross_entropy_with_logits(z, y)
+        if self.activation == "sigmoid-logits":
+            return F.binary_cross_entropy_with_logits(torch.sigmoid(z), y)
+        if self.activation == "softmax":
+            return F.binary_cross_entropy(z.softmax(-1), y)
+        if self.activation == "double":
+            return F.binary_cross_entropy(torch.sigmoid(torch.sigmoid(z)), y)
+        return F.binary_cross_entropy(torch.sigmoid(z), y)
+
+    def configure_optimizers(self) -> Any:
+        return torch.optim.Adam(self.parameters(), lr=1e-2)
+
+
+def test_probabilities_into_cross_entropy_fail_with_the_floor():
+    result = _run(SoftmaxIntoCrossEntropy(), _classification())
+    assert result.status == "fail", result.message
+    floor = result.details["floor"]
+    assert floor["status"] == "fail"
+    assert floor["floor"] == pytest.approx(math.log(math.e + C - 1) - 1, rel=1e-9)
+    assert "softmax" in result.message
+
+
+@pytest.mark.parametrize(("activation", "status"), [("sigmoid-logits", "fail"), ("logits", "pass")])
+def test_sigmoid_into_bce_with_logits_fails_and_raw_logits_pass(activation, status):
+    result = _run(MultiLabel(activation), _multilabel())
+    assert result.details["floor"]["status"] == status, result.message
+    assert result.status == status, result.message
+
+
+@pytest.mark.parametrize(
+    ("activation", "status"), [("softmax", "fail"), ("sigmoid", "pass"), ("double", "fail")]
+)
+def test_softmax_across_labels_and_double_sigmoid_fail_sigmoid_passes(activation, status):
+    result = _run(MultiLabel(activation), _multilabel())
+    assert result.details["floor"]["status"] == status, result.message
+    assert result.status == status, result.message
+    assert result.details["targets"]["status"] == "pass"  # every label's positives move the loss
+
+
+# ---------------------------------------------------------------- 3. regression targets off unit scale
+class Regressor(pl.LightningModule):
+    def __init__(self, out_scale: float = 1.0, learned_scale: bool = False) -> None:
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(IN, 16), nn.Tanh(), nn.Linear(16, 1))
+        self.register_buffer("out_scale", torch.tensor(out_scale))
+        self.log_scale = nn.Parameter(torch.zeros(())) if learned_scale else None
+
+    def forward(self, x: Tensor) -> Tensor:
+        out = self.net(x).squeeze(-1) * self.out_scale
+        return out * self.log_scale.exp() if self.log_scale is not None else out
+
+    def training_step(self, batch: Any, batch_idx: int) -> Tensor:
+        x, y = batch
+        return F.mse_loss(self(x), y)
+
+    def configure_optimizers(self) -> Any:
+        return torch.optim.Adam(self.parameters(), lr=1e-2)
+
+
+def test_targets_a_thousand_times_off_unit_scale_warn_with_the_numbers():
+    result = _run(Regressor(), _regression(scale=1000.0))
+    assert result.status == "warn", result.message
+    scale = result.details["target_scale"]
+    assert scale["target_std"] > 100 and scale["ratio"] > 100
+    assert "standardise" in result.message
+
+
+def test_standardised_targets_pass():
+    result = _run(Regressor(), _regression())
+    assert result.status == "pass", result.message
+    assert result.details["target_scale"]["status"] == "pass"
+
+
+def test_a_head_that_matches_the_target_scale_at_init_passes():
+    assert _run(Regressor(out_scale=1000.0), _regression(scale=1000.0)).status == "pass"
+
+
+def test_a_learned_output_scale_passes():
+    result = _run(Regressor(learned_scale=True), _regression(scale=1000.0))
+    assert result.status == "pass", result.message
+    assert "learned scalar parameter" in result.message
+
+
+def test_tiny_targets_warn():
+    assert _run(Regressor(), _regression(scale=1e-4)).status == "warn"
+
+
+# ---------------------------------------------------------------- 4. bounded below
+class NegativeMSE(Regressor):
+    def training_step(self, batch: Any, batch_idx: int) -> Tensor:
+        x, y = batch
+        return -F.mse_loss(self(x), y)
+
+
+class LogLikelihoodAsLoss(Classifier):
+    """The log-likelihood maximised by the optimizer instead of its negative: a hand-written loss."""
+
+    def loss(self, out: Tensor, y: Tensor) -> Tensor:
+        return out.log_softmax(-1).gather(1, y[:, None]).mean()
+
+
+class GaussianNLL(pl.LightningModule):
+    """A Gaussian negative log-likelihood with a learned variance: negative once fitted, yet bounded."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(IN, 16), nn.Tanh(), nn.Linear(16, 2))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.net(x)
+
+    def training_step(self, batch: Any, batch_idx: int) -> Tensor:
+        x, y = batch
+        mean, log_var = self(x).unbind(-1)
+        return F.gaussian_nll_loss(mean, y, log_var.exp())
+
+    def configure_optimizers(self) -> Any:
+        return torch.optim.Adam(self.parameters(), lr=1e-2)
+
+
+def test_negative_mse_falls_without_bound_and_fails():
+    result = _run(NegativeMSE(), _regression())
+    assert result.status == "fail", result.message
+    assert result.details["bounded"]["status"] == "fail"
+    assert "without bound" in result.message and "sign" in result.message
+
+
+def test_mse_is_bounded():
+    result = _run(Regressor(), _regression())
+    assert result.details["bounded"]["status"] == "pass", result.message
+
+
+def test_a_log_likelihood_returned_as_the_loss_fails():
+    result = _run(LogLikelihoodAsLoss(), _classification())
+    assert result.status == "fail", result.message
+    assert result.details["bounded"]["status"] == "fail"
+    assert "hand-written" in result.message
+
+
+def test_a_gaussian_nll_with_learned_variance_is_bounded_and_passes():
+    result = _run(GaussianNLL(), _regression(scale=1.0))
+    assert result.details["bounded"]["status"] == "pass", result.message
+    assert result.status == "pass", result.message
+
+
+def test_huber_loss_passes():
+    class Huber(Regressor):
+        def training_step(self, batch: Any, batch_idx: int) -> Tensor:
+            x, y = batch
+            return F.huber_loss(self(x), y)
+
+    assert _run(Huber(), _regression()).status == "pass"
+
+
+def test_the_ray_rule_reads_growth_not_sign():
+    assert falls_without_bound([-1.0, -2.0, -101.0, -1e4, -1e6, -1e8])
+    assert not falls_without_bound([2.3, 0.4, 1e-3, 1e-5, 0.0, 0.0])
+    assert not falls_without_bound([-3.0, -4.0, -4.5, -4.6, -4.61])  # negative but bounded
+    assert falls_without_bound([1.0, float("-inf")])
+
+
+# ---------------------------------------------------------------- unsupported setups
+class Manual(Classifier):
+    def __init__(self) -> None:
+        super().__init__()
+        self.automatic_optimization = False
+
+
+class DetachedLoss(Classifier):
+    def loss(self, out: Tensor, y: Tensor) -> Tensor:
+        return F.cross_entropy(out.detach(), y)
+
+
+@pytest.mark.parametrize("model", [Manual(), DetachedLoss()], ids=["manual", "detached"])
+def test_unsupported_setups_skip_with_the_reason(model):
+    result = _run(model, _classification())
+    assert result.status == "skip", result.message
+    assert "manual" in result.message or "no gradient" in result.message
+
+
+def test_the_check_is_cheap():
+    result = _run(Classifier(), _classification())
+    assert result.seconds < 1.5, result.seconds
+
+
+def test_num_batches_is_validated():
+    with pytest.raises(ValueError, match="num_batches"):
+        LossCheck(num_batches=0)
