@@ -19,7 +19,8 @@ Example:
     >>> probe.call.function, probe.output.shape == probe.output_grad.shape
     ('cross_entropy', True)
     >>> batch = context.train_batches(1)[0]
-    >>> losses = loss_along(context, model, batch, probe, -probe.output_grad, [0.0, 1.0])
+    >>> ray = descent_ray(probe.output, probe.output_grad)
+    >>> losses = loss_along(context, model, batch, probe, ray, [0.0, 1.0])
     >>> losses[1] < losses[0]
     True
 """
@@ -27,9 +28,11 @@ Example:
 from __future__ import annotations
 
 import copy
+import functools
 import itertools
+import math
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,7 +46,7 @@ from lightning_recipes.checks._expected_loss import loss_call_for
 from lightning_recipes.checks._loss_floor import input_bounds
 from lightning_recipes.harness import Harness, LossCall, LossRecorder, first_tensor
 
-__all__ = ["LossProbe", "loss_along", "probe_step"]
+__all__ = ["LossProbe", "Ray", "descent_ray", "falls_without_bound", "loss_along", "probe_step"]
 
 
 @dataclass
@@ -141,26 +144,101 @@ def probe_step(context: Harness, model: pl.LightningModule, batch: Any, seed: in
     return probe
 
 
+@dataclass
+class Ray:
+    """A descent ray for the model's output: ``squash(start + s * direction)``. ``squash`` is the output's own
+    normalising activation (``log_softmax``, ``softmax``, ``sigmoid``) when the model ends in one, so the ray
+    moves its logits and every point stays a valid output (moving log-probabilities freely would make
+    ``nll_loss`` unbounded); ``None`` otherwise. ``direction`` has unit RMS."""
+
+    start: Tensor
+    direction: Tensor
+    squash: Callable[[Tensor], Tensor] | None = None
+    through: str = ""
+
+    def at(self, step: float) -> Tensor:
+        point = self.start + step * self.direction
+        return point if self.squash is None else self.squash(point)
+
+
+def descent_ray(output: Tensor, grad: Tensor) -> Ray | None:
+    """The ray along the negative gradient ``grad`` of the loss at the model's ``output`` (through its final
+    activation when the graph shows one), or ``None`` when the gradient is zero or not finite."""
+    fn, dim = _final_activation(output)
+    name = fn.name() if fn is not None else ""
+    base = output.detach()
+    squash: Callable[[Tensor], Tensor] | None = None
+    if name in ("LogSoftmaxBackward0", "SoftmaxBackward0"):
+        if name == "LogSoftmaxBackward0":
+            start, squash = base, functools.partial(torch.log_softmax, dim=dim)
+        else:
+            start, squash = base.clamp_min(1e-30).log(), functools.partial(torch.softmax, dim=dim)
+    elif name == "SigmoidBackward0":
+        p = base.clamp(1e-7, 1 - 1e-7)
+        start, squash = p.log() - (-p).log1p(), torch.sigmoid
+    else:
+        start = base
+    if squash is not None:
+        with torch.enable_grad():
+            leaf = start.clone().requires_grad_(True)
+            (grad,) = torch.autograd.grad(squash(leaf), leaf, grad_outputs=grad.to(base.dtype))
+    grad = grad.detach().double()
+    rms = float(grad.pow(2).mean().sqrt())  # sync: once
+    if rms == 0 or not math.isfinite(rms):
+        return None
+    through = "" if squash is None else f" (through its final {name.removesuffix('Backward0').lower()})"
+    return Ray(start, (-grad / rms).to(base.dtype), squash, through)
+
+
+_RESHAPES = frozenset({"ViewBackward0", "UnsafeViewBackward0", "ReshapeAliasBackward0", "CloneBackward0"})
+
+
+def _final_activation(output: Tensor) -> tuple[Any, int]:
+    """The ``(log_)softmax``/``sigmoid`` node that produced ``output`` (through reshapes that keep the
+    softmax's dim last), and the dim of ``output`` it normalises; ``(None, -1)`` when there is none."""
+    fn: Any = output.grad_fn
+    reshaped = False
+    for _ in range(4):
+        if fn is None:
+            return None, -1
+        name = fn.name()
+        if name in _RESHAPES:
+            fn, reshaped = fn.next_functions[0][0], True
+            continue
+        if name == "SigmoidBackward0":
+            return fn, -1
+        if name in ("LogSoftmaxBackward0", "SoftmaxBackward0"):
+            dim = int(fn._saved_dim)
+            dim = dim - 2**64 if dim >= 2**63 else dim  # a negative dim is saved as an unsigned 64-bit int
+            width = fn._saved_result.shape
+            last = dim in (-1, len(width) - 1)
+            if not reshaped:
+                return fn, dim
+            return (fn, -1) if last and output.shape[-1] == width[-1] else (None, -1)
+        return None, -1
+    return None, -1
+
+
 def loss_along(
     context: Harness,
     model: pl.LightningModule,
     batch: Any,
     probe: LossProbe,
-    direction: Tensor,
+    ray: Ray,
     steps: Sequence[float],
     seed: int = 0,
 ) -> list[float]:
-    """The returned loss with the model's output replaced by ``output + s * direction`` for each ``s``.
+    """The returned loss with the model's output replaced by ``ray.at(s)`` for each ``s``.
 
     Stops at the first step where ``training_step`` raises (an output out of the loss's domain, such as a
     probability above 1), returns NaN (not kept) or ``+inf`` (kept); the list is then shorter.
     """
-    if probe.site is None or probe.output is None:
+    if probe.site is None:
         return []
-    site, base = probe.site, probe.output.detach()
+    site = probe.site
     values: list[float] = []
     for step in steps:
-        handle = site.module.register_forward_hook(_Replace(base + step * direction, site.index))
+        handle = site.module.register_forward_hook(_Replace(ray.at(step), site.index))
         seed_all(seed)
         try:
             with torch.no_grad():

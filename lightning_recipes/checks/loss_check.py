@@ -16,7 +16,13 @@ from lightning_recipes._validation import check_int
 from lightning_recipes.checks._budget import out_of_time
 from lightning_recipes.checks._expected_loss import REGRESSION
 from lightning_recipes.checks._loss_floor import loss_floor
-from lightning_recipes.checks._loss_probe import LossProbe, falls_without_bound, loss_along, probe_step
+from lightning_recipes.checks._loss_probe import (
+    LossProbe,
+    descent_ray,
+    falls_without_bound,
+    loss_along,
+    probe_step,
+)
 from lightning_recipes.checks._loss_scale import learned_scale, scale_of
 from lightning_recipes.checks._loss_targets import (
     CLASSIFICATION,
@@ -38,6 +44,14 @@ SCALE_LIMIT = 100.0  # targets whose scale max(|mean|, std) is above this, or be
 SCALE_MISMATCH = 10.0  # ... and only flagged when the output at init is this far from their scale
 FLOORED = frozenset({"cross_entropy", "binary_cross_entropy_with_logits", "binary_cross_entropy"})
 RAY_DECADES = 6  # the descent ray's steps: 1, 10, ..., 10^5 times the output's scale
+
+
+_TITLES = {
+    "targets": "Target values",
+    "floor": "Floor",
+    "target_scale": "Target scale",
+    "bounded": "Bounded below",
+}
 
 
 @dataclass
@@ -250,6 +264,16 @@ class LossCheck(SanityCheck):
         if partly:
             notes.append(f"{', '.join(partly)} moved the loss in some batches only")
         note = f" ({'; '.join(notes)})" if notes else ""
+        if dropped and all(entry["moved"] == 0 for entry in merged.values()):
+            return _Part(
+                "fail",
+                f"no target value moves the loss: its gradient with respect to the {call.function} input is "
+                f"exactly zero at every position of {len(seen)} batch(es). Likely causes: the loss clamped "
+                "instead of the gradient clipped, a `.detach()`/`no_grad` between the loss call and the "
+                "returned loss, a loss multiplied by 0. Try: clip gradients with "
+                f"Trainer(gradient_clip_val=...); run the grad_flow check{note}.",
+                details,
+            )
         if dropped:
             named = "; ".join(
                 f"{d['label']} ({d['count']} positions in {d['batches']} batch(es)): {d['cause']}"
@@ -347,19 +371,17 @@ class LossCheck(SanityCheck):
     def _bounded(context: CheckContext, model: pl.LightningModule, batch: Any, probe: LossProbe) -> _Part:
         if probe.output is None or probe.output_grad is None:
             return _Part("n/a", "the model's output gets no gradient from the loss")
-        grad = probe.output_grad.detach().double()
-        rms = float(grad.pow(2).mean().sqrt())  # sync: once
-        if rms == 0 or not math.isfinite(rms):
+        ray = descent_ray(probe.output, probe.output_grad)
+        if ray is None:
             return _Part("n/a", "the loss's gradient with respect to the output is zero")
-        output_scale = float(probe.output.detach().double().pow(2).mean().sqrt())  # sync: once
+        output_scale = float(ray.start.double().pow(2).mean().sqrt())  # sync: once
         base = max(output_scale, 1.0)
         steps = [base * 10.0**k for k in range(RAY_DECADES)]
-        direction = (-grad / rms).to(probe.output.dtype)
         values = [float(probe.loss)]  # sync: once
         for step in steps:
             if out_of_time():
                 break
-            found = loss_along(context, model, batch, probe, direction, [step], context.seed)
+            found = loss_along(context, model, batch, probe, ray, [step], context.seed)
             if not found:
                 break
             values.append(found[0])
@@ -367,12 +389,12 @@ class LossCheck(SanityCheck):
         if falls_without_bound(values):
             return _Part(
                 "fail",
-                f"the loss falls without bound: moving the model's output along the loss's negative gradient "
-                f"by {steps[0]:.3g} to {steps[len(values) - 2]:.3g} took it from {values[0]:.4g} to "
-                f"{values[-1]:.4g}, falling faster with every step. A loss must be bounded below, or the "
-                "optimizer drives the outputs to infinity instead of fitting. Likely causes: a wrong sign "
-                "(`-mse`, a log-likelihood returned instead of its negative, `+` instead of `-` in a custom "
-                "loss). Try: return the negative log-likelihood, check the sign of each term.",
+                f"the loss falls without bound: moving the model's output{ray.through} along the loss's "
+                f"negative gradient by {steps[0]:.3g} to {steps[len(values) - 2]:.3g} took it from "
+                f"{values[0]:.4g} to {values[-1]:.4g}, falling faster with every step. A loss must be "
+                "bounded below, or the optimizer drives the outputs to infinity instead of fitting. Likely "
+                "causes: a wrong sign (`-mse`, a log-likelihood returned instead of its negative, `+` instead "
+                "of `-` in a custom loss). Try: return the negative log-likelihood, check the sign of each term.",
                 details,
             )
         if len(values) < 4 and values[-1] != math.inf:
@@ -397,10 +419,10 @@ class LossCheck(SanityCheck):
         if status is None:
             reasons = "; ".join(f"{k}: {p.message}" for k, p in parts.items())
             raise CheckSkipped(f"no part of the loss check applies ({reasons}).")
-        lead = [p.message for p in parts.values() if p.status == status]
+        lead = [f"{_TITLES[k]}: {p.message}" for k, p in parts.items() if p.status == status]
         rest = [f"{k}: {p.status}" for k, p in parts.items() if p.status not in (status, "n/a")]
         called = "" if probe.call is None else f" ({probe.call.function})"
-        text = f"loss{called} {initial:.4g} at init: " + " ".join(m.rstrip(".") + "." for m in lead)
+        text = f"loss{called} {initial:.4g} at init. " + " ".join(m.rstrip(".") + "." for m in lead)
         if rest:
             text += f" Other parts: {', '.join(rest)}."
         if probe.call is None:
