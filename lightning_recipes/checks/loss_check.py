@@ -393,8 +393,9 @@ class LossCheck(SanityCheck):
                 f"negative gradient by {steps[0]:.3g} to {steps[len(values) - 2]:.3g} took it from "
                 f"{values[0]:.4g} to {values[-1]:.4g}, falling faster with every step. A loss must be "
                 "bounded below, or the optimizer drives the outputs to infinity instead of fitting. Likely "
-                "causes: a wrong sign (`-mse`, a log-likelihood returned instead of its negative, `+` instead "
-                "of `-` in a custom loss). Try: return the negative log-likelihood, check the sign of each term.",
+                "causes: a wrong sign (`-mse`, a log-likelihood returned instead of its negative, `+` "
+                "instead of `-` in a custom loss). Try: return the negative log-likelihood, check the sign "
+                "of each term.",
                 details,
             )
         if len(values) < 4 and values[-1] != math.inf:
