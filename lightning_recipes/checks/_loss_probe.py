@@ -27,8 +27,10 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
+import inspect
 import itertools
 import math
 import random
@@ -41,10 +43,12 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 from torch.nn.modules.loss import _Loss
+from torch.overrides import TorchFunctionMode
 
-from lightning_recipes.checks._expected_loss import loss_call_for
+from lightning_recipes.checks._expected_loss import KINDS, loss_call_for
 from lightning_recipes.checks._loss_floor import input_bounds
 from lightning_recipes.harness import Harness, LossCall, LossRecorder, first_tensor
+from lightning_recipes.harness.loss_calls import LOSS_FUNCTIONS
 
 __all__ = ["LossProbe", "Ray", "descent_ray", "falls_without_bound", "loss_along", "probe_step"]
 
@@ -186,10 +190,11 @@ def descent_ray(output: Tensor, grad: Tensor) -> Ray | None:
     rms = float(grad.pow(2).mean().sqrt())  # sync: once
     if rms == 0 or not math.isfinite(rms):
         return None
-    through = "" if squash is None else f" (through its final {name.removesuffix('Backward0').lower()})"
+    through = "" if squash is None else f" (through its final {_NAMES[name]})"
     return Ray(start, (-grad / rms).to(base.dtype), squash, through)
 
 
+_NAMES = {"LogSoftmaxBackward0": "log_softmax", "SoftmaxBackward0": "softmax", "SigmoidBackward0": "sigmoid"}
 _RESHAPES = frozenset({"ViewBackward0", "UnsafeViewBackward0", "ReshapeAliasBackward0", "CloneBackward0"})
 
 
@@ -227,26 +232,43 @@ def loss_along(
     ray: Ray,
     steps: Sequence[float],
     seed: int = 0,
+    *,
+    at_loss_input: bool = False,
 ) -> list[float]:
-    """The returned loss with the model's output replaced by ``ray.at(s)`` for each ``s``.
+    """The returned loss with the model's output (or, with ``at_loss_input``, the input of the main loss
+    call) replaced by ``ray.at(s)`` for each ``s``.
 
-    Stops at the first step where ``training_step`` raises (an output out of the loss's domain, such as a
-    probability above 1), returns NaN (not kept) or ``+inf`` (kept); the list is then shorter.
+    Replacing the loss call's input reaches a loss computed inside a wrapped model (a Hugging Face model
+    given ``labels``), where the model's output is only returned next to the finished loss. Stops at the first
+    step where ``training_step`` raises (an output out of the loss's domain, such as a probability above 1),
+    returns NaN (not kept) or ``+inf`` (kept); the list is then shorter.
     """
-    if probe.site is None:
+    call = probe.call
+    if at_loss_input and (call is None or call.function not in _INPUT_NAMED):
         return []
-    site = probe.site
+    if not at_loss_input and probe.site is None:
+        return []
     values: list[float] = []
     for step in steps:
-        handle = site.module.register_forward_hook(_Replace(ray.at(step), site.index))
+        point = ray.at(step)
+        handle = None
+        if at_loss_input:
+            assert call is not None
+            index = sum(1 for c in probe.calls[: probe.calls.index(call)] if c.function == call.function)
+            swap: contextlib.AbstractContextManager[Any] = _SwapLossInput(call.function, index, point)
+        else:
+            assert probe.site is not None
+            handle = probe.site.module.register_forward_hook(_Replace(point, probe.site.index))
+            swap = contextlib.nullcontext()
         seed_all(seed)
         try:
-            with torch.no_grad():
+            with torch.no_grad(), swap:
                 loss = context.training_loss(model, batch)
         except Exception:  # out of the loss's domain: the ray ends here
             break
         finally:
-            handle.remove()
+            if handle is not None:
+                handle.remove()
         value = float(loss)  # sync: once per step of the probe
         if value != value:
             break
@@ -254,6 +276,29 @@ def loss_along(
         if value == float("inf"):  # it rose past any bound: the ray ends here
             break
     return values
+
+
+_INPUT_NAMED = frozenset(KINDS | {"kl_div", "poisson_nll_loss", "gaussian_nll_loss", "soft_margin_loss"})
+
+
+class _SwapLossInput(TorchFunctionMode):
+    """Replace the ``input`` of the ``index``-th call of loss ``function`` by ``tensor``."""
+
+    def __init__(self, function: str, index: int, tensor: Tensor) -> None:
+        super().__init__()
+        self.function, self.index, self.tensor, self.calls = function, index, tensor, 0
+
+    def __torch_function__(
+        self, func: Any, types: Any, args: Sequence[Any] = (), kwargs: dict[str, Any] | None = None
+    ) -> Any:
+        kwargs = kwargs or {}
+        if LOSS_FUNCTIONS.get(func) == self.function:
+            index, self.calls = self.calls, self.calls + 1
+            if index == self.index:
+                bound = inspect.signature(func).bind(*args, **kwargs)
+                bound.arguments["input"] = self.tensor
+                args, kwargs = bound.args, bound.kwargs
+        return func(*args, **kwargs)
 
 
 class _Replace:

@@ -369,33 +369,54 @@ class LossCheck(SanityCheck):
 
     @staticmethod
     def _bounded(context: CheckContext, model: pl.LightningModule, batch: Any, probe: LossProbe) -> _Part:
-        if probe.output is None or probe.output_grad is None:
-            return _Part("n/a", "the model's output gets no gradient from the loss")
-        ray = descent_ray(probe.output, probe.output_grad)
-        if ray is None:
-            return _Part("n/a", "the loss's gradient with respect to the output is zero")
-        output_scale = float(ray.start.double().pow(2).mean().sqrt())  # sync: once
-        base = max(output_scale, 1.0)
-        steps = [base * 10.0**k for k in range(RAY_DECADES)]
-        values = [float(probe.loss)]  # sync: once
-        for step in steps:
-            if out_of_time():
-                break
-            found = loss_along(context, model, batch, probe, ray, [step], context.seed)
-            if not found:
-                break
-            values.append(found[0])
-        details = {"ray_steps": steps[: len(values) - 1], "ray_losses": values}
+        initial = float(probe.loss)  # sync: once
+        tried = []
+        for at_loss_input, tensor, grad, what in (
+            (False, probe.output, probe.output_grad, "the model's output"),
+            (
+                True,
+                None if probe.call is None else probe.call.output,
+                probe.call_grad,
+                "the loss call's input",
+            ),
+        ):
+            if tensor is None or grad is None:
+                continue
+            ray = descent_ray(tensor, grad)
+            if ray is None:
+                continue
+            base = max(float(ray.start.double().pow(2).mean().sqrt()), 1.0)  # sync: once
+            steps = [base * 10.0**k for k in range(RAY_DECADES)]
+            values = [initial]
+            for step in steps:
+                if out_of_time():
+                    break
+                found = loss_along(
+                    context, model, batch, probe, ray, [step], context.seed, at_loss_input=at_loss_input
+                )
+                if not found:
+                    break
+                values.append(found[0])
+            if len(values) > 1 and all(v == initial for v in values[1:]):
+                tried.append(what)  # replacing it did not reach the returned loss (computed before)
+                continue
+            return LossCheck._ray_verdict(values, steps, what + ray.through)
+        if tried:
+            return _Part("n/a", f"replacing {' or '.join(tried)} did not change the returned loss")
+        return _Part("n/a", "the model's output gets no gradient from the loss")
+
+    @staticmethod
+    def _ray_verdict(values: list[float], steps: list[float], what: str) -> _Part:
+        details = {"ray_steps": steps[: len(values) - 1], "ray_losses": values, "ray_moves": what}
         if falls_without_bound(values):
             return _Part(
                 "fail",
-                f"the loss falls without bound: moving the model's output{ray.through} along the loss's "
-                f"negative gradient by {steps[0]:.3g} to {steps[len(values) - 2]:.3g} took it from "
-                f"{values[0]:.4g} to {values[-1]:.4g}, falling faster with every step. A loss must be "
-                "bounded below, or the optimizer drives the outputs to infinity instead of fitting. Likely "
-                "causes: a wrong sign (`-mse`, a log-likelihood returned instead of its negative, `+` "
-                "instead of `-` in a custom loss). Try: return the negative log-likelihood, check the sign "
-                "of each term.",
+                f"the loss falls without bound: moving {what} along the loss's negative gradient by "
+                f"{steps[0]:.3g} to {steps[len(values) - 2]:.3g} took it from {values[0]:.4g} to "
+                f"{values[-1]:.4g}, falling faster with every step. A loss must be bounded below, or the "
+                "optimizer drives the outputs to infinity instead of fitting. Likely causes: a wrong sign "
+                "(`-mse`, a log-likelihood returned instead of its negative, `+` instead of `-` in a custom "
+                "loss). Try: return the negative log-likelihood, check the sign of each term.",
                 details,
             )
         if len(values) < 4 and values[-1] != math.inf:
@@ -405,7 +426,9 @@ class LossCheck(SanityCheck):
                 "output left the loss's domain, or the budget ended), so boundedness is not known",
                 details,
             )
-        return _Part("pass", f"bounded below along the descent ray (lowest {min(values):.4g})", details)
+        return _Part(
+            "pass", f"bounded below along the descent ray of {what} (lowest {min(values):.4g})", details
+        )
 
     # --------------------------------------------------------------------------------------------- verdict
     def _verdict(self, parts: dict[str, _Part], initial: float, probe: LossProbe) -> CheckResult:

@@ -429,3 +429,106 @@ def test_the_check_is_cheap():
 def test_num_batches_is_validated():
     with pytest.raises(ValueError, match="num_batches"):
         LossCheck(num_batches=0)
+
+
+# ---------------------------------------------------------------- outputs that are already normalised
+class LogSoftmaxLM(pl.LightningModule):
+    """Like Lightning's demo transformer: forward returns log-probabilities, flattened; the loss is nll_loss.
+    Moving the log-probabilities freely would make nll_loss look unbounded: the ray moves the logits."""
+
+    def __init__(self, vocab: int = 12, negate: bool = False) -> None:
+        super().__init__()
+        self.negate = negate
+        self.embed = nn.Embedding(vocab, 16)
+        self.head = nn.Linear(16, vocab)
+
+    def forward(self, x: Tensor) -> Tensor:
+        logits = self.head(torch.relu(self.embed(x)))
+        return F.log_softmax(logits, dim=-1).view(-1, logits.shape[-1])
+
+    def training_step(self, batch: Any, batch_idx: int) -> Tensor:
+        x, y = batch
+        loss = F.nll_loss(self(x), y.reshape(-1))
+        return -loss if self.negate else loss
+
+    def configure_optimizers(self) -> Any:
+        return torch.optim.Adam(self.parameters(), lr=1e-2)
+
+
+def test_log_probability_outputs_into_nll_loss_are_bounded():
+    result = _run(LogSoftmaxLM(), _padded_tokens(pad=1))
+    assert result.status == "pass", result.message
+    assert "log_softmax" in result.details["bounded"]["ray_moves"]
+
+
+def test_a_negated_nll_on_log_probabilities_falls_without_bound():
+    result = _run(LogSoftmaxLM(negate=True), _padded_tokens(pad=1))
+    assert result.status == "fail", result.message
+    assert result.details["bounded"]["status"] == "fail"
+
+
+class SigmoidOutput(MultiLabel):
+    """Forward returns probabilities (a sigmoid), the loss is binary_cross_entropy: healthy."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return torch.sigmoid(self.net(x))
+
+    def training_step(self, batch: Any, batch_idx: int) -> Tensor:
+        x, y = batch
+        return F.binary_cross_entropy(self(x), y)
+
+
+def test_probability_outputs_into_bce_pass():
+    result = _run(SigmoidOutput("sigmoid"), _multilabel())
+    assert result.status == "pass", result.message
+    assert result.details["bounded"]["status"] == "pass"
+
+
+class ClampedLoss(Classifier):
+    """The loss clamped instead of the gradient clipped: no position gets any gradient."""
+
+    def loss(self, out: Tensor, y: Tensor) -> Tensor:
+        return F.cross_entropy(out, y).clamp(max=0.5)
+
+
+def test_a_loss_with_no_gradient_anywhere_is_named_as_such():
+    result = _run(ClampedLoss(), _classification())
+    assert result.status == "fail", result.message
+    assert "no target value moves the loss" in result.message
+
+
+# ---------------------------------------------------------------- a loss computed inside a wrapped model
+class Wrapped(nn.Module):
+    """Like a Hugging Face model given ``labels``: returns the finished loss next to the logits."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(IN, 16), nn.ReLU(), nn.Linear(16, C))
+
+    def forward(self, x: Tensor, labels: Tensor) -> dict[str, Tensor]:
+        logits = self.net(x)
+        return {"logits": logits, "loss": F.cross_entropy(logits, labels)}
+
+
+class WrappedModel(pl.LightningModule):
+    def __init__(self, sign: float = 1.0) -> None:
+        super().__init__()
+        self.sign = sign
+        self.model = Wrapped()
+
+    def training_step(self, batch: Any, batch_idx: int) -> Tensor:
+        x, y = batch
+        return self.sign * self.model(x, labels=y)["loss"]
+
+    def configure_optimizers(self) -> Any:
+        return torch.optim.Adam(self.parameters(), lr=1e-2)
+
+
+def test_a_loss_inside_a_wrapped_model_is_probed_at_the_loss_input():
+    """Replacing the wrapped model's logits cannot reach a loss it already computed: the ray then moves the
+    loss call's input instead (and a negated loss is still caught)."""
+    healthy = _run(WrappedModel(), _classification())
+    assert healthy.status == "pass", healthy.message
+    assert healthy.details["bounded"]["ray_moves"] == "the loss call's input"
+    negated = _run(WrappedModel(sign=-1.0), _classification())
+    assert negated.details["bounded"]["status"] == "fail", negated.message
