@@ -178,6 +178,11 @@ class LossCheck(SanityCheck):
                 "or non-differentiable outputs), so what moves it cannot be read."
             )
         initial = float(first.loss)  # sync: once
+        if not math.isfinite(initial):
+            raise CheckSkipped(
+                f"the loss at init is {initial} (not finite), so its gradient says nothing; the data and "
+                "init_loss checks name the cause (NaN/Inf in the data, log of 0)."
+            )
         parts = {
             "targets": self._targets(probes, batches[: len(probes)]),
             "floor": self._floor(first),
@@ -344,6 +349,8 @@ class LossCheck(SanityCheck):
             "output_std": output.std,
             "per_batch_target_scale": [s.scale for s in per_batch],
         }
+        if not (math.isfinite(target.scale) and math.isfinite(output.scale)):
+            return _Part("n/a", "non-finite targets or outputs (the data check names them)", details)
         if target.scale == 0:
             return _Part("n/a", "constant zero targets")
         off = target.scale > SCALE_LIMIT or target.scale < 1 / SCALE_LIMIT

@@ -532,3 +532,12 @@ def test_a_loss_inside_a_wrapped_model_is_probed_at_the_loss_input():
     assert healthy.details["bounded"]["ray_moves"] == "the loss call's input"
     negated = _run(WrappedModel(sign=-1.0), _classification())
     assert negated.details["bounded"]["status"] == "fail", negated.message
+
+
+def test_a_non_finite_loss_skips_and_says_why():
+    """NaN targets: the loss is NaN, its gradient says nothing (the data and init_loss checks judge it)."""
+    x, y = _regression().dataset.tensors
+    y = y.clone()
+    y[::7] = float("nan")
+    result = _run(Regressor(), DataLoader(TensorDataset(x, y), batch_size=32))
+    assert result.status == "skip" and "not finite" in result.message, result.message
