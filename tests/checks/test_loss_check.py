@@ -541,3 +541,61 @@ def test_a_non_finite_loss_skips_and_says_why():
     y[::7] = float("nan")
     result = _run(Regressor(), DataLoader(TensorDataset(x, y), batch_size=32))
     assert result.status == "skip" and "not finite" in result.message, result.message
+
+
+class HandWrittenCE(Classifier):
+    """Cross-entropy written out by hand: no loss call to read, only boundedness is judged."""
+
+    def loss(self, out: Tensor, y: Tensor) -> Tensor:
+        return -out.log_softmax(-1).gather(1, y[:, None]).mean()
+
+
+def test_a_hand_written_loss_is_judged_on_boundedness_only():
+    result = _run(HandWrittenCE(), _classification())
+    assert result.status == "pass", result.message
+    assert result.details["targets"]["status"] == "n/a"
+    assert "only its boundedness was checked" in result.message
+
+
+class TaggerWithMask(pl.LightningModule):
+    """Token tagging from dict batches; the label 5 marks the positions the attention mask hides (scattered,
+    not trailing), and the loss ignores it: padding, judged by the mask entry."""
+
+    def __init__(self, ignore: int) -> None:
+        super().__init__()
+        self.ignore = ignore
+        self.embed = nn.Embedding(10, 16)
+        self.head = nn.Linear(16, 6)
+
+    def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
+        logits = self.head(self.embed(batch["input_ids"]) * batch["attention_mask"][..., None])
+        return F.cross_entropy(logits.transpose(1, 2), batch["labels"], ignore_index=self.ignore)
+
+    def configure_optimizers(self) -> Any:
+        return torch.optim.Adam(self.parameters(), lr=1e-2)
+
+
+class _Tagging(torch.utils.data.Dataset):
+    def __init__(self) -> None:
+        g = torch.Generator().manual_seed(0)
+        self.ids = torch.randint(0, 10, (64, 12), generator=g)
+        self.mask = (torch.rand(64, 12, generator=g) > 0.2).long()
+        self.labels = torch.where(self.mask.bool(), self.ids % 5, torch.full_like(self.ids, 5))
+
+    def __len__(self) -> int:
+        return 64
+
+    def __getitem__(self, i: int) -> dict[str, Tensor]:
+        return {"input_ids": self.ids[i], "attention_mask": self.mask[i], "labels": self.labels[i]}
+
+
+def test_an_ignored_label_at_the_masked_positions_is_padding():
+    result = _run(TaggerWithMask(ignore=5), DataLoader(_Tagging(), batch_size=16))
+    assert result.status == "pass", result.message
+    assert "attention_mask" in result.details["ignored_as_padding"]["5"]
+
+
+def test_an_ignored_real_tag_fails_in_the_same_tagger():
+    result = _run(TaggerWithMask(ignore=2), DataLoader(_Tagging(), batch_size=16))
+    assert result.status == "fail", result.message
+    assert [d["label"] for d in result.details["dropped"]] == ["class 2"]
