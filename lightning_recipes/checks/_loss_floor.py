@@ -175,7 +175,7 @@ def _op_bounds(fn: Any, depth: int = 0) -> Bounds | None:
 
 def _scalar(value: Any) -> float | None:
     if isinstance(value, Tensor):
-        return float(value) if value.numel() == 1 else None  # sync: once, on a saved scalar
+        return float(value.detach()) if value.numel() == 1 else None  # sync: once, on a saved scalar
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)
     return None
