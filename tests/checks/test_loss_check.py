@@ -14,9 +14,10 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 from torch.utils.data import DataLoader, TensorDataset
 
-from lightning_recipes.checks import preflight
+from lightning_recipes.checks import PreflightError, preflight
 from lightning_recipes.checks._loss_probe import falls_without_bound
 from lightning_recipes.checks.loss_check import LossCheck
+from lightning_recipes.testing import fast_trainer
 
 IN, C = 8, 4
 
@@ -599,3 +600,12 @@ def test_an_ignored_real_tag_fails_in_the_same_tagger():
     result = _run(TaggerWithMask(ignore=2), DataLoader(_Tagging(), batch_size=16))
     assert result.status == "fail", result.message
     assert [d["label"] for d in result.details["dropped"]] == ["class 2"]
+
+
+def test_as_a_callback_a_negated_loss_stops_training_before_the_first_step(tmp_path):
+    check = LossCheck()
+    trainer = fast_trainer(max_steps=2, callbacks=[check], default_root_dir=tmp_path)
+    with pytest.raises(PreflightError, match="loss"):
+        trainer.fit(NegativeMSE(), _regression())
+    assert trainer.global_step == 0
+    assert check.result is not None and check.result.details["bounded"]["status"] == "fail"
