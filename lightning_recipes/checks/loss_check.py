@@ -15,7 +15,7 @@ from typing_extensions import override
 from lightning_recipes._validation import check_int
 from lightning_recipes.checks._budget import out_of_time
 from lightning_recipes.checks._expected_loss import REGRESSION
-from lightning_recipes.checks._loss_floor import loss_floor
+from lightning_recipes.checks._loss_floor import input_bounds, loss_floor
 from lightning_recipes.checks._loss_probe import (
     LossProbe,
     descent_ray,
@@ -34,6 +34,7 @@ from lightning_recipes.checks._loss_targets import (
 from lightning_recipes.checks.base import SanityCheck, TimeBudget
 from lightning_recipes.checks.report import CheckResult, CheckSkipped, Status
 from lightning_recipes.harness import Harness as CheckContext
+from lightning_recipes.harness import LossCall
 from lightning_recipes.harness.batches import Key
 
 __all__ = ["LossCheck"]
@@ -87,6 +88,7 @@ class LossCheck(SanityCheck):
        task into ``binary_cross_entropy``: ``m ln m`` per row with ``m`` positives, a double sigmoid). The
        floor is compared with the loss's own minimum (label smoothing's or soft targets' entropy, which pass):
        ``fail`` when it keeps the loss at least 5 % of its way from init to that minimum, ``warn`` from 0.5 %.
+       Probabilities fed to ``nll_loss`` (which reads log-probabilities, ``<= 0``) fail here too.
     3. **Regression targets on the output's scale** (``mse_loss``, ``l1_loss``, ``smooth_l1_loss``,
        ``huber_loss``): targets whose ``max(|mean|, std)`` is above 100 or below 0.01 while the output at init
        is more than 10x away from it: ``warn`` (the head must grow or shrink by orders of magnitude, so the
@@ -107,8 +109,8 @@ class LossCheck(SanityCheck):
     needs a classification loss call whose input the returned loss depends on, and a class dropped with soft
     (mixup) targets is seen only when every row containing it gets no gradient (a ``weight`` of 0 on mixed
     rows is not); a bound hidden behind unknown ops (``2 * tanh(z) + 1``) is not seen; a loss unbounded only
-    off the descent ray, or falling only logarithmically slower than the ray's drops, is not caught;
-    ``nll_loss`` on probabilities (instead of log-probabilities) is not diagnosed.
+    off the descent ray, or one falling so slowly (logarithmically) that it loses less than ten times its
+    initial value over the ray's five decades, is not caught.
 
     Args:
         num_batches: Training batches to read (the first judges, the others confirm per-class verdicts).
@@ -257,7 +259,7 @@ class LossCheck(SanityCheck):
             "saturated_only": certain,
             "batches": len(seen),
         }
-        checked = len(merged) - len(unchecked) if not call.integer_target else len(present)
+        checked = len(merged) - len(unchecked) if not call.integer_target else len(present) - len(padding)
         notes = []
         if padding:
             notes.append("ignored as padding: " + "; ".join(padding.values()))
@@ -303,6 +305,8 @@ class LossCheck(SanityCheck):
     @staticmethod
     def _floor(probe: LossProbe) -> _Part:
         call = probe.call
+        if call is not None and call.function == "nll_loss":
+            return LossCheck._log_probabilities(call)
         if call is None or call.function not in FLOORED or call.loss is None or call.loss.numel() != 1:
             return _Part("n/a", "no scalar loss call whose floor is known")
         floor = loss_floor(call)
@@ -328,6 +332,22 @@ class LossCheck(SanityCheck):
             "(not a softmax across labels) for multi-label targets, apply the sigmoid once, drop the "
             "clamp/tanh on the logits.",
             details,
+        )
+
+    @staticmethod
+    def _log_probabilities(call: LossCall) -> _Part:
+        """``nll_loss`` reads log-probabilities (<= 0, minimum 0 at probability 1); an input proven >= 0
+        (probabilities from a softmax or sigmoid) turns it into ``-p``, whose minimum is -1, not 0."""
+        bounds = call.inspection if call.inspected else input_bounds(call.output)
+        if bounds is None or bounds.low < 0:
+            return _Part("pass", "nll_loss's input is not proven to be non-negative", {})
+        return _Part(
+            "fail",
+            f"nll_loss reads log-probabilities (<= 0), but its input comes from {bounds.how}, values in "
+            f"[{bounds.low:g}, {bounds.high:g}]: the loss becomes minus the probability, with a gradient "
+            "that vanishes on wrong predictions and a minimum of -1 instead of 0. Try: log_softmax instead "
+            "of softmax before nll_loss, or cross_entropy on the logits.",
+            {"how": bounds.how, "low": bounds.low, "high": bounds.high},
         )
 
     @staticmethod

@@ -609,3 +609,21 @@ def test_as_a_callback_a_negated_loss_stops_training_before_the_first_step(tmp_p
         trainer.fit(NegativeMSE(), _regression())
     assert trainer.global_step == 0
     assert check.result is not None and check.result.details["bounded"]["status"] == "fail"
+
+
+class SoftmaxIntoNLL(Classifier):
+    def loss(self, out: Tensor, y: Tensor) -> Tensor:
+        return F.nll_loss(out.softmax(-1), y)
+
+
+class LogSoftmaxIntoNLL(Classifier):
+    def loss(self, out: Tensor, y: Tensor) -> Tensor:
+        return F.nll_loss(out.log_softmax(-1), y)
+
+
+def test_probabilities_into_nll_loss_fail_and_log_probabilities_pass():
+    bug = _run(SoftmaxIntoNLL(), _classification())
+    assert bug.status == "fail", bug.message
+    assert bug.details["floor"]["status"] == "fail" and "log_softmax" in bug.message
+    healthy = _run(LogSoftmaxIntoNLL(), _classification())
+    assert healthy.status == "pass", healthy.message
