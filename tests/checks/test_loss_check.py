@@ -15,6 +15,8 @@ from torch.nn import functional as F
 from torch.utils.data import DataLoader, TensorDataset
 
 from lightning_recipes.checks import PreflightError, preflight
+from lightning_recipes.checks._expected_loss import record_loss_calls
+from lightning_recipes.checks._loss_floor import input_bounds, loss_floor
 from lightning_recipes.checks._loss_probe import falls_without_bound
 from lightning_recipes.checks.loss_check import LossCheck
 from lightning_recipes.testing import fast_trainer
@@ -627,3 +629,31 @@ def test_probabilities_into_nll_loss_fail_and_log_probabilities_pass():
     assert bug.details["floor"]["status"] == "fail" and "log_softmax" in bug.message
     healthy = _run(LogSoftmaxIntoNLL(), _classification())
     assert healthy.status == "pass", healthy.message
+
+
+# ---------------------------------------------------------------- the floors added to _loss_floor
+def _floor_of(loss_fn):
+    with record_loss_calls(input_bounds) as calls:
+        loss_fn()
+    return loss_floor(calls[0])
+
+
+def test_softmax_across_multi_label_rows_floor_is_m_ln_m_per_row():
+    z = torch.randn(4, 5, requires_grad=True)
+    target = torch.tensor([[1, 1, 0, 0, 0], [1, 1, 1, 0, 0], [1, 0, 0, 0, 0], [0, 0, 0, 0, 0]]).float()
+    floor = _floor_of(lambda: F.binary_cross_entropy(z.softmax(-1), target))
+    no_positive = -5 * math.log1p(-1 / 5)  # a row without positives spreads its mass evenly
+    expected = (2 * math.log(2) + 3 * math.log(3) + 0 + no_positive) / 20
+    assert floor is not None and floor.bounded and floor.value == pytest.approx(expected, rel=1e-9)
+
+
+def test_double_sigmoid_into_bce_floor_from_the_narrowed_range():
+    z = torch.randn(6, requires_grad=True)
+    target = torch.tensor([1.0, 0.0, 1.0, 1.0, 0.0, 0.0])
+    floor = _floor_of(lambda: F.binary_cross_entropy(torch.sigmoid(torch.sigmoid(z)), target))
+    high = 1 / (1 + math.exp(-1))  # sigmoid of a probability lies in [0.5, sigmoid(1)]
+    expected = (3 * -math.log(high) + 3 * -math.log(0.5)) / 6
+    assert floor is not None and floor.bounded and floor.value == pytest.approx(expected, rel=1e-6)
+    assert (
+        _floor_of(lambda: F.binary_cross_entropy(torch.sigmoid(z), target)) is None
+    )  # one sigmoid: no floor
