@@ -97,20 +97,28 @@ class LossCheck(SanityCheck):
        (a parameter multiplying it) passes.
     4. **The loss is bounded below.** The model's output is moved along the negative gradient of the returned
        loss by 1, 10, ..., 10^5 times its scale and ``training_step`` is replayed with that output (seeded
-       alike, so mixup repeats). A loss that keeps falling with drops that do not shrink, by more than ten
-       times its initial magnitude (or reaches ``-inf``), falls without bound: ``fail`` (a wrong sign such as
-       ``-mse``, a log-likelihood returned instead of its negative). The sign itself is never judged: a
+       alike, so mixup repeats). An output that ends in ``log_softmax``/``softmax``/``sigmoid`` is moved
+       through it (its logits move, so it stays valid log-probabilities or probabilities); when replacing the
+       output does not change the returned loss (a wrapped model that computes its loss itself), the loss
+       call's input is moved instead. A loss that keeps falling with drops that do not shrink, by more than
+       ten times its initial magnitude (or reaches ``-inf``), falls without bound: ``fail`` (a wrong sign such
+       as ``-mse``, a log-likelihood returned instead of its negative). The sign itself is never judged: a
        Gaussian negative log-likelihood with a learned variance is negative yet bounded along the ray.
 
-    Cost: one forward and backward of ``training_step`` per batch (``num_batches``, default 2) and up to six
-    forwards without gradients for the ray, on a copy; a handful of host syncs. No optimizer step.
+    ``skip`` (with the reason) for manual optimisation, a returned loss without a gradient, a non-finite loss
+    at init (the data and ``init_loss`` checks judge it), or when no part applies. A hand-written loss (no
+    ``torch.nn.functional`` loss call) gets part 4 only, and the message says so.
 
-    Blind spots: a loss not computed by a ``torch.nn.functional`` loss (hand-written) gets only part 4; part 1
-    needs a classification loss call whose input the returned loss depends on, and a class dropped with soft
-    (mixup) targets is seen only when every row containing it gets no gradient (a ``weight`` of 0 on mixed
-    rows is not); a bound hidden behind unknown ops (``2 * tanh(z) + 1``) is not seen; a loss unbounded only
-    off the descent ray, or one falling so slowly (logarithmically) that it loses less than ten times its
-    initial value over the ray's five decades, is not caught.
+    Cost: one forward and backward of ``training_step`` per batch (``num_batches``, default 2) and up to six
+    forwards without gradients for the ray (twelve when the loss call's input is moved too), on a copy; a
+    handful of host syncs. No optimizer step. Measured times: ``benchmarks/RESULTS.md`` ("``loss`` check
+    cost").
+
+    Blind spots: part 1 needs a classification loss call whose input the returned loss depends on, and a class
+    dropped with soft (mixup) targets is seen only when every row containing it gets no gradient (a ``weight``
+    of 0 on mixed rows is not); a bound hidden behind unknown ops (``2 * tanh(z) + 1``) is not seen; a loss
+    unbounded only off the descent ray, or one falling so slowly (logarithmically) that it loses less than ten
+    times its initial value over the ray's five decades, is not caught.
 
     Args:
         num_batches: Training batches to read (the first judges, the others confirm per-class verdicts).
