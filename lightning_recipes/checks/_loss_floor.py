@@ -13,6 +13,12 @@ The floor is then computed from the loss's formula:
   all others equal: optimal by symmetry and convexity). Unbounded and ``e = 0`` give 0.
 - ``binary_cross_entropy_with_logits`` per element with target ``y`` and logit ``x`` in ``[lo, hi]``:
   ``y softplus(-x) + (1 - y) softplus(x)`` at ``x = clip(logit(y), lo, hi)``, averaged.
+- ``binary_cross_entropy`` (probabilities) from a squashing op whose input is itself bounded (a double
+  sigmoid: ``[0.5, 0.731]``): per element at ``p = clip(y, lo, hi)``; from a softmax across the labels of a
+  multi-label row with ``m`` positives: ``m ln m`` per row (``p = 1/m`` on each positive is best).
+
+Each floor is compared with the loss's own minimum (``LossFloor.minimum``: label smoothing's or soft
+targets' entropy, else 0); only a bound that lifts the floor above it is ``bounded`` (a bug).
 
 Example:
     >>> import torch
@@ -61,32 +67,46 @@ _PASS_THROUGH = {  # ops that keep every value of their input: bounds carry thro
 
 @dataclass(frozen=True)
 class Bounds:
+    """Proven ``[low, high]`` of a tensor's values; ``simplex``: its values sum to 1 along ``simplex_dim``
+    (``None`` when a reshape on the way hides which dim)."""
+
     low: float
     high: float
     how: str
     simplex: bool = False
+    simplex_dim: int | None = None
 
 
 @dataclass(frozen=True)
 class LossFloor:
     """``value``: the lowest loss reachable; ``bounded``: a bound on the input (not the loss itself) causes
-    it; ``how``: the reason in words."""
+    it; ``how``: the reason in words; ``minimum``: the loss's own minimum with an unbounded input (label
+    smoothing's or soft targets' entropy, else 0), in the same reduction."""
 
     value: float
     bounded: bool
     how: str
+    minimum: float = 0.0
 
 
 def input_bounds(tensor: Tensor) -> Bounds | None:
-    """Proven bounds of ``tensor``'s values from the op that produced it, or ``None`` (unbounded/unknown)."""
-    fn: Any = tensor.grad_fn
-    scale, scaled = 1.0, ""
+    """Proven bounds of ``tensor``'s values from the op that produced it, or ``None`` (unbounded/unknown).
+
+    A squashing op (``sigmoid``, ``tanh``) whose own input is bounded narrows further: ``sigmoid`` of a
+    probability lies in ``[0.5, 0.731]`` (a double sigmoid).
+    """
+    return _fn_bounds(tensor.grad_fn, depth=0)
+
+
+def _fn_bounds(fn: Any, depth: int) -> Bounds | None:
+    scale, scaled, reshaped = 1.0, "", False
     for _ in range(16):
         if fn is None:
             return None
         name = fn.name()
         if name in _PASS_THROUGH:
             fn = fn.next_functions[0][0]
+            reshaped = True
             continue
         if name in ("MulBackward0", "DivBackward0") and scale == 1.0:
             try:
@@ -103,20 +123,43 @@ def input_bounds(tensor: Tensor) -> Bounds | None:
         break
     else:
         return None
-    bounds = _op_bounds(fn)
+    bounds = _op_bounds(fn, depth)
     if bounds is None:
         return None
     low, high = sorted((bounds.low * scale, bounds.high * scale))
-    return Bounds(low, high, bounds.how + scaled, bounds.simplex and scale == 1.0)
+    simplex = bounds.simplex and scale == 1.0
+    return Bounds(low, high, bounds.how + scaled, simplex, None if reshaped else bounds.simplex_dim)
 
 
-def _op_bounds(fn: Any) -> Bounds | None:
+def _inner_bounds(fn: Any, depth: int) -> Bounds | None:
+    """Bounds of the input of a squashing op (a few levels deep at most)."""
+    if depth >= 3 or not fn.next_functions:
+        return None
+    return _fn_bounds(fn.next_functions[0][0], depth + 1)
+
+
+def _sigmoid(x: float) -> float:
+    return 1.0 / (1.0 + math.exp(-x)) if x >= 0 else math.exp(x) / (1.0 + math.exp(x))
+
+
+def _op_bounds(fn: Any, depth: int = 0) -> Bounds | None:
     name = fn.name()
     if name == "SoftmaxBackward0":
-        return Bounds(0.0, 1.0, "softmax (probabilities)", simplex=True)
+        dim = getattr(fn, "_saved_dim", None)
+        if isinstance(dim, int) and dim >= 2**63:  # a negative dim is saved as an unsigned 64-bit int
+            dim -= 2**64
+        return Bounds(0.0, 1.0, "softmax (probabilities)", simplex=True, simplex_dim=dim)
     if name == "SigmoidBackward0":
+        inner = _inner_bounds(fn, depth)
+        if inner is not None:
+            bottom, top = _sigmoid(inner.low), _sigmoid(inner.high)
+            return Bounds(bottom, top, f"sigmoid of {inner.how}: values in [{bottom:.4g}, {top:.4g}]")
         return Bounds(0.0, 1.0, "sigmoid (probabilities)")
     if name == "TanhBackward0":
+        inner = _inner_bounds(fn, depth)
+        if inner is not None:
+            bottom, top = math.tanh(inner.low), math.tanh(inner.high)
+            return Bounds(bottom, top, f"tanh of {inner.how}: values in [{bottom:.4g}, {top:.4g}]")
         return Bounds(-1.0, 1.0, "tanh")
     if name == "HardtanhBackward0":
         low, high = _scalar(fn._saved_min_val), _scalar(fn._saved_max_val)
@@ -132,7 +175,7 @@ def _op_bounds(fn: Any) -> Bounds | None:
 
 def _scalar(value: Any) -> float | None:
     if isinstance(value, Tensor):
-        return float(value) if value.numel() == 1 else None  # sync: once, on a saved scalar
+        return float(value.detach()) if value.numel() == 1 else None  # sync: once, on a saved scalar
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)
     return None
@@ -161,6 +204,8 @@ def loss_floor(call: LossCall) -> LossFloor | None:
         return _ce(call, reduction)
     if call.function == "binary_cross_entropy_with_logits":
         return _bce_logits(call, reduction)
+    if call.function == "binary_cross_entropy":
+        return _bce_probabilities(call, reduction)
     return None
 
 
@@ -178,14 +223,16 @@ def _ce(call: LossCall, reduction: str) -> LossFloor | None:
     count = 1
     if reduction == "sum":
         count = int((target_of(call) != call.kwargs.get("ignore_index", -100)).sum())  # sync: once
-    if bounds is not None and per_sample > ce_floor(classes, smoothing, math.inf) + 1e-9:
+    own = ce_floor(classes, smoothing, math.inf)
+    if bounds is not None and per_sample > own + 1e-9:
         how = (
             f"cross_entropy reads its input as logits, but the input comes from {bounds.how}: the logits of "
             f"{classes} classes differ by at most {spread:g}, so the loss cannot fall below {per_sample:.4g} "
             "per sample"
         )
-        return LossFloor(per_sample * count, True, how)
-    return LossFloor(per_sample * count, False, f"label smoothing {smoothing:g} over {classes} classes")
+        return LossFloor(per_sample * count, True, how, own * count)
+    how = f"label smoothing {smoothing:g} over {classes} classes"
+    return LossFloor(per_sample * count, False, how, per_sample * count)
 
 
 def _bce_logits(call: LossCall, reduction: str) -> LossFloor | None:
@@ -212,7 +259,54 @@ def _bce_logits(call: LossCall, reduction: str) -> LossFloor | None:
             "binary_cross_entropy_with_logits reads its input as logits, but the input comes from "
             f"{bounds.how}: logits in [{low:g}, {high:g}] keep the loss above {floor:.4g}"
         )
-        return LossFloor(floor, True, how)
+        return LossFloor(floor, True, how, entropy_floor)
     if pos_weight is not None:
         return None
-    return LossFloor(floor, False, "the soft targets' own entropy")
+    return LossFloor(floor, False, "the soft targets' own entropy", floor)
+
+
+def _bce_probabilities(call: LossCall, reduction: str) -> LossFloor | None:
+    """``binary_cross_entropy`` on probabilities whose range or sum is bounded: a double sigmoid (``[0.5,
+    0.731]``), or a softmax across the labels of a multi-label task (each row sums to 1, so a row with ``m``
+    positive labels scores at least ``m ln m``: its best is ``p = 1/m`` on each)."""
+    bounds = _bounds(call)
+    if bounds is None:
+        return None
+    target = target_of(call).detach().double()
+    output = call.output
+    binary = bool(((target == 0) | (target == 1)).all())  # sync: once
+    clipped = target.clamp(1e-12, 1 - 1e-12)
+    entropy = -(clipped * clipped.log() + (1 - clipped) * (-clipped).log1p())
+    own = float(entropy.sum() if reduction == "sum" else entropy.mean())  # sync: once
+    dim = bounds.simplex_dim
+    if bounds.simplex and binary and dim is not None and target.shape == output.shape and output.ndim >= 2:
+        width = output.shape[dim]
+        positives = target.sum(dim)
+        none = -width * math.log1p(-1.0 / width) if width > 1 else math.inf  # no positive: spread evenly
+        per_row = torch.where(
+            positives > 0, positives * positives.clamp_min(1).log(), torch.full_like(positives, none)
+        )
+        total = float(per_row.sum())  # sync: once
+        floor = total if reduction == "sum" else total / max(target.numel(), 1)
+        if floor > own + 1e-6:
+            most = int(positives.max())  # sync: once
+            how = (
+                f"binary_cross_entropy scores each label on its own, but its input comes from {bounds.how} "
+                f"across {width} labels, which sum to 1: a row with m > 1 positive labels (up to {most} "
+                f"here) cannot give each a probability near 1, so the loss cannot fall below {floor:.4g}"
+            )
+            return LossFloor(floor, True, how, own)
+        return None
+    low, high = max(bounds.low, 0.0), min(bounds.high, 1.0)
+    if low <= 0.0 and high >= 1.0:
+        return None
+    best = target.clamp(low, high).clamp(1e-12, 1 - 1e-12)
+    per_element = -(target * best.log() + (1 - target) * (-best).log1p())
+    floor = float(per_element.sum() if reduction == "sum" else per_element.mean())  # sync: once
+    if floor <= own + 1e-6:
+        return None
+    how = (
+        f"binary_cross_entropy reads probabilities in [0, 1], but its input comes from {bounds.how}, so the "
+        f"loss cannot fall below {floor:.4g}"
+    )
+    return LossFloor(floor, True, how, own)

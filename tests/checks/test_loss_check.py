@@ -1,0 +1,659 @@
+"""loss: every target value moves the loss, no provable floor above its minimum, regression targets on the
+output's scale, bounded below. Each bug with its healthy twin, on real tiny LightningModules through
+``preflight``."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import lightning.pytorch as pl
+import pytest
+import torch
+from torch import Tensor, nn
+from torch.nn import functional as F
+from torch.utils.data import DataLoader, TensorDataset
+
+from lightning_recipes.checks import PreflightError, preflight
+from lightning_recipes.checks._expected_loss import record_loss_calls
+from lightning_recipes.checks._loss_floor import input_bounds, loss_floor
+from lightning_recipes.checks._loss_probe import falls_without_bound
+from lightning_recipes.checks.loss_check import LossCheck
+from lightning_recipes.testing import fast_trainer
+
+IN, C = 8, 4
+
+
+def _classification(n: int = 128, classes: int = C, batch_size: int = 32) -> DataLoader:
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(n, IN, generator=g)
+    y = (x @ torch.randn(IN, classes, generator=g)).argmax(-1)
+    return DataLoader(TensorDataset(x, y), batch_size=batch_size)
+
+
+def _multilabel(n: int = 128, labels: int = 5) -> DataLoader:
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(n, IN, generator=g)
+    y = (x @ torch.randn(IN, labels, generator=g) > 0.3).float()
+    return DataLoader(TensorDataset(x, y), batch_size=32)
+
+
+def _regression(scale: float = 1.0, shift: float = 0.0) -> DataLoader:
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(128, IN, generator=g)
+    y = (torch.sin(x[:, 0]) + 0.5 * x[:, 1]) * scale + shift
+    return DataLoader(TensorDataset(x, y), batch_size=32)
+
+
+def _padded_tokens(pad: int, vocab: int = 12, n: int = 64, length: int = 10) -> DataLoader:
+    """Token sequences of random lengths, padded at the end with ``pad``; targets are the next tokens."""
+    g = torch.Generator().manual_seed(0)
+    tokens = torch.randint(1, vocab, (n, length + 1), generator=g)
+    lengths = torch.randint(3, length + 1, (n,), generator=g)
+    positions = torch.arange(length + 1)
+    tokens[positions[None, :] > lengths[:, None]] = pad
+    return DataLoader(TensorDataset(tokens[:, :-1], tokens[:, 1:].clone()), batch_size=16)
+
+
+def _run(model: pl.LightningModule, loader: DataLoader, **kwargs: Any) -> Any:
+    return preflight(model, train_dataloaders=loader, checks=[LossCheck(**kwargs)], num_threads=1)["loss"]
+
+
+class Classifier(pl.LightningModule):
+    """An MLP classifier; ``loss`` is overridden by each case."""
+
+    def __init__(self, classes: int = C) -> None:
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(IN, 16), nn.ReLU(), nn.Linear(16, classes))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.net(x)
+
+    def loss(self, out: Tensor, y: Tensor) -> Tensor:
+        return F.cross_entropy(out, y)
+
+    def training_step(self, batch: Any, batch_idx: int) -> Tensor:
+        x, y = batch
+        return self.loss(self(x), y)
+
+    def configure_optimizers(self) -> Any:
+        return torch.optim.Adam(self.parameters(), lr=1e-2)
+
+
+# ---------------------------------------------------------------- 1. every target value moves the loss
+class IgnoreRealClass(Classifier):
+    def loss(self, out: Tensor, y: Tensor) -> Tensor:
+        return F.cross_entropy(out, y, ignore_index=0)
+
+
+class ZeroClassWeight(Classifier):
+    def loss(self, out: Tensor, y: Tensor) -> Tensor:
+        return F.cross_entropy(out, y, weight=torch.tensor([1.0, 1.0, 0.0, 1.0]))
+
+
+class MaskedClass(Classifier):
+    def loss(self, out: Tensor, y: Tensor) -> Tensor:
+        per_sample = F.cross_entropy(out, y, reduction="none")
+        return per_sample[y != 1].mean()
+
+
+def test_ignore_index_on_a_real_class_fails_naming_the_class_and_cause():
+    result = _run(IgnoreRealClass(), _classification())
+    assert result.status == "fail", result.message
+    dropped = result.details["dropped"]
+    assert [d["label"] for d in dropped] == ["class 0"]
+    assert dropped[0]["count"] > 0 and dropped[0]["batches"] == 2  # confirmed on the second batch
+    assert "ignore_index=0" in result.message and "class 0" in result.message
+
+
+def test_healthy_cross_entropy_passes():
+    result = _run(Classifier(), _classification())
+    assert result.status == "pass", result.message
+    assert result.details["dropped"] == [] and result.details["unchecked"] == []
+
+
+def test_a_zero_class_weight_fails_with_the_weight_as_cause():
+    result = _run(ZeroClassWeight(), _classification())
+    assert result.status == "fail", result.message
+    assert [d["label"] for d in result.details["dropped"]] == ["class 2"]
+    assert "weight[2] = 0" in result.message
+
+
+def test_a_mask_that_drops_a_class_after_the_loss_call_fails():
+    result = _run(MaskedClass(), _classification())
+    assert result.status == "fail", result.message
+    assert [d["label"] for d in result.details["dropped"]] == ["class 1"]
+    assert "masked" in result.details["dropped"][0]["cause"]
+
+
+class TokenModel(pl.LightningModule):
+    """A next-token model over padded sequences; the loss ignores ``ignore`` (the padding)."""
+
+    def __init__(self, ignore: int, vocab: int = 12) -> None:
+        super().__init__()
+        self.ignore = ignore
+        self.embed = nn.Embedding(vocab, 16)
+        self.head = nn.Linear(16, vocab)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.head(torch.relu(self.embed(x)))
+
+    def training_step(self, batch: Any, batch_idx: int) -> Tensor:
+        x, y = batch
+        logits = self(x)
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1), ignore_index=self.ignore)
+
+    def configure_optimizers(self) -> Any:
+        return torch.optim.Adam(self.parameters(), lr=1e-2)
+
+
+def test_ignore_index_on_the_padding_token_passes_and_says_so():
+    """Twin of the failure above: token 0 is the padding here (trailing, and where the inputs are padded)."""
+    result = _run(TokenModel(ignore=0), _padded_tokens(pad=0))
+    assert result.status == "pass", result.message
+    assert "0" in result.details["ignored_as_padding"]
+    assert "ignored as padding" in result.message
+
+
+def test_ignore_index_minus_100_padding_passes():
+    result = _run(TokenModel(ignore=-100), _minus_100_loader())
+    assert result.status == "pass", result.message
+    assert "-100" in result.details["ignored_as_padding"]
+
+
+def _minus_100_loader() -> DataLoader:
+    inputs, targets = _padded_tokens(pad=0).dataset.tensors
+    targets = targets.masked_fill(targets == 0, -100)
+    return DataLoader(TensorDataset(inputs, targets), batch_size=16)
+
+
+def test_ignoring_a_real_token_in_mid_sequence_fails():
+    """Token 3 is a real token (anywhere in the sequences): ignoring it is a dropped class, not padding."""
+    result = _run(TokenModel(ignore=3), _padded_tokens(pad=0))
+    assert result.status == "fail", result.message
+    assert "class 3" in [d["label"] for d in result.details["dropped"]]
+
+
+def test_a_class_absent_from_the_batches_is_listed_as_unchecked():
+    """Class 4 of 5 never occurs in the data: no verdict about it, and the others still pass."""
+    result = _run(Classifier(classes=5), _classification(classes=4))
+    assert result.status == "pass", result.message
+    assert result.details["unchecked"] == [4]
+    assert "unchecked" in result.message
+
+
+class Mixup(Classifier):
+    """Mixup: soft targets mixed from two samples (random lambda and permutation each step)."""
+
+    def training_step(self, batch: Any, batch_idx: int) -> Tensor:
+        x, y = batch
+        lam = float(torch.distributions.Beta(0.4, 0.4).sample())
+        perm = torch.randperm(len(x))
+        soft = F.one_hot(y, C).float()
+        return F.cross_entropy(self(lam * x + (1 - lam) * x[perm]), lam * soft + (1 - lam) * soft[perm])
+
+
+def test_mixup_soft_targets_pass():
+    result = _run(Mixup(), _classification())
+    assert result.status == "pass", result.message
+    assert result.details["targets"]["status"] == "pass"
+    assert result.details["bounded"]["status"] == "pass"
+
+
+class PriorBias(Classifier):
+    """The output bias initialised to the log label prior (good practice on unbalanced data)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        with torch.no_grad():
+            self.net[-1].bias.copy_(torch.tensor([0.7, 0.1, 0.1, 0.1]).log())
+
+
+def test_class_prior_bias_init_passes():
+    assert _run(PriorBias(), _classification()).status == "pass"
+
+
+def test_label_smoothing_has_a_floor_above_zero_and_passes():
+    class Smoothed(Classifier):
+        def loss(self, out: Tensor, y: Tensor) -> Tensor:
+            return F.cross_entropy(out, y, label_smoothing=0.2)
+
+    result = _run(Smoothed(), _classification())
+    assert result.status == "pass", result.message
+    floor = result.details["floor"]
+    assert floor["status"] == "pass" and floor["minimum"] > 0.3  # the smoothed target's entropy
+
+
+# ---------------------------------------------------------------- 2. a provable floor above the minimum
+class SoftmaxIntoCrossEntropy(Classifier):
+    def forward(self, x: Tensor) -> Tensor:
+        return self.net(x).softmax(-1)
+
+
+class MultiLabel(pl.LightningModule):
+    """Multi-label: ``activation`` ``"sigmoid"`` + BCE (healthy), ``"softmax"`` + BCE (a floor), ``"logits"``
+    + BCE with logits (healthy), ``"sigmoid-logits"`` (a sigmoid before BCE with logits: a floor),
+    ``"double"`` (sigmoid twice before BCE: a floor)."""
+
+    def __init__(self, activation: str, labels: int = 5) -> None:
+        super().__init__()
+        self.activation = activation
+        self.net = nn.Sequential(nn.Linear(IN, 16), nn.ReLU(), nn.Linear(16, labels))
+
+    def training_step(self, batch: Any, batch_idx: int) -> Tensor:
+        x, y = batch
+        z = self.net(x)
+        if self.activation == "logits":
+            return F.binary_cross_entropy_with_logits(z, y)
+        if self.activation == "sigmoid-logits":
+            return F.binary_cross_entropy_with_logits(torch.sigmoid(z), y)
+        if self.activation == "softmax":
+            return F.binary_cross_entropy(z.softmax(-1), y)
+        if self.activation == "double":
+            return F.binary_cross_entropy(torch.sigmoid(torch.sigmoid(z)), y)
+        return F.binary_cross_entropy(torch.sigmoid(z), y)
+
+    def configure_optimizers(self) -> Any:
+        return torch.optim.Adam(self.parameters(), lr=1e-2)
+
+
+def test_probabilities_into_cross_entropy_fail_with_the_floor():
+    result = _run(SoftmaxIntoCrossEntropy(), _classification())
+    assert result.status == "fail", result.message
+    floor = result.details["floor"]
+    assert floor["status"] == "fail"
+    assert floor["floor"] == pytest.approx(math.log(math.e + C - 1) - 1, rel=1e-9)
+    assert "softmax" in result.message
+
+
+@pytest.mark.parametrize(("activation", "status"), [("sigmoid-logits", "fail"), ("logits", "pass")])
+def test_sigmoid_into_bce_with_logits_fails_and_raw_logits_pass(activation, status):
+    result = _run(MultiLabel(activation), _multilabel())
+    assert result.details["floor"]["status"] == status, result.message
+    assert result.status == status, result.message
+
+
+@pytest.mark.parametrize(
+    ("activation", "status"), [("softmax", "fail"), ("sigmoid", "pass"), ("double", "fail")]
+)
+def test_softmax_across_labels_and_double_sigmoid_fail_sigmoid_passes(activation, status):
+    result = _run(MultiLabel(activation), _multilabel())
+    assert result.details["floor"]["status"] == status, result.message
+    assert result.status == status, result.message
+    assert result.details["targets"]["status"] == "pass"  # every label's positives move the loss
+
+
+# ---------------------------------------------------------------- 3. regression targets off unit scale
+class Regressor(pl.LightningModule):
+    def __init__(self, out_scale: float = 1.0, learned_scale: bool = False) -> None:
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(IN, 16), nn.Tanh(), nn.Linear(16, 1))
+        self.register_buffer("out_scale", torch.tensor(out_scale))
+        self.log_scale = nn.Parameter(torch.zeros(())) if learned_scale else None
+
+    def forward(self, x: Tensor) -> Tensor:
+        out = self.net(x).squeeze(-1) * self.out_scale
+        return out * self.log_scale.exp() if self.log_scale is not None else out
+
+    def training_step(self, batch: Any, batch_idx: int) -> Tensor:
+        x, y = batch
+        return F.mse_loss(self(x), y)
+
+    def configure_optimizers(self) -> Any:
+        return torch.optim.Adam(self.parameters(), lr=1e-2)
+
+
+def test_targets_a_thousand_times_off_unit_scale_warn_with_the_numbers():
+    result = _run(Regressor(), _regression(scale=1000.0))
+    assert result.status == "warn", result.message
+    scale = result.details["target_scale"]
+    assert scale["target_std"] > 100 and scale["ratio"] > 100
+    assert "standardise" in result.message
+
+
+def test_standardised_targets_pass():
+    result = _run(Regressor(), _regression())
+    assert result.status == "pass", result.message
+    assert result.details["target_scale"]["status"] == "pass"
+
+
+def test_a_head_that_matches_the_target_scale_at_init_passes():
+    assert _run(Regressor(out_scale=1000.0), _regression(scale=1000.0)).status == "pass"
+
+
+def test_a_learned_output_scale_passes():
+    result = _run(Regressor(learned_scale=True), _regression(scale=1000.0))
+    assert result.status == "pass", result.message
+    assert "learned scalar parameter" in result.message
+
+
+def test_tiny_targets_warn():
+    assert _run(Regressor(), _regression(scale=1e-4)).status == "warn"
+
+
+# ---------------------------------------------------------------- 4. bounded below
+class NegativeMSE(Regressor):
+    def training_step(self, batch: Any, batch_idx: int) -> Tensor:
+        x, y = batch
+        return -F.mse_loss(self(x), y)
+
+
+class LogLikelihoodAsLoss(Classifier):
+    """The log-likelihood maximised by the optimizer instead of its negative: a hand-written loss."""
+
+    def loss(self, out: Tensor, y: Tensor) -> Tensor:
+        return out.log_softmax(-1).gather(1, y[:, None]).mean()
+
+
+class GaussianNLL(pl.LightningModule):
+    """A Gaussian negative log-likelihood with a learned variance: negative once fitted, yet bounded."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(IN, 16), nn.Tanh(), nn.Linear(16, 2))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.net(x)
+
+    def training_step(self, batch: Any, batch_idx: int) -> Tensor:
+        x, y = batch
+        mean, log_var = self(x).unbind(-1)
+        return F.gaussian_nll_loss(mean, y, log_var.exp())
+
+    def configure_optimizers(self) -> Any:
+        return torch.optim.Adam(self.parameters(), lr=1e-2)
+
+
+def test_negative_mse_falls_without_bound_and_fails():
+    result = _run(NegativeMSE(), _regression())
+    assert result.status == "fail", result.message
+    assert result.details["bounded"]["status"] == "fail"
+    assert "without bound" in result.message and "sign" in result.message
+
+
+def test_mse_is_bounded():
+    result = _run(Regressor(), _regression())
+    assert result.details["bounded"]["status"] == "pass", result.message
+
+
+def test_a_log_likelihood_returned_as_the_loss_fails():
+    result = _run(LogLikelihoodAsLoss(), _classification())
+    assert result.status == "fail", result.message
+    assert result.details["bounded"]["status"] == "fail"
+    assert "hand-written" in result.message
+
+
+def test_a_gaussian_nll_with_learned_variance_is_bounded_and_passes():
+    result = _run(GaussianNLL(), _regression(scale=1.0))
+    assert result.details["bounded"]["status"] == "pass", result.message
+    assert result.status == "pass", result.message
+
+
+def test_huber_loss_passes():
+    class Huber(Regressor):
+        def training_step(self, batch: Any, batch_idx: int) -> Tensor:
+            x, y = batch
+            return F.huber_loss(self(x), y)
+
+    assert _run(Huber(), _regression()).status == "pass"
+
+
+def test_the_ray_rule_reads_growth_not_sign():
+    assert falls_without_bound([-1.0, -2.0, -101.0, -1e4, -1e6, -1e8])
+    assert not falls_without_bound([2.3, 0.4, 1e-3, 1e-5, 0.0, 0.0])
+    assert not falls_without_bound([-3.0, -4.0, -4.5, -4.6, -4.61])  # negative but bounded
+    assert falls_without_bound([1.0, float("-inf")])
+
+
+# ---------------------------------------------------------------- unsupported setups
+class Manual(Classifier):
+    def __init__(self) -> None:
+        super().__init__()
+        self.automatic_optimization = False
+
+
+class DetachedLoss(Classifier):
+    def loss(self, out: Tensor, y: Tensor) -> Tensor:
+        return F.cross_entropy(out.detach(), y)
+
+
+@pytest.mark.parametrize("model", [Manual(), DetachedLoss()], ids=["manual", "detached"])
+def test_unsupported_setups_skip_with_the_reason(model):
+    result = _run(model, _classification())
+    assert result.status == "skip", result.message
+    assert "manual" in result.message or "no gradient" in result.message
+
+
+def test_the_check_is_cheap():
+    result = _run(Classifier(), _classification())
+    assert result.seconds < 1.5, result.seconds
+
+
+def test_num_batches_is_validated():
+    with pytest.raises(ValueError, match="num_batches"):
+        LossCheck(num_batches=0)
+
+
+# ---------------------------------------------------------------- outputs that are already normalised
+class LogSoftmaxLM(pl.LightningModule):
+    """Like Lightning's demo transformer: forward returns log-probabilities, flattened; the loss is nll_loss.
+    Moving the log-probabilities freely would make nll_loss look unbounded: the ray moves the logits."""
+
+    def __init__(self, vocab: int = 12, negate: bool = False) -> None:
+        super().__init__()
+        self.negate = negate
+        self.embed = nn.Embedding(vocab, 16)
+        self.head = nn.Linear(16, vocab)
+
+    def forward(self, x: Tensor) -> Tensor:
+        logits = self.head(torch.relu(self.embed(x)))
+        return F.log_softmax(logits, dim=-1).view(-1, logits.shape[-1])
+
+    def training_step(self, batch: Any, batch_idx: int) -> Tensor:
+        x, y = batch
+        loss = F.nll_loss(self(x), y.reshape(-1))
+        return -loss if self.negate else loss
+
+    def configure_optimizers(self) -> Any:
+        return torch.optim.Adam(self.parameters(), lr=1e-2)
+
+
+def test_log_probability_outputs_into_nll_loss_are_bounded():
+    result = _run(LogSoftmaxLM(), _padded_tokens(pad=1))
+    assert result.status == "pass", result.message
+    assert "log_softmax" in result.details["bounded"]["ray_moves"]
+
+
+def test_a_negated_nll_on_log_probabilities_falls_without_bound():
+    result = _run(LogSoftmaxLM(negate=True), _padded_tokens(pad=1))
+    assert result.status == "fail", result.message
+    assert result.details["bounded"]["status"] == "fail"
+
+
+class SigmoidOutput(MultiLabel):
+    """Forward returns probabilities (a sigmoid), the loss is binary_cross_entropy: healthy."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return torch.sigmoid(self.net(x))
+
+    def training_step(self, batch: Any, batch_idx: int) -> Tensor:
+        x, y = batch
+        return F.binary_cross_entropy(self(x), y)
+
+
+def test_probability_outputs_into_bce_pass():
+    result = _run(SigmoidOutput("sigmoid"), _multilabel())
+    assert result.status == "pass", result.message
+    assert result.details["bounded"]["status"] == "pass"
+
+
+class ClampedLoss(Classifier):
+    """The loss clamped instead of the gradient clipped: no position gets any gradient."""
+
+    def loss(self, out: Tensor, y: Tensor) -> Tensor:
+        return F.cross_entropy(out, y).clamp(max=0.5)
+
+
+def test_a_loss_with_no_gradient_anywhere_is_named_as_such():
+    result = _run(ClampedLoss(), _classification())
+    assert result.status == "fail", result.message
+    assert "no target value moves the loss" in result.message
+
+
+# ---------------------------------------------------------------- a loss computed inside a wrapped model
+class Wrapped(nn.Module):
+    """Like a Hugging Face model given ``labels``: returns the finished loss next to the logits."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(IN, 16), nn.ReLU(), nn.Linear(16, C))
+
+    def forward(self, x: Tensor, labels: Tensor) -> dict[str, Tensor]:
+        logits = self.net(x)
+        return {"logits": logits, "loss": F.cross_entropy(logits, labels)}
+
+
+class WrappedModel(pl.LightningModule):
+    def __init__(self, sign: float = 1.0) -> None:
+        super().__init__()
+        self.sign = sign
+        self.model = Wrapped()
+
+    def training_step(self, batch: Any, batch_idx: int) -> Tensor:
+        x, y = batch
+        return self.sign * self.model(x, labels=y)["loss"]
+
+    def configure_optimizers(self) -> Any:
+        return torch.optim.Adam(self.parameters(), lr=1e-2)
+
+
+def test_a_loss_inside_a_wrapped_model_is_probed_at_the_loss_input():
+    """Replacing the wrapped model's logits cannot reach a loss it already computed: the ray then moves the
+    loss call's input instead (and a negated loss is still caught)."""
+    healthy = _run(WrappedModel(), _classification())
+    assert healthy.status == "pass", healthy.message
+    assert healthy.details["bounded"]["ray_moves"] == "the loss call's input"
+    negated = _run(WrappedModel(sign=-1.0), _classification())
+    assert negated.details["bounded"]["status"] == "fail", negated.message
+
+
+def test_a_non_finite_loss_skips_and_says_why():
+    """NaN targets: the loss is NaN, its gradient says nothing (the data and init_loss checks judge it)."""
+    x, y = _regression().dataset.tensors
+    y = y.clone()
+    y[::7] = float("nan")
+    result = _run(Regressor(), DataLoader(TensorDataset(x, y), batch_size=32))
+    assert result.status == "skip" and "not finite" in result.message, result.message
+
+
+class HandWrittenCE(Classifier):
+    """Cross-entropy written out by hand: no loss call to read, only boundedness is judged."""
+
+    def loss(self, out: Tensor, y: Tensor) -> Tensor:
+        return -out.log_softmax(-1).gather(1, y[:, None]).mean()
+
+
+def test_a_hand_written_loss_is_judged_on_boundedness_only():
+    result = _run(HandWrittenCE(), _classification())
+    assert result.status == "pass", result.message
+    assert result.details["targets"]["status"] == "n/a"
+    assert "only its boundedness was checked" in result.message
+
+
+class TaggerWithMask(pl.LightningModule):
+    """Token tagging from dict batches; the label 5 marks the positions the attention mask hides (scattered,
+    not trailing), and the loss ignores it: padding, judged by the mask entry."""
+
+    def __init__(self, ignore: int) -> None:
+        super().__init__()
+        self.ignore = ignore
+        self.embed = nn.Embedding(10, 16)
+        self.head = nn.Linear(16, 6)
+
+    def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
+        logits = self.head(self.embed(batch["input_ids"]) * batch["attention_mask"][..., None])
+        return F.cross_entropy(logits.transpose(1, 2), batch["labels"], ignore_index=self.ignore)
+
+    def configure_optimizers(self) -> Any:
+        return torch.optim.Adam(self.parameters(), lr=1e-2)
+
+
+class _Tagging(torch.utils.data.Dataset):
+    def __init__(self) -> None:
+        g = torch.Generator().manual_seed(0)
+        self.ids = torch.randint(0, 10, (64, 12), generator=g)
+        self.mask = (torch.rand(64, 12, generator=g) > 0.2).long()
+        self.labels = torch.where(self.mask.bool(), self.ids % 5, torch.full_like(self.ids, 5))
+
+    def __len__(self) -> int:
+        return 64
+
+    def __getitem__(self, i: int) -> dict[str, Tensor]:
+        return {"input_ids": self.ids[i], "attention_mask": self.mask[i], "labels": self.labels[i]}
+
+
+def test_an_ignored_label_at_the_masked_positions_is_padding():
+    result = _run(TaggerWithMask(ignore=5), DataLoader(_Tagging(), batch_size=16))
+    assert result.status == "pass", result.message
+    assert "attention_mask" in result.details["ignored_as_padding"]["5"]
+
+
+def test_an_ignored_real_tag_fails_in_the_same_tagger():
+    result = _run(TaggerWithMask(ignore=2), DataLoader(_Tagging(), batch_size=16))
+    assert result.status == "fail", result.message
+    assert [d["label"] for d in result.details["dropped"]] == ["class 2"]
+
+
+def test_as_a_callback_a_negated_loss_stops_training_before_the_first_step(tmp_path):
+    check = LossCheck()
+    trainer = fast_trainer(max_steps=2, callbacks=[check], default_root_dir=tmp_path)
+    with pytest.raises(PreflightError, match="loss"):
+        trainer.fit(NegativeMSE(), _regression())
+    assert trainer.global_step == 0
+    assert check.result is not None and check.result.details["bounded"]["status"] == "fail"
+
+
+class SoftmaxIntoNLL(Classifier):
+    def loss(self, out: Tensor, y: Tensor) -> Tensor:
+        return F.nll_loss(out.softmax(-1), y)
+
+
+class LogSoftmaxIntoNLL(Classifier):
+    def loss(self, out: Tensor, y: Tensor) -> Tensor:
+        return F.nll_loss(out.log_softmax(-1), y)
+
+
+def test_probabilities_into_nll_loss_fail_and_log_probabilities_pass():
+    bug = _run(SoftmaxIntoNLL(), _classification())
+    assert bug.status == "fail", bug.message
+    assert bug.details["floor"]["status"] == "fail" and "log_softmax" in bug.message
+    healthy = _run(LogSoftmaxIntoNLL(), _classification())
+    assert healthy.status == "pass", healthy.message
+
+
+# ---------------------------------------------------------------- the floors added to _loss_floor
+def _floor_of(loss_fn):
+    with record_loss_calls(input_bounds) as calls:
+        loss_fn()
+    return loss_floor(calls[0])
+
+
+def test_softmax_across_multi_label_rows_floor_is_m_ln_m_per_row():
+    z = torch.randn(4, 5, requires_grad=True)
+    target = torch.tensor([[1, 1, 0, 0, 0], [1, 1, 1, 0, 0], [1, 0, 0, 0, 0], [0, 0, 0, 0, 0]]).float()
+    floor = _floor_of(lambda: F.binary_cross_entropy(z.softmax(-1), target))
+    no_positive = -5 * math.log1p(-1 / 5)  # a row without positives spreads its mass evenly
+    expected = (2 * math.log(2) + 3 * math.log(3) + 0 + no_positive) / 20
+    assert floor is not None and floor.bounded and floor.value == pytest.approx(expected, rel=1e-9)
+
+
+def test_double_sigmoid_into_bce_floor_from_the_narrowed_range():
+    z = torch.randn(6, requires_grad=True)
+    target = torch.tensor([1.0, 0.0, 1.0, 1.0, 0.0, 0.0])
+    floor = _floor_of(lambda: F.binary_cross_entropy(torch.sigmoid(torch.sigmoid(z)), target))
+    high = 1 / (1 + math.exp(-1))  # sigmoid of a probability lies in [0.5, sigmoid(1)]
+    expected = (3 * -math.log(high) + 3 * -math.log(0.5)) / 6
+    assert floor is not None and floor.bounded and floor.value == pytest.approx(expected, rel=1e-6)
+    assert (
+        _floor_of(lambda: F.binary_cross_entropy(torch.sigmoid(z), target)) is None
+    )  # one sigmoid: no floor
