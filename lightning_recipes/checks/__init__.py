@@ -14,8 +14,9 @@ trial runs on copies); the harness's ``CannotRunOnCopy`` becomes a ``skip`` resu
 Example:
     >>> from lightning_recipes.checks import CHECKS, InitLossCheck, preflight
     >>> list(CHECKS)
-    ['data', 'split_overlap', 'init_loss', 'grad_flow', 'batch_independence', 'eval_mode', 'causality',
-     'target_leakage', 'optimization', 'validation_path', 'overfit_batch', 'input_independence']
+    ['loader', 'data', 'split_overlap', 'loss', 'init_loss', 'schedule', 'grad_flow', 'batch_independence',
+     'eval_mode', 'causality', 'target_leakage', 'optimization', 'validation_path', 'overfit_batch',
+     'input_independence']
 """
 
 from lightning_recipes.checks.base import SanityCheck
@@ -26,10 +27,13 @@ from lightning_recipes.checks.eval_mode_check import EvalModeCheck
 from lightning_recipes.checks.grad_flow_check import GradFlowCheck
 from lightning_recipes.checks.init_loss_check import InitLossCheck
 from lightning_recipes.checks.input_independence_check import InputIndependenceCheck
+from lightning_recipes.checks.loader_check import LoaderCheck
+from lightning_recipes.checks.loss_check import LossCheck
 from lightning_recipes.checks.optimization_check import OptimizationCheck
 from lightning_recipes.checks.overfit_batch_check import OverfitBatchCheck
 from lightning_recipes.checks.preflight import CHECKS, Preflight, preflight
 from lightning_recipes.checks.report import CheckResult, CheckSkipped, PreflightError, PreflightReport
+from lightning_recipes.checks.schedule_check import ScheduleCheck
 from lightning_recipes.checks.split_overlap_check import SplitOverlapCheck
 from lightning_recipes.checks.target_leakage_check import TargetLeakageCheck
 from lightning_recipes.checks.validation_path_check import ValidationPathCheck
@@ -48,13 +52,16 @@ __all__ = [
     "GradFlowCheck",
     "InitLossCheck",
     "InputIndependenceCheck",
+    "LoaderCheck",
     "LossCall",
+    "LossCheck",
     "OptimizationCheck",
     "OverfitBatchCheck",
     "Preflight",
     "PreflightError",
     "PreflightReport",
     "SanityCheck",
+    "ScheduleCheck",
     "SplitOverlapCheck",
     "TargetLeakageCheck",
     "ValidationPathCheck",

@@ -30,9 +30,12 @@ from lightning_recipes.checks.eval_mode_check import EvalModeCheck
 from lightning_recipes.checks.grad_flow_check import GradFlowCheck
 from lightning_recipes.checks.init_loss_check import InitLossCheck
 from lightning_recipes.checks.input_independence_check import InputIndependenceCheck
+from lightning_recipes.checks.loader_check import LoaderCheck
+from lightning_recipes.checks.loss_check import LossCheck
 from lightning_recipes.checks.optimization_check import OptimizationCheck
 from lightning_recipes.checks.overfit_batch_check import OverfitBatchCheck
 from lightning_recipes.checks.report import PreflightReport
+from lightning_recipes.checks.schedule_check import ScheduleCheck
 from lightning_recipes.checks.split_overlap_check import SplitOverlapCheck
 from lightning_recipes.checks.target_leakage_check import TargetLeakageCheck
 from lightning_recipes.checks.validation_path_check import ValidationPathCheck
@@ -45,9 +48,12 @@ __all__ = ["CHECKS", "Preflight", "build_checks", "preflight"]
 CHECKS: dict[str, type[SanityCheck]] = {
     cls.name: cls
     for cls in (
+        LoaderCheck,
         DataCheck,
         SplitOverlapCheck,
+        LossCheck,
         InitLossCheck,
+        ScheduleCheck,
         GradFlowCheck,
         BatchIndependenceCheck,
         EvalModeCheck,
