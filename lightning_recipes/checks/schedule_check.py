@@ -162,7 +162,46 @@ class ScheduleCheck(SanityCheck):
                 {"schedulers": _names(stepped)},
             )
         curves = lr_curves(stepped, total, run.batches_per_epoch, run.accumulate_grad_batches)
-        return self._verdict(curves, stepped, source, len(configs) - len(stepped))
+        extra: list[tuple[str, CurveFinding]] = []
+        if not curves.error and not curves.stopped_by_budget and _rising_at_end(curves):
+            extra = self._unfinished_rise(context, curves, run)
+        return self._verdict(curves, stepped, source, len(configs) - len(stepped), extra)
+
+    def _unfinished_rise(
+        self, context: CheckContext, curves: LRCurves, run: RunLength
+    ) -> list[tuple[str, CurveFinding]]:
+        """Groups whose LR is still rising when the run ends and, stepped on past the run (fresh copies, up
+        to 10x the run or 20k more steps), would rise to more than twice the run's peak: the run ends
+        inside the schedule's warm-up (a warm-up registered per epoch, a schedule sized for a longer run)."""
+        total = curves.total
+        config, error = configure_optimizers_on_copy(context.copy_model(), context.trainer_for_copies())
+        if error:
+            return []
+        fresh = [c for c in schedulers_from_config(config) if not c.reduce_on_plateau]
+        longer = lr_curves(
+            fresh, min(10 * total, total + 20_000), run.batches_per_epoch, run.accumulate_grad_batches
+        )
+        if longer.values.shape[1] != curves.values.shape[1]:
+            return []
+        found = []
+        for column, label in enumerate(curves.labels):
+            peak_run = float(curves.values[:, column].max())
+            peak_later = float(longer.values[:, column].max())
+            if peak_later > 2 * peak_run > 0:
+                at = int(longer.values[:, column].argmax())
+                found.append(
+                    (
+                        label,
+                        CurveFinding(
+                            "never_warms_up",
+                            f"is still rising when the run ends: it peaks at {peak_run:.3g} within the "
+                            f"{total} planned steps, while the schedule, stepped on, keeps rising to "
+                            f"{peak_later:.3g} ({peak_later / peak_run:.1f} x, at step {at}): the run ends "
+                            "inside the warm-up, so the peak LR it was configured with is never used",
+                        ),
+                    )
+                )
+        return found
 
     def _not_configured(self, error: str, run: RunLength, had_stand_in: bool) -> CheckResult:
         if not had_stand_in:
@@ -188,7 +227,12 @@ class ScheduleCheck(SanityCheck):
         )
 
     def _verdict(
-        self, curves: LRCurves, configs: list[SchedulerConfig], source: str, plateau: int
+        self,
+        curves: LRCurves,
+        configs: list[SchedulerConfig],
+        source: str,
+        plateau: int,
+        extra: list[tuple[str, CurveFinding]] | None = None,
     ) -> CheckResult:
         total = curves.total
         findings: list[tuple[str, CurveFinding]] = []
@@ -203,6 +247,7 @@ class ScheduleCheck(SanityCheck):
             )
             if finding is not None:
                 findings.append((label, finding))
+        findings += [(label, f) for label, f in extra or [] if label not in {g for g, _ in findings}]
         details: dict[str, Any] = {
             "total_steps": total,
             "simulated_steps": curves.simulated,
@@ -266,6 +311,16 @@ class ScheduleCheck(SanityCheck):
             "estimate needed); the planned length is as stated." + note,
             details,
         )
+
+
+def _rising_at_end(curves: LRCurves) -> bool:
+    """Whether some group's LR ends the run at its highest, above where it started (a warm-up or a rise that
+    may not have finished: the only shape worth stepping on past the run)."""
+    values = curves.values
+    if len(values) < 2 or len(values) < curves.total:
+        return False
+    at_peak = values[-1] >= values.max(dim=0).values * (1 - 1e-9)
+    return bool((at_peak & (values[-1] > values[0] * (1 + 1e-9))).any())
 
 
 def _summary(curves: LRCurves, column: int, base: float) -> dict[str, Any]:

@@ -104,6 +104,23 @@ RECIPES = {
         [o],
         [schedulers.LambdaLR(o, lambda s: min(1.0, (s + 1) / 500))],
     ),
+    "warmup_60_steps_per_epoch": lambda m, o: (  # a 60-step warm-up, registered per epoch (the default)
+        [o],
+        [schedulers.LinearLR(o, start_factor=1 / 60, total_iters=60)],
+    ),
+    "warmup_3_epochs_per_epoch": lambda m, o: (
+        [o],
+        [schedulers.LinearLR(o, start_factor=0.1, total_iters=3)],
+    ),
+    "one_cycle_sized_for_ten_times_the_run": lambda m, o: {
+        "optimizer": o,
+        "lr_scheduler": {
+            "scheduler": schedulers.OneCycleLR(
+                o, max_lr=0.1, total_steps=10 * int(m.trainer.estimated_stepping_batches)
+            ),
+            "interval": "step",
+        },
+    },
     "gamma_above_one": lambda m, o: {
         "optimizer": o,
         "lr_scheduler": {"scheduler": schedulers.ExponentialLR(o, gamma=1.05), "interval": "step"},
@@ -149,6 +166,7 @@ def schedule(recipe: str, **kwargs: Any):
         "constant",
         "cosine_warm_restarts",  # dips below 1e-3 x base every 50 steps and comes back: not a collapse
         "cyclic",  # ends on a rising phase, below its earlier peaks: not unbounded growth
+        "warmup_3_epochs_per_epoch",  # a per-epoch warm-up that finishes within the run
     ],
 )
 def test_healthy_schedules_pass_over_the_planned_run(recipe):
@@ -187,6 +205,16 @@ def test_a_warmup_below_one_percent_for_most_of_the_run_never_warms_up():
     assert result.status == "fail"
     assert result.details["findings"][0]["rule"] == "never_warms_up"
     assert "stays below 0.01 x its base LR (0.1) for 32 of 40 steps" in result.message
+
+
+@pytest.mark.parametrize("recipe", ["warmup_60_steps_per_epoch", "one_cycle_sized_for_ten_times_the_run"])
+def test_a_run_that_ends_inside_the_warmup_fails(recipe):
+    # The LR starts above 1% of its base (no "below 1%" rule applies) and ends the 6-epoch run at its
+    # highest; stepped on past the run, the schedule rises far higher: its peak is never used.
+    result = schedule(recipe, max_epochs=6)
+    assert result.status == "fail", result.message
+    assert result.details["findings"][0]["rule"] == "never_warms_up"
+    assert "still rising when the run ends" in result.message and "Try:" in result.message
 
 
 def test_a_one_cycle_shorter_than_the_run_fails_where_lightning_would_stop():
