@@ -13,6 +13,8 @@ from torch import Tensor, nn
 from typing_extensions import override
 
 from lightning_recipes._validation import check_in_range, check_int
+from lightning_recipes.checks._budget import out_of_time
+from lightning_recipes.checks._permutation import permutation_test
 from lightning_recipes.checks.base import SanityCheck, TimeBudget
 from lightning_recipes.checks.report import CheckResult, CheckSkipped
 from lightning_recipes.harness import CannotRunOnCopy
@@ -87,6 +89,7 @@ class BatchIndependenceCheck(SanityCheck):
         check_in_range("rtol", rtol, 0, 1, low_open=True, high_open=True)
         self.num_samples = num_samples
         self.rtol = rtol
+        self._via_step = False
 
     @override
     def check(self, context: CheckContext) -> CheckResult:
@@ -102,19 +105,23 @@ class BatchIndependenceCheck(SanityCheck):
         model = context.copy_model()
         probes = sorted({0, count - 1})
         optimizers = None
+        self._via_step = False  # forward(x) alone first; forward(x, mask) is observed through training_step
         for attempt in range(self.max_attempts):
             try:
-                with _batch_norms_in_eval(model):
-                    found = None
-                    if torch.is_floating_point(inputs):
-                        found = self._gradient_test(context, model, sample, inputs, probes)
-                    method = "gradient" if found is not None else "perturbation"
-                    if found is None:
-                        found = self._perturbation_test(context, model, sample, inputs, probes)
+                found, method = self._measure(context, model, sample, inputs, probes)
             except (CheckSkipped, CannotRunOnCopy):
                 raise
-            except Exception as err:  # forward cannot take the input tensor alone: say what to pass instead
-                return self._forward_failed(err, inputs, context, model)
+            except Exception as err:  # forward cannot take the input tensor alone: try it through the step
+                if self._via_step or not is_overridden("forward", model, pl.LightningModule):
+                    return self._forward_failed(err, inputs, context, model)
+                self._via_step = True
+                try:
+                    found, method = self._measure(context, model, sample, inputs, probes)
+                except (CheckSkipped, CannotRunOnCopy):
+                    raise
+                except Exception:  # the step cannot run on the sliced batch either: say what to pass
+                    self._via_step = False
+                    return self._forward_failed(err, inputs, context, model)
             if max(found[1]) > 0 or attempt == self.max_attempts - 1 or not model.automatic_optimization:
                 break
             # A zero-initialised output layer hides every input at init: train the copy a step, look again.
@@ -129,6 +136,7 @@ class BatchIndependenceCheck(SanityCheck):
             "probes": probes,
             "rtol": self.rtol,
             "training_steps_first": attempt,
+            "output_route": "training_step" if self._via_step else "forward",
         }
         # leaks[p][j]: effect of input j on output p (gradient) or of input p on output j (perturbation)
         worst = max(
@@ -143,13 +151,11 @@ class BatchIndependenceCheck(SanityCheck):
                 "perturbation), so independence cannot be measured; see the input_independence check."
             )
         if worst[2] <= self.rtol * scale:
-            return CheckResult(
-                self.name,
-                "pass",
+            independent = (
                 f"outputs depend only on their own sample ({method} test on {count} samples: largest "
-                f"cross-sample effect {worst[2]:.3g}, {details['measured']:.2g} of the own-sample effect).",
-                details,
+                f"cross-sample effect {worst[2]:.3g}, {details['measured']:.2g} of the own-sample effect)"
             )
+            return self._equivariance(context, model, sample, count, independent, details)
         probe = probes[worst[0]]
         if method == "gradient":
             pair = f"output {probe} depends on input {worst[1]}"
@@ -200,7 +206,7 @@ class BatchIndependenceCheck(SanityCheck):
         self, context: CheckContext, model: pl.LightningModule, sample: Any, inputs: Tensor, probes: list[int]
     ) -> tuple[list[list[float]], list[float]] | None:
         x = inputs.clone().requires_grad_(True)
-        output = context.batch_output(model, context.with_inputs(sample, x))
+        output = self._output(context, model, context.with_inputs(sample, x))
         self._check_batch_dim(output, len(inputs))
         rows, own = [], []
         for probe in probes:
@@ -239,12 +245,97 @@ class BatchIndependenceCheck(SanityCheck):
             table[index][probe] = 0.0
         return table, own_list
 
-    @staticmethod
     def _seeded_forward(
-        context: CheckContext, model: pl.LightningModule, sample: Any, inputs: Tensor
+        self, context: CheckContext, model: pl.LightningModule, sample: Any, inputs: Tensor
     ) -> Tensor:
         torch.manual_seed(context.seed)  # identical dropout masks in the passes being compared
-        return context.batch_output(model, context.with_inputs(sample, inputs))
+        return self._output(context, model, context.with_inputs(sample, inputs))
+
+    def _output(self, context: CheckContext, model: pl.LightningModule, batch: Any) -> Tensor:
+        """The model's output for ``batch``: ``forward(inputs)``, or (``forward`` takes more than the input,
+        e.g. ``forward(x, lengths)``) its output observed while ``training_step`` runs."""
+        if not self._via_step:
+            return context.batch_output(model, batch)
+        with context.capture_forward(model) as captured, contextlib.suppress(CannotRunOnCopy):
+            context.training_loss(model, batch)
+        output = captured.last()
+        if output is None:
+            raise CannotRunOnCopy("no output of the module's forward was seen while `training_step` ran.")
+        return output
+
+    def _measure(
+        self, context: CheckContext, model: pl.LightningModule, sample: Any, inputs: Tensor, probes: list[int]
+    ) -> tuple[tuple[list[list[float]], list[float]], str]:
+        with _batch_norms_in_eval(model):
+            found = None
+            if torch.is_floating_point(inputs):
+                found = self._gradient_test(context, model, sample, inputs, probes)
+            method = "gradient" if found is not None else "perturbation"
+            if found is None:
+                found = self._perturbation_test(context, model, sample, inputs, probes)
+        return found, method
+
+    def _equivariance(
+        self,
+        context: CheckContext,
+        model: pl.LightningModule,
+        sample: Any,
+        count: int,
+        independent: str,
+        details: dict[str, Any],
+    ) -> CheckResult:
+        """The permutation test, after the independence test passed: its verdict is the check's."""
+        if out_of_time():
+            details["permutation"] = {"status": "not run: out of time"}
+            return CheckResult(
+                self.name,
+                "pass",
+                f"{independent}. The permutation test did not run: the time budget ended first.",
+                details,
+            )
+        outcome = permutation_test(context, model, sample, count, lambda m, b: self._output(context, m, b))
+        details["permutation"] = outcome.details()
+        worst = outcome.worst()
+        if worst is None:
+            return CheckResult(
+                self.name,
+                "pass",
+                f"{independent}. Permutation test not applicable: neither a batch-first output nor a "
+                "per-element loss could be compared.",
+                details,
+            )
+        quantity, verdict = worst
+        measured = f"{quantity}: {verdict.describe()}"
+        if outcome.status == "pass":
+            return CheckResult(
+                self.name,
+                "pass",
+                f"{independent}; in eval() permuting the batch permutes the outputs ({measured}).",
+                details,
+            )
+        where = f" (sample {outcome.worst_sample} of the permuted batch)" if quantity == "output" else ""
+        if outcome.status == "inconclusive":
+            return CheckResult(
+                self.name,
+                "inconclusive",
+                f"{independent}, but in eval() permuting the batch changed the {quantity}{where} slightly: "
+                f"{measured}: above float noise, too small to call a bug. Try: `num_samples=` larger, "
+                "float64 (`model.double()` on a copy), or the check on CPU, to tell float noise from a "
+                "per-slot effect.",
+                details,
+            )
+        return CheckResult(
+            self.name,
+            "fail",
+            f"outputs depend on the sample's slot in the batch: in eval() the batch rotated by one slot gave "
+            f"{quantity}s that are not the rotated originals{where} ({measured}; expected equal up to float "
+            "noise). Likely causes: a parameter or buffer indexed by batch position (a per-slot bias "
+            "`self.bias[: x.shape[0]]`), positions taken along dim 0 (`arange(x.shape[0])` or a positional "
+            "table indexed by the batch axis: a batch_first mismatch), batch statistics used in eval "
+            "(BatchNorm with track_running_stats=False, a hand-written normalisation over dim 0). Try: print "
+            "tensor shapes through forward; index positions with `x.shape[1]` for batch-first data.",
+            details,
+        )
 
     @staticmethod
     def _check_batch_dim(output: Tensor, count: int) -> None:
