@@ -49,13 +49,19 @@ class PaddingCheck(SanityCheck):
     a padded batch, an RNN run over the padding without ``pack_padded_sequence``, attention that never gets
     the mask, a loss averaged over padded targets.
 
+    When the target is a sequence entry whose padded value is not ignored by name (not the loss's
+    ``ignore_index``, no zero class weight), the extended batch runs once more with a real label at every
+    padded target position: a loss that reads padded targets changes.
+
     Thresholds: each quantity (the loss; the output at real positions, or the whole output when it has no
     time axis) is compared with ``4 x`` its run-to-run noise or ``256`` ulps of its dtype relative to its
-    scale, whichever is larger: within it ``pass``, above ``10 x`` it ``fail``, in between ``inconclusive``.
+    scale, whichever is larger: within it ``pass``, above ``10 x`` it ``fail``, in between ``inconclusive``;
+    an ``inconclusive`` first look is repeated with ``max(4 x extra, T)`` padding positions (reading padding
+    grows with the amount of padding, float noise hardly does).
 
     Cost: three ``training_step`` calls without gradients on ``num_samples`` samples (one of them ``extra``
-    positions longer) and, when a target is extended with no padded value of its own, one more to read the
-    loss's ``ignore_index``. Measured times: ``benchmarks/RESULTS.md`` ("Per-check cost").
+    positions longer), up to three more (the loss's ``ignore_index``, padded targets relabelled, a longer
+    look when inconclusive). Measured times: ``benchmarks/RESULTS.md`` ("Per-check cost").
 
     Blind spots: padding read only in ``train()`` (BatchNorm statistics over padded positions; the check
     runs in ``eval()``); padding on the left (the new positions are appended on the right, which a causal

@@ -197,3 +197,45 @@ def test_hugging_face_bert_with_attention_mask_is_permutation_equivariant() -> N
     assert result.status == "pass", result.message
     permutation = result.details["permutation"]
     assert permutation["output"]["status"] == "pass" and permutation["per-element loss"]["status"] == "pass"
+
+
+class LengthsGRU(M.MLP):
+    """``forward(x, lengths)`` with a packed GRU on ``(x, lengths, y)`` batches; ``slot_bias=True`` adds a
+    per-slot bias (the bug). Observed through training_step, permuted with its lengths."""
+
+    def __init__(self, slot_bias: bool = False) -> None:
+        super().__init__()
+        self.slot_bias = slot_bias
+        self.rnn = nn.GRU(4, 16, batch_first=True)
+        self.head = nn.Linear(16, 3)
+        self.slot = nn.Parameter(torch.randn(64, 3))
+
+    def forward(self, x: Tensor, lengths: Tensor) -> Tensor:  # type: ignore[override]
+        packed = nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+        _, h = self.rnn(packed)
+        out = self.head(h[-1])
+        return out + self.slot[: len(x)] if self.slot_bias else out
+
+    def training_step(self, batch: Any, batch_idx: int) -> Tensor:
+        x, lengths, y = batch
+        return F.cross_entropy(self(x, lengths), y)
+
+
+def _lengths_batches() -> DataLoader:
+    g = torch.Generator().manual_seed(0)
+    lengths = torch.randint(2, 9, (64,), generator=g)
+    x = torch.randn(64, 8, 4, generator=g) * (torch.arange(8)[None] < lengths[:, None]).unsqueeze(-1)
+    return DataLoader(torch.utils.data.TensorDataset(x, lengths, torch.randint(0, 3, (64,), generator=g)), 16)
+
+
+@pytest.mark.parametrize(
+    ("slot_bias", "status"), [(False, "pass"), (True, "fail")], ids=["healthy", "slot-bias"]
+)
+def test_forward_x_lengths_is_permuted_with_its_lengths(slot_bias: bool, status: str) -> None:
+    result = preflight(
+        LengthsGRU(slot_bias), train_dataloaders=_lengths_batches(), checks=[BatchIndependenceCheck()]
+    )
+    result = result["batch_independence"]
+    assert result.status == status, result.message
+    assert result.details["output_route"] == "training_step"
+    assert result.details["permutation"]["output"]["status"] == status

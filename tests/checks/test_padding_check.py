@@ -251,3 +251,81 @@ def test_hugging_face_causal_lm_pads_its_labels_with_ignore_index() -> None:
     result = preflight(S.HFCausalLM(), **S.lm_loaders(), checks=[PaddingCheck()])["padding"]
     assert result.status == "pass", result.message
     assert result.details["padding"]["fill"]["labels"] == -100.0
+
+
+# ----------------------------------------------------------------------------------- more shapes and twins
+class LastStep(_Base):
+    """An LSTM on ``(x, lengths, y)``: ``gather=True`` reads the output at ``lengths - 1``; the bug reads
+    ``out[:, -1]``, the last timestep of the padded batch."""
+
+    def __init__(self, gather: bool = True) -> None:
+        super().__init__()
+        self.gather = gather
+        self.rnn = nn.LSTM(FEATURES, 16, batch_first=True)
+        self.head = nn.Linear(16, CLASSES)
+
+    def forward(self, x: Tensor, lengths: Tensor) -> Tensor:
+        out, _ = self.rnn(x)
+        if self.gather:
+            last = out[torch.arange(len(x)), lengths - 1]
+        else:
+            last = out[:, -1]
+        return self.head(last)
+
+    def training_step(self, batch: Any, batch_idx: int) -> Tensor:
+        x, lengths, y = batch
+        return F.cross_entropy(self(x, lengths), y)
+
+
+class CausalLM(_Base):
+    """A causal transformer LM on ``(ids, padding_mask, labels)`` tuples (a bool mask, True = pad), labels
+    -100 at padding: causal mask plus key padding mask. ``pool=True`` (the bug) adds the mean over every
+    position, padding included, to each position's state."""
+
+    def __init__(self, pool: bool = False) -> None:
+        super().__init__()
+        self.pool = pool
+        self.embed = nn.Embedding(S.VOCAB, 16)
+        self.pos = nn.Embedding(64, 16)
+        layer = nn.TransformerEncoderLayer(16, 2, 32, dropout=0.1, batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, 1, enable_nested_tensor=False)
+        self.head = nn.Linear(16, S.VOCAB)
+
+    def forward(self, ids: Tensor, padding_mask: Tensor) -> Tensor:
+        h = self.embed(ids) + self.pos(torch.arange(ids.shape[1], device=ids.device))
+        causal = nn.Transformer.generate_square_subsequent_mask(ids.shape[1], device=ids.device)
+        h = self.encoder(
+            h, mask=causal, src_key_padding_mask=padding_mask.float().masked_fill(padding_mask, -1e9)
+        )
+        if self.pool:
+            h = h + h.mean(1, keepdim=True)
+        return self.head(h)
+
+    def training_step(self, batch: Any, batch_idx: int) -> Tensor:
+        ids, padding_mask, labels = batch
+        logits = self(ids, padding_mask)
+        return F.cross_entropy(logits[:, :-1].reshape(-1, S.VOCAB), labels[:, 1:].reshape(-1))
+
+
+def causal_loader() -> DataLoader:
+    ids = S.recurrence_tokens(64)
+    lengths = torch.randint(6, S.SEQ + 1, (64,), generator=torch.Generator().manual_seed(2))
+    pad = torch.arange(S.SEQ)[None] >= lengths[:, None]
+    return DataLoader(TensorDataset(ids.masked_fill(pad, 0), pad, ids.masked_fill(pad, -100)), batch_size=16)
+
+
+@pytest.mark.parametrize(
+    ("make", "data", "status"),
+    [
+        (lambda: LastStep(gather=True), lengths_loader, "pass"),
+        (lambda: LastStep(gather=False), lengths_loader, "fail"),
+        (lambda: CausalLM(pool=False), causal_loader, "pass"),
+        (lambda: CausalLM(pool=True), causal_loader, "fail"),
+    ],
+    ids=["lstm-gather-last-real", "lstm-last-padded-step", "causal-lm-bool-mask", "causal-lm-pools-padding"],
+)
+def test_more_shapes(make: Any, data: Any, status: str) -> None:
+    torch.manual_seed(0)
+    result = preflight(make(), train_dataloaders=data(), checks=[PaddingCheck()])["padding"]
+    assert result.status == status, result.message
+    assert result.seconds < 2.0
