@@ -139,6 +139,7 @@ class PaddingCheck(SanityCheck):
             padding, _ = find_padding(batch, input_key, target_key, padding.key)
             assert padding is not None
         model = context.copy_model()
+        context.require_automatic_optimization(model)
         model.eval()
         fill = self._fill_values(context, model, batch, padding, target_key)
         longer = extend_batch(batch, padding, self.extra, fill)
@@ -313,7 +314,7 @@ class PaddingCheck(SanityCheck):
 
 
 _NO_PADDING = (
-    "skipped: the batch does not say what is padding ({why}). This check needs a padding mask entry (a dict "
+    "the batch does not say what is padding ({why}). This check needs a padding mask entry (a dict "
     "key `attention_mask`, `padding_mask`, `src_key_padding_mask`, `mask`, or a bool [B, T] tensor in a "
     "tuple) or a lengths entry (an integer [B] tensor with values <= T next to a [B, T, ...] input, e.g. "
     "`x, lengths, y = batch`). Pass `padding_key=` when yours has another name; fixed-length data needs no "
