@@ -135,6 +135,8 @@ def find_padding(
             continue
         pad_value, convention = _mask_convention(mask, key)
         real = (mask != 0) if pad_value == 0.0 else (mask == 0)
+        if not _contiguous(real):
+            continue  # real positions scattered in a row: another kind of mask (MLM, loss), not padding
         size, length = int(mask.shape[0]), int(mask.shape[1])
         keys = _sequence_keys(entries, size, length, key)
         if keys:
@@ -161,6 +163,12 @@ def find_padding(
             "lengths", key, length, None, real, keys, "lengths: positions >= length are padding"
         ), ""
     return None, "no padding mask and no lengths entry"
+
+
+def _contiguous(real: Tensor) -> bool:
+    """Every row's real positions are a prefix (right padding) or a suffix (left padding) of the row."""
+    steps = real.int().diff(dim=1)
+    return bool(((steps <= 0).all(1) | (steps >= 0).all(1)).all())
 
 
 def _constant_beyond(inputs: Tensor, real: Tensor) -> bool:

@@ -329,3 +329,24 @@ def test_more_shapes(make: Any, data: Any, status: str) -> None:
     result = preflight(make(), train_dataloaders=data(), checks=[PaddingCheck()])["padding"]
     assert result.status == status, result.message
     assert result.seconds < 2.0
+
+
+class MaskedTokens(_Base):
+    """Dict batches with a ``mask`` that marks random positions to predict (not padding): no padding check."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = nn.Linear(FEATURES, CLASSES)
+
+    def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
+        logits = self.net(batch["x"]).mean(1)
+        return F.cross_entropy(logits, batch["y"]) * batch["mask"].float().mean()
+
+
+def test_a_scattered_mask_is_not_read_as_padding() -> None:
+    x, _, y = _padded_sequences()
+    mask = torch.rand(N, T, generator=torch.Generator().manual_seed(0)) < 0.3
+    data = DataLoader(S.DictDataset(x=x, mask=mask.long(), y=y), batch_size=16)
+    result = preflight(MaskedTokens(), train_dataloaders=data, checks=[PaddingCheck()])["padding"]
+    assert result.status == "skip", result.message
+    assert "does not say what is padding" in result.message
