@@ -3,6 +3,7 @@ sequence ``k`` positions longer, the new positions marked as padding (``padding`
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -196,6 +197,22 @@ def extend_batch(batch: Any, padding: Padding, extra: int, fill: dict[int | str,
     if padding.kind == "mask":
         assert padding.pad_value is not None
         changes[padding.key] = grow(batch[padding.key], padding.pad_value)
+    return replace_entries(batch, changes)
+
+
+def truncate_batch(batch: Any, padding: Padding, length: int) -> tuple[Any, Padding]:
+    """The first ``length`` positions of every sequence entry (and of the mask; lengths capped at
+    ``length``), and the padding of that shorter batch: room for padding inside the model's length limit."""
+    changes: dict[int | str, Tensor] = {key: batch[key][:, :length] for key in padding.sequence_keys}
+    mark = batch[padding.key]
+    changes[padding.key] = mark[:, :length] if padding.kind == "mask" else mark.clamp_max(length)
+    return replace_entries(batch, changes), dataclasses.replace(
+        padding, length=length, real=padding.real[:, :length]
+    )
+
+
+def replace_entries(batch: Any, changes: dict[int | str, Tensor]) -> Any:
+    """A new batch (dict, list, tuple or namedtuple) with the entries ``changes`` names replaced."""
     if isinstance(batch, Mapping):
         new = dict(batch)
         new.update(changes)

@@ -14,7 +14,14 @@ from typing_extensions import override
 from lightning_recipes._validation import check_int
 from lightning_recipes.checks._budget import out_of_time
 from lightning_recipes.checks._float_noise import NoiseVerdict, judge_deviation
-from lightning_recipes.checks._padding_batch import Padding, extend_batch, find_padding, pad_value_of
+from lightning_recipes.checks._padding_batch import (
+    Padding,
+    extend_batch,
+    find_padding,
+    pad_value_of,
+    replace_entries,
+    truncate_batch,
+)
 from lightning_recipes.checks.base import SanityCheck, TimeBudget
 from lightning_recipes.checks.report import CheckResult, CheckSkipped
 from lightning_recipes.harness import CannotRunOnCopy
@@ -57,7 +64,8 @@ class PaddingCheck(SanityCheck):
     time axis) is compared with ``4 x`` its run-to-run noise or ``256`` ulps of its dtype relative to its
     scale, whichever is larger: within it ``pass``, above ``10 x`` it ``fail``, in between ``inconclusive``;
     an ``inconclusive`` first look is repeated with ``max(4 x extra, T)`` padding positions (reading padding
-    grows with the amount of padding, float noise hardly does).
+    grows with the amount of padding, float noise hardly does). A change on batches that hold no padding
+    yet (every mask position real) is a ``warn``: the bug is latent until batches are padded.
 
     Cost: three ``training_step`` calls without gradients on ``num_samples`` samples (one of them ``extra``
     positions longer), up to three more (the loss's ``ignore_index``, padded targets relabelled, a longer
@@ -66,7 +74,8 @@ class PaddingCheck(SanityCheck):
     Blind spots: padding read only in ``train()`` (BatchNorm statistics over padded positions; the check
     runs in ``eval()``); padding on the left (the new positions are appended on the right, which a causal
     model never reads: a causal LM ignoring its mask passes, correctly for training); models that accept
-    only one sequence length (the extended batch raises: ``skip``); a model that ignores its input entirely
+    exactly one sequence length (``skip``; one with a position limit at ``T`` gets the batch cut to
+    ``T - extra`` positions and padded back); a model that ignores its input entirely
     passes vacuously; padding described by anything but a mask or lengths entry (a pad token id alone).
 
     Args:
@@ -141,8 +150,7 @@ class PaddingCheck(SanityCheck):
         model = context.copy_model()
         context.require_automatic_optimization(model)
         model.eval()
-        fill = self._fill_values(context, model, batch, padding, target_key)
-        longer = extend_batch(batch, padding, self.extra, fill)
+        fill = self._fill_values(context, model, batch, padding, target_key, input_key)
         details: dict[str, Any] = {
             "padding": {
                 "kind": padding.kind,
@@ -156,9 +164,11 @@ class PaddingCheck(SanityCheck):
             "extra": self.extra,
             "samples": int(padding.real.shape[0]),
         }
-        first = _observe(context, model, batch, context.seed)
-        second = _observe(context, model, batch, context.seed + 1)
-        if out_of_time():
+        try:
+            verdicts, padding = self._probe_or_make_room(
+                context, model, batch, padding, target_key, fill, details
+            )
+        except _OutOfTime:
             return CheckResult(
                 self.name,
                 "inconclusive",
@@ -166,12 +176,61 @@ class PaddingCheck(SanityCheck):
                 "`time_budget` or fewer `num_samples`.",
                 {**details, "stopped_by_budget": True},
             )
+        details["quantities"] = {
+            name: {"status": v.status, "deviation": v.deviation, "noise": v.noise, "tolerance": v.tolerance}
+            for name, v in verdicts.items()
+        }
+        return self._verdict(verdicts, padding, details)
+
+    def _probe_or_make_room(
+        self,
+        context: CheckContext,
+        model: pl.LightningModule,
+        batch: Any,
+        padding: Padding,
+        target_key: Key,
+        fill: dict[int | str, float],
+        details: dict[str, Any],
+    ) -> tuple[dict[str, NoiseVerdict], Padding]:
+        try:
+            return self._probe(context, model, batch, padding, target_key, fill, details), padding
+        except _LongerRefused as refused:
+            if padding.length <= self.extra:
+                raise CheckSkipped(str(refused)) from refused
+            # The model takes at most T positions (a position table): make room inside T instead.
+            room = padding.length - self.extra
+            batch, padding = truncate_batch(batch, padding, room)
+            details["cut_to"] = room
+            try:
+                return self._probe(context, model, batch, padding, target_key, fill, details), padding
+            except (CheckSkipped, CannotRunOnCopy, _OutOfTime):
+                raise
+            except Exception as again:  # the model takes exactly T positions
+                raise CheckSkipped(f"{refused} Cut to {room} positions, it raised again.") from again
+
+    def _probe(
+        self,
+        context: CheckContext,
+        model: pl.LightningModule,
+        batch: Any,
+        padding: Padding,
+        target_key: Key,
+        fill: dict[int | str, float],
+        details: dict[str, Any],
+    ) -> dict[str, NoiseVerdict]:
+        """The batch twice (noise), then ``extra`` positions longer; more padding when inconclusive; padded
+        targets relabelled."""
+        first = _observe(context, model, batch, context.seed)
+        second = _observe(context, model, batch, context.seed + 1)
+        if out_of_time():
+            raise _OutOfTime
+        longer = extend_batch(batch, padding, self.extra, fill)
         verdicts = self._padded_run(context, model, longer, first, second, padding, self.extra)
         worse = max(self.extra * 4, padding.length)
         if _status(verdicts) == "inconclusive" and not out_of_time():
             # Reading padding grows with the amount of padding, float noise hardly does: look again with more.
             more = extend_batch(batch, padding, worse, fill)
-            with contextlib.suppress(CheckSkipped):
+            with contextlib.suppress(_LongerRefused):
                 verdicts = self._padded_run(context, model, more, first, second, padding, worse)
                 details["extra"] = worse
         varied = self._other_padded_targets(context, model, longer, padding, target_key, fill)
@@ -179,11 +238,7 @@ class PaddingCheck(SanityCheck):
             # The targets at padded positions must not matter either: give them another label.
             loss = self._padded_run(context, model, varied, first, second, padding, self.extra)["loss"]
             verdicts["loss with other targets at padded positions"] = loss
-        details["quantities"] = {
-            name: {"status": v.status, "deviation": v.deviation, "noise": v.noise, "tolerance": v.tolerance}
-            for name, v in verdicts.items()
-        }
-        return self._verdict(verdicts, padding, details)
+        return verdicts
 
     def _padded_run(
         self,
@@ -200,7 +255,7 @@ class PaddingCheck(SanityCheck):
         except (CheckSkipped, CannotRunOnCopy):
             raise
         except Exception as err:
-            raise CheckSkipped(
+            raise _LongerRefused(
                 f"the model raised {type(err).__name__} ({err}) on the batch padded by {extra} more "
                 "positions: it takes one sequence length only, so padding cannot be varied. Try `extra=1` "
                 "or a model limit above T + extra (max positions)."
@@ -238,13 +293,7 @@ class PaddingCheck(SanityCheck):
             return None
         changed = target.clone()
         changed[~real] = others.flatten()[0]
-        if isinstance(longer, Mapping):
-            return {**longer, target_key: changed}
-        items = list(longer)
-        items[target_key] = changed  # type: ignore[index]
-        if isinstance(longer, tuple):
-            return type(longer)(*items) if hasattr(longer, "_fields") else type(longer)(items)
-        return items
+        return replace_entries(longer, {target_key: changed})
 
     def _fill_values(
         self,
@@ -253,12 +302,13 @@ class PaddingCheck(SanityCheck):
         batch: Any,
         padding: Padding,
         target_key: Key,
+        input_key: Key,
     ) -> dict[int | str, float]:
         fill: dict[int | str, float] = {}
         for key in padding.sequence_keys:
             tensor = batch[key]
             value = pad_value_of(tensor, padding.real, float("nan"))
-            if value != value and key == target_key:  # nan: no padded value yet; a target gets ignore_index
+            if value != value and key == target_key and key != input_key:  # a target gets ignore_index
                 value = _ignore_index(context, model, batch)
             fill[key] = 0.0 if value != value else value
         return fill
@@ -280,7 +330,8 @@ class PaddingCheck(SanityCheck):
             only_loss = all(name.startswith("loss") for name in moved) and len(verdicts) > len(moved)
             causes = (
                 "the loss averages over padded targets (pass `ignore_index`, or mask the loss and divide by "
-                "the mask's sum)"
+                "the mask's sum), labels copied from the inputs with padding left in (`labels = "
+                "input_ids.masked_fill(attention_mask == 0, -100)`)"
                 if only_loss
                 else "a mean/sum/max over all timesteps that includes padding (divide by the mask's sum or "
                 "the lengths), the last timestep `h[:, -1]` of a padded batch (gather at `lengths - 1`), an "
@@ -288,6 +339,16 @@ class PaddingCheck(SanityCheck):
                 "enforce_sorted=False)`), attention that never gets the mask (pass `attention_mask` / "
                 "`src_key_padding_mask` to the model)"
             )
+            if padding.padded_fraction == 0:
+                details["latent"] = True
+                return CheckResult(
+                    self.name,
+                    "warn",
+                    f"the model would read padding: {described} changed the {' and the '.join(moved)} "
+                    f"({measured}). These batches hold no padding yet, so training is not affected now; it "
+                    f"will be once batches are padded (variable lengths). Likely causes: {causes}.",
+                    details,
+                )
             return CheckResult(
                 self.name,
                 "fail",
@@ -320,6 +381,14 @@ _NO_PADDING = (
     "`x, lengths, y = batch`). Pass `padding_key=` when yours has another name; fixed-length data needs no "
     "padding check."
 )
+
+
+class _LongerRefused(Exception):
+    """The model raised on a longer batch (it takes one sequence length, or has a position limit)."""
+
+
+class _OutOfTime(Exception):
+    """The time budget ended before the padded batch ran."""
 
 
 def _status(verdicts: dict[str, NoiseVerdict]) -> str:

@@ -350,3 +350,42 @@ def test_a_scattered_mask_is_not_read_as_padding() -> None:
     result = preflight(MaskedTokens(), train_dataloaders=data, checks=[PaddingCheck()])["padding"]
     assert result.status == "skip", result.message
     assert "does not say what is padding" in result.message
+
+
+class ShortBert(HFBert):
+    """BERT whose position table holds exactly ``T`` positions: the batch cannot grow, so the check makes room
+    by cutting the batch to ``T - extra`` positions and padding it back to ``T``."""
+
+    def __init__(self, drop_mask: bool = False) -> None:
+        super().__init__(drop_mask)
+        from transformers import BertConfig, BertForSequenceClassification
+
+        config = BertConfig(
+            vocab_size=S.VOCAB,
+            hidden_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            intermediate_size=64,
+            max_position_embeddings=S.SEQ,
+            num_labels=2,
+            pad_token_id=0,
+        )
+        self.model = BertForSequenceClassification(config)
+
+
+@pytest.mark.parametrize(("drop_mask", "status"), [(False, "pass"), (True, "fail")], ids=["mask", "no-mask"])
+def test_a_model_at_its_position_limit_is_padded_inside_its_length(drop_mask: bool, status: str) -> None:
+    pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    result = preflight(ShortBert(drop_mask), **padded_token_loaders(), checks=[PaddingCheck()])["padding"]
+    assert result.status == status, result.message
+    assert result.details["cut_to"] == S.SEQ - 3
+
+
+def test_labels_copied_from_unpadded_inputs_warn_that_padding_would_be_read() -> None:
+    pytest.importorskip("transformers")
+    model = S.HFCausalLM(labels_from_inputs=True)  # labels=input_ids: pad tokens would become targets
+    result = preflight(model, **S.lm_loaders(labels=False), checks=[PaddingCheck()])["padding"]
+    assert result.status == "warn", result.message
+    assert result.details["latent"] is True and "hold no padding yet" in result.message
+    assert "masked_fill(attention_mask == 0, -100)" in result.message
