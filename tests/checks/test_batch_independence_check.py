@@ -239,3 +239,21 @@ def test_forward_x_lengths_is_permuted_with_its_lengths(slot_bias: bool, status:
     assert result.status == status, result.message
     assert result.details["output_route"] == "training_step"
     assert result.details["permutation"]["output"]["status"] == status
+
+
+class TinySlotEffect(M.MLP):
+    """Outputs of scale exactly 1 plus a slot effect of 3 x 64 float32 ulps at most (``slot * 3.3e-6``): above
+    the dtype bound, below ten times it, so the permutation test cannot call it either way."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        out = x[:, : M.C] / x[:, : M.C].abs().amax(dim=1, keepdim=True)
+        slot = torch.arange(len(x), dtype=x.dtype, device=x.device)[:, None]
+        return out + slot * 3.3e-6 + 0 * self.net(x)
+
+
+def test_a_slot_effect_within_ten_times_the_float_bound_is_inconclusive() -> None:
+    result = BatchIndependenceCheck().run(CheckContext(TinySlotEffect(), M.loader()))
+    assert result.status == "inconclusive", result.message
+    output = result.details["permutation"]["output"]
+    assert output["tolerance"] < output["deviation"] <= 10 * output["tolerance"]
+    assert "too small to call a bug" in result.message
