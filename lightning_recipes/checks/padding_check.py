@@ -319,8 +319,11 @@ class PaddingCheck(SanityCheck):
         where = f"`{padding.key}`" if isinstance(padding.key, str) else f"batch[{padding.key}]"
         described = (
             f"{details['extra']} padding positions appended to every sequence (marked by {where}, "
-            f"{padding.convention}; {padding.padded_fraction:.0%} of the batch was padding already)"
+            f"{padding.convention}; {details['padding']['padded_fraction']:.0%} of the batch was padding "
+            "already)"
         )
+        if "cut_to" in details:
+            described += f" after cutting it to {details['cut_to']} positions (its length limit)"
         measured = "; ".join(f"{name}: {v.describe()}" for name, v in verdicts.items())
         if not verdicts:
             raise CheckSkipped("neither the loss nor an output could be compared before and after padding.")
@@ -339,7 +342,7 @@ class PaddingCheck(SanityCheck):
                 "enforce_sorted=False)`), attention that never gets the mask (pass `attention_mask` / "
                 "`src_key_padding_mask` to the model)"
             )
-            if padding.padded_fraction == 0:
+            if details["padding"]["padded_fraction"] == 0:  # of the batch as loaded, before any cut
                 details["latent"] = True
                 return CheckResult(
                     self.name,
