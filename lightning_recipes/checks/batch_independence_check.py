@@ -311,7 +311,22 @@ class BatchIndependenceCheck(SanityCheck):
                 f"{independent}. The permutation test did not run: the time budget ended first.",
                 details,
             )
-        outcome = permutation_test(context, model, sample, count, lambda m, b: self._output(context, m, b))
+        try:
+            outcome = permutation_test(
+                context, model, sample, count, lambda m, b: self._output(context, m, b)
+            )
+        except (CheckSkipped, CannotRunOnCopy):
+            raise
+        except Exception as err:  # e.g. pack_padded_sequence(enforce_sorted=True) refuses a reordered batch
+            details["permutation"] = {"status": f"not run: {type(err).__name__}: {err}"}
+            return CheckResult(
+                self.name,
+                "pass",
+                f"{independent}. The permutation test could not run: the step raised {type(err).__name__} "
+                "on the reordered batch (a step that needs its samples in a given order, e.g. sorted by "
+                "length); see details['permutation'].",
+                details,
+            )
         details["permutation"] = outcome.details()
         worst = outcome.worst()
         if worst is None:

@@ -257,3 +257,23 @@ def test_a_slot_effect_within_ten_times_the_float_bound_is_inconclusive() -> Non
     output = result.details["permutation"]["output"]
     assert output["tolerance"] < output["deviation"] <= 10 * output["tolerance"]
     assert "too small to call a bug" in result.message
+
+
+class SortedLengthsGRU(LengthsGRU):
+    """Needs its batch sorted by decreasing length (``enforce_sorted=True``): a reordered batch raises, which
+    is the step's contract, not a bug. The permutation test says it could not run; the verdict stays."""
+
+    def forward(self, x: Tensor, lengths: Tensor) -> Tensor:  # type: ignore[override]
+        packed = nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=True)
+        _, h = self.rnn(packed)
+        return self.head(h[-1])
+
+
+def test_a_step_that_needs_its_order_keeps_the_independence_verdict() -> None:
+    x, lengths, y = next(iter(_lengths_batches()))
+    order = lengths.argsort(descending=True)
+    data = DataLoader([(x[order], lengths[order], y[order])], batch_size=None)
+    result = BatchIndependenceCheck().run(CheckContext(SortedLengthsGRU(), data))
+    assert result.status == "pass", result.message
+    assert result.details["permutation"]["status"].startswith("not run: RuntimeError")
+    assert "could not run" in result.message
