@@ -13,6 +13,8 @@ from torch import Tensor, nn
 from typing_extensions import override
 
 from lightning_recipes._validation import check_in_range, check_int
+from lightning_recipes.checks._budget import out_of_time
+from lightning_recipes.checks._permutation import permutation_test
 from lightning_recipes.checks.base import SanityCheck, TimeBudget
 from lightning_recipes.checks.report import CheckResult, CheckSkipped
 from lightning_recipes.harness import CannotRunOnCopy
@@ -25,8 +27,8 @@ _BATCH_NORMS = (nn.modules.batchnorm._BatchNorm,)  # every BatchNorm*d, SyncBatc
 
 
 class BatchIndependenceCheck(SanityCheck):
-    """Verify that output ``i`` depends on input ``i`` only: no reshape, reduction or attention mixes the
-    batch.
+    """Verify that output ``i`` depends on input ``i`` only (no reshape, reduction or attention mixes the
+    batch) and not on the slot it sits in (permuting the batch permutes the outputs).
 
     A ``view``/``reshape`` over the wrong dimensions, a ``mean``/``softmax`` over dim 0, or attention applied
     along the batch axis (a ``batch_first`` mismatch) lets samples see each other. Training still works, and
@@ -42,12 +44,30 @@ class BatchIndependenceCheck(SanityCheck):
     (a module wrapping ``self.model`` and calling ``self.model(**batch)`` in ``training_step``) the wrapped
     model's output observed while ``training_step`` runs on the sliced batch with the input replaced
     (``CheckContext.batch_output``): dict batches, ``ModelOutput``/dict/tuple outputs and
-    backbone-plus-head modules work. Its first dimension must be the batch. If the output ignores every
+    backbone-plus-head modules work. A ``forward`` that takes more than the input tensor
+    (``forward(x, lengths)``, ``forward(ids, mask)``) is observed the same way, through ``training_step``
+    (``details["output_route"]``). Its first dimension must be the batch. If the output ignores every
     input at init (a zero-initialised head), the copy takes up to two optimizer steps first.
+
+    Permutation test (after the independence test passed): in ``eval()`` and without gradients, the batch
+    rotated by one slot (every tensor whose first dimension is the batch: inputs, masks, lengths, labels of
+    a dict batch together) must give the rotated outputs, and the per-element losses of the step's loss call
+    (recomputed with ``reduction="none"``) the same values in another order. This catches what depends on
+    the slot, not on other samples: a per-slot parameter (``self.bias[: len(x)]``), positions indexed along
+    the batch axis, batch statistics in eval. Thresholds: the largest deviation is compared with ``4 x`` the
+    difference between two passes of the same batch under different seeds (a step that draws random numbers
+    is noise, not a verdict) or 64 ulps of the output's dtype relative to its largest magnitude, whichever
+    is larger: within it ``pass``, above ``10 x`` it ``fail``, in between ``inconclusive``
+    (``details["permutation"]``).
+
+    Blind spots: mixing or slot effects that only appear in ``train()`` (the permutation test runs in eval);
+    a tensor that is not per-sample but happens to have the batch size as its first dimension is permuted
+    too; per-element losses are compared as sorted values, so a loss that swaps its samples' losses passes.
 
     Cost: two forward passes (perturbation) or one forward and ``len(probes)`` backward passes (gradient) on
     a copy of the model with at most ``num_samples`` samples (for a module without ``forward``, each pass is
-    a ``training_step``, loss included); one host sync.
+    a ``training_step``, loss included), then three eval passes and three ``training_step`` calls without
+    gradients for the permutation test; a few host syncs.
 
     Args:
         num_samples: Samples of the first batch used (at least 2).
@@ -87,6 +107,7 @@ class BatchIndependenceCheck(SanityCheck):
         check_in_range("rtol", rtol, 0, 1, low_open=True, high_open=True)
         self.num_samples = num_samples
         self.rtol = rtol
+        self._via_step = False
 
     @override
     def check(self, context: CheckContext) -> CheckResult:
@@ -102,19 +123,23 @@ class BatchIndependenceCheck(SanityCheck):
         model = context.copy_model()
         probes = sorted({0, count - 1})
         optimizers = None
+        self._via_step = False  # forward(x) alone first; forward(x, mask) is observed through training_step
         for attempt in range(self.max_attempts):
             try:
-                with _batch_norms_in_eval(model):
-                    found = None
-                    if torch.is_floating_point(inputs):
-                        found = self._gradient_test(context, model, sample, inputs, probes)
-                    method = "gradient" if found is not None else "perturbation"
-                    if found is None:
-                        found = self._perturbation_test(context, model, sample, inputs, probes)
+                found, method = self._measure(context, model, sample, inputs, probes)
             except (CheckSkipped, CannotRunOnCopy):
                 raise
-            except Exception as err:  # forward cannot take the input tensor alone: say what to pass instead
-                return self._forward_failed(err, inputs, context, model)
+            except Exception as err:  # forward cannot take the input tensor alone: try it through the step
+                if self._via_step or not is_overridden("forward", model, pl.LightningModule):
+                    return self._forward_failed(err, inputs, context, model)
+                self._via_step = True
+                try:
+                    found, method = self._measure(context, model, sample, inputs, probes)
+                except (CheckSkipped, CannotRunOnCopy):
+                    raise
+                except Exception:  # the step cannot run on the sliced batch either: say what to pass
+                    self._via_step = False
+                    return self._forward_failed(err, inputs, context, model)
             if max(found[1]) > 0 or attempt == self.max_attempts - 1 or not model.automatic_optimization:
                 break
             # A zero-initialised output layer hides every input at init: train the copy a step, look again.
@@ -129,6 +154,7 @@ class BatchIndependenceCheck(SanityCheck):
             "probes": probes,
             "rtol": self.rtol,
             "training_steps_first": attempt,
+            "output_route": "training_step" if self._via_step else "forward",
         }
         # leaks[p][j]: effect of input j on output p (gradient) or of input p on output j (perturbation)
         worst = max(
@@ -143,13 +169,11 @@ class BatchIndependenceCheck(SanityCheck):
                 "perturbation), so independence cannot be measured; see the input_independence check."
             )
         if worst[2] <= self.rtol * scale:
-            return CheckResult(
-                self.name,
-                "pass",
+            independent = (
                 f"outputs depend only on their own sample ({method} test on {count} samples: largest "
-                f"cross-sample effect {worst[2]:.3g}, {details['measured']:.2g} of the own-sample effect).",
-                details,
+                f"cross-sample effect {worst[2]:.3g}, {details['measured']:.2g} of the own-sample effect)"
             )
+            return self._equivariance(context, model, sample, count, independent, details)
         probe = probes[worst[0]]
         if method == "gradient":
             pair = f"output {probe} depends on input {worst[1]}"
@@ -200,7 +224,7 @@ class BatchIndependenceCheck(SanityCheck):
         self, context: CheckContext, model: pl.LightningModule, sample: Any, inputs: Tensor, probes: list[int]
     ) -> tuple[list[list[float]], list[float]] | None:
         x = inputs.clone().requires_grad_(True)
-        output = context.batch_output(model, context.with_inputs(sample, x))
+        output = self._output(context, model, context.with_inputs(sample, x))
         self._check_batch_dim(output, len(inputs))
         rows, own = [], []
         for probe in probes:
@@ -239,12 +263,112 @@ class BatchIndependenceCheck(SanityCheck):
             table[index][probe] = 0.0
         return table, own_list
 
-    @staticmethod
     def _seeded_forward(
-        context: CheckContext, model: pl.LightningModule, sample: Any, inputs: Tensor
+        self, context: CheckContext, model: pl.LightningModule, sample: Any, inputs: Tensor
     ) -> Tensor:
         torch.manual_seed(context.seed)  # identical dropout masks in the passes being compared
-        return context.batch_output(model, context.with_inputs(sample, inputs))
+        return self._output(context, model, context.with_inputs(sample, inputs))
+
+    def _output(self, context: CheckContext, model: pl.LightningModule, batch: Any) -> Tensor:
+        """The model's output for ``batch``: ``forward(inputs)``, or (``forward`` takes more than the input,
+        e.g. ``forward(x, lengths)``) its output observed while ``training_step`` runs."""
+        if not self._via_step:
+            return context.batch_output(model, batch)
+        with context.capture_forward(model) as captured, contextlib.suppress(CannotRunOnCopy):
+            context.training_loss(model, batch)
+        output = captured.last()
+        if output is None:
+            raise CannotRunOnCopy("no output of the module's forward was seen while `training_step` ran.")
+        return output
+
+    def _measure(
+        self, context: CheckContext, model: pl.LightningModule, sample: Any, inputs: Tensor, probes: list[int]
+    ) -> tuple[tuple[list[list[float]], list[float]], str]:
+        with _batch_norms_in_eval(model):
+            found = None
+            if torch.is_floating_point(inputs):
+                found = self._gradient_test(context, model, sample, inputs, probes)
+            method = "gradient" if found is not None else "perturbation"
+            if found is None:
+                found = self._perturbation_test(context, model, sample, inputs, probes)
+        return found, method
+
+    def _equivariance(
+        self,
+        context: CheckContext,
+        model: pl.LightningModule,
+        sample: Any,
+        count: int,
+        independent: str,
+        details: dict[str, Any],
+    ) -> CheckResult:
+        """The permutation test, after the independence test passed: its verdict is the check's."""
+        if out_of_time():
+            details["permutation"] = {"status": "not run: out of time"}
+            return CheckResult(
+                self.name,
+                "pass",
+                f"{independent}. The permutation test did not run: the time budget ended first.",
+                details,
+            )
+        try:
+            outcome = permutation_test(
+                context, model, sample, count, lambda m, b: self._output(context, m, b)
+            )
+        except (CheckSkipped, CannotRunOnCopy):
+            raise
+        except Exception as err:  # e.g. pack_padded_sequence(enforce_sorted=True) refuses a reordered batch
+            details["permutation"] = {"status": f"not run: {type(err).__name__}: {err}"}
+            return CheckResult(
+                self.name,
+                "pass",
+                f"{independent}. The permutation test could not run: the step raised {type(err).__name__} "
+                "on the reordered batch (a step that needs its samples in a given order, e.g. sorted by "
+                "length); see details['permutation'].",
+                details,
+            )
+        details["permutation"] = outcome.details()
+        worst = outcome.worst()
+        if worst is None:
+            return CheckResult(
+                self.name,
+                "pass",
+                f"{independent}. Permutation test not applicable: neither a batch-first output nor a "
+                "per-element loss could be compared.",
+                details,
+            )
+        quantity, verdict = worst
+        measured = f"{quantity}: {verdict.describe()}"
+        if outcome.status == "pass":
+            return CheckResult(
+                self.name,
+                "pass",
+                f"{independent}; in eval() permuting the batch permutes the outputs ({measured}).",
+                details,
+            )
+        where = f" (sample {outcome.worst_sample} of the permuted batch)" if quantity == "output" else ""
+        if outcome.status == "inconclusive":
+            return CheckResult(
+                self.name,
+                "inconclusive",
+                f"{independent}, but in eval() permuting the batch changed the {quantity}{where} slightly: "
+                f"{measured}: above float noise, too small to call a bug. Try: `num_samples=` larger, "
+                "float64 (`model.double()` on a copy), or the check on CPU, to tell float noise from a "
+                "per-slot effect.",
+                details,
+            )
+        return CheckResult(
+            self.name,
+            "fail",
+            f"outputs depend on the sample's slot in the batch: in eval() the batch rotated by one slot gave "
+            f"{quantity}s that are not the rotated originals{where} ({measured}; expected equal up to float "
+            "noise). Likely causes: a parameter or buffer indexed by batch position (a per-slot bias "
+            "`self.bias[: x.shape[0]]`), positions taken along dim 0 (`arange(x.shape[0])` or a positional "
+            "table indexed by the batch axis: a batch_first mismatch), batch statistics used in eval "
+            "(BatchNorm with track_running_stats=False, a hand-written normalisation over dim 0). Try: print "
+            "tensor shapes through forward; index positions with `x.shape[1]` for batch-first data.",
+            details,
+        )
 
     @staticmethod
     def _check_batch_dim(output: Tensor, count: int) -> None:

@@ -1,15 +1,21 @@
-"""``BatchIndependenceCheck`` skips with advice, not raw exception text, when forward needs more than the
-input tensor (issue 12, item 11)."""
+"""``BatchIndependenceCheck``: a ``forward`` that needs more than the input tensor is observed through
+``training_step`` (issue 24; it used to skip, issue 12 item 11), what cannot run still skips with advice, and
+the permutation test (issue 24): in eval, the outputs of a permuted batch are the permuted outputs."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from torch import Tensor
+import pytest
+import torch
+from torch import Tensor, nn
+from torch.nn import functional as F
+from torch.utils.data import DataLoader
 
 from lightning_recipes.checks import BatchIndependenceCheck, CheckContext, preflight
 
 from . import _models as M
+from .gallery import _shapes_models as S
 
 
 class NeedsMask(M.MLP):
@@ -23,8 +29,27 @@ class NeedsMask(M.MLP):
         return self.loss(self(x, (x != 0).float()), y)
 
 
-def test_forward_that_needs_more_than_the_input_skips_with_what_to_pass():
+class NeedsFullBatch(NeedsMask):
+    """forward needs a mask and training_step runs only on the loader's full batch: nothing is observable."""
+
+    def training_step(self, batch: Any, batch_idx: int) -> Tensor:
+        x, y = batch
+        if len(x) != 32:
+            raise RuntimeError("this step only runs on batches of 32")
+        return self.loss(self(x, (x != 0).float()), y)
+
+
+def test_forward_that_needs_a_mask_is_observed_through_training_step():
+    # Contract change (issue 24): this used to be a skip; the output of forward(x, mask) is now observed while
+    # training_step runs, so both the independence and the permutation test judge it.
     result = BatchIndependenceCheck().run(CheckContext(NeedsMask(), M.loader()))
+    assert result.status == "pass", result.message
+    assert result.details["output_route"] == "training_step"
+    assert result.details["permutation"]["output"]["status"] == "pass"
+
+
+def test_forward_and_step_that_cannot_run_on_a_slice_skip_with_what_to_pass():
+    result = BatchIndependenceCheck().run(CheckContext(NeedsFullBatch(), M.loader()))
     assert result.status == "skip"
     assert result.message.startswith(
         "skipped: the module's forward raised TypeError when called with the input tensor alone (the default "
@@ -37,8 +62,218 @@ def test_forward_that_needs_more_than_the_input_skips_with_what_to_pass():
 
 def test_the_advice_names_a_given_input_key_and_other_checks_still_run():
     report = preflight(
-        NeedsMask(), train_dataloaders=M.loader(), checks=["init_loss", "batch_independence"], input_key=0
+        NeedsFullBatch(),
+        train_dataloaders=M.loader(),
+        checks=["init_loss", "batch_independence"],
+        input_key=0,
     )
     assert report["init_loss"].status == "pass"
     assert report["batch_independence"].status == "skip"
     assert "(batch[0], shape [8, 16])" in report["batch_independence"].message
+
+
+# ------------------------------------------------------------------------------- permutation equivariance
+class SlotBias(M.MLP):
+    """Bug: a learned bias per batch slot (``self.slot[: len(x)]``): each output depends on its own sample
+    only, but also on where it sits in the batch."""
+
+    def __init__(self, slot_bias: bool = True) -> None:
+        super().__init__()
+        self.slot_bias = slot_bias
+        self.slot = nn.Parameter(torch.randn(64, M.C))
+        self.bias = nn.Parameter(torch.randn(M.C))  # the healthy twin's bias: the same for every slot
+
+    def forward(self, x: Tensor) -> Tensor:
+        out = self.net(x)
+        return out + (self.slot[: len(x)] if self.slot_bias else self.bias)
+
+
+class BatchAxisPositions(M.MLP):
+    """A token model whose positional table is indexed along the batch axis (``arange(ids.shape[0])``, a
+    batch_first mismatch): same shapes, slot-dependent outputs. ``bug=False``: ``arange(ids.shape[1])``."""
+
+    def __init__(self, bug: bool = True) -> None:
+        super().__init__()
+        self.bug = bug
+        self.embed = nn.Embedding(S.VOCAB, 16)
+        self.pos = nn.Embedding(64, 16)
+        self.head = nn.Linear(16, S.VOCAB)
+
+    def forward(self, ids: Tensor) -> Tensor:
+        axis = 0 if self.bug else 1
+        positions = self.pos(torch.arange(ids.shape[axis], device=ids.device))
+        h = self.embed(ids) + (positions[:, None, :] if self.bug else positions[None])
+        return self.head(torch.tanh(h))
+
+    def training_step(self, batch: Any, batch_idx: int) -> Tensor:
+        ids = batch[0]
+        logits = self(ids[:, :-1])
+        return F.cross_entropy(logits.reshape(-1, S.VOCAB), ids[:, 1:].reshape(-1))
+
+
+def _tokens() -> DataLoader:
+    ids = S.recurrence_tokens(64)
+    return DataLoader(torch.utils.data.TensorDataset(ids), batch_size=16)
+
+
+class DropoutBatchNorm(M.MLP):
+    """Healthy: dropout and BatchNorm (eval: running statistics) are permutation equivariant."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = nn.Sequential(
+            nn.Linear(M.IN, 32), nn.BatchNorm1d(32), nn.ReLU(), nn.Dropout(0.5), nn.Linear(32, M.C)
+        )
+
+
+class MaskedDictModel(M.MLP):
+    """Dict batches ``{"input_ids", "attention_mask", "labels"}``; a masked mean of embeddings.
+    ``slot_bias=True`` adds a per-slot bias (the bug); the batch is permuted consistently across its keys."""
+
+    def __init__(self, slot_bias: bool = False) -> None:
+        super().__init__()
+        self.slot_bias = slot_bias
+        self.embed = nn.Embedding(S.VOCAB, 16)
+        self.head = nn.Linear(16, 2)
+        self.slot = nn.Parameter(torch.randn(64, 2))
+
+    def forward(self, ids: Tensor, mask: Tensor) -> Tensor:  # type: ignore[override]
+        m = mask.unsqueeze(-1).float()
+        out = self.head((self.embed(ids) * m).sum(1) / m.sum(1).clamp_min(1))
+        return out + self.slot[: len(ids)] if self.slot_bias else out
+
+    def training_step(self, batch: Any, batch_idx: int) -> Tensor:
+        return F.cross_entropy(self(batch["input_ids"], batch["attention_mask"]), batch["labels"])
+
+
+def _dict_batches() -> DataLoader:
+    columns = S.classification_tokens(64, 0)
+    lengths = torch.randint(4, S.SEQ + 1, (64,), generator=torch.Generator().manual_seed(0))
+    keep = torch.arange(S.SEQ)[None] < lengths[:, None]
+    columns["attention_mask"] = keep.long()
+    columns["input_ids"] = columns["input_ids"] * keep
+    del columns["token_type_ids"]
+    return DataLoader(S.DictDataset(**columns), batch_size=16)
+
+
+@pytest.mark.parametrize(
+    ("make", "data", "status"),
+    [
+        (lambda: SlotBias(slot_bias=True), M.loader, "fail"),
+        (lambda: SlotBias(slot_bias=False), M.loader, "pass"),
+        (lambda: BatchAxisPositions(bug=True), _tokens, "fail"),
+        (lambda: BatchAxisPositions(bug=False), _tokens, "pass"),
+        (lambda: MaskedDictModel(slot_bias=True), _dict_batches, "fail"),
+        (lambda: MaskedDictModel(slot_bias=False), _dict_batches, "pass"),
+        (DropoutBatchNorm, M.loader, "pass"),
+    ],
+    ids=[
+        "slot-bias",
+        "shared-bias",
+        "positions-on-batch-axis",
+        "positions-on-time-axis",
+        "dict-slot-bias",
+        "dict-masked-mean",
+        "dropout-batchnorm",
+    ],
+)
+def test_permutation_equivariance_in_eval(make: Any, data: Any, status: str) -> None:
+    report = preflight(make(), train_dataloaders=data(), checks=[BatchIndependenceCheck()])
+    result = report["batch_independence"]
+    assert result.status == status, result.message
+    permutation = result.details["permutation"]
+    if status == "fail":
+        assert result.message.startswith("outputs depend on the sample's slot in the batch")
+        assert permutation["output"]["deviation"] > 10 * permutation["output"]["tolerance"]
+    else:
+        assert permutation["output"]["deviation"] <= permutation["output"]["tolerance"]
+    assert result.seconds < 2.0
+
+
+def test_hugging_face_bert_with_attention_mask_is_permutation_equivariant() -> None:
+    pytest.importorskip("transformers")
+    data = S.token_classification_loaders()
+    result = preflight(S.HFClassifier(), **data, checks=[BatchIndependenceCheck()])["batch_independence"]
+    assert result.status == "pass", result.message
+    permutation = result.details["permutation"]
+    assert permutation["output"]["status"] == "pass" and permutation["per-element loss"]["status"] == "pass"
+
+
+class LengthsGRU(M.MLP):
+    """``forward(x, lengths)`` with a packed GRU on ``(x, lengths, y)`` batches; ``slot_bias=True`` adds a
+    per-slot bias (the bug). Observed through training_step, permuted with its lengths."""
+
+    def __init__(self, slot_bias: bool = False) -> None:
+        super().__init__()
+        self.slot_bias = slot_bias
+        self.rnn = nn.GRU(4, 16, batch_first=True)
+        self.head = nn.Linear(16, 3)
+        self.slot = nn.Parameter(torch.randn(64, 3))
+
+    def forward(self, x: Tensor, lengths: Tensor) -> Tensor:  # type: ignore[override]
+        packed = nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+        _, h = self.rnn(packed)
+        out = self.head(h[-1])
+        return out + self.slot[: len(x)] if self.slot_bias else out
+
+    def training_step(self, batch: Any, batch_idx: int) -> Tensor:
+        x, lengths, y = batch
+        return F.cross_entropy(self(x, lengths), y)
+
+
+def _lengths_batches() -> DataLoader:
+    g = torch.Generator().manual_seed(0)
+    lengths = torch.randint(2, 9, (64,), generator=g)
+    x = torch.randn(64, 8, 4, generator=g) * (torch.arange(8)[None] < lengths[:, None]).unsqueeze(-1)
+    return DataLoader(torch.utils.data.TensorDataset(x, lengths, torch.randint(0, 3, (64,), generator=g)), 16)
+
+
+@pytest.mark.parametrize(
+    ("slot_bias", "status"), [(False, "pass"), (True, "fail")], ids=["healthy", "slot-bias"]
+)
+def test_forward_x_lengths_is_permuted_with_its_lengths(slot_bias: bool, status: str) -> None:
+    result = preflight(
+        LengthsGRU(slot_bias), train_dataloaders=_lengths_batches(), checks=[BatchIndependenceCheck()]
+    )
+    result = result["batch_independence"]
+    assert result.status == status, result.message
+    assert result.details["output_route"] == "training_step"
+    assert result.details["permutation"]["output"]["status"] == status
+
+
+class TinySlotEffect(M.MLP):
+    """Outputs of scale exactly 1 plus a slot effect of 3 x 64 float32 ulps at most (``slot * 3.3e-6``): above
+    the dtype bound, below ten times it, so the permutation test cannot call it either way."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        out = x[:, : M.C] / x[:, : M.C].abs().amax(dim=1, keepdim=True)
+        slot = torch.arange(len(x), dtype=x.dtype, device=x.device)[:, None]
+        return out + slot * 3.3e-6 + 0 * self.net(x)
+
+
+def test_a_slot_effect_within_ten_times_the_float_bound_is_inconclusive() -> None:
+    result = BatchIndependenceCheck().run(CheckContext(TinySlotEffect(), M.loader()))
+    assert result.status == "inconclusive", result.message
+    output = result.details["permutation"]["output"]
+    assert output["tolerance"] < output["deviation"] <= 10 * output["tolerance"]
+    assert "too small to call a bug" in result.message
+
+
+class SortedLengthsGRU(LengthsGRU):
+    """Needs its batch sorted by decreasing length (``enforce_sorted=True``): a reordered batch raises, which
+    is the step's contract, not a bug. The permutation test says it could not run; the verdict stays."""
+
+    def forward(self, x: Tensor, lengths: Tensor) -> Tensor:  # type: ignore[override]
+        packed = nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=True)
+        _, h = self.rnn(packed)
+        return self.head(h[-1])
+
+
+def test_a_step_that_needs_its_order_keeps_the_independence_verdict() -> None:
+    x, lengths, y = next(iter(_lengths_batches()))
+    order = lengths.argsort(descending=True)
+    data = DataLoader([(x[order], lengths[order], y[order])], batch_size=None)
+    result = BatchIndependenceCheck().run(CheckContext(SortedLengthsGRU(), data))
+    assert result.status == "pass", result.message
+    assert result.details["permutation"]["status"].startswith("not run: RuntimeError")
+    assert "could not run" in result.message
