@@ -15,8 +15,8 @@ Example:
     >>> from lightning_recipes.checks import CHECKS, InitLossCheck, preflight
     >>> list(CHECKS)
     ['loader', 'data', 'split_overlap', 'loss', 'init_loss', 'schedule', 'grad_flow', 'batch_independence',
-     'eval_mode', 'causality', 'target_leakage', 'optimization', 'validation_path', 'overfit_batch',
-     'input_independence']
+     'padding', 'eval_mode', 'causality', 'target_leakage', 'optimization', 'validation_path',
+     'overfit_batch', 'input_independence']
 """
 
 from lightning_recipes.checks.base import SanityCheck
@@ -31,6 +31,7 @@ from lightning_recipes.checks.loader_check import LoaderCheck
 from lightning_recipes.checks.loss_check import LossCheck
 from lightning_recipes.checks.optimization_check import OptimizationCheck
 from lightning_recipes.checks.overfit_batch_check import OverfitBatchCheck
+from lightning_recipes.checks.padding_check import PaddingCheck
 from lightning_recipes.checks.preflight import CHECKS, Preflight, preflight
 from lightning_recipes.checks.report import CheckResult, CheckSkipped, PreflightError, PreflightReport
 from lightning_recipes.checks.schedule_check import ScheduleCheck
@@ -57,6 +58,7 @@ __all__ = [
     "LossCheck",
     "OptimizationCheck",
     "OverfitBatchCheck",
+    "PaddingCheck",
     "Preflight",
     "PreflightError",
     "PreflightReport",

@@ -34,6 +34,7 @@ from lightning_recipes.checks.loader_check import LoaderCheck
 from lightning_recipes.checks.loss_check import LossCheck
 from lightning_recipes.checks.optimization_check import OptimizationCheck
 from lightning_recipes.checks.overfit_batch_check import OverfitBatchCheck
+from lightning_recipes.checks.padding_check import PaddingCheck
 from lightning_recipes.checks.report import PreflightReport
 from lightning_recipes.checks.schedule_check import ScheduleCheck
 from lightning_recipes.checks.split_overlap_check import SplitOverlapCheck
@@ -56,6 +57,7 @@ CHECKS: dict[str, type[SanityCheck]] = {
         ScheduleCheck,
         GradFlowCheck,
         BatchIndependenceCheck,
+        PaddingCheck,
         EvalModeCheck,
         CausalityCheck,
         TargetLeakageCheck,
