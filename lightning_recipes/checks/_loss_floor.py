@@ -87,6 +87,7 @@ class LossFloor:
     bounded: bool
     how: str
     minimum: float = 0.0
+    fix: str = ""  # what to try, when it differs from the logits advice of the classification losses
 
 
 def input_bounds(tensor: Tensor) -> Bounds | None:
@@ -206,7 +207,54 @@ def loss_floor(call: LossCall) -> LossFloor | None:
         return _bce_logits(call, reduction)
     if call.function == "binary_cross_entropy":
         return _bce_probabilities(call, reduction)
+    if call.function in _DISTANCE_LOSSES:
+        return _distance(call, reduction)
     return None
+
+
+#: Regression losses as a function of the distance ``d >= 0`` between input and target (defaults of torch).
+_DISTANCE_LOSSES = {
+    "mse_loss": lambda d, kw: d**2,
+    "l1_loss": lambda d, kw: d,
+    "smooth_l1_loss": lambda d, kw: (
+        _huber(d, float(kw.get("beta", 1.0))) / max(float(kw.get("beta", 1.0)), 1e-12)
+    ),
+    "huber_loss": lambda d, kw: _huber(d, float(kw.get("delta", 1.0))),
+}
+
+
+def _huber(d: Tensor, delta: float) -> Tensor:
+    return torch.where(d < delta, 0.5 * d**2, delta * (d - 0.5 * delta))
+
+
+def _distance(call: LossCall, reduction: str) -> LossFloor | None:
+    """A regression loss whose input is bounded (``sigmoid``, ``tanh``, a clamp) cannot reach targets
+    outside its range: each such target keeps the loss above the loss of its distance to the range."""
+    bounds = _bounds(call)
+    if bounds is None:
+        return None
+    target = target_of(call).detach().double()
+    output = call.output.detach()
+    if target.is_floating_point() is False or target.shape != output.shape:
+        return None
+    distance = (bounds.low - target).clamp(min=0) + (target - bounds.high).clamp(min=0)
+    per_element = _DISTANCE_LOSSES[call.function](distance, call.kwargs)
+    floor = float(per_element.sum() if reduction == "sum" else per_element.mean())  # sync: once
+    if floor <= 1e-12:
+        return None
+    outside = float((distance > 0).double().mean())
+    how = (
+        f"{call.function} compares the input with the targets, but the input comes from {bounds.how} "
+        f"(values in [{bounds.low:g}, {bounds.high:g}]) while {outside:.0%} of the targets lie outside that "
+        "range (they "
+        f"span [{float(target.min()):.3g}, {float(target.max()):.3g}]): the loss cannot fall below "
+        f"{floor:.4g}"
+    )
+    fix = (
+        "Try: drop the bounded activation on the regression output (or scale it to the targets' range), "
+        "or standardise the targets into the output's range."
+    )
+    return LossFloor(floor, True, how, 0.0, fix)
 
 
 def _ce(call: LossCall, reduction: str) -> LossFloor | None:

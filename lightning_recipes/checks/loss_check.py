@@ -43,7 +43,17 @@ FLOOR_FAIL = 0.05  # a bound that keeps the loss this share of its way down (ini
 FLOOR_WARN = 0.005  # ... this share: warn
 SCALE_LIMIT = 100.0  # targets whose scale max(|mean|, std) is above this, or below its inverse, are off scale
 SCALE_MISMATCH = 10.0  # ... and only flagged when the output at init is this far from their scale
-FLOORED = frozenset({"cross_entropy", "binary_cross_entropy_with_logits", "binary_cross_entropy"})
+FLOORED = frozenset(
+    {
+        "cross_entropy",
+        "binary_cross_entropy_with_logits",
+        "binary_cross_entropy",
+        "mse_loss",
+        "l1_loss",
+        "smooth_l1_loss",
+        "huber_loss",
+    }
+)
 RAY_DECADES = 6  # the descent ray's steps: 1, 10, ..., 10^5 times the output's scale
 
 
@@ -335,10 +345,13 @@ class LossCheck(SanityCheck):
             return _Part("pass", f"a bound on its input lifts the floor negligibly ({where})", details)
         return _Part(
             "fail" if share >= FLOOR_FAIL else "warn",
-            f"the loss can never reach its minimum: {where}. Try: return raw logits and let the loss apply "
-            "the softmax/sigmoid (cross_entropy, binary_cross_entropy_with_logits), use a sigmoid per label "
-            "(not a softmax across labels) for multi-label targets, apply the sigmoid once, drop the "
-            "clamp/tanh on the logits.",
+            f"the loss can never reach its minimum: {where}. "
+            + (
+                floor.fix
+                or "Try: return raw logits and let the loss apply the softmax/sigmoid (cross_entropy, "
+                "binary_cross_entropy_with_logits), use a sigmoid per label (not a softmax across labels) "
+                "for multi-label targets, apply the sigmoid once, drop the clamp/tanh on the logits."
+            ),
             details,
         )
 

@@ -165,10 +165,14 @@ class OverfitBatchCheck(SanityCheck):
                 "fail",
                 f"the loss cannot reach the overfit target: its floor is {run.floor.value:.4g} > target "
                 f"{run.target:.4g} ({self.target_ratio:g} x the initial {initial:.4g}) on {where}, because "
-                f"{run.floor.how}. Try: return raw logits from the model and let the loss apply the "
-                "softmax/sigmoid (cross_entropy and binary_cross_entropy_with_logits expect logits); drop "
-                "the clamp/tanh on the logits, or use the loss for probabilities (nll_loss on "
-                "log-probabilities, binary_cross_entropy).",
+                f"{run.floor.how}. "
+                + (
+                    run.floor.fix
+                    or "Try: return raw logits from the model and let the loss apply the softmax/sigmoid "
+                    "(cross_entropy and binary_cross_entropy_with_logits expect logits); drop the clamp/tanh "
+                    "on the logits, or use the loss for probabilities (nll_loss on log-probabilities, "
+                    "binary_cross_entropy)."
+                ),
                 details,
             )
         if len(finite) < len(values):

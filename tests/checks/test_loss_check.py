@@ -657,3 +657,31 @@ def test_double_sigmoid_into_bce_floor_from_the_narrowed_range():
     assert (
         _floor_of(lambda: F.binary_cross_entropy(torch.sigmoid(z), target)) is None
     )  # one sigmoid: no floor
+
+
+class SquashedRegressor(Regressor):
+    """A regression head ending in ``sigmoid`` (values in [0, 1]), the usual mistake with ratings or counts."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return torch.sigmoid(super().forward(x))
+
+
+@pytest.mark.parametrize("loss", ["mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss"])
+def test_a_bounded_regression_head_below_its_targets_fails_with_the_floor(loss):
+    class Model(SquashedRegressor):
+        def training_step(self, batch: Any, batch_idx: int) -> Tensor:
+            x, y = batch
+            return getattr(F, loss)(self(x), y)
+
+    result = _run(Model(), _regression(scale=1.0, shift=3.0))  # targets around 3, outputs in [0, 1]
+    assert result.status == "fail", result.message
+    assert "outside that range" in result.message and "drop the bounded activation" in result.message
+    assert result.details["floor"]["floor"] > 0
+
+
+def test_a_bounded_regression_head_with_targets_in_its_range_passes():
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(128, IN, generator=g)
+    y = torch.sigmoid(x[:, 0])  # targets in (0, 1): the sigmoid can reach every one
+    result = _run(SquashedRegressor(), DataLoader(TensorDataset(x, y), batch_size=32))
+    assert result.status == "pass", result.message
