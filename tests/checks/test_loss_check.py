@@ -660,7 +660,7 @@ def test_double_sigmoid_into_bce_floor_from_the_narrowed_range():
 
 
 class SquashedRegressor(Regressor):
-    """A regression head ending in ``sigmoid`` (values in [0, 1]), the usual mistake with ratings or counts."""
+    """A regression head ending in ``sigmoid`` (values in [0, 1]): the usual mistake with ratings."""
 
     def forward(self, x: Tensor) -> Tensor:
         return torch.sigmoid(super().forward(x))
