@@ -43,6 +43,7 @@ FLOOR_FAIL = 0.05  # a bound that keeps the loss this share of its way down (ini
 FLOOR_WARN = 0.005  # ... this share: warn
 SCALE_LIMIT = 100.0  # targets whose scale max(|mean|, std) is above this, or below its inverse, are off scale
 SCALE_MISMATCH = 10.0  # ... and only flagged when the output at init is this far from their scale
+SCALE_FAIL_RATIO = 1000.0  # targets above SCALE_LIMIT this many times the output's scale: a fail
 FLOORED = frozenset(
     {
         "cross_entropy",
@@ -103,7 +104,9 @@ class LossCheck(SanityCheck):
        ``huber_loss``): targets whose ``max(|mean|, std)`` is above 100 or below 0.01 while the output at init
        is more than 10x away from it: ``warn`` (the head must grow or shrink by orders of magnitude, so the
        first steps are spent on scale and the loss's magnitude dwarfs everything else), with the numbers and
-       the fix. An output that already matches (a de-standardising head) or passes through a learned scale
+       the fix; ``fail`` when targets above 100 are 1000x or more the output's scale (with Adam-style steps of
+       about ``lr`` per parameter, a 1000x growth of the head takes far more steps than a run has).
+       An output that already matches (a de-standardising head) or passes through a learned scale
        (a parameter multiplying it) passes.
     4. **The loss is bounded below.** The model's output is moved along the negative gradient of the returned
        loss by 1, 10, ..., 10^5 times its scale and ``training_step`` is replayed with that output (seeded
@@ -407,7 +410,7 @@ class LossCheck(SanityCheck):
             return _Part("pass", f"{stated}: {stretched}, which can reach the targets' scale", details)
         far = "far above" if target.scale > SCALE_LIMIT else "far below"
         return _Part(
-            "warn",
+            "fail" if target.scale > SCALE_LIMIT and ratio >= SCALE_FAIL_RATIO else "warn",
             f"{stated}: the targets' scale {target.scale:.4g} is {far} 1 and {ratio:.3g}x the output's, so "
             "the head must grow by orders of magnitude before it fits and the loss (~scale squared for MSE) "
             "dwarfs everything else. Try: standardise the targets ((y - mean) / std, undo it at prediction), "

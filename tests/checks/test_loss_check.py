@@ -303,12 +303,19 @@ class Regressor(pl.LightningModule):
         return torch.optim.Adam(self.parameters(), lr=1e-2)
 
 
-def test_targets_a_thousand_times_off_unit_scale_warn_with_the_numbers():
+def test_targets_a_thousand_times_off_unit_scale_fail_with_the_numbers():
     result = _run(Regressor(), _regression(scale=1000.0))
-    assert result.status == "warn", result.message
+    assert result.status == "fail", result.message
+    assert result.details["target_scale"]["ratio"] >= 1000
     scale = result.details["target_scale"]
     assert scale["target_std"] > 100 and scale["ratio"] > 100
     assert "standardise" in result.message
+
+
+def test_targets_a_few_hundred_times_off_unit_scale_warn():
+    result = _run(Regressor(), _regression(scale=200.0))
+    assert result.status == "warn", result.message
+    assert 100 < result.details["target_scale"]["ratio"] < 1000
 
 
 def test_standardised_targets_pass():
