@@ -43,3 +43,14 @@ def test_readme_lists_every_registered_check() -> None:
 def test_the_comparison_can_fail() -> None:
     holder = type("Holder", (), {"__all__": ("DataCheck",), "DataCheck": REGISTRY["DataCheck"]})
     assert _exported_checks(holder) != REGISTRY
+
+
+def test_the_stage_table_in_the_docs_names_every_registered_check() -> None:
+    guide = README.parent / "docs" / "guides" / "preflight.md"
+    rows = [line for line in guide.read_text().splitlines() if line.startswith("| ") and line.count("|") == 6]
+    named = {
+        re.findall(r"`(\w+)`", row.split("|")[3])[0]
+        for row in rows[1:]
+        if re.findall(r"`(\w+)`", row.split("|")[3])
+    }
+    assert named == set(CHECKS)
