@@ -120,23 +120,31 @@ def preflight(
     """Run the sanity checks on ``model`` with its data, before training, and return a
     :class:`PreflightReport`.
 
-    The checks, in order: ``data`` (NaN/Inf, label range, constant, blank or duplicated samples, train vs
-    validation labels, an unshuffled loader), ``split_overlap`` (validation samples that repeat training
-    samples, exact or near), ``init_loss`` (the first loss vs what the loss function expects at init: ``ln
-    C``, ``ln 2`` per output, the prior's entropy), ``grad_flow`` (every trainable parameter gets a finite,
-    non-zero gradient and is in the optimizer), ``batch_independence`` (no sample sees another), ``eval_mode``
-    (``eval()`` is deterministic and stateless), ``causality`` (a next-token model does not see the future),
-    ``target_leakage`` (the target is not recoverable from the input without learning), ``overfit_batch``
-    (the model memorises one small batch; a provable loss floor fails) and ``input_independence`` (real
-    inputs beat zeroed inputs on held-out data). See each ``*Check`` class for thresholds, cost and blind
-    spots. A check that does not apply skips and says why (``split_overlap`` without a validation loader,
-    ``causality`` for a model that is not a next-token predictor).
+    The checks, in the order of :data:`CHECKS`, each asserting what one stage of a correct training loop
+    must satisfy (``docs/guides/preflight.md`` has the table): ``loader`` (the loaders yield batches; the
+    labels a sampler serves keep the dataset's classes), ``data`` (NaN/Inf, label range, blank or duplicated
+    samples, an unshuffled loader; validation inputs shifted, a shortcut only in training), ``split_overlap``
+    (validation samples that repeat training samples, judged against the data's own neighbour distances),
+    ``loss`` (every target value moves the loss; no floor above its minimum; targets on the output's scale;
+    bounded below), ``init_loss`` (the first loss vs what the loss function expects at init), ``schedule``
+    (the LR curve over the planned run), ``grad_flow`` (every trainable parameter gets a finite, non-zero
+    gradient and is in the optimizer), ``batch_independence`` (no sample sees another; outputs equivariant to
+    permuting the batch), ``padding`` (outputs do not read padding), ``eval_mode`` (``eval()`` is
+    deterministic and stateless), ``causality`` (a next-token model does not see the future),
+    ``target_leakage`` (the target is not recoverable from the input without learning), ``optimization`` (a
+    real Trainer on a copy: steps follow backwards, gradients cleared, every trained parameter in an
+    optimizer; manual optimisation too), ``validation_path`` (``validation_step`` sees the fit that
+    ``training_step`` made), ``overfit_batch`` (the model memorises one small batch; a provable loss floor
+    fails) and ``input_independence`` (real inputs beat zeroed inputs on held-out data, beyond the noise).
+    See each ``*Check`` class for thresholds, cost and blind spots. A check that does not apply skips and
+    says why; one whose evidence is within its noise, or whose budget ended it, is ``inconclusive``; one
+    that raises is an ``error`` with the exception. ``report.ok`` needs no fail, no error and at least one
+    verdict.
 
     Nothing of the caller's changes: every check works on a deep copy of the module with an optimizer of
     its own from ``configure_optimizers``; the global RNG states (torch CPU/CUDA, numpy, Python) and the
     loaders' generators are restored; the loaders are only iterated. The loss is what ``training_step``
-    returns (see :mod:`lightning_recipes.harness.harness` for the full contract). A check that
-    cannot apply (no classes to infer, manual optimisation, no held-out data) reports ``"skip"`` and says why.
+    returns (see :mod:`lightning_recipes.harness.harness` for the full contract).
 
     Args:
         model: The ``LightningModule`` to check.
@@ -155,9 +163,9 @@ def preflight(
             them alone. ``1`` is fastest for small models on a busy CPU (see ``benchmarks/RESULTS.md``).
         print_report: Print the table (rich) before returning.
         time_budget: Wall-clock seconds each check may take (those whose own ``time_budget`` is
-            ``"default"``); ``None`` = unlimited. A check's loop ends at its budget with a ``warn``/``skip``
-            that says so; one that does not stop is stopped at ``B + max(2 s, B / 2)`` and reported as
-            ``skip`` (see :class:`~lightning_recipes.checks.SanityCheck`). What the default, 8 s, adds up
+            ``"default"``); ``None`` = unlimited. A check's loop ends at its budget with a ``warn`` or
+            ``inconclusive`` that says so; one that does not stop is stopped at ``B + max(2 s, B / 2)`` and
+            reported as ``inconclusive`` (see :class:`~lightning_recipes.checks.SanityCheck`). What the default, 8 s, adds up
             to on a real model: ``benchmarks/RESULTS.md`` ("Per-check cost").
         total_time_budget: Wall-clock seconds for the whole preflight (default 30); each check on the default
             budget gets at most what is left (keeping 0.5 s for each check still to come, never less than
@@ -188,7 +196,7 @@ def preflight(
         >>> loader = random_classification_loader(shuffle=True)
         >>> report = preflight(TinyClassifier(lr=0.5), train_dataloaders=loader, num_threads=1)
         >>> report.ok, {r.name: r.status for r in report if r.status != "pass"}  # the rest passed
-        (True, {'split_overlap': 'skip', 'causality': 'skip'})
+        (True, {'split_overlap': 'skip', 'schedule': 'skip', 'padding': 'skip', 'causality': 'skip'})
         >>> round(report["init_loss"].details["measured"], 3)  # ln 4
         1.386
     """
