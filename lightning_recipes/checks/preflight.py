@@ -165,8 +165,8 @@ def preflight(
         time_budget: Wall-clock seconds each check may take (those whose own ``time_budget`` is
             ``"default"``); ``None`` = unlimited. A check's loop ends at its budget with a ``warn`` or
             ``inconclusive`` that says so; one that does not stop is stopped at ``B + max(2 s, B / 2)`` and
-            reported as ``inconclusive`` (see :class:`~lightning_recipes.checks.SanityCheck`). What the default, 8 s, adds up
-            to on a real model: ``benchmarks/RESULTS.md`` ("Per-check cost").
+            reported as ``inconclusive`` (see :class:`~lightning_recipes.checks.SanityCheck`). What the
+            default, 8 s, adds up to on a real model: ``benchmarks/RESULTS.md`` ("Per-check cost").
         total_time_budget: Wall-clock seconds for the whole preflight (default 30); each check on the default
             budget gets at most what is left (keeping 0.5 s for each check still to come, never less than
             1 s); ``None`` = no cap.
