@@ -148,12 +148,15 @@ class DataCheck(SanityCheck):
         classes = self._num_classes(context, batches[0], targets[0])
         details["num_classes"] = classes
         self._labels(targets, classes, context, details, fails, warns, checked, unchecked)
-        self._compare_splits(context, inputs, targets, details, fails, warns, checked)
+        unclear: list[str] = []
+        self._compare_splits(context, inputs, targets, details, fails, warns, checked, unclear)
 
         if fails:
             return CheckResult(self.name, "fail", " | ".join(fails + warns), details)
         if warns:
-            return CheckResult(self.name, "warn", " | ".join(warns), details)
+            return CheckResult(self.name, "warn", " | ".join(warns + unclear), details)
+        if unclear:
+            return CheckResult(self.name, "inconclusive", " | ".join(unclear), details)
         order = ("finite", "labels", "inputs", "classes", "shuffle", "splits")
         looked = ", ".join(checked[k] for k in order if k in checked)
         message = f"{len(batches)} batch(es) look sane: {looked}."
@@ -243,9 +246,11 @@ class DataCheck(SanityCheck):
         fails: list[str],
         warns: list[str],
         checked: dict[str, str],
+        unclear: list[str],
     ) -> None:
-        """Class labels of the training vs the validation batches: shared label set, per-class inputs that
-        look alike (a remapping), similar label distributions."""
+        """Class labels and inputs of the training vs the validation batches: shared label set, inputs drawn
+        alike (a shift with its cause), per-class inputs that look alike (a remapping), no feature that
+        predicts the training labels only, similar label distributions."""
         if context.val_dataloader is None:
             return
         val = [context.split(b) for b in context.val_batches(self.num_batches)]
@@ -257,6 +262,7 @@ class DataCheck(SanityCheck):
         details.update(comparison.details())
         fails.extend(comparison.fails)
         warns.extend(comparison.warns)
+        unclear.extend(comparison.inconclusive)
 
     def _num_classes(self, context: CheckContext, batch: Any, targets: Tensor | None) -> int | None:
         if self.num_classes is not None:
