@@ -227,8 +227,9 @@ class SplitComparison:
 def compare_splits(found: SplitLabels) -> SplitComparison:
     """Compare the splits' labels and inputs, stopping at the first failure: the label sets, then the
     inputs (a shift with a named cause, or any shift while the class means mismatch, fails as a shift of
-    the inputs), the class means (a clear remap fails; a mismatch no cause explains is inconclusive), then
-    a train-only shortcut and the label distributions."""
+    the inputs), the class means (a clear remap fails), a train-only shortcut (which also explains class
+    means that match nothing), a class-mean mismatch no cause explains (inconclusive), then the label
+    distributions."""
     if not found.shared:
         return SplitComparison(found, "disjoint")
     if found.unseen_fraction >= MAX_UNSEEN_FRACTION:
@@ -246,11 +247,12 @@ def compare_splits(found: SplitLabels) -> SplitComparison:
         assert remapping is not None
         if confirmed(remapping):
             return SplitComparison(found, "remapped", remapping)
-        return SplitComparison(found, "unclear", remapping, inputs=shifted)
     shortcut = None
     if shifted is None and inputs is not None:
         tested = train_only_shortcut(*inputs)
         shortcut = tested if tested is not None and tested.is_shortcut else None
+    if mismatch and shortcut is None:  # a train-only shortcut also moves the training class means
+        return SplitComparison(found, "unclear", remapping, inputs=shifted)
     return SplitComparison(
         found,
         "shift",
