@@ -139,11 +139,11 @@ def _transforms(shape: tuple[int, ...]) -> dict[str, Callable[[Tensor], Tensor]]
 
 
 def _prepare(x: Tensor) -> Tensor:
-    x = x.float().nan_to_num(nan=0.0, posinf=0.0, neginf=0.0)
+    x = x.float()
     if x.ndim >= 3 and (x.shape[-1] > _SIDE or x.shape[-2] > _SIDE):
         lead = x.shape[:-2]
         x = F.adaptive_avg_pool2d(x.reshape(-1, 1, *x.shape[-2:]), _SIDE).reshape(*lead, _SIDE, _SIDE)
-    return x
+    return x.nan_to_num(nan=0.0, posinf=0.0, neginf=0.0)
 
 
 def input_shift(train: Tensor, val: Tensor) -> InputShift | None:

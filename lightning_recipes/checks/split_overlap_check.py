@@ -89,8 +89,8 @@ class SplitOverlapCheck(SanityCheck):
 
     Cost: reads ``num_batches`` batches of each loader (shared with the other checks for training); one
     device-to-host copy of the inputs for hashing; an ``n_val x n_train`` similarity matrix and an
-    ``n_train x n_train`` one in chunks; the repeat test on at most 1024 validation x 4096 training samples
-    (about 0.5 s at 256 features on the 2-vCPU guest). No model forward. Measured times:
+    ``n_train x n_train`` one in chunks; the repeat test on at most 512 validation x 2048 training samples
+    (0.37 s at 256 features on the 2-vCPU guest, one thread). No model forward. Measured times:
     ``benchmarks/RESULTS.md`` ("Per-check cost").
 
     Args:

@@ -173,11 +173,12 @@ def test_features_pool_large_images_and_keep_small_ones():
 
 
 def test_cost_on_a_few_thousand_samples():
-    """4096 training x 1024 validation samples of 256 features: well under the 1.5 s budget."""
+    """4096 training x 1024 validation samples of 256 features offered (2048 x 512 searched): well under
+    the 1.5 s budget."""
     g = torch.Generator().manual_seed(9)
     train, val = torch.randn(4096, 256, generator=g), torch.randn(1024, 256, generator=g)
     start = time.perf_counter()
     found = repeat_test(train, val)
     seconds = time.perf_counter() - start
-    assert found is not None and found.queries == 1024
-    assert seconds < 3.0, seconds  # measured about 0.3 s on the 2-vCPU guest (1.5 s is the target)
+    assert found is not None and found.queries == 512 and found.keys == 2048
+    assert seconds < 3.0, seconds  # measured 0.37 s on the 2-vCPU guest, one thread (1.5 s is the target)
