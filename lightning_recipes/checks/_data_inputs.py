@@ -90,7 +90,7 @@ class InputShift:
             f"the per-feature means of the validation inputs differ from the training ones: "
             f"{self.shifted_share:.0%} of {self.features} features beyond 5 standard errors, RMS difference "
             f"{self.size:.2f} training stds (sampling noise {self.noise:.2f}), largest at feature {index} "
-            f"(z = {z:.1f}); median std ratio val/train {self.std_ratio:.2f}"
+            f"(z = {z:.3g}); median std ratio val/train {self.std_ratio:.2f}"
         )
 
     @property

@@ -23,10 +23,11 @@ more than 256 features projected by a fixed Gaussian matrix to 256. Exact copies
 to the exact (hash) path; samples with ``d_k = 0`` (ten or more exact copies: discrete, low-diversity
 data) carry no evidence and are left out.
 
-Measured (``tests/checks/test_split_repeats.py``, 2-vCPU CPU guest): flagged share of validation samples
-on clean random splits: class-conditional Gaussian clusters 0.2%, scikit-learn digits 0.3%, uniform 1-D and
-2-D data 0%, a 2-D manifold in 16-D 0.2%, training-only augmentation 0%; on leaks: subject repeats with
-cosine about 0.94 between repeats 74% (16-D) to 97% (64-D), noise copies ``x + 0.2 e`` 100%.
+Measured (``tests/checks/test_split_repeats.py``; ``benchmarks/RESULTS.md``, issue 24): flagged share of
+validation samples on clean random splits: class-conditional Gaussian clusters 0.2%, scikit-learn digits
+0.3%, uniform 1-D and 2-D data 0%, a 2-D manifold in 16-D 0.2%, training-only augmentation 0%; on leaks:
+subject repeats with cosine about 0.94 between repeats 74% (16-D) to 97% (64-D), noise copies
+``x + 0.2 e`` 100%.
 
 Blind spots: repeats whose noise is as large as the spread of the data at the scale of the 10th neighbour
 (cosine below about 0.9 in 16-D); subjects with more than 9 repeats in the training samples read (their
@@ -34,22 +35,32 @@ Blind spots: repeats whose noise is as large as the spread of the data at the sc
 
 Cost: at most ``MAX_QUERIES`` (512) validation x ``MAX_KEYS`` (2048) training samples (the first ones
 read), a float32 distance matrix in chunks of 256 rows, then float64 distances to the 24 nearest
-candidates (exact small distances). Measured on the 2-vCPU guest, one thread, 4096 training and 1024
-validation samples offered: 0.37 s at 256 features, 0.54 s at 1024, 1.1 s at 3072 (flat vectors; images
-are pooled to 16x16 first); 0.13 s for 1024 x 1024 of 64 features.
+candidates (exact small distances): well under a second at 256 features, about a second at 3072 (flat
+vectors; images are pooled to 16x16 first). Measured times: ``benchmarks/RESULTS.md`` (issue 24).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any
+from collections import defaultdict
+from dataclasses import dataclass, replace
+from typing import Any, Literal
 
 import torch
 from torch import Tensor
 from torch.nn import functional as F
 
-__all__ = ["ALPHA", "MAX_KEYS", "MAX_QUERIES", "REFERENCE_RANK", "Repeats", "repeat_features", "repeat_test"]
+__all__ = [
+    "ALPHA",
+    "MAX_KEYS",
+    "MAX_QUERIES",
+    "REFERENCE_RANK",
+    "Repeats",
+    "repeat_features",
+    "repeat_level",
+    "repeat_test",
+    "repeats_of",
+]
 
 REFERENCE_RANK = 10  # d_1 is compared with the distance to the 10th nearest training sample
 _SCALE_RANK = 20  # the local dimension is measured from the 10th and 20th neighbour distances
@@ -234,3 +245,55 @@ def _nearest(train: Tensor, val: Tensor) -> tuple[Tensor, Tensor]:
         distances.append(exact[:, :_SCALE_RANK])
         indices.append(candidates.gather(1, order)[:, :_SCALE_RANK])
     return torch.cat(distances), torch.cat(indices)
+
+
+_FAIL_P, _WARN_P, _HINT_P = 1e-6, 1e-4, 1e-2  # chance probabilities of the flagged count per level
+
+
+def repeats_of(
+    train: list[Tensor], val: list[Tensor], train_blank: list[bool], val_blank: list[bool]
+) -> Repeats | None:
+    """The repeat test on the float samples of the commonest shape (``None`` without enough of them)."""
+    shapes: dict[tuple[int, ...], int] = defaultdict(int)
+    for index, sample in enumerate(val):
+        if not val_blank[index] and torch.is_floating_point(sample):
+            shapes[tuple(sample.shape)] += 1
+    if not shapes:
+        return None
+    shape = max(shapes, key=shapes.__getitem__)
+
+    def usable(samples: list[Tensor], blank: list[bool]) -> list[int]:
+        return [
+            i for i, s in enumerate(samples) if not blank[i] and s.is_floating_point() and s.shape == shape
+        ]
+
+    keys, queries = usable(train, train_blank), usable(val, val_blank)
+    if not keys:
+        return None
+    found = repeat_test(
+        repeat_features(torch.stack([train[i] for i in keys])),
+        repeat_features(torch.stack([val[i] for i in queries])),
+    )
+    if found is None:
+        return None
+    examples = tuple((queries[v], keys[t]) for v, t in found.examples)  # indices among the samples read
+    return replace(found, examples=examples)
+
+
+def repeat_level(
+    repeats: Repeats | None, estimate: float, warn_fraction: float, fail_fraction: float
+) -> Literal["pass", "warn", "fail", "inconclusive"]:
+    """The repeat test's verdict: fail from ``fail_fraction`` with a flagged count of chance probability
+    below 1e-6 (and 3 beyond chance), warn from ``warn_fraction`` below 1e-4 (2 beyond chance),
+    inconclusive when the estimate reaches ``fail_fraction`` but chance explains the count with probability
+    1e-4 to 1e-2."""
+    if repeats is None:
+        return "pass"
+    p = repeats.chance_p
+    if estimate >= fail_fraction and p < _FAIL_P and repeats.excess >= 3:
+        return "fail"
+    if estimate >= warn_fraction and p < _WARN_P and repeats.excess >= 2:
+        return "warn"
+    if estimate >= fail_fraction and p < _HINT_P:
+        return "inconclusive"
+    return "pass"

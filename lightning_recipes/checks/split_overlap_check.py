@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 from collections import defaultdict
-from dataclasses import replace
 from typing import Any, Literal
 
 import torch
@@ -14,7 +13,7 @@ from torch.utils.data import DataLoader, Subset
 from typing_extensions import override
 
 from lightning_recipes._validation import check_in_range, check_int
-from lightning_recipes.checks._split_repeats import MAX_KEYS, Repeats, repeat_features, repeat_test
+from lightning_recipes.checks._split_repeats import MAX_KEYS, REFERENCE_RANK, repeat_level, repeats_of
 from lightning_recipes.checks.base import SanityCheck, TimeBudget
 from lightning_recipes.checks.report import CheckResult, CheckSkipped
 from lightning_recipes.harness import Harness as CheckContext
@@ -90,7 +89,7 @@ class SplitOverlapCheck(SanityCheck):
     Cost: reads ``num_batches`` batches of each loader (shared with the other checks for training); one
     device-to-host copy of the inputs for hashing; an ``n_val x n_train`` similarity matrix and an
     ``n_train x n_train`` one in chunks; the repeat test on at most 512 validation x 2048 training samples
-    (0.37 s at 256 features on the 2-vCPU guest, one thread). No model forward. Measured times:
+    (a fraction of a second at 256 features). No model forward. Measured times:
     ``benchmarks/RESULTS.md`` ("Per-check cost").
 
     Args:
@@ -187,7 +186,7 @@ class SplitOverlapCheck(SanityCheck):
         excess = max(0.0, len(near) - chance_rate * usable_val)
         coverage, total = _coverage(context.train_dataloader, len(train))
         estimate = min(1.0, excess / usable_val / coverage)
-        repeats = _repeats(train, val, train_blank, val_blank)
+        repeats = repeats_of(train, val, train_blank, val_blank)
         repeat_estimate = 0.0
         if repeats is not None:
             searched, _ = _coverage(context.train_dataloader, min(len(train), MAX_KEYS))
@@ -224,14 +223,14 @@ class SplitOverlapCheck(SanityCheck):
         # near-equal to training windows, with no exact copy, are reported as a warning, not a failure.
         near_text_only = not continuous and not exact
         repeat_found = ""
-        repeat_level = _repeat_level(repeats, repeat_estimate, self.warn_fraction, self.fail_fraction)
-        if repeats is not None and repeat_level != "pass":
+        level = repeat_level(repeats, repeat_estimate, self.warn_fraction, self.fail_fraction)
+        if repeats is not None and level != "pass":
             repeat_found = (
                 f" Repeats beyond exact copies: {repeats.stated}; estimated {repeat_estimate:.1%} of the "
                 "validation set repeats training samples (repeated measurements of one subject, a copy with "
                 "noise added, split at random)."
             )
-        if (estimate >= self.fail_fraction and excess >= 3 and not near_text_only) or repeat_level == "fail":
+        if (estimate >= self.fail_fraction and excess >= 3 and not near_text_only) or level == "fail":
             return CheckResult(
                 self.name,
                 "fail",
@@ -244,7 +243,7 @@ class SplitOverlapCheck(SanityCheck):
                 "splitting. Read: " + read + ".",
                 details,
             )
-        if (estimate >= self.warn_fraction and excess >= 2) or repeat_level == "warn":
+        if (estimate >= self.warn_fraction and excess >= 2) or level == "warn":
             text_note = (
                 " Only near-equal token windows, no exact copy: text repeats itself across splits "
                 "(boilerplate, quotes, headers), so this is a warning; an exact copy would fail."
@@ -271,7 +270,7 @@ class SplitOverlapCheck(SanityCheck):
                 "before oversampling. Read: " + read + ".",
                 details,
             )
-        if repeats is not None and repeat_level == "inconclusive":
+        if repeats is not None and level == "inconclusive":
             return CheckResult(
                 self.name,
                 "inconclusive",
@@ -284,7 +283,7 @@ class SplitOverlapCheck(SanityCheck):
                 details,
             )
         repeat_note = (
-            f" Repeat test (nearest vs {_REFERENCE}th-nearest training neighbour): {repeats.flagged} of "
+            f" Repeat test (nearest vs {REFERENCE_RANK}th-nearest training neighbour): {repeats.flagged} of "
             f"{repeats.queries} flagged, {repeats.expected:.1f} expected by chance."
             if repeats is not None
             else ""
@@ -355,59 +354,6 @@ class SplitOverlapCheck(SanityCheck):
 # repeats itself as often (an oversampled dataset split afterwards); natural exact repeats of float samples
 # (images, measurements) are rare. Token sequences from a small vocabulary repeat naturally: not for them.
 _EXACT_WARN_FRACTION = 0.5
-
-
-_REFERENCE = 10  # the repeat test's reference neighbour (``_split_repeats.REFERENCE_RANK``), for messages
-_FAIL_P, _WARN_P, _HINT_P = 1e-6, 1e-4, 1e-2  # chance probabilities of the flagged count per level
-
-
-def _repeats(
-    train: list[Tensor], val: list[Tensor], train_blank: list[bool], val_blank: list[bool]
-) -> Repeats | None:
-    """The repeat test on the float samples of the commonest shape (``None`` without enough of them)."""
-    shapes: dict[tuple[int, ...], int] = defaultdict(int)
-    for index, sample in enumerate(val):
-        if not val_blank[index] and torch.is_floating_point(sample):
-            shapes[tuple(sample.shape)] += 1
-    if not shapes:
-        return None
-    shape = max(shapes, key=shapes.__getitem__)
-
-    def usable(samples: list[Tensor], blank: list[bool]) -> list[int]:
-        return [
-            i for i, s in enumerate(samples) if not blank[i] and s.is_floating_point() and s.shape == shape
-        ]
-
-    keys, queries = usable(train, train_blank), usable(val, val_blank)
-    if not keys:
-        return None
-    found = repeat_test(
-        repeat_features(torch.stack([train[i] for i in keys])),
-        repeat_features(torch.stack([val[i] for i in queries])),
-    )
-    if found is None:
-        return None
-    examples = tuple((queries[v], keys[t]) for v, t in found.examples)  # indices among the samples read
-    return replace(found, examples=examples)
-
-
-def _repeat_level(
-    repeats: Repeats | None, estimate: float, warn_fraction: float, fail_fraction: float
-) -> Literal["pass", "warn", "fail", "inconclusive"]:
-    """The repeat test's verdict: fail from ``fail_fraction`` with a flagged count of chance probability
-    below 1e-6 (and 3 beyond chance), warn from ``warn_fraction`` below 1e-4 (2 beyond chance),
-    inconclusive when the estimate reaches ``fail_fraction`` but chance explains the count with probability
-    1e-4 to 1e-2."""
-    if repeats is None:
-        return "pass"
-    p = repeats.chance_p
-    if estimate >= fail_fraction and p < _FAIL_P and repeats.excess >= 3:
-        return "fail"
-    if estimate >= warn_fraction and p < _WARN_P and repeats.excess >= 2:
-        return "warn"
-    if estimate >= fail_fraction and p < _HINT_P:
-        return "inconclusive"
-    return "pass"
 
 
 def _shared_dataset(train_loader: Any, val_loader: Any, fail_fraction: float) -> CheckResult | None:
