@@ -7,7 +7,9 @@ training samples as on validation samples. Per feature, a lookup table (``lookup
 ``target_leakage``: quantile bins, majority label per bin) is fit on one half of the training samples read
 and scored on the *other* half (``train accuracy``: held out, so no overfitting inflates it) and on the
 validation samples (``val accuracy``), with the same table: the natural generalisation gap is zero and the
-noise of the gap is binomial, ``sqrt(p_t (1 - p_t) / n_t + p_v (1 - p_v) / n_v)``.
+noise of the gap is binomial, ``sqrt(p_t (1 - p_t) / n_t + p_v (1 - p_v) / n_v)``. The train accuracy is
+taken per class and weighted by the validation class mix (``n_t`` then the effective sample size), so a
+validation set with another class mix opens no gap by itself.
 
 **Shortcut** when the best gap is at least ``MIN_GAP`` (0.25), the feature's train accuracy beats the
 majority class by at least as much, and the gap exceeds its noise by ``sqrt(2 ln D) + 3`` standard errors
@@ -63,11 +65,12 @@ class Shortcut:
 
     Args:
         feature: Its index in the flattened (pooled) input.
-        train_accuracy: Accuracy on the held-out half of the training samples.
+        train_accuracy: Accuracy on the held-out half of the training samples, per class, weighted by the
+            validation class mix.
         val_accuracy: Accuracy on the validation samples.
-        train_samples: Held-out training samples scored.
+        train_samples: Effective number of held-out training samples behind it (``1 / sum(w_c^2 / n_c)``).
         val_samples: Validation samples scored.
-        majority: Accuracy of the majority class on the held-out training half.
+        majority: Accuracy of the training majority class under the validation class mix.
         features: Features scanned.
         similar: Features whose gap exceeds its noise as much and half of ``MIN_GAP``.
     """
@@ -162,6 +165,16 @@ def train_only_shortcut(x_train: Tensor, y_train: Tensor, x_val: Tensor, y_val: 
     x_all = _features(x_train.cpu())
     x_fit, x_test, x_v = x_all[0::2], x_all[1::2], _features(x_val.cpu())
     majority = torch.bincount(y_fit, minlength=len(classes)).argmax()
+    # The validation class mix, over the classes of the held-out training half: the training accuracy is
+    # reweighted to it, so a validation set with another class mix (a partial read of a sorted loader) does
+    # not open a gap by itself.
+    counts = torch.bincount(y_test, minlength=len(classes)).double()
+    comparable = counts[y_v] > 0
+    x_v, y_v = x_v[comparable], y_v[comparable]
+    if len(y_v) < 20:
+        return None
+    weights = torch.bincount(y_v, minlength=len(classes)).double() / len(y_v)
+    one_hot = F.one_hot(y_test, len(classes)).double() / counts.clamp_min(1)  # [n_t, C]: per-class means
     held = torch.cat([x_test, x_v])
     y_held = torch.cat([y_test, y_v])
     train_acc: list[Tensor] = []
@@ -173,13 +186,14 @@ def train_only_shortcut(x_train: Tensor, y_train: Tensor, x_val: Tensor, y_val: 
         predicted = lookup_predictions(
             x_fit[:, columns], held[:, columns], y_fit, len(classes), _BINS, majority
         )
-        hits = predicted == y_held[None, :]
-        train_acc.append(hits[:, : len(y_test)].float().mean(1))
-        val_acc.append(hits[:, len(y_test) :].float().mean(1))
+        hits = (predicted == y_held[None, :]).double()
+        train_acc.append(hits[:, : len(y_test)] @ one_hot @ weights)  # per-class accuracy, val class mix
+        val_acc.append(hits[:, len(y_test) :].mean(1))
     p, q = torch.cat(train_acc), torch.cat(val_acc)
-    n_t, n_v = len(y_test), len(y_v)
+    n_t = max(1, round(1 / float((weights.square() / counts.clamp_min(1)).sum())))  # effective size
+    n_v = len(y_v)
     noise = (p * (1 - p) / n_t + q * (1 - q) / n_v + 1e-12).sqrt()
-    baseline = float((y_test == majority).float().mean())
+    baseline = float(weights[majority])  # the majority class's accuracy under the validation mix
     needed = math.sqrt(2 * math.log(max(2, len(p)))) + 3
     passing = ((p - q) >= MIN_GAP / 2) & ((p - q) >= needed * noise)  # features that lose accuracy too
     best = int(((p - q) / noise).argmax())
