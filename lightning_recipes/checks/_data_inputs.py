@@ -146,21 +146,40 @@ def _prepare(x: Tensor) -> Tensor:
     return x.nan_to_num(nan=0.0, posinf=0.0, neginf=0.0)
 
 
-def input_shift(train: Tensor, val: Tensor) -> InputShift | None:
+def input_shift(
+    train: Tensor, val: Tensor, y_train: Tensor | None = None, y_val: Tensor | None = None
+) -> InputShift | None:
     """Compare the inputs ``[N, ...]`` of the splits (one sample shape); ``None`` with fewer than 3 samples
-    in a split or a sample shape that differs."""
+    in a split or a sample shape that differs. With class labels ``[N]`` of both splits the training mean
+    is taken under the validation class mix (``sum_c w_c mean_train_c`` over the classes with at least 2
+    training samples, validation samples of other classes left out; ``n_train`` becomes the effective size
+    ``1 / sum(w_c^2 / n_c)``): a validation set with another class mix is no shift of the inputs."""
     if train.shape[1:] != val.shape[1:] or len(train) < 3 or len(val) < 3:
         return None
     train, val = _prepare(train), _prepare(val)
     shape = tuple(train.shape[1:])
     flat_train, flat_val = train.flatten(1).double(), val.flatten(1).double()
     stride = max(1, -(-flat_train.shape[1] // _MAX_FEATURES))
-    mean_t, mean_v = flat_train.mean(0), flat_val.mean(0)
+    mean_t, n_t = flat_train.mean(0), len(flat_train)
+    if y_train is not None and y_val is not None:
+        classes, codes = torch.unique(torch.cat([y_train, y_val]).cpu(), return_inverse=True)
+        c_train, c_val = codes[: len(y_train)], codes[len(y_train) :]
+        counts = torch.bincount(c_train, minlength=len(classes)).double()
+        keep = counts[c_val] >= 2
+        if int(keep.sum()) < 3:
+            return None
+        flat_val, c_val = flat_val[keep], c_val[keep]
+        weights = torch.bincount(c_val, minlength=len(classes)).double() / len(c_val)
+        per_class = torch.zeros(len(classes), flat_train.shape[1], dtype=flat_train.dtype)
+        per_class.index_add_(0, c_train, flat_train)
+        mean_t = (weights / counts.clamp_min(1)) @ per_class
+        n_t = max(2, round(1 / float((weights.square() / counts.clamp_min(1)).sum())))
+    mean_v = flat_val.mean(0)
     std_t, std_v = flat_train.std(0), flat_val.std(0)
     scale = float(std_t.square().mean().sqrt())  # sync: once
     if scale <= 0:
         return None
-    n_t, n_v = len(flat_train), len(flat_val)
+    n_v = len(flat_val)
     error = (std_t.square() / n_t + std_v.square() / n_v).sqrt().clamp_min(1e-3 * scale / math.sqrt(n_t))
     z = ((mean_v - mean_t) / error)[::stride]
     where = int(z.abs().argmax())

@@ -238,7 +238,7 @@ def compare_splits(found: SplitLabels) -> SplitComparison:
     inputs = split_inputs(found)
     measured = None
     if inputs is not None and inputs[0].is_floating_point():
-        measured = input_shift(inputs[0], inputs[2])
+        measured = input_shift(inputs[0], inputs[2], inputs[1], inputs[3])
     shifted = measured if measured is not None and measured.shifted else None
     mismatch = remapping is not None and remapping.flagged
     if shifted is not None and (shifted.cause is not None or mismatch):

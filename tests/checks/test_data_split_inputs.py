@@ -186,5 +186,7 @@ def test_another_class_mix_in_validation_opens_no_gap():
     keep = y_val < 3
     found = train_only_shortcut(x[:512], y[:512], x_val[keep], y_val[keep])
     assert found is not None and not found.significant, found.stated
+    inputs = input_shift(x, x_val[keep], y, y_val[keep])  # training mean under the validation class mix
+    assert inputs is not None and not inputs.shifted and inputs.size < 2 * inputs.noise
     result = _data(loaders(x, y, x_val[keep], y_val[keep]))
     assert "shortcut" not in result.message and "train_only_shortcut" not in result.details
