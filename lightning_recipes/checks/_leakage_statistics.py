@@ -27,6 +27,7 @@ __all__ = [
     "encodes_label",
     "lookup_accuracy",
     "lookup_leaks",
+    "lookup_predictions",
     "loss_changed",
     "max_abs_correlation",
     "output_moved",
@@ -44,20 +45,18 @@ CopyShift = Literal["same", "back1", "back2"]
 _COPY_SHIFTS: tuple[CopyShift, ...] = ("same", "back1", "back2")
 
 
-def lookup_accuracy(
-    x: Tensor, h: Tensor, y: Tensor, y_held: Tensor, classes: int, bins: int, majority: Tensor
-) -> Tensor:
-    """Held-out accuracy of a per-feature lookup table: quantile bins of the training values (one bin per
-    value for a feature with at most ``bins`` values), majority label per bin (an empty bin predicts the
-    overall majority). ``x`` ``[N, D]``, ``h`` ``[M, D]`` -> ``[D]``.
+def lookup_predictions(x: Tensor, h: Tensor, y: Tensor, classes: int, bins: int, majority: Tensor) -> Tensor:
+    """Held-out predictions of a per-feature lookup table: quantile bins of the training values (one bin
+    per value for a feature with at most ``bins`` values), majority label per bin (an empty bin predicts the
+    overall majority). ``x`` ``[N, D]`` with labels ``y``, ``h`` ``[M, D]`` -> predicted labels ``[D, M]``.
+    Shared by ``target_leakage`` (held-out accuracy) and ``data``'s train-only shortcut.
 
     Example:
         >>> import torch
         >>> x = torch.tensor([[0.0, 5.0], [0.0, 5.0], [1.0, 5.0], [1.0, 6.0]])  # column 0 copies the label
-        >>> y = torch.tensor([0, 0, 1, 1])
-        >>> h, y_held = torch.tensor([[1.0, 5.0], [0.0, 5.0]]), torch.tensor([1, 0])
-        >>> lookup_accuracy(x, h, y, y_held, classes=2, bins=2, majority=torch.tensor(0)).tolist()
-        [1.0, 0.5]
+        >>> h = torch.tensor([[1.0, 5.0], [0.0, 6.0]])
+        >>> lookup_predictions(x, h, torch.tensor([0, 0, 1, 1]), 2, 2, majority=torch.tensor(0)).tolist()
+        [[1, 0], [0, 1]]
     """
     count, features = x.shape
     ordered = x.sort(0).values
@@ -78,7 +77,25 @@ def lookup_accuracy(
     table = table.view(features, bins, classes)
     predict = torch.where(table.sum(-1) > 0, table.argmax(-1), majority.to(x.device))  # [D, bins]
     held_bins = torch.searchsorted(edges, h.T.contiguous())  # [D, M]
-    return (predict.gather(1, held_bins) == y_held.to(x.device)[None, :]).float().mean(1)
+    return predict.gather(1, held_bins)
+
+
+def lookup_accuracy(
+    x: Tensor, h: Tensor, y: Tensor, y_held: Tensor, classes: int, bins: int, majority: Tensor
+) -> Tensor:
+    """Held-out accuracy of the per-feature lookup tables of :func:`lookup_predictions` (fit on ``x``,
+    ``y``) on ``h``, ``y_held``: ``[D]``.
+
+    Example:
+        >>> import torch
+        >>> x = torch.tensor([[0.0, 5.0], [0.0, 5.0], [1.0, 5.0], [1.0, 6.0]])  # column 0 copies the label
+        >>> y = torch.tensor([0, 0, 1, 1])
+        >>> h, y_held = torch.tensor([[1.0, 5.0], [0.0, 5.0]]), torch.tensor([1, 0])
+        >>> lookup_accuracy(x, h, y, y_held, classes=2, bins=2, majority=torch.tensor(0)).tolist()
+        [1.0, 0.5]
+    """
+    predictions = lookup_predictions(x, h, y, classes, bins, majority)
+    return (predictions == y_held.to(x.device)[None, :]).float().mean(1)
 
 
 def lookup_leaks(accuracy: float, majority_baseline: float, max_accuracy: float) -> bool:

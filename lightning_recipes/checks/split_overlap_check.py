@@ -13,6 +13,7 @@ from torch.utils.data import DataLoader, Subset
 from typing_extensions import override
 
 from lightning_recipes._validation import check_in_range, check_int
+from lightning_recipes.checks._split_repeats import MAX_KEYS, REFERENCE_RANK, repeat_level, repeats_of
 from lightning_recipes.checks.base import SanityCheck, TimeBudget
 from lightning_recipes.checks.report import CheckResult, CheckSkipped
 from lightning_recipes.harness import Harness as CheckContext
@@ -53,22 +54,43 @@ class SplitOverlapCheck(SanityCheck):
     loader over the training dataset itself, or a ``Subset`` of the same dataset with shared indices, fails
     without reading (exact, from the indices). Blank (constant) samples are left out: ``data`` reports them.
 
+    **Repeats** (issue 24): several measurements of one subject split at random sit at cosine 0.9-0.99 and
+    repeat training samples without reaching ``near_cosine``, while the training set's own repeats raise the
+    chance rate above. Invariant: in a clean split a validation sample's nearest training sample is an
+    independent sample of the data, as far as the data's own nearest-neighbour distances say. Per
+    validation sample the nearest training distance ``d_1`` is compared with the 10th-nearest ``d_10``
+    (past a subject's few repeats); for independent samples of local dimension ``m`` (measured from the
+    10th and 20th neighbour distances) ``P(d_1 / d_10 < t) = 1 - (1 - t^m)^9``, and a sample whose ratio has
+    chance probability below 1e-3 is flagged (features standardised per feature; details and measurements
+    in ``_split_repeats.py``). A clean split flags about 0.1% (Poisson noise: the chance probability of the
+    flagged count is reported); the excess, extrapolated like the near matches, **fails** from
+    ``fail_fraction`` when its chance probability is below 1e-6, **warns** from ``warn_fraction`` below
+    1e-4, and is **inconclusive** when it reaches ``fail_fraction`` with a chance probability between 1e-4
+    and 1e-2 (a few flagged samples in a small sample of a large training set). Measured: subjects with
+    cosine 0.94-0.99 between repeats split at random, and ``val = train + 0.3 noise`` (cosine 0.92), fail;
+    Gaussian clusters, digits, 1-D and 2-D uniform data split at random, a split by subject and
+    augmentation of the training set only pass (``tests/checks/test_split_repeats.py``).
+
     Duplicates *within* the training set are reported in ``details["train_duplicates"]`` and judged by the
     ``data`` check.
 
     Blind spots: duplicates beyond the batches read (a small overlap in a large dataset: with ``n`` of ``N``
     training samples read, an overlap of ``k`` validation samples is seen about ``k n / N`` times); copies
-    transformed geometrically or re-encoded at another size; heavily noised copies; token sequences that
-    overlap as shifted windows of the same text; inputs that differ only in tensors other than the input
-    (same image, different mask). Measured on digits, 300 validation copies of training images: exact,
+    transformed geometrically or re-encoded at another size; heavily noised copies (repeats whose noise is
+    as large as the distance to the 10th neighbour: cosine below about 0.9 in 16-D); subjects with more
+    than 9 repeats among the training samples read; repeats in very low-dimensional data (1-D, 2-D), where
+    chance neighbours are as close; token sequences that overlap as shifted windows of the same text
+    (token inputs get no repeat test); inputs that differ only in tensors other than the input (same image,
+    different mask). Measured on digits, 300 validation copies of training images: exact,
     brightness/contrast-changed (``0.7 x + 0.1``) and noise std 0.02 copies fail (estimated overlap 1.0),
-    noise std 0.05 fails (0.81); noise std 0.1, a horizontal flip, a one-pixel shift and a 90-degree
-    rotation go unseen (0 of 300). Without a validation loader it skips.
+    noise std 0.05 fails (0.81); a horizontal flip, a one-pixel shift and a 90-degree rotation go unseen.
+    Without a validation loader it skips.
 
     Cost: reads ``num_batches`` batches of each loader (shared with the other checks for training); one
     device-to-host copy of the inputs for hashing; an ``n_val x n_train`` similarity matrix and an
-    ``n_train x n_train`` one in chunks. No model forward. Measured times: ``benchmarks/RESULTS.md``
-    ("Per-check cost").
+    ``n_train x n_train`` one in chunks; the repeat test on at most 512 validation x 2048 training samples
+    (a fraction of a second at 256 features). No model forward. Measured times:
+    ``benchmarks/RESULTS.md`` ("Per-check cost").
 
     Args:
         num_batches: Batches read from each loader.
@@ -164,6 +186,11 @@ class SplitOverlapCheck(SanityCheck):
         excess = max(0.0, len(near) - chance_rate * usable_val)
         coverage, total = _coverage(context.train_dataloader, len(train))
         estimate = min(1.0, excess / usable_val / coverage)
+        repeats = repeats_of(train, val, train_blank, val_blank)
+        repeat_estimate = 0.0
+        if repeats is not None:
+            searched, _ = _coverage(context.train_dataloader, min(len(train), MAX_KEYS))
+            repeat_estimate = min(1.0, repeats.excess_fraction / searched)
         examples = sorted(near.items())[:5]
         details: dict[str, Any] = {
             "train_samples": len(train),
@@ -176,8 +203,10 @@ class SplitOverlapCheck(SanityCheck):
             "estimated_overlap": estimate,
             "near_method": method,
             "examples": [{"val_index": v, "train_index": t} for v, t in examples],
-            "measured": estimate,
+            "measured": max(estimate, repeat_estimate),
         }
+        if repeats is not None:  # a new key only when the repeat test ran: saved reports of tokens stay equal
+            details["repeats"] = {**repeats.details(), "estimated_overlap": repeat_estimate}
         shown = ", ".join(f"val #{v} ~ train #{t}" for v, t in examples)
         read = (
             f"{len(val)} validation vs {len(train)} training samples"
@@ -193,18 +222,28 @@ class SplitOverlapCheck(SanityCheck):
         # Text repeats itself across any split (boilerplate, quotes, headers): token windows that are only
         # near-equal to training windows, with no exact copy, are reported as a warning, not a failure.
         near_text_only = not continuous and not exact
-        if estimate >= self.fail_fraction and excess >= 3 and not near_text_only:
+        repeat_found = ""
+        level = repeat_level(repeats, repeat_estimate, self.warn_fraction, self.fail_fraction)
+        if repeats is not None and level != "pass":
+            repeat_found = (
+                f" Repeats beyond exact copies: {repeats.stated}; estimated {repeat_estimate:.1%} of the "
+                "validation set repeats training samples (repeated measurements of one subject, a copy with "
+                "noise added, split at random)."
+            )
+        if (estimate >= self.fail_fraction and excess >= 3 and not near_text_only) or level == "fail":
             return CheckResult(
                 self.name,
                 "fail",
-                f"the validation data overlaps the training data: {found} The validation loss then measures "
-                "memory, not generalisation. Likely causes: a validation set drawn from (or a subset of) the "
-                "training set, augmented copies of training samples in validation, a dataset split after "
-                "duplicating or augmenting it. Try: split by index once, before any augmentation; "
-                "deduplicate (hash the samples) before splitting. Read: " + read + ".",
+                f"the validation data overlaps the training data: {found}{repeat_found} The validation loss "
+                "then measures memory, not generalisation. Likely causes: a validation set drawn from (or a "
+                "subset of) the training set, augmented copies of training samples in validation, a dataset "
+                "split after duplicating or augmenting it, several measurements of one subject (patient, "
+                "speaker, session) split at random. Try: split by index once, before any augmentation; split "
+                "by subject (GroupShuffleSplit, GroupKFold); deduplicate (hash the samples) before "
+                "splitting. Read: " + read + ".",
                 details,
             )
-        if estimate >= self.warn_fraction and excess >= 2:
+        if (estimate >= self.warn_fraction and excess >= 2) or level == "warn":
             text_note = (
                 " Only near-equal token windows, no exact copy: text repeats itself across splits "
                 "(boilerplate, quotes, headers), so this is a warning; an exact copy would fail."
@@ -214,8 +253,9 @@ class SplitOverlapCheck(SanityCheck):
             return CheckResult(
                 self.name,
                 "warn",
-                f"some validation samples repeat training samples: {found}{text_note} Try: deduplicate "
-                "across the splits (hash the samples) before training. Read: " + read + ".",
+                f"some validation samples repeat training samples: {found}{repeat_found}{text_note} Try: "
+                "deduplicate across the splits (hash the samples) and split by subject before training. "
+                "Read: " + read + ".",
                 details,
             )
         if continuous and len(exact) >= max(3, _EXACT_WARN_FRACTION * usable_val):
@@ -230,12 +270,30 @@ class SplitOverlapCheck(SanityCheck):
                 "before oversampling. Read: " + read + ".",
                 details,
             )
+        if repeats is not None and level == "inconclusive":
+            return CheckResult(
+                self.name,
+                "inconclusive",
+                f"no exact or near-identical overlap beyond chance ({found}), but the repeat test is "
+                f"undecided: {repeats.stated}, chance probability {repeats.chance_p:.1e}, too few samples to "
+                "tell repeats of training samples from chance neighbours. Try: more batches "
+                "(`num_batches=`), or look at the examples' pairs (details['repeats']['examples']). Read: "
+                + read
+                + ".",
+                details,
+            )
+        repeat_note = (
+            f" Repeat test (nearest vs {REFERENCE_RANK}th-nearest training neighbour): {repeats.flagged} of "
+            f"{repeats.queries} flagged, {repeats.expected:.1f} expected by chance."
+            if repeats is not None
+            else ""
+        )
         return CheckResult(
             self.name,
             "pass",
             f"no overlap beyond chance between the splits: {len(near)} of {usable_val} validation samples "
             f"match a training sample, {chance_rate:.1%} expected by chance; {train_duplicates} duplicate(s) "
-            f"within the training samples. Read: {read}.",
+            f"within the training samples.{repeat_note} Read: {read}.",
             details,
         )
 

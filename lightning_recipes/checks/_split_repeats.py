@@ -1,0 +1,299 @@
+"""``split_overlap``'s repeat test: validation samples that are *repeats* of training samples (the same
+subject measured twice, a copy with noise added), judged against the data's own nearest-neighbour distances
+rather than a fixed similarity.
+
+The invariant: in a clean split the distance from a validation sample to its nearest training sample is the
+distance between *independent* samples of the data. Compare it, per validation sample, with the distance
+to its ``REFERENCE_RANK``-th nearest training sample (``k = 10``: beyond the few repeats one subject
+contributes). For independent samples of data of local (intrinsic) dimension ``m`` the ``k - 1`` training
+samples inside the ``k``-th neighbour's ball are spread uniformly in it, so ``r = d_1 / d_k`` satisfies
+``P(r < t) = 1 - (1 - t^m)^(k - 1)``. ``m`` is measured on the same samples at a scale past any repeats,
+from the ``10``-th and ``20``-th neighbour distances (``E log(d_20 / d_10) = (psi(20) - psi(10)) / m``).
+A validation sample is a *repeat* when its ``r`` has probability below ``ALPHA = 1e-3`` under that law.
+A clean split flags about ``ALPHA`` of its samples (binomial noise); a split of repeated measurements
+flags most of the validation samples whose repeats sit in the training samples read.
+
+Why not a distribution test against the training set's own nearest-neighbour distances: when the training
+set holds several measurements per subject, its leave-one-out nearest neighbours are repeats too, so such
+a test passes the leak. The ``k``-th neighbour skips them.
+
+Features: float inputs flattened (images larger than 16x16 average-pooled to 16x16), standardised per
+feature with the training samples' mean and std (so low-dimensional tabular data keeps its geometry),
+more than 256 features projected by a fixed Gaussian matrix to 256. Exact copies (``d_1 = 0``) are left
+to the exact (hash) path; samples with ``d_k = 0`` (ten or more exact copies: discrete, low-diversity
+data) carry no evidence and are left out.
+
+Measured (``tests/checks/test_split_repeats.py``; ``benchmarks/RESULTS.md``, issue 24): flagged share of
+validation samples on clean random splits: class-conditional Gaussian clusters 0.2%, scikit-learn digits
+0.3%, uniform 1-D and 2-D data 0%, a 2-D manifold in 16-D 0.2%, training-only augmentation 0%; on leaks:
+subject repeats with cosine about 0.94 between repeats 74% (16-D) to 97% (64-D), noise copies
+``x + 0.2 e`` 100%.
+
+Blind spots: repeats whose noise is as large as the spread of the data at the scale of the 10th neighbour
+(cosine below about 0.9 in 16-D); subjects with more than 9 repeats in the training samples read (their
+``d_k`` is itself a repeat); very low-dimensional data, where chance neighbours are as close as repeats.
+
+Cost: at most ``MAX_QUERIES`` (512) validation x ``MAX_KEYS`` (2048) training samples (the first ones
+read), a float32 distance matrix in chunks of 256 rows, then float64 distances to the 24 nearest
+candidates (exact small distances): well under a second at 256 features, about a second at 3072 (flat
+vectors; images are pooled to 16x16 first). Measured times: ``benchmarks/RESULTS.md`` (issue 24).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+import torch
+from torch import Tensor
+from torch.nn import functional as F
+
+__all__ = [
+    "ALPHA",
+    "MAX_KEYS",
+    "MAX_QUERIES",
+    "REFERENCE_RANK",
+    "Repeats",
+    "repeat_features",
+    "repeat_level",
+    "repeat_test",
+    "repeats_of",
+]
+
+REFERENCE_RANK = 10  # d_1 is compared with the distance to the 10th nearest training sample
+_SCALE_RANK = 20  # the local dimension is measured from the 10th and 20th neighbour distances
+ALPHA = 1e-3  # chance probability below which a validation sample's nearest neighbour is a repeat
+MAX_QUERIES = 512  # validation samples tested (the first ones read)
+MAX_KEYS = 2048  # training samples searched (the first ones read)
+_POOLED_SIDE = 16
+_MAX_DIM = 256  # standardised rows with more features are projected (seeded Gaussian) to this many
+_CHUNK = 256
+_CANDIDATES = _SCALE_RANK + 4  # nearest candidates whose distances are recomputed in float64
+
+
+@dataclass(frozen=True)
+class Repeats:
+    """What the repeat test found.
+
+    Args:
+        queries: Validation samples tested (``d_k > 0``, ``d_1 > 0``).
+        keys: Training samples searched.
+        flagged: Validation samples whose nearest training sample is a repeat (chance
+            probability < ``ALPHA``).
+        dimension: The local dimension measured (``m``).
+        median_ratio: Median ``d_1 / d_k`` of the validation samples tested.
+        examples: ``(val index, train index)`` of the first flagged samples (indices among those read).
+
+    Example:
+        >>> found = Repeats(queries=400, keys=1600, flagged=300, dimension=10.0, median_ratio=0.2)
+        >>> found.expected, round(found.noise, 2), round(found.z, 1), round(found.excess_fraction, 3)
+        (0.4, 0.63, 473.9, 0.749)
+    """
+
+    queries: int
+    keys: int
+    flagged: int
+    dimension: float
+    median_ratio: float
+    examples: tuple[tuple[int, int], ...] = ()
+
+    @property
+    def expected(self) -> float:
+        """Flagged samples expected by chance on a clean split."""
+        return ALPHA * self.queries
+
+    @property
+    def noise(self) -> float:
+        """Binomial standard deviation of the flagged count on a clean split."""
+        return math.sqrt(self.queries * ALPHA * (1 - ALPHA))
+
+    @property
+    def z(self) -> float:
+        """Excess of flagged samples over chance, in units of its noise."""
+        return (self.flagged - self.expected) / max(self.noise, 1e-12)
+
+    @property
+    def chance_p(self) -> float:
+        """Probability of at least ``flagged`` flagged samples on a clean split (Poisson tail).
+
+        Example:
+            >>> found = Repeats(queries=1000, keys=4000, flagged=3, dimension=5.0, median_ratio=0.5)
+            >>> round(found.chance_p, 3)
+            0.08
+        """
+        if self.flagged <= 0:
+            return 1.0
+        return float(torch.special.gammainc(torch.tensor(float(self.flagged)), torch.tensor(self.expected)))
+
+    @property
+    def excess(self) -> float:
+        """Flagged samples beyond chance."""
+        return max(0.0, self.flagged - self.expected)
+
+    @property
+    def excess_fraction(self) -> float:
+        """Share of the tested validation samples flagged beyond chance."""
+        return self.excess / max(1, self.queries)
+
+    @property
+    def stated(self) -> str:
+        """The finding in one sentence."""
+        return (
+            f"{self.flagged} of {self.queries} validation samples have a training sample far closer than "
+            f"their {REFERENCE_RANK}th-nearest one (nearest / {REFERENCE_RANK}th-nearest distance below what "
+            f"independent samples of this data, local dimension {self.dimension:.1f}, give with probability "
+            f"{ALPHA:g}; {self.expected:.1f} +- {self.noise:.1f} expected by chance; median ratio "
+            f"{self.median_ratio:.2f}; {self.keys} training samples searched)"
+        )
+
+    def details(self) -> dict[str, Any]:
+        """The check's ``details["repeats"]`` entry."""
+        return {
+            "queries": self.queries,
+            "keys": self.keys,
+            "flagged": self.flagged,
+            "expected": self.expected,
+            "noise": self.noise,
+            "chance_p": self.chance_p,
+            "dimension": self.dimension,
+            "median_ratio": self.median_ratio,
+            "examples": [{"val_index": v, "train_index": t} for v, t in self.examples],
+        }
+
+
+def repeat_features(x: Tensor) -> Tensor:
+    """Float samples ``[N, ...]`` as ``[N, D]`` feature rows: images larger than 16x16 pooled to 16x16.
+
+    Example:
+        >>> import torch
+        >>> repeat_features(torch.zeros(3, 1, 32, 32)).shape, repeat_features(torch.zeros(3, 5000)).shape
+        (torch.Size([3, 256]), torch.Size([3, 5000]))
+    """
+    x = x.float()
+    if x.ndim >= 3 and x.shape[-1] > _POOLED_SIDE and x.shape[-2] > _POOLED_SIDE:
+        lead = x.shape[:-2]
+        x = F.adaptive_avg_pool2d(x.reshape(-1, 1, *x.shape[-2:]), _POOLED_SIDE).reshape(*lead, -1)
+    return x.flatten(1).nan_to_num(nan=0.0, posinf=0.0, neginf=0.0)
+
+
+def repeat_test(train: Tensor, val: Tensor) -> Repeats | None:
+    """The repeat test on feature rows ``train`` ``[N, D]`` and ``val`` ``[M, D]`` (see the module's
+    docstring); ``None`` when fewer than ``2 x 20`` training or 20 validation samples can be used.
+
+    Example:
+        >>> import torch
+        >>> g = torch.Generator().manual_seed(0)
+        >>> subjects = torch.randn(300, 16, generator=g)
+        >>> a, b = subjects + 0.2 * torch.randn(300, 16, generator=g), subjects + 0.2 * torch.randn(300, 16, generator=g)
+        >>> repeat_test(torch.cat([a, torch.randn(300, 16, generator=g)]), b).flagged > 250  # repeats of a
+        True
+        >>> repeat_test(torch.cat([a, b]), torch.randn(300, 16, generator=g)).flagged <= 3  # independent
+        True
+    """  # noqa: E501 (a doctest line)
+    train, val = train[:MAX_KEYS].float(), val[:MAX_QUERIES].float()
+    if len(train) < 2 * _SCALE_RANK or len(val) < _SCALE_RANK:
+        return None
+    mean, std = train.mean(0), train.std(0)
+    std = torch.where(std > 0, std, torch.ones_like(std))  # a constant feature keeps its raw differences
+    train, val = ((train - mean) / std), ((val - mean) / std)
+    if train.shape[1] > _MAX_DIM:  # distances kept within about 10% (Johnson-Lindenstrauss)
+        generator = torch.Generator().manual_seed(0)  # fixed: the same projection for both splits
+        projection = torch.randn(train.shape[1], _MAX_DIM, generator=generator).to(train.device)
+        train, val = train @ projection / math.sqrt(_MAX_DIM), val @ projection / math.sqrt(_MAX_DIM)
+    train, val = train.double(), val.double()  # exact small distances in _nearest
+    nearest, where = _nearest(train, val)
+    d1, dk, d2k = nearest[:, 0], nearest[:, REFERENCE_RANK - 1], nearest[:, _SCALE_RANK - 1]
+    usable = (dk > 0) & (d1 > 0)
+    if int(usable.sum()) < _SCALE_RANK:  # sync: once
+        return None
+    spread = torch.log(d2k[usable] / dk[usable]).mean()
+    gain = math.fsum(1.0 / j for j in range(REFERENCE_RANK, _SCALE_RANK))  # psi(20) - psi(10)
+    dimension = min(1000.0, gain / max(float(spread), 1e-12))  # sync: once
+    ratio = d1 / dk.clamp_min(1e-300)
+    # chance probability 1 - (1 - r^m)^(k - 1), computed stably
+    inside = (ratio.clamp(0, 1) ** dimension).clamp(max=1 - 1e-16)
+    chance = -torch.expm1((REFERENCE_RANK - 1) * torch.log1p(-inside))
+    flagged = usable & (chance < ALPHA)
+    rows = flagged.nonzero().flatten()[:5].tolist()
+    examples = tuple((int(r), int(where[r, 0])) for r in rows)
+    return Repeats(
+        queries=int(usable.sum()),
+        keys=len(train),
+        flagged=int(flagged.sum()),
+        dimension=dimension,
+        median_ratio=float(ratio[usable].median()),
+        examples=examples,
+    )
+
+
+def _nearest(train: Tensor, val: Tensor) -> tuple[Tensor, Tensor]:
+    """Per validation row, the sorted distances to its ``20`` nearest training rows and their indices: a
+    float32 search, then float64 distances to the candidates (small distances exact, no cancellation)."""
+    keys32 = train.float()
+    key_norms = (keys32 * keys32).sum(1)
+    distances, indices = [], []
+    count = min(_CANDIDATES, len(train))
+    for start in range(0, len(val), _CHUNK):
+        rows = val[start : start + _CHUNK]
+        rows32 = rows.float()
+        squared = (rows32 * rows32).sum(1, keepdim=True) + key_norms[None, :] - 2 * rows32 @ keys32.T
+        candidates = squared.topk(count, dim=1, largest=False).indices
+        exact = (rows[:, None, :] - train[candidates]).norm(dim=-1)
+        exact, order = exact.sort(dim=1)
+        distances.append(exact[:, :_SCALE_RANK])
+        indices.append(candidates.gather(1, order)[:, :_SCALE_RANK])
+    return torch.cat(distances), torch.cat(indices)
+
+
+_FAIL_P, _WARN_P, _HINT_P = 1e-6, 1e-4, 1e-2  # chance probabilities of the flagged count per level
+
+
+def repeats_of(
+    train: list[Tensor], val: list[Tensor], train_blank: list[bool], val_blank: list[bool]
+) -> Repeats | None:
+    """The repeat test on the float samples of the commonest shape (``None`` without enough of them)."""
+    shapes: dict[tuple[int, ...], int] = defaultdict(int)
+    for index, sample in enumerate(val):
+        if not val_blank[index] and torch.is_floating_point(sample):
+            shapes[tuple(sample.shape)] += 1
+    if not shapes:
+        return None
+    shape = max(shapes, key=shapes.__getitem__)
+
+    def usable(samples: list[Tensor], blank: list[bool]) -> list[int]:
+        return [
+            i for i, s in enumerate(samples) if not blank[i] and s.is_floating_point() and s.shape == shape
+        ]
+
+    keys, queries = usable(train, train_blank), usable(val, val_blank)
+    if not keys:
+        return None
+    found = repeat_test(
+        repeat_features(torch.stack([train[i] for i in keys])),
+        repeat_features(torch.stack([val[i] for i in queries])),
+    )
+    if found is None:
+        return None
+    examples = tuple((queries[v], keys[t]) for v, t in found.examples)  # indices among the samples read
+    return replace(found, examples=examples)
+
+
+def repeat_level(
+    repeats: Repeats | None, estimate: float, warn_fraction: float, fail_fraction: float
+) -> Literal["pass", "warn", "fail", "inconclusive"]:
+    """The repeat test's verdict: fail from ``fail_fraction`` with a flagged count of chance probability
+    below 1e-6 (and 3 beyond chance), warn from ``warn_fraction`` below 1e-4 (2 beyond chance),
+    inconclusive when the estimate reaches ``fail_fraction`` but chance explains the count with probability
+    1e-4 to 1e-2."""
+    if repeats is None:
+        return "pass"
+    p = repeats.chance_p
+    if estimate >= fail_fraction and p < _FAIL_P and repeats.excess >= 3:
+        return "fail"
+    if estimate >= warn_fraction and p < _WARN_P and repeats.excess >= 2:
+        return "warn"
+    if estimate >= fail_fraction and p < _HINT_P:
+        return "inconclusive"
+    return "pass"
