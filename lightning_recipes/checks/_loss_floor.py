@@ -45,7 +45,7 @@ from torch.nn import functional as F
 from lightning_recipes.checks._expected_loss import target_of
 from lightning_recipes.harness import LossCall
 
-__all__ = ["LossFloor", "input_bounds", "loss_floor"]
+__all__ = ["DISTANCE_LOSSES", "LossFloor", "input_bounds", "loss_floor"]
 
 _PASS_THROUGH = {  # ops that keep every value of their input: bounds carry through them
     "ViewBackward0",
@@ -255,6 +255,10 @@ def _distance(call: LossCall, reduction: str) -> LossFloor | None:
         "or standardise the targets into the output's range."
     )
     return LossFloor(floor, True, how, 0.0, fix)
+
+
+#: The regression losses whose floor on a bounded input is known.
+DISTANCE_LOSSES = frozenset(_DISTANCE_LOSSES)
 
 
 def _ce(call: LossCall, reduction: str) -> LossFloor | None:

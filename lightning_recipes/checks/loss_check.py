@@ -15,7 +15,7 @@ from typing_extensions import override
 from lightning_recipes._validation import check_int
 from lightning_recipes.checks._budget import out_of_time
 from lightning_recipes.checks._expected_loss import REGRESSION
-from lightning_recipes.checks._loss_floor import input_bounds, loss_floor
+from lightning_recipes.checks._loss_floor import DISTANCE_LOSSES, input_bounds, loss_floor
 from lightning_recipes.checks._loss_probe import (
     LossProbe,
     descent_ray,
@@ -44,16 +44,8 @@ FLOOR_WARN = 0.005  # ... this share: warn
 SCALE_LIMIT = 100.0  # targets whose scale max(|mean|, std) is above this, or below its inverse, are off scale
 SCALE_MISMATCH = 10.0  # ... and only flagged when the output at init is this far from their scale
 SCALE_FAIL_RATIO = 1000.0  # targets above SCALE_LIMIT this many times the output's scale: a fail
-FLOORED = frozenset(
-    {
-        "cross_entropy",
-        "binary_cross_entropy_with_logits",
-        "binary_cross_entropy",
-        "mse_loss",
-        "l1_loss",
-        "smooth_l1_loss",
-        "huber_loss",
-    }
+FLOORED = (
+    frozenset({"cross_entropy", "binary_cross_entropy_with_logits", "binary_cross_entropy"}) | DISTANCE_LOSSES
 )
 RAY_DECADES = 6  # the descent ray's steps: 1, 10, ..., 10^5 times the output's scale
 
