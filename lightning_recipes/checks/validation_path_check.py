@@ -22,6 +22,9 @@ __all__ = ["ValidationPathCheck", "loss_noise"]
 _SHOWN = 6
 #: Share of their initial values the BatchNorm running statistics may still hold for a judgement.
 BATCHNORM_LAG = 0.1
+#: With BatchNorm, a validation loss that follows at least this share of training's fall is not judged: the
+#: running statistics lag the changing weights, so only a validation that misses the fit entirely is a bug.
+BATCHNORM_PARTIAL = 0.2
 #: Relative difference above which the inputs of the two paths count as different (float noise: ~1e-7).
 INPUT_TOL = 1e-3
 
@@ -51,7 +54,9 @@ class ValidationPathCheck(SanityCheck):
       stays above training's on that batch by more than ``min_share`` of training's fall (it started from
       a worse place); a ``warn`` when validation's loss reached training's anyway;
     - BatchNorm running statistics that still hold more than 10 % of their initial values (``(1 -
-      momentum) ** steps``) make the result ``inconclusive`` (they lag like an average);
+      momentum) ** steps``), or a validation loss that follows at least 20 % of training's fall in a model
+      with BatchNorm (its running statistics average batches from weights that kept changing), make the
+      result ``inconclusive`` (they lag like an average);
     - otherwise the same weights and inputs give a loss that does not follow: the validation loss is
       computed from another tensor (a head, output or target wired to the wrong tensor).
 
@@ -241,14 +246,16 @@ class ValidationPathCheck(SanityCheck):
                 "preprocessing function in both steps (or in `on_after_batch_transfer`).",
                 details,
             )
-        if view.batchnorm_lag > BATCHNORM_LAG:
+        share = float(details.get("share", 0.0))
+        if view.batchnorm_lag > BATCHNORM_LAG or (view.batchnorm_lag > 0 and share >= BATCHNORM_PARTIAL):
             return CheckResult(
                 self.name,
                 "inconclusive",
-                f"{saw} ({expected}), but the BatchNorm layers' running statistics, which validation uses, "
-                f"still hold {view.batchnorm_lag:.0%} of their initial values after this short fit, so "
-                "validation's loss may lag for that reason alone. Try: `ValidationPathCheck(steps=...)` with "
-                "more steps.",
+                f"{saw} ({expected}), but validation normalises with the BatchNorm layers' running "
+                f"statistics, which still hold {view.batchnorm_lag:.0%} of their initial values and were "
+                "averaged over batches the changing weights produced in this short fit, so validation's "
+                "loss may lag for that reason alone (it does follow part of the fit). Try: "
+                "`ValidationPathCheck(steps=...)` with more steps.",
                 details,
             )
         if view.averaged:
