@@ -17,6 +17,10 @@ ALL = list(CHECKS)
 NOT_APPLICABLE = {
     "split_overlap": ("no validation loader",),
     "causality": ("not next-token prediction", "not a sequence"),
+    "loader": ("not one integer label per sample",),  # served label shares: classification only
+    "schedule": ("no scheduler configured",),
+    "padding": ("does not say what is padding",),
+    "validation_path": ("defines no `validation_step`",),
 }
 
 
