@@ -142,7 +142,10 @@ class InputIndependenceCheck(SanityCheck):
         # the training loss of every step, per copy: learning = it fell by more than its own noise
         train_losses: list[list[Tensor]] = [[], []]
         learning: list[LossDrop] = []
+        sides = [False, False]  # per copy: learned enough to open the gap asked for
         step, next_look = 0, min(self.first_look, self.max_steps)
+        previous = 0  # training steps before the last look: the noise window starts there
+        size_ratio = _size_ratio(context, train[0], held_out[0])
         try:
             while True:
                 if any(swap):
@@ -161,18 +164,32 @@ class InputIndependenceCheck(SanityCheck):
                             train_losses[zero].append(loss)
                 stopped = reached < next_look
                 step = reached
-                real_loss, zero_loss = self._evaluate(context, copies, held_out, swap)  # sync: once per look
+                real_loss, zero_loss, held_gaps = self._evaluate(context, copies, held_out, swap)
                 improvement = relative_gain(real_loss, zero_loss)
                 learning = [loss_drop(side, len(train)) for side in train_losses]  # sync: once per look
+                noise = gap_noise(train_losses, previous, held_gaps, size_ratio) / max(
+                    abs(real_loss), abs(zero_loss), 1e-12
+                )
+                previous = len(train_losses[0])
                 looks.append(
-                    {"step": step, "real": real_loss, "zeroed": zero_loss, "improvement": improvement}
+                    {
+                        "step": step,
+                        "real": real_loss,
+                        "zeroed": zero_loss,
+                        "improvement": improvement,
+                        "noise": noise,
+                    }
                 )
                 finite = math.isfinite(real_loss) and math.isfinite(zero_loss)
                 # Zeroed inputs 10x better than real ones: the target itself went to zero with the input.
                 collapsed = finite and not any(swap) and 0 <= zero_loss < 0.1 * real_loss
-                learned = any(drop.fell for drop in learning)
-                # a gap between two copies that learned nothing is their initialisation's luck, not a pass
-                passed = improvement >= self.min_improvement and learned
+                # learned = the training loss fell beyond its noise, and by at least the relative gap asked
+                # for: a copy that learned less cannot open that gap, so no gap says nothing about the data
+                sides = [d.fell and d.drop >= self.min_improvement * abs(d.start) for d in learning]
+                learned = any(sides)
+                # a gap between two copies that learned nothing is their initialisation's luck, not a pass;
+                # nor is a gap within the noise of the held-out comparison
+                passed = improvement >= self.min_improvement and improvement > 2 * noise and learned
                 if not finite or collapsed or passed or step >= self.max_steps:
                     break
                 if out_of_time():
@@ -189,20 +206,23 @@ class InputIndependenceCheck(SanityCheck):
             source += "; zeroed-input copy trained on the real targets (they are computed from the input)"
         details = {
             "measured": improvement,
+            "noise": noise,
             "loss_real_inputs": real_loss,
             "loss_zeroed_inputs": zero_loss,
             "min_improvement": self.min_improvement,
             "steps": step,
+            "max_steps": self.max_steps,
             "looks": looks,
             "train_batches": len(train),
             "evaluated_on": source,
-            "learned": {side: drop.fell for side, drop in zip(("real", "zeroed"), learning)},
+            "learned": dict(zip(("real", "zeroed"), sides)),
             "train_loss_drop": {side: drop.drop for side, drop in zip(("real", "zeroed"), learning)},
             "train_loss_noise": {side: drop.noise for side, drop in zip(("real", "zeroed"), learning)},
         }
         stated = (
             f"held-out loss after {step} steps: {real_loss:.4g} with real inputs vs {zero_loss:.4g} "
-            f"with zeroed inputs ({improvement:+.1%}, need >= {self.min_improvement:.0%})"
+            f"with zeroed inputs ({improvement:+.1%} ± {2 * noise:.1%} noise (2 standard errors of the "
+            f"held-out gap), need >= {self.min_improvement:.0%})"
         )
         if collapsed:
             raise CheckSkipped(
@@ -212,17 +232,8 @@ class InputIndependenceCheck(SanityCheck):
                 "torch.nn.functional loss): zeroing the input zeroed the target, and the comparison means "
                 "nothing. Use a torch.nn.functional loss, or give the target its own batch entry."
             )
-        if stopped and finite and not passed:
-            budget = budget_seconds()
+        if stopped:
             details["stopped_by_time_budget"] = True
-            return CheckResult(
-                self.name,
-                "warn",
-                f"{stated}: the time budget ({budget or 0:.0f} s) stopped the check after {step} of "
-                f"{self.max_steps} steps, before the gap opened; inconclusive. Try: a larger time budget, or "
-                "InputIndependenceCheck(max_steps=...) with fewer steps on a smaller model.",
-                details,
-            )
         if not finite:
             return CheckResult(
                 self.name,
@@ -231,30 +242,71 @@ class InputIndependenceCheck(SanityCheck):
                 "rate. Try: run the data check; lower the learning rate.",
                 details,
             )
+        budget = budget_seconds()
+        cut = (
+            f"the time budget ({budget or 0:g} s) stopped training after {step} of {self.max_steps} steps"
+            if stopped
+            else ""
+        )
+        if passed:
+            how_far = f" ({cut}; the gap was already beyond its noise)" if stopped else ""
+            return CheckResult(self.name, "pass", f"{stated}: the model uses its inputs{how_far}.", details)
+        if stopped:
+            return CheckResult(
+                self.name,
+                "inconclusive",
+                f"{stated}: {cut}, before the gap opened beyond its noise; no verdict. Try: a larger "
+                "`time_budget` for this check (or None), `num_threads=1` on a busy CPU, or "
+                "InputIndependenceCheck(max_steps=..., num_samples=...) with smaller steps on a large "
+                "model.",
+                details,
+            )
         if not learned:
             real, zeroed = learning
             return CheckResult(
                 self.name,
-                "warn",
-                f"{stated}, but neither copy learned: the training loss fell by {real.drop:.3g} with real "
-                f"inputs and {zeroed.drop:.3g} with zeroed ones, within its own noise ({real.noise:.3g}, "
-                f"{zeroed.noise:.3g}; 2 standard errors needed); inconclusive: whether the labels depend on "
-                "the inputs cannot be told from models that do not train. Likely causes: a learning rate of "
-                "0 or far too low, frozen parameters, an optimizer over the wrong parameters, or too few "
-                "steps for this model. Try: check the optimizer's LR and param groups (the grad_flow and "
-                "overfit_batch checks); InputIndependenceCheck(max_steps=...) with more steps.",
+                "inconclusive",
+                f"{stated}, but neither run learned in {step} steps: the training loss fell by "
+                f"{real.drop:.3g} with real inputs and {zeroed.drop:.3g} with zeroed ones (noise "
+                f"{real.noise:.3g}, {zeroed.noise:.3g}; needed: 2 standard errors and "
+                f"{self.min_improvement:.0%} of the loss, the gap asked for); no verdict: "
+                "whether the labels depend on the inputs cannot be told from models that do not train. "
+                "Likely causes: a learning rate of 0 or far too low, frozen parameters, an optimizer over "
+                "the wrong parameters, or too few steps for this model. Try: check the optimizer's LR and "
+                "param groups (the grad_flow and overfit_batch checks); "
+                "InputIndependenceCheck(max_steps=...) with more steps and a larger `time_budget`.",
                 details,
             )
-        if passed:
-            return CheckResult(self.name, "pass", f"{stated}: the model uses its inputs.", details)
+        upper, lower = improvement + 2 * noise, improvement - 2 * noise
+        if upper < self.min_improvement and lower <= 0:
+            return CheckResult(
+                self.name,
+                "fail",
+                f"{stated}: the model does not use its inputs, or the labels do not depend on them (the "
+                "models learned, and real inputs are not measurably better than zeroed ones). Likely "
+                "causes: labels shuffled or misaligned against inputs (two datasets indexed differently, a "
+                "shuffle applied to one of them), forward ignores or overwrites its input, inputs are "
+                "constant. Try: print a few (input, label) pairs; check the Dataset's __getitem__; run the "
+                "data check; for a slow learner, InputIndependenceCheck(max_steps=...) with a larger budget.",
+                details,
+            )
+        if upper < self.min_improvement:
+            return CheckResult(
+                self.name,
+                "warn",
+                f"{stated}: real inputs help, beyond noise, but less than {self.min_improvement:.0%} after "
+                f"{step} steps: the model uses its inputs only weakly. Likely causes: a slow learner (a "
+                "large model, a small learning rate), a weak input signal, or part of the labels not "
+                "matching the inputs. Try: InputIndependenceCheck(max_steps=...) with more steps; print a "
+                "few (input, label) pairs.",
+                details,
+            )
         return CheckResult(
             self.name,
-            "fail",
-            f"{stated}: the model does not use its inputs, or the labels do not depend on them. Likely "
-            "causes: labels shuffled or misaligned against inputs (two datasets indexed differently, a "
-            "shuffle applied to one of them), forward ignores or overwrites its input, inputs are constant. "
-            "Try: print a few (input, label) pairs; check the Dataset's __getitem__; run the data check; for "
-            "a slow learner, InputIndependenceCheck(max_steps=...) with a larger budget.",
+            "inconclusive",
+            f"{stated}: the gap is within the noise of the {self.min_improvement:.0%} line after {step} "
+            "steps; no verdict. Try: InputIndependenceCheck(max_steps=..., num_eval_batches=...) with more "
+            "steps and more held-out batches (and a larger `time_budget`).",
             details,
         )
 
@@ -271,7 +323,8 @@ class InputIndependenceCheck(SanityCheck):
         copies: list[tuple[Any, list[torch.optim.Optimizer]]],
         held_out: list[Any],
         swap: list[bool],
-    ) -> tuple[float, float]:
+    ) -> tuple[float, float, Tensor]:
+        """Mean held-out loss of each copy, and the per-batch paired differences (zeroed - real)."""
         losses: list[list[Tensor]] = [[], []]
         for model, _ in copies:
             model.eval()
@@ -289,9 +342,9 @@ class InputIndependenceCheck(SanityCheck):
                     ]
         for model, _ in copies:
             model.train()
-        means = [torch.stack([loss.float() for loss in side]).mean() for side in losses]
-        real_mean, zeroed_mean = torch.stack(means).tolist()
-        return real_mean, zeroed_mean
+        per_batch = torch.stack([torch.stack([loss.detach().float() for loss in side]) for side in losses])
+        real_mean, zeroed_mean = per_batch.mean(1).tolist()  # sync: once per look
+        return real_mean, zeroed_mean, (per_batch[1] - per_batch[0]).double().cpu()
 
     @staticmethod
     def _targets_from_input(context: CheckContext, model: Any, batch: Any) -> list[bool]:
@@ -377,6 +430,7 @@ class LossDrop(NamedTuple):
     drop: float  # mean loss of the first steps minus mean loss of the last ones
     noise: float  # standard error of that difference, from the step-to-step spread of the loss
     fell: bool  # drop > 2 x noise: the model learned
+    start: float = math.nan  # mean loss of the first steps (the level the drop is measured from)
 
 
 def loss_drop(losses: list[Tensor] | list[float], num_batches: int) -> LossDrop:
@@ -412,7 +466,7 @@ def loss_drop(losses: list[Tensor] | list[float], num_batches: int) -> LossDrop:
         first, last = values[: n // 2], values[n - n // 2 :]
     drop = float(first.mean() - last.mean())
     noise = math.sqrt(float(first.var()) / len(first) + float(last.var()) / len(last))
-    return LossDrop(drop, noise, drop > 2 * noise)
+    return LossDrop(drop, noise, drop > 2 * noise, float(first.mean()))
 
 
 def relative_gain(real: float, zeroed: float) -> float:
@@ -427,3 +481,52 @@ def relative_gain(real: float, zeroed: float) -> float:
     if not math.isfinite(scale):
         return -math.inf if not math.isfinite(real) else math.inf
     return (zeroed - real) / scale if scale > 0 else 0.0
+
+
+def gap_noise(
+    train_losses: list[list[Tensor]], since: int, held_gaps: Tensor, size_ratio: float = 1.0
+) -> float:
+    """Standard error of the mean held-out gap (zeroed - real loss) over ``len(held_gaps)`` batches.
+
+    The two copies train on the same batch at each step, so ``zeroed - real`` of their training losses is
+    a paired difference per batch; its batch-to-batch spread (from successive differences, so a trend
+    while the models learn does not count as noise) from step ``since`` on, scaled by ``size_ratio`` (a
+    training batch's samples over a held-out batch's), is pooled with the spread of the held-out batches'
+    own gaps. Infinite when nothing measures it.
+
+    Example:
+        >>> import torch
+        >>> real = [torch.tensor(v) for v in (1.0, 1.2, 0.8, 1.0, 1.1, 0.9)]
+        >>> zeroed = [torch.tensor(v) for v in (1.5, 1.6, 1.4, 1.5, 1.7, 1.3)]
+        >>> round(gap_noise([real, zeroed], 0, torch.tensor([0.5, 0.5])), 3)
+        0.068
+    """
+    pairs = min(len(train_losses[0]), len(train_losses[1]))
+    start = since if pairs - since >= 8 else max(0, pairs - 8)
+    squares, freedom = 0.0, 0
+    if pairs - start >= 3:
+        window = torch.stack(
+            [
+                (zeroed.detach().float() - real.detach().float()).reshape(())
+                for real, zeroed in zip(train_losses[0][start:pairs], train_losses[1][start:pairs])
+            ]
+        ).double()
+        steps = window.diff()
+        if bool(torch.isfinite(steps).all()):  # sync: once per look
+            squares += float(steps.square().mean() / 2) * size_ratio * (len(window) - 1)
+            freedom += len(window) - 1
+    if len(held_gaps) >= 2 and bool(torch.isfinite(held_gaps).all()):
+        squares += float(held_gaps.var()) * (len(held_gaps) - 1)
+        freedom += len(held_gaps) - 1
+    if freedom == 0 or len(held_gaps) == 0:
+        return math.inf
+    return math.sqrt(squares / freedom / len(held_gaps))
+
+
+def _size_ratio(context: CheckContext, train_batch: Any, held_batch: Any) -> float:
+    """Samples in a training batch over samples in a held-out batch (the variance of a batch's mean loss
+    scales with its inverse); 1 when a size cannot be read."""
+    train_inputs, held_inputs = context.split(train_batch)[0], context.split(held_batch)[0]
+    if train_inputs is None or held_inputs is None or train_inputs.ndim == 0 or held_inputs.ndim == 0:
+        return 1.0
+    return len(train_inputs) / len(held_inputs) if len(held_inputs) else 1.0
