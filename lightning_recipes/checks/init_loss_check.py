@@ -191,9 +191,8 @@ class InitLossCheck(SanityCheck):
         details["ratio"] = ratio
         details["ratio_noise"] = noise
         status: Status
-        stated = (
-            f"loss at init {measured:.4g} vs expected {expected:.4g} ({source}), ratio {ratio:.2f}"
-            + (f" ± {2 * noise:.2f} (2 standard errors, batch to batch)" if noise > 0 else "")
+        stated = f"loss at init {measured:.4g} vs expected {expected:.4g} ({source}), ratio {ratio:.2f}" + (
+            f" ± {2 * noise:.2f} (2 standard errors, batch to batch)" if noise > 0 else ""
         )
         # A verdict needs the ratio beyond its line by more than its noise; a ratio past the warn line but
         # within noise of it is inconclusive, never a false alarm.
