@@ -147,6 +147,8 @@ class InputIndependenceCheck(SanityCheck):
         previous = 0  # training steps before the last look: the noise window starts there
         size_ratio = _size_ratio(context, train[0], held_out[0])
         try:
+            # the gap the two copies show before training: a pass needs a gap that training opened
+            initial_gap = relative_gain(*self._evaluate(context, copies, held_out, swap)[:2])
             while True:
                 if any(swap):
                     reached = self._train_keeping_targets(
@@ -189,7 +191,9 @@ class InputIndependenceCheck(SanityCheck):
                 learned = any(sides)
                 # a gap between two copies that learned nothing is their initialisation's luck, not a pass;
                 # nor is a gap within the noise of the held-out comparison
-                passed = improvement >= self.min_improvement and improvement > 2 * noise and learned
+                # a pass: a gap beyond its noise, opened by training (a copy's loss fell, or the gap grew)
+                opened = any(drop.fell for drop in learning) or improvement - initial_gap > 2 * noise
+                passed = improvement >= self.min_improvement and improvement > 2 * noise and opened
                 if not finite or collapsed or passed or step >= self.max_steps:
                     break
                 if out_of_time():
@@ -207,6 +211,7 @@ class InputIndependenceCheck(SanityCheck):
         details = {
             "measured": improvement,
             "noise": noise,
+            "initial_gap": initial_gap,
             "loss_real_inputs": real_loss,
             "loss_zeroed_inputs": zero_loss,
             "min_improvement": self.min_improvement,
