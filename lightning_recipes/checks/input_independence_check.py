@@ -29,15 +29,21 @@ class InputIndependenceCheck(SanityCheck):
     one on the same batches with the input tensor zeroed (token ids set to 0), and compares their loss on
     held-out batches (the validation loader, or training batches kept out of training) after 25, 50, 100,
     ... steps, up to ``max_steps``. It passes as soon as the real-input model is better by
-    ``min_improvement`` (relative): a digits CNN gets there at the first look, a character-level LM, which
-    must learn more than letter frequencies, within ~100 steps. It fails when the gap never opens while the
-    models learn: the model does not use its inputs, or the labels do not depend on them (labels shuffled
-    against inputs, inputs and labels read from different orderings, an input overwritten in ``forward``).
-    Learning is read from each copy's training loss against its own noise (:func:`loss_drop`: each batch on
-    its first and last visit, 2 standard errors of the loss's step-to-step spread); when neither copy
-    learned (a learning rate of 0, frozen weights, too few steps) no gap can open and none is expected, so
-    the result is an inconclusive ``warn`` saying so, never a verdict on the labels, and never a pass from a
-    gap that the two initial models happen to show.
+    ``min_improvement`` (relative) and by more than 2 standard errors of the gap (:func:`gap_noise`: the
+    batch-to-batch spread of the two copies' paired losses), in a gap that training opened (a copy's loss fell
+    beyond its noise, or the gap grew beyond noise from the one the two copies show before training): a
+    digits CNN gets there at the first look, a character-level LM, which must learn more than letter
+    frequencies, within ~100 steps. It fails when the models learned and yet real inputs are not measurably
+    better (a gap within 2 standard errors of 0, and clearly below ``min_improvement``): the model does not
+    use its inputs, or the labels do not depend on them (labels shuffled against inputs, inputs and labels
+    read from different orderings, an input overwritten in ``forward``); a gap beyond noise but clearly below
+    ``min_improvement`` is a ``warn`` (the inputs are used only weakly). A gap within the noise of the
+    ``min_improvement`` line is ``inconclusive``. Learning is read from each copy's training loss against its
+    own noise (:func:`loss_drop`: each batch on its first and last visit, 2 standard errors of the loss's
+    step-to-step spread) and must be at least ``min_improvement`` of the loss, the gap asked for: when
+    neither copy learned that much (a learning rate of 0 or far too low, frozen weights, too few steps) no
+    gap can open and none is expected, so the result is ``inconclusive`` saying so, never a verdict on the
+    labels, and never a pass from a gap that the two initial models happen to show.
 
     Training uses ``num_batches`` distinct batches of at most ``num_samples`` samples, cycled; the held-out
     loss is ``training_step``'s return value in eval mode without gradients. The input is replaced in the
@@ -54,9 +60,10 @@ class InputIndependenceCheck(SanityCheck):
 
     Cost: up to ``2 x max_steps`` training steps on copies of the model (all of them only when the check
     fails; ``2 x 25`` for a model that learns fast), plus ``2 x num_eval_batches`` evaluation passes per look;
-    ``num_batches`` capped batches kept on the device; one host sync per look. A per-check time budget
-    (``_budget.out_of_time``) ends the training early: a gap already open passes, otherwise the result is a
-    ``warn`` that says the budget stopped it and after how many steps.
+    ``num_batches`` capped batches kept on the device; one held-out evaluation before training; a few host
+    syncs per look. A per-check time budget (``_budget.out_of_time``) ends the training early: a gap already
+    open beyond its noise passes (the message says after how many steps), otherwise the result is
+    ``inconclusive`` and says the budget stopped it and after how many steps.
 
     Args:
         max_steps: Step budget for each of the two copies.

@@ -53,9 +53,10 @@ class OverfitBatchCheck(SanityCheck):
     bug, not the LR). A loss that never moved at all (no gradient) skips the probe. The probe runs only on
     failure, so the check costs nothing more when it passes.
 
-    Every loop asks the per-check time budget (``_budget.out_of_time``) between steps: out of time, the
-    training ends with a ``warn`` that says how many steps it took, and the probe says after how many
-    learning rates it stopped.
+    Every loop asks the per-check time budget (``_budget.out_of_time``) between steps: out of time before the
+    target, the result is ``inconclusive`` and says how many steps it took (a loss exactly constant over 5
+    steps or more is a blocked fit whatever the budget: still a ``fail``; a provable floor above the target
+    fails before any training), and the probe says after how many learning rates it stopped.
 
     Cost: up to ``max_steps`` forward+backward passes on a small batch with a copy of the model and its
     optimizer state (2-3x the model's memory); one host sync every 5 steps. On failure, up to 12 probes of at
