@@ -273,29 +273,43 @@ class InputIndependenceCheck(SanityCheck):
                 "model.",
                 details,
             )
-        if not learned:
-            real, zeroed = learning
-            return CheckResult(
-                self.name,
-                "inconclusive",
-                f"{stated}, but neither run learned in {step} steps: the training loss fell by "
-                f"{real.drop:.3g} with real inputs and {zeroed.drop:.3g} with zeroed ones (noise "
-                f"{real.noise:.3g}, {zeroed.noise:.3g}; needed: 2 standard errors and "
-                f"{self.min_improvement:.0%} of the loss, the gap asked for); no verdict: "
-                "whether the labels depend on the inputs cannot be told from models that do not train. "
-                "Likely causes: a learning rate of 0 or far too low, frozen parameters, an optimizer over "
-                "the wrong parameters, or too few steps for this model. Try: check the optimizer's LR and "
-                "param groups (the grad_flow and overfit_batch checks); "
-                "InputIndependenceCheck(max_steps=...) with more steps and a larger `time_budget`.",
-                details,
-            )
         upper, lower = improvement + 2 * noise, improvement - 2 * noise
-        if upper < self.min_improvement and lower <= 0:
+        trained = any(drop.fell for drop in learning)  # a training loss fell beyond its noise
+        # No gap although a copy's training loss fell beyond its noise: what it learned does not carry to
+        # held-out data through the inputs (memorised batches, labels that do not follow the inputs).
+        no_gap = trained and upper < self.min_improvement and lower <= 0
+        if not learned and not no_gap:
+            real, zeroed = learning
+            fell = (
+                f"the training loss fell by {real.drop:.3g} with real inputs and {zeroed.drop:.3g} with "
+                f"zeroed ones (noise {real.noise:.3g}, {zeroed.noise:.3g}; needed: 2 standard errors and "
+                f"{self.min_improvement:.0%} of the loss, the gap asked for)"
+            )
+            if trained:
+                gap = "already beyond its noise" if lower > 0 else "within its noise"
+                what = (
+                    f"the runs learned too little in {step} steps to open a {self.min_improvement:.0%} gap: "
+                    f"{fell}; the held-out gap is {gap}; no verdict. "
+                    "Likely causes: a slow learner (a small learning rate, a large model) or too few steps. "
+                    "Try: InputIndependenceCheck(max_steps=...) with more steps and a larger `time_budget`."
+                )
+            else:
+                what = (
+                    f"neither run learned in {step} steps: {fell}; no verdict: whether the labels depend on "
+                    "the inputs cannot be told from models that do not train. Likely causes: a learning rate "
+                    "of 0 or far too low, frozen parameters, an optimizer over the wrong parameters, or too "
+                    "few steps for this model. Try: check the optimizer's LR and param groups (the grad_flow "
+                    "and overfit_batch checks); InputIndependenceCheck(max_steps=...) with more steps and a "
+                    "larger `time_budget`."
+                )
+            return CheckResult(self.name, "inconclusive", f"{stated}, but {what}", details)
+        if no_gap:
             return CheckResult(
                 self.name,
                 "fail",
-                f"{stated}: the model does not use its inputs, or the labels do not depend on them (the "
-                "models learned, and real inputs are not measurably better than zeroed ones). Likely "
+                f"{stated}: the model does not use its inputs, or the labels do not depend on them (a "
+                "training loss fell beyond its noise, and yet real inputs are not measurably better than "
+                "zeroed ones on held-out data). Likely "
                 "causes: labels shuffled or misaligned against inputs (two datasets indexed differently, a "
                 "shuffle applied to one of them), forward ignores or overwrites its input, inputs are "
                 "constant. Try: print a few (input, label) pairs; check the Dataset's __getitem__; run the "
