@@ -31,7 +31,7 @@ class InputIndependenceCheck(SanityCheck):
     ... steps, up to ``max_steps``. It passes as soon as the real-input model is better by
     ``min_improvement`` (relative) and by more than 2 standard errors of the gap (:func:`gap_noise`: the
     batch-to-batch spread of the two copies' paired losses), in a gap that training opened (a copy's loss fell
-    beyond its noise, or the gap grew beyond noise from the one the two copies show before training): a
+    beyond its noise, or the gap grew beyond noise from the one the two copies show on their first step): a
     digits CNN gets there at the first look, a character-level LM, which must learn more than letter
     frequencies, within ~100 steps. It fails when the models learned and yet real inputs are not measurably
     better (a gap within 2 standard errors of 0, and clearly below ``min_improvement``): the model does not
@@ -60,10 +60,10 @@ class InputIndependenceCheck(SanityCheck):
 
     Cost: up to ``2 x max_steps`` training steps on copies of the model (all of them only when the check
     fails; ``2 x 25`` for a model that learns fast), plus ``2 x num_eval_batches`` evaluation passes per look;
-    ``num_batches`` capped batches kept on the device; one held-out evaluation before training; a few host
-    syncs per look. A per-check time budget (``_budget.out_of_time``) ends the training early: a gap already
-    open beyond its noise passes (the message says after how many steps), otherwise the result is
-    ``inconclusive`` and says the budget stopped it and after how many steps.
+    ``num_batches`` capped batches kept on the device; a few host syncs per look. A per-check time budget
+    (``_budget.out_of_time``) ends the training early: a gap already open beyond its noise passes (the
+    message says after how many steps), otherwise the result is ``inconclusive`` and says the budget stopped
+    it and after how many steps.
 
     Args:
         max_steps: Step budget for each of the two copies.
@@ -152,10 +152,9 @@ class InputIndependenceCheck(SanityCheck):
         sides = [False, False]  # per copy: learned enough to open the gap asked for
         step, next_look = 0, min(self.first_look, self.max_steps)
         previous = 0  # training steps before the last look: the noise window starts there
+        initial_gap = math.nan
         size_ratio = _size_ratio(context, train[0], held_out[0])
         try:
-            # the gap the two copies show before training: a pass needs a gap that training opened
-            initial_gap = relative_gain(*self._evaluate(context, copies, held_out, swap)[:2])
             while True:
                 if any(swap):
                     reached = self._train_keeping_targets(
@@ -198,8 +197,14 @@ class InputIndependenceCheck(SanityCheck):
                 learned = any(sides)
                 # a gap between two copies that learned nothing is their initialisation's luck, not a pass;
                 # nor is a gap within the noise of the held-out comparison
-                # a pass: a gap beyond its noise, opened by training (a copy's loss fell, or the gap grew)
-                opened = any(drop.fell for drop in learning) or improvement - initial_gap > 2 * noise
+                if math.isnan(initial_gap):
+                    # the gap before training: the two copies' losses at step 0, taken before any update
+                    first = torch.stack([train_losses[0][0], train_losses[1][0]]).float()
+                    initial_gap = relative_gain(*first.tolist())
+                # a pass: a gap beyond its noise, opened by training (a copy's loss fell, or the gap grew
+                # beyond the noise of both: the held-out mean's and the one step-0 batch's)
+                grown = improvement - initial_gap > 2 * noise * math.sqrt(1 + len(held_out) / size_ratio)
+                opened = any(drop.fell for drop in learning) or grown
                 passed = improvement >= self.min_improvement and improvement > 2 * noise and opened
                 if not finite or collapsed or passed or step >= self.max_steps:
                     break
