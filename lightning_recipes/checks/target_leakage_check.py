@@ -212,6 +212,13 @@ class TargetLeakageCheck(SanityCheck):
         details["single_feature"] = feature.details()
         if feature.reason is not None:
             skipped.append(f"(b) {feature.reason}")
+        elif feature.budget_cut and not feature.leak:
+            # a scan the budget cut proves nothing about the features it did not score: not tested
+            skipped.append(
+                f"(b) single feature: the time budget stopped the scan after {feature.features_scanned} of "
+                f"{feature.features_total} features (so not tested)"
+            )
+            details["stopped_by_time_budget"] = True
         elif feature.leak:
             fails.append(feature.message)
             details["feature"] = feature.name
