@@ -89,6 +89,20 @@ def test_a_budget_cut_causality_check_is_inconclusive_not_pass():
     assert len(result.details["positions_tested"]) == 1
 
 
+class BlindLM(TinyTransformerLM):
+    """A next-token model whose output never sees the tokens: the check applies, and measures nothing."""
+
+    def forward(self, tokens: Tensor) -> Tensor:
+        return super().forward(torch.zeros_like(tokens))
+
+
+def test_causality_that_measures_no_effect_at_all_is_inconclusive_not_a_skip():
+    """It was a `skip` ("does not apply"); the check does apply to a next-token task and ran."""
+    result = CausalityCheck().run(CheckContext(BlindLM(), random_token_loader()))
+    assert result.status == "inconclusive", result.message
+    assert "do not react to any input position" in result.message and "no verdict" in result.message
+
+
 # ----------------------------------------------------------------------------------------- init_loss
 class Regressor(TinyClassifier):
     def __init__(self) -> None:
