@@ -18,6 +18,7 @@ from lightning_recipes.checks._leakage_target_fed import other_values
 from lightning_recipes.checks.causality_check import CausalityCheck
 from lightning_recipes.checks.init_loss_check import InitLossCheck
 from lightning_recipes.checks.input_independence_check import InputIndependenceCheck
+from lightning_recipes.checks.overfit_batch_check import OverfitBatchCheck
 from lightning_recipes.checks.target_leakage_check import TargetLeakageCheck
 from lightning_recipes.testing import (
     TinyClassifier,
@@ -76,6 +77,27 @@ def test_a_budget_cut_run_with_a_decisive_gap_passes_and_says_how_far_it_got():
     assert result.status == "pass", result.message
     assert result.details["steps"] < 25
     assert f"stopped training after {result.details['steps']} of 200 steps" in result.message
+
+
+# --------------------------------------------------------------------------------------- overfit_batch
+class SlowDeadOutput(TinyClassifier):
+    """Logits multiplied by 0: the loss is ln C whatever the weights; each step takes ~10 ms."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return super().forward(x) * 0.0
+
+    def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
+        time.sleep(0.01)
+        return super().training_step(batch, batch_idx)
+
+
+def test_overfit_cut_by_the_budget_is_inconclusive_unless_the_fit_is_provably_blocked():
+    slow = _run(SlowStep(lr=1e-4), random_classification_loader(), OverfitBatchCheck(time_budget=0.2))
+    assert slow.status == "inconclusive", slow.message  # was a `warn`
+    assert slow.details["stopped_by_time_budget"] is True
+    dead = _run(SlowDeadOutput(), random_classification_loader(), OverfitBatchCheck(time_budget=0.2))
+    assert dead.status == "fail", dead.message  # a loss that never moved: blocked whatever the budget
+    assert "never moved at all" in dead.message
 
 
 # ------------------------------------------------------------------------- budget cuts of other checks
