@@ -4,11 +4,13 @@
 seconds:
 
 - **soft**, at ``B``: :func:`out_of_time` turns true. A check with a loop (training steps, probes) asks it
-  between iterations (or sizes its loop with :func:`steps_that_fit`) and, when it is out of time, ends with a
-  ``skip`` or ``warn`` that says the budget stopped it and how far it got, instead of running on.
+  between iterations (or sizes its loop with :func:`steps_that_fit`) and, when it is out of time, ends with an
+  ``inconclusive`` result that says the budget stopped it and how far it got, instead of running on (a
+  verdict only when the evidence gathered so far is already decisive beyond its noise; never a ``pass`` for
+  what it did not test).
 - **hard**, at ``B + max(2 s, B / 2)`` (:func:`hard_limit`): the next ``nn.Module`` forward call raises
-  :class:`BudgetExceeded`, so a check that never asks still ends; ``SanityCheck.run`` turns that into a
-  ``skip`` saying so. The grace lets a cooperative check finish the step it is in and evaluate.
+  :class:`BudgetExceeded`, so a check that never asks still ends; ``SanityCheck.run`` turns that into an
+  ``inconclusive`` result saying so. The grace lets a cooperative check finish the step it is in and evaluate.
 
 The deadlines live in context variables: they apply to the thread (and ``asyncio`` task) that opened the
 budget only, never to a training loop running elsewhere. Cost: one ``time.perf_counter()`` per module
@@ -67,7 +69,7 @@ class BudgetExceeded(BaseException):
     """Raised from a module's forward when a check runs past its hard deadline.
 
     A ``BaseException`` (like ``KeyboardInterrupt``) so that a check's or a model's ``except Exception`` does
-    not swallow it; ``SanityCheck.run`` catches it and reports a ``skip``.
+    not swallow it; ``SanityCheck.run`` catches it and reports ``inconclusive``.
     """
 
 

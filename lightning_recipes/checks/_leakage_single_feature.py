@@ -48,7 +48,8 @@ class SingleFeature:
         samples: Samples behind the score (held-out ones for a lookup, all for a correlation).
         threshold: ``max_accuracy`` or ``max_correlation``.
         majority_baseline: Held-out accuracy of the majority class alone (classification).
-        features_scanned: Features the lookup tables were built for (classification).
+        features_scanned: Features the lookup tables (or correlations) were computed for.
+        features_total: Features there were to scan; fewer scanned: the time budget stopped the scan.
         encodes_label: The feature reported takes one value per class within each split (values differing
             between the splits), found after no lookup reached the threshold.
         determines: The feature reaches the threshold or encodes the label.
@@ -73,12 +74,18 @@ class SingleFeature:
     threshold: float = 0.0
     majority_baseline: float = 0.0
     features_scanned: int = 0
+    features_total: int = 0
     encodes_label: bool = False
     determines: bool = False
     is_input: bool = True
     entry: str = ""
     reads_tested: bool = False
     model_reads_it: bool | None = None
+
+    @property
+    def budget_cut(self) -> bool:
+        """The time budget stopped the scan before every feature was scored."""
+        return self.features_scanned < self.features_total
 
     @property
     def leak(self) -> bool:
@@ -213,6 +220,7 @@ def _lookup(
         threshold=max_accuracy,
         majority_baseline=baseline,
         features_scanned=scanned,
+        features_total=sum(int(group.train.shape[1]) for group in groups),
     )
     if lookup_leaks(best, baseline, max_accuracy):
         return _confirm(context, best_group, found)
@@ -227,12 +235,13 @@ def _correlation(
     groups: list[FeatureGroup], y_train: Tensor, y_held: Tensor, max_correlation: float
 ) -> SingleFeature:
     y = torch.cat([y_train, y_held])
-    best, best_group, best_index = -1.0, None, 0
+    best, best_group, best_index, scanned = -1.0, None, 0, 0
     for group in groups:
         for start in range(0, group.train.shape[1], CHUNK):
             if out_of_time() and best_group is not None:
                 break
             x = torch.cat([group.train[:, start : start + CHUNK], group.held[:, start : start + CHUNK]])
+            scanned += x.shape[1]
             value, where = max_abs_correlation(x, y).max(0)
             if float(value) > best:  # sync: once per chunk
                 best, best_group, best_index = float(value), group, start + int(where)
@@ -243,6 +252,8 @@ def _correlation(
         score=best,
         samples=len(y),
         threshold=max_correlation,
+        features_scanned=scanned,
+        features_total=sum(int(group.train.shape[1]) for group in groups),
     )
     if best >= max_correlation:
         return _confirm(None, best_group, found)

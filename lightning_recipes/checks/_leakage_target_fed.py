@@ -163,8 +163,14 @@ def probe_target_fed(context: CheckContext, batch: Any, target_as_input: bool) -
 
 
 def other_values(targets: Tensor, seed: int) -> Tensor | None:
-    """A tensor like ``targets`` that differs everywhere (integer targets: other values present in the batch;
-    ``ignore_index`` entries kept), or ``None`` if the targets hold one value.
+    """A tensor like ``targets`` that differs from it (almost) everywhere and stays inside the targets' own
+    range, so the loss accepts it; ``None`` if the targets hold one value.
+
+    Integer targets, and float targets that hold whole numbers (class ids or 0/1 labels stored as floats):
+    other values present in the batch (``ignore_index`` entries kept). Other float targets (soft labels,
+    probabilities, regression values): another sample's target (rolled along the batch), and where that is
+    the same value, the value mirrored inside the targets' range ``[min, max]`` - never a value outside it
+    (a probability stays in [0, 1], a one-hot row stays a distribution where rolled).
 
     Example:
         >>> import torch
@@ -172,11 +178,32 @@ def other_values(targets: Tensor, seed: int) -> Tensor | None:
         >>> changed = other_values(targets, seed=0)
         >>> bool((changed[:3] != targets[:3]).all()), int(changed[3]), set(changed[:3].tolist()) <= {0, 1, 2}
         (True, -100, True)
+        >>> as_floats = other_values(torch.tensor([0.0, 2.0, 1.0, 2.0]), seed=0)  # class ids stored as floats
+        >>> set(as_floats.tolist()) <= {0.0, 1.0, 2.0}
+        True
+        >>> soft = other_values(torch.tensor([[0.9, 0.1], [0.2, 0.8], [0.6, 0.4]]), seed=0)
+        >>> bool(((soft >= 0.1) & (soft <= 0.9)).all())
+        True
     """
-    generator = torch.Generator(device="cpu").manual_seed(seed)
     if torch.is_floating_point(targets):
-        noise = torch.randn(targets.shape, generator=generator).to(targets.device, targets.dtype)
-        return targets + noise * (targets.float().std().nan_to_num(0.0) + 1.0).to(targets.dtype)
+        finite = targets[torch.isfinite(targets)]
+        if finite.numel() == 0:
+            return None
+        if bool((finite == finite.round()).all()):  # sync: once; whole numbers: labels stored as floats
+            changed = _other_labels(targets.round().long(), seed)
+            return None if changed is None else changed.to(targets.dtype)
+        low, high = finite.amin(), finite.amax()
+        if bool(low == high):  # sync: once
+            return None
+        rolled = targets.roll(1, 0) if targets.ndim and targets.shape[0] > 1 else targets
+        mirrored = (low + high - targets).clamp(low, high)
+        return torch.where(rolled != targets, rolled, mirrored)
+    return _other_labels(targets, seed)
+
+
+def _other_labels(targets: Tensor, seed: int) -> Tensor | None:
+    """Integer targets: each replaced by another value present in the batch (``ignore_index`` kept)."""
+    generator = torch.Generator(device="cpu").manual_seed(seed)
     valid = targets != IGNORE_INDEX
     pool = torch.unique(targets[valid])
     if len(pool) < 2:

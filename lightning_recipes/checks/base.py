@@ -39,13 +39,26 @@ def error_result(name: str, err: BaseException) -> CheckResult:
     """
     frames = traceback.extract_tb(err.__traceback__)
     where = f" at {frames[-1].filename}:{frames[-1].lineno} in {frames[-1].name}" if frames else ""
+    if isinstance(err, RuntimeError) and "not attached to a `Trainer`" in str(err):
+        user = next((f for f in reversed(frames) if "/lightning/" not in f.filename.replace("\\", "/")), None)
+        line = f" ({user.filename}:{user.lineno}: `{user.line}`)" if user is not None and user.line else ""
+        todo = (
+            f"Your code reads `self.trainer`{line}, and the checks run `training_step` on a copy of the "
+            "module with no Trainer attached (`self.log`/`self.log_dict` are fine there: they do nothing). "
+            "Use `self.global_step`/`self.current_epoch` (0 without a Trainer), or guard the line with "
+            "`if self._trainer is not None:`, so that the check can judge the model"
+        )
+    else:
+        todo = (
+            "It runs your `training_step`/`forward` on a copy of the module (most checks with no Trainer "
+            "attached): if the error is in your code, pass `input_key`/`target_key` or leave this check "
+            "out; if it is in lightning_recipes, please report it with this message"
+        )
     return CheckResult(
         name,
         "error",
         f"error: the check could not finish ({type(err).__name__}: {err}{where}), so it says nothing about "
-        "the model. It runs your `training_step`/`forward` on a copy of the module (most checks with no "
-        "Trainer attached): if the error is in your code, pass `input_key`/`target_key` or leave this check "
-        "out; if it is in lightning_recipes, please report it with this message.",
+        f"the model. {todo}.",
         {"error": f"{type(err).__name__}: {err}", "where": where.removeprefix(" at ")},
     )
 

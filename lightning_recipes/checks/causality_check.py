@@ -11,7 +11,7 @@ from torch import Tensor
 from typing_extensions import override
 
 from lightning_recipes._validation import check_in_range, check_int
-from lightning_recipes.checks._budget import out_of_time
+from lightning_recipes.checks._budget import budget_seconds, out_of_time
 from lightning_recipes.checks._num_classes import IGNORE_INDEX
 from lightning_recipes.checks.base import SanityCheck, TimeBudget
 from lightning_recipes.checks.report import CheckResult, CheckSkipped
@@ -169,9 +169,29 @@ class CausalityCheck(SanityCheck):
             "measured": found["worst"] / found["scale"] if found["scale"] > 0 else 0.0,
         }
         if found["scale"] == 0:
-            raise CheckSkipped(
-                "the outputs do not react to any input position (zero gradient and no change under "
-                "perturbation, also after 2 optimizer steps), so causality cannot be measured."
+            # the check applies (a next-token task) and ran, but measured nothing: no verdict, not a skip
+            return CheckResult(
+                self.name,
+                "inconclusive",
+                f"the outputs do not react to any input position (zero gradient and no change under "
+                f"perturbation, also after {attempt} optimizer step(s) on the copy), so causality cannot be "
+                "measured; no verdict. See the input_independence and grad_flow checks (an input that never "
+                "reaches the output).",
+                details,
+            )
+        probed = found.get("probed", len(probes))
+        if found["leak"] is None and probed < len(probes):
+            # a pass must have looked at every position: the budget cut the positions it did not test
+            details["positions_tested"] = probes[:probed]
+            details["stopped_by_time_budget"] = True
+            return CheckResult(
+                self.name,
+                "inconclusive",
+                f"the time budget ({budget_seconds()} s) stopped the check after {probed} of {len(probes)} "
+                f"positions ({probes[:probed]}: no dependence on later inputs there); no verdict on the "
+                "rest. Try: a larger `time_budget` for this check (or None), or "
+                "CausalityCheck(num_positions=..., num_samples=...) with fewer.",
+                details,
             )
         if found["leak"] is None:
             return CheckResult(
@@ -238,7 +258,14 @@ class CausalityCheck(SanityCheck):
             if leak is None and future and max(future) > limit:
                 first = next(u for u, v in enumerate(future) if v > limit)
                 leak = (position, position + 1 + first, any(v > limit for v in future[first + 1 :]))
-        return {"method": "gradient", "scale": scale, "worst": worst, "leak": leak, "probe": None}
+        return {
+            "method": "gradient",
+            "scale": scale,
+            "worst": worst,
+            "leak": leak,
+            "probe": None,
+            "probed": len(rows),
+        }
 
     def _perturbation_test(
         self, context: CheckContext, model: Any, batch: Any, inputs: Tensor, probes: list[int]
@@ -286,7 +313,14 @@ class CausalityCheck(SanityCheck):
                 if later is not None and later + 1 < seq:
                     far = float(effect(later + 1, seq)[moved]) > self.rtol * scale  # sync: once
                 leak = (moved, later, far)
-        return {"method": "perturbation", "scale": scale, "worst": worst, "leak": leak, "probe": probe}
+        return {
+            "method": "perturbation",
+            "scale": scale,
+            "worst": worst,
+            "leak": leak,
+            "probe": probe,
+            "probed": len(rows),
+        }
 
 
 def next_token_task(batch: Any, inputs: Tensor | None, targets: Tensor | None) -> tuple[bool, str]:

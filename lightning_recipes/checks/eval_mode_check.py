@@ -16,9 +16,9 @@ from typing_extensions import override
 
 from lightning_recipes._validation import check_in_range, check_int
 from lightning_recipes.checks.base import SanityCheck, TimeBudget
-from lightning_recipes.checks.report import CheckResult, CheckSkipped
-from lightning_recipes.harness import CannotRunOnCopy, first_tensor
+from lightning_recipes.checks.report import CheckResult
 from lightning_recipes.harness import Harness as CheckContext
+from lightning_recipes.harness import first_tensor
 from lightning_recipes.harness.batches import Key, batch_size_of, slice_batch
 
 __all__ = ["EvalModeCheck"]
@@ -196,16 +196,9 @@ class EvalModeCheck(SanityCheck):
         """One eval pass under a fresh seed: the output and every module call's first input and output."""
         records: list[Record] = []
         _seed_everything(seed)
+        # A forward that raises in eval() is an `error` with the exception (SanityCheck.run), not a skip.
         with torch.no_grad(), _recording(model, records):
-            try:
-                output = context.batch_output(model, batch)
-            except (CheckSkipped, CannotRunOnCopy):
-                raise
-            except Exception as err:
-                raise CheckSkipped(
-                    f"the model's forward raised {type(err).__name__} in eval() ({err}); pass `input_key=` "
-                    "if forward takes another tensor of the batch."
-                ) from err
+            output = context.batch_output(model, batch)
         return output.detach().clone(), records
 
     def _localise(

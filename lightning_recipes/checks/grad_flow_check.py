@@ -152,10 +152,11 @@ class GradFlowCheck(SanityCheck):
             details["budget_stopped"] = True
             return CheckResult(
                 self.name,
-                "warn",
+                "inconclusive",
                 f"the time budget ({budget_seconds()} s) stopped the check after {steps} of {self.max_steps} "
                 f"backward passes, while {len(zero) + len(no_grad)} parameter(s) still had no non-zero "
-                f"gradient: {_names(zero + no_grad)}. Not judged. Try: a larger time budget.",
+                f"gradient: {_names(zero + no_grad)}; no verdict. Try: a larger `time_budget` for this check "
+                "(or None), or `num_threads=1` on a busy CPU.",
                 details,
             )
         problems = []

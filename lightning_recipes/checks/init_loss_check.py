@@ -186,11 +186,23 @@ class InitLossCheck(SanityCheck):
                 "(or `preflight(..., num_classes=...)`)."
             )
         ratio = measured / expected
+        # batch-to-batch standard error of the measured mean, as a ratio (0 when one batch: not measured)
+        noise = _standard_error(per_batch) / abs(expected) if expected else 0.0
         details["ratio"] = ratio
+        details["ratio_noise"] = noise
         status: Status
-        stated = f"loss at init {measured:.4g} vs expected {expected:.4g} ({source}), ratio {ratio:.2f}"
+        stated = f"loss at init {measured:.4g} vs expected {expected:.4g} ({source}), ratio {ratio:.2f}" + (
+            f" ± {2 * noise:.2f} (2 standard errors, batch to batch)" if noise > 0 else ""
+        )
+        # A verdict needs the ratio beyond its line by more than its noise; a ratio past the warn line but
+        # within noise of it is inconclusive, never a false alarm.
+        low, high = ratio - 2 * noise, ratio + 2 * noise
+        if ratio > 1 + self.warn_rtol and low <= 1 + self.warn_rtol:
+            return self._within_noise(stated, "above", details)
+        if ratio < 1 - self.warn_rtol and high >= 1 - self.warn_rtol:
+            return self._within_noise(stated, "below", details)
         if ratio > 1 + self.warn_rtol:
-            status = "fail" if ratio > 1 + self.high_rtol else "warn"
+            status = "fail" if low > 1 + self.high_rtol else "warn"
             hint = self._sum_hint(ratio, batches[0], context)
             return CheckResult(
                 self.name,
@@ -203,7 +215,7 @@ class InitLossCheck(SanityCheck):
                 details,
             )
         if ratio < 1 - self.warn_rtol:
-            status = "fail" if ratio < 1 - self.low_rtol else "warn"
+            status = "fail" if high < 1 - self.low_rtol else "warn"
             return CheckResult(
                 self.name,
                 status,
@@ -215,6 +227,16 @@ class InitLossCheck(SanityCheck):
             )
         return CheckResult(
             self.name, "pass", f"{stated}: as expected for an untrained model.{expectation.note}", details
+        )
+
+    def _within_noise(self, stated: str, side: str, details: dict[str, object]) -> CheckResult:
+        return CheckResult(
+            self.name,
+            "inconclusive",
+            f"{stated}: {side} the expectation by more than {self.warn_rtol:.0%}, but within the loss's "
+            "batch-to-batch noise of that line; no verdict. Try: InitLossCheck(num_batches=...) with more "
+            "batches (or larger ones).",
+            details,
         )
 
     def _expectation(
@@ -259,6 +281,20 @@ class InitLossCheck(SanityCheck):
                     "probably summed instead of averaged."
                 )
         return ""
+
+
+def _standard_error(values: list[float]) -> float:
+    """Standard error of the mean of ``values`` (0.0 for fewer than 2, or any not finite).
+
+    Example:
+        >>> _standard_error([1.0, 3.0]), _standard_error([2.0])
+        (1.0, 0.0)
+    """
+    if len(values) < 2 or not all(math.isfinite(v) for v in values):
+        return 0.0
+    mean = sum(values) / len(values)
+    variance = sum((v - mean) ** 2 for v in values) / (len(values) - 1)
+    return math.sqrt(variance / len(values))
 
 
 def _shape(tensor: torch.Tensor | None) -> str:

@@ -29,15 +29,21 @@ class InputIndependenceCheck(SanityCheck):
     one on the same batches with the input tensor zeroed (token ids set to 0), and compares their loss on
     held-out batches (the validation loader, or training batches kept out of training) after 25, 50, 100,
     ... steps, up to ``max_steps``. It passes as soon as the real-input model is better by
-    ``min_improvement`` (relative): a digits CNN gets there at the first look, a character-level LM, which
-    must learn more than letter frequencies, within ~100 steps. It fails when the gap never opens while the
-    models learn: the model does not use its inputs, or the labels do not depend on them (labels shuffled
-    against inputs, inputs and labels read from different orderings, an input overwritten in ``forward``).
-    Learning is read from each copy's training loss against its own noise (:func:`loss_drop`: each batch on
-    its first and last visit, 2 standard errors of the loss's step-to-step spread); when neither copy
-    learned (a learning rate of 0, frozen weights, too few steps) no gap can open and none is expected, so
-    the result is an inconclusive ``warn`` saying so, never a verdict on the labels, and never a pass from a
-    gap that the two initial models happen to show.
+    ``min_improvement`` (relative) and by more than 2 standard errors of the gap (:func:`gap_noise`: the
+    batch-to-batch spread of the two copies' paired losses), in a gap that training opened (a copy's loss fell
+    beyond its noise, or the gap grew beyond noise from the one the two copies show on their first step): a
+    digits CNN gets there at the first look, a character-level LM, which must learn more than letter
+    frequencies, within ~100 steps. It fails when the models learned and yet real inputs are not measurably
+    better (a gap within 2 standard errors of 0, and clearly below ``min_improvement``): the model does not
+    use its inputs, or the labels do not depend on them (labels shuffled against inputs, inputs and labels
+    read from different orderings, an input overwritten in ``forward``); a gap beyond noise but clearly below
+    ``min_improvement`` is a ``warn`` (the inputs are used only weakly). A gap within the noise of the
+    ``min_improvement`` line is ``inconclusive``. Learning is read from each copy's training loss against its
+    own noise (:func:`loss_drop`: each batch on its first and last visit, 2 standard errors of the loss's
+    step-to-step spread) and must be at least ``min_improvement`` of the loss, the gap asked for: when
+    neither copy learned that much (a learning rate of 0 or far too low, frozen weights, too few steps) no
+    gap can open and none is expected, so the result is ``inconclusive`` saying so, never a verdict on the
+    labels, and never a pass from a gap that the two initial models happen to show.
 
     Training uses ``num_batches`` distinct batches of at most ``num_samples`` samples, cycled; the held-out
     loss is ``training_step``'s return value in eval mode without gradients. The input is replaced in the
@@ -54,9 +60,10 @@ class InputIndependenceCheck(SanityCheck):
 
     Cost: up to ``2 x max_steps`` training steps on copies of the model (all of them only when the check
     fails; ``2 x 25`` for a model that learns fast), plus ``2 x num_eval_batches`` evaluation passes per look;
-    ``num_batches`` capped batches kept on the device; one host sync per look. A per-check time budget
-    (``_budget.out_of_time``) ends the training early: a gap already open passes, otherwise the result is a
-    ``warn`` that says the budget stopped it and after how many steps.
+    ``num_batches`` capped batches kept on the device; a few host syncs per look. A per-check time budget
+    (``_budget.out_of_time``) ends the training early: a gap already open beyond its noise passes (the
+    message says after how many steps), otherwise the result is ``inconclusive`` and says the budget stopped
+    it and after how many steps.
 
     Args:
         max_steps: Step budget for each of the two copies.
@@ -142,7 +149,11 @@ class InputIndependenceCheck(SanityCheck):
         # the training loss of every step, per copy: learning = it fell by more than its own noise
         train_losses: list[list[Tensor]] = [[], []]
         learning: list[LossDrop] = []
+        sides = [False, False]  # per copy: learned enough to open the gap asked for
         step, next_look = 0, min(self.first_look, self.max_steps)
+        previous = 0  # training steps before the last look: the noise window starts there
+        initial_gap = math.nan
+        size_ratio = _size_ratio(context, train[0], held_out[0])
         try:
             while True:
                 if any(swap):
@@ -161,18 +172,40 @@ class InputIndependenceCheck(SanityCheck):
                             train_losses[zero].append(loss)
                 stopped = reached < next_look
                 step = reached
-                real_loss, zero_loss = self._evaluate(context, copies, held_out, swap)  # sync: once per look
+                real_loss, zero_loss, held_gaps = self._evaluate(context, copies, held_out, swap)
                 improvement = relative_gain(real_loss, zero_loss)
                 learning = [loss_drop(side, len(train)) for side in train_losses]  # sync: once per look
+                noise = gap_noise(train_losses, previous, held_gaps, size_ratio) / max(
+                    abs(real_loss), abs(zero_loss), 1e-12
+                )
+                previous = len(train_losses[0])
                 looks.append(
-                    {"step": step, "real": real_loss, "zeroed": zero_loss, "improvement": improvement}
+                    {
+                        "step": step,
+                        "real": real_loss,
+                        "zeroed": zero_loss,
+                        "improvement": improvement,
+                        "noise": noise,
+                    }
                 )
                 finite = math.isfinite(real_loss) and math.isfinite(zero_loss)
                 # Zeroed inputs 10x better than real ones: the target itself went to zero with the input.
                 collapsed = finite and not any(swap) and 0 <= zero_loss < 0.1 * real_loss
-                learned = any(drop.fell for drop in learning)
-                # a gap between two copies that learned nothing is their initialisation's luck, not a pass
-                passed = improvement >= self.min_improvement and learned
+                # learned = the training loss fell beyond its noise, and by at least the relative gap asked
+                # for: a copy that learned less cannot open that gap, so no gap says nothing about the data
+                sides = [d.fell and d.drop >= self.min_improvement * abs(d.start) for d in learning]
+                learned = any(sides)
+                # a gap between two copies that learned nothing is their initialisation's luck, not a pass;
+                # nor is a gap within the noise of the held-out comparison
+                if math.isnan(initial_gap):
+                    # the gap before training: the two copies' losses at step 0, taken before any update
+                    first = torch.stack([train_losses[0][0], train_losses[1][0]]).float()
+                    initial_gap = relative_gain(*first.tolist())
+                # a pass: a gap beyond its noise, opened by training (a copy's loss fell, or the gap grew
+                # beyond the noise of both: the held-out mean's and the one step-0 batch's)
+                grown = improvement - initial_gap > 2 * noise * math.sqrt(1 + len(held_out) / size_ratio)
+                opened = any(drop.fell for drop in learning) or grown
+                passed = improvement >= self.min_improvement and improvement > 2 * noise and opened
                 if not finite or collapsed or passed or step >= self.max_steps:
                     break
                 if out_of_time():
@@ -189,20 +222,24 @@ class InputIndependenceCheck(SanityCheck):
             source += "; zeroed-input copy trained on the real targets (they are computed from the input)"
         details = {
             "measured": improvement,
+            "noise": noise,
+            "initial_gap": initial_gap,
             "loss_real_inputs": real_loss,
             "loss_zeroed_inputs": zero_loss,
             "min_improvement": self.min_improvement,
             "steps": step,
+            "max_steps": self.max_steps,
             "looks": looks,
             "train_batches": len(train),
             "evaluated_on": source,
-            "learned": {side: drop.fell for side, drop in zip(("real", "zeroed"), learning)},
+            "learned": dict(zip(("real", "zeroed"), sides)),
             "train_loss_drop": {side: drop.drop for side, drop in zip(("real", "zeroed"), learning)},
             "train_loss_noise": {side: drop.noise for side, drop in zip(("real", "zeroed"), learning)},
         }
         stated = (
             f"held-out loss after {step} steps: {real_loss:.4g} with real inputs vs {zero_loss:.4g} "
-            f"with zeroed inputs ({improvement:+.1%}, need >= {self.min_improvement:.0%})"
+            f"with zeroed inputs ({improvement:+.1%} ± {2 * noise:.1%} noise (2 standard errors of the "
+            f"held-out gap), need >= {self.min_improvement:.0%})"
         )
         if collapsed:
             raise CheckSkipped(
@@ -212,17 +249,8 @@ class InputIndependenceCheck(SanityCheck):
                 "torch.nn.functional loss): zeroing the input zeroed the target, and the comparison means "
                 "nothing. Use a torch.nn.functional loss, or give the target its own batch entry."
             )
-        if stopped and finite and not passed:
-            budget = budget_seconds()
+        if stopped:
             details["stopped_by_time_budget"] = True
-            return CheckResult(
-                self.name,
-                "warn",
-                f"{stated}: the time budget ({budget or 0:.0f} s) stopped the check after {step} of "
-                f"{self.max_steps} steps, before the gap opened; inconclusive. Try: a larger time budget, or "
-                "InputIndependenceCheck(max_steps=...) with fewer steps on a smaller model.",
-                details,
-            )
         if not finite:
             return CheckResult(
                 self.name,
@@ -231,30 +259,85 @@ class InputIndependenceCheck(SanityCheck):
                 "rate. Try: run the data check; lower the learning rate.",
                 details,
             )
-        if not learned:
+        budget = budget_seconds()
+        cut = (
+            f"the time budget ({budget or 0:g} s) stopped training after {step} of {self.max_steps} steps"
+            if stopped
+            else ""
+        )
+        if passed:
+            how_far = f" ({cut}; the gap was already beyond its noise)" if stopped else ""
+            return CheckResult(self.name, "pass", f"{stated}: the model uses its inputs{how_far}.", details)
+        if stopped:
+            return CheckResult(
+                self.name,
+                "inconclusive",
+                f"{stated}: {cut}, before the gap opened beyond its noise; no verdict. Try: a larger "
+                "`time_budget` for this check (or None), `num_threads=1` on a busy CPU, or "
+                "InputIndependenceCheck(max_steps=..., num_samples=...) with smaller steps on a large "
+                "model.",
+                details,
+            )
+        upper, lower = improvement + 2 * noise, improvement - 2 * noise
+        trained = any(drop.fell for drop in learning)  # a training loss fell beyond its noise
+        # No gap although a copy's training loss fell beyond its noise: what it learned does not carry to
+        # held-out data through the inputs (memorised batches, labels that do not follow the inputs).
+        no_gap = trained and upper < self.min_improvement and lower <= 0
+        if not learned and not no_gap:
             real, zeroed = learning
+            fell = (
+                f"the training loss fell by {real.drop:.3g} with real inputs and {zeroed.drop:.3g} with "
+                f"zeroed ones (noise {real.noise:.3g}, {zeroed.noise:.3g}; needed: 2 standard errors and "
+                f"{self.min_improvement:.0%} of the loss, the gap asked for)"
+            )
+            if trained:
+                gap = "already beyond its noise" if lower > 0 else "within its noise"
+                what = (
+                    f"the runs learned too little in {step} steps to open a {self.min_improvement:.0%} gap: "
+                    f"{fell}; the held-out gap is {gap}; no verdict. "
+                    "Likely causes: a slow learner (a small learning rate, a large model) or too few steps. "
+                    "Try: InputIndependenceCheck(max_steps=...) with more steps and a larger `time_budget`."
+                )
+            else:
+                what = (
+                    f"neither run learned in {step} steps: {fell}; no verdict: whether the labels depend on "
+                    "the inputs cannot be told from models that do not train. Likely causes: a learning rate "
+                    "of 0 or far too low, frozen parameters, an optimizer over the wrong parameters, or too "
+                    "few steps for this model. Try: check the optimizer's LR and param groups (the grad_flow "
+                    "and overfit_batch checks); InputIndependenceCheck(max_steps=...) with more steps and a "
+                    "larger `time_budget`."
+                )
+            return CheckResult(self.name, "inconclusive", f"{stated}, but {what}", details)
+        if no_gap:
+            return CheckResult(
+                self.name,
+                "fail",
+                f"{stated}: the model does not use its inputs, or the labels do not depend on them (a "
+                "training loss fell beyond its noise, and yet real inputs are not measurably better than "
+                "zeroed ones on held-out data). Likely "
+                "causes: labels shuffled or misaligned against inputs (two datasets indexed differently, a "
+                "shuffle applied to one of them), forward ignores or overwrites its input, inputs are "
+                "constant. Try: print a few (input, label) pairs; check the Dataset's __getitem__; run the "
+                "data check; for a slow learner, InputIndependenceCheck(max_steps=...) with a larger budget.",
+                details,
+            )
+        if upper < self.min_improvement:
             return CheckResult(
                 self.name,
                 "warn",
-                f"{stated}, but neither copy learned: the training loss fell by {real.drop:.3g} with real "
-                f"inputs and {zeroed.drop:.3g} with zeroed ones, within its own noise ({real.noise:.3g}, "
-                f"{zeroed.noise:.3g}; 2 standard errors needed); inconclusive: whether the labels depend on "
-                "the inputs cannot be told from models that do not train. Likely causes: a learning rate of "
-                "0 or far too low, frozen parameters, an optimizer over the wrong parameters, or too few "
-                "steps for this model. Try: check the optimizer's LR and param groups (the grad_flow and "
-                "overfit_batch checks); InputIndependenceCheck(max_steps=...) with more steps.",
+                f"{stated}: real inputs help, beyond noise, but less than {self.min_improvement:.0%} after "
+                f"{step} steps: the model uses its inputs only weakly. Likely causes: a slow learner (a "
+                "large model, a small learning rate), a weak input signal, or part of the labels not "
+                "matching the inputs. Try: InputIndependenceCheck(max_steps=...) with more steps; print a "
+                "few (input, label) pairs.",
                 details,
             )
-        if passed:
-            return CheckResult(self.name, "pass", f"{stated}: the model uses its inputs.", details)
         return CheckResult(
             self.name,
-            "fail",
-            f"{stated}: the model does not use its inputs, or the labels do not depend on them. Likely "
-            "causes: labels shuffled or misaligned against inputs (two datasets indexed differently, a "
-            "shuffle applied to one of them), forward ignores or overwrites its input, inputs are constant. "
-            "Try: print a few (input, label) pairs; check the Dataset's __getitem__; run the data check; for "
-            "a slow learner, InputIndependenceCheck(max_steps=...) with a larger budget.",
+            "inconclusive",
+            f"{stated}: the gap is within the noise of the {self.min_improvement:.0%} line after {step} "
+            "steps; no verdict. Try: InputIndependenceCheck(max_steps=..., num_eval_batches=...) with more "
+            "steps and more held-out batches (and a larger `time_budget`).",
             details,
         )
 
@@ -271,7 +354,8 @@ class InputIndependenceCheck(SanityCheck):
         copies: list[tuple[Any, list[torch.optim.Optimizer]]],
         held_out: list[Any],
         swap: list[bool],
-    ) -> tuple[float, float]:
+    ) -> tuple[float, float, Tensor]:
+        """Mean held-out loss of each copy, and the per-batch paired differences (zeroed - real)."""
         losses: list[list[Tensor]] = [[], []]
         for model, _ in copies:
             model.eval()
@@ -289,9 +373,9 @@ class InputIndependenceCheck(SanityCheck):
                     ]
         for model, _ in copies:
             model.train()
-        means = [torch.stack([loss.float() for loss in side]).mean() for side in losses]
-        real_mean, zeroed_mean = torch.stack(means).tolist()
-        return real_mean, zeroed_mean
+        per_batch = torch.stack([torch.stack([loss.detach().float() for loss in side]) for side in losses])
+        real_mean, zeroed_mean = per_batch.mean(1).tolist()  # sync: once per look
+        return real_mean, zeroed_mean, (per_batch[1] - per_batch[0]).double().cpu()
 
     @staticmethod
     def _targets_from_input(context: CheckContext, model: Any, batch: Any) -> list[bool]:
@@ -377,6 +461,7 @@ class LossDrop(NamedTuple):
     drop: float  # mean loss of the first steps minus mean loss of the last ones
     noise: float  # standard error of that difference, from the step-to-step spread of the loss
     fell: bool  # drop > 2 x noise: the model learned
+    start: float = math.nan  # mean loss of the first steps (the level the drop is measured from)
 
 
 def loss_drop(losses: list[Tensor] | list[float], num_batches: int) -> LossDrop:
@@ -412,7 +497,7 @@ def loss_drop(losses: list[Tensor] | list[float], num_batches: int) -> LossDrop:
         first, last = values[: n // 2], values[n - n // 2 :]
     drop = float(first.mean() - last.mean())
     noise = math.sqrt(float(first.var()) / len(first) + float(last.var()) / len(last))
-    return LossDrop(drop, noise, drop > 2 * noise)
+    return LossDrop(drop, noise, drop > 2 * noise, float(first.mean()))
 
 
 def relative_gain(real: float, zeroed: float) -> float:
@@ -427,3 +512,52 @@ def relative_gain(real: float, zeroed: float) -> float:
     if not math.isfinite(scale):
         return -math.inf if not math.isfinite(real) else math.inf
     return (zeroed - real) / scale if scale > 0 else 0.0
+
+
+def gap_noise(
+    train_losses: list[list[Tensor]], since: int, held_gaps: Tensor, size_ratio: float = 1.0
+) -> float:
+    """Standard error of the mean held-out gap (zeroed - real loss) over ``len(held_gaps)`` batches.
+
+    The two copies train on the same batch at each step, so ``zeroed - real`` of their training losses is
+    a paired difference per batch; its batch-to-batch spread (from successive differences, so a trend
+    while the models learn does not count as noise) from step ``since`` on, scaled by ``size_ratio`` (a
+    training batch's samples over a held-out batch's), is pooled with the spread of the held-out batches'
+    own gaps. Infinite when nothing measures it.
+
+    Example:
+        >>> import torch
+        >>> real = [torch.tensor(v) for v in (1.0, 1.2, 0.8, 1.0, 1.1, 0.9)]
+        >>> zeroed = [torch.tensor(v) for v in (1.5, 1.6, 1.4, 1.5, 1.7, 1.3)]
+        >>> round(gap_noise([real, zeroed], 0, torch.tensor([0.5, 0.5])), 3)
+        0.068
+    """
+    pairs = min(len(train_losses[0]), len(train_losses[1]))
+    start = since if pairs - since >= 8 else max(0, pairs - 8)
+    squares, freedom = 0.0, 0
+    if pairs - start >= 3:
+        window = torch.stack(
+            [
+                (zeroed.detach().float() - real.detach().float()).reshape(())
+                for real, zeroed in zip(train_losses[0][start:pairs], train_losses[1][start:pairs])
+            ]
+        ).double()
+        steps = window.diff()
+        if bool(torch.isfinite(steps).all()):  # sync: once per look
+            squares += float(steps.square().mean() / 2) * size_ratio * (len(window) - 1)
+            freedom += len(window) - 1
+    if len(held_gaps) >= 2 and bool(torch.isfinite(held_gaps).all()):
+        squares += float(held_gaps.var()) * (len(held_gaps) - 1)
+        freedom += len(held_gaps) - 1
+    if freedom == 0 or len(held_gaps) == 0:
+        return math.inf
+    return math.sqrt(squares / freedom / len(held_gaps))
+
+
+def _size_ratio(context: CheckContext, train_batch: Any, held_batch: Any) -> float:
+    """Samples in a training batch over samples in a held-out batch (the variance of a batch's mean loss
+    scales with its inverse); 1 when a size cannot be read."""
+    train_inputs, held_inputs = context.split(train_batch)[0], context.split(held_batch)[0]
+    if train_inputs is None or held_inputs is None or train_inputs.ndim == 0 or held_inputs.ndim == 0:
+        return 1.0
+    return len(train_inputs) / len(held_inputs) if len(held_inputs) else 1.0

@@ -53,9 +53,10 @@ class OverfitBatchCheck(SanityCheck):
     bug, not the LR). A loss that never moved at all (no gradient) skips the probe. The probe runs only on
     failure, so the check costs nothing more when it passes.
 
-    Every loop asks the per-check time budget (``_budget.out_of_time``) between steps: out of time, the
-    training ends with a ``warn`` that says how many steps it took, and the probe says after how many
-    learning rates it stopped.
+    Every loop asks the per-check time budget (``_budget.out_of_time``) between steps: out of time before the
+    target, the result is ``inconclusive`` and says how many steps it took (a loss exactly constant over 5
+    steps or more is a blocked fit whatever the budget: still a ``fail``; a provable floor above the target
+    fails before any training), and the probe says after how many learning rates it stopped.
 
     Cost: up to ``max_steps`` forward+backward passes on a small batch with a copy of the model and its
     optimizer state (2-3x the model's memory); one host sync every 5 steps. On failure, up to 12 probes of at
@@ -203,12 +204,16 @@ class OverfitBatchCheck(SanityCheck):
                 f"{fell} (target {target:.4g}{how}): the model can fit data.",
                 details,
             )
-        if run.budget_stopped:
+        if run.budget_stopped and not (len(finite) >= _BLOCKED_STEPS and max(finite) == min(finite)):
+            # A fit not reached in the steps the budget allowed says nothing: no verdict (a loss that did not
+            # move at all over several steps is a blocked fit whatever the budget: judged below).
+            details["stopped_by_time_budget"] = True
             return CheckResult(
                 self.name,
-                "warn",
+                "inconclusive",
                 f"{fell}: the time budget ({_seconds()}) stopped it after {steps} of {self.max_steps} steps, "
-                f"before the target {target:.4g}. Try: a larger time budget, or fewer `num_samples`.",
+                f"before the target {target:.4g}; no verdict. Try: a larger `time_budget` for this check (or "
+                "None), `num_threads=1` on a busy CPU, or fewer `num_samples`.",
                 details,
             )
         halfway = initial - 0.5 * (initial - target)
@@ -363,6 +368,7 @@ class OverfitBatchCheck(SanityCheck):
         )
 
 
+_BLOCKED_STEPS = 5  # a loss exactly constant over this many steps: no gradient reaches the weights
 _UP = (3.0, 10.0, 30.0, 100.0, 300.0, 1000.0)
 _DOWN = (0.3, 0.1, 0.03, 0.01, 0.003, 0.001)
 

@@ -212,6 +212,13 @@ class TargetLeakageCheck(SanityCheck):
         details["single_feature"] = feature.details()
         if feature.reason is not None:
             skipped.append(f"(b) {feature.reason}")
+        elif feature.budget_cut and not feature.leak:
+            # a scan the budget cut proves nothing about the features it did not score: not tested
+            skipped.append(
+                f"(b) single feature: the time budget stopped the scan after {feature.features_scanned} of "
+                f"{feature.features_total} features (so not tested)"
+            )
+            details["stopped_by_time_budget"] = True
         elif feature.leak:
             fails.append(feature.message)
             details["feature"] = feature.name
@@ -245,10 +252,22 @@ class TargetLeakageCheck(SanityCheck):
         details["too_good"] = too_good.details()
         if too_good.reason is not None:
             skipped.append(f"(c) {too_good.reason}")
+        elif too_good.budget_stopped and not too_good.leak:
+            # a look cut short by the budget proves nothing: not tested, never part of a pass
+            skipped.append(f"(c) {too_good.message} (so not tested)")
+            details["stopped_by_time_budget"] = True
         elif too_good.leak:
             return CheckResult(self.name, "warn", too_good.message, details)
         else:
             notes.append(too_good.message)
+        if not notes and details.get("stopped_by_time_budget"):
+            return CheckResult(
+                self.name,
+                "inconclusive",
+                "no leakage test finished: " + "; ".join(skipped) + ". Try: a larger `time_budget` for this "
+                "check (or None).",
+                details,
+            )
         if not notes:
             raise CheckSkipped("no leakage test applies here: " + "; ".join(skipped) + ".")
         tail = f" Not tested: {'; '.join(skipped)}." if skipped else ""

@@ -142,10 +142,11 @@ def test_manual_optimization_skips_with_reason():
     assert all("manual optimisation" in r.message for r in report)
 
 
-def test_user_code_errors_become_a_skip_not_a_crash():
+def test_user_code_errors_become_an_error_not_a_crash():
+    """Issue #24: an exception in user code is an `error` with the exception, no longer a quiet `skip`."""
     report = preflight(M.MLP(), train_dataloaders=M.out_of_range_loader(), checks=["data", "init_loss"])
     assert report["data"].status == "fail"
-    assert report["init_loss"].status == "skip" and "IndexError" in report["init_loss"].message
+    assert report["init_loss"].status == "error" and "IndexError" in report["init_loss"].message
 
 
 def test_iterable_of_dicts_without_input_key_skips_with_hint():

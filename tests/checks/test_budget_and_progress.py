@@ -123,7 +123,8 @@ def test_a_cooperative_check_ends_at_its_budget_and_says_so():
     assert "over_budget_s" not in result.details and "stopped_by_budget" not in result.details
 
 
-def test_a_check_that_ignores_its_budget_is_stopped_at_the_hard_limit_and_is_inconclusive():
+def test_a_check_that_ignores_its_budget_is_stopped_at_the_hard_limit_inconclusive():
+    """Issue #24 (main 4b24ce3): a budget stop is `inconclusive` (it was a `skip`): the check ran."""
     check = StubbornCheck()
     model, data = M.MLP(), _data()
     hooks_before = len(nn.modules.module._global_forward_pre_hooks)
@@ -227,9 +228,8 @@ def test_the_callback_logs_progress_and_applies_its_budget(caplog):
     with caplog.at_level(logging.INFO):
         fast_trainer(max_steps=1, callbacks=[callback]).fit(TinyClassifier(), random_classification_loader())
     assert callback.report is not None
-    assert (
-        callback.report["stubborn"].status == "inconclusive" and callback.report["init_loss"].status == "pass"
-    )
+    stubborn, init_loss = callback.report["stubborn"], callback.report["init_loss"]
+    assert stubborn.status == "inconclusive" and init_loss.status == "pass"  # was "skip" before issue #24
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("preflight [")]
     assert lines[0] == "preflight [1/2] stubborn: running (budget 0.1 s)"
     assert lines[1].startswith("preflight [1/2] stubborn: INCONCLUSIVE in ") and lines[1].endswith(
@@ -301,7 +301,7 @@ def test_ddp_a_check_stopped_by_its_budget_on_one_rank_does_not_block_the_others
     outcomes = {path.name: path.read_text() for path in tmp_path.glob("rank*.txt")}
     assert outcomes == {
         "rank0.txt": repr(({"stubborn_on_rank_one": "pass", "init_loss": "pass"}, 2)),
-        "rank1.txt": repr(({"stubborn_on_rank_one": "inconclusive", "init_loss": "pass"}, 2)),
+        "rank1.txt": repr(({"stubborn_on_rank_one": "inconclusive", "init_loss": "pass"}, 2)),  # was skip
     }
 
 

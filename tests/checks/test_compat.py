@@ -1,4 +1,8 @@
-"""The ``checks/`` move changed no behaviour: a report and a checkpoint saved before it load and compare."""
+"""The ``checks/`` move changed no behaviour: a report and a checkpoint saved before it load and compare.
+
+``data/preflight_report.json`` was rewritten for issue #24 (the report's new keys: the statuses
+``inconclusive``/``error`` in the counts, ``not_ok_reason``, ``slowest``; the noise of init_loss and
+input_independence in their details and message); every status and verdict is what it was."""
 
 from __future__ import annotations
 

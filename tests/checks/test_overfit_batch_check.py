@@ -122,12 +122,14 @@ def test_a_model_that_cannot_fit_is_not_blamed_on_the_learning_rate():
     assert result.details["lr_probe"]["fit"] == []
 
 
-def test_time_budget_stops_the_training_loop_with_a_warning():
+def test_time_budget_stops_the_training_loop_inconclusive():
+    """Issue #24: a fit the budget did not let finish is `inconclusive` (was a `warn`), not a verdict."""
     context = CheckContext(M.SGDClassifier(lr=1e-4), M.classification_data()["train_dataloaders"])
     with time_budget(0.0):
         result = OverfitBatchCheck().check(context)
-    assert result.status == "warn", result.message
+    assert result.status == "inconclusive", result.message
     assert "time budget" in result.message and "after 1 of 150 steps" in result.message
+    assert result.details["stopped_by_time_budget"] is True
 
 
 _SLOW_AFTER = {"calls": 0}

@@ -47,19 +47,23 @@ def test_report_api(report):
     assert [r.name for r in report.failures] == ["init_loss"] and report.warnings == []
     with pytest.raises(KeyError, match="no check named 'nope'"):
         report["nope"]
-    assert repr(report) == "PreflightReport(ok=False, pass=2, warn=0, fail=1, skip=0)"
+    # issue #24 added the statuses inconclusive and error to every count
+    assert (
+        repr(report) == "PreflightReport(ok=False, pass=2, warn=0, fail=1, inconclusive=0, skip=0, error=0)"
+    )
 
 
 def test_report_json_round_trip(report):
     data = json.loads(report.to_json())
-    assert data["ok"] is False and data["counts"] == {
+    counts = {
         "pass": 2,
         "warn": 0,
         "fail": 1,
         "inconclusive": 0,
         "skip": 0,
         "error": 0,
-    }
+    }  # issue #24: 6 statuses
+    assert data["ok"] is False and data["counts"] == counts
     init = data["results"][1]
     assert init["name"] == "init_loss" and init["status"] == "fail"
     assert init["details"]["expected"] == pytest.approx(math.log(4))
@@ -68,7 +72,9 @@ def test_report_json_round_trip(report):
 
 def test_report_prints_a_table_with_every_check(report):
     text = str(report)
-    assert "Preflight FAILED: 2 pass, 0 warn, 1 fail, 0 skip" in text
+    assert (
+        "Preflight FAILED: 2 pass, 0 warn, 1 fail (" in text
+    )  # issue #24: statuses at 0 beyond the verdicts are left out
     for name in ("data", "init_loss", "grad_flow", "FAIL", "PASS", "summed instead of averaged"):
         assert name in text
 

@@ -1,0 +1,258 @@
+"""Issue #24, "verdicts that can be trusted": a check whose evidence is within its measured noise, or whose
+budget ended it, says ``inconclusive`` (what to do), never a wrong cause; the leakage probe never feeds a
+target the loss cannot take; a model that reads ``self.trainer`` gets an ``error`` that says so."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torch.utils.data import DataLoader, TensorDataset
+
+from lightning_recipes.checks import CheckContext, preflight
+from lightning_recipes.checks._budget import time_budget
+from lightning_recipes.checks._leakage_target_fed import other_values
+from lightning_recipes.checks.causality_check import CausalityCheck
+from lightning_recipes.checks.init_loss_check import InitLossCheck
+from lightning_recipes.checks.input_independence_check import InputIndependenceCheck
+from lightning_recipes.checks.overfit_batch_check import OverfitBatchCheck
+from lightning_recipes.checks.target_leakage_check import TargetLeakageCheck
+from lightning_recipes.testing import (
+    TinyClassifier,
+    TinyTransformerLM,
+    random_classification_loader,
+    random_token_loader,
+)
+
+
+def _run(model: Any, loader: DataLoader, check: Any) -> Any:
+    torch.manual_seed(0)
+    report = preflight(
+        model, train_dataloaders=loader, checks=[check], num_threads=1, print_report=False, progress=False
+    )
+    return report[check.name]
+
+
+# ------------------------------------------------------------------------------------ input_independence
+def test_input_independence_is_inconclusive_when_neither_run_learns_enough():
+    """lr = 1e-3: the training loss falls (beyond its noise) by 1.4% in 200 steps, too little to open the 5%
+    gap asked for. It failed before, blaming shuffled labels on a correct model with learnable labels."""
+    result = _run(TinyClassifier(lr=1e-3), random_classification_loader(), InputIndependenceCheck())
+    assert result.status == "inconclusive", result.message
+    assert "the runs learned too little in 200 steps to open a 5% gap" in result.message
+    assert "shuffled" not in result.message and "does not use its inputs" not in result.message
+    assert result.details["learned"] == {"real": False, "zeroed": False}
+
+
+def test_input_independence_states_the_noise_of_its_gap():
+    result = _run(TinyClassifier(lr=0.5), random_classification_loader(), InputIndependenceCheck())
+    assert result.status == "pass", result.message
+    assert 0 < result.details["noise"] < result.details["measured"] / 2  # the gap is beyond 2 SE
+    assert "noise" in result.message
+
+
+class SlowStep(TinyClassifier):
+    """A model whose training step takes ~10 ms, so an 0.25 s budget ends the check in its first look."""
+
+    def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
+        time.sleep(0.01)
+        return super().training_step(batch, batch_idx)
+
+
+def test_a_budget_cut_input_independence_run_is_inconclusive():
+    """A slow learner stopped by its budget: no verdict (it was a `warn` before)."""
+    check = InputIndependenceCheck(time_budget=0.25)
+    result = _run(SlowStep(lr=1e-3), random_classification_loader(), check)
+    assert result.status == "inconclusive", result.message
+    assert result.details["stopped_by_time_budget"] is True
+    assert result.details["steps"] < 25 and "stopped training after" in result.message
+
+
+def test_a_budget_cut_run_with_a_decisive_gap_passes_and_says_how_far_it_got():
+    check = InputIndependenceCheck(time_budget=0.25)
+    result = _run(SlowStep(lr=0.5), random_classification_loader(), check)
+    assert result.status == "pass", result.message
+    assert result.details["steps"] < 25
+    assert f"stopped training after {result.details['steps']} of 200 steps" in result.message
+
+
+# --------------------------------------------------------------------------------------- overfit_batch
+class SlowDeadOutput(TinyClassifier):
+    """Logits multiplied by 0: the loss is ln C whatever the weights; each step takes ~10 ms."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return super().forward(x) * 0.0
+
+    def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
+        time.sleep(0.01)
+        return super().training_step(batch, batch_idx)
+
+
+def test_overfit_cut_by_the_budget_is_inconclusive_unless_the_fit_is_provably_blocked():
+    slow = _run(SlowStep(lr=1e-4), random_classification_loader(), OverfitBatchCheck(time_budget=0.2))
+    assert slow.status == "inconclusive", slow.message  # was a `warn`
+    assert slow.details["stopped_by_time_budget"] is True
+    dead = _run(SlowDeadOutput(), random_classification_loader(), OverfitBatchCheck(time_budget=0.2))
+    assert dead.status == "fail", dead.message  # a loss that never moved: blocked whatever the budget
+    assert "never moved at all" in dead.message
+
+
+# ------------------------------------------------------------------------- budget cuts of other checks
+def test_a_budget_cut_causality_check_is_inconclusive_not_pass():
+    """Out of time after the first of 3 positions: it passed before on the one position it tested."""
+    context = CheckContext(TinyTransformerLM(), random_token_loader())
+    with time_budget(0.0):
+        result = CausalityCheck().check(context)
+    assert result.status == "inconclusive", result.message
+    assert "after 1 of 3 positions" in result.message
+    assert len(result.details["positions_tested"]) == 1
+
+
+class BlindLM(TinyTransformerLM):
+    """A next-token model whose output never sees the tokens: the check applies, and measures nothing."""
+
+    def forward(self, tokens: Tensor) -> Tensor:
+        return super().forward(torch.zeros_like(tokens))
+
+
+def test_causality_that_measures_no_effect_at_all_is_inconclusive_not_a_skip():
+    """It was a `skip` ("does not apply"); the check does apply to a next-token task and ran."""
+    result = CausalityCheck().run(CheckContext(BlindLM(), random_token_loader()))
+    assert result.status == "inconclusive", result.message
+    assert "do not react to any input position" in result.message and "no verdict" in result.message
+
+
+# ----------------------------------------------------------------------------------------- init_loss
+class Regressor(TinyClassifier):
+    def __init__(self) -> None:
+        super().__init__(num_classes=1)
+        nn.init.zeros_(self.head.bias)
+
+    def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
+        x, y = batch
+        return F.mse_loss(self(x)[:, 0], y)
+
+
+def test_init_loss_past_its_line_but_within_batch_noise_is_inconclusive():
+    """Two batches with losses ~0 and ~8 (targets of scale 0.1 and 4): their mean is 1.3 x the given
+    expectation, past the 25% warn line, but the batch-to-batch noise is larger than that. It warned
+    before."""
+    x = torch.randn(64, 16, generator=torch.Generator().manual_seed(0))
+    y = torch.cat([torch.full((32,), 0.1), torch.full((32,), 4.0)])
+    loader = DataLoader(TensorDataset(x, y), batch_size=32)
+    context = CheckContext(Regressor(), loader)
+    with torch.no_grad():
+        losses = [context.training_loss(context.copy_model(), batch).item() for batch in loader]
+    expected = sum(losses) / 2 / 1.3
+    result = _run(Regressor(), loader, InitLossCheck(expected_loss=expected))
+    assert result.details["ratio"] > 1.25
+    assert result.status == "inconclusive", result.message
+    assert "within the loss's batch-to-batch noise" in result.message
+
+
+# ------------------------------------------------------------------------------------ target_leakage
+class FloatLabels(TinyClassifier):
+    """3 classes whose ids the dataset stores as floats; the step casts them back."""
+
+    def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
+        x, y = batch
+        return F.cross_entropy(self(x), y.long())
+
+
+class BinaryProbabilities(TinyClassifier):
+    """Binary cross-entropy on probabilities: the targets must stay in [0, 1]."""
+
+    def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
+        x, y = batch
+        return F.binary_cross_entropy(torch.sigmoid(self(x)[:, 0]), y)
+
+
+def _teacher_data(classes: int) -> tuple[Tensor, Tensor]:
+    x, y = random_classification_loader(num_classes=classes).dataset.tensors  # type: ignore[attr-defined]
+    return x, y
+
+
+def test_the_leakage_probe_keeps_targets_in_range_for_3_classes_stored_as_floats():
+    """The probe added Gaussian noise to float targets: class id 3 or -1 reached cross_entropy (an
+    IndexError reported as the check's error)."""
+    x, y = _teacher_data(3)
+    assert set(y.tolist()) == {0, 1, 2}
+    result = _run(
+        FloatLabels(num_classes=3),
+        DataLoader(TensorDataset(x, y.float()), batch_size=32),
+        TargetLeakageCheck(),
+    )
+    assert result.status == "pass", result.message
+    changed = other_values(y[:32].float(), seed=0)
+    assert changed is not None and set(changed.tolist()) <= {0.0, 1.0, 2.0}
+    assert bool((changed != y[:32].float()).all())
+
+
+def test_the_leakage_probe_keeps_binary_targets_in_0_1():
+    x, y = _teacher_data(2)
+    result = _run(
+        BinaryProbabilities(num_classes=2),
+        DataLoader(TensorDataset(x, y.float()), batch_size=32),
+        TargetLeakageCheck(),
+    )
+    assert result.status == "pass", result.message
+    soft = torch.rand(32, generator=torch.Generator().manual_seed(1))
+    changed = other_values(soft, seed=0)
+    assert changed is not None and bool(((changed >= soft.min()) & (changed <= soft.max())).all())
+    assert bool((changed != soft).float().mean() > 0.9)
+
+
+# -------------------------------------------------------------------------- models that log or read trainer
+class Logging(TinyClassifier):
+    def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
+        x, y = batch
+        loss = F.cross_entropy(self(x), y)
+        self.log("train_loss", loss, prog_bar=True)
+        self.log_dict({"train_loss_again": loss})
+        return loss
+
+
+class ReadsTrainer(TinyClassifier):
+    def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
+        x, y = batch
+        loss = F.cross_entropy(self(x), y)
+        if self.trainer.global_step % 100 == 0:
+            loss = loss * 1.0
+        return loss
+
+
+def test_a_model_calling_self_log_in_training_step_gets_a_real_verdict():
+    report = preflight(
+        Logging(lr=0.5),
+        train_dataloaders=random_classification_loader(),
+        checks=["init_loss", "grad_flow", "overfit_batch", "input_independence"],
+        num_threads=1,
+        print_report=False,
+        progress=False,
+    )
+    assert {r.name: r.status for r in report} == dict.fromkeys(
+        ("init_loss", "grad_flow", "overfit_batch", "input_independence"), "pass"
+    )
+
+
+def test_a_model_reading_self_trainer_gets_an_error_that_says_what_to_change():
+    result = _run(ReadsTrainer(), random_classification_loader(), InitLossCheck())
+    assert result.status == "error", result.message
+    assert "Your code reads `self.trainer`" in result.message
+    assert "self.trainer.global_step % 100" in result.message  # the user's own line
+    assert "self._trainer is not None" in result.message
+
+
+def test_a_leakage_probe_cut_by_the_budget_is_not_tested_rather_than_passed():
+    """Out of time before test (c) trained a step: it was a note of the pass ("held-out loss after 0 steps");
+    now it is listed as not tested, and the pass rests on the tests that finished."""
+    context = CheckContext(TinyClassifier(), random_classification_loader())
+    with time_budget(0.0):
+        result = TargetLeakageCheck().check(context)
+    assert result.status == "pass", result.message
+    assert result.details["stopped_by_time_budget"] is True
+    tested, _, not_tested = result.message.partition("Not tested:")
+    assert "(c)" not in tested and "(c)" in not_tested and "so not tested" in not_tested
