@@ -115,6 +115,11 @@ def probe_target_fed(context: CheckContext, batch: Any, target_as_input: bool) -
     if replacement is None:
         return TargetFed(reason="target fed to the model: the target holds a single value")
     model = context.copy_model()
+    if not model.automatic_optimization:
+        return TargetFed(
+            reason="target fed to the model: manual optimisation (its training_step steps the optimizer and "
+            "cannot be replayed outside the Trainer)"
+        )
     model.eval()
     base, base_loss = _observed_output(context, model, batch)
     if base is None:

@@ -231,3 +231,15 @@ def test_results_match_those_saved_before_the_split(name):
     got = golden_result(name)
     assert (got["status"], got["message"]) == (saved["status"], saved["message"])
     assert_same_as_saved(got, saved)
+
+
+def test_manual_optimisation_is_judged_on_what_can_run_not_an_error():
+    """A manual-optimisation step calls ``self.optimizers()``, which raises on a copy with no Trainer: the
+    probes that replay ``training_step`` say "not tested"; the data-only probe still judges (was an error)."""
+    from tests.checks._models import ManualOptimization, loader
+
+    result = preflight(ManualOptimization(), train_dataloaders=loader(), checks=["target_leakage"])[
+        "target_leakage"
+    ]
+    assert result.status == "pass", result.message
+    assert "(0) target fed to the model: manual optimisation" in result.message
