@@ -20,6 +20,7 @@ from lightning_recipes.checks.report import CheckResult, CheckSkipped
 from lightning_recipes.harness import CannotRunOnCopy
 from lightning_recipes.harness import Harness as CheckContext
 from lightning_recipes.harness.batches import Key, slice_batch
+from lightning_recipes.harness.forward_capture import step_output
 
 __all__ = ["BatchIndependenceCheck"]
 
@@ -274,12 +275,7 @@ class BatchIndependenceCheck(SanityCheck):
         e.g. ``forward(x, lengths)``) its output observed while ``training_step`` runs."""
         if not self._via_step:
             return context.batch_output(model, batch)
-        with context.capture_forward(model) as captured, contextlib.suppress(CannotRunOnCopy):
-            context.training_loss(model, batch)
-        output = captured.last()
-        if output is None:
-            raise CannotRunOnCopy("no output of the module's forward was seen while `training_step` ran.")
-        return output
+        return step_output(context, model, batch)
 
     def _measure(
         self, context: CheckContext, model: pl.LightningModule, sample: Any, inputs: Tensor, probes: list[int]

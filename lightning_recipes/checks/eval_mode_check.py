@@ -20,6 +20,7 @@ from lightning_recipes.checks.report import CheckResult
 from lightning_recipes.harness import Harness as CheckContext
 from lightning_recipes.harness import first_tensor
 from lightning_recipes.harness.batches import Key, batch_size_of, slice_batch
+from lightning_recipes.harness.forward_capture import step_output, takes_more_than_the_input
 
 __all__ = ["EvalModeCheck"]
 
@@ -198,7 +199,14 @@ class EvalModeCheck(SanityCheck):
         _seed_everything(seed)
         # A forward that raises in eval() is an `error` with the exception (SanityCheck.run), not a skip.
         with torch.no_grad(), _recording(model, records):
-            output = context.batch_output(model, batch)
+            try:
+                output = context.batch_output(model, batch)
+            except TypeError as err:  # forward(x, lengths): observe the output while training_step runs
+                if not takes_more_than_the_input(err):
+                    raise
+                records.clear()
+                _seed_everything(seed)
+                output = step_output(context, model, batch)
         return output.detach().clone(), records
 
     def _localise(

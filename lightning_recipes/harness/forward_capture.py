@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from torch import Tensor, nn
 
-__all__ = ["ForwardCapture", "first_tensor"]
+__all__ = ["ForwardCapture", "first_tensor", "step_output", "takes_more_than_the_input"]
 
 
 class ForwardCapture:
@@ -87,3 +88,26 @@ def first_tensor(output: Any) -> Tensor | None:
             if found is not None:
                 return found
     return None
+
+
+def step_output(harness: Any, model: nn.Module, batch: Any) -> Tensor:
+    """The output of ``model``'s forward observed while ``training_step`` runs on ``batch`` (for a
+    ``forward`` that takes more than the input, e.g. ``forward(x, lengths)`` or ``forward(x, mask)``);
+    ``harness`` is the :class:`~lightning_recipes.harness.Harness` whose copy and loss it uses.
+
+    Raises:
+        CannotRunOnCopy: If no output was seen.
+    """
+    from lightning_recipes.harness.errors import CannotRunOnCopy
+
+    with harness.capture_forward(model) as captured, contextlib.suppress(CannotRunOnCopy):
+        harness.training_loss(model, batch)
+    output = captured.last()
+    if output is None:
+        raise CannotRunOnCopy("no output of the module's forward was seen while `training_step` ran.")
+    return output
+
+
+def takes_more_than_the_input(err: TypeError) -> bool:
+    """Whether ``err`` says a ``forward(x)`` call lacked arguments (``forward(x, lengths)``-style modules)."""
+    return "required positional argument" in str(err) or "required keyword-only argument" in str(err)

@@ -172,3 +172,43 @@ def test_as_callback_warns_and_training_continues(tmp_path):
     with pytest.warns(UserWarning, match="eval_mode: .*`noise` \\(GaussianNoise\\) is random at eval"):
         trainer.fit(NoisyCNN(), **digits_split())
     assert trainer.global_step == 2 and check.failed_on_any_rank
+
+
+class _LengthsModel(pl.LightningModule):
+    """``forward(x, lengths)``: a masked mean over the real steps, then a linear head; ``noisy`` adds noise in
+    ``forward`` whatever the mode (the eval-mode bug)."""
+
+    def __init__(self, noisy: bool = False) -> None:
+        super().__init__()
+        self.noisy = noisy
+        self.head = torch.nn.Linear(3, 2)
+
+    def forward(self, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        keep = (torch.arange(x.shape[1])[None, :] < lengths[:, None]).float().unsqueeze(-1)
+        pooled = (x * keep).sum(1) / keep.sum(1)
+        if self.noisy:
+            pooled = pooled + 0.1 * torch.randn_like(pooled)
+        return self.head(pooled)
+
+    def training_step(self, batch, batch_idx):
+        x, lengths, y = batch
+        return torch.nn.functional.cross_entropy(self(x, lengths), y)
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+def _lengths_loader() -> torch.utils.data.DataLoader:
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(32, 6, 3, generator=g)
+    lengths = torch.randint(2, 7, (32,), generator=g)
+    y = torch.randint(0, 2, (32,), generator=g)
+    return torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, lengths, y), batch_size=8)
+
+
+@pytest.mark.parametrize(("noisy", "status"), [(False, "pass"), (True, "fail")])
+def test_a_forward_taking_lengths_is_observed_through_training_step(noisy, status):
+    """Issue #24: ``forward(x, lengths)`` cannot be called as ``forward(x)``; the check reads the output while
+    ``training_step`` runs instead of ending in an error."""
+    result = preflight(_LengthsModel(noisy), train_dataloaders=_lengths_loader(), checks=["eval_mode"])
+    assert result["eval_mode"].status == status, result["eval_mode"].message
