@@ -52,10 +52,11 @@ class BuiltOptimizers:
 def build_optimizers(model: pl.LightningModule, trainer: Any = None) -> BuiltOptimizers:
     """The module's own optimizers, built on ``model`` (a copy) at their peak learning rate.
 
-    A scheduler's ``initial_lr`` (the peak a warm-up starts below) becomes each group's ``lr``; schedulers
-    are not stepped. A ``configure_optimizers`` that fails without a Trainer is retried with ``trainer``
-    attached (one that reads ``self.trainer.estimated_stepping_batches``); if it still fails, or returns no
-    optimizer, ``AdamW(lr=1e-3)`` stands in and :attr:`BuiltOptimizers.from_module` says so.
+    A scheduler's ``initial_lr`` (the peak a warm-up starts below), or ``OneCycleLR``'s ``max_lr``,
+    becomes each group's ``lr``; schedulers are not stepped. A ``configure_optimizers`` that fails without a
+    Trainer is retried with ``trainer`` attached (one that reads ``self.trainer.estimated_stepping_batches``);
+    if it still fails, or returns no optimizer, ``AdamW(lr=1e-3)`` stands in and
+    :attr:`BuiltOptimizers.from_module` says so.
     """
     config, error = configure_optimizers_on_copy(model, trainer)
     if error:
@@ -68,6 +69,8 @@ def build_optimizers(model: pl.LightningModule, trainer: Any = None) -> BuiltOpt
         for group in optimizer.param_groups:
             if "initial_lr" in group:  # a scheduler set lr to its step-0 value (often 0 in warm-up)
                 group["lr"] = group["initial_lr"]
+            if isinstance(group.get("max_lr"), (int, float)):  # OneCycleLR: initial_lr is max_lr / 25
+                group["lr"] = max(group["lr"], float(group["max_lr"]))
     return BuiltOptimizers(optimizers, True)
 
 
