@@ -79,3 +79,16 @@ def test_a_learning_model_still_passes() -> None:
 def test_loss_drop_is_learning_beyond_the_losss_own_noise(losses, num_batches, fell) -> None:
     assert loss_drop(losses, num_batches).fell is fell
     assert loss_drop([torch.tensor(v) for v in losses], num_batches).fell is fell  # the check's tensors
+
+
+def test_a_copy_that_memorises_before_any_relation_shows_is_inconclusive_not_blamed_on_the_labels() -> None:
+    """Issue #24: healthy data split by subject (4 measurements per subject) made the check's 64-sample copy
+    memorise subjects: held-out loss with real inputs worse than zeroed from the first look on. That is no
+    evidence against the labels: ``inconclusive`` (it was a ``fail`` naming shuffled labels)."""
+    from tests.checks.stage_gallery.data_stages import HEALTHY
+
+    (case,) = [c for c in HEALTHY if c.id == "st_ok_repeat_measurements_split_by_subject"]
+    torch.manual_seed(0)
+    result = preflight(case.model(), **case.data(), checks=["input_independence"], num_threads=1)[0]
+    assert result.status == "inconclusive", result.message
+    assert "already at the first look" in result.message and "shuffled" not in result.message
