@@ -27,6 +27,9 @@ BATCHNORM_LAG = 0.1
 BATCHNORM_PARTIAL = 0.2
 #: Relative difference above which the inputs of the two paths count as different (float noise: ~1e-7).
 INPUT_TOL = 1e-3
+#: A deterministic difference this large (relative) between what validation and training feed the first
+#: module for the same batch fails even when validation's loss followed the fit: it judges other inputs.
+INPUT_FAIL = 0.1
 
 
 class ValidationPathCheck(SanityCheck):
@@ -52,7 +55,8 @@ class ValidationPathCheck(SanityCheck):
       while training fed it the same input at every step (a validation transform or normalisation that
       differs from training's). Also a ``fail`` when the loss fell enough but validation's loss after the fit
       stays above training's on that batch by more than ``min_share`` of training's fall (it started from
-      a worse place); a ``warn`` when validation's loss reached training's anyway;
+      a worse place), or when the inputs differ by 10 % or more (relative); a ``warn`` for a smaller
+      difference when validation's loss reached training's anyway;
     - BatchNorm running statistics that still hold more than 10 % of their initial values (``(1 -
       momentum) ** steps``), or a validation loss that follows at least 20 % of training's fall in a model
       with BatchNorm (its running statistics average batches from weights that kept changing), make the
@@ -184,7 +188,9 @@ class ValidationPathCheck(SanityCheck):
             if view.input_difference is not None and view.input_difference > INPUT_TOL:
                 gap = view.after - last
                 details["gap_after"] = gap
-                far = gap > self.min_share * train_drop + 3 * sigma
+                lags = gap > self.min_share * train_drop + 3 * sigma
+                large = view.input_difference >= INPUT_FAIL
+                far = lags or large
                 return CheckResult(
                     self.name,
                     "fail" if far else "warn",
@@ -195,7 +201,9 @@ class ValidationPathCheck(SanityCheck):
                     + (
                         f", and after the fit validation's loss is {gap:.3g} above training's on that batch "
                         f"(more than {self.min_share:.0%} of training's fall)"
-                        if far
+                        if lags
+                        else f", {INPUT_FAIL:.0%} or more: validation judges other inputs than training fits"
+                        if large
                         else ""
                     )
                     + ": validation transforms or normalises the batch differently. Try: apply one "

@@ -98,6 +98,24 @@ def test_a_validation_normalisation_that_differs_fails():
     assert "different inputs" in result.message and result.details["stale"] == []
 
 
+class _MildlyRenormalised(M.Normalised):
+    """Validation divides by another scale (x 0.7 of training's inputs): its loss still follows the fit on one
+    batch, but it judges other inputs than training fits (the blind gallery's `st_val_normalises_differently`
+    was only a `warn` before issue #24's lead review)."""
+
+    def validation_step(self, batch, batch_idx):
+        x, y = batch
+        self.log("val_loss", torch.nn.functional.cross_entropy(self(0.7 * self.prep(x)), y))
+
+
+def test_a_large_deterministic_input_difference_fails_even_when_validation_follows_the_fit():
+    torch.manual_seed(0)
+    result = _run(_MildlyRenormalised(), raw=True)
+    assert result.details["input_difference"] >= 0.1
+    assert result.status == "fail", result.message
+    assert "validation judges other inputs than training fits" in result.message
+
+
 def test_a_validation_loss_on_the_wrong_head_fails():
     torch.manual_seed(0)
     result = _run(M.TwoHeads(wrong_head=True))
