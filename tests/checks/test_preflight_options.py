@@ -5,7 +5,8 @@
 ``make_fixtures.fixture_inputs()``, ``preflight(model, train_dataloaders=loader, num_threads=1,
 progress=False)`` and ``make_fixtures.normalised``, on a 2-vCPU CPU guest; rewritten for issue #24 (the
 statuses ``inconclusive``/``error`` in the counts, ``not_ok_reason``, ``slowest``, and the noise of the
-init_loss and input_independence measurements in their details), with every status and verdict unchanged.
+init_loss and input_independence measurements in their details, batch_independence's permutation test, and the
+six checks issue #24 added), with every status and verdict of the ten earlier checks unchanged.
 """
 
 from __future__ import annotations
