@@ -138,10 +138,26 @@ class ScheduleCheck(SanityCheck):
             )
         run = context.run_length
         stand_in = context.trainer_for_copies()
-        config, error = configure_optimizers_on_copy(model, stand_in)
+        config, error, stand_in_error = _configure(model, stand_in)
         if error:
             return self._not_configured(error, run, stand_in is not None)
         configs = schedulers_from_config(config)
+        if not configs and stand_in is None:
+            raise CheckSkipped(
+                "no scheduler configured (in what `configure_optimizers` returns outside a Trainer): the LR "
+                "stays at what the optimizer was given. If yours builds its schedule from `self.trainer` (as "
+                f"OptimizerRecipeMixin does), {_ASK_LENGTH}."
+            )
+        if not configs and stand_in_error:
+            return CheckResult(
+                self.name,
+                "inconclusive",
+                "no scheduler in what `configure_optimizers` returns outside a Trainer, and with a stand-in "
+                f"for the planned run ({run.source}) it raised ({stand_in_error}): a module that builds its "
+                "schedule from `self.trainer` cannot be planned here. Run the check inside fit: "
+                "`Trainer(callbacks=[Preflight()])`.",
+                {"error": stand_in_error},
+            )
         if not configs:
             raise CheckSkipped("no scheduler configured: the LR stays at what the optimizer was given.")
         stepped = [c for c in configs if not c.reduce_on_plateau]
@@ -311,6 +327,24 @@ class ScheduleCheck(SanityCheck):
             "estimate needed); the planned length is as stated." + note,
             details,
         )
+
+
+def _configure(model: Any, stand_in: Any) -> tuple[Any, str, str]:
+    """``configure_optimizers`` on the copy: with the planned run's stand-in Trainer attached first when there
+    is one (a module that builds its schedule only when a Trainer is attached, as ``OptimizerRecipeMixin``
+    does, returns it then), else as :func:`configure_optimizers_on_copy` calls it. Returns the config, why it
+    failed (``""``), and why the call with the stand-in failed (``""``: it did not, or there was none)."""
+    stand_in_error = ""
+    if stand_in is not None:
+        model.trainer = stand_in
+        try:
+            config, stand_in_error = configure_optimizers_on_copy(model)
+        finally:
+            model.trainer = None
+        if not stand_in_error:
+            return config, "", ""
+    config, error = configure_optimizers_on_copy(model, stand_in)
+    return config, error, stand_in_error
 
 
 def _rising_at_end(curves: LRCurves) -> bool:

@@ -390,3 +390,21 @@ def test_manual_optimisation_skips_saying_the_step_calls_the_schedulers():
         max_epochs=3,
     )
     assert report["schedule"].status == "skip" and "manual optimisation" in report["schedule"].message
+
+
+def test_a_recipe_module_that_builds_its_schedule_only_in_a_trainer_is_never_called_unscheduled():
+    """OptimizerRecipeMixin returns the optimizer alone outside a Trainer: without a planned length the skip
+    says so and what to pass; with one, the stand-in cannot answer all it reads, so the check is
+    inconclusive and names the way that works (inside fit), never "no scheduler configured" alone."""
+    from lightning_recipes.data import DigitsDataModule
+    from lightning_recipes.demos.model import RecipeDigitsCNN
+
+    unknown = preflight(RecipeDigitsCNN(), datamodule=DigitsDataModule(), checks=[ScheduleCheck()])[
+        "schedule"
+    ]
+    assert unknown.status == "skip" and "OptimizerRecipeMixin" in unknown.message
+    planned = preflight(
+        RecipeDigitsCNN(), datamodule=DigitsDataModule(), checks=[ScheduleCheck()], max_epochs=3
+    )
+    assert planned["schedule"].status == "inconclusive", planned["schedule"].message
+    assert "Preflight()" in planned["schedule"].message
