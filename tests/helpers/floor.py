@@ -56,6 +56,10 @@ END_TO_END_PATHS: dict[str, str] = {
     "tests/demos/test_training.py": "the demo",
     "tests/demos/test_finetuning.py": "the fine-tuning demo",
     "tests/test_readme.py": "the README's examples (documentation examples, as the doctests)",
+    # the stage gallery's twin tests train plain Lightning models to prove each planted bug real; they run no
+    # lightning_recipes code, so the oldest Lightning adds nothing to what they show
+    "tests/checks/test_stage_gallery_twins_data.py": "the stage gallery's twin tests (no package code)",
+    "tests/checks/test_stage_gallery_twins_loop.py": "the stage gallery's twin tests (no package code)",
 }
 
 
