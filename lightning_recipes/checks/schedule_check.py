@@ -3,6 +3,7 @@ unbounded growth."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Literal
 
 from torch.optim.lr_scheduler import CosineAnnealingLR, OneCycleLR, PolynomialLR
@@ -337,10 +338,14 @@ def _configure(model: Any, stand_in: Any) -> tuple[Any, str, str]:
     stand_in_error = ""
     if stand_in is not None:
         model.trainer = stand_in
+        announcer = logging.getLogger("lightning.pytorch.utilities.rank_zero")  # a recipe's summary line
+        level = announcer.level
+        announcer.setLevel(max(level, logging.WARNING))  # is about the copy: not the user's run
         try:
             config, stand_in_error = configure_optimizers_on_copy(model)
         finally:
             model.trainer = None
+            announcer.setLevel(level)
         if not stand_in_error:
             return config, "", ""
     config, error = configure_optimizers_on_copy(model, stand_in)

@@ -451,7 +451,7 @@ class Harness:
         if self.trainer is not None:
             return self.trainer
         run = self.run_length
-        return PlannedTrainer(run) if run.total_steps is not None else None
+        return PlannedTrainer(run, self.train_dataloader) if run.total_steps is not None else None
 
     @classmethod
     def from_trainer(

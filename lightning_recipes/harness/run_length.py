@@ -134,10 +134,12 @@ class PlannedTrainer:
     sanity_checking = False
     training = True
 
-    def __init__(self, run: RunLength) -> None:
+    def __init__(self, run: RunLength, train_dataloader: Any = None) -> None:
         if run.total_steps is None:
             raise ValueError("a PlannedTrainer needs a run of known length (`total_steps` is None).")
         self.run = run
+        self.train_dataloader = train_dataloader  # the loader the run will train on (its batch size)
+        self.callbacks: list[Any] = []  # a preflight outside fit knows none of the Trainer's callbacks
         self.estimated_stepping_batches = run.total_steps
         self.max_epochs = run.max_epochs if run.max_epochs is not None else -1
         self.max_steps = run.max_steps if run.max_steps is not None else -1
@@ -150,5 +152,6 @@ class PlannedTrainer:
         raise AttributeError(
             f"`self.trainer.{name}` is not available on a copy checked outside `trainer.fit` (the stand-in "
             "for the planned run answers estimated_stepping_batches, max_epochs, max_steps, "
-            "num_training_batches and accumulate_grad_batches)."
+            "num_training_batches, accumulate_grad_batches, train_dataloader, num_devices, num_nodes and "
+            "callbacks, empty)."
         )

@@ -392,10 +392,9 @@ def test_manual_optimisation_skips_saying_the_step_calls_the_schedulers():
     assert report["schedule"].status == "skip" and "manual optimisation" in report["schedule"].message
 
 
-def test_a_recipe_module_that_builds_its_schedule_only_in_a_trainer_is_never_called_unscheduled():
+def test_a_recipe_module_that_builds_its_schedule_only_in_a_trainer_is_judged_with_a_planned_length():
     """OptimizerRecipeMixin returns the optimizer alone outside a Trainer: without a planned length the skip
-    says so and what to pass; with one, the stand-in cannot answer all it reads, so the check is
-    inconclusive and names the way that works (inside fit), never "no scheduler configured" alone."""
+    says so and what to pass; with one, the stand-in Trainer gets its warm-up + cosine, which is judged."""
     from lightning_recipes.data import DigitsDataModule
     from lightning_recipes.demos.model import RecipeDigitsCNN
 
@@ -406,5 +405,28 @@ def test_a_recipe_module_that_builds_its_schedule_only_in_a_trainer_is_never_cal
     planned = preflight(
         RecipeDigitsCNN(), datamodule=DigitsDataModule(), checks=[ScheduleCheck()], max_epochs=3
     )
-    assert planned["schedule"].status == "inconclusive", planned["schedule"].message
-    assert "Preflight()" in planned["schedule"].message
+    result = planned["schedule"]
+    assert result.status == "pass", result.message
+    assert "LambdaLR" in result.details["schedulers"][0] and result.details["total_steps"] == 3 * 23
+
+
+class ReadsMoreOfTheTrainer(TinyClassifier):
+    """Builds its schedule only inside a Trainer, from an attribute no stand-in for a planned run has."""
+
+    def configure_optimizers(self):
+        optimizer = torch.optim.SGD(self.parameters(), lr=0.1)
+        if self._trainer is None:
+            return optimizer
+        steps = int(self.trainer.estimated_stepping_batches) + len(self.trainer.loggers)
+        return [optimizer], [schedulers.LinearLR(optimizer, start_factor=0.1, total_iters=steps)]
+
+
+def test_a_schedule_the_stand_in_cannot_build_is_inconclusive_and_says_to_run_inside_fit():
+    result = preflight(
+        ReadsMoreOfTheTrainer(),
+        train_dataloaders=random_classification_loader(),
+        checks=[ScheduleCheck()],
+        max_epochs=3,
+    )["schedule"]
+    assert result.status == "inconclusive", result.message
+    assert "Preflight()" in result.message and "loggers" in result.message
