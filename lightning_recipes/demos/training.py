@@ -132,7 +132,9 @@ def run_demo(args: argparse.Namespace) -> dict[str, Any]:
 
     report = None
     if not args.skip_preflight:
-        report = preflight(model, datamodule=datamodule, seed=args.seed, print_report=True)
+        report = preflight(
+            model, datamodule=datamodule, seed=args.seed, max_epochs=args.epochs, print_report=True
+        )
         report.raise_for_failures()
 
     logger = _make_logger(args.logger, args.output_dir)
