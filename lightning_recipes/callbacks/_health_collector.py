@@ -113,7 +113,7 @@ def combine(
         epoch = int(vals[0][3 * k])
         val = sum(v[3 * k + 1] for v in vals) / len(vals)
         train = sum(v[3 * k + 2] for v in vals) / len(vals)
-        data.validations.append((epoch, val, train))
+        data.validations.append((epoch, val, train, math.nan, 0))
     return data
 
 

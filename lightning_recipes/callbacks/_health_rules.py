@@ -378,8 +378,8 @@ def overfitting(data: CheckData, history: History, t: dict[str, float]) -> Decis
         history.validations.append(entry)
         vals = history.validations
         best_index = min(range(len(vals)), key=lambda i: vals[i][1])
-        best_epoch, best_val, best_train = vals[best_index]
-        _, val, train = entry
+        best_epoch, best_val, best_train = vals[best_index][:3]
+        val, train = entry[1], entry[2]
         gl = 100.0 * (val / best_val - 1.0) if best_val > 0 else 0.0
         present = gl > t["overfit_gl"] and train < best_train
         if _streak(history, "overfitting", present) >= int(t["persist_checks"]):

@@ -46,15 +46,37 @@ class CheckData:
     epoch: int
     loss_mean: float = math.nan
     loss_nonfinite: int = 0
+    #: finite per-step training losses in the interval (all ranks), their standard deviation, and the
+    #: least-squares slope of loss against the step (per optimizer step) with its standard error
+    loss_count: int = 0
+    loss_std: float = math.nan
+    loss_slope: float = math.nan
+    loss_slope_se: float = math.nan
     grad_sampled: bool = False
     grad_total: float = math.nan
     group_grad_rms: dict[str, float] = field(default_factory=dict)
     update_ratio: dict[str, float] = field(default_factory=dict)
+    #: per parameter group (as ``group_grad_rms``): element count, the largest learning rate of the optimizer
+    #: param_groups holding it at the sampled step, and its optimizer's family ("adaptive": Adam-family, Lion,
+    #: LAMB, RMSprop, Adagrad, Adafactor ...; "sgd": SGD/ASGD; "other")
+    group_numel: dict[str, int] = field(default_factory=dict)
+    group_lr: dict[str, float] = field(default_factory=dict)
+    group_family: dict[str, str] = field(default_factory=dict)
     dead: dict[str, float] = field(default_factory=dict)
     saturated: dict[str, float] = field(default_factory=dict)
+    #: per Linear/Conv layer (module name): the fraction of its weight's output rows whose gradient was exactly
+    #: zero on the sampled step (a unit that no sample of the batch activated: dead through ``F.relu`` too)
+    dead_rows: dict[str, float] = field(default_factory=dict)
     nonfinite_modules: list[str] = field(default_factory=list)
     wait_fraction: float | None = None
-    validations: list[tuple[int, float, float]] = field(default_factory=list)  # (epoch, val, train)
+    #: where ``wait_fraction`` came from: "InputPipelineMonitor" or "host timing" (the monitor's own clock)
+    wait_source: str | None = None
+    #: (epoch, val, train, val_se, val_count): the validation loss, the mean training loss of its epoch, the
+    #: validation loss's standard error from its per-batch values (NaN when unknown) and the number of
+    #: validation samples it averaged (0 when unknown)
+    validations: list[tuple[int, float, float, float, int]] = field(default_factory=list)
+    #: the run's planned optimizer steps (``trainer.estimated_stepping_batches``; inf when unbounded/unknown)
+    planned_steps: float = math.inf
 
 
 @dataclass
@@ -64,7 +86,7 @@ class History:
     losses: list[float] = field(default_factory=list)
     grad_totals: list[float] = field(default_factory=list)
     vanish_ratios: list[float] = field(default_factory=list)
-    validations: list[tuple[int, float, float]] = field(default_factory=list)
+    validations: list[tuple[int, float, float, float, int]] = field(default_factory=list)
     streaks: dict[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -82,9 +104,16 @@ class History:
             losses=[float(v) for v in state.get("losses", [])],
             grad_totals=[float(v) for v in state.get("grad_totals", [])],
             vanish_ratios=[float(v) for v in state.get("vanish_ratios", [])],
-            validations=[(int(e), float(v), float(t)) for e, v, t in state.get("validations", [])],
+            validations=[_validation(row) for row in state.get("validations", [])],
             streaks={str(k): int(v) for k, v in state.get("streaks", {}).items()},
         )
+
+
+def _validation(row: Any) -> tuple[int, float, float, float, int]:
+    """A saved validation row; rows saved before the standard error was kept have 3 entries."""
+    epoch, val, train, *rest = row
+    se, count = (float(rest[0]), int(rest[1])) if len(rest) >= 2 else (math.nan, 0)
+    return int(epoch), float(val), float(train), se, count
 
 
 Decision = tuple[dict[str, Any], str]  # (evidence, advice)
