@@ -12,23 +12,16 @@ Each rule and its threshold, with the source it follows (the defaults of :data:`
   (1e-3, three orders of magnitude) times that of the latest group at ``persist_checks`` (2) checks in a row,
   unless dead or saturated units explain it (AutoTrainer compares early to late layers the same way).
 * ``dead_units``: in a ReLU/ReLU6 layer, at least ``dead_fraction`` (0.5) of the units were never active
-  on any sampled batch of ``persist_checks`` checks in a row (dying ReLU: Lu et al., 2019).
+  on any sampled batch, or in a Linear/Conv layer at least that fraction of its weight's output rows had an
+  exactly zero gradient on the sampled step (units no sample activated, through ``F.relu`` as well), at
+  ``persist_checks`` checks in a row (dying ReLU: Lu et al., 2019).
 * ``saturated_activations``: in a tanh/sigmoid layer at least ``saturated_fraction`` (0.5) of outputs lie
   within 1% of the bounds (``|tanh| > 0.99``, sigmoid ``< 0.01`` or ``> 0.99``) at ``persist_checks``
   checks in a row (Glorot & Bengio, AISTATS 2010: saturated top layers stall learning).
-* ``lr_too_high``: the median per-group update-to-parameter ratio ``||dW|| / ||W||`` of the sampled step is
-  above ``ratio_high`` (0.01: 10x the ~1e-3 of Karpathy's CS231n rule of thumb) while the training loss
-  rises (this interval's mean more than ``rise_rtol``, 10%, above the previous one's); Cockpit
-  (Schneider et al., NeurIPS 2021) reads
-  the same two instruments together.
-* ``lr_too_low``: the median ratio is below ``ratio_low`` (1e-5: 100x below 1e-3) and the loss moved less
-  than ``plateau_rtol`` (1%) between checks, ``persist_checks`` checks in a row.
-* ``loss_plateau``: the best interval-mean training loss of the last ``plateau_checks`` (5) checks is less
-  than ``plateau_rtol`` (1%) below the best before them, while the loss is still above half its first
-  value (a converged run is not a plateau) and the ratio is in the normal range.
-* ``overfitting``: Prechelt (1998)'s generalisation loss ``GL = 100 (E_va / E_opt - 1)`` above
-  ``overfit_gl`` (5, his GL5) at ``persist_checks`` validations in a row, while the training loss is below
-  its value at the best validation; the finding names the epoch after the best one (where it began).
+* ``lr_too_high``, ``lr_too_low``, ``loss_plateau``, ``overfitting``: judged against the run's own loss noise,
+  with optimizer-aware update ratios: ``callbacks/_health_loss_rules.py`` states each rule and its thresholds.
+  Root cause first: units that die while the update ratio is above ``ratio_high`` are named ``lr_too_high``
+  (the dead units are its evidence), not ``dead_units``.
 * ``data_stall``: training waited for data more than ``stall_fraction`` (0.5) of the interval's wall time
   at ``persist_checks`` checks in a row, from ``InputPipelineMonitor`` (steps that wait longer than they
   compute).
@@ -41,6 +34,15 @@ from __future__ import annotations
 import math
 import statistics
 
+from lightning_recipes.callbacks._health_loss_rules import (
+    interval_se,
+    loss_plateau,
+    lr_too_high,
+    lr_too_low,
+    overfitting,
+    streak,
+    update_ratios,
+)
 from lightning_recipes.callbacks._health_window import (
     DEFAULT_THRESHOLDS,  # noqa: F401  (the doctests)
     CheckData,
@@ -64,9 +66,7 @@ __all__ = [
 ]
 
 
-def _streak(history: History, name: str, present: bool) -> int:
-    history.streaks[name] = history.streaks.get(name, 0) + 1 if present else 0
-    return history.streaks[name]
+_streak = streak
 
 
 def _fmt(value: float) -> str:
@@ -100,14 +100,52 @@ def decide(data: CheckData, history: History, thresholds: dict[str, float]) -> d
     _add(out, "saturated_activations", saturated_activations(data, history, t))
     _add(out, "vanishing_gradients", vanishing_gradients(data, history, t))
     _add(out, "lr_too_high", lr_too_high(data, history, t))
-    _add(out, "lr_too_low", lr_too_low(data, history, t))
-    if "lr_too_low" not in out:
-        _add(out, "loss_plateau", loss_plateau(data, history, t))
+    if "dead_units" in out and _killed_by_the_lr(data, history, t):
+        evidence, _ = out.pop("dead_units")
+        high = out.get("lr_too_high") or _lr_kills_units(data, history, t)
+        out["lr_too_high"] = ({**high[0], "dead_fraction": evidence["dead_fraction"]}, high[1])
+    ratios = update_ratios(data)
+    if ratios.by_group:
+        history.ratios.append(ratios.median)
+        history.lrs.append(ratios.largest_lr())
+    learn_blocked = _cannot_learn(history)
+    _add(out, "lr_too_low", lr_too_low(data, history, t, cannot_learn=learn_blocked))
+    if not ({"lr_too_low", "lr_too_high"} & set(out) or learn_blocked):
+        _add(out, "loss_plateau", loss_plateau(data, history, t, family=ratios.family))
     if math.isfinite(data.loss_mean):
         history.losses.append(data.loss_mean)
+        history.loss_ses.append(interval_se(data))
+        history.loss_steps.append(data.step)
     _add(out, "overfitting", overfitting(data, history, t))
     _add(out, "data_stall", data_stall(data, history, t))
     return out
+
+
+def _cannot_learn(history: History) -> bool:
+    """A layer that cannot learn (vanishing, dead, saturated) explains a small update and a flat loss."""
+    return any(
+        history.streaks.get(p, 0) > 0 for p in ("vanishing_gradients", "dead_units", "saturated_activations")
+    )
+
+
+def _killed_by_the_lr(data: CheckData, history: History, t: dict[str, float]) -> bool:
+    """Units died while the update ratio was above ``ratio_high`` (now or at an earlier check)."""
+    ratio = update_ratios(data).median
+    high_now = math.isfinite(ratio) and ratio > t["ratio_high"]
+    return high_now or any(r > t["ratio_high"] for r in history.ratios[-int(t["persist_checks"]) - 1 :])
+
+
+def _lr_kills_units(data: CheckData, history: History, t: dict[str, float]) -> Decision:
+    ratios = update_ratios(data)
+    seen = max([r for r in [ratios.median, *history.ratios] if math.isfinite(r)], default=math.nan)
+    lr = ratios.largest_lr()
+    factor = max(3, round(seen / 3e-3)) if math.isfinite(seen) else 10
+    target = f" (from {_fmt(lr)} to about {_fmt(lr / factor)})" if math.isfinite(lr) else ""
+    return (
+        {"update_ratio": seen, "lr": lr, "optimizer_family": ratios.family, "loss": data.loss_mean},
+        f"Steps changed the weights by up to {_fmt(seen)} of their norm (healthy: ~1e-3) and units died: the "
+        f"learning rate is too high. Lower it about {factor}x{target}, add warm-up, or clip.",
+    )
 
 
 def _add(out: dict[str, Decision], problem: str, decision: Decision | None) -> None:
@@ -173,7 +211,9 @@ def exploding_gradients(data: CheckData, history: History, t: dict[str, float]) 
 
 
 def _dead_layers(data: CheckData, t: dict[str, float]) -> dict[str, float]:
-    return {m: f for m, f in data.dead.items() if f >= t["dead_fraction"]}
+    dead = {m: f for m, f in data.dead.items() if f >= t["dead_fraction"]}
+    dead.update({m: f for m, f in data.dead_rows.items() if f >= t["dead_fraction"] and m not in dead})
+    return dead
 
 
 def _saturated_layers(data: CheckData, t: dict[str, float]) -> dict[str, float]:
@@ -189,7 +229,10 @@ def dead_units(data: CheckData, history: History, t: dict[str, float]) -> Decisi
         {'dead_fraction': {'fc1': 0.9}}
     """
     dead = _dead_layers(data, t)
-    if not (data.dead and _streak(history, "dead_units", bool(dead)) >= int(t["persist_checks"])):
+    measured = bool(data.dead or data.dead_rows)
+    if measured and history.dead_at_start < 0:
+        history.dead_at_start = max([*data.dead.values(), *data.dead_rows.values()])
+    if not (measured and _streak(history, "dead_units", bool(dead)) >= int(t["persist_checks"])):
         return None
     return (
         {"dead_fraction": dead},
@@ -247,159 +290,20 @@ def vanishing_gradients(data: CheckData, history: History, t: dict[str, float]) 
             "grad_rms": {g: data.group_grad_rms[g] for g in groups},
         },
         f"Gradients reaching `{first}` are {_fmt(ratio)}x those of `{last}`. Use a non-saturating "
-        "activation (ReLU/GELU) and He/Kaiming initialisation, add normalisation (BatchNorm, "
-        "LayerNorm) or residual connections between them, or give the early layers a larger learning "
-        "rate.",
+        "activation (ReLU/GELU) and He/Kaiming initialisation, or add normalisation (BatchNorm, "
+        "LayerNorm) or residual connections between them"
+        + (
+            "."
+            if _lr_highish(data, t)
+            else ", or give the early layers a larger learning rate (layer-wise LR, e.g. LAMB)."
+        ),
     )
 
 
-def _median_ratio(data: CheckData) -> tuple[list[float], float]:
-    ratios = [r for r in data.update_ratio.values() if math.isfinite(r) and r > 0]
-    return ratios, statistics.median(ratios) if ratios else math.nan
-
-
-def _previous_loss(history: History) -> float:
-    return history.losses[-1] if history.losses else math.nan
-
-
-def _loss_flat(data: CheckData, history: History, t: dict[str, float]) -> bool:
-    previous = _previous_loss(history)
-    return (
-        math.isfinite(data.loss_mean)
-        and math.isfinite(previous)
-        and abs(data.loss_mean - previous) <= t["plateau_rtol"] * abs(previous)
-    )
-
-
-def _cannot_learn(history: History) -> bool:
-    """A layer that cannot learn (vanishing, dead, saturated) explains a small update and a flat loss."""
-    return any(
-        history.streaks.get(p, 0) > 0 for p in ("vanishing_gradients", "dead_units", "saturated_activations")
-    )
-
-
-def _lr_low(data: CheckData, history: History, t: dict[str, float]) -> bool:
-    ratios, median_ratio = _median_ratio(data)
-    return (
-        bool(ratios)
-        and median_ratio < t["ratio_low"]
-        and _loss_flat(data, history, t)
-        and not _cannot_learn(history)
-    )
-
-
-def lr_too_high(data: CheckData, history: History, t: dict[str, float]) -> Decision | None:
-    """The median update/parameter ratio is above ``ratio_high`` while the loss rises by ``rise_rtol``.
-
-    Example:
-        >>> data = CheckData(0, 0, loss_mean=2.0, update_ratio={"fc1": 0.1, "fc2": 0.2})
-        >>> lr_too_high(data, History(losses=[1.0]), DEFAULT_THRESHOLDS)[0]["median_update_ratio"]
-        0.15000000000000002
-    """
-    ratios, median_ratio = _median_ratio(data)
-    previous_loss = _previous_loss(history)
-    rising = (
-        math.isfinite(data.loss_mean)
-        and math.isfinite(previous_loss)
-        and data.loss_mean > (1.0 + t["rise_rtol"]) * previous_loss
-    )
-    if not (ratios and median_ratio > t["ratio_high"] and rising):
-        return None
-    return (
-        {
-            "median_update_ratio": median_ratio,
-            "update_ratio": dict(sorted(data.update_ratio.items(), key=lambda kv: -kv[1])[:4]),
-            "loss": data.loss_mean,
-            "previous_loss": previous_loss,
-        },
-        f"Each step changes the weights by {_fmt(median_ratio)} of their norm (healthy: ~1e-3) and the "
-        f"loss rose from {_fmt(previous_loss)} to {_fmt(data.loss_mean)}. Lower the learning rate by "
-        f"~{max(3, round(median_ratio / 1e-3 / 10))}x (or run an LR range test), add warm-up, or clip.",
-    )
-
-
-def lr_too_low(data: CheckData, history: History, t: dict[str, float]) -> Decision | None:
-    """The median update ratio is below ``ratio_low`` with a flat loss, ``persist_checks`` in a row.
-
-    Example:
-        >>> data = CheckData(0, 0, loss_mean=1.0, update_ratio={"fc1": 1e-7})
-        >>> history = History(losses=[1.0], streaks={"lr_too_low": 1})
-        >>> lr_too_low(data, history, DEFAULT_THRESHOLDS)[0]
-        {'median_update_ratio': 1e-07, 'loss': 1.0}
-    """
-    if _streak(history, "lr_too_low", _lr_low(data, history, t)) < int(t["persist_checks"]):
-        return None
-    _, median_ratio = _median_ratio(data)
-    return (
-        {"median_update_ratio": median_ratio, "loss": data.loss_mean},
-        f"Each step changes the weights by only {_fmt(median_ratio)} of their norm (healthy: ~1e-3) and "
-        f"the loss is flat at {_fmt(data.loss_mean)}. Raise the learning rate ~"
-        f"{max(3, round(1e-3 / max(median_ratio, 1e-12) / 10))}x (an LR range test finds it).",
-    )
-
-
-def loss_plateau(data: CheckData, history: History, t: dict[str, float]) -> Decision | None:
-    """The best loss of the last ``plateau_checks`` checks is not ``plateau_rtol`` below the best before,
-    while the loss is above half its first value and no learning-rate or dead-layer cause explains it.
-
-    Example:
-        >>> data, history = CheckData(0, 0, loss_mean=1.0), History(losses=[1.2, 1.0, 1.0, 1.0, 1.0, 1.0])
-        >>> loss_plateau(data, history, DEFAULT_THRESHOLDS)[0]["checks"]
-        5
-    """
-    k = int(t["plateau_checks"])
-    losses = [v for v in [*history.losses, data.loss_mean] if math.isfinite(v)]
-    if len(losses) <= k or _lr_low(data, history, t) or _cannot_learn(history):
-        return None
-    before, recent = min(losses[:-k]), min(losses[-k:])
-    if not (recent > before - t["plateau_rtol"] * abs(before) and data.loss_mean > 0.5 * losses[0]):
-        return None
-    return (
-        {"best_recent": recent, "best_before": before, "checks": k, "first_loss": losses[0]},
-        f"The training loss has not improved on {_fmt(before)} for {k} checks, at "
-        f"{data.loss_mean / losses[0]:.0%} of its first value. Try a learning-rate schedule with "
-        "decay or restarts, a larger model, a different optimizer (AdamW/Lion), or check that the "
-        "labels are learnable (`preflight`'s overfit_batch check).",
-    )
-
-
-def overfitting(data: CheckData, history: History, t: dict[str, float]) -> Decision | None:
-    """Prechelt's generalisation loss above ``overfit_gl`` at ``persist_checks`` validations in a row while
-    the training loss is below its value at the best validation (records each validation in ``history``).
-
-    Example:
-        >>> history = History(validations=[(0, 1.0, 1.0)], streaks={"overfitting": 1})
-        >>> data = CheckData(0, 1, validations=[(1, 1.2, 0.5)])
-        >>> overfitting(data, history, DEFAULT_THRESHOLDS)[0]["began_epoch"]
-        1
-    """
-    found: Decision | None = None
-    for entry in data.validations:
-        history.validations.append(entry)
-        vals = history.validations
-        best_index = min(range(len(vals)), key=lambda i: vals[i][1])
-        best_epoch, best_val, best_train = vals[best_index][:3]
-        val, train = entry[1], entry[2]
-        gl = 100.0 * (val / best_val - 1.0) if best_val > 0 else 0.0
-        present = gl > t["overfit_gl"] and train < best_train
-        if _streak(history, "overfitting", present) >= int(t["persist_checks"]):
-            found = (
-                {
-                    "gl": gl,
-                    "val_loss": val,
-                    "best_val_loss": best_val,
-                    "best_epoch": best_epoch,
-                    "train_loss": train,
-                    "best_train_loss": best_train,
-                    "began_epoch": best_epoch + 1,
-                },
-                f"Validation loss rose {gl:.1f}% above its best ({_fmt(best_val)} at epoch {best_epoch}) "
-                f"while the training loss fell to {_fmt(train)}: overfitting since epoch {best_epoch + 1}. "
-                "Use "
-                "`EarlyStopping(restore_best_weights=True)`, more weight decay or dropout, data augmentation "
-                "or more data.",
-            )
-    return found
+def _lr_highish(data: CheckData, t: dict[str, float]) -> bool:
+    """The update ratio is above ``ratio_high / 10``: a larger LR anywhere would not be safe advice."""
+    ratio = update_ratios(data).median
+    return not math.isfinite(ratio) or ratio > t["ratio_high"] / 10
 
 
 def data_stall(data: CheckData, history: History, t: dict[str, float]) -> Decision | None:

@@ -28,13 +28,19 @@ DEFAULT_THRESHOLDS: dict[str, float] = {
     "dead_fraction": 0.5,
     "saturated_fraction": 0.5,
     "ratio_high": 1e-2,
+    "ratio_stuck": 3e-2,
     "rise_rtol": 0.1,
-    "ratio_low": 1e-5,
+    "ratio_low": 3e-5,
+    "ratio_low_sgd": 1e-6,
     "plateau_checks": 5,
     "plateau_rtol": 0.01,
+    "plateau_progress": 0.2,
     "overfit_gl": 5.0,
+    "overfit_persist": 3,
     "stall_fraction": 0.5,
     "persist_checks": 2,
+    "confidence_z": 2.326,
+    "anneal_fraction": 0.8,
 }
 
 
@@ -64,8 +70,9 @@ class CheckData:
     group_family: dict[str, str] = field(default_factory=dict)
     dead: dict[str, float] = field(default_factory=dict)
     saturated: dict[str, float] = field(default_factory=dict)
-    #: per Linear/Conv layer (module name): the fraction of its weight's output rows whose gradient was exactly
-    #: zero on the sampled step (a unit that no sample of the batch activated: dead through ``F.relu`` too)
+    #: per Linear/Conv layer (module name): the fraction of its weight's output rows whose gradient was
+    #: exactly zero on the sampled step (a unit that no sample of the batch activated:
+    #: dead through ``F.relu`` too)
     dead_rows: dict[str, float] = field(default_factory=dict)
     nonfinite_modules: list[str] = field(default_factory=list)
     wait_fraction: float | None = None
@@ -84,6 +91,14 @@ class History:
     """What the rules remember between checks (host floats; saved in ``state_dict``)."""
 
     losses: list[float] = field(default_factory=list)
+    #: per check with a finite loss, parallel to ``losses``: the interval mean's standard error and the step
+    loss_ses: list[float] = field(default_factory=list)
+    loss_steps: list[int] = field(default_factory=list)
+    #: per check with sampled updates: the run's update ratio (parameter-weighted median) and its largest LR
+    ratios: list[float] = field(default_factory=list)
+    lrs: list[float] = field(default_factory=list)
+    #: the largest dead fraction at the first check that measured one (-1: not measured yet)
+    dead_at_start: float = -1.0
     grad_totals: list[float] = field(default_factory=list)
     vanish_ratios: list[float] = field(default_factory=list)
     validations: list[tuple[int, float, float, float, int]] = field(default_factory=list)
@@ -92,6 +107,11 @@ class History:
     def to_dict(self) -> dict[str, Any]:
         return {
             "losses": list(self.losses),
+            "loss_ses": list(self.loss_ses),
+            "loss_steps": list(self.loss_steps),
+            "ratios": list(self.ratios),
+            "lrs": list(self.lrs),
+            "dead_at_start": self.dead_at_start,
             "grad_totals": list(self.grad_totals),
             "vanish_ratios": list(self.vanish_ratios),
             "validations": [list(v) for v in self.validations],
@@ -100,8 +120,15 @@ class History:
 
     @classmethod
     def from_dict(cls, state: dict[str, Any]) -> History:
+        losses = [float(v) for v in state.get("losses", [])]
         return cls(
-            losses=[float(v) for v in state.get("losses", [])],
+            losses=losses,
+            # states saved before the noise model kept these: unknown error, steps by position
+            loss_ses=[float(v) for v in state.get("loss_ses", [math.nan] * len(losses))],
+            loss_steps=[int(v) for v in state.get("loss_steps", range(len(losses)))],
+            ratios=[float(v) for v in state.get("ratios", [])],
+            lrs=[float(v) for v in state.get("lrs", [])],
+            dead_at_start=float(state.get("dead_at_start", -1.0)),
             grad_totals=[float(v) for v in state.get("grad_totals", [])],
             vanish_ratios=[float(v) for v in state.get("vanish_ratios", [])],
             validations=[_validation(row) for row in state.get("validations", [])],

@@ -1,0 +1,371 @@
+"""HealthMonitor's rules about the loss and the learning rate, judged against the run's own noise.
+
+Each rule reads one check's :class:`CheckData` and the :class:`History` and asks its question with the tests
+of :mod:`_health_stats` at the confidence ``confidence_z`` (2.33: ~1% false-alarm odds per question):
+
+* **update ratio** ``||dW|| / ||W||`` of the sampled step, per parameter group, summarised as the median over
+  *parameters* (each group weighted by its size: one large matrix outvotes ten biases). What is too large or
+  too small depends on the optimizer family. Adam-family, Lion, LAMB, RMSprop (``"adaptive"``): the update of
+  each element is about the LR whatever the gradient, so the ratio reads the LR against the weights' scale;
+  below ``ratio_low`` (3e-5) nothing moves. SGD (``"sgd"``): the update is LR x gradient, and the gradient
+  shrinks near a minimum, so only a ratio 30x smaller, ``ratio_low_sgd`` (1e-6), says the LR is the cause.
+  Both families: above ``ratio_high`` (1e-2, 10x Karpathy's ~1e-3) a step rewrites 1% of the weights.
+* ``lr_too_high``: the ratio is above ``ratio_high`` and the loss **rose** significantly (above the previous
+  interval or above the best one, by ``rise_rtol`` and by ``z`` standard errors); or the ratio is above
+  ``ratio_stuck`` (3e-2) and the loss made **no significant progress** over ``plateau_checks`` checks (the
+  common case: a loss stuck high while each step throws the weights around, Cockpit, Schneider et al. 2021).
+* ``lr_too_low``: the ratio is below its family's floor and the loss is not falling significantly (within the
+  interval, nor from the previous one), ``persist_checks`` checks in a row — one check when the ratio is 1000x
+  below the floor (an LR that collapsed). Not during warm-up (the LR rising), and not when a schedule anneals
+  the LR gradually to ~0 in the last ``1 - anneal_fraction`` of a planned run.
+* ``loss_plateau``: over the last ``plateau_checks`` checks the loss has no significant downward trend, their
+  best is not significantly (nor ``plateau_rtol``) below the best before, and the run has not progressed: the
+  loss is above ``1 - plateau_progress`` of its first value (a loss that fell and then flattened converged).
+  Not when the LR explains it (too low, too high) or a layer cannot learn.
+* ``overfitting``: at ``overfit_persist`` (3) validations in a row, Prechelt (1998)'s generalisation loss
+  ``GL = 100 (E_va / E_opt - 1)`` exceeds ``overfit_gl`` (5) **and** the rise is significant against the
+  validation loss's standard error (measured per batch, floored by the set's size); the training loss is below
+  its value at the best validation and below the validation loss (a generalisation gap); and the validation
+  loss is not falling significantly from the previous validation (Prechelt's UP criterion: a bump that recedes
+  is not overfitting). Judged at the latest validation only: a new best clears it.
+"""
+
+from __future__ import annotations
+
+import math
+
+from lightning_recipes.callbacks._health_stats import (
+    mean_se,
+    significantly_above,
+    trend,
+    validation_se,
+    weighted_median,
+)
+from lightning_recipes.callbacks._health_window import (
+    DEFAULT_THRESHOLDS,  # noqa: F401  (the doctests)
+    CheckData,
+    Decision,
+    History,
+)
+
+__all__ = ["UpdateRatios", "loss_plateau", "lr_too_high", "lr_too_low", "overfitting", "update_ratios"]
+
+
+def _fmt(value: float) -> str:
+    return f"{value:.3g}"
+
+
+def streak(history: History, name: str, present: bool) -> int:
+    """Count ``name``'s checks in a row (reset when absent); returns the count."""
+    history.streaks[name] = history.streaks.get(name, 0) + 1 if present else 0
+    return history.streaks[name]
+
+
+class UpdateRatios:
+    """The sampled step's update ratios: per group, the parameter-weighted median, the family and LRs.
+
+    Example:
+        >>> data = CheckData(0, 0, update_ratio={"fc1": 1e-6, "fc1.bias": 2e-5},
+        ...                  group_numel={"fc1": 1000, "fc1.bias": 10}, group_family={"fc1": "adaptive"})
+        >>> ratios = update_ratios(data)
+        >>> ratios.median, ratios.family, ratios.low(DEFAULT_THRESHOLDS)
+        (1e-06, 'adaptive', 3e-05)
+    """
+
+    def __init__(self, data: CheckData) -> None:
+        self.by_group = {g: r for g, r in data.update_ratio.items() if math.isfinite(r) and r >= 0}
+        weights = [float(data.group_numel.get(g, 1)) for g in self.by_group]
+        self.median = weighted_median(list(self.by_group.values()), weights)
+        families: dict[str, float] = {}
+        for g, w in zip(self.by_group, weights):
+            family = data.group_family.get(g, "other")
+            families[family] = families.get(family, 0.0) + w
+        self.family = max(families, key=lambda f: families[f]) if families else "other"
+        self.lr = {g: data.group_lr[g] for g in self.by_group if g in data.group_lr}
+
+    def low(self, t: dict[str, float]) -> float:
+        return t["ratio_low"] if self.family == "adaptive" else t["ratio_low_sgd"]
+
+    def groups_above(self, limit: float, top: int = 3) -> dict[str, float]:
+        return dict(
+            sorted(((g, r) for g, r in self.by_group.items() if r > limit), key=lambda kv: -kv[1])[:top]
+        )
+
+    def groups_below(self, limit: float, top: int = 3) -> dict[str, float]:
+        return dict(
+            sorted(((g, r) for g, r in self.by_group.items() if r < limit), key=lambda kv: kv[1])[:top]
+        )
+
+    def largest_lr(self) -> float:
+        finite = [v for v in self.lr.values() if math.isfinite(v)]
+        return max(finite) if finite else math.nan
+
+
+def update_ratios(data: CheckData) -> UpdateRatios:
+    return UpdateRatios(data)
+
+
+# ----------------------------------------------------------------------------------------- the loss's noise
+
+
+def interval_se(data: CheckData) -> float:
+    return mean_se(data.loss_std, data.loss_count)
+
+
+def falling_within(data: CheckData, t: dict[str, float]) -> bool:
+    """The interval's own slope is significantly negative."""
+    if not (math.isfinite(data.loss_slope) and math.isfinite(data.loss_slope_se) and data.loss_slope_se > 0):
+        return False
+    return data.loss_slope / data.loss_slope_se < -t["confidence_z"]
+
+
+def _window(history: History, data: CheckData, k: int) -> tuple[list[float], list[float], list[float]]:
+    steps = [*history.loss_steps[-(k - 1) :], data.step] if k > 1 else [data.step]
+    means = [*history.losses[-(k - 1) :], data.loss_mean] if k > 1 else [data.loss_mean]
+    ses = [*history.loss_ses[-(k - 1) :], interval_se(data)] if k > 1 else [interval_se(data)]
+    return [float(s) for s in steps], means, ses
+
+
+def progressing(data: CheckData, history: History, t: dict[str, float], k: int) -> bool | None:
+    """Whether the loss fell significantly over the last ``k`` intervals (this one included): a significant
+    downward trend of the interval means, or within this interval. ``None`` when fewer than ``k`` are
+    known."""
+    if falling_within(data, t):
+        return True
+    if len(history.losses) < k - 1 or not math.isfinite(data.loss_mean):
+        return None
+    _, slope_t = trend(*_window(history, data, k))
+    return math.isfinite(slope_t) and slope_t < -t["confidence_z"]
+
+
+def _rise(data: CheckData, history: History, t: dict[str, float]) -> tuple[str, float] | None:
+    """``(what, from)`` when this interval's loss is significantly and ``rise_rtol`` above the previous
+    interval's or the best earlier one's."""
+    if not (history.losses and math.isfinite(data.loss_mean)):
+        return None
+    se = interval_se(data)
+    best = min(range(len(history.losses)), key=lambda i: history.losses[i])
+    for what, i in (("the previous check's", len(history.losses) - 1), ("its best", best)):
+        before, before_se = history.losses[i], history.loss_ses[i] if i < len(history.loss_ses) else math.nan
+        if data.loss_mean > (1.0 + t["rise_rtol"]) * before and significantly_above(
+            data.loss_mean, se, before, before_se, t["confidence_z"]
+        ):
+            return what, before
+    return None
+
+
+# ---------------------------------------------------------------------------------------------- the rules
+
+
+def _lower_by(ratio: float) -> int:
+    """How many times lower an LR must be to bring an update ratio to ~3e-3 (updates scale with the LR)."""
+    return max(3, round(ratio / 3e-3))
+
+
+def lr_too_high(data: CheckData, history: History, t: dict[str, float]) -> Decision | None:
+    """The update ratio is above ``ratio_high`` and the loss rose significantly, or above ``ratio_stuck`` and
+    the loss made no significant progress over ``plateau_checks`` checks.
+
+    Example:
+        >>> data = CheckData(0, 0, loss_mean=2.0, loss_count=20, loss_std=0.1,
+        ...                  update_ratio={"fc1": 0.1, "fc2": 0.2}, group_lr={"fc1": 0.5, "fc2": 0.5})
+        >>> history = History(losses=[1.0], loss_ses=[0.02], loss_steps=[0])
+        >>> lr_too_high(data, history, DEFAULT_THRESHOLDS)[0]["update_ratio"]
+        0.1
+    """
+    ratios = update_ratios(data)
+    if not (math.isfinite(ratios.median) and ratios.median > t["ratio_high"]):
+        return None
+    rise = _rise(data, history, t)
+    k = int(t["plateau_checks"])
+    stuck = ratios.median > t["ratio_stuck"] and progressing(data, history, t, k) is False
+    if rise is None and not stuck:
+        return None
+    lr = ratios.largest_lr()
+    if rise is not None:
+        what = f"the loss rose from {_fmt(rise[1])} ({rise[0]}) to {_fmt(data.loss_mean)}"
+    else:
+        what = f"the loss has not fallen significantly in {k} checks (now {_fmt(data.loss_mean)})"
+    factor = _lower_by(ratios.median)
+    target = f" (from {_fmt(lr)} to about {_fmt(lr / factor)})" if math.isfinite(lr) else ""
+    return (
+        {
+            "update_ratio": ratios.median,
+            "largest_groups": ratios.groups_above(t["ratio_high"]),
+            "lr": lr,
+            "optimizer_family": ratios.family,
+            "loss": data.loss_mean,
+            "loss_before": rise[1] if rise is not None else history.losses[-k + 1] if k > 1 else math.nan,
+        },
+        f"Each step changes the weights by {_fmt(ratios.median)} of their norm (healthy: ~1e-3) and {what}. "
+        f"Lower the learning rate about {factor}x{target}, or run an LR range test; add warm-up, or clip.",
+    )
+
+
+def _warming_up(history: History, lr: float) -> bool:
+    return bool(history.lrs) and math.isfinite(lr) and lr > 1.5 * history.lrs[-1]
+
+
+def _annealing(data: CheckData, history: History, lr: float, t: dict[str, float]) -> bool:
+    """A schedule taking the LR gradually to ~0 at the end of a planned run (no 100x drop between checks)."""
+    late = math.isfinite(data.planned_steps) and data.step >= t["anneal_fraction"] * data.planned_steps
+    gradual = not history.lrs or not math.isfinite(lr) or lr >= 1e-2 * history.lrs[-1]
+    return late and gradual
+
+
+def lr_too_low(
+    data: CheckData, history: History, t: dict[str, float], cannot_learn: bool = False
+) -> Decision | None:
+    """The update ratio is below its family's floor with a loss that is not falling significantly,
+    ``persist_checks`` checks in a row (one when 1000x below: a collapsed LR).
+
+    Example:
+        >>> data = CheckData(0, 0, loss_mean=1.0, loss_count=20, loss_std=0.05, update_ratio={"fc1": 1e-7})
+        >>> history = History(losses=[1.0], loss_ses=[0.01], loss_steps=[0], streaks={"lr_too_low": 1})
+        >>> lr_too_low(data, history, DEFAULT_THRESHOLDS)[0]["update_ratio"]
+        1e-07
+    """
+    ratios = update_ratios(data)
+    floor = ratios.low(t)
+    lr = ratios.largest_lr()
+    previous_se = history.loss_ses[-1] if history.loss_ses else math.nan
+    collapsed = math.isfinite(ratios.median) and ratios.median < 1e-3 * floor
+    # a collapsed LR cannot move the loss: only this interval's own trend counts (the previous interval's mean
+    # holds the progress made before the collapse)
+    falling = falling_within(data, t) or (
+        not collapsed
+        and bool(history.losses)
+        and significantly_above(
+            history.losses[-1], previous_se, data.loss_mean, interval_se(data), t["confidence_z"]
+        )
+    )
+    low = (
+        math.isfinite(ratios.median)
+        and ratios.median < floor
+        and math.isfinite(data.loss_mean)
+        and not falling
+        and not cannot_learn
+        and not _warming_up(history, lr)
+        and not _annealing(data, history, lr, t)
+    )
+    count = streak(history, "lr_too_low", low)
+    if not low or count < (1 if collapsed else int(t["persist_checks"])):
+        return None
+    raise_by = max(3, round(floor * 30 / max(ratios.median, 1e-30)))
+    target = f" (from {_fmt(lr)} to about {_fmt(lr * raise_by)})" if math.isfinite(lr) and lr > 0 else ""
+    return (
+        {
+            "update_ratio": ratios.median,
+            "smallest_groups": ratios.groups_below(floor),
+            "lr": lr,
+            "optimizer_family": ratios.family,
+            "floor": floor,
+            "loss": data.loss_mean,
+        },
+        f"Each step changes the weights by only {_fmt(ratios.median)} of their norm (below {_fmt(floor)} for "
+        f"{ratios.family} optimizers; healthy ~1e-3) and the loss is not falling ({_fmt(data.loss_mean)}). "
+        f"Raise the learning rate about {raise_by}x{target}, or run an LR range test; check the schedule "
+        "does not cut it to ~0.",
+    )
+
+
+def loss_plateau(
+    data: CheckData, history: History, t: dict[str, float], family: str = "other"
+) -> Decision | None:
+    """No significant progress over ``plateau_checks`` checks, little progress since the start.
+
+    Example:
+        >>> history = History(losses=[1.38, 1.38, 1.39, 1.38, 1.38], loss_ses=[0.01] * 5,
+        ...                   loss_steps=[20, 40, 60, 80, 100])
+        >>> data = CheckData(120, 0, loss_mean=1.38, loss_count=20, loss_std=0.04)
+        >>> loss_plateau(data, history, DEFAULT_THRESHOLDS)[0]["checks"]
+        5
+    """
+    k = int(t["plateau_checks"])
+    losses = [*history.losses, data.loss_mean]
+    if len(losses) <= k or not math.isfinite(data.loss_mean) or progressing(data, history, t, k) is not False:
+        return None
+    first = losses[0]
+    ses = [*history.loss_ses, interval_se(data)]
+    recent, recent_se = _mean_of(losses[-k:], ses[-k:])
+    before, before_se = _mean_of(losses[-2 * k : -k], ses[-2 * k : -k])
+    # a drop counts when it is both significant and material: many steps make a 0.3% drop significant
+    improved = before - recent > t["plateau_rtol"] * abs(before) and significantly_above(
+        before, before_se, recent, recent_se, t["confidence_z"]
+    )
+    if improved or not data.loss_mean > (1.0 - t["plateau_progress"]) * first:
+        return None
+    change = "a different optimizer (AdamW/Lion), " if family != "adaptive" else ""
+    return (
+        {
+            "loss": data.loss_mean,
+            "best_recent": recent,
+            "best_before": before,
+            "checks": k,
+            "first_loss": first,
+        },
+        f"The training loss has not fallen significantly for {k} checks ({_fmt(data.loss_mean)}, "
+        f"{data.loss_mean / first:.0%} of its first value). Check that the labels are learnable "
+        f"(`preflight`'s overfit_batch check), then try an LR range test, {change}or a larger model.",
+    )
+
+
+def _mean_of(means: list[float], ses: list[float]) -> tuple[float, float]:
+    """The mean of interval means and its standard error (NaN errors make it NaN)."""
+    finite = [(m, s) for m, s in zip(means, ses) if math.isfinite(m)]
+    if not finite:
+        return math.nan, math.nan
+    mean = sum(m for m, _ in finite) / len(finite)
+    return mean, math.sqrt(sum(s**2 for _, s in finite)) / len(finite)
+
+
+def overfitting(data: CheckData, history: History, t: dict[str, float]) -> Decision | None:
+    """Prechelt's GL above ``overfit_gl``, significant against the validation noise, with a growing
+    generalisation gap and no recovery, at ``overfit_persist`` validations in a row (each validation is
+    recorded in ``history``; the verdict is the latest validation's).
+
+    Example:
+        >>> history = History(validations=[(0, 1.0, 1.1, 0.01, 1000), (1, 0.8, 0.7, 0.01, 1000)])
+        >>> rows = [(2, 0.9, 0.5, 0.01, 1000), (3, 1.0, 0.4, 0.01, 1000), (4, 1.1, 0.3, 0.01, 1000)]
+        >>> overfitting(CheckData(0, 4, validations=rows), history, DEFAULT_THRESHOLDS)[0]["began_epoch"]
+        2
+    """
+    found: Decision | None = None
+    z = t["confidence_z"]
+    for entry in data.validations:
+        previous = history.validations[-1] if history.validations else None
+        history.validations.append(entry)
+        vals = history.validations
+        best_epoch, best_val, best_train, best_se, best_count = min(vals, key=lambda v: v[1])
+        _, val, train, se, count = entry
+        se, best_se = validation_se(val, se, count), validation_se(best_val, best_se, best_count)
+        gl = 100.0 * (val / best_val - 1.0) if best_val > 0 else 0.0
+        if math.isnan(se) or math.isnan(best_se):  # no noise estimate at all: demand 4x the rise
+            significant = gl > 4 * t["overfit_gl"]
+        else:
+            significant = significantly_above(val, se, best_val, best_se, z)
+        recovering = previous is not None and significantly_above(
+            previous[1], validation_se(previous[1], previous[3], previous[4]), val, se, z
+        )
+        present = (
+            gl > t["overfit_gl"] and significant and train < best_train and train < val and not recovering
+        )
+        found = None
+        if streak(history, "overfitting", present) >= int(t["overfit_persist"]):
+            found = (
+                {
+                    "gl": gl,
+                    "val_loss": val,
+                    "val_se": se,
+                    "best_val_loss": best_val,
+                    "best_epoch": best_epoch,
+                    "train_loss": train,
+                    "best_train_loss": best_train,
+                    "began_epoch": best_epoch + 1,
+                },
+                f"Validation loss is {gl:.1f}% above its best ({_fmt(best_val)} at epoch {best_epoch}; "
+                f"now {_fmt(val)} +- {_fmt(se)}) while the training loss fell to {_fmt(train)}: overfitting "
+                f"since epoch {best_epoch + 1}. Use `EarlyStopping(restore_best_weights=True)`, more weight "
+                "decay or dropout, data augmentation or more data.",
+            )
+    return found

@@ -1,0 +1,217 @@
+"""HealthMonitor's calibrated rules (issue #25), by hand: each rule fed the numbers of a run that must (not) be a
+finding, and the noise model checked against its formulas."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import numpy as np
+import pytest
+
+from lightning_recipes.callbacks._health_rules import decide
+from lightning_recipes.callbacks._health_stats import significantly_above, trend, validation_se
+from lightning_recipes.callbacks._health_window import DEFAULT_THRESHOLDS, CheckData, History
+
+T = DEFAULT_THRESHOLDS
+GROUPS = {"fc1": 4096, "fc1.bias": 64, "fc2": 256}
+
+
+def _check(
+    step: int,
+    loss: float,
+    ratio: dict[str, float] | float | None = None,
+    *,
+    std: float = 0.05,
+    slope: float = 0.0,
+    lr: float = 1e-3,
+    family: str = "adaptive",
+    validations: list[tuple[int, float, float, float, int]] | None = None,
+    planned: float = math.inf,
+    count: int = 20,
+) -> CheckData:
+    data = CheckData(step=step, epoch=0, loss_mean=loss, loss_count=count, loss_std=std, planned_steps=planned)
+    data.loss_slope, data.loss_slope_se = slope, std * math.sqrt(12 / count**3)  # slope SE of n equispaced points
+    if ratio is not None:
+        ratios = ratio if isinstance(ratio, dict) else dict.fromkeys(GROUPS, ratio)
+        data.grad_sampled = True
+        data.grad_total = 1.0
+        data.update_ratio = ratios
+        data.group_numel = {g: GROUPS.get(g, 100) for g in ratios}
+        data.group_lr = dict.fromkeys(ratios, lr)
+        data.group_family = dict.fromkeys(ratios, family)
+    data.validations = validations or []
+    return data
+
+
+def _run(checks: list[CheckData]) -> list[tuple[int, str]]:
+    """Every check's new problems as (step, problem), in order."""
+    history, active, found = History(), set(), []
+    for data in checks:
+        decisions = decide(data, history, dict(T))
+        found += [(data.step, p) for p in decisions if p not in active]
+        active = set(decisions)
+    return found
+
+
+# ---------------------------------------------------------------------------------------------- noise model
+
+
+def test_trend_is_weighted_least_squares_by_the_formula() -> None:
+    steps, means, ses = [10, 20, 30, 40], [1.0, 0.97, 0.95, 0.9], [0.01, 0.02, 0.01, 0.03]
+    weights = 1 / np.square(ses)
+    slope_ref, _ = np.polyfit(steps, means, 1, w=np.sqrt(weights))  # polyfit weights multiply residuals
+    x_bar = np.average(steps, weights=weights)
+    slope_se_ref = 1 / math.sqrt(float(np.sum(weights * np.square(np.subtract(steps, x_bar)))))
+    slope, t = trend(steps, means, ses)
+    assert slope == pytest.approx(slope_ref) and t == pytest.approx(slope_ref / slope_se_ref)
+
+
+def test_significance_is_welch_at_the_stated_z() -> None:
+    se = math.sqrt(0.02**2 + 0.03**2)
+    assert significantly_above(1.0 + 2.4 * se, 0.02, 1.0, 0.03)
+    assert not significantly_above(1.0 + 2.2 * se, 0.02, 1.0, 0.03)
+    assert not significantly_above(2.0, math.nan, 1.0, 0.01)  # unknown noise is never significant
+
+
+def test_validation_se_is_floored_by_the_set_size() -> None:
+    assert validation_se(1.2, 0.001, 60) == pytest.approx(0.5 * 1.2 / math.sqrt(60))
+    assert validation_se(1.2, 0.1, 60) == 0.1  # above the floor (0.077): the measured error stands
+    assert math.isnan(validation_se(1.2, math.nan, 0))
+
+
+# ---------------------------------------------------------------------------------------------- overfitting
+
+
+def _val(epoch: int, val: float, train: float, n: int = 2000) -> tuple[int, float, float, float, int]:
+    return (epoch, val, train, 0.0, n)  # measured SE 0: the set-size floor decides
+
+
+def test_overfitting_needs_a_significant_rise_a_gap_and_three_validations() -> None:
+    rows = [_val(0, 1.0, 1.1), _val(1, 0.8, 0.7), _val(2, 0.9, 0.5), _val(3, 1.0, 0.4), _val(4, 1.1, 0.3)]
+    found = _run([_check(10 * (i + 1), row[2], validations=[row]) for i, row in enumerate(rows)])
+    assert found == [(50, "overfitting")]
+
+
+def test_small_validation_set_jitter_is_not_overfitting() -> None:
+    """60 samples: +6% twice is inside the noise (SE ~6.5%), and the run keeps reaching new bests."""
+    vals = [1.0, 0.9, 0.954, 0.952, 0.85, 0.9, 0.9, 0.8]
+    rows = [_val(e, v, 0.9 - 0.05 * e, n=60) for e, v in enumerate(vals)]
+    assert _run([_check(10 * (e + 1), row[2], validations=[row]) for e, row in enumerate(rows)]) == []
+
+
+def test_early_bump_that_recedes_is_not_overfitting() -> None:
+    vals = [1.0, 0.7, 0.8, 0.84, 0.7, 0.5, 0.4, 0.35]
+    rows = [_val(e, v, 1.0 - 0.1 * e) for e, v in enumerate(vals)]
+    assert _run([_check(10 * (e + 1), row[2], validations=[row]) for e, row in enumerate(rows)]) == []
+
+
+def test_collapsed_run_with_train_above_val_is_not_overfitting() -> None:
+    rows = [_val(0, 1.0, 1.2), _val(1, 1.2, 1.5), _val(2, 1.3, 1.45), _val(3, 1.4, 1.41), _val(4, 1.4, 1.40)]
+    assert _run([_check(10 * (e + 1), row[2], validations=[row]) for e, row in enumerate(rows)]) == []
+
+
+def test_a_new_best_in_the_same_check_clears_the_verdict() -> None:
+    """Several validations in one check: the verdict is the latest one's (the old rule kept an earlier one)."""
+    rows = [_val(0, 1.0, 1.1), _val(1, 0.8, 0.7), _val(2, 0.95, 0.5), _val(3, 1.0, 0.4), _val(4, 1.1, 0.3)]
+    assert _run([_check(10, 0.5, validations=[*rows, _val(5, 0.7, 0.25)])]) == []
+    assert _run([_check(10, 0.5, validations=rows)]) == [(10, "overfitting")]
+
+
+# ------------------------------------------------------------------------------------------- learning rate
+
+
+def test_loss_stuck_high_with_huge_updates_is_lr_too_high_not_a_plateau() -> None:
+    rng = random.Random(0)
+    checks = [_check(20 * (i + 1), 1.38 + rng.gauss(0, 0.01), 0.2, std=0.1, lr=0.5) for i in range(8)]
+    found = _run(checks)
+    assert found and found[0][1] == "lr_too_high" and "loss_plateau" not in {p for _, p in found}
+
+
+def test_a_falling_loss_with_large_updates_is_healthy() -> None:
+    checks = [_check(20 * (i + 1), 2.0 * 0.9**i, 0.05, std=0.05, slope=-0.005) for i in range(8)]
+    assert _run(checks) == []
+
+
+def test_a_significant_rise_with_large_updates_is_lr_too_high_at_once() -> None:
+    checks = [_check(20, 1.0, 0.002), _check(40, 0.8, 0.002), _check(60, 1.3, 0.05)]
+    assert _run(checks) == [(60, "lr_too_high")]
+
+
+def test_tiny_adamw_updates_are_lr_too_low_even_when_a_small_group_moves_more() -> None:
+    """AdamW at 1e-6: the biases move 2e-5 (the old median over groups sat above 1e-5), the matrices 8e-7."""
+    ratios = {"fc1": 8e-7, "fc1.bias": 2e-5, "fc2": 1e-6}
+    checks = [_check(20 * (i + 1), 1.38 - 0.001 * i, ratios, lr=1e-6) for i in range(4)]
+    found = _run(checks)
+    assert found[0] == (40, "lr_too_low")
+
+
+def test_an_lr_collapsed_mid_run_is_named_at_the_first_check_after() -> None:
+    healthy = [_check(20 * (i + 1), 2.0 * 0.9**i, 2e-3, slope=-0.005) for i in range(5)]
+    collapsed = [_check(120 + 20 * i, 1.18 + 0.005 * (-1) ** i, 2e-9, lr=1e-9) for i in range(3)]
+    assert _run(healthy + collapsed) == [(120, "lr_too_low")]
+
+
+def test_an_lr_annealed_to_zero_at_the_end_of_a_planned_run_is_not_too_low() -> None:
+    lrs = [1e-3 * 0.5 * (1 + math.cos(math.pi * s / 200)) for s in range(20, 201, 20)]
+    checks = [
+        _check(s, max(0.3, 1.2 - 0.3 * i) + 0.002 * (i % 2), max(lr, 1e-12) * 2.0, lr=lr, planned=200)
+        for i, (s, lr) in enumerate(zip(range(20, 201, 20), lrs))
+    ]
+    assert _run(checks) == []
+
+
+def test_units_killed_while_updates_are_huge_are_named_as_the_lr() -> None:
+    first = _check(20, 1.3, 0.3, lr=0.5)
+    first.dead_rows = {"fc1": 0.8}
+    second = _check(40, 1.3, 0.3, lr=0.5)
+    second.dead_rows = {"fc1": 0.8}
+    found = _run([first, second])
+    assert found == [(40, "lr_too_high")]
+
+
+def test_units_dead_from_the_start_with_normal_updates_are_dead_units() -> None:
+    checks = []
+    for i in range(3):
+        data = _check(20 * (i + 1), 1.3 * 0.95**i, 2e-3, family="sgd", slope=-0.002)
+        data.dead_rows = {"fc1": 0.8}
+        checks.append(data)
+    assert _run(checks) == [(40, "dead_units")]
+
+
+# ------------------------------------------------------------------------------------------------- plateau
+
+
+def test_a_flat_noisy_loss_is_a_plateau_and_the_advice_fits_the_optimizer() -> None:
+    rng = random.Random(1)
+    checks = [_check(20 * (i + 1), 1.386 + rng.gauss(0, 0.01), 2e-3, std=0.1) for i in range(7)]
+    history = History()
+    decisions: dict = {}
+    for data in checks:
+        decisions = decide(data, history, dict(T))
+    assert "loss_plateau" in decisions
+    assert "AdamW" not in decisions["loss_plateau"][1]  # the run is already on an adaptive optimizer
+    sgd = [_check(20 * (i + 1), 1.386 + rng.gauss(0, 0.01), 2e-3, std=0.1, family="sgd") for i in range(7)]
+    history = History()
+    for data in sgd:
+        decisions = decide(data, history, dict(T))
+    assert "AdamW" in decisions["loss_plateau"][1]
+
+
+def test_a_noisy_but_falling_loss_is_not_a_plateau() -> None:
+    rng = random.Random(2)
+    checks = [_check(20 * (i + 1), 1.386 - 0.03 * i + rng.gauss(0, 0.01), 2e-3, std=0.1) for i in range(8)]
+    assert _run(checks) == []
+
+
+def test_a_converged_loss_is_not_a_plateau() -> None:
+    checks = [_check(20 * (i + 1), max(0.6, 1.386 - 0.2 * i), 2e-3, std=0.1) for i in range(10)]
+    assert _run(checks) == []
+
+
+def test_vanishing_advice_never_raises_the_lr_when_updates_are_large() -> None:
+    history = History(streaks={"vanishing_gradients": 1})
+    data = _check(20, 1.0, 0.05)
+    data.group_grad_rms = {"fc1": 1e-8, "fc2": 1.0}
+    decisions = decide(data, history, dict(T))
+    assert "larger learning rate" not in decisions["vanishing_gradients"][1]
