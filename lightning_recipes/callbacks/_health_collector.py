@@ -1,5 +1,6 @@
-"""HealthMonitor's collection helpers: the forward hooks that measure activations on sampled batches, and
-the combination of every rank's gathered numbers into one check's window (:class:`CheckData`)."""
+"""HealthMonitor's collection helpers: the forward hooks that measure activations on sampled batches, the host
+clock of the data wait, the validation pass's per-batch losses, and the combination of every rank's gathered
+numbers into one check's window (:class:`CheckData`)."""
 
 from __future__ import annotations
 
@@ -8,11 +9,49 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+from lightning.pytorch.utilities.data import extract_batch_size
 from torch import Tensor, nn
 
+from lightning_recipes.callbacks import input_pipeline_monitor
+from lightning_recipes.callbacks._health_pack import ROW_LAYERS, Packer, loss_trend
 from lightning_recipes.callbacks._health_window import CheckData
 
-__all__ = ["combine", "flat_tensors", "leaf_hook", "relu_hook", "saturation_hook"]
+__all__ = [
+    "ValidationBatches",
+    "WaitClock",
+    "combine",
+    "flat_tensors",
+    "leaf_hook",
+    "pack_activations",
+    "relu_hook",
+    "saturation_hook",
+    "watched_modules",
+]
+
+_RELU = (nn.ReLU, nn.ReLU6)
+_SATURATING = (nn.Tanh, nn.Sigmoid)
+_VALIDATION_ROW = 5  # epoch, val, train, val_se, val_count
+
+
+Named = list[tuple[str, nn.Module]]
+
+
+def watched_modules(model: nn.Module) -> tuple[Named, Named, Named, Named]:
+    """``model``'s (name, module) pairs the monitor watches: ReLUs, tanh/sigmoids, leaves, Linear/Conv."""
+    relu: Named = []
+    saturating: Named = []
+    leaves: Named = []
+    rows: Named = []
+    for name, module in model.named_modules():
+        if isinstance(module, ROW_LAYERS):
+            rows.append((name, module))
+        if isinstance(module, _RELU):
+            relu.append((name, module))
+        elif isinstance(module, _SATURATING):
+            saturating.append((name, module))
+        if not any(True for _ in module.children()):
+            leaves.append((name, module))
+    return relu, saturating, leaves, rows
 
 
 def leaf_hook(store: dict[int, Tensor], i: int) -> Callable[..., None]:
@@ -60,30 +99,52 @@ def saturation_hook(store: dict[int, Tensor], i: int, kind: nn.Module) -> Callab
     return hook
 
 
+def pack_activations(
+    packer: Packer,
+    stores: tuple[dict[int, Tensor], dict[int, Tensor], dict[int, Tensor]],
+    counts: tuple[int, int, int],
+) -> None:
+    """Pack the hooks' stores (never-active units per ReLU, saturated fractions per tanh/sigmoid, non-finite
+    counts per leaf) as ``dead``, ``saturated`` and ``nonfinite``: ``-1`` for a module not measured."""
+    alive, saturation, nonfinite = stores
+    device = packer.device
+    unmeasured = torch.tensor(-1.0)
+    dead = [1.0 - alive[i].float().mean() if i in alive else unmeasured for i in range(counts[0])]
+    packer.add("dead", torch.stack([d.to(device) for d in dead]) if dead else torch.zeros(0))
+    sat = [saturation[i].mean() if i in saturation else unmeasured for i in range(counts[1])]
+    packer.add("saturated", torch.stack([v.to(device) for v in sat]) if sat else torch.zeros(0))
+    bad = [nonfinite.get(i, torch.tensor(0)) for i in range(counts[2])]
+    packer.add("nonfinite", torch.stack([b.to(device).double() for b in bad]) if bad else torch.zeros(0))
+
+
 def combine(
     rows: list[list[float]],
     layout: dict[str, slice],
     step: int,
     epoch: int,
-    groups: tuple[list[str], list[int]],
-    layers: tuple[list[str], list[str], list[str]],
+    groups: tuple[list[str], list[int], list[str]],
+    layers: tuple[list[str], list[str], list[str], list[str]],
+    host: tuple[str | None, float],
 ) -> CheckData:
     """Every rank's packed vector (``rows``, in ``layout``) combined into one check's :class:`CheckData`.
 
-    ``groups``: the parameter groups' names and sizes; ``layers``: the names of the ReLU, saturating and
-    leaf modules, in hook order. Host floats only, identical on every rank.
+    ``groups``: the parameter groups' names, sizes and optimizer families; ``layers``: the names of the ReLU,
+    saturating, leaf and Linear/Conv modules, in packing order; ``host``: where the wait fraction came from
+    and the planned steps (identical on every rank). Host floats only, identical on every rank: sums add over
+    ranks, per-layer worst cases take the max (a problem on one rank is the run's).
     """
-    group_names, group_numel = groups
-    relu, saturating, leaves = layers
+    group_names, group_numel, families = groups
+    relu, saturating, leaves, row_layers = layers
 
     def column(name: str) -> list[list[float]]:
         return [row[layout[name]] for row in rows]
 
-    losses = column("loss")
-    total, count = sum(r[0] for r in losses), sum(r[1] for r in losses)
     data = CheckData(step=step, epoch=epoch)
-    data.loss_mean = total / count if count else math.nan
-    data.loss_nonfinite = int(sum(r[2] for r in losses))
+    losses = column("loss")
+    data.loss_count, data.loss_mean, data.loss_std, data.loss_slope, data.loss_slope_se = loss_trend(losses)
+    data.loss_nonfinite = int(sum(r[6] for r in losses))
+    data.group_numel = dict(zip(group_names, group_numel))
+    data.group_family = dict(zip(group_names, families))
     if any(r[0] for r in column("grad_sampled")):
         grad = [max(values) for values in zip(*column("grad"))]
         param = [max(values) for values in zip(*column("param"))]
@@ -94,6 +155,12 @@ def combine(
             data.group_grad_rms[name] = math.sqrt(grad[g] / max(group_numel[g], 1))
             if param[g] > 0 and math.isfinite(update[g]):
                 data.update_ratio[name] = math.sqrt(update[g] / param[g])
+        for name, values in zip(group_names, zip(*column("lr"))):
+            if max(values) > -math.inf:
+                data.group_lr[name] = max(values)
+        for name, values in zip(row_layers, zip(*column("dead_rows"))):
+            if max(values) >= 0:
+                data.dead_rows[name or "<root>"] = max(values)
     if any(r[0] for r in column("act_sampled")):
         for name, values in zip(relu, zip(*column("dead"))):
             measured = [v for v in values if v >= 0]
@@ -108,13 +175,143 @@ def combine(
                 data.nonfinite_modules.append(name or "<root>")
     waits = [r[0] for r in column("wait") if r[0] >= 0]
     data.wait_fraction = max(waits) if waits else None
+    data.wait_source = host[0] if waits else None
+    data.planned_steps = host[1]
     vals = column("validations")
-    for k in range(len(vals[0]) // 3):
-        epoch = int(vals[0][3 * k])
-        val = sum(v[3 * k + 1] for v in vals) / len(vals)
-        train = sum(v[3 * k + 2] for v in vals) / len(vals)
-        data.validations.append((epoch, val, train, math.nan, 0))
+    ranks = len(vals)
+    for k in range(len(vals[0]) // _VALIDATION_ROW):
+        row = [v[_VALIDATION_ROW * k : _VALIDATION_ROW * (k + 1)] for v in vals]
+        val = sum(r[1] for r in row) / ranks
+        train = sum(r[2] for r in row) / ranks
+        errors = [r[3] for r in row]
+        # the mean over ranks of independent means: its variance is the mean of theirs over the rank count
+        finite = all(math.isfinite(e) for e in errors)
+        se = math.sqrt(sum(e * e for e in errors)) / ranks if finite else math.nan
+        data.validations.append((int(row[0][0]), val, train, se, round(sum(r[4] for r in row))))
     return data
+
+
+class WaitClock:
+    """The host time a training loop waits for its next batch, and the time its steps take (host floats).
+
+    Wait: from the end of one training batch (``on_train_batch_end``) to the start of the next; step: start
+    to end. The first batch of an epoch has no wait counted (the loader and its workers start then) and the
+    time a validation runs between two batches (:meth:`pause` .. :meth:`resume`) is not waiting for data.
+    Time comes from ``input_pipeline_monitor.time.perf_counter()``, read through the module, so a test clock
+    patched there (the health gallery's ``StallClock``) times this too.
+
+    Example:
+        >>> clock = WaitClock()
+        >>> clock.batch_start(0.0); clock.batch_end(1.0)  # the first batch: its wait is unknown, left out
+        >>> clock.batch_start(4.0); clock.batch_end(5.0); clock.batch_start(5.5); clock.batch_end(6.5)
+        >>> clock.take()  # 3.5 s waited, 2 s stepped
+        0.6363636363636364
+        >>> clock.take()  # nothing since
+        -1.0
+    """
+
+    def __init__(self) -> None:
+        self.wait_s = 0.0
+        self.step_s = 0.0
+        self._started: float | None = None
+        self._ended: float | None = None
+        self._paused: float | None = None
+        self._pipeline: Any = None
+        self._totals = (0.0, 0.0)
+
+    def follow(self, pipeline: Any) -> None:
+        """Take the fractions from an ``InputPipelineMonitor`` (its ``total_fetch_s``, ``total_step_s``) when
+        one is given (it brackets every other callback: finer than this clock), else from this clock."""
+        self._pipeline = pipeline
+        if pipeline is not None:
+            self._totals = (pipeline.total_fetch_s, pipeline.total_step_s)
+
+    @property
+    def source(self) -> str:
+        """Where :meth:`take`'s fractions come from: ``"InputPipelineMonitor"`` or ``"host timing"``."""
+        return "host timing" if self._pipeline is None else "InputPipelineMonitor"
+
+    @staticmethod
+    def now() -> float:
+        return float(input_pipeline_monitor.time.perf_counter())
+
+    def epoch_start(self) -> None:
+        self._ended = None  # the first batch's wait is the loader's start-up
+
+    def batch_start(self, now: float) -> None:
+        # a batch whose wait is not known (the first of an epoch) is left out, its step too
+        self._started = None
+        if self._ended is not None:
+            self.wait_s += max(now - self._ended, 0.0)
+            self._started = now
+        self._ended = None
+
+    def batch_end(self, now: float) -> None:
+        if self._started is not None:
+            self.step_s += max(now - self._started, 0.0)
+        self._started, self._ended = None, now
+
+    def pause(self, now: float) -> None:
+        self._paused = now
+
+    def resume(self, now: float) -> None:
+        """The time since :meth:`pause` is neither wait nor step (a validation, the monitor's own check)."""
+        if self._paused is not None:
+            pause = max(now - self._paused, 0.0)
+            self._ended = None if self._ended is None else self._ended + pause
+            self._started = None if self._started is None else self._started + pause
+        self._paused = None
+
+    def take(self) -> float:
+        """The wait fraction since the last take (``-1`` when nothing was timed), and start again."""
+        wait, step = self.wait_s, self.step_s
+        self.wait_s = self.step_s = 0.0
+        if self._pipeline is not None:
+            fetch, stepped = self._pipeline.total_fetch_s, self._pipeline.total_step_s
+            wait, step = fetch - self._totals[0], stepped - self._totals[1]
+            self._totals = (fetch, stepped)
+        return wait / (wait + step) if wait + step > 0 else -1.0
+
+
+class ValidationBatches:
+    """One validation pass's per-batch mean losses and batch sizes, as device tensors (no sync).
+
+    Read from Lightning's running mean of the logged ``val_monitor`` (:func:`_trainer.logged_running_mean`:
+    two reads differ by one batch's sum and size), else from what ``validation_step`` returned (a scalar
+    tensor or a dict holding ``val_monitor`` or ``"loss"``; its size from the batch).
+    """
+
+    def __init__(self) -> None:
+        self.values: list[Tensor] = []
+        self.sizes: list[Tensor] = []
+        self._last: tuple[Tensor, Tensor] | None = None
+
+    def reset(self) -> None:
+        self.values, self.sizes, self._last = [], [], None
+
+    def batch_end(self, running: tuple[Tensor, Tensor] | None, outputs: Any, batch: Any, key: str) -> None:
+        if running is not None:
+            value, count = running
+            if self._last is not None and value is self._last[0]:
+                return  # not logged on this batch
+            before = self._last or (torch.zeros_like(value), torch.zeros_like(count))
+            size = (count - before[1]).double()
+            self.values.append((value - before[0]).double() / size.clamp_min(1.0))
+            self.sizes.append(size)
+            self._last = (value, count)
+            return
+        loss = outputs.get(key, outputs.get("loss")) if isinstance(outputs, dict) else outputs
+        if isinstance(loss, Tensor) and loss.numel() == 1 and loss.is_floating_point():
+            self.values.append(loss.detach().reshape(()).double())
+            samples = float(_batch_size(batch))
+            self.sizes.append(torch.full((), samples, dtype=torch.float64, device=loss.device))
+
+
+def _batch_size(batch: Any) -> int:
+    try:
+        return int(extract_batch_size(batch))
+    except Exception:  # any batch Lightning cannot size counts as one sample
+        return 1
 
 
 def flat_tensors(output: Any) -> list[Tensor]:

@@ -25,6 +25,7 @@ __all__ = [
     "emit",
     "lightning_log_step",
     "lightning_will_log",
+    "logged_running_mean",
     "optimizer_index",
     "stepped",
 ]
@@ -102,3 +103,32 @@ def emit(
         step = lightning_log_step(trainer)
         for logger in trainer.loggers:
             logger.log_metrics(metrics, step=step)
+
+
+def logged_running_mean(trainer: pl.Trainer, name: str) -> tuple[Any, Any] | None:
+    """The running sum and sample count Lightning accumulates for ``self.log(name, ...)`` in validation_step.
+
+    For a tensor logged with ``on_epoch=True`` and mean reduction Lightning keeps ``value`` (the sum of the
+    batch means weighted by their batch sizes) and ``cumulated_batch_size``; both are replaced by new tensors
+    (never updated in place) on each logged batch, so a caller can difference two reads to get one batch's
+    mean and size. ``None`` when the metric is not logged that way (or Lightning moved these names). Host
+    reads only.
+    """
+    # private: the active loop's ResultCollection (``trainer._results``, Lightning 2.x), its _ResultMetrics
+    results = getattr(trainer, "_results", None)
+    if not isinstance(results, dict):
+        return None
+    for metric in results.values():
+        meta = getattr(metric, "meta", None)
+        if (
+            meta is not None
+            and getattr(meta, "name", None) == name
+            and str(getattr(meta, "fx", "")).startswith("validation_step")
+            and getattr(meta, "on_epoch", False)
+            and getattr(meta, "is_mean_reduction", False)
+            and getattr(metric, "is_tensor", False)
+            and hasattr(metric, "cumulated_batch_size")
+            and getattr(meta, "dataloader_idx", None) == getattr(results, "dataloader_idx", None)
+        ):
+            return metric.value, metric.cumulated_batch_size
+    return None

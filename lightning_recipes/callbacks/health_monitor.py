@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from typing import Any, Literal
 
 import lightning.pytorch as pl
@@ -20,8 +20,29 @@ from lightning_recipes._collectives import all_gather_stacked
 from lightning_recipes._jsonable import jsonable
 from lightning_recipes._loss_output import loss_of
 from lightning_recipes._validation import check_bool, check_int, check_positive
-from lightning_recipes.callbacks._health_collector import combine, leaf_hook, relu_hook, saturation_hook
+from lightning_recipes.callbacks._health_collector import (
+    ValidationBatches,
+    WaitClock,
+    combine,
+    leaf_hook,
+    pack_activations,
+    relu_hook,
+    saturation_hook,
+    watched_modules,
+)
+from lightning_recipes.callbacks._health_pack import (
+    Packer,
+    dead_row_fractions,
+    group_families,
+    group_lrs,
+    loss_sums,
+    planned_steps,
+    tracked_parameters,
+    validation_error,
+    validation_rows,
+)
 from lightning_recipes.callbacks._health_rules import decide
+from lightning_recipes.callbacks._health_text import Finding, findings_table
 from lightning_recipes.callbacks._health_window import DEFAULT_THRESHOLDS, PROBLEMS, History
 from lightning_recipes.callbacks._norms import (
     STEP_POWERS,
@@ -29,45 +50,33 @@ from lightning_recipes.callbacks._norms import (
     compile_group_by,
     param_groups_of,
 )
-from lightning_recipes.callbacks._trainer import callback_list, check_prefix, emit, stepped
+from lightning_recipes.callbacks._trainer import (
+    callback_list,
+    check_prefix,
+    emit,
+    logged_running_mean,
+    stepped,
+)
 from lightning_recipes.callbacks.input_pipeline_monitor import InputPipelineMonitor
 
 __all__ = ["Finding", "HealthMonitor"]
-
-_RELU = (nn.ReLU, nn.ReLU6)
-_SATURATING = (nn.Tanh, nn.Sigmoid)
-
-
-@dataclass
-class Finding:
-    """One problem the monitor found.
-
-    Attributes:
-        problem: One of :data:`HealthMonitor.PROBLEMS`.
-        step: ``trainer.global_step`` at the check that found it.
-        epoch: ``trainer.current_epoch`` then.
-        evidence: The numbers that triggered it (per layer where relevant).
-        advice: What to change, concretely.
-    """
-
-    problem: str
-    step: int
-    epoch: int
-    evidence: dict[str, Any] = field(default_factory=dict)
-    advice: str = ""
 
 
 class HealthMonitor(Callback):
     """Diagnose a run that trains, but badly, while it trains: name the problem, show the numbers, advise.
 
     Observes and advises; never changes training (``StabilityGuard`` can act on its ``lr_too_high`` findings).
-    Between checks it keeps, on the device: every step's training loss; on the last optimizer step of each
-    interval (the *sampled* step) per-group gradient norms, parameter norms and update-to-parameter ratios
-    ``||W_after - W_before|| / ||W_before||``; and, on the last ``activation_samples`` steps of each interval,
-    through forward hooks attached only for those batches, the fraction of never-active units of every
-    ``nn.ReLU``/``nn.ReLU6``, the saturated fraction of every ``nn.Tanh``/``nn.Sigmoid`` and the count of
-    non-finite outputs of every leaf module. It also reads the validation loss (``val_monitor``) after each
-    validation and the data-wait fraction of an ``InputPipelineMonitor`` in the same Trainer.
+    Between checks it keeps, on the device: every step's training loss (its mean, spread and trend against the
+    step); on the last optimizer step of each interval (the *sampled* step) per-group gradient norms,
+    parameter norms, update-to-parameter ratios ``||W_after - W_before|| / ||W_before||`` and learning rates
+    (with each group's optimizer family and size), and per ``nn.Linear``/``nn.ConvNd`` the fraction of weight
+    rows with an exactly zero gradient (units dead through ``F.relu`` too); and, on the last
+    ``activation_samples`` steps of each interval, through forward hooks attached only for those batches, the
+    fraction of never-active units of every ``nn.ReLU``/``nn.ReLU6``, the saturated fraction of every
+    ``nn.Tanh``/``nn.Sigmoid`` and the count of non-finite outputs of every leaf module. It reads the
+    validation loss (``val_monitor``) after each validation, with its standard error from the per-batch
+    values, and times the wait for data on the host (an ``InputPipelineMonitor`` in the Trainer, if any, is
+    used instead). ``callbacks/_health_collector.py`` and ``_health_pack.py`` hold the collection helpers.
 
     Every ``check_every_n_steps`` optimizer steps it packs all of that into one tensor, all-gathers it once
     under DDP (so a problem on one rank is seen by every rank), reads it back (**the one sync per check**)
@@ -182,17 +191,25 @@ class HealthMonitor(Callback):
         self._group_names: list[str] = []
         self._group_of: Tensor | None = None
         self._group_numel: list[int] = []
+        self._param_group: list[int] = []  # per tracked parameter, its group
+        self._families: list[str] = []  # per group, its optimizer's family
+        self._row_layers: list[tuple[str, nn.Module]] = []
         self._relu: list[tuple[str, nn.Module]] = []
         self._saturating: list[tuple[str, nn.Module]] = []
         self._leaves: list[tuple[str, nn.Module]] = []
         self._handles: list[Any] = []
         self._step_at_batch_start: int | None = None
-        self._pipeline: InputPipelineMonitor | None = None
-        self._pipeline_totals = (0.0, 0.0)
+        self._clock = WaitClock()
+        self._val_batches = ValidationBatches()
+        self._planned_steps = math.inf
+        self._interval_start = 0
         self._clear_interval()
 
     def _clear_interval(self) -> None:
         self._losses: list[Tensor] = []
+        self._loss_steps: list[int] = []  # each loss's optimizer step within the interval
+        self._lr: Tensor | None = None  # per group, on the sampled step
+        self._dead_rows: Tensor | None = None  # per Linear/Conv layer, on the sampled step
         self._grad_sq: Tensor | None = None  # per tracked tensor
         self._param_sq: Tensor | None = None
         self._update_sq: Tensor | None = None
@@ -201,7 +218,7 @@ class HealthMonitor(Callback):
         self._saturation: dict[int, Tensor] = {}
         self._nonfinite: dict[int, Tensor] = {}
         self._act_sampled = 0
-        self._validations: list[tuple[int, Tensor, Tensor]] = []
+        self._validations: list[tuple[int, Tensor, Tensor, Tensor]] = []  # epoch, val, train, [se, count]
         self._epoch_loss: list[Tensor] = [] if not hasattr(self, "_epoch_loss") else self._epoch_loss
 
     @property
@@ -215,41 +232,32 @@ class HealthMonitor(Callback):
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._reset_run_state()
         self._epoch_loss = []
-        seen: set[int] = set()
-        for optimizer in trainer.optimizers:
-            for group in optimizer.param_groups:
-                for param in group["params"]:
-                    if param.requires_grad and id(param) not in seen:
-                        seen.add(id(param))
-                        self._params.append(param)
+        self._interval_start = trainer.global_step
+        self._params = tracked_parameters(trainer.optimizers)
         self._index = {id(p): i for i, p in enumerate(self._params)}
         self._group_names, index = param_groups_of(pl_module, self._params, self.group_by)
         device = pl_module.device
         self._group_of = torch.tensor(index, dtype=torch.long, device=device)
+        self._param_group = list(index)
         self._group_numel = [0] * len(self._group_names)
         for param, g in zip(self._params, index):
             self._group_numel[g] += param.numel()
-        for name, module in pl_module.named_modules():
-            if isinstance(module, _RELU):
-                self._relu.append((name, module))
-            elif isinstance(module, _SATURATING):
-                self._saturating.append((name, module))
-            if not any(True for _ in module.children()):
-                self._leaves.append((name, module))
-        self._pipeline = next(
-            (c for c in callback_list(trainer) if isinstance(c, InputPipelineMonitor)), None
-        )
-        if self._pipeline is not None:
-            self._pipeline_totals = (self._pipeline.total_fetch_s, self._pipeline.total_step_s)
+        self._families = group_families(trainer.optimizers, self._index, index, len(self._group_names))
+        self._planned_steps = planned_steps(trainer)
+        self._relu, self._saturating, self._leaves, self._row_layers = watched_modules(pl_module)
+        pipeline = next((c for c in callback_list(trainer) if isinstance(c, InputPipelineMonitor)), None)
+        self._clock.follow(pipeline)
 
     @override
     def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._epoch_loss = []
+        self._clock.epoch_start()
 
     @override
     def on_train_batch_start(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int
     ) -> None:
+        self._clock.batch_start(self._clock.now())
         self._step_at_batch_start = trainer.global_step
         position = (trainer.global_step % self.check_every_n_steps) + 1  # 1 .. N within the interval
         if position > self.check_every_n_steps - self.activation_samples and not self._handles:
@@ -287,6 +295,10 @@ class HealthMonitor(Callback):
                 0, index, torch.stack(torch._foreach_norm(live, 2.0)).float().to(device).square()
             )
             self._before += [(i, p.clone(), p) for (i, _), p in zip(entries, live)]
+        groups = len(self._group_names)
+        self._lr = group_lrs(optimizer, self._index, self._param_group, groups, device, self._lr)
+        dead_rows = dead_row_fractions([module for _, module in self._row_layers], device)
+        self._dead_rows = dead_rows if self._dead_rows is None else torch.maximum(self._dead_rows, dead_rows)
 
     @override
     def on_train_batch_end(
@@ -297,8 +309,11 @@ class HealthMonitor(Callback):
         if loss is not None:
             loss = loss.detach()
             self._losses.append(loss.float())
+            start = trainer.global_step if self._step_at_batch_start is None else self._step_at_batch_start
+            self._loss_steps.append(start - self._interval_start)
             self._epoch_loss.append(loss.float())
         if not stepped(trainer, self._step_at_batch_start):
+            self._clock.batch_end(self._clock.now())
             return
         if self._before and self._update_sq is not None:
             diffs = torch._foreach_sub([live for _, _, live in self._before], [c for _, c, _ in self._before])
@@ -308,10 +323,34 @@ class HealthMonitor(Callback):
             )
             self._before = []
         if trainer.global_step % self.check_every_n_steps == 0:
+            self._clock.pause(self._clock.now())  # the check's own time is neither step nor wait
             self._check(trainer, pl_module)
+            self._clock.resume(self._clock.now())
+        self._clock.batch_end(self._clock.now())
+
+    @override
+    def on_validation_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._clock.pause(self._clock.now())
+        self._val_batches.reset()
+
+    @override
+    def on_validation_batch_end(
+        self,
+        trainer: pl.Trainer,
+        pl_module: pl.LightningModule,
+        outputs: Any,
+        batch: Any,
+        batch_idx: int,
+        dataloader_idx: int = 0,
+    ) -> None:
+        if trainer.sanity_checking or trainer.state.fn != "fit":
+            return
+        running = logged_running_mean(trainer, self.val_monitor)
+        self._val_batches.batch_end(running, outputs, batch, self.val_monitor)
 
     @override
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._clock.resume(self._clock.now())
         if trainer.sanity_checking or trainer.state.fn != "fit":
             return
         value = trainer.callback_metrics.get(self.val_monitor)
@@ -319,7 +358,10 @@ class HealthMonitor(Callback):
             return
         device = pl_module.device
         train = torch.stack(self._epoch_loss).mean() if self._epoch_loss else torch.tensor(math.nan)
-        self._validations.append((trainer.current_epoch, value.detach().float().to(device), train.to(device)))
+        error = validation_error(self._val_batches.values, self._val_batches.sizes, device)
+        self._val_batches.reset()
+        value = value.detach().float().to(device)
+        self._validations.append((trainer.current_epoch, value, train.to(device), error))
 
     @override
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
@@ -346,19 +388,7 @@ class HealthMonitor(Callback):
 
     def report(self, print_table: bool = True) -> Any:
         """A ``rich`` table of the findings (problem, step, epoch, evidence, advice), printed by default."""
-        from rich.console import Console
-        from rich.table import Table
-
-        title = f"HealthMonitor: {len(self.findings)} finding(s) in {self.checks} check(s)"
-        table = Table(title=title, show_lines=True)
-        for column in ("problem", "step", "epoch", "evidence", "advice"):
-            table.add_column(column, overflow="fold")
-        for f in self.findings:
-            evidence = json.dumps(jsonable(f.evidence, nonfinite_as_str=True), default=str)
-            table.add_row(f.problem, str(f.step), str(f.epoch), evidence[:300], f.advice)
-        if print_table:
-            Console().print(table)
-        return table
+        return findings_table(self.findings, self.checks, print_table)
 
     @override
     def state_dict(self) -> dict[str, Any]:
@@ -402,55 +432,26 @@ class HealthMonitor(Callback):
 
     def _pack(self, trainer: pl.Trainer, device: torch.device) -> tuple[Tensor, dict[str, slice]]:
         """Everything the check needs, as one float64 vector with a layout identical on every rank."""
-        parts: list[Tensor] = []
-        layout: dict[str, slice] = {}
-        size = 0
-
-        def add(name: str, value: Tensor) -> None:
-            nonlocal size
-            value = value.reshape(-1).to(device, torch.float64)
-            layout[name] = slice(size, size + value.numel())
-            size += value.numel()
-            parts.append(value)
-
-        zero = torch.zeros((), device=device)
-        if self._losses:
-            losses = torch.stack([loss.to(device) for loss in self._losses])
-            finite = torch.isfinite(losses)
-            add("loss", torch.stack([torch.where(finite, losses, zero).sum(), finite.sum(), (~finite).sum()]))
-        else:
-            add("loss", torch.zeros(3, device=device))
+        packer = Packer(device)
+        packer.add("loss", loss_sums(self._losses, self._loss_steps, device))
         groups = len(self._group_names)
         sampled = self._grad_sq is not None and self._group_of is not None
-        add("grad_sampled", torch.tensor(float(sampled), device=device))
+        packer.add("grad_sampled", float(sampled))
         for name, values in (("grad", self._grad_sq), ("param", self._param_sq), ("update", self._update_sq)):
             if sampled and values is not None and self._group_of is not None:
-                add(name, torch.zeros(groups, device=device).index_add_(0, self._group_of, values.to(device)))
+                per_group = torch.zeros(groups, device=device)
+                packer.add(name, per_group.index_add_(0, self._group_of, values.to(device)))
             else:
-                add(name, torch.zeros(groups, device=device))
-        add("act_sampled", torch.tensor(float(self._act_sampled), device=device))
-        dead = [
-            1.0 - self._alive[i].float().mean() if i in self._alive else torch.tensor(-1.0)
-            for i in range(len(self._relu))
-        ]
-        add("dead", torch.stack([d.to(device) for d in dead]) if dead else torch.zeros(0))
-        sat = [
-            self._saturation[i].mean() if i in self._saturation else torch.tensor(-1.0)
-            for i in range(len(self._saturating))
-        ]
-        add("saturated", torch.stack([s.to(device) for s in sat]) if sat else torch.zeros(0))
-        bad = [self._nonfinite.get(i, torch.tensor(0)) for i in range(len(self._leaves))]
-        add("nonfinite", torch.stack([b.to(device).double() for b in bad]) if bad else torch.zeros(0))
-        wait = -1.0
-        if self._pipeline is not None:
-            fetch, step = self._pipeline.total_fetch_s, self._pipeline.total_step_s
-            d_fetch, d_step = fetch - self._pipeline_totals[0], step - self._pipeline_totals[1]
-            self._pipeline_totals = (fetch, step)
-            wait = d_fetch / (d_fetch + d_step) if d_fetch + d_step > 0 else -1.0
-        add("wait", torch.tensor(wait, device=device))
-        rows = [torch.stack([torch.tensor(float(e), device=device), v, t]) for e, v, t in self._validations]
-        add("validations", torch.stack(rows) if rows else torch.zeros(0, device=device))
-        return torch.cat(parts), layout
+                packer.add(name, torch.zeros(groups, device=device))
+        packer.add("lr", self._lr if self._lr is not None else [-math.inf] * groups)
+        rows = self._dead_rows if self._dead_rows is not None else [-1.0] * len(self._row_layers)
+        packer.add("dead_rows", rows)
+        packer.add("act_sampled", float(self._act_sampled))
+        counts = (len(self._relu), len(self._saturating), len(self._leaves))
+        pack_activations(packer, (self._alive, self._saturation, self._nonfinite), counts)
+        packer.add("wait", self._clock.take())
+        packer.add("validations", validation_rows(self._validations, device))
+        return packer.vector(), packer.layout
 
     def _check(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         device = pl_module.device
@@ -462,10 +463,17 @@ class HealthMonitor(Callback):
             layout,
             trainer.global_step,
             trainer.current_epoch,
-            (self._group_names, self._group_numel),
-            ([n for n, _ in self._relu], [n for n, _ in self._saturating], [n for n, _ in self._leaves]),
+            (self._group_names, self._group_numel, self._families),
+            (
+                [n for n, _ in self._relu],
+                [n for n, _ in self._saturating],
+                [n for n, _ in self._leaves],
+                [n for n, _ in self._row_layers],
+            ),
+            (self._clock.source, self._planned_steps),
         )
         self._clear_interval()
+        self._interval_start = trainer.global_step
         self.checks += 1
         decisions = decide(data, self._history, self.thresholds)
         new = [p for p in PROBLEMS if p in decisions and p not in self._active]

@@ -1,0 +1,377 @@
+"""HealthMonitor's collected window: every field the rules read is filled by a real run, one sync per check.
+
+Each check's :class:`CheckData` is recorded by wrapping the monitor's ``combine`` (the real one runs); the
+expected values are computed independently from what the run did (a plain callback's losses, the optimizer,
+the weights at the end).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import lightning.pytorch as pl
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from lightning.pytorch.callbacks import Callback
+from torch import Tensor, nn
+from torch.utils.data import DataLoader, Dataset, TensorDataset
+
+from lightning_recipes.callbacks import InputPipelineMonitor
+from lightning_recipes.callbacks import health_monitor as health_monitor_module
+from lightning_recipes.callbacks._health_pack import optimizer_family
+from lightning_recipes.callbacks._health_window import CheckData
+from lightning_recipes.callbacks.health_monitor import HealthMonitor
+from lightning_recipes.optim import Lamb, Lion
+from lightning_recipes.testing import HostSyncCounter, fast_trainer
+from lightning_recipes.testing.health_gallery import MLP, classification, loader
+from tests.callbacks.test_health_monitor import CountedForward, SyncCounting
+
+
+class Windows:
+    """Records every check's :class:`CheckData` (wraps the monitor's real ``combine``)."""
+
+    def __init__(self) -> None:
+        self.checks: list[CheckData] = []
+        self._real = health_monitor_module.combine
+
+    def __call__(self, *args: Any, **kwargs: Any) -> CheckData:
+        data = self._real(*args, **kwargs)
+        self.checks.append(data)
+        return data
+
+
+@pytest.fixture
+def windows(monkeypatch: pytest.MonkeyPatch) -> Windows:
+    recorder = Windows()
+    monkeypatch.setattr(health_monitor_module, "combine", recorder)
+    return recorder
+
+
+class TrainLosses(Callback):
+    """A plain recorder of (global step at batch start, training loss)."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[int, float]] = []
+        self._step = 0
+
+    def on_train_batch_start(self, trainer: pl.Trainer, *args: Any) -> None:
+        self._step = trainer.global_step
+
+    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: Any, outputs: Any, *args: Any) -> None:
+        self.rows.append((self._step, float(outputs["loss"])))
+
+
+# ------------------------------------------------------------------------- loss trend, groups, planned steps
+
+
+def test_loss_trend_group_numbers_and_planned_steps_match_the_run(windows: Windows) -> None:
+    torch.manual_seed(0)
+    losses = TrainLosses()
+    monitor = HealthMonitor(check_every_n_steps=20)
+    model = MLP(lr=0.2)
+    fast_trainer(max_steps=40, max_epochs=-1, callbacks=[monitor, losses], limit_val_batches=0).fit(
+        model, loader(classification())
+    )
+    first = windows.checks[0]
+    steps = np.array([s for s, _ in losses.rows[:20]], dtype=float)
+    values = np.array([v for _, v in losses.rows[:20]])
+    slope, intercept = np.polyfit(steps, values, 1)
+    residual = values - (slope * steps + intercept)
+    slope_se = math.sqrt((residual**2).sum() / 18 / ((steps - steps.mean()) ** 2).sum())
+    assert first.loss_count == 20
+    assert first.loss_mean == pytest.approx(values.mean(), rel=1e-6)
+    assert first.loss_std == pytest.approx(values.std(ddof=1), rel=1e-5)
+    assert first.loss_slope == pytest.approx(slope, rel=1e-5) and first.loss_slope < 0  # the loss falls
+    assert first.loss_slope_se == pytest.approx(slope_se, rel=1e-4)
+    second = windows.checks[1]  # t counts from the interval's start: same slope formula on steps 20..39
+    steps2 = np.array([s for s, _ in losses.rows[20:40]], dtype=float)
+    values2 = np.array([v for _, v in losses.rows[20:40]])
+    assert second.loss_slope == pytest.approx(np.polyfit(steps2, values2, 1)[0], rel=1e-5)
+    sizes = {name: p.numel() for name, p in model.named_parameters()}
+    assert first.group_numel == {
+        f"net.{i}": sizes[f"net.{i}.weight"] + sizes[f"net.{i}.bias"] for i in (0, 2, 4)
+    }
+    assert first.group_lr == {name: 0.2 for name in first.group_numel}
+    assert set(first.group_family.values()) == {"sgd"}
+    assert first.planned_steps == 40.0
+
+
+class OptimizerMLP(MLP):
+    def __init__(self, make: Any) -> None:
+        super().__init__()
+        self.make = make
+
+    def configure_optimizers(self) -> Any:
+        return self.make(self.parameters())
+
+
+@pytest.mark.parametrize(
+    ("make", "family", "lr"),
+    [
+        (lambda p: torch.optim.Adam(p, lr=torch.tensor(3e-3), foreach=False), "adaptive", 3e-3),  # tensor LR
+        (lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9), "sgd", 0.05),
+        (lambda p: Lion(p, lr=1e-4), "adaptive", 1e-4),
+        (lambda p: Lamb(p, lr=1e-3), "adaptive", 1e-3),
+    ],
+    ids=["adam-tensor-lr", "sgd", "lion", "lamb"],
+)
+def test_group_family_and_lr_of_the_underlying_optimizer(
+    windows: Windows, make: Any, family: str, lr: float
+) -> None:
+    monitor = HealthMonitor(check_every_n_steps=4, activation_samples=0)
+    fast_trainer(max_steps=4, callbacks=[monitor], limit_val_batches=0).fit(
+        OptimizerMLP(make), loader(classification(n=128))
+    )
+    data = windows.checks[0]
+    assert set(data.group_family.values()) == {family}
+    assert data.group_lr == pytest.approx({name: lr for name in data.group_numel})
+
+
+def test_group_lr_is_the_largest_lr_of_the_param_groups_holding_the_group(windows: Windows) -> None:
+    class TwoGroups(MLP):
+        def configure_optimizers(self) -> Any:
+            weights = [p for n, p in self.named_parameters() if n.endswith("weight")]
+            biases = [p for n, p in self.named_parameters() if n.endswith("bias")]
+            return torch.optim.SGD([{"params": weights, "lr": 0.01}, {"params": biases, "lr": 0.03}])
+
+    fast_trainer(max_steps=4, callbacks=[HealthMonitor(check_every_n_steps=4)], limit_val_batches=0).fit(
+        TwoGroups(), loader(classification(n=128))
+    )
+    assert windows.checks[0].group_lr == pytest.approx({"net.0": 0.03, "net.2": 0.03, "net.4": 0.03})
+
+
+def test_optimizer_family_rule_by_class_name() -> None:
+    params = [nn.Parameter(torch.zeros(2))]
+
+    class Muon(torch.optim.SGD):  # orthogonalised updates: not per-element adaptive, whatever its base
+        pass
+
+    class MyAdamW(torch.optim.AdamW):  # named by a base
+        pass
+
+    class Wrapper:  # as Lightning's LightningOptimizer: the optimizer under `_optimizer`
+        def __init__(self, inner: torch.optim.Optimizer) -> None:
+            self._optimizer = inner
+
+    assert optimizer_family(torch.optim.RMSprop(params)) == "adaptive"
+    assert optimizer_family(torch.optim.Adagrad(params)) == "adaptive"
+    assert optimizer_family(torch.optim.ASGD(params)) == "sgd"
+    assert optimizer_family(torch.optim.LBFGS(params)) == "other"
+    assert optimizer_family(Muon(params, lr=0.1)) == "other"
+    assert optimizer_family(MyAdamW(params)) == "adaptive"
+    assert optimizer_family(Wrapper(torch.optim.SGD(params, lr=0.1))) == "sgd"
+
+
+# ------------------------------------------------------------------------------------------------ dead rows
+
+
+class FunctionalRelu(pl.LightningModule):
+    """Dead units through ``F.relu`` (no ReLU module): 80% of the hidden units have a -6 bias."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1, self.fc2 = nn.Linear(16, 64), nn.Linear(64, 4)
+        with torch.no_grad():
+            self.fc1.bias[: int(0.8 * 64)] = -6.0
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.fc2(F.relu(self.fc1(x)))
+
+    def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
+        x, y = batch
+        return F.cross_entropy(self(x), y)
+
+    def validation_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> None:
+        x, y = batch
+        self.log("val_loss", F.cross_entropy(self(x), y))
+
+    def configure_optimizers(self) -> Any:
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+def test_dead_rows_see_units_dead_through_functional_relu(windows: Windows) -> None:
+    torch.manual_seed(0)
+    monitor = HealthMonitor(check_every_n_steps=10)
+    fast_trainer(max_steps=20, max_epochs=-1, callbacks=[monitor], limit_val_batches=0).fit(
+        FunctionalRelu(), loader(classification())
+    )
+    for data in windows.checks:
+        assert data.dead == {}  # no ReLU module to hook
+        assert data.dead_rows["fc1"] >= 0.7
+        assert data.dead_rows["fc2"] == 0.0
+
+
+def test_dead_rows_skip_layers_without_gradient(windows: Windows) -> None:
+    monitor = HealthMonitor(check_every_n_steps=4)
+    fast_trainer(max_steps=4, callbacks=[monitor], limit_val_batches=0).fit(
+        MLP(freeze_base=True), loader(classification(n=128))
+    )
+    assert set(windows.checks[0].dead_rows) == {"net.4"}  # the frozen layers have no gradient
+
+
+# ------------------------------------------------------------------------------------------------ data wait
+
+
+class SlowBatches(Dataset):
+    """Whole batches (``batch_size=None``), each taking ``delay`` seconds to load."""
+
+    def __init__(self, batches: int, delay: float, seed: int = 0) -> None:
+        data = classification(n=32 * batches, seed=seed)
+        self.x, self.y = data.tensors
+        self.batches, self.delay = batches, delay
+
+    def __len__(self) -> int:
+        return self.batches
+
+    def __getitem__(self, i: int) -> tuple[Tensor, Tensor]:
+        if self.delay:
+            time.sleep(self.delay)
+        return self.x[32 * i : 32 * (i + 1)], self.y[32 * i : 32 * (i + 1)]
+
+
+def _wait_fit(delay: float, val_delay: float = 0.0, callbacks: tuple[Callback, ...] = ()) -> HealthMonitor:
+    monitor = HealthMonitor(check_every_n_steps=8, activation_samples=0)
+    train = DataLoader(SlowBatches(8, delay), batch_size=None)
+    val = DataLoader(SlowBatches(2, val_delay, seed=1), batch_size=None)
+    trainer = fast_trainer(
+        max_steps=16,
+        max_epochs=-1,
+        callbacks=[monitor, *callbacks],
+        limit_val_batches=2 if val_delay else 0,
+        val_check_interval=4,
+    )
+    trainer.fit(MLP(widths=(16, 8, 4)), train, val)
+    return monitor
+
+
+def test_wait_fraction_is_timed_by_the_monitor_itself(windows: Windows) -> None:
+    """50 ms per batch (20 ms is not robust at a load of 5 on 2 cores: the tiny steps then take ~30 ms)."""
+    _wait_fit(delay=0.05)
+    assert [d.wait_source for d in windows.checks[:2]] == ["host timing"] * 2
+    assert all(d.wait_fraction is not None and d.wait_fraction > 0.5 for d in windows.checks[:2])
+
+
+def test_wait_fraction_leaves_out_validation_between_batches(windows: Windows) -> None:
+    _wait_fit(delay=0.0, val_delay=0.05)  # 2 x 50 ms of validation after every 4 batches of ~1 ms
+    assert all(d.wait_fraction is not None and d.wait_fraction < 0.5 for d in windows.checks[:2])
+
+
+def test_wait_fraction_comes_from_an_input_pipeline_monitor_when_present(windows: Windows) -> None:
+    _wait_fit(delay=0.05, callbacks=(InputPipelineMonitor(),))
+    assert [d.wait_source for d in windows.checks[:2]] == ["InputPipelineMonitor"] * 2
+    assert all(d.wait_fraction is not None and d.wait_fraction > 0.5 for d in windows.checks[:2])
+
+
+# ------------------------------------------------------------------------------------------------ validation
+
+
+def _per_sample_error(model: nn.Module, data: TensorDataset) -> float:
+    x, y = data.tensors
+    with torch.no_grad():
+        losses = F.cross_entropy(model(x), y, reduction="none")
+    return float(losses.std() / math.sqrt(len(losses)))
+
+
+class MaxLoggedLoss(MLP):
+    """Logs ``val_loss`` with a max reduction (no running mean to read), returns it from validation_step."""
+
+    def validation_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> dict[str, Tensor]:
+        x, y = batch
+        loss = F.cross_entropy(self(x), y)
+        self.log("val_loss", loss, reduce_fx="max")
+        return {"val_loss": loss}
+
+
+@pytest.mark.parametrize("model_class", [MLP, MaxLoggedLoss], ids=["logged-mean", "returned-loss"])
+def test_validation_standard_error_and_count(windows: Windows, model_class: type[MLP]) -> None:
+    torch.manual_seed(0)
+    val = classification(n=60, seed=3)  # 8 batches of 8, the last of 4
+    monitor = HealthMonitor(check_every_n_steps=50)
+    model = model_class(lr=0.05)
+    trainer = fast_trainer(max_epochs=1, callbacks=[monitor])
+    trainer.fit(model, loader(classification()), DataLoader(val, batch_size=8))
+    (row,) = [v for d in windows.checks for v in d.validations]
+    _, _, _, se, count = row
+    assert count == 60
+    assert math.isfinite(se) and 0.5 < se / _per_sample_error(model, val) < 2.0
+
+
+# ------------------------------------------------------------------------------------------------ syncs
+
+
+class ValidationSyncCounting(SyncCounting):
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.validation_syncs = 0
+
+    def on_validation_batch_end(self, *args: Any, **kwargs: Any) -> None:
+        with HostSyncCounter() as counter:
+            super().on_validation_batch_end(*args, **kwargs)
+        self.validation_syncs += counter.count
+
+    def on_validation_end(self, *args: Any) -> None:
+        with HostSyncCounter() as counter:
+            super().on_validation_end(*args)
+        self.validation_syncs += counter.count
+
+
+def test_new_fields_add_no_sync_between_checks(windows: Windows) -> None:
+    monitor = ValidationSyncCounting(check_every_n_steps=5, activation_samples=2)
+    model = CountedForward()
+    fast_trainer(
+        max_steps=10, max_epochs=-1, callbacks=[monitor], limit_val_batches=2, val_check_interval=5
+    ).fit(model, loader(classification()), loader(classification(n=64)))
+    assert model.forward_syncs == [0] * 10
+    assert monitor.syncs == [0, 0, 0, 0, 1, 0, 0, 0, 0, 1]
+    assert monitor.validation_syncs == 0
+    data = windows.checks[1]
+    assert data.dead_rows and data.group_lr and data.loss_count == 5 and data.validations
+
+
+# ------------------------------------------------------------------------------------------------- DDP
+
+
+class RecordWindows(Callback):
+    """In each spawned process: wrap the monitor's ``combine`` and save the checks' windows per rank."""
+
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+        self.recorder: Windows | None = None
+
+    def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
+        self.recorder = Windows()
+        health_monitor_module.combine = self.recorder  # type: ignore[assignment]
+
+    def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        assert self.recorder is not None
+        health_monitor_module.combine = self.recorder._real  # type: ignore[assignment]
+        rows = [asdict(d) for d in self.recorder.checks]
+        torch.save(rows, Path(self.directory) / f"rank{trainer.global_rank}.pt")
+
+
+def test_ddp_new_fields_are_identical_on_every_rank(tmp_path: Path) -> None:
+    monitor = HealthMonitor(check_every_n_steps=8, activation_samples=1)
+    trainer = fast_trainer(
+        max_steps=8,
+        max_epochs=-1,
+        strategy="ddp_spawn",
+        devices=2,
+        limit_val_batches=2,
+        val_check_interval=4,
+        callbacks=[monitor, RecordWindows(str(tmp_path))],
+    )
+    data = DataLoader(classification(), batch_size=16)
+    trainer.fit(FunctionalRelu(), data, DataLoader(classification(n=64, seed=2), batch_size=16))
+    ranks = [torch.load(tmp_path / f"rank{r}.pt", weights_only=False) for r in (0, 1)]
+    assert repr(ranks[0]) == repr(ranks[1])  # NaN-safe equality
+    first = ranks[0][0]
+    assert first["loss_count"] == 16  # 8 steps x 2 ranks
+    assert first["dead_rows"]["fc1"] >= 0.7 and first["group_lr"] == {"fc1": 0.1, "fc2": 0.1}
+    assert first["wait_source"] == "host timing" and first["planned_steps"] == 8.0
+    assert [v[4] for v in first["validations"]] == [64]  # 2 batches of 16 on each of 2 ranks
