@@ -10,6 +10,10 @@ LRs found by a sweep of AdamW (seed 0, constant LR), before any monitor ran:
   (seed 0: never leaves chance), 0.66 (seed 3: learns to 0.37, thrown back to chance), 0.63 (seed 1), 0.31
   (seed 2: the one seed of four that trains).
 
+At 10x the update-to-weight ratio is huge only at first: median over parameters 5e-2 (GPT-2) and 1.2e-1 (BERT)
+in steps 0-20, against 7e-2 and 2e-2 at the good LR; after step 20 it is ~1e-2 (GPT-2) and 3e-3-1.5e-2 (BERT),
+no larger than the good LR's (1.5-2.7e-2). What marks them later is the loss stuck far above the good LR's.
+
 Every problem's proof compares the run with its good-LR twin (the same seed and data at the good LR), run once
 per process and cached.
 
