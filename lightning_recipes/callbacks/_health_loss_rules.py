@@ -18,10 +18,11 @@ of :mod:`_health_stats` at the confidence ``confidence_z`` (2.33: ~1% false-alar
   interval, nor from the previous one), ``persist_checks`` checks in a row — one check when the ratio is 1000x
   below the floor (an LR that collapsed). Not during warm-up (the LR rising), and not when a schedule anneals
   the LR gradually to ~0 in the last ``1 - anneal_fraction`` of a planned run.
-* ``loss_plateau``: over the last ``plateau_checks`` checks the loss has no significant downward trend, their
-  best is not significantly (nor ``plateau_rtol``) below the best before, and the run has not progressed: the
-  loss is above ``1 - plateau_progress`` of its first value (a loss that fell and then flattened converged).
-  Not when the LR explains it (too low, too high) or a layer cannot learn.
+* ``loss_plateau``: over the last ``plateau_checks`` checks and at least ``plateau_steps`` (150) optimizer
+  steps, the interval means have no significant downward trend and the fitted trend's drop over the window is
+  under ``plateau_rtol`` (1%) of the loss; and the run has not progressed: the loss is above
+  ``1 - plateau_progress`` of its first value (a loss that fell and then flattened converged). Not when the
+  update ratio is outside its healthy range (the LR rules judge that) or a layer cannot learn.
 * ``overfitting``: at ``overfit_persist`` (3) validations in a row, Prechelt (1998)'s generalisation loss
   ``GL = 100 (E_va / E_opt - 1)`` exceeds ``overfit_gl`` (5) **and** the rise is significant against the
   validation loss's standard error (measured per batch, floored by the set's size); the training loss is below
@@ -285,26 +286,34 @@ def loss_plateau(
     losses = [*history.losses, data.loss_mean]
     if len(losses) <= k or not math.isfinite(data.loss_mean) or progressing(data, history, t, k) is not False:
         return None
+    # the window must also span ``plateau_steps`` steps: transformers sit at chance level for ~100 steps
+    # before they break symmetry, and a plateau that short is a phase, not a problem
+    span = data.step - history.loss_steps[-k] if len(history.loss_steps) >= k else 0
+    if span < t["plateau_steps"]:
+        k = next(
+            (j for j in range(k, len(losses)) if data.step - history.loss_steps[-j] >= t["plateau_steps"]), 0
+        )
+        if not k or progressing(data, history, t, k) is not False:
+            return None
     first = losses[0]
-    ses = [*history.loss_ses, interval_se(data)]
-    recent, recent_se = _mean_of(losses[-k:], ses[-k:])
-    before, before_se = _mean_of(losses[-2 * k : -k], ses[-2 * k : -k])
-    # a drop counts when it is both significant and material: many steps make a 0.3% drop significant
-    improved = before - recent > t["plateau_rtol"] * abs(before) and significantly_above(
-        before, before_se, recent, recent_se, t["confidence_z"]
-    )
-    if improved or not data.loss_mean > (1.0 - t["plateau_progress"]) * first:
+    steps, means, ses = _window(history, data, k)
+    slope, _ = trend(steps, means, ses)
+    span = data.step - history.loss_steps[-k]
+    level, _ = _mean_of(means, ses)
+    # not significant, and not material either: a noisy loss may hide a real but slow descent
+    drop = -slope * span if math.isfinite(slope) else 0.0
+    if drop > t["plateau_rtol"] * abs(level) or not data.loss_mean > (1.0 - t["plateau_progress"]) * first:
         return None
     change = "a different optimizer (AdamW/Lion), " if family != "adaptive" else ""
     return (
         {
             "loss": data.loss_mean,
-            "best_recent": recent,
-            "best_before": before,
+            "window_steps": span,
+            "window_change": -drop / abs(level) if level else math.nan,
             "checks": k,
             "first_loss": first,
         },
-        f"The training loss has not fallen significantly for {k} checks ({_fmt(data.loss_mean)}, "
+        f"The training loss has not fallen significantly for {span} steps ({_fmt(data.loss_mean)}, "
         f"{data.loss_mean / first:.0%} of its first value). Check that the labels are learnable "
         f"(`preflight`'s overfit_batch check), then try an LR range test, {change}or a larger model.",
     )

@@ -110,7 +110,10 @@ def decide(data: CheckData, history: History, thresholds: dict[str, float]) -> d
         history.lrs.append(ratios.largest_lr())
     learn_blocked = _cannot_learn(history)
     _add(out, "lr_too_low", lr_too_low(data, history, t, cannot_learn=learn_blocked))
-    if not ({"lr_too_low", "lr_too_high"} & set(out) or learn_blocked):
+    lr_explains = math.isfinite(ratios.median) and not (
+        ratios.low(t) <= ratios.median <= t["ratio_stuck"]
+    )  # an update ratio outside the healthy range: the LR rules judge it, a plateau would misname it
+    if not ({"lr_too_low", "lr_too_high"} & set(out) or learn_blocked or lr_explains):
         _add(out, "loss_plateau", loss_plateau(data, history, t, family=ratios.family))
     if math.isfinite(data.loss_mean):
         history.losses.append(data.loss_mean)

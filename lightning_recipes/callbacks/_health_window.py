@@ -35,6 +35,7 @@ DEFAULT_THRESHOLDS: dict[str, float] = {
     "plateau_checks": 5,
     "plateau_rtol": 0.01,
     "plateau_progress": 0.2,
+    "plateau_steps": 150,
     "overfit_gl": 5.0,
     "overfit_persist": 3,
     "stall_fraction": 0.5,

@@ -184,14 +184,14 @@ def test_units_dead_from_the_start_with_normal_updates_are_dead_units() -> None:
 
 def test_a_flat_noisy_loss_is_a_plateau_and_the_advice_fits_the_optimizer() -> None:
     rng = random.Random(1)
-    checks = [_check(20 * (i + 1), 1.386 + rng.gauss(0, 0.01), 2e-3, std=0.1) for i in range(7)]
+    checks = [_check(50 * (i + 1), 1.386 + rng.gauss(0, 0.01), 2e-3, std=0.1) for i in range(7)]
     history = History()
     decisions: dict = {}
     for data in checks:
         decisions = decide(data, history, dict(T))
     assert "loss_plateau" in decisions
     assert "AdamW" not in decisions["loss_plateau"][1]  # the run is already on an adaptive optimizer
-    sgd = [_check(20 * (i + 1), 1.386 + rng.gauss(0, 0.01), 2e-3, std=0.1, family="sgd") for i in range(7)]
+    sgd = [_check(50 * (i + 1), 1.386 + rng.gauss(0, 0.01), 2e-3, std=0.1, family="sgd") for i in range(7)]
     history = History()
     for data in sgd:
         decisions = decide(data, history, dict(T))
