@@ -147,7 +147,8 @@ class SeqNet(nn.Module):
 
 
 class SigmoidCNN(nn.Module):
-    """``depth`` 3x3 convolutions each followed by ``nn.Sigmoid``, global average pooling, a linear head."""
+    """``depth`` 3x3 convolutions each followed by ``nn.Sigmoid``, 2x2 average pooling (one cell per quadrant),
+    a linear head."""
 
     def __init__(self, channels: int, n_classes: int, depth: int = 2, init_std: float | None = None) -> None:
         super().__init__()
@@ -160,10 +161,10 @@ class SigmoidCNN(nn.Module):
             layers += [conv, nn.Sigmoid()]
             c_in = channels
         self.features = nn.Sequential(*layers)
-        self.head = nn.Linear(channels, n_classes)
+        self.head = nn.Linear(4 * channels, n_classes)
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.head(self.features(x).mean(dim=(2, 3)))
+        return self.head(F.adaptive_avg_pool2d(self.features(x), 2).flatten(1))
 
 
 class FReluCNN(nn.Module):
