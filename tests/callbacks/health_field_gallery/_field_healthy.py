@@ -26,14 +26,14 @@ SGD, Adam, AdamW, RMSprop = torch.optim.SGD, torch.optim.Adam, torch.optim.AdamW
 
 def _noisy_val_60() -> Any:
     model = FieldModule(GeluMLP(16, 64, 4), lambda p: AdamW(p, lr=1e-3, weight_decay=0.01))
-    train = loader(teacher_data(1024, label_noise=0.1, seed=1), 32)
+    train = loader(teacher_data(1024, label_noise=0.1, seed=1), 16)
     return model, train, loader(teacher_data(60, label_noise=0.1, seed=2), 60, shuffle=False)
 
 
 def _proof_noisy_val(recorder: PlainRecorder) -> None:
     vals = recorder.val_losses
     jumps = [b / a - 1 for a, b in zip(vals, vals[1:])]
-    assert max(jumps) > 0.02, f"the validation loss never jittered up: {vals}"
+    assert max(jumps) > 0.05, f"the validation loss never jittered up by 5%: {vals}"
     best_validation_late(recorder, 0.25)
     assert min(vals) < 0.7 * vals[0], vals
 
@@ -41,21 +41,32 @@ def _proof_noisy_val(recorder: PlainRecorder) -> None:
 BUMP_EPOCH, BUMP_STEPS_PER_EPOCH = 2, 32
 
 
+def _warmup_cosine(warmup_steps: int, total_steps: int) -> Any:
+    def factor(step: int) -> float:
+        if step < warmup_steps:
+            return (step + 1) / warmup_steps
+        return 0.5 * (1 + math.cos(math.pi * (step - warmup_steps) / (total_steps - warmup_steps)))
+
+    return factor
+
+
 def _early_val_bump() -> Any:
-    # SGDR: the first restart, at the start of epoch 2, throws the LR back up; the next is after the run.
+    # Linear warm-up to a high peak LR in epoch 2 (which bumps the val loss), then cosine decay over 10 epochs.
+    warmup, total = BUMP_STEPS_PER_EPOCH * 5 // 2, BUMP_STEPS_PER_EPOCH * 10
     model = FieldModule(
         FReluMLP(16, 64, 4, depth=2),
-        lambda p: SGD(p, lr=0.2, momentum=0.9, weight_decay=1e-4),
-        lambda o: lr_scheduler.CosineAnnealingWarmRestarts(o, T_0=2 * BUMP_STEPS_PER_EPOCH, T_mult=5),
+        lambda p: SGD(p, lr=0.3, momentum=0.9, weight_decay=1e-4),
+        lambda o: lr_scheduler.LambdaLR(o, _warmup_cosine(warmup, total)),
     )
-    train = loader(teacher_data(32 * BUMP_STEPS_PER_EPOCH, label_noise=0.05, seed=1), 32)
+    train = loader(teacher_data(32 * BUMP_STEPS_PER_EPOCH, seed=1), 32)
     return model, train, loader(teacher_data(200, seed=2), 200, shuffle=False)
 
 
 def _proof_early_bump(recorder: PlainRecorder) -> None:
     vals = recorder.val_losses
-    assert vals[BUMP_EPOCH] > 1.03 * min(vals[:BUMP_EPOCH]), f"no bump at epoch {BUMP_EPOCH}: {vals}"
-    assert min(vals[BUMP_EPOCH + 1 :]) < 0.6 * vals[BUMP_EPOCH], vals
+    assert vals[BUMP_EPOCH] > 1.2 * vals[BUMP_EPOCH - 1], f"no bump at epoch {BUMP_EPOCH}: {vals}"
+    later = min(vals[BUMP_EPOCH + 1 :])
+    assert later < 0.7 * vals[BUMP_EPOCH] and later < min(vals[:BUMP_EPOCH]), vals
     best_validation_late(recorder, 0.3)
 
 
@@ -137,13 +148,14 @@ def _proof_trains(fraction: float) -> Any:
 
 
 HEALTHY_CASES = [
-    FieldCase("gelu_mlp_noisy_val_60", _noisy_val_60, None, 0, _proof_noisy_val, max_epochs=12, check_every=16,
+    FieldCase("gelu_mlp_noisy_val_60", _noisy_val_60, None, 0, _proof_noisy_val, max_epochs=6, check_every=16,
+              trainer_kwargs={"val_check_interval": 0.5},
               description="AdamW on 1024 noisy samples, validated on 60: the val loss jitters up yet keeps reaching "
               "new bests."),
-    FieldCase("frelu_mlp_sgdr_val_bump_epoch_2", _early_val_bump, None, 0, _proof_early_bump, max_epochs=10,
+    FieldCase("frelu_mlp_warmup_val_bump_epoch_2", _early_val_bump, None, 0, _proof_early_bump, max_epochs=10,
               check_every=16,
-              description="SGD + momentum with warm restarts: the restart at epoch 2 bumps the val loss, which then "
-              "falls well below the bump."),
+              description="SGD + momentum, warm-up + cosine: the peak LR bumps the val loss at epoch 2 (+30%), which "
+              "later falls well below the bump and the earlier best."),
     FieldCase("frelu_mlp_dropout_wd_train_above_val", _strong_regularisation, None, 0, _proof_train_above_val,
               max_epochs=8, check_every=16,
               description="Dropout 0.5 and weight decay 0.5 (AdamW): the training loss stays above the val loss."),
