@@ -1,5 +1,5 @@
-"""The field gallery's data: learnable synthetic tasks (a random teacher network, sequences, tiny images), labels
-independent of the inputs, and loaders that stall, change sequence length or start sending zeros mid-run."""
+"""The field gallery's data: learnable synthetic tasks (a random teacher network, sequences, tiny images),
+labels independent of the inputs, and datasets that stall, change sequence length or send zeros mid-run."""
 
 from __future__ import annotations
 
@@ -15,8 +15,9 @@ def _generator(seed: int) -> torch.Generator:
 
 
 def teacher_data(n: int, d: int = 16, k: int = 4, label_noise: float = 0.0, seed: int = 0) -> TensorDataset:
-    """``n`` Gaussian inputs labelled by a fixed random two-layer tanh teacher; a ``label_noise`` fraction of the
-    labels replaced by random classes. The teacher depends on ``d, k`` only (train and validation share it)."""
+    """``n`` Gaussian inputs labelled by a fixed random two-layer tanh teacher; a ``label_noise`` fraction of
+    the labels replaced by random classes. The teacher depends on ``d, k`` only (train and validation share
+    it)."""
     teacher = _generator(1234 + d * 31 + k)
     w1 = torch.randn(d, 32, generator=teacher) / d**0.5
     w2 = torch.randn(32, k, generator=teacher) / 32**0.5
@@ -35,8 +36,8 @@ def random_label_data(n: int, d: int = 16, k: int = 4, seed: int = 0) -> TensorD
 
 
 def sequence_data(n: int, steps: int = 12, d: int = 4, seed: int = 0) -> TensorDataset:
-    """Sequences ``(n, steps, d)``; 4 classes: the sign of the running sum of feature 0 and of the last value of
-    feature 1 (the model must carry a sum through time)."""
+    """Sequences ``(n, steps, d)``; 4 classes: the sign of the running sum of feature 0 and of the last value
+    of feature 1 (the model must carry a sum through time)."""
     g = _generator(seed)
     x = torch.randn(n, steps, d, generator=g)
     y = (x[:, :, 0].sum(1) > 0).long() * 2 + (x[:, -1, 1] > 0).long()
@@ -50,7 +51,7 @@ def random_label_sequences(n: int, steps: int = 10, d: int = 4, seed: int = 0) -
 
 
 def blob_images(n: int, size: int = 8, noise: float = 0.5, seed: int = 0) -> TensorDataset:
-    """``(n, 1, size, size)`` images: a bright 3x3 blob in one of 4 quadrants (the label) plus Gaussian noise."""
+    """``(n, 1, size, size)`` images: a bright 3x3 blob in one of 4 quadrants (the label), Gaussian noise."""
     g = _generator(seed)
     y = torch.randint(0, 4, (n,), generator=g)
     x = noise * torch.randn(n, 1, size, size, generator=g)
@@ -64,11 +65,13 @@ def blob_images(n: int, size: int = 8, noise: float = 0.5, seed: int = 0) -> Ten
 
 def loader(data: Dataset, batch_size: int, shuffle: bool = True) -> DataLoader:
     """A single-process loader (``num_workers=0``); shuffled with a fixed generator."""
-    return DataLoader(data, batch_size=batch_size, shuffle=shuffle, generator=_generator(7) if shuffle else None)
+    return DataLoader(
+        data, batch_size=batch_size, shuffle=shuffle, generator=_generator(7) if shuffle else None
+    )
 
 
 class SlowDecode(Dataset):
-    """Wraps a dataset; every item costs ``seconds_per_item`` of real sleep (a decode on the loading thread)."""
+    """Wraps a dataset; each item costs ``seconds_per_item`` of real sleep (a decode in the loading thread)."""
 
     def __init__(self, data: Dataset, seconds_per_item: float) -> None:
         self.data = data

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Any
 
@@ -32,7 +33,7 @@ def _noisy_val_60() -> Any:
 
 def _proof_noisy_val(recorder: PlainRecorder) -> None:
     vals = recorder.val_losses
-    jumps = [b / a - 1 for a, b in zip(vals, vals[1:])]
+    jumps = [b / a - 1 for a, b in itertools.pairwise(vals)]
     assert max(jumps) > 0.05, f"the validation loss never jittered up by 5%: {vals}"
     best_validation_late(recorder, 0.25)
     assert min(vals) < 0.7 * vals[0], vals
@@ -51,7 +52,7 @@ def _warmup_cosine(warmup_steps: int, total_steps: int) -> Any:
 
 
 def _early_val_bump() -> Any:
-    # Linear warm-up to a high peak LR in epoch 2 (which bumps the val loss), then cosine decay over 10 epochs.
+    # Linear warm-up to a high peak LR in epoch 2 (it bumps the val loss), then a cosine decay to epoch 10.
     warmup, total = BUMP_STEPS_PER_EPOCH * 5 // 2, BUMP_STEPS_PER_EPOCH * 10
     model = FieldModule(
         FReluMLP(16, 64, 4, depth=2),
@@ -71,7 +72,9 @@ def _proof_early_bump(recorder: PlainRecorder) -> None:
 
 
 def _strong_regularisation() -> Any:
-    model = FieldModule(FReluMLP(16, 128, 4, depth=2, dropout=0.5), lambda p: AdamW(p, lr=2e-3, weight_decay=0.5))
+    model = FieldModule(
+        FReluMLP(16, 128, 4, depth=2, dropout=0.5), lambda p: AdamW(p, lr=2e-3, weight_decay=0.5)
+    )
     train = loader(teacher_data(1024, label_noise=0.1, seed=1), 32)
     return model, train, loader(teacher_data(200, seed=2), 200, shuffle=False)
 
@@ -148,26 +151,90 @@ def _proof_trains(fraction: float) -> Any:
 
 
 HEALTHY_CASES = [
-    FieldCase("gelu_mlp_noisy_val_60", _noisy_val_60, None, 0, _proof_noisy_val, max_epochs=6, check_every=16,
-              trainer_kwargs={"val_check_interval": 0.5},
-              description="AdamW on 1024 noisy samples, validated on 60: the val loss jitters up yet keeps reaching "
-              "new bests."),
-    FieldCase("frelu_mlp_warmup_val_bump_epoch_2", _early_val_bump, None, 0, _proof_early_bump, max_epochs=10,
-              check_every=16,
-              description="SGD + momentum, warm-up + cosine: the peak LR bumps the val loss at epoch 2 (+30%), which "
-              "later falls well below the bump and the earlier best."),
-    FieldCase("frelu_mlp_dropout_wd_train_above_val", _strong_regularisation, None, 0, _proof_train_above_val,
-              max_epochs=8, check_every=16,
-              description="Dropout 0.5 and weight decay 0.5 (AdamW): the training loss stays above the val loss."),
-    FieldCase("gru_sgd_momentum_cosine", _gru_sgd_momentum_cosine, None, 0, _proof_trains(0.4), max_steps=300,
-              check_every=25, description="A GRU trained with SGD + momentum 0.9 + weight decay and a cosine LR."),
-    FieldCase("highway_adamw_onecycle", _highway_adamw_onecycle, None, 0, _proof_trains(0.5), max_steps=240,
-              check_every=20, description="A highway net with AdamW and a one-cycle LR."),
-    FieldCase("frelu_cnn_cosine_to_zero", _cnn_cosine_to_zero, None, 0, _proof_cosine_to_zero,
-              max_steps=COSINE_STEPS, check_every=20,
-              description="An F.relu CNN whose cosine schedule ends at LR 0 with the loss converged (not lr_too_low)."),
-    FieldCase("lstm_rmsprop_exponential", _lstm_rmsprop_exponential, None, 0, _proof_trains(0.5), max_steps=240,
-              check_every=20, description="An LSTM with RMSprop and an exponential LR decay (gamma 0.995 per step)."),
-    FieldCase("sigmoid_cnn_sgd_steplr", _sigmoid_cnn_steplr, None, 0, _proof_trains(0.5), max_steps=240,
-              check_every=20, description="A two-layer sigmoid CNN with SGD + momentum + weight decay and StepLR."),
-]  # fmt: skip
+    FieldCase(
+        "gelu_mlp_noisy_val_60",
+        _noisy_val_60,
+        None,
+        0,
+        _proof_noisy_val,
+        max_epochs=6,
+        check_every=16,
+        trainer_kwargs={"val_check_interval": 0.5},
+        description="AdamW on 1024 noisy samples, validated on 60: the val loss jitters up yet keeps "
+        "reaching "
+        "new bests.",
+    ),
+    FieldCase(
+        "frelu_mlp_warmup_val_bump_epoch_2",
+        _early_val_bump,
+        None,
+        0,
+        _proof_early_bump,
+        max_epochs=10,
+        check_every=16,
+        description="SGD + momentum, warm-up + cosine: the peak LR bumps the val loss at epoch 2 (+30%), "
+        "which "
+        "later falls well below the bump and the earlier best.",
+    ),
+    FieldCase(
+        "frelu_mlp_dropout_wd_train_above_val",
+        _strong_regularisation,
+        None,
+        0,
+        _proof_train_above_val,
+        max_epochs=8,
+        check_every=16,
+        description="Dropout 0.5 and weight decay 0.5 (AdamW): the training loss stays above the val loss.",
+    ),
+    FieldCase(
+        "gru_sgd_momentum_cosine",
+        _gru_sgd_momentum_cosine,
+        None,
+        0,
+        _proof_trains(0.4),
+        max_steps=300,
+        check_every=25,
+        description="A GRU trained with SGD + momentum 0.9 + weight decay and a cosine LR.",
+    ),
+    FieldCase(
+        "highway_adamw_onecycle",
+        _highway_adamw_onecycle,
+        None,
+        0,
+        _proof_trains(0.5),
+        max_steps=240,
+        check_every=20,
+        description="A highway net with AdamW and a one-cycle LR.",
+    ),
+    FieldCase(
+        "frelu_cnn_cosine_to_zero",
+        _cnn_cosine_to_zero,
+        None,
+        0,
+        _proof_cosine_to_zero,
+        max_steps=COSINE_STEPS,
+        check_every=20,
+        description="An F.relu CNN whose cosine schedule ends at LR 0 with the loss converged "
+        "(not lr_too_low).",
+    ),
+    FieldCase(
+        "lstm_rmsprop_exponential",
+        _lstm_rmsprop_exponential,
+        None,
+        0,
+        _proof_trains(0.5),
+        max_steps=240,
+        check_every=20,
+        description="An LSTM with RMSprop and an exponential LR decay (gamma 0.995 per step).",
+    ),
+    FieldCase(
+        "sigmoid_cnn_sgd_steplr",
+        _sigmoid_cnn_steplr,
+        None,
+        0,
+        _proof_trains(0.5),
+        max_steps=240,
+        check_every=20,
+        description="A two-layer sigmoid CNN with SGD + momentum + weight decay and StepLR.",
+    ),
+]

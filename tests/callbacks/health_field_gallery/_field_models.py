@@ -3,6 +3,7 @@ activations, gated/highway stacks, recurrent classifiers, sigmoid CNNs, log-feat
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -17,7 +18,8 @@ MakeScheduler = Callable[[Optimizer], Any]
 
 
 class FieldModule(pl.LightningModule):
-    """A classifier shell: ``net`` maps a batch's inputs to logits; cross-entropy; ``val_loss`` logged per epoch.
+    """A classifier shell: ``net`` maps a batch's inputs to logits; cross-entropy; ``val_loss`` logged per
+    epoch.
 
     ``scheduler`` (optional) is stepped every optimizer step (``interval="step"``) or every epoch.
 
@@ -65,7 +67,7 @@ class FReluMLP(nn.Module):
     def __init__(self, d_in: int, width: int, n_classes: int, depth: int = 2, dropout: float = 0.0) -> None:
         super().__init__()
         dims = [d_in] + [width] * depth
-        self.hidden = nn.ModuleList(nn.Linear(a, b) for a, b in zip(dims[:-1], dims[1:]))
+        self.hidden = nn.ModuleList(nn.Linear(a, b) for a, b in itertools.pairwise(dims))
         self.head = nn.Linear(width, n_classes)
         self.dropout = dropout
 
@@ -81,7 +83,7 @@ class GeluMLP(nn.Module):
     def __init__(self, d_in: int, width: int, n_classes: int, depth: int = 2) -> None:
         super().__init__()
         dims = [d_in] + [width] * depth
-        self.hidden = nn.ModuleList(nn.Linear(a, b) for a, b in zip(dims[:-1], dims[1:]))
+        self.hidden = nn.ModuleList(nn.Linear(a, b) for a, b in itertools.pairwise(dims))
         self.head = nn.Linear(width, n_classes)
 
     def forward(self, x: Tensor) -> Tensor:
@@ -94,7 +96,13 @@ class Highway(nn.Module):
     """A highway network: ``x <- g * silu(H x) + (1 - g) * x`` with ``g = sigmoid(G x)``, no normalisation."""
 
     def __init__(
-        self, d_in: int, width: int, n_classes: int, depth: int = 4, gate_bias: float = -1.0, dropout: float = 0.0
+        self,
+        d_in: int,
+        width: int,
+        n_classes: int,
+        depth: int = 4,
+        gate_bias: float = -1.0,
+        dropout: float = 0.0,
     ) -> None:
         super().__init__()
         self.stem = nn.Linear(d_in, width)
@@ -115,7 +123,7 @@ class Highway(nn.Module):
 
 
 class GatedStack(nn.Module):
-    """A deep stack of gated units without a carry path or normalisation: ``x <- sigmoid(G x) * tanh(H x)``."""
+    """A deep stack of gated units, no carry path, no normalisation: ``x <- sigmoid(G x) * tanh(H x)``."""
 
     def __init__(self, d_in: int, width: int, n_classes: int, depth: int = 16) -> None:
         super().__init__()
@@ -147,8 +155,8 @@ class SeqNet(nn.Module):
 
 
 class SigmoidCNN(nn.Module):
-    """``depth`` 3x3 convolutions each followed by ``nn.Sigmoid``, 2x2 average pooling (one cell per quadrant),
-    a linear head."""
+    """``depth`` 3x3 convolutions each followed by ``nn.Sigmoid``, 2x2 average pooling (one cell per
+    quadrant), a linear head."""
 
     def __init__(self, channels: int, n_classes: int, depth: int = 2, init_std: float | None = None) -> None:
         super().__init__()
@@ -196,7 +204,11 @@ class LogFeatureNet(nn.Module):
 def kill_units(layer: nn.Linear | nn.Conv2d, fraction: float, bias: float = -20.0) -> None:
     """Give the first ``fraction`` of ``layer``'s output units a large negative bias: behind a ReLU they never
     fire (the bias of a unit that never fires gets no gradient, so they stay dead)."""
-    n = round(layer.out_channels * fraction) if isinstance(layer, nn.Conv2d) else round(layer.out_features * fraction)
+    n = (
+        round(layer.out_channels * fraction)
+        if isinstance(layer, nn.Conv2d)
+        else round(layer.out_features * fraction)
+    )
     with torch.no_grad():
         assert layer.bias is not None
         layer.bias[:n] = bias
