@@ -1,6 +1,6 @@
 """HealthMonitor on the field gallery (issue #25), one row per run.
 
-Every run of ``tests/callbacks/health_field_gallery/*_runs.py`` is trained with a ``HealthMonitor`` alone; a row
+Every run of ``tests/callbacks/health_field_gallery/*_runs.py`` trains with a ``HealthMonitor`` alone; a row
 says what the run must show, from which step, what the monitor found, the verdict and the seconds it took.
 
 Verdicts: ``caught`` (the expected problem found at or after its onset, and nothing outside the expected

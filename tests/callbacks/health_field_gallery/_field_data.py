@@ -71,7 +71,7 @@ def loader(data: Dataset, batch_size: int, shuffle: bool = True) -> DataLoader:
 
 
 class SlowDecode(Dataset):
-    """Wraps a dataset; each item costs ``seconds_per_item`` of real sleep (a decode in the loading thread)."""
+    """Wraps a dataset; each item costs ``seconds_per_item`` of real sleep (decoding in the loader)."""
 
     def __init__(self, data: Dataset, seconds_per_item: float) -> None:
         self.data = data

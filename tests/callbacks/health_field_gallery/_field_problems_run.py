@@ -1,5 +1,5 @@
 """The field gallery's problem runs seen in the loss, the validation and the input pipeline (overfitting,
-loss plateau, data stall, non-finite activations), each with a proof from a plain recording that it is real."""
+loss plateau, data stall, non-finite activations), each proven real by a plain recording."""
 
 from __future__ import annotations
 
