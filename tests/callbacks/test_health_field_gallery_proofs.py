@@ -3,10 +3,23 @@ from a plain recording of the run (``PlainRecorder``, no library code) trained w
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
+import torch
 
 from tests.callbacks.health_field_gallery._case import run_case
 from tests.callbacks.health_field_gallery.field_runs import CASES
+
+
+@pytest.fixture(autouse=True)
+def one_thread() -> Iterator[None]:
+    """Each run on one intra-op thread, as timed (and as under ``-n 2`` on 2 cores): on a loaded machine two
+    threads make a tiny step ~50x slower, which would hide the data-stall run's wait."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 
 def test_the_gallery_has_enough_runs_with_unique_names() -> None:

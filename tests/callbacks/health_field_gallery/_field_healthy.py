@@ -121,7 +121,7 @@ def _proof_cosine_to_zero(recorder: PlainRecorder) -> None:
     assert lrs[-1] < 1e-3 * max(lrs), (max(lrs), lrs[-1])
     trains_well(recorder, 0.2)
     tail = recorder.losses[-60:]
-    assert abs(mean(tail[:30]) - mean(tail[30:])) < 0.2 * mean(recorder.losses[:20]) * 0.2, "not converged"
+    assert abs(mean(tail[:30]) - mean(tail[30:])) < 0.05 * mean(recorder.losses[:20]), "not converged"
 
 
 def _lstm_rmsprop_exponential() -> Any:

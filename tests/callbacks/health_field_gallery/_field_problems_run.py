@@ -92,7 +92,7 @@ def _proof_plateau(recorder: PlainRecorder) -> None:
 
 def _slow_decode() -> Any:
     model = FieldModule(FReluMLP(16, 32, 4), lambda p: Adam(p, lr=1e-3))
-    return model, loader(SlowDecode(teacher_data(2048), 0.0015), 16), None
+    return model, loader(SlowDecode(teacher_data(2048), 0.0025), 16), None
 
 
 def _proof_stall(recorder: PlainRecorder) -> None:
@@ -164,9 +164,9 @@ RUN_CASES = [
         "data_stall",
         0,
         _proof_stall,
-        max_steps=80,
+        max_steps=70,
         check_every=10,
-        description="Every item sleeps 1.5 ms on the loading thread (num_workers=0): ~24 ms wait per "
+        description="Every item sleeps 2.5 ms on the loading thread (num_workers=0): ~40 ms wait per "
         "~2 ms step.",
     ),
     FieldCase(
