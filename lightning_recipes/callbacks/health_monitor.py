@@ -487,8 +487,7 @@ class HealthMonitor(Callback):
             self._act(finding)
 
     def _act(self, finding: Finding) -> None:
-        where = f"at step {finding.step} (epoch {finding.epoch})"
-        message = f"HealthMonitor: {finding.problem} {where}. {finding.advice}"
+        message = f"HealthMonitor: {finding.summary()}"
         if self.on_finding == "raise":
             raise RuntimeError(message)
         if callable(self.on_finding):

@@ -29,7 +29,7 @@ from lightning_recipes.callbacks._health_window import CheckData
 from lightning_recipes.callbacks.health_monitor import HealthMonitor
 from lightning_recipes.optim import Lamb, Lion
 from lightning_recipes.testing import HostSyncCounter, fast_trainer
-from lightning_recipes.testing.health_gallery import MLP, classification, loader
+from lightning_recipes.testing.health_gallery import MLP, StallClock, classification, loader
 from tests.callbacks.test_health_monitor import CountedForward, SyncCounting
 
 
@@ -221,26 +221,31 @@ def test_dead_rows_skip_layers_without_gradient(windows: Windows) -> None:
 class SlowBatches(Dataset):
     """Whole batches (``batch_size=None``), each taking ``delay`` seconds to load."""
 
-    def __init__(self, batches: int, delay: float, seed: int = 0) -> None:
+    def __init__(self, batches: int, delay: float, seed: int = 0, clock: StallClock | None = None) -> None:
         data = classification(n=32 * batches, seed=seed)
         self.x, self.y = data.tensors
-        self.batches, self.delay = batches, delay
+        self.batches, self.delay, self.sleep = batches, delay, (clock or time).sleep
 
     def __len__(self) -> int:
         return self.batches
 
     def __getitem__(self, i: int) -> tuple[Tensor, Tensor]:
         if self.delay:
-            time.sleep(self.delay)
+            self.sleep(self.delay)
         return self.x[32 * i : 32 * (i + 1)], self.y[32 * i : 32 * (i + 1)]
 
 
-def _wait_fit(delay: float, val_delay: float = 0.0, callbacks: tuple[Callback, ...] = ()) -> HealthMonitor:
-    monitor = HealthMonitor(check_every_n_steps=8, activation_samples=0)
-    train = DataLoader(SlowBatches(8, delay), batch_size=None)
+def _wait_fit(
+    delay: float,
+    val_delay: float = 0.0,
+    callbacks: tuple[Callback, ...] = (),
+    clock: StallClock | None = None,
+) -> HealthMonitor:
+    monitor = HealthMonitor(check_every_n_steps=4, activation_samples=0)
+    train = DataLoader(SlowBatches(8, delay, clock=clock), batch_size=None)
     val = DataLoader(SlowBatches(2, val_delay, seed=1), batch_size=None)
     trainer = fast_trainer(
-        max_steps=16,
+        max_steps=8,
         max_epochs=-1,
         callbacks=[monitor, *callbacks],
         limit_val_batches=2 if val_delay else 0,
@@ -251,19 +256,28 @@ def _wait_fit(delay: float, val_delay: float = 0.0, callbacks: tuple[Callback, .
 
 
 def test_wait_fraction_is_timed_by_the_monitor_itself(windows: Windows) -> None:
-    """50 ms per batch (20 ms is not robust at a load of 5 on 2 cores: the tiny steps then take ~30 ms)."""
-    _wait_fit(delay=0.05)
+    """80 ms per batch (20 ms is not robust at a load of 5 on 2 cores: the tiny steps then take 30+ ms)."""
+    _wait_fit(delay=0.08)
     assert [d.wait_source for d in windows.checks[:2]] == ["host timing"] * 2
     assert all(d.wait_fraction is not None and d.wait_fraction > 0.5 for d in windows.checks[:2])
 
 
+def test_wait_fraction_reads_the_clock_the_gallery_patches(windows: Windows) -> None:
+    """Under the gallery's StallClock (thread CPU time + counted stalls) the stalls are timed, not slept."""
+    clock = StallClock()
+    with clock.installed():
+        _wait_fit(delay=0.5, clock=clock)  # counted, not slept: free
+    assert clock.slept == pytest.approx(8 * 0.5)
+    assert all(d.wait_fraction is not None and d.wait_fraction > 0.5 for d in windows.checks[:2])
+
+
 def test_wait_fraction_leaves_out_validation_between_batches(windows: Windows) -> None:
-    _wait_fit(delay=0.0, val_delay=0.05)  # 2 x 50 ms of validation after every 4 batches of ~1 ms
+    _wait_fit(delay=0.0, val_delay=0.1)  # 2 x 100 ms of validation after every 4 batches of a few ms
     assert all(d.wait_fraction is not None and d.wait_fraction < 0.5 for d in windows.checks[:2])
 
 
 def test_wait_fraction_comes_from_an_input_pipeline_monitor_when_present(windows: Windows) -> None:
-    _wait_fit(delay=0.05, callbacks=(InputPipelineMonitor(),))
+    _wait_fit(delay=0.08, callbacks=(InputPipelineMonitor(),))
     assert [d.wait_source for d in windows.checks[:2]] == ["InputPipelineMonitor"] * 2
     assert all(d.wait_fraction is not None and d.wait_fraction > 0.5 for d in windows.checks[:2])
 
