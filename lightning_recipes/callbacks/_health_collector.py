@@ -43,8 +43,9 @@ def watched_modules(model: nn.Module) -> tuple[Named, Named, Named, Named]:
     leaves: Named = []
     rows: Named = []
     for name, module in model.named_modules():
-        if isinstance(module, ROW_LAYERS):
-            rows.append((name, module))
+        weight = getattr(module, "weight", None)
+        if isinstance(module, ROW_LAYERS) and isinstance(weight, Tensor) and weight.requires_grad:
+            rows.append((name, module))  # a frozen layer is not trained: its dead units are not a finding
         if isinstance(module, _RELU):
             relu.append((name, module))
         elif isinstance(module, _SATURATING):
@@ -173,8 +174,9 @@ def combine(
         for name, values in zip(leaves, zip(*column("nonfinite"))):
             if sum(values) > 0:
                 data.nonfinite_modules.append(name or "<root>")
-    waits = [r[0] for r in column("wait") if r[0] >= 0]
-    data.wait_fraction = max(waits) if waits else None
+    waits = [r for r in column("wait") if r[0] >= 0]
+    data.wait_fraction = max(r[0] for r in waits) if waits else None
+    data.wait_per_batch_s = max(r[1] for r in waits) if waits else None
     data.wait_source = host[0] if waits else None
     data.planned_steps = host[1]
     vals = column("validations")
@@ -204,15 +206,16 @@ class WaitClock:
         >>> clock = WaitClock()
         >>> clock.batch_start(0.0); clock.batch_end(1.0)  # the first batch: its wait is unknown, left out
         >>> clock.batch_start(4.0); clock.batch_end(5.0); clock.batch_start(5.5); clock.batch_end(6.5)
-        >>> clock.take()  # 3.5 s waited, 2 s stepped
-        0.6363636363636364
+        >>> clock.take()  # 3.5 s waited, 2 s stepped: the wait fraction, and 1.75 s per batch waited
+        (0.6363636363636364, 1.75)
         >>> clock.take()  # nothing since
-        -1.0
+        (-1.0, -1.0)
     """
 
     def __init__(self) -> None:
         self.wait_s = 0.0
         self.step_s = 0.0
+        self.batches = 0
         self._started: float | None = None
         self._ended: float | None = None
         self._paused: float | None = None
@@ -243,6 +246,7 @@ class WaitClock:
         self._started = None
         if self._ended is not None:
             self.wait_s += max(now - self._ended, 0.0)
+            self.batches += 1
             self._started = now
         self._ended = None
 
@@ -262,15 +266,19 @@ class WaitClock:
             self._started = None if self._started is None else self._started + pause
         self._paused = None
 
-    def take(self) -> float:
-        """The wait fraction since the last take (``-1`` when nothing was timed), and start again."""
-        wait, step = self.wait_s, self.step_s
+    def take(self) -> tuple[float, float]:
+        """The wait fraction and the mean wait per batch (s) since the last take (``-1`` when nothing was
+        timed), and start again."""
+        wait, step, batches = self.wait_s, self.step_s, self.batches
         self.wait_s = self.step_s = 0.0
+        self.batches = 0
         if self._pipeline is not None:
             fetch, stepped = self._pipeline.total_fetch_s, self._pipeline.total_step_s
             wait, step = fetch - self._totals[0], stepped - self._totals[1]
             self._totals = (fetch, stepped)
-        return wait / (wait + step) if wait + step > 0 else -1.0
+        if wait + step <= 0:
+            return -1.0, -1.0
+        return wait / (wait + step), wait / batches if batches else -1.0
 
 
 class ValidationBatches:

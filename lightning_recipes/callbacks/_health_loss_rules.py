@@ -7,17 +7,20 @@ of :mod:`_health_stats` at the confidence ``confidence_z`` (2.33: ~1% false-alar
   *parameters* (each group weighted by its size: one large matrix outvotes ten biases). What is too large or
   too small depends on the optimizer family. Adam-family, Lion, LAMB, RMSprop (``"adaptive"``): the update of
   each element is about the LR whatever the gradient, so the ratio reads the LR against the weights' scale;
-  below ``ratio_low`` (3e-5) nothing moves. SGD (``"sgd"``): the update is LR x gradient, and the gradient
-  shrinks near a minimum, so only a ratio 30x smaller, ``ratio_low_sgd`` (1e-6), says the LR is the cause.
-  Both families: above ``ratio_high`` (1e-2, 10x Karpathy's ~1e-3) a step rewrites 1% of the weights.
+  below ``ratio_low`` (1e-4: a weight takes 100 steps to move 1%) nothing moves. SGD (``"sgd"``): the update
+  is LR x gradient, and the gradient shrinks near a minimum, so only a ratio 100x smaller, ``ratio_low_sgd``
+  (1e-6), says the LR is the cause. Both families: above ``ratio_high`` (1e-2, 10x Karpathy's ~1e-3) a step
+  rewrites 1% of the weights.
 * ``lr_too_high``: the ratio is above ``ratio_high`` and the loss **rose** significantly (above the previous
   interval or above the best one, by ``rise_rtol`` and by ``z`` standard errors); or the ratio is above
   ``ratio_stuck`` (3e-2) and the loss made **no significant progress** over ``plateau_checks`` checks (the
   common case: a loss stuck high while each step throws the weights around, Cockpit, Schneider et al. 2021).
-* ``lr_too_low``: the ratio is below its family's floor and the loss is not falling significantly (within the
-  interval, nor from the previous one), ``persist_checks`` checks in a row — one check when the ratio is 1000x
-  below the floor (an LR that collapsed). Not during warm-up (the LR rising), and not when a schedule anneals
-  the LR gradually to ~0 in the last ``1 - anneal_fraction`` of a planned run.
+* ``lr_too_low``: the ratio is below its family's floor, the loss is not falling significantly (within the
+  interval, nor from the previous one) and has made little progress (above ``1 - plateau_progress`` of its
+  first value: a run that converged and idles at a small LR is not starved), ``persist_checks`` checks in a
+  row — one check when the ratio is 1000x below the floor (an LR that collapsed). Not during warm-up (the LR
+  rising), and not when a schedule anneals the LR gradually to ~0 in the last ``1 - anneal_fraction`` of a
+  planned run.
 * ``loss_plateau``: over the last ``plateau_checks`` checks and at least ``plateau_steps`` (150) optimizer
   steps, the interval means have no significant downward trend and the fitted trend's drop over the window is
   under ``plateau_rtol`` (1%) of the loss; and the run has not progressed: the loss is above
@@ -70,7 +73,7 @@ class UpdateRatios:
         ...                  group_numel={"fc1": 1000, "fc1.bias": 10}, group_family={"fc1": "adaptive"})
         >>> ratios = update_ratios(data)
         >>> ratios.median, ratios.family, ratios.low(DEFAULT_THRESHOLDS)
-        (1e-06, 'adaptive', 3e-05)
+        (1e-06, 'adaptive', 0.0001)
     """
 
     def __init__(self, data: CheckData) -> None:
@@ -240,9 +243,13 @@ def lr_too_low(
             history.losses[-1], previous_se, data.loss_mean, interval_se(data), t["confidence_z"]
         )
     )
+    stuck = (
+        collapsed or not history.losses or data.loss_mean > (1.0 - t["plateau_progress"]) * history.losses[0]
+    )
     low = (
         math.isfinite(ratios.median)
         and ratios.median < floor
+        and stuck
         and math.isfinite(data.loss_mean)
         and not falling
         and not cannot_learn
@@ -277,8 +284,8 @@ def loss_plateau(
 
     Example:
         >>> history = History(losses=[1.38, 1.38, 1.39, 1.38, 1.38], loss_ses=[0.01] * 5,
-        ...                   loss_steps=[20, 40, 60, 80, 100])
-        >>> data = CheckData(120, 0, loss_mean=1.38, loss_count=20, loss_std=0.04)
+        ...                   loss_steps=[50, 100, 150, 200, 250])
+        >>> data = CheckData(300, 0, loss_mean=1.38, loss_count=50, loss_std=0.04)
         >>> loss_plateau(data, history, DEFAULT_THRESHOLDS)[0]["checks"]
         5
     """
@@ -299,6 +306,8 @@ def loss_plateau(
     steps, means, ses = _window(history, data, k)
     slope, _ = trend(steps, means, ses)
     span = data.step - history.loss_steps[-k]
+    if history.streaks.get("exploded_at_step", -1) >= data.step - span - 1:
+        return None  # a loss that stopped falling after a gradient explosion: the explosion is the cause
     level, _ = _mean_of(means, ses)
     # not significant, and not material either: a noisy loss may hide a real but slow descent
     drop = -slope * span if math.isfinite(slope) else 0.0

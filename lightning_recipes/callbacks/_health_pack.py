@@ -29,7 +29,6 @@ from lightning_recipes.callbacks._loss_noise import standard_error
 __all__ = [
     "ROW_LAYERS",
     "Packer",
-    "dead_row_fractions",
     "group_families",
     "group_lrs",
     "loss_sums",
@@ -252,25 +251,6 @@ def group_lrs(
         where = torch.tensor(tensor_groups, dtype=torch.long, device=device)
         out = out.scatter_reduce(0, where, torch.stack(tensor_lrs), reduce="amax")
     return out if current is None else torch.maximum(out, current)
-
-
-def dead_row_fractions(layers: Sequence[nn.Module], device: torch.device) -> Tensor:
-    """Per layer (:data:`ROW_LAYERS`), the fraction of its weight's output rows whose gradient is exactly zero
-    (``weight.grad.flatten(1)``: dim 0 = output unit); ``-1`` where the weight has no gradient. One pass over
-    the weight gradients, on the device (float64 vector)."""
-    fractions: list[Tensor] = []
-    for layer in layers:
-        weight = getattr(layer, "weight", None)
-        grad = getattr(weight, "grad", None)
-        if grad is None or grad.ndim < 1 or grad.numel() == 0:
-            fractions.append(torch.full((), -1.0, dtype=torch.float64, device=device))
-            continue
-        rows = grad.detach().flatten(1) if grad.ndim > 1 else grad.detach().reshape(-1, 1)
-        zero = rows.abs().amax(1) == 0
-        fractions.append(zero.double().mean().to(device))
-    if not fractions:
-        return torch.zeros(0, dtype=torch.float64, device=device)
-    return torch.stack(fractions)
 
 
 def validation_rows(rows: Sequence[tuple[int, Tensor, Tensor, Tensor]], device: torch.device) -> Tensor:

@@ -16,8 +16,9 @@ Each rule and its threshold, with the source it follows (the defaults of :data:`
   exactly zero gradient on the sampled step (units no sample activated, through ``F.relu`` as well), at
   ``persist_checks`` checks in a row (dying ReLU: Lu et al., 2019).
 * ``saturated_activations``: in a tanh/sigmoid layer at least ``saturated_fraction`` (0.5) of outputs lie
-  within 1% of the bounds (``|tanh| > 0.99``, sigmoid ``< 0.01`` or ``> 0.99``) at ``persist_checks``
-  checks in a row (Glorot & Bengio, AISTATS 2010: saturated top layers stall learning).
+  within 1% of the bounds (``|tanh| > 0.99``, sigmoid ``< 0.01`` or ``> 0.99``) while the loss is not
+  falling fast (5% and significantly since the previous check) at ``persist_checks`` checks in a row (Glorot &
+  Bengio, AISTATS 2010: saturated top layers stall learning).
 * ``lr_too_high``, ``lr_too_low``, ``loss_plateau``, ``overfitting``: judged against the run's own loss noise,
   with optimizer-aware update ratios: ``callbacks/_health_loss_rules.py`` states each rule and its thresholds.
   Root cause first: units that die while the update ratio is above ``ratio_high`` are named ``lr_too_high``
@@ -43,6 +44,7 @@ from lightning_recipes.callbacks._health_loss_rules import (
     streak,
     update_ratios,
 )
+from lightning_recipes.callbacks._health_stats import significantly_above
 from lightning_recipes.callbacks._health_window import (
     DEFAULT_THRESHOLDS,  # noqa: F401  (the doctests)
     CheckData,
@@ -94,13 +96,18 @@ def decide(data: CheckData, history: History, thresholds: dict[str, float]) -> d
         _add(out, "data_stall", data_stall(data, history, t))
         return out
     _add(out, "exploding_gradients", exploding_gradients(data, history, t))
+    if "exploding_gradients" in out:
+        history.streaks["exploded_at_step"] = data.step
     if data.grad_sampled and math.isfinite(data.grad_total):
         history.grad_totals.append(data.grad_total)
     _add(out, "dead_units", dead_units(data, history, t))
+    if not history.streaks.get("dead_units", 0):
+        history.streaks["dead_by_lr"] = 0
     _add(out, "saturated_activations", saturated_activations(data, history, t))
     _add(out, "vanishing_gradients", vanishing_gradients(data, history, t))
     _add(out, "lr_too_high", lr_too_high(data, history, t))
-    if "dead_units" in out and _killed_by_the_lr(data, history, t):
+    if "dead_units" in out and (history.streaks.get("dead_by_lr", 0) or _killed_by_the_lr(data, history, t)):
+        history.streaks["dead_by_lr"] = 1  # the same units stay the LR's symptom while they stay dead
         evidence, _ = out.pop("dead_units")
         high = out.get("lr_too_high") or _lr_kills_units(data, history, t)
         out["lr_too_high"] = ({**high[0], "dead_fraction": evidence["dead_fraction"]}, high[1])
@@ -252,7 +259,7 @@ def saturated_activations(data: CheckData, history: History, t: dict[str, float]
         >>> saturated_activations(data, History(), DEFAULT_THRESHOLDS) is None
         True
     """
-    sat = _saturated_layers(data, t)
+    sat = _saturated_layers(data, t) if not _learning_fast(data, history, t) else {}
     if not (
         data.saturated and _streak(history, "saturated_activations", bool(sat)) >= int(t["persist_checks"])
     ):
@@ -262,6 +269,18 @@ def saturated_activations(data: CheckData, history: History, t: dict[str, float]
         f"{', '.join(f'`{m}` {f:.0%}' for m, f in sat.items())} of outputs are saturated (gradient ~0). "
         "Scale the initialisation down (Xavier/Glorot for tanh/sigmoid), normalise the layer's input, "
         "or use ReLU/GELU.",
+    )
+
+
+def _learning_fast(data: CheckData, history: History, t: dict[str, float]) -> bool:
+    """The loss fell significantly and by 5% or more since the previous check: nothing stalls it (a confident
+    classifier saturates its sigmoids as it learns; Glorot & Bengio's saturation is a problem when it
+    stalls)."""
+    if not (history.losses and math.isfinite(data.loss_mean)):
+        return False
+    previous, previous_se = history.losses[-1], history.loss_ses[-1] if history.loss_ses else math.nan
+    return data.loss_mean < 0.95 * previous and significantly_above(
+        previous, previous_se, data.loss_mean, interval_se(data), t["confidence_z"]
     )
 
 
@@ -275,7 +294,7 @@ def vanishing_gradients(data: CheckData, history: History, t: dict[str, float]) 
         >>> vanishing_gradients(data, history, DEFAULT_THRESHOLDS)[0]["rms_ratio"]
         1e-07
     """
-    groups = [g for g, v in data.group_grad_rms.items() if math.isfinite(v)]
+    groups = [g for g, v in data.group_grad_rms.items() if math.isfinite(v) and g not in data.sparse_groups]
     if not (data.grad_sampled and len(groups) >= 2 and data.group_grad_rms[groups[-1]] > 0):
         return None
     first, last = groups[0], groups[-1]
@@ -310,19 +329,35 @@ def _lr_highish(data: CheckData, t: dict[str, float]) -> bool:
 
 
 def data_stall(data: CheckData, history: History, t: dict[str, float]) -> Decision | None:
-    """Training waited for data more than ``stall_fraction`` of the time, ``persist_checks`` in a row.
+    """Training waited for data more than ``stall_fraction`` of the time and ``stall_min_s`` (5 ms) per batch,
+    ``persist_checks`` in a row. The absolute floor keeps a toy model's few milliseconds of Lightning's own
+    between-batch work (hooks, logging: timed as waiting by the host clock) from reading as a stall.
 
     Example:
         >>> history = History(streaks={"data_stall": 1})
-        >>> data_stall(CheckData(0, 0, wait_fraction=0.8), history, DEFAULT_THRESHOLDS)[0]
-        {'wait_fraction': 0.8}
+        >>> data = CheckData(0, 0, wait_fraction=0.8, wait_per_batch_s=0.04, wait_source="host timing")
+        >>> data_stall(data, history, DEFAULT_THRESHOLDS)[0]
+        {'wait_fraction': 0.8, 'wait_per_batch_ms': 40.0, 'measured_by': 'host timing'}
     """
-    stalled = data.wait_fraction is not None and data.wait_fraction > t["stall_fraction"]
+    per_batch = data.wait_per_batch_s
+    stalled = (
+        data.wait_fraction is not None
+        and data.wait_fraction > t["stall_fraction"]
+        and (per_batch is None or per_batch < 0 or per_batch >= t["stall_min_s"])
+    )
     if _streak(history, "data_stall", stalled) < int(t["persist_checks"]) or data.wait_fraction is None:
         return None
     return (
-        {"wait_fraction": data.wait_fraction},
-        f"Training waited for data {data.wait_fraction:.0%} of the time. Raise the DataLoader's "
+        {
+            "wait_fraction": data.wait_fraction,
+            "wait_per_batch_ms": round(1000 * per_batch, 3)
+            if per_batch is not None and per_batch >= 0
+            else None,
+            "measured_by": data.wait_source,
+        },
+        f"Training waited for data {data.wait_fraction:.0%} of the time"
+        + (f" ({1000 * per_batch:.3g} ms per batch)" if per_batch is not None and per_batch >= 0 else "")
+        + ". Raise the DataLoader's "
         "`num_workers`, set `persistent_workers=True` and `pin_memory=True` (GPU), and move per-sample "
         "work (decoding, augmentation) out of `__getitem__` or precompute it.",
     )

@@ -30,7 +30,7 @@ DEFAULT_THRESHOLDS: dict[str, float] = {
     "ratio_high": 1e-2,
     "ratio_stuck": 3e-2,
     "rise_rtol": 0.1,
-    "ratio_low": 3e-5,
+    "ratio_low": 1e-4,
     "ratio_low_sgd": 1e-6,
     "plateau_checks": 5,
     "plateau_rtol": 0.01,
@@ -39,6 +39,7 @@ DEFAULT_THRESHOLDS: dict[str, float] = {
     "overfit_gl": 5.0,
     "overfit_persist": 3,
     "stall_fraction": 0.5,
+    "stall_min_s": 0.005,
     "persist_checks": 2,
     "confidence_z": 2.326,
     "anneal_fraction": 0.8,
@@ -69,6 +70,8 @@ class CheckData:
     group_numel: dict[str, int] = field(default_factory=dict)
     group_lr: dict[str, float] = field(default_factory=dict)
     group_family: dict[str, str] = field(default_factory=dict)
+    #: groups holding an embedding table (sparse gradients: left out of the vanishing-gradient comparison)
+    sparse_groups: set[str] = field(default_factory=set)
     dead: dict[str, float] = field(default_factory=dict)
     saturated: dict[str, float] = field(default_factory=dict)
     #: per Linear/Conv layer (module name): the fraction of its weight's output rows whose gradient was
@@ -79,6 +82,8 @@ class CheckData:
     wait_fraction: float | None = None
     #: where ``wait_fraction`` came from: "InputPipelineMonitor" or "host timing" (the monitor's own clock)
     wait_source: str | None = None
+    #: the mean wait for data per training batch, in seconds (host timing; None when not measured)
+    wait_per_batch_s: float | None = None
     #: (epoch, val, train, val_se, val_count): the validation loss, the mean training loss of its epoch, the
     #: validation loss's standard error from its per-batch values (NaN when unknown) and the number of
     #: validation samples it averaged (0 when unknown)

@@ -32,7 +32,6 @@ from lightning_recipes.callbacks._health_collector import (
 )
 from lightning_recipes.callbacks._health_pack import (
     Packer,
-    dead_row_fractions,
     group_families,
     group_lrs,
     loss_sums,
@@ -41,6 +40,7 @@ from lightning_recipes.callbacks._health_pack import (
     validation_error,
     validation_rows,
 )
+from lightning_recipes.callbacks._health_rows import RowLiveness, sparse_groups
 from lightning_recipes.callbacks._health_rules import decide
 from lightning_recipes.callbacks._health_text import Finding, findings_table
 from lightning_recipes.callbacks._health_window import DEFAULT_THRESHOLDS, PROBLEMS, History
@@ -66,29 +66,26 @@ class HealthMonitor(Callback):
     """Diagnose a run that trains, but badly, while it trains: name the problem, show the numbers, advise.
 
     Observes and advises; never changes training (``StabilityGuard`` can act on its ``lr_too_high`` findings).
-    Between checks it keeps, on the device: every step's training loss (its mean, spread and trend against the
-    step); on the last optimizer step of each interval (the *sampled* step) per-group gradient norms,
-    parameter norms, update-to-parameter ratios ``||W_after - W_before|| / ||W_before||`` and learning rates
-    (with each group's optimizer family and size), and per ``nn.Linear``/``nn.ConvNd`` the fraction of weight
-    rows with an exactly zero gradient (units dead through ``F.relu`` too); and, on the last
-    ``activation_samples`` steps of each interval, through forward hooks attached only for those batches, the
-    fraction of never-active units of every ``nn.ReLU``/``nn.ReLU6``, the saturated fraction of every
-    ``nn.Tanh``/``nn.Sigmoid`` and the count of non-finite outputs of every leaf module. It reads the
-    validation loss (``val_monitor``) after each validation, with its standard error from the per-batch
-    values, and times the wait for data on the host (an ``InputPipelineMonitor`` in the Trainer, if any, is
-    used instead). ``callbacks/_health_collector.py`` and ``_health_pack.py`` hold the collection helpers.
+    Between checks it keeps, on the device: every step's training loss (mean, spread and trend: the run's own
+    noise, which every loss verdict must exceed); on the last optimizer step of each interval (the *sampled*
+    step) per-group gradient norms, parameter norms, update-to-parameter ratios ``||dW|| / ||W||``, learning
+    rates and optimizer families; on the last ``activation_samples`` batches, through forward hooks attached
+    only for them, the never-active units of every ``nn.ReLU``, of every Linear/Conv layer (a unit whose
+    output is never positive and whose weight row gets no gradient: dead through ``F.relu`` too), the
+    saturated fraction of every ``nn.Tanh``/``nn.Sigmoid`` and the non-finite outputs of every leaf module.
+    It reads the validation loss (``val_monitor``) with its standard error from the per-batch values, and
+    times the wait for data on the host (or reads an ``InputPipelineMonitor`` in the same Trainer).
 
     Every ``check_every_n_steps`` optimizer steps it packs all of that into one tensor, all-gathers it once
     under DDP (so a problem on one rank is seen by every rank), reads it back (**the one sync per check**)
-    and decides, with one pure function per rule in ``callbacks/_health_rules.py`` (this callback only
-    collects; the window they read is ``_health_window.CheckData``; thresholds from AutoTrainer, ICSE 2021;
-    Cockpit, NeurIPS 2021; Karpathy's ~1e-3 update/parameter ratio; Glorot & Bengio 2010; Lu et al. 2019;
-    Prechelt 1998 — each cited there, all overridable through ``thresholds``), which of
-    :attr:`PROBLEMS` are present: ``exploding_gradients``, ``vanishing_gradients``, ``dead_units``,
-    ``saturated_activations``, ``lr_too_high``, ``lr_too_low``, ``loss_plateau``, ``overfitting`` (with the
-    epoch where it began), ``data_stall``, ``nonfinite_activations``. A problem that appears is a
-    :class:`Finding` (``problem``, ``step``, ``evidence``, ``advice``), appended to :attr:`findings`, warned
-    once per problem on rank zero and passed to ``on_finding``. One more check runs at the end of training.
+    and decides with pure rules (``callbacks/_health_rules.py``, ``_health_loss_rules.py``: each rule, its
+    threshold and source; all overridable through ``thresholds``) which of :attr:`PROBLEMS` are present:
+    ``exploding_gradients``, ``vanishing_gradients``, ``dead_units``, ``saturated_activations``,
+    ``lr_too_high``, ``lr_too_low``, ``loss_plateau``, ``overfitting`` (with the epoch where it began),
+    ``data_stall``, ``nonfinite_activations``. The root cause is named, its symptoms go into its evidence.
+    A problem that appears is a :class:`Finding` (``problem``, ``step``, ``evidence``, ``advice``; read it
+    with ``str(finding)``), appended to :attr:`findings`, warned once per problem on rank zero and passed to
+    ``on_finding``. One more check runs at the end of training.
 
     Cost: per step, a reference to the loss (no sync); on the sampled step, one read of the gradients (the
     total is published to ``callbacks/_norms.py``'s ``STEP_POWERS`` for a ``StabilityGuard`` placed after it;
@@ -194,6 +191,8 @@ class HealthMonitor(Callback):
         self._param_group: list[int] = []  # per tracked parameter, its group
         self._families: list[str] = []  # per group, its optimizer's family
         self._row_layers: list[tuple[str, nn.Module]] = []
+        self._rows = RowLiveness([])
+        self._sparse_groups: set[str] = set()
         self._relu: list[tuple[str, nn.Module]] = []
         self._saturating: list[tuple[str, nn.Module]] = []
         self._leaves: list[tuple[str, nn.Module]] = []
@@ -209,12 +208,12 @@ class HealthMonitor(Callback):
         self._losses: list[Tensor] = []
         self._loss_steps: list[int] = []  # each loss's optimizer step within the interval
         self._lr: Tensor | None = None  # per group, on the sampled step
-        self._dead_rows: Tensor | None = None  # per Linear/Conv layer, on the sampled step
         self._grad_sq: Tensor | None = None  # per tracked tensor
         self._param_sq: Tensor | None = None
         self._update_sq: Tensor | None = None
         self._before: list[tuple[int, Tensor, Tensor]] = []  # (index, copy, live)
         self._alive: dict[int, Tensor] = {}
+        self._rows.clear()
         self._saturation: dict[int, Tensor] = {}
         self._nonfinite: dict[int, Tensor] = {}
         self._act_sampled = 0
@@ -245,6 +244,8 @@ class HealthMonitor(Callback):
         self._families = group_families(trainer.optimizers, self._index, index, len(self._group_names))
         self._planned_steps = planned_steps(trainer)
         self._relu, self._saturating, self._leaves, self._row_layers = watched_modules(pl_module)
+        self._rows = RowLiveness([module for _, module in self._row_layers])
+        self._sparse_groups = sparse_groups(pl_module, self._params, index, self._group_names)
         pipeline = next((c for c in callback_list(trainer) if isinstance(c, InputPipelineMonitor)), None)
         self._clock.follow(pipeline)
 
@@ -267,6 +268,8 @@ class HealthMonitor(Callback):
     def on_before_optimizer_step(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, optimizer: Optimizer
     ) -> None:
+        if self._handles:  # a sampled batch: which weight rows got a gradient
+            self._rows.record_gradients()
         if (trainer.global_step + 1) % self.check_every_n_steps or not self._params:
             return
         # The sampled step: per-tensor gradient and parameter norms, and a copy of the parameters.
@@ -297,8 +300,6 @@ class HealthMonitor(Callback):
             self._before += [(i, p.clone(), p) for (i, _), p in zip(entries, live)]
         groups = len(self._group_names)
         self._lr = group_lrs(optimizer, self._index, self._param_group, groups, device, self._lr)
-        dead_rows = dead_row_fractions([module for _, module in self._row_layers], device)
-        self._dead_rows = dead_rows if self._dead_rows is None else torch.maximum(self._dead_rows, dead_rows)
 
     @override
     def on_train_batch_end(
@@ -423,6 +424,7 @@ class HealthMonitor(Callback):
             self._handles.append(module.register_forward_hook(relu_hook(self._alive, i)))
         for i, (_, module) in enumerate(self._saturating):
             self._handles.append(module.register_forward_hook(saturation_hook(self._saturation, i, module)))
+        self._handles += self._rows.attach()
         self._act_sampled += 1
 
     def _detach_hooks(self) -> None:
@@ -444,8 +446,7 @@ class HealthMonitor(Callback):
             else:
                 packer.add(name, torch.zeros(groups, device=device))
         packer.add("lr", self._lr if self._lr is not None else [-math.inf] * groups)
-        rows = self._dead_rows if self._dead_rows is not None else [-1.0] * len(self._row_layers)
-        packer.add("dead_rows", rows)
+        packer.add("dead_rows", self._rows.dead_fractions(device))
         packer.add("act_sampled", float(self._act_sampled))
         counts = (len(self._relu), len(self._saturating), len(self._leaves))
         pack_activations(packer, (self._alive, self._saturation, self._nonfinite), counts)
@@ -472,6 +473,7 @@ class HealthMonitor(Callback):
             ),
             (self._clock.source, self._planned_steps),
         )
+        data.sparse_groups = self._sparse_groups
         self._clear_interval()
         self._interval_start = trainer.global_step
         self.checks += 1
