@@ -8,16 +8,20 @@ Each rule and its threshold, with the source it follows (the defaults of :data:`
 * ``exploding_gradients``: the sampled gradient norm is non-finite, or above ``explode_factor`` (100) times
   the median of the earlier checks' norms. AutoTrainer (Zhang et al., ICSE 2021) flags gradients that grow
   by orders of magnitude; 100x is two.
-* ``vanishing_gradients``: the gradient RMS of the earliest parameter group is below ``vanish_ratio``
-  (1e-3, three orders of magnitude) times that of the latest group at ``persist_checks`` (2) checks in a row,
+* ``vanishing_gradients``: the update ratio of the earliest parameter group (embedding tables left out) is
+  below ``vanish_ratio`` (1e-3, three orders of magnitude) times that of the group moving most while the loss
+  is above half its first value, at
+  ``persist_checks`` (2) checks in a row,
   unless dead or saturated units explain it (AutoTrainer compares early to late layers the same way).
 * ``dead_units``: in a ReLU/ReLU6 layer, at least ``dead_fraction`` (0.5) of the units were never active
   on any sampled batch, or in a Linear/Conv layer at least that fraction of its weight's output rows had an
   exactly zero gradient on the sampled step (units no sample activated, through ``F.relu`` as well), at
   ``persist_checks`` checks in a row (dying ReLU: Lu et al., 2019).
 * ``saturated_activations``: in a tanh/sigmoid layer at least ``saturated_fraction`` (0.5) of outputs lie
-  within 1% of the bounds (``|tanh| > 0.99``, sigmoid ``< 0.01`` or ``> 0.99``) while the loss is not
-  falling fast (5% and significantly since the previous check) at ``persist_checks`` checks in a row (Glorot &
+  within 1% of the bounds (``|tanh| > 0.99``, sigmoid ``< 0.01`` or ``> 0.99``) and either the earliest
+  layer moves less than 1% as much as the layer moving most (at ``persist_checks`` checks in a row) or the
+  loss is not falling fast (5% and significantly since the previous check; one check longer) while it is above
+  half its first value (Glorot &
   Bengio, AISTATS 2010: saturated top layers stall learning).
 * ``lr_too_high``, ``lr_too_low``, ``loss_plateau``, ``overfitting``: judged against the run's own loss noise,
   with optimizer-aware update ratios: ``callbacks/_health_loss_rules.py`` states each rule and its thresholds.
@@ -259,10 +263,14 @@ def saturated_activations(data: CheckData, history: History, t: dict[str, float]
         >>> saturated_activations(data, History(), DEFAULT_THRESHOLDS) is None
         True
     """
-    sat = _saturated_layers(data, t) if not _learning_fast(data, history, t) else {}
-    if not (
-        data.saturated and _streak(history, "saturated_activations", bool(sat)) >= int(t["persist_checks"])
-    ):
+    moved = _moved(data)
+    first = next(iter(moved), None)
+    starved = first is not None and moved[first] < 1e-2 * max(moved.values())
+    slow = not _learning_fast(data, history, t) and not _converging(data, history)
+    sat = _saturated_layers(data, t) if starved or slow else {}
+    # starved layers below are direct evidence; a slow loss alone must last one check longer
+    needed = int(t["persist_checks"]) + (0 if starved else 1)
+    if not (data.saturated and _streak(history, "saturated_activations", bool(sat)) >= needed):
         return None
     return (
         {"saturated_fraction": sat},
@@ -270,6 +278,12 @@ def saturated_activations(data: CheckData, history: History, t: dict[str, float]
         "Scale the initialisation down (Xavier/Glorot for tanh/sigmoid), normalise the layer's input, "
         "or use ReLU/GELU.",
     )
+
+
+def _converging(data: CheckData, history: History) -> bool:
+    """The training loss is below half its first interval's: the run learns, whatever a layer shows (a
+    memorising or converged run's early layers stop moving, a confident classifier's sigmoids saturate)."""
+    return bool(history.losses) and math.isfinite(data.loss_mean) and data.loss_mean < 0.5 * history.losses[0]
 
 
 def _learning_fast(data: CheckData, history: History, t: dict[str, float]) -> bool:
@@ -284,36 +298,60 @@ def _learning_fast(data: CheckData, history: History, t: dict[str, float]) -> bo
     )
 
 
+def _moved(data: CheckData) -> dict[str, float]:
+    """Each non-embedding group's update ratio, in model order (what each layer actually learned this
+    step)."""
+    return {
+        g: r
+        for g, r in data.update_ratio.items()
+        if math.isfinite(r) and r >= 0 and g not in data.sparse_groups
+    }
+
+
 def vanishing_gradients(data: CheckData, history: History, t: dict[str, float]) -> Decision | None:
-    """The earliest group's gradient RMS is below ``vanish_ratio`` x the latest's, ``persist_checks`` in a
-    row, unless dead or saturated units (which cut the gradient path themselves) explain it.
+    """The earliest group moves less than ``vanish_ratio`` x the group that moves most (update-to-weight
+    ratios), ``persist_checks`` in a row, unless dead or saturated units (which cut the gradient path
+    themselves) explain it. Update ratios, not gradient norms: an Adam-family optimizer rescales small
+    gradients, so only an update that stays small is a layer that does not learn; and a classifier head's
+    gradient is naturally far larger than a LayerNorm's. Embedding tables (sparse rows) are left out.
 
     Example:
-        >>> data = CheckData(0, 0, grad_sampled=True, group_grad_rms={"embed": 1e-7, "head": 1.0})
+        >>> data = CheckData(0, 0, grad_sampled=True, update_ratio={"stem": 1e-9, "mid": 1e-5, "head": 1e-2},
+        ...                  group_grad_rms={"stem": 1e-8, "mid": 1e-4, "head": 1.0})
         >>> history = History(streaks={"vanishing_gradients": 1})
-        >>> vanishing_gradients(data, history, DEFAULT_THRESHOLDS)[0]["rms_ratio"]
+        >>> vanishing_gradients(data, history, DEFAULT_THRESHOLDS)[0]["update_ratio_vs_largest"]
         1e-07
     """
-    groups = [g for g, v in data.group_grad_rms.items() if math.isfinite(v) and g not in data.sparse_groups]
-    if not (data.grad_sampled and len(groups) >= 2 and data.group_grad_rms[groups[-1]] > 0):
+    moved = _moved(data)
+    if not (data.grad_sampled and len(moved) >= 2):
         return None
-    first, last = groups[0], groups[-1]
-    ratio = data.group_grad_rms[first] / max(data.group_grad_rms[last], 1e-30)
-    present = ratio < t["vanish_ratio"] and not (_dead_layers(data, t) or _saturated_layers(data, t))
+    first = next(iter(moved))
+    top = max(moved, key=lambda g: moved[g])
+    if moved[top] <= 0:
+        return None
+    ratio = moved[first] / moved[top]
+    present = (
+        ratio < t["vanish_ratio"]
+        and not (_dead_layers(data, t) or _saturated_layers(data, t))
+        and not _converging(data, history)
+    )
     streak = _streak(history, "vanishing_gradients", present)
     history.vanish_ratios.append(ratio)
     if streak < int(t["persist_checks"]):
         return None
+    grad_first = data.group_grad_rms.get(first, math.nan)
+    grad_top = data.group_grad_rms.get(top, math.nan)
     return (
         {
             "first_group": first,
-            "last_group": last,
-            "rms_ratio": ratio,
-            "grad_rms": {g: data.group_grad_rms[g] for g in groups},
+            "most_moved_group": top,
+            "update_ratio_vs_largest": ratio,
+            "update_ratio": {first: moved[first], top: moved[top]},
+            "grad_rms": {first: grad_first, top: grad_top},
         },
-        f"Gradients reaching `{first}` are {_fmt(ratio)}x those of `{last}`. Use a non-saturating "
-        "activation (ReLU/GELU) and He/Kaiming initialisation, or add normalisation (BatchNorm, "
-        "LayerNorm) or residual connections between them"
+        f"`{first}` moves {_fmt(ratio)}x as much per step as `{top}` (gradient RMS {_fmt(grad_first)} vs "
+        f"{_fmt(grad_top)}): the early layers barely learn. Use a non-saturating activation (ReLU/GELU) and "
+        "He/Kaiming initialisation, or add normalisation (BatchNorm, LayerNorm) or residual connections"
         + (
             "."
             if _lr_highish(data, t)
@@ -323,9 +361,10 @@ def vanishing_gradients(data: CheckData, history: History, t: dict[str, float]) 
 
 
 def _lr_highish(data: CheckData, t: dict[str, float]) -> bool:
-    """The update ratio is above ``ratio_high / 10``: a larger LR anywhere would not be safe advice."""
-    ratio = update_ratios(data).median
-    return not math.isfinite(ratio) or ratio > t["ratio_high"] / 10
+    """Some group moves more than ``ratio_high / 10`` (~1e-3, the healthy update ratio) per step: a larger LR
+    would not be safe advice (unknown ratios: not safe either)."""
+    moved = _moved(data)
+    return not moved or max(moved.values()) > t["ratio_high"] / 10
 
 
 def data_stall(data: CheckData, history: History, t: dict[str, float]) -> Decision | None:

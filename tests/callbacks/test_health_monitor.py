@@ -53,11 +53,18 @@ def test_print_report_must_be_bool() -> None:
 
 def test_overfitting_rule_is_prechelts_generalisation_loss_by_hand() -> None:
     """GL(t) = 100 (E_va(t) / E_opt(t) - 1): val 1.0 (best, epoch 1), then 1.04 (GL 4: below 5), 1.06 (GL 6),
-    1.08 (GL 8), 1.10 (GL 10) while the training loss falls below it; 10,000 validation samples with a measured
-    standard error of 0.005 make each rise above GL5 significant. Found at the third validation above GL5
-    (Prechelt's GL5 with his UP3 persistence), began at epoch 2."""
+    1.08 (GL 8), 1.10 (GL 10) while the training loss falls below it; 10,000 validation samples with a
+    measured standard error of 0.005 make each rise above GL5 significant. Found at the third validation above
+    GL5 (Prechelt's GL5 with his UP3 persistence), began at epoch 2."""
     history = History()
-    validations = [(0, 1.2, 1.3), (1, 1.0, 1.0), (2, 1.04, 0.9), (3, 1.06, 0.8), (4, 1.08, 0.7), (5, 1.10, 0.6)]
+    validations = [
+        (0, 1.2, 1.3),
+        (1, 1.0, 1.0),
+        (2, 1.04, 0.9),
+        (3, 1.06, 0.8),
+        (4, 1.08, 0.7),
+        (5, 1.10, 0.6),
+    ]
     rows = [(e, v, t, 0.005, 10_000) for e, v, t in validations]
     data = CheckData(step=10, epoch=5, loss_mean=0.6, validations=rows)
     found = decide(data, history, DEFAULT_THRESHOLDS)
@@ -74,7 +81,9 @@ def test_lr_rules_use_the_update_ratio_with_the_loss() -> None:
     )
     assert "lr_too_high" in decide(high, history, DEFAULT_THRESHOLDS)
     history = History(losses=[1.0], loss_ses=[0.01], loss_steps=[0])
-    falling = CheckData(step=20, epoch=0, loss_mean=0.8, loss_count=20, loss_std=0.05, update_ratio={"a": 0.05})
+    falling = CheckData(
+        step=20, epoch=0, loss_mean=0.8, loss_count=20, loss_std=0.05, update_ratio={"a": 0.05}
+    )
     assert "lr_too_high" not in decide(falling, history, DEFAULT_THRESHOLDS)  # large steps, but it learns
 
 

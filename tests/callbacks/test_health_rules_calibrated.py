@@ -1,5 +1,5 @@
-"""HealthMonitor's calibrated rules (issue #25), by hand: each rule fed the numbers of a run that must (not) be a
-finding, and the noise model checked against its formulas."""
+"""HealthMonitor's calibrated rules (issue #25), by hand: each rule fed the numbers of a run that must (not)
+be a finding, and the noise model checked against its formulas."""
 
 from __future__ import annotations
 
@@ -30,8 +30,11 @@ def _check(
     planned: float = math.inf,
     count: int = 20,
 ) -> CheckData:
-    data = CheckData(step=step, epoch=0, loss_mean=loss, loss_count=count, loss_std=std, planned_steps=planned)
-    data.loss_slope, data.loss_slope_se = slope, std * math.sqrt(12 / count**3)  # slope SE of n equispaced points
+    data = CheckData(
+        step=step, epoch=0, loss_mean=loss, loss_count=count, loss_std=std, planned_steps=planned
+    )
+    # the slope's standard error for n equispaced points
+    data.loss_slope, data.loss_slope_se = slope, std * math.sqrt(12 / count**3)
     if ratio is not None:
         ratios = ratio if isinstance(ratio, dict) else dict.fromkeys(GROUPS, ratio)
         data.grad_sampled = True
@@ -112,7 +115,8 @@ def test_collapsed_run_with_train_above_val_is_not_overfitting() -> None:
 
 
 def test_a_new_best_in_the_same_check_clears_the_verdict() -> None:
-    """Several validations in one check: the verdict is the latest one's (the old rule kept an earlier one)."""
+    """Several validations in one check: the verdict is the latest one's (the old rule kept an earlier
+    one)."""
     rows = [_val(0, 1.0, 1.1), _val(1, 0.8, 0.7), _val(2, 0.95, 0.5), _val(3, 1.0, 0.4), _val(4, 1.1, 0.3)]
     assert _run([_check(10, 0.5, validations=[*rows, _val(5, 0.7, 0.25)])]) == []
     assert _run([_check(10, 0.5, validations=rows)]) == [(10, "overfitting")]
@@ -211,7 +215,7 @@ def test_a_converged_loss_is_not_a_plateau() -> None:
 
 def test_vanishing_advice_never_raises_the_lr_when_updates_are_large() -> None:
     history = History(streaks={"vanishing_gradients": 1})
-    data = _check(20, 1.0, 0.05)
-    data.group_grad_rms = {"fc1": 1e-8, "fc2": 1.0}
+    data = _check(20, 1.0, {"fc1": 1e-7, "fc1.bias": 0.05, "fc2": 0.05})
+    data.group_grad_rms = {"fc1": 1e-8, "fc1.bias": 1.0, "fc2": 1.0}
     decisions = decide(data, history, dict(T))
     assert "larger learning rate" not in decisions["vanishing_gradients"][1]

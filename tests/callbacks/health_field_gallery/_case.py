@@ -54,10 +54,10 @@ class FieldCase:
 
 
 class PlainRecorder(Callback):
-    """Records, with plain PyTorch and no library code: per step the loss, every optimizer group's LR, the total
-    gradient norm, the update-to-weight ratio ``||dW|| / ||W||`` per parameter, the fraction of rows with an
-    exactly zero gradient per 2-d+ weight, the host time spent waiting for the batch and in the step; per
-    validation the logged ``val_loss`` and the epoch's mean training loss."""
+    """Records, with plain PyTorch and no library code: per step the loss, every optimizer group's LR, the
+    total gradient norm, the update-to-weight ratio ``||dW|| / ||W||`` per parameter, the fraction of rows
+    with an exactly zero gradient per 2-d+ weight, the host time spent waiting for the batch and in the step;
+    per validation the logged ``val_loss`` and the epoch's mean training loss."""
 
     def __init__(self, val_key: str = "val_loss") -> None:
         self.val_key = val_key
@@ -85,7 +85,9 @@ class PlainRecorder(Callback):
         self._t_start = now
         self._before = {n: p.detach().clone() for n, p in pl_module.named_parameters() if p.requires_grad}
 
-    def on_before_optimizer_step(self, trainer: pl.Trainer, pl_module: pl.LightningModule, optimizer: Any) -> None:
+    def on_before_optimizer_step(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, optimizer: Any
+    ) -> None:
         grads = [p.grad for p in pl_module.parameters() if p.grad is not None]
         self.grad_norms.append(float(torch.linalg.vector_norm(torch.stack([g.norm() for g in grads]))))
         self.zero_grad_rows.append(
@@ -138,7 +140,9 @@ def run_case(case: FieldCase, monitor: bool = True) -> tuple[HealthMonitor | Non
     torch.manual_seed(case.seed)
     model, train, val = case.build()
     recorder = PlainRecorder()
-    health = HealthMonitor(check_every_n_steps=case.check_every, on_finding=lambda f: None) if monitor else None
+    health = (
+        HealthMonitor(check_every_n_steps=case.check_every, on_finding=lambda f: None) if monitor else None
+    )
     callbacks: list[Callback] = [health] if health is not None else [recorder]
     trainer = _trainer(case, callbacks, validate=val is not None)
     trainer.fit(model, train, val)
