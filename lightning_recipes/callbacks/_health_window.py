@@ -29,7 +29,7 @@ DEFAULT_THRESHOLDS: dict[str, float] = {
     "saturated_fraction": 0.5,
     "ratio_high": 1e-2,
     "ratio_stuck": 3e-2,
-    "rise_rtol": 0.1,
+    "rise_rtol": 0.03,
     "ratio_low": 1e-4,
     "ratio_low_sgd": 1e-6,
     "plateau_checks": 5,
