@@ -13,6 +13,7 @@ MODULES = [
     "preflight_runtime",
     "preflight_gallery",
     "health_overhead",
+    "health_field_gallery",
     "speed_tune",
     "activation_checkpointing",
     "lr_finder",

@@ -10,8 +10,8 @@ Example:
     ... )
     >>> import textwrap
     >>> print(textwrap.fill(str(finding), 100))
-    dead_units at step 20 (epoch 1): units that never activate (their gradient is exactly zero); dead
-    fraction fc1 0.969, fc2 0.5. Lower the learning rate.
+    dead_units at step 20 (epoch 1): units that never activate (never a positive output, no gradient);
+    dead fraction fc1 0.969, fc2 0.5. Lower the learning rate.
     >>> evidence_lines({"gl": 8.0, "update_ratio": {"a": 0.5, "b": 0.02, "c": 0.3, "d": 0.1}, "epoch": 2})
     ['gl 8', 'update ratio a 0.5, c 0.3, d 0.1 (+1 more)', 'epoch 2']
 """
@@ -28,10 +28,10 @@ __all__ = ["PROBLEM_WORDS", "Finding", "evidence_lines", "findings_table", "form
 #: Each problem in words: what is wrong, for a reader who does not know the monitor's names.
 PROBLEM_WORDS = {
     "exploding_gradients": "the gradient norm jumped far above its earlier level",
-    "vanishing_gradients": "the first layers' gradients are orders of magnitude below the last layers'",
-    "dead_units": "units that never activate (their gradient is exactly zero)",
+    "vanishing_gradients": "the first layers barely learn: their updates are orders of magnitude smaller",
+    "dead_units": "units that never activate (never a positive output, no gradient)",
     "saturated_activations": "tanh/sigmoid units stuck at their limits (their gradient is near zero)",
-    "lr_too_high": "the learning rate is too high: the updates are large and the loss does not fall",
+    "lr_too_high": "the learning rate is too high: large updates, and the loss does not fall or units die",
     "lr_too_low": "the learning rate is too low: the updates are tiny and the loss barely moves",
     "loss_plateau": "the training loss stopped improving",
     "overfitting": "the validation loss rises while the training loss falls",
