@@ -15,12 +15,13 @@ of :mod:`_health_stats` at the confidence ``confidence_z`` (2.33: ~1% false-alar
   interval or above the best one, by ``rise_rtol`` and by ``z`` standard errors); or the ratio is above
   ``ratio_stuck`` (3e-2) and the loss made **no significant progress** over ``plateau_checks`` checks (the
   common case: a loss stuck high while each step throws the weights around, Cockpit, Schneider et al. 2021).
-* ``lr_too_low``: the ratio is below its family's floor, the loss is not falling significantly (within the
-  interval, nor from the previous one) and has made little progress (above ``1 - plateau_progress`` of its
-  first value: a run that converged and idles at a small LR is not starved), ``persist_checks`` checks in a
-  row — one check when the ratio is 1000x below the floor (an LR that collapsed). Not during warm-up (the LR
-  rising), and not when a schedule anneals the LR gradually to ~0 in the last ``1 - anneal_fraction`` of a
-  planned run.
+* ``lr_too_low``: the ratio is below its family's floor (or the LR itself is below 1/1000 of its peak at
+  earlier checks: the ratio lags behind a cut while momentum decays), the loss is not falling significantly
+  (within the interval, nor from the previous one) and has made little progress (above
+  ``1 - plateau_progress`` of its first value: a run that converged and idles at a small LR is not starved),
+  ``persist_checks`` checks in a row — one check when the ratio is 1000x below the floor or the LR was cut
+  (an LR that collapsed). Not during warm-up (the LR rising), and not when a schedule anneals the LR gradually
+  to ~0 in the last ``1 - anneal_fraction`` of a planned run.
 * ``loss_plateau``: over the last ``plateau_checks`` checks and at least ``plateau_steps`` (150) optimizer
   steps, the interval means have no significant downward trend and the fitted trend's drop over the window is
   under ``plateau_rtol`` (1%) of the loss; and the run has not progressed: the loss is above
@@ -211,10 +212,15 @@ def _warming_up(history: History, lr: float) -> bool:
 
 
 def _annealing(data: CheckData, history: History, lr: float, t: dict[str, float]) -> bool:
-    """A schedule taking the LR gradually to ~0 at the end of a planned run (no 100x drop between checks)."""
+    """A schedule taking the LR down in the last ``1 - anneal_fraction`` of a planned run, after it already
+    decayed by the previous check (a cosine reaching 0 at its last step drops "infinitely" there)."""
     late = math.isfinite(data.planned_steps) and data.step >= t["anneal_fraction"] * data.planned_steps
-    gradual = not history.lrs or not math.isfinite(lr) or lr >= 1e-2 * history.lrs[-1]
-    return late and gradual
+    decaying = (
+        len(history.lrs) >= 2
+        and history.lrs[-1] <= history.lrs[-2]
+        and (math.isnan(lr) or lr <= history.lrs[-1])
+    )
+    return late and decaying
 
 
 def lr_too_low(
@@ -233,7 +239,11 @@ def lr_too_low(
     floor = ratios.low(t)
     lr = ratios.largest_lr()
     previous_se = history.loss_ses[-1] if history.loss_ses else math.nan
-    collapsed = math.isfinite(ratios.median) and ratios.median < 1e-3 * floor
+    # an LR cut to below 1/1000 of its peak (a scheduler's gamma, a LambdaLR factor): the update ratio lags
+    # behind it while momentum decays, the LR itself does not
+    peak = max((v for v in history.lrs if math.isfinite(v)), default=math.nan)
+    cut = math.isfinite(lr) and math.isfinite(peak) and lr < 1e-3 * peak
+    collapsed = cut or (math.isfinite(ratios.median) and ratios.median < 1e-3 * floor)
     # a collapsed LR cannot move the loss: only this interval's own trend counts (the previous interval's mean
     # holds the progress made before the collapse)
     falling = falling_within(data, t) or (
@@ -248,7 +258,7 @@ def lr_too_low(
     )
     low = (
         math.isfinite(ratios.median)
-        and ratios.median < floor
+        and (ratios.median < floor or cut)
         and stuck
         and math.isfinite(data.loss_mean)
         and not falling
@@ -261,6 +271,13 @@ def lr_too_low(
         return None
     raise_by = max(3, round(floor * 30 / max(ratios.median, 1e-30)))
     target = f" (from {_fmt(lr)} to about {_fmt(lr * raise_by)})" if math.isfinite(lr) and lr > 0 else ""
+    if cut:
+        return (
+            {"lr": lr, "peak_lr": peak, "update_ratio": ratios.median, "loss": data.loss_mean},
+            f"The learning rate is {_fmt(lr)}, {_fmt(peak / max(lr, 1e-30))}x below its peak of "
+            f"{_fmt(peak)}, and the loss stopped falling ({_fmt(data.loss_mean)}). "
+            "Check the scheduler: a step decay's gamma, a LambdaLR factor, a schedule shorter than the run.",
+        )
     return (
         {
             "update_ratio": ratios.median,

@@ -116,9 +116,6 @@ def decide(data: CheckData, history: History, thresholds: dict[str, float]) -> d
         high = out.get("lr_too_high") or _lr_kills_units(data, history, t)
         out["lr_too_high"] = ({**high[0], "dead_fraction": evidence["dead_fraction"]}, high[1])
     ratios = update_ratios(data)
-    if ratios.by_group:
-        history.ratios.append(ratios.median)
-        history.lrs.append(ratios.largest_lr())
     learn_blocked = _cannot_learn(history)
     _add(out, "lr_too_low", lr_too_low(data, history, t, cannot_learn=learn_blocked))
     lr_explains = math.isfinite(ratios.median) and not (
@@ -126,6 +123,9 @@ def decide(data: CheckData, history: History, thresholds: dict[str, float]) -> d
     )  # an update ratio outside the healthy range: the LR rules judge it, a plateau would misname it
     if not ({"lr_too_low", "lr_too_high"} & set(out) or learn_blocked or lr_explains):
         _add(out, "loss_plateau", loss_plateau(data, history, t, family=ratios.family))
+    if ratios.by_group:  # after the LR rules: they compare this check's LR with the previous one's
+        history.ratios.append(ratios.median)
+        history.lrs.append(ratios.largest_lr())
     if math.isfinite(data.loss_mean):
         history.losses.append(data.loss_mean)
         history.loss_ses.append(interval_se(data))

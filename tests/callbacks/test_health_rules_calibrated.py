@@ -219,3 +219,24 @@ def test_vanishing_advice_never_raises_the_lr_when_updates_are_large() -> None:
     data.group_grad_rms = {"fc1": 1e-8, "fc1.bias": 1.0, "fc2": 1.0}
     decisions = decide(data, history, dict(T))
     assert "larger learning rate" not in decisions["vanishing_gradients"][1]
+
+
+def test_an_lr_cut_1000x_is_named_at_once_even_while_momentum_keeps_the_ratio_up() -> None:
+    """SGD + momentum cut by a StepLR gamma of 1e-6: the momentum buffer keeps the update ratio above the SGD
+    floor for a few checks; the LR itself fell 1e6x since the previous check, and the loss stopped falling."""
+    healthy = [_check(20 * (i + 1), 2.0 * 0.9**i, 2e-3, family="sgd", lr=0.1, slope=-0.005) for i in range(4)]
+    cut = [_check(100 + 20 * i, 1.3 + 0.005 * (-1) ** i, 1e-4, family="sgd", lr=1e-7) for i in range(3)]
+    found = _run(healthy + cut)
+    assert found == [(100, "lr_too_low")]  # and it stays the one finding while the LR stays cut
+    history = History()
+    for data in healthy + cut[:1]:
+        decisions = decide(data, history, dict(T))
+    assert "1e+06x below its peak of 0.1" in decisions["lr_too_low"][1]
+
+
+def test_a_step_decay_of_ten_is_not_a_collapse() -> None:
+    healthy = [_check(20 * (i + 1), 2.0 * 0.9**i, 2e-3, family="sgd", lr=0.1, slope=-0.005) for i in range(4)]
+    decayed = [
+        _check(100 + 20 * i, 1.3 * 0.97**i, 2e-4, family="sgd", lr=0.01, slope=-0.002) for i in range(3)
+    ]
+    assert _run(healthy + decayed) == []
