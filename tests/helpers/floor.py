@@ -46,6 +46,7 @@ LIGHTNING_FREE: dict[str, str] = {
     "tests/optim/test_tied.py": "parameter grouping on nn.Modules",
     # static checks of the tree, metadata
     "tests/test_architecture.py": "static import graph and file sizes",
+    "tests/callbacks/test_health_rules_calibrated.py": "HealthMonitor's rules on host floats",
     "tests/test_packaging.py": "packaging metadata",
 }
 
@@ -60,6 +61,9 @@ END_TO_END_PATHS: dict[str, str] = {
     # lightning_recipes code, so the oldest Lightning adds nothing to what they show
     "tests/checks/test_stage_gallery_twins_data.py": "the stage gallery's twin tests (no package code)",
     "tests/checks/test_stage_gallery_twins_loop.py": "the stage gallery's twin tests (no package code)",
+    # the HealthMonitor field gallery's proofs (issue #25): plain recordings, no lightning_recipes code
+    "tests/callbacks/test_health_field_gallery_proofs.py": "the field gallery's proofs (no package code)",
+    "tests/callbacks/test_health_field_gallery_transformer_proofs.py": "the field gallery's proofs (plain)",
 }
 
 
