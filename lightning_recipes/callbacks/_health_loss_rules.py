@@ -53,7 +53,15 @@ from lightning_recipes.callbacks._health_window import (
     History,
 )
 
-__all__ = ["UpdateRatios", "loss_plateau", "lr_too_high", "lr_too_low", "overfitting", "update_ratios"]
+__all__ = [
+    "UpdateRatios",
+    "loss_plateau",
+    "lower_lr_by",
+    "lr_too_high",
+    "lr_too_low",
+    "overfitting",
+    "update_ratios",
+]
 
 
 def _fmt(value: float) -> str:
@@ -162,9 +170,10 @@ def _rise(data: CheckData, history: History, t: dict[str, float]) -> tuple[str, 
 # ---------------------------------------------------------------------------------------------- the rules
 
 
-def _lower_by(ratio: float) -> int:
-    """How many times lower an LR must be to bring an update ratio to ~3e-3 (updates scale with the LR)."""
-    return max(3, round(ratio / 3e-3))
+def lower_lr_by(ratio: float) -> int:
+    """How many times lower an LR must be to bring an update ratio to the healthy ~1e-3 (updates scale with
+    the LR; a too-high LR has also grown the weights, which makes the ratio read low: aim at the low end)."""
+    return max(3, round(ratio / 1e-3))
 
 
 def lr_too_high(data: CheckData, history: History, t: dict[str, float]) -> Decision | None:
@@ -191,7 +200,7 @@ def lr_too_high(data: CheckData, history: History, t: dict[str, float]) -> Decis
         what = f"the loss rose from {_fmt(rise[1])} ({rise[0]}) to {_fmt(data.loss_mean)}"
     else:
         what = f"the loss has not fallen significantly in {k} checks (now {_fmt(data.loss_mean)})"
-    factor = _lower_by(ratios.median)
+    factor = lower_lr_by(ratios.median)
     target = f" (from {_fmt(lr)} to about {_fmt(lr / factor)})" if math.isfinite(lr) else ""
     return (
         {

@@ -42,6 +42,7 @@ import statistics
 from lightning_recipes.callbacks._health_loss_rules import (
     interval_se,
     loss_plateau,
+    lower_lr_by,
     lr_too_high,
     lr_too_low,
     overfitting,
@@ -153,7 +154,7 @@ def _lr_kills_units(data: CheckData, history: History, t: dict[str, float]) -> D
     ratios = update_ratios(data)
     seen = max([r for r in [ratios.median, *history.ratios] if math.isfinite(r)], default=math.nan)
     lr = ratios.largest_lr()
-    factor = max(3, round(seen / 3e-3)) if math.isfinite(seen) else 10
+    factor = lower_lr_by(seen) if math.isfinite(seen) else 10
     target = f" (from {_fmt(lr)} to about {_fmt(lr / factor)})" if math.isfinite(lr) else ""
     return (
         {"update_ratio": seen, "lr": lr, "optimizer_family": ratios.family, "loss": data.loss_mean},
