@@ -18,11 +18,11 @@ Each rule and its threshold, with the source it follows (the defaults of :data:`
   exactly zero gradient on the sampled step (units no sample activated, through ``F.relu`` as well), at
   ``persist_checks`` checks in a row (dying ReLU: Lu et al., 2019).
 * ``saturated_activations``: in a tanh/sigmoid layer at least ``saturated_fraction`` (0.5) of outputs lie
-  within 1% of the bounds (``|tanh| > 0.99``, sigmoid ``< 0.01`` or ``> 0.99``) and either the earliest
-  layer moves less than 1% as much as the layer moving most (at ``persist_checks`` checks in a row) or the
-  loss is not falling fast (5% and significantly since the previous check; one check longer) while it is above
-  half its first value (Glorot &
-  Bengio, AISTATS 2010: saturated top layers stall learning).
+  within 1% of the bounds (``|tanh| > 0.99``, sigmoid ``< 0.01`` or ``> 0.99``) while the loss is above half
+  its first value, and either the layers are starved (the earliest moves less than 1% as much as the layer
+  moving most, or none moves 1e-3 per step; ``persist_checks`` checks in a row) or the loss does not fall
+  fast (5% and significantly per check) for ``plateau_steps`` (Glorot & Bengio, AISTATS 2010: saturated top
+  layers stall learning).
 * ``lr_too_high``, ``lr_too_low``, ``loss_plateau``, ``overfitting``: judged against the run's own loss noise,
   with optimizer-aware update ratios: ``callbacks/_health_loss_rules.py`` states each rule and its thresholds.
   Root cause first: units that die while the update ratio is above ``ratio_high`` are named ``lr_too_high``
@@ -266,12 +266,21 @@ def saturated_activations(data: CheckData, history: History, t: dict[str, float]
     """
     moved = _moved(data)
     first = next(iter(moved), None)
-    starved = first is not None and moved[first] < 1e-2 * max(moved.values())
-    slow = not _learning_fast(data, history, t) and not _converging(data, history)
-    sat = _saturated_layers(data, t) if starved or slow else {}
-    # starved layers below are direct evidence; a slow loss alone must last one check longer
-    needed = int(t["persist_checks"]) + (0 if starved else 1)
-    if not (data.saturated and _streak(history, "saturated_activations", bool(sat)) >= needed):
+    # starved: the layers below barely move, relative to the layer moving most, or no layer moves at a
+    # healthy rate (~1e-3) at all
+    starved = first is not None and (
+        moved[first] < 1e-2 * max(moved.values()) or max(moved.values()) < t["ratio_high"] / 10
+    )
+    slow = not _learning_fast(data, history, t)
+    sat = _saturated_layers(data, t) if (starved or slow) and not _converging(data, history) else {}
+    count = _streak(history, "saturated_activations", bool(sat))
+    if count == 1:
+        history.streaks["saturated_since"] = data.step
+    # starved layers are direct evidence (persist_checks); a slow loss alone must last as long as a plateau
+    # (plateau_steps): a saturated net at chance often breaks out after ~100 steps and then learns
+    span = data.step - history.streaks.get("saturated_since", data.step)
+    enough = count >= int(t["persist_checks"]) if starved else count > 1 and span >= t["plateau_steps"]
+    if not (data.saturated and sat and enough):
         return None
     return (
         {"saturated_fraction": sat},
