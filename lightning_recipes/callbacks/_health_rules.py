@@ -52,6 +52,7 @@ from lightning_recipes.callbacks._health_loss_rules import (
 from lightning_recipes.callbacks._health_stats import significantly_above
 from lightning_recipes.callbacks._health_window import (
     DEFAULT_THRESHOLDS,  # noqa: F401  (the doctests)
+    PROBLEMS,
     CheckData,
     Decision,
     History,
@@ -69,6 +70,7 @@ __all__ = [
     "nonfinite_activations",
     "overfitting",
     "saturated_activations",
+    "settle",
     "vanishing_gradients",
 ]
 
@@ -161,6 +163,32 @@ def _lr_kills_units(data: CheckData, history: History, t: dict[str, float]) -> D
         f"Steps changed the weights by up to {_fmt(seen)} of their norm (healthy: ~1e-3) and units died: the "
         f"learning rate is too high. Lower it about {factor}x{target}, add warm-up, or clip.",
     )
+
+
+def settle(active: set[str], present: set[str], history: History, persist: int) -> tuple[set[str], list[str]]:
+    """``(still active, newly found)``: a problem stays active until it has been absent ``persist`` checks in
+    a row, so one check of flicker does not raise the same finding twice. The absence counts live in
+    ``history.streaks`` (saved with it).
+
+    Example:
+        >>> history, active, found = History(), set(), []
+        >>> for present in ({"dead_units"}, set(), {"dead_units"}, set(), set(), {"dead_units"}):
+        ...     active, new = settle(active, present, history, 2)
+        ...     found += new
+        >>> found  # absent one check (2): the same finding; absent two (4, 5), then back: a new one
+        ['dead_units', 'dead_units']
+    """
+    new = [p for p in PROBLEMS if p in present and p not in active]
+    kept = set(new)
+    for problem in active:
+        key = f"absent:{problem}"
+        absent = 0 if problem in present else history.streaks.get(key, 0) + 1
+        if absent < persist:
+            kept.add(problem)
+            history.streaks[key] = absent
+        else:
+            history.streaks.pop(key, None)
+    return kept, new
 
 
 def _add(out: dict[str, Decision], problem: str, decision: Decision | None) -> None:

@@ -41,7 +41,7 @@ from lightning_recipes.callbacks._health_pack import (
     validation_rows,
 )
 from lightning_recipes.callbacks._health_rows import RowLiveness, sparse_groups
-from lightning_recipes.callbacks._health_rules import decide
+from lightning_recipes.callbacks._health_rules import decide, settle
 from lightning_recipes.callbacks._health_text import Finding, findings_table
 from lightning_recipes.callbacks._health_window import DEFAULT_THRESHOLDS, PROBLEMS, History
 from lightning_recipes.callbacks._norms import (
@@ -88,9 +88,8 @@ class HealthMonitor(Callback):
     ``on_finding``. One more check runs at the end of training.
 
     Cost: per step, a reference to the loss (no sync); on the sampled step, one read of the gradients (the
-    total is published to ``callbacks/_norms.py``'s ``STEP_POWERS`` for a ``StabilityGuard`` placed after it;
-    per-layer norms need their own pass, and it is made on 1 step in ``check_every_n_steps``) and one copy of
-    the parameters (transient); forward hooks on ``activation_samples`` batches per interval. Per check: one
+    total is published to ``STEP_POWERS`` for a ``StabilityGuard`` placed after it) and one copy of the
+    parameters (transient); forward hooks on ``activation_samples`` batches per interval. Per check: one
     all-gather (DDP) and one device-to-host copy. Measured in ``benchmarks/health_overhead.py``.
 
     Logged keys (``prefix`` prepended), at every check, straight to the loggers:
@@ -478,8 +477,9 @@ class HealthMonitor(Callback):
         self._interval_start = trainer.global_step
         self.checks += 1
         decisions = decide(data, self._history, self.thresholds)
-        new = [p for p in PROBLEMS if p in decisions and p not in self._active]
-        self._active = set(decisions)
+        self._active, new = settle(
+            self._active, set(decisions), self._history, int(self.thresholds["persist_checks"])
+        )
         metrics = {f"{self.prefix}health/{p}": float(p in decisions) for p in PROBLEMS}
         emit(trainer, pl_module, metrics, own_cadence=True)
         for problem in new:

@@ -240,3 +240,15 @@ def test_a_step_decay_of_ten_is_not_a_collapse() -> None:
         _check(100 + 20 * i, 1.3 * 0.97**i, 2e-4, family="sgd", lr=0.01, slope=-0.002) for i in range(3)
     ]
     assert _run(healthy + decayed) == []
+
+
+def test_a_problem_that_flickers_for_one_check_is_one_finding() -> None:
+    """The monitor keeps a problem active until it has been absent ``persist_checks`` checks in a row."""
+    from lightning_recipes.callbacks._health_rules import settle
+
+    history, active, found = History(), set(), []
+    for present in ({"lr_too_low"}, set(), {"lr_too_low"}, {"lr_too_low"}, set(), set(), {"lr_too_low"}):
+        active, new = settle(active, present, history, 2)
+        found.append(new)
+    assert found == [["lr_too_low"], [], [], [], [], [], ["lr_too_low"]]
+    assert active == {"lr_too_low"} and "absent:lr_too_low" not in history.streaks  # found anew
