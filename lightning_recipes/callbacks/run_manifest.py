@@ -235,7 +235,7 @@ class RunManifest(Callback):
 
     def _collect(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> dict[str, Any]:
         manifest: dict[str, Any] = {
-            "created_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "created_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
             "command": {"argv": list(sys.argv), "cwd": os.getcwd()},
             "git": git_info(self.repo_dir or os.getcwd()),
             "hparams": jsonable(dict(pl_module.hparams)),
