@@ -1,13 +1,7 @@
-"""Which implementation ran (issue #26): ``optimizer.implementation_used`` names the path each step took, and
-an explicit ``implementation="native"`` without a C compiler warns once per process, naming what runs instead
-and the fix."""
+"""Which implementation ran (issue #26): ``optimizer.implementation_used`` names the path each step took (the
+warning for ``implementation="native"`` without a C compiler: tests/test_shown_warnings.py)."""
 
 from __future__ import annotations
-
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -16,7 +10,6 @@ from lightning_recipes.optim import Lamb, Lion
 from lightning_recipes.optim._native import native_available
 
 pytestmark = pytest.mark.lightning_free
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def _stepped(cls: type, implementation: str, dtype: torch.dtype = torch.float32) -> torch.optim.Optimizer:
@@ -50,34 +43,3 @@ def test_a_step_with_tensors_on_two_paths_names_both_fastest_first() -> None:
         p.grad = torch.ones_like(p)
     optimizer.step()
     assert optimizer.implementation_used == "native+for_loop"
-
-
-SCRIPT = """
-import torch
-from lightning_recipes.optim import Lamb, Lion
-for cls in (Lion, Lamb, Lion):
-    model = torch.nn.Linear(4, 2)
-    optimizer = cls(model.parameters(), implementation="native")
-    for _ in range(2):
-        model(torch.randn(3, 4)).sum().backward()
-        optimizer.step()
-    print(cls.__name__, optimizer.implementation_used)
-"""
-
-
-def test_native_without_a_compiler_warns_once_naming_the_fallback_and_the_fix(tmp_path: Path) -> None:
-    # No compiler to be found: $CC points nowhere and PATH holds an empty directory (how _native._compiler
-    # looks). Python runs from its absolute path; default warning filters.
-    empty = tmp_path / "bin"
-    empty.mkdir()
-    env = {"HOME": str(tmp_path), "PATH": str(empty), "CC": "/nonexistent/cc", "PYTHONPATH": str(ROOT)}
-    env.update({k: v for k, v in os.environ.items() if k.startswith(("LD_", "OMP_"))})
-    result = subprocess.run(
-        [sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=240, cwd=tmp_path
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert result.stdout.split() == ["Lion", "for_loop", "Lamb", "for_loop", "Lion", "for_loop"]
-    assert result.stderr.count("implementation='native' was asked for") == 1, result.stderr
-    assert "no C compiler was found" in result.stderr
-    assert "run their 'for_loop' path instead" in result.stderr
-    assert "install gcc or clang" in result.stderr and "implementation='foreach'" in result.stderr
