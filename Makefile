@@ -19,8 +19,10 @@ FLOOR_VENV := .venv-floor
 $(VENV)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	# torch first: the CPU wheel. A bare `pip install lightning` would pull a multi-GB CUDA build.
+	# pip >= 25.1 installs the PEP 735 dependency groups (dev, notebooks: pyproject.toml), kept out of the wheel
+	$(PIP) "pip>=25.1"
 	$(PIP) torch==2.13.0
-	$(PIP) -e ".[dev,data,plots,wandb,notebooks,deepspeed]"
+	$(PIP) -e ".[data,plots,wandb,deepspeed]" --group dev --group notebooks
 	$(PY) -m ipykernel install --sys-prefix --name python3 > /dev/null
 	touch $@
 
@@ -42,9 +44,10 @@ test: lint
 # selection and how it is kept honest: tests/helpers/floor.py).
 $(FLOOR_VENV)/.installed: pyproject.toml constraints.txt Makefile
 	$(PYTHON) -m venv $(FLOOR_VENV)
+	$(FLOOR_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --progress-bar off -c constraints.txt "pip>=25.1"
 	$(FLOOR_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --progress-bar off -c constraints.txt torch==2.13.0
 	$(FLOOR_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --progress-bar off -c constraints.txt \
-		-e ".[dev,data,plots,wandb,notebooks,deepspeed]" "lightning==$(LIGHTNING_FLOOR)"
+		-e ".[data,plots,wandb,deepspeed]" --group dev --group notebooks "lightning==$(LIGHTNING_FLOOR)"
 	$(FLOOR_VENV)/bin/python -m ipykernel install --sys-prefix --name python3 > /dev/null
 	touch $@
 

@@ -10,6 +10,7 @@ Example:
     >>> from lightning_recipes import GradNormMonitor, LionRecipe, preflight, preset  # the public API
 """
 
+from lightning_recipes._deprecation import LightningRecipesDeprecationWarning
 from lightning_recipes.callbacks import (
     AdaptiveGradClip,
     EarlyStopping,
@@ -108,6 +109,7 @@ __all__ = [
     "LRRangeTest",
     "Lamb",
     "LambRecipe",
+    "LightningRecipesDeprecationWarning",
     "Lion",
     "LionRecipe",
     "LoaderCheck",

@@ -193,6 +193,7 @@ FLOORS: list[tuple[str, ...]] = [
     (
         "_validation",
         "_warn_once",
+        "_deprecation",
         "_checkpoint",
         "_blocks",
         "_jsonable",

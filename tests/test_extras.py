@@ -1,9 +1,10 @@
-"""Each install promise holds: the base install imports the package, and the `notebooks` extra runs every
-notebook.
+"""Each install promise holds: the base install imports the package, and the `notebooks` dependency group
+(pyproject.toml's ``[dependency-groups]``: the notebooks live in the repository only, so they are no extra of
+the published package) runs every notebook.
 
-The promises are checked against the installed distributions' metadata (what pip would install for
-``lightning-recipes[notebooks]``, dependencies of dependencies included), so a notebook that imports a package
-the extra does not bring fails here instead of on a user's fresh machine.
+The promises are checked against the installed distributions' metadata (what pip would install for the base
+package plus ``--group notebooks``, dependencies of dependencies included), so a notebook that imports a
+package the group does not bring fails here instead of on a fresh checkout.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import json
 import re
 import subprocess
 import sys
+import tomllib
 from importlib import metadata
 from pathlib import Path
 
@@ -54,12 +56,12 @@ def _closure(names: set[str]) -> set[str]:
     return seen
 
 
-def _declared(extra: str | None) -> set[str]:
-    requires = metadata.requires("lightning-recipes") or []
-    chosen = [
-        r for r in requires if ("extra ==" not in r) or (extra and re.search(rf"extra == .{extra}.", r))
-    ]
-    return {_requirement_name(r) for r in chosen}
+def _declared(group: str | None) -> set[str]:
+    """The base install's requirements (installed metadata) plus pyproject.toml's group ``group``."""
+    requires = [r for r in metadata.requires("lightning-recipes") or [] if "extra ==" not in r]
+    if group:
+        requires += tomllib.loads((ROOT / "pyproject.toml").read_text())["dependency-groups"][group]
+    return {_requirement_name(r) for r in requires}
 
 
 def _notebook_imports(path: Path) -> set[str]:
@@ -78,7 +80,7 @@ def _notebook_imports(path: Path) -> set[str]:
 
 
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
-def test_notebooks_extra_brings_every_module_a_notebook_imports(notebook: Path) -> None:
+def test_notebooks_group_brings_every_module_a_notebook_imports(notebook: Path) -> None:
     provided = _closure(_declared("notebooks"))
     providers = metadata.packages_distributions()
     missing = {}
@@ -87,7 +89,7 @@ def test_notebooks_extra_brings_every_module_a_notebook_imports(notebook: Path) 
         if not distributions & provided:
             missing[module] = sorted(distributions)
     assert not missing, (
-        f"{notebook.name} imports modules that `lightning-recipes[notebooks]` does not install: {missing}"
+        f"{notebook.name} imports modules that the `notebooks` dependency group does not install: {missing}"
     )
 
 

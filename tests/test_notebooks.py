@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-nbformat = pytest.importorskip("nbformat", reason="notebook tests need the `notebooks` extra (nbformat)")
-nbclient = pytest.importorskip("nbclient", reason="notebook tests need the `notebooks` extra (nbclient)")
+nbformat = pytest.importorskip("nbformat", reason="notebook tests need the `notebooks` group (nbformat)")
+nbclient = pytest.importorskip("nbclient", reason="notebook tests need the `notebooks` group (nbclient)")
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 

@@ -18,6 +18,7 @@ from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 from torch import nn
 from torch.nn import functional as F
 
+from lightning_recipes import LightningRecipesDeprecationWarning
 from lightning_recipes.callbacks.finetune_schedule import FinetuneSchedule
 from lightning_recipes.mixins import LionRecipe, OptimizerRecipeMixin
 from lightning_recipes.optim import build_optimizer, build_scheduler, warmup_cosine, warmup_stable_decay
@@ -114,19 +115,19 @@ def test_a_recipe_pickled_before_warmup_ratio_existed_still_resolves():
     fields = {name: None for name in OptimizerRecipe.field_names() if name != "warmup_ratio"}
     old.__dict__.update(fields, warmup_steps=0.25, optimizer="lamb")
     loaded = pickle.loads(pickle.dumps(old))
-    with pytest.warns(DeprecationWarning, match="use `warmup_ratio=0.25`"):
+    with pytest.warns(LightningRecipesDeprecationWarning, match="use `warmup_ratio=0.25`"):
         resolved = SavedNet(loaded).resolve_recipe()
     assert (resolved["optimizer"], resolved["warmup_steps"], resolved["warmup_ratio"]) == ("lamb", None, 0.25)
 
 
 def test_float_warmup_steps_still_works_with_a_deprecation_warning_naming_warmup_ratio():
-    with pytest.warns(DeprecationWarning, match=r"use `warmup_ratio=0.1`") as record:
+    with pytest.warns(LightningRecipesDeprecationWarning, match=r"use `warmup_ratio=0.1`") as record:
         old = OptimizerRecipe(warmup_steps=0.1)
     assert record[0].filename == __file__  # points at the caller's line
     assert old == OptimizerRecipe(warmup_ratio=0.1)
     assert (old.warmup_steps, old.warmup_ratio) == (None, 0.1)
     optimizer = torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=1.0)
-    with pytest.warns(DeprecationWarning, match="use `warmup_ratio=0.25`") as record:
+    with pytest.warns(LightningRecipesDeprecationWarning, match="use `warmup_ratio=0.25`") as record:
         scheduler = warmup_cosine(optimizer, 0.25, 8)
     assert record[0].filename == __file__
     new = warmup_cosine(optimizer, total_steps=8, warmup_ratio=0.25)

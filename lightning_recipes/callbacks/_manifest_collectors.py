@@ -171,7 +171,10 @@ def optimizer_record(optimizer: torch.optim.Optimizer) -> dict[str, Any]:
         settings = {key: jsonable(value) for key, value in group.items() if key != "params"}
         settings["num_parameters"] = sum(p.numel() for p in group["params"])
         groups.append(settings)
-    return {"class": type(optimizer).__name__, "param_groups": groups}
+    record: dict[str, Any] = {"class": type(optimizer).__name__, "param_groups": groups}
+    if hasattr(optimizer, "implementation_used"):  # ours: the path that ran (None before the first step)
+        record["implementation_used"] = optimizer.implementation_used
+    return record
 
 
 def loggable(manifest: dict[str, Any]) -> dict[str, Any]:

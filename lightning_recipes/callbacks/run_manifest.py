@@ -88,7 +88,8 @@ class RunManifest(Callback):
     ``recipe``             the module's ``recipe`` attribute, if any
     ``cli_config``         the full LightningCLI config (YAML + flags + defaults), when run by one
     ``optimizers``         per optimizer: class, per-group hyperparameters and parameter counts;
-                           schedulers by class and interval
+                           schedulers by class and interval; for Lion and Lamb ``implementation_used``,
+                           the path that ran (written after the first optimizer step)
     ``seeds``              ``PL_GLOBAL_SEED``, ``PL_SEED_WORKERS``, ``torch.initial_seed()``
     ``versions``           Python and library versions, CUDA/cuDNN when present
     ``hardware``           host, OS, CPU count, memory, accelerator, device names
@@ -151,11 +152,13 @@ class RunManifest(Callback):
         self._hashed = 0
         self._logged = False
         self._previous: dict[str, Any] | None = None
+        self._implementations_pending = False
 
     @override
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         dirpath = self.dirpath if self.dirpath is not None else _run_dir(trainer)  # collective: all ranks
         self.manifest = self._collect(trainer, pl_module)
+        self._implementations_pending = _implementations_pending(self.manifest)
         self.path = Path(dirpath or trainer.default_root_dir) / self.filename
         self._hasher = hashlib.sha256()
         self._hashed = 0
@@ -177,6 +180,15 @@ class RunManifest(Callback):
         self._hashed += 1
         if self._hashed == self.fingerprint_batches:
             self._finish(trainer)
+
+    @override
+    def on_train_batch_end(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        if self._implementations_pending:  # known after the first optimizer step: record it, write once
+            self._implementations_pending = _record_implementations(trainer, self.manifest)
+            if not self._implementations_pending:
+                self._write(trainer)
 
     @override
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
@@ -235,7 +247,7 @@ class RunManifest(Callback):
 
     def _collect(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> dict[str, Any]:
         manifest: dict[str, Any] = {
-            "created_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "created_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
             "command": {"argv": list(sys.argv), "cwd": os.getcwd()},
             "git": git_info(self.repo_dir or os.getcwd()),
             "hparams": jsonable(dict(pl_module.hparams)),
@@ -361,6 +373,18 @@ def _optimizers(trainer: pl.Trainer) -> list[dict[str, Any]]:
     if schedulers and records:
         records[0]["lr_schedulers"] = schedulers
     return records
+
+
+def _implementations_pending(manifest: dict[str, Any]) -> bool:
+    return any(r.get("implementation_used", "") is None for r in manifest.get("optimizers", []))
+
+
+def _record_implementations(trainer: pl.Trainer, manifest: dict[str, Any]) -> bool:
+    """Fill in each of our optimizers' ``implementation_used`` once it has stepped; whether any is pending."""
+    for record, optimizer in zip(manifest.get("optimizers", []), trainer.optimizers):
+        if record.get("implementation_used", "") is None:
+            record["implementation_used"] = getattr(optimizer, "implementation_used", None)
+    return _implementations_pending(manifest)
 
 
 def _gather_fingerprint(trainer: pl.Trainer, hasher: Any, batches: int) -> dict[str, Any]:

@@ -176,6 +176,8 @@ def run_demo(args: argparse.Namespace) -> dict[str, Any]:
         "preflight": None if report is None else report.to_dict().get("counts"),
         "optimizer": summary_of_recipe["optimizer"],
         "peak_lr": summary_of_recipe["peak_lr"],
+        # Lion/Lamb: the path that ran ("native", "foreach", ...); None for torch's AdamW
+        "implementation": getattr(trainer.optimizers[0], "implementation_used", None),
         "effective_batch_size": summary_of_recipe.get(
             "global_batch_size", args.batch_size * trainer.world_size * trainer.accumulate_grad_batches
         ),
@@ -224,7 +226,8 @@ def _print_summary(summary: dict[str, Any]) -> None:
     print("\nlightning-recipes demo: CNN on scikit-learn digits")
     print(f"  components used      : {', '.join(summary['components'])}")
     print(f"  preflight            : {summary['preflight'] or 'skipped'}")
-    print(f"  optimizer            : {summary['optimizer']} (peak lr {summary['peak_lr']:g})")
+    ran = f", {summary['implementation']} implementation" if summary.get("implementation") else ""
+    print(f"  optimizer            : {summary['optimizer']} (peak lr {summary['peak_lr']:g}{ran})")
     print(f"  effective batch size : {summary['effective_batch_size']}")
     print(f"  LR schedule          : {summary['lr_schedule']}")
     print(f"  optimizer steps      : {summary['optimizer_steps']} in {summary['epochs']} epochs")

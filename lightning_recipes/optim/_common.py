@@ -106,6 +106,10 @@ def resolve_device_implementation(implementation: str, device: torch.device) -> 
     compiled large tensors, eager small ones) where ``torch.compile`` works, else ``for_loop``."""
     if device.type != "cpu":
         return "foreach" if implementation in ("auto", "native") else implementation
+    if implementation == "native" and not torch.compiler.is_compiling():
+        from lightning_recipes.optim._native import warn_if_native_missing
+
+        warn_if_native_missing()  # once per process: what runs instead, and the fix
     if implementation != "auto":
         return implementation
     if not torch.compiler.is_compiling():

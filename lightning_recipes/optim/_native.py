@@ -17,7 +17,8 @@ collide.
 
 When anything is missing (not Linux, no compiler, torch not built with GNU OpenMP, a failed build) or
 ``LIGHTNING_RECIPES_NATIVE=0`` is set, :func:`native_kernels` returns ``None`` and the optimizers use their
-torch paths; a failed build warns once.
+torch paths; a failed build warns once, and so does an explicit ``implementation="native"`` that cannot have
+them (:func:`warn_if_native_missing`: no C compiler, not Linux, no GNU OpenMP in torch).
 """
 
 from __future__ import annotations
@@ -38,7 +39,16 @@ from lightning.pytorch.utilities import rank_zero_warn
 from torch import Tensor
 from torch.autograd.graph import increment_version
 
-__all__ = ["NATIVE_DTYPES", "NativeKernels", "bump_versions", "native_available", "native_kernels"]
+from lightning_recipes._warn_once import warn_once
+
+__all__ = [
+    "NATIVE_DTYPES",
+    "NativeKernels",
+    "bump_versions",
+    "native_available",
+    "native_kernels",
+    "warn_if_native_missing",
+]
 
 NATIVE_DTYPES: dict[torch.dtype, str] = {torch.float32: "f32", torch.float64: "f64", torch.bfloat16: "bf16"}
 _SOURCE = Path(__file__).with_name("_cpu_kernels.c")
@@ -174,6 +184,29 @@ def native_kernels() -> NativeKernels | None:
         if "kernels" not in _state:
             _state["kernels"] = _load()
     return _state["kernels"]
+
+
+def warn_if_native_missing() -> None:
+    """Warn once per process when ``implementation="native"`` was asked for and the kernels cannot be built
+    here, naming what runs instead and the fix; nothing when they are loaded, when
+    ``LIGHTNING_RECIPES_NATIVE=0`` turned them off, or after a failed build (which warned already)."""
+    if native_kernels() is not None or _disabled():
+        return
+    if not sys.platform.startswith("linux"):
+        reason, fix = f"they are built on Linux only (this is {sys.platform})", ""
+    elif _compiler() is None:
+        reason = "no C compiler was found ($CC, cc, gcc, clang, c++, g++ or clang++ on PATH)"
+        fix = "install gcc or clang (e.g. `apt-get install gcc`) or set $CC to one, "
+    elif _torch_openmp_runtime() is None:
+        reason, fix = "this torch build has no GNU OpenMP runtime to share", ""
+    else:
+        return
+    warn_once(
+        "lightning_recipes: implementation='native' was asked for, but the native CPU kernels are "
+        f"unavailable: {reason}. Lion and Lamb run their 'for_loop' path instead (correct, slower). "
+        f"To fix: {fix}or set implementation='foreach' (or 'auto') to choose a torch path and silence "
+        "this warning."
+    )
 
 
 def _disabled() -> bool:

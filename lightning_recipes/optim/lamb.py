@@ -8,7 +8,6 @@ from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor
-from torch.optim import Optimizer
 
 from lightning_recipes.optim._common import (
     Implementation,
@@ -28,6 +27,7 @@ from lightning_recipes.optim._common import (
 )
 from lightning_recipes.optim._compiled import compiled_kernel, mark_failed
 from lightning_recipes.optim._native import bump_versions, native_kernels
+from lightning_recipes.optim._routes import ImplementationRecord, note_route, records_implementation
 
 __all__ = ["Lamb", "lamb_update_"]
 
@@ -142,6 +142,7 @@ def _lamb_for_loop(
     hp: _Hyper,
 ) -> None:
     lr, beta1, beta2, eps, weight_decay, layer_adaptation, trust_clip = hp
+    note_route("for_loop")
     for param, grad, exp_avg, exp_avg_sq, step in zip(params, grads, exp_avgs, exp_avg_sqs, steps):
         step.add_(1)
         exp_avg.lerp_(grad, 1.0 - beta1)
@@ -170,6 +171,7 @@ def _lamb_foreach(
     steps: Sequence[Tensor],
     hp: _Hyper,
 ) -> None:
+    note_route("foreach")
     lr, beta1, beta2, eps, weight_decay, layer_adaptation, trust_clip = hp
     for ps, gs, ms, vs, ts in foreach_chunks(params, grads, exp_avgs, exp_avg_sqs, steps):
         torch._foreach_add_(ts, 1.0)
@@ -272,9 +274,7 @@ def _lamb_compiled(
                 lr = kernel(
                     p.view(-1), g.view(-1), m.view(-1), v.view(-1), inv_bc1[i], inv_bc2_sqrt[i], *scalars
                 )
-            except (
-                Exception
-            ) as error:  # compiler missing or broken: nothing was changed but the step counters
+            except Exception as error:  # compiler missing or broken: nothing changed but the step counters
                 mark_failed("lamb", error)
                 torch._foreach_sub_(ts[i:], 1.0)
                 _lamb_for_loop(ps[i:], gs[i:], ms[i:], vs[i:], ts[i:], hp)
@@ -283,6 +283,7 @@ def _lamb_compiled(
             [p], [g], [m], [v], [], [t], lr=lr, beta1=hp.beta1, beta2=hp.beta2, weight_decay=hp.weight_decay,
             eps=hp.eps, amsgrad=False, maximize=False,
         )  # fmt: skip
+        note_route("compiled")
 
 
 def _native_counter(step: Tensor) -> bool:
@@ -300,9 +301,7 @@ def _lamb_native(
     kernels = native_kernels()
     taken: list[int] = []
     others = list(range(len(params)))
-    if (
-        kernels is not None
-    ):  # the kernel reads and increments float32 CPU step counters; tensors with others take the loop
+    if kernels is not None:  # the kernel reads and increments float32 CPU step counters; others: the loop
         taken, others = split_for_native(params, grads, exp_avgs, exp_avg_sqs)
         others = sorted(others + [i for i in taken if not _native_counter(steps[i])])
         taken = [i for i in taken if _native_counter(steps[i])]
@@ -315,12 +314,13 @@ def _lamb_native(
             weight_decay=hp.weight_decay, layer_adaptation=hp.layer_adaptation, trust_clip=hp.trust_clip,
         )  # fmt: skip
         bump_versions(ps + ms + vs + ts)
+        note_route("native")
     if others:
         pick = [[lst[i] for i in others] for lst in (params, grads, exp_avgs, exp_avg_sqs, steps)]
         _lamb_for_loop(pick[0], pick[1], pick[2], pick[3], pick[4], hp)
 
 
-class Lamb(Optimizer):
+class Lamb(ImplementationRecord):
     """LAMB, Adam moments with a per-tensor trust ratio.
 
     `You et al. 2019 <https://arxiv.org/abs/1904.00962>`_.
@@ -421,11 +421,11 @@ class Lamb(Optimizer):
         super().add_param_group(param_group)
 
     @torch.no_grad()
+    @records_implementation
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
         """Update every parameter that has a gradient; returns ``closure()``'s value if one was given.
 
-        Complex parameters are updated as their real views (as torch's optimizers do): the second moment is
-        per real and imaginary part, and the trust ratio's norms are the complex norms. A sparse gradient
+        Complex parameters are updated as their real views (see the class docstring). A sparse gradient
         raises before any parameter or state changes.
         """
         loss = None

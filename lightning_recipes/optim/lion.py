@@ -7,7 +7,6 @@ from typing import Any
 
 import torch
 from torch import Tensor
-from torch.optim import Optimizer
 
 from lightning_recipes.optim._common import (
     Implementation,
@@ -27,6 +26,7 @@ from lightning_recipes.optim._common import (
 )
 from lightning_recipes.optim._compiled import compiled_kernel, mark_failed
 from lightning_recipes.optim._native import bump_versions, native_kernels
+from lightning_recipes.optim._routes import ImplementationRecord, note_route, records_implementation
 
 __all__ = ["Lion", "lion_update_"]
 
@@ -129,6 +129,7 @@ def _lion_for_loop(
     beta2: float,
     weight_decay: float,
 ) -> None:
+    note_route("for_loop")
     for param, grad, exp_avg in zip(params, grads, exp_avgs):
         if weight_decay != 0.0:
             param.mul_(1.0 - lr * weight_decay)
@@ -146,6 +147,7 @@ def _lion_foreach(
     beta2: float,
     weight_decay: float,
 ) -> None:
+    note_route("foreach")
     for ps, gs, ms in foreach_chunks(params, grads, exp_avgs):
         if weight_decay != 0.0:
             torch._foreach_mul_(ps, 1.0 - lr * weight_decay)
@@ -191,6 +193,7 @@ def _lion_compiled(
             continue
         try:
             kernel(param.view(-1), grad.view(-1), exp_avg.view(-1), lr_t, decay_t, w1_t, w2_t)
+            note_route("compiled")
         except Exception as error:  # compiler missing or broken: the kernel never ran, nothing was changed
             mark_failed("lion", error)
             _lion_for_loop(params[index:], grads[index:], exp_avgs[index:], lr, beta1, beta2, weight_decay)
@@ -211,13 +214,14 @@ def _lion_native(
     if kernels is not None and taken:
         ps, gs, ms = ([lst[i] for i in taken] for lst in (params, grads, exp_avgs))
         kernels.lion(ps, gs, ms, lr=lr, beta1=beta1, beta2=beta2, weight_decay=weight_decay)
+        note_route("native")
         bump_versions(ps + ms)
     if others:
         ps, gs, ms = ([lst[i] for i in others] for lst in (params, grads, exp_avgs))
         _lion_for_loop(ps, gs, ms, lr, beta1, beta2, weight_decay)
 
 
-class Lion(Optimizer):
+class Lion(ImplementationRecord):
     """Lion, the sign-momentum optimizer found by program search.
 
     `Chen et al. 2023 <https://arxiv.org/abs/2302.06675>`_.
@@ -290,6 +294,7 @@ class Lion(Optimizer):
         super().add_param_group(param_group)
 
     @torch.no_grad()
+    @records_implementation
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
         """Update every parameter that has a gradient; returns ``closure()``'s value if one was given.
 

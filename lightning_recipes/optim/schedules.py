@@ -15,13 +15,13 @@ Hugging Face's cosine climbs back up (a run that overshoots its estimate should 
 from __future__ import annotations
 
 import math
-import warnings
 from functools import partial
 from typing import Literal
 
 from torch.optim import Optimizer
 from torch.optim.lr_scheduler import LambdaLR
 
+from lightning_recipes._deprecation import warn_deprecated
 from lightning_recipes._validation import check_choice, check_in_range, check_int, check_positive
 
 __all__ = [
@@ -75,7 +75,7 @@ def warmup_fields(
     """Normalise the two warm-up spellings to ``(steps, ratio)``, at most one not ``None``.
 
     A float ``warmup_steps`` (the old spelling of a fraction) becomes ``warmup_ratio`` with a
-    ``DeprecationWarning``; giving both is an error.
+    ``LightningRecipesDeprecationWarning`` (shown by default); giving both is an error.
 
     Raises:
         ValueError: For both given, ``warmup_steps`` not an int >= 0 (or a float in (0, 1)), or
@@ -96,10 +96,9 @@ def warmup_fields(
                 "`warmup_steps` must be in (0, 1) when given as a fraction of total_steps (deprecated: use "
                 f"`warmup_ratio`), or an int number of steps, got {warmup_steps!r}."
             )
-        warnings.warn(
+        warn_deprecated(
             f"`warmup_steps={warmup_steps!r}` as a fraction of the run is deprecated: use "
             f"`warmup_ratio={warmup_steps!r}` (`warmup_steps` now takes a whole number of steps).",
-            DeprecationWarning,
             stacklevel=stacklevel,
         )
         return None, warmup_steps

@@ -17,7 +17,7 @@ from tests.callbacks.health_field_gallery.field_runs import CASES as FIELD
 
 if importlib.util.find_spec("transformers") is not None:
     from tests.callbacks.health_field_gallery.transformer_runs import CASES as TRANSFORMER
-else:  # pragma: no cover - the dev extra installs transformers
+else:  # pragma: no cover - the dev group installs transformers
     TRANSFORMER = []
 
 CASES = [*FIELD, *TRANSFORMER]

@@ -367,3 +367,23 @@ def test_records_the_lightning_cli_config(tmp_path: Path) -> None:
     assert (cli["model"]["hidden"], cli["model"]["lr"], cli["trainer"]["max_steps"]) == (8, 0.05, 2)
     assert cli["trainer"]["callbacks"][0]["class_path"] == "lightning_recipes.callbacks.RunManifest"
     assert record["hparams"]["hidden"] == 8
+
+
+class _LionClassifier(TinyClassifier):
+    def configure_optimizers(self) -> Any:
+        from lightning_recipes.optim import Lion
+
+        return Lion(self.parameters(), lr=1e-3, implementation="foreach")
+
+
+def test_manifest_records_which_implementation_our_optimizer_ran(tmp_path: Path) -> None:
+    """Issue #26: the path Lion took is in the manifest once it has stepped (None is not left behind), for a
+    manifest finished at train start (no fingerprint) too; torch's optimizers get no such key."""
+    for batches in (0, 3):
+        manifest = RunManifest(fingerprint_batches=batches)
+        _fit(tmp_path / str(batches), manifest, model=_LionClassifier(), max_steps=2)
+        record = json.loads((tmp_path / str(batches) / "manifest.json").read_text())
+        assert record["optimizers"][0]["class"] == "Lion"
+        assert record["optimizers"][0]["implementation_used"] == "foreach"
+    _fit(tmp_path / "sgd", manifest := RunManifest(), max_steps=1)
+    assert "implementation_used" not in manifest.manifest["optimizers"][0]

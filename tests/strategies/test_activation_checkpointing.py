@@ -24,7 +24,7 @@ from lightning_recipes.testing import (
     random_token_loader,
 )
 
-transformers = pytest.importorskip("transformers", reason="needs transformers (the `dev` extra)")
+transformers = pytest.importorskip("transformers", reason="needs transformers (the `dev` group)")
 
 GPT2_BLOCK = "transformers.models.gpt2.modeling_gpt2.GPT2Block"
 

@@ -15,7 +15,7 @@ import torch
 
 from lightning_recipes.strategies import apply_fsdp2, infer_block_classes
 
-transformers = pytest.importorskip("transformers", reason="needs transformers (the `dev` extra)")
+transformers = pytest.importorskip("transformers", reason="needs transformers (the `dev` group)")
 
 SCRIPT = Path(__file__).parent / "scripts" / "hf_fsdp2_train.py"
 sys.path.insert(0, str(SCRIPT.parent))
