@@ -58,7 +58,7 @@ test-floor: $(FLOOR_VENV)/.installed
 bench: install
 	# public optimizers to compare against, with --no-deps: timm would pull torchvision (a CUDA build that cannot
 	# load beside torch+cpu) and the others a different torch; benchmarks/optimizers.py loads timm's optimizer files alone
-	$(PIP) --no-deps -e ".[bench]" lion-pytorch pytorch-optimizer timm torch-optimizer pytorch-ranger
+	$(PIP) --no-deps --group bench timm
 	$(PY) -m benchmarks
 
 clean:
