@@ -107,7 +107,7 @@ def parse_demo_args(argv: Sequence[str]) -> argparse.Namespace:
             require_extra(needs[0], needs[1], f"--logger {args.logger}")
     if args.threads is not None:
         _at_least("threads", args.threads, 1)
-    require_extra("sklearn", "data", "the demo (scikit-learn's digits)")
+    require_extra("sklearn", "data", "the demo (scikit-learn's digits)", package="scikit-learn")
     return args
 
 

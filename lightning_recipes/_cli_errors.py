@@ -54,7 +54,7 @@ def handle_usage_errors(command: str, body: Callable[[], int]) -> int:
         return 2
 
 
-def require_extra(module: str, extra: str, needed_for: str) -> None:
+def require_extra(module: str, extra: str, needed_for: str, package: str | None = None) -> None:
     """Raise :class:`UsageError` naming ``pip install "lightning-recipes[extra]"`` when ``module`` cannot be
     imported (checked without importing it)."""
     try:
@@ -63,7 +63,8 @@ def require_extra(module: str, extra: str, needed_for: str) -> None:
         found = False
     if not found:
         raise UsageError(
-            f'{needed_for} needs {module}, which is not installed: pip install "lightning-recipes[{extra}]"'
+            f"{needed_for} needs {package or module}, which is not installed"
+            f': pip install "lightning-recipes[{extra}]"'
         )
 
 
@@ -95,8 +96,8 @@ def summarise(message: str) -> str:
         "--model.optimizer: expected one of 'adamw', 'lion'"
     """
     lines = [line.strip() for line in message.strip().splitlines() if line.strip()]
-    if len(lines) <= 1:
-        return lines[0] if lines else message
+    if not any(_PARSER_KEY.search(line) or line.startswith("- ") for line in lines):
+        return " ".join(lines) or message
     keys = [match.group(1) for line in lines if (match := _PARSER_KEY.search(line))]
     reasons = [line.lstrip("- ") for line in lines if line.startswith("- ") and "NoneType" not in line]
     reasons = [r for r in reasons if not r.startswith(("Problem with", "Does not validate"))] or reasons

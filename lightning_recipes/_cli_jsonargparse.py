@@ -22,7 +22,7 @@ from lightning_recipes._cli_flags import version_text
 if TYPE_CHECKING:
     from jsonargparse import ArgumentParser
 
-__all__ = ["add_model_and_data", "instantiate", "new_parser", "parse", "require_model"]
+__all__ = ["add_model_and_data", "check_class_paths", "instantiate", "new_parser", "parse", "require_model"]
 
 
 class _LightningModule:
@@ -104,3 +104,29 @@ def instantiate(parser: ArgumentParser, config: Any) -> Any:
         if ours is None:
             raise
         raise UsageError(str(ours)) from err
+
+
+def check_class_paths(args: Sequence[str]) -> None:
+    """Raise :class:`UsageError` for a ``--model`` / ``--data`` import path (``pkg.module.Class``) on the
+    command line whose module or class cannot be found (a short name, ``DigitsDataModule``, is left to
+    jsonargparse). Imports the module: call it where importing the user's code is fine."""
+    import importlib
+
+    for index, arg in enumerate(args):
+        flag, sep, value = arg.partition("=")
+        if flag not in ("--model", "--data"):
+            continue
+        if not sep:
+            value = args[index + 1] if index + 1 < len(args) else ""
+        module_name, _, class_name = value.rpartition(".")
+        if not module_name or not value.replace(".", "").replace("_", "").isalnum():
+            continue  # a short class name, a YAML mapping or a file: jsonargparse reads it
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as err:
+            raise UsageError(
+                f"{flag} {value}: no module named {err.name!r}; give the import path of the class "
+                "(my_pkg.MyModel), run from the folder that holds its module, or install its package"
+            ) from None
+        if not hasattr(module, class_name):
+            raise UsageError(f"{flag} {value}: module {module_name!r} has no class {class_name!r}")

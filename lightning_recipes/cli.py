@@ -3,7 +3,8 @@
 Each command's arguments are parsed and checked first, without importing torch or Lightning (``--help``,
 ``--version`` and an ordinary mistake answer at once); then the command's module is imported and run. A
 mistake ends in one line on stderr naming the fix and exit code 2 (``LIGHTNING_RECIPES_TRACEBACK=1``: the
-traceback). Flags are snake_case, as LightningCLI's; the kebab-case spelling of a top-level flag is accepted too.
+traceback). Flags are snake_case, as LightningCLI's; the kebab-case spelling of a top-level flag is accepted
+too.
 """
 
 from __future__ import annotations

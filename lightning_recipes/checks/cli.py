@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from lightning_recipes._cli_errors import UsageError, handle_usage_errors
-from lightning_recipes._cli_jsonargparse import instantiate, parse
+from lightning_recipes._cli_jsonargparse import check_class_paths, instantiate, parse
 from lightning_recipes._cli_preflight_args import build_preflight_parser, preflight_front
 
 if TYPE_CHECKING:
@@ -55,6 +55,7 @@ def _run(arguments: list[str]) -> int:
     ):  # the console script does not put it there; `python -m` does
         sys.path.insert(0, cwd)
     args = preflight_front(arguments)
+    check_class_paths(args)
     parser = build_parser()
     config = parse(parser, args)
     unknown = [name for name in (config.checks or []) if name not in CHECKS]

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import lightning.pytorch as pl
 
 from lightning_recipes._cli_errors import UsageError, handle_usage_errors, require_extra
-from lightning_recipes._cli_jsonargparse import instantiate, parse
+from lightning_recipes._cli_jsonargparse import check_class_paths, instantiate, parse
 from lightning_recipes._cli_tune_args import build_tune_parser, tune_front
 from lightning_recipes.sweep_args import SweepArgs
 
@@ -54,7 +54,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run(arguments: list[str]) -> int:
     parser = build_parser()
-    config = parse(parser, tune_front(arguments))
+    args = tune_front(arguments)
+    check_class_paths(args)
+    config = parse(parser, args)
     if not config.lr and not config.speed:
         raise UsageError("nothing to do (`--lr false` and `--speed false`).")
     if config.model is None:
