@@ -1,5 +1,5 @@
 """The commands' help (issue 26): answered without importing torch, listing the same options as the parser
-that runs, all the preflight's checks, nothing from a Lightning docstring; one flag spelling; ``--version``."""
+that runs, all the preflight's checks, nothing from a Lightning docstring; one flag spelling; --version."""
 
 from __future__ import annotations
 
@@ -43,17 +43,17 @@ def _summary(cls: type) -> str:
 
 def test_the_check_catalog_is_the_check_registry() -> None:
     expected = tuple((name, _summary(cls)) for name, cls in CHECKS.items())
-    assert _check_catalog.CHECK_SUMMARIES == expected, (
+    assert expected == _check_catalog.CHECK_SUMMARIES, (
         "lightning_recipes/_check_catalog.py is out of date; CHECK_SUMMARIES should be:\n" + repr(expected)
     )
 
 
 def test_the_choices_written_for_the_fast_parsers_are_the_tables() -> None:
-    assert _cli_memory_args.OPTIMIZERS == tuple(sorted(OPTIMIZER_STATES))
-    assert _cli_memory_args.PRECISIONS == tuple(_PRECISIONS)
-    assert _cli_memory_args.FAMILIES == tuple(sorted(LADDERS))
-    assert _cli_memory_args.PRESET_NAMES == tuple(sorted(PRESETS))
-    assert _cli_demo_args.DEMO_OPTIMIZERS == tuple(sorted(DEMO_SETTINGS))
+    assert tuple(sorted(OPTIMIZER_STATES)) == _cli_memory_args.OPTIMIZERS
+    assert tuple(_PRECISIONS) == _cli_memory_args.PRECISIONS
+    assert tuple(sorted(LADDERS)) == _cli_memory_args.FAMILIES
+    assert tuple(sorted(PRESETS)) == _cli_memory_args.PRESET_NAMES
+    assert tuple(sorted(DEMO_SETTINGS)) == _cli_demo_args.DEMO_OPTIMIZERS
     assert _cli_preflight_args.DEFAULT_TIME_BUDGET == DEFAULT_TIME_BUDGET
 
 
