@@ -99,9 +99,13 @@ def summarise(message: str) -> str:
     if not any(_PARSER_KEY.search(line) or line.startswith("- ") for line in lines):
         return " ".join(lines) or message
     keys = [match.group(1) for line in lines if (match := _PARSER_KEY.search(line))]
-    reasons = [line.lstrip("- ") for line in lines if line.startswith("- ") and "NoneType" not in line]
-    reasons = [r for r in reasons if not r.startswith(("Problem with", "Does not validate"))] or reasons
-    reason = reasons[0] if reasons else lines[-1]
+    reasons = [i for i, line in enumerate(lines) if line.startswith("- ") and "NoneType" not in line]
+    direct = [i for i in reasons if not lines[i].startswith(("- Problem with", "- Does not validate"))]
+    index = (direct or reasons or [len(lines) - 1])[0]
+    reason = lines[index].lstrip("- ")
+    while reason.endswith(":") and index + 1 < len(lines):  # "Problem with given class_path 'x.Y':" + why
+        index += 1
+        reason = f"{reason} {lines[index].lstrip('- ')}"
     literal = _EXPECTED_LITERAL.match(reason)
     if literal:
         reason = f"expected one of {literal.group(1)}"

@@ -85,6 +85,15 @@ def test_an_unknown_model_class_path(
     _error_line(capsys, "preflight", f"--model {model}", fix)
 
 
+def test_an_unknown_model_class_path_in_the_config(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text("model:\n  class_path: no_such_pkg.MyModel\n")
+    assert main(["preflight", "--config", str(config)]) == 2
+    _error_line(capsys, "preflight", "--model: ", "'no_such_pkg.MyModel'", "No module named 'no_such_pkg'")
+
+
 def test_a_logger_extra_not_installed(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
