@@ -10,6 +10,16 @@ Example:
     >>> from lightning_recipes import GradNormMonitor, LionRecipe, preflight, preset  # the public API
 """
 
+# ruff: noqa: E402  (the imports below come after the command-line fast path)
+
+__version__ = "0.1.0"
+
+# `lightning-recipes --help`, `--version` and a mistake in its arguments are answered here, before torch is
+# imported (the command's process only; anywhere else this returns at once)
+from lightning_recipes.cli import answer_before_importing_torch
+
+answer_before_importing_torch()
+
 from lightning_recipes._deprecation import LightningRecipesDeprecationWarning
 from lightning_recipes.callbacks import (
     AdaptiveGradClip,
@@ -80,8 +90,6 @@ from lightning_recipes.strategies import (
     recommend_strategy,
 )
 from lightning_recipes.tune import LRRangeResult, LRRangeTest, SpeedTuneResult, find_lr, speed_tune
-
-__version__ = "0.1.0"
 
 __all__ = [
     "PRESETS",

@@ -17,6 +17,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from lightning_recipes._cli_errors import UsageError
+
 __all__ = ["with_lightning_cli_config"]
 
 
@@ -33,8 +35,8 @@ def with_lightning_cli_config(
     config written for the ``fit`` subcommand (``fit:`` at the top) is read inside it.
 
     Raises:
-        ValueError: For a file that is not a YAML mapping, or a section without ``class_path`` when the
-            command line does not name the class.
+        UsageError: For a missing file, a file that is not a YAML mapping, or a section without
+            ``class_path`` when the command line does not name the class (a ``ValueError``).
     """
     args = list(args)
     out: list[str] = []
@@ -58,10 +60,18 @@ def _own_sections(path: str, args: list[str], own_keys: Sequence[str], trainer_k
 
     file = Path(path)
     if not file.is_file():
-        return path  # a YAML string or a missing file: jsonargparse reports it
-    data: Any = yaml.safe_load(file.read_text()) or {}
+        if "\n" in path or ":" in path or path.lstrip().startswith("{"):
+            return path  # a YAML string: jsonargparse reads it
+        raise UsageError(f"--config {path}: no such file (give the path of a YAML config file)")
+    try:
+        data: Any = yaml.safe_load(file.read_text()) or {}
+    except yaml.YAMLError as err:
+        where = getattr(err, "problem_mark", None)
+        line = f" at line {where.line + 1}" if where is not None else ""
+        problem = getattr(err, "problem", None) or "not YAML"
+        raise UsageError(f"--config {path} is not valid YAML{line}: {problem}; fix the file") from None
     if not isinstance(data, dict):
-        raise ValueError(f"`--config` {path} must hold a YAML mapping, got {type(data).__name__}.")
+        raise UsageError(f"`--config` {path} must hold a YAML mapping, got {type(data).__name__}.")
     if set(data) == {"fit"} and isinstance(data["fit"], dict):  # a config written for the `fit` subcommand
         data = data["fit"]
     kept = {key: value for key, value in data.items() if key in own_keys and value is not None}
@@ -73,7 +83,7 @@ def _own_sections(path: str, args: list[str], own_keys: Sequence[str], trainer_k
         if isinstance(value, dict) and "class_path" not in value:
             class_path = _flag_value(args, f"--{section}")
             if class_path is None:
-                raise ValueError(
+                raise UsageError(
                     f"the `{section}` section of {path} has no `class_path` (LightningCLI with a fixed "
                     f"{section} class writes only its arguments): pass the class too, e.g. "
                     f"`--{section} my_pkg.MyClass`."

@@ -200,8 +200,13 @@ FLOORS: list[tuple[str, ...]] = [
         "_collectives",
         "_lightning_cli_config",
         "_loss_output",
+        "_cli_errors",
+        "_cli_flags",
+        "_check_catalog",
     ),
     ("optim", "norms", "losses", "sweep_args"),
+    # the commands' arguments, parsed without torch (the tune command's defaults come from sweep_args)
+    ("_cli_jsonargparse", "_cli_demo_args", "_cli_memory_args", "_cli_preflight_args", "_cli_tune_args"),
     ("recipe", "harness", "data"),
     ("strategies", "checks"),
     ("tune",),

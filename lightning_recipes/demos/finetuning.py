@@ -14,6 +14,7 @@ import lightning.pytorch as pl
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
+from lightning_recipes._cli_demo_args import build_finetune_parser, check_finetune_args
 from lightning_recipes.callbacks.finetune_schedule import FinetuneSchedule
 from lightning_recipes.data import DigitsDataModule
 from lightning_recipes.demos.model import RecipeDigitsCNN
@@ -155,33 +156,21 @@ def format_table(result: dict[str, Any]) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="lightning-recipes demo --finetune",
-        description="Pretrain the digits CNN on 0-4, fine-tune on a few images of 5-9: from scratch, plain, "
-        "and with layer-wise LR decay + freeze-then-unfreeze; print the validation accuracy per seed.",
-    )
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="seeds (default: 0 1 2)")
-    parser.add_argument("--shots", type=int, default=10, help="training images per new digit (default: 10)")
-    parser.add_argument("--pretrain-epochs", type=int, default=6, help="(default: 6)")
-    parser.add_argument("--finetune-epochs", type=int, default=15, help="(default: 15)")
-    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
-    return parser
+    """The parser of ``lightning-recipes demo --finetune`` (built without torch:
+    :mod:`lightning_recipes._cli_demo_args`)."""
+    return build_finetune_parser()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``lightning-recipes demo --finetune``: runs the comparison, prints the table, returns 0
-    (the exit code)."""
+    (the exit code).
+
+    Raises:
+        UsageError: For a value out of range (a ``ValueError``; ``lightning-recipes demo`` prints its line).
+    """
     args = build_parser().parse_args(argv)
-    for name, value in (("--shots", args.shots), ("--finetune-epochs", args.finetune_epochs)):
-        if value < 1:
-            raise ValueError(f"`{name}` must be >= 1, got {value!r}.")
-    if args.finetune_epochs < 3:
-        raise ValueError(f"`--finetune-epochs` must be >= 3 (a third frozen), got {args.finetune_epochs!r}.")
-    if args.pretrain_epochs < 1:
-        raise ValueError(f"`--pretrain-epochs` must be >= 1, got {args.pretrain_epochs!r}.")
+    check_finetune_args(args)
     if args.threads is not None:
-        if args.threads < 1:
-            raise ValueError(f"`--threads` must be >= 1, got {args.threads!r}.")
         torch.set_num_threads(args.threads)
     quiet = logging.getLogger("lightning.pytorch")
     level = quiet.level

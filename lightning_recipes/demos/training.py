@@ -18,6 +18,9 @@ import torch
 from lightning.pytorch.callbacks import LearningRateMonitor
 from lightning.pytorch.loggers import CSVLogger, Logger
 
+from lightning_recipes._cli_demo_args import build_demo_parser, parse_demo_args
+from lightning_recipes._cli_errors import handle_usage_errors
+from lightning_recipes._cli_flags import normalise_flags
 from lightning_recipes.callbacks import (
     AdaptiveGradClip,
     EarlyStopping,
@@ -46,52 +49,9 @@ DEMO_SETTINGS: dict[str, dict[str, float]] = {
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="lightning-recipes demo",
-        description="Train a small CNN on scikit-learn's handwritten digits (no download) with every "
-        "lightning_recipes recipe: preflight sanity checks, a recipe optimizer with warmup-cosine over "
-        "weight-decay groups, gradient-norm monitoring, adaptive clipping, input-pipeline monitoring, the "
-        "stability guard, early stopping that restores the best weights and a run manifest; then print what "
-        "was used and how well it did.",
-    )
-    parser.add_argument("--epochs", type=int, default=12, help="maximum training epochs (default: 12)")
-    parser.add_argument(
-        "--threads",
-        type=int,
-        default=None,
-        help="torch CPU threads (default: torch's, one per core). On a machine other processes keep busy, "
-        "1 is "
-        "much faster: the threads of one step wait for each other (see the README).",
-    )
-    parser.add_argument(
-        "--optimizer",
-        choices=sorted(DEMO_SETTINGS),
-        default="adamw",
-        help="optimizer recipe (default: adamw)",
-    )
-    parser.add_argument("--lr", type=float, default=None, help="peak learning rate (default: per optimizer)")
-    parser.add_argument("--batch-size", type=int, default=64, help="per-device batch size (default: 64)")
-    parser.add_argument("--seed", type=int, default=0, help="global seed (default: 0)")
-    parser.add_argument(
-        "--output-dir",
-        type=Path,
-        default=Path("demo_output"),
-        help="logs and plots go here (default: demo_output)",
-    )
-    parser.add_argument(
-        "--logger",
-        choices=["csv", "wandb-offline"],
-        default="csv",
-        help="csv, or wandb in offline mode (needs the wandb extra; never contacts a server)",
-    )
-    parser.add_argument("--skip-preflight", action="store_true", help="do not run the sanity checks first")
-    parser.add_argument(
-        "--finetune",
-        action="store_true",
-        help="run the fine-tuning demo instead: pretrain on digits 0-4, fine-tune on 5-9 with and without "
-        "layer-wise LR decay + freeze-then-unfreeze (`lightning-recipes demo --finetune --help`)",
-    )
-    return parser
+    """The parser of ``lightning-recipes demo`` (built without torch:
+    :mod:`lightning_recipes._cli_demo_args`)."""
+    return build_demo_parser()
 
 
 def _make_logger(kind: str, output_dir: Path) -> Logger:
@@ -246,12 +206,17 @@ def _print_summary(summary: dict[str, Any]) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``lightning-recipes demo``; returns 0 on success (``--finetune``: the fine-tuning
-    demo, :mod:`lightning_recipes.demos.finetuning`, with the other arguments)."""
+    """Entry point of ``lightning-recipes demo``; returns 0 on success, 2 after a one-line message for a
+    mistake in the arguments (``--finetune``: the fine-tuning demo, :mod:`lightning_recipes.demos.finetuning`,
+    with the other arguments)."""
     arguments = list(sys.argv[1:] if argv is None else argv)
-    if "--finetune" in arguments:
-        return finetune_main([a for a in arguments if a != "--finetune"])
-    args = build_parser().parse_args(arguments)
+    return handle_usage_errors("demo", lambda: _run(arguments))
+
+
+def _run(arguments: list[str]) -> int:
+    args = parse_demo_args(arguments)
+    if args.finetune:
+        return finetune_main([a for a in normalise_flags(arguments) if a != "--finetune"])
     summary = run_demo(args)
     _print_summary(summary)
     return 0

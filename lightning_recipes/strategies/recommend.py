@@ -113,7 +113,7 @@ class Recommendation:
             )
         if self.host_memory_gb is None and any(estimate.host for estimate in self.estimates):
             notes.append(
-                "offload rows not checked against host memory: pass `host_memory_gb=` (CLI: --host-memory),"
+                "offload rows not checked against host memory: pass `host_memory_gb=` (CLI: --host_memory),"
                 " the host RAM of one training node"
             )
         for estimate in self.estimates:

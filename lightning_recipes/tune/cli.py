@@ -16,156 +16,54 @@ from __future__ import annotations
 import copy
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import lightning.pytorch as pl
 
-from lightning_recipes._lightning_cli_config import with_lightning_cli_config
-from lightning_recipes.sweep_args import RULES, SweepArgs
+from lightning_recipes._cli_errors import UsageError, handle_usage_errors, require_extra
+from lightning_recipes._cli_jsonargparse import check_class_paths, instantiate, parse
+from lightning_recipes._cli_tune_args import build_tune_parser, tune_front
+from lightning_recipes.sweep_args import SweepArgs
 
 if TYPE_CHECKING:
     from jsonargparse import ArgumentParser
 
 __all__ = ["build_parser", "main"]
 
-#: The Trainer's arguments the sweep uses; read from a LightningCLI config's ``trainer`` section too.
-SWEEP_TRAINER_KEYS = ("accelerator", "precision", "gradient_clip_val", "gradient_clip_algorithm")
-#: The Trainer's arguments that set the run's length: ``speed_tune`` counts one-off costs against it.
-RUN_LENGTH_KEYS = ("max_epochs", "max_steps", "limit_train_batches", "accumulate_grad_batches")
-TRAINER_KEYS = (*SWEEP_TRAINER_KEYS, *RUN_LENGTH_KEYS)
-# Top-level keys of this command's own parser; a LightningCLI config's other keys are dropped.
-OWN_KEYS = (
-    "model",
-    "data",
-    "lr",
-    "min_lr",
-    "max_lr",
-    "num_steps",
-    "rule",
-    "seed",
-    *TRAINER_KEYS,
-    "yaml_key",
-    "speed",
-    "speed_options",
-    "measure_steps",
-    "repeats",
-    "plot",
-)
 
-
-def build_parser() -> ArgumentParser:  # jsonargparse is imported lazily: it is slow to import
-    """The jsonargparse parser behind ``lightning-recipes tune``."""
-    from jsonargparse import ActionConfigFile, ArgumentParser
-
-    parser = ArgumentParser(
-        prog="lightning-recipes tune",
-        description="Run the LR range test (an exponential sweep over the module's own optimizer, on a copy) "
-        "and print the suggested learning rate with the YAML to paste into a LightningCLI config.",
-    )
-    parser.add_argument(
-        "--config",
-        action=ActionConfigFile,
-        help="YAML file with these arguments, or the config your LightningCLI writes (its model and data "
-        f"sections and trainer.{{{','.join(TRAINER_KEYS)}}} are used; the rest is ignored)",
-    )
-    parser.add_subclass_arguments(pl.LightningModule, "model", help="the LightningModule class and init_args")
-    parser.add_subclass_arguments(
-        pl.LightningDataModule, "data", help="the LightningDataModule and init_args"
-    )
-    parser.add_argument("--lr", type=bool, default=True, help="run the LR range test (default: true)")
-    parser.add_argument("--min_lr", type=float, default=SweepArgs.min_lr, help="first LR of the sweep")
-    parser.add_argument("--max_lr", type=float, default=SweepArgs.max_lr, help="last LR of the sweep")
-    parser.add_argument(
-        "--num_steps", type=int, default=SweepArgs.num_steps, help="sweep length in training steps"
-    )
-    parser.add_argument(
-        "--rule", type=str, default=SweepArgs.rule, help=f"suggestion rule: {', '.join(RULES)}"
-    )
-    parser.add_argument("--seed", type=int, default=SweepArgs.seed, help="seed of the sweep (isolated)")
-    parser.add_argument(
-        "--accelerator",
-        type=str,
-        default="auto",
-        help="the Trainer's accelerator the sweep runs on: cpu, gpu, cuda, mps, auto (default: auto)",
-    )
-    parser.add_argument(
-        "--precision",
-        type=str | None,
-        default=None,
-        help="the Trainer's precision: 32-true, bf16-mixed, 16-mixed, ... (default: the Trainer's, 32-true)",
-    )
-    parser.add_argument(
-        "--gradient_clip_val",
-        type=float | None,
-        default=None,
-        help="the run's Trainer(gradient_clip_val): the sweep clips as the run will (default: null, no clip)",
-    )
-    parser.add_argument(
-        "--gradient_clip_algorithm",
-        type=str | None,
-        default=None,
-        help="the run's Trainer(gradient_clip_algorithm): norm or value (default: null = norm)",
-    )
-    parser.add_argument(
-        "--max_epochs",
-        type=int | None,
-        default=None,
-        help="the run's Trainer(max_epochs): speed_tune weighs one-off costs (compile) against the run's "
-        "length (default: null; with no max_steps either, one epoch)",
-    )
-    parser.add_argument("--max_steps", type=int, default=-1, help="the run's Trainer(max_steps) (-1: unset)")
-    parser.add_argument(
-        "--limit_train_batches",
-        type=int | float | None,
-        default=None,
-        help="the run's Trainer(limit_train_batches) (default: null = all)",
-    )
-    parser.add_argument(
-        "--accumulate_grad_batches",
-        type=int,
-        default=1,
-        help="the run's Trainer(accumulate_grad_batches) (default: 1)",
-    )
-    parser.add_argument(
-        "--yaml_key",
-        type=str,
-        default="model.init_args.recipe.lr",
-        help="dotted key the YAML fragment sets (default: model.init_args.recipe.lr)",
-    )
-    parser.add_argument("--speed", type=bool, default=False, help="also run speed_tune (default: false)")
-    parser.add_argument(
-        "--speed_options", type=list[str] | None, default=None, help="speed_tune options (default: all)"
-    )
-    parser.add_argument("--measure_steps", type=int, default=10, help="speed_tune: timed steps per run")
-    parser.add_argument("--repeats", type=int, default=3, help="speed_tune: interleaved repeats")
-    parser.add_argument("--plot", type=Path | None, default=None, help="save the curve to this image file")
-    return parser
+def build_parser() -> ArgumentParser:
+    """The jsonargparse parser behind ``lightning-recipes tune`` (:mod:`lightning_recipes._cli_tune_args`)."""
+    return build_tune_parser()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns 0 on success, 1 when the LR range test is inconclusive (no LR to suggest; the
-    reason is printed), 2 on bad arguments.
+    reason is printed), 2 on bad arguments (one line on stderr).
 
     Example:
         >>> main(["--help"])  # doctest: +ELLIPSIS
         usage: lightning-recipes tune ...
         0
     """
-    parser = build_parser()
+    arguments = list(sys.argv[1:] if argv is None else argv)
     try:
-        args = with_lightning_cli_config(list(sys.argv[1:] if argv is None else argv), OWN_KEYS, TRAINER_KEYS)
-    except ValueError as err:
-        print(f"lightning-recipes tune: {err}", file=sys.stderr)
-        return 2
-    try:
-        config = parser.parse_args(args)
-    except SystemExit as exit_:  # --help, or a parse error (already printed by jsonargparse)
+        return handle_usage_errors("tune", lambda: _run(arguments))
+    except SystemExit as exit_:  # --help, --version, --print_config, --model.help
         return int(exit_.code or 0)
+
+
+def _run(arguments: list[str]) -> int:
+    parser = build_parser()
+    args = tune_front(arguments)
+    check_class_paths(args)
+    config = parse(parser, args)
     if not config.lr and not config.speed:
-        print("lightning-recipes tune: nothing to do (`--lr false` and `--speed false`).", file=sys.stderr)
-        return 2
-    objects = parser.instantiate_classes(config)
+        raise UsageError("nothing to do (`--lr false` and `--speed false`).")
+    if config.model is None:
+        raise UsageError("no model given: pass --model my_pkg.MyModel, or a --config with a model section")
+    if config.plot is not None:  # before the sweep, not after it
+        require_extra("matplotlib", "plots", f"--plot {config.plot}")
+    objects = instantiate(parser, config)
     if config.lr:
         code = _lr(config, objects)
         if code:
@@ -236,8 +134,7 @@ def _speed(config: Any, objects: Any) -> int:
             seed=config.seed,
         )
     except (TypeError, ValueError) as err:
-        print(f"lightning-recipes tune: {err}", file=sys.stderr)
-        return 2
+        raise UsageError(str(err)) from err
     Console(width=160).print(result.table())
     print("Speed: paste into your LightningCLI config:\n" + result.to_yaml())
     return 0
@@ -262,8 +159,7 @@ def _lr(config: Any, objects: Any) -> int:
         # a copy: the fit attaches the Trainer and moves the module; speed_tune gets it as it was built
         trainer.fit(copy.deepcopy(objects.model), datamodule=objects.data)
     except (ValueError, TypeError, ImportError, MisconfigurationException, CannotRunOnCopy) as err:
-        print(f"lightning-recipes tune: {err}", file=sys.stderr)
-        return 2
+        raise UsageError(str(err)) from err
     result = finder.result
     assert result is not None
     if result.suggestion is None or result.peak_lr is None:

@@ -38,8 +38,8 @@ def test_main_runs_every_variant_and_prints_the_table(capsys):
     ("argv", "match"),
     [
         (["--shots", "0"], "`--shots` must be >= 1, got 0"),
-        (["--finetune-epochs", "2"], "`--finetune-epochs` must be >= 3"),
-        (["--pretrain-epochs", "0"], "`--pretrain-epochs` must be >= 1, got 0"),
+        (["--finetune-epochs", "2"], "`--finetune_epochs` must be >= 3"),  # kebab accepted, snake documented
+        (["--pretrain_epochs", "0"], "`--pretrain_epochs` must be >= 1, got 0"),
         (["--threads", "0"], "`--threads` must be >= 1, got 0"),
     ],
 )
@@ -51,8 +51,6 @@ def test_bad_arguments_are_named(argv, match):
 def test_the_demo_command_with_finetune_runs_this_demo(capsys):
     from lightning_recipes.cli import main as command
 
-    with pytest.raises(SystemExit) as exit_:
-        command(["demo", "--finetune", "--help"])
-    assert exit_.value.code == 0
+    assert command(["demo", "--finetune", "--help"]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("usage: lightning-recipes demo --finetune") and "--pretrain-epochs" in out
+    assert out.startswith("usage: lightning-recipes demo --finetune") and "--pretrain_epochs" in out

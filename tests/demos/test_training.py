@@ -46,7 +46,14 @@ def test_demo_help_documents_options():
         timeout=120,
     )
     assert result.returncode == 0
-    for option in ("--epochs", "--optimizer", "--seed", "--output-dir", "--logger", "--threads"):
+    for option in (
+        "--epochs",
+        "--optimizer",
+        "--seed",
+        "--output_dir",
+        "--logger",
+        "--threads",
+    ):  # snake: issue 26
         assert option in result.stdout
 
 

@@ -48,7 +48,7 @@ def test_nothing_fits_exits_1(capsys: pytest.CaptureFixture[str]) -> None:
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--num-params", "lots"], "--num-params must be a count like 7B"),
+        (["--num-params", "lots"], "--num_params must be a count like 7B"),
         (["--model", "NoDots"], "full import path"),
         (["--model", "lightning_recipes.testing.NoSuchModel"], "has no attribute 'NoSuchModel'"),
         (["--num-params", "1B", "--model.n_layers", "2"], "need --model"),

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from lightning.pytorch.strategies import StrategyRegistry
 
+from lightning_recipes._cli_memory_args import build_memory_parser
 from lightning_recipes.strategies import PRESETS, MemoryLayout, Preset, estimate_memory, preset
-from lightning_recipes.strategies.memory_cli import _parser
 from lightning_recipes.strategies.recommend import LADDERS
 
 NON_DEEPSPEED = sorted(name for name, record in PRESETS.items() if record.engine != "deepspeed")
@@ -15,7 +15,7 @@ NON_DEEPSPEED = sorted(name for name, record in PRESETS.items() if record.engine
 def test_registry_and_cli_choices_are_the_preset_table() -> None:
     registered = {name for name in StrategyRegistry.available_strategies() if name.startswith("recipes_")}
     assert registered == {f"recipes_{name}" for name in PRESETS}
-    strategy_action = next(a for a in _parser()._actions if a.dest == "strategy")
+    strategy_action = next(a for a in build_memory_parser()._actions if a.dest == "strategy")
     assert sorted(strategy_action.choices or ()) == sorted(PRESETS)
     for ladder in LADDERS.values():
         assert set(ladder) <= set(PRESETS)

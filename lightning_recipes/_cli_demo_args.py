@@ -1,0 +1,125 @@
+"""The arguments of ``lightning-recipes demo`` and ``demo --finetune``: parsed and checked without importing
+torch, so that ``--help`` answers at once and a mistake (a missing extra, a bad value) is told before the
+slow imports.
+
+Example:
+    >>> args = parse_demo_args(["--epochs", "3", "--batch-size", "32"])
+    >>> args.epochs, args.batch_size, args.finetune
+    (3, 32, False)
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from pathlib import Path
+
+from lightning_recipes._cli_errors import UsageError, require_extra
+from lightning_recipes._cli_flags import FlagParser, normalise_flags
+
+__all__ = ["DEMO_OPTIMIZERS", "build_demo_parser", "build_finetune_parser", "parse_demo_args"]
+
+#: The optimizers the demo has settings for (``demos.training.DEMO_SETTINGS``; a test keeps them equal).
+DEMO_OPTIMIZERS = ("adamw", "lamb", "lion")
+LOGGERS = {"csv": None, "wandb-offline": ("wandb", "wandb")}  # logger -> (module, extra) it needs
+
+
+def build_demo_parser() -> argparse.ArgumentParser:
+    """The parser of ``lightning-recipes demo``."""
+    parser = FlagParser(
+        prog="lightning-recipes demo",
+        description="Train a small CNN on scikit-learn's handwritten digits (no download) with every "
+        "lightning_recipes recipe: preflight sanity checks, a recipe optimizer with warmup-cosine over "
+        "weight-decay groups, gradient-norm monitoring, adaptive clipping, input-pipeline monitoring, the "
+        "stability guard, early stopping that restores the best weights and a run manifest; then print what "
+        'was used and how well it did. Needs scikit-learn: pip install "lightning-recipes[data]".',
+    )
+    parser.add_argument("--epochs", type=int, default=12, help="maximum training epochs (default: 12)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="torch CPU threads (default: torch's, one per core). On a machine other processes keep busy, "
+        "1 is much faster: the threads of one step wait for each other (see the README).",
+    )
+    parser.add_argument(
+        "--optimizer", choices=DEMO_OPTIMIZERS, default="adamw", help="optimizer recipe (default: adamw)"
+    )
+    parser.add_argument("--lr", type=float, default=None, help="peak learning rate (default: per optimizer)")
+    parser.add_argument("--batch_size", type=int, default=64, help="per-device batch size (default: 64)")
+    parser.add_argument("--seed", type=int, default=0, help="global seed (default: 0)")
+    parser.add_argument(
+        "--output_dir",
+        type=Path,
+        default=Path("demo_output"),
+        help="logs and plots go here (default: demo_output)",
+    )
+    parser.add_argument(
+        "--logger",
+        choices=list(LOGGERS),
+        default="csv",
+        help="csv, or wandb in offline mode (never contacts a server; "
+        'pip install "lightning-recipes[wandb]")',
+    )
+    parser.add_argument("--skip_preflight", action="store_true", help="do not run the sanity checks first")
+    parser.add_argument(
+        "--finetune",
+        action="store_true",
+        help="run the fine-tuning demo instead: pretrain on digits 0-4, fine-tune on 5-9 with and without "
+        "layer-wise LR decay + freeze-then-unfreeze (`lightning-recipes demo --finetune --help`)",
+    )
+    return parser
+
+
+def build_finetune_parser() -> argparse.ArgumentParser:
+    """The parser of ``lightning-recipes demo --finetune``."""
+    parser = FlagParser(
+        prog="lightning-recipes demo --finetune",
+        description="Pretrain the digits CNN on 0-4, fine-tune on a few images of 5-9: from scratch, plain, "
+        "and with layer-wise LR decay + freeze-then-unfreeze; print the validation accuracy per seed. "
+        'Needs scikit-learn: pip install "lightning-recipes[data]".',
+    )
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="seeds (default: 0 1 2)")
+    parser.add_argument("--shots", type=int, default=10, help="training images per new digit (default: 10)")
+    parser.add_argument("--pretrain_epochs", type=int, default=6, help="(default: 6)")
+    parser.add_argument("--finetune_epochs", type=int, default=15, help="(default: 15; at least 3)")
+    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
+    return parser
+
+
+def parse_demo_args(argv: Sequence[str]) -> argparse.Namespace:
+    """Parse and check ``demo`` (or ``demo --finetune``) arguments; ``finetune`` tells which demo.
+
+    Raises:
+        UsageError: For a bad value, or an extra the run needs that is not installed.
+    """
+    arguments = normalise_flags(argv)
+    if "--finetune" in arguments:
+        args = build_finetune_parser().parse_args([a for a in arguments if a != "--finetune"])
+        check_finetune_args(args)
+        args.finetune = True
+    else:
+        args = build_demo_parser().parse_args(arguments)
+        for name in ("epochs", "batch_size"):
+            _at_least(name, getattr(args, name), 1)
+        needs = LOGGERS[args.logger]
+        if needs is not None:
+            require_extra(needs[0], needs[1], f"--logger {args.logger}")
+    if args.threads is not None:
+        _at_least("threads", args.threads, 1)
+    require_extra("sklearn", "data", "the demo (scikit-learn's digits)", package="scikit-learn")
+    return args
+
+
+def check_finetune_args(args: argparse.Namespace) -> None:
+    """Raise :class:`UsageError` for a ``demo --finetune`` value out of range."""
+    _at_least("shots", args.shots, 1)
+    _at_least("finetune_epochs", args.finetune_epochs, 3, " (a third of them frozen)")
+    _at_least("pretrain_epochs", args.pretrain_epochs, 1)
+    if args.threads is not None:
+        _at_least("threads", args.threads, 1)
+
+
+def _at_least(name: str, value: int, least: int, why: str = "") -> None:
+    if value < least:
+        raise UsageError(f"`--{name}` must be >= {least}{why}, got {value!r}.")
