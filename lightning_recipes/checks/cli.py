@@ -104,6 +104,13 @@ def build_parser() -> ArgumentParser:  # jsonargparse is imported lazily: it is 
     )
     parser.add_argument("--json", type=Path | None, default=None, help="also write the report as JSON here")
     parser.add_argument("--strict", type=bool, default=False, help="exit 1 on warnings too")
+    parser.add_argument(
+        "--verbose",
+        type=bool,
+        default=False,
+        help="print every check's whole message and time (default: one line per check, details for "
+        "warn/fail)",
+    )
     return parser
 
 
@@ -158,6 +165,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             time_budget=config.time_budget,
             progress=config.progress,
             print_report=True,
+            verbose=config.verbose,
             max_epochs=config.max_epochs,
             max_steps=config.max_steps,
         )
@@ -189,4 +197,5 @@ _OWN_KEYS = (
     "max_steps",
     "json",
     "strict",
+    "verbose",
 )

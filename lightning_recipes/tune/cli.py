@@ -238,7 +238,7 @@ def _speed(config: Any, objects: Any) -> int:
     except (TypeError, ValueError) as err:
         print(f"lightning-recipes tune: {err}", file=sys.stderr)
         return 2
-    Console(width=160).print(result.table())
+    Console().print(result)
     print("Speed: paste into your LightningCLI config:\n" + result.to_yaml())
     return 0
 

@@ -1,0 +1,105 @@
+"""How a preflight report looks in a terminal: one line per check by default, the full table when verbose.
+
+The compact form gives each check its status, name and a short verdict (the message's first sentence, cut to
+the terminal's width); a check that did not pass cleanly (``warn``, ``fail``, ``error``, ``inconclusive``)
+gets its whole message, wrapped. The verbose form is the table of every message and time.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import shutil
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from lightning_recipes.checks.report import CheckResult, PreflightReport
+
+__all__ = ["DETAILED", "STYLE", "first_sentence", "renderable", "title", "to_text"]
+
+STYLE = {
+    "pass": "green",
+    "warn": "yellow",
+    "fail": "bold red",
+    "inconclusive": "magenta",
+    "skip": "dim",
+    "error": "bold magenta",
+}
+#: Statuses whose whole message the compact report shows (the others get their first sentence).
+DETAILED = ("warn", "fail", "error", "inconclusive")
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z(`])")
+
+
+def first_sentence(message: str) -> str:
+    """The message up to its first sentence end (a ``.``, ``!`` or ``?`` before a capital), on one line.
+
+    Example:
+        >>> first_sentence("loss 2.30 at init. Target values: every one moves the loss.")
+        'loss 2.30 at init.'
+        >>> first_sentence("0.2% expected by chance; e.g. 3 of 359")
+        '0.2% expected by chance; e.g. 3 of 359'
+    """
+    return _SENTENCE_END.split(" ".join(message.split()), maxsplit=1)[0]
+
+
+def title(report: PreflightReport, slowest: bool = True) -> str:
+    """The report's headline (rich markup): verdict, counts, seconds and (``slowest``) the slowest check."""
+    from lightning_recipes.checks.report import JUDGED, STATUSES
+
+    counts = report.counts()
+    if report.ok:
+        verdict = "[green]OK[/]"
+    elif report.failures:
+        verdict = "[bold red]FAILED[/]"
+    elif report.errors:
+        verdict = "[bold magenta]ERROR[/]"
+    else:
+        verdict = "[magenta]NOT JUDGED[/]"
+    tally = ", ".join(f"{counts[s]} {s}" for s in STATUSES if counts[s] or s in (*JUDGED, "skip"))
+    longest = report.slowest
+    slow = f"; slowest: {longest.name} {longest.seconds:.1f} s" if slowest and longest is not None else ""
+    return f"Preflight {verdict}: {tally} ({report.seconds:.1f} s{slow})"
+
+
+def renderable(report: PreflightReport, verbose: bool = False) -> Any:
+    """A rich renderable of ``report``: compact (one line per check) or, with ``verbose``, the full table."""
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
+    if verbose:
+        table = Table(title=title(report), show_lines=True, expand=False)
+        table.add_column("check", no_wrap=True)
+        table.add_column("status", no_wrap=True)
+        table.add_column("time", justify="right", no_wrap=True)
+        table.add_column("message", overflow="fold")
+        for result in report.results:
+            table.add_row(result.name, _status(result), f"{result.seconds:.1f}s", result.message)
+        return table
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(no_wrap=True)
+    grid.add_column(no_wrap=True)
+    grid.add_column()
+    for result in report.results:
+        if result.status in DETAILED:
+            verdict = Text(" ".join(result.message.split()), overflow="fold")
+        else:
+            verdict = Text(first_sentence(result.message), no_wrap=True, overflow="ellipsis")
+        grid.add_row(_status(result), result.name, verdict)
+    return Group(Text.from_markup(title(report, slowest=False), overflow="fold"), grid)
+
+
+def to_text(report: PreflightReport, verbose: bool = False, width: int | None = None) -> str:
+    """``report`` rendered as plain text ``width`` columns wide (default: the terminal's width)."""
+    from rich.console import Console
+
+    width = width if width is not None else shutil.get_terminal_size().columns
+    buffer = io.StringIO()
+    console = Console(file=buffer, width=width, force_terminal=False, color_system=None)
+    console.print(renderable(report, verbose))
+    return "\n".join(line.rstrip() for line in buffer.getvalue().rstrip("\n").splitlines())
+
+
+def _status(result: CheckResult) -> str:
+    return f"[{STYLE[result.status]}]{result.status.upper()}[/]"
