@@ -199,6 +199,7 @@ FLOORS: list[tuple[str, ...]] = [
         "_collectives",
         "_lightning_cli_config",
         "_loss_output",
+        "_progress",
     ),
     ("optim", "norms", "losses", "sweep_args"),
     ("recipe", "harness", "data"),

@@ -10,10 +10,9 @@ from __future__ import annotations
 import io
 import re
 import shutil
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from lightning_recipes.checks.report import CheckResult, PreflightReport
+# The report and its results are typed ``Any`` here: ``report.py`` imports this module (no import circle).
 
 __all__ = ["DETAILED", "STYLE", "first_sentence", "renderable", "title", "to_text"]
 
@@ -43,10 +42,8 @@ def first_sentence(message: str) -> str:
     return _SENTENCE_END.split(" ".join(message.split()), maxsplit=1)[0]
 
 
-def title(report: PreflightReport, slowest: bool = True) -> str:
+def title(report: Any, slowest: bool = True) -> str:
     """The report's headline (rich markup): verdict, counts, seconds and (``slowest``) the slowest check."""
-    from lightning_recipes.checks.report import JUDGED, STATUSES
-
     counts = report.counts()
     if report.ok:
         verdict = "[green]OK[/]"
@@ -56,13 +53,13 @@ def title(report: PreflightReport, slowest: bool = True) -> str:
         verdict = "[bold magenta]ERROR[/]"
     else:
         verdict = "[magenta]NOT JUDGED[/]"
-    tally = ", ".join(f"{counts[s]} {s}" for s in STATUSES if counts[s] or s in (*JUDGED, "skip"))
+    tally = ", ".join(f"{n} {s}" for s, n in counts.items() if n or s in ("pass", "warn", "fail", "skip"))
     longest = report.slowest
     slow = f"; slowest: {longest.name} {longest.seconds:.1f} s" if slowest and longest is not None else ""
     return f"Preflight {verdict}: {tally} ({report.seconds:.1f} s{slow})"
 
 
-def renderable(report: PreflightReport, verbose: bool = False) -> Any:
+def renderable(report: Any, verbose: bool = False) -> Any:
     """A rich renderable of ``report``: compact (one line per check) or, with ``verbose``, the full table."""
     from rich.console import Group
     from rich.table import Table
@@ -90,7 +87,7 @@ def renderable(report: PreflightReport, verbose: bool = False) -> Any:
     return Group(Text.from_markup(title(report, slowest=False), overflow="fold"), grid)
 
 
-def to_text(report: PreflightReport, verbose: bool = False, width: int | None = None) -> str:
+def to_text(report: Any, verbose: bool = False, width: int | None = None) -> str:
     """``report`` rendered as plain text ``width`` columns wide (default: the terminal's width)."""
     from rich.console import Console
 
@@ -101,5 +98,5 @@ def to_text(report: PreflightReport, verbose: bool = False, width: int | None = 
     return "\n".join(line.rstrip() for line in buffer.getvalue().rstrip("\n").splitlines())
 
 
-def _status(result: CheckResult) -> str:
+def _status(result: Any) -> str:
     return f"[{STYLE[result.status]}]{result.status.upper()}[/]"
