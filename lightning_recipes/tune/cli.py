@@ -51,6 +51,7 @@ OWN_KEYS = (
     "measure_steps",
     "repeats",
     "plot",
+    "progress",
 )
 
 
@@ -140,6 +141,12 @@ def build_parser() -> ArgumentParser:  # jsonargparse is imported lazily: it is 
     parser.add_argument("--measure_steps", type=int, default=10, help="speed_tune: timed steps per run")
     parser.add_argument("--repeats", type=int, default=3, help="speed_tune: interleaved repeats")
     parser.add_argument("--plot", type=Path | None, default=None, help="save the curve to this image file")
+    parser.add_argument(
+        "--progress",
+        type=bool,
+        default=True,
+        help="show a progress line while the sweep and speed_tune run (on a terminal; default: true)",
+    )
     return parser
 
 
@@ -234,6 +241,7 @@ def _speed(config: Any, objects: Any) -> int:
             measure_steps=config.measure_steps,
             repeats=config.repeats,
             seed=config.seed,
+            progress=config.progress,
         )
     except (TypeError, ValueError) as err:
         print(f"lightning-recipes tune: {err}", file=sys.stderr)
@@ -257,7 +265,7 @@ def _lr(config: Any, objects: Any) -> int:
             rule=config.rule,
             seed=config.seed,
         )
-        finder = LRRangeTest(stop=True, print_result=False, args=args)
+        finder = LRRangeTest(stop=True, print_result=False, progress=config.progress, args=args)
         trainer = _sweep_trainer(config, finder)
         # a copy: the fit attaches the Trainer and moves the module; speed_tune gets it as it was built
         trainer.fit(copy.deepcopy(objects.model), datamodule=objects.data)
