@@ -74,17 +74,36 @@ def renderable(report: Any, verbose: bool = False) -> Any:
         for result in report.results:
             table.add_row(result.name, _status(result), f"{result.seconds:.1f}s", result.message)
         return table
-    grid = Table.grid(padding=(0, 1))
-    grid.add_column(no_wrap=True)
-    grid.add_column(no_wrap=True)
-    grid.add_column()
-    for result in report.results:
-        if result.status in DETAILED:
-            verdict = Text(" ".join(result.message.split()), overflow="fold")
-        else:
-            verdict = Text(first_sentence(result.message), no_wrap=True, overflow="ellipsis")
-        grid.add_row(_status(result), result.name, verdict)
-    return Group(Text.from_markup(title(report, slowest=False), overflow="fold"), grid)
+    return Group(Text.from_markup(title(report, slowest=False), overflow="fold"), _Lines(report.results))
+
+
+class _Lines:
+    """One line per check (status, name, first sentence cut to the width with an ellipsis), the whole
+    message, wrapped under the verdict's column, for the detailed statuses; no trailing spaces."""
+
+    def __init__(self, results: list[Any]) -> None:
+        self.results = results
+
+    def __rich_console__(self, console: Any, options: Any) -> Any:
+        from rich.text import Text
+
+        status_width = max((len(r.status) for r in self.results), default=4)
+        name_width = max((len(r.name) for r in self.results), default=4)
+        indent = status_width + name_width + 2
+        width = max(options.max_width - indent, 20)
+        for result in self.results:
+            head = Text.from_markup(_status(result) + " " * (status_width - len(result.status) + 1))
+            head.append(result.name.ljust(name_width + 1))
+            lines: list[Text]
+            if result.status in DETAILED:
+                lines = list(Text(" ".join(result.message.split())).wrap(console, width, overflow="fold"))
+            else:
+                verdict = Text(first_sentence(result.message))
+                verdict.truncate(width, overflow="ellipsis")
+                lines = [verdict]
+            for number, line in enumerate(lines):
+                line.rstrip()
+                yield (head if number == 0 else Text(" " * indent)) + line
 
 
 def to_text(report: Any, verbose: bool = False, width: int | None = None) -> str:
