@@ -106,8 +106,7 @@ def build_parser() -> ArgumentParser:  # jsonargparse is imported lazily: it is 
     parser.add_argument("--strict", type=bool, default=False, help="exit 1 on warnings too")
     parser.add_argument(
         "--verbose",
-        type=bool,
-        default=False,
+        action="store_true",
         help="print every check's whole message and time (default: one line per check, details for "
         "warn/fail)",
     )

@@ -171,3 +171,25 @@ def test_memory_and_speed_tables_fit_the_terminal(capsys, monkeypatch, width: in
     assert max(len(line) for line in out.splitlines()) <= width
     for shown in ("activation_checkpointing", "1.25", "40.25", "1.20e-05", "pays after 5000 steps"):
         assert shown in " ".join(out.split()), out
+
+
+def test_the_preflight_command_is_compact_unless_verbose(capsys, monkeypatch) -> None:
+    from lightning_recipes.checks.cli import main
+
+    monkeypatch.setenv("COLUMNS", "80")
+    args = [
+        "--model=lightning_recipes.testing.TinyClassifier",
+        "--data=lightning_recipes.data.DigitsDataModule",
+        "--model.in_features=64",
+        "--model.num_classes=10",
+        "--data.flatten=true",
+        "--checks=[init_loss]",
+    ]
+    assert main(args) == 0
+    compact = capsys.readouterr()
+    assert compact.out.splitlines()[1].startswith("PASS init_loss loss at init")
+    assert len(compact.out.splitlines()) == 2 and compact.err == ""  # stderr is no terminal: no progress
+    assert main([*args, "--verbose"]) == 0
+    verbose = capsys.readouterr().out
+    assert "┃ check" in verbose and "as expected for an untrained model" in " ".join(verbose.split())
+    assert max(len(line) for line in verbose.splitlines()) <= 80
