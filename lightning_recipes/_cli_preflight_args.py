@@ -44,6 +44,7 @@ OWN_KEYS = (
     "max_steps",
     "json",
     "strict",
+    "verbose",
 )
 
 
@@ -113,7 +114,7 @@ def build_preflight_parser(fast: bool = False) -> ArgumentParser:
         "--progress",
         type=bool,
         default=True,
-        help="log a line per check as it starts and ends (default: true)",
+        help="show one progress line while the checks run (on a terminal; default: true)",
     )
     parser.add_argument(
         "--max_epochs",
@@ -129,6 +130,12 @@ def build_preflight_parser(fast: bool = False) -> ArgumentParser:
     )
     parser.add_argument("--json", type=Path | None, default=None, help="also write the report as JSON here")
     parser.add_argument("--strict", type=bool, default=False, help="exit 1 on warnings too")
+    parser.add_argument(
+        "--verbose",
+        action="store_true",
+        help="print every check's whole message and time (default: one line per check, details for "
+        "warn/fail)",
+    )
     return parser
 
 

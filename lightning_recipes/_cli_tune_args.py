@@ -45,6 +45,7 @@ OWN_KEYS = (
     "measure_steps",
     "repeats",
     "plot",
+    "progress",
 )
 
 
@@ -141,6 +142,12 @@ def build_tune_parser(fast: bool = False) -> ArgumentParser:
         type=Path | None,
         default=None,
         help='save the curve to this image file (pip install "lightning-recipes[plots]")',
+    )
+    parser.add_argument(
+        "--progress",
+        type=bool,
+        default=True,
+        help="show a progress line while the sweep and speed_tune run (on a terminal; default: true)",
     )
     return parser
 

@@ -203,6 +203,7 @@ FLOORS: list[tuple[str, ...]] = [
         "_cli_errors",
         "_cli_flags",
         "_check_catalog",
+        "_progress",
     ),
     ("optim", "norms", "losses", "sweep_args"),
     # the commands' arguments, parsed without torch (the tune command's defaults come from sweep_args)

@@ -14,8 +14,12 @@ seconds:
 
 The deadlines live in context variables: they apply to the thread (and ``asyncio`` task) that opened the
 budget only, never to a training loop running elsewhere. Cost: one ``time.perf_counter()`` per module
-forward while a budget is open (a global forward pre-hook, registered on entry and removed on exit, so
-training outside a preflight never pays for it).
+forward while a budget is open: a global forward pre-hook, registered on entry and removed on exit, so
+training outside a preflight never pays for it. When the checked model holds a compiled module
+(``torch.compile(module)`` or ``module.compile()``), a global hook would make every compiled call warn and
+recompile, so the hook goes on the model's own modules instead (the copies the checks make inherit it), and
+is removed on exit; inside a compiled region it does nothing (no graph break), so the hard stop there comes
+at the next call of a compiled module from eager code, and a check's own modules are not stopped.
 
 Example:
     >>> with time_budget(None):
@@ -39,6 +43,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
+import torch
 from torch import nn
 
 __all__ = [
@@ -46,6 +51,7 @@ __all__ = [
     "BudgetExceeded",
     "budget_seconds",
     "hard_limit",
+    "holds_compiled_module",
     "out_of_time",
     "steps_that_fit",
     "time_budget",
@@ -84,13 +90,18 @@ def hard_limit(seconds: float) -> float:
 
 
 @contextmanager
-def time_budget(seconds: float | None) -> Generator[None, None, None]:
+def time_budget(seconds: float | None, model: nn.Module | None = None) -> Generator[None, None, None]:
     """Inside the block, :func:`out_of_time` turns true ``seconds`` after entry (``None``: never), and module
-    forwards raise :class:`BudgetExceeded` after :func:`hard_limit` ``(seconds)``."""
+    forwards raise :class:`BudgetExceeded` after :func:`hard_limit` ``(seconds)``: every module's, or only
+    ``model``'s own (and its copies') when ``model`` holds a compiled module."""
     now = time.perf_counter()
     deadline = None if seconds is None else now + seconds
     hard = None if seconds is None else now + hard_limit(seconds)
-    if hard is not None:
+    local = hard is not None and model is not None and holds_compiled_module(model)
+    handles = []
+    if local and model is not None:
+        handles = [m.register_forward_pre_hook(_stop_when_past_hard_deadline) for m in model.modules()]
+    elif hard is not None:
         _hook_users(+1)
     tokens = (_DEADLINE.set(deadline), _HARD_DEADLINE.set(hard), _BUDGET.set(seconds))
     try:
@@ -99,8 +110,25 @@ def time_budget(seconds: float | None) -> Generator[None, None, None]:
         _DEADLINE.reset(tokens[0])
         _HARD_DEADLINE.reset(tokens[1])
         _BUDGET.reset(tokens[2])
-        if hard is not None:
+        for handle in handles:
+            handle.remove()
+        if hard is not None and not local:
             _hook_users(-1)
+
+
+def holds_compiled_module(model: nn.Module) -> bool:
+    """Whether ``model`` or a submodule is compiled (``torch.compile(module)`` or ``module.compile()``).
+
+    Example:
+        >>> holds_compiled_module(nn.Sequential(nn.Linear(2, 2)))
+        False
+    """
+    from torch._dynamo.eval_frame import OptimizedModule
+
+    return any(
+        isinstance(m, OptimizedModule) or getattr(m, "_compiled_call_impl", None) is not None
+        for m in model.modules()
+    )
 
 
 def time_left() -> float:
@@ -143,6 +171,8 @@ def steps_that_fit(seconds_per_step: float, share: float = 1.0, reserve: float =
 
 
 def _stop_when_past_hard_deadline(module: nn.Module, args: Any) -> None:
+    if torch.compiler.is_compiling():  # traced into a compiled graph: a no-op there, not a graph break
+        return
     hard = _HARD_DEADLINE.get()
     if hard is not None and time.perf_counter() > hard:
         raise BudgetExceeded(

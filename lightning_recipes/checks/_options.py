@@ -60,8 +60,10 @@ class PreflightOptions:
         num_threads: torch intra-op threads while the checks run on a CPU (``None``: left alone).
         time_budget: Seconds per check on the default budget (``None``: unlimited).
         total_time_budget: Seconds for the whole run (``None``: no cap).
-        progress: Log a line as each check starts and ends.
-        print_report: Print the report table (rank zero).
+        progress: Show one transient progress line while the checks run (stderr, rank zero, only when it is
+            a terminal; inside ``fit`` only when the Trainer has a progress bar).
+        print_report: Print the report (rank zero).
+        verbose: Print every check's whole message and time (the full table) instead of one line per check.
         max_epochs: The planned run's epochs (``preflight()`` only: inside ``fit`` the Trainer's plan).
         max_steps: The planned run's optimizer steps (``preflight()`` only).
 
@@ -69,7 +71,7 @@ class PreflightOptions:
         ValueError: For ``num_classes < 2``, ``num_threads < 1``, a non-integer ``seed``, a key neither int,
             str nor None, a budget neither a positive number nor None, or ``max_epochs``/``max_steps`` not
             None or an integer >= 1.
-        TypeError: If ``progress`` or ``print_report`` is not a bool.
+        TypeError: If ``progress``, ``print_report`` or ``verbose`` is not a bool.
 
     Example:
         >>> PreflightOptions(seed=3, num_threads=1).time_budget
@@ -89,6 +91,7 @@ class PreflightOptions:
     total_time_budget: float | None = DEFAULT_TOTAL_TIME_BUDGET
     progress: bool = True
     print_report: bool = False
+    verbose: bool = False
     max_epochs: int | None = None
     max_steps: int | None = None
 
@@ -104,4 +107,5 @@ class PreflightOptions:
         check_key("target_key", self.target_key)
         check_time_budget("total_time_budget", self.total_time_budget)
         check_bool("print_report", self.print_report)
+        check_bool("verbose", self.verbose)
         check_run_length(self.max_epochs, self.max_steps)

@@ -11,17 +11,21 @@ import math
 import time
 import warnings
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import lightning.pytorch as pl
 from lightning.pytorch.utilities import rank_zero_only
-from lightning.pytorch.utilities.rank_zero import rank_zero_info, rank_zero_warn
+from lightning.pytorch.utilities.rank_zero import rank_zero_debug, rank_zero_warn
 
+from lightning_recipes._progress import ProgressLine
 from lightning_recipes.checks._budget import hard_limit
 from lightning_recipes.checks._options import PreflightOptions
 from lightning_recipes.checks.report import CheckResult, PreflightError, PreflightReport
 from lightning_recipes.harness import Harness as CheckContext
 from lightning_recipes.harness.isolation import cpu_threads
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 __all__ = [
     "RunnableCheck",
@@ -51,7 +55,12 @@ class RunnableCheck(Protocol):
 
 
 def run_checks(
-    checks: Sequence[RunnableCheck], context: CheckContext, options: PreflightOptions
+    checks: Sequence[RunnableCheck],
+    context: CheckContext,
+    options: PreflightOptions,
+    *,
+    console: Console | None = None,
+    draw: bool = True,
 ) -> PreflightReport:
     """Run each check on the shared context and collect a report.
 
@@ -60,13 +69,15 @@ def run_checks(
     (``None``: unlimited). ``options.total_time_budget`` caps the whole run: a check on the default budget
     gets at most what is left of it, less :data:`RESERVE_PER_CHECK` seconds for each check still to come
     (never less than :data:`MIN_CHECK_BUDGET`); a check given its own ``time_budget`` keeps it.
-    ``options.progress`` logs a line as each check starts and one as it ends (rank zero, Lightning's
-    ``rank_zero_info``, as the package logs elsewhere).
+    ``options.progress`` shows one transient line on ``console`` (default: stderr; drawn only on a terminal,
+    rank zero; ``draw=False``: not drawn) with the check running and how many are done, and logs each
+    check's start and end at DEBUG.
     """
     started = time.perf_counter()
     results: list[CheckResult] = []
     progress, total_time_budget = options.progress, options.total_time_budget
-    with cpu_threads(options.num_threads, context.device):
+    line = ProgressLine("preflight", len(checks), enabled=progress and draw, console=console)
+    with cpu_threads(options.num_threads, context.device), line:
         for index, check in enumerate(checks):
             default = options.time_budget
             if total_time_budget is not None:
@@ -75,10 +86,12 @@ def run_checks(
                 default = share if default is None else min(default, share)
             budget = check.resolved_budget(default)
             if progress:
-                rank_zero_info(progress_line(index, len(checks), check.name, budget))
+                line.show(check.name)
+                rank_zero_debug(progress_line(index, len(checks), check.name, budget))
             result = check.run(context, default_budget=default)
             if progress:
-                rank_zero_info(progress_line(index, len(checks), check.name, budget, result))
+                line.advance(f"{check.name} {result.status.upper()}")
+                rank_zero_debug(progress_line(index, len(checks), check.name, budget, result))
             results.append(result)
     return PreflightReport(results, time.perf_counter() - started)
 
@@ -86,7 +99,7 @@ def run_checks(
 def progress_line(
     index: int, total: int, name: str, budget: float | None, result: CheckResult | None = None
 ) -> str:
-    """The line logged as check ``index`` (0-based) of ``total`` starts (``result=None``) or ends.
+    """The line logged (DEBUG) as check ``index`` (0-based) of ``total`` starts (``result=None``) or ends.
 
     Example:
         >>> progress_line(4, 6, "overfit_batch", 8.0)
@@ -133,11 +146,10 @@ def run_in_trainer(
             num_classes=options.num_classes,
             seed=options.seed,
         )
-        report = run_checks(checks, context, options)
+        # the line follows the Trainer's convention: `enable_progress_bar=False` draws none
+        report = run_checks(checks, context, options, draw=trainer.progress_bar_callback is not None)
     if options.print_report and trainer.is_global_zero:
-        from rich.console import Console
-
-        Console().print(report)
+        report.print(verbose=options.verbose)
     log_results(trainer, report.results)
     keep(report)
     warn_unjudged(report)

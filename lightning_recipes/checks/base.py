@@ -166,7 +166,7 @@ class SanityCheck(Callback):
         if self.target_key is not None:
             context.target_key = self.target_key
         try:
-            with preserved_rng(), time_budget(budget):
+            with preserved_rng(), time_budget(budget, context.model):
                 torch.manual_seed(context.seed)
                 result = self.check(context)
         except BudgetExceeded:

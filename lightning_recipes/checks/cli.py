@@ -78,6 +78,7 @@ def _run(arguments: list[str]) -> int:
             time_budget=config.time_budget,
             progress=config.progress,
             print_report=True,
+            verbose=config.verbose,
             max_epochs=config.max_epochs,
             max_steps=config.max_steps,
         )

@@ -111,6 +111,7 @@ def preflight(
     seed: int = 0,
     num_threads: int | None = None,
     print_report: bool = False,
+    verbose: bool = False,
     time_budget: float | None = DEFAULT_TIME_BUDGET,
     progress: bool = True,
     total_time_budget: float | None = DEFAULT_TOTAL_TIME_BUDGET,
@@ -161,7 +162,9 @@ def preflight(
         seed: Seed the checks run under (isolated from the caller's RNG).
         num_threads: torch intra-op threads while the checks run on a CPU (restored after); ``None`` leaves
             them alone. ``1`` is fastest for small models on a busy CPU (see ``benchmarks/RESULTS.md``).
-        print_report: Print the table (rich) before returning.
+        print_report: Print the report (rich) before returning: one line per check, the whole message only
+            for ``warn``/``fail``/``error``/``inconclusive``.
+        verbose: With ``print_report``, print every check's whole message and time (the full table).
         time_budget: Wall-clock seconds each check may take (those whose own ``time_budget`` is
             ``"default"``); ``None`` = unlimited. A check's loop ends at its budget with a ``warn`` or
             ``inconclusive`` that says so; one that does not stop is stopped at ``B + max(2 s, B / 2)`` and
@@ -170,10 +173,9 @@ def preflight(
         total_time_budget: Wall-clock seconds for the whole preflight (default 30); each check on the default
             budget gets at most what is left (keeping 0.5 s for each check still to come, never less than
             1 s); ``None`` = no cap.
-        progress: Log a line as each check starts and ends (name, status, seconds) through Lightning's
-            ``rank_zero_info`` (rank zero only; silence it with
-            ``logging.getLogger("lightning.pytorch.utilities.rank_zero").setLevel(logging.WARNING)`` or
-            ``progress=False``).
+        progress: Show one transient progress line (the check running, how many are done) on stderr while
+            the checks run, erased at the end; only on rank zero and when stderr is a terminal.
+            ``False``: nothing. Each check's start and end are also logged at DEBUG level.
         max_epochs: The planned run's epochs (what ``Trainer(max_epochs=)`` will get), for checks of the
             whole run (the LR schedule) and for a ``configure_optimizers`` that reads
             ``self.trainer.estimated_stepping_batches`` / ``max_epochs`` (a stand-in answers them on the
@@ -189,7 +191,7 @@ def preflight(
             (``num_classes < 2``, ``num_threads < 1``, a non-integer ``seed``, a key neither int nor str,
             ``time_budget`` neither a positive number nor None, ``max_epochs``/``max_steps`` not an integer
             >= 1).
-        TypeError: If ``print_report`` or ``progress`` is not a bool.
+        TypeError: If ``print_report``, ``verbose`` or ``progress`` is not a bool.
 
     Example:
         >>> from lightning_recipes.testing import TinyClassifier, random_classification_loader
@@ -211,6 +213,7 @@ def preflight(
         total_time_budget=total_time_budget,
         progress=progress,
         print_report=print_report,
+        verbose=verbose,
         max_epochs=max_epochs,
         max_steps=max_steps,
     )
@@ -247,9 +250,7 @@ def run_preflight(
     )
     report = run_checks(checks, context, options)
     if options.print_report:
-        from rich.console import Console
-
-        Console().print(report)
+        report.print(verbose=options.verbose)
     return report
 
 
@@ -275,7 +276,8 @@ class Preflight(Callback):
             ``"batch_independence"``, ``"eval_mode"``, ``"causality"``, ``"target_leakage"``,
             ``"overfit_batch"``, ``"input_independence"``) and/or configured check objects; ``None`` = all.
         on_fail: ``"raise"`` a :class:`~lightning_recipes.checks.PreflightError` on every rank, or ``"warn"``.
-        print_report: Print the report table on rank zero.
+        print_report: Print the report on rank zero (one line per check; details for warn/fail).
+        verbose: With ``print_report``, print every check's whole message and time (the full table).
         input_key: Index or key of the input tensor in a batch.
         target_key: Index or key of the target tensor.
         num_classes: Number of classes, when the output shapes cannot tell.
@@ -284,14 +286,15 @@ class Preflight(Callback):
             ``None`` leaves them alone.
         time_budget: Wall-clock seconds per check (for checks whose own ``time_budget`` is ``"default"``);
             ``None`` = unlimited. See :func:`~lightning_recipes.checks.preflight`.
-        progress: Log a line as each check starts and ends, on rank zero.
+        progress: Show one transient progress line while the checks run (rank zero, stderr a terminal, and
+            only when the Trainer shows a progress bar: ``Trainer(enable_progress_bar=False)`` silences it).
         total_time_budget: Wall-clock seconds for all the checks together (default 30; ``None``: no cap).
 
     Raises:
         ValueError: If ``on_fail`` or a check name is unknown, ``num_classes < 2``, ``num_threads < 1``,
             ``seed`` is not an integer, a key is neither an int, a str nor None, or ``time_budget`` is
             neither a positive number nor None.
-        TypeError: If ``print_report`` or ``progress`` is not a bool.
+        TypeError: If ``print_report``, ``verbose`` or ``progress`` is not a bool.
 
     Example:
         >>> from lightning_recipes.testing import TinyClassifier, fast_trainer, random_classification_loader
@@ -320,6 +323,7 @@ class Preflight(Callback):
         time_budget: float | None = DEFAULT_TIME_BUDGET,
         progress: bool = True,
         total_time_budget: float | None = DEFAULT_TOTAL_TIME_BUDGET,
+        verbose: bool = False,
     ) -> None:
         check_choice("on_fail", on_fail, ON_FAIL)
         self.options = PreflightOptions(
@@ -332,6 +336,7 @@ class Preflight(Callback):
             total_time_budget=total_time_budget,
             progress=progress,
             print_report=print_report,
+            verbose=verbose,
         )
         self.checks = build_checks(checks)
         self.on_fail = on_fail

@@ -3,13 +3,13 @@ and the two exceptions (:class:`CheckSkipped` inside a check, :class:`PreflightE
 
 from __future__ import annotations
 
-import io
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from lightning_recipes._jsonable import jsonable
+from lightning_recipes.checks._report_text import renderable, to_text
 
 __all__ = ["JUDGED", "STATUSES", "CheckResult", "CheckSkipped", "PreflightError", "PreflightReport", "Status"]
 
@@ -102,16 +102,6 @@ class PreflightError(RuntimeError):
         super().__init__("\n".join(lines))
 
 
-_STYLE = {
-    "pass": "green",
-    "warn": "yellow",
-    "fail": "bold red",
-    "inconclusive": "magenta",
-    "skip": "dim",
-    "error": "bold magenta",
-}
-
-
 class PreflightReport:
     """The results of a preflight run, in the order the checks ran.
 
@@ -119,7 +109,8 @@ class PreflightReport:
     verdict (``pass``/``warn``/``fail``): a report where nothing could judge the model is not a clean bill of
     health (:attr:`not_ok_reason` says which of the three it is). Warnings, ``inconclusive`` and ``skip``
     results alone do not fail a report. Index by check name
-    (``report["init_loss"]``); print it for a table (rich renders colours in a terminal); ``to_dict()`` /
+    (``report["init_loss"]``); print it for one line per check (details for warn/fail), or
+    ``report.print(verbose=True)`` / ``report.render(verbose=True)`` for the full table; ``to_dict()`` /
     ``to_json()`` for machines; ``raise_for_failures()`` to stop a script.
 
     Args:
@@ -231,43 +222,35 @@ class PreflightReport:
             listed = self.failures + self.errors
             raise PreflightError(listed, "" if listed else f"the preflight is not ok: {reason}.")
 
-    def __rich__(self) -> Any:
-        from rich.table import Table
+    def render(self, verbose: bool = False, width: int | None = None) -> str:
+        """The report as plain text ``width`` columns wide (default: the terminal's width).
 
-        counts = self.counts()
-        if self.ok:
-            verdict = "[green]OK[/]"
-        elif self.failures:
-            verdict = "[bold red]FAILED[/]"
-        elif self.errors:
-            verdict = "[bold magenta]ERROR[/]"
-        else:
-            verdict = "[magenta]NOT JUDGED[/]"
-        tally = ", ".join(f"{counts[s]} {s}" for s in STATUSES if counts[s] or s in (*JUDGED, "skip"))
-        slowest = self.slowest
-        slow = f"; slowest: {slowest.name} {slowest.seconds:.1f} s" if slowest is not None else ""
-        table = Table(
-            title=f"Preflight {verdict}: {tally} ({self.seconds:.1f} s{slow})",
-            show_lines=True,
-            expand=False,
-        )
-        table.add_column("check", no_wrap=True)
-        table.add_column("status", no_wrap=True)
-        table.add_column("time", justify="right", no_wrap=True)
-        table.add_column("message")
-        for result in self.results:
-            style = _STYLE[result.status]
-            table.add_row(
-                result.name, f"[{style}]{result.status.upper()}[/]", f"{result.seconds:.1f}s", result.message
-            )
-        return table
+        Compact by default: a headline, then one line per check (status, name, the first sentence of its
+        message, cut to the width), with the whole message only for ``warn``, ``fail``, ``error`` and
+        ``inconclusive``. ``verbose=True``: the table of every check's message and time.
+
+        Example:
+            >>> passed = CheckResult("init_loss", "pass", "loss 2.30 = ln 10. As expected at init.")
+            >>> print(PreflightReport([passed], seconds=0.1).render(width=60))
+            Preflight OK: 1 pass, 0 warn, 0 fail, 0 skip (0.1 s)
+            PASS init_loss loss 2.30 = ln 10.
+        """
+        return to_text(self, verbose=verbose, width=width)
+
+    def print(self, verbose: bool = False, console: Any = None) -> None:
+        """Print the report with rich (colours in a terminal) on ``console`` (default: stdout's), compact
+        unless ``verbose`` (see :meth:`render`)."""
+        if console is None:
+            from rich.console import Console
+
+            console = Console()
+        console.print(renderable(self, verbose))
+
+    def __rich__(self) -> Any:
+        return renderable(self, verbose=False)
 
     def __str__(self) -> str:
-        from rich.console import Console
-
-        buffer = io.StringIO()
-        Console(file=buffer, width=120, force_terminal=False, color_system=None).print(self)
-        return buffer.getvalue().rstrip("\n")
+        return self.render()
 
     def __repr__(self) -> str:
         always = ("pass", "warn", "fail", "skip")  # inconclusive and error only when there are some

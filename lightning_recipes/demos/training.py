@@ -185,7 +185,9 @@ def _save_plots(logger: Logger, output_dir: Path) -> list[Path]:
 def _print_summary(summary: dict[str, Any]) -> None:
     print("\nlightning-recipes demo: CNN on scikit-learn digits")
     print(f"  components used      : {', '.join(summary['components'])}")
-    print(f"  preflight            : {summary['preflight'] or 'skipped'}")
+    counts = summary["preflight"]
+    tally = ", ".join(f"{n} {status}" for status, n in (counts or {}).items() if n)
+    print(f"  preflight            : {tally or 'skipped'}")
     ran = f", {summary['implementation']} implementation" if summary.get("implementation") else ""
     print(f"  optimizer            : {summary['optimizer']} (peak lr {summary['peak_lr']:g}{ran})")
     print(f"  effective batch size : {summary['effective_batch_size']}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import math
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -116,10 +117,12 @@ class MemoryEstimate:
         return render(self.table(), *self.notes)
 
 
-def render(table: Table, *notes: str) -> str:
-    """Render a rich table (and notes) to plain text."""
+def render(table: Table, *notes: str, width: int | None = None) -> str:
+    """Render a rich table (and notes) to plain text ``width`` columns wide (default: the terminal's width,
+    ``COLUMNS`` when set; 80 when there is no terminal); long cells and notes wrap."""
     buffer = io.StringIO()
-    console = Console(file=buffer, width=120, no_color=True, force_terminal=False)
+    width = width if width is not None else shutil.get_terminal_size().columns
+    console = Console(file=buffer, width=width, no_color=True, force_terminal=False)
     console.print(table)
     for note in notes:
         console.print(f"note: {note}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -161,17 +162,66 @@ class SpeedTuneResult:
             "advice": dict(self.advice),
         }
 
-    def table(self) -> Any:
-        """The rows as a ``rich.table.Table``."""
+    def table(self, columns: Sequence[str] | None = None) -> Any:
+        """The rows as a ``rich.table.Table`` (``columns``: only these headers; default: all of them).
+
+        Printing the result itself (``rich.print(result)``) fits the console's width: the table on a console
+        120 columns wide or more (or where it fits), else the same numbers as one wrapped paragraph per
+        option.
+
+        Example:
+            >>> import io
+            >>> from rich.console import Console
+            >>> result = SpeedTuneResult([SpeedRow("baseline", "ok", step_ms=5.0)], ["baseline"])
+            >>> console = Console(width=80, record=True, file=io.StringIO())
+            >>> console.print(result)
+            >>> max(len(line) for line in console.export_text().splitlines()) <= 80
+            True
+        """
+        from rich import box
         from rich.table import Table
 
+        headers, rows = self._cells()
+        keep = [i for i, h in enumerate(headers) if columns is None or h in columns or i == 0]
         run = f"{self.run_steps} steps" if self.run_steps is not None else "run length unknown"
         table = Table(
             title=f"speed_tune for a run of {run} ({self.run_steps_source}); best: "
             f"{', '.join(self.best) or 'baseline'}, x{self.best_run_speedup:.2f} projected for the run, "
-            f"x{self.best_speedup:.2f} per step"
+            f"x{self.best_speedup:.2f} per step",
+            box=box.SIMPLE_HEAD,
         )
-        columns = [
+        for i in keep:
+            table.add_column(headers[i], justify="left" if i < 2 else "right", no_wrap=i == 0)
+        for cells in rows:
+            table.add_row(*(cells[i] for i in keep))
+        return table
+
+    def __rich_console__(self, console: Any, options: Any) -> Any:
+        from rich.measure import Measurement
+        from rich.padding import Padding
+        from rich.text import Text
+
+        full = self.table()
+        natural = Measurement.get(console, options.update_width(100_000), full).maximum
+        if options.max_width >= min(natural, _TABLE_WIDTH):
+            yield full
+            return
+        # too narrow for the table: one paragraph per option, wrapped to the width
+        yield Text(str(full.title))
+        headers, rows = self._cells()
+        for cells in rows:
+            yield Text(f"{cells[0]}: {cells[1]}", style="bold")
+            numbers = "; ".join(f"{h} {c}" for h, c in zip(headers[2:], cells[2:]) if c.strip() != "-")
+            yield Padding(Text(numbers), (0, 0, 0, 2))
+
+    def _cells(self) -> tuple[list[str], list[list[str]]]:
+        memory = {
+            "activation_mb": "act. MiB",
+            "step_peak_mb": "step peak MiB",
+            "cuda_peak_mb": "CUDA peak MiB",
+        }
+        shown = [key for key in memory if any(getattr(row, key) is not None for row in self.rows)]
+        headers = [
             "option",
             "status",
             "step ms",
@@ -182,31 +232,31 @@ class SpeedTuneResult:
             "run speed-up",
             "loss dev. (tol)",
             "first step ms",
+            *(memory[key] for key in shown),
         ]
-        memory = {
-            "activation_mb": "act. MiB",
-            "step_peak_mb": "step peak MiB",
-            "cuda_peak_mb": "CUDA peak MiB",
-        }
-        shown = [key for key in memory if any(getattr(row, key) is not None for row in self.rows)]
-        for column in columns + [memory[key] for key in shown]:
-            table.add_column(column)
+        rows = []
         for row in self.rows:
             pays = "-" if row.step_ms is None or row.option == "baseline" else _steps(row.break_even_steps)
-            table.add_row(
-                row.option,
-                row.status,
-                _fmt(row.step_ms, ".2f"),
-                _fmt(row.baseline_step_ms, ".2f"),
-                _fmt(row.speedup, ".2f"),
-                _fmt(row.one_off_s, ".2f"),
-                pays,
-                _fmt(row.run_speedup, ".2f"),
-                f"{_fmt(row.loss_deviation, '.2e')} ({_fmt(row.loss_rtol, '.0e')})",
-                _fmt(row.first_step_ms, ".0f"),
-                *(_fmt(getattr(row, key), ".2f") for key in shown),
+            rows.append(
+                [
+                    row.option,
+                    row.status,
+                    _fmt(row.step_ms, ".2f"),
+                    _fmt(row.baseline_step_ms, ".2f"),
+                    _fmt(row.speedup, ".2f"),
+                    _fmt(row.one_off_s, ".2f"),
+                    pays,
+                    _fmt(row.run_speedup, ".2f"),
+                    f"{_fmt(row.loss_deviation, '.2e')} ({_fmt(row.loss_rtol, '.0e')})",
+                    _fmt(row.first_step_ms, ".0f"),
+                    *(_fmt(getattr(row, key), ".2f") for key in shown),
+                ]
             )
-        return table
+        return headers, rows
+
+
+#: Consoles at least this wide get the table (its status column wraps); narrower ones a paragraph per option.
+_TABLE_WIDTH = 120
 
 
 def _steps(value: int | None) -> str:

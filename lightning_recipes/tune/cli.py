@@ -132,10 +132,11 @@ def _speed(config: Any, objects: Any) -> int:
             measure_steps=config.measure_steps,
             repeats=config.repeats,
             seed=config.seed,
+            progress=config.progress,
         )
     except (TypeError, ValueError) as err:
         raise UsageError(str(err)) from err
-    Console(width=160).print(result.table())
+    Console().print(result)
     print("Speed: paste into your LightningCLI config:\n" + result.to_yaml())
     return 0
 
@@ -154,7 +155,7 @@ def _lr(config: Any, objects: Any) -> int:
             rule=config.rule,
             seed=config.seed,
         )
-        finder = LRRangeTest(stop=True, print_result=False, args=args)
+        finder = LRRangeTest(stop=True, print_result=False, progress=config.progress, args=args)
         trainer = _sweep_trainer(config, finder)
         # a copy: the fit attaches the Trainer and moves the module; speed_tune gets it as it was built
         trainer.fit(copy.deepcopy(objects.model), datamodule=objects.data)

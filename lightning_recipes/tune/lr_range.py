@@ -44,6 +44,8 @@ from lightning.pytorch.utilities import CombinedLoader
 from torch import Tensor
 
 from lightning_recipes._collectives import all_reduce_mean_
+from lightning_recipes._progress import ProgressLine
+from lightning_recipes._validation import check_bool
 from lightning_recipes.harness import CannotRunOnCopy, Harness, preserved_rng, resolve_fit_data
 from lightning_recipes.sweep_args import Rule, SweepArgs
 from lightning_recipes.tune._clip import gradient_clipper, validate_clipping
@@ -236,6 +238,7 @@ def sweep_lr(
     *,
     gradient_clip_val: float | None = None,
     gradient_clip_algorithm: str | None = None,
+    progress: bool | None = None,
     **overrides: Any,
 ) -> LRRangeResult:
     """Run the sweep on a copy from ``context`` (see :func:`find_lr` for the arguments).
@@ -248,6 +251,9 @@ def sweep_lr(
     ``gradient_clip_algorithm`` (the two arguments must then be ``None``), else by the two arguments; either
     way through the module's ``configure_gradient_clipping`` hook, after the gradients are averaged across
     ranks and before every optimizer step, as Lightning's precision plugin does.
+
+    ``progress``: show one transient line (step, LR, loss) on stderr while it runs, only on a terminal and
+    rank zero; ``None`` follows ``context.trainer`` (its ``enable_progress_bar``), or shows it without one.
 
     Cost: up to ``num_steps`` training steps on a copy of the model (one host sync per step to read the loss;
     this is a tuning run, not a training hot path); under DDP one all-reduce of the gradients and the loss
@@ -280,40 +286,13 @@ def sweep_lr(
         if peak <= 0:
             raise ValueError("every parameter group of the module's optimizer has lr 0; nothing to scale.")
         scales = [[lr / peak for lr in group] for group in base]
-        min_lr, num_steps, smoothing, rule = args.min_lr, args.num_steps, args.smoothing, args.rule
-        ratio = (args.max_lr / min_lr) ** (1 / (num_steps - 1))
-        lrs: list[float] = []
-        losses: list[float] = []
-        best, average, stopped = math.inf, 0.0, "max_lr"
+        num_steps, rule = args.num_steps, args.rule
         params = [p for p in model.parameters() if p.requires_grad]
-        for step, batch in enumerate(_batches(context, num_steps)):
-            lr = min_lr * ratio**step
-            for optimizer, group_scales in zip(optimizers, scales):
-                for group, scale in zip(optimizer.param_groups, group_scales):
-                    group["lr"] = lr * scale
-            for optimizer in optimizers:
-                optimizer.zero_grad(set_to_none=False)
-            loss = context.training_loss(model, batch, step)
-            loss.backward()
-            value = loss.detach().float().reshape(1).clone()
-            _average_gradients_and_loss(params, value)
-            loss_value = float(value.item())  # sync: once per sweep step, by design
-            if not math.isfinite(loss_value):
-                stopped = "non-finite loss"
-                break
-            for optimizer in optimizers:
-                clip(optimizer)
-                optimizer.step()
-            lrs.append(lr)
-            losses.append(loss_value)
-            average = smoothing * average + (1 - smoothing) * loss_value
-            smoothed_now = average / (1 - smoothing ** (step + 1))
-            best = min(best, smoothed_now)
-            # a rise of (divergence - 1) x |best| over the best: the same as `> divergence * best` for a
-            # positive loss, and still right for a negative one (Gaussian NLL, ELBO, contrastive losses)
-            if step > _skip(num_steps) and smoothed_now - best > (args.divergence - 1) * abs(best):
-                stopped = "diverged"
-                break
+        if progress is None:
+            progress = context.trainer is None or context.trainer.progress_bar_callback is not None
+        line = ProgressLine("find_lr", num_steps, enabled=progress)
+        with line:
+            lrs, losses, stopped = _sweep(context, model, optimizers, scales, params, clip, args, line)
     chosen: float | None = suggest(lrs, losses, rule, skip_begin=_skip(len(lrs)))
     evidence = curve_verdict(lrs, losses) if len(lrs) >= 6 else None
     if evidence is not None and not evidence.significant:
@@ -332,6 +311,54 @@ def sweep_lr(
     )
 
 
+def _sweep(
+    context: Harness,
+    model: Any,
+    optimizers: list[Any],
+    scales: list[list[float]],
+    params: Sequence[Tensor],
+    clip: Any,
+    args: SweepArgs,
+    line: ProgressLine,
+) -> tuple[list[float], list[float], str]:
+    """The sweep's loop on the copy: (LRs, losses, why it stopped)."""
+    min_lr, num_steps, smoothing = args.min_lr, args.num_steps, args.smoothing
+    ratio = (args.max_lr / min_lr) ** (1 / (num_steps - 1))
+    lrs: list[float] = []
+    losses: list[float] = []
+    best, average, stopped = math.inf, 0.0, "max_lr"
+    for step, batch in enumerate(_batches(context, num_steps)):
+        lr = min_lr * ratio**step
+        for optimizer, group_scales in zip(optimizers, scales):
+            for group, scale in zip(optimizer.param_groups, group_scales):
+                group["lr"] = lr * scale
+        for optimizer in optimizers:
+            optimizer.zero_grad(set_to_none=False)
+        loss = context.training_loss(model, batch, step)
+        loss.backward()
+        value = loss.detach().float().reshape(1).clone()
+        _average_gradients_and_loss(params, value)
+        loss_value = float(value.item())  # sync: once per sweep step, by design
+        if not math.isfinite(loss_value):
+            stopped = "non-finite loss"
+            break
+        for optimizer in optimizers:
+            clip(optimizer)
+            optimizer.step()
+        lrs.append(lr)
+        losses.append(loss_value)
+        line.advance(f"lr {lr:.2e}, loss {loss_value:.4g}")
+        average = smoothing * average + (1 - smoothing) * loss_value
+        smoothed_now = average / (1 - smoothing ** (step + 1))
+        best = min(best, smoothed_now)
+        # a rise of (divergence - 1) x |best| over the best: the same as `> divergence * best` for a
+        # positive loss, and still right for a negative one (Gaussian NLL, ELBO, contrastive losses)
+        if step > _skip(num_steps) and smoothed_now - best > (args.divergence - 1) * abs(best):
+            stopped = "diverged"
+            break
+    return lrs, losses, stopped
+
+
 def find_lr(
     model: pl.LightningModule,
     datamodule: pl.LightningDataModule | None = None,
@@ -348,6 +375,7 @@ def find_lr(
     seed: int = SweepArgs.seed,
     gradient_clip_val: float | None = None,
     gradient_clip_algorithm: str | None = None,
+    progress: bool = True,
 ) -> LRRangeResult:
     """Sweep the learning rate exponentially from ``min_lr`` to ``max_lr`` over ``num_steps`` training steps
     of a copy of ``model`` with its own optimizer, and suggest one.
@@ -376,6 +404,8 @@ def find_lr(
             (through the module's ``configure_gradient_clipping``, which runs even when this is ``None``).
         gradient_clip_algorithm: The run's ``Trainer(gradient_clip_algorithm=...)``: ``"norm"`` (default)
             or ``"value"``.
+        progress: Show one transient progress line (step, LR, loss) on stderr while the sweep runs, erased
+            at the end; only on rank zero and when stderr is a terminal. ``False``: nothing.
 
     Returns:
         An :class:`LRRangeResult`: ``.suggestion``, ``.peak_lr``, the curve, ``.plot()``, ``.to_yaml()``,
@@ -385,6 +415,7 @@ def find_lr(
 
     Raises:
         ValueError: For an argument out of range (naming it), no training data, or a curve too short.
+        TypeError: If ``progress`` is not a bool.
 
     Example:
         >>> from lightning_recipes.testing import TinyClassifier, random_classification_loader
@@ -403,6 +434,7 @@ def find_lr(
         seed=seed,
     )
     validate_clipping(gradient_clip_val, gradient_clip_algorithm)
+    check_bool("progress", progress)
     train_dataloaders = resolve_fit_data("find_lr", model, datamodule, train_dataloaders).train
     context = Harness(model, train_dataloaders, device=device, datamodule=datamodule, seed=args.seed)
     try:
@@ -411,6 +443,7 @@ def find_lr(
             args,
             gradient_clip_val=gradient_clip_val,
             gradient_clip_algorithm=gradient_clip_algorithm,
+            progress=progress,
         )
     except CannotRunOnCopy as err:  # manual optimisation, no loss returned, a model that cannot be copied
         raise ValueError(f"find_lr cannot sweep {type(model).__name__}: {err}") from err

@@ -36,6 +36,8 @@ class LRRangeTest(Callback):
         apply: Scale the run's LR schedule so that its peak is the result's ``peak_lr``.
         stop: Stop the fit after the sweep (``trainer.should_stop``).
         print_result: Print the suggestion and the YAML fragment on rank zero.
+        progress: Show one transient progress line while the sweep runs (rank zero, stderr a terminal);
+            ``None`` (default) follows the Trainer: ``Trainer(enable_progress_bar=False)`` shows none.
         args: The sweep's arguments as one :class:`~lightning_recipes.sweep_args.SweepArgs` (not with
             ``**sweep``).
         **sweep: :func:`find_lr`'s sweep arguments (``min_lr``, ``max_lr``, ``num_steps``, ``rule``,
@@ -61,6 +63,7 @@ class LRRangeTest(Callback):
         apply: bool = False,
         stop: bool = False,
         print_result: bool = True,
+        progress: bool | None = None,
         args: SweepArgs | None = None,
         **sweep: Any,
     ) -> None:
@@ -68,7 +71,7 @@ class LRRangeTest(Callback):
         if unknown:
             raise TypeError(
                 f"LRRangeTest got unknown arguments {unknown}; allowed: 'apply', 'stop', 'print_result', "
-                f"'args' and the sweep's {SweepArgs.field_names()}."
+                f"'progress', 'args' and the sweep's {SweepArgs.field_names()}."
             )
         if args is not None and sweep:
             raise TypeError(f"LRRangeTest takes `args` or the sweep's arguments {sorted(sweep)}, not both.")
@@ -77,6 +80,9 @@ class LRRangeTest(Callback):
         check_bool("apply", apply)
         check_bool("stop", stop)
         check_bool("print_result", print_result)
+        if progress is not None:
+            check_bool("progress", progress)
+        self.progress = progress
         self.args: SweepArgs = SweepArgs(**sweep) if args is None else args
         self.apply = apply
         self.stop = stop
@@ -100,7 +106,7 @@ class LRRangeTest(Callback):
         if self.apply:  # before the sweep: a schedule the found LR cannot scale fails now, not after it
             check_scalable(trainer.optimizers, [config.scheduler for config in trainer.lr_scheduler_configs])
         context = Harness.from_trainer(trainer, pl_module, seed=self.seed)
-        self.result = sweep_lr(context, self.args)
+        self.result = sweep_lr(context, self.args, progress=self.progress)
         if self.print_result:
             yaml = "" if self.result.peak_lr is None else f"\n{self.result.to_yaml()}"
             rank_zero_info(f"{self.result.summary()}{yaml}")

@@ -25,7 +25,8 @@ from typing import Any
 import lightning.pytorch as pl
 import torch
 
-from lightning_recipes._validation import check_in_range, check_int, check_positive
+from lightning_recipes._progress import ProgressLine
+from lightning_recipes._validation import check_bool, check_in_range, check_int, check_positive
 from lightning_recipes.harness import Harness, preserved_loader_rng, resolve_fit_data
 from lightning_recipes.tune._speed_measure import (
     Run,
@@ -69,6 +70,7 @@ def speed_tune(
     min_speedup: float = 1.03,
     device: torch.device | str | None = None,
     seed: int = 0,
+    progress: bool = True,
 ) -> SpeedTuneResult:
     """Measure which speed options make ``model``'s whole run faster, on copies, without changing its loss.
 
@@ -124,6 +126,8 @@ def speed_tune(
             noise; below it and above 1 the row reads ``not faster``).
         device: Where the copies train (default: the model's device).
         seed: Seed of every run (the same data order and initial RNG for all options).
+        progress: Show one transient progress line (the run in progress, how many are done) on stderr, erased
+            at the end; only on rank zero and when stderr is a terminal. ``False``: nothing.
 
     Returns:
         A :class:`SpeedTuneResult`: ``.rows``, ``.best``, ``.trainer_kwargs``, ``.loader_kwargs``,
@@ -147,6 +151,7 @@ def speed_tune(
     check_positive("loss_rtol", loss_rtol)
     check_in_range("min_speedup", min_speedup, 1.0, float("inf"))
     check_int("seed", seed)
+    check_bool("progress", progress)
     if run_steps is not None:
         check_int("run_steps", run_steps, minimum=1)
     if trainer is not None and not isinstance(trainer, pl.Trainer):
@@ -175,19 +180,23 @@ def speed_tune(
 
     def measure(configs: dict[str, list[SpeedOption]]) -> dict[str, list[Run]]:
         runs: dict[str, list[Run]] = {name: [] for name in configs}
-        for _ in range(repeats):
-            for name, config in configs.items():
-                runs[name].append(
-                    measure_run(
-                        context.copy_model,
-                        loader,
-                        config,
-                        warmup_steps=warmup_steps,
-                        measure_steps=measure_steps,
-                        accelerator=accelerator,
-                        seed=seed,
+        line = ProgressLine("speed_tune", repeats * len(configs), enabled=progress)
+        with line:
+            for repeat in range(repeats):
+                for name, config in configs.items():
+                    line.show(f"{name} (repeat {repeat + 1}/{repeats})")
+                    runs[name].append(
+                        measure_run(
+                            context.copy_model,
+                            loader,
+                            config,
+                            warmup_steps=warmup_steps,
+                            measure_steps=measure_steps,
+                            accelerator=accelerator,
+                            seed=seed,
+                        )
                     )
-                )
+                    line.advance(f"{name} (repeat {repeat + 1}/{repeats})")
         return runs
 
     runs = measure({"baseline": [], **{option.name: [option] for option in active}})

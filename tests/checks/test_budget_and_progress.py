@@ -199,7 +199,8 @@ def test_the_hard_stop_applies_only_to_the_thread_that_opened_the_budget():
 
 
 def test_progress_lines_name_each_check_its_status_and_seconds(caplog):
-    with caplog.at_level(logging.INFO):
+    # issue #26: the lines are logged at DEBUG; the terminal gets one transient line (test_output.py)
+    with caplog.at_level(logging.DEBUG, logger="lightning.pytorch"):
         report = preflight(
             TinyClassifier(), train_dataloaders=random_classification_loader(), checks=["data", "init_loss"]
         )
@@ -213,7 +214,7 @@ def test_progress_lines_name_each_check_its_status_and_seconds(caplog):
 
 
 def test_progress_can_be_switched_off(caplog):
-    with caplog.at_level(logging.INFO):
+    with caplog.at_level(logging.DEBUG, logger="lightning.pytorch"):
         preflight(
             TinyClassifier(),
             train_dataloaders=random_classification_loader(),
@@ -225,7 +226,7 @@ def test_progress_can_be_switched_off(caplog):
 
 def test_the_callback_logs_progress_and_applies_its_budget(caplog):
     callback = Preflight(checks=[StubbornCheck(), "init_loss"], time_budget=0.1, print_report=False)
-    with caplog.at_level(logging.INFO):
+    with caplog.at_level(logging.DEBUG, logger="lightning.pytorch"):
         fast_trainer(max_steps=1, callbacks=[callback]).fit(TinyClassifier(), random_classification_loader())
     assert callback.report is not None
     stubborn, init_loss = callback.report["stubborn"], callback.report["init_loss"]
@@ -240,7 +241,7 @@ def test_the_callback_logs_progress_and_applies_its_budget(caplog):
 
 def test_a_check_callback_on_its_own_gets_the_default_budget(caplog):
     check = CooperativeCheck(iterations=20)
-    with caplog.at_level(logging.INFO):
+    with caplog.at_level(logging.DEBUG, logger="lightning.pytorch"):
         fast_trainer(max_steps=1, callbacks=[check]).fit(TinyClassifier(), random_classification_loader())
     assert check.result is not None and check.result.status == "pass"
     assert "preflight [1/1] cooperative: running (budget 8 s)" in caplog.text
@@ -256,7 +257,7 @@ def test_per_check_seconds_are_in_the_table_and_in_to_dict():
     data = report.to_dict()
     seconds = [r["seconds"] for r in data["results"]]
     assert all(s > 0 for s in seconds) and data["seconds"] >= sum(seconds) - 1e-3
-    text = str(report)
+    text = report.render(verbose=True)  # issue #26: the times are in the verbose table
     assert " time " in text  # the column header
     for result in report:
         assert f"{result.seconds:.1f}s" in text

@@ -113,7 +113,8 @@ def test_the_report_names_its_slowest_check():
     )
     assert report.slowest is not None and report.slowest.name == "b"
     assert report.to_dict()["slowest"] == "b"
-    assert "slowest: b 3.0 s" in " ".join(str(report).split())
+    # issue #26: the compact report (str) is one line per check; the slowest check is in the verbose title
+    assert "slowest: b 3.0 s" in " ".join(report.render(verbose=True).split())
 
 
 def test_the_unknown_status_is_refused():

@@ -1,3 +1,4 @@
+import os
 import subprocess
 import sys
 
@@ -15,6 +16,7 @@ def test_demo_reaches_accuracy_target(tmp_path):
 
 
 def test_demo_cli_runs_as_module_and_prints_summary(tmp_path):
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "80"}  # stdout and stderr in the order written
     result = subprocess.run(
         [
             sys.executable,
@@ -28,14 +30,23 @@ def test_demo_cli_runs_as_module_and_prints_summary(tmp_path):
             "--threads",
             "1",
         ],
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
         text=True,
         timeout=300,
+        env=env,
     )
-    assert result.returncode == 0, result.stderr
-    assert "final val accuracy" in result.stdout
-    assert "effective batch size : 64" in result.stdout
-    assert "on 1 torch thread(s)" in result.stdout
+    output = result.stdout
+    assert result.returncode == 0, output
+    assert "final val accuracy" in output
+    assert "effective batch size : 64" in output
+    assert "on 1 torch thread(s)" in output
+    # issue #26: with every check passing, at most 25 lines before training starts (the optimizer recipe's
+    # one-line summary is the first thing the fit prints)
+    assert "Preflight OK" in output and "preflight            : 14 pass, 2 skip\n" in output
+    lines = output.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("lightning_recipes: AdamW"))
+    assert start + 1 <= 25, "\n".join(lines[: start + 1])
 
 
 def test_demo_help_documents_options():
