@@ -1,26 +1,31 @@
 """The API reference, generated from the package's ``__all__`` lists on every build (never stale).
 
-At ``builder-inited`` (before autosummary writes its stubs) this writes ``api/<module>.rst`` for the top-level
-package and each public module under it (every ``lightning_recipes.<name>`` without a leading underscore that has
-an ``__all__``). Each object gets one page, under the module that is its home: the most specific public module
-that exports it and contains its definition; the other modules that re-export it link to that page.
+When the configuration is read (before Sphinx lists the sources and autosummary writes its stubs) this writes
+``api/<module>.rst`` for the top-level package and each public module under it (every
+``lightning_recipes.<name>`` without a leading underscore that has an ``__all__``). Each object gets one page,
+under its home module: a public module that exports it and contains its definition, the most specific one;
+the other modules that re-export it link to that page.
 
 It also makes the build strict about our own names:
 
 * a public name without a docstring is a warning (an error under ``-W``), type ``lr_api.missing_docstring``;
-  data (constants, type aliases) is documented by a ``#:`` comment or a string after the assignment, found in the
-  module that defines it;
-* a reference to one of our objects by any import path (``lightning_recipes.optim.lion.Lion``, as type hints
-  and ``:class:`` roles in docstrings write them) resolves to its page; a reference to a private object that has
-  no page stays a broken reference (nitpicky).
+  data (constants, type aliases) is documented by a ``#:`` comment or a string after the assignment, found
+  in the module that defines it;
+* a reference to one of our objects by any import path (``lightning_recipes.optim.lion.Lion``, as type
+  hints and ``:class:`` roles in docstrings write them) resolves to its page; one to an object that exists
+  but has no page (a private helper, an instance attribute) renders as code without a link; one to a name
+  that does not exist (renamed, removed, misspelt) stays a broken reference, an error under ``-n -W``.
 """
 
 from __future__ import annotations
 
 import importlib
 import inspect
+import re
 import shutil
 import sys
+import types
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -92,7 +97,7 @@ def _is_dunder(name: str) -> bool:
 def _home_module(obj: Any, modules: list[str]) -> str:
     """The module whose page documents ``obj``: a submodule over the top package, one that contains the
     definition over one that only re-exports it, then the most specific (deepest) name."""
-    defined_in = getattr(obj, "__module__", None) if (inspect.isclass(obj) or callable(obj)) else None
+    defined_in = None if _is_data(obj) else getattr(obj, "__module__", None)
     defined_in = defined_in or _data_home(obj, modules) or ""
 
     def rank(modname: str) -> tuple[bool, bool, int, str]:
@@ -135,17 +140,24 @@ def data_doc(name: str, obj: Any) -> list[str]:
 
 
 def _is_data(obj: Any) -> bool:
-    return not (inspect.isclass(obj) or inspect.isroutine(obj) or inspect.ismodule(obj) or callable(obj))
+    """Constants and type aliases (``Literal[...]``, ``dict[str, int]``): documented by a doc comment, not by
+    ``__doc__`` (which is their type's)."""
+    if isinstance(obj, types.GenericAlias) or typing.get_origin(obj) is not None:
+        return True
+    return not (inspect.isclass(obj) or inspect.isroutine(obj) or inspect.ismodule(obj))
 
 
 def missing_docstring(entry: PublicName) -> bool:
     if _is_data(entry.obj):
         return not any(line.strip() for line in data_doc(entry.name, entry.obj))
-    own = entry.obj.__dict__.get("__doc__") if inspect.isclass(entry.obj) else getattr(entry.obj, "__doc__", None)
+    if inspect.isclass(entry.obj):  # a class's own docstring, not one inherited from a base
+        own = entry.obj.__dict__.get("__doc__")
+    else:
+        own = getattr(entry.obj, "__doc__", None)
     return not (own or "").strip()
 
 
-# --- page writing -------------------------------------------------------------------------------------------------
+# --- page writing ---
 
 
 def _title(text: str) -> list[str]:
@@ -166,7 +178,7 @@ def module_page(index: ApiIndex, modname: str) -> str:
         lines += [heading, "-" * len(heading), ""]
         if own:
             lines += ["Documented on the page of the module that defines them:", ""]
-        lines += [".. autosummary::", "   :nosignatures:", ""]
+        lines += [".. currentmodule:: None", "", ".. autosummary::", "   :nosignatures:", ""]
         lines += [f"   ~{index.canonical(e)}" for e in elsewhere] + [""]
     return "\n".join(lines)
 
@@ -193,7 +205,7 @@ def _write_if_changed(path: Path, text: str) -> None:
 
 
 def generate(app: Sphinx, config: Any) -> None:
-    """Write the pages before Sphinx lists the source files (``config-inited``), so they are read this build."""
+    """Write the pages before Sphinx lists the sources (``config-inited``), so they are read this build."""
     index = build_index()
     app.lr_api_index = index  # type: ignore[attr-defined]  # (not on env: objects do not pickle)
     for modname in index.modules:
@@ -220,22 +232,56 @@ def generate(app: Sphinx, config: Any) -> None:
         _write_if_changed(out / name, text)
 
 
-# --- docstrings of data, references by any import path -----------------------------------------------------------
+# --- docstrings of data, references by any import path ---
 
 
 def fill_data_docstring(app: Sphinx, what: str, name: str, obj: Any, options: Any, lines: list[str]) -> None:
     """Data re-exported from another module: autodoc finds no ``#:`` comment there and falls back to the
     docstring of the value's type (``dict``, ``str``); use the comment of the module that defines it."""
-    if what not in {"data", "attribute"} or not name.startswith(PACKAGE + "."):
+    if not name.startswith(PACKAGE + ".") or not _is_data(obj):
         return
-    if _is_data(obj) and getattr(obj, "__doc__", None) == getattr(type(obj), "__doc__", None):
-        own = data_doc(name.rsplit(".", 1)[1], obj)
-        if own or any(line.strip() for line in lines):
-            lines[:] = own
+    own = data_doc(name.rsplit(".", 1)[1], obj)
+    if own or lines == _type_doc(obj):
+        lines[:] = own
 
 
-def _resolve_object(target: str) -> tuple[Any, list[str]] | None:
-    """Import the longest module prefix of ``target`` and walk the rest; returns the objects along the path."""
+def _type_doc(obj: Any) -> list[str]:
+    from sphinx.util.docstrings import prepare_docstring
+
+    doc = getattr(type(obj), "__doc__", None) or getattr(obj, "__doc__", None)
+    return prepare_docstring(doc) if isinstance(doc, str) else []
+
+
+_PROPERTY_FIRST_LINES: dict[str, str] = {}
+
+
+def keep_property_summary(
+    app: Sphinx, what: str, name: str, obj: Any, options: Any, lines: list[str]
+) -> None:
+    """Before napoleon: remember a property docstring's first line (see :func:`restore_property_summary`)."""
+    if what == "property" and lines:
+        _PROPERTY_FIRST_LINES[name] = lines[0]
+
+
+def restore_property_summary(
+    app: Sphinx, what: str, name: str, obj: Any, options: Any, lines: list[str]
+) -> None:
+    """Napoleon reads a property docstring's first line ``Device bytes: the sum ...`` as ``type: description``
+    and turns the words before the colon into a type reference; put the sentence back as it was written."""
+    first = _PROPERTY_FIRST_LINES.pop(name, None)
+    if what != "property" or first is None or ":" not in first:
+        return
+    prefix, rest = (part.strip() for part in first.split(":", 1))
+    stripped = [line.strip() for line in lines]
+    if f":type: {prefix}" not in stripped or rest not in stripped:
+        return
+    del lines[stripped.index(f":type: {prefix}")]
+    lines[[line.strip() for line in lines].index(rest)] = first.strip()
+
+
+def _import_path(target: str) -> list[Any] | None:
+    """The objects along ``target``: its longest importable module prefix, then each attribute; None when
+    some part does not exist."""
     parts = target.split(".")
     for cut in range(len(parts), 0, -1):
         try:
@@ -244,51 +290,121 @@ def _resolve_object(target: str) -> tuple[Any, list[str]] | None:
             continue
         path = [obj]
         for attr in parts[cut:]:
-            try:
-                obj = getattr(obj, attr)
-            except AttributeError:
+            if not hasattr(obj, attr):
                 return None
+            obj = getattr(obj, attr)
             path.append(obj)
-        return path, parts[cut:]
+        return path
     return None
+
+
+_DOCSTRING_OF = re.compile(r"docstring of ([\w.]+)")
+
+
+def _candidates(node: Any) -> list[str]:
+    """Full names the target may mean: as written; relative to the object whose docstring holds it, its
+    class and each module above it; relative to the page's class and module; else the one object of that
+    name anywhere in the package (``:class:`DigitsCNN``` in a summary line of another module's page)."""
+    target = node.get("reftarget", "").lstrip(".~")
+    if target.startswith(PACKAGE + "."):
+        return [target]
+    contexts = []
+    holder = _DOCSTRING_OF.search(node.source or "")
+    if holder:
+        contexts.append(holder[1])
+        objects = _import_path(holder[1])
+        if objects and not inspect.ismodule(objects[-1]):
+            owner = objects[-1] if inspect.isclass(objects[-1]) else objects[-2]
+            if inspect.isclass(owner):
+                contexts.append(f"{owner.__module__}.{owner.__qualname__}")
+    module, cls = node.get("py:module") or "", node.get("py:class") or ""
+    contexts += [f"{module}.{cls}" if cls else module]
+    found = []
+    for context in contexts:
+        parts = context.split(".")
+        found += [".".join([*parts[:cut], target]) for cut in range(len(parts), 0, -1)]
+    first = target.split(".")[0]
+    anywhere = {
+        id(getattr(mod, first)): f"{modname}.{target}"
+        for modname, mod in sorted(sys.modules.items())
+        if modname.startswith(PACKAGE + ".") and mod is not None and first in vars(mod)
+    }
+    if len(anywhere) == 1:
+        found += list(anywhere.values())
+    return list(dict.fromkeys(name for name in found if name.startswith(PACKAGE + ".")))
+
+
+def _instance_attribute(candidate: str) -> bool:
+    """``Class.name`` where ``name`` is an instance attribute the class sets (``self.name = ...``): it
+    exists, but only on instances, so importing cannot find it."""
+    owner_path, _, attr = candidate.rpartition(".")
+    objects = _import_path(owner_path)
+    if not objects or not inspect.isclass(objects[-1]):
+        return False
+    try:
+        source = inspect.getsource(objects[-1])
+    except (OSError, TypeError):
+        return False
+    return re.search(rf"self\.{re.escape(attr)}\b\s*(:[^=]*)?=", source) is not None
 
 
 def resolve_our_reference(app: Sphinx, env: Any, node: Any, contnode: nodes.Element) -> nodes.Element | None:
-    target = node.get("reftarget", "")
-    if node.get("refdomain") != "py" or not target.startswith(PACKAGE + "."):
-        return None
+    """A reference to one of our objects by any import path: a link to its page, or plain code when the
+    object exists but has no page (a private helper); a name that does not import stays a broken reference."""
     index: ApiIndex | None = getattr(app, "lr_api_index", None)
-    found = _resolve_object(target)
-    if index is None or found is None:
+    if node.get("refdomain") != "py" or index is None:
         return None
-    objects, attrs = found
-    parts = target.split(".")
-    # the deepest object along the path that has a page (a class), plus the attribute names after it
-    for depth in range(len(objects) - 1, 0, -1):
-        obj, name = objects[depth], attrs[depth - 1]
-        home = index.home.get(_key(name, obj))
-        if home is None:
+    for candidate in _candidates(node):
+        objects = _import_path(candidate)
+        if objects is None:
+            if _instance_attribute(candidate):
+                return contnode
             continue
-        rewritten = ".".join([home, name, *attrs[depth:]])
-        if rewritten == target:
-            return None
-        domain = env.get_domain("py")
-        for reftype in (node.get("reftype"), "obj"):
+        parts = candidate.split(".")
+        attrs = parts[len(parts) - len(objects) + 1 :]
+        # the deepest object along the path that has a page, then the attribute names after it
+        for depth in range(len(objects) - 1, 0, -1):
+            home = index.home.get(_key(attrs[depth - 1], objects[depth]))
+            if home is None:
+                continue
+            rewritten = ".".join([home, attrs[depth - 1], *attrs[depth:]])
+            domain = env.get_domain("py")
+            for reftype in (node.get("reftype"), "obj"):
+                resolved = domain.resolve_xref(
+                    env, node["refdoc"], app.builder, reftype, rewritten, node, contnode
+                )
+                if resolved is not None:
+                    return resolved
+            break
+        if inspect.ismodule(objects[-1]) and objects[-1].__name__ in index.modules:
+            domain = env.get_domain("py")
             resolved = domain.resolve_xref(
-                env, node["refdoc"], app.builder, reftype, rewritten, node, contnode
+                env, node["refdoc"], app.builder, "mod", objects[-1].__name__, node, contnode
             )
             if resolved is not None:
                 return resolved
-        return None
-    if inspect.ismodule(objects[-1]) and objects[-1].__name__ in index.modules and objects[-1].__name__ != target:
-        return None
-    del parts
+        return contnode  # exists, no page of its own (private, or an undocumented member): code, no link
+    if _in_summary_table(node):
+        # The first sentence of a docstring, copied into a module page's table, out of its class's context;
+        # the same sentence on the object's own page is checked in context.
+        return contnode
     return None
+
+
+def _in_summary_table(node: Any) -> bool:
+    parent = node.parent
+    while parent is not None:
+        if isinstance(parent, nodes.table) and "autosummary" in parent.get("classes", []):
+            return True
+        parent = parent.parent
+    return False
 
 
 def setup(app: Sphinx) -> dict[str, Any]:
     app.setup_extension("sphinx.ext.autosummary")
     app.connect("config-inited", generate)  # before the source files are listed and autosummary writes stubs
     app.connect("autodoc-process-docstring", fill_data_docstring)
+    app.connect("autodoc-process-docstring", keep_property_summary, priority=100)  # napoleon's runs at 500
+    app.connect("autodoc-process-docstring", restore_property_summary, priority=900)
     app.connect("missing-reference", resolve_our_reference)
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}

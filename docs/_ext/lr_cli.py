@@ -53,7 +53,11 @@ class CliHelp(SphinxDirective):
         code, text = cli_help(command)
         if code != 0 or not text.strip():
             logger.warning(
-                "`%s` exited with %s and printed %d characters", shown, code, len(text), location=self.get_location()
+                "`%s` exited with %s and printed %d characters",
+                shown,
+                code,
+                len(text),
+                location=self.get_location(),
             )
         block = nodes.literal_block(f"$ {shown}\n{text.rstrip()}", f"$ {shown}\n{text.rstrip()}")
         block["language"] = "text"

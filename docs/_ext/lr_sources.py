@@ -1,9 +1,10 @@
 """Sources that live outside ``docs/``, brought in at build time so that nothing is copied into git.
 
-* ``notebooks/*.ipynb`` and ``notebooks/README.md`` are copied into ``docs/notebooks/`` (gitignored) when the
-  configuration is read; the README becomes the tutorials page, with a toctree of the notebooks appended. They are
-  rendered as stored, not executed (the test suite executes them).
-* ``benchmarks/RESULTS.md`` is copied to ``docs/benchmarks/results.md`` so the README's links to it resolve.
+* ``notebooks/*.ipynb`` and ``notebooks/README.md`` are copied into ``docs/notebooks/`` (gitignored) when
+  the configuration is read; the README becomes the tutorials page, with a toctree of the notebooks
+  appended. They are rendered as stored, not executed (the test suite executes them).
+* ``benchmarks/README.md`` and ``RESULTS.md`` are copied to ``docs/benchmarks/`` (``readme.md``,
+  ``results.md``) so the README's links to them resolve.
 * ``{readme-section} <heading>`` in a docs page is replaced, before parsing, by the body of the README section
   with that ``## `` heading (up to the next ``## `` heading); a heading that is not in the README is a warning
   (an error under ``-W``). The README's links to repository files are rewritten to their pages here.
@@ -49,7 +50,12 @@ def copy_sources(app: Sphinx, config: Any) -> None:
     readme = (root / "notebooks" / "README.md").read_text()
     readme += "\n\n```{toctree}\n:hidden:\n:glob:\n\n*\n```\n"
     _sync_dir(src / NOTEBOOKS_DIR, {**notebooks, "index.md": readme})
-    _sync_dir(src / BENCHMARKS_DIR, {"results.md": (root / "benchmarks" / "RESULTS.md").read_text()})
+    bench = root / "benchmarks"
+    benchmarks = {
+        "readme.md": (bench / "README.md").read_text().replace("](RESULTS.md)", "](results.md)"),
+        "results.md": (bench / "RESULTS.md").read_text().replace("](README.md)", "](readme.md)"),
+    }
+    _sync_dir(src / BENCHMARKS_DIR, benchmarks)
 
 
 def readme_section(readme: str, heading: str) -> str | None:
