@@ -37,7 +37,7 @@ from sphinx.util import logging
 
 logger = logging.getLogger(__name__)
 
-PACKAGE = "lightning_recipes"
+PACKAGE = "lightning_recipes"  # the documented package: conf.py's ``lr_api_package`` (set at config-inited)
 API_DIR = "api"  # relative to the docs source directory; generated, gitignored
 
 
@@ -206,6 +206,8 @@ def _write_if_changed(path: Path, text: str) -> None:
 
 def generate(app: Sphinx, config: Any) -> None:
     """Write the pages before Sphinx lists the sources (``config-inited``), so they are read this build."""
+    global PACKAGE
+    PACKAGE = config.lr_api_package
     index = build_index()
     app.lr_api_index = index  # type: ignore[attr-defined]  # (not on env: objects do not pickle)
     for modname in index.modules:
@@ -402,6 +404,7 @@ def _in_summary_table(node: Any) -> bool:
 
 def setup(app: Sphinx) -> dict[str, Any]:
     app.setup_extension("sphinx.ext.autosummary")
+    app.add_config_value("lr_api_package", "lightning_recipes", "env", types=[str])
     app.connect("config-inited", generate)  # before the source files are listed and autosummary writes stubs
     app.connect("autodoc-process-docstring", fill_data_docstring)
     app.connect("autodoc-process-docstring", keep_property_summary, priority=100)  # napoleon's runs at 500
