@@ -34,7 +34,6 @@ extensions = [
     "sphinx.ext.autodoc",
     "sphinx.ext.autosummary",
     "sphinx.ext.napoleon",
-    "sphinx.ext.viewcode",
     "sphinx_autodoc_typehints",  # after napoleon
     "myst_nb",  # MyST markdown and notebooks (it loads myst_parser itself)
     "lr_api",  # docs/_ext: the API pages from __all__, missing docstrings fail, our references resolve
