@@ -63,5 +63,12 @@ bench: install
 	$(PIP) --no-deps --group bench timm
 	$(PY) -m benchmarks
 
+# The documentation site, built strictly: a warning, a broken reference, a public name without a docstring fails.
+# Needs docs/requirements.txt in $(VENV).
+.PHONY: docs
+docs: install
+	$(VENV)/bin/sphinx-build -W --keep-going -n -b html docs docs/_build/html
+	@echo "Open $(CURDIR)/docs/_build/html/index.html"
+
 clean:
 	rm -rf $(VENV) $(FLOOR_VENV) lightning_logs demo_output .pytest_cache .mypy_cache .ruff_cache

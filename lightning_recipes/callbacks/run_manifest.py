@@ -76,32 +76,8 @@ class RunManifest(Callback):
 
     Manifest sections (JSON keys; in TensorBoard prefixed ``manifest/`` and flattened with ``/``):
 
-    =====================  ==========================================================================
     Key                    Content
-    =====================  ==========================================================================
-    ``created_at``         UTC time (ISO 8601) the training started
-    ``command``            ``sys.argv`` and the working directory
-    ``git``                ``commit``, ``branch``, ``dirty``, ``diff_sha256``, ``changed_files``
-                           (``None`` outside a repository or without git)
-    ``hparams``            the LightningModule's ``hparams``
-    ``datamodule_hparams`` the datamodule's ``hparams`` (when one is attached)
-    ``recipe``             the module's ``recipe`` attribute, if any
-    ``cli_config``         the full LightningCLI config (YAML + flags + defaults), when run by one
-    ``optimizers``         per optimizer: class, per-group hyperparameters and parameter counts;
-                           schedulers by class and interval; for Lion and Lamb ``implementation_used``,
-                           the path that ran (written after the first optimizer step)
-    ``seeds``              ``PL_GLOBAL_SEED``, ``PL_SEED_WORKERS``, ``torch.initial_seed()``
-    ``versions``           Python and library versions, CUDA/cuDNN when present
-    ``hardware``           host, OS, CPU count, memory, accelerator, device names
-    ``trainer``            strategy (and preset), precision, world size, nodes, devices, accumulation,
-                           per-device and effective batch size, max steps/epochs, clipping, callbacks,
-                           loggers, the checkpoint resumed from
-    ``model``              class, total and trainable parameter counts
-    ``data_fingerprint``   ``sha256`` over all ranks, ``per_rank`` hashes, ``batches`` hashed
-    ``resumed_from``       the previous manifest's identity after a checkpoint resume
-    ``extra``              the ``extra`` argument
-    =====================  ==========================================================================
-
+    =====================  ===================================================================
     Example:
         >>> import json, tempfile
         >>> from lightning_recipes.testing import TinyClassifier, fast_trainer, random_classification_loader

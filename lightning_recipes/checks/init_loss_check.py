@@ -77,7 +77,8 @@ class InitLossCheck(SanityCheck):
         on_fail: ``"raise"`` a :class:`~lightning_recipes.checks.PreflightError` or ``"warn"`` when used as
             a callback.
         input_key: Index or key of the input in a batch (default ``batch[0]`` / ``"x"``, ``"input_ids"``,
-        ...). target_key: Index or key of the target (default ``batch[-1]`` / ``"y"``, ``"labels"``, ...).
+            ...).
+        target_key: Index or key of the target (default ``batch[-1]`` / ``"y"``, ``"labels"``, ...).
 
     Raises:
         ValueError: If a tolerance is not positive, ``num_batches < 1``, ``num_classes < 2`` or

@@ -46,6 +46,7 @@ from lightning_recipes.harness.batches import Key
 
 __all__ = ["CHECKS", "Preflight", "build_checks", "preflight"]
 
+#: Every check the preflight runs, name -> class, in the order it runs them.
 CHECKS: dict[str, type[SanityCheck]] = {
     cls.name: cls
     for cls in (

@@ -39,8 +39,8 @@ from lightning_recipes.recipe import OptimizerRecipe
 __all__ = ["DEMO_SETTINGS", "build_parser", "main", "run_demo"]
 
 
-# Per-optimizer settings for this model, found by a small sweep on the digits (seed 0): Lion wants ~10x lower
-# lr and ~10x higher weight decay than AdamW (Chen et al. 2023); Lamb's trust ratio tolerates a higher lr.
+#: Per-optimizer settings for this model, found by a small sweep on the digits (seed 0): Lion wants ~10x lower
+#: lr and ~10x higher weight decay than AdamW (Chen et al. 2023); Lamb's trust ratio tolerates a higher lr.
 DEMO_SETTINGS: dict[str, dict[str, float]] = {
     "adamw": {"lr": 3e-3, "weight_decay": 0.05},
     "lion": {"lr": 3e-4, "weight_decay": 0.5},

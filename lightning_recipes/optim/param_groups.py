@@ -22,6 +22,7 @@ from lightning_recipes.optim.tied import parameter_names
 
 __all__ = ["NORM_LAYERS", "param_groups"]
 
+#: Module types whose parameters go to the ``no_decay`` group (normalisation layers).
 NORM_LAYERS: tuple[type[nn.Module], ...] = (
     nn.modules.batchnorm._NormBase,  # BatchNorm1d/2d/3d, SyncBatchNorm, LazyBatchNorm*, InstanceNorm*
     nn.LayerNorm,

@@ -11,7 +11,8 @@ from typing import Any
 __all__ = ["MetricHistory", "read_metrics"]
 
 MetricHistory = dict[str, list[tuple[int, float]]]
-"""``{key: [(step, value), ...]}`` in logging order."""
+"""A run's logged metrics: for each key, its ``(step, value)`` pairs in logging order
+(``{key: [(step, value), ...]}``)."""
 
 
 def read_metrics(source: Any) -> MetricHistory:

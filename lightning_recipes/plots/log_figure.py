@@ -15,6 +15,7 @@ def log_figure(figure: Any, target: Any, key: str, *, step: int | None = None) -
     - ``WandbLogger``: a ``wandb.Image`` through ``log_image`` (appears in the run's media panel).
     - ``TensorBoardLogger``: ``add_figure`` (IMAGES tab).
     - ``CSVLogger`` (and any logger with a ``log_dir``): ``<log_dir>/figures/<key>[-<step>].png``.
+
     Other loggers are skipped. Call it on rank zero (as a notebook does), or from a rank-zero hook.
 
     Args:

@@ -15,7 +15,7 @@ __all__ = ["plot_schedule", "schedule_values"]
 
 
 def schedule_values(schedule: Any, total_steps: int, *, lr: float | None = None) -> list[float]:
-    """The learning rate in effect at each optimizer step ``0 .. total_steps - 1``.
+    """The learning rate in effect at each optimizer step ``0`` to ``total_steps - 1``.
 
     The schedule is run for real on a one-parameter SGD optimizer (so what you see is what Lightning
     will step), never on your model's optimizer.

@@ -17,6 +17,7 @@ __all__ = [
     "validate_deepspeed_config",
 ]
 
+#: The message given when a DeepSpeed preset is asked for and ``deepspeed`` is not installed.
 DEEPSPEED_INSTALL_HINT = (
     "DeepSpeed is not installed. Install it with `pip install 'lightning-recipes[deepspeed]'`"
     " (or `pip install deepspeed`), or pick a preset that needs no extra package: `recipes_ddp`,"

@@ -42,7 +42,8 @@ class RecipesFSDPStrategy(FSDPStrategy):
 
     Args:
         block_classes: Block classes or their import paths (``"pkg.module.Block"``, for YAML); ``None`` =
-        infer. activation_checkpointing: Checkpoint the blocks (recompute their activations in backward).
+            infer.
+        activation_checkpointing: Checkpoint the blocks (recompute their activations in backward).
         host_memory_gb: Host memory per node for the offload check; ``None`` = read it from the machine.
         preset_name: Name used in messages.
         **kwargs: Any :class:`~lightning.pytorch.strategies.FSDPStrategy` argument.

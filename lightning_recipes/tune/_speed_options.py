@@ -227,7 +227,8 @@ def _tf32() -> Iterator[None]:
         torch.backends.cudnn.allow_tf32 = before[1]
 
 
-# Applied in this order when combined: the model changes first, torch.compile last (it wraps the result).
+#: The speed options :func:`~lightning_recipes.tune.speed_tune` measures, name -> :class:`SpeedOption`.
+#: Applied in this order when combined: the model changes first, torch.compile last (it wraps the result).
 OPTIONS: dict[str, SpeedOption] = {
     option.name: option
     for option in (
