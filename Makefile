@@ -19,10 +19,10 @@ FLOOR_VENV := .venv-floor
 $(VENV)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	# torch first: the CPU wheel. A bare `pip install lightning` would pull a multi-GB CUDA build.
-	# pip >= 25.1 installs the PEP 735 dependency groups (dev, notebooks: pyproject.toml), kept out of the wheel
+	# pip >= 25.1 installs the PEP 735 dependency groups (dev, notebooks, docs: pyproject.toml), kept out of the wheel
 	$(PIP) "pip>=25.1"
 	$(PIP) torch==2.13.0
-	$(PIP) -e ".[data,plots,wandb,deepspeed]" --group dev --group notebooks
+	$(PIP) -e ".[data,plots,wandb,deepspeed]" --group dev --group notebooks --group docs
 	$(PY) -m ipykernel install --sys-prefix --name python3 > /dev/null
 	touch $@
 
@@ -32,12 +32,13 @@ demo: install
 	$(VENV)/bin/lightning-recipes demo
 
 lint: install
-	$(VENV)/bin/ruff check lightning_recipes tests benchmarks
-	$(VENV)/bin/ruff format --check lightning_recipes tests benchmarks
+	$(VENV)/bin/ruff check lightning_recipes tests benchmarks docs/_ext docs/conf.py
+	$(VENV)/bin/ruff format --check lightning_recipes tests benchmarks docs/_ext docs/conf.py
 	$(VENV)/bin/mypy
 
-test: lint
-	$(PY) -m pytest -n $(TEST_WORKERS) --durations=25
+# The docs site is built first (strictly), and tests/docs reads that build rather than building its own.
+test: lint docs
+	LR_DOCS_HTML=docs/_build/html $(PY) -m pytest -n $(TEST_WORKERS) --durations=25
 
 # The tests that exercise Lightning, again against the oldest supported Lightning, in its own environment (CI runs
 # it after `test`). Not again: doctests, optimizer/schedule numerics, static checks, demos and notebooks (the
@@ -64,7 +65,7 @@ bench: install
 	$(PY) -m benchmarks
 
 # The documentation site, built strictly: a warning, a broken reference, a public name without a docstring fails.
-# Needs docs/requirements.txt in $(VENV).
+# Needs the docs dependency group in $(VENV) (make install puts it there).
 .PHONY: docs
 docs: install
 	$(VENV)/bin/sphinx-build -W --keep-going -n -b html docs docs/_build/html

@@ -45,7 +45,7 @@ def _require_sphinx() -> None:
     try:
         import sphinx  # noqa: F401
     except ImportError:
-        _unavailable("the docs requirements are not installed (pip install -r docs/requirements.txt)")
+        _unavailable("the docs requirements are not installed (pip install --group docs)")
 
 
 def sphinx_build(source: Path, out: Path, *extra: str) -> subprocess.CompletedProcess[str]:
@@ -231,7 +231,7 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     try:
         from selenium import webdriver
     except ImportError:
-        _unavailable("selenium is not installed (pip install -r docs/requirements.txt)")
+        _unavailable("selenium is not installed (pip install --group docs)")
     from selenium.webdriver.chrome.service import Service
 
     options = webdriver.ChromeOptions()
