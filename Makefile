@@ -68,7 +68,7 @@ bench: install
 # Needs the docs dependency group in $(VENV) (make install puts it there).
 .PHONY: docs
 docs: install
-	$(VENV)/bin/sphinx-build -W --keep-going -n -b html docs docs/_build/html
+	$(VENV)/bin/sphinx-build -q -W --keep-going -n -b html docs docs/_build/html
 	@echo "Open $(CURDIR)/docs/_build/html/index.html"
 
 clean:

@@ -41,6 +41,18 @@ class ImplementationRecord(Optimizer):
 
     implementation_used: str | None
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Torch's state (``defaults``, ``state``, ``param_groups``) and ``implementation_used``: a pickled or
+        deep-copied optimizer says what its original last ran."""
+        state: dict[str, Any] = super().__getstate__()  # type: ignore[misc]
+        state["implementation_used"] = self.__dict__.get("implementation_used")
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """As torch's; a state pickled before ``implementation_used`` existed gets ``None``."""
+        super().__setstate__(state)
+        self.__dict__.setdefault("implementation_used", None)
+
     def add_param_group(self, param_group: dict[str, Any]) -> None:
         """As torch's; ``Optimizer.__init__`` calls it, so the attribute exists from construction on."""
         self.__dict__.setdefault("implementation_used", None)

@@ -78,7 +78,10 @@ def test_hybrid_rung_only_for_multi_node() -> None:
     assert "fsdp_hybrid" in [e.strategy for e in two.estimates]
 
 
-def test_recommendation_table_text_and_strategy() -> None:
+def test_recommendation_table_text_and_strategy(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the text is as wide as the terminal (issue #26; COLUMNS, else 80 without one): wide enough to keep each
+    # asserted phrase on one line (tests/checks/test_output.py checks the fit at 80 columns)
+    monkeypatch.setenv("COLUMNS", "140")
     rec = recommend_strategy(7 * B, devices=8, device_memory_gb=24)
     text = str(rec)
     assert "recommended: recipes_fsdp_full_shard" in text
