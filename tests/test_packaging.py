@@ -184,3 +184,12 @@ def test_the_sdist_carries_the_licence(built: dict[str, Path]) -> None:
         assert licence and b"Apache License" in sdist.extractfile(licence[0]).read()  # type: ignore[union-attr]
     assert metadata["License-Expression"] == "Apache-2.0"
     assert "lightning_recipes-0.1.0/lightning_recipes/optim/_cpu_kernels.c" in names
+
+
+def test_the_package_version_is_pyprojects():
+    """``lightning_recipes.__version__`` is written in the package (the command's ``--version`` answers before
+    anything is imported) and in ``pyproject.toml``: the two must agree."""
+    source = (ROOT / "lightning_recipes" / "__init__.py").read_text()
+    written = re.search(r'^__version__ = "([^"]+)"$', source, re.MULTILINE)
+    assert written, "lightning_recipes/__init__.py sets no __version__"
+    assert written.group(1) == PROJECT["version"]
