@@ -245,9 +245,12 @@ def _instrument(callbacks: list[Callback], timed_types: tuple[type, ...]) -> lis
     return spent
 
 
+ACCELERATOR = ["cpu"]  # --accelerator gpu: the step and sync measurements on a CUDA device
+
+
 def _trainer(callbacks: list[Callback], steps: int, logger, log_every: int) -> pl.Trainer:
     return pl.Trainer(
-        accelerator="cpu",
+        accelerator=ACCELERATOR[0],
         devices=1,
         max_steps=steps,
         logger=logger,
@@ -376,7 +379,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--steps", type=int, default=27, help="training steps per fit (the first 2 are not timed)"
     )
+    parser.add_argument("--accelerator", default="cpu", choices=["cpu", "gpu"], help="where the Trainer runs")
     args = parser.parse_args(argv)
+    ACCELERATOR[0] = args.accelerator
     if args.threads:
         torch.set_num_threads(args.threads)
     parts = args.only or ["norm", "syncs", "steps"]

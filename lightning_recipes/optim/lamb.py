@@ -250,6 +250,8 @@ def _lamb_compiled(
     other: list[int] = []
     for i, (p, g, m, v, t) in enumerate(zip(params, grads, exp_avgs, exp_avg_sqs, steps)):
         ok = p.dtype in _FUSED_DTYPES and t.dtype == torch.float32 and t.device == p.device
+        # CUDA's fused AdamW takes a float32 learning-rate tensor only (float64 there: the for-loop route)
+        ok = ok and (p.device.type == "cpu" or p.dtype != torch.float64)
         ok = ok and p.is_contiguous() and g.is_contiguous() and m.is_contiguous() and v.is_contiguous()
         (eligible if ok else other).append(i)
     if other:

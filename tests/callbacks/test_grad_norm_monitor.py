@@ -22,6 +22,7 @@ from torch.utils.data import DistributedSampler
 from lightning_recipes import norms
 from lightning_recipes.callbacks import AdaptiveGradClip, GradNormMonitor, InputPipelineMonitor
 from lightning_recipes.norms import distributed_total_norm, norm_power, total_norm
+from lightning_recipes.strategies import deepspeed_available
 from lightning_recipes.testing import (
     HostSyncCounter,
     InMemoryLogger,
@@ -511,6 +512,7 @@ def test_deepspeed_accepts_only_the_engine_global_norm():
 
 
 @pytest.mark.gpu
+@pytest.mark.skipif(not deepspeed_available(), reason="DeepSpeed is not installed")
 def test_deepspeed_logs_the_engine_global_norm(tmp_path):
     logger = InMemoryLogger()
     trainer = pl.Trainer(

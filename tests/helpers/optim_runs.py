@@ -19,32 +19,32 @@ LION_GROUPS = [  # (shapes, overrides)
 LION_DEFAULTS = {"lr": 5e-3, "betas": (0.9, 0.99), "weight_decay": 0.5}
 
 
-def lion_params(dtype=torch.float64):
+def lion_params(dtype=torch.float64, device="cpu"):
     generator = torch.Generator().manual_seed(3)
     return [
         [
-            torch.nn.Parameter(torch.randn(s, generator=generator, dtype=torch.float64).to(dtype))
+            torch.nn.Parameter(torch.randn(s, generator=generator, dtype=torch.float64).to(device, dtype))
             for s in shapes
         ]
         for shapes, _ in LION_GROUPS
     ]
 
 
-def lion_against_reference(implementation: str, steps: int = 12) -> float:
-    params = lion_params()
+def lion_against_reference(implementation: str, steps: int = 12, device: str = "cpu") -> float:
+    params = lion_params(device=device)
     optimizer = Lion(
         [{"params": ps, **over} for ps, (_, over) in zip(params, LION_GROUPS)],
         **LION_DEFAULTS,
         implementation=implementation,
     )
     shapes = [p.shape for ps in params for p in ps]
-    ref_p = [p.detach().clone() for ps in params for p in ps]
+    ref_p = [p.detach().to("cpu", copy=True) for ps in params for p in ps]
     ref_m = [torch.zeros_like(p) for p in ref_p]
     hyper = [{**LION_DEFAULTS, **over} for ps, (_, over) in zip(params, LION_GROUPS) for _ in ps]
     worst = 0.0
     for grads in grads_sequence(shapes, steps, seed=11):
         for p, g in zip((p for ps in params for p in ps), grads):
-            p.grad = g.clone()
+            p.grad = g.to(device, copy=True)
         optimizer.step()
         for i, g in enumerate(grads):
             h = hyper[i]
@@ -58,8 +58,8 @@ def lion_against_reference(implementation: str, steps: int = 12) -> float:
                 wd=h["weight_decay"],
             )
         flat = [p for ps in params for p in ps]
-        worst = max(worst, max(float((p.detach() - r).abs().max()) for p, r in zip(flat, ref_p)))
-        states = [optimizer.state[p]["exp_avg"] for p in flat]
+        worst = max(worst, max(float((p.detach().cpu() - r).abs().max()) for p, r in zip(flat, ref_p)))
+        states = [optimizer.state[p]["exp_avg"].cpu() for p in flat]
         worst = max(worst, max(float((m - r).abs().max()) for m, r in zip(states, ref_m)))
     return worst
 
@@ -73,10 +73,13 @@ LAMB_GROUPS = [
 LAMB_DEFAULTS = {"lr": 5e-3, "betas": (0.9, 0.999), "eps": 1e-6, "weight_decay": 0.01}
 
 
-def lamb_against_reference(implementation: str, steps: int = 12) -> float:
+def lamb_against_reference(implementation: str, steps: int = 12, device: str = "cpu") -> float:
     generator = torch.Generator().manual_seed(3)
     params = [
-        [torch.nn.Parameter(torch.randn(s, generator=generator, dtype=torch.float64)) for s in shapes]
+        [
+            torch.nn.Parameter(torch.randn(s, generator=generator, dtype=torch.float64).to(device))
+            for s in shapes
+        ]
         for shapes, _ in LAMB_GROUPS
     ]
     with torch.no_grad():
@@ -92,11 +95,18 @@ def lamb_against_reference(implementation: str, steps: int = 12) -> float:
         for ps, (_, over) in zip(params, LAMB_GROUPS)
         for _ in ps
     ]
-    ref = [(p.detach().clone(), torch.zeros_like(p), torch.zeros_like(p)) for p in flat]
+    ref = [
+        (
+            p.detach().to("cpu", copy=True),
+            torch.zeros_like(p, device="cpu"),
+            torch.zeros_like(p, device="cpu"),
+        )
+        for p in flat
+    ]
     worst = 0.0
     for t, grads in enumerate(grads_sequence([p.shape for p in flat], steps, seed=11), start=1):
         for p, g in zip(flat, grads):
-            p.grad = g.clone()
+            p.grad = g.to(device, copy=True)
         optimizer.step()
         for i, g in enumerate(grads):
             h = hyper[i]
@@ -108,6 +118,7 @@ def lamb_against_reference(implementation: str, steps: int = 12) -> float:
             state = optimizer.state[p]
             assert float(state["step"]) == t
             for got, want in ((p.detach(), rp), (state["exp_avg"], rm), (state["exp_avg_sq"], rv)):
+                got = got.cpu()
                 worst = max(worst, float(((got - want).abs() / (want.abs() + 1e-3)).max()))
     return worst
 

@@ -45,6 +45,7 @@ def test_fsdp1_preset_wraps_checkpoints_and_resumes_on_gpu(tmp_path: Path) -> No
         strategy=preset("fsdp_full_shard"),
         precision="bf16-mixed",
         max_steps=6,
+        max_epochs=2,  # Lightning counts the epoch as finished once fit stopped at max_steps
         default_root_dir=tmp_path,
     )
     resumed.fit(TinyTransformerLM(), random_token_loader(), ckpt_path=ckpt)
