@@ -14,7 +14,7 @@ import lightning.pytorch as pl
 from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 from torch import nn
 
-from lightning_recipes._blocks import BlockSpec, infer_block_classes, outermost_blocks, resolve_block_classes
+from lightning_recipes._blocks import BlockSpec, block_classes_for, outermost_blocks
 from lightning_recipes._validation import check_bool
 
 __all__ = [
@@ -79,7 +79,7 @@ def checkpoint_blocks(
     """
     from torch.distributed._composable import checkpoint
 
-    classes = resolve_block_classes(block_classes) or infer_block_classes(module)
+    classes = block_classes_for(module, block_classes)
     blocks = outermost_blocks(module, classes)
     if not blocks:
         wanted = ", ".join(cls.__name__ for cls in classes)

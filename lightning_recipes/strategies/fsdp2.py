@@ -13,7 +13,7 @@ from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 from typing_extensions import override
 
-from lightning_recipes._blocks import BlockSpec, infer_block_classes, outermost_blocks, resolve_block_classes
+from lightning_recipes._blocks import BlockSpec, block_classes_for, outermost_blocks, resolve_block_classes
 from lightning_recipes._validation import check_bool
 from lightning_recipes.strategies.activation_checkpointing import checkpoint_blocks
 
@@ -86,7 +86,7 @@ def apply_fsdp2(
     """
     if isinstance(module, FSDPModule):
         return module
-    blocks = resolve_block_classes(block_classes) or infer_block_classes(module)
+    blocks = block_classes_for(module, block_classes)
     outermost = outermost_blocks(module, blocks)
     if activation_checkpointing:
         checkpoint_blocks(module, blocks)
