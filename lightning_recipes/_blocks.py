@@ -126,7 +126,7 @@ def block_classes_for(
     if classes is None:
         return infer_block_classes(model)
     missed = _uncovered_lists(model, classes)
-    if missed:
+    if missed and any(isinstance(module, classes) for module in model.modules()):  # none: callers raise
         lists = ", ".join(f"{path or '<root>'} ({cls.__name__})" for path, cls in missed.items())
         _once(
             rank_zero_warn,
