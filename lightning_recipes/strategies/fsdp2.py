@@ -61,8 +61,8 @@ def apply_fsdp2(
     Args:
         module: The model (a LightningModule is fine: it becomes the root unit).
         mesh: The data-parallel mesh (``self.device_mesh["data_parallel"]`` in ``configure_model``).
-        block_classes: Block classes or import paths; ``None`` = infer (repeated type holding most
-            parameters).
+        block_classes: Block classes or import paths; ``None`` = infer (every stack's layers:
+            :func:`infer_block_classes`).
         activation_checkpointing: Recompute block activations in backward.
         mp_policy: FSDP2 mixed precision (see :func:`mixed_precision_policy`).
         reshard_after_forward: Free gathered block parameters after forward (ZeRO-3); ``False`` keeps them
