@@ -5,11 +5,22 @@ checkpoints, layer decay counts and ``speed_tune`` compiles. Serves the whole pa
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterable, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
 
+from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 from torch import nn
 
-__all__ = ["BlockSpec", "import_class", "infer_block_classes", "outermost_blocks", "resolve_block_classes"]
+__all__ = [
+    "BlockSpec",
+    "block_classes_for",
+    "describe_blocks",
+    "find_blocks",
+    "import_class",
+    "infer_block_classes",
+    "outermost_blocks",
+    "resolve_block_classes",
+]
 
 #: A block class, its import path (``"pkg.module.Class"``, handy in LightningCLI YAML), or a sequence of them.
 BlockSpec = type[nn.Module] | str | Sequence[type[nn.Module] | str]
@@ -47,12 +58,19 @@ def resolve_block_classes(spec: BlockSpec | None) -> tuple[type[nn.Module], ...]
 
 
 def infer_block_classes(model: nn.Module) -> tuple[type[nn.Module], ...]:
-    """The repeated submodule type that holds the most parameters: what FSDP should wrap and checkpoint.
+    """The model's repeated block types: what FSDP wraps and checkpoints and layer decay counts.
 
-    Rule: among module types that occur at least twice, are not containers (``ModuleList`` ...) and are not
-    the root, prefer composite modules (with children) over leaves such as ``nn.Linear``; pick the type whose
-    instances hold the most parameters in total; on a tie the outermost type wins (a block beats its own
-    attention sub-module).
+    Found, in this order of trust, and all kept (an encoder-decoder or two-tower model has several stacks):
+
+    1. What the model declares: each class a Hugging Face ``_no_split_modules`` (of any submodule) names
+       that sits in a layer list or repeats (a singleton such as ``CLIPTextEmbeddings`` is not a block).
+    2. Layer lists not covered by 1: the class of every ``ModuleList``/``Sequential``/``ModuleDict`` entry
+       type that occurs there at least twice, composite and with parameters (encoder and decoder layers).
+    3. With neither: the repeated type holding the most parameters (composite before leaves such as
+       ``nn.Linear``; on a tie the outermost type: a block beats its own attention sub-module).
+
+    Only types with an instance outside every other block count (T5: ``T5Block``, not ``T5Stack``; a
+    mixture-of-experts layer, not its experts). The stacks found are logged once (:func:`find_blocks`).
 
     Raises:
         ValueError: When no submodule type repeats; pass ``block_classes=...`` then.
@@ -61,7 +79,142 @@ def infer_block_classes(model: nn.Module) -> tuple[type[nn.Module], ...]:
         >>> from lightning_recipes.testing import TinyTransformerLM
         >>> infer_block_classes(TinyTransformerLM(n_layers=3))
         (<class 'lightning_recipes.testing.models.TransformerBlock'>,)
+        >>> infer_block_classes(nn.Transformer(16, 2, 2, 2, 32))  # doctest: +NORMALIZE_WHITESPACE
+        (<class 'torch.nn.modules.transformer.TransformerEncoderLayer'>,
+         <class 'torch.nn.modules.transformer.TransformerDecoderLayer'>)
     """
+    declared, owner = _declared_classes(model)
+    listed = [cls for cls in _uncovered_lists(model, declared).values() if cls not in declared]
+    candidates = declared + listed
+    source = " + ".join([f"{owner}._no_split_modules"] * bool(declared) + ["layer lists"] * bool(listed))
+    if not candidates:
+        candidates, source = [_largest_repeated_class(model)], "the repeated type holding most parameters"
+    classes = tuple(dict.fromkeys(type(block) for block in outermost_blocks(model, tuple(candidates))))
+    _once(rank_zero_info, f"blocks of {type(model).__name__} ({source}): {describe_blocks(model, classes)}")
+    return classes
+
+
+def find_blocks(model: nn.Module, block_classes: BlockSpec | None = None) -> dict[str, list[str]]:
+    """The blocks of ``model`` by stack: the path of each layer list -> the names of its blocks, in
+    registration order (the outermost instances of ``block_classes``; ``None`` infers them with
+    :func:`infer_block_classes`). Given classes that leave a layer list outside every block warn once.
+
+    Example:
+        >>> find_blocks(nn.Transformer(16, 2, 2, 2, 32))  # doctest: +NORMALIZE_WHITESPACE
+        {'encoder.layers': ['encoder.layers.0', 'encoder.layers.1'],
+         'decoder.layers': ['decoder.layers.0', 'decoder.layers.1']}
+    """
+    classes = block_classes_for(model, block_classes)
+    stacks: dict[str, list[str]] = {}
+    for name in _block_names(model, classes):
+        stacks.setdefault(name.rpartition(".")[0], []).append(name)
+    return stacks
+
+
+def block_classes_for(
+    model: nn.Module, block_classes: BlockSpec | None = None
+) -> tuple[type[nn.Module], ...]:
+    """``block_classes`` resolved (:func:`resolve_block_classes`) or, when ``None``, inferred
+    (:func:`infer_block_classes`). Given classes that leave a layer list of ``model`` outside every block
+    (BART's encoder layers when only ``BartDecoderLayer`` is named) warn once.
+
+    Example:
+        >>> block_classes_for(nn.Transformer(16, 2, 2, 2, 32), "torch.nn.TransformerEncoderLayer")
+        (<class 'torch.nn.modules.transformer.TransformerEncoderLayer'>,)
+    """
+    classes = resolve_block_classes(block_classes)
+    if classes is None:
+        return infer_block_classes(model)
+    missed = _uncovered_lists(model, classes)
+    if missed and any(isinstance(module, classes) for module in model.modules()):  # none: callers raise
+        lists = ", ".join(f"{path or '<root>'} ({cls.__name__})" for path, cls in missed.items())
+        _once(
+            rank_zero_warn,
+            f"`block_classes` {[c.__name__ for c in classes]} leave layer lists of "
+            f"{type(model).__name__} outside every block: {lists}. Those layers are not checkpointed, "
+            "not wrapped by FSDP and get no depth of their own in layer decay; name their class in "
+            "`block_classes` too (or pass `block_classes=None` to infer them all).",
+        )
+    return classes
+
+
+def describe_blocks(model: nn.Module, block_classes: BlockSpec | None = None) -> str:
+    """One line naming the stacks of blocks and their sizes (what :func:`find_blocks` returns).
+
+    Example:
+        >>> describe_blocks(nn.Transformer(16, 2, 2, 2, 32))
+        '2 stacks: encoder.layers (2 x TransformerEncoderLayer), decoder.layers (2 x TransformerDecoderLayer)'
+    """
+    stacks = find_blocks(model, block_classes)
+    modules = dict(model.named_modules())
+    parts = []
+    for path, names in stacks.items():
+        kinds = "/".join(dict.fromkeys(type(modules[name]).__name__ for name in names))
+        parts.append(f"{path or '<root>'} ({len(names)} x {kinds})")
+    return f"{len(stacks)} stack{'s' * (len(stacks) != 1)}: {', '.join(parts)}"
+
+
+def _declared_classes(model: nn.Module) -> tuple[list[type[nn.Module]], str]:
+    """The classes Hugging Face ``_no_split_modules`` lists name that sit in a layer list or repeat, and
+    the outermost declaring class."""
+    listed: set[str] = set()
+    owners = []
+    for module in model.modules():
+        names = getattr(module, "_no_split_modules", None)
+        if names and isinstance(names, (list, tuple, set, frozenset)):
+            listed.update(str(name) for name in names)
+            owners.append(type(module).__name__)
+    if not listed:
+        return [], ""
+    counts = Counter(type(module) for module in model.modules())
+    in_lists = {type(c) for m in model.modules() if isinstance(m, _CONTAINERS) for c in m.children()}
+    return [c for c in counts if c.__name__ in listed and (counts[c] >= 2 or c in in_lists)], owners[0]
+
+
+def _uncovered_lists(model: nn.Module, classes: Sequence[type[nn.Module]]) -> dict[str, type[nn.Module]]:
+    """Path -> entry class of each outermost layer list (a container holding two or more composite modules
+    with parameters of one class) that neither holds nor lies in a block of ``classes``."""
+    blocks = _block_names(model, tuple(classes)) if classes else []
+    found: dict[str, type[nn.Module]] = {}
+    for path, module in model.named_modules():
+        if not isinstance(module, _CONTAINERS) or any(_nested(path, p) for p in [*blocks, *found]):
+            continue
+        counts = Counter(type(c) for c in module.children() if _composite(c))
+        repeated = [cls for cls, count in counts.items() if count >= 2]
+        if repeated:
+            found[path] = repeated[0]
+    return found
+
+
+def _nested(path: str, other: str) -> bool:
+    """Whether one of the two module paths is the other or holds it (``""`` is the root)."""
+    return (
+        not path
+        or not other
+        or path == other
+        or (path + ".").startswith(other + ".")
+        or (other + ".").startswith(path + ".")
+    )
+
+
+def _composite(module: nn.Module) -> bool:
+    return (
+        not isinstance(module, _CONTAINERS)
+        and any(True for _ in module.children())
+        and any(True for _ in module.parameters())
+    )
+
+
+def _block_names(model: nn.Module, classes: tuple[type[nn.Module], ...]) -> list[str]:
+    """The names of the outermost instances of ``classes``, in registration order."""
+    names: list[str] = []
+    for name, sub in model.named_modules():
+        if name and isinstance(sub, classes) and not any(name.startswith(b + ".") for b in names):
+            names.append(name)
+    return names
+
+
+def _largest_repeated_class(model: nn.Module) -> type[nn.Module]:
     counts: dict[type[nn.Module], int] = {}
     numel: dict[type[nn.Module], int] = {}
     depth: dict[type[nn.Module], int] = {}
@@ -80,8 +233,16 @@ def infer_block_classes(model: nn.Module) -> tuple[type[nn.Module], ...]:
             f"Cannot infer the block classes of {type(model).__name__}: no submodule type with parameters "
             "occurs twice. Pass `block_classes=...` (the transformer/residual block class) to the preset."
         )
-    best = max(repeated, key=lambda cls: (composite[cls], numel[cls], -depth[cls]))
-    return (best,)
+    return max(repeated, key=lambda cls: (composite[cls], numel[cls], -depth[cls]))
+
+
+_SAID: set[str] = set()
+
+
+def _once(say: Callable[[str], object], message: str) -> None:
+    if message not in _SAID:
+        _SAID.add(message)
+        say(message)
 
 
 def outermost_blocks(module: nn.Module, block_classes: tuple[type[nn.Module], ...]) -> list[nn.Module]:

@@ -8,7 +8,7 @@ from typing import Any
 
 from torch import nn
 
-from lightning_recipes._blocks import BlockSpec, infer_block_classes, resolve_block_classes
+from lightning_recipes._blocks import BlockSpec, find_blocks, infer_block_classes, resolve_block_classes
 from lightning_recipes._validation import check_in_range, check_positive
 from lightning_recipes._warn_once import warn_once
 
@@ -29,8 +29,12 @@ def layer_depths(
     block ``j``, ``L + 1`` after the last of the ``L`` blocks (final norm, head).
 
     Blocks are the outermost instances of ``block_classes`` (classes or import paths), or, when ``None``, of
-    the class the FSDP presets wrap (:func:`~lightning_recipes.strategies.infer_block_classes`: the
-    repeated composite module type holding the most parameters), numbered in registration order. A parameter
+    the classes the FSDP presets wrap (:func:`~lightning_recipes.strategies.infer_block_classes`: what the
+    model declares, else its layer lists), numbered in registration order across all stacks. Several stacks
+    are numbered one after the other, which for an encoder-decoder (BART, T5) is forward order: the
+    encoder's layers ``1 .. E``, the decoder's ``E + 1 .. E + D``, so the encoder trains below the decoder
+    and above the embeddings. Two parallel towers (CLIP) are numbered the same way, in the order they are
+    registered; use ``lr_scale`` to give them other factors. A parameter
     outside every block takes its place in that order too: before the first block it is an embedding
     (depth 0), between blocks ``j`` and ``j + 1`` it belongs to block ``j`` (e.g. a BatchNorm after its
     conv), after the last block it is the head. When no parameter follows the last block, that block is the
@@ -64,20 +68,18 @@ def layer_depths(
         (['0', '2'], [1, 2, 3])
     """
     classes = resolve_block_classes(block_classes)
-    if classes is None:
-        try:
-            classes = infer_block_classes(module)
-        except ValueError as err:
-            raise ValueError(
-                f"layer_decay needs the repeated blocks of {type(module).__name__} (embeddings -> blocks -> "
-                "head) and found none: no composite submodule type with parameters occurs twice. Pass "
-                "`block_classes` (e.g. OptimizerRecipe(block_classes='my_pkg.Block')), or use `lr_scale` "
-                "to set learning rates by module name."
-            ) from err
-    blocks: list[str] = []
-    for name, sub in module.named_modules():
-        if name and isinstance(sub, classes) and not any(name.startswith(b + ".") for b in blocks):
-            blocks.append(name)
+    try:
+        classes = classes or infer_block_classes(module)
+    except ValueError as err:
+        raise ValueError(
+            f"layer_decay needs the repeated blocks of {type(module).__name__} (embeddings -> blocks -> "
+            "head) and found none: no composite submodule type with parameters occurs twice. Pass "
+            "`block_classes` (e.g. OptimizerRecipe(block_classes='my_pkg.Block')), or use `lr_scale` "
+            "to set learning rates by module name."
+        ) from err
+    order = {name: index for index, (name, _) in enumerate(module.named_modules())}
+    blocks = [name for names in find_blocks(module, classes).values() for name in names]
+    blocks.sort(key=lambda name: order[name])  # registration order, across stacks
     if not blocks:
         looked_for = ", ".join(f"{c.__module__}.{c.__qualname__}" for c in classes)
         raise ValueError(

@@ -10,7 +10,13 @@ Example:
     ('RecipesDDPStrategy', {'gradient_as_bucket_view': True})
 """
 
-from lightning_recipes._blocks import infer_block_classes, outermost_blocks, resolve_block_classes
+from lightning_recipes._blocks import (
+    describe_blocks,
+    find_blocks,
+    infer_block_classes,
+    outermost_blocks,
+    resolve_block_classes,
+)
 from lightning_recipes.strategies._layout import MemoryLayout
 from lightning_recipes.strategies._wrap_policy import LazyBlockPolicy
 from lightning_recipes.strategies.activation_checkpointing import (
@@ -61,8 +67,10 @@ __all__ = [
     "checkpoint_blocks",
     "checkpointed_blocks",
     "deepspeed_available",
+    "describe_blocks",
     "disable_hf_kv_cache",
     "estimate_memory",
+    "find_blocks",
     "infer_block_classes",
     "measure_step_memory",
     "mixed_precision_policy",

@@ -1,9 +1,10 @@
 """Activation checkpointing of a model's repeated blocks, outside FSDP too (single device, DDP).
 
-The blocks are found the way the FSDP presets find them (:func:`infer_block_classes`: the repeated module
-type holding most parameters), so ``checkpoint_blocks`` checkpoints exactly the units the FSDP presets would
-wrap. It uses torch's composable ``checkpoint`` (non-reentrant): parameter names, ``state_dict`` keys and
-checkpoints do not change, and dropout masks are replayed in the recomputation (the RNG state is saved).
+The blocks are found the way the FSDP presets find them (:func:`infer_block_classes`: the layers the
+model declares or its layer lists, in every stack), so ``checkpoint_blocks`` checkpoints exactly the units
+the FSDP presets would wrap. It uses torch's composable ``checkpoint`` (non-reentrant): parameter names,
+``state_dict`` keys and checkpoints do not change, and dropout masks are replayed in the recomputation (the
+RNG state is saved).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import lightning.pytorch as pl
 from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 from torch import nn
 
-from lightning_recipes._blocks import BlockSpec, infer_block_classes, outermost_blocks, resolve_block_classes
+from lightning_recipes._blocks import BlockSpec, block_classes_for, outermost_blocks
 from lightning_recipes._validation import check_bool
 
 __all__ = [
@@ -62,8 +63,8 @@ def checkpoint_blocks(
 
     Args:
         module: The model (a LightningModule is fine).
-        block_classes: Block classes or their import paths; ``None`` = infer (the repeated module type holding
-            most parameters, as the FSDP presets do).
+        block_classes: Block classes or their import paths; ``None`` = infer (every stack's layers, as
+            the FSDP presets do: :func:`infer_block_classes`).
         disable_kv_cache: Turn off the Hugging Face key/value cache (see above).
 
     Returns:
@@ -79,7 +80,7 @@ def checkpoint_blocks(
     """
     from torch.distributed._composable import checkpoint
 
-    classes = resolve_block_classes(block_classes) or infer_block_classes(module)
+    classes = block_classes_for(module, block_classes)
     blocks = outermost_blocks(module, classes)
     if not blocks:
         wanted = ", ".join(cls.__name__ for cls in classes)

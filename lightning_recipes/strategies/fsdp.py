@@ -22,13 +22,13 @@ __all__ = ["RecipesFSDPPrecision", "RecipesFSDPStrategy"]
 class RecipesFSDPStrategy(FSDPStrategy):
     """``FSDPStrategy`` that wraps and checkpoints the model's blocks, and refuses what cannot work at set-up.
 
-    Defaults: auto-wrap per block (``block_classes`` given, or inferred at set-up as the repeated submodule
-    type holding most parameters, after ``configure_model`` has built the layers), activation checkpointing on
-    the same blocks (``activation_checkpointing=False`` to opt out), mixed precision taken from
-    ``Trainer(precision=...)`` by Lightning's ``FSDPPrecision`` (no ``mixed_precision`` passed),
-    ``use_orig_params=True`` (parameter groups and ``self.parameters()`` in ``configure_optimizers`` work) and
-    ``state_dict_type="sharded"`` (each rank writes its shard; no rank-0 gather of the full model). Every
-    other ``FSDPStrategy`` argument is accepted and wins. ``Trainer(gradient_clip_val=...,
+    Defaults: auto-wrap per block (``block_classes`` given, or inferred at set-up by
+    :func:`infer_block_classes`: every stack's layers, after ``configure_model`` has built the layers),
+    activation checkpointing on the same blocks (``activation_checkpointing=False`` to opt out), mixed
+    precision taken from ``Trainer(precision=...)`` by Lightning's ``FSDPPrecision`` (no ``mixed_precision``
+    passed), ``use_orig_params=True`` (parameter groups and ``self.parameters()`` in ``configure_optimizers``
+    work) and ``state_dict_type="sharded"`` (each rank writes its shard; no rank-0 gather of the full model).
+    Every other ``FSDPStrategy`` argument is accepted and wins. ``Trainer(gradient_clip_val=...,
     gradient_clip_algorithm="norm")`` works: the norm is computed over all shards by the root module's
     ``clip_grad_norm_`` (Lightning's own FSDP plugin refuses norm clipping, #19235).
 

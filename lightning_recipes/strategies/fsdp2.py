@@ -13,7 +13,7 @@ from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 from typing_extensions import override
 
-from lightning_recipes._blocks import BlockSpec, infer_block_classes, outermost_blocks, resolve_block_classes
+from lightning_recipes._blocks import BlockSpec, block_classes_for, outermost_blocks, resolve_block_classes
 from lightning_recipes._validation import check_bool
 from lightning_recipes.strategies.activation_checkpointing import checkpoint_blocks
 
@@ -61,8 +61,8 @@ def apply_fsdp2(
     Args:
         module: The model (a LightningModule is fine: it becomes the root unit).
         mesh: The data-parallel mesh (``self.device_mesh["data_parallel"]`` in ``configure_model``).
-        block_classes: Block classes or import paths; ``None`` = infer (repeated type holding most
-            parameters).
+        block_classes: Block classes or import paths; ``None`` = infer (every stack's layers:
+            :func:`infer_block_classes`).
         activation_checkpointing: Recompute block activations in backward.
         mp_policy: FSDP2 mixed precision (see :func:`mixed_precision_policy`).
         reshard_after_forward: Free gathered block parameters after forward (ZeRO-3); ``False`` keeps them
@@ -86,7 +86,7 @@ def apply_fsdp2(
     """
     if isinstance(module, FSDPModule):
         return module
-    blocks = resolve_block_classes(block_classes) or infer_block_classes(module)
+    blocks = block_classes_for(module, block_classes)
     outermost = outermost_blocks(module, blocks)
     if activation_checkpointing:
         checkpoint_blocks(module, blocks)

@@ -13,7 +13,7 @@ from lightning.pytorch.strategies import Strategy
 from rich.table import Table
 from torch import nn
 
-from lightning_recipes._blocks import BlockSpec, infer_block_classes, resolve_block_classes
+from lightning_recipes._blocks import BlockSpec, block_classes_for
 from lightning_recipes._validation import check_choice, check_in_range, check_positive
 from lightning_recipes.strategies._activations import measure_activations
 from lightning_recipes.strategies._units import GIB
@@ -192,7 +192,7 @@ def recommend_strategy(
     if sample_batch is not None:
         if not isinstance(model_or_num_params, nn.Module):
             raise ValueError("`sample_batch` needs a model, not a parameter count, to measure activations.")
-        blocks = resolve_block_classes(block_classes) or infer_block_classes(model_or_num_params)
+        blocks = block_classes_for(model_or_num_params, block_classes)
         autocast_dtype = {"bf16-mixed": torch.bfloat16, "16-mixed": torch.float16}.get(precision)
         measured = measure_activations(
             model_or_num_params,
