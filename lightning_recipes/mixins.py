@@ -223,7 +223,7 @@ class OptimizerRecipeMixin:
                     "none)."
                 )
             lr = scale_lr(lr, recipe["base_batch_size"], global_batch, rule=recipe["scale_lr"])
-        groups = _recipe_groups(module, recipe, _split_prefixes(trainer))
+        groups = _recipe_groups(module, recipe, _split_prefixes(trainer), lr)
         optimizer = build_optimizer(
             recipe["optimizer"],
             groups,
@@ -283,7 +283,7 @@ class OptimizerRecipeMixin:
             lr = self.found_lr if self.found_lr is not None else default
         return build_optimizer(
             recipe["optimizer"],
-            _recipe_groups(self, recipe, ()),
+            _recipe_groups(self, recipe, (), lr),
             lr=lr,
             weight_decay=recipe["weight_decay"],
             betas=recipe["betas"],
@@ -356,7 +356,9 @@ class LambRecipe(OptimizerRecipeMixin):
     default_optimizer: ClassVar[str] = "lamb"
 
 
-def _recipe_groups(module: Any, recipe: dict[str, Any], split: list[str] | tuple[str, ...]) -> list[Any]:
+def _recipe_groups(
+    module: Any, recipe: dict[str, Any], split: list[str] | tuple[str, ...], lr: float
+) -> list[Any]:
     return param_groups(
         module,
         recipe["weight_decay"],
@@ -364,6 +366,7 @@ def _recipe_groups(module: Any, recipe: dict[str, Any], split: list[str] | tuple
         block_classes=recipe["block_classes"],
         lr_scale=recipe["lr_scale"],
         split=split,
+        lr=lr,
     )
 
 
