@@ -3,6 +3,7 @@ record of the found LR, and the lines that say which and why."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from lightning.pytorch.strategies import DDPStrategy, SingleDeviceStrategy
@@ -103,8 +104,8 @@ class LRFindPolicy:
             self.lr, self.result, self.choice, self.key = lr, result, choice, key
             info = {"lr": lr, "choice": choice, "source": "sweep", **_result_facts(result)}
             if choice == "peak_lr":
-                factor = result.peak_lr / result.suggestion  # warmup_factor, a fifth of it for LAMB
-                relative = "" if factor == args.warmup_factor else " x 1/5: relative steps"
+                factor = result.peak_lr / result.suggestion  # warmup_factor; less for LAMB (peak_factor)
+                relative = "" if math.isclose(factor, args.warmup_factor) else ", less for relative steps"
                 why = (
                     f"suggestion {result.suggestion:.3g} ({result.rule}) x {factor:.3g} (warmup_factor "
                     f"{args.warmup_factor:g}{relative}): schedule {recipe['schedule']} warms up over "

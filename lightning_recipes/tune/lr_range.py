@@ -28,8 +28,9 @@ What makes it different from Lightning's ``Tuner.lr_find``:
   and the cosine decay spends most steps below it, so the peak can sit close to the edge of stability the
   sweep found (Goyal et al. 2017; Smith 2018 sets the 1cycle peak at the minimum itself). The factor is
   measured against grid sweeps of full short trainings (``tests/tune/test_lr_range_grid.py``). A
-  layer-wise adaptive optimizer (LAMB, LARS) takes relative steps that compound, so its peak is the
-  suggestion itself (:func:`.suggest.peak_factor`).
+  layer-wise adaptive optimizer (LAMB, LARS) takes relative steps whose changes add up, so its peak keeps
+  less of the factor, the less the sweep dwells on each LR: with the default sweep, the suggestion itself
+  (:func:`.suggest.peak_factor`).
 """
 
 from __future__ import annotations
@@ -75,8 +76,8 @@ class LRRangeResult:
         smoothed: The centred moving average the rules read (no lag; see :mod:`.suggest`).
         suggestion: The learning rate to use with a constant schedule (the rule's pick); ``None`` when the
             sweep is inconclusive.
-        peak_lr: The peak LR for a warm-up schedule (``suggestion * warmup_factor``, a fifth of that for
-            LAMB / LARS: :func:`.suggest.peak_factor`); ``None`` when inconclusive.
+        peak_lr: The peak LR for a warm-up schedule (``suggestion * warmup_factor``; for LAMB / LARS a
+            fifth of that with the default sweep: :func:`.suggest.peak_factor`); ``None`` when inconclusive.
         rule: The rule that chose ``suggestion`` (``"min_div_10"`` or ``"steepest"``).
         stopped: Why the sweep ended (``"max_lr"``, ``"diverged"``, ``"non-finite loss"``).
         optimizers: The optimizer class names swept.
@@ -310,6 +311,7 @@ def sweep_lr(
         with line:
             lrs, losses, stopped = _sweep(context, model, optimizers, scales, params, clip, args, line)
     chosen: float | None = suggest(lrs, losses, rule, skip_begin=_skip(len(lrs)))
+    exposure = (args.num_steps - 1) / math.log(args.max_lr / args.min_lr)  # steps per e-fold of LR
     evidence = curve_verdict(lrs, losses) if len(lrs) >= 6 else None
     if evidence is not None and not evidence.significant:
         chosen = None  # the rule's pick from a flat curve is wherever the noise dipped: never offered
@@ -318,7 +320,7 @@ def sweep_lr(
         losses=losses,
         smoothed=centred(losses, half_window_for(len(losses))),
         suggestion=chosen,
-        peak_lr=None if chosen is None else chosen * peak_factor(optimizers, args.warmup_factor),
+        peak_lr=None if chosen is None else chosen * peak_factor(optimizers, args.warmup_factor, exposure),
         rule=rule,
         stopped=stopped,
         optimizers=[type(o).__name__ for o in optimizers],
@@ -414,7 +416,7 @@ def find_lr(
         smoothing: Factor of the causal moving average that decides divergence during the sweep, in [0, 1).
         divergence: Stop when that average exceeds this multiple of its best, > 1.
         warmup_factor: ``peak_lr = suggestion * warmup_factor`` (the LR after a linear warm-up), > 0; for
-            LAMB / LARS a fifth of it (relative steps compound: :func:`.suggest.peak_factor`).
+            LAMB / LARS a fifth of it with the default sweep (relative steps: :func:`.suggest.peak_factor`).
         device: Where the copy trains (default: the model's device).
         seed: Seed of the sweep's RNG (isolated from the caller's).
         gradient_clip_val: The run's ``Trainer(gradient_clip_val=...)``: the sweep clips as the run will

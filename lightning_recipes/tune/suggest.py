@@ -23,11 +23,12 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from lightning_recipes.sweep_args import RULES, Rule
+from lightning_recipes.sweep_args import RULES, Rule, SweepArgs
 
 __all__ = [
+    "DEFAULT_EXPOSURE",
     "RELATIVE_STEP",
-    "RELATIVE_STEP_FACTOR",
+    "RELATIVE_STEP_EXPOSURE",
     "RULES",
     "Rule",
     "centred",
@@ -39,30 +40,38 @@ __all__ = [
 #: Layer-wise adaptive optimizers (by class name, any class in the MRO): their step is relative, ``lr`` times
 #: each layer's weight norm (LAMB's trust ratio ``||w|| / ||update||``, LARS's).
 RELATIVE_STEP = frozenset({"Lamb", "LAMB", "FusedLAMB", "Lars", "LARS", "LARC"})
-#: What ``peak_lr`` keeps of ``warmup_factor`` for them: 1/5, so the default peak is the suggestion itself.
-RELATIVE_STEP_FACTOR = 0.2
+#: The default sweep's steps per e-fold of LR: 100 steps over 1e-7 .. 10, 5.37.
+DEFAULT_EXPOSURE = (SweepArgs.num_steps - 1) / math.log(SweepArgs.max_lr / SweepArgs.min_lr)
+#: The steps per e-fold at which they keep all of ``warmup_factor``: 5x the default sweep's.
+RELATIVE_STEP_EXPOSURE = 5 * DEFAULT_EXPOSURE
 
 
-def peak_factor(optimizers: Sequence[object], warmup_factor: float) -> float:
-    """``peak_lr / suggestion`` for a sweep of ``optimizers``: ``warmup_factor``, times
-    :data:`RELATIVE_STEP_FACTOR` when one of them takes relative steps (:data:`RELATIVE_STEP`).
+def peak_factor(optimizers: Sequence[object], warmup_factor: float, steps_per_efold: float) -> float:
+    """``peak_lr / suggestion`` for a sweep of ``optimizers`` that spends ``steps_per_efold`` steps per e-fold
+    of LR: ``warmup_factor``; when one of them takes relative steps (:data:`RELATIVE_STEP`), times
+    ``steps_per_efold /`` :data:`RELATIVE_STEP_EXPOSURE` (at most 1): a fifth for the default sweep.
 
-    Why: an absolute step (AdamW, Lion, SGD) adds about ``lr`` per weight, and a warm-up run spends most steps
-    below its peak, so the peak can sit at half the LR of the sweep's minimum (``5 x`` its tenth). A relative
-    step multiplies each layer's norm by about ``sqrt(1 + lr**2)`` whatever the gradient, and the steps
-    compound: the sweep sees each LR for a few steps, a run holds its peak for hundreds, so the edge a run
-    can hold lies well below the sweep's minimum. Measured: LAMB on a Conv1d+GRU classifier (min at 0.29:
-    0.03 trains to 99.7%, 0.146 stays at chance) and a digits MLP (min ~0.1: 0.03-0.06 learn, 0.1 does not).
+    Why: an absolute step (AdamW, Lion, SGD) moves each weight by about ``lr``, whatever its size; the sweep's
+    minimum marks the step a single update can take, and a warm-up run, which spends most steps below its
+    peak, can sit at half of it (``5 x`` its tenth). A relative step moves each layer by ``lr`` times its own
+    norm, whatever the gradient, and these changes add up: the sweep's minimum is where the change summed over
+    the ~``steps_per_efold`` steps it spends near one LR becomes too much (so it falls as that exposure
+    grows), while a run holds its peak for hundreds of steps. The peak kept is therefore proportional to the
+    exposure. Measured (LAMB, warm-up cosine): a Conv1d+GRU classifier, 100-step sweep minimum 0.29 -> peak
+    0.029 (99.5%; the x5 peak 0.146 stayed at chance), 300 steps minimum 0.06 -> 0.018 (grid: 0.01 88%,
+    0.03 99.7%, 0.1 chance); a digits MLP, 0.01-0.014 and 0.022 (0.01-0.07 learn, 0.1 does not).
 
     Example:
         >>> import torch
         >>> from lightning_recipes.optim import Lamb
         >>> params = [torch.nn.Parameter(torch.zeros(1))]
-        >>> peak_factor([torch.optim.AdamW(params)], 5.0), peak_factor([Lamb(params)], 5.0)
-        (5.0, 1.0)
+        >>> peak_factor([torch.optim.AdamW(params)], 5.0, DEFAULT_EXPOSURE)
+        5.0
+        >>> [round(peak_factor([Lamb(params)], 5.0, DEFAULT_EXPOSURE * k), 6) for k in (1, 3, 10)]
+        [1.0, 3.0, 5.0]
     """
     relative = any(c.__name__ in RELATIVE_STEP for o in optimizers for c in type(o).__mro__)
-    return warmup_factor * RELATIVE_STEP_FACTOR if relative else warmup_factor
+    return warmup_factor * min(1.0, steps_per_efold / RELATIVE_STEP_EXPOSURE) if relative else warmup_factor
 
 
 def smooth(losses: Sequence[float], beta: float = 0.9) -> list[float]:
