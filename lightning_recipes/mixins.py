@@ -11,6 +11,7 @@ from torch.utils.data import DataLoader
 
 from lightning_recipes._checkpoint import plain_hyperparameters, rebuild_hyperparameters
 from lightning_recipes._validation import check_choice
+from lightning_recipes._warn_once import warn_once
 from lightning_recipes.optim.build import build_optimizer, build_scheduler
 from lightning_recipes.optim.names import OPTIMIZERS, RECIPE_OPTIMIZERS
 from lightning_recipes.optim.param_groups import param_groups
@@ -81,6 +82,10 @@ class OptimizerRecipeMixin:
     Cost: one walk over the modules at fit start; nothing per step. ``lr="find"`` adds the sweep once per
     run, before the first step: ``num_steps`` (100) training steps of a copy of the model, one host sync per
     sweep step, under DDP one all-reduce per sweep step.
+
+    :class:`AdamWRecipe`, :class:`LionRecipe` and :class:`LambRecipe` name their optimizer: a recipe or
+    ``hparams`` ``optimizer`` that names another still wins (a LightningCLI config may swap it), with a
+    warning (once) that says which optimizer trains.
 
     Raises:
         ValueError: From ``configure_optimizers``, for an unknown optimizer or schedule, an unbounded run
@@ -164,6 +169,15 @@ class OptimizerRecipeMixin:
 
         optimizer = pick("optimizer") or self.default_optimizer
         check_choice("optimizer", optimizer, RECIPE_OPTIMIZERS)
+        named = next((c for c in _NAMED if isinstance(self, c)), None)
+        if named is not None and optimizer != self.default_optimizer:  # the class names another optimizer
+            source = "recipe" if recipe is not None and recipe.optimizer is not None else "hparams"
+            warn_once(
+                f"{type(self).__name__} is a {named.__name__} but its {source} sets `optimizer="
+                f"{optimizer!r}`, which wins: it trains {OPTIMIZERS[optimizer].class_name}, not "
+                f"{OPTIMIZERS[self.default_optimizer].class_name}. Drop `optimizer` from the {source}, or "
+                "derive from OptimizerRecipeMixin to choose the optimizer by configuration alone."
+            )
         defaults = {**SCHEDULE_DEFAULTS, **OPTIMIZERS[optimizer].defaults}
         resolved: dict[str, Any] = {"optimizer": optimizer}
         for name in OptimizerRecipe.field_names():
@@ -223,7 +237,7 @@ class OptimizerRecipeMixin:
                     "none)."
                 )
             lr = scale_lr(lr, recipe["base_batch_size"], global_batch, rule=recipe["scale_lr"])
-        groups = _recipe_groups(module, recipe, _split_prefixes(trainer))
+        groups = _recipe_groups(module, recipe, _split_prefixes(trainer), lr)
         optimizer = build_optimizer(
             recipe["optimizer"],
             groups,
@@ -283,7 +297,7 @@ class OptimizerRecipeMixin:
             lr = self.found_lr if self.found_lr is not None else default
         return build_optimizer(
             recipe["optimizer"],
-            _recipe_groups(self, recipe, ()),
+            _recipe_groups(self, recipe, (), lr),
             lr=lr,
             weight_decay=recipe["weight_decay"],
             betas=recipe["betas"],
@@ -356,7 +370,12 @@ class LambRecipe(OptimizerRecipeMixin):
     default_optimizer: ClassVar[str] = "lamb"
 
 
-def _recipe_groups(module: Any, recipe: dict[str, Any], split: list[str] | tuple[str, ...]) -> list[Any]:
+_NAMED = (AdamWRecipe, LionRecipe, LambRecipe)
+
+
+def _recipe_groups(
+    module: Any, recipe: dict[str, Any], split: list[str] | tuple[str, ...], lr: float
+) -> list[Any]:
     return param_groups(
         module,
         recipe["weight_decay"],
@@ -364,6 +383,7 @@ def _recipe_groups(module: Any, recipe: dict[str, Any], split: list[str] | tuple
         block_classes=recipe["block_classes"],
         lr_scale=recipe["lr_scale"],
         split=split,
+        lr=lr,
     )
 
 

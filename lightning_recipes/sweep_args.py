@@ -63,7 +63,7 @@ class SweepArgs:
     smoothing: float = 0.9
     #: Stop when that average exceeds this multiple of its best, > 1.
     divergence: float = 4.0
-    #: ``peak_lr = suggestion * warmup_factor``, > 0.
+    #: ``peak_lr = suggestion * warmup_factor`` (less for LAMB: ``tune.suggest.peak_factor``), > 0.
     warmup_factor: float = WARMUP_FACTOR
     #: Seed of the sweep's own RNG (isolated from the caller's).
     seed: int = 0

@@ -287,3 +287,37 @@ def test_preflight_uses_the_recipe_optimizer():
     )
     note = str(report["overfit_batch"].details)
     assert "configure_optimizers (Lion)" in note, note
+
+
+@pytest.mark.parametrize(
+    ("mixin", "recipe", "hparams", "warns"),
+    [
+        (
+            LionRecipe,
+            OptimizerRecipe(optimizer="adamw"),
+            {},
+            "LionRecipe but its recipe sets `optimizer='adamw'`",
+        ),
+        (LambRecipe, None, {"optimizer": "lion"}, "LambRecipe but its hparams sets `optimizer='lion'`"),
+        (AdamWRecipe, OptimizerRecipe(optimizer="lamb"), {}, "trains Lamb, not AdamW"),
+        (LionRecipe, OptimizerRecipe(optimizer="lion"), {}, None),  # says what the class says
+        (
+            OptimizerRecipeMixin,
+            OptimizerRecipe(optimizer="lion"),
+            {},
+            None,
+        ),  # names no optimizer: free choice
+    ],
+)
+def test_a_named_mixin_told_another_optimizer_trains_it_and_says_so(mixin, recipe, hparams, warns, recwarn):
+    from lightning_recipes import _warn_once
+
+    _warn_once._SAID.clear()
+    model = type("Net", (mixin, pl.LightningModule), {})()
+    model.recipe = recipe
+    model.save_hyperparameters(hparams)
+    resolved = model.resolve_recipe()
+    messages = [str(w.message) for w in recwarn if "derive from OptimizerRecipeMixin" in str(w.message)]
+    assert len(messages) == (warns is not None)  # once, and only when the class's name is overridden
+    if warns is not None:
+        assert warns in messages[0] and resolved["optimizer"] != mixin.default_optimizer

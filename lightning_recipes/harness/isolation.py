@@ -68,10 +68,16 @@ def loader_generators(loader: Any) -> list[torch.Generator]:
 
 
 @contextlib.contextmanager
-def preserved_loader_rng(loader: Iterable[Any]) -> Generator[None, None, None]:
-    """Iterate ``loader`` inside the block and leave every RNG it touches (global and its own) as it was."""
+def preserved_loader_rng(loader: Iterable[Any], seed: int | None = None) -> Generator[None, None, None]:
+    """Iterate ``loader`` inside the block and leave every RNG it touches (global and its own) as it was.
+
+    ``seed``: seed the loader's own generators with it inside the block, so that what is read does not
+    depend on how far they were drawn before (a Trainer draws from them when it checks the loader)."""
     generators = loader_generators(loader)
     saved = [g.get_state() for g in generators]
+    if seed is not None:
+        for generator in generators:
+            generator.manual_seed(seed)
     try:
         with preserved_rng():
             yield

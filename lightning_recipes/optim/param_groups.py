@@ -9,6 +9,7 @@ from typing import Any
 from torch import nn
 
 from lightning_recipes._blocks import BlockSpec
+from lightning_recipes._validation import check_positive
 from lightning_recipes._warn_once import warn_once
 from lightning_recipes.optim.layer_decay import (
     check_layer_decay,
@@ -43,6 +44,7 @@ def param_groups(
     block_classes: BlockSpec | None = None,
     lr_scale: Mapping[str, float] | None = None,
     split: Iterable[str] = (),
+    lr: float | None = None,
 ) -> list[dict[str, Any]]:
     """Split a module's trainable parameters into a ``"decay"`` and a ``"no_decay"`` group.
 
@@ -67,9 +69,10 @@ def param_groups(
     ``layer_adaptation=False`` (used by :class:`~lightning_recipes.optim.Lamb`, ignored by other optimizers).
     Empty groups are omitted. Cost: one walk over the modules, at configuration time only.
 
-    Learning-rate scales (each group then carries ``"lr_scale"``, which
-    :func:`~lightning_recipes.optim.build_optimizer` multiplies into the group's ``"lr"``; a warm-up
-    ``LambdaLR`` then multiplies each group's own base LR):
+    Learning-rate scales need the base ``lr``: each group then carries its own ``"lr"`` = ``lr`` x its scale
+    (and the scale as ``"lr_scale"``), so any optimizer - ``torch.optim.AdamW`` as much as
+    :class:`~lightning_recipes.optim.Lion` - trains each group at its LR, and a ``LambdaLR`` schedule
+    (:func:`~lightning_recipes.optim.warmup_cosine`, ...) multiplies each group's own LR, keeping the ratios:
 
     - ``layer_decay`` (BEiT / ELECTRA layer-wise LR decay): depth from the module structure
       (:func:`~lightning_recipes.optim.layer_decay.layer_depths`: embeddings -> the repeated blocks the FSDP
@@ -95,13 +98,16 @@ def param_groups(
         block_classes: The block class(es) or import path(s) for ``layer_decay``; ``None`` infers them.
         lr_scale: Module-path prefixes or regexes -> LR factor > 0.
         split: Module-path prefixes that get their own groups.
+        lr: The base (peak) LR, > 0: every group gets ``"lr"`` (times its scale); required with
+            ``layer_decay`` or ``lr_scale``. ``None``: groups carry no LR (the optimizer's ``lr`` applies).
 
     Returns:
         A list of param-group dicts to pass to any ``torch.optim.Optimizer``.
 
     Raises:
         ValueError: If ``weight_decay`` is negative, ``no_decay`` or ``split`` is a bare string,
-            ``layer_decay`` is out of (0, 1] or finds no blocks, or an ``lr_scale`` entry or ``split`` prefix
+            ``layer_decay`` is out of (0, 1] or finds no blocks, ``layer_decay`` / ``lr_scale`` come without
+            ``lr``, ``lr`` is not > 0, or an ``lr_scale`` entry or ``split`` prefix
             selects no parameter (naming it) or two entries select the same parameter.
         RuntimeError: If the module has no trainable parameter.
 
@@ -112,9 +118,11 @@ def param_groups(
         >>> [(g["name"], g["weight_decay"], len(g["params"])) for g in groups]
         [('decay', 0.1, 1), ('no_decay', 0.0, 4)]
         >>> from lightning_recipes.testing import TinyTransformerLM
-        >>> groups = param_groups(TinyTransformerLM(n_layers=2), 0.1, layer_decay=0.5)
-        >>> [(g["name"], g["lr_scale"]) for g in groups if g["name"].endswith("/decay")]
-        [('block_0/decay', 0.25), ('block_1/decay', 0.5), ('head/decay', 1.0)]
+        >>> groups = param_groups(TinyTransformerLM(n_layers=2), 0.1, layer_decay=0.5, lr=1e-3)
+        >>> [(g["name"], g["lr"]) for g in groups if g["name"].endswith("/decay")]
+        [('block_0/decay', 0.00025), ('block_1/decay', 0.0005), ('head/decay', 0.001)]
+        >>> import torch
+        >>> optimizer = torch.optim.AdamW(groups, lr=1e-3)  # each group at its own LR
     """
     if isinstance(weight_decay, bool) or not isinstance(weight_decay, (int, float)) or not weight_decay >= 0:
         raise ValueError(f"`weight_decay` must be a number >= 0, got {weight_decay!r}.")
@@ -124,6 +132,9 @@ def param_groups(
             "wrap it in a list."
         )
     patterns = list(no_decay)
+    if lr is not None:
+        check_positive("lr", lr)
+    with_lr: dict[str, Any] = {} if lr is None else {"lr": float(lr)}
 
     excluded_names: set[str] = set()
     for prefix, submodule in module.named_modules():
@@ -162,13 +173,26 @@ def param_groups(
             "Please report this."
         )
     keys = _group_keys(module, ordered, layer_decay, block_classes, lr_scale, split)
+    if lr is None and (layer_decay is not None or lr_scale):
+        asked = f"layer_decay={layer_decay!r}" if layer_decay is not None else f"lr_scale={lr_scale!r}"
+        raise ValueError(  # an optimizer ignores an unknown group key: the scales would silently not apply
+            f"`{asked}` scales each group's LR, so `param_groups` needs the base LR: pass `lr=` (the "
+            "optimizer's peak LR); each group then carries `lr` x its scale, which every optimizer uses. "
+            "Got `lr=None`."
+        )
     if keys is None:
         groups: list[dict[str, Any]] = []
         if decay:
-            groups.append({"params": decay, "weight_decay": float(weight_decay), "name": "decay"})
+            groups.append({"params": decay, "weight_decay": float(weight_decay), "name": "decay", **with_lr})
         if keep:
             groups.append(
-                {"params": keep, "weight_decay": 0.0, "name": "no_decay", "layer_adaptation": False}
+                {
+                    "params": keep,
+                    "weight_decay": 0.0,
+                    "name": "no_decay",
+                    "layer_adaptation": False,
+                    **with_lr,
+                }
             )
         return groups
     by_key: dict[tuple[str, float, bool], list[nn.Parameter]] = {}
@@ -187,6 +211,8 @@ def param_groups(
             "name": f"{label}/{kind}" if label else kind,
             "lr_scale": scale,
         }
+        if lr is not None:
+            group["lr"] = float(lr) * scale
         if is_no_decay:
             group["layer_adaptation"] = False
         groups.append(group)

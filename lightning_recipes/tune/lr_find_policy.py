@@ -3,6 +3,7 @@ record of the found LR, and the lines that say which and why."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from lightning.pytorch.strategies import DDPStrategy, SingleDeviceStrategy
@@ -103,9 +104,12 @@ class LRFindPolicy:
             self.lr, self.result, self.choice, self.key = lr, result, choice, key
             info = {"lr": lr, "choice": choice, "source": "sweep", **_result_facts(result)}
             if choice == "peak_lr":
+                factor = result.peak_lr / result.suggestion  # warmup_factor; less for LAMB (peak_factor)
+                relative = "" if math.isclose(factor, args.warmup_factor) else ", less for relative steps"
                 why = (
-                    f"suggestion {result.suggestion:.3g} ({result.rule}) x warmup_factor "
-                    f"{args.warmup_factor:g}: schedule {recipe['schedule']} warms up over {warmup} step(s)"
+                    f"suggestion {result.suggestion:.3g} ({result.rule}) x {factor:.3g} (warmup_factor "
+                    f"{args.warmup_factor:g}{relative}): schedule {recipe['schedule']} warms up over "
+                    f"{warmup} step(s)"
                 )
             else:
                 reason = "has no warm-up" if warmup == 0 else "stays at its LR"

@@ -27,11 +27,15 @@ What makes it different from Lightning's ``Tuner.lr_find``:
   is ``warmup_factor`` (5) times it, half the LR at the minimum: a warm-up starts the run far below the peak
   and the cosine decay spends most steps below it, so the peak can sit close to the edge of stability the
   sweep found (Goyal et al. 2017; Smith 2018 sets the 1cycle peak at the minimum itself). The factor is
-  measured against grid sweeps of full short trainings (``tests/tune/test_lr_range_grid.py``).
+  measured against grid sweeps of full short trainings (``tests/tune/test_lr_range_grid.py``). A
+  layer-wise adaptive optimizer (LAMB, LARS) takes relative steps whose changes add up, so its peak keeps
+  less of the factor, the less the sweep dwells on each LR: with the default sweep, the suggestion itself
+  (:func:`.suggest.peak_factor`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 from collections.abc import Iterator, Sequence
@@ -46,10 +50,17 @@ from torch import Tensor
 from lightning_recipes._collectives import all_reduce_mean_
 from lightning_recipes._progress import ProgressLine
 from lightning_recipes._validation import check_bool
-from lightning_recipes.harness import CannotRunOnCopy, Harness, preserved_rng, resolve_fit_data
+from lightning_recipes.harness import (
+    CannotRunOnCopy,
+    Harness,
+    preserved_loader_rng,
+    preserved_rng,
+    resolve_fit_data,
+)
+from lightning_recipes.harness.loaders import fit_combined_loader
 from lightning_recipes.sweep_args import Rule, SweepArgs
 from lightning_recipes.tune._clip import gradient_clipper, validate_clipping
-from lightning_recipes.tune.suggest import centred, half_window_for, suggest
+from lightning_recipes.tune.suggest import centred, half_window_for, peak_factor, suggest
 from lightning_recipes.tune.verdict import CurveVerdict, curve_verdict
 
 __all__ = ["LRRangeResult", "find_lr", "sweep_lr"]
@@ -65,8 +76,8 @@ class LRRangeResult:
         smoothed: The centred moving average the rules read (no lag; see :mod:`.suggest`).
         suggestion: The learning rate to use with a constant schedule (the rule's pick); ``None`` when the
             sweep is inconclusive.
-        peak_lr: The peak LR for a warm-up schedule (``suggestion * warmup_factor``); ``None`` when
-            inconclusive.
+        peak_lr: The peak LR for a warm-up schedule (``suggestion * warmup_factor``; for LAMB / LARS a
+            fifth of that with the default sweep: :func:`.suggest.peak_factor`); ``None`` when inconclusive.
         rule: The rule that chose ``suggestion`` (``"min_div_10"`` or ``"steepest"``).
         stopped: Why the sweep ended (``"max_lr"``, ``"diverged"``, ``"non-finite loss"``).
         optimizers: The optimizer class names swept.
@@ -187,8 +198,14 @@ def _skip(points: int) -> int:
 
 def _batches(context: Harness, count: int) -> Iterator[Any]:
     """``count`` training batches as ``fit`` passes them (several loaders combined as the Trainer combines
-    them), cycling through them when the loader is shorter, as the run's next epoch does."""
-    read = context.read_fit_batches(count, _fit_loaders(context))
+    them), cycling through them when the loader is shorter, as the run's next epoch does. Each loader's own
+    generator is seeded with the sweep's seed (and restored after), so ``find_lr`` and ``lr="find"`` read the
+    same batches: inside ``fit`` the Trainer has already drawn from it."""
+    loaders = _fit_loaders(context)
+    with contextlib.ExitStack() as stack:
+        for loader in fit_combined_loader(loaders).flattened:
+            stack.enter_context(preserved_loader_rng(loader, seed=context.seed))
+        read = context.read_fit_batches(count, loaders)
     if not read:
         raise ValueError("the training loader yielded no batch.")
     for step in range(count):
@@ -294,6 +311,7 @@ def sweep_lr(
         with line:
             lrs, losses, stopped = _sweep(context, model, optimizers, scales, params, clip, args, line)
     chosen: float | None = suggest(lrs, losses, rule, skip_begin=_skip(len(lrs)))
+    exposure = (args.num_steps - 1) / math.log(args.max_lr / args.min_lr)  # steps per e-fold of LR
     evidence = curve_verdict(lrs, losses) if len(lrs) >= 6 else None
     if evidence is not None and not evidence.significant:
         chosen = None  # the rule's pick from a flat curve is wherever the noise dipped: never offered
@@ -302,7 +320,7 @@ def sweep_lr(
         losses=losses,
         smoothed=centred(losses, half_window_for(len(losses))),
         suggestion=chosen,
-        peak_lr=None if chosen is None else chosen * args.warmup_factor,
+        peak_lr=None if chosen is None else chosen * peak_factor(optimizers, args.warmup_factor, exposure),
         rule=rule,
         stopped=stopped,
         optimizers=[type(o).__name__ for o in optimizers],
@@ -397,7 +415,8 @@ def find_lr(
             minimum is stable (measured in ``tests/tune``); both are in :mod:`lightning_recipes.tune.suggest`.
         smoothing: Factor of the causal moving average that decides divergence during the sweep, in [0, 1).
         divergence: Stop when that average exceeds this multiple of its best, > 1.
-        warmup_factor: ``peak_lr = suggestion * warmup_factor`` (the LR after a linear warm-up), > 0.
+        warmup_factor: ``peak_lr = suggestion * warmup_factor`` (the LR after a linear warm-up), > 0; for
+            LAMB / LARS a fifth of it with the default sweep (relative steps: :func:`.suggest.peak_factor`).
         device: Where the copy trains (default: the model's device).
         seed: Seed of the sweep's RNG (isolated from the caller's).
         gradient_clip_val: The run's ``Trainer(gradient_clip_val=...)``: the sweep clips as the run will

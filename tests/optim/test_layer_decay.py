@@ -14,7 +14,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from lightning_recipes.mixins import OptimizerRecipeMixin
-from lightning_recipes.optim import build_optimizer, param_groups
+from lightning_recipes.optim import Lamb, Lion, build_optimizer, param_groups, warmup_cosine
 from lightning_recipes.optim.layer_decay import layer_depths
 from lightning_recipes.recipe import OptimizerRecipe
 from lightning_recipes.testing import (
@@ -82,7 +82,7 @@ def test_depths_follow_embeddings_blocks_head():
 
 def test_groups_scales_names_and_counts():
     model = BlockNet()
-    groups = param_groups(model, 0.1, layer_decay=0.5)
+    groups = param_groups(model, 0.1, layer_decay=0.5, lr=1.0)
     table = [(g["name"], g["lr_scale"], g["weight_decay"], len(g["params"])) for g in groups]
     assert table == [
         ("embed/decay", 0.0625, 0.1, 1),
@@ -100,12 +100,16 @@ def test_groups_scales_names_and_counts():
 
 
 def test_lr_scale_composes_with_layer_decay_by_multiplying():
-    groups = param_groups(BlockNet(), 0.0, layer_decay=0.5, lr_scale={"blocks.1": 0.1, r"head\.bias": 3.0})
+    groups = param_groups(
+        BlockNet(), 0.0, layer_decay=0.5, lr_scale={"blocks.1": 0.1, r"head\.bias": 3.0}, lr=1.0
+    )
     scales = {g["name"]: g["lr_scale"] for g in groups}
     assert scales["block_1/blocks.1/decay"] == pytest.approx(0.25 * 0.1)
     assert scales["head/head\\.bias/no_decay"] == pytest.approx(3.0)
     assert scales["head/no_decay"] == 1.0  # the head's LayerNorm... and norm: no entry, layer scale only
-    groups = param_groups(BlockNet(), 0.0, lr_scale={"stem": 0.1})  # alone: unselected groups keep scale 1
+    groups = param_groups(
+        BlockNet(), 0.0, lr_scale={"stem": 0.1}, lr=1.0
+    )  # alone: unselected groups keep scale 1
     assert [(g["name"], g["lr_scale"]) for g in groups] == [
         ("stem/decay", 0.1),
         ("stem/no_decay", 0.1),
@@ -125,6 +129,9 @@ def test_lr_scale_composes_with_layer_decay_by_multiplying():
         (BlockNet(), {"lr_scale": {"stem": 0.0}}, "`lr_scale\\['stem'\\]` must be a finite number > 0"),
         (BlockNet(), {"split": "stem"}, "`split` must be an iterable"),
         (BlockNet(), {"split": ["trunk"]}, "'trunk' names no module"),
+        (BlockNet(), {"layer_decay": 0.5}, "`layer_decay=0.5` scales .* needs the base LR: pass `lr=`"),
+        (BlockNet(), {"lr_scale": {"stem": 0.1}}, "`lr_scale=.*` scales .* pass `lr=`"),
+        (BlockNet(), {"layer_decay": 0.5, "lr": 0.0}, "`lr` must be a finite number > 0, got 0.0"),
     ],
 )
 def test_errors_name_the_argument_and_what_was_looked_for(model, kwargs, match):
@@ -135,7 +142,7 @@ def test_errors_name_the_argument_and_what_was_looked_for(model, kwargs, match):
 def test_frozen_parameters_can_be_named_and_stay_out_of_the_groups():
     model = BlockNet()
     model.stem.requires_grad_(False)
-    groups = param_groups(model, 0.1, layer_decay=0.5, lr_scale={"stem": 0.1})
+    groups = param_groups(model, 0.1, layer_decay=0.5, lr_scale={"stem": 0.1}, lr=1.0)
     assert not any(g["name"].startswith("embed") for g in groups)
     assert sum(len(g["params"]) for g in groups) == len(list(model.parameters())) - 2
 
@@ -150,10 +157,48 @@ def test_recipe_fields_are_checked_at_construction():
 
 
 def test_build_optimizer_scales_group_lr_without_changing_the_callers_dicts():
-    groups = param_groups(BlockNet(), 0.1, layer_decay=0.5)
+    # groups that carry only "lr_scale" (hand-made, or from before param_groups took `lr`)
+    groups = [
+        {k: v for k, v in g.items() if k != "lr"}
+        for g in param_groups(BlockNet(), 0.1, layer_decay=0.5, lr=1.0)
+    ]
     optimizer = build_optimizer("adamw", groups, lr=0.01, weight_decay=0.1, betas=(0.9, 0.999))
     assert [g["lr"] for g in optimizer.param_groups] == pytest.approx([0.01 * g["lr_scale"] for g in groups])
     assert all("lr" not in g for g in groups)
+
+
+@pytest.mark.parametrize("make", [torch.optim.AdamW, Lion, Lamb], ids=["AdamW", "Lion", "Lamb"])
+def test_groups_carry_their_scaled_lr_into_any_optimizer_and_its_schedule(make):
+    """As the Fabric guide uses them: straight into an optimizer's constructor, then a LambdaLR schedule."""
+    model = BlockNet()
+    groups = param_groups(model, 0.0, layer_decay=0.5, lr_scale={"stem": 0.1}, lr=0.01)
+    optimizer = make(groups, lr=0.01)
+    scheduler = warmup_cosine(optimizer, warmup_steps=0, total_steps=10)
+    expected = [0.01 * g["lr_scale"] for g in groups]
+    assert [g["initial_lr"] for g in optimizer.param_groups] == pytest.approx(expected)
+    assert min(expected) == pytest.approx(0.01 * 0.5**4 * 0.1)  # the stem: embed depth x lr_scale
+    before = [p.detach().clone() for p in model.parameters()]
+    F.cross_entropy(model(torch.randn(16, 16)), torch.randint(0, 4, (16,))).backward()
+    optimizer.step()
+    for _ in range(3):
+        scheduler.step()
+    multiplier = optimizer.param_groups[-1]["lr"] / 0.01
+    assert 0 < multiplier < 1  # the schedule scales every group by the same factor, keeping the ratios
+    assert [g["lr"] for g in optimizer.param_groups] == pytest.approx([e * multiplier for e in expected])
+    if make is not Lamb:  # Adam's first step and Lion's sign step move each weight by its group's lr
+        moved = {id(p): (p.detach() - b).abs().max().item() for p, b in zip(model.parameters(), before)}
+        for group, lr in zip(groups, expected):
+            for p in group["params"]:
+                assert moved[id(p)] == pytest.approx(lr, rel=1e-3)
+
+
+def test_build_optimizer_from_groups_with_lr_is_unchanged_no_double_scaling():
+    kwargs = {"lr": 0.01, "weight_decay": 0.1, "betas": (0.9, 0.99)}
+    with_lr = param_groups(BlockNet(), 0.1, layer_decay=0.5, lr=0.01)
+    scale_only = [{k: v for k, v in g.items() if k != "lr"} for g in with_lr]
+    for name in ("adamw", "lion", "lamb"):
+        new, old = (build_optimizer(name, g, **kwargs).param_groups for g in (with_lr, scale_only))
+        assert [g["lr"] for g in new] == [g["lr"] for g in old] == [0.01 * g["lr_scale"] for g in with_lr]
 
 
 # ---- the value table: LR of every group at every step through a real Trainer ----------------------------
@@ -287,7 +332,7 @@ class MLP(OptimizerRecipeMixin, pl.LightningModule):
 def test_plain_mlp_output_layer_is_the_head_at_the_peak_lr(fresh_warnings, recwarn):
     """The MLP's three Linears all read as blocks: the output layer trained at lr * decay, nothing at lr."""
     model = MLP(OptimizerRecipe(layer_decay=0.5, schedule="none"))
-    scales = _scales(param_groups(model, 0.1, layer_decay=0.5), model)
+    scales = _scales(param_groups(model, 0.1, layer_decay=0.5, lr=1.0), model)
     assert scales == {
         "net.0.weight": 0.25,  # block 0 (L = 2): decay ** (L - 0)
         "net.0.bias": 0.25,
@@ -306,8 +351,8 @@ def test_plain_mlp_output_layer_is_the_head_at_the_peak_lr(fresh_warnings, recwa
 def test_a_model_without_repeated_blocks_warns_once_that_layer_decay_degenerates(fresh_warnings):
     model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4))  # the only repeat is the head
     with pytest.warns(UserWarning, match="no repeated blocks besides the output layer") as caught:
-        param_groups(model, 0.1, layer_decay=0.5)
-        groups = param_groups(model, 0.1, layer_decay=0.5)  # lr="find" builds the groups twice
+        param_groups(model, 0.1, layer_decay=0.5, lr=1.0)
+        groups = param_groups(model, 0.1, layer_decay=0.5, lr=1.0)  # lr="find" builds the groups twice
     assert len([w for w in caught if "layer_decay" in str(w.message)]) == 1
     assert _scales(groups, model) == {"0.weight": 0.5, "0.bias": 0.5, "2.weight": 1.0, "2.bias": 1.0}
 
@@ -323,7 +368,7 @@ def test_bert_embeddings_lowest_blocks_in_order_pooler_and_classifier_at_the_pea
         max_position_embeddings=32,
     )
     model = transformers.BertForSequenceClassification(config)
-    scales = _scales(param_groups(model, 0.1, layer_decay=0.5), model)
+    scales = _scales(param_groups(model, 0.1, layer_decay=0.5, lr=1.0), model)
     assert scales["bert.embeddings.word_embeddings.weight"] == 0.5**4  # L + 1
     assert scales["bert.embeddings.LayerNorm.weight"] == 0.5**4
     for i in range(3):
@@ -336,7 +381,7 @@ def test_bert_embeddings_lowest_blocks_in_order_pooler_and_classifier_at_the_pea
 
 def test_cnn_head_at_the_peak_also_when_the_output_layer_is_a_conv(fresh_warnings):
     model = DigitsCNN()
-    scales = _scales(param_groups(model, 0.1, layer_decay=0.5), model)
+    scales = _scales(param_groups(model, 0.1, layer_decay=0.5, lr=1.0), model)
     assert [scales[n] for n in ("features.0.weight", "features.3.weight", "head.weight")] == [0.25, 0.5, 1.0]
     fcn = nn.Sequential(  # a fully convolutional net: its last conv is the output layer
         nn.Conv2d(1, 4, 3),
@@ -347,5 +392,5 @@ def test_cnn_head_at_the_peak_also_when_the_output_layer_is_a_conv(fresh_warning
         nn.ReLU(),
         nn.Conv2d(4, 2, 1),
     )
-    scales = _scales(param_groups(fcn, 0.1, layer_decay=0.5), fcn)
+    scales = _scales(param_groups(fcn, 0.1, layer_decay=0.5, lr=1.0), fcn)
     assert [scales[f"{i}.weight"] for i in (0, 2, 4, 6)] == [0.125, 0.25, 0.5, 1.0]

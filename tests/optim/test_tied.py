@@ -36,7 +36,7 @@ def test_gpt2_ties_the_head_to_the_token_embedding() -> None:
 def test_layer_decay_warns_that_the_tied_head_takes_the_embeddings_lr() -> None:
     model = _gpt2()
     with pytest.warns(UserWarning, match="tied") as caught:
-        groups = param_groups(model, 0.1, layer_decay=0.5)
+        groups = param_groups(model, 0.1, layer_decay=0.5, lr=1.0)
     message = str(next(w for w in caught if "tied" in str(w.message)).message)
     assert "'transformer.wte.weight' and 'lm_head.weight' are one tied parameter" in message
     assert "it is in embed (LR x0.125) as 'transformer.wte.weight'" in message
@@ -55,7 +55,7 @@ def test_layer_decay_warns_that_the_tied_head_takes_the_embeddings_lr() -> None:
 def test_a_tied_parameter_is_in_one_group_whichever_name_is_split(split: list[str], group: str) -> None:
     model = _gpt2()
     with pytest.warns(UserWarning, match="'transformer.wte.weight' and 'lm_head.weight' are one tied"):
-        groups = param_groups(model, 0.1, split=split, layer_decay=0.5 if len(split) > 1 else None)
+        groups = param_groups(model, 0.1, split=split, layer_decay=0.5 if len(split) > 1 else None, lr=1.0)
     assert _groups_of(groups, model.transformer.wte.weight) == [group]
     ids = [id(p) for g in groups for p in g["params"]]
     assert len(ids) == len(set(ids)) == len(list(model.parameters()))
@@ -69,5 +69,5 @@ def test_an_untied_model_warns_nothing(recwarn: pytest.WarningsRecorder) -> None
     )
     model = transformers.GPT2LMHeadModel(config)
     assert tied_parameters(model) == []
-    param_groups(model, 0.1, layer_decay=0.5, split=["lm_head"])
+    param_groups(model, 0.1, layer_decay=0.5, split=["lm_head"], lr=1.0)
     assert not [w for w in recwarn if "tied" in str(w.message)]
