@@ -119,7 +119,7 @@ def test_layer_decay_numbers_encoder_then_decoder_layers(
     make: Callable[[], nn.Module], embedding: str, first_layers: list[str]
 ) -> None:
     model = make()
-    groups = param_groups(model, 0.0, layer_decay=0.5)
+    groups = param_groups(model, 0.0, layer_decay=0.5, lr=1.0)
     optimizer = build_optimizer("adamw", groups, lr=1.0, weight_decay=0.0, betas=(0.9, 0.999))
     lr = {id(p): group["lr"] for group in optimizer.param_groups for p in group["params"]}
     params = dict(model.named_parameters())
