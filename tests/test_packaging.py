@@ -194,7 +194,7 @@ def test_the_sdist_carries_the_licence(built: dict[str, Path]) -> None:
         licence = [n for n in names if n.count("/") == 1 and n.endswith("/LICENSE")]
         assert licence and b"Apache License" in sdist.extractfile(licence[0]).read()  # type: ignore[union-attr]
     assert metadata["License-Expression"] == "Apache-2.0"
-    assert "lightning_recipes-0.1.0/lightning_recipes/optim/_cpu_kernels.c" in names
+    assert f"lightning_recipes-{PROJECT['version']}/lightning_recipes/optim/_cpu_kernels.c" in names
 
 
 def test_the_sdist_is_the_package_source_and_no_part_of_the_test_suite(built: dict[str, Path]) -> None:
@@ -218,3 +218,15 @@ def test_the_package_version_is_pyprojects():
     written = re.search(r'^__version__ = "([^"]+)"$', source, re.MULTILINE)
     assert written, "lightning_recipes/__init__.py sets no __version__"
     assert written.group(1) == PROJECT["version"]
+
+
+def test_the_changelogs_top_section_is_the_version():
+    """The changelog describes the version the package carries (docs/guides/versioning.md): its first section
+    is ``[<version>] - <date>``, no ``Unreleased`` section sits above it, and its link points at that tag."""
+    changelog = (ROOT / "CHANGELOG.md").read_text()
+    sections = re.findall(r"^## \[([^\]]+)\](.*)$", changelog, re.MULTILINE)
+    assert sections and sections[0][0] == PROJECT["version"], sections[:2]
+    assert re.fullmatch(r" - \d{4}-\d{2}-\d{2}", sections[0][1]), sections[0]
+    assert re.search(
+        rf"^\[{re.escape(PROJECT['version'])}\]: .*v{re.escape(PROJECT['version'])}$", changelog, re.M
+    )
