@@ -29,7 +29,6 @@ FLOORS = {
     "torch": ">=2.13",
     "lightning": ">=2.6",
     "torchmetrics": ">=1.0",
-    "rich": ">=13",
     "jsonargparse": ">=4.39",
     "numpy": ">1.20.0",
     "pyyaml": ">5.4",
