@@ -57,6 +57,8 @@ myst_heading_anchors = 3
 suppress_warnings = ["mystnb.unknown_mime_type"]
 
 # --- API ---
+# Packages with an __all__ for the package's own imports, not public API (docs/guides/versioning.md): no pages.
+lr_api_internal = ("cli", "demos", "harness")
 autosummary_generate = True
 autosummary_generate_overwrite = True
 autosummary_imported_members = True
