@@ -57,7 +57,7 @@ myst_heading_anchors = 3
 suppress_warnings = ["mystnb.unknown_mime_type"]
 
 # --- API ---
-# Packages with an __all__ for the package's own imports, not public API (docs/guides/versioning.md): no pages.
+# Packages whose __all__ serves the package's own imports, not public API (docs/guides/versioning.md)
 lr_api_internal = ("cli", "demos", "harness")
 autosummary_generate = True
 autosummary_generate_overwrite = True

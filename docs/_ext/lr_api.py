@@ -3,9 +3,9 @@
 When the configuration is read (before Sphinx lists the sources and autosummary writes its stubs) this writes
 ``api/<module>.rst`` for the top-level package and each public module under it (every
 ``lightning_recipes.<name>`` without a leading underscore that has an ``__all__`` and is not one of conf.py's
-``lr_api_internal``: packages the package uses itself, whose ``__all__`` is no promise to users). Each object gets one page,
-under its home module: a public module that exports it and contains its definition, the most specific one;
-the other modules that re-export it link to that page.
+``lr_api_internal``: packages the package uses itself, whose ``__all__`` is no promise to users). Each object
+gets one page, under its home module: a public module that exports it and contains its definition, the most
+specific one; the other modules that re-export it link to that page.
 
 It also makes the build strict about our own names:
 
