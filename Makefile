@@ -22,7 +22,7 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 	# pip >= 25.1 installs the PEP 735 dependency groups (dev, notebooks, docs: pyproject.toml), kept out of the wheel
 	$(PIP) "pip>=25.1"
 	$(PIP) torch==2.13.0
-	$(PIP) -e ".[data,plots,wandb,deepspeed]" --group dev --group notebooks --group docs
+	$(PIP) -e ".[data,plots,wandb,deepspeed,rich]" --group dev --group notebooks --group docs
 	$(PY) -m ipykernel install --sys-prefix --name python3 > /dev/null
 	touch $@
 

@@ -5,7 +5,8 @@ Build it strictly (what CI and ``make docs`` run; every warning is an error)::
     sphinx-build -W --keep-going -n -b html docs docs/_build/html
 
 Generated at build time, gitignored (docs/.gitignore): ``api/`` (the API pages, from ``__all__``),
-``notebooks/`` (copies of ../notebooks) and ``benchmarks/`` (a copy of ../benchmarks/RESULTS.md).
+``notebooks/`` (copies of ../notebooks, executed by the build) and ``benchmarks/`` (a copy of
+../benchmarks/RESULTS.md).
 No intersphinx: the build runs offline, so references to torch, Lightning and the standard library are
 listed in ``nitpick_ignore_regex`` below instead of resolved; references to our own names must resolve.
 """
@@ -22,6 +23,10 @@ sys.path.insert(0, str(DOCS.parent))  # document this checkout, not whatever cop
 
 os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("MPLBACKEND", "Agg")
+# The notebooks' kernels inherit these: the documented size switch (smoke size unless the build is started
+# with LIGHTNING_RECIPES_SMOKE=0, e.g. for a release's site) and one intra-op thread (tiny models).
+os.environ.setdefault("LIGHTNING_RECIPES_SMOKE", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import lightning_recipes  # noqa: E402
 
@@ -50,13 +55,22 @@ html_theme = "furo"
 html_title = f"lightning_recipes {release}"
 html_static_path: list[str] = []
 
-# --- notebooks: rendered as stored, never executed (tests/test_notebooks.py executes them) ---
-nb_execution_mode = "off"
+# --- notebooks: published executed, outputs and figures (the repository keeps them without outputs). Run at
+# build time, each in a temporary folder; jupyter-cache keeps the outputs under _build/ (one cache per size),
+# so a rebuild runs only a notebook whose code changed (after a library change: rm -rf docs/_build/.jupyter*).
+nb_execution_mode = "cache"
+nb_execution_cache_path = str(DOCS / "_build" / f".jupyter_smoke{os.environ['LIGHTNING_RECIPES_SMOKE']}")
+nb_execution_in_temp = True
+nb_execution_timeout = 300  # seconds per cell
+nb_execution_raise_on_error = True  # a failing notebook fails the build
+nb_execution_show_tb = True
 myst_enable_extensions = ["colon_fence", "deflist"]
 myst_heading_anchors = 3
 suppress_warnings = ["mystnb.unknown_mime_type"]
 
 # --- API ---
+# Packages whose __all__ serves the package's own imports, not public API (docs/guides/versioning.md)
+lr_api_internal = ("cli", "demos", "harness")
 autosummary_generate = True
 autosummary_generate_overwrite = True
 autosummary_imported_members = True

@@ -2,13 +2,16 @@
 
 The line is drawn with rich on stderr, only on rank zero and only when stderr is a terminal
 (``TTY_COMPATIBLE=1`` or ``FORCE_COLOR`` makes rich treat it as one); it is erased when the work ends, so
-a finished run leaves nothing behind but its result. ``enabled=False`` draws nothing at all.
+a finished run leaves nothing behind but its result. ``enabled=False``, or no rich installed (the ``rich``
+extra), draws nothing at all.
 """
 
 from __future__ import annotations
 
 from types import TracebackType
 from typing import TYPE_CHECKING
+
+from lightning_recipes._console import has_rich
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -46,7 +49,7 @@ class ProgressLine:
         self.completed = 0
         self._progress: Progress | None = None
         self._task: TaskID | None = None
-        if not enabled or not _rank_zero():
+        if not enabled or not _rank_zero() or not has_rich():
             return
         from rich.console import Console
 

@@ -31,6 +31,7 @@ EXTRA_ONLY_MODULES = (
     "deepspeed",
     "transformers",
     "nbformat",
+    "rich",  # the `rich` extra: Lightning switches every Trainer to rich's progress bar when it is installed
 )
 
 
@@ -93,10 +94,10 @@ def test_notebooks_group_brings_every_module_a_notebook_imports(notebook: Path) 
     )
 
 
-def test_base_install_imports_the_package_without_any_extra() -> None:
-    # Every finder is wrapped so that the extras' packages look absent, exactly as on a base install: imports
-    # of them raise ModuleNotFoundError and `importlib.util.find_spec` returns None (torch and Lightning probe
-    # that way).
+def _base_install_run(code: str) -> subprocess.CompletedProcess[str]:
+    """Run ``code`` with the extras' packages looking absent, exactly as on a base install: every finder is
+    wrapped, so imports of them raise ModuleNotFoundError and `importlib.util.find_spec` returns None (torch,
+    Lightning and lightning_recipes probe that way). It ends asserting none of them was imported."""
     blocker = (
         "import sys\n"
         f"BLOCKED = {EXTRA_ONLY_MODULES!r}\n"
@@ -108,12 +109,65 @@ def test_base_install_imports_the_package_without_any_extra() -> None:
         "        return find(name, path, target) if find else None\n"
         "    def invalidate_caches(self): getattr(self.finder, 'invalidate_caches', lambda: None)()\n"
         "sys.meta_path[:] = [Hide(finder) for finder in sys.meta_path]\n"
-        "import lightning_recipes, lightning_recipes.callbacks, lightning_recipes.strategies\n"
-        "import lightning_recipes.optim, lightning_recipes.checks\n"
+        f"{code}\n"
         "assert not [m for m in sys.modules if m.split('.')[0] in BLOCKED]\n"
         "print('ok')\n"
     )
-    result = subprocess.run(
+    return subprocess.run(
         [sys.executable, "-c", blocker], capture_output=True, text=True, timeout=120, cwd=ROOT
     )
+
+
+def test_base_install_imports_the_package_without_any_extra() -> None:
+    code = (
+        "import lightning_recipes, lightning_recipes.callbacks, lightning_recipes.strategies\n"
+        "import lightning_recipes.optim, lightning_recipes.checks, lightning_recipes.tune"
+    )
+    result = _base_install_run(code)
     assert result.returncode == 0 and "ok" in result.stdout, result.stderr[-3000:]
+
+
+def test_the_base_install_brings_no_rich() -> None:
+    """With rich installed, Lightning gives every Trainer in the environment its rich progress bar and model
+    summary (``_RICH_AVAILABLE``), also in projects that never import us: rich is the `rich` extra only."""
+    from lightning.pytorch.trainer.connectors import callback_connector
+
+    assert "_RICH_AVAILABLE" in vars(callback_connector)  # what Lightning's choice of progress bar reads
+    base = {
+        _requirement_name(r)
+        for r in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    }
+    assert "rich" not in _closure(base)
+
+
+def test_without_rich_every_table_and_report_prints_as_plain_text() -> None:
+    """A real preflight (its report printed), the memory command, a recommendation, HealthMonitor's findings
+    and a speed_tune result: every number shown, every line within 80 columns, no markup left."""
+    code = """
+import io, contextlib, os
+os.environ["COLUMNS"] = "80"
+from lightning_recipes.callbacks._health_text import Finding, findings_table
+from lightning_recipes.checks import preflight
+from lightning_recipes.strategies import recommend_strategy
+from lightning_recipes.strategies.memory_cli import main as memory
+from lightning_recipes.testing import TinyClassifier, random_classification_loader
+from lightning_recipes.tune import SpeedRow, SpeedTuneResult
+
+out = io.StringIO()
+with contextlib.redirect_stdout(out):
+    report = preflight(TinyClassifier(), train_dataloaders=random_classification_loader(), checks=["data",
+                       "init_loss"], progress=True, print_report=True)
+    report.print(verbose=True)
+    assert memory(["--num_params", "7B", "--devices", "8"]) == 0
+    print(recommend_strategy(1_000_000_000, devices=2, device_memory_gb=24))
+    findings_table([Finding("lr_too_high", 12, 0, {"loss_ratio": 3.5}, "lower the [learning rate]")], 4)
+    print(SpeedTuneResult([SpeedRow("baseline", "ok", step_ms=5.25)], ["baseline"], run_steps=100))
+text = out.getvalue()
+print(text)
+for shown in ("Preflight", "WARN data", "init_loss", "7,000,000,000", "recommended: recipes_", "lr_too_high",
+              "loss ratio 3.5", "[learning rate]", "5.25", "message"):
+    assert shown in text, shown
+assert "[/" not in text and max(map(len, text.splitlines())) <= 80
+"""
+    result = _base_install_run(code)
+    assert result.returncode == 0 and "ok" in result.stdout, (result.stdout[-3000:], result.stderr[-3000:])

@@ -29,7 +29,6 @@ FLOORS = {
     "torch": ">=2.13",
     "lightning": ">=2.6",
     "torchmetrics": ">=1.0",
-    "rich": ">=13",
     "jsonargparse": ">=4.39",
     "numpy": ">1.20.0",
     "pyyaml": ">5.4",
@@ -123,16 +122,27 @@ def test_metadata_fields_are_consistent_with_the_tested_python():
     assert set(PYPROJECT["dependency-groups"]) >= REPO_ONLY_GROUPS
 
 
+def test_every_classifier_is_one_the_index_accepts():
+    from trove_classifiers import classifiers as known  # the list PyPI validates uploads against
+
+    assert not [c for c in PROJECT["classifiers"] if c not in known]
+
+
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """The sdist and the wheel, built by setuptools' PEP 517 backend from a copy of what a checkout holds (the
-    repository stays clean; about a second)."""
+    """The sdist and the wheel, built by setuptools' PEP 517 backend from a copy of what a clean clone holds
+    (git's tracked and not-ignored files: the repository stays clean; a few seconds)."""
     source = tmp_path_factory.mktemp("source")
-    for name in ("pyproject.toml", "README.md", "LICENSE"):
-        shutil.copy(ROOT / name, source / name)
-    shutil.copytree(
-        ROOT / "lightning_recipes", source / "lightning_recipes", ignore=shutil.ignore_patterns("__pycache__")
-    )
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        check=True,
+    ).stdout.decode()
+    for name in filter(None, listed.split("\0")):
+        if (ROOT / name).is_file():  # (a deleted, not yet committed file is still listed)
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, source / name)
     out = tmp_path_factory.mktemp("dist")
     # (the output folder is read once: the backend rewrites sys.argv while it builds)
     build = "import sys; from setuptools import build_meta as b; out = sys.argv[1]; b.build_sdist(out); "
@@ -183,7 +193,21 @@ def test_the_sdist_carries_the_licence(built: dict[str, Path]) -> None:
         licence = [n for n in names if n.count("/") == 1 and n.endswith("/LICENSE")]
         assert licence and b"Apache License" in sdist.extractfile(licence[0]).read()  # type: ignore[union-attr]
     assert metadata["License-Expression"] == "Apache-2.0"
-    assert "lightning_recipes-0.1.0/lightning_recipes/optim/_cpu_kernels.c" in names
+    assert f"lightning_recipes-{PROJECT['version']}/lightning_recipes/optim/_cpu_kernels.c" in names
+
+
+def test_the_sdist_is_the_package_source_and_no_part_of_the_test_suite(built: dict[str, Path]) -> None:
+    """The suite needs the whole repository (conftest, fixtures, notebooks, docs): the sdist ships none of it,
+    where setuptools' default would ship the top-level ``tests/test*.py`` and nothing else."""
+    top = {"PKG-INFO", "pyproject.toml", "README.md", "LICENSE", "setup.cfg", "MANIFEST.in"}
+    with tarfile.open(built["sdist"]) as sdist:
+        names = [m.name.split("/", 1)[1] for m in sdist.getmembers() if m.isfile()]
+    inside = ("lightning_recipes/", "lightning_recipes.egg-info/")
+    outside = [n for n in names if n not in top and not n.startswith(inside)]
+    assert not outside, outside
+    python = [n for n in names if n.endswith(".py")]
+    packaged = [str(p.relative_to(ROOT)) for p in (ROOT / "lightning_recipes").rglob("*.py")]
+    assert sorted(python) == sorted(packaged)
 
 
 def test_the_package_version_is_pyprojects():
@@ -193,3 +217,15 @@ def test_the_package_version_is_pyprojects():
     written = re.search(r'^__version__ = "([^"]+)"$', source, re.MULTILINE)
     assert written, "lightning_recipes/__init__.py sets no __version__"
     assert written.group(1) == PROJECT["version"]
+
+
+def test_the_changelogs_top_section_is_the_version():
+    """The changelog describes the version the package carries (docs/guides/versioning.md): its first section
+    is ``[<version>] - <date>``, no ``Unreleased`` section sits above it, and its link points at that tag."""
+    changelog = (ROOT / "CHANGELOG.md").read_text()
+    sections = re.findall(r"^## \[([^\]]+)\](.*)$", changelog, re.MULTILINE)
+    assert sections and sections[0][0] == PROJECT["version"], sections[:2]
+    assert re.fullmatch(r" - \d{4}-\d{2}-\d{2}", sections[0][1]), sections[0]
+    assert re.search(
+        rf"^\[{re.escape(PROJECT['version'])}\]: .*v{re.escape(PROJECT['version'])}$", changelog, re.M
+    )

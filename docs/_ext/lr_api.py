@@ -2,9 +2,10 @@
 
 When the configuration is read (before Sphinx lists the sources and autosummary writes its stubs) this writes
 ``api/<module>.rst`` for the top-level package and each public module under it (every
-``lightning_recipes.<name>`` without a leading underscore that has an ``__all__``). Each object gets one page,
-under its home module: a public module that exports it and contains its definition, the most specific one;
-the other modules that re-export it link to that page.
+``lightning_recipes.<name>`` without a leading underscore that has an ``__all__`` and is not one of conf.py's
+``lr_api_internal``: packages the package uses itself, whose ``__all__`` is no promise to users). Each object
+gets one page, under its home module: a public module that exports it and contains its definition, the most
+specific one; the other modules that re-export it link to that page.
 
 It also makes the build strict about our own names:
 
@@ -38,6 +39,7 @@ from sphinx.util import logging
 logger = logging.getLogger(__name__)
 
 PACKAGE = "lightning_recipes"  # the documented package: conf.py's ``lr_api_package`` (set at config-inited)
+INTERNAL: tuple[str, ...] = ()  # conf.py's ``lr_api_internal``: ``<name>`` of modules that get no page
 API_DIR = "api"  # relative to the docs source directory; generated, gitignored
 
 
@@ -63,12 +65,15 @@ def _key(name: str, obj: Any) -> tuple[str, int]:
 
 
 def public_modules() -> list[str]:
-    """The top package and every ``lightning_recipes.<name>`` (module or subpackage) with an ``__all__``."""
+    """The top package and every ``lightning_recipes.<name>`` (module or subpackage) with an ``__all__``, but
+    the internal ones."""
     package = importlib.import_module(PACKAGE)
     names = [PACKAGE]
     for path in sorted(Path(package.__file__).parent.iterdir()):
         stem = path.stem if path.suffix == ".py" else path.name
-        if stem.startswith("_") or not (path.suffix == ".py" or (path / "__init__.py").exists()):
+        if stem.startswith("_") or stem in INTERNAL:
+            continue
+        if not (path.suffix == ".py" or (path / "__init__.py").exists()):
             continue
         module = importlib.import_module(f"{PACKAGE}.{stem}")
         if hasattr(module, "__all__"):
@@ -206,8 +211,8 @@ def _write_if_changed(path: Path, text: str) -> None:
 
 def generate(app: Sphinx, config: Any) -> None:
     """Write the pages before Sphinx lists the sources (``config-inited``), so they are read this build."""
-    global PACKAGE
-    PACKAGE = config.lr_api_package
+    global PACKAGE, INTERNAL
+    PACKAGE, INTERNAL = config.lr_api_package, tuple(config.lr_api_internal)
     index = build_index()
     app.lr_api_index = index  # type: ignore[attr-defined]  # (not on env: objects do not pickle)
     for modname in index.modules:
@@ -405,6 +410,7 @@ def _in_summary_table(node: Any) -> bool:
 def setup(app: Sphinx) -> dict[str, Any]:
     app.setup_extension("sphinx.ext.autosummary")
     app.add_config_value("lr_api_package", "lightning_recipes", "env", types=[str])
+    app.add_config_value("lr_api_internal", (), "env", types=[tuple, list])
     app.connect("config-inited", generate)  # before the source files are listed and autosummary writes stubs
     app.connect("autodoc-process-docstring", fill_data_docstring)
     app.connect("autodoc-process-docstring", keep_property_summary, priority=100)  # napoleon's runs at 500

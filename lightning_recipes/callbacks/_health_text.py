@@ -23,6 +23,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from lightning_recipes._console import escape as _escape
+from lightning_recipes._console import new_table, print_rich
+
 __all__ = ["PROBLEM_WORDS", "Finding", "evidence_lines", "findings_table", "format_value"]
 
 #: Each problem in words: what is wrong, for a reader who does not know the monitor's names.
@@ -110,14 +113,11 @@ def evidence_lines(evidence: Mapping[str, Any], top: int = _TOP) -> list[str]:
 
 
 def findings_table(findings: Sequence[Finding], checks: int, print_table: bool = True) -> Any:
-    """A ``rich`` table of ``findings``: problem (and what it means), when (step, epoch), the evidence as
-    ``name value`` lines, the advice; it fits the terminal's width (text wraps between words; only a word
-    wider than its column is folded). Printed by default."""
-    from rich.console import Console
-    from rich.table import Table
-
+    """A ``rich`` table of ``findings`` (plain text without rich): problem (and what it means), when (step,
+    epoch), the evidence as ``name value`` lines, the advice; it fits the terminal's width (text wraps between
+    words; only a word wider than its column is folded). Printed by default."""
     title = f"HealthMonitor: {len(findings)} finding(s) in {checks} check(s)"
-    table = Table(title=title, show_lines=True)
+    table = new_table(title, show_lines=True)
     table.add_column("problem", overflow="fold", ratio=2, min_width=12)
     table.add_column("when", no_wrap=True)
     table.add_column("evidence", overflow="fold", ratio=3, min_width=14)
@@ -129,7 +129,7 @@ def findings_table(findings: Sequence[Finding], checks: int, print_table: bool =
         when = f"step {f.step}\nepoch {f.epoch}"
         table.add_row(problem, when, _escape(evidence), _escape(f.advice))
     if print_table:
-        Console().print(table)
+        print_rich(table)
     return table
 
 
@@ -143,9 +143,3 @@ def _more(extra: int) -> str:
 
 def _whole(key: str) -> bool:
     return any(word in key for word in _WHOLE)
-
-
-def _escape(text: str) -> str:
-    from rich.markup import escape
-
-    return escape(text)

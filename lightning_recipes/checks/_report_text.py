@@ -7,14 +7,16 @@ gets its whole message, wrapped. The verbose form is the table of every message 
 
 from __future__ import annotations
 
-import io
 import re
 import shutil
+import textwrap
 from typing import Any
+
+from lightning_recipes._console import escape, has_rich, new_table, render, strip_markup
 
 # The report and its results are typed ``Any`` here: ``report.py`` imports this module (no import circle).
 
-__all__ = ["DETAILED", "STYLE", "first_sentence", "renderable", "title", "to_text"]
+__all__ = ["DETAILED", "STYLE", "compact_lines", "first_sentence", "renderable", "title", "to_text"]
 
 STYLE = {
     "pass": "green",
@@ -60,26 +62,41 @@ def title(report: Any, slowest: bool = True) -> str:
 
 
 def renderable(report: Any, verbose: bool = False) -> Any:
-    """A rich renderable of ``report``: compact (one line per check) or, with ``verbose``, the full table."""
+    """A rich renderable of ``report`` (needs rich): compact (one line per check) or, with ``verbose``, the
+    full table."""
     from rich.console import Group
-    from rich.table import Table
     from rich.text import Text
 
     if verbose:
-        table = Table(title=title(report), show_lines=True, expand=False)
-        table.add_column("check", no_wrap=True)
-        table.add_column("status", no_wrap=True)
-        table.add_column("time", justify="right", no_wrap=True)
-        table.add_column("message", overflow="fold")
-        for result in report.results:
-            table.add_row(result.name, _status(result), f"{result.seconds:.1f}s", result.message)
-        return table
+        return _table(report)
     return Group(Text.from_markup(title(report, slowest=False), overflow="fold"), _Lines(report.results))
 
 
-class _Lines:
+def compact_lines(results: list[Any], width: int) -> list[str]:
     """One line per check (status, name, first sentence cut to the width with an ellipsis), the whole
-    message, wrapped under the verdict's column, for the detailed statuses; no trailing spaces."""
+    message, wrapped under the verdict's column, for the detailed statuses; rich markup colours the status."""
+    status_width = max((len(r.status) for r in results), default=4)
+    name_width = max((len(r.name) for r in results), default=4)
+    indent = status_width + name_width + 2
+    room = max(width - indent, 20)
+    lines = []
+    for result in results:
+        head = (
+            _status(result)
+            + " " * (status_width - len(result.status) + 1)
+            + result.name.ljust(name_width + 1)
+        )
+        if result.status in DETAILED:
+            body = textwrap.wrap(" ".join(result.message.split()), room, break_on_hyphens=False) or [""]
+        else:
+            verdict = first_sentence(result.message)
+            body = [verdict if len(verdict) <= room else verdict[: room - 1] + "…"]
+        lines += [(head if i == 0 else " " * indent) + escape(line.rstrip()) for i, line in enumerate(body)]
+    return lines
+
+
+class _Lines:
+    """:func:`compact_lines` for rich, at the console's width."""
 
     def __init__(self, results: list[Any]) -> None:
         self.results = results
@@ -87,34 +104,31 @@ class _Lines:
     def __rich_console__(self, console: Any, options: Any) -> Any:
         from rich.text import Text
 
-        status_width = max((len(r.status) for r in self.results), default=4)
-        name_width = max((len(r.name) for r in self.results), default=4)
-        indent = status_width + name_width + 2
-        width = max(options.max_width - indent, 20)
-        for result in self.results:
-            head = Text.from_markup(_status(result) + " " * (status_width - len(result.status) + 1))
-            head.append(result.name.ljust(name_width + 1))
-            lines: list[Text]
-            if result.status in DETAILED:
-                lines = list(Text(" ".join(result.message.split())).wrap(console, width, overflow="fold"))
-            else:
-                verdict = Text(first_sentence(result.message))
-                verdict.truncate(width, overflow="ellipsis")
-                lines = [verdict]
-            for number, line in enumerate(lines):
-                line.rstrip()
-                yield (head if number == 0 else Text(" " * indent)) + line
+        for line in compact_lines(self.results, options.max_width):
+            yield Text.from_markup(line)
 
 
 def to_text(report: Any, verbose: bool = False, width: int | None = None) -> str:
     """``report`` rendered as plain text ``width`` columns wide (default: the terminal's width)."""
-    from rich.console import Console
-
     width = width if width is not None else shutil.get_terminal_size().columns
-    buffer = io.StringIO()
-    console = Console(file=buffer, width=width, force_terminal=False, color_system=None)
-    console.print(renderable(report, verbose))
-    return "\n".join(line.rstrip() for line in buffer.getvalue().rstrip("\n").splitlines())
+    if has_rich() or verbose:
+        text = render(renderable(report, verbose) if has_rich() else _table(report), width=width)
+    else:
+        text = "\n".join(
+            map(strip_markup, [title(report, slowest=False), *compact_lines(report.results, width)])
+        )
+    return "\n".join(line.rstrip() for line in text.rstrip("\n").splitlines())
+
+
+def _table(report: Any) -> Any:
+    table = new_table(title(report), show_lines=True, expand=False)
+    table.add_column("check", no_wrap=True)
+    table.add_column("status", no_wrap=True)
+    table.add_column("time", justify="right", no_wrap=True)
+    table.add_column("message", overflow="fold")
+    for result in report.results:
+        table.add_row(result.name, _status(result), f"{result.seconds:.1f}s", escape(result.message))
+    return table
 
 
 def _status(result: Any) -> str:

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from lightning_recipes._console import has_rich
 from lightning_recipes._jsonable import jsonable
 from lightning_recipes.checks._report_text import renderable, to_text
 
@@ -241,6 +242,9 @@ class PreflightReport:
         """Print the report with rich (colours in a terminal) on ``console`` (default: stdout's), compact
         unless ``verbose`` (see :meth:`render`)."""
         if console is None:
+            if not has_rich():
+                print(self.render(verbose))
+                return
             from rich.console import Console
 
             console = Console()

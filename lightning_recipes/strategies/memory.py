@@ -3,19 +3,16 @@
 
 from __future__ import annotations
 
-import io
 import math
-import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from rich.console import Console
-from rich.table import Table
 from torch import nn
 
 from lightning_recipes._blocks import BlockSpec, infer_block_classes, resolve_block_classes
+from lightning_recipes._console import new_table, render
 from lightning_recipes._validation import check_choice, check_int
 from lightning_recipes.optim.names import OPTIMIZERS
 from lightning_recipes.strategies._activations import measure_activations
@@ -96,13 +93,13 @@ class MemoryEstimate:
             ("host (offload)", self.host),
         ]
 
-    def table(self) -> Table:
-        """A ``rich`` table of the rows in GiB and bytes."""
+    def table(self) -> Any:
+        """A ``rich`` table of the rows in GiB and bytes (without rich, a plain-text one)."""
         title = (
             f"{self.strategy}: {self.num_params:,} params, {self.optimizer}, {self.precision},"
             f" {self.devices} device(s) x {self.num_nodes} node(s)"
         )
-        table = Table(title=title, title_justify="left", expand=True)
+        table = new_table(title, title_justify="left", expand=True)
         table.add_column("per device")
         table.add_column("GiB", justify="right")
         table.add_column("bytes", justify="right")
@@ -115,18 +112,6 @@ class MemoryEstimate:
 
     def __str__(self) -> str:
         return render(self.table(), *self.notes)
-
-
-def render(table: Table, *notes: str, width: int | None = None) -> str:
-    """Render a rich table (and notes) to plain text ``width`` columns wide (default: the terminal's width,
-    ``COLUMNS`` when set; 80 when there is no terminal); long cells and notes wrap."""
-    buffer = io.StringIO()
-    width = width if width is not None else shutil.get_terminal_size().columns
-    console = Console(file=buffer, width=width, no_color=True, force_terminal=False)
-    console.print(table)
-    for note in notes:
-        console.print(f"note: {note}")
-    return buffer.getvalue()
 
 
 def estimate_memory(

@@ -10,10 +10,10 @@ from typing import Any
 
 import torch
 from lightning.pytorch.strategies import Strategy
-from rich.table import Table
 from torch import nn
 
 from lightning_recipes._blocks import BlockSpec, block_classes_for
+from lightning_recipes._console import new_table
 from lightning_recipes._validation import check_choice, check_in_range, check_positive
 from lightning_recipes.strategies._activations import measure_activations
 from lightning_recipes.strategies._units import GIB
@@ -67,11 +67,11 @@ class Recommendation:
 
         return preset(self.preset, **overrides)
 
-    def table(self) -> Table:
+    def table(self) -> Any:
         budget = self.device_memory_gb * (1 - self.headroom)
         first = self.estimates[0]
-        table = Table(
-            title=(
+        table = new_table(
+            (
                 f"{first.num_params:,} params, {first.optimizer}, {first.precision}, {first.devices} "
                 f"device(s) x {first.num_nodes} node(s); budget {budget:.1f} of {self.device_memory_gb:g} "
                 "GiB per device"

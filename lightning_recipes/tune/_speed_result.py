@@ -9,6 +9,8 @@ from typing import Any
 import lightning.pytorch as pl
 from torch.utils.data import DataLoader
 
+from lightning_recipes._console import new_table, render
+
 __all__ = ["SpeedRow", "SpeedTuneResult"]
 
 CALLBACK_PATH = "lightning_recipes.tune.ApplySpeedOptions"
@@ -163,7 +165,8 @@ class SpeedTuneResult:
         }
 
     def table(self, columns: Sequence[str] | None = None) -> Any:
-        """The rows as a ``rich.table.Table`` (``columns``: only these headers; default: all of them).
+        """The rows as a ``rich.table.Table`` (``columns``: only these headers; default: all of them); without
+        rich, a plain-text table (``str(result)`` is that text at the terminal's width).
 
         Printing the result itself (``rich.print(result)``) fits the console's width: the table on a console
         120 columns wide or more (or where it fits), else the same numbers as one wrapped paragraph per
@@ -178,23 +181,23 @@ class SpeedTuneResult:
             >>> max(len(line) for line in console.export_text().splitlines()) <= 80
             True
         """
-        from rich import box
-        from rich.table import Table
-
         headers, rows = self._cells()
         keep = [i for i, h in enumerate(headers) if columns is None or h in columns or i == 0]
         run = f"{self.run_steps} steps" if self.run_steps is not None else "run length unknown"
-        table = Table(
-            title=f"speed_tune for a run of {run} ({self.run_steps_source}); best: "
+        table = new_table(
+            f"speed_tune for a run of {run} ({self.run_steps_source}); best: "
             f"{', '.join(self.best) or 'baseline'}, x{self.best_run_speedup:.2f} projected for the run, "
             f"x{self.best_speedup:.2f} per step",
-            box=box.SIMPLE_HEAD,
+            box="SIMPLE_HEAD",
         )
         for i in keep:
             table.add_column(headers[i], justify="left" if i < 2 else "right", no_wrap=i == 0)
         for cells in rows:
             table.add_row(*(cells[i] for i in keep))
         return table
+
+    def __str__(self) -> str:
+        return render(self.table())
 
     def __rich_console__(self, console: Any, options: Any) -> Any:
         from rich.measure import Measurement

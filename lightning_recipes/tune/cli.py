@@ -119,8 +119,7 @@ def _run_length_trainer(config: Any) -> pl.Trainer | None:
 
 
 def _speed(config: Any, objects: Any) -> int:
-    from rich.console import Console
-
+    from lightning_recipes._console import print_rich
     from lightning_recipes.tune.speed import speed_tune
 
     try:
@@ -136,7 +135,7 @@ def _speed(config: Any, objects: Any) -> int:
         )
     except (TypeError, ValueError) as err:
         raise UsageError(str(err)) from err
-    Console().print(result)
+    print_rich(result)
     print("Speed: paste into your LightningCLI config:\n" + result.to_yaml())
     return 0
 

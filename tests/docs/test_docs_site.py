@@ -113,6 +113,14 @@ def test_strict_build_makes_the_pages(built_site: Path) -> None:
     names = [n for n in lightning_recipes.__all__ if not n.startswith("__")]
     missing = [n for n in names if f".{n}.html" not in api_pages]
     assert not missing, missing
+    # the packages the library uses itself are no public API (docs/guides/versioning.md): no page, no name
+    internal = ("lightning_recipes.harness", "lightning_recipes.demos", "lightning_recipes.cli")
+    assert not [p for p in pages if p.startswith(tuple(f"api/{m}" for m in internal))]
+    assert not [p for p in pages if p.startswith(tuple(f"api/generated/{m}." for m in internal))]
+    # the notebooks are published executed: their text output and their figures
+    quickstart = (built_site / "notebooks/01_quickstart.html").read_text()
+    assert re.search(r"final val_acc=0\.\d+", quickstart), "01_quickstart's page has no output"
+    assert re.search(r'<img [^>]*src="[^"]+\.png"', quickstart), "01_quickstart's page has no figure"
     # a CLI page shows the help text the code prints, generated at build time
     assert "usage: lightning-recipes preflight" in (built_site / "cli/preflight.html").read_text()
 

@@ -1,0 +1,163 @@
+"""Terminal output: rich where it is installed (``pip install 'lightning-recipes[rich]'``), else plain text.
+
+rich is an extra, not a dependency: Lightning gives *every* Trainer in an environment where rich is installed
+its rich progress bar and model summary (``_RICH_AVAILABLE`` in ``lightning.pytorch.utilities.imports``), also
+in projects that never import lightning_recipes. Without rich the same tables print as aligned plain text (a
+cell is wrapped, never cut; a table too wide for the terminal is stacked, a ``header: value`` line per cell),
+markup is dropped and the transient progress line is not drawn.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import re
+import shutil
+import textwrap
+from typing import Any
+
+__all__ = ["PlainTable", "escape", "has_rich", "new_table", "print_rich", "render", "strip_markup"]
+
+# rich's markup tags: ``[bold red]``, ``[/]``, ``[/bold]``; ``\[`` is a literal bracket
+_TAG = re.compile(r"\\(\[[a-z#/@][^[]*?\])|\[[a-z#/@][^[]*?\]")
+_GAP = "  "
+
+
+def has_rich() -> bool:
+    """Whether rich can be imported."""
+    return importlib.util.find_spec("rich") is not None
+
+
+def escape(text: str) -> str:
+    """``text`` with every ``[`` that would open a markup tag escaped (as ``rich.markup.escape``).
+
+    Example:
+        >>> strip_markup("[bold]" + escape("[red] stays") + "[/bold]")
+        '[red] stays'
+    """
+    return re.sub(r"(\[[a-z#/@][^[]*?\])", r"\\\1", text)
+
+
+def strip_markup(text: str) -> str:
+    """``text`` without its markup tags, escaped brackets kept as brackets.
+
+    Example:
+        >>> strip_markup("[green]OK[/]: [1, 2]")
+        'OK: [1, 2]'
+    """
+    return _TAG.sub(lambda match: match.group(1) or "", text)
+
+
+class PlainTable:
+    """What :func:`new_table` makes without rich: ``add_column`` / ``add_row`` as rich's ``Table`` (its
+    styling options are accepted and ignored); :meth:`render` is the text.
+
+    Example:
+        >>> table = PlainTable("memory")
+        >>> table.add_column("per device")
+        >>> table.add_column("GiB", justify="right")
+        >>> table.add_row("parameters", "13.04")
+        >>> print(table.render(40))
+        memory
+        per device    GiB
+        parameters  13.04
+        >>> print(table.render(12))
+        memory
+        parameters
+          GiB: 13.04
+    """
+
+    def __init__(self, title: str = "", **_: Any) -> None:
+        self.title = strip_markup(title)
+        self.headers: list[str] = []
+        self.right: list[bool] = []
+        self.rows: list[list[str]] = []
+
+    def add_column(self, header: str, justify: str = "left", **_: Any) -> None:
+        self.headers.append(strip_markup(header))
+        self.right.append(justify == "right")
+
+    def add_row(self, *cells: Any) -> None:
+        self.rows.append([strip_markup(str(cell)) for cell in cells])
+
+    def render(self, width: int) -> str:
+        """The table ``width`` columns wide: aligned columns when they fit, else stacked per row."""
+        lines = _wrap(self.title, width) if self.title else []
+        widths = [max(_longest(cell) for cell in column) for column in zip(self.headers, *self.rows)]
+        if sum(widths) + len(_GAP) * (len(widths) - 1) <= width:
+            for cells in [self.headers, *self.rows]:
+                split = [cell.splitlines() or [""] for cell in cells]
+                for depth in range(max(len(parts) for parts in split)):
+                    parts = [p[depth] if depth < len(p) else "" for p in split]
+                    padded = (
+                        part.rjust(w) if right else part.ljust(w)
+                        for part, w, right in zip(parts, widths, self.right)
+                    )
+                    lines.append(_GAP.join(padded).rstrip())
+            return "\n".join(lines)
+        for cells in self.rows:
+            lines += _wrap(" ".join(cells[0].split()), width)
+            for header, cell in zip(self.headers[1:], cells[1:]):
+                lines += _wrap(f"{header}: {' '.join(cell.split())}", width, indent="  ")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.render(shutil.get_terminal_size().columns)
+
+
+def new_table(title: str = "", *, box: str | None = None, **options: Any) -> Any:
+    """A ``rich.table.Table`` (``box``: the name of a ``rich.box`` style) or, without rich, a
+    :class:`PlainTable`; ``options`` are rich's."""
+    if not has_rich():
+        return PlainTable(title)
+    from rich import box as boxes
+    from rich.table import Table
+
+    if box is not None:
+        options["box"] = getattr(boxes, box)
+    return Table(title=title, **options)
+
+
+def render(renderable: Any, *notes: str, width: int | None = None) -> str:
+    """``renderable`` (a table, text with markup, anything rich prints) and ``notes`` as plain text ``width``
+    columns wide (default: the terminal's width, ``COLUMNS`` when set; 80 when there is no terminal)."""
+    width = width if width is not None else shutil.get_terminal_size().columns
+    if has_rich():
+        from rich.console import Console
+
+        buffer = io.StringIO()
+        console = Console(file=buffer, width=width, no_color=True, force_terminal=False)
+        console.print(renderable)
+        for note in notes:
+            console.print(f"note: {note}")
+        return buffer.getvalue()
+    if isinstance(renderable, PlainTable):
+        text = renderable.render(width)
+    else:
+        text = "\n".join(_wrap(strip_markup(str(renderable)), width))
+    return "".join(f"{line}\n" for line in [text, *("\n".join(_wrap(f"note: {n}", width)) for n in notes)])
+
+
+def print_rich(renderable: Any) -> None:
+    """Print ``renderable`` on stdout: with rich's colours when rich is installed, else as :func:`render`."""
+    if has_rich():
+        from rich.console import Console
+
+        Console().print(renderable)
+    else:
+        print(render(renderable), end="")
+
+
+def _wrap(text: str, width: int, indent: str = "") -> list[str]:
+    """Word-wrapped lines; a word wider than ``width`` stays whole (a number is never cut)."""
+    wrapped: list[str] = []
+    for paragraph in text.splitlines() or [""]:
+        kept = textwrap.wrap(
+            paragraph, width, initial_indent=indent, subsequent_indent=indent + "  ", break_long_words=False
+        )
+        wrapped += kept or [""]
+    return wrapped
+
+
+def _longest(cell: str) -> int:
+    return max((len(line) for line in cell.splitlines()), default=0)
