@@ -37,6 +37,7 @@ PROBLEM_WORDS = {
     "overfitting": "the validation loss rises while the training loss falls",
     "data_stall": "the training loop spends most of its time waiting for data",
     "nonfinite_activations": "a layer produced NaN or inf outputs",
+    "not_learning": "the loss sits where it started (the level of knowing nothing) and nothing moves it",
 }
 
 _TOP = 3  # entries shown of a dict or a list
@@ -112,7 +113,8 @@ def evidence_lines(evidence: Mapping[str, Any], top: int = _TOP) -> list[str]:
 def findings_table(findings: Sequence[Finding], checks: int, print_table: bool = True) -> Any:
     """A ``rich`` table of ``findings``: problem (and what it means), when (step, epoch), the evidence as
     ``name value`` lines, the advice; it fits the terminal's width (text wraps between words; only a word
-    wider than its column is folded). Printed by default."""
+    wider than its column is folded). Printed by default, and then not returned (``None``: a notebook cell
+    ending in ``monitor.report()`` shows it once); ``print_table=False`` returns it."""
     from rich.console import Console
     from rich.table import Table
 
@@ -130,6 +132,7 @@ def findings_table(findings: Sequence[Finding], checks: int, print_table: bool =
         table.add_row(problem, when, _escape(evidence), _escape(f.advice))
     if print_table:
         Console().print(table)
+        return None
     return table
 
 
