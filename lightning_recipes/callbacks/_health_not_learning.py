@@ -6,10 +6,11 @@ by the evidence the monitor holds.
   5 steps: for a classifier ~ln C, the loss of knowing nothing; a model at its label prior sits just below),
   and the fitted trend's drop over the window is under ``plateau_rtol`` of the loss. Material, not only
   significant: a loss drifting 0.2% over 250 steps towards the label prior is significant over thousands of
-  samples and is still not learning. Only while no other problem has been named in the run (that rule names
-  the cause: ``lr_too_high``, ``loss_plateau`` ...): this is the finding for a run no other rule explains.
+  samples and is still not learning (``loss_plateau`` waits for a trend within the noise, and names a loss
+  flat within it: its advice checks the labels first). Only while no other problem has been named in the run
+  (that rule names the cause: ``lr_too_high`` ...): the finding for a run no other rule explains.
 * **The causes**, each with the evidence for and against it: the learning rate is too high (the update ratio
-  above ``ratio_high`` at some check, or the weights grew more than ``growth_high`` x since step 0 while the
+  above ``ratio_stuck`` in the window, or the weights grew more than ``growth_high`` x since step 0 while the
   loss did not move: the steps throw them around); too low or frozen (the update ratio below its family's
   floor); no gradient signal (the gradients are ~0: the loss does not depend on the weights); otherwise the
   labels may not match the inputs (the optimizer works, the loss has nothing to learn). One cause is named
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 import math
 
-from lightning_recipes.callbacks._health_loss_rules import loss_window, update_ratios
+from lightning_recipes.callbacks._health_loss_rules import loss_window, progressing, update_ratios
 from lightning_recipes.callbacks._health_stats import trend
 from lightning_recipes.callbacks._health_window import (
     DEFAULT_THRESHOLDS,  # noqa: F401  (the doctests)
@@ -81,7 +82,11 @@ def not_learning(data: CheckData, history: History, t: dict[str, float], named: 
     drop = -slope * span if math.isfinite(slope) else 0.0
     if min(means) <= (1.0 - t["plateau_progress"]) * start or drop > t["plateau_rtol"] * abs(level):
         return None
-    return _diagnose(data, history, t, span, start)
+    if progressing(data, history, t, k) is False:
+        return (
+            None  # flat within its noise: ``loss_plateau`` judges that (its advice checks the labels first)
+        )
+    return _diagnose(data, history, t, span, start, k)
 
 
 def _first(history: History, k: int) -> int:
@@ -89,20 +94,22 @@ def _first(history: History, k: int) -> int:
     return history.loss_steps[-(k - 1)] if k > 1 and len(history.loss_steps) >= k - 1 else 1 << 62
 
 
-def _diagnose(data: CheckData, history: History, t: dict[str, float], span: float, start: float) -> Decision:
+def _diagnose(
+    data: CheckData, history: History, t: dict[str, float], span: float, start: float, k: int
+) -> Decision:
     ratios = update_ratios(data)
-    seen = [r for r in [*history.ratios, ratios.median] if math.isfinite(r)]
+    seen = [r for r in [*history.ratios[-(k - 1) :], ratios.median] if math.isfinite(r)]
     top, now = max(seen, default=math.nan), ratios.median
     growth = data.param_norm / data.param_norm_start if data.param_norm_start > 0 else math.nan
     numel = sum(data.group_numel.values()) or 1
     grad_rms = data.grad_total / math.sqrt(numel) if data.grad_sampled else math.nan
     floor, lr = ratios.low(t), ratios.largest_lr()
-    high = top > t["ratio_high"] or growth > t["growth_high"]
+    high = top > t["ratio_stuck"] or growth > t["growth_high"]
     low = math.isfinite(now) and now < floor
     silent = math.isfinite(grad_rms) and grad_rms < _NO_GRADIENT
     causes = {
         "lr_too_high": (
-            f"for: update ratio up to {_fmt(top)} (above {_fmt(t['ratio_high'])}), weights {_fmt(growth)}x "
+            f"for: update ratio up to {_fmt(top)} (above {_fmt(t['ratio_stuck'])}), weights {_fmt(growth)}x "
             "their size at step 0"
             if high
             else f"against: update ratio up to {_fmt(top)}, weights {_fmt(growth)}x their size at step 0"

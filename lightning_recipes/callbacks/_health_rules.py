@@ -229,27 +229,30 @@ def nonfinite_activations(data: CheckData, history: History, t: dict[str, float]
         return None
     first = data.nonfinite_modules[0] if data.nonfinite_modules else "loss"
     inputs_bad = first in data.nonfinite_inputs
-    cause = "nonfinite_weights" if weights else "inputs" if inputs_bad else "operation"
+    # non-finite inputs of the first module come first (their gradient then wrote the weights)
+    cause = "inputs" if inputs_bad else "nonfinite_weights" if weights else "operation"
     evidence: dict[str, object] = {"first_module": first, "cause": cause}
     if weights:
         evidence["nonfinite_weights"] = weights[:8]
-        evidence["first_module_inputs_finite"] = not inputs_bad
     evidence |= {"modules": data.nonfinite_modules[:8], "nonfinite_losses": data.loss_nonfinite}
-    if weights:
+    if cause == "nonfinite_weights":
         advice = (
             f"The weights of {_names(weights)} are inf/nan: an optimizer step wrote them, and every forward "
-            f"after it is non-finite whatever the data (`{first}`'s inputs were "
-            f"{'not ' if inputs_bad else ''}finite). The step applied a non-finite update: from a non-finite "
-            "loss or gradient at that step (skip such steps: `StabilityGuard`, a GradScaler in fp16), or "
-            "from the update itself overflowing with finite gradients (learning rate too high, an optimizer "
-            "eps too small, a division by ~0 in the update). Find the first non-finite loss/gradient, and "
-            "resume from a checkpoint before it."
+            f"after it is non-finite whatever the data (`{first}`'s inputs were finite). The step applied a "
+            "non-finite update: from a non-finite loss or gradient at that step (skip such steps: "
+            "`StabilityGuard`, a GradScaler in fp16), or from the update itself overflowing with finite "
+            "gradients (learning rate too high, an optimizer eps too small, a division by ~0 in the update). "
+            "Find the first non-finite loss/gradient, and resume from a checkpoint before it."
         )
     elif inputs_bad:
         advice = (
-            f"`{first}` received inf/nan inputs while the weights are finite: check the batches (data with "
-            "nan/inf, a bad sample or column) and any operation before it outside a module; clean or clamp "
-            "the data."
+            f"`{first}` received inf/nan inputs: check the batches (data with nan/inf, a bad sample or "
+            "column) and any operation before it outside a module; clean or clamp the data"
+            + (
+                f" (the weights of {_names(weights)} are non-finite too: a step applied its gradient)."
+                if weights
+                else "."
+            )
         )
     else:
         advice = (
