@@ -6,9 +6,10 @@ by the evidence the monitor holds.
   5 steps: for a classifier ~ln C, the loss of knowing nothing; a model at its label prior sits just below),
   and the fitted trend's drop over the window is under ``plateau_rtol`` of the loss. Material, not only
   significant: a loss drifting 0.2% over 250 steps towards the label prior is significant over thousands of
-  samples and is still not learning (``loss_plateau`` waits for a trend within the noise, and names a loss
-  flat within it: its advice checks the labels first). Only while no other problem has been named in the run
-  (that rule names the cause: ``lr_too_high`` ...): the finding for a run no other rule explains.
+  samples and is still not learning. The window's trend must be significant (``confidence_z``): a loss flat
+  within its noise is ``loss_plateau``'s (its advice checks the labels first). Only while no other problem
+  has been named in the run (that rule names the cause: ``lr_too_high`` ...): the finding for a run no other
+  rule explains.
 * **The causes**, each with the evidence for and against it: the learning rate is too high (the update ratio
   above ``ratio_stuck`` in the window, or the weights grew more than ``growth_high`` x since step 0 while the
   loss did not move: the steps throw them around); too low or frozen (the update ratio below its family's
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 import math
 
-from lightning_recipes.callbacks._health_loss_rules import loss_window, progressing, update_ratios
+from lightning_recipes.callbacks._health_loss_rules import loss_window, update_ratios
 from lightning_recipes.callbacks._health_stats import trend
 from lightning_recipes.callbacks._health_window import (
     DEFAULT_THRESHOLDS,  # noqa: F401  (the doctests)
@@ -77,15 +78,13 @@ def not_learning(data: CheckData, history: History, t: dict[str, float], named: 
         return None
     steps, means, ses = loss_window(history, data, k)
     span = data.step - steps[0]
-    slope, _ = trend(steps, means, ses)
+    slope, slope_t = trend(steps, means, ses)
     level = sum(means) / len(means)
     drop = -slope * span if math.isfinite(slope) else 0.0
     if min(means) <= (1.0 - t["plateau_progress"]) * start or drop > t["plateau_rtol"] * abs(level):
         return None
-    if progressing(data, history, t, k) is False:
-        return (
-            None  # flat within its noise: ``loss_plateau`` judges that (its advice checks the labels first)
-        )
+    if not slope_t < -t["confidence_z"]:  # flat within its noise: ``loss_plateau`` judges that
+        return None
     return _diagnose(data, history, t, span, start, k)
 
 
