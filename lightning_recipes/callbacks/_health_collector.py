@@ -56,15 +56,23 @@ def watched_modules(model: nn.Module) -> tuple[Named, Named, Named, Named]:
 
 
 def leaf_hook(store: dict[int, Tensor], i: int) -> Callable[..., None]:
-    """A forward hook adding leaf module ``i``'s count of non-finite outputs to ``store[i]`` (no sync)."""
+    """A forward hook adding leaf module ``i``'s counts of non-finite ``[outputs, inputs]`` to ``store[i]``
+    (no sync): a module whose inputs were finite made its inf/nan itself (or its weights did)."""
+
+    def floats(value: Any) -> list[Tensor]:
+        return [t.detach() for t in flat_tensors(value) if t.is_floating_point() or t.is_complex()]
 
     def hook(module: nn.Module, args: Any, output: Any) -> None:
-        tensors = [output] if isinstance(output, Tensor) else [o for o in flat_tensors(output)]
-        for out in tensors:
-            if out.is_floating_point() or out.is_complex():
-                bad = (~torch.isfinite(out.detach())).sum()
-                previous = store.get(i)
-                store[i] = bad if previous is None else previous + bad
+        outs, ins = floats(output), floats(args)
+        if not outs:
+            return
+        device = outs[0].device
+        counts = [sum((~torch.isfinite(t)).sum().to(device) for t in ts) for ts in (outs, ins)]
+        bad = torch.stack(
+            [c if isinstance(c, Tensor) else torch.zeros((), dtype=torch.long, device=device) for c in counts]
+        )
+        previous = store.get(i)
+        store[i] = bad if previous is None else previous + bad
 
     return hook
 
@@ -106,7 +114,8 @@ def pack_activations(
     counts: tuple[int, int, int],
 ) -> None:
     """Pack the hooks' stores (never-active units per ReLU, saturated fractions per tanh/sigmoid, non-finite
-    counts per leaf) as ``dead``, ``saturated`` and ``nonfinite``: ``-1`` for a module not measured."""
+    counts per leaf, outputs and inputs) as ``dead``, ``saturated`` and ``nonfinite``: ``-1`` for a module not
+    measured."""
     alive, saturation, nonfinite = stores
     device = packer.device
     unmeasured = torch.tensor(-1.0)
@@ -114,7 +123,7 @@ def pack_activations(
     packer.add("dead", torch.stack([d.to(device) for d in dead]) if dead else torch.zeros(0))
     sat = [saturation[i].mean() if i in saturation else unmeasured for i in range(counts[1])]
     packer.add("saturated", torch.stack([v.to(device) for v in sat]) if sat else torch.zeros(0))
-    bad = [nonfinite.get(i, torch.tensor(0)) for i in range(counts[2])]
+    bad = [nonfinite.get(i, torch.zeros(2)) for i in range(counts[2])]
     packer.add("nonfinite", torch.stack([b.to(device).double() for b in bad]) if bad else torch.zeros(0))
 
 
@@ -144,6 +153,8 @@ def combine(
     losses = column("loss")
     data.loss_count, data.loss_mean, data.loss_std, data.loss_slope, data.loss_slope_se = loss_trend(losses)
     data.loss_nonfinite = int(sum(r[6] for r in losses))
+    data.loss_head = sum(r[0] for r in column("loss_head")) / len(rows)
+    data.param_norm_start = math.sqrt(max(r[0] for r in column("param_start")))
     data.group_numel = dict(zip(group_names, group_numel))
     data.group_family = dict(zip(group_names, families))
     if any(r[0] for r in column("grad_sampled")):
@@ -152,6 +163,9 @@ def combine(
         update = [max(values) for values in zip(*column("update"))]
         data.grad_sampled = True
         data.grad_total = math.sqrt(sum(grad)) if all(math.isfinite(g) for g in grad) else math.nan
+        broken = [not all(math.isfinite(r[g]) for r in column("param")) for g in range(len(group_names))]
+        data.nonfinite_weights = [name for name, b in zip(group_names, broken) if b]
+        data.param_norm = math.sqrt(sum(param)) if not any(broken) else math.nan
         for g, name in enumerate(group_names):
             data.group_grad_rms[name] = math.sqrt(grad[g] / max(group_numel[g], 1))
             if param[g] > 0 and math.isfinite(update[g]):
@@ -171,9 +185,12 @@ def combine(
             measured = [v for v in values if v >= 0]
             if measured:
                 data.saturated[name] = sum(measured) / len(measured)
-        for name, values in zip(leaves, zip(*column("nonfinite"))):
-            if sum(values) > 0:
+        sums = [[sum(pair) for pair in zip(*(r[k::2] for r in column("nonfinite")))] for k in (0, 1)]
+        for name, out, inputs in zip(leaves, *sums):
+            if out > 0:
                 data.nonfinite_modules.append(name or "<root>")
+                if inputs > 0:
+                    data.nonfinite_inputs.append(name or "<root>")
     waits = [r for r in column("wait") if r[0] >= 0]
     data.wait_fraction = max(r[0] for r in waits) if waits else None
     data.wait_per_batch_s = max(r[1] for r in waits) if waits else None

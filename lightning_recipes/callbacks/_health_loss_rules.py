@@ -30,9 +30,10 @@ of :mod:`_health_stats` at the confidence ``confidence_z`` (2.33: ~1% false-alar
 * ``overfitting``: at ``overfit_persist`` (3) validations in a row, Prechelt (1998)'s generalisation loss
   ``GL = 100 (E_va / E_opt - 1)`` exceeds ``overfit_gl`` (5) **and** the rise is significant against the
   validation loss's standard error (measured per batch, floored by the set's size); the training loss is below
-  its value at the best validation and below the validation loss (a generalisation gap); and the validation
-  loss is not falling significantly from the previous validation (Prechelt's UP criterion: a bump that recedes
-  is not overfitting). Judged at the latest validation only: a new best clears it.
+  its value at the best validation, below the best validation loss (a diverged run's is not: it fits nothing),
+  not rising from the previous validation (by ``rise_rtol``), and below the validation loss; and the
+  validation loss is not falling significantly from the previous validation (Prechelt's UP criterion: a bump
+  that recedes is not overfitting). Judged at the latest validation only: a new best clears it.
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ from lightning_recipes.callbacks._health_window import (
 __all__ = [
     "UpdateRatios",
     "loss_plateau",
+    "loss_window",
     "lower_lr_by",
     "lr_too_high",
     "lr_too_low",
@@ -132,7 +134,8 @@ def falling_within(data: CheckData, t: dict[str, float]) -> bool:
     return data.loss_slope / data.loss_slope_se < -t["confidence_z"]
 
 
-def _window(history: History, data: CheckData, k: int) -> tuple[list[float], list[float], list[float]]:
+def loss_window(history: History, data: CheckData, k: int) -> tuple[list[float], list[float], list[float]]:
+    """The last ``k`` checks' steps, interval means and their standard errors (this check's included)."""
     steps = [*history.loss_steps[-(k - 1) :], data.step] if k > 1 else [data.step]
     means = [*history.losses[-(k - 1) :], data.loss_mean] if k > 1 else [data.loss_mean]
     ses = [*history.loss_ses[-(k - 1) :], interval_se(data)] if k > 1 else [interval_se(data)]
@@ -147,7 +150,7 @@ def progressing(data: CheckData, history: History, t: dict[str, float], k: int) 
         return True
     if len(history.losses) < k - 1 or not math.isfinite(data.loss_mean):
         return None
-    _, slope_t = trend(*_window(history, data, k))
+    _, slope_t = trend(*loss_window(history, data, k))
     return math.isfinite(slope_t) and slope_t < -t["confidence_z"]
 
 
@@ -329,7 +332,7 @@ def loss_plateau(
         if not k or progressing(data, history, t, k) is not False:
             return None
     first = losses[0]
-    steps, means, ses = _window(history, data, k)
+    steps, means, ses = loss_window(history, data, k)
     slope, _ = trend(steps, means, ses)
     span = data.step - history.loss_steps[-k]
     if history.streaks.get("exploded_at_step", -1) >= data.step - span - 1:
@@ -391,9 +394,12 @@ def overfitting(data: CheckData, history: History, t: dict[str, float]) -> Decis
         recovering = previous is not None and significantly_above(
             previous[1], validation_se(previous[1], previous[3], previous[4]), val, se, z
         )
-        present = (
-            gl > t["overfit_gl"] and significant and train < best_train and train < val and not recovering
+        # a model that overfits fits its training set better than it ever fit validation (a diverged run's
+        # training loss sits above the best validation loss), and its training loss keeps falling
+        fitting = train < min(best_train, best_val) and (
+            previous is None or train <= (1.0 + t["rise_rtol"]) * previous[2]
         )
+        present = gl > t["overfit_gl"] and significant and fitting and train < val and not recovering
         found = None
         if streak(history, "overfitting", present) >= int(t["overfit_persist"]):
             found = (

@@ -31,10 +31,12 @@ __all__ = [
     "Packer",
     "group_families",
     "group_lrs",
+    "loss_head",
     "loss_sums",
     "loss_trend",
     "optimizer_family",
     "planned_steps",
+    "squared_norm",
     "tracked_parameters",
     "unwrap_optimizer",
     "validation_error",
@@ -113,6 +115,22 @@ def loss_sums(losses: Sequence[Tensor], steps: Sequence[int], device: torch.devi
             (~finite).sum().double(),
         ]
     )
+
+
+def loss_head(losses: Sequence[Tensor], device: torch.device, steps: int = 5) -> Tensor:
+    """The mean of the interval's first ``steps`` losses (at a run's start: the loss at initialisation, for a
+    classifier ~ln C, the level of knowing nothing); NaN when none. No sync."""
+    if not losses:
+        return torch.full((), math.nan, dtype=torch.float64, device=device)
+    return torch.stack([loss.to(device, torch.float64).reshape(()) for loss in losses[:steps]]).mean()
+
+
+def squared_norm(params: Sequence[Tensor], device: torch.device) -> Tensor:
+    """The squared total norm of ``params`` (float64 on ``device``; NaN when none). No sync."""
+    if not params:
+        return torch.full((), math.nan, dtype=torch.float64, device=device)
+    norms = torch.stack(torch._foreach_norm([p.detach() for p in params], 2.0)).double()
+    return norms.to(device).square().sum()
 
 
 def loss_trend(rows: Iterable[Sequence[float]]) -> tuple[int, float, float, float, float]:

@@ -30,8 +30,12 @@ Each rule and its threshold, with the source it follows (the defaults of :data:`
 * ``data_stall``: training waited for data more than ``stall_fraction`` (0.5) of the interval's wall time
   at ``persist_checks`` checks in a row, from ``InputPipelineMonitor`` (steps that wait longer than they
   compute).
+* ``not_learning``: the loss stays at its level at initialisation, no other problem named: its rule and the
+  ranking of its causes are in ``callbacks/_health_not_learning.py``.
 * ``nonfinite_activations``: a sampled forward produced ``inf``/``nan`` (the first module doing so is
-  named), or a loss was non-finite while the gradients were not sampled non-finite.
+  named), or a loss was non-finite while the gradients were not sampled non-finite, or the weights are. Its
+  cause by evidence: non-finite weights (a step wrote them), else the module's non-finite inputs (the data),
+  else its own operation.
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ from lightning_recipes.callbacks._health_loss_rules import (
     streak,
     update_ratios,
 )
+from lightning_recipes.callbacks._health_not_learning import not_learning
 from lightning_recipes.callbacks._health_stats import significantly_above
 from lightning_recipes.callbacks._health_window import (
     DEFAULT_THRESHOLDS,  # noqa: F401  (the doctests)
@@ -68,6 +73,7 @@ __all__ = [
     "lr_too_high",
     "lr_too_low",
     "nonfinite_activations",
+    "not_learning",
     "overfitting",
     "saturated_activations",
     "settle",
@@ -129,6 +135,9 @@ def decide(data: CheckData, history: History, thresholds: dict[str, float]) -> d
     if ratios.by_group:  # after the LR rules: they compare this check's LR with the previous one's
         history.ratios.append(ratios.median)
         history.lrs.append(ratios.largest_lr())
+    if set(out) - {"data_stall"}:
+        history.streaks["named"] = 1  # a rule named a cause: not_learning is for the runs none explains
+    _add(out, "not_learning", not_learning(data, history, t, named=bool(history.streaks.get("named"))))
     if math.isfinite(data.loss_mean):
         history.losses.append(data.loss_mean)
         history.loss_ses.append(interval_se(data))
@@ -202,26 +211,61 @@ def _add(out: dict[str, Decision], problem: str, decision: Decision | None) -> N
 
 
 def nonfinite_activations(data: CheckData, history: History, t: dict[str, float]) -> Decision | None:
-    """A sampled forward produced inf/nan, or a loss did while the sampled gradients were finite.
+    """A sampled forward produced inf/nan, or a loss did while the sampled gradients were finite, or the
+    weights are inf/nan. Attributed by evidence: non-finite weights (a step wrote them: every forward after is
+    non-finite whatever the data), else the first module's non-finite inputs (the batch), else the module's
+    own operation on finite inputs.
 
     Example:
         >>> nonfinite_activations(CheckData(0, 0, loss_nonfinite=2), History(), DEFAULT_THRESHOLDS)[0]
-        {'first_module': 'loss', 'modules': [], 'nonfinite_losses': 2}
+        {'first_module': 'loss', 'cause': 'operation', 'modules': [], 'nonfinite_losses': 2}
+        >>> data = CheckData(40, 0, nonfinite_modules=["stem.0"], nonfinite_weights=["stem.0", "head"])
+        >>> nonfinite_activations(data, History(), DEFAULT_THRESHOLDS)[0]["cause"]
+        'nonfinite_weights'
     """
     grad_bad = data.grad_sampled and not math.isfinite(data.grad_total)
-    if not (data.nonfinite_modules or (data.loss_nonfinite and not grad_bad)):
+    weights = data.nonfinite_weights
+    if not (data.nonfinite_modules or weights or (data.loss_nonfinite and not grad_bad)):
         return None
     first = data.nonfinite_modules[0] if data.nonfinite_modules else "loss"
-    return (
-        {
-            "first_module": first,
-            "modules": data.nonfinite_modules[:8],
-            "nonfinite_losses": data.loss_nonfinite,
-        },
-        f"`{first}` produced inf/nan in the forward pass. Check its inputs (data with nan/inf, log of "
-        "zero, division by zero, exp overflow); add an epsilon or clamp there, use a normalisation layer "
-        "before it, or train in bf16/fp32 instead of fp16.",
-    )
+    inputs_bad = first in data.nonfinite_inputs
+    # non-finite inputs of the first module come first (their gradient then wrote the weights)
+    cause = "inputs" if inputs_bad else "nonfinite_weights" if weights else "operation"
+    evidence: dict[str, object] = {"first_module": first, "cause": cause}
+    if weights:
+        evidence["nonfinite_weights"] = weights[:8]
+    evidence |= {"modules": data.nonfinite_modules[:8], "nonfinite_losses": data.loss_nonfinite}
+    if cause == "nonfinite_weights":
+        advice = (
+            f"The weights of {_names(weights)} are inf/nan: an optimizer step wrote them, and every forward "
+            f"after it is non-finite whatever the data (`{first}`'s inputs were finite). The step applied a "
+            "non-finite update: from a non-finite loss or gradient at that step (skip such steps: "
+            "`StabilityGuard`, a GradScaler in fp16), or from the update itself overflowing with finite "
+            "gradients (learning rate too high, an optimizer eps too small, a division by ~0 in the update). "
+            "Find the first non-finite loss/gradient, and resume from a checkpoint before it."
+        )
+    elif inputs_bad:
+        advice = (
+            f"`{first}` received inf/nan inputs: check the batches (data with nan/inf, a bad sample or "
+            "column) and any operation before it outside a module; clean or clamp the data"
+            + (
+                f" (the weights of {_names(weights)} are non-finite too: a step applied its gradient)."
+                if weights
+                else "."
+            )
+        )
+    else:
+        advice = (
+            f"`{first}` produced inf/nan in the forward pass from finite inputs and weights: log of zero, "
+            "division by zero, exp overflow there; add an epsilon or clamp, use a normalisation layer before "
+            "it, or train in bf16/fp32 instead of fp16."
+        )
+    return evidence, advice
+
+
+def _names(groups: list[str], top: int = 3) -> str:
+    extra = len(groups) - top
+    return ", ".join(f"`{g}`" for g in groups[:top]) + (f" (+{extra} more)" if extra > 0 else "")
 
 
 def exploding_gradients(data: CheckData, history: History, t: dict[str, float]) -> Decision | None:
@@ -449,6 +493,7 @@ RULES = (
     lr_too_high,
     lr_too_low,
     loss_plateau,
+    not_learning,
     overfitting,
     data_stall,
 )

@@ -40,6 +40,7 @@ PROBLEM_WORDS = {
     "overfitting": "the validation loss rises while the training loss falls",
     "data_stall": "the training loop spends most of its time waiting for data",
     "nonfinite_activations": "a layer produced NaN or inf outputs",
+    "not_learning": "the loss sits where it started (the level of knowing nothing) and nothing moves it",
 }
 
 _TOP = 3  # entries shown of a dict or a list
@@ -115,7 +116,9 @@ def evidence_lines(evidence: Mapping[str, Any], top: int = _TOP) -> list[str]:
 def findings_table(findings: Sequence[Finding], checks: int, print_table: bool = True) -> Any:
     """A ``rich`` table of ``findings`` (plain text without rich): problem (and what it means), when (step,
     epoch), the evidence as ``name value`` lines, the advice; it fits the terminal's width (text wraps between
-    words; only a word wider than its column is folded). Printed by default."""
+    words; only a word wider than its column is folded). Printed by default, and then not returned
+    (``None``: a notebook cell ending in ``monitor.report()`` shows it once); ``print_table=False``
+    returns it."""
     title = f"HealthMonitor: {len(findings)} finding(s) in {checks} check(s)"
     table = new_table(title, show_lines=True)
     table.add_column("problem", overflow="fold", ratio=2, min_width=12)
@@ -130,6 +133,7 @@ def findings_table(findings: Sequence[Finding], checks: int, print_table: bool =
         table.add_row(problem, when, _escape(evidence), _escape(f.advice))
     if print_table:
         print_rich(table)
+        return None
     return table
 
 

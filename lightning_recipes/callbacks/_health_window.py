@@ -20,6 +20,7 @@ PROBLEMS = (
     "overfitting",
     "data_stall",
     "nonfinite_activations",
+    "not_learning",
 )
 
 DEFAULT_THRESHOLDS: dict[str, float] = {
@@ -43,6 +44,7 @@ DEFAULT_THRESHOLDS: dict[str, float] = {
     "persist_checks": 2,
     "confidence_z": 2.326,
     "anneal_fraction": 0.8,
+    "growth_high": 2.0,
 }
 
 
@@ -60,6 +62,8 @@ class CheckData:
     loss_std: float = math.nan
     loss_slope: float = math.nan
     loss_slope_se: float = math.nan
+    #: the mean of the interval's first 5 losses (the first interval's: the loss at initialisation)
+    loss_head: float = math.nan
     grad_sampled: bool = False
     grad_total: float = math.nan
     group_grad_rms: dict[str, float] = field(default_factory=dict)
@@ -79,6 +83,13 @@ class CheckData:
     #: dead through ``F.relu`` too)
     dead_rows: dict[str, float] = field(default_factory=dict)
     nonfinite_modules: list[str] = field(default_factory=list)
+    #: of ``nonfinite_modules``, those whose inputs were already non-finite on a sampled batch
+    nonfinite_inputs: list[str] = field(default_factory=list)
+    #: parameter groups whose weights are inf/nan at the sampled step (a step wrote them)
+    nonfinite_weights: list[str] = field(default_factory=list)
+    #: the tracked parameters' total norm at the sampled step, and at the start of training
+    param_norm: float = math.nan
+    param_norm_start: float = math.nan
     wait_fraction: float | None = None
     #: where ``wait_fraction`` came from: "InputPipelineMonitor" or "host timing" (the monitor's own clock)
     wait_source: str | None = None
@@ -103,6 +114,8 @@ class History:
     #: per check with sampled updates: the run's update ratio (parameter-weighted median) and its largest LR
     ratios: list[float] = field(default_factory=list)
     lrs: list[float] = field(default_factory=list)
+    #: the loss at initialisation (the first interval's first 5 steps; NaN: not known yet)
+    start_loss: float = math.nan
     #: the largest dead fraction at the first check that measured one (-1: not measured yet)
     dead_at_start: float = -1.0
     grad_totals: list[float] = field(default_factory=list)
@@ -117,6 +130,7 @@ class History:
             "loss_steps": list(self.loss_steps),
             "ratios": list(self.ratios),
             "lrs": list(self.lrs),
+            "start_loss": self.start_loss,
             "dead_at_start": self.dead_at_start,
             "grad_totals": list(self.grad_totals),
             "vanish_ratios": list(self.vanish_ratios),
@@ -134,6 +148,7 @@ class History:
             loss_steps=[int(v) for v in state.get("loss_steps", range(len(losses)))],
             ratios=[float(v) for v in state.get("ratios", [])],
             lrs=[float(v) for v in state.get("lrs", [])],
+            start_loss=float(state.get("start_loss", math.nan)),
             dead_at_start=float(state.get("dead_at_start", -1.0)),
             grad_totals=[float(v) for v in state.get("grad_totals", [])],
             vanish_ratios=[float(v) for v in state.get("vanish_ratios", [])],

@@ -34,8 +34,10 @@ from lightning_recipes.callbacks._health_pack import (
     Packer,
     group_families,
     group_lrs,
+    loss_head,
     loss_sums,
     planned_steps,
+    squared_norm,
     tracked_parameters,
     validation_error,
     validation_rows,
@@ -78,11 +80,9 @@ class HealthMonitor(Callback):
 
     Every ``check_every_n_steps`` optimizer steps it packs all of that into one tensor, all-gathers it once
     under DDP (so a problem on one rank is seen by every rank), reads it back (**the one sync per check**)
-    and decides with pure rules (``callbacks/_health_rules.py``, ``_health_loss_rules.py``: each rule, its
-    threshold and source; all overridable through ``thresholds``) which of :attr:`PROBLEMS` are present:
-    ``exploding_gradients``, ``vanishing_gradients``, ``dead_units``, ``saturated_activations``,
-    ``lr_too_high``, ``lr_too_low``, ``loss_plateau``, ``overfitting`` (with the epoch where it began),
-    ``data_stall``, ``nonfinite_activations``. The root cause is named, its symptoms go into its evidence.
+    and decides with pure rules (``callbacks/_health_rules.py``, ``_health_loss_rules.py``,
+    ``_health_not_learning.py``: each rule, its threshold and source; all overridable through ``thresholds``)
+    which of :attr:`PROBLEMS` are present. The root cause is named, its symptoms go into its evidence.
     A problem that appears is a :class:`Finding` (``problem``, ``step``, ``evidence``, ``advice``; read it
     with ``str(finding)``), appended to :attr:`findings`, warned once per problem on rank zero and passed to
     ``on_finding``. One more check runs at the end of training.
@@ -200,6 +200,7 @@ class HealthMonitor(Callback):
         self._clock = WaitClock()
         self._val_batches = ValidationBatches()
         self._planned_steps = math.inf
+        self._param_start = torch.tensor(math.nan)  # the weights' squared norm at the start of training
         self._interval_start = 0
         self._clear_interval()
 
@@ -229,7 +230,6 @@ class HealthMonitor(Callback):
     @override
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._reset_run_state()
-        self._epoch_loss = []
         self._interval_start = trainer.global_step
         self._params = tracked_parameters(trainer.optimizers)
         self._index = {id(p): i for i, p in enumerate(self._params)}
@@ -242,6 +242,7 @@ class HealthMonitor(Callback):
             self._group_numel[g] += param.numel()
         self._families = group_families(trainer.optimizers, self._index, index, len(self._group_names))
         self._planned_steps = planned_steps(trainer)
+        self._param_start = squared_norm(self._params, device)
         self._relu, self._saturating, self._leaves, self._row_layers = watched_modules(pl_module)
         self._rows = RowLiveness([module for _, module in self._row_layers])
         self._sparse_groups = sparse_groups(pl_module, self._params, index, self._group_names)
@@ -387,7 +388,7 @@ class HealthMonitor(Callback):
         return json.dumps(jsonable(self.to_dict(), nonfinite_as_str=True), **kwargs)
 
     def report(self, print_table: bool = True) -> Any:
-        """A ``rich`` table of the findings (problem, step, epoch, evidence, advice), printed by default."""
+        """Print a ``rich`` table of the findings (problem, step, epoch, evidence, advice), or return it."""
         return findings_table(self.findings, self.checks, print_table)
 
     @override
@@ -409,10 +410,7 @@ class HealthMonitor(Callback):
         self._warned = set(state_dict.get("warned", []))
 
     def __getstate__(self) -> dict[str, Any]:
-        state = self.__dict__.copy()
-        state["_handles"] = []
-        state["_before"] = []
-        return state
+        return {**self.__dict__, "_handles": [], "_before": []}
 
     # ------------------------------------------------------------------ helpers
 
@@ -435,6 +433,8 @@ class HealthMonitor(Callback):
         """Everything the check needs, as one float64 vector with a layout identical on every rank."""
         packer = Packer(device)
         packer.add("loss", loss_sums(self._losses, self._loss_steps, device))
+        packer.add("loss_head", loss_head(self._losses, device))
+        packer.add("param_start", self._param_start)
         groups = len(self._group_names)
         sampled = self._grad_sq is not None and self._group_of is not None
         packer.add("grad_sampled", float(sampled))

@@ -210,7 +210,8 @@ def test_the_issue23_stability_guard_checkpoint_loads_with_every_key() -> None:
     history = reloaded["history"]
     assert {k: history[k] for k in old["history"]} == old["history"]
     added = {k: v for k, v in history.items() if k not in old["history"]}
-    assert set(added) == {"loss_ses", "loss_steps", "ratios", "lrs", "dead_at_start"}
+    assert set(added) == {"loss_ses", "loss_steps", "ratios", "lrs", "dead_at_start", "start_loss"}
+    assert math.isnan(added["start_loss"])  # issue #32's not_learning: the loss at initialisation, unknown
     assert all(math.isnan(v) for v in added["loss_ses"]) and len(added["loss_ses"]) == len(history["losses"])
     assert added["loss_steps"] == list(range(len(history["losses"])))
     assert (added["ratios"], added["lrs"], added["dead_at_start"]) == ([], [], -1.0)
