@@ -37,7 +37,11 @@ lint: install
 	$(VENV)/bin/mypy
 
 # The docs site is built first (strictly), and tests/docs reads that build rather than building its own.
-test: lint docs
+# The docs build runs the notebooks afresh (its notebook cache is cleared first), and tests/test_notebooks.py reads
+# their outputs from that build instead of running them a second time.
+test: lint
+	rm -rf docs/_build/.jupyter_smoke1
+	$(MAKE) docs
 	LR_DOCS_HTML=docs/_build/html $(PY) -m pytest -n $(TEST_WORKERS) --durations=25
 
 # The tests that exercise Lightning, again against the oldest supported Lightning, in its own environment (CI runs
