@@ -27,8 +27,9 @@ _NAMES = {
     "nonfinite_grad_norm": "non-finite gradient norm",
     "loss_spike": "loss spike",
     "nonfinite_weights": "non-finite weights",
-    "lr_too_high": "HealthMonitor: learning rate too high (update/parameter ratio)",
+    "lr_too_high": "HealthMonitor: learning rate too high",
 }
+_QUANTITIES = {"nonfinite_grad_norm": "gradient norm", "nonfinite_weights": "weight norm"}
 
 
 @dataclass
@@ -44,7 +45,8 @@ class StabilityEvent:
         rank: The global rank that saw it (earliest step, then cause in the order above, then lowest rank).
         detected_at_step: ``trainer.global_step`` when the check ran (at most ``check_every_n_steps - 1``
             steps after ``step``).
-        action: ``"rollback"``, ``"skip_step"``, ``"raise"``, ``"give_up"``, ``"logged"`` or ``"scale_lr"``.
+        action: ``"rollback"``, ``"skip_step"``, ``"raise"``, ``"give_up"``, ``"logged"``, ``"scale_lr"`` or
+            ``"widen"`` (a give-up over spikes vetoed by a validation loss that held: no rollback).
         restored_step: The step of the snapshot that was restored (``-1`` if none).
     """
 
@@ -68,14 +70,19 @@ def cause_code(cause: str) -> int:
 
 
 def describe(event: StabilityEvent) -> str:
-    """One line naming the fault, its value, where and when it was seen.
+    """One line naming the fault, the quantity and its value, where and when it was seen.
 
     Example:
         >>> describe(StabilityEvent(3, "loss_spike", 9.5, 1, 5, "rollback"))
-        'loss spike (9.5) at step 3 on rank 1, detected at step 5'
+        'loss spike (loss 9.5) at step 3 on rank 1, detected at step 5'
+        >>> describe(StabilityEvent(3, "nonfinite_loss", float("nan"), 0, 5, "rollback"))
+        'non-finite loss (loss nan) at step 3 on rank 0, detected at step 5'
     """
+    quantity = _QUANTITIES.get(
+        event.cause, "update/parameter ratio" if event.cause in FINDING_CAUSES else "loss"
+    )
     return (
-        f"{_NAMES[event.cause]} ({event.value:.6g}) at step {event.step} on rank {event.rank}, "
+        f"{_NAMES[event.cause]} ({quantity} {event.value:.6g}) at step {event.step} on rank {event.rank}, "
         f"detected at step {event.detected_at_step}"
     )
 
@@ -145,6 +152,8 @@ def outcome(event: StabilityEvent, lr_scale: float, lr_factor: float, cooldown_l
         detail = (
             f" to the snapshot of step {event.restored_step}" if event.action == "rollback" else ""
         ) + f", learning rate x{lr_scale:g} from now on"
+    elif event.action == "widen":
+        detail = " the spike floor (validation held), no rollback"
     elif event.action == "rollback":
         detail = f" to the snapshot of step {event.restored_step}"
         if cooldown_left > 0:

@@ -11,6 +11,7 @@ from typing import Any, Literal
 import lightning.pytorch as pl
 import torch
 from lightning.pytorch.callbacks import Callback
+from lightning.pytorch.utilities import rank_zero_warn
 from torch import Tensor
 from typing_extensions import override
 
@@ -46,6 +47,7 @@ from lightning_recipes.callbacks._stability_event import (
 from lightning_recipes.callbacks._stability_repair import (
     FindingsReader,
     LRScaling,
+    ValidationTrend,
     finding_event,
     warn_if_before_monitor,
 )
@@ -67,11 +69,14 @@ class StabilityGuard(Callback):
     checkpoint. Each step the guard keeps the step's loss and total gradient norm on the device; every
     ``check_every_n_steps`` steps it checks them at once, agreed across ranks. A step is faulty when its loss
     or gradient norm is not finite, when its loss rises above the run's own loss noise (``spike_k`` robust
-    standard deviations **and** ``1 + spike_min_rise`` times the level; or ``spike_rtol`` times it), or when
+    standard deviations **and** ``1 + spike_min_rise`` times the level; or ``spike_rtol`` times it; and by
+    more than ``spike_floor`` x the run's starting loss level, the noise of a loss near zero), or when
     the weights are not finite before a snapshot. ``mode="rollback"`` (default) restores an in-memory
     snapshot of the last verified state in place (model, optimizers, schedulers, weight averages), can cut the
     learning rate for a cooldown, and trains on with the next batches; after ``max_rollbacks`` within
-    ``rollback_window_steps`` it writes an emergency checkpoint and raises. ``mode="skip_step"`` drops an
+    ``rollback_window_steps`` it writes an emergency checkpoint and raises, unless they were spikes and the
+    validation loss (``val_monitor``) has not worsened since the first: then it warns, raises its spike
+    floor above them and trains on (action ``"widen"``). ``mode="skip_step"`` drops an
     optimizer step whose gradient norm is non-finite on any rank; ``mode="raise"`` stops at the first fault.
     With ``act_on_findings`` it also repairs a ``HealthMonitor``'s ``lr_too_high`` findings (place it after
     the monitor). The full account (the spike rule, the adaptive snapshot interval, mixed precision,
@@ -111,6 +116,9 @@ class StabilityGuard(Callback):
             ``lr_too_high`` finding, in ``(0, 1]``.
         spike_min_rise: The noise rule also needs the loss above ``(1 + spike_min_rise)`` x its level,
             ``>= 0`` (``0``: the ``spike_k`` test alone).
+        spike_floor: Every spike must also exceed the level by this fraction of the run's reference loss (the
+            highest level seen: its starting loss), ``>= 0``: one hard sample's loss / the batch size.
+        val_monitor: The logged validation loss that vetoes a give-up over spikes (``None``: never).
 
     Raises:
         ValueError: On an invalid argument value (at construction, naming it) or a sharded strategy with
@@ -164,6 +172,8 @@ class StabilityGuard(Callback):
         act_on_findings: bool = True,
         finding_lr_factor: float = 0.5,
         spike_min_rise: float = 0.5,
+        spike_floor: float = 0.25,
+        val_monitor: str | None = "val_loss",
     ) -> None:
         super().__init__()
         self.mode = mode
@@ -188,6 +198,8 @@ class StabilityGuard(Callback):
         self.act_on_findings = act_on_findings
         self.finding_lr_factor = finding_lr_factor
         self.spike_min_rise = spike_min_rise
+        self.spike_floor = spike_floor
+        self.val_monitor = val_monitor
         self._validate()
 
         self.events: list[StabilityEvent] = []
@@ -197,6 +209,8 @@ class StabilityGuard(Callback):
         self._rollback_steps: list[int] = []
         self._cooldown_left = 0
         self._window = torch.zeros(0)  # good step losses, oldest first, on the module's device
+        self._reference = torch.zeros(())  # the highest median of the window so far (the spike floor's unit)
+        self._widened = 0.0  # the spike floor raised by a vetoed give-up, in loss units
         self._pending: Pending = []  # (step, loss, grad norm), not yet checked
         self._micro_losses: list[Tensor] = []
         self._grad_norm: Tensor | None = None
@@ -207,6 +221,7 @@ class StabilityGuard(Callback):
         self._skipper = StepSkipper()
         self._lr_scaling = LRScaling(self._lr_factor_now)
         self._findings = FindingsReader()
+        self._validation = ValidationTrend(val_monitor)
 
     def _validate(self) -> None:
         check_choice("mode", self.mode, _MODES)
@@ -225,6 +240,9 @@ class StabilityGuard(Callback):
             check_in_range("spike_rtol", self.spike_rtol, 1.0, math.inf, low_open=True, high_open=True)
         check_in_range("lr_factor", self.lr_factor, 0.0, 1.0, low_open=True)
         check_non_negative("spike_min_rise", self.spike_min_rise)
+        check_non_negative("spike_floor", self.spike_floor)
+        if self.val_monitor is not None and not isinstance(self.val_monitor, str):
+            raise TypeError(f"`val_monitor` must be a str or None, got {self.val_monitor!r}.")
         check_bool("check_grad_norm", self.check_grad_norm)
         check_bool("verbose", self.verbose)
 
@@ -244,6 +262,7 @@ class StabilityGuard(Callback):
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         device = pl_module.device
         self._window = self._window.to(device)
+        self._reference = self._reference.to(device)
         self._pending = pending_to_device(self._pending, device)
         self._micro_losses = [loss.to(device) for loss in self._micro_losses]
         self._seen_step = trainer.global_step
@@ -302,6 +321,10 @@ class StabilityGuard(Callback):
             self._check(trainer, pl_module)
 
     @override
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._validation.record(trainer)
+
+    @override
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._lr_scaling.detach()
 
@@ -326,6 +349,9 @@ class StabilityGuard(Callback):
             "micro_losses": [float(loss) for loss in self._micro_losses],
             "snapshot_step": self._snapshot_step,
             "lr_scale": self._lr_scale,
+            "reference": float(self._reference),
+            "widened": self._widened,
+            "validations": [(step, float(value)) for step, value in self._validation.values],
         }
 
     @override
@@ -342,6 +368,11 @@ class StabilityGuard(Callback):
         ]
         self._snapshot_step = int(state_dict.get("snapshot_step", -1))
         self._lr_scale = float(state_dict.get("lr_scale", 1.0))
+        self._reference = torch.tensor(float(state_dict.get("reference", 0.0)))
+        self._widened = float(state_dict.get("widened", 0.0))
+        self._validation.values = [
+            (int(s), torch.tensor(float(v))) for s, v in state_dict.get("validations", [])
+        ]
 
     # ------------------------------------------------------------------ helpers
 
@@ -376,6 +407,7 @@ class StabilityGuard(Callback):
         if faults == 0:
             if all(loss_mask):
                 self._window = torch.cat([self._window, losses])[-self.spike_window :]
+                self._reference = torch.maximum(self._reference, self._window.median())
             if snapshot_due:
                 self._take_snapshot(trainer, pl_module)
             return
@@ -390,8 +422,14 @@ class StabilityGuard(Callback):
             self.spike_warmup_steps, 1
         ):
             return None
+        floor = (self.spike_floor * self._reference).clamp_min(self._widened)
         return exceeds_noise(
-            losses, self._window, k=self.spike_k, min_rise=self.spike_min_rise, rtol=self.spike_rtol
+            losses,
+            self._window,
+            k=self.spike_k,
+            min_rise=self.spike_min_rise,
+            rtol=self.spike_rtol,
+            floor=floor,
         )
 
     def _agree_on_event(self, trainer: pl.Trainer, cause: int, step: int, value: float) -> StabilityEvent:
@@ -419,6 +457,8 @@ class StabilityGuard(Callback):
             return
         recent = [s for s in self._rollback_steps if s > event.step - self.rollback_window_steps]
         if self._snapshots.snapshot is None or len(recent) >= self.max_rollbacks:
+            if recent and self._widen(trainer, pl_module, event, recent[0]):
+                return
             event.action = "give_up"
             restored = self._snapshots.snapshot is not None
             if restored:
@@ -436,6 +476,27 @@ class StabilityGuard(Callback):
         if self.lr_factor != 1.0 and self.cooldown_steps > 0:
             self._cooldown_left = self.cooldown_steps
         self._record(trainer, pl_module, event)
+
+    def _widen(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, event: StabilityEvent, since: int
+    ) -> bool:
+        """Veto a give-up over spikes while validation holds: raise the spike floor to twice this spike's
+        excess over the level, forget the rollbacks, warn, train on. Fault path only (syncs, all-gathers)."""
+        held = self._validation.held_since(trainer, since) if event.cause == "loss_spike" else None
+        if held is None:
+            return False
+        self._widened = max(self._widened, 2.0 * (event.value - float(self._window.median())))
+        self._rollback_steps = []
+        event.action = "widen"
+        self._record(trainer, pl_module, event)
+        rank_zero_warn(
+            f"StabilityGuard: {describe(event)}, but `{self.val_monitor}` has not worsened since the first "
+            f"of the last rollbacks ({held[0]:.6g} -> {held[1]:.6g}): spikes this size are this run's noise. "
+            f"Not giving up: spikes must now exceed the level by {self._widened:.4g} (NaN and larger spikes "
+            "are still caught); no rollback.",
+            category=UserWarning,
+        )
+        return True
 
     @property
     def snapshot_interval(self) -> int:
