@@ -18,6 +18,7 @@ __all__ = [
     "event_metrics",
     "give_up_message",
     "outcome",
+    "widen_message",
 ]
 
 FINDING_CAUSES = {"lr_too_high": 5}  # HealthMonitor findings the guard repairs, and their logged cause code
@@ -125,6 +126,16 @@ def give_up_message(
     return (
         f"StabilityGuard gave up: {describe(event)}; {reason}. Events so far: [{history}].{where}"
         " Lower the learning rate, inspect the batches at those steps, or raise `max_rollbacks`."
+    )
+
+
+def widen_message(event: StabilityEvent, monitor: str | None, held: tuple[float, float], floor: float) -> str:
+    """Why the guard did not give up over spikes: the validation loss ``monitor`` held (``held``: before,
+    now), so spikes must now exceed the level by ``floor``."""
+    return (
+        f"StabilityGuard: {describe(event)}, but `{monitor}` has not worsened since the first of the last "
+        f"rollbacks ({held[0]:.6g} -> {held[1]:.6g}): spikes this size are this run's noise. Not giving up: "
+        f"spikes must now exceed the level by {floor:.4g} (NaN, larger spikes still caught); no rollback."
     )
 
 

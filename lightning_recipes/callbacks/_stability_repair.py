@@ -13,11 +13,11 @@ from lightning.pytorch.utilities import rank_zero_warn
 from torch import Tensor
 
 from lightning_recipes._collectives import gather_rows
-from lightning_recipes.callbacks._stability_event import FINDING_CAUSES, StabilityEvent
+from lightning_recipes.callbacks._stability_event import FINDING_CAUSES, StabilityEvent, widen_message
 from lightning_recipes.callbacks._trainer import callback_list
 from lightning_recipes.callbacks.health_monitor import Finding, HealthMonitor
 
-__all__ = ["FindingsReader", "LRScaling", "ValidationTrend", "finding_event", "warn_if_before_monitor"]
+__all__ = ["FindingsReader", "LRScaling", "SpikeVeto", "finding_event", "warn_if_before_monitor"]
 
 
 class LRScaling:
@@ -88,24 +88,26 @@ class FindingsReader:
         return found
 
 
-class ValidationTrend:
-    """The logged validation loss ``monitor`` (lower is better) after each validation of a fit, kept as device
-    tensors (no sync), and whether it has held since a step: read on the fault path only.
+class SpikeVeto:
+    """The veto of a give-up over loss spikes while the validation loss ``monitor`` (lower is better) holds,
+    and the spike floor its vetoes raised. Validations are kept as device tensors (no sync); they are read on
+    the fault path only.
 
     Example:
         >>> from lightning_recipes.testing import fast_trainer
-        >>> trend = ValidationTrend("val_loss")
-        >>> trend.values = [(10, torch.tensor(0.5)), (20, torch.tensor(0.3)), (30, torch.tensor(0.2))]
-        >>> trend.held_since(fast_trainer(), 25)  # (the last value at or before step 25, the latest)
+        >>> veto = SpikeVeto("val_loss")
+        >>> veto.values = [(10, torch.tensor(0.5)), (20, torch.tensor(0.3)), (30, torch.tensor(0.2))]
+        >>> veto.held_since(fast_trainer(), 25)  # (the last value at or before step 25, the latest)
         (0.3, 0.2)
-        >>> trend.values[-1] = (30, torch.tensor(0.6))
-        >>> trend.held_since(fast_trainer(), 25) is None
+        >>> veto.values[-1] = (30, torch.tensor(0.6))
+        >>> veto.held_since(fast_trainer(), 25) is None
         True
     """
 
     def __init__(self, monitor: str | None) -> None:
         self.monitor = monitor
         self.values: list[tuple[int, Tensor]] = []  # (global_step, value), the last 100 validations
+        self.floor = 0.0  # what spikes must exceed the level by since the last veto, in loss units
 
     def record(self, trainer: pl.Trainer) -> None:
         value = trainer.callback_metrics.get(self.monitor or "")
@@ -124,6 +126,24 @@ class ValidationTrend:
             held = (before, values[-1][1]) if values[-1][1] <= before else None
         every = all(row[0] > 0 for row in gather_rows(trainer, [float(held is not None)]))
         return held if every else None
+
+    def veto(self, trainer: pl.Trainer, event: StabilityEvent, since: int, level: Tensor) -> bool:
+        """At a would-be give-up over ``event``: if it is a spike and validation held since step ``since``,
+        raise :attr:`floor` to twice its excess over ``level``, mark it ``"widen"`` and warn (fault path)."""
+        held = self.held_since(trainer, since) if event.cause == "loss_spike" else None
+        if held is None:
+            return False
+        self.floor = max(self.floor, 2.0 * (event.value - float(level)))
+        event.action = "widen"
+        rank_zero_warn(widen_message(event, self.monitor, held, self.floor), category=UserWarning)
+        return True
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"floor": self.floor, "validations": [[step, float(v)] for step, v in self.values]}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.floor = float(state.get("floor", 0.0))
+        self.values = [(int(step), torch.tensor(float(v))) for step, v in state.get("validations", [])]
 
 
 def finding_event(finding: Finding, detected_at_step: int) -> StabilityEvent:
