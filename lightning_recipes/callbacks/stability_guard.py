@@ -103,9 +103,9 @@ class StabilityGuard(Callback):
         verbose: Log each event on rank zero (``logging.WARNING``).
         act_on_findings: Repair ``HealthMonitor``'s ``lr_too_high`` findings (see above).
         finding_lr_factor: Learning-rate multiplier for the rest of the run per finding, in ``(0, 1]``.
-        spike_min_rise: The ``spike_k`` rule also needs the loss above ``1 + spike_min_rise`` x the level.
-        spike_floor: Every spike must also exceed the level by this fraction of the run's reference loss (the
-            highest level seen: its starting loss), ``>= 0``: one hard sample's loss / the batch size.
+        spike_min_rise: The ``spike_k`` rule also needs the loss above ``1 + spike_min_rise`` x it, ``>= 0``.
+        spike_floor: Every spike must also exceed the level by this fraction of the run's reference loss (its
+            highest level: the starting loss), ``>= 0``; what one hard sample adds to a loss near zero.
         val_monitor: The logged validation loss that vetoes a give-up over spikes (``None``: never).
 
     Raises:
