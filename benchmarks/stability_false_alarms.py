@@ -1,15 +1,18 @@
 """StabilityGuard's spike rule on real runs: false rollbacks on healthy fine-tuning, detection of blow-ups.
 
-Every run carries two observing guards side by side (they record what they would do and never roll back, so
-both judge the very same loss trace): ``new`` = ``StabilityGuard()`` defaults (the loss-noise model,
-``callbacks/_loss_noise.py``), ``old`` = the rule before issue 22 (``mean + 6 * population std`` of the
+Every run carries three observing guards side by side (they record what they would do and never roll back, so
+all judge the very same loss trace): ``new`` = ``StabilityGuard()`` defaults (the loss-noise model,
+``callbacks/_loss_noise.py``, with issue 32's floor), ``no floor`` = the same with ``spike_floor=0`` (the rule
+between issues 22 and 32), ``old`` = the rule before issue 22 (``mean + 6 * population std`` of the
 window, ``callbacks/_faults.spike_mask``). Same check cadence (10), window (100) and warm-up (20).
 
 Healthy runs (any event is a false rollback): a tiny randomly initialised ``transformers`` BERT
 (2 layers, hidden 32, seq 16) fine-tuned with AdamW 3e-4 / 1e-3 on a synthetic text-classification task, with
-and without dropout; an MLP on Gaussian blobs (AdamW 1e-3). Diverging runs (the fault starts at step
-``FAULT_STEP``; detected = an event at or after it, delay = checks' step - ``FAULT_STEP``): the learning rate
-multiplied by 300 (BERT, MLP), a loss multiplied by 3 / 100 for one step (MLP). An event before
+and without dropout; an MLP on Gaussian blobs (AdamW 1e-3); the MLP converged on separable data with one hard
+sample (``one_hard_sample``, AdamW 1e-2: batch loss ~0.007, 20-35x in that sample's batch; the last row).
+Diverging runs (the fault starts at step ``FAULT_STEP``; detected = an event at or after it, delay = checks'
+step - ``FAULT_STEP``): the learning rate multiplied by 300 (BERT, MLP), a loss multiplied by 3 / 100 for one
+step (MLP). An event before
 ``FAULT_STEP`` counts as a false alarm. Run: ``python -m benchmarks.stability_false_alarms [--seeds 20]``.
 """
 
@@ -34,6 +37,7 @@ from lightning_recipes.testing.finetune_models import (
     TinyBertFinetune,
     blobs,
     loader,
+    one_hard_sample,
     text_classification,
 )
 
@@ -62,6 +66,13 @@ class OldRuleGuard(ObservingGuard):
         )
 
 
+class NoFloorGuard(ObservingGuard):
+    """The noise model without issue 32's floor (the rule between issues 22 and 32)."""
+
+    def __init__(self) -> None:
+        super().__init__(spike_floor=0.0)
+
+
 class Faulty(pl.Callback):
     """From ``FAULT_STEP`` on, multiplies the learning rate by ``lr_factor``; at ``FAULT_STEP`` only, the
     loss by ``loss_factor`` (in ``training_step``'s output, before backward)."""
@@ -88,7 +99,7 @@ def _with_loss_fault(module: pl.LightningModule, factor: float) -> pl.LightningM
 
 def _run(kind: str, seed: int, steps: int, lr: float, dropout: float = 0.1, **fault: float) -> dict[str, Any]:
     torch.manual_seed(seed)
-    guards = {"new": ObservingGuard(), "old": OldRuleGuard()}
+    guards = {"new": ObservingGuard(), "no_floor": NoFloorGuard(), "old": OldRuleGuard()}
     loss_factor = fault.pop("loss_factor", 1.0)
     callbacks: list[pl.Callback] = [Faulty(**fault), *guards.values()]
     trainer = fast_trainer(max_steps=steps, max_epochs=-1, callbacks=callbacks)
@@ -96,7 +107,7 @@ def _run(kind: str, seed: int, steps: int, lr: float, dropout: float = 0.1, **fa
     if kind == "bert":
         module, data = TinyBertFinetune(lr=lr, dropout=dropout), text_classification(seed=seed)
     else:
-        module, data = BlobsMLP(lr=lr), blobs(seed=seed)
+        module, data = BlobsMLP(lr=lr), (one_hard_sample if kind == "converged" else blobs)(seed=seed)
     if loss_factor != 1.0:
         module = _with_loss_fault(module, loss_factor)
     trainer.fit(module, loader(data, 32, seed))
@@ -105,7 +116,7 @@ def _run(kind: str, seed: int, steps: int, lr: float, dropout: float = 0.1, **fa
 
 def _summary(name: str, runs: list[dict[str, Any]], faulty: bool, start: int = FAULT_STEP) -> str:
     parts = []
-    for rule in ("old", "new"):
+    for rule in ("old", "no_floor", "new"):
         if not faulty:
             bad = [r[rule][0][0] for r in runs if r[rule]]  # the step of each run's first false event
             parts.append(f"{len(bad)}/{len(runs)} false rollbacks" + (f" (steps {bad[:6]})" if bad else ""))
@@ -148,9 +159,16 @@ def main(argv: list[str] | None = None) -> int:
             True,
             dict(kind="bert", steps=100, lr=0.3),
         ),
+        (
+            "healthy converged MLP, one hard sample, AdamW 1e-2, 340 steps",
+            False,
+            dict(kind="converged", steps=340, lr=1e-2),
+        ),
     ]
-    print(f"| runs (seeds 0..{args.seeds - 1}) | old rule (mean + 6 std) | new default (noise model) |")
-    print("|---|---|---|")
+    print(
+        f"| runs (seeds 0..{args.seeds - 1}) | old rule (mean + 6 std) | noise model, no floor | new, floor |"
+    )
+    print("|---|---|---|---|")
     chosen = {int(i) for i in args.cases.split(",") if i}
     for row, (name, faulty, spec) in enumerate(cases):
         if chosen and row not in chosen:

@@ -14,7 +14,12 @@ one phase or firing in the other, so the model here measures the noise where the
   minimum relative rise (``min_rise``: a factor ``1 + min_rise`` in log space, ``min_rise * |level|``
   linearly). The first condition is the statistical one (for normal noise 6 spreads are a one-sided
   1e-9 chance per step); the second keeps a run whose loss is nearly constant (a plateau at ``ln C`` has a
-  spread of ~0.1%) from calling a +3% wobble a spike.
+  spread of ~0.1%) from calling a +3% wobble a spike;
+* and, for every spike rule, when the loss is above the level by more than an absolute ``floor``: the noise a
+  loss near zero has that its recent spread cannot show. A converged classifier's batch loss is ~0.01 with a
+  tight spread until a batch holds one hard sample: one sample's loss (several nats) / the batch size lifts it
+  to ~0.15, 15x the level and many spreads, yet ordinary. ``StabilityGuard`` sets the floor to a fraction
+  (``spike_floor``) of the run's reference loss, the highest level it has seen (its starting loss).
 
 Everything is tensor math on the window's device, without a host sync (``torch.median`` returns a tensor); the
 caller decides when to copy a verdict to the host (``StabilityGuard``: its one sync per check).
@@ -56,13 +61,20 @@ def loss_noise(window: Tensor) -> tuple[Tensor, Tensor, Tensor]:
 
 
 def exceeds_noise(
-    losses: Tensor, window: Tensor, *, k: float | None, min_rise: float = 0.0, rtol: float | None = None
+    losses: Tensor,
+    window: Tensor,
+    *,
+    k: float | None,
+    min_rise: float = 0.0,
+    rtol: float | None = None,
+    floor: Tensor | float = 0.0,
 ) -> Tensor:
     """Which ``losses`` exceed the noise of ``window`` (bool tensor, shape of ``losses``).
 
     A loss exceeds it when it is above the level by more than ``k`` spreads and by more than ``min_rise``
     (:func:`loss_noise`), or, with ``rtol``, when it is above ``rtol`` x the level (the median loss; meant for
-    positive losses). ``k=None`` turns the first rule off. NaN never exceeds. No sync.
+    positive losses); either way only when it is also above the (linear) level by more than ``floor``.
+    ``k=None`` turns the first rule off. NaN never exceeds. No sync.
 
     Example:
         >>> noise = torch.randn(20, generator=torch.Generator().manual_seed(0))
@@ -72,17 +84,21 @@ def exceeds_noise(
         tensor([False,  True])
         >>> exceeds_noise(torch.tensor([plateau_wobble, blow_up]), window, k=6.0, min_rise=0.0)
         tensor([True, True])
+        >>> converged = torch.full((20,), 0.01)  # one hard sample in 32 makes a batch 0.15; floor 0.35
+        >>> exceeds_noise(torch.tensor([0.15, 1.0]), converged, k=6.0, min_rise=0.5, floor=0.35)
+        tensor([False,  True])
     """
     level, spread, log_space = loss_noise(window)
     losses = losses.float()
     spike = torch.zeros_like(losses, dtype=torch.bool)
+    linear_level = torch.where(log_space, level.exp(), level)
     if k is not None:
         values = torch.where(log_space, losses.clamp_min(torch.finfo(torch.float32).tiny).log(), losses)
         rise = torch.where(log_space, math.log1p(min_rise), min_rise * level.abs())
         spike |= values > level + torch.maximum(k * spread, rise)
     if rtol is not None:
-        spike |= losses > rtol * torch.where(log_space, level.exp(), level)
-    return spike
+        spike |= losses > rtol * linear_level
+    return spike & (losses - linear_level > floor)
 
 
 def standard_error(values: Tensor, weights: Tensor | None = None, population: int | None = None) -> Tensor:

@@ -15,6 +15,7 @@ __all__ = [
     "pending_to_device",
     "pending_to_plain",
     "stack",
+    "step_loss",
 ]
 
 Pending = list[tuple[int, Tensor | None, Tensor | None]]  # (step, loss, grad norm); None: not measured
@@ -78,3 +79,15 @@ def pending_from_plain(plain: list[Any]) -> Pending:
         )
         for step, loss, norm in plain
     ]
+
+
+def step_loss(micro_losses: list[Tensor]) -> Tensor | None:
+    """An optimizer step's loss: its one micro-batch's, or the sum over accumulated ones; ``None``: none.
+
+    Example:
+        >>> step_loss([torch.tensor(1.0), torch.tensor(2.0)]), step_loss([])
+        (tensor(3.), None)
+    """
+    if len(micro_losses) == 1:
+        return micro_losses[0]
+    return torch.stack(micro_losses).sum() if micro_losses else None

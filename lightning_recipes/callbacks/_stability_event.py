@@ -18,6 +18,7 @@ __all__ = [
     "event_metrics",
     "give_up_message",
     "outcome",
+    "widen_message",
 ]
 
 FINDING_CAUSES = {"lr_too_high": 5}  # HealthMonitor findings the guard repairs, and their logged cause code
@@ -27,8 +28,9 @@ _NAMES = {
     "nonfinite_grad_norm": "non-finite gradient norm",
     "loss_spike": "loss spike",
     "nonfinite_weights": "non-finite weights",
-    "lr_too_high": "HealthMonitor: learning rate too high (update/parameter ratio)",
+    "lr_too_high": "HealthMonitor: learning rate too high",
 }
+_QUANTITIES = {"nonfinite_grad_norm": "gradient norm", "nonfinite_weights": "weight norm"}
 
 
 @dataclass
@@ -44,7 +46,8 @@ class StabilityEvent:
         rank: The global rank that saw it (earliest step, then cause in the order above, then lowest rank).
         detected_at_step: ``trainer.global_step`` when the check ran (at most ``check_every_n_steps - 1``
             steps after ``step``).
-        action: ``"rollback"``, ``"skip_step"``, ``"raise"``, ``"give_up"``, ``"logged"`` or ``"scale_lr"``.
+        action: ``"rollback"``, ``"skip_step"``, ``"raise"``, ``"give_up"``, ``"logged"``, ``"scale_lr"`` or
+            ``"widen"`` (a give-up over spikes vetoed by a validation loss that held: no rollback).
         restored_step: The step of the snapshot that was restored (``-1`` if none).
     """
 
@@ -68,14 +71,19 @@ def cause_code(cause: str) -> int:
 
 
 def describe(event: StabilityEvent) -> str:
-    """One line naming the fault, its value, where and when it was seen.
+    """One line naming the fault, the quantity and its value, where and when it was seen.
 
     Example:
         >>> describe(StabilityEvent(3, "loss_spike", 9.5, 1, 5, "rollback"))
-        'loss spike (9.5) at step 3 on rank 1, detected at step 5'
+        'loss spike (loss 9.5) at step 3 on rank 1, detected at step 5'
+        >>> describe(StabilityEvent(3, "nonfinite_loss", float("nan"), 0, 5, "rollback"))
+        'non-finite loss (loss nan) at step 3 on rank 0, detected at step 5'
     """
+    quantity = _QUANTITIES.get(
+        event.cause, "update/parameter ratio" if event.cause in FINDING_CAUSES else "loss"
+    )
     return (
-        f"{_NAMES[event.cause]} ({event.value:.6g}) at step {event.step} on rank {event.rank}, "
+        f"{_NAMES[event.cause]} ({quantity} {event.value:.6g}) at step {event.step} on rank {event.rank}, "
         f"detected at step {event.detected_at_step}"
     )
 
@@ -121,6 +129,16 @@ def give_up_message(
     )
 
 
+def widen_message(event: StabilityEvent, monitor: str | None, held: tuple[float, float], floor: float) -> str:
+    """Why the guard did not give up over spikes: the validation loss ``monitor`` held (``held``: before,
+    now), so spikes must now exceed the level by ``floor``."""
+    return (
+        f"StabilityGuard: {describe(event)}, but `{monitor}` has not worsened since the first of the last "
+        f"rollbacks ({held[0]:.6g} -> {held[1]:.6g}): spikes this size are this run's noise. Not giving up: "
+        f"spikes must now exceed the level by {floor:.4g} (NaN, larger spikes still caught); no rollback."
+    )
+
+
 def emergency_checkpoint(trainer: pl.Trainer, directory: str | None, detected_at_step: int) -> str | None:
     """Save the restored state to ``directory`` (default: the ``ModelCheckpoint`` directory); its path, or
     ``None`` without a directory. Collective: every rank calls it together."""
@@ -145,6 +163,8 @@ def outcome(event: StabilityEvent, lr_scale: float, lr_factor: float, cooldown_l
         detail = (
             f" to the snapshot of step {event.restored_step}" if event.action == "rollback" else ""
         ) + f", learning rate x{lr_scale:g} from now on"
+    elif event.action == "widen":
+        detail = " the spike floor (validation held), no rollback"
     elif event.action == "rollback":
         detail = f" to the snapshot of step {event.restored_step}"
         if cooldown_left > 0:

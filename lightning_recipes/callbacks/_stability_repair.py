@@ -1,6 +1,6 @@
 """StabilityGuard's repairs besides the rollback itself: the learning-rate cut (a cooldown after a rollback,
-a permanent one per ``lr_too_high`` finding), applied inside every optimizer step, and reading which
-``HealthMonitor`` findings are new and repairable."""
+a permanent one per ``lr_too_high`` finding), applied inside every optimizer step, reading which
+``HealthMonitor`` findings are new and repairable, and whether validation held (a give-up's veto)."""
 
 from __future__ import annotations
 
@@ -10,12 +10,14 @@ from typing import Any
 import lightning.pytorch as pl
 import torch
 from lightning.pytorch.utilities import rank_zero_warn
+from torch import Tensor
 
-from lightning_recipes.callbacks._stability_event import FINDING_CAUSES, StabilityEvent
+from lightning_recipes._collectives import gather_rows
+from lightning_recipes.callbacks._stability_event import FINDING_CAUSES, StabilityEvent, widen_message
 from lightning_recipes.callbacks._trainer import callback_list
 from lightning_recipes.callbacks.health_monitor import Finding, HealthMonitor
 
-__all__ = ["FindingsReader", "LRScaling", "finding_event", "warn_if_before_monitor"]
+__all__ = ["FindingsReader", "LRScaling", "SpikeVeto", "finding_event", "warn_if_before_monitor"]
 
 
 class LRScaling:
@@ -86,17 +88,77 @@ class FindingsReader:
         return found
 
 
+class SpikeVeto:
+    """The veto of a give-up over loss spikes while the validation loss ``monitor`` (lower is better) holds,
+    and the spike floor its vetoes raised. Validations are kept as device tensors (no sync); they are read on
+    the fault path only.
+
+    Example:
+        >>> from lightning_recipes.testing import fast_trainer
+        >>> veto = SpikeVeto("val_loss")
+        >>> veto.values = [(10, torch.tensor(0.5)), (20, torch.tensor(0.3)), (30, torch.tensor(0.2))]
+        >>> veto.held_since(fast_trainer(), 25)  # (the last value at or before step 25, the latest)
+        (0.3, 0.2)
+        >>> veto.values[-1] = (30, torch.tensor(0.6))
+        >>> veto.held_since(fast_trainer(), 25) is None
+        True
+    """
+
+    def __init__(self, monitor: str | None) -> None:
+        self.monitor = monitor
+        self.values: list[tuple[int, Tensor]] = []  # (global_step, value), the last 100 validations
+        self.floor = 0.0  # what spikes must exceed the level by since the last veto, in loss units
+
+    def record(self, trainer: pl.Trainer) -> None:
+        value = trainer.callback_metrics.get(self.monitor or "")
+        if trainer.sanity_checking or trainer.state.fn != "fit" or not isinstance(value, Tensor):
+            return
+        self.values = [*self.values[-99:], (trainer.global_step, value.detach().float().reshape(()))]
+
+    def held_since(self, trainer: pl.Trainer, step: int) -> tuple[float, float] | None:
+        """``(before, latest)`` when, on every rank, the latest validation is no worse than the last one at or
+        before ``step`` (or, with none, the first); ``None`` otherwise or with fewer than two. One sync and
+        one all-gather: call it on every rank together."""
+        values = [(s, float(v)) for s, v in self.values]  # sync: fault path only
+        held = None
+        if len(values) >= 2:
+            before = next((v for s, v in reversed(values[:-1]) if s <= step), values[0][1])
+            held = (before, values[-1][1]) if values[-1][1] <= before else None
+        every = all(row[0] > 0 for row in gather_rows(trainer, [float(held is not None)]))
+        return held if every else None
+
+    def veto(self, trainer: pl.Trainer, event: StabilityEvent, since: int, level: Tensor) -> bool:
+        """At a would-be give-up over ``event``: if it is a spike and validation held since step ``since``,
+        raise :attr:`floor` to twice its excess over ``level``, mark it ``"widen"`` and warn (fault path)."""
+        held = self.held_since(trainer, since) if event.cause == "loss_spike" else None
+        if held is None:
+            return False
+        self.floor = max(self.floor, 2.0 * (event.value - float(level)))
+        event.action = "widen"
+        rank_zero_warn(widen_message(event, self.monitor, held, self.floor), category=UserWarning)
+        return True
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"floor": self.floor, "validations": [[step, float(v)] for step, v in self.values]}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.floor = float(state.get("floor", 0.0))
+        self.values = [(int(step), torch.tensor(float(v))) for step, v in state.get("validations", [])]
+
+
 def finding_event(finding: Finding, detected_at_step: int) -> StabilityEvent:
     """The event of a repaired finding (action ``"scale_lr"`` until a rollback makes it ``"rollback"``).
 
     Example:
-        >>> finding_event(Finding("lr_too_high", 40, 0, {"median_update_ratio": 0.2}), 41).value
+        >>> finding_event(Finding("lr_too_high", 40, 0, {"update_ratio": 0.2}), 41).value
         0.2
     """
     return StabilityEvent(
         step=finding.step,
         cause=finding.problem,
-        value=float(finding.evidence.get("median_update_ratio", math.nan)),
+        value=float(
+            finding.evidence.get("update_ratio", math.nan)
+        ),  # the key the rule writes (_health_loss_rules)
         rank=0,
         detected_at_step=detected_at_step,
         action="scale_lr",

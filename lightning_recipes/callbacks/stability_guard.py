@@ -33,6 +33,7 @@ from lightning_recipes.callbacks._pending_steps import (
     pending_to_device,
     pending_to_plain,
     stack,
+    step_loss,
 )
 from lightning_recipes.callbacks._rollback_snapshot import RollbackSnapshot, check_rollback_supported
 from lightning_recipes.callbacks._stability_event import (
@@ -46,6 +47,7 @@ from lightning_recipes.callbacks._stability_event import (
 from lightning_recipes.callbacks._stability_repair import (
     FindingsReader,
     LRScaling,
+    SpikeVeto,
     finding_event,
     warn_if_before_monitor,
 )
@@ -63,42 +65,35 @@ _MODES = ("raise", "skip_step", "rollback")
 class StabilityGuard(Callback):
     r"""Detect a non-finite loss, a non-finite gradient norm or a loss spike and recover without restarting.
 
-    A run that diverges once (a bad batch, a loss spike, an overflow) need not be restarted from the last
-    checkpoint. Each step the guard keeps the step's loss and total gradient norm on the device; every
-    ``check_every_n_steps`` steps it checks them at once, agreed across ranks. A step is faulty when its loss
-    or gradient norm is not finite, when its loss rises above the run's own loss noise (``spike_k`` robust
-    standard deviations **and** ``1 + spike_min_rise`` times the level; or ``spike_rtol`` times it), or when
-    the weights are not finite before a snapshot. ``mode="rollback"`` (default) restores an in-memory
-    snapshot of the last verified state in place (model, optimizers, schedulers, weight averages), can cut the
-    learning rate for a cooldown, and trains on with the next batches; after ``max_rollbacks`` within
-    ``rollback_window_steps`` it writes an emergency checkpoint and raises. ``mode="skip_step"`` drops an
-    optimizer step whose gradient norm is non-finite on any rank; ``mode="raise"`` stops at the first fault.
-    With ``act_on_findings`` it also repairs a ``HealthMonitor``'s ``lr_too_high`` findings (place it after
-    the monitor). The full account (the spike rule, the adaptive snapshot interval, mixed precision,
-    strategies, resuming) is in the guide, ``docs/guides/stability_guard.md``.
+    It keeps each step's loss and gradient norm on the device and checks them every ``check_every_n_steps``
+    steps, agreed across ranks, for a non-finite loss or gradient norm, a loss spike (above the run's own
+    loss noise: ``spike_k`` robust std **and** ``1 + spike_min_rise`` x the level, or ``spike_rtol`` x it;
+    always by more than ``spike_floor`` x its starting loss, a near-zero loss's noise), or non-finite
+    weights before a snapshot. ``mode="rollback"`` restores the last verified in-memory snapshot (model,
+    optimizers, schedulers, weight averages) and trains on; after ``max_rollbacks`` within
+    ``rollback_window_steps`` it writes an emergency checkpoint and raises, unless they were spikes and the
+    validation loss ``val_monitor`` held since the first (then it warns, widens its spike floor, trains on).
+    ``mode="skip_step"`` drops a step whose gradient norm is non-finite on any rank; ``mode="raise"`` stops
+    at the first fault. ``act_on_findings`` repairs a ``HealthMonitor``'s ``lr_too_high`` findings (place
+    it after the monitor). Long form: ``docs/guides/stability_guard.md``.
 
     Cost:
-        Per optimizer step: one read of the gradients for their norm (reused from a ``GradNormMonitor``
-        placed before the guard), no sync. Per check: one all-reduce of one integer (DDP only) and **one
-        device-to-host copy (the one sync per check)**. ``mode="skip_step"`` syncs and reduces once per
-        optimizer step. Each snapshot: one device-to-host copy of model + optimizer state and that much CPU
-        memory (about 3x the fp32 model for Adam), taken as often as keeps it under ``snapshot_overhead`` of
-        the training time. Measured figures: ``benchmarks/RESULTS.md``.
+        Per step: one read of the gradients for their norm (reused from a ``GradNormMonitor`` placed before
+        the guard), no sync. Per check: **one sync** and, under DDP, one all-reduce of one integer
+        (``mode="skip_step"``: per step). Per snapshot: one device-to-host copy of model + optimizer state and
+        that much CPU memory (~3x the fp32 model for Adam), spaced to cost ``snapshot_overhead`` of the
+        training time. Measured figures: ``benchmarks/RESULTS.md``.
 
     Args:
         mode: ``"rollback"``, ``"skip_step"`` or ``"raise"``.
         check_every_n_steps: Optimizer steps between checks (each check syncs once).
-        snapshot_every_n_steps: Minimum optimizer steps between snapshots (taken at the first passing check
-            at least this many steps after the previous snapshot, and once at the start of training).
-            ``None`` (default): adaptive, see above.
-        snapshot_overhead: With ``snapshot_every_n_steps=None``, the fraction of training time snapshots may
-            take, in ``(0, 1)``.
-        spike_k: Spike threshold in robust standard deviations of the loss noise above its level, ``> 0``;
-            ``None`` disables the noise rule.
+        snapshot_every_n_steps: Minimum optimizer steps between snapshots (at passing checks, and once at the
+            start); ``None`` (default): adaptive, see above.
+        snapshot_overhead: The fraction of training time adaptive snapshots may take, in ``(0, 1)``.
+        spike_k: Spike threshold in robust standard deviations above the level, ``> 0``; ``None``: off.
         spike_rtol: Spike threshold as a multiple of the loss level (median), ``> 1``; ``None`` disables it.
         spike_window: Number of recent good steps in the running statistics.
-        spike_warmup_steps: Good steps needed before spikes are detected (the noise is only learned meanwhile;
-            non-finite values are caught from the first step).
+        spike_warmup_steps: Good steps needed before spikes are detected (non-finite values: from the start).
         check_grad_norm: Whether to check the gradient norm (always on for ``mode="skip_step"``).
         lr_factor: Learning-rate multiplier applied after a rollback, in ``(0, 1]``.
         cooldown_steps: Optimizer steps the ``lr_factor`` lasts.
@@ -107,14 +102,14 @@ class StabilityGuard(Callback):
         checkpoint_dir: Where to write the emergency checkpoint; default: the ``ModelCheckpoint`` directory.
         verbose: Log each event on rank zero (``logging.WARNING``).
         act_on_findings: Repair ``HealthMonitor``'s ``lr_too_high`` findings (see above).
-        finding_lr_factor: The learning-rate multiplier applied, for the rest of the run, at each
-            ``lr_too_high`` finding, in ``(0, 1]``.
-        spike_min_rise: The noise rule also needs the loss above ``(1 + spike_min_rise)`` x its level,
-            ``>= 0`` (``0``: the ``spike_k`` test alone).
+        finding_lr_factor: Learning-rate multiplier for the rest of the run per finding, in ``(0, 1]``.
+        spike_min_rise: The ``spike_k`` rule also needs the loss above ``1 + spike_min_rise`` x it, ``>= 0``.
+        spike_floor: Every spike must also exceed the level by this fraction of the run's reference loss (its
+            highest level: the starting loss), ``>= 0``; what one hard sample adds to a loss near zero.
+        val_monitor: The logged validation loss that vetoes a give-up over spikes (``None``: never).
 
     Raises:
-        ValueError: On an invalid argument value (at construction, naming it) or a sharded strategy with
-            ``mode="rollback"``.
+        ValueError: On an invalid argument (at construction) or a sharded strategy with ``mode="rollback"``.
         TypeError: If ``check_grad_norm`` or ``verbose`` is not a bool, or ``checkpoint_dir`` not a path.
         RuntimeError: In ``mode="raise"`` at the first fault, or in ``mode="rollback"`` when
             ``max_rollbacks`` is exceeded or no good snapshot exists; on every rank, naming cause and steps.
@@ -164,6 +159,8 @@ class StabilityGuard(Callback):
         act_on_findings: bool = True,
         finding_lr_factor: float = 0.5,
         spike_min_rise: float = 0.5,
+        spike_floor: float = 0.25,
+        val_monitor: str | None = "val_loss",
     ) -> None:
         super().__init__()
         self.mode = mode
@@ -188,6 +185,8 @@ class StabilityGuard(Callback):
         self.act_on_findings = act_on_findings
         self.finding_lr_factor = finding_lr_factor
         self.spike_min_rise = spike_min_rise
+        self.spike_floor = spike_floor
+        self.val_monitor = val_monitor
         self._validate()
 
         self.events: list[StabilityEvent] = []
@@ -197,6 +196,7 @@ class StabilityGuard(Callback):
         self._rollback_steps: list[int] = []
         self._cooldown_left = 0
         self._window = torch.zeros(0)  # good step losses, oldest first, on the module's device
+        self._reference = torch.zeros(())  # the highest median of the window so far (the spike floor's unit)
         self._pending: Pending = []  # (step, loss, grad norm), not yet checked
         self._micro_losses: list[Tensor] = []
         self._grad_norm: Tensor | None = None
@@ -207,6 +207,7 @@ class StabilityGuard(Callback):
         self._skipper = StepSkipper()
         self._lr_scaling = LRScaling(self._lr_factor_now)
         self._findings = FindingsReader()
+        self._veto = SpikeVeto(val_monitor)
 
     def _validate(self) -> None:
         check_choice("mode", self.mode, _MODES)
@@ -225,6 +226,9 @@ class StabilityGuard(Callback):
             check_in_range("spike_rtol", self.spike_rtol, 1.0, math.inf, low_open=True, high_open=True)
         check_in_range("lr_factor", self.lr_factor, 0.0, 1.0, low_open=True)
         check_non_negative("spike_min_rise", self.spike_min_rise)
+        check_non_negative("spike_floor", self.spike_floor)
+        if self.val_monitor is not None and not isinstance(self.val_monitor, str):
+            raise TypeError(f"`val_monitor` must be a str or None, got {self.val_monitor!r}.")
         check_bool("check_grad_norm", self.check_grad_norm)
         check_bool("verbose", self.verbose)
 
@@ -244,6 +248,7 @@ class StabilityGuard(Callback):
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         device = pl_module.device
         self._window = self._window.to(device)
+        self._reference = self._reference.to(device)
         self._pending = pending_to_device(self._pending, device)
         self._micro_losses = [loss.to(device) for loss in self._micro_losses]
         self._seen_step = trainer.global_step
@@ -286,20 +291,20 @@ class StabilityGuard(Callback):
         self._seen_step = trainer.global_step
         if self._cooldown_left > 0:
             self._cooldown_left -= 1
-        step_loss: Tensor | None = None
-        if len(self._micro_losses) == 1:
-            step_loss = self._micro_losses[0]
-        elif self._micro_losses:
-            step_loss = torch.stack(self._micro_losses).sum()
+        loss = step_loss(self._micro_losses)
         if self._skipper.take_skipped():  # handled before the optimizer step: not checked, not in statistics
-            step_loss = None
-        self._pending.append((trainer.global_step - 1, step_loss, self._grad_norm))
+            loss = None
+        self._pending.append((trainer.global_step - 1, loss, self._grad_norm))
         self._micro_losses = []
         self._grad_norm = None
         if self.act_on_findings:  # before the check: its snapshot must not capture what the finding condemns
             self._act_on_findings(trainer, pl_module)
         if len(self._pending) >= self.check_every_n_steps:
             self._check(trainer, pl_module)
+
+    @override
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._veto.record(trainer)
 
     @override
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
@@ -326,6 +331,8 @@ class StabilityGuard(Callback):
             "micro_losses": [float(loss) for loss in self._micro_losses],
             "snapshot_step": self._snapshot_step,
             "lr_scale": self._lr_scale,
+            "reference": float(self._reference),
+            "veto": self._veto.state_dict(),
         }
 
     @override
@@ -342,6 +349,8 @@ class StabilityGuard(Callback):
         ]
         self._snapshot_step = int(state_dict.get("snapshot_step", -1))
         self._lr_scale = float(state_dict.get("lr_scale", 1.0))
+        self._reference = torch.tensor(float(state_dict.get("reference", 0.0)))
+        self._veto.load_state_dict(state_dict.get("veto", {}))
 
     # ------------------------------------------------------------------ helpers
 
@@ -354,8 +363,7 @@ class StabilityGuard(Callback):
         snapshot_due = (
             self.mode == "rollback" and trainer.global_step - self._snapshot_step >= self.snapshot_interval
         )
-        # Never snapshot poisoned weights: an update from a non-finite gradient that was not checked
-        # (check_grad_norm=False) has not shown in any loss yet. Blamed on the last pending step.
+        # Never snapshot poisoned weights (an unchecked NaN gradient shows in no loss yet): blame the last.
         weights_norm = (
             total_norm([p.detach() for p in pl_module.parameters()]).to(device) if snapshot_due else None
         )
@@ -376,6 +384,7 @@ class StabilityGuard(Callback):
         if faults == 0:
             if all(loss_mask):
                 self._window = torch.cat([self._window, losses])[-self.spike_window :]
+                self._reference = torch.maximum(self._reference, self._window.median())
             if snapshot_due:
                 self._take_snapshot(trainer, pl_module)
             return
@@ -386,27 +395,20 @@ class StabilityGuard(Callback):
 
     def _spikes(self, losses: Tensor) -> Tensor | None:
         """Which ``losses`` exceed the run's loss noise (``None`` while it is being learned). No sync."""
-        if (self.spike_k is None and self.spike_rtol is None) or self._window.numel() < max(
-            self.spike_warmup_steps, 1
-        ):
+        judged = self.spike_k is not None or self.spike_rtol is not None
+        if not judged or self._window.numel() < max(self.spike_warmup_steps, 1):
             return None
-        return exceeds_noise(
-            losses, self._window, k=self.spike_k, min_rise=self.spike_min_rise, rtol=self.spike_rtol
-        )
+        floor = (self.spike_floor * self._reference).clamp_min(self._veto.floor)
+        rise, rtol = self.spike_min_rise, self.spike_rtol
+        return exceeds_noise(losses, self._window, k=self.spike_k, min_rise=rise, rtol=rtol, floor=floor)
 
     def _agree_on_event(self, trainer: pl.Trainer, cause: int, step: int, value: float) -> StabilityEvent:
         """Every rank's first fault, gathered (fault path only); all act on the one ``choose_event`` picks."""
         rows = gather_rows(trainer, [float(cause), float(step), value, float(trainer.global_rank)])
         best = choose_event(rows)
         assert best is not None  # the all-reduced fault count was > 0: some rank has a fault
-        return StabilityEvent(
-            step=int(best[1]),
-            cause=CAUSES[int(best[0])],
-            value=float(best[2]),
-            rank=int(best[3]),
-            detected_at_step=trainer.global_step,
-            action=self.mode,
-        )
+        code, at, worst, rank = best
+        return StabilityEvent(int(at), CAUSES[int(code)], worst, int(rank), trainer.global_step, self.mode)
 
     def _act(self, trainer: pl.Trainer, pl_module: pl.LightningModule, event: StabilityEvent) -> None:
         if self.mode == "raise":
@@ -419,6 +421,10 @@ class StabilityGuard(Callback):
             return
         recent = [s for s in self._rollback_steps if s > event.step - self.rollback_window_steps]
         if self._snapshots.snapshot is None or len(recent) >= self.max_rollbacks:
+            if recent and self._veto.veto(trainer, event, recent[0], self._window.median()):
+                self._rollback_steps = []  # trains on without a rollback, the floor above this spike
+                self._record(trainer, pl_module, event)
+                return
             event.action = "give_up"
             restored = self._snapshots.snapshot is not None
             if restored:
@@ -439,18 +445,14 @@ class StabilityGuard(Callback):
 
     @property
     def snapshot_interval(self) -> int:
-        """Optimizer steps between snapshots now: ``snapshot_every_n_steps``, or the adaptive choice.
-
-        Adaptive: the fewest whole checks whose measured training time makes one measured snapshot cost at
-        most ``snapshot_overhead`` of it; one check until both times are known (the first snapshot, which
-        allocates the CPU buffers, is not timed; then the median of the last three snapshots counts).
-        """
+        """Optimizer steps between snapshots now: ``snapshot_every_n_steps``, or the adaptive choice (the
+        fewest whole checks whose measured time makes a snapshot cost ``snapshot_overhead`` of it)."""
         if self.snapshot_every_n_steps is not None:
             return self.snapshot_every_n_steps
         return self._snapshots.interval(self.check_every_n_steps, self.snapshot_overhead)
 
     def _take_snapshot(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        # the window is replaced, never modified in place: a reference is a copy
+        # (the window is replaced, never modified in place: a reference is a copy)
         self._snapshots.take(trainer, pl_module, self._window, wait=self.snapshot_every_n_steps is None)
         self._snapshot_step = trainer.global_step
 

@@ -1,5 +1,6 @@
 """Healthy fine-tuning runs for StabilityGuard's false-alarm tests and benchmark: a tiny randomly initialised
-``transformers`` BERT classifier on a synthetic text-classification task, and an MLP on Gaussian blobs.
+``transformers`` BERT classifier on a synthetic text-classification task, and an MLP on Gaussian blobs or on
+separable data with one hard sample (a converged classifier's loss: ~0.01, and 10-20x in that sample's batch).
 
 Example:
     >>> from lightning_recipes.testing.finetune_models import blobs, loader
@@ -78,7 +79,7 @@ class TinyBertFinetune(pl.LightningModule):
 
 
 class BlobsMLP(pl.LightningModule):
-    """A two-layer MLP on Gaussian blobs with label noise, AdamW: the other healthy run."""
+    """A two-layer MLP (AdamW) for :func:`blobs` or :func:`one_hard_sample`; logs ``val_loss``."""
 
     def __init__(self, lr: float = 1e-3, in_features: int = 16, classes: int = 4) -> None:
         super().__init__()
@@ -88,6 +89,10 @@ class BlobsMLP(pl.LightningModule):
     def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
         x, y = batch
         return F.cross_entropy(self.net(x), y)
+
+    def validation_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> None:
+        x, y = batch
+        self.log("val_loss", F.cross_entropy(self.net(x), y))
 
     def configure_optimizers(self) -> Any:
         return torch.optim.AdamW(self.parameters(), lr=self.lr)
@@ -102,6 +107,17 @@ def blobs(
     x = centers[y] + torch.randn(n, in_features, generator=generator)
     flip = torch.rand(n, generator=generator) < label_noise
     y = torch.where(flip, torch.randint(0, classes, (n,), generator=generator), y)
+    return TensorDataset(x, y)
+
+
+def one_hard_sample(n: int = 256, seed: int = 0, in_features: int = 16, classes: int = 4) -> TensorDataset:
+    """``n`` points labelled by a random linear teacher (separable), plus 32 copies of the first point, one
+    of them with another label: a sample no model fits (its loss stays at ~ln 32 and more)."""
+    generator = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, in_features, generator=generator)
+    y = (x @ torch.randn(in_features, classes, generator=generator)).argmax(-1)
+    x = torch.cat([x, x[:1].repeat(32, 1)])
+    y = torch.cat([y, (y[:1] + 1) % classes, y[:1].repeat(31)])
     return TensorDataset(x, y)
 
 

@@ -180,8 +180,16 @@ def test_the_issue23_stability_guard_checkpoint_loads_with_every_key() -> None:
     guard.load_state_dict(states[guard.state_key])
     monitor.load_state_dict(states[monitor.state_key])
     saved = states[guard.state_key]
-    # the checkpoint format is unchanged: the same keys, the same values back out
-    assert guard.state_dict().keys() == saved.keys()
+    # the checkpoint format is unchanged: the same keys, the same values back out (plus issue #32's two, at
+    # their defaults: no reference loss yet, no veto)
+    assert (
+        guard.state_dict().keys() - saved.keys() == {"reference", "veto"}
+        and saved.keys() <= guard.state_dict().keys()
+    )
+    assert guard.state_dict()["reference"] == 0.0 and guard.state_dict()["veto"] == {
+        "floor": 0.0,
+        "validations": [],
+    }
     again = guard.state_dict()
     assert (again["rollbacks"], again["rollback_steps"], again["cooldown_left"], again["snapshot_step"]) == (
         1,

@@ -90,7 +90,8 @@ def test_step_skipper_lets_a_finite_step_stand() -> None:
 def test_event_messages_name_the_reason() -> None:
     event = StabilityEvent(7, "nonfinite_grad_norm", math.inf, 1, 9, "give_up", 5)
     assert give_up_message(event, None, [event], None).startswith(
-        "StabilityGuard gave up: non-finite gradient norm (inf) at step 7 on rank 1, detected at step 9; "
+        "StabilityGuard gave up: non-finite gradient norm (gradient norm inf) at step 7 on rank 1, "
+        "detected at step 9; "
         "no verified snapshot exists yet"
     )
     message = give_up_message(event, ([2, 4], 100, 2), [event], "/tmp/x.ckpt")

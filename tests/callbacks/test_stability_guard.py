@@ -226,7 +226,8 @@ def test_verbose_event_message(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.WARNING):
         _fit(FaultyClassifier(fault="nan_grad", fault_step=3), guard, max_steps=6)
     assert (
-        "StabilityGuard: non-finite gradient norm (nan) at step 3 on rank 0, detected at step 4; "
+        "StabilityGuard: non-finite gradient norm (gradient norm nan) at step 3 on rank 0, "
+        "detected at step 4; "
         "action: rollback to the snapshot of step 2, learning rate x0.5 for 2 steps." in caplog.text
     )
 
@@ -362,7 +363,7 @@ def test_gradient_accumulation_names_the_optimizer_step() -> None:
 def test_raise_mode_raises_naming_cause_and_step() -> None:
     guard = StabilityGuard(mode="raise", check_every_n_steps=2, verbose=False)
     with pytest.raises(
-        RuntimeError, match=r"non-finite loss \(nan\) at step 3 on rank 0, detected at step 4"
+        RuntimeError, match=r"non-finite loss \(loss nan\) at step 3 on rank 0, detected at step 4"
     ):
         _fit(FaultyClassifier(fault="nan_loss", fault_step=3), guard, max_steps=8)
 
@@ -530,7 +531,9 @@ def test_ddp_raise_mode_raises_on_every_rank(tmp_path: Path) -> None:
         _fit(model, guard, max_steps=8, strategy="ddp_fork", devices=2)
     for rank in (0, 1):
         message = torch.load(tmp_path / f"rank{rank}.pt", weights_only=False)["exception"]
-        assert "non-finite gradient norm (nan) at step 3 on rank 0, detected at step 4" in message
+        assert (
+            "non-finite gradient norm (gradient norm nan) at step 3 on rank 0, detected at step 4" in message
+        )
 
 
 # ---------------------------------------------------------------------------------------------- CUDA
@@ -671,6 +674,8 @@ def test_lr_too_high_finding_rolls_back_and_cuts_the_lr() -> None:
         ("lr_too_high", 120, "rollback", 100, 120)
     ]
     assert guard._lr_scale == 0.5 and guard.rollbacks == 1
+    # issue 32: the event carries the finding's update ratio (it read a key the finding never has: "(nan)")
+    assert guard.events[0].value == monitor.findings[0].evidence["update_ratio"] > 0.01
     assert hook.lrs[99] == pytest.approx(1e-3) and hook.lrs[110] == pytest.approx(0.05)
     assert hook.lrs[-1] == pytest.approx(0.05 * 0.5)  # the scheduler's 0.05, cut in half inside each step
     clone = StabilityGuard(check_every_n_steps=20)

@@ -1,0 +1,68 @@
+"""Issue #32: ``StabilityGuard()`` defaults leave a healthy, converged classifier alone.
+
+An MLP (AdamW 1e-2) on separable data with one hard sample (an input seen 32 times, once with another label,
+``testing.finetune_models.one_hard_sample``): near convergence its batch loss sits at ~0.007 with a tight
+spread, and the batch holding the hard sample is 20-35x that. Before the fix the ratio rule took that batch
+for a spike, rolled back every time and gave up (raised) on seeds 0, 2 and 3 (steps 278-304). The floor
+(``spike_floor`` x the run's starting loss) knows a loss near zero has that noise; a give-up over spikes is
+vetoed while the validation loss holds.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+import lightning.pytorch as pl
+import pytest
+import torch
+from lightning.pytorch.callbacks import Callback
+
+from lightning_recipes.callbacks import StabilityGuard
+from lightning_recipes.testing import fast_trainer
+from lightning_recipes.testing.finetune_models import BlobsMLP, loader, one_hard_sample
+
+
+class LossRecorder(Callback):
+    def __init__(self) -> None:
+        self.losses: list[float] = []
+
+    def on_train_batch_end(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, *args: Any
+    ) -> None:
+        self.losses.append(float(outputs["loss"]))
+
+
+def _fit(seed: int, guard: StabilityGuard, validate: bool = False) -> list[float]:
+    data, recorder = one_hard_sample(seed=seed), LossRecorder()
+    torch.manual_seed(seed)
+    trainer = fast_trainer(max_steps=340, max_epochs=-1, callbacks=[recorder, guard])
+    trainer.fit(BlobsMLP(lr=1e-2), loader(data, 32, seed), loader(data, 288) if validate else None)
+    return recorder.losses
+
+
+@pytest.mark.parametrize("seed", [0, 2, 3])
+def test_default_guard_leaves_a_converged_classifier_alone(seed: int) -> None:
+    guard = StabilityGuard(verbose=False)  # the defaults under test (no validation: the floor alone)
+    losses = _fit(seed, guard)
+    assert [(e.step, e.action) for e in guard.events] == [] and guard.rollbacks == 0
+    assert len(losses) == 340  # no "gave up"
+    level = statistics.median(losses[-60:])
+    assert level < 0.01 and max(losses[-60:]) > 15 * level  # converged, with the hard sample's batches
+
+
+def test_give_up_over_spikes_is_vetoed_while_validation_holds() -> None:
+    """The floor off (the ratio rules alone): the rollbacks still come, but at the fourth spike the
+    validation loss has held since the first, so the guard warns, widens and trains on instead of raising."""
+    with pytest.raises(RuntimeError, match="gave up: loss spike"):  # no validation to veto: as before
+        _fit(0, StabilityGuard(verbose=False, spike_floor=0.0, val_monitor=None), validate=True)
+    guard = StabilityGuard(verbose=False, spike_floor=0.0)
+    with pytest.warns(UserWarning, match=r"`val_loss` has not worsened .* Not giving up"):
+        losses = _fit(0, guard, validate=True)
+    actions = [e.action for e in guard.events]
+    assert actions[:4] == ["rollback", "rollback", "rollback", "widen"] and "give_up" not in actions
+    assert len(losses) == 340 and guard._veto.floor > 0.1
+    clone = StabilityGuard()  # the floor, the reference loss and the validations resume with a checkpoint
+    clone.load_state_dict(guard.state_dict())
+    assert clone._veto.floor == guard._veto.floor and float(clone._reference) == float(guard._reference) > 1.0
+    assert [(s, float(v)) for s, v in clone._veto.values] == [(s, float(v)) for s, v in guard._veto.values]
