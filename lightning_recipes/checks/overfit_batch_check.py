@@ -8,6 +8,8 @@ from typing import Any, Literal
 
 import lightning.pytorch as pl
 import torch
+from lightning.pytorch.callbacks import BaseFinetuning
+from torch import nn
 from torch.optim import Optimizer
 from typing_extensions import override
 
@@ -135,6 +137,7 @@ class OverfitBatchCheck(SanityCheck):
         built = context.build_optimizers(model)
         optimizers, note = built.optimizers, built.note
         lr = _first_lr(optimizers)
+        share, untrained = _untrained(model, optimizers)
         run = self._train(context, model, optimizers, batch, record=True)
         values = run.curve
         initial, steps = values[0], len(values)
@@ -217,6 +220,27 @@ class OverfitBatchCheck(SanityCheck):
                 details,
             )
         halfway = initial - 0.5 * (initial - target)
+        if share >= _UNTRAINED_SHARE and max(finite) != min(finite):
+            # a fit short of its target with many weights left out says nothing about the learning rate
+            details["untrained_share"] = share
+            by = _frozen_by(context)
+            return CheckResult(
+                self.name,
+                "warn" if by or best <= halfway else "fail",
+                f"{fell}: short of the target {target:.4g}{floor_note} with {share:.0%} of the weights not "
+                f"trained: {len(untrained)} parameter(s) frozen (requires_grad=False) or in no optimizer "
+                f"group with lr > 0{by}: {_names(untrained)}. The check fits the model as it trains now: "
+                "this says nothing about the learning rate. Try: "
+                + (
+                    "nothing if the frozen start is planned (run the preflight without the schedule to fit "
+                    "the whole model)."
+                    if by
+                    else "unfreeze what should learn (requires_grad_(True)) and put it in the optimizer; if "
+                    "the freezing is planned (fine-tuning, LoRA), OverfitBatchCheck(max_steps=...) with more "
+                    "steps."
+                ),
+                details,
+            )
         if best <= halfway:
             return CheckResult(
                 self.name,
@@ -368,6 +392,8 @@ class OverfitBatchCheck(SanityCheck):
         )
 
 
+_UNTRAINED_SHARE = 0.1  # a fit short of its target with this share of the weights untrained: said so
+_SHOWN = 6
 _BLOCKED_STEPS = 5  # a loss exactly constant over this many steps: no gradient reaches the weights
 _UP = (3.0, 10.0, 30.0, 100.0, 300.0, 1000.0)
 _DOWN = (0.3, 0.1, 0.03, 0.01, 0.003, 0.001)
@@ -379,6 +405,35 @@ class _Run:
     target: float | None
     floor: LossFloor | None = None
     budget_stopped: bool = False
+
+
+def _untrained(model: nn.Module, optimizers: list[Optimizer]) -> tuple[float, list[str]]:
+    """The share of the weights (elements) that no step can change - ``requires_grad=False``, or in no
+    optimizer group with ``lr > 0`` - and their names."""
+    stepped = {id(p) for o in optimizers for g in o.param_groups if g.get("lr", 1) != 0 for p in g["params"]}
+    named = list(model.named_parameters())
+    idle = [(name, p.numel()) for name, p in named if not p.requires_grad or id(p) not in stepped]
+    total = sum(p.numel() for _, p in named)
+    return (sum(n for _, n in idle) / total if total else 0.0), [name for name, _ in idle]
+
+
+def _frozen_by(context: CheckContext) -> str:
+    """``", frozen by FinetuneSchedule([...]) until epoch 2"`` when a fine-tuning callback of the Trainer
+    froze weights at fit start, else ``""``."""
+    from lightning_recipes.callbacks.finetune_schedule import FinetuneSchedule  # the callbacks import checks
+
+    for callback in getattr(context.trainer, "callbacks", None) or []:
+        if isinstance(callback, FinetuneSchedule):
+            epoch, step = callback.unfreeze_at_epoch, callback.unfreeze_at_step
+            until = f"epoch {epoch}" if epoch is not None else f"step {step}"
+            return f", frozen by FinetuneSchedule({callback.modules}) until {until}"
+        if isinstance(callback, BaseFinetuning):
+            return f", frozen by {type(callback).__name__}"
+    return ""
+
+
+def _names(names: list[str]) -> str:
+    return ", ".join(names[:_SHOWN]) + (f", ... (+{len(names) - _SHOWN} more)" if len(names) > _SHOWN else "")
 
 
 def _first_lr(optimizers: list[Optimizer]) -> float | None:

@@ -193,7 +193,7 @@ def test_another_class_mix_in_validation_opens_no_gap():
 
 
 def _sines(n: int, seed: int) -> tuple[Tensor, Tensor]:
-    """Class = a sine's frequency, at a random phase: every class's mean input is ~0 (no class information)."""
+    """Class = a sine's frequency, at a random phase: each class's mean input is ~0 (no class information)."""
     g = torch.Generator().manual_seed(seed)
     y = torch.randint(0, 4, (n,), generator=g)
     phase = 2 * torch.pi * torch.rand(n, 1, generator=g)
