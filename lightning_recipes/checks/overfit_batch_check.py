@@ -418,17 +418,19 @@ def _untrained(model: nn.Module, optimizers: list[Optimizer]) -> tuple[float, li
 
 
 def _frozen_by(context: CheckContext) -> str:
-    """``", frozen by FinetuneSchedule([...]) until epoch 2"`` when a fine-tuning callback of the Trainer
-    froze weights at fit start, else ``""``."""
-    from lightning_recipes.callbacks.finetune_schedule import FinetuneSchedule  # the callbacks import checks
-
+    """``", frozen by FinetuneSchedule(['backbone']) until epoch 2"`` when a fine-tuning callback of the
+    Trainer (Lightning's ``BaseFinetuning``, or one with an ``unfreeze_at_epoch``/``_step``) froze weights
+    at fit start, else ``""``."""
     for callback in getattr(context.trainer, "callbacks", None) or []:
-        if isinstance(callback, FinetuneSchedule):
-            epoch, step = callback.unfreeze_at_epoch, callback.unfreeze_at_step
-            until = f"epoch {epoch}" if epoch is not None else f"step {step}"
-            return f", frozen by FinetuneSchedule({callback.modules}) until {until}"
-        if isinstance(callback, BaseFinetuning):
-            return f", frozen by {type(callback).__name__}"
+        when = [
+            f" until {unit} {getattr(callback, f'unfreeze_at_{unit}')}"
+            for unit in ("epoch", "step")
+            if getattr(callback, f"unfreeze_at_{unit}", None) is not None
+        ]
+        if isinstance(callback, BaseFinetuning) or when:
+            modules = getattr(callback, "modules", None)
+            what = type(callback).__name__ + (f"({list(modules)})" if modules else "")
+            return f", frozen by {what}{''.join(when[:1])}"
     return ""
 
 
