@@ -9,7 +9,6 @@ from typing import Any, Literal
 import lightning.pytorch as pl
 import torch
 from lightning.pytorch.callbacks import BaseFinetuning
-from torch import nn
 from torch.optim import Optimizer
 from typing_extensions import override
 
@@ -137,7 +136,6 @@ class OverfitBatchCheck(SanityCheck):
         built = context.build_optimizers(model)
         optimizers, note = built.optimizers, built.note
         lr = _first_lr(optimizers)
-        share, untrained = _untrained(model, optimizers)
         run = self._train(context, model, optimizers, batch, record=True)
         values = run.curve
         initial, steps = values[0], len(values)
@@ -220,7 +218,10 @@ class OverfitBatchCheck(SanityCheck):
                 details,
             )
         halfway = initial - 0.5 * (initial - target)
-        if share >= _UNTRAINED_SHARE and max(finite) != min(finite):
+        share, untrained = (
+            _untrained(context, model, optimizers, batch) if max(finite) != min(finite) else (0, [])
+        )
+        if share >= _UNTRAINED_SHARE:
             # a fit short of its target with many weights left out says nothing about the learning rate
             details["untrained_share"] = share
             by = _frozen_by(context)
@@ -407,13 +408,28 @@ class _Run:
     budget_stopped: bool = False
 
 
-def _untrained(model: nn.Module, optimizers: list[Optimizer]) -> tuple[float, list[str]]:
-    """The share of the weights (elements) that no step can change - ``requires_grad=False``, or in no
-    optimizer group with ``lr > 0`` - and their names."""
+def _untrained(
+    context: CheckContext, model: pl.LightningModule, optimizers: list[Optimizer], batch: Any
+) -> tuple[float, list[str]]:
+    """The share of the weights (elements) of the modules ``training_step`` runs that no step can change -
+    ``requires_grad=False``, or in no optimizer group with ``lr > 0`` - and their names (one more forward)."""
+    ran: set[int] = set()
+    handles = [m.register_forward_pre_hook(lambda module, _: ran.add(id(module))) for m in model.modules()]
+    try:
+        with torch.no_grad():
+            context.training_loss(model, batch)
+    finally:
+        for handle in handles:
+            handle.remove()
     stepped = {id(p) for o in optimizers for g in o.param_groups if g.get("lr", 1) != 0 for p in g["params"]}
-    named = list(model.named_parameters())
-    idle = [(name, p.numel()) for name, p in named if not p.requires_grad or id(p) not in stepped]
-    total = sum(p.numel() for _, p in named)
+    used = {
+        id(p): (f"{prefix}.{name}".lstrip("."), p)
+        for prefix, module in model.named_modules()
+        if id(module) in ran
+        for name, p in module.named_parameters(recurse=False)
+    }
+    idle = [(name, p.numel()) for name, p in used.values() if not p.requires_grad or id(p) not in stepped]
+    total = sum(p.numel() for _, p in used.values())
     return (sum(n for _, n in idle) / total if total else 0.0), [name for name, _ in idle]
 
 

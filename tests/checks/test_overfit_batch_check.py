@@ -195,3 +195,24 @@ def test_weights_frozen_by_finetune_schedule_are_named_not_the_learning_rate() -
     assert "FinetuneSchedule" in result.message and "backbone.weight" in result.message, result.message
     assert "learning rate" not in result.message.replace("says nothing about the learning rate", "")
     assert "lr_probe" not in result.details and result.details["untrained_share"] > 0.7
+
+
+class _WithEMA(_Bottleneck):
+    """The bottleneck model trained whole, with a frozen EMA copy that training_step never runs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.recipe = OptimizerRecipe(lr=1e-4, schedule="constant", warmup_steps=0)  # too small to fit
+        self.ema = nn.Sequential(nn.Linear(16, 64), nn.Linear(64, 4)).requires_grad_(False)
+
+
+def test_frozen_weights_the_loss_does_not_use_are_not_blamed() -> None:
+    """Untrained weights count only where training_step runs their module: an EMA copy (70% of the weights
+    here) is not why the fit falls short."""
+    torch.manual_seed(0)
+    result = preflight(_WithEMA(), train_dataloaders=random_classification_loader(), checks=["overfit_batch"])
+    assert result["overfit_batch"].status in ("warn", "fail")
+    assert (
+        "untrained_share" not in result["overfit_batch"].details
+        and "ema" not in result["overfit_batch"].message
+    )
