@@ -35,6 +35,8 @@ __all__ = [
 ]
 
 _MAX_FEATURES = 4096  # class means of larger inputs use every k-th feature
+_RESPLITS = 20  # random splits of the training samples: how well class means match under an i.i.d. split
+NOISE_Z = 3.5  # class means match their own class this many of those re-splits' deviations worse: remapped
 
 
 def labelled(pairs: Sequence[tuple[Tensor | None, Tensor | None]]) -> list[tuple[Tensor | None, Tensor]]:
@@ -304,8 +306,14 @@ def remapped_classes(
     keep_val: Tensor,
     shared: set[int],
 ) -> Remapping | None:
-    """Validation classes whose mean (standardised) input is closest to another class's training mean.
+    """Validation classes whose mean (standardised) input is closest to another class's training mean, when
+    the validation means match their own class worse than an i.i.d. split gives.
 
+    The noise model: ``_RESPLITS`` random splits of the training samples, holding out as many per class as
+    validation has (at most half), give the mean cosine of a held-out class mean to its own class mean
+    under an i.i.d. split; only a validation mean ``NOISE_Z`` of their standard deviations below theirs
+    names classes (class means that carry no class information, say of sines at random phases, match any
+    class by chance).
     ``keep_train``/``keep_val`` select the samples with a label (not the ignore index) among the
     concatenated batches; only ``shared`` classes with at least 3 samples in both splits are compared.
     ``None`` when the inputs are not float tensors of one shape in both splits, fewer than 2 classes can
@@ -319,6 +327,8 @@ def remapped_classes(
         >>> remapping = remapped_classes([(x, y)], [(x, 1 - y)], keep, keep, {0, 1})
         >>> remapping.classes[0], remapping.compared
         (RemappedClass(val=0, train=1, similarity=1.0, own=-1.0), 2)
+        >>> remapped_classes([(x, y)], [(x, y)], keep, keep, {0, 1}).classes
+        ()
     """
     xs_train = [x for x, _ in train]
     xs_val = [x for x, _ in val]
@@ -336,11 +346,18 @@ def remapped_classes(
     classes = [c for c in sorted(shared) if (y_train == c).sum() >= 3 and (y_val == c).sum() >= 3]
     if len(classes) < 2:
         return None
-    centroid_train = torch.stack([((x_train[y_train == c] - mean) / std).mean(0) for c in classes])
-    centroid_val = torch.stack([((x_val[y_val == c] - mean) / std).mean(0) for c in classes])
-    similarity = F.normalize(centroid_val, dim=1) @ F.normalize(centroid_train, dim=1).T
+    compared = torch.tensor(classes)
+    in_train, in_val = torch.isin(y_train, compared), torch.isin(y_val, compared)
+    z_train, z_val = (x_train[in_train] - mean) / std, (x_val[in_val] - mean) / std
+    i_train = torch.searchsorted(compared, y_train[in_train])  # class positions in [0, len(classes))
+    i_val = torch.searchsorted(compared, y_val[in_val])
+    similarity = _class_similarity(z_train, i_train, z_val, i_val, len(classes))
     if not bool(torch.isfinite(similarity).all()):
         return None
+    iid = _resplit_own_similarity(z_train, i_train, torch.bincount(i_val, minlength=len(classes)))
+    gap = float(iid.mean()) - float(similarity.diagonal().mean())
+    if gap <= NOISE_Z * max(float(iid.std()), 1e-3):  # within what an i.i.d. split gives: no class named
+        return Remapping((), len(classes))
     best = similarity.argmax(dim=1).tolist()
     remapped = tuple(
         RemappedClass(c, classes[j], float(similarity[i, j]), float(similarity[i, i]))
@@ -348,3 +365,31 @@ def remapped_classes(
         if j != i
     )
     return Remapping(remapped, len(classes))
+
+
+def _class_similarity(z_train: Tensor, i_train: Tensor, z_val: Tensor, i_val: Tensor, n: int) -> Tensor:
+    """Cosine of each validation class mean (rows) to each training class mean (columns); ``i_*`` are the
+    samples' class positions in ``[0, n)``."""
+
+    def means(z: Tensor, i: Tensor) -> Tensor:
+        return torch.stack([z[i == k].mean(0) for k in range(n)])
+
+    return F.normalize(means(z_val, i_val), dim=1) @ F.normalize(means(z_train, i_train), dim=1).T
+
+
+def _resplit_own_similarity(z: Tensor, i: Tensor, n_val: Tensor) -> Tensor:
+    """The mean cosine of a held-out class mean to its own class mean over ``_RESPLITS`` random splits of
+    the training samples ``z`` (class positions ``i``), holding out ``n_val`` of each class (at most
+    half): how well class means match under an i.i.d. split, measured on the training split alone."""
+    counts = torch.bincount(i, minlength=len(n_val))
+    held = torch.minimum(n_val, counts // 2)
+    start = counts.cumsum(0) - counts
+    generator = torch.Generator().manual_seed(0)
+    own = []
+    for _ in range(_RESPLITS):
+        order = torch.argsort(i.double() + torch.rand(len(i), generator=generator, dtype=torch.float64))
+        ranked = i[order]  # by class, in random order within it: the first `held` of each are held out
+        out = torch.empty_like(i, dtype=torch.bool)
+        out[order] = torch.arange(len(i)) - start[ranked] < held[ranked]
+        own.append(_class_similarity(z[~out], i[~out], z[out], i[out], len(n_val)).diagonal().mean())
+    return torch.stack(own)

@@ -166,7 +166,8 @@ class SanityCheck(Callback):
         if self.target_key is not None:
             context.target_key = self.target_key
         try:
-            with preserved_rng(), time_budget(budget, context.model):
+            eager = torch.compiler.set_stance("force_eager")  # the model, not the compiler: no recompiles
+            with preserved_rng(), time_budget(budget, context.model), eager:
                 torch.manual_seed(context.seed)
                 result = self.check(context)
         except BudgetExceeded:

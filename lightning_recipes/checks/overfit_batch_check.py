@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 import lightning.pytorch as pl
 import torch
+from lightning.pytorch.callbacks import BaseFinetuning
 from torch.optim import Optimizer
 from typing_extensions import override
 
@@ -217,6 +218,30 @@ class OverfitBatchCheck(SanityCheck):
                 details,
             )
         halfway = initial - 0.5 * (initial - target)
+        share, untrained = (
+            _untrained(context, model, optimizers, batch) if max(finite) != min(finite) else (0, [])
+        )
+        if share >= _UNTRAINED_SHARE:
+            # a fit short of its target with many weights left out says nothing about the learning rate
+            details["untrained_share"] = share
+            by = _frozen_by(context)
+            return CheckResult(
+                self.name,
+                "warn" if by or best <= halfway else "fail",
+                f"{fell}: short of the target {target:.4g}{floor_note} with {share:.0%} of the weights not "
+                f"trained: {len(untrained)} parameter(s) frozen (requires_grad=False) or in no optimizer "
+                f"group with lr > 0{by}: {_names(untrained)}. The check fits the model as it trains now: "
+                "this says nothing about the learning rate. Try: "
+                + (
+                    "nothing if the frozen start is planned (run the preflight without the schedule to fit "
+                    "the whole model)."
+                    if by
+                    else "unfreeze what should learn (requires_grad_(True)) and put it in the optimizer; if "
+                    "the freezing is planned (fine-tuning, LoRA), OverfitBatchCheck(max_steps=...) with more "
+                    "steps."
+                ),
+                details,
+            )
         if best <= halfway:
             return CheckResult(
                 self.name,
@@ -368,6 +393,8 @@ class OverfitBatchCheck(SanityCheck):
         )
 
 
+_UNTRAINED_SHARE = 0.1  # a fit short of its target with this share of the weights untrained: said so
+_SHOWN = 6
 _BLOCKED_STEPS = 5  # a loss exactly constant over this many steps: no gradient reaches the weights
 _UP = (3.0, 10.0, 30.0, 100.0, 300.0, 1000.0)
 _DOWN = (0.3, 0.1, 0.03, 0.01, 0.003, 0.001)
@@ -379,6 +406,52 @@ class _Run:
     target: float | None
     floor: LossFloor | None = None
     budget_stopped: bool = False
+
+
+def _untrained(
+    context: CheckContext, model: pl.LightningModule, optimizers: list[Optimizer], batch: Any
+) -> tuple[float, list[str]]:
+    """The share of the weights (elements) of the modules ``training_step`` runs that no step can change -
+    ``requires_grad=False``, or in no optimizer group with ``lr > 0`` - and their names (one more forward)."""
+    ran: set[int] = set()
+    handles = [m.register_forward_pre_hook(lambda module, _: ran.add(id(module))) for m in model.modules()]
+    try:
+        with torch.no_grad():
+            context.training_loss(model, batch)
+    finally:
+        for handle in handles:
+            handle.remove()
+    stepped = {id(p) for o in optimizers for g in o.param_groups if g.get("lr", 1) != 0 for p in g["params"]}
+    used = {
+        id(p): (f"{prefix}.{name}".lstrip("."), p)
+        for prefix, module in model.named_modules()
+        if id(module) in ran
+        for name, p in module.named_parameters(recurse=False)
+    }
+    idle = [(name, p.numel()) for name, p in used.values() if not p.requires_grad or id(p) not in stepped]
+    total = sum(p.numel() for _, p in used.values())
+    return (sum(n for _, n in idle) / total if total else 0.0), [name for name, _ in idle]
+
+
+def _frozen_by(context: CheckContext) -> str:
+    """``", frozen by FinetuneSchedule(['backbone']) until epoch 2"`` when a fine-tuning callback of the
+    Trainer (Lightning's ``BaseFinetuning``, or one with an ``unfreeze_at_epoch``/``_step``) froze weights
+    at fit start, else ``""``."""
+    for callback in getattr(context.trainer, "callbacks", None) or []:
+        when = [
+            f" until {unit} {getattr(callback, f'unfreeze_at_{unit}')}"
+            for unit in ("epoch", "step")
+            if getattr(callback, f"unfreeze_at_{unit}", None) is not None
+        ]
+        if isinstance(callback, BaseFinetuning) or when:
+            modules = getattr(callback, "modules", None)
+            what = type(callback).__name__ + (f"({list(modules)})" if modules else "")
+            return f", frozen by {what}{''.join(when[:1])}"
+    return ""
+
+
+def _names(names: list[str]) -> str:
+    return ", ".join(names[:_SHOWN]) + (f", ... (+{len(names) - _SHOWN} more)" if len(names) > _SHOWN else "")
 
 
 def _first_lr(optimizers: list[Optimizer]) -> float | None:

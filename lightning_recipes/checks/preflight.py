@@ -235,6 +235,7 @@ def run_preflight(
     Raises:
         ValueError: If no training data is given.
     """
+    model = getattr(model, "_orig_mod", model)  # torch.compile(module): the checks run the module eagerly
     data = resolve_fit_data("preflight", model, datamodule, train_dataloaders, val_dataloaders)
     context = CheckContext(
         model,

@@ -108,13 +108,18 @@ def cpu_threads(num_threads: int | None, device: torch.device) -> Generator[None
 
 
 def copy_module(model: pl.LightningModule, shared: Iterable[Any], device: torch.device) -> pl.LightningModule:
-    """A deep copy of ``model`` on ``device``, in train mode, with no Trainer attached.
+    """A deep copy of ``model`` on ``device``, in train mode, with no Trainer attached, not compiled.
 
     Objects in ``shared`` that the module may hold a reference to (the Trainer, a datamodule holding the data,
-    the loaders) are shared with the copy, not duplicated. Raises what ``copy.deepcopy`` raises.
+    the loaders) are shared with the copy, not duplicated. A module compiled in place (``module.compile()``)
+    runs its copy eagerly: the copied compiled call would run the original module. Raises what
+    ``copy.deepcopy`` raises.
     """
     memo: dict[int, Any] = {id(obj): obj for obj in shared if obj is not None}
     clone = copy.deepcopy(model, memo)
+    for module in clone.modules():
+        if getattr(module, "_compiled_call_impl", None) is not None:
+            module._compiled_call_impl = None
     clone.trainer = None  # a deep copy drops it already (LightningModule.__getstate__); be explicit
     clone.to(device)
     clone.train()

@@ -116,8 +116,33 @@ def test_a_compiled_model_gets_no_global_hook_no_warning_flood_and_no_graph_brea
     assert not [m for m in messages if "global hooks" in m or "recompile" in m], messages[:3]
     assert len(messages) <= 3, messages
     assert sum(dynamo_utils.counters["graph_break"].values()) == 0, dict(dynamo_utils.counters["graph_break"])
+    # issue 32: the checks run the copies eagerly: dynamo compiles no frame (before: a recompile per copy)
+    assert not dynamo_utils.counters["frames"], dict(dynamo_utils.counters["frames"])
     assert not torch.nn.modules.module._global_forward_pre_hooks  # nothing process-wide left behind
     assert all(not m._forward_pre_hooks for m in model.modules())  # the per-module hooks were removed
+
+
+@pytest.mark.parametrize("how", ["in_place", "whole"])
+def test_a_model_compiled_in_place_or_whole_is_checked_as_the_module_itself(how: str) -> None:
+    """Issue 32: a copy of a module compiled in place (``module.compile()``) ran the original's compiled call,
+    so no copy's parameter got a gradient (grad_flow failed a healthy model); ``torch.compile(module)`` was
+    refused as "not a LightningModule"."""
+    import torch._dynamo.utils as dynamo_utils
+
+    torch._dynamo.reset()
+    dynamo_utils.counters.clear()
+    model = TinyClassifier()
+    if how == "in_place":
+        model.compile(backend="eager")
+    compiled = torch.compile(model, backend="eager") if how == "whole" else model
+    report = preflight(
+        compiled,  # type: ignore[arg-type]
+        train_dataloaders=random_classification_loader(),
+        checks=["grad_flow", "overfit_batch"],
+        progress=False,
+    )
+    assert report.ok and report["grad_flow"].status == "pass", report.render(verbose=True)
+    assert not dynamo_utils.counters["frames"], dict(dynamo_utils.counters["frames"])
 
 
 def test_the_hard_stop_still_ends_a_check_on_a_compiled_model() -> None:

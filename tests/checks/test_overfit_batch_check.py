@@ -5,15 +5,22 @@ from __future__ import annotations
 
 import math
 import time
+from typing import Any
 
+import lightning.pytorch as pl
 import pytest
 import torch
+from torch import nn
 from torch.nn import functional as F
 
-from lightning_recipes.checks import CheckContext, OverfitBatchCheck, preflight
+from lightning_recipes.callbacks import FinetuneSchedule
+from lightning_recipes.checks import CheckContext, OverfitBatchCheck, Preflight, preflight
 from lightning_recipes.checks._budget import time_budget
 from lightning_recipes.checks._expected_loss import record_loss_calls
 from lightning_recipes.checks._loss_floor import ce_floor, input_bounds, loss_floor
+from lightning_recipes.mixins import OptimizerRecipeMixin
+from lightning_recipes.recipe import OptimizerRecipe
+from lightning_recipes.testing import fast_trainer, random_classification_loader
 
 from . import _models
 from .gallery import _existing_models as M
@@ -156,3 +163,56 @@ def test_time_budget_stops_the_lr_probe_and_says_how_far_it_got():
     assert result.status == "fail", result.message
     assert "time budget" in result.message and "stopped the LR probe after" in result.message
     assert len(result.details["lr_probe"]["tried"]) < 12
+
+
+class _Bottleneck(OptimizerRecipeMixin, pl.LightningModule):
+    """A 2-wide backbone and a head: the head alone cannot memorise 16 samples of 4 classes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.recipe = OptimizerRecipe(lr=0.01, schedule="constant", warmup_steps=0)
+        self.backbone, self.head = nn.Linear(16, 2), nn.Linear(2, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.backbone(x))
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        x, y = batch
+        return F.cross_entropy(self(x), y)
+
+
+def test_weights_frozen_by_finetune_schedule_are_named_not_the_learning_rate() -> None:
+    """Issue 32 #9: before, the fit short of its target with the backbone frozen by FinetuneSchedule read
+    "Likely causes: a small learning rate ... Try: ... a larger learning rate" (or ran the LR probe)."""
+    torch.manual_seed(0)
+    pre = Preflight(checks=["overfit_batch"], print_report=False, on_fail="warn")
+    schedule = FinetuneSchedule(["backbone"], unfreeze_at_epoch=1)
+    trainer = fast_trainer(max_steps=1, callbacks=[pre, schedule])
+    trainer.fit(_Bottleneck(), random_classification_loader(batch_size=16))
+    assert pre.report is not None
+    result = pre.report["overfit_batch"]
+    assert result.status == "warn", result.message
+    assert "FinetuneSchedule" in result.message and "backbone.weight" in result.message, result.message
+    assert "learning rate" not in result.message.replace("says nothing about the learning rate", "")
+    assert "lr_probe" not in result.details and result.details["untrained_share"] > 0.7
+
+
+class _WithEMA(_Bottleneck):
+    """The bottleneck model trained whole, with a frozen EMA copy that training_step never runs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.recipe = OptimizerRecipe(lr=1e-4, schedule="constant", warmup_steps=0)  # too small to fit
+        self.ema = nn.Sequential(nn.Linear(16, 64), nn.Linear(64, 4)).requires_grad_(False)
+
+
+def test_frozen_weights_the_loss_does_not_use_are_not_blamed() -> None:
+    """Untrained weights count only where training_step runs their module: an EMA copy (70% of the weights
+    here) is not why the fit falls short."""
+    torch.manual_seed(0)
+    result = preflight(_WithEMA(), train_dataloaders=random_classification_loader(), checks=["overfit_batch"])
+    assert result["overfit_batch"].status in ("warn", "fail")
+    assert (
+        "untrained_share" not in result["overfit_batch"].details
+        and "ema" not in result["overfit_batch"].message
+    )
