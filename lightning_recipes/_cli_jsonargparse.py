@@ -22,7 +22,15 @@ from lightning_recipes._cli_flags import version_text
 if TYPE_CHECKING:
     from jsonargparse import ArgumentParser
 
-__all__ = ["add_model_and_data", "check_class_paths", "instantiate", "new_parser", "parse", "require_model"]
+__all__ = [
+    "add_model_and_data",
+    "check_class_paths",
+    "instantiate",
+    "new_parser",
+    "parse",
+    "parse_object",
+    "require_model",
+]
 
 
 class _LightningModule:
@@ -82,6 +90,14 @@ def parse(parser: ArgumentParser, args: Sequence[str]) -> Any:
         return parser.parse_args(list(args))
     except argparse.ArgumentError as err:
         raise UsageError(f"{summarise(str(err))} (see `{parser.prog} --help`)") from err
+
+
+def parse_object(parser: ArgumentParser, values: dict[str, Any]) -> Any:
+    """``parser.parse_object(values)``; a type error becomes a :class:`UsageError` of one line."""
+    try:
+        return parser.parse_object(values)
+    except argparse.ArgumentError as err:
+        raise UsageError(summarise(str(err))) from err
 
 
 def require_model(args: Sequence[str], command: str) -> None:

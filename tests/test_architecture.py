@@ -204,6 +204,7 @@ FLOORS: list[tuple[str, ...]] = [
         "_cli_flags",
         "_check_catalog",
         "_progress",
+        "_tables",
     ),
     ("optim", "norms", "losses", "sweep_args"),
     # the commands' arguments, parsed without torch (the tune command's defaults come from sweep_args)

@@ -14,6 +14,7 @@ from rich.table import Table
 from torch import nn
 
 from lightning_recipes._blocks import BlockSpec, infer_block_classes, resolve_block_classes
+from lightning_recipes._tables import FittingTable
 from lightning_recipes._validation import check_choice, check_in_range, check_positive
 from lightning_recipes.strategies._activations import measure_activations
 from lightning_recipes.strategies._units import GIB
@@ -70,7 +71,7 @@ class Recommendation:
     def table(self) -> Table:
         budget = self.device_memory_gb * (1 - self.headroom)
         first = self.estimates[0]
-        table = Table(
+        table = FittingTable(
             title=(
                 f"{first.num_params:,} params, {first.optimizer}, {first.precision}, {first.devices} "
                 f"device(s) x {first.num_nodes} node(s); budget {budget:.1f} of {self.device_memory_gb:g} "
@@ -78,7 +79,7 @@ class Recommendation:
             ),
             title_justify="left",
         )
-        table.add_column("preset", no_wrap=True, min_width=23)
+        table.add_column("preset", no_wrap=True)
         for column in ("params", "grads", "optim", "master", "gathered", "activ.", "total", "host/node"):
             table.add_column(column, justify="right")
         table.add_column("fits", no_wrap=True)

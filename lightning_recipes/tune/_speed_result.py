@@ -165,9 +165,8 @@ class SpeedTuneResult:
     def table(self, columns: Sequence[str] | None = None) -> Any:
         """The rows as a ``rich.table.Table`` (``columns``: only these headers; default: all of them).
 
-        Printing the result itself (``rich.print(result)``) fits the console's width: the table on a console
-        120 columns wide or more (or where it fits), else the same numbers as one wrapped paragraph per
-        option.
+        No cell is ever cut: a status's reason is numbered below the table, and on a console too narrow for
+        the table each option is one wrapped paragraph of the same numbers. ``rich.print(result)`` prints it.
 
         Example:
             >>> import io
@@ -179,15 +178,24 @@ class SpeedTuneResult:
             True
         """
         from rich import box
-        from rich.table import Table
+
+        from lightning_recipes._tables import FittingTable
 
         headers, rows = self._cells()
         keep = [i for i, h in enumerate(headers) if columns is None or h in columns or i == 0]
         run = f"{self.run_steps} steps" if self.run_steps is not None else "run length unknown"
-        table = Table(
+        # a status's reason ("skipped: no Conv2d ...") goes below the table, its number in the cell
+        reasons = [row.status.partition(":")[2].strip() for row in self.rows]
+        numbered = enumerate(zip(self.rows, reasons), 1)
+        notes = [f"[{n}] {row.option}: {why}" for n, (row, why) in numbered if why]
+        for n, (cells, why) in enumerate(zip(rows, reasons), 1):
+            cells[1] = f"{cells[1].partition(':')[0]} [{n}]" if why else cells[1]
+        table = FittingTable(
             title=f"speed_tune for a run of {run} ({self.run_steps_source}); best: "
             f"{', '.join(self.best) or 'baseline'}, x{self.best_run_speedup:.2f} projected for the run, "
             f"x{self.best_speedup:.2f} per step",
+            caption="\n".join(notes) or None,
+            caption_justify="left",
             box=box.SIMPLE_HEAD,
         )
         for i in keep:
@@ -197,22 +205,7 @@ class SpeedTuneResult:
         return table
 
     def __rich_console__(self, console: Any, options: Any) -> Any:
-        from rich.measure import Measurement
-        from rich.padding import Padding
-        from rich.text import Text
-
-        full = self.table()
-        natural = Measurement.get(console, options.update_width(100_000), full).maximum
-        if options.max_width >= min(natural, _TABLE_WIDTH):
-            yield full
-            return
-        # too narrow for the table: one paragraph per option, wrapped to the width
-        yield Text(str(full.title))
-        headers, rows = self._cells()
-        for cells in rows:
-            yield Text(f"{cells[0]}: {cells[1]}", style="bold")
-            numbers = "; ".join(f"{h} {c}" for h, c in zip(headers[2:], cells[2:]) if c.strip() != "-")
-            yield Padding(Text(numbers), (0, 0, 0, 2))
+        yield self.table()
 
     def _cells(self) -> tuple[list[str], list[list[str]]]:
         memory = {
@@ -253,10 +246,6 @@ class SpeedTuneResult:
                 ]
             )
         return headers, rows
-
-
-#: Consoles at least this wide get the table (its status column wraps); narrower ones a paragraph per option.
-_TABLE_WIDTH = 120
 
 
 def _steps(value: int | None) -> str:
