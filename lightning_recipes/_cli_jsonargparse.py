@@ -113,8 +113,10 @@ def instantiate(parser: ArgumentParser, config: Any) -> Any:
     """``parser.instantiate_classes(config)``; a ValueError/TypeError that one of our own argument checks
     raised while building the model or the data (``OptimizerRecipe(lr=-1)``) becomes a :class:`UsageError`;
     an error in the user's code keeps its traceback."""
+    # `instantiate` since jsonargparse 4.49 (`instantiate_classes` then warns); the older name before
+    build = getattr(parser, "instantiate", None) or parser.instantiate_classes
     try:
-        return parser.instantiate_classes(config)
+        return build(config)
     except (ValueError, TypeError) as err:
         ours = raised_by_us(err)
         if ours is None:

@@ -24,6 +24,7 @@ from lightning_recipes._cli_errors import UsageError, handle_usage_errors, requi
 from lightning_recipes._cli_flags import as_names
 from lightning_recipes._cli_jsonargparse import check_class_paths, instantiate, parse
 from lightning_recipes._cli_tune_args import build_tune_parser, tune_front
+from lightning_recipes.harness import quiet_trial
 from lightning_recipes.harness.run_length import check_run_length
 from lightning_recipes.sweep_args import SweepArgs
 
@@ -122,7 +123,8 @@ def _run_length_trainer(config: Any) -> pl.Trainer | None:
     }
     if config.limit_train_batches is not None:
         settings["limit_train_batches"] = config.limit_train_batches
-    return pl.Trainer(**settings)
+    with quiet_trial():  # never fitted: no banners
+        return pl.Trainer(**settings)
 
 
 def _speed(config: Any, objects: Any) -> int:
@@ -163,9 +165,10 @@ def _lr(config: Any, objects: Any) -> int:
             seed=config.seed,
         )
         finder = LRRangeTest(stop=True, print_result=False, progress=config.progress, args=args)
-        trainer = _sweep_trainer(config, finder)
-        # a copy: the fit attaches the Trainer and moves the module; speed_tune gets it as it was built
-        trainer.fit(copy.deepcopy(objects.model), datamodule=objects.data)
+        with quiet_trial():  # no banners nor Lightning's deprecations: the command prints the result
+            trainer = _sweep_trainer(config, finder)
+            # a copy: the fit attaches the Trainer and moves the module; speed_tune gets it as it was built
+            trainer.fit(copy.deepcopy(objects.model), datamodule=objects.data)
     except (ValueError, TypeError, ImportError, MisconfigurationException, CannotRunOnCopy) as err:
         raise UsageError(str(err)) from err
     result = finder.result

@@ -10,6 +10,7 @@ import pytest
 
 from lightning_recipes.testing import TinyClassifier, random_classification_loader
 from lightning_recipes.tune import speed_tune
+from lightning_recipes.tune.cli import main as tune_main
 from tests.helpers.speed import FAST
 
 
@@ -25,4 +26,20 @@ def test_speed_tunes_trial_fits_print_no_warning_and_no_banner(
     assert [str(w.message) for w in caught] == []
     banners = [r.getMessage() for r in caplog.records if r.name.startswith("lightning")]
     assert banners == [], banners
+    assert "GPU available" not in capsys.readouterr().err
+
+
+def test_the_tune_command_prints_its_result_and_nothing_of_its_trainers(
+    capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    model, data = "lightning_recipes.testing.DigitsCNN", "lightning_recipes.data.DigitsDataModule"
+    argv = ["--model", model, "--model.width", "4", "--data", data, "--num_steps", "20", "--max_lr", "1.0"]
+    with caplog.at_level(logging.INFO), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        code = tune_main(
+            [*argv, "--max_epochs", "2", "--speed", "--speed_options", "pin_memory", "--progress=false"]
+        )
+    assert code == 0
+    assert [str(w.message) for w in caught] == []  # also jsonargparse's `instantiate_classes` deprecation
+    assert [r.getMessage() for r in caplog.records if r.name.startswith("lightning")] == []
     assert "GPU available" not in capsys.readouterr().err
