@@ -10,7 +10,7 @@ Example:
     >>> table.add_row("fsdp_full_shard", "12345.67", "12345.67", "24691.34")
     >>> out = io.StringIO()
     >>> Console(width=40, file=out).print(table)
-    >>> print("\n".join(line.rstrip() for line in out.getvalue().splitlines()))
+    >>> print("\\n".join(line.rstrip() for line in out.getvalue().splitlines()))
     sizes
     fsdp_full_shard
       parameters 12345.67; gradients
@@ -19,8 +19,11 @@ Example:
 
 from __future__ import annotations
 
+import io
+import shutil
 from typing import Any
 
+from rich.console import Console
 from rich.measure import Measurement
 from rich.padding import Padding
 from rich.table import Table
@@ -30,7 +33,14 @@ __all__ = ["FittingTable"]
 
 
 class FittingTable(Table):
-    """A ``rich.table.Table`` whose cells are never cut (``…``): see the module's docstring."""
+    """A ``rich.table.Table`` whose cells are never cut (``…``): see the module's docstring. ``str()`` is the
+    plain text at the terminal's width (``print(table)`` shows it)."""
+
+    def __str__(self) -> str:
+        out = io.StringIO()
+        width = shutil.get_terminal_size().columns
+        Console(file=out, width=width, no_color=True, force_terminal=False).print(self)
+        return out.getvalue().rstrip("\n")
 
     def __rich_console__(self, console: Any, options: Any) -> Any:
         unbounded = options.update_width(1_000_000)

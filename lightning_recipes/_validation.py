@@ -42,7 +42,11 @@ def did_you_mean(name: str, candidates: Collection[str]) -> str:
         >>> did_you_mean("stemm", ["stem", "gru", "head"])
         " (close matches: 'stem')"
     """
-    close = difflib.get_close_matches(name, list(candidates), n=3, cutoff=0.6)
+    depth = name.count(".")  # a module path: its siblings first ('stem', not 'stem.3', for 'stemm')
+    same = [c for c in candidates if c.count(".") == depth]
+    close = difflib.get_close_matches(name, same, n=3, cutoff=0.6) or difflib.get_close_matches(
+        name, list(candidates), n=3, cutoff=0.6
+    )
     return f" (close matches: {', '.join(repr(c) for c in close)})" if close else ""
 
 

@@ -62,3 +62,10 @@ def test_the_speed_table_keeps_numbers_whole_and_reasons_readable(width: int) ->
         assert row.step_ms is None or f"{row.step_ms:.2f}" in flat
     assert len(text.splitlines()) <= 40, text  # was 62-64 lines at 120 columns
     assert _text(result, width) == text  # printing the result prints its table
+
+
+def test_printing_a_table_prints_its_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "100")
+    text = str(_speed_result().table())  # `print(result.table())` printed the object's repr
+    assert "num_workers" in text and "12.39" in text and "…" not in text
+    assert max(len(line) for line in text.splitlines()) <= 100

@@ -189,7 +189,7 @@ class SpeedTuneResult:
         numbered = enumerate(zip(self.rows, reasons), 1)
         notes = [f"[{n}] {row.option}: {why}" for n, (row, why) in numbered if why]
         for n, (cells, why) in enumerate(zip(rows, reasons), 1):
-            cells[1] = f"{cells[1].partition(':')[0]} [{n}]" if why else cells[1]
+            cells[1] = f"{cells[1].partition(':')[0]}[{n}]" if why else cells[1]
         table = FittingTable(
             title=f"speed_tune for a run of {run} ({self.run_steps_source}); best: "
             f"{', '.join(self.best) or 'baseline'}, x{self.best_run_speedup:.2f} projected for the run, "
