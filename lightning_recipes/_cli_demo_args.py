@@ -71,6 +71,7 @@ def build_demo_parser() -> argparse.ArgumentParser:
         "--skip_preflight",
         type=parse_bool,
         default=False,
+        metavar="{true,false}",
         **BOOL_FLAG,
         help="do not run the sanity checks first",
     )
@@ -78,6 +79,7 @@ def build_demo_parser() -> argparse.ArgumentParser:
         "--finetune",
         type=parse_bool,
         default=False,
+        metavar="{true,false}",
         **BOOL_FLAG,
         help="run the fine-tuning demo instead: pretrain on digits 0-4, fine-tune on 5-9 with and without "
         "layer-wise LR decay + freeze-then-unfreeze (`lightning-recipes demo --finetune --help`)",
