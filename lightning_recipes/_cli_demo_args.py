@@ -15,9 +15,15 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from lightning_recipes._cli_errors import UsageError, require_extra
-from lightning_recipes._cli_flags import FlagParser, normalise_flags
+from lightning_recipes._cli_flags import BOOL_FLAG, FlagParser, normalise_flags, parse_bool
 
-__all__ = ["DEMO_OPTIMIZERS", "build_demo_parser", "build_finetune_parser", "parse_demo_args"]
+__all__ = [
+    "DEMO_OPTIMIZERS",
+    "build_demo_parser",
+    "build_finetune_parser",
+    "parse_demo_args",
+    "split_finetune_flag",
+]
 
 #: The optimizers the demo has settings for (``demos.training.DEMO_SETTINGS``; a test keeps them equal).
 DEMO_OPTIMIZERS = ("adamw", "lamb", "lion")
@@ -61,10 +67,20 @@ def build_demo_parser() -> argparse.ArgumentParser:
         help="csv, or wandb in offline mode (never contacts a server; "
         'pip install "lightning-recipes[wandb]")',
     )
-    parser.add_argument("--skip_preflight", action="store_true", help="do not run the sanity checks first")
+    parser.add_argument(
+        "--skip_preflight",
+        type=parse_bool,
+        default=False,
+        metavar="{true,false}",
+        **BOOL_FLAG,
+        help="do not run the sanity checks first",
+    )
     parser.add_argument(
         "--finetune",
-        action="store_true",
+        type=parse_bool,
+        default=False,
+        metavar="{true,false}",
+        **BOOL_FLAG,
         help="run the fine-tuning demo instead: pretrain on digits 0-4, fine-tune on 5-9 with and without "
         "layer-wise LR decay + freeze-then-unfreeze (`lightning-recipes demo --finetune --help`)",
     )
@@ -93,9 +109,9 @@ def parse_demo_args(argv: Sequence[str]) -> argparse.Namespace:
     Raises:
         UsageError: For a bad value, or an extra the run needs that is not installed.
     """
-    arguments = normalise_flags(argv)
-    if "--finetune" in arguments:
-        args = build_finetune_parser().parse_args([a for a in arguments if a != "--finetune"])
+    arguments, finetune = split_finetune_flag(normalise_flags(argv))
+    if finetune:
+        args = build_finetune_parser().parse_args(arguments)
         check_finetune_args(args)
         args.finetune = True
     else:
@@ -109,6 +125,24 @@ def parse_demo_args(argv: Sequence[str]) -> argparse.Namespace:
         _at_least("threads", args.threads, 1)
     require_extra("sklearn", "data", "the demo (scikit-learn's digits)", package="scikit-learn")
     return args
+
+
+def split_finetune_flag(arguments: list[str]) -> tuple[list[str], bool]:
+    """``arguments`` without ``--finetune`` (alone, with a value, or ``=value``), and its value."""
+    out, finetune, index = [], False, 0
+    while index < len(arguments):
+        flag, sep, value = arguments[index].partition("=")
+        index += 1
+        if flag != "--finetune":
+            out.append(arguments[index - 1])
+            continue
+        if not sep and index < len(arguments) and not arguments[index].startswith("-"):
+            value, index = arguments[index], index + 1
+        try:
+            finetune = parse_bool(value) if value or sep else True
+        except argparse.ArgumentTypeError as err:
+            raise UsageError(f"argument --finetune: {err}") from None
+    return out, finetune
 
 
 def check_finetune_args(args: argparse.Namespace) -> None:

@@ -21,11 +21,51 @@ from typing import Any, NoReturn
 
 from lightning_recipes._cli_errors import TRACEBACK_HINT, UsageError
 
-__all__ = ["HELP_AND_VERSION", "FlagParser", "asks_for_help", "normalise_flags", "version_text"]
+__all__ = [
+    "BOOL_FLAG",
+    "HELP_AND_VERSION",
+    "FlagParser",
+    "as_names",
+    "asks_for_help",
+    "normalise_flags",
+    "parse_bool",
+    "version_text",
+]
 
 HELP_FLAGS = frozenset({"-h", "--help"})
 VERSION_FLAGS = frozenset({"-V", "--version"})
 HELP_AND_VERSION = HELP_FLAGS | VERSION_FLAGS
+_TRUE, _FALSE = ("true", "yes", "on", "1"), ("false", "no", "off", "0")
+
+
+def parse_bool(text: str) -> bool:
+    """``true``/``false`` (also yes/no, on/off, 1/0) as a bool: the value of a boolean flag.
+
+    Example:
+        >>> parse_bool("False"), parse_bool("yes")
+        (False, True)
+    """
+    if text.lower() in _TRUE + _FALSE:
+        return text.lower() in _TRUE
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+#: Every boolean option of every command takes both forms: ``--verbose`` alone (true) or ``--verbose false``
+#: (``add_argument("--verbose", type=bool, default=False, **BOOL_FLAG)``; argparse: ``type=parse_bool``).
+BOOL_FLAG: dict[str, Any] = {"nargs": "?", "const": True}
+
+
+def as_names(value: str | Sequence[str] | None) -> list[str] | None:
+    """A list option given as a list (``[loss,data]``), one name (``loss``) or names with commas
+    (``loss,data``).
+
+    Example:
+        >>> as_names("loss"), as_names("loss, data"), as_names(["loss"]), as_names(None)
+        (['loss'], ['loss', 'data'], ['loss'], None)
+    """
+    if value is None or not isinstance(value, str):
+        return None if value is None else list(value)
+    return [name.strip() for name in value.split(",") if name.strip()]
 
 
 def normalise_flags(argv: Sequence[str]) -> list[str]:

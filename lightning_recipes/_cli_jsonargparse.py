@@ -22,7 +22,15 @@ from lightning_recipes._cli_flags import version_text
 if TYPE_CHECKING:
     from jsonargparse import ArgumentParser
 
-__all__ = ["add_model_and_data", "check_class_paths", "instantiate", "new_parser", "parse", "require_model"]
+__all__ = [
+    "add_model_and_data",
+    "check_class_paths",
+    "instantiate",
+    "new_parser",
+    "parse",
+    "parse_object",
+    "require_model",
+]
 
 
 class _LightningModule:
@@ -84,6 +92,14 @@ def parse(parser: ArgumentParser, args: Sequence[str]) -> Any:
         raise UsageError(f"{summarise(str(err))} (see `{parser.prog} --help`)") from err
 
 
+def parse_object(parser: ArgumentParser, values: dict[str, Any]) -> Any:
+    """``parser.parse_object(values)``; a type error becomes a :class:`UsageError` of one line."""
+    try:
+        return parser.parse_object(values)
+    except argparse.ArgumentError as err:
+        raise UsageError(summarise(str(err))) from err
+
+
 def require_model(args: Sequence[str], command: str) -> None:
     """Raise :class:`UsageError` when neither ``--model`` nor ``--config`` is given."""
     if not any(a.split("=")[0] in ("--model", "--config") for a in args):
@@ -97,8 +113,10 @@ def instantiate(parser: ArgumentParser, config: Any) -> Any:
     """``parser.instantiate_classes(config)``; a ValueError/TypeError that one of our own argument checks
     raised while building the model or the data (``OptimizerRecipe(lr=-1)``) becomes a :class:`UsageError`;
     an error in the user's code keeps its traceback."""
+    # `instantiate` since jsonargparse 4.49 (`instantiate_classes` then warns); the older name before
+    build = getattr(parser, "instantiate", None) or parser.instantiate_classes
     try:
-        return parser.instantiate_classes(config)
+        return build(config)
     except (ValueError, TypeError) as err:
         ours = raised_by_us(err)
         if ours is None:

@@ -21,7 +21,15 @@ from typing import Any
 from lightning_recipes._cli_errors import UsageError
 from lightning_recipes._cli_flags import FlagParser, normalise_flags
 
-__all__ = ["FAMILIES", "OPTIMIZERS", "PRECISIONS", "PRESET_NAMES", "build_memory_parser", "parse_memory_args"]
+__all__ = [
+    "FAMILIES",
+    "OPTIMIZERS",
+    "PRECISIONS",
+    "PRESET_NAMES",
+    "build_memory_parser",
+    "parse_count",
+    "parse_memory_args",
+]
 
 # The choices, written here so that the parser needs no torch; tests/test_cli_help.py keeps each equal to
 # the table it comes from (strategies.memory.OPTIMIZER_STATES, _PRECISIONS, strategies.recommend.LADDERS,
@@ -32,6 +40,7 @@ OPTIMIZERS = (
 )  # fmt: skip
 PRECISIONS = ("32-true", "32", "64-true", "16-mixed", "bf16-mixed", "16-true", "bf16-true")
 FAMILIES = ("deepspeed", "fsdp", "fsdp2")
+_SUFFIXES = {"K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
 PRESET_NAMES = (
     "ddp", "ddp_spawn", "ddp_static_graph", "deepspeed_zero1", "deepspeed_zero2", "deepspeed_zero2_offload",
     "deepspeed_zero3", "deepspeed_zero3_offload", "fsdp2", "fsdp_full_shard", "fsdp_hybrid", "fsdp_offload",
@@ -86,9 +95,31 @@ def parse_memory_args(argv: Sequence[str]) -> tuple[argparse.Namespace, dict[str
     """
     known, model_args = _split_model_args(normalise_flags(argv))
     args = build_memory_parser().parse_args(known)
+    if args.num_params is not None:
+        parse_count(args.num_params)  # checked here, before the command imports torch
     if model_args and not args.model:
         raise UsageError(f"model arguments {sorted(model_args)} need --model.")
     return args, model_args
+
+
+def parse_count(text: str) -> int:
+    """A parameter count written ``7B``, ``350M``, ``1.3e9`` or ``7_000_000``.
+
+    Example:
+        >>> parse_count("1.3B"), parse_count("350m")
+        (1300000000, 350000000)
+    """
+    value = text.strip().upper().replace("_", "")
+    scale = 1.0
+    if value and value[-1] in _SUFFIXES:
+        scale, value = _SUFFIXES[value[-1]], value[:-1]
+    try:
+        count = round(float(value) * scale)
+    except ValueError:
+        raise UsageError(f"--num_params must be a count like 7B, 350M or 1.3e9, got {text!r}.") from None
+    if count <= 0:
+        raise UsageError(f"--num_params must be positive, got {text!r}.")
+    return count
 
 
 def _split_model_args(argv: list[str]) -> tuple[list[str], dict[str, Any]]:

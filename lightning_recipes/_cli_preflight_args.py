@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lightning_recipes._check_catalog import CHECK_SUMMARIES
-from lightning_recipes._cli_flags import HELP_AND_VERSION, asks_for_help, normalise_flags
+from lightning_recipes._cli_flags import BOOL_FLAG, HELP_AND_VERSION, asks_for_help, normalise_flags
 from lightning_recipes._cli_jsonargparse import add_model_and_data, new_parser, parse, require_model
 from lightning_recipes._lightning_cli_config import with_lightning_cli_config
 
@@ -28,6 +28,8 @@ __all__ = ["OWN_KEYS", "build_preflight_parser", "preflight_front"]
 #: it equal).
 DEFAULT_TIME_BUDGET = 8.0
 CHECK_NAMES = tuple(name for name, _ in CHECK_SUMMARIES)
+#: The Trainer's arguments read from a LightningCLI config's ``trainer`` section (as ``tune --config`` does).
+RUN_LENGTH_KEYS = ("max_epochs", "max_steps")
 # Top-level keys of this command's own parser; a LightningCLI config's other keys are dropped.
 OWN_KEYS = (
     "model",
@@ -73,14 +75,14 @@ def build_preflight_parser(fast: bool = False) -> ArgumentParser:
         "--config",
         action=ActionConfigFile,
         help="YAML file with these arguments, or the config your LightningCLI writes (its model and data "
-        "sections are used; trainer, optimizer, seed_everything, ... are ignored)",
+        f"sections and trainer.{{{','.join(RUN_LENGTH_KEYS)}}} are used; the rest is ignored)",
     )
     add_model_and_data(parser, fast)
     parser.add_argument(
         "--checks",
-        type=list[str] | None,
+        type=list[str] | str | None,
         default=None,
-        help=f"checks to run (default: all): {', '.join(CHECK_NAMES)}",
+        help=f"checks to run (default: all): one name, names with commas or a list: {', '.join(CHECK_NAMES)}",
     )
     parser.add_argument(
         "--num_classes", type=int | None, default=None, help="number of classes, if not inferable"
@@ -114,6 +116,7 @@ def build_preflight_parser(fast: bool = False) -> ArgumentParser:
         "--progress",
         type=bool,
         default=True,
+        **BOOL_FLAG,
         help="show one progress line while the checks run (on a terminal; default: true)",
     )
     parser.add_argument(
@@ -129,10 +132,12 @@ def build_preflight_parser(fast: bool = False) -> ArgumentParser:
         help="the planned run's optimizer steps (default: unknown)",
     )
     parser.add_argument("--json", type=Path | None, default=None, help="also write the report as JSON here")
-    parser.add_argument("--strict", type=bool, default=False, help="exit 1 on warnings too")
+    parser.add_argument("--strict", type=bool, default=False, **BOOL_FLAG, help="exit 1 on warnings too")
     parser.add_argument(
         "--verbose",
-        action="store_true",
+        type=bool,
+        default=False,
+        **BOOL_FLAG,
         help="print every check's whole message and time (default: one line per check, details for "
         "warn/fail)",
     )
@@ -151,4 +156,4 @@ def preflight_front(argv: Sequence[str]) -> list[str]:
     if asks_for_help(args):
         parse(build_preflight_parser(fast=True), [a for a in args if a in HELP_AND_VERSION][:1])
     require_model(args, "preflight")
-    return with_lightning_cli_config(args, OWN_KEYS)
+    return with_lightning_cli_config(args, OWN_KEYS, RUN_LENGTH_KEYS)

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lightning_recipes._cli_flags import HELP_AND_VERSION, asks_for_help, normalise_flags
+from lightning_recipes._cli_flags import BOOL_FLAG, HELP_AND_VERSION, asks_for_help, normalise_flags
 from lightning_recipes._cli_jsonargparse import add_model_and_data, new_parser, parse, require_model
 from lightning_recipes._lightning_cli_config import with_lightning_cli_config
 from lightning_recipes.sweep_args import RULES, SweepArgs
@@ -71,7 +71,9 @@ def build_tune_parser(fast: bool = False) -> ArgumentParser:
         f"sections and trainer.{{{','.join(TRAINER_KEYS)}}} are used; the rest is ignored)",
     )
     add_model_and_data(parser, fast)
-    parser.add_argument("--lr", type=bool, default=True, help="run the LR range test (default: true)")
+    parser.add_argument(
+        "--lr", type=bool, default=True, **BOOL_FLAG, help="run the LR range test (default: true)"
+    )
     parser.add_argument("--min_lr", type=float, default=SweepArgs.min_lr, help="first LR of the sweep")
     parser.add_argument("--max_lr", type=float, default=SweepArgs.max_lr, help="last LR of the sweep")
     parser.add_argument(
@@ -131,9 +133,14 @@ def build_tune_parser(fast: bool = False) -> ArgumentParser:
         default="model.init_args.recipe.lr",
         help="dotted key the YAML fragment sets (default: model.init_args.recipe.lr)",
     )
-    parser.add_argument("--speed", type=bool, default=False, help="also run speed_tune (default: false)")
     parser.add_argument(
-        "--speed_options", type=list[str] | None, default=None, help="speed_tune options (default: all)"
+        "--speed", type=bool, default=False, **BOOL_FLAG, help="also run speed_tune (default: false)"
+    )
+    parser.add_argument(
+        "--speed_options",
+        type=list[str] | str | None,
+        default=None,
+        help="speed_tune options (default: all): one name, names with commas or a list",
     )
     parser.add_argument("--measure_steps", type=int, default=10, help="speed_tune: timed steps per run")
     parser.add_argument("--repeats", type=int, default=3, help="speed_tune: interleaved repeats")
@@ -147,6 +154,7 @@ def build_tune_parser(fast: bool = False) -> ArgumentParser:
         "--progress",
         type=bool,
         default=True,
+        **BOOL_FLAG,
         help="show a progress line while the sweep and speed_tune run (on a terminal; default: true)",
     )
     return parser

@@ -67,8 +67,9 @@ class PlainTable:
           GiB: 13.04
     """
 
-    def __init__(self, title: str = "", **_: Any) -> None:
+    def __init__(self, title: str = "", caption: str | None = None, **_: Any) -> None:
         self.title = strip_markup(title)
+        self.caption = strip_markup(caption) if caption else ""
         self.headers: list[str] = []
         self.right: list[bool] = []
         self.rows: list[list[str]] = []
@@ -94,28 +95,33 @@ class PlainTable:
                         for part, w, right in zip(parts, widths, self.right)
                     )
                     lines.append(_GAP.join(padded).rstrip())
-            return "\n".join(lines)
-        for cells in self.rows:
-            lines += _wrap(" ".join(cells[0].split()), width)
-            for header, cell in zip(self.headers[1:], cells[1:]):
-                lines += _wrap(f"{header}: {' '.join(cell.split())}", width, indent="  ")
+        else:
+            for cells in self.rows:
+                lines += _wrap(" ".join(cells[0].split()), width)
+                for header, cell in zip(self.headers[1:], cells[1:]):
+                    lines += _wrap(f"{header}: {' '.join(cell.split())}", width, indent="  ")
+        for note in self.caption.splitlines():
+            lines += _wrap(note, width)
         return "\n".join(lines)
 
     def __str__(self) -> str:
         return self.render(shutil.get_terminal_size().columns)
 
 
-def new_table(title: str = "", *, box: str | None = None, **options: Any) -> Any:
-    """A ``rich.table.Table`` (``box``: the name of a ``rich.box`` style) or, without rich, a
+def new_table(title: str = "", *, box: str | None = None, fitting: bool = False, **options: Any) -> Any:
+    """A ``rich.table.Table`` (``box``: the name of a ``rich.box`` style; ``fitting``: a table of figures
+    whose cells are never cut, ``FittingTable``) or, without rich, a
     :class:`PlainTable`; ``options`` are rich's."""
     if not has_rich():
-        return PlainTable(title)
+        return PlainTable(title, caption=options.get("caption"))
     from rich import box as boxes
     from rich.table import Table
 
+    from lightning_recipes._tables import FittingTable
+
     if box is not None:
         options["box"] = getattr(boxes, box)
-    return Table(title=title, **options)
+    return (FittingTable if fitting else Table)(title=title, **options)
 
 
 def render(renderable: Any, *notes: str, width: int | None = None) -> str:

@@ -27,12 +27,13 @@ def with_lightning_cli_config(
 ) -> list[str]:
     """``args`` with each ``--config FILE`` replaced by the parts of it the command reads.
 
-    A LightningCLI config (``--print_config``) holds ``trainer``, ``seed_everything``, ``optimizer``, ...
-    next to ``model`` and ``data``: the command's ``own_keys`` are kept, and each of ``trainer_keys`` set in
-    the ``trainer`` section (``precision``, ``gradient_clip_val``, ...) becomes the command's top-level key of
-    that name; the rest is dropped. With a fixed model class (``LightningCLI(MyModel)``) the ``model``
-    section holds the init arguments only; the class then comes from ``--model`` (``--data`` likewise). A
-    config written for the ``fit`` subcommand (``fit:`` at the top) is read inside it.
+    A LightningCLI config (``--print_config``) holds ``trainer``, ``seed_everything``, ``optimizer``, ... next
+    to ``model`` and ``data``: the command's ``own_keys`` are kept, and each of ``trainer_keys`` set in the
+    ``trainer`` section (``precision``, ``gradient_clip_val``, ...) becomes the command's top-level key of
+    that name (-1, Lightning's "unset", is dropped as null is); the rest is dropped. With a fixed model class
+    (``LightningCLI(MyModel)``) the ``model`` section holds the init arguments only; the class then comes from
+    ``--model`` (``--data`` likewise). A config written for the ``fit`` subcommand (``fit:`` at the top) is
+    read inside it.
 
     Raises:
         UsageError: For a missing file, a file that is not a YAML mapping, or a section without
@@ -77,7 +78,8 @@ def _own_sections(path: str, args: list[str], own_keys: Sequence[str], trainer_k
     kept = {key: value for key, value in data.items() if key in own_keys and value is not None}
     trainer = data.get("trainer")
     if isinstance(trainer, dict) and "trainer" not in own_keys:
-        kept.update({key: trainer[key] for key in trainer_keys if trainer.get(key) is not None})
+        # -1: Lightning's "unset" (max_steps) and "no limit" (max_epochs), as null
+        kept.update({key: trainer[key] for key in trainer_keys if trainer.get(key) not in (None, -1)})
     for section in ("model", "data"):
         value = kept.get(section)
         if isinstance(value, dict) and "class_path" not in value:

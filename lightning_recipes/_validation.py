@@ -16,6 +16,7 @@ Example:
 
 from __future__ import annotations
 
+import difflib
 import math
 from collections.abc import Collection
 from typing import Any
@@ -29,8 +30,24 @@ __all__ = [
     "check_int",
     "check_non_negative",
     "check_positive",
+    "did_you_mean",
     "is_number",
 ]
+
+
+def did_you_mean(name: str, candidates: Collection[str]) -> str:
+    """`` (close matches: 'a', 'b')`` for a misspelt ``name`` among ``candidates``, else ``""``.
+
+    Example:
+        >>> did_you_mean("stemm", ["stem", "gru", "head"])
+        " (close matches: 'stem')"
+    """
+    depth = name.count(".")  # a module path: its siblings first ('stem', not 'stem.3', for 'stemm')
+    same = [c for c in candidates if c.count(".") == depth]
+    close = difflib.get_close_matches(name, same, n=3, cutoff=0.6) or difflib.get_close_matches(
+        name, list(candidates), n=3, cutoff=0.6
+    )
+    return f" (close matches: {', '.join(repr(c) for c in close)})" if close else ""
 
 
 def is_number(value: Any) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -10,7 +11,8 @@ from lightning.pytorch.utilities import rank_zero_info
 from torch.utils.data import DataLoader
 
 from lightning_recipes._checkpoint import plain_hyperparameters, rebuild_hyperparameters
-from lightning_recipes._validation import check_choice
+from lightning_recipes._deprecation import LightningRecipesDeprecationWarning
+from lightning_recipes._validation import check_choice, did_you_mean
 from lightning_recipes._warn_once import warn_once
 from lightning_recipes.optim.build import build_optimizer, build_scheduler
 from lightning_recipes.optim.names import OPTIMIZERS, RECIPE_OPTIMIZERS
@@ -144,8 +146,17 @@ class OptimizerRecipeMixin:
 
         The warm-up is one choice: ``warmup_steps`` or ``warmup_ratio`` from the first source that sets either
         (the other is ``None``); neither anywhere gives ``warmup_ratio=0.05``. Values from ``hparams`` are
-        checked as the recipe's are (naming the field).
+        checked as the recipe's are (naming the field). A deprecated spelling warns once per module, not at
+        each of the several resolutions a fit makes.
         """
+        if not self.__dict__.get("_recipe_deprecations_said", False):
+            self.__dict__["_recipe_deprecations_said"] = True
+            return self._resolve_recipe()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", LightningRecipesDeprecationWarning)
+            return self._resolve_recipe()
+
+    def _resolve_recipe(self) -> dict[str, Any]:
         hparams: Any = getattr(self, "hparams", {}) or {}
         recipe = getattr(self, "recipe", None)
         if recipe is None and isinstance(hparams.get("recipe"), (OptimizerRecipe, dict)):
@@ -187,9 +198,9 @@ class OptimizerRecipeMixin:
         resolved["betas"] = tuple(resolved["betas"])
         if recipe is not None and (recipe.warmup_steps is not None or recipe.warmup_ratio is not None):
             # normalised again: a recipe unpickled from an older checkpoint may hold a float `warmup_steps`
-            warmup = warmup_fields(recipe.warmup_steps, recipe.warmup_ratio, stacklevel=3)
+            warmup = warmup_fields(recipe.warmup_steps, recipe.warmup_ratio, stacklevel=4)
         elif hparams.get("warmup_steps") is not None or hparams.get("warmup_ratio") is not None:
-            warmup = warmup_fields(hparams.get("warmup_steps"), hparams.get("warmup_ratio"), stacklevel=3)
+            warmup = warmup_fields(hparams.get("warmup_steps"), hparams.get("warmup_ratio"), stacklevel=4)
         else:
             warmup = (None, defaults["warmup_ratio"])
         resolved["warmup_steps"], resolved["warmup_ratio"] = warmup
@@ -237,7 +248,7 @@ class OptimizerRecipeMixin:
                     "none)."
                 )
             lr = scale_lr(lr, recipe["base_batch_size"], global_batch, rule=recipe["scale_lr"])
-        groups = _recipe_groups(module, recipe, _split_prefixes(trainer), lr)
+        groups = _recipe_groups(module, recipe, _split_prefixes(trainer, module), lr)
         optimizer = build_optimizer(
             recipe["optimizer"],
             groups,
@@ -387,11 +398,22 @@ def _recipe_groups(
     )
 
 
-def _split_prefixes(trainer: Any) -> list[str]:
-    """The module paths that a ``FinetuneSchedule`` among the Trainer's callbacks freezes and unfreezes."""
+def _split_prefixes(trainer: Any, module: Any) -> list[str]:
+    """The module paths that a ``FinetuneSchedule`` among the Trainer's callbacks freezes and unfreezes.
+
+    Raises:
+        ValueError: For a path that names no module of ``module``, naming the callback and close matches.
+    """
     prefixes: list[str] = []
+    names = {name for name, _ in module.named_modules() if name}
     for callback in trainer.callbacks:
-        prefixes.extend(getattr(callback, "param_group_split", ()))
+        for prefix in getattr(callback, "param_group_split", ()):
+            if prefix not in names:
+                raise ValueError(
+                    f"{type(callback).__name__}: module {prefix!r} is not a submodule of "
+                    f"{type(module).__name__}{did_you_mean(prefix, names)}."
+                )
+            prefixes.append(prefix)
     return prefixes
 
 

@@ -205,6 +205,7 @@ FLOORS: list[tuple[str, ...]] = [
         "_check_catalog",
         "_progress",
         "_console",
+        "_tables",
     ),
     ("optim", "norms", "losses", "sweep_args"),
     # the commands' arguments, parsed without torch (the tune command's defaults come from sweep_args)

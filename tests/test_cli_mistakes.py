@@ -10,9 +10,13 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
+from lightning_recipes._cli_demo_args import parse_demo_args
 from lightning_recipes._cli_errors import TRACEBACK_ENV, UsageError
-from lightning_recipes.cli import main
+from lightning_recipes._cli_preflight_args import build_preflight_parser, preflight_front
+from lightning_recipes._cli_tune_args import build_tune_parser, tune_front
+from lightning_recipes.cli import check_arguments, main
 
 DATA = "lightning_recipes.data.DigitsDataModule"
 USER_MODELS = """
@@ -25,6 +29,13 @@ class RecipeNet(OptimizerRecipeMixin, DigitsCNN):
     def __init__(self, recipe: OptimizerRecipe | None = None, width: int = 4) -> None:
         super().__init__(width=width)
         self.recipe = recipe
+
+class StrictNet(DigitsCNN):
+    # checks its own argument types, as transformers' strict configs do (an error class of their own)
+    def __init__(self, width: int = 4) -> None:
+        if not isinstance(width, int):
+            raise RuntimeError(f"width expected int, got {width!r}")
+        super().__init__(width=width)
 
 class BuggyNet(DigitsCNN):
     def __init__(self, width: int = 4) -> None:
@@ -175,3 +186,59 @@ def test_the_traceback_is_shown_on_request(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setenv(TRACEBACK_ENV, "1")
     with pytest.raises(UsageError, match="no model given"):
         main(["preflight"])
+
+
+# --- issue 32: the command-line paper cuts
+
+
+def test_one_check_name_needs_no_list_and_a_check_named_twice_is_one_line(
+    user_models: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["preflight", "--model", "cli_user_models.RecipeNet", "--data", DATA, "--progress=false"]
+    assert main([*argv, "--checks", "loss"]) == 0  # was: "Expected a <class 'list'>"
+    assert "PASS loss" in capsys.readouterr().out
+    assert main([*argv, "--checks", "[loss,loss]"]) == 2  # was: a traceback
+    _error_line(capsys, "preflight", "names each check at most once", "['loss']")
+
+
+def test_a_run_length_of_zero_is_one_line(user_models: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["tune", "--model", "cli_user_models.RecipeNet", "--max_epochs", "0"]) == 2  # a traceback
+    _error_line(capsys, "tune", "`max_epochs` must be an integer >= 1, got 0")
+
+
+def test_a_model_argument_of_the_wrong_type_is_one_line_in_memory(
+    user_models: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["memory", "--model", "cli_user_models.StrictNet", "--model.width", "two"]) == 2
+    _error_line(capsys, "memory", "--model.width", "int", "two")  # was: the model's own traceback
+
+
+def test_a_bad_parameter_count_is_answered_before_torch_is_imported(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # check_arguments is the torch-free step the console script runs before the package imports torch
+    assert check_arguments(["memory", "--num_params", "7X"]) == 2
+    _error_line(capsys, "memory", "--num_params must be a count like 7B", "'7X'")
+
+
+def test_preflight_reads_the_run_length_from_a_lightning_cli_config_as_tune_does(tmp_path: Path) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        "trainer: {max_epochs: 6, max_steps: -1, precision: bf16-mixed}\nmodel: {class_path: pkg.Net}\n"
+    )
+    for front in (preflight_front, tune_front):
+        read = yaml.safe_load(front(["--config", str(config)])[1])
+        assert read["max_epochs"] == 6 and "max_steps" not in read  # -1: Lightning's "unset"
+
+
+@pytest.mark.parametrize(("value", "expected"), [([], True), (["true"], True), (["false"], False)])
+def test_every_boolean_option_takes_both_forms(value: list[str], expected: bool) -> None:
+    """A flag alone means true, and true/false may follow it, in every command (was: --verbose and demo's
+    --skip_preflight flags only, --strict, --progress, --lr and --speed values only)."""
+    preflight = build_preflight_parser(fast=True)
+    for name in ("verbose", "strict", "progress"):
+        assert preflight.parse_args([f"--{name}", *value])[name] is expected
+    tune = build_tune_parser(fast=True)
+    for name in ("lr", "speed", "progress"):
+        assert tune.parse_args([f"--{name}", *value])[name] is expected
+    assert parse_demo_args(["--skip_preflight", *value]).skip_preflight is expected

@@ -134,6 +134,31 @@ def test_float_warmup_steps_still_works_with_a_deprecation_warning_naming_warmup
     assert [scheduler.lr_lambdas[0](s) for s in range(9)] == [new.lr_lambdas[0](s) for s in range(9)]
 
 
+class HparamsWarmupNet(OptimizerRecipeMixin, pl.LightningModule):
+    """The deprecated float `warmup_steps` in the module's own hyperparameters (no recipe)."""
+
+    def __init__(self, warmup_steps: float = 0.25) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+        self.net = nn.Linear(16, 4)
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        return F.cross_entropy(self.net(x), y)
+
+
+def test_the_float_warmup_steps_deprecation_is_said_once_per_module_not_per_resolution(tmp_path):
+    """Issue 32: each resolution of the recipe (configure_optimizers, the summary, the checks' copies) warned
+    again, from another line: 4 warnings per fit."""
+    model = HparamsWarmupNet()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert model.resolve_recipe()["warmup_ratio"] == 0.25  # what a preflight check reads first
+        fast_trainer(max_steps=2, default_root_dir=tmp_path).fit(model, random_classification_loader())
+    said = [w for w in caught if issubclass(w.category, LightningRecipesDeprecationWarning)]
+    assert len(said) == 1 and "use `warmup_ratio=0.25`" in str(said[0].message), said
+
+
 def test_warmup_steps_int_and_warmup_ratio_give_the_steps_they_say():
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # neither spelling warns

@@ -70,7 +70,8 @@ def time_batch_build_ms(loader: DataLoader, repeats: int = 3) -> float | None:
 
 
 def loader_advice(loader: Any, *, fetch_ms: float, step_ms: float, device_type: str) -> str:
-    """The advice for a training loop that waits ``fetch_ms`` per batch for data and computes ``step_ms``.
+    """What would shorten a wait of ``fetch_ms`` per batch for data against ``step_ms`` of computing: one
+    or two sentences with the measured numbers and the one change to make (nothing about what would not help).
 
     Example:
         >>> data = TensorDataset(torch.zeros(64, 2))
@@ -79,84 +80,53 @@ def loader_advice(loader: Any, *, fetch_ms: float, step_ms: float, device_type: 
         True
     """
     if not isinstance(loader, DataLoader):
-        return (
-            f"The training data is a {type(loader).__name__}, not a torch DataLoader: its batches could not "
-            "be timed apart from the loop, so the cause is not known (time iterating it alone to see)."
-        )
-    workers = loader.num_workers
-    current = (
-        f"The train DataLoader has num_workers={workers}, pin_memory={loader.pin_memory}, "
-        f"persistent_workers={loader.persistent_workers}, prefetch_factor={loader.prefetch_factor}."
-    )
-    kind = in_memory_kind(loader.dataset)
-    build_ms = time_batch_build_ms(loader)
-    cpus = os.cpu_count() or 1
+        return f"Time iterating the {type(loader).__name__} alone to find what is slow (not a DataLoader)."
+    workers, cpus = loader.num_workers, os.cpu_count() or 1
     pin = (
         " Set `pin_memory=True` for asynchronous host-to-GPU copies."
         if device_type == "cuda" and not loader.pin_memory
         else ""
     )
+    kind = in_memory_kind(loader.dataset)
+    build_ms = time_batch_build_ms(loader)
     if build_ms is None:
+        return f"Time iterating the loader alone; if it is as slow, make the per-sample work cheaper.{pin}"
+    measured = f"Building one batch in this process takes {build_ms:.1f} ms"
+    explains = build_ms >= _EXPLAINS * fetch_ms
+    if kind is not None and workers > 0:
         return (
-            f"{current} A batch of this loader could not be built apart from the loop (an IterableDataset), "
-            "so the cause of the wait is not known: time iterating the loader alone; if that is as slow, the "
-            f"dataset's per-sample work is the cause.{pin}"
+            f"The dataset is an in-memory {kind}, indexed, not computed: Try `num_workers=0` and compare "
+            f"the wait ({workers} workers copy its samples between processes).{pin}"
         )
-    measured = f"Building one batch in this process takes {build_ms:.1f} ms (measured now)"
-    if kind is not None:
-        if workers > 0:
-            return (
-                f"{current} The dataset is an in-memory {kind}: a sample is an indexing operation, so worker "
-                "processes add inter-process copies and remove no work. Try `num_workers=0` and compare the "
-                f"wait. {measured}.{pin}"
-            )
-        if build_ms >= _EXPLAINS * fetch_ms:
-            return (
-                f"{current} The dataset is an in-memory {kind}: a sample is an indexing operation, so worker "
-                f"processes would not help (they add inter-process copies). {measured}, most of the wait: it "
-                "is the per-sample indexing and collation. Index whole batches at once instead: "
-                "`DataLoader(dataset, batch_size=None, sampler=BatchSampler(RandomSampler(dataset), "
-                "batch_size, drop_last=False))` (one indexing per batch), or keep the tensors on the device "
-                f"and slice them.{pin}"
-            )
-        return _elsewhere(current, f"{measured}, of the {fetch_ms:.1f} ms wait", pin, in_memory=kind)
+    if kind is not None and explains:
+        return (
+            f"{measured} of the in-memory {kind}: index whole batches at once (`sampler=BatchSampler("
+            "RandomSampler(dataset), batch_size, drop_last=False), batch_size=None`) or slice tensors kept "
+            f"on the device.{pin}"
+        )
+    if not explains:
+        of = f" of the in-memory {kind}" if kind is not None else ""
+        return (
+            f"{measured}{of}, so most of the wait is not the loader: look at the work between steps "
+            f"(`on_train_batch_end` hooks, per-step logging, the host-to-device copy).{pin}"
+        )
     if workers == 0:
-        if build_ms >= _EXPLAINS * fetch_ms:
-            return (
-                f"{current} {measured}, most of the {fetch_ms:.1f} ms wait, is the dataset's per-sample "
-                f"work: set `num_workers` > 0 (e.g. {max(1, min(8, cpus - 1))}; this machine has {cpus} "
-                f"CPUs) so batches load in the background, with `persistent_workers=True`.{pin}"
-            )
-        return _elsewhere(current, f"{measured}, of the {fetch_ms:.1f} ms wait", pin, in_memory=None)
-    per_worker_ms = build_ms / workers
-    if per_worker_ms > step_ms:
-        more = (
-            f"raise `num_workers` from {workers} towards {cpus - 1} (this machine has {cpus} CPUs)"
-            if workers < cpus - 1
-            else f"the {workers} workers use this machine's {cpus} CPUs: make the per-sample work cheaper "
-            "(precompute decoding, augmentation, tokenisation)"
-        )
         return (
-            f"{current} {measured}; with {workers} workers that is {per_worker_ms:.1f} ms a batch against a "
-            f"{step_ms:.1f} ms step: the workers cannot keep up. {more[0].upper() + more[1:]}.{pin}"
+            f"{measured}: set `num_workers` > 0 (e.g. {max(1, min(8, cpus - 1))}; {cpus} CPUs) and "
+            f"`persistent_workers=True` to build batches in the background.{pin}"
         )
-    return (
-        f"{current} {measured}; with {workers} workers that is {per_worker_ms:.1f} ms a batch against a "
-        f"{step_ms:.1f} ms step, so the workers should keep up: the cause is inconclusive (the copy of "
-        "batches between processes, or other work between steps); more workers are not indicated."
-        f"{pin}"
-    )
-
-
-def _elsewhere(current: str, measured: str, pin: str, in_memory: str | None) -> str:
-    what = (
-        f" (the dataset is an in-memory {in_memory}: a sample is an indexing operation, and worker processes "
-        "would only add inter-process copies)"
-        if in_memory
-        else ""
+    per_worker_ms = build_ms / workers
+    if per_worker_ms <= step_ms:
+        return (
+            f"{measured}; {workers} workers give one every {per_worker_ms:.1f} ms against a {step_ms:.1f} ms "
+            f"step, so the cause is inconclusive: time the loop without logging and hooks to find it.{pin}"
+        )
+    fix = (
+        f"raise `num_workers` towards {cpus - 1} ({cpus} CPUs)"
+        if workers < cpus - 1
+        else "make the per-sample work cheaper (precompute decoding, augmentation, tokenisation)"
     )
     return (
-        f"{current} {measured}: most of the wait is not the loader{what}, so more workers would not help. "
-        "It is other work between steps: the LightningModule's `on_train_batch_end`, loggers writing every "
-        f"step, the host-to-device copy of the batch.{pin}"
+        f"{measured}; {workers} workers give one every {per_worker_ms:.1f} ms against a {step_ms:.1f} ms "
+        f"step and cannot keep up: {fix}.{pin}"
     )

@@ -12,7 +12,7 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.optim.lr_scheduler import LambdaLR
 from typing_extensions import override
 
-from lightning_recipes._validation import check_int
+from lightning_recipes._validation import check_int, did_you_mean
 from lightning_recipes._warn_once import warn_once
 from lightning_recipes.optim.tied import parameter_names
 
@@ -263,9 +263,10 @@ class FinetuneSchedule(Callback):
             try:
                 module = pl_module.get_submodule(name)
             except AttributeError as err:
+                names = [n for n, _ in pl_module.named_modules() if n]
                 raise ValueError(
                     f"FinetuneSchedule: `modules` entry {name!r} is not a submodule of "
-                    f"{type(pl_module).__name__}."
+                    f"{type(pl_module).__name__}{did_you_mean(name, names)}."
                 ) from err
             params.update((id(p), p) for p in module.parameters())
         if not params:

@@ -238,9 +238,8 @@ class InputPipelineMonitor(Callback):
             device_type=trainer.strategy.root_device.type,
         )
         rank_zero_warn(
-            f"`InputPipelineMonitor`: training waited for data {fraction:.0%} of the time (more than "
-            f"`warn_wait_fraction={limit}`, and the typical batch too): {fetch_ms:.1f} ms per batch fetching "
-            f"vs {step_ms:.1f} ms computing, over {self.total_batches} batches. {advice}",
+            f"`InputPipelineMonitor`: training waited for data {fraction:.0%} of the time ({fetch_ms:.1f} ms "
+            f"a batch vs {step_ms:.1f} ms computing). {advice}",
             category=UserWarning,
         )
 

@@ -2,9 +2,9 @@
 
 Arguments follow LightningCLI: ``--model pkg.Class --data pkg.DataModule --model.init_args.x 1`` (or the short
 ``--model.x 1``). ``--config`` takes the YAML your LightningCLI writes (``python train.py fit
---print_config``): its ``model`` and ``data`` sections are used and the rest (``trainer``, ``optimizer``,
-``seed_everything``, ...) is ignored. Modules are imported from the current directory, as ``python -m``
-would, without ``PYTHONPATH=.``.
+--print_config``): its ``model`` and ``data`` sections and ``trainer.max_epochs``/``max_steps`` are used (as
+``tune --config`` reads them); the rest (``optimizer``, ``seed_everything``, ...) is ignored. Modules are
+imported from the current directory, as ``python -m`` would, without ``PYTHONPATH=.``.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from lightning_recipes._cli_errors import UsageError, handle_usage_errors
+from lightning_recipes._cli_flags import as_names
 from lightning_recipes._cli_jsonargparse import check_class_paths, instantiate, parse
 from lightning_recipes._cli_preflight_args import build_preflight_parser, preflight_front
 
@@ -58,9 +59,14 @@ def _run(arguments: list[str]) -> int:
     check_class_paths(args)
     parser = build_parser()
     config = parse(parser, args)
-    unknown = [name for name in (config.checks or []) if name not in CHECKS]
+    names = as_names(config.checks)
+    unknown = [name for name in (names or []) if name not in CHECKS]
     if unknown:
         raise UsageError(f"unknown check(s) {unknown}; choose from {list(CHECKS)}.")
+    try:
+        checks = build_checks(names)
+    except ValueError as err:  # a check named twice
+        raise UsageError(str(err)) from err
     if config.time_budget is not None and not config.time_budget > 0:
         raise UsageError(
             "`--time_budget` must be a number of seconds > 0 or null (unlimited), "
@@ -85,7 +91,7 @@ def _run(arguments: list[str]) -> int:
     except (TypeError, ValueError) as err:
         raise UsageError(str(err)) from err
     objects = instantiate(parser, config)
-    report = run_preflight(objects.model, build_checks(config.checks), options, datamodule=objects.data)
+    report = run_preflight(objects.model, checks, options, datamodule=objects.data)
     if config.json is not None:
         config.json.write_text(report.to_json())
     if not report.ok:

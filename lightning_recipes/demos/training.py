@@ -18,7 +18,7 @@ import torch
 from lightning.pytorch.callbacks import LearningRateMonitor
 from lightning.pytorch.loggers import CSVLogger, Logger
 
-from lightning_recipes._cli_demo_args import build_demo_parser, parse_demo_args
+from lightning_recipes._cli_demo_args import build_demo_parser, parse_demo_args, split_finetune_flag
 from lightning_recipes._cli_errors import handle_usage_errors
 from lightning_recipes._cli_flags import normalise_flags
 from lightning_recipes.callbacks import (
@@ -63,6 +63,15 @@ def _make_logger(kind: str, output_dir: Path) -> Logger:
     return CSVLogger(save_dir=str(output_dir), name="demo")
 
 
+def _where_the_logs_are(logger: Logger, manifest: RunManifest) -> str:
+    """The files the run wrote, as the summary names them: the CSV logger's folder (metrics.csv and the
+    manifest), or wandb's offline run folder and the manifest's path."""
+    if isinstance(logger, CSVLogger):
+        return f"{logger.log_dir} (metrics.csv, manifest.json)"
+    run_dir = Path(getattr(logger, "experiment").dir).parent  # noqa: B009 (Logger has no .experiment); wandb's <save_dir>/wandb/offline-run-<time>-<id>/files
+    return f"{run_dir} (wandb offline run: `wandb sync {run_dir}`); manifest: {manifest.path}"
+
+
 def run_demo(args: argparse.Namespace) -> dict[str, Any]:
     """Run the preflight, train, restore the best weights, re-validate; returns a summary dict (also
     printed)."""
@@ -102,8 +111,9 @@ def run_demo(args: argparse.Namespace) -> dict[str, Any]:
         monitor="val_acc", mode="max", patience=4, start_from_epoch=4, restore_best_weights=True
     )
     health = HealthMonitor(check_every_n_steps=25)
+    manifest = RunManifest()
     callbacks: list[pl.Callback] = [
-        RunManifest(),
+        manifest,
         GradNormMonitor(),
         AdaptiveGradClip(percentile=90.0, window=500, warmup_steps=25),
         InputPipelineMonitor(),
@@ -149,6 +159,7 @@ def run_demo(args: argparse.Namespace) -> dict[str, Any]:
         "best_val_acc": float(early_stopping.best_score),
         "val_acc": float(final["val_acc"]),
         "log_dir": logger.log_dir if getattr(logger, "log_dir", None) else str(args.output_dir),
+        "logs": _where_the_logs_are(logger, manifest),
         "plots": [str(path) for path in plots],
         "health": [f"{f.problem} at step {f.step}: {f.advice}" for f in health.findings],
         "health_checks": health.checks,
@@ -199,7 +210,7 @@ def _print_summary(summary: dict[str, Any]) -> None:
     for line in findings[1:]:
         print(f"                         {line}")
     print(f"  final val accuracy   : {summary['val_acc']:.4f} (best epoch's weights restored)")
-    print(f"  logs                 : {summary['log_dir']} (metrics.csv, manifest.json)")
+    print(f"  logs                 : {summary['logs']}")
     print(
         "  plots                : "
         + (", ".join(summary["plots"]) or "(matplotlib not installed or non-CSV logger)")
@@ -218,7 +229,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run(arguments: list[str]) -> int:
     args = parse_demo_args(arguments)
     if args.finetune:
-        return finetune_main([a for a in normalise_flags(arguments) if a != "--finetune"])
+        return finetune_main(split_finetune_flag(normalise_flags(arguments))[0])
     summary = run_demo(args)
     _print_summary(summary)
     return 0

@@ -35,6 +35,7 @@ from lightning_recipes.harness.isolation import (
     preserved_loader_rng,
     preserved_rng,
     quiet_logging,
+    quiet_trial,
 )
 from lightning_recipes.harness.loaders import is_shuffled
 from lightning_recipes.harness.loss_calls import LossCall, LossRecorder, TargetSwapError
@@ -61,6 +62,7 @@ __all__ = [
     "preserved_loader_rng",
     "preserved_rng",
     "quiet_logging",
+    "quiet_trial",
     "resolve_fit_data",
     "tensors_of",
 ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import logging
 import random
 import warnings
 from collections.abc import Generator, Iterable
@@ -93,6 +94,24 @@ def quiet_logging() -> Generator[None, None, None]:
         warnings.filterwarnings("ignore", message=r".*self\.log.*")
         warnings.filterwarnings("ignore", message=r".*self\.trainer.*")
         yield
+
+
+@contextlib.contextmanager
+def quiet_trial() -> Generator[None, None, None]:
+    """A trial Trainer's fit on a copy, silent: no warnings (Lightning's and torch's deprecations, the
+    no-validation-loader notice) and no banners ("GPU available ...", "`max_steps` reached"); errors still
+    raise and log."""
+    loggers = [logging.getLogger(name) for name in ("lightning.pytorch", "lightning.fabric", "lightning")]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        for logger, level in zip(loggers, levels):
+            logger.setLevel(level)
 
 
 @contextlib.contextmanager

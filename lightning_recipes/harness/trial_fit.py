@@ -12,14 +12,11 @@ they received, which weights it saw).
 
 from __future__ import annotations
 
-import logging
 import math
 import tempfile
 import time
-import warnings
 import weakref
-from collections.abc import Callable, Generator, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,7 +29,7 @@ from lightning_recipes.harness._trial_recorder import StepRecord, TrialRecorder
 from lightning_recipes.harness.batches import batch_size_of, clone_tensors, slice_batch
 from lightning_recipes.harness.errors import CannotRunOnCopy
 from lightning_recipes.harness.harness import Harness
-from lightning_recipes.harness.isolation import preserved_loader_rng, preserved_rng
+from lightning_recipes.harness.isolation import preserved_loader_rng, preserved_rng, quiet_trial
 
 __all__ = ["StepRecord", "TrialFit", "ValidationView", "trial_fit"]
 
@@ -214,7 +211,7 @@ def _fit(
     has_validation = is_overridden("validation_step", model, pl.LightningModule)
     view: ValidationView | None = None
     try:
-        with _quiet(), tempfile.TemporaryDirectory(prefix="lightning_recipes_trial_") as root:
+        with quiet_trial(), tempfile.TemporaryDirectory(prefix="lightning_recipes_trial_") as root:
             trainer = pl.Trainer(
                 default_root_dir=root,
                 max_steps=steps,
@@ -413,19 +410,3 @@ def _device_settings(harness: Harness) -> dict[str, Any]:
     if isinstance(precision, str):
         settings["precision"] = precision
     return settings
-
-
-@contextmanager
-def _quiet() -> Generator[None, None, None]:
-    """Lightning's info lines ("GPU available ...") and warnings silenced for the trial."""
-    loggers = [logging.getLogger(name) for name in ("lightning.pytorch", "lightning.fabric", "lightning")]
-    levels = [logger.level for logger in loggers]
-    for logger in loggers:
-        logger.setLevel(logging.ERROR)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            yield
-    finally:
-        for logger, level in zip(loggers, levels):
-            logger.setLevel(level)

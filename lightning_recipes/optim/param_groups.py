@@ -9,7 +9,7 @@ from typing import Any
 from torch import nn
 
 from lightning_recipes._blocks import BlockSpec
-from lightning_recipes._validation import check_positive
+from lightning_recipes._validation import check_positive, did_you_mean
 from lightning_recipes._warn_once import warn_once
 from lightning_recipes.optim.layer_decay import (
     check_layer_decay,
@@ -300,7 +300,9 @@ def _group_keys(
             )
     for prefix in prefixes:
         if "\0split:" + prefix not in used:
+            names = [name for name, _ in module.named_modules() if name]
             raise ValueError(
-                f"`split` prefix {prefix!r} names no module with parameters in {type(module).__name__}."
+                f"`split` prefix {prefix!r} names no module with parameters in {type(module).__name__}"
+                f"{did_you_mean(prefix, names)}."
             )
     return labels

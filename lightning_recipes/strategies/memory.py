@@ -99,7 +99,7 @@ class MemoryEstimate:
             f"{self.strategy}: {self.num_params:,} params, {self.optimizer}, {self.precision},"
             f" {self.devices} device(s) x {self.num_nodes} node(s)"
         )
-        table = new_table(title, title_justify="left", expand=True)
+        table = new_table(title, title_justify="left", expand=True, fitting=True)
         table.add_column("per device")
         table.add_column("GiB", justify="right")
         table.add_column("bytes", justify="right")

@@ -2,25 +2,22 @@
 
 from __future__ import annotations
 
-import dataclasses
 import importlib
 import sys
-import typing
 from collections.abc import Sequence
 from typing import Any
 
 import torch
 
 from lightning_recipes._cli_errors import UsageError, handle_usage_errors
-from lightning_recipes._cli_memory_args import parse_memory_args
+from lightning_recipes._cli_jsonargparse import instantiate, parse_object
+from lightning_recipes._cli_memory_args import parse_count, parse_memory_args
 from lightning_recipes.strategies._host import available_host_memory
 from lightning_recipes.strategies._units import GIB
 from lightning_recipes.strategies.memory import estimate_memory, render
 from lightning_recipes.strategies.recommend import recommend_strategy
 
 __all__ = ["main"]
-
-_SUFFIXES = {"K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -41,7 +38,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run(arguments: list[str]) -> int:
     args, model_args = parse_memory_args(arguments)
     try:
-        target: Any = _build_model(args.model, model_args) if args.model else _parse_count(args.num_params)
+        target: Any = _build_model(args.model, model_args) if args.model else parse_count(args.num_params)
         if args.strategy:
             print(
                 estimate_memory(
@@ -89,26 +86,15 @@ def _host_memory(given: float | None) -> tuple[float | None, str]:
     )
 
 
-def _typed_arguments(cls: type, kwargs: dict[str, Any]) -> dict[str, Any]:
-    """Build dataclass arguments (``recipe: OptimizerRecipe | None``) from the mappings given for them, as
-    LightningCLI does; other values pass as they are."""
-    try:
-        hints = typing.get_type_hints(getattr(cls, "__init__"))  # noqa: B009  (mypy: __init__ on a type)
-    except Exception:  # unresolvable annotations: pass the values as given
-        hints = {}
-    out = dict(kwargs)
-    for name, value in kwargs.items():
-        if not isinstance(value, dict):
-            continue
-        hint = hints.get(name)
-        options = typing.get_args(hint) if typing.get_args(hint) else (hint,)
-        classes = [t for t in options if isinstance(t, type) and dataclasses.is_dataclass(t)]
-        if len(classes) == 1:
-            try:
-                out[name] = classes[0](**value)
-            except TypeError as err:
-                raise ValueError(f"--model.{name}: {err}") from None
-    return out
+def _instantiate(cls: type, kwargs: dict[str, Any]) -> Any:
+    """``cls(**kwargs)`` with the arguments checked against ``cls``'s signature first and dataclass arguments
+    (``recipe: OptimizerRecipe | None``) built from their mappings, as LightningCLI does: a wrong value is
+    one line (``--model.layers: Expected a <class 'int'>``), not a traceback from inside the model."""
+    from jsonargparse import ArgumentParser
+
+    parser = ArgumentParser(exit_on_error=False)
+    parser.add_class_arguments(cls, "model")
+    return instantiate(parser, parse_object(parser, {"model": kwargs})).model
 
 
 def _build_model(path: str, kwargs: dict[str, Any]) -> torch.nn.Module:
@@ -125,26 +111,11 @@ def _build_model(path: str, kwargs: dict[str, Any]) -> torch.nn.Module:
     cls = getattr(module, class_name, None)
     if cls is None:
         raise ValueError(f"--model {path!r}: module {module_name!r} has no attribute {class_name!r}.")
-    kwargs = _typed_arguments(cls, kwargs)
     with torch.device("meta"):
-        model = cls(**kwargs)
+        model = _instantiate(cls, kwargs)
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"--model {path!r} built a {type(model).__name__}, not a torch.nn.Module.")
     return model
-
-
-def _parse_count(text: str) -> int:
-    value = text.strip().upper().replace("_", "")
-    scale = 1.0
-    if value and value[-1] in _SUFFIXES:
-        scale, value = _SUFFIXES[value[-1]], value[:-1]
-    try:
-        count = round(float(value) * scale)
-    except ValueError:
-        raise ValueError(f"--num_params must be a count like 7B, 350M or 1.3e9, got {text!r}.") from None
-    if count <= 0:
-        raise ValueError(f"--num_params must be positive, got {text!r}.")
-    return count
 
 
 if __name__ == "__main__":

@@ -77,8 +77,9 @@ class Recommendation:
                 "GiB per device"
             ),
             title_justify="left",
+            fitting=True,
         )
-        table.add_column("preset", no_wrap=True, min_width=23)
+        table.add_column("preset", no_wrap=True)
         for column in ("params", "grads", "optim", "master", "gathered", "activ.", "total", "host/node"):
             table.add_column(column, justify="right")
         table.add_column("fits", no_wrap=True)

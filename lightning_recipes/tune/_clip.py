@@ -5,8 +5,6 @@ between the backward pass (and the DDP average) and each optimizer step.
 
 from __future__ import annotations
 
-import logging
-import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -15,7 +13,7 @@ from lightning.pytorch.utilities.model_helpers import is_overridden
 from torch.optim import Optimizer
 
 from lightning_recipes._validation import check_choice, check_non_negative
-from lightning_recipes.harness import Harness, quiet_logging
+from lightning_recipes.harness import Harness, quiet_logging, quiet_trial
 
 __all__ = ["GRADIENT_CLIP_ALGORITHMS", "gradient_clipper", "validate_clipping"]
 
@@ -63,21 +61,14 @@ def gradient_clipper(
 
 def _clipping_trainer(gradient_clip_val: float | None, gradient_clip_algorithm: str | None) -> pl.Trainer:
     """A Trainer that is never fitted: the clipping settings and the default precision plugin, quietly."""
-    rank_zero = logging.getLogger("lightning.pytorch.utilities.rank_zero")
-    level = rank_zero.level
-    rank_zero.setLevel(logging.WARNING)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return pl.Trainer(
-                accelerator="cpu",
-                devices=1,
-                gradient_clip_val=gradient_clip_val,
-                gradient_clip_algorithm=gradient_clip_algorithm,
-                logger=False,
-                enable_checkpointing=False,
-                enable_progress_bar=False,
-                enable_model_summary=False,
-            )
-    finally:
-        rank_zero.setLevel(level)
+    with quiet_trial():
+        return pl.Trainer(
+            accelerator="cpu",
+            devices=1,
+            gradient_clip_val=gradient_clip_val,
+            gradient_clip_algorithm=gradient_clip_algorithm,
+            logger=False,
+            enable_checkpointing=False,
+            enable_progress_bar=False,
+            enable_model_summary=False,
+        )

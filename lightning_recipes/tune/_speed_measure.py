@@ -5,12 +5,10 @@ loss trajectory.
 
 from __future__ import annotations
 
-import logging
 import statistics
 import time
-import warnings
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import ExitStack, contextmanager, nullcontext
+from contextlib import ExitStack, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +20,7 @@ from torch.utils.data import DataLoader, IterableDataset, Sampler
 from typing_extensions import override
 
 from lightning_recipes._loss_output import loss_of
-from lightning_recipes.harness import Harness, preserved_loader_rng
+from lightning_recipes.harness import Harness, preserved_loader_rng, quiet_trial
 from lightning_recipes.tune._speed_options import SpeedOption
 
 __all__ = [
@@ -32,7 +30,6 @@ __all__ = [
     "loader_reason",
     "measure_run",
     "planned_steps",
-    "quiet_trainer",
     "rebuild_loader",
     "step_memory",
     "timed_loader",
@@ -187,20 +184,6 @@ def loader_reason(loader: Any, loader_kwargs: dict[str, Any]) -> str | None:
     return None
 
 
-@contextmanager
-def quiet_trainer() -> Iterator[None]:
-    """No per-run Trainer banners ("GPU available", "max_steps reached") nor the no-val-loader warning."""
-    logger = logging.getLogger("lightning.pytorch")
-    level = logger.level
-    logger.setLevel(logging.WARNING)
-    try:
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message=r".*`val_dataloader`.*")
-            yield
-    finally:
-        logger.setLevel(level)
-
-
 def measure_run(
     copy_model: Callable[[], pl.LightningModule],
     loader: Any,
@@ -217,7 +200,7 @@ def measure_run(
         trainer_kwargs.update(option.trainer_kwargs)
         loader_kwargs.update(option.loader_kwargs)
     timer = StepTimer()
-    with preserved_loader_rng(loader), quiet_trainer(), ExitStack() as stack:  # same shuffle every run
+    with preserved_loader_rng(loader), quiet_trial(), ExitStack() as stack:  # same shuffle every run
         for option in options:
             stack.enter_context(option.context() if option.context else nullcontext())
             stack.enter_context(option.measure_context() if option.measure_context else nullcontext())

@@ -168,9 +168,8 @@ class SpeedTuneResult:
         """The rows as a ``rich.table.Table`` (``columns``: only these headers; default: all of them); without
         rich, a plain-text table (``str(result)`` is that text at the terminal's width).
 
-        Printing the result itself (``rich.print(result)``) fits the console's width: the table on a console
-        120 columns wide or more (or where it fits), else the same numbers as one wrapped paragraph per
-        option.
+        No cell is ever cut: a status's reason is numbered below the table, and on a console too narrow for
+        the table each option is one wrapped paragraph of the same numbers. ``rich.print(result)`` prints it.
 
         Example:
             >>> import io
@@ -184,11 +183,20 @@ class SpeedTuneResult:
         headers, rows = self._cells()
         keep = [i for i, h in enumerate(headers) if columns is None or h in columns or i == 0]
         run = f"{self.run_steps} steps" if self.run_steps is not None else "run length unknown"
+        # a status's reason ("skipped: no Conv2d ...") goes below the table, its number in the cell
+        reasons = [row.status.partition(":")[2].strip() for row in self.rows]
+        numbered = enumerate(zip(self.rows, reasons), 1)
+        notes = [f"[{n}] {row.option}: {why}" for n, (row, why) in numbered if why]
+        for n, (cells, why) in enumerate(zip(rows, reasons), 1):
+            cells[1] = f"{cells[1].partition(':')[0]}[{n}]" if why else cells[1]
         table = new_table(
             f"speed_tune for a run of {run} ({self.run_steps_source}); best: "
             f"{', '.join(self.best) or 'baseline'}, x{self.best_run_speedup:.2f} projected for the run, "
             f"x{self.best_speedup:.2f} per step",
+            caption="\n".join(notes) or None,
+            caption_justify="left",
             box="SIMPLE_HEAD",
+            fitting=True,
         )
         for i in keep:
             table.add_column(headers[i], justify="left" if i < 2 else "right", no_wrap=i == 0)
@@ -200,22 +208,7 @@ class SpeedTuneResult:
         return render(self.table())
 
     def __rich_console__(self, console: Any, options: Any) -> Any:
-        from rich.measure import Measurement
-        from rich.padding import Padding
-        from rich.text import Text
-
-        full = self.table()
-        natural = Measurement.get(console, options.update_width(100_000), full).maximum
-        if options.max_width >= min(natural, _TABLE_WIDTH):
-            yield full
-            return
-        # too narrow for the table: one paragraph per option, wrapped to the width
-        yield Text(str(full.title))
-        headers, rows = self._cells()
-        for cells in rows:
-            yield Text(f"{cells[0]}: {cells[1]}", style="bold")
-            numbers = "; ".join(f"{h} {c}" for h, c in zip(headers[2:], cells[2:]) if c.strip() != "-")
-            yield Padding(Text(numbers), (0, 0, 0, 2))
+        yield self.table()
 
     def _cells(self) -> tuple[list[str], list[list[str]]]:
         memory = {
@@ -256,10 +249,6 @@ class SpeedTuneResult:
                 ]
             )
         return headers, rows
-
-
-#: Consoles at least this wide get the table (its status column wraps); narrower ones a paragraph per option.
-_TABLE_WIDTH = 120
 
 
 def _steps(value: int | None) -> str:

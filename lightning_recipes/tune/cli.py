@@ -21,8 +21,11 @@ from typing import TYPE_CHECKING, Any
 import lightning.pytorch as pl
 
 from lightning_recipes._cli_errors import UsageError, handle_usage_errors, require_extra
+from lightning_recipes._cli_flags import as_names
 from lightning_recipes._cli_jsonargparse import check_class_paths, instantiate, parse
 from lightning_recipes._cli_tune_args import build_tune_parser, tune_front
+from lightning_recipes.harness import quiet_trial
+from lightning_recipes.harness.run_length import check_run_length
 from lightning_recipes.sweep_args import SweepArgs
 
 if TYPE_CHECKING:
@@ -61,6 +64,11 @@ def _run(arguments: list[str]) -> int:
         raise UsageError("nothing to do (`--lr false` and `--speed false`).")
     if config.model is None:
         raise UsageError("no model given: pass --model my_pkg.MyModel, or a --config with a model section")
+    try:
+        check_run_length(config.max_epochs, None if config.max_steps == -1 else config.max_steps)
+    except ValueError as err:
+        raise UsageError(str(err)) from err
+    config.speed_options = as_names(config.speed_options)
     if config.plot is not None:  # before the sweep, not after it
         require_extra("matplotlib", "plots", f"--plot {config.plot}")
     objects = instantiate(parser, config)
@@ -115,7 +123,8 @@ def _run_length_trainer(config: Any) -> pl.Trainer | None:
     }
     if config.limit_train_batches is not None:
         settings["limit_train_batches"] = config.limit_train_batches
-    return pl.Trainer(**settings)
+    with quiet_trial():  # never fitted: no banners
+        return pl.Trainer(**settings)
 
 
 def _speed(config: Any, objects: Any) -> int:
@@ -155,13 +164,18 @@ def _lr(config: Any, objects: Any) -> int:
             seed=config.seed,
         )
         finder = LRRangeTest(stop=True, print_result=False, progress=config.progress, args=args)
-        trainer = _sweep_trainer(config, finder)
-        # a copy: the fit attaches the Trainer and moves the module; speed_tune gets it as it was built
-        trainer.fit(copy.deepcopy(objects.model), datamodule=objects.data)
+        with quiet_trial():  # no banners nor Lightning's deprecations: the command prints the result
+            trainer = _sweep_trainer(config, finder)
+            # a copy: the fit attaches the Trainer and moves the module; speed_tune gets it as it was built
+            trainer.fit(copy.deepcopy(objects.model), datamodule=objects.data)
     except (ValueError, TypeError, ImportError, MisconfigurationException, CannotRunOnCopy) as err:
         raise UsageError(str(err)) from err
     result = finder.result
-    assert result is not None
+    if result is None:  # the Trainer's settings ended the fit before its first step
+        raise UsageError(
+            f"the LR range test did not run: the fit (max_epochs={config.max_epochs}, max_steps="
+            f"{config.max_steps}) ended before its first training step"
+        )
     if result.suggestion is None or result.peak_lr is None:
         print(f"LR range test: no learning rate to suggest. {result.summary()}")
         _save_plot(config, result)

@@ -345,3 +345,16 @@ def test_freezing_a_tied_module_warns_naming_both_paths(frozen: str, also: str) 
     weights = snapshots.weights
     assert torch.equal(weights[0], weights[1]) and torch.equal(weights[1], weights[2])  # frozen until step 2
     assert not torch.equal(weights[2], weights[3])
+
+
+@pytest.mark.parametrize("model", [FTNet(), OwnOptimizerNet(split=True)], ids=["recipe", "own"])
+def test_a_misspelt_module_is_named_with_close_matches(tmp_path, model):
+    """Issue 32: with a recipe model the typo was reported as a `split` prefix (a param_groups argument the
+    user never passed); it names the callback's module and the close matches, whichever model."""
+    callback = FinetuneSchedule(["backbon"], unfreeze_at_step=1)
+    match = r"'backbon' is not a submodule of \w+ \(close matches: 'backbone'"
+    with pytest.raises(ValueError, match=match) as e:
+        fast_trainer(max_steps=2, callbacks=[callback], default_root_dir=tmp_path).fit(
+            model, random_classification_loader()
+        )
+    assert "split" not in str(e.value)

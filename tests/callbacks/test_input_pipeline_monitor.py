@@ -78,7 +78,7 @@ def test_slow_data_is_measured_and_warned_about_once_with_advice(tmp_path):
     assert logger.last("input_pipeline/fetch_ms_max") >= logger.last("input_pipeline/fetch_ms")
     assert logger.last("input_pipeline/wait_fraction") > 0.4
     assert len(messages) == 1, messages
-    assert "num_workers=0, pin_memory=False, persistent_workers=False, prefetch_factor=None" in messages[0]
+    assert len(messages[0]) <= 350, messages[0]  # issue 32: one or two sentences, not the loader's settings
     assert "set `num_workers` > 0" in messages[0]
     assert monitor.warned
 

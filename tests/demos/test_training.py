@@ -88,3 +88,24 @@ def test_demo_rejects_bad_threads(tmp_path):
     args = build_parser().parse_args(["--output-dir", str(tmp_path), "--threads", "0"])
     with pytest.raises(ValueError, match="`--threads` must be >= 1, got 0"):
         run_demo(args)
+
+
+@pytest.mark.slow  # starting a wandb run (offline) takes 5-20 s
+def test_the_summary_names_the_files_each_logger_wrote(tmp_path):
+    """Issue 32: `demo --logger wandb-offline` named a `metrics.csv` that wandb never writes; it names the
+    offline run folder (which exists) and the manifest's path instead."""
+    from lightning.pytorch.loggers import CSVLogger, WandbLogger
+
+    from lightning_recipes.callbacks import RunManifest
+    from lightning_recipes.demos.training import _where_the_logs_are
+
+    manifest = RunManifest()
+    wandb = WandbLogger(project="p", save_dir=str(tmp_path), offline=True)
+    try:
+        text = _where_the_logs_are(wandb, manifest)
+    finally:
+        wandb.experiment.finish()
+    assert "metrics.csv" not in text and "wandb sync" in text
+    run_dir = text.split(" (")[0]
+    assert os.path.isdir(run_dir) and os.path.basename(run_dir).startswith("offline-run-"), text
+    assert "metrics.csv" in _where_the_logs_are(CSVLogger(str(tmp_path)), manifest)
