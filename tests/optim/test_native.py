@@ -423,12 +423,26 @@ def _fit(optimizer_name: str, devices: int, strategy: str = "auto") -> pl.Lightn
 
 
 @pytest.mark.parametrize("optimizer_name", ["lion", "lamb"])
-def test_ddp_ranks_step_identically_and_match_one_process(optimizer_name, two_threads):
+def test_ddp_ranks_step_identically_and_match_one_process(optimizer_name):
     """Two real DDP processes running the native kernels (Lightning gives each 1 of the 2 cores' threads; the
-    single-process run uses 2). The parent has used the kernels and torch's OpenMP pool before forking (GNU
-    OpenMP must still work in the children). Both ranks see the same batches (no distributed sampler), so
-    DDP's average of two equal gradients is exact and the run must equal one process bitwise: the kernels in
-    the children, on another thread count, compute exactly what they compute in the parent."""
+    single-process run uses 2) must equal one process bitwise (:func:`ddp_matches_one_process`). It runs in a
+    fresh interpreter: forking a test worker that earlier tests left with threads (Inductor's compile pool, a
+    progress thread) can deadlock the forked ranks, which hung this test for 300 s when it shared a worker."""
+    code = f"from tests.optim.test_native import ddp_matches_one_process as run; run({optimizer_name!r})"
+    env = {key: value for key, value in os.environ.items() if key != "OMP_NUM_THREADS"}
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[2], env=env, capture_output=True,
+        text=True, timeout=240,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+def ddp_matches_one_process(optimizer_name: str) -> None:
+    """The parent has used the kernels and torch's OpenMP pool before forking (GNU OpenMP must still work in
+    the children). Both ranks see the same batches (no distributed sampler), so DDP's average of two equal
+    gradients is exact and the run must equal one process bitwise: the kernels in the children, on another
+    thread count, compute exactly what they compute in the parent."""
+    torch.set_num_threads(2)
     warm = torch.randn(1 << 20)
     lion_update_([warm], [torch.ones_like(warm)], [torch.zeros_like(warm)], lr=0.1, beta1=0.9, beta2=0.99,
                  weight_decay=0.0, implementation="native")  # fmt: skip
