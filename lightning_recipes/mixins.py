@@ -149,12 +149,13 @@ class OptimizerRecipeMixin:
         checked as the recipe's are (naming the field). A deprecated spelling warns once per module, not at
         each of the several resolutions a fit makes.
         """
+        # called unbound too (plots.schedule resolves a bare recipe through a namespace holding it)
         if not self.__dict__.get("_recipe_deprecations_said", False):
             self.__dict__["_recipe_deprecations_said"] = True
-            return self._resolve_recipe()
+            return OptimizerRecipeMixin._resolve_recipe(self)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", LightningRecipesDeprecationWarning)
-            return self._resolve_recipe()
+            return OptimizerRecipeMixin._resolve_recipe(self)
 
     def _resolve_recipe(self) -> dict[str, Any]:
         hparams: Any = getattr(self, "hparams", {}) or {}

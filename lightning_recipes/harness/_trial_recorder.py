@@ -73,6 +73,17 @@ class _ValView:
     inputs: dict[str, Tensor] = field(default_factory=dict)
 
 
+def _loss_scale(model: pl.LightningModule) -> float:
+    """The AMP loss scale the backward passes since the last step used (16-mixed's ``GradScaler``, read inside
+    its ``step``, before ``update``), 1.0 without one: the recorded contributions are the scaled gradients,
+    the step sees them unscaled."""
+    plugin = getattr(getattr(model, "_trainer", None), "precision_plugin", None)
+    scaler = getattr(plugin, "scaler", None)
+    if scaler is None or not scaler.is_enabled():
+        return 1.0
+    return float(scaler.get_scale())  # sync: once per trial step, on a 16-mixed run only
+
+
 class TrialRecorder(Callback):
     """Hooks on a copy of the model (and, from ``on_train_start``, on its optimizers) that record a trial fit.
 
@@ -302,12 +313,13 @@ class TrialRecorder(Callback):
             id(p): float(group.get("lr", 0.0)) for group in optimizer.param_groups for p in group["params"]
         }
         sums = []
+        scale = _loss_scale(self.model)
         for i, p in enumerate(params):
             g = p.grad.detach() if p.grad is not None else torch.zeros_like(p)
             if g.is_sparse:
                 g = g.to_dense()
             c = self.contrib.pop(id(p), None)
-            c = torch.zeros_like(g) if c is None else c
+            c = torch.zeros_like(g) if c is None else (c if scale == 1.0 else c / scale)
             prev = self.prev_grad.get(id(p))
             prev = torch.zeros_like(g) if prev is None else prev
             r = g - c
