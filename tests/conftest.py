@@ -29,6 +29,8 @@ LIGHTNING_OWNED_ENV = frozenset(
         "OMP_NUM_THREADS",  # set to 1 for multi-process strategies when unset (_set_num_threads_if_needed)
         "CUBLAS_WORKSPACE_CONFIG",  # set by Trainer(deterministic=True)
         "CUDA_DEVICE_ORDER",  # set to PCI_BUS_ID by Lightning's CUDA accelerator
+        "TRITON_CACHE_DIR",  # set by torch's Inductor at its first Triton (CUDA) compile
+        "TRITON_PTXAS_PATH",  # likewise
     }
 )
 # Written by the tools themselves: pytest between the phases of every test; wandb when it starts its service;
