@@ -66,10 +66,9 @@ def leaf_hook(store: dict[int, Tensor], i: int) -> Callable[..., None]:
         outs, ins = floats(output), floats(args)
         if not outs:
             return
-        device = outs[0].device
-        counts = [sum((~torch.isfinite(t)).sum().to(device) for t in ts) for ts in (outs, ins)]
+        zero = torch.zeros((), dtype=torch.long, device=outs[0].device)
         bad = torch.stack(
-            [c if isinstance(c, Tensor) else torch.zeros((), dtype=torch.long, device=device) for c in counts]
+            [sum(((~torch.isfinite(t)).sum().to(zero.device) for t in ts), zero) for ts in (outs, ins)]
         )
         previous = store.get(i)
         store[i] = bad if previous is None else previous + bad

@@ -28,6 +28,7 @@ from lightning_recipes.testing import (
     fast_trainer,
     random_classification_loader,
 )
+from tests.helpers.loss_recorder import LossRecorder
 
 
 class FaultyClassifier(TinyClassifier):
@@ -692,16 +693,6 @@ def test_guard_placed_before_the_monitor_warns() -> None:
 
 
 # ------------------------------------------------------------- healthy fine-tuning is left alone (issue 22)
-
-
-class LossRecorder(Callback):
-    def __init__(self) -> None:
-        self.losses: list[float] = []
-
-    def on_train_batch_end(
-        self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, *args: Any
-    ) -> None:
-        self.losses.append(float(outputs["loss"]))
 
 
 @pytest.mark.parametrize("seed", [2, 13, 14])

@@ -9,28 +9,15 @@ for 60 steps on a synthetic text-classification task. It sits on a plateau at ln
 
 from __future__ import annotations
 
-from typing import Any
-
-import lightning.pytorch as pl
 import pytest
 import torch
-from lightning.pytorch.callbacks import Callback
 
 from lightning_recipes.callbacks import StabilityGuard
 from lightning_recipes.callbacks.health_monitor import Finding, HealthMonitor
 from lightning_recipes.testing import fast_trainer
+from tests.helpers.loss_recorder import LossRecorder
 
 SEEDS = range(20)
-
-
-class LossRecorder(Callback):
-    def __init__(self) -> None:
-        self.losses: list[float] = []
-
-    def on_train_batch_end(
-        self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, *args: Any
-    ) -> None:
-        self.losses.append(float(outputs["loss"]))
 
 
 @pytest.mark.parametrize("seed", SEEDS)

@@ -11,26 +11,14 @@ vetoed while the validation loss holds.
 from __future__ import annotations
 
 import statistics
-from typing import Any
 
-import lightning.pytorch as pl
 import pytest
 import torch
-from lightning.pytorch.callbacks import Callback
 
 from lightning_recipes.callbacks import StabilityGuard
 from lightning_recipes.testing import fast_trainer
 from lightning_recipes.testing.finetune_models import BlobsMLP, loader, one_hard_sample
-
-
-class LossRecorder(Callback):
-    def __init__(self) -> None:
-        self.losses: list[float] = []
-
-    def on_train_batch_end(
-        self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, *args: Any
-    ) -> None:
-        self.losses.append(float(outputs["loss"]))
+from tests.helpers.loss_recorder import LossRecorder
 
 
 def _fit(seed: int, guard: StabilityGuard, validate: bool = False) -> list[float]:

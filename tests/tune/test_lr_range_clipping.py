@@ -11,6 +11,7 @@ import torch
 
 from lightning_recipes.testing import TinyClassifier, fast_trainer, random_classification_loader
 from lightning_recipes.tune import LRRangeTest, find_lr
+from tests.helpers.loss_recorder import LossRecorder
 
 MIN_LR, MAX_LR, STEPS = 1e-2, 10.0, 12
 RATIO = (MAX_LR / MIN_LR) ** (1 / (STEPS - 1))
@@ -37,14 +38,6 @@ class HookClippedClassifier(SweepScheduleClassifier):
     ) -> None:
         torch.nn.utils.clip_grad_value_(self.parameters(), 0.05)
         self.clip_gradients(optimizer, gradient_clip_val=0.3, gradient_clip_algorithm="norm")
-
-
-class LossRecorder(pl.Callback):
-    def __init__(self) -> None:
-        self.losses: list[float] = []
-
-    def on_train_batch_end(self, trainer: pl.Trainer, module: Any, outputs: Any, *args: Any) -> None:
-        self.losses.append(float(outputs["loss"]))
 
 
 def _run_losses(model: pl.LightningModule, **trainer_args: Any) -> list[float]:
