@@ -66,26 +66,14 @@ def error_result(name: str, err: BaseException) -> CheckResult:
 class SanityCheck(Callback):
     """Base of every ``*Check``: assert one invariant of a model and its data, once, on copies.
 
-    Subclasses set ``name`` and implement :meth:`check` with the helpers of :class:`CheckContext`
-    (``copy_model``, ``train_batches``, ``split``, ``training_loss``, ``build_optimizers``,
-    ``optimization_step``), returning a :class:`CheckResult` or raising :class:`CheckSkipped` with what to
-    pass instead. The same object then works three ways: in ``Trainer(callbacks=[...])`` (it runs at
-    ``on_train_start``, when the Trainer has loaded its data, and raises or warns on every rank together), in
-    ``Preflight(checks=[...])``, and in ``preflight(model, ..., checks=[...])``. :meth:`run` isolates it:
-    the RNG states are restored and seeded, and an exception (in the check or in user code) becomes an
-    ``error`` result with the exception, never a quiet ``skip``.
+    Subclasses set ``name`` and implement :meth:`check` with the helpers of :class:`CheckContext`, returning a
+    :class:`CheckResult` or raising :class:`CheckSkipped` with what to pass instead. The object works as a
+    Trainer callback (at ``on_train_start``, deciding "failed on any rank" together),
+    in ``Preflight(checks=)``
+    and in ``preflight(..., checks=)``. :meth:`run` seeds and restores the RNGs, turns an exception into an
+    ``error`` result and enforces ``time_budget`` (a check past ``B + max(2 s, B / 2)`` is ``inconclusive``).
 
-    Cost: what :meth:`check` costs, once per ``fit``, bounded by ``time_budget``; a resumed run
-    (``ckpt_path``) or a restored result skips it. As a callback, one collective call decides "failed on any
-    rank".
-
-    Time budget: :meth:`run` opens :func:`~lightning_recipes.checks._budget.time_budget` around :meth:`check`.
-    A check with a loop asks ``out_of_time()`` between iterations and ends with a ``warn``/``inconclusive``
-    that says the budget stopped it and how far it got. A check that does not ask is stopped at the next
-    module forward after ``B + max(2 s, B / 2)`` and reported as ``inconclusive`` ("stopped by its time
-    budget"); no verdict is invented for it. A check that finishes past that limit without a forward call
-    keeps its status (its verdict is valid) and its message says by how much it overran
-    (``details["over_budget_s"]``).
+    Cost: what :meth:`check` costs, once per ``fit``; a resumed run skips it.
 
     Args:
         on_fail: ``"raise"`` a :class:`PreflightError` or ``"warn"`` when a callback's check fails.

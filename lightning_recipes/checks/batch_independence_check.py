@@ -28,47 +28,16 @@ _BATCH_NORMS = (nn.modules.batchnorm._BatchNorm,)  # every BatchNorm*d, SyncBatc
 
 
 class BatchIndependenceCheck(SanityCheck):
-    """Verify that output ``i`` depends on input ``i`` only (no reshape, reduction or attention mixes the
-    batch) and not on the slot it sits in (permuting the batch permutes the outputs).
+    """Verify that output ``i`` depends on input ``i`` only, and not on the slot it sits in.
 
-    A ``view``/``reshape`` over the wrong dimensions, a ``mean``/``softmax`` over dim 0, or attention applied
-    along the batch axis (a ``batch_first`` mismatch) lets samples see each other. Training still works, and
-    the model is silently wrong at inference with other batch sizes.
+    Float inputs: the gradient of ``output[i].sum()`` w.r.t. every other input must be zero; token inputs:
+    changing input ``j`` must leave the other outputs put. Then, in eval, the batch rotated by one slot must
+    give rotated outputs and losses, within ``4 x`` the noise of two seeded passes (``fail`` above ``10 x``).
+    BatchNorm runs in eval mode; outputs come from ``forward`` or ``training_step``
+    (``details["output_route"]``).
 
-    Float inputs get the gradient test: backpropagate ``output[i].sum()`` and require the gradient w.r.t.
-    every other input ``j != i`` to be exactly zero (relative to the gradient w.r.t. ``x_i``). Integer
-    inputs (token ids), and float inputs that carry no gradient, get the perturbation test: change input
-    ``j`` (to another sample's content, so token ids stay valid) and require every other output to stay put.
-    BatchNorm layers are evaluated in eval mode, so legitimate batch statistics do not count as mixing;
-    dropout masks are identical across the compared passes. Causal and sequence models work: only the
-    batch dimension is tested. The output is the module's own ``forward(inputs)`` when it defines one, else
-    (a module wrapping ``self.model`` and calling ``self.model(**batch)`` in ``training_step``) the wrapped
-    model's output observed while ``training_step`` runs on the sliced batch with the input replaced
-    (``CheckContext.batch_output``): dict batches, ``ModelOutput``/dict/tuple outputs and
-    backbone-plus-head modules work. A ``forward`` that takes more than the input tensor
-    (``forward(x, lengths)``, ``forward(ids, mask)``) is observed the same way, through ``training_step``
-    (``details["output_route"]``). Its first dimension must be the batch. If the output ignores every
-    input at init (a zero-initialised head), the copy takes up to two optimizer steps first.
-
-    Permutation test (after the independence test passed): in ``eval()`` and without gradients, the batch
-    rotated by one slot (every tensor whose first dimension is the batch: inputs, masks, lengths, labels of
-    a dict batch together) must give the rotated outputs, and the per-element losses of the step's loss call
-    (recomputed with ``reduction="none"``) the same values in another order. This catches what depends on
-    the slot, not on other samples: a per-slot parameter (``self.bias[: len(x)]``), positions indexed along
-    the batch axis, batch statistics in eval. Thresholds: the largest deviation is compared with ``4 x`` the
-    difference between two passes of the same batch under different seeds (a step that draws random numbers
-    is noise, not a verdict) or 64 ulps of the output's dtype relative to its largest magnitude, whichever
-    is larger: within it ``pass``, above ``10 x`` it ``fail``, in between ``inconclusive``
-    (``details["permutation"]``).
-
-    Blind spots: mixing or slot effects that only appear in ``train()`` (the permutation test runs in eval);
-    a tensor that is not per-sample but happens to have the batch size as its first dimension is permuted
-    too; per-element losses are compared as sorted values, so a loss that swaps its samples' losses passes.
-
-    Cost: two forward passes (perturbation) or one forward and ``len(probes)`` backward passes (gradient) on
-    a copy of the model with at most ``num_samples`` samples (for a module without ``forward``, each pass is
-    a ``training_step``, loss included), then three eval passes and three ``training_step`` calls without
-    gradients for the permutation test; a few host syncs.
+    Cost: one forward and ``len(probes)`` backward passes (or two forwards) on ``num_samples`` samples, plus
+    three eval passes and three ``training_step`` calls for the permutation test.
 
     Args:
         num_samples: Samples of the first batch used (at least 2).

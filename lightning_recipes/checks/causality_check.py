@@ -27,43 +27,13 @@ _MATCH = 0.99  # share of the (non-ignored) target positions that must equal the
 class CausalityCheck(SanityCheck):
     """Verify that an autoregressive model's output at position ``t`` does not depend on inputs after ``t``.
 
-    A missing or wrong causal mask (``is_causal=False``, a mask built for the wrong length), a bidirectional
-    layer (``nn.GRU(bidirectional=True)``, an encoder block) or an off-by-one shift (a convolution padded on
-    both sides, a ``roll`` of the inputs) lets the model read the token it is asked to predict. Training
-    loss then falls fast and generation is garbage. Outputs must be shaped ``[B, S, ...]`` with ``S`` the
-    input's sequence length.
+    Applies to next-token prediction (targets are the inputs shifted by one, or ``labels == input_ids``), or
+    to any sequence model with ``causal=True``; encoders and taggers skip. Float inputs get a gradient test at
+    ``num_positions`` positions, token inputs a perturbation test with bisection to the first leaking input;
+    eval mode and one seed per pass, so dropout is no false alarm. Outputs are ``[B, S, ...]``.
 
-    When the check applies (the task): only to next-token prediction, recognised from the first training
-    batch when the targets are the inputs shifted by one position (``targets[:, :-1] == inputs[:, 1:]`` on
-    at least 99% of the positions whose target is not ``ignore_index`` -100; float sequences compared with
-    ``allclose``), or Hugging Face style (a dict batch whose ``labels`` equal its ``input_ids``: the model
-    shifts them inside its loss). Encoder classifiers and taggers are legitimately bidirectional: their
-    targets are not shifted inputs, and the check skips, saying so. ``causal=True`` forces the check on any
-    sequence model (another target layout); ``causal=False`` turns it off.
-
-    How: the copy runs in eval mode with the same seed before every compared pass (dropout cannot cause a
-    false alarm). Float inputs get the gradient test: backpropagate ``output[:, s].sum()`` for a few
-    positions ``s`` and require the gradient w.r.t. every input after ``s`` to be zero (up to ``rtol`` of
-    the largest gradient seen). Token inputs (and float inputs without gradient) get the perturbation test:
-    replace every token after ``t`` (by other token ids of the batch) and require the outputs up to ``t`` to
-    stay put; a leak is then narrowed down by bisection to the first later input the output reads. The
-    output is ``context.batch_output``, so modules without ``forward`` that wrap a Hugging Face model as
-    ``self.model`` work. A zero-initialised head (output independent of every input at init) gets up to
-    two optimizer steps on the copy first.
-
-    Cost: on at most ``num_samples`` sequences of the first batch, one forward and ``num_positions`` backward
-    passes (gradient), or ``1 + num_positions`` forwards plus ``log2(S)`` for a found leak (perturbation);
-    one host sync per test. Measured times, side by side with ``input_independence``:
-    ``benchmarks/RESULTS.md`` ("Per-check cost").
-
-    Blind spots: only the positions probed are tested (``num_positions`` of them, spread over the sequence,
-    plus the bisection): a mask wrong at one isolated position elsewhere is missed. Only the first batch is
-    looked at (a leak that depends on padding or length in other batches is missed). A leak through the
-    targets (unshifted LM targets: output ``t`` trained toward input ``t``) is not a causality bug; the
-    ``target_leakage`` check flags it. A model that reads the future only through state carried across
-    batches (a stateful RNN) is not seen. Task inference needs the targets in the batch: a module that
-    builds its targets inside ``training_step`` from the inputs (``x[:, 1:]``) is not recognised; pass
-    ``causal=True``.
+    Cost: one forward and ``num_positions`` backward passes (or ``1 + num_positions`` forwards plus
+    ``log2(S)`` for a leak) on ``num_samples`` sequences of the first batch.
 
     Args:
         causal: ``None`` infers the task from the batch, ``True`` forces the check on, ``False`` skips it.

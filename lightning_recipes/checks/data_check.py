@@ -26,78 +26,16 @@ __all__ = ["DataCheck"]
 
 
 class DataCheck(SanityCheck):
-    """Look at the first ``num_batches`` training batches (and validation batches) before training does.
+    """Look at the first ``num_batches`` training (and validation) batches before training does.
 
-    Fails on: NaN/Inf in any tensor of a batch, reported per tensor (inputs, targets - regression targets
-    included - or other) and per kind (NaN, Inf); integer labels outside ``[0, C)`` (``-100``, the
-    cross-entropy ignore index, is allowed); an input batch that is entirely constant; every batch holding a
-    single class, or labels in sorted order from a loader that does not shuffle; blank samples (every value
-    of a sample equal: all-zero images, padding-only sequences) from ``blank_fractions[1]`` of the samples
-    read (default 5%); identical float samples (exact copies of another sample read) from
-    ``duplicate_fractions[1]`` (default 30%), judged on the dataset's samples at distinct indices when the
-    sampler draws with replacement (its repeats are not repeated data); training and validation label sets
-    that are disjoint, or 50% of the validation samples carrying labels absent from the training batches;
-    labels remapped between the splits (see below). Warns on: inputs far from unit scale (``|mean|`` or
-    ``std`` above ``max_scale``:
-    raw pixels 0-255, unscaled features), some single-class batches, a training loader that does not
-    shuffle, blank samples from ``blank_fractions[0]`` (1%, at least 2), identical samples from
-    ``duplicate_fractions[0]`` (5%, at least 2), validation labels absent from the training batches (at
-    least 3 samples), a label distribution that differs between the splits (total variation above 0.2 and a
-    chi-square homogeneity statistic above ``df + 5 sqrt(2 df)``: more than sampling noise of a few batches).
+    Fails on NaN/Inf (per tensor and kind), labels outside ``[0, C)`` (``-100`` allowed), a constant input
+    batch, single-class or sorted batches, blank or identical samples beyond the ``(warn, fail)`` fractions,
+    disjoint or remapped labels between the splits, validation inputs shifted with a named cause (transposed,
+    flipped, renormalised) and a feature that predicts the training label only (a train-only shortcut). Warns
+    on un-normalised inputs, an unshuffled loader, and label distributions that differ beyond sampling noise.
+    ``C`` is ``num_classes``, the datamodule's, or inferred from the forward output.
 
-    Why these thresholds: a real dataset can hold a few blank or repeated samples (black video frames, the
-    same image scraped twice; scikit-learn's digits has none of either), but 5% blank or 30% repeated is a
-    pipeline bug (decoding failures returned as zeros, a ``__getitem__`` that ignores its index). Token
-    sequences are not checked for repeats: short prompts and synthetic token data repeat legitimately.
-
-    Remapped labels: with a validation loader and float inputs of one shape, the mean standardised input of
-    each class is computed per split (classes with at least 3 samples in both); when the validation mean
-    of at least half of the classes (and at least 2) is closest (cosine) to the training mean of *another*
-    class, the labels were remapped (a label encoder fit per split, an off-by-one shift). A permutation of
-    balanced classes is invisible to label counts, hence the input means. On digits split properly every
-    class matches itself (cosine >= 0.90 to its own training mean, <= 0.48 to any other). A remap is named
-    only when the remapped classes' means match another class clearly (median cosine >= 0.5, and 0.2 above
-    their own); class means that match nothing are explained by the measurements below or, when nothing
-    explains them, reported as **inconclusive** (no cause named, what to look at said).
-
-    Inputs drawn alike (issue 24): the per-feature means of the validation inputs against the training
-    ones, in standard errors. Shifted when at least 10% of the features move beyond 5 standard errors and
-    the RMS move is at least 0.25 training stds and 5 times its sampling noise (digits split at random: no
-    pixel beyond 5). The cause is measured: a validation mean image equal to the training one transposed,
-    flipped or rotated by 180 degrees, or feature means that fit ``a * train + b`` (another normalisation, a
-    missing ``/255``). A shift with a named cause, or one that leaves the class means matching no class,
-    **fails** as a shift of the inputs (never as "labels remapped"); a shift without a cause that keeps the
-    classes apart **warns** (it may be deliberate: a later period). Details: ``_data_inputs.py``.
-
-    Train-only shortcut (issue 24): per input feature (a column, a pixel, a token position), one lookup table
-    fit on half of the training samples read is scored on the other half and on the validation samples: the
-    natural generalisation gap of one table is zero, its noise binomial. A feature whose training accuracy
-    beats its validation accuracy by at least 0.25 (and the majority class by as much), by
-    ``sqrt(2 ln D) + 3`` standard errors over ``D`` features, **fails** with its index, both accuracies and
-    their noise (a watermark or a column that marks the class in the training data only). Run only when the
-    inputs are drawn alike; more than ``max(3, 5% of D)`` such features are a shift, not a shortcut.
-    Details: ``_data_shortcut.py``.
-
-    ``C`` is ``num_classes``, else the datamodule's ``num_classes`` attribute, else inferred from the model's
-    forward output on the first batch (logits ``[B, C]`` / ``[B, S, V]``). Class checks apply to 1-D integer
-    targets. A PASS message names only what was checked and lists what could not be (no integer targets: no
-    label checks; a loader with no inspectable sampler: no shuffling check); "inputs vary" covers blank and
-    identical samples; the split comparison is named when a validation loader was given.
-
-    Blind spots: only the batches read are seen (a 1% blank rate in a shuffled dataset shows in 8 batches of
-    64 as about 5 samples: a warning at best); near-blank samples (faint noise on black) and near-duplicate
-    samples within the training set (the ``split_overlap`` check reports near duplicates across the splits);
-    remapped labels of token inputs, of classes with fewer than 3 samples per split, or of classes whose
-    mean inputs look alike; label noise that keeps the class means in place; transforms that leave the mean
-    image in place (a flip of left-right symmetric images such as digits); a shift of the inputs' spread
-    only (stds, not means); a shortcut spread over many features (a colour cast) or carried by a few
-    training samples only.
-
-    Cost: reads ``num_batches`` batches of each loader (shared with the other checks) and runs one forward
-    pass (to infer ``C``); a ``torch.unique`` over the float samples read, per-class means; per-feature
-    means and stds of both splits; one lookup table per input feature over half the training samples
-    (images pooled to 32x32, chunks of 2048 features between :func:`out_of_time` checks); a handful of host
-    syncs, once. Measured times: ``benchmarks/RESULTS.md`` ("Per-check cost").
+    Cost: the batches read (shared), one forward pass, per-class and per-feature statistics.
 
     Args:
         num_batches: Batches inspected (of each loader).

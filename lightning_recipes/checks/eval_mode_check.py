@@ -37,33 +37,12 @@ Record = tuple[str, str, Tensor | None, Tensor | None]  # (name, class name, fir
 class EvalModeCheck(SanityCheck):
     """In ``eval()``, the same input must give the same output, and a forward pass must change no state.
 
-    The copy is put in ``eval()`` and the first ``num_samples`` samples of the first training batch go
-    through it twice under ``torch.no_grad()``, with a different seed (torch, NumPy and Python ``random``)
-    before each pass. Any difference beyond ``rtol`` means the evaluation is random: ``F.dropout(x, p)``
-    without ``training=self.training``, noise added in ``forward`` whatever the mode, random augmentation
-    inside ``forward``. Validation metrics then jitter from run to run and a model "improves" by luck.
-    Forward hooks on every submodule name the culprit: the first module that got equal inputs in both passes
-    and gave different outputs, and, for a random functional call between two submodules, the first
-    submodule whose input already differed. Every parameter and buffer is compared before and after: a
-    BatchNorm-style layer that updates its running statistics in eval, or a counter buffer incremented in
-    ``forward``, fails. Layers whose behaviour legitimately depends on the mode (Dropout, BatchNorm,
-    InstanceNorm) are listed in the message and ``details["mode_dependent_layers"]``.
+    Two ``no_grad`` passes of the first samples under different seeds must agree within ``rtol`` (else
+    ``fail``, naming the first module whose output differs); every parameter and buffer must be unchanged
+    (running statistics updated in eval, a counter buffer). Mode-dependent layers are listed in
+    ``details["mode_dependent_layers"]``. The output is :meth:`CheckContext.batch_output`.
 
-    The output is :meth:`CheckContext.batch_output`: ``model(inputs)``, or, for a module without ``forward``
-    that wraps a model (``self.model(**batch)``), the wrapped model's output while ``training_step`` runs.
-    A ``training_step`` that itself randomises the inputs (random masking) is told apart: only modules that
-    received equal inputs are judged.
-
-    Blind spots: randomness that draws from a generator of its own (``torch.Generator`` held by the module)
-    and is re-seeded identically each call; state kept in plain Python attributes (a counter ``self.n += 1``
-    is not a buffer); a difference that only appears on inputs other than the first batch's samples, on
-    another device, or after more than two calls; eval-time bugs in ``validation_step`` code that is not
-    part of ``forward`` (the check runs ``forward``/``training_step``, never ``validation_step``).
-
-    Cost: two forward passes (no gradients) on at most ``num_samples`` samples, with every submodule's
-    first input and output kept for the comparison; one copy of the buffers and a float64 checksum of each
-    parameter; one host sync per compared tensor, once. Measured times: ``benchmarks/RESULTS.md`` ("Per-check
-    cost").
+    Cost: two forward passes on ``num_samples`` samples with per-module hooks; a checksum of each parameter.
 
     Args:
         num_samples: Samples of the first training batch used.

@@ -23,27 +23,12 @@ _SHOWN = 8  # parameter names listed in a message; details hold them all
 class GradFlowCheck(SanityCheck):
     """After a backward pass, every trainable parameter must have a finite, non-zero gradient.
 
-    Reports, as failures: parameters with no gradient at all (unused in ``training_step``, or cut off by a
-    ``.detach()`` / ``no_grad``: a dead branch), parameters whose gradient stays exactly zero (a dead branch,
-    or a loss clamped so that no gradient flows), non-finite gradients, and trainable parameters missing from
-    the optimizer (they would never change), and a model whose every parameter is frozen. Frozen parameters
-    (``requires_grad=False``) left out of the optimizer are reported as information in a ``pass`` (a frozen
-    base in fine-tuning or LoRA); frozen parameters that sit in the optimizer give a ``warn`` (the optimizer
-    was meant to train them, or was built from ``self.parameters()`` around an intended freeze).
+    Fails on parameters with no gradient (a dead branch, a ``.detach()``), a gradient that stays exactly zero,
+    non-finite gradients, trainable parameters missing from the optimizer, and an all-frozen model. Frozen
+    parameters outside the optimizer pass as information; frozen ones inside it warn. Zero gradients behind a
+    zero-initialised layer (a LoRA ``B``) get up to ``max_steps - 1`` optimizer steps to appear.
 
-    A gradient can be legitimately zero at initialisation: behind a zero-initialised output layer, every
-    earlier layer gets zero gradient until that layer moves, and a LoRA adapter's ``A`` gets zero gradient
-    while its zero-initialised ``B`` is zero. So parameters with zero gradient get up to ``max_steps - 1``
-    more chances: the copy takes optimizer steps (the module's own optimizer) on the same batch and the
-    check looks again.
-
-    Blind spots: a gradient that is non-zero but far too small (vanishing) or too large passes (see the
-    ``GradNormMonitor`` callback for norms over time); a parameter that needs more than ``max_steps`` steps to
-    get a gradient (a chain of several zero-initialised layers) is reported as dead; a frozen parameter the
-    user meant to train but also left out of the optimizer is only information.
-
-    Cost: 1 to ``max_steps`` forward+backward passes on one batch with a copy of the model and its
-    optimizer; one host sync per step.
+    Cost: 1 to ``max_steps`` forward+backward passes on one batch with a copy of the model.
 
     Args:
         max_steps: Backward passes before a zero gradient counts as dead.

@@ -26,46 +26,15 @@ __all__ = ["InitLossCheck"]
 
 
 class InitLossCheck(SanityCheck):
-    """Compare the loss at initialisation with what an untrained model should score: ``ln C`` for ``C``
-    classes, ``ln 2`` per output for binary cross-entropy, the label prior's entropy for a prior-initialised
-    bias.
+    """Compare the loss at initialisation with what an untrained model should score.
 
-    A freshly initialised classifier predicts roughly uniformly, so its cross-entropy is ``ln C``. A loss far
-    above it means a bad init (confidently wrong logits) or a wrong reduction (a sum instead of a mean: the
-    loss is ~batch-size times too large); far below it means the loss cannot be right (targets leak into
-    inputs, a loss against the model's own predictions, pretrained weights).
+    The expectation comes from the recorded ``torch.nn.functional`` loss call: ``ln C`` for
+    ``cross_entropy``/``nll_loss``, ``ln 2`` per output for binary cross-entropy with 0/1 targets, the
+    label prior's entropy for a prior-initialised bias. Far above means a bad init or a summed loss, far below
+    a leak or a wrong loss. Regression and reconstruction losses have no known value at init: ``skip`` (pass
+    ``expected_loss=``). Logged as ``preflight/init_loss``.
 
-    What the loss *is* comes from the ``torch.nn.functional`` loss call that produced the returned loss,
-    recorded while ``training_step`` runs (``nn.CrossEntropyLoss`` and Hugging Face models call them too):
-
-    - ``cross_entropy`` / ``nll_loss``: ``C`` is the input's class dim, whatever the layout (``[B, C]``,
-      flattened ``[B*S, V]``, per-pixel ``[B, C, H, W]``). Label smoothing keeps the expectation at ``ln C``;
-      the message states the floor it adds (the smoothed target's entropy).
-    - ``binary_cross_entropy_with_logits`` / ``binary_cross_entropy`` with 0/1 targets (binary or
-      multi-label ``[B, K]``): ``ln 2`` per output (weighted by ``pos_weight``).
-    - A prior-initialised bias: when the mean predicted distribution at init matches the label frequencies
-      of the batches (within 0.1) and they are not uniform, the expectation is the prior's entropy (a
-      ``pass`` that says it is good practice).
-    - Regression losses (``mse_loss``, ``l1_loss``, ...) and soft (non 0/1) binary targets - regression,
-      autoencoders, denoisers, masked modelling - have no expected value at init: the check skips and says
-      why (pass ``expected_loss=`` to compare with a baseline of your own).
-
-    A loss that no single recorded call explains (a custom loss, a sum of terms) falls back to the shapes:
-    ``C`` inferred from the forward output and the targets, or given as ``num_classes`` / ``expected_loss``;
-    otherwise the check skips and says what to pass.
-
-    The loss is what ``training_step`` returns on a deep copy of the module (train mode, no gradients) for the
-    first ``num_batches`` training batches, averaged.
-
-    Blind spots: a prior-initialised bias is recognised only when the label frequencies of the first
-    ``num_batches`` batches are close to the model's mean prediction (tiny or very unbalanced batches may
-    miss it: pass ``expected_loss=``); a loss built from several terms, or reweighted per sample, is judged
-    by shape alone; a wrong expectation for custom losses (focal loss, contrastive losses) is possible: pass
-    ``expected_loss=`` or leave the check out.
-
-    Cost: ``num_batches`` forward passes on a copy of the model, once, at ``on_train_start`` (a Python hook on
-    each torch call while they run; measured times: ``benchmarks/RESULTS.md``, "Per-check cost"); a few host
-    syncs.
+    Cost: ``num_batches`` forward passes on a copy, no gradients.
 
     Args:
         expected_loss: The expected initial loss; overrides inference.
@@ -91,14 +60,6 @@ class InitLossCheck(SanityCheck):
         >>> result = InitLossCheck().run(context)
         >>> result.status, round(result.details["expected"], 4)
         ('pass', 1.3863)
-
-    Logged keys (as a callback, rank zero, step 0):
-
-    ==========================  ====================================
-    Key                         Value
-    ==========================  ====================================
-    ``preflight/init_loss``     the measured initial loss
-    ==========================  ====================================
     """
 
     name = "init_loss"

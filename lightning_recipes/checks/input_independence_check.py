@@ -25,46 +25,14 @@ __all__ = ["InputIndependenceCheck", "LossDrop", "loss_drop"]
 class InputIndependenceCheck(SanityCheck):
     """Train on real inputs and on zeroed inputs; the real-input model must score better on held-out data.
 
-    A model that never sees its inputs can still learn the label prior, so "the loss went down" proves
-    nothing. This check trains two copies from the same initialisation side by side, one on real batches and
-    one on the same batches with the input tensor zeroed (token ids set to 0), and compares their loss on
-    held-out batches (the validation loader, or training batches kept out of training) after 25, 50, 100,
-    ... steps, up to ``max_steps``. It passes as soon as the real-input model is better by
-    ``min_improvement`` (relative) and by more than 2 standard errors of the gap (:func:`gap_noise`: the
-    batch-to-batch spread of the two copies' paired losses), in a gap that training opened (a copy's loss fell
-    beyond its noise, or the gap grew beyond noise from the one the two copies show on their first step): a
-    digits CNN gets there at the first look, a character-level LM, which must learn more than letter
-    frequencies, within ~100 steps. It fails when the models learned and yet real inputs are not measurably
-    better (a gap within 2 standard errors of 0, and clearly below ``min_improvement``): the model does not
-    use its inputs, or the labels do not depend on them (labels shuffled against inputs, inputs and labels
-    read from different orderings, an input overwritten in ``forward``); a gap beyond noise but clearly below
-    ``min_improvement`` is a ``warn`` (the inputs are used only weakly). A gap within the noise of the
-    ``min_improvement`` line is ``inconclusive``. Learning is read from each copy's training loss against its
-    own noise (:func:`loss_drop`: each batch on its first and last visit, 2 standard errors of the loss's
-    step-to-step spread) and must be at least ``min_improvement`` of the loss, the gap asked for: when
-    neither copy learned that much (a learning rate of 0 or far too low, frozen weights, too few steps) no
-    gap can open and none is expected, so the result is ``inconclusive`` saying so, never a verdict on the
-    labels, and never a pass from a gap that the two initial models happen to show.
+    Two copies from one initialisation train side by side on the same batches (one with the input zeroed),
+    and their held-out losses are compared after 25, 50, 100, ... steps up to ``max_steps``. ``pass`` when
+    real inputs are better by ``min_improvement`` and by more than 2 standard errors of the paired gap;
+    ``fail`` when the copies learned yet the gap is within noise of 0; ``inconclusive`` when neither learned
+    or the gap is near the line. Targets computed from the input (autoencoders, masked LMs) are kept real for the
+    zeroed copy. Logged as ``preflight/input_independence``.
 
-    Training uses ``num_batches`` distinct batches of at most ``num_samples`` samples, cycled; the held-out
-    loss is ``training_step``'s return value in eval mode without gradients. The input is replaced in the
-    batch (``CheckContext.with_inputs``), so a module that wraps ``self.model`` and reads a dict batch works.
-
-    **Targets computed from the input** (autoencoders, denoisers that add noise in ``training_step``, masked
-    modelling, a language model that shifts its own input): zeroing the input would zero the target too,
-    and a model that outputs zeros would "win". The check sees this from the loss call (the target of the
-    ``torch.nn.functional`` loss was computed from the input entry, ``CheckContext.loss_calls``); the
-    zeroed-input copy then gets the real target (recorded on the real-input copy's step, with the same
-    random seed per step, so a random mask or noise is the same), and the baseline is the best input-blind
-    prediction of the real target (the mean image, unigram frequencies). A loss the check cannot see (a
-    hand-written formula) whose zeroed-input loss is ~0 is skipped with that reason, never failed.
-
-    Cost: up to ``2 x max_steps`` training steps on copies of the model (all of them only when the check
-    fails; ``2 x 25`` for a model that learns fast), plus ``2 x num_eval_batches`` evaluation passes per look;
-    ``num_batches`` capped batches kept on the device; a few host syncs per look. A per-check time budget
-    (``_budget.out_of_time``) ends the training early: a gap already open beyond its noise passes (the
-    message says after how many steps), otherwise the result is ``inconclusive`` and says the budget stopped
-    it and after how many steps.
+    Cost: up to ``2 x max_steps`` training steps on copies, ``2 x num_eval_batches`` evaluations per look.
 
     Args:
         max_steps: Step budget for each of the two copies.
@@ -89,14 +57,6 @@ class InputIndependenceCheck(SanityCheck):
         ... )
         >>> report["input_independence"].status, report["input_independence"].details["steps"]
         ('pass', 25)
-
-    Logged keys (as a callback, rank zero, step 0):
-
-    =================================  ==========================================
-    Key                                Value
-    =================================  ==========================================
-    ``preflight/input_independence``   relative improvement over zeroed inputs
-    =================================  ==========================================
     """
 
     name = "input_independence"

@@ -25,38 +25,15 @@ MAX_EPOCH_INDICES = 200_000
 
 
 class LoaderCheck(SanityCheck):
-    """The training (and validation) loader yields batches, and serves every class at least about as often
-    as the dataset holds it.
+    """The training (and validation) loader yields batches, and serves every class about as often as the
+    dataset holds it.
 
-    Invariants:
+    An empty loader fails, naming ``len(dataset)``, ``batch_size`` and ``drop_last``. For integer targets, one
+    epoch of the sampler's indices is compared with the dataset's labels: a class never served, or a rare
+    class served at most ``rarer_ratios`` of its share ``z_threshold`` binomial standard errors below it,
+    fails (warns); oversampling rare classes passes; too few samples to tell is ``inconclusive``.
 
-    - **An epoch yields at least one batch.** An empty training or validation loader (``drop_last=True``
-      with a batch larger than the dataset, an empty dataset, a sampler with no indices) is a ``fail``
-      naming ``len(dataset)``, ``batch_size``, ``drop_last`` and what to change. (Every other check then
-      skips, saying the loader yielded no batch; the report is not ``ok``.)
-    - **The served label distribution keeps every class.** For integer targets (one label per sample), the
-      labels of one epoch of the sampler's indices are compared with the dataset's. ``fail``: a class of the
-      dataset that the loader never serves while it should be served at least ``min_expected`` times; a
-      class rarer than uniform (share below ``1 / C``) served at most ``rarer_ratios[1]`` (0.5) times its
-      dataset share, ``z <= -z_threshold`` (4) below it. ``warn``: the same at ``rarer_ratios[0]`` (0.8).
-      Oversampling rare classes (a balanced ``WeightedRandomSampler``) is what such samplers are for and
-      passes. A ratio that low within the noise (too few samples served) is ``inconclusive``.
-
-    Noise: the served count of a class with dataset share ``p`` over ``N`` served samples is compared with
-    ``Binomial(N, p)`` (the spread of a sampler that draws with replacement and keeps the shares; a shuffled
-    epoch has none), ``z = (n - N p) / sqrt(N p (1 - p))``, widened by ``1 + N / M`` when the dataset's
-    shares are themselves estimated from ``M`` samples. The ``details`` hold each class's shares and z.
-
-    Cost: the sampler's indices for one epoch (integers; no sample is loaded); the labels from a
-    ``TensorDataset``'s tensor, a ``Subset``, or a ``targets`` attribute (torchvision) at no cost, else
-    ``dataset[i]`` for at most ``max_samples`` indices (half the dataset's, half the served). Well under a
-    second on small datasets; no model forward beyond the one that reads the target key.
-
-    Blind spots: loaders that are not map-style ``DataLoader``s (iterable datasets, custom iterables) are
-    only checked for emptiness; regression and sequence targets skip the label part; what a
-    ``collate_fn`` or a batch-transfer hook does to the labels after the sampler is not seen, nor the
-    Trainer's ``limit_train_batches`` (the sampler's whole epoch is judged); only one epoch
-    of the sampler is drawn (a sampler whose epochs differ on purpose is judged on its first).
+    Cost: the sampler's indices for one epoch; labels read for at most ``max_samples`` indices.
 
     Args:
         max_samples: Most ``dataset[i]`` reads for labels when the dataset has no cheaper label source.

@@ -68,62 +68,16 @@ class _Part:
 
 
 class LossCheck(SanityCheck):
-    """Check the loss itself on one or two batches, without training: what every correct loss satisfies.
+    """Check the loss itself on one or two batches, without training.
 
-    Four invariants, each from the gradient or the formula of the loss at init (deterministic given the batch:
-    no training, no noise to measure; a second batch confirms the per-class verdicts):
+    Four invariants: every target value can move the loss (a class whose positions all get zero gradient is
+    dropped: ``ignore_index``, a zero ``weight``, a mask; padding passes); no floor proven from the output's
+    range keeps the loss from its minimum (probabilities into a logits loss, a softmax across multi-label
+    targets); regression targets on the output's scale; the loss is bounded below along its descent ray.
+    ``skip`` under manual optimisation, without a gradient, or for a non-finite loss; a hand-written loss
+    gets the last part only. Logged as ``preflight/loss``.
 
-    1. **Every target value can move the loss.** The gradient of the returned loss with respect to the input
-       of the recorded loss call (``cross_entropy``, ``nll_loss``, ``binary_cross_entropy[_with_logits]``) is
-       grouped by target value: integer classes; the positives of each column for multi-label and soft
-       (mixup) targets; 0 and 1 for a single binary output. A value with real positions that **all** get
-       exactly zero gradient is silently dropped from training: ``fail``, naming it, its count and the likely
-       cause (``ignore_index`` on a real class, a ``weight`` of 0, a mask such as ``loss[y != k]``). Ignored
-       values that are padding pass and are listed as "ignored as padding": negative values (``-100``), a
-       value that only fills the end (or start) of each sequence, or one that sits exactly where another
-       integer batch entry (the inputs, an attention mask) holds one constant. Positions already predicted
-       with certainty (probability within 1e-6 of the target, or a logit past 16) are set aside; a class
-       absent from the checked batches is reported as unchecked (inconclusive for it), not judged.
-    2. **No provable floor above the loss's own minimum.** The op that produced the loss's input is read from
-       the autograd graph (``softmax``, ``sigmoid``, ``tanh``, ``clamp``, nested: a double sigmoid lies in
-       ``[0.5, 0.731]``) and the loss is minimised over that range (``_loss_floor``: probabilities into
-       ``cross_entropy`` or ``binary_cross_entropy_with_logits``, a softmax across the labels of a multi-label
-       task into ``binary_cross_entropy``: ``m ln m`` per row with ``m`` positives, a double sigmoid). The
-       floor is compared with the loss's own minimum (label smoothing's or soft targets' entropy, which pass):
-       ``fail`` when it keeps the loss at least 5 % of its way from init to that minimum, ``warn`` from 0.5 %.
-       Probabilities fed to ``nll_loss`` (which reads log-probabilities, ``<= 0``) fail here too.
-    3. **Regression targets on the output's scale** (``mse_loss``, ``l1_loss``, ``smooth_l1_loss``,
-       ``huber_loss``): targets whose ``max(|mean|, std)`` is above 100 or below 0.01 while the output at init
-       is more than 10x away from it: ``warn`` (the head must grow or shrink by orders of magnitude, so the
-       first steps are spent on scale and the loss's magnitude dwarfs everything else), with the numbers and
-       the fix; ``fail`` when targets above 100 are 1000x or more the output's scale (with Adam-style steps of
-       about ``lr`` per parameter, a 1000x growth of the head takes far more steps than a run has).
-       An output that already matches (a de-standardising head) or passes through a learned scale
-       (a parameter multiplying it) passes.
-    4. **The loss is bounded below.** The model's output is moved along the negative gradient of the returned
-       loss by 1, 10, ..., 10^5 times its scale and ``training_step`` is replayed with that output (seeded
-       alike, so mixup repeats). An output that ends in ``log_softmax``/``softmax``/``sigmoid`` is moved
-       through it (its logits move, so it stays valid log-probabilities or probabilities); when replacing the
-       output does not change the returned loss (a wrapped model that computes its loss itself), the loss
-       call's input is moved instead. A loss that keeps falling with drops that do not shrink, by more than
-       ten times its initial magnitude (or reaches ``-inf``), falls without bound: ``fail`` (a wrong sign such
-       as ``-mse``, a log-likelihood returned instead of its negative). The sign itself is never judged: a
-       Gaussian negative log-likelihood with a learned variance is negative yet bounded along the ray.
-
-    ``skip`` (with the reason) for manual optimisation, a returned loss without a gradient, a non-finite loss
-    at init (the data and ``init_loss`` checks judge it), or when no part applies. A hand-written loss (no
-    ``torch.nn.functional`` loss call) gets part 4 only, and the message says so.
-
-    Cost: one forward and backward of ``training_step`` per batch (``num_batches``, default 2) and up to six
-    forwards without gradients for the ray (twelve when the loss call's input is moved too), on a copy; a
-    handful of host syncs. No optimizer step. Measured times: ``benchmarks/RESULTS.md`` ("``loss`` check
-    cost").
-
-    Blind spots: part 1 needs a classification loss call whose input the returned loss depends on, and a class
-    dropped with soft (mixup) targets is seen only when every row containing it gets no gradient (a ``weight``
-    of 0 on mixed rows is not); a bound hidden behind unknown ops (``2 * tanh(z) + 1``) is not seen; a loss
-    unbounded only off the descent ray, or one falling so slowly (logarithmically) that it loses less than ten
-    times its initial value over the ray's five decades, is not caught.
+    Cost: one forward and backward per batch (``num_batches``) and up to twelve forwards for the ray.
 
     Args:
         num_batches: Training batches to read (the first judges, the others confirm per-class verdicts).
@@ -151,14 +105,6 @@ class LossCheck(SanityCheck):
         >>> preflight(TinyClassifier(), train_dataloaders=random_classification_loader(),
         ...           checks=[LossCheck()], num_threads=1)["loss"].status
         'pass'
-
-    Logged keys (as a callback, rank zero, step 0):
-
-    ==========================  ====================================
-    Key                         Value
-    ==========================  ====================================
-    ``preflight/loss``          the loss at init on the first batch
-    ==========================  ====================================
     """
 
     name = "loss"

@@ -30,36 +30,11 @@ class OptimizationCheck(SanityCheck):
     """Fit a copy with a real ``Trainer`` on one batch and check each ``optimizer.step()`` against the
     backward passes before it, under automatic **and manual** optimisation.
 
-    Invariants, per optimizer and step (from :func:`~lightning_recipes.harness.trial_fit.trial_fit`, which
-    hooks the parameters' gradients and the optimizers' steps):
+    Per optimizer and step: the step follows a backward; its gradients are those of its own backward passes
+    (not the previous step's, not zeroed in between; scaling by clipping or AMP allowed); every parameter that
+    gets a gradient is in an optimizer; the step changes the parameters with a non-zero gradient.
 
-    a. **The step follows a backward.** At least one backward pass reached the optimizer's parameters since
-       its previous step. A step before the backward (``opt.step(); self.manual_backward(loss)``) applies
-       stale gradients, or none.
-    b. **The step uses the gradients of its own backward passes.** The gradients ``g`` at the step equal
-       the sum ``c`` of what the backward passes contributed since the previous step (``|g - c| <= 1e-3
-       |c|``). ``g`` that still holds the previous step's gradients (share ``<g - c, g_prev> / |g_prev|^2 >
-       0.5``: ``zero_grad`` never called, or an ``optimizer_zero_grad`` that does nothing) accumulates
-       gradients across steps; ``g = 0`` while ``c != 0`` means the gradients were zeroed between the
-       backward and the step. Legitimate accumulation over micro-batches (one clear per step) passes, and
-       so do gradients scaled down before the step (clipping, AMP unscaling: ``0 < <g, c> / |c|^2 <= 1``).
-    c. **Every parameter that gets a gradient is in an optimizer** (names of those that are not).
-    d. **The step changes the parameters** that have a non-zero gradient (while its lr is above 0).
-
-    Thresholds compare norms of float32 sums that are equal up to rounding (~1e-7): the 1e-3 tolerance and
-    the 0.5 share are far above float noise and far below what a bug gives (a share of 1, a residual equal
-    to the whole gradient); the measured numbers are in ``details``.
-
-    Cost: one small ``Trainer.fit`` on a copy (``steps`` batches of one fixed batch of at most
-    ``max_samples`` samples; shared with the ``validation_path`` check when both run on one context), with
-    gradient and step hooks (about four copies of the trainable parameters); ~0.2-1 s for a small model.
-
-    Blind spots: one batch repeated, so a step that uses the gradient of the *previous* batch (stepped
-    before its own backward but after the previous one) is caught only at the first step; an optimizer
-    whose ``step(closure)`` runs several backward passes (LBFGS) is judged on the last; gradients changed by
-    hooks in ways other than scaling (gradient noise, projections) read as "not exactly the backward's"
-    only when they also carry the previous step's share; a ``loss.backward()`` called outside Lightning is
-    seen by its gradients but its loss is not.
+    Cost: one small ``Trainer.fit`` of ``steps`` batches (shared with ``validation_path``).
 
     Args:
         steps: Training batches of the trial fit at most.

@@ -27,49 +27,13 @@ __all__ = ["OverfitBatchCheck"]
 class OverfitBatchCheck(SanityCheck):
     """Train a copy of the model on one fixed small batch and require the loss to fall to a target.
 
-    Any healthy model memorises a handful of samples. If the loss does not fall, no useful gradient reaches
-    the weights: a loss clamped instead of the gradient clipped, a ``.detach()`` / ``no_grad`` in the loss
-    path, a learning rate of ~0, an optimizer built over the wrong parameters. Unlike Lightning's
-    ``overfit_batches`` (which only trains), this asserts the loss fell and reports the curve.
+    The copy trains with its own optimizer at its peak learning rate for at most ``max_steps`` steps;
+    ``pass`` at ``target_ratio`` x the initial loss (measured from a known floor), ``warn`` half way. A
+    provable floor above the target (probabilities into a logits loss) fails at once. When memorisation
+    fails, a learning-rate probe says whether another LR range memorises the batch. Out of time before the
+    target is ``inconclusive``. Logged as ``preflight/overfit_batch`` (best / initial loss).
 
-    The copy trains with the module's own ``configure_optimizers`` at its peak learning rate (a scheduler's
-    ``initial_lr``; schedulers are not stepped), in train mode, on the first ``num_samples`` samples of the
-    first training batch, for at most ``max_steps`` steps (stopping early once the target is met). It passes
-    when the loss reaches ``target_ratio`` x the initial loss; ``warn`` when it fell at least half that way.
-    When the loss has a known floor above 0 (label smoothing, soft BCE targets), the target is measured from
-    the floor instead: ``floor + target_ratio x (initial - floor)``.
-
-    **A provable floor above the target fails at once** (no training): probabilities fed to a logits loss
-    (``cross_entropy(softmax(z), y)``: floor ``ln(e + C - 1) - 1``), a sigmoid before
-    ``binary_cross_entropy_with_logits``, logits clamped / ``tanh``-squashed. The bound comes from the op
-    that produced the loss's input in the autograd graph (see ``_loss_floor``); the message states the floor
-    and the target.
-
-    **When memorisation fails** (the loss diverged or did not reach the target), a learning-rate probe tells a
-    bad learning rate from a model that cannot fit: fresh copies train on the same batch with the learning
-    rate scaled x0.3, x0.1, ... x0.001 (after a divergence) or x3, x10, ... x1000 (after no progress; the
-    other side if nothing fits), each with a linear warm-up over the first 10 % of the steps, stopping at the
-    target or at divergence. The message then names the range that memorises the batch ("your LR diverges /
-    is too low; LRs in [a, b] memorise the batch") or says that no LR in the probed range does (capacity or a
-    bug, not the LR). A loss that never moved at all (no gradient) skips the probe. The probe runs only on
-    failure, so the check costs nothing more when it passes.
-
-    Every loop asks the per-check time budget (``_budget.out_of_time``) between steps: out of time before the
-    target, the result is ``inconclusive`` and says how many steps it took (a loss exactly constant over 5
-    steps or more is a blocked fit whatever the budget: still a ``fail``; a provable floor above the target
-    fails before any training), and the probe says after how many learning rates it stopped.
-
-    Cost: up to ``max_steps`` forward+backward passes on a small batch with a copy of the model and its
-    optimizer state (2-3x the model's memory); one host sync every 5 steps. On failure, up to 12 probes of at
-    most ``max_steps`` steps each (most end early: at the target or at divergence). Measured times:
-    ``benchmarks/RESULTS.md`` ("Per-check cost").
-
-    Blind spots: a floor is proven only for ``cross_entropy`` / ``binary_cross_entropy_with_logits`` whose
-    input comes straight (through reshapes and one scalar scale) from ``softmax``, ``sigmoid``, ``tanh``,
-    ``clamp`` or ``hardtanh``; a bound hidden behind other ops (``2 * tanh(z) + 1``, a custom activation) is
-    not seen and ends as a plain failure or warning. A learning rate that only fails after a warm-up longer
-    than the probe's, or only with a scheduler, is not diagnosed (schedulers are not stepped). Probing one
-    small batch cannot tell a learning rate that memorises from one that generalises.
+    Cost: up to ``max_steps`` steps on a small batch; on failure up to 12 short probes.
 
     Args:
         max_steps: Step budget.
@@ -92,14 +56,6 @@ class OverfitBatchCheck(SanityCheck):
         >>> result = report["overfit_batch"]
         >>> result.status, result.details["best"] < 0.3 * result.details["initial"]
         ('pass', True)
-
-    Logged keys (as a callback, rank zero, step 0):
-
-    ============================  ====================================
-    Key                           Value
-    ============================  ====================================
-    ``preflight/overfit_batch``   best loss / initial loss
-    ============================  ====================================
     """
 
     name = "overfit_batch"

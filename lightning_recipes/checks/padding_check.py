@@ -40,43 +40,13 @@ class PaddingCheck(SanityCheck):
     """Verify that extra padding, marked as padding, changes neither the loss nor the outputs at real
     positions.
 
-    Invariant: when a batch says which positions are padding, a correct model computes the same loss and the
-    same outputs at real positions whatever the amount of padding. The batch says so with a mask entry (a
-    dict key ``attention_mask``, ``padding_mask``, ``src_key_padding_mask``, ``key_padding_mask``, ``mask``,
-    ..., or a bool ``[B, T]`` tensor in a tuple; either convention, 1 = keep or True = pad, read from the name
-    or from the trailing values of padded rows) or a lengths entry (an integer ``[B]`` tensor with values in
-    ``[1, T]`` next to a ``[B, T, ...]`` input whose positions past each length hold one value, as in
-    ``x, lengths, y = batch`` and ``forward(x, lengths)``). Every ``[B, T, ...]`` entry is then extended by
-    ``extra`` positions filled with the value it already holds at padded positions (else 0; a
-    sequence-labelling target gets the loss's ``ignore_index`` when it has no padded value yet), the mask
-    marks them as padding, lengths stay. ``training_step`` runs on the copy in ``eval()`` without gradients on
-    the original batch (twice, under different seeds: the run-to-run noise) and on the extended one; the
-    module's output is observed with a forward hook, so ``forward(x, lengths)``, dict batches and wrapped
-    Hugging Face models work. Reading the padding fails: a mean/max over all timesteps, the last timestep of
-    a padded batch, an RNN run over the padding without ``pack_padded_sequence``, attention that never gets
-    the mask, a loss averaged over padded targets.
+    The padding indicator is a mask entry (``attention_mask``, ``padding_mask``, a bool ``[B, T]`` tensor) or
+    a lengths tensor. Every ``[B, T, ...]`` entry is extended by ``extra`` padded positions and
+    ``training_step`` runs in eval; the loss and the outputs at real positions must stay within ``4 x`` the
+    run-to-run noise (``fail`` above ``10 x``, an inconclusive look is repeated with more padding). A change
+    on batches with no padding yet is a ``warn``. Without an indicator: ``skip``.
 
-    When the target is a sequence entry whose padded value is not ignored by name (not the loss's
-    ``ignore_index``, no zero class weight), the extended batch runs once more with a real label at every
-    padded target position: a loss that reads padded targets changes.
-
-    Thresholds: each quantity (the loss; the output at real positions, or the whole output when it has no
-    time axis) is compared with ``4 x`` its run-to-run noise or ``256`` ulps of its dtype relative to its
-    scale, whichever is larger: within it ``pass``, above ``10 x`` it ``fail``, in between ``inconclusive``;
-    an ``inconclusive`` first look is repeated with ``max(4 x extra, T)`` padding positions (reading padding
-    grows with the amount of padding, float noise hardly does). A change on batches that hold no padding
-    yet (every mask position real) is a ``warn``: the bug is latent until batches are padded.
-
-    Cost: three ``training_step`` calls without gradients on ``num_samples`` samples (one of them ``extra``
-    positions longer), up to three more (the loss's ``ignore_index``, padded targets relabelled, a longer
-    look when inconclusive). Measured times: ``benchmarks/RESULTS.md`` ("Per-check cost").
-
-    Blind spots: padding read only in ``train()`` (BatchNorm statistics over padded positions; the check
-    runs in ``eval()``); padding on the left (the new positions are appended on the right, which a causal
-    model never reads: a causal LM ignoring its mask passes, correctly for training); models that accept
-    exactly one sequence length (``skip``; one with a position limit at ``T`` gets the batch cut to
-    ``T - extra`` positions and padded back); a model that ignores its input entirely
-    passes vacuously; padding described by anything but a mask or lengths entry (a pad token id alone).
+    Cost: three to six ``training_step`` calls without gradients on ``num_samples`` samples.
 
     Args:
         num_samples: Samples of the first training batch used.

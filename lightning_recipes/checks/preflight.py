@@ -122,31 +122,9 @@ def preflight(
     """Run the sanity checks on ``model`` with its data, before training, and return a
     :class:`PreflightReport`.
 
-    The checks, in the order of :data:`CHECKS`, each asserting what one stage of a correct training loop
-    must satisfy (``docs/guides/preflight.md`` has the table): ``loader`` (the loaders yield batches; the
-    labels a sampler serves keep the dataset's classes), ``data`` (NaN/Inf, label range, blank or duplicated
-    samples, an unshuffled loader; validation inputs shifted, a shortcut only in training), ``split_overlap``
-    (validation samples that repeat training samples, judged against the data's own neighbour distances),
-    ``loss`` (every target value moves the loss; no floor above its minimum; targets on the output's scale;
-    bounded below), ``init_loss`` (the first loss vs what the loss function expects at init), ``schedule``
-    (the LR curve over the planned run), ``grad_flow`` (every trainable parameter gets a finite, non-zero
-    gradient and is in the optimizer), ``batch_independence`` (no sample sees another; outputs equivariant to
-    permuting the batch), ``padding`` (outputs do not read padding), ``eval_mode`` (``eval()`` is
-    deterministic and stateless), ``causality`` (a next-token model does not see the future),
-    ``target_leakage`` (the target is not recoverable from the input without learning), ``optimization`` (a
-    real Trainer on a copy: steps follow backwards, gradients cleared, every trained parameter in an
-    optimizer; manual optimisation too), ``validation_path`` (``validation_step`` sees the fit that
-    ``training_step`` made), ``overfit_batch`` (the model memorises one small batch; a provable loss floor
-    fails) and ``input_independence`` (real inputs beat zeroed inputs on held-out data, beyond the noise).
-    See each ``*Check`` class for thresholds, cost and blind spots. A check that does not apply skips and
-    says why; one whose evidence is within its noise, or whose budget ended it, is ``inconclusive``; one
-    that raises is an ``error`` with the exception. ``report.ok`` needs no fail, no error and at least one
-    verdict.
-
-    Nothing of the caller's changes: every check works on a deep copy of the module with an optimizer of
-    its own from ``configure_optimizers``; the global RNG states (torch CPU/CUDA, numpy, Python) and the
-    loaders' generators are restored; the loaders are only iterated. The loss is what ``training_step``
-    returns (see :mod:`lightning_recipes.harness.harness` for the full contract).
+    The checks run in the order of :data:`CHECKS`, one per stage of a training loop (the table is in
+    ``docs/guides/preflight.md``). Every check works on a deep copy with its own optimizer; RNG states and the
+    loaders' generators are restored. ``report.ok`` needs no fail, no error and at least one verdict.
 
     Args:
         model: The ``LightningModule`` to check.
@@ -259,19 +237,11 @@ def run_preflight(
 class Preflight(Callback):
     """Run the preflight checks once, at ``on_train_start``, and stop (or warn) before a silently broken run.
 
-    Every check works on deep copies of the module with the Trainer's device and precision (the precision
-    plugin's autocast and input conversion) and the loaders the Trainer has loaded for ``fit``
-    (``trainer.train_dataloader`` / ``trainer.val_dataloaders``, with the sampler it injects under DDP; they
-    are ready at ``on_train_start``, after the sanity validation steps and before the first training step);
-    the model, its optimizer, the RNG streams and the loaders are left exactly as they were. Each rank runs
-    the checks on its own data, then "did any check fail" is reduced across ranks once
-    (``reduce_boolean_decision``), so every rank raises together or none does. The report prints on rank zero.
-    A resumed run (``ckpt_path``) or a restored callback state skips the checks: they describe a run's start.
-    Under sharded strategies (FSDP, DeepSpeed, ModelParallel) the checks skip: run
-    :func:`lightning_recipes.preflight` on the unsharded model.
+    Checks run on copies with the Trainer's device, precision and loaders; every rank runs them and "any
+    check failed" is reduced across ranks, so all raise together. A resumed run skips them; sharded strategies
+    skip (run :func:`lightning_recipes.preflight` on the unsharded model). Logged: ``preflight/<check>``.
 
-    Cost: what the chosen checks cost, once per ``fit`` (measured in ``benchmarks/RESULTS.md``, "Preflight
-    runtime"), at most ``time_budget`` (plus its grace) per check; memory of two to three copies of the model.
+    Cost: what the chosen checks cost, once per ``fit``; two to three copies of the model.
 
     Args:
         checks: Names from :data:`CHECKS` (``"data"``, ``"split_overlap"``, ``"init_loss"``, ``"grad_flow"``,
@@ -305,11 +275,6 @@ class Preflight(Callback):
         >>> trainer.fit(TinyClassifier(), random_classification_loader())
         >>> preflight.report.ok, preflight.report["init_loss"].status
         (True, 'pass')
-
-    Logged keys (rank zero, step 0): ``preflight/<check>`` for every check that measured a number
-    (``preflight/init_loss``: the initial loss; ``preflight/overfit_batch``: best / initial loss;
-    ``preflight/input_independence``: relative gain over zeroed inputs; ``preflight/batch_independence``:
-    cross-sample / own-sample effect).
     """
 
     def __init__(

@@ -31,45 +31,13 @@ class ScheduleCheck(SanityCheck):
     """Step copies of the configured LR schedulers over the planned run, as Lightning would, and check the
     LR curve of every optimizer param group.
 
-    The schedulers come from ``configure_optimizers`` on a copy of the module (every return format: lists,
-    ``{"optimizer", "lr_scheduler": {"scheduler", "interval", "frequency"}}``, lists of dicts); they are
-    stepped after each optimizer step (``interval="step"``) or each epoch (``"epoch"``, the default) every
-    ``frequency`` intervals, with gradient accumulation, and the LR is recorded before every optimizer
-    step. The user's own schedulers and optimizers are never touched, and no training runs.
+    The run's length comes from the Trainer, from ``max_epochs=``/``max_steps=``, or from the scheduler
+    itself (else ``inconclusive``). Fails, relative to the base LR, on a warm-up that never finishes, a
+    collapse below ``collapse`` x base before half the run, growth beyond ``growth`` x, or a scheduler that
+    raises before the run ends. Skips without a scheduler, with only ``ReduceLROnPlateau``, or under manual
+    optimisation. The curve is deterministic: no noise.
 
-    The planned run: inside ``trainer.fit``, ``trainer.estimated_stepping_batches`` (with
-    ``num_training_batches``, ``accumulate_grad_batches``); in ``preflight(model, ..., max_epochs=,
-    max_steps=)``, those with the training loader's length. A ``configure_optimizers`` that reads
-    ``self.trainer.estimated_stepping_batches`` / ``max_epochs`` (``OneCycleLR``) gets a stand-in that
-    answers them for the planned run. Unknown length: the scheduler's own (``OneCycleLR.total_steps``,
-    ``CosineAnnealingLR.T_max``, ``PolynomialLR.total_iters``) if it states one, else ``inconclusive``.
-
-    Fails when, relative to a group's base LR (its ``initial_lr``): the LR starts below ``low`` (1e-2) x
-    base and stays there for more than half the run, or is still rising at the end below half its base (a
-    warm-up that never finishes: registered per epoch, meant per step); after reaching ``low`` x base, it
-    falls below ``collapse`` (1e-3) x base before half the run and stays below ``low`` x base for at
-    least half of the rest (a per-epoch ``StepLR``/``ExponentialLR`` registered per step; a warm-up that
-    starts lower, or warm restarts, are not a collapse); it ends above ``growth`` (10) x
-    its first value and is still growing over the last tenth of the run (``gamma > 1``, a warm-up with no
-    end, a schedule longer than the run); a scheduler raises before the run ends (``OneCycleLR`` with
-    fewer ``total_steps`` than the run has, which stops training at that step).
-
-    Passes: warm-up + cosine per step, ``OneCycleLR`` (down to ``initial / 1e4`` at the end only), ``StepLR``
-    per epoch with milestones at 50%/75%, a constant LR. Skips: no scheduler ("no scheduler configured"),
-    only ``ReduceLROnPlateau`` (its curve depends on the monitored metric), manual optimisation (the step
-    calls the schedulers itself).
-
-    Noise: none. The curve is deterministic (the same schedulers stepped the same number of times), so
-    there is no run-to-run noise to compare with; what is uncertain is the planned length, which the
-    message states with its source.
-
-    Cost: one ``configure_optimizers`` on a copy and one ``scheduler.step()`` per optimizer step of the run
-    (about 10-30 us each: ~0.3 s for 10k steps; per-epoch schedules cost one per epoch). The loop looks at the
-    time budget and ends ``inconclusive`` when it is spent, unless the part simulated already broke a rule.
-
-    Blind spots: schedulers stepped by hand in ``training_step`` or in callbacks; an LR changed by other
-    callbacks (``LearningRateFinder``, ``StochasticWeightAveraging``); schedules whose shape depends on
-    metrics; a base LR that is itself wrong (``lr_find`` and ``init_loss``/``overfit_batch`` look at that).
+    Cost: one ``configure_optimizers`` and one ``scheduler.step()`` per step of the run (~0.3 s for 10k).
 
     Args:
         collapse: The LR is collapsed below this fraction of its base.

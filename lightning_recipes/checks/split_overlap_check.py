@@ -27,70 +27,16 @@ _CHUNK = 256  # rows of the similarity matrix computed at once
 
 
 class SplitOverlapCheck(SanityCheck):
-    """Look for validation samples that are also in the training data: a validation set drawn from the
-    training set, augmented copies of training samples, a split done after duplication.
+    """Look for validation samples that are also in the training data.
 
-    A model scores on such samples by memory, so the validation loss says nothing about generalisation and
-    early stopping and model selection follow it. The check reads up to ``num_batches`` batches of each
-    loader and compares every validation input with every training input read:
+    Exact (hashed) and near (cosine >= ``near_cosine`` on pooled, normalised inputs; ``near_tokens`` for
+    token inputs) matches beyond the training set's own chance rate, and repeats of one subject (a
+    validation sample's nearest training neighbour far closer than the data's own neighbour distances), are
+    extrapolated to the whole training set: ``fail`` from ``fail_fraction``, ``warn`` from ``warn_fraction``.
+    A validation loader over the training dataset fails from its indices. Without a validation
+    loader: ``skip``.
 
-    - **exact**: a hash of the sample's bytes (shape and dtype included);
-    - **near**: float inputs are flattened (images larger than 16x16 average-pooled to 16x16), centred and
-      normalised per sample, and a validation sample is a near duplicate when its cosine similarity to
-      some training sample is at least ``near_cosine`` (default 0.99: invariant to brightness and contrast,
-      tolerant to small noise); token inputs are near duplicates when at least ``near_tokens`` of their
-      positions are equal (same length only).
-
-    Some data has genuine near duplicates (the same digit written alike, short token sequences from a small
-    vocabulary), so the rate at which training samples match *other* training samples (leave-one-out) is
-    the chance rate; only the excess over it counts. The excess fraction is extrapolated to the whole
-    training set when its length is known (``len(loader.dataset)``): reading ``n`` of ``N`` training samples
-    finds a validation sample drawn from the training set with probability ``n / N``. Thresholds: **fail**
-    when the estimated fraction of validation samples present in the training set is at least
-    ``fail_fraction`` (default 10%: the validation metric is then visibly inflated) and at least 3 samples
-    beyond chance matched; **warn** from ``warn_fraction`` (default 1%) with at least 2. Measured on
-    scikit-learn's digits split properly: no validation sample reaches cosine 0.99 with any training sample
-    (0.8% reach 0.98 and 9% reach 0.97: genuine look-alikes, hence 0.99), no exact duplicates. A validation
-    loader over the training dataset itself, or a ``Subset`` of the same dataset with shared indices, fails
-    without reading (exact, from the indices). Blank (constant) samples are left out: ``data`` reports them.
-
-    **Repeats** (issue 24): several measurements of one subject split at random sit at cosine 0.9-0.99 and
-    repeat training samples without reaching ``near_cosine``, while the training set's own repeats raise the
-    chance rate above. Invariant: in a clean split a validation sample's nearest training sample is an
-    independent sample of the data, as far as the data's own nearest-neighbour distances say. Per
-    validation sample the nearest training distance ``d_1`` is compared with the 10th-nearest ``d_10``
-    (past a subject's few repeats); for independent samples of local dimension ``m`` (measured from the
-    10th and 20th neighbour distances) ``P(d_1 / d_10 < t) = 1 - (1 - t^m)^9``, and a sample whose ratio has
-    chance probability below 1e-3 is flagged (features standardised per feature; details and measurements
-    in ``_split_repeats.py``). A clean split flags about 0.1% (Poisson noise: the chance probability of the
-    flagged count is reported); the excess, extrapolated like the near matches, **fails** from
-    ``fail_fraction`` when its chance probability is below 1e-6, **warns** from ``warn_fraction`` below
-    1e-4, and is **inconclusive** when it reaches ``fail_fraction`` with a chance probability between 1e-4
-    and 1e-2 (a few flagged samples in a small sample of a large training set). Measured: subjects with
-    cosine 0.94-0.99 between repeats split at random, and ``val = train + 0.3 noise`` (cosine 0.92), fail;
-    Gaussian clusters, digits, 1-D and 2-D uniform data split at random, a split by subject and
-    augmentation of the training set only pass (``tests/checks/test_split_repeats.py``).
-
-    Duplicates *within* the training set are reported in ``details["train_duplicates"]`` and judged by the
-    ``data`` check.
-
-    Blind spots: duplicates beyond the batches read (a small overlap in a large dataset: with ``n`` of ``N``
-    training samples read, an overlap of ``k`` validation samples is seen about ``k n / N`` times); copies
-    transformed geometrically or re-encoded at another size; heavily noised copies (repeats whose noise is
-    as large as the distance to the 10th neighbour: cosine below about 0.9 in 16-D); subjects with more
-    than 9 repeats among the training samples read; repeats in very low-dimensional data (1-D, 2-D), where
-    chance neighbours are as close; token sequences that overlap as shifted windows of the same text
-    (token inputs get no repeat test); inputs that differ only in tensors other than the input (same image,
-    different mask). Measured on digits, 300 validation copies of training images: exact,
-    brightness/contrast-changed (``0.7 x + 0.1``) and noise std 0.02 copies fail (estimated overlap 1.0),
-    noise std 0.05 fails (0.81); a horizontal flip, a one-pixel shift and a 90-degree rotation go unseen.
-    Without a validation loader it skips.
-
-    Cost: reads ``num_batches`` batches of each loader (shared with the other checks for training); one
-    device-to-host copy of the inputs for hashing; an ``n_val x n_train`` similarity matrix and an
-    ``n_train x n_train`` one in chunks; the repeat test on at most 512 validation x 2048 training samples
-    (a fraction of a second at 256 features). No model forward. Measured times:
-    ``benchmarks/RESULTS.md`` ("Per-check cost").
+    Cost: the batches read (shared), similarity matrices in chunks; no model forward.
 
     Args:
         num_batches: Batches read from each loader.

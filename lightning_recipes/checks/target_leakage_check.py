@@ -28,68 +28,14 @@ _LOSS_IGNORES_TARGET = (
 class TargetLeakageCheck(SanityCheck):
     """Verify that the target is not recoverable from the inputs without learning (target leakage).
 
-    A model that can read its label trains beautifully and is worthless. Four tests:
+    Four tests: (0) changing only the target must not move the model's output (teacher forcing shifted right
+    is fine; ``target_as_input=False`` turns it off); (a) a sequence model's loss must not pull position ``t``
+    toward input token ``t`` (unshifted LM targets); (b) no single feature or batch entry predicts the label
+    (``max_accuracy``) or correlates with it (``max_correlation``); (c) a held-out loss below
+    ``too_good_fraction x ln C`` within a few steps warns. (b) and (c) run only when the loss reads
+    the target.
 
-    **(0) The target reaches the model**: the copy (eval mode, same seed) runs ``training_step`` with only
-    the target tensor changed (other values of the batch's own targets; ``ignore_index`` kept) and its output
-    (seen with forward hooks) must not move. For sequence targets ``[B, S]`` the outputs up to ``t`` must not
-    move when the targets from ``t`` on change (at ``t = 0, S/2, S-1``): teacher forcing with the target
-    shifted right is legitimate, reading ``target[t]`` at position ``t`` is not. Lightning's own demo
-    ``LightningTransformer`` fails it (its decoder is fed ``target``); a margin head that uses the label by
-    design (ArcFace) would too: ``target_as_input=False`` turns this test off.
-
-    **(a) Copy targets in sequence models** (token inputs ``[B, S]``, outputs ``[B, S, V]``): one backward
-    pass of ``training_step``'s loss on a copy gives, for every output position, the class the loss pulls
-    it toward (the most negative gradient of the logits: the target cross-entropy pairs with that position).
-    Fails when at least 95% of the positions are trained toward the input token at the same position (LM
-    targets not shifted) or one or two positions back (which a causal model has already read), and the
-    next token is not the better explanation by 50 points. This measures what the loss rewards, so a
-    Hugging Face LM fed ``labels == input_ids`` passes (it shifts inside its loss: the pairing is the next
-    token) while the same labels through a head of one's own without the shift fail. This is the classic
-    false-positive trap that comparing tensors alone falls into.
-
-    **(b) One feature determines the label** (targets with one value per sample): every input feature
-    (column, pixel of each channel, token position) and every other tensor of the batch (a dict entry such as
-    ``label_copy``) is scored on its own. Classification: a lookup table from ``num_bins`` quantile bins of
-    the feature (bin edges and the majority label per bin from the training batches) predicts the
-    held-out labels; fails when one feature reaches ``max_accuracy`` while the majority class alone is at
-    most 90%. Regression: the absolute Pearson or Spearman correlation of the feature with the target fails at
-    ``max_correlation`` (an affine or monotone copy of the target). A tensor other than the input is only
-    reported when the loss changes when it is permuted across the batch (the model reads it).
-
-    **(c) Too good to be true** (classification, when (a) and (b) found nothing): a copy trains
-    ``train_steps`` steps on the training batches with the module's optimizer, and the held-out loss is
-    read after 5, 10, 20 ... steps. A ``warn`` when it falls below ``too_good_fraction x ln C`` (default
-    5%: a geometric-mean probability of the held-out label of ``C ** -0.05``, 93% for 4 classes) this
-    early. Measured after 20 steps: honest models at 0.29-0.61 x ln C (the library's digits CNN at widths 32
-    and 8, MLPs on a linear teacher, one with an 85%-predictive feature), a one-hot copy of the label among
-    standardised features at 0.03 x ln C. Only a warning: a genuinely easy task can do it too.
-
-    (b) and (c) judge the target only when the loss reads it: the passes of (0) also tell whether the loss
-    changes with the target alone; when it does not (an autoencoder whose batches carry a label it never
-    reads, or another tensor is the real target: pass ``target_key``), they are reported as not applicable.
-
-    Held-out data: the validation loader, else training batches kept out of (b) and (c).
-
-    Cost: (0) two to four forward passes; (a) one forward and backward pass; (b) no model run for the input
-    (sorting and counting over ``num_batches`` capped batches, vectorised over features), one forward per
-    other tensor that determines the label; (c) up to ``train_steps`` optimizer steps and ``num_eval_batches``
-    evaluations per look, on a copy. (0) and (a) run on the first 4 samples, (c) evaluates at most 128
-    samples per held-out batch. A few host syncs per test. Cheap enough to run by default: below
-    ``input_independence``'s time (the steps of (c) dominate on small classifiers, (0) and (a) on language
-    models; measured figures in ``benchmarks/RESULTS.md``).
-
-    Blind spots: (0) sees the target reaching the output only through the module's own forward or the last
-    submodule ``training_step`` calls, on one batch; a label spread over several features (one-hot columns, a
-    sum of two columns) is invisible to (b) and only (c) may warn; a leak that needs learning to extract (the
-    label drawn faintly into an image, a noisy copy with <99% agreement) is not flagged. Features that take
-    one value per sample (an ID column) cannot leak through (b) as held-out IDs are unseen, but a
-    class-ordered ID can. Tensors larger than 65,536 features per sample are not scanned. Float sequence
-    targets equal to the inputs (forecasting without a shift) look like reconstruction (an autoencoder) and
-    are not flagged; a token autoencoder that reconstructs its own input without corruption is flagged by (a)
-    (the task is then solved by copying: leave the check out). Leakage through preprocessing
-    (statistics computed on train+validation) and duplicated samples across splits are not measured here (see
-    ``split_overlap``).
+    Cost: a few forward passes, one backward, vectorised feature scans and up to ``train_steps`` steps.
 
     Args:
         num_batches: Training batches read.

@@ -36,46 +36,12 @@ class ValidationPathCheck(SanityCheck):
     """After a trial fit has fitted one batch through ``training_step``, ``validation_step`` on the same
     batch (in eval mode, in Lightning's own validation loop) must see the fit too.
 
-    Invariant: the validation loss on the training batch falls by at least ``min_share`` of what the
-    training loss fell (``val_before - val_after >= min_share x (train_first - train_last) - 3 sigma``,
-    ``sigma`` the step-to-step noise of the training loss, from its second differences). The training
-    loss must first have fallen clearly (by ``max(10 % of its first value, 4 sigma)``), else the result is
-    ``inconclusive``: the copy did not fit the batch, and nothing is blamed. The validation loss is what
-    ``validation_step`` returns, else what it logs under a name with "loss" in it (``self.log``), else the
-    ``torch.nn.functional`` loss it calls.
+    The validation loss must fall by at least ``min_share`` of the training loss's fall (minus 3 sigma of its
+    step noise); a training loss that did not fall clearly is ``inconclusive``. A failure names what
+    validation saw: stale weights, different inputs, or another tensor; an EMA that lags passes; BatchNorm
+    statistics that lag make it ``inconclusive``. Skips without ``validation_step`` or a validation loss.
 
-    When validation does not see the fit, the check says what each path saw:
-
-    - **stale weights**: validation reads parameters that still hold their pre-fit values although training
-      changed them, or that training never runs or updates (an EMA/averaged copy never updated, a stale model
-      copy, a head training never trains);
-    - **averaged weights** that moved towards the trained ones (an EMA updated correctly, which lags): a
-      ``pass`` that reports the lag, not a failure;
-    - **different inputs**: the first module both paths run gets different inputs for the same batch,
-      while training fed it the same input at every step (a validation transform or normalisation that
-      differs from training's). Also a ``fail`` when the loss fell enough but validation's loss after the fit
-      stays above training's on that batch by more than ``min_share`` of training's fall (it started from
-      a worse place), or when the inputs differ by 10 % or more (relative); a ``warn`` for a smaller
-      difference when validation's loss reached training's anyway;
-    - BatchNorm running statistics that still hold more than 10 % of their initial values (``(1 -
-      momentum) ** steps``), or a validation loss that follows at least 20 % of training's fall in a model
-      with BatchNorm (its running statistics average batches from weights that kept changing), make the
-      result ``inconclusive`` (they lag like an average);
-    - otherwise the same weights and inputs give a loss that does not follow: the validation loss is
-      computed from another tensor (a head, output or target wired to the wrong tensor).
-
-    Healthy differences pass: dropout and BatchNorm (eval mode differs a little from train mode), an EMA
-    updated in a hook, manual optimisation. A module without ``validation_step`` is skipped; so is one whose
-    validation neither returns, logs nor computes a loss (log ``val_loss`` to enable the check).
-
-    Cost: one small ``Trainer.fit`` on a copy with two validation passes on one batch (shared with
-    the ``optimization`` check when both run on one context); ~0.3-1 s for a small model.
-
-    Blind spots: one batch, so a transform that only differs on other data is not seen; train-time
-    augmentation in ``training_step`` also makes the inputs differ (named only when the loss did not
-    follow); an EMA so slow it barely moves in the trial reads as "averaged" only if it moved at all; a
-    validation loss that is not comparable with the training loss in sign or kind (an accuracy logged as
-    ``val_loss``) is read as given.
+    Cost: one small ``Trainer.fit`` with two validation passes (shared with ``optimization``).
 
     Args:
         min_share: Share of the training loss's fall that the validation loss must fall, in (0, 1).
