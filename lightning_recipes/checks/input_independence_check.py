@@ -29,8 +29,8 @@ class InputIndependenceCheck(SanityCheck):
     and their held-out losses are compared after 25, 50, 100, ... steps up to ``max_steps``. ``pass`` when
     real inputs are better by ``min_improvement`` and by more than 2 standard errors of the paired gap;
     ``fail`` when the copies learned yet the gap is within noise of 0; ``inconclusive`` when neither learned
-    or the gap is near the line. Targets computed from the input (autoencoders, masked LMs) are kept real for the
-    zeroed copy. Logged as ``preflight/input_independence``.
+    or the gap is near the line. Targets computed from the input (autoencoders, masked LMs) are kept real
+    for the zeroed copy. Logged as ``preflight/input_independence``.
 
     Cost: up to ``2 x max_steps`` training steps on copies, ``2 x num_eval_batches`` evaluations per look.
 
