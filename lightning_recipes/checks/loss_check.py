@@ -15,21 +15,22 @@ from typing_extensions import override
 from lightning_recipes._validation import check_int
 from lightning_recipes.checks._budget import out_of_time
 from lightning_recipes.checks._expected_loss import REGRESSION
-from lightning_recipes.checks._loss_floor import DISTANCE_LOSSES, input_bounds, loss_floor
 from lightning_recipes.checks._loss_probe import (
+    CLASSIFICATION,
+    DISTANCE_LOSSES,
+    LabelCount,
     LossProbe,
     descent_ray,
-    falls_without_bound,
-    loss_along,
-    probe_step,
-)
-from lightning_recipes.checks._loss_scale import learned_scale, scale_of
-from lightning_recipes.checks._loss_targets import (
-    CLASSIFICATION,
-    LabelCount,
     drop_cause,
+    falls_without_bound,
+    input_bounds,
     label_evidence,
+    learned_scale,
+    loss_along,
+    loss_floor,
     padding_reason,
+    probe_step,
+    scale_of,
 )
 from lightning_recipes.checks.base import SanityCheck, TimeBudget
 from lightning_recipes.checks.report import CheckResult, CheckSkipped, Status

@@ -7,11 +7,15 @@ from typing import Any, Literal
 from typing_extensions import override
 
 from lightning_recipes._validation import check_bool, check_in_range, check_int
-from lightning_recipes.checks._leakage_batch import first_samples
-from lightning_recipes.checks._leakage_copy_targets import probe_copy_targets
-from lightning_recipes.checks._leakage_single_feature import SingleFeature, probe_single_feature
-from lightning_recipes.checks._leakage_target_fed import probe_target_fed
-from lightning_recipes.checks._leakage_too_good import TooGood, probe_too_good
+from lightning_recipes.checks._leakage_probes import (
+    SingleFeature,
+    TooGood,
+    first_samples,
+    probe_copy_targets,
+    probe_single_feature,
+    probe_target_fed,
+    probe_too_good,
+)
 from lightning_recipes.checks.base import SanityCheck, TimeBudget
 from lightning_recipes.checks.report import CheckResult, CheckSkipped
 from lightning_recipes.harness import Harness as CheckContext

@@ -16,8 +16,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from lightning_recipes.checks import PreflightError, preflight
 from lightning_recipes.checks._expected_loss import record_loss_calls
-from lightning_recipes.checks._loss_floor import input_bounds, loss_floor
-from lightning_recipes.checks._loss_probe import falls_without_bound
+from lightning_recipes.checks._loss_probe import falls_without_bound, input_bounds, loss_floor
 from lightning_recipes.checks.loss_check import LossCheck
 from lightning_recipes.testing import fast_trainer
 

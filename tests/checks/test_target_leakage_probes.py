@@ -11,18 +11,20 @@ from collections import namedtuple
 import pytest
 import torch
 
-from lightning_recipes.checks._leakage_batch import (
+from lightning_recipes.checks._leakage_probes import (
+    CopyTargets,
     FeatureGroup,
+    Look,
+    SingleFeature,
+    TargetFed,
+    TooGood,
     entries,
     label_of,
+    other_values,
     replace_entry,
     same_tensor,
 )
-from lightning_recipes.checks._leakage_copy_targets import CopyTargets
-from lightning_recipes.checks._leakage_single_feature import SingleFeature
 from lightning_recipes.checks._leakage_statistics import CopyShares
-from lightning_recipes.checks._leakage_target_fed import TargetFed, other_values
-from lightning_recipes.checks._leakage_too_good import Look, TooGood
 
 
 def test_records_are_frozen():

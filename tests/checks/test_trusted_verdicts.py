@@ -14,7 +14,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from lightning_recipes.checks import CheckContext, preflight
 from lightning_recipes.checks._budget import time_budget
-from lightning_recipes.checks._leakage_target_fed import other_values
+from lightning_recipes.checks._leakage_probes import other_values
 from lightning_recipes.checks.causality_check import CausalityCheck
 from lightning_recipes.checks.init_loss_check import InitLossCheck
 from lightning_recipes.checks.input_independence_check import InputIndependenceCheck
