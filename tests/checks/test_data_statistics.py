@@ -9,15 +9,6 @@ import math
 import pytest
 import torch
 
-from lightning_recipes.checks._data_scans import (
-    InputScale,
-    NonFinite,
-    SampleScan,
-    input_scale,
-    scan_nonfinite,
-    scan_samples,
-)
-from lightning_recipes.checks._data_splits import compare_splits
 from lightning_recipes.checks._data_statistics import (
     ClassMixing,
     LabelRange,
@@ -33,6 +24,15 @@ from lightning_recipes.checks._data_statistics import (
     proportions,
     remapped_classes,
     split_labels,
+)
+from lightning_recipes.checks.data_check import (
+    InputScale,
+    NonFinite,
+    SampleScan,
+    compare_splits,
+    input_scale,
+    scan_nonfinite,
+    scan_samples,
 )
 
 NAN, INF = float("nan"), float("inf")
