@@ -1,25 +1,11 @@
 """A wall-clock budget per check, so a preflight never runs on for minutes without saying so.
 
-``SanityCheck.run`` opens :func:`time_budget` around each check. Two deadlines follow from a budget of ``B``
-seconds:
-
-- **soft**, at ``B``: :func:`out_of_time` turns true. A check with a loop (training steps, probes) asks it
-  between iterations (or sizes its loop with :func:`steps_that_fit`) and, when it is out of time, ends with an
-  ``inconclusive`` result that says the budget stopped it and how far it got, instead of running on (a
-  verdict only when the evidence gathered so far is already decisive beyond its noise; never a ``pass`` for
-  what it did not test).
-- **hard**, at ``B + max(2 s, B / 2)`` (:func:`hard_limit`): the next ``nn.Module`` forward call raises
-  :class:`BudgetExceeded`, so a check that never asks still ends; ``SanityCheck.run`` turns that into an
-  ``inconclusive`` result saying so. The grace lets a cooperative check finish the step it is in and evaluate.
-
-The deadlines live in context variables: they apply to the thread (and ``asyncio`` task) that opened the
-budget only, never to a training loop running elsewhere. Cost: one ``time.perf_counter()`` per module
-forward while a budget is open: a global forward pre-hook, registered on entry and removed on exit, so
-training outside a preflight never pays for it. When the checked model holds a compiled module
-(``torch.compile(module)`` or ``module.compile()``), a global hook would make every compiled call warn and
-recompile, so the hook goes on the model's own modules instead (the copies the checks make inherit it), and
-is removed on exit; inside a compiled region it does nothing (no graph break), so the hard stop there comes
-at the next call of a compiled module from eager code, and a check's own modules are not stopped.
+``SanityCheck.run`` opens :func:`time_budget` around each check. At ``B`` seconds (soft) :func:`out_of_time`
+turns true: a check with a loop asks it between iterations (or sizes its loop with :func:`steps_that_fit`)
+and ends ``inconclusive``, saying how far it got. At ``B + max(2 s, B / 2)`` (:func:`hard_limit`) the next
+``nn.Module`` forward raises :class:`BudgetExceeded`, so a check that never asks still ends. The deadlines
+live in context variables (this thread only). Cost: one ``time.perf_counter()`` per module forward while a
+budget is open (a global forward pre-hook; on a compiled model, hooks on its own modules instead).
 
 Example:
     >>> with time_budget(None):

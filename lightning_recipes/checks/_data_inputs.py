@@ -1,22 +1,10 @@
 """``data``'s input comparison between the splits: whether the validation inputs are drawn like the training
-inputs (per-feature means against their sampling noise) and, when not, the measured cause: a geometric
-transform of the images (transposed, flipped, rotated), a different normalisation (an affine map of the
-per-feature means), or an unexplained shift.
+inputs and, when not, the measured cause.
 
-Invariant: with a random split the per-feature mean of the validation inputs differs from the training
-mean only by sampling noise, ``z_j = (mean_val_j - mean_train_j) / sqrt(s_train_j^2 / n_train + s_val_j^2 /
-n_val)`` is about standard normal. **Shifted** when at least ``SHIFTED_SHARE`` (10%) of the features have
-``|z| > 5`` and the RMS mean difference is at least 0.25 RMS training stds and 5 times its own noise
-(``sqrt(1 / n_train + 1 / n_val)``). On scikit-learn's digits split at random no pixel reaches ``|z| = 5``.
-
-Cause: a transform ``T`` (transpose when square, horizontal and vertical flips, a 180-degree rotation) is
-named when the validation mean image is at most half as far from ``T`` (training mean image) as from the
-training mean image itself; a normalisation when the validation feature means fit ``a * mean_train + b``
-(least squares) with at most half the residual of the identity; otherwise the shift is reported with its
-size and its largest feature.
-
-Pure functions of tensors; cost: per-feature means and stds of the samples read, a few transforms of one
-mean image.
+Shifted when at least ``SHIFTED_SHARE`` (10%) of the features have per-feature mean differences beyond 5
+standard errors and the RMS difference is at least 0.25 training stds and 5 times its noise. The cause: a
+transform (transposed, flipped, rotated by 180 degrees) of the training mean image, or a normalisation (the
+validation means fit ``a * mean_train + b``), when it halves the distance; else an unexplained shift.
 
 Example:
     >>> import torch
