@@ -151,20 +151,6 @@ def test_the_output_must_be_position_aligned():
     assert result.status == "skip" and "not [B, S, ...]" in result.message
 
 
-@pytest.mark.parametrize(
-    ("kwargs", "match"),
-    [
-        ({"causal": "yes"}, "`causal` must be True, False or None"),
-        ({"num_positions": 0}, "`num_positions` must be an integer >= 1"),
-        ({"num_samples": 0}, "`num_samples` must be an integer >= 1"),
-        ({"rtol": 0.0}, r"`rtol` must be a number in \(0, 1\)"),
-    ],
-)
-def test_bad_arguments_are_refused_at_construction(kwargs, match):
-    with pytest.raises(ValueError, match=match):
-        CausalityCheck(**kwargs)
-
-
 def test_as_a_callback_a_leaking_lm_stops_fit_before_training(tmp_path):
     from lightning_recipes.checks import PreflightError
     from lightning_recipes.testing import fast_trainer

@@ -171,12 +171,6 @@ def test_remapped_labels_fail_and_proper_labels_pass_on_the_same_inputs():
     assert _run(x, y, x_val, y_val).status == "pass"
 
 
-@pytest.mark.parametrize("value", [(0.1, 0.05), (0.0, 0.5), (0.1,), "0.1", (0.1, 1.5)])
-def test_bad_fraction_pairs_raise_at_construction(value):
-    with pytest.raises(ValueError, match="`blank_fractions` must be a pair"):
-        DataCheck(blank_fractions=value)
-
-
 # ---- results saved before the split into job modules (issue 23): status, message and details on cases that
 # reach every branch of the check (every gallery case, the broken-data loaders, every threshold and every
 # "not checked" reason), written by the pre-split code with

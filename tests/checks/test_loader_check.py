@@ -209,22 +209,6 @@ def test_inside_trainer_fit_the_sampler_the_trainer_uses_is_judged(tmp_path, pow
     assert check.report is not None and check.report["loader"].status == status
 
 
-# ---------------------------------------------------------------- arguments
-@pytest.mark.parametrize(
-    ("kwargs", "match"),
-    [
-        ({"max_samples": 5}, "max_samples"),
-        ({"z_threshold": 0}, "z_threshold"),
-        ({"min_expected": -1}, "min_expected"),
-        ({"rarer_ratios": (0.4, 0.6)}, "rarer_ratios"),
-        ({"rarer_ratios": (1.2, 0.5)}, "rarer_ratios"),
-    ],
-)
-def test_bad_arguments_fail_at_construction_naming_them(kwargs, match):
-    with pytest.raises(ValueError, match=match):
-        LoaderCheck(**kwargs)
-
-
 class TargetsAttribute(Dataset):
     """A torchvision-style dataset: ``targets`` as a list, samples loaded in ``__getitem__``."""
 

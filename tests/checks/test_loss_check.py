@@ -330,11 +330,6 @@ def test_unsupported_setups_skip_with_the_reason(model):
     assert "manual" in result.message or "no gradient" in result.message
 
 
-def test_num_batches_is_validated():
-    with pytest.raises(ValueError, match="num_batches"):
-        LossCheck(num_batches=0)
-
-
 # ---------------------------------------------------------------- outputs that are already normalised
 class LogSoftmaxLM(pl.LightningModule):
     """Like Lightning's demo transformer: forward returns log-probabilities, flattened; the loss is nll_loss.

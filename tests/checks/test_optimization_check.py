@@ -94,10 +94,3 @@ def test_the_users_model_and_rng_are_untouched():
     assert all(not p._backward_hooks for p in model.parameters())
     assert torch.equal(rng[0], torch.get_rng_state()) and rng[1] == random.getstate()
     assert np.array_equal(rng[2], np.random.get_state()[1])
-
-
-def test_bad_arguments_are_refused():
-    with pytest.raises(ValueError, match="steps"):
-        OptimizationCheck(steps=1)
-    with pytest.raises(ValueError, match="max_samples"):
-        OptimizationCheck(max_samples=0)

@@ -204,13 +204,6 @@ def test_batches_without_a_padding_indicator_skip_with_what_to_pass() -> None:
     assert "padding_key=" in result.message
 
 
-def test_invalid_arguments_name_the_argument() -> None:
-    with pytest.raises(ValueError, match="`extra`"):
-        PaddingCheck(extra=0)
-    with pytest.raises(ValueError, match="`padding_key`"):
-        PaddingCheck(padding_key=1.5)  # type: ignore[arg-type]
-
-
 # --------------------------------------------------------------------------------------------- Hugging Face
 class HFBert(S.HFClassifier):
     """BERT wrapped the usual way; ``drop_mask=True`` (the bug) never passes ``attention_mask``."""

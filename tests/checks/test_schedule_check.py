@@ -320,20 +320,6 @@ def test_inside_fit_a_collapsing_schedule_fails_before_training(tmp_path):
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
-        ({"collapse": 0}, "collapse"),
-        ({"collapse": 0.1, "low": 0.01}, "collapse"),
-        ({"growth": 1.0}, "growth"),
-        ({"low": -1}, "low"),
-    ],
-)
-def test_bad_check_arguments_fail_at_construction(kwargs, match):
-    with pytest.raises(ValueError, match=match):
-        ScheduleCheck(**kwargs)
-
-
-@pytest.mark.parametrize(
-    ("kwargs", "match"),
-    [
         ({"max_epochs": 0}, "max_epochs"),
         ({"max_steps": "10"}, "max_steps"),
         ({"max_steps": 2.5}, "max_steps"),

@@ -140,23 +140,6 @@ def test_token_near_duplicates_by_fraction_of_equal_positions():
     assert result.details["val_near"] == 4  # the four one-token edits
 
 
-@pytest.mark.parametrize(
-    ("kwargs", "match"),
-    [
-        ({"num_batches": 0}, "`num_batches` must be an integer >= 1, got 0."),
-        ({"near_cosine": 0.0}, "`near_cosine`"),
-        ({"near_tokens": 1.5}, "`near_tokens`"),
-        (
-            {"warn_fraction": 0.5, "fail_fraction": 0.2},
-            "`warn_fraction` must be <= `fail_fraction`, got 0.5 > 0.2.",
-        ),
-    ],
-)
-def test_bad_arguments_raise_at_construction(kwargs, match):
-    with pytest.raises(ValueError, match=match.replace(".", r"\.")):
-        SplitOverlapCheck(**kwargs)
-
-
 def _overlapping_digits() -> dict:
     return next(c for c in gallery.BUGS if c.id == "digits-val-subset-of-train").data()
 

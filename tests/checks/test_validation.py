@@ -10,19 +10,30 @@ import pytest
 
 from lightning_recipes.checks import (
     BatchIndependenceCheck,
+    CausalityCheck,
     CheckContext,
     DataCheck,
+    EvalModeCheck,
     GradFlowCheck,
     InitLossCheck,
     InputIndependenceCheck,
+    LoaderCheck,
+    LossCheck,
+    OptimizationCheck,
     OverfitBatchCheck,
+    PaddingCheck,
     Preflight,
+    ScheduleCheck,
+    SplitOverlapCheck,
+    TargetLeakageCheck,
+    ValidationPathCheck,
     preflight,
 )
 from lightning_recipes.testing import TinyClassifier, random_classification_loader
 
 INT = "must be an integer"
 KEY = "must be an int index, a str key or None"
+BAD_PAIRS = [(0.1, 0.05), (0.0, 0.5), (0.1,), "0.1", (0.1, 1.5)]
 
 # (constructor, keyword arguments, error type, the words of the message)
 CASES = [
@@ -78,6 +89,58 @@ def test_invalid_argument_is_rejected_at_construction(factory, kwargs, error, wo
     ((name, value),) = kwargs.items()
     expected = f"`{name}` {words}, got {value!r}."
     with pytest.raises(error, match=re.escape(expected)):
+        factory(**kwargs)
+
+
+# (constructor, keyword arguments, the start of the message): the other checks' own arguments
+NAMED = [
+    (CausalityCheck, {"causal": "yes"}, "`causal` must be True, False or None"),
+    (CausalityCheck, {"num_positions": 0}, "`num_positions` must be an integer >= 1"),
+    (CausalityCheck, {"num_samples": 0}, "`num_samples` must be an integer >= 1"),
+    (CausalityCheck, {"rtol": 0.0}, "`rtol` must be a number in (0, 1)"),
+    *[(DataCheck, {"blank_fractions": v}, "`blank_fractions` must be a pair") for v in BAD_PAIRS],
+    (EvalModeCheck, {"num_samples": 0}, "`num_samples` must be an integer >= 1, got 0"),
+    (EvalModeCheck, {"rtol": 0.0}, "`rtol`"),
+    (EvalModeCheck, {"rtol": 1.5}, "`rtol`"),
+    (LoaderCheck, {"max_samples": 5}, "`max_samples`"),
+    (LoaderCheck, {"z_threshold": 0}, "`z_threshold`"),
+    (LoaderCheck, {"min_expected": -1}, "`min_expected`"),
+    (LoaderCheck, {"rarer_ratios": (0.4, 0.6)}, "`rarer_ratios`"),
+    (LoaderCheck, {"rarer_ratios": (1.2, 0.5)}, "`rarer_ratios`"),
+    (LossCheck, {"num_batches": 0}, "`num_batches`"),
+    (OptimizationCheck, {"steps": 1}, "`steps`"),
+    (OptimizationCheck, {"max_samples": 0}, "`max_samples`"),
+    (PaddingCheck, {"extra": 0}, "`extra`"),
+    (PaddingCheck, {"padding_key": 1.5}, "`padding_key`"),
+    (ScheduleCheck, {"collapse": 0}, "`collapse`"),
+    (ScheduleCheck, {"collapse": 0.1, "low": 0.01}, "`collapse`"),
+    (ScheduleCheck, {"growth": 1.0}, "`growth`"),
+    (ScheduleCheck, {"low": -1}, "`low`"),
+    (SplitOverlapCheck, {"num_batches": 0}, "`num_batches` must be an integer >= 1, got 0."),
+    (SplitOverlapCheck, {"near_cosine": 0.0}, "`near_cosine`"),
+    (SplitOverlapCheck, {"near_tokens": 1.5}, "`near_tokens`"),
+    (
+        SplitOverlapCheck,
+        {"warn_fraction": 0.5, "fail_fraction": 0.2},
+        "`warn_fraction` must be <= `fail_fraction`, got 0.5 > 0.2.",
+    ),
+    (TargetLeakageCheck, {"num_batches": 0}, "`num_batches` must be an integer >= 1"),
+    (TargetLeakageCheck, {"num_samples": 1}, "`num_samples` must be an integer >= 2"),
+    (TargetLeakageCheck, {"max_accuracy": 0.0}, "`max_accuracy` must be a number in (0, 1]"),
+    (TargetLeakageCheck, {"max_correlation": 1.5}, "`max_correlation` must be a number in (0, 1]"),
+    (TargetLeakageCheck, {"num_bins": 1}, "`num_bins` must be an integer >= 2"),
+    (TargetLeakageCheck, {"train_steps": -1}, "`train_steps` must be an integer >= 0"),
+    (TargetLeakageCheck, {"too_good_fraction": 0}, "`too_good_fraction` must be a number in (0, 1]"),
+    (ValidationPathCheck, {"min_share": 1.5}, "`min_share`"),
+    (ValidationPathCheck, {"steps": 2}, "`steps`"),
+]
+
+
+@pytest.mark.parametrize(
+    ("factory", "kwargs", "words"), NAMED, ids=[f"{f.__name__}-{k}" for f, k, _ in NAMED]
+)
+def test_invalid_check_argument_is_rejected_naming_it(factory, kwargs, words):
+    with pytest.raises(ValueError, match=re.escape(words)):
         factory(**kwargs)
 
 

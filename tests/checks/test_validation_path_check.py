@@ -210,10 +210,3 @@ def test_loss_noise_of_a_noisy_curve():
     curve = (torch.linspace(2, 1, 200) + 0.1 * torch.randn(200)).tolist()
     assert 0.08 < loss_noise(curve) < 0.12
     assert loss_noise([1.0, 0.5]) == 0.0
-
-
-def test_bad_arguments_are_refused():
-    with pytest.raises(ValueError, match="min_share"):
-        ValidationPathCheck(min_share=1.5)
-    with pytest.raises(ValueError, match="steps"):
-        ValidationPathCheck(steps=2)
