@@ -1,5 +1,5 @@
-"""The pure parts of ``DataCheck`` (issue 23): the input scans of ``_data_scans.py``, the label statistics of
-``_data_statistics.py`` and the split comparison of ``_data_splits.py``, against values computed by hand."""
+"""The pure parts of ``DataCheck`` (issue 23): the input scans of ``data_check.py``, the label statistics of
+``_data_statistics.py`` and its split comparison, against values computed by hand."""
 
 from __future__ import annotations
 

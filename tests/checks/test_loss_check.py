@@ -499,7 +499,7 @@ def test_probabilities_into_nll_loss_fail_and_log_probabilities_pass():
     assert healthy.status == "pass", healthy.message
 
 
-# ---------------------------------------------------------------- the floors added to _loss_floor
+# ---------------------------------------------------------------- the floors of _loss_probe.loss_floor
 def _floor_of(loss_fn):
     with record_loss_calls(input_bounds) as calls:
         loss_fn()

@@ -1,6 +1,6 @@
-"""The typed results of ``target_leakage``'s sub-tests (``checks/_leakage_*.py``): each record's ``details()``
-is the JSON the check reports (same keys, same order) and its ``message`` follows from its fields; the batch
-plumbing the probes share."""
+"""The typed results of ``target_leakage``'s sub-tests (``checks/_leakage_probes.py``): each record's
+``details()`` is the JSON the check reports (same keys, same order) and its ``message`` follows from its
+fields; the batch plumbing the probes share."""
 
 from __future__ import annotations
 
