@@ -145,20 +145,13 @@ def preflight(
             for ``warn``/``fail``/``error``/``inconclusive``.
         verbose: With ``print_report``, print every check's whole message and time (the full table).
         time_budget: Wall-clock seconds each check may take (those whose own ``time_budget`` is
-            ``"default"``); ``None`` = unlimited. A check's loop ends at its budget with a ``warn`` or
-            ``inconclusive`` that says so; one that does not stop is stopped at ``B + max(2 s, B / 2)`` and
-            reported as ``inconclusive`` (see :class:`~lightning_recipes.checks.SanityCheck`). What the
-            default, 8 s, adds up to on a real model: ``benchmarks/RESULTS.md`` ("Per-check cost").
+            ``"default"``; default 8); ``None`` = unlimited. A check stopped by it is ``inconclusive``.
         total_time_budget: Wall-clock seconds for the whole preflight (default 30); each check on the default
             budget gets at most what is left (keeping 0.5 s for each check still to come, never less than
             1 s); ``None`` = no cap.
-        progress: Show one transient progress line (the check running, how many are done) on stderr while
-            the checks run, erased at the end; only on rank zero and when stderr is a terminal.
-            ``False``: nothing. Each check's start and end are also logged at DEBUG level.
-        max_epochs: The planned run's epochs (what ``Trainer(max_epochs=)`` will get), for checks of the
-            whole run (the LR schedule) and for a ``configure_optimizers`` that reads
-            ``self.trainer.estimated_stepping_batches`` / ``max_epochs`` (a stand-in answers them on the
-            copies). ``None``: unknown.
+        progress: Show one transient progress line on stderr while the checks run (rank zero, a terminal).
+        max_epochs: The planned run's epochs (``Trainer(max_epochs=)``), for the LR schedule and for a
+            ``configure_optimizers`` that reads ``self.trainer.estimated_stepping_batches``. ``None``: unknown.
         max_steps: The planned run's optimizer steps (``Trainer(max_steps=)``); with ``max_epochs`` the
             smaller wins, as in the Trainer. ``None``: unknown.
 
