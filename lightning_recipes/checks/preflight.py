@@ -151,7 +151,8 @@ def preflight(
             1 s); ``None`` = no cap.
         progress: Show one transient progress line on stderr while the checks run (rank zero, a terminal).
         max_epochs: The planned run's epochs (``Trainer(max_epochs=)``), for the LR schedule and for a
-            ``configure_optimizers`` that reads ``self.trainer.estimated_stepping_batches``. ``None``: unknown.
+            ``configure_optimizers`` that reads ``self.trainer.estimated_stepping_batches``; ``None``:
+            unknown.
         max_steps: The planned run's optimizer steps (``Trainer(max_steps=)``); with ``max_epochs`` the
             smaller wins, as in the Trainer. ``None``: unknown.
 
