@@ -35,32 +35,25 @@ def _zero_head(model, head):
     return model
 
 
-def test_bce_with_logits_expects_exactly_ln2_at_zero_logits():
-    model = M.BinaryBCE()
-    _zero_head(model, model.net[-1])
-    result = preflight(model, **M.binary_data(), checks=[InitLossCheck()])["init_loss"]
+@pytest.mark.parametrize(
+    ("model", "data", "expected", "classes"),
+    [
+        (M.BinaryBCE, M.binary_data, math.log(2), None),
+        (M.MultiLabel, M.multilabel_data, math.log(2), None),  # ln 2 per output
+        (lambda: M.TinySegmenter(classes=3), M.segmentation_data, math.log(3), 3),  # the channel dim
+    ],
+    ids=["bce_with_logits", "multi_label", "per_pixel_ce"],
+)
+def test_a_zero_head_scores_exactly_what_its_loss_expects(model, data, expected, classes):
+    module = model()
+    _zero_head(module, module.net[-1])
+    result = preflight(module, **data(), checks=[InitLossCheck()])["init_loss"]
     assert result.status == "pass", result.message
-    assert result.details["expected"] == pytest.approx(math.log(2), rel=1e-12)
-    assert result.details["measured"] == pytest.approx(math.log(2), rel=1e-6)
-    assert "binary_cross_entropy_with_logits" in result.details["expected_from"]
-
-
-def test_multi_label_expects_ln2_per_output():
-    model = M.MultiLabel()
-    _zero_head(model, model.net[-1])
-    result = preflight(model, **M.multilabel_data(), checks=[InitLossCheck()])["init_loss"]
-    assert result.status == "pass", result.message
-    assert result.details["expected"] == pytest.approx(math.log(2), rel=1e-12)
-    assert result.details["measured"] == pytest.approx(math.log(2), rel=1e-6)
-
-
-def test_per_pixel_segmentation_expects_ln_c_of_the_channel_dim():
-    model = M.TinySegmenter(classes=3)
-    _zero_head(model, model.net[-1])
-    result = preflight(model, **M.segmentation_data(), checks=[InitLossCheck()])["init_loss"]
-    assert result.status == "pass", result.message
-    assert result.details["num_classes"] == 3 and "ln 3" in result.message
-    assert result.details["measured"] == pytest.approx(math.log(3), rel=1e-6)
+    assert result.details["expected"] == pytest.approx(expected, rel=1e-12)
+    assert result.details["measured"] == pytest.approx(expected, rel=1e-6)
+    assert result.details.get("num_classes") == classes or classes is None
+    if model is M.BinaryBCE:
+        assert "binary_cross_entropy_with_logits" in result.details["expected_from"]
 
 
 def test_prior_initialised_bce_bias_on_1_to_9_data_passes_at_the_prior_entropy():
