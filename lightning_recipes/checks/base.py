@@ -75,6 +75,8 @@ class SanityCheck(Callback):
 
     Cost: what :meth:`check` costs, once per ``fit``; a resumed run skips it.
 
+    Every check takes the keyword arguments below besides its own (its docstring lists only those).
+
     Args:
         on_fail: ``"raise"`` a :class:`PreflightError` or ``"warn"`` when a callback's check fails.
         input_key: Index or key of the input tensor in a batch (default: ``batch[0]`` or ``"x"``, ...).

@@ -42,9 +42,6 @@ class BatchIndependenceCheck(SanityCheck):
     Args:
         num_samples: Samples of the first batch used (at least 2).
         rtol: Relative tolerance: a cross-sample effect above ``rtol`` x the own-sample effect is mixing.
-        on_fail: ``"raise"`` or ``"warn"`` when used as a callback.
-        input_key: Index or key of the input in a batch.
-        target_key: Index or key of the target.
 
     Raises:
         ValueError: If ``num_samples < 2`` or ``rtol`` is not in (0, 1).

@@ -40,9 +40,6 @@ class CausalityCheck(SanityCheck):
         num_positions: Positions probed, spread evenly over ``[0, S - 2]``.
         num_samples: Sequences of the first batch used.
         rtol: A dependence larger than ``rtol`` x the largest effect measured is a leak.
-        on_fail: ``"raise"`` or ``"warn"`` when used as a callback.
-        input_key: Index or key of the input in a batch.
-        target_key: Index or key of the target.
 
     Raises:
         ValueError: If ``causal`` is not a bool or None, a count is < 1 or ``rtol`` is not in (0, 1).

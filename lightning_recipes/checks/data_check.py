@@ -448,9 +448,6 @@ class DataCheck(SanityCheck):
         max_scale: Inputs whose mean magnitude or standard deviation exceeds this get a warning.
         blank_fractions: ``(warn, fail)`` fractions of blank samples.
         duplicate_fractions: ``(warn, fail)`` fractions of identical float samples.
-        on_fail: ``"raise"`` or ``"warn"`` when used as a callback.
-        input_key: Index or key of the input in a batch.
-        target_key: Index or key of the target.
 
     Raises:
         ValueError: If ``num_batches < 1``, ``num_classes < 2``, ``max_scale <= 0``, or a fraction pair is not

@@ -48,9 +48,6 @@ class EvalModeCheck(SanityCheck):
         num_samples: Samples of the first training batch used.
         rtol: Relative tolerance: outputs differing by more than ``rtol`` x their largest magnitude (plus
             ``1e-6``) differ. GPU kernels with atomics can differ by ~1e-6 relative run to run.
-        on_fail: ``"raise"`` or ``"warn"`` when used as a callback.
-        input_key: Index or key of the input in a batch.
-        target_key: Index or key of the target.
 
     Raises:
         ValueError: If ``num_samples < 1`` or ``rtol`` is not in (0, 1).

@@ -32,9 +32,6 @@ class GradFlowCheck(SanityCheck):
 
     Args:
         max_steps: Backward passes before a zero gradient counts as dead.
-        on_fail: ``"raise"`` or ``"warn"`` when used as a callback.
-        input_key: Index or key of the input in a batch.
-        target_key: Index or key of the target.
 
     Raises:
         ValueError: If ``max_steps < 1``.

@@ -41,9 +41,6 @@ class InputIndependenceCheck(SanityCheck):
         min_improvement: Required relative improvement ``(zeroed - real) / zeroed`` of the held-out loss.
         num_samples: Samples kept from each training batch (``None``: whole batches); held-out batches are
             used whole.
-        on_fail: ``"raise"`` or ``"warn"`` when used as a callback.
-        input_key: Index or key of the input in a batch.
-        target_key: Index or key of the target.
 
     Raises:
         ValueError: If a count is < 1 or ``min_improvement`` is outside [0, 1).

@@ -40,10 +40,7 @@ class LoaderCheck(SanityCheck):
         z_threshold: Standard deviations of binomial noise a served count must fall below its expected count.
         rarer_ratios: ``(warn, fail)`` served share / dataset share of a rare class.
         min_expected: A class never served is a fail only when it should have been served this many times.
-        on_fail: ``"raise"`` or ``"warn"`` when used as a callback.
-        input_key: Index or key of the input in a batch.
         target_key: Index or key of the target (default: the one the loss consumes).
-        time_budget: Wall-clock seconds (``"default"``: the preflight's).
 
     Raises:
         ValueError: If ``max_samples < 10``, ``min_expected <= 0``, ``z_threshold <= 0`` or ``rarer_ratios``

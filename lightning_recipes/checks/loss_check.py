@@ -82,9 +82,6 @@ class LossCheck(SanityCheck):
 
     Args:
         num_batches: Training batches to read (the first judges, the others confirm per-class verdicts).
-        on_fail: ``"raise"`` or ``"warn"`` when used as a callback.
-        input_key: Index or key of the input in a batch.
-        target_key: Index or key of the target.
         time_budget: Wall-clock seconds for this check (see :class:`SanityCheck`).
 
     Raises:

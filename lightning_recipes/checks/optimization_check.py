@@ -39,10 +39,6 @@ class OptimizationCheck(SanityCheck):
     Args:
         steps: Training batches of the trial fit at most.
         max_samples: Samples of the first training batch used.
-        on_fail: ``"raise"`` or ``"warn"`` when used as a callback.
-        input_key: Index or key of the input in a batch.
-        target_key: Index or key of the target.
-        time_budget: Seconds for this check (``"default"``: the preflight's).
 
     Raises:
         ValueError: If ``steps < 2`` or ``max_samples < 1``.

@@ -39,9 +39,6 @@ class OverfitBatchCheck(SanityCheck):
         max_steps: Step budget.
         target_ratio: Pass when the loss falls to this fraction of its initial value, in (0, 1).
         num_samples: Samples taken from the first batch (``None``: the whole batch).
-        on_fail: ``"raise"`` or ``"warn"`` when used as a callback.
-        input_key: Index or key of the input in a batch.
-        target_key: Index or key of the target.
 
     Raises:
         ValueError: If ``max_steps < 1``, ``target_ratio`` is outside (0, 1) or ``num_samples < 1``.

@@ -52,9 +52,6 @@ class PaddingCheck(SanityCheck):
         num_samples: Samples of the first training batch used.
         extra: Padding positions appended to every sequence.
         padding_key: The mask's or lengths' key (index) in the batch, when its name does not say.
-        on_fail: ``"raise"`` or ``"warn"`` when used as a callback.
-        input_key: Index or key of the input in a batch.
-        target_key: Index or key of the target.
 
     Raises:
         ValueError: If ``num_samples < 1``, ``extra < 1`` or ``padding_key`` is not an int, str or None.

@@ -237,10 +237,6 @@ class ScheduleCheck(SanityCheck):
         collapse: The LR is collapsed below this fraction of its base.
         low: A warm-up has not finished while the LR is below this fraction of its base.
         growth: The LR grows without bound when it ends above this multiple of its first value.
-        on_fail: ``"raise"`` or ``"warn"`` when used as a callback.
-        input_key: Index or key of the input in a batch.
-        target_key: Index or key of the target.
-        time_budget: Wall-clock seconds (``"default"``: the preflight's).
 
     Raises:
         ValueError: If ``collapse``, ``low`` or ``growth`` is not positive, ``collapse > low`` or

@@ -45,9 +45,6 @@ class SplitOverlapCheck(SanityCheck):
         near_tokens: Fraction of equal positions from which two token sequences are near duplicates.
         warn_fraction: Estimated overlap (fraction of the validation set) from which the check warns.
         fail_fraction: Estimated overlap from which it fails.
-        on_fail: ``"raise"`` or ``"warn"`` when used as a callback.
-        input_key: Index or key of the input in a batch.
-        target_key: Index or key of the target.
 
     Raises:
         ValueError: If ``num_batches < 1``, a similarity is not in (0, 1], a fraction not in (0, 1], or

@@ -52,9 +52,6 @@ class TargetLeakageCheck(SanityCheck):
         train_steps: (c) optimizer steps of the short training (0 turns (c) off).
         too_good_fraction: (c) held-out loss below this fraction of ``ln C`` warns.
         target_as_input: (0) test whether the model's output changes with the target alone.
-        on_fail: ``"raise"`` or ``"warn"`` when used as a callback.
-        input_key: Index or key of the input in a batch.
-        target_key: Index or key of the target.
 
     Raises:
         ValueError: If a count is out of range or a fraction is not in (0, 1].

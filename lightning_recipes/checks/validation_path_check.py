@@ -47,10 +47,6 @@ class ValidationPathCheck(SanityCheck):
         min_share: Share of the training loss's fall that the validation loss must fall, in (0, 1).
         steps: Training batches of the trial fit at most (it stops once the loss halved, after >= 8).
         max_samples: Samples of the first training batch used.
-        on_fail: ``"raise"`` or ``"warn"`` when used as a callback.
-        input_key: Index or key of the input in a batch.
-        target_key: Index or key of the target.
-        time_budget: Seconds for this check (``"default"``: the preflight's).
 
     Raises:
         ValueError: If ``min_share`` is outside (0, 1), ``steps < 3`` or ``max_samples < 1``.
