@@ -187,7 +187,6 @@ def test_permutation_equivariance_in_eval(make: Any, data: Any, status: str) -> 
         assert permutation["output"]["deviation"] > 10 * permutation["output"]["tolerance"]
     else:
         assert permutation["output"]["deviation"] <= permutation["output"]["tolerance"]
-    assert result.seconds < 2.0
 
 
 def test_hugging_face_bert_with_attention_mask_is_permutation_equivariant() -> None:

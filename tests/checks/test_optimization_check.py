@@ -30,7 +30,6 @@ def test_healthy_loops_pass(model):
     result = _run(model)
     assert result.status == "pass", result.message
     assert result.details["max_residual"] < 1e-6  # the same float sums: equal up to rounding
-    assert result.seconds < 3.0
 
 
 def test_gradients_clipped_before_the_step_pass_as_scaled():

@@ -186,7 +186,6 @@ def test_padding_is_ignored_or_reported(make: Any, data: Any, status: str, kind:
         assert max(q["deviation"] / q["tolerance"] for q in quantities.values()) > 10
     else:
         assert all(q["deviation"] <= q["tolerance"] for q in quantities.values()), quantities
-    assert result.seconds < 2.0
 
 
 def test_the_mask_convention_and_the_fill_values_are_read_from_the_batch() -> None:
@@ -321,7 +320,6 @@ def test_more_shapes(make: Any, data: Any, status: str) -> None:
     torch.manual_seed(0)
     result = preflight(make(), train_dataloaders=data(), checks=[PaddingCheck()])["padding"]
     assert result.status == status, result.message
-    assert result.seconds < 2.0
 
 
 class MaskedTokens(_Base):

@@ -5,7 +5,6 @@ distances, not a fixed cosine. Each bug has a healthy twin that must pass."""
 from __future__ import annotations
 
 import math
-import time
 
 import pytest
 import torch
@@ -172,13 +171,9 @@ def test_features_pool_large_images_and_keep_small_ones():
     assert repeat_features(torch.zeros(2, 1, 64, 64)).shape == (2, 256)
 
 
-def test_cost_on_a_few_thousand_samples():
-    """4096 training x 1024 validation samples of 256 features offered (2048 x 512 searched): well under
-    the 1.5 s budget."""
+def test_a_large_split_is_searched_within_the_sample_caps():
+    """4096 training x 1024 validation samples of 256 features offered: 2048 x 512 searched (the work cap)."""
     g = torch.Generator().manual_seed(9)
     train, val = torch.randn(4096, 256, generator=g), torch.randn(1024, 256, generator=g)
-    start = time.perf_counter()
     found = repeat_test(train, val)
-    seconds = time.perf_counter() - start
     assert found is not None and found.queries == 512 and found.keys == 2048
-    assert seconds < 3.0, seconds  # measured 0.37 s on the 2-vCPU guest, one thread (1.5 s is the target)
