@@ -15,8 +15,7 @@ from torch import Tensor
 from typing_extensions import override
 
 from lightning_recipes._validation import check_bool, check_choice, check_int, check_non_negative, is_number
-from lightning_recipes.callbacks._averaging import averaging_callbacks, set_averages_to_module
-from lightning_recipes.callbacks._snapshot import Snapshot
+from lightning_recipes.callbacks._snapshot import Snapshot, averaging_callbacks, set_averages_to_module
 from lightning_recipes.callbacks._trainer import callback_list
 
 __all__ = ["EarlyStopping"]

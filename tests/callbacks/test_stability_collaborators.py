@@ -1,5 +1,5 @@
-"""StabilityGuard's collaborators (issue 23) on their own: the LR cut, the snapshot keeper, the pending-step
-plumbing, the event record and messages, and the shared ``jsonable``."""
+"""StabilityGuard's parts (issue 23) on their own: the LR cut, the snapshot keeper, the event messages, and
+the shared ``jsonable``."""
 
 from __future__ import annotations
 
@@ -11,11 +11,13 @@ import pytest
 import torch
 
 from lightning_recipes._jsonable import jsonable
-from lightning_recipes.callbacks._pending_steps import pending_from_plain, pending_to_plain, stack
-from lightning_recipes.callbacks._rollback_snapshot import RollbackSnapshot
-from lightning_recipes.callbacks._stability_event import StabilityEvent, give_up_message, outcome
-from lightning_recipes.callbacks._stability_repair import LRScaling
-from lightning_recipes.callbacks._step_skipping import StepSkipper
+from lightning_recipes.callbacks.stability_guard import (
+    LRScaling,
+    RollbackSnapshot,
+    StabilityEvent,
+    give_up_message,
+    outcome,
+)
 from lightning_recipes.testing import TinyClassifier, fast_trainer, random_classification_loader
 
 
@@ -66,25 +68,6 @@ def test_rollback_snapshot_restores_weights_and_a_copy_keeps_timings_but_not_the
     assert clone.snapshot is None and clone.step == -1 and clone.snapshot_s == keeper.snapshot_s
     keeper.release()
     assert keeper.snapshot is None and keeper.snapshot_s is not None
-
-
-def test_pending_steps_round_trip_through_plain_floats() -> None:
-    pending = [(3, torch.tensor(1.5), torch.tensor(0.25)), (4, None, torch.tensor(float("inf")))]
-    plain = pending_to_plain(pending)
-    assert plain == [(3, 1.5, 0.25), (4, None, math.inf)]
-    back = pending_from_plain(plain)
-    assert pending_to_plain(back) == plain
-    losses, norms, mask = stack(back, torch.device("cpu"))
-    assert losses.tolist() == [1.5, 0.0] and norms.tolist() == [0.25, math.inf] and mask == [True, False]
-
-
-def test_step_skipper_lets_a_finite_step_stand() -> None:
-    skipper = StepSkipper()
-    param = torch.nn.Parameter(torch.ones(1))
-    param.grad = torch.ones(1)
-    optimizer = torch.optim.SGD([param], lr=0.1)
-    assert skipper.maybe_skip(fast_trainer(), optimizer, torch.tensor(2.0)) is None
-    assert param.grad is not None and skipper.take_skipped() is False
 
 
 def test_event_messages_name_the_reason() -> None:
