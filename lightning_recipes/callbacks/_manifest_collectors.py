@@ -1,9 +1,4 @@
-"""RunManifest's Trainer-free collectors: git state, versions, host, seeds, batch hashing.
-
-They live beside the callback rather than in a top-level ``_environment.py`` because RunManifest is their
-only user (the benchmarks print a one-line machine summary of another shape); move them up when a second
-user appears.
-"""
+"""RunManifest's Trainer-free collectors: git state, versions, host, seeds, batch hashing."""
 
 from __future__ import annotations
 

@@ -30,44 +30,20 @@ _RECENT = 256  # per-batch wait fractions kept for the median the warning also n
 class InputPipelineMonitor(Callback):
     """Log the fraction of wall time training waits for data, and warn once with concrete DataLoader advice.
 
-    The *fetch time* of a batch is the host time from the end of the previous step's work to the arrival of
-    this batch: Lightning fetches the next batch in that gap. The *step time* is the rest: from the arrival to
-    the end of the step's work. Both ends bracket **every** callback, so another callback's work (an EMA
-    update in ``on_train_batch_end``, say) is step time, never data wait, wherever it sits in the callbacks
-    list: at ``setup`` the monitor puts a marker first in ``trainer.callbacks`` (the batch has arrived before
-    any callback's ``on_train_batch_start``) and one last (after every callback's ``on_train_batch_end``), and
-    removes them at ``teardown``. A validation run in the gap is left out. The first batch of every epoch,
-    which also pays for starting the loader's workers, is reported separately (``epoch_start_s``) and left out
-    of the fraction.
+    The *fetch time* of a batch is the host time from the end of the previous step's work to its arrival;
+    the *step time* is the rest. Markers placed first and last in ``trainer.callbacks`` bracket every
+    callback, so another callback's work is step time, never data wait. Each epoch's first batch (worker
+    start-up) is reported apart (``epoch_start_s``). Warns once (rank zero; the flag is checkpointed) after
+    ``min_batches`` batches when both the cumulative and the recent median wait fraction exceed
+    ``warn_wait_fraction``, with advice from the loader and one timed batch build (workers, or not for an
+    in-memory dataset; or "the wait lies elsewhere"). Details: ``docs/guides/monitoring.md``.
 
-    Cost: two ``time.perf_counter()`` calls per batch; no tensors, no host-device sync. Caveat: host timers
-    only. On an accelerator whose queue runs ahead of the host the step time is what the host spent, and data
-    waits may overlap device work; the fraction is exact when something syncs every step (e.g. logging the
-    loss each step). The gap also holds what Lightning runs after the callbacks and before the next fetch: the
-    LightningModule's own ``on_train_batch_end`` (Lightning calls it after the callbacks' and offers no later
-    hook), the loggers' write on logging steps and the moving of the batch to the device.
+    Cost: two ``time.perf_counter()`` calls per batch; no tensors, no sync. Host timers only: exact when
+    something syncs every step; on an accelerator running ahead, data waits may overlap device work.
 
-    Warns once (rank zero; the flag is saved in checkpoints, so a resumed run stays quiet), after
-    ``min_batches`` measured batches, when the cumulative wait fraction exceeds ``warn_wait_fraction`` and so
-    does the median over the last 256 batches (a few long waits alone say nothing about the pipeline). The
-    advice comes from what the loader is and from one measurement taken then (building one batch in the main
-    process, every RNG restored): an in-memory dataset (``TensorDataset``) is told that worker processes do
-    not help it (they add inter-process copies to trivial indexing); workers are advised only when building a
-    batch takes most of the measured wait; a wait the batch build does not explain is said to lie elsewhere
-    (hooks, logging, the copy to the device); what cannot be measured (an ``IterableDataset``) is said to be
-    unknown.
-
-    Logged keys (``prefix`` prepended), over the batches since the last log:
-
-    ==================================  =========================================================
-    key                                 value
-    ==================================  =========================================================
-    ``input_pipeline/wait_fraction``    fetch time / (fetch time + step time)
-    ``input_pipeline/fetch_ms``         mean fetch time per batch, milliseconds
-    ``input_pipeline/fetch_ms_max``     slowest fetch, milliseconds
-    ``input_pipeline/step_ms``          mean step time per batch, milliseconds
-    ``input_pipeline/epoch_start_s``    wait for the current epoch's first batch, seconds
-    ==================================  =========================================================
+    Logged keys (``prefix`` prepended), over the batches since the last log: ``input_pipeline/wait_fraction``
+    (fetch / (fetch + step)), ``input_pipeline/fetch_ms`` (mean), ``input_pipeline/fetch_ms_max``,
+    ``input_pipeline/step_ms`` (mean), ``input_pipeline/epoch_start_s`` (this epoch's first batch).
 
     Args:
         warn_wait_fraction: Warn when training waits for data more than this fraction of the time, in ``(0,

@@ -38,26 +38,17 @@ __all__ = ["RunManifest"]
 class RunManifest(Callback):
     """Records what another engineer needs to understand and reproduce the run, and logs it everywhere.
 
-    At the start of training it collects the code version (git commit, branch and a dirty flag with a hash
-    of the uncommitted diff, when the code lives in a git repository), the module's and datamodule's full
-    hyperparameters and any ``recipe`` attribute (dataclass or mapping), the configured optimizers and
-    schedulers, seeds, library versions, hardware, strategy, precision, world size, gradient accumulation
-    and the effective (global) batch size. It then hashes the first ``fingerprint_batches`` training
-    batches on every rank (a SHA-256 over dtype, shape and bytes of every tensor), so two runs that claim
-    the same data can be checked to have seen the same first batches.
+    At train start it collects the code version (git commit, branch, dirty flag and a hash of the diff),
+    the module's and datamodule's hyperparameters and any ``recipe``, optimizers and schedulers, seeds,
+    library versions, hardware, strategy, precision, world size, accumulation and the effective batch size,
+    then hashes the first ``fingerprint_batches`` training batches on every rank (SHA-256 over dtype, shape
+    and bytes), so two runs that claim the same data can be checked. It writes ``manifest.json`` in the
+    run's log directory (rank zero), rewrites it once the fingerprint is complete, logs it once to every
+    logger via ``log_hyperparams`` under ``manifest`` and keeps it as :attr:`manifest`. A resumed run names
+    the run it resumed from (``resumed_from``).
 
-    The manifest is written as JSON to ``manifest.json`` in the run's log directory (rank zero) when
-    training starts, rewritten once the fingerprint is complete, and then logged once to every attached
-    logger through ``log_hyperparams`` under the top-level key ``manifest``: ``WandbLogger`` stores it as
-    nested run config (``config["manifest"]["git"]["commit"]``), ``TensorBoardLogger`` as flattened hparams
-    (``manifest/git/commit``), ``CSVLogger`` in ``hparams.yaml`` (nested). The finished manifest is also
-    available as :attr:`manifest`. On resume from a checkpoint the new manifest names the run it resumed
-    from (``resumed_from``: that run's creation time, commit and fingerprint).
-
-    Cost: a few ``git`` subprocess calls (each with a 10 s timeout) at train start; the fingerprint copies
-    the first ``fingerprint_batches`` batches to host memory (one host-device sync per batch, on those
-    batches only) and, under a multi-process strategy, does one ``all_gather`` of 32 integers; nothing
-    afterwards.
+    Cost: a few ``git`` calls (10 s timeout each) at train start; one host copy (and sync) per fingerprinted
+    batch and, multi-process, one ``all_gather`` of 32 integers; nothing afterwards.
 
     Args:
         dirpath: Directory of ``manifest.json``; ``None`` uses the first logger's run directory
@@ -74,10 +65,6 @@ class RunManifest(Callback):
         TypeError: If ``extra`` is not a mapping, ``dirpath`` / ``repo_dir`` not a path, or
             ``log_to_loggers`` not a bool.
 
-    Manifest sections (JSON keys; in TensorBoard prefixed ``manifest/`` and flattened with ``/``):
-
-    Key                    Content
-    =====================  ===================================================================
     Example:
         >>> import json, tempfile
         >>> from lightning_recipes.testing import TinyClassifier, fast_trainer, random_classification_loader
