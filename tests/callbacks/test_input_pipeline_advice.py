@@ -11,7 +11,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, TensorDataset
 
 from lightning_recipes.callbacks import InputPipelineMonitor
-from lightning_recipes.callbacks._pipeline_advice import loader_advice, time_batch_build_ms
+from lightning_recipes.callbacks.input_pipeline_monitor import loader_advice, time_batch_build_ms
 from lightning_recipes.testing import TinyClassifier, fast_trainer
 
 

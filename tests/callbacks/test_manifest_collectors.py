@@ -1,4 +1,4 @@
-"""RunManifest's Trainer-free collectors, tested by value (callbacks/_manifest_collectors.py)."""
+"""RunManifest's Trainer-free collectors, tested by value (callbacks/run_manifest.py)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from lightning_recipes._jsonable import jsonable
-from lightning_recipes.callbacks._manifest_collectors import (
+from lightning_recipes.callbacks.run_manifest import (
     combine_fingerprints,
     git_info,
     hash_batch,
