@@ -289,21 +289,6 @@ def test_pickles_and_records_ddp(tmp_path: Path) -> None:
     assert record["data_fingerprint"]["sha256"] == hashlib.sha256("".join(ranks).encode()).hexdigest()
 
 
-@pytest.mark.parametrize(
-    ("kwargs", "error", "match"),
-    [
-        ({"fingerprint_batches": -1}, ValueError, "`fingerprint_batches` must be an integer >= 0, got -1"),
-        ({"fingerprint_batches": 1.5}, ValueError, "`fingerprint_batches` must be an integer >= 0, got 1.5"),
-        ({"filename": "a/b.json"}, ValueError, "`filename` must be a plain file name, got 'a/b.json'"),
-        ({"filename": ""}, ValueError, "`filename` must be a plain file name"),
-        ({"extra": [1, 2]}, TypeError, "`extra` must be a mapping or None, got list"),
-    ],
-)
-def test_bad_arguments(kwargs: dict[str, Any], error: type[Exception], match: str) -> None:
-    with pytest.raises(error, match=match):
-        RunManifest(**kwargs)
-
-
 def test_every_attached_logger_receives_it_once(tmp_path: Path) -> None:
     class CountingLogger(InMemoryLogger):
         def __init__(self) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import logging
 import math
 import pickle
-import re
 import statistics
 from datetime import timedelta
 from pathlib import Path
@@ -137,28 +136,6 @@ def _assert_same(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> None
     assert a.keys() == b.keys()
     for key in a:
         assert torch.equal(a[key], b[key]), key
-
-
-# ---------------------------------------------------------------------------------------------- construction
-
-
-@pytest.mark.parametrize(
-    ("kwargs", "message"),
-    [
-        ({"mode": "skip"}, "`mode` must be one of"),
-        ({"check_every_n_steps": 0}, "`check_every_n_steps` must be an integer >= 1, got 0"),
-        ({"snapshot_every_n_steps": 2.5}, "`snapshot_every_n_steps` must be an integer >= 1, got 2.5"),
-        ({"spike_window": True}, "`spike_window` must be an integer >= 1"),
-        ({"max_rollbacks": -1}, "`max_rollbacks` must be an integer >= 0, got -1"),
-        ({"spike_k": 0.0}, "`spike_k` must be a finite number > 0, got 0.0"),
-        ({"spike_rtol": 1.0}, r"`spike_rtol` must be a number in \(1, inf\), got 1.0"),
-        ({"lr_factor": 0.0}, r"`lr_factor` must be a number in \(0, 1\], got 0.0"),
-        ({"lr_factor": 2}, r"`lr_factor` must be a number in \(0, 1\], got 2"),
-    ],
-)
-def test_invalid_arguments_name_argument_and_value(kwargs: dict[str, Any], message: str) -> None:
-    with pytest.raises(ValueError, match=message):
-        StabilityGuard(**kwargs)
 
 
 # ---------------------------------------------------------------------------------------------- rollback =
@@ -582,23 +559,6 @@ def test_ddp_skip_step_on_one_rank_skips_on_every_rank(tmp_path: Path) -> None:
 
 
 # ------------------------------------------------------------------------- adaptive snapshots (issue 15)
-
-
-@pytest.mark.parametrize(
-    ("kwargs", "message"),
-    [
-        ({"snapshot_overhead": 0.0}, "`snapshot_overhead` must be a number in (0, 1), got 0.0"),
-        ({"snapshot_overhead": 1.0}, "`snapshot_overhead` must be a number in (0, 1), got 1.0"),
-        ({"finding_lr_factor": 0.0}, "`finding_lr_factor` must be a number in (0, 1], got 0.0"),
-        ({"act_on_findings": 1}, "`act_on_findings` must be True or False, got 1"),
-        ({"spike_min_rise": -0.1}, "`spike_min_rise` must be a finite number >= 0, got -0.1"),
-        ({"spike_min_rise": float("inf")}, "`spike_min_rise` must be a finite number >= 0, got inf"),
-        ({"spike_min_rise": True}, "`spike_min_rise` must be a finite number >= 0, got True"),
-    ],
-)
-def test_new_arguments_are_validated(kwargs: dict[str, Any], message: str) -> None:
-    with pytest.raises((ValueError, TypeError), match=re.escape(message)):
-        StabilityGuard(**kwargs)
 
 
 def test_default_snapshots_every_passing_check_on_a_small_model() -> None:
