@@ -1,5 +1,4 @@
-"""StabilityGuard's parts (issue 23) on their own: the LR cut, the snapshot keeper, the event messages, and
-the shared ``jsonable``."""
+"""StabilityGuard's parts (issue 23) on their own: the LR cut, the snapshot keeper, the event messages."""
 
 from __future__ import annotations
 
@@ -10,7 +9,6 @@ import pickle
 import pytest
 import torch
 
-from lightning_recipes._jsonable import jsonable
 from lightning_recipes.callbacks.stability_guard import (
     LRScaling,
     RollbackSnapshot,
@@ -82,22 +80,3 @@ def test_event_messages_name_the_reason() -> None:
     assert "Emergency checkpoint (last good state, step 5): /tmp/x.ckpt." in message
     finding = StabilityEvent(7, "lr_too_high", 0.2, 0, 9, "scale_lr")
     assert outcome(finding, 0.25, 1.0, 0) == "scale_lr, learning rate x0.25 from now on"
-
-
-@pytest.mark.parametrize(
-    ("value", "options", "expected"),
-    [
-        ({"x": float("nan")}, {}, {"x": math.nan}),  # the manifest's default keeps non-finite floats
-        ({"x": float("nan")}, {"nonfinite_as_str": True}, {"x": "nan"}),
-        (torch.zeros(17), {"max_tensor_elements": None}, [0.0] * 17),
-        (torch.tensor([float("inf")]), {"nonfinite_as_str": True}, ["inf"]),
-        (ValueError("x"), {"fallback": str}, "x"),
-        (ValueError("x"), {}, "ValueError('x')"),
-    ],
-)
-def test_jsonable_options(value: object, options: dict, expected: object) -> None:
-    got = jsonable(value, **options)
-    if isinstance(expected, dict) and any(isinstance(v, float) and math.isnan(v) for v in expected.values()):
-        assert math.isnan(got["x"])
-    else:
-        assert got == expected

@@ -174,51 +174,21 @@ def test_fault_injection_rolls_back_and_logs_the_right_step(fault: str, cause: s
 
     assert trainer.global_step == 16  # the run finished
     assert all(torch.isfinite(p).all() for p in model.parameters())
+    # checks after steps 2, 5, 8 (global_step 3, 6, 9); snapshot from the passed check at 6
     assert [(e.step, e.cause, e.detected_at_step, e.restored_step) for e in guard.events] == [
-        (
-            7,
-            cause,
-            9,
-            6,
-        )  # checks after steps 2, 5, 8 (global_step 3, 6, 9); snapshot from the passed check at 6
+        (7, cause, 9, 6)
     ]
     assert guard.rollbacks == 1
-    assert logger.history("stability/event_step") == [
-        (8, 7.0)
-    ]  # logged with the metrics of the batch at step 8
+    assert logger.history("stability/event_step") == [(8, 7.0)]  # with the metrics of the batch at step 8
     steps = [step for step, _ in logger.records]
     assert steps == sorted(steps)  # never behind the trainer's own logging step (wandb drops such records)
-    assert (
-        logger.last("stability/event_cause")
-        == {"nonfinite_loss": 1, "nonfinite_grad_norm": 2, "loss_spike": 3}[cause]
-    )
+    codes = {"nonfinite_loss": 1, "nonfinite_grad_norm": 2, "loss_spike": 3}
+    assert logger.last("stability/event_cause") == codes[cause]
     value = logger.last("stability/event_value")
     if fault == "spike":
         assert value > 50.0  # ~100x the loss at init (ln 4)
     else:
         assert math.isnan(value)
-
-
-def test_verbose_event_message(caplog: pytest.LogCaptureFixture) -> None:
-    guard = StabilityGuard(check_every_n_steps=2, snapshot_every_n_steps=2, lr_factor=0.5, cooldown_steps=2)
-    with caplog.at_level(logging.WARNING):
-        _fit(FaultyClassifier(fault="nan_grad", fault_step=3), guard, max_steps=6)
-    assert (
-        "StabilityGuard: non-finite gradient norm (gradient norm nan) at step 3 on rank 0, "
-        "detected at step 4; "
-        "action: rollback to the snapshot of step 2, learning rate x0.5 for 2 steps." in caplog.text
-    )
-
-
-def test_no_false_positive_on_a_clean_run_and_one_sync_per_check() -> None:
-    guard = StabilityGuard(
-        check_every_n_steps=4, snapshot_every_n_steps=8, spike_warmup_steps=4, verbose=False
-    )
-    model = FaultyClassifier()
-    trainer = _fit(model, guard, max_steps=24)
-    assert guard.events == [] and trainer.global_step == 24
-    assert guard._window.numel() == 24  # every step passed its check and entered the statistics
-    assert guard._snapshots.snapshot is None  # released at teardown
 
 
 class SyncCountingGuard(StabilityGuard):
@@ -279,29 +249,30 @@ def test_gradient_norm_is_shared_with_grad_norm_monitor(with_monitor: bool) -> N
 
 
 @pytest.mark.parametrize("every", [1, 4])
-def test_one_sync_per_check_and_none_between(every: int) -> None:
-    guard = SyncCountingGuard(check_every_n_steps=every, snapshot_every_n_steps=4, verbose=False)
-    _fit(FaultyClassifier(), guard, max_steps=12)
+def test_a_clean_run_has_no_event_and_one_sync_per_check_and_none_between(every: int) -> None:
+    guard = SyncCountingGuard(check_every_n_steps=every, snapshot_every_n_steps=4, spike_warmup_steps=4)
+    trainer = _fit(FaultyClassifier(), guard, max_steps=12)
     assert guard.syncs == [1 if (step + 1) % every == 0 else 0 for step in range(12)]
+    assert guard.events == [] and trainer.global_step == 12
+    assert guard._window.numel() == 12  # every step passed its check and entered the statistics
+    assert guard._snapshots.snapshot is None  # released at teardown
 
 
-def test_cooldown_scales_lr_only_inside_optimizer_steps() -> None:
-    seen: list[float] = []
-
-    class LrProbe(Callback):
-        def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-            # registered after the guard's hooks, so it sees the learning rate the step really uses
-            trainer.optimizers[0].register_step_pre_hook(
-                lambda opt, a, k: seen.append(opt.param_groups[0]["lr"])
-            )
-
-    guard = StabilityGuard(
-        check_every_n_steps=1, snapshot_every_n_steps=1, lr_factor=0.25, cooldown_steps=3, verbose=False
-    )
-    model = FaultyClassifier(fault="nan_loss", fault_step=4)
-    trainer = _fit(model, guard, max_steps=10, callbacks=[LrProbe()])
-    assert seen == [0.1] * 5 + [0.025] * 3 + [0.1] * 2
+def test_cooldown_scales_lr_only_inside_optimizer_steps_and_is_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    guard = StabilityGuard(check_every_n_steps=1, snapshot_every_n_steps=1, lr_factor=0.25, cooldown_steps=3)
+    hook = LrHook()
+    with caplog.at_level(logging.WARNING):
+        trainer = _fit(
+            FaultyClassifier(fault="nan_loss", fault_step=4), guard, max_steps=10, callbacks=[hook]
+        )
+    assert hook.lrs == [0.1] * 5 + [0.025] * 3 + [0.1] * 2
     assert trainer.optimizers[0].param_groups[0]["lr"] == 0.1
+    assert (
+        "StabilityGuard: non-finite loss (loss nan) at step 4 on rank 0, detected at step 5; action: "
+        in caplog.text
+    )
 
 
 def test_scheduler_state_is_restored() -> None:
@@ -338,12 +309,13 @@ def test_gradient_accumulation_names_the_optimizer_step() -> None:
 # ---------------------------------------------------------------------------------------------- other modes
 
 
-def test_raise_mode_raises_naming_cause_and_step() -> None:
+def test_raise_mode_raises_at_the_first_fault() -> None:
     guard = StabilityGuard(mode="raise", check_every_n_steps=2, verbose=False)
-    with pytest.raises(
-        RuntimeError, match=r"non-finite loss \(loss nan\) at step 3 on rank 0, detected at step 4"
-    ):
+    with pytest.raises(RuntimeError, match="StabilityGuard"):
         _fit(FaultyClassifier(fault="nan_loss", fault_step=3), guard, max_steps=8)
+    assert [(e.step, e.cause, e.rank, e.detected_at_step, e.action) for e in guard.events] == [
+        (3, "nonfinite_loss", 0, 4, "raise")
+    ]
 
 
 def test_skip_step_drops_the_update_bitwise() -> None:
@@ -468,36 +440,29 @@ def test_rollback_refuses_sharded_strategies() -> None:
 
 
 @pytest.mark.parametrize(
-    ("strategy", "fault", "cause"),
+    ("strategy", "fault", "cause", "mode"),
     [
-        ("ddp_fork", "nan_loss", "nonfinite_loss"),
-        ("ddp_fork", "nan_grad", "nonfinite_grad_norm"),
-        ("ddp_fork", "spike", "loss_spike"),
-        ("ddp_spawn", "nan_grad", "nonfinite_grad_norm"),  # proves the guard pickles
+        ("ddp_fork", "nan_loss", "nonfinite_loss", "rollback"),
+        ("ddp_fork", "nan_grad", "nonfinite_grad_norm", "rollback"),
+        ("ddp_fork", "spike", "loss_spike", "rollback"),
+        ("ddp_spawn", "nan_grad", "nonfinite_grad_norm", "rollback"),  # proves the guard pickles
+        ("ddp_fork", "nan_grad", "nonfinite_grad_norm", "skip_step"),
     ],
 )
-def test_ddp_fault_on_one_rank_rolls_back_every_rank(
-    tmp_path: Path, strategy: str, fault: str, cause: str
+def test_ddp_fault_on_one_rank_acts_on_every_rank(
+    tmp_path: Path, strategy: str, fault: str, cause: str, mode: str
 ) -> None:
-    guard = StabilityGuard(
-        check_every_n_steps=3, snapshot_every_n_steps=3, spike_warmup_steps=4, verbose=False
-    )
+    guard = StabilityGuard(mode=mode, check_every_n_steps=3, snapshot_every_n_steps=3, spike_warmup_steps=4)
     model = FaultyClassifier(fault=fault, fault_step=7, fault_rank=1)
-    _fit(
-        model,
-        guard,
-        max_steps=12,
-        strategy=strategy,
-        devices=2,
-        callbacks=[DumpPerRank(str(tmp_path))],
-    )
+    _fit(model, guard, max_steps=12, strategy=strategy, devices=2, callbacks=[DumpPerRank(str(tmp_path))])
     results = [torch.load(tmp_path / f"rank{r}.pt", weights_only=False) for r in (0, 1)]
+    restored = 6 if mode == "rollback" else -1
     for result in results:
         assert result["global_step"] == 12
         # a NaN loss on rank 1 also makes rank 0's all-reduced gradient NaN: the event names the root cause
         assert [
             (e["step"], e["rank"], e["cause"], e["action"], e["restored_step"]) for e in result["events"]
-        ] == [(7, 1, cause, "rollback", 6)]
+        ] == [(7, 1, cause, mode, restored)]
         assert all(torch.isfinite(v).all() for v in result["weights"].values())
     _assert_same(results[0]["weights"], results[1]["weights"])
 
@@ -507,10 +472,10 @@ def test_ddp_raise_mode_raises_on_every_rank(tmp_path: Path) -> None:
     model = FaultyClassifier(fault="nan_grad", fault_step=3, fault_rank=0)
     with pytest.raises(Exception, match="StabilityGuard"):
         _fit(model, guard, max_steps=8, strategy="ddp_fork", devices=2)
-    for rank in (0, 1):
-        message = torch.load(tmp_path / f"rank{rank}.pt", weights_only=False)["exception"]
+    for rank in (0, 1):  # every rank raised, at the same check (RecordingGuard's barrier)
         assert (
-            "non-finite gradient norm (gradient norm nan) at step 3 on rank 0, detected at step 4" in message
+            "StabilityGuard(mode='raise')"
+            in torch.load(tmp_path / f"rank{rank}.pt", weights_only=False)["exception"]
         )
 
 
@@ -547,37 +512,23 @@ def test_cuda_rollback_pinned_snapshots_no_sync_between_checks(precision: str) -
     assert all(torch.isfinite(p).all() for p in model.parameters())
 
 
-def test_ddp_skip_step_on_one_rank_skips_on_every_rank(tmp_path: Path) -> None:
-    guard = StabilityGuard(mode="skip_step", check_every_n_steps=4, verbose=False)
-    model = FaultyClassifier(fault="nan_grad", fault_step=3, fault_rank=1)
-    _fit(model, guard, max_steps=8, strategy="ddp_fork", devices=2, callbacks=[DumpPerRank(str(tmp_path))])
-    results = [torch.load(tmp_path / f"rank{r}.pt", weights_only=False) for r in (0, 1)]
-    for result in results:
-        assert [(e["step"], e["rank"], e["action"]) for e in result["events"]] == [(3, 1, "skip_step")]
-        assert all(torch.isfinite(v).all() for v in result["weights"].values())
-    _assert_same(results[0]["weights"], results[1]["weights"])
-
-
 # ------------------------------------------------------------------------- adaptive snapshots (issue 15)
 
 
-def test_default_snapshots_every_passing_check_on_a_small_model() -> None:
-    """A NaN at step 57 of a short run: the default guard rolls back at most a few checks (here ~0.2 ms per
-    snapshot vs 5 steps of a few ms: every check or two), not to step 0 (the old default of a snapshot every
-    100 steps lost the whole run)."""
-    guard = StabilityGuard(check_every_n_steps=5, verbose=False)
+@pytest.mark.parametrize("every", [None, 100])
+def test_snapshot_interval_adaptive_by_default_or_as_given(every: int | None) -> None:
+    """Adaptive (default): a NaN at step 57 rolls back a few checks (a snapshot costs ~0.2 ms vs 5 steps of
+    a few ms), not to step 0 (the old default of a snapshot every 100 steps lost the whole run)."""
+    guard = StabilityGuard(check_every_n_steps=5, snapshot_every_n_steps=every, verbose=False)
     _fit(FaultyClassifier(fault="nan_loss", fault_step=57), guard, max_steps=62)
     [event] = guard.events
     assert (event.step, event.cause) == (57, "nonfinite_loss")
-    assert 40 <= event.restored_step <= 55 and event.restored_step % 5 == 0
-    assert guard.snapshot_interval <= 15
-
-
-def test_explicit_snapshot_interval_is_honoured() -> None:
-    guard = StabilityGuard(check_every_n_steps=5, snapshot_every_n_steps=100, verbose=False)
-    _fit(FaultyClassifier(fault="nan_loss", fault_step=57), guard, max_steps=62)
-    assert guard.snapshot_interval == 100
-    assert [(e.step, e.restored_step) for e in guard.events] == [(57, 0)]
+    if every is None:
+        assert (
+            40 <= event.restored_step <= 55 and event.restored_step % 5 == 0 and guard.snapshot_interval <= 15
+        )
+    else:
+        assert event.restored_step == 0 and guard.snapshot_interval == 100
 
 
 class HeavyStateClassifier(FaultyClassifier):
