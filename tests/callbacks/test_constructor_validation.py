@@ -16,6 +16,7 @@ from lightning_recipes.callbacks import (
     RunManifest,
     StabilityGuard,
 )
+from lightning_recipes.mixing import BatchMixer
 
 NAN, INF = float("nan"), float("inf")
 V, T = ValueError, TypeError
@@ -113,6 +114,15 @@ CASES: list[tuple[Any, str, Any, type[Exception]]] = [
     (FinetuneSchedule, "unfreeze_at_step", -1, V),
     (FinetuneSchedule, "unfreeze_at_epoch", 1.5, V),
     (FinetuneSchedule, "warmup_steps", True, V),
+    (BatchMixer, "mixup_alpha", -1.0, V),
+    (BatchMixer, "cutmix_alpha", NAN, V),
+    (BatchMixer, "prob", 1.5, V),
+    (BatchMixer, "switch_prob", -0.1, V),
+    (BatchMixer, "num_classes", 1, V),
+    (BatchMixer, "seed", -1, V),
+    (BatchMixer, "correct_lam", 1, T),
+    (BatchMixer, "sync_across_ranks", "yes", T),
+    (BatchMixer, "input_key", 1.5, T),
 ]
 _REQUIRED = {
     EarlyStopping: {"monitor": "val_loss"},
@@ -128,6 +138,11 @@ def test_an_invalid_argument_is_refused_naming_it(cls: Any, name: str, value: An
     with pytest.raises(error) as caught:
         cls(**kwargs)
     assert f"`{name}`" in str(caught.value)
+
+
+def test_a_batch_mixer_needs_one_method() -> None:
+    with pytest.raises(ValueError, match="`mixup_alpha` and `cutmix_alpha` are both 0"):
+        BatchMixer(mixup_alpha=0.0)
 
 
 @pytest.mark.parametrize(
