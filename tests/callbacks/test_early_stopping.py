@@ -164,6 +164,9 @@ def test_state_dict_round_trip_and_resume_continues_the_count(tmp_path: Path) ->
     clone.load_state_dict(state)
     assert (clone.wait_count, clone.best_epoch, float(clone.best_score)) == (1, 2, 3.0)
     EarlyStopping("val_score").load_state_dict({})  # tolerant of old / empty state
+    stopper.best_weights_in_checkpoint = False
+    assert stopper.state_dict()["best_weights"] is None
+    stopper.best_weights_in_checkpoint = True
 
     # resume from a checkpoint at the end of epoch 3: stops at epoch 5 (wait 2, 3), as an uninterrupted run
     # would
@@ -180,12 +183,6 @@ def test_state_dict_round_trip_and_resume_continues_the_count(tmp_path: Path) ->
     assert resumed.stopped_epoch == 5 and resumed.best_epoch == 2
     # the best weights predate the interruption: they came from the checkpoint
     assert _equal({k: v.detach() for k, v in model.state_dict().items()}, state["best_weights"])
-
-
-def test_best_weights_can_stay_out_of_checkpoints() -> None:
-    stopper = EarlyStopping("val_score", restore_best_weights=True, best_weights_in_checkpoint=False)
-    stopper._best_weights = {"w": torch.ones(1)}
-    assert stopper.state_dict()["best_weights"] is None
 
 
 @pytest.mark.parametrize(
