@@ -316,11 +316,8 @@ def _represent_mixer(dumper: yaml.Dumper, mixer: BatchMixer) -> yaml.Node:
     return dumper.represent_dict(mixer.to_dict())
 
 
-# A module's `save_hyperparameters()` records a mixer passed to `__init__`: written to hparams.yaml as a
-# mapping (not a `!!python/object` tag that `load_hparams_from_yaml` cannot read), and to checkpoints as a
-# dict (BatchMixingMixin.on_save_checkpoint; rebuilt on load), so they load with `weights_only=True` anywhere.
-# Checkpoints written before that pickled the mixer: allowed under `weights_only=True` once this package is
-# imported (its pickled state is numbers and strings), so they still load.
+# A mixer in `save_hyperparameters()` goes to hparams.yaml as a mapping and to checkpoints as a dict (rebuilt
+# on load), so they load with `weights_only=True`; older checkpoints pickled it: allowed once imported.
 for _dumper in (yaml.Dumper, yaml.SafeDumper):
     yaml.add_representer(BatchMixer, _represent_mixer, Dumper=_dumper)
 register_plain_type(BatchMixer)
@@ -329,12 +326,9 @@ torch.serialization.add_safe_globals([BatchMixer])
 
 class BatchMixingMixin:
     """Mixes every training batch with ``self.batch_mixer`` (a :class:`BatchMixer`, or ``None`` for off) in
-    the LightningModule's ``on_after_batch_transfer``: after the batch is on the device, before
-    ``training_step``, only for the batches of the training loop: from the module's ``on_train_start``
-    (which Lightning calls after every callback's, so after the :class:`~lightning_recipes.Preflight`
-    callback, whose checks prepare batches through this hook) to ``on_train_end``, and only while
-    ``trainer.training``. Validation, test, predict, the sanity check and the preflight see the batches
-    unchanged and do not advance the stream.
+    ``on_after_batch_transfer`` (on the device, before ``training_step``), from the module's
+    ``on_train_start`` to ``on_train_end`` only: validation, test, predict, the sanity check and the
+    preflight see the batches unchanged and do not advance the stream.
 
     The generator's counter is checkpointed under ``"batch_mixer"`` (not in ``state_dict``). Put the mixin
     before ``pl.LightningModule`` in the bases and call ``super()`` in the hooks you override; a
