@@ -192,23 +192,12 @@ class AdaptiveGradClip(Callback):
 def autoclip_factor(
     history: Tensor, norm: Tensor, percentile: float, *, clipping: bool = True, max_norm: float | None = None
 ) -> tuple[Tensor, Tensor]:
-    """AutoClip's threshold and the factor to scale this step's gradients by, on the device, no sync.
+    """AutoClip's ``(threshold, factor)`` for this step's gradients, 0-dim tensors on the device, no sync.
 
-    ``threshold`` is the ``percentile``-th percentile (linear interpolation, ``torch.nanquantile``) of the
-    recorded norms in ``history`` (NaN marks an empty or non-finite slot; the current ``norm`` already
-    recorded), ``inf`` while ``clipping`` is off (warm-up) or nothing is recorded, capped at ``max_norm`` when
-    given. ``factor = threshold / norm`` when a finite ``norm`` exceeds the threshold, else ``1``: a
-    non-finite norm is never clipped (the AMP scaler skips that step).
-
-    Args:
-        history: The recorded norms, any length, NaN where empty.
-        norm: This step's total norm, a 0-dim tensor.
-        percentile: In ``(0, 100]``.
-        clipping: ``False`` during warm-up: only ``max_norm`` applies.
-        max_norm: Optional absolute cap on the threshold.
-
-    Returns:
-        ``(threshold, factor)``, 0-dim tensors on ``norm``'s device.
+    ``threshold``: the ``percentile``-th percentile (``torch.nanquantile``) of ``history`` (the recorded
+    norms, NaN where empty, this ``norm`` included), ``inf`` during warm-up (``clipping=False``) or with
+    nothing recorded, capped at ``max_norm``. ``factor = threshold / norm`` when a finite ``norm`` exceeds
+    it, else ``1`` (a non-finite norm is never clipped: the AMP scaler skips that step).
 
     Example:
         >>> history = torch.tensor([1.0, 2.0, 3.0, 4.0, float("nan")])
@@ -242,18 +231,10 @@ class _ClipState:
         self.scale: Tensor | None = None
 
     def _ensure(self, device: torch.device) -> None:
-        if self.history is None or self.history.device != device:
-            self.history = (
-                torch.full((self.window,), math.nan, device=device)
-                if self.history is None
-                else self.history.to(device)
-            )
-        if self.clipped is None or self.clipped.device != device:
-            self.clipped = (
-                torch.full((self.window,), math.nan, device=device)
-                if self.clipped is None
-                else self.clipped.to(device)
-            )
+        empty = (self.window,)
+        self.history = torch.full(empty, math.nan) if self.history is None else self.history
+        self.clipped = torch.full(empty, math.nan) if self.clipped is None else self.clipped
+        self.history, self.clipped = self.history.to(device), self.clipped.to(device)  # no-op on its device
 
     @torch.no_grad()
     def step(self, norm: Tensor, config: AdaptiveGradClip) -> Tensor:
