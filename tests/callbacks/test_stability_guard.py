@@ -1,5 +1,5 @@
-"""StabilityGuard on real Trainers: fault injection (NaN loss, NaN gradient, 100x spike), DDP, modes, state;
-state."""
+"""StabilityGuard on real Trainers (fault injection: NaN loss, NaN gradient, 100x spike; DDP, modes, state),
+and its parts on their own (the LR cut, the rollback snapshot, the event messages)."""
 
 from __future__ import annotations
 
