@@ -614,25 +614,36 @@ def test_guard_placed_before_the_monitor_warns() -> None:
 # ------------------------------------------------------------- healthy fine-tuning is left alone (issue 22)
 
 
-@pytest.mark.parametrize("seed", [2, 13, 14])
-def test_default_guard_leaves_healthy_bert_finetuning_alone(seed: int) -> None:
-    """Issue 22: a tiny randomly initialised ``transformers`` BERT fine-tuned with AdamW (3e-4) on a
-    synthetic text-classification task sits on a near-constant plateau at ln 2 (spread ~0.05%), then wobbles
-    out of it by +0.5-6% (seed 13: +6.4%) as it starts to learn. The old default (mean + 6 population std of
-    the window) rolled seeds 2 and 14 back for such bumps; the noise model sees a wobble, not 1.5x."""
+WOBBLY_SEEDS = (2, 13, 14)  # the old default rolled 2 and 14 back; 13 wobbles most (+6.4%)
+
+
+@pytest.mark.parametrize(
+    "seed", [s if s in WOBBLY_SEEDS else pytest.param(s, marks=pytest.mark.slow) for s in range(20)]
+)
+def test_default_guard_and_monitor_leave_healthy_bert_finetuning_alone(seed: int) -> None:
+    """Issues 22 and 25: a tiny randomly initialised ``transformers`` BERT (2 layers, width 32, dropout 0)
+    fine-tuned with AdamW (3e-4) on a synthetic task sits on a plateau at ln 2 (spread ~0.05%), then wobbles
+    out of it by +0.5-6% as it starts to learn. The old default (mean + 6 population std of the window) rolled
+    seeds 2 and 14 back; the defaults, behind a ``HealthMonitor``, leave all 20 seeds alone (no event, no
+    finding). The 17 other seeds are marked slow."""
     pytest.importorskip("transformers")
+    from lightning_recipes.callbacks.health_monitor import Finding, HealthMonitor
     from lightning_recipes.testing.finetune_models import TinyBertFinetune, loader, text_classification
 
     torch.manual_seed(seed)
+    findings: list[Finding] = []
+    monitor = HealthMonitor(check_every_n_steps=10, on_finding=findings.append)
     guard = StabilityGuard(verbose=False)  # the defaults under test
     recorder = LossRecorder()
-    trainer = fast_trainer(max_steps=60, max_epochs=-1, callbacks=[recorder, guard])
+    trainer = fast_trainer(max_steps=60, max_epochs=-1, callbacks=[recorder, monitor, guard])
     trainer.fit(TinyBertFinetune(lr=3e-4, dropout=0.0), loader(text_classification(seed=seed), 32, seed))
-    assert guard.events == [] and guard.rollbacks == 0
+    assert guard.events == [] and guard.rollbacks == 0 and [(f.problem, f.step) for f in findings] == []
     losses = recorder.losses
-    assert len(losses) == 60 and abs(statistics.median(losses[:20]) - math.log(2)) < 0.01  # the plateau
-    rises = [losses[i] / statistics.median(losses[i - 20 : i]) - 1 for i in range(20, 60)]
-    assert max(rises) > 0.003  # it does wobble out of the plateau: bumps above the running level
+    assert len(losses) == 60
+    if seed in WOBBLY_SEEDS:
+        assert abs(statistics.median(losses[:20]) - math.log(2)) < 0.01  # the plateau
+        rises = [losses[i] / statistics.median(losses[i - 20 : i]) - 1 for i in range(20, 60)]
+        assert max(rises) > 0.003  # it does wobble out of the plateau: bumps above the running level
 
 
 def test_default_guard_still_catches_a_blow_up_after_its_warm_up() -> None:
