@@ -18,18 +18,9 @@ def mixed_cross_entropy(
     label smoothing: one loss for the training batches a :class:`~lightning_recipes.mixing.BatchMixer` mixed
     and the validation batches it left alone.
 
-    With ``C`` classes and smoothing ``s``, a target distribution ``t`` becomes ``(1 - s) * t + s / C`` and
-    the loss per sample is ``-sum_c t_c * log_softmax(logits)_c``. Integer targets are one-hot ``t`` and go
-    to :func:`torch.nn.functional.cross_entropy` (same convention, so the result equals
-    ``F.cross_entropy(logits, targets, label_smoothing=s)``; ``ignore_index`` is not supported).
-
-    Order of smoothing and mixing: timm's ``Mixup`` smooths each one-hot label and then mixes them
-    (``lam * smooth(y_a) + (1 - lam) * smooth(y_b)``); here the mixer mixes one-hot labels and this loss
-    smooths the mixture. Smoothing is affine and the mixing weights sum to 1, so both orders give the same
-    target, bit for bit up to float rounding: the result equals timm's ``Mixup(label_smoothing=s)`` followed
-    by ``SoftTargetCrossEntropy``. Keeping the smoothing in the loss lets validation use the same call.
-
-    Cost: one ``log_softmax`` over the logits; no host-device sync.
+    A target distribution ``t`` becomes ``(1 - s) * t + s / C``; integer targets go to
+    ``F.cross_entropy`` (same result; no ``ignore_index``). Smoothing the mixture equals timm's smoothing
+    each label before mixing (``docs/guides/mixing.md``). Cost: one ``log_softmax``; no sync.
 
     Args:
         logits: Unnormalised scores, ``(N, C)`` (or ``(N, C, ...)`` with integer targets).

@@ -26,9 +26,8 @@ _CHECKPOINT_KEY = "batch_mixer"
 def mix_seed(seed: int, rank: int, index: int) -> int:
     """The seed of batch ``index`` on ``rank``: a 63-bit hash of the three numbers (BLAKE2b).
 
-    Every batch gets its own generator seed, derived from numbers every rank knows, so the stream needs no
-    saved generator state beyond ``index`` (identical on every rank, so the rank-zero checkpoint resumes
-    every rank) and a skipped or replayed batch never shifts the draws of the others.
+    Derived from numbers every rank knows, so the stream needs no saved generator state beyond ``index``
+    and a skipped or replayed batch never shifts the others' draws.
 
     Example:
         >>> mix_seed(0, 0, 0) == mix_seed(0, 0, 0) != mix_seed(0, 1, 0)
@@ -108,24 +107,13 @@ class BatchMixer:
     * soft targets ``y' = lam * onehot(y) + (1 - lam) * onehot(y[perm])`` (float32, ``(N, C)``); a batch
       that is not mixed gets plain one-hot targets, so the target type never changes within a run.
 
-    Feed ``y'`` to :func:`lightning_recipes.losses.mixed_cross_entropy`, which applies label smoothing.
+    Feed ``y'`` to :func:`lightning_recipes.losses.mixed_cross_entropy` (it applies label smoothing). The
+    ``k``-th batch's draws come from a CPU generator seeded with :func:`mix_seed` ``(seed, rank, k)``, so
+    ``state_dict`` (the counter ``k``) resumes the stream; ``sync_across_ranks=True`` uses rank 0's draws on
+    every rank. Randomness and the differences from timm's ``Mixup``: ``docs/guides/mixing.md``.
 
-    Randomness: the draws for the ``k``-th batch come from a CPU ``torch.Generator`` seeded with
-    :func:`mix_seed` ``(seed, rank, k)``, in this order: one uniform (apply?), one uniform (CutMix?), two
-    gamma draws (lam), the permutation, then CutMix's ``cx`` and ``cy``. ``state_dict`` is the counter
-    ``k`` (and the settings), so a resumed run continues the same stream. With ``sync_across_ranks=False``
-    (the default, as timm seeds per rank) every rank mixes its own batch with its own draws: the pairs are
-    as random as in one process with the global batch. ``sync_across_ranks=True`` uses rank 0's draws on
-    every rank (same ``lam``, pairing and box everywhere), e.g. when every rank sees the same data.
-
-    Differences from timm's ``Mixup(mode="batch")``: the partner of sample ``i`` is ``perm[i]`` from a
-    random permutation (the papers' pairing) rather than the flipped batch ``N-1-i``; the label smoothing
-    lives in the loss (the same targets, see :func:`~lightning_recipes.losses.mixed_cross_entropy`); timm's
-    ``cutmix_minmax`` and per-element modes are not offered.
-
-    Cost: a few host-side draws and one ``randperm(N)`` per batch; one extra copy of the inputs and
-    ``N x C`` targets on the device; no host-device sync (the draws never leave the host). Inputs are not
-    modified in place.
+    Cost: a few host-side draws and one ``randperm(N)`` per batch; one extra copy of the inputs and ``N x C``
+    targets on the device; no sync. Inputs are not modified in place.
 
     Args:
         mixup_alpha: Beta parameter of Mixup; 0 disables Mixup.
@@ -328,11 +316,8 @@ def _represent_mixer(dumper: yaml.Dumper, mixer: BatchMixer) -> yaml.Node:
     return dumper.represent_dict(mixer.to_dict())
 
 
-# A module's `save_hyperparameters()` records a mixer passed to `__init__`: written to hparams.yaml as a
-# mapping (not a `!!python/object` tag that `load_hparams_from_yaml` cannot read), and to checkpoints as a
-# dict (BatchMixingMixin.on_save_checkpoint; rebuilt on load), so they load with `weights_only=True` anywhere.
-# Checkpoints written before that pickled the mixer: allowed under `weights_only=True` once this package is
-# imported (its pickled state is numbers and strings), so they still load.
+# A mixer in `save_hyperparameters()` goes to hparams.yaml as a mapping and to checkpoints as a dict (rebuilt
+# on load), so they load with `weights_only=True`; older checkpoints pickled it: allowed once imported.
 for _dumper in (yaml.Dumper, yaml.SafeDumper):
     yaml.add_representer(BatchMixer, _represent_mixer, Dumper=_dumper)
 register_plain_type(BatchMixer)
@@ -341,27 +326,14 @@ torch.serialization.add_safe_globals([BatchMixer])
 
 class BatchMixingMixin:
     """Mixes every training batch with ``self.batch_mixer`` (a :class:`BatchMixer`, or ``None`` for off) in
-    the LightningModule's ``on_after_batch_transfer``: after the batch is on the device, before
-    ``training_step``, only for the batches of the training loop: from the module's ``on_train_start``
-    (which Lightning calls after every callback's, so after the :class:`~lightning_recipes.Preflight`
-    callback, whose checks prepare batches through this hook) to ``on_train_end``, and only while
-    ``trainer.training``. Validation, test, predict, the sanity check and the preflight see the batches
-    unchanged and do not advance the stream.
+    ``on_after_batch_transfer`` (on the device, before ``training_step``), from the module's
+    ``on_train_start`` to ``on_train_end`` only: validation, test, predict, the sanity check and the
+    preflight see the batches unchanged and do not advance the stream.
 
-    Why a mixin and not a callback: a callback's ``on_train_batch_start`` receives the batch but cannot
-    replace it (Lightning passes the same object on to ``training_step``; mutating it in place would
-    change the loader's tensors and cannot change their type from class indices to soft targets). The
-    batch hooks that may return a new batch (``on_before_batch_transfer`` / ``on_after_batch_transfer``)
-    exist on the LightningModule and the LightningDataModule only, so the recipe is a module mixin. The
-    generator's counter goes into the checkpoint through ``on_save_checkpoint`` / ``on_load_checkpoint``
-    under the key ``"batch_mixer"`` (not into ``state_dict``, so weight averaging, early stopping and
-    rollback snapshots never touch it).
-
-    Put the mixin before ``pl.LightningModule`` in the bases. If your class overrides
-    ``on_after_batch_transfer``, ``on_train_start``, ``on_train_end``, ``on_save_checkpoint`` or
-    ``on_load_checkpoint``, call ``super()``. If a
-    LightningDataModule overrides ``on_after_batch_transfer``, Lightning calls its hook instead of the
-    module's, so the mixin refuses to train (at ``on_train_start``) rather than silently not mixing.
+    The generator's counter is checkpointed under ``"batch_mixer"`` (not in ``state_dict``). Put the mixin
+    before ``pl.LightningModule`` in the bases and call ``super()`` in the hooks you override; a
+    LightningDataModule overriding ``on_after_batch_transfer`` makes it refuse to train (it would never mix).
+    Why a mixin and not a callback: ``docs/guides/mixing.md``.
 
     Example:
         >>> import lightning.pytorch as pl

@@ -1,25 +1,37 @@
-"""CPU copies of training state (module, optimizers, LR schedulers), restored in place."""
+"""CPU copies of training state (module, optimizers, LR schedulers, weight averages), restored in place:
+the one snapshot mechanism of EarlyStopping's best weights and StabilityGuard's rollback."""
 
 from __future__ import annotations
 
 import copy
+import logging
 from collections.abc import Sequence
 from typing import Any
 
+import lightning.pytorch as pl
 import torch
 from torch import Tensor
 
-__all__ = ["Snapshot", "copy_to_cpu", "same_state", "synchronize_if_cuda"]
+from lightning_recipes.callbacks._trainer import callback_list
+
+__all__ = [
+    "Snapshot",
+    "averaging_callbacks",
+    "capture_averages",
+    "copy_to_cpu",
+    "load_average",
+    "same_state",
+    "set_averages_to_module",
+    "synchronize_if_cuda",
+]
 
 
 def copy_to_cpu(obj: Any, reuse: Any = None) -> Any:
     """A deep copy of ``obj`` (nested dicts, lists, tuples) with every tensor copied into CPU memory.
 
-    CUDA tensors are copied into pinned buffers with ``non_blocking=True``: the copy is queued on the current
-    stream and the call returns at once. Read the result on the host only after
-    :func:`synchronize_if_cuda`; copying it back to the device needs no synchronisation (same stream).
-    Tensors in ``reuse`` (an earlier result with the same structure, shapes and dtypes) are overwritten
-    instead of allocating new buffers. Non-tensor leaves are deep-copied.
+    CUDA tensors go into pinned buffers with ``non_blocking=True`` (read them on the host only after
+    :func:`synchronize_if_cuda`). Tensors of ``reuse`` (an earlier result of the same structure, shapes and
+    dtypes) are overwritten instead of allocating new buffers. Non-tensor leaves are deep-copied.
 
     Example:
         >>> state = {"w": torch.ones(2), "meta": [1, {"lr": 0.1}]}
@@ -93,17 +105,12 @@ def synchronize_if_cuda(device: torch.device) -> None:
 
 
 class Snapshot:
-    """An in-memory CPU copy of training state, restored in place: one object for StabilityGuard's rollback
-    and EarlyStopping's best weights.
+    """An in-memory CPU copy of a module's, optimizers' and LR schedulers' ``state_dict``, restored in place
+    (refreshed into the previous capture's buffers by default). ``extra`` is kept by reference. RNG states
+    are not captured: a rollback moves on to the next batches instead of replaying the same ones.
 
-    :meth:`capture` copies a module's ``state_dict`` and, when given, the ``state_dict`` of optimizers and LR
-    schedulers, into CPU memory (pinned, non-blocking on CUDA; by default into the buffers of the previous
-    capture, so a refreshed snapshot allocates nothing). :meth:`restore` loads them back in place. ``extra``
-    holds anything the owner wants back with the state (kept by reference, not copied). RNG states are not
-    captured: a rollback moves on to the next batches instead of replaying the same ones.
-
-    Cost: one device-to-host copy of the captured state and that much CPU memory (about 3x the fp32 model
-    size for a module + Adam); on CUDA one sync per ``capture(wait=True)`` and per :meth:`restore`.
+    Cost: one device-to-host copy of the captured state and that much CPU memory (~3x the fp32 model for a
+    module + Adam); on CUDA one sync per ``capture(wait=True)`` and per :meth:`restore`.
 
     Example:
         >>> model = torch.nn.Linear(2, 1)
@@ -124,8 +131,7 @@ class Snapshot:
         self.extra: Any = None
 
     def __eq__(self, other: object) -> bool:
-        """Value equality: same step, same captured tensors (shape, dtype, elements), same optimizer and
-        scheduler states and ``extra`` (so a pickled or deep-copied owner equals the original)."""
+        """Value equality of everything captured (:func:`same_state`)."""
         if not isinstance(other, Snapshot):
             return NotImplemented
         return same_state(vars(self), vars(other))
@@ -148,21 +154,9 @@ class Snapshot:
         reuse_buffers: bool = True,
         wait: bool = False,
     ) -> Snapshot:
-        """Copy the state of ``module``, ``optimizers`` and ``schedulers`` (LR schedulers) into this snapshot.
-
-        Args:
-            module: Its ``state_dict`` is copied.
-            optimizers: Their ``state_dict`` are copied.
-            schedulers: Their ``state_dict`` are deep-copied (small, host-side).
-            step: A label kept with the state (e.g. ``trainer.global_step``).
-            extra: Kept by reference, returned unchanged by :attr:`extra`.
-            reuse_buffers: Overwrite the previous capture's buffers instead of allocating new ones. Pass
-                ``False`` when the previous copy may still be referenced elsewhere (e.g. by a checkpoint).
-            wait: Block until the copy is complete (one sync on CUDA; no-op elsewhere).
-
-        Returns:
-            ``self``.
-        """
+        """Copy the ``state_dict`` of ``module``, ``optimizers`` and ``schedulers`` into this snapshot;
+        returns ``self``. ``step`` labels it; ``reuse_buffers=False`` when the previous copy may still be
+        referenced (e.g. by a checkpoint); ``wait`` blocks until the copy is complete (one sync on CUDA)."""
         reuse = reuse_buffers and self.model is not None
         self.model = copy_to_cpu(module.state_dict(), self.model if reuse else None)
         self.optimizers = [
@@ -184,9 +178,7 @@ class Snapshot:
         optimizers: Sequence[torch.optim.Optimizer] = (),
         schedulers: Sequence[Any] = (),
     ) -> None:
-        """Load the captured state back in place: into ``module`` (strict), ``optimizers``, ``schedulers``.
-
-        Optimizer and scheduler states are deep-copied on the way in, so the snapshot can be restored again.
+        """Load the captured state back in place (``module`` strictly); it can be restored again.
 
         Raises:
             RuntimeError: If nothing was captured.
@@ -207,3 +199,76 @@ def _device_of(module: torch.nn.Module) -> torch.device:
         return device
     first = next(iter(module.parameters()), None)
     return first.device if first is not None else torch.device("cpu")
+
+
+# ------------------------------------------------ Lightning's weight averages (public hooks only)
+
+# `WeightAveraging` arrived in Lightning 2.6.0, our floor; read softly so an older Lightning imports this.
+_WeightAveraging: Any = getattr(pl.callbacks, "WeightAveraging", None)
+# The logger of Lightning's `rank_zero_info`, which `WeightAveraging.on_load_checkpoint` uses.
+_RANK_ZERO_LOG = logging.getLogger("lightning.pytorch.utilities.rank_zero")
+
+
+def averaging_callbacks(trainer: pl.Trainer) -> list[Any]:
+    """The Trainer's weight-averaging callbacks (they swap their average in for every validation run)."""
+    if _WeightAveraging is None:  # pragma: no cover
+        return []
+    return [callback for callback in callback_list(trainer) if isinstance(callback, _WeightAveraging)]
+
+
+def capture_averages(trainer: pl.Trainer, pl_module: pl.LightningModule) -> list[tuple[Any, Any]]:
+    """A CPU copy of every weight-averaging callback's average, through its public checkpoint hook, for
+    :func:`load_average`; empty outside fit (a callback then holds no average)."""
+    kept = []
+    for callback in averaging_callbacks(trainer):
+        checkpoint: dict[str, Any] = {"state_dict": {}}
+        callback.on_save_checkpoint(trainer, pl_module, checkpoint)
+        if "averaging_state" in checkpoint:
+            state = {key: checkpoint[key] for key in ("state_dict", "averaging_state")}
+            kept.append((callback, copy_to_cpu(state)))
+    return kept
+
+
+def load_average(trainer: pl.Trainer, pl_module: pl.LightningModule, callback: Any, state: Any) -> None:
+    """Load ``state`` (``state_dict`` and ``averaging_state``) into ``callback`` by its checkpoint hook; its
+    "initialised from current_model_state" note is muted (nothing is initialised from a file)."""
+    checkpoint = {**state, "current_model_state": pl_module.state_dict()}
+    muted = _Mute("Found current_model_state in the checkpoint")
+    _RANK_ZERO_LOG.addFilter(muted)
+    try:
+        callback.on_load_checkpoint(trainer, pl_module, checkpoint)
+    finally:
+        _RANK_ZERO_LOG.removeFilter(muted)
+
+
+def set_averages_to_module(trainer: pl.Trainer, pl_module: pl.LightningModule) -> int:
+    """Make every weight-averaging callback's average equal to ``pl_module``'s weights (after the best
+    weights were restored, so a later ``validate``/``test`` or checkpoint uses them); returns how many.
+
+    Example:
+        >>> from lightning.pytorch.callbacks import EMAWeightAveraging
+        >>> from lightning_recipes.testing import TinyClassifier, fast_trainer, random_classification_loader
+        >>> trainer = fast_trainer(max_steps=2, callbacks=[EMAWeightAveraging()])
+        >>> model = TinyClassifier()
+        >>> trainer.fit(model, random_classification_loader(batch_size=16))
+        >>> set_averages_to_module(trainer, model)
+        1
+    """
+    count = 0
+    for callback in averaging_callbacks(trainer):
+        checkpoint: dict[str, Any] = {"state_dict": {}}
+        callback.on_save_checkpoint(trainer, pl_module, checkpoint)
+        if "averaging_state" in checkpoint:  # else no average: outside fit
+            state = {"state_dict": pl_module.state_dict(), "averaging_state": checkpoint["averaging_state"]}
+            load_average(trainer, pl_module, callback, state)
+            count += 1
+    return count
+
+
+class _Mute(logging.Filter):
+    def __init__(self, prefix: str) -> None:
+        super().__init__()
+        self.prefix = prefix
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith(self.prefix)

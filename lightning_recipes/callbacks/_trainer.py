@@ -1,15 +1,6 @@
-"""Every read of Lightning's private loop state, once, each with its public fallback.
-
-The callbacks must know *when* Lightning writes step metrics (to compute values only on those steps) and
-*which step index* it writes them under. Lightning has no public API for either; its own
-``LearningRateMonitor``, ``DeviceStatsMonitor`` and ``ThroughputMonitor`` read the same private attributes.
-They are isolated here so that a Lightning release that moves them breaks one file, and each falls back to the
-public rule when it is gone.
-
-Whether a batch stepped the optimizer (the accumulation test) needs no private read: ``trainer.global_step``
-advances exactly on the batches that step, so a callback records it in ``on_train_batch_start`` and
-compares in ``on_train_batch_end`` (:func:`stepped`).
-"""
+"""Every read of Lightning's private loop state (when and under which step it writes step metrics; its own
+monitors read the same), once, each with its public fallback: a Lightning release that moves them breaks one
+file."""
 
 from __future__ import annotations
 
@@ -43,12 +34,8 @@ def check_prefix(prefix: Any) -> None:
 
 
 def stepped(trainer: pl.Trainer, step_at_batch_start: int | None) -> bool:
-    """Whether the optimizer stepped since ``step_at_batch_start`` (``trainer.global_step`` then).
-
-    Public replacement for ``fit_loop._should_accumulate()``: under automatic optimization the global step
-    advances on, and only on, the batches that end an accumulation window. ``None`` (no batch start seen, e.g.
-    the hook is called outside the loop) counts as stepped.
-    """
+    """Whether the optimizer stepped since ``step_at_batch_start`` (``trainer.global_step`` then; ``None``:
+    no batch start seen, counts as stepped): the public replacement for ``fit_loop._should_accumulate()``."""
     return step_at_batch_start is None or trainer.global_step != step_at_batch_start
 
 
@@ -106,14 +93,9 @@ def emit(
 
 
 def logged_running_mean(trainer: pl.Trainer, name: str) -> tuple[Any, Any] | None:
-    """The running sum and sample count Lightning accumulates for ``self.log(name, ...)`` in validation_step.
-
-    For a tensor logged with ``on_epoch=True`` and mean reduction Lightning keeps ``value`` (the sum of the
-    batch means weighted by their batch sizes) and ``cumulated_batch_size``; both are replaced by new tensors
-    (never updated in place) on each logged batch, so a caller can difference two reads to get one batch's
-    mean and size. ``None`` when the metric is not logged that way (or Lightning moved these names). Host
-    reads only.
-    """
+    """The running weighted sum and sample count Lightning keeps for ``self.log(name, ..., on_epoch=True)``
+    (mean reduction) in validation_step, replaced (never updated in place) on each logged batch, so two reads
+    difference to one batch's mean and size; ``None`` when not logged that way. Host reads only."""
     # private: the active loop's ResultCollection (``trainer._results``, Lightning 2.x), its _ResultMetrics
     results = getattr(trainer, "_results", None)
     if not isinstance(results, dict):

@@ -30,36 +30,21 @@ __all__ = ["AdaptiveGradClip", "autoclip_factor"]
 class AdaptiveGradClip(Callback):
     """Clip gradients at the ``percentile``-th percentile of the last ``window`` total norms (AutoClip).
 
-    Seetharaman et al., "AutoClip: Adaptive Gradient Clipping for Source Separation Networks" (2020): record
-    the total gradient norm every step and clip at a percentile of the recorded history. Here the history is a
-    ring buffer of the last ``window`` norms (the current step included, as in AutoClip), clipping starts
-    after ``warmup_steps`` optimizer steps, and ``max_norm`` optionally caps the threshold from the first
-    step. Non-finite norms (an fp16 overflow step) are neither recorded nor clipped, so the gradients stay as
-    they are and the AMP scaler skips the step as usual.
+    AutoClip (Seetharaman et al., 2020): the history is a ring buffer of the last ``window`` norms (the
+    current step included); clipping starts after ``warmup_steps``; ``max_norm`` caps the threshold from the
+    first step. Non-finite norms (fp16 overflow) are neither recorded nor clipped (the AMP scaler skips the
+    step). Runs in ``on_before_optimizer_step`` on the device (no ``clip_grad_norm_``, whose tensor
+    ``max_norm`` would sync); works under FSDP/FSDP2, where the Trainer's clipping refuses; under DeepSpeed
+    use its ``gradient_clipping`` config. Warns, at most once per ``window`` steps, when more than
+    ``warn_clipped_fraction`` of the recent steps were clipped.
 
-    Runs in ``on_before_optimizer_step`` (accumulated, unscaled gradients) and stays on the device: the global
-    norm (one small all-reduce under FSDP2/FSDP1 shards, none under DDP), ``torch.nanquantile`` over the
-    buffer and an in-place ``torch._foreach_mul_`` by an on-device factor (``min(1, threshold / norm)``). It
-    never calls ``torch.nn.utils.clip_grads_with_norm_`` (it turns a tensor ``max_norm`` into a Python float:
-    a sync). Works under FSDP/FSDP2, where the Trainer's norm clipping refuses; under DeepSpeed use its
-    ``gradient_clipping`` config instead (the engine keeps the gradients).
-
-    Cost: one read of the gradients for the norm (none when a ``GradNormMonitor`` with the same ``norm_type``
-    runs just before it: its result is reused), one read-write to scale them (every step, as
-    ``clip_grad_norm_``), a sort of ``window`` floats; **no host-device sync on non-logging steps**; one
-    read-back per logging step (plus Lightning's own read of each logged key). Warns on rank zero, at most
-    once every ``window`` steps, when more than ``warn_clipped_fraction`` of the recent steps were clipped:
-    the learning rate, loss scale or data is likely wrong.
+    Cost: one read of the gradients for the norm (reused from a ``GradNormMonitor`` with the same
+    ``norm_type`` just before), one read-write to scale them, a sort of ``window`` floats; **no sync on
+    non-logging steps**, one read-back per logging step; one small all-reduce per step under FSDP shards.
 
     Logged keys (``prefix`` prepended; ``grad_clip/optimizer_<i>/...`` with several optimizers):
-
-    ==============================  ===============================================================
-    key                             value
-    ==============================  ===============================================================
-    ``grad_clip/threshold``         the clipping threshold at the logging step (``inf`` before any)
-    ``grad_clip/clipped_fraction``  fraction of optimizer steps clipped since the last log
-    ``grad_clip/scale``             the factor the gradients were multiplied by at the logging step
-    ==============================  ===============================================================
+    ``grad_clip/threshold`` (``inf`` before any), ``grad_clip/clipped_fraction`` (of the steps since the last
+    log), ``grad_clip/scale`` (the factor at the logging step).
 
     Args:
         percentile: Clip at this percentile of the recorded norms, in ``(0, 100]``.
@@ -207,23 +192,12 @@ class AdaptiveGradClip(Callback):
 def autoclip_factor(
     history: Tensor, norm: Tensor, percentile: float, *, clipping: bool = True, max_norm: float | None = None
 ) -> tuple[Tensor, Tensor]:
-    """AutoClip's threshold and the factor to scale this step's gradients by, on the device, no sync.
+    """AutoClip's ``(threshold, factor)`` for this step's gradients, 0-dim tensors on the device, no sync.
 
-    ``threshold`` is the ``percentile``-th percentile (linear interpolation, ``torch.nanquantile``) of the
-    recorded norms in ``history`` (NaN marks an empty or non-finite slot; the current ``norm`` already
-    recorded), ``inf`` while ``clipping`` is off (warm-up) or nothing is recorded, capped at ``max_norm`` when
-    given. ``factor = threshold / norm`` when a finite ``norm`` exceeds the threshold, else ``1``: a
-    non-finite norm is never clipped (the AMP scaler skips that step).
-
-    Args:
-        history: The recorded norms, any length, NaN where empty.
-        norm: This step's total norm, a 0-dim tensor.
-        percentile: In ``(0, 100]``.
-        clipping: ``False`` during warm-up: only ``max_norm`` applies.
-        max_norm: Optional absolute cap on the threshold.
-
-    Returns:
-        ``(threshold, factor)``, 0-dim tensors on ``norm``'s device.
+    ``threshold``: the ``percentile``-th percentile (``torch.nanquantile``) of ``history`` (the recorded
+    norms, NaN where empty, this ``norm`` included), ``inf`` during warm-up (``clipping=False``) or with
+    nothing recorded, capped at ``max_norm``. ``factor = threshold / norm`` when a finite ``norm`` exceeds
+    it, else ``1`` (a non-finite norm is never clipped: the AMP scaler skips that step).
 
     Example:
         >>> history = torch.tensor([1.0, 2.0, 3.0, 4.0, float("nan")])
@@ -257,18 +231,10 @@ class _ClipState:
         self.scale: Tensor | None = None
 
     def _ensure(self, device: torch.device) -> None:
-        if self.history is None or self.history.device != device:
-            self.history = (
-                torch.full((self.window,), math.nan, device=device)
-                if self.history is None
-                else self.history.to(device)
-            )
-        if self.clipped is None or self.clipped.device != device:
-            self.clipped = (
-                torch.full((self.window,), math.nan, device=device)
-                if self.clipped is None
-                else self.clipped.to(device)
-            )
+        empty = (self.window,)
+        self.history = torch.full(empty, math.nan) if self.history is None else self.history
+        self.clipped = torch.full(empty, math.nan) if self.clipped is None else self.clipped
+        self.history, self.clipped = self.history.to(device), self.clipped.to(device)  # no-op on its device
 
     @torch.no_grad()
     def step(self, norm: Tensor, config: AdaptiveGradClip) -> Tensor:

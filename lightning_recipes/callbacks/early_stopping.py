@@ -15,8 +15,7 @@ from torch import Tensor
 from typing_extensions import override
 
 from lightning_recipes._validation import check_bool, check_choice, check_int, check_non_negative, is_number
-from lightning_recipes.callbacks._averaging import averaging_callbacks, set_averages_to_module
-from lightning_recipes.callbacks._snapshot import Snapshot
+from lightning_recipes.callbacks._snapshot import Snapshot, averaging_callbacks, set_averages_to_module
 from lightning_recipes.callbacks._trainer import callback_list
 
 __all__ = ["EarlyStopping"]
@@ -31,43 +30,24 @@ class EarlyStopping(_LightningEarlyStopping):
     r"""Lightning's ``EarlyStopping`` (a subclass: same arguments, defaults, attributes and stop rules), plus
     a relative ``min_delta``, a warm-up period and restoring the best weights when training ends.
 
-    Stop rules, as in Lightning, evaluated at every check (end of the training epoch when validation runs
-    once per epoch, else end of validation): a non-finite metric (``check_finite``), ``stopping_threshold``,
-    ``divergence_threshold``, then improvement by more than ``min_delta`` resets the wait count, otherwise
-    ``patience`` checks without improvement stop training. The stop decision is reduced across ranks (any
-    rank stops every rank) and the reason is in ``stopping_reason`` / ``stopping_reason_message``.
+    Stop rules, their order, the rank reduction and ``stopping_reason`` are Lightning's. Additions:
 
-    Additions:
-
-    * ``min_delta_mode="rel"``: an improvement must beat the best score by ``min_delta * |best|``
-      (``"abs"``, the default, is Lightning's absolute ``min_delta``).
-    * ``start_from_epoch`` / ``start_from_step``: a check counts only once ``current_epoch >=
-      start_from_epoch`` and ``global_step >= start_from_step``; earlier checks are skipped entirely (no best
-      score, no wait count, no stop, not even for a non-finite metric), e.g. during learning-rate warm-up.
-    * ``restore_best_weights=True``: at every check where the metric improved on **every** rank (identical
-      to the single-process rule when the metric is logged with ``sync_dist=True``), a copy of the module's
-      ``state_dict`` is kept in CPU memory, and loaded back at ``on_train_end`` whatever ended training:
-      patience, a threshold, a non-finite metric, ``max_epochs`` / ``max_steps`` / ``max_time`` or another
-      callback. A check that reaches ``stopping_threshold`` counts as the best. Every rank loads the same
-      weights. Not restored when training ends with an exception (the crash state stays for debugging).
-    * With a weight-averaging callback (Lightning's ``EMAWeightAveraging`` / ``WeightAveraging`` /
-      subclasses), validation scores the **averaged** weights (the callback swaps them in for each
-      validation run), so those are the best weights: their copy is taken during the validation run
-      (at its first batch) and kept when the next check improves; ``on_train_end`` restores them after
-      the averaging callback has copied its final average into the module, whichever is listed first (if
-      the averaging callback comes later in ``callbacks``, the restore moves to ``on_fit_end``). Monitor a
-      validation metric then: the weights restored are those the last validation before the check saw.
-      The averaging callback's own average is set to them too, so a ``trainer.validate()`` after fit (which
-      swaps the average in), ``test``, ``predict`` and a checkpoint saved after fit all use the best weights.
-    * State: best score, wait count, ``best_epoch``/``best_step``, ``stopped_step`` and (with
-      ``best_weights_in_checkpoint``) the best weights go into the checkpoint, so a resumed run continues
-      the same count and can still restore weights from before the interruption.
-    * ``verbose=True`` also logs the stop reason and the restore on rank zero.
+    * ``min_delta_mode="rel"``: an improvement must beat the best score by ``min_delta * |best|``.
+    * ``start_from_epoch`` / ``start_from_step``: earlier checks are skipped entirely (no best score, no wait
+      count, no stop, not even for a non-finite metric), e.g. during learning-rate warm-up.
+    * ``restore_best_weights=True``: at every check that improved on **every** rank (or reached
+      ``stopping_threshold``), a CPU copy of the weights is kept, loaded back at ``on_train_end`` whatever
+      ended training (not after an exception). Next to a weight-averaging callback (``EMAWeightAveraging``)
+      the best weights are the averaged ones validation scored, and that callback's average is set to them
+      too, so a later ``validate``/``test``/``predict`` or checkpoint uses them.
+    * The best score, wait count, ``best_epoch``/``best_step``, ``stopped_step`` and (with
+      ``best_weights_in_checkpoint``) the best weights are checkpointed; ``verbose`` also logs the stop
+      reason and the restore. Long form: ``docs/guides/monitoring.md``.
 
     Cost: one reduction per check (two with ``restore_best_weights``); with ``restore_best_weights`` one
-    device-to-host copy of the weights per improvement, one fp32-size copy of the model in CPU memory, and
-    in every checkpoint unless ``best_weights_in_checkpoint=False``. Next to a weight-averaging callback:
-    one copy (and, on CUDA, one sync) per validation run instead of per improvement, and a second CPU copy.
+    device-to-host copy of the weights per improvement (per validation run next to weight averaging), one
+    fp32-size copy of the model in CPU memory, and in every checkpoint unless
+    ``best_weights_in_checkpoint=False``.
 
     Args:
         monitor: Logged metric to monitor.
@@ -95,15 +75,8 @@ class EarlyStopping(_LightningEarlyStopping):
         restored_best_weights: Whether ``on_train_end`` loaded the best weights.
 
     Raises:
-        MisconfigurationException: If ``mode`` is not ``"min"`` / ``"max"``, as Lightning's; the error is also
-            a ``ValueError`` (a ``TypeError`` if ``mode`` is not a string). Wherever Lightning's constructor
-            raises, ours raises an instance of the same type.
-        ValueError: At construction, naming the argument, if ``monitor`` is empty, ``min_delta`` negative,
-            ``patience`` / ``start_from_epoch`` / ``start_from_step`` not an integer >= 0, ``min_delta_mode``
-            not ``"abs"`` / ``"rel"``, or a threshold not a finite number or ``None`` (Lightning accepts these
-            and fails later, or never).
-        TypeError: If a flag (``verbose``, ``strict``, ...) is not a bool, ``monitor`` not a string, or
-            ``min_delta`` not a number (that error is also a ``ValueError``).
+        ValueError / TypeError: On an invalid argument, at construction. Wherever Lightning's constructor
+            raises, ours raises an instance of the same type too (``MisconfigurationException`` for ``mode``).
         RuntimeError: If ``strict`` and ``monitor`` was not logged.
 
     Example:

@@ -42,34 +42,13 @@ class FinetuneSchedule(Callback):
     ``unfreeze_at_step``), then warms their learning rate up linearly over ``warmup_steps`` on top of the
     run's own schedule: progressive unfreezing for transfer learning (it steers: it changes what trains).
 
-    How: the frozen modules' parameters are in the optimizer from the start, in their own groups (the recipe
-    mixins split them out - with their decay/no-decay, ``layer_decay`` and ``lr_scale`` groups - when this
-    callback is among the Trainer's callbacks; with your own ``configure_optimizers`` use
-    ``param_groups(..., split=modules)``). While frozen their ``requires_grad`` is False (no gradient, so no
-    backward through them, no optimizer state and no weight decay: the weights stay bitwise as they were) and
-    their groups' LR multiplier is 0. At the unfreeze point ``requires_grad`` comes back and the groups'
-    ``LambdaLR`` multiplier becomes :func:`unfreeze_multiplier`: the schedule itself computes their LR, so
-    ``LearningRateMonitor`` logs it, and the checkpoint holds a fixed set of groups. The only state is the
-    step the modules were unfrozen at; a run killed and resumed on either side of that point ends bitwise
-    where an uninterrupted run ends.
-
-    Differences from Lightning's ``BackboneFinetuning``: that one freezes in ``setup`` (before DDP wraps the
-    model, so DDP never registers the backbone and does not average its gradients after the unfreeze), adds
-    one new param group at the unfreeze epoch (no decay/no-decay split, weight decay from the optimizer's
-    defaults), and drives its LR with its own per-epoch rule beside the LR scheduler, which knows nothing of
-    the new group; it needs a ``backbone`` attribute and unfreezes on epochs only. Like its default
-    (``train_bn=True`` aside) the frozen modules stay in train mode: BatchNorm running statistics keep
-    updating.
-
-    Requirements: one optimizer with a per-step ``LambdaLR`` (every recipe schedule; ``schedule="none"`` has
-    no scheduler: use ``"constant"`` with ``warmup_steps=0``); each param group wholly inside or outside the
-    frozen modules. Under DDP, turn on ``find_unused_parameters``
-    (``strategy="ddp_find_unused_parameters_true"`` or ``DDPStrategy(find_unused_parameters=True)``): DDP
-    then leaves the frozen parameters' gradients unset and averages them again after the unfreeze. Each
-    requirement is checked at fit start with a clear error.
-
-    Tied (shared) parameters freeze under every name: freezing GPT-2's ``transformer.wte`` freezes its
-    ``lm_head`` (the same tensor). A warning at fit start names both module paths.
+    The frozen modules' parameters sit in the optimizer from the start, in their own groups (the recipe
+    mixins split them out when this callback is in the Trainer; with your own ``configure_optimizers`` use
+    ``param_groups(..., split=modules)``), with ``requires_grad=False`` and an LR multiplier of 0; at the
+    unfreeze point their ``LambdaLR`` multiplier becomes :func:`unfreeze_multiplier`. Needs one optimizer
+    with a per-step ``LambdaLR`` and, under DDP, ``find_unused_parameters=True`` (checked at fit start).
+    Tied parameters freeze under every name (a warning names both). Design, requirements and the differences
+    from Lightning's ``BackboneFinetuning``: ``docs/guides/finetuning.md``.
 
     Cost: nothing per step; one walk over the groups at fit start and at the unfreeze point.
 

@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import os
+import random
 import statistics
 import time
 from collections import deque
 from typing import Any
 
 import lightning.pytorch as pl
+import torch
 from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.utilities import rank_zero_warn
+from torch.utils.data import ConcatDataset, DataLoader, IterableDataset, Subset, TensorDataset
 from typing_extensions import override
 
 from lightning_recipes._validation import check_in_range, check_int
-from lightning_recipes.callbacks._pipeline_advice import loader_advice
 from lightning_recipes.callbacks._trainer import (
     callback_list,
     check_prefix,
@@ -30,44 +33,20 @@ _RECENT = 256  # per-batch wait fractions kept for the median the warning also n
 class InputPipelineMonitor(Callback):
     """Log the fraction of wall time training waits for data, and warn once with concrete DataLoader advice.
 
-    The *fetch time* of a batch is the host time from the end of the previous step's work to the arrival of
-    this batch: Lightning fetches the next batch in that gap. The *step time* is the rest: from the arrival to
-    the end of the step's work. Both ends bracket **every** callback, so another callback's work (an EMA
-    update in ``on_train_batch_end``, say) is step time, never data wait, wherever it sits in the callbacks
-    list: at ``setup`` the monitor puts a marker first in ``trainer.callbacks`` (the batch has arrived before
-    any callback's ``on_train_batch_start``) and one last (after every callback's ``on_train_batch_end``), and
-    removes them at ``teardown``. A validation run in the gap is left out. The first batch of every epoch,
-    which also pays for starting the loader's workers, is reported separately (``epoch_start_s``) and left out
-    of the fraction.
+    The *fetch time* of a batch is the host time from the end of the previous step's work to its arrival;
+    the *step time* is the rest. Markers placed first and last in ``trainer.callbacks`` bracket every
+    callback, so another callback's work is step time, never data wait. Each epoch's first batch (worker
+    start-up) is reported apart (``epoch_start_s``). Warns once (rank zero; the flag is checkpointed) after
+    ``min_batches`` batches when both the cumulative and the recent median wait fraction exceed
+    ``warn_wait_fraction``, with advice from the loader and one timed batch build (workers, or not for an
+    in-memory dataset; or "the wait lies elsewhere"). Details: ``docs/guides/monitoring.md``.
 
-    Cost: two ``time.perf_counter()`` calls per batch; no tensors, no host-device sync. Caveat: host timers
-    only. On an accelerator whose queue runs ahead of the host the step time is what the host spent, and data
-    waits may overlap device work; the fraction is exact when something syncs every step (e.g. logging the
-    loss each step). The gap also holds what Lightning runs after the callbacks and before the next fetch: the
-    LightningModule's own ``on_train_batch_end`` (Lightning calls it after the callbacks' and offers no later
-    hook), the loggers' write on logging steps and the moving of the batch to the device.
+    Cost: two ``time.perf_counter()`` calls per batch; no tensors, no sync. Host timers only: exact when
+    something syncs every step; on an accelerator running ahead, data waits may overlap device work.
 
-    Warns once (rank zero; the flag is saved in checkpoints, so a resumed run stays quiet), after
-    ``min_batches`` measured batches, when the cumulative wait fraction exceeds ``warn_wait_fraction`` and so
-    does the median over the last 256 batches (a few long waits alone say nothing about the pipeline). The
-    advice comes from what the loader is and from one measurement taken then (building one batch in the main
-    process, every RNG restored): an in-memory dataset (``TensorDataset``) is told that worker processes do
-    not help it (they add inter-process copies to trivial indexing); workers are advised only when building a
-    batch takes most of the measured wait; a wait the batch build does not explain is said to lie elsewhere
-    (hooks, logging, the copy to the device); what cannot be measured (an ``IterableDataset``) is said to be
-    unknown.
-
-    Logged keys (``prefix`` prepended), over the batches since the last log:
-
-    ==================================  =========================================================
-    key                                 value
-    ==================================  =========================================================
-    ``input_pipeline/wait_fraction``    fetch time / (fetch time + step time)
-    ``input_pipeline/fetch_ms``         mean fetch time per batch, milliseconds
-    ``input_pipeline/fetch_ms_max``     slowest fetch, milliseconds
-    ``input_pipeline/step_ms``          mean step time per batch, milliseconds
-    ``input_pipeline/epoch_start_s``    wait for the current epoch's first batch, seconds
-    ==================================  =========================================================
+    Logged keys (``prefix`` prepended), over the batches since the last log: ``input_pipeline/wait_fraction``
+    (fetch / (fetch + step)), ``input_pipeline/fetch_ms`` (mean), ``input_pipeline/fetch_ms_max``,
+    ``input_pipeline/step_ms`` (mean), ``input_pipeline/epoch_start_s`` (this epoch's first batch).
 
     Args:
         warn_wait_fraction: Warn when training waits for data more than this fraction of the time, in ``(0,
@@ -297,3 +276,122 @@ def _train_loader(trainer: pl.Trainer) -> Any:
     if isinstance(loaders, (list, tuple)):
         return loaders[0] if loaders else None
     return loaders
+
+
+# ---------------------------------------------------------------- pipeline advice
+
+_EXPLAINS = 0.5  # building a batch explains the wait when it takes at least half of it
+
+
+def in_memory_kind(dataset: Any) -> str | None:
+    """The dataset's type name when its ``__getitem__`` is indexing into tensors held in memory
+    (``TensorDataset``, or a ``Subset`` / ``ConcatDataset`` of such), else ``None``.
+
+    Example:
+        >>> in_memory_kind(TensorDataset(torch.zeros(4, 2)))
+        'TensorDataset'
+        >>> in_memory_kind(Subset(TensorDataset(torch.zeros(4, 2)), [0, 1]))
+        'Subset of TensorDataset'
+    """
+    if type(dataset) is TensorDataset:
+        return "TensorDataset"
+    if type(dataset) is Subset:
+        inner = in_memory_kind(dataset.dataset)
+        return None if inner is None else f"Subset of {inner.removeprefix('Subset of ')}"
+    if type(dataset) is ConcatDataset and dataset.datasets:
+        kinds = [in_memory_kind(part) for part in dataset.datasets]
+        return "ConcatDataset of TensorDatasets" if all(kinds) else None
+    return None
+
+
+def time_batch_build_ms(loader: DataLoader, repeats: int = 3) -> float | None:
+    """The median time, in ms, to build one batch of ``loader`` in this process as its fetcher does (index
+    the dataset ``batch_size`` times, then ``collate_fn``), on the first indices; ``None`` for an
+    ``IterableDataset`` or a loader without a batch size. Every RNG is restored afterwards (a random
+    augmentation draws from them), so training sees the same stream.
+    """
+    dataset, size = loader.dataset, loader.batch_size
+    if isinstance(dataset, IterableDataset) or size is None:
+        return None
+    try:
+        indices = list(range(min(size, len(dataset))))  # type: ignore[arg-type]
+    except TypeError:
+        return None
+    if not indices:
+        return None
+    states = torch.get_rng_state(), random.getstate()
+    try:
+        times = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            getitems = getattr(dataset, "__getitems__", None)
+            samples = getitems(indices) if getitems is not None else [dataset[i] for i in indices]
+            loader.collate_fn(samples)
+            times.append(time.perf_counter() - start)
+    finally:
+        torch.set_rng_state(states[0])
+        random.setstate(states[1])
+    return 1e3 * statistics.median(times)
+
+
+def loader_advice(loader: Any, *, fetch_ms: float, step_ms: float, device_type: str) -> str:
+    """What would shorten a wait of ``fetch_ms`` per batch for data against ``step_ms`` of computing: one
+    or two sentences with the measured numbers and the one change to make (nothing about what would not help).
+
+    Example:
+        >>> data = TensorDataset(torch.zeros(64, 2))
+        >>> text = loader_advice(DataLoader(data, batch_size=8), fetch_ms=5.0, step_ms=5.0, device_type="cpu")
+        >>> "in-memory TensorDataset" in text and "num_workers` > 0" not in text
+        True
+    """
+    if not isinstance(loader, DataLoader):
+        return f"Time iterating the {type(loader).__name__} alone to find what is slow (not a DataLoader)."
+    workers, cpus = loader.num_workers, os.cpu_count() or 1
+    pin = (
+        " Set `pin_memory=True` for asynchronous host-to-GPU copies."
+        if device_type == "cuda" and not loader.pin_memory
+        else ""
+    )
+    kind = in_memory_kind(loader.dataset)
+    build_ms = time_batch_build_ms(loader)
+    if build_ms is None:
+        return f"Time iterating the loader alone; if it is as slow, make the per-sample work cheaper.{pin}"
+    measured = f"Building one batch in this process takes {build_ms:.1f} ms"
+    explains = build_ms >= _EXPLAINS * fetch_ms
+    if kind is not None and workers > 0:
+        return (
+            f"The dataset is an in-memory {kind}, indexed, not computed: Try `num_workers=0` and compare "
+            f"the wait ({workers} workers copy its samples between processes).{pin}"
+        )
+    if kind is not None and explains:
+        return (
+            f"{measured} of the in-memory {kind}: index whole batches at once (`sampler=BatchSampler("
+            "RandomSampler(dataset), batch_size, drop_last=False), batch_size=None`) or slice tensors kept "
+            f"on the device.{pin}"
+        )
+    if not explains:
+        of = f" of the in-memory {kind}" if kind is not None else ""
+        return (
+            f"{measured}{of}, so most of the wait is not the loader: look at the work between steps "
+            f"(`on_train_batch_end` hooks, per-step logging, the host-to-device copy).{pin}"
+        )
+    if workers == 0:
+        return (
+            f"{measured}: set `num_workers` > 0 (e.g. {max(1, min(8, cpus - 1))}; {cpus} CPUs) and "
+            f"`persistent_workers=True` to build batches in the background.{pin}"
+        )
+    per_worker_ms = build_ms / workers
+    if per_worker_ms <= step_ms:
+        return (
+            f"{measured}; {workers} workers give one every {per_worker_ms:.1f} ms against a {step_ms:.1f} ms "
+            f"step, so the cause is inconclusive: time the loop without logging and hooks to find it.{pin}"
+        )
+    fix = (
+        f"raise `num_workers` towards {cpus - 1} ({cpus} CPUs)"
+        if workers < cpus - 1
+        else "make the per-sample work cheaper (precompute decoding, augmentation, tokenisation)"
+    )
+    return (
+        f"{measured}; {workers} workers give one every {per_worker_ms:.1f} ms against a {step_ms:.1f} ms "
+        f"step and cannot keep up: {fix}.{pin}"
+    )

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import hashlib
 import json
 import math
 import os
+import platform
+import socket
+import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -17,20 +22,11 @@ import torch
 from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 from lightning.pytorch.utilities.rank_zero import rank_zero_warn
+from torch import Tensor
 from typing_extensions import override
 
 from lightning_recipes._jsonable import jsonable
 from lightning_recipes._validation import check_bool, check_int
-from lightning_recipes.callbacks._manifest_collectors import (
-    combine_fingerprints,
-    git_info,
-    hash_batch,
-    host_info,
-    library_versions,
-    loggable,
-    optimizer_record,
-    seeds,
-)
 
 __all__ = ["RunManifest"]
 
@@ -38,26 +34,17 @@ __all__ = ["RunManifest"]
 class RunManifest(Callback):
     """Records what another engineer needs to understand and reproduce the run, and logs it everywhere.
 
-    At the start of training it collects the code version (git commit, branch and a dirty flag with a hash
-    of the uncommitted diff, when the code lives in a git repository), the module's and datamodule's full
-    hyperparameters and any ``recipe`` attribute (dataclass or mapping), the configured optimizers and
-    schedulers, seeds, library versions, hardware, strategy, precision, world size, gradient accumulation
-    and the effective (global) batch size. It then hashes the first ``fingerprint_batches`` training
-    batches on every rank (a SHA-256 over dtype, shape and bytes of every tensor), so two runs that claim
-    the same data can be checked to have seen the same first batches.
+    At train start it collects the code version (git commit, branch, dirty flag and a hash of the diff),
+    the module's and datamodule's hyperparameters and any ``recipe``, optimizers and schedulers, seeds,
+    library versions, hardware, strategy, precision, world size, accumulation and the effective batch size,
+    then hashes the first ``fingerprint_batches`` training batches on every rank (SHA-256 over dtype, shape
+    and bytes), so two runs that claim the same data can be checked. It writes ``manifest.json`` in the
+    run's log directory (rank zero), rewrites it once the fingerprint is complete, logs it once to every
+    logger via ``log_hyperparams`` under ``manifest`` and keeps it as :attr:`manifest`. A resumed run names
+    the run it resumed from (``resumed_from``).
 
-    The manifest is written as JSON to ``manifest.json`` in the run's log directory (rank zero) when
-    training starts, rewritten once the fingerprint is complete, and then logged once to every attached
-    logger through ``log_hyperparams`` under the top-level key ``manifest``: ``WandbLogger`` stores it as
-    nested run config (``config["manifest"]["git"]["commit"]``), ``TensorBoardLogger`` as flattened hparams
-    (``manifest/git/commit``), ``CSVLogger`` in ``hparams.yaml`` (nested). The finished manifest is also
-    available as :attr:`manifest`. On resume from a checkpoint the new manifest names the run it resumed
-    from (``resumed_from``: that run's creation time, commit and fingerprint).
-
-    Cost: a few ``git`` subprocess calls (each with a 10 s timeout) at train start; the fingerprint copies
-    the first ``fingerprint_batches`` batches to host memory (one host-device sync per batch, on those
-    batches only) and, under a multi-process strategy, does one ``all_gather`` of 32 integers; nothing
-    afterwards.
+    Cost: a few ``git`` calls (10 s timeout each) at train start; one host copy (and sync) per fingerprinted
+    batch and, multi-process, one ``all_gather`` of 32 integers; nothing afterwards.
 
     Args:
         dirpath: Directory of ``manifest.json``; ``None`` uses the first logger's run directory
@@ -74,10 +61,6 @@ class RunManifest(Callback):
         TypeError: If ``extra`` is not a mapping, ``dirpath`` / ``repo_dir`` not a path, or
             ``log_to_loggers`` not a bool.
 
-    Manifest sections (JSON keys; in TensorBoard prefixed ``manifest/`` and flattened with ``/``):
-
-    Key                    Content
-    =====================  ===================================================================
     Example:
         >>> import json, tempfile
         >>> from lightning_recipes.testing import TinyClassifier, fast_trainer, random_classification_loader
@@ -377,3 +360,209 @@ def _gather_fingerprint(trainer: pl.Trainer, hasher: Any, batches: int) -> dict[
     if batches == 0:
         rank_zero_warn("RunManifest saw no training batch: the data fingerprint hashes nothing.")
     return combine_fingerprints(per_rank, batches)
+
+
+# ---------------------------------------------------------------- manifest collectors
+
+#: Libraries whose versions the manifest records (when installed), by import name.
+LIBRARIES = (
+    "lightning_recipes",
+    "torch",
+    "lightning",
+    "torchmetrics",
+    "numpy",
+    "wandb",
+    "tensorboard",
+    "deepspeed",
+    "scikit-learn",
+    "matplotlib",
+)
+_DISTRIBUTIONS = {"lightning_recipes": "lightning-recipes"}
+_GIT_TIMEOUT_S = 10
+
+
+def run_git(repo_dir: str, *args: str) -> str | None:
+    """``git <args>`` in ``repo_dir``: its stdout, or ``None`` if git is missing, fails or times out."""
+    try:
+        result = subprocess.run(
+            ["git", *args], cwd=repo_dir, capture_output=True, text=True, timeout=_GIT_TIMEOUT_S, check=False
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return result.stdout if result.returncode == 0 else None
+
+
+def git_info(repo_dir: str) -> dict[str, Any] | None:
+    """Commit, branch and dirty flag of the repository containing ``repo_dir``; ``None`` outside one.
+
+    ``dirty`` counts tracked files only (untracked files are not code the run imported, as a rule);
+    ``diff_sha256`` is the SHA-256 of ``git diff HEAD`` when dirty; ``changed_files`` lists at most 100.
+    Cost: four ``git`` subprocess calls.
+
+    Example:
+        >>> import tempfile
+        >>> git_info(tempfile.mkdtemp()) is None  # not a repository
+        True
+    """
+    commit = run_git(repo_dir, "rev-parse", "HEAD")
+    if commit is None:
+        return None
+    branch = run_git(repo_dir, "rev-parse", "--abbrev-ref", "HEAD")
+    status = run_git(repo_dir, "status", "--porcelain", "--untracked-files=no") or ""
+    changed = [line[3:] for line in status.splitlines() if line.strip()]
+    diff = run_git(repo_dir, "diff", "HEAD") or ""
+    return {
+        "commit": commit.strip(),
+        "branch": branch.strip() if branch else None,
+        "dirty": bool(changed),
+        "diff_sha256": hashlib.sha256(diff.encode()).hexdigest() if changed else None,
+        "changed_files": changed[:100],
+    }
+
+
+def library_versions() -> dict[str, Any]:
+    """Python's version, each installed library of :data:`LIBRARIES`, and torch's CUDA / cuDNN builds.
+
+    Example:
+        >>> versions = library_versions()
+        >>> versions["python"] == platform.python_version(), versions["torch"] == metadata.version("torch")
+        (True, True)
+    """
+    versions: dict[str, Any] = {"python": platform.python_version()}
+    for name in LIBRARIES:
+        try:
+            versions[name] = metadata.version(_DISTRIBUTIONS.get(name, name))
+        except metadata.PackageNotFoundError:
+            continue
+    versions["cuda"] = torch.version.cuda
+    versions["cudnn"] = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+    return versions
+
+
+def total_memory() -> int | None:
+    """Physical memory in bytes (``None`` where ``sysconf`` cannot tell)."""
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+def host_info() -> dict[str, Any]:
+    """Host name, OS, CPU architecture and count, memory, and CUDA device names when CUDA is available.
+
+    Example:
+        >>> info = host_info()
+        >>> info["cpu_count"] == os.cpu_count(), info["machine"] == platform.machine()
+        (True, True)
+    """
+    info: dict[str, Any] = {
+        "hostname": socket.gethostname(),
+        "os": platform.platform(),
+        "machine": platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "memory_bytes": total_memory(),
+    }
+    if torch.cuda.is_available():
+        info["cuda_devices"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    return info
+
+
+def seeds(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The seeds Lightning's ``seed_everything`` leaves behind (``PL_GLOBAL_SEED``, ``PL_SEED_WORKERS``) and
+    ``torch.initial_seed()``.
+
+    Example:
+        >>> seeds({"PL_GLOBAL_SEED": "7"})["PL_GLOBAL_SEED"], seeds({})["PL_SEED_WORKERS"]
+        ('7', None)
+    """
+    environ = os.environ if environ is None else environ
+    return {
+        "PL_GLOBAL_SEED": environ.get("PL_GLOBAL_SEED"),
+        "PL_SEED_WORKERS": environ.get("PL_SEED_WORKERS"),
+        "torch_initial_seed": torch.initial_seed(),
+    }
+
+
+def optimizer_record(optimizer: torch.optim.Optimizer) -> dict[str, Any]:
+    """Class and per-group settings of ``optimizer``, each group with its parameter count instead of params.
+
+    Example:
+        >>> model = torch.nn.Linear(3, 2)
+        >>> groups = [{"params": [model.weight]}, {"params": [model.bias]}]
+        >>> record = optimizer_record(torch.optim.SGD(groups, lr=0.1))
+        >>> record["class"], [(g["lr"], g["num_parameters"]) for g in record["param_groups"]]
+        ('SGD', [(0.1, 6), (0.1, 2)])
+    """
+    groups = []
+    for group in optimizer.param_groups:
+        settings = {key: jsonable(value) for key, value in group.items() if key != "params"}
+        settings["num_parameters"] = sum(p.numel() for p in group["params"])
+        groups.append(settings)
+    record: dict[str, Any] = {"class": type(optimizer).__name__, "param_groups": groups}
+    if hasattr(optimizer, "implementation_used"):  # ours: the path that ran (None before the first step)
+        record["implementation_used"] = optimizer.implementation_used
+    return record
+
+
+def loggable(manifest: dict[str, Any]) -> dict[str, Any]:
+    """Lists become JSON strings: TensorBoard's hparams accept only scalars, and wandb's config UI reads them.
+
+    Example:
+        >>> loggable({"git": {"changed_files": ["a.py"], "dirty": True}, "seed": 3})
+        {'git': {'changed_files': '["a.py"]', 'dirty': True}, 'seed': 3}
+    """
+    out: dict[str, Any] = {}
+    for key, value in manifest.items():
+        if isinstance(value, dict):
+            out[key] = loggable(value)
+        elif isinstance(value, list):
+            out[key] = json.dumps(value, default=str)
+        else:
+            out[key] = value
+    return out
+
+
+def hash_batch(hasher: Any, batch: Any) -> None:
+    """Feed a batch (tensors in nested lists/tuples/dicts/dataclasses, numbers, strings) into ``hasher``.
+
+    Each tensor contributes ``T<dtype><shape>`` and its bytes (copied to host memory: one sync per tensor on
+    an accelerator); mappings ``M`` and their keys in sorted order; sequences ``L<length>``; other leaves
+    their ``repr``.
+
+    Example:
+        >>> a, b = hashlib.sha256(), hashlib.sha256()
+        >>> hash_batch(a, {"y": torch.tensor([1]), "x": [2.0, "s"]})
+        >>> hash_batch(b, {"x": [2.0, "s"], "y": torch.tensor([1])})  # key order does not matter
+        >>> a.hexdigest() == b.hexdigest()
+        True
+    """
+    if isinstance(batch, Tensor):
+        tensor = batch.detach().to("cpu").contiguous()
+        hasher.update(f"T{tensor.dtype}{tuple(tensor.shape)}".encode())
+        if tensor.numel():
+            hasher.update(tensor.reshape(-1).view(torch.uint8).numpy().tobytes())
+    elif isinstance(batch, Mapping):
+        hasher.update(b"M")
+        for key in sorted(batch, key=str):
+            hasher.update(str(key).encode())
+            hash_batch(hasher, batch[key])
+    elif isinstance(batch, (list, tuple)):
+        hasher.update(f"L{len(batch)}".encode())
+        for item in batch:
+            hash_batch(hasher, item)
+    elif dataclasses.is_dataclass(batch) and not isinstance(batch, type):
+        hash_batch(hasher, {f.name: getattr(batch, f.name) for f in dataclasses.fields(batch)})
+    else:
+        hasher.update(repr(batch).encode())
+
+
+def combine_fingerprints(per_rank: Sequence[str], batches: int) -> dict[str, Any]:
+    """The manifest's ``data_fingerprint``: SHA-256 over the ranks' hex digests in rank order.
+
+    Example:
+        >>> record = combine_fingerprints(["ab", "cd"], batches=2)
+        >>> record["sha256"] == hashlib.sha256(b"abcd").hexdigest(), record["per_rank"], record["batches"]
+        (True, ['ab', 'cd'], 2)
+    """
+    combined = hashlib.sha256("".join(per_rank).encode()).hexdigest()
+    return {"sha256": combined, "per_rank": list(per_rank), "batches": batches}

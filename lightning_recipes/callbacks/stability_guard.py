@@ -5,12 +5,14 @@ from __future__ import annotations
 import logging
 import math
 import os
-from dataclasses import asdict
+import time
+from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 import lightning.pytorch as pl
 import torch
 from lightning.pytorch.callbacks import Callback
+from lightning.pytorch.utilities import rank_zero_warn
 from torch import Tensor
 from typing_extensions import override
 
@@ -24,119 +26,112 @@ from lightning_recipes._validation import (
     check_non_negative,
     check_positive,
 )
-from lightning_recipes.callbacks._faults import CAUSES, choose_event, fault_causes, fault_record
+from lightning_recipes.callbacks._faults import CAUSE_CODES, CAUSES, choose_event, fault_causes, fault_record
 from lightning_recipes.callbacks._loss_noise import exceeds_noise
-from lightning_recipes.callbacks._pending_steps import (
-    Pending,
-    offending_value,
-    pending_from_plain,
-    pending_to_device,
-    pending_to_plain,
-    stack,
-    step_loss,
+from lightning_recipes.callbacks._norms import STEP_POWERS
+from lightning_recipes.callbacks._snapshot import Snapshot, capture_averages, copy_to_cpu, load_average
+from lightning_recipes.callbacks._trainer import callback_list
+from lightning_recipes.callbacks.health_monitor import Finding, HealthMonitor
+from lightning_recipes.norms import (
+    local_tensor,
+    norm_power,
+    power_to_norm,
+    total_norm,
+    total_norm_from_powers,
 )
-from lightning_recipes.callbacks._rollback_snapshot import RollbackSnapshot, check_rollback_supported
-from lightning_recipes.callbacks._stability_event import (
-    StabilityEvent,
-    describe,
-    emergency_checkpoint,
-    event_metrics,
-    give_up_message,
-    outcome,
-)
-from lightning_recipes.callbacks._stability_repair import (
-    FindingsReader,
-    LRScaling,
-    SpikeVeto,
-    finding_event,
-    warn_if_before_monitor,
-)
-from lightning_recipes.callbacks._step_skipping import StepSkipper, optimizer_grad_norm, scaler_enabled
-from lightning_recipes.callbacks.health_monitor import Finding
-from lightning_recipes.norms import total_norm
 
 __all__ = ["StabilityEvent", "StabilityGuard"]
 
 log = logging.getLogger(__name__)
 
 _MODES = ("raise", "skip_step", "rollback")
+FINDING_CAUSES = {"lr_too_high": 5}  # HealthMonitor findings the guard repairs, and their logged cause code
+Pending = list[
+    tuple[int, Tensor | None, Tensor | None]
+]  # (step, loss, grad norm) not yet checked; None: none
+
+
+@dataclass
+class StabilityEvent:
+    """One detected fault and what the guard did about it.
+
+    Attributes:
+        step: ``trainer.global_step`` during the training step whose loss or gradient was bad.
+        cause: ``"nonfinite_loss"``, ``"nonfinite_grad_norm"``, ``"loss_spike"``, ``"nonfinite_weights"`` or
+            ``"lr_too_high"`` (a ``HealthMonitor`` finding).
+        value: The offending loss, gradient norm, weight norm or update ratio.
+        rank: The global rank that saw it (earliest step, then cause in the order above, then lowest rank).
+        detected_at_step: ``trainer.global_step`` when the check ran.
+        action: ``"rollback"``, ``"skip_step"``, ``"raise"``, ``"give_up"``, ``"logged"``, ``"scale_lr"`` or
+            ``"widen"`` (a give-up over spikes vetoed by a validation loss that held: no rollback).
+        restored_step: The step of the snapshot that was restored (``-1`` if none).
+    """
+
+    step: int
+    cause: str
+    value: float
+    rank: int
+    detected_at_step: int
+    action: str
+    restored_step: int = -1
 
 
 class StabilityGuard(Callback):
     r"""Detect a non-finite loss, a non-finite gradient norm or a loss spike and recover without restarting.
 
-    It keeps each step's loss and gradient norm on the device and checks them every ``check_every_n_steps``
-    steps, agreed across ranks, for a non-finite loss or gradient norm, a loss spike (above the run's own
-    loss noise: ``spike_k`` robust std **and** ``1 + spike_min_rise`` x the level, or ``spike_rtol`` x it;
-    always by more than ``spike_floor`` x its starting loss, a near-zero loss's noise), or non-finite
-    weights before a snapshot. ``mode="rollback"`` restores the last verified in-memory snapshot (model,
-    optimizers, schedulers, weight averages) and trains on; after ``max_rollbacks`` within
-    ``rollback_window_steps`` it writes an emergency checkpoint and raises, unless they were spikes and the
-    validation loss ``val_monitor`` held since the first (then it warns, widens its spike floor, trains on).
-    ``mode="skip_step"`` drops a step whose gradient norm is non-finite on any rank; ``mode="raise"`` stops
-    at the first fault. ``act_on_findings`` repairs a ``HealthMonitor``'s ``lr_too_high`` findings (place
-    it after the monitor). Long form: ``docs/guides/stability_guard.md``.
+    Each step's loss and gradient norm stay on the device; every ``check_every_n_steps`` steps they are
+    checked, agreed across ranks, for a non-finite value, a loss spike (above the run's own loss noise:
+    ``spike_k`` robust std **and** ``1 + spike_min_rise`` x the level, or ``spike_rtol`` x it, always by more
+    than ``spike_floor`` x the starting loss) or, before a snapshot, non-finite weights. ``mode="rollback"``
+    restores the last verified in-memory snapshot (model, optimizers, schedulers, weight averages) and trains
+    on; past ``max_rollbacks`` within ``rollback_window_steps`` it writes an emergency checkpoint and raises,
+    unless they were spikes and ``val_monitor`` held (then it widens its spike floor and trains on).
+    ``mode="skip_step"`` drops a step whose gradient norm is non-finite on any rank; ``mode="raise"`` stops at
+    the first fault. ``act_on_findings`` repairs a ``HealthMonitor``'s ``lr_too_high`` findings (place the
+    guard after it). Long form: ``docs/guides/stability_guard.md``; measured costs: ``benchmarks/RESULTS.md``.
 
-    Cost:
-        Per step: one read of the gradients for their norm (reused from a ``GradNormMonitor`` placed before
-        the guard), no sync. Per check: **one sync** and, under DDP, one all-reduce of one integer
-        (``mode="skip_step"``: per step). Per snapshot: one device-to-host copy of model + optimizer state and
-        that much CPU memory (~3x the fp32 model for Adam), spaced to cost ``snapshot_overhead`` of the
-        training time. Measured figures: ``benchmarks/RESULTS.md``.
+    Cost: per step one read of the gradients (reused from a ``GradNormMonitor`` placed before), no sync; per
+    check **one sync** and, under DDP, one all-reduce of one integer (``skip_step``: per step); per snapshot
+    one device-to-host copy of model + optimizer state (~3x the fp32 model for Adam in CPU memory), spaced
+    to take ``snapshot_overhead`` of the training time.
 
     Args:
         mode: ``"rollback"``, ``"skip_step"`` or ``"raise"``.
         check_every_n_steps: Optimizer steps between checks (each check syncs once).
-        snapshot_every_n_steps: Minimum optimizer steps between snapshots (at passing checks, and once at the
-            start); ``None`` (default): adaptive, see above.
-        snapshot_overhead: The fraction of training time adaptive snapshots may take, in ``(0, 1)``.
+        snapshot_every_n_steps: Minimum steps between snapshots; ``None``: adaptive (``snapshot_overhead``).
         spike_k: Spike threshold in robust standard deviations above the level, ``> 0``; ``None``: off.
-        spike_rtol: Spike threshold as a multiple of the loss level (median), ``> 1``; ``None`` disables it.
-        spike_window: Number of recent good steps in the running statistics.
-        spike_warmup_steps: Good steps needed before spikes are detected (non-finite values: from the start).
-        check_grad_norm: Whether to check the gradient norm (always on for ``mode="skip_step"``).
-        lr_factor: Learning-rate multiplier applied after a rollback, in ``(0, 1]``.
+        spike_rtol: Spike threshold as a multiple of the loss level, ``> 1``; ``None``: off.
+        spike_window: Recent good steps in the running statistics.
+        spike_warmup_steps: Good steps before spikes are judged (non-finite values: from the start).
+        check_grad_norm: Check the gradient norm (always on for ``mode="skip_step"``).
+        lr_factor: Learning-rate multiplier after a rollback, in ``(0, 1]``, for ``cooldown_steps`` steps.
         cooldown_steps: Optimizer steps the ``lr_factor`` lasts.
         max_rollbacks: Rollbacks allowed within ``rollback_window_steps`` before giving up.
         rollback_window_steps: Window, in optimizer steps, for ``max_rollbacks``.
-        checkpoint_dir: Where to write the emergency checkpoint; default: the ``ModelCheckpoint`` directory.
+        checkpoint_dir: Emergency checkpoint directory; default: the ``ModelCheckpoint`` directory.
         verbose: Log each event on rank zero (``logging.WARNING``).
-        act_on_findings: Repair ``HealthMonitor``'s ``lr_too_high`` findings (see above).
+        snapshot_overhead: Fraction of training time adaptive snapshots may take, in ``(0, 1)``.
+        act_on_findings: Repair ``HealthMonitor``'s ``lr_too_high`` findings.
         finding_lr_factor: Learning-rate multiplier for the rest of the run per finding, in ``(0, 1]``.
-        spike_min_rise: The ``spike_k`` rule also needs the loss above ``1 + spike_min_rise`` x it, ``>= 0``.
-        spike_floor: Every spike must also exceed the level by this fraction of the run's reference loss (its
-            highest level: the starting loss), ``>= 0``; what one hard sample adds to a loss near zero.
+        spike_min_rise: The ``spike_k`` rule also needs the loss above ``1 + spike_min_rise`` x the level.
+        spike_floor: Every spike must exceed the level by this fraction of the starting loss, ``>= 0``.
         val_monitor: The logged validation loss that vetoes a give-up over spikes (``None``: never).
 
     Raises:
-        ValueError: On an invalid argument (at construction) or a sharded strategy with ``mode="rollback"``.
-        TypeError: If ``check_grad_norm`` or ``verbose`` is not a bool, or ``checkpoint_dir`` not a path.
-        RuntimeError: In ``mode="raise"`` at the first fault, or in ``mode="rollback"`` when
-            ``max_rollbacks`` is exceeded or no good snapshot exists; on every rank, naming cause and steps.
+        ValueError / TypeError: On an invalid argument, or ``mode="rollback"`` with a sharded strategy.
+        RuntimeError: ``mode="raise"`` at the first fault; ``mode="rollback"`` when giving up (every rank).
 
-    Logged keys (only when an event happens, straight to ``trainer.loggers`` at the step Lightning uses for
-    that batch, so an event never waits for ``log_every_n_steps``):
-
-    ====================================  ==========================================================
-    Key                                   Value
-    ====================================  ==========================================================
-    ``stability/event_step``              step of the bad training step
-    ``stability/event_cause``             1 non-finite loss, 2 grad norm, 3 spike, 4 weights,
-                                          5 ``lr_too_high`` (HealthMonitor)
-    ``stability/event_value``             the offending loss or gradient norm
-    ``stability/rollbacks``               rollbacks so far
-    ``stability/skipped_steps``           steps dropped in ``mode="skip_step"`` so far
-    ====================================  ==========================================================
+    Logged keys (at an event only, straight to ``trainer.loggers``): ``stability/event_step`` (the bad step),
+    ``stability/event_cause`` (1 non-finite loss, 2 grad norm, 3 spike, 4 weights, 5 ``lr_too_high``),
+    ``stability/event_value``, ``stability/rollbacks``, ``stability/skipped_steps``.
 
     Example:
         >>> from lightning_recipes.testing import TinyClassifier, fast_trainer, random_classification_loader
         >>> guard = StabilityGuard(check_every_n_steps=2)
         >>> trainer = fast_trainer(max_steps=6, callbacks=[guard])
         >>> trainer.fit(TinyClassifier(), random_classification_loader())
-        >>> guard.events, guard.rollbacks
-        ([], 0)
-        >>> guard.snapshot_interval % 2  # adaptive (measured): whole checks between snapshots
-        0
+        >>> guard.events, guard.rollbacks, guard.snapshot_interval % 2  # adaptive: whole checks
+        ([], 0, 0)
     """
 
     def __init__(
@@ -204,9 +199,9 @@ class StabilityGuard(Callback):
         self._snapshot_step = -1
         self._lr_scale = 1.0  # permanent, from lr_too_high findings
         self._snapshots = RollbackSnapshot()  # the last verified state and the timings that space snapshots
-        self._skipper = StepSkipper()
+        self._skipped = False  # this batch's optimizer step was dropped (mode="skip_step")
         self._lr_scaling = LRScaling(self._lr_factor_now)
-        self._findings = FindingsReader()
+        self._findings_seen: dict[int, int] = {}  # id(HealthMonitor) -> its findings already read
         self._veto = SpikeVeto(val_monitor)
 
     def _validate(self) -> None:
@@ -241,15 +236,21 @@ class StabilityGuard(Callback):
 
     @override
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
-        if stage == "fit" and self.mode == "rollback":
-            check_rollback_supported(trainer)
+        from lightning.pytorch.strategies import DeepSpeedStrategy, FSDPStrategy, ModelParallelStrategy
+
+        sharded = isinstance(trainer.strategy, (DeepSpeedStrategy, FSDPStrategy, ModelParallelStrategy))
+        if stage == "fit" and self.mode == "rollback" and sharded:
+            raise ValueError(
+                f"`StabilityGuard(mode='rollback')` does not support sharded strategies, got "
+                f"{type(trainer.strategy).__name__}. Use mode='raise' or mode='skip_step' with this strategy."
+            )
 
     @override
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         device = pl_module.device
         self._window = self._window.to(device)
         self._reference = self._reference.to(device)
-        self._pending = pending_to_device(self._pending, device)
+        self._pending = [(s, _to(loss, device), _to(norm, device)) for s, loss, norm in self._pending]
         self._micro_losses = [loss.to(device) for loss in self._micro_losses]
         self._seen_step = trainer.global_step
         self._lr_scaling.attach(trainer.optimizers)
@@ -257,25 +258,40 @@ class StabilityGuard(Callback):
             # Nothing unchecked: the current state (initial or resumed) is good by definition.
             self._take_snapshot(trainer, pl_module)
         self._snapshots.start_timing(trainer.global_step)
-        if self.act_on_findings and self.mode == "rollback":
-            warn_if_before_monitor(trainer, self)
+        callbacks = callback_list(trainer)
+        monitors = [i for i, c in enumerate(callbacks) if isinstance(c, HealthMonitor)]
+        late = bool(monitors) and self in callbacks and monitors[-1] > callbacks.index(self)
+        if self.act_on_findings and self.mode == "rollback" and late:
+            rank_zero_warn(
+                "`StabilityGuard` is placed before a `HealthMonitor` in `callbacks`: it may snapshot a step "
+                "that the monitor's check then condemns, and roll back only to it. Place the guard after the "
+                "monitor.",
+                category=UserWarning,
+            )
 
     @override
     def on_before_optimizer_step(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, optimizer: torch.optim.Optimizer
     ) -> None:
-        if not (self.check_grad_norm or self.mode == "skip_step") or scaler_enabled(trainer):
+        scaler = getattr(trainer.precision_plugin, "scaler", None)  # its overflow skips are normal
+        if not (self.check_grad_norm or self.mode == "skip_step") or (
+            scaler is not None and scaler.is_enabled()
+        ):
             return
-        norm = optimizer_grad_norm(optimizer, trainer.global_step)
-        if norm is None:
+        grads = [p.grad for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
+        if not grads:
             return
+        norm = step_grad_norm(grads, trainer.global_step)
         if self.mode != "skip_step":
             self._grad_norm = norm if self._grad_norm is None else torch.hypot(self._grad_norm, norm)
             return
-        skipped = self._skipper.maybe_skip(trainer, optimizer, norm)
-        if skipped is not None:
+        local_bad = not bool(torch.isfinite(norm))  # sync: once per optimizer step, skip_step mode only
+        if trainer.strategy.reduce_boolean_decision(local_bad, all=False):  # drop the step on every rank
+            optimizer.zero_grad(set_to_none=True)
+            self._skipped = True
             self.skipped_steps += 1
-            event = self._agree_on_event(trainer, skipped[0], trainer.global_step, skipped[1])
+            cause, value = (2, float(norm)) if local_bad else (0, 0.0)
+            event = self._agree_on_event(trainer, cause, trainer.global_step, value)
             event.action = "skip_step"
             self._record(trainer, pl_module, event)
 
@@ -291,9 +307,10 @@ class StabilityGuard(Callback):
         self._seen_step = trainer.global_step
         if self._cooldown_left > 0:
             self._cooldown_left -= 1
-        loss = step_loss(self._micro_losses)
-        if self._skipper.take_skipped():  # handled before the optimizer step: not checked, not in statistics
-            loss = None
+        micro = self._micro_losses  # the step's loss: the sum over accumulated micro-batches
+        loss = (micro[0] if len(micro) == 1 else torch.stack(micro).sum()) if micro else None
+        if self._skipped:  # handled before the optimizer step: not checked, not in statistics
+            loss, self._skipped = None, False
         self._pending.append((trainer.global_step - 1, loss, self._grad_norm))
         self._micro_losses = []
         self._grad_norm = None
@@ -327,7 +344,7 @@ class StabilityGuard(Callback):
             "rollback_steps": list(self._rollback_steps),
             "cooldown_left": self._cooldown_left,
             "window": self._window.detach().cpu().tolist(),
-            "pending": pending_to_plain(self._pending),
+            "pending": [(step, _float(loss), _float(norm)) for step, loss, norm in self._pending],
             "micro_losses": [float(loss) for loss in self._micro_losses],
             "snapshot_step": self._snapshot_step,
             "lr_scale": self._lr_scale,
@@ -343,7 +360,9 @@ class StabilityGuard(Callback):
         self._rollback_steps = [int(step) for step in state_dict.get("rollback_steps", [])]
         self._cooldown_left = int(state_dict.get("cooldown_left", 0))
         self._window = torch.tensor(state_dict.get("window", []), dtype=torch.float32)
-        self._pending = pending_from_plain(state_dict.get("pending", []))
+        self._pending = [
+            (int(s), _tensor(loss), _tensor(norm)) for s, loss, norm in state_dict.get("pending", [])
+        ]
         self._micro_losses = [
             torch.tensor(v, dtype=torch.float32) for v in state_dict.get("micro_losses", [])
         ]
@@ -358,7 +377,10 @@ class StabilityGuard(Callback):
         """Classify the pending steps on the device (``fault_causes``), agree across ranks, act."""
         pending, self._pending = self._pending, []
         device = pl_module.device
-        losses, norms, loss_mask = stack(pending, device)
+        zero = torch.zeros((), device=device)
+        losses = torch.stack([(zero if loss is None else loss).float() for _, loss, _ in pending])
+        norms = torch.stack([(zero if norm is None else norm).float() for _, _, norm in pending])
+        loss_mask = [loss is not None for _, loss, _ in pending]
         self._snapshots.measure_step_time(trainer.global_step)
         snapshot_due = (
             self.mode == "rollback" and trainer.global_step - self._snapshot_step >= self.snapshot_interval
@@ -388,7 +410,13 @@ class StabilityGuard(Callback):
             if snapshot_due:
                 self._take_snapshot(trainer, pl_module)
             return
-        value = offending_value(local_cause, local_index, losses, norms, loss_mask, weights_norm)
+        value = 0.0  # the host value of this rank's fault (fault path only: a sync is free)
+        if local_cause in (1, 3) and any(loss_mask):
+            value = float(losses[local_index])
+        elif local_cause == 2:
+            value = float(norms[local_index])
+        elif local_cause == 4 and weights_norm is not None:
+            value = float(weights_norm)
         step = pending[local_index][0] if local_cause else trainer.global_step
         event = self._agree_on_event(trainer, local_cause, step, value)
         self._act(trainer, pl_module, event)
@@ -458,13 +486,19 @@ class StabilityGuard(Callback):
 
     def _act_on_findings(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         """Repair new ``lr_too_high`` findings of every ``HealthMonitor`` in the Trainer."""
-        for finding in self._findings.new(trainer):
-            self._repair_lr_too_high(trainer, pl_module, finding)
+        for callback in callback_list(trainer):  # findings are identical on all ranks: no collective
+            if isinstance(callback, HealthMonitor):
+                seen = self._findings_seen.get(id(callback), 0)
+                self._findings_seen[id(callback)] = len(callback.findings)
+                for finding in callback.findings[seen:]:
+                    if finding.problem in FINDING_CAUSES:
+                        self._repair_lr_too_high(trainer, pl_module, finding)
 
     def _repair_lr_too_high(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, finding: Finding
     ) -> None:
-        event = finding_event(finding, trainer.global_step)
+        ratio = float(finding.evidence.get("update_ratio", math.nan))  # the key the rule writes
+        event = StabilityEvent(finding.step, finding.problem, ratio, 0, trainer.global_step, "scale_lr")
         self._lr_scale *= self.finding_lr_factor
         if self.mode == "rollback" and self._snapshots.snapshot is not None:
             recent = [s for s in self._rollback_steps if s > event.step - self.rollback_window_steps]
@@ -485,7 +519,13 @@ class StabilityGuard(Callback):
         if event.action in ("rollback", "give_up") and self._snapshots.snapshot is not None:
             event.restored_step = self._snapshots.step
         self.events.append(event)
-        metrics = event_metrics(event, self.rollbacks, self.skipped_steps)
+        metrics = {
+            "stability/event_step": float(event.step),
+            "stability/event_cause": float(CAUSE_CODES.get(event.cause, FINDING_CAUSES.get(event.cause, 0))),
+            "stability/event_value": event.value,
+            "stability/rollbacks": float(self.rollbacks),
+            "stability/skipped_steps": float(self.skipped_steps),
+        }
         # Straight to the loggers (an event must not wait for `log_every_n_steps`), at the step Lightning uses
         # for this batch's metrics: before the optimizer step that is `global_step`, after it one less.
         step = trainer.global_step if event.action == "skip_step" else max(trainer.global_step - 1, 0)
@@ -498,3 +538,320 @@ class StabilityGuard(Callback):
     def _lr_factor_now(self) -> float:
         """The learning-rate multiplier for this optimizer step: findings' cut times any cooldown."""
         return self._lr_scale * (self.lr_factor if self._cooldown_left > 0 else 1.0)
+
+
+# ---------------------------------------------------------------- the guard's parts: snapshot, LR cut, veto
+
+
+class RollbackSnapshot:
+    """The snapshot a rollback restores (a :class:`Snapshot` plus the weight averages) and the host timings
+    that size the adaptive snapshot interval; a copy or a spawned worker starts without the snapshot.
+
+    Example:
+        >>> from lightning_recipes.testing import TinyClassifier, fast_trainer, random_classification_loader
+        >>> trainer, model = fast_trainer(max_steps=1), TinyClassifier()
+        >>> trainer.fit(model, random_classification_loader())
+        >>> keeper = RollbackSnapshot()
+        >>> keeper.take(trainer, model, extra=None, wait=True)
+        >>> keeper.step, keeper.snapshot is not None
+        (1, True)
+    """
+
+    def __init__(self) -> None:
+        self.snapshot: Snapshot | None = None  # the last verified state (None: none yet)
+        self.averages: list[tuple[Any, Any]] = []  # WeightAveraging averages taken with the snapshot
+        self.snapshot_s: float | None = None  # host seconds a snapshot takes (median of the last 3 timed)
+        self.snapshot_times: list[float] = []
+        self.step_s: float | None = None  # host seconds per optimizer step, measured between checks
+        self.last_check: tuple[float, int] | None = None  # (perf_counter, global_step)
+        self.snapshot_s_since_check = 0.0
+
+    def release(self) -> None:
+        self.snapshot = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "snapshot": None}
+
+    @property
+    def step(self) -> int:
+        return -1 if self.snapshot is None else self.snapshot.step
+
+    def interval(self, check_every_n_steps: int, overhead: float) -> int:
+        return adaptive_snapshot_interval(check_every_n_steps, self.snapshot_s, self.step_s, overhead)
+
+    def start_timing(self, global_step: int) -> None:
+        self.last_check = (time.perf_counter(), global_step)
+        self.snapshot_s_since_check = 0.0
+
+    def measure_step_time(self, global_step: int) -> None:
+        """Host seconds per optimizer step since the last check, the snapshot taken meanwhile left out."""
+        now = time.perf_counter()
+        if self.last_check is not None and global_step > self.last_check[1]:
+            elapsed = now - self.last_check[0] - self.snapshot_s_since_check
+            self.step_s = max(elapsed, 0.0) / (global_step - self.last_check[1])
+        self.last_check = (now, global_step)
+        self.snapshot_s_since_check = 0.0
+
+    def take(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, extra: Tensor | None, wait: bool
+    ) -> None:
+        """Capture the current state (``extra`` is kept by reference: replace it, never modify it)."""
+        timed = self.snapshot is not None  # the first capture allocates its buffers: not representative
+        start = time.perf_counter()
+        schedulers = [config.scheduler for config in trainer.lr_scheduler_configs]
+        # sync with wait: per snapshot, to time it (adaptive only)
+        snapshot = self.snapshot or Snapshot()
+        self.snapshot = snapshot.capture(
+            pl_module, trainer.optimizers, schedulers, step=trainer.global_step, extra=extra, wait=wait
+        )
+        self.averages = capture_averages(trainer, pl_module)
+        elapsed = time.perf_counter() - start
+        self.snapshot_s_since_check += elapsed
+        if timed:  # the median of the last three damps a preempted copy on a busy machine
+            self.snapshot_times = [*self.snapshot_times[-2:], elapsed]
+            self.snapshot_s = sorted(self.snapshot_times)[len(self.snapshot_times) // 2]
+
+    def restore(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> Any:
+        """Put weights, optimizers, schedulers, weight averages back, clear the gradients; the ``extra``."""
+        snapshot = self.snapshot
+        assert snapshot is not None  # callers check
+        snapshot.restore(pl_module, trainer.optimizers, [c.scheduler for c in trainer.lr_scheduler_configs])
+        for callback, kept in self.averages:  # the bad steps were averaged in too (EMAWeightAveraging)
+            load_average(trainer, pl_module, callback, copy_to_cpu(kept))
+        for optimizer in trainer.optimizers:
+            optimizer.zero_grad(set_to_none=True)
+        return snapshot.extra
+
+
+def adaptive_snapshot_interval(
+    check_every_n_steps: int, snapshot_s: float | None, step_s: float | None, overhead: float
+) -> int:
+    """Steps between snapshots: the fewest whole checks over which one snapshot costs at most ``overhead``.
+
+    Example:
+        >>> adaptive_snapshot_interval(10, snapshot_s=0.001, step_s=0.05, overhead=0.01)  # 0.2% per check
+        10
+        >>> adaptive_snapshot_interval(10, snapshot_s=0.5, step_s=0.05, overhead=0.01)  # needs 1000 steps
+        1000
+    """
+    if snapshot_s is None or step_s is None or step_s <= 0:
+        return check_every_n_steps  # not measured yet
+    steps = snapshot_s / (overhead * step_s)
+    return max(1, math.ceil(steps / check_every_n_steps - 1e-9)) * check_every_n_steps
+
+
+class LRScaling:
+    """Multiplies every param group's learning rate by ``factor()`` during each optimizer step (a pre-hook
+    scales, a post-hook restores), on top of any scheduler, which never sees the change.
+
+    Example:
+        >>> param = torch.nn.Parameter(torch.ones(1))
+        >>> optimizer = torch.optim.SGD([param], lr=1.0)
+        >>> scaling = LRScaling(lambda: 0.5)
+        >>> scaling.attach([optimizer])
+        >>> param.grad = torch.ones(1)
+        >>> optimizer.step()
+        >>> param.item(), optimizer.param_groups[0]["lr"]  # a step of 0.5, the rate itself untouched
+        (0.5, 1.0)
+        >>> scaling.detach()
+    """
+
+    def __init__(self, factor: Any) -> None:
+        self._factor = factor  # () -> float, read at every step
+        self._saved: dict[int, list[Any]] = {}
+        self._handles: list[Any] = []
+
+    def attach(self, optimizers: list[torch.optim.Optimizer]) -> None:
+        for optimizer in optimizers:
+            self._handles.append(optimizer.register_step_pre_hook(self._scale))
+            self._handles.append(optimizer.register_step_post_hook(self._unscale))
+
+    def detach(self) -> None:
+        for handle in self._handles:
+            handle.remove()
+        self._handles = []
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_handles": [], "_saved": {}}
+
+    def _scale(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+        factor = self._factor()
+        if factor != 1.0:
+            self._saved[id(optimizer)] = [group["lr"] for group in optimizer.param_groups]
+            for group in optimizer.param_groups:
+                group["lr"] = group["lr"] * factor
+
+    def _unscale(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+        for group, lr in zip(optimizer.param_groups, self._saved.pop(id(optimizer), [])):
+            group["lr"] = lr
+
+
+class SpikeVeto:
+    """The veto of a give-up over loss spikes while the validation loss ``monitor`` (lower is better) holds,
+    and the spike floor its vetoes raised. Validations stay device tensors, read on the fault path only.
+
+    Example:
+        >>> from lightning_recipes.testing import fast_trainer
+        >>> veto = SpikeVeto("val_loss")
+        >>> veto.values = [(10, torch.tensor(0.5)), (20, torch.tensor(0.3)), (30, torch.tensor(0.2))]
+        >>> veto.held_since(fast_trainer(), 25)  # (the last value at or before step 25, the latest)
+        (0.3, 0.2)
+    """
+
+    def __init__(self, monitor: str | None) -> None:
+        self.monitor = monitor
+        self.values: list[tuple[int, Tensor]] = []  # (global_step, value), the last 100 validations
+        self.floor = 0.0  # what spikes must exceed the level by since the last veto, in loss units
+
+    def record(self, trainer: pl.Trainer) -> None:
+        value = trainer.callback_metrics.get(self.monitor or "")
+        if trainer.sanity_checking or trainer.state.fn != "fit" or not isinstance(value, Tensor):
+            return
+        self.values = [*self.values[-99:], (trainer.global_step, value.detach().float().reshape(()))]
+
+    def held_since(self, trainer: pl.Trainer, step: int) -> tuple[float, float] | None:
+        """``(before, latest)`` when, on every rank, the latest validation is no worse than the last one at
+        or before ``step`` (or the first); ``None`` otherwise. One sync, one all-gather: all ranks call it."""
+        values = [(s, float(v)) for s, v in self.values]  # sync: fault path only
+        held = None
+        if len(values) >= 2:
+            before = next((v for s, v in reversed(values[:-1]) if s <= step), values[0][1])
+            held = (before, values[-1][1]) if values[-1][1] <= before else None
+        every = all(row[0] > 0 for row in gather_rows(trainer, [float(held is not None)]))
+        return held if every else None
+
+    def veto(self, trainer: pl.Trainer, event: StabilityEvent, since: int, level: Tensor) -> bool:
+        """At a would-be give-up over a spike: if validation held since step ``since``, raise :attr:`floor`
+        to twice the spike's excess over ``level``, mark the event ``"widen"`` and warn (fault path)."""
+        held = self.held_since(trainer, since) if event.cause == "loss_spike" else None
+        if held is None:
+            return False
+        self.floor = max(self.floor, 2.0 * (event.value - float(level)))
+        event.action = "widen"
+        rank_zero_warn(
+            f"StabilityGuard: {describe(event)}, but `{self.monitor}` has not worsened since the first of "
+            f"the last rollbacks ({held[0]:.6g} -> {held[1]:.6g}): spikes this size are this run's noise. "
+            f"Not giving up: spikes must now exceed the level by {self.floor:.4g} (NaN, larger spikes still "
+            "caught); no rollback.",
+            category=UserWarning,
+        )
+        return True
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"floor": self.floor, "validations": [[step, float(v)] for step, v in self.values]}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.floor = float(state.get("floor", 0.0))
+        self.values = [(int(step), torch.tensor(float(v))) for step, v in state.get("validations", [])]
+
+
+def step_grad_norm(grads: list[Tensor], step: int) -> Tensor:
+    """The local 2-norm of ``grads`` (no sync), reused from ``GradNormMonitor`` / ``AdaptiveGradClip`` when
+    one of them read these gradients this step (``STEP_POWERS``), else computed and published for them.
+    Sharded (DTensor) gradients use their local shards: the check is reduced over ranks.
+
+    Example:
+        >>> step_grad_norm([torch.tensor([3.0]), torch.tensor([4.0])], step=-1)
+        tensor(5.)
+    """
+    cached = STEP_POWERS.lookup(grads, 2.0, step)
+    if cached is not None and set(cached) == {None}:
+        return total_norm_from_powers(cached, 2.0)
+    locals_ = [local_tensor(g) for g in grads]
+    power = norm_power(locals_, 2.0)
+    if all(local is grad for local, grad in zip(locals_, grads)):  # plain tensors: one shard layout (None)
+        STEP_POWERS.publish(grads, 2.0, step, {None: power})
+    return power_to_norm(power, 2.0)
+
+
+# ---------------------------------------------------------------- words
+
+
+_NAMES = {
+    "nonfinite_loss": "non-finite loss",
+    "nonfinite_grad_norm": "non-finite gradient norm",
+    "loss_spike": "loss spike",
+    "nonfinite_weights": "non-finite weights",
+    "lr_too_high": "HealthMonitor: learning rate too high",
+}
+_QUANTITIES = {"nonfinite_grad_norm": "gradient norm", "nonfinite_weights": "weight norm"}
+
+
+def describe(event: StabilityEvent) -> str:
+    """One line naming the fault, the quantity and its value, where and when it was seen.
+
+    Example:
+        >>> describe(StabilityEvent(3, "loss_spike", 9.5, 1, 5, "rollback"))
+        'loss spike (loss 9.5) at step 3 on rank 1, detected at step 5'
+    """
+    quantity = _QUANTITIES.get(
+        event.cause, "update/parameter ratio" if event.cause in FINDING_CAUSES else "loss"
+    )
+    return (
+        f"{_NAMES[event.cause]} ({quantity} {event.value:.6g}) at step {event.step} on rank {event.rank}, "
+        f"detected at step {event.detected_at_step}"
+    )
+
+
+def give_up_message(
+    event: StabilityEvent,
+    why: tuple[list[int], int, int] | None,
+    events: list[StabilityEvent],
+    path: str | None,
+) -> str:
+    """Why the guard gave up: ``why`` is ``(recent rollback steps, window, max_rollbacks)``, or ``None`` when
+    no verified snapshot exists yet; ``path`` the emergency checkpoint, if one was written."""
+    where = f" Emergency checkpoint (last good state, step {event.restored_step}): {path}." if path else ""
+    reason = "no verified snapshot exists yet (resumed with unchecked steps)"
+    if why is not None:
+        recent, window, max_rollbacks = why
+        reason = (
+            f"{len(recent)} rollbacks within {window} steps already "
+            f"(max_rollbacks={max_rollbacks}) at steps {recent}"
+        )
+    history = ", ".join(f"{e.cause}@{e.step}" for e in events)
+    return (
+        f"StabilityGuard gave up: {describe(event)}; {reason}. Events so far: [{history}].{where}"
+        " Lower the learning rate, inspect the batches at those steps, or raise `max_rollbacks`."
+    )
+
+
+def outcome(event: StabilityEvent, lr_scale: float, lr_factor: float, cooldown_left: int) -> str:
+    """What the guard did, for the log line.
+
+    Example:
+        >>> outcome(StabilityEvent(3, "loss_spike", 9.5, 0, 5, "rollback", 2), 1.0, 0.5, 10)
+        'rollback to the snapshot of step 2, learning rate x0.5 for 10 steps'
+    """
+    detail = f" to the snapshot of step {event.restored_step}" if event.action == "rollback" else ""
+    if event.cause in FINDING_CAUSES:
+        detail += f", learning rate x{lr_scale:g} from now on"
+    elif event.action == "widen":
+        detail = " the spike floor (validation held), no rollback"
+    elif event.action == "rollback" and cooldown_left > 0:
+        detail += f", learning rate x{lr_factor} for {cooldown_left} steps"
+    return f"{event.action}{detail}"
+
+
+def emergency_checkpoint(trainer: pl.Trainer, directory: str | None, detected_at_step: int) -> str | None:
+    """Save the restored state to ``directory`` (default: the ``ModelCheckpoint`` directory); its path, or
+    ``None`` without a directory. Collective: every rank calls it together."""
+    if directory is None and trainer.checkpoint_callback is not None:
+        directory = getattr(trainer.checkpoint_callback, "dirpath", None)
+    if directory is None:
+        return None
+    path = os.path.join(directory, f"stability-guard-emergency-step={detected_at_step}.ckpt")
+    trainer.save_checkpoint(path)
+    return path
+
+
+def _to(value: Tensor | None, device: torch.device) -> Tensor | None:
+    return None if value is None else value.to(device)
+
+
+def _float(value: Tensor | None) -> float | None:
+    return None if value is None else float(value)  # sync: only when a checkpoint is written
+
+
+def _tensor(value: float | None) -> Tensor | None:
+    return None if value is None else torch.tensor(value, dtype=torch.float32)

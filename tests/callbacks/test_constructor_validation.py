@@ -1,101 +1,156 @@
-"""Every argument of StabilityGuard, EarlyStopping and RunManifest is checked at construction (issue 13):
-the error names the argument, the value and what is allowed; ``True`` never passes for a number."""
+"""Every argument of our callbacks and the BatchMixer is checked at construction (issue 13): the error has
+the right type and names the argument; ``True`` never passes for a number. One table for all of them."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from lightning_recipes.callbacks import EarlyStopping, RunManifest, StabilityGuard
+from lightning_recipes.callbacks import (
+    AdaptiveGradClip,
+    EarlyStopping,
+    FinetuneSchedule,
+    InputPipelineMonitor,
+    RunManifest,
+    StabilityGuard,
+)
+from lightning_recipes.mixing import BatchMixer
 
 NAN, INF = float("nan"), float("inf")
+V, T = ValueError, TypeError
 
-# (argument, invalid value, error type, "what is allowed" as it appears in the message)
-GUARD = [
-    ("mode", "skip", ValueError, "one of ('raise', 'skip_step', 'rollback')"),
-    ("check_every_n_steps", 0, ValueError, "an integer >= 1"),
-    ("check_every_n_steps", True, ValueError, "an integer >= 1"),
-    ("check_every_n_steps", 2.0, ValueError, "an integer >= 1"),
-    ("snapshot_every_n_steps", 0, ValueError, "an integer >= 1"),
-    ("spike_window", False, ValueError, "an integer >= 1"),
-    ("spike_warmup_steps", -1, ValueError, "an integer >= 0"),
-    ("cooldown_steps", -2, ValueError, "an integer >= 0"),
-    ("max_rollbacks", 1.5, ValueError, "an integer >= 0"),
-    ("rollback_window_steps", True, ValueError, "an integer >= 0"),
-    ("spike_k", -1.0, ValueError, "a finite number > 0"),
-    ("spike_k", NAN, ValueError, "a finite number > 0"),
-    ("spike_k", True, ValueError, "a finite number > 0"),
-    ("spike_rtol", 0.5, ValueError, "a number in (1, inf)"),
-    ("spike_rtol", INF, ValueError, "a number in (1, inf)"),
-    ("lr_factor", 1.5, ValueError, "a number in (0, 1]"),
-    ("lr_factor", True, ValueError, "a number in (0, 1]"),
-    ("check_grad_norm", "yes", TypeError, "True or False"),
-    ("check_grad_norm", 1, TypeError, "True or False"),
-    ("verbose", None, TypeError, "True or False"),
-    ("checkpoint_dir", 3, TypeError, "a path (str or os.PathLike) or None"),
+# (callback, argument, invalid value, error type)
+CASES: list[tuple[Any, str, Any, type[Exception]]] = [
+    (StabilityGuard, "mode", "skip", V),
+    (StabilityGuard, "check_every_n_steps", 0, V),
+    (StabilityGuard, "check_every_n_steps", True, V),
+    (StabilityGuard, "check_every_n_steps", 2.0, V),
+    (StabilityGuard, "snapshot_every_n_steps", 0, V),
+    (StabilityGuard, "snapshot_every_n_steps", 2.5, V),
+    (StabilityGuard, "spike_window", False, V),
+    (StabilityGuard, "spike_warmup_steps", -1, V),
+    (StabilityGuard, "cooldown_steps", -2, V),
+    (StabilityGuard, "max_rollbacks", 1.5, V),
+    (StabilityGuard, "rollback_window_steps", True, V),
+    (StabilityGuard, "spike_k", 0.0, V),
+    (StabilityGuard, "spike_k", NAN, V),
+    (StabilityGuard, "spike_k", True, V),
+    (StabilityGuard, "spike_rtol", 1.0, V),
+    (StabilityGuard, "spike_rtol", INF, V),
+    (StabilityGuard, "lr_factor", 0.0, V),
+    (StabilityGuard, "lr_factor", 2, V),
+    (StabilityGuard, "lr_factor", True, V),
+    (StabilityGuard, "check_grad_norm", 1, T),
+    (StabilityGuard, "verbose", None, T),
+    (StabilityGuard, "checkpoint_dir", 3, T),
+    (StabilityGuard, "snapshot_overhead", 0.0, V),
+    (StabilityGuard, "snapshot_overhead", 1.0, V),
+    (StabilityGuard, "finding_lr_factor", 0.0, V),
+    (StabilityGuard, "act_on_findings", 1, T),
+    (StabilityGuard, "spike_min_rise", -0.1, V),
+    (StabilityGuard, "spike_min_rise", INF, V),
+    (StabilityGuard, "spike_min_rise", True, V),
+    (StabilityGuard, "spike_floor", -1.0, V),
+    (StabilityGuard, "val_monitor", 3, T),
+    (EarlyStopping, "monitor", "", V),
+    (EarlyStopping, "monitor", None, T),
+    (EarlyStopping, "min_delta", -0.1, V),
+    (EarlyStopping, "min_delta", True, V),
+    (EarlyStopping, "min_delta", NAN, V),
+    (EarlyStopping, "patience", -1, V),
+    (EarlyStopping, "patience", True, V),
+    (EarlyStopping, "patience", 2.5, V),
+    (EarlyStopping, "verbose", "no", T),
+    (EarlyStopping, "mode", "minimum", V),
+    (EarlyStopping, "strict", 0, T),
+    (EarlyStopping, "check_finite", None, T),
+    (EarlyStopping, "stopping_threshold", NAN, V),
+    (EarlyStopping, "stopping_threshold", True, V),
+    (EarlyStopping, "divergence_threshold", "10", V),
+    (EarlyStopping, "check_on_train_epoch_end", "auto", T),
+    (EarlyStopping, "log_rank_zero_only", 1, T),
+    (EarlyStopping, "min_delta_mode", "relative", V),
+    (EarlyStopping, "start_from_epoch", -1, V),
+    (EarlyStopping, "start_from_step", True, V),
+    (EarlyStopping, "start_from_step", 1.5, V),
+    (EarlyStopping, "restore_best_weights", "yes", T),
+    (EarlyStopping, "best_weights_in_checkpoint", None, T),
+    (RunManifest, "dirpath", 5, T),
+    (RunManifest, "filename", "", V),
+    (RunManifest, "filename", "runs/manifest.json", V),
+    (RunManifest, "filename", None, V),
+    (RunManifest, "fingerprint_batches", -1, V),
+    (RunManifest, "fingerprint_batches", 1.5, V),
+    (RunManifest, "fingerprint_batches", True, V),
+    (RunManifest, "repo_dir", ["."], T),
+    (RunManifest, "extra", [1, 2], T),
+    (RunManifest, "log_to_loggers", "yes", T),
+    (AdaptiveGradClip, "percentile", 0, V),
+    (AdaptiveGradClip, "percentile", 101, V),
+    (AdaptiveGradClip, "percentile", True, V),
+    (AdaptiveGradClip, "percentile", "90", V),
+    (AdaptiveGradClip, "window", 0, V),
+    (AdaptiveGradClip, "window", 10.0, V),
+    (AdaptiveGradClip, "window", True, V),
+    (AdaptiveGradClip, "warmup_steps", -1, V),
+    (AdaptiveGradClip, "warmup_steps", False, V),
+    (AdaptiveGradClip, "max_norm", 0.0, V),
+    (AdaptiveGradClip, "max_norm", INF, V),
+    (AdaptiveGradClip, "max_norm", True, V),
+    (AdaptiveGradClip, "norm_type", -2, V),
+    (AdaptiveGradClip, "norm_type", "l2", V),
+    (AdaptiveGradClip, "warn_clipped_fraction", 0, V),
+    (AdaptiveGradClip, "warn_clipped_fraction", 1.5, V),
+    (AdaptiveGradClip, "prefix", None, V),
+    (InputPipelineMonitor, "warn_wait_fraction", 0, V),
+    (InputPipelineMonitor, "warn_wait_fraction", 1.5, V),
+    (InputPipelineMonitor, "warn_wait_fraction", True, V),
+    (InputPipelineMonitor, "min_batches", 0, V),
+    (InputPipelineMonitor, "min_batches", 2.0, V),
+    (InputPipelineMonitor, "prefix", 1, V),
+    (FinetuneSchedule, "modules", [], V),
+    (FinetuneSchedule, "unfreeze_at_step", -1, V),
+    (FinetuneSchedule, "unfreeze_at_epoch", 1.5, V),
+    (FinetuneSchedule, "warmup_steps", True, V),
+    (BatchMixer, "mixup_alpha", -1.0, V),
+    (BatchMixer, "cutmix_alpha", NAN, V),
+    (BatchMixer, "prob", 1.5, V),
+    (BatchMixer, "switch_prob", -0.1, V),
+    (BatchMixer, "num_classes", 1, V),
+    (BatchMixer, "seed", -1, V),
+    (BatchMixer, "correct_lam", 1, T),
+    (BatchMixer, "sync_across_ranks", "yes", T),
+    (BatchMixer, "input_key", 1.5, T),
 ]
-STOPPER = [
-    ("monitor", "", ValueError, "the name of a logged metric"),
-    ("monitor", None, TypeError, "the name of a logged metric (a str)"),
-    ("min_delta", -0.1, ValueError, "a finite number >= 0"),
-    ("min_delta", True, ValueError, "a finite number >= 0"),
-    ("min_delta", NAN, ValueError, "a finite number >= 0"),
-    ("patience", -1, ValueError, "an integer >= 0"),
-    ("patience", True, ValueError, "an integer >= 0"),
-    ("patience", 2.5, ValueError, "an integer >= 0"),
-    ("verbose", "no", TypeError, "True or False"),
-    ("mode", "minimum", ValueError, "one of ('min', 'max')"),
-    ("strict", 0, TypeError, "True or False"),
-    ("check_finite", None, TypeError, "True or False"),
-    ("stopping_threshold", NAN, ValueError, "a finite number or None"),
-    ("stopping_threshold", True, ValueError, "a finite number or None"),
-    ("divergence_threshold", "10", ValueError, "a finite number or None"),
-    ("check_on_train_epoch_end", "auto", TypeError, "True or False"),
-    ("log_rank_zero_only", 1, TypeError, "True or False"),
-    ("min_delta_mode", "relative", ValueError, "one of ('abs', 'rel')"),
-    ("start_from_epoch", -1, ValueError, "an integer >= 0"),
-    ("start_from_step", True, ValueError, "an integer >= 0"),
-    ("restore_best_weights", "yes", TypeError, "True or False"),
-    ("best_weights_in_checkpoint", None, TypeError, "True or False"),
-]
-MANIFEST = [
-    ("dirpath", 5, TypeError, "a path (str or os.PathLike) or None"),
-    ("filename", "", ValueError, "a plain file name"),
-    ("filename", "runs/manifest.json", ValueError, "a plain file name"),
-    ("filename", None, ValueError, "a plain file name"),
-    ("fingerprint_batches", -1, ValueError, "an integer >= 0"),
-    ("fingerprint_batches", True, ValueError, "an integer >= 0"),
-    ("repo_dir", ["."], TypeError, "a path (str or os.PathLike) or None"),
-    ("extra", [1, 2], TypeError, "a mapping or None"),
-    ("log_to_loggers", "yes", TypeError, "True or False"),
-]
+_REQUIRED = {
+    EarlyStopping: {"monitor": "val_loss"},
+    FinetuneSchedule: {"modules": "b", "unfreeze_at_step": 1},
+}
 
 
-def _expect(error: type[Exception], name: str, value: Any, allowed: str) -> Any:
-    shown = type(value).__name__ if name == "extra" else repr(value)
-    return pytest.raises(error, match=re.escape(f"`{name}` must be {allowed}, got {shown}"))
+@pytest.mark.parametrize(("cls", "name", "value", "error"), CASES, ids=lambda v: repr(v)[:30])
+def test_an_invalid_argument_is_refused_naming_it(cls: Any, name: str, value: Any, error: type) -> None:
+    kwargs = {**_REQUIRED.get(cls, {}), name: value}
+    if cls is FinetuneSchedule and name == "unfreeze_at_epoch":
+        del kwargs["unfreeze_at_step"]
+    with pytest.raises(error) as caught:
+        cls(**kwargs)
+    assert f"`{name}`" in str(caught.value)
 
 
-@pytest.mark.parametrize(("name", "value", "error", "allowed"), GUARD)
-def test_stability_guard_rejects(name: str, value: Any, error: type[Exception], allowed: str) -> None:
-    with _expect(error, name, value, allowed):
-        StabilityGuard(**{name: value})
+def test_a_batch_mixer_needs_one_method() -> None:
+    with pytest.raises(ValueError, match="`mixup_alpha` and `cutmix_alpha` are both 0"):
+        BatchMixer(mixup_alpha=0.0)
 
 
-@pytest.mark.parametrize(("name", "value", "error", "allowed"), STOPPER)
-def test_early_stopping_rejects(name: str, value: Any, error: type[Exception], allowed: str) -> None:
-    kwargs: dict[str, Any] = {"monitor": "val_loss", name: value}
-    with _expect(error, name, value, allowed):
-        EarlyStopping(**kwargs)
-
-
-@pytest.mark.parametrize(("name", "value", "error", "allowed"), MANIFEST)
-def test_run_manifest_rejects(name: str, value: Any, error: type[Exception], allowed: str) -> None:
-    with _expect(error, name, value, allowed):
-        RunManifest(**{name: value})
+@pytest.mark.parametrize(
+    "kwargs", [{"modules": "backbone"}, {"modules": "b", "unfreeze_at_step": 1, "unfreeze_at_epoch": 1}]
+)
+def test_finetune_schedule_needs_exactly_one_unfreeze_point(kwargs: dict[str, Any]) -> None:
+    with pytest.raises(ValueError, match="exactly one of `unfreeze_at_epoch` and `unfreeze_at_step`"):
+        FinetuneSchedule(**kwargs)
 
 
 def test_valid_edge_values_are_accepted(tmp_path: Path) -> None:

@@ -22,7 +22,8 @@ STOPPER_KEY = "EarlyStopping{'monitor': 'val_score', 'mode': 'min'}"
 
 
 class LegacyModel(TinyClassifier):
-    """The model of ``make_legacy_checkpoint.py`` (no fault after the resume), scripted ``val_score``."""
+    """The model of ``make_legacy_checkpoint.py`` and ``make_issue23_checkpoints.py`` (no fault after the
+    resume: momentum SGD + StepLR), with a scripted ``val_score``."""
 
     def on_validation_epoch_end(self) -> None:
         self.log("val_score", [3.0, 2.0, 2.5, 2.6, 2.7, 2.8][self.current_epoch])
@@ -56,56 +57,31 @@ def test_state_keys_and_states_of_the_legacy_checkpoint_load() -> None:
     stopper.load_state_dict(states[STOPPER_KEY])
     manifest.load_state_dict(states["RunManifest"])
 
-    assert (guard.rollbacks, guard.skipped_steps, guard._rollback_steps, guard._cooldown_left) == (
-        1,
-        0,
-        [3],
-        45,
-    )
-    [event] = guard.events
-    assert (
-        event.step,
-        event.cause,
-        event.rank,
-        event.detected_at_step,
-        event.action,
-        event.restored_step,
-    ) == (
-        3,
-        "nonfinite_loss",
-        0,
-        6,
-        "rollback",
-        3,
-    )
-    assert math.isnan(event.value)
+    counters = (guard.rollbacks, guard.skipped_steps, guard._rollback_steps, guard._cooldown_left)
+    assert counters == (1, 0, [3], 45)
+    [e] = guard.events
+    expected = (3, "nonfinite_loss", 0, 6, "rollback", 3)
+    assert (e.step, e.cause, e.rank, e.detected_at_step, e.action, e.restored_step) == expected
+    assert math.isnan(e.value)
     assert guard._window.tolist() == pytest.approx(
         [1.3862946, 1.3765929, 1.3259969, 1.2436283, 1.3486193, 1.2554368], abs=1e-6
     )
-    assert [
-        (step, pytest.approx(loss), pytest.approx(norm)) for step, loss, norm in guard.state_dict()["pending"]
-    ] == [
-        (9, 1.2277668, 0.5139912),
-        (10, 1.1211301, 0.6085490),
+    pending = [
+        (s, pytest.approx(loss), pytest.approx(norm)) for s, loss, norm in guard.state_dict()["pending"]
     ]
+    assert pending == [(9, 1.2277668, 0.5139912), (10, 1.1211301, 0.6085490)]
     assert guard._snapshot_step == 9
 
-    assert (stopper.wait_count, stopper.best_epoch, stopper.best_step, float(stopper.best_score)) == (
-        1,
-        1,
-        8,
-        2.0,
-    )
+    restored = (stopper.wait_count, stopper.best_epoch, stopper.best_step, float(stopper.best_score))
+    assert restored == (1, 1, 8, 2.0)
     assert stopper.min_delta_mode == "abs" and stopper.stopped_step == 0
     best = states[STOPPER_KEY]["best_weights"]
     assert stopper.state_dict()["best_weights"].keys() == best.keys()
     assert all(torch.equal(stopper.state_dict()["best_weights"][k], best[k]) for k in best)
 
     assert manifest._previous is not None
-    assert (
-        manifest._previous["data_fingerprint"]
-        == states["RunManifest"]["manifest"]["data_fingerprint"]["sha256"]
-    )
+    fingerprint = states["RunManifest"]["manifest"]["data_fingerprint"]["sha256"]
+    assert manifest._previous["data_fingerprint"] == fingerprint
 
 
 def test_a_real_trainer_resumes_from_the_legacy_checkpoint(tmp_path: Path) -> None:
@@ -132,10 +108,8 @@ def test_a_real_trainer_resumes_from_the_legacy_checkpoint(tmp_path: Path) -> No
     assert stopper.best_epoch == 1 and stopper.restored_best_weights
     best = states[STOPPER_KEY]["best_weights"]
     assert all(torch.equal(model.state_dict()[k], best[k]) for k in best)
-    assert (
-        manifest.manifest["resumed_from"]["data_fingerprint"]
-        == (states["RunManifest"]["manifest"]["data_fingerprint"]["sha256"])
-    )
+    fingerprint = states["RunManifest"]["manifest"]["data_fingerprint"]["sha256"]
+    assert manifest.manifest["resumed_from"]["data_fingerprint"] == fingerprint
 
 
 # ---------------------------------------------------------------- checkpoints from before the issue-23 split
@@ -144,15 +118,6 @@ def test_a_real_trainer_resumes_from_the_legacy_checkpoint(tmp_path: Path) -> No
 
 GUARD_CHECKPOINT = Path(__file__).parent / "data" / "issue23_stability_guard.ckpt"
 STOPPER_CHECKPOINT = Path(__file__).parent / "data" / "issue23_early_stopping.ckpt"
-
-
-class Issue23GuardModel(TinyClassifier):
-    """``GuardModel`` of the generator without its fault (the resumed run is healthy)."""
-
-    def configure_optimizers(self) -> Any:
-        optimizer = torch.optim.SGD(self.parameters(), lr=0.1, momentum=0.9)
-        scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=3, gamma=0.7)
-        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 
 
 class Issue23StoppingModel(TinyClassifier):
@@ -182,39 +147,22 @@ def test_the_issue23_stability_guard_checkpoint_loads_with_every_key() -> None:
     saved = states[guard.state_key]
     # the checkpoint format is unchanged: the same keys, the same values back out (plus issue #32's two, at
     # their defaults: no reference loss yet, no veto)
-    assert (
-        guard.state_dict().keys() - saved.keys() == {"reference", "veto"}
-        and saved.keys() <= guard.state_dict().keys()
-    )
-    assert guard.state_dict()["reference"] == 0.0 and guard.state_dict()["veto"] == {
-        "floor": 0.0,
-        "validations": [],
-    }
     again = guard.state_dict()
-    assert (again["rollbacks"], again["rollback_steps"], again["cooldown_left"], again["snapshot_step"]) == (
-        1,
-        [4],
-        13,
-        12,
-    )
+    assert again.keys() - saved.keys() == {"reference", "veto"} and saved.keys() <= again.keys()
+    assert again["reference"] == 0.0 and again["veto"] == {"floor": 0.0, "validations": []}
+    counters = (again["rollbacks"], again["rollback_steps"], again["cooldown_left"], again["snapshot_step"])
+    assert counters == (1, [4], 13, 12)
     assert again["window"] == pytest.approx(saved["window"]) and len(again["window"]) == 8
     assert [(s, pytest.approx(loss), pytest.approx(norm)) for s, loss, norm in again["pending"]] == [
         (12, 1.3419027, 0.5116671)
     ]
     [event] = guard.events
-    assert (event.step, event.cause, event.detected_at_step, event.action, event.restored_step) == (
-        4,
-        "nonfinite_loss",
-        6,
-        "rollback",
-        4,
-    )
+    expected = (4, "nonfinite_loss", 6, "rollback", 4)
+    assert (event.step, event.cause, event.detected_at_step, event.action, event.restored_step) == expected
     # everything the old monitor saved comes back unchanged; issue #25's noise model added history entries,
     # which an old checkpoint fills with "unknown" (no standard errors, steps by position, no ratios yet)
     reloaded, old = monitor.state_dict(), states[monitor.state_key]
-    assert {k: v for k, v in reloaded.items() if k != "history"} == {
-        k: v for k, v in old.items() if k != "history"
-    }
+    assert {k: v for k, v in reloaded.items() if k != "history"} == {k: old[k] for k in old if k != "history"}
     history = reloaded["history"]
     assert {k: history[k] for k in old["history"]} == old["history"]
     added = {k: v for k, v in history.items() if k not in old["history"]}
@@ -232,7 +180,7 @@ def test_a_real_trainer_resumes_from_the_issue23_stability_guard_checkpoint(tmp_
     states = torch.load(GUARD_CHECKPOINT, weights_only=False)["callbacks"]
     monitor, guard = _issue23_guard_callbacks()
     trainer = fast_trainer(max_epochs=5, max_steps=17, callbacks=[monitor, guard], default_root_dir=tmp_path)
-    trainer.fit(Issue23GuardModel(), random_classification_loader(batch_size=16), ckpt_path=GUARD_CHECKPOINT)
+    trainer.fit(LegacyModel(), random_classification_loader(batch_size=16), ckpt_path=GUARD_CHECKPOINT)
     assert trainer.global_step == 17
     assert guard.rollbacks == 1 and [(e.step, e.cause) for e in guard.events] == [(4, "nonfinite_loss")]
     assert guard.state_dict()["cooldown_left"] == 13 - 4

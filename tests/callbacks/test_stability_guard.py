@@ -1,12 +1,12 @@
-"""StabilityGuard on real Trainers: fault injection (NaN loss, NaN gradient, 100x spike), DDP, modes,
-state."""
+"""StabilityGuard on real Trainers (fault injection: NaN loss, NaN gradient, 100x spike; DDP, modes, state),
+and its parts on their own (the LR cut, the rollback snapshot, the event messages)."""
 
 from __future__ import annotations
 
+import copy
 import logging
 import math
 import pickle
-import re
 import statistics
 from datetime import timedelta
 from pathlib import Path
@@ -21,6 +21,13 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from lightning_recipes.callbacks import StabilityGuard
 from lightning_recipes.callbacks.grad_norm_monitor import GradNormMonitor
+from lightning_recipes.callbacks.stability_guard import (
+    LRScaling,
+    RollbackSnapshot,
+    StabilityEvent,
+    give_up_message,
+    outcome,
+)
 from lightning_recipes.testing import (
     HostSyncCounter,
     InMemoryLogger,
@@ -139,28 +146,6 @@ def _assert_same(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> None
         assert torch.equal(a[key], b[key]), key
 
 
-# ---------------------------------------------------------------------------------------------- construction
-
-
-@pytest.mark.parametrize(
-    ("kwargs", "message"),
-    [
-        ({"mode": "skip"}, "`mode` must be one of"),
-        ({"check_every_n_steps": 0}, "`check_every_n_steps` must be an integer >= 1, got 0"),
-        ({"snapshot_every_n_steps": 2.5}, "`snapshot_every_n_steps` must be an integer >= 1, got 2.5"),
-        ({"spike_window": True}, "`spike_window` must be an integer >= 1"),
-        ({"max_rollbacks": -1}, "`max_rollbacks` must be an integer >= 0, got -1"),
-        ({"spike_k": 0.0}, "`spike_k` must be a finite number > 0, got 0.0"),
-        ({"spike_rtol": 1.0}, r"`spike_rtol` must be a number in \(1, inf\), got 1.0"),
-        ({"lr_factor": 0.0}, r"`lr_factor` must be a number in \(0, 1\], got 0.0"),
-        ({"lr_factor": 2}, r"`lr_factor` must be a number in \(0, 1\], got 2"),
-    ],
-)
-def test_invalid_arguments_name_argument_and_value(kwargs: dict[str, Any], message: str) -> None:
-    with pytest.raises(ValueError, match=message):
-        StabilityGuard(**kwargs)
-
-
 # ---------------------------------------------------------------------------------------------- rollback =
 # skipping
 
@@ -197,51 +182,21 @@ def test_fault_injection_rolls_back_and_logs_the_right_step(fault: str, cause: s
 
     assert trainer.global_step == 16  # the run finished
     assert all(torch.isfinite(p).all() for p in model.parameters())
+    # checks after steps 2, 5, 8 (global_step 3, 6, 9); snapshot from the passed check at 6
     assert [(e.step, e.cause, e.detected_at_step, e.restored_step) for e in guard.events] == [
-        (
-            7,
-            cause,
-            9,
-            6,
-        )  # checks after steps 2, 5, 8 (global_step 3, 6, 9); snapshot from the passed check at 6
+        (7, cause, 9, 6)
     ]
     assert guard.rollbacks == 1
-    assert logger.history("stability/event_step") == [
-        (8, 7.0)
-    ]  # logged with the metrics of the batch at step 8
+    assert logger.history("stability/event_step") == [(8, 7.0)]  # with the metrics of the batch at step 8
     steps = [step for step, _ in logger.records]
     assert steps == sorted(steps)  # never behind the trainer's own logging step (wandb drops such records)
-    assert (
-        logger.last("stability/event_cause")
-        == {"nonfinite_loss": 1, "nonfinite_grad_norm": 2, "loss_spike": 3}[cause]
-    )
+    codes = {"nonfinite_loss": 1, "nonfinite_grad_norm": 2, "loss_spike": 3}
+    assert logger.last("stability/event_cause") == codes[cause]
     value = logger.last("stability/event_value")
     if fault == "spike":
         assert value > 50.0  # ~100x the loss at init (ln 4)
     else:
         assert math.isnan(value)
-
-
-def test_verbose_event_message(caplog: pytest.LogCaptureFixture) -> None:
-    guard = StabilityGuard(check_every_n_steps=2, snapshot_every_n_steps=2, lr_factor=0.5, cooldown_steps=2)
-    with caplog.at_level(logging.WARNING):
-        _fit(FaultyClassifier(fault="nan_grad", fault_step=3), guard, max_steps=6)
-    assert (
-        "StabilityGuard: non-finite gradient norm (gradient norm nan) at step 3 on rank 0, "
-        "detected at step 4; "
-        "action: rollback to the snapshot of step 2, learning rate x0.5 for 2 steps." in caplog.text
-    )
-
-
-def test_no_false_positive_on_a_clean_run_and_one_sync_per_check() -> None:
-    guard = StabilityGuard(
-        check_every_n_steps=4, snapshot_every_n_steps=8, spike_warmup_steps=4, verbose=False
-    )
-    model = FaultyClassifier()
-    trainer = _fit(model, guard, max_steps=24)
-    assert guard.events == [] and trainer.global_step == 24
-    assert guard._window.numel() == 24  # every step passed its check and entered the statistics
-    assert guard._snapshots.snapshot is None  # released at teardown
 
 
 class SyncCountingGuard(StabilityGuard):
@@ -302,29 +257,30 @@ def test_gradient_norm_is_shared_with_grad_norm_monitor(with_monitor: bool) -> N
 
 
 @pytest.mark.parametrize("every", [1, 4])
-def test_one_sync_per_check_and_none_between(every: int) -> None:
-    guard = SyncCountingGuard(check_every_n_steps=every, snapshot_every_n_steps=4, verbose=False)
-    _fit(FaultyClassifier(), guard, max_steps=12)
+def test_a_clean_run_has_no_event_and_one_sync_per_check_and_none_between(every: int) -> None:
+    guard = SyncCountingGuard(check_every_n_steps=every, snapshot_every_n_steps=4, spike_warmup_steps=4)
+    trainer = _fit(FaultyClassifier(), guard, max_steps=12)
     assert guard.syncs == [1 if (step + 1) % every == 0 else 0 for step in range(12)]
+    assert guard.events == [] and trainer.global_step == 12
+    assert guard._window.numel() == 12  # every step passed its check and entered the statistics
+    assert guard._snapshots.snapshot is None  # released at teardown
 
 
-def test_cooldown_scales_lr_only_inside_optimizer_steps() -> None:
-    seen: list[float] = []
-
-    class LrProbe(Callback):
-        def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-            # registered after the guard's hooks, so it sees the learning rate the step really uses
-            trainer.optimizers[0].register_step_pre_hook(
-                lambda opt, a, k: seen.append(opt.param_groups[0]["lr"])
-            )
-
-    guard = StabilityGuard(
-        check_every_n_steps=1, snapshot_every_n_steps=1, lr_factor=0.25, cooldown_steps=3, verbose=False
-    )
-    model = FaultyClassifier(fault="nan_loss", fault_step=4)
-    trainer = _fit(model, guard, max_steps=10, callbacks=[LrProbe()])
-    assert seen == [0.1] * 5 + [0.025] * 3 + [0.1] * 2
+def test_cooldown_scales_lr_only_inside_optimizer_steps_and_is_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    guard = StabilityGuard(check_every_n_steps=1, snapshot_every_n_steps=1, lr_factor=0.25, cooldown_steps=3)
+    hook = LrHook()
+    with caplog.at_level(logging.WARNING):
+        trainer = _fit(
+            FaultyClassifier(fault="nan_loss", fault_step=4), guard, max_steps=10, callbacks=[hook]
+        )
+    assert hook.lrs == [0.1] * 5 + [0.025] * 3 + [0.1] * 2
     assert trainer.optimizers[0].param_groups[0]["lr"] == 0.1
+    assert (
+        "StabilityGuard: non-finite loss (loss nan) at step 4 on rank 0, detected at step 5; action: "
+        in caplog.text
+    )
 
 
 def test_scheduler_state_is_restored() -> None:
@@ -361,12 +317,13 @@ def test_gradient_accumulation_names_the_optimizer_step() -> None:
 # ---------------------------------------------------------------------------------------------- other modes
 
 
-def test_raise_mode_raises_naming_cause_and_step() -> None:
+def test_raise_mode_raises_at_the_first_fault() -> None:
     guard = StabilityGuard(mode="raise", check_every_n_steps=2, verbose=False)
-    with pytest.raises(
-        RuntimeError, match=r"non-finite loss \(loss nan\) at step 3 on rank 0, detected at step 4"
-    ):
+    with pytest.raises(RuntimeError, match="StabilityGuard"):
         _fit(FaultyClassifier(fault="nan_loss", fault_step=3), guard, max_steps=8)
+    assert [(e.step, e.cause, e.rank, e.detected_at_step, e.action) for e in guard.events] == [
+        (3, "nonfinite_loss", 0, 4, "raise")
+    ]
 
 
 def test_skip_step_drops_the_update_bitwise() -> None:
@@ -491,36 +448,29 @@ def test_rollback_refuses_sharded_strategies() -> None:
 
 
 @pytest.mark.parametrize(
-    ("strategy", "fault", "cause"),
+    ("strategy", "fault", "cause", "mode"),
     [
-        ("ddp_fork", "nan_loss", "nonfinite_loss"),
-        ("ddp_fork", "nan_grad", "nonfinite_grad_norm"),
-        ("ddp_fork", "spike", "loss_spike"),
-        ("ddp_spawn", "nan_grad", "nonfinite_grad_norm"),  # proves the guard pickles
+        ("ddp_fork", "nan_loss", "nonfinite_loss", "rollback"),
+        ("ddp_fork", "nan_grad", "nonfinite_grad_norm", "rollback"),
+        ("ddp_fork", "spike", "loss_spike", "rollback"),
+        ("ddp_spawn", "nan_grad", "nonfinite_grad_norm", "rollback"),  # proves the guard pickles
+        ("ddp_fork", "nan_grad", "nonfinite_grad_norm", "skip_step"),
     ],
 )
-def test_ddp_fault_on_one_rank_rolls_back_every_rank(
-    tmp_path: Path, strategy: str, fault: str, cause: str
+def test_ddp_fault_on_one_rank_acts_on_every_rank(
+    tmp_path: Path, strategy: str, fault: str, cause: str, mode: str
 ) -> None:
-    guard = StabilityGuard(
-        check_every_n_steps=3, snapshot_every_n_steps=3, spike_warmup_steps=4, verbose=False
-    )
+    guard = StabilityGuard(mode=mode, check_every_n_steps=3, snapshot_every_n_steps=3, spike_warmup_steps=4)
     model = FaultyClassifier(fault=fault, fault_step=7, fault_rank=1)
-    _fit(
-        model,
-        guard,
-        max_steps=12,
-        strategy=strategy,
-        devices=2,
-        callbacks=[DumpPerRank(str(tmp_path))],
-    )
+    _fit(model, guard, max_steps=12, strategy=strategy, devices=2, callbacks=[DumpPerRank(str(tmp_path))])
     results = [torch.load(tmp_path / f"rank{r}.pt", weights_only=False) for r in (0, 1)]
+    restored = 6 if mode == "rollback" else -1
     for result in results:
         assert result["global_step"] == 12
         # a NaN loss on rank 1 also makes rank 0's all-reduced gradient NaN: the event names the root cause
         assert [
             (e["step"], e["rank"], e["cause"], e["action"], e["restored_step"]) for e in result["events"]
-        ] == [(7, 1, cause, "rollback", 6)]
+        ] == [(7, 1, cause, mode, restored)]
         assert all(torch.isfinite(v).all() for v in result["weights"].values())
     _assert_same(results[0]["weights"], results[1]["weights"])
 
@@ -530,10 +480,10 @@ def test_ddp_raise_mode_raises_on_every_rank(tmp_path: Path) -> None:
     model = FaultyClassifier(fault="nan_grad", fault_step=3, fault_rank=0)
     with pytest.raises(Exception, match="StabilityGuard"):
         _fit(model, guard, max_steps=8, strategy="ddp_fork", devices=2)
-    for rank in (0, 1):
-        message = torch.load(tmp_path / f"rank{rank}.pt", weights_only=False)["exception"]
+    for rank in (0, 1):  # every rank raised, at the same check (RecordingGuard's barrier)
         assert (
-            "non-finite gradient norm (gradient norm nan) at step 3 on rank 0, detected at step 4" in message
+            "StabilityGuard(mode='raise')"
+            in torch.load(tmp_path / f"rank{rank}.pt", weights_only=False)["exception"]
         )
 
 
@@ -570,54 +520,23 @@ def test_cuda_rollback_pinned_snapshots_no_sync_between_checks(precision: str) -
     assert all(torch.isfinite(p).all() for p in model.parameters())
 
 
-def test_ddp_skip_step_on_one_rank_skips_on_every_rank(tmp_path: Path) -> None:
-    guard = StabilityGuard(mode="skip_step", check_every_n_steps=4, verbose=False)
-    model = FaultyClassifier(fault="nan_grad", fault_step=3, fault_rank=1)
-    _fit(model, guard, max_steps=8, strategy="ddp_fork", devices=2, callbacks=[DumpPerRank(str(tmp_path))])
-    results = [torch.load(tmp_path / f"rank{r}.pt", weights_only=False) for r in (0, 1)]
-    for result in results:
-        assert [(e["step"], e["rank"], e["action"]) for e in result["events"]] == [(3, 1, "skip_step")]
-        assert all(torch.isfinite(v).all() for v in result["weights"].values())
-    _assert_same(results[0]["weights"], results[1]["weights"])
-
-
 # ------------------------------------------------------------------------- adaptive snapshots (issue 15)
 
 
-@pytest.mark.parametrize(
-    ("kwargs", "message"),
-    [
-        ({"snapshot_overhead": 0.0}, "`snapshot_overhead` must be a number in (0, 1), got 0.0"),
-        ({"snapshot_overhead": 1.0}, "`snapshot_overhead` must be a number in (0, 1), got 1.0"),
-        ({"finding_lr_factor": 0.0}, "`finding_lr_factor` must be a number in (0, 1], got 0.0"),
-        ({"act_on_findings": 1}, "`act_on_findings` must be True or False, got 1"),
-        ({"spike_min_rise": -0.1}, "`spike_min_rise` must be a finite number >= 0, got -0.1"),
-        ({"spike_min_rise": float("inf")}, "`spike_min_rise` must be a finite number >= 0, got inf"),
-        ({"spike_min_rise": True}, "`spike_min_rise` must be a finite number >= 0, got True"),
-    ],
-)
-def test_new_arguments_are_validated(kwargs: dict[str, Any], message: str) -> None:
-    with pytest.raises((ValueError, TypeError), match=re.escape(message)):
-        StabilityGuard(**kwargs)
-
-
-def test_default_snapshots_every_passing_check_on_a_small_model() -> None:
-    """A NaN at step 57 of a short run: the default guard rolls back at most a few checks (here ~0.2 ms per
-    snapshot vs 5 steps of a few ms: every check or two), not to step 0 (the old default of a snapshot every
-    100 steps lost the whole run)."""
-    guard = StabilityGuard(check_every_n_steps=5, verbose=False)
+@pytest.mark.parametrize("every", [None, 100])
+def test_snapshot_interval_adaptive_by_default_or_as_given(every: int | None) -> None:
+    """Adaptive (default): a NaN at step 57 rolls back a few checks (a snapshot costs ~0.2 ms vs 5 steps of
+    a few ms), not to step 0 (the old default of a snapshot every 100 steps lost the whole run)."""
+    guard = StabilityGuard(check_every_n_steps=5, snapshot_every_n_steps=every, verbose=False)
     _fit(FaultyClassifier(fault="nan_loss", fault_step=57), guard, max_steps=62)
     [event] = guard.events
     assert (event.step, event.cause) == (57, "nonfinite_loss")
-    assert 40 <= event.restored_step <= 55 and event.restored_step % 5 == 0
-    assert guard.snapshot_interval <= 15
-
-
-def test_explicit_snapshot_interval_is_honoured() -> None:
-    guard = StabilityGuard(check_every_n_steps=5, snapshot_every_n_steps=100, verbose=False)
-    _fit(FaultyClassifier(fault="nan_loss", fault_step=57), guard, max_steps=62)
-    assert guard.snapshot_interval == 100
-    assert [(e.step, e.restored_step) for e in guard.events] == [(57, 0)]
+    if every is None:
+        assert (
+            40 <= event.restored_step <= 55 and event.restored_step % 5 == 0 and guard.snapshot_interval <= 15
+        )
+    else:
+        assert event.restored_step == 0 and guard.snapshot_interval == 100
 
 
 class HeavyStateClassifier(FaultyClassifier):
@@ -695,25 +614,36 @@ def test_guard_placed_before_the_monitor_warns() -> None:
 # ------------------------------------------------------------- healthy fine-tuning is left alone (issue 22)
 
 
-@pytest.mark.parametrize("seed", [2, 13, 14])
-def test_default_guard_leaves_healthy_bert_finetuning_alone(seed: int) -> None:
-    """Issue 22: a tiny randomly initialised ``transformers`` BERT fine-tuned with AdamW (3e-4) on a
-    synthetic text-classification task sits on a near-constant plateau at ln 2 (spread ~0.05%), then wobbles
-    out of it by +0.5-6% (seed 13: +6.4%) as it starts to learn. The old default (mean + 6 population std of
-    the window) rolled seeds 2 and 14 back for such bumps; the noise model sees a wobble, not 1.5x."""
+WOBBLY_SEEDS = (2, 13, 14)  # the old default rolled 2 and 14 back; 13 wobbles most (+6.4%)
+
+
+@pytest.mark.parametrize(
+    "seed", [s if s in WOBBLY_SEEDS else pytest.param(s, marks=pytest.mark.slow) for s in range(20)]
+)
+def test_default_guard_and_monitor_leave_healthy_bert_finetuning_alone(seed: int) -> None:
+    """Issues 22 and 25: a tiny randomly initialised ``transformers`` BERT (2 layers, width 32, dropout 0)
+    fine-tuned with AdamW (3e-4) on a synthetic task sits on a plateau at ln 2 (spread ~0.05%), then wobbles
+    out of it by +0.5-6% as it starts to learn. The old default (mean + 6 population std of the window) rolled
+    seeds 2 and 14 back; the defaults, behind a ``HealthMonitor``, leave all 20 seeds alone (no event, no
+    finding). The 17 other seeds are marked slow."""
     pytest.importorskip("transformers")
+    from lightning_recipes.callbacks.health_monitor import Finding, HealthMonitor
     from lightning_recipes.testing.finetune_models import TinyBertFinetune, loader, text_classification
 
     torch.manual_seed(seed)
+    findings: list[Finding] = []
+    monitor = HealthMonitor(check_every_n_steps=10, on_finding=findings.append)
     guard = StabilityGuard(verbose=False)  # the defaults under test
     recorder = LossRecorder()
-    trainer = fast_trainer(max_steps=60, max_epochs=-1, callbacks=[recorder, guard])
+    trainer = fast_trainer(max_steps=60, max_epochs=-1, callbacks=[recorder, monitor, guard])
     trainer.fit(TinyBertFinetune(lr=3e-4, dropout=0.0), loader(text_classification(seed=seed), 32, seed))
-    assert guard.events == [] and guard.rollbacks == 0
+    assert guard.events == [] and guard.rollbacks == 0 and [(f.problem, f.step) for f in findings] == []
     losses = recorder.losses
-    assert len(losses) == 60 and abs(statistics.median(losses[:20]) - math.log(2)) < 0.01  # the plateau
-    rises = [losses[i] / statistics.median(losses[i - 20 : i]) - 1 for i in range(20, 60)]
-    assert max(rises) > 0.003  # it does wobble out of the plateau: bumps above the running level
+    assert len(losses) == 60
+    if seed in WOBBLY_SEEDS:
+        assert abs(statistics.median(losses[:20]) - math.log(2)) < 0.01  # the plateau
+        rises = [losses[i] / statistics.median(losses[i - 20 : i]) - 1 for i in range(20, 60)]
+        assert max(rises) > 0.003  # it does wobble out of the plateau: bumps above the running level
 
 
 def test_default_guard_still_catches_a_blow_up_after_its_warm_up() -> None:
@@ -724,3 +654,69 @@ def test_default_guard_still_catches_a_blow_up_after_its_warm_up() -> None:
     assert [(e.step, e.cause, e.detected_at_step, e.restored_step) for e in guard.events] == [
         (35, "loss_spike", 40, 30)
     ]
+
+
+# ------------------------------------------------------------- its parts on their own (issue 23)
+
+
+class _Factor:
+    def __init__(self, value: float) -> None:
+        self.value = value
+
+    def __call__(self) -> float:
+        return self.value
+
+
+def test_lr_scaling_cuts_each_step_and_restores_the_rate_and_pickles_without_hooks() -> None:
+    param = torch.nn.Parameter(torch.zeros(1))
+    optimizer = torch.optim.SGD([param], lr=1.0)
+    factor = _Factor(0.25)
+    scaling = LRScaling(factor)
+    scaling.attach([optimizer])
+    param.grad = torch.ones(1)
+    optimizer.step()
+    assert param.item() == pytest.approx(-0.25) and optimizer.param_groups[0]["lr"] == 1.0
+    factor.value = 1.0
+    optimizer.step()
+    assert param.item() == pytest.approx(-1.25)
+    clone = pickle.loads(pickle.dumps(scaling))  # ddp_spawn pickles the guard with its collaborators
+    assert clone._handles == [] and clone._factor() == 1.0
+    scaling.detach()
+    factor.value = 0.5
+    optimizer.step()
+    assert param.item() == pytest.approx(-2.25)  # detached: the full rate
+
+
+def test_rollback_snapshot_restores_weights_and_a_copy_keeps_timings_but_not_the_snapshot() -> None:
+    model = TinyClassifier()
+    trainer = fast_trainer(max_steps=2)
+    trainer.fit(model, random_classification_loader())
+    keeper = RollbackSnapshot()
+    window = torch.tensor([1.0, 2.0])
+    keeper.take(trainer, model, window, wait=True)
+    keeper.take(trainer, model, window, wait=True)  # the second one is timed
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(1.0)
+    assert keeper.restore(trainer, model) is window
+    assert all(torch.equal(model.state_dict()[k], before[k]) for k in before)
+    assert keeper.step == 2 and keeper.snapshot_s is not None
+    clone = copy.deepcopy(keeper)
+    assert clone.snapshot is None and clone.step == -1 and clone.snapshot_s == keeper.snapshot_s
+    keeper.release()
+    assert keeper.snapshot is None and keeper.snapshot_s is not None
+
+
+def test_event_messages_name_the_reason() -> None:
+    event = StabilityEvent(7, "nonfinite_grad_norm", math.inf, 1, 9, "give_up", 5)
+    assert give_up_message(event, None, [event], None).startswith(
+        "StabilityGuard gave up: non-finite gradient norm (gradient norm inf) at step 7 on rank 1, "
+        "detected at step 9; "
+        "no verified snapshot exists yet"
+    )
+    message = give_up_message(event, ([2, 4], 100, 2), [event], "/tmp/x.ckpt")
+    assert "2 rollbacks within 100 steps already (max_rollbacks=2) at steps [2, 4]" in message
+    assert "Emergency checkpoint (last good state, step 5): /tmp/x.ckpt." in message
+    finding = StabilityEvent(7, "lr_too_high", 0.2, 0, 9, "scale_lr")
+    assert outcome(finding, 0.25, 1.0, 0) == "scale_lr, learning rate x0.25 from now on"
