@@ -1,7 +1,7 @@
 """HealthMonitor's rules about the loss and the learning rate, judged against the run's own noise.
 
 Each rule reads one check's :class:`CheckData` and the :class:`History` and asks its question with the tests
-of :mod:`_health_stats` at the confidence ``confidence_z`` (2.33: ~1% false-alarm odds per question):
+of :mod:`lightning_recipes._stats` at the confidence ``confidence_z`` (2.33: ~1% false-alarm odds per question):
 
 * **update ratio** ``||dW|| / ||W||`` of the sampled step, per parameter group, summarised as the median over
   *parameters* (each group weighted by its size: one large matrix outvotes ten biases). What is too large or
@@ -40,13 +40,7 @@ from __future__ import annotations
 
 import math
 
-from lightning_recipes.callbacks._health_stats import (
-    mean_se,
-    significantly_above,
-    trend,
-    validation_se,
-    weighted_median,
-)
+from lightning_recipes._stats import mean_se, significantly_above, trend, validation_se, weighted_median
 from lightning_recipes.callbacks._health_window import (
     DEFAULT_THRESHOLDS,  # noqa: F401  (the doctests)
     CheckData,
@@ -150,8 +144,8 @@ def progressing(data: CheckData, history: History, t: dict[str, float], k: int) 
         return True
     if len(history.losses) < k - 1 or not math.isfinite(data.loss_mean):
         return None
-    _, slope_t = trend(*loss_window(history, data, k))
-    return math.isfinite(slope_t) and slope_t < -t["confidence_z"]
+    slope, slope_se = trend(*loss_window(history, data, k))
+    return slope < -t["confidence_z"] * slope_se  # False when unknown (NaN)
 
 
 def _rise(data: CheckData, history: History, t: dict[str, float]) -> tuple[str, float] | None:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 
 from lightning_recipes.callbacks._health_loss_rules import loss_window, update_ratios
-from lightning_recipes.callbacks._health_stats import trend
+from lightning_recipes._stats import trend
 from lightning_recipes.callbacks._health_window import (
     DEFAULT_THRESHOLDS,  # noqa: F401  (the doctests)
     CheckData,
@@ -78,7 +78,8 @@ def not_learning(data: CheckData, history: History, t: dict[str, float], named: 
         return None
     steps, means, ses = loss_window(history, data, k)
     span = data.step - steps[0]
-    slope, slope_t = trend(steps, means, ses)
+    slope, slope_se = trend(steps, means, ses)
+    slope_t = slope / slope_se
     level = sum(means) / len(means)
     drop = -slope * span if math.isfinite(slope) else 0.0
     if min(means) <= (1.0 - t["plateau_progress"]) * start or drop > t["plateau_rtol"] * abs(level):

@@ -24,7 +24,7 @@ import torch
 from torch import Tensor, nn
 from torch.optim import Optimizer
 
-from lightning_recipes.callbacks._loss_noise import standard_error
+from lightning_recipes._stats import line_fit, standard_error
 
 __all__ = [
     "ROW_LAYERS",
@@ -139,21 +139,7 @@ def loss_trend(rows: Iterable[Sequence[float]]) -> tuple[int, float, float, floa
     slope's error) or a single step."""
     s = [sum(column) for column in zip(*rows)] if rows else [0.0] * _LOSS_SUMS
     n, total, squares, st, stt, stl = s[:6]
-    count = round(n)
-    if count == 0:
-        return 0, math.nan, math.nan, math.nan, math.nan
-    mean = total / n
-    syy = max(squares - total * total / n, 0.0)
-    std = math.sqrt(syy / (n - 1)) if count >= 2 else math.nan
-    sxx = stt - st * st / n
-    if count < 2 or sxx <= 1e-12 * max(stt, 1.0):
-        return count, mean, std, math.nan, math.nan
-    sxy = stl - st * total / n
-    slope = sxy / sxx
-    if count < 3:
-        return count, mean, std, slope, math.nan
-    residual = max(syy - slope * sxy, 0.0) / (n - 2)
-    return count, mean, std, slope, math.sqrt(residual / sxx)
+    return (round(n), *line_fit(n, total, squares, st, stt, stl))
 
 
 def optimizer_family(optimizer: Any) -> str:

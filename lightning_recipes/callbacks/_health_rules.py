@@ -54,7 +54,7 @@ from lightning_recipes.callbacks._health_loss_rules import (
     update_ratios,
 )
 from lightning_recipes.callbacks._health_not_learning import not_learning
-from lightning_recipes.callbacks._health_stats import significantly_above
+from lightning_recipes._stats import significantly_above
 from lightning_recipes.callbacks._health_window import (
     DEFAULT_THRESHOLDS,  # noqa: F401  (the doctests)
     PROBLEMS,

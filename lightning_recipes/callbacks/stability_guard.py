@@ -24,8 +24,7 @@ from lightning_recipes._validation import (
     check_non_negative,
     check_positive,
 )
-from lightning_recipes.callbacks._faults import CAUSES, choose_event, fault_causes, fault_record
-from lightning_recipes.callbacks._loss_noise import exceeds_noise
+from lightning_recipes.callbacks._faults import CAUSES, choose_event, exceeds_noise, fault_causes, fault_record
 from lightning_recipes.callbacks._pending_steps import (
     Pending,
     offending_value,
@@ -370,9 +369,6 @@ class StabilityGuard(Callback):
         causes = fault_causes(
             losses,
             norms,
-            self._window,
-            spike_k=None,
-            spike_rtol=None,
             spike=self._spikes(losses),
             loss_mask=None if all(loss_mask) else torch.tensor(loss_mask, device=device),
             weights_norm=weights_norm,

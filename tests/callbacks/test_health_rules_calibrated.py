@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from lightning_recipes.callbacks._health_rules import decide
-from lightning_recipes.callbacks._health_stats import significantly_above, trend, validation_se
+from lightning_recipes._stats import significantly_above, trend, validation_se
 from lightning_recipes.callbacks._health_window import DEFAULT_THRESHOLDS, CheckData, History
 
 T = DEFAULT_THRESHOLDS
@@ -66,8 +66,8 @@ def test_trend_is_weighted_least_squares_by_the_formula() -> None:
     slope_ref, _ = np.polyfit(steps, means, 1, w=np.sqrt(weights))  # polyfit weights multiply residuals
     x_bar = np.average(steps, weights=weights)
     slope_se_ref = 1 / math.sqrt(float(np.sum(weights * np.square(np.subtract(steps, x_bar)))))
-    slope, t = trend(steps, means, ses)
-    assert slope == pytest.approx(slope_ref) and t == pytest.approx(slope_ref / slope_se_ref)
+    slope, slope_se = trend(steps, means, ses)
+    assert slope == pytest.approx(slope_ref) and slope_se == pytest.approx(slope_se_ref)
 
 
 def test_significance_is_welch_at_the_stated_z() -> None:
