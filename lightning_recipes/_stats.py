@@ -12,6 +12,7 @@ Example:
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -25,8 +26,8 @@ __all__ = [
     "FAIL_FACTOR",
     "NOISE_FACTOR",
     "ROBUST_SIGMA",
-    "Z",
     "NoiseVerdict",
+    "Z",
     "difference_noise",
     "judge_deviation",
     "line_fit",
@@ -142,7 +143,7 @@ def difference_noise(values: Sequence[float], order: int = 1) -> float:
     """
     diffs = list(values)
     for _ in range(order):
-        diffs = [b - a for a, b in zip(diffs, diffs[1:])]
+        diffs = [b - a for a, b in itertools.pairwise(diffs)]
     if not diffs:
         return 0.0
     return math.sqrt(sum(d * d for d in diffs) / len(diffs) / math.comb(2 * order, order))

@@ -13,7 +13,7 @@ from lightning_recipes import _stats as st
 
 
 def test_quantiles_match_the_tables() -> None:
-    assert st.Z == pytest.approx(st.normal_quantile(0.99), abs=1e-3)
+    assert pytest.approx(st.normal_quantile(0.99), abs=1e-3) == st.Z
     # Student-t table: t_{0.975}(10) = 2.228, t_{0.995}(30) = 2.750; large df -> normal
     assert st.t_quantile(0.975, 10) == pytest.approx(2.228, abs=1e-3)
     assert st.t_quantile(0.995, 30) == pytest.approx(2.750, abs=2e-3)
@@ -93,7 +93,9 @@ def test_trend_with_equal_errors_is_ols_with_known_noise() -> None:
         (1.10, math.nan, 1.00, 0.02, st.Z, False),  # unknown error: never significant
     ],
 )
-def test_significantly_above_uses_welch_se(a: float, se_a: float, b: float, se_b: float, z: float, above: bool) -> None:
+def test_significantly_above_uses_welch_se(
+    a: float, se_a: float, b: float, se_b: float, z: float, above: bool
+) -> None:
     assert st.significantly_above(a, se_a, b, se_b, z) is above
 
 
@@ -108,7 +110,13 @@ def test_validation_se_floor_and_weighted_median() -> None:
 
 @pytest.mark.parametrize(
     ("deviation", "noise", "status"),
-    [(1e-6, 0.0, "pass"), (3e-5, 0.0, "inconclusive"), (0.3, 0.0, "fail"), (0.3, 0.1, "pass"), (5.0, 0.1, "fail")],
+    [
+        (1e-6, 0.0, "pass"),
+        (3e-5, 0.0, "inconclusive"),
+        (0.3, 0.0, "fail"),
+        (0.3, 0.1, "pass"),
+        (5.0, 0.1, "fail"),
+    ],
 )
 def test_judge_deviation(deviation: float, noise: float, status: str) -> None:
     verdict = st.judge_deviation(deviation, noise, 1.0, torch.float32)

@@ -1,4 +1,4 @@
-"""StabilityGuard's fault classification and spike rule: pure tensor functions, on the device, no host sync."""
+"""StabilityGuard's fault classification and spike rule: pure tensor functions on the device, no sync."""
 
 from __future__ import annotations
 

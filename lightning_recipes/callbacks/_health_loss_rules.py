@@ -1,7 +1,7 @@
 """HealthMonitor's rules about the loss and the learning rate, judged against the run's own noise.
 
 Each rule reads one check's :class:`CheckData` and the :class:`History` and asks its question with the tests
-of :mod:`lightning_recipes._stats` at the confidence ``confidence_z`` (2.33: ~1% false-alarm odds per question):
+of ``_stats`` at the confidence ``confidence_z`` (2.33: ~1% false-alarm odds per question):
 
 * **update ratio** ``||dW|| / ||W||`` of the sampled step, per parameter group, summarised as the median over
   *parameters* (each group weighted by its size: one large matrix outvotes ten biases). What is too large or

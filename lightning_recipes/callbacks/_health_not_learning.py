@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import math
 
-from lightning_recipes.callbacks._health_loss_rules import loss_window, update_ratios
 from lightning_recipes._stats import trend
+from lightning_recipes.callbacks._health_loss_rules import loss_window, update_ratios
 from lightning_recipes.callbacks._health_window import (
     DEFAULT_THRESHOLDS,  # noqa: F401  (the doctests)
     CheckData,

@@ -43,6 +43,7 @@ from __future__ import annotations
 import math
 import statistics
 
+from lightning_recipes._stats import significantly_above
 from lightning_recipes.callbacks._health_loss_rules import (
     interval_se,
     loss_plateau,
@@ -54,7 +55,6 @@ from lightning_recipes.callbacks._health_loss_rules import (
     update_ratios,
 )
 from lightning_recipes.callbacks._health_not_learning import not_learning
-from lightning_recipes._stats import significantly_above
 from lightning_recipes.callbacks._health_window import (
     DEFAULT_THRESHOLDS,  # noqa: F401  (the doctests)
     PROBLEMS,

@@ -24,7 +24,13 @@ from lightning_recipes._validation import (
     check_non_negative,
     check_positive,
 )
-from lightning_recipes.callbacks._faults import CAUSES, choose_event, exceeds_noise, fault_causes, fault_record
+from lightning_recipes.callbacks._faults import (
+    CAUSES,
+    choose_event,
+    exceeds_noise,
+    fault_causes,
+    fault_record,
+)
 from lightning_recipes.callbacks._pending_steps import (
     Pending,
     offending_value,

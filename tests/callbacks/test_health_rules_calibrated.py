@@ -9,8 +9,8 @@ import random
 import numpy as np
 import pytest
 
-from lightning_recipes.callbacks._health_rules import decide
 from lightning_recipes._stats import significantly_above, trend, validation_se
+from lightning_recipes.callbacks._health_rules import decide
 from lightning_recipes.callbacks._health_window import DEFAULT_THRESHOLDS, CheckData, History
 
 T = DEFAULT_THRESHOLDS
