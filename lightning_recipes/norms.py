@@ -37,6 +37,8 @@ __all__ = [
     "combine_powers",
     "distributed_total_norm",
     "gradients",
+    "group_powers",
+    "local_group_powers",
     "local_tensor",
     "norm_power",
     "power_to_norm",
@@ -44,6 +46,7 @@ __all__ = [
     "split_by_sharding",
     "total_norm",
     "total_norm_from_powers",
+    "update_ratios",
 ]
 
 try:  # torch >= 2.4 public location
@@ -279,3 +282,61 @@ def total_norm_from_powers(powers: dict[ShardKey, Tensor], norm_type: float = 2.
     """
     reduced = [reduce_power_(power.clone(), key, norm_type) for key, power in powers.items()]
     return power_to_norm(combine_powers(reduced, norm_type), norm_type)
+
+
+def local_group_powers(
+    tensors: Sequence[Tensor],
+    group_of: Sequence[int],
+    groups: int,
+    norm_type: float = 2.0,
+    shard_group: Any = None,
+) -> dict[ShardKey, Tensor]:
+    """This rank's :func:`norm_power` per group (tensor ``i`` in group ``group_of[i]``), a ``[groups]`` tensor
+    per shard layout (:func:`split_by_sharding`), not yet reduced across ranks. No sync.
+
+    Example:
+        >>> local_group_powers([torch.tensor([3.0]), torch.tensor([4.0])], [0, 1], 2)
+        {None: tensor([ 9., 16.])}
+    """
+    buckets: dict[ShardKey, list[list[Tensor]]] = {}
+    for tensor, group in zip(tensors, group_of):
+        for key, local in split_by_sharding([tensor], shard_group).items():
+            buckets.setdefault(key, [[] for _ in range(groups)])[group].extend(local)
+    out = {}
+    for key, per_group in buckets.items():
+        device = next(t.device for group in per_group for t in group)
+        out[key] = torch.stack([norm_power(group, norm_type).to(device) for group in per_group])
+    return out
+
+
+def group_powers(
+    tensors: Sequence[Tensor],
+    group_of: Sequence[int],
+    groups: int,
+    norm_type: float = 2.0,
+    shard_group: Any = None,
+) -> Tensor:
+    """The global :func:`norm_power` of each group of the full, unsharded ``tensors``, ``[groups]``: one
+    all-reduce per shard layout (none unsharded), no host sync.
+
+    Example:
+        >>> group_powers([torch.tensor([3.0]), torch.tensor([4.0]), torch.tensor([1.0])], [0, 1, 1], 2)
+        tensor([ 9., 17.])
+    """
+    powers = local_group_powers(tensors, group_of, groups, norm_type, shard_group)
+    if not powers:
+        return torch.zeros(groups)
+    return combine_powers([reduce_power_(v, k, norm_type) for k, v in powers.items()], norm_type)
+
+
+def update_ratios(param_powers: Tensor, update_powers: Tensor, norm_type: float = 2.0) -> Tensor:
+    """The update-to-weight ratio ``||dW|| / ||W||`` from :func:`group_powers` of the weights before a step
+    and of the step's change (any shape; 0 where ``||W|| = 0``). The one definition GradNormMonitor and
+    HealthMonitor log and judge. No sync.
+
+    Example:
+        >>> update_ratios(torch.tensor([100.0, 0.0]), torch.tensor([1.0, 1.0]))
+        tensor([0.1000, 0.0000])
+    """
+    weights, update = power_to_norm(param_powers, norm_type), power_to_norm(update_powers, norm_type)
+    return torch.where(weights > 0, update / weights.clamp(min=torch.finfo(torch.float32).tiny), 0.0)

@@ -50,6 +50,7 @@ from lightning_recipes.callbacks._norms import (
     STEP_POWERS,
     GroupBy,
     compile_group_by,
+    flat_shard_group,
     param_groups_of,
 )
 from lightning_recipes.callbacks._trainer import (
@@ -60,6 +61,7 @@ from lightning_recipes.callbacks._trainer import (
     stepped,
 )
 from lightning_recipes.callbacks.input_pipeline_monitor import InputPipelineMonitor
+from lightning_recipes.norms import group_powers
 
 __all__ = ["Finding", "HealthMonitor"]
 
@@ -211,7 +213,7 @@ class HealthMonitor(Callback):
         self._grad_sq: Tensor | None = None  # per tracked tensor
         self._param_sq: Tensor | None = None
         self._update_sq: Tensor | None = None
-        self._before: list[tuple[int, Tensor, Tensor]] = []  # (index, copy, live)
+        self._before: list[tuple[int, Tensor, Tensor]] = []  # (group, copy, live)
         self._alive: dict[int, Tensor] = {}
         self._rows.clear()
         self._saturation: dict[int, Tensor] = {}
@@ -243,6 +245,7 @@ class HealthMonitor(Callback):
         self._families = group_families(trainer.optimizers, self._index, index, len(self._group_names))
         self._planned_steps = planned_steps(trainer)
         self._param_start = squared_norm(self._params, device)
+        self._shard_group = flat_shard_group(trainer)
         self._relu, self._saturating, self._leaves, self._row_layers = watched_modules(pl_module)
         self._rows = RowLiveness([module for _, module in self._row_layers])
         self._sparse_groups = sparse_groups(pl_module, self._params, index, self._group_names)
@@ -281,8 +284,7 @@ class HealthMonitor(Callback):
             if id(p) in self._index
         ]
         if self._grad_sq is None:
-            zeros = torch.zeros(len(self._params), device=device)
-            self._grad_sq, self._param_sq, self._update_sq = zeros, zeros.clone(), zeros.clone()
+            self._grad_sq = torch.zeros(len(self._params), device=device)
         with_grad = [(i, p) for i, p in entries if p.grad is not None]
         if with_grad:
             grads = [p.grad.detach() for _, p in with_grad]  # type: ignore[union-attr]
@@ -292,13 +294,12 @@ class HealthMonitor(Callback):
             if STEP_POWERS.lookup(grads, 2.0, trainer.global_step) is None:
                 STEP_POWERS.publish(grads, 2.0, trainer.global_step, {None: norms.to(device).square().sum()})
         live = [p.detach() for _, p in entries]
-        if live:
-            index = torch.tensor([i for i, _ in entries], device=device)
-            self._param_sq.index_copy_(  # type: ignore[union-attr]
-                0, index, torch.stack(torch._foreach_norm(live, 2.0)).float().to(device).square()
-            )
-            self._before += [(i, p.clone(), p) for (i, _), p in zip(entries, live)]
         groups = len(self._group_names)
+        if live:
+            owners = [self._param_group[i] for i, _ in entries]
+            powers = group_powers(live, owners, groups, 2.0, self._shard_group).to(device)
+            self._param_sq = powers if self._param_sq is None else self._param_sq + powers
+            self._before += [(self._param_group[i], p.clone(), p) for (i, _), p in zip(entries, live)]
         self._lr = group_lrs(optimizer, self._index, self._param_group, groups, device, self._lr)
 
     @override
@@ -316,12 +317,13 @@ class HealthMonitor(Callback):
         if not stepped(trainer, self._step_at_batch_start):
             self._clock.batch_end(self._clock.now())
             return
-        if self._before and self._update_sq is not None:
+        if (
+            self._before
+        ):  # the sampled step's change, per group (sharded parameters reduced: one home, norms.py)
             diffs = torch._foreach_sub([live for _, _, live in self._before], [c for _, c, _ in self._before])
-            index = torch.tensor([i for i, _, _ in self._before], device=self._update_sq.device)
-            self._update_sq.index_copy_(
-                0, index, torch.stack(torch._foreach_norm(diffs, 2.0)).float().to(index.device).square()
-            )
+            owners = [g for g, _, _ in self._before]
+            powers = group_powers(diffs, owners, len(self._group_names), 2.0, self._shard_group)
+            self._update_sq = powers.to(diffs[0].device)
             self._before = []
         if trainer.global_step % self.check_every_n_steps == 0:
             self._clock.pause(self._clock.now())  # the check's own time is neither step nor wait
@@ -438,12 +440,12 @@ class HealthMonitor(Callback):
         groups = len(self._group_names)
         sampled = self._grad_sq is not None and self._group_of is not None
         packer.add("grad_sampled", float(sampled))
-        for name, values in (("grad", self._grad_sq), ("param", self._param_sq), ("update", self._update_sq)):
-            if sampled and values is not None and self._group_of is not None:
-                per_group = torch.zeros(groups, device=device)
-                packer.add(name, per_group.index_add_(0, self._group_of, values.to(device)))
-            else:
-                packer.add(name, torch.zeros(groups, device=device))
+        grad = torch.zeros(groups, device=device)
+        if sampled and self._grad_sq is not None and self._group_of is not None:
+            grad.index_add_(0, self._group_of, self._grad_sq.to(device))
+        packer.add("grad", grad)
+        for name, values in (("param", self._param_sq), ("update", self._update_sq)):  # per group already
+            packer.add(name, values if sampled and values is not None else torch.zeros(groups, device=device))
         packer.add("lr", self._lr if self._lr is not None else [-math.inf] * groups)
         packer.add("dead_rows", self._rows.dead_fractions(device))
         packer.add("act_sampled", float(self._act_sampled))
