@@ -45,24 +45,12 @@ _FOLD_EVERY = 256  # pending per-step powers are reduced at least this often (bo
 class GradNormMonitor(Callback):
     """Log the total gradient norm every logging step, computed on the device each optimizer step for free.
 
-    Runs in ``on_before_optimizer_step``, so it sees the gradients the optimizer will use: accumulated over
-    ``accumulate_grad_batches`` and unscaled by AMP, before any ``gradient_clip_val`` clipping. Each optimizer
-    step it computes ``sum |g|^p`` of its local gradients (per group) on the device and keeps it; on logging
-    steps it all-reduces what was kept across shards once, derives last/mean/max over the interval, and reads
-    everything back to the host in one transfer.
-
-    Correct under every strategy: single device and DDP (gradients are already reduced), FSDP2 /
-    ``ModelParallelStrategy`` (DTensor shards: ``norm ** p`` summed over the shard mesh dims, ``max`` for
-    ``inf``), FSDP1 (flat-parameter shards summed over the FSDP process group) and DeepSpeed (the engine's own
-    global norm, ``engine.get_global_grad_norm()``, read after its step: 2-norm of the whole model, no
-    groups).
-
-    Cost: one read of every gradient per optimizer step (timings against ``torch.nn.utils.get_total_norm`` in
-    ``benchmarks/RESULTS.md``), **no host-device sync and no collective on non-logging steps**; on logging
-    steps one all-reduce per shard layout (none without sharding) and one read-back of every value at once
-    (Lightning then reads each logged key once more when it writes them to the loggers). ``log_param_norm``
-    reads the parameters once per logging step; ``log_update_ratio`` also copies them before the step
-    (transient memory of one parameter copy, logging steps only).
+    Reads the gradients the optimizer will use (accumulated, AMP-unscaled, before clipping) in
+    ``on_before_optimizer_step``, keeps ``sum |g|^p`` per group on the device, and on logging steps reduces
+    it across shards once (``norms.py``: DDP, FSDP1 flat shards, FSDP2/DTensor; DeepSpeed: the engine's global
+    norm) and reads everything back in one transfer. Cost: one read of every gradient per optimizer step,
+    **no sync and no collective on non-logging steps**; ``log_update_ratio`` copies the parameters before a
+    logging step (transient). Timings in ``benchmarks/RESULTS.md``.
 
     Logged keys (``prefix`` prepended; with several optimizers ``grad_norm/optimizer_<i>/...`` and so on):
 

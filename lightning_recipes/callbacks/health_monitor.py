@@ -21,31 +21,35 @@ from lightning_recipes._jsonable import jsonable
 from lightning_recipes._loss_output import loss_of
 from lightning_recipes._validation import check_bool, check_int, check_positive
 from lightning_recipes.callbacks._health_collector import (
+    Packer,
+    RowLiveness,
     ValidationBatches,
     WaitClock,
     combine,
-    leaf_hook,
-    pack_activations,
-    relu_hook,
-    saturation_hook,
-    watched_modules,
-)
-from lightning_recipes.callbacks._health_pack import (
-    Packer,
     group_families,
     group_lrs,
+    leaf_hook,
     loss_head,
     loss_sums,
+    pack_activations,
     planned_steps,
+    relu_hook,
+    saturation_hook,
+    sparse_groups,
     squared_norm,
     tracked_parameters,
     validation_error,
     validation_rows,
+    watched_modules,
 )
-from lightning_recipes.callbacks._health_rows import RowLiveness, sparse_groups
 from lightning_recipes.callbacks._health_rules import decide, settle
-from lightning_recipes.callbacks._health_text import Finding, findings_table
-from lightning_recipes.callbacks._health_window import DEFAULT_THRESHOLDS, PROBLEMS, History
+from lightning_recipes.callbacks._health_window import (
+    DEFAULT_THRESHOLDS,
+    PROBLEMS,
+    Finding,
+    History,
+    findings_table,
+)
 from lightning_recipes.callbacks._norms import (
     STEP_POWERS,
     GroupBy,
@@ -69,38 +73,18 @@ __all__ = ["Finding", "HealthMonitor"]
 class HealthMonitor(Callback):
     """Diagnose a run that trains, but badly, while it trains: name the problem, show the numbers, advise.
 
-    Observes and advises; never changes training (``StabilityGuard`` can act on its ``lr_too_high`` findings).
-    Between checks it keeps, on the device: every step's training loss (mean, spread and trend: the run's own
-    noise, which every loss verdict must exceed); on the last optimizer step of each interval (the *sampled*
-    step) per-group gradient norms, parameter norms, update-to-parameter ratios ``||dW|| / ||W||``, learning
-    rates and optimizer families; on the last ``activation_samples`` batches, through forward hooks attached
-    only for them, the never-active units of every ``nn.ReLU``, of every Linear/Conv layer (a unit whose
-    output is never positive and whose weight row gets no gradient: dead through ``F.relu`` too), the
-    saturated fraction of every ``nn.Tanh``/``nn.Sigmoid`` and the non-finite outputs of every leaf module.
-    It reads the validation loss (``val_monitor``) with its standard error from the per-batch values, and
-    times the wait for data on the host (or reads an ``InputPipelineMonitor`` in the same Trainer).
+    Observes only (``StabilityGuard`` can act on its ``lr_too_high`` findings). Between checks it keeps, on
+    the device, every step's loss; on each interval's last optimizer step, per-group gradient and weight
+    norms, update ratios ``||dW|| / ||W||`` (shard-correct, ``norms.update_ratios``) and learning rates; on
+    the last ``activation_samples`` batches, dead ReLU/Linear/Conv units, saturated tanh/sigmoid and
+    non-finite outputs; the validation loss with its standard error, and the wait for data. Every
+    ``check_every_n_steps`` steps it packs that into one tensor, all-gathers it (DDP) and reads it back (**the
+    one sync per check**); pure rules (``_health_rules.py``, ``_health_loss_rules.py``,
+    ``_health_not_learning.py``) judge it against the run's own noise (``_stats``) and each new problem of
+    :attr:`PROBLEMS` becomes a :class:`Finding` in :attr:`findings`, passed to ``on_finding``. The guide
+    ``docs/guides/health_monitor.md`` gives each rule and its source; its cost: ``benchmarks/RESULTS.md``.
 
-    Every ``check_every_n_steps`` optimizer steps it packs all of that into one tensor, all-gathers it once
-    under DDP (so a problem on one rank is seen by every rank), reads it back (**the one sync per check**)
-    and decides with pure rules (``callbacks/_health_rules.py``, ``_health_loss_rules.py``,
-    ``_health_not_learning.py``: each rule, its threshold and source; all overridable through ``thresholds``)
-    which of :attr:`PROBLEMS` are present. The root cause is named, its symptoms go into its evidence.
-    A problem that appears is a :class:`Finding` (``problem``, ``step``, ``evidence``, ``advice``; read it
-    with ``str(finding)``), appended to :attr:`findings`, warned once per problem on rank zero and passed to
-    ``on_finding``. One more check runs at the end of training.
-
-    Cost: per step, a reference to the loss (no sync); on the sampled step, one read of the gradients (the
-    total is published to ``STEP_POWERS`` for a ``StabilityGuard`` placed after it) and one copy of the
-    parameters (transient); forward hooks on ``activation_samples`` batches per interval. Per check: one
-    all-gather (DDP) and one device-to-host copy. Measured in ``benchmarks/health_overhead.py``.
-
-    Logged keys (``prefix`` prepended), at every check, straight to the loggers:
-
-    ==========================  =====================================================================
-    key                         value
-    ==========================  =====================================================================
-    ``health/<problem>``        1.0 while the problem is present at the check, else 0.0
-    ==========================  =====================================================================
+    Logged keys (``prefix`` prepended), at every check: ``health/<problem>``, 1.0 while present, else 0.0.
 
     Args:
         check_every_n_steps: Optimizer steps between checks (each check syncs once).

@@ -24,7 +24,7 @@ from torch.utils.data import DataLoader, Dataset, TensorDataset
 
 from lightning_recipes.callbacks import InputPipelineMonitor
 from lightning_recipes.callbacks import health_monitor as health_monitor_module
-from lightning_recipes.callbacks._health_pack import optimizer_family
+from lightning_recipes.callbacks._health_collector import optimizer_family
 from lightning_recipes.callbacks._health_window import CheckData
 from lightning_recipes.callbacks.health_monitor import HealthMonitor
 from lightning_recipes.optim import Lamb, Lion

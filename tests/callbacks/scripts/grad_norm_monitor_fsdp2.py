@@ -151,7 +151,9 @@ def main() -> int:
     callbacks = [
         before,
         GradNormMonitor(norm_type=math.inf, prefix="inf/"),
-        GradNormMonitor(group_by=1, log_update_ratio=True),  # last before the clipper: it reuses these (sharded, local) powers
+        GradNormMonitor(
+            group_by=1, log_update_ratio=True
+        ),  # last before the clipper: it reuses these (sharded, local) powers
         AdaptiveGradClip(percentile=50, window=4, warmup_steps=2),
         after,
     ]
