@@ -18,7 +18,6 @@ from torch.optim import Optimizer
 from lightning_recipes._stats import line_fit, standard_error
 from lightning_recipes.callbacks import input_pipeline_monitor
 from lightning_recipes.callbacks._health_window import CheckData
-from lightning_recipes.norms import update_ratios
 
 __all__ = [
     "ROW_LAYERS",
@@ -514,13 +513,11 @@ def combine(
         broken = [not all(math.isfinite(r[g]) for r in column("param")) for g in range(len(group_names))]
         data.nonfinite_weights = [name for name, b in zip(group_names, broken) if b]
         data.param_norm = math.sqrt(sum(param)) if not any(broken) else math.nan
-        ratios = update_ratios(
-            torch.tensor(param, dtype=torch.float64), torch.tensor(update, dtype=torch.float64)
-        )
+        ratios = [max(values) for values in zip(*column("update_ratio"))]  # norms.update_ratios, packed
         for g, name in enumerate(group_names):
             data.group_grad_rms[name] = math.sqrt(grad[g] / max(group_numel[g], 1))
             if param[g] > 0 and math.isfinite(update[g]):
-                data.update_ratio[name] = float(ratios[g])
+                data.update_ratio[name] = ratios[g]
         for name, values in zip(group_names, zip(*column("lr"))):
             if max(values) > -math.inf:
                 data.group_lr[name] = max(values)

@@ -65,7 +65,7 @@ from lightning_recipes.callbacks._trainer import (
     stepped,
 )
 from lightning_recipes.callbacks.input_pipeline_monitor import InputPipelineMonitor
-from lightning_recipes.norms import group_powers
+from lightning_recipes.norms import group_powers, update_ratios
 
 __all__ = ["Finding", "HealthMonitor"]
 
@@ -428,8 +428,12 @@ class HealthMonitor(Callback):
         if sampled and self._grad_sq is not None and self._group_of is not None:
             grad.index_add_(0, self._group_of, self._grad_sq.to(device))
         packer.add("grad", grad)
-        for name, values in (("param", self._param_sq), ("update", self._update_sq)):  # per group already
-            packer.add(name, values if sampled and values is not None else torch.zeros(groups, device=device))
+        zeros = torch.zeros(groups, device=device)
+        param = self._param_sq if sampled and self._param_sq is not None else zeros
+        update = self._update_sq if sampled and self._update_sq is not None else zeros
+        packer.add("param", param)
+        packer.add("update", update)
+        packer.add("update_ratio", update_ratios(param.to(device), update.to(device)))
         packer.add("lr", self._lr if self._lr is not None else [-math.inf] * groups)
         packer.add("dead_rows", self._rows.dead_fractions(device))
         packer.add("act_sampled", float(self._act_sampled))
