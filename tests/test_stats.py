@@ -74,12 +74,14 @@ def test_line_fit_is_ordinary_least_squares() -> None:
     assert math.isnan(st.line_fit(2, 3.0, 5.0, 1.0, 1.0, 2.0)[3])  # 2 points: no residual left
 
 
-def test_trend_with_equal_errors_is_ols_with_known_noise() -> None:
-    x, y, se = [0.0, 1.0, 2.0, 3.0], [1.0, 0.8, 0.7, 0.4], 0.1
-    x_bar, y_bar = sum(x) / 4, sum(y) / 4
-    sxx = sum((a - x_bar) ** 2 for a in x)
-    slope = sum((a - x_bar) * (b - y_bar) for a, b in zip(x, y)) / sxx
-    assert st.trend(x, y, [se] * 4) == pytest.approx((slope, se / math.sqrt(sxx)))
+def test_trend_is_weighted_least_squares_with_known_errors() -> None:
+    x, y, se = [10.0, 20.0, 30.0, 40.0], [1.0, 0.97, 0.95, 0.9], [0.01, 0.02, 0.01, 0.03]
+    w = [1 / s**2 for s in se]
+    x_bar = sum(a * b for a, b in zip(w, x)) / sum(w)
+    y_bar = sum(a * b for a, b in zip(w, y)) / sum(w)
+    sxx = sum(c * (a - x_bar) ** 2 for a, c in zip(x, w))
+    slope = sum(c * (a - x_bar) * (b - y_bar) for a, b, c in zip(x, y, w)) / sxx
+    assert st.trend(x, y, se) == pytest.approx((slope, 1 / math.sqrt(sxx)))
     assert all(math.isnan(v) for v in st.trend([0.0], [1.0], [0.1]))
     assert all(math.isnan(v) for v in st.trend([0.0, 1.0], [1.0, math.nan], [0.1, 0.1]))
 
