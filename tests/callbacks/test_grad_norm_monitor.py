@@ -162,6 +162,7 @@ def _norm(tensors, p: float = 2.0) -> float:
     ],
 )
 def test_logged_norm_is_the_norm_of_the_applied_gradient(tmp_path, accumulate, precision, plugins):
+    # every step logged and compared: also no stale value (Lightning re-sends a value logged once)
     logger, applied = InMemoryLogger(), AppliedGradient()
     extra = {}
     if plugins == "fp16-scaler":
@@ -295,23 +296,6 @@ def test_own_cadence_writes_straight_to_the_loggers(tmp_path):
     trainer.fit(TinyClassifier(), random_classification_loader())
     assert [s for s, _ in logger.history("grad_norm/total")] == [1, 3, 5]
     assert "grad_norm/total" not in trainer.callback_metrics
-
-
-def test_no_stale_values_between_logging_steps(tmp_path):
-    """Lightning re-sends a value logged once at every later flush; the monitor must log fresh values each
-    time."""
-    logger, recorder = InMemoryLogger(), GradRecorder()
-    trainer = fast_trainer(
-        max_steps=4,
-        logger=logger,
-        log_every_n_steps=1,
-        callbacks=[GradNormMonitor(), recorder],
-        default_root_dir=tmp_path,
-    )
-    trainer.fit(TinyClassifier(), random_classification_loader())
-    np.testing.assert_allclose(
-        logger.values("grad_norm/total"), [_norm(s.values()) for s in recorder.steps], rtol=1e-5
-    )
 
 
 # ------------------------------------------------------------------------------------------------------------
