@@ -111,6 +111,10 @@ class OptimizerMLP(MLP):
         return self.make(self.parameters())
 
 
+def _two_lrs(params: list[nn.Parameter]) -> torch.optim.Optimizer:
+    return torch.optim.SGD([{"params": params[0::2], "lr": 0.01}, {"params": params[1::2], "lr": 0.03}])
+
+
 @pytest.mark.parametrize(
     ("make", "family", "lr"),
     [
@@ -118,8 +122,10 @@ class OptimizerMLP(MLP):
         (lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9), "sgd", 0.05),
         (lambda p: Lion(p, lr=1e-4), "adaptive", 1e-4),
         (lambda p: Lamb(p, lr=1e-3), "adaptive", 1e-3),
+        # weights 0.01, biases 0.03: a layer's group takes the largest LR of the param_groups holding it
+        (lambda p: _two_lrs(list(p)), "sgd", 0.03),
     ],
-    ids=["adam-tensor-lr", "sgd", "lion", "lamb"],
+    ids=["adam-tensor-lr", "sgd", "lion", "lamb", "largest-of-two-param-groups"],
 )
 def test_group_family_and_lr_of_the_underlying_optimizer(
     windows: Windows, make: Any, family: str, lr: float
@@ -131,19 +137,6 @@ def test_group_family_and_lr_of_the_underlying_optimizer(
     data = windows.checks[0]
     assert set(data.group_family.values()) == {family}
     assert data.group_lr == pytest.approx({name: lr for name in data.group_numel})
-
-
-def test_group_lr_is_the_largest_lr_of_the_param_groups_holding_the_group(windows: Windows) -> None:
-    class TwoGroups(MLP):
-        def configure_optimizers(self) -> Any:
-            weights = [p for n, p in self.named_parameters() if n.endswith("weight")]
-            biases = [p for n, p in self.named_parameters() if n.endswith("bias")]
-            return torch.optim.SGD([{"params": weights, "lr": 0.01}, {"params": biases, "lr": 0.03}])
-
-    fast_trainer(max_steps=4, callbacks=[HealthMonitor(check_every_n_steps=4)], limit_val_batches=0).fit(
-        TwoGroups(), loader(classification(n=128))
-    )
-    assert windows.checks[0].group_lr == pytest.approx({"net.0": 0.03, "net.2": 0.03, "net.4": 0.03})
 
 
 def test_optimizer_family_rule_by_class_name() -> None:
