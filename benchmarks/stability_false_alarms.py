@@ -2,9 +2,9 @@
 
 Every run carries three observing guards side by side (they record what they would do and never roll back, so
 all judge the very same loss trace): ``new`` = ``StabilityGuard()`` defaults (the loss-noise model,
-``callbacks/_loss_noise.py``, with issue 32's floor), ``no floor`` = the same with ``spike_floor=0`` (the rule
+``_faults.exceeds_noise``, with issue 32's floor), ``no floor`` = the same with ``spike_floor=0`` (the rule
 between issues 22 and 32), ``old`` = the rule before issue 22 (``mean + 6 * population std`` of the
-window, ``callbacks/_faults.spike_mask``). Same check cadence (10), window (100) and warm-up (20).
+window, the rule ``OldRuleGuard`` keeps). Same check cadence (10), window (100) and warm-up (20).
 
 Healthy runs (any event is a false rollback): a tiny randomly initialised ``transformers`` BERT
 (2 layers, hidden 32, seq 16) fine-tuned with AdamW 3e-4 / 1e-3 on a synthetic text-classification task, with
@@ -30,7 +30,6 @@ from torch import Tensor
 
 from benchmarks.callback_overhead import machine
 from lightning_recipes.callbacks import StabilityGuard
-from lightning_recipes.callbacks._faults import spike_mask
 from lightning_recipes.testing import fast_trainer
 from lightning_recipes.testing.finetune_models import (
     BlobsMLP,
@@ -61,9 +60,10 @@ class OldRuleGuard(ObservingGuard):
     """The spike rule before issue 22: ``mean + spike_k * std`` (population) of the window."""
 
     def _spikes(self, losses: Tensor) -> Tensor | None:
-        return spike_mask(
-            losses, self._window, spike_k=6.0, spike_rtol=None, spike_warmup_steps=self.spike_warmup_steps
-        )
+        window = self._window
+        if window.numel() < max(self.spike_warmup_steps, 1):
+            return None
+        return losses > window.mean() + 6.0 * window.std(correction=0)
 
 
 class NoFloorGuard(ObservingGuard):

@@ -1,22 +1,13 @@
 """Norms of many tensors on their device with no host-device sync, correct under sharding.
 
-Pure tensor math with no Lightning dependency, so that the callbacks and the strategies can share it. Three
-layers:
-
-* local math: :func:`norm_power` (``sum |x|^p``, or ``max |x|`` for ``p = inf``) and :func:`total_norm`;
-* sharding: :func:`split_by_sharding` groups tensors by the process groups their shards span (DTensor from
-  FSDP2 / ``ModelParallelStrategy``, or an explicit group for FSDP1 flat parameters), :func:`reduce_power_`
-  all-reduces ``norm ** p`` (``max`` for ``inf``) across them, :func:`distributed_total_norm` does both;
-* combining: :func:`combine_powers` and :func:`total_norm_from_powers` turn powers of disjoint sets (other
-  shard layouts, other groups) into one norm.
-
-Powers are accumulated in float32, or in float64 when any input is float64 (a float64 gradient of ``1e23`` has
-a finite 2-norm; its square does not fit a float32). Per-tensor reductions run in the tensors' own dtype
-(fp16/bf16 in float32), as in ``torch.nn.utils.get_total_norm``.
+Local math (:func:`norm_power`: ``sum |x|^p``, ``max |x|`` for ``p = inf``; :func:`total_norm`), sharding
+(:func:`split_by_sharding` keys tensors by the ranks their shards span: DTensor from FSDP2, or an explicit
+group for FSDP1 flat parameters; :func:`reduce_power_` all-reduces the powers), combining
+(:func:`combine_powers`), and per group (:func:`group_powers`, :func:`update_ratios`: the one update-ratio
+computation). Powers accumulate in float32, or float64 when any input is float64.
 
 Example:
     >>> import torch
-    >>> from lightning_recipes.norms import total_norm
     >>> total_norm([torch.tensor([3.0]), torch.tensor([4.0])])
     tensor(5.)
 """
@@ -37,6 +28,8 @@ __all__ = [
     "combine_powers",
     "distributed_total_norm",
     "gradients",
+    "group_powers",
+    "local_group_powers",
     "local_tensor",
     "norm_power",
     "power_to_norm",
@@ -44,6 +37,7 @@ __all__ = [
     "split_by_sharding",
     "total_norm",
     "total_norm_from_powers",
+    "update_ratios",
 ]
 
 try:  # torch >= 2.4 public location
@@ -96,22 +90,14 @@ def local_tensor(tensor: Tensor) -> Tensor:
 def norm_power(tensors: Sequence[Tensor], norm_type: float = 2.0) -> Tensor:
     """``sum |x|^p`` over all ``tensors`` together (``max |x|`` for ``p = inf``), a 0-dim tensor, no sync.
 
-    The quantity that adds up across shards: the norm of a sharded tensor is ``(sum over ranks) ** (1/p)``.
-    Accumulated in float64 when any input is float64 (``|1e23|^2`` does not fit a float32), else in float32.
-    For ``p = 2`` on CPU (fp32/fp64) it uses one BLAS ``torch.dot`` per large tensor and one
-    ``torch._foreach_norm`` over the small ones; elsewhere the multi-tensor ``torch._foreach_norm`` (fp16/bf16
-    reduce in fp32). The kernel depends only on the inputs, never on timing, so a clipping decision built on
-    this norm is reproducible run to run. Non-finite values propagate (``inf``/``nan`` in, ``inf``/``nan``
-    out). Per-tensor reductions of fp32 values whose norm exceeds ``~1.8e19`` overflow, as in
-    ``torch.nn.utils.get_total_norm``.
+    The quantity that adds up across shards; float64 when any input is float64, else float32.
+    For ``p = 2`` on CPU one BLAS ``dot`` per large tensor and one ``_foreach_norm`` over the small ones,
+    elsewhere ``torch._foreach_norm`` (fp16/bf16 reduce in fp32): the kernel depends only on the inputs, so a
+    clipping decision built on it is reproducible. Non-finite values propagate.
 
     Example:
-        >>> norm_power([torch.tensor([3.0]), torch.tensor([4.0])])
-        tensor(25.)
-        >>> norm_power([torch.tensor([3.0, -7.0])], float("inf"))
-        tensor(7.)
-        >>> norm_power([torch.tensor([1e23], dtype=torch.float64)])
-        tensor(1.0000e+46, dtype=torch.float64)
+        >>> norm_power([torch.tensor([3.0]), torch.tensor([4.0])]), norm_power([torch.tensor([-7.0])], 1.0)
+        (tensor(25.), tensor(7.))
     """
     if not tensors:
         return torch.zeros((), dtype=torch.float32)
@@ -279,3 +265,61 @@ def total_norm_from_powers(powers: dict[ShardKey, Tensor], norm_type: float = 2.
     """
     reduced = [reduce_power_(power.clone(), key, norm_type) for key, power in powers.items()]
     return power_to_norm(combine_powers(reduced, norm_type), norm_type)
+
+
+def local_group_powers(
+    tensors: Sequence[Tensor],
+    group_of: Sequence[int],
+    groups: int,
+    norm_type: float = 2.0,
+    shard_group: Any = None,
+) -> dict[ShardKey, Tensor]:
+    """This rank's :func:`norm_power` per group (tensor ``i`` in group ``group_of[i]``), a ``[groups]`` tensor
+    per shard layout (:func:`split_by_sharding`), not yet reduced across ranks. No sync.
+
+    Example:
+        >>> local_group_powers([torch.tensor([3.0]), torch.tensor([4.0])], [0, 1], 2)
+        {None: tensor([ 9., 16.])}
+    """
+    buckets: dict[ShardKey, list[list[Tensor]]] = {}
+    for tensor, group in zip(tensors, group_of):
+        for key, local in split_by_sharding([tensor], shard_group).items():
+            buckets.setdefault(key, [[] for _ in range(groups)])[group].extend(local)
+    out = {}
+    for key, per_group in buckets.items():
+        device = next(t.device for group in per_group for t in group)
+        out[key] = torch.stack([norm_power(group, norm_type).to(device) for group in per_group])
+    return out
+
+
+def group_powers(
+    tensors: Sequence[Tensor],
+    group_of: Sequence[int],
+    groups: int,
+    norm_type: float = 2.0,
+    shard_group: Any = None,
+) -> Tensor:
+    """The global :func:`norm_power` of each group of the full, unsharded ``tensors``, ``[groups]``: one
+    all-reduce per shard layout (none unsharded), no host sync.
+
+    Example:
+        >>> group_powers([torch.tensor([3.0]), torch.tensor([4.0]), torch.tensor([1.0])], [0, 1, 1], 2)
+        tensor([ 9., 17.])
+    """
+    powers = local_group_powers(tensors, group_of, groups, norm_type, shard_group)
+    if not powers:
+        return torch.zeros(groups)
+    return combine_powers([reduce_power_(v, k, norm_type) for k, v in powers.items()], norm_type)
+
+
+def update_ratios(param_powers: Tensor, update_powers: Tensor, norm_type: float = 2.0) -> Tensor:
+    """The update-to-weight ratio ``||dW|| / ||W||`` from :func:`group_powers` of the weights before a step
+    and of the step's change (any shape; 0 where ``||W|| = 0``). The one definition GradNormMonitor and
+    HealthMonitor log and judge. No sync.
+
+    Example:
+        >>> update_ratios(torch.tensor([100.0, 0.0]), torch.tensor([1.0, 1.0]))
+        tensor([0.1000, 0.0000])
+    """
+    weights, update = power_to_norm(param_powers, norm_type), power_to_norm(update_powers, norm_type)
+    return torch.where(weights > 0, update / weights.clamp(min=torch.finfo(torch.float32).tiny), 0.0)

@@ -192,6 +192,7 @@ def test_the_layering_rules_can_fail() -> None:
 FLOORS: list[tuple[str, ...]] = [
     (
         "_validation",
+        "_stats",
         "_warn_once",
         "_deprecation",
         "_checkpoint",

@@ -146,7 +146,7 @@ def test_without_rich_every_table_and_report_prints_as_plain_text() -> None:
     code = """
 import io, contextlib, os
 os.environ["COLUMNS"] = "80"
-from lightning_recipes.callbacks._health_text import Finding, findings_table
+from lightning_recipes.callbacks._health_window import Finding, findings_table
 from lightning_recipes.checks import preflight
 from lightning_recipes.strategies import recommend_strategy
 from lightning_recipes.strategies.memory_cli import main as memory

@@ -13,8 +13,16 @@ import pytest
 import torch
 from torch import nn
 
+from lightning_recipes import norms
 from lightning_recipes.callbacks import GradNormMonitor
-from lightning_recipes.norms import distributed_total_norm, norm_power, power_to_norm, total_norm
+from lightning_recipes.norms import (
+    distributed_total_norm,
+    group_powers,
+    norm_power,
+    power_to_norm,
+    total_norm,
+    update_ratios,
+)
 from lightning_recipes.testing import InMemoryLogger, fast_trainer
 
 GRAD0 = [-1.0, 2.0, -3.0]
@@ -32,17 +40,40 @@ NORM_TYPES = [1.0, 2.0, 3.14, math.inf]
 
 
 @pytest.mark.parametrize("norm_type", NORM_TYPES)
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
 def test_norm_functions_match_the_formula(norm_type, dtype):
-    g0, g1 = torch.tensor(GRAD0, dtype=dtype), torch.tensor(GRAD1, dtype=dtype)
+    g0, g1 = torch.tensor(GRAD0, dtype=dtype), torch.tensor(GRAD1, dtype=dtype).t()  # non-contiguous
     flat0, flat1 = GRAD0, [v for row in GRAD1 for v in row]
     assert total_norm([g0], norm_type).item() == pytest.approx(_p_norm(flat0, norm_type), rel=1e-6)
     assert total_norm([g1], norm_type).item() == pytest.approx(_p_norm(flat1, norm_type), rel=1e-6)
     expected = _p_norm(flat0 + flat1, norm_type)
-    assert total_norm([g0, g1], norm_type).item() == pytest.approx(expected, rel=1e-6)
+    got = total_norm([g0, g1], norm_type)
+    # float64 inputs keep float64 (their powers may not fit a float32), the rest float32
+    assert got.dtype == (torch.float64 if dtype == torch.float64 else torch.float32) and got.dim() == 0
+    assert got.item() == pytest.approx(expected, rel=1e-6)
     assert distributed_total_norm([g0, g1], norm_type).item() == pytest.approx(expected, rel=1e-6)
     power = norm_power([g0, g1], norm_type)
     assert power_to_norm(power, norm_type).item() == pytest.approx(expected, rel=1e-6)
+    # per group, and the update ratio ||dW|| / ||W|| of a step from W = [g0, g1] to 1.5 W: 0.5 in each group
+    groups = group_powers([g0, g1], [1, 0], 2, norm_type)
+    want = [_p_norm(flat1, norm_type), _p_norm(flat0, norm_type)]
+    assert power_to_norm(groups, norm_type).tolist() == pytest.approx(want, rel=1e-6)
+    change = group_powers([0.5 * g0, 0.5 * g1], [1, 0], 2, norm_type)
+    assert update_ratios(groups, change, norm_type).tolist() == pytest.approx([0.5, 0.5], rel=1e-2)
+
+
+def test_both_cpu_kernels_are_exact_and_the_choice_is_deterministic():
+    big = [torch.randn(600, 300), torch.randn(300, 600).t(), torch.randn(70_000)]
+    expected = float(torch.linalg.vector_norm(torch.cat([t.double().flatten() for t in big])))
+    assert math.isclose(float(norms._dot_squares(big)) ** 0.5, expected, rel_tol=1e-5)
+    assert math.isclose(float(norms._foreach_squares(big)) ** 0.5, expected, rel_tol=1e-5)
+    first = total_norm(big)
+    for _ in range(5):  # same inputs, same kernel, bitwise the same norm: clipping stays reproducible
+        assert torch.equal(total_norm(big), first)
+    assert torch.equal(norms.norm_power(big), norms._dot_squares(big))
+    assert float(total_norm([])) == 0.0 and update_ratios(torch.zeros(1), torch.ones(1)).item() == 0.0
+    assert math.isinf(float(total_norm([torch.tensor([1.0, math.inf])])))
+    assert math.isnan(float(total_norm([torch.tensor([1.0, math.nan])])))
 
 
 @pytest.mark.parametrize("norm_type", NORM_TYPES)

@@ -1,13 +1,16 @@
-"""StabilityGuard's fault classification: pure tensor functions, on the device, no host sync."""
+"""StabilityGuard's fault classification and spike rule: pure tensor functions on the device, no sync."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import torch
 from torch import Tensor
 
-__all__ = ["CAUSES", "CAUSE_CODES", "choose_event", "fault_causes", "fault_record", "spike_mask"]
+from lightning_recipes._stats import robust_scale
+
+__all__ = ["CAUSES", "CAUSE_CODES", "choose_event", "exceeds_noise", "fault_causes", "fault_record"]
 
 #: Fault codes. A step with several faults gets one, first in this order: non-finite loss (1), loss spike (3),
 #: non-finite gradient norm (2), non-finite weights (4).
@@ -15,83 +18,65 @@ CAUSES = {1: "nonfinite_loss", 2: "nonfinite_grad_norm", 3: "loss_spike", 4: "no
 CAUSE_CODES = {name: code for code, name in CAUSES.items()}
 
 
-def spike_mask(
+def exceeds_noise(
     losses: Tensor,
     window: Tensor,
     *,
-    spike_k: float | None,
-    spike_rtol: float | None,
-    spike_warmup_steps: int,
-) -> Tensor | None:
-    """Which ``losses`` are spikes against the running ``window`` of good losses; ``None`` when not judged.
+    k: float | None,
+    min_rise: float = 0.0,
+    rtol: float | None = None,
+    floor: Tensor | float = 0.0,
+) -> Tensor:
+    """The spike rule: which ``losses`` exceed the loss noise of ``window`` (recent good losses). No sync.
 
-    A loss is a spike when it exceeds ``mean + spike_k * std`` (population std) or ``spike_rtol * mean`` of
-    ``window``. Not judged (``None``) when both rules are off or ``window`` holds fewer than
-    ``max(spike_warmup_steps, 1)`` losses (a shape test, no sync).
+    Level and spread are :func:`~lightning_recipes._stats.robust_scale` of ``window``, in log space when every
+    loss in it is positive (loss noise is multiplicative), linearly otherwise. A loss is a spike when it is
+    above the level by more than ``k`` spreads **and** ``min_rise`` (a factor ``1 + min_rise`` in log space,
+    ``min_rise * |level|`` linearly), or, with ``rtol``, above ``rtol`` x the level; either way also above
+    the linear level by more than ``floor`` (a near-zero loss's noise). ``k=None`` turns the first rule off;
+    NaN never exceeds.
 
     Example:
-        >>> window = torch.tensor([1.0, 1.2, 0.8, 1.0])  # mean 1, std 0.1414
-        >>> losses = torch.tensor([1.2, 1.9, 2.5])
-        >>> spike_mask(losses, window, spike_k=6.0, spike_rtol=2.0, spike_warmup_steps=4)
-        tensor([False,  True,  True])
-        >>> spike_mask(losses, window, spike_k=6.0, spike_rtol=None, spike_warmup_steps=5) is None
-        True
+        >>> window = 0.6931 + 0.001 * torch.randn(20, generator=torch.Generator().manual_seed(0))
+        >>> exceeds_noise(torch.tensor([0.6931 * 1.06, 0.6931 * 3]), window, k=6.0, min_rise=0.5)
+        tensor([False,  True])
     """
-    if spike_k is None and spike_rtol is None:
-        return None
-    if window.numel() < max(spike_warmup_steps, 1):
-        return None
-    mean = window.mean()
+    window, losses = window.float(), losses.float()
+    log_space = (window > 0).all()
+    tiny = torch.finfo(torch.float32).tiny
+    level, spread = robust_scale(torch.where(log_space, window.clamp_min(tiny).log(), window))
     spike = torch.zeros_like(losses, dtype=torch.bool)
-    if spike_k is not None:
-        spike |= losses > mean + spike_k * window.std(correction=0)
-    if spike_rtol is not None:
-        spike |= losses > spike_rtol * mean
-    return spike
+    linear_level = torch.where(log_space, level.exp(), level)
+    if k is not None:
+        values = torch.where(log_space, losses.clamp_min(tiny).log(), losses)
+        rise = torch.where(log_space, math.log1p(min_rise), min_rise * level.abs())
+        spike |= values > level + torch.maximum(k * spread, rise)
+    if rtol is not None:
+        spike |= losses > rtol * linear_level
+    return spike & (losses - linear_level > floor)
 
 
 def fault_causes(
     losses: Tensor,
     norms: Tensor,
-    window: Tensor,
     *,
-    spike_k: float | None = 6.0,
-    spike_rtol: float | None = None,
-    spike_warmup_steps: int = 20,
+    spike: Tensor | None = None,
     loss_mask: Tensor | None = None,
     weights_norm: Tensor | None = None,
-    spike: Tensor | None = None,
 ) -> Tensor:
-    """The fault code of each of ``n`` steps (``0``: good; codes in :data:`CAUSES`), as an int64 tensor.
+    """The fault code of each of ``n`` steps (``0``: good; codes in :data:`CAUSES`), int64, no host sync.
 
-    Tensors in, tensor out, on their device, no host sync. Per step, in order of precedence:
-
-    1. ``1`` if its loss is NaN or infinite;
-    2. ``3`` if its loss is a spike against ``window`` (:func:`spike_mask`);
-    3. ``2`` if its gradient norm is NaN or infinite;
-    4. ``4`` for the last step only, if ``weights_norm`` is given and not finite (weights poisoned by an
-       update that no loss or norm has shown yet).
-
-    Args:
-        losses: Loss of each step, shape ``(n,)`` (any value where ``loss_mask`` is False).
-        norms: Total gradient norm of each step, shape ``(n,)`` (``0`` where a step has none).
-        window: Recent good losses, the spike statistics.
-        spike_k: Spike threshold in standard deviations above the window mean; ``None``: off.
-        spike_rtol: Spike threshold as a multiple of the window mean; ``None``: off.
-        spike_warmup_steps: Window size needed before spikes are judged.
-        loss_mask: Which steps have a loss (bool, shape ``(n,)``); ``None``: all.
-        weights_norm: Norm of the weights at the end of the last step, or ``None`` not to check them.
-        spike: Which steps are spikes, decided by the caller (bool, shape ``(n,)``; ``StabilityGuard`` passes
-            its noise model's verdict, ``callbacks/_loss_noise.py``); replaces ``spike_k`` / ``spike_rtol`` /
-            ``spike_warmup_steps``. ``None``: :func:`spike_mask`.
+    Per step, first match wins: ``1`` a non-finite loss (where ``loss_mask``, bool ``(n,)``, says it has one);
+    ``3`` a spike (``spike``, bool ``(n,)``: :func:`exceeds_noise`'s verdict, ``None``: not judged); ``2`` a
+    non-finite gradient norm (``norms``: ``0`` where a step has none); ``4``, last step only, a non-finite
+    ``weights_norm`` (weights poisoned by an update no loss or norm has shown yet).
 
     Example:
         >>> nan, inf = float("nan"), float("inf")
-        >>> window = torch.ones(4)
         >>> fault_causes(torch.tensor([1.0, nan, 9.0, 1.0, 9.0]), torch.tensor([1.0, 1.0, 1.0, inf, nan]),
-        ...              window, spike_k=3.0, spike_warmup_steps=4)
+        ...              spike=torch.tensor([False, False, True, False, True]))
         tensor([0, 1, 3, 2, 3])
-        >>> fault_causes(torch.tensor([1.0, 1.0]), torch.zeros(2), window, weights_norm=torch.tensor(nan))
+        >>> fault_causes(torch.tensor([1.0, 1.0]), torch.zeros(2), weights_norm=torch.tensor(nan))
         tensor([0, 4])
     """
     causes = torch.zeros(losses.shape, dtype=torch.int64, device=losses.device)
@@ -99,10 +84,6 @@ def fault_causes(
     if loss_mask is not None:
         bad_loss &= loss_mask
     causes = torch.where(bad_loss, 1, causes)
-    if spike is None:
-        spike = spike_mask(
-            losses, window, spike_k=spike_k, spike_rtol=spike_rtol, spike_warmup_steps=spike_warmup_steps
-        )
     if spike is not None:
         if loss_mask is not None:
             spike = spike & loss_mask

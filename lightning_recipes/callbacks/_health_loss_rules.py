@@ -1,52 +1,19 @@
 """HealthMonitor's rules about the loss and the learning rate, judged against the run's own noise.
 
 Each rule reads one check's :class:`CheckData` and the :class:`History` and asks its question with the tests
-of :mod:`_health_stats` at the confidence ``confidence_z`` (2.33: ~1% false-alarm odds per question):
-
-* **update ratio** ``||dW|| / ||W||`` of the sampled step, per parameter group, summarised as the median over
-  *parameters* (each group weighted by its size: one large matrix outvotes ten biases). What is too large or
-  too small depends on the optimizer family. Adam-family, Lion, LAMB, RMSprop (``"adaptive"``): the update of
-  each element is about the LR whatever the gradient, so the ratio reads the LR against the weights' scale;
-  below ``ratio_low`` (1e-4: a weight takes 100 steps to move 1%) nothing moves. SGD (``"sgd"``): the update
-  is LR x gradient, and the gradient shrinks near a minimum, so only a ratio 100x smaller, ``ratio_low_sgd``
-  (1e-6), says the LR is the cause. Both families: above ``ratio_high`` (1e-2, 10x Karpathy's ~1e-3) a step
-  rewrites 1% of the weights.
-* ``lr_too_high``: the ratio is above ``ratio_high`` and the loss **rose** significantly (above the previous
-  interval or above the best one, by ``rise_rtol`` and by ``z`` standard errors); or the ratio is above
-  ``ratio_stuck`` (3e-2) and the loss made **no significant progress** over ``plateau_checks`` checks (the
-  common case: a loss stuck high while each step throws the weights around, Cockpit, Schneider et al. 2021).
-* ``lr_too_low``: the ratio is below its family's floor (or the LR itself is below 1/1000 of its peak at
-  earlier checks: the ratio lags behind a cut while momentum decays), the loss is not falling significantly
-  (within the interval, nor from the previous one) and has made little progress (above
-  ``1 - plateau_progress`` of its first value: a run that converged and idles at a small LR is not starved),
-  ``persist_checks`` checks in a row — one check when the ratio is 1000x below the floor or the LR was cut
-  (an LR that collapsed). Not during warm-up (the LR rising), and not when a schedule anneals the LR gradually
-  to ~0 in the last ``1 - anneal_fraction`` of a planned run.
-* ``loss_plateau``: over the last ``plateau_checks`` checks and at least ``plateau_steps`` (150) optimizer
-  steps, the interval means have no significant downward trend and the fitted trend's drop over the window is
-  under ``plateau_rtol`` (1%) of the loss; and the run has not progressed: the loss is above
-  ``1 - plateau_progress`` of its first value (a loss that fell and then flattened converged). Not when the
-  update ratio is outside its healthy range (the LR rules judge that) or a layer cannot learn.
-* ``overfitting``: at ``overfit_persist`` (3) validations in a row, Prechelt (1998)'s generalisation loss
-  ``GL = 100 (E_va / E_opt - 1)`` exceeds ``overfit_gl`` (5) **and** the rise is significant against the
-  validation loss's standard error (measured per batch, floored by the set's size); the training loss is below
-  its value at the best validation, below the best validation loss (a diverged run's is not: it fits nothing),
-  not rising from the previous validation (by ``rise_rtol``), and below the validation loss; and the
-  validation loss is not falling significantly from the previous validation (Prechelt's UP criterion: a bump
-  that recedes is not overfitting). Judged at the latest validation only: a new best clears it.
+of ``_stats`` at the confidence ``confidence_z`` (``_stats.Z``: ~1% false-alarm odds per question). The
+update ratio ``||dW|| / ||W||`` is summarised as the median over parameters (groups weighted by size) and read
+per optimizer family: an adaptive optimizer's update is ~the LR whatever the gradient (floor ``ratio_low``,
+1e-4), SGD's is LR x gradient (floor ``ratio_low_sgd``, 1e-6); above ``ratio_high`` (1e-2) a step rewrites
+1% of the weights. Each rule (``lr_too_high``, ``lr_too_low``, ``loss_plateau``, ``overfitting``: Prechelt's
+GL and UP) and when it stays quiet: ``docs/guides/health_monitor.md``.
 """
 
 from __future__ import annotations
 
 import math
 
-from lightning_recipes.callbacks._health_stats import (
-    mean_se,
-    significantly_above,
-    trend,
-    validation_se,
-    weighted_median,
-)
+from lightning_recipes._stats import mean_se, significantly_above, trend, validation_se, weighted_median
 from lightning_recipes.callbacks._health_window import (
     DEFAULT_THRESHOLDS,  # noqa: F401  (the doctests)
     CheckData,
@@ -150,8 +117,8 @@ def progressing(data: CheckData, history: History, t: dict[str, float], k: int) 
         return True
     if len(history.losses) < k - 1 or not math.isfinite(data.loss_mean):
         return None
-    _, slope_t = trend(*loss_window(history, data, k))
-    return math.isfinite(slope_t) and slope_t < -t["confidence_z"]
+    slope, slope_se = trend(*loss_window(history, data, k))
+    return slope < -t["confidence_z"] * slope_se  # False when unknown (NaN)
 
 
 def _rise(data: CheckData, history: History, t: dict[str, float]) -> tuple[str, float] | None:

@@ -1,29 +1,20 @@
 """HealthMonitor's ``not_learning`` rule: the loss sits where it started and nothing moves it; causes ranked
 by the evidence the monitor holds.
 
-* **The symptom**: over the last ``plateau_checks`` checks spanning at least ``plateau_steps`` steps, every
-  interval mean stays above ``1 - plateau_progress`` of the loss at initialisation (the first interval's first
-  5 steps: for a classifier ~ln C, the loss of knowing nothing; a model at its label prior sits just below),
-  and the fitted trend's drop over the window is under ``plateau_rtol`` of the loss. Material, not only
-  significant: a loss drifting 0.2% over 250 steps towards the label prior is significant over thousands of
-  samples and is still not learning. The window's trend must be significant (``confidence_z``): a loss flat
-  within its noise is ``loss_plateau``'s (its advice checks the labels first). Only while no other problem
-  has been named in the run (that rule names the cause: ``lr_too_high`` ...): the finding for a run no other
-  rule explains.
-* **The causes**, each with the evidence for and against it: the learning rate is too high (the update ratio
-  above ``ratio_stuck`` in the window, or the weights grew more than ``growth_high`` x since step 0 while the
-  loss did not move: the steps throw them around); too low or frozen (the update ratio below its family's
-  floor); no gradient signal (the gradients are ~0: the loss does not depend on the weights); otherwise the
-  labels may not match the inputs (the optimizer works, the loss has nothing to learn). One cause is named
-  only when its evidence stands alone; otherwise the finding says what would tell the candidates apart.
+The symptom: over ``plateau_checks`` checks and ``plateau_steps`` steps every interval mean stays above
+``1 - plateau_progress`` of the loss at initialisation and the trend's drop is under ``plateau_rtol`` (yet
+significant at ``confidence_z``: a loss flat within its noise is ``loss_plateau``'s), with no other problem
+named in the run. The causes: LR too high (ratio above ``ratio_stuck``, or weights grown ``growth_high`` x
+since step 0), too low or frozen, no gradient signal, else labels that may not match the inputs; one is
+named only when its evidence stands alone (``docs/guides/health_monitor.md``).
 """
 
 from __future__ import annotations
 
 import math
 
+from lightning_recipes._stats import trend
 from lightning_recipes.callbacks._health_loss_rules import loss_window, update_ratios
-from lightning_recipes.callbacks._health_stats import trend
 from lightning_recipes.callbacks._health_window import (
     DEFAULT_THRESHOLDS,  # noqa: F401  (the doctests)
     CheckData,
@@ -78,7 +69,8 @@ def not_learning(data: CheckData, history: History, t: dict[str, float], named: 
         return None
     steps, means, ses = loss_window(history, data, k)
     span = data.step - steps[0]
-    slope, slope_t = trend(steps, means, ses)
+    slope, slope_se = trend(steps, means, ses)
+    slope_t = slope / slope_se
     level = sum(means) / len(means)
     drop = -slope * span if math.isfinite(slope) else 0.0
     if min(means) <= (1.0 - t["plateau_progress"]) * start or drop > t["plateau_rtol"] * abs(level):

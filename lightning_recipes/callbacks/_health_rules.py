@@ -1,41 +1,10 @@
 """HealthMonitor's decisions: pure host-side rules over one check's numbers and the run's history.
 
-Everything here runs after the one sync of a check, on host floats that are identical on every rank (they
-come from one all-gather), so every rank reaches the same findings. No tensors, no Lightning.
-
-Each rule and its threshold, with the source it follows (the defaults of :data:`DEFAULT_THRESHOLDS`):
-
-* ``exploding_gradients``: the sampled gradient norm is non-finite, or above ``explode_factor`` (100) times
-  the median of the earlier checks' norms. AutoTrainer (Zhang et al., ICSE 2021) flags gradients that grow
-  by orders of magnitude; 100x is two.
-* ``vanishing_gradients``: the update ratio of the earliest parameter group (embedding tables left out) is
-  below ``vanish_ratio`` (1e-3, three orders of magnitude) times that of the group moving most while the loss
-  is above half its first value, at
-  ``persist_checks`` (2) checks in a row,
-  unless dead or saturated units explain it (AutoTrainer compares early to late layers the same way).
-* ``dead_units``: in a ReLU/ReLU6 layer, at least ``dead_fraction`` (0.5) of the units were never active
-  on any sampled batch, or in a Linear/Conv layer at least that fraction of its weight's output rows had an
-  exactly zero gradient on the sampled step (units no sample activated, through ``F.relu`` as well), at
-  ``persist_checks`` checks in a row (dying ReLU: Lu et al., 2019).
-* ``saturated_activations``: in a tanh/sigmoid layer at least ``saturated_fraction`` (0.5) of outputs lie
-  within 1% of the bounds (``|tanh| > 0.99``, sigmoid ``< 0.01`` or ``> 0.99``) while the loss is above half
-  its first value, and either the layers are starved (the earliest moves less than 1% as much as the layer
-  moving most, or none moves 1e-3 per step; ``persist_checks`` checks in a row) or the loss does not fall
-  fast (5% and significantly per check) for ``plateau_steps`` (Glorot & Bengio, AISTATS 2010: saturated top
-  layers stall learning).
-* ``lr_too_high``, ``lr_too_low``, ``loss_plateau``, ``overfitting``: judged against the run's own loss noise,
-  with optimizer-aware update ratios: ``callbacks/_health_loss_rules.py`` states each rule and its thresholds.
-  Root cause first: units that die while the update ratio is above ``ratio_high`` are named ``lr_too_high``
-  (the dead units are its evidence), not ``dead_units``.
-* ``data_stall``: training waited for data more than ``stall_fraction`` (0.5) of the interval's wall time
-  at ``persist_checks`` checks in a row, from ``InputPipelineMonitor`` (steps that wait longer than they
-  compute).
-* ``not_learning``: the loss stays at its level at initialisation, no other problem named: its rule and the
-  ranking of its causes are in ``callbacks/_health_not_learning.py``.
-* ``nonfinite_activations``: a sampled forward produced ``inf``/``nan`` (the first module doing so is
-  named), or a loss was non-finite while the gradients were not sampled non-finite, or the weights are. Its
-  cause by evidence: non-finite weights (a step wrote them), else the module's non-finite inputs (the data),
-  else its own operation.
+They run after the check's one sync, on host floats identical on every rank, so every rank reaches the same
+findings. Each rule, its default threshold (:data:`DEFAULT_THRESHOLDS`), its source and when it stays quiet:
+``docs/guides/health_monitor.md``. The loss and LR rules are in ``_health_loss_rules.py``, ``not_learning``
+in ``_health_not_learning.py``. Root cause first: units that die while the update ratio is above
+``ratio_high`` are ``lr_too_high`` (the dead units are its evidence).
 """
 
 from __future__ import annotations
@@ -43,6 +12,7 @@ from __future__ import annotations
 import math
 import statistics
 
+from lightning_recipes._stats import significantly_above
 from lightning_recipes.callbacks._health_loss_rules import (
     interval_se,
     loss_plateau,
@@ -54,7 +24,6 @@ from lightning_recipes.callbacks._health_loss_rules import (
     update_ratios,
 )
 from lightning_recipes.callbacks._health_not_learning import not_learning
-from lightning_recipes.callbacks._health_stats import significantly_above
 from lightning_recipes.callbacks._health_window import (
     DEFAULT_THRESHOLDS,  # noqa: F401  (the doctests)
     PROBLEMS,

@@ -1,23 +1,10 @@
 """The one gradient-norm pass per step that GradNormMonitor, AdaptiveGradClip and StabilityGuard share.
 
-The coupling between the three training-time callbacks that read the gradients lives here and nowhere else.
-Each of them needs ``sum |g|^p`` of the same gradients in ``on_before_optimizer_step``; reading every gradient
-three times per step would triple the cost, so the first reader publishes what it computed in the process-wide
-:data:`STEP_POWERS` and the later ones look it up:
-
-* **who writes**: ``GradNormMonitor`` (its per-shard-layout total power, every optimizer step) and
-  ``StabilityGuard`` (the 2-norm power when it computed one itself). Each publish replaces the single entry.
-* **who reads**: ``AdaptiveGradClip`` and ``StabilityGuard``, placed after a writer in the callbacks list. A
-  reader that finds no valid entry computes the norm itself (same value, one more read of the gradients).
-* **when it is invalid**: :meth:`PowerCache.lookup` answers only for the very same gradient tensors (ids),
-  unchanged since the publish (their version counters: an in-place change such as clipping invalidates it),
-  the same ``norm_type`` and the same ``trainer.global_step``. So ``AdaptiveGradClip`` scaling the gradients
-  makes a later ``StabilityGuard`` read them again, and nothing survives into the next step.
-
-Also here: :func:`flat_shard_group`, the process group FSDP1 flat-parameter shards span (the ``shard_group``
-that :func:`lightning_recipes.norms.distributed_total_norm` needs under FSDP1), and :func:`param_groups_of`,
-the per-layer grouping of parameters (``group_by``) that ``HealthMonitor`` uses, with the same meaning of
-``group_by`` as ``GradNormMonitor``.
+The first reader of the gradients in ``on_before_optimizer_step`` (``GradNormMonitor``, or ``StabilityGuard``)
+publishes ``sum |g|^p`` in :data:`STEP_POWERS`; later readers (``AdaptiveGradClip``, ``StabilityGuard``) look
+it up, valid only for the same gradient tensors unchanged since (version counters), the same ``norm_type``
+and step; else they compute it again. Also :func:`flat_shard_group` (FSDP1's shard group) and
+:func:`param_groups_of` (``group_by`` for ``HealthMonitor``, as in ``GradNormMonitor``).
 """
 
 from __future__ import annotations

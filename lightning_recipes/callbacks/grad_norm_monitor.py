@@ -29,10 +29,11 @@ from lightning_recipes.norms import (
     ShardKey,
     check_norm_type,
     combine_powers,
-    norm_power,
+    group_powers,
+    local_group_powers,
     power_to_norm,
     reduce_power_,
-    split_by_sharding,
+    update_ratios,
 )
 
 __all__ = ["GradNormMonitor"]
@@ -44,24 +45,12 @@ _FOLD_EVERY = 256  # pending per-step powers are reduced at least this often (bo
 class GradNormMonitor(Callback):
     """Log the total gradient norm every logging step, computed on the device each optimizer step for free.
 
-    Runs in ``on_before_optimizer_step``, so it sees the gradients the optimizer will use: accumulated over
-    ``accumulate_grad_batches`` and unscaled by AMP, before any ``gradient_clip_val`` clipping. Each optimizer
-    step it computes ``sum |g|^p`` of its local gradients (per group) on the device and keeps it; on logging
-    steps it all-reduces what was kept across shards once, derives last/mean/max over the interval, and reads
-    everything back to the host in one transfer.
-
-    Correct under every strategy: single device and DDP (gradients are already reduced), FSDP2 /
-    ``ModelParallelStrategy`` (DTensor shards: ``norm ** p`` summed over the shard mesh dims, ``max`` for
-    ``inf``), FSDP1 (flat-parameter shards summed over the FSDP process group) and DeepSpeed (the engine's own
-    global norm, ``engine.get_global_grad_norm()``, read after its step: 2-norm of the whole model, no
-    groups).
-
-    Cost: one read of every gradient per optimizer step (timings against ``torch.nn.utils.get_total_norm`` in
-    ``benchmarks/RESULTS.md``), **no host-device sync and no collective on non-logging steps**; on logging
-    steps one all-reduce per shard layout (none without sharding) and one read-back of every value at once
-    (Lightning then reads each logged key once more when it writes them to the loggers). ``log_param_norm``
-    reads the parameters once per logging step; ``log_update_ratio`` also copies them before the step
-    (transient memory of one parameter copy, logging steps only).
+    Reads the gradients the optimizer will use (accumulated, AMP-unscaled, before clipping) in
+    ``on_before_optimizer_step``, keeps ``sum |g|^p`` per group on the device, and on logging steps reduces
+    it across shards once (``norms.py``: DDP, FSDP1 flat shards, FSDP2/DTensor; DeepSpeed: the engine's global
+    norm) and reads everything back in one transfer. Cost: one read of every gradient per optimizer step,
+    **no sync and no collective on non-logging steps**; ``log_update_ratio`` copies the parameters before a
+    logging step (transient). Timings in ``benchmarks/RESULTS.md``.
 
     Logged keys (``prefix`` prepended; with several optimizers ``grad_norm/optimizer_<i>/...`` and so on):
 
@@ -271,40 +260,19 @@ class _Track:
         self.last_groups: Tensor | None = None
         self.last_total: Tensor | None = None
         self.param_powers: Tensor | None = None
-        self.snapshot: list[tuple[ShardKey, int, Tensor, Tensor]] | None = None  # (layout, index, copy, live)
-
-    def _locals(
-        self, tensors: list[tuple[int, Tensor]], shard_group: Any
-    ) -> list[tuple[ShardKey, int, Tensor]]:
-        return [
-            (key, i, local)
-            for i, tensor in tensors
-            for key, locals_ in split_by_sharding([tensor], shard_group).items()
-            for local in locals_
-        ]
-
-    def _powers(self, items: list[tuple[ShardKey, int, Tensor]], norm_type: float) -> dict[ShardKey, Tensor]:
-        """Local per-group powers ``[G]`` for each shard layout."""
-        buckets: dict[ShardKey, list[list[Tensor]]] = {}
-        for key, i, local in items:
-            buckets.setdefault(key, [[] for _ in self.group_names])[self.group_of[i]].append(local)
-        out = {}
-        for key, per_group in buckets.items():
-            device = next(t.device for group in per_group for t in group)
-            out[key] = torch.stack([norm_power(group, norm_type).to(device) for group in per_group])
-        return out
-
-    def _reduced(self, items: list[tuple[ShardKey, int, Tensor]], norm_type: float) -> Tensor:
-        """Global per-group powers ``[G]`` (a collective per shard layout: logging steps only)."""
-        powers = self._powers(items, norm_type)
-        return combine_powers([reduce_power_(v, k, norm_type) for k, v in powers.items()], norm_type)
+        self.snapshot: list[Tensor] | None = None  # the parameters before the step
+        self.shard_group: Any = None
 
     def append_step(self, norm_type: float, shard_group: Any, step: int) -> None:
         grads = [(i, p.grad) for i, p in enumerate(self.params) if p.grad is not None]
         if not grads:
             return
         totals = {}
-        for key, powers in self._powers(self._locals(grads, shard_group), norm_type).items():
+        groups = [self.group_of[i] for i, _ in grads]
+        local = local_group_powers(
+            [g for _, g in grads], groups, len(self.group_names), norm_type, shard_group
+        )
+        for key, powers in local.items():
             self.pending.setdefault(key, []).append(powers)
             totals[key] = powers.amax() if math.isinf(norm_type) else powers.sum()
         self.pending_steps += 1
@@ -325,8 +293,8 @@ class _Track:
             if len(rows) != self.pending_steps:  # a layout without gradients on some steps: pad with zeros
                 rows = rows + [torch.zeros_like(rows[0])] * (self.pending_steps - len(rows))
             per_key.append(reduce_power_(torch.stack(rows), key, norm_type))
-        group_powers = combine_powers(per_key, norm_type)  # [T, G]
-        totals = power_to_norm(combine_powers(list(group_powers.unbind(1)), norm_type), norm_type)  # [T]
+        step_powers = combine_powers(per_key, norm_type)  # [T, G]
+        totals = power_to_norm(combine_powers(list(step_powers.unbind(1)), norm_type), norm_type)  # [T]
         finite = torch.isfinite(totals)
         batch = torch.stack(
             [
@@ -347,17 +315,18 @@ class _Track:
                     self.stats[3] + batch[3],
                 ]
             )
-        self.last_groups = power_to_norm(group_powers[-1], norm_type)
+        self.last_groups = power_to_norm(step_powers[-1], norm_type)
         self.last_total = totals[-1]
         self.interval_steps += self.pending_steps
         self.pending = {}
         self.pending_steps = 0
 
     def snapshot_params(self, norm_type: float, shard_group: Any, copy: bool) -> None:
-        items = self._locals([(i, p.detach()) for i, p in enumerate(self.params)], shard_group)
-        self.param_powers = self._reduced(items, norm_type)
+        params = [p.detach() for p in self.params]
+        self.param_powers = group_powers(params, self.group_of, len(self.group_names), norm_type, shard_group)
+        self.shard_group = shard_group
         if copy:
-            self.snapshot = [(key, i, local.clone(), local) for key, i, local in items]
+            self.snapshot = [p.clone() for p in params]
 
     def metrics(self, norm_type: float) -> tuple[list[tuple[str, str]], list[Tensor]]:
         self.fold(norm_type)
@@ -382,26 +351,23 @@ class _Track:
                 names += [("param_norm", name) for name in self.group_names]
                 values += list(param_groups.unbind(0))
             if self.snapshot is not None:
-                # differences of local shards keep the shard layout of the parameters they came from
-                diffs = [(key, i, live - before) for key, i, before, live in self.snapshot]
-                diff_powers = self._reduced(diffs, norm_type)
-                diff_total = power_to_norm(combine_powers(list(diff_powers.unbind(0)), norm_type), norm_type)
+                changes = torch._foreach_sub([p.detach() for p in self.params], self.snapshot)
+                groups = len(self.group_names)
+                diff_powers = group_powers(changes, self.group_of, groups, norm_type, self.shard_group)
+                total = [
+                    combine_powers(list(powers.unbind(0)), norm_type)
+                    for powers in (self.param_powers, diff_powers)
+                ]
                 names.append(("update_ratio", "total"))
-                values.append(_ratio(diff_total, param_total))
+                values.append(update_ratios(total[0], total[1], norm_type))
                 if self.grouped:
                     names += [("update_ratio", name) for name in self.group_names]
-                    values += list(_ratio(power_to_norm(diff_powers, norm_type), param_groups).unbind(0))
+                    values += list(update_ratios(self.param_powers, diff_powers, norm_type).unbind(0))
         self.stats = self.last_groups = self.last_total = None
         self.interval_steps = 0
         self.param_powers = None
         self.snapshot = None
         return names, values
-
-
-def _ratio(numerator: Tensor, denominator: Tensor) -> Tensor:
-    return torch.where(
-        denominator > 0, numerator / denominator.clamp(min=torch.finfo(torch.float32).tiny), 0.0
-    )
 
 
 def _group_of(name: str, group_by: GroupBy, patterns: list[tuple[re.Pattern[str], str]] | None) -> str:

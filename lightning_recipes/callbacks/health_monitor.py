@@ -21,35 +21,40 @@ from lightning_recipes._jsonable import jsonable
 from lightning_recipes._loss_output import loss_of
 from lightning_recipes._validation import check_bool, check_int, check_positive
 from lightning_recipes.callbacks._health_collector import (
+    Packer,
+    RowLiveness,
     ValidationBatches,
     WaitClock,
     combine,
-    leaf_hook,
-    pack_activations,
-    relu_hook,
-    saturation_hook,
-    watched_modules,
-)
-from lightning_recipes.callbacks._health_pack import (
-    Packer,
     group_families,
     group_lrs,
+    leaf_hook,
     loss_head,
     loss_sums,
+    pack_activations,
     planned_steps,
+    relu_hook,
+    saturation_hook,
+    sparse_groups,
     squared_norm,
     tracked_parameters,
     validation_error,
     validation_rows,
+    watched_modules,
 )
-from lightning_recipes.callbacks._health_rows import RowLiveness, sparse_groups
 from lightning_recipes.callbacks._health_rules import decide, settle
-from lightning_recipes.callbacks._health_text import Finding, findings_table
-from lightning_recipes.callbacks._health_window import DEFAULT_THRESHOLDS, PROBLEMS, History
+from lightning_recipes.callbacks._health_window import (
+    DEFAULT_THRESHOLDS,
+    PROBLEMS,
+    Finding,
+    History,
+    findings_table,
+)
 from lightning_recipes.callbacks._norms import (
     STEP_POWERS,
     GroupBy,
     compile_group_by,
+    flat_shard_group,
     param_groups_of,
 )
 from lightning_recipes.callbacks._trainer import (
@@ -60,6 +65,7 @@ from lightning_recipes.callbacks._trainer import (
     stepped,
 )
 from lightning_recipes.callbacks.input_pipeline_monitor import InputPipelineMonitor
+from lightning_recipes.norms import group_powers, update_ratios
 
 __all__ = ["Finding", "HealthMonitor"]
 
@@ -67,38 +73,18 @@ __all__ = ["Finding", "HealthMonitor"]
 class HealthMonitor(Callback):
     """Diagnose a run that trains, but badly, while it trains: name the problem, show the numbers, advise.
 
-    Observes and advises; never changes training (``StabilityGuard`` can act on its ``lr_too_high`` findings).
-    Between checks it keeps, on the device: every step's training loss (mean, spread and trend: the run's own
-    noise, which every loss verdict must exceed); on the last optimizer step of each interval (the *sampled*
-    step) per-group gradient norms, parameter norms, update-to-parameter ratios ``||dW|| / ||W||``, learning
-    rates and optimizer families; on the last ``activation_samples`` batches, through forward hooks attached
-    only for them, the never-active units of every ``nn.ReLU``, of every Linear/Conv layer (a unit whose
-    output is never positive and whose weight row gets no gradient: dead through ``F.relu`` too), the
-    saturated fraction of every ``nn.Tanh``/``nn.Sigmoid`` and the non-finite outputs of every leaf module.
-    It reads the validation loss (``val_monitor``) with its standard error from the per-batch values, and
-    times the wait for data on the host (or reads an ``InputPipelineMonitor`` in the same Trainer).
+    Observes only (``StabilityGuard`` can act on its ``lr_too_high`` findings). Between checks it keeps, on
+    the device, every step's loss; on each interval's last optimizer step, per-group gradient and weight
+    norms, update ratios ``||dW|| / ||W||`` (shard-correct, ``norms.update_ratios``) and learning rates; on
+    the last ``activation_samples`` batches, dead ReLU/Linear/Conv units, saturated tanh/sigmoid and
+    non-finite outputs; the validation loss with its standard error, and the wait for data. Every
+    ``check_every_n_steps`` steps it packs that into one tensor, all-gathers it (DDP) and reads it back (**the
+    one sync per check**); pure rules (``_health_rules.py``, ``_health_loss_rules.py``,
+    ``_health_not_learning.py``) judge it against the run's own noise (``_stats``) and each new problem of
+    :attr:`PROBLEMS` becomes a :class:`Finding` in :attr:`findings`, passed to ``on_finding``. The guide
+    ``docs/guides/health_monitor.md`` gives each rule and its source; its cost: ``benchmarks/RESULTS.md``.
 
-    Every ``check_every_n_steps`` optimizer steps it packs all of that into one tensor, all-gathers it once
-    under DDP (so a problem on one rank is seen by every rank), reads it back (**the one sync per check**)
-    and decides with pure rules (``callbacks/_health_rules.py``, ``_health_loss_rules.py``,
-    ``_health_not_learning.py``: each rule, its threshold and source; all overridable through ``thresholds``)
-    which of :attr:`PROBLEMS` are present. The root cause is named, its symptoms go into its evidence.
-    A problem that appears is a :class:`Finding` (``problem``, ``step``, ``evidence``, ``advice``; read it
-    with ``str(finding)``), appended to :attr:`findings`, warned once per problem on rank zero and passed to
-    ``on_finding``. One more check runs at the end of training.
-
-    Cost: per step, a reference to the loss (no sync); on the sampled step, one read of the gradients (the
-    total is published to ``STEP_POWERS`` for a ``StabilityGuard`` placed after it) and one copy of the
-    parameters (transient); forward hooks on ``activation_samples`` batches per interval. Per check: one
-    all-gather (DDP) and one device-to-host copy. Measured in ``benchmarks/health_overhead.py``.
-
-    Logged keys (``prefix`` prepended), at every check, straight to the loggers:
-
-    ==========================  =====================================================================
-    key                         value
-    ==========================  =====================================================================
-    ``health/<problem>``        1.0 while the problem is present at the check, else 0.0
-    ==========================  =====================================================================
+    Logged keys (``prefix`` prepended), at every check: ``health/<problem>``, 1.0 while present, else 0.0.
 
     Args:
         check_every_n_steps: Optimizer steps between checks (each check syncs once).
@@ -211,7 +197,7 @@ class HealthMonitor(Callback):
         self._grad_sq: Tensor | None = None  # per tracked tensor
         self._param_sq: Tensor | None = None
         self._update_sq: Tensor | None = None
-        self._before: list[tuple[int, Tensor, Tensor]] = []  # (index, copy, live)
+        self._before: list[tuple[int, Tensor, Tensor]] = []  # (group, copy, live)
         self._alive: dict[int, Tensor] = {}
         self._rows.clear()
         self._saturation: dict[int, Tensor] = {}
@@ -243,6 +229,7 @@ class HealthMonitor(Callback):
         self._families = group_families(trainer.optimizers, self._index, index, len(self._group_names))
         self._planned_steps = planned_steps(trainer)
         self._param_start = squared_norm(self._params, device)
+        self._shard_group = flat_shard_group(trainer)
         self._relu, self._saturating, self._leaves, self._row_layers = watched_modules(pl_module)
         self._rows = RowLiveness([module for _, module in self._row_layers])
         self._sparse_groups = sparse_groups(pl_module, self._params, index, self._group_names)
@@ -281,8 +268,7 @@ class HealthMonitor(Callback):
             if id(p) in self._index
         ]
         if self._grad_sq is None:
-            zeros = torch.zeros(len(self._params), device=device)
-            self._grad_sq, self._param_sq, self._update_sq = zeros, zeros.clone(), zeros.clone()
+            self._grad_sq = torch.zeros(len(self._params), device=device)
         with_grad = [(i, p) for i, p in entries if p.grad is not None]
         if with_grad:
             grads = [p.grad.detach() for _, p in with_grad]  # type: ignore[union-attr]
@@ -292,13 +278,12 @@ class HealthMonitor(Callback):
             if STEP_POWERS.lookup(grads, 2.0, trainer.global_step) is None:
                 STEP_POWERS.publish(grads, 2.0, trainer.global_step, {None: norms.to(device).square().sum()})
         live = [p.detach() for _, p in entries]
-        if live:
-            index = torch.tensor([i for i, _ in entries], device=device)
-            self._param_sq.index_copy_(  # type: ignore[union-attr]
-                0, index, torch.stack(torch._foreach_norm(live, 2.0)).float().to(device).square()
-            )
-            self._before += [(i, p.clone(), p) for (i, _), p in zip(entries, live)]
         groups = len(self._group_names)
+        if live:
+            owners = [self._param_group[i] for i, _ in entries]
+            powers = group_powers(live, owners, groups, 2.0, self._shard_group).to(device)
+            self._param_sq = powers if self._param_sq is None else self._param_sq + powers
+            self._before += [(self._param_group[i], p.clone(), p) for (i, _), p in zip(entries, live)]
         self._lr = group_lrs(optimizer, self._index, self._param_group, groups, device, self._lr)
 
     @override
@@ -316,12 +301,13 @@ class HealthMonitor(Callback):
         if not stepped(trainer, self._step_at_batch_start):
             self._clock.batch_end(self._clock.now())
             return
-        if self._before and self._update_sq is not None:
+        if (
+            self._before
+        ):  # the sampled step's change, per group (sharded parameters reduced: one home, norms.py)
             diffs = torch._foreach_sub([live for _, _, live in self._before], [c for _, c, _ in self._before])
-            index = torch.tensor([i for i, _, _ in self._before], device=self._update_sq.device)
-            self._update_sq.index_copy_(
-                0, index, torch.stack(torch._foreach_norm(diffs, 2.0)).float().to(index.device).square()
-            )
+            owners = [g for g, _, _ in self._before]
+            powers = group_powers(diffs, owners, len(self._group_names), 2.0, self._shard_group)
+            self._update_sq = powers.to(diffs[0].device)
             self._before = []
         if trainer.global_step % self.check_every_n_steps == 0:
             self._clock.pause(self._clock.now())  # the check's own time is neither step nor wait
@@ -438,12 +424,16 @@ class HealthMonitor(Callback):
         groups = len(self._group_names)
         sampled = self._grad_sq is not None and self._group_of is not None
         packer.add("grad_sampled", float(sampled))
-        for name, values in (("grad", self._grad_sq), ("param", self._param_sq), ("update", self._update_sq)):
-            if sampled and values is not None and self._group_of is not None:
-                per_group = torch.zeros(groups, device=device)
-                packer.add(name, per_group.index_add_(0, self._group_of, values.to(device)))
-            else:
-                packer.add(name, torch.zeros(groups, device=device))
+        grad = torch.zeros(groups, device=device)
+        if sampled and self._grad_sq is not None and self._group_of is not None:
+            grad.index_add_(0, self._group_of, self._grad_sq.to(device))
+        packer.add("grad", grad)
+        zeros = torch.zeros(groups, device=device)
+        param = self._param_sq if sampled and self._param_sq is not None else zeros
+        update = self._update_sq if sampled and self._update_sq is not None else zeros
+        packer.add("param", param)
+        packer.add("update", update)
+        packer.add("update_ratio", update_ratios(param.to(device), update.to(device)))
         packer.add("lr", self._lr if self._lr is not None else [-math.inf] * groups)
         packer.add("dead_rows", self._rows.dead_fractions(device))
         packer.add("act_sampled", float(self._act_sampled))

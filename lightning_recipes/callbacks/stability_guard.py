@@ -26,8 +26,14 @@ from lightning_recipes._validation import (
     check_non_negative,
     check_positive,
 )
-from lightning_recipes.callbacks._faults import CAUSE_CODES, CAUSES, choose_event, fault_causes, fault_record
-from lightning_recipes.callbacks._loss_noise import exceeds_noise
+from lightning_recipes.callbacks._faults import (
+    CAUSE_CODES,
+    CAUSES,
+    choose_event,
+    exceeds_noise,
+    fault_causes,
+    fault_record,
+)
 from lightning_recipes.callbacks._norms import STEP_POWERS
 from lightning_recipes.callbacks._snapshot import Snapshot, capture_averages, copy_to_cpu, load_average
 from lightning_recipes.callbacks._trainer import callback_list
@@ -392,9 +398,6 @@ class StabilityGuard(Callback):
         causes = fault_causes(
             losses,
             norms,
-            self._window,
-            spike_k=None,
-            spike_rtol=None,
             spike=self._spikes(losses),
             loss_mask=None if all(loss_mask) else torch.tensor(loss_mask, device=device),
             weights_norm=weights_norm,

@@ -10,6 +10,8 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
+from lightning_recipes._stats import difference_noise, standard_error
+
 __all__ = ["LossDrop", "gap_noise", "loss_drop", "relative_gain"]
 
 
@@ -54,7 +56,7 @@ def loss_drop(losses: list[Tensor] | list[float], num_batches: int) -> LossDrop:
     else:
         first, last = values[: n // 2], values[n - n // 2 :]
     drop = float(first.mean() - last.mean())
-    noise = math.sqrt(float(first.var()) / len(first) + float(last.var()) / len(last))
+    noise = math.hypot(float(standard_error(first)), float(standard_error(last)))  # Welch: SE of a difference
     return LossDrop(drop, noise, drop > 2 * noise, float(first.mean()))
 
 
@@ -100,10 +102,10 @@ def gap_noise(
                 for real, zeroed in zip(train_losses[0][start:pairs], train_losses[1][start:pairs])
             ]
         ).double()
-        steps = window.diff()
-        if bool(torch.isfinite(steps).all()):  # sync: once per look
-            squares += float(steps.square().mean() / 2) * size_ratio * (len(window) - 1)
-            freedom += len(window) - 1
+        values = window.tolist()  # sync: once per look
+        if all(math.isfinite(v) for v in values):
+            squares += difference_noise(values, order=1) ** 2 * size_ratio * (len(values) - 1)
+            freedom += len(values) - 1
     if len(held_gaps) >= 2 and bool(torch.isfinite(held_gaps).all()):
         squares += float(held_gaps.var()) * (len(held_gaps) - 1)
         freedom += len(held_gaps) - 1

@@ -14,7 +14,7 @@ import torch
 from torch import Tensor
 from torch.nn import functional as F
 
-from lightning_recipes.checks._float_noise import NoiseVerdict, judge_deviation
+from lightning_recipes._stats import NoiseVerdict, judge_deviation
 from lightning_recipes.harness import Harness as CheckContext
 from lightning_recipes.harness.walk import map_tensors
 

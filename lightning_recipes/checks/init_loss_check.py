@@ -8,6 +8,7 @@ from typing import Literal
 import torch
 from typing_extensions import override
 
+from lightning_recipes._stats import standard_error
 from lightning_recipes._validation import check_in_range, check_int, check_positive, is_number
 from lightning_recipes.checks._expected_loss import (
     Expectation,
@@ -149,7 +150,8 @@ class InitLossCheck(SanityCheck):
             )
         ratio = measured / expected
         # batch-to-batch standard error of the measured mean, as a ratio (0 when one batch: not measured)
-        noise = _standard_error(per_batch) / abs(expected) if expected else 0.0
+        se = float(standard_error(torch.tensor(per_batch, dtype=torch.float64)))
+        noise = (se if math.isfinite(se) else 0.0) / abs(expected) if expected else 0.0  # < 2 batches: 0
         details["ratio"] = ratio
         details["ratio_noise"] = noise
         status: Status
@@ -243,20 +245,6 @@ class InitLossCheck(SanityCheck):
                     "probably summed instead of averaged."
                 )
         return ""
-
-
-def _standard_error(values: list[float]) -> float:
-    """Standard error of the mean of ``values`` (0.0 for fewer than 2, or any not finite).
-
-    Example:
-        >>> _standard_error([1.0, 3.0]), _standard_error([2.0])
-        (1.0, 0.0)
-    """
-    if len(values) < 2 or not all(math.isfinite(v) for v in values):
-        return 0.0
-    mean = sum(values) / len(values)
-    variance = sum((v - mean) ** 2 for v in values) / (len(values) - 1)
-    return math.sqrt(variance / len(values))
 
 
 def _shape(tensor: torch.Tensor | None) -> str:

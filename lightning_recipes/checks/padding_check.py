@@ -11,9 +11,9 @@ import torch
 from torch import Tensor
 from typing_extensions import override
 
+from lightning_recipes._stats import NoiseVerdict, judge_deviation
 from lightning_recipes._validation import check_int
 from lightning_recipes.checks._budget import out_of_time
-from lightning_recipes.checks._float_noise import NoiseVerdict, judge_deviation
 from lightning_recipes.checks._padding_batch import (
     Padding,
     extend_batch,

@@ -9,6 +9,7 @@ import lightning.pytorch as pl
 from lightning.pytorch.utilities.model_helpers import is_overridden
 from typing_extensions import override
 
+from lightning_recipes._stats import difference_noise
 from lightning_recipes._validation import check_in_range, check_int
 from lightning_recipes.checks._budget import out_of_time
 from lightning_recipes.checks.base import SanityCheck, TimeBudget
@@ -249,17 +250,14 @@ class ValidationPathCheck(SanityCheck):
 
 
 def loss_noise(losses: list[float]) -> float:
-    """The step-to-step noise of a loss curve: ``sqrt(mean(d2^2) / 6)``, ``d2`` its second differences
-    (white noise of std ``s`` gives ``s``; a smooth curve gives about 0).
+    """The step-to-step noise of a loss curve, blind to its trend: ``_stats.difference_noise`` of order 2
+    (``sqrt(mean(d2^2) / 6)``).
 
     Example:
-        >>> loss_noise([3.0, 2.0, 1.0, 0.0])  # a straight line has no noise
-        0.0
-        >>> round(loss_noise([1.0, 0.0, 1.0, 0.0, 1.0]), 3)  # alternating +-0.5 around 0.5
-        0.816
+        >>> loss_noise([3.0, 2.0, 1.0, 0.0]), round(loss_noise([1.0, 0.0, 1.0, 0.0, 1.0]), 3)
+        (0.0, 0.816)
     """
-    d2 = [losses[i + 1] - 2 * losses[i] + losses[i - 1] for i in range(1, len(losses) - 1)]
-    return math.sqrt(sum(d * d for d in d2) / len(d2) / 6) if d2 else 0.0
+    return difference_noise(losses, order=2)
 
 
 def _add_view(details: dict[str, Any], view: ValidationView) -> None:

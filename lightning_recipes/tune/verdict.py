@@ -39,12 +39,11 @@ Example:
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from statistics import NormalDist
 
+from lightning_recipes._stats import difference_noise, t_quantile
 from lightning_recipes.tune.suggest import centred, half_window_for
 
 __all__ = ["ALPHA", "CurveVerdict", "curve_verdict", "t_quantile"]
@@ -114,23 +113,6 @@ class CurveVerdict:
         )
 
 
-def t_quantile(p: float, df: int) -> float:
-    """The Student-t quantile at probability ``p`` with ``df`` degrees of freedom (Cornish-Fisher expansion
-    around the normal quantile, Abramowitz & Stegun 26.7.5; within 0.1% of the exact value for ``df >= 10``,
-    1.2% at ``df = 5``).
-
-    Example:
-        >>> round(t_quantile(0.975, 10), 3), round(t_quantile(0.975, 10**6), 3)  # exact: 2.228, 1.960
-        (2.228, 1.96)
-    """
-    z = NormalDist().inv_cdf(p)
-    g1 = (z**3 + z) / 4
-    g2 = (5 * z**5 + 16 * z**3 + 3 * z) / 96
-    g3 = (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / 384
-    g4 = (79 * z**9 + 776 * z**7 + 1482 * z**5 - 1920 * z**3 - 945 * z) / 92160
-    return z + g1 / df + g2 / df**2 + g3 / df**3 + g4 / df**4
-
-
 def curve_verdict(lrs: Sequence[float], losses: Sequence[float], alpha: float = ALPHA) -> CurveVerdict:
     """Whether the sweep's loss fell significantly below its start, relative to its own noise.
 
@@ -153,13 +135,12 @@ def curve_verdict(lrs: Sequence[float], losses: Sequence[float], alpha: float = 
     # the noise: from the start up to the minimum's window (not the divergence after it), differences of
     # successive steps: a trend moves them little, and a steep one only raises the threshold
     measured = values[: max(start_points, best + half + 1)]
-    diffs = [b - a for a, b in itertools.pairwise(measured)]
-    noise = math.sqrt(sum(d * d for d in diffs) / (2 * len(diffs)))
+    noise = difference_noise(measured, order=1)
     # a loss that does not move at all at small LRs (a zero-initialised head) still rounds in float32
     noise = max(noise, 8 * 2.0**-23 * abs(start_loss))
     window_points = min(best + half + 1, count) - max(0, best - half)
     candidates = count - first
-    k = t_quantile(1 - alpha / candidates, len(diffs) - 1)
+    k = t_quantile(1 - alpha / candidates, len(measured) - 2)  # one df per difference, less one
     threshold = k * noise * math.sqrt(1 / start_points + 1 / window_points)
     fall = start_loss - smoothed[best]
     return CurveVerdict(

@@ -1,153 +1,135 @@
-"""StabilityGuard's fault classification as pure functions: value tables, a step-by-step reference."""
+"""StabilityGuard's fault classification and spike rule as pure functions: value tables, plain-Python
+references, no host sync."""
 
 from __future__ import annotations
 
 import math
-from typing import Any
+import statistics
 
 import pytest
 import torch
 
-from lightning_recipes.callbacks._faults import CAUSES, choose_event, fault_causes, fault_record, spike_mask
+from lightning_recipes._stats import ROBUST_SIGMA, robust_scale, standard_error
+from lightning_recipes.callbacks._faults import (
+    CAUSES,
+    choose_event,
+    exceeds_noise,
+    fault_causes,
+    fault_record,
+)
 from lightning_recipes.testing import HostSyncCounter
 
 NAN, INF = float("nan"), float("inf")
-WINDOW = [1.0, 1.2, 0.8, 1.0]  # mean 1.0, population std sqrt(0.02) = 0.14142
 
 
-def _reference(
+def _spike_reference(
+    window: list[float], losses: list[float], k: float | None, min_rise: float, rtol: float | None
+) -> list[bool]:
+    """The spike rule in plain Python (odd windows: ``statistics.median`` equals torch's lower median)."""
+    log_space = all(w > 0 for w in window)
+    values = [math.log(w) for w in window] if log_space else window
+    level = statistics.median(values)
+    spread = ROBUST_SIGMA * statistics.median([abs(v - level) for v in values])
+    rise = math.log1p(min_rise) if log_space else min_rise * abs(level)
+    linear = math.exp(level) if log_space else level
+    out = []
+    for loss in losses:
+        value = (math.log(loss) if loss > 0 else -math.inf) if log_space else loss
+        out.append(
+            (k is not None and value > level + max(k * spread, rise))
+            or (rtol is not None and loss > rtol * linear)
+        )
+    return out
+
+
+PLATEAU = [0.6931 + 0.0005 * d for d in (-2, -1, 0, 1, 2, 0, 1, -1, 0, 2, -2)]  # ln 2, spread ~0.1%
+HEAVY = [0.05, 0.02, 0.3, 0.04, 0.06, 0.01, 0.5, 0.03, 0.08, 0.02, 0.2]  # late fine-tuning: 25x range
+SIGNED = [-1.0, -0.5, 0.0, 0.5, 1.0, -0.2, 0.2, 0.1, -0.1]  # a loss that can be negative: linear
+
+
+@pytest.mark.parametrize(
+    ("window", "losses", "k", "min_rise", "rtol", "expected"),
+    [
+        # a plateau: +6% is 80 spreads above but not 1.5x -> no spike; 3x -> spike; min_rise 0 -> +6% is one
+        (PLATEAU, [0.6931 * 1.06, 0.6931 * 3, NAN], 6.0, 0.5, None, [False, True, False]),
+        (PLATEAU, [0.6931 * 1.06, 0.6931 * 1.001], 6.0, 0.0, None, [True, False]),
+        # heavy tails (log-space spread ~1.1): a batch 2x or 10x the level is noise, 20000x is not
+        (HEAVY, [0.1, 0.5, 1000.0], 6.0, 0.5, None, [False, False, True]),
+        # signed losses: linear, level 0, spread 1.4826 * 0.2 (threshold 1.78)
+        (SIGNED, [1.5, 4.0, -9.0], 6.0, 0.5, None, [False, True, False]),
+        # a non-positive loss against a positive window is never a spike
+        (PLATEAU, [0.0, -5.0], 6.0, 0.5, None, [False, False]),
+        # the rtol rule alone, and both rules off
+        (PLATEAU, [0.6931 * 1.06, 0.6931 * 2.5], None, 0.0, 2.0, [False, True]),
+        (PLATEAU, [0.6931 * 1.06, 0.6931 * 2.5], None, 0.0, None, [False, False]),
+    ],
+)
+def test_exceeds_noise_matches_the_reference(
+    window: list[float],
+    losses: list[float],
+    k: float | None,
+    min_rise: float,
+    rtol: float | None,
+    expected: list[bool],
+) -> None:
+    got = exceeds_noise(
+        torch.tensor(losses), torch.tensor(window), k=k, min_rise=min_rise, rtol=rtol
+    ).tolist()
+    assert got == expected
+    finite = [x for x in losses if math.isfinite(x)]
+    assert _spike_reference(window, finite, k, min_rise, rtol) == [
+        g for g, x in zip(got, losses) if math.isfinite(x)
+    ]
+
+
+def test_spike_floor_and_robust_level() -> None:
+    converged = torch.full((21,), 0.01)  # one hard sample in 32 lifts a batch to 0.15: below the floor 0.35
+    assert exceeds_noise(torch.tensor([0.15, 1.0]), converged, k=6.0, min_rise=0.5, floor=0.35).tolist() == [
+        False,
+        True,
+    ]
+    window = torch.tensor([1.0, 1.1, 0.9, 1.05, 0.95]).log()
+    level, spread = robust_scale(window)
+    with_outlier = robust_scale(torch.cat([window, torch.tensor([50.0, 1.0]).log()]))
+    assert spread.item() == pytest.approx(ROBUST_SIGMA * -math.log(0.95), rel=1e-5)  # MAD: |log 0.95|
+    assert (
+        with_outlier[0].item() == pytest.approx(level.item()) and with_outlier[1].item() < 2 * spread.item()
+    )
+
+
+# losses, norms, spike, loss_mask, weights_norm, expected codes
+@pytest.mark.parametrize(
+    ("losses", "norms", "spike", "mask", "weights", "expected"),
+    [
+        ([1.0, 1.1, 0.9], [1.0, 2.0, 3.0], None, None, None, [0, 0, 0]),
+        ([NAN, INF, -INF, 1.0], [1.0] * 4, None, None, None, [1, 1, 1, 0]),
+        ([1.0, 1.0, 1.0], [NAN, INF, 1.0], None, None, None, [2, 2, 0]),
+        # precedence within a step: NaN loss > spike > grad norm
+        ([NAN, 9.0, 1.0], [NAN, NAN, NAN], [True, True, False], None, None, [1, 3, 2]),
+        # a step without loss: neither NaN nor spike is judged on its placeholder; its norm is
+        ([NAN, 9.0, 0.0], [1.0, 1.0, NAN], [False, True, False], [False, False, False], None, [0, 0, 2]),
+        # weights: only the last step, only when it has no other cause
+        ([1.0, 1.0], [1.0, 1.0], None, None, NAN, [0, 4]),
+        ([1.0, NAN], [1.0, 1.0], None, None, INF, [0, 1]),
+        ([1.0, 1.0], [1.0, 1.0], None, None, 3.0, [0, 0]),
+    ],
+)
+def test_fault_causes_value_table(
     losses: list[float],
     norms: list[float],
-    window: list[float],
-    spike_k: float | None,
-    spike_rtol: float | None,
-    warmup: int,
+    spike: list[bool] | None,
     mask: list[bool] | None,
-    weights_norm: float | None,
-) -> list[int]:
-    """The rules of the StabilityGuard docstring, one step at a time, in plain Python."""
-    judged = (spike_k is not None or spike_rtol is not None) and len(window) >= max(warmup, 1)
-    mean = sum(window) / len(window) if window else 0.0
-    std = math.sqrt(sum((w - mean) ** 2 for w in window) / len(window)) if window else 0.0
-    codes = []
-    for i, (loss, norm) in enumerate(zip(losses, norms)):
-        has_loss = mask is None or mask[i]
-        spike = judged and (
-            (spike_k is not None and loss > mean + spike_k * std)
-            or (spike_rtol is not None and loss > spike_rtol * mean)
-        )
-        if has_loss and not math.isfinite(loss):
-            codes.append(1)
-        elif has_loss and spike:
-            codes.append(3)
-        elif not math.isfinite(norm):
-            codes.append(2)
-        else:
-            codes.append(0)
-    if weights_norm is not None and codes[-1] == 0 and not math.isfinite(weights_norm):
-        codes[-1] = 4
-    return codes
-
-
-# losses, norms, window, kwargs, expected codes
-TABLE: list[tuple[list[float], list[float], list[float], dict[str, Any], list[int]]] = [
-    # clean steps
-    ([1.0, 1.1, 0.9], [1.0, 2.0, 3.0], WINDOW, {}, [0, 0, 0]),
-    # NaN / +Inf / -Inf loss
-    ([NAN, INF, -INF, 1.0], [1.0] * 4, WINDOW, {}, [1, 1, 1, 0]),
-    # NaN / Inf gradient norm
-    ([1.0, 1.0, 1.0], [NAN, INF, 1.0], WINDOW, {}, [2, 2, 0]),
-    # spike_k=6: threshold 1 + 6 * 0.14142 = 1.8485
-    ([1.84, 1.85, 5.0], [1.0] * 3, WINDOW, {"spike_k": 6.0, "spike_warmup_steps": 4}, [0, 3, 3]),
-    # spike_rtol=1.5 alone: threshold 1.5
-    ([1.49, 1.51], [1.0] * 2, WINDOW, {"spike_k": None, "spike_rtol": 1.5, "spike_warmup_steps": 4}, [0, 3]),
-    # either rule: k=20 (threshold 3.83) or rtol=1.5
-    ([1.6, 4.0], [1.0] * 2, WINDOW, {"spike_k": 20.0, "spike_rtol": 1.5, "spike_warmup_steps": 4}, [3, 3]),
-    # warm-up: window of 4 < 5 steps -> no spike judged
-    ([9.0], [1.0], WINDOW, {"spike_k": 6.0, "spike_warmup_steps": 5}, [0]),
-    # empty window, warm-up 0 -> still needs one good step
-    ([9.0], [1.0], [], {"spike_k": 6.0, "spike_warmup_steps": 0}, [0]),
-    # both rules off
-    ([9.0], [1.0], WINDOW, {"spike_k": None, "spike_rtol": None}, [0]),
-    # precedence within a step: NaN loss > spike > grad norm
-    ([NAN, 9.0, 1.0], [NAN, NAN, NAN], WINDOW, {"spike_k": 6.0, "spike_warmup_steps": 4}, [1, 3, 2]),
-    # a step without loss (mask False): neither NaN nor spike is judged on its placeholder; its norm is
-    (
-        [NAN, 9.0, 0.0],
-        [1.0, 1.0, NAN],
-        WINDOW,
-        {"loss_mask": [False, False, False], "spike_warmup_steps": 4},
-        [0, 0, 2],
-    ),
-    # weights: only the last step, only when it has no other cause
-    ([1.0, 1.0], [1.0, 1.0], WINDOW, {"weights_norm": NAN}, [0, 4]),
-    ([1.0, NAN], [1.0, 1.0], WINDOW, {"weights_norm": INF}, [0, 1]),
-    ([1.0, 1.0], [1.0, 1.0], WINDOW, {"weights_norm": 3.0}, [0, 0]),
-]
-
-
-@pytest.mark.parametrize(("losses", "norms", "window", "kwargs", "expected"), TABLE)
-def test_fault_causes_value_table(
-    losses: list[float], norms: list[float], window: list[float], kwargs: dict[str, Any], expected: list[int]
+    weights: float | None,
+    expected: list[int],
 ) -> None:
-    options = {"spike_k": 6.0, "spike_rtol": None, "spike_warmup_steps": 20, **kwargs}
-    mask, weights = options.pop("loss_mask", None), options.pop("weights_norm", None)
     causes = fault_causes(
         torch.tensor(losses),
         torch.tensor(norms),
-        torch.tensor(window),
+        spike=None if spike is None else torch.tensor(spike),
         loss_mask=None if mask is None else torch.tensor(mask),
         weights_norm=None if weights is None else torch.tensor(weights),
-        **options,
     )
-    assert causes.dtype == torch.int64
-    assert causes.tolist() == expected
-    reference = _reference(
-        losses,
-        norms,
-        window,
-        options["spike_k"],
-        options["spike_rtol"],
-        options["spike_warmup_steps"],
-        mask,
-        weights,
-    )
-    assert reference == expected
-
-
-def test_fault_causes_against_the_reference_on_random_inputs() -> None:
-    generator = torch.Generator().manual_seed(0)
-    for _ in range(200):
-        n = int(torch.randint(1, 8, (1,), generator=generator))
-        losses = torch.rand(n, generator=generator) * 3
-        losses[torch.rand(n, generator=generator) < 0.1] = NAN
-        norms = torch.rand(n, generator=generator)
-        norms[torch.rand(n, generator=generator) < 0.1] = INF
-        window = torch.rand(int(torch.randint(0, 6, (1,), generator=generator)), generator=generator) + 0.5
-        mask = (torch.rand(n, generator=generator) < 0.8).tolist()
-        spike_k = [None, 1.0, 3.0][int(torch.randint(0, 3, (1,), generator=generator))]
-        spike_rtol = [None, 1.5][int(torch.randint(0, 2, (1,), generator=generator))]
-        causes = fault_causes(
-            losses,
-            norms,
-            window,
-            spike_k=spike_k,
-            spike_rtol=spike_rtol,
-            spike_warmup_steps=3,
-            loss_mask=torch.tensor(mask),
-        )
-        expected = _reference(
-            losses.tolist(), norms.tolist(), window.tolist(), spike_k, spike_rtol, 3, mask, None
-        )
-        assert causes.tolist() == expected
-
-
-def test_spike_mask_is_none_when_not_judged() -> None:
-    window = torch.tensor(WINDOW)
-    assert spike_mask(torch.ones(2), window, spike_k=None, spike_rtol=None, spike_warmup_steps=0) is None
-    assert spike_mask(torch.ones(2), window, spike_k=6.0, spike_rtol=None, spike_warmup_steps=5) is None
-    mask = spike_mask(torch.tensor([1.0, 2.0]), window, spike_k=6.0, spike_rtol=None, spike_warmup_steps=4)
-    assert mask is not None and mask.tolist() == [False, True]
+    assert causes.dtype == torch.int64 and causes.tolist() == expected
 
 
 @pytest.mark.parametrize(
@@ -162,36 +144,25 @@ def test_fault_record(causes: list[int], record: list[int]) -> None:
     ("rows", "chosen"),
     [
         ([(0, 0, 0.0, 0), (0, 0, 0.0, 1)], None),
-        # earliest step first
-        ([(1, 9, NAN, 0), (3, 5, 40.0, 1)], (3, 5, 40.0, 1)),
-        # same step: lowest code (the NaN loss is the root cause of the other rank's NaN gradient)
-        ([(2, 7, NAN, 0), (1, 7, NAN, 1)], (1, 7, NAN, 1)),
-        # same step and code: lowest rank
-        ([(0, 0, 0.0, 0), (2, 4, INF, 2), (2, 4, NAN, 1)], (2, 4, NAN, 1)),
+        ([(1, 9, NAN, 0), (3, 5, 40.0, 1)], (3, 5, 40.0, 1)),  # earliest step first
+        (
+            [(2, 7, NAN, 0), (1, 7, NAN, 1)],
+            (1, 7, NAN, 1),
+        ),  # same step: lowest code (the NaN loss is the cause)
+        ([(0, 0, 0.0, 0), (2, 4, INF, 2), (2, 4, NAN, 1)], (2, 4, NAN, 1)),  # then lowest rank
     ],
 )
 def test_choose_event(rows: list[tuple[float, ...]], chosen: tuple[float, ...] | None) -> None:
-    result = choose_event(rows)
-    assert repr(result) == repr(chosen)
+    assert repr(choose_event(rows)) == repr(chosen)
 
 
 def test_no_host_sync_in_classification() -> None:
-    losses, norms, window = torch.tensor([1.0, NAN, 9.0]), torch.tensor([1.0, 1.0, INF]), torch.ones(30)
+    losses, norms, window = torch.tensor([1.0, NAN, 9.0]), torch.tensor([1.0, 1.0, INF]), torch.tensor(HEAVY)
     with HostSyncCounter() as counter:
-        record = fault_record(
-            fault_causes(
-                losses,
-                norms,
-                window,
-                spike_k=6.0,
-                spike_rtol=2.0,
-                loss_mask=torch.tensor([True, True, True]),
-                weights_norm=torch.tensor(2.0),
-            )
-        )
+        spike = exceeds_noise(losses, window, k=6.0, min_rise=0.5, rtol=2.0)
+        causes = fault_causes(losses, norms, spike=spike, loss_mask=torch.ones(3, dtype=torch.bool))
+        record = fault_record(causes)
+        standard_error(window, torch.full_like(window, 8.0), population=200)
     assert counter.count == 0
-    assert record.tolist() == [2, 1, 1]
-
-
-def test_cause_names() -> None:
+    assert record.tolist() == [3, 3, 0]  # all three steps: a spike (1.0 is 25x the level), NaN, spike
     assert CAUSES == {1: "nonfinite_loss", 2: "nonfinite_grad_norm", 3: "loss_spike", 4: "nonfinite_weights"}

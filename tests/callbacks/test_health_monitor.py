@@ -182,21 +182,20 @@ def test_on_finding_raise_stops_the_run() -> None:
         _dead_relu_fit(HealthMonitor(check_every_n_steps=10, on_finding="raise"))
 
 
-def test_on_finding_callable_receives_each_finding() -> None:
-    seen: list[Finding] = []
-    _dead_relu_fit(HealthMonitor(check_every_n_steps=10, on_finding=seen.append))
-    assert [f.problem for f in seen] == ["dead_units"]
-
-
 def test_state_dict_round_trip_and_resume_keeps_findings(tmp_path: Path) -> None:
-    monitor = HealthMonitor(check_every_n_steps=10, on_finding=lambda f: None)
+    seen: list[Finding] = []  # on_finding as a callable receives each finding
+    monitor = HealthMonitor(check_every_n_steps=10, on_finding=seen.append)
     trainer = _dead_relu_fit(monitor, max_steps=30, default_root_dir=tmp_path)
+    assert [f.problem for f in seen] == ["dead_units"]
     path = tmp_path / "health.ckpt"
     trainer.save_checkpoint(path)
     clone = HealthMonitor(check_every_n_steps=10)
     clone.load_state_dict(monitor.state_dict())
     assert clone.state_dict() == monitor.state_dict()
     assert clone.findings == monitor.findings and clone.checks == 3
+    empty = HealthMonitor()
+    empty.load_state_dict({})  # an empty or old state loads
+    assert empty.findings == [] and empty.checks == 0
 
     resumed = HealthMonitor(check_every_n_steps=10, on_finding=lambda f: None)
     trainer = fast_trainer(
@@ -206,12 +205,6 @@ def test_state_dict_round_trip_and_resume_keeps_findings(tmp_path: Path) -> None
     # the problem was already active when the checkpoint was written: no second finding for it
     assert [(f.problem, f.step) for f in resumed.findings] == [("dead_units", 20)]
     assert resumed.checks == 5
-
-
-def test_load_state_dict_of_an_empty_or_old_state() -> None:
-    monitor = HealthMonitor()
-    monitor.load_state_dict({})
-    assert monitor.findings == [] and monitor.checks == 0
 
 
 # ------------------------------------------------------------------------------------------------- DDP

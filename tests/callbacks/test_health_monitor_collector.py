@@ -24,7 +24,7 @@ from torch.utils.data import DataLoader, Dataset, TensorDataset
 
 from lightning_recipes.callbacks import InputPipelineMonitor
 from lightning_recipes.callbacks import health_monitor as health_monitor_module
-from lightning_recipes.callbacks._health_pack import optimizer_family
+from lightning_recipes.callbacks._health_collector import optimizer_family
 from lightning_recipes.callbacks._health_window import CheckData
 from lightning_recipes.callbacks.health_monitor import HealthMonitor
 from lightning_recipes.optim import Lamb, Lion
@@ -111,6 +111,10 @@ class OptimizerMLP(MLP):
         return self.make(self.parameters())
 
 
+def _two_lrs(params: list[nn.Parameter]) -> torch.optim.Optimizer:
+    return torch.optim.SGD([{"params": params[0::2], "lr": 0.01}, {"params": params[1::2], "lr": 0.03}])
+
+
 @pytest.mark.parametrize(
     ("make", "family", "lr"),
     [
@@ -118,8 +122,10 @@ class OptimizerMLP(MLP):
         (lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9), "sgd", 0.05),
         (lambda p: Lion(p, lr=1e-4), "adaptive", 1e-4),
         (lambda p: Lamb(p, lr=1e-3), "adaptive", 1e-3),
+        # weights 0.01, biases 0.03: a layer's group takes the largest LR of the param_groups holding it
+        (lambda p: _two_lrs(list(p)), "sgd", 0.03),
     ],
-    ids=["adam-tensor-lr", "sgd", "lion", "lamb"],
+    ids=["adam-tensor-lr", "sgd", "lion", "lamb", "largest-of-two-param-groups"],
 )
 def test_group_family_and_lr_of_the_underlying_optimizer(
     windows: Windows, make: Any, family: str, lr: float
@@ -131,19 +137,6 @@ def test_group_family_and_lr_of_the_underlying_optimizer(
     data = windows.checks[0]
     assert set(data.group_family.values()) == {family}
     assert data.group_lr == pytest.approx({name: lr for name in data.group_numel})
-
-
-def test_group_lr_is_the_largest_lr_of_the_param_groups_holding_the_group(windows: Windows) -> None:
-    class TwoGroups(MLP):
-        def configure_optimizers(self) -> Any:
-            weights = [p for n, p in self.named_parameters() if n.endswith("weight")]
-            biases = [p for n, p in self.named_parameters() if n.endswith("bias")]
-            return torch.optim.SGD([{"params": weights, "lr": 0.01}, {"params": biases, "lr": 0.03}])
-
-    fast_trainer(max_steps=4, callbacks=[HealthMonitor(check_every_n_steps=4)], limit_val_batches=0).fit(
-        TwoGroups(), loader(classification(n=128))
-    )
-    assert windows.checks[0].group_lr == pytest.approx({"net.0": 0.03, "net.2": 0.03, "net.4": 0.03})
 
 
 def test_optimizer_family_rule_by_class_name() -> None:
@@ -255,19 +248,16 @@ def _wait_fit(
     return monitor
 
 
-def test_wait_fraction_is_timed_by_the_monitor_itself(windows: Windows) -> None:
-    """80 ms per batch (20 ms is not robust at a load of 5 on 2 cores: the tiny steps then take 30+ ms)."""
-    _wait_fit(delay=0.08)
-    assert [d.wait_source for d in windows.checks[:2]] == ["host timing"] * 2
-    assert all(d.wait_fraction is not None and d.wait_fraction > 0.5 for d in windows.checks[:2])
-
-
-def test_wait_fraction_reads_the_clock_the_gallery_patches(windows: Windows) -> None:
-    """Under the gallery's StallClock (thread CPU time + counted stalls) the stalls are timed, not slept."""
+@pytest.mark.parametrize("pipeline", [False, True], ids=["host-timing", "input-pipeline-monitor"])
+def test_wait_fraction_is_timed_under_the_clock_the_gallery_patches(windows: Windows, pipeline: bool) -> None:
+    """Under the gallery's StallClock (thread CPU time + counted stalls) the stalls are timed, not slept; by
+    the monitor itself or read from an ``InputPipelineMonitor`` in the same Trainer."""
     clock = StallClock()
     with clock.installed():
-        _wait_fit(delay=0.5, clock=clock)  # counted, not slept: free
+        _wait_fit(delay=0.5, clock=clock, callbacks=(InputPipelineMonitor(),) if pipeline else ())
     assert clock.slept == pytest.approx(8 * 0.5)
+    source = "InputPipelineMonitor" if pipeline else "host timing"
+    assert [d.wait_source for d in windows.checks[:2]] == [source] * 2
     assert all(d.wait_fraction is not None and d.wait_fraction > 0.5 for d in windows.checks[:2])
 
 
@@ -280,12 +270,6 @@ def test_wait_fraction_leaves_out_validation_between_batches(windows: Windows) -
     """
     _wait_fit(delay=0.0, val_delay=0.2)
     assert all(d.wait_per_batch_s is not None and 0 <= d.wait_per_batch_s < 0.05 for d in windows.checks[:2])
-
-
-def test_wait_fraction_comes_from_an_input_pipeline_monitor_when_present(windows: Windows) -> None:
-    _wait_fit(delay=0.08, callbacks=(InputPipelineMonitor(),))
-    assert [d.wait_source for d in windows.checks[:2]] == ["InputPipelineMonitor"] * 2
-    assert all(d.wait_fraction is not None and d.wait_fraction > 0.5 for d in windows.checks[:2])
 
 
 # ------------------------------------------------------------------------------------------------ validation

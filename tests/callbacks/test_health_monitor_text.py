@@ -12,7 +12,7 @@ import pytest
 import torch
 from rich.console import Console
 
-from lightning_recipes.callbacks._health_text import evidence_lines, format_value
+from lightning_recipes.callbacks._health_window import evidence_lines, format_value
 from lightning_recipes.callbacks.health_monitor import Finding, HealthMonitor
 from lightning_recipes.testing import fast_trainer
 from lightning_recipes.testing.health_gallery import MLP, classification, loader

@@ -100,6 +100,7 @@ class Applied(Callback):
         self.lr = lr
         self.norms: list[float] = []
         self.directions: list[torch.Tensor] = []
+        self.update_ratios: list[float] = []
         self._before: torch.Tensor | None = None
 
     @staticmethod
@@ -114,6 +115,7 @@ class Applied(Callback):
         applied = (self._before - self._flat_params(pl_module)) / self.lr
         self.norms.append(float(torch.linalg.vector_norm(applied)))
         self.directions.append(applied / applied.norm())
+        self.update_ratios.append(float((applied * self.lr).norm() / self._before.norm()))
 
 
 def expected_after(norms: list[float], percentile: float, window: int, warmup: int) -> list[float]:
@@ -149,7 +151,9 @@ def main() -> int:
     callbacks = [
         before,
         GradNormMonitor(norm_type=math.inf, prefix="inf/"),
-        GradNormMonitor(group_by=1),  # last before the clipper: it reuses these (sharded, local) powers
+        GradNormMonitor(
+            group_by=1, log_update_ratio=True
+        ),  # last before the clipper: it reuses these (sharded, local) powers
         AdaptiveGradClip(percentile=50, window=4, warmup_steps=2),
         after,
     ]
@@ -163,6 +167,8 @@ def main() -> int:
         for group in ("encoder", "head"):
             expected = [g[group] for g in before.group_norms]
             np.testing.assert_allclose(logger.values(f"grad_norm/{group}"), expected, rtol=1e-5)
+        # norms.update_ratios over the shards: the full parameters' change over their norm
+        np.testing.assert_allclose(logger.values("update_ratio/total"), after.update_ratios, rtol=1e-4)
     want = expected_after(before.norms, percentile=50, window=4, warmup=2)
     np.testing.assert_allclose(after.norms, want, rtol=1e-3, err_msg="applied norm vs AutoClip reference")
     assert any(a < b * 0.999 for a, b in zip(after.norms, before.norms)), "clipping never fired"

@@ -1,0 +1,312 @@
+"""One home for the statistics: noise estimates, standard errors, trends, significance and quantiles.
+
+Float functions for reports and rules (after a check's one sync); tensor functions where a hot path must not
+sync (:func:`standard_error`, :func:`robust_scale`). One convention for confidence: a one-sided test at
+:data:`Z` standard errors (99%, ~1% false-alarm odds per question under normal noise), or an explicit ``z`` /
+Student-t quantile where a caller keeps its own.
+
+Example:
+    >>> significantly_above(1.10, 0.02, 1.00, 0.02)  # 0.10 > Z * sqrt(0.02^2 + 0.02^2)
+    True
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from statistics import NormalDist
+
+import torch
+from torch import Tensor
+
+__all__ = [
+    "CV_FLOOR",
+    "FAIL_FACTOR",
+    "NOISE_FACTOR",
+    "ROBUST_SIGMA",
+    "NoiseVerdict",
+    "Z",
+    "difference_noise",
+    "judge_deviation",
+    "line_fit",
+    "mean_se",
+    "normal_quantile",
+    "robust_scale",
+    "significantly_above",
+    "standard_error",
+    "t_quantile",
+    "trend",
+    "validation_se",
+    "weighted_median",
+]
+
+#: One-sided 99% normal quantile: the confidence every "significantly" of HealthMonitor uses.
+Z = 2.326
+#: Median absolute deviation -> standard deviation, for normal noise (1 / Phi^-1(3/4)).
+ROBUST_SIGMA = 1.4826
+#: The smallest per-sample coefficient of variation assumed for a validation loss (:func:`validation_se`).
+CV_FLOOR = 0.5
+#: A deviation up to this many times the measured run-to-run noise (or the dtype bound) is float noise.
+NOISE_FACTOR = 4.0
+#: A deviation above this many times the tolerance is a verdict; between the two it is ``inconclusive``.
+FAIL_FACTOR = 10.0
+
+
+# ---------------------------------------------------------------------------------------------- quantiles
+
+
+def normal_quantile(p: float) -> float:
+    """The standard normal quantile at probability ``p``.
+
+    Example:
+        >>> round(normal_quantile(0.99), 3)
+        2.326
+    """
+    return NormalDist().inv_cdf(p)
+
+
+def t_quantile(p: float, df: int) -> float:
+    """The Student-t quantile at ``p`` with ``df`` degrees of freedom (Cornish-Fisher expansion around the
+    normal quantile, Abramowitz & Stegun 26.7.5; within 0.1% for ``df >= 10``, 1.2% at ``df = 5``).
+
+    Example:
+        >>> round(t_quantile(0.975, 10), 3), round(t_quantile(0.975, 10**6), 3)  # exact: 2.228, 1.960
+        (2.228, 1.96)
+    """
+    z = normal_quantile(p)
+    g1 = (z**3 + z) / 4
+    g2 = (5 * z**5 + 16 * z**3 + 3 * z) / 96
+    g3 = (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / 384
+    g4 = (79 * z**9 + 776 * z**7 + 1482 * z**5 - 1920 * z**3 - 945 * z) / 92160
+    return z + g1 / df + g2 / df**2 + g3 / df**3 + g4 / df**4
+
+
+# ---------------------------------------------------------------------------------------------- noise
+
+
+def mean_se(std: float, count: int) -> float:
+    """The standard error of a mean of ``count`` values with spread ``std``: ``std / sqrt(count)`` (NaN for
+    fewer than 2 or an unknown spread).
+
+    Example:
+        >>> mean_se(0.2, 16)
+        0.05
+    """
+    if count < 2 or not math.isfinite(std):
+        return math.nan
+    return std / math.sqrt(count)
+
+
+def standard_error(values: Tensor, weights: Tensor | None = None, population: int | None = None) -> Tensor:
+    """The standard error of the (weighted) mean of ``values``, a 0-d tensor, no sync (NaN for < 2 values).
+
+    ``weights``: batch sizes when ``values`` are batch means (the spread between batches stands in for the
+    spread between samples); ``population``: the set's size, for the finite-population correction
+    ``sqrt((N - n) / (N - 1))`` (a pass over the whole set has no sampling error left). Computed in float32,
+    or float64 for float64 ``values``.
+
+    Example:
+        >>> values = torch.tensor([0.9, 1.1, 1.0, 1.0])
+        >>> round(standard_error(values).item(), 4)  # std 0.0816 / sqrt(4)
+        0.0408
+        >>> standard_error(values, weights=torch.full((4,), 8.0), population=32).item()  # the whole set
+        0.0
+    """
+    values = values.to(torch.promote_types(values.dtype, torch.float32))
+    w = torch.ones_like(values) if weights is None else weights.to(values.dtype)
+    total = w.sum()
+    mean = (w * values).sum() / total
+    count = values.numel()
+    sample_var = (w * (values - mean) ** 2).sum() / max(count - 1, 1)
+    error = (sample_var / total).sqrt()
+    if count < 2:
+        error = torch.full_like(error, math.nan)
+    if population is not None:
+        if population < 2:
+            raise ValueError(f"`population` must be an integer >= 2, got {population!r}.")
+        error = error * ((population - total) / (population - 1)).clamp_min(0.0).sqrt()
+    return error
+
+
+def difference_noise(values: Sequence[float], order: int = 1) -> float:
+    """The per-point noise ``sigma`` of a series from its ``order``-th differences, blind to its level
+    (order 1) or also to a straight trend (order 2): ``sqrt(mean(d^2) / C(2 order, order))`` (white noise of
+    std ``s`` gives ``s``). 0.0 when the series is too short.
+
+    Example:
+        >>> difference_noise([3.0, 2.0, 1.0, 0.0], order=2)  # a straight line has no noise
+        0.0
+        >>> round(difference_noise([1.0, 0.0, 1.0, 0.0, 1.0], order=2), 3)  # alternating +-0.5
+        0.816
+    """
+    diffs = list(values)
+    for _ in range(order):
+        diffs = [b - a for a, b in itertools.pairwise(diffs)]
+    if not diffs:
+        return 0.0
+    return math.sqrt(sum(d * d for d in diffs) / len(diffs) / math.comb(2 * order, order))
+
+
+def robust_scale(values: Tensor) -> tuple[Tensor, Tensor]:
+    """``(median, ROBUST_SIGMA * median absolute deviation)`` of ``values``: a level and a standard deviation
+    that a few outliers barely move. 0-d tensors, no sync.
+
+    Example:
+        >>> level, spread = robust_scale(torch.tensor([-1.0, 0.0, 1.0, 9.0]))
+        >>> level.item(), round(spread.item(), 4)
+        (0.0, 1.4826)
+    """
+    level = values.median()
+    return level, ROBUST_SIGMA * (values - level).abs().median()
+
+
+def validation_se(val: float, se: float, count: int) -> float:
+    """A validation loss's standard error: the measured ``se``, never below ``CV_FLOOR * |val| / sqrt(count)``
+    (a few batches' spread is thin evidence; a 60-sample set cannot resolve a 6% change). NaN when neither is
+    known.
+
+    Example:
+        >>> round(validation_se(1.0, 0.01, 60), 4), validation_se(1.0, 0.01, 100_000)
+        (0.0645, 0.01)
+    """
+    floor = CV_FLOOR * abs(val) / math.sqrt(count) if count > 0 else math.nan
+    measured = se if math.isfinite(se) else math.nan
+    if math.isnan(floor):
+        return measured
+    return floor if math.isnan(measured) else max(measured, floor)
+
+
+# ---------------------------------------------------------------------------------------------- trends
+
+
+def line_fit(
+    n: float, sum_y: float, sum_yy: float, sum_x: float, sum_xx: float, sum_xy: float
+) -> tuple[float, float, float, float]:
+    """``(mean, std, slope, slope_se)`` of an ordinary least-squares line from its running sums: ``slope =
+    Sxy / Sxx``, ``slope_se = sqrt(residual variance / Sxx)`` with ``n - 2`` degrees of freedom. NaN where
+    too few points (2 for the std and slope, 3 for its error) or a single ``x``.
+
+    Example:
+        >>> x, y = [0.0, 1.0, 2.0], [3.0, 2.0, 1.0]
+        >>> line_fit(3, sum(y), sum(v * v for v in y), sum(x), sum(v * v for v in x),
+        ...          sum(a * b for a, b in zip(x, y)))
+        (2.0, 1.0, -1.0, 0.0)
+    """
+    if n < 1:
+        return math.nan, math.nan, math.nan, math.nan
+    mean = sum_y / n
+    syy = max(sum_yy - sum_y * sum_y / n, 0.0)
+    std = math.sqrt(syy / (n - 1)) if n >= 2 else math.nan
+    sxx = sum_xx - sum_x * sum_x / n
+    if n < 2 or sxx <= 1e-12 * max(sum_xx, 1.0):
+        return mean, std, math.nan, math.nan
+    sxy = sum_xy - sum_x * sum_y / n
+    slope = sxy / sxx
+    if n < 3:
+        return mean, std, slope, math.nan
+    return mean, std, slope, math.sqrt(max(syy - slope * sxy, 0.0) / (n - 2) / sxx)
+
+
+def trend(xs: Sequence[float], ys: Sequence[float], ses: Sequence[float]) -> tuple[float, float]:
+    """``(slope, slope_se)`` of ``ys`` against ``xs`` by weighted least squares with known errors ``ses``
+    (weights ``1 / se^2``, ``slope_se = sqrt(1 / Sxx_w)``). Points with a non-finite value or error are left
+    out; ``(nan, nan)`` with fewer than 2 points.
+
+    Example:
+        >>> slope, se = trend([10, 20, 30], [1.0, 0.9, 0.8], [0.01, 0.01, 0.01])
+        >>> round(slope, 4), round(slope / se, 1)  # the slope's t-statistic
+        (-0.01, -14.1)
+    """
+    points = [(x, y, s) for x, y, s in zip(xs, ys, ses) if math.isfinite(y) and math.isfinite(s) and s > 0]
+    if len(points) < 2:
+        return math.nan, math.nan
+    weights = [1.0 / s**2 for _, _, s in points]
+    total = sum(weights)
+    x_bar = sum(w * x for w, (x, _, _) in zip(weights, points)) / total
+    y_bar = sum(w * y for w, (_, y, _) in zip(weights, points)) / total
+    sxx = sum(w * (x - x_bar) ** 2 for w, (x, _, _) in zip(weights, points))
+    if sxx <= 0:
+        return math.nan, math.nan
+    slope = sum(w * (x - x_bar) * (y - y_bar) for w, (x, y, _) in zip(weights, points)) / sxx
+    return slope, math.sqrt(1.0 / sxx)
+
+
+# ---------------------------------------------------------------------------------------------- significance
+
+
+def significantly_above(a: float, se_a: float, b: float, se_b: float, z: float = Z) -> bool:
+    """Whether ``a`` exceeds ``b`` by more than ``z`` standard errors of the difference,
+    ``sqrt(se_a^2 + se_b^2)`` (Welch's form). False when an error is unknown.
+
+    Example:
+        >>> significantly_above(1.10, 0.02, 1.00, 0.02), significantly_above(1.03, 0.02, 1.00, 0.02)
+        (True, False)
+    """
+    se = math.sqrt(se_a**2 + se_b**2)
+    if not (math.isfinite(a) and math.isfinite(b) and math.isfinite(se)):
+        return False
+    return a - b > z * max(se, 1e-12 * max(abs(a), abs(b), 1e-30))
+
+
+def weighted_median(values: Sequence[float], weights: Sequence[float]) -> float:
+    """The value below which half the total weight lies (NaN for no values).
+
+    Example:
+        >>> weighted_median([1e-3, 1e-6, 2e-5], [10, 1000, 10])
+        1e-06
+    """
+    pairs = sorted((v, w) for v, w in zip(values, weights) if math.isfinite(v) and w > 0)
+    if not pairs:
+        return math.nan
+    half, running = sum(w for _, w in pairs) / 2.0, 0.0
+    for value, weight in pairs:
+        running += weight
+        if running >= half:
+            return value
+    return pairs[-1][0]
+
+
+@dataclass
+class NoiseVerdict:
+    """``status`` (``"pass"``, ``"inconclusive"`` or ``"fail"``) of a deviation and the numbers behind it."""
+
+    status: str
+    deviation: float
+    noise: float
+    tolerance: float
+    scale: float
+
+    @property
+    def relative(self) -> float:
+        """The deviation relative to the compared quantity's scale (0 for a zero scale)."""
+        return self.deviation / self.scale if self.scale > 0 else 0.0
+
+    def describe(self) -> str:
+        return (
+            f"deviation {self.deviation:.3g} ({self.relative:.2g} of the scale {self.scale:.3g}) vs "
+            f"tolerance {self.tolerance:.3g} (run-to-run noise {self.noise:.3g})"
+        )
+
+
+def judge_deviation(
+    deviation: float, noise: float, scale: float, dtype: torch.dtype, ulps: float = 64.0
+) -> NoiseVerdict:
+    """Judge a max abs ``deviation`` against float noise: ``NOISE_FACTOR`` x ``noise`` (the same quantity
+    between two identical passes) or ``ulps`` x the dtype's epsilon x ``scale``, whichever is larger; above
+    ``FAIL_FACTOR`` x that it fails, in between it is inconclusive.
+
+    Example:
+        >>> [judge_deviation(d, 0.0, 1.0, torch.float32).status for d in (0.0, 3e-5, 0.3)]
+        ['pass', 'inconclusive', 'fail']
+    """
+    eps = torch.finfo(dtype).eps if dtype.is_floating_point else torch.finfo(torch.float32).eps
+    tolerance = max(NOISE_FACTOR * noise, ulps * eps * scale, 1e-30)
+    if deviation <= tolerance:
+        status = "pass"
+    elif deviation <= FAIL_FACTOR * tolerance:
+        status = "inconclusive"
+    else:
+        status = "fail"
+    return NoiseVerdict(status, deviation, noise, tolerance, scale)
