@@ -6,7 +6,7 @@ in projects that never import lightning_recipes. Without rich the same tables pr
 cell is wrapped, never cut; a table too wide for the terminal is stacked, a ``header: value`` line per cell),
 markup is dropped and the transient progress line is not drawn. One table API, :func:`new_table`: a rich
 ``Table``, a rich table that never cuts a cell (``fitting=True``), or without rich a :class:`PlainTable`;
-too narrow a terminal stacks the rows (``header: value`` lines) in both.
+too narrow a terminal stacks the rows (``header: value; ...``) in both.
 """
 
 from __future__ import annotations
@@ -121,8 +121,8 @@ def new_table(title: str = "", *, box: str | None = None, fitting: bool = False,
         >>> print(render(table, width=30).rstrip())
         sizes
         fsdp_full_shard
-          parameters: 12345.67
-          gradients: 12345.67
+          parameters: 12345.67;
+            gradients: 12345.67
     """
     if not has_rich():
         return PlainTable(title, caption=options.get("caption"))
@@ -156,7 +156,7 @@ def _fitting_table() -> type:
             least = [max(m.minimum for m in cells) for cells in ranges]  # the longest word: a whole number
             most = [max(m.maximum for m in cells) for cells in ranges]
             spare = options.max_width - Measurement.get(console, unbounded, self).minimum
-            if spare < 0:  # stacked: a line per row, a ``header: value`` line per cell
+            if spare < 0:  # stacked
                 headers = [str(column.header) for column in self.columns]
                 rows = [[str(cell) for cell in cells] for cells in zip(*(c.cells for c in self.columns))]
                 lines = [str(self.title or ""), *_stacked(headers, rows, options.max_width)]
@@ -219,13 +219,12 @@ def _wrap(text: str, width: int, indent: str = "") -> list[str]:
 
 
 def _stacked(headers: list[str], rows: list[list[str]], width: int) -> list[str]:
-    """A table too wide for ``width`` columns: a line per row, then a ``header: value`` line per cell."""
+    """A table too wide for ``width`` columns: each row's first cell, then its ``header: value`` pairs as one
+    indented paragraph."""
     lines: list[str] = []
     for cells in rows:
-        lines += _wrap(" ".join(cells[0].split()), width)
-        for header, cell in zip(headers[1:], cells[1:]):
-            if cell.strip() not in ("", "-"):
-                lines += _wrap(f"{header}: {' '.join(cell.split())}", width, indent="  ")
+        pairs = [f"{h}: {' '.join(c.split())}" for h, c in zip(headers[1:], cells[1:]) if c.strip() not in "-"]
+        lines += _wrap(" ".join(cells[0].split()), width) + _wrap("; ".join(pairs), width, indent="  ")
     return lines
 
 

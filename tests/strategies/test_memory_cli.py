@@ -1,4 +1,4 @@
-"""`lightning-recipes memory`: the command the issue asks for, through the package's own CLI dispatcher."""
+"""`lightning-recipes memory`: the command the issue asks for (its mistakes: tests/test_cli_mistakes.py)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from lightning_recipes.cli import main as cli_main
+from lightning_recipes.cli.memory import main
 from lightning_recipes.strategies._host import available_host_memory
-from lightning_recipes.strategies.memory_cli import main
 
 
 def test_model_with_lightning_cli_style_init_args(capsys: pytest.CaptureFixture[str]) -> None:
@@ -43,26 +43,6 @@ def test_num_params_and_single_strategy(capsys: pytest.CaptureFixture[str]) -> N
 def test_nothing_fits_exits_1(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--num-params", "70B", "--devices", "1", "--gpu-memory", "24", "--family", "fsdp2"]) == 1
     assert "nothing fits" in capsys.readouterr().out
-
-
-@pytest.mark.parametrize(
-    ("argv", "message"),
-    [
-        (["--num-params", "lots"], "--num_params must be a count like 7B"),
-        (["--model", "NoDots"], "full import path"),
-        (["--model", "lightning_recipes.testing.NoSuchModel"], "has no attribute 'NoSuchModel'"),
-        (["--num-params", "1B", "--model.n_layers", "2"], "need --model"),
-        (
-            ["--model", "lightning_recipes.testing.TinyTransformerLM", "--model.bogus", "1"],
-            "does not accept option 'bogus'",  # checked against the signature first (issue 32)
-        ),
-    ],
-)
-def test_bad_arguments_exit_2_with_a_message(
-    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
-) -> None:
-    assert main(argv) == 2
-    assert message in capsys.readouterr().err
 
 
 def test_ladder_view_says_activations_are_not_counted(capsys: pytest.CaptureFixture[str]) -> None:
@@ -175,13 +155,3 @@ def test_optimizer_state_is_the_models_own_optimizers(
     assert state == 4 * tensors * num_params + step_bytes * n_tensors
     if flags and flags[0] == "--optimizer":
         assert "counted for sgd as asked, though the model's recipe says lion" in out
-
-
-def test_bad_recipe_flag_names_the_field(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    (tmp_path / "recipe_models.py").write_text(_RECIPE_MODELS)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    assert main(["--model", "recipe_models.RecipeLM", "--model.recipe.optimizer", "adagrad"]) == 2
-    # checked against the recipe's field types first, as preflight and LightningCLI do (issue 32)
-    assert "--model.recipe.optimizer: expected one of 'adamw', 'lion', 'lamb'" in capsys.readouterr().err
