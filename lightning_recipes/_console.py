@@ -121,8 +121,8 @@ def new_table(title: str = "", *, box: str | None = None, fitting: bool = False,
         >>> print(render(table, width=30).rstrip())
         sizes
         fsdp_full_shard
-          parameters: 12345.67;
-            gradients: 12345.67
+          parameters: 12345.67
+          gradients: 12345.67
     """
     if not has_rich():
         return PlainTable(title, caption=options.get("caption"))
@@ -219,12 +219,21 @@ def _wrap(text: str, width: int, indent: str = "") -> list[str]:
 
 
 def _stacked(headers: list[str], rows: list[list[str]], width: int) -> list[str]:
-    """A table too wide for ``width`` columns: each row's first cell, then its ``header: value`` pairs as one
-    indented paragraph."""
+    """A table too wide for ``width`` columns: each row's first cell, then its ``header: value`` pairs,
+    indented, as many on a line as fit (a pair is cut only where it is wider than a line)."""
     lines: list[str] = []
     for cells in rows:
-        pairs = [f"{h}: {' '.join(c.split())}" for h, c in zip(headers[1:], cells[1:]) if c.strip() not in "-"]
-        lines += _wrap(" ".join(cells[0].split()), width) + _wrap("; ".join(pairs), width, indent="  ")
+        lines += _wrap(" ".join(cells[0].split()), width)
+        groups: list[str] = []
+        for h, c in zip(headers[1:], cells[1:]):
+            if c.strip() not in ("", "-"):
+                pair = f"{h}: {' '.join(c.split())}"
+                if groups and len(groups[-1]) + len(pair) + 4 <= width:
+                    groups[-1] += f"; {pair}"
+                else:
+                    groups.append(pair)
+        for group in groups:
+            lines += _wrap(group, width, indent="  ")
     return lines
 
 

@@ -203,16 +203,15 @@ def _run(arguments: list[str]) -> int:
 
 def _host_memory(given: float | None) -> tuple[float | None, str]:
     """Host GiB per node for the offload rows: ``--host_memory``, else this machine's, with a note."""
-    from lightning_recipes.strategies._host import available_host_memory
-    from lightning_recipes.strategies._units import GIB
+    from lightning_recipes.strategies._host import available_host_memory  # no public reader yet
 
     if given is not None:
         return given, ""
     available = available_host_memory()
     if available is None:
         return None, "host memory unknown here: offload rows not checked; pass --host_memory GIB"
-    return available / GIB, (
-        f"offload rows checked against {available / GIB:.1f} GiB of host memory available on this machine;"
+    return available / 2**30, (
+        f"offload rows checked against {available / 2**30:.1f} GiB of host memory available on this machine;"
         " pass --host_memory GIB for the training nodes if they differ"
     )
 

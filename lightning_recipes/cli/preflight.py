@@ -20,6 +20,7 @@ from lightning_recipes.cli._args import (
     front,
     new_parser,
     parse_and_build,
+    raised_by_us,
 )
 
 if TYPE_CHECKING:
@@ -179,10 +180,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(arguments: list[str]) -> int:
-    from lightning_recipes.checks._options import PreflightOptions
-    from lightning_recipes.checks.preflight import CHECKS, build_checks, run_preflight
+    from lightning_recipes.checks.preflight import CHECKS, build_checks, preflight
 
-    built: list[Any] = []  # the checks and the options, checked before the model is built
+    checks: list[Any] = []  # checked before the model is built
 
     def check(config: Any) -> None:
         unknown = [name for name in (as_names(config.checks) or []) if name not in CHECKS]
@@ -193,14 +193,20 @@ def _run(arguments: list[str]) -> int:
                 "`--time_budget` must be a number of seconds > 0 or null (unlimited), "
                 f"got {config.time_budget!r}."
             )
-        try:  # a check named twice, an option out of range
-            built.append(build_checks(as_names(config.checks)))
-            built.append(PreflightOptions(**{key: config[key] for key in _OPTION_KEYS}, print_report=True))
-        except (TypeError, ValueError) as err:
+        try:
+            checks.extend(build_checks(as_names(config.checks)))
+        except ValueError as err:  # a check named twice
             raise UsageError(str(err)) from err
 
     config, objects = parse_and_build(build_parser(), parse(arguments), check)
-    report = run_preflight(objects.model, built[0], built[1], datamodule=objects.data)
+    options = {key: config[key] for key in _OPTION_KEYS}
+    try:
+        report = preflight(objects.model, objects.data, checks=checks, print_report=True, **options)
+    except (TypeError, ValueError) as err:  # an option out of range
+        ours = raised_by_us(err)
+        if ours is None:
+            raise
+        raise UsageError(str(ours)) from err
     if config.json is not None:
         config.json.write_text(report.to_json())
     return 0 if report.ok and not (config.strict and report.warnings) else 1
