@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
@@ -78,26 +76,25 @@ def test_api_says_when_offload_rows_were_not_checked() -> None:
     assert not any("not checked" in note for note in checked.notes())
 
 
-def test_console_script_imports_the_model_from_the_current_directory(tmp_path: Path) -> None:
-    """`lightning-recipes memory --model my_pkg.MyModel` run where my_pkg.py lies, no PYTHONPATH."""
-    work, bin_dir = tmp_path / "work", tmp_path / "bin"
-    work.mkdir()
-    bin_dir.mkdir()
-    (work / "my_pkg.py").write_text(
+@pytest.mark.parametrize("command", ["memory", "preflight"])
+def test_the_console_script_imports_the_model_from_the_current_directory(
+    command: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`lightning-recipes memory --model my_pkg.MyModel` run where my_pkg.py lies, no PYTHONPATH: the script
+    pip writes puts its own folder on sys.path, not the current directory."""
+    (tmp_path / "cli_cwd_pkg.py").write_text(
         "from lightning_recipes.testing import TinyClassifier\n\nclass MyModel(TinyClassifier):\n    pass\n"
     )
-    repo = Path(__file__).resolve().parents[2]
-    launcher = bin_dir / "lightning-recipes"  # what pip writes: sys.path[0] is the script's folder
-    launcher.write_text(
-        f"import sys\nsys.path.insert(1, {str(repo)!r})\nfrom lightning_recipes.cli import main\n"
-        "sys.exit(main())\n"
-    )
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env.update(COLUMNS="200")
-    command = [sys.executable, str(launcher), "memory", "--model", "my_pkg.MyModel", "--gpu-memory", "80"]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=240, env=env, cwd=work)
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "ddp" in result.stdout
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", ".", str(tmp_path))])
+    monkeypatch.delitem(sys.modules, "cli_cwd_pkg", raising=False)
+    data = ["--data=lightning_recipes.data.DigitsDataModule", "--data.flatten=true", "--checks=init_loss"]
+    flags = {
+        "memory": ["--gpu-memory", "80"],
+        "preflight": ["--model.in_features=64", "--model.num_classes=10", *data],
+    }[command]
+    assert cli_main([command, "--model", "cli_cwd_pkg.MyModel", *flags]) == 0, capsys.readouterr().err
+    assert str(tmp_path) in sys.path
 
 
 _RECIPE_MODELS = '''
