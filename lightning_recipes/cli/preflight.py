@@ -7,6 +7,8 @@ Arguments follow LightningCLI: ``--model pkg.Class --data pkg.DataModule --model
 
 from __future__ import annotations
 
+import ast
+import re
 import textwrap
 from collections.abc import Sequence
 from pathlib import Path
@@ -26,95 +28,50 @@ from lightning_recipes.cli._args import (
 if TYPE_CHECKING:
     from jsonargparse import ArgumentParser
 
-__all__ = ["CHECK_SUMMARIES", "build_parser", "main", "parse"]
+__all__ = ["build_parser", "check_summaries", "main", "parse"]
 
 #: ``checks._budget.DEFAULT_TIME_BUDGET``, written here so that the help needs no torch (a test keeps them
 #: equal).
 DEFAULT_TIME_BUDGET = 8.0
 #: The Trainer's arguments read from a LightningCLI config's ``trainer`` section.
 RUN_LENGTH_KEYS = ("max_epochs", "max_steps")
-#: The preflight's checks in the order they run, each with the first paragraph of its docstring, for
-#: ``--help`` without torch. ``tests/test_cli_help.py`` fails when it differs from ``checks.preflight.CHECKS``
-#: and prints the text to paste here.
-CHECK_SUMMARIES: tuple[tuple[str, str], ...] = (
-    (
-        "loader",
-        "The training (and validation) loader yields batches, and serves every class at least about as "
-        "often as the dataset holds it.",
-    ),
-    (
-        "data",
-        "Look at the first num_batches training batches (and validation batches) before training does.",
-    ),
-    (
-        "split_overlap",
-        "Look for validation samples that are also in the training data: a validation set drawn from the "
-        "training set, augmented copies of training samples, a split done after duplication.",
-    ),
-    (
-        "loss",
-        "Check the loss itself on one or two batches, without training: what every correct loss satisfies.",
-    ),
-    (
-        "init_loss",
-        "Compare the loss at initialisation with what an untrained model should score: ln C for C "
-        "classes, ln 2 per output for binary cross-entropy, the label prior's entropy for a prior-"
-        "initialised bias.",
-    ),
-    (
-        "schedule",
-        "Step copies of the configured LR schedulers over the planned run, as Lightning would, and check "
-        "the LR curve of every optimizer param group.",
-    ),
-    (
-        "grad_flow",
-        "After a backward pass, every trainable parameter must have a finite, non-zero gradient.",
-    ),
-    (
-        "batch_independence",
-        "Verify that output i depends on input i only (no reshape, reduction or attention mixes the "
-        "batch) and not on the slot it sits in (permuting the batch permutes the outputs).",
-    ),
-    (
-        "padding",
-        "Verify that extra padding, marked as padding, changes neither the loss nor the outputs at real "
-        "positions.",
-    ),
-    (
-        "eval_mode",
-        "In eval(), the same input must give the same output, and a forward pass must change no state.",
-    ),
-    (
-        "causality",
-        "Verify that an autoregressive model's output at position t does not depend on inputs after t.",
-    ),
-    (
-        "target_leakage",
-        "Verify that the target is not recoverable from the inputs without learning (target leakage).",
-    ),
-    (
-        "optimization",
-        "Fit a copy with a real Trainer on one batch and check each optimizer.step() against the backward"
-        " passes before it, under automatic and manual optimisation.",
-    ),
-    (
-        "validation_path",
-        "After a trial fit has fitted one batch through training_step, validation_step on the same batch "
-        "(in eval mode, in Lightning's own validation loop) must see the fit too.",
-    ),
-    (
-        "overfit_batch",
-        "Train a copy of the model on one fixed small batch and require the loss to fall to a target.",
-    ),
-    (
-        "input_independence",
-        "Train on real inputs and on zeroed inputs; the real-input model must score better on held-out data.",
-    ),
-)
+
+
+def check_summaries() -> list[tuple[str, str]]:
+    """The preflight's checks in the order they run, each with the first paragraph of its docstring, read
+    from the source of ``checks/preflight.py`` (its ``CHECKS``) and the modules it imports them from:
+    ``--help`` imports no torch."""
+    package = Path(__file__).resolve().parents[1]
+    registry = ast.parse((package / "checks" / "preflight.py").read_text())
+    where = {
+        alias.name: package.joinpath(*node.module.split(".")[1:]).with_suffix(".py")
+        for node in registry.body
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("lightning_recipes.")
+        for alias in node.names
+    }
+    assigned = next(n for n in registry.body if isinstance(n, ast.AnnAssign) and _name(n.target) == "CHECKS")
+    summaries = []
+    classes = ast.walk(assigned.value or ast.Tuple([]))  # the values, in order, not the annotation
+    for name in [n.id for n in classes if isinstance(n, ast.Name) and n.id in where]:
+        cls = next(
+            n
+            for n in ast.parse(where[name].read_text()).body
+            if isinstance(n, ast.ClassDef) and n.name == name
+        )
+        check = next(s.value for s in cls.body if isinstance(s, ast.Assign) and _name(s.targets[0]) == "name")
+        doc = (ast.get_docstring(cls) or "").split("\n\n")[0].replace("\n", " ")
+        summaries.append((ast.literal_eval(check), re.sub(r"``|\*\*", "", doc)))
+    return summaries
+
+
+def _name(node: ast.expr) -> str | None:
+    return node.id if isinstance(node, ast.Name) else None
+
+
 # (name, type, default, help) of the options after --config, --model and --data
 _OPTIONS: tuple[tuple[str, Any, Any, str], ...] = (
-    ("checks", list[str] | str | None, None, "checks to run (default: all): one name, names with commas or a "
-     f"list: {', '.join(name for name, _ in CHECK_SUMMARIES)}"),
+    ("checks", list[str] | str | None, None,
+     "checks to run (default: all): one name, names with commas or a list (the names below)"),
     ("num_classes", int | None, None, "number of classes, if not inferable"),
     ("seed", int, 0, "seed the checks run under (default: 0)"),
     ("input_key", int | str | None, None,
@@ -140,12 +97,13 @@ OWN_KEYS = ("model", "data", *(name for name, *_ in _OPTIONS))
 def build_parser(fast: bool = False) -> ArgumentParser:
     """The parser behind ``lightning-recipes preflight``; ``fast``: with stand-ins for Lightning's classes,
     for ``--help`` without torch (the same options; it cannot build the model)."""
-    epilog = [f"The {len(CHECK_SUMMARIES)} checks, in the order they run (--checks picks some):"]
-    for name, summary in CHECK_SUMMARIES:
+    summaries = check_summaries()
+    epilog = [f"The {len(summaries)} checks, in the order they run (--checks picks some):"]
+    for name, summary in summaries:
         epilog += textwrap.wrap(f"{name}: {summary}", 79, initial_indent="  ", subsequent_indent="      ")
     parser = new_parser(
         "lightning-recipes preflight",
-        f"Run the preflight's {len(CHECK_SUMMARIES)} sanity checks (listed below) on a LightningModule and a "
+        f"Run the preflight's {len(summaries)} sanity checks (listed below) on a LightningModule and a "
         "LightningDataModule, print the report, and exit 1 unless it is ok (a check failed or raised an "
         "error, or no check could judge the model). Arguments as LightningCLI's: --model my_pkg.MyModel "
         "--model.init_args.width 8 (or --model.width 8), or --config with the YAML your LightningCLI writes.",
