@@ -35,29 +35,6 @@ from typing import TYPE_CHECKING, Any, NoReturn
 if TYPE_CHECKING:
     from jsonargparse import ArgumentParser
 
-__all__ = [
-    "BOOL_FLAG",
-    "TRACEBACK_ENV",
-    "FlagParser",
-    "UsageError",
-    "add_model_and_data",
-    "as_names",
-    "command_main",
-    "front",
-    "handle_usage_errors",
-    "help_or_version",
-    "instantiate",
-    "new_parser",
-    "normalise_flags",
-    "parse",
-    "parse_and_build",
-    "parse_bool",
-    "raised_by_us",
-    "require_extra",
-    "summarise",
-    "version_text",
-    "with_lightning_cli_config",
-]
 
 #: Set to 1 to see the full traceback of a usage error (for debugging the command itself).
 TRACEBACK_ENV = "LIGHTNING_RECIPES_TRACEBACK"
@@ -72,6 +49,8 @@ VERSION_FLAGS = frozenset({"-V", "--version"})
 BOOL_FLAG: dict[str, Any] = {"nargs": "?", "const": True}
 _TRUE, _FALSE = ("true", "yes", "on", "1"), ("false", "no", "off", "0")
 _PACKAGE_DIR = Path(__file__).resolve().parents[1]
+#: An option of a LightningCLI-style command: (name, type, default, help).
+Option = tuple[str, Any, Any, str]
 
 
 class UsageError(ValueError):
@@ -258,10 +237,13 @@ for _stand_in in (_LightningModule, _LightningDataModule):  # named in the help 
     _stand_in.__name__ = _stand_in.__qualname__
 
 
-def new_parser(prog: str, description: str, fast: bool, config_keys: str, epilog: str = "") -> ArgumentParser:
+def new_parser(
+    prog: str, description: str, fast: bool, config_keys: str, options: Sequence[Option], epilog: str = ""
+) -> ArgumentParser:
     """A jsonargparse parser with ``-V/--version``, errors raised (not printed), an epilog that ends with how
     to see a traceback, ``--config`` (``config_keys``: the trainer keys read from a LightningCLI config),
-    ``--model`` and ``--data`` (``fast``: stand-ins for Lightning's classes, for ``--help`` without torch)."""
+    ``--model`` and ``--data`` (``fast``: stand-ins for Lightning's classes, for ``--help`` without torch),
+    then ``options``."""
     from jsonargparse import ActionConfigFile, ArgumentParser, DefaultHelpFormatter
 
     class Formatter(argparse.RawDescriptionHelpFormatter, DefaultHelpFormatter):
@@ -281,12 +263,6 @@ def new_parser(prog: str, description: str, fast: bool, config_keys: str, epilog
         help="YAML file with these arguments, or the config your LightningCLI writes (its model and data "
         f"sections and trainer.{{{config_keys}}} are used; the rest is ignored)",
     )
-    add_model_and_data(parser, fast)
-    return parser
-
-
-def add_model_and_data(parser: ArgumentParser, fast: bool) -> None:
-    """``--model`` and ``--data``: a LightningModule and a LightningDataModule with their init_args."""
     if fast:
         module: type = _LightningModule
         datamodule: type = _LightningDataModule
@@ -301,6 +277,10 @@ def add_model_and_data(parser: ArgumentParser, fast: bool) -> None:
     parser.add_subclass_arguments(
         datamodule, "data", as_group=False, help="the LightningDataModule class and its init_args"
     )
+    for name, type_, default, help_ in options:
+        flag = BOOL_FLAG if type_ is bool else {}
+        parser.add_argument(f"--{name}", type=type_, default=default, help=help_, **flag)
+    return parser
 
 
 def front(

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lightning_recipes.cli._args import (
-    BOOL_FLAG,
+    Option,
     UsageError,
     as_names,
     command_main,
@@ -69,7 +69,7 @@ def _name(node: ast.expr) -> str | None:
 
 
 # (name, type, default, help) of the options after --config, --model and --data
-_OPTIONS: tuple[tuple[str, Any, Any, str], ...] = (
+_OPTIONS: tuple[Option, ...] = (
     ("checks", list[str] | str | None, None,
      "checks to run (default: all): one name, names with commas or a list (the names below)"),
     ("num_classes", int | None, None, "number of classes, if not inferable"),
@@ -109,11 +109,9 @@ def build_parser(fast: bool = False) -> ArgumentParser:
         "--model.init_args.width 8 (or --model.width 8), or --config with the YAML your LightningCLI writes.",
         fast,
         ",".join(RUN_LENGTH_KEYS),
+        _OPTIONS,
         epilog="\n".join(epilog),
     )
-    for name, type_, default, help_ in _OPTIONS:
-        flag = BOOL_FLAG if type_ is bool else {}
-        parser.add_argument(f"--{name}", type=type_, default=default, help=help_, **flag)
     return parser
 
 

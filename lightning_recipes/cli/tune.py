@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lightning_recipes.cli._args import (
-    BOOL_FLAG,
+    Option,
     UsageError,
     as_names,
     command_main,
@@ -40,7 +40,7 @@ TRAINER_KEYS = (
 )  # fmt: skip
 _RUN = "the run's Trainer"
 # (name, type, default, help) of the options after --config, --model and --data
-_OPTIONS: tuple[tuple[str, Any, Any, str], ...] = (
+_OPTIONS: tuple[Option, ...] = (
     ("lr", bool, True, "run the LR range test (default: true)"),
     ("min_lr", float, SweepArgs.min_lr, "first LR of the sweep"),
     ("max_lr", float, SweepArgs.max_lr, "last LR of the sweep"),
@@ -88,10 +88,8 @@ def build_parser(fast: bool = False) -> ArgumentParser:
         "--model.init_args.width 8, or --config with the YAML your LightningCLI writes.",
         fast,
         ",".join(TRAINER_KEYS),
+        _OPTIONS,
     )
-    for name, type_, default, help_ in _OPTIONS:
-        flag = BOOL_FLAG if type_ is bool else {}
-        parser.add_argument(f"--{name}", type=type_, default=default, help=help_, **flag)
     return parser
 
 
