@@ -78,7 +78,7 @@ OWN_KEYS = ("model", "data", *(name for name, *_ in _OPTIONS))
 def build_parser(fast: bool = False) -> ArgumentParser:
     """The parser behind ``lightning-recipes tune``; ``fast``: with stand-ins for Lightning's classes, for
     ``--help`` without torch (the same options; it cannot build the model)."""
-    parser = new_parser(
+    return new_parser(
         "lightning-recipes tune",
         "Run the LR range test (an exponential sweep over the module's own optimizer, on a copy, in a "
         "Trainer with the run's accelerator, precision and clipping) and print the suggested learning rate "
@@ -90,7 +90,6 @@ def build_parser(fast: bool = False) -> ArgumentParser:
         ",".join(TRAINER_KEYS),
         _OPTIONS,
     )
-    return parser
 
 
 def parse(argv: Sequence[str]) -> list[str]:
