@@ -22,13 +22,14 @@ Example:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import importlib.util
 import os
 import re
 import sys
 import textwrap
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -97,18 +98,28 @@ def require_extra(module: str, extra: str, needed_for: str, package: str | None 
         )
 
 
-def raised_by_us(err: BaseException) -> BaseException | None:
-    """The innermost ValueError/TypeError in ``err``'s chain when the package's own code raised it (an
-    argument check, ``OptimizerRecipe(lr=-1)``), else None (the user's code or a bug keep the traceback)."""
-    inner: BaseException | None = err
-    while inner is not None and (inner.__cause__ or inner.__context__) is not None:
-        inner = inner.__cause__ or inner.__context__
-    if not isinstance(inner, (ValueError, TypeError)) or inner.__traceback__ is None:
-        return None
-    tb = inner.__traceback__
-    while tb.tb_next is not None:
-        tb = tb.tb_next
-    return inner if Path(tb.tb_frame.f_code.co_filename).resolve().is_relative_to(_PACKAGE_DIR) else None
+@contextlib.contextmanager
+def our_errors_as_usage_errors() -> Iterator[None]:
+    """Turn a ValueError/TypeError that the package's own code raised (an argument check,
+    ``OptimizerRecipe(lr=-1)``: the innermost error of the chain was raised in the package) into a
+    :class:`UsageError`; an error in the user's code or a bug keeps its traceback."""
+    try:
+        yield
+    except (ValueError, TypeError) as err:
+        inner: BaseException = err
+        while (inner.__cause__ or inner.__context__) is not None:
+            inner = inner.__cause__ or inner.__context__  # type: ignore[assignment]
+        tb = inner.__traceback__
+        while tb is not None and tb.tb_next is not None:
+            tb = tb.tb_next
+        file = Path(tb.tb_frame.f_code.co_filename).resolve() if tb is not None else None
+        if (
+            not isinstance(inner, (ValueError, TypeError))
+            or file is None
+            or not file.is_relative_to(_PACKAGE_DIR)
+        ):
+            raise
+        raise UsageError(str(inner)) from err
 
 
 _PARSER_KEY = re.compile(r'Parser key "([^"]+)"')
@@ -336,13 +347,8 @@ def instantiate(parser: ArgumentParser, config: Any) -> Any:
     becomes a :class:`UsageError`; an error in the user's code keeps its traceback."""
     # `instantiate` since jsonargparse 4.49 (`instantiate_classes` then warns); the older name before
     build = getattr(parser, "instantiate", None) or parser.instantiate_classes
-    try:
+    with our_errors_as_usage_errors():
         return build(config)
-    except (ValueError, TypeError) as err:
-        ours = raised_by_us(err)
-        if ours is None:
-            raise
-        raise UsageError(str(ours)) from err
 
 
 def check_class_paths(args: Sequence[str]) -> None:

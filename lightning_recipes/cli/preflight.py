@@ -21,8 +21,8 @@ from lightning_recipes.cli._args import (
     command_main,
     front,
     new_parser,
+    our_errors_as_usage_errors,
     parse_and_build,
-    raised_by_us,
 )
 
 if TYPE_CHECKING:
@@ -156,13 +156,8 @@ def _run(arguments: list[str]) -> int:
 
     config, objects = parse_and_build(build_parser(), parse(arguments), check)
     options = {key: config[key] for key in _OPTION_KEYS}
-    try:
+    with our_errors_as_usage_errors():  # an option out of range
         report = preflight(objects.model, objects.data, checks=checks, print_report=True, **options)
-    except (TypeError, ValueError) as err:  # an option out of range
-        ours = raised_by_us(err)
-        if ours is None:
-            raise
-        raise UsageError(str(ours)) from err
     if config.json is not None:
         config.json.write_text(report.to_json())
     return 0 if report.ok and not (config.strict and report.warnings) else 1
