@@ -4,11 +4,14 @@ rich is an extra, not a dependency: Lightning gives *every* Trainer in an enviro
 its rich progress bar and model summary (``_RICH_AVAILABLE`` in ``lightning.pytorch.utilities.imports``), also
 in projects that never import lightning_recipes. Without rich the same tables print as aligned plain text (a
 cell is wrapped, never cut; a table too wide for the terminal is stacked, a ``header: value`` line per cell),
-markup is dropped and the transient progress line is not drawn.
+markup is dropped and the transient progress line is not drawn. One table API, :func:`new_table`: a rich
+``Table``, a rich table that never cuts a cell (``fitting=True``), or without rich a :class:`PlainTable`;
+too narrow a terminal stacks the rows (``header: value; ...``) in both.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import io
 import re
@@ -96,10 +99,7 @@ class PlainTable:
                     )
                     lines.append(_GAP.join(padded).rstrip())
         else:
-            for cells in self.rows:
-                lines += _wrap(" ".join(cells[0].split()), width)
-                for header, cell in zip(self.headers[1:], cells[1:]):
-                    lines += _wrap(f"{header}: {' '.join(cell.split())}", width, indent="  ")
+            lines += _stacked(self.headers, self.rows, width)
         for note in self.caption.splitlines():
             lines += _wrap(note, width)
         return "\n".join(lines)
@@ -110,18 +110,71 @@ class PlainTable:
 
 def new_table(title: str = "", *, box: str | None = None, fitting: bool = False, **options: Any) -> Any:
     """A ``rich.table.Table`` (``box``: the name of a ``rich.box`` style; ``fitting``: a table of figures
-    whose cells are never cut, ``FittingTable``) or, without rich, a
-    :class:`PlainTable`; ``options`` are rich's."""
+    whose cells are never cut: each column at least its longest word, the rows stacked on a console too
+    narrow for that) or, without rich, a :class:`PlainTable`; ``options`` are rich's.
+
+    Example:
+        >>> table = new_table("sizes", fitting=True)
+        >>> for header in ("preset", "parameters", "gradients"):
+        ...     table.add_column(header)
+        >>> table.add_row("fsdp_full_shard", "12345.67", "12345.67")
+        >>> print(render(table, width=30).rstrip())
+        sizes
+        fsdp_full_shard
+          parameters: 12345.67
+          gradients: 12345.67
+    """
     if not has_rich():
         return PlainTable(title, caption=options.get("caption"))
     from rich import box as boxes
     from rich.table import Table
 
-    from lightning_recipes._tables import FittingTable
-
     if box is not None:
         options["box"] = getattr(boxes, box)
-    return (FittingTable if fitting else Table)(title=title, **options)
+    return (_fitting_table() if fitting else Table)(title=title, **options)
+
+
+@functools.cache
+def _fitting_table() -> type:
+    """The rich table that never cuts a cell (defined on first use: rich is an extra)."""
+    from rich.measure import Measurement
+    from rich.table import Table
+    from rich.text import Text
+
+    class FittingTable(Table):
+        """A ``rich.table.Table`` whose cells are never cut (``…``); ``str()`` is its plain text."""
+
+        def __str__(self) -> str:
+            return render(self).rstrip("\n")
+
+        def __rich_console__(self, console: Any, options: Any) -> Any:
+            unbounded = options.update_width(1_000_000)
+            ranges = [
+                [Measurement.get(console, unbounded, cell) for cell in (column.header, *column.cells)]
+                for column in self.columns
+            ]
+            least = [max(m.minimum for m in cells) for cells in ranges]  # the longest word: a whole number
+            most = [max(m.maximum for m in cells) for cells in ranges]
+            spare = options.max_width - Measurement.get(console, unbounded, self).minimum
+            if spare < 0:  # stacked
+                headers = [str(column.header) for column in self.columns]
+                rows = [[str(cell) for cell in cells] for cells in zip(*(c.cells for c in self.columns))]
+                lines = [str(self.title or ""), *_stacked(headers, rows, options.max_width)]
+                yield Text("\n".join(lines + ([str(self.caption)] if self.caption else [])))
+                return
+            # each column its longest word, then the spare width to the columns that need least to fit whole
+            widths = list(least)
+            for i in sorted(range(len(widths)), key=lambda i: most[i] - least[i]):
+                grow = min(spare, most[i] - least[i])
+                widths[i], spare = widths[i] + grow, spare - grow
+            given = [column.width for column in self.columns]
+            for column, width in zip(self.columns, widths):
+                column.width = width
+            yield from super().__rich_console__(console, options)
+            for column, before in zip(self.columns, given):
+                column.width = before
+
+    return FittingTable
 
 
 def render(renderable: Any, *notes: str, width: int | None = None) -> str:
@@ -163,6 +216,25 @@ def _wrap(text: str, width: int, indent: str = "") -> list[str]:
         )
         wrapped += kept or [""]
     return wrapped
+
+
+def _stacked(headers: list[str], rows: list[list[str]], width: int) -> list[str]:
+    """A table too wide for ``width`` columns: each row's first cell, then its ``header: value`` pairs,
+    indented, as many on a line as fit (a pair is cut only where it is wider than a line)."""
+    lines: list[str] = []
+    for cells in rows:
+        lines += _wrap(" ".join(cells[0].split()), width)
+        groups: list[str] = []
+        for h, c in zip(headers[1:], cells[1:]):
+            if c.strip() not in ("", "-"):
+                pair = f"{h}: {' '.join(c.split())}"
+                if groups and len(groups[-1]) + len(pair) + 4 <= width:
+                    groups[-1] += f"; {pair}"
+                else:
+                    groups.append(pair)
+        for group in groups:
+            lines += _wrap(group, width, indent="  ")
+    return lines
 
 
 def _longest(cell: str) -> int:

@@ -1,10 +1,6 @@
-"""One transient progress line for long work (the preflight's checks, an LR range test, a speed sweep).
-
-The line is drawn with rich on stderr, only on rank zero and only when stderr is a terminal
-(``TTY_COMPATIBLE=1`` or ``FORCE_COLOR`` makes rich treat it as one); it is erased when the work ends, so
-a finished run leaves nothing behind but its result. ``enabled=False``, or no rich installed (the ``rich``
-extra), draws nothing at all.
-"""
+"""One transient progress line for long work (the preflight's checks, an LR range test, a speed sweep):
+drawn with rich on stderr, on rank zero, only when stderr is a terminal (``TTY_COMPATIBLE=1`` or
+``FORCE_COLOR`` makes rich treat it as one), and erased when the work ends. No rich: nothing drawn."""
 
 from __future__ import annotations
 
@@ -56,20 +52,13 @@ class ProgressLine:
         console = console if console is not None else Console(stderr=True)
         if not console.is_terminal:
             return
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            SpinnerColumn,
-            TextColumn,
-            TimeElapsedColumn,
-        )
+        from rich import progress as rp
 
-        columns = [SpinnerColumn(), TextColumn("{task.description}")]
+        columns = [rp.SpinnerColumn(), rp.TextColumn("{task.description}")]
         if total is not None:
-            columns += [BarColumn(bar_width=20), MofNCompleteColumn()]
-        columns += [TimeElapsedColumn(), TextColumn("[dim]{task.fields[label]}")]
-        self._progress = Progress(*columns, console=console, transient=True)
+            columns += [rp.BarColumn(bar_width=20), rp.MofNCompleteColumn()]
+        columns += [rp.TimeElapsedColumn(), rp.TextColumn("[dim]{task.fields[label]}")]
+        self._progress = rp.Progress(*columns, console=console, transient=True)
 
     def __enter__(self) -> ProgressLine:
         if self._progress is not None:

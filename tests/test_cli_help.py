@@ -13,13 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from lightning_recipes import _check_catalog, _cli_demo_args, _cli_memory_args, _cli_preflight_args
-from lightning_recipes._cli_flags import normalise_flags
-from lightning_recipes._cli_preflight_args import build_preflight_parser, preflight_front
-from lightning_recipes._cli_tune_args import build_tune_parser
 from lightning_recipes.checks._budget import DEFAULT_TIME_BUDGET
 from lightning_recipes.checks.preflight import CHECKS
-from lightning_recipes.cli import main
+from lightning_recipes.cli import demo, main, memory, normalise_flags, preflight, tune
 from lightning_recipes.demos.training import DEMO_SETTINGS
 from lightning_recipes.strategies.memory import _PRECISIONS, OPTIMIZER_STATES
 from lightning_recipes.strategies.presets import PRESETS
@@ -30,7 +26,7 @@ def _options(parser) -> list[str]:
     return sorted(s for action in parser._actions for s in action.option_strings)
 
 
-@pytest.mark.parametrize("build", [build_preflight_parser, build_tune_parser])
+@pytest.mark.parametrize("build", [preflight.build_parser, tune.build_parser])
 def test_the_fast_help_lists_the_options_of_the_parser_that_runs(build) -> None:
     assert _options(build(fast=True)) == _options(build())
     fast, real = build(fast=True).format_help(), build().format_help()
@@ -41,28 +37,15 @@ def _summary(cls: type) -> str:
     return re.sub(r"``|\*\*", "", inspect.getdoc(cls).split("\n\n")[0].replace("\n", " "))
 
 
-def test_the_check_catalog_is_the_check_registry() -> None:
-    expected = tuple((name, _summary(cls)) for name, cls in CHECKS.items())
-    assert expected == _check_catalog.CHECK_SUMMARIES, (
-        "lightning_recipes/_check_catalog.py is out of date; CHECK_SUMMARIES should be:\n" + repr(expected)
-    )
-
-
-def test_the_choices_written_for_the_fast_parsers_are_the_tables() -> None:
-    assert tuple(sorted(OPTIMIZER_STATES)) == _cli_memory_args.OPTIMIZERS
-    assert tuple(_PRECISIONS) == _cli_memory_args.PRECISIONS
-    assert tuple(sorted(LADDERS)) == _cli_memory_args.FAMILIES
-    assert tuple(sorted(PRESETS)) == _cli_memory_args.PRESET_NAMES
-    assert tuple(sorted(DEMO_SETTINGS)) == _cli_demo_args.DEMO_OPTIMIZERS
-    assert _cli_preflight_args.DEFAULT_TIME_BUDGET == DEFAULT_TIME_BUDGET
-
-
-def test_the_preflight_help_lists_every_check(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["preflight", "--help"]) == 0
-    out = capsys.readouterr().out
-    assert f"The {len(CHECKS)} checks, in the order they run" in out
-    for name in CHECKS:
-        assert re.search(rf"^  {name}: \w", out, re.MULTILINE), name
+def test_the_tables_written_for_the_fast_parsers_are_the_registries() -> None:
+    # the check summaries are read from the checks' source (no torch): the registry's, in its order
+    assert preflight.check_summaries() == [(name, _summary(cls)) for name, cls in CHECKS.items()]
+    assert preflight.DEFAULT_TIME_BUDGET == DEFAULT_TIME_BUDGET
+    assert tuple(sorted(OPTIMIZER_STATES)) == memory.OPTIMIZERS
+    assert tuple(_PRECISIONS) == memory.PRECISIONS
+    assert tuple(sorted(LADDERS)) == memory.FAMILIES
+    assert tuple(sorted(PRESETS)) == memory.PRESET_NAMES
+    assert tuple(sorted(DEMO_SETTINGS)) == demo.DEMO_OPTIMIZERS
 
 
 @pytest.mark.parametrize("command", ["demo", "preflight", "memory", "tune"])
@@ -73,41 +56,33 @@ def test_the_help_holds_only_our_text(command: str, capsys: pytest.CaptureFixtur
     assert "LIGHTNING_RECIPES_TRACEBACK=1" in out
     flags = re.findall(r"(?<![\w.])--[a-z][\w-]*", out)
     assert flags and not [f for f in flags if "-" in f[2:]], "help spells a flag in kebab-case"
-
-
-def _blocked_torch_env(tmp_path: Path) -> dict[str, str]:
-    (tmp_path / "sitecustomize.py").write_text(
-        "import sys\nfor name in ('torch', 'lightning'):\n    sys.modules[name] = None\n"
-    )
-    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}
+    if command == "preflight":  # every check, in order, with its summary
+        assert f"The {len(CHECKS)} checks, in the order they run" in out
+        assert re.findall(r"^  (\w+): \w", out, re.MULTILINE) == list(CHECKS)
 
 
 @pytest.mark.parametrize(
     "argv",
-    [
-        ["--version"],
-        ["demo", "--help"],
-        ["memory", "-h"],
-        ["preflight", "--help"],
-        ["tune", "--help"],
-        ["demo", "--finetune", "-h"],
-        ["tune", "-V"],
-    ],
-)
+    [["--version"], ["demo", "--help"], ["memory", "-h"], ["preflight", "--help"], ["tune", "--help"],
+     ["demo", "--finetune", "-h"], ["tune", "-V"]],
+)  # fmt: skip
 def test_help_and_version_answer_without_importing_torch(argv: list[str], tmp_path: Path) -> None:
-    command = [sys.executable, "-m", "lightning_recipes", *argv]
-    result = subprocess.run(
-        command, capture_output=True, text=True, timeout=60, env=_blocked_torch_env(tmp_path)
+    (tmp_path / "sitecustomize.py").write_text(
+        "import sys\nfor name in ('torch', 'lightning'):\n    sys.modules[name] = None\n"
     )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}
+    command = [sys.executable, "-m", "lightning_recipes", *argv]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=60, env=env)
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith(("usage: lightning-recipes", "lightning-recipes "))
 
 
-def test_version(capsys: pytest.CaptureFixture[str]) -> None:
-    expected = f"lightning-recipes {version('lightning-recipes')}"
-    for argv in (["--version"], ["-V"], ["demo", "--version"], ["memory", "-V"], ["preflight", "--version"]):
-        assert main(argv) == 0
-        assert capsys.readouterr().out.strip() == expected
+@pytest.mark.parametrize(
+    "argv", [["--version"], ["-V"], ["demo", "--version"], ["memory", "-V"], ["preflight", "--version"]]
+)
+def test_version(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == 0
+    assert capsys.readouterr().out.strip() == f"lightning-recipes {version('lightning-recipes')}"
 
 
 def test_kebab_and_snake_spellings_parse_alike() -> None:
@@ -118,10 +93,9 @@ def test_kebab_and_snake_spellings_parse_alike() -> None:
         "--model.init_args.n-layers=2",
         "--print_config",
     ]
-    kebab = _cli_demo_args.parse_demo_args(["--batch-size", "8", "--output-dir", "out", "--skip-preflight"])
-    snake = _cli_demo_args.parse_demo_args(["--batch_size", "8", "--output_dir", "out", "--skip_preflight"])
-    assert kebab == snake
-    args, _ = _cli_memory_args.parse_memory_args(["--num-params", "7B", "--gpu-memory", "24"])
+    kebab = demo.parse(["--batch-size", "8", "--output-dir", "out", "--skip-preflight"])
+    assert kebab == demo.parse(["--batch_size", "8", "--output_dir", "out", "--skip_preflight"])
+    args, _ = memory.parse(["--num-params", "7B", "--gpu-memory", "24"])
     assert (args.num_params, args.gpu_memory) == ("7B", 24.0)
-    args = preflight_front(["--model", "pkg.Net", "--time-budget", "2", "--num-classes=3"])
+    args = preflight.parse(["--model", "pkg.Net", "--time-budget", "2", "--num-classes=3"])
     assert args == ["--model", "pkg.Net", "--time_budget", "2", "--num_classes=3"]

@@ -149,7 +149,7 @@ os.environ["COLUMNS"] = "80"
 from lightning_recipes.callbacks._health_window import Finding, findings_table
 from lightning_recipes.checks import preflight
 from lightning_recipes.strategies import recommend_strategy
-from lightning_recipes.strategies.memory_cli import main as memory
+from lightning_recipes.cli.memory import main as memory
 from lightning_recipes.testing import TinyClassifier, random_classification_loader
 from lightning_recipes.tune import SpeedRow, SpeedTuneResult
 

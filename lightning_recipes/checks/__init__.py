@@ -3,10 +3,10 @@
 ``preflight(model, ...)`` runs every check on copies and returns a :class:`PreflightReport`; the ``Preflight``
 callback does the same inside ``trainer.fit``; each ``*Check`` also works alone as a callback. Subclass
 :class:`SanityCheck` to write your own (its docstring has a ten-line example). ``lightning-recipes preflight``
-is the command line (:mod:`lightning_recipes.checks.cli`).
+is the command line (``lightning_recipes/cli/preflight.py``).
 
 Layout: ``base.py`` (:class:`SanityCheck`), ``report.py`` (results, report, errors), ``preflight.py`` (the
-registry, ``preflight()``, ``Preflight``), one ``*_check.py`` per check, ``cli.py``. What a check sees is
+registry, ``preflight()``, ``Preflight``), one ``*_check.py`` per check. What a check sees is
 :class:`CheckContext`, the check-facing name of :class:`lightning_recipes.harness.Harness` (the same class:
 trial runs on copies); the harness's ``CannotRunOnCopy`` becomes a ``skip`` result. Nothing here imports
 ``lightning_recipes.callbacks``.

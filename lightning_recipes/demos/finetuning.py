@@ -14,8 +14,8 @@ import lightning.pytorch as pl
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from lightning_recipes._cli_demo_args import build_finetune_parser, check_finetune_args
 from lightning_recipes.callbacks.finetune_schedule import FinetuneSchedule
+from lightning_recipes.cli.demo import build_finetune_parser, check_finetune_args
 from lightning_recipes.data import DigitsDataModule
 from lightning_recipes.demos.model import RecipeDigitsCNN
 from lightning_recipes.recipe import OptimizerRecipe
@@ -157,7 +157,7 @@ def format_table(result: dict[str, Any]) -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     """The parser of ``lightning-recipes demo --finetune`` (built without torch:
-    :mod:`lightning_recipes._cli_demo_args`)."""
+    :mod:`lightning_recipes.cli.demo`)."""
     return build_finetune_parser()
 
 

@@ -18,9 +18,6 @@ import torch
 from lightning.pytorch.callbacks import LearningRateMonitor
 from lightning.pytorch.loggers import CSVLogger, Logger
 
-from lightning_recipes._cli_demo_args import build_demo_parser, parse_demo_args, split_finetune_flag
-from lightning_recipes._cli_errors import handle_usage_errors
-from lightning_recipes._cli_flags import normalise_flags
 from lightning_recipes.callbacks import (
     AdaptiveGradClip,
     EarlyStopping,
@@ -31,6 +28,10 @@ from lightning_recipes.callbacks import (
 )
 from lightning_recipes.callbacks.health_monitor import HealthMonitor
 from lightning_recipes.checks import preflight
+from lightning_recipes.cli import handle_usage_errors, normalise_flags
+from lightning_recipes.cli.demo import build_parser as build_demo_parser
+from lightning_recipes.cli.demo import parse as parse_demo_args
+from lightning_recipes.cli.demo import split_finetune_flag
 from lightning_recipes.data import DigitsDataModule
 from lightning_recipes.demos.finetuning import main as finetune_main
 from lightning_recipes.demos.model import RecipeDigitsCNN
@@ -50,7 +51,7 @@ DEMO_SETTINGS: dict[str, dict[str, float]] = {
 
 def build_parser() -> argparse.ArgumentParser:
     """The parser of ``lightning-recipes demo`` (built without torch:
-    :mod:`lightning_recipes._cli_demo_args`)."""
+    :mod:`lightning_recipes.cli.demo`)."""
     return build_demo_parser()
 
 

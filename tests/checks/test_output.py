@@ -169,7 +169,7 @@ def test_the_hard_stop_still_ends_a_check_on_a_compiled_model() -> None:
 def test_memory_and_speed_tables_fit_the_terminal(capsys, monkeypatch, width: int) -> None:
     from rich.console import Console
 
-    from lightning_recipes.strategies.memory_cli import main as memory_main
+    from lightning_recipes.cli.memory import main as memory_main
     from lightning_recipes.tune import SpeedRow, SpeedTuneResult
 
     monkeypatch.setenv("COLUMNS", str(width))
@@ -199,7 +199,7 @@ def test_memory_and_speed_tables_fit_the_terminal(capsys, monkeypatch, width: in
 
 
 def test_the_preflight_command_is_compact_unless_verbose(capsys, monkeypatch) -> None:
-    from lightning_recipes.checks.cli import main
+    from lightning_recipes.cli.preflight import main
 
     monkeypatch.setenv("COLUMNS", "80")
     args = [

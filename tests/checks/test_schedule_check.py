@@ -342,7 +342,7 @@ def test_with_a_planned_length_other_checks_get_the_modules_own_optimizer_too():
 
 
 def test_the_command_line_takes_the_planned_length_and_rejects_a_bad_one(capsys):
-    from lightning_recipes.checks.cli import main
+    from lightning_recipes.cli.preflight import main
 
     assert main(["--model", "lightning_recipes.testing.DigitsCNN", "--max_epochs", "0"]) == 2
     assert "`max_epochs` must be an integer >= 1, got 0" in capsys.readouterr().err

@@ -1,18 +1,16 @@
-"""`lightning-recipes memory`: the command the issue asks for, through the package's own CLI dispatcher."""
+"""`lightning-recipes memory`: the command the issue asks for (its mistakes: tests/test_cli_mistakes.py)."""
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 from lightning_recipes.cli import main as cli_main
+from lightning_recipes.cli.memory import main
 from lightning_recipes.strategies._host import available_host_memory
-from lightning_recipes.strategies.memory_cli import main
 
 
 def test_model_with_lightning_cli_style_init_args(capsys: pytest.CaptureFixture[str]) -> None:
@@ -43,26 +41,6 @@ def test_num_params_and_single_strategy(capsys: pytest.CaptureFixture[str]) -> N
 def test_nothing_fits_exits_1(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--num-params", "70B", "--devices", "1", "--gpu-memory", "24", "--family", "fsdp2"]) == 1
     assert "nothing fits" in capsys.readouterr().out
-
-
-@pytest.mark.parametrize(
-    ("argv", "message"),
-    [
-        (["--num-params", "lots"], "--num_params must be a count like 7B"),
-        (["--model", "NoDots"], "full import path"),
-        (["--model", "lightning_recipes.testing.NoSuchModel"], "has no attribute 'NoSuchModel'"),
-        (["--num-params", "1B", "--model.n_layers", "2"], "need --model"),
-        (
-            ["--model", "lightning_recipes.testing.TinyTransformerLM", "--model.bogus", "1"],
-            "does not accept option 'bogus'",  # checked against the signature first (issue 32)
-        ),
-    ],
-)
-def test_bad_arguments_exit_2_with_a_message(
-    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
-) -> None:
-    assert main(argv) == 2
-    assert message in capsys.readouterr().err
 
 
 def test_ladder_view_says_activations_are_not_counted(capsys: pytest.CaptureFixture[str]) -> None:
@@ -98,26 +76,25 @@ def test_api_says_when_offload_rows_were_not_checked() -> None:
     assert not any("not checked" in note for note in checked.notes())
 
 
-def test_console_script_imports_the_model_from_the_current_directory(tmp_path: Path) -> None:
-    """`lightning-recipes memory --model my_pkg.MyModel` run where my_pkg.py lies, no PYTHONPATH."""
-    work, bin_dir = tmp_path / "work", tmp_path / "bin"
-    work.mkdir()
-    bin_dir.mkdir()
-    (work / "my_pkg.py").write_text(
+@pytest.mark.parametrize("command", ["memory", "preflight"])
+def test_the_console_script_imports_the_model_from_the_current_directory(
+    command: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`lightning-recipes memory --model my_pkg.MyModel` run where my_pkg.py lies, no PYTHONPATH: the script
+    pip writes puts its own folder on sys.path, not the current directory."""
+    (tmp_path / "cli_cwd_pkg.py").write_text(
         "from lightning_recipes.testing import TinyClassifier\n\nclass MyModel(TinyClassifier):\n    pass\n"
     )
-    repo = Path(__file__).resolve().parents[2]
-    launcher = bin_dir / "lightning-recipes"  # what pip writes: sys.path[0] is the script's folder
-    launcher.write_text(
-        f"import sys\nsys.path.insert(1, {str(repo)!r})\nfrom lightning_recipes.cli import main\n"
-        "sys.exit(main())\n"
-    )
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env.update(COLUMNS="200")
-    command = [sys.executable, str(launcher), "memory", "--model", "my_pkg.MyModel", "--gpu-memory", "80"]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=240, env=env, cwd=work)
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "ddp" in result.stdout
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", ".", str(tmp_path))])
+    monkeypatch.delitem(sys.modules, "cli_cwd_pkg", raising=False)
+    data = ["--data=lightning_recipes.data.DigitsDataModule", "--data.flatten=true", "--checks=init_loss"]
+    flags = {
+        "memory": ["--gpu-memory", "80"],
+        "preflight": ["--model.in_features=64", "--model.num_classes=10", *data],
+    }[command]
+    assert cli_main([command, "--model", "cli_cwd_pkg.MyModel", *flags]) == 0, capsys.readouterr().err
+    assert str(tmp_path) in sys.path
 
 
 _RECIPE_MODELS = '''
@@ -175,13 +152,3 @@ def test_optimizer_state_is_the_models_own_optimizers(
     assert state == 4 * tensors * num_params + step_bytes * n_tensors
     if flags and flags[0] == "--optimizer":
         assert "counted for sgd as asked, though the model's recipe says lion" in out
-
-
-def test_bad_recipe_flag_names_the_field(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    (tmp_path / "recipe_models.py").write_text(_RECIPE_MODELS)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    assert main(["--model", "recipe_models.RecipeLM", "--model.recipe.optimizer", "adagrad"]) == 2
-    # checked against the recipe's field types first, as preflight and LightningCLI do (issue 32)
-    assert "--model.recipe.optimizer: expected one of 'adamw', 'lion', 'lamb'" in capsys.readouterr().err

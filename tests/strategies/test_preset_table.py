@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from lightning.pytorch.strategies import StrategyRegistry
 
-from lightning_recipes._cli_memory_args import build_memory_parser
+from lightning_recipes.cli.memory import build_parser as build_memory_parser
 from lightning_recipes.strategies import PRESETS, MemoryLayout, Preset, estimate_memory, preset
 from lightning_recipes.strategies.recommend import LADDERS
 

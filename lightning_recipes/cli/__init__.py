@@ -1,10 +1,10 @@
-"""The ``lightning-recipes`` command: ``demo``, ``preflight``, ``memory``, ``tune``.
+"""The ``lightning-recipes`` command: ``demo``, ``preflight``, ``memory``, ``tune``, one module each.
 
 Each command's arguments are parsed and checked first, without importing torch or Lightning (``--help``,
-``--version`` and an ordinary mistake answer at once); then the command's module is imported and run. A
-mistake ends in one line on stderr naming the fix and exit code 2 (``LIGHTNING_RECIPES_TRACEBACK=1``: the
-traceback). Flags are snake_case, as LightningCLI's; the kebab-case spelling of a top-level flag is accepted
-too.
+``--version`` and an ordinary mistake answer at once; the package's ``__init__`` calls
+:func:`answer_before_importing_torch` first); then the command runs. A mistake ends in one line on stderr
+naming the fix and exit code 2 (``LIGHTNING_RECIPES_TRACEBACK=1``: the traceback). Flags are snake_case, as
+LightningCLI's; the kebab-case spelling of a top-level flag is accepted too.
 """
 
 from __future__ import annotations
@@ -12,23 +12,38 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Sequence
 
-from lightning_recipes._cli_errors import TRACEBACK_ENV, handle_usage_errors
-from lightning_recipes._cli_flags import HELP_FLAGS, VERSION_FLAGS, version_text
+from lightning_recipes.cli._args import (
+    TRACEBACK_ENV,
+    UsageError,
+    handle_usage_errors,
+    help_or_version,
+    normalise_flags,
+    version_text,
+)
 
-__all__ = ["main"]
+# the commands' error handling and flag spelling, for the demos' entry points
+__all__ = [
+    "COMMANDS",
+    "UsageError",
+    "answer_before_importing_torch",
+    "check_arguments",
+    "handle_usage_errors",
+    "main",
+    "normalise_flags",
+]
 
-# command -> (its module:function taking argv and returning an exit code, one-line help)
+# command -> (the module:function that runs it, taking argv and returning the exit code; one-line help).
+# Each command's torch-free first step is ``lightning_recipes.cli.<command>.parse``.
 COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("lightning_recipes.demos.training:main", "train a CNN on handwritten digits with every recipe"),
     "preflight": (
-        "lightning_recipes.checks.cli:main",
+        "lightning_recipes.cli.preflight:main",
         "run the sanity checks on a model and print a report",
     ),
-    "memory": ("lightning_recipes.strategies.memory_cli:main", "estimate memory and recommend a strategy"),
-    "tune": ("lightning_recipes.tune.cli:main", "find the learning rate (LR range test) before the long run"),
+    "memory": ("lightning_recipes.cli.memory:main", "estimate memory and recommend a strategy"),
+    "tune": ("lightning_recipes.cli.tune:main", "find the learning rate (LR range test) before the long run"),
 }
 
 
@@ -48,33 +63,15 @@ def _usage() -> str:
     return "\n".join(lines)
 
 
-def _front(command: str) -> Callable[[list[str]], Any]:
-    """The torch-free first step of ``command``: parse and check its arguments (print ``--help``)."""
-    if command == "demo":
-        from lightning_recipes._cli_demo_args import parse_demo_args
-
-        return parse_demo_args
-    if command == "memory":
-        from lightning_recipes._cli_memory_args import parse_memory_args
-
-        return parse_memory_args
-    if command == "preflight":
-        from lightning_recipes._cli_preflight_args import preflight_front
-
-        return preflight_front
-    from lightning_recipes._cli_tune_args import tune_front
-
-    return tune_front
-
-
 def check_arguments(argv: Sequence[str]) -> int | None:
     """The exit code when ``argv`` is answered without running a command (help, version, a mistake), else
     None. Imports neither torch nor Lightning."""
     args = list(argv)
-    if not args or args[0] in HELP_FLAGS:
+    asked = help_or_version(args[:1])
+    if not args or asked in ("-h", "--help"):
         print(_usage())
         return 0
-    if args[0] in VERSION_FLAGS:
+    if asked is not None:
         print(version_text())
         return 0
     command, rest = args[0], args[1:]
@@ -85,9 +82,10 @@ def check_arguments(argv: Sequence[str]) -> int | None:
             file=sys.stderr,
         )
         return 2
+    parse = importlib.import_module(f"lightning_recipes.cli.{command}").parse
 
     def front() -> int:
-        _front(command)(rest)
+        parse(rest)
         return -1
 
     try:
@@ -110,17 +108,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     code = check_arguments(args)
     if code is not None:
         return code
-    _import_from_the_current_directory()
     module_name, function_name = COMMANDS[args[0]][0].split(":")
-    function = getattr(importlib.import_module(module_name), function_name)
-    return int(function(args[1:]) or 0)
+    return int(getattr(importlib.import_module(module_name), function_name)(args[1:]) or 0)
 
 
 def answer_before_importing_torch() -> None:
     """In the ``lightning-recipes`` process (the console script or ``python -m lightning_recipes``), answer
-    ``--help``, ``--version`` and a mistake in the arguments before the package imports torch: the package's
-    ``__init__`` calls this first. Exits the process when it answered; returns at once in any other process.
-    """
+    ``--help``, ``--version`` and a mistake in the arguments before the package imports torch. Exits the
+    process when it answered; returns at once in any other process."""
     if _started_as_the_command():
         code = check_arguments(sys.argv[1:])
         if code is not None:
@@ -139,11 +134,3 @@ def _started_as_the_command() -> bool:
     if sys.argv[0] != "-m" or "-m" not in original:
         return False
     return original[original.index("-m") + 1 :][:1] == ["lightning_recipes"]
-
-
-def _import_from_the_current_directory() -> None:
-    """``--model my_pkg.MyModel`` finds ``./my_pkg.py``, as under ``python -m``: the console script that pip
-    writes puts its own folder first on ``sys.path``, not the current directory."""
-    cwd = os.getcwd()
-    if cwd not in sys.path and "" not in sys.path:
-        sys.path.insert(0, cwd)

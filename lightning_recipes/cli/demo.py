@@ -1,9 +1,9 @@
-"""The arguments of ``lightning-recipes demo`` and ``demo --finetune``: parsed and checked without importing
-torch, so that ``--help`` answers at once and a mistake (a missing extra, a bad value) is told before the
-slow imports.
+"""``lightning-recipes demo`` and ``demo --finetune``: the arguments, parsed and checked without importing
+torch (a mistake, a missing extra, is told before the slow imports). The demos themselves are
+:mod:`lightning_recipes.demos`.
 
 Example:
-    >>> args = parse_demo_args(["--epochs", "3", "--batch-size", "32"])
+    >>> args = parse(["--epochs", "3", "--batch-size", "32"])
     >>> args.epochs, args.batch_size, args.finetune
     (3, 32, False)
 """
@@ -14,23 +14,31 @@ import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
-from lightning_recipes._cli_errors import UsageError, require_extra
-from lightning_recipes._cli_flags import BOOL_FLAG, FlagParser, normalise_flags, parse_bool
+from lightning_recipes.cli._args import (
+    BOOL_FLAG,
+    FlagParser,
+    UsageError,
+    normalise_flags,
+    parse_bool,
+    require_extra,
+)
 
 __all__ = [
     "DEMO_OPTIMIZERS",
-    "build_demo_parser",
     "build_finetune_parser",
-    "parse_demo_args",
+    "build_parser",
+    "check_finetune_args",
+    "parse",
     "split_finetune_flag",
 ]
 
 #: The optimizers the demo has settings for (``demos.training.DEMO_SETTINGS``; a test keeps them equal).
 DEMO_OPTIMIZERS = ("adamw", "lamb", "lion")
 LOGGERS = {"csv": None, "wandb-offline": ("wandb", "wandb")}  # logger -> (module, extra) it needs
+_DATA_EXTRA = 'Needs scikit-learn: pip install "lightning-recipes[data]".'
 
 
-def build_demo_parser() -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:
     """The parser of ``lightning-recipes demo``."""
     parser = FlagParser(
         prog="lightning-recipes demo",
@@ -38,7 +46,7 @@ def build_demo_parser() -> argparse.ArgumentParser:
         "lightning_recipes recipe: preflight sanity checks, a recipe optimizer with warmup-cosine over "
         "weight-decay groups, gradient-norm monitoring, adaptive clipping, input-pipeline monitoring, the "
         "stability guard, early stopping that restores the best weights and a run manifest; then print what "
-        'was used and how well it did. Needs scikit-learn: pip install "lightning-recipes[data]".',
+        f"was used and how well it did. {_DATA_EXTRA}",
     )
     parser.add_argument("--epochs", type=int, default=12, help="maximum training epochs (default: 12)")
     parser.add_argument(
@@ -67,20 +75,11 @@ def build_demo_parser() -> argparse.ArgumentParser:
         help="csv, or wandb in offline mode (never contacts a server; "
         'pip install "lightning-recipes[wandb]")',
     )
-    parser.add_argument(
-        "--skip_preflight",
-        type=parse_bool,
-        default=False,
-        metavar="{true,false}",
-        **BOOL_FLAG,
-        help="do not run the sanity checks first",
-    )
+    flag = {"type": parse_bool, "default": False, "metavar": "{true,false}", **BOOL_FLAG}
+    parser.add_argument("--skip_preflight", **flag, help="do not run the sanity checks first")
     parser.add_argument(
         "--finetune",
-        type=parse_bool,
-        default=False,
-        metavar="{true,false}",
-        **BOOL_FLAG,
+        **flag,
         help="run the fine-tuning demo instead: pretrain on digits 0-4, fine-tune on 5-9 with and without "
         "layer-wise LR decay + freeze-then-unfreeze (`lightning-recipes demo --finetune --help`)",
     )
@@ -93,7 +92,7 @@ def build_finetune_parser() -> argparse.ArgumentParser:
         prog="lightning-recipes demo --finetune",
         description="Pretrain the digits CNN on 0-4, fine-tune on a few images of 5-9: from scratch, plain, "
         "and with layer-wise LR decay + freeze-then-unfreeze; print the validation accuracy per seed. "
-        'Needs scikit-learn: pip install "lightning-recipes[data]".',
+        + _DATA_EXTRA,
     )
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="seeds (default: 0 1 2)")
     parser.add_argument("--shots", type=int, default=10, help="training images per new digit (default: 10)")
@@ -103,7 +102,7 @@ def build_finetune_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def parse_demo_args(argv: Sequence[str]) -> argparse.Namespace:
+def parse(argv: Sequence[str]) -> argparse.Namespace:
     """Parse and check ``demo`` (or ``demo --finetune``) arguments; ``finetune`` tells which demo.
 
     Raises:
@@ -113,16 +112,14 @@ def parse_demo_args(argv: Sequence[str]) -> argparse.Namespace:
     if finetune:
         args = build_finetune_parser().parse_args(arguments)
         check_finetune_args(args)
-        args.finetune = True
     else:
-        args = build_demo_parser().parse_args(arguments)
-        for name in ("epochs", "batch_size"):
+        args = build_parser().parse_args(arguments)
+        for name in ("epochs", "batch_size", "threads"):
             _at_least(name, getattr(args, name), 1)
         needs = LOGGERS[args.logger]
         if needs is not None:
             require_extra(needs[0], needs[1], f"--logger {args.logger}")
-    if args.threads is not None:
-        _at_least("threads", args.threads, 1)
+    args.finetune = finetune
     require_extra("sklearn", "data", "the demo (scikit-learn's digits)", package="scikit-learn")
     return args
 
@@ -150,10 +147,9 @@ def check_finetune_args(args: argparse.Namespace) -> None:
     _at_least("shots", args.shots, 1)
     _at_least("finetune_epochs", args.finetune_epochs, 3, " (a third of them frozen)")
     _at_least("pretrain_epochs", args.pretrain_epochs, 1)
-    if args.threads is not None:
-        _at_least("threads", args.threads, 1)
+    _at_least("threads", args.threads, 1)
 
 
-def _at_least(name: str, value: int, least: int, why: str = "") -> None:
-    if value < least:
+def _at_least(name: str, value: int | None, least: int, why: str = "") -> None:
+    if value is not None and value < least:
         raise UsageError(f"`--{name}` must be >= {least}{why}, got {value!r}.")
