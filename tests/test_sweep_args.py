@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from lightning_recipes.cli.tune import build_parser
 from lightning_recipes.recipe import OptimizerRecipe
 from lightning_recipes.sweep_args import SweepArgs
 from lightning_recipes.tune import LRRangeTest, find_lr
-from lightning_recipes.cli.tune import build_parser
 
 PACKAGE = Path(__file__).resolve().parents[1] / "lightning_recipes"
 

@@ -8,9 +8,9 @@ import warnings
 
 import pytest
 
+from lightning_recipes.cli.tune import main as tune_main
 from lightning_recipes.testing import TinyClassifier, random_classification_loader
 from lightning_recipes.tune import speed_tune
-from lightning_recipes.cli.tune import main as tune_main
 from tests.helpers.speed import FAST
 
 
