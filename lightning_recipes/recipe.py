@@ -19,6 +19,7 @@ from lightning_recipes._validation import (
     check_non_negative,
     check_positive,
 )
+from lightning_recipes.optim._common import check_implementation
 from lightning_recipes.optim.layer_decay import check_layer_decay, check_lr_scale
 from lightning_recipes.optim.names import (
     OPTIMIZERS,
@@ -54,7 +55,6 @@ SCHEDULE_DEFAULTS: dict[str, Any] = {
 #: The value of ``lr`` that runs the LR range test at the start of ``fit`` (see :class:`OptimizerRecipe`).
 FIND = "find"
 _SCALE_RULES = ("linear", "sqrt")
-_IMPLEMENTATIONS = ("auto", "for_loop", "foreach", "compiled", "native")
 
 
 @dataclass(frozen=True)
@@ -94,8 +94,8 @@ class OptimizerRecipe:
             the run's global batch (per-device batch x devices x nodes x accumulation).
         base_batch_size: The global batch size ``lr`` was tuned at (required with ``scale_lr``), an int >= 1.
         batch_size: Per-device batch size, an int >= 1; ``None`` reads it from the training ``DataLoader``.
-        implementation: Lion/Lamb implementation (``"auto"``, ``"for_loop"``, ``"foreach"``, ``"compiled"``,
-            ``"native"``).
+        implementation: Lion/Lamb implementation (``"auto"``, ``"native"``, ``"foreach"``, ``"for_loop"``;
+            ``"compiled"`` is deprecated and runs as ``"auto"``).
         layer_decay: Layer-wise LR decay in (0, 1] (BEiT / ELECTRA): the head keeps the peak LR, each
             repeated block below it gets one more factor ``layer_decay``, the embeddings the lowest
             (``layer_decay ** (L + 1)`` for ``L`` blocks). Blocks are found as the FSDP presets find them
@@ -221,7 +221,7 @@ def check_fields(values: Any) -> None:
         "scale_lr": lambda v: check_choice("scale_lr", v, _SCALE_RULES),
         "base_batch_size": lambda v: check_int("base_batch_size", v, minimum=1),
         "batch_size": lambda v: check_int("batch_size", v, minimum=1),
-        "implementation": lambda v: check_choice("implementation", v, _IMPLEMENTATIONS),
+        "implementation": check_implementation,
         "layer_decay": check_layer_decay,
         "lr_scale": check_lr_scale,
         "block_classes": _check_block_classes,

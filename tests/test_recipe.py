@@ -75,7 +75,7 @@ class SavedNet(LionRecipe, pl.LightningModule):
         ({"batch_size": 2.5}, "`batch_size` must be an integer >= 1, got 2.5."),
         (
             {"implementation": "cuda"},
-            "`implementation` must be one of ('auto', 'for_loop', 'foreach', 'compiled'",
+            "`implementation` must be one of ('auto', 'for_loop', 'foreach', 'native')",
         ),
     ],
 )

@@ -235,7 +235,7 @@ def _torch_openmp_runtime() -> str | None:
     }
     # Other wheels bundle their own copy (scikit-learn does): prefer the one shipped inside torch's install
     # (torch/lib or torch.libs); a torch linked to the system's libgomp is the only one loaded in that case.
-    torch_root = os.path.dirname(os.path.dirname(torch.__file__))
+    torch_root = os.path.realpath(os.path.dirname(os.path.dirname(torch.__file__)))  # maps shows real paths
     ours = sorted(p for p in loaded if os.path.relpath(p, torch_root).startswith(("torch/", "torch.libs/")))
     if ours:
         return ours[0]

@@ -27,7 +27,7 @@ __all__ = ["ROUTES", "ImplementationRecord", "note_route", "records_implementati
 
 # The paths, fastest first: a step that used several (the native kernels for float32 tensors and the loop for
 # complex ones) names them in this order, joined by "+".
-ROUTES = ("native", "compiled", "foreach", "for_loop")
+ROUTES = ("native", "foreach", "for_loop")
 _active = threading.local()
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -28,41 +28,17 @@ from torch import Tensor
 from torch.nn import Parameter
 
 from lightning_recipes.optim import Lamb, Lion, _native
-from lightning_recipes.optim._common import resolve_device_implementation
-from lightning_recipes.optim._compiled import compile_available
 
 OPTIMIZERS: dict[str, type[torch.optim.Optimizer]] = {"lion": Lion, "lamb": Lamb}
-# "compiled_split" is the route `auto` takes on CPU where the native kernels are unavailable (compiled large
-# tensors, eager small ones): forced here by hiding the native kernels.
-IMPLEMENTATIONS = ["for_loop", "foreach", "native", "compiled", "auto", "compiled_split"]
+IMPLEMENTATIONS = ["for_loop", "foreach", "native", "auto"]
 
 every_optimizer = pytest.mark.parametrize("name", sorted(OPTIMIZERS))
-
-
-@pytest.fixture(params=IMPLEMENTATIONS)
-def implementation(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """The ``implementation`` argument for one route (``"auto"`` without native kernels for
-    ``"compiled_split"``)."""
-    route: str = request.param
-    if route == "compiled_split":
-        if not compile_available():
-            pytest.skip("torch.compile is unavailable here (no C++ compiler or unsupported platform)")
-        monkeypatch.setattr(_native, "native_available", lambda: False)
-        assert resolve_device_implementation("auto", torch.device("cpu")) == "compiled_split"
-        return "auto"
-    return route
-
-
-def every_path(test: Callable[..., Any]) -> Callable[..., Any]:
-    """Marks a test taking ``implementation`` to run on every route (the fixture above)."""
-    return test
+every_path = pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
 
 
 def _skip_unavailable(implementation: str) -> None:
     if implementation == "native" and not _native.native_available():
         pytest.skip("the native kernels need Linux, a C compiler and torch built with GNU OpenMP")
-    if implementation == "compiled" and not compile_available():
-        pytest.skip("torch.compile is unavailable here (no C++ compiler or unsupported platform)")
 
 
 def assert_state_dicts_identical(expected: dict[str, Any], got: dict[str, Any]) -> None:
