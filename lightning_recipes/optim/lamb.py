@@ -28,6 +28,8 @@ from lightning_recipes.optim._routes import ImplementationRecord, note_route, re
 
 __all__ = ["Lamb", "lamb_update_"]
 
+_Ts = Sequence[Tensor]
+
 
 @torch.no_grad()
 def lamb_update_(
@@ -116,14 +118,7 @@ def _trust_ratio(w_norm: Tensor, u_norm: Tensor, trust_clip: float | None) -> Te
     return ratio if trust_clip is None else ratio.clamp(max=trust_clip)
 
 
-def _lamb_for_loop(
-    params: Sequence[Tensor],
-    grads: Sequence[Tensor],
-    exp_avgs: Sequence[Tensor],
-    exp_avg_sqs: Sequence[Tensor],
-    steps: Sequence[Tensor],
-    hp: _Hyper,
-) -> None:
+def _lamb_for_loop(params: _Ts, grads: _Ts, exp_avgs: _Ts, exp_avg_sqs: _Ts, steps: _Ts, hp: _Hyper) -> None:
     lr, beta1, beta2, eps, weight_decay, layer_adaptation, trust_clip = hp
     note_route("for_loop")
     for param, grad, exp_avg, exp_avg_sq, step in zip(params, grads, exp_avgs, exp_avg_sqs, steps):
@@ -146,14 +141,7 @@ def _lamb_for_loop(
             param.add_(update, alpha=-lr)
 
 
-def _lamb_foreach(
-    params: Sequence[Tensor],
-    grads: Sequence[Tensor],
-    exp_avgs: Sequence[Tensor],
-    exp_avg_sqs: Sequence[Tensor],
-    steps: Sequence[Tensor],
-    hp: _Hyper,
-) -> None:
+def _lamb_foreach(params: _Ts, grads: _Ts, exp_avgs: _Ts, exp_avg_sqs: _Ts, steps: _Ts, hp: _Hyper) -> None:
     note_route("foreach")
     lr, beta1, beta2, eps, weight_decay, layer_adaptation, trust_clip = hp
     # Per group, not per chunk: step counters and bias corrections (0-dim tensors, no sync).
@@ -188,14 +176,7 @@ def _native_counter(step: Tensor) -> bool:
     return step.dtype is torch.float32 and step.is_cpu
 
 
-def _lamb_native(
-    params: Sequence[Tensor],
-    grads: Sequence[Tensor],
-    exp_avgs: Sequence[Tensor],
-    exp_avg_sqs: Sequence[Tensor],
-    steps: Sequence[Tensor],
-    hp: _Hyper,
-) -> None:
+def _lamb_native(params: _Ts, grads: _Ts, exp_avgs: _Ts, exp_avg_sqs: _Ts, steps: _Ts, hp: _Hyper) -> None:
     kernels = native_kernels()
     taken: list[int] = []
     others = list(range(len(params)))

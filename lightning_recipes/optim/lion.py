@@ -28,6 +28,8 @@ from lightning_recipes.optim._routes import ImplementationRecord, note_route, re
 
 __all__ = ["Lion", "lion_update_"]
 
+_Ts = Sequence[Tensor]
+
 
 @torch.no_grad()
 def lion_update_(
@@ -89,13 +91,7 @@ def lion_update_(
 
 
 def _lion_for_loop(
-    params: Sequence[Tensor],
-    grads: Sequence[Tensor],
-    exp_avgs: Sequence[Tensor],
-    lr: float,
-    beta1: float,
-    beta2: float,
-    weight_decay: float,
+    params: _Ts, grads: _Ts, exp_avgs: _Ts, lr: float, beta1: float, beta2: float, weight_decay: float
 ) -> None:
     note_route("for_loop")
     for param, grad, exp_avg in zip(params, grads, exp_avgs):
@@ -107,13 +103,7 @@ def _lion_for_loop(
 
 
 def _lion_foreach(
-    params: Sequence[Tensor],
-    grads: Sequence[Tensor],
-    exp_avgs: Sequence[Tensor],
-    lr: float,
-    beta1: float,
-    beta2: float,
-    weight_decay: float,
+    params: _Ts, grads: _Ts, exp_avgs: _Ts, lr: float, beta1: float, beta2: float, weight_decay: float
 ) -> None:
     note_route("foreach")
     for ps, gs, ms in foreach_chunks(params, grads, exp_avgs):
@@ -127,13 +117,7 @@ def _lion_foreach(
 
 
 def _lion_native(
-    params: Sequence[Tensor],
-    grads: Sequence[Tensor],
-    exp_avgs: Sequence[Tensor],
-    lr: float,
-    beta1: float,
-    beta2: float,
-    weight_decay: float,
+    params: _Ts, grads: _Ts, exp_avgs: _Ts, lr: float, beta1: float, beta2: float, weight_decay: float
 ) -> None:
     kernels = native_kernels()
     taken, others = split_for_native(params, grads, exp_avgs) if kernels else ([], list(range(len(params))))
