@@ -1,6 +1,6 @@
 """The native multi-tensor CPU kernels: references, share and batch boundaries, dtypes, fallbacks, the build.
 
-The float64 paper-reference tests of ``test_lion.py`` / ``test_lamb.py`` also run ``implementation="native"``;
+The float64 paper-reference tests of ``test_numerics.py`` also run ``implementation="native"``;
 this module covers what those small tensors cannot reach: elements split across threads and LAMB batches,
 bfloat16 rounding, tensors the kernels must refuse, autograd's version counters, and how the library is built
 and loaded (disk cache, concurrent builds, torch's own OpenMP runtime, failures).
