@@ -10,12 +10,10 @@ from torch import Tensor
 
 from lightning_recipes.optim._common import (
     Implementation,
-    backfill_group_options,
     check_betas,
     check_implementation,
     check_non_negative,
     check_positive,
-    defaults_keys,
     foreach_chunks,
     gather_gradients,
     group_by_device_and_dtype,
@@ -202,6 +200,30 @@ def _lamb_native(params: _Ts, grads: _Ts, exp_avgs: _Ts, exp_avg_sqs: _Ts, steps
 _ROUTES = {"for_loop": _lamb_for_loop, "foreach": _lamb_foreach, "native": _lamb_native}
 
 
+# Every group option and its default: ``__setstate__`` back-fills them into groups saved before an option
+# existed. Keep in step with ``__init__``'s signature (a test checks).
+_DEFAULTS: dict[str, Any] = {
+    "betas": (0.9, 0.999),
+    "eps": 1e-6,
+    "weight_decay": 0.01,
+    "trust_clip": None,
+    "layer_adaptation": True,
+    "implementation": "auto",
+}
+
+
+def _validate_group(group: dict[str, Any]) -> None:
+    check_positive("lr", group["lr"])
+    check_betas(group["betas"])
+    check_positive("eps", group["eps"])
+    check_non_negative("weight_decay", group["weight_decay"])
+    if group["trust_clip"] is not None:
+        check_positive("trust_clip", group["trust_clip"])
+    if not isinstance(group["layer_adaptation"], bool):
+        raise ValueError(f"`layer_adaptation` must be a bool, got {group['layer_adaptation']!r}.")
+    check_implementation(group["implementation"])
+
+
 class Lamb(ImplementationRecord):
     """LAMB, Adam moments with a per-tensor trust ratio.
 
@@ -249,6 +271,9 @@ class Lamb(ImplementationRecord):
         (['exp_avg', 'exp_avg_sq', 'step'], tensor(1.))
     """
 
+    _group_defaults = _DEFAULTS
+    _validate_group = staticmethod(_validate_group)
+
     def __init__(
         self,
         params: Iterable[Any],
@@ -270,26 +295,18 @@ class Lamb(ImplementationRecord):
             "layer_adaptation": layer_adaptation,
             "implementation": implementation,
         }
-        _validate_group(defaults)
+        self._validate_group(defaults)
         super().__init__(params, defaults)
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         """Back-fill group options added after a state dict or pickle was written, and turn numeric step
         counters (python numbers, as older optimizers saved them) into float32 tensors, as torch's optimizers
         do; ``load_state_dict`` calls this too."""
-        before = defaults_keys(self, state)
         super().__setstate__(state)
-        backfill_group_options(self, _DEFAULTS, before)
         for param_state in self.state.values():
             step = param_state.get("step")
             if step is not None and not torch.is_tensor(step):
                 param_state["step"] = torch.tensor(float(step), dtype=torch.float32)
-
-    def add_param_group(self, param_group: dict[str, Any]) -> None:
-        """Add a group; its options (the defaults filled in) are validated before it joins the optimizer."""
-        if isinstance(param_group, dict):
-            _validate_group({**self.defaults, **param_group})
-        super().add_param_group(param_group)
 
     @torch.no_grad()
     @records_implementation
@@ -340,27 +357,3 @@ class Lamb(ImplementationRecord):
 
 def _step_dtype(param: Tensor) -> torch.dtype:
     return torch.float32  # always (exact up to 2**24 steps), as torch's optimizers
-
-
-# Every group option and its default: ``__setstate__`` back-fills them into groups saved before an option
-# existed. Keep in step with ``__init__``'s signature (a test checks).
-_DEFAULTS: dict[str, Any] = {
-    "betas": (0.9, 0.999),
-    "eps": 1e-6,
-    "weight_decay": 0.01,
-    "trust_clip": None,
-    "layer_adaptation": True,
-    "implementation": "auto",
-}
-
-
-def _validate_group(group: dict[str, Any]) -> None:
-    check_positive("lr", group["lr"])
-    check_betas(group["betas"])
-    check_positive("eps", group["eps"])
-    check_non_negative("weight_decay", group["weight_decay"])
-    if group["trust_clip"] is not None:
-        check_positive("trust_clip", group["trust_clip"])
-    if not isinstance(group["layer_adaptation"], bool):
-        raise ValueError(f"`layer_adaptation` must be a bool, got {group['layer_adaptation']!r}.")
-    check_implementation(group["implementation"])

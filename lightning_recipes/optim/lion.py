@@ -10,12 +10,10 @@ from torch import Tensor
 
 from lightning_recipes.optim._common import (
     Implementation,
-    backfill_group_options,
     check_betas,
     check_implementation,
     check_non_negative,
     check_positive,
-    defaults_keys,
     foreach_chunks,
     gather_gradients,
     group_by_device_and_dtype,
@@ -134,6 +132,18 @@ def _lion_native(
 _ROUTES = {"for_loop": _lion_for_loop, "foreach": _lion_foreach, "native": _lion_native}
 
 
+# Every group option and its default: ``__setstate__`` back-fills them into groups saved before an option
+# existed. Keep in step with ``__init__``'s signature (a test checks).
+_DEFAULTS: dict[str, Any] = {"betas": (0.9, 0.99), "weight_decay": 0.0, "implementation": "auto"}
+
+
+def _validate_group(group: dict[str, Any]) -> None:
+    check_positive("lr", group["lr"])
+    check_betas(group["betas"])
+    check_non_negative("weight_decay", group["weight_decay"])
+    check_implementation(group["implementation"])
+
+
 class Lion(ImplementationRecord):
     """Lion, the sign-momentum optimizer found by program search.
 
@@ -171,6 +181,9 @@ class Lion(ImplementationRecord):
         ['exp_avg']
     """
 
+    _group_defaults = _DEFAULTS
+    _validate_group = staticmethod(_validate_group)
+
     def __init__(
         self,
         params: Iterable[Any],
@@ -186,21 +199,8 @@ class Lion(ImplementationRecord):
             "weight_decay": weight_decay,
             "implementation": implementation,
         }
-        _validate_group(defaults)
+        self._validate_group(defaults)
         super().__init__(params, defaults)
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        """Back-fill group options added after a state dict or pickle was written, so that it still loads
-        and steps (``load_state_dict`` calls this too)."""
-        before = defaults_keys(self, state)
-        super().__setstate__(state)
-        backfill_group_options(self, _DEFAULTS, before)
-
-    def add_param_group(self, param_group: dict[str, Any]) -> None:
-        """Add a group; its options (the defaults filled in) are validated before it joins the optimizer."""
-        if isinstance(param_group, dict):
-            _validate_group({**self.defaults, **param_group})
-        super().add_param_group(param_group)
 
     @torch.no_grad()
     @records_implementation
@@ -233,15 +233,3 @@ class Lion(ImplementationRecord):
                 implementation=group["implementation"],
             )
         return loss
-
-
-# Every group option and its default: ``__setstate__`` back-fills them into groups saved before an option
-# existed. Keep in step with ``__init__``'s signature (a test checks).
-_DEFAULTS: dict[str, Any] = {"betas": (0.9, 0.99), "weight_decay": 0.0, "implementation": "auto"}
-
-
-def _validate_group(group: dict[str, Any]) -> None:
-    check_positive("lr", group["lr"])
-    check_betas(group["betas"])
-    check_non_negative("weight_decay", group["weight_decay"])
-    check_implementation(group["implementation"])
