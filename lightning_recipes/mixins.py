@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Sequence
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -207,16 +208,7 @@ class OptimizerRecipeMixin:
                     "none)."
                 )
             lr = scale_lr(lr, recipe["base_batch_size"], global_batch, rule=recipe["scale_lr"])
-        groups = _recipe_groups(module, recipe, _split_prefixes(trainer, module), lr)
-        optimizer = build_optimizer(
-            recipe["optimizer"],
-            groups,
-            lr=lr,
-            weight_decay=recipe["weight_decay"],
-            betas=recipe["betas"],
-            eps=recipe["eps"],
-            implementation=recipe["implementation"],
-        )
+        optimizer = _recipe_optimizer(module, recipe, _split_prefixes(trainer, module), lr)
         scheduler = build_scheduler(
             recipe["schedule"],
             optimizer,
@@ -265,15 +257,7 @@ class OptimizerRecipeMixin:
         if lr == FIND:
             default = OPTIMIZERS[recipe["optimizer"]].defaults["lr"]
             lr = self.found_lr if self.found_lr is not None else default
-        return build_optimizer(
-            recipe["optimizer"],
-            _recipe_groups(self, recipe, (), lr),
-            lr=lr,
-            weight_decay=recipe["weight_decay"],
-            betas=recipe["betas"],
-            eps=recipe["eps"],
-            implementation=recipe["implementation"],
-        )
+        return _recipe_optimizer(self, recipe, (), lr)
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         """Keeps the LR found by ``lr="find"`` under ``checkpoint["lightning_recipes/lr_find"]``, and the
@@ -343,18 +327,16 @@ class LambRecipe(OptimizerRecipeMixin):
 _NAMED = (AdamWRecipe, LionRecipe, LambRecipe)
 
 
-def _recipe_groups(
-    module: Any, recipe: dict[str, Any], split: list[str] | tuple[str, ...], lr: float
-) -> list[Any]:
-    return param_groups(
-        module,
-        recipe["weight_decay"],
-        layer_decay=recipe["layer_decay"],
-        block_classes=recipe["block_classes"],
-        lr_scale=recipe["lr_scale"],
-        split=split,
-        lr=lr,
-    )
+def _recipe_optimizer(module: Any, recipe: dict[str, Any], split: Sequence[str], lr: float) -> Any:
+    """The recipe's optimizer over ``module``'s :func:`param_groups` (``split``: prefixes with own groups)."""
+    groups = param_groups(
+        module, recipe["weight_decay"], layer_decay=recipe["layer_decay"], lr_scale=recipe["lr_scale"],
+        block_classes=recipe["block_classes"], split=split, lr=lr,
+    )  # fmt: skip
+    return build_optimizer(
+        recipe["optimizer"], groups, lr=lr, weight_decay=recipe["weight_decay"], betas=recipe["betas"],
+        eps=recipe["eps"], implementation=recipe["implementation"],
+    )  # fmt: skip
 
 
 def _split_prefixes(trainer: Any, module: Any) -> list[str]:
