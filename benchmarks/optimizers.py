@@ -6,8 +6,8 @@ every implementation steps the *same* parameter and gradient tensors. It measure
 - step time: median of clean rounds, all implementations timed round-robin (direction alternating) so that
   noise hits them alike; a round in which other processes used more than ``--foreign-frac`` of the CPUs
   (``/proc/stat`` minus our own ``/proc/self/stat`` ticks) is discarded - the machine is shared;
-- first-step latency: the first ``step()`` of a fresh optimizer (state allocation, and for the compiled
-  paths the one-time compile, measured with empty Inductor and native-kernel caches unless ``--warm-cache``);
+- first-step latency: the first ``step()`` of a fresh optimizer (state allocation, and for ``auto``/``native``
+  the one-time kernel build, measured with an empty native-kernel cache unless ``--warm-cache``);
 - optimizer-state bytes and transient peak bytes of one step (profiler memory events), over parameter bytes;
 - tensor->host conversions per step (``aten::_local_scalar_dense``: a device sync each on CUDA);
 - the memory-bandwidth floor: the least bytes a step must move (Lion 20 B/elem, AdamW/LAMB 28 B/elem in fp32)
@@ -254,24 +254,10 @@ def implementations(notes: list[str]) -> list[tuple[str, str, int, Callable[[lis
             lambda ps: torch.optim.AdamW(ps, lr=1e-3, weight_decay=wd, fused=True),
         ),
     ]
-    for impl in ("auto", "for_loop", "foreach", "compiled", "native"):
-        out.append(
-            (
-                f"ours Lion {impl}",
-                "lion",
-                20,
-                _factory(Lion, lr=1e-4, weight_decay=wd, implementation=impl),
-            )
-        )
-    for impl in ("auto", "for_loop", "foreach", "compiled", "native"):
-        out.append(
-            (
-                f"ours Lamb {impl}",
-                "lamb",
-                28,
-                _factory(Lamb, lr=1e-3, weight_decay=wd, implementation=impl),
-            )
-        )
+    for family, cls, bpe, lr in (("lion", Lion, 20, 1e-4), ("lamb", Lamb, 28, 1e-3)):
+        for impl in ("auto", "for_loop", "foreach", "native"):
+            factory = _factory(cls, lr=lr, weight_decay=wd, implementation=impl)
+            out.append((f"ours {cls.__name__} {impl}", family, bpe, factory))
     try:
         import lion_pytorch
         import lion_pytorch.foreach
@@ -368,8 +354,6 @@ def implementations(notes: list[str]) -> list[tuple[str, str, int, Callable[[lis
 
 def auto_choice(params: list[Any], family: str) -> str:
     """What ``implementation="auto"`` runs for these CPU tensors."""
-    from lightning_recipes.optim._common import COMPILE_MIN_NUMEL, split_for_auto
-    from lightning_recipes.optim._compiled import compile_available
     from lightning_recipes.optim._native import native_kernels
 
     kernels = native_kernels()
@@ -378,15 +362,7 @@ def auto_choice(params: list[Any], family: str) -> str:
             f"native: one multi-tensor C kernel for all {len(params)} tensors "
             f"({os.path.basename(kernels.path)})"
         )
-    big, small = split_for_auto(params)
-    n_big = sum(params[i].numel() for i in big)
-    total = sum(p.numel() for p in params)
-    if not compile_available():
-        return f"for_loop for all {len(params)} tensors (no compiler)"
-    return (
-        f"compiled for {len(big)} tensors >= {COMPILE_MIN_NUMEL} elements ({100 * n_big / total:.1f}% of "
-        f"elements), {'foreach' if family == 'lamb' else 'for_loop'} for the other {len(small)}"
-    )
+    return f"for_loop for all {len(params)} tensors (no native kernels)"
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -423,7 +399,7 @@ def bench_layout(layout: str, args: argparse.Namespace, notes: list[str]) -> dic
         try:
             optimizer = factory(params)
             t0 = time.perf_counter()
-            optimizer.step()  # allocates state (and compiles, for the compiled paths)
+            optimizer.step()  # allocates state (and builds the native kernels, for auto/native)
             first_ms = 1e3 * (time.perf_counter() - t0)
         except Exception as err:
             rows.append({"impl": name, "family": family, "error": f"{type(err).__name__}: {err}"})
@@ -603,14 +579,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--warm-cache",
         action="store_true",
-        help=(
-            "keep Inductor's and the native kernels' disk caches (first-step times then show a warm compile)"
-        ),
+        help=("keep the native kernels' disk cache (first-step times then show a cached build)"),
     )
     parser.add_argument("--out", default=None, help="also write every measurement as JSON here")
     args = parser.parse_args(list(argv) if argv is not None else None)
     if not args.warm_cache:
-        os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="inductor_cold_")
         os.environ["LIGHTNING_RECIPES_CACHE_DIR"] = tempfile.mkdtemp(prefix="native_cold_")
     import torch
 

@@ -103,7 +103,7 @@ def bench_layout(layout: str, args: argparse.Namespace, notes: list[str]) -> dic
         params = make_params(shapes, grads)
         try:
             optimizer = factory(params)
-            first = time_ms(optimizer.step, 1)  # state allocation; a compiled route's compile
+            first = time_ms(optimizer.step, 1)  # state allocation
             time_ms(optimizer.step, 2)
             syncs = count_syncs(optimizer.step)
         except Exception as err:  # a public optimizer that does not run here is reported, not fatal

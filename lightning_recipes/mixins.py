@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Sequence
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -32,62 +33,20 @@ class OptimizerRecipeMixin:
     """Supplies ``configure_optimizers``: an optimizer over weight-decay groups plus a warmup schedule stepped
     every optimizer step - checkpointed, resumed and visible to ``LearningRateMonitor``.
 
-    Put it before ``LightningModule`` in the bases. Configuration, field by field: ``self.recipe``
-    (an :class:`~lightning_recipes.OptimizerRecipe`, or a dict of its fields) > ``self.hparams`` keys of the
-    same names (``lr``, ``weight_decay``, ``optimizer``, ...) > the optimizer's defaults
-    (``lightning_recipes.optim.names.OPTIMIZERS``: Lion gets 10x lower lr, 10x higher weight decay than
-    AdamW) > the class's ``default_optimizer``.
+    Put it before ``LightningModule`` in the bases. Each field comes from ``self.recipe`` (an
+    :class:`~lightning_recipes.OptimizerRecipe` or a dict) > ``self.hparams`` keys of the same names > the
+    optimizer's defaults (``optim.names.OPTIMIZERS``) > the class's ``default_optimizer``. It builds the
+    :func:`~lightning_recipes.optim.param_groups` groups (a ``FinetuneSchedule``'s modules get their own), the
+    optimizer (AdamW fused where supported, Lion or Lamb) and the schedule over
+    ``trainer.estimated_stepping_batches`` (``interval="step"``); ``scale_lr`` scales to the global batch.
+    It logs the choices once at fit start and keeps them in ``self.recipe_summary``. Outside a Trainer it
+    returns the optimizer alone, at the unscaled peak lr. With ``lr="find"`` it runs the LR range test first,
+    on a copy, and keeps the LR in every checkpoint (``self.found_lr``, ``self.lr_find_result``; details in
+    ``docs/guides/optimizers.md``). :class:`AdamWRecipe`, :class:`LionRecipe` and :class:`LambRecipe` name
+    their optimizer; a recipe or ``hparams`` ``optimizer`` still wins, with a warning.
 
-    ``configure_optimizers`` builds:
-
-    - groups from :func:`~lightning_recipes.optim.param_groups` (``decay`` / ``no_decay``; with
-      ``layer_decay`` / ``lr_scale`` one group per depth / entry x decay/no-decay, each at its scaled LR;
-      modules named by a :class:`~lightning_recipes.callbacks.finetune_schedule.FinetuneSchedule` among the
-      Trainer's callbacks get groups of their own, so it can schedule them);
-    - the optimizer: ``torch.optim.AdamW`` (fused where supported), :class:`~lightning_recipes.optim.Lion` or
-      :class:`~lightning_recipes.optim.Lamb`;
-    - the schedule over ``trainer.estimated_stepping_batches`` steps, ``interval="step"``;
-    - with ``scale_lr``, the peak lr scaled from ``base_batch_size`` to the global batch
-      (per-device batch x ``trainer.num_devices`` x ``trainer.num_nodes`` x ``accumulate_grad_batches``).
-
-    It logs once, on rank zero, at fit start: the optimizer, the groups with parameter counts, the global
-    batch size, the peak lr and warmup/total steps; the same facts are kept in ``self.recipe_summary``.
-    Outside a Trainer (``preflight``, or calling ``configure_optimizers()`` by hand) the run length is
-    unknown, so it returns the optimizer alone, at the unscaled peak lr, with no schedule.
-
-    With ``lr="find"`` (:class:`~lightning_recipes.OptimizerRecipe`, LightningCLI ``recipe: {lr: find}``)
-    ``configure_optimizers`` runs the LR range test first (:func:`~lightning_recipes.tune.sweep_lr`, the
-    sweep of :func:`~lightning_recipes.tune.find_lr`, arguments from the recipe's ``lr_find``):
-
-    - on the run's own training loader, device, precision and optimizer (with its groups), on a deep copy:
-      the model, the RNG streams and the loader's order are left as they were, so the run trains exactly as
-      it would with that LR written in the config;
-    - under DDP every rank sweeps its shard and the gradients and loss are averaged each step, so the sweep
-      sees the global batch and every rank gets the same LR (single-device and DDP strategies; FSDP,
-      DeepSpeed and model-parallel runs are refused: run ``lightning-recipes tune`` first there). With
-      ``accumulate_grad_batches`` > 1 the sweep steps on each batch, the run on several: a warning says so;
-    - the LR used is the sweep's ``peak_lr`` when the schedule warms up (>= 1 step) and then decays
-      (``cosine``, ``linear``, ``wsd``), its ``suggestion`` otherwise (``constant``, ``none``, or no
-      warm-up): a run that stays at its LR gets the constant-LR pick. One line on rank zero says what was
-      chosen and how; every logger gets ``lr_find/lr``, ``lr_find/choice``, ``lr_find/suggestion``,
-      ``lr_find/peak_lr`` and ``lr_find/rule`` as hyperparameters; ``self.found_lr`` and
-      ``self.lr_find_result`` keep it, and ``recipe_summary["lr_find"]``. The policy (reuse or sweep, the
-      checkpoint record, these lines) is :class:`~lightning_recipes.tune.lr_find_policy.LRFindPolicy`,
-      ``self.lr_find_policy``.
-    - The found LR goes into every checkpoint (``on_save_checkpoint``: if you override it or
-      ``on_load_checkpoint``, call ``super()``), so ``fit(ckpt_path=...)`` and ``load_from_checkpoint``
-      reuse it and never sweep again; a second ``fit`` of the same module reuses it too. ``validate``,
-      ``test`` and ``predict`` never build the optimizer, so never sweep. Outside a Trainer (``find_lr``,
-      ``preflight``, a hand call) the optimizer is built at ``found_lr`` or, before any sweep, at the
-      optimizer's default LR (the sweep only reads the groups' LR ratios).
-
-    Cost: one walk over the modules at fit start; nothing per step. ``lr="find"`` adds the sweep once per
-    run, before the first step: ``num_steps`` (100) training steps of a copy of the model, one host sync per
-    sweep step, under DDP one all-reduce per sweep step.
-
-    :class:`AdamWRecipe`, :class:`LionRecipe` and :class:`LambRecipe` name their optimizer: a recipe or
-    ``hparams`` ``optimizer`` that names another still wins (a LightningCLI config may swap it), with a
-    warning (once) that says which optimizer trains.
+    Cost: one walk over the modules at fit start; nothing per step. ``lr="find"`` adds ``num_steps`` (100)
+    training steps of a copy once per run, one host sync each.
 
     Raises:
         ValueError: From ``configure_optimizers``, for an unknown optimizer or schedule, an unbounded run
@@ -249,16 +208,7 @@ class OptimizerRecipeMixin:
                     "none)."
                 )
             lr = scale_lr(lr, recipe["base_batch_size"], global_batch, rule=recipe["scale_lr"])
-        groups = _recipe_groups(module, recipe, _split_prefixes(trainer, module), lr)
-        optimizer = build_optimizer(
-            recipe["optimizer"],
-            groups,
-            lr=lr,
-            weight_decay=recipe["weight_decay"],
-            betas=recipe["betas"],
-            eps=recipe["eps"],
-            implementation=recipe["implementation"],
-        )
+        optimizer = _recipe_optimizer(module, recipe, _split_prefixes(trainer, module), lr)
         scheduler = build_scheduler(
             recipe["schedule"],
             optimizer,
@@ -307,15 +257,7 @@ class OptimizerRecipeMixin:
         if lr == FIND:
             default = OPTIMIZERS[recipe["optimizer"]].defaults["lr"]
             lr = self.found_lr if self.found_lr is not None else default
-        return build_optimizer(
-            recipe["optimizer"],
-            _recipe_groups(self, recipe, (), lr),
-            lr=lr,
-            weight_decay=recipe["weight_decay"],
-            betas=recipe["betas"],
-            eps=recipe["eps"],
-            implementation=recipe["implementation"],
-        )
+        return _recipe_optimizer(self, recipe, (), lr)
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         """Keeps the LR found by ``lr="find"`` under ``checkpoint["lightning_recipes/lr_find"]``, and the
@@ -385,18 +327,16 @@ class LambRecipe(OptimizerRecipeMixin):
 _NAMED = (AdamWRecipe, LionRecipe, LambRecipe)
 
 
-def _recipe_groups(
-    module: Any, recipe: dict[str, Any], split: list[str] | tuple[str, ...], lr: float
-) -> list[Any]:
-    return param_groups(
-        module,
-        recipe["weight_decay"],
-        layer_decay=recipe["layer_decay"],
-        block_classes=recipe["block_classes"],
-        lr_scale=recipe["lr_scale"],
-        split=split,
-        lr=lr,
-    )
+def _recipe_optimizer(module: Any, recipe: dict[str, Any], split: Sequence[str], lr: float) -> Any:
+    """The recipe's optimizer over ``module``'s :func:`param_groups` (``split``: prefixes with own groups)."""
+    groups = param_groups(
+        module, recipe["weight_decay"], layer_decay=recipe["layer_decay"], lr_scale=recipe["lr_scale"],
+        block_classes=recipe["block_classes"], split=split, lr=lr,
+    )  # fmt: skip
+    return build_optimizer(
+        recipe["optimizer"], groups, lr=lr, weight_decay=recipe["weight_decay"], betas=recipe["betas"],
+        eps=recipe["eps"], implementation=recipe["implementation"],
+    )  # fmt: skip
 
 
 def _split_prefixes(trainer: Any, module: Any) -> list[str]:

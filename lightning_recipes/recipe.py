@@ -19,6 +19,7 @@ from lightning_recipes._validation import (
     check_non_negative,
     check_positive,
 )
+from lightning_recipes.optim._common import check_implementation
 from lightning_recipes.optim.layer_decay import check_layer_decay, check_lr_scale
 from lightning_recipes.optim.names import (
     OPTIMIZERS,
@@ -54,7 +55,6 @@ SCHEDULE_DEFAULTS: dict[str, Any] = {
 #: The value of ``lr`` that runs the LR range test at the start of ``fit`` (see :class:`OptimizerRecipe`).
 FIND = "find"
 _SCALE_RULES = ("linear", "sqrt")
-_IMPLEMENTATIONS = ("auto", "for_loop", "foreach", "compiled", "native")
 
 
 @dataclass(frozen=True)
@@ -62,24 +62,15 @@ class OptimizerRecipe:
     """What the recipe mixins build in ``configure_optimizers``. Every field left ``None`` falls back to the
     module's ``hparams`` key of the same name, then to the optimizer's default (``OPTIMIZER_DEFAULTS``).
 
-    Works as a LightningCLI argument: give your module an
-    ``__init__(..., recipe: OptimizerRecipe | None = None)`` and set
-    ``model.init_args.recipe.optimizer: lion`` in YAML. ``save_hyperparameters()`` writes it to
-    ``hparams.yaml`` as a plain mapping (:meth:`to_dict`), which the mixins accept back.
-
-    Every field is checked here, at construction; only what needs the run length (warm-up vs total steps) is
-    checked at fit.
+    Works as a LightningCLI argument (``recipe: OptimizerRecipe | None = None`` in ``__init__``) and is saved
+    to ``hparams.yaml`` as a plain mapping (:meth:`to_dict`). Every field is checked at construction; only
+    what needs the run length (warm-up vs total steps) is checked at fit.
 
     Args:
         optimizer: ``"adamw"`` (``torch.optim.AdamW``, fused where supported), ``"lion"`` or ``"lamb"``.
-        lr: Peak learning rate (before batch-size scaling), > 0; or ``"find"``: the mixin runs the LR range
-            test (:func:`~lightning_recipes.tune.find_lr`'s sweep, the run's own optimizer and groups) at the
-            start of ``fit`` on the run's training loader and strategy, and trains with its pick:
-            ``peak_lr`` when the schedule warms up and then decays (``cosine``, ``linear``, ``wsd`` with a
-            warm-up of >= 1 step), ``suggestion`` otherwise (``constant``, ``none`` or no warm-up: the run
-            sits at that LR). The found LR is kept in the checkpoint, so a resumed run does not sweep again;
-            see :class:`~lightning_recipes.mixins.OptimizerRecipeMixin`. It cannot be combined with
-            ``scale_lr`` (the sweep already runs at the run's global batch).
+        lr: Peak learning rate (before batch-size scaling), > 0; or ``"find"``: the LR range test at the start
+            of ``fit`` picks it (see :class:`~lightning_recipes.mixins.OptimizerRecipeMixin`); not with
+            ``scale_lr``.
         weight_decay: Weight decay of the ``"decay"`` group (biases, norms and embeddings never decay), >= 0.
         betas: ``(beta1, beta2)``, each in [0, 1).
         eps: Denominator term (AdamW, Lamb; Lion has none), > 0.
@@ -94,25 +85,18 @@ class OptimizerRecipe:
             the run's global batch (per-device batch x devices x nodes x accumulation).
         base_batch_size: The global batch size ``lr`` was tuned at (required with ``scale_lr``), an int >= 1.
         batch_size: Per-device batch size, an int >= 1; ``None`` reads it from the training ``DataLoader``.
-        implementation: Lion/Lamb implementation (``"auto"``, ``"for_loop"``, ``"foreach"``, ``"compiled"``,
-            ``"native"``).
-        layer_decay: Layer-wise LR decay in (0, 1] (BEiT / ELECTRA): the head keeps the peak LR, each
-            repeated block below it gets one more factor ``layer_decay``, the embeddings the lowest
-            (``layer_decay ** (L + 1)`` for ``L`` blocks). Blocks are found as the FSDP presets find them
-            (see :func:`~lightning_recipes.optim.layer_decay.layer_depths`; the output layer is the head); a
-            model without repeated blocks is an error at fit naming what was looked for (set
-            ``block_classes`` then), one with a single block besides the head a warning. Each depth x
-            decay/no-decay is its own group, named ``embed/decay``, ``block_0/no_decay``, ..., ``head/decay``
-            in the summary line and in ``LearningRateMonitor``.
+        implementation: Lion/Lamb implementation (``"auto"``, ``"native"``, ``"foreach"``, ``"for_loop"``;
+            ``"compiled"`` is deprecated and runs as ``"auto"``).
+        layer_decay: Layer-wise LR decay in (0, 1] (BEiT / ELECTRA): the head keeps the peak LR, each block
+            below it one more factor (:func:`~lightning_recipes.optim.layer_decay.layer_depths`); groups are
+            named ``embed/decay``, ``block_0/no_decay``, ..., ``head/decay``.
         lr_scale: Discriminative LRs by name: ``{"backbone": 0.1}`` multiplies the LR of the parameters under
-            a module path (or whose whole name matches the key as a regex); factors > 0; an entry selecting
-            no parameter is an error at fit. With ``layer_decay`` the factors multiply.
+            a module path (or whose name matches the key as a regex); factors > 0; multiplies with
+            ``layer_decay``.
         block_classes: Import path(s) of the block class for ``layer_decay`` (``None`` infers it).
-        lr_find: Arguments of the sweep ``lr="find"`` runs, a mapping with keys among ``min_lr``, ``max_lr``,
-            ``num_steps``, ``rule``, ``smoothing``, ``divergence``, ``warmup_factor``, ``seed``
-            (:class:`~lightning_recipes.sweep_args.SweepArgs`, the defaults of
-            :func:`~lightning_recipes.tune.find_lr`: 100 steps from 1e-7 to 10); only with ``lr="find"``.
-            Checked once, when the recipe is built: :attr:`sweep_args` is the checked record.
+        lr_find: Arguments of the sweep ``lr="find"`` runs (keys of
+            :class:`~lightning_recipes.sweep_args.SweepArgs`); only with ``lr="find"``; :attr:`sweep_args` is
+            the checked record.
 
     Raises:
         ValueError: For any field out of range or an unknown name (naming the field, the value and what is
@@ -125,11 +109,6 @@ class OptimizerRecipe:
         Traceback (most recent call last):
         ...
         ValueError: `optimizer` must be one of ('adamw', 'lion', 'lamb'), got 'sgd'.
-        >>> OptimizerRecipe(lr=-1.0)
-        Traceback (most recent call last):
-        ...
-        ValueError: `lr` must be a finite number > 0, got -1.0. Or set `lr='find'` to run an LR range test at
-        the start of fit.
         >>> OptimizerRecipe(optimizer="lion", lr="find", lr_find={"num_steps": 50}).lr
         'find'
         >>> OptimizerRecipe(optimizer="lion", warmup_ratio=0.1, betas=(0.9, 0.99)).to_dict()["betas"]
@@ -221,7 +200,7 @@ def check_fields(values: Any) -> None:
         "scale_lr": lambda v: check_choice("scale_lr", v, _SCALE_RULES),
         "base_batch_size": lambda v: check_int("base_batch_size", v, minimum=1),
         "batch_size": lambda v: check_int("batch_size", v, minimum=1),
-        "implementation": lambda v: check_choice("implementation", v, _IMPLEMENTATIONS),
+        "implementation": check_implementation,
         "layer_decay": check_layer_decay,
         "lr_scale": check_lr_scale,
         "block_classes": _check_block_classes,

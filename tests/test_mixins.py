@@ -209,53 +209,6 @@ def test_recipe_rejects_unknown_names():
         OptimizerRecipe(schedule="step")  # type: ignore[arg-type]
 
 
-def test_lightning_cli_yaml_selects_the_optimizer(tmp_path, monkeypatch):
-    from lightning.pytorch.cli import LightningCLI
-
-    monkeypatch.setattr("sys.argv", ["train.py"])  # only `args=` reaches the parser
-
-    config = tmp_path / "config.yaml"
-    config.write_text(
-        "model:\n"
-        "  class_path: tests.test_mixins.RecipeNet\n"
-        "  init_args:\n"
-        "    recipe:\n"
-        "      optimizer: lion\n"
-        "      lr: 0.0003\n"
-        "      betas: [0.95, 0.98]\n"
-        "      warmup_steps: 0.25\n"
-        "      schedule: wsd\n"
-        "trainer:\n"
-        "  max_steps: 4\n"
-        "  accelerator: cpu\n"
-        "  logger: false\n"
-        "  enable_checkpointing: false\n"
-        "  enable_progress_bar: false\n"
-        f"  default_root_dir: {tmp_path}\n"
-    )
-    cli = LightningCLI(args=["--config", str(config)], run=False, save_config_callback=None)
-    assert cli.model.recipe == OptimizerRecipe(
-        optimizer="lion", lr=3e-4, betas=(0.95, 0.98), warmup_steps=0.25, schedule="wsd"
-    )
-    cli.trainer.fit(cli.model, _loader())
-    optimizer = cli.trainer.optimizers[0]
-    assert type(optimizer) is Lion and optimizer.param_groups[0]["betas"] == (0.95, 0.98)
-    assert cli.model.recipe_summary["warmup_steps"] == 1 and cli.model.recipe_summary["schedule"] == "wsd"
-
-    override = LightningCLI(
-        args=["--config", str(config), "--model.init_args.recipe.optimizer=lamb"],
-        run=False,
-        save_config_callback=None,
-    )
-    assert override.model.recipe.optimizer == "lamb" and override.model.recipe.lr == 3e-4
-    with pytest.raises(SystemExit):  # jsonargparse rejects an unknown optimizer name before anything runs
-        LightningCLI(
-            args=["--config", str(config), "--model.init_args.recipe.optimizer=sgd"],
-            run=False,
-            save_config_callback=None,
-        )
-
-
 def test_configure_optimizers_outside_a_trainer_returns_the_recipe_optimizer_at_peak_lr():
     from lightning_recipes.mixins import LionRecipe
     from lightning_recipes.optim import Lion

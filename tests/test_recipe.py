@@ -21,7 +21,7 @@ from torch.nn import functional as F
 from lightning_recipes import LightningRecipesDeprecationWarning
 from lightning_recipes.callbacks.finetune_schedule import FinetuneSchedule
 from lightning_recipes.mixins import LionRecipe, OptimizerRecipeMixin
-from lightning_recipes.optim import build_optimizer, build_scheduler, warmup_cosine, warmup_stable_decay
+from lightning_recipes.optim import Lion, build_optimizer, build_scheduler, warmup_cosine, warmup_stable_decay
 from lightning_recipes.optim.names import (
     OPTIMIZERS,
     RECIPE_OPTIMIZERS,
@@ -73,9 +73,12 @@ class SavedNet(LionRecipe, pl.LightningModule):
         ({"scale_lr": "cube"}, "`scale_lr` must be one of ('linear', 'sqrt'), got 'cube'."),
         ({"base_batch_size": 0}, "`base_batch_size` must be an integer >= 1, got 0."),
         ({"batch_size": 2.5}, "`batch_size` must be an integer >= 1, got 2.5."),
+        ({"layer_decay": 0}, "`layer_decay` must be a number in (0, 1], got 0"),
+        ({"lr_scale": {"(": 0.1}}, "`lr_scale` key '(' is neither a module path nor a valid regex"),
+        ({"block_classes": "no_such.Block"}, "`block_classes` entry 'no_such.Block' cannot be imported"),
         (
             {"implementation": "cuda"},
-            "`implementation` must be one of ('auto', 'for_loop', 'foreach', 'compiled'",
+            "`implementation` must be one of ('auto', 'for_loop', 'foreach', 'native')",
         ),
     ],
 )
@@ -245,6 +248,15 @@ def test_lightning_cli_yaml_round_trip(tmp_path, monkeypatch):
         optimizer="lion", lr=3e-4, betas=(0.9, 0.98), warmup_steps=1, schedule="linear"
     )
     assert cli.model.recipe == expected
+    optimizer = cli.trainer.optimizers[0]
+    assert type(optimizer) is Lion and optimizer.param_groups[0]["betas"] == (0.9, 0.98)
+    assert cli.model.recipe_summary["warmup_steps"] == 1 and cli.model.recipe_summary["schedule"] == "linear"
+    override = LightningCLI(
+        args=["--config", str(config), "--model.init_args.recipe.optimizer=lamb"], run=False
+    )
+    assert override.model.recipe.optimizer == "lamb" and override.model.recipe.lr == 3e-4
+    with pytest.raises(SystemExit):  # jsonargparse rejects an unknown optimizer name before anything runs
+        LightningCLI(args=["--config", str(config), "--model.init_args.recipe.optimizer=sgd"], run=False)
     hparams = load_hparams_from_yaml(f"{cli.trainer.logger.log_dir}/hparams.yaml")
     assert hparams["recipe"] == expected.to_dict()
     # the hparams read back feed LightningCLI again (as YAML) and rebuild the same recipe

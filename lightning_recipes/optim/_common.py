@@ -8,6 +8,7 @@ from typing import Any, Literal, cast
 import torch
 from torch import Tensor
 
+from lightning_recipes._deprecation import warn_deprecated
 from lightning_recipes._validation import (
     check_beta,
     check_betas,
@@ -17,7 +18,6 @@ from lightning_recipes._validation import (
 )
 
 __all__ = [
-    "COMPILE_MIN_NUMEL",
     "FOREACH_CHUNK_NUMEL",
     "FOREACH_CHUNK_NUMEL_CPU",
     "IMPLEMENTATIONS",
@@ -34,26 +34,27 @@ __all__ = [
     "group_by_device_and_dtype",
     "is_plain",
     "prepare_tensors",
-    "split_for_auto",
     "split_for_native",
 ]
 
-Implementation = Literal["auto", "for_loop", "foreach", "compiled", "native"]
-IMPLEMENTATIONS: tuple[str, ...] = ("auto", "for_loop", "foreach", "compiled", "native")
-
-# Where the native kernels are unavailable, `implementation="auto"` on CPU compiles the update of tensors at
-# least this large; smaller ones (biases, norms, tiny models) run the eager loop, whose per-tensor overhead is
-# below a compiled call's, and a model made only of small tensors never pays the one-time compile.
-# Measurements: benchmarks/RESULTS.md.
-COMPILE_MIN_NUMEL = 1 << 16
-# The foreach path works on chunks of at most this many elements, so its temporaries (one or two chunk-sized
-# lists) stay bounded however large the model is: 4M elements on accelerators (few, large kernel launches),
-# 256K on CPU (there foreach only saves per-op overhead, and small chunks stay in cache).
-FOREACH_CHUNK_NUMEL = 1 << 22
+Implementation = Literal["auto", "for_loop", "foreach", "native", "compiled"]
+IMPLEMENTATIONS: tuple[str, ...] = ("auto", "for_loop", "foreach", "native")
+# The foreach path works on chunks of at most this many elements, so that its temporaries (two chunk-sized
+# lists) stay bounded: 32M elements on accelerators (few launches per step even for a 350M model), 256K on
+# CPU (small chunks stay in cache). Measurements: benchmarks/RESULTS.md.
+FOREACH_CHUNK_NUMEL = 1 << 25
 FOREACH_CHUNK_NUMEL_CPU = 1 << 18
 
 
 def check_implementation(implementation: Any) -> None:
+    """Raise for an unknown implementation; warn for the removed ``"compiled"`` (it runs as ``"auto"``)."""
+    if implementation == "compiled":
+        warn_deprecated(
+            "implementation='compiled' is deprecated and runs as 'auto' (the torch.compile path was never "
+            "the fastest: benchmarks/RESULTS.md); pass 'auto', 'native', 'foreach' or 'for_loop'.",
+            stacklevel=4,
+        )
+        return
     check_choice("implementation", implementation, IMPLEMENTATIONS)
 
 
@@ -89,21 +90,11 @@ def foreach_chunks(
         yield tuple(list(items[start:]) for items in lists)
 
 
-def split_for_auto(params: Sequence[Tensor], *others: Sequence[Tensor]) -> tuple[list[int], list[int]]:
-    """Indices of the tensors the ``compiled_split`` route compiles (large, all contiguous) and of those it
-    runs eagerly."""
-    big: list[int] = []
-    small: list[int] = []
-    for index, param in enumerate(params):
-        contiguous = param.is_contiguous() and all(other[index].is_contiguous() for other in others)
-        (big if contiguous and param.numel() >= COMPILE_MIN_NUMEL else small).append(index)
-    return big, small
-
-
 def resolve_device_implementation(implementation: str, device: torch.device) -> str:
-    """The route on ``device``: off CPU ``auto`` and ``native`` are ``foreach`` (multi-tensor kernels); on CPU
-    ``auto`` is ``native`` where the native kernels build, else ``"compiled_split"`` (an internal route:
-    compiled large tensors, eager small ones) where ``torch.compile`` works, else ``for_loop``."""
+    """The route on ``device``: off CPU ``auto`` and ``native`` are ``foreach``; on CPU ``auto`` is ``native``
+    where the native kernels build, else ``for_loop`` (torch's own CPU default). ``compiled`` is ``auto``."""
+    if implementation == "compiled":
+        implementation = "auto"
     if device.type != "cpu":
         return "foreach" if implementation in ("auto", "native") else implementation
     if implementation == "native" and not torch.compiler.is_compiling():
@@ -117,9 +108,7 @@ def resolve_device_implementation(implementation: str, device: torch.device) -> 
 
         if native_available():
             return "native"
-    from lightning_recipes.optim._compiled import compile_available
-
-    return "compiled_split" if compile_available() else "for_loop"
+    return "for_loop"
 
 
 # The only tensor types the native kernels may see: a subclass (FSDP2's DTensor, a tensor subclass of a

@@ -1,24 +1,14 @@
 """The multi-tensor CPU kernels of ``_cpu_kernels.c``: built once with the system C compiler, cached on disk.
 
-Why our own kernel: a step of Lion or LAMB on CPU is memory-bound, and neither eager PyTorch (several passes
-over memory per step), nor ``torch.compile`` (one call, with its guard and wrapper cost, per tensor), nor a
-multi-tensor ``torch.compile`` graph (one OpenMP region per tensor) reaches the memory floor. These kernels
-run the whole step in **one OpenMP parallel region** over the elements of every tensor, in one pass for Lion
-and in two cache-resident passes per batch of tensors for LAMB (see ``benchmarks/RESULTS.md``).
-
-How it is built: on Linux, the first use compiles ``_cpu_kernels.c`` (once per machine) with ``$CC`` or the
-first of ``cc``/``gcc``/``clang`` (or a C++ driver, compiling C), the vector ISA that PyTorch itself
-dispatches to on this CPU (AVX-512, AVX2 or the baseline; never ``-march=native``, so a cache on a shared home
-directory is safe on every node) and **the OpenMP runtime that PyTorch already loaded**, so the kernels share
-torch's thread pool and obey ``torch.set_num_threads``. The library is cached under
-``$LIGHTNING_RECIPES_CACHE_DIR`` (default ``~/.cache/lightning_recipes/kernels``) by a hash of the source,
-flags and compiler, and installed with an atomic rename, so ranks that build it at the same time do not
-collide.
-
-When anything is missing (not Linux, no compiler, torch not built with GNU OpenMP, a failed build) or
-``LIGHTNING_RECIPES_NATIVE=0`` is set, :func:`native_kernels` returns ``None`` and the optimizers use their
-torch paths; a failed build warns once, and so does an explicit ``implementation="native"`` that cannot have
-them (:func:`warn_if_native_missing`: no C compiler, not Linux, no GNU OpenMP in torch).
+A Lion or LAMB step on CPU is memory-bound; these kernels run it in one OpenMP parallel region over every
+tensor's elements (one pass for Lion, two cache-resident passes per batch for LAMB), the fastest CPU path
+measured (``benchmarks/RESULTS.md``). On Linux the first use compiles the source with ``$CC`` or the first
+of ``cc``/``gcc``/``clang`` (or a C++ driver), the ISA torch dispatches to (never ``-march=native``) and the
+OpenMP runtime torch loaded (so they share its threads), cached under ``$LIGHTNING_RECIPES_CACHE_DIR``
+(default ``~/.cache/lightning_recipes/kernels``) by a hash of source, flags and compiler. When anything is
+missing or ``LIGHTNING_RECIPES_NATIVE=0`` is set, :func:`native_kernels` returns ``None`` and the optimizers
+take their torch paths; a failed build warns once, as does an explicit ``implementation="native"`` that
+cannot have them (:func:`warn_if_native_missing`).
 """
 
 from __future__ import annotations
@@ -52,6 +42,7 @@ __all__ = [
 
 NATIVE_DTYPES: dict[torch.dtype, str] = {torch.float32: "f32", torch.float64: "f64", torch.bfloat16: "bf16"}
 _SOURCE = Path(__file__).with_name("_cpu_kernels.c")
+_Ts = Sequence[Tensor]
 _ISA_FLAGS = {
     "AVX512": ["-mavx512f", "-mavx512dq", "-mavx512vl", "-mavx512bw", "-mfma"],
     "AVX2": ["-mavx2", "-mfma"],
@@ -86,67 +77,27 @@ class NativeKernels:
             self._lamb[suffix] = lamb
 
     def lion(
-        self,
-        params: Sequence[Tensor],
-        grads: Sequence[Tensor],
-        exp_avgs: Sequence[Tensor],
-        *,
-        lr: float,
-        beta1: float,
-        beta2: float,
-        weight_decay: float,
-    ) -> None:
+        self, params: _Ts, grads: _Ts, exp_avgs: _Ts, *,
+        lr: float, beta1: float, beta2: float, weight_decay: float,
+    ) -> None:  # fmt: skip
         """One Lion step over all tensors (see :func:`~lightning_recipes.optim.lion_update_`)."""
-        count = len(params)
         self._lion[NATIVE_DTYPES[params[0].dtype]](
-            count,
-            _pointers(params),
-            _pointers(grads),
-            _pointers(exp_avgs),
-            _numels(params),
-            lr,
-            1.0 - lr * weight_decay,
-            1.0 - beta1,
-            1.0 - beta2,
-            torch.get_num_threads(),
-        )
+            len(params), _pointers(params), _pointers(grads), _pointers(exp_avgs), _numels(params),
+            lr, 1.0 - lr * weight_decay, 1.0 - beta1, 1.0 - beta2, torch.get_num_threads(),
+        )  # fmt: skip
 
     def lamb(
-        self,
-        params: Sequence[Tensor],
-        grads: Sequence[Tensor],
-        exp_avgs: Sequence[Tensor],
-        exp_avg_sqs: Sequence[Tensor],
-        steps: Sequence[Tensor],
-        *,
-        lr: float,
-        beta1: float,
-        beta2: float,
-        eps: float,
-        weight_decay: float,
-        layer_adaptation: bool,
+        self, params: _Ts, grads: _Ts, exp_avgs: _Ts, exp_avg_sqs: _Ts, steps: _Ts, *, lr: float,
+        beta1: float, beta2: float, eps: float, weight_decay: float, layer_adaptation: bool,
         trust_clip: float | None,
-    ) -> None:
+    ) -> None:  # fmt: skip
         """One LAMB step over all tensors (see :func:`~lightning_recipes.optim.lamb_update_`); ``steps`` are
         0-dim float32 CPU tensors, read and incremented by the kernel."""
         status = self._lamb[NATIVE_DTYPES[params[0].dtype]](
-            len(params),
-            _pointers(params),
-            _pointers(grads),
-            _pointers(exp_avgs),
-            _pointers(exp_avg_sqs),
-            _pointers(steps),
-            _numels(params),
-            lr,
-            beta1,
-            beta2,
-            eps,
-            weight_decay,
-            int(layer_adaptation),
-            float("inf") if trust_clip is None else trust_clip,
-            torch.get_num_threads(),
-            LAMB_BATCH_NUMEL,
-        )
+            len(params), _pointers(params), _pointers(grads), _pointers(exp_avgs), _pointers(exp_avg_sqs),
+            _pointers(steps), _numels(params), lr, beta1, beta2, eps, weight_decay, int(layer_adaptation),
+            float("inf") if trust_clip is None else trust_clip, torch.get_num_threads(), LAMB_BATCH_NUMEL,
+        )  # fmt: skip
         if status != 0:
             raise MemoryError(
                 "lightning_recipes: the native LAMB kernel could not allocate its scratch space."
@@ -235,7 +186,7 @@ def _torch_openmp_runtime() -> str | None:
     }
     # Other wheels bundle their own copy (scikit-learn does): prefer the one shipped inside torch's install
     # (torch/lib or torch.libs); a torch linked to the system's libgomp is the only one loaded in that case.
-    torch_root = os.path.dirname(os.path.dirname(torch.__file__))
+    torch_root = os.path.realpath(os.path.dirname(os.path.dirname(torch.__file__)))  # maps shows real paths
     ours = sorted(p for p in loaded if os.path.relpath(p, torch_root).startswith(("torch/", "torch.libs/")))
     if ours:
         return ours[0]
@@ -251,26 +202,13 @@ def _cache_dir() -> Path:
 
 
 def _build_command(compiler: str, openmp: str, isa_flags: list[str], output: str) -> list[str]:
+    # "-x c" for the source even when the only compiler is a C++ driver, "-x none" for what follows; link
+    # torch's own OpenMP runtime file: its soname is already loaded, so the thread pool is shared
     return [
-        compiler,
-        "-O3",
-        "-std=gnu11",
-        "-fno-math-errno",
-        "-fopenmp",
-        "-shared",
-        "-fPIC",
-        *isa_flags,
-        "-x",
-        "c",  # C even when the only compiler is a C++ driver ...
-        str(_SOURCE),
-        "-x",
-        "none",  # ... and only for the source: what follows is a library
-        "-o",
-        output,
-        openmp,  # link torch's own OpenMP runtime file: its soname is already loaded, so it is shared
-        f"-Wl,-rpath,{os.path.dirname(openmp)}",
-        "-lm",
-    ]
+        compiler, "-O3", "-std=gnu11", "-fno-math-errno", "-fopenmp", "-shared", "-fPIC", *isa_flags,
+        "-x", "c", str(_SOURCE), "-x", "none", "-o", output, openmp,
+        f"-Wl,-rpath,{os.path.dirname(openmp)}", "-lm",
+    ]  # fmt: skip
 
 
 def _load() -> NativeKernels | None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NamedTuple
 
@@ -11,25 +10,23 @@ from torch import Tensor
 
 from lightning_recipes.optim._common import (
     Implementation,
-    backfill_group_options,
     check_betas,
     check_implementation,
     check_non_negative,
     check_positive,
-    defaults_keys,
     foreach_chunks,
     gather_gradients,
     group_by_device_and_dtype,
     prepare_tensors,
     resolve_device_implementation,
-    split_for_auto,
     split_for_native,
 )
-from lightning_recipes.optim._compiled import compiled_kernel, mark_failed
 from lightning_recipes.optim._native import bump_versions, native_kernels
 from lightning_recipes.optim._routes import ImplementationRecord, note_route, records_implementation
 
 __all__ = ["Lamb", "lamb_update_"]
+
+_Ts = Sequence[Tensor]
 
 
 @torch.no_grad()
@@ -77,10 +74,9 @@ def lamb_update_(
         weight_decay: Weight decay, added to the update inside the trust ratio (the paper's ``lambda x``).
         layer_adaptation: Use the trust ratio; ``False`` gives AdamW-like updates (for biases and norms).
         trust_clip: Upper bound of the trust ratio (LAMBC), or ``None``.
-        implementation: ``"for_loop"``, ``"foreach"``, ``"compiled"``, ``"native"`` or ``"auto"``, as in
-            :func:`~lightning_recipes.optim.lion_update_`, except that where ``auto`` on CPU cannot use the
-            native kernel it runs the tensors below 65536 elements with ``foreach`` (faster than the loop for
-            LAMB's ~20 small ops per tensor). The native kernel also needs float32 CPU step counters.
+        implementation: ``"native"``, ``"foreach"``, ``"for_loop"`` or ``"auto"``, as in
+            :func:`~lightning_recipes.optim.lion_update_`. The native kernel also needs float32 CPU step
+            counters.
 
     Example:
         >>> import torch
@@ -101,21 +97,8 @@ def lamb_update_(
         _lamb_for_loop(eager[0], eager[1], eager[2], eager[3], eager[4], hp)
     params, grads, exp_avgs, exp_avg_sqs, steps = plain
     for ps, gs, ms, vs, ts in group_by_device_and_dtype(params, grads, exp_avgs, exp_avg_sqs, steps):
-        chosen = resolve_device_implementation(implementation, ps[0].device)
-        if chosen == "for_loop":
-            _lamb_for_loop(ps, gs, ms, vs, ts, hp)
-        elif chosen == "foreach":
-            _lamb_foreach(ps, gs, ms, vs, ts, hp)
-        elif chosen == "compiled":
-            _lamb_compiled(ps, gs, ms, vs, ts, hp)
-        elif chosen == "native":
-            _lamb_native(ps, gs, ms, vs, ts, hp)
-        else:  # "compiled_split": compile the large tensors; foreach (cache-sized chunks) for the small ones
-            big, small = split_for_auto(ps, gs, ms, vs)
-            for subset, run in ((big, _lamb_compiled), (small, _lamb_foreach)):
-                if subset:
-                    pick = [[lst[i] for i in subset] for lst in (ps, gs, ms, vs, ts)]
-                    run(pick[0], pick[1], pick[2], pick[3], pick[4], hp)
+        route = _ROUTES[resolve_device_implementation(implementation, ps[0].device)]
+        route(ps, gs, ms, vs, ts, hp)
 
 
 class _Hyper(NamedTuple):
@@ -133,14 +116,7 @@ def _trust_ratio(w_norm: Tensor, u_norm: Tensor, trust_clip: float | None) -> Te
     return ratio if trust_clip is None else ratio.clamp(max=trust_clip)
 
 
-def _lamb_for_loop(
-    params: Sequence[Tensor],
-    grads: Sequence[Tensor],
-    exp_avgs: Sequence[Tensor],
-    exp_avg_sqs: Sequence[Tensor],
-    steps: Sequence[Tensor],
-    hp: _Hyper,
-) -> None:
+def _lamb_for_loop(params: _Ts, grads: _Ts, exp_avgs: _Ts, exp_avg_sqs: _Ts, steps: _Ts, hp: _Hyper) -> None:
     lr, beta1, beta2, eps, weight_decay, layer_adaptation, trust_clip = hp
     note_route("for_loop")
     for param, grad, exp_avg, exp_avg_sq, step in zip(params, grads, exp_avgs, exp_avg_sqs, steps):
@@ -163,28 +139,24 @@ def _lamb_for_loop(
             param.add_(update, alpha=-lr)
 
 
-def _lamb_foreach(
-    params: Sequence[Tensor],
-    grads: Sequence[Tensor],
-    exp_avgs: Sequence[Tensor],
-    exp_avg_sqs: Sequence[Tensor],
-    steps: Sequence[Tensor],
-    hp: _Hyper,
-) -> None:
+def _lamb_foreach(params: _Ts, grads: _Ts, exp_avgs: _Ts, exp_avg_sqs: _Ts, steps: _Ts, hp: _Hyper) -> None:
     note_route("foreach")
     lr, beta1, beta2, eps, weight_decay, layer_adaptation, trust_clip = hp
-    for ps, gs, ms, vs, ts in foreach_chunks(params, grads, exp_avgs, exp_avg_sqs, steps):
-        torch._foreach_add_(ts, 1.0)
+    # Per group, not per chunk: step counters and bias corrections (0-dim tensors, no sync).
+    torch._foreach_add_(list(steps), 1.0)
+    dtype = torch.float64 if params[0].dtype == torch.float64 else torch.float32
+    step_stack = torch.stack(list(steps)).to(dtype)
+    bias_corrections1 = (1 - torch.pow(beta1, step_stack)).unbind(0)
+    bias_corrections2_sqrt = (1 - torch.pow(beta2, step_stack)).sqrt_().unbind(0)
+    chunks = foreach_chunks(params, grads, exp_avgs, exp_avg_sqs, bias_corrections1, bias_corrections2_sqrt)
+    for ps, gs, ms, vs, bc1, bc2_sqrt in chunks:
         torch._foreach_lerp_(ms, gs, 1.0 - beta1)
         torch._foreach_mul_(vs, beta2)
         torch._foreach_addcmul_(vs, gs, gs, value=1.0 - beta2)
-        step_stack = torch.stack(ts).to(torch.float64 if ps[0].dtype == torch.float64 else torch.float32)
-        bias_correction1 = (1 - torch.pow(beta1, step_stack)).unbind(0)
-        bias_correction2_sqrt = (1 - torch.pow(beta2, step_stack)).sqrt_().unbind(0)
         denominators = torch._foreach_sqrt(vs)
-        torch._foreach_div_(denominators, bias_correction2_sqrt)
+        torch._foreach_div_(denominators, bc2_sqrt)
         torch._foreach_add_(denominators, eps)
-        torch._foreach_mul_(denominators, bias_correction1)
+        torch._foreach_mul_(denominators, bc1)
         updates = torch._foreach_div(ms, denominators)
         del denominators
         if weight_decay != 0.0:
@@ -198,108 +170,11 @@ def _lamb_foreach(
         del updates
 
 
-def _lamb_lr_kernel(
-    param: Tensor,
-    grad: Tensor,
-    exp_avg: Tensor,
-    exp_avg_sq: Tensor,
-    inv_bias_correction1: Tensor,
-    inv_bias_correction2_sqrt: Tensor,
-    lr: Tensor,
-    beta1: Tensor,
-    beta2: Tensor,
-    eps: Tensor,
-    weight_decay: Tensor,
-    trust_clip: Tensor,
-) -> Tensor:
-    """``lr * trust_ratio`` of one tensor, from one read of ``p, g, m, v`` (nothing is written).
-
-    Everything per-tensor but not per-element (bias corrections) comes in precomputed, so the compiled loop
-    does no ``pow`` per element. ``trust_clip`` is +inf when off: one graph serves every group.
-    """
-    m = torch.lerp(exp_avg, grad, 1 - beta1)
-    v = exp_avg_sq * beta2 + grad * grad * (1 - beta2)
-    update = (m * inv_bias_correction1) / (
-        torch.sqrt(v) * inv_bias_correction2_sqrt + eps
-    ) + weight_decay * param
-    w_norm = torch.sqrt(torch.sum(param * param))
-    u_norm = torch.sqrt(torch.sum(update * update))
-    ratio = torch.where((w_norm > 0) & (u_norm > 0), w_norm / u_norm, torch.ones_like(w_norm))
-    return lr * torch.minimum(ratio, trust_clip)
-
-
-_FUSED_DTYPES = (torch.float32, torch.float64, torch.bfloat16)
-
-
-def _lamb_compiled(
-    params: Sequence[Tensor],
-    grads: Sequence[Tensor],
-    exp_avgs: Sequence[Tensor],
-    exp_avg_sqs: Sequence[Tensor],
-    steps: Sequence[Tensor],
-    hp: _Hyper,
-) -> None:
-    # Two passes per tensor, the second while the tensor is still in cache: (1) a compiled kernel reads
-    # p, g, m, v once and returns lr * trust_ratio; (2) torch's fused AdamW kernel with that learning rate
-    # is exactly the LAMB step: p * (1 - lr r wd) - lr r m_hat / (sqrt(v_hat) + eps) = p - lr r (adam + wd p).
-    kernel = compiled_kernel("lamb", _lamb_lr_kernel) if hp.layer_adaptation else None
-    if hp.layer_adaptation and kernel is None:
-        _lamb_for_loop(params, grads, exp_avgs, exp_avg_sqs, steps, hp)
-        return
-    eligible: list[int] = []
-    other: list[int] = []
-    for i, (p, g, m, v, t) in enumerate(zip(params, grads, exp_avgs, exp_avg_sqs, steps)):
-        ok = p.dtype in _FUSED_DTYPES and t.dtype == torch.float32 and t.device == p.device
-        # CUDA's fused AdamW takes a float32 learning-rate tensor only (float64 there: the for-loop route)
-        ok = ok and (p.device.type == "cpu" or p.dtype != torch.float64)
-        ok = ok and p.is_contiguous() and g.is_contiguous() and m.is_contiguous() and v.is_contiguous()
-        (eligible if ok else other).append(i)
-    if other:
-        pick = [[lst[i] for i in other] for lst in (params, grads, exp_avgs, exp_avg_sqs, steps)]
-        _lamb_for_loop(pick[0], pick[1], pick[2], pick[3], pick[4], hp)
-    if not eligible:
-        return
-    ps, gs, ms, vs, ts = ([lst[i] for i in eligible] for lst in (params, grads, exp_avgs, exp_avg_sqs, steps))
-    device = ps[0].device
-    dtype = torch.float64 if ps[0].dtype == torch.float64 else torch.float32
-    torch._foreach_add_(ts, 1.0)
-    step = torch.stack(ts).to(dtype)
-    inv_bc1 = (1 - torch.pow(hp.beta1, step)).reciprocal_().unbind(0)
-    inv_bc2_sqrt = (1 - torch.pow(hp.beta2, step)).rsqrt_().unbind(0)
-    clip = math.inf if hp.trust_clip is None else hp.trust_clip
-    values = [hp.lr, hp.beta1, hp.beta2, hp.eps, hp.weight_decay, clip]
-    scalars = torch.tensor(values, dtype=dtype, device=device).unbind(0)
-    for i, (p, g, m, v, t) in enumerate(zip(ps, gs, ms, vs, ts)):
-        lr: float | Tensor = hp.lr
-        if kernel is not None:
-            try:
-                lr = kernel(
-                    p.view(-1), g.view(-1), m.view(-1), v.view(-1), inv_bc1[i], inv_bc2_sqrt[i], *scalars
-                )
-            except Exception as error:  # compiler missing or broken: nothing changed but the step counters
-                mark_failed("lamb", error)
-                torch._foreach_sub_(ts[i:], 1.0)
-                _lamb_for_loop(ps[i:], gs[i:], ms[i:], vs[i:], ts[i:], hp)
-                return
-        torch._fused_adamw_(
-            [p], [g], [m], [v], [], [t], lr=lr, beta1=hp.beta1, beta2=hp.beta2, weight_decay=hp.weight_decay,
-            eps=hp.eps, amsgrad=False, maximize=False,
-        )  # fmt: skip
-        note_route("compiled")
-
-
 def _native_counter(step: Tensor) -> bool:
     return step.dtype is torch.float32 and step.is_cpu
 
 
-def _lamb_native(
-    params: Sequence[Tensor],
-    grads: Sequence[Tensor],
-    exp_avgs: Sequence[Tensor],
-    exp_avg_sqs: Sequence[Tensor],
-    steps: Sequence[Tensor],
-    hp: _Hyper,
-) -> None:
+def _lamb_native(params: _Ts, grads: _Ts, exp_avgs: _Ts, exp_avg_sqs: _Ts, steps: _Ts, hp: _Hyper) -> None:
     kernels = native_kernels()
     taken: list[int] = []
     others = list(range(len(params)))
@@ -322,6 +197,33 @@ def _lamb_native(
         _lamb_for_loop(pick[0], pick[1], pick[2], pick[3], pick[4], hp)
 
 
+_ROUTES = {"for_loop": _lamb_for_loop, "foreach": _lamb_foreach, "native": _lamb_native}
+
+
+# Every group option and its default: ``__setstate__`` back-fills them into groups saved before an option
+# existed. Keep in step with ``__init__``'s signature (a test checks).
+_DEFAULTS: dict[str, Any] = {
+    "betas": (0.9, 0.999),
+    "eps": 1e-6,
+    "weight_decay": 0.01,
+    "trust_clip": None,
+    "layer_adaptation": True,
+    "implementation": "auto",
+}
+
+
+def _validate_group(group: dict[str, Any]) -> None:
+    check_positive("lr", group["lr"])
+    check_betas(group["betas"])
+    check_positive("eps", group["eps"])
+    check_non_negative("weight_decay", group["weight_decay"])
+    if group["trust_clip"] is not None:
+        check_positive("trust_clip", group["trust_clip"])
+    if not isinstance(group["layer_adaptation"], bool):
+        raise ValueError(f"`layer_adaptation` must be a bool, got {group['layer_adaptation']!r}.")
+    check_implementation(group["implementation"])
+
+
 class Lamb(ImplementationRecord):
     """LAMB, Adam moments with a per-tensor trust ratio.
 
@@ -335,22 +237,11 @@ class Lamb(ImplementationRecord):
     it on the no-decay group (biases, norms), as NVIDIA's and the paper's BERT set-ups do. Step counters are
     0-dim tensors on the parameter's device, so bias corrections never sync.
 
-    Cost: two state tensors per parameter (as AdamW). The native path (``auto`` on CPU) runs the whole step in
-    one parallel region, batch by batch of about 512K elements: one pass updates ``m, v`` and sums ``p^2`` and
-    ``u^2``, a second updates ``p`` while the batch is still in cache. Where it is unavailable, the compiled
-    path (``auto`` on CPU for tensors of >= 65536 elements) makes two passes per tensor, the second while the
-    tensor is still in cache: a compiled kernel reads ``p, g, m, v`` once and returns ``lr * trust_ratio``,
-    then torch's fused AdamW kernel with that learning rate performs the step
-    (``p (1 - lr r wd) - lr r m_hat / (sqrt(v_hat) + eps)`` is exactly LAMB's). No host-device sync on any
-    device (on CPU the fused kernel reads its 0-dim learning rate on the host, which involves no device).
-    Transient memory: at most one tensor's size (for_loop), none (native, compiled) or two chunks of 256K
-    elements on CPU / 4M elements on GPU (foreach). See ``benchmarks/RESULTS.md``.
-
-    FSDP2's sharded parameters (DTensors) take the per-tensor loop with DTensor ops, so the trust ratio uses
-    the whole parameter's norms (two all-reduces of a scalar per parameter per step over the shard's mesh);
-    other tensor subclasses take the loop too. Complex parameters are updated as their real views, as torch's
-    optimizers do (``v`` per real and imaginary part; the norms are the complex norms). ``maximize`` is not
-    supported.
+    Cost: two state tensors per parameter (as AdamW); no host-device sync. The native path (``auto`` on CPU)
+    runs the step in one parallel region, two cache-resident passes per batch of tensors; foreach (GPU) keeps
+    two chunk-sized temporaries. FSDP2's DTensors take the loop with DTensor ops (the norms are the whole
+    parameter's: two scalar all-reduces per parameter); complex parameters are updated as their real views.
+    ``maximize`` is not supported. Speeds: ``benchmarks/RESULTS.md``.
 
     Args:
         params: Parameters or parameter groups (e.g. from :func:`~lightning_recipes.optim.param_groups`).
@@ -360,8 +251,8 @@ class Lamb(ImplementationRecord):
         weight_decay: Weight decay inside the trust ratio, >= 0.
         trust_clip: Upper bound of the trust ratio (> 0), or ``None`` (default).
         layer_adaptation: Default of the per-group switch of the trust ratio.
-        implementation: ``"auto"`` (default), ``"for_loop"``, ``"foreach"``, ``"compiled"`` or ``"native"``;
-            see :func:`~lightning_recipes.optim.lion_update_`.
+        implementation: ``"auto"`` (default), ``"native"``, ``"foreach"`` or ``"for_loop"``; see
+            :func:`~lightning_recipes.optim.lion_update_`.
 
     Raises:
         ValueError: If an argument (or a group's override) is out of range.
@@ -379,6 +270,9 @@ class Lamb(ImplementationRecord):
         >>> sorted(optimizer.state[model.weight]), optimizer.state[model.weight]["step"]
         (['exp_avg', 'exp_avg_sq', 'step'], tensor(1.))
     """
+
+    _group_defaults = _DEFAULTS
+    _validate_group = staticmethod(_validate_group)
 
     def __init__(
         self,
@@ -401,26 +295,18 @@ class Lamb(ImplementationRecord):
             "layer_adaptation": layer_adaptation,
             "implementation": implementation,
         }
-        _validate_group(defaults)
+        self._validate_group(defaults)
         super().__init__(params, defaults)
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         """Back-fill group options added after a state dict or pickle was written, and turn numeric step
         counters (python numbers, as older optimizers saved them) into float32 tensors, as torch's optimizers
         do; ``load_state_dict`` calls this too."""
-        before = defaults_keys(self, state)
         super().__setstate__(state)
-        backfill_group_options(self, _DEFAULTS, before)
         for param_state in self.state.values():
             step = param_state.get("step")
             if step is not None and not torch.is_tensor(step):
                 param_state["step"] = torch.tensor(float(step), dtype=torch.float32)
-
-    def add_param_group(self, param_group: dict[str, Any]) -> None:
-        """Add a group; its options (the defaults filled in) are validated before it joins the optimizer."""
-        if isinstance(param_group, dict):
-            _validate_group({**self.defaults, **param_group})
-        super().add_param_group(param_group)
 
     @torch.no_grad()
     @records_implementation
@@ -470,30 +356,4 @@ class Lamb(ImplementationRecord):
 
 
 def _step_dtype(param: Tensor) -> torch.dtype:
-    # float32 always (exact up to 2**24 steps), as torch's optimizers: Inductor (torch 2.13) drops in-place
-    # updates of 0-dim float64 CPU inputs, so a float64 counter would never advance on the compiled path.
-    return torch.float32
-
-
-# Every group option and its default: ``__setstate__`` back-fills them into groups saved before an option
-# existed. Keep in step with ``__init__``'s signature (a test checks).
-_DEFAULTS: dict[str, Any] = {
-    "betas": (0.9, 0.999),
-    "eps": 1e-6,
-    "weight_decay": 0.01,
-    "trust_clip": None,
-    "layer_adaptation": True,
-    "implementation": "auto",
-}
-
-
-def _validate_group(group: dict[str, Any]) -> None:
-    check_positive("lr", group["lr"])
-    check_betas(group["betas"])
-    check_positive("eps", group["eps"])
-    check_non_negative("weight_decay", group["weight_decay"])
-    if group["trust_clip"] is not None:
-        check_positive("trust_clip", group["trust_clip"])
-    if not isinstance(group["layer_adaptation"], bool):
-        raise ValueError(f"`layer_adaptation` must be a bool, got {group['layer_adaptation']!r}.")
-    check_implementation(group["implementation"])
+    return torch.float32  # always (exact up to 2**24 steps), as torch's optimizers

@@ -28,21 +28,13 @@ def layer_depths(
     """The depth of every parameter: 0 for what comes before the first block (embeddings), ``j + 1`` inside
     block ``j``, ``L + 1`` after the last of the ``L`` blocks (final norm, head).
 
-    Blocks are the outermost instances of ``block_classes`` (classes or import paths), or, when ``None``, of
-    the classes the FSDP presets wrap (:func:`~lightning_recipes.strategies.infer_block_classes`: what the
-    model declares, else its layer lists), numbered in registration order across all stacks. Several stacks
-    are numbered one after the other, which for an encoder-decoder (BART, T5) is forward order: the
-    encoder's layers ``1 .. E``, the decoder's ``E + 1 .. E + D``, so the encoder trains below the decoder
-    and above the embeddings. Two parallel towers (CLIP) are numbered the same way, in the order they are
-    registered; use ``lr_scale`` to give them other factors. A parameter
-    outside every block takes its place in that order too: before the first block it is an embedding
-    (depth 0), between blocks ``j`` and ``j + 1`` it belongs to block ``j`` (e.g. a BatchNorm after its
-    conv), after the last block it is the head. When no parameter follows the last block, that block is the
-    model's output layer (a plain MLP's last ``Linear``): it is the head, not a block, so the head keeps the
-    peak LR as in BEiT / ELECTRA. Fewer than two blocks left (nothing repeats besides the output layer)
-    warns once: layer decay then degenerates to three LR levels. A parameter shared by several modules (tied
-    weights) has a depth under each of its names (see
-    :func:`~lightning_recipes.optim.tied.tied_parameters`). Cost: one walk over the modules.
+    Blocks are the outermost instances of ``block_classes``, or of the classes the FSDP presets wrap
+    (:func:`~lightning_recipes.strategies.infer_block_classes`), numbered in registration order across all
+    stacks (an encoder-decoder's encoder below its decoder; parallel towers in registration order: use
+    ``lr_scale`` to differ). A parameter between blocks ``j`` and ``j + 1`` belongs to block ``j``. A last
+    block that no parameter follows is the output layer, so it is the head (BEiT / ELECTRA keep the head at
+    the peak LR); fewer than two blocks left warns once. Tied parameters have a depth under each name.
+    Cost: one walk over the modules.
 
     Args:
         module: The model.

@@ -10,25 +10,23 @@ from torch import Tensor
 
 from lightning_recipes.optim._common import (
     Implementation,
-    backfill_group_options,
     check_betas,
     check_implementation,
     check_non_negative,
     check_positive,
-    defaults_keys,
     foreach_chunks,
     gather_gradients,
     group_by_device_and_dtype,
     prepare_tensors,
     resolve_device_implementation,
-    split_for_auto,
     split_for_native,
 )
-from lightning_recipes.optim._compiled import compiled_kernel, mark_failed
 from lightning_recipes.optim._native import bump_versions, native_kernels
 from lightning_recipes.optim._routes import ImplementationRecord, note_route, records_implementation
 
 __all__ = ["Lion", "lion_update_"]
+
+_Ts = Sequence[Tensor]
 
 
 @torch.no_grad()
@@ -61,13 +59,12 @@ def lion_update_(
         beta1: Interpolation factor of the update direction.
         beta2: Momentum decay.
         weight_decay: Decoupled weight decay (multiplied by ``lr``).
-        implementation: ``"for_loop"`` (one tensor at a time), ``"foreach"`` (multi-tensor kernels, in chunks
-            of 4M elements on GPU / 256K on CPU: the fast path on GPU), ``"compiled"`` (one ``torch.compile``d
-            single-pass kernel per tensor, compiled once per process), ``"native"`` (CPU: one multi-tensor C
-            kernel, a single pass and a single parallel region per step, built once with the system compiler
-            and cached on disk, see ``lightning_recipes.optim._native``; float32/float64/bfloat16 contiguous
-            tensors, the others take the loop; ``foreach`` off CPU) or ``"auto"`` (foreach off CPU; on CPU
-            native, else compiled for tensors of >= 65536 elements and the loop for the rest, else the loop).
+        implementation: ``"native"`` (CPU: one multi-tensor C kernel, one pass, built once with the system
+            compiler, see ``lightning_recipes.optim._native``; the fastest on CPU; ``foreach`` off CPU),
+            ``"foreach"`` (multi-tensor kernels in chunks: the fastest on GPU), ``"for_loop"`` (one tensor
+            at a time: the CPU fallback) or ``"auto"`` (native on CPU where it builds, else the loop;
+            foreach off CPU). Tensors native cannot take (other dtypes, non-contiguous) take the loop.
+            ``"compiled"`` is deprecated and runs as ``"auto"``.
 
     Example:
         >>> import torch
@@ -87,47 +84,12 @@ def lion_update_(
     if eager_ps:  # tensor subclasses other than alike-laid-out DTensors: their own ops, one tensor at a time
         _lion_for_loop(eager_ps, eager_gs, eager_ms, lr, beta1, beta2, weight_decay)
     for ps, gs, ms in group_by_device_and_dtype(params, grads, exp_avgs):
-        chosen = resolve_device_implementation(implementation, ps[0].device)
-        if chosen == "for_loop":
-            _lion_for_loop(ps, gs, ms, lr, beta1, beta2, weight_decay)
-        elif chosen == "foreach":
-            _lion_foreach(ps, gs, ms, lr, beta1, beta2, weight_decay)
-        elif chosen == "compiled":
-            _lion_compiled(ps, gs, ms, lr, beta1, beta2, weight_decay)
-        elif chosen == "native":
-            _lion_native(ps, gs, ms, lr, beta1, beta2, weight_decay)
-        else:  # "compiled_split": compile the large tensors, loop over the small ones
-            big, small = split_for_auto(ps, gs, ms)
-            if big:
-                _lion_compiled(
-                    [ps[i] for i in big],
-                    [gs[i] for i in big],
-                    [ms[i] for i in big],
-                    lr,
-                    beta1,
-                    beta2,
-                    weight_decay,
-                )
-            if small:
-                _lion_for_loop(
-                    [ps[i] for i in small],
-                    [gs[i] for i in small],
-                    [ms[i] for i in small],
-                    lr,
-                    beta1,
-                    beta2,
-                    weight_decay,
-                )
+        route = _ROUTES[resolve_device_implementation(implementation, ps[0].device)]
+        route(ps, gs, ms, lr, beta1, beta2, weight_decay)
 
 
 def _lion_for_loop(
-    params: Sequence[Tensor],
-    grads: Sequence[Tensor],
-    exp_avgs: Sequence[Tensor],
-    lr: float,
-    beta1: float,
-    beta2: float,
-    weight_decay: float,
+    params: _Ts, grads: _Ts, exp_avgs: _Ts, lr: float, beta1: float, beta2: float, weight_decay: float
 ) -> None:
     note_route("for_loop")
     for param, grad, exp_avg in zip(params, grads, exp_avgs):
@@ -139,13 +101,7 @@ def _lion_for_loop(
 
 
 def _lion_foreach(
-    params: Sequence[Tensor],
-    grads: Sequence[Tensor],
-    exp_avgs: Sequence[Tensor],
-    lr: float,
-    beta1: float,
-    beta2: float,
-    weight_decay: float,
+    params: _Ts, grads: _Ts, exp_avgs: _Ts, lr: float, beta1: float, beta2: float, weight_decay: float
 ) -> None:
     note_route("foreach")
     for ps, gs, ms in foreach_chunks(params, grads, exp_avgs):
@@ -158,56 +114,8 @@ def _lion_foreach(
         torch._foreach_lerp_(ms, gs, 1.0 - beta2)
 
 
-def _lion_kernel(
-    param: Tensor, grad: Tensor, exp_avg: Tensor, lr: Tensor, decay: Tensor, w1: Tensor, w2: Tensor
-) -> None:
-    # Written out of place + copy_ so that Inductor emits one loop reading p, g, m and writing p, m once.
-    update = torch.sign(torch.lerp(exp_avg, grad, w1))
-    param.copy_(param * decay - lr * update)
-    exp_avg.copy_(torch.lerp(exp_avg, grad, w2))
-
-
-def _lion_compiled(
-    params: Sequence[Tensor],
-    grads: Sequence[Tensor],
-    exp_avgs: Sequence[Tensor],
-    lr: float,
-    beta1: float,
-    beta2: float,
-    weight_decay: float,
-) -> None:
-    kernel = compiled_kernel("lion", _lion_kernel)
-    if kernel is None:
-        _lion_for_loop(params, grads, exp_avgs, lr, beta1, beta2, weight_decay)
-        return
-    device = params[0].device
-    dtype = torch.float64 if params[0].dtype == torch.float64 else torch.float32
-    # Hyper-parameters travel as 0-dim tensors: a new learning rate each step must not recompile.
-    scalars = torch.tensor(
-        [lr, 1.0 - lr * weight_decay, 1.0 - beta1, 1.0 - beta2], dtype=dtype, device=device
-    )
-    lr_t, decay_t, w1_t, w2_t = scalars.unbind(0)
-    for index, (param, grad, exp_avg) in enumerate(zip(params, grads, exp_avgs)):
-        if not (param.is_contiguous() and grad.is_contiguous() and exp_avg.is_contiguous()):
-            _lion_for_loop([param], [grad], [exp_avg], lr, beta1, beta2, weight_decay)
-            continue
-        try:
-            kernel(param.view(-1), grad.view(-1), exp_avg.view(-1), lr_t, decay_t, w1_t, w2_t)
-            note_route("compiled")
-        except Exception as error:  # compiler missing or broken: the kernel never ran, nothing was changed
-            mark_failed("lion", error)
-            _lion_for_loop(params[index:], grads[index:], exp_avgs[index:], lr, beta1, beta2, weight_decay)
-            return
-
-
 def _lion_native(
-    params: Sequence[Tensor],
-    grads: Sequence[Tensor],
-    exp_avgs: Sequence[Tensor],
-    lr: float,
-    beta1: float,
-    beta2: float,
-    weight_decay: float,
+    params: _Ts, grads: _Ts, exp_avgs: _Ts, lr: float, beta1: float, beta2: float, weight_decay: float
 ) -> None:
     kernels = native_kernels()
     taken, others = split_for_native(params, grads, exp_avgs) if kernels else ([], list(range(len(params))))
@@ -221,6 +129,21 @@ def _lion_native(
         _lion_for_loop(ps, gs, ms, lr, beta1, beta2, weight_decay)
 
 
+_ROUTES = {"for_loop": _lion_for_loop, "foreach": _lion_foreach, "native": _lion_native}
+
+
+# Every group option and its default: ``__setstate__`` back-fills them into groups saved before an option
+# existed. Keep in step with ``__init__``'s signature (a test checks).
+_DEFAULTS: dict[str, Any] = {"betas": (0.9, 0.99), "weight_decay": 0.0, "implementation": "auto"}
+
+
+def _validate_group(group: dict[str, Any]) -> None:
+    check_positive("lr", group["lr"])
+    check_betas(group["betas"])
+    check_non_negative("weight_decay", group["weight_decay"])
+    check_implementation(group["implementation"])
+
+
 class Lion(ImplementationRecord):
     """Lion, the sign-momentum optimizer found by program search.
 
@@ -230,22 +153,18 @@ class Lion(ImplementationRecord):
     learning rate **3-10x smaller** than AdamW's and a weight decay **3-10x larger** to keep the same
     effective decay ``lr * weight_decay``. It keeps one state tensor per parameter (AdamW keeps two).
 
-    Cost: one read of ``p, g, m`` and one write of ``p, m`` per element with the native and compiled paths
-    (20 B/elem in fp32, 0.71x AdamW's traffic); no host-device sync in :meth:`step`; transient memory none
-    (native, compiled), at most one tensor's size (for_loop) or one chunk (foreach: 256K elements on CPU, 4M
-    on GPU). See ``benchmarks/RESULTS.md``.
-
-    FSDP2's sharded parameters (DTensors) are updated shard by shard (the update is elementwise), on the same
-    paths as plain tensors; other tensor subclasses take the per-tensor loop. Complex parameters are updated
-    as their real views, as torch's optimizers do. ``maximize`` is not supported.
+    Cost: one read of ``p, g, m`` and one write of ``p, m`` per element on the native path (20 B/elem in fp32,
+    0.71x AdamW's traffic); no host-device sync in :meth:`step`. FSDP2's sharded parameters (DTensors) are
+    updated shard by shard; other tensor subclasses take the loop. Complex parameters are updated as their
+    real views, as torch's optimizers do. ``maximize`` is not supported. Speeds: ``benchmarks/RESULTS.md``.
 
     Args:
         params: Parameters or parameter groups (e.g. from :func:`~lightning_recipes.optim.param_groups`).
         lr: Learning rate, > 0.
         betas: ``(beta1, beta2)``, each in [0, 1): update interpolation and momentum decay.
         weight_decay: Decoupled weight decay, >= 0.
-        implementation: ``"auto"`` (default), ``"for_loop"``, ``"foreach"``, ``"compiled"`` or ``"native"``;
-            see :func:`lion_update_`. With ``"auto"`` on CPU the first step builds the native kernels once per
+        implementation: ``"auto"`` (default), ``"native"``, ``"foreach"`` or ``"for_loop"``; see
+            :func:`lion_update_`. With ``"auto"`` on CPU the first step builds the native kernels once per
             machine (later processes load them from the disk cache).
 
     Raises:
@@ -262,6 +181,9 @@ class Lion(ImplementationRecord):
         ['exp_avg']
     """
 
+    _group_defaults = _DEFAULTS
+    _validate_group = staticmethod(_validate_group)
+
     def __init__(
         self,
         params: Iterable[Any],
@@ -277,21 +199,8 @@ class Lion(ImplementationRecord):
             "weight_decay": weight_decay,
             "implementation": implementation,
         }
-        _validate_group(defaults)
+        self._validate_group(defaults)
         super().__init__(params, defaults)
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        """Back-fill group options added after a state dict or pickle was written, so that it still loads
-        and steps (``load_state_dict`` calls this too)."""
-        before = defaults_keys(self, state)
-        super().__setstate__(state)
-        backfill_group_options(self, _DEFAULTS, before)
-
-    def add_param_group(self, param_group: dict[str, Any]) -> None:
-        """Add a group; its options (the defaults filled in) are validated before it joins the optimizer."""
-        if isinstance(param_group, dict):
-            _validate_group({**self.defaults, **param_group})
-        super().add_param_group(param_group)
 
     @torch.no_grad()
     @records_implementation
@@ -324,15 +233,3 @@ class Lion(ImplementationRecord):
                 implementation=group["implementation"],
             )
         return loss
-
-
-# Every group option and its default: ``__setstate__`` back-fills them into groups saved before an option
-# existed. Keep in step with ``__init__``'s signature (a test checks).
-_DEFAULTS: dict[str, Any] = {"betas": (0.9, 0.99), "weight_decay": 0.0, "implementation": "auto"}
-
-
-def _validate_group(group: dict[str, Any]) -> None:
-    check_positive("lr", group["lr"])
-    check_betas(group["betas"])
-    check_non_negative("weight_decay", group["weight_decay"])
-    check_implementation(group["implementation"])

@@ -48,46 +48,17 @@ def param_groups(
 ) -> list[dict[str, Any]]:
     """Split a module's trainable parameters into a ``"decay"`` and a ``"no_decay"`` group.
 
-    Weight decay pulls weights toward zero; applied to biases, the scale/shift of normalization layers or
-    embedding rows it only hurts (it fights the normalization and shrinks rare tokens). A parameter goes to
-    ``"no_decay"`` if any of these hold, otherwise to ``"decay"``:
-
-    - it has fewer than 2 dimensions (biases, norm scales, scalar gates);
-    - it belongs to a normalization layer, detected by type (BatchNorm*, SyncBatchNorm, InstanceNorm*,
-      LayerNorm, GroupNorm, RMSNorm, LocalResponseNorm, and subclasses) - whatever its shape;
-    - it belongs to an ``nn.Embedding`` / ``nn.EmbeddingBag`` and ``decay_embeddings`` is False;
-    - its name is returned by ``no_weight_decay()`` of the module or any submodule (timm's convention;
-      names relative to that submodule), or matches a pattern of ``no_decay`` (``fnmatch`` globs on the full
-      name, e.g. ``"*.pos_embed"``, ``"head.*"``).
-
-    A parameter shared by several modules (tied weights, GPT-2's ``lm_head.weight`` is
-    ``transformer.wte.weight``) appears once, in one group: ``"no_decay"`` if any owner says so; with
-    ``layer_decay`` / ``lr_scale`` / ``split`` the group of its first name, or of a name that ``split``
-    selects, and a warning (once) names both module paths when its names would have put it in different
-    groups. Frozen parameters (``requires_grad=False``) are left out. Groups carry a ``"name"`` (so
-    ``LearningRateMonitor`` logs ``lr-AdamW/decay`` and ``lr-AdamW/no_decay``), and the no-decay group sets
-    ``layer_adaptation=False`` (used by :class:`~lightning_recipes.optim.Lamb`, ignored by other optimizers).
-    Empty groups are omitted. Cost: one walk over the modules, at configuration time only.
-
-    Learning-rate scales need the base ``lr``: each group then carries its own ``"lr"`` = ``lr`` x its scale
-    (and the scale as ``"lr_scale"``), so any optimizer - ``torch.optim.AdamW`` as much as
-    :class:`~lightning_recipes.optim.Lion` - trains each group at its LR, and a ``LambdaLR`` schedule
-    (:func:`~lightning_recipes.optim.warmup_cosine`, ...) multiplies each group's own LR, keeping the ratios:
-
-    - ``layer_decay`` (BEiT / ELECTRA layer-wise LR decay): depth from the module structure
-      (:func:`~lightning_recipes.optim.layer_decay.layer_depths`: embeddings -> the repeated blocks the FSDP
-      presets wrap, in order -> head), scale ``layer_decay ** (L + 1 - depth)``: the head 1, each block below
-      one factor lower, the embeddings lowest. Groups are named ``embed/decay``, ``block_0/no_decay``, ...,
-      ``head/decay``. A model without detectable blocks is an error (never silently equal LRs).
-    - ``lr_scale`` (discriminative LRs by name): ``{"backbone": 0.1}`` multiplies the LR of every parameter
-      whose name equals a key, starts with ``key + "."`` or fully matches ``key`` as a regex. With
-      ``layer_decay`` the two factors multiply. The key joins the group name (``backbone/decay``).
-    - ``split``: module-path prefixes that get groups of their own (scale 1), named after them: what
-      :class:`~lightning_recipes.callbacks.finetune_schedule.FinetuneSchedule` needs to schedule a frozen
-      module on its own.
-
-    Frozen parameters still count when checking that every ``lr_scale`` entry and ``split`` prefix selects
-    a parameter (so a module frozen now may be named).
+    A parameter goes to ``"no_decay"`` if it has fewer than 2 dimensions (biases, norm scales), belongs to a
+    normalization layer (by type, any shape) or to an embedding (unless ``decay_embeddings``), is named by a
+    ``no_weight_decay()`` method (timm's convention) or matches a ``no_decay`` glob. A tied parameter appears
+    once (``"no_decay"`` if any owner says so; a warning when its names disagree about groups); frozen ones
+    are left out; empty groups are omitted. Groups carry a ``"name"`` (``lr-AdamW/decay`` in
+    ``LearningRateMonitor``); the no-decay group sets ``layer_adaptation=False`` (for
+    :class:`~lightning_recipes.optim.Lamb`). With ``layer_decay`` (depth from
+    :func:`~lightning_recipes.optim.layer_decay.layer_depths`, scale ``layer_decay ** (L + 1 - depth)``),
+    ``lr_scale`` (by module path or regex; factors multiply) or ``split`` (prefixes with groups of their own,
+    for ``FinetuneSchedule``), each group carries its own ``"lr"`` and ``"lr_scale"``. Cost: one walk over
+    the modules, at configuration time only.
 
     Args:
         module: The model (usually the ``LightningModule`` itself).

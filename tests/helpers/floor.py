@@ -40,9 +40,7 @@ LIGHTNING_FREE: dict[str, str] = {
     "tests/optim/test_torch_conformance.py": "optimizer numerics",
     "tests/optim/test_hf_schedule_parity.py": "schedule numerics",
     "tests/optim/test_schedules.py": "schedule numerics",
-    "tests/optim/test_lamb.py": "optimizer numerics",
-    "tests/optim/test_lion.py": "optimizer numerics",
-    "tests/optim/test_compiled.py": "optimizer numerics (torch.compile)",
+    "tests/optim/test_numerics.py": "optimizer numerics",
     "tests/optim/test_tied.py": "parameter grouping on nn.Modules",
     # static checks of the tree, metadata
     "tests/test_architecture.py": "static import graph and file sizes",

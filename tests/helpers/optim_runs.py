@@ -1,5 +1,5 @@
 """Float64 runs of Lion and Lamb against the paper references (``tests/optim/_reference.py``), shared by the
-optimizer tests of every implementation (for_loop/foreach/native/compiled), and a host-sync counter."""
+optimizer tests of every implementation (for_loop/foreach/native), and a host-sync counter."""
 
 from __future__ import annotations
 

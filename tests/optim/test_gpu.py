@@ -11,7 +11,7 @@ from tests.helpers.optim_runs import lamb_against_reference, lion_against_refere
 
 pytestmark = pytest.mark.gpu
 
-ROUTES = ["for_loop", "foreach", "compiled", "native", "auto"]  # off CPU, native and auto run foreach
+ROUTES = ["for_loop", "foreach", "native", "auto"]  # off CPU, native and auto run foreach
 
 
 @pytest.mark.parametrize("implementation", ROUTES)

@@ -28,41 +28,17 @@ from torch import Tensor
 from torch.nn import Parameter
 
 from lightning_recipes.optim import Lamb, Lion, _native
-from lightning_recipes.optim._common import resolve_device_implementation
-from lightning_recipes.optim._compiled import compile_available
 
 OPTIMIZERS: dict[str, type[torch.optim.Optimizer]] = {"lion": Lion, "lamb": Lamb}
-# "compiled_split" is the route `auto` takes on CPU where the native kernels are unavailable (compiled large
-# tensors, eager small ones): forced here by hiding the native kernels.
-IMPLEMENTATIONS = ["for_loop", "foreach", "native", "compiled", "auto", "compiled_split"]
+IMPLEMENTATIONS = ["for_loop", "foreach", "native", "auto"]
 
 every_optimizer = pytest.mark.parametrize("name", sorted(OPTIMIZERS))
-
-
-@pytest.fixture(params=IMPLEMENTATIONS)
-def implementation(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """The ``implementation`` argument for one route (``"auto"`` without native kernels for
-    ``"compiled_split"``)."""
-    route: str = request.param
-    if route == "compiled_split":
-        if not compile_available():
-            pytest.skip("torch.compile is unavailable here (no C++ compiler or unsupported platform)")
-        monkeypatch.setattr(_native, "native_available", lambda: False)
-        assert resolve_device_implementation("auto", torch.device("cpu")) == "compiled_split"
-        return "auto"
-    return route
-
-
-def every_path(test: Callable[..., Any]) -> Callable[..., Any]:
-    """Marks a test taking ``implementation`` to run on every route (the fixture above)."""
-    return test
+every_path = pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
 
 
 def _skip_unavailable(implementation: str) -> None:
     if implementation == "native" and not _native.native_available():
         pytest.skip("the native kernels need Linux, a C compiler and torch built with GNU OpenMP")
-    if implementation == "compiled" and not compile_available():
-        pytest.skip("torch.compile is unavailable here (no C++ compiler or unsupported platform)")
 
 
 def assert_state_dicts_identical(expected: dict[str, Any], got: dict[str, Any]) -> None:
@@ -132,10 +108,11 @@ layouts = pytest.mark.parametrize("layout", ["list", "groups", "single_tensor_gr
 @every_path
 @layouts
 def test_loaded_state_dict_is_deterministic_and_continues_in_lock_step(name, implementation, layout):
-    """timm ``_test_state_dict`` / torch ``test_state_dict_deterministic``: load into a fresh optimizer over
-    clones; the dict loaded is not modified; its ``state_dict()`` equals the original's key for key at once
-    and after 20 lock-step closure steps, with bitwise-equal parameters throughout; repeated groups
-    identical."""
+    """timm ``_test_state_dict`` / torch ``test_state_dict_deterministic`` and
+    ``test_save_load_equality_with_weights_only``: load into a fresh optimizer over clones, directly and
+    through ``torch.save`` / ``torch.load(weights_only=True)``; the dict loaded is not modified; its
+    ``state_dict()`` equals the original's key for key at once and after 20 lock-step closure steps, with
+    bitwise-equal parameters throughout; repeated groups identical."""
     _skip_unavailable(implementation)
     constructor = _constructors(name, implementation)[layout]
     weight, bias, x = _weight_bias()
@@ -149,6 +126,12 @@ def test_loaded_state_dict_is_deterministic_and_continues_in_lock_step(name, imp
     assert_state_dicts_identical(saved, loaded)  # the caller's dict is not modified
     assert_state_dicts_identical(optimizer.state_dict(), optimizer_c.state_dict())
     assert optimizer_c.defaults == optimizer.defaults
+    buffer = io.BytesIO()
+    torch.save(optimizer.state_dict(), buffer)
+    buffer.seek(0)
+    from_disk = constructor(Parameter(weight.detach().clone()), Parameter(bias.detach().clone()))
+    from_disk.load_state_dict(torch.load(buffer, weights_only=True))
+    assert_state_dicts_identical(optimizer.state_dict(), from_disk.state_dict())
     for _ in range(20):
         optimizer.step(_closure(optimizer, weight, bias, x))
         optimizer_c.step(_closure(optimizer_c, weight_c, bias_c, x))
@@ -156,26 +139,6 @@ def test_loaded_state_dict_is_deterministic_and_continues_in_lock_step(name, imp
     assert_state_dicts_identical(optimizer.state_dict(), optimizer_c.state_dict())
     optimizer_c.param_groups.extend(optimizer_c.param_groups)
     assert optimizer.state_dict()["param_groups"][-1] == optimizer_c.state_dict()["param_groups"][-1]
-
-
-@every_optimizer
-@every_path
-def test_save_load_with_weights_only_is_identical(name, implementation):
-    """torch ``test_save_load_equality_with_weights_only``: ``torch.save`` / ``torch.load(weights_only=True)``
-    of the state dict, loaded, gives the same state dict back."""
-    _skip_unavailable(implementation)
-    weight, bias, x = _weight_bias()
-    optimizer = OPTIMIZERS[name]([weight, bias], lr=1e-3, implementation=implementation)
-    for _ in range(3):
-        optimizer.step(_closure(optimizer, weight, bias, x))
-    buffer = io.BytesIO()
-    torch.save(optimizer.state_dict(), buffer)
-    buffer.seek(0)
-    loaded = torch.load(buffer, weights_only=True)
-    fresh = OPTIMIZERS[name]([Parameter(weight.detach().clone()), Parameter(bias.detach().clone())], lr=1e-3,
-                             implementation=implementation)  # fmt: skip
-    fresh.load_state_dict(loaded)
-    assert_state_dicts_identical(optimizer.state_dict(), fresh.state_dict())
 
 
 @every_optimizer
