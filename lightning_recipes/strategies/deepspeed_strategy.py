@@ -10,7 +10,7 @@ from lightning.pytorch.strategies import DeepSpeedStrategy
 from typing_extensions import override
 
 from lightning_recipes._validation import check_positive
-from lightning_recipes.strategies._requirements import refuse_offload_without_host_memory, refuse_without_cuda
+from lightning_recipes.strategies._host import refuse_offload_without_host_memory, refuse_without_cuda
 from lightning_recipes.strategies.deepspeed_config import (
     reconcile_deepspeed_config,
     require_deepspeed,

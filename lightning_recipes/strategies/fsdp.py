@@ -13,7 +13,7 @@ from typing_extensions import override
 
 from lightning_recipes._blocks import BlockSpec, resolve_block_classes
 from lightning_recipes._validation import check_bool, check_positive
-from lightning_recipes.strategies._requirements import refuse_offload_without_host_memory, refuse_without_cuda
+from lightning_recipes.strategies._host import refuse_offload_without_host_memory, refuse_without_cuda
 from lightning_recipes.strategies._wrap_policy import LazyBlockPolicy
 
 __all__ = ["RecipesFSDPPrecision", "RecipesFSDPStrategy"]

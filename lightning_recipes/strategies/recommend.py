@@ -8,16 +8,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import torch
 from lightning.pytorch.strategies import Strategy
 from torch import nn
 
 from lightning_recipes._blocks import BlockSpec, block_classes_for
 from lightning_recipes._console import new_table
 from lightning_recipes._validation import check_choice, check_in_range, check_positive
-from lightning_recipes.strategies._activations import measure_activations
 from lightning_recipes.strategies._units import GIB
-from lightning_recipes.strategies.memory import MemoryEstimate, estimate_memory, render
+from lightning_recipes.strategies.memory import (
+    MemoryEstimate,
+    _autocast,
+    estimate_memory,
+    measure_activations,
+    render,
+)
 from lightning_recipes.strategies.presets import PRESETS
 
 __all__ = ["LADDERS", "Recommendation", "recommend_strategy"]
@@ -194,13 +198,12 @@ def recommend_strategy(
         if not isinstance(model_or_num_params, nn.Module):
             raise ValueError("`sample_batch` needs a model, not a parameter count, to measure activations.")
         blocks = block_classes_for(model_or_num_params, block_classes)
-        autocast_dtype = {"bf16-mixed": torch.bfloat16, "16-mixed": torch.float16}.get(precision)
         measured = measure_activations(
             model_or_num_params,
             sample_batch,
             block_classes=blocks,
             forward_fn=forward_fn,
-            autocast_dtype=autocast_dtype,
+            autocast_dtype=_autocast(precision),
         )
     budget = device_memory_gb * GIB * (1 - headroom)
     estimates, fits, chosen = [], [], None

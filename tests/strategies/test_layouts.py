@@ -1,4 +1,4 @@
-"""The memory layouts: one table, read by the estimator without the preset table, carried by every preset."""
+"""The memory layouts: carried by every preset record, read by the estimator without building a strategy."""
 
 from __future__ import annotations
 
@@ -7,25 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from lightning_recipes.strategies import PRESETS, estimate_memory
-from lightning_recipes.strategies._layout import LAYOUTS
+from lightning_recipes.strategies import PRESETS, MemoryLayout, estimate_memory
 
 STRATEGIES = Path(__file__).resolve().parents[2] / "lightning_recipes" / "strategies"
 
 
-def test_every_preset_carries_its_layout_from_the_table() -> None:
-    assert set(PRESETS) == set(LAYOUTS)
-    for name, record in PRESETS.items():
-        assert record.layout is LAYOUTS[name], name
-
-
-def test_the_estimator_does_not_import_the_preset_table() -> None:
+def test_the_estimator_reads_each_presets_layout_without_importing_a_strategy() -> None:
+    assert all(isinstance(record.layout, MemoryLayout) for record in PRESETS.values())
     tree = ast.parse((STRATEGIES / "memory.py").read_text())
     imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
-    assert not {m for m in imported if m.endswith(("presets", "fsdp", "deepspeed_strategy", "_requirements"))}
-
-
-def test_the_estimator_reads_the_layout_table() -> None:
+    assert not {m for m in imported if m.endswith(("fsdp", "fsdp2", "ddp", "deepspeed_strategy", "_host"))}
     full = estimate_memory(10_000_000, strategy="fsdp_full_shard", devices=4)
     ddp = estimate_memory(10_000_000, strategy="ddp", devices=4)
     assert full.optimizer_state * 4 == ddp.optimizer_state  # full shard: optimizer state split 4 ways

@@ -10,8 +10,7 @@ from lightning_recipes.mixins import LionRecipe
 from lightning_recipes.optim.build import build_optimizer
 from lightning_recipes.optim.names import OPTIMIZERS
 from lightning_recipes.strategies import estimate_memory
-from lightning_recipes.strategies._activations import measure_activations
-from lightning_recipes.strategies._optimizer import optimizer_name
+from lightning_recipes.strategies.memory import measure_activations, optimizer_name
 from lightning_recipes.testing import TinyTransformerLM, TransformerBlock, random_token_loader
 
 N = 7_000_000_000  # the 7B example

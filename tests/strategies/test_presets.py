@@ -23,8 +23,7 @@ from lightning_recipes.strategies import (
     infer_block_classes,
     preset,
 )
-from lightning_recipes.strategies._host import check_host_memory
-from lightning_recipes.strategies._requirements import refuse_offload_without_host_memory
+from lightning_recipes.strategies._host import check_host_memory, refuse_offload_without_host_memory
 from lightning_recipes.testing import TinyTransformerLM, TransformerBlock, fast_trainer, random_token_loader
 
 REQUIRED = {
