@@ -98,7 +98,7 @@ def step_output(harness: Any, model: nn.Module, batch: Any) -> Tensor:
     Raises:
         CannotRunOnCopy: If no output was seen.
     """
-    from lightning_recipes.harness.errors import CannotRunOnCopy
+    from lightning_recipes.harness.isolation import CannotRunOnCopy
 
     with harness.capture_forward(model) as captured, contextlib.suppress(CannotRunOnCopy):
         harness.training_loss(model, batch)

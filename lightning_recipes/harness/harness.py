@@ -48,9 +48,9 @@ from lightning_recipes.harness.batches import (
     slice_batch,
     split_batch,
 )
-from lightning_recipes.harness.errors import CannotRunOnCopy
 from lightning_recipes.harness.forward_capture import ForwardCapture, first_tensor
 from lightning_recipes.harness.isolation import (
+    CannotRunOnCopy,
     copy_module,
     preserved_loader_rng,
     preserved_rng,

@@ -17,7 +17,6 @@ from lightning_recipes._blocks import (
     outermost_blocks,
     resolve_block_classes,
 )
-from lightning_recipes.strategies._wrap_policy import LazyBlockPolicy
 from lightning_recipes.strategies.activation_checkpointing import (
     ActivationCheckpointingMixin,
     checkpoint_blocks,
@@ -32,7 +31,7 @@ from lightning_recipes.strategies.deepspeed_config import (
     validate_deepspeed_config,
 )
 from lightning_recipes.strategies.deepspeed_strategy import RecipesDeepSpeedStrategy
-from lightning_recipes.strategies.fsdp import RecipesFSDPPrecision, RecipesFSDPStrategy
+from lightning_recipes.strategies.fsdp import LazyBlockPolicy, RecipesFSDPPrecision, RecipesFSDPStrategy
 from lightning_recipes.strategies.fsdp2 import (
     FSDP2Mixin,
     RecipesFSDP2Strategy,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,8 +16,9 @@ from torch import Tensor, nn
 from lightning_recipes._blocks import BlockSpec, infer_block_classes, resolve_block_classes
 from lightning_recipes._console import new_table, render
 from lightning_recipes._validation import check_choice, check_int
+from lightning_recipes.harness.optimizers import optimizers_from_config
 from lightning_recipes.optim.names import OPTIMIZERS
-from lightning_recipes.strategies._units import GIB
+from lightning_recipes.strategies._units import GIB, autocast_dtype
 from lightning_recipes.strategies.presets import PRESETS, MemoryLayout
 
 __all__ = [
@@ -139,51 +140,17 @@ def estimate_memory(
 ) -> MemoryEstimate:
     """Estimate per-device memory of training under a strategy preset, before renting the cluster.
 
-    What is counted (bytes on the most loaded device; sharded tensors are split over the shard group, which is
-    every process, or the processes of one node for ``fsdp_hybrid``):
-
-    ============================  ====================================================================
-    row                           rule
-    ============================  ====================================================================
-    parameters                    numel x dtype bytes: fp32 for ``32-true`` and for torch AMP (``*-mixed``
-                                  keeps fp32 weights and autocasts), 2 for ``*-true`` and for DeepSpeed
-                                  16-bit; sharded by FSDP (every sharding strategy) / ZeRO-3, full for
-                                  DDP / ZeRO-1/2
-    gradients                     same dtype as the parameters; sharded by FSDP / ZeRO-2/3
-    optimizer state               per parameter, the optimizer's state tensors (``adamw``/``adam``/``lamb``
-                                  2, ``lion``/``sgd_momentum`` 1, ``sgd`` 0; the table
-                                  :data:`~lightning_recipes.optim.names.OPTIMIZERS`), in the parameter
-                                  dtype (fp32 for DeepSpeed) + its per-tensor scalars (torch's 4-byte
-                                  ``step`` of ``adam(w)`` and ``lamb``) when a model is given; sharded by
-                                  FSDP / every ZeRO stage
-    master weights                fp32 copy for DeepSpeed 16-bit precision; sharded like the optimizer
-    gathered                      unsharded copies of sharded parameters, in the compute dtype (2 bytes
-                                  for ``16``/``bf16`` precisions: Lightning's FSDP ``MixedPrecision``
-                                  ``param_dtype``): ``fsdp_shard_grad_op`` keeps every unit's copy from
-                                  forward to backward (all parameters); the other sharded strategies hold
-                                  the root unit + two blocks (current and prefetched), which needs a model
-    activations                   measured: bytes saved for backward in one forward on ``sample_batch``
-                                  (+ the largest one again for the backward peak); with activation
-                                  checkpointing only block inputs + one block's recomputation
-    host (offload)                what ``*_offload`` presets move to CPU RAM, per process
-    ============================  ====================================================================
-
-    With a model, sizes are per tensor and exact for DDP and FSDP2 (FSDP2 chunks dim 0 of every tensor over
-    the ranks; rank 0 holds the largest chunks). With a parameter count, sharding divides evenly (rounded up).
-    Not counted: DDP/ZeRO communication buckets (our DDP presets use ``gradient_as_bucket_view=True`` so the
-    gradients *are* the buckets), the CUDA context (~0.5 GiB), allocator fragmentation; keep headroom.
+    Rows: parameters, gradients, optimizer state, master weights, gathered parameters, activations (measured
+    on ``sample_batch``) and host bytes (offload), each by the preset's :class:`MemoryLayout`; the rules are
+    in the strategies guide. Exact per tensor for DDP and FSDP2 given a model.
 
     Args:
         model_or_num_params: A module (may live on the ``meta`` device) or a parameter count.
-        optimizer: A name of :data:`~lightning_recipes.optim.names.OPTIMIZERS` (``adamw``, ``lion``, ``lamb``,
-            ``adam``, ``sgd``, ``sgd_momentum``, ``rmsprop``, ``adagrad``, ...). ``None``: the one the model
-            trains with (its recipe, or what its ``configure_optimizers()`` builds), else ``adamw`` with a
-            note saying why.
+        optimizer: A name of :data:`~lightning_recipes.optim.names.OPTIMIZERS`; ``None``: the one the model
+            trains with (:func:`read_optimizer`), else ``adamw`` with a note.
         precision: The Trainer's precision, e.g. ``"bf16-mixed"``.
-        strategy: A preset name (a key of :data:`~lightning_recipes.strategies.PRESETS`, whose ``layout`` says
-            what it shards, offloads and gathers).
-        devices: Devices per node.
-        num_nodes: Nodes.
+        strategy: A key of :data:`~lightning_recipes.strategies.PRESETS`.
+        devices, num_nodes: Devices per node, nodes.
         activation_checkpointing: Checkpoint the blocks; ``None`` = the preset's default (on for FSDP).
         sample_batch: One per-device batch to measure activations on (same device as the model).
         block_classes: Block classes (inferred from the model when ``None``).
@@ -269,7 +236,7 @@ def estimate_memory(
             sample_batch,
             block_classes=blocks,
             forward_fn=forward_fn,
-            autocast_dtype=_autocast(precision),
+            autocast_dtype=autocast_dtype(precision),
         )
         activations = measured.total(checkpointing and blocks is not None)
     return MemoryEstimate(
@@ -289,11 +256,6 @@ def estimate_memory(
         bytes_per_param=float(param_bytes + grad_elem_bytes + states * state_bytes + master_bytes),
         notes=tuple(notes),
     )
-
-
-def _autocast(precision: str) -> torch.dtype | None:
-    """The autocast dtype of a ``*-mixed`` precision (what the activations are measured under)."""
-    return {"bf16-mixed": torch.bfloat16, "16-mixed": torch.float16}.get(precision)
 
 
 def _optimizer(model_or_num_params: nn.Module | int, given: str | None, notes: list[str]) -> str:
@@ -376,7 +338,7 @@ def read_optimizer(model: nn.Module) -> tuple[str | None, str]:
         built = configure()
     except Exception as err:  # user code outside a Trainer: anything may go wrong; say what
         return None, f"configure_optimizers() failed outside a Trainer ({type(err).__name__}: {err})"
-    optimizers = _optimizers(built)
+    optimizers = optimizers_from_config(built)
     if len(optimizers) != 1:
         return None, f"configure_optimizers() returned {len(optimizers)} optimizers, not one"
     name = optimizer_name(optimizers[0])
@@ -403,18 +365,6 @@ def optimizer_name(optimizer: torch.optim.Optimizer) -> str | None:
         if spec.class_name == cls:
             return name
     return None
-
-
-def _optimizers(built: Any) -> list[torch.optim.Optimizer]:
-    """The optimizers in any of ``configure_optimizers``' return forms (one, a list, a dict, lists of
-    both)."""
-    if isinstance(built, torch.optim.Optimizer):
-        return [built]
-    if isinstance(built, Mapping):
-        return _optimizers(built.get("optimizer"))
-    if isinstance(built, (list, tuple)):  # also ([optimizers], [schedulers]): schedulers add none
-        return [o for item in built for o in _optimizers(item)]
-    return []
 
 
 class ActivationMeasurement:
