@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 import pytest
 from lightning.pytorch.strategies import StrategyRegistry
 
@@ -35,9 +38,7 @@ def test_estimator_reads_each_presets_layout(name: str) -> None:
 
 @pytest.mark.parametrize("name", NON_DEEPSPEED)
 def test_built_strategy_matches_the_record(name: str) -> None:
-    record = PRESETS[name]
-    strategy = preset(name)
-    assert type(strategy) is record.strategy_class
+    record, strategy = PRESETS[name], preset(name)
     offloaded = getattr(getattr(strategy, "cpu_offload", None), "offload_params", False)
     assert bool(offloaded) == record.layout.offload_params
     sharding = getattr(strategy, "sharding_strategy", None)
@@ -45,6 +46,16 @@ def test_built_strategy_matches_the_record(name: str) -> None:
         assert (sharding.name == "SHARD_GRAD_OP") == record.layout.keeps_gathered
         assert (sharding.name == "HYBRID_SHARD") == record.layout.hybrid
     assert record.layout.activation_checkpointing == (record.engine in ("fsdp", "fsdp2"))
+
+
+def test_the_estimator_imports_no_strategy_and_refuses_an_unknown_preset() -> None:
+    tree = ast.parse(
+        (Path(__file__).resolve().parents[2] / "lightning_recipes/strategies/memory.py").read_text()
+    )
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    assert not {m for m in imported if m.endswith(("fsdp", "fsdp2", "ddp", "deepspeed_strategy", "_host"))}
+    with pytest.raises(ValueError, match="strategy"):
+        estimate_memory(10_000_000, strategy="no_such_preset")
 
 
 def test_a_record_with_an_unknown_engine_is_refused() -> None:
