@@ -17,6 +17,7 @@ from lightning_recipes._blocks import (
     outermost_blocks,
     resolve_block_classes,
 )
+from lightning_recipes.strategies._layout import MemoryLayout
 from lightning_recipes.strategies.activation_checkpointing import (
     ActivationCheckpointingMixin,
     checkpoint_blocks,
@@ -44,7 +45,7 @@ from lightning_recipes.strategies.memory import (
     estimate_memory,
     measure_step_memory,
 )
-from lightning_recipes.strategies.presets import PRESETS, MemoryLayout, Preset, preset, register_presets
+from lightning_recipes.strategies.presets import PRESETS, Preset, preset, register_presets
 from lightning_recipes.strategies.recommend import Recommendation, recommend_strategy
 
 register_presets()

@@ -18,8 +18,8 @@ from lightning_recipes._console import new_table, render
 from lightning_recipes._validation import check_choice, check_int
 from lightning_recipes.harness.optimizers import optimizers_from_config
 from lightning_recipes.optim.names import OPTIMIZERS
+from lightning_recipes.strategies._layout import LAYOUTS, MemoryLayout
 from lightning_recipes.strategies._units import GIB, autocast_dtype
-from lightning_recipes.strategies.presets import PRESETS, MemoryLayout
 
 __all__ = [
     "OPTIMIZER_STATES",
@@ -275,12 +275,12 @@ def _optimizer(model_or_num_params: nn.Module | int, given: str | None, notes: l
 
 
 def _check(strategy: str, optimizer: str, precision: str, devices: int, num_nodes: int) -> MemoryLayout:
-    check_choice("strategy", strategy, sorted(PRESETS))
+    check_choice("strategy", strategy, sorted(LAYOUTS))
     check_choice("optimizer", optimizer, sorted(OPTIMIZER_STATES))
     check_choice("precision", str(precision), _PRECISIONS)
     check_int("devices", devices, minimum=1)
     check_int("num_nodes", num_nodes, minimum=1)
-    return PRESETS[strategy].layout
+    return LAYOUTS[strategy]
 
 
 def _local_numel(shape: tuple[int, ...], group: int, row_chunks: bool) -> int:

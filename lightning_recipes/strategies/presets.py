@@ -13,50 +13,11 @@ from torch import nn
 
 from lightning_recipes._blocks import infer_block_classes
 from lightning_recipes._validation import check_choice
+from lightning_recipes.strategies._layout import LAYOUTS, MemoryLayout
 
-__all__ = ["PRESETS", "MemoryLayout", "Preset", "preset", "register_presets"]
+__all__ = ["PRESETS", "Preset", "preset", "register_presets"]
 
 _ENGINES = ("ddp", "fsdp", "fsdp2", "deepspeed")
-
-
-@dataclass(frozen=True)
-class MemoryLayout:
-    """Where a strategy keeps parameters, gradients and optimizer state (each :attr:`Preset.layout`).
-
-    Attributes:
-        family: ``"native"`` (torch DDP/FSDP: parameters keep their dtype) or ``"deepspeed"`` (16-bit
-            parameters + fp32 master weights).
-        shard_params, shard_grads, shard_optimizer: Split over the shard group instead of replicated.
-        offload_params, offload_grads, offload_optimizer: Kept in host memory.
-        gathers: Full parameters of the running units are gathered transiently (root + current + next block).
-        keeps_gathered: Every unit's full parameters stay gathered from forward to backward (ZeRO-2-like
-            FSDP).
-        row_chunks: FSDP2: each tensor is chunked along dim 0 (exact local sizes).
-        hybrid: Shard within a node, replicate across nodes.
-        activation_checkpointing: The preset checkpoints its blocks by default.
-
-    Example:
-        >>> MemoryLayout("native", shard_grads=True).shard_params
-        False
-    """
-
-    family: str
-    shard_params: bool = False
-    shard_grads: bool = False
-    shard_optimizer: bool = False
-    offload_params: bool = False
-    offload_grads: bool = False
-    offload_optimizer: bool = False
-    gathers: bool = False
-    keeps_gathered: bool = False
-    row_chunks: bool = False
-    hybrid: bool = False
-    activation_checkpointing: bool = False
-
-
-_SHARD_ALL = {"shard_params": True, "shard_grads": True, "shard_optimizer": True, "gathers": True}
-_OFFLOAD_ALL = {"offload_params": True, "offload_grads": True, "offload_optimizer": True}
-_FSDP = {**_SHARD_ALL, "activation_checkpointing": True}
 
 
 @dataclass(frozen=True)
@@ -65,8 +26,9 @@ class Preset:
 
     The single table of presets (:data:`PRESETS`) holds these records: :func:`preset` builds from it, the
     ``recipes_<name>`` registry entries and the ``lightning-recipes memory`` choices are its keys, and
-    :func:`~lightning_recipes.strategies.estimate_memory` reads each :attr:`layout` (the strategy classes are
-    imported only when built).
+    :func:`~lightning_recipes.strategies.estimate_memory` reads each preset's :attr:`layout` from the
+    layout table the presets take theirs from (``strategies/_layout.py``), so the estimator never imports the
+    strategies.
 
     Attributes:
         engine: ``"ddp"``, ``"fsdp"`` (Lightning's FSDP1), ``"fsdp2"`` or ``"deepspeed"``.
@@ -125,80 +87,76 @@ PRESETS: dict[str, Preset] = {
         "ddp",
         {"gradient_as_bucket_view": True},
         "DDP; gradients are views into the all-reduce buckets (no second copy)",
-        MemoryLayout("native"),
+        LAYOUTS["ddp"],
     ),
     "ddp_spawn": Preset(
         "ddp",
         {"gradient_as_bucket_view": True, "start_method": "spawn"},
         "DDP in spawned worker processes (CPU scripts); workers destroy the gloo group before they exit",
-        MemoryLayout("native"),
+        LAYOUTS["ddp_spawn"],
     ),
     "ddp_static_graph": Preset(
         "ddp",
         {"gradient_as_bucket_view": True, "static_graph": True},
         "DDP with static_graph=True (same graph every step: faster, allows reentrant checkpointing)",
-        MemoryLayout("native"),
+        LAYOUTS["ddp_static_graph"],
     ),
     "fsdp_full_shard": Preset(
         "fsdp",
         {"sharding_strategy": "FULL_SHARD"},
         "FSDP1 ZeRO-3: parameters, gradients, optimizer state sharded; blocks wrapped and checkpointed",
-        MemoryLayout("native", **_FSDP),
+        LAYOUTS["fsdp_full_shard"],
     ),
     "fsdp_shard_grad_op": Preset(
         "fsdp",
         {"sharding_strategy": "SHARD_GRAD_OP"},
         "FSDP1 ZeRO-2: gradients and optimizer state sharded, parameters kept between forward and backward",
-        # the flat parameter is sharded like FULL_SHARD, but the unsharded copy (in the MixedPrecision
-        # param_dtype, bf16 under Lightning's `bf16-mixed`) of every unit is kept from forward until backward
-        MemoryLayout("native", **{**_FSDP, "gathers": False}, keeps_gathered=True),
+        LAYOUTS["fsdp_shard_grad_op"],
     ),
     "fsdp_hybrid": Preset(
         "fsdp",
         {"sharding_strategy": "HYBRID_SHARD"},
         "FSDP1 hybrid: full shard within a node, replicated across nodes (less inter-node traffic)",
-        MemoryLayout("native", **_FSDP, hybrid=True),
+        LAYOUTS["fsdp_hybrid"],
     ),
     "fsdp_offload": Preset(
         "fsdp",
         {"sharding_strategy": "FULL_SHARD", "cpu_offload": True},
         "FSDP1 full shard with parameters, gradients and the optimizer step offloaded to CPU",
-        MemoryLayout("native", **_FSDP, **_OFFLOAD_ALL),
+        LAYOUTS["fsdp_offload"],
     ),
     "fsdp2": Preset(
         "fsdp2",
         {},
         "FSDP2 (fully_shard per block, then root) via ModelParallelStrategy; also runs on CPU",
-        MemoryLayout("native", **_FSDP, row_chunks=True),
+        LAYOUTS["fsdp2"],
     ),
     "deepspeed_zero1": Preset(
         "deepspeed",
         {"stage": 1},
         "DeepSpeed ZeRO-1: optimizer state sharded",
-        MemoryLayout("deepspeed", shard_optimizer=True),
+        LAYOUTS["deepspeed_zero1"],
     ),
     "deepspeed_zero2": Preset(
         "deepspeed",
         {"stage": 2},
         "DeepSpeed ZeRO-2: optimizer state and gradients sharded",
-        MemoryLayout("deepspeed", shard_grads=True, shard_optimizer=True),
+        LAYOUTS["deepspeed_zero2"],
     ),
     "deepspeed_zero2_offload": Preset(
         "deepspeed",
         {"stage": 2, "offload_optimizer": True},
         "DeepSpeed ZeRO-2 with the optimizer (state, fp32 master, step) on CPU",
-        MemoryLayout(
-            "deepspeed", shard_grads=True, shard_optimizer=True, offload_grads=True, offload_optimizer=True
-        ),
+        LAYOUTS["deepspeed_zero2_offload"],
     ),
     "deepspeed_zero3": Preset(
-        "deepspeed", {"stage": 3}, "DeepSpeed ZeRO-3: parameters too", MemoryLayout("deepspeed", **_SHARD_ALL)
+        "deepspeed", {"stage": 3}, "DeepSpeed ZeRO-3: parameters too", LAYOUTS["deepspeed_zero3"]
     ),
     "deepspeed_zero3_offload": Preset(
         "deepspeed",
         {"stage": 3, "offload_optimizer": True, "offload_parameters": True},
         "DeepSpeed ZeRO-3 with parameters and optimizer on CPU",
-        MemoryLayout("deepspeed", **_SHARD_ALL, **_OFFLOAD_ALL),
+        LAYOUTS["deepspeed_zero3_offload"],
     ),
 }
 

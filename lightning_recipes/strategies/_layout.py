@@ -1,0 +1,78 @@
+"""How a strategy places training memory: which tensors it shards, offloads or gathers (read by the
+estimator)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["LAYOUTS", "MemoryLayout"]
+
+
+@dataclass(frozen=True)
+class MemoryLayout:
+    """Where a strategy keeps parameters, gradients and optimizer state; one per preset (:data:`LAYOUTS`).
+
+    Attributes:
+        family: ``"native"`` (torch DDP/FSDP: parameters keep their dtype) or ``"deepspeed"`` (16-bit
+            parameters + fp32 master weights).
+        shard_params, shard_grads, shard_optimizer: Split over the shard group instead of replicated.
+        offload_params, offload_grads, offload_optimizer: Kept in host memory.
+        gathers: Full parameters of the running units are gathered transiently (root + current + next block).
+        keeps_gathered: Every unit's full parameters stay gathered from forward to backward (ZeRO-2-like
+            FSDP).
+        row_chunks: FSDP2: each tensor is chunked along dim 0 (exact local sizes).
+        hybrid: Shard within a node, replicate across nodes.
+        activation_checkpointing: The preset checkpoints its blocks by default.
+
+    Example:
+        >>> MemoryLayout("native", shard_grads=True).shard_params
+        False
+    """
+
+    family: str
+    shard_params: bool = False
+    shard_grads: bool = False
+    shard_optimizer: bool = False
+    offload_params: bool = False
+    offload_grads: bool = False
+    offload_optimizer: bool = False
+    gathers: bool = False
+    keeps_gathered: bool = False
+    row_chunks: bool = False
+    hybrid: bool = False
+    activation_checkpointing: bool = False
+
+
+_SHARD_ALL = {"shard_params": True, "shard_grads": True, "shard_optimizer": True, "gathers": True}
+_OFFLOAD_ALL = {"offload_params": True, "offload_grads": True, "offload_optimizer": True}
+_DDP = MemoryLayout("native")
+
+#: The memory layout of every preset, by preset name: what
+#: :func:`~lightning_recipes.strategies.estimate_memory` reads (without importing the strategies themselves)
+#: and what each :class:`~lightning_recipes.strategies.Preset` carries as its ``layout``.
+LAYOUTS: dict[str, MemoryLayout] = {
+    "ddp": _DDP,
+    "ddp_spawn": _DDP,
+    "ddp_static_graph": _DDP,
+    "fsdp_full_shard": MemoryLayout("native", **_SHARD_ALL, activation_checkpointing=True),
+    # the flat parameter is sharded like FULL_SHARD, but the unsharded copy (in the MixedPrecision
+    # param_dtype, bf16 under Lightning's `bf16-mixed`) of every unit is kept from forward until backward
+    "fsdp_shard_grad_op": MemoryLayout(
+        "native",
+        shard_params=True,
+        shard_grads=True,
+        shard_optimizer=True,
+        keeps_gathered=True,
+        activation_checkpointing=True,
+    ),
+    "fsdp_hybrid": MemoryLayout("native", **_SHARD_ALL, hybrid=True, activation_checkpointing=True),
+    "fsdp_offload": MemoryLayout("native", **_SHARD_ALL, **_OFFLOAD_ALL, activation_checkpointing=True),
+    "fsdp2": MemoryLayout("native", **_SHARD_ALL, row_chunks=True, activation_checkpointing=True),
+    "deepspeed_zero1": MemoryLayout("deepspeed", shard_optimizer=True),
+    "deepspeed_zero2": MemoryLayout("deepspeed", shard_grads=True, shard_optimizer=True),
+    "deepspeed_zero2_offload": MemoryLayout(
+        "deepspeed", shard_grads=True, shard_optimizer=True, offload_grads=True, offload_optimizer=True
+    ),
+    "deepspeed_zero3": MemoryLayout("deepspeed", **_SHARD_ALL),
+    "deepspeed_zero3_offload": MemoryLayout("deepspeed", **_SHARD_ALL, **_OFFLOAD_ALL),
+}
