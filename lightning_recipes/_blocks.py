@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import importlib
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 from torch import nn
+
+from lightning_recipes._warn_once import say_once
 
 __all__ = [
     "BlockSpec",
@@ -90,7 +92,9 @@ def infer_block_classes(model: nn.Module) -> tuple[type[nn.Module], ...]:
     if not candidates:
         candidates, source = [_largest_repeated_class(model)], "the repeated type holding most parameters"
     classes = tuple(dict.fromkeys(type(block) for block in outermost_blocks(model, tuple(candidates))))
-    _once(rank_zero_info, f"blocks of {type(model).__name__} ({source}): {describe_blocks(model, classes)}")
+    say_once(
+        rank_zero_info, f"blocks of {type(model).__name__} ({source}): {describe_blocks(model, classes)}"
+    )
     return classes
 
 
@@ -128,7 +132,7 @@ def block_classes_for(
     missed = _uncovered_lists(model, classes)
     if missed and any(isinstance(module, classes) for module in model.modules()):  # none: callers raise
         lists = ", ".join(f"{path or '<root>'} ({cls.__name__})" for path, cls in missed.items())
-        _once(
+        say_once(
             rank_zero_warn,
             f"`block_classes` {[c.__name__ for c in classes]} leave layer lists of "
             f"{type(model).__name__} outside every block: {lists}. Those layers are not checkpointed, "
@@ -234,15 +238,6 @@ def _largest_repeated_class(model: nn.Module) -> type[nn.Module]:
             "occurs twice. Pass `block_classes=...` (the transformer/residual block class) to the preset."
         )
     return max(repeated, key=lambda cls: (composite[cls], numel[cls], -depth[cls]))
-
-
-_SAID: set[str] = set()
-
-
-def _once(say: Callable[[str], object], message: str) -> None:
-    if message not in _SAID:
-        _SAID.add(message)
-        say(message)
 
 
 def outermost_blocks(module: nn.Module, block_classes: tuple[type[nn.Module], ...]) -> list[nn.Module]:

@@ -5,6 +5,7 @@ Each is a no-op (or a local reshape) on a single process, so callers need no bra
 
 from __future__ import annotations
 
+import atexit
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -14,12 +15,39 @@ from torch import Tensor
 if TYPE_CHECKING:
     import lightning.pytorch as pl
 
-__all__ = ["all_gather_stacked", "all_reduce_mean_", "all_reduce_sum_", "gather_rows", "is_distributed"]
+__all__ = [
+    "all_gather_stacked",
+    "all_reduce_mean_",
+    "all_reduce_sum_",
+    "destroy_process_group_at_exit",
+    "gather_rows",
+    "is_distributed",
+]
+
+_EXIT_REGISTERED = False
 
 
 def is_distributed() -> bool:
     """Whether a default process group is up."""
     return torch.distributed.is_available() and torch.distributed.is_initialized()
+
+
+def destroy_process_group_at_exit() -> None:
+    """Register, once per process, an ``atexit`` handler that destroys the default process group.
+
+    A ``ddp_spawn`` worker otherwise reaches interpreter shutdown with gloo's group alive, and gloo's teardown
+    now and then aborts it (SIGABRT after a successful ``fit``). Fork workers leave with ``os._exit`` and
+    never run it. Used by ``RecipesDDPStrategy`` and on import of :mod:`lightning_recipes.testing`.
+    """
+    global _EXIT_REGISTERED
+    if not _EXIT_REGISTERED:
+        atexit.register(_destroy_default_process_group)
+        _EXIT_REGISTERED = True
+
+
+def _destroy_default_process_group() -> None:
+    if is_distributed():
+        torch.distributed.destroy_process_group()
 
 
 def all_reduce_sum_(trainer: pl.Trainer, tensor: Tensor) -> Tensor:

@@ -271,8 +271,9 @@ def test_every_callback_logs_documented_keys(kind: str, tmp_path: Path) -> None:
             spec.check(callback)
 
 
-@pytest.mark.parametrize("kind", ["csv", "tensorboard", "wandb"])
-def test_each_check_as_its_own_callback(kind: str, tmp_path: Path) -> None:
+def test_each_check_as_its_own_callback(tmp_path: Path) -> None:
+    # the checks log through the same `self.log` path as Preflight, whose keys every logger receives above
+    kind = "csv"
     callbacks, metrics, hparams = _run_and_read(kind, tmp_path, CHECK_SPECS)
     problems = _problems(kind, CHECK_SPECS, callbacks, metrics, hparams)
     assert not problems, "\n".join(problems) + f"\nlogged metrics: {sorted(metrics)}"

@@ -15,11 +15,8 @@ class ForwardCapture:
     """Forward outputs seen while ``training_step`` ran: the module's own, else its last direct child's,
     else the last of the outermost submodules that ran.
 
-    A ``training_step`` that calls ``self.net(x)`` instead of ``self(x)`` never runs the module's ``forward``;
-    the last output of a direct child (usually the wrapped network, or the head after a backbone) stands in
-    for the logits then. Scalar outputs (a metric, a loss) and loss modules (``nn.CrossEntropyLoss``) are
-    not outputs. Only the last output of each deeper level is kept (``self.model.model(x)`` is seen at
-    depth 2), so a large model's activations are not held.
+    A direct child's output stands in when ``training_step`` calls ``self.net(x)`` instead of ``self(x)``.
+    Scalars and loss modules are not outputs; only the last output of each depth is kept.
 
     Example:
         >>> import torch
@@ -98,7 +95,7 @@ def step_output(harness: Any, model: nn.Module, batch: Any) -> Tensor:
     Raises:
         CannotRunOnCopy: If no output was seen.
     """
-    from lightning_recipes.harness.errors import CannotRunOnCopy
+    from lightning_recipes.harness.isolation import CannotRunOnCopy
 
     with harness.capture_forward(model) as captured, contextlib.suppress(CannotRunOnCopy):
         harness.training_loss(model, batch)

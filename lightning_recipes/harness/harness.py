@@ -7,17 +7,12 @@ The contract between a trial run and an arbitrary ``LightningModule``:
   ``"loss"``), computed on a deep copy of the module with no Trainer attached (``self.log`` becomes a silent
   no-op). Manual optimisation (``automatic_optimization = False``) and steps that return ``None`` cannot be
   tried this way: :class:`~lightning_recipes.harness.CannotRunOnCopy` says so (the checks then skip).
-- **The outputs** are what the module's own ``forward`` (``model(inputs)``) returns, captured with a forward
-  hook while ``training_step`` runs (or, if ``training_step`` calls a submodule instead of ``self(...)``, the
-  last non-scalar output of a direct child that is not a loss module; failing that, of the outermost
-  submodule that ran: ``self.model.model(...)``); the first tensor (or ``.logits``) is used when it returns a
-  tuple, a dict or a ``ModelOutput``.
-- **Inputs and targets**: ``input_key`` / ``target_key`` when given. Otherwise the target is the batch entry
-  the loss consumes: ``training_step`` runs once on a copy under a :class:`.loss_calls.LossRecorder` that sees
-  the ``torch.nn.functional`` loss calls and traces their target back to a batch entry (through the shift
-  and pad of a causal-LM loss); the input is the conventional one of :mod:`.batches` (``(x, y)``, dicts with
-  ``"x"``/``"input_ids"``/... and ``"y"``/``"labels"``/...) when the model's output was computed from it,
-  else the first entry it was computed from. When no loss call is seen, the convention decides.
+- **The outputs** are what the module's ``forward`` returns while ``training_step`` runs (else a submodule's:
+  :class:`.forward_capture.ForwardCapture`); the first tensor (or ``.logits``) of a tuple, dict or
+  ``ModelOutput``.
+- **Inputs and targets**: ``input_key`` / ``target_key`` when given; otherwise the target is the batch entry
+  the loss consumes (traced by a :class:`.loss_calls.LossRecorder`), the input the conventional entry of
+  :mod:`.batches` when the output was computed from it, else the first entry it was computed from.
 - **The optimizer** is the module's own ``configure_optimizers`` on the copy, at its peak learning rate
   (a scheduler's ``initial_lr``); schedulers are not stepped.
 """
@@ -48,9 +43,9 @@ from lightning_recipes.harness.batches import (
     slice_batch,
     split_batch,
 )
-from lightning_recipes.harness.errors import CannotRunOnCopy
 from lightning_recipes.harness.forward_capture import ForwardCapture, first_tensor
 from lightning_recipes.harness.isolation import (
+    CannotRunOnCopy,
     copy_module,
     preserved_loader_rng,
     preserved_rng,

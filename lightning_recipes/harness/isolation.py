@@ -1,4 +1,5 @@
-"""How a trial run leaves nothing of the caller's changed: RNG states, loader generators, threads, module."""
+"""How a trial run leaves nothing of the caller's changed (RNG states, loader generators, threads, module),
+and the harness's one exception, :class:`CannotRunOnCopy`."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import numpy as np
 import torch
 
 __all__ = [
+    "CannotRunOnCopy",
     "copy_module",
     "cpu_threads",
     "loader_generators",
@@ -22,6 +24,21 @@ __all__ = [
     "preserved_rng",
     "quiet_logging",
 ]
+
+
+class CannotRunOnCopy(Exception):
+    """Raised when the user's model cannot be tried on a copy; the message says why, in a sentence.
+
+    Manual optimisation, a ``training_step`` that returns no loss, a module that cannot be deep-copied, no
+    training data, a model with no observable output. Each caller decides what that means: the sanity
+    checks report a ``skip`` with the message, ``find_lr`` and ``lr="find"`` raise a ``ValueError``.
+
+    Example:
+        >>> raise CannotRunOnCopy("the module uses manual optimisation.")
+        Traceback (most recent call last):
+        ...
+        lightning_recipes.harness.isolation.CannotRunOnCopy: the module uses manual optimisation.
+    """
 
 
 @contextlib.contextmanager

@@ -1,9 +1,11 @@
-"""Which loaders a trial run reads: the first of a collection, ``fit``'s combination, the Trainer's."""
+"""Which loaders a trial run reads: where ``trainer.fit`` would find them (:func:`resolve_fit_data`), the
+first of a collection, ``fit``'s combination, the Trainer's."""
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import lightning.pytorch as pl
@@ -14,12 +16,14 @@ from torch import Tensor
 from torch.utils.data import DataLoader
 
 __all__ = [
+    "FitData",
     "describe_loader",
     "first_loader",
     "fit_combined_loader",
     "fit_dataloaders",
     "is_shuffled",
     "loader_length",
+    "resolve_fit_data",
 ]
 
 
@@ -109,7 +113,8 @@ def is_shuffled(loader: Any) -> bool | None:
 
 
 def loader_length(loader: Any) -> int | None:
-    """Batches per epoch of a loader, or ``None`` when it has no length (an iterable dataset, a generator).
+    """``len(loader)`` (batches per epoch of a loader, or the size of a dataset or sampler), or ``None`` when
+    it has none (an iterable dataset, a generator).
 
     Example:
         >>> from torch.utils.data import DataLoader
@@ -134,23 +139,76 @@ def describe_loader(loader: Any) -> str:
     """
     if not isinstance(loader, DataLoader):
         return f"a {type(loader).__name__}, {_count(loader_length(loader), 'batch(es)')} per epoch"
-    parts = [f"len(dataset)={_count(_length(loader.dataset), '')}".rstrip()]
+    parts = [f"len(dataset)={_count(loader_length(loader.dataset), '')}".rstrip()]
     parts.append(f"batch_size={loader.batch_size}")
     parts.append(f"drop_last={loader.drop_last}")
     sampler = loader.sampler
-    parts.append(f"{type(sampler).__name__} with {_count(_length(sampler), 'indices')}")
+    parts.append(f"{type(sampler).__name__} with {_count(loader_length(sampler), 'indices')}")
     if loader.batch_size is None and loader.batch_sampler is not None:
         parts[1] = f"batch_sampler={type(loader.batch_sampler).__name__}"
     parts.append(f"{_count(loader_length(loader), 'batch(es)')} per epoch")
     return ", ".join(parts)
 
 
-def _length(obj: Any) -> int | None:
-    try:
-        return len(obj)
-    except Exception:
-        return None
-
-
 def _count(value: int | None, unit: str) -> str:
     return f"{'unknown' if value is None else value} {unit}".rstrip()
+
+
+@dataclass(frozen=True)
+class FitData:
+    """The loaders :func:`resolve_fit_data` found; ``num_classes`` when the datamodule declares it (>= 2)."""
+
+    train: Any
+    val: Any = None
+    num_classes: int | None = None
+
+
+def resolve_fit_data(
+    caller: str,
+    model: pl.LightningModule,
+    datamodule: pl.LightningDataModule | None = None,
+    train_dataloaders: Any = None,
+    val_dataloaders: Any = None,
+) -> FitData:
+    """The training (and validation) loaders as ``trainer.fit`` would find them.
+
+    The datamodule's ``prepare_data()`` and ``setup("fit")`` run first, then its loaders; loaders passed in
+    win; without a datamodule the model's own ``train_dataloader()`` / ``val_dataloader()`` are used.
+
+    Args:
+        caller: The tool's name, for the error message (``"find_lr"``).
+        model: The LightningModule.
+        datamodule: Its loaders (after ``setup("fit")``), when given.
+        train_dataloaders: The training loader; wins over the datamodule's and the model's.
+        val_dataloaders: The validation loader; wins over the datamodule's and the model's.
+
+    Raises:
+        ValueError: When no training data is found (naming the three ways to give it).
+
+    Example:
+        >>> from lightning_recipes.data import DigitsDataModule
+        >>> from lightning_recipes.testing import TinyClassifier
+        >>> data = resolve_fit_data("find_lr", TinyClassifier(), DigitsDataModule(batch_size=32))
+        >>> len(next(iter(data.train))[0]), data.num_classes
+        (32, 10)
+    """
+    num_classes = None
+    if datamodule is not None:
+        datamodule.prepare_data()
+        datamodule.setup("fit")
+        if train_dataloaders is None:
+            train_dataloaders = datamodule.train_dataloader()
+        if val_dataloaders is None and is_overridden("val_dataloader", datamodule):
+            val_dataloaders = datamodule.val_dataloader()
+        declared = getattr(datamodule, "num_classes", None)
+        num_classes = declared if isinstance(declared, int) and declared >= 2 else None
+    if train_dataloaders is None and is_overridden("train_dataloader", model):
+        train_dataloaders = model.train_dataloader()
+        if val_dataloaders is None and is_overridden("val_dataloader", model):
+            val_dataloaders = model.val_dataloader()
+    if train_dataloaders is None:
+        raise ValueError(
+            f"`{caller}` needs training data: pass `datamodule=` or `train_dataloaders=`, or define "
+            "`train_dataloader()` on the model (got none of these)."
+        )
+    return FitData(train_dataloaders, val_dataloaders, num_classes)

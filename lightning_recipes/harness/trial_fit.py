@@ -27,9 +27,13 @@ from lightning.pytorch.utilities.model_helpers import is_overridden
 from lightning_recipes._validation import check_in_range, check_int
 from lightning_recipes.harness._trial_recorder import StepRecord, TrialRecorder
 from lightning_recipes.harness.batches import batch_size_of, clone_tensors, slice_batch
-from lightning_recipes.harness.errors import CannotRunOnCopy
 from lightning_recipes.harness.harness import Harness
-from lightning_recipes.harness.isolation import preserved_loader_rng, preserved_rng, quiet_trial
+from lightning_recipes.harness.isolation import (
+    CannotRunOnCopy,
+    preserved_loader_rng,
+    preserved_rng,
+    quiet_trial,
+)
 
 __all__ = ["StepRecord", "TrialFit", "ValidationView", "trial_fit"]
 
@@ -123,28 +127,19 @@ def trial_fit(
 ) -> TrialFit:
     """Fit a deep copy of ``harness.model`` with a real ``Trainer`` on one fixed training batch.
 
-    The first batch of the training loader (its first ``max_samples`` samples), as the loader yields it,
-    is the whole training set (``[batch] * steps``) and the validation set (``[batch]``); the Trainer
-    moves it to the device with the module's batch-transfer hooks, as ``fit`` would. Validation runs on it
-    (in eval mode, in Lightning's own loop) before the first step, as the sanity check (after ``setup`` and
-    ``on_fit_start``, as in a real run), and after the last step (the end of the epoch or the early stop;
-    a ``trainer.validate`` when the fit ended without one). No logger,
-    checkpoints, progress bar or summary; files go to a temporary directory; Lightning's info lines and
-    warnings are silenced. The user's module, its optimizers and every RNG are left as they were (the fit
-    runs on a copy inside :func:`~lightning_recipes.harness.preserved_rng`, seeded with ``harness.seed``).
-
-    Works under automatic and manual optimisation, with several optimizers, and with hooks that need a
-    Trainer. Stops early (after the step in progress) when ``should_stop()`` turns true (a time budget) or,
-    after at least 12 batches (more with BatchNorm layers, until their running statistics
-    hold <= 10 % of their initial values), when the training loss fell by ``fit_ratio`` of its first value.
+    The first batch (its first ``max_samples`` samples) is the whole training set (``[batch] * steps``) and
+    the validation set, run as the sanity check before the first step and again after the last. Silent, in a
+    temporary directory; the user's module and every RNG are left as they were (seeded with
+    ``harness.seed``). Works under automatic and manual optimisation. Stops early when ``should_stop()``
+    turns true or, after at least 12 batches (until BatchNorm statistics hold <= 10 % of their start), when
+    the training loss fell by ``fit_ratio``.
 
     Args:
         harness: The harness of the user's model and data.
-        steps: Training batches at most.
-        max_samples: Samples kept from the first batch.
+        steps, max_samples: Training batches at most; samples kept from the first batch.
         fit_ratio: Stop once the training loss fell by this fraction, in (0, 1].
         should_stop: Asked after each batch.
-        cache: Reuse a finished trial of the same ``harness`` with the same ``steps`` and ``max_samples``.
+        cache: Reuse a finished trial of the same ``harness``, ``steps`` and ``max_samples``.
 
     Raises:
         CannotRunOnCopy: Without training data, when the model cannot be copied, or inside a multi-process

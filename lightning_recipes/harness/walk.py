@@ -1,10 +1,8 @@
 """The one walk over a nested batch: tensors inside tuples, lists, namedtuples, mappings and dataclasses.
 
-Every part that looks inside a batch (copying it, cutting it to fewer samples, listing its tensors, tracing a
-loss target back to a batch entry) walks it with these functions, so all agree on what a batch contains.
-A ``Mapping`` (a ``dict``, Hugging Face's ``BatchEncoding`` or ``ModelOutput``) is read by its items, a
-``list`` / ``tuple`` (a namedtuple too) by its items in order, a dataclass instance by its fields; anything
-else is a leaf (a tensor, a string, a number, ``None``).
+Every part that looks inside a batch walks it with these functions, so all agree on what a batch contains:
+mappings by their items, lists and (named) tuples in order, dataclasses by their fields; anything else is a
+leaf.
 
 Example:
     >>> import torch

@@ -18,7 +18,6 @@ from lightning_recipes._blocks import (
     resolve_block_classes,
 )
 from lightning_recipes.strategies._layout import MemoryLayout
-from lightning_recipes.strategies._wrap_policy import LazyBlockPolicy
 from lightning_recipes.strategies.activation_checkpointing import (
     ActivationCheckpointingMixin,
     checkpoint_blocks,
@@ -33,17 +32,21 @@ from lightning_recipes.strategies.deepspeed_config import (
     validate_deepspeed_config,
 )
 from lightning_recipes.strategies.deepspeed_strategy import RecipesDeepSpeedStrategy
-from lightning_recipes.strategies.fsdp import RecipesFSDPPrecision, RecipesFSDPStrategy
+from lightning_recipes.strategies.fsdp import LazyBlockPolicy, RecipesFSDPPrecision, RecipesFSDPStrategy
 from lightning_recipes.strategies.fsdp2 import (
     FSDP2Mixin,
     RecipesFSDP2Strategy,
     apply_fsdp2,
     mixed_precision_policy,
 )
-from lightning_recipes.strategies.memory import MemoryEstimate, estimate_memory
+from lightning_recipes.strategies.memory import (
+    MemoryEstimate,
+    StepMemory,
+    estimate_memory,
+    measure_step_memory,
+)
 from lightning_recipes.strategies.presets import PRESETS, Preset, preset, register_presets
 from lightning_recipes.strategies.recommend import Recommendation, recommend_strategy
-from lightning_recipes.strategies.step_memory import StepMemory, measure_step_memory
 
 register_presets()
 

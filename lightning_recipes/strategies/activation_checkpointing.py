@@ -53,18 +53,13 @@ def checkpoint_blocks(
     """Checkpoint every outermost repeated block of ``module`` in place: its activations are recomputed in
     backward instead of being kept from the forward pass.
 
-    Memory: the forward pass keeps only each block's input (and what lies outside the blocks), at the cost of
-    one more forward pass per block in backward (about a third more compute for a transformer). Gradients are
-    the same as without checkpointing. Idempotent: blocks already checkpointed are left as they are.
-
-    Every Hugging Face config in ``module`` with ``use_cache=True`` is set to ``use_cache=False`` (with a
-    warning): a key/value cache that each block appends to in forward breaks the recomputation. Training never
-    reads it; set it back before generating, or pass ``disable_kv_cache=False``.
+    Cost: one more forward pass per block in backward (about a third more compute for a transformer); the
+    forward keeps only each block's input. Same gradients; idempotent. Hugging Face configs with
+    ``use_cache=True`` are switched off with a warning (a growing key/value cache breaks the recomputation).
 
     Args:
         module: The model (a LightningModule is fine).
-        block_classes: Block classes or their import paths; ``None`` = infer (every stack's layers, as
-            the FSDP presets do: :func:`infer_block_classes`).
+        block_classes: Block classes or their import paths; ``None`` = infer (:func:`infer_block_classes`).
         disable_kv_cache: Turn off the Hugging Face key/value cache (see above).
 
     Returns:
@@ -130,25 +125,10 @@ class ActivationCheckpointingMixin:
     """LightningModule mixin whose ``configure_model`` checkpoints the model's repeated blocks
     (:func:`checkpoint_blocks`) on a single device or under DDP.
 
-    Put it first in the bases: ``class MyLM(ActivationCheckpointingMixin, MyLightningModule)``. It adds no
-    constructor argument, so a LightningCLI YAML stays as it is; the settings are class attributes (override
-    them in a subclass or assign them in ``__init__``):
-
-    - ``activation_checkpointing = True``: ``False`` turns the mixin off.
-    - ``checkpoint_block_classes = None``: block classes or their import paths; ``None`` infers them as the
-      FSDP presets do.
-    - ``checkpoint_disable_kv_cache = True``: turn a Hugging Face ``use_cache`` off (see
-      :func:`checkpoint_blocks`).
-
-    Layers the module builds in its own ``configure_model`` are built first (``super().configure_model()``).
-    Calling it again (``fit`` then ``test``) changes nothing. Under FSDP it does nothing: Lightning's
-    ``FSDPStrategy`` (FSDP1, :class:`RecipesFSDPStrategy`) and ``ModelParallelStrategy`` (FSDP2,
-    :class:`RecipesFSDP2Strategy`, :class:`FSDP2Mixin`, :func:`apply_fsdp2`) checkpoint the blocks themselves
-    (their ``activation_checkpointing`` argument), and checkpointing twice would recompute every block twice.
-    It also does nothing when a module is already sharded by FSDP or wrapped by ``checkpoint_wrapper``.
-
-    Cost: one more forward pass of each block in backward (about a third more compute for a transformer) for
-    activation memory that no longer grows with the number of blocks. No host-device sync.
+    Put it first in the bases. Settings are class attributes (no constructor argument):
+    ``activation_checkpointing = True``, ``checkpoint_block_classes = None`` (infer) and
+    ``checkpoint_disable_kv_cache = True``. Idempotent; does nothing under FSDP strategies (they checkpoint
+    the blocks themselves) or on a module already sharded or wrapped. Cost: as :func:`checkpoint_blocks`.
 
     Example:
         >>> from lightning_recipes.testing import TinyTransformerLM, fast_trainer, random_token_loader

@@ -2,26 +2,20 @@
 
 from __future__ import annotations
 
-import atexit
-
-import torch.distributed as dist
 from lightning.pytorch.strategies import DDPStrategy
 from typing_extensions import override
 
-__all__ = ["RecipesDDPStrategy"]
+from lightning_recipes._collectives import destroy_process_group_at_exit
 
-_REGISTERED = False
+__all__ = ["RecipesDDPStrategy"]
 
 
 class RecipesDDPStrategy(DDPStrategy):
     """``DDPStrategy`` (every argument the same) that tears the default process group down at worker exit.
 
-    A ``ddp_spawn`` worker that finished ``fit`` leaves through the interpreter's normal shutdown with gloo's
-    process group still alive; now and then gloo's teardown then aborts the process (``terminate called
-    without an active exception``, SIGABRT) and Lightning reports a successful run as failed. Here every
-    process that sets the strategy up (spawned workers included) registers, once, an ``atexit`` handler that
-    destroys the default group first. Forked workers leave with ``os._exit`` and never run it; nothing changes
-    while training.
+    A ``ddp_spawn`` worker otherwise leaves with gloo's group alive, and gloo's teardown now and then aborts
+    it (``terminate called without an active exception``, SIGABRT) after a successful fit. Every process that
+    sets the strategy up registers, once, an ``atexit`` handler that destroys the group first.
 
     Cost: none per step; one ``destroy_process_group`` at process exit.
 
@@ -34,16 +28,4 @@ class RecipesDDPStrategy(DDPStrategy):
     @override
     def setup_environment(self) -> None:
         super().setup_environment()  # runs in each worker: the process group exists from here on
-        _destroy_process_group_at_exit()
-
-
-def _destroy_process_group_at_exit() -> None:
-    global _REGISTERED
-    if not _REGISTERED:
-        atexit.register(_destroy_default_process_group)
-        _REGISTERED = True
-
-
-def _destroy_default_process_group() -> None:
-    if dist.is_available() and dist.is_initialized():
-        dist.destroy_process_group()
+        destroy_process_group_at_exit()

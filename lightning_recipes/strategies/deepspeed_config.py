@@ -62,21 +62,14 @@ def reconcile_deepspeed_config(
     """Return a copy of ``config`` whose batch, accumulation, clipping and precision entries agree with the
     Trainer.
 
-    Lightning refuses a config holding ``gradient_accumulation_steps`` even when it equals the Trainer's
-    (#19891), and DeepSpeed asserts ``train_batch_size == micro * accumulation * world_size``. Here the
-    Trainer is the single source of truth: missing entries are filled from it, entries that agree are kept,
-    and entries that contradict it are refused naming both values. ``gradient_accumulation_steps`` is then
-    removed again,
-    because Lightning sets it from ``Trainer(accumulate_grad_batches=...)`` itself (which also fixes #19350:
-    accumulation taken from the Trainer, never silently ignored).
+    The Trainer is the single source of truth: missing entries are filled from it, agreeing ones kept,
+    contradicting ones refused naming both values; ``gradient_accumulation_steps`` is removed again, as
+    Lightning sets it itself (#19891, #19350).
 
     Args:
         config: The DeepSpeed config (not modified).
-        micro_batch_size: Per-device batch size of the training loader.
-        accumulate_grad_batches: ``trainer.accumulate_grad_batches``.
-        world_size: Number of processes.
-        gradient_clip_val: ``trainer.gradient_clip_val`` (``None`` or ``0`` = no clipping).
-        gradient_clip_algorithm: ``trainer.gradient_clip_algorithm``; DeepSpeed clips by norm only.
+        micro_batch_size, accumulate_grad_batches, world_size: The Trainer's batch layout.
+        gradient_clip_val, gradient_clip_algorithm: The Trainer's clipping (DeepSpeed clips by norm only).
         precision: ``trainer.precision``, e.g. ``"bf16-mixed"``.
 
     Raises:

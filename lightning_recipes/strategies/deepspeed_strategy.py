@@ -10,7 +10,7 @@ from lightning.pytorch.strategies import DeepSpeedStrategy
 from typing_extensions import override
 
 from lightning_recipes._validation import check_positive
-from lightning_recipes.strategies._requirements import refuse_offload_without_host_memory, refuse_without_cuda
+from lightning_recipes.strategies._host import refuse_offload_without_host_memory, refuse_without_cuda
 from lightning_recipes.strategies.deepspeed_config import (
     reconcile_deepspeed_config,
     require_deepspeed,
@@ -23,17 +23,10 @@ __all__ = ["RecipesDeepSpeedStrategy"]
 class RecipesDeepSpeedStrategy(DeepSpeedStrategy):
     """``DeepSpeedStrategy`` whose config never contradicts the Trainer, validated by DeepSpeed itself.
 
-    At construction the config (built from ``stage``/offload/bucket arguments, or your ``config=``) is
-    validated with DeepSpeed's ``DeepSpeedConfig`` (no GPU needed). At ``setup`` the batch size (the training
-    loader's), ``train_batch_size`` (micro x accumulation x world size), accumulation
-    (``accumulate_grad_batches``), clipping (``gradient_clip_val``; by norm only) and fp16/bf16
-    (``precision``) are taken from the Trainer; a config entry that disagrees is refused naming both values
-    (see :func:`~lightning_recipes.strategies.reconcile_deepspeed_config`), then the result is validated
-    again.
-
-    Refused at set-up, before the process group starts: a non-CUDA accelerator, and offload without enough
-    host memory on the node (when known). Building needs the ``deepspeed`` package (Lightning's strategy
-    imports it), not a GPU.
+    The config is validated with DeepSpeed's ``DeepSpeedConfig`` when built (no GPU needed) and again at
+    ``setup``, after batch size, accumulation, clipping and precision are taken from the Trainer
+    (:func:`~lightning_recipes.strategies.reconcile_deepspeed_config`). Set-up refuses a non-CUDA accelerator
+    and an offload the node's host memory cannot hold.
 
     Args:
         host_memory_gb: Host memory per node for the offload check; ``None`` = read it from the machine.
@@ -46,15 +39,9 @@ class RecipesDeepSpeedStrategy(DeepSpeedStrategy):
         RuntimeError: At set-up, without CUDA or without enough host memory.
 
     Example:
-        >>> from lightning_recipes.strategies import PRESETS, reconcile_deepspeed_config
+        >>> from lightning_recipes.strategies import PRESETS
         >>> PRESETS["deepspeed_zero2_offload"].defaults  # what the preset passes to this class
         {'stage': 2, 'offload_optimizer': True}
-        >>> cfg = reconcile_deepspeed_config({"train_batch_size": 64}, micro_batch_size=8,
-        ...     accumulate_grad_batches=2, world_size=4, gradient_clip_val=None, gradient_clip_algorithm=None,
-        ...     precision="32-true")
-        >>> cfg["train_batch_size"], cfg["gradient_clipping"]  # 8 x 2 x 4: what setup() checks and fills
-        (64, 0.0)
-        >>> # building needs the deepspeed package (tests/strategies/test_deepspeed.py builds every preset)
         >>> strategy = RecipesDeepSpeedStrategy(stage=2)  # doctest: +SKIP
     """
 

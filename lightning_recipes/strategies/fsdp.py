@@ -1,4 +1,5 @@
-"""Lightning's ``FSDPStrategy`` (FSDP1) with block auto-wrap, activation checkpointing and set-up checks."""
+"""Lightning's ``FSDPStrategy`` (FSDP1) with block auto-wrap (:class:`LazyBlockPolicy`), activation
+checkpointing and set-up checks."""
 
 from __future__ import annotations
 
@@ -11,38 +12,24 @@ from torch import nn
 from torch.optim import Optimizer
 from typing_extensions import override
 
-from lightning_recipes._blocks import BlockSpec, resolve_block_classes
+from lightning_recipes._blocks import BlockSpec, infer_block_classes, resolve_block_classes
 from lightning_recipes._validation import check_bool, check_positive
-from lightning_recipes.strategies._requirements import refuse_offload_without_host_memory, refuse_without_cuda
-from lightning_recipes.strategies._wrap_policy import LazyBlockPolicy
+from lightning_recipes.strategies._host import refuse_offload_without_host_memory, refuse_without_cuda
 
-__all__ = ["RecipesFSDPPrecision", "RecipesFSDPStrategy"]
+__all__ = ["LazyBlockPolicy", "RecipesFSDPPrecision", "RecipesFSDPStrategy"]
 
 
 class RecipesFSDPStrategy(FSDPStrategy):
     """``FSDPStrategy`` that wraps and checkpoints the model's blocks, and refuses what cannot work at set-up.
 
-    Defaults: auto-wrap per block (``block_classes`` given, or inferred at set-up by
-    :func:`infer_block_classes`: every stack's layers, after ``configure_model`` has built the layers),
-    activation checkpointing on the same blocks (``activation_checkpointing=False`` to opt out), mixed
-    precision taken from ``Trainer(precision=...)`` by Lightning's ``FSDPPrecision`` (no ``mixed_precision``
-    passed), ``use_orig_params=True`` (parameter groups and ``self.parameters()`` in ``configure_optimizers``
-    work) and ``state_dict_type="sharded"`` (each rank writes its shard; no rank-0 gather of the full model).
-    Every other ``FSDPStrategy`` argument is accepted and wins. ``Trainer(gradient_clip_val=...,
-    gradient_clip_algorithm="norm")`` works: the norm is computed over all shards by the root module's
-    ``clip_grad_norm_`` (Lightning's own FSDP plugin refuses norm clipping, #19235).
-
-    Checks at ``setup_environment`` / ``setup`` (before the process group or any model work): a CUDA
-    accelerator (Lightning's FSDP1 does not run on CPU; use ``recipes_fsdp2`` there) and, with CPU offload,
-    enough host memory for the offloaded shards of every process on the node when that is known.
-    ``HYBRID_SHARD`` without a mesh gets ``device_mesh=(num_nodes, devices)``: shard within a node, replicate
-    across nodes.
-
-    Cost: none beyond FSDP; block inference walks the module tree once.
+    Defaults (every ``FSDPStrategy`` argument given wins): auto-wrap and activation checkpointing per block
+    (inferred at set-up when not given), precision from the Trainer, ``use_orig_params=True``,
+    ``state_dict_type="sharded"``, and norm clipping over all shards (:class:`RecipesFSDPPrecision`). Set-up
+    refuses a non-CUDA accelerator and an offload the node's host memory cannot hold; ``HYBRID_SHARD`` gets
+    ``device_mesh=(num_nodes, devices)``. Cost: none beyond FSDP.
 
     Args:
-        block_classes: Block classes or their import paths (``"pkg.module.Block"``, for YAML); ``None`` =
-            infer.
+        block_classes: Block classes or their import paths (``"pkg.module.Block"``); ``None`` = infer.
         activation_checkpointing: Checkpoint the blocks (recompute their activations in backward).
         host_memory_gb: Host memory per node for the offload check; ``None`` = read it from the machine.
         preset_name: Name used in messages.
@@ -139,3 +126,44 @@ class RecipesFSDPPrecision(FSDPPrecision):
             super().clip_grad_by_norm(optimizer, clip_val)
             return
         clip(clip_val)
+
+
+class LazyBlockPolicy:
+    """An FSDP1 ``auto_wrap_policy`` (callable protocol) that infers the block classes from the root it is
+    given.
+
+    FSDP calls the policy on the root module first, so the inference happens inside the Strategy's own set-up,
+    after ``configure_model`` has built the layers (#17157). The same instance then serves as the activation
+    checkpointing policy, so both wrap exactly the same blocks. Pickles (``ddp_spawn``).
+
+    Example:
+        >>> from lightning_recipes.testing import TinyTransformerLM
+        >>> policy, model = LazyBlockPolicy(), TinyTransformerLM()
+        >>> top = policy(model, recurse=True, nonwrapped_numel=0)
+        >>> top, policy(model.blocks[0], recurse=False, nonwrapped_numel=0)
+        (True, True)
+        >>> policy.block_classes
+        (<class 'lightning_recipes.testing.models.TransformerBlock'>,)
+    """
+
+    def __init__(self, block_classes: tuple[type[nn.Module], ...] | None = None) -> None:
+        self.block_classes = block_classes
+
+    def __call__(self, module: nn.Module, recurse: bool, nonwrapped_numel: int) -> bool:
+        if self.block_classes is None:
+            self.block_classes = infer_block_classes(_unwrap(module))
+        if recurse:
+            return True
+        return isinstance(module, self.block_classes)
+
+    def __repr__(self) -> str:
+        names = (
+            "inferred at setup" if self.block_classes is None else [c.__name__ for c in self.block_classes]
+        )
+        return f"{type(self).__name__}({names})"
+
+
+def _unwrap(module: nn.Module) -> nn.Module:
+    # FSDP1 hands the policy the root it wraps; activation checkpointing may hand it an FSDP wrapper.
+    inner = getattr(module, "_fsdp_wrapped_module", None)
+    return inner if isinstance(inner, nn.Module) else module

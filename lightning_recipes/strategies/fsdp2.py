@@ -15,6 +15,7 @@ from typing_extensions import override
 
 from lightning_recipes._blocks import BlockSpec, block_classes_for, outermost_blocks, resolve_block_classes
 from lightning_recipes._validation import check_bool
+from lightning_recipes.strategies._units import autocast_dtype
 from lightning_recipes.strategies.activation_checkpointing import checkpoint_blocks
 
 __all__ = ["FSDP2Mixin", "RecipesFSDP2Strategy", "apply_fsdp2", "mixed_precision_policy"]
@@ -31,7 +32,7 @@ def mixed_precision_policy(precision: str | int | None) -> MixedPrecisionPolicy 
         >>> mixed_precision_policy("bf16-mixed").param_dtype, mixed_precision_policy("32-true")
         (torch.bfloat16, None)
     """
-    dtype = {"bf16-mixed": torch.bfloat16, "16-mixed": torch.float16}.get(str(precision))
+    dtype = autocast_dtype(precision)
     return None if dtype is None else MixedPrecisionPolicy(param_dtype=dtype, reduce_dtype=torch.float32)
 
 
@@ -50,26 +51,16 @@ def apply_fsdp2(
     unit). Activation checkpointing uses the composable ``checkpoint`` (parameter names and state-dict keys do
     not change). Idempotent: an already sharded module is returned as is (``configure_model`` may run twice).
 
-    With checkpointing on, every Hugging Face config found in ``module`` with ``use_cache=True`` (GPT-2's
-    default) is switched to ``use_cache=False``, with a warning on rank zero: the key/value cache is an object
-    each block appends to in forward, so the recomputation in backward sees a longer cache than the first pass
-    (a size mismatch with eager attention; with other kernels the cache only costs memory). Training never
-    reads the cache; Hugging Face's own ``gradient_checkpointing_enable()`` turns it off the same way. Set
-    ``model.config.use_cache = True`` again before generating, or pass ``activation_checkpointing=False`` to
-    keep it during training.
+    With checkpointing on, Hugging Face configs with ``use_cache=True`` are switched off, with a warning
+    (as :func:`checkpoint_blocks` does).
 
     Args:
         module: The model (a LightningModule is fine: it becomes the root unit).
         mesh: The data-parallel mesh (``self.device_mesh["data_parallel"]`` in ``configure_model``).
-        block_classes: Block classes or import paths; ``None`` = infer (every stack's layers:
-            :func:`infer_block_classes`).
+        block_classes: Block classes or import paths; ``None`` = infer (:func:`infer_block_classes`).
         activation_checkpointing: Recompute block activations in backward.
         mp_policy: FSDP2 mixed precision (see :func:`mixed_precision_policy`).
-        reshard_after_forward: Free gathered block parameters after forward (ZeRO-3); ``False`` keeps them
-            until backward (ZeRO-2-like, more memory, less communication).
-
-    Returns:
-        The same module, sharded in place.
+        reshard_after_forward: ``False`` keeps gathered block parameters until backward (ZeRO-2-like).
 
     Raises:
         ValueError: When no block class can be inferred and none is given.
@@ -77,7 +68,6 @@ def apply_fsdp2(
     Example:
         >>> import torch.distributed as dist
         >>> from lightning_recipes.testing import TinyTransformerLM
-        >>> # one process, no port
         >>> dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
         >>> model = apply_fsdp2(TinyTransformerLM())
         >>> type(model.blocks[0]).__name__, type(model.blocks[0].qkv.weight).__name__
@@ -102,10 +92,8 @@ def apply_fsdp2(
 class RecipesFSDP2Strategy(ModelParallelStrategy):
     """Lightning's ``ModelParallelStrategy`` as pure data-parallel FSDP2: one shard per process, all nodes.
 
-    The mesh is ``data_parallel = num_nodes x devices`` and ``tensor_parallel = 1`` (resolved at set-up, so
-    the preset is built without knowing the machine). The strategy carries the sharding settings; the model
-    applies them in ``configure_model`` with :class:`FSDP2Mixin` (or by calling :func:`apply_fsdp2` itself).
-    Runs on CPU (gloo) as well as CUDA. Checkpoints are distributed (one file per rank) by default.
+    The mesh (``data_parallel = num_nodes x devices``) is resolved at set-up; the model applies the settings
+    in ``configure_model`` with :class:`FSDP2Mixin` (or :func:`apply_fsdp2`). Runs on CPU (gloo) and CUDA.
 
     Args:
         block_classes: Block classes or import paths; ``None`` = infer in ``configure_model``.
@@ -184,15 +172,9 @@ class FSDP2Mixin:
     """LightningModule mixin whose ``configure_model`` shards the model with FSDP2 under
     ``ModelParallelStrategy``.
 
-    Put it first in the bases: ``class MyLM(FSDP2Mixin, MyLightningModule)``. Settings (blocks, checkpointing,
-    resharding) come from the :class:`RecipesFSDP2Strategy` preset; mixed precision from
-    ``Trainer(precision=)``. Without a device mesh (single device, DDP) it does nothing, so the same class
-    trains everywhere. If the module builds layers in its own ``configure_model``, those run first
-    (``super().configure_model()``).
-
-    The LightningModule itself is the root FSDP2 unit, which gathers its parameters (embeddings, head) in its
-    ``forward``: call the model through ``self(...)`` in ``training_step`` (define ``forward`` to run a
-    wrapped model, e.g. ``return self.model(input_ids=x, labels=x).loss``), not ``self.model(...)`` directly.
+    Put it first in the bases. Settings come from the :class:`RecipesFSDP2Strategy` preset, mixed precision
+    from ``Trainer(precision=)``; without a device mesh it does nothing. The LightningModule is the root unit,
+    which gathers its parameters in ``forward``: call the model through ``self(...)`` in ``training_step``.
 
     Example:
         >>> from lightning_recipes.testing import TinyTransformerLM, fast_trainer, random_token_loader

@@ -1,26 +1,37 @@
-"""Per-device memory of a training run under each strategy preset: parameters, gradients, optimizer state,
-..."""
+"""Memory of training under each strategy preset: the per-device estimate (parameters, gradients, optimizer
+state, gathered parameters, activations) and the measurement of one real step."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import lightning.pytorch as pl
 import torch
-from torch import nn
+from torch import Tensor, nn
 
 from lightning_recipes._blocks import BlockSpec, infer_block_classes, resolve_block_classes
 from lightning_recipes._console import new_table, render
 from lightning_recipes._validation import check_choice, check_int
+from lightning_recipes.harness.optimizers import optimizers_from_config
 from lightning_recipes.optim.names import OPTIMIZERS
-from lightning_recipes.strategies._activations import measure_activations
 from lightning_recipes.strategies._layout import LAYOUTS, MemoryLayout
-from lightning_recipes.strategies._optimizer import read_optimizer
-from lightning_recipes.strategies._units import GIB
+from lightning_recipes.strategies._units import GIB, autocast_dtype
 
-__all__ = ["OPTIMIZER_STATES", "MemoryEstimate", "estimate_memory"]
+__all__ = [
+    "OPTIMIZER_STATES",
+    "ActivationMeasurement",
+    "MemoryEstimate",
+    "StepMemory",
+    "estimate_memory",
+    "measure_activations",
+    "measure_step_memory",
+    "optimizer_name",
+    "read_optimizer",
+]
 
 # optimizer -> (state tensors per parameter, per-tensor scalar bytes of a ``step`` tensor): read from the one
 # table of optimizer names, optim/names.py.
@@ -129,51 +140,17 @@ def estimate_memory(
 ) -> MemoryEstimate:
     """Estimate per-device memory of training under a strategy preset, before renting the cluster.
 
-    What is counted (bytes on the most loaded device; sharded tensors are split over the shard group, which is
-    every process, or the processes of one node for ``fsdp_hybrid``):
-
-    ============================  ====================================================================
-    row                           rule
-    ============================  ====================================================================
-    parameters                    numel x dtype bytes: fp32 for ``32-true`` and for torch AMP (``*-mixed``
-                                  keeps fp32 weights and autocasts), 2 for ``*-true`` and for DeepSpeed
-                                  16-bit; sharded by FSDP (every sharding strategy) / ZeRO-3, full for
-                                  DDP / ZeRO-1/2
-    gradients                     same dtype as the parameters; sharded by FSDP / ZeRO-2/3
-    optimizer state               per parameter, the optimizer's state tensors (``adamw``/``adam``/``lamb``
-                                  2, ``lion``/``sgd_momentum`` 1, ``sgd`` 0; the table
-                                  :data:`~lightning_recipes.optim.names.OPTIMIZERS`), in the parameter
-                                  dtype (fp32 for DeepSpeed) + its per-tensor scalars (torch's 4-byte
-                                  ``step`` of ``adam(w)`` and ``lamb``) when a model is given; sharded by
-                                  FSDP / every ZeRO stage
-    master weights                fp32 copy for DeepSpeed 16-bit precision; sharded like the optimizer
-    gathered                      unsharded copies of sharded parameters, in the compute dtype (2 bytes
-                                  for ``16``/``bf16`` precisions: Lightning's FSDP ``MixedPrecision``
-                                  ``param_dtype``): ``fsdp_shard_grad_op`` keeps every unit's copy from
-                                  forward to backward (all parameters); the other sharded strategies hold
-                                  the root unit + two blocks (current and prefetched), which needs a model
-    activations                   measured: bytes saved for backward in one forward on ``sample_batch``
-                                  (+ the largest one again for the backward peak); with activation
-                                  checkpointing only block inputs + one block's recomputation
-    host (offload)                what ``*_offload`` presets move to CPU RAM, per process
-    ============================  ====================================================================
-
-    With a model, sizes are per tensor and exact for DDP and FSDP2 (FSDP2 chunks dim 0 of every tensor over
-    the ranks; rank 0 holds the largest chunks). With a parameter count, sharding divides evenly (rounded up).
-    Not counted: DDP/ZeRO communication buckets (our DDP presets use ``gradient_as_bucket_view=True`` so the
-    gradients *are* the buckets), the CUDA context (~0.5 GiB), allocator fragmentation; keep headroom.
+    Rows: parameters, gradients, optimizer state, master weights, gathered parameters, activations (measured
+    on ``sample_batch``) and host bytes (offload), each by the preset's :class:`MemoryLayout`; the rules are
+    in the strategies guide. Exact per tensor for DDP and FSDP2 given a model.
 
     Args:
         model_or_num_params: A module (may live on the ``meta`` device) or a parameter count.
-        optimizer: A name of :data:`~lightning_recipes.optim.names.OPTIMIZERS` (``adamw``, ``lion``, ``lamb``,
-            ``adam``, ``sgd``, ``sgd_momentum``, ``rmsprop``, ``adagrad``, ...). ``None``: the one the model
-            trains with (its recipe, or what its ``configure_optimizers()`` builds), else ``adamw`` with a
-            note saying why.
+        optimizer: A name of :data:`~lightning_recipes.optim.names.OPTIMIZERS`; ``None``: the one the model
+            trains with (:func:`read_optimizer`), else ``adamw`` with a note.
         precision: The Trainer's precision, e.g. ``"bf16-mixed"``.
-        strategy: A preset name (a key of :data:`~lightning_recipes.strategies.PRESETS`, whose ``layout`` says
-            what it shards, offloads and gathers).
-        devices: Devices per node.
-        num_nodes: Nodes.
+        strategy: A key of :data:`~lightning_recipes.strategies.PRESETS`.
+        devices, num_nodes: Devices per node, nodes.
         activation_checkpointing: Checkpoint the blocks; ``None`` = the preset's default (on for FSDP).
         sample_batch: One per-device batch to measure activations on (same device as the model).
         block_classes: Block classes (inferred from the model when ``None``).
@@ -254,9 +231,12 @@ def estimate_memory(
     if sample_batch is not None:
         if model is None:
             raise ValueError("`sample_batch` needs a model, not a parameter count, to measure activations.")
-        autocast_dtype = {"bf16-mixed": torch.bfloat16, "16-mixed": torch.float16}.get(precision)
         measured = measure_activations(
-            model, sample_batch, block_classes=blocks, forward_fn=forward_fn, autocast_dtype=autocast_dtype
+            model,
+            sample_batch,
+            block_classes=blocks,
+            forward_fn=forward_fn,
+            autocast_dtype=autocast_dtype(precision),
         )
         activations = measured.total(checkpointing and blocks is not None)
     return MemoryEstimate(
@@ -328,3 +308,236 @@ def _try_infer(model: nn.Module, notes: list[str]) -> tuple[type[nn.Module], ...
     except ValueError as err:
         notes.append(str(err))
         return None
+
+
+def read_optimizer(model: nn.Module) -> tuple[str | None, str]:
+    """The optimizer name (a key of :data:`~lightning_recipes.optim.names.OPTIMIZERS`) ``model`` trains
+    with, and where it was read; ``(None, why)`` when it cannot be told.
+
+    Read from the recipe mixins' ``resolve_recipe()`` (recipe > hparams > the class's default), else from
+    the optimizer ``configure_optimizers()`` builds (on the model's own, possibly meta, parameters).
+
+    Example:
+        >>> from lightning_recipes.testing import TinyClassifier
+        >>> read_optimizer(TinyClassifier())  # its configure_optimizers() builds SGD without momentum
+        ('sgd', "the model's configure_optimizers()")
+        >>> read_optimizer(nn.Linear(2, 2))
+        (None, 'Linear has no configure_optimizers')
+    """
+    resolve = getattr(model, "resolve_recipe", None)
+    if callable(resolve):
+        try:
+            name = resolve()["optimizer"]
+        except (ValueError, TypeError) as err:
+            return None, f"its recipe could not be read: {err}"
+        return str(name), "the model's recipe"
+    configure = getattr(model, "configure_optimizers", None)
+    if not callable(configure):
+        return None, f"{type(model).__name__} has no configure_optimizers"
+    try:
+        built = configure()
+    except Exception as err:  # user code outside a Trainer: anything may go wrong; say what
+        return None, f"configure_optimizers() failed outside a Trainer ({type(err).__name__}: {err})"
+    optimizers = optimizers_from_config(built)
+    if len(optimizers) != 1:
+        return None, f"configure_optimizers() returned {len(optimizers)} optimizers, not one"
+    name = optimizer_name(optimizers[0])
+    if name is None:
+        return None, f"{type(optimizers[0]).__name__} is not in the optimizer table"
+    return name, "the model's configure_optimizers()"
+
+
+def optimizer_name(optimizer: torch.optim.Optimizer) -> str | None:
+    """The table name of an optimizer instance (``SGD`` with momentum is ``sgd_momentum``); ``None`` when
+    the table does not know its class.
+
+    Example:
+        >>> optimizer_name(torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=0.1, momentum=0.9))
+        'sgd_momentum'
+    """
+    cls = type(optimizer).__name__
+    group = optimizer.param_groups[0] if optimizer.param_groups else optimizer.defaults
+    if cls == "SGD":
+        return "sgd_momentum" if group.get("momentum", 0) else "sgd"
+    if cls == "RMSprop":
+        return "rmsprop_momentum" if group.get("momentum", 0) or group.get("centered") else "rmsprop"
+    for name, spec in OPTIMIZERS.items():
+        if spec.class_name == cls:
+            return name
+    return None
+
+
+class ActivationMeasurement:
+    """Result of :func:`measure_activations` (bytes).
+
+    Attributes:
+        saved: Everything saved for backward during the forward pass (no activation checkpointing).
+        largest: The largest single saved storage (the gradient of it is alive at the backward peak).
+        block_inputs: Sum of the inputs of every block (what checkpointing keeps).
+        block_max: Most bytes one block saves (what one block's recomputation holds during backward).
+        outside: Bytes saved outside any block (embeddings, head, loss).
+    """
+
+    def __init__(self, saved: int, largest: int, block_inputs: int, block_max: int, outside: int) -> None:
+        self.saved, self.largest = saved, largest
+        self.block_inputs, self.block_max, self.outside = block_inputs, block_max, outside
+
+    def total(self, activation_checkpointing: bool) -> int:
+        """Activation bytes at the backward peak, with or without checkpointing of the blocks."""
+        held = self.outside + self.block_inputs + self.block_max if activation_checkpointing else self.saved
+        return min(held, self.saved) + self.largest
+
+
+def default_forward(model: nn.Module, batch: Any) -> Any:
+    """``model(batch)`` for a tensor, ``model(batch[0])`` for a tuple/list, ``model(**batch)`` for a dict."""
+    if isinstance(batch, Tensor):
+        return model(batch)
+    if isinstance(batch, (tuple, list)):
+        return model(batch[0])
+    if isinstance(batch, dict):
+        return model(**batch)
+    raise TypeError(f"`sample_batch` must be a Tensor, tuple, list or dict, got {type(batch).__name__}.")
+
+
+def measure_activations(
+    model: nn.Module,
+    batch: Any,
+    *,
+    block_classes: tuple[type[nn.Module], ...] | None = None,
+    forward_fn: Callable[[nn.Module, Any], Any] | None = None,
+    autocast_dtype: torch.dtype | None = None,
+) -> ActivationMeasurement:
+    """Run one forward pass on ``batch`` and account every tensor autograd saves for backward.
+
+    Device-agnostic (works on CPU for a GPU plan): parameters are excluded, storages are counted once, and the
+    bytes are attributed to the innermost running block so the effect of activation checkpointing can be
+    computed. Not counted: allocator rounding/fragmentation and kernel workspaces. The model is not changed
+    (no backward is run; gradients are untouched).
+
+    Example:
+        >>> import torch
+        >>> from lightning_recipes.testing import TinyTransformerLM, TransformerBlock
+        >>> model, ids = TinyTransformerLM(), torch.randint(0, 64, (2, 16))
+        >>> m = measure_activations(model, ids, block_classes=(TransformerBlock,))
+        >>> m.saved > m.outside + m.block_inputs + m.block_max > 0
+        True
+    """
+    forward = forward_fn or default_forward
+    param_storages = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    seen: dict[int, int] = {}
+    per_block: dict[int, int] = {}
+    block_inputs = 0
+    stack: list[int] = []
+
+    def pack(tensor: Tensor) -> Tensor:
+        storage = tensor.untyped_storage()
+        key = storage.data_ptr()
+        if key and key not in param_storages and key not in seen:
+            seen[key] = storage.nbytes()
+            owner = stack[-1] if stack else -1
+            per_block[owner] = per_block.get(owner, 0) + storage.nbytes()
+        return tensor
+
+    def pre_hook(module: nn.Module, args: tuple[Any, ...]) -> None:
+        nonlocal block_inputs
+        if not stack:  # only outermost blocks are checkpoint units
+            block_inputs += sum(a.untyped_storage().nbytes() for a in args if isinstance(a, Tensor))
+        stack.append(id(module))
+
+    def post_hook(module: nn.Module, args: tuple[Any, ...], output: Any) -> None:
+        stack.pop()
+
+    handles = []
+    for module in model.modules():
+        if block_classes and isinstance(module, block_classes):
+            handles.append(module.register_forward_pre_hook(pre_hook))
+            handles.append(module.register_forward_hook(post_hook))
+    device_type = next((p.device.type for p in model.parameters()), "cpu")
+    autocast = (
+        torch.autocast(device_type, dtype=autocast_dtype) if autocast_dtype else contextlib.nullcontext()
+    )
+    try:
+        with torch.enable_grad(), autocast, torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            output = forward(model, batch)
+        del output
+    finally:
+        for handle in handles:
+            handle.remove()
+    outside = per_block.pop(-1, 0)
+    return ActivationMeasurement(
+        saved=sum(seen.values()),
+        largest=max(seen.values(), default=0),
+        block_inputs=block_inputs,
+        block_max=max(per_block.values(), default=0),
+        outside=outside,
+    )
+
+
+@dataclass(frozen=True)
+class StepMemory:
+    """Bytes of one training step (forward + backward) on :attr:`device`.
+
+    Attributes:
+        activations: Activation bytes alive when the forward pass (``training_step``) returns: what autograd
+            keeps for backward. Activation checkpointing lowers exactly this.
+        peak: The step's peak over every tensor (parameters, gradients, activations, temporaries).
+        device: The device measured.
+    """
+
+    activations: int
+    peak: int
+    device: str
+
+
+def measure_step_memory(model: pl.LightningModule, batch: Any, *, batch_idx: int = 0) -> StepMemory:
+    """Run ``training_step`` and ``backward`` on a deep copy of ``model`` and count the bytes they hold.
+
+    The user's model, its gradients and the RNG streams are left as they were. Works on CPU (no allocator
+    statistics are needed): every tensor is tracked as it is created and freed. Not counted: allocator
+    rounding and kernel workspaces.
+
+    Args:
+        model: A LightningModule whose ``training_step`` returns the loss (or a dict with ``"loss"``).
+        batch: One training batch, on the model's device.
+        batch_idx: Passed to ``training_step``.
+
+    Returns:
+        A :class:`StepMemory`.
+
+    Example:
+        >>> from lightning_recipes.strategies import checkpoint_blocks
+        >>> from lightning_recipes.testing import TinyTransformerLM, random_token_loader
+        >>> batch = next(iter(random_token_loader(vocab_size=64, seq_len=64)))
+        >>> plain = measure_step_memory(TinyTransformerLM(n_layers=4), batch)
+        >>> model = TinyTransformerLM(n_layers=4)
+        >>> _ = checkpoint_blocks(model)
+        >>> plain.activations > 3 * measure_step_memory(model, batch).activations
+        True
+    """
+    import copy
+
+    from torch.distributed._tools.mem_tracker import MemTracker
+
+    from lightning_recipes.harness import Harness, preserved_rng
+
+    copied = copy.deepcopy(model)
+    context = Harness(copied, [batch], device=model.device)
+    tracker = MemTracker()
+    tracker.track_external(copied)
+    with preserved_rng(), tracker:
+        loss = context.training_loss(copied, batch, batch_idx)
+        after_forward = tracker.get_tracker_snapshot("current")
+        loss.backward()
+        peak = tracker.get_tracker_snapshot("peak")
+    device = model.device
+
+    def total(snapshot: dict[Any, dict[Any, int]], kind: str) -> int:
+        return sum(
+            value
+            for dev, stats in snapshot.items()
+            if torch.device(dev).type == device.type
+            for key, value in stats.items()
+            if str(key).endswith(kind)
+        )
+
+    return StepMemory(total(after_forward, ".ACT"), total(peak, "Total"), str(device))

@@ -164,30 +164,10 @@ PRESETS: dict[str, Preset] = {
 def preset(name: str, *, model: nn.Module | None = None, **overrides: Any) -> Strategy:
     """Build a Lightning strategy from a preset; ``overrides`` are the strategy's own arguments and win.
 
-    =========================== =============================================================================
-    name                        strategy
-    =========================== =============================================================================
-    ``ddp``                     :class:`RecipesDDPStrategy` (``DDPStrategy``) ``gradient_as_bucket_view=True``
-    ``ddp_spawn``               + ``start_method="spawn"`` (workers destroy the process group at exit)
-    ``ddp_static_graph``        + ``static_graph=True``
-    ``fsdp_full_shard``         :class:`RecipesFSDPStrategy` ``FULL_SHARD`` (block auto-wrap + checkpointing,
-                                precision from the Trainer, ``use_orig_params``, sharded checkpoints)
-    ``fsdp_shard_grad_op``      ... ``SHARD_GRAD_OP``
-    ``fsdp_hybrid``             ... ``HYBRID_SHARD`` (mesh ``(num_nodes, devices)``)
-    ``fsdp_offload``            ... ``FULL_SHARD`` + ``cpu_offload=True``
-    ``fsdp2``                   :class:`RecipesFSDP2Strategy` (``ModelParallelStrategy``, data parallel only)
-    ``deepspeed_zero1``         :class:`RecipesDeepSpeedStrategy` ``stage=1``
-    ``deepspeed_zero2``         ``stage=2``
-    ``deepspeed_zero2_offload`` ``stage=2, offload_optimizer=True``
-    ``deepspeed_zero3``         ``stage=3``
-    ``deepspeed_zero3_offload`` ``stage=3, offload_optimizer=True, offload_parameters=True``
-    =========================== =============================================================================
-
+    The presets and what they pass are the records of :data:`PRESETS` (engine, defaults, description).
     Building never looks at the machine (build on a CPU login node, run on the GPU job); what cannot run is
-    refused when the Trainer sets the strategy up. Each preset is also registered as ``recipes_<name>``:
-    ``Trainer(strategy="recipes_fsdp_full_shard")`` or ``strategy: recipes_ddp`` in LightningCLI YAML, once
-    ``lightning_recipes.strategies`` has been imported. Launch with ``devices``/``num_nodes`` as usual; on CPU
-    tests pass ``start_method="fork"`` or ``"spawn"`` to the DDP presets.
+    refused when the Trainer sets the strategy up. Each preset is also registered as ``recipes_<name>``
+    (``Trainer(strategy="recipes_fsdp_full_shard")``, or in LightningCLI YAML).
 
     Args:
         name: A key of :data:`PRESETS` (a ``recipes_`` prefix is accepted).

@@ -8,16 +8,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import torch
 from lightning.pytorch.strategies import Strategy
 from torch import nn
 
 from lightning_recipes._blocks import BlockSpec, block_classes_for
 from lightning_recipes._console import new_table
 from lightning_recipes._validation import check_choice, check_in_range, check_positive
-from lightning_recipes.strategies._activations import measure_activations
-from lightning_recipes.strategies._units import GIB
-from lightning_recipes.strategies.memory import MemoryEstimate, estimate_memory, render
+from lightning_recipes.strategies._units import GIB, autocast_dtype
+from lightning_recipes.strategies.memory import (
+    MemoryEstimate,
+    estimate_memory,
+    measure_activations,
+    render,
+)
 from lightning_recipes.strategies.presets import PRESETS
 
 __all__ = ["LADDERS", "Recommendation", "recommend_strategy"]
@@ -152,26 +155,18 @@ def recommend_strategy(
     """Pick the simplest preset whose per-device estimate fits ``device_memory_gb`` with ``headroom`` to
     spare.
 
-    The ladder (``family``): ``fsdp`` = ddp -> fsdp_shard_grad_op (ZeRO-2) -> fsdp_hybrid (multi-node only) ->
-    fsdp_full_shard (ZeRO-3) -> fsdp_offload; ``deepspeed`` = ddp -> zero1 -> zero2 -> zero3 -> zero2_offload
-    -> zero3_offload; ``fsdp2`` = ddp -> fsdp2. Simpler rungs communicate less, so the first that fits wins.
-    Offload rungs must also fit ``host_memory_gb`` per node (with the same headroom) when it is given.
-    Activations are measured once on ``sample_batch`` (with and without checkpointing) and added to every
-    rung.
+    The ladders (``family``, :data:`LADDERS`) go from DDP to full sharding and offload; simpler rungs
+    communicate less, so the first that fits wins (``fsdp_hybrid`` only on several nodes). Offload rungs must
+    also fit ``host_memory_gb`` per node when given. Activations, measured once on ``sample_batch``, are added
+    to every rung.
 
     Args:
-        model_or_num_params: A module (may be on the ``meta`` device) or a parameter count.
-        devices: Devices per node.
+        model_or_num_params, optimizer, precision, devices, num_nodes, sample_batch, block_classes,
+            forward_fn: As for :func:`~lightning_recipes.strategies.estimate_memory`.
         device_memory_gb: Memory of one device in GiB (80 for an A100/H100 80GB).
-        num_nodes: Nodes.
-        optimizer: See :func:`~lightning_recipes.strategies.estimate_memory`.
-        precision: The Trainer's precision.
         family: ``"fsdp"``, ``"fsdp2"`` or ``"deepspeed"``.
         headroom: Fraction of memory kept free for the CUDA context, buffers and fragmentation.
         host_memory_gb: Host memory per node; ``None`` = offload is not checked against it.
-        sample_batch: A per-device batch to measure activations on.
-        block_classes: Block classes for checkpointing/gathering (inferred when ``None``).
-        forward_fn: ``forward_fn(model, batch)`` for the activation measurement.
 
     Raises:
         ValueError: For an unknown ``family``, a non-positive memory, or ``headroom`` outside [0, 1).
@@ -194,13 +189,12 @@ def recommend_strategy(
         if not isinstance(model_or_num_params, nn.Module):
             raise ValueError("`sample_batch` needs a model, not a parameter count, to measure activations.")
         blocks = block_classes_for(model_or_num_params, block_classes)
-        autocast_dtype = {"bf16-mixed": torch.bfloat16, "16-mixed": torch.float16}.get(precision)
         measured = measure_activations(
             model_or_num_params,
             sample_batch,
             block_classes=blocks,
             forward_fn=forward_fn,
-            autocast_dtype=autocast_dtype,
+            autocast_dtype=autocast_dtype(precision),
         )
     budget = device_memory_gb * GIB * (1 - headroom)
     estimates, fits, chosen = [], [], None

@@ -12,7 +12,7 @@ Example:
     [0, 1, 2]
 """
 
-from lightning_recipes.testing import _exit  # noqa: F401  (atexit: see its docstring)
+from lightning_recipes._collectives import destroy_process_group_at_exit
 from lightning_recipes.testing.digits_cnn import DigitsCNN
 from lightning_recipes.testing.logger import InMemoryLogger
 from lightning_recipes.testing.models import (
@@ -36,3 +36,5 @@ __all__ = [
     "random_classification_loader",
     "random_token_loader",
 ]
+
+destroy_process_group_at_exit()  # our own test workers (ddp_spawn) leave with no live gloo group

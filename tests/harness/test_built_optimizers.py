@@ -1,4 +1,5 @@
-"""``build_optimizers`` returns a typed record: were the module's own optimizers built, and if not, why."""
+"""``build_optimizers``: the module's own optimizers at their peak learning rate (issue #24: a OneCycleLR
+model's overfit check ran at max_lr / 25), or a typed record of why AdamW stands in."""
 
 from __future__ import annotations
 
@@ -21,40 +22,61 @@ class _Empty(TinyClassifier):
         return None
 
 
-class _WarmUp(TinyClassifier):
+class _WarmUpDict(TinyClassifier):
     def configure_optimizers(self):
         optimizer = torch.optim.SGD(self.parameters(), lr=0.5)
         schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 0.0 if step == 0 else 1.0)
         return {"optimizer": optimizer, "lr_scheduler": schedule}
 
 
-def test_the_modules_own_optimizers_at_peak_lr():
-    built = build_optimizers(_WarmUp())
-    assert built.from_module and built.error == ""
-    assert [type(o) for o in built.optimizers] == [torch.optim.SGD]
-    assert built.optimizers[0].param_groups[0]["lr"] == 0.5  # the scheduler's step-0 lr was 0
-    assert built.note == "the module's configure_optimizers (SGD) at peak lr; schedulers not stepped"
+class _WarmUpLists(TinyClassifier):
+    def configure_optimizers(self):
+        optimizer = torch.optim.SGD(self.parameters(), lr=0.1)
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(1.0, (step + 1) / 100))
+        return [optimizer], [scheduler]
 
 
-def test_a_failing_configure_optimizers_is_a_field_not_prose():
-    built = Harness(_Failing()).build_optimizers(_Failing())
-    assert not built.from_module
-    assert built.error == "RuntimeError: needs the trainer"
-    assert [type(o) for o in built.optimizers] == [torch.optim.AdamW]
-    assert built.note == (
-        "configure_optimizers failed outside the Trainer (RuntimeError: needs the trainer); "
-        "used AdamW(lr=1e-3) instead"
+class _OneCycle(TinyClassifier):
+    def configure_optimizers(self):
+        optimizer = torch.optim.AdamW(self.parameters(), lr=0.01)
+        scheduler = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=0.01, total_steps=100)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+
+@pytest.mark.parametrize(
+    ("cls", "kind", "peak"),
+    [
+        (_WarmUpDict, torch.optim.SGD, 0.5),
+        (_WarmUpLists, torch.optim.SGD, 0.1),
+        (_OneCycle, torch.optim.AdamW, 0.01),
+    ],
+)
+def test_the_modules_own_optimizers_at_peak_lr(cls: type, kind: type, peak: float) -> None:
+    built = build_optimizers(cls())
+    assert isinstance(built, BuiltOptimizers) and built.from_module and built.error == ""
+    assert [type(o) for o in built.optimizers] == [kind]
+    assert built.optimizers[0].param_groups[0]["lr"] == peak  # the scheduler's step-0 lr was lower
+    assert (
+        built.note
+        == f"the module's configure_optimizers ({kind.__name__}) at peak lr; schedulers not stepped"
     )
-
-
-def test_no_optimizer_returned():
-    built = build_optimizers(_Empty())
-    assert (built.from_module, built.error) == (False, "")
-    assert built.note == "configure_optimizers returned no optimizer; used AdamW(lr=1e-3)"
-
-
-def test_the_record_is_frozen():
-    built = build_optimizers(TinyClassifier())
-    assert isinstance(built, BuiltOptimizers)
     with pytest.raises(dataclasses.FrozenInstanceError):
         built.from_module = False  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("cls", "error", "note"),
+    [
+        (
+            _Failing,
+            "RuntimeError: needs the trainer",
+            "configure_optimizers failed outside the Trainer (RuntimeError: needs the trainer);"
+            " used AdamW(lr=1e-3) instead",
+        ),
+        (_Empty, "", "configure_optimizers returned no optimizer; used AdamW(lr=1e-3)"),
+    ],
+)
+def test_adamw_stands_in_and_the_record_says_why(cls: type, error: str, note: str) -> None:
+    built = Harness(cls()).build_optimizers(cls())
+    assert (built.from_module, built.error, built.note) == (False, error, note)
+    assert [type(o) for o in built.optimizers] == [torch.optim.AdamW]

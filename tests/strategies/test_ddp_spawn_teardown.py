@@ -8,8 +8,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from lightning_recipes.strategies import PRESETS, RecipesDDPStrategy, preset
 
 SCRIPT = Path(__file__).parent / "scripts" / "ddp_spawn_fits.py"
@@ -28,21 +26,14 @@ def _run(runs: int, kind: str, timeout: int) -> subprocess.CompletedProcess[str]
 
 
 def test_spawned_workers_exit_with_the_process_group_destroyed() -> None:
+    # gloo's teardown abort (SIGABRT at shutdown, about 1 fit in 12 before the fix) needs a process group
+    # still alive when the worker's interpreter shuts down: asserting that every worker reaches shutdown with
+    # none alive catches the cause on every run, so one fit suffices where 8 fits only caught it by chance
     proc = _run(1, "recipes", timeout=300)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "failures 0 of 1" in proc.stdout
-    # both workers reach interpreter shutdown with no live group left for gloo to tear down
     assert proc.stdout.count("worker exit: process group alive=False") == 2, proc.stdout
     assert "alive=True" not in proc.stdout
-
-
-@pytest.mark.slow
-def test_many_short_spawn_fits_all_exit_cleanly() -> None:
-    # gloo's teardown abort hit about 1 fit in 12 before (see the final report / benchmarks); 8 fits here
-    proc = _run(8, "recipes", timeout=600)
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    assert "failures 0 of 8" in proc.stdout, proc.stdout
-    assert proc.stdout.count("alive=False") == 16
 
 
 def test_ddp_presets_build_the_protected_strategy() -> None:

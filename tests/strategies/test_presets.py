@@ -23,8 +23,7 @@ from lightning_recipes.strategies import (
     infer_block_classes,
     preset,
 )
-from lightning_recipes.strategies._host import check_host_memory
-from lightning_recipes.strategies._requirements import refuse_offload_without_host_memory
+from lightning_recipes.strategies._host import check_host_memory, refuse_offload_without_host_memory
 from lightning_recipes.testing import TinyTransformerLM, TransformerBlock, fast_trainer, random_token_loader
 
 REQUIRED = {
@@ -45,26 +44,17 @@ REQUIRED = {
 NON_DEEPSPEED = sorted(name for name in REQUIRED if not name.startswith("deepspeed"))
 
 
-def test_every_required_preset_is_registered() -> None:
-    assert set(PRESETS) == REQUIRED
-    for name in REQUIRED:
-        assert f"recipes_{name}" in StrategyRegistry.available_strategies()
-
-
 @pytest.mark.parametrize("name", NON_DEEPSPEED)
-def test_presets_build_real_lightning_strategies_from_name_and_registry(name: str) -> None:
+def test_presets_build_real_lightning_strategies_from_name_registry_and_trainer(name: str) -> None:
+    assert set(PRESETS) == REQUIRED  # registered as recipes_<name>: tests/strategies/test_preset_table.py
     expected = {"ddp": DDPStrategy, "fsdp": FSDPStrategy, "fsdp2": ModelParallelStrategy}[
         PRESETS[name].engine
     ]
-    assert isinstance(preset(name), expected)
-    assert isinstance(preset(f"recipes_{name}"), expected)
-    assert isinstance(StrategyRegistry.get(f"recipes_{name}"), expected)
-
-
-@pytest.mark.parametrize("name", NON_DEEPSPEED)
-def test_trainer_accepts_registered_name_on_a_cpu_machine(name: str) -> None:
+    built = preset(name)
+    assert isinstance(built, expected) and type(built) is PRESETS[name].strategy_class
+    assert type(preset(f"recipes_{name}")) is type(StrategyRegistry.get(f"recipes_{name}")) is type(built)
     trainer = pl.Trainer(strategy=f"recipes_{name}", accelerator="cpu", devices=1, logger=False)
-    assert type(trainer.strategy) is type(preset(name))
+    assert type(trainer.strategy) is type(built)
 
 
 def test_bad_name_and_misplaced_model_are_refused() -> None:

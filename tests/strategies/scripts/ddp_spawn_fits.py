@@ -1,7 +1,7 @@
 """Many short ``ddp_spawn`` fits in one process (``python ddp_spawn_fits.py N [lightning|recipes]``).
 
 Run by tests/strategies/test_ddp_spawn_teardown.py through ``subprocess``. Each fit starts 2 spawned CPU
-workers (gloo) that train a tiny model for 2 steps and exit. With ``lightning`` the strategy is Lightning's
+workers (gloo) that train a tiny model for 1 step and exit. With ``lightning`` the strategy is Lightning's
 own ``DDPStrategy(start_method="spawn")``; with ``recipes`` it is ``preset("ddp_spawn")``. Prints one line per
 fit: ``fit I ok`` or ``fit I failed: <error>`` (a worker killed by SIGABRT in gloo's teardown surfaces as an
 error of the launcher), then ``failures F of N``; each worker prints, at its very end, whether its process
@@ -53,12 +53,12 @@ def fit_once(kind: str, root: str) -> None:
         strategy = preset("ddp_spawn")
     else:
         strategy = DDPStrategy(start_method="spawn")
-    data = TensorDataset(torch.randn(16, 4), torch.randn(16, 1))
+    data = TensorDataset(torch.randn(8, 4), torch.randn(8, 1))
     trainer = pl.Trainer(
         accelerator="cpu",
         devices=2,
         strategy=strategy,
-        max_steps=2,
+        max_steps=1,
         logger=False,
         enable_checkpointing=False,
         enable_progress_bar=False,
