@@ -98,19 +98,19 @@ class SpeedTuneResult:
             >>> SpeedTuneResult([], ["channels_last"], module_options=["channels_last"]).callback().options
             ['channels_last']
         """
-        from lightning_recipes.tune.apply_speed_options import ApplySpeedOptions
+        from lightning_recipes.tune._speed_options import ApplySpeedOptions
 
         return ApplySpeedOptions(self.module_options) if self.module_options else None
 
     def apply(self, model: pl.LightningModule) -> pl.LightningModule:
         """Apply the chosen module-side options to ``model`` in place (before ``trainer.fit``); returns it."""
-        from lightning_recipes.tune.apply_speed_options import apply_speed_options
+        from lightning_recipes.tune._speed_options import apply_speed_options
 
         return apply_speed_options(model, self.chosen_options or self.module_options)
 
     def loader(self, loader: DataLoader) -> DataLoader:
         """``loader`` rebuilt with the chosen loader arguments (the same batches and shuffle)."""
-        from lightning_recipes.tune.apply_speed_options import speed_loader
+        from lightning_recipes.tune._speed_options import speed_loader
 
         return speed_loader(loader, self.chosen_options or self.best)
 

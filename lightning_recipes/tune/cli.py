@@ -153,7 +153,7 @@ def _lr(config: Any, objects: Any) -> int:
     from lightning.fabric.utilities.exceptions import MisconfigurationException
 
     from lightning_recipes.harness import CannotRunOnCopy
-    from lightning_recipes.tune.lr_range_test import LRRangeTest
+    from lightning_recipes.tune import LRRangeTest
 
     try:
         args = SweepArgs(
