@@ -52,17 +52,12 @@ class SpeedOption:
         loader_kwargs: ``DataLoader`` arguments the training loader is rebuilt with (``num_workers``).
         prepare: Turns the module copy into the module to fit (``channels_last``, ``torch.compile``).
         skip_reason: ``(module, device) -> reason`` when the option does not apply, else ``None``.
-        context: A context manager around the fit (TF32 switches a global flag and restores it); applied in
-            the measurement and by :class:`~lightning_recipes.tune.ApplySpeedOptions` in the user's fit.
-        measure_context: A context manager around the measured fit only (the compile options draw dropout
-            masks from eager torch's RNG there, so that the loss check compares the same masks).
+        context: A context manager around the fit (TF32), measured and applied by ``ApplySpeedOptions``.
+        measure_context: A context manager around the measured fit only (eager dropout masks for compile).
         loss_rtol: The relative loss tolerance for this option (``None``: the call's ``loss_rtol``).
         advice: What to write in the training script to apply it (for :meth:`SpeedTuneResult.to_yaml`).
-        measure_memory: Also count the activation and peak bytes of one step of the prepared copy (for an
-            option whose point is memory, such as activation checkpointing).
-        conflicts: Names of options it is never combined with (two ways of compiling the same code; activation
-            checkpointing under compile, which this tool does not check); of two that conflict, the
-            combination keeps the faster.
+        measure_memory: Also count one step's activation and peak bytes (activation checkpointing).
+        conflicts: Names of options it is never combined with (of two that conflict, the faster is kept).
     """
 
     name: str
@@ -376,22 +371,13 @@ def _ordered(options: Sequence[str | SpeedOption]) -> list[SpeedOption]:
 def apply_speed_options(
     model: pl.LightningModule, options: Sequence[str | SpeedOption]
 ) -> pl.LightningModule:
-    """Apply the module-side part of ``options`` to ``model``, in place, before ``trainer.fit``: the same
-    ``prepare`` that :func:`~lightning_recipes.tune.speed_tune` measured (``channels_last``, the fused
-    optimizer, activation checkpointing, ``compile`` / ``compile_blocks``). Trainer arguments (``precision``),
-    loader arguments (:func:`speed_loader`) and global switches (TF32: :class:`ApplySpeedOptions` sets and
-    restores them around the fit) are not applied here.
-
-    Args:
-        model: The LightningModule to change (in place).
-        options: Names from :data:`~lightning_recipes.tune.OPTIONS` (e.g. ``result.best``) or
-            :class:`~lightning_recipes.tune.SpeedOption` objects.
-
-    Returns:
-        ``model`` itself, changed.
+    """Apply the module-side part of ``options`` (``result.best`` or :class:`SpeedOption` objects) to
+    ``model`` in place before ``trainer.fit``: the ``prepare`` that :func:`~lightning_recipes.tune.speed_tune`
+    measured. Trainer arguments, loader arguments (:func:`speed_loader`) and global switches (TF32:
+    :class:`ApplySpeedOptions`) are not applied here. Returns ``model``.
 
     Raises:
-        ValueError: For an option name not in ``OPTIONS``.
+        ValueError: For an option name not in :data:`OPTIONS`.
 
     Example:
         >>> import torch
@@ -414,9 +400,8 @@ def apply_speed_options(
 
 
 def speed_loader(loader: DataLoader, options: Sequence[str | SpeedOption]) -> DataLoader:
-    """A copy of ``loader`` with the loader arguments of ``options`` (``num_workers``, ``persistent_workers``,
-    ``pin_memory``), the same dataset, batches, collate function and shuffle generator; ``loader`` itself
-    when no option has loader arguments. In a datamodule, pass ``result.loader_kwargs`` to its ``DataLoader``.
+    """A copy of ``loader`` with the loader arguments of ``options`` (the same dataset, batches and shuffle);
+    ``loader`` itself when they have none. In a datamodule, pass ``result.loader_kwargs`` to its loader.
 
     Example:
         >>> from lightning_recipes.testing import random_classification_loader
@@ -434,15 +419,10 @@ def speed_loader(loader: DataLoader, options: Sequence[str | SpeedOption]) -> Da
 class ApplySpeedOptions(Callback):
     """Apply speed options chosen by :func:`~lightning_recipes.tune.speed_tune` inside ``trainer.fit``.
 
-    At ``setup`` (before the optimizers are built and the model is moved or wrapped) it applies the
-    module-side options to the LightningModule with :func:`apply_speed_options`, once per module, and
-    switches on the options' global settings (TF32), restored at ``teardown``. It cannot rebuild the
-    Trainer's loader or set its precision; at the start of training it checks both and warns (rank zero)
-    when the train loader lacks a chosen option's arguments (use ``result.loader_kwargs`` or
-    :func:`speed_loader`) or the Trainer's precision differs from the chosen one (use
-    ``result.trainer_kwargs``).
-
-    Cost: the options' own (``compile`` compiles on the first step); nothing per step.
+    At ``setup`` it applies the module-side options (:func:`apply_speed_options`, once per module) and enters
+    the options' global settings (TF32), left at ``teardown``. It cannot set the loader's arguments or the
+    Trainer's precision: at train start it warns (rank zero) when the run lacks a chosen one. Cost: the
+    options' own; nothing per step. In LightningCLI: ``result.to_yaml()`` writes the ``class_path`` entry.
 
     Args:
         options: Option names from :data:`~lightning_recipes.tune.OPTIONS` (``result.best``).
@@ -459,13 +439,6 @@ class ApplySpeedOptions(Callback):
         >>> trainer.fit(model, datamodule=DigitsDataModule())
         >>> model.features[0].weight.is_contiguous(memory_format=torch.channels_last)
         True
-
-    In a LightningCLI config (``result.to_yaml()`` writes it)::
-
-        trainer:
-          callbacks:
-            - class_path: lightning_recipes.tune.ApplySpeedOptions
-              init_args: {options: [channels_last]}
     """
 
     def __init__(self, options: list[str]) -> None:
