@@ -7,7 +7,7 @@ from typing import Any
 import lightning.pytorch as pl
 import pytest
 import torch
-from torch.utils.data import DataLoader, IterableDataset
+from torch.utils.data import DataLoader
 
 from lightning_recipes.testing import TinyClassifier, random_classification_loader
 from lightning_recipes.tune.speed import OPTIONS, SpeedOption, speed_tune
@@ -38,6 +38,21 @@ def test_user_model_rng_and_loader_untouched() -> None:
     assert "configure_optimizers" not in vars(model)  # the fused patch went to the copy only
     assert loader.num_workers == 0
     assert not model.configure_optimizers().defaults.get("fused")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU skip reasons")
+def test_options_that_do_not_apply_on_cpu_are_skipped_with_reason() -> None:
+    result = speed_tune(
+        TinyClassifier(),
+        train_dataloaders=random_classification_loader(),
+        options=["pin_memory", "tf32", "channels_last"],
+        **FAST,
+    )
+    status = {row.option: row.status for row in result.rows}
+    assert status["pin_memory"] == "skipped: pin_memory applies on CUDA only (device is cpu)"
+    assert status["tf32"] == "skipped: TF32 applies on CUDA only (device is cpu)"
+    assert status["channels_last"].startswith("skipped: no Conv2d")
+    assert result.best == [] and result.trainer_kwargs == {}
 
 
 def test_option_that_changes_the_loss_is_incorrect_and_never_chosen() -> None:
@@ -148,7 +163,7 @@ def test_fused_option_builds_the_models_own_optimizer_fused_on_the_copy() -> Non
     assert not model.configure_optimizers().defaults.get("fused")
 
 
-def test_an_iterable_datasets_loader_is_rebuilt_with_its_batch_size() -> None:
+def test_an_iterable_datasets_loader_is_rebuilt_with_its_batch_size_and_not_given_workers() -> None:
     from torch.utils.data import IterableDataset
 
     from lightning_recipes.tune._speed_options import rebuild_loader
@@ -162,78 +177,25 @@ def test_an_iterable_datasets_loader_is_rebuilt_with_its_batch_size() -> None:
     loader = DataLoader(Stream(), batch_size=16, drop_last=True)
     rebuilt = rebuild_loader(loader, {"pin_memory": False})
     assert [len(y) for _, y in rebuilt] == [len(y) for _, y in loader] == [16] * (len(labels) // 16)
+    result = speed_tune(TinyClassifier(), train_dataloaders=loader, options=["num_workers"], **FAST)
+    assert result.rows[1].status.startswith("skipped: the training data is an IterableDataset")
 
 
-class Stream(IterableDataset):
-    def __iter__(self) -> Any:
-        yield from zip(*random_classification_loader().dataset.tensors)  # type: ignore[attr-defined]
+def test_loader_options_are_skipped_for_data_that_is_not_a_dataloader() -> None:
+    class Batches:  # a plain iterable of batches, as Lightning accepts
+        def __init__(self) -> None:
+            self.batches = list(random_classification_loader())
 
+        def __iter__(self) -> Any:
+            return iter(self.batches)
 
-class Batches:
-    """A plain iterable of batches, as Lightning accepts."""
+        def __len__(self) -> int:
+            return len(self.batches)
 
-    def __init__(self) -> None:
-        self.batches = list(random_classification_loader())
-
-    def __iter__(self) -> Any:
-        return iter(self.batches)
-
-    def __len__(self) -> int:
-        return len(self.batches)
-
-
-class OneLayer(TinyClassifier):
-    def __init__(self) -> None:
-        super().__init__()
-        self.hidden = torch.nn.Identity()  # nothing with parameters repeats: one Linear left
-        self.head = torch.nn.Linear(16, 4)
-
-
-CPU_ONLY = "skipped: {} applies on CUDA only (device is cpu)"
-NO_COMPOSITE = (
-    "skipped: no repeated block with sub-modules in the model (the only repeated type is the leaf Conv2d)"
-)
-
-
-def _digits() -> dict[str, Any]:
-    from lightning_recipes.data import DigitsDataModule
-
-    return {"datamodule": DigitsDataModule()}
-
-
-@pytest.mark.parametrize(
-    ("model", "data", "option", "status"),
-    [
-        (TinyClassifier, dict, "pin_memory", CPU_ONLY.format("pin_memory")),
-        (TinyClassifier, dict, "tf32", CPU_ONLY.format("TF32")),
-        (TinyClassifier, dict, "channels_last", "skipped: no Conv2d in the model"),
-        (
-            TinyClassifier,
-            lambda: {"train_dataloaders": DataLoader(Stream(), batch_size=16)},
-            "num_workers",
-            "skipped: the training data is an IterableDataset",
-        ),
-        (
-            TinyClassifier,
-            lambda: {"train_dataloaders": Batches()},
-            "num_workers",
-            "skipped: the training data is a Batches, not a torch DataLoader to rebuild",
-        ),
-        (OneLayer, dict, "activation_checkpointing", "skipped: no repeated block in the model"),
-        (OneLayer, dict, "compile_blocks", "skipped: no repeated block in the model"),
-        ("DigitsCNN", _digits, "activation_checkpointing", NO_COMPOSITE),
-        ("DigitsCNN", _digits, "compile_blocks", NO_COMPOSITE),
-    ],
-)
-def test_an_option_that_does_not_apply_is_skipped_with_its_reason(model, data, option, status) -> None:
-    if torch.cuda.is_available() and status.startswith(CPU_ONLY[:20]):
-        pytest.skip("checks the CPU skip reasons")
-    from lightning_recipes.testing import DigitsCNN
-
-    module = DigitsCNN(width=4) if model == "DigitsCNN" else model()
-    kwargs = data() or {"train_dataloaders": random_classification_loader()}
-    result = speed_tune(module, options=[option, "fused_optimizer"], **kwargs, **FAST)
-    rows = {row.option: row for row in result.rows}
-    assert rows[option].status.startswith(status) and rows[option].step_ms is None, rows[option]
-    assert not rows["fused_optimizer"].status.startswith("skipped")  # the others still run
-    assert option not in result.best
+    result = speed_tune(
+        TinyClassifier(), train_dataloaders=Batches(), options=["num_workers", "fused_optimizer"], **FAST
+    )
+    status = {row.option: row.status for row in result.rows}
+    expected = "skipped: the training data is a Batches, not a torch DataLoader to rebuild"
+    assert status["num_workers"] == expected
+    assert not status["fused_optimizer"].startswith("skipped")

@@ -12,6 +12,7 @@ import torch
 
 from lightning_recipes.strategies import checkpointed_blocks
 from lightning_recipes.testing import (
+    DigitsCNN,
     TinyClassifier,
     TinyTransformerLM,
     random_classification_loader,
@@ -66,6 +67,25 @@ def test_compile_blocks_prepare_compiles_every_outermost_block_in_place() -> Non
     model = prepare(TinyTransformerLM(n_layers=2))
     assert all(block._compiled_call_impl is not None for block in model.blocks)
     assert model._compiled_call_impl is None  # the module itself stays eager
+
+
+@pytest.mark.parametrize("name", ["activation_checkpointing", "compile_blocks"])
+def test_block_options_are_skipped_without_a_repeated_composite_block(name: str) -> None:
+    from lightning_recipes.data import DigitsDataModule
+
+    result = speed_tune(DigitsCNN(width=4), datamodule=DigitsDataModule(), options=[name], **FAST)
+    assert result.rows[1].status == (
+        "skipped: no repeated block with sub-modules in the model (the only repeated type is the leaf Conv2d)"
+    )
+
+    class OneLayer(TinyClassifier):
+        def __init__(self) -> None:
+            super().__init__()
+            self.hidden = torch.nn.Identity()  # nothing with parameters repeats: one Linear left
+            self.head = torch.nn.Linear(16, 4)
+
+    result = speed_tune(OneLayer(), train_dataloaders=random_classification_loader(), options=[name], **FAST)
+    assert result.rows[1].status.startswith("skipped: no repeated block in the model")
 
 
 def _drop(*attrs: str) -> Any:
