@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import math
 from collections.abc import Callable, Iterator, Sequence
@@ -50,10 +51,9 @@ class LRRangeResult:
         lrs: The peak-group learning rate at each step of the sweep.
         losses: The training loss at each step (averaged over ranks under DDP).
         smoothed: The centred moving average the rules read (no lag; see :mod:`.suggest`).
-        suggestion: The learning rate to use with a constant schedule (the rule's pick); ``None`` when the
-            sweep is inconclusive.
-        peak_lr: The peak LR for a warm-up schedule (``suggestion * warmup_factor``; for LAMB / LARS a
-            fifth of that with the default sweep: :func:`.suggest.peak_factor`); ``None`` when inconclusive.
+        suggestion: The LR for a constant schedule (the rule's pick); ``None`` when inconclusive.
+        peak_lr: The peak LR after a warm-up (``suggestion`` times :func:`.suggest.peak_factor`); ``None``
+            when inconclusive.
         rule: The rule that chose ``suggestion`` (``"min_div_10"`` or ``"steepest"``).
         stopped: Why the sweep ended (``"max_lr"``, ``"diverged"``, ``"non-finite loss"``).
         optimizers: The optimizer class names swept.
@@ -121,12 +121,7 @@ class LRRangeResult:
         return "\n".join(lines) + "\n"
 
     def plot(self, ax: Any = None) -> Any:
-        """Loss (raw and smoothed) against the learning rate, log x axis, the suggestion marked; the loss
-        axis runs from the minimum to a few times the starting loss, losses above it marked on its edge
-        (:func:`lightning_recipes.plots.plot_lr_range`).
-
-        Returns the matplotlib ``Axes`` (needs ``matplotlib``: the ``plots`` extra).
-        """
+        """The curve drawn by :func:`lightning_recipes.plots.plot_lr_range`; returns the ``Axes``."""
         from lightning_recipes.plots.lr_range import plot_lr_range
 
         figure = plot_lr_range(self, ax=ax)
@@ -156,16 +151,9 @@ class LRRangeResult:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "suggestion": self.suggestion,
-            "peak_lr": self.peak_lr,
-            "rule": self.rule,
-            "stopped": self.stopped,
-            "optimizers": list(self.optimizers),
-            "lrs": list(self.lrs),
-            "losses": list(self.losses),
-            "group_scales": [list(g) for g in self.group_scales],
-        }
+        """The curve and the pick as plain data (what a checkpoint keeps)."""
+        saved = ("suggestion", "peak_lr", "rule", "stopped", "optimizers", "lrs", "losses", "group_scales")
+        return {name: copy.deepcopy(getattr(self, name)) for name in saved}
 
 
 def _skip(points: int) -> int:
