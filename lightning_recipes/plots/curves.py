@@ -55,9 +55,6 @@ def plot_metrics(
         log_scale: Logarithmic y axis.
         title: Axes title.
 
-    Returns:
-        The matplotlib ``Figure``.
-
     Raises:
         KeyError: If no key matches, listing the keys that were logged.
 
@@ -97,9 +94,6 @@ def plot_grad_norms(
         ax: Axes to draw into; ``None`` makes a new figure.
         log_scale: Logarithmic norm axis (norms span decades early in training).
         title: Axes title.
-
-    Returns:
-        The matplotlib ``Figure``.
 
     Raises:
         KeyError: If none of ``norm_keys`` was logged.
@@ -160,9 +154,6 @@ def plot_overfit(
         ax: Axes to draw into; ``None`` makes a new figure.
         title: Axes title.
 
-    Returns:
-        The matplotlib ``Figure``.
-
     Raises:
         TypeError: If no loss curve can be found in ``curve``.
 
@@ -212,9 +203,6 @@ def plot_comparison(
         ax: Axes to draw into; ``None`` makes a new figure.
         log_scale: Logarithmic y axis.
         title: Axes title (default: the key).
-
-    Returns:
-        The matplotlib ``Figure``.
 
     Raises:
         ValueError: If ``runs`` is empty.

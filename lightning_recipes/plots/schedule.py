@@ -118,9 +118,6 @@ def plot_schedule(
         title: Axes title.
         log_scale: Logarithmic LR axis.
 
-    Returns:
-        The matplotlib ``Figure``.
-
     Example:
         >>> import functools
         >>> from torch.optim.lr_scheduler import StepLR

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack, nullcontext
 from dataclasses import dataclass
 from typing import Any
@@ -17,7 +17,7 @@ import lightning.pytorch as pl
 import torch
 from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.utilities import rank_zero_warn
-from torch.utils.data import DataLoader, IterableDataset, Sampler
+from torch.utils.data import DataLoader, IterableDataset
 from typing_extensions import override
 
 from lightning_recipes._loss_output import loss_of
@@ -47,11 +47,8 @@ __all__ = [
     "SpeedRow",
     "SpeedTuneResult",
     "StepTimer",
-    "break_even_steps",
     "compile_targets",
-    "planned_steps",
     "speed_tune",
-    "timed_loader",
 ]
 
 
@@ -72,7 +69,8 @@ def speed_tune(
     seed: int = 0,
     progress: bool = True,
 ) -> SpeedTuneResult:
-    """Measure which speed options make ``model``'s whole run faster, on copies, without changing its loss.
+    """Measure which speed options make ``model``'s whole run faster, on copies, without changing its loss;
+    returns a :class:`SpeedTuneResult`.
 
     Each option and the baseline train a deep copy for ``warmup_steps + measure_steps`` steps, ``repeats``
     times, interleaved (a load change hits every option alike). A row's speed-up is the baseline's median step
@@ -87,23 +85,16 @@ def speed_tune(
     Cost: ``(1 + options) * repeats + 2 * repeats`` short fits; one host sync per step on CUDA.
 
     Args:
-        model: A ``LightningModule`` with automatic optimisation.
-        datamodule: Its ``setup("fit")`` and ``train_dataloader()`` give the data.
-        train_dataloaders: The training loader without a datamodule (default: the model's own).
+        model, datamodule, train_dataloaders: As :func:`~lightning_recipes.tune.find_lr` takes them.
         options: Names from :data:`OPTIONS` or :class:`SpeedOption` objects (default: all).
         trainer: The (unfitted) Trainer of the run to tune for: its planned steps weigh the one-off costs.
         run_steps: The run's planned training batches, >= 1 (overrides ``trainer``).
-        warmup_steps: Steps not timed, >= 1.
-        measure_steps: Steps timed, >= 2.
-        repeats: Interleaved repeats of every option, >= 1.
+        warmup_steps, measure_steps, repeats: Steps not timed (>= 1), timed (>= 2), and interleaved repeats.
         loss_rtol: Relative loss tolerance against the baseline, step by step, > 0.
         min_speedup: The run speed-up an option needs to count as ``faster``, >= 1.
         device: Where the copies train (default: the model's device).
         seed: Seed of every run (the same data order and initial RNG for all).
         progress: One transient progress line on stderr (rank zero, a terminal only).
-
-    Returns:
-        A :class:`SpeedTuneResult` (``.rows``, ``.best``, ``.trainer_kwargs``, ``.apply(model)``, YAML).
 
     Raises:
         ValueError: For an argument out of range (naming it) or no training data.
@@ -258,8 +249,7 @@ def _overhead_s(runs: list[Run]) -> float:
 
 
 def _overhead_noise_s(base: list[Run]) -> float:
-    """How much a one-off time can differ by noise alone: the spread of the baseline's over its repeats, and
-    at least two of its steps (a run's one-off time sums its steps' deviations from the median)."""
+    """A one-off time's noise: the baseline's spread over its repeats, at least two of its steps."""
     spread = max(run.overhead_s for run in base) - min(run.overhead_s for run in base)
     return max(spread, 2 * _median_ms(base) / 1e3)
 
@@ -285,7 +275,7 @@ def _baseline_row(base: list[Run], rtol: float, steps: int | None) -> SpeedRow:
 
 def break_even_steps(one_off_s: float, step_ms: float, baseline_step_ms: float) -> int | None:
     """The run length, in steps, from which an option with this one-off cost and step time beats the
-    baseline: ``0`` when it costs nothing once and is faster, ``None`` when it is not faster per step.
+    baseline (``None``: it is not faster per step).
 
     Example:
         >>> break_even_steps(2.0, 9.0, 10.0)  # 2 s repaid at 1 ms a step
@@ -338,11 +328,8 @@ def _row(
 
 
 class StepTimer(Callback):
-    """Wall time at train start and at every batch end (so a step's time includes its data loading), and each
-    step's loss (detached, on the device).
-
-    Syncs: on CUDA, one ``torch.cuda.synchronize`` per step, so that a step's time includes its GPU work (a
-    timing tool, not for a production run).
+    """Wall time at train start and at every batch end (a step's time includes its data loading), and each
+    step's loss. Syncs: on CUDA once per step, so that a step's time includes its GPU work.
 
     Example:
         >>> from lightning_recipes.testing import TinyClassifier, fast_trainer, random_classification_loader
@@ -370,9 +357,7 @@ class StepTimer(Callback):
         self.ends.append(time.perf_counter())
         loss = loss_of(outputs)
         if loss is None:
-            raise TypeError(
-                f"`training_step` must return the loss (a tensor or a dict with 'loss'), got {outputs!r}."
-            )
+            raise TypeError(f"`training_step` must return the loss (or a dict with 'loss'), got {outputs!r}.")
         self.losses.append(loss.detach().float().clone())
 
 
@@ -383,19 +368,6 @@ class Run:
     overhead_s: float  # the run's time beyond its steps at the steady step time: its one-off cost
     losses: list[float]
     cuda_peak_bytes: int | None = None
-
-
-class _FixedBatches(Sampler[list[int]]):
-    """A batch sampler replaying a fixed list of index batches (the same batches for every measured run)."""
-
-    def __init__(self, batches: list[list[int]]) -> None:
-        self.batches = batches
-
-    def __iter__(self) -> Iterator[list[int]]:
-        return iter(self.batches)
-
-    def __len__(self) -> int:
-        return len(self.batches)
 
 
 def timed_loader(loader: Any, num_steps: int) -> Any:
@@ -416,7 +388,7 @@ def timed_loader(loader: Any, num_steps: int) -> Any:
         return loader
     return DataLoader(
         loader.dataset,
-        batch_sampler=_FixedBatches([*batches[: num_steps - 1], batches[-1]]),
+        batch_sampler=[*batches[: num_steps - 1], batches[-1]],  # the same batches for every run
         num_workers=loader.num_workers,
         collate_fn=loader.collate_fn,
         pin_memory=loader.pin_memory,
@@ -464,11 +436,8 @@ def measure_run(
     accelerator: str,
     seed: int,
 ) -> Run:
-    trainer_kwargs: dict[str, Any] = {}
-    loader_kwargs: dict[str, Any] = {}
-    for option in options:
-        trainer_kwargs.update(option.trainer_kwargs)
-        loader_kwargs.update(option.loader_kwargs)
+    trainer_kwargs = {key: value for option in options for key, value in option.trainer_kwargs.items()}
+    loader_kwargs = {key: value for option in options for key, value in option.loader_kwargs.items()}
     timer = StepTimer()
     with preserved_loader_rng(loader), quiet_trial(), ExitStack() as stack:  # same shuffle every run
         for option in options:
@@ -505,8 +474,7 @@ def measure_run(
 
 
 def step_memory(context: Harness, options: Sequence[SpeedOption], seed: int) -> tuple[float, float] | None:
-    """(activation MiB, step peak MiB) of one training step of a prepared copy, counted by ``MemTracker``;
-    ``None`` when the count fails (a tensor subclass or compiled code it cannot follow)."""
+    """(activation MiB, step peak MiB) of one step of a prepared copy; ``None`` when the count fails."""
     from lightning_recipes.strategies import measure_step_memory
 
     batch = context.train_batches(1)[0]
@@ -526,12 +494,7 @@ def step_memory(context: Harness, options: Sequence[SpeedOption], seed: int) -> 
 
 
 def deviation(losses: list[float], reference: list[float]) -> float:
-    """The largest relative difference between two loss trajectories, step by step."""
-    if len(losses) != len(reference):
+    """The largest relative difference between two loss trajectories, step by step (NaN: infinite)."""
+    if len(losses) != len(reference) or any(value != value for value in losses):
         return float("inf")
-    worst = 0.0
-    for value, ref in zip(losses, reference):
-        if value != value:  # NaN
-            return float("inf")
-        worst = max(worst, abs(value - ref) / max(abs(ref), 1e-8))
-    return worst
+    return max((abs(v - r) / max(abs(r), 1e-8) for v, r in zip(losses, reference)), default=0.0)
