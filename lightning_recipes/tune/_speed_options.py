@@ -331,10 +331,11 @@ def resolve_options(options: Any) -> list[SpeedOption]:
 
 
 def rebuild_loader(loader: Any, loader_kwargs: dict[str, Any]) -> Any:
+    """``loader`` rebuilt with ``loader_kwargs`` (the same dataset, batches and shuffle); itself without."""
     if not loader_kwargs:
         return loader
     if not isinstance(loader, DataLoader):
-        raise TypeError(f"the loader options need a torch DataLoader, got {type(loader).__name__}")
+        raise TypeError(f"`loader` must be a torch DataLoader to rebuild, got {type(loader).__name__}.")
     batching: dict[str, Any] = (
         {"batch_size": loader.batch_size, "drop_last": loader.drop_last}  # its sampler is torch's own
         if isinstance(loader.dataset, IterableDataset)
@@ -408,12 +409,9 @@ def speed_loader(loader: DataLoader, options: Sequence[str | SpeedOption]) -> Da
         >>> speed_loader(random_classification_loader(), ["num_workers"]).num_workers
         2
     """
-    kwargs: dict[str, Any] = {}
-    for option in _ordered(options):
-        kwargs.update(option.loader_kwargs)
-    if kwargs and not isinstance(loader, DataLoader):
-        raise TypeError(f"`loader` must be a torch DataLoader to rebuild, got {type(loader).__name__}.")
-    return rebuild_loader(loader, kwargs)
+    return rebuild_loader(
+        loader, {k: v for option in _ordered(options) for k, v in option.loader_kwargs.items()}
+    )
 
 
 class ApplySpeedOptions(Callback):
