@@ -27,8 +27,7 @@ class LRRangeTest(Callback):
     ``peak_lr``; a scheduler it cannot scale is refused before the sweep, and an inconclusive sweep is never
     applied (a warning says why). ``stop=True`` stops the fit after the sweep (a tuning-only run).
 
-    Cost: ``num_steps`` training steps of a copy, once per ``fit`` (skipped on resume); one host sync per
-    step; under DDP one all-reduce per step.
+    Cost: ``num_steps`` steps of a copy per ``fit`` (not on resume), one host sync (DDP: all-reduce) each.
 
     Args:
         apply: Scale the run's LR schedule so that its peak is the result's ``peak_lr``.
@@ -40,8 +39,7 @@ class LRRangeTest(Callback):
         **sweep: :func:`~lightning_recipes.tune.find_lr`'s sweep arguments (``num_steps``, ``rule``, ...).
 
     Raises:
-        TypeError: For an unknown argument, or a flag that is not a bool.
-        ValueError: For a sweep argument out of range.
+        TypeError, ValueError: For an unknown argument, a flag not a bool, a sweep argument out of range.
 
     Example:
         >>> from lightning_recipes.testing import TinyClassifier, fast_trainer, random_classification_loader

@@ -73,14 +73,11 @@ def speed_tune(
     returns a :class:`SpeedTuneResult`.
 
     Each option and the baseline train a deep copy for ``warmup_steps + measure_steps`` steps, ``repeats``
-    times, interleaved (a load change hits every option alike). A row's speed-up is the baseline's median step
-    time over its own; its one-off cost (compilation, worker start-up: the cold repeat's time beyond its
-    steps, minus the baseline's, ``0`` within the baseline's own spread) is weighed against the run's planned
-    steps (``run_steps``, else ``trainer``'s length, else one epoch), giving its break-even and run speed-up,
-    which ranks the options. A row whose loss leaves ``loss_rtol`` of the baseline's is ``incorrect``. The
-    faster correct options are combined and re-measured; the combination is kept only if it beats the best
-    single option. Validation, checkpointing and logging are not projected. Memory is counted for options
-    with ``measure_memory`` (``activation_checkpointing``); on CUDA every row has ``cuda_peak_mb``.
+    times, interleaved. A row's speed-up is the baseline's median step time over its own; its one-off cost
+    (compilation, worker start-up) is weighed against the run's planned steps (``run_steps``, else
+    ``trainer``'s length, else one epoch), giving its break-even and the run speed-up that ranks the options.
+    A row whose loss leaves ``loss_rtol`` of the baseline's is ``incorrect``; the faster correct options are
+    combined and re-measured, and kept only if together faster. Columns: :class:`SpeedRow`.
 
     Cost: ``(1 + options) * repeats + 2 * repeats`` short fits; one host sync per step on CUDA.
 
