@@ -242,35 +242,6 @@ def test_plot_metrics_patterns_and_errors() -> None:
         plot_metrics(logged, "val_*")
 
 
-def test_plot_grad_norms_with_threshold_and_fraction() -> None:
-    logged = {
-        "grad_norm/total": [(0, 10.0), (5, 4.0), (10, 2.0)],
-        "grad_norm/total_max": [(0, 12.0), (5, 6.0), (10, 3.0)],
-        "grad_clip/threshold": [(5, 5.0), (10, 2.5)],
-        "grad_clip/clipped_fraction": [(5, 0.2), (10, 0.1)],
-    }
-    figure = plot_grad_norms(logged)
-    main, twin = figure.axes
-    assert [line.get_label() for line in main.get_lines()] == [
-        "grad_norm/total",
-        "grad_norm/total_max",
-        "grad_clip/threshold",
-    ]
-    assert twin.get_lines()[0].get_ydata().tolist() == [0.2, 0.1]
-    assert main.get_yscale() == "log"
-    _png(figure)
-    assert len(plot_grad_norms({"grad_norm/total": [1.0, 2.0]}).axes) == 1  # no clipping logged: no twin axis
-    with pytest.raises(KeyError, match=r"None of .*grad_norm/total.* was logged"):
-        plot_grad_norms({"train_loss": [1.0]})
-
-
-def test_plot_overfit_curves_and_result_objects() -> None:
-    figure = plot_overfit({"fixed": [2.3, 1.0, 0.2], "frozen layer": [2.3, 2.29, 2.28]}, target=0.23)
-    labels = [line.get_label() for line in figure.axes[0].get_lines()]
-    assert labels == ["fixed", "frozen layer", "target 0.23"]
-    _png(figure)
-
-
 def test_plot_overfit_from_real_preflight() -> None:
     loader = random_classification_loader(shuffle=True)
     healthy = preflight(TinyClassifier(lr=0.5), train_dataloaders=loader, checks=["overfit_batch"])
@@ -291,15 +262,18 @@ def test_plot_overfit_from_real_preflight() -> None:
     _png(figure)
 
 
-def test_plot_overfit_draws_each_runs_own_target() -> None:
+def test_plot_overfit_draws_a_shared_target_once_and_each_runs_own_otherwise() -> None:
+    figure = plot_overfit({"fixed": [2.3, 1.0, 0.2], "frozen layer": [2.3, 2.29, 2.28]}, target=0.23)
+    assert [line.get_label() for line in figure.axes[0].get_lines()] == [
+        "fixed",
+        "frozen layer",
+        "target 0.23",
+    ]
     runs = {"a": {"curve": [2.0, 1.0], "target": 0.6}, "b": {"curve": [3.0, 2.0], "target": 0.9}}
     lines = plot_overfit(runs).axes[0].get_lines()
     assert [line.get_label() for line in lines[::2]] == ["a", "b"]
     assert [line.get_ydata()[0] for line in lines[1::2]] == [0.6, 0.9]  # a dotted target per run
     assert [line.get_color() for line in lines[1::2]] == [lines[0].get_color(), lines[2].get_color()]
-
-
-def test_plot_overfit_rejects_what_it_cannot_read() -> None:
     with pytest.raises(TypeError, match="`curve` must be a list of losses"):
         plot_overfit("loss")
 
@@ -317,7 +291,11 @@ def test_plot_grad_norms_from_real_callbacks(tmp_path: Path) -> None:
     assert twin.get_lines()[0].get_ydata().tolist() == pytest.approx(
         logger.values("grad_clip/clipped_fraction")
     )
+    assert main.get_yscale() == "log"
     _png(figure)
+    assert len(plot_grad_norms({"grad_norm/total": [1.0, 2.0]}).axes) == 1  # no clipping logged: no twin axis
+    with pytest.raises(KeyError, match=r"None of .*grad_norm/total.* was logged"):
+        plot_grad_norms({"train_loss": [1.0]})
 
 
 def test_log_figure_to_csv_tensorboard_and_wandb(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ import pytest
 from lightning_recipes.cli.tune import build_parser
 from lightning_recipes.recipe import OptimizerRecipe
 from lightning_recipes.sweep_args import SweepArgs
-from lightning_recipes.tune import LRRangeTest, find_lr
+from lightning_recipes.tune import find_lr
 
 PACKAGE = Path(__file__).resolve().parents[1] / "lightning_recipes"
 
@@ -35,31 +35,6 @@ def test_the_record_is_frozen_and_its_copies_are_checked():
         args.num_steps = 5  # type: ignore[misc]
     with pytest.raises(ValueError, match=r"`num_steps` must be an integer >= 10, got 5\."):
         dataclasses.replace(args, num_steps=5)
-
-
-@pytest.mark.parametrize(
-    ("value", "message"),
-    [
-        ([50], "`LRRangeTest` must be a mapping of the LR range test's arguments ('min_lr', 'max_lr', "),
-        ({"steps": 50}, "`LRRangeTest` has unknown key(s) ['steps']; allowed: ('min_lr', 'max_lr', "),
-        ({"min_lr": 1.0, "max_lr": 0.5}, "`max_lr` must be greater than `min_lr` (1.0), got 0.5."),
-    ],
-)
-def test_from_mapping_names_the_argument_the_value_and_what_is_allowed(value, message):
-    with pytest.raises(ValueError) as raised:
-        SweepArgs.from_mapping(value, "LRRangeTest")
-    assert message in str(raised.value)
-
-
-def test_lr_range_test_takes_the_record_or_its_fields_not_both():
-    args = SweepArgs(num_steps=20, seed=3)
-    finder = LRRangeTest(args=args, print_result=False)
-    assert finder.args is args and finder.seed == 3 and finder.sweep["num_steps"] == 20
-    assert LRRangeTest(num_steps=20, seed=3).args == args
-    with pytest.raises(TypeError, match=r"`args` or the sweep's arguments \['num_steps'\], not both"):
-        LRRangeTest(args=args, num_steps=30)
-    with pytest.raises(TypeError, match=r"`args` must be a SweepArgs, got dict"):
-        LRRangeTest(args={"num_steps": 20})  # type: ignore[arg-type]
 
 
 def test_a_recipe_keeps_its_checked_record_and_follows_an_in_place_change():

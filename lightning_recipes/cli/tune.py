@@ -136,31 +136,19 @@ def _run(arguments: list[str]) -> int:
 
 
 def _trainer(config: Any, **settings: Any) -> pl.Trainer:
-    """A quiet one-device Trainer that writes nothing, with the run's length (one epoch when not given)."""
-    import lightning.pytorch as pl
-
-    from lightning_recipes.harness import quiet_trial
+    """The one silent internal Trainer with the run's length (one epoch when not given)."""
+    from lightning_recipes.harness.silent_trainer import silent_trainer
 
     unset = config.max_epochs is None and config.max_steps == -1
-    settings = {
-        "devices": 1,
-        "max_epochs": 1 if unset else config.max_epochs,
-        "max_steps": config.max_steps,
-        "logger": False,
-        "enable_checkpointing": False,
-        "enable_progress_bar": False,
-        "enable_model_summary": False,
-        **settings,
-    }
-    with quiet_trial():  # no banners
-        return pl.Trainer(**{key: value for key, value in settings.items() if value is not None})
+    settings = {"max_epochs": 1 if unset else config.max_epochs, "max_steps": config.max_steps, **settings}
+    return silent_trainer(**{key: value for key, value in settings.items() if value is not None})
 
 
 def _lr(config: Any, args: SweepArgs, objects: Any) -> int:
     from lightning.fabric.utilities.exceptions import MisconfigurationException
 
     from lightning_recipes.harness import CannotRunOnCopy, quiet_trial
-    from lightning_recipes.tune.lr_range_test import LRRangeTest
+    from lightning_recipes.tune import LRRangeTest
 
     finder = LRRangeTest(stop=True, print_result=False, progress=config.progress, args=args)
     try:
@@ -173,8 +161,6 @@ def _lr(config: Any, args: SweepArgs, objects: Any) -> int:
             gradient_clip_val=config.gradient_clip_val,
             gradient_clip_algorithm=config.gradient_clip_algorithm,
             callbacks=[finder],
-            num_sanity_val_steps=0,
-            limit_val_batches=0,
         )
         with quiet_trial():  # no banners nor Lightning's deprecations: the command prints the result
             # a copy: the fit attaches the Trainer and moves the module; speed_tune gets it as it was built

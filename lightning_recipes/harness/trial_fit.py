@@ -34,6 +34,7 @@ from lightning_recipes.harness.isolation import (
     preserved_rng,
     quiet_trial,
 )
+from lightning_recipes.harness.silent_trainer import silent_trainer
 
 __all__ = ["StepRecord", "TrialFit", "ValidationView", "trial_fit"]
 
@@ -207,7 +208,7 @@ def _fit(
     view: ValidationView | None = None
     try:
         with quiet_trial(), tempfile.TemporaryDirectory(prefix="lightning_recipes_trial_") as root:
-            trainer = pl.Trainer(
+            trainer = silent_trainer(
                 default_root_dir=root,
                 max_steps=steps,
                 max_epochs=1,
@@ -215,10 +216,6 @@ def _fit(
                 # as in a real run) and after it (the end of the epoch, or the early stop)
                 limit_val_batches=1.0 if has_validation else 0,
                 num_sanity_val_steps=1 if has_validation else 0,
-                logger=False,
-                enable_checkpointing=False,
-                enable_progress_bar=False,
-                enable_model_summary=False,
                 callbacks=[recorder],
                 **_device_settings(harness),
             )

@@ -1,8 +1,7 @@
 """Plots of schedules and training runs (matplotlib, the optional ``plots`` extra, imported on first use).
 
-They read any run's metrics from a ``CSVLogger``, an :class:`~lightning_recipes.testing.InMemoryLogger`,
-a ``metrics.csv`` path or a plain mapping, return a matplotlib ``Figure`` (shown inline in notebooks), and
-:func:`log_figure` sends a figure to ``WandbLogger`` (as ``wandb.Image``), TensorBoard, or a PNG file.
+Every ``plot_*`` reads any run's metrics (``CSVLogger``, :class:`~lightning_recipes.testing.InMemoryLogger`,
+``metrics.csv``, a mapping) and returns a matplotlib ``Figure``; :func:`log_figure` sends one to the loggers.
 
 Example:
     >>> from lightning_recipes.plots import plot_comparison

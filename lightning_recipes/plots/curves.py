@@ -55,9 +55,6 @@ def plot_metrics(
         log_scale: Logarithmic y axis.
         title: Axes title.
 
-    Returns:
-        The matplotlib ``Figure``.
-
     Raises:
         KeyError: If no key matches, listing the keys that were logged.
 
@@ -70,16 +67,8 @@ def plot_metrics(
     selected = _select(history, [keys] if isinstance(keys, str) else list(keys))
     figure, axes = new_axes(ax)
     for key in selected:
-        steps, values = zip(*history[key])
-        axes.plot(steps, smooth(values, smoothing) if smoothing else values, label=key)
-    axes.set_xlabel("step")
-    if log_scale:
-        axes.set_yscale("log")
-    if title:
-        axes.set_title(title)
-    axes.legend()
-    axes.grid(alpha=0.3)
-    return figure
+        _draw(axes, history[key], key, smoothing)
+    return _finish(axes, figure, log_scale, title)
 
 
 def plot_grad_norms(
@@ -106,9 +95,6 @@ def plot_grad_norms(
         log_scale: Logarithmic norm axis (norms span decades early in training).
         title: Axes title.
 
-    Returns:
-        The matplotlib ``Figure``.
-
     Raises:
         KeyError: If none of ``norm_keys`` was logged.
 
@@ -119,7 +105,7 @@ def plot_grad_norms(
         ['grad_norm/total', 'grad_clip/threshold']
     """
     history = read_metrics(source)
-    norms = [key for key in _select(history, list(norm_keys), required=False)]
+    norms = _select(history, list(norm_keys), required=False)
     if not norms:
         raise KeyError(f"None of {list(norm_keys)} was logged; logged keys: {sorted(history)}")
     figure, axes = new_axes(ax)
@@ -167,9 +153,6 @@ def plot_overfit(
             ``details["target"]`` (one black line when all curves share it, else a dotted line per curve).
         ax: Axes to draw into; ``None`` makes a new figure.
         title: Axes title.
-
-    Returns:
-        The matplotlib ``Figure``.
 
     Raises:
         TypeError: If no loss curve can be found in ``curve``.
@@ -221,9 +204,6 @@ def plot_comparison(
         log_scale: Logarithmic y axis.
         title: Axes title (default: the key).
 
-    Returns:
-        The matplotlib ``Figure``.
-
     Raises:
         ValueError: If ``runs`` is empty.
         KeyError: If a run never logged ``key`` (naming the run and what it logged).
@@ -241,13 +221,22 @@ def plot_comparison(
         history = read_metrics(source)
         if key not in history:
             raise KeyError(f"Run {label!r} never logged {key!r}; it logged: {sorted(history)}")
-        steps, values = zip(*history[key])
-        axes.plot(steps, smooth(values, smoothing) if smoothing else values, label=label)
-    axes.set_xlabel("step")
+        _draw(axes, history[key], label, smoothing)
     axes.set_ylabel(key)
+    return _finish(axes, figure, log_scale, title or key)
+
+
+def _draw(axes: Any, pairs: list[tuple[int, float]], label: str, smoothing: float) -> None:
+    steps, values = zip(*pairs)
+    axes.plot(steps, smooth(values, smoothing) if smoothing else values, label=label)
+
+
+def _finish(axes: Any, figure: Any, log_scale: bool, title: str | None) -> Any:
+    axes.set_xlabel("step")
     if log_scale:
         axes.set_yscale("log")
-    axes.set_title(title or key)
+    if title:
+        axes.set_title(title)
     axes.legend()
     axes.grid(alpha=0.3)
     return figure
@@ -264,11 +253,7 @@ def _select(history: MetricHistory, patterns: list[str], *, required: bool = Tru
 
 
 def _first(history: MetricHistory, patterns: Sequence[str]) -> str | None:
-    for pattern in patterns:
-        matches = sorted(key for key in history if fnmatch.fnmatchcase(key, pattern))
-        if matches:
-            return matches[0]
-    return None
+    return next(iter(_select(history, list(patterns), required=False)), None)
 
 
 def _overfit_curves(curve: Any) -> dict[str, tuple[list[float], float | None]]:

@@ -10,13 +10,9 @@ __all__ = ["log_figure"]
 
 
 def log_figure(figure: Any, target: Any, key: str, *, step: int | None = None) -> list[str]:
-    """Log ``figure`` under ``key`` to every logger of ``target`` that can store an image.
-
-    - ``WandbLogger``: a ``wandb.Image`` through ``log_image`` (appears in the run's media panel).
-    - ``TensorBoardLogger``: ``add_figure`` (IMAGES tab).
-    - ``CSVLogger`` (and any logger with a ``log_dir``): ``<log_dir>/figures/<key>[-<step>].png``.
-
-    Other loggers are skipped. Call it on rank zero (as a notebook does), or from a rank-zero hook.
+    """Log ``figure`` under ``key`` to every logger of ``target`` that can store an image: ``WandbLogger``
+    (``wandb.Image``), ``TensorBoardLogger`` (``add_figure``), any logger with a ``log_dir`` (CSVLogger:
+    ``<log_dir>/figures/<key>[-<step>].png``); others are skipped. Call it on rank zero.
 
     Args:
         figure: A matplotlib ``Figure`` (every ``plot_*`` helper returns one).

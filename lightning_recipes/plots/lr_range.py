@@ -52,9 +52,6 @@ def plot_lr_range(result: Any, *, ax: Any = None) -> Any:
             no pick to mark and says so in the title).
         ax: Axes to draw into; ``None`` makes a new figure.
 
-    Returns:
-        The matplotlib ``Figure``.
-
     Example:
         >>> from lightning_recipes.tune import LRRangeResult
         >>> lrs = [1e-4 * 2**i for i in range(8)]

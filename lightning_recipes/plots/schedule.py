@@ -15,21 +15,15 @@ __all__ = ["plot_schedule", "schedule_values"]
 
 
 def schedule_values(schedule: Any, total_steps: int, *, lr: float | None = None) -> list[float]:
-    """The learning rate in effect at each optimizer step ``0`` to ``total_steps - 1``.
-
-    The schedule is run for real on a one-parameter SGD optimizer (so what you see is what Lightning
-    will step), never on your model's optimizer.
+    """The learning rate in effect at each optimizer step ``0`` to ``total_steps - 1``, stepped for real on a
+    one-parameter SGD optimizer (what Lightning will step), never on your model's.
 
     Args:
-        schedule: An :class:`~lightning_recipes.recipe.OptimizerRecipe` (unset fields take the optimizer's
-            defaults, as the mixins do); a LightningModule with a recipe mixin (its resolved recipe:
-            ``recipe`` > ``hparams`` > defaults, exactly what ``configure_optimizers`` will build); or an
-            LR-scheduler factory ``f(optimizer) -> LRScheduler`` such as
-            ``functools.partial(warmup_cosine, warmup_steps=100, total_steps=1000)``.
-        total_steps: Number of optimizer steps to preview; for a recipe also the schedule's length (use
-            ``trainer.estimated_stepping_batches`` for the real run).
-        lr: Peak (base) learning rate. ``None`` takes the recipe's ``lr`` (before batch-size scaling), or
-            ``1.0`` for a bare factory, so the curve shows the schedule's multiplier.
+        schedule: An :class:`~lightning_recipes.recipe.OptimizerRecipe`; a LightningModule with a recipe
+            mixin (its resolved recipe, what ``configure_optimizers`` builds); or an LR-scheduler factory
+            ``f(optimizer) -> LRScheduler`` (``functools.partial(warmup_cosine, ...)``).
+        total_steps: Optimizer steps to preview; for a recipe also the schedule's length.
+        lr: Peak learning rate; ``None``: the recipe's ``lr``, or ``1.0`` for a factory (the multiplier).
 
     Raises:
         ValueError: If ``total_steps`` < 1 or ``lr`` <= 0.
@@ -123,9 +117,6 @@ def plot_schedule(
         ax: Matplotlib axes to draw into; ``None`` makes a new figure.
         title: Axes title.
         log_scale: Logarithmic LR axis.
-
-    Returns:
-        The matplotlib ``Figure``.
 
     Example:
         >>> import functools

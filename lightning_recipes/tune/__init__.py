@@ -5,9 +5,9 @@ Example:
     >>> from lightning_recipes.tune import LRRangeTest, find_lr, speed_tune
 """
 
-from lightning_recipes.tune.apply_speed_options import ApplySpeedOptions, apply_speed_options, speed_loader
+from lightning_recipes.tune._speed_options import ApplySpeedOptions, apply_speed_options, speed_loader
 from lightning_recipes.tune.lr_range import LRRangeResult, find_lr, sweep_lr
-from lightning_recipes.tune.lr_range_test import LRRangeTest
+from lightning_recipes.tune.lr_range_callback import LRRangeTest
 from lightning_recipes.tune.speed import OPTIONS, SpeedOption, SpeedRow, SpeedTuneResult, speed_tune
 
 __all__ = [

@@ -1,13 +1,6 @@
-"""Scale a run's whole learning-rate schedule by one factor: every LR its optimizers and schedulers hold.
-
-A scheduler takes its LRs from different places: most from the groups' ``initial_lr`` (``base_lrs``), but
-``OneCycleLR`` from its ``max_lr`` (kept in the groups as ``max_lr`` / ``initial_lr`` / ``min_lr``),
-``CyclicLR`` from ``base_lr`` and ``max_lr`` (``max_lrs``), the cosine schedules and ``ReduceLROnPlateau``
-from an absolute floor (``eta_min``, ``min_lrs``). Scaling ``base_lrs`` alone leaves those where they were,
-and the run trains at an LR nobody chose. :func:`scale_schedule` scales all of them, so every LR the schedule
-will produce is ``factor`` times what it would have been (its shape is kept); :func:`check_scalable` steps
-copies to prove it for the run's own schedulers, and names the one it cannot scale (a custom scheduler
-holding LRs of its own) before anything is changed.
+"""Scale a run's whole LR schedule by one factor: every LR its optimizers and schedulers hold (``base_lrs``,
+``OneCycleLR`` / ``CyclicLR``'s ``max_lr``, ``eta_min``, ``min_lrs``), so the schedule keeps its shape;
+:func:`check_scalable` proves it on copies of the run's own schedulers before anything is changed.
 """
 
 from __future__ import annotations
@@ -72,7 +65,7 @@ def scale_schedule(optimizers: Sequence[Optimizer], schedulers: Sequence[Any], f
         for name in ("base_lrs", "max_lrs", "min_lrs", "_last_lr"):
             values = getattr(scheduler, name, None)
             if isinstance(values, list) and (name != "max_lrs" or isinstance(scheduler, CyclicLR)):
-                setattr(scheduler, name, [_copy_times(v, factor) for v in values])
+                setattr(scheduler, name, [v * factor for v in values])  # new tensors: the scheduler's copies
         if isinstance(scheduler, (CosineAnnealingLR, CosineAnnealingWarmRestarts)):
             scheduler.eta_min *= factor
         if isinstance(scheduler, ReduceLROnPlateau):
@@ -80,10 +73,6 @@ def scale_schedule(optimizers: Sequence[Optimizer], schedulers: Sequence[Any], f
             default_min_lr = getattr(scheduler, "default_min_lr", None)
             if default_min_lr is not None:
                 scheduler.default_min_lr = default_min_lr * factor
-
-
-def _copy_times(value: Any, factor: float) -> Any:
-    return value * factor  # a new tensor for a tensor: these lists are the scheduler's own copies
 
 
 def schedule_peak(optimizers: Sequence[Optimizer], schedulers: Sequence[Any]) -> float:

@@ -1,5 +1,5 @@
-"""The speed options :func:`~lightning_recipes.tune.speed_tune` measures: what each changes in the module, the
-loader and the Trainer, and when it does not apply (the catalogue; measuring is in ``_speed_measure.py``).
+"""The speed options :func:`~lightning_recipes.tune.speed_tune` measures (what each changes in the module, the
+loader and the Trainer, and when it does not apply) and the ways to apply a choice to the user's run.
 
 Example:
     >>> from lightning_recipes.tune._speed_options import OPTIONS
@@ -12,18 +12,32 @@ from __future__ import annotations
 import copy
 import types
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import lightning.pytorch as pl
 import torch
+from lightning.pytorch.callbacks import Callback
+from lightning.pytorch.utilities import rank_zero_warn
 from torch import nn
+from torch.utils.data import DataLoader, IterableDataset
+from typing_extensions import override
 
 from lightning_recipes._blocks import infer_block_classes, outermost_blocks
 from lightning_recipes.harness import Harness
 
-__all__ = ["OPTIONS", "SpeedOption", "compile_targets", "resolve_options"]
+__all__ = [
+    "OPTIONS",
+    "ApplySpeedOptions",
+    "SpeedOption",
+    "apply_speed_options",
+    "compile_targets",
+    "loader_reason",
+    "rebuild_loader",
+    "resolve_options",
+    "speed_loader",
+]
 
 _FUSABLE = (torch.optim.Adam, torch.optim.AdamW, torch.optim.SGD)
 
@@ -38,17 +52,12 @@ class SpeedOption:
         loader_kwargs: ``DataLoader`` arguments the training loader is rebuilt with (``num_workers``).
         prepare: Turns the module copy into the module to fit (``channels_last``, ``torch.compile``).
         skip_reason: ``(module, device) -> reason`` when the option does not apply, else ``None``.
-        context: A context manager around the fit (TF32 switches a global flag and restores it); applied in
-            the measurement and by :class:`~lightning_recipes.tune.ApplySpeedOptions` in the user's fit.
-        measure_context: A context manager around the measured fit only (the compile options draw dropout
-            masks from eager torch's RNG there, so that the loss check compares the same masks).
+        context: A context manager around the fit (TF32), measured and applied by ``ApplySpeedOptions``.
+        measure_context: A context manager around the measured fit only (eager dropout masks for compile).
         loss_rtol: The relative loss tolerance for this option (``None``: the call's ``loss_rtol``).
         advice: What to write in the training script to apply it (for :meth:`SpeedTuneResult.to_yaml`).
-        measure_memory: Also count the activation and peak bytes of one step of the prepared copy (for an
-            option whose point is memory, such as activation checkpointing).
-        conflicts: Names of options it is never combined with (two ways of compiling the same code; activation
-            checkpointing under compile, which this tool does not check); of two that conflict, the
-            combination keeps the faster.
+        measure_memory: Also count one step's activation and peak bytes (activation checkpointing).
+        conflicts: Names of options it is never combined with (of two that conflict, the faster is kept).
     """
 
     name: str
@@ -319,3 +328,159 @@ def resolve_options(options: Any) -> list[SpeedOption]:
     if "baseline" in names or len(set(names)) != len(names):
         raise ValueError(f"`options` must have distinct names other than 'baseline', got {names!r}.")
     return resolved
+
+
+def rebuild_loader(loader: Any, loader_kwargs: dict[str, Any]) -> Any:
+    """``loader`` rebuilt with ``loader_kwargs`` (the same dataset, batches and shuffle); itself without."""
+    if not loader_kwargs:
+        return loader
+    if not isinstance(loader, DataLoader):
+        raise TypeError(f"`loader` must be a torch DataLoader to rebuild, got {type(loader).__name__}.")
+    batching: dict[str, Any] = (
+        {"batch_size": loader.batch_size, "drop_last": loader.drop_last}  # its sampler is torch's own
+        if isinstance(loader.dataset, IterableDataset)
+        else {"batch_sampler": loader.batch_sampler}
+    )
+    return DataLoader(
+        loader.dataset,
+        **batching,
+        collate_fn=loader.collate_fn,
+        worker_init_fn=loader.worker_init_fn,
+        generator=loader.generator,  # the iterator draws its base seed from it: keeps the shuffle in step
+        **loader_kwargs,
+    )
+
+
+def loader_reason(loader: Any, loader_kwargs: dict[str, Any]) -> str | None:
+    if not isinstance(loader, DataLoader):
+        return f"the training data is a {type(loader).__name__}, not a torch DataLoader to rebuild"
+    if isinstance(loader.dataset, IterableDataset) and loader_kwargs.get("num_workers", 0) > 0:
+        return (
+            "the training data is an IterableDataset: its batches change with the number of workers (each "
+            "worker yields the share the dataset gives it), so the loss check cannot compare them"
+        )
+    return None
+
+
+def _ordered(options: Sequence[str | SpeedOption]) -> list[SpeedOption]:
+    """Resolved, in :data:`OPTIONS` order (the model changes first, ``torch.compile`` last); others after."""
+    resolved = resolve_options(list(options))
+    order = list(OPTIONS)
+    return sorted(resolved, key=lambda opt: order.index(opt.name) if opt.name in order else len(order))
+
+
+def apply_speed_options(
+    model: pl.LightningModule, options: Sequence[str | SpeedOption]
+) -> pl.LightningModule:
+    """Apply the module-side part of ``options`` (``result.best`` or :class:`SpeedOption` objects) to
+    ``model`` in place before ``trainer.fit``: the ``prepare`` that :func:`~lightning_recipes.tune.speed_tune`
+    measured. Trainer arguments, loader arguments (:func:`speed_loader`) and global switches (TF32:
+    :class:`ApplySpeedOptions`) are not applied here. Returns ``model``.
+
+    Raises:
+        ValueError: For an option name not in :data:`OPTIONS`.
+
+    Example:
+        >>> import torch
+        >>> from lightning_recipes.testing import DigitsCNN
+        >>> model = apply_speed_options(DigitsCNN(width=4), ["channels_last"])
+        >>> model.features[0].weight.is_contiguous(memory_format=torch.channels_last)
+        True
+    """
+    if not isinstance(model, pl.LightningModule):
+        raise TypeError(f"`model` must be a LightningModule, got {type(model).__name__}.")
+    for option in _ordered(options):
+        if option.prepare is not None:
+            changed = option.prepare(model)
+            if changed is not model:
+                raise ValueError(
+                    f"`options`: {option.name!r} returns a new object instead of changing the model in "
+                    "place; apply it by hand."
+                )
+    return model
+
+
+def speed_loader(loader: DataLoader, options: Sequence[str | SpeedOption]) -> DataLoader:
+    """A copy of ``loader`` with the loader arguments of ``options`` (the same dataset, batches and shuffle);
+    ``loader`` itself when they have none. In a datamodule, pass ``result.loader_kwargs`` to its loader.
+
+    Example:
+        >>> from lightning_recipes.testing import random_classification_loader
+        >>> speed_loader(random_classification_loader(), ["num_workers"]).num_workers
+        2
+    """
+    return rebuild_loader(
+        loader, {k: v for option in _ordered(options) for k, v in option.loader_kwargs.items()}
+    )
+
+
+class ApplySpeedOptions(Callback):
+    """Apply speed options chosen by :func:`~lightning_recipes.tune.speed_tune` inside ``trainer.fit``.
+
+    At ``setup`` it applies the module-side options (:func:`apply_speed_options`, once per module) and enters
+    the options' global settings (TF32), left at ``teardown``. It cannot set the loader's arguments or the
+    Trainer's precision: at train start it warns (rank zero) when the run lacks a chosen one. Cost: the
+    options' own; nothing per step. In LightningCLI: ``result.to_yaml()`` writes the ``class_path`` entry.
+
+    Args:
+        options: Option names from :data:`~lightning_recipes.tune.OPTIONS` (``result.best``).
+
+    Raises:
+        ValueError: For a name not in ``OPTIONS``.
+
+    Example:
+        >>> import torch
+        >>> from lightning_recipes.testing import DigitsCNN, fast_trainer
+        >>> from lightning_recipes.data import DigitsDataModule
+        >>> model = DigitsCNN(width=4)
+        >>> trainer = fast_trainer(max_steps=2, callbacks=[ApplySpeedOptions(["channels_last"])])
+        >>> trainer.fit(model, datamodule=DigitsDataModule())
+        >>> model.features[0].weight.is_contiguous(memory_format=torch.channels_last)
+        True
+    """
+
+    def __init__(self, options: list[str]) -> None:
+        super().__init__()
+        if isinstance(options, str) or not all(isinstance(name, str) for name in options):
+            raise TypeError(f"`options` must be a list of option names, got {options!r}.")
+        self.options = list(options)
+        self._resolved = _ordered(self.options)  # validates the names now
+        self._applied_to: int | None = None
+        self._contexts: ExitStack | None = None
+
+    @override
+    def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
+        if stage != "fit":
+            return
+        if self._applied_to != id(pl_module):
+            apply_speed_options(pl_module, self._resolved)
+            self._applied_to = id(pl_module)
+        if self._contexts is None:
+            self._contexts = ExitStack()
+            for option in self._resolved:
+                if option.context is not None:
+                    self._contexts.enter_context(option.context())
+
+    @override
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        loader = trainer.train_dataloader
+        missing = []
+        for option in self._resolved:
+            for key, value in option.loader_kwargs.items():
+                if isinstance(loader, DataLoader) and getattr(loader, key, value) != value:
+                    missing.append(f"{key}={value!r} (the loader has {getattr(loader, key)!r})")
+            wanted = option.trainer_kwargs.get("precision")
+            if wanted is not None and str(trainer.precision) != str(wanted):
+                missing.append(f"Trainer(precision={wanted!r}) (the Trainer has {trainer.precision!r})")
+        if missing:
+            rank_zero_warn(
+                f"`ApplySpeedOptions({self.options})` cannot set these, and the run lacks them: "
+                f"{'; '.join(missing)}. Pass the speed_tune result's `.loader_kwargs` to the DataLoader and "
+                "its `.trainer_kwargs` to the Trainer."
+            )
+
+    @override
+    def teardown(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
+        if stage == "fit" and self._contexts is not None:
+            self._contexts.close()
+            self._contexts = None

@@ -18,24 +18,15 @@ CALLBACK_PATH = "lightning_recipes.tune.ApplySpeedOptions"
 
 @dataclass
 class SpeedRow:
-    """One row: ``status`` is ``faster``, ``not faster`` (under ``min_speedup``), ``not faster for this run:
-    ...`` (faster per step, but its one-off cost is not paid back within the run's steps), ``slower``,
-    ``skipped: ...`` or ``incorrect: ...``.
+    """One row of :func:`~lightning_recipes.tune.speed_tune`'s table.
 
-    Time columns: ``step_ms`` (median step time after the warm-up) and ``baseline_step_ms`` (the baseline's,
-    measured in the same interleaved repeats), so ``speedup == baseline_step_ms / step_ms`` exactly;
-    ``first_step_ms`` (train start to the first batch end: worker start-up, compilation); ``one_off_s``
-    (what a run with the option pays once beyond the baseline: the run's time beyond its steps at the steady
-    step time, the first repeat's compile and a smaller last batch's recompile included, minus the
-    baseline's);
-    ``break_even_steps`` (the run length, in training batches, from which the option pays: ``0`` from the
-    first step, ``None`` never, as it is not faster per step); ``run_s`` and ``run_speedup`` (the projected
-    whole-run time for the result's ``run_steps`` and the baseline's projection over it).
-
-    Memory columns (``None`` where not measured): ``activation_mb`` is what one step's forward pass keeps for
-    backward and ``step_peak_mb`` that step's peak over every tensor, both counted by ``MemTracker`` for the
-    baseline and the options with ``measure_memory``; ``cuda_peak_mb`` is the CUDA allocator's peak over the
-    whole run (the largest over repeats), for every row on CUDA.
+    ``status``: ``faster``, ``not faster`` (under ``min_speedup``), ``not faster for this run: ...`` (its
+    one-off cost is not repaid within the run), ``slower``, ``skipped: ...`` or ``incorrect: ...``. Times:
+    ``step_ms`` (median after the warm-up), ``baseline_step_ms`` (same repeats; ``speedup`` is their ratio),
+    ``first_step_ms``, ``one_off_s`` (paid once beyond the baseline), ``break_even_steps`` (the run length
+    from which it pays; ``None``: never), ``run_s`` / ``run_speedup`` (projected over ``run_steps``).
+    Memory (``None`` where not measured): ``activation_mb`` and ``step_peak_mb`` of one step (``MemTracker``),
+    ``cuda_peak_mb`` over the run.
     """
 
     option: str
@@ -73,9 +64,8 @@ class SpeedTuneResult:
         best_run_speedup: The chosen options' projected whole-run speed-up over ``run_steps`` (1.0 when
             empty).
 
-    Apply the choice: ``Trainer(**result.trainer_kwargs, callbacks=[result.callback()])`` with the loader
-    built with ``result.loader_kwargs`` (or ``result.loader(loader)``); or ``result.apply(model)`` before
-    ``trainer.fit``; or ``result.to_yaml()`` / ``result.cli_config()`` for LightningCLI.
+    Apply the choice: ``Trainer(**result.trainer_kwargs, callbacks=[result.callback()])`` and
+    ``result.loader(loader)``; or ``result.apply(model)``; or ``result.to_yaml()`` for LightningCLI.
     """
 
     rows: list[SpeedRow]
@@ -98,26 +88,25 @@ class SpeedTuneResult:
             >>> SpeedTuneResult([], ["channels_last"], module_options=["channels_last"]).callback().options
             ['channels_last']
         """
-        from lightning_recipes.tune.apply_speed_options import ApplySpeedOptions
+        from lightning_recipes.tune._speed_options import ApplySpeedOptions
 
         return ApplySpeedOptions(self.module_options) if self.module_options else None
 
     def apply(self, model: pl.LightningModule) -> pl.LightningModule:
         """Apply the chosen module-side options to ``model`` in place (before ``trainer.fit``); returns it."""
-        from lightning_recipes.tune.apply_speed_options import apply_speed_options
+        from lightning_recipes.tune._speed_options import apply_speed_options
 
         return apply_speed_options(model, self.chosen_options or self.module_options)
 
     def loader(self, loader: DataLoader) -> DataLoader:
         """``loader`` rebuilt with the chosen loader arguments (the same batches and shuffle)."""
-        from lightning_recipes.tune.apply_speed_options import speed_loader
+        from lightning_recipes.tune._speed_options import speed_loader
 
         return speed_loader(loader, self.chosen_options or self.best)
 
     def cli_config(self) -> dict[str, Any]:
-        """The LightningCLI config fragment for the choice: the Trainer arguments and, for the module-side
-        options, the :class:`~lightning_recipes.tune.ApplySpeedOptions` callback. The loader arguments are
-        not in it (a datamodule names its own arguments): see ``.loader_kwargs`` and :meth:`to_yaml`.
+        """The LightningCLI config fragment: the Trainer arguments and, for module-side options, the
+        :class:`~lightning_recipes.tune.ApplySpeedOptions` callback (loader arguments: :meth:`to_yaml`).
 
         Example:
             >>> SpeedTuneResult([], ["bf16-mixed"], trainer_kwargs={"precision": "bf16-mixed"}).cli_config()
@@ -130,8 +119,7 @@ class SpeedTuneResult:
         return {"trainer": trainer}
 
     def to_yaml(self) -> str:
-        """:meth:`cli_config` as YAML, then comments: what each chosen option does, and the DataLoader
-        arguments to give the training loader.
+        """:meth:`cli_config` as YAML, then comments: each chosen option's advice and the loader arguments.
 
         Example:
             >>> result = SpeedTuneResult([], ["bf16-mixed"], trainer_kwargs={"precision": "bf16-mixed"})
@@ -165,11 +153,8 @@ class SpeedTuneResult:
         }
 
     def table(self, columns: Sequence[str] | None = None) -> Any:
-        """The rows as a ``rich.table.Table`` (``columns``: only these headers; default: all of them); without
-        rich, a plain-text table (``str(result)`` is that text at the terminal's width).
-
-        No cell is ever cut: a status's reason is numbered below the table, and on a console too narrow for
-        the table each option is one wrapped paragraph of the same numbers. ``rich.print(result)`` prints it.
+        """The rows as a ``rich.table.Table`` (``columns``: only these headers), a plain-text table without
+        rich (``str(result)``). No cell is cut: a status's reason is numbered below the table.
 
         Example:
             >>> import io

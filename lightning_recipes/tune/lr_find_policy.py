@@ -24,12 +24,10 @@ _DEFAULT_ARGS = SweepArgs()
 
 
 class LRFindPolicy:
-    """The LR of an ``lr="find"`` run (:class:`~lightning_recipes.mixins.OptimizerRecipeMixin`): the one
-    found before (a checkpoint, an earlier fit) while the recipe it was found for is unchanged, else an LR
-    range test now, on the run's own loader, device, precision and optimizer; and its checkpoint record.
-
-    A fit that resumes keeps the LR found before even if the recipe changed (with a warning); a new fit with a
-    changed recipe (optimizer, schedule, groups, sweep arguments, batch) sweeps again.
+    """The LR of an ``lr="find"`` run (:class:`~lightning_recipes.mixins.OptimizerRecipeMixin`): the one found
+    before (a checkpoint, an earlier fit) while its recipe is unchanged, else an LR range test now, on the
+    run's loader, device, precision and optimizer; and its checkpoint record. A resumed fit keeps the LR found
+    before even if the recipe changed (with a warning).
 
     Attributes:
         lr: The LR chosen (``None`` before a sweep).
@@ -60,12 +58,8 @@ class LRFindPolicy:
     def lr_for_fit(
         self, module: Any, trainer: Any, recipe: dict[str, Any], warmup: int, batch_size: int | None
     ) -> tuple[float, dict[str, Any]]:
-        """The LR for ``lr="find"`` and what the mixin logs about it (``recipe_summary["lr_find"]``): the one
-        found before (earlier fit, checkpoint), else a sweep now.
-
-        ``recipe`` is the mixin's resolved recipe (``lr_find`` a :class:`SweepArgs` or ``None``), ``warmup``
-        the run's warm-up steps, ``batch_size`` its per-device batch (``None``: unknown).
-        """
+        """The LR for ``lr="find"`` and what the mixin logs about it (``recipe_summary["lr_find"]``), from the
+        resolved ``recipe``, the run's ``warmup`` steps and per-device ``batch_size`` (``None``: unknown)."""
         info: dict[str, Any]
         args: SweepArgs = recipe["lr_find"] or _DEFAULT_ARGS
         sweep_batch = batch_size * trainer.num_devices * trainer.num_nodes if batch_size else None
@@ -122,11 +116,9 @@ class LRFindPolicy:
             if accumulation > 1:
                 batch += f" (the run accumulates {accumulation} of them)"
                 rank_zero_warn(
-                    f"`lr='find'`: the LR range test steps on every batch ({sweep_batch or '?'} samples "
-                    f"across devices), but the run steps once per {accumulation} accumulated batches, so the "
-                    f"found LR {lr:.3g} is for a {accumulation}x smaller batch than the run's. Scale it "
-                    "yourself if your optimizer needs it (linear for SGD, sqrt for Adam-type), or set "
-                    "`accumulate_grad_batches=1` and a larger per-device batch."
+                    f"`lr='find'`: the sweep steps on every batch but the run once per {accumulation} "
+                    f"accumulated batches, so the found LR {lr:.3g} is for a {accumulation}x smaller batch; "
+                    "scale it (linear for SGD, sqrt for Adam-type) or set `accumulate_grad_batches=1`."
                 )
             rank_zero_info(
                 f"lightning_recipes: lr='find' -> {lr:.4g} = {choice} ({why}); LR range test of "
@@ -144,21 +136,18 @@ class LRFindPolicy:
         where = "`lr='find'` runs an LR range test at the start of fit"
         if not module.automatic_optimization:
             raise ValueError(
-                f"{where}, which replays `training_step` with the optimizer, but this module uses manual "
-                "optimisation (`automatic_optimization = False`). Set a numeric `lr` (find one with "
-                "`lightning_recipes.find_lr` on an automatic-optimisation twin of the model)."
+                f"{where}, but this module uses manual optimisation. Set a numeric `lr` (from `find_lr` on "
+                "an automatic-optimisation twin)."
             )
         if not isinstance(trainer.strategy, (SingleDeviceStrategy, DDPStrategy)):
             raise ValueError(
-                f"{where} on single-device and DDP runs only, but the strategy is "
-                f"{type(trainer.strategy).__name__} (its parameters are sharded by the time the optimizer "
-                "is built). Run `lightning-recipes tune` (or `find_lr`) first and set `lr` to its value."
+                f"{where} on single-device and DDP runs only, not {type(trainer.strategy).__name__}; run "
+                "`lightning-recipes tune` (or `find_lr`) first and set `lr` to its value."
             )
         if trainer.ckpt_path is not None:
             raise ValueError(
                 f"{where}, but this fit resumes from '{trainer.ckpt_path}', which holds no LR found by an "
-                "earlier sweep (saved with a numeric `lr`, or by a version without `lr='find'`); a sweep on "
-                "trained weights would not find the LR the run started with. Set `lr` to the run's LR."
+                "earlier sweep; set `lr` to the run's LR."
             )
         if trainer.train_dataloader is None and trainer.state.fn == "fit":
             trainer.fit_loop.setup_data()

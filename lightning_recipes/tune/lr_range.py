@@ -1,65 +1,42 @@
-"""The LR range test: an exponential learning-rate sweep over a model's own optimizer, on a copy.
+"""The LR range test: an exponential learning-rate sweep of a copy of the model with its own optimizer.
 
-:func:`find_lr` runs it before training (like :func:`lightning_recipes.preflight`);
-:class:`~lightning_recipes.tune.lr_range_test.LRRangeTest` runs it inside ``trainer.fit`` at
-``on_train_start``, on the loaders the Trainer loaded, under DDP included. Both return an
-:class:`LRRangeResult`.
-
-What makes it different from Lightning's ``Tuner.lr_find``:
-
-- **The optimizer the run will use, with its parameter groups.** The sweep builds the module's own
-  ``configure_optimizers`` on a copy (AdamW / Lion / Lamb, decay and no-decay groups, layer-wise scales) and
-  multiplies every group's LR by the same factor, so the ratios between groups are kept. Lightning's finder
-  sets every group to one LR. Because the sweep runs the real optimizer, Lion's smaller LR (3-10x below
-  AdamW, Chen et al. 2023) comes out of the measurement rather than out of a rule of thumb.
-- **Nothing of the caller's changes**: the model, its optimizer, the global RNG streams and the loaders'
-  generators are left as they were (the preflight's isolation contract); the sweep steps a deep copy.
-- **DDP**: each rank sweeps on its own shard and the gradients are averaged across ranks every step (the
-  global batch, as DDP trains), the loss too, so every rank sees the same curve and the same suggestion.
-  Lightning's finder crashes or hangs there (Lightning-AI/pytorch-lightning#19611, #8983).
-- **Inconclusive when the curve says nothing**: a sweep whose loss never falls significantly below its start,
-  against the noise the sweep measures on itself (:mod:`.verdict`), gives ``verdict == "inconclusive"``, no
-  suggestion (``None``) and a ``reason`` that states the fall, the noise, the threshold and what to try; a
-  rule's pick from such a curve is wherever the noise dipped. ``LRRangeTest(apply=True)`` then leaves the LRs
-  alone, and ``lr="find"`` stops before training.
-- **Warm-up aware**: :attr:`LRRangeResult.suggestion` is the LR a constant schedule could use (a tenth of
-  the LR at the loss minimum); the recipe's peak LR after a linear warm-up, :attr:`LRRangeResult.peak_lr`,
-  is ``warmup_factor`` (5) times it, half the LR at the minimum: a warm-up starts the run far below the peak
-  and the cosine decay spends most steps below it, so the peak can sit close to the edge of stability the
-  sweep found (Goyal et al. 2017; Smith 2018 sets the 1cycle peak at the minimum itself). The factor is
-  measured against grid sweeps of full short trainings (``tests/tune/test_lr_range_grid.py``). A
-  layer-wise adaptive optimizer (LAMB, LARS) takes relative steps whose changes add up, so its peak keeps
-  less of the factor, the less the sweep dwells on each LR: with the default sweep, the suggestion itself
-  (:func:`.suggest.peak_factor`).
+:func:`find_lr` runs it before training, :class:`~lightning_recipes.tune.LRRangeTest` inside ``trainer.fit``
+(DDP included); both return an :class:`LRRangeResult`. How it differs from Lightning's ``Tuner.lr_find``
+(parameter groups kept, nothing of the caller changed, DDP, the inconclusive verdict, the warm-up peak):
+``docs/guides/tuning.md``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import lightning.pytorch as pl
 import torch
 from lightning.pytorch.utilities import CombinedLoader
+from lightning.pytorch.utilities.model_helpers import is_overridden
 from torch import Tensor
+from torch.optim import Optimizer
 
 from lightning_recipes._collectives import all_reduce_mean_
 from lightning_recipes._progress import ProgressLine
-from lightning_recipes._validation import check_bool
+from lightning_recipes._validation import check_bool, check_choice, check_non_negative
 from lightning_recipes.harness import (
     CannotRunOnCopy,
     Harness,
     preserved_loader_rng,
     preserved_rng,
+    quiet_logging,
     resolve_fit_data,
 )
 from lightning_recipes.harness.loaders import fit_combined_loader
+from lightning_recipes.harness.silent_trainer import silent_trainer
 from lightning_recipes.sweep_args import Rule, SweepArgs
-from lightning_recipes.tune._clip import gradient_clipper, validate_clipping
 from lightning_recipes.tune.suggest import centred, half_window_for, peak_factor, suggest
 from lightning_recipes.tune.verdict import CurveVerdict, curve_verdict
 
@@ -74,10 +51,9 @@ class LRRangeResult:
         lrs: The peak-group learning rate at each step of the sweep.
         losses: The training loss at each step (averaged over ranks under DDP).
         smoothed: The centred moving average the rules read (no lag; see :mod:`.suggest`).
-        suggestion: The learning rate to use with a constant schedule (the rule's pick); ``None`` when the
-            sweep is inconclusive.
-        peak_lr: The peak LR for a warm-up schedule (``suggestion * warmup_factor``; for LAMB / LARS a
-            fifth of that with the default sweep: :func:`.suggest.peak_factor`); ``None`` when inconclusive.
+        suggestion: The LR for a constant schedule (the rule's pick); ``None`` when inconclusive.
+        peak_lr: The peak LR after a warm-up (``suggestion`` times :func:`.suggest.peak_factor`); ``None``
+            when inconclusive.
         rule: The rule that chose ``suggestion`` (``"min_div_10"`` or ``"steepest"``).
         stopped: Why the sweep ended (``"max_lr"``, ``"diverged"``, ``"non-finite loss"``).
         optimizers: The optimizer class names swept.
@@ -145,12 +121,7 @@ class LRRangeResult:
         return "\n".join(lines) + "\n"
 
     def plot(self, ax: Any = None) -> Any:
-        """Loss (raw and smoothed) against the learning rate, log x axis, the suggestion marked; the loss
-        axis runs from the minimum to a few times the starting loss, losses above it marked on its edge
-        (:func:`lightning_recipes.plots.plot_lr_range`).
-
-        Returns the matplotlib ``Axes`` (needs ``matplotlib``: the ``plots`` extra).
-        """
+        """The curve drawn by :func:`lightning_recipes.plots.plot_lr_range`; returns the ``Axes``."""
         from lightning_recipes.plots.lr_range import plot_lr_range
 
         figure = plot_lr_range(self, ax=ax)
@@ -180,16 +151,9 @@ class LRRangeResult:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "suggestion": self.suggestion,
-            "peak_lr": self.peak_lr,
-            "rule": self.rule,
-            "stopped": self.stopped,
-            "optimizers": list(self.optimizers),
-            "lrs": list(self.lrs),
-            "losses": list(self.losses),
-            "group_scales": [list(g) for g in self.group_scales],
-        }
+        """The curve and the pick as plain data (what a checkpoint keeps)."""
+        saved = ("suggestion", "peak_lr", "rule", "stopped", "optimizers", "lrs", "losses", "group_scales")
+        return {name: copy.deepcopy(getattr(self, name)) for name in saved}
 
 
 def _skip(points: int) -> int:
@@ -249,6 +213,40 @@ def _average_gradients_and_loss(params: Sequence[Tensor], loss: Tensor) -> None:
             p.grad = None
 
 
+def _validate_clipping(gradient_clip_val: Any, gradient_clip_algorithm: Any) -> None:
+    """The Trainer's rules: a value >= 0 or ``None`` (0 and ``None`` do not clip); norm or value."""
+    if gradient_clip_val is not None:
+        check_non_negative("gradient_clip_val", gradient_clip_val)
+    check_choice("gradient_clip_algorithm", gradient_clip_algorithm, ("norm", "value", None))
+
+
+def _gradient_clipper(
+    context: Harness, model: pl.LightningModule, clip_val: float | None, algorithm: str | None
+) -> Callable[[Optimizer], None]:
+    """What Lightning runs between backward (and the DDP average) and each optimizer step: the module's
+    ``configure_gradient_clipping`` with the Trainer's two settings. Its default reads the Trainer: the
+    run's, else a silent one holding the two arguments (built only when there is something to clip)."""
+    trainer = context.trainer
+    if trainer is None:
+        if not clip_val and not is_overridden("configure_gradient_clipping", model, pl.LightningModule):
+            return lambda optimizer: None
+        trainer = silent_trainer(gradient_clip_val=clip_val, gradient_clip_algorithm=algorithm)
+
+    def clip(optimizer: Optimizer) -> None:
+        model.trainer = trainer
+        try:
+            with quiet_logging():
+                model.configure_gradient_clipping(
+                    optimizer,
+                    gradient_clip_val=trainer.gradient_clip_val,
+                    gradient_clip_algorithm=trainer.gradient_clip_algorithm,
+                )
+        finally:
+            model.trainer = None
+
+    return clip
+
+
 def sweep_lr(
     context: Harness,
     args: SweepArgs | None = None,
@@ -258,29 +256,22 @@ def sweep_lr(
     progress: bool | None = None,
     **overrides: Any,
 ) -> LRRangeResult:
-    """Run the sweep on a copy from ``context`` (see :func:`find_lr` for the arguments).
+    """Run the sweep on a copy from ``context`` (the arguments as in :func:`find_lr`).
 
-    The sweep's arguments are ``args`` (a :class:`~lightning_recipes.sweep_args.SweepArgs`, used as it is:
-    it was checked when built), with ``overrides`` (its fields by name, e.g. ``num_steps=30``) replacing
-    some; neither: the defaults. ``args.seed`` is not read here: the context seeds the sweep.
+    ``args`` is used as it is (checked when built), ``overrides`` replace some of its fields; ``args.seed`` is
+    not read (the context seeds the sweep). Gradients are clipped as the run clips them: by
+    ``context.trainer``'s settings (the two arguments must then be ``None``), else by the two arguments,
+    through the module's ``configure_gradient_clipping``. ``progress=None`` follows ``context.trainer``'s
+    progress bar.
 
-    Gradients are clipped as the run clips them: with ``context.trainer`` by its ``gradient_clip_val`` /
-    ``gradient_clip_algorithm`` (the two arguments must then be ``None``), else by the two arguments; either
-    way through the module's ``configure_gradient_clipping`` hook, after the gradients are averaged across
-    ranks and before every optimizer step, as Lightning's precision plugin does.
-
-    ``progress``: show one transient line (step, LR, loss) on stderr while it runs, only on a terminal and
-    rank zero; ``None`` follows ``context.trainer`` (its ``enable_progress_bar``), or shows it without one.
-
-    Cost: up to ``num_steps`` training steps on a copy of the model (one host sync per step to read the loss;
-    this is a tuning run, not a training hot path); under DDP one all-reduce of the gradients and the loss
-    per step.
+    Cost: up to ``num_steps`` training steps of a copy, one host sync per step; under DDP one all-reduce of
+    the gradients and the loss per step.
     """
     if args is None:
         args = SweepArgs(**overrides)
     elif overrides:
         args = dataclasses.replace(args, **overrides)
-    validate_clipping(gradient_clip_val, gradient_clip_algorithm)
+    _validate_clipping(gradient_clip_val, gradient_clip_algorithm)
     if context.trainer is not None and (gradient_clip_val, gradient_clip_algorithm) != (None, None):
         raise ValueError(
             "`gradient_clip_val` / `gradient_clip_algorithm` are the Trainer's when the sweep runs in one; "
@@ -290,7 +281,7 @@ def sweep_lr(
         torch.manual_seed(context.seed)
         model = context.copy_model()
         context.require_automatic_optimization(model)
-        clip = gradient_clipper(context, model, gradient_clip_val, gradient_clip_algorithm)
+        clip = _gradient_clipper(context, model, gradient_clip_val, gradient_clip_algorithm)
         built = context.build_optimizers(model)
         if not built.from_module:
             raise ValueError(
@@ -395,42 +386,25 @@ def find_lr(
     gradient_clip_algorithm: str | None = None,
     progress: bool = True,
 ) -> LRRangeResult:
-    """Sweep the learning rate exponentially from ``min_lr`` to ``max_lr`` over ``num_steps`` training steps
-    of a copy of ``model`` with its own optimizer, and suggest one.
-
-    The model, its optimizer, the RNG streams and the loaders are left untouched (see the module docstring).
+    """Sweep the LR exponentially from ``min_lr`` to ``max_lr`` over ``num_steps`` training steps of a copy
+    of ``model`` with its own optimizer (every group scaled alike), and suggest one. Nothing of the caller's
+    changes: model, optimizer, RNG streams, loaders.
 
     Args:
-        model: Any ``LightningModule`` with automatic optimisation; its ``configure_optimizers`` gives the
-            optimizer and its groups (their LR ratios are kept; a scheduler is not stepped).
+        model: A ``LightningModule`` with automatic optimisation (its scheduler is not stepped).
         datamodule: Its ``setup("fit")`` and ``train_dataloader()`` give the data.
-        train_dataloaders: The training loader, when there is no datamodule (default: the model's own
-            ``train_dataloader()``). Cycled if shorter than ``num_steps``.
-        min_lr: The first LR of the sweep (for the group with the largest LR), > 0.
-        max_lr: The last LR, > ``min_lr``; the sweep stops earlier when the loss diverges.
-        num_steps: Sweep length, an int >= 10 (100 is Lightning's and fastai's default).
-        rule: ``"min_div_10"`` (default: a tenth of the LR at the minimum smoothed loss) or ``"steepest"``
-            (the LR where the loss falls fastest). ``min_div_10`` is the default because the steepest point
-            of a noisy curve moves by an order of magnitude between seeds on small batches, while the
-            minimum is stable (measured in ``tests/tune``); both are in :mod:`lightning_recipes.tune.suggest`.
-        smoothing: Factor of the causal moving average that decides divergence during the sweep, in [0, 1).
-        divergence: Stop when that average exceeds this multiple of its best, > 1.
-        warmup_factor: ``peak_lr = suggestion * warmup_factor`` (the LR after a linear warm-up), > 0; for
-            LAMB / LARS a fifth of it with the default sweep (relative steps: :func:`.suggest.peak_factor`).
+        train_dataloaders: The training loader without a datamodule (default: the model's own); cycled.
+        min_lr, max_lr, num_steps, rule, smoothing, divergence, warmup_factor, seed: The sweep's arguments
+            (:class:`~lightning_recipes.sweep_args.SweepArgs`); ``rule`` ``"min_div_10"`` (a tenth of the LR
+            at the smoothed minimum, stable across seeds) or ``"steepest"``.
         device: Where the copy trains (default: the model's device).
-        seed: Seed of the sweep's RNG (isolated from the caller's).
-        gradient_clip_val: The run's ``Trainer(gradient_clip_val=...)``: the sweep clips as the run will
-            (through the module's ``configure_gradient_clipping``, which runs even when this is ``None``).
-        gradient_clip_algorithm: The run's ``Trainer(gradient_clip_algorithm=...)``: ``"norm"`` (default)
-            or ``"value"``.
-        progress: Show one transient progress line (step, LR, loss) on stderr while the sweep runs, erased
-            at the end; only on rank zero and when stderr is a terminal. ``False``: nothing.
+        gradient_clip_val, gradient_clip_algorithm: The run's Trainer settings: the sweep clips as the run
+            will (through the module's ``configure_gradient_clipping``).
+        progress: One transient progress line on stderr (rank zero, a terminal only).
 
     Returns:
-        An :class:`LRRangeResult`: ``.suggestion``, ``.peak_lr``, the curve, ``.plot()``, ``.to_yaml()``,
-        ``.verdict`` and ``.reason``. When the loss never fell significantly below its start (against the
-        sweep's own noise: :mod:`.verdict`), ``verdict == "inconclusive"``, ``suggestion`` and ``peak_lr``
-        are ``None``, and ``reason`` says what was measured and what to try.
+        An :class:`LRRangeResult`; when the loss never fell beyond the sweep's own noise, ``verdict ==
+        "inconclusive"``, ``suggestion`` and ``peak_lr`` are ``None`` and ``reason`` says what to try.
 
     Raises:
         ValueError: For an argument out of range (naming it), no training data, or a curve too short.
@@ -452,7 +426,6 @@ def find_lr(
         warmup_factor=warmup_factor,
         seed=seed,
     )
-    validate_clipping(gradient_clip_val, gradient_clip_algorithm)
     check_bool("progress", progress)
     train_dataloaders = resolve_fit_data("find_lr", model, datamodule, train_dataloaders).train
     context = Harness(model, train_dataloaders, device=device, datamodule=datamodule, seed=args.seed)

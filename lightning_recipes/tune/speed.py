@@ -1,45 +1,44 @@
-"""Speed tuning on the user's model: each speed option trains a copy for a few real steps, timed and checked,
-and is ranked by the projected time of the whole run it is for.
-
-:func:`speed_tune` trains a deep copy of the module for ``warmup_steps + measure_steps`` steps once per option
-(and once as the baseline), in repeats that interleave the options so that a load change on the machine hits
-every option alike, and compares the median step time, the one-off cost (compilation, worker start-up, first
-calls) and the loss trajectory with the baseline's. The one-off cost is counted against the run's planned
-steps (from the ``trainer``, ``run_steps`` or one epoch), so an option that pays only after thousands of steps
-is not chosen for a short run; every row says from which run length it pays. The options that do not apply on
-the device are listed as skipped, with the reason. The result names the fastest combination of options that
-were each faster for the run and kept the loss, re-measured against the baseline together, and applies it
-(:class:`~lightning_recipes.tune.ApplySpeedOptions`, ``.trainer_kwargs``, ``.loader_kwargs``, ``.to_yaml()``).
-
-The option catalogue is in ``_speed_options.py``, the timing of one configuration in ``_speed_measure.py``,
-the result in ``_speed_result.py``.
+"""Speed tuning on the user's model: each option trains a copy for a few real steps, timed and checked against
+the baseline's loss, and is ranked by the projected time of the whole run it is for (:func:`speed_tune`).
+The option catalogue and how to apply a choice: ``_speed_options.py``; the result: ``_speed_result.py``.
 """
 
 from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
+from contextlib import ExitStack, nullcontext
+from dataclasses import dataclass
 from typing import Any
 
 import lightning.pytorch as pl
 import torch
+from lightning.pytorch.callbacks import Callback
+from lightning.pytorch.utilities import rank_zero_warn
+from torch.utils.data import DataLoader, IterableDataset
+from typing_extensions import override
 
+from lightning_recipes._loss_output import loss_of
 from lightning_recipes._progress import ProgressLine
 from lightning_recipes._validation import check_bool, check_in_range, check_int, check_positive
-from lightning_recipes.harness import Harness, preserved_loader_rng, resolve_fit_data
-from lightning_recipes.tune._speed_measure import (
-    Run,
-    StepTimer,
-    deviation,
-    loader_reason,
-    measure_run,
-    planned_steps,
-    rebuild_loader,
-    step_memory,
-    timed_loader,
+from lightning_recipes.harness import (
+    Harness,
+    preserved_loader_rng,
+    preserved_rng,
+    quiet_trial,
+    resolve_fit_data,
 )
-from lightning_recipes.tune._speed_options import OPTIONS, SpeedOption, compile_targets, resolve_options
+from lightning_recipes.harness.silent_trainer import silent_trainer
+from lightning_recipes.tune._speed_options import (
+    OPTIONS,
+    SpeedOption,
+    compile_targets,
+    loader_reason,
+    rebuild_loader,
+    resolve_options,
+)
 from lightning_recipes.tune._speed_result import SpeedRow, SpeedTuneResult
 
 __all__ = [
@@ -51,8 +50,6 @@ __all__ = [
     "compile_targets",
     "speed_tune",
 ]
-
-_rebuild_loader = rebuild_loader  # the name earlier releases' tests import
 
 
 def speed_tune(
@@ -72,66 +69,29 @@ def speed_tune(
     seed: int = 0,
     progress: bool = True,
 ) -> SpeedTuneResult:
-    """Measure which speed options make ``model``'s whole run faster, on copies, without changing its loss.
+    """Measure which speed options make ``model``'s whole run faster, on copies, without changing its loss;
+    returns a :class:`SpeedTuneResult`.
 
-    Each option (default: all of :data:`OPTIONS`) and the baseline train a deep copy for
-    ``warmup_steps + measure_steps`` steps with a plain Trainer, ``repeats`` times, interleaved. When an epoch
-    of the loader ends in a smaller batch, the timed steps end with that batch (a new shape makes
-    ``torch.compile`` compile again, once per run). Per option:
+    Each option and the baseline train a deep copy for ``warmup_steps + measure_steps`` steps, ``repeats``
+    times, interleaved. A row's speed-up is the baseline's median step time over its own; its one-off cost
+    (compilation, worker start-up) is weighed against the run's planned steps (``run_steps``, else
+    ``trainer``'s length, else one epoch), giving its break-even and the run speed-up that ranks the options.
+    A row whose loss leaves ``loss_rtol`` of the baseline's is ``incorrect``; the faster correct options are
+    combined and re-measured, and kept only if together faster. Columns: :class:`SpeedRow`.
 
-    - its **step time**, the median of its steps after the warm-up, and its **speed-up**, the baseline's
-      step time (same repeats) over its own;
-    - its **one-off cost**: the time its run took beyond its steps at its step time (compilation, worker
-      start-up, first calls; the largest over repeats, i.e. the cold one), minus the baseline's; ``0`` when
-      within noise (the spread of the baseline's own over repeats, at least two of its steps);
-    - its **break-even**: the run length, in training batches, from which the per-step gain repays the
-      one-off cost (``None``: never, it is not faster per step);
-    - its **projected run time** over the run's planned steps (``run_steps``; else from ``trainer``:
-      ``max_steps`` / ``max_epochs`` x batches per epoch, ``limit_train_batches``, gradient accumulation;
-      else one epoch of the training data) and the baseline's projection over it: the **run speed-up** that
-      ranks the options. An option faster per step whose one-off cost the run does not repay reads ``not
-      faster for this run``, with its break-even.
-
-    Its loss trajectory must stay within ``loss_rtol`` (relative, every step) of the baseline's, else it is
-    ``incorrect`` (``bf16-mixed`` uses its own looser tolerance, shown in the row). The options faster for
-    the run and correct are then combined and re-measured against the baseline (``repeats`` times; of two
-    options that compile the same code, only the faster joins); the combination is kept only if its run
-    speed-up beats the best single option's, else the single best option is. The model, the RNG streams and
-    the loader are left as they were.
-
-    What is not projected: validation (``torch.compile`` compiles the eval-mode graph again at the first
-    validation), checkpointing and logging, which every option pays alike except for that recompilation.
-
-    Memory: when an option with ``measure_memory`` runs (``activation_checkpointing``), its row and the
-    baseline's get ``activation_mb`` and ``step_peak_mb``, counted on one step of a copy, so the table shows
-    what checkpointing saves next to what it costs in time. On CUDA every row also gets ``cuda_peak_mb``.
-    Activation checkpointing is slower by design (it recomputes each block's forward in backward); it is in
-    the table for the memory it saves and is chosen only if it is also faster.
-
-    Cost: ``(1 + options) * repeats + 2 * repeats`` short fits; one host sync per step for CUDA timing.
+    Cost: ``(1 + options) * repeats + 2 * repeats`` short fits; one host sync per step on CUDA.
 
     Args:
-        model: A ``LightningModule`` with automatic optimisation.
-        datamodule: Its ``setup("fit")`` and ``train_dataloader()`` give the data.
-        train_dataloaders: The training loader when there is no datamodule (default: the model's own).
-        options: Option names from :data:`OPTIONS` or :class:`SpeedOption` objects (default: all).
-        trainer: The Trainer of the run to tune for (not fitted here): its planned steps weigh the one-off
-            costs.
-        run_steps: The run's planned training batches, an int >= 1 (overrides ``trainer``).
-        warmup_steps: Steps not timed (compilation, allocator and cache warm-up), an int >= 1.
-        measure_steps: Steps timed, an int >= 2.
-        repeats: Interleaved repeats of every option, an int >= 1.
-        loss_rtol: Relative loss tolerance against the baseline's trajectory, > 0.
-        min_speedup: The run speed-up an option needs to count as ``faster``, >= 1 (a margin over timing
-            noise; below it and above 1 the row reads ``not faster``).
+        model, datamodule, train_dataloaders: As :func:`~lightning_recipes.tune.find_lr` takes them.
+        options: Names from :data:`OPTIONS` or :class:`SpeedOption` objects (default: all).
+        trainer: The (unfitted) Trainer of the run to tune for: its planned steps weigh the one-off costs.
+        run_steps: The run's planned training batches, >= 1 (overrides ``trainer``).
+        warmup_steps, measure_steps, repeats: Steps not timed (>= 1), timed (>= 2), and interleaved repeats.
+        loss_rtol: Relative loss tolerance against the baseline, step by step, > 0.
+        min_speedup: The run speed-up an option needs to count as ``faster``, >= 1.
         device: Where the copies train (default: the model's device).
-        seed: Seed of every run (the same data order and initial RNG for all options).
-        progress: Show one transient progress line (the run in progress, how many are done) on stderr, erased
-            at the end; only on rank zero and when stderr is a terminal. ``False``: nothing.
-
-    Returns:
-        A :class:`SpeedTuneResult`: ``.rows``, ``.best``, ``.trainer_kwargs``, ``.loader_kwargs``,
-        ``.callback()``, ``.apply(model)``, ``.to_yaml()``, ``.table()``.
+        seed: Seed of every run (the same data order and initial RNG for all).
+        progress: One transient progress line on stderr (rank zero, a terminal only).
 
     Raises:
         ValueError: For an argument out of range (naming it) or no training data.
@@ -142,8 +102,6 @@ def speed_tune(
         ...                     options=["pin_memory"], measure_steps=2, repeats=1)
         >>> [(row.option, row.status.split(":")[0]) for row in result.rows]
         [('baseline', 'baseline'), ('pin_memory', 'skipped')]
-        >>> result.run_steps_source
-        'one epoch of the training data (pass `trainer` or `run_steps` for the real run)'
     """
     check_int("warmup_steps", warmup_steps, minimum=1)
     check_int("measure_steps", measure_steps, minimum=2)
@@ -288,8 +246,7 @@ def _overhead_s(runs: list[Run]) -> float:
 
 
 def _overhead_noise_s(base: list[Run]) -> float:
-    """How much a one-off time can differ by noise alone: the spread of the baseline's over its repeats, and
-    at least two of its steps (a run's one-off time sums its steps' deviations from the median)."""
+    """A one-off time's noise: the baseline's spread over its repeats, at least two of its steps."""
     spread = max(run.overhead_s for run in base) - min(run.overhead_s for run in base)
     return max(spread, 2 * _median_ms(base) / 1e3)
 
@@ -315,7 +272,7 @@ def _baseline_row(base: list[Run], rtol: float, steps: int | None) -> SpeedRow:
 
 def break_even_steps(one_off_s: float, step_ms: float, baseline_step_ms: float) -> int | None:
     """The run length, in steps, from which an option with this one-off cost and step time beats the
-    baseline: ``0`` when it costs nothing once and is faster, ``None`` when it is not faster per step.
+    baseline (``None``: it is not faster per step).
 
     Example:
         >>> break_even_steps(2.0, 9.0, 10.0)  # 2 s repaid at 1 ms a step
@@ -359,7 +316,7 @@ def _row(
     elif speedup >= min_speedup:
         row.status = (
             f"not faster for this run: x{speedup:.2f} per step, but {one_off:.1f} s once; pays after "
-            f"{_steps(row.break_even_steps)} steps, the run has {steps}"
+            f"{'never' if row.break_even_steps is None else row.break_even_steps} steps, the run has {steps}"
         )
     else:
         row.status = "slower" if ratio <= 1.0 else "not faster"
@@ -367,5 +324,174 @@ def _row(
     return row
 
 
-def _steps(value: int | None) -> str:
-    return "never" if value is None else str(value)
+class StepTimer(Callback):
+    """Wall time at train start and at every batch end (a step's time includes its data loading), and each
+    step's loss. Syncs: on CUDA once per step, so that a step's time includes its GPU work.
+
+    Example:
+        >>> from lightning_recipes.testing import TinyClassifier, fast_trainer, random_classification_loader
+        >>> timer = StepTimer()
+        >>> fast_trainer(max_steps=3, callbacks=[timer]).fit(TinyClassifier(), random_classification_loader())
+        >>> len(timer.ends), len(timer.losses)
+        (3, 3)
+    """
+
+    def __init__(self) -> None:
+        self.start = 0.0
+        self.ends: list[float] = []
+        self.losses: list[torch.Tensor] = []
+
+    @override
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self.start = time.perf_counter()
+
+    @override
+    def on_train_batch_end(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        if pl_module.device.type == "cuda":
+            torch.cuda.synchronize(pl_module.device)  # sync: the step's time includes its GPU work
+        self.ends.append(time.perf_counter())
+        loss = loss_of(outputs)
+        if loss is None:
+            raise TypeError(f"`training_step` must return the loss (or a dict with 'loss'), got {outputs!r}.")
+        self.losses.append(loss.detach().float().clone())
+
+
+@dataclass
+class Run:
+    step_ms: float  # median step time after the warm-up steps
+    first_step_ms: float  # train start to the first batch end (worker start-up, compile, first calls)
+    overhead_s: float  # the run's time beyond its steps at the steady step time: its one-off cost
+    losses: list[float]
+    cuda_peak_bytes: int | None = None
+
+
+def timed_loader(loader: Any, num_steps: int) -> Any:
+    """The loader the measured runs read: for a map-style ``DataLoader`` whose epoch ends in a smaller batch,
+    its first ``num_steps - 1`` batches and then that last one, fixed, so that a run pays what a new batch
+    shape costs once in a real epoch (``torch.compile`` compiles again for it); else ``loader`` itself.
+    Call it under :func:`~lightning_recipes.harness.preserved_loader_rng` (it draws the epoch's shuffle).
+    """
+    if not isinstance(loader, DataLoader) or isinstance(loader.dataset, IterableDataset):
+        return loader
+    try:
+        # As a DataLoader iterator does: it draws its base seed before the sampler draws the shuffle.
+        torch.empty((), dtype=torch.int64).random_(generator=loader.generator)
+        batches = [list(batch) for batch in loader.batch_sampler]  # type: ignore[union-attr]
+    except TypeError:  # no batch sampler to read (a loader with batch_size=None)
+        return loader
+    if len(batches) <= num_steps or len(batches[-1]) == len(batches[0]):
+        return loader
+    return DataLoader(
+        loader.dataset,
+        batch_sampler=[*batches[: num_steps - 1], batches[-1]],  # the same batches for every run
+        num_workers=loader.num_workers,
+        collate_fn=loader.collate_fn,
+        pin_memory=loader.pin_memory,
+        worker_init_fn=loader.worker_init_fn,
+        persistent_workers=loader.persistent_workers,
+        generator=loader.generator,
+    )
+
+
+def planned_steps(trainer: pl.Trainer, loader: Any) -> int | None:
+    """The training batches ``trainer.fit`` would run on ``loader``: ``max_steps`` (times the gradient
+    accumulation) or ``max_epochs`` epochs of ``limit_train_batches`` batches, whichever ends first;
+    ``None`` when the loader has no length and ``max_steps`` is not set.
+
+    Example:
+        >>> from lightning_recipes.testing import random_classification_loader
+        >>> loader = random_classification_loader()
+        >>> planned_steps(pl.Trainer(max_epochs=3, logger=False), loader) == 3 * len(loader)
+        True
+    """
+    accumulate = max(1, int(trainer.accumulate_grad_batches))
+    by_steps = trainer.max_steps * accumulate if trainer.max_steps >= 0 else None
+    max_epochs = trainer.max_epochs
+    if max_epochs is None or max_epochs < 0:
+        max_epochs = None if by_steps is not None or max_epochs == -1 else 1000  # Lightning's own default
+    try:
+        per_epoch: int | None = len(loader)
+    except TypeError:
+        per_epoch = None
+    limit = trainer.limit_train_batches
+    if per_epoch is not None and limit is not None:
+        per_epoch = min(per_epoch, int(limit)) if isinstance(limit, int) else int(per_epoch * limit)
+    by_epochs = max_epochs * per_epoch if max_epochs is not None and per_epoch is not None else None
+    candidates = [n for n in (by_steps, by_epochs) if n is not None]
+    return min(candidates) if candidates else None
+
+
+def measure_run(
+    copy_model: Callable[[], pl.LightningModule],
+    loader: Any,
+    options: Sequence[SpeedOption],
+    *,
+    warmup_steps: int,
+    measure_steps: int,
+    accelerator: str,
+    seed: int,
+) -> Run:
+    trainer_kwargs = {key: value for option in options for key, value in option.trainer_kwargs.items()}
+    loader_kwargs = {key: value for option in options for key, value in option.loader_kwargs.items()}
+    timer = StepTimer()
+    with preserved_loader_rng(loader), quiet_trial(), ExitStack() as stack:  # same shuffle every run
+        for option in options:
+            stack.enter_context(option.context() if option.context else nullcontext())
+            stack.enter_context(option.measure_context() if option.measure_context else nullcontext())
+        torch.manual_seed(seed)  # the same data order and dropout masks for every option
+        module: Any = copy_model()
+        for option in options:
+            if option.prepare is not None:
+                module = option.prepare(module)
+        trainer = silent_trainer(
+            accelerator=accelerator,
+            max_steps=warmup_steps + measure_steps,
+            callbacks=[timer],
+            **trainer_kwargs,
+        )
+        on_cuda = accelerator == "gpu"
+        if on_cuda:
+            torch.cuda.empty_cache()
+            torch.cuda.reset_peak_memory_stats()
+        trainer.fit(module, train_dataloaders=rebuild_loader(loader, loader_kwargs))
+        cuda_peak = torch.cuda.max_memory_allocated() if on_cuda else None
+    steps = [b - a for a, b in zip(timer.ends, timer.ends[1:])]
+    measured = steps[warmup_steps - 1 :] if warmup_steps > 0 else steps
+    losses = torch.stack(timer.losses).cpu().tolist()  # sync: once, after the run
+    step_s = statistics.median(measured)
+    return Run(
+        step_ms=1e3 * step_s,
+        first_step_ms=1e3 * (timer.ends[0] - timer.start),
+        overhead_s=max(0.0, timer.ends[-1] - timer.start - len(timer.ends) * step_s),
+        losses=losses,
+        cuda_peak_bytes=cuda_peak,
+    )
+
+
+def step_memory(context: Harness, options: Sequence[SpeedOption], seed: int) -> tuple[float, float] | None:
+    """(activation MiB, step peak MiB) of one step of a prepared copy; ``None`` when the count fails."""
+    from lightning_recipes.strategies import measure_step_memory
+
+    batch = context.train_batches(1)[0]
+    with preserved_rng():
+        torch.manual_seed(seed)
+        module: Any = context.copy_model()
+        for option in options:
+            if option.prepare is not None:
+                module = option.prepare(module)
+        try:
+            memory = measure_step_memory(module, batch)
+        except Exception as err:  # a failed count leaves the timing rows as they are
+            names = [option.name for option in options] or ["baseline"]
+            rank_zero_warn(f"speed_tune could not count the step memory of {names}: {err}")
+            return None
+    return memory.activations / 2**20, memory.peak / 2**20
+
+
+def deviation(losses: list[float], reference: list[float]) -> float:
+    """The largest relative difference between two loss trajectories, step by step (NaN: infinite)."""
+    if len(losses) != len(reference) or any(value != value for value in losses):
+        return float("inf")
+    return max((abs(v - r) / max(abs(r), 1e-8) for v, r in zip(losses, reference)), default=0.0)

@@ -1,15 +1,6 @@
-"""Reading an LR range test's curve: smoothing, and the rules that pick a learning rate.
-
-The curve is the training loss at each step of an exponential learning-rate sweep. The sweep itself stops on
-a causal moving average (it cannot see the future), but such an average lags: with ``beta = 0.9`` it trails
-the raw loss by about ten steps, which on a 100-step sweep from 1e-7 to 10 is a factor of ~6 in learning rate.
-Once the sweep is over the whole curve is known, so the rules read a **centred** moving average instead,
-which has no lag (:func:`centred`). Two rules, both from the literature:
-
-- ``"min_div_10"`` (Howard & Gugger, fastai's ``lr_find`` "minimum" rule): a tenth of the LR at the lowest
-  smoothed loss, i.e. one order of magnitude before the loss stops improving.
-- ``"steepest"`` (Smith 2017, "Cyclical Learning Rates", sec. 3.3; Lightning's ``lr_find`` default): the LR
-  where the smoothed loss falls fastest per unit of ``log(lr)``.
+"""Reading an LR range test's curve: a centred moving average (no lag) and the rules that pick an LR:
+``"min_div_10"`` (fastai: a tenth of the LR at the smoothed minimum) and ``"steepest"`` (Smith 2017,
+Lightning's default: where the smoothed loss falls fastest per unit of ``log(lr)``).
 
 Example:
     >>> lrs = [10 ** (-4 + i / 10) for i in range(41)]      # 1e-4 .. 1
@@ -51,15 +42,9 @@ def peak_factor(optimizers: Sequence[object], warmup_factor: float, steps_per_ef
     of LR: ``warmup_factor``; when one of them takes relative steps (:data:`RELATIVE_STEP`), times
     ``steps_per_efold /`` :data:`RELATIVE_STEP_EXPOSURE` (at most 1): a fifth for the default sweep.
 
-    Why: an absolute step (AdamW, Lion, SGD) moves each weight by about ``lr``, whatever its size; the sweep's
-    minimum marks the step a single update can take, and a warm-up run, which spends most steps below its
-    peak, can sit at half of it (``5 x`` its tenth). A relative step moves each layer by ``lr`` times its own
-    norm, whatever the gradient, and these changes add up: the sweep's minimum is where the change summed over
-    the ~``steps_per_efold`` steps it spends near one LR becomes too much (so it falls as that exposure
-    grows), while a run holds its peak for hundreds of steps. The peak kept is therefore proportional to the
-    exposure. Measured (LAMB, warm-up cosine): a Conv1d+GRU classifier, 100-step sweep minimum 0.29 -> peak
-    0.029 (99.5%; the x5 peak 0.146 stayed at chance), 300 steps minimum 0.06 -> 0.018 (grid: 0.01 88%,
-    0.03 99.7%, 0.1 chance); a digits MLP, 0.01-0.014 and 0.022 (0.01-0.07 learn, 0.1 does not).
+    A relative step moves each layer by ``lr`` times its norm and these changes add up over the steps the
+    sweep spends near one LR, so the peak kept is proportional to that exposure (measured:
+    ``benchmarks/RESULTS.md``).
 
     Example:
         >>> import torch

@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from lightning_recipes.testing import TinyClassifier
-from lightning_recipes.tune import _speed_measure
+from lightning_recipes.tune import speed as _speed_measure
 
 FAST = {"warmup_steps": 1, "measure_steps": 3, "repeats": 1}
 COMPUTE_S = 0.001  # what a step "computes" besides its sleeps (keeps every step time above zero)

@@ -307,7 +307,7 @@ class ManualFindNet(FindNet):
 
 
 def test_manual_optimisation_is_a_clear_error():
-    with pytest.raises(ValueError, match=r"`lr='find'`.*manual optimisation .*Set a numeric `lr`"):
+    with pytest.raises(ValueError, match=r"`lr='find'`.*manual optimisation. Set a numeric `lr`"):
         fast_trainer(max_steps=2).fit(ManualFindNet(_recipe()), random_classification_loader(num_samples=64))
 
 

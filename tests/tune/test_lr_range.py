@@ -86,26 +86,6 @@ def test_same_seed_same_curve_and_the_yaml_fragment_names_the_peak_lr():
     assert f"lr: {first.peak_lr:.3g}" in first.to_yaml() and first.to_yaml().startswith("model:\n")
 
 
-@pytest.mark.parametrize(
-    ("kwargs", "match"),
-    [
-        ({"min_lr": 0.0}, "`min_lr` must be"),
-        ({"min_lr": 1.0, "max_lr": 0.1}, "`max_lr` must be greater than `min_lr`"),
-        ({"num_steps": 5}, "`num_steps` must be"),
-        ({"rule": "valley"}, "`rule` must be one of"),
-        ({"smoothing": 1.0}, "`smoothing` must be"),
-        ({"divergence": 1.0}, "`divergence` must be > 1"),
-    ],
-)
-def test_bad_arguments_are_refused_at_construction(kwargs: dict[str, Any], match: str):
-    with pytest.raises(ValueError, match=match):
-        find_lr(TinyClassifier(), train_dataloaders=_loader(), **kwargs)
-    with pytest.raises(ValueError, match=match):
-        LRRangeTest(**kwargs)
-    with pytest.raises(TypeError, match="unknown arguments"):
-        LRRangeTest(num_step=10)
-
-
 class BrokenOptimizers(TinyClassifier):
     def configure_optimizers(self) -> Any:
         raise RuntimeError("needs the trainer")

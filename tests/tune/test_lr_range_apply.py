@@ -4,13 +4,16 @@ stepped by the real fit after the apply, is the unscaled schedule times ``peak_l
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import lightning.pytorch as pl
 import pytest
 import torch
+from lightning.pytorch.callbacks import ModelCheckpoint
 from torch.optim import lr_scheduler as sched
 
+from lightning_recipes.mixins import AdamWRecipe
 from lightning_recipes.optim.schedules import (
     warmup_constant,
     warmup_cosine,
@@ -151,3 +154,39 @@ def test_scale_schedule_scales_tensor_learning_rates_in_place():
     scale_schedule([optimizer], [scheduler], 3.0)
     assert optimizer.param_groups[0]["lr"] is lr_tensor and float(lr_tensor) == pytest.approx(0.03)
     assert scheduler.eta_min == pytest.approx(0.003) and float(scheduler.base_lrs[0]) == pytest.approx(0.03)
+
+
+class AdamWClassifier(AdamWRecipe, TinyClassifier):
+    """TinyClassifier with the recipe's AdamW (decay / no-decay groups) and warm-up cosine schedule."""
+
+
+def _fit_applied(
+    root: Path, ckpt_path: str | None = None
+) -> tuple[LRRangeTest, TrainedLR, pl.LightningModule]:
+    """8 steps with the sweep applied; a checkpoint every 4 steps in ``root``."""
+    torch.manual_seed(0)
+    model = AdamWClassifier(lr=1e-3)
+    finder = LRRangeTest(num_steps=15, max_lr=1.0, apply=True, print_result=False)
+    trained = TrainedLR()
+    every_4 = ModelCheckpoint(dirpath=root, filename="{step}", every_n_train_steps=4, save_top_k=-1)
+    trainer = fast_trainer(
+        max_steps=8, max_epochs=-1, callbacks=[finder, trained, every_4], enable_checkpointing=True
+    )
+    trainer.fit(model, random_classification_loader(num_samples=128), ckpt_path=ckpt_path)
+    return finder, trained, model
+
+
+def test_the_state_round_trips_and_a_resumed_fit_trains_as_the_uninterrupted_one(tmp_path: Path):
+    """Before: load_state_dict dropped `group_scales` (and any field it did not list by hand)."""
+    full, full_lrs, full_model = _fit_applied(tmp_path / "full")
+    assert full.result is not None and full.result.group_scales
+    restored = LRRangeTest()
+    restored.load_state_dict(full.state_dict())
+    assert restored.state_dict() == full.state_dict() and restored.result == full.result
+    resumed, resumed_lrs, resumed_model = _fit_applied(
+        tmp_path / "resumed", str(tmp_path / "full" / "step=4.ckpt")
+    )
+    assert resumed.result == full.result  # restored, not swept again on trained weights
+    assert resumed_lrs.lrs == pytest.approx(full_lrs.lrs[4:], rel=1e-6)
+    for key, value in full_model.state_dict().items():
+        assert torch.allclose(value, resumed_model.state_dict()[key], atol=1e-6), key

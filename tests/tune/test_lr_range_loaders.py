@@ -15,6 +15,7 @@ from lightning_recipes.testing import TinyClassifier, fast_trainer, random_class
 from lightning_recipes.tune import LRRangeTest, find_lr
 
 STEPS = 40  # a sweep long enough to read as conclusive (lr="find" refuses an inconclusive one)
+SWEEP = {"num_steps": STEPS, "max_lr": 1e-2}
 
 
 class MultiSourceClassifier(TinyClassifier):
@@ -28,6 +29,10 @@ class MultiSourceClassifier(TinyClassifier):
         parts = batch.values() if isinstance(batch, dict) else batch
         step = super().training_step
         return sum(step(part, batch_idx) for part in parts if part is not None)
+
+
+class FindMultiSource(LionRecipe, MultiSourceClassifier):
+    """``lr="find"`` on several loaders: the mixin's sweep is the same sweep."""
 
 
 def _loaders(kind: str) -> Any:
@@ -65,16 +70,39 @@ def _run_batches(kind: str) -> list[Any]:
     return list(MultiSourceClassifier.seen)
 
 
-@pytest.mark.parametrize("kind", ["dict", "list", "max_size_cycle", "max_size", "min_size"])
-def test_the_callback_sweep_gets_the_batches_fit_passes(kind: str):
+@pytest.mark.parametrize(
+    ("entry", "kind"),
+    [
+        *(("callback", kind) for kind in ("dict", "list", "max_size_cycle", "max_size", "min_size")),
+        ("find_lr", "dict"),
+        ("find_lr", "max_size"),
+        # max_size_cycle: every step sums both sources (in max_size the short one runs out, and a loss that
+        # jumps between one and two terms is noise a 40-step sweep cannot see learning through: inconclusive)
+        ("lr_find", "max_size_cycle"),
+    ],
+)
+def test_every_entry_point_sweeps_the_batches_fit_passes(entry: str, kind: str):
     """Before: the sweep read the first loader only, and `batch.values()` failed on its (x, y) tuple."""
     run = _run_batches(kind)
     MultiSourceClassifier.seen.clear()
-    finder = LRRangeTest(num_steps=STEPS, max_lr=1e-2, stop=True, print_result=False)
-    fast_trainer(max_steps=1, callbacks=[finder]).fit(MultiSourceClassifier(), _loaders(kind))
-    sweep = MultiSourceClassifier.seen
-    assert finder.result is not None and len(finder.result.lrs) == STEPS
-    assert len(sweep) == len(run) == STEPS
+    if entry == "callback":
+        finder = LRRangeTest(**SWEEP, stop=True, print_result=False)
+        fast_trainer(max_steps=1, callbacks=[finder]).fit(MultiSourceClassifier(), _loaders(kind))
+        result, sweep = finder.result, MultiSourceClassifier.seen
+        assert len(sweep) == STEPS
+    elif entry == "find_lr":
+        result = find_lr(
+            MultiSourceClassifier(), train_dataloaders=_loaders(kind), num_steps=STEPS, max_lr=1e-2
+        )
+        sweep = MultiSourceClassifier.seen[-STEPS:]  # after the key-inference probe, if any
+    else:
+        model = FindMultiSource()
+        model.recipe = OptimizerRecipe(
+            lr="find", warmup_steps=1, lr_find={"num_steps": STEPS, "max_lr": 1e-2}
+        )
+        fast_trainer(max_steps=1).fit(model, _loaders(kind))
+        result, sweep = model.lr_find_result, MultiSourceClassifier.seen[:STEPS]
+    assert result is not None and len(result.lrs) == STEPS
     assert all(_same(a, b) for a, b in zip(sweep, run))
 
 
@@ -88,33 +116,6 @@ def test_the_trainers_loader_is_left_for_the_run():
     assert len(after_sweep) == 3 and all(_same(a, b) for a, b in zip(after_sweep, run))
 
 
-@pytest.mark.parametrize("kind", ["dict", "max_size"])
-def test_find_lr_combines_several_loaders_as_fit_does(kind: str):
-    run = _run_batches(kind)
-    MultiSourceClassifier.seen.clear()
-    result = find_lr(MultiSourceClassifier(), train_dataloaders=_loaders(kind), num_steps=STEPS, max_lr=1e-2)
-    assert len(result.lrs) == STEPS
-    sweep = MultiSourceClassifier.seen[-STEPS:]  # after the key-inference probe, if any
-    assert all(_same(a, b) for a, b in zip(sweep, run))
-
-
 def test_fit_refuses_the_sequential_mode_and_so_does_find_lr():
     with pytest.raises(ValueError, match="sequential"):
         find_lr(MultiSourceClassifier(), train_dataloaders=_loaders("sequential"), num_steps=STEPS)
-
-
-class FindMultiSource(LionRecipe, MultiSourceClassifier):
-    """``lr="find"`` on several loaders: the mixin's sweep is the same sweep."""
-
-
-def test_lr_find_recipe_sweeps_the_batches_fit_passes():
-    # max_size_cycle: every step sums both sources (in max_size the short one runs out, and a loss that jumps
-    # between one and two terms is noise a 30-step sweep cannot see learning through: inconclusive)
-    run = _run_batches("max_size_cycle")
-    MultiSourceClassifier.seen.clear()
-    model = FindMultiSource()
-    model.recipe = OptimizerRecipe(lr="find", warmup_steps=1, lr_find={"num_steps": STEPS, "max_lr": 1e-2})
-    fast_trainer(max_steps=1).fit(model, _loaders("max_size_cycle"))
-    assert model.lr_find_result is not None and len(model.lr_find_result.lrs) == STEPS
-    sweep = MultiSourceClassifier.seen[:STEPS]
-    assert all(_same(a, b) for a, b in zip(sweep, run))

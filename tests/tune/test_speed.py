@@ -166,7 +166,7 @@ def test_fused_option_builds_the_models_own_optimizer_fused_on_the_copy() -> Non
 def test_an_iterable_datasets_loader_is_rebuilt_with_its_batch_size_and_not_given_workers() -> None:
     from torch.utils.data import IterableDataset
 
-    from lightning_recipes.tune.speed import _rebuild_loader
+    from lightning_recipes.tune._speed_options import rebuild_loader
 
     features, labels = random_classification_loader().dataset.tensors  # type: ignore[attr-defined]
 
@@ -175,7 +175,7 @@ def test_an_iterable_datasets_loader_is_rebuilt_with_its_batch_size_and_not_give
             yield from zip(features, labels)
 
     loader = DataLoader(Stream(), batch_size=16, drop_last=True)
-    rebuilt = _rebuild_loader(loader, {"pin_memory": False})
+    rebuilt = rebuild_loader(loader, {"pin_memory": False})
     assert [len(y) for _, y in rebuilt] == [len(y) for _, y in loader] == [16] * (len(labels) // 16)
     result = speed_tune(TinyClassifier(), train_dataloaders=loader, options=["num_workers"], **FAST)
     assert result.rows[1].status.startswith("skipped: the training data is an IterableDataset")

@@ -18,7 +18,7 @@ from lightning_recipes.testing import (
     random_classification_loader,
     random_token_loader,
 )
-from lightning_recipes.tune.speed import OPTIONS, SpeedOption, _without_conflicts, speed_tune
+from lightning_recipes.tune.speed import OPTIONS, SpeedOption, _without_conflicts, compile_targets, speed_tune
 from tests.helpers.speed import FAST, SleepyClassifier, virtual_time
 
 
@@ -151,8 +151,6 @@ class Wrapper(pl.LightningModule):
 
 
 def test_compile_of_a_module_without_forward_compiles_the_model_training_step_calls() -> None:
-    from lightning_recipes.tune.speed import compile_targets
-
     wrapper = Wrapper()
     assert compile_targets(wrapper) == [wrapper.model]
     prepare = OPTIONS["compile"].prepare
@@ -183,20 +181,18 @@ def test_compile_is_skipped_when_nothing_has_a_forward() -> None:
     )
 
 
-def test_hugging_face_gpt2_wrapper_with_dict_batches_gets_compiled_and_checkpointed() -> None:
+def test_hugging_face_gpt2_wrapper_is_checkpointed_and_its_model_is_the_compile_target() -> None:
+    """Compile end to end on a wrapper without forward: the test above (same path, a cheaper model)."""
     from tests.checks.gallery._shapes_models import HFCausalLM, lm_loaders
 
     torch.manual_seed(0)
     model = HFCausalLM()  # no forward; training_step: self.model(**batch).loss on dict batches
-    loader = lm_loaders()["train_dataloaders"]
-    result = speed_tune(
-        model, train_dataloaders=loader, options=["activation_checkpointing", "compile"], **FAST
-    )
-    base, checkpointed, compiled = result.rows
+    assert compile_targets(model) == [model.model]
+    loader = lm_loaders(n=64)["train_dataloaders"]
+    result = speed_tune(model, train_dataloaders=loader, options=["activation_checkpointing"], **FAST)
+    base, checkpointed = result.rows
     assert checkpointed.loss_deviation == 0.0, checkpointed  # dropout masks replayed in the recomputation
     assert base.activation_mb is not None and checkpointed.activation_mb is not None
     assert checkpointed.activation_mb < base.activation_mb / 2, (base, checkpointed)
-    assert not compiled.status.startswith(("skipped", "incorrect")), compiled
-    assert compiled.loss_deviation is not None and compiled.loss_deviation < 1e-4
     assert model.model.config.use_cache is not False  # the KV-cache switch went to the copy only
-    assert checkpointed_blocks(model) == [] and model.model._compiled_call_impl is None
+    assert checkpointed_blocks(model) == []

@@ -13,8 +13,7 @@ from torch.utils.data import DataLoader
 
 from lightning_recipes.harness import preserved_loader_rng
 from lightning_recipes.testing import TinyClassifier, random_classification_loader
-from lightning_recipes.tune._speed_measure import planned_steps, timed_loader
-from lightning_recipes.tune.speed import SpeedOption, speed_tune
+from lightning_recipes.tune.speed import SpeedOption, planned_steps, speed_tune, timed_loader
 
 FAST = {"warmup_steps": 1, "measure_steps": 3, "repeats": 1}
 

@@ -19,34 +19,27 @@ __all__ = ["LRRangeTest"]
 
 
 class LRRangeTest(Callback):
-    """Run the LR range test inside ``trainer.fit``, at ``on_train_start``, on the Trainer's own data.
+    """Run the LR range test inside ``trainer.fit``, at ``on_train_start``, on the Trainer's own data and
+    strategy (under DDP every rank gets the same :attr:`result`).
 
-    Works in any Trainer, DDP included (every rank gets the same :attr:`result`: see the module docstring).
-    The run's model and optimizer are not changed unless ``apply=True``: then the whole LR schedule is scaled
-    (every LR the optimizer and its schedulers hold: the groups' LRs, ``base_lrs``, ``OneCycleLR`` and
-    ``CyclicLR``'s ``max_lr``, ``eta_min``, ``min_lrs``) so that its peak, in the peak group, is the result's
-    ``peak_lr``, and training goes on with it; a scheduler it cannot scale is refused before the sweep.
-    An inconclusive sweep (``result.verdict``) is never applied: a warning says why and the run keeps its own
-    LRs. With ``stop=True`` the fit stops after the sweep (a tuning-only run).
+    The run's model and optimizer are unchanged unless ``apply=True``: then the whole LR schedule (group LRs,
+    ``base_lrs``, ``max_lr``, ``eta_min``, ``min_lrs``) is scaled so that its peak is the result's
+    ``peak_lr``; a scheduler it cannot scale is refused before the sweep, and an inconclusive sweep is never
+    applied (a warning says why). ``stop=True`` stops the fit after the sweep (a tuning-only run).
 
-    Cost: ``num_steps`` training steps of a copy of the model, once per ``fit`` (skipped on resume); one host
-    sync per sweep step; under DDP one all-reduce per sweep step.
+    Cost: ``num_steps`` steps of a copy per ``fit`` (not on resume), one host sync (DDP: all-reduce) each.
 
     Args:
         apply: Scale the run's LR schedule so that its peak is the result's ``peak_lr``.
-        stop: Stop the fit after the sweep (``trainer.should_stop``).
+        stop: Stop the fit after the sweep.
         print_result: Print the suggestion and the YAML fragment on rank zero.
-        progress: Show one transient progress line while the sweep runs (rank zero, stderr a terminal);
-            ``None`` (default) follows the Trainer: ``Trainer(enable_progress_bar=False)`` shows none.
+        progress: One transient progress line (rank zero, a terminal); ``None`` follows the Trainer's bar.
         args: The sweep's arguments as one :class:`~lightning_recipes.sweep_args.SweepArgs` (not with
             ``**sweep``).
-        **sweep: :func:`find_lr`'s sweep arguments (``min_lr``, ``max_lr``, ``num_steps``, ``rule``,
-            ``smoothing``, ``divergence``, ``warmup_factor``, ``seed``).
+        **sweep: :func:`~lightning_recipes.tune.find_lr`'s sweep arguments (``num_steps``, ``rule``, ...).
 
     Raises:
-        TypeError: For an unknown argument (the allowed ones are listed) or ``apply`` / ``stop`` /
-            ``print_result`` that is not a bool.
-        ValueError: For a sweep argument out of range (naming it, its value and the allowed range).
+        TypeError, ValueError: For an unknown argument, a flag not a bool, a sweep argument out of range.
 
     Example:
         >>> from lightning_recipes.testing import TinyClassifier, fast_trainer, random_classification_loader

@@ -1,0 +1,43 @@
+"""The one Trainer every internal trial fit runs in: nothing written, nothing shown."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import lightning.pytorch as pl
+
+from lightning_recipes.harness.isolation import quiet_trial
+
+__all__ = ["SILENT_SETTINGS", "silent_trainer"]
+
+#: What every internal Trainer shares: no logger, no checkpoint, no progress bar or summary, one CPU device,
+#: no validation (a caller that validates passes ``limit_val_batches`` / ``num_sanity_val_steps``).
+SILENT_SETTINGS: dict[str, Any] = {
+    "accelerator": "cpu",
+    "devices": 1,
+    "logger": False,
+    "enable_checkpointing": False,
+    "enable_progress_bar": False,
+    "enable_model_summary": False,
+    "num_sanity_val_steps": 0,
+    "limit_val_batches": 0,
+}
+
+
+def silent_trainer(**trainer_kwargs: Any) -> pl.Trainer:
+    """A ``Trainer`` for a fit on a copy (a trial fit, a timed run, a sweep): :data:`SILENT_SETTINGS`
+    overridden by ``trainer_kwargs``, built without Lightning's banners ("GPU available ...").
+
+    Fit it under :func:`~lightning_recipes.harness.quiet_trial` to silence the fit's own notices too.
+
+    Example:
+        >>> from lightning_recipes.harness import quiet_trial
+        >>> from lightning_recipes.testing import TinyClassifier, random_classification_loader
+        >>> trainer = silent_trainer(max_steps=2)
+        >>> with quiet_trial():
+        ...     trainer.fit(TinyClassifier(), random_classification_loader())
+        >>> trainer.global_step, trainer.logger, trainer.checkpoint_callback
+        (2, None, None)
+    """
+    with quiet_trial():
+        return pl.Trainer(**{**SILENT_SETTINGS, **trainer_kwargs})
