@@ -450,7 +450,7 @@ class StabilityGuard(Callback):
             event.action = "logged"  # the update already happened; skip_step only drops non-finite gradients
             self._record(trainer, pl_module, event)
             return
-        recent = [s for s in self._rollback_steps if s > event.step - self.rollback_window_steps]
+        recent = self._recent_rollbacks(event.step)
         if self._snapshots.snapshot is None or len(recent) >= self.max_rollbacks:
             if recent and self._veto.veto(trainer, event, recent[0], self._window.median()):
                 self._rollback_steps = []  # trains on without a rollback, the floor above this spike
@@ -467,9 +467,7 @@ class StabilityGuard(Callback):
                 self.emergency_checkpoint_path = path or self.emergency_checkpoint_path
             why = None if not restored else (recent, self.rollback_window_steps, self.max_rollbacks)
             raise RuntimeError(give_up_message(event, why, self.events, path))
-        self._restore(trainer, pl_module)
-        self._rollback_steps.append(event.step)
-        self.rollbacks += 1
+        self._roll_back(trainer, pl_module, event.step)
         if self.lr_factor != 1.0 and self.cooldown_steps > 0:
             self._cooldown_left = self.cooldown_steps
         self._record(trainer, pl_module, event)
@@ -503,15 +501,20 @@ class StabilityGuard(Callback):
         ratio = float(finding.evidence.get("update_ratio", math.nan))  # the key the rule writes
         event = StabilityEvent(finding.step, finding.problem, ratio, 0, trainer.global_step, "scale_lr")
         self._lr_scale *= self.finding_lr_factor
-        if self.mode == "rollback" and self._snapshots.snapshot is not None:
-            recent = [s for s in self._rollback_steps if s > event.step - self.rollback_window_steps]
-            if len(recent) < self.max_rollbacks:
-                self._restore(trainer, pl_module)
-                self._pending = []
-                self._rollback_steps.append(event.step)
-                self.rollbacks += 1
-                event.action = "rollback"
+        room = len(self._recent_rollbacks(event.step)) < self.max_rollbacks
+        if self.mode == "rollback" and self._snapshots.snapshot is not None and room:
+            self._pending = []
+            self._roll_back(trainer, pl_module, event.step)
+            event.action = "rollback"
         self._record(trainer, pl_module, event)
+
+    def _recent_rollbacks(self, step: int) -> list[int]:
+        return [s for s in self._rollback_steps if s > step - self.rollback_window_steps]
+
+    def _roll_back(self, trainer: pl.Trainer, pl_module: pl.LightningModule, step: int) -> None:
+        self._restore(trainer, pl_module)
+        self._rollback_steps.append(step)
+        self.rollbacks += 1
 
     def _restore(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._window = self._snapshots.restore(trainer, pl_module)
