@@ -421,16 +421,10 @@ def test_state_dict_round_trip_and_pickle() -> None:
     restored = StabilityGuard(check_every_n_steps=3)
     restored.load_state_dict(pickle.loads(pickle.dumps(state)))
     assert repr(restored.state_dict()) == repr(state)  # repr: the event value is NaN (NaN != NaN)
-    event = restored.events[0]
-    assert (
-        event.step,
-        event.cause,
-        event.rank,
-        event.detected_at_step,
-        event.action,
-        event.restored_step,
-    ) == (4, "nonfinite_loss", 0, 6, "rollback", 3)
-    assert math.isnan(event.value)
+    [event] = restored.events
+    assert event == StabilityEvent(4, "nonfinite_loss", event.value, 0, 6, "rollback", 3) and math.isnan(
+        event.value
+    )
     StabilityGuard().load_state_dict({})  # tolerant of old / empty state
     clone = pickle.loads(pickle.dumps(guard))
     assert clone.rollbacks == 1 and clone._snapshots.snapshot is None and clone._lr_scaling._handles == []
