@@ -7,6 +7,7 @@ Everything that touches a tensor stays on the device: the one read back is the m
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -51,20 +52,7 @@ __all__ = [
 #: Layers whose weight's dim 0 is the output unit (``ConvTranspose`` keeps its inputs there: left out).
 ROW_LAYERS = (nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d)
 
-_ADAPTIVE = (
-    "Adam",
-    "Lion",
-    "Lamb",
-    "LAMB",
-    "Adafactor",
-    "Sophia",
-    "Shampoo",
-    "RMSprop",
-    "Adagrad",
-    "Adadelta",
-    "Adan",
-    "Prodigy",
-)
+_ADAPTIVE = re.compile("Adam|Lion|Lamb|LAMB|Adafactor|Sophia|Shampoo|RMSprop|Adagrad|Adadelta|Adan|Prodigy")
 _LOSS_SUMS = 7  # n, sum, sum of squares, sum t, sum t^2, sum t * loss, non-finite count
 
 
@@ -170,8 +158,7 @@ def optimizer_family(optimizer: Any) -> str:
     names = [cls.__name__ for cls in type(optimizer).__mro__ if cls is not object]
     if any("Muon" in name for name in names):
         return "other"
-    adaptive = _ADAPTIVE
-    if any(key in name for name in names for key in adaptive):
+    if any(_ADAPTIVE.search(name) for name in names):
         return "adaptive"
     if any("SGD" in name for name in names):
         return "sgd"

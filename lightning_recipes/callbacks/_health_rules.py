@@ -1,10 +1,16 @@
 """HealthMonitor's decisions: pure host-side rules over one check's numbers and the run's history.
 
 They run after the check's one sync, on host floats identical on every rank, so every rank reaches the same
-findings. Each rule, its default threshold (:data:`DEFAULT_THRESHOLDS`), its source and when it stays quiet:
-``docs/guides/health_monitor.md``. The loss and LR rules are in ``_health_loss_rules.py``, ``not_learning``
-in ``_health_not_learning.py``. Root cause first: units that die while the update ratio is above
-``ratio_high`` are ``lr_too_high`` (the dead units are its evidence).
+findings. Each rule reads one check's :class:`CheckData` and the :class:`History` and asks its question with
+the tests of ``_stats`` at the confidence ``confidence_z`` (``_stats.Z``: ~1% false-alarm odds per question).
+The update ratio ``||dW|| / ||W||`` is summarised as the median over parameters (groups weighted by size) and
+read per optimizer family: an adaptive optimizer's update is ~the LR whatever the gradient (floor
+``ratio_low``, 1e-4), SGD's is LR x gradient (floor ``ratio_low_sgd``, 1e-6); above ``ratio_high`` (1e-2) a
+step rewrites 1% of the weights. Root cause first: units that die while the update ratio is above
+``ratio_high`` are ``lr_too_high`` (the dead units are its evidence). ``not_learning``: the loss sits where it
+started and nothing moves it; its causes are ranked by the evidence the monitor holds and one is named only
+when its evidence stands alone. Each rule, its default threshold (:data:`DEFAULT_THRESHOLDS`), its source and
+when it stays quiet: ``docs/guides/health_monitor.md``.
 """
 
 from __future__ import annotations
@@ -12,18 +18,7 @@ from __future__ import annotations
 import math
 import statistics
 
-from lightning_recipes._stats import significantly_above
-from lightning_recipes.callbacks._health_loss_rules import (
-    interval_se,
-    loss_plateau,
-    lower_lr_by,
-    lr_too_high,
-    lr_too_low,
-    overfitting,
-    streak,
-    update_ratios,
-)
-from lightning_recipes.callbacks._health_not_learning import not_learning
+from lightning_recipes._stats import mean_se, significantly_above, trend, validation_se, weighted_median
 from lightning_recipes.callbacks._health_window import (
     DEFAULT_THRESHOLDS,  # noqa: F401  (the doctests)
     PROBLEMS,
@@ -34,11 +29,14 @@ from lightning_recipes.callbacks._health_window import (
 
 __all__ = [
     "RULES",
+    "UpdateRatios",
     "data_stall",
     "dead_units",
     "decide",
     "exploding_gradients",
     "loss_plateau",
+    "loss_window",
+    "lower_lr_by",
     "lr_too_high",
     "lr_too_low",
     "nonfinite_activations",
@@ -46,15 +44,500 @@ __all__ = [
     "overfitting",
     "saturated_activations",
     "settle",
+    "update_ratios",
     "vanishing_gradients",
 ]
 
 
-_streak = streak
-
-
 def _fmt(value: float) -> str:
     return f"{value:.3g}"
+
+
+def streak(history: History, name: str, present: bool) -> int:
+    """Count ``name``'s checks in a row (reset when absent); returns the count."""
+    history.streaks[name] = history.streaks.get(name, 0) + 1 if present else 0
+    return history.streaks[name]
+
+
+class UpdateRatios:
+    """The sampled step's update ratios: per group, the parameter-weighted median, the family and LRs.
+
+    Example:
+        >>> data = CheckData(0, 0, update_ratio={"fc1": 1e-6, "fc1.bias": 2e-5},
+        ...                  group_numel={"fc1": 1000, "fc1.bias": 10}, group_family={"fc1": "adaptive"})
+        >>> ratios = update_ratios(data)
+        >>> ratios.median, ratios.family, ratios.low(DEFAULT_THRESHOLDS)
+        (1e-06, 'adaptive', 0.0001)
+    """
+
+    def __init__(self, data: CheckData) -> None:
+        self.by_group = {g: r for g, r in data.update_ratio.items() if math.isfinite(r) and r >= 0}
+        weights = [float(data.group_numel.get(g, 1)) for g in self.by_group]
+        self.median = weighted_median(list(self.by_group.values()), weights)
+        families: dict[str, float] = {}
+        for g, w in zip(self.by_group, weights):
+            family = data.group_family.get(g, "other")
+            families[family] = families.get(family, 0.0) + w
+        self.family = max(families, key=lambda f: families[f]) if families else "other"
+        self.lr = {g: data.group_lr[g] for g in self.by_group if g in data.group_lr}
+
+    def low(self, t: dict[str, float]) -> float:
+        return t["ratio_low"] if self.family == "adaptive" else t["ratio_low_sgd"]
+
+    def groups_above(self, limit: float, top: int = 3) -> dict[str, float]:
+        return dict(
+            sorted(((g, r) for g, r in self.by_group.items() if r > limit), key=lambda kv: -kv[1])[:top]
+        )
+
+    def groups_below(self, limit: float, top: int = 3) -> dict[str, float]:
+        return dict(
+            sorted(((g, r) for g, r in self.by_group.items() if r < limit), key=lambda kv: kv[1])[:top]
+        )
+
+    def largest_lr(self) -> float:
+        finite = [v for v in self.lr.values() if math.isfinite(v)]
+        return max(finite) if finite else math.nan
+
+
+def update_ratios(data: CheckData) -> UpdateRatios:
+    return UpdateRatios(data)
+
+
+# ----------------------------------------------------------------------------------------- the loss's noise
+
+
+def interval_se(data: CheckData) -> float:
+    return mean_se(data.loss_std, data.loss_count)
+
+
+def falling_within(data: CheckData, t: dict[str, float]) -> bool:
+    """The interval's own slope is significantly negative."""
+    if not (math.isfinite(data.loss_slope) and math.isfinite(data.loss_slope_se) and data.loss_slope_se > 0):
+        return False
+    return data.loss_slope / data.loss_slope_se < -t["confidence_z"]
+
+
+def loss_window(history: History, data: CheckData, k: int) -> tuple[list[float], list[float], list[float]]:
+    """The last ``k`` checks' steps, interval means and their standard errors (this check's included)."""
+    steps = [*history.loss_steps[-(k - 1) :], data.step] if k > 1 else [data.step]
+    means = [*history.losses[-(k - 1) :], data.loss_mean] if k > 1 else [data.loss_mean]
+    ses = [*history.loss_ses[-(k - 1) :], interval_se(data)] if k > 1 else [interval_se(data)]
+    return [float(s) for s in steps], means, ses
+
+
+def progressing(data: CheckData, history: History, t: dict[str, float], k: int) -> bool | None:
+    """Whether the loss fell significantly over the last ``k`` intervals (this one included): a significant
+    downward trend of the interval means, or within this interval. ``None`` when fewer than ``k`` are
+    known."""
+    if falling_within(data, t):
+        return True
+    if len(history.losses) < k - 1 or not math.isfinite(data.loss_mean):
+        return None
+    slope, slope_se = trend(*loss_window(history, data, k))
+    return slope < -t["confidence_z"] * slope_se  # False when unknown (NaN)
+
+
+def _rise(data: CheckData, history: History, t: dict[str, float]) -> tuple[str, float] | None:
+    """``(what, from)`` when this interval's loss is significantly and ``rise_rtol`` above the previous
+    interval's or the best earlier one's."""
+    if not (history.losses and math.isfinite(data.loss_mean)):
+        return None
+    se = interval_se(data)
+    best = min(range(len(history.losses)), key=lambda i: history.losses[i])
+    for what, i in (("the previous check's", len(history.losses) - 1), ("its best", best)):
+        before, before_se = history.losses[i], history.loss_ses[i] if i < len(history.loss_ses) else math.nan
+        if data.loss_mean > (1.0 + t["rise_rtol"]) * before and significantly_above(
+            data.loss_mean, se, before, before_se, t["confidence_z"]
+        ):
+            return what, before
+    return None
+
+
+# ---------------------------------------------------------------------------------------------- the rules
+
+
+def lower_lr_by(ratio: float) -> int:
+    """How many times lower an LR must be to bring an update ratio to the healthy ~1e-3 (updates scale with
+    the LR; a too-high LR has also grown the weights, which makes the ratio read low: aim at the low end)."""
+    return max(3, round(ratio / 1e-3))
+
+
+def lr_too_high(data: CheckData, history: History, t: dict[str, float]) -> Decision | None:
+    """The update ratio is above ``ratio_high`` and the loss rose significantly, or above ``ratio_stuck`` and
+    the loss made no significant progress over ``plateau_checks`` checks.
+
+    Example:
+        >>> data = CheckData(0, 0, loss_mean=2.0, loss_count=20, loss_std=0.1,
+        ...                  update_ratio={"fc1": 0.1, "fc2": 0.2}, group_lr={"fc1": 0.5, "fc2": 0.5})
+        >>> history = History(losses=[1.0], loss_ses=[0.02], loss_steps=[0])
+        >>> lr_too_high(data, history, DEFAULT_THRESHOLDS)[0]["update_ratio"]
+        0.1
+    """
+    ratios = update_ratios(data)
+    if not (math.isfinite(ratios.median) and ratios.median > t["ratio_high"]):
+        return None
+    rise = _rise(data, history, t)
+    k = int(t["plateau_checks"])
+    stuck = ratios.median > t["ratio_stuck"] and progressing(data, history, t, k) is False
+    if rise is None and not stuck:
+        return None
+    lr = ratios.largest_lr()
+    if rise is not None:
+        what = f"the loss rose from {_fmt(rise[1])} ({rise[0]}) to {_fmt(data.loss_mean)}"
+    else:
+        what = f"the loss has not fallen significantly in {k} checks (now {_fmt(data.loss_mean)})"
+    factor = lower_lr_by(ratios.median)
+    target = f" (from {_fmt(lr)} to about {_fmt(lr / factor)})" if math.isfinite(lr) else ""
+    return (
+        {
+            "update_ratio": ratios.median,
+            "largest_groups": ratios.groups_above(t["ratio_high"]),
+            "lr": lr,
+            "optimizer_family": ratios.family,
+            "loss": data.loss_mean,
+            "loss_before": rise[1] if rise is not None else history.losses[-k + 1] if k > 1 else math.nan,
+        },
+        f"Each step changes the weights by {_fmt(ratios.median)} of their norm (healthy: ~1e-3) and {what}. "
+        f"Lower the learning rate about {factor}x{target}, or run an LR range test; add warm-up, or clip.",
+    )
+
+
+def _warming_up(history: History, lr: float) -> bool:
+    return bool(history.lrs) and math.isfinite(lr) and lr > 1.5 * history.lrs[-1]
+
+
+def _annealing(data: CheckData, history: History, lr: float, t: dict[str, float]) -> bool:
+    """A schedule taking the LR down in the last ``1 - anneal_fraction`` of a planned run, after it already
+    decayed by the previous check (a cosine reaching 0 at its last step drops "infinitely" there)."""
+    late = math.isfinite(data.planned_steps) and data.step >= t["anneal_fraction"] * data.planned_steps
+    decaying = (
+        len(history.lrs) >= 2
+        and history.lrs[-1] <= history.lrs[-2]
+        and (math.isnan(lr) or lr <= history.lrs[-1])
+    )
+    return late and decaying
+
+
+def lr_too_low(
+    data: CheckData, history: History, t: dict[str, float], cannot_learn: bool = False
+) -> Decision | None:
+    """The update ratio is below its family's floor with a loss that is not falling significantly,
+    ``persist_checks`` checks in a row (one when 1000x below: a collapsed LR).
+
+    Example:
+        >>> data = CheckData(0, 0, loss_mean=1.0, loss_count=20, loss_std=0.05, update_ratio={"fc1": 1e-7})
+        >>> history = History(losses=[1.0], loss_ses=[0.01], loss_steps=[0], streaks={"lr_too_low": 1})
+        >>> lr_too_low(data, history, DEFAULT_THRESHOLDS)[0]["update_ratio"]
+        1e-07
+    """
+    ratios = update_ratios(data)
+    floor = ratios.low(t)
+    lr = ratios.largest_lr()
+    previous_se = history.loss_ses[-1] if history.loss_ses else math.nan
+    # an LR cut to below 1/1000 of its peak (a scheduler's gamma, a LambdaLR factor): the update ratio lags
+    # behind it while momentum decays, the LR itself does not
+    peak = max((v for v in history.lrs if math.isfinite(v)), default=math.nan)
+    cut = math.isfinite(lr) and math.isfinite(peak) and lr < 1e-3 * peak
+    collapsed = cut or (math.isfinite(ratios.median) and ratios.median < 1e-3 * floor)
+    # a collapsed LR cannot move the loss: only this interval's own trend counts (the previous interval's mean
+    # holds the progress made before the collapse)
+    falling = falling_within(data, t) or (
+        not collapsed
+        and bool(history.losses)
+        and significantly_above(
+            history.losses[-1], previous_se, data.loss_mean, interval_se(data), t["confidence_z"]
+        )
+    )
+    stuck = (
+        collapsed or not history.losses or data.loss_mean > (1.0 - t["plateau_progress"]) * history.losses[0]
+    )
+    low = (
+        math.isfinite(ratios.median)
+        and (ratios.median < floor or cut)
+        and stuck
+        and math.isfinite(data.loss_mean)
+        and not falling
+        and not cannot_learn
+        and not _warming_up(history, lr)
+        and not _annealing(data, history, lr, t)
+    )
+    count = streak(history, "lr_too_low", low)
+    if not low or count < (1 if collapsed else int(t["persist_checks"])):
+        return None
+    raise_by = max(3, round(floor * 30 / max(ratios.median, 1e-30)))
+    target = f" (from {_fmt(lr)} to about {_fmt(lr * raise_by)})" if math.isfinite(lr) and lr > 0 else ""
+    if cut:
+        return (
+            {"lr": lr, "peak_lr": peak, "update_ratio": ratios.median, "loss": data.loss_mean},
+            f"The learning rate is {_fmt(lr)}, {_fmt(peak / max(lr, 1e-30))}x below its peak of "
+            f"{_fmt(peak)}, and the loss stopped falling ({_fmt(data.loss_mean)}). "
+            "Check the scheduler: a step decay's gamma, a LambdaLR factor, a schedule shorter than the run.",
+        )
+    return (
+        {
+            "update_ratio": ratios.median,
+            "smallest_groups": ratios.groups_below(floor),
+            "lr": lr,
+            "optimizer_family": ratios.family,
+            "floor": floor,
+            "loss": data.loss_mean,
+        },
+        f"Each step changes the weights by only {_fmt(ratios.median)} of their norm (below {_fmt(floor)} for "
+        f"{ratios.family} optimizers; healthy ~1e-3) and the loss is not falling ({_fmt(data.loss_mean)}). "
+        f"Raise the learning rate about {raise_by}x{target}, or run an LR range test; check the schedule "
+        "does not cut it to ~0.",
+    )
+
+
+def loss_plateau(
+    data: CheckData, history: History, t: dict[str, float], family: str = "other"
+) -> Decision | None:
+    """No significant progress over ``plateau_checks`` checks, little progress since the start.
+
+    Example:
+        >>> history = History(losses=[1.38, 1.38, 1.39, 1.38, 1.38], loss_ses=[0.01] * 5,
+        ...                   loss_steps=[50, 100, 150, 200, 250])
+        >>> data = CheckData(300, 0, loss_mean=1.38, loss_count=50, loss_std=0.04)
+        >>> loss_plateau(data, history, DEFAULT_THRESHOLDS)[0]["checks"]
+        5
+    """
+    k = int(t["plateau_checks"])
+    losses = [*history.losses, data.loss_mean]
+    if len(losses) <= k or not math.isfinite(data.loss_mean) or progressing(data, history, t, k) is not False:
+        return None
+    # the window must also span ``plateau_steps`` steps: transformers sit at chance level for ~100 steps
+    # before they break symmetry, and a plateau that short is a phase, not a problem
+    span = data.step - history.loss_steps[-k] if len(history.loss_steps) >= k else 0
+    if span < t["plateau_steps"]:
+        k = next(
+            (j for j in range(k, len(losses)) if data.step - history.loss_steps[-j] >= t["plateau_steps"]), 0
+        )
+        if not k or progressing(data, history, t, k) is not False:
+            return None
+    first = losses[0]
+    steps, means, ses = loss_window(history, data, k)
+    slope, _ = trend(steps, means, ses)
+    span = data.step - history.loss_steps[-k]
+    if history.streaks.get("exploded_at_step", -1) >= data.step - span - 1:
+        return None  # a loss that stopped falling after a gradient explosion: the explosion is the cause
+    level, _ = _mean_of(means, ses)
+    # not significant, and not material either: a noisy loss may hide a real but slow descent
+    drop = -slope * span if math.isfinite(slope) else 0.0
+    if drop > t["plateau_rtol"] * abs(level) or not data.loss_mean > (1.0 - t["plateau_progress"]) * first:
+        return None
+    change = "a different optimizer (AdamW/Lion), " if family != "adaptive" else ""
+    return (
+        {
+            "loss": data.loss_mean,
+            "window_steps": span,
+            "window_change": -drop / abs(level) if level else math.nan,
+            "checks": k,
+            "first_loss": first,
+        },
+        f"The training loss has not fallen significantly for {span} steps ({_fmt(data.loss_mean)}, "
+        f"{data.loss_mean / first:.0%} of its first value). Check that the labels are learnable "
+        f"(`preflight`'s overfit_batch check), then try an LR range test, {change}or a larger model.",
+    )
+
+
+def _mean_of(means: list[float], ses: list[float]) -> tuple[float, float]:
+    """The mean of interval means and its standard error (NaN errors make it NaN)."""
+    finite = [(m, s) for m, s in zip(means, ses) if math.isfinite(m)]
+    if not finite:
+        return math.nan, math.nan
+    mean = sum(m for m, _ in finite) / len(finite)
+    return mean, math.sqrt(sum(s**2 for _, s in finite)) / len(finite)
+
+
+def overfitting(data: CheckData, history: History, t: dict[str, float]) -> Decision | None:
+    """Prechelt's GL above ``overfit_gl``, significant against the validation noise, with a growing
+    generalisation gap and no recovery, at ``overfit_persist`` validations in a row (each validation is
+    recorded in ``history``; the verdict is the latest validation's).
+
+    Example:
+        >>> history = History(validations=[(0, 1.0, 1.1, 0.01, 1000), (1, 0.8, 0.7, 0.01, 1000)])
+        >>> rows = [(2, 0.9, 0.5, 0.01, 1000), (3, 1.0, 0.4, 0.01, 1000), (4, 1.1, 0.3, 0.01, 1000)]
+        >>> overfitting(CheckData(0, 4, validations=rows), history, DEFAULT_THRESHOLDS)[0]["began_epoch"]
+        2
+    """
+    found: Decision | None = None
+    z = t["confidence_z"]
+    for entry in data.validations:
+        previous = history.validations[-1] if history.validations else None
+        history.validations.append(entry)
+        vals = history.validations
+        best_epoch, best_val, best_train, best_se, best_count = min(vals, key=lambda v: v[1])
+        _, val, train, se, count = entry
+        se, best_se = validation_se(val, se, count), validation_se(best_val, best_se, best_count)
+        gl = 100.0 * (val / best_val - 1.0) if best_val > 0 else 0.0
+        if math.isnan(se) or math.isnan(best_se):  # no noise estimate at all: demand 4x the rise
+            significant = gl > 4 * t["overfit_gl"]
+        else:
+            significant = significantly_above(val, se, best_val, best_se, z)
+        recovering = previous is not None and significantly_above(
+            previous[1], validation_se(previous[1], previous[3], previous[4]), val, se, z
+        )
+        # a model that overfits fits its training set better than it ever fit validation (a diverged run's
+        # training loss sits above the best validation loss), and its training loss keeps falling
+        fitting = train < min(best_train, best_val) and (
+            previous is None or train <= (1.0 + t["rise_rtol"]) * previous[2]
+        )
+        present = gl > t["overfit_gl"] and significant and fitting and train < val and not recovering
+        found = None
+        if streak(history, "overfitting", present) >= int(t["overfit_persist"]):
+            found = (
+                {
+                    "gl": gl,
+                    "val_loss": val,
+                    "val_se": se,
+                    "best_val_loss": best_val,
+                    "best_epoch": best_epoch,
+                    "train_loss": train,
+                    "best_train_loss": best_train,
+                    "began_epoch": best_epoch + 1,
+                },
+                f"Validation loss is {gl:.1f}% above its best ({_fmt(best_val)} at epoch {best_epoch}; "
+                f"now {_fmt(val)} +- {_fmt(se)}) while the training loss fell to {_fmt(train)}: overfitting "
+                f"since epoch {best_epoch + 1}. Use `EarlyStopping(restore_best_weights=True)`, more weight "
+                "decay or dropout, data augmentation or more data.",
+            )
+    return found
+
+
+# ------------------------------------------------------------------------------------------ not_learning
+
+_NO_GRADIENT = 1e-8  # gradient RMS per element below which the loss does not depend on the weights
+_TELL_APART = (
+    "What tells them apart: `preflight`'s overfit_batch check (a model that cannot fit one fixed batch at "
+    "this LR: the LR or the model; one that fits it: the labels of the stream do not follow its inputs), or "
+    "~150 steps at a 10x lower LR (the loss falls: the LR)."
+)
+
+
+def not_learning(data: CheckData, history: History, t: dict[str, float], named: bool) -> Decision | None:
+    """The loss stays at its level at initialisation for ``plateau_checks`` checks and ``plateau_steps``
+    steps, no other problem named in the run (``named``); the causes ranked by evidence.
+
+    Example:
+        >>> history = History(losses=[3.15, 3.097, 3.098, 3.095, 3.093], loss_ses=[0.01] + [0.001] * 4,
+        ...                   loss_steps=[50, 100, 150, 200, 250], ratios=[2e-3] * 5, start_loss=3.2)
+        >>> data = CheckData(300, 5, loss_mean=3.092, loss_count=50, loss_std=0.008, param_norm=81.0,
+        ...                  param_norm_start=29.0, update_ratio={"model": 2e-3}, grad_sampled=True,
+        ...                  grad_total=0.07, group_numel={"model": 10_000})
+        >>> evidence, advice = not_learning(data, history, DEFAULT_THRESHOLDS, named=False)
+        >>> evidence["cause"], round(evidence["weight_growth"], 2)
+        ('lr_too_high', 2.79)
+    """
+    if math.isnan(history.start_loss) and math.isfinite(data.loss_head):
+        history.start_loss = data.loss_head
+    start, k = history.start_loss, int(t["plateau_checks"])
+    if named or not (math.isfinite(start) and start > 0 and math.isfinite(data.loss_mean)):
+        return None
+    if len(history.losses) < k - 1:
+        return None
+    k = next(
+        (
+            j
+            for j in range(k, len(history.losses) + 2)
+            if data.step - _first(history, j) >= t["plateau_steps"]
+        ),
+        0,
+    )
+    if not k:
+        return None
+    steps, means, ses = loss_window(history, data, k)
+    span = data.step - steps[0]
+    slope, slope_se = trend(steps, means, ses)
+    slope_t = slope / slope_se
+    level = sum(means) / len(means)
+    drop = -slope * span if math.isfinite(slope) else 0.0
+    if min(means) <= (1.0 - t["plateau_progress"]) * start or drop > t["plateau_rtol"] * abs(level):
+        return None
+    if not slope_t < -t["confidence_z"]:  # flat within its noise: ``loss_plateau`` judges that
+        return None
+    return _diagnose(data, history, t, span, start, k)
+
+
+def _first(history: History, k: int) -> int:
+    """The step of the window's first check when it holds ``k`` checks (this one included)."""
+    return history.loss_steps[-(k - 1)] if k > 1 and len(history.loss_steps) >= k - 1 else 1 << 62
+
+
+def _diagnose(
+    data: CheckData, history: History, t: dict[str, float], span: float, start: float, k: int
+) -> Decision:
+    ratios = update_ratios(data)
+    seen = [r for r in [*history.ratios[-(k - 1) :], ratios.median] if math.isfinite(r)]
+    top, now = max(seen, default=math.nan), ratios.median
+    growth = data.param_norm / data.param_norm_start if data.param_norm_start > 0 else math.nan
+    numel = sum(data.group_numel.values()) or 1
+    grad_rms = data.grad_total / math.sqrt(numel) if data.grad_sampled else math.nan
+    floor, lr = ratios.low(t), ratios.largest_lr()
+    high = top > t["ratio_stuck"] or growth > t["growth_high"]
+    low = math.isfinite(now) and now < floor
+    silent = math.isfinite(grad_rms) and grad_rms < _NO_GRADIENT
+    causes = {
+        "lr_too_high": (
+            f"for: update ratio up to {_fmt(top)} (above {_fmt(t['ratio_stuck'])}), weights {_fmt(growth)}x "
+            "their size at step 0"
+            if high
+            else f"against: update ratio up to {_fmt(top)}, weights {_fmt(growth)}x their size at step 0"
+        ),
+        "lr_too_low_or_frozen": (
+            f"for: update ratio {_fmt(now)} below {_fmt(floor)}"
+            if low
+            else f"against: update ratio {_fmt(now)} (floor {_fmt(floor)})"
+        ),
+        "no_gradient_signal": (
+            f"for: gradient RMS {_fmt(grad_rms)}" if silent else f"against: gradient RMS {_fmt(grad_rms)}"
+        ),
+        "labels_do_not_match_inputs": (
+            "for: the optimizer moves the weights at a healthy rate and the loss does not follow"
+            if not (high or low or silent)
+            else "not excluded: nothing in the monitor's numbers measures it"
+        ),
+    }
+    supported = [
+        c
+        for c, flag in (("lr_too_high", high), ("lr_too_low_or_frozen", low), ("no_gradient_signal", silent))
+        if flag
+    ]
+    cause = supported[0] if len(supported) == 1 else "undetermined"
+    ranked = supported or ["labels_do_not_match_inputs", "lr_too_high"]
+    evidence = {
+        "loss": data.loss_mean,
+        "start_loss": start,
+        "cause": cause,
+        "window_steps": round(span),
+        "update_ratio": now,
+        "weight_growth": growth,
+        "grad_rms": grad_rms,
+        "lr": lr,
+        "ranked_causes": ranked,
+        "causes": causes,
+    }
+    said = (
+        f"The training loss has stayed at {_fmt(data.loss_mean)}, {data.loss_mean / start:.0%} of its "
+        f"{_fmt(start)} at initialisation (the level of knowing nothing), for {span:.0f} steps: the run is "
+        "not learning. "
+    )
+    target = f" (from {_fmt(lr)} to about {_fmt(lr / 10)})" if math.isfinite(lr) else ""
+    advice = {
+        "lr_too_high": f"The weights grew {_fmt(growth)}x since step 0 (update ratio up to {_fmt(top)}) "
+        f"while the loss did not move: the steps throw them around. Lower the learning rate about "
+        f"10x{target}, add warm-up, or run an LR range test.",
+        "lr_too_low_or_frozen": f"Each step changes the weights by only {_fmt(now)} of their norm: raise the "
+        "learning rate (an LR range test), and check that the parameters are trainable (`requires_grad`, a "
+        "freeze that was never undone) and that the schedule does not hold the LR at ~0.",
+        "no_gradient_signal": f"The gradients are ~0 (RMS {_fmt(grad_rms)}): the loss does not depend on the "
+        "weights. Look for a detached output (`.detach()`, `.item()`, `torch.no_grad`), a constant target, "
+        "or labels all ignored (`ignore_index`, a mask).",
+        "undetermined": "Candidates, most likely first: "
+        + ", ".join(c.replace("_", " ") for c in ranked)
+        + " (inputs and labels shuffled apart, a wrong label column, a transform applied to one of them). "
+        + _TELL_APART,
+    }[cause]
+    return evidence, said + advice
 
 
 def decide(data: CheckData, history: History, thresholds: dict[str, float]) -> dict[str, Decision]:
@@ -288,7 +771,7 @@ def dead_units(data: CheckData, history: History, t: dict[str, float]) -> Decisi
     measured = bool(data.dead or data.dead_rows)
     if measured and history.dead_at_start < 0:
         history.dead_at_start = max([*data.dead.values(), *data.dead_rows.values()])
-    if not (measured and _streak(history, "dead_units", bool(dead)) >= int(t["persist_checks"])):
+    if not (measured and streak(history, "dead_units", bool(dead)) >= int(t["persist_checks"])):
         return None
     return (
         {"dead_fraction": dead},
@@ -314,7 +797,7 @@ def saturated_activations(data: CheckData, history: History, t: dict[str, float]
     )
     slow = not _learning_fast(data, history, t)
     sat = _saturated_layers(data, t) if (starved or slow) and not _converging(data, history) else {}
-    count = _streak(history, "saturated_activations", bool(sat))
+    count = streak(history, "saturated_activations", bool(sat))
     if count == 1:
         history.streaks["saturated_since"] = data.step
     # starved layers are direct evidence (persist_checks); a slow loss alone must last as long as a plateau
@@ -386,9 +869,9 @@ def vanishing_gradients(data: CheckData, history: History, t: dict[str, float]) 
         and not (_dead_layers(data, t) or _saturated_layers(data, t))
         and not _converging(data, history)
     )
-    streak = _streak(history, "vanishing_gradients", present)
+    count = streak(history, "vanishing_gradients", present)
     history.vanish_ratios.append(ratio)
-    if streak < int(t["persist_checks"]):
+    if count < int(t["persist_checks"]):
         return None
     grad_first = data.group_grad_rms.get(first, math.nan)
     grad_top = data.group_grad_rms.get(top, math.nan)
@@ -435,7 +918,7 @@ def data_stall(data: CheckData, history: History, t: dict[str, float]) -> Decisi
         and data.wait_fraction > t["stall_fraction"]
         and (per_batch is None or per_batch < 0 or per_batch >= t["stall_min_s"])
     )
-    if _streak(history, "data_stall", stalled) < int(t["persist_checks"]) or data.wait_fraction is None:
+    if streak(history, "data_stall", stalled) < int(t["persist_checks"]) or data.wait_fraction is None:
         return None
     return (
         {

@@ -345,10 +345,9 @@ def _validate(args: dict[str, Any]) -> None:
         value = args[name]
         if value is not None and not is_number(value):
             raise ValueError(f"`{name}` must be a finite number or None, got {value!r}.")
-    check_int("start_from_epoch", args["start_from_epoch"], minimum=0)
-    check_int("start_from_step", args["start_from_step"], minimum=0)
-    for name in ("verbose", "strict", "check_finite", "log_rank_zero_only", "restore_best_weights"):
-        check_bool(name, args[name])
-    check_bool("best_weights_in_checkpoint", args["best_weights_in_checkpoint"])
-    if args["check_on_train_epoch_end"] is not None:  # None: decided by the validation schedule
-        check_bool("check_on_train_epoch_end", args["check_on_train_epoch_end"])
+    for name in ("start_from_epoch", "start_from_step"):
+        check_int(name, args[name], minimum=0)
+    flags = ("verbose", "strict", "check_finite", "log_rank_zero_only", "restore_best_weights")
+    for name in (*flags, "best_weights_in_checkpoint", "check_on_train_epoch_end"):
+        if args[name] is not None or name != "check_on_train_epoch_end":  # None: by the validation schedule
+            check_bool(name, args[name])

@@ -79,10 +79,10 @@ class HealthMonitor(Callback):
     the last ``activation_samples`` batches, dead ReLU/Linear/Conv units, saturated tanh/sigmoid and
     non-finite outputs; the validation loss with its standard error, and the wait for data. Every
     ``check_every_n_steps`` steps it packs that into one tensor, all-gathers it (DDP) and reads it back (**the
-    one sync per check**); pure rules (``_health_rules.py``, ``_health_loss_rules.py``,
-    ``_health_not_learning.py``) judge it against the run's own noise (``_stats``) and each new problem of
-    :attr:`PROBLEMS` becomes a :class:`Finding` in :attr:`findings`, passed to ``on_finding``. The guide
-    ``docs/guides/health_monitor.md`` gives each rule and its source; its cost: ``benchmarks/RESULTS.md``.
+    one sync per check**); pure rules (``_health_rules.py``) judge it against the run's own noise (``_stats``)
+    and each new problem of :attr:`PROBLEMS` becomes a :class:`Finding` in :attr:`findings`, passed to
+    ``on_finding``. The guide ``docs/guides/health_monitor.md`` gives each rule and its source; its cost:
+    ``benchmarks/RESULTS.md``.
 
     Logged keys (``prefix`` prepended), at every check: ``health/<problem>``, 1.0 while present, else 0.0.
 

@@ -12,6 +12,8 @@ from lightning_recipes.callbacks import (
     AdaptiveGradClip,
     EarlyStopping,
     FinetuneSchedule,
+    GradNormMonitor,
+    HealthMonitor,
     InputPipelineMonitor,
     RunManifest,
     StabilityGuard,
@@ -123,6 +125,33 @@ CASES: list[tuple[Any, str, Any, type[Exception]]] = [
     (BatchMixer, "correct_lam", 1, T),
     (BatchMixer, "sync_across_ranks", "yes", T),
     (BatchMixer, "input_key", 1.5, T),
+    (HealthMonitor, "check_every_n_steps", 0, V),
+    (HealthMonitor, "group_by", 0, V),
+    (HealthMonitor, "on_finding", "stop", V),
+    (HealthMonitor, "activation_samples", -1, V),
+    (HealthMonitor, "activation_samples", 51, V),  # more than check_every_n_steps (50)
+    (HealthMonitor, "thresholds", {"dead": 0.5}, V),
+    (HealthMonitor, "val_monitor", 3, V),
+    (HealthMonitor, "prefix", None, V),
+    (HealthMonitor, "print_report", 1, T),
+    (GradNormMonitor, "norm_type", 0, V),
+    (GradNormMonitor, "norm_type", "two", V),
+    (GradNormMonitor, "norm_type", True, V),
+    (GradNormMonitor, "norm_type", NAN, V),
+    (GradNormMonitor, "group_by", 0, V),
+    (GradNormMonitor, "group_by", True, V),
+    (GradNormMonitor, "group_by", {"(": "x"}, V),
+    (GradNormMonitor, "group_by", [("a",)], V),
+    (GradNormMonitor, "group_by", {}, V),
+    (GradNormMonitor, "log_every_n_steps", 0, V),
+    (GradNormMonitor, "log_every_n_steps", True, V),
+    (GradNormMonitor, "log_every_n_steps", 2.0, V),
+    (GradNormMonitor, "prefix", 3, V),
+    *[
+        (GradNormMonitor, flag, v, T)
+        for flag in ("log_param_norm", "log_update_ratio")
+        for v in (1, "yes", None)
+    ],
 ]
 _REQUIRED = {
     EarlyStopping: {"monitor": "val_loss"},

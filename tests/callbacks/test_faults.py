@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from lightning_recipes._stats import ROBUST_SIGMA, robust_scale, standard_error
-from lightning_recipes.callbacks._faults import (
+from lightning_recipes.callbacks.stability_guard import (
     CAUSES,
     choose_event,
     exceeds_noise,

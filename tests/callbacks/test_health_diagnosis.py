@@ -12,8 +12,7 @@ import torch
 from torch import Tensor
 from torch.utils.data import DataLoader, TensorDataset
 
-from lightning_recipes.callbacks._health_loss_rules import overfitting
-from lightning_recipes.callbacks._health_not_learning import not_learning
+from lightning_recipes.callbacks._health_rules import not_learning, overfitting
 from lightning_recipes.callbacks._health_window import DEFAULT_THRESHOLDS, CheckData, History
 from lightning_recipes.callbacks.health_monitor import HealthMonitor
 from lightning_recipes.testing import TinyClassifier, fast_trainer, random_classification_loader

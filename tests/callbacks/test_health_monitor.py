@@ -24,28 +24,11 @@ from lightning_recipes.testing.health_gallery import classification as _classifi
 from lightning_recipes.testing.health_gallery import loader as _loader
 
 
-@pytest.mark.parametrize(
-    ("kwargs", "message"),
-    [
-        ({"check_every_n_steps": 0}, "`check_every_n_steps` must be an integer >= 1, got 0"),
-        ({"group_by": 0}, "`group_by` as a module depth must be >= 1, got 0"),
-        ({"on_finding": "stop"}, "`on_finding` must be 'warn', 'raise' or a callable, got 'stop'"),
-        ({"activation_samples": -1}, "`activation_samples` must be an integer >= 0, got -1"),
-        ({"check_every_n_steps": 4, "activation_samples": 5}, "`activation_samples` must be <= "),
-        ({"thresholds": {"dead": 0.5}}, "`thresholds` has an unknown key 'dead'"),
-        ({"thresholds": {"dead_fraction": -1}}, "`thresholds['dead_fraction']` must be a finite number > 0"),
-        ({"val_monitor": 3}, "`val_monitor` must be a str, got 3"),
-        ({"prefix": None}, "`prefix` must be a str, got None"),
-    ],
-)
-def test_invalid_arguments_name_argument_and_value(kwargs: dict[str, Any], message: str) -> None:
-    with pytest.raises(ValueError, match=message.replace("[", r"\[").replace("(", r"\(")):
-        HealthMonitor(**kwargs)
-
-
-def test_print_report_must_be_bool() -> None:
-    with pytest.raises(TypeError, match="`print_report` must be True or False, got 1"):
-        HealthMonitor(print_report=1)  # type: ignore[arg-type]
+def test_a_threshold_must_be_positive() -> (
+    None
+):  # the argument table: tests/callbacks/test_constructor_validation
+    with pytest.raises(ValueError, match=r"`thresholds\['dead_fraction'\]` must be a finite number > 0"):
+        HealthMonitor(thresholds={"dead_fraction": -1})
 
 
 # ------------------------------------------------------------------------------------------------ rules

@@ -16,9 +16,18 @@ import pytest
 import torch
 
 from lightning_recipes.callbacks import StabilityGuard
+from lightning_recipes.callbacks import stability_guard as stability_guard_module
 from lightning_recipes.testing import fast_trainer
 from lightning_recipes.testing.finetune_models import BlobsMLP, loader, one_hard_sample
 from tests.helpers.loss_recorder import LossRecorder
+from tests.helpers.speed import VirtualTime
+
+
+@pytest.fixture(autouse=True)
+def _frozen_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Snapshots every check, as on an idle machine: a busy one times a preempted snapshot as costly, spaces
+    them out, and changes where rollbacks land (the adaptive interval reads the host clock)."""
+    monkeypatch.setattr(stability_guard_module, "time", VirtualTime())
 
 
 def _fit(seed: int, guard: StabilityGuard, validate: bool = False) -> list[float]:
