@@ -2,7 +2,7 @@
 
 Every run carries three observing guards side by side (they record what they would do and never roll back, so
 all judge the very same loss trace): ``new`` = ``StabilityGuard()`` defaults (the loss-noise model,
-``_faults.exceeds_noise``, with issue 32's floor), ``no floor`` = the same with ``spike_floor=0`` (the rule
+``stability_guard.exceeds_noise``, with issue 32's floor), ``no floor`` = the same with ``spike_floor=0`` (the rule
 between issues 22 and 32), ``old`` = the rule before issue 22 (``mean + 6 * population std`` of the
 window, the rule ``OldRuleGuard`` keeps). Same check cadence (10), window (100) and warm-up (20).
 
