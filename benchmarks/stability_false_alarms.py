@@ -2,8 +2,8 @@
 
 Every run carries three observing guards side by side (they record what they would do and never roll back, so
 all judge the very same loss trace): ``new`` = ``StabilityGuard()`` defaults (the loss-noise model,
-``stability_guard.exceeds_noise``, with issue 32's floor), ``no floor`` = the same with ``spike_floor=0`` (the rule
-between issues 22 and 32), ``old`` = the rule before issue 22 (``mean + 6 * population std`` of the
+``stability_guard.exceeds_noise``, with issue 32's floor), ``no floor`` = the same with ``spike_floor=0``
+(the rule between issues 22 and 32), ``old`` = the rule before issue 22 (``mean + 6 * population std`` of the
 window, the rule ``OldRuleGuard`` keeps). Same check cadence (10), window (100) and warm-up (20).
 
 Healthy runs (any event is a false rollback): a tiny randomly initialised ``transformers`` BERT
