@@ -10,19 +10,18 @@ from torch import Tensor
 
 from lightning_recipes.optim._common import (
     Implementation,
+    ImplementationRecord,
     check_betas,
     check_implementation,
     check_non_negative,
     check_positive,
     foreach_chunks,
     gather_gradients,
-    group_by_device_and_dtype,
-    prepare_tensors,
-    resolve_device_implementation,
-    split_for_native,
+    note_route,
+    records_implementation,
+    run_native,
+    run_update,
 )
-from lightning_recipes.optim._native import bump_versions, native_kernels
-from lightning_recipes.optim._routes import ImplementationRecord, note_route, records_implementation
 
 __all__ = ["Lamb", "lamb_update_"]
 
@@ -89,16 +88,10 @@ def lamb_update_(
         tensor(1.)
     """
     check_implementation(implementation)
-    if not params:
-        return
-    hp = _Hyper(lr, beta1, beta2, eps, weight_decay, layer_adaptation, trust_clip)
-    plain, eager = prepare_tensors((params, grads, exp_avgs, exp_avg_sqs, steps), local_shards=False)
-    if eager[0]:  # DTensors (FSDP2) and other subclasses: their own ops, so the norms are the whole tensor's
-        _lamb_for_loop(eager[0], eager[1], eager[2], eager[3], eager[4], hp)
-    params, grads, exp_avgs, exp_avg_sqs, steps = plain
-    for ps, gs, ms, vs, ts in group_by_device_and_dtype(params, grads, exp_avgs, exp_avg_sqs, steps):
-        route = _ROUTES[resolve_device_implementation(implementation, ps[0].device)]
-        route(ps, gs, ms, vs, ts, hp)
+    if params:  # DTensors (FSDP2) take the loop with their own ops: the norms are the whole tensor's
+        hp = _Hyper(lr, beta1, beta2, eps, weight_decay, layer_adaptation, trust_clip)
+        lists = (params, grads, exp_avgs, exp_avg_sqs, steps)
+        run_update(_ROUTES, lists, hp, implementation, local_shards=False)
 
 
 class _Hyper(NamedTuple):
@@ -170,31 +163,9 @@ def _lamb_foreach(params: _Ts, grads: _Ts, exp_avgs: _Ts, exp_avg_sqs: _Ts, step
         del updates
 
 
-def _native_counter(step: Tensor) -> bool:
-    return step.dtype is torch.float32 and step.is_cpu
-
-
 def _lamb_native(params: _Ts, grads: _Ts, exp_avgs: _Ts, exp_avg_sqs: _Ts, steps: _Ts, hp: _Hyper) -> None:
-    kernels = native_kernels()
-    taken: list[int] = []
-    others = list(range(len(params)))
-    if kernels is not None:  # the kernel reads and increments float32 CPU step counters; others: the loop
-        taken, others = split_for_native(params, grads, exp_avgs, exp_avg_sqs)
-        others = sorted(others + [i for i in taken if not _native_counter(steps[i])])
-        taken = [i for i in taken if _native_counter(steps[i])]
-    if kernels is not None and taken:
-        ps, gs, ms, vs, ts = (
-            [lst[i] for i in taken] for lst in (params, grads, exp_avgs, exp_avg_sqs, steps)
-        )
-        kernels.lamb(
-            ps, gs, ms, vs, ts, lr=hp.lr, beta1=hp.beta1, beta2=hp.beta2, eps=hp.eps,
-            weight_decay=hp.weight_decay, layer_adaptation=hp.layer_adaptation, trust_clip=hp.trust_clip,
-        )  # fmt: skip
-        bump_versions(ps + ms + vs + ts)
-        note_route("native")
-    if others:
-        pick = [[lst[i] for i in others] for lst in (params, grads, exp_avgs, exp_avg_sqs, steps)]
-        _lamb_for_loop(pick[0], pick[1], pick[2], pick[3], pick[4], hp)
+    lists = (params, grads, exp_avgs, exp_avg_sqs, steps)
+    run_native("lamb", _lamb_for_loop, lists, hp, counters=True)
 
 
 _ROUTES = {"for_loop": _lamb_for_loop, "foreach": _lamb_foreach, "native": _lamb_native}

@@ -3,26 +3,25 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor
 
 from lightning_recipes.optim._common import (
     Implementation,
+    ImplementationRecord,
     check_betas,
     check_implementation,
     check_non_negative,
     check_positive,
     foreach_chunks,
     gather_gradients,
-    group_by_device_and_dtype,
-    prepare_tensors,
-    resolve_device_implementation,
-    split_for_native,
+    note_route,
+    records_implementation,
+    run_native,
+    run_update,
 )
-from lightning_recipes.optim._native import bump_versions, native_kernels
-from lightning_recipes.optim._routes import ImplementationRecord, note_route, records_implementation
 
 __all__ = ["Lion", "lion_update_"]
 
@@ -76,21 +75,20 @@ def lion_update_(
         tensor([ 0.0050, -0.0200,  0.0000])
     """
     check_implementation(implementation)
-    if not params:
-        return
-    (params, grads, exp_avgs), (eager_ps, eager_gs, eager_ms) = prepare_tensors(
-        (params, grads, exp_avgs), local_shards=True
-    )
-    if eager_ps:  # tensor subclasses other than alike-laid-out DTensors: their own ops, one tensor at a time
-        _lion_for_loop(eager_ps, eager_gs, eager_ms, lr, beta1, beta2, weight_decay)
-    for ps, gs, ms in group_by_device_and_dtype(params, grads, exp_avgs):
-        route = _ROUTES[resolve_device_implementation(implementation, ps[0].device)]
-        route(ps, gs, ms, lr, beta1, beta2, weight_decay)
+    if params:
+        hp = _Hyper(lr, beta1, beta2, weight_decay)
+        run_update(_ROUTES, (params, grads, exp_avgs), hp, implementation, local_shards=True)
 
 
-def _lion_for_loop(
-    params: _Ts, grads: _Ts, exp_avgs: _Ts, lr: float, beta1: float, beta2: float, weight_decay: float
-) -> None:
+class _Hyper(NamedTuple):
+    lr: float
+    beta1: float
+    beta2: float
+    weight_decay: float
+
+
+def _lion_for_loop(params: _Ts, grads: _Ts, exp_avgs: _Ts, hp: _Hyper) -> None:
+    lr, beta1, beta2, weight_decay = hp
     note_route("for_loop")
     for param, grad, exp_avg in zip(params, grads, exp_avgs):
         if weight_decay != 0.0:
@@ -100,9 +98,8 @@ def _lion_for_loop(
         exp_avg.lerp_(grad, 1.0 - beta2)
 
 
-def _lion_foreach(
-    params: _Ts, grads: _Ts, exp_avgs: _Ts, lr: float, beta1: float, beta2: float, weight_decay: float
-) -> None:
+def _lion_foreach(params: _Ts, grads: _Ts, exp_avgs: _Ts, hp: _Hyper) -> None:
+    lr, beta1, beta2, weight_decay = hp
     note_route("foreach")
     for ps, gs, ms in foreach_chunks(params, grads, exp_avgs):
         if weight_decay != 0.0:
@@ -114,19 +111,8 @@ def _lion_foreach(
         torch._foreach_lerp_(ms, gs, 1.0 - beta2)
 
 
-def _lion_native(
-    params: _Ts, grads: _Ts, exp_avgs: _Ts, lr: float, beta1: float, beta2: float, weight_decay: float
-) -> None:
-    kernels = native_kernels()
-    taken, others = split_for_native(params, grads, exp_avgs) if kernels else ([], list(range(len(params))))
-    if kernels is not None and taken:
-        ps, gs, ms = ([lst[i] for i in taken] for lst in (params, grads, exp_avgs))
-        kernels.lion(ps, gs, ms, lr=lr, beta1=beta1, beta2=beta2, weight_decay=weight_decay)
-        note_route("native")
-        bump_versions(ps + ms)
-    if others:
-        ps, gs, ms = ([lst[i] for i in others] for lst in (params, grads, exp_avgs))
-        _lion_for_loop(ps, gs, ms, lr, beta1, beta2, weight_decay)
+def _lion_native(params: _Ts, grads: _Ts, exp_avgs: _Ts, hp: _Hyper) -> None:
+    run_native("lion", _lion_for_loop, (params, grads, exp_avgs), hp, counters=False)
 
 
 _ROUTES = {"for_loop": _lion_for_loop, "foreach": _lion_foreach, "native": _lion_native}

@@ -396,5 +396,6 @@ def warmup_stable_decay(
     check_choice("warmup_shape", warmup_shape, _DECAY_SHAPES)
     return _lambda(
         optimizer, last_epoch, warmup_stable_decay_multiplier, warmup_steps=warmup, total_steps=total,
-        decay_steps=decay, decay_shape=decay_shape, min_lr_ratio=float(min_lr_ratio), warmup_shape=warmup_shape,
+        decay_steps=decay, decay_shape=decay_shape, min_lr_ratio=float(min_lr_ratio),
+        warmup_shape=warmup_shape,
     )  # fmt: skip
