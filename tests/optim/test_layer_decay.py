@@ -15,7 +15,7 @@ from torch.nn import functional as F
 
 from lightning_recipes.mixins import OptimizerRecipeMixin
 from lightning_recipes.optim import Lamb, Lion, build_optimizer, param_groups, warmup_cosine
-from lightning_recipes.optim.layer_decay import layer_depths
+from lightning_recipes.optim.param_groups import layer_depths
 from lightning_recipes.recipe import OptimizerRecipe
 from lightning_recipes.testing import (
     DigitsCNN,
