@@ -51,17 +51,15 @@ def param_groups(
 ) -> list[dict[str, Any]]:
     """Split a module's trainable parameters into a ``"decay"`` and a ``"no_decay"`` group.
 
-    A parameter goes to ``"no_decay"`` if it has fewer than 2 dimensions (biases, norm scales), belongs to a
-    normalization layer (by type, any shape) or to an embedding (unless ``decay_embeddings``), is named by a
-    ``no_weight_decay()`` method (timm's convention) or matches a ``no_decay`` glob. A tied parameter appears
-    once (``"no_decay"`` if any owner says so; a warning when its names disagree about groups); frozen ones
-    are left out; empty groups are omitted. Groups carry a ``"name"`` (``lr-AdamW/decay`` in
-    ``LearningRateMonitor``); the no-decay group sets ``layer_adaptation=False`` (for
-    :class:`~lightning_recipes.optim.Lamb`). With ``layer_decay`` (depth from
-    :func:`layer_depths`, scale ``layer_decay ** (L + 1 - depth)``),
-    ``lr_scale`` (by module path or regex; factors multiply) or ``split`` (prefixes with groups of their own,
-    for ``FinetuneSchedule``), each group carries its own ``"lr"`` and ``"lr_scale"``. Cost: one walk over
-    the modules, at configuration time only.
+    ``"no_decay"`` takes parameters with fewer than 2 dimensions (biases, norm scales), those of
+    normalization layers (any shape) and embeddings (unless ``decay_embeddings``), and those named by a
+    ``no_weight_decay()`` method (timm's convention) or a ``no_decay`` glob; it sets
+    ``layer_adaptation=False`` (for :class:`~lightning_recipes.optim.Lamb`). Groups carry a ``"name"``
+    (``lr-AdamW/decay`` in ``LearningRateMonitor``); empty groups are omitted, frozen parameters left out, a
+    tied one appears once (a warning when its names disagree). With ``layer_decay`` (scale
+    ``layer_decay ** (L + 1 - depth)``, depth from :func:`layer_depths`), ``lr_scale`` (by module path or
+    regex; factors multiply) or ``split`` (prefixes with groups of their own, for ``FinetuneSchedule``), each
+    group carries ``"lr"`` and ``"lr_scale"``. Cost: one walk over the modules, at configuration time.
 
     Args:
         module: The model (usually the ``LightningModule`` itself).
@@ -72,17 +70,13 @@ def param_groups(
         block_classes: The block class(es) or import path(s) for ``layer_decay``; ``None`` infers them.
         lr_scale: Module-path prefixes or regexes -> LR factor > 0.
         split: Module-path prefixes that get their own groups.
-        lr: The base (peak) LR, > 0: every group gets ``"lr"`` (times its scale); required with
-            ``layer_decay`` or ``lr_scale``. ``None``: groups carry no LR (the optimizer's ``lr`` applies).
-
-    Returns:
-        A list of param-group dicts to pass to any ``torch.optim.Optimizer``.
+        lr: The base (peak) LR, > 0, which every group then carries (times its scale); required with
+            ``layer_decay`` or ``lr_scale``.
 
     Raises:
-        ValueError: If ``weight_decay`` is negative, ``no_decay`` or ``split`` is a bare string,
-            ``layer_decay`` is out of (0, 1] or finds no blocks, ``layer_decay`` / ``lr_scale`` come without
-            ``lr``, ``lr`` is not > 0, or an ``lr_scale`` entry or ``split`` prefix
-            selects no parameter (naming it) or two entries select the same parameter.
+        ValueError: For an argument out of range, a bare string for ``no_decay`` or ``split``, no blocks for
+            ``layer_decay``, scales without ``lr``, or an ``lr_scale`` entry or ``split`` prefix that selects
+            no parameter or selects one another entry selects too.
         RuntimeError: If the module has no trainable parameter.
 
     Example:
