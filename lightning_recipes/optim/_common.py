@@ -147,15 +147,10 @@ def is_plain(tensor: Tensor) -> bool:
 def split_for_native(
     *lists: Sequence[Tensor], counters: Sequence[Tensor] | None = None
 ) -> tuple[list[int], list[int]]:
-    """Indices of the tensors the native kernels take and of the others.
-
-    Taken: every list's tensor is a plain ``Tensor`` / ``Parameter`` (no subclass such as DTensor), strided,
-    on the CPU (so never ``meta``), contiguous (so never expanded, channels-last or a strided view) and of the
-    first list's dtype, one of the kernels' (so never complex). Disjoint views of one storage are fine (the
-    kernels write each element of each tensor once); tensors that overlap one another are not detected.
-    With ``counters`` (LAMB's step counters), a row is taken only if its counter is a float32 CPU tensor.
-    Cost: attribute checks only, no sync.
-    """
+    """Indices of the rows the native kernels take (every tensor a plain ``Tensor`` / ``Parameter``,
+    strided, CPU, contiguous, of the first list's dtype, one of the kernels'; with ``counters``, a float32 CPU
+    counter) and of the others. Disjoint views of one storage are fine; overlapping tensors are not detected.
+    Cost: attribute checks only, no sync."""
     from lightning_recipes.optim._native import NATIVE_DTYPES
 
     taken: list[int] = []
@@ -185,17 +180,12 @@ def prepare_tensors(
     lists: Sequence[Sequence[Tensor]], *, local_shards: bool
 ) -> tuple[list[list[Tensor]], list[list[Tensor]]]:
     """Split parallel lists (parameters first) into the rows every path may take and the rows only the
-    eager per-tensor loop may take, with complex tensors replaced by their real views.
+    per-tensor loop may take; complex tensors become ``torch.view_as_real`` views (as in torch's optimizers).
 
-    - Complex tensors become ``torch.view_as_real`` views (as torch's optimizers do): the update is the one
-      of the real and imaginary parts as separate reals, and norms over the view are the complex norms.
-    - Tensor subclasses (FSDP2's DTensor ...) never reach the multi-tensor or native paths. With
-      ``local_shards`` (elementwise updates such as Lion's) a row of DTensors that share the parameter's
-      mesh and placements is replaced by its local shards, updated in place; every other subclass row goes to
-      the loop, where DTensor ops compute what needs the whole tensor (LAMB's norms, all-reduced).
-
-    Cost: one type and dtype check per parameter when every parameter is a plain real tensor (the common case,
-    which returns the lists as they are); no sync.
+    Tensor subclasses (FSDP2's DTensor ...) never reach the multi-tensor or native paths: with
+    ``local_shards`` (elementwise updates, Lion) a row of DTensors laid out alike is replaced by its local
+    shards; every other subclass row goes to the loop, whose DTensor ops compute whole-tensor norms (LAMB).
+    Cost: one type check per parameter in the common all-plain case; no sync.
     """
     params = lists[0]
     if all(type(p) in _PLAIN_TYPES and not p.is_complex() for p in params):
@@ -238,14 +228,10 @@ def _local_shards(row: Sequence[Tensor]) -> tuple[Tensor, ...] | None:
 def backfill_group_options(
     optimizer: torch.optim.Optimizer, defaults: dict[str, Any], defaults_before: Collection[str]
 ) -> None:
-    """After ``Optimizer.__setstate__``: ``setdefault`` the class's own options (``defaults``) in
-    ``optimizer.defaults`` and in every group, so that groups saved before an option existed load and step,
-    and take back the keys torch's ``__setstate__`` added to ``optimizer.defaults`` that the class does not
-    own (``differentiable``), which ``defaults_before`` (the keys before the call) tells apart.
-
-    Only the class's own options are back-filled: a loaded or unpickled optimizer's ``state_dict()`` and
-    ``defaults`` equal the original's key for key (torch's state-dict determinism and pickle invariants).
-    A group option missing from a saved group takes the optimizer's own default (its constructor argument).
+    """After ``Optimizer.__setstate__``: back-fill the class's own options (``defaults``) into
+    ``optimizer.defaults`` and every group (groups saved before an option existed load and step), and take
+    back the keys torch added to ``optimizer.defaults`` (``differentiable``; ``defaults_before``: the keys
+    before the call), so a loaded or unpickled optimizer's ``state_dict()`` equals the original's key for key.
     """
     for key in [key for key in optimizer.defaults if key not in defaults_before and key not in defaults]:
         del optimizer.defaults[key]
@@ -266,9 +252,8 @@ def defaults_keys(optimizer: torch.optim.Optimizer, state: dict[str, Any]) -> fr
 def gather_gradients(
     optimizer: torch.optim.Optimizer,
 ) -> list[tuple[dict[str, Any], list[Tensor], list[Tensor]]]:
-    """Every group with its parameters that have a gradient and those gradients, checked for sparse layouts
-    before the step changes anything (a sparse gradient raises, naming the parameter). One pass over the
-    parameters, no sync."""
+    """Every group with its parameters that have a gradient and those gradients; a sparse gradient raises,
+    naming the parameter, before anything changes. One pass, no sync."""
     strided = torch.strided
     gathered = []
     for group in optimizer.param_groups:
