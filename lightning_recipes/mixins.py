@@ -34,27 +34,23 @@ class OptimizerRecipeMixin:
     every optimizer step - checkpointed, resumed and visible to ``LearningRateMonitor``.
 
     Put it before ``LightningModule`` in the bases. Each field comes from ``self.recipe`` (an
-    :class:`~lightning_recipes.OptimizerRecipe` or a dict) > ``self.hparams`` keys of the same names > the
-    optimizer's defaults (``optim.names.OPTIMIZERS``) > the class's ``default_optimizer``. It builds the
-    :func:`~lightning_recipes.optim.param_groups` groups (a ``FinetuneSchedule``'s modules get their own), the
-    optimizer (AdamW fused where supported, Lion or Lamb) and the schedule over
-    ``trainer.estimated_stepping_batches`` (``interval="step"``); ``scale_lr`` scales to the global batch.
-    It logs the choices once at fit start and keeps them in ``self.recipe_summary``. Outside a Trainer it
-    returns the optimizer alone, at the unscaled peak lr. With ``lr="find"`` it runs the LR range test first,
-    on a copy, and keeps the LR in every checkpoint (``self.found_lr``, ``self.lr_find_result``; details in
-    ``docs/guides/optimizers.md``). :class:`AdamWRecipe`, :class:`LionRecipe` and :class:`LambRecipe` name
-    their optimizer; a recipe or ``hparams`` ``optimizer`` still wins, with a warning.
+    :class:`~lightning_recipes.OptimizerRecipe` or a dict) > ``self.hparams`` > the optimizer's defaults. It
+    builds :func:`~lightning_recipes.optim.param_groups` (a ``FinetuneSchedule``'s modules get their own),
+    the optimizer and the schedule over ``trainer.estimated_stepping_batches``, scales ``lr`` to the global
+    batch with ``scale_lr``, and logs the choices once (``self.recipe_summary``). Outside a Trainer it returns
+    the optimizer alone at the unscaled peak lr. ``lr="find"`` runs the LR range test first, on a copy, and
+    keeps the LR in checkpoints (``found_lr``, ``lr_find_result``; ``docs/guides/optimizers.md``).
+    :class:`AdamWRecipe`, :class:`LionRecipe` and :class:`LambRecipe` name their optimizer; a recipe or
+    ``hparams`` ``optimizer`` still wins, with a warning.
 
-    Cost: one walk over the modules at fit start; nothing per step. ``lr="find"`` adds ``num_steps`` (100)
-    training steps of a copy once per run, one host sync each.
+    Cost: one walk over the modules at fit start; nothing per step; ``lr="find"`` adds ``num_steps`` (100)
+    steps of a copy once per run.
 
     Raises:
-        ValueError: From ``configure_optimizers``, for an unknown optimizer or schedule, an unbounded run
-            (``max_steps=-1`` and ``max_epochs=-1``), ``scale_lr`` without ``base_batch_size`` or a known
-            batch size, or out-of-range values (naming the field). With ``lr="find"``: manual
-            optimisation, no training batch, a strategy other than single-device or DDP, a resume from
-            a checkpoint that holds no found LR, or an inconclusive sweep (the loss never fell beyond the
-            sweep's own noise: the message gives the numbers and what to try; no step is trained).
+        ValueError: From ``configure_optimizers``, for an unbounded run, ``scale_lr`` without
+            ``base_batch_size`` or a batch size, or a field out of range (naming it); with ``lr="find"``, for
+            manual optimisation, no training batch, an unsupported strategy, a resume whose checkpoint holds
+            no found LR, or an inconclusive sweep (no step is trained).
         TypeError: If ``self.recipe`` is neither an ``OptimizerRecipe``, a dict nor ``None``.
 
     Example:

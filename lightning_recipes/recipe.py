@@ -20,7 +20,6 @@ from lightning_recipes._validation import (
     check_positive,
 )
 from lightning_recipes.optim._common import check_implementation
-from lightning_recipes.optim.layer_decay import check_layer_decay, check_lr_scale
 from lightning_recipes.optim.names import (
     OPTIMIZERS,
     RECIPE_OPTIMIZERS,
@@ -28,6 +27,7 @@ from lightning_recipes.optim.names import (
     OptimizerName,
     ScheduleName,
 )
+from lightning_recipes.optim.param_groups import check_layer_decay, check_lr_scale
 from lightning_recipes.optim.schedules import warmup_fields
 from lightning_recipes.sweep_args import SweepArgs
 
@@ -88,7 +88,7 @@ class OptimizerRecipe:
         implementation: Lion/Lamb implementation (``"auto"``, ``"native"``, ``"foreach"``, ``"for_loop"``;
             ``"compiled"`` is deprecated and runs as ``"auto"``).
         layer_decay: Layer-wise LR decay in (0, 1] (BEiT / ELECTRA): the head keeps the peak LR, each block
-            below it one more factor (:func:`~lightning_recipes.optim.layer_decay.layer_depths`); groups are
+            below it one more factor (:func:`~lightning_recipes.optim.layer_depths`); groups are
             named ``embed/decay``, ``block_0/no_decay``, ..., ``head/decay``.
         lr_scale: Discriminative LRs by name: ``{"backbone": 0.1}`` multiplies the LR of the parameters under
             a module path (or whose name matches the key as a regex); factors > 0; multiplies with

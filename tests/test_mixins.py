@@ -62,30 +62,18 @@ def _loader():
 
 def test_precedence_recipe_over_hparams_over_defaults():
     model = HparamsNet()
-    resolved = model.resolve_recipe()
-    assert (resolved["optimizer"], resolved["lr"], resolved["weight_decay"], resolved["eps"]) == (
-        "lamb",
-        0.02,
-        0.3,
-        1e-6,
-    )
+
+    def pick(resolved, *keys):
+        return tuple(resolved[key] for key in keys)
+
+    assert pick(model.resolve_recipe(), "optimizer", "lr", "weight_decay", "eps") == ("lamb", 0.02, 0.3, 1e-6)
     model.recipe = OptimizerRecipe(optimizer="lion", weight_decay=1.0)
     resolved = model.resolve_recipe()
-    assert (resolved["optimizer"], resolved["lr"], resolved["weight_decay"], resolved["betas"]) == (
-        "lion",
-        0.02,
-        1.0,
-        (0.9, 0.99),
-    )
+    assert pick(resolved, "optimizer", "lr", "weight_decay", "betas") == ("lion", 0.02, 1.0, (0.9, 0.99))
     model.recipe = {"lr": 0.5}  # a dict (e.g. from a checkpoint's hparams) works too
     assert model.resolve_recipe()["lr"] == 0.5
     defaults = RecipeNet().resolve_recipe()
-    assert (defaults["optimizer"], defaults["lr"], defaults["schedule"], defaults["warmup_ratio"]) == (
-        "adamw",
-        1e-3,
-        "cosine",
-        0.05,
-    )
+    assert pick(defaults, "optimizer", "lr", "schedule", "warmup_ratio") == ("adamw", 1e-3, "cosine", 0.05)
     assert defaults["warmup_steps"] is None  # issue 13: the fraction is `warmup_ratio` now
 
 
@@ -178,20 +166,10 @@ def test_ddp_global_batch_counts_every_process():
     ("recipe", "trainer_kwargs", "error", "match"),
     [
         (OptimizerRecipe(), {"max_steps": -1, "max_epochs": -1}, ValueError, "needs a finite run"),
-        (OptimizerRecipe(scale_lr="linear"), {"max_steps": 2}, ValueError, "needs `base_batch_size`"),
-        (  # a dict recipe (e.g. read back from hparams.yaml) is checked when the mixin builds it
-            {"lr": -1.0},
-            {"max_steps": 2},
-            ValueError,
-            "`lr` must be a finite number > 0, got -1.0",
-        ),
-        (
-            OptimizerRecipe(warmup_steps=5),
-            {"max_steps": 2},
-            ValueError,
-            r"`warmup_steps` must be in \[0, total_steps=2\]",
-        ),
-        ("lion", {"max_steps": 2}, TypeError, "`recipe` must be an OptimizerRecipe"),
+        (OptimizerRecipe(scale_lr="linear"), {"max_steps": 2}, ValueError, "`base_batch_size`"),
+        ({"lr": -1.0}, {"max_steps": 2}, ValueError, "`lr`"),  # a dict recipe (hparams.yaml) is checked
+        (OptimizerRecipe(warmup_steps=5), {"max_steps": 2}, ValueError, r"total_steps=2\]"),
+        ("lion", {"max_steps": 2}, TypeError, "`recipe`"),
     ],
 )
 def test_configuration_errors_are_clear(recipe, trainer_kwargs, error, match):
@@ -199,14 +177,6 @@ def test_configuration_errors_are_clear(recipe, trainer_kwargs, error, match):
     model.recipe = recipe  # type: ignore[assignment]
     with pytest.raises(error, match=match):
         fast_trainer(**trainer_kwargs).fit(model, _loader())
-
-
-def test_recipe_rejects_unknown_names():
-    with pytest.raises(
-        ValueError,
-        match=r"`schedule` must be one of \('cosine', 'linear', 'constant', 'wsd', 'none'\), got 'step'",
-    ):
-        OptimizerRecipe(schedule="step")  # type: ignore[arg-type]
 
 
 def test_configure_optimizers_outside_a_trainer_returns_the_recipe_optimizer_at_peak_lr():
@@ -245,21 +215,11 @@ def test_preflight_uses_the_recipe_optimizer():
 @pytest.mark.parametrize(
     ("mixin", "recipe", "hparams", "warns"),
     [
-        (
-            LionRecipe,
-            OptimizerRecipe(optimizer="adamw"),
-            {},
-            "LionRecipe but its recipe sets `optimizer='adamw'`",
-        ),
+        (LionRecipe, OptimizerRecipe(optimizer="adamw"), {}, "recipe sets `optimizer='adamw'`"),
         (LambRecipe, None, {"optimizer": "lion"}, "LambRecipe but its hparams sets `optimizer='lion'`"),
         (AdamWRecipe, OptimizerRecipe(optimizer="lamb"), {}, "trains Lamb, not AdamW"),
         (LionRecipe, OptimizerRecipe(optimizer="lion"), {}, None),  # says what the class says
-        (
-            OptimizerRecipeMixin,
-            OptimizerRecipe(optimizer="lion"),
-            {},
-            None,
-        ),  # names no optimizer: free choice
+        (OptimizerRecipeMixin, OptimizerRecipe(optimizer="lion"), {}, None),  # names none: free choice
     ],
 )
 def test_a_named_mixin_told_another_optimizer_trains_it_and_says_so(mixin, recipe, hparams, warns, recwarn):

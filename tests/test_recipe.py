@@ -52,40 +52,47 @@ class SavedNet(LionRecipe, pl.LightningModule):
 
 
 @pytest.mark.parametrize(
-    ("kwargs", "message"),
+    ("kwargs", "field"),
     [
-        ({"optimizer": "sgd"}, "`optimizer` must be one of ('adamw', 'lion', 'lamb'), got 'sgd'."),
-        ({"lr": -1.0}, "`lr` must be a finite number > 0, got -1.0."),
-        ({"lr": 0}, "`lr` must be a finite number > 0, got 0."),
-        ({"lr": float("nan")}, "`lr` must be a finite number > 0, got nan."),
-        ({"lr": True}, "`lr` must be a finite number > 0, got True."),
-        ({"weight_decay": -0.1}, "`weight_decay` must be a finite number >= 0, got -0.1."),
-        ({"betas": (0.9, 1.0)}, "`betas[1]` must be in [0, 1), got 1.0."),
-        ({"betas": (0.9,)}, "`betas` must be a pair (beta1, beta2) with each in [0, 1), got (0.9,)."),
-        ({"eps": 0.0}, "`eps` must be a finite number > 0, got 0.0."),
-        ({"warmup_steps": -1}, "`warmup_steps` must be an integer >= 0, got -1."),
-        ({"warmup_steps": "10"}, "`warmup_steps` must be an integer >= 0, got '10'."),
-        ({"warmup_ratio": 1.0}, "`warmup_ratio` must be a number in [0, 1), got 1.0."),
-        ({"warmup_steps": 10, "warmup_ratio": 0.1}, "Give `warmup_steps` or `warmup_ratio`, not both"),
-        ({"warmup_steps": 1.5}, "`warmup_steps` must be in (0, 1) when given as a fraction"),
-        ({"schedule": "step"}, "`schedule` must be one of ('cosine', 'linear', 'constant', 'wsd', 'none')"),
-        ({"min_lr_ratio": 1.5}, "`min_lr_ratio` must be a number in [0, 1], got 1.5."),
-        ({"scale_lr": "cube"}, "`scale_lr` must be one of ('linear', 'sqrt'), got 'cube'."),
-        ({"base_batch_size": 0}, "`base_batch_size` must be an integer >= 1, got 0."),
-        ({"batch_size": 2.5}, "`batch_size` must be an integer >= 1, got 2.5."),
-        ({"layer_decay": 0}, "`layer_decay` must be a number in (0, 1], got 0"),
-        ({"lr_scale": {"(": 0.1}}, "`lr_scale` key '(' is neither a module path nor a valid regex"),
-        ({"block_classes": "no_such.Block"}, "`block_classes` entry 'no_such.Block' cannot be imported"),
-        (
-            {"implementation": "cuda"},
-            "`implementation` must be one of ('auto', 'for_loop', 'foreach', 'native')",
-        ),
+        ({"optimizer": "sgd"}, "optimizer"),
+        ({"lr": -1.0}, "lr"),
+        ({"lr": 0}, "lr"),
+        ({"lr": float("nan")}, "lr"),
+        ({"lr": True}, "lr"),
+        ({"weight_decay": -0.1}, "weight_decay"),
+        ({"betas": (0.9, 1.0)}, "betas[1]"),
+        ({"betas": (0.9,)}, "betas"),
+        ({"eps": 0.0}, "eps"),
+        ({"warmup_steps": -1}, "warmup_steps"),
+        ({"warmup_steps": "10"}, "warmup_steps"),
+        ({"warmup_ratio": 1.0}, "warmup_ratio"),
+        ({"warmup_steps": 10, "warmup_ratio": 0.1}, "warmup_ratio"),
+        ({"warmup_steps": 1.5}, "warmup_steps"),
+        ({"schedule": "step"}, "schedule"),
+        ({"min_lr_ratio": 1.5}, "min_lr_ratio"),
+        ({"scale_lr": "cube"}, "scale_lr"),
+        ({"base_batch_size": 0}, "base_batch_size"),
+        ({"batch_size": 2.5}, "batch_size"),
+        ({"layer_decay": 0}, "layer_decay"),
+        ({"lr_scale": {"(": 0.1}}, "lr_scale"),
+        ({"block_classes": "no_such.Block"}, "block_classes"),
+        ({"implementation": "cuda"}, "implementation"),
+        # lr="find" and its sweep arguments
+        ({"lr": "Find"}, "lr"),
+        ({"lr": float("inf")}, "lr"),
+        ({"lr": "find", "scale_lr": "linear", "base_batch_size": 256}, "scale_lr='linear'"),
+        ({"lr": 1e-3, "lr_find": {"num_steps": 50}}, "lr_find"),
+        ({"lr": "find", "lr_find": {"steps": 50}}, "lr_find"),
+        ({"lr": "find", "lr_find": {"num_steps": 5}}, "num_steps"),
+        ({"lr": "find", "lr_find": {"rule": "valley"}}, "rule"),
+        ({"lr": "find", "lr_find": [50]}, "lr_find"),
     ],
 )
-def test_every_field_is_checked_at_construction(kwargs, message):
+def test_every_field_is_checked_at_construction(kwargs, field):
+    """The error names the field (the wording is the validators')."""
     with pytest.raises(ValueError) as error:
         OptimizerRecipe(**kwargs)
-    assert message in str(error.value)
+    assert f"`{field}`" in str(error.value)
 
 
 def test_valid_recipes_construct_and_warmup_vs_total_stays_at_fit():
@@ -415,39 +422,6 @@ def test_lightning_cli_yaml_layer_decay_lr_scale_and_finetune_schedule(tmp_path,
 
 
 # ---------------------------------------------------------------- lr="find" (issue 16)
-
-
-@pytest.mark.parametrize(
-    ("kwargs", "message"),
-    [
-        (
-            {"lr": "Find"},
-            "`lr` must be a finite number > 0, got 'Find'. Or set `lr='find'` to run an LR range",
-        ),
-        ({"lr": -1.0}, "`lr` must be a finite number > 0, got -1.0. Or set `lr='find'`"),
-        ({"lr": float("inf")}, "`lr` must be a finite number > 0, got inf. Or set `lr='find'`"),
-        (
-            {"lr": "find", "scale_lr": "linear", "base_batch_size": 256},
-            "`scale_lr='linear'` cannot be combined with `lr='find'`: the LR range test already runs at the "
-            "run's global batch",
-        ),
-        ({"lr": 1e-3, "lr_find": {"num_steps": 50}}, "`lr_find` sets the arguments of the LR range test"),
-        (
-            {"lr": "find", "lr_find": {"steps": 50}},
-            "`lr_find` has unknown key(s) ['steps']; allowed: ('min_lr',",
-        ),
-        (
-            {"lr": "find", "lr_find": {"num_steps": 5}},
-            "`lr_find`: `num_steps` must be an integer >= 10, got 5.",
-        ),
-        ({"lr": "find", "lr_find": {"rule": "valley"}}, "`lr_find`: `rule` must be one of ('min_div_10', "),
-        ({"lr": "find", "lr_find": [50]}, "`lr_find` must be a mapping of the LR range test's arguments"),
-    ],
-)
-def test_lr_find_is_checked_at_construction(kwargs, message):
-    with pytest.raises(ValueError) as error:
-        OptimizerRecipe(**kwargs)
-    assert message in str(error.value)
 
 
 def test_lr_find_accepts_find_and_sweep_arguments_and_round_trips():

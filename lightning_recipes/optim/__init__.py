@@ -12,9 +12,8 @@ Example:
 
 from lightning_recipes.optim.build import build_optimizer, build_scheduler
 from lightning_recipes.optim.lamb import Lamb, lamb_update_
-from lightning_recipes.optim.layer_decay import layer_depths
 from lightning_recipes.optim.lion import Lion, lion_update_
-from lightning_recipes.optim.param_groups import NORM_LAYERS, param_groups
+from lightning_recipes.optim.param_groups import NORM_LAYERS, layer_depths, param_groups
 from lightning_recipes.optim.scaling import scale_lr
 from lightning_recipes.optim.schedules import (
     warmup_constant,

@@ -1,9 +1,26 @@
-"""Shared pieces of the optimizers: argument checks, implementation choice, tensor grouping."""
+"""Shared pieces of Lion and Lamb: argument checks, the choice and dispatch of the execution path
+(written once for both), tensor grouping, and the record of which path ran
+(``optimizer.implementation_used``).
+
+Example:
+    >>> import torch
+    >>> from lightning_recipes.optim import Lion
+    >>> model = torch.nn.Linear(4, 2)
+    >>> optimizer = Lion(model.parameters(), implementation="foreach")
+    >>> optimizer.implementation_used is None  # nothing ran yet
+    True
+    >>> model(torch.randn(3, 4)).sum().backward()
+    >>> optimizer.step()
+    >>> optimizer.implementation_used
+    'foreach'
+"""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator, Sequence
-from typing import Any, Literal, cast
+import functools
+import threading
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from typing import Any, ClassVar, Literal, NamedTuple, TypeVar, cast
 
 import torch
 from torch import Tensor
@@ -21,7 +38,9 @@ __all__ = [
     "FOREACH_CHUNK_NUMEL",
     "FOREACH_CHUNK_NUMEL_CPU",
     "IMPLEMENTATIONS",
+    "ROUTES",
     "Implementation",
+    "ImplementationRecord",
     "backfill_group_options",
     "check_beta",
     "check_betas",
@@ -33,7 +52,11 @@ __all__ = [
     "gather_gradients",
     "group_by_device_and_dtype",
     "is_plain",
+    "note_route",
     "prepare_tensors",
+    "records_implementation",
+    "run_native",
+    "run_update",
     "split_for_native",
 ]
 
@@ -121,15 +144,13 @@ def is_plain(tensor: Tensor) -> bool:
     return type(tensor) in _PLAIN_TYPES
 
 
-def split_for_native(*lists: Sequence[Tensor]) -> tuple[list[int], list[int]]:
-    """Indices of the tensors the native kernels take and of the others.
-
-    Taken: every list's tensor is a plain ``Tensor`` / ``Parameter`` (no subclass such as DTensor), strided,
-    on the CPU (so never ``meta``), contiguous (so never expanded, channels-last or a strided view) and of the
-    first list's dtype, one of the kernels' (so never complex). Disjoint views of one storage are fine (the
-    kernels write each element of each tensor once); tensors that overlap one another are not detected.
-    Cost: attribute checks only, no sync.
-    """
+def split_for_native(
+    *lists: Sequence[Tensor], counters: Sequence[Tensor] | None = None
+) -> tuple[list[int], list[int]]:
+    """Indices of the rows the native kernels take (every tensor a plain ``Tensor`` / ``Parameter``,
+    strided, CPU, contiguous, of the first list's dtype, one of the kernels'; with ``counters``, a float32 CPU
+    counter) and of the others. Disjoint views of one storage are fine; overlapping tensors are not detected.
+    Cost: attribute checks only, no sync."""
     from lightning_recipes.optim._native import NATIVE_DTYPES
 
     taken: list[int] = []
@@ -149,6 +170,8 @@ def split_for_native(*lists: Sequence[Tensor]) -> tuple[list[int], list[int]]:
             ):
                 ok = False
                 break
+        if ok and counters is not None:
+            ok = counters[index].dtype is torch.float32 and counters[index].is_cpu
         (taken if ok else others).append(index)
     return taken, others
 
@@ -157,17 +180,12 @@ def prepare_tensors(
     lists: Sequence[Sequence[Tensor]], *, local_shards: bool
 ) -> tuple[list[list[Tensor]], list[list[Tensor]]]:
     """Split parallel lists (parameters first) into the rows every path may take and the rows only the
-    eager per-tensor loop may take, with complex tensors replaced by their real views.
+    per-tensor loop may take; complex tensors become ``torch.view_as_real`` views (as in torch's optimizers).
 
-    - Complex tensors become ``torch.view_as_real`` views (as torch's optimizers do): the update is the one
-      of the real and imaginary parts as separate reals, and norms over the view are the complex norms.
-    - Tensor subclasses (FSDP2's DTensor ...) never reach the multi-tensor or native paths. With
-      ``local_shards`` (elementwise updates such as Lion's) a row of DTensors that share the parameter's
-      mesh and placements is replaced by its local shards, updated in place; every other subclass row goes to
-      the loop, where DTensor ops compute what needs the whole tensor (LAMB's norms, all-reduced).
-
-    Cost: one type and dtype check per parameter when every parameter is a plain real tensor (the common case,
-    which returns the lists as they are); no sync.
+    Tensor subclasses (FSDP2's DTensor ...) never reach the multi-tensor or native paths: with
+    ``local_shards`` (elementwise updates, Lion) a row of DTensors laid out alike is replaced by its local
+    shards; every other subclass row goes to the loop, whose DTensor ops compute whole-tensor norms (LAMB).
+    Cost: one type check per parameter in the common all-plain case; no sync.
     """
     params = lists[0]
     if all(type(p) in _PLAIN_TYPES and not p.is_complex() for p in params):
@@ -210,14 +228,10 @@ def _local_shards(row: Sequence[Tensor]) -> tuple[Tensor, ...] | None:
 def backfill_group_options(
     optimizer: torch.optim.Optimizer, defaults: dict[str, Any], defaults_before: Collection[str]
 ) -> None:
-    """After ``Optimizer.__setstate__``: ``setdefault`` the class's own options (``defaults``) in
-    ``optimizer.defaults`` and in every group, so that groups saved before an option existed load and step,
-    and take back the keys torch's ``__setstate__`` added to ``optimizer.defaults`` that the class does not
-    own (``differentiable``), which ``defaults_before`` (the keys before the call) tells apart.
-
-    Only the class's own options are back-filled: a loaded or unpickled optimizer's ``state_dict()`` and
-    ``defaults`` equal the original's key for key (torch's state-dict determinism and pickle invariants).
-    A group option missing from a saved group takes the optimizer's own default (its constructor argument).
+    """After ``Optimizer.__setstate__``: back-fill the class's own options (``defaults``) into
+    ``optimizer.defaults`` and every group (groups saved before an option existed load and step), and take
+    back the keys torch added to ``optimizer.defaults`` (``differentiable``; ``defaults_before``: the keys
+    before the call), so a loaded or unpickled optimizer's ``state_dict()`` equals the original's key for key.
     """
     for key in [key for key in optimizer.defaults if key not in defaults_before and key not in defaults]:
         del optimizer.defaults[key]
@@ -238,9 +252,8 @@ def defaults_keys(optimizer: torch.optim.Optimizer, state: dict[str, Any]) -> fr
 def gather_gradients(
     optimizer: torch.optim.Optimizer,
 ) -> list[tuple[dict[str, Any], list[Tensor], list[Tensor]]]:
-    """Every group with its parameters that have a gradient and those gradients, checked for sparse layouts
-    before the step changes anything (a sparse gradient raises, naming the parameter). One pass over the
-    parameters, no sync."""
+    """Every group with its parameters that have a gradient and those gradients; a sparse gradient raises,
+    naming the parameter, before anything changes. One pass, no sync."""
     strided = torch.strided
     gathered = []
     for group in optimizer.param_groups:
@@ -270,3 +283,124 @@ def _sparse_error(optimizer: torch.optim.Optimizer, param: Tensor, grad: Tensor)
         f"{where} (shape {tuple(param.shape)}); nothing was updated. Use dense gradients (e.g. "
         "`nn.Embedding(..., sparse=False)`)."
     )
+
+
+def run_update(
+    routes: Mapping[str, Callable[..., None]],
+    lists: Sequence[Sequence[Tensor]],
+    hyper: NamedTuple,
+    implementation: str,
+    *,
+    local_shards: bool,
+) -> None:
+    """The one dispatch of Lion's and Lamb's update functions: subclass rows (see :func:`prepare_tensors`)
+    take ``routes["for_loop"]``; the others, grouped by device and dtype, the route
+    :func:`resolve_device_implementation` picks. Every route is called as ``route(*lists, hyper)``."""
+    plain, eager = prepare_tensors(lists, local_shards=local_shards)
+    if eager[0]:
+        routes["for_loop"](*eager, hyper)
+    for group in group_by_device_and_dtype(*plain):
+        routes[resolve_device_implementation(implementation, group[0][0].device)](*group, hyper)
+
+
+def run_native(
+    kernel: str,
+    loop: Callable[..., None],
+    lists: Sequence[Sequence[Tensor]],
+    hyper: NamedTuple,
+    *,
+    counters: bool,
+) -> None:
+    """The native route of Lion and Lamb: the rows the kernels take (:func:`split_for_native`; with
+    ``counters`` the last list holds step counters) go to ``kernels.<kernel>(*lists, **hyper)``, with
+    autograd's versions bumped for what they wrote (all but the gradients); the other rows to ``loop``."""
+    from lightning_recipes.optim._native import bump_versions, native_kernels
+
+    kernels = native_kernels()
+    taken: list[int] = []
+    others = list(range(len(lists[0])))
+    if kernels is not None:
+        tensors = lists[:-1] if counters else lists
+        taken, others = split_for_native(*tensors, counters=lists[-1] if counters else None)
+    if kernels is not None and taken:
+        rows = [[lst[i] for i in taken] for lst in lists]
+        getattr(kernels, kernel)(*rows, **hyper._asdict())  # type: ignore[attr-defined]
+        bump_versions([t for k, row in enumerate(rows) if k != 1 for t in row])
+        note_route("native")
+    if others:
+        loop(*([lst[i] for i in others] for lst in lists), hyper)
+
+
+# The paths, fastest first: a step that used several (the native kernels for float32 tensors and the loop for
+# complex ones) names them in this order, joined by "+".
+ROUTES = ("native", "foreach", "for_loop")
+_active = threading.local()
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class ImplementationRecord(torch.optim.Optimizer):
+    """Base of our optimizers: ``implementation_used`` is ``None`` until a step, then the path(s) that ran;
+    group options are validated when a group is added and back-filled when an older state is loaded.
+
+    ``implementation_used`` is a plain instance attribute, so that Fabric's and Lightning's optimizer
+    wrappers, which forward unknown attributes to the optimizer, read the live value.
+    """
+
+    implementation_used: str | None
+    #: Every group option and its default, back-filled into groups saved before an option existed.
+    _group_defaults: ClassVar[dict[str, Any]] = {}
+
+    @staticmethod
+    def _validate_group(group: dict[str, Any]) -> None:
+        """Raise ``ValueError`` for a group option out of range (the subclass's checks)."""
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Torch's state and ``implementation_used``: a pickled or deep-copied optimizer says what its
+        original last ran."""
+        state: dict[str, Any] = super().__getstate__()  # type: ignore[misc]
+        state["implementation_used"] = self.__dict__.get("implementation_used")
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """As torch's (``load_state_dict`` calls it too), back-filling group options a state saved before they
+        existed lacks, and ``implementation_used`` (``None``)."""
+        before = defaults_keys(self, state)
+        super().__setstate__(state)
+        self.__dict__.setdefault("implementation_used", None)
+        backfill_group_options(self, self._group_defaults, before)
+
+    def add_param_group(self, param_group: dict[str, Any]) -> None:
+        """As torch's, with the group's options (the defaults filled in) validated before it joins;
+        ``Optimizer.__init__`` calls it, so ``implementation_used`` exists from construction on."""
+        self.__dict__.setdefault("implementation_used", None)
+        if isinstance(param_group, dict):
+            self._validate_group({**self.defaults, **param_group})
+        super().add_param_group(param_group)
+
+
+def note_route(name: str) -> None:
+    """Record that path ``name`` updated tensors in the step now running (nothing outside a step)."""
+    ran = getattr(_active, "ran", None)
+    if ran is not None:
+        ran.add(name)
+
+
+def records_implementation(step: F) -> F:
+    """Wrap an optimizer's ``step`` so that, after it, ``self.implementation_used`` names the paths that ran
+    (``"native"``, ``"for_loop"``, ``"native+for_loop"`` ...); a step that updated nothing leaves it as it
+    was."""
+
+    @functools.wraps(step)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        outer = getattr(_active, "ran", None)
+        ran: set[str] = set()
+        _active.ran = ran
+        try:
+            result = step(self, *args, **kwargs)
+        finally:
+            _active.ran = outer
+        if ran:
+            self.implementation_used = "+".join(name for name in ROUTES if name in ran)
+        return result
+
+    return wrapper  # type: ignore[return-value]

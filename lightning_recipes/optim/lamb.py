@@ -10,19 +10,18 @@ from torch import Tensor
 
 from lightning_recipes.optim._common import (
     Implementation,
+    ImplementationRecord,
     check_betas,
     check_implementation,
     check_non_negative,
     check_positive,
     foreach_chunks,
     gather_gradients,
-    group_by_device_and_dtype,
-    prepare_tensors,
-    resolve_device_implementation,
-    split_for_native,
+    note_route,
+    records_implementation,
+    run_native,
+    run_update,
 )
-from lightning_recipes.optim._native import bump_versions, native_kernels
-from lightning_recipes.optim._routes import ImplementationRecord, note_route, records_implementation
 
 __all__ = ["Lamb", "lamb_update_"]
 
@@ -61,22 +60,9 @@ def lamb_update_(
         r = min(r, trust_clip)                          (only when trust_clip is set)
         p = p - lr * r * u
 
-    Args:
-        params: Parameters, updated in place.
-        grads: Their gradients (dense).
-        exp_avgs: First moments, updated in place.
-        exp_avg_sqs: Second moments, updated in place.
-        steps: One 0-dim floating-point step counter per parameter, on the parameter's device.
-        lr: Learning rate.
-        beta1: First-moment decay.
-        beta2: Second-moment decay.
-        eps: Added to the denominator.
-        weight_decay: Weight decay, added to the update inside the trust ratio (the paper's ``lambda x``).
-        layer_adaptation: Use the trust ratio; ``False`` gives AdamW-like updates (for biases and norms).
-        trust_clip: Upper bound of the trust ratio (LAMBC), or ``None``.
-        implementation: ``"native"``, ``"foreach"``, ``"for_loop"`` or ``"auto"``, as in
-            :func:`~lightning_recipes.optim.lion_update_`. The native kernel also needs float32 CPU step
-            counters.
+    ``params``, ``exp_avgs``, ``exp_avg_sqs`` and ``steps`` (one 0-dim floating-point counter per parameter,
+    on its device) are updated in place; the options are :class:`Lamb`'s. ``implementation`` as in
+    :func:`~lightning_recipes.optim.lion_update_`; the native kernel also needs float32 CPU step counters.
 
     Example:
         >>> import torch
@@ -89,16 +75,10 @@ def lamb_update_(
         tensor(1.)
     """
     check_implementation(implementation)
-    if not params:
-        return
-    hp = _Hyper(lr, beta1, beta2, eps, weight_decay, layer_adaptation, trust_clip)
-    plain, eager = prepare_tensors((params, grads, exp_avgs, exp_avg_sqs, steps), local_shards=False)
-    if eager[0]:  # DTensors (FSDP2) and other subclasses: their own ops, so the norms are the whole tensor's
-        _lamb_for_loop(eager[0], eager[1], eager[2], eager[3], eager[4], hp)
-    params, grads, exp_avgs, exp_avg_sqs, steps = plain
-    for ps, gs, ms, vs, ts in group_by_device_and_dtype(params, grads, exp_avgs, exp_avg_sqs, steps):
-        route = _ROUTES[resolve_device_implementation(implementation, ps[0].device)]
-        route(ps, gs, ms, vs, ts, hp)
+    if params:  # DTensors (FSDP2) take the loop with their own ops: the norms are the whole tensor's
+        hp = _Hyper(lr, beta1, beta2, eps, weight_decay, layer_adaptation, trust_clip)
+        lists = (params, grads, exp_avgs, exp_avg_sqs, steps)
+        run_update(_ROUTES, lists, hp, implementation, local_shards=False)
 
 
 class _Hyper(NamedTuple):
@@ -170,31 +150,9 @@ def _lamb_foreach(params: _Ts, grads: _Ts, exp_avgs: _Ts, exp_avg_sqs: _Ts, step
         del updates
 
 
-def _native_counter(step: Tensor) -> bool:
-    return step.dtype is torch.float32 and step.is_cpu
-
-
 def _lamb_native(params: _Ts, grads: _Ts, exp_avgs: _Ts, exp_avg_sqs: _Ts, steps: _Ts, hp: _Hyper) -> None:
-    kernels = native_kernels()
-    taken: list[int] = []
-    others = list(range(len(params)))
-    if kernels is not None:  # the kernel reads and increments float32 CPU step counters; others: the loop
-        taken, others = split_for_native(params, grads, exp_avgs, exp_avg_sqs)
-        others = sorted(others + [i for i in taken if not _native_counter(steps[i])])
-        taken = [i for i in taken if _native_counter(steps[i])]
-    if kernels is not None and taken:
-        ps, gs, ms, vs, ts = (
-            [lst[i] for i in taken] for lst in (params, grads, exp_avgs, exp_avg_sqs, steps)
-        )
-        kernels.lamb(
-            ps, gs, ms, vs, ts, lr=hp.lr, beta1=hp.beta1, beta2=hp.beta2, eps=hp.eps,
-            weight_decay=hp.weight_decay, layer_adaptation=hp.layer_adaptation, trust_clip=hp.trust_clip,
-        )  # fmt: skip
-        bump_versions(ps + ms + vs + ts)
-        note_route("native")
-    if others:
-        pick = [[lst[i] for i in others] for lst in (params, grads, exp_avgs, exp_avg_sqs, steps)]
-        _lamb_for_loop(pick[0], pick[1], pick[2], pick[3], pick[4], hp)
+    lists = (params, grads, exp_avgs, exp_avg_sqs, steps)
+    run_native("lamb", _lamb_for_loop, lists, hp, counters=True)
 
 
 _ROUTES = {"for_loop": _lamb_for_loop, "foreach": _lamb_foreach, "native": _lamb_native}
@@ -225,23 +183,16 @@ def _validate_group(group: dict[str, Any]) -> None:
 
 
 class Lamb(ImplementationRecord):
-    """LAMB, Adam moments with a per-tensor trust ratio.
+    """LAMB, Adam moments with a per-tensor trust ratio
+    (`You et al. 2019 <https://arxiv.org/abs/1904.00962>`_).
 
-    `You et al. 2019 <https://arxiv.org/abs/1904.00962>`_.
-
-    The convention (the paper's Algorithm 2 with bias correction, as NVIDIA's NVLAMB): the Adam direction
-    ``m_hat / (sqrt(v_hat) + eps)`` plus ``weight_decay * p`` is rescaled so that its norm equals the
-    parameter's norm (trust ratio ``||p|| / ||u||``, 1.0 when either is 0), then scaled by ``lr``. No norm
-    clamp, no built-in gradient clipping (use the Trainer's ``gradient_clip_val``), optional ``trust_clip``
-    (LAMBC). Groups with ``layer_adaptation=False`` take plain AdamW-like steps; the param-group builder sets
-    it on the no-decay group (biases, norms), as NVIDIA's and the paper's BERT set-ups do. Step counters are
-    0-dim tensors on the parameter's device, so bias corrections never sync.
-
-    Cost: two state tensors per parameter (as AdamW); no host-device sync. The native path (``auto`` on CPU)
-    runs the step in one parallel region, two cache-resident passes per batch of tensors; foreach (GPU) keeps
-    two chunk-sized temporaries. FSDP2's DTensors take the loop with DTensor ops (the norms are the whole
-    parameter's: two scalar all-reduces per parameter); complex parameters are updated as their real views.
-    ``maximize`` is not supported. Speeds: ``benchmarks/RESULTS.md``.
+    NVLAMB's convention (the paper's Algorithm 2 with bias correction): the Adam direction plus
+    ``weight_decay * p`` is rescaled to the parameter's norm (trust ratio ``||p|| / ||u||``, 1.0 when either
+    is 0), then scaled by ``lr``; no built-in gradient clipping (use the Trainer's ``gradient_clip_val``).
+    Groups with ``layer_adaptation=False`` take AdamW-like steps (``param_groups`` sets it on biases and
+    norms). Cost: two state tensors per parameter, as AdamW; no host-device sync (0-dim step counters on the
+    parameter's device). FSDP2's DTensors take the loop (two scalar all-reduces per parameter for the norms);
+    complex parameters are updated as their real views; ``maximize`` is not supported.
 
     Args:
         params: Parameters or parameter groups (e.g. from :func:`~lightning_recipes.optim.param_groups`).
@@ -249,7 +200,7 @@ class Lamb(ImplementationRecord):
         betas: ``(beta1, beta2)``, each in [0, 1).
         eps: Denominator term, > 0.
         weight_decay: Weight decay inside the trust ratio, >= 0.
-        trust_clip: Upper bound of the trust ratio (> 0), or ``None`` (default).
+        trust_clip: Upper bound of the trust ratio (LAMBC), > 0, or ``None`` (default).
         layer_adaptation: Default of the per-group switch of the trust ratio.
         implementation: ``"auto"`` (default), ``"native"``, ``"foreach"`` or ``"for_loop"``; see
             :func:`~lightning_recipes.optim.lion_update_`.
@@ -311,11 +262,8 @@ class Lamb(ImplementationRecord):
     @torch.no_grad()
     @records_implementation
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
-        """Update every parameter that has a gradient; returns ``closure()``'s value if one was given.
-
-        Complex parameters are updated as their real views (see the class docstring). A sparse gradient
-        raises before any parameter or state changes.
-        """
+        """Update every parameter that has a gradient (a sparse one raises before anything changes);
+        returns ``closure()``'s value if one was given."""
         loss = None
         if closure is not None:
             with torch.enable_grad():
@@ -327,12 +275,12 @@ class Lamb(ImplementationRecord):
             for param in params:
                 state = self.state[param]
                 if "step" not in state:
-                    state["step"] = torch.zeros((), dtype=_step_dtype(param), device=param.device)
+                    state["step"] = torch.zeros((), dtype=torch.float32, device=param.device)
                     state["exp_avg"] = torch.zeros_like(param, memory_format=torch.preserve_format)
                     state["exp_avg_sq"] = torch.zeros_like(param, memory_format=torch.preserve_format)
-                elif state["step"].device != param.device or state["step"].dtype != _step_dtype(param):
+                elif state["step"].device != param.device or state["step"].dtype != torch.float32:
                     # torch's load_state_dict leaves "step" where it was saved; move it once
-                    state["step"] = state["step"].to(device=param.device, dtype=_step_dtype(param))
+                    state["step"] = state["step"].to(device=param.device, dtype=torch.float32)
                 exp_avgs.append(state["exp_avg"])
                 exp_avg_sqs.append(state["exp_avg_sq"])
                 steps.append(state["step"])
@@ -353,7 +301,3 @@ class Lamb(ImplementationRecord):
                 implementation=group["implementation"],
             )
         return loss
-
-
-def _step_dtype(param: Tensor) -> torch.dtype:
-    return torch.float32  # always (exact up to 2**24 steps), as torch's optimizers

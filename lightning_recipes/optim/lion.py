@@ -3,26 +3,25 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor
 
 from lightning_recipes.optim._common import (
     Implementation,
+    ImplementationRecord,
     check_betas,
     check_implementation,
     check_non_negative,
     check_positive,
     foreach_chunks,
     gather_gradients,
-    group_by_device_and_dtype,
-    prepare_tensors,
-    resolve_device_implementation,
-    split_for_native,
+    note_route,
+    records_implementation,
+    run_native,
+    run_update,
 )
-from lightning_recipes.optim._native import bump_versions, native_kernels
-from lightning_recipes.optim._routes import ImplementationRecord, note_route, records_implementation
 
 __all__ = ["Lion", "lion_update_"]
 
@@ -51,20 +50,12 @@ def lion_update_(
         p = p * (1 - lr * weight_decay) - lr * sign(c)
         m = beta2 * m + (1 - beta2) * g
 
-    Args:
-        params: Parameters, updated in place.
-        grads: Their gradients (dense).
-        exp_avgs: Momentum buffers, updated in place.
-        lr: Learning rate.
-        beta1: Interpolation factor of the update direction.
-        beta2: Momentum decay.
-        weight_decay: Decoupled weight decay (multiplied by ``lr``).
-        implementation: ``"native"`` (CPU: one multi-tensor C kernel, one pass, built once with the system
-            compiler, see ``lightning_recipes.optim._native``; the fastest on CPU; ``foreach`` off CPU),
-            ``"foreach"`` (multi-tensor kernels in chunks: the fastest on GPU), ``"for_loop"`` (one tensor
-            at a time: the CPU fallback) or ``"auto"`` (native on CPU where it builds, else the loop;
-            foreach off CPU). Tensors native cannot take (other dtypes, non-contiguous) take the loop.
-            ``"compiled"`` is deprecated and runs as ``"auto"``.
+    ``params`` and ``exp_avgs`` are updated in place; the options are :class:`Lion`'s. ``implementation``:
+    ``"native"`` (CPU: one multi-tensor C kernel, built once with the system compiler; the fastest on CPU;
+    ``foreach`` off CPU), ``"foreach"`` (multi-tensor kernels in chunks: the fastest on GPU), ``"for_loop"``
+    (one tensor at a time) or ``"auto"`` (native on CPU where it builds, else the loop; foreach off CPU).
+    Tensors native cannot take (other dtypes, non-contiguous) take the loop. ``"compiled"`` is deprecated
+    and runs as ``"auto"``.
 
     Example:
         >>> import torch
@@ -76,21 +67,20 @@ def lion_update_(
         tensor([ 0.0050, -0.0200,  0.0000])
     """
     check_implementation(implementation)
-    if not params:
-        return
-    (params, grads, exp_avgs), (eager_ps, eager_gs, eager_ms) = prepare_tensors(
-        (params, grads, exp_avgs), local_shards=True
-    )
-    if eager_ps:  # tensor subclasses other than alike-laid-out DTensors: their own ops, one tensor at a time
-        _lion_for_loop(eager_ps, eager_gs, eager_ms, lr, beta1, beta2, weight_decay)
-    for ps, gs, ms in group_by_device_and_dtype(params, grads, exp_avgs):
-        route = _ROUTES[resolve_device_implementation(implementation, ps[0].device)]
-        route(ps, gs, ms, lr, beta1, beta2, weight_decay)
+    if params:
+        hp = _Hyper(lr, beta1, beta2, weight_decay)
+        run_update(_ROUTES, (params, grads, exp_avgs), hp, implementation, local_shards=True)
 
 
-def _lion_for_loop(
-    params: _Ts, grads: _Ts, exp_avgs: _Ts, lr: float, beta1: float, beta2: float, weight_decay: float
-) -> None:
+class _Hyper(NamedTuple):
+    lr: float
+    beta1: float
+    beta2: float
+    weight_decay: float
+
+
+def _lion_for_loop(params: _Ts, grads: _Ts, exp_avgs: _Ts, hp: _Hyper) -> None:
+    lr, beta1, beta2, weight_decay = hp
     note_route("for_loop")
     for param, grad, exp_avg in zip(params, grads, exp_avgs):
         if weight_decay != 0.0:
@@ -100,9 +90,8 @@ def _lion_for_loop(
         exp_avg.lerp_(grad, 1.0 - beta2)
 
 
-def _lion_foreach(
-    params: _Ts, grads: _Ts, exp_avgs: _Ts, lr: float, beta1: float, beta2: float, weight_decay: float
-) -> None:
+def _lion_foreach(params: _Ts, grads: _Ts, exp_avgs: _Ts, hp: _Hyper) -> None:
+    lr, beta1, beta2, weight_decay = hp
     note_route("foreach")
     for ps, gs, ms in foreach_chunks(params, grads, exp_avgs):
         if weight_decay != 0.0:
@@ -114,19 +103,8 @@ def _lion_foreach(
         torch._foreach_lerp_(ms, gs, 1.0 - beta2)
 
 
-def _lion_native(
-    params: _Ts, grads: _Ts, exp_avgs: _Ts, lr: float, beta1: float, beta2: float, weight_decay: float
-) -> None:
-    kernels = native_kernels()
-    taken, others = split_for_native(params, grads, exp_avgs) if kernels else ([], list(range(len(params))))
-    if kernels is not None and taken:
-        ps, gs, ms = ([lst[i] for i in taken] for lst in (params, grads, exp_avgs))
-        kernels.lion(ps, gs, ms, lr=lr, beta1=beta1, beta2=beta2, weight_decay=weight_decay)
-        note_route("native")
-        bump_versions(ps + ms)
-    if others:
-        ps, gs, ms = ([lst[i] for i in others] for lst in (params, grads, exp_avgs))
-        _lion_for_loop(ps, gs, ms, lr, beta1, beta2, weight_decay)
+def _lion_native(params: _Ts, grads: _Ts, exp_avgs: _Ts, hp: _Hyper) -> None:
+    run_native("lion", _lion_for_loop, (params, grads, exp_avgs), hp, counters=False)
 
 
 _ROUTES = {"for_loop": _lion_for_loop, "foreach": _lion_foreach, "native": _lion_native}
@@ -145,18 +123,14 @@ def _validate_group(group: dict[str, Any]) -> None:
 
 
 class Lion(ImplementationRecord):
-    """Lion, the sign-momentum optimizer found by program search.
+    """Lion, the sign-momentum optimizer found by program search
+    (`Chen et al. 2023 <https://arxiv.org/abs/2302.06675>`_).
 
-    `Chen et al. 2023 <https://arxiv.org/abs/2302.06675>`_.
-
-    Every coordinate moves by exactly ``lr`` per step (the sign of an interpolated momentum), so Lion needs a
-    learning rate **3-10x smaller** than AdamW's and a weight decay **3-10x larger** to keep the same
-    effective decay ``lr * weight_decay``. It keeps one state tensor per parameter (AdamW keeps two).
-
-    Cost: one read of ``p, g, m`` and one write of ``p, m`` per element on the native path (20 B/elem in fp32,
-    0.71x AdamW's traffic); no host-device sync in :meth:`step`. FSDP2's sharded parameters (DTensors) are
-    updated shard by shard; other tensor subclasses take the loop. Complex parameters are updated as their
-    real views, as torch's optimizers do. ``maximize`` is not supported. Speeds: ``benchmarks/RESULTS.md``.
+    Every coordinate moves by exactly ``lr`` per step, so Lion needs a learning rate 3-10x smaller than
+    AdamW's and a weight decay 3-10x larger (the same ``lr * weight_decay``). Cost: one state tensor per
+    parameter (AdamW keeps two); one pass over ``p, g, m`` on the native path; no host-device sync. FSDP2's
+    DTensors are updated shard by shard, other subclasses take the loop; complex parameters are updated as
+    their real views; ``maximize`` is not supported.
 
     Args:
         params: Parameters or parameter groups (e.g. from :func:`~lightning_recipes.optim.param_groups`).
@@ -164,8 +138,7 @@ class Lion(ImplementationRecord):
         betas: ``(beta1, beta2)``, each in [0, 1): update interpolation and momentum decay.
         weight_decay: Decoupled weight decay, >= 0.
         implementation: ``"auto"`` (default), ``"native"``, ``"foreach"`` or ``"for_loop"``; see
-            :func:`lion_update_`. With ``"auto"`` on CPU the first step builds the native kernels once per
-            machine (later processes load them from the disk cache).
+            :func:`lion_update_`. On CPU the first native step builds the kernels once per machine.
 
     Raises:
         ValueError: If an argument (or a group's override) is out of range.
@@ -205,11 +178,8 @@ class Lion(ImplementationRecord):
     @torch.no_grad()
     @records_implementation
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
-        """Update every parameter that has a gradient; returns ``closure()``'s value if one was given.
-
-        Complex parameters are updated as their real views (real and imaginary parts as separate reals, as
-        torch's optimizers do). A sparse gradient raises before any parameter or state changes.
-        """
+        """Update every parameter that has a gradient (a sparse one raises before anything changes);
+        returns ``closure()``'s value if one was given."""
         loss = None
         if closure is not None:
             with torch.enable_grad():

@@ -1,27 +1,30 @@
-"""Weight-decay parameter groups: decay weight matrices, never biases, normalization layers or embeddings."""
+"""Parameter groups: weight decay for weight matrices only (never biases, norms or embeddings), layer-wise LR
+decay (BEiT / ELECTRA) from the depth of every parameter in the model's repeated blocks, and LRs by name."""
 
 from __future__ import annotations
 
 import fnmatch
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from torch import nn
 
-from lightning_recipes._blocks import BlockSpec
-from lightning_recipes._validation import check_positive, did_you_mean
+from lightning_recipes._blocks import BlockSpec, find_blocks, infer_block_classes, resolve_block_classes
+from lightning_recipes._validation import check_in_range, check_positive, did_you_mean
 from lightning_recipes._warn_once import warn_once
-from lightning_recipes.optim.layer_decay import (
-    check_layer_decay,
-    check_lr_scale,
-    layer_depths,
-    layer_name,
-    layer_scale,
-    match_lr_scale,
-)
 from lightning_recipes.optim.tied import parameter_names
 
-__all__ = ["NORM_LAYERS", "param_groups"]
+__all__ = [
+    "NORM_LAYERS",
+    "check_layer_decay",
+    "check_lr_scale",
+    "layer_depths",
+    "layer_name",
+    "layer_scale",
+    "match_lr_scale",
+    "param_groups",
+]
 
 #: Module types whose parameters go to the ``no_decay`` group (normalisation layers).
 NORM_LAYERS: tuple[type[nn.Module], ...] = (
@@ -48,17 +51,15 @@ def param_groups(
 ) -> list[dict[str, Any]]:
     """Split a module's trainable parameters into a ``"decay"`` and a ``"no_decay"`` group.
 
-    A parameter goes to ``"no_decay"`` if it has fewer than 2 dimensions (biases, norm scales), belongs to a
-    normalization layer (by type, any shape) or to an embedding (unless ``decay_embeddings``), is named by a
-    ``no_weight_decay()`` method (timm's convention) or matches a ``no_decay`` glob. A tied parameter appears
-    once (``"no_decay"`` if any owner says so; a warning when its names disagree about groups); frozen ones
-    are left out; empty groups are omitted. Groups carry a ``"name"`` (``lr-AdamW/decay`` in
-    ``LearningRateMonitor``); the no-decay group sets ``layer_adaptation=False`` (for
-    :class:`~lightning_recipes.optim.Lamb`). With ``layer_decay`` (depth from
-    :func:`~lightning_recipes.optim.layer_decay.layer_depths`, scale ``layer_decay ** (L + 1 - depth)``),
-    ``lr_scale`` (by module path or regex; factors multiply) or ``split`` (prefixes with groups of their own,
-    for ``FinetuneSchedule``), each group carries its own ``"lr"`` and ``"lr_scale"``. Cost: one walk over
-    the modules, at configuration time only.
+    ``"no_decay"`` takes parameters with fewer than 2 dimensions (biases, norm scales), those of
+    normalization layers (any shape) and embeddings (unless ``decay_embeddings``), and those named by a
+    ``no_weight_decay()`` method (timm's convention) or a ``no_decay`` glob; it sets
+    ``layer_adaptation=False`` (for :class:`~lightning_recipes.optim.Lamb`). Groups carry a ``"name"``
+    (``lr-AdamW/decay`` in ``LearningRateMonitor``); empty groups are omitted, frozen parameters left out, a
+    tied one appears once (a warning when its names disagree). With ``layer_decay`` (scale
+    ``layer_decay ** (L + 1 - depth)``, depth from :func:`layer_depths`), ``lr_scale`` (by module path or
+    regex; factors multiply) or ``split`` (prefixes with groups of their own, for ``FinetuneSchedule``), each
+    group carries ``"lr"`` and ``"lr_scale"``. Cost: one walk over the modules, at configuration time.
 
     Args:
         module: The model (usually the ``LightningModule`` itself).
@@ -69,17 +70,13 @@ def param_groups(
         block_classes: The block class(es) or import path(s) for ``layer_decay``; ``None`` infers them.
         lr_scale: Module-path prefixes or regexes -> LR factor > 0.
         split: Module-path prefixes that get their own groups.
-        lr: The base (peak) LR, > 0: every group gets ``"lr"`` (times its scale); required with
-            ``layer_decay`` or ``lr_scale``. ``None``: groups carry no LR (the optimizer's ``lr`` applies).
-
-    Returns:
-        A list of param-group dicts to pass to any ``torch.optim.Optimizer``.
+        lr: The base (peak) LR, > 0, which every group then carries (times its scale); required with
+            ``layer_decay`` or ``lr_scale``.
 
     Raises:
-        ValueError: If ``weight_decay`` is negative, ``no_decay`` or ``split`` is a bare string,
-            ``layer_decay`` is out of (0, 1] or finds no blocks, ``layer_decay`` / ``lr_scale`` come without
-            ``lr``, ``lr`` is not > 0, or an ``lr_scale`` entry or ``split`` prefix
-            selects no parameter (naming it) or two entries select the same parameter.
+        ValueError: For an argument out of range, a bare string for ``no_decay`` or ``split``, no blocks for
+            ``layer_decay``, scales without ``lr``, or an ``lr_scale`` entry or ``split`` prefix that selects
+            no parameter or selects one another entry selects too.
         RuntimeError: If the module has no trainable parameter.
 
     Example:
@@ -105,7 +102,6 @@ def param_groups(
     patterns = list(no_decay)
     if lr is not None:
         check_positive("lr", lr)
-    with_lr: dict[str, Any] = {} if lr is None else {"lr": float(lr)}
 
     excluded_names: set[str] = set()
     for prefix, submodule in module.named_modules():
@@ -114,13 +110,11 @@ def param_groups(
             excluded_names.update(f"{prefix}.{name}" if prefix else name for name in names_fn())
 
     no_decay_ids: set[int] = set()
-    seen: dict[int, nn.Parameter] = {}
     for prefix, submodule in module.named_modules(remove_duplicate=False):
         for local_name, param in submodule.named_parameters(recurse=False):
             if not param.requires_grad:
                 continue
             name = f"{prefix}.{local_name}" if prefix else local_name
-            seen.setdefault(id(param), param)
             if (
                 param.ndim < 2
                 or isinstance(submodule, NORM_LAYERS)
@@ -130,19 +124,10 @@ def param_groups(
             ):
                 no_decay_ids.add(id(param))
 
-    if not seen:
-        raise RuntimeError(f"`module` ({type(module).__name__}) has no trainable parameter to optimize.")
     # keep the module's parameter order inside each group (stable optimizer state order)
     ordered = [p for p in module.parameters() if p.requires_grad]
-    decay = [p for p in ordered if id(p) not in no_decay_ids]
-    keep = [p for p in ordered if id(p) in no_decay_ids]
-    if len(decay) + len(keep) != len(
-        seen
-    ):  # a parameter owned by no module cannot exist, but never drop one silently
-        raise RuntimeError(
-            f"param_groups lost parameters: {len(seen)} trainable, {len(decay)} + {len(keep)} grouped. "
-            "Please report this."
-        )
+    if not ordered:
+        raise RuntimeError(f"`module` ({type(module).__name__}) has no trainable parameter to optimize.")
     keys = _group_keys(module, ordered, layer_decay, block_classes, lr_scale, split)
     if lr is None and (layer_decay is not None or lr_scale):
         asked = f"layer_decay={layer_decay!r}" if layer_decay is not None else f"lr_scale={lr_scale!r}"
@@ -151,26 +136,11 @@ def param_groups(
             "optimizer's peak LR); each group then carries `lr` x its scale, which every optimizer uses. "
             "Got `lr=None`."
         )
-    if keys is None:
-        groups: list[dict[str, Any]] = []
-        if decay:
-            groups.append({"params": decay, "weight_decay": float(weight_decay), "name": "decay", **with_lr})
-        if keep:
-            groups.append(
-                {
-                    "params": keep,
-                    "weight_decay": 0.0,
-                    "name": "no_decay",
-                    "layer_adaptation": False,
-                    **with_lr,
-                }
-            )
-        return groups
     by_key: dict[tuple[str, float, bool], list[nn.Parameter]] = {}
     for param in ordered:
-        label, scale = keys[id(param)]
+        label, scale = ("", 1.0) if keys is None else keys[id(param)]
         by_key.setdefault((label, scale, id(param) in no_decay_ids), []).append(param)
-    labels = list(dict.fromkeys(label for label, _ in keys.values()))
+    labels = [""] if keys is None else list(dict.fromkeys(label for label, _ in keys.values()))
     groups = []
     for (label, scale, is_no_decay), params in sorted(
         by_key.items(), key=lambda kv: (labels.index(kv[0][0]), kv[0][2])
@@ -180,16 +150,14 @@ def param_groups(
             "params": params,
             "weight_decay": 0.0 if is_no_decay else float(weight_decay),
             "name": f"{label}/{kind}" if label else kind,
-            "lr_scale": scale,
         }
+        if keys is not None:  # scaled or split groups say their scale
+            group["lr_scale"] = scale
         if lr is not None:
             group["lr"] = float(lr) * scale
         if is_no_decay:
             group["layer_adaptation"] = False
         groups.append(group)
-    grouped = [id(p) for g in groups for p in g["params"]]
-    if len(grouped) != len(set(grouped)):  # one tensor in two groups: torch refuses it, or steps it twice
-        raise RuntimeError("param_groups put a parameter in two groups. Please report this.")
     return groups
 
 
@@ -277,3 +245,167 @@ def _group_keys(
                 f"{did_you_mean(prefix, names)}."
             )
     return labels
+
+
+def layer_depths(
+    module: nn.Module, block_classes: BlockSpec | None = None
+) -> tuple[dict[str, int], list[str]]:
+    """The depth of every parameter: 0 for what comes before the first block (embeddings), ``j + 1`` inside
+    block ``j``, ``L + 1`` after the last of the ``L`` blocks (final norm, head).
+
+    Blocks are the outermost instances of ``block_classes``, or of the classes the FSDP presets wrap
+    (:func:`~lightning_recipes.strategies.infer_block_classes`), numbered in registration order across all
+    stacks (an encoder-decoder's encoder below its decoder; parallel towers in registration order: use
+    ``lr_scale`` to differ). A parameter between blocks ``j`` and ``j + 1`` belongs to block ``j``. A last
+    block that no parameter follows is the output layer, so it is the head (BEiT / ELECTRA keep the head at
+    the peak LR); fewer than two blocks left warns once. Tied parameters have a depth under each name.
+    Cost: one walk over the modules.
+
+    Args:
+        module: The model.
+        block_classes: The block class(es) or import path(s); ``None`` infers them.
+
+    Returns:
+        ``(depths, blocks)``: parameter name -> depth (every parameter under every name, frozen ones
+        included), and the block module names in order (``len(blocks) == L``).
+
+    Raises:
+        ValueError: When no block is found (naming the classes looked for) or the classes cannot be inferred.
+
+    Example:
+        >>> from lightning_recipes.testing import TinyTransformerLM
+        >>> depths, blocks = layer_depths(TinyTransformerLM(n_layers=2))
+        >>> blocks
+        ['blocks.0', 'blocks.1']
+        >>> depths["token_embedding.weight"], depths["blocks.1.fc.weight"], depths["head.weight"]
+        (0, 2, 3)
+        >>> mlp = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 2))
+        >>> depths, blocks = layer_depths(mlp)  # the last Linear is the output layer: the head
+        >>> blocks, [depths[f"{i}.weight"] for i in (0, 2, 4)]
+        (['0', '2'], [1, 2, 3])
+    """
+    classes = resolve_block_classes(block_classes)
+    try:
+        classes = classes or infer_block_classes(module)
+    except ValueError as err:
+        raise ValueError(
+            f"layer_decay needs the repeated blocks of {type(module).__name__} (embeddings -> blocks -> "
+            "head) and found none: no composite submodule type with parameters occurs twice. Pass "
+            "`block_classes` (e.g. OptimizerRecipe(block_classes='my_pkg.Block')), or use `lr_scale` "
+            "to set learning rates by module name."
+        ) from err
+    order = {name: index for index, (name, _) in enumerate(module.named_modules())}
+    blocks = [name for names in find_blocks(module, classes).values() for name in names]
+    blocks.sort(key=lambda name: order[name])  # registration order, across stacks
+    if not blocks:
+        looked_for = ", ".join(f"{c.__module__}.{c.__qualname__}" for c in classes)
+        raise ValueError(
+            f"layer_decay found no block of {type(module).__name__}: no submodule is an instance of "
+            f"{looked_for}. Pass the model's block class as `block_classes`."
+        )
+    # every name, tied ones included (a tied output layer sits where its module does: with the head)
+    names = [name for name, _ in module.named_parameters(remove_duplicate=False)]
+
+    def block_of(name: str) -> int | None:
+        return next((j for j, b in enumerate(blocks) if name.startswith(b + ".")), None)
+
+    if names and block_of(names[-1]) == len(blocks) - 1:
+        # nothing follows the last block: it is the output layer (a plain MLP's last Linear, an FCN's last
+        # conv), so it is the head and trains at the peak LR, not one factor below it
+        blocks.pop()
+    inside = [block_of(n) for n in names]
+    last = max((i for i, j in enumerate(inside) if j is not None), default=-1)
+    depths: dict[str, int] = {}
+    current = 0  # before the first block: embeddings
+    for index, (name, block) in enumerate(zip(names, inside)):
+        if block is not None:
+            current = block + 1
+        elif index > last:
+            current = len(blocks) + 1
+        depths[name] = current
+    if len(blocks) < 2:
+        found = f"only {blocks}" if blocks else "none"
+        kinds = ", ".join(c.__qualname__ for c in classes)
+        warn_once(
+            f"layer_decay on {type(module).__name__}: it has no repeated blocks besides the output layer "
+            f"(blocks of {kinds}: {found}), so layer decay degenerates to {len(blocks) + 2} LR levels "
+            "(embeddings, that block, head) instead of one per block. Pass `block_classes` naming the "
+            "model's repeated block, or set per-module LRs with `lr_scale`."
+        )
+    return depths, blocks
+
+
+def layer_scale(depth: int, num_blocks: int, layer_decay: float) -> float:
+    """The LR scale at ``depth``: ``layer_decay ** (num_blocks + 1 - depth)`` (head 1, each block below one
+    factor lower, embeddings lowest).
+
+    Example:
+        >>> [layer_scale(d, 2, 0.5) for d in range(4)]
+        [0.125, 0.25, 0.5, 1.0]
+    """
+    return float(layer_decay) ** (num_blocks + 1 - depth)
+
+
+def layer_name(depth: int, num_blocks: int) -> str:
+    """The group-name part of a depth: ``embed``, ``block_0`` ... ``block_{L-1}``, ``head``.
+
+    Example:
+        >>> [layer_name(d, 2) for d in range(4)]
+        ['embed', 'block_0', 'block_1', 'head']
+    """
+    if depth == 0:
+        return "embed"
+    return "head" if depth == num_blocks + 1 else f"block_{depth - 1}"
+
+
+def check_lr_scale(lr_scale: Any) -> None:
+    """``lr_scale``: a mapping of module-path prefixes or regexes to LR factors > 0.
+
+    Example:
+        >>> check_lr_scale({"backbone": 0.1})
+        >>> check_lr_scale({"backbone": 0})
+        Traceback (most recent call last):
+        ...
+        ValueError: `lr_scale['backbone']` must be a finite number > 0, got 0.
+    """
+    if not isinstance(lr_scale, Mapping) or not lr_scale:
+        raise ValueError(
+            "`lr_scale` must be a non-empty mapping of module-path prefixes or regexes to LR factors, "
+            f"e.g. {{'backbone': 0.1}}, got {lr_scale!r}."
+        )
+    for key, value in lr_scale.items():
+        if not isinstance(key, str) or not key:
+            raise ValueError(f"`lr_scale` keys must be non-empty strings, got {key!r}.")
+        try:
+            re.compile(key)
+        except re.error as err:
+            raise ValueError(
+                f"`lr_scale` key {key!r} is neither a module path nor a valid regex: {err}."
+            ) from err
+        check_positive(f"lr_scale[{key!r}]", value)
+
+
+def check_layer_decay(layer_decay: Any) -> None:
+    """``layer_decay`` in (0, 1]."""
+    check_in_range("layer_decay", layer_decay, 0.0, 1.0, low_open=True)
+
+
+def match_lr_scale(name: str, keys: list[str]) -> str | None:
+    """The ``lr_scale`` key that selects parameter ``name``: the key equals the name, is a module-path prefix
+    of it (``"backbone"`` selects ``"backbone.0.weight"``) or is a regex matching the whole name.
+
+    Raises:
+        ValueError: When several keys select the same parameter (ambiguous factor).
+
+    Example:
+        >>> match_lr_scale("backbone.0.weight", ["head", "backbone"])
+        'backbone'
+        >>> match_lr_scale("blocks.3.fc.weight", [r"blocks\\.[0-3]\\..*"])
+        'blocks\\\\.[0-3]\\\\..*'
+    """
+    hits = [k for k in keys if name == k or name.startswith(k + ".") or re.fullmatch(k, name) is not None]
+    if len(hits) > 1:
+        raise ValueError(
+            f"`lr_scale` entries {hits} all select parameter {name!r}: each parameter may match one entry."
+        )
+    return hits[0] if hits else None

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from functools import partial
-from typing import Literal
+from typing import Any, Literal
 
 from torch.optim import Optimizer
 from torch.optim.lr_scheduler import LambdaLR
@@ -50,8 +50,7 @@ def resolve_steps(name: str, value: int | float, total_steps: int) -> int:
         >>> resolve_steps("warmup_steps", 0.1, 1000), resolve_steps("warmup_steps", 50, 1000)
         (100, 50)
     """
-    if isinstance(total_steps, bool) or not isinstance(total_steps, int) or total_steps < 1:
-        raise ValueError(f"`total_steps` must be an int >= 1, got {total_steps!r}.")
+    _check_total(total_steps)
     if isinstance(value, bool):
         raise ValueError(f"`{name}` must be an int in [0, total_steps] or a float in (0, 1), got {value!r}.")
     if isinstance(value, int):
@@ -136,8 +135,20 @@ def _check_total(total_steps: int | None) -> int:
     return total_steps
 
 
-def _check_ratio(min_lr_ratio: float) -> None:
+def _lengths(
+    warmup_steps: int | float | None, warmup_ratio: float | None, total_steps: int | None, min_lr_ratio: float
+) -> tuple[int, int]:
+    """``(total, warmup)`` of a decaying schedule, ``min_lr_ratio`` checked; warnings point at the caller's
+    caller (the user of the public factory)."""
+    total = _check_total(total_steps)
+    warmup = resolve_warmup(warmup_steps, warmup_ratio, total, stacklevel=4)
     check_in_range("min_lr_ratio", min_lr_ratio, 0.0, 1.0)
+    return total, warmup
+
+
+def _lambda(optimizer: Optimizer, last_epoch: int, multiplier: Any, **fixed: Any) -> LambdaLR:
+    """``LambdaLR`` over ``partial(multiplier, **fixed)``: picklable, and resumed from ``last_epoch``."""
+    return LambdaLR(optimizer, partial(multiplier, **fixed), last_epoch=last_epoch)
 
 
 def _warmup(step: int, warmup_steps: int) -> float:
@@ -283,18 +294,12 @@ def warmup_cosine(
         >>> lrs
         [0.0, 0.5, 1.0, 0.94, 0.775, 0.55, 0.325, 0.16, 0.1]
     """
-    total = _check_total(total_steps)
-    warmup = resolve_warmup(warmup_steps, warmup_ratio, total, stacklevel=3)
-    _check_ratio(min_lr_ratio)
+    total, warmup = _lengths(warmup_steps, warmup_ratio, total_steps, min_lr_ratio)
     check_positive("num_cycles", num_cycles)
-    fn = partial(
-        warmup_cosine_multiplier,
-        warmup_steps=warmup,
-        total_steps=total,
-        num_cycles=float(num_cycles),
-        min_lr_ratio=float(min_lr_ratio),
-    )
-    return LambdaLR(optimizer, fn, last_epoch=last_epoch)
+    return _lambda(
+        optimizer, last_epoch, warmup_cosine_multiplier, warmup_steps=warmup, total_steps=total,
+        num_cycles=float(num_cycles), min_lr_ratio=float(min_lr_ratio),
+    )  # fmt: skip
 
 
 def warmup_linear(
@@ -307,11 +312,7 @@ def warmup_linear(
     last_epoch: int = -1,
 ) -> LambdaLR:
     """Linear warmup, then linear decay to ``min_lr_ratio`` x the peak; see :func:`warmup_linear_multiplier`.
-
-    Arguments as in :func:`warmup_cosine`.
-
-    Raises:
-        ValueError: For lengths out of range, both warm-up arguments or ``min_lr_ratio`` outside [0, 1].
+    Arguments and errors as in :func:`warmup_cosine`.
 
     Example:
         >>> import torch
@@ -320,16 +321,11 @@ def warmup_linear(
         >>> [scheduler.lr_lambdas[0](s) * 2.0 for s in range(5)]
         [0.0, 2.0, 1.0, 0.0, 0.0]
     """
-    total = _check_total(total_steps)
-    warmup = resolve_warmup(warmup_steps, warmup_ratio, total, stacklevel=3)
-    _check_ratio(min_lr_ratio)
-    fn = partial(
-        warmup_linear_multiplier,
-        warmup_steps=warmup,
-        total_steps=total,
+    total, warmup = _lengths(warmup_steps, warmup_ratio, total_steps, min_lr_ratio)
+    return _lambda(
+        optimizer, last_epoch, warmup_linear_multiplier, warmup_steps=warmup, total_steps=total,
         min_lr_ratio=float(min_lr_ratio),
-    )
-    return LambdaLR(optimizer, fn, last_epoch=last_epoch)
+    )  # fmt: skip
 
 
 def warmup_constant(
@@ -340,9 +336,8 @@ def warmup_constant(
     warmup_ratio: float | None = None,
     last_epoch: int = -1,
 ) -> LambdaLR:
-    """Linear warmup, then the peak LR for good; see :func:`warmup_constant_multiplier`.
-
-    ``total_steps`` is only needed with ``warmup_ratio``.
+    """Linear warmup, then the peak LR for good; see :func:`warmup_constant_multiplier`. ``total_steps`` is
+    only needed with ``warmup_ratio``.
 
     Raises:
         ValueError: For a warmup out of range, both warm-up arguments, or a ratio without ``total_steps``.
@@ -356,13 +351,8 @@ def warmup_constant(
     steps, ratio = warmup_fields(warmup_steps, warmup_ratio, stacklevel=3)
     if ratio is not None and total_steps is None:
         raise ValueError(f"`warmup_ratio={ratio!r}` is a fraction, so `total_steps` is required.")
-    if total_steps is None:
-        warmup = steps or 0
-    else:
-        warmup = resolve_warmup(steps, ratio, total_steps)
-    return LambdaLR(
-        optimizer, partial(warmup_constant_multiplier, warmup_steps=warmup), last_epoch=last_epoch
-    )
+    warmup = (steps or 0) if total_steps is None else resolve_warmup(steps, ratio, total_steps)
+    return _lambda(optimizer, last_epoch, warmup_constant_multiplier, warmup_steps=warmup)
 
 
 def warmup_stable_decay(
@@ -378,18 +368,12 @@ def warmup_stable_decay(
     last_epoch: int = -1,
 ) -> LambdaLR:
     """Warmup, constant peak, then a cooldown over the last ``decay_steps`` (WSD); see
-    :func:`warmup_stable_decay_multiplier`.
+    :func:`warmup_stable_decay_multiplier`. Other arguments as in :func:`warmup_cosine`.
 
     Args:
-        optimizer: Its groups' ``lr`` is the peak learning rate.
-        warmup_steps: Warm-up length in steps (int >= 0); a float fraction is deprecated (``warmup_ratio``).
-        total_steps: Optimizer steps of the whole run, required.
-        warmup_ratio: Warm-up length as a fraction of ``total_steps``, in [0, 1); not with ``warmup_steps``.
         decay_steps: Cooldown length: steps, or a fraction of ``total_steps`` (default the last 20%).
         decay_shape: ``"linear"``, ``"cosine"`` or ``"1-sqrt"`` cooldown.
         warmup_shape: ``"linear"``, ``"cosine"`` or ``"1-sqrt"`` warm-up (Hugging Face's ``warmup_type``).
-        min_lr_ratio: Start of the warm-up and end of the cooldown, as a fraction of the peak, in [0, 1].
-        last_epoch: As in ``LambdaLR``.
 
     Raises:
         ValueError: For lengths out of range, ``warmup + decay > total_steps``, an unknown shape or
@@ -402,8 +386,7 @@ def warmup_stable_decay(
         >>> [round(scheduler.lr_lambdas[0](s), 3) for s in range(6)]
         [0.0, 1.0, 1.0, 1.0, 0.293, 0.0]
     """
-    total = _check_total(total_steps)
-    warmup = resolve_warmup(warmup_steps, warmup_ratio, total, stacklevel=3)
+    total, warmup = _lengths(warmup_steps, warmup_ratio, total_steps, min_lr_ratio)
     decay = resolve_steps("decay_steps", decay_steps, total)
     if warmup + decay > total:
         raise ValueError(
@@ -411,14 +394,8 @@ def warmup_stable_decay(
         )
     check_choice("decay_shape", decay_shape, _DECAY_SHAPES)
     check_choice("warmup_shape", warmup_shape, _DECAY_SHAPES)
-    _check_ratio(min_lr_ratio)
-    fn = partial(
-        warmup_stable_decay_multiplier,
-        warmup_steps=warmup,
-        total_steps=total,
-        decay_steps=decay,
-        decay_shape=decay_shape,
-        min_lr_ratio=float(min_lr_ratio),
+    return _lambda(
+        optimizer, last_epoch, warmup_stable_decay_multiplier, warmup_steps=warmup, total_steps=total,
+        decay_steps=decay, decay_shape=decay_shape, min_lr_ratio=float(min_lr_ratio),
         warmup_shape=warmup_shape,
-    )
-    return LambdaLR(optimizer, fn, last_epoch=last_epoch)
+    )  # fmt: skip

@@ -96,51 +96,41 @@ def test_lamb_native_matches_the_reference_across_batches_and_shares_float64(
         torch.testing.assert_close(v, rv, rtol=0, atol=1e-12)
 
 
-def test_lion_native_float32_equals_itself_on_any_thread_count_and_matches_the_loop():
-    grads = _tensors(AWKWARD_SIZES, seed=5)
-    results = []
-    before = torch.get_num_threads()
-    try:
-        for threads in (1, 2):
-            torch.set_num_threads(threads)
-            params, exp_avgs = _tensors(AWKWARD_SIZES, seed=6), _tensors(AWKWARD_SIZES, seed=7)
-            lion_update_(
-                params, grads, exp_avgs, lr=1e-3, beta1=0.9, beta2=0.99, weight_decay=0.1,
-                implementation="native",
-            )  # fmt: skip
-            results.append(params + exp_avgs)
-    finally:
-        torch.set_num_threads(before)
-    assert all(torch.equal(a, b) for a, b in zip(*results))  # elementwise: no dependence on the split
-    params, exp_avgs = _tensors(AWKWARD_SIZES, seed=6), _tensors(AWKWARD_SIZES, seed=7)
-    lion_update_(
-        params, grads, exp_avgs, lr=1e-3, beta1=0.9, beta2=0.99, weight_decay=0.1, implementation="for_loop"
-    )
-    for x, y in zip(results[0], params + exp_avgs):
-        torch.testing.assert_close(x, y, rtol=1e-6, atol=1e-7)
+def _native_float32_step(optimizer: str, implementation: str, layer_adaptation: bool) -> list[torch.Tensor]:
+    """One float32 step over AWKWARD_SIZES from fixed seeds; the updated tensors."""
+    grads, params, exp_avgs = (_tensors(AWKWARD_SIZES, seed=seed) for seed in (20, 21, 22))
+    if optimizer == "lion":
+        lion_update_(
+            params, grads, exp_avgs, lr=1e-3, beta1=0.9, beta2=0.99, weight_decay=0.1,
+            implementation=implementation,
+        )  # fmt: skip
+        return params + exp_avgs
+    exp_avg_sqs = [t.abs() for t in _tensors(AWKWARD_SIZES, seed=23)]
+    steps = [torch.full((), 3.0) for _ in AWKWARD_SIZES]
+    lamb_update_(
+        params, grads, exp_avgs, exp_avg_sqs, steps, lr=1e-2, beta1=0.9, beta2=0.999, eps=1e-6,
+        weight_decay=0.01, layer_adaptation=layer_adaptation, implementation=implementation,
+    )  # fmt: skip
+    return params + exp_avgs + exp_avg_sqs
 
 
-@pytest.mark.parametrize("layer_adaptation", [True, False])
-def test_lamb_native_is_bitwise_the_same_on_any_thread_count(layer_adaptation):
-    """Threads share out whole blocks and block sums are added in block order: no dependence on threads."""
-    grads = _tensors(AWKWARD_SIZES, seed=20)
+@pytest.mark.parametrize(("optimizer", "layer_adaptation"), [("lion", True), ("lamb", True), ("lamb", False)])
+def test_native_float32_is_bitwise_the_same_on_any_thread_count(optimizer, layer_adaptation):
+    """Lion is elementwise; LAMB's threads share out whole blocks and add block sums in block order: no
+    dependence on the thread count. Lion also matches its loop."""
     results = []
     before = torch.get_num_threads()
     try:
         for threads in (1, 2, 3):
             torch.set_num_threads(threads)
-            params, exp_avgs = _tensors(AWKWARD_SIZES, seed=21), _tensors(AWKWARD_SIZES, seed=22)
-            exp_avg_sqs = [t.abs() for t in _tensors(AWKWARD_SIZES, seed=23)]
-            steps = [torch.full((), 3.0) for _ in AWKWARD_SIZES]
-            lamb_update_(
-                params, grads, exp_avgs, exp_avg_sqs, steps, lr=1e-2, beta1=0.9, beta2=0.999, eps=1e-6,
-                weight_decay=0.01, layer_adaptation=layer_adaptation, implementation="native",
-            )  # fmt: skip
-            results.append(params + exp_avgs + exp_avg_sqs)
+            results.append(_native_float32_step(optimizer, "native", layer_adaptation))
     finally:
         torch.set_num_threads(before)
     for other in results[1:]:
         assert all(torch.equal(a, b) for a, b in zip(results[0], other))
+    if optimizer == "lion":
+        for x, y in zip(results[0], _native_float32_step(optimizer, "for_loop", layer_adaptation)):
+            torch.testing.assert_close(x, y, rtol=1e-6, atol=1e-7)
 
 
 def test_lamb_native_float32_is_closer_to_float64_than_the_loop(two_threads):
@@ -275,25 +265,22 @@ def test_disabled_native_kernels_fall_back_to_the_torch_paths(monkeypatch):
     assert optim_runs.lamb_against_reference("native", steps=3) < 1e-10
 
 
-def test_a_failing_build_warns_once_and_falls_back(monkeypatch, tmp_path):
-    monkeypatch.setenv("LIGHTNING_RECIPES_CACHE_DIR", str(tmp_path))
-    monkeypatch.setenv("CC", "false")  # a "compiler" that always fails
-    monkeypatch.setattr(_native, "_state", {})
-    with pytest.warns(UserWarning, match="building the native CPU optimizer kernels failed"):
-        assert _native.native_kernels() is None
-    assert _native.native_kernels() is None  # remembered: no second attempt, no second warning
-    assert optim_runs.lion_against_reference("native", steps=3) < 1e-12
-
-
-def test_a_compiler_that_fails_with_undecodable_output_still_falls_back(monkeypatch, tmp_path):
+@pytest.mark.parametrize(
+    ("script", "match"),
+    [("exit 1", "building the native CPU optimizer kernels failed"),  # a "compiler" that always fails
+     ("printf 'cc: \\240 invalid byte\\n' >&2\nexit 1", "invalid byte")],  # undecodable output
+)  # fmt: skip
+def test_a_failing_build_warns_once_and_falls_back(monkeypatch, tmp_path, script, match):
     compiler = tmp_path / "broken-cc"
-    compiler.write_text("#!/bin/sh\nprintf 'cc: \\240 invalid byte\\n' >&2\nexit 1\n")
+    compiler.write_text(f"#!/bin/sh\n{script}\n")
     compiler.chmod(0o755)
     monkeypatch.setenv("LIGHTNING_RECIPES_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("CC", str(compiler))
     monkeypatch.setattr(_native, "_state", {})
-    with pytest.warns(UserWarning, match="invalid byte"):
+    with pytest.warns(UserWarning, match=match):
         assert _native.native_kernels() is None
+    assert _native.native_kernels() is None  # remembered: no second attempt, no second warning
+    assert optim_runs.lion_against_reference("native", steps=3) < 1e-12
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="needs the g++ driver")
