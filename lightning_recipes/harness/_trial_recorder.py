@@ -21,7 +21,7 @@ from typing_extensions import override
 from lightning_recipes._loss_output import loss_of
 from lightning_recipes.harness.forward_capture import first_tensor
 
-__all__ = ["StepRecord", "TrialRecorder"]
+__all__ = ["StepRecord", "TrialRecorder", "batchnorm_momenta"]
 
 _INPUT_DEPTH = 2  # module inputs kept for the root, its children and grandchildren
 
@@ -374,16 +374,23 @@ class TrialRecorder(Callback):
         return sorted(self.names[pid] for pid in pids if pid in self.names)
 
 
+def batchnorm_momenta(model: nn.Module, modules: set[str] | None = None) -> list[float]:
+    """The momenta of the BatchNorm layers (those named in ``modules`` when given) that track statistics."""
+    return [
+        float(m.momentum)
+        for name, m in model.named_modules()
+        if isinstance(m, nn.modules.batchnorm._BatchNorm)
+        and m.track_running_stats
+        and m.momentum is not None
+        and (modules is None or name in modules)
+    ]
+
+
 def _min_batches(model: nn.Module) -> int:
     """Batches before a trial may stop early: 12, or until the running statistics of every BatchNorm layer
     hold at most 10 % of their initial values (``(1 - momentum) ** n <= 0.1``: 22 at the default 0.1)."""
-    needed = 12
-    for module in model.modules():
-        momentum = getattr(module, "momentum", None)
-        batchnorm = isinstance(module, nn.modules.batchnorm._BatchNorm) and module.track_running_stats
-        if batchnorm and isinstance(momentum, float) and 0 < momentum < 1:
-            needed = max(needed, math.ceil(math.log(0.1) / math.log(1 - momentum)))
-    return needed
+    momenta = [m for m in batchnorm_momenta(model) if 0 < m < 1]
+    return max([12] + [math.ceil(math.log(0.1) / math.log(1 - m)) for m in momenta])
 
 
 def _scalars(metrics: Mapping[str, Any]) -> dict[str, float]:

@@ -25,15 +25,10 @@ import torch
 from lightning.pytorch.utilities.model_helpers import is_overridden
 
 from lightning_recipes._validation import check_in_range, check_int
-from lightning_recipes.harness._trial_recorder import StepRecord, TrialRecorder
-from lightning_recipes.harness.batches import batch_size_of, clone_tensors, slice_batch
+from lightning_recipes.harness._trial_recorder import StepRecord, TrialRecorder, batchnorm_momenta
+from lightning_recipes.harness.batches import batch_size_of
 from lightning_recipes.harness.harness import Harness
-from lightning_recipes.harness.isolation import (
-    CannotRunOnCopy,
-    preserved_loader_rng,
-    preserved_rng,
-    quiet_trial,
-)
+from lightning_recipes.harness.isolation import CannotRunOnCopy, preserved_rng, quiet_trial
 from lightning_recipes.harness.silent_trainer import silent_trainer
 
 __all__ = ["StepRecord", "TrialFit", "ValidationView", "trial_fit"]
@@ -171,7 +166,7 @@ def trial_fit(
     started = time.perf_counter()
     with preserved_rng():
         torch.manual_seed(harness.seed)
-        batch = _first_batch(harness, max_samples)
+        batch = harness.read_raw_batches(1, max_samples)[0]
         model = harness.copy_model()
         result = _fit(harness, model, batch, steps, fit_ratio, should_stop or (lambda: False))
     result.samples = batch_size_of(batch, harness.input_key)
@@ -179,20 +174,6 @@ def trial_fit(
     if cache and result.stopped != "budget":
         _CACHE.setdefault(harness, {})[key] = result
     return result
-
-
-def _first_batch(harness: Harness, max_samples: int) -> Any:
-    loader = harness.train_dataloader
-    if loader is None:
-        raise CannotRunOnCopy("no training data: pass `datamodule=` or `train_dataloaders=`.")
-    with preserved_loader_rng(loader):
-        batch = next(iter(loader), None)
-    if batch is None:
-        raise CannotRunOnCopy("the training loader yielded no batch.")
-    size = batch_size_of(batch, harness.input_key)
-    if size is not None and size > max_samples:
-        batch = clone_tensors(slice_batch(batch, max_samples, size))
-    return batch
 
 
 def _fit(
@@ -280,7 +261,10 @@ def _validation_view(recorder: TrialRecorder) -> ValidationView:
         view.source = f"loss call {after.loss_call_name}"
     _compare_weights(recorder, after.modules, view)
     _compare_inputs(recorder, after.inputs, view)
-    view.batchnorm_lag = _batchnorm_lag(recorder, after.modules)
+    batches = len(recorder.train_losses)
+    view.batchnorm_lag = max(
+        ((1.0 - m) ** batches for m in batchnorm_momenta(recorder.model, after.modules)), default=0.0
+    )
     return view
 
 
@@ -342,20 +326,6 @@ def _compare_weights(recorder: TrialRecorder, modules: set[str], view: Validatio
         view.lag = math.sqrt(far_num / far_den)
 
 
-def _batchnorm_lag(recorder: TrialRecorder, modules: set[str]) -> float:
-    batches = len(recorder.train_losses)
-    lag = 0.0
-    for name, module in recorder.model.named_modules():
-        if (
-            name in modules
-            and isinstance(module, torch.nn.modules.batchnorm._BatchNorm)
-            and module.track_running_stats
-            and module.momentum is not None
-        ):
-            lag = max(lag, (1.0 - module.momentum) ** batches)
-    return lag
-
-
 def _counterpart(recorder: TrialRecorder, name: str, shape: torch.Size, moved: set[int]) -> int | None:
     """The trained parameter of this shape whose name shares the longest ending with ``name``."""
     parts = name.split(".")
@@ -392,13 +362,12 @@ def _compare_inputs(recorder: TrialRecorder, val: dict[str, torch.Tensor], view:
 
 def _device_settings(harness: Harness) -> dict[str, Any]:
     device = harness.device
-    settings: dict[str, Any] = {"accelerator": "cpu", "devices": 1}
-    if device.type == "cuda":
-        settings = {"accelerator": "cuda", "devices": [device.index or 0]}
-    elif device.type == "mps":
-        settings = {"accelerator": "mps", "devices": 1}
-    trainer = harness.trainer
-    precision = getattr(trainer, "precision", None) if trainer is not None else None
+    accelerator = device.type if device.type in ("cuda", "mps") else "cpu"
+    settings: dict[str, Any] = {
+        "accelerator": accelerator,
+        "devices": [device.index or 0] if accelerator == "cuda" else 1,
+    }
+    precision = getattr(harness.trainer, "precision", None)
     if isinstance(precision, str):
         settings["precision"] = precision
     return settings
