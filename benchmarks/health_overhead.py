@@ -4,7 +4,7 @@
    ``BenchLM``: 4 blocks, d=192, fused AdamW, 2,048 tokens per step), bare Trainer vs the same Trainer with
    ``HealthMonitor(check_every_n_steps=50)``, interleaved round-robin in one process so machine load hits
    both alike; the median per-step time of each and their ratio.
-2. ``gallery``: every run of ``lightning_recipes.testing.health_gallery``'s ``CASES``: what it should
+2. ``gallery``: every run of ``tests.helpers.health_gallery``'s ``CASES``: what it should
    be diagnosed with, where the problem starts, the step of the first correct finding, and the false alarms
    (findings outside the case's expected and allowed problems; any finding on a healthy run). Printed as a
    Markdown table for ``benchmarks/RESULTS.md``.
@@ -85,7 +85,7 @@ def bench_steps(rounds: int, steps: int) -> dict[str, float]:
 
 
 def bench_gallery() -> list[dict[str, object]]:
-    from lightning_recipes.testing.health_gallery import CASES, run_case
+    from tests.helpers.health_gallery import CASES, run_case
 
     rows = []
     for case in CASES:

@@ -31,7 +31,7 @@ from torch import Tensor
 from benchmarks.callback_overhead import machine
 from lightning_recipes.callbacks import StabilityGuard
 from lightning_recipes.testing import fast_trainer
-from lightning_recipes.testing.finetune_models import (
+from tests.helpers.finetune_models import (
     BlobsMLP,
     TinyBertFinetune,
     blobs,

@@ -192,13 +192,8 @@ def _uncovered_lists(model: nn.Module, classes: Sequence[type[nn.Module]]) -> di
 
 def _nested(path: str, other: str) -> bool:
     """Whether one of the two module paths is the other or holds it (``""`` is the root)."""
-    return (
-        not path
-        or not other
-        or path == other
-        or (path + ".").startswith(other + ".")
-        or (other + ".").startswith(path + ".")
-    )
+    a, b = path + ".", other + "."
+    return not path or not other or a.startswith(b) or b.startswith(a)
 
 
 def _composite(module: nn.Module) -> bool:

@@ -7,10 +7,10 @@ from lightning.pytorch import Trainer
 
 from lightning_recipes.callbacks import input_pipeline_monitor
 from lightning_recipes.testing import TinyClassifier
-from lightning_recipes.testing.health_gallery import StallClock
-from lightning_recipes.testing.token_tasks import TokenTask
 from tests.helpers import speed
 from tests.helpers.floor import END_TO_END_PATHS, LIGHTNING_FREE, lightning_tripwire
+from tests.helpers.health_gallery import StallClock
+from tests.helpers.token_tasks import TokenTask
 
 
 def test_the_tripwire_records_every_lightning_entry_point_and_nothing_else() -> None:

@@ -203,7 +203,7 @@ def _run(arguments: list[str]) -> int:
 
 def _host_memory(given: float | None) -> tuple[float | None, str]:
     """Host GiB per node for the offload rows: ``--host_memory``, else this machine's, with a note."""
-    from lightning_recipes.strategies._host import available_host_memory  # no public reader yet
+    from lightning_recipes.strategies import available_host_memory
 
     if given is not None:
         return given, ""

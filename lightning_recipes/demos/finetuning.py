@@ -18,6 +18,7 @@ from lightning_recipes.callbacks.finetune_schedule import FinetuneSchedule
 from lightning_recipes.cli.demo import build_finetune_parser, check_finetune_args
 from lightning_recipes.data import DigitsDataModule
 from lightning_recipes.demos.model import RecipeDigitsCNN
+from lightning_recipes.harness.silent_trainer import silent_trainer
 from lightning_recipes.recipe import OptimizerRecipe
 
 __all__ = ["VARIANTS", "build_parser", "format_table", "main", "run_finetune_demo", "split_digits"]
@@ -57,17 +58,7 @@ def split_digits(seed: int = 0, shots: int = 10) -> dict[str, TensorDataset]:
 
 
 def _trainer(epochs: int, callbacks: list[Any]) -> pl.Trainer:
-    return pl.Trainer(
-        accelerator="cpu",
-        devices=1,
-        max_epochs=epochs,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        num_sanity_val_steps=0,
-        callbacks=callbacks,
-    )
+    return silent_trainer(max_epochs=epochs, callbacks=callbacks)
 
 
 def _accuracy(model: torch.nn.Module, data: TensorDataset) -> float:

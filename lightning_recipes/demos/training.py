@@ -195,28 +195,27 @@ def _save_plots(logger: Logger, output_dir: Path) -> list[Path]:
 
 
 def _print_summary(summary: dict[str, Any]) -> None:
-    print("\nlightning-recipes demo: CNN on scikit-learn digits")
-    print(f"  components used      : {', '.join(summary['components'])}")
-    counts = summary["preflight"]
-    tally = ", ".join(f"{n} {status}" for status, n in (counts or {}).items() if n)
-    print(f"  preflight            : {tally or 'skipped'}")
+    tally = ", ".join(f"{n} {status}" for status, n in (summary["preflight"] or {}).items() if n)
     ran = f", {summary['implementation']} implementation" if summary.get("implementation") else ""
-    print(f"  optimizer            : {summary['optimizer']} (peak lr {summary['peak_lr']:g}{ran})")
-    print(f"  effective batch size : {summary['effective_batch_size']}")
-    print(f"  LR schedule          : {summary['lr_schedule']}")
-    print(f"  optimizer steps      : {summary['optimizer_steps']} in {summary['epochs']} epochs")
-    print(f"  stopped because      : {summary['stopping_reason']}")
     findings = summary.get("health") or ["none"]
-    print(f"  health findings      : {findings[0]} ({summary.get('health_checks', 0)} checks)")
-    for line in findings[1:]:
-        print(f"                         {line}")
-    print(f"  final val accuracy   : {summary['val_acc']:.4f} (best epoch's weights restored)")
-    print(f"  logs                 : {summary['logs']}")
-    print(
-        "  plots                : "
-        + (", ".join(summary["plots"]) or "(matplotlib not installed or non-CSV logger)")
-    )
-    print(f"  wall time            : {summary['seconds']:.1f} s on {summary['threads']} torch thread(s)")
+    rows = [
+        ("components used", ", ".join(summary["components"])),
+        ("preflight", tally or "skipped"),
+        ("optimizer", f"{summary['optimizer']} (peak lr {summary['peak_lr']:g}{ran})"),
+        ("effective batch size", summary["effective_batch_size"]),
+        ("LR schedule", summary["lr_schedule"]),
+        ("optimizer steps", f"{summary['optimizer_steps']} in {summary['epochs']} epochs"),
+        ("stopped because", summary["stopping_reason"]),
+        ("health findings", f"{findings[0]} ({summary.get('health_checks', 0)} checks)"),
+        *(("", line) for line in findings[1:]),
+        ("final val accuracy", f"{summary['val_acc']:.4f} (best epoch's weights restored)"),
+        ("logs", summary["logs"]),
+        ("plots", ", ".join(summary["plots"]) or "(matplotlib not installed or non-CSV logger)"),
+        ("wall time", f"{summary['seconds']:.1f} s on {summary['threads']} torch thread(s)"),
+    ]
+    print("\nlightning-recipes demo: CNN on scikit-learn digits")
+    for label, value in rows:
+        print(f"  {label:<20} {':' if label else ' '} {value}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -65,6 +65,8 @@ from lightning_recipes.harness.walk import batch_keys
 
 __all__ = ["Harness"]
 
+_NO_DATA = "no training data: pass `datamodule=` or `train_dataloaders=`."
+
 
 class Harness:
     """Trial runs on copies of the user's module: its batches, its loss, its optimizers, its outputs.
@@ -146,9 +148,7 @@ class Harness:
             CannotRunOnCopy: Without a training loader, or when it yields no batch (the ``loader`` check
                 fails on that; every check that needs a batch says so).
         """
-        if self.train_dataloader is None:
-            raise CannotRunOnCopy("no training data: pass `datamodule=` or `train_dataloaders=`.")
-        return _not_empty(self._batches("train", self.train_dataloader, count), self.train_dataloader)
+        return _not_empty(self._batches("train", self._train_loader(), count), self.train_dataloader)
 
     def val_batches(self, count: int) -> list[Any]:
         """The first ``count`` validation batches, or ``[]`` without a validation loader."""
@@ -162,10 +162,18 @@ class Harness:
         Not cached: for checks that need many small batches (a capped batch is copied, so the full raw batch
         is freed at once).
         """
+        return [self._prepare(batch) for batch in self.read_raw_batches(count, max_samples)]
+
+    def read_raw_batches(self, count: int, max_samples: int | None = None) -> list[Any]:
+        """As :meth:`read_train_batches`, as the loader yields them (no hooks, no device transfer): what a
+        Trainer of its own is fed."""
+        loader = self._train_loader()
+        return _not_empty(self._read(loader, count, max_samples), loader)
+
+    def _train_loader(self) -> Any:
         if self.train_dataloader is None:
-            raise CannotRunOnCopy("no training data: pass `datamodule=` or `train_dataloaders=`.")
-        read = self._read(self.train_dataloader, count, max_samples)
-        return [self._prepare(batch) for batch in _not_empty(read, self.train_dataloader)]
+            raise CannotRunOnCopy(_NO_DATA)
+        return self.train_dataloader
 
     def read_batches(self, loader: Iterable[Any], count: int) -> list[Any]:
         """Up to ``count`` batches of any ``loader``, prepared as the training batches are (batch-transfer
@@ -189,7 +197,7 @@ class Harness:
         """
         loaders = self.train_dataloaders if loaders is None else loaders
         if loaders is None:
-            raise CannotRunOnCopy("no training data: pass `datamodule=` or `train_dataloaders=`.")
+            raise CannotRunOnCopy(_NO_DATA)
         combined = fit_combined_loader(loaders)
         batches: list[Any] = []
         with contextlib.ExitStack() as stack:

@@ -20,27 +20,20 @@ __all__ = ["LOSS_FUNCTIONS", "LossCall", "LossRecorder", "TargetSwapError"]
 # ------------------------------------------------------------------------------------------------ loss calls
 # The torch.nn.functional losses a loss call is recognised by (nn.*Loss modules call these too), and the names
 # of their prediction and target arguments.
-_LOSSES: dict[str, tuple[str, str | None]] = {
-    "cross_entropy": ("input", "target"),
-    "nll_loss": ("input", "target"),
-    "binary_cross_entropy": ("input", "target"),
-    "binary_cross_entropy_with_logits": ("input", "target"),
-    "mse_loss": ("input", "target"),
-    "l1_loss": ("input", "target"),
-    "smooth_l1_loss": ("input", "target"),
-    "huber_loss": ("input", "target"),
-    "kl_div": ("input", "target"),
-    "poisson_nll_loss": ("input", "target"),
-    "gaussian_nll_loss": ("input", "target"),
-    "soft_margin_loss": ("input", "target"),
-    "multilabel_soft_margin_loss": ("input", "target"),
-    "multilabel_margin_loss": ("input", "target"),
-    "multi_margin_loss": ("input", "target"),
-    "hinge_embedding_loss": ("input", "target"),
+_SPECIAL_ARGS: dict[str, tuple[str, str | None]] = {
     "ctc_loss": ("log_probs", "targets"),
     "cosine_embedding_loss": ("input1", "target"),
     "margin_ranking_loss": ("input1", "target"),
     "triplet_margin_loss": ("anchor", None),
+}
+_LOSSES: dict[str, tuple[str, str | None]] = {
+    name: _SPECIAL_ARGS.get(name, ("input", "target"))
+    for name in [
+        *("cross_entropy", "nll_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits"),
+        *("mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "kl_div", "poisson_nll_loss"),
+        *("gaussian_nll_loss", "soft_margin_loss", "multilabel_soft_margin_loss", "multilabel_margin_loss"),
+        *("multi_margin_loss", "hinge_embedding_loss", *_SPECIAL_ARGS),
+    ]
 }
 LOSS_FUNCTIONS: dict[Callable[..., Any], str] = {
     getattr(F, name): name for name in _LOSSES if callable(getattr(F, name, None))

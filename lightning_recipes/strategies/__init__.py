@@ -17,6 +17,7 @@ from lightning_recipes._blocks import (
     outermost_blocks,
     resolve_block_classes,
 )
+from lightning_recipes.strategies._host import available_host_memory
 from lightning_recipes.strategies._layout import MemoryLayout
 from lightning_recipes.strategies.activation_checkpointing import (
     ActivationCheckpointingMixin,
@@ -67,6 +68,7 @@ __all__ = [
     "Recommendation",
     "StepMemory",
     "apply_fsdp2",
+    "available_host_memory",
     "checkpoint_blocks",
     "checkpointed_blocks",
     "deepspeed_available",

@@ -4,9 +4,9 @@ cannot hold."""
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from lightning.pytorch.accelerators import Accelerator, CUDAAccelerator
-from torch import nn
 
 from lightning_recipes.strategies._units import GIB
 
@@ -76,27 +76,25 @@ def refuse_without_cuda(accelerator: Accelerator | None, *, preset: str, engine:
     )
 
 
-def refuse_offload_without_host_memory(
-    model: nn.Module,
-    *,
-    preset: str,
-    strategy: str,
-    precision: str,
-    devices: int,
-    num_nodes: int,
-    host_memory_gb: float | None,
-) -> None:
-    """Raise when the offloaded tensors of the ``devices`` processes on this node exceed the host memory.
+def refuse_offload_without_host_memory(strategy: Any, precision: str, layout: str) -> None:
+    """Raise when the offloaded tensors of ``strategy``'s processes on this node exceed the host memory.
 
-    The need is :func:`~lightning_recipes.strategies.estimate_memory` ``.host`` (AdamW assumed: the optimizer
-    is not known yet at set-up) times the processes per node; the host memory is ``host_memory_gb`` when
-    given, else read from the machine (skipped when unknown).
+    The need is :func:`~lightning_recipes.strategies.estimate_memory` ``.host`` for the preset ``layout``
+    (AdamW assumed: the optimizer is not known yet at set-up) times the processes per node; the host memory
+    is the strategy's ``host_memory_gb`` when given, else read from the machine (skipped when unknown).
     """
     from lightning_recipes.strategies.memory import estimate_memory
 
     precision = precision if precision in ("16-mixed", "bf16-mixed", "16-true", "bf16-true") else "32-true"
+    devices = strategy.num_processes
     estimate = estimate_memory(
-        model, strategy=strategy, precision=precision, devices=devices, num_nodes=num_nodes, optimizer="adamw"
+        strategy.lightning_module,
+        strategy=layout,
+        precision=precision,
+        devices=devices,
+        num_nodes=strategy.num_nodes,
+        optimizer="adamw",
     )
-    available = int(host_memory_gb * GIB) if host_memory_gb is not None else available_host_memory()
-    check_host_memory(estimate.host * devices, available, what=preset)
+    given = strategy.host_memory_gb
+    available = int(given * GIB) if given is not None else available_host_memory()
+    check_host_memory(estimate.host * devices, available, what=strategy.preset_name)

@@ -148,10 +148,8 @@ def validate_deepspeed_config(config: Mapping[str, Any]) -> None:
 def _reconcile_precision(cfg: dict[str, Any], precision: str) -> None:
     wanted = "fp16" if precision.startswith("16") else "bf16" if precision.startswith("bf16") else None
     for section in ("fp16", "bf16"):
-        enabled = (
-            bool(cfg.get(section, {}).get("enabled", False)) if isinstance(cfg.get(section), dict) else False
-        )
-        if enabled and section != wanted:
+        value = cfg.get(section)
+        if isinstance(value, dict) and value.get("enabled", False) and section != wanted:
             raise ValueError(
                 f"The DeepSpeed config enables `{section}` but the Trainer has `precision={precision!r}`."
                 f" Remove the `{section}` section: the preset takes precision from the Trainer."

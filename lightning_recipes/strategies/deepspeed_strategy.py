@@ -68,16 +68,8 @@ class RecipesDeepSpeedStrategy(DeepSpeedStrategy):
         zero = self.config.get("zero_optimization") or {}
         offload = zero.get("offload_optimizer") or zero.get("offload_param")
         if offload:
-            stage = int(zero.get("stage", 0))
-            refuse_offload_without_host_memory(
-                self.lightning_module,
-                preset=self.preset_name,
-                strategy="deepspeed_zero3_offload" if stage == 3 else "deepspeed_zero2_offload",
-                precision=str(trainer.precision),
-                devices=self.num_processes,
-                num_nodes=self.num_nodes,
-                host_memory_gb=self.host_memory_gb,
-            )
+            layout = f"deepspeed_zero{3 if int(zero.get('stage', 0)) == 3 else 2}_offload"
+            refuse_offload_without_host_memory(self, str(trainer.precision), layout)
         # Lightning's own batch-size probe, a private DeepSpeedStrategy method (no public API gives this
         # size): the training loader's batch size, 1 when unknown.
         micro_batch_size = self.config.get("train_micro_batch_size_per_gpu") or self._auto_select_batch_size()

@@ -83,19 +83,9 @@ class RecipesFSDPStrategy(FSDPStrategy):
     @override
     def setup(self, trainer: pl.Trainer) -> None:
         if self.cpu_offload is not None and self.cpu_offload.offload_params:
-            assert self.lightning_module is not None
-            refuse_offload_without_host_memory(
-                self.lightning_module,
-                preset=self.preset_name,
-                strategy="fsdp_offload",
-                precision=str(trainer.precision),
-                devices=self.num_processes,
-                num_nodes=self.num_nodes,
-                host_memory_gb=self.host_memory_gb,
-            )
-        if (
-            type(self.precision_plugin) is FSDPPrecision
-        ):  # the Trainer's own plugin: same precision, + norm clipping
+            refuse_offload_without_host_memory(self, str(trainer.precision), "fsdp_offload")
+        # the Trainer's own plugin: same precision, + norm clipping
+        if type(self.precision_plugin) is FSDPPrecision:
             self.precision_plugin = RecipesFSDPPrecision(self.precision_plugin.precision)
         super().setup(trainer)
         if isinstance(self.precision_plugin, RecipesFSDPPrecision) and self.model is not None:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import functools
+import importlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -16,8 +17,6 @@ from lightning_recipes._validation import check_choice
 from lightning_recipes.strategies._layout import LAYOUTS, MemoryLayout
 
 __all__ = ["PRESETS", "Preset", "preset", "register_presets"]
-
-_ENGINES = ("ddp", "fsdp", "fsdp2", "deepspeed")
 
 
 @dataclass(frozen=True)
@@ -63,101 +62,77 @@ class Preset:
     @property
     def strategy_class(self) -> type[Strategy]:
         """The Lightning strategy class this preset builds (imported on first use: DeepSpeed is optional)."""
-        if self.engine == "ddp":
-            from lightning_recipes.strategies.ddp import RecipesDDPStrategy
+        module, name = _CLASSES[self.engine]
+        return getattr(importlib.import_module(f"lightning_recipes.strategies.{module}"), name)  # type: ignore[no-any-return]
 
-            return RecipesDDPStrategy
-        if self.engine == "fsdp":
-            from lightning_recipes.strategies.fsdp import RecipesFSDPStrategy
 
-            return RecipesFSDPStrategy
-        if self.engine == "fsdp2":
-            from lightning_recipes.strategies.fsdp2 import RecipesFSDP2Strategy
-
-            return RecipesFSDP2Strategy
-        from lightning_recipes.strategies.deepspeed_strategy import RecipesDeepSpeedStrategy
-
-        return RecipesDeepSpeedStrategy
+_CLASSES = {
+    "ddp": ("ddp", "RecipesDDPStrategy"),
+    "fsdp": ("fsdp", "RecipesFSDPStrategy"),
+    "fsdp2": ("fsdp2", "RecipesFSDP2Strategy"),
+    "deepspeed": ("deepspeed_strategy", "RecipesDeepSpeedStrategy"),
+}
+_ENGINES = tuple(_CLASSES)
 
 
 #: The one table of presets, name -> :class:`Preset` (``Trainer(strategy="recipes_<name>")`` or
 #: :func:`preset` builds from it; the memory estimator reads each record's layout).
-PRESETS: dict[str, Preset] = {
-    "ddp": Preset(
+_ROWS: dict[str, tuple[str, dict[str, Any], str]] = {
+    "ddp": ("ddp", {}, "DDP; gradients are views into the all-reduce buckets (no second copy)"),
+    "ddp_spawn": (
         "ddp",
-        {"gradient_as_bucket_view": True},
-        "DDP; gradients are views into the all-reduce buckets (no second copy)",
-        LAYOUTS["ddp"],
-    ),
-    "ddp_spawn": Preset(
-        "ddp",
-        {"gradient_as_bucket_view": True, "start_method": "spawn"},
+        {"start_method": "spawn"},
         "DDP in spawned worker processes (CPU scripts); workers destroy the gloo group before they exit",
-        LAYOUTS["ddp_spawn"],
     ),
-    "ddp_static_graph": Preset(
+    "ddp_static_graph": (
         "ddp",
-        {"gradient_as_bucket_view": True, "static_graph": True},
+        {"static_graph": True},
         "DDP with static_graph=True (same graph every step: faster, allows reentrant checkpointing)",
-        LAYOUTS["ddp_static_graph"],
     ),
-    "fsdp_full_shard": Preset(
+    "fsdp_full_shard": (
         "fsdp",
         {"sharding_strategy": "FULL_SHARD"},
         "FSDP1 ZeRO-3: parameters, gradients, optimizer state sharded; blocks wrapped and checkpointed",
-        LAYOUTS["fsdp_full_shard"],
     ),
-    "fsdp_shard_grad_op": Preset(
+    "fsdp_shard_grad_op": (
         "fsdp",
         {"sharding_strategy": "SHARD_GRAD_OP"},
         "FSDP1 ZeRO-2: gradients and optimizer state sharded, parameters kept between forward and backward",
-        LAYOUTS["fsdp_shard_grad_op"],
     ),
-    "fsdp_hybrid": Preset(
+    "fsdp_hybrid": (
         "fsdp",
         {"sharding_strategy": "HYBRID_SHARD"},
         "FSDP1 hybrid: full shard within a node, replicated across nodes (less inter-node traffic)",
-        LAYOUTS["fsdp_hybrid"],
     ),
-    "fsdp_offload": Preset(
+    "fsdp_offload": (
         "fsdp",
         {"sharding_strategy": "FULL_SHARD", "cpu_offload": True},
         "FSDP1 full shard with parameters, gradients and the optimizer step offloaded to CPU",
-        LAYOUTS["fsdp_offload"],
     ),
-    "fsdp2": Preset(
+    "fsdp2": (
         "fsdp2",
         {},
         "FSDP2 (fully_shard per block, then root) via ModelParallelStrategy; also runs on CPU",
-        LAYOUTS["fsdp2"],
     ),
-    "deepspeed_zero1": Preset(
-        "deepspeed",
-        {"stage": 1},
-        "DeepSpeed ZeRO-1: optimizer state sharded",
-        LAYOUTS["deepspeed_zero1"],
-    ),
-    "deepspeed_zero2": Preset(
-        "deepspeed",
-        {"stage": 2},
-        "DeepSpeed ZeRO-2: optimizer state and gradients sharded",
-        LAYOUTS["deepspeed_zero2"],
-    ),
-    "deepspeed_zero2_offload": Preset(
+    "deepspeed_zero1": ("deepspeed", {"stage": 1}, "DeepSpeed ZeRO-1: optimizer state sharded"),
+    "deepspeed_zero2": ("deepspeed", {"stage": 2}, "DeepSpeed ZeRO-2: optimizer state and gradients sharded"),
+    "deepspeed_zero2_offload": (
         "deepspeed",
         {"stage": 2, "offload_optimizer": True},
         "DeepSpeed ZeRO-2 with the optimizer (state, fp32 master, step) on CPU",
-        LAYOUTS["deepspeed_zero2_offload"],
     ),
-    "deepspeed_zero3": Preset(
-        "deepspeed", {"stage": 3}, "DeepSpeed ZeRO-3: parameters too", LAYOUTS["deepspeed_zero3"]
-    ),
-    "deepspeed_zero3_offload": Preset(
+    "deepspeed_zero3": ("deepspeed", {"stage": 3}, "DeepSpeed ZeRO-3: parameters too"),
+    "deepspeed_zero3_offload": (
         "deepspeed",
         {"stage": 3, "offload_optimizer": True, "offload_parameters": True},
         "DeepSpeed ZeRO-3 with parameters and optimizer on CPU",
-        LAYOUTS["deepspeed_zero3_offload"],
     ),
+}
+PRESETS: dict[str, Preset] = {
+    name: Preset(
+        engine, {"gradient_as_bucket_view": True, **args} if engine == "ddp" else args, text, LAYOUTS[name]
+    )
+    for name, (engine, args, text) in _ROWS.items()
 }
 
 

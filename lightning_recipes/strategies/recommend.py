@@ -87,16 +87,7 @@ class Recommendation:
             table.add_column(column, justify="right")
         table.add_column("fits", no_wrap=True)
         for estimate, fits in zip(self.estimates, self.fits):
-            cells = [
-                estimate.parameters,
-                estimate.gradients,
-                estimate.optimizer_state,
-                estimate.master_weights,
-                estimate.gathered,
-                estimate.activations,
-                estimate.total,
-                estimate.host * estimate.devices,
-            ]
+            cells = [value for _, value in estimate.rows()[:-1]] + [estimate.host * estimate.devices]
             mark = "chosen" if estimate.strategy == self.preset else ("yes" if fits else "no")
             table.add_row(estimate.strategy, *("-" if c is None else f"{c / GIB:.2f}" for c in cells), mark)
         return table
@@ -196,7 +187,6 @@ def recommend_strategy(
             forward_fn=forward_fn,
             autocast_dtype=autocast_dtype(precision),
         )
-    budget = device_memory_gb * GIB * (1 - headroom)
     estimates, fits, chosen = [], [], None
     for name in ladder:
         estimate = estimate_memory(
@@ -211,7 +201,7 @@ def recommend_strategy(
         if measured is not None:
             checkpointing = PRESETS[name].layout.activation_checkpointing
             estimate = dataclasses.replace(estimate, activations=measured.total(checkpointing))
-        ok = estimate.total <= budget
+        ok = estimate.fits(device_memory_gb, headroom=headroom)
         if ok and estimate.host and host_memory_gb is not None:
             ok = estimate.host * devices <= host_memory_gb * GIB * (1 - headroom)
         estimates.append(estimate)

@@ -144,13 +144,13 @@ class TinyTransformerLM(pl.LightningModule):
         lr: float = 3e-3,
     ) -> None:
         super().__init__()
-        sizes = (
-            ("vocab_size", vocab_size),
-            ("d_model", d_model),
-            ("n_heads", n_heads),
-            ("n_layers", n_layers),
-        )
-        for name, value in (*sizes, ("max_seq_len", max_seq_len)):
+        for name, value in dict(
+            vocab_size=vocab_size,
+            d_model=d_model,
+            n_heads=n_heads,
+            n_layers=n_layers,
+            max_seq_len=max_seq_len,
+        ).items():
             check_int(name, value, minimum=1)
         check_positive("lr", lr)
         self.save_hyperparameters()

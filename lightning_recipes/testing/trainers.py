@@ -6,11 +6,14 @@ from typing import Any
 
 import lightning.pytorch as pl
 
+from lightning_recipes.harness.silent_trainer import SILENT_SETTINGS
+
 __all__ = ["fast_trainer"]
 
 
 def fast_trainer(**overrides: Any) -> pl.Trainer:
-    """Build a ``Trainer`` for tests: CPU, no progress bar, no model summary, no sanity-val, no checkpoints.
+    """Build a ``Trainer`` for tests: the internal trial fits' settings (CPU, no logger, progress bar, model
+    summary, sanity-val or checkpoints), with validation and one epoch.
 
     Every default can be overridden; pass ``default_root_dir=tmp_path`` when the run writes files.
 
@@ -22,16 +25,5 @@ def fast_trainer(**overrides: Any) -> pl.Trainer:
         >>> trainer.max_steps, trainer.num_sanity_val_steps
         (2, 0)
     """
-    settings: dict[str, Any] = {
-        "accelerator": "cpu",
-        "devices": 1,
-        "max_epochs": 1,
-        "logger": False,
-        "enable_checkpointing": False,
-        "enable_progress_bar": False,
-        "enable_model_summary": False,
-        "num_sanity_val_steps": 0,
-        "deterministic": False,
-    }
-    settings.update(overrides)
-    return pl.Trainer(**settings)
+    settings = {**SILENT_SETTINGS, "limit_val_batches": None, "max_epochs": 1, "deterministic": False}
+    return pl.Trainer(**{**settings, **overrides})

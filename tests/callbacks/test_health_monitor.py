@@ -19,9 +19,9 @@ from lightning_recipes.callbacks._health_rules import decide
 from lightning_recipes.callbacks._health_window import DEFAULT_THRESHOLDS, CheckData, History
 from lightning_recipes.callbacks.health_monitor import Finding, HealthMonitor
 from lightning_recipes.testing import HostSyncCounter, InMemoryLogger, fast_trainer
-from lightning_recipes.testing.health_gallery import MLP
-from lightning_recipes.testing.health_gallery import classification as _classification
-from lightning_recipes.testing.health_gallery import loader as _loader
+from tests.helpers.health_gallery import MLP
+from tests.helpers.health_gallery import classification as _classification
+from tests.helpers.health_gallery import loader as _loader
 
 
 def test_a_threshold_must_be_positive() -> (

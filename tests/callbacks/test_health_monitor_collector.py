@@ -29,8 +29,8 @@ from lightning_recipes.callbacks._health_window import CheckData
 from lightning_recipes.callbacks.health_monitor import HealthMonitor
 from lightning_recipes.optim import Lamb, Lion
 from lightning_recipes.testing import HostSyncCounter, fast_trainer
-from lightning_recipes.testing.health_gallery import MLP, StallClock, classification, loader
 from tests.callbacks.test_health_monitor import CountedForward, SyncCounting
+from tests.helpers.health_gallery import MLP, StallClock, classification, loader
 
 
 class Windows:

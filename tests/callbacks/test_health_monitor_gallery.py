@@ -1,4 +1,4 @@
-"""HealthMonitor's gallery (``lightning_recipes.testing.health_gallery``): every broken run must be named
+"""HealthMonitor's gallery (``tests.helpers.health_gallery``): every broken run must be named
 correctly (its problem found, nothing outside the problems it is allowed to show as well), and no healthy run
 may get any finding."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from lightning_recipes.testing.health_gallery import CASES, Case, run_case
+from tests.helpers.health_gallery import CASES, Case, run_case
 
 
 @pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])

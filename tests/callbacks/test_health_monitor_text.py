@@ -15,7 +15,7 @@ from rich.console import Console
 from lightning_recipes.callbacks._health_window import evidence_lines, format_value
 from lightning_recipes.callbacks.health_monitor import Finding, HealthMonitor
 from lightning_recipes.testing import fast_trainer
-from lightning_recipes.testing.health_gallery import MLP, classification, loader
+from tests.helpers.health_gallery import MLP, classification, loader
 
 ADVICE = (
     "Stop at the best epoch (EarlyStopping on val_loss), or regularise: weight decay, dropout, "

@@ -580,9 +580,9 @@ class LrHook(Callback):
 
 def test_lr_too_high_finding_rolls_back_and_cuts_the_lr() -> None:
     from lightning_recipes.callbacks.health_monitor import HealthMonitor
-    from lightning_recipes.testing.health_gallery import MLP
-    from lightning_recipes.testing.health_gallery import classification as _classification
-    from lightning_recipes.testing.health_gallery import loader as _loader
+    from tests.helpers.health_gallery import MLP
+    from tests.helpers.health_gallery import classification as _classification
+    from tests.helpers.health_gallery import loader as _loader
 
     monitor = HealthMonitor(check_every_n_steps=20, on_finding=lambda f: None)
     # spike_k=None: only the finding acts (the guard's own spike rule would catch this jump first)
@@ -633,7 +633,7 @@ def test_default_guard_and_monitor_leave_healthy_bert_finetuning_alone(seed: int
     finding). The 17 other seeds are marked slow."""
     pytest.importorskip("transformers")
     from lightning_recipes.callbacks.health_monitor import Finding, HealthMonitor
-    from lightning_recipes.testing.finetune_models import TinyBertFinetune, loader, text_classification
+    from tests.helpers.finetune_models import TinyBertFinetune, loader, text_classification
 
     torch.manual_seed(seed)
     findings: list[Finding] = []

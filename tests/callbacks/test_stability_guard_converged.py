@@ -18,7 +18,7 @@ import torch
 from lightning_recipes.callbacks import StabilityGuard
 from lightning_recipes.callbacks import stability_guard as stability_guard_module
 from lightning_recipes.testing import fast_trainer
-from lightning_recipes.testing.finetune_models import BlobsMLP, loader, one_hard_sample
+from tests.helpers.finetune_models import BlobsMLP, loader, one_hard_sample
 from tests.helpers.loss_recorder import LossRecorder
 from tests.helpers.speed import VirtualTime
 

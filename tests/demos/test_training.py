@@ -17,19 +17,19 @@ def test_demo_reaches_accuracy_target(tmp_path):
 
 def test_demo_cli_runs_as_module_and_prints_summary(tmp_path):
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "80"}  # stdout and stderr in the order written
+    command = [
+        "-m",
+        "lightning_recipes",
+        "demo",
+        "--output-dir",
+        str(tmp_path),
+        "--epochs",
+        "1",
+        "--threads",
+        "1",
+    ]
     result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "lightning_recipes",
-            "demo",
-            "--output-dir",
-            str(tmp_path),
-            "--epochs",
-            "2",
-            "--threads",
-            "1",
-        ],
+        [sys.executable, *command],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -64,7 +64,7 @@ def test_demo_help_documents_options():
         "--output_dir",
         "--logger",
         "--threads",
-    ):  # snake: issue 26
+    ):  # snake: #26
         assert option in result.stdout
 
 
@@ -76,17 +76,10 @@ def test_unknown_command_exits_2():
     assert "unknown command 'nope'" in result.stderr
 
 
-def test_demo_rejects_bad_epochs(tmp_path):
-    import pytest
-
-    args = build_parser().parse_args(["--output-dir", str(tmp_path), "--epochs", "0"])
-    with pytest.raises(ValueError, match="`--epochs` must be >= 1, got 0"):
-        run_demo(args)
-
-
-def test_demo_rejects_bad_threads(tmp_path):
-    args = build_parser().parse_args(["--output-dir", str(tmp_path), "--threads", "0"])
-    with pytest.raises(ValueError, match="`--threads` must be >= 1, got 0"):
+@pytest.mark.parametrize("flag", ["--epochs", "--threads"])
+def test_demo_rejects_a_count_below_one(tmp_path, flag):
+    args = build_parser().parse_args(["--output-dir", str(tmp_path), flag, "0"])
+    with pytest.raises(ValueError, match=f"`{flag}` must be >= 1, got 0"):
         run_demo(args)
 
 

@@ -294,14 +294,15 @@ class _SplitCheckpointedLM(_CheckpointedLM):
         return torch.utils.data.DataLoader(dataset, batch_size=4, sampler=sampler)
 
 
-def test_mixin_under_ddp_spawn_matches_one_process_on_the_global_batch(tmp_path: Path) -> None:
+def test_mixin_under_ddp_matches_one_process_on_the_global_batch(tmp_path: Path) -> None:
+    # fork workers (no re-import: seconds, where spawn took ~55 s); the preset pickles for spawn elsewhere
     pl.seed_everything(0)
     reference = _LM()
     pl.seed_everything(0)
     model = _SplitCheckpointedLM()
     _fit(reference, tmp_path / "one", batch=8)
     trainer = fast_trainer(
-        default_root_dir=tmp_path, strategy="ddp_spawn", devices=2, use_distributed_sampler=False
+        default_root_dir=tmp_path, strategy="ddp_fork", devices=2, use_distributed_sampler=False
     )
     trainer.fit(model)
     _assert_same_weights(reference, model)
@@ -357,9 +358,25 @@ def test_mixin_settings_and_idempotence() -> None:
         bad.configure_model()
 
 
-def test_mixin_leaves_checkpointing_to_the_fsdp2_strategy() -> None:
-    model = _CheckpointedLM()
+def _under_fsdp2_strategy(model: _CheckpointedLM) -> None:
     model.trainer = pl.Trainer(strategy=ModelParallelStrategy(), accelerator="cpu", devices=1, logger=False)
+
+
+def _wrapped(model: _CheckpointedLM) -> None:  # no second, composable checkpoint inside the wrapper
+    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import apply_activation_checkpointing
+
+    apply_activation_checkpointing(model, check_fn=lambda m: isinstance(m, TransformerBlock))
+
+
+def _sharded(model: _CheckpointedLM) -> None:
+    apply_fsdp2(model, activation_checkpointing=False)
+
+
+@pytest.mark.parametrize("prepare", [_under_fsdp2_strategy, _wrapped, _sharded])
+@pytest.mark.usefixtures("single_process_group")
+def test_mixin_leaves_checkpointing_to_fsdp_or_an_existing_wrapper(prepare: Callable[[Any], None]) -> None:
+    model = _CheckpointedLM()
+    prepare(model)
     model.configure_model()
     assert checkpointed_blocks(model) == []
 
@@ -371,31 +388,6 @@ def test_mixin_leaves_checkpointing_to_the_fsdp1_strategy() -> None:
     model.trainer = pl.Trainer(strategy=FSDPStrategy(), accelerator="cuda", devices=1, logger=False)
     model.configure_model()
     assert checkpointed_blocks(model) == []
-
-
-def test_mixin_does_nothing_on_blocks_already_wrapped() -> None:
-    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import apply_activation_checkpointing
-
-    model = _CheckpointedLM()
-    apply_activation_checkpointing(model, check_fn=lambda m: isinstance(m, TransformerBlock))
-    model.configure_model()
-    assert checkpointed_blocks(model) == []  # no second, composable checkpoint inside the wrapper
-
-
-def test_mixin_leaves_fsdp2_sharded_model_alone(single_process_group: None) -> None:
-    model = _CheckpointedLM()
-    apply_fsdp2(model, activation_checkpointing=False)
-    model.configure_model()
-    assert checkpointed_blocks(model) == []
-
-
-@pytest.fixture
-def single_process_group():
-    import torch.distributed as dist
-
-    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
-    yield
-    dist.destroy_process_group()
 
 
 def test_the_mixin_is_importable_where_the_readme_and_speed_tune_advice_say() -> None:

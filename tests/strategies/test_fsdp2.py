@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 import torch
-import torch.distributed as dist
 
 from lightning_recipes.strategies import (
     FSDP2Mixin,
@@ -84,13 +83,6 @@ def test_fsdp2_local_sizes_follow_torch_chunk_for_uneven_rows() -> None:
     model = torch.nn.Sequential(torch.nn.Linear(4, 5, bias=False), torch.nn.Linear(5, 5, bias=False))
     estimate = estimate_memory(model, strategy="fsdp2", devices=2, optimizer="sgd")
     assert estimate.parameters == (3 * 4 + 3 * 5) * 4
-
-
-@pytest.fixture
-def single_process_group():
-    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
-    yield
-    dist.destroy_process_group()
 
 
 def test_apply_fsdp2_is_idempotent_and_respects_opt_out(single_process_group: None) -> None:

@@ -21,12 +21,8 @@ N = 7_000_000_000  # the 7B example
     [
         ("ddp", "32-true", "adamw", 16),  # fp32 weights 4 + grads 4 + two fp32 moments 8
         ("ddp", "bf16-mixed", "adamw", 16),  # torch AMP keeps fp32 weights: same 16
-        (
-            "deepspeed_zero1",
-            "bf16-mixed",
-            "adamw",
-            16,
-        ),  # bf16 weights 2 + grads 2 + fp32 master 4 + moments 8
+        # bf16 weights 2 + grads 2 + fp32 master 4 + moments 8
+        ("deepspeed_zero1", "bf16-mixed", "adamw", 16),
         ("deepspeed_zero3", "16-mixed", "adam", 16),
         ("ddp", "bf16-true", "adamw", 8),  # everything in bf16: 2 + 2 + 2 x 2
         ("ddp", "32-true", "lion", 12),
@@ -50,15 +46,12 @@ def test_seven_billion_adamw_ddp_needs_sixteen_bytes_per_parameter_on_every_devi
 
 
 G = 1_000_000_000
+ROWS = ("parameters", "gradients", "optimizer_state", "master_weights", "host")
 
 
 @pytest.mark.parametrize(
-    (
-        "strategy",
-        "devices",
-        "num_nodes",
-        "expected",
-    ),  # (parameters, gradients, optimizer, master, host) in units of G
+    # expected: (parameters, gradients, optimizer, master, host) in units of G
+    ("strategy", "devices", "num_nodes", "expected"),
     [
         ("ddp", 8, 1, (28, 28, 56, 0, 0)),  # bf16-mixed under torch AMP: fp32 everything, nothing sharded
         ("fsdp_shard_grad_op", 8, 1, (3.5, 3.5, 7, 0, 0)),  # + 14 G of bf16 unsharded copies (gathered)
@@ -67,19 +60,11 @@ G = 1_000_000_000
         ("fsdp_hybrid", 8, 2, (3.5, 3.5, 7, 0, 0)),  # shards within a node only
         ("fsdp2", 8, 1, (3.5, 3.5, 7, 0, 0)),
         ("fsdp_offload", 8, 1, (0, 0, 0, 0, 14)),
-        (
-            "deepspeed_zero1",
-            8,
-            1,
-            (14, 14, 7, 3.5, 0),
-        ),  # 16-bit params and grads, fp32 master + moments sharded
+        # 16-bit params and grads, fp32 master + moments sharded
+        ("deepspeed_zero1", 8, 1, (14, 14, 7, 3.5, 0)),
         ("deepspeed_zero2", 8, 1, (14, 1.75, 7, 3.5, 0)),
-        (
-            "deepspeed_zero2_offload",
-            8,
-            1,
-            (14, 0, 0, 0, 3.5 + 7 + 3.5),
-        ),  # fp32 grads, moments, master on host
+        # fp32 grads, moments, master on host
+        ("deepspeed_zero2_offload", 8, 1, (14, 0, 0, 0, 3.5 + 7 + 3.5)),
         ("deepspeed_zero3", 8, 1, (1.75, 1.75, 7, 3.5, 0)),
         ("deepspeed_zero3_offload", 8, 1, (0, 0, 0, 0, 1.75 + 3.5 + 7 + 3.5)),
     ],
@@ -90,13 +75,7 @@ def test_sharding_table_for_seven_billion_parameters(
     estimate = estimate_memory(
         N, precision="bf16-mixed", strategy=strategy, devices=devices, num_nodes=num_nodes
     )
-    got = (
-        estimate.parameters,
-        estimate.gradients,
-        estimate.optimizer_state,
-        estimate.master_weights,
-        estimate.host,
-    )
+    got = tuple(getattr(estimate, k) for k in ROWS)
     assert got == tuple(int(x * G) for x in expected)
 
 

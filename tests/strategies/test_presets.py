@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 from typing import ClassVar
 
 import lightning.pytorch as pl
@@ -188,26 +189,15 @@ def test_fsdp1_on_cpu_is_refused_at_setup_before_any_work(name: str, tmp_path: P
 
 
 def test_offload_without_enough_host_memory_is_refused() -> None:
-    model = TinyTransformerLM()
+    def strategy(host_memory_gb: float) -> SimpleNamespace:
+        return SimpleNamespace(
+            lightning_module=TinyTransformerLM(), num_processes=8, num_nodes=1,
+            host_memory_gb=host_memory_gb, preset_name="recipes_fsdp_offload",
+        )  # fmt: skip
+
     with pytest.raises(RuntimeError, match=r"`recipes_fsdp_offload` offloads about .* GiB .* only 0.00 GiB"):
-        refuse_offload_without_host_memory(
-            model,
-            preset="recipes_fsdp_offload",
-            strategy="fsdp_offload",
-            precision="32-true",
-            devices=8,
-            num_nodes=1,
-            host_memory_gb=1e-6,
-        )
-    refuse_offload_without_host_memory(  # enough memory: nothing raised
-        model,
-        preset="x",
-        strategy="fsdp_offload",
-        precision="32-true",
-        devices=8,
-        num_nodes=1,
-        host_memory_gb=1.0,
-    )
+        refuse_offload_without_host_memory(strategy(1e-6), "32-true", "fsdp_offload")
+    refuse_offload_without_host_memory(strategy(1.0), "32-true", "fsdp_offload")  # enough memory: no error
     check_host_memory(10**12, None, what="x")  # unknown host memory: nothing checked
     with pytest.raises(RuntimeError, match="pass `host_memory_gb=`"):
         check_host_memory(2 * 1024**3, 1024**3, what="recipes_deepspeed_zero3_offload")

@@ -12,7 +12,7 @@ from torch.utils.data import DataLoader
 
 from lightning_recipes import OptimizerRecipe
 from lightning_recipes.mixins import AdamWRecipe
-from lightning_recipes.testing.token_tasks import TokenTask, tiny_bert_classifier
+from tests.helpers.token_tasks import TokenTask, tiny_bert_classifier
 
 
 def XorTokens(count: int = 512, seed: int = 1) -> TokenTask:

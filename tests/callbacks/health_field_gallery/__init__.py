@@ -1,5 +1,5 @@
 """HealthMonitor's field gallery (issue #25): runs that differ from
-``lightning_recipes.testing.health_gallery`` in architecture, optimizer, schedule and onset, written blind
+``tests.helpers.health_gallery`` in architecture, optimizer, schedule and onset, written blind
 from the issue's list (without reading the rules' code) and not tuned after running the monitor on them.
 
 Each module defines ``CASES: list[FieldCase]``. Every case is proven real by :class:`PlainRecorder`, a plain

@@ -24,7 +24,7 @@ import torch
 from torch import Tensor
 from torch.utils.data import TensorDataset
 
-from lightning_recipes.testing.finetune_models import TinyBertFinetune
+from tests.helpers.finetune_models import TinyBertFinetune
 
 VOCAB, CONTEXT = 64, 32
 SUCCESSOR_PROBS = (0.6, 0.25, 0.1, 0.05)  # entropy ~1.08 nats: the loss a perfect model reaches

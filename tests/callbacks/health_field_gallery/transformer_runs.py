@@ -31,7 +31,6 @@ import statistics
 
 from torch.utils.data import DataLoader
 
-from lightning_recipes.testing.finetune_models import TinyBertFinetune, loader, text_classification
 from tests.callbacks.health_field_gallery._case import Build, FieldCase, PlainRecorder, run_case
 from tests.callbacks.health_field_gallery._transformer_models import (
     SUCCESSOR_PROBS,
@@ -40,6 +39,7 @@ from tests.callbacks.health_field_gallery._transformer_models import (
     ValidatedBert,
     markov_text,
 )
+from tests.helpers.finetune_models import TinyBertFinetune, loader, text_classification
 
 GPT2_GOOD_LR, GPT2_STEPS = 1e-2, 200
 BERT_GOOD_LR, BERT_STEPS = 1e-3, 150

@@ -3,7 +3,7 @@
 separable data with one hard sample (a converged classifier's loss: ~0.01, and 10-20x in that sample's batch).
 
 Example:
-    >>> from lightning_recipes.testing.finetune_models import blobs, loader
+    >>> from tests.helpers.finetune_models import blobs, loader
     >>> x, y = next(iter(loader(blobs(n=32), batch_size=8)))
     >>> tuple(x.shape), tuple(y.shape)
     ((8, 16), (8,))
