@@ -45,7 +45,7 @@ LIGHTNING_FREE: dict[str, str] = {
     "tests/optim/test_compiled.py": "optimizer numerics (torch.compile)",
     "tests/optim/test_tied.py": "parameter grouping on nn.Modules",
     # static checks of the tree, metadata
-    "tests/test_architecture.py": "static import graph and file sizes",
+    "tests/test_architecture.py": "static import graph",
     "tests/callbacks/test_health_rules_calibrated.py": "HealthMonitor's rules on host floats",
     "tests/test_packaging.py": "packaging metadata",
 }
