@@ -12,8 +12,7 @@ from lightning.fabric.utilities.rank_zero import rank_zero_only as fabric_rank_z
 from lightning.pytorch.utilities.rank_zero import rank_zero_only
 
 from tests.helpers import gallery_proofs
-from tests.helpers.floor import MARKER as LIGHTNING_FREE
-from tests.helpers.floor import lightning_tripwire, mark_floor
+from tests.helpers.floor import mark_floor
 
 # Variables that Lightning itself writes into the test process while it sets up a multi-process strategy
 # in-process (`ddp_spawn` / `ddp_fork` launchers and the cluster environments export the rendezvous for their
@@ -72,22 +71,6 @@ def _isolate(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathF
         pytest.fail(
             f"the test changed environment variables and left them changed: {unexpected}. Set them through "
             "`monkeypatch.setenv` (restored after the test) or restore them in the test.",
-            pytrace=False,
-        )
-
-
-@pytest.fixture(autouse=True)
-def _lightning_free_tripwire(request: pytest.FixtureRequest):
-    """A test marked ``lightning_free`` must not use Lightning: building a Trainer, Fabric, LightningCLI,
-    LightningModule or LightningDataModule fails it."""
-    if request.node.get_closest_marker(LIGHTNING_FREE) is None:
-        yield
-        return
-    with pytest.MonkeyPatch.context() as patch, lightning_tripwire(patch) as built:
-        yield
-    if built:
-        pytest.fail(
-            f"this test is marked {LIGHTNING_FREE!r} but it built {sorted(set(built))}: remove the marker",
             pytrace=False,
         )
 

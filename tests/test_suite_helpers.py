@@ -1,27 +1,15 @@
-"""The suite's own machinery: the floor-pass selection and its tripwire, the gallery proofs' stamp, the timing
-tests' virtual clocks."""
+"""The suite's own machinery: the floor-pass selection, the gallery proofs' stamp, the timing tests' virtual
+clocks."""
 
 from __future__ import annotations
 
 import pytest
-from lightning.pytorch import Trainer
 
 from lightning_recipes.callbacks import input_pipeline_monitor
-from lightning_recipes.testing import TinyClassifier
 from lightning_recipes.testing.health_gallery import StallClock
 from lightning_recipes.testing.token_tasks import TokenTask
 from tests.helpers import gallery_proofs, speed
-from tests.helpers.floor import FLOOR_TESTS, integration_points, lightning_tripwire
-
-
-def test_the_tripwire_records_every_lightning_entry_point_and_nothing_else() -> None:
-    with pytest.MonkeyPatch.context() as patch, lightning_tripwire(patch) as built:
-        assert built == []
-        Trainer(logger=False, enable_progress_bar=False, enable_checkpointing=False)
-        TinyClassifier()
-    assert built == ["Trainer", "LightningModule"]
-    Trainer(logger=False, enable_progress_bar=False, enable_checkpointing=False)  # restored: not recorded
-    assert built == ["Trainer", "LightningModule"]
+from tests.helpers.floor import FLOOR_TESTS, integration_points
 
 
 def test_every_integration_point_with_lightning_has_a_test_in_the_floor_pass() -> None:

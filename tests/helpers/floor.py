@@ -22,16 +22,11 @@ How the selection stays honest:
 
 from __future__ import annotations
 
-import contextlib
-import functools
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository, not the rootdir (pytester runs copy conftest)
-MARKER = "lightning_free"
 FLOOR = "floor"
 
 _CB = "tests/callbacks/"
@@ -192,32 +187,3 @@ def integration_points() -> list[str]:
             if own:
                 found.append(name)
     return sorted(found)
-
-
-def _lightning_entry_points() -> list[type]:
-    import lightning.fabric as lf
-    import lightning.pytorch as pl
-    from lightning.pytorch.cli import LightningCLI
-
-    return [pl.Trainer, lf.Fabric, LightningCLI, pl.LightningModule, pl.LightningDataModule]
-
-
-@contextlib.contextmanager
-def lightning_tripwire(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
-    """Record every construction of a Lightning entry point while the block runs (the names, in order).
-
-    Recorded rather than raised: a test may catch exceptions broadly, and the verdict belongs to the fixture.
-    """
-    built: list[str] = []
-    for cls in _lightning_entry_points():
-        original = cls.__init__
-
-        @functools.wraps(original)
-        def init(
-            self: Any, *args: Any, __original: Any = original, __name: str = cls.__name__, **kwargs: Any
-        ) -> None:
-            built.append(__name)
-            __original(self, *args, **kwargs)
-
-        monkeypatch.setattr(cls, "__init__", init)
-    yield built
