@@ -14,7 +14,7 @@ How the selection stays honest:
   entry of its own name in :data:`FLOOR_TESTS` fails ``tests/test_suite_helpers.py`` on every main run. (The
   checks override none: their hooks are ``SanityCheck``'s; a private class is reached only through the public
   one that installs it.) The entries beyond the classes name the other points: the optimizer and mixing
-  mixins, LightningCLI, lr_find, Fabric, loggers, DDP processes, old checkpoints.
+  mixins, LightningCLI, lr_find, Fabric, loggers, old checkpoints (DDP runs in the strategy, Preflight tests).
 - **No stale entries.** An entry names a test by node-id prefix (a file, a test, or one parametrization); one
   whose file is gone, or that matches no test of its collected file, fails collection.
 - The selected tests carry the ``floor`` marker; ``make test-floor`` runs ``-m floor``.
@@ -107,9 +107,6 @@ FLOOR_TESTS: dict[str, tuple[str, ...]] = {
     "Fabric": ("tests/test_fabric_scope.py",),
     "loggers (CSV, TensorBoard, wandb)": (
         "tests/test_logger_compat.py::test_every_callback_logs_documented_keys",
-    ),
-    "DDP processes (spawn and teardown)": (
-        "tests/strategies/test_ddp_spawn_teardown.py::test_spawned_workers_exit_with_the_process_group_destroyed",
     ),
     "checkpoints written by earlier releases": (f"{_CB}test_legacy_checkpoint.py",),
 }
