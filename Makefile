@@ -6,7 +6,7 @@ PIP := $(PY) -m pip install --quiet --disable-pip-version-check --progress-bar o
 export WANDB_MODE ?= offline
 export WANDB_SILENT ?= true
 
-.PHONY: install demo test test-floor lint bench clean
+.PHONY: install demo test test-fast test-floor gallery-proofs lint bench clean
 
 # pytest-xdist workers: one per core up to 4 (each test may itself start 2 DDP processes). `make test TEST_WORKERS=0`
 # runs in one process.
@@ -44,9 +44,19 @@ test: lint
 	$(MAKE) docs
 	LR_DOCS_HTML=docs/_build/html $(PY) -m pytest -n $(TEST_WORKERS) --durations=25
 
-# The tests that exercise Lightning, again against the oldest supported Lightning, in its own environment (CI runs
-# it after `test`). Not again: doctests, optimizer/schedule numerics, static checks, demos and notebooks (the
-# selection and how it is kept honest: tests/helpers/floor.py).
+# The developer's loop: the suite without the tests marked `slow` (`make test` and CI run them), no lint/docs.
+test-fast: install
+	$(PY) -m pytest -n $(TEST_WORKERS) -q -p no:cacheprovider -m "not slow"
+
+# The gallery proofs (each planted bug real, each healthy run healthy; plain torch/Lightning, no library code) are
+# deselected from every other run; they run here, when a gallery changes, and when all pass this writes
+# tests/gallery_proofs.stamp, which an always-on test compares with the galleries (tests/helpers/gallery_proofs.py).
+gallery-proofs: install
+	$(PY) -m pytest tests -n $(TEST_WORKERS) -q -p no:cacheprovider --gallery-proofs -m gallery_proof
+	git status --short tests/gallery_proofs.stamp
+
+# One test per place where our code meets Lightning's API, again against the oldest supported Lightning, in its
+# own environment (CI runs it after `test`). The selection and how it is kept honest: tests/helpers/floor.py.
 # The floor venv is a copy of .venv with only Lightning swapped for the floor release: the pass varies one thing,
 # and the copy takes ~20 s where a fresh install takes minutes. Its bin/ scripts still name .venv's python: call
 # $(FLOOR_VENV)/bin/python -m ... (its pyvenv.cfg makes that the floor environment).
@@ -60,7 +70,7 @@ $(FLOOR_VENV)/.installed: $(VENV)/.installed Makefile
 
 test-floor: $(FLOOR_VENV)/.installed
 	$(FLOOR_VENV)/bin/python -c "import lightning; assert lightning.__version__ == '$(LIGHTNING_FLOOR)', lightning.__version__"
-	$(FLOOR_VENV)/bin/python -m pytest tests -n $(TEST_WORKERS) -q -p no:cacheprovider -m "not lightning_free and not end_to_end"
+	$(FLOOR_VENV)/bin/python -m pytest tests -n $(TEST_WORKERS) -q -p no:cacheprovider -m floor
 
 bench: install
 	# public optimizers to compare against, with --no-deps: timm would pull torchvision (a CUDA build that cannot

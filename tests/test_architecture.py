@@ -1,5 +1,8 @@
 """The package's layering, checked on the source: the couplings live where the tree says they do.
 
+One test walks every module and collects every broken rule, so a failure names each offending file at once
+(and the suite counts a handful of tests, not one per file and rule). The rules:
+
 - ``checks/`` (the sanity-check wing) imports nothing from ``callbacks/``;
 - a private module (``_name.py``) or a private name (``_name``) is imported only from inside the package that
   holds it (``lightning_recipes/_validation.py`` serves the whole package; ``callbacks/_norms.py`` only
@@ -10,7 +13,11 @@
   in the strategy files listed in ``PRIVATE_LIGHTNING_ALLOWED``, each read commented there;
 - no "moved to" shim: a module (other than a package's ``__init__.py``) is more than imports and ``__all__``;
 - no docstring quotes this machine's measurements ("on a shared 2-core CPU", "at load 12"): those live in
-  ``benchmarks/RESULTS.md`` with the machine, and the docstring points there.
+  ``benchmarks/RESULTS.md`` with the machine, and the docstring points there;
+- imports point down the floors (:data:`FLOORS`), the harness stands only on floors below its own, and no
+  import circles.
+
+File length is not a rule: a module holds one job (STYLE.md), however long that job is.
 """
 
 from __future__ import annotations
@@ -19,8 +26,6 @@ import ast
 import inspect
 import re
 from pathlib import Path
-
-import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "lightning_recipes"
 MODULES = sorted(PACKAGE.rglob("*.py"))
@@ -72,8 +77,7 @@ def _inside(package: str, owner: str) -> bool:
     return package == owner or package.startswith(owner + ".")
 
 
-@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))
-def test_imports_respect_the_layers(path: Path) -> None:
+def _layer_problems(path: Path) -> list[str]:
     module = _module_name(path)
     package = _package_of(module, path)
     problems = []
@@ -98,20 +102,17 @@ def test_imports_respect_the_layers(path: Path) -> None:
             and not _inside(package, "lightning_recipes.demos")
         ):
             problems.append(f"imports the testing tools ({target})")
-    assert not problems, f"{path.relative_to(PACKAGE)}: " + "; ".join(problems)
+    return problems
 
 
-@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))
-def test_private_lightning_state_is_read_only_where_allowed(path: Path) -> None:
-    relative = path.relative_to(PACKAGE).as_posix()
-    if relative in PRIVATE_LIGHTNING_ALLOWED:
-        return
-    code_lines = [
-        (number, line)
+def _private_lightning_problems(path: Path) -> list[str]:
+    if path.relative_to(PACKAGE).as_posix() in PRIVATE_LIGHTNING_ALLOWED:
+        return []
+    return [
+        f"reads private Lightning state on line {number}: {line.strip()}"
         for number, line in enumerate(path.read_text().splitlines(), 1)
         if not line.lstrip().startswith(("#", ">>>", "...")) and PRIVATE_LIGHTNING.search(line.split("#")[0])
     ]
-    assert not code_lines, f"{relative} reads private Lightning state: {code_lines}"
 
 
 def _reexports_only(source: str) -> bool:
@@ -131,13 +132,10 @@ def _reexports_only(source: str) -> bool:
     return bool(code) and all(is_reexport(node) for node in code)
 
 
-@pytest.mark.parametrize(
-    "path", [p for p in MODULES if p.name != "__init__.py"], ids=lambda p: str(p.relative_to(PACKAGE))
-)
-def test_no_module_is_a_shim_that_only_reexports(path: Path) -> None:
-    assert not _reexports_only(path.read_text()), (
-        f"{path.relative_to(PACKAGE)} only re-exports names: import them from where they are defined"
-    )
+def _shim_problems(path: Path) -> list[str]:
+    if path.name != "__init__.py" and _reexports_only(path.read_text()):
+        return ["only re-exports names: import them from where they are defined"]
+    return []
 
 
 # Phrases that tie a figure to the machine it was measured on.
@@ -158,17 +156,16 @@ def _machine_figures(source: str) -> list[str]:
     return [match.group(0) for doc in docstrings for match in MACHINE_FIGURE.finditer(doc)]
 
 
-@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))
-def test_docstrings_leave_machine_figures_to_the_benchmark_results(path: Path) -> None:
-    relative = path.relative_to(PACKAGE).as_posix()
+def _machine_figure_problems(path: Path) -> list[str]:
     found = _machine_figures(path.read_text())
-    if relative in MACHINE_FIGURES_PENDING:
-        assert found, f"{relative} is clean now: remove it from MACHINE_FIGURES_PENDING"
-        return
-    assert not found, (
-        f"{relative}: docstrings quote machine measurements {found}; move them to benchmarks/RESULTS.md "
-        "(with the machine) and point there"
-    )
+    if path.relative_to(PACKAGE).as_posix() in MACHINE_FIGURES_PENDING:
+        return [] if found else ["is clean now: remove it from MACHINE_FIGURES_PENDING"]
+    if found:
+        return [
+            f"docstrings quote machine measurements {found}; move them to benchmarks/RESULTS.md (with the "
+            "machine) and point there"
+        ]
+    return []
 
 
 def test_the_layering_rules_can_fail() -> None:
@@ -186,11 +183,12 @@ def test_the_layering_rules_can_fail() -> None:
     assert not _machine_figures('"""Built for the ISA torch dispatches to on this CPU; 2 threads."""')
 
 
-# --- The package's shape (issue #23): a harness under the wings, arrows down, no circles, small rooms.
+# --- The package's shape (issue #23): a harness under the wings, arrows down, no circles.
 
 # Floors, lowest first. A module may import its own floor and the ones below it, never one above.
 FLOORS: list[tuple[str, ...]] = [
     (
+        "_stats",
         "_validation",
         "_stats",
         "_warn_once",
@@ -225,9 +223,6 @@ UPWARD_ALLOWED: dict[tuple[str, str], str] = {
         "LRRangeResult.plot(): a convenience that draws the result with plots/, imported when called"
     ),
 }
-# Modules over MAX_LINES lines, each with the reason it stays one room.
-MAX_LINES = 500
-LONG_MODULES: dict[str, str] = {}
 
 
 def _top_part(module: str) -> str:
@@ -308,31 +303,38 @@ def test_the_circle_finder_can_fail() -> None:
     assert _import_circles(graph) == [["a", "b", "c"]]
 
 
-@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))
-def test_imports_point_down_the_floors(path: Path) -> None:
+def _floor_problems(path: Path) -> list[str]:
+    """Imports up a floor; for the harness (everything that tries the user's model stands on it), imports of
+    its own floor too."""
     module = _module_name(path)
-    floor = _floor_of(module)
+    try:
+        floor = _floor_of(module)
+    except AssertionError as error:
+        return [str(error)]
+    ceiling = floor - 1 if _top_part(module) == "harness" else floor
     upward = sorted(
-        t
-        for t in _GRAPH[module]
-        if _floor_of(t) > floor and _top_part(t) != _top_part(module) and (module, t) not in UPWARD_ALLOWED
+        target
+        for target in _GRAPH[module]
+        if _top_part(target) != _top_part(module)
+        and _floor_of(target) > ceiling
+        and (module, target) not in UPWARD_ALLOWED
     )
-    assert not upward, f"{module} (floor {floor}) imports from a higher floor: {upward}"
+    return [f"(floor {floor}) imports from a higher floor: {upward}"] if upward else []
 
 
-def test_the_harness_stands_on_nothing_that_stands_on_it() -> None:
-    """Everything that tries the user's model stands on the harness; it imports only floors below its own."""
-    floor = _floor_of("lightning_recipes.harness")
-    for module, targets in _GRAPH.items():
-        if _top_part(module) == "harness":
-            above = [t for t in targets if _top_part(t) != "harness" and _floor_of(t) >= floor]
-            assert not above, f"{module} imports {above}"
+RULES = (
+    _layer_problems,
+    _private_lightning_problems,
+    _shim_problems,
+    _machine_figure_problems,
+    _floor_problems,
+)
 
 
-@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))
-def test_rooms_hold_one_job(path: Path) -> None:
-    relative = path.relative_to(PACKAGE).as_posix()
-    lines = len(path.read_text().splitlines())
-    assert lines <= MAX_LINES or relative in LONG_MODULES, (
-        f"{relative} has {lines} lines (> {MAX_LINES}): split it by job, or say in LONG_MODULES why it is one"
-    )
+def test_every_module_keeps_the_layering_rules() -> None:
+    problems = {
+        path.relative_to(PACKAGE).as_posix(): found
+        for path in MODULES
+        if (found := [problem for rule in RULES for problem in rule(path)])
+    }
+    assert not problems, "\n".join(f"{path}: {'; '.join(found)}" for path, found in problems.items())

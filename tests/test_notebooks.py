@@ -184,14 +184,27 @@ def test_notebook_runs(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     if executed is not None:
         notebook = executed
     else:
+        # What an earlier run left in notebooks/ (a `runs/` folder from running one by hand) is not this run's
+        # doing: the check is that this run adds or changes nothing there.
+        before = _tree(NOTEBOOKS)
         client = nbclient.NotebookClient(
             notebook, timeout=180, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
         )
         client.execute()
+        changed = sorted(set(_tree(NOTEBOOKS).items()) ^ set(before.items()))
+        assert not changed, f"{name} wrote into the repository instead of its cwd: {changed[:5]}"
     text, images, errors = _outputs(notebook)
     assert not errors, errors
     min_images, patterns = EXPECTED[name]
     assert images >= min_images, f"{name}: {images} inline plots, expected at least {min_images}"
     missing = [pattern for pattern in patterns if not re.search(pattern, text)]
     assert not missing, f"{name}: output lacks {missing}\n--- output ---\n{text[-4000:]}"
-    assert not (NOTEBOOKS / "runs").exists(), "a notebook wrote into the repository instead of its cwd"
+
+
+def _tree(folder: Path) -> dict[str, int]:
+    """Every file under ``folder`` (bar editor checkpoints) and its modification time."""
+    return {
+        path.relative_to(folder).as_posix(): path.stat().st_mtime_ns
+        for path in folder.rglob("*")
+        if path.is_file() and ".ipynb_checkpoints" not in path.parts
+    }

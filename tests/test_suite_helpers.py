@@ -1,31 +1,41 @@
-"""The suite's own machinery: the floor-pass selection and its tripwire, the timing tests' virtual clocks."""
+"""The suite's own machinery: the floor-pass selection, the gallery proofs' stamp, the timing tests' virtual
+clocks."""
 
 from __future__ import annotations
 
 import pytest
-from lightning.pytorch import Trainer
 
 from lightning_recipes.callbacks import input_pipeline_monitor
-from lightning_recipes.testing import TinyClassifier
-from tests.helpers import speed
-from tests.helpers.floor import END_TO_END_PATHS, LIGHTNING_FREE, lightning_tripwire
+from tests.helpers import gallery_proofs, speed
+from tests.helpers.floor import FLOOR_TESTS, integration_points
 from tests.helpers.health_gallery import StallClock
 from tests.helpers.token_tasks import TokenTask
 
 
-def test_the_tripwire_records_every_lightning_entry_point_and_nothing_else() -> None:
-    with pytest.MonkeyPatch.context() as patch, lightning_tripwire(patch) as built:
-        assert built == []
-        Trainer(logger=False, enable_progress_bar=False, enable_checkpointing=False)
-        TinyClassifier()
-    assert built == ["Trainer", "LightningModule"]
-    Trainer(logger=False, enable_progress_bar=False, enable_checkpointing=False)  # restored: not recorded
-    assert built == ["Trainer", "LightningModule"]
+def test_every_integration_point_with_lightning_has_a_test_in_the_floor_pass() -> None:
+    points = integration_points()
+    assert {"HealthMonitor", "SanityCheck", "RecipesDDPStrategy", "DigitsDataModule"} <= set(points)
+    missing = sorted(set(points) - set(FLOOR_TESTS))
+    assert not missing, f"name a test that drives each through a Trainer in tests/helpers/floor.py: {missing}"
+    assert all(FLOOR_TESTS.values())
 
 
-def test_a_test_file_is_skipped_at_the_floor_for_one_reason_only() -> None:
-    assert not set(LIGHTNING_FREE) & set(END_TO_END_PATHS)
-    assert all(reason for reason in {**LIGHTNING_FREE, **END_TO_END_PATHS}.values())
+def test_the_gallery_proofs_are_current() -> None:
+    """The galleries (what their proofs import, the pinned torch) are as when every proof last passed."""
+    assert gallery_proofs.stamp() == gallery_proofs.sources_hash(), (
+        "the galleries changed since their proofs last passed: run `make gallery-proofs` (it rewrites "
+        f"{gallery_proofs.STAMP.relative_to(gallery_proofs.ROOT)} when every proof passes); commit the stamp"
+    )
+
+
+def test_the_gallery_proofs_hash_covers_the_galleries_and_no_product_code() -> None:
+    covered = {path.relative_to(gallery_proofs.ROOT).as_posix() for path in gallery_proofs.dependencies()}
+    assert set(gallery_proofs.PROOF_MODULES) <= covered
+    assert "tests/checks/stage_gallery/loop_stages.py" in covered
+    assert "tests/callbacks/health_field_gallery/_field_models.py" in covered
+    assert "lightning_recipes/testing/trainers.py" in covered  # the gallery's trainer
+    product = [path for path in covered if path.startswith("lightning_recipes/") and "/testing/" not in path]
+    assert product == []
 
 
 def test_virtual_time_drives_the_step_timer_and_the_sleepy_model(monkeypatch: pytest.MonkeyPatch) -> None:

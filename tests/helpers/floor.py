@@ -1,113 +1,186 @@
 """Which tests the second CI pass (``make test-floor``, the oldest supported Lightning) runs again.
 
-The floor pass exists to catch our code breaking on an older Lightning, so it re-runs every test that
-exercises Lightning and skips the ones that cannot see a Lightning version: optimizer and schedule numerics on
-plain tensors, static checks of the source tree, packaging metadata, and, by decision (issue #23), the
-notebooks and the demos (marked ``end_to_end``), whose parts the unit tests already cover.
-Doctests are not collected by the floor pass either (it runs ``pytest tests``).
+The floor pass exists to catch our code breaking on an older Lightning, so it runs, for each place where our
+code meets Lightning's API (an *integration point*), one test that drives it through a real ``Trainer`` (or
+Fabric, LightningCLI, DDP processes): hooks, state and checkpoint/resume, strategies, logging, the CLI. The
+full suite runs at the newest Lightning; repeating all of it at the floor (2,300 tests, ~9 minutes) bought no
+more than these do.
 
 How the selection stays honest:
 
-- **Opt-out, not opt-in.** A test runs at the floor unless its module is listed in :data:`LIGHTNING_FREE`
-  (or it carries ``@pytest.mark.lightning_free`` itself). A new test file is therefore floor-tested until
-  someone decides otherwise; forgetting costs CI time, never coverage.
-- **The opt-out is checked on every main run.** A ``lightning_free`` test that builds a ``Trainer``, a
-  ``Fabric``, a ``LightningCLI``, a ``LightningModule`` or a ``LightningDataModule`` in the test process fails
-  (see :func:`lightning_tripwire`). So a listed module that starts using Lightning cannot silently drop out of
-  the floor pass: the main pass fails first and names the marker to remove.
-- **No stale entries.** A listed path that no longer exists fails collection (a renamed module would
-  otherwise run at the floor unnoticed, and a later file at the old path would inherit the opt-out).
+- **Integration points are found, not remembered.** Every class of ``lightning_recipes`` (bar the test tools
+  in ``lightning_recipes.testing``) that overrides a method of a Lightning ``Callback``, ``Strategy``,
+  ``LightningModule``, ``LightningDataModule``, ``Logger`` or ``LightningCLI`` is one; a class without an
+  entry of its own name in :data:`FLOOR_TESTS` fails ``tests/test_suite_helpers.py`` on every main run. (The
+  checks override none: their hooks are ``SanityCheck``'s; a private class is reached only through the public
+  one that installs it.) The entries beyond the classes name the other points: the optimizer and mixing
+  mixins, LightningCLI, lr_find, Fabric, loggers, old checkpoints (DDP runs in the strategy, Preflight tests).
+- **No stale entries.** An entry names a test by node-id prefix (a file, a test, or one parametrization); one
+  whose file is gone, or that matches no test of its collected file, fails collection.
+- The selected tests carry the ``floor`` marker; ``make test-floor`` runs ``-m floor``.
 """
 
 from __future__ import annotations
 
-import contextlib
-import functools
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository, not the rootdir (pytester runs copy conftest)
-MARKER = "lightning_free"
-END_TO_END = "end_to_end"
+FLOOR = "floor"
 
-# Paths relative to the repository root: a module, or a directory (everything under it).
-LIGHTNING_FREE: dict[str, str] = {
-    # optimizer and schedule numerics on plain tensors / nn.Modules
-    "tests/optim/test_peer_invariants.py": "optimizer numerics",
-    "tests/optim/test_torch_conformance.py": "optimizer numerics",
-    "tests/optim/test_hf_schedule_parity.py": "schedule numerics",
-    "tests/optim/test_schedules.py": "schedule numerics",
-    "tests/optim/test_numerics.py": "optimizer numerics",
-    "tests/optim/test_tied.py": "parameter grouping on nn.Modules",
-    # static checks of the tree, metadata
-    "tests/test_architecture.py": "static import graph and file sizes",
-    "tests/callbacks/test_health_rules_calibrated.py": "HealthMonitor's rules on host floats",
-    "tests/test_packaging.py": "packaging metadata",
+_CB = "tests/callbacks/"
+# integration point -> the tests (node-id prefixes from the repository root) that drive it through Lightning
+FLOOR_TESTS: dict[str, tuple[str, ...]] = {
+    # callbacks: their hooks, state_dict and resume in a real Trainer
+    "AdaptiveGradClip": (f"{_CB}test_adaptive_grad_clip.py::test_state_dict_round_trip_resume_and_pickle",),
+    "EarlyStopping": (
+        f"{_CB}test_early_stopping.py::test_state_dict_round_trip_and_resume_continues_the_count",
+        f"{_CB}test_legacy_checkpoint.py::test_a_real_trainer_resumes_from_the_issue23_early_stopping_checkpoint",
+    ),
+    "FinetuneSchedule": (
+        f"{_CB}test_finetune_schedule.py::test_kill_and_resume_across_the_unfreeze_point_is_bitwise",
+    ),
+    "GradNormMonitor": (f"{_CB}test_grad_norm_monitor.py::test_state_dict_round_trip_and_resume",),
+    "HealthMonitor": (f"{_CB}test_health_monitor.py::test_state_dict_round_trip_and_resume_keeps_findings",),
+    "InputPipelineMonitor": (
+        f"{_CB}test_input_pipeline_monitor.py::test_resume_restores_totals_and_the_warned_flag",
+    ),
+    "RunManifest": (f"{_CB}test_run_manifest.py::test_state_dict_round_trip_and_resume",),
+    "StabilityGuard": (
+        f"{_CB}test_stability_guard.py::test_max_rollbacks_exceeded_writes_emergency_checkpoint_and_raises",
+        f"{_CB}test_legacy_checkpoint.py::test_a_real_trainer_resumes_from_the_issue23_stability_guard_checkpoint",
+    ),
+    # the sanity checks: one base class holds their Lightning hooks; Preflight runs them in fit
+    "SanityCheck": (
+        "tests/checks/test_callbacks.py::test_check_alone_as_callback_raises_before_training",
+        "tests/checks/test_callbacks.py::test_check_reads_datamodule_and_model_hook_loaders",
+        "tests/checks/test_compat.py::test_checkpoint_written_before_the_move_restores_the_check_callbacks",
+    ),
+    "Preflight": (
+        "tests/checks/test_callbacks.py::test_preflight_callback_runs_chosen_checks_and_prints",
+        "tests/checks/test_preflight_callback.py::test_ddp_ranks_check_the_loader_with_the_trainers_distributed_sampler",
+    ),
+    "TrialRecorder": ("tests/harness/test_trial_fit.py",),
+    # tuning callbacks
+    "LRRangeTest": (
+        "tests/tune/test_lr_range.py::test_callback_applies_the_peak_lr_to_every_group_and_its_schedule",
+    ),
+    "ApplySpeedOptions": (
+        "tests/tune/test_apply_speed_options.py::test_the_callback_applies_the_module_options_inside_fit",
+    ),
+    "StepTimer": (
+        "tests/tune/test_speed.py::test_faster_options_are_combined_and_their_kwargs_build_a_trainer",
+    ),
+    # data modules and the demo's module
+    "CharLMDataModule": ("tests/data/test_datamodules.py",),
+    "DigitsDataModule": ("tests/data/test_datamodules.py",),
+    "RecipeDigitsCNN": ("tests/demos/test_training.py::test_demo_reaches_accuracy_target",),
+    # strategies
+    "RecipesDDPStrategy": (
+        "tests/strategies/test_ddp_presets.py::test_ddp_preset_trains_like_single_process_and_resumes_exactly",
+    ),
+    "RecipesFSDPStrategy": (
+        "tests/strategies/test_presets.py::test_fsdp1_on_cpu_is_refused_at_setup_before_any_work",
+    ),
+    "RecipesFSDP2Strategy": (
+        "tests/strategies/test_fsdp2.py::test_fsdp2_trains_like_single_process_and_resumes_exactly",
+    ),
+    "RecipesDeepSpeedStrategy": (
+        "tests/strategies/test_deepspeed.py::test_reconciled_config_passes_deepspeeds_own_validation",
+    ),
+    # the points that are not a subclass
+    "RecipeMixin (configure_optimizers, schedule across resume)": (
+        "tests/test_mixins.py::test_fit_then_resume_continues_the_schedule_exactly",
+    ),
+    "MixingMixin (training batches, resume)": (
+        "tests/test_mixing_trainer.py::test_resume_continues_the_same_mixing_stream_bitwise",
+    ),
+    "LightningCLI": (
+        "tests/test_lightning_cli_callbacks.py",
+        "tests/test_mixing_trainer.py::test_lightning_cli_yaml_builds_the_mixer",
+        "tests/tune/test_lr_find_recipe.py::test_lightning_cli_yaml_lr_find",
+    ),
+    "lr_find through the Trainer": (
+        "tests/tune/test_lr_find_recipe.py::test_the_run_trains_at_find_lr_pick_on_the_same_model_data_and_seed",
+    ),
+    "Fabric": ("tests/test_fabric_scope.py",),
+    "loggers (CSV, TensorBoard, wandb)": (
+        "tests/test_logger_compat.py::test_every_callback_logs_documented_keys",
+    ),
+    "checkpoints written by earlier releases": (f"{_CB}test_legacy_checkpoint.py",),
 }
 
-# Whole-program runs that do use Lightning, skipped at the floor by decision (issue #23): the unit tests cover
-# each of their parts at the floor, and these are among the slowest tests. Marked ``end_to_end``, no tripwire.
-END_TO_END_PATHS: dict[str, str] = {
-    "tests/test_notebooks.py": "the notebooks",
-    "tests/demos/test_training.py": "the demo",
-    "tests/demos/test_finetuning.py": "the fine-tuning demo",
-    "tests/test_readme.py": "the README's examples (documentation examples, as the doctests)",
-    # the stage gallery's twin tests train plain Lightning models to prove each planted bug real; they run no
-    # lightning_recipes code, so the oldest Lightning adds nothing to what they show
-    "tests/checks/test_stage_gallery_twins_data.py": "the stage gallery's twin tests (no package code)",
-    "tests/checks/test_stage_gallery_twins_loop.py": "the stage gallery's twin tests (no package code)",
-    # the HealthMonitor field gallery's proofs (issue #25): plain recordings, no lightning_recipes code
-    "tests/callbacks/test_health_field_gallery_proofs.py": "the field gallery's proofs (no package code)",
-    "tests/callbacks/test_health_field_gallery_transformer_proofs.py": "the field gallery's proofs (plain)",
-}
+
+def _matches(nodeid: str, entry: str) -> bool:
+    return nodeid == entry or nodeid.startswith((entry + "::", entry + "["))
 
 
-def mark_lightning_free(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark every collected test under a :data:`LIGHTNING_FREE` path ``lightning_free`` and every one under an
-    :data:`END_TO_END_PATHS` path ``end_to_end``."""
-    root = ROOT
-    for name, paths in ((MARKER, LIGHTNING_FREE), (END_TO_END, END_TO_END_PATHS)):
-        stale = [path for path in paths if not (root / path).exists()]
-        if stale:
-            raise pytest.UsageError(
-                f"tests/helpers/floor.py: the {name!r} list names paths that do not exist: {stale}. "
-                "Update it to where the tests moved (or remove the entries)."
-            )
-        prefixes = [root / path for path in paths]
-        marker = getattr(pytest.mark, name)
-        for item in items:
-            where = Path(str(item.path))
-            if any(where == path or path in where.parents for path in prefixes):
-                item.add_marker(marker)
+def _nodeid(item: pytest.Item) -> str:
+    """The item's node id from the repository root (the rootdir may differ)."""
+    _, sep, rest = item.nodeid.partition("::")
+    return Path(str(item.path)).relative_to(ROOT).as_posix() + sep + rest
 
 
-def _lightning_entry_points() -> list[type]:
-    import lightning.fabric as lf
+def mark_floor(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark ``floor`` every collected test that a :data:`FLOOR_TESTS` entry names; fail on a stale entry (one
+    that matches no test of a file collected whole: no ``path::test`` argument)."""
+    entries = sorted({entry for tests in FLOOR_TESTS.values() for entry in tests})
+    gone = [entry for entry in entries if not (ROOT / entry.split("::")[0]).exists()]
+    ids = {item: _nodeid(item) for item in items if ROOT in Path(str(item.path)).parents}
+    whole_files = not any("::" in arg for arg in config.args)
+    collected_files = {nodeid.split("::")[0] for nodeid in ids.values()} if whole_files else set()
+    unmatched = [
+        entry
+        for entry in entries
+        if entry.split("::")[0] in collected_files
+        and not any(_matches(nodeid, entry) for nodeid in ids.values())
+    ]
+    if gone or unmatched:
+        raise pytest.UsageError(
+            f"tests/helpers/floor.py: FLOOR_TESTS names tests that do not exist: {gone + unmatched}. "
+            "Name the test that now drives that integration point through Lightning."
+        )
+    marker = getattr(pytest.mark, FLOOR)
+    for item, nodeid in ids.items():
+        if any(_matches(nodeid, entry) for entry in entries):
+            item.add_marker(marker)
+
+
+def integration_points() -> list[str]:
+    """The public classes of ``lightning_recipes`` (not its test tools) that override a Lightning method."""
+    import importlib
+    import inspect
+    import pkgutil
+
     import lightning.pytorch as pl
     from lightning.pytorch.cli import LightningCLI
+    from lightning.pytorch.loggers import Logger
+    from lightning.pytorch.strategies import Strategy
 
-    return [pl.Trainer, lf.Fabric, LightningCLI, pl.LightningModule, pl.LightningDataModule]
+    import lightning_recipes
 
-
-@contextlib.contextmanager
-def lightning_tripwire(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
-    """Record every construction of a Lightning entry point while the block runs (the names, in order).
-
-    Recorded rather than raised: a test may catch exceptions broadly, and the verdict belongs to the fixture.
-    """
-    built: list[str] = []
-    for cls in _lightning_entry_points():
-        original = cls.__init__
-
-        @functools.wraps(original)
-        def init(
-            self: Any, *args: Any, __original: Any = original, __name: str = cls.__name__, **kwargs: Any
-        ) -> None:
-            built.append(__name)
-            __original(self, *args, **kwargs)
-
-        monkeypatch.setattr(cls, "__init__", init)
-    yield built
+    bases = (pl.Callback, Strategy, pl.LightningModule, pl.LightningDataModule, Logger, LightningCLI)
+    found = []
+    for info in pkgutil.walk_packages(lightning_recipes.__path__, "lightning_recipes."):
+        if info.name.startswith("lightning_recipes.testing") or info.name.endswith("__main__"):
+            continue
+        module = importlib.import_module(info.name)
+        for name, cls in vars(module).items():
+            public = not name.startswith("_")
+            if not (
+                public and inspect.isclass(cls) and cls.__module__ == info.name and issubclass(cls, bases)
+            ):
+                continue
+            base = next(b for b in bases if issubclass(cls, b))
+            own = {
+                attribute
+                for klass in cls.__mro__
+                if klass.__module__.startswith("lightning_recipes")
+                and (klass is cls or not issubclass(klass, base))
+                for attribute in vars(klass)
+                if hasattr(base, attribute) and not attribute.startswith("_")
+            }
+            if own:
+                found.append(name)
+    return sorted(found)
