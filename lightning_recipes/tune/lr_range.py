@@ -37,8 +37,14 @@ from lightning_recipes.harness import (
 from lightning_recipes.harness.loaders import fit_combined_loader
 from lightning_recipes.harness.silent_trainer import silent_trainer
 from lightning_recipes.sweep_args import Rule, SweepArgs
-from lightning_recipes.tune.suggest import centred, half_window_for, peak_factor, suggest
-from lightning_recipes.tune.verdict import CurveVerdict, curve_verdict
+from lightning_recipes.tune.suggest import (
+    CurveVerdict,
+    centred,
+    curve_verdict,
+    half_window_for,
+    peak_factor,
+    suggest,
+)
 
 __all__ = ["LRRangeResult", "find_lr", "sweep_lr"]
 
@@ -58,7 +64,7 @@ class LRRangeResult:
         stopped: Why the sweep ended (``"max_lr"``, ``"diverged"``, ``"non-finite loss"``).
         optimizers: The optimizer class names swept.
         group_scales: Each group's LR as a fraction of the peak group's (kept through the sweep).
-        evidence: Whether the loss fell beyond the sweep's own noise (:class:`.verdict.CurveVerdict`);
+        evidence: Whether the loss fell beyond the sweep's own noise (:class:`.suggest.CurveVerdict`);
             computed from the curve when not given (``None`` for a curve under 6 points).
     """
 

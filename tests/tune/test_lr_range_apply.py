@@ -22,7 +22,7 @@ from lightning_recipes.optim.schedules import (
 )
 from lightning_recipes.testing import TinyClassifier, fast_trainer, random_classification_loader
 from lightning_recipes.tune import LRRangeTest
-from lightning_recipes.tune._scale_schedule import check_scalable, scale_schedule
+from lightning_recipes.tune.lr_range_callback import check_scalable, scale_schedule
 
 PEAK, STEPS = 0.1, 30
 

@@ -17,11 +17,11 @@ import lightning.pytorch as pl
 import pytest
 import torch
 
+from lightning_recipes._stats import t_quantile
 from lightning_recipes.mixins import AdamWRecipe
 from lightning_recipes.testing import TinyClassifier, fast_trainer, random_classification_loader
 from lightning_recipes.tune import LRRangeTest, find_lr
-from lightning_recipes.tune.suggest import centred
-from lightning_recipes.tune.verdict import curve_verdict, t_quantile
+from lightning_recipes.tune.suggest import centred, curve_verdict
 from tests.tune._flat_models import FlatBert, XorData
 
 pytest.importorskip("transformers", reason="the flat-curve model is a Hugging Face BERT")
