@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["new_axes", "pyplot"]
+__all__ = ["finish", "new_axes", "pyplot"]
 
 _HINT = (
     "lightning_recipes.plots needs matplotlib: pip install 'lightning-recipes[plots]' "
@@ -27,3 +27,27 @@ def new_axes(ax: Any = None, *, figsize: tuple[float, float] = (6.4, 3.6)) -> tu
         return ax.figure, ax
     figure, axes = pyplot().subplots(figsize=figsize, layout="constrained")
     return figure, axes
+
+
+def finish(
+    axes: Any,
+    figure: Any,
+    *,
+    xlabel: str = "step",
+    ylabel: str | None = None,
+    log_scale: bool = False,
+    title: str | None = None,
+    legend: bool = True,
+) -> Any:
+    """Label, scale, title, legend and grid an axes the ``plot_*`` helpers drew; returns ``figure``."""
+    axes.set_xlabel(xlabel)
+    if ylabel:
+        axes.set_ylabel(ylabel)
+    if log_scale:
+        axes.set_yscale("log")
+    if title:
+        axes.set_title(title)
+    if legend:
+        axes.legend()
+    axes.grid(alpha=0.3)
+    return figure

@@ -7,7 +7,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from lightning_recipes.plots._backend import new_axes
+from lightning_recipes.plots._backend import finish, new_axes
 from lightning_recipes.plots._history import MetricHistory, read_metrics
 
 __all__ = ["plot_comparison", "plot_grad_norms", "plot_metrics", "plot_overfit", "smooth"]
@@ -68,7 +68,7 @@ def plot_metrics(
     figure, axes = new_axes(ax)
     for key in selected:
         _draw(axes, history[key], key, smoothing)
-    return _finish(axes, figure, log_scale, title)
+    return finish(axes, figure, log_scale=log_scale, title=title)
 
 
 def plot_grad_norms(
@@ -116,10 +116,6 @@ def plot_grad_norms(
     if threshold:
         steps, values = zip(*history[threshold])
         axes.plot(steps, values, "--", color="black", label=threshold)
-    axes.set_xlabel("step")
-    axes.set_ylabel("norm")
-    if log_scale:
-        axes.set_yscale("log")
     handles, labels = axes.get_legend_handles_labels()
     fraction = _first(history, fraction_keys)
     if fraction:
@@ -131,10 +127,7 @@ def plot_grad_norms(
         more_handles, more_labels = twin.get_legend_handles_labels()
         handles, labels = handles + more_handles, labels + more_labels
     axes.legend(handles, labels, loc="upper right")
-    axes.grid(alpha=0.3)
-    if title:
-        axes.set_title(title)
-    return figure
+    return finish(axes, figure, ylabel="norm", log_scale=log_scale, title=title, legend=False)
 
 
 def plot_overfit(
@@ -175,14 +168,8 @@ def plot_overfit(
             axes.axhline(own_target, linestyle=":", color=line.get_color(), linewidth=1)
     if shared is not None:
         axes.axhline(shared, linestyle="--", color="black", label=f"target {shared:.3g}")
-    axes.set_xlabel("step on the fixed batch")
-    axes.set_ylabel("loss (dotted: each run's target)" if shared is None and len(curves) > 1 else "loss")
-    axes.set_yscale("log")
-    axes.legend()
-    axes.grid(alpha=0.3)
-    if title:
-        axes.set_title(title)
-    return figure
+    ylabel = "loss (dotted: each run's target)" if shared is None and len(curves) > 1 else "loss"
+    return finish(axes, figure, xlabel="step on the fixed batch", ylabel=ylabel, log_scale=True, title=title)
 
 
 def plot_comparison(
@@ -222,24 +209,12 @@ def plot_comparison(
         if key not in history:
             raise KeyError(f"Run {label!r} never logged {key!r}; it logged: {sorted(history)}")
         _draw(axes, history[key], label, smoothing)
-    axes.set_ylabel(key)
-    return _finish(axes, figure, log_scale, title or key)
+    return finish(axes, figure, ylabel=key, log_scale=log_scale, title=title or key)
 
 
 def _draw(axes: Any, pairs: list[tuple[int, float]], label: str, smoothing: float) -> None:
     steps, values = zip(*pairs)
     axes.plot(steps, smooth(values, smoothing) if smoothing else values, label=label)
-
-
-def _finish(axes: Any, figure: Any, log_scale: bool, title: str | None) -> Any:
-    axes.set_xlabel("step")
-    if log_scale:
-        axes.set_yscale("log")
-    if title:
-        axes.set_title(title)
-    axes.legend()
-    axes.grid(alpha=0.3)
-    return figure
 
 
 def _select(history: MetricHistory, patterns: list[str], *, required: bool = True) -> list[str]:

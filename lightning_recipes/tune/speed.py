@@ -5,6 +5,7 @@ The option catalogue and how to apply a choice: ``_speed_options.py``; the resul
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 import time
@@ -135,26 +136,19 @@ def speed_tune(
         if reason:
             skipped[option.name] = reason
     active = [option for option in resolved if option.name not in skipped]
+    run_once = functools.partial(
+        measure_run, context.copy_model, loader, warmup_steps=warmup_steps, measure_steps=measure_steps,
+        accelerator=accelerator, seed=seed,
+    )  # fmt: skip
 
     def measure(configs: dict[str, list[SpeedOption]]) -> dict[str, list[Run]]:
         runs: dict[str, list[Run]] = {name: [] for name in configs}
-        line = ProgressLine("speed_tune", repeats * len(configs), enabled=progress)
-        with line:
+        with ProgressLine("speed_tune", repeats * len(configs), enabled=progress) as line:
             for repeat in range(repeats):
                 for name, config in configs.items():
-                    line.show(f"{name} (repeat {repeat + 1}/{repeats})")
-                    runs[name].append(
-                        measure_run(
-                            context.copy_model,
-                            loader,
-                            config,
-                            warmup_steps=warmup_steps,
-                            measure_steps=measure_steps,
-                            accelerator=accelerator,
-                            seed=seed,
-                        )
-                    )
-                    line.advance(f"{name} (repeat {repeat + 1}/{repeats})")
+                    line.show(label := f"{name} (repeat {repeat + 1}/{repeats})")
+                    runs[name].append(run_once(config))
+                    line.advance(label)
         return runs
 
     runs = measure({"baseline": [], **{option.name: [option] for option in active}})
@@ -169,14 +163,12 @@ def speed_tune(
         rows.append(row)
         if row.status == "faster":
             good.append((_rank(row), option))
-    if any(option.measure_memory for option in active):
-        by_name = {option.name: option for option in active}
-        for row in rows:
-            counted_option = by_name.get(row.option)
-            if row.option == "baseline" or (counted_option is not None and counted_option.measure_memory):
-                counted = step_memory(context, [counted_option] if counted_option else [], seed)
-                if counted is not None:
-                    row.activation_mb, row.step_peak_mb = counted
+    counted = {option.name: [option] for option in active if option.measure_memory}
+    for row in rows if counted else []:
+        if row.option == "baseline" or row.option in counted:
+            memory = step_memory(context, counted.get(row.option, []), seed)
+            if memory is not None:
+                row.activation_mb, row.step_peak_mb = memory
 
     result = SpeedTuneResult(rows, run_steps=steps, run_steps_source=source)
     chosen: list[SpeedOption] = []
@@ -261,12 +253,8 @@ def _cuda_peak(runs: list[Run]) -> float | None:
 
 
 def _baseline_row(base: list[Run], rtol: float, steps: int | None) -> SpeedRow:
-    step_ms = _median_ms(base)
-    row = SpeedRow("baseline", "baseline", step_ms, 1.0, 0.0, rtol, _first(base))
-    row.baseline_step_ms, row.one_off_s, row.break_even_steps = step_ms, 0.0, 0
-    if steps is not None:
-        row.run_s, row.run_speedup = steps * step_ms / 1e3 + _overhead_s(base), 1.0
-    row.cuda_peak_mb = _cuda_peak(base)
+    row = _row("baseline", base, base, rtol, 1.0, steps)
+    row.status, row.loss_deviation, row.break_even_steps = "baseline", 0.0, 0
     return row
 
 
