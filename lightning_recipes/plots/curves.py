@@ -3,36 +3,25 @@
 from __future__ import annotations
 
 import fnmatch
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from lightning_recipes.plots._backend import finish, new_axes
 from lightning_recipes.plots._history import MetricHistory, read_metrics
+from lightning_recipes.tune.suggest import smooth as ema
 
 __all__ = ["plot_comparison", "plot_grad_norms", "plot_metrics", "plot_overfit", "smooth"]
 
 
 def smooth(values: Sequence[float], weight: float) -> list[float]:
-    """Exponential moving average with TensorBoard's debiasing (the first value is not pulled to 0).
-
-    Non-finite values are passed through and do not enter the average.
+    """Exponential moving average with TensorBoard's debiasing: :func:`lightning_recipes.tune.suggest.smooth`
+    (non-finite values pass through).
 
     Example:
         >>> smooth([1.0, 0.0, 0.0], 0.5)
         [1.0, 0.333..., 0.142...]
     """
-    if not 0.0 <= weight < 1.0:
-        raise ValueError(f"`smoothing` must be in [0, 1), got {weight!r}.")
-    out, last, count = [], 0.0, 0
-    for value in values:
-        if not math.isfinite(value):
-            out.append(value)
-            continue
-        count += 1
-        last = weight * last + (1 - weight) * value
-        out.append(last / (1 - weight**count))
-    return out
+    return ema(values, weight)
 
 
 def plot_metrics(

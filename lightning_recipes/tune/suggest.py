@@ -66,12 +66,24 @@ def peak_factor(optimizers: Sequence[object], warmup_factor: float, steps_per_ef
 
 
 def smooth(losses: Sequence[float], beta: float = 0.9) -> list[float]:
-    """Bias-corrected exponential moving average (as Adam corrects its moments); ``beta=0``: the raw curve."""
-    smoothed: list[float] = []
-    average = 0.0
-    for step, loss in enumerate(losses, start=1):
-        average = beta * average + (1 - beta) * loss
-        smoothed.append(average / (1 - beta**step) if beta > 0 else average)
+    """Bias-corrected exponential moving average (as Adam and TensorBoard correct it: the first value is not
+    pulled to 0); ``beta=0``: the raw curve. Non-finite values pass through and do not enter the average.
+
+    Raises:
+        ValueError: If ``beta`` is not in ``[0, 1)``.
+
+    Example:
+        >>> smooth([1.0, 0.0, float("nan"), 0.0], 0.5)
+        [1.0, 0.333..., nan, 0.142...]
+    """
+    if not 0.0 <= beta < 1.0:
+        raise ValueError(f"`smoothing` must be in [0, 1), got {beta!r}.")
+    smoothed, average, count = [], 0.0, 0
+    for loss in losses:
+        if math.isfinite(loss):
+            count += 1
+            average = beta * average + (1 - beta) * loss
+        smoothed.append(average / (1 - beta**count) if math.isfinite(loss) else loss)
     return smoothed
 
 
