@@ -323,16 +323,17 @@ def resolve_options(options: Any) -> list[SpeedOption]:
     return resolved
 
 
-def rebuild_loader(loader: Any, loader_kwargs: dict[str, Any]) -> Any:
-    """``loader`` rebuilt with ``loader_kwargs`` (the same dataset, batches and shuffle); itself without."""
-    if not loader_kwargs:
+def rebuild_loader(loader: Any, loader_kwargs: dict[str, Any], batch_sampler: Any = None) -> Any:
+    """``loader`` rebuilt with ``loader_kwargs`` (the same dataset, batches, shuffle; or ``batch_sampler``);
+    itself without either."""
+    if not loader_kwargs and batch_sampler is None:
         return loader
     if not isinstance(loader, DataLoader):
         raise TypeError(f"`loader` must be a torch DataLoader to rebuild, got {type(loader).__name__}.")
     batching: dict[str, Any] = (
         {"batch_size": loader.batch_size, "drop_last": loader.drop_last}  # its sampler is torch's own
         if isinstance(loader.dataset, IterableDataset)
-        else {"batch_sampler": loader.batch_sampler}
+        else {"batch_sampler": batch_sampler or loader.batch_sampler}
     )
     return DataLoader(
         loader.dataset,

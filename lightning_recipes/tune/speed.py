@@ -371,16 +371,8 @@ def timed_loader(loader: Any, num_steps: int) -> Any:
         return loader
     if len(batches) <= num_steps or len(batches[-1]) == len(batches[0]):
         return loader
-    return DataLoader(
-        loader.dataset,
-        batch_sampler=[*batches[: num_steps - 1], batches[-1]],  # the same batches for every run
-        num_workers=loader.num_workers,
-        collate_fn=loader.collate_fn,
-        pin_memory=loader.pin_memory,
-        worker_init_fn=loader.worker_init_fn,
-        persistent_workers=loader.persistent_workers,
-        generator=loader.generator,
-    )
+    kept = {key: getattr(loader, key) for key in ("num_workers", "pin_memory", "persistent_workers")}
+    return rebuild_loader(loader, kept, batch_sampler=[*batches[: num_steps - 1], batches[-1]])
 
 
 def planned_steps(trainer: pl.Trainer, loader: Any) -> int | None:
