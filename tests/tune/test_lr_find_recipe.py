@@ -191,6 +191,9 @@ def test_lightning_cli_yaml_lr_find(tmp_path, monkeypatch):
 
 def test_resume_reuses_the_found_lr_and_never_sweeps_again(tmp_path, sweeps):
     loader = random_classification_loader(num_samples=128)
+    unfitted = FindNet(_recipe())
+    fast_trainer().validate(unfitted, loader)  # validate, test and predict never sweep
+    assert len(sweeps) == 0 and unfitted.found_lr is None
     model = FindNet(_recipe())
     trainer = fast_trainer(max_steps=3, max_epochs=None, default_root_dir=tmp_path)
     trainer.fit(model, loader)
@@ -264,14 +267,6 @@ def test_a_checkpoint_written_before_the_policy_left_the_mixin_resumes_without_a
     assert len(sweeps) == 0 and loaded.recipe_summary["lr_find"]["source"] == "restored"
 
 
-def test_validate_test_and_predict_never_sweep(sweeps):
-    loader = random_classification_loader(num_samples=64)
-    model = FindNet(_recipe())
-    trainer = fast_trainer()
-    trainer.validate(model, loader)
-    assert len(sweeps) == 0 and model.found_lr is None
-
-
 def test_resuming_a_checkpoint_without_a_found_lr_is_an_error(tmp_path):
     loader = random_classification_loader(num_samples=64)
     model = FindNet(OptimizerRecipe(lr=1e-3, warmup_steps=1))
@@ -294,24 +289,11 @@ def test_gradient_accumulation_warns_that_the_sweep_steps_on_a_smaller_batch():
 # ---------------------------------------------------------------- errors
 
 
-class ManualFindNet(FindNet):
-    def __init__(self, recipe: OptimizerRecipe | None = None) -> None:
-        super().__init__(recipe)
-        self.automatic_optimization = False
-
-    def training_step(self, batch: Any, batch_idx: int) -> None:
-        optimizer = self.optimizers()
-        optimizer.zero_grad()
-        self.manual_backward(super().training_step(batch, batch_idx))
-        optimizer.step()
-
-
-def test_manual_optimisation_is_a_clear_error():
+def test_manual_optimisation_and_no_training_batch_are_clear_errors():
+    manual = FindNet(_recipe())
+    manual.automatic_optimization = False  # refused at the start of fit, before a training step
     with pytest.raises(ValueError, match=r"`lr='find'`.*manual optimisation. Set a numeric `lr`"):
-        fast_trainer(max_steps=2).fit(ManualFindNet(_recipe()), random_classification_loader(num_samples=64))
-
-
-def test_no_training_batch_is_a_clear_error():
+        fast_trainer(max_steps=2).fit(manual, random_classification_loader(num_samples=64))
     empty = DataLoader(TensorDataset(torch.zeros(0, 16), torch.zeros(0, dtype=torch.long)), batch_size=4)
     with pytest.raises(ValueError, match=r"`lr='find'` runs an LR range test .*training loader yielded no"):
         fast_trainer(max_steps=2, max_epochs=None).fit(FindNet(_recipe()), empty)
