@@ -59,15 +59,7 @@ class SeqLamb(LambRecipe, pl.LightningModule):
         self.log("val_acc", (self(x).argmax(1) == y).float().mean())
 
 
-@pytest.fixture
-def one_thread():
-    saved = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(saved)
-
-
-def test_lamb_peak_lr_learns_and_both_entry_points_agree(one_thread):
+def test_lamb_peak_lr_learns_and_both_entry_points_agree():
     train, val = _series()
 
     def loader() -> DataLoader:  # its own generator, as a datamodule's shuffled loader often has

@@ -28,6 +28,7 @@ from lightning_recipes.tune import find_lr
 from lightning_recipes.tune.lr_find_policy import CHECKPOINT_KEY
 
 SWEEP = {"num_steps": 30}
+FIND_NET = "tests.tune.test_lr_find_recipe.FindNet"
 
 
 class FindNet(LionRecipe, pl.LightningModule):
@@ -150,22 +151,12 @@ def test_lightning_cli_yaml_lr_find(tmp_path, monkeypatch):
     from lightning.pytorch.cli import LightningCLI
 
     monkeypatch.setattr("sys.argv", ["train.py"])
+    recipe = {"optimizer": "lion", "lr": "find", "warmup_steps": 1, "lr_find": SWEEP}
+    logger = {"class_path": "lightning.pytorch.loggers.CSVLogger", "init_args": {"save_dir": str(tmp_path)}}
+    trainer = {"max_steps": 3, "enable_progress_bar": False, "enable_checkpointing": False, "logger": logger}
     config = tmp_path / "config.yaml"
-    config.write_text(
-        "model:\n"
-        "  class_path: tests.tune.test_lr_find_recipe.FindNet\n"
-        "  init_args:\n"
-        "    recipe: {optimizer: lion, lr: find, warmup_steps: 1, lr_find: {num_steps: 30}}\n"
-        "trainer:\n"
-        "  max_steps: 3\n"
-        "  accelerator: cpu\n"
-        "  enable_progress_bar: false\n"
-        "  enable_checkpointing: false\n"
-        "  logger:\n"
-        "    class_path: lightning.pytorch.loggers.CSVLogger\n"
-        f"    init_args: {{save_dir: {tmp_path}, name: cli}}\n"
-        f"  default_root_dir: {tmp_path}\n"
-    )
+    model = {"class_path": FIND_NET, "init_args": {"recipe": recipe}}
+    config.write_text(yaml.safe_dump({"model": model, "trainer": {**trainer, "accelerator": "cpu"}}))
     cli = LightningCLI(args=["--config", str(config)], run=False)
     assert cli.model.recipe == OptimizerRecipe(optimizer="lion", lr="find", warmup_steps=1, lr_find=SWEEP)
     loader = random_classification_loader(num_samples=128)
@@ -177,11 +168,7 @@ def test_lightning_cli_yaml_lr_find(tmp_path, monkeypatch):
     # hparams.yaml feeds LightningCLI again and still means "find"
     init_args = {k: v for k, v in hparams.items() if k in ("recipe", "dropout")}
     again = tmp_path / "again.yaml"
-    again.write_text(
-        yaml.safe_dump(
-            {"model": {"class_path": "tests.tune.test_lr_find_recipe.FindNet", "init_args": init_args}}
-        )
-    )
+    again.write_text(yaml.safe_dump({"model": {"class_path": FIND_NET, "init_args": init_args}}))
     rebuilt = LightningCLI(args=["--config", str(again), "--trainer.logger=false"], run=False)
     assert rebuilt.model.recipe == cli.model.recipe
 

@@ -14,7 +14,6 @@ from typing import Any
 
 import lightning.pytorch as pl
 import pytest
-import torch
 
 from lightning_recipes.data import CharLMDataModule, DigitsDataModule
 from lightning_recipes.mixins import AdamWRecipe, LionRecipe
@@ -22,16 +21,6 @@ from lightning_recipes.testing import DigitsCNN, TinyTransformerLM, fast_trainer
 from lightning_recipes.tune import find_lr
 
 GRID = [10 ** (exponent / 2) for exponent in range(-8, -1)]  # 1e-4 .. 1e-1
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Eight small trainings per case: one intra-op thread is the fastest on a shared 2-core CPU (two threads
-    per process oversubscribe it ~10x under load; see the demo timing in the README)."""
-    saved = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(saved)
 
 
 class AdamWCNN(AdamWRecipe, DigitsCNN):

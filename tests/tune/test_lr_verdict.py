@@ -11,7 +11,6 @@ import random
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import lightning.pytorch as pl
 import pytest
@@ -22,6 +21,7 @@ from lightning_recipes.mixins import AdamWRecipe
 from lightning_recipes.testing import TinyClassifier, fast_trainer, random_classification_loader
 from lightning_recipes.tune import LRRangeTest, find_lr
 from lightning_recipes.tune.suggest import centred, curve_verdict
+from tests.helpers.loss_recorder import LossRecorder
 from tests.tune._flat_models import FlatBert, XorData
 
 pytest.importorskip("transformers", reason="the flat-curve model is a Hugging Face BERT")
@@ -29,15 +29,6 @@ pytest.importorskip("transformers", reason="the flat-curve model is a Hugging Fa
 
 class AdamWClassifier(AdamWRecipe, TinyClassifier):
     pass
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """One intra-op thread: the fastest on the shared 2-core CPU (two oversubscribe it under load)."""
-    saved = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(saved)
 
 
 def test_curve_verdict_is_its_definition_written_out():
@@ -91,21 +82,13 @@ def test_a_flat_sweep_is_inconclusive_with_no_pick_on_every_seed(seed: int):
         assert "INCONCLUSIVE: no pick" in result.plot().get_title()
 
 
-class BatchCounter(pl.Callback):
-    def __init__(self) -> None:
-        self.batches = 0
-
-    def on_train_batch_start(self, *args: Any) -> None:
-        self.batches += 1
-
-
 def test_lr_find_on_a_flat_model_stops_before_training_with_the_reason():
-    counter = BatchCounter()
-    trainer = fast_trainer(max_steps=5, max_epochs=None, callbacks=[counter])
+    recorder = LossRecorder()
+    trainer = fast_trainer(max_steps=5, max_epochs=None, callbacks=[recorder])
     torch.manual_seed(0)
     with pytest.raises(ValueError, match=r"inconclusive, so no learning rate was chosen.*own noise is"):
         trainer.fit(FlatBert(lr="find"), datamodule=XorData())
-    assert counter.batches == 0
+    assert recorder.losses == []  # no training batch ran
 
 
 def test_lr_range_test_apply_leaves_the_lrs_alone_when_inconclusive():
