@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from lightning_recipes.plots._backend import finish, new_axes
+from lightning_recipes.plots.curves import finish, new_axes
 
 __all__ = ["loss_axis_limits", "plot_lr_range"]
 

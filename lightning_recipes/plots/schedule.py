@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from lightning_recipes.plots._backend import finish, new_axes
+from lightning_recipes.plots.curves import finish, new_axes
 
 __all__ = ["plot_schedule", "schedule_values"]
 

@@ -144,13 +144,11 @@ class LRRangeResult:
             True
         """
         losses = list(data["losses"])
-        smoothed = centred(losses, half_window_for(len(losses))) if losses else []
-        fields = ("suggestion", "peak_lr", "rule", "stopped")
         return cls(
-            list(data["lrs"]),
-            losses,
-            smoothed,
-            *(data[name] for name in fields),
+            lrs=list(data["lrs"]),
+            losses=losses,
+            smoothed=centred(losses, half_window_for(len(losses))) if losses else [],
+            **{name: data[name] for name in ("suggestion", "peak_lr", "rule", "stopped")},
             optimizers=list(data.get("optimizers", [])),
             group_scales=[list(g) for g in data.get("group_scales", [])],
         )

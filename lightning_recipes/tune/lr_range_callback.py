@@ -257,7 +257,8 @@ def check_scalable(
                 )
             if step == steps or not (_step(plain[1]) and _step(scaled[1])):
                 break
-    if step == 0 and steps > 0 and not all(_known(s) for s in _leaves(schedulers)):
+    known = all(type(s).__module__ == "torch.optim.lr_scheduler" for s in _leaves(schedulers))
+    if step == 0 and steps > 0 and not known:
         raise ValueError(
             f"could not step a copy of the learning-rate schedule ({names}) to check that the found LR "
             "scales it; set the LR in your config instead (`apply=False`)."
@@ -266,20 +267,12 @@ def check_scalable(
 
 def _mismatch(plain: Sequence[Optimizer], scaled: Sequence[Optimizer]) -> tuple[float, float] | None:
     """``(got, expected)`` for the first group whose LR in ``scaled`` is not twice that in ``plain``."""
-    for plain_group, scaled_group in zip(_groups(plain), _groups(scaled)):
-        expected, got = 2.0 * float(plain_group["lr"]), float(scaled_group["lr"])
-        if not math.isclose(got, expected, rel_tol=1e-6, abs_tol=1e-12):
-            return got, expected
+    for plain_opt, scaled_opt in zip(plain, scaled):
+        for plain_group, scaled_group in zip(plain_opt.param_groups, scaled_opt.param_groups):
+            expected, got = 2.0 * float(plain_group["lr"]), float(scaled_group["lr"])
+            if not math.isclose(got, expected, rel_tol=1e-6, abs_tol=1e-12):
+                return got, expected
     return None
-
-
-def _known(scheduler: Any) -> bool:
-    return type(scheduler).__module__ == "torch.optim.lr_scheduler"
-
-
-def _groups(optimizers: Sequence[Optimizer]) -> Iterator[dict[str, Any]]:
-    for optimizer in optimizers:
-        yield from optimizer.param_groups
 
 
 def _step(schedulers: Sequence[Any]) -> bool:

@@ -229,29 +229,6 @@ def _without_conflicts(good: list[tuple[float, SpeedOption]]) -> set[str]:
     return {option.name for option in kept}
 
 
-def _median_ms(runs: list[Run]) -> float:
-    return statistics.median(run.step_ms for run in runs)
-
-
-def _overhead_s(runs: list[Run]) -> float:
-    return max(run.overhead_s for run in runs)  # the cold repeat: compile caches within the process
-
-
-def _overhead_noise_s(base: list[Run]) -> float:
-    """A one-off time's noise: the baseline's spread over its repeats, at least two of its steps."""
-    spread = max(run.overhead_s for run in base) - min(run.overhead_s for run in base)
-    return max(spread, 2 * _median_ms(base) / 1e3)
-
-
-def _first(runs: list[Run]) -> float:
-    return max(run.first_step_ms for run in runs)  # the first repeat compiles; later ones hit the cache
-
-
-def _cuda_peak(runs: list[Run]) -> float | None:
-    peaks = [run.cuda_peak_bytes for run in runs if run.cuda_peak_bytes is not None]
-    return max(peaks) / 2**20 if peaks else None
-
-
 def _baseline_row(base: list[Run], rtol: float, steps: int | None) -> SpeedRow:
     row = _row("baseline", base, base, rtol, 1.0, steps)
     row.status, row.loss_deviation, row.break_even_steps = "baseline", 0.0, 0
@@ -281,17 +258,20 @@ def _row(
     min_speedup: float,
     steps: int | None,
 ) -> SpeedRow:
-    step_ms, base_ms = _median_ms(runs), _median_ms(base)
+    step_ms, base_ms = (statistics.median(run.step_ms for run in rs) for rs in (runs, base))
     speedup = base_ms / step_ms
-    one_off = _overhead_s(runs) - _overhead_s(base)
-    if abs(one_off) <= _overhead_noise_s(base):
-        one_off = 0.0  # within what the baseline's own one-off time varies by: not counted
-    row = SpeedRow(name, "", step_ms, speedup, None, rtol, _first(runs))
+    base_once = max(run.overhead_s for run in base)  # the cold repeat: compile caches within the process
+    one_off = max(run.overhead_s for run in runs) - base_once
+    # within what the baseline's own one-off time varies by (at least two of its steps): not counted
+    if abs(one_off) <= max(base_once - min(run.overhead_s for run in base), 2 * base_ms / 1e3):
+        one_off = 0.0
+    first_ms = max(run.first_step_ms for run in runs)  # the first repeat compiles; later ones hit the cache
+    row = SpeedRow(name, "", step_ms, speedup, None, rtol, first_ms)
     row.baseline_step_ms, row.one_off_s = base_ms, one_off
     row.break_even_steps = break_even_steps(one_off, step_ms, base_ms)
     if steps is not None:
-        row.run_s = steps * step_ms / 1e3 + _overhead_s(base) + one_off
-        row.run_speedup = (steps * base_ms / 1e3 + _overhead_s(base)) / row.run_s
+        row.run_s = steps * step_ms / 1e3 + base_once + one_off
+        row.run_speedup = (steps * base_ms / 1e3 + base_once) / row.run_s
     ratio = _rank(row)
     row.loss_deviation = max(deviation(run.losses, base[0].losses) for run in runs)
     if row.loss_deviation > rtol:
@@ -308,7 +288,8 @@ def _row(
         )
     else:
         row.status = "slower" if ratio <= 1.0 else "not faster"
-    row.cuda_peak_mb = _cuda_peak(runs)
+    peaks = [run.cuda_peak_bytes for run in runs if run.cuda_peak_bytes is not None]
+    row.cuda_peak_mb = max(peaks) / 2**20 if peaks else None
     return row
 
 
