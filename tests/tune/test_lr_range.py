@@ -12,13 +12,9 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
-from lightning_recipes.mixins import AdamWRecipe
 from lightning_recipes.testing import TinyClassifier, fast_trainer, random_classification_loader
 from lightning_recipes.tune import LRRangeTest, find_lr
-
-
-class AdamWClassifier(AdamWRecipe, TinyClassifier):
-    """TinyClassifier with the recipe's AdamW (decay / no-decay groups); module level for ddp_spawn."""
+from tests.tune._flat_models import AdamWClassifier
 
 
 class RecordingSGD(torch.optim.SGD):

@@ -13,7 +13,6 @@ import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
 from torch.optim import lr_scheduler as sched
 
-from lightning_recipes.mixins import AdamWRecipe
 from lightning_recipes.optim.schedules import (
     warmup_constant,
     warmup_cosine,
@@ -23,6 +22,7 @@ from lightning_recipes.optim.schedules import (
 from lightning_recipes.testing import TinyClassifier, fast_trainer, random_classification_loader
 from lightning_recipes.tune import LRRangeTest
 from lightning_recipes.tune.lr_range_callback import check_scalable, scale_schedule
+from tests.tune._flat_models import AdamWClassifier
 
 PEAK, STEPS = 0.1, 30
 
@@ -163,10 +163,6 @@ def test_scale_schedule_scales_tensor_learning_rates_in_place():
     scale_schedule([optimizer], [scheduler], 3.0)
     assert optimizer.param_groups[0]["lr"] is lr_tensor and float(lr_tensor) == pytest.approx(0.03)
     assert scheduler.eta_min == pytest.approx(0.003) and float(scheduler.base_lrs[0]) == pytest.approx(0.03)
-
-
-class AdamWClassifier(AdamWRecipe, TinyClassifier):
-    """TinyClassifier with the recipe's AdamW (decay / no-decay groups) and warm-up cosine schedule."""
 
 
 def _fit_applied(

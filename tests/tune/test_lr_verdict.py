@@ -17,18 +17,13 @@ import pytest
 import torch
 
 from lightning_recipes._stats import t_quantile
-from lightning_recipes.mixins import AdamWRecipe
-from lightning_recipes.testing import TinyClassifier, fast_trainer, random_classification_loader
+from lightning_recipes.testing import fast_trainer, random_classification_loader
 from lightning_recipes.tune import LRRangeTest, find_lr
 from lightning_recipes.tune.suggest import centred, curve_verdict
 from tests.helpers.loss_recorder import LossRecorder
-from tests.tune._flat_models import FlatBert, XorData
+from tests.tune._flat_models import AdamWClassifier, FlatBert, XorData
 
 pytest.importorskip("transformers", reason="the flat-curve model is a Hugging Face BERT")
-
-
-class AdamWClassifier(AdamWRecipe, TinyClassifier):
-    pass
 
 
 def test_curve_verdict_is_its_definition_written_out():
