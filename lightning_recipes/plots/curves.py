@@ -145,18 +145,15 @@ def plot_grad_norms(
         raise KeyError(f"None of {list(norm_keys)} was logged; logged keys: {sorted(history)}")
     figure, axes = new_axes(ax)
     for key in norms:
-        steps, values = zip(*history[key])
-        axes.plot(steps, values, label=key)
+        _draw(axes, history[key], key)
     threshold = _first(history, threshold_keys)
     if threshold:
-        steps, values = zip(*history[threshold])
-        axes.plot(steps, values, "--", color="black", label=threshold)
+        _draw(axes, history[threshold], threshold, 0.0, "--", color="black")
     handles, labels = axes.get_legend_handles_labels()
     fraction = _first(history, fraction_keys)
     if fraction:
         twin = axes.twinx()
-        steps, values = zip(*history[fraction])
-        twin.plot(steps, values, ":", color="tab:red", label=fraction)
+        _draw(twin, history[fraction], fraction, 0.0, ":", color="tab:red")
         twin.set_ylim(0, 1.05)
         twin.set_ylabel("fraction of steps clipped")
         more_handles, more_labels = twin.get_legend_handles_labels()
@@ -247,9 +244,11 @@ def plot_comparison(
     return finish(axes, figure, ylabel=key, log_scale=log_scale, title=title or key)
 
 
-def _draw(axes: Any, pairs: list[tuple[int, float]], label: str, smoothing: float) -> None:
+def _draw(
+    axes: Any, pairs: list[tuple[int, float]], label: str, smoothing: float = 0.0, *fmt: str, **style: Any
+) -> None:
     steps, values = zip(*pairs)
-    axes.plot(steps, smooth(values, smoothing) if smoothing else values, label=label)
+    axes.plot(steps, smooth(values, smoothing) if smoothing else values, *fmt, label=label, **style)
 
 
 def _select(history: MetricHistory, patterns: list[str], *, required: bool = True) -> list[str]:

@@ -85,9 +85,8 @@ class LRRangeTest(Callback):
             raise TypeError(f"LRRangeTest takes `args` or the sweep's arguments {sorted(sweep)}, not both.")
         if args is not None and not isinstance(args, SweepArgs):
             raise TypeError(f"`args` must be a SweepArgs, got {type(args).__name__}.")
-        check_bool("apply", apply)
-        check_bool("stop", stop)
-        check_bool("print_result", print_result)
+        for name, flag in {"apply": apply, "stop": stop, "print_result": print_result}.items():
+            check_bool(name, flag)
         if progress is not None:
             check_bool("progress", progress)
         self.progress = progress
