@@ -73,9 +73,6 @@ def sweeps(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return calls
 
 
-# ---------------------------------------------------------------- the LR used is find_lr's pick
-
-
 @pytest.mark.parametrize(
     ("overrides", "pick"),
     [
@@ -144,9 +141,6 @@ def test_the_sweep_leaves_the_run_as_it_would_be_with_that_lr_written_down():
         torch.testing.assert_close(a, b, rtol=0, atol=0, msg=name)
 
 
-# ---------------------------------------------------------------- LightningCLI YAML
-
-
 def test_lightning_cli_yaml_lr_find(tmp_path, monkeypatch):
     from lightning.pytorch.cli import LightningCLI
 
@@ -171,9 +165,6 @@ def test_lightning_cli_yaml_lr_find(tmp_path, monkeypatch):
     again.write_text(yaml.safe_dump({"model": {"class_path": FIND_NET, "init_args": init_args}}))
     rebuilt = LightningCLI(args=["--config", str(again), "--trainer.logger=false"], run=False)
     assert rebuilt.model.recipe == cli.model.recipe
-
-
-# ---------------------------------------------------------------- resume, re-fit, evaluation
 
 
 def test_resume_reuses_the_found_lr_and_never_sweeps_again(tmp_path, sweeps):
@@ -273,9 +264,6 @@ def test_gradient_accumulation_warns_that_the_sweep_steps_on_a_smaller_batch():
     assert model.found_lr == model.lr_find_result.peak_lr  # still used as found
 
 
-# ---------------------------------------------------------------- errors
-
-
 def test_manual_optimisation_and_no_training_batch_are_clear_errors():
     manual = FindNet(_recipe())
     manual.automatic_optimization = False  # refused at the start of fit, before a training step
@@ -284,9 +272,6 @@ def test_manual_optimisation_and_no_training_batch_are_clear_errors():
     empty = DataLoader(TensorDataset(torch.zeros(0, 16), torch.zeros(0, dtype=torch.long)), batch_size=4)
     with pytest.raises(ValueError, match=r"`lr='find'` runs an LR range test .*training loader yielded no"):
         fast_trainer(max_steps=2, max_epochs=None).fit(FindNet(_recipe()), empty)
-
-
-# ---------------------------------------------------------------- DDP: one LR for every rank
 
 
 class RecordFoundLR(pl.Callback):
