@@ -35,8 +35,7 @@ import torch
 from benchmarks._lr_models import SETUPS
 from lightning_recipes.testing import fast_trainer
 from lightning_recipes.tune import find_lr
-from lightning_recipes.tune.suggest import suggest
-from lightning_recipes.tune.verdict import curve_verdict
+from lightning_recipes.tune.suggest import curve_verdict, suggest
 
 GRID = [10 ** (exponent / 2) for exponent in range(-8, -1)]  # 1e-4 .. 1e-1
 

@@ -76,11 +76,7 @@ class SweepArgs:
         check_int("num_steps", self.num_steps, minimum=10)
         check_choice("rule", self.rule, RULES)
         check_in_range("smoothing", self.smoothing, 0.0, 1.0, high_open=True)
-        check_positive("divergence", self.divergence)
-        if self.divergence <= 1:
-            raise ValueError(
-                f"`divergence` must be > 1 (a multiple of the best smoothed loss), got {self.divergence}."
-            )
+        check_in_range("divergence", self.divergence, 1.0, float("inf"), low_open=True)
         check_positive("warmup_factor", self.warmup_factor)
         check_int("seed", self.seed)
 

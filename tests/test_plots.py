@@ -43,6 +43,7 @@ from lightning_recipes.testing import (
     fast_trainer,
     random_classification_loader,
 )
+from lightning_recipes.tune import LRRangeResult
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -100,30 +101,21 @@ def test_read_metrics_csv_equals_in_memory(tmp_path: Path) -> None:
     assert read_metrics({"a": [3.0, 2.0], "b": [(5, 1.0)]}) == {"a": [(0, 3.0), (1, 2.0)], "b": [(5, 1.0)]}
 
 
-def test_read_metrics_from_trainer_skips_unreadable_loggers(tmp_path: Path) -> None:
+def test_read_metrics_from_a_trainer_skips_unreadable_loggers_and_errors_name_the_fix(tmp_path: Path) -> None:
     memory = InMemoryLogger()
-    trainer = fast_trainer(
-        max_steps=4,
-        logger=[TensorBoardLogger(tmp_path), memory],
-        log_every_n_steps=1,
-        default_root_dir=tmp_path,
-    )
+    trainer = fast_trainer(max_steps=4, logger=[TensorBoardLogger(tmp_path), memory], log_every_n_steps=1)
     trainer.fit(TinyClassifier(), random_classification_loader())
     assert read_metrics(trainer)["train_loss"] == read_metrics(memory)["train_loss"]
     assert len(read_metrics(trainer)["train_loss"]) == 4
-
-
-def test_read_metrics_errors(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match=r"No metrics.csv"):
-        read_metrics(tmp_path)
+        read_metrics(tmp_path / "empty")
     with pytest.raises(TypeError, match=r"`source` must be an InMemoryLogger, a CSVLogger.*got int"):
         read_metrics(3)
-    trainer = fast_trainer(logger=TensorBoardLogger(tmp_path))
     with pytest.raises(TypeError, match=r"attach a CSVLogger.*TensorBoardLogger"):
-        read_metrics(trainer)
+        read_metrics(fast_trainer(logger=TensorBoardLogger(tmp_path)))
 
 
-def test_schedule_values_match_reference() -> None:
+def test_schedule_values_of_a_factory_and_a_recipe_match_reference() -> None:
     warmup, total, lr = 10, 50, 3e-3
     factory = functools.partial(
         LambdaLR, lr_lambda=functools.partial(_hf_cosine_with_warmup, warmup=warmup, total=total)
@@ -134,11 +126,8 @@ def test_schedule_values_match_reference() -> None:
     assert schedule_values(functools.partial(StepLR, step_size=3, gamma=0.1), 7) == pytest.approx(
         [1, 1, 1, 0.1, 0.1, 0.1, 0.01]
     )
-
-
-def test_schedule_values_from_recipe_match_reference() -> None:
     recipe = OptimizerRecipe(
-        optimizer="adamw", lr=2e-3, warmup_steps=0.1, schedule="cosine", min_lr_ratio=0.1
+        optimizer="adamw", lr=2e-3, warmup_ratio=0.1, schedule="cosine", min_lr_ratio=0.1
     )
     values = schedule_values(recipe, 100)
     # Hugging Face's min-lr variant: warmup from 0 as usual, then cosine * (1 - r) + r.
@@ -201,22 +190,6 @@ def test_schedule_values_errors(args: tuple[Any, int], error: type[Exception], m
         schedule_values(*args)
     with pytest.raises(ValueError, match="`lr` must be > 0, got -1"):
         schedule_values(lambda o: StepLR(o, 1), 3, lr=-1)
-
-
-def test_smooth_matches_debiased_ema() -> None:
-    values = [4.0, 2.0, float("nan"), 1.0]
-    weight = 0.9
-    first = 0.1 * 4.0 / (1 - 0.9)
-    second = (0.9 * 0.4 + 0.1 * 2.0) / (1 - 0.81)
-    third = (0.9 * (0.9 * 0.4 + 0.1 * 2.0) + 0.1 * 1.0) / (1 - 0.729)
-    out = smooth(values, weight)
-    assert (
-        out[0] == pytest.approx(first) and out[1] == pytest.approx(second) and out[3] == pytest.approx(third)
-    )
-    assert math.isnan(out[2])
-    assert smooth(values, 0.0)[:2] == [4.0, 2.0]
-    with pytest.raises(ValueError, match=r"`smoothing` must be in \[0, 1\), got 1.0"):
-        smooth(values, 1.0)
 
 
 def test_plot_comparison_of_real_runs(tmp_path: Path) -> None:
@@ -359,3 +332,40 @@ def test_matplotlib_is_imported_lazily() -> None:
                 f"{path.relative_to(package)}: {n}" for n in names if n.split(".")[0] == "matplotlib"
             ]
     assert not offenders, offenders
+
+
+def _curve(losses: list[float]) -> LRRangeResult:
+    lrs = [1e-5 * 1.5**i for i in range(len(losses))]
+    return LRRangeResult(
+        lrs, losses, losses, lrs[len(lrs) // 2], lrs[len(lrs) // 2] * 5, "min_div_10", "diverged"
+    )
+
+
+def test_a_divergence_to_449_is_cut_off_and_marked(tmp_path: Path):
+    """Before: the axis ran to ~470 and the useful range 0.6-2.3 was a flat line at the bottom."""
+    losses = [2.3, 2.3, 2.2, 2.0, 1.6, 1.1, 0.8, 0.6, 0.7, 1.4, 5.0, 40.0, 449.0]
+    axes = _curve(losses).plot()
+    bottom, top = axes.get_ylim()
+    assert bottom < 0.6 and 2.3 < top < 3 * 2.3  # the minimum to a few times the start
+    assert (top - bottom) > 0.25 * (2.3 - 0.6)  # the useful part fills the axis
+    (clipped,) = axes.collections  # the losses above the axis, on its top edge
+    offsets = clipped.get_offsets()
+    assert len(offsets) == 2 and all(y == pytest.approx(top) for _, y in offsets)
+    assert "2 losses above the axis (max 449)" in [t.get_text() for t in axes.get_legend().get_texts()]
+    path = tmp_path / "lr.png"
+    axes.figure.savefig(path)
+    assert path.stat().st_size > 5000
+
+
+@pytest.mark.parametrize(
+    ("losses", "low", "top_range", "outliers"),
+    [
+        ([2.3, 2.2, 2.0, 1.7, 1.5, 1.4, 1.45], 1.4, (2.3, 2.4), 0),  # nothing to cut: shown whole
+        ([-7.7, -7.8, -8.0, -8.6, -9.2, -9.4, -9.0, -3.0, 400.0], -9.4, (-7.7, -7.7 + 3 * 1.7 + 1.0), 2),
+    ],
+)
+def test_the_loss_axis_rule_holds_for_a_clean_and_a_negative_curve(losses, low, top_range, outliers):
+    axes = _curve(losses).plot()
+    bottom, top = axes.get_ylim()
+    assert bottom < low and top_range[0] < top < top_range[1]
+    assert sum(len(c.get_offsets()) for c in axes.collections) == outliers

@@ -4,10 +4,8 @@ the CLI)."""
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import inspect
-from pathlib import Path
 
 import pytest
 
@@ -15,8 +13,6 @@ from lightning_recipes.cli.tune import build_parser
 from lightning_recipes.recipe import OptimizerRecipe
 from lightning_recipes.sweep_args import SweepArgs
 from lightning_recipes.tune import find_lr
-
-PACKAGE = Path(__file__).resolve().parents[1] / "lightning_recipes"
 
 
 def test_find_lr_and_the_tune_cli_default_to_the_record():
@@ -44,13 +40,3 @@ def test_a_recipe_keeps_its_checked_record_and_follows_an_in_place_change():
     assert recipe.lr_find is not None
     recipe.lr_find["num_steps"] = 40  # a dict field: changeable in place, the record follows
     assert recipe.sweep_args == SweepArgs(num_steps=40)
-
-
-def test_recipe_imports_the_record_not_the_tuner():
-    """Arrows point down: `recipe.py` checks `lr_find` through `sweep_args.py`, which imports no tuner."""
-    for module in ("recipe.py", "sweep_args.py"):
-        tree = ast.parse((PACKAGE / module).read_text())
-        imported = [node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)] + [
-            alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names
-        ]
-        assert not [name for name in imported if name.startswith("lightning_recipes.tune")], module

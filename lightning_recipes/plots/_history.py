@@ -74,13 +74,11 @@ def read_metrics(source: Any) -> MetricHistory:
 
 
 def _pairs(values: Sequence[Any]) -> list[tuple[int, float]]:
-    pairs = []
-    for index, item in enumerate(values):
-        if isinstance(item, (tuple, list)) and len(item) == 2:
-            pairs.append((int(item[0]), float(item[1])))
-        else:
-            pairs.append((index, float(item)))
-    return pairs
+    pairs = [
+        item if isinstance(item, (tuple, list)) and len(item) == 2 else (i, item)
+        for i, item in enumerate(values)
+    ]
+    return [(int(step), float(value)) for step, value in pairs]
 
 
 def _csv_path(path: Path) -> Path:

@@ -1,38 +1,73 @@
-"""Plots of a finished (or running) training: metric curves, gradient norms, overfit curves, comparisons."""
+"""Plots of a finished (or running) training: metric curves, gradient norms, overfit curves, comparisons;
+and the drawing helpers every ``plot_*`` shares (matplotlib imported on first use, with an install hint)."""
 
 from __future__ import annotations
 
 import fnmatch
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from lightning_recipes.plots._backend import new_axes
 from lightning_recipes.plots._history import MetricHistory, read_metrics
+from lightning_recipes.tune.suggest import smooth as ema
 
 __all__ = ["plot_comparison", "plot_grad_norms", "plot_metrics", "plot_overfit", "smooth"]
 
+_HINT = (
+    "lightning_recipes.plots needs matplotlib: pip install 'lightning-recipes[plots]' "
+    "(or pip install matplotlib)."
+)
+
+
+def pyplot() -> Any:
+    """``matplotlib.pyplot``, imported on first use; ``ImportError`` with the install command without it."""
+    try:
+        import matplotlib.pyplot as plt
+    except ImportError as err:  # pragma: no cover - exercised only without the extra
+        raise ImportError(_HINT) from err
+    return plt
+
+
+def new_axes(ax: Any = None, *, figsize: tuple[float, float] = (6.4, 3.6)) -> tuple[Any, Any]:
+    """``(figure, axes)``: the given axes and its figure, or a new single-axes figure."""
+    if ax is not None:
+        return ax.figure, ax
+    figure, axes = pyplot().subplots(figsize=figsize, layout="constrained")
+    return figure, axes
+
+
+def finish(
+    axes: Any,
+    figure: Any,
+    *,
+    xlabel: str = "step",
+    ylabel: str | None = None,
+    log_scale: bool = False,
+    title: str | None = None,
+    legend: bool = True,
+) -> Any:
+    """Label, scale, title, legend and grid an axes the ``plot_*`` helpers drew; returns ``figure``."""
+    axes.set_xlabel(xlabel)
+    if ylabel:
+        axes.set_ylabel(ylabel)
+    if log_scale:
+        axes.set_yscale("log")
+    if title:
+        axes.set_title(title)
+    if legend:
+        axes.legend()
+    axes.grid(alpha=0.3)
+    return figure
+
 
 def smooth(values: Sequence[float], weight: float) -> list[float]:
-    """Exponential moving average with TensorBoard's debiasing (the first value is not pulled to 0).
-
-    Non-finite values are passed through and do not enter the average.
+    """Exponential moving average with TensorBoard's debiasing: :func:`lightning_recipes.tune.suggest.smooth`
+    (non-finite values pass through).
 
     Example:
         >>> smooth([1.0, 0.0, 0.0], 0.5)
         [1.0, 0.333..., 0.142...]
     """
-    if not 0.0 <= weight < 1.0:
-        raise ValueError(f"`smoothing` must be in [0, 1), got {weight!r}.")
-    out, last, count = [], 0.0, 0
-    for value in values:
-        if not math.isfinite(value):
-            out.append(value)
-            continue
-        count += 1
-        last = weight * last + (1 - weight) * value
-        out.append(last / (1 - weight**count))
-    return out
+    return ema(values, weight)
 
 
 def plot_metrics(
@@ -68,7 +103,7 @@ def plot_metrics(
     figure, axes = new_axes(ax)
     for key in selected:
         _draw(axes, history[key], key, smoothing)
-    return _finish(axes, figure, log_scale, title)
+    return finish(axes, figure, log_scale=log_scale, title=title)
 
 
 def plot_grad_norms(
@@ -110,31 +145,21 @@ def plot_grad_norms(
         raise KeyError(f"None of {list(norm_keys)} was logged; logged keys: {sorted(history)}")
     figure, axes = new_axes(ax)
     for key in norms:
-        steps, values = zip(*history[key])
-        axes.plot(steps, values, label=key)
+        _draw(axes, history[key], key)
     threshold = _first(history, threshold_keys)
     if threshold:
-        steps, values = zip(*history[threshold])
-        axes.plot(steps, values, "--", color="black", label=threshold)
-    axes.set_xlabel("step")
-    axes.set_ylabel("norm")
-    if log_scale:
-        axes.set_yscale("log")
+        _draw(axes, history[threshold], threshold, 0.0, "--", color="black")
     handles, labels = axes.get_legend_handles_labels()
     fraction = _first(history, fraction_keys)
     if fraction:
         twin = axes.twinx()
-        steps, values = zip(*history[fraction])
-        twin.plot(steps, values, ":", color="tab:red", label=fraction)
+        _draw(twin, history[fraction], fraction, 0.0, ":", color="tab:red")
         twin.set_ylim(0, 1.05)
         twin.set_ylabel("fraction of steps clipped")
         more_handles, more_labels = twin.get_legend_handles_labels()
         handles, labels = handles + more_handles, labels + more_labels
     axes.legend(handles, labels, loc="upper right")
-    axes.grid(alpha=0.3)
-    if title:
-        axes.set_title(title)
-    return figure
+    return finish(axes, figure, ylabel="norm", log_scale=log_scale, title=title, legend=False)
 
 
 def plot_overfit(
@@ -175,14 +200,8 @@ def plot_overfit(
             axes.axhline(own_target, linestyle=":", color=line.get_color(), linewidth=1)
     if shared is not None:
         axes.axhline(shared, linestyle="--", color="black", label=f"target {shared:.3g}")
-    axes.set_xlabel("step on the fixed batch")
-    axes.set_ylabel("loss (dotted: each run's target)" if shared is None and len(curves) > 1 else "loss")
-    axes.set_yscale("log")
-    axes.legend()
-    axes.grid(alpha=0.3)
-    if title:
-        axes.set_title(title)
-    return figure
+    ylabel = "loss (dotted: each run's target)" if shared is None and len(curves) > 1 else "loss"
+    return finish(axes, figure, xlabel="step on the fixed batch", ylabel=ylabel, log_scale=True, title=title)
 
 
 def plot_comparison(
@@ -222,24 +241,14 @@ def plot_comparison(
         if key not in history:
             raise KeyError(f"Run {label!r} never logged {key!r}; it logged: {sorted(history)}")
         _draw(axes, history[key], label, smoothing)
-    axes.set_ylabel(key)
-    return _finish(axes, figure, log_scale, title or key)
+    return finish(axes, figure, ylabel=key, log_scale=log_scale, title=title or key)
 
 
-def _draw(axes: Any, pairs: list[tuple[int, float]], label: str, smoothing: float) -> None:
+def _draw(
+    axes: Any, pairs: list[tuple[int, float]], label: str, smoothing: float = 0.0, *fmt: str, **style: Any
+) -> None:
     steps, values = zip(*pairs)
-    axes.plot(steps, smooth(values, smoothing) if smoothing else values, label=label)
-
-
-def _finish(axes: Any, figure: Any, log_scale: bool, title: str | None) -> Any:
-    axes.set_xlabel("step")
-    if log_scale:
-        axes.set_yscale("log")
-    if title:
-        axes.set_title(title)
-    axes.legend()
-    axes.grid(alpha=0.3)
-    return figure
+    axes.plot(steps, smooth(values, smoothing) if smoothing else values, *fmt, label=label, **style)
 
 
 def _select(history: MetricHistory, patterns: list[str], *, required: bool = True) -> list[str]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from lightning_recipes.plots._backend import new_axes
+from lightning_recipes.plots.curves import finish, new_axes
 
 __all__ = ["loss_axis_limits", "plot_lr_range"]
 
@@ -93,12 +93,8 @@ def plot_lr_range(result: Any, *, ax: Any = None) -> Any:
         )
     axes.set_ylim(bottom, top)
     axes.set_xscale("log")
-    axes.set_xlabel("learning rate")
-    axes.set_ylabel("training loss")
     verdict = "; INCONCLUSIVE: no pick" if getattr(result, "verdict", "ok") == "inconclusive" else ""
-    axes.set_title(
+    title = (
         f"LR range test ({', '.join(result.optimizers)}; {result.rule}; stopped: {result.stopped}{verdict})"
     )
-    axes.legend()
-    axes.grid(alpha=0.3)
-    return figure
+    return finish(axes, figure, xlabel="learning rate", ylabel="training loss", title=title)

@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from lightning_recipes.plots._backend import new_axes
+from lightning_recipes.plots.curves import finish, new_axes
 
 __all__ = ["plot_schedule", "schedule_values"]
 
@@ -131,16 +131,11 @@ def plot_schedule(
         values = schedule_values(item, total_steps, lr=lr)
         axes.plot(range(total_steps), values, label=label)
     is_multiplier = lr is None and all(_resolved_recipe(item) is None for item in named.values())
-    axes.set_xlabel("optimizer step")
-    axes.set_ylabel("LR multiplier" if is_multiplier else "learning rate")
-    if log_scale:
-        axes.set_yscale("log")
-    if title:
-        axes.set_title(title)
-    if len(named) > 1 or isinstance(schedule, Mapping):
-        axes.legend()
-    axes.grid(alpha=0.3)
-    return figure
+    ylabel = "LR multiplier" if is_multiplier else "learning rate"
+    legend = len(named) > 1 or isinstance(schedule, Mapping)
+    return finish(
+        axes, figure, xlabel="optimizer step", ylabel=ylabel, log_scale=log_scale, title=title, legend=legend
+    )
 
 
 def _label(schedule: Any) -> str:

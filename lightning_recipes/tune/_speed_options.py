@@ -86,15 +86,6 @@ def _cuda_only(what: str) -> Callable[[pl.LightningModule, torch.device], str | 
     return reason
 
 
-def _all_of(
-    *reasons: Callable[[pl.LightningModule, torch.device], str | None],
-) -> Callable[[pl.LightningModule, torch.device], str | None]:
-    def reason(module: pl.LightningModule, device: torch.device) -> str | None:
-        return next((text for check in reasons if (text := check(module, device))), None)
-
-    return reason
-
-
 def _bf16_reason(_module: pl.LightningModule, device: torch.device) -> str | None:
     if device.type == "cuda" and not torch.cuda.is_bf16_supported():
         return "this GPU has no bf16 support"
@@ -300,7 +291,9 @@ OPTIONS: dict[str, SpeedOption] = {
         SpeedOption(
             "compile_cudagraphs",
             prepare=_compile_with(mode="reduce-overhead"),
-            skip_reason=_all_of(_cuda_only("torch.compile with CUDA graphs"), _compile_reason),
+            skip_reason=lambda m, d: (
+                _cuda_only("torch.compile with CUDA graphs")(m, d) or _compile_reason(m, d)
+            ),
             measure_context=_eager_random,
             advice='model.compile(mode="reduce-overhead") before trainer.fit',
             conflicts=("compile", "compile_blocks"),
@@ -330,16 +323,17 @@ def resolve_options(options: Any) -> list[SpeedOption]:
     return resolved
 
 
-def rebuild_loader(loader: Any, loader_kwargs: dict[str, Any]) -> Any:
-    """``loader`` rebuilt with ``loader_kwargs`` (the same dataset, batches and shuffle); itself without."""
-    if not loader_kwargs:
+def rebuild_loader(loader: Any, loader_kwargs: dict[str, Any], batch_sampler: Any = None) -> Any:
+    """``loader`` rebuilt with ``loader_kwargs`` (the same dataset, batches, shuffle; or ``batch_sampler``);
+    itself without either."""
+    if not loader_kwargs and batch_sampler is None:
         return loader
     if not isinstance(loader, DataLoader):
         raise TypeError(f"`loader` must be a torch DataLoader to rebuild, got {type(loader).__name__}.")
     batching: dict[str, Any] = (
         {"batch_size": loader.batch_size, "drop_last": loader.drop_last}  # its sampler is torch's own
         if isinstance(loader.dataset, IterableDataset)
-        else {"batch_sampler": loader.batch_sampler}
+        else {"batch_sampler": batch_sampler or loader.batch_sampler}
     )
     return DataLoader(
         loader.dataset,

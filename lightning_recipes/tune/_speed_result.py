@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -139,18 +140,10 @@ class SpeedTuneResult:
         return text + "".join(line + "\n" for line in comments)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "rows": [dict(vars(row)) for row in self.rows],
-            "best": list(self.best),
-            "best_speedup": self.best_speedup,
-            "best_run_speedup": self.best_run_speedup,
-            "run_steps": self.run_steps,
-            "run_steps_source": self.run_steps_source,
-            "trainer_kwargs": dict(self.trainer_kwargs),
-            "loader_kwargs": dict(self.loader_kwargs),
-            "module_options": list(self.module_options),
-            "advice": dict(self.advice),
-        }
+        """Every field as plain data, but the chosen :class:`SpeedOption` objects (their names: ``best``)."""
+        data = dataclasses.asdict(dataclasses.replace(self, chosen_options=[]))
+        del data["chosen_options"]
+        return data
 
     def table(self, columns: Sequence[str] | None = None) -> Any:
         """The rows as a ``rich.table.Table`` (``columns``: only these headers), a plain-text table without
@@ -196,48 +189,34 @@ class SpeedTuneResult:
         yield self.table()
 
     def _cells(self) -> tuple[list[str], list[list[str]]]:
-        memory = {
-            "activation_mb": "act. MiB",
-            "step_peak_mb": "step peak MiB",
-            "cuda_peak_mb": "CUDA peak MiB",
-        }
-        shown = [key for key in memory if any(getattr(row, key) is not None for row in self.rows)]
-        headers = [
-            "option",
-            "status",
-            "step ms",
-            "baseline ms",
-            "speed-up",
-            "one-off s",
-            "pays after (steps)",
-            "run speed-up",
-            "loss dev. (tol)",
-            "first step ms",
-            *(memory[key] for key in shown),
-        ]
+        memory = [(h, key) for h, key in _MEMORY if any(getattr(row, key) is not None for row in self.rows)]
         rows = []
         for row in self.rows:
-            pays = "-" if row.step_ms is None or row.option == "baseline" else _steps(row.break_even_steps)
-            rows.append(
-                [
-                    row.option,
-                    row.status,
-                    _fmt(row.step_ms, ".2f"),
-                    _fmt(row.baseline_step_ms, ".2f"),
-                    _fmt(row.speedup, ".2f"),
-                    _fmt(row.one_off_s, ".2f"),
-                    pays,
-                    _fmt(row.run_speedup, ".2f"),
-                    f"{_fmt(row.loss_deviation, '.2e')} ({_fmt(row.loss_rtol, '.0e')})",
-                    _fmt(row.first_step_ms, ".0f"),
-                    *(_fmt(getattr(row, key), ".2f") for key in shown),
-                ]
-            )
-        return headers, rows
+            cells = [_fmt(getattr(row, key), spec) for _, key, spec in _NUMBERS]
+            baseline = row.step_ms is None or row.option == "baseline"  # "pays after": "never" for None
+            cells[4] = "-" if baseline else cells[4].replace("-", "never")
+            loss = f"{_fmt(row.loss_deviation, '.2e')} ({_fmt(row.loss_rtol, '.0e')})"
+            more = [_fmt(getattr(row, key), ".2f") for _, key in memory]
+            rows.append([row.option, row.status, *cells, loss, _fmt(row.first_step_ms, ".0f"), *more])
+        headers = ["option", "status", *(h for h, _, _ in _NUMBERS), "loss dev. (tol)", "first step ms"]
+        return headers + [h for h, _ in memory], rows
 
 
-def _steps(value: int | None) -> str:
-    return "never" if value is None else f"{value}"
+#: The numeric columns: header, SpeedRow field, format.
+_NUMBERS = (
+    ("step ms", "step_ms", ".2f"),
+    ("baseline ms", "baseline_step_ms", ".2f"),
+    ("speed-up", "speedup", ".2f"),
+    ("one-off s", "one_off_s", ".2f"),
+    ("pays after (steps)", "break_even_steps", "d"),
+    ("run speed-up", "run_speedup", ".2f"),
+)
+
+_MEMORY = (
+    ("act. MiB", "activation_mb"),
+    ("step peak MiB", "step_peak_mb"),
+    ("CUDA peak MiB", "cuda_peak_mb"),
+)
 
 
 def _fmt(value: float | None, spec: str) -> str:

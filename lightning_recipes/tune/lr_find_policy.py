@@ -3,7 +3,6 @@ record of the found LR, and the lines that say which and why."""
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from lightning.pytorch.strategies import DDPStrategy, SingleDeviceStrategy
@@ -73,18 +72,14 @@ class LRFindPolicy:
             changed = []
         if changed:
             rank_zero_info(
-                f"lightning_recipes: lr='find': the recipe changed since the LR {self.lr:.4g} was "
-                f"found ({'; '.join(changed)}); sweeping again."
+                f"lightning_recipes: lr='find': the recipe changed ({'; '.join(changed)}); sweeping again."
             )
             self.lr = self.result = self.choice = None
         if self.lr is not None:
-            choice = self.choice or "found"
-            info = {"lr": self.lr, "choice": choice, "source": "restored"}
-            if self.result is not None:
-                info.update(_result_facts(self.result))
+            info = {"lr": self.lr, "choice": self.choice or "found", "source": "restored"}
+            info.update(_result_facts(self.result) if self.result is not None else {})
             rank_zero_info(
-                f"lightning_recipes: lr='find' -> {self.lr:.4g} ({choice}), found by an earlier LR "
-                "range test of this module (checkpoint or earlier fit); no new sweep."
+                f"lightning_recipes: lr='find' -> {self.lr:.4g} ({info['choice']}), found before; no sweep."
             )
         else:
             result = self._sweep(module, trainer, args)
@@ -97,33 +92,18 @@ class LRFindPolicy:
             lr = result.peak_lr if choice == "peak_lr" else result.suggestion
             self.lr, self.result, self.choice, self.key = lr, result, choice, key
             info = {"lr": lr, "choice": choice, "source": "sweep", **_result_facts(result)}
-            if choice == "peak_lr":
-                factor = result.peak_lr / result.suggestion  # warmup_factor; less for LAMB (peak_factor)
-                relative = "" if math.isclose(factor, args.warmup_factor) else ", less for relative steps"
-                why = (
-                    f"suggestion {result.suggestion:.3g} ({result.rule}) x {factor:.3g} (warmup_factor "
-                    f"{args.warmup_factor:g}{relative}): schedule {recipe['schedule']} warms up over "
-                    f"{warmup} step(s)"
-                )
-            else:
-                reason = "has no warm-up" if warmup == 0 else "stays at its LR"
-                why = (
-                    f"{result.rule}; schedule {recipe['schedule']} {reason}, so not peak_lr "
-                    f"{result.peak_lr:.3g}"
-                )
             accumulation = trainer.accumulate_grad_batches
-            batch = f"batch {sweep_batch} per step" if sweep_batch else "batch size unknown"
             if accumulation > 1:
-                batch += f" (the run accumulates {accumulation} of them)"
                 rank_zero_warn(
                     f"`lr='find'`: the sweep steps on every batch but the run once per {accumulation} "
                     f"accumulated batches, so the found LR {lr:.3g} is for a {accumulation}x smaller batch; "
                     "scale it (linear for SGD, sqrt for Adam-type) or set `accumulate_grad_batches=1`."
                 )
             rank_zero_info(
-                f"lightning_recipes: lr='find' -> {lr:.4g} = {choice} ({why}); LR range test of "
-                f"{len(result.lrs)} steps from {args.min_lr:g} (stopped: {result.stopped}) on the "
-                f"training data, {batch}, {type(trainer.strategy).__name__}."
+                f"lightning_recipes: lr='find' -> {lr:.4g} = {choice} ({result.rule}, schedule "
+                f"{recipe['schedule']}, warm-up {warmup} step(s); suggestion {result.suggestion:.3g}, "
+                f"peak_lr {result.peak_lr:.3g}); LR range test of {len(result.lrs)} steps (stopped: "
+                f"{result.stopped}), batch {sweep_batch or 'unknown'}, {type(trainer.strategy).__name__}."
             )
         if trainer.is_global_zero:
             keys = ("lr", "choice", "suggestion", "peak_lr", "rule")

@@ -37,8 +37,14 @@ from lightning_recipes.harness import (
 from lightning_recipes.harness.loaders import fit_combined_loader
 from lightning_recipes.harness.silent_trainer import silent_trainer
 from lightning_recipes.sweep_args import Rule, SweepArgs
-from lightning_recipes.tune.suggest import centred, half_window_for, peak_factor, suggest
-from lightning_recipes.tune.verdict import CurveVerdict, curve_verdict
+from lightning_recipes.tune.suggest import (
+    CurveVerdict,
+    centred,
+    curve_verdict,
+    half_window_for,
+    peak_factor,
+    suggest,
+)
 
 __all__ = ["LRRangeResult", "find_lr", "sweep_lr"]
 
@@ -58,7 +64,7 @@ class LRRangeResult:
         stopped: Why the sweep ended (``"max_lr"``, ``"diverged"``, ``"non-finite loss"``).
         optimizers: The optimizer class names swept.
         group_scales: Each group's LR as a fraction of the peak group's (kept through the sweep).
-        evidence: Whether the loss fell beyond the sweep's own noise (:class:`.verdict.CurveVerdict`);
+        evidence: Whether the loss fell beyond the sweep's own noise (:class:`.suggest.CurveVerdict`);
             computed from the curve when not given (``None`` for a curve under 6 points).
     """
 
@@ -142,10 +148,7 @@ class LRRangeResult:
             lrs=list(data["lrs"]),
             losses=losses,
             smoothed=centred(losses, half_window_for(len(losses))) if losses else [],
-            suggestion=data["suggestion"],
-            peak_lr=data["peak_lr"],
-            rule=data["rule"],
-            stopped=data["stopped"],
+            **{name: data[name] for name in ("suggestion", "peak_lr", "rule", "stopped")},
             optimizers=list(data.get("optimizers", [])),
             group_scales=[list(g) for g in data.get("group_scales", [])],
         )
@@ -187,37 +190,20 @@ def _fit_loaders(context: Harness) -> Any:
     return context.train_dataloaders
 
 
-def _distributed_world() -> int:
-    if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
-        return 1
-    return torch.distributed.get_world_size()
-
-
 def _average_gradients_and_loss(params: Sequence[Tensor], loss: Tensor) -> None:
-    """Average every parameter's gradient and the loss across ranks, in one collective.
-
-    A parameter without a gradient on this rank (unused in this step's forward) joins with zeros, so that
-    every rank sends the same layout (a rank-dependent layout breaks the collective); one where no rank has a
-    gradient is set back to ``None``, as DDP leaves it.
-    """
-    if _distributed_world() == 1:
+    """Average every parameter's gradient and the loss across ranks, in one collective. A parameter without a
+    gradient on this rank joins with zeros (every rank sends the same layout); one where no rank has a
+    gradient is set back to ``None``, as DDP leaves it."""
+    if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
         return
     has_grad = torch.tensor([p.grad is not None for p in params], dtype=torch.float32, device=loss.device)
     for p in params:
         if p.grad is None:
             p.grad = torch.zeros_like(p)
-    world = _distributed_world()
     all_reduce_mean_([*(p.grad for p in params if p.grad is not None), loss, has_grad])
-    for p, used in zip(params, (has_grad * world).tolist()):  # sync: under DDP, once per sweep step
+    for p, used in zip(params, has_grad.tolist()):  # sync: under DDP, once per sweep step
         if used == 0:
             p.grad = None
-
-
-def _validate_clipping(gradient_clip_val: Any, gradient_clip_algorithm: Any) -> None:
-    """The Trainer's rules: a value >= 0 or ``None`` (0 and ``None`` do not clip); norm or value."""
-    if gradient_clip_val is not None:
-        check_non_negative("gradient_clip_val", gradient_clip_val)
-    check_choice("gradient_clip_algorithm", gradient_clip_algorithm, ("norm", "value", None))
 
 
 def _gradient_clipper(
@@ -271,7 +257,9 @@ def sweep_lr(
         args = SweepArgs(**overrides)
     elif overrides:
         args = dataclasses.replace(args, **overrides)
-    _validate_clipping(gradient_clip_val, gradient_clip_algorithm)
+    if gradient_clip_val is not None:  # the Trainer's rules: >= 0 or None (0 and None do not clip)
+        check_non_negative("gradient_clip_val", gradient_clip_val)
+    check_choice("gradient_clip_algorithm", gradient_clip_algorithm, ("norm", "value", None))
     if context.trainer is not None and (gradient_clip_val, gradient_clip_algorithm) != (None, None):
         raise ValueError(
             "`gradient_clip_val` / `gradient_clip_algorithm` are the Trainer's when the sweep runs in one; "
@@ -416,16 +404,7 @@ def find_lr(
         >>> 1e-5 < result.suggestion < 1.0, result.optimizers
         (True, ['SGD'])
     """
-    args = SweepArgs(
-        min_lr=min_lr,
-        max_lr=max_lr,
-        num_steps=num_steps,
-        rule=rule,
-        smoothing=smoothing,
-        divergence=divergence,
-        warmup_factor=warmup_factor,
-        seed=seed,
-    )
+    args = SweepArgs(min_lr, max_lr, num_steps, rule, smoothing, divergence, warmup_factor, seed)
     check_bool("progress", progress)
     train_dataloaders = resolve_fit_data("find_lr", model, datamodule, train_dataloaders).train
     context = Harness(model, train_dataloaders, device=device, datamodule=datamodule, seed=args.seed)

@@ -5,6 +5,7 @@ The option catalogue and how to apply a choice: ``_speed_options.py``; the resul
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 import time
@@ -135,26 +136,19 @@ def speed_tune(
         if reason:
             skipped[option.name] = reason
     active = [option for option in resolved if option.name not in skipped]
+    run_once = functools.partial(
+        measure_run, context.copy_model, loader, warmup_steps=warmup_steps, measure_steps=measure_steps,
+        accelerator=accelerator, seed=seed,
+    )  # fmt: skip
 
     def measure(configs: dict[str, list[SpeedOption]]) -> dict[str, list[Run]]:
         runs: dict[str, list[Run]] = {name: [] for name in configs}
-        line = ProgressLine("speed_tune", repeats * len(configs), enabled=progress)
-        with line:
+        with ProgressLine("speed_tune", repeats * len(configs), enabled=progress) as line:
             for repeat in range(repeats):
                 for name, config in configs.items():
-                    line.show(f"{name} (repeat {repeat + 1}/{repeats})")
-                    runs[name].append(
-                        measure_run(
-                            context.copy_model,
-                            loader,
-                            config,
-                            warmup_steps=warmup_steps,
-                            measure_steps=measure_steps,
-                            accelerator=accelerator,
-                            seed=seed,
-                        )
-                    )
-                    line.advance(f"{name} (repeat {repeat + 1}/{repeats})")
+                    line.show(label := f"{name} (repeat {repeat + 1}/{repeats})")
+                    runs[name].append(run_once(config))
+                    line.advance(label)
         return runs
 
     runs = measure({"baseline": [], **{option.name: [option] for option in active}})
@@ -169,14 +163,12 @@ def speed_tune(
         rows.append(row)
         if row.status == "faster":
             good.append((_rank(row), option))
-    if any(option.measure_memory for option in active):
-        by_name = {option.name: option for option in active}
-        for row in rows:
-            counted_option = by_name.get(row.option)
-            if row.option == "baseline" or (counted_option is not None and counted_option.measure_memory):
-                counted = step_memory(context, [counted_option] if counted_option else [], seed)
-                if counted is not None:
-                    row.activation_mb, row.step_peak_mb = counted
+    counted = {option.name: [option] for option in active if option.measure_memory}
+    for row in rows if counted else []:
+        if row.option == "baseline" or row.option in counted:
+            memory = step_memory(context, counted.get(row.option, []), seed)
+            if memory is not None:
+                row.activation_mb, row.step_peak_mb = memory
 
     result = SpeedTuneResult(rows, run_steps=steps, run_steps_source=source)
     chosen: list[SpeedOption] = []
@@ -237,36 +229,9 @@ def _without_conflicts(good: list[tuple[float, SpeedOption]]) -> set[str]:
     return {option.name for option in kept}
 
 
-def _median_ms(runs: list[Run]) -> float:
-    return statistics.median(run.step_ms for run in runs)
-
-
-def _overhead_s(runs: list[Run]) -> float:
-    return max(run.overhead_s for run in runs)  # the cold repeat: compile caches within the process
-
-
-def _overhead_noise_s(base: list[Run]) -> float:
-    """A one-off time's noise: the baseline's spread over its repeats, at least two of its steps."""
-    spread = max(run.overhead_s for run in base) - min(run.overhead_s for run in base)
-    return max(spread, 2 * _median_ms(base) / 1e3)
-
-
-def _first(runs: list[Run]) -> float:
-    return max(run.first_step_ms for run in runs)  # the first repeat compiles; later ones hit the cache
-
-
-def _cuda_peak(runs: list[Run]) -> float | None:
-    peaks = [run.cuda_peak_bytes for run in runs if run.cuda_peak_bytes is not None]
-    return max(peaks) / 2**20 if peaks else None
-
-
 def _baseline_row(base: list[Run], rtol: float, steps: int | None) -> SpeedRow:
-    step_ms = _median_ms(base)
-    row = SpeedRow("baseline", "baseline", step_ms, 1.0, 0.0, rtol, _first(base))
-    row.baseline_step_ms, row.one_off_s, row.break_even_steps = step_ms, 0.0, 0
-    if steps is not None:
-        row.run_s, row.run_speedup = steps * step_ms / 1e3 + _overhead_s(base), 1.0
-    row.cuda_peak_mb = _cuda_peak(base)
+    row = _row("baseline", base, base, rtol, 1.0, steps)
+    row.status, row.loss_deviation, row.break_even_steps = "baseline", 0.0, 0
     return row
 
 
@@ -293,17 +258,20 @@ def _row(
     min_speedup: float,
     steps: int | None,
 ) -> SpeedRow:
-    step_ms, base_ms = _median_ms(runs), _median_ms(base)
+    step_ms, base_ms = (statistics.median(run.step_ms for run in rs) for rs in (runs, base))
     speedup = base_ms / step_ms
-    one_off = _overhead_s(runs) - _overhead_s(base)
-    if abs(one_off) <= _overhead_noise_s(base):
-        one_off = 0.0  # within what the baseline's own one-off time varies by: not counted
-    row = SpeedRow(name, "", step_ms, speedup, None, rtol, _first(runs))
+    base_once = max(run.overhead_s for run in base)  # the cold repeat: compile caches within the process
+    one_off = max(run.overhead_s for run in runs) - base_once
+    # within what the baseline's own one-off time varies by (at least two of its steps): not counted
+    if abs(one_off) <= max(base_once - min(run.overhead_s for run in base), 2 * base_ms / 1e3):
+        one_off = 0.0
+    first_ms = max(run.first_step_ms for run in runs)  # the first repeat compiles; later ones hit the cache
+    row = SpeedRow(name, "", step_ms, speedup, None, rtol, first_ms)
     row.baseline_step_ms, row.one_off_s = base_ms, one_off
     row.break_even_steps = break_even_steps(one_off, step_ms, base_ms)
     if steps is not None:
-        row.run_s = steps * step_ms / 1e3 + _overhead_s(base) + one_off
-        row.run_speedup = (steps * base_ms / 1e3 + _overhead_s(base)) / row.run_s
+        row.run_s = steps * step_ms / 1e3 + base_once + one_off
+        row.run_speedup = (steps * base_ms / 1e3 + base_once) / row.run_s
     ratio = _rank(row)
     row.loss_deviation = max(deviation(run.losses, base[0].losses) for run in runs)
     if row.loss_deviation > rtol:
@@ -320,7 +288,8 @@ def _row(
         )
     else:
         row.status = "slower" if ratio <= 1.0 else "not faster"
-    row.cuda_peak_mb = _cuda_peak(runs)
+    peaks = [run.cuda_peak_bytes for run in runs if run.cuda_peak_bytes is not None]
+    row.cuda_peak_mb = max(peaks) / 2**20 if peaks else None
     return row
 
 
@@ -383,16 +352,8 @@ def timed_loader(loader: Any, num_steps: int) -> Any:
         return loader
     if len(batches) <= num_steps or len(batches[-1]) == len(batches[0]):
         return loader
-    return DataLoader(
-        loader.dataset,
-        batch_sampler=[*batches[: num_steps - 1], batches[-1]],  # the same batches for every run
-        num_workers=loader.num_workers,
-        collate_fn=loader.collate_fn,
-        pin_memory=loader.pin_memory,
-        worker_init_fn=loader.worker_init_fn,
-        persistent_workers=loader.persistent_workers,
-        generator=loader.generator,
-    )
+    kept = {key: getattr(loader, key) for key in ("num_workers", "pin_memory", "persistent_workers")}
+    return rebuild_loader(loader, kept, batch_sampler=[*batches[: num_steps - 1], batches[-1]])
 
 
 def planned_steps(trainer: pl.Trainer, loader: Any) -> int | None:

@@ -1,6 +1,7 @@
-"""Reading an LR range test's curve: a centred moving average (no lag) and the rules that pick an LR:
-``"min_div_10"`` (fastai: a tenth of the LR at the smoothed minimum) and ``"steepest"`` (Smith 2017,
-Lightning's default: where the smoothed loss falls fastest per unit of ``log(lr)``).
+"""Reading an LR range test's curve: a centred moving average (no lag); :func:`curve_verdict`, whether the
+loss fell beyond the sweep's own noise at all; and the rules that pick an LR: ``"min_div_10"`` (fastai: a
+tenth of the LR at the smoothed minimum) and ``"steepest"`` (Smith 2017: where the smoothed loss falls
+fastest per unit of ``log(lr)``).
 
 Example:
     >>> lrs = [10 ** (-4 + i / 10) for i in range(41)]      # 1e-4 .. 1
@@ -13,16 +14,21 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
+from lightning_recipes._stats import difference_noise, t_quantile
 from lightning_recipes.sweep_args import RULES, Rule, SweepArgs
 
 __all__ = [
+    "ALPHA",
     "DEFAULT_EXPOSURE",
     "RELATIVE_STEP",
     "RELATIVE_STEP_EXPOSURE",
     "RULES",
+    "CurveVerdict",
     "Rule",
     "centred",
+    "curve_verdict",
     "peak_factor",
     "smooth",
     "suggest",
@@ -60,12 +66,24 @@ def peak_factor(optimizers: Sequence[object], warmup_factor: float, steps_per_ef
 
 
 def smooth(losses: Sequence[float], beta: float = 0.9) -> list[float]:
-    """Bias-corrected exponential moving average (as Adam corrects its moments); ``beta=0``: the raw curve."""
-    smoothed: list[float] = []
-    average = 0.0
-    for step, loss in enumerate(losses, start=1):
-        average = beta * average + (1 - beta) * loss
-        smoothed.append(average / (1 - beta**step) if beta > 0 else average)
+    """Bias-corrected exponential moving average (as Adam and TensorBoard correct it: the first value is not
+    pulled to 0); ``beta=0``: the raw curve. Non-finite values pass through and do not enter the average.
+
+    Raises:
+        ValueError: If ``beta`` is not in ``[0, 1)``.
+
+    Example:
+        >>> smooth([1.0, 0.0, float("nan"), 0.0], 0.5)
+        [1.0, 0.333..., nan, 0.142...]
+    """
+    if not 0.0 <= beta < 1.0:
+        raise ValueError(f"`smoothing` must be in [0, 1), got {beta!r}.")
+    smoothed, average, count = [], 0.0, 0
+    for loss in losses:
+        if math.isfinite(loss):
+            count += 1
+            average = beta * average + (1 - beta) * loss
+        smoothed.append(average / (1 - beta**count) if math.isfinite(loss) else loss)
     return smoothed
 
 
@@ -112,3 +130,110 @@ def suggest(lrs: Sequence[float], losses: Sequence[float], rule: Rule, skip_begi
     end = max(best, 2)
     slopes = [(points[i + 1][1] - points[i - 1][1]) / (logs[i + 1] - logs[i - 1]) for i in range(1, end)]
     return points[1 + min(range(len(slopes)), key=slopes.__getitem__)][0]
+
+
+#: The largest chance that a curve with no learning in it is read as one that learns.
+ALPHA = 0.01
+
+
+@dataclass(frozen=True)
+class CurveVerdict:
+    """The evidence that an LR sweep's loss fell (losses in the loss's own units): ``significant`` when
+    ``fall = start_loss - best_loss`` exceeds ``threshold = k * noise * sqrt(1 / start_points + 1 /
+    window_points)``; ``noise`` is the per-step standard deviation over the first ``noise_points`` steps,
+    ``k`` the Student-t quantile at ``1 - alpha / candidates``; ``best_lr``: the smoothed minimum."""
+
+    significant: bool
+    start_loss: float
+    best_loss: float
+    best_lr: float
+    fall: float
+    noise: float
+    threshold: float
+    k: float
+    start_points: int
+    window_points: int
+    candidates: int
+    noise_points: int
+    alpha: float = ALPHA
+
+    def describe(self) -> str:
+        """The decision in words, with the numbers it rests on (and, when inconclusive, what to try)."""
+        scale = abs(self.start_loss) or 1.0
+        stated = (
+            f"the smoothed loss fell {self.fall / scale:.2%} below its start ({self.start_loss:.4g} -> "
+            f"{self.best_loss:.4g} at lr {self.best_lr:.2g}); the sweep's own noise is "
+            f"{self.noise / scale:.2%} per step (sigma {self.noise:.3g}, first {self.noise_points} steps), so"
+            f" a fall must exceed k * sigma * sqrt(1/{self.start_points} + 1/{self.window_points}) = "
+            f"{self.threshold / scale:.2%} (k {self.k:.2f}: a {self.alpha:.0%} chance that a flat curve "
+            f"passes, over {self.candidates} points)"
+        )
+        if self.significant:
+            return f"conclusive: {stated}."
+        return (
+            f"inconclusive: {stated}. No learning rate can be read from this curve. Try: a longer sweep "
+            "(`num_steps=300` or more), a narrower range (`min_lr=1e-5, max_lr=1`), a short warm-up before "
+            "sweeping, or a larger batch; if it stays flat, check that the model learns at all "
+            "(`preflight`'s overfit check) or pick the LR from a short grid of trainings."
+        )
+
+
+def curve_verdict(lrs: Sequence[float], losses: Sequence[float], alpha: float = ALPHA) -> CurveVerdict:
+    """Whether the sweep's loss fell below its start by more than its own noise explains (a rule's pick from
+    a flat curve is wherever the noise dipped; issue #22). The start is the mean raw loss of the first
+    quarter; the noise ``sigma``, from successive differences up to the minimum's window (a trend cancels);
+    the fall, the start minus the lowest point of the centred average; it must exceed ``k`` standard errors,
+    ``k`` the Student-t quantile at ``1 - alpha / m`` (Bonferroni over the ``m`` candidate minima): a flat
+    curve passes at most ``alpha`` of the time (simulations: ``benchmarks/RESULTS.md``). Non-finite points
+    are dropped, as the rules drop them.
+
+    Raises:
+        ValueError: If fewer than 6 finite points remain.
+
+    Example:
+        >>> import random
+        >>> rng = random.Random(0)
+        >>> lrs = [1e-7 * 1.2**i for i in range(100)]
+        >>> curve_verdict(lrs, [0.693 + 0.01 * rng.gauss(0, 1) for _ in lrs]).significant
+        False
+        >>> falling = [0.693 / (1 + (lr / 1e-3) ** 2) + 0.01 * rng.gauss(0, 1) for lr in lrs]
+        >>> curve_verdict(lrs, falling).significant
+        True
+    """
+    finite = [(lr, loss) for lr, loss in zip(lrs, losses) if math.isfinite(loss)]
+    count = len(finite)
+    if count < 6:
+        raise ValueError(f"the LR sweep has {count} finite points; judging its curve needs at least 6.")
+    values = [loss for _, loss in finite]
+    half = half_window_for(count)
+    smoothed = centred(values, half)
+    first = max(1, count // 10)  # as the rules skip: the first steps measure the initial loss
+    best = min(range(first, count), key=smoothed.__getitem__)
+    start_points = max(2 * half + 1, count // 4)
+    start_loss = sum(values[:start_points]) / start_points
+    # the noise: from the start up to the minimum's window (not the divergence after it), differences of
+    # successive steps: a trend moves them little, and a steep one only raises the threshold
+    measured = values[: max(start_points, best + half + 1)]
+    noise = difference_noise(measured, order=1)
+    # a loss that does not move at all at small LRs (a zero-initialised head) still rounds in float32
+    noise = max(noise, 8 * 2.0**-23 * abs(start_loss))
+    window_points = min(best + half + 1, count) - max(0, best - half)
+    candidates = count - first
+    k = t_quantile(1 - alpha / candidates, len(measured) - 2)  # one df per difference, less one
+    threshold = k * noise * math.sqrt(1 / start_points + 1 / window_points)
+    fall = start_loss - smoothed[best]
+    return CurveVerdict(
+        significant=fall > threshold,
+        start_loss=start_loss,
+        best_loss=smoothed[best],
+        best_lr=finite[best][0],
+        fall=fall,
+        noise=noise,
+        threshold=threshold,
+        k=k,
+        start_points=start_points,
+        window_points=window_points,
+        candidates=candidates,
+        noise_points=len(measured),
+        alpha=alpha,
+    )

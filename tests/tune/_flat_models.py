@@ -1,6 +1,7 @@
 """A model whose LR sweep is flat (issue #22's field report): BERT for sequence classification from a small
 config, random init, on a task it cannot start to learn within a 100-step sweep (the XOR of two tokens'
-halves: it sits at chance, loss ln 2, for hundreds of steps at every LR). Module level: the CLI imports it."""
+halves: it sits at chance, loss ln 2, for hundreds of steps at every LR); and the AdamW TinyClassifier the
+tune tests share. Module level: the CLI imports them, ddp_spawn pickles them."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from torch.utils.data import DataLoader
 
 from lightning_recipes import OptimizerRecipe
 from lightning_recipes.mixins import AdamWRecipe
+from lightning_recipes.testing import TinyClassifier
 from tests.helpers.token_tasks import TokenTask, tiny_bert_classifier
 
 
@@ -39,3 +41,7 @@ class FlatBert(AdamWRecipe, pl.LightningModule):
 
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
         return self.model(**batch).loss
+
+
+class AdamWClassifier(AdamWRecipe, TinyClassifier):
+    """TinyClassifier with the recipe's AdamW (decay / no-decay groups) and warm-up cosine schedule."""

@@ -15,7 +15,6 @@ from lightning_recipes.tune import (
     SpeedTuneResult,
     apply_speed_options,
     speed_loader,
-    speed_tune,
 )
 
 
@@ -66,19 +65,9 @@ def test_speed_loader_keeps_the_batches_and_adds_the_workers() -> None:
 
 
 def test_a_speed_tune_result_applies_through_trainer_kwargs_callback_and_loader() -> None:
-    result = speed_tune(
-        TinyClassifier(),
-        train_dataloaders=random_classification_loader(),
-        options=["fused_optimizer"],
-        warmup_steps=1,
-        measure_steps=2,
-        repeats=1,
-        run_steps=10**9,  # whatever it measured, the choice can be applied
-    )
-    result.best, result.module_options = ["fused_optimizer"], ["fused_optimizer"]  # chosen or not (noise)
-    model = TinyClassifier()
+    result = SpeedTuneResult([], ["fused_optimizer"], module_options=["fused_optimizer"])
     trainer = fast_trainer(max_steps=1, callbacks=[result.callback()], **result.trainer_kwargs)
-    trainer.fit(model, result.loader(random_classification_loader()))
+    trainer.fit(TinyClassifier(), result.loader(random_classification_loader()))
     assert trainer.optimizers[0].param_groups[0]["fused"] is True
 
 

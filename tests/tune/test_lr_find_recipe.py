@@ -28,6 +28,7 @@ from lightning_recipes.tune import find_lr
 from lightning_recipes.tune.lr_find_policy import CHECKPOINT_KEY
 
 SWEEP = {"num_steps": 30}
+FIND_NET = "tests.tune.test_lr_find_recipe.FindNet"
 
 
 class FindNet(LionRecipe, pl.LightningModule):
@@ -70,9 +71,6 @@ def sweeps(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
     monkeypatch.setattr(lightning_recipes.tune.lr_find_policy, "sweep_lr", counting)
     return calls
-
-
-# ---------------------------------------------------------------- the LR used is find_lr's pick
 
 
 @pytest.mark.parametrize(
@@ -143,29 +141,16 @@ def test_the_sweep_leaves_the_run_as_it_would_be_with_that_lr_written_down():
         torch.testing.assert_close(a, b, rtol=0, atol=0, msg=name)
 
 
-# ---------------------------------------------------------------- LightningCLI YAML
-
-
 def test_lightning_cli_yaml_lr_find(tmp_path, monkeypatch):
     from lightning.pytorch.cli import LightningCLI
 
     monkeypatch.setattr("sys.argv", ["train.py"])
+    recipe = {"optimizer": "lion", "lr": "find", "warmup_steps": 1, "lr_find": SWEEP}
+    logger = {"class_path": "lightning.pytorch.loggers.CSVLogger", "init_args": {"save_dir": str(tmp_path)}}
+    trainer = {"max_steps": 3, "enable_progress_bar": False, "enable_checkpointing": False, "logger": logger}
     config = tmp_path / "config.yaml"
-    config.write_text(
-        "model:\n"
-        "  class_path: tests.tune.test_lr_find_recipe.FindNet\n"
-        "  init_args:\n"
-        "    recipe: {optimizer: lion, lr: find, warmup_steps: 1, lr_find: {num_steps: 30}}\n"
-        "trainer:\n"
-        "  max_steps: 3\n"
-        "  accelerator: cpu\n"
-        "  enable_progress_bar: false\n"
-        "  enable_checkpointing: false\n"
-        "  logger:\n"
-        "    class_path: lightning.pytorch.loggers.CSVLogger\n"
-        f"    init_args: {{save_dir: {tmp_path}, name: cli}}\n"
-        f"  default_root_dir: {tmp_path}\n"
-    )
+    model = {"class_path": FIND_NET, "init_args": {"recipe": recipe}}
+    config.write_text(yaml.safe_dump({"model": model, "trainer": {**trainer, "accelerator": "cpu"}}))
     cli = LightningCLI(args=["--config", str(config)], run=False)
     assert cli.model.recipe == OptimizerRecipe(optimizer="lion", lr="find", warmup_steps=1, lr_find=SWEEP)
     loader = random_classification_loader(num_samples=128)
@@ -177,20 +162,16 @@ def test_lightning_cli_yaml_lr_find(tmp_path, monkeypatch):
     # hparams.yaml feeds LightningCLI again and still means "find"
     init_args = {k: v for k, v in hparams.items() if k in ("recipe", "dropout")}
     again = tmp_path / "again.yaml"
-    again.write_text(
-        yaml.safe_dump(
-            {"model": {"class_path": "tests.tune.test_lr_find_recipe.FindNet", "init_args": init_args}}
-        )
-    )
+    again.write_text(yaml.safe_dump({"model": {"class_path": FIND_NET, "init_args": init_args}}))
     rebuilt = LightningCLI(args=["--config", str(again), "--trainer.logger=false"], run=False)
     assert rebuilt.model.recipe == cli.model.recipe
 
 
-# ---------------------------------------------------------------- resume, re-fit, evaluation
-
-
 def test_resume_reuses_the_found_lr_and_never_sweeps_again(tmp_path, sweeps):
     loader = random_classification_loader(num_samples=128)
+    unfitted = FindNet(_recipe())
+    fast_trainer().validate(unfitted, loader)  # validate, test and predict never sweep
+    assert len(sweeps) == 0 and unfitted.found_lr is None
     model = FindNet(_recipe())
     trainer = fast_trainer(max_steps=3, max_epochs=None, default_root_dir=tmp_path)
     trainer.fit(model, loader)
@@ -264,14 +245,6 @@ def test_a_checkpoint_written_before_the_policy_left_the_mixin_resumes_without_a
     assert len(sweeps) == 0 and loaded.recipe_summary["lr_find"]["source"] == "restored"
 
 
-def test_validate_test_and_predict_never_sweep(sweeps):
-    loader = random_classification_loader(num_samples=64)
-    model = FindNet(_recipe())
-    trainer = fast_trainer()
-    trainer.validate(model, loader)
-    assert len(sweeps) == 0 and model.found_lr is None
-
-
 def test_resuming_a_checkpoint_without_a_found_lr_is_an_error(tmp_path):
     loader = random_classification_loader(num_samples=64)
     model = FindNet(OptimizerRecipe(lr=1e-3, warmup_steps=1))
@@ -291,33 +264,14 @@ def test_gradient_accumulation_warns_that_the_sweep_steps_on_a_smaller_batch():
     assert model.found_lr == model.lr_find_result.peak_lr  # still used as found
 
 
-# ---------------------------------------------------------------- errors
-
-
-class ManualFindNet(FindNet):
-    def __init__(self, recipe: OptimizerRecipe | None = None) -> None:
-        super().__init__(recipe)
-        self.automatic_optimization = False
-
-    def training_step(self, batch: Any, batch_idx: int) -> None:
-        optimizer = self.optimizers()
-        optimizer.zero_grad()
-        self.manual_backward(super().training_step(batch, batch_idx))
-        optimizer.step()
-
-
-def test_manual_optimisation_is_a_clear_error():
+def test_manual_optimisation_and_no_training_batch_are_clear_errors():
+    manual = FindNet(_recipe())
+    manual.automatic_optimization = False  # refused at the start of fit, before a training step
     with pytest.raises(ValueError, match=r"`lr='find'`.*manual optimisation. Set a numeric `lr`"):
-        fast_trainer(max_steps=2).fit(ManualFindNet(_recipe()), random_classification_loader(num_samples=64))
-
-
-def test_no_training_batch_is_a_clear_error():
+        fast_trainer(max_steps=2).fit(manual, random_classification_loader(num_samples=64))
     empty = DataLoader(TensorDataset(torch.zeros(0, 16), torch.zeros(0, dtype=torch.long)), batch_size=4)
     with pytest.raises(ValueError, match=r"`lr='find'` runs an LR range test .*training loader yielded no"):
         fast_trainer(max_steps=2, max_epochs=None).fit(FindNet(_recipe()), empty)
-
-
-# ---------------------------------------------------------------- DDP: one LR for every rank
 
 
 class RecordFoundLR(pl.Callback):

@@ -12,13 +12,9 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
-from lightning_recipes.mixins import AdamWRecipe
 from lightning_recipes.testing import TinyClassifier, fast_trainer, random_classification_loader
 from lightning_recipes.tune import LRRangeTest, find_lr
-
-
-class AdamWClassifier(AdamWRecipe, TinyClassifier):
-    """TinyClassifier with the recipe's AdamW (decay / no-decay groups); module level for ddp_spawn."""
+from tests.tune._flat_models import AdamWClassifier
 
 
 class RecordingSGD(torch.optim.SGD):
@@ -57,6 +53,9 @@ def test_find_lr_leaves_model_optimizer_rng_and_loader_untouched():
     assert torch.equal(generator_state, loader_generator.get_state())
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
     assert result.optimizers == ["AdamW"] and len(result.lrs) == len(result.losses) <= 30
+    again = find_lr(model, train_dataloaders=loader, num_steps=30)  # the same seed: the same curve
+    assert again.losses == result.losses and again.suggestion == result.suggestion
+    assert f"lr: {result.peak_lr:.3g}" in result.to_yaml() and result.to_yaml().startswith("model:\n")
 
 
 def test_every_group_keeps_its_ratio_to_the_peak_group():
@@ -77,28 +76,20 @@ def test_the_sweep_is_exponential_and_stops_when_the_loss_diverges():
     assert all(math.isfinite(loss) for loss in result.losses)
 
 
-def test_same_seed_same_curve_and_the_yaml_fragment_names_the_peak_lr():
-    torch.manual_seed(0)
-    model = AdamWClassifier(lr=1e-3)
-    first = find_lr(model, train_dataloaders=_loader(shuffle=True), num_steps=30, seed=3)
-    again = find_lr(model, train_dataloaders=_loader(shuffle=True), num_steps=30, seed=3)
-    assert first.losses == again.losses and first.suggestion == again.suggestion
-    assert f"lr: {first.peak_lr:.3g}" in first.to_yaml() and first.to_yaml().startswith("model:\n")
-
-
 class BrokenOptimizers(TinyClassifier):
     def configure_optimizers(self) -> Any:
         raise RuntimeError("needs the trainer")
 
 
-def test_a_configure_optimizers_that_fails_is_an_error_not_a_silent_stand_in():
-    with pytest.raises(ValueError, match="needs the trainer"):
+def test_what_find_lr_cannot_sweep_is_a_clear_error():
+    with pytest.raises(ValueError, match="needs the trainer"):  # an error, not a silent stand-in
         find_lr(BrokenOptimizers(), train_dataloaders=_loader(), num_steps=10)
-
-
-def test_no_data_is_a_clear_error():
     with pytest.raises(ValueError, match="needs training data"):
         find_lr(TinyClassifier())
+    manual = TinyClassifier()
+    manual.automatic_optimization = False
+    with pytest.raises(ValueError, match="find_lr cannot sweep TinyClassifier"):
+        find_lr(manual, train_dataloaders=_loader(), num_steps=10)
 
 
 def test_callback_applies_the_peak_lr_to_every_group_and_its_schedule():
@@ -204,14 +195,3 @@ def test_a_negative_loss_does_not_read_as_divergence():
     assert len(shifted.lrs) >= len(plain.lrs)  # it stopped after 12 steps ("diverged") before
     assert shifted.losses[: len(plain.losses)] == pytest.approx([v - 10.0 for v in plain.losses], abs=1e-4)
     assert shifted.suggestion == pytest.approx(plain.suggestion, rel=2.0)
-
-
-class ManualClassifier(TinyClassifier):
-    def __init__(self) -> None:
-        super().__init__()
-        self.automatic_optimization = False
-
-
-def test_find_lr_on_a_manual_optimisation_module_is_a_value_error():
-    with pytest.raises(ValueError, match="find_lr cannot sweep ManualClassifier"):
-        find_lr(ManualClassifier(), train_dataloaders=_loader(), num_steps=20)

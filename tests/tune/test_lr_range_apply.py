@@ -13,7 +13,6 @@ import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
 from torch.optim import lr_scheduler as sched
 
-from lightning_recipes.mixins import AdamWRecipe
 from lightning_recipes.optim.schedules import (
     warmup_constant,
     warmup_cosine,
@@ -22,7 +21,8 @@ from lightning_recipes.optim.schedules import (
 )
 from lightning_recipes.testing import TinyClassifier, fast_trainer, random_classification_loader
 from lightning_recipes.tune import LRRangeTest
-from lightning_recipes.tune._scale_schedule import check_scalable, scale_schedule
+from lightning_recipes.tune.lr_range_callback import check_scalable, scale_schedule
+from tests.tune._flat_models import AdamWClassifier
 
 PEAK, STEPS = 0.1, 30
 
@@ -81,10 +81,13 @@ class TrainedLR(pl.Callback):
         self.lrs.append(float(optimizer.param_groups[0]["lr"]))
 
 
-def _unscaled(schedule: str) -> list[float]:
-    """The LRs of the schedule as configured, stepped as Lightning steps it (after each optimizer step)."""
+def _stepped(schedule: str, factor: float = 1.0) -> list[float]:
+    """The LRs of the schedule (scaled by ``factor`` with ``scale_schedule``, after ``check_scalable``),
+    stepped as Lightning steps it (after each optimizer step)."""
     optimizer = _optimizer([torch.zeros(1, requires_grad=True)])
     scheduler = SCHEDULES[schedule](optimizer)
+    check_scalable([optimizer], [scheduler])
+    scale_schedule([optimizer], [scheduler], factor)
     lrs = []
     for _ in range(STEPS):
         lrs.append(float(optimizer.param_groups[0]["lr"]))
@@ -94,9 +97,15 @@ def _unscaled(schedule: str) -> list[float]:
 
 
 @pytest.mark.parametrize("schedule", list(SCHEDULES))
+def test_scale_schedule_scales_every_lr_the_schedule_reaches(schedule: str):
+    """Before: OneCycleLR kept its max_lr, CyclicLR its max_lr, the cosines and the plateau their floors."""
+    assert _stepped(schedule, 2.5) == pytest.approx([2.5 * lr for lr in _stepped(schedule)], rel=1e-6)
+
+
+@pytest.mark.parametrize("schedule", ["OneCycleLR", "SequentialLR"])
 def test_apply_scales_the_lr_the_run_trains_at(schedule: str):
-    """Before: OneCycleLR kept its max_lr (and got a factor 25x too large, from its initial_lr), CyclicLR its
-    max_lr, the cosines and the plateau their floors: the run trained at an LR nobody chose."""
+    """The real schedule, stepped by the real fit after the apply, is the unscaled one times peak_lr / peak
+    (OneCycleLR once got a factor 25x too large, from its initial_lr)."""
     torch.manual_seed(0)
     finder = LRRangeTest(num_steps=20, max_lr=1.0, apply=True, print_result=False)  # 10 read as inconclusive
     trained = TrainedLR()
@@ -105,7 +114,7 @@ def test_apply_scales_the_lr_the_run_trains_at(schedule: str):
     assert finder.result is not None
     factor = finder.result.peak_lr / PEAK
     assert abs(factor - 1.0) > 0.05  # the apply changes something worth checking
-    assert trained.lrs == pytest.approx([factor * lr for lr in _unscaled(schedule)], rel=1e-6)
+    assert trained.lrs == pytest.approx([factor * lr for lr in _stepped(schedule)], rel=1e-6)
 
 
 class FloorLR(sched.LRScheduler):
@@ -154,10 +163,6 @@ def test_scale_schedule_scales_tensor_learning_rates_in_place():
     scale_schedule([optimizer], [scheduler], 3.0)
     assert optimizer.param_groups[0]["lr"] is lr_tensor and float(lr_tensor) == pytest.approx(0.03)
     assert scheduler.eta_min == pytest.approx(0.003) and float(scheduler.base_lrs[0]) == pytest.approx(0.03)
-
-
-class AdamWClassifier(AdamWRecipe, TinyClassifier):
-    """TinyClassifier with the recipe's AdamW (decay / no-decay groups) and warm-up cosine schedule."""
 
 
 def _fit_applied(

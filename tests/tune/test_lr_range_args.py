@@ -89,5 +89,3 @@ def test_good_arguments_are_kept_as_one_record():
     assert finder.args == args and finder.seed == 7 and finder.sweep["warmup_factor"] == 3
     assert (finder.apply, finder.stop, finder.print_result) == (True, True, False)
     assert LRRangeTest(args=args).args is args
-    assert SweepArgs.from_mapping({"num_steps": 20, "warmup_factor": 3, "seed": 7}) == args
-    assert SweepArgs.from_mapping(None) == SweepArgs()

@@ -1,23 +1,16 @@
-"""The LR range test on a CUDA device (skipped without one).
-
-The sweep runs there, the user's model stays where and as it was, the callback applies its result inside a
-bf16-mixed Trainer, and the same seed gives the same curve as on the CPU up to float noise (the same pick).
-"""
+"""The LR range test on a CUDA device (skipped without one): the model stays put, the callback applies in a
+bf16-mixed run, and the curve matches the CPU's up to float noise."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from lightning_recipes.mixins import AdamWRecipe
-from lightning_recipes.testing import TinyClassifier, fast_trainer, random_classification_loader
+from lightning_recipes.testing import fast_trainer, random_classification_loader
 from lightning_recipes.tune import LRRangeTest, find_lr
+from tests.tune._flat_models import AdamWClassifier
 
 pytestmark = pytest.mark.gpu
-
-
-class AdamWClassifier(AdamWRecipe, TinyClassifier):
-    """TinyClassifier with the recipe's AdamW (decay / no-decay groups)."""
 
 
 def test_find_lr_on_cuda_leaves_the_model_on_its_device_and_matches_the_cpu_pick() -> None:

@@ -1,11 +1,6 @@
-"""The evidence for the LR range test: its ``peak_lr`` against the best LR of a grid of real trainings.
-
-For each model and optimizer, the test trains the model once per grid LR (7 points, half a decade apart, the
-recipe's warmup-cosine schedule, a full short run) and compares the best validation loss's LR with
-``find_lr(...).peak_lr`` from one sweep: they must agree within a factor of 3 (one grid step either way).
-Models: the digits CNN (BatchNorm, 2 epochs) and the char transformer LM (1 epoch of 200k characters).
-Seeds 0-3 of the sweep were also measured (``benchmarks/RESULTS.md``); the test runs seed 0.
-"""
+"""The evidence for ``peak_lr``: within 3x (one grid step) of the best LR of a grid of real warm-up cosine
+trainings (7 LRs half a decade apart), for AdamW and Lion on the digits CNN and the char LM (seed 0; seeds
+0-3: ``benchmarks/RESULTS.md``)."""
 
 from __future__ import annotations
 
@@ -14,7 +9,6 @@ from typing import Any
 
 import lightning.pytorch as pl
 import pytest
-import torch
 
 from lightning_recipes.data import CharLMDataModule, DigitsDataModule
 from lightning_recipes.mixins import AdamWRecipe, LionRecipe
@@ -22,16 +16,6 @@ from lightning_recipes.testing import DigitsCNN, TinyTransformerLM, fast_trainer
 from lightning_recipes.tune import find_lr
 
 GRID = [10 ** (exponent / 2) for exponent in range(-8, -1)]  # 1e-4 .. 1e-1
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Eight small trainings per case: one intra-op thread is the fastest on a shared 2-core CPU (two threads
-    per process oversubscribe it ~10x under load; see the demo timing in the README)."""
-    saved = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(saved)
 
 
 class AdamWCNN(AdamWRecipe, DigitsCNN):

@@ -53,13 +53,11 @@ def _same(first: Any, second: Any) -> bool:
         return (
             isinstance(second, dict)
             and first.keys() == second.keys()
-            and all(_same(first[k], second[k]) for k in first)
+            and _same([*first.values()], [*second.values()])
         )
     if isinstance(first, (list, tuple)):
         return (
-            isinstance(second, (list, tuple))
-            and len(first) == len(second)
-            and all(_same(a, b) for a, b in zip(first, second))
+            isinstance(second, (list, tuple)) and len(first) == len(second) and all(map(_same, first, second))
         )
     return first is second is None
 

@@ -11,33 +11,19 @@ import random
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import lightning.pytorch as pl
 import pytest
 import torch
 
-from lightning_recipes.mixins import AdamWRecipe
-from lightning_recipes.testing import TinyClassifier, fast_trainer, random_classification_loader
+from lightning_recipes._stats import t_quantile
+from lightning_recipes.testing import fast_trainer, random_classification_loader
 from lightning_recipes.tune import LRRangeTest, find_lr
-from lightning_recipes.tune.suggest import centred
-from lightning_recipes.tune.verdict import curve_verdict, t_quantile
-from tests.tune._flat_models import FlatBert, XorData
+from lightning_recipes.tune.suggest import centred, curve_verdict
+from tests.helpers.loss_recorder import LossRecorder
+from tests.tune._flat_models import AdamWClassifier, FlatBert, XorData
 
 pytest.importorskip("transformers", reason="the flat-curve model is a Hugging Face BERT")
-
-
-class AdamWClassifier(AdamWRecipe, TinyClassifier):
-    pass
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """One intra-op thread: the fastest on the shared 2-core CPU (two oversubscribe it under load)."""
-    saved = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(saved)
 
 
 def test_curve_verdict_is_its_definition_written_out():
@@ -57,14 +43,6 @@ def test_curve_verdict_is_its_definition_written_out():
     assert verdict.start_loss == pytest.approx(start) and verdict.best_loss == pytest.approx(smoothed[best])
     assert verdict.noise == pytest.approx(noise) and verdict.threshold == pytest.approx(threshold)
     assert verdict.significant == (start - smoothed[best] > threshold) is True
-
-
-def test_t_quantile_matches_tables():
-    # scipy.stats.t.ppf: (0.975, 5) 2.5706, (0.995, 20) 2.8453, (0.9999, 60) 3.9621, (1 - 0.01/90, 60) 3.9303
-    assert t_quantile(0.975, 5) == pytest.approx(2.5706, abs=0.01)
-    assert t_quantile(0.995, 20) == pytest.approx(2.8453, abs=0.002)
-    assert t_quantile(0.9999, 60) == pytest.approx(3.9621, abs=0.002)
-    assert t_quantile(1 - 0.01 / 90, 60) == pytest.approx(3.9303, abs=0.002)
 
 
 @pytest.mark.parametrize("steps", [30, 100])
@@ -99,21 +77,13 @@ def test_a_flat_sweep_is_inconclusive_with_no_pick_on_every_seed(seed: int):
         assert "INCONCLUSIVE: no pick" in result.plot().get_title()
 
 
-class BatchCounter(pl.Callback):
-    def __init__(self) -> None:
-        self.batches = 0
-
-    def on_train_batch_start(self, *args: Any) -> None:
-        self.batches += 1
-
-
 def test_lr_find_on_a_flat_model_stops_before_training_with_the_reason():
-    counter = BatchCounter()
-    trainer = fast_trainer(max_steps=5, max_epochs=None, callbacks=[counter])
+    recorder = LossRecorder()
+    trainer = fast_trainer(max_steps=5, max_epochs=None, callbacks=[recorder])
     torch.manual_seed(0)
     with pytest.raises(ValueError, match=r"inconclusive, so no learning rate was chosen.*own noise is"):
         trainer.fit(FlatBert(lr="find"), datamodule=XorData())
-    assert counter.batches == 0
+    assert recorder.losses == []  # no training batch ran
 
 
 def test_lr_range_test_apply_leaves_the_lrs_alone_when_inconclusive():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import lightning.pytorch as pl
@@ -32,27 +33,44 @@ def test_user_model_rng_and_loader_untouched() -> None:
     model, loader = TinyClassifier(), random_classification_loader()
     before = {key: value.clone() for key, value in model.state_dict().items()}
     rng = torch.get_rng_state()
-    speed_tune(model, train_dataloaders=loader, options=["fused_optimizer"], **FAST)
+    result = speed_tune(model, train_dataloaders=loader, options=["fused_optimizer"], **FAST)
+    assert all(row.activation_mb is None and row.step_peak_mb is None for row in result.rows)
+    assert len(result.table().columns) == 10  # the time columns, no memory ones (none counted)
     assert all(torch.equal(before[key], value) for key, value in model.state_dict().items())
     assert torch.equal(rng, torch.get_rng_state())
     assert "configure_optimizers" not in vars(model)  # the fused patch went to the copy only
     assert loader.num_workers == 0
     assert not model.configure_optimizers().defaults.get("fused")
+    prepare = OPTIONS["fused_optimizer"].prepare
+    assert prepare is not None  # the module's own optimizer, built fused on the copy
+    optimizer = prepare(copy.deepcopy(model)).configure_optimizers()
+    assert type(optimizer) is torch.optim.SGD and optimizer.param_groups[0]["fused"] is True
+
+
+class Batches:
+    """A plain iterable of batches, as Lightning accepts: not a DataLoader to rebuild."""
+
+    def __init__(self) -> None:
+        self.batches = list(random_classification_loader())
+
+    def __iter__(self) -> Any:
+        return iter(self.batches)
+
+    def __len__(self) -> int:
+        return len(self.batches)
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU skip reasons")
-def test_options_that_do_not_apply_on_cpu_are_skipped_with_reason() -> None:
-    result = speed_tune(
-        TinyClassifier(),
-        train_dataloaders=random_classification_loader(),
-        options=["pin_memory", "tf32", "channels_last"],
-        **FAST,
-    )
-    status = {row.option: row.status for row in result.rows}
-    assert status["pin_memory"] == "skipped: pin_memory applies on CUDA only (device is cpu)"
-    assert status["tf32"] == "skipped: TF32 applies on CUDA only (device is cpu)"
-    assert status["channels_last"].startswith("skipped: no Conv2d")
-    assert result.best == [] and result.trainer_kwargs == {}
+def test_options_that_do_not_apply_are_skipped_with_reason() -> None:
+    options = ["pin_memory", "tf32", "channels_last", "num_workers", "fused_optimizer"]
+    result = speed_tune(TinyClassifier(), train_dataloaders=Batches(), options=options, **FAST)
+    status = {row.option: row.status.partition(": ")[2] for row in result.rows}
+    assert status["pin_memory"] == "pin_memory applies on CUDA only (device is cpu)"
+    assert status["tf32"] == "TF32 applies on CUDA only (device is cpu)"
+    assert status["channels_last"].startswith("no Conv2d")
+    assert status["num_workers"] == "the training data is a Batches, not a torch DataLoader to rebuild"
+    assert not result.rows[-1].status.startswith("skipped")  # fused_optimizer: measured
+    assert result.trainer_kwargs == {} and result.loader_kwargs == {}
 
 
 def test_option_that_changes_the_loss_is_incorrect_and_never_chosen() -> None:
@@ -109,18 +127,14 @@ def test_faster_options_are_combined_and_their_kwargs_build_a_trainer(
         ({"min_speedup": 0.9}, "min_speedup"),
         ({"options": ["turbo"]}, "options"),
         ({"options": ["baseline"]}, "options"),
+        ({"options": "compile"}, "options"),  # TypeError
+        ({"train_dataloaders": None}, "training data"),
     ],
 )
 def test_bad_arguments_raise_naming_them(kwargs: dict[str, Any], name: str) -> None:
-    with pytest.raises(ValueError, match=f"`{name}`"):
-        speed_tune(TinyClassifier(), train_dataloaders=random_classification_loader(), **kwargs)
-
-
-def test_options_as_a_string_and_missing_data_raise() -> None:
-    with pytest.raises(TypeError, match="`options`"):
-        speed_tune(TinyClassifier(), train_dataloaders=random_classification_loader(), options="compile")
-    with pytest.raises(ValueError, match="training data"):
-        speed_tune(TinyClassifier())
+    loader = random_classification_loader()
+    with pytest.raises((ValueError, TypeError), match=name):
+        speed_tune(TinyClassifier(), **{"train_dataloaders": loader, **kwargs})
 
 
 def test_every_builtin_option_has_advice_or_trainer_kwargs() -> None:
@@ -150,19 +164,6 @@ def test_compile_of_a_model_with_dropout_keeps_the_loss() -> None:
     assert row.first_step_ms is not None and row.step_ms is not None
 
 
-def test_fused_option_builds_the_models_own_optimizer_fused_on_the_copy() -> None:
-    import copy
-
-    from lightning_recipes.tune.speed import OPTIONS
-
-    model = TinyClassifier()
-    prepare = OPTIONS["fused_optimizer"].prepare
-    assert prepare is not None
-    optimizer = prepare(copy.deepcopy(model)).configure_optimizers()
-    assert type(optimizer) is torch.optim.SGD and optimizer.param_groups[0]["fused"] is True
-    assert not model.configure_optimizers().defaults.get("fused")
-
-
 def test_an_iterable_datasets_loader_is_rebuilt_with_its_batch_size_and_not_given_workers() -> None:
     from torch.utils.data import IterableDataset
 
@@ -179,23 +180,3 @@ def test_an_iterable_datasets_loader_is_rebuilt_with_its_batch_size_and_not_give
     assert [len(y) for _, y in rebuilt] == [len(y) for _, y in loader] == [16] * (len(labels) // 16)
     result = speed_tune(TinyClassifier(), train_dataloaders=loader, options=["num_workers"], **FAST)
     assert result.rows[1].status.startswith("skipped: the training data is an IterableDataset")
-
-
-def test_loader_options_are_skipped_for_data_that_is_not_a_dataloader() -> None:
-    class Batches:  # a plain iterable of batches, as Lightning accepts
-        def __init__(self) -> None:
-            self.batches = list(random_classification_loader())
-
-        def __iter__(self) -> Any:
-            return iter(self.batches)
-
-        def __len__(self) -> int:
-            return len(self.batches)
-
-    result = speed_tune(
-        TinyClassifier(), train_dataloaders=Batches(), options=["num_workers", "fused_optimizer"], **FAST
-    )
-    status = {row.option: row.status for row in result.rows}
-    expected = "skipped: the training data is a Batches, not a torch DataLoader to rebuild"
-    assert status["num_workers"] == expected
-    assert not status["fused_optimizer"].startswith("skipped")

@@ -4,6 +4,7 @@ compiling the same code never join one combination."""
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import lightning.pytorch as pl
@@ -45,13 +46,6 @@ def test_activation_checkpointing_row_counts_the_saved_activations_and_keeps_the
     assert "act. MiB" in columns and "step peak MiB" in columns and "CUDA peak MiB" not in columns
 
 
-def test_options_without_memory_counting_leave_the_memory_columns_out() -> None:
-    loader = random_classification_loader()
-    result = speed_tune(TinyClassifier(), train_dataloaders=loader, options=["fused_optimizer"], **FAST)
-    assert all(row.activation_mb is None and row.step_peak_mb is None for row in result.rows)
-    assert len(result.table().columns) == 10  # the time columns (issue 22 added 4), no memory ones
-
-
 def test_compile_blocks_compiles_the_copys_blocks_and_keeps_the_loss() -> None:
     model, loader = _lm()
     result = speed_tune(model, train_dataloaders=loader, options=["compile_blocks"], **FAST)
@@ -59,33 +53,41 @@ def test_compile_blocks_compiles_the_copys_blocks_and_keeps_the_loss() -> None:
     assert row.option == "compile_blocks" and not row.status.startswith(("skipped", "incorrect")), row
     assert row.loss_deviation is not None and row.loss_deviation < 1e-4
     assert all(getattr(block, "_compiled_call_impl", None) is None for block in model.blocks)
-
-
-def test_compile_blocks_prepare_compiles_every_outermost_block_in_place() -> None:
     prepare = OPTIONS["compile_blocks"].prepare
     assert prepare is not None
-    model = prepare(TinyTransformerLM(n_layers=2))
-    assert all(block._compiled_call_impl is not None for block in model.blocks)
-    assert model._compiled_call_impl is None  # the module itself stays eager
+    prepared = prepare(TinyTransformerLM(n_layers=2))
+    assert all(block._compiled_call_impl is not None for block in prepared.blocks)
+    assert prepared._compiled_call_impl is None  # the module itself stays eager
 
 
-@pytest.mark.parametrize("name", ["activation_checkpointing", "compile_blocks"])
-def test_block_options_are_skipped_without_a_repeated_composite_block(name: str) -> None:
-    from lightning_recipes.data import DigitsDataModule
+class OneLayer(TinyClassifier):
+    def __init__(self) -> None:
+        super().__init__()
+        self.hidden = torch.nn.Identity()  # nothing with parameters repeats: one Linear left
+        self.head = torch.nn.Linear(16, 4)
 
-    result = speed_tune(DigitsCNN(width=4), datamodule=DigitsDataModule(), options=[name], **FAST)
-    assert result.rows[1].status == (
-        "skipped: no repeated block with sub-modules in the model (the only repeated type is the leaf Conv2d)"
-    )
 
-    class OneLayer(TinyClassifier):
-        def __init__(self) -> None:
-            super().__init__()
-            self.hidden = torch.nn.Identity()  # nothing with parameters repeats: one Linear left
-            self.head = torch.nn.Linear(16, 4)
+class Loop(pl.LightningModule):
+    def __init__(self) -> None:
+        super().__init__()
+        self.model = torch.nn.ModuleList([torch.nn.Linear(16, 4)])  # called item by item, no forward
 
-    result = speed_tune(OneLayer(), train_dataloaders=random_classification_loader(), options=[name], **FAST)
-    assert result.rows[1].status.startswith("skipped: no repeated block in the model")
+
+NO_COMPOSITE = "no repeated block with sub-modules in the model (the only repeated type is the leaf Conv2d)"
+BLOCK_OPTIONS = ("activation_checkpointing", "compile_blocks")
+
+
+@pytest.mark.parametrize(
+    ("name", "model", "reason"),
+    [
+        *((name, lambda: DigitsCNN(width=4), NO_COMPOSITE) for name in BLOCK_OPTIONS),
+        *((name, OneLayer, "no repeated block in the model (no module type") for name in BLOCK_OPTIONS),
+        ("compile", Loop, "nothing to compile: the LightningModule has no forward and no child module"),
+    ],
+)  # fmt: skip
+def test_block_and_compile_options_say_why_they_do_not_apply(name: str, model: Any, reason: str) -> None:
+    skip_reason = OPTIONS[name].skip_reason
+    assert skip_reason is not None and (skip_reason(model(), torch.device("cpu")) or "").startswith(reason)
 
 
 def _drop(*attrs: str) -> Any:
@@ -127,11 +129,8 @@ def test_without_conflicts_keeps_the_faster_of_each_conflicting_pair_either_dire
 
 def test_builtin_compile_options_conflict_with_each_other() -> None:
     compiling = ["compile", "compile_blocks", "compile_cudagraphs", "activation_checkpointing"]
-    for first in compiling:
-        for second in compiling:
-            if first != second and first != "activation_checkpointing":
-                option, other = OPTIONS[first], OPTIONS[second]
-                assert second in option.conflicts or first in other.conflicts, (first, second)
+    for first, second in itertools.permutations(compiling, 2):
+        assert second in OPTIONS[first].conflicts or first in OPTIONS[second].conflicts, (first, second)
 
 
 class Wrapper(pl.LightningModule):
@@ -162,23 +161,6 @@ def test_compile_of_a_module_without_forward_compiles_the_model_training_step_ca
     row = result.rows[1]
     assert not row.status.startswith(("skipped", "incorrect")), row
     assert wrapper.model._compiled_call_impl is None  # the user's model stays eager
-
-
-def test_compile_is_skipped_when_nothing_has_a_forward() -> None:
-    class Loop(Wrapper):
-        def __init__(self) -> None:
-            super().__init__()
-            self.model = torch.nn.ModuleList([torch.nn.Linear(16, 4)])  # called item by item, no forward
-
-        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
-            x, y = batch
-            return torch.nn.functional.cross_entropy(self.model[0](x), y)
-
-    loader = random_classification_loader()
-    result = speed_tune(Loop(), train_dataloaders=loader, options=["compile"], **FAST)
-    assert result.rows[1].status == (
-        "skipped: nothing to compile: the LightningModule has no forward and no child module with one"
-    )
 
 
 def test_hugging_face_gpt2_wrapper_is_checkpointed_and_its_model_is_the_compile_target() -> None:

@@ -1,10 +1,5 @@
-"""speed_tune's CUDA paths (skipped without a GPU): TF32, pinned memory, CUDA graphs through
-``torch.compile(mode="reduce-overhead")``, bf16-mixed, and the allocator's peak memory per row.
-
-None of these can run on a CPU: each option is checked to run (not skipped), to keep the loss within its
-tolerance, to leave the user's CPU model and the global TF32 switch as they were, and activation
-checkpointing to lower the measured CUDA peak.
-"""
+"""speed_tune's CUDA paths (skipped without a GPU): each option runs, keeps the loss, leaves the user's model
+and the TF32 switch as they were, and reports the allocator's peak; checkpointing lowers it."""
 
 from __future__ import annotations
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-import time
 from typing import Any
 
 import lightning.pytorch as pl
@@ -14,8 +12,8 @@ from torch.utils.data import DataLoader
 from lightning_recipes.harness import preserved_loader_rng
 from lightning_recipes.testing import TinyClassifier, random_classification_loader
 from lightning_recipes.tune.speed import SpeedOption, planned_steps, speed_tune, timed_loader
-
-FAST = {"warmup_steps": 1, "measure_steps": 3, "repeats": 1}
+from tests.helpers import speed as clock
+from tests.helpers.speed import FAST, virtual_time
 
 
 class CostlyStartClassifier(TinyClassifier):
@@ -29,7 +27,7 @@ class CostlyStartClassifier(TinyClassifier):
         self.steps_done = 0
 
     def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
-        time.sleep(self.step_sleep + (self.first_sleep if self.steps_done == 0 else 0.0))
+        clock.time.sleep(self.step_sleep + (self.first_sleep if self.steps_done == 0 else 0.0))
         self.steps_done += 1
         return super().training_step(batch, batch_idx)
 
@@ -42,40 +40,34 @@ def _pays_later(module: pl.LightningModule) -> pl.LightningModule:
 PAYS_LATER = SpeedOption("pays_later", prepare=_pays_later, advice="x")
 
 
-def test_an_option_whose_one_off_cost_the_run_does_not_repay_is_not_chosen() -> None:
+def test_an_option_whose_one_off_cost_the_run_does_not_repay_is_not_chosen(monkeypatch: Any) -> None:
     """Regression (issue 22): `compile` was chosen for a short fit on its per-step time alone. 1.5 s once
-    for 140 ms a step pays after ~11 steps: not for a run of 4, yes for a run of 1000. (Sleeps much longer
-    than a step's compute: the shared CI machine's timing noise stays below them.)"""
+    for 140 ms a step (virtual clock: exact) pays after 11 steps: not for a run of 4, yes for 1000."""
+    virtual_time(monkeypatch)
     loader = random_classification_loader()
     short = speed_tune(
         CostlyStartClassifier(), train_dataloaders=loader, options=[PAYS_LATER], run_steps=4, **FAST
     )
     row = short.rows[1]
-    assert row.speedup is not None and row.speedup > 1.03  # faster per step ...
-    assert row.status.startswith("not faster for this run"), row.status  # ... but not over 8 steps
+    assert (row.step_ms, row.baseline_step_ms, row.speedup) == pytest.approx((10.0, 150.0, 15.0))
+    assert (row.one_off_s, row.break_even_steps) == (pytest.approx(1.5), 11)
+    assert row.run_speedup == pytest.approx(0.6 / 1.54) and row.status.startswith("not faster for this run")
     assert short.best == [] and short.best_run_speedup == 1.0
-    assert row.one_off_s is not None and 1.2 < row.one_off_s < 3.5, row
-    assert row.break_even_steps is not None and row.break_even_steps > 4, row  # later than this run ends
-    assert row.baseline_step_ms is not None and row.step_ms is not None
-    gain_s = (row.baseline_step_ms - row.step_ms) / 1e3
-    assert row.break_even_steps == math.ceil(row.one_off_s / gain_s)
-    assert row.run_speedup is not None and row.run_speedup < 1.0
-    assert f"pays after {row.break_even_steps} steps, the run has 4" in row.status
-
     long = speed_tune(
         CostlyStartClassifier(), train_dataloaders=loader, options=[PAYS_LATER], run_steps=1000, **FAST
     )
     assert long.rows[1].status == "faster" and long.best == ["pays_later"]
-    assert long.best_run_speedup > 1.03 and long.run_steps == 1000
+    assert long.best_run_speedup == pytest.approx(150 / 11.5) and long.run_steps == 1000
 
 
-def test_a_rows_speedup_is_its_step_time_against_the_baseline_of_the_same_repeats() -> None:
+def test_a_rows_speedup_is_its_step_time_against_the_baseline_of_the_same_repeats(monkeypatch: Any) -> None:
     """Regression (issue 22 audit): the combination row was compared with its own re-measured baseline while
     the table showed another one; every row now carries its baseline and speed-up = baseline / step time."""
     options = [
         SpeedOption("quicker", prepare=lambda m: (setattr(m, "step_sleep", 0.03), m)[1]),
         SpeedOption("also", prepare=lambda m: m, advice="nothing"),
     ]
+    virtual_time(monkeypatch)
     result = speed_tune(
         CostlyStartClassifier(), train_dataloaders=random_classification_loader(), options=options, **FAST
     )

@@ -16,6 +16,10 @@ def test_smooth_is_the_bias_corrected_moving_average():
     # m3 = 0.5*2 + 0.5*3 = 2.5 -> 2.5/(1-0.125) = 20/7
     assert smooth(losses, beta) == pytest.approx([4.0, 8 / 3, 20 / 7])
     assert smooth(losses, 0.0) == losses
+    assert math.isnan(smooth([4.0, float("nan"), 3.0], beta)[1])  # passed through, not averaged in
+    assert smooth([4.0, float("nan"), 3.0], beta)[2] == pytest.approx(smooth([4.0, 3.0], beta)[1])
+    with pytest.raises(ValueError, match=r"`smoothing` must be in \[0, 1\), got 1.0"):
+        smooth(losses, 1.0)
 
 
 def test_centred_average_has_no_lag():
