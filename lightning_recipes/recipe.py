@@ -19,13 +19,13 @@ from lightning_recipes._validation import (
     check_non_negative,
     check_positive,
 )
-from lightning_recipes.optim._common import check_implementation
 from lightning_recipes.optim.names import (
     OPTIMIZERS,
     RECIPE_OPTIMIZERS,
     SCHEDULES,
     OptimizerName,
     ScheduleName,
+    check_implementation,
 )
 from lightning_recipes.optim.param_groups import check_layer_decay, check_lr_scale
 from lightning_recipes.optim.schedules import warmup_fields

@@ -20,19 +20,18 @@ from __future__ import annotations
 import functools
 import threading
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
-from typing import Any, ClassVar, Literal, NamedTuple, TypeVar, cast
+from typing import Any, ClassVar, NamedTuple, TypeVar, cast
 
 import torch
 from torch import Tensor
 
-from lightning_recipes._deprecation import warn_deprecated
 from lightning_recipes._validation import (
     check_beta,
     check_betas,
-    check_choice,
     check_non_negative,
     check_positive,
 )
+from lightning_recipes.optim.names import IMPLEMENTATIONS, Implementation, check_implementation
 
 __all__ = [
     "FOREACH_CHUNK_NUMEL",
@@ -60,25 +59,11 @@ __all__ = [
     "split_for_native",
 ]
 
-Implementation = Literal["auto", "for_loop", "foreach", "native", "compiled"]
-IMPLEMENTATIONS: tuple[str, ...] = ("auto", "for_loop", "foreach", "native")
 # The foreach path works on chunks of at most this many elements, so that its temporaries (two chunk-sized
 # lists) stay bounded: 32M elements on accelerators (few launches per step even for a 350M model), 256K on
 # CPU (small chunks stay in cache). Measurements: benchmarks/RESULTS.md.
 FOREACH_CHUNK_NUMEL = 1 << 25
 FOREACH_CHUNK_NUMEL_CPU = 1 << 18
-
-
-def check_implementation(implementation: Any) -> None:
-    """Raise for an unknown implementation; warn for the removed ``"compiled"`` (it runs as ``"auto"``)."""
-    if implementation == "compiled":
-        warn_deprecated(
-            "implementation='compiled' is deprecated and runs as 'auto' (the torch.compile path was never "
-            "the fastest: benchmarks/RESULTS.md); pass 'auto', 'native', 'foreach' or 'for_loop'.",
-            stacklevel=4,
-        )
-        return
-    check_choice("implementation", implementation, IMPLEMENTATIONS)
 
 
 def group_by_device_and_dtype(*lists: Sequence[Tensor]) -> Iterator[tuple[list[Tensor], ...]]:
