@@ -75,8 +75,9 @@ class EarlyStopping(_LightningEarlyStopping):
         restored_best_weights: Whether ``on_train_end`` loaded the best weights.
 
     Raises:
-        ValueError / TypeError: On an invalid argument, at construction. Wherever Lightning's constructor
-            raises, ours raises an instance of the same type too (``MisconfigurationException`` for ``mode``).
+        ValueError: On an invalid argument value, at construction. Wherever Lightning's constructor raises,
+            ours raises an instance of the same type too (``MisconfigurationException`` for ``mode``).
+        TypeError: On an argument of the wrong type, at construction.
         RuntimeError: If ``strict`` and ``monitor`` was not logged.
 
     Example:

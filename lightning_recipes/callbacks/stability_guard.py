@@ -118,7 +118,8 @@ class StabilityGuard(Callback):
         val_monitor: The logged validation loss that vetoes a give-up over spikes (``None``: never).
 
     Raises:
-        ValueError / TypeError: On an invalid argument, or ``mode="rollback"`` with a sharded strategy.
+        ValueError: On an invalid argument value, or ``mode="rollback"`` with a sharded strategy.
+        TypeError: On an argument of the wrong type.
         RuntimeError: ``mode="raise"`` at the first fault; ``mode="rollback"`` when giving up (every rank).
 
     Logged keys (at an event only, straight to ``trainer.loggers``): ``stability/event_step`` (the bad step),

@@ -233,7 +233,7 @@ class Preflight(Callback):
 
     Checks run on copies with the Trainer's device, precision and loaders; every rank runs them and "any
     check failed" is reduced across ranks, so all raise together. A resumed run skips them; sharded strategies
-    skip (run :func:`lightning_recipes.preflight` on the unsharded model). Logged: ``preflight/<check>``.
+    skip (run :func:`lightning_recipes.preflight` on the unsharded model).
 
     Cost: what the chosen checks cost, once per ``fit``; two to three copies of the model.
 
@@ -269,6 +269,10 @@ class Preflight(Callback):
         >>> trainer.fit(TinyClassifier(), random_classification_loader())
         >>> preflight.report.ok, preflight.report["init_loss"].status
         (True, 'pass')
+
+    Logged keys (rank zero, step 0): ``preflight/init_loss`` (the initial loss), ``preflight/overfit_batch``
+    (best / initial loss), ``preflight/input_independence`` (relative gain over zeroed inputs),
+    ``preflight/batch_independence`` (cross-sample / own-sample effect).
     """
 
     def __init__(

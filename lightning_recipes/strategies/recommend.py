@@ -152,8 +152,9 @@ def recommend_strategy(
     to every rung.
 
     Args:
-        model_or_num_params, optimizer, precision, devices, num_nodes, sample_batch, block_classes,
-            forward_fn: As for :func:`~lightning_recipes.strategies.estimate_memory`.
+        model_or_num_params: The model or its parameter count; it, ``optimizer``, ``precision``, ``devices``,
+            ``num_nodes``, ``sample_batch``, ``block_classes`` and ``forward_fn`` are as for
+            :func:`~lightning_recipes.strategies.estimate_memory`.
         device_memory_gb: Memory of one device in GiB (80 for an A100/H100 80GB).
         family: ``"fsdp"``, ``"fsdp2"`` or ``"deepspeed"``.
         headroom: Fraction of memory kept free for the CUDA context, buffers and fragmentation.
