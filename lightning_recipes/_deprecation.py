@@ -17,9 +17,12 @@ Example:
 
 from __future__ import annotations
 
+import sys
+import types
 import warnings
+from typing import Any
 
-__all__ = ["LightningRecipesDeprecationWarning", "warn_deprecated"]
+__all__ = ["LightningRecipesDeprecationWarning", "moved_module", "warn_deprecated"]
 
 
 class LightningRecipesDeprecationWarning(FutureWarning):
@@ -45,3 +48,36 @@ def warn_deprecated(message: str, stacklevel: int = 2) -> None:
         '`old` is deprecated: use `new`.'
     """
     warnings.warn(message, LightningRecipesDeprecationWarning, stacklevel=stacklevel + 1)
+
+
+class _MovedModule(types.ModuleType):
+    """An old module path: each name read from it warns and comes from the first new module that has it."""
+
+    def __init__(self, old: str, new: tuple[types.ModuleType, ...]) -> None:
+        super().__init__(old)
+        self._new = new
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        for module in self._new:
+            if hasattr(module, name):
+                warn_deprecated(f"`{self.__name__}` is deprecated: import `{name}` from `{module.__name__}`.")
+                return getattr(module, name)
+        raise AttributeError(f"module {self.__name__!r} has no attribute {name!r}")
+
+
+def moved_module(old: str, *new: types.ModuleType) -> None:
+    """Keep the module path ``old`` importable after its contents moved to ``new``: every name read from it
+    warns (:func:`warn_deprecated`) and is the new module's object.
+
+    Example:
+        >>> import warnings
+        >>> from lightning_recipes.optim import layer_depths
+        >>> with warnings.catch_warnings(record=True) as caught:
+        ...     warnings.simplefilter("always")
+        ...     from lightning_recipes.optim.layer_decay import layer_depths as old
+        >>> old is layer_depths, "optim.param_groups" in str(caught[0].message)
+        (True, True)
+    """
+    sys.modules.setdefault(old, _MovedModule(old, new))

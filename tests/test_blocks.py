@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 import pytest
 from torch import nn
 
 import lightning_recipes._blocks as blocks
+import lightning_recipes.optim.param_groups  # noqa: F401  (the module, for layer_decay below)
 from lightning_recipes import strategies
-from lightning_recipes.optim import layer_decay
 from lightning_recipes.testing import TinyTransformerLM, TransformerBlock
 from lightning_recipes.tune import _speed_options
 
+layer_decay = sys.modules[
+    "lightning_recipes.optim.param_groups"
+]  # the module (the package's name is the function)
 PACKAGE = Path(__file__).resolve().parents[1] / "lightning_recipes"
 
 

@@ -17,6 +17,9 @@ Example:
     (True, 0)
 """
 
+import importlib
+
+from lightning_recipes._deprecation import moved_module
 from lightning_recipes.harness.forward_capture import ForwardCapture, first_tensor
 from lightning_recipes.harness.harness import Harness
 from lightning_recipes.harness.isolation import (
@@ -57,3 +60,6 @@ __all__ = [
     "resolve_fit_data",
     "tensors_of",
 ]
+
+moved_module(f"{__name__}.errors", importlib.import_module(f"{__name__}.isolation"))  # merged (0.2.0)
+moved_module(f"{__name__}.fit_data", importlib.import_module(f"{__name__}.loaders"))  # merged (0.2.0)

@@ -128,6 +128,8 @@ _ROWS: dict[str, tuple[str, dict[str, Any], str]] = {
         "DeepSpeed ZeRO-3 with parameters and optimizer on CPU",
     ),
 }
+#: The one table of presets, name -> :class:`Preset` (``Trainer(strategy="recipes_<name>")`` or
+#: :func:`preset` builds from it; the memory estimator reads each record's layout).
 PRESETS: dict[str, Preset] = {
     name: Preset(
         engine, {"gradient_as_bucket_view": True, **args} if engine == "ddp" else args, text, LAYOUTS[name]
