@@ -39,10 +39,11 @@ lint: install
 # The docs site is built first (strictly), and tests/docs reads that build rather than building its own.
 # The docs build runs the notebooks afresh (its notebook cache is cleared first), and tests/test_notebooks.py reads
 # their outputs from that build instead of running them a second time.
+# Every test's time lands in build/test-results.xml (JUnit XML), for the suite's cost by directory.
 test: lint
 	rm -rf docs/_build/.jupyter_smoke1
 	$(MAKE) docs
-	LR_DOCS_HTML=docs/_build/html $(PY) -m pytest -n $(TEST_WORKERS) --durations=25
+	LR_DOCS_HTML=docs/_build/html $(PY) -m pytest -n $(TEST_WORKERS) --durations=25 --junitxml=build/test-results.xml
 
 # The developer's loop: the suite without the tests marked `slow` (`make test` and CI run them), no lint/docs.
 test-fast: install
@@ -70,7 +71,7 @@ $(FLOOR_VENV)/.installed: $(VENV)/.installed Makefile
 
 test-floor: $(FLOOR_VENV)/.installed
 	$(FLOOR_VENV)/bin/python -c "import lightning; assert lightning.__version__ == '$(LIGHTNING_FLOOR)', lightning.__version__"
-	$(FLOOR_VENV)/bin/python -m pytest tests -n $(TEST_WORKERS) -q -p no:cacheprovider -m floor
+	$(FLOOR_VENV)/bin/python -m pytest tests -n $(TEST_WORKERS) -q -p no:cacheprovider -m floor --junitxml=build/test-results-floor.xml
 
 bench: install
 	# public optimizers to compare against, with --no-deps: timm would pull torchvision (a CUDA build that cannot
