@@ -27,7 +27,7 @@ from torch.utils.data import DataLoader, Dataset, TensorDataset
 from lightning_recipes.data import CharLMDataModule, DigitsDataModule
 from lightning_recipes.mixins import AdamWRecipe
 from lightning_recipes.testing import DigitsCNN, TinyTransformerLM
-from tests.helpers.token_tasks import TokenTask, tiny_bert_classifier
+from lightning_recipes.testing.token_tasks import TokenTask, tiny_bert_classifier
 
 
 class BertClassifier(AdamWRecipe, pl.LightningModule):

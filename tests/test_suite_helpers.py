@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 
 from lightning_recipes.callbacks import input_pipeline_monitor
+from lightning_recipes.testing.token_tasks import TokenTask
 from tests.helpers import gallery_proofs, speed
 from tests.helpers.floor import FLOOR_TESTS, integration_points
 from tests.helpers.health_gallery import StallClock
-from tests.helpers.token_tasks import TokenTask
 
 
 def test_every_integration_point_with_lightning_has_a_test_in_the_floor_pass() -> None:

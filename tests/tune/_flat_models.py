@@ -14,7 +14,7 @@ from torch.utils.data import DataLoader
 from lightning_recipes import OptimizerRecipe
 from lightning_recipes.mixins import AdamWRecipe
 from lightning_recipes.testing import TinyClassifier
-from tests.helpers.token_tasks import TokenTask, tiny_bert_classifier
+from lightning_recipes.testing.token_tasks import TokenTask, tiny_bert_classifier
 
 
 def XorTokens(count: int = 512, seed: int = 1) -> TokenTask:
