@@ -19,7 +19,7 @@ Example:
      'overfit_batch', 'input_independence']
 """
 
-from lightning_recipes.checks.base import SanityCheck
+from lightning_recipes.checks.base import SanityCheck, perturbed
 from lightning_recipes.checks.batch_independence_check import BatchIndependenceCheck
 from lightning_recipes.checks.causality_check import CausalityCheck
 from lightning_recipes.checks.data_check import DataCheck
@@ -33,7 +33,13 @@ from lightning_recipes.checks.optimization_check import OptimizationCheck
 from lightning_recipes.checks.overfit_batch_check import OverfitBatchCheck
 from lightning_recipes.checks.padding_check import PaddingCheck
 from lightning_recipes.checks.preflight import CHECKS, Preflight, preflight
-from lightning_recipes.checks.report import CheckResult, CheckSkipped, PreflightError, PreflightReport
+from lightning_recipes.checks.report import (
+    CheckInconclusive,
+    CheckResult,
+    CheckSkipped,
+    PreflightError,
+    PreflightReport,
+)
 from lightning_recipes.checks.schedule_check import ScheduleCheck
 from lightning_recipes.checks.split_overlap_check import SplitOverlapCheck
 from lightning_recipes.checks.target_leakage_check import TargetLeakageCheck
@@ -46,6 +52,7 @@ __all__ = [
     "BatchIndependenceCheck",
     "CausalityCheck",
     "CheckContext",
+    "CheckInconclusive",
     "CheckResult",
     "CheckSkipped",
     "DataCheck",
@@ -67,5 +74,6 @@ __all__ = [
     "SplitOverlapCheck",
     "TargetLeakageCheck",
     "ValidationPathCheck",
+    "perturbed",
     "preflight",
 ]

@@ -57,7 +57,7 @@ class PreflightOptions:
         target_key: Index or key of the target tensor (``None``: ``batch[-1]`` or ``"y"``, ``"labels"``, ...).
         num_classes: Number of classes, when shapes cannot tell (``>= 2``).
         seed: Seed the checks run under.
-        num_threads: torch intra-op threads while the checks run on a CPU (``None``: left alone).
+        num_threads: torch intra-op threads while the checks run on a CPU (default 1; ``None``: left alone).
         time_budget: Seconds per check on the default budget (``None``: unlimited).
         total_time_budget: Seconds for the whole run (``None``: no cap).
         progress: Show one transient progress line while the checks run (stderr, rank zero, only when it is
@@ -86,7 +86,7 @@ class PreflightOptions:
     target_key: Key = None
     num_classes: int | None = None
     seed: int = 0
-    num_threads: int | None = None
+    num_threads: int | None = 1
     time_budget: float | None = DEFAULT_TIME_BUDGET
     total_time_budget: float | None = DEFAULT_TOTAL_TIME_BUDGET
     progress: bool = True

@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 import traceback
 from abc import abstractmethod
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, ClassVar, Literal
 
 import lightning.pytorch as pl
@@ -16,18 +18,25 @@ from lightning_recipes._validation import check_choice
 from lightning_recipes.checks._budget import DEFAULT_TIME_BUDGET, BudgetExceeded, hard_limit, time_budget
 from lightning_recipes.checks._options import ON_FAIL, PreflightOptions, TimeBudget, check_time_budget
 from lightning_recipes.checks._runner import run_in_trainer
-from lightning_recipes.checks.report import CheckResult, CheckSkipped, PreflightReport
+from lightning_recipes.checks.report import CheckInconclusive, CheckResult, CheckSkipped, PreflightReport
 from lightning_recipes.harness import CannotRunOnCopy
 from lightning_recipes.harness import Harness as CheckContext
 from lightning_recipes.harness.batches import Key, check_key
 from lightning_recipes.harness.isolation import preserved_rng
 
-__all__ = ["DEFAULT_TIME_BUDGET", "SanityCheck", "TimeBudget", "check_time_budget", "error_result"]
+__all__ = [
+    "DEFAULT_TIME_BUDGET",
+    "SanityCheck",
+    "TimeBudget",
+    "check_time_budget",
+    "error_result",
+    "perturbed",
+]
 
 
 def error_result(name: str, err: BaseException) -> CheckResult:
-    """The ``error`` result of check ``name`` that raised ``err``: the exception, where it was raised (the
-    innermost frame) and what to do, visible in the report instead of a quiet skip.
+    """The ``error`` result of check ``name`` that raised ``err``: the exception and where it was raised (the
+    innermost frame) as evidence, and what to do.
 
     Example:
         >>> try:
@@ -38,29 +47,49 @@ def error_result(name: str, err: BaseException) -> CheckResult:
         ('error', 'IndexError: list index out of range')
     """
     frames = traceback.extract_tb(err.__traceback__)
-    where = f" at {frames[-1].filename}:{frames[-1].lineno} in {frames[-1].name}" if frames else ""
+    where = f"{frames[-1].filename}:{frames[-1].lineno} in {frames[-1].name}" if frames else ""
     if isinstance(err, RuntimeError) and "not attached to a `Trainer`" in str(err):
         user = next((f for f in reversed(frames) if "/lightning/" not in f.filename.replace("\\", "/")), None)
         line = f" ({user.filename}:{user.lineno}: `{user.line}`)" if user is not None and user.line else ""
-        todo = (
-            f"Your code reads `self.trainer`{line}, and the checks run `training_step` on a copy of the "
-            "module with no Trainer attached (`self.log`/`self.log_dict` are fine there: they do nothing). "
-            "Use `self.global_step`/`self.current_epoch` (0 without a Trainer), or guard the line with "
-            "`if self._trainer is not None:`, so that the check can judge the model"
+        action = (
+            f"Your code reads `self.trainer`{line}, and the check runs it on a copy with no Trainer: use "
+            "`self.global_step`/`self.current_epoch`, or guard it with `if self._trainer is not None:`."
         )
     else:
-        todo = (
-            "It runs your `training_step`/`forward` on a copy of the module (most checks with no Trainer "
-            "attached): if the error is in your code, pass `input_key`/`target_key` or leave this check "
-            "out; if it is in lightning_recipes, please report it with this message"
+        action = (
+            "If the error is in your code, pass `input_key`/`target_key` or leave this check out; if it is "
+            "in lightning_recipes, please report it."
         )
+    summary = f"the check raised {type(err).__name__} and says nothing about the model"
     return CheckResult(
-        name,
-        "error",
-        f"error: the check could not finish ({type(err).__name__}: {err}{where}), so it says nothing about "
-        f"the model. {todo}.",
-        {"error": f"{type(err).__name__}: {err}", "where": where.removeprefix(" at ")},
+        name, "error", summary, {"error": f"{type(err).__name__}: {err}", "where": where}, action=action
     )
+
+
+@contextmanager
+def perturbed(what: str) -> Iterator[None]:
+    """Run the user's code on an input the check changed (``what``: "zeroed inputs", "a shuffled batch"); when
+    that code raises, the check abstains (``inconclusive``, saying why) instead of reporting an error.
+
+    Example:
+        >>> from lightning_recipes.checks.report import CheckInconclusive
+        >>> try:
+        ...     with perturbed("empty sequences"):
+        ...         raise ValueError("lengths must be > 0")
+        ... except CheckInconclusive as abstained:
+        ...     print(abstained)
+        your code raised ValueError on empty sequences (lengths must be > 0), so this check cannot judge
+    """
+    try:
+        yield
+    except (CheckSkipped, CheckInconclusive, CannotRunOnCopy):
+        raise
+    except Exception as err:
+        detail = str(err).splitlines()[0][:80] if str(err) else ""
+        said = f" ({detail})" if detail else ""
+        raise CheckInconclusive(
+            f"your code raised {type(err).__name__} on {what}{said}, so this check cannot judge"
+        ) from err
 
 
 class SanityCheck(Callback):
@@ -164,6 +193,8 @@ class SanityCheck(Callback):
             result = self._stopped(budget, time.perf_counter() - started)
         except (CheckSkipped, CannotRunOnCopy) as reason:  # the check's own skip, or the harness's
             result = CheckResult(self.name, "skip", f"skipped: {reason}")
+        except CheckInconclusive as reason:
+            result = CheckResult(self.name, "inconclusive", str(reason), {"abstained": str(reason)})
         except Exception as err:  # the check, or the user's code it called on a copy, raised: show it
             result = error_result(self.name, err)
         finally:
@@ -174,13 +205,7 @@ class SanityCheck(Callback):
             and result.seconds > hard_limit(budget)
             and "stopped_by_budget" not in result.details
         ):
-            over = result.seconds - budget
-            result.message += (
-                f" (Took {result.seconds:.1f} s, {over:.1f} s over its {budget:g} s time budget: the check "
-                "does not stop at its budget here. Try: a larger `time_budget`, or `num_threads=1` on a busy "
-                "CPU.)"
-            )
-            result.details["over_budget_s"] = round(over, 3)
+            result.details["over_budget_s"] = round(result.seconds - budget, 3)  # ran past its safety cap
         self.result = result
         return result
 
@@ -192,10 +217,9 @@ class SanityCheck(Callback):
         return CheckResult(
             self.name,
             "inconclusive",
-            f"stopped by its time budget: still running after {seconds:.1f} s ({budget:g} s budget, stopped "
-            f"at {hard_limit(budget or 0.0):g} s), so no verdict. Try: `time_budget=` larger for this check "
-            "(or None), `num_threads=1` on a busy CPU, or fewer steps/samples in the check's arguments.",
-            {"stopped_by_budget": True, "time_budget_s": budget},
+            f"stopped by its {budget:g} s safety cap after {seconds:.1f} s, before its work was done",
+            {"stopped_by_budget": True, "time_budget_s": budget, "seconds": round(seconds, 3)},
+            action="Give it a larger `time_budget=` (or None), or fewer steps/samples in its arguments.",
         )
 
     @override

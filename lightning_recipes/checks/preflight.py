@@ -110,7 +110,7 @@ def preflight(
     num_classes: int | None = None,
     device: torch.device | str | None = None,
     seed: int = 0,
-    num_threads: int | None = None,
+    num_threads: int | None = 1,
     print_report: bool = False,
     verbose: bool = False,
     time_budget: float | None = DEFAULT_TIME_BUDGET,
@@ -139,8 +139,8 @@ def preflight(
         num_classes: Number of classes, when shapes cannot tell.
         device: Device for the copies and batches; default: the model's.
         seed: Seed the checks run under (isolated from the caller's RNG).
-        num_threads: torch intra-op threads while the checks run on a CPU (restored after); ``None`` leaves
-            them alone. ``1`` is fastest for small models on a busy CPU (see ``benchmarks/RESULTS.md``).
+        num_threads: torch intra-op threads while the checks run on a CPU (restored after); default 1, the
+            fastest for small trial fits and the same on a busy machine; ``None`` leaves them alone.
         print_report: Print the report (rich) before returning: one line per check, the whole message only
             for ``warn``/``fail``/``error``/``inconclusive``.
         verbose: With ``print_report``, print every check's whole message and time (the full table).
@@ -249,7 +249,7 @@ class Preflight(Callback):
         num_classes: Number of classes, when the output shapes cannot tell.
         seed: Seed the checks run under (their RNG is isolated from the run's).
         num_threads: torch intra-op threads while the checks run on a CPU (restored before training);
-            ``None`` leaves them alone.
+            default 1; ``None`` leaves them alone.
         time_budget: Wall-clock seconds per check (for checks whose own ``time_budget`` is ``"default"``);
             ``None`` = unlimited. See :func:`~lightning_recipes.checks.preflight`.
         progress: Show one transient progress line while the checks run (rank zero, stderr a terminal, and
@@ -284,7 +284,7 @@ class Preflight(Callback):
         target_key: Key = None,
         num_classes: int | None = None,
         seed: int = 0,
-        num_threads: int | None = None,
+        num_threads: int | None = 1,
         time_budget: float | None = DEFAULT_TIME_BUDGET,
         progress: bool = True,
         total_time_budget: float | None = DEFAULT_TOTAL_TIME_BUDGET,

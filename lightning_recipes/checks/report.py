@@ -15,7 +15,18 @@ from typing import Any, Literal
 from lightning_recipes._console import escape, has_rich, new_table, render, strip_markup
 from lightning_recipes._jsonable import jsonable
 
-__all__ = ["JUDGED", "STATUSES", "CheckResult", "CheckSkipped", "PreflightError", "PreflightReport", "Status"]
+__all__ = [
+    "GUIDE",
+    "JUDGED",
+    "STATUSES",
+    "SUMMARY_LIMIT",
+    "CheckInconclusive",
+    "CheckResult",
+    "CheckSkipped",
+    "PreflightError",
+    "PreflightReport",
+    "Status",
+]
 
 
 Status = Literal["pass", "warn", "fail", "inconclusive", "skip", "error"]
@@ -28,36 +39,66 @@ class CheckSkipped(Exception):
     """Raised inside a check that cannot run on this model or data; the message says why and what to pass."""
 
 
+class CheckInconclusive(Exception):
+    """Raised inside a check that ran but cannot judge (the evidence is within its noise, or the user's code
+    raised on an input the check perturbed); the message says why. The result is ``inconclusive``."""
+
+
+#: Where each check's long explanation lives: the preflight guide, one section per check (``#<name>``).
+GUIDE = "docs/guides/preflight.md"
+#: The longest summary a built-in check writes (characters): one sentence with its numbers.
+SUMMARY_LIMIT = 120
+
+
 @dataclass
 class CheckResult:
-    """The outcome of one check.
+    """The outcome of one check: a one-sentence summary with the numbers, the evidence as fields, one action.
 
     Attributes:
         name: The check's short name (``"init_loss"``, ``"grad_flow"``, ...).
-        status: ``"pass"``, ``"warn"`` (suspicious, training may still be fine), ``"fail"`` (a bug that makes
-            training silently worse), ``"inconclusive"`` (the check ran but the evidence is within its noise
-            or its budget ended it; the message says what to do), ``"skip"`` (the check does not apply to this
-            model or data; the message says why and what to pass) or ``"error"`` (the check itself, or the
-            user's code it called on a copy, raised; the message has the exception).
-        message: What was measured, what was expected, the likely causes and what to try.
-        details: JSON-serialisable numbers behind the message (measured/expected values, curves, names).
+        status: ``"pass"``, ``"warn"`` (suspicious, training may still be fine), ``"fail"`` (a bug that
+            makes training silently worse), ``"inconclusive"`` (the check ran but cannot judge: its evidence
+            is within its noise, its safety cap stopped it, or your code raised on an input it perturbed),
+            ``"skip"`` (the check does not apply to this model or data) or ``"error"`` (the check raised).
+        summary: One sentence, with the numbers (built-in checks keep it to :data:`SUMMARY_LIMIT` characters).
+        details: The evidence: JSON-serialisable fields (measured/expected values, noise, names).
         seconds: Wall time the check took.
+        action: What to do, one sentence (``""`` when there is nothing to do).
+
+    ``message`` is the summary followed by the action; ``guide`` is where the long explanation is.
 
     Example:
-        >>> r = CheckResult("init_loss", "pass", "loss 2.30 ≈ ln 10", {"measured": 2.30})
-        >>> r.failed, r.to_dict()["status"]
-        (False, 'pass')
+        >>> r = CheckResult("init_loss", "fail", "loss 4.1 at init, expected ln 10 = 2.30 ± 0.05",
+        ...                 {"measured": 4.1, "expected": 2.30}, action="Zero the last layer's bias.")
+        >>> r.failed, r.message
+        (True, "loss 4.1 at init, expected ln 10 = 2.30 ± 0.05. Zero the last layer's bias.")
+        >>> r.guide
+        'docs/guides/preflight.md#init_loss'
     """
 
     name: str
     status: Status
-    message: str
+    summary: str
     details: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
+    action: str = ""
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
             raise ValueError(f"`status` must be one of {STATUSES}, got {self.status!r}.")
+
+    @property
+    def message(self) -> str:
+        """The summary, then the action (one line of text)."""
+        if not self.action:
+            return self.summary
+        summary = self.summary.rstrip()
+        return f"{summary}{'' if summary.endswith(('.', '!', '?')) else '.'} {self.action}"
+
+    @property
+    def guide(self) -> str:
+        """The guide section that explains this check at length."""
+        return f"{GUIDE}#{self.name}"
 
     @property
     def failed(self) -> bool:
@@ -72,19 +113,24 @@ class CheckResult:
         return {
             "name": self.name,
             "status": self.status,
+            "summary": self.summary,
+            "action": self.action,
             "message": self.message,
+            "guide": self.guide,
             "details": jsonable(self.details, nonfinite_as_str=True, max_tensor_elements=None, fallback=str),
             "seconds": round(self.seconds, 4),
         }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CheckResult:
+        """The result :meth:`to_dict` wrote (also one written before results had a summary and an action)."""
         return cls(
             name=str(data.get("name", "?")),
             status=data.get("status", "skip"),
-            message=str(data.get("message", "")),
+            summary=str(data.get("summary", data.get("message", ""))),
             details=dict(data.get("details", {})),
             seconds=float(data.get("seconds", 0.0)),
+            action=str(data.get("action", "")),
         )
 
 

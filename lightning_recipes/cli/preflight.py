@@ -78,7 +78,7 @@ _OPTIONS: tuple[Option, ...] = (
      "index or key of the input tensor in a batch (default: batch[0], or 'x', 'input_ids', ...)"),
     ("target_key", int | str | None, None,
      "index or key of the target tensor in a batch (default: batch[-1], or 'y', 'labels', ...)"),
-    ("num_threads", int | None, None, "torch CPU threads during the checks (default: torch's)"),
+    ("num_threads", int | None, 1, "torch CPU threads during the checks (default 1: fastest for trial fits)"),
     ("time_budget", float | None, DEFAULT_TIME_BUDGET,
      f"wall-clock seconds per check; null = unlimited (default: {DEFAULT_TIME_BUDGET:g})"),
     ("progress", bool, True, "show one progress line while the checks run (on a terminal; default: true)"),

@@ -35,10 +35,23 @@ def test_report_matches_the_one_saved_before_the_move():
     # the checks that existed when the fixture was saved (checks added since have no saved result)
     names = [result["name"] for result in saved["results"]]
     report = preflight(model, train_dataloaders=loader, checks=names, num_threads=1)
-    # statuses, messages and details, numbers to 12 significant digits: the one statistics module (issue #33)
-    # computes input_independence's noise in another order of operations, one ulp from the saved value
-    assert _to_12_digits(fixtures.normalised(report.to_dict())) == _to_12_digits(saved)
-    assert PreflightReport.from_dict(saved).to_dict() == saved
+    # statuses and evidence (details), numbers to 12 significant digits: the one statistics module (issue #33)
+    # computes input_independence's noise in another order of operations, one ulp from the saved value. The
+    # wording is not compared: since issue #34 a result is a one-sentence summary and an action.
+    now = fixtures.normalised(report.to_dict())
+    assert [(r["name"], r["status"]) for r in now["results"]] == [
+        (r["name"], r["status"]) for r in saved["results"]
+    ]
+    assert _to_12_digits([r["details"] for r in now["results"]]) == _to_12_digits(
+        [r["details"] for r in saved["results"]]
+    )
+    assert {k: v for k, v in now.items() if k != "results"} == {
+        k: v for k, v in saved.items() if k != "results"
+    }
+    loaded = PreflightReport.from_dict(saved)  # a report saved before summaries and actions still loads
+    assert [(r.name, r.status, r.message, r.action) for r in loaded] == [
+        (r["name"], r["status"], r["message"], "") for r in saved["results"]
+    ]
 
 
 def _to_12_digits(value):

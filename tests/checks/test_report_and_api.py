@@ -201,6 +201,59 @@ def test_custom_check_plugs_into_preflight():
     assert report["loss_below_10"].status == "fail"
 
 
+def test_user_code_that_raises_on_a_perturbed_input_makes_the_check_abstain_not_error():
+    """Understand or abstain (#34): the user's code raising on an input the check changed is `inconclusive`
+    with why; the same exception outside `perturbed` is an `error` (the check's own failure)."""
+    from lightning_recipes.checks import SanityCheck, perturbed
+
+    class ZeroedInputs(SanityCheck):
+        name = "zeroed"
+
+        def __init__(self, guarded: bool) -> None:
+            super().__init__()
+            self.guarded = guarded
+
+        def check(self, context):
+            model = context.copy_model()
+            x, _y = context.train_batches(1)[0]
+
+            def run() -> None:
+                if not x.mul(0).abs().sum().gt(0):  # what a user's packing code does on all-zero lengths
+                    raise RuntimeError("Length of all samples has to be greater than 0")
+
+            if self.guarded:
+                with perturbed("zeroed inputs"):
+                    run()
+            else:
+                run()
+            return CheckResult(self.name, "pass", "unreachable", {"model": type(model).__name__})
+
+    guarded = preflight(M.MLP(), train_dataloaders=M.loader(), checks=[ZeroedInputs(True)])["zeroed"]
+    assert (
+        guarded.status == "inconclusive" and "RuntimeError on zeroed inputs" in guarded.details["abstained"]
+    )
+    assert (
+        preflight(M.MLP(), train_dataloaders=M.loader(), checks=[ZeroedInputs(False)])["zeroed"].status
+        == "error"
+    )
+
+
+def test_a_result_is_a_summary_evidence_and_one_action():
+    result = CheckResult(
+        "init_loss", "fail", "loss 4.1 at init, expected 2.30", {"measured": 4.1}, action="Fix it."
+    )
+    record = result.to_dict()
+    assert (record["summary"], record["action"], record["details"]) == (
+        "loss 4.1 at init, expected 2.30",
+        "Fix it.",
+        {"measured": 4.1},
+    )
+    assert record["message"] == "loss 4.1 at init, expected 2.30. Fix it." and record["guide"].endswith(
+        "#init_loss"
+    )
+    assert CheckResult.from_dict(record) == result
+
+
 @pytest.mark.gpu
 def test_preflight_on_cuda_with_mixed_precision(tmp_path):
     """On a GPU: copies and batches live on CUDA, autocast reaches the checks, the report passes."""

@@ -1,9 +1,9 @@
-"""The sealed gallery of issue #34: real, silent bugs and healthy look-alikes in task types the checks were not
-built on, written blind (without reading ``lightning_recipes/checks`` or its tests) and not run through the
-preflight until the one scoring run at the end of the work (``tests/checks/test_sealed_gallery_score.py``).
+"""The sealed gallery of issue #34: real, silent bugs and healthy look-alikes in task types the checks were
+not built on, written blind (without reading ``lightning_recipes/checks`` or its tests) and not run through
+the preflight until the one scoring run at the end of the work.
 
-Each module defines ``BUGS`` and ``HEALTHY`` (lists of :class:`SealedCase`). Every bug is proved real against its
-healthy twin with plain torch and Lightning (``test_proofs_*.py`` in this folder, run by ``make gallery-proofs``).
+Each module defines ``BUGS`` and ``HEALTHY`` (lists of :class:`SealedCase`). Every bug is proved real against
+its healthy twin with plain torch and Lightning (``test_proofs_*.py`` here, run by ``make gallery-proofs``).
 """
 
 from __future__ import annotations
@@ -24,8 +24,9 @@ class SealedCase:
         task: The task type (``"contrastive"``, ``"VAE"``, ``"seq2seq"``, ``"quantile regression"``, ...).
         model: Builds the ``LightningModule`` (a fresh one per call, from the global RNG).
         data: Builds the keyword arguments of ``preflight`` that carry the data: ``train_dataloaders``,
-            ``val_dataloaders`` and, where a user would pass them, ``input_key``/``target_key``/``num_classes``.
-        bug: One sentence: what is wrong, as a user would find it after the fact; ``None`` for a healthy model.
+            ``val_dataloaders`` and, where a user would pass them, ``input_key``, ``target_key``,
+            ``num_classes``.
+        bug: One sentence: what is wrong, as a user would find it afterwards; ``None`` for a healthy model.
         invariant: The property of a correct training loop the bug breaks (``""`` for a healthy model).
     """
 
