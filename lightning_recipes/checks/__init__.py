@@ -6,7 +6,9 @@ callback does the same inside ``trainer.fit``; each ``*Check`` also works alone 
 is the command line (``lightning_recipes/cli/preflight.py``).
 
 Layout: ``base.py`` (:class:`SanityCheck`), ``report.py`` (results, report, errors), ``preflight.py`` (the
-registry, ``preflight()``, ``Preflight``), one ``*_check.py`` per check. What a check sees is
+registry, ``preflight()``, ``Preflight``), and one ``*_check.py`` per check in the folder of the stage
+whose invariant it asserts: ``data/`` (what the loaders serve), ``model/`` (the forward pass), ``loss/`` (the
+loss and what learning it needs), ``loop/`` (the optimisation loop's state machines). What a check sees is
 :class:`CheckContext`, the check-facing name of :class:`lightning_recipes.harness.Harness` (the same class:
 trial runs on copies); the harness's ``CannotRunOnCopy`` becomes a ``skip`` result. Nothing here imports
 ``lightning_recipes.callbacks``.
@@ -19,19 +21,26 @@ Example:
      'overfit_batch', 'input_independence']
 """
 
+import importlib
+
+from lightning_recipes._deprecation import moved_module
 from lightning_recipes.checks.base import SanityCheck, perturbed
-from lightning_recipes.checks.batch_independence_check import BatchIndependenceCheck
-from lightning_recipes.checks.causality_check import CausalityCheck
-from lightning_recipes.checks.data_check import DataCheck
-from lightning_recipes.checks.eval_mode_check import EvalModeCheck
-from lightning_recipes.checks.grad_flow_check import GradFlowCheck
-from lightning_recipes.checks.init_loss_check import InitLossCheck
-from lightning_recipes.checks.input_independence_check import InputIndependenceCheck
-from lightning_recipes.checks.loader_check import LoaderCheck
-from lightning_recipes.checks.loss_check import LossCheck
-from lightning_recipes.checks.optimization_check import OptimizationCheck
-from lightning_recipes.checks.overfit_batch_check import OverfitBatchCheck
-from lightning_recipes.checks.padding_check import PaddingCheck
+from lightning_recipes.checks.data.data_check import DataCheck
+from lightning_recipes.checks.data.loader_check import LoaderCheck
+from lightning_recipes.checks.data.split_overlap_check import SplitOverlapCheck
+from lightning_recipes.checks.data.target_leakage_check import TargetLeakageCheck
+from lightning_recipes.checks.loop.optimization_check import OptimizationCheck
+from lightning_recipes.checks.loop.schedule_check import ScheduleCheck
+from lightning_recipes.checks.loop.validation_path_check import ValidationPathCheck
+from lightning_recipes.checks.loss.init_loss_check import InitLossCheck
+from lightning_recipes.checks.loss.input_independence_check import InputIndependenceCheck
+from lightning_recipes.checks.loss.loss_check import LossCheck
+from lightning_recipes.checks.loss.overfit_batch_check import OverfitBatchCheck
+from lightning_recipes.checks.model.batch_independence_check import BatchIndependenceCheck
+from lightning_recipes.checks.model.causality_check import CausalityCheck
+from lightning_recipes.checks.model.eval_mode_check import EvalModeCheck
+from lightning_recipes.checks.model.grad_flow_check import GradFlowCheck
+from lightning_recipes.checks.model.padding_check import PaddingCheck
 from lightning_recipes.checks.preflight import CHECKS, Preflight, preflight
 from lightning_recipes.checks.report import (
     CheckInconclusive,
@@ -40,10 +49,6 @@ from lightning_recipes.checks.report import (
     PreflightError,
     PreflightReport,
 )
-from lightning_recipes.checks.schedule_check import ScheduleCheck
-from lightning_recipes.checks.split_overlap_check import SplitOverlapCheck
-from lightning_recipes.checks.target_leakage_check import TargetLeakageCheck
-from lightning_recipes.checks.validation_path_check import ValidationPathCheck
 from lightning_recipes.harness import Harness as CheckContext  # the check-facing name of the harness
 from lightning_recipes.harness import LossCall
 
@@ -77,3 +82,24 @@ __all__ = [
     "perturbed",
     "preflight",
 ]
+
+# The checks' modules before they were grouped by stage (issue #34): still importable, with a warning.
+for _old, _new in (
+    ("batch_independence_check", "model.batch_independence_check"),
+    ("causality_check", "model.causality_check"),
+    ("data_check", "data.data_check"),
+    ("eval_mode_check", "model.eval_mode_check"),
+    ("grad_flow_check", "model.grad_flow_check"),
+    ("init_loss_check", "loss.init_loss_check"),
+    ("input_independence_check", "loss.input_independence_check"),
+    ("loader_check", "data.loader_check"),
+    ("loss_check", "loss.loss_check"),
+    ("optimization_check", "loop.optimization_check"),
+    ("overfit_batch_check", "loss.overfit_batch_check"),
+    ("padding_check", "model.padding_check"),
+    ("schedule_check", "loop.schedule_check"),
+    ("split_overlap_check", "data.split_overlap_check"),
+    ("target_leakage_check", "data.target_leakage_check"),
+    ("validation_path_check", "loop.validation_path_check"),
+):
+    moved_module(f"{__name__}.{_old}", importlib.import_module(f"{__name__}.{_new}"))

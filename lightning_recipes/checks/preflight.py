@@ -23,23 +23,23 @@ from lightning_recipes.checks._budget import DEFAULT_TIME_BUDGET
 from lightning_recipes.checks._options import DEFAULT_TOTAL_TIME_BUDGET, ON_FAIL, PreflightOptions
 from lightning_recipes.checks._runner import run_checks, run_in_trainer
 from lightning_recipes.checks.base import SanityCheck
-from lightning_recipes.checks.batch_independence_check import BatchIndependenceCheck
-from lightning_recipes.checks.causality_check import CausalityCheck
-from lightning_recipes.checks.data_check import DataCheck
-from lightning_recipes.checks.eval_mode_check import EvalModeCheck
-from lightning_recipes.checks.grad_flow_check import GradFlowCheck
-from lightning_recipes.checks.init_loss_check import InitLossCheck
-from lightning_recipes.checks.input_independence_check import InputIndependenceCheck
-from lightning_recipes.checks.loader_check import LoaderCheck
-from lightning_recipes.checks.loss_check import LossCheck
-from lightning_recipes.checks.optimization_check import OptimizationCheck
-from lightning_recipes.checks.overfit_batch_check import OverfitBatchCheck
-from lightning_recipes.checks.padding_check import PaddingCheck
+from lightning_recipes.checks.data.data_check import DataCheck
+from lightning_recipes.checks.data.loader_check import LoaderCheck
+from lightning_recipes.checks.data.split_overlap_check import SplitOverlapCheck
+from lightning_recipes.checks.data.target_leakage_check import TargetLeakageCheck
+from lightning_recipes.checks.loop.optimization_check import OptimizationCheck
+from lightning_recipes.checks.loop.schedule_check import ScheduleCheck
+from lightning_recipes.checks.loop.validation_path_check import ValidationPathCheck
+from lightning_recipes.checks.loss.init_loss_check import InitLossCheck
+from lightning_recipes.checks.loss.input_independence_check import InputIndependenceCheck
+from lightning_recipes.checks.loss.loss_check import LossCheck
+from lightning_recipes.checks.loss.overfit_batch_check import OverfitBatchCheck
+from lightning_recipes.checks.model.batch_independence_check import BatchIndependenceCheck
+from lightning_recipes.checks.model.causality_check import CausalityCheck
+from lightning_recipes.checks.model.eval_mode_check import EvalModeCheck
+from lightning_recipes.checks.model.grad_flow_check import GradFlowCheck
+from lightning_recipes.checks.model.padding_check import PaddingCheck
 from lightning_recipes.checks.report import PreflightReport
-from lightning_recipes.checks.schedule_check import ScheduleCheck
-from lightning_recipes.checks.split_overlap_check import SplitOverlapCheck
-from lightning_recipes.checks.target_leakage_check import TargetLeakageCheck
-from lightning_recipes.checks.validation_path_check import ValidationPathCheck
 from lightning_recipes.harness import Harness as CheckContext
 from lightning_recipes.harness import resolve_fit_data
 from lightning_recipes.harness.batches import Key

@@ -12,7 +12,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from lightning_recipes.checks import CheckContext, preflight
-from lightning_recipes.checks.causality_check import CausalityCheck, next_token_task
+from lightning_recipes.checks.model.causality_check import CausalityCheck, next_token_task
 
 from .gallery import _leakage_models as M
 from .gallery import causality

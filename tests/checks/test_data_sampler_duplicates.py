@@ -7,7 +7,7 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset, WeightedRandomSampler
 
 from lightning_recipes.checks import preflight
-from lightning_recipes.checks.data_check import DataCheck
+from lightning_recipes.checks.data.data_check import DataCheck
 from lightning_recipes.testing import TinyClassifier
 
 

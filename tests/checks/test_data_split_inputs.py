@@ -13,8 +13,8 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from lightning_recipes.checks import preflight
-from lightning_recipes.checks._data_inputs import input_shift
-from lightning_recipes.checks._data_shortcut import train_only_shortcut
+from lightning_recipes.checks.data._inputs import input_shift
+from lightning_recipes.checks.data._shortcut import train_only_shortcut
 from lightning_recipes.testing import DigitsCNN
 
 from .gallery._data_models import MLP, digits, gaussian, loaders

@@ -9,7 +9,7 @@ import math
 import pytest
 import torch
 
-from lightning_recipes.checks._data_statistics import (
+from lightning_recipes.checks.data._statistics import (
     ClassMixing,
     LabelRange,
     LabelShift,
@@ -25,7 +25,7 @@ from lightning_recipes.checks._data_statistics import (
     remapped_classes,
     split_labels,
 )
-from lightning_recipes.checks.data_check import (
+from lightning_recipes.checks.data.data_check import (
     InputScale,
     NonFinite,
     SampleScan,

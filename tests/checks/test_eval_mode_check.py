@@ -12,7 +12,7 @@ from torch.nn import functional as F
 from torch.utils.data import DataLoader, Dataset
 
 from lightning_recipes.checks import CheckContext, preflight
-from lightning_recipes.checks.eval_mode_check import EvalModeCheck
+from lightning_recipes.checks.model.eval_mode_check import EvalModeCheck
 from lightning_recipes.testing import fast_trainer
 
 from .gallery import eval_mode as gallery

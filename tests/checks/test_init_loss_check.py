@@ -10,7 +10,7 @@ import torch
 from torch.nn import functional as F
 
 from lightning_recipes.checks import InitLossCheck, preflight
-from lightning_recipes.checks._expected_loss import (
+from lightning_recipes.checks.loss._expected_loss import (
     expected_initial_loss,
     label_smoothing_floor,
     record_loss_calls,

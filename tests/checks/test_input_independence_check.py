@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from lightning_recipes.checks import preflight
-from lightning_recipes.checks.input_independence_check import InputIndependenceCheck, loss_drop
+from lightning_recipes.checks.loss.input_independence_check import InputIndependenceCheck, loss_drop
 from lightning_recipes.testing import TinyClassifier, random_classification_loader
 
 

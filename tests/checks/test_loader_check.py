@@ -16,8 +16,8 @@ from torch.utils.data import (
 )
 
 from lightning_recipes.checks import Preflight, preflight
-from lightning_recipes.checks.loader_check import LoaderCheck
-from lightning_recipes.checks.schedule_check import ScheduleCheck
+from lightning_recipes.checks.data.loader_check import LoaderCheck
+from lightning_recipes.checks.loop.schedule_check import ScheduleCheck
 from lightning_recipes.testing import TinyClassifier, fast_trainer
 
 SHARES = [700, 200, 60, 40]  # an imbalanced 4-class dataset
@@ -224,7 +224,7 @@ class TargetsAttribute(Dataset):
 
 
 def test_labels_come_from_a_targets_attribute_without_loading_samples():
-    from lightning_recipes.checks._loader_samples import dataset_labels
+    from lightning_recipes.checks.data._loader_samples import dataset_labels
 
     data = imbalanced()
     labels = dataset_labels(TargetsAttribute(data), range(len(data)), None)

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from lightning_recipes.checks import preflight
-from lightning_recipes.checks.optimization_check import OptimizationCheck
+from lightning_recipes.checks.loop.optimization_check import OptimizationCheck
 from tests.checks import _loop_models as M
 
 

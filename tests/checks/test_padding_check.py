@@ -16,7 +16,7 @@ from torch.nn.utils.rnn import pack_padded_sequence
 from torch.utils.data import DataLoader, TensorDataset
 
 from lightning_recipes.checks import CheckContext, preflight
-from lightning_recipes.checks.padding_check import PaddingCheck
+from lightning_recipes.checks.model.padding_check import PaddingCheck
 
 from . import _models as M
 from .gallery import _shapes_models as S

@@ -52,14 +52,16 @@ def test_to_dict_keeps_the_keys_and_verdicts_of_the_report_written_before_the_re
     model, loader = fixtures.fixture_inputs()
     report = preflight(model, train_dataloaders=loader, num_threads=1, progress=False)
     now = fixtures.normalised(report.to_dict())
-    assert _keys(now) == _keys(saved)
+    assert _keys(saved) <= _keys(
+        now
+    )  # every key a consumer read is still there (#34 added summary/action/guide)
     assert [(r["name"], r["status"]) for r in now["results"]] == [
         (r["name"], r["status"]) for r in saved["results"]
     ]
     assert now["ok"] == saved["ok"] and now["counts"] == saved["counts"]
     loaded = PreflightReport.from_dict(saved)
     assert [(r.name, r.status) for r in loaded] == [(r["name"], r["status"]) for r in saved["results"]]
-    assert loaded.to_dict() == saved
+    assert [r.message for r in loaded] == [r["message"] for r in saved["results"]]
 
 
 def test_the_record_is_frozen_and_validated_once_at_construction() -> None:

@@ -13,7 +13,7 @@ import torch
 from torch.optim import lr_scheduler as schedulers
 
 from lightning_recipes.checks import Preflight, preflight
-from lightning_recipes.checks.schedule_check import ScheduleCheck
+from lightning_recipes.checks.loop.schedule_check import ScheduleCheck
 from lightning_recipes.testing import TinyClassifier, fast_trainer, random_classification_loader
 
 LOADER_BATCHES = 8  # random_classification_loader(): 256 samples / 32

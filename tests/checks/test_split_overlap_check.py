@@ -10,13 +10,13 @@ from lightning.pytorch import Callback
 from torch.utils.data import DataLoader, TensorDataset
 
 from lightning_recipes.checks import CheckContext, DataCheck, Preflight, PreflightError, preflight
-from lightning_recipes.checks.eval_mode_check import EvalModeCheck
-from lightning_recipes.checks.split_overlap_check import (
+from lightning_recipes.checks.data.split_overlap_check import (
     SplitOverlapCheck,
     _best_match,
     _fingerprint,
     _token_similarity,
 )
+from lightning_recipes.checks.model.eval_mode_check import EvalModeCheck
 from lightning_recipes.testing import DigitsCNN, fast_trainer
 
 from .gallery import split_overlap as gallery

@@ -12,8 +12,8 @@ from torch import Tensor
 from torch.utils.data import DataLoader, TensorDataset
 
 from lightning_recipes.checks import CheckContext, preflight
-from lightning_recipes.checks._split_repeats import ALPHA, Repeats, repeat_features, repeat_test
-from lightning_recipes.checks.split_overlap_check import SplitOverlapCheck
+from lightning_recipes.checks.data._split_repeats import ALPHA, Repeats, repeat_features, repeat_test
+from lightning_recipes.checks.data.split_overlap_check import SplitOverlapCheck
 from lightning_recipes.testing import DigitsCNN
 
 from .gallery._data_models import MLP, digits, loaders

@@ -1,4 +1,4 @@
-"""The typed results of ``target_leakage``'s sub-tests (``checks/_leakage_probes.py``): each record's
+"""The typed results of ``target_leakage``'s sub-tests (``checks/data/_leakage_probes.py``): each record's
 ``details()`` is the JSON the check reports (same keys, same order) and its ``message`` follows from its
 fields; the batch plumbing the probes share."""
 
@@ -11,7 +11,7 @@ from collections import namedtuple
 import pytest
 import torch
 
-from lightning_recipes.checks._leakage_probes import (
+from lightning_recipes.checks.data._leakage_probes import (
     CopyTargets,
     FeatureGroup,
     Look,
@@ -24,7 +24,7 @@ from lightning_recipes.checks._leakage_probes import (
     replace_entry,
     same_tensor,
 )
-from lightning_recipes.checks._leakage_statistics import CopyShares
+from lightning_recipes.checks.data._leakage_statistics import CopyShares
 
 
 def test_records_are_frozen():

@@ -1,5 +1,5 @@
-"""The arithmetic of ``target_leakage`` (``checks/_leakage_statistics.py``) against hand-computed values and
-step-by-step references: lookup tables, correlations, label encodings, copy shares and the thresholds."""
+"""The arithmetic of ``target_leakage`` (``checks/data/_leakage_statistics.py``) against hand-computed values
+and step-by-step references: lookup tables, correlations, label encodings, copy shares and the thresholds."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from lightning_recipes.checks._leakage_statistics import (
+from lightning_recipes.checks.data._leakage_statistics import (
     COPY_MARGIN,
     COPY_SHARE,
     MAX_CLASSES,

@@ -14,12 +14,12 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from lightning_recipes.checks import CheckContext, preflight
 from lightning_recipes.checks._budget import time_budget
-from lightning_recipes.checks._leakage_probes import other_values
-from lightning_recipes.checks.causality_check import CausalityCheck
-from lightning_recipes.checks.init_loss_check import InitLossCheck
-from lightning_recipes.checks.input_independence_check import InputIndependenceCheck
-from lightning_recipes.checks.overfit_batch_check import OverfitBatchCheck
-from lightning_recipes.checks.target_leakage_check import TargetLeakageCheck
+from lightning_recipes.checks.data._leakage_probes import other_values
+from lightning_recipes.checks.data.target_leakage_check import TargetLeakageCheck
+from lightning_recipes.checks.loss.init_loss_check import InitLossCheck
+from lightning_recipes.checks.loss.input_independence_check import InputIndependenceCheck
+from lightning_recipes.checks.loss.overfit_batch_check import OverfitBatchCheck
+from lightning_recipes.checks.model.causality_check import CausalityCheck
 from lightning_recipes.testing import (
     TinyClassifier,
     TinyTransformerLM,

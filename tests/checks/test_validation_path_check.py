@@ -9,8 +9,8 @@ import torch
 from torch.nn import functional as F
 
 from lightning_recipes.checks import preflight
-from lightning_recipes.checks.optimization_check import OptimizationCheck
-from lightning_recipes.checks.validation_path_check import ValidationPathCheck, loss_noise
+from lightning_recipes.checks.loop.optimization_check import OptimizationCheck
+from lightning_recipes.checks.loop.validation_path_check import ValidationPathCheck, loss_noise
 from lightning_recipes.testing import fast_trainer
 from tests.checks import _loop_models as M
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch.nn import functional as F
 
-from lightning_recipes.checks._expected_loss import loss_call_for, record_loss_calls
+from lightning_recipes.checks.loss._expected_loss import loss_call_for, record_loss_calls
 from lightning_recipes.harness import LossCall, LossRecorder, TargetSwapError
 
 

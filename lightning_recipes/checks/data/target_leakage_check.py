@@ -7,7 +7,8 @@ from typing import Any, Literal
 from typing_extensions import override
 
 from lightning_recipes._validation import check_bool, check_in_range, check_int
-from lightning_recipes.checks._leakage_probes import (
+from lightning_recipes.checks.base import SanityCheck, TimeBudget
+from lightning_recipes.checks.data._leakage_probes import (
     SingleFeature,
     TooGood,
     first_samples,
@@ -16,7 +17,6 @@ from lightning_recipes.checks._leakage_probes import (
     probe_target_fed,
     probe_too_good,
 )
-from lightning_recipes.checks.base import SanityCheck, TimeBudget
 from lightning_recipes.checks.report import CheckResult, CheckSkipped
 from lightning_recipes.harness import Harness as CheckContext
 from lightning_recipes.harness.batches import Key

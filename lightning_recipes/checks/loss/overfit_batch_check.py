@@ -14,9 +14,9 @@ from typing_extensions import override
 
 from lightning_recipes._validation import check_in_range, check_int
 from lightning_recipes.checks._budget import budget_seconds, out_of_time
-from lightning_recipes.checks._expected_loss import loss_call_for, record_loss_calls
-from lightning_recipes.checks._loss_probe import LossFloor, input_bounds, loss_floor
 from lightning_recipes.checks.base import SanityCheck, TimeBudget
+from lightning_recipes.checks.loss._expected_loss import loss_call_for, record_loss_calls
+from lightning_recipes.checks.loss._loss_probe import LossFloor, input_bounds, loss_floor
 from lightning_recipes.checks.report import CheckResult
 from lightning_recipes.harness import Harness as CheckContext
 from lightning_recipes.harness.batches import Key, batch_size_of, slice_batch

@@ -14,7 +14,8 @@ from typing_extensions import override
 from lightning_recipes._stats import NoiseVerdict, judge_deviation
 from lightning_recipes._validation import check_int
 from lightning_recipes.checks._budget import out_of_time
-from lightning_recipes.checks._padding_batch import (
+from lightning_recipes.checks.base import SanityCheck, TimeBudget
+from lightning_recipes.checks.model._padding_batch import (
     Padding,
     extend_batch,
     find_padding,
@@ -22,7 +23,6 @@ from lightning_recipes.checks._padding_batch import (
     replace_entries,
     truncate_batch,
 )
-from lightning_recipes.checks.base import SanityCheck, TimeBudget
 from lightning_recipes.checks.report import CheckResult, CheckSkipped
 from lightning_recipes.harness import CannotRunOnCopy
 from lightning_recipes.harness import Harness as CheckContext

@@ -49,7 +49,7 @@ from torch import Tensor
 from torch.nn import functional as F
 
 from lightning_recipes.checks._budget import out_of_time
-from lightning_recipes.checks._leakage_statistics import lookup_predictions
+from lightning_recipes.checks.data._leakage_statistics import lookup_predictions
 
 __all__ = ["MIN_GAP", "Shortcut", "train_only_shortcut"]
 

@@ -9,9 +9,9 @@ from torch.utils.data import DataLoader
 from typing_extensions import override
 
 from lightning_recipes._validation import check_int, check_positive
-from lightning_recipes.checks._loader_samples import dataset_labels, served_indices, yields_a_batch
-from lightning_recipes.checks._served_shares import ClassShare, ShareComparison, compare_shares
 from lightning_recipes.checks.base import SanityCheck, TimeBudget
+from lightning_recipes.checks.data._loader_samples import dataset_labels, served_indices, yields_a_batch
+from lightning_recipes.checks.data._served_shares import ClassShare, ShareComparison, compare_shares
 from lightning_recipes.checks.report import CheckResult, CheckSkipped
 from lightning_recipes.harness import Harness as CheckContext
 from lightning_recipes.harness import is_shuffled

@@ -13,8 +13,8 @@ from torch.utils.data import DataLoader, Subset
 from typing_extensions import override
 
 from lightning_recipes._validation import check_in_range, check_int
-from lightning_recipes.checks._split_repeats import MAX_KEYS, REFERENCE_RANK, repeat_level, repeats_of
 from lightning_recipes.checks.base import SanityCheck, TimeBudget
+from lightning_recipes.checks.data._split_repeats import MAX_KEYS, REFERENCE_RANK, repeat_level, repeats_of
 from lightning_recipes.checks.report import CheckResult, CheckSkipped
 from lightning_recipes.harness import Harness as CheckContext
 from lightning_recipes.harness.batches import Key

@@ -19,9 +19,12 @@ from torch.utils.data import DataLoader
 from typing_extensions import override
 
 from lightning_recipes._validation import check_int, check_positive
-from lightning_recipes.checks._data_inputs import InputShift, input_shift
-from lightning_recipes.checks._data_shortcut import Shortcut, train_only_shortcut
-from lightning_recipes.checks._data_statistics import (
+from lightning_recipes.checks._num_classes import IGNORE_INDEX, infer_num_classes
+from lightning_recipes.checks.base import SanityCheck, TimeBudget
+from lightning_recipes.checks.data._inputs import InputShift, input_shift
+from lightning_recipes.checks.data._loader_samples import distinct_loader, served_indices
+from lightning_recipes.checks.data._shortcut import Shortcut, train_only_shortcut
+from lightning_recipes.checks.data._statistics import (
     LabelShift,
     Remapping,
     SplitLabels,
@@ -33,9 +36,6 @@ from lightning_recipes.checks._data_statistics import (
     remapped_classes,
     split_labels,
 )
-from lightning_recipes.checks._loader_samples import distinct_loader, served_indices
-from lightning_recipes.checks._num_classes import IGNORE_INDEX, infer_num_classes
-from lightning_recipes.checks.base import SanityCheck, TimeBudget
 from lightning_recipes.checks.report import CheckResult
 from lightning_recipes.harness import Harness as CheckContext
 from lightning_recipes.harness import is_shuffled
@@ -200,7 +200,7 @@ class SplitComparison:
 
     Example:
         >>> import torch
-        >>> from lightning_recipes.checks._data_statistics import split_labels
+        >>> from lightning_recipes.checks.data._statistics import split_labels
         >>> x = torch.zeros(4, 2)
         >>> found = split_labels([(x, torch.tensor([0, 0, 1, 1]))], [(x, torch.tensor([2, 2, 3, 3]))], -100)
         >>> comparison = compare_splits(found)
@@ -404,7 +404,7 @@ def confirmed(remapping: Remapping) -> bool:
     inputs that match no class at all.
 
     Example:
-        >>> from lightning_recipes.checks._data_statistics import RemappedClass
+        >>> from lightning_recipes.checks.data._statistics import RemappedClass
         >>> swap = (RemappedClass(0, 1, 0.91, -0.44), RemappedClass(1, 0, 0.90, -0.19))
         >>> confirmed(Remapping(swap, 2)), confirmed(Remapping((RemappedClass(0, 4, 0.0, -0.0),) * 2, 2))
         (True, False)

@@ -14,8 +14,9 @@ from typing_extensions import override
 
 from lightning_recipes._validation import check_int
 from lightning_recipes.checks._budget import out_of_time
-from lightning_recipes.checks._expected_loss import REGRESSION
-from lightning_recipes.checks._loss_probe import (
+from lightning_recipes.checks.base import SanityCheck, TimeBudget
+from lightning_recipes.checks.loss._expected_loss import REGRESSION
+from lightning_recipes.checks.loss._loss_probe import (
     CLASSIFICATION,
     DISTANCE_LOSSES,
     LabelCount,
@@ -32,7 +33,6 @@ from lightning_recipes.checks._loss_probe import (
     probe_step,
     scale_of,
 )
-from lightning_recipes.checks.base import SanityCheck, TimeBudget
 from lightning_recipes.checks.report import CheckResult, CheckSkipped, Status
 from lightning_recipes.harness import Harness as CheckContext
 from lightning_recipes.harness import LossCall

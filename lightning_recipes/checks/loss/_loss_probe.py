@@ -10,7 +10,7 @@ whose positions all get zero gradient is dropped from training); :func:`scale_of
 Example:
     >>> import torch
     >>> from torch.nn import functional as F
-    >>> from lightning_recipes.checks._expected_loss import record_loss_calls
+    >>> from lightning_recipes.checks.loss._expected_loss import record_loss_calls
     >>> logits = torch.zeros(6, 3, requires_grad=True)
     >>> with record_loss_calls() as calls:
     ...     loss = F.cross_entropy(logits.softmax(-1), torch.tensor([0, 1, 2, 0, 1, 2]))
@@ -47,7 +47,7 @@ from torch.nn import functional as F
 from torch.nn.modules.loss import _Loss
 from torch.overrides import TorchFunctionMode
 
-from lightning_recipes.checks._expected_loss import KINDS, loss_call_for, target_of
+from lightning_recipes.checks.loss._expected_loss import KINDS, loss_call_for, target_of
 from lightning_recipes.harness import Harness, LossCall, LossRecorder, batch_entries, first_tensor
 from lightning_recipes.harness.loss_calls import LOSS_FUNCTIONS
 

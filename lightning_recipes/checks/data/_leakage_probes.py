@@ -20,7 +20,8 @@ import torch
 from torch import Tensor
 
 from lightning_recipes.checks._budget import out_of_time
-from lightning_recipes.checks._leakage_statistics import (
+from lightning_recipes.checks._num_classes import IGNORE_INDEX
+from lightning_recipes.checks.data._leakage_statistics import (
     CopyShares,
     CopyShift,
     class_values,
@@ -34,8 +35,7 @@ from lightning_recipes.checks._leakage_statistics import (
     output_moved,
     too_good_bound,
 )
-from lightning_recipes.checks._num_classes import IGNORE_INDEX
-from lightning_recipes.checks.causality_check import aligned_output
+from lightning_recipes.checks.model.causality_check import aligned_output
 from lightning_recipes.checks.report import CheckSkipped
 from lightning_recipes.harness import CannotRunOnCopy
 from lightning_recipes.harness import Harness as CheckContext

@@ -11,8 +11,8 @@ from typing_extensions import override
 
 from lightning_recipes._validation import check_in_range, check_int
 from lightning_recipes.checks._budget import budget_seconds, out_of_time
-from lightning_recipes.checks._input_gap import LossDrop, gap_noise, loss_drop, relative_gain
 from lightning_recipes.checks.base import SanityCheck, TimeBudget
+from lightning_recipes.checks.loss._input_gap import LossDrop, gap_noise, loss_drop, relative_gain
 from lightning_recipes.checks.report import CheckResult, CheckSkipped
 from lightning_recipes.harness import Harness as CheckContext
 from lightning_recipes.harness import LossRecorder, TargetSwapError

@@ -10,14 +10,14 @@ from typing_extensions import override
 
 from lightning_recipes._stats import standard_error
 from lightning_recipes._validation import check_in_range, check_int, check_positive, is_number
-from lightning_recipes.checks._expected_loss import (
+from lightning_recipes.checks._num_classes import infer_num_classes
+from lightning_recipes.checks.base import SanityCheck, TimeBudget
+from lightning_recipes.checks.loss._expected_loss import (
     Expectation,
     expected_initial_loss,
     loss_call_for,
     record_loss_calls,
 )
-from lightning_recipes.checks._num_classes import infer_num_classes
-from lightning_recipes.checks.base import SanityCheck, TimeBudget
 from lightning_recipes.checks.report import CheckResult, CheckSkipped, Status
 from lightning_recipes.harness import Harness as CheckContext
 from lightning_recipes.harness import LossCall

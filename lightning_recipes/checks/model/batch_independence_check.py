@@ -14,8 +14,8 @@ from typing_extensions import override
 
 from lightning_recipes._validation import check_in_range, check_int
 from lightning_recipes.checks._budget import out_of_time
-from lightning_recipes.checks._permutation import permutation_test
 from lightning_recipes.checks.base import SanityCheck, TimeBudget
+from lightning_recipes.checks.model._permutation import permutation_test
 from lightning_recipes.checks.report import CheckResult, CheckSkipped
 from lightning_recipes.harness import CannotRunOnCopy
 from lightning_recipes.harness import Harness as CheckContext

@@ -1,0 +1,1 @@
+"""Data stage: what the loaders serve (purity, pairing, duplicates, splits, leakage)."""
