@@ -111,7 +111,7 @@ class SanityCheck(Callback):
         input_key: Index or key of the input tensor in a batch (default: ``batch[0]`` or ``"x"``, ...).
         target_key: Index or key of the target tensor (default: ``batch[-1]`` or ``"y"``, ``"labels"``, ...).
         time_budget: Wall-clock seconds for this check; ``None`` = unlimited; ``"default"`` = the preflight's
-            ``time_budget`` (:data:`DEFAULT_TIME_BUDGET`, 8 s, when run as a callback on its own).
+            ``time_budget`` (:data:`DEFAULT_TIME_BUDGET`, 30 s, when run as a callback on its own).
 
     Raises:
         ValueError: If ``on_fail`` is not ``"raise"``/``"warn"``, a key is neither an int, a str nor None, or

@@ -144,10 +144,10 @@ def preflight(
         print_report: Print the report (rich) before returning: one line per check, the whole message only
             for ``warn``/``fail``/``error``/``inconclusive``.
         verbose: With ``print_report``, print every check's whole message and time (the full table).
-        time_budget: Wall-clock seconds each check may take (those whose own ``time_budget`` is
-            ``"default"``; default 8); ``None`` = unlimited. A check stopped by it is ``inconclusive``.
-        total_time_budget: Wall-clock seconds for the whole preflight (default 30); each check on the default
-            budget gets at most what is left (keeping 0.5 s for each check still to come, never less than
+        time_budget: The safety cap per check in seconds (for checks whose own ``time_budget`` is
+            ``"default"``; default 30); ``None`` = none. A check stopped by it is ``inconclusive``, saying so.
+        total_time_budget: The safety cap for the whole preflight in seconds (default 120); each check on the
+            default cap gets at most what is left (keeping 0.5 s for each check still to come, never less than
             1 s); ``None`` = no cap.
         progress: Show one transient progress line on stderr while the checks run (rank zero, a terminal).
         max_epochs: The planned run's epochs (``Trainer(max_epochs=)``), for the LR schedule and for a
@@ -250,11 +250,11 @@ class Preflight(Callback):
         seed: Seed the checks run under (their RNG is isolated from the run's).
         num_threads: torch intra-op threads while the checks run on a CPU (restored before training);
             default 1; ``None`` leaves them alone.
-        time_budget: Wall-clock seconds per check (for checks whose own ``time_budget`` is ``"default"``);
-            ``None`` = unlimited. See :func:`~lightning_recipes.checks.preflight`.
+        time_budget: The safety cap per check in seconds (for checks whose own ``time_budget`` is
+            ``"default"``; default 30); ``None`` = none. See :func:`~lightning_recipes.checks.preflight`.
         progress: Show one transient progress line while the checks run (rank zero, stderr a terminal, and
             only when the Trainer shows a progress bar: ``Trainer(enable_progress_bar=False)`` silences it).
-        total_time_budget: Wall-clock seconds for all the checks together (default 30; ``None``: no cap).
+        total_time_budget: The safety cap for all the checks together (default 120 s; ``None``: no cap).
 
     Raises:
         ValueError: If ``on_fail`` or a check name is unknown, ``num_classes < 2``, ``num_threads < 1``,

@@ -32,7 +32,7 @@ __all__ = ["build_parser", "check_summaries", "main", "parse"]
 
 #: ``checks._budget.DEFAULT_TIME_BUDGET``, written here so that the help needs no torch (a test keeps them
 #: equal).
-DEFAULT_TIME_BUDGET = 8.0
+DEFAULT_TIME_BUDGET = 30.0
 #: The Trainer's arguments read from a LightningCLI config's ``trainer`` section.
 RUN_LENGTH_KEYS = ("max_epochs", "max_steps")
 

@@ -203,9 +203,9 @@ def test_progress_lines_name_each_check_its_status_and_seconds(caplog):
         )
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("preflight [")]
     assert lines == [
-        "preflight [1/2] data: running (budget 8 s)",
+        "preflight [1/2] data: running (budget 30 s)",
         f"preflight [1/2] data: {report['data'].status.upper()} in {report['data'].seconds:.1f} s",
-        "preflight [2/2] init_loss: running (budget 8 s)",
+        "preflight [2/2] init_loss: running (budget 30 s)",
         f"preflight [2/2] init_loss: PASS in {report['init_loss'].seconds:.1f} s",
     ]
 
@@ -241,7 +241,7 @@ def test_a_check_callback_on_its_own_gets_the_default_budget(caplog):
     with caplog.at_level(logging.DEBUG, logger="lightning.pytorch"):
         fast_trainer(max_steps=1, callbacks=[check]).fit(TinyClassifier(), random_classification_loader())
     assert check.result is not None and check.result.status == "pass"
-    assert "preflight [1/1] cooperative: running (budget 8 s)" in caplog.text
+    assert "preflight [1/1] cooperative: running (budget 30 s)" in caplog.text
 
 
 def test_per_check_seconds_are_in_the_table_and_in_to_dict():
