@@ -1,28 +1,27 @@
 """Sealed gallery B's data: small seeded synthetic sets for masked LM, token tagging, segmentation, quantile
-regression, tabular data with categorical codes, forecasting, ordinal regression, multi-label classification and
-counting. Each builder returns plain tensors (deterministic: its own generator), so a proof can score every model
-on the same clean held-out data.
-"""
+regression, tabular data with categorical codes, forecasting, ordinal regression, multi-label classification
+and counting. Each builder returns plain tensors (deterministic: its own generator), so a proof can score
+every model on the same clean held-out data."""
 
 from __future__ import annotations
 
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, Dataset, TensorDataset
+from torch.utils.data import DataLoader, Dataset
 
 
 def _gen(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 
 
-# --- masked language modelling --------------------------------------------------------------------------------
+# --- masked language modelling ------------------------------------------------------------------------------
 PAD, MASK = 0, 1
 MLM_VOCAB, MLM_LEN = 24, 16
 
 
 def chain_sequences(n: int, seed: int) -> torch.Tensor:
-    """Token chains: each token is a fixed successor of the one before (a permutation of the vocabulary), with a
-    10% chance of a random token instead; a masked token is readable from either neighbour."""
+    """Token chains: each token is a fixed successor of the one before (a permutation of the vocabulary), with
+    a 10% chance of a random token instead; a masked token is readable from either neighbour."""
     successor = torch.randperm(MLM_VOCAB - 2, generator=_gen(77)) + 2
     g = _gen(seed)
     ids = torch.empty(n, MLM_LEN, dtype=torch.long)
@@ -33,15 +32,17 @@ def chain_sequences(n: int, seed: int) -> torch.Tensor:
     return ids
 
 
-def mask_tokens(ids: torch.Tensor, generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """The correct masking: 15% of positions become MASK in the input; the labels keep the original token there
-    and -100 everywhere else."""
+def mask_tokens(
+    ids: torch.Tensor, generator: torch.Generator | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The correct masking: 15% of positions become MASK in the input; the labels keep the original token
+    there and -100 everywhere else."""
     chosen = torch.rand(ids.shape, generator=generator) < 0.15
     labels = torch.where(chosen, ids, torch.full_like(ids, -100))
     return ids.masked_fill(chosen, MASK), labels
 
 
-# --- token tagging --------------------------------------------------------------------------------------------
+# --- token tagging ------------------------------------------------------------------------------------------
 TAG_VOCAB, TRIGGERS, ENTITIES = 40, range(1, 9), range(9, 19)
 
 
@@ -71,11 +72,13 @@ def pad_tagging(batch: list[tuple[torch.Tensor, torch.Tensor]]) -> dict[str, tor
     return {"tokens": tokens, "tags": tags, "lengths": lengths}
 
 
-# --- segmentation ---------------------------------------------------------------------------------------------
+# --- segmentation -------------------------------------------------------------------------------------------
 SEG_SIZE = 16
 
 
-def stripe_scenes(n: int, seed: int, objects: int = 2, noise: float = 0.6) -> tuple[torch.Tensor, torch.Tensor]:
+def stripe_scenes(
+    n: int, seed: int, objects: int = 2, noise: float = 0.6
+) -> tuple[torch.Tensor, torch.Tensor]:
     """1x16x16 noise images with rectangles of horizontal stripes (class 1) or vertical stripes (class 2); the
     mask gives every pixel's class (0 = background). Same mean intensity: the class is in the texture."""
     g = _gen(seed)
@@ -90,7 +93,9 @@ def stripe_scenes(n: int, seed: int, objects: int = 2, noise: float = 0.6) -> tu
             top, left = (int(v) for v in torch.randint(0, SEG_SIZE - 4, (2,), generator=g))
             cls = int(torch.randint(1, 3, (), generator=g))
             region = (slice(top, top + h), slice(left, left + w))
-            images[i, 0][region] = stripes[cls][region] + 0.3 * torch.randn(images[i, 0][region].shape, generator=g)
+            images[i, 0][region] = stripes[cls][region] + 0.3 * torch.randn(
+                images[i, 0][region].shape, generator=g
+            )
             masks[i][region] = cls
     return images, masks
 
@@ -125,7 +130,7 @@ class ImageOnlyFlips(FlipAugmented):
         return image, self.masks[i]
 
 
-# --- quantile regression --------------------------------------------------------------------------------------
+# --- quantile regression ------------------------------------------------------------------------------------
 QUANTILES = (0.1, 0.5, 0.9)
 
 
@@ -151,7 +156,7 @@ class Standardised(Dataset):
 
 
 class StandardisedInPlace(Standardised):
-    """BUG: standardises the stored row in place, so every epoch standardises the already standardised data."""
+    """BUG: standardises the stored row in place: every epoch standardises already standardised data."""
 
     def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
         x = self.x[i]
@@ -160,7 +165,7 @@ class StandardisedInPlace(Standardised):
         return x, self.y[i]
 
 
-# --- tabular with categorical codes ---------------------------------------------------------------------------
+# --- tabular with categorical codes -------------------------------------------------------------------------
 CARDINALITIES = (8, 12, 6)
 
 
@@ -178,8 +183,8 @@ def tabular(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor
 
 
 def customer_rows(customers: int, rows: int, seed: int, first_id: int = 1) -> tuple[torch.Tensor, ...]:
-    """Rows of spend per visit: a large per-customer level plus a numeric effect; columns (customer id, 2 numbers).
-    Ids start at 1: 0 is the "unknown customer" id."""
+    """Rows of spend per visit: a large per-customer level plus a numeric effect; columns (customer id, 2
+    numbers). Ids start at 1: 0 is the "unknown customer" id."""
     g = _gen(seed)
     level = 3.0 * torch.randn(customers, generator=g)
     ids = torch.arange(customers).repeat_interleave(rows)
@@ -193,7 +198,7 @@ def known_or_unknown(ids: torch.Tensor, known: torch.Tensor) -> torch.Tensor:
     return torch.where(torch.isin(ids, known), ids, torch.zeros_like(ids))
 
 
-# --- forecasting ----------------------------------------------------------------------------------------------
+# --- forecasting --------------------------------------------------------------------------------------------
 LOOKBACK = 24
 
 
@@ -217,7 +222,7 @@ def windows(series: torch.Tensor, horizon: int = 1, stride: int = 3) -> tuple[to
 
 
 def windows_off_by_one(series: torch.Tensor, stride: int = 3) -> tuple[torch.Tensor, torch.Tensor]:
-    """BUG: the one-step target is read at ``i + LOOKBACK - 1``, the last input step, instead of the next one."""
+    """BUG: the one-step target is read at ``i + LOOKBACK - 1``, the last input step, not the next."""
     xs, ys = [], []
     for i in range(0, series.shape[1] - LOOKBACK, stride):
         xs.append(series[:, i : i + LOOKBACK])
@@ -225,7 +230,7 @@ def windows_off_by_one(series: torch.Tensor, stride: int = 3) -> tuple[torch.Ten
     return torch.cat(xs), torch.cat(ys)
 
 
-# --- ordinal regression ---------------------------------------------------------------------------------------
+# --- ordinal regression -------------------------------------------------------------------------------------
 ORDINAL_K = 5
 
 
@@ -239,7 +244,7 @@ def ordinal(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
     return x, y
 
 
-# --- multi-label ----------------------------------------------------------------------------------------------
+# --- multi-label --------------------------------------------------------------------------------------------
 LABELS = 6
 
 
@@ -268,7 +273,7 @@ def shuffled_multilabel_twice(n: int, seed: int) -> tuple[torch.Tensor, torch.Te
     return torch.from_numpy(x), torch.from_numpy(y)
 
 
-# --- counting -------------------------------------------------------------------------------------------------
+# --- counting -----------------------------------------------------------------------------------------------
 COUNT_SIZE = 12
 
 
@@ -292,5 +297,3 @@ def loaders(train: Dataset, val: Dataset, batch_size: int = 64, **kwargs) -> dic
         "val_dataloaders": DataLoader(val, batch_size=batch_size, **kwargs),
     }
 
-
-__all__ = ["TensorDataset"]

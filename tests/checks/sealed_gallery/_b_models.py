@@ -1,5 +1,5 @@
-"""Sealed gallery B's models: each correct model (a healthy twin) and, next to it, the buggy variant a user wrote
-(a subclass that changes the one method the bug lives in). Every model is built from the global RNG."""
+"""Sealed gallery B's models: each correct model (a healthy twin) and, next to it, the buggy variant a user
+wrote (a subclass that changes the one method the bug lives in). Every model is built from the global RNG."""
 
 from __future__ import annotations
 
@@ -27,10 +27,10 @@ class _Adam(pl.LightningModule):
         self.log("val_loss", self.loss(batch))
 
 
-# --- masked language modelling --------------------------------------------------------------------------------
+# --- masked language modelling ------------------------------------------------------------------------------
 class MaskedLM(_Adam):
-    """A small transformer (a local convolution, then one attention layer) predicting masked tokens; batches are
-    dicts with ``labels`` = -100 where no token was masked."""
+    """A small transformer (a local convolution, then one attention layer) predicting masked tokens; batches
+    are dicts with ``labels`` = -100 where no token was masked."""
 
     def __init__(self, vocab: int = data.MLM_VOCAB, width: int = 32) -> None:
         super().__init__()
@@ -57,7 +57,9 @@ def mlm_collate(batch: list[tuple[torch.Tensor, torch.Tensor]]) -> dict[str, tor
     return {"input_ids": input_ids, "labels": labels, "seq_id": torch.stack([i for _, i in batch])}
 
 
-def mlm_collate_labels_after_masking(batch: list[tuple[torch.Tensor, torch.Tensor]]) -> dict[str, torch.Tensor]:
+def mlm_collate_labels_after_masking(
+    batch: list[tuple[torch.Tensor, torch.Tensor]],
+) -> dict[str, torch.Tensor]:
     """BUG: the labels are read from the ids after they were masked in place, so every label is MASK."""
     ids = torch.stack([ids for ids, _ in batch])
     chosen = torch.rand(ids.shape) < 0.15
@@ -66,7 +68,7 @@ def mlm_collate_labels_after_masking(batch: list[tuple[torch.Tensor, torch.Tenso
     return {"input_ids": ids, "labels": labels, "seq_id": torch.stack([i for _, i in batch])}
 
 
-# --- token tagging --------------------------------------------------------------------------------------------
+# --- token tagging ------------------------------------------------------------------------------------------
 class GRUTagger(_Adam):
     """Embedding + bidirectional GRU + linear tag head over padded batches (tags padded with -100)."""
 
@@ -121,7 +123,9 @@ def tagging_collate_sorted(batch: list[tuple[torch.Tensor, torch.Tensor]]) -> di
     return data.pad_tagging(sorted(batch, key=lambda pair: len(pair[0]), reverse=True))
 
 
-def tagging_collate_sorted_tokens_only(batch: list[tuple[torch.Tensor, torch.Tensor]]) -> dict[str, torch.Tensor]:
+def tagging_collate_sorted_tokens_only(
+    batch: list[tuple[torch.Tensor, torch.Tensor]],
+) -> dict[str, torch.Tensor]:
     """BUG: the tags are padded in the loader's order, the tokens after sorting them by length."""
     tags = nn.utils.rnn.pad_sequence([y for _, y in batch], batch_first=True, padding_value=-100)
     tokens = sorted((t for t, _ in batch), key=len, reverse=True)
@@ -132,9 +136,11 @@ def tagging_collate_sorted_tokens_only(batch: list[tuple[torch.Tensor, torch.Ten
     }
 
 
-# --- segmentation ---------------------------------------------------------------------------------------------
+# --- segmentation -------------------------------------------------------------------------------------------
 class SegNet(_Adam):
     """Three 3x3 conv layers and a 1x1 class head: per-pixel logits (B, 3, H, W)."""
+
+    lr = 1e-2
 
     def __init__(self, class_weights: tuple[float, ...] | None = None, ignore_index: int = -100) -> None:
         super().__init__()
@@ -156,20 +162,20 @@ class SegNet(_Adam):
 
 
 class SegNetCachedFeatures(SegNet):
-    """BUG: the encoder's features are detached (kept from a linear-probe experiment): only the head learns."""
+    """BUG: the encoder's features are detached (from a linear-probe experiment): only the head learns."""
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         return self.head(self.encoder(images).detach())
 
 
-# --- quantile regression --------------------------------------------------------------------------------------
+# --- quantile regression ------------------------------------------------------------------------------------
 def pinball(pred: torch.Tensor, target: torch.Tensor, q: float) -> torch.Tensor:
     diff = target - pred
     return torch.maximum(q * diff, (q - 1) * diff)
 
 
 class QuantileMLP(_Adam):
-    """An MLP trunk with one head per quantile (0.1, 0.5, 0.9); forward gives (B, 3); pinball loss averaged."""
+    """An MLP trunk with one head per quantile (0.1, 0.5, 0.9); forward gives (B, 3); mean pinball loss."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -212,10 +218,10 @@ class QuantileMLPSummed(QuantileMLP):
         return pinball(self(x), y[:, None], q).sum()
 
 
-# --- tabular --------------------------------------------------------------------------------------------------
+# --- tabular ------------------------------------------------------------------------------------------------
 class TabularNet(_Adam):
-    """One embedding per categorical column (its cardinality given), concatenated with the numeric columns, into
-    an MLP with one logit. Batches are dicts ``cat`` (long codes), ``num``, ``label``."""
+    """One embedding per categorical column (its cardinality given), concatenated with the numeric columns,
+    into an MLP with one logit. Batches are dicts ``cat`` (long codes), ``num``, ``label``."""
 
     def __init__(self, cardinalities: tuple[int, ...] = data.CARDINALITIES, dim: int = 4) -> None:
         super().__init__()
@@ -235,7 +241,9 @@ class OneHotTabularNet(TabularNet):
 
     def __init__(self, pos_weight: float = 8.0) -> None:
         super().__init__()
-        self.embeddings = nn.ModuleList(nn.Embedding.from_pretrained(torch.eye(c)) for c in data.CARDINALITIES)
+        self.embeddings = nn.ModuleList(
+            nn.Embedding.from_pretrained(torch.eye(c)) for c in data.CARDINALITIES
+        )
         self.mlp = nn.Sequential(nn.Linear(sum(data.CARDINALITIES) + 3, 32), nn.ReLU(), nn.Linear(32, 1))
         self.register_buffer("pos_weight", torch.tensor(pos_weight))
 
@@ -260,7 +268,7 @@ class CustomerSpend(_Adam):
         return F.mse_loss(self(ids, nums), y)
 
 
-# --- forecasting ----------------------------------------------------------------------------------------------
+# --- forecasting --------------------------------------------------------------------------------------------
 class Forecaster(_Adam):
     """An MLP from the last LOOKBACK steps to the next ``horizon`` steps; MSE."""
 
@@ -277,8 +285,8 @@ class Forecaster(_Adam):
 
 
 class NormalisedForecaster(Forecaster):
-    """Each window scaled by its own input's mean and std (RevIN-style), the forecast scaled back; squared error
-    summed over the horizon."""
+    """Each window scaled by its own input's mean and std (RevIN-style), the forecast scaled back; squared
+    error summed over the horizon."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         mean, std = x.mean(1, keepdim=True), x.std(1, keepdim=True) + 1e-3
@@ -289,14 +297,16 @@ class NormalisedForecaster(Forecaster):
         return ((self(x) - y) ** 2).sum(1).mean()
 
 
-# --- ordinal regression ---------------------------------------------------------------------------------------
+# --- ordinal regression -------------------------------------------------------------------------------------
 class CoralOrdinal(_Adam):
     """Rank-consistent ordinal regression: one score plus K-1 learned thresholds; binary cross-entropy on
     "grade > k". The predicted grade is the number of thresholds passed."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.score = nn.Sequential(nn.Linear(6, 32), nn.ReLU(), nn.Linear(32, 32), nn.ReLU(), nn.Linear(32, 1))
+        self.score = nn.Sequential(
+            nn.Linear(6, 32), nn.ReLU(), nn.Linear(32, 32), nn.ReLU(), nn.Linear(32, 1)
+        )
         self.thresholds = self.make_thresholds()
 
     def make_thresholds(self) -> torch.Tensor:
@@ -323,7 +333,7 @@ class CoralOrdinalPlainThresholds(CoralOrdinal):
         return torch.zeros(data.ORDINAL_K - 1, requires_grad=True)
 
 
-# --- multi-label ----------------------------------------------------------------------------------------------
+# --- multi-label --------------------------------------------------------------------------------------------
 class MultiLabelMLP(_Adam):
     """Ten features to six independent labels; binary cross-entropy per label."""
 
@@ -339,7 +349,7 @@ class MultiLabelMLP(_Adam):
         return F.binary_cross_entropy_with_logits(self(x), y)
 
 
-# --- counting -------------------------------------------------------------------------------------------------
+# --- counting -----------------------------------------------------------------------------------------------
 class BlobCounter(pl.LightningModule):
     """A density CNN summed into a count; Poisson NLL; manual optimisation with a linear warmup stepped every
     batch."""
@@ -348,11 +358,15 @@ class BlobCounter(pl.LightningModule):
         super().__init__()
         self.automatic_optimization = False
         self.net = nn.Sequential(
-            nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.Conv2d(16, 16, 3, padding=1), nn.ReLU(), nn.Conv2d(16, 1, 1)
+            nn.Conv2d(1, 16, 3, padding=1),
+            nn.ReLU(),
+            nn.Conv2d(16, 16, 3, padding=1),
+            nn.ReLU(),
+            nn.Conv2d(16, 1, 1),
         )
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
-        return F.softplus(self.net(images)).sum((1, 2, 3))
+        return F.softplus(self.net(images) - 4.0).sum((1, 2, 3))  # starts near a typical count (~2.6)
 
     def loss(self, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
         images, counts = batch
@@ -360,7 +374,7 @@ class BlobCounter(pl.LightningModule):
 
     def configure_optimizers(self):
         optimizer = torch.optim.Adam(self.parameters(), lr=3e-3)
-        warmup = torch.optim.lr_scheduler.LinearLR(optimizer, start_factor=0.01, total_iters=40)
+        warmup = torch.optim.lr_scheduler.LinearLR(optimizer, start_factor=0.1, total_iters=40)
         return [optimizer], [{"scheduler": warmup, "interval": "step"}]
 
     def training_step(self, batch, batch_idx):
@@ -382,7 +396,7 @@ class BlobCounter(pl.LightningModule):
 
 class BlobCounterWarmupNeverStepped(BlobCounter):
     """BUG: under manual optimisation Lightning does not step schedulers, and this training step does not
-    either: the warmup stays at its first value, 1% of the learning rate."""
+    either: the warmup stays at its first value, 10% of the learning rate."""
 
     def step_schedule(self) -> None:
         pass
