@@ -32,12 +32,21 @@ def chain_sequences(n: int, seed: int) -> torch.Tensor:
     return ids
 
 
+def padded_chain_sequences(n: int, seed: int) -> torch.Tensor:
+    """Chains of 5..16 tokens, padded with PAD to 16."""
+    ids = chain_sequences(n, seed)
+    lengths = torch.randint(5, MLM_LEN + 1, (n, 1), generator=_gen(seed + 100))
+    return ids.masked_fill(torch.arange(MLM_LEN) >= lengths, PAD)
+
+
 def mask_tokens(
-    ids: torch.Tensor, generator: torch.Generator | None = None
+    ids: torch.Tensor, generator: torch.Generator | None = None, maskable: torch.Tensor | None = None
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The correct masking: 15% of positions become MASK in the input; the labels keep the original token
-    there and -100 everywhere else."""
+    """BERT-style masking: 15% of the (``maskable``) positions become MASK in the input; the labels keep the
+    original token there and -100 everywhere else."""
     chosen = torch.rand(ids.shape, generator=generator) < 0.15
+    if maskable is not None:
+        chosen &= maskable
     labels = torch.where(chosen, ids, torch.full_like(ids, -100))
     return ids.masked_fill(chosen, MASK), labels
 
@@ -296,4 +305,3 @@ def loaders(train: Dataset, val: Dataset, batch_size: int = 64, **kwargs) -> dic
         "train_dataloaders": DataLoader(train, batch_size=batch_size, shuffle=True, **kwargs),
         "val_dataloaders": DataLoader(val, batch_size=batch_size, **kwargs),
     }
-

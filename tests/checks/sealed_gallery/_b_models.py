@@ -57,6 +57,21 @@ def mlm_collate(batch: list[tuple[torch.Tensor, torch.Tensor]]) -> dict[str, tor
     return {"input_ids": input_ids, "labels": labels, "seq_id": torch.stack([i for _, i in batch])}
 
 
+def mlm_collate_real_tokens(batch: list[tuple[torch.Tensor, torch.Tensor]]) -> dict[str, torch.Tensor]:
+    """Masks real tokens only (never PAD)."""
+    ids = torch.stack([ids for ids, _ in batch])
+    input_ids, labels = data.mask_tokens(ids, maskable=ids != data.PAD)
+    return {"input_ids": input_ids, "labels": labels, "seq_id": torch.stack([i for _, i in batch])}
+
+
+def mlm_collate_masks_padding(batch: list[tuple[torch.Tensor, torch.Tensor]]) -> dict[str, torch.Tensor]:
+    """BUG: positions to mask are drawn over the whole padded row, so padding is masked and scored too (an
+    easy PAD label) and the reported loss mixes real tokens with free ones."""
+    ids = torch.stack([ids for ids, _ in batch])
+    input_ids, labels = data.mask_tokens(ids)
+    return {"input_ids": input_ids, "labels": labels, "seq_id": torch.stack([i for _, i in batch])}
+
+
 def mlm_collate_labels_after_masking(
     batch: list[tuple[torch.Tensor, torch.Tensor]],
 ) -> dict[str, torch.Tensor]:
@@ -347,6 +362,25 @@ class MultiLabelMLP(_Adam):
     def loss(self, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
         x, y = batch
         return F.binary_cross_entropy_with_logits(self(x), y)
+
+
+class MultiLabelDropoutMLP(MultiLabelMLP):
+    """The same MLP with dropout on its hidden layer, written with the functional ``F.dropout``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hidden, self.out = self.net[0], self.net[2]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.out(F.dropout(F.relu(self.hidden(x)), 0.3, training=self.training))
+
+
+class MultiLabelDropoutAlwaysOn(MultiLabelDropoutMLP):
+    """BUG: ``F.dropout`` is called without ``training=self.training`` (its default is True), so dropout stays
+    on in evaluation and predictions are random."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.out(F.dropout(F.relu(self.hidden(x)), 0.3))
 
 
 # --- counting -----------------------------------------------------------------------------------------------

@@ -15,9 +15,9 @@ from tests.checks.sealed_gallery import _b_models as m
 
 
 # --- data builders (each returns preflight's data keyword arguments) ----------------------------------------
-def mlm_data(collate=m.mlm_collate) -> dict[str, Any]:
+def mlm_data(collate=m.mlm_collate, sequences=d.chain_sequences) -> dict[str, Any]:
     def dataset(n: int, seed: int) -> TensorDataset:
-        return TensorDataset(d.chain_sequences(n, seed), torch.arange(n))
+        return TensorDataset(sequences(n, seed), torch.arange(n))
 
     loaders = d.loaders(dataset(1200, 1), dataset(400, 2), collate_fn=collate)
     return {**loaders, "input_key": "input_ids", "target_key": "labels", "num_classes": d.MLM_VOCAB}
@@ -109,6 +109,15 @@ BUGS: list[SealedCase] = [
         bug="The collate masks the ids in place and then reads the labels from them, so every label is the "
         "MASK token the input already shows.",
         invariant="the target is not a copy of the (corrupted) input: it needs the task to be predicted",
+    ),
+    SealedCase(
+        id="mlm_padding_masked_and_scored",
+        task="masked language modelling",
+        model=m.MaskedLM,
+        data=lambda: mlm_data(m.mlm_collate_masks_padding, d.padded_chain_sequences),
+        bug="Masked positions are drawn over padding too, so PAD tokens are masked and scored as easy labels "
+        "and the validation loss looks far better than the loss on real tokens.",
+        invariant="padding positions do not count in the loss or the metric",
     ),
     SealedCase(
         id="tagging_gru_not_batch_first",
@@ -209,6 +218,15 @@ BUGS: list[SealedCase] = [
         invariant="each input keeps its own target",
     ),
     SealedCase(
+        id="multilabel_functional_dropout_in_eval",
+        task="multi-label classification",
+        model=m.MultiLabelDropoutAlwaysOn,
+        data=multilabel_data,
+        bug="F.dropout is called without training=self.training, so dropout stays on at evaluation and "
+        "every prediction is a random draw.",
+        invariant="evaluation mode is deterministic: the train/eval switch reaches every stochastic layer",
+    ),
+    SealedCase(
         id="counting_warmup_never_stepped",
         task="object counting (Poisson regression)",
         model=m.BlobCounterWarmupNeverStepped,
@@ -225,6 +243,13 @@ HEALTHY: list[SealedCase] = [
         task="masked language modelling",
         model=m.MaskedLM,
         data=mlm_data,
+        bug=None,
+    ),
+    SealedCase(
+        id="mlm_padded_real_tokens_masked",
+        task="masked language modelling",
+        model=m.MaskedLM,
+        data=lambda: mlm_data(m.mlm_collate_real_tokens, d.padded_chain_sequences),
         bug=None,
     ),
     SealedCase(
