@@ -20,15 +20,6 @@ from tests.checks.sealed_gallery import b
 BUGS = {case.id: case for case in b.BUGS}
 
 
-@pytest.fixture(autouse=True)
-def _only_with_gallery_proofs(request: pytest.FixtureRequest) -> None:
-    """The trainings (~2 CPU-minutes) run with ``--gallery-proofs`` only, as the registered proofs do."""
-    if request.node.name.startswith(("test_bug", "test_healthy")) and not request.config.getoption(
-        "--gallery-proofs"
-    ):
-        pytest.skip("a gallery proof: runs with --gallery-proofs (make gallery-proofs)")
-
-
 class TrainLosses(pl.Callback):
     """The training loss of every step."""
 
