@@ -1,8 +1,8 @@
-"""Data for sealed gallery A: scikit-learn's digits and small seeded synthetic sets, with the datasets a user of
-each task would write (some of them with the gallery's planted data bugs behind a flag).
+"""Data for sealed gallery A: scikit-learn's digits and small seeded synthetic sets, with the datasets a
+user of each task would write (some of them with the gallery's planted data bugs behind a flag).
 
-Every builder is seeded: the same call gives the same data. The ``heldout_*`` builders give the clean held-out data
-the proofs score on (never seen in training or validation).
+Every builder is seeded: the same call gives the same data. The ``heldout_*`` builders give the clean
+held-out data the proofs score on (never seen in training or validation).
 """
 
 from __future__ import annotations
@@ -68,7 +68,9 @@ def contrastive_data(seeded_views: bool = False) -> dict:
     loaders = {}
     for split, shuffle in (("train", True), ("val", False)):
         x, y = digits(split)
-        loaders[split] = DataLoader(DigitViews(x, y, seeded_views), batch_size=BATCH, shuffle=shuffle, drop_last=shuffle)
+        loaders[split] = DataLoader(
+            DigitViews(x, y, seeded_views), batch_size=BATCH, shuffle=shuffle, drop_last=shuffle
+        )
     return {"train_dataloaders": loaders["train"], "val_dataloaders": loaders["val"]}
 
 
@@ -116,7 +118,7 @@ def triplet_data(negative_first: bool = False) -> dict:
     }
 
 
-# ----------------------------------------------------------------------------------------------- siamese pairs
+# ---------------------------------------------------------------------------------------------- siamese pairs
 class DigitPairs(Dataset):
     """(first, second, same) pairs of digits, same class half of the time, drawn afresh per read."""
 
@@ -182,9 +184,11 @@ class NoisyDigits(Dataset):
         return noisy, clean
 
 
-def denoising_data(in_place: bool = False) -> dict:
+def denoising_data(in_place: bool = False, noisy_validation: bool = True) -> dict:
+    """``noisy_validation=False`` is a planted bug: the validation set is built without "augmentation", and
+    the noise is the augmentation, so validation scores reconstructing clean digits from clean digits."""
     train = NoisyDigits(digits("train")[0], in_place=in_place)
-    val = NoisyDigits(digits("val")[0], in_place=in_place)
+    val = NoisyDigits(digits("val")[0], sigma=0.3 if noisy_validation else 0.0, in_place=in_place)
     return {
         "train_dataloaders": DataLoader(train, batch_size=BATCH, shuffle=True),
         "val_dataloaders": DataLoader(val, batch_size=BATCH),
@@ -294,8 +298,14 @@ def _sessions(count: int, seed: int, history_has_target: bool = False) -> dict[s
     picks = torch.multinomial(torch.softmax(scores, dim=1), HISTORY + 1, generator=generator)
     history = picks if history_has_target else picks[:, :HISTORY]
     if history_has_target:  # "the user's items", shuffled so the target is not always last
-        history = torch.gather(history, 1, torch.argsort(torch.rand(history.shape, generator=generator), dim=1))
-    return {"history": history, "item": picks[:, HISTORY], "day": torch.randint(0, 365, (count,), generator=generator)}
+        history = torch.gather(
+            history, 1, torch.argsort(torch.rand(history.shape, generator=generator), dim=1)
+        )
+    return {
+        "history": history,
+        "item": picks[:, HISTORY],
+        "day": torch.randint(0, 365, (count,), generator=generator),
+    }
 
 
 class Sessions(Dataset):

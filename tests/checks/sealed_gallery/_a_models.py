@@ -6,6 +6,8 @@ Every model is built from the global RNG (no seed inside) and fresh per call.
 
 from __future__ import annotations
 
+import itertools
+
 import lightning.pytorch as pl
 import torch
 import torch.nn.functional as F
@@ -17,7 +19,7 @@ from tests.checks.sealed_gallery import _a_data as data
 
 def mlp(*widths: int, dropout: float = 0.0) -> nn.Sequential:
     layers: list[nn.Module] = []
-    for k, (width_in, width_out) in enumerate(zip(widths[:-1], widths[1:])):
+    for k, (width_in, width_out) in enumerate(itertools.pairwise(widths)):
         layers.append(nn.Linear(width_in, width_out))
         if k < len(widths) - 2:
             layers.append(nn.ReLU())
@@ -63,7 +65,7 @@ class SimCLR(_Adam):
         self.log("val_loss", self.info_nce(batch))
 
 
-# ----------------------------------------------------------------------------------------------- metric learning
+# -------------------------------------------------------------------------------------------- metric learning
 class TripletNet(_Adam):
     """A digit embedding trained with a triplet margin loss on (anchor, positive, negative) batches."""
 
@@ -90,14 +92,14 @@ class SiameseVerifier(pl.LightningModule):
     """Same-class verification of digit pairs: a shared encoder, a head on |e1 - e2|, binary cross-entropy;
     manual optimisation (SGD with momentum) with gradient accumulation over two batches.
 
-    ``zero_grad=False`` is the planted bug: the optimizer's gradients are never zeroed, so each step applies the
-    sum of every gradient since the start.
+    ``zero_grad=False`` is the planted bug: the optimizer's gradients are never zeroed, so each step applies
+    the sum of every gradient since the start.
     """
 
-    def __init__(self, zero_grad: bool = True, accumulate: int = 2) -> None:
+    def __init__(self, zero_grad: bool = True, accumulate: int = 2, lr: float = 0.05) -> None:
         super().__init__()
         self.automatic_optimization = False
-        self.zero_grad_after_step, self.accumulate = zero_grad, accumulate
+        self.zero_grad_after_step, self.accumulate, self.lr = zero_grad, accumulate, lr
         self.encoder = mlp(64, 128, 32)
         self.head = mlp(32, 32, 1)
 
@@ -121,7 +123,7 @@ class SiameseVerifier(pl.LightningModule):
         self.log("val_loss", F.binary_cross_entropy_with_logits(self(first, second), same))
 
     def configure_optimizers(self):
-        return torch.optim.SGD(self.parameters(), lr=0.05, momentum=0.9)
+        return torch.optim.SGD(self.parameters(), lr=self.lr, momentum=0.9)
 
 
 # ----------------------------------------------------------------------------------------------- denoising
@@ -150,8 +152,8 @@ class Denoiser(_Adam):
 class AutoEncoder(pl.LightningModule):
     """A bottleneck autoencoder of digits; Adam with a step decay meant to halve the rate every 4 epochs.
 
-    ``scheduler_interval="step"`` is the planted bug (copied from a warm-up recipe): the decay is stepped every
-    batch, so the rate is ~0 after a hundred steps.
+    ``scheduler_interval="step"`` is the planted bug (copied from a warm-up recipe): the decay is stepped
+    every batch, so the rate is ~0 after a hundred steps.
     """
 
     def __init__(self, scheduler_interval: str = "epoch") -> None:
@@ -176,13 +178,16 @@ class AutoEncoder(pl.LightningModule):
     def configure_optimizers(self):
         optimizer = torch.optim.Adam(self.parameters(), lr=3e-3)
         scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=4, gamma=0.5)
-        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": self.scheduler_interval}}
+        return {
+            "optimizer": optimizer,
+            "lr_scheduler": {"scheduler": scheduler, "interval": self.scheduler_interval},
+        }
 
 
 # ----------------------------------------------------------------------------------------------- VAE
 class VAE(_Adam):
-    """A Bernoulli VAE of digits. The loss is the negative ELBO summed over pixels and latents, averaged over the
-    batch (~45 nats at init), with the KL weight warmed up from 0 to 1 over ``warmup`` epochs.
+    """A Bernoulli VAE of digits. The loss is the negative ELBO summed over pixels and latents, averaged
+    over the batch (~45 nats at init), with the KL weight warmed up from 0 to 1 over ``warmup`` epochs.
 
     ``stuck_warmup=True`` is the planted bug: the warm-up assigns a local ``beta`` in ``on_train_epoch_start``
     instead of ``self.beta``, so the KL term is weighted by 0 for the whole run.
@@ -200,7 +205,9 @@ class VAE(_Adam):
         else:
             self.beta = min(1.0, (self.current_epoch + 1) / self.warmup)
 
-    def terms(self, x: torch.Tensor, generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def terms(
+        self, x: torch.Tensor, generator: torch.Generator | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Reconstruction and KL, each summed over its dimensions and averaged over the batch."""
         mu, logvar = self.encoder(x).chunk(2, dim=1)
         eps = torch.randn(mu.shape, generator=generator, device=mu.device)
@@ -224,10 +231,10 @@ class VAE(_Adam):
 class MultiTask(_Adam):
     """A shared digit backbone with a class head (cross-entropy) and an ink-share regression head (MSE).
 
-    ``squeeze=False`` is the planted bug: the regression head's (B, 1) output is compared with the (B,) target,
-    which broadcasts to (B, B) (a warning, no error), so the head learns the batch mean.
-    ``uncertainty_weighting=True`` (healthy) weighs the two losses with learned log-variances (Kendall et al.),
-    summed over the batch: the loss is large at init and goes negative as it trains.
+    ``squeeze=False`` is the planted bug: the regression head's (B, 1) output is compared with the (B,)
+    target, which broadcasts to (B, B) (a warning, no error), so the head learns the batch mean.
+    ``uncertainty_weighting=True`` (healthy) weighs the two losses with learned log-variances (Kendall et
+    al.), summed over the batch: the loss is large at init and goes negative as it trains.
     """
 
     def __init__(self, squeeze: bool = True, uncertainty_weighting: bool = False) -> None:
@@ -236,7 +243,8 @@ class MultiTask(_Adam):
         self.backbone = mlp(64, 128, 64)
         self.classify = nn.Linear(64, 10)
         self.regress = nn.Linear(64, 1)
-        self.log_vars = nn.Parameter(torch.zeros(2))
+        if uncertainty_weighting:
+            self.log_vars = nn.Parameter(torch.zeros(2))
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         features = torch.relu(self.backbone(x))
@@ -335,9 +343,9 @@ class Distiller(_Adam):
 # ----------------------------------------------------------------------------------------------- seq2seq
 class Seq2Seq(_Adam):
     """A GRU encoder-decoder that reverses variable-length symbol sequences: batches are (source, lengths,
-    target), padded with 0; the encoder packs by length (``pack_padded_sequence`` raises on a zero length), the
-    decoder is teacher-forced on the target shifted right behind a start token, and padding is ignored by the
-    loss. Validation reports teacher-forced token accuracy.
+    target), padded with 0; the encoder packs by length (``pack_padded_sequence`` raises on a zero length),
+    the decoder is teacher-forced on the target shifted right behind a start token, and padding is ignored
+    by the loss. Validation reports teacher-forced token accuracy.
 
     Planted bugs: ``shift=False`` feeds the decoder the unshifted target (each step sees the token it must
     predict); ``pass_state=False`` starts the decoder from zeros instead of the encoder's final state.
@@ -353,7 +361,9 @@ class Seq2Seq(_Adam):
         self.out = nn.Linear(96, data.VOCAB)
 
     def encode(self, source: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-        packed = pack_padded_sequence(self.embed(source), lengths.cpu(), batch_first=True, enforce_sorted=False)
+        packed = pack_padded_sequence(
+            self.embed(source), lengths.cpu(), batch_first=True, enforce_sorted=False
+        )
         _, state = self.encoder(packed)
         return state if self.pass_state else torch.zeros_like(state)
 
@@ -390,19 +400,22 @@ class Seq2Seq(_Adam):
         source, lengths, target = batch
         logits = self(source, lengths, target)
         mask = target != data.PAD
-        self.log("val_loss", F.cross_entropy(logits.reshape(-1, data.VOCAB), target.reshape(-1), ignore_index=0))
+        self.log(
+            "val_loss", F.cross_entropy(logits.reshape(-1, data.VOCAB), target.reshape(-1), ignore_index=0)
+        )
         self.log("val_token_acc", (logits.argmax(-1) == target)[mask].float().mean())
 
 
 # ----------------------------------------------------------------------------------------------- two-tower
 class TwoTower(_Adam):
     """A two-tower recommender: a user tower over the mean embedding of the session's history items, an item
-    tower over item ids (or, with ``frozen_item_features``, over fixed content features kept frozen on purpose),
-    scored by dot product against the whole catalogue with softmax cross-entropy. Dict batches carry a ``day``
-    field the model does not use. Validation reports recall@10."""
+    tower over item ids (or, with ``frozen_item_features``, over fixed content features kept frozen on
+    purpose), scored by dot product against the whole catalogue with softmax cross-entropy. Dict batches
+    carry a ``day`` field the model does not use. Validation reports recall@10."""
 
-    def __init__(self, frozen_item_features: bool = False) -> None:
+    def __init__(self, frozen_item_features: bool = False, cache_catalogue: bool = False) -> None:
         super().__init__()
+        self.cache_catalogue = cache_catalogue
         self.history_embedding = nn.EmbeddingBag(data.N_ITEMS, 32, mode="mean")
         self.user_tower = mlp(32, 64, 32)
         if frozen_item_features:
@@ -415,7 +428,11 @@ class TwoTower(_Adam):
 
     def scores(self, history: torch.Tensor) -> torch.Tensor:
         users = self.user_tower(self.history_embedding(history))
-        items = self.item_tower(self.item_embedding(self.catalogue))
+        if self.cache_catalogue:
+            with torch.no_grad():
+                items = self.item_tower(self.item_embedding(self.catalogue))
+        else:
+            items = self.item_tower(self.item_embedding(self.catalogue))
         return users @ items.T
 
     def training_step(self, batch, batch_idx):

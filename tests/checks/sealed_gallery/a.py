@@ -19,17 +19,19 @@ BUGS: list[SealedCase] = [
         task="contrastive",
         model=models.SimCLR,
         data=partial(data.contrastive_data, seeded_views=True),
-        bug="Each view's augmentation is seeded with the sample's index for reproducibility, so both 'views' of a "
-        "sample are the same image and InfoNCE is solved without learning any invariance.",
-        invariant="the task is not trivially solved: a positive pair is two different views, not one tensor twice",
+        bug="Each view's augmentation is seeded with the sample's index for reproducibility, so both "
+        "'views' of a sample are the same image and InfoNCE is solved without learning any invariance.",
+        invariant="the task is not trivially solved: a positive pair is two different views, not one tensor "
+        "twice",
     ),
     SealedCase(
         id="triplet_negative_served_as_positive",
         task="metric learning",
         model=models.TripletNet,
         data=partial(data.triplet_data, negative_first=True),
-        bug="The triplet dataset yields (anchor, negative, positive) while the step unpacks (anchor, positive, "
-        "negative), so the loss pulls different classes together and pushes same-class digits apart.",
+        bug="The triplet dataset yields (anchor, negative, positive) while the step unpacks (anchor, "
+        "positive, negative), so the loss pulls different classes together and pushes same-class digits "
+        "apart.",
         invariant="input and target stay paired: the positive the loss pulls in shares the anchor's class",
     ),
     SealedCase(
@@ -37,8 +39,8 @@ BUGS: list[SealedCase] = [
         task="metric learning",
         model=partial(models.SiameseVerifier, zero_grad=False),
         data=data.pair_data,
-        bug="Manual optimisation with accumulation never calls optimizer.zero_grad(), so every step applies the "
-        "running sum of all gradients since the start.",
+        bug="Manual optimisation with accumulation never calls optimizer.zero_grad(), so every step applies "
+        "the running sum of all gradients since the start.",
         invariant="each optimizer step uses the gradients of its own accumulation window",
     ),
     SealedCase(
@@ -46,17 +48,27 @@ BUGS: list[SealedCase] = [
         task="denoising",
         model=models.Denoiser,
         data=partial(data.denoising_data, in_place=True),
-        bug="The dataset adds its noise with += to the stored clean image, so the target is the noisy input itself "
-        "and the stored images get noisier with every epoch.",
+        bug="The dataset adds its noise with += to the stored clean image, so the target is the noisy input "
+        "itself and the stored images get noisier with every epoch.",
         invariant="data is not changed by reading it (and the input stays distinct from its target)",
+    ),
+    SealedCase(
+        id="denoising_validated_without_noise",
+        task="denoising",
+        model=models.Denoiser,
+        data=partial(data.denoising_data, noisy_validation=False),
+        bug="The validation set is built without 'augmentation', and the noise is the augmentation, so "
+        "validation scores reconstructing clean digits from clean digits and reports a far lower error than "
+        "denoising has.",
+        invariant="validation measures what training trains (the same task through the same path)",
     ),
     SealedCase(
         id="autoencoder_epoch_decay_stepped_per_batch",
         task="autoencoder",
         model=partial(models.AutoEncoder, scheduler_interval="step"),
         data=data.image_data,
-        bug="A StepLR meant to halve the rate every 4 epochs is configured with interval='step', so the rate is "
-        "~0 after a hundred batches and training stalls early.",
+        bug="A StepLR meant to halve the rate every 4 epochs is configured with interval='step', so the "
+        "rate is ~0 after a hundred batches and training stalls early.",
         invariant="the scheduler advances as declared (per epoch, not per batch)",
     ),
     SealedCase(
@@ -64,8 +76,8 @@ BUGS: list[SealedCase] = [
         task="VAE",
         model=partial(models.VAE, stuck_warmup=True),
         data=data.image_data,
-        bug="The KL warm-up assigns a local beta instead of self.beta, so the KL term is weighted by 0 for the "
-        "whole run and the VAE trains as a plain autoencoder.",
+        bug="The KL warm-up assigns a local beta instead of self.beta, so the KL term is weighted by 0 for "
+        "the whole run and the VAE trains as a plain autoencoder.",
         invariant="every loss term reaches the gradient (no term is weighted by zero for the whole run)",
     ),
     SealedCase(
@@ -73,8 +85,8 @@ BUGS: list[SealedCase] = [
         task="multi-task",
         model=partial(models.MultiTask, squeeze=False),
         data=data.multitask_data,
-        bug="The regression head's (B, 1) output is compared with a (B,) target, which broadcasts to (B, B), so "
-        "the head learns the batch mean instead of each sample's value.",
+        bug="The regression head's (B, 1) output is compared with a (B,) target, which broadcasts to (B, "
+        "B), so the head learns the batch mean instead of each sample's value.",
         invariant="each output is compared with its own sample's target",
     ),
     SealedCase(
@@ -82,8 +94,8 @@ BUGS: list[SealedCase] = [
         task="knowledge distillation",
         model=partial(models.Distiller, freeze_teacher=False),
         data=data.labelled_digit_data,
-        bug="The pretrained teacher is a registered submodule left trainable (in the optimizer, in train mode, "
-        "outside no_grad), so the KL pulls the teacher towards the untrained student.",
+        bug="The pretrained teacher is a registered submodule left trainable (in the optimizer, in train "
+        "mode, outside no_grad), so the KL pulls the teacher towards the untrained student.",
         invariant="the target does not move with the trained parameters (frozen parts are never stepped)",
     ),
     SealedCase(
@@ -91,8 +103,8 @@ BUGS: list[SealedCase] = [
         task="seq2seq",
         model=partial(models.Seq2Seq, shift=False),
         data=data.seq2seq_data,
-        bug="Teacher forcing feeds the decoder the target unshifted, so each step sees the token it must predict; "
-        "the teacher-forced validation accuracy is near perfect while greedy decoding fails.",
+        bug="Teacher forcing feeds the decoder the target unshifted, so each step sees the token it must "
+        "predict; the teacher-forced validation accuracy is near perfect while greedy decoding fails.",
         invariant="the output does not depend on the future (the target never reaches its own prediction)",
     ),
     SealedCase(
@@ -109,9 +121,20 @@ BUGS: list[SealedCase] = [
         task="two-tower retrieval",
         model=models.TwoTower,
         data=partial(data.two_tower_data, history_has_target=True),
-        bug="The user's history is built from the whole interaction log, so it contains the item to predict; the "
-        "model learns to retrieve from the history and validation (built the same way) overstates recall.",
+        bug="The user's history is built from the whole interaction log, so it contains the item to "
+        "predict; the model learns to retrieve from the history and validation (built the same way) "
+        "overstates recall.",
         invariant="no input carries the target (causal split of history and target)",
+    ),
+    SealedCase(
+        id="two_tower_item_tower_under_no_grad",
+        task="two-tower retrieval",
+        model=partial(models.TwoTower, cache_catalogue=True),
+        data=data.two_tower_data,
+        bug="The catalogue's item embeddings are computed under torch.no_grad() (meant as an inference "
+        "cache) in training too, so the item tower and item embedding table never get a gradient and stay "
+        "random.",
+        invariant="every parameter that shapes the output gets a gradient",
     ),
 ]
 
@@ -161,7 +184,7 @@ HEALTHY: list[SealedCase] = [
     SealedCase(
         id="siamese_manual_accumulation",
         task="metric learning",
-        model=models.SiameseVerifier,
+        model=partial(models.SiameseVerifier, lr=0.1),
         data=data.pair_data,
     ),
 ]
