@@ -325,6 +325,9 @@ def two_tower_data(history_has_target: bool = False) -> dict:
     return {
         "train_dataloaders": DataLoader(train, batch_size=BATCH, shuffle=True),
         "val_dataloaders": DataLoader(val, batch_size=BATCH),
+        "input_key": "history",
+        "target_key": "item",
+        "num_classes": N_ITEMS,
     }
 
 

@@ -185,9 +185,9 @@ PROOFS: dict[str, Proof] = {
         models.Distiller, data.labelled_digit_data, 6, student_accuracy, 0.05
     ),
     "seq2seq_decoder_input_not_shifted": Proof(
-        models.Seq2Seq, data.seq2seq_data, 4, greedy_token_accuracy, 0.2, reported="val_token_acc"
+        models.Seq2Seq, data.seq2seq_data, 3, greedy_token_accuracy, 0.2, reported="val_token_acc"
     ),
-    "seq2seq_encoder_state_dropped": Proof(models.Seq2Seq, data.seq2seq_data, 4, greedy_token_accuracy, 0.2),
+    "seq2seq_encoder_state_dropped": Proof(models.Seq2Seq, data.seq2seq_data, 3, greedy_token_accuracy, 0.2),
     "two_tower_history_contains_target": Proof(
         models.TwoTower, data.two_tower_data, 4, recall_at_10, 0.05, reported="val_recall_at_10"
     ),
