@@ -187,9 +187,9 @@ SEQ_MAX = 10
 
 
 def reverse_pairs(n: int, seed: int) -> dict[str, Tensor]:
-    """Sources of 3-10 tokens (2..11, right-padded with 0 to 10) and targets: the source reversed, padded."""
+    """Sources of 5-10 tokens (2..11, right-padded with 0 to 10) and targets: the source reversed, padded."""
     g = gen(seed)
-    length = torch.randint(3, SEQ_MAX + 1, (n,), generator=g)
+    length = torch.randint(5, SEQ_MAX + 1, (n,), generator=g)
     tokens = torch.randint(2, SEQ_VOCAB, (n, SEQ_MAX), generator=g)
     keep = torch.arange(SEQ_MAX)[None, :] < length[:, None]
     src = torch.where(keep, tokens, torch.zeros_like(tokens))
