@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import lightning.pytorch as pl
@@ -81,46 +82,144 @@ def fit(
 # ---------------------------------------------------------------- scores (higher is better)
 
 
-@torch.no_grad()
-def accuracy(model: Any, loader: DataLoader) -> float:
-    """Fraction of held-out targets (last element of a tuple batch) that ``predict`` gets right."""
-    model.eval()
-    right = total = 0
-    for batch in loader:
-        target = batch[-1]
-        right += int((model.predict(batch) == target).sum())
-        total += target.numel()
-    return right / total
+def _target(batch: Any, key: str | None) -> torch.Tensor:
+    return batch[key] if key is not None else batch[-1]
+
+
+def accuracy(key: str | None = None) -> Callable[[Any, DataLoader], float]:
+    """Fraction of held-out targets (``batch[key]``, default the last element) that ``predict`` gets right;
+    targets of -100 (padding) are left out."""
+
+    @torch.no_grad()
+    def score(model: Any, loader: DataLoader) -> float:
+        model.eval()
+        right = total = 0
+        for batch in loader:
+            target = _target(batch, key)
+            real = target != D.IGNORE
+            right += int((model.predict(batch) == target)[real].sum())
+            total += int(real.sum())
+        return right / total
+
+    return score
 
 
 @torch.no_grad()
-def r2_x(model: Any, loader: DataLoader) -> float:
-    """Coefficient of determination of ``predict`` against the first column of the target."""
+def r2(model: Any, loader: DataLoader, key: str | None = None, column: int | None = None) -> float:
+    """Coefficient of determination of ``predict`` on held-out regression targets."""
     model.eval()
     pred = torch.cat([model.predict(b) for b in loader])
-    y = torch.cat([b[-1][:, 0] for b in loader])
+    y = torch.cat([_target(b, key) for b in loader])
+    y = y[:, column] if column is not None else y
     return float(1 - ((pred - y) ** 2).sum() / ((y - y.mean()) ** 2).sum())
+
+
+@torch.no_grad()
+def neg_mse(model: Any, loader: DataLoader) -> float:
+    """Minus the mean squared error of ``predict`` against the last element of the batch."""
+    model.eval()
+    return -float(torch.cat([((model.predict(b) - b[-1]) ** 2).flatten() for b in loader]).mean())
+
+
+@torch.no_grad()
+def iou(model: Any, loader: DataLoader) -> float:
+    """Intersection over union of the predicted and true masks, over all held-out pixels."""
+    model.eval()
+    inter = union = 0.0
+    for batch in loader:
+        pred, mask = model.predict(batch).bool(), batch[-1].bool()
+        inter += float((pred & mask).sum())
+        union += float((pred | mask).sum())
+    return inter / union
+
+
+@torch.no_grad()
+def validation_report_error(model: Any, loader: DataLoader) -> float:
+    """Minus how far the accuracy ``validation_step`` reports is from the model's real accuracy."""
+    model.eval()
+    reported = real = total = 0
+    for x, y in loader:
+        reported += int((model.validation_logits(x).argmax(-1) == y).sum())
+        real += int((model.predict((x, y)) == y).sum())
+        total += len(y)
+    return -abs(reported - real) / total
+
+
+def _same(make: Callable[[], DataLoader]) -> Callable[[bool], DataLoader]:
+    return lambda fixed: make()
 
 
 @dataclass(frozen=True)
 class Twin:
-    """How a bug is proved: the model and data builders (``fixed`` selects the twin), the clean held-out data,
-    the score (higher is better), the training budget and the minimum gap."""
+    """How a bug is proved: the model and data builders (``fixed`` selects the twin), the clean held-out
+    data (``held_out(fixed)``: the serving pipeline of each twin), the score (higher is better), the training
+    budget and the minimum gap. ``optimism``: the score is minus how far the validation accuracy overstates
+    the held-out accuracy."""
 
     model: Callable[..., pl.LightningModule]  # model(fixed=...)
     data: Callable[..., dict[str, Any]]  # data(fixed=..., seed=...)
-    held_out: Callable[[], DataLoader]
+    held_out: Callable[[bool], DataLoader]
     score: Callable[[Any, DataLoader], float]
     epochs: int
     min_gap: float
+    optimism: bool = False
 
 
 TWINS: dict[str, Twin] = {
     "shuffled_labels": Twin(
-        M.DigitsCNN, D.shuffled_labels, lambda: D.held_out_digits(images=True), accuracy, 8, min_gap=0.5
+        M.DigitsCNN, D.shuffled_labels, _same(lambda: D.held_out_digits(images=True)), accuracy(), 8, 0.5
     ),
     "hflip_position_target": Twin(
-        M.BlobLocator, D.hflip_position_target, D.held_out_blobs, r2_x, 5, min_gap=0.5
+        M.BlobLocator, D.hflip_position_target, _same(D.held_out_blobs), partial(r2, column=0), 5, 0.5
+    ),
+    "siamese_partners_reshuffled_in_collate": Twin(
+        M.SiameseDigits, D.siamese_pairs, _same(D.held_out_pairs), accuracy(), 10, 0.2
+    ),
+    "denoising_noise_added_in_place": Twin(
+        M.DenoisingAE, D.denoising, _same(D.held_out_noisy_digits), neg_mse, 15, 0.02
+    ),
+    "multitask_loss_weight_key_typo": Twin(
+        M.DigitAndParity, D.multitask, _same(D.held_out_two_tasks), accuracy("parity"), 8, 0.3
+    ),
+    "tagging_tags_padded_left": Twin(
+        M.BiGRUTagger, D.tagging, _same(D.held_out_tagging), accuracy("tags"), 3, 0.2
+    ),
+    "segmentation_crop_offset_drawn_twice": Twin(
+        M.TinyFCN, D.segmentation, _same(D.held_out_scenes), iou, 5, 0.3
+    ),
+    "forecast_window_ends_at_target": Twin(
+        M.WindowForecaster, D.forecast, _same(D.held_out_forecast), r2, 10, 0.2
+    ),
+    "batch_statistics_at_eval": Twin(
+        M.SensorClassifier,
+        D.sensor_loaders,
+        _same(lambda: D.held_out_sensors(batch_size=8)),
+        accuracy(),
+        8,
+        0.05,
+    ),
+    "validation_step_skips_normalisation": Twin(
+        M.NormalisedSensorClassifier,
+        D.sensor_loaders,
+        _same(lambda: D.sensor_loaders()["val_dataloaders"]),
+        validation_report_error,
+        5,
+        0.2,
+    ),
+    "split_shares_patients": Twin(
+        M.PatientMLP, D.patient_split, _same(D.held_out_patients), accuracy(), 15, 0.1, optimism=True
+    ),
+    "scheduler_stepped_every_batch": Twin(
+        M.StepLRDigitsMLP, D.digits_flat, _same(D.held_out_digits), accuracy(), 8, 0.2
+    ),
+    "rezero_gate_not_a_parameter": Twin(
+        M.ReZeroRegressor, D.wavy_loaders, _same(D.held_out_wavy), r2, 10, 0.3
+    ),
+    "metadata_input_never_used": Twin(
+        M.CodeMatcher, D.code_matching, _same(D.held_out_code_matches), accuracy("match"), 10, 0.2
+    ),
+    "categorical_codes_per_file": Twin(
+        M.StoreSales, D.store_codes, D.held_out_sales, partial(r2, key="sales"), 10, 0.15
     ),
 }
 
@@ -128,8 +227,12 @@ TWINS: dict[str, Twin] = {
 def _run(twin: Twin, fixed: bool, seed: int) -> tuple[float, list[float]]:
     pl.seed_everything(seed, verbose=False)
     model = twin.model(fixed=fixed)
-    losses, _ = fit(model, twin.data(fixed=fixed, seed=seed), twin.epochs)
-    return twin.score(model, twin.held_out()), losses
+    data = twin.data(fixed=fixed, seed=seed)
+    losses, _ = fit(model, data, twin.epochs)
+    score = twin.score(model, twin.held_out(fixed))
+    if twin.optimism:
+        score = -(twin.score(model, data["val_dataloaders"]) - score)
+    return score, losses
 
 
 def _falls(losses: list[float]) -> bool:
