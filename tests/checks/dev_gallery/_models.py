@@ -457,9 +457,9 @@ class PatientMLP(_Net):
 
 class StepLRDigitsMLP(_Net):
     """64 -> 64 -> 10 on digits with ``StepLR(step_size=1, gamma=0.7)`` declared per EPOCH. The bug:
-    ``training_step`` also steps the scheduler on every batch (copied from a hand-written loop), so the
-    learning rate decays 16 times per epoch and training stalls in the first one.
-    ``fixed``: no manual step."""
+    ``training_step`` also steps the scheduler (kept as ``self.scheduler`` by ``configure_optimizers``) on
+    every batch, copied from a hand-written loop: the learning rate decays 16 times per epoch and training
+    stalls in the first one. ``fixed``: no manual step."""
 
     lr = 3e-3
 
@@ -478,16 +478,43 @@ class StepLRDigitsMLP(_Net):
     def training_step(self, batch: Any, batch_idx: int) -> Tensor:
         loss = super().training_step(batch, batch_idx)
         if not self.fixed:
-            self.lr_schedulers().step()  # type: ignore[union-attr]
+            self.scheduler.step()
         return loss
 
     def configure_optimizers(self) -> Any:
         optimizer = torch.optim.Adam(self.parameters(), lr=self.lr)
-        scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=1, gamma=0.7)
-        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "epoch"}}
+        self.scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=1, gamma=0.7)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": self.scheduler, "interval": "epoch"}}
 
     def predict(self, batch: Any) -> Tensor:
         return self(batch[0]).argmax(-1)
+
+
+class ManualCosineDigitsMLP(StepLRDigitsMLP):
+    """Manual optimisation (``automatic_optimization = False``): ``training_step`` zeroes, backpropagates,
+    steps the optimizer and steps a per-step cosine schedule (``CosineAnnealingLR(T_max=400)``) through
+    ``self.optimizers()`` / ``self.lr_schedulers()``, as Lightning's manual-optimisation guide does. Healthy:
+    in manual optimisation Lightning steps nothing itself."""
+
+    def __init__(self, fixed: bool = False) -> None:
+        super().__init__(fixed=True)
+        self.automatic_optimization = False
+
+    def training_step(self, batch: Any, batch_idx: int) -> Tensor:
+        optimizer = self.optimizers()
+        scheduler = self.lr_schedulers()
+        loss = self.loss(batch)
+        optimizer.zero_grad()  # type: ignore[union-attr]
+        self.manual_backward(loss)
+        optimizer.step()  # type: ignore[union-attr]
+        scheduler.step()  # type: ignore[union-attr]
+        self.log("train_loss", loss)
+        return loss
+
+    def configure_optimizers(self) -> Any:
+        optimizer = torch.optim.Adam(self.parameters(), lr=self.lr)
+        scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=400)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 
 
 class ReZeroRegressor(_Net):

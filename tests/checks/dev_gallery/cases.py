@@ -212,4 +212,10 @@ HEALTHY: list[SealedCase] = [
         model=M.StoreSales,
         data=partial(D.store_codes, fixed=True),
     ),
+    SealedCase(
+        id="manual_optimisation_cosine_per_step",
+        task="image classification (manual optimisation)",
+        model=M.ManualCosineDigitsMLP,
+        data=D.digits_flat,
+    ),
 ]
