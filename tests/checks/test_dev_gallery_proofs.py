@@ -218,6 +218,9 @@ TWINS: dict[str, Twin] = {
     "metadata_input_never_used": Twin(
         M.CodeMatcher, D.code_matching, _same(D.held_out_code_matches), accuracy("match"), 10, 0.2
     ),
+    "masked_lm_labels_read_after_masking": Twin(
+        M.MaskedLM, D.masked_lm, _same(D.held_out_masked_lm), accuracy("labels"), 3, 0.3
+    ),
     "categorical_codes_per_file": Twin(
         M.StoreSales, D.store_codes, D.held_out_sales, partial(r2, key="sales"), 10, 0.15
     ),

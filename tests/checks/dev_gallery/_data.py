@@ -755,27 +755,56 @@ def progressions(n: int, seed: int) -> Tensor:
     return 2 + (start + step * torch.arange(MLM_LEN)) % 20
 
 
-def mlm_collate(items: list[Tensor]) -> dict[str, Tensor]:
+def bert_mask(
+    items: list[Tensor], labels_after_masking: bool = False, generator: torch.Generator | None = None
+) -> dict[str, Tensor]:
     """BERT masking: 15% of positions are predicted (labels elsewhere -100); of those 80% become [MASK],
-    10% a random token and 10% stay as they are."""
+    10% a random token and 10% stay as they are. ``labels_after_masking`` (the bug): the labels are read
+    from the masked inputs, so most of them are [MASK] itself."""
     tokens = torch.stack(items)
-    chosen = torch.rand(tokens.shape) < 0.15
-    labels = torch.where(chosen, tokens, torch.full_like(tokens, IGNORE))
-    roll = torch.rand(tokens.shape)
+    chosen = torch.rand(tokens.shape, generator=generator) < 0.15
+    roll = torch.rand(tokens.shape, generator=generator)
     inputs = torch.where(chosen & (roll < 0.8), torch.full_like(tokens, MASK), tokens)
-    random_tokens = torch.randint(2, MLM_VOCAB, tokens.shape)
+    random_tokens = torch.randint(2, MLM_VOCAB, tokens.shape, generator=generator)
     inputs = torch.where(chosen & (roll >= 0.8) & (roll < 0.9), random_tokens, inputs)
+    source = inputs if labels_after_masking else tokens
+    labels = torch.where(chosen, source, torch.full_like(tokens, IGNORE))
     return {"input_ids": inputs, "labels": labels}
 
 
-def masked_lm(fixed: bool = False, seed: int = 0) -> dict[str, Any]:
-    """3000 training and 400 validation progressions, masked as they are collated."""
+def mlm_collate(items: list[Tensor]) -> dict[str, Tensor]:
+    """:func:`bert_mask` as a collate (healthy)."""
+    return bert_mask(items)
+
+
+def mlm_collate_labels_after_masking(items: list[Tensor]) -> dict[str, Tensor]:
+    """:func:`bert_mask` with the labels read after masking (the bug)."""
+    return bert_mask(items, labels_after_masking=True)
+
+
+def masked_lm(fixed: bool = True, seed: int = 0) -> dict[str, Any]:
+    """3000 training and 400 validation progressions, masked as they are collated; ``fixed=False``: the
+    training labels are read after masking (validation stays correct)."""
+    collate = mlm_collate if fixed else mlm_collate_labels_after_masking
     return pair(
-        loader(ListDataset(list(progressions(3000, 1))), seed=seed, collate_fn=mlm_collate),
+        loader(ListDataset(list(progressions(3000, 1))), seed=seed, collate_fn=collate),
         loader(ListDataset(list(progressions(400, 2))), shuffle=False, collate_fn=mlm_collate),
         input_key="input_ids",
         target_key="labels",
     )
+
+
+def masked_lm_labels_after_masking(fixed: bool = False, seed: int = 0) -> dict[str, Any]:
+    """The bug case's data (``masked_lm`` with ``fixed=False`` by default)."""
+    return masked_lm(fixed=fixed, seed=seed)
+
+
+def held_out_masked_lm() -> DataLoader:
+    """600 new progressions, masked once with a seeded generator (the same positions for every model)."""
+    items = list(progressions(600, 3))
+    g = gen(9)
+    batches = [bert_mask(items[i : i + BATCH], generator=g) for i in range(0, len(items), BATCH)]
+    return DataLoader(ListDataset(batches), batch_size=None)
 
 
 # ---------------------------------------------------------------- VAE and contrastive views

@@ -604,6 +604,9 @@ class MaskedLM(_Net):
         logits = self(batch["input_ids"])
         return F.cross_entropy(logits.flatten(0, 1), batch["labels"].flatten(), ignore_index=data_.IGNORE)
 
+    def predict(self, batch: Any) -> Tensor:
+        return self(batch["input_ids"]).argmax(-1)
+
 
 class DigitsVAE(_Net):
     """A VAE on 64-pixel digits (latent 8): Bernoulli reconstruction (BCE with logits, summed over pixels)
