@@ -1,5 +1,7 @@
 """The development gallery's cases: :data:`BUGS` (real, silent bugs, each proved against its healthy twin in
-``tests/checks/test_dev_gallery_proofs.py``) and :data:`HEALTHY` (unusual but correct look-alikes).
+``tests/checks/test_dev_gallery_proofs.py``), :data:`HEALTHY` (unusual but correct look-alikes) and
+:data:`FIXED_TWINS` (each bug's healthy twin: the same model and data with the bug fixed; a check that flags
+a bug AND its twin has not found the bug).
 
 Example:
     >>> ids = [case.id for case in BUGS + HEALTHY]
@@ -228,3 +230,16 @@ HEALTHY: list[SealedCase] = [
         data=D.digits_flat,
     ),
 ]
+
+
+def fixed_twin(case: SealedCase) -> SealedCase:
+    """``case`` with its bug fixed (its model and data built with ``fixed=True``), id ``<id>__fixed``."""
+    return SealedCase(
+        id=f"{case.id}__fixed",
+        task=case.task,
+        model=partial(case.model, fixed=True),
+        data=partial(case.data, fixed=True),
+    )
+
+
+FIXED_TWINS: list[SealedCase] = [fixed_twin(case) for case in BUGS]

@@ -7,7 +7,8 @@ Run from the repository root::
 
 A bug is caught when some check says ``fail`` or ``warn``; ``inconclusive``, ``skip`` and ``error`` do not
 catch it (a miss). A healthy case raises a false alarm when some check says ``fail`` or ``error``; its
-``warn`` results are counted apart.
+``warn`` results are counted apart. ``--twins`` also runs every bug's fixed twin (a healthy model): a bug
+counts as caught cleanly when its twin raises no ``fail``/``warn`` from the checks that caught the bug.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any
 import torch
 
 from . import SealedCase
-from .cases import BUGS, HEALTHY
+from .cases import BUGS, FIXED_TWINS, HEALTHY
 
 CAUGHT = ("fail", "warn")
 FALSE_ALARM = ("fail", "error")
@@ -79,7 +80,7 @@ def score_case(case: SealedCase) -> Row:
 def summary(rows: list[Row]) -> str:
     """Bugs caught, healthy false alarms and healthy warnings, as three lines."""
     bugs = [r for r in rows if r.bug]
-    healthy = [r for r in rows if not r.bug]
+    healthy = [r for r in rows if not r.bug and not r.id.endswith("__fixed")]
     caught = [r.id for r in bugs if r.caught]
     alarms = [r.id for r in healthy if r.false_alarm]
     warned = [r.id for r in healthy if r.warned]
@@ -94,15 +95,42 @@ def summary(rows: list[Row]) -> str:
     )
 
 
+def twin_summary(rows: list[Row]) -> str:
+    """Bugs caught by a check that stays quiet (no ``fail``/``warn``) on the bug's fixed twin."""
+    by_id = {row.id: row for row in rows}
+    clean, spurious = [], []
+    for row in rows:
+        twin = by_id.get(f"{row.id}__fixed")
+        if not row.bug or twin is None or not row.caught:
+            continue
+        catchers = {name for name, status in row.statuses.items() if status in CAUGHT}
+        quiet = [name for name in catchers if twin.statuses.get(name) not in CAUGHT]
+        (clean if quiet else spurious).append(row.id)
+    total = sum(1 for row in rows if row.bug and f"{row.id}__fixed" in by_id)
+    twins = [row for row in rows if row.id.endswith("__fixed")]
+    alarms = [row.id for row in twins if row.false_alarm]
+    warned = [row.id for row in twins if row.warned]
+    lines = [
+        f"fixed twins false alarms: {len(alarms)}/{len(twins)}"
+        + (f" ({', '.join(alarms)})" if alarms else ""),
+        f"fixed twins warnings: {len(warned)}/{len(twins)}" + (f" ({', '.join(warned)})" if warned else ""),
+        f"bugs caught cleanly (a catching check quiet on the fixed twin): {len(clean)}/{total}"
+        + (f" (caught only by checks that also flag the twin: {', '.join(spurious)})" if spurious else ""),
+    ]
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> list[Row]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ids", default="", help="comma-separated case ids (default: every case)")
     parser.add_argument("--json", default="", help="also write the rows (with each non-pass message) here")
+    parser.add_argument("--twins", action="store_true", help="also run every bug's fixed twin")
     parser.add_argument("--messages", action="store_true", help="print each non-pass result's first line")
     args = parser.parse_args(argv)
     wanted = {name for name in args.ids.split(",") if name}
-    cases = [case for case in BUGS + HEALTHY if not wanted or case.id in wanted]
-    if unknown := wanted - {case.id for case in cases}:
+    pool = BUGS + HEALTHY + (FIXED_TWINS if args.twins else [])
+    cases = [case for case in pool if not wanted or case.id.removesuffix("__fixed") in wanted]
+    if unknown := wanted - {case.id.removesuffix("__fixed") for case in cases}:
         parser.error(f"unknown --ids: {sorted(unknown)}")
     rows: list[Row] = []
     for case in cases:
@@ -120,6 +148,8 @@ def main(argv: list[str] | None = None) -> list[Row]:
             for name, text in row.summaries.items():
                 print(f"    {name}: {text}")
     print(summary(rows))
+    if args.twins:
+        print(twin_summary(rows))
     if args.json:
         payload: list[dict[str, Any]] = [
             {**vars(row), "caught": row.caught, "false_alarm": row.false_alarm} for row in rows
