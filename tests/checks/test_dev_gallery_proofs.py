@@ -33,14 +33,6 @@ from tests.checks.dev_gallery import _data as D
 from tests.checks.dev_gallery import _models as M
 from tests.checks.dev_gallery.cases import BUGS, HEALTHY
 
-pytestmark = pytest.mark.gallery_proof
-
-
-@pytest.fixture(autouse=True)
-def _only_with_gallery_proofs(request: pytest.FixtureRequest) -> None:
-    if not request.config.getoption("--gallery-proofs"):
-        pytest.skip("a gallery proof (~2 CPU-minutes for the whole file): run with --gallery-proofs")
-
 
 class _Losses(pl.Callback):
     """The training loss of every step."""

@@ -35,6 +35,7 @@ PROOF_MODULES = (
     "tests/callbacks/test_health_field_gallery_transformer_proofs.py",
     "tests/checks/test_stage_gallery_twins_data.py",
     "tests/checks/test_stage_gallery_twins_loop.py",
+    "tests/checks/test_dev_gallery_proofs.py",
     "tests/checks/sealed_gallery/test_proofs_a.py",
     "tests/checks/sealed_gallery/test_proofs_b.py",
 )
