@@ -266,32 +266,14 @@ def warmup_cosine(
     num_cycles: float = 0.5,
     last_epoch: int = -1,
 ) -> LambdaLR:
-    """Linear warmup, then cosine decay to ``min_lr_ratio`` x the peak LR; see
-    :func:`warmup_cosine_multiplier`.
-
-    Args:
-        optimizer: Its groups' ``lr`` is the peak learning rate.
-        warmup_steps: Warm-up length in steps (int >= 0); a float fraction is deprecated (``warmup_ratio``).
-        total_steps: Optimizer steps of the whole run (``trainer.estimated_stepping_batches``), required.
-        warmup_ratio: Warm-up length as a fraction of ``total_steps``, in [0, 1); not with ``warmup_steps``.
-        min_lr_ratio: Final LR as a fraction of the peak, in [0, 1].
-        num_cycles: Cosine waves over the decay (0.5: one half-wave from peak to minimum), > 0.
-        last_epoch: Index of the last step taken (``-1`` for a new run), as in ``LambdaLR``.
-
-    Raises:
-        ValueError: For lengths out of range, both warm-up arguments, ``min_lr_ratio`` outside [0, 1] or
-            ``num_cycles <= 0``.
+    """Linear warmup (``warmup_steps``, or ``warmup_ratio`` of ``total_steps``), then ``num_cycles`` cosine
+    waves down to ``min_lr_ratio`` x the peak LR: a ``LambdaLR`` of :func:`warmup_cosine_multiplier`.
 
     Example:
         >>> import torch
         >>> optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
         >>> scheduler = warmup_cosine(optimizer, total_steps=8, warmup_ratio=0.25, min_lr_ratio=0.1)
-        >>> lrs = []
-        >>> for _ in range(9):
-        ...     lrs.append(round(scheduler.get_last_lr()[0], 3))
-        ...     optimizer.step()
-        ...     scheduler.step()
-        >>> lrs
+        >>> [round(scheduler.lr_lambdas[0](s), 3) for s in range(9)]
         [0.0, 0.5, 1.0, 0.94, 0.775, 0.55, 0.325, 0.16, 0.1]
     """
     total, warmup = _lengths(warmup_steps, warmup_ratio, total_steps, min_lr_ratio)
@@ -367,17 +349,9 @@ def warmup_stable_decay(
     min_lr_ratio: float = 0.0,
     last_epoch: int = -1,
 ) -> LambdaLR:
-    """Warmup, constant peak, then a cooldown over the last ``decay_steps`` (WSD); see
+    """Warmup (``warmup_shape``), constant peak, then a cooldown (``decay_shape``) over the last
+    ``decay_steps`` (steps or a fraction, default 20%): a ``LambdaLR`` of
     :func:`warmup_stable_decay_multiplier`. Other arguments as in :func:`warmup_cosine`.
-
-    Args:
-        decay_steps: Cooldown length: steps, or a fraction of ``total_steps`` (default the last 20%).
-        decay_shape: ``"linear"``, ``"cosine"`` or ``"1-sqrt"`` cooldown.
-        warmup_shape: ``"linear"``, ``"cosine"`` or ``"1-sqrt"`` warm-up (Hugging Face's ``warmup_type``).
-
-    Raises:
-        ValueError: For lengths out of range, ``warmup + decay > total_steps``, an unknown shape or
-            ``min_lr_ratio`` outside [0, 1].
 
     Example:
         >>> import torch
