@@ -49,24 +49,12 @@ class SpeedRow:
 
 @dataclass
 class SpeedTuneResult:
-    """The outcome of :func:`~lightning_recipes.tune.speed_tune`.
-
-    Attributes:
-        rows: One :class:`SpeedRow` per option, the baseline first; last, when two or more options were
-            faster, the combination of them (``"a+b"``), re-measured.
-        best: The names of the chosen options (empty: the default Trainer is fastest for the run).
-        best_speedup: The chosen options' speed-up per step (1.0 when empty).
-        advice: Per chosen option, what it changes outside the Trainer arguments, in words.
-        trainer_kwargs: The ``Trainer`` arguments of the chosen options (``precision``).
-        loader_kwargs: The ``DataLoader`` arguments of the chosen options (``num_workers``, ...).
-        run_steps: The run length the choice was made for, in training batches (``None``: unknown, ranked
-            by step time alone).
-        run_steps_source: Where ``run_steps`` came from.
-        best_run_speedup: The chosen options' projected whole-run speed-up over ``run_steps`` (1.0 when
-            empty).
-
-    Apply the choice: ``Trainer(**result.trainer_kwargs, callbacks=[result.callback()])`` and
-    ``result.loader(loader)``; or ``result.apply(model)``; or ``result.to_yaml()`` for LightningCLI.
+    """The outcome of :func:`~lightning_recipes.tune.speed_tune`: ``rows`` (the baseline first; last, the
+    re-measured combination ``"a+b"`` of two or more faster options), the ``best`` options (empty: the default
+    Trainer), their ``best_speedup`` per step and ``best_run_speedup`` over ``run_steps`` (from
+    ``run_steps_source``), their ``advice``, ``trainer_kwargs`` and ``loader_kwargs``. Apply the choice:
+    ``Trainer(**result.trainer_kwargs, callbacks=[result.callback()])`` and ``result.loader(loader)``; or
+    ``result.apply(model)``; or ``result.to_yaml()`` for LightningCLI.
     """
 
     rows: list[SpeedRow]

@@ -51,21 +51,10 @@ __all__ = ["LRRangeResult", "find_lr", "sweep_lr"]
 
 @dataclass
 class LRRangeResult:
-    """The outcome of an LR range test.
-
-    Attributes:
-        lrs: The peak-group learning rate at each step of the sweep.
-        losses: The training loss at each step (averaged over ranks under DDP).
-        smoothed: The centred moving average the rules read (no lag; see :mod:`.suggest`).
-        suggestion: The LR for a constant schedule (the rule's pick); ``None`` when inconclusive.
-        peak_lr: The peak LR after a warm-up (``suggestion`` times :func:`.suggest.peak_factor`); ``None``
-            when inconclusive.
-        rule: The rule that chose ``suggestion`` (``"min_div_10"`` or ``"steepest"``).
-        stopped: Why the sweep ended (``"max_lr"``, ``"diverged"``, ``"non-finite loss"``).
-        optimizers: The optimizer class names swept.
-        group_scales: Each group's LR as a fraction of the peak group's (kept through the sweep).
-        evidence: Whether the loss fell beyond the sweep's own noise (:class:`.suggest.CurveVerdict`);
-            computed from the curve when not given (``None`` for a curve under 6 points).
+    """The outcome of an LR range test: the sweep's ``lrs`` and ``losses`` (mean over ranks), the ``smoothed``
+    curve, the ``suggestion`` for a constant schedule by ``rule`` and the ``peak_lr`` after a warm-up (both
+    ``None`` when inconclusive), why it ``stopped``, the ``optimizers`` swept, the ``group_scales`` and the
+    ``evidence`` (:class:`.suggest.CurveVerdict`, computed when not given; ``None`` under 6 points).
     """
 
     lrs: list[float]
@@ -374,29 +363,15 @@ def find_lr(
     gradient_clip_algorithm: str | None = None,
     progress: bool = True,
 ) -> LRRangeResult:
-    """Sweep the LR exponentially from ``min_lr`` to ``max_lr`` over ``num_steps`` training steps of a copy
-    of ``model`` with its own optimizer (every group scaled alike), and suggest one. Nothing of the caller's
-    changes: model, optimizer, RNG streams, loaders.
+    """Sweep the LR exponentially from ``min_lr`` to ``max_lr`` over ``num_steps`` steps of a copy of
+    ``model`` with its own optimizer (every group scaled alike), and suggest one; nothing of the caller's
+    changes.
 
-    Args:
-        model: A ``LightningModule`` with automatic optimisation (its scheduler is not stepped).
-        datamodule: Its ``setup("fit")`` and ``train_dataloader()`` give the data.
-        train_dataloaders: The training loader without a datamodule (default: the model's own); cycled.
-        min_lr, max_lr, num_steps, rule, smoothing, divergence, warmup_factor, seed: The sweep's arguments
-            (:class:`~lightning_recipes.sweep_args.SweepArgs`); ``rule`` ``"min_div_10"`` (a tenth of the LR
-            at the smoothed minimum, stable across seeds) or ``"steepest"``.
-        device: Where the copy trains (default: the model's device).
-        gradient_clip_val, gradient_clip_algorithm: The run's Trainer settings: the sweep clips as the run
-            will (through the module's ``configure_gradient_clipping``).
-        progress: One transient progress line on stderr (rank zero, a terminal only).
-
-    Returns:
-        An :class:`LRRangeResult`; when the loss never fell beyond the sweep's own noise, ``verdict ==
-        "inconclusive"``, ``suggestion`` and ``peak_lr`` are ``None`` and ``reason`` says what to try.
-
-    Raises:
-        ValueError: For an argument out of range (naming it), no training data, or a curve too short.
-        TypeError: If ``progress`` is not a bool.
+    Data: ``datamodule``, else ``train_dataloaders``, else the model's own (cycled). The sweep's arguments are
+    :class:`~lightning_recipes.sweep_args.SweepArgs`' (``rule``: ``"min_div_10"`` or ``"steepest"``); the copy
+    trains on ``device`` and clips as the run will (``gradient_clip_val``, ``gradient_clip_algorithm``). When
+    the loss never fell beyond its own noise, ``verdict == "inconclusive"``, ``suggestion`` and ``peak_lr``
+    are ``None`` and ``reason`` says what to try.
 
     Example:
         >>> from lightning_recipes.testing import TinyClassifier, random_classification_loader

@@ -44,13 +44,9 @@ RELATIVE_STEP_EXPOSURE = 5 * DEFAULT_EXPOSURE
 
 
 def peak_factor(optimizers: Sequence[object], warmup_factor: float, steps_per_efold: float) -> float:
-    """``peak_lr / suggestion`` for a sweep of ``optimizers`` that spends ``steps_per_efold`` steps per e-fold
-    of LR: ``warmup_factor``; when one of them takes relative steps (:data:`RELATIVE_STEP`), times
-    ``steps_per_efold /`` :data:`RELATIVE_STEP_EXPOSURE` (at most 1): a fifth for the default sweep.
-
-    A relative step moves each layer by ``lr`` times its norm and these changes add up over the steps the
-    sweep spends near one LR, so the peak kept is proportional to that exposure (measured:
-    ``benchmarks/RESULTS.md``).
+    """``peak_lr / suggestion``: ``warmup_factor``, times ``steps_per_efold /`` :data:`RELATIVE_STEP_EXPOSURE`
+    (at most 1) when an optimizer takes relative steps (:data:`RELATIVE_STEP`): their changes add up over the
+    steps spent near one LR.
 
     Example:
         >>> import torch
@@ -179,16 +175,10 @@ class CurveVerdict:
 
 
 def curve_verdict(lrs: Sequence[float], losses: Sequence[float], alpha: float = ALPHA) -> CurveVerdict:
-    """Whether the sweep's loss fell below its start by more than its own noise explains (a rule's pick from
-    a flat curve is wherever the noise dipped; issue #22). The start is the mean raw loss of the first
-    quarter; the noise ``sigma``, from successive differences up to the minimum's window (a trend cancels);
-    the fall, the start minus the lowest point of the centred average; it must exceed ``k`` standard errors,
-    ``k`` the Student-t quantile at ``1 - alpha / m`` (Bonferroni over the ``m`` candidate minima): a flat
-    curve passes at most ``alpha`` of the time (simulations: ``benchmarks/RESULTS.md``). Non-finite points
-    are dropped, as the rules drop them.
-
-    Raises:
-        ValueError: If fewer than 6 finite points remain.
+    """Whether the sweep's loss fell below its start (the first quarter's mean) by more than its own noise
+    explains: the fall to the lowest smoothed point must exceed ``k`` standard errors (noise from successive
+    differences), ``k`` the Student-t quantile at ``1 - alpha / m`` (Bonferroni over ``m`` candidate minima).
+    Non-finite points are dropped; ``ValueError`` under 6 points.
 
     Example:
         >>> import random
