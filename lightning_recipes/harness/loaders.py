@@ -170,20 +170,9 @@ def resolve_fit_data(
     train_dataloaders: Any = None,
     val_dataloaders: Any = None,
 ) -> FitData:
-    """The training (and validation) loaders as ``trainer.fit`` would find them.
-
-    The datamodule's ``prepare_data()`` and ``setup("fit")`` run first, then its loaders; loaders passed in
-    win; without a datamodule the model's own ``train_dataloader()`` / ``val_dataloader()`` are used.
-
-    Args:
-        caller: The tool's name, for the error message (``"find_lr"``).
-        model: The LightningModule.
-        datamodule: Its loaders (after ``setup("fit")``), when given.
-        train_dataloaders: The training loader; wins over the datamodule's and the model's.
-        val_dataloaders: The validation loader; wins over the datamodule's and the model's.
-
-    Raises:
-        ValueError: When no training data is found (naming the three ways to give it).
+    """The training and validation loaders as ``trainer.fit`` would find them: ``train_dataloaders`` /
+    ``val_dataloaders`` given win, else the ``datamodule``'s (after ``prepare_data()`` and ``setup("fit")``),
+    else the model's own. ``ValueError`` naming ``caller`` when no training data is found.
 
     Example:
         >>> from lightning_recipes.data import DigitsDataModule

@@ -44,13 +44,8 @@ def loss_axis_limits(losses: Sequence[float], smoothed: Sequence[float] = ()) ->
 
 def plot_lr_range(result: Any, *, ax: Any = None) -> Any:
     """Draw an :class:`~lightning_recipes.tune.LRRangeResult`: raw and smoothed loss against the LR (log
-    axis), the suggestion and the peak LR marked, the loss axis cut by :func:`loss_axis_limits`.
-
-    Args:
-        result: The sweep's result (``lrs``, ``losses``, ``smoothed``, ``suggestion``, ``peak_lr``, ``rule``,
-            ``stopped``, ``optimizers``; ``verdict`` and ``evidence`` when present: an inconclusive sweep has
-            no pick to mark and says so in the title).
-        ax: Axes to draw into; ``None`` makes a new figure.
+    axis), the suggestion and peak LR marked (an inconclusive sweep says so in the title), the loss axis cut
+    by :func:`loss_axis_limits`.
 
     Example:
         >>> from lightning_recipes.tune import LRRangeResult
