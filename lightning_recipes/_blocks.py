@@ -60,22 +60,12 @@ def resolve_block_classes(spec: BlockSpec | None) -> tuple[type[nn.Module], ...]
 
 
 def infer_block_classes(model: nn.Module) -> tuple[type[nn.Module], ...]:
-    """The model's repeated block types: what FSDP wraps and checkpoints and layer decay counts.
-
-    Found, in this order of trust, and all kept (an encoder-decoder or two-tower model has several stacks):
-
-    1. What the model declares: each class a Hugging Face ``_no_split_modules`` (of any submodule) names
-       that sits in a layer list or repeats (a singleton such as ``CLIPTextEmbeddings`` is not a block).
-    2. Layer lists not covered by 1: the class of every ``ModuleList``/``Sequential``/``ModuleDict`` entry
-       type that occurs there at least twice, composite and with parameters (encoder and decoder layers).
-    3. With neither: the repeated type holding the most parameters (composite before leaves such as
-       ``nn.Linear``; on a tie the outermost type: a block beats its own attention sub-module).
-
-    Only types with an instance outside every other block count (T5: ``T5Block``, not ``T5Stack``; a
-    mixture-of-experts layer, not its experts). The stacks found are logged once (:func:`find_blocks`).
-
-    Raises:
-        ValueError: When no submodule type repeats; pass ``block_classes=...`` then.
+    """The model's repeated block types: what FSDP wraps and checkpoints and layer decay counts. All stacks
+    are kept, found in this order of trust: the classes a Hugging Face ``_no_split_modules`` names that sit in
+    a layer list or repeat; else the entry types that repeat in a ``ModuleList`` / ``Sequential`` /
+    ``ModuleDict`` (composite, with parameters); else the repeated type holding the most parameters (composite
+    first; on a tie the outermost). Only types with an instance outside every other block count (T5:
+    ``T5Block``). ``ValueError`` when no type repeats: pass ``block_classes``.
 
     Example:
         >>> from lightning_recipes.testing import TinyTransformerLM
