@@ -1,4 +1,4 @@
-"""HealthMonitor's collection: forward hooks and row liveness on sampled batches, the wait clock, the
+"""HealthMonitor's collection: forward hooks and row liveness on sampled batches, the
 validation pass's per-batch losses, the packing of one interval's device numbers into one float64 vector
 (:class:`Packer`: sums that ranks add, or maxima) and their combination into one check's :class:`CheckData`.
 Everything that touches a tensor stays on the device: the one read back is the monitor's, once per check.
@@ -17,7 +17,6 @@ from torch import Tensor, nn
 from torch.optim import Optimizer
 
 from lightning_recipes._stats import line_fit, standard_error
-from lightning_recipes.callbacks import input_pipeline_monitor
 from lightning_recipes.callbacks._health_window import CheckData
 
 __all__ = [
@@ -25,7 +24,6 @@ __all__ = [
     "Packer",
     "RowLiveness",
     "ValidationBatches",
-    "WaitClock",
     "combine",
     "flat_tensors",
     "group_families",
@@ -543,94 +541,6 @@ def combine(
         se = math.sqrt(sum(e * e for e in errors)) / ranks if finite else math.nan
         data.validations.append((int(row[0][0]), val, train, se, round(sum(r[4] for r in row))))
     return data
-
-
-class WaitClock:
-    """The host time a training loop waits for its next batch, and the time its steps take (host floats).
-
-    Wait: from the end of one training batch (``on_train_batch_end``) to the start of the next; step: start
-    to end. The first batch of an epoch has no wait counted (the loader and its workers start then) and the
-    time a validation runs between two batches (:meth:`pause` .. :meth:`resume`) is not waiting for data.
-    Time comes from ``input_pipeline_monitor.time.perf_counter()``, read through the module, so a test clock
-    patched there (the health gallery's ``StallClock``) times this too.
-
-    Example:
-        >>> clock = WaitClock()
-        >>> clock.batch_start(0.0); clock.batch_end(1.0)  # the first batch: its wait is unknown, left out
-        >>> clock.batch_start(4.0); clock.batch_end(5.0); clock.batch_start(5.5); clock.batch_end(6.5)
-        >>> clock.take()  # 3.5 s waited, 2 s stepped: the wait fraction, and 1.75 s per batch waited
-        (0.6363636363636364, 1.75)
-        >>> clock.take()  # nothing since
-        (-1.0, -1.0)
-    """
-
-    def __init__(self) -> None:
-        self.wait_s = 0.0
-        self.step_s = 0.0
-        self.batches = 0
-        self._started: float | None = None
-        self._ended: float | None = None
-        self._paused: float | None = None
-        self._pipeline: Any = None
-        self._totals = (0.0, 0.0)
-
-    def follow(self, pipeline: Any) -> None:
-        """Take the fractions from an ``InputPipelineMonitor`` (its ``total_fetch_s``, ``total_step_s``) when
-        one is given (it brackets every other callback: finer than this clock), else from this clock."""
-        self._pipeline = pipeline
-        if pipeline is not None:
-            self._totals = (pipeline.total_fetch_s, pipeline.total_step_s)
-
-    @property
-    def source(self) -> str:
-        """Where :meth:`take`'s fractions come from: ``"InputPipelineMonitor"`` or ``"host timing"``."""
-        return "host timing" if self._pipeline is None else "InputPipelineMonitor"
-
-    @staticmethod
-    def now() -> float:
-        return float(input_pipeline_monitor.time.perf_counter())
-
-    def epoch_start(self) -> None:
-        self._ended = None  # the first batch's wait is the loader's start-up
-
-    def batch_start(self, now: float) -> None:
-        # a batch whose wait is not known (the first of an epoch) is left out, its step too
-        self._started = None
-        if self._ended is not None:
-            self.wait_s += max(now - self._ended, 0.0)
-            self.batches += 1
-            self._started = now
-        self._ended = None
-
-    def batch_end(self, now: float) -> None:
-        if self._started is not None:
-            self.step_s += max(now - self._started, 0.0)
-        self._started, self._ended = None, now
-
-    def pause(self, now: float) -> None:
-        self._paused = now
-
-    def resume(self, now: float) -> None:
-        """The time since :meth:`pause` is neither wait nor step (a validation, the monitor's own check)."""
-        if self._paused is not None:
-            pause = max(now - self._paused, 0.0)
-            self._ended = None if self._ended is None else self._ended + pause
-            self._started = None if self._started is None else self._started + pause
-        self._paused = None
-
-    def take(self) -> tuple[float, float]:
-        """The wait fraction and the mean wait per batch (s) since the last take (``-1`` when nothing was
-        timed), and start again."""
-        wait, step, batches = self.wait_s, self.step_s, self.batches
-        self.wait_s = self.step_s = 0.0
-        self.batches = 0
-        if self._pipeline is not None:
-            fetch, stepped = self._pipeline.total_fetch_s, self._pipeline.total_step_s
-            wait, step = fetch - self._totals[0], stepped - self._totals[1]
-            self._totals = (fetch, stepped)
-        if wait + step <= 0:
-            return -1.0, -1.0
-        return wait / (wait + step), wait / batches if batches else -1.0
 
 
 class ValidationBatches:

@@ -24,7 +24,6 @@ from lightning_recipes.callbacks._health_collector import (
     Packer,
     RowLiveness,
     ValidationBatches,
-    WaitClock,
     combine,
     group_families,
     group_lrs,
@@ -64,7 +63,7 @@ from lightning_recipes.callbacks._trainer import (
     logged_running_mean,
     stepped,
 )
-from lightning_recipes.callbacks.input_pipeline_monitor import InputPipelineMonitor
+from lightning_recipes.callbacks.input_pipeline_monitor import InputPipelineMonitor, WaitClock
 from lightning_recipes.norms import group_powers, update_ratios
 
 __all__ = ["Finding", "HealthMonitor"]

@@ -16,9 +16,16 @@ __all__ = ["DigitsCNN"]
 
 
 class DigitsCNN(pl.LightningModule):
-    """A small CNN for 8x8 digits: two conv blocks with BatchNorm (``width``, then twice that), ``dropout``
-    and a linear head to ``num_classes``; AdamW at ``lr`` and ``weight_decay``. Logs ``train_loss``,
-    ``val_loss``, ``val_acc``.
+    """A small CNN for 8x8 digits: two conv blocks with BatchNorm, then dropout and a linear head.
+
+    Logs ``train_loss``, ``val_loss`` and ``val_acc``.
+
+    Args:
+        num_classes: Output classes.
+        width: Channels of the first conv block (the second has twice as many).
+        dropout: Dropout before the head.
+        lr: Peak learning rate.
+        weight_decay: Weight decay.
 
     Example:
         >>> import torch

@@ -14,9 +14,14 @@ __all__ = ["InMemoryLogger"]
 
 
 class InMemoryLogger(Logger):
-    """Records every ``log_metrics`` call as ``(step, {key: value})`` and every ``log_hyperparams`` call,
-    through the real Trainer logging path. Only rank zero records (under ``ddp_spawn``: in the worker
-    process).
+    """Records every ``log_metrics`` call as ``(step, {key: value})`` and every ``log_hyperparams`` call.
+
+    Use it to assert on what a callback or module really logged, through the real Trainer logging path
+    (no mocks). Only rank zero records, as with every Lightning logger; under ``ddp_spawn`` the records
+    live in the worker process, so assert inside a hook or on ``trainer.callback_metrics``.
+
+    Args:
+        name: Experiment name returned by :attr:`name`.
 
     Example:
         >>> logger = InMemoryLogger()

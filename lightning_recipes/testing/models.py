@@ -23,9 +23,17 @@ __all__ = [
 
 
 class TinyClassifier(pl.LightningModule):
-    """A two-layer MLP classifier (``in_features`` -> ``hidden`` -> ``num_classes``, SGD at ``lr``) whose
-    output layer starts at zero: its cross-entropy at initialisation is exactly ``ln(num_classes)``. Logs
-    ``train_loss`` every step and ``val_loss`` / ``val_acc`` per validation epoch.
+    """A two-layer MLP classifier whose cross-entropy at initialisation is exactly ``ln(num_classes)``.
+
+    The output layer starts at zero, so every logit is 0 and the softmax is uniform: the textbook
+    "loss at init" value, useful to test init-loss checks and anything that reads the first loss.
+    Logs ``train_loss`` every step and ``val_loss`` / ``val_acc`` per validation epoch.
+
+    Args:
+        in_features: Input width.
+        num_classes: Number of classes ``C``.
+        hidden: Hidden width.
+        lr: Learning rate of the default SGD optimizer (``configure_optimizers``).
 
     Example:
         >>> import math, torch
@@ -102,10 +110,19 @@ class TransformerBlock(nn.Module):
 
 
 class TinyTransformerLM(pl.LightningModule):
-    """A small causal transformer language model (``n_layers`` :class:`TransformerBlock` s of width
-    ``d_model`` and ``n_heads``, up to ``max_seq_len``, AdamW at ``lr``) with a zero-initialised head: its
-    loss at init is exactly ``ln(vocab_size)``. Batches are ``(tokens, next_tokens)`` ``[B, S]``. Logs
-    ``train_loss``, ``val_loss``.
+    """A small causal transformer language model; its loss at init is exactly ``ln(vocab_size)``.
+
+    Token and position embeddings, ``n_layers`` :class:`TransformerBlock` s, a final LayerNorm and a
+    zero-initialised output head. Batches are ``(tokens, next_tokens)`` of shape ``[B, S]``; logits are
+    ``[B, S, vocab_size]``. Logs ``train_loss`` and ``val_loss``.
+
+    Args:
+        vocab_size: Number of tokens ``V``.
+        d_model: Width.
+        n_heads: Attention heads.
+        n_layers: Number of blocks.
+        max_seq_len: Longest sequence the position embedding covers.
+        lr: Learning rate of the default AdamW optimizer.
 
     Example:
         >>> import math, torch
