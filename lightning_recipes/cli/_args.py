@@ -1,22 +1,7 @@
-"""What every ``lightning-recipes`` command shares: one flag spelling, the one-line answer to a mistake, the
-LightningCLI-style (jsonargparse) parser of ``preflight`` and ``tune`` and the LightningCLI config they read.
-
-Imports neither torch nor Lightning (``--help``, ``--version`` and a mistake answer at once). Flags are
-snake_case as LightningCLI's; the kebab-case spelling of a top-level flag is accepted too. A command raises
-:class:`UsageError` for a mistake; :func:`handle_usage_errors` prints ``lightning-recipes <command>: error:
-<message>`` and returns 2 (``LIGHTNING_RECIPES_TRACEBACK=1``: the traceback). A bug keeps its traceback.
-
-Example:
-    >>> normalise_flags(["--num-params", "7B", "--output-dir=out-dir", "--model.init_args.n-layers", "2"])
-    ['--num_params', '7B', '--output_dir=out-dir', '--model.init_args.n-layers', '2']
-    >>> import contextlib, io
-    >>> def body() -> int:
-    ...     raise UsageError("--config x.yaml: no such file")
-    >>> with contextlib.redirect_stderr(io.StringIO()) as err:
-    ...     handle_usage_errors("preflight", body)
-    2
-    >>> err.getvalue()
-    'lightning-recipes preflight: error: --config x.yaml: no such file\\n'
+"""What every ``lightning-recipes`` command shares, importing neither torch nor Lightning: one flag spelling
+(snake_case, kebab-case accepted), :class:`UsageError` answered in one line by
+:func:`handle_usage_errors`, the LightningCLI-style parser of ``preflight`` and ``tune`` and the config
+they read.
 """
 
 from __future__ import annotations

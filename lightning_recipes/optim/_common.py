@@ -1,18 +1,5 @@
-"""Shared pieces of Lion and Lamb: argument checks, the choice and dispatch of the execution path
-(written once for both), tensor grouping, and the record of which path ran
-(``optimizer.implementation_used``).
-
-Example:
-    >>> import torch
-    >>> from lightning_recipes.optim import Lion
-    >>> model = torch.nn.Linear(4, 2)
-    >>> optimizer = Lion(model.parameters(), implementation="foreach")
-    >>> optimizer.implementation_used is None  # nothing ran yet
-    True
-    >>> model(torch.randn(3, 4)).sum().backward()
-    >>> optimizer.step()
-    >>> optimizer.implementation_used
-    'foreach'
+"""Shared pieces of Lion and Lamb: argument checks, the choice and dispatch of the execution path, tensor
+grouping, and the record of which path ran (``optimizer.implementation_used``).
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
-"""The one table of optimizer and schedule names: read by the recipe, the builder and the memory estimator.
-
-Each optimizer has one :class:`OptimizerSpec` record: its name, the class the builder makes, the recipe's
-defaults, and the state it keeps per parameter (what the memory estimator counts). Adding an optimizer means
-adding a record here; tests tie every user of these names to this table.
+"""The one table of optimizer and schedule names (one :class:`OptimizerSpec` per optimizer: its class, the
+recipe's defaults, its state per parameter), read by the recipe, the builder and the memory estimator.
 
 Example:
-    >>> from lightning_recipes.optim.names import OPTIMIZERS, RECIPE_OPTIMIZERS, SCHEDULES
-    >>> RECIPE_OPTIMIZERS, SCHEDULES
-    (('adamw', 'lion', 'lamb'), ('cosine', 'linear', 'constant', 'wsd', 'none'))
-    >>> OPTIMIZERS["lion"].state_tensors, OPTIMIZERS["lion"].defaults["lr"]
-    (1, 0.0001)
+    >>> OPTIMIZERS["lion"].state_tensors, OPTIMIZERS["lion"].defaults["lr"], RECIPE_OPTIMIZERS
+    (1, 0.0001, ('adamw', 'lion', 'lamb'))
 """
 
 from __future__ import annotations

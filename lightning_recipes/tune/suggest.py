@@ -1,7 +1,5 @@
-"""Reading an LR range test's curve: a centred moving average (no lag); :func:`curve_verdict`, whether the
-loss fell beyond the sweep's own noise at all; and the rules that pick an LR: ``"min_div_10"`` (fastai: a
-tenth of the LR at the smoothed minimum) and ``"steepest"`` (Smith 2017: where the smoothed loss falls
-fastest per unit of ``log(lr)``).
+"""Reading an LR range test's curve: a centred moving average, :func:`curve_verdict` (did the loss fall beyond
+its own noise), and the rules ``"min_div_10"`` (fastai) and ``"steepest"`` (Smith 2017).
 
 Example:
     >>> lrs = [10 ** (-4 + i / 10) for i in range(41)]      # 1e-4 .. 1
