@@ -1,10 +1,5 @@
-"""The LR range test's arguments as one frozen record, validated once, with their defaults written once.
-
-:func:`~lightning_recipes.tune.find_lr`, :func:`~lightning_recipes.tune.sweep_lr`,
-:class:`~lightning_recipes.tune.LRRangeTest`, ``OptimizerRecipe(lr_find=...)`` (``lr="find"``) and
-``lightning-recipes tune`` all build or take a :class:`SweepArgs`. It lives below both ``recipe.py`` and
-``tune/`` (it imports only the validation helpers): the recipe checks ``lr_find`` without importing the
-tuner.
+"""The LR range test's arguments as one frozen record (:class:`SweepArgs`), validated once, their defaults
+written once; below both ``recipe.py`` and ``tune/``, so the recipe checks ``lr_find`` without the tuner.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""HealthMonitor's records: one check's numbers combined over ranks (:class:`CheckData`), what the rules
-remember between checks (:class:`History`, saved in ``state_dict``), the problems and their default
-thresholds, and the findings with how they read (:class:`Finding`, evidence lines, the report table).
+"""HealthMonitor's records: one check's numbers (:class:`CheckData`), what the rules remember
+(:class:`History`, checkpointed), the problems, their default thresholds and the findings
+(:class:`Finding`) with their evidence lines and report table.
 
 Example:
     >>> evidence_lines({"gl": 8.0, "update_ratio": {"a": 0.5, "b": 0.02, "c": 0.3, "d": 0.1}, "epoch": 2})

@@ -1,15 +1,7 @@
-"""Warmup learning-rate schedules as picklable ``LambdaLR`` factories over pure multiplier functions.
-
-Every schedule is a pure function ``multiplier(step, ...) -> float`` wrapped in ``LambdaLR`` through
-``functools.partial``: it pickles (``ddp_spawn``), and a resumed run continues exactly from the scheduler's
-``last_epoch`` (the only state it needs). Step these schedulers every optimizer step
-(``"interval": "step"`` in Lightning). The warm-up is ``warmup_steps`` (an ``int``) or ``warmup_ratio``
-(a fraction of ``total_steps``, rounded up as Hugging Face's ``TrainingArguments`` does); a float
-``warmup_steps`` still means a fraction but is deprecated.
-
-Values match Hugging Face's ``transformers.optimization`` functions step for step (tests compare them over
-every step), with one deliberate difference: past ``total_steps`` every schedule holds its final value, where
-Hugging Face's cosine climbs back up (a run that overshoots its estimate should not re-heat).
+"""Warmup learning-rate schedules: pure multipliers ``f(step, ...)`` in ``LambdaLR`` through
+``functools.partial`` (picklable; a resume continues from ``last_epoch``), stepped every optimizer step.
+Values match Hugging Face's ``transformers.optimization`` step for step, except that past ``total_steps``
+every schedule holds its final value (Hugging Face's cosine climbs back up).
 """
 
 from __future__ import annotations

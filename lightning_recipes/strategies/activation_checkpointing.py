@@ -1,10 +1,5 @@
-"""Activation checkpointing of a model's repeated blocks, outside FSDP too (single device, DDP).
-
-The blocks are found the way the FSDP presets find them (:func:`infer_block_classes`: the layers the
-model declares or its layer lists, in every stack), so ``checkpoint_blocks`` checkpoints exactly the units
-the FSDP presets would wrap. It uses torch's composable ``checkpoint`` (non-reentrant): parameter names,
-``state_dict`` keys and checkpoints do not change, and dropout masks are replayed in the recomputation (the
-RNG state is saved).
+"""Activation checkpointing of a model's repeated blocks (the units the FSDP presets wrap) outside FSDP too,
+with torch's composable non-reentrant ``checkpoint``: names, ``state_dict`` keys and dropout masks unchanged.
 """
 
 from __future__ import annotations

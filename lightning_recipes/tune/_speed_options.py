@@ -1,10 +1,5 @@
-"""The speed options :func:`~lightning_recipes.tune.speed_tune` measures (what each changes in the module, the
-loader and the Trainer, and when it does not apply) and the ways to apply a choice to the user's run.
-
-Example:
-    >>> from lightning_recipes.tune._speed_options import OPTIONS
-    >>> OPTIONS["bf16-mixed"].trainer_kwargs
-    {'precision': 'bf16-mixed'}
+"""The speed options :func:`~lightning_recipes.tune.speed_tune` measures (what each changes and when it does
+not apply) and the ways to apply a choice to the user's run.
 """
 
 from __future__ import annotations

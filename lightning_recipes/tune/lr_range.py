@@ -1,9 +1,6 @@
-"""The LR range test: an exponential learning-rate sweep of a copy of the model with its own optimizer.
-
-:func:`find_lr` runs it before training, :class:`~lightning_recipes.tune.LRRangeTest` inside ``trainer.fit``
-(DDP included); both return an :class:`LRRangeResult`. How it differs from Lightning's ``Tuner.lr_find``
-(parameter groups kept, nothing of the caller changed, DDP, the inconclusive verdict, the warm-up peak):
-``docs/guides/tuning.md``.
+"""The LR range test: an exponential LR sweep of a copy of the model with its own optimizer (:func:`find_lr`;
+inside ``trainer.fit``: :class:`~lightning_recipes.tune.LRRangeTest`). How it differs from Lightning's
+``Tuner.lr_find``: ``docs/guides/tuning.md``.
 """
 
 from __future__ import annotations
