@@ -32,16 +32,11 @@ _CONTAINERS = (nn.ModuleList, nn.ModuleDict, nn.Sequential, nn.ParameterList, nn
 
 def resolve_block_classes(spec: BlockSpec | None) -> tuple[type[nn.Module], ...] | None:
     """Turn ``block_classes`` (classes or import paths) into a tuple of ``nn.Module`` subclasses (``None``
-    stays ``None``).
-
-    Raises:
-        ValueError: When a path cannot be imported or names something that is not an ``nn.Module`` class.
+    stays ``None``); ``ValueError`` for a path that does not import an ``nn.Module`` class.
 
     Example:
         >>> resolve_block_classes("lightning_recipes.testing.TransformerBlock")
         (<class 'lightning_recipes.testing.models.TransformerBlock'>,)
-        >>> resolve_block_classes("torch.nn.TransformerEncoderLayer")
-        (<class 'torch.nn.modules.transformer.TransformerEncoderLayer'>,)
     """
     if spec is None:
         return None
@@ -250,10 +245,8 @@ def outermost_blocks(module: nn.Module, block_classes: tuple[type[nn.Module], ..
 
 
 def import_class(path: str) -> object:
-    """The object a full import path (``"pkg.module.Class"``) names.
-
-    Raises:
-        ValueError: For a path without a module part, or one that cannot be imported.
+    """The object a full import path (``"pkg.module.Class"``) names (``ValueError`` when it cannot be
+    imported).
 
     Example:
         >>> import_class("torch.nn.Linear")

@@ -53,12 +53,8 @@ def sample_beta(alpha: float, generator: torch.Generator) -> float:
 
 
 def cutmix_box(lam: float, height: int, width: int, generator: torch.Generator) -> tuple[int, int, int, int]:
-    """CutMix's box (Yun et al. 2019, the authors' code): side ratio ``sqrt(1 - lam)``, centre drawn
-    uniformly over the pixels (``cx`` then ``cy``), half-sides ``cut // 2`` on each side, clipped to the
-    image (so the box may be smaller than ``(1 - lam)`` of the area; see :attr:`BatchMixer.correct_lam`).
-
-    Returns:
-        ``(y1, y2, x1, x2)``: rows ``y1:y2`` and columns ``x1:x2`` are pasted.
+    """CutMix's box ``(y1, y2, x1, x2)`` (Yun et al. 2019, the authors' code): side ratio ``sqrt(1 - lam)``,
+    centre uniform over the pixels, clipped to the image (so possibly smaller than ``1 - lam`` of it).
 
     Example:
         >>> cutmix_box(0.75, 8, 8, torch.Generator().manual_seed(0))  # clipped at the bottom: 3 rows, not 4
@@ -75,15 +71,9 @@ def cutmix_box(lam: float, height: int, width: int, generator: torch.Generator) 
 
 @dataclass(frozen=True)
 class MixDraw:
-    """What one batch was mixed with (host values; the permutation is a CPU tensor).
-
-    Attributes:
-        index: The batch counter the draw was derived from.
-        applied: Whether the batch was mixed (``False`` with probability ``1 - prob``).
-        mode: ``"mixup"``, ``"cutmix"`` or ``"none"``.
-        lam: Weight of each sample itself in its mixed target (after the CutMix area correction).
-        permutation: Sample ``i`` is mixed with sample ``permutation[i]``.
-        box: CutMix's ``(y1, y2, x1, x2)``, else ``None``.
+    """What batch ``index`` was mixed with: whether it was ``applied``, the ``mode`` (``"mixup"``,
+    ``"cutmix"``, ``"none"``), ``lam`` (each sample's own weight, after the CutMix correction), the
+    ``permutation`` (a CPU tensor: sample ``i`` mixed with ``permutation[i]``) and CutMix's ``box``.
     """
 
     index: int

@@ -73,11 +73,8 @@ class SweepArgs:
 
     @classmethod
     def from_mapping(cls, args: Any, name: str = "lr_find") -> SweepArgs:
-        """The record of ``args``, a mapping of some of the fields (the others at their defaults) or ``None``.
-
-        Raises:
-            ValueError: For ``args`` that is not a mapping or has an unknown key (naming ``name`` and the
-                allowed keys), or a value out of range (naming the key).
+        """The record of ``args``: a mapping of some of the fields (the others at their defaults) or ``None``;
+        ``ValueError`` naming an unknown key or a value out of range.
         """
         if args is None:
             args = {}

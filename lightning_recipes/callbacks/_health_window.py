@@ -212,16 +212,9 @@ _WHOLE = ("step", "epoch", "checks", "count", "batches", "nonfinite_losses")
 
 @dataclass
 class Finding:
-    """One problem the monitor found.
-
+    """One problem the monitor found: its ``problem`` (of :data:`HealthMonitor.PROBLEMS`), the ``step`` and
+    ``epoch`` of the check that found it, the ``evidence`` that triggered it and the ``advice``;
     ``str(finding)`` is :meth:`summary`.
-
-    Attributes:
-        problem: One of :data:`HealthMonitor.PROBLEMS`.
-        step: ``trainer.global_step`` at the check that found it.
-        epoch: ``trainer.current_epoch`` then.
-        evidence: The numbers that triggered it (per layer where relevant).
-        advice: What to change, concretely.
     """
 
     problem: str

@@ -374,14 +374,9 @@ def with_lightning_cli_config(
     args: Sequence[str], own_keys: Sequence[str], trainer_keys: Sequence[str] = ()
 ) -> list[str]:
     """``args`` with each ``--config FILE`` replaced by the parts of it the command reads: its ``own_keys``,
-    and each of ``trainer_keys`` set in the ``trainer`` section as a top-level key (-1, Lightning's "unset",
-    as null); the rest (``seed_everything``, ``optimizer``, ...) is dropped. A section without
-    ``class_path`` (``LightningCLI(MyModel)``) takes its class from ``--model`` / ``--data``; a config
-    written for ``fit`` (``fit:`` at the top) is read inside it.
-
-    Raises:
-        UsageError: For a missing file, a file that is not a YAML mapping, or a section without
-            ``class_path`` when the command line does not name the class.
+    and each of ``trainer_keys`` set in its ``trainer`` section as a top-level key; the rest is dropped. A
+    section without ``class_path`` takes its class from ``--model`` / ``--data``; a ``fit:`` config is read
+    inside. ``UsageError`` for a missing or malformed file.
 
     Example:
         >>> import pathlib, tempfile, yaml

@@ -153,11 +153,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``lightning-recipes demo --finetune``: runs the comparison, prints the table, returns 0
-    (the exit code).
-
-    Raises:
-        UsageError: For a value out of range (a ``ValueError``; ``lightning-recipes demo`` prints its line).
+    """Entry point of ``lightning-recipes demo --finetune``: runs the comparison, prints the table, returns 0;
+    ``UsageError`` for a value out of range.
     """
     args = build_parser().parse_args(argv)
     check_finetune_args(args)

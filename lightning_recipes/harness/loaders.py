@@ -45,12 +45,9 @@ def first_loader(loaders: Any) -> Any:
 
 
 def fit_combined_loader(loaders: Any) -> CombinedLoader:
-    """A fresh ``CombinedLoader`` that iterates ``loaders`` as ``fit`` does: a ``CombinedLoader`` as it is
-    (a shallow copy: its own iterator over the same loaders, mode and limits, so the original is left for
-    the run), any other collection in ``"max_size_cycle"``, the Trainer's rule.
-
-    Raises:
-        ValueError: For ``CombinedLoader(mode="sequential")``, which ``fit`` refuses too.
+    """A fresh ``CombinedLoader`` iterating ``loaders`` as ``fit`` does: a shallow copy of a
+    ``CombinedLoader`` (the original is left for the run), any other collection in ``"max_size_cycle"``;
+    ``ValueError`` for ``mode="sequential"``, which ``fit`` refuses too.
     """
     if isinstance(loaders, CombinedLoader):
         combined = copy.copy(loaders)

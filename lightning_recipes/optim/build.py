@@ -82,12 +82,8 @@ def build_scheduler(
     min_lr_ratio: float = 0.0,
     warmup_ratio: float | None = None,
 ) -> LambdaLR | None:
-    """The named warmup schedule (one of :data:`lightning_recipes.optim.names.SCHEDULES`) over ``total_steps``
-    (``None`` for ``"none"``); step it every optimizer step. Warm-up: ``warmup_steps`` (int) or
-    ``warmup_ratio``.
-
-    Raises:
-        ValueError: For an unknown ``name``, both warm-up arguments or out-of-range lengths.
+    """The named warmup schedule (of :data:`lightning_recipes.optim.names.SCHEDULES`) over ``total_steps``
+    (``None`` for ``"none"``), warm-up ``warmup_steps`` or ``warmup_ratio``; step it every optimizer step.
 
     Example:
         >>> import torch

@@ -45,16 +45,9 @@ def check_implementation(implementation: Any) -> None:
 
 @dataclass(frozen=True)
 class OptimizerSpec:
-    """One optimizer, as every part of the package sees it.
-
-    Args:
-        name: The name users write (``OptimizerRecipe(optimizer=...)``, ``--optimizer``).
-        class_name: The optimizer class the builder returns (``torch.optim.AdamW``, ``Lion``, ...).
-        state_tensors: Optimizer-state tensors kept per parameter, each the parameter's shape.
-        step_bytes: Bytes of per-tensor scalar state (a ``step`` count kept as a 0-d fp32 tensor, as
-            torch.optim's AdamW and our Lamb do: 4).
-        defaults: The recipe's defaults (``lr``, ``weight_decay``, ``betas``, ``eps``); empty for optimizers
-            the memory estimator knows but the recipe does not build.
+    """One optimizer as every part of the package sees it: the ``name`` users write, the ``class_name`` the
+    builder returns, the ``state_tensors`` (parameter-shaped) and ``step_bytes`` (scalar state) it keeps per
+    tensor, and the recipe's ``defaults`` (empty for optimizers only the memory estimator knows).
     """
 
     name: str

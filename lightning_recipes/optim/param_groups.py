@@ -354,17 +354,12 @@ def check_layer_decay(layer_decay: Any) -> None:
 
 
 def match_lr_scale(name: str, keys: list[str]) -> str | None:
-    """The ``lr_scale`` key that selects parameter ``name``: the key equals the name, is a module-path prefix
-    of it (``"backbone"`` selects ``"backbone.0.weight"``) or is a regex matching the whole name.
-
-    Raises:
-        ValueError: When several keys select the same parameter (ambiguous factor).
+    """The ``lr_scale`` key that selects parameter ``name``: equal to it, a module-path prefix of it, or a
+    regex matching all of it; ``ValueError`` when several keys select it.
 
     Example:
         >>> match_lr_scale("backbone.0.weight", ["head", "backbone"])
         'backbone'
-        >>> match_lr_scale("blocks.3.fc.weight", [r"blocks\\.[0-3]\\..*"])
-        'blocks\\\\.[0-3]\\\\..*'
     """
     hits = [k for k in keys if name == k or name.startswith(k + ".") or re.fullmatch(k, name) is not None]
     if len(hits) > 1:

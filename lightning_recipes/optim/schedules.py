@@ -63,14 +63,9 @@ def resolve_steps(name: str, value: int | float, total_steps: int) -> int:
 def warmup_fields(
     warmup_steps: int | float | None, warmup_ratio: float | None, *, stacklevel: int = 2
 ) -> tuple[int | None, float | None]:
-    """Normalise the two warm-up spellings to ``(steps, ratio)``, at most one not ``None``.
-
-    A float ``warmup_steps`` (the old spelling of a fraction) becomes ``warmup_ratio`` with a
-    ``LightningRecipesDeprecationWarning`` (shown by default); giving both is an error.
-
-    Raises:
-        ValueError: For both given, ``warmup_steps`` not an int >= 0 (or a float in (0, 1)), or
-            ``warmup_ratio`` outside [0, 1).
+    """Normalise the two warm-up spellings to ``(steps, ratio)``, at most one not ``None``: a float
+    ``warmup_steps`` (the old spelling of a fraction) becomes ``warmup_ratio`` with a deprecation warning;
+    both given is a ``ValueError``.
 
     Example:
         >>> warmup_fields(10, None), warmup_fields(None, 0.1)
@@ -310,11 +305,8 @@ def warmup_constant(
     warmup_ratio: float | None = None,
     last_epoch: int = -1,
 ) -> LambdaLR:
-    """Linear warmup, then the peak LR for good; see :func:`warmup_constant_multiplier`. ``total_steps`` is
-    only needed with ``warmup_ratio``.
-
-    Raises:
-        ValueError: For a warmup out of range, both warm-up arguments, or a ratio without ``total_steps``.
+    """Linear warmup, then the peak LR for good (:func:`warmup_constant_multiplier`); ``total_steps`` is
+    needed only with ``warmup_ratio``.
 
     Example:
         >>> import torch

@@ -40,15 +40,8 @@ def available_host_memory() -> int | None:
 
 
 def check_host_memory(required_bytes: int, available_bytes: int | None, *, what: str) -> None:
-    """Refuse an offload whose host-memory need exceeds what the node has, when that is known.
-
-    Args:
-        required_bytes: Host bytes the offloaded tensors of all processes on this node need.
-        available_bytes: Host bytes available, or ``None`` when unknown (then nothing is checked).
-        what: The preset, for the message.
-
-    Raises:
-        RuntimeError: When ``required_bytes > available_bytes``; the message names both and the fixes.
+    """Refuse (``RuntimeError`` naming both and the fixes) an offload of ``required_bytes`` on this node when
+    ``available_bytes`` is known and smaller; ``what`` names the preset.
 
     Example:
         >>> check_host_memory(10 * 1024**3, 64 * 1024**3, what="recipes_fsdp_offload")

@@ -75,10 +75,8 @@ def checkpoint_blocks(
 
 
 def disable_hf_kv_cache(module: nn.Module) -> list[str]:
-    """Set ``use_cache=False`` on every Hugging Face config in ``module`` that has it on; warn on rank zero.
-
-    Returns:
-        The names of the modules whose config was changed.
+    """Set ``use_cache=False`` on every Hugging Face config in ``module`` that has it on (warning on rank
+    zero); the names of the modules changed.
 
     Example:
         >>> disable_hf_kv_cache(nn.Linear(2, 2))

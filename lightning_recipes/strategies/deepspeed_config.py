@@ -106,14 +106,8 @@ def reconcile_deepspeed_config(
 
 
 def validate_deepspeed_config(config: Mapping[str, Any]) -> None:
-    """Validate ``config`` with DeepSpeed's own ``DeepSpeedConfig`` (no GPU needed), for a world size of 1.
-
-    The batch entries are checked for a world size of 1 (DeepSpeed uses the live process group size, which
-    does not exist here); :func:`reconcile_deepspeed_config` has already checked them for the real world size.
-
-    Raises:
-        ModuleNotFoundError: DeepSpeed is not installed (with the install hint).
-        ValueError: DeepSpeed rejects the config; its own message is included.
+    """Validate ``config`` with DeepSpeed's own ``DeepSpeedConfig`` (no GPU) for a world size of 1 (the real
+    one was checked by :func:`reconcile_deepspeed_config`); ``ValueError`` with DeepSpeed's message.
     """
     require_deepspeed()
     from deepspeed.runtime.config import DeepSpeedConfig

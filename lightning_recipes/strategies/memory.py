@@ -45,14 +45,10 @@ _PRECISIONS = ("32-true", "32", "64-true", "16-mixed", "bf16-mixed", "16-true", 
 
 @dataclass(frozen=True)
 class MemoryEstimate:
-    """Bytes per device (the most loaded one) for one training configuration; rows add up to :attr:`total`.
-
-    Attributes:
-        parameters, gradients, optimizer_state, master_weights: Persistent tensors on the device.
-        gathered: Transient full parameters of the units being computed (sharded strategies, needs a model).
-        activations: Measured from a sample batch, else ``None``.
-        host: Bytes this process keeps in host memory (offload).
-        bytes_per_param: Model-state bytes per parameter before sharding (the "16 bytes for AdamW" figure).
+    """Bytes per device (the most loaded one) for one training configuration, rows adding up to :attr:`total`:
+    persistent ``parameters``, ``gradients``, ``optimizer_state``, ``master_weights``; transient ``gathered``
+    parameters; measured ``activations`` (or ``None``); ``host`` bytes (offload); and ``bytes_per_param``
+    before sharding (the "16 bytes for AdamW" figure).
     """
 
     strategy: str
@@ -353,14 +349,9 @@ def optimizer_name(optimizer: torch.optim.Optimizer) -> str | None:
 
 
 class ActivationMeasurement:
-    """Result of :func:`measure_activations` (bytes).
-
-    Attributes:
-        saved: Everything saved for backward during the forward pass (no activation checkpointing).
-        largest: The largest single saved storage (the gradient of it is alive at the backward peak).
-        block_inputs: Sum of the inputs of every block (what checkpointing keeps).
-        block_max: Most bytes one block saves (what one block's recomputation holds during backward).
-        outside: Bytes saved outside any block (embeddings, head, loss).
+    """Result of :func:`measure_activations`, in bytes: everything ``saved`` for backward, the ``largest``
+    storage, the ``block_inputs`` (what checkpointing keeps), the most one block saves (``block_max``) and
+    what is saved ``outside`` any block.
     """
 
     def __init__(self, saved: int, largest: int, block_inputs: int, block_max: int, outside: int) -> None:
@@ -457,13 +448,8 @@ def measure_activations(
 
 @dataclass(frozen=True)
 class StepMemory:
-    """Bytes of one training step (forward + backward) on :attr:`device`.
-
-    Attributes:
-        activations: Activation bytes alive when the forward pass (``training_step``) returns: what autograd
-            keeps for backward. Activation checkpointing lowers exactly this.
-        peak: The step's peak over every tensor (parameters, gradients, activations, temporaries).
-        device: The device measured.
+    """Bytes of one training step on :attr:`device`: the ``activations`` alive when ``training_step`` returns
+    (what checkpointing lowers) and the step's ``peak`` over every tensor.
     """
 
     activations: int

@@ -96,10 +96,8 @@ class LRRangeResult:
         )
 
     def to_yaml(self, key: str = "model.init_args.recipe.lr") -> str:
-        """The LightningCLI YAML fragment that sets ``peak_lr`` at the dotted ``key``.
-
-        Raises:
-            ValueError: If the sweep is inconclusive (there is no LR to set; the message says why).
+        """The LightningCLI YAML fragment that sets ``peak_lr`` at the dotted ``key`` (``ValueError`` when
+        inconclusive).
 
         Example:
             >>> LRRangeResult([1.0], [1.0], [1.0], 1e-3, 2e-3, "min_div_10", "max_lr").to_yaml()
