@@ -80,12 +80,9 @@ class OptimizerRecipeMixin:
         return self.lr_find_policy.result
 
     def resolve_recipe(self) -> dict[str, Any]:
-        """Every recipe field with its value after the precedence rules (``recipe`` > ``hparams`` > defaults).
-
-        The warm-up is one choice: ``warmup_steps`` or ``warmup_ratio`` from the first source that sets either
-        (the other is ``None``); neither anywhere gives ``warmup_ratio=0.05``. Values from ``hparams`` are
-        checked as the recipe's are (naming the field). A deprecated spelling warns once per module, not at
-        each of the several resolutions a fit makes.
+        """Every recipe field after the precedence rules (``recipe`` > ``hparams`` > defaults; ``hparams``
+        values checked as the recipe's). The warm-up is one choice, from the first source that sets either
+        spelling (neither: ``warmup_ratio=0.05``); a deprecated spelling warns once per module.
         """
         # called unbound too (plots.schedule resolves a bare recipe through a namespace holding it)
         if not self.__dict__.get("_recipe_deprecations_said", False):
@@ -338,12 +335,8 @@ def _split_prefixes(trainer: Any, module: Any) -> list[str]:
 
 
 def _train_batch_size(trainer: Any) -> int | None:
-    """The per-device batch size of the loader the Trainer trains on.
-
-    ``trainer.train_dataloader`` is ``None`` until the fit loop has set its data up, which Lightning's
-    ``estimated_stepping_batches`` does only when it needs the epoch length (not with ``max_steps`` alone).
-    ``fit_loop.setup_data()`` is what Lightning runs itself there and at the start of the loop; it is a no-op
-    once done, so the loader is built once either way and is the one training then uses.
+    """The per-device batch size of the training loader; ``fit_loop.setup_data()`` (a no-op once done, what
+    Lightning runs itself) builds it when ``estimated_stepping_batches`` has not.
     """
     if trainer.train_dataloader is None and trainer.state.fn == "fit":
         trainer.fit_loop.setup_data()

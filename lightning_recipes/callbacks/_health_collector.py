@@ -134,17 +134,10 @@ def loss_trend(rows: Iterable[Sequence[float]]) -> tuple[int, float, float, floa
 
 
 def optimizer_family(optimizer: Any) -> str:
-    """``"adaptive"``, ``"sgd"`` or ``"other"``, from the optimizer's class names (its own and its bases').
-
-    The rule, by name (case-sensitive; wrappers such as Lightning's ``LightningOptimizer`` unwrapped first):
-
-    * a name containing ``Muon`` is ``"other"`` (orthogonalised updates: not scaled per element);
-    * a name containing ``Adam`` (Adam, AdamW, Adamax, NAdam, RAdam, SparseAdam, 8-bit variants), ``Lion``,
-      ``Lamb``/``LAMB``, ``Adafactor``, ``Sophia``, ``Shampoo``, ``RMSprop``, ``Adagrad``, ``Adadelta``,
-      ``Adan`` or ``Prodigy`` is ``"adaptive"`` (the step is normalised per element: its size follows the LR,
-      not the gradient's scale);
-    * a name containing ``SGD`` (SGD, ASGD) is ``"sgd"``;
-    * anything else is ``"other"``.
+    """``"adaptive"``, ``"sgd"`` or ``"other"`` from the optimizer's class names (its own and its bases',
+    wrappers unwrapped): ``Muon`` is other; ``Adam*``, ``Lion``, ``Lamb``, ``Adafactor``, ``Sophia``,
+    ``Shampoo``, ``RMSprop``, ``Adagrad``, ``Adadelta``, ``Adan``, ``Prodigy`` are adaptive (steps normalised
+    per element); ``SGD``, ``ASGD`` are sgd; anything else is other.
 
     Example:
         >>> import torch
@@ -468,12 +461,9 @@ def combine(
     layers: tuple[list[str], list[str], list[str], list[str]],
     host: tuple[str | None, float],
 ) -> CheckData:
-    """Every rank's packed vector (``rows``, in ``layout``) combined into one check's :class:`CheckData`.
-
-    ``groups``: the parameter groups' names, sizes and optimizer families; ``layers``: the names of the ReLU,
-    saturating, leaf and Linear/Conv modules, in packing order; ``host``: where the wait fraction came from
-    and the planned steps (identical on every rank). Host floats only, identical on every rank: sums add over
-    ranks, per-layer worst cases take the max (a problem on one rank is the run's).
+    """Every rank's packed vector (``rows``, in ``layout``) combined into one check's :class:`CheckData`,
+    given the ``groups`` (names, sizes, families), the watched ``layers`` in packing order and the ``host``
+    facts; sums add over ranks, per-layer worst cases take the max. Host floats, identical on every rank.
     """
     group_names, group_numel, families = groups
     relu, saturating, leaves, row_layers = layers

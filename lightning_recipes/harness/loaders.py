@@ -63,12 +63,8 @@ def fit_combined_loader(loaders: Any) -> CombinedLoader:
 
 
 def fit_dataloaders(trainer: pl.Trainer, pl_module: pl.LightningModule) -> tuple[Any, Any]:
-    """The loaders ``fit`` uses, read at ``on_train_start`` through the Trainer's public properties.
-
-    By ``on_train_start`` the Trainer has loaded its training loader (with the sampler it injects under DDP)
-    and, when validation will run, its validation loaders. A validation loader the Trainer did not load
-    (validation disabled or not due in the first epoch) is taken from the datamodule's or the module's
-    ``val_dataloader()`` hook, as the Trainer would.
+    """The loaders ``fit`` uses, read at ``on_train_start`` (the training loader with any sampler the Trainer
+    injected); a validation loader the Trainer did not load comes from the datamodule's or module's hook.
     """
     train, val = trainer.train_dataloader, trainer.val_dataloaders
     if train is None or val is None:

@@ -612,11 +612,8 @@ def _loss_key(logged: dict[str, float]) -> str | None:
 
 
 def _compare_weights(recorder: TrialRecorder, modules: set[str], view: ValidationView) -> None:
-    """Which parameters validation read, and whether they hold the start, the trained or averaged values.
-
-    A parameter training also read is compared with its own trained value (an averaging callback swaps
-    averaged values in); one only validation read (``self.ema``) with the trained parameter of the same
-    shape whose name ends the same way (``ema.0.weight`` -> ``net.0.weight``).
+    """Which parameters validation read, and whether they hold the start, the trained or averaged values (a
+    parameter only validation read is compared with the trained one of its shape and longest name ending).
     """
     named = dict(recorder.model.named_modules())
     train_modules = recorder.train_modules

@@ -151,13 +151,10 @@ def split_for_native(
 def prepare_tensors(
     lists: Sequence[Sequence[Tensor]], *, local_shards: bool
 ) -> tuple[list[list[Tensor]], list[list[Tensor]]]:
-    """Split parallel lists (parameters first) into the rows every path may take and the rows only the
-    per-tensor loop may take; complex tensors become ``torch.view_as_real`` views (as in torch's optimizers).
-
-    Tensor subclasses (FSDP2's DTensor ...) never reach the multi-tensor or native paths: with
-    ``local_shards`` (elementwise updates, Lion) a row of DTensors laid out alike is replaced by its local
-    shards; every other subclass row goes to the loop, whose DTensor ops compute whole-tensor norms (LAMB).
-    Cost: one type check per parameter in the common all-plain case; no sync.
+    """Split parallel lists (parameters first) into rows every path may take and rows only the per-tensor loop
+    may take; complex tensors become real views. DTensor rows laid out alike become their local shards with
+    ``local_shards`` (elementwise Lion); other subclass rows go to the loop (whole-tensor norms, LAMB). No
+    sync.
     """
     params = lists[0]
     if all(type(p) in _PLAIN_TYPES and not p.is_complex() for p in params):
@@ -311,11 +308,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 class ImplementationRecord(torch.optim.Optimizer):
-    """Base of our optimizers: ``implementation_used`` is ``None`` until a step, then the path(s) that ran;
-    group options are validated when a group is added and back-filled when an older state is loaded.
-
-    ``implementation_used`` is a plain instance attribute, so that Fabric's and Lightning's optimizer
-    wrappers, which forward unknown attributes to the optimizer, read the live value.
+    """Base of our optimizers: ``implementation_used`` (a plain attribute, so optimizer wrappers read it live)
+    is ``None`` until a step, then the path(s) that ran; group options are validated and back-filled on load.
     """
 
     implementation_used: str | None

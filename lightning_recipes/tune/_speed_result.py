@@ -19,15 +19,12 @@ CALLBACK_PATH = "lightning_recipes.tune.ApplySpeedOptions"
 
 @dataclass
 class SpeedRow:
-    """One row of :func:`~lightning_recipes.tune.speed_tune`'s table.
-
-    ``status``: ``faster``, ``not faster`` (under ``min_speedup``), ``not faster for this run: ...`` (its
-    one-off cost is not repaid within the run), ``slower``, ``skipped: ...`` or ``incorrect: ...``. Times:
-    ``step_ms`` (median after the warm-up), ``baseline_step_ms`` (same repeats; ``speedup`` is their ratio),
-    ``first_step_ms``, ``one_off_s`` (paid once beyond the baseline), ``break_even_steps`` (the run length
-    from which it pays; ``None``: never), ``run_s`` / ``run_speedup`` (projected over ``run_steps``).
-    Memory (``None`` where not measured): ``activation_mb`` and ``step_peak_mb`` of one step (``MemTracker``),
-    ``cuda_peak_mb`` over the run.
+    """One row of :func:`~lightning_recipes.tune.speed_tune`'s table. ``status``: ``faster``, ``not faster``,
+    ``not faster for this run: ...`` (its one-off cost is not repaid), ``slower``, ``skipped: ...`` or
+    ``incorrect: ...``. Times: the median ``step_ms`` after warm-up against ``baseline_step_ms``
+    (``speedup``), ``first_step_ms``, ``one_off_s``, ``break_even_steps`` (``None``: never), ``run_s`` /
+    ``run_speedup`` over ``run_steps``. Memory where measured: ``activation_mb``, ``step_peak_mb``,
+    ``cuda_peak_mb``.
     """
 
     option: str

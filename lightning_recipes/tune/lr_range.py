@@ -226,16 +226,10 @@ def sweep_lr(
     progress: bool | None = None,
     **overrides: Any,
 ) -> LRRangeResult:
-    """Run the sweep on a copy from ``context`` (the arguments as in :func:`find_lr`).
-
-    ``args`` is used as it is (checked when built), ``overrides`` replace some of its fields; ``args.seed`` is
-    not read (the context seeds the sweep). Gradients are clipped as the run clips them: by
-    ``context.trainer``'s settings (the two arguments must then be ``None``), else by the two arguments,
-    through the module's ``configure_gradient_clipping``. ``progress=None`` follows ``context.trainer``'s
-    progress bar.
-
-    Cost: up to ``num_steps`` training steps of a copy, one host sync per step; under DDP one all-reduce of
-    the gradients and the loss per step.
+    """Run the sweep on a copy from ``context`` (as :func:`find_lr`): ``args`` as it is, ``overrides``
+    replacing some fields (the context seeds it); gradients clipped as the run clips them
+    (``context.trainer``'s settings, else the two arguments); ``progress=None`` follows the Trainer's bar. Up
+    to ``num_steps`` steps, one sync each (DDP: one all-reduce of gradients and loss).
     """
     if args is None:
         args = SweepArgs(**overrides)
