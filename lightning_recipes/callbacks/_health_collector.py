@@ -213,11 +213,8 @@ def group_lrs(
     device: torch.device,
     current: Tensor | None = None,
 ) -> Tensor:
-    """Per monitor group, the largest ``lr`` of ``optimizer``'s param_groups holding its parameters (float64
-    on ``device``; ``-inf`` where none), combined by the max with ``current``. A tensor ``lr`` (capturable
-    optimizers) is read on the device, not on the host: no sync.
-
-    ``index`` maps ``id(param)`` to the tracked parameter's position, ``group_of_param`` that to its group.
+    """Per monitor group, the largest ``lr`` of ``optimizer``'s groups holding its parameters (float64 on
+    ``device``, ``-inf`` where none; a tensor ``lr`` read on the device), the max with ``current``.
     """
     host = [-math.inf] * groups
     tensor_groups: list[int] = []
@@ -534,11 +531,9 @@ def combine(
 
 
 class ValidationBatches:
-    """One validation pass's per-batch mean losses and batch sizes, as device tensors (no sync).
-
-    Read from Lightning's running mean of the logged ``val_monitor`` (:func:`_trainer.logged_running_mean`:
-    two reads differ by one batch's sum and size), else from what ``validation_step`` returned (a scalar
-    tensor or a dict holding ``val_monitor`` or ``"loss"``; its size from the batch).
+    """One validation pass's per-batch mean losses and sizes, device tensors: from Lightning's running mean of
+    the logged ``val_monitor`` (:func:`_trainer.logged_running_mean`), else from what ``validation_step``
+    returned.
     """
 
     def __init__(self) -> None:

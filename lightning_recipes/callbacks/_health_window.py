@@ -269,11 +269,9 @@ def evidence_lines(evidence: Mapping[str, Any], top: int = _TOP) -> list[str]:
 
 
 def findings_table(findings: Sequence[Finding], checks: int, print_table: bool = True) -> Any:
-    """A ``rich`` table of ``findings`` (plain text without rich): problem (and what it means), when (step,
-    epoch), the evidence as ``name value`` lines, the advice; it fits the terminal's width (text wraps between
-    words; only a word wider than its column is folded). Printed by default, and then not returned
-    (``None``: a notebook cell ending in ``monitor.report()`` shows it once); ``print_table=False``
-    returns it."""
+    """A table of ``findings`` (problem, when, evidence, advice) fitted to the terminal; printed (and ``None``
+    returned) by default, returned with ``print_table=False``.
+    """
     title = f"HealthMonitor: {len(findings)} finding(s) in {checks} check(s)"
     table = new_table(title, show_lines=True)
     table.add_column("problem", overflow="fold", ratio=2, min_width=12)

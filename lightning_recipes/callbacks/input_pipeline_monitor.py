@@ -373,10 +373,8 @@ def in_memory_kind(dataset: Any) -> str | None:
 
 
 def time_batch_build_ms(loader: DataLoader, repeats: int = 3) -> float | None:
-    """The median time, in ms, to build one batch of ``loader`` in this process as its fetcher does (index
-    the dataset ``batch_size`` times, then ``collate_fn``), on the first indices; ``None`` for an
-    ``IterableDataset`` or a loader without a batch size. Every RNG is restored afterwards (a random
-    augmentation draws from them), so training sees the same stream.
+    """The median ms to build one batch of ``loader`` here as its fetcher does (``None`` for an iterable
+    dataset or no batch size); every RNG is restored afterwards.
     """
     dataset, size = loader.dataset, loader.batch_size
     if isinstance(dataset, IterableDataset) or size is None:

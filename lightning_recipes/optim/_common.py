@@ -197,10 +197,9 @@ def _local_shards(row: Sequence[Tensor]) -> tuple[Tensor, ...] | None:
 def backfill_group_options(
     optimizer: torch.optim.Optimizer, defaults: dict[str, Any], defaults_before: Collection[str]
 ) -> None:
-    """After ``Optimizer.__setstate__``: back-fill the class's own options (``defaults``) into
-    ``optimizer.defaults`` and every group (groups saved before an option existed load and step), and take
-    back the keys torch added to ``optimizer.defaults`` (``differentiable``; ``defaults_before``: the keys
-    before the call), so a loaded or unpickled optimizer's ``state_dict()`` equals the original's key for key.
+    """After ``Optimizer.__setstate__``: back-fill the class's ``defaults`` into ``optimizer.defaults`` and
+    every group, and take back the keys torch added (those not in ``defaults_before``), so that a loaded
+    optimizer's ``state_dict()`` equals the original's.
     """
     for key in [key for key in optimizer.defaults if key not in defaults_before and key not in defaults]:
         del optimizer.defaults[key]

@@ -70,11 +70,8 @@ def refuse_without_cuda(accelerator: Accelerator | None, *, preset: str, engine:
 
 
 def refuse_offload_without_host_memory(strategy: Any, precision: str, layout: str) -> None:
-    """Raise when the offloaded tensors of ``strategy``'s processes on this node exceed the host memory.
-
-    The need is :func:`~lightning_recipes.strategies.estimate_memory` ``.host`` for the preset ``layout``
-    (AdamW assumed: the optimizer is not known yet at set-up) times the processes per node; the host memory
-    is the strategy's ``host_memory_gb`` when given, else read from the machine (skipped when unknown).
+    """Raise when the offloaded tensors of ``strategy``'s processes on this node (the estimate's ``host`` for
+    the preset ``layout``, AdamW assumed) exceed the host memory (``host_memory_gb``, else the machine's).
     """
     from lightning_recipes.strategies.memory import estimate_memory
 

@@ -81,12 +81,8 @@ class RecipesFSDPStrategy(FSDPStrategy):
 
 
 class RecipesFSDPPrecision(FSDPPrecision):
-    """``FSDPPrecision`` that clips gradients by their global norm over all shards (FSDP1's
-    ``clip_grad_norm_``).
-
-    ``torch.nn.utils.clip_grad_norm_`` on a rank's shards would use a local norm; the root FSDP module's
-    ``clip_grad_norm_`` all-reduces the shard norms first. :class:`RecipesFSDPStrategy` installs this plugin
-    and gives it the root module at set-up. Cost: one all-reduce of a scalar per clipping step.
+    """``FSDPPrecision`` that clips gradients by their global norm over all shards (the root FSDP module's
+    ``clip_grad_norm_``, one scalar all-reduce), installed by :class:`RecipesFSDPStrategy`.
 
     Example:
         >>> RecipesFSDPPrecision("bf16-mixed").mixed_precision_config.param_dtype

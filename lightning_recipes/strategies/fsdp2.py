@@ -145,11 +145,8 @@ class RecipesFSDP2Strategy(ModelParallelStrategy):
 
 class FSDP2Mixin:
     """LightningModule mixin whose ``configure_model`` shards the model with FSDP2 under
-    ``ModelParallelStrategy``.
-
-    Put it first in the bases. Settings come from the :class:`RecipesFSDP2Strategy` preset, mixed precision
-    from ``Trainer(precision=)``; without a device mesh it does nothing. The LightningModule is the root unit,
-    which gathers its parameters in ``forward``: call the model through ``self(...)`` in ``training_step``.
+    ``ModelParallelStrategy`` (settings from :class:`RecipesFSDP2Strategy`, precision from the Trainer;
+    without a mesh it does nothing). Put it first in the bases; call the model through ``self(...)``.
 
     Example:
         >>> from lightning_recipes.testing import TinyTransformerLM, fast_trainer, random_token_loader

@@ -100,11 +100,8 @@ def half_window_for(points: int) -> int:
 
 
 def suggest(lrs: Sequence[float], losses: Sequence[float], rule: Rule, skip_begin: int = 0) -> float:
-    """The learning rate a rule picks from a raw loss curve (smoothed here, centred; the first
-    ``skip_begin`` points are ignored).
-
-    Raises:
-        ValueError: If the curve has fewer than 3 usable points or ``rule`` is unknown.
+    """The learning rate ``rule`` picks from a raw loss curve (smoothed here, centred, the first
+    ``skip_begin`` points ignored); ``ValueError`` under 3 usable points.
     """
     if rule not in RULES:
         raise ValueError(f"`rule` must be one of {RULES}, got {rule!r}.")
