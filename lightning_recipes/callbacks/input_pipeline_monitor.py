@@ -25,7 +25,7 @@ from lightning_recipes.callbacks._trainer import (
     stepped,
 )
 
-__all__ = ["InputPipelineMonitor", "WaitClock"]
+__all__ = ["InputPipelineMonitor"]
 
 _RECENT = 256  # per-batch wait fractions kept for the median the warning also needs
 
