@@ -258,10 +258,6 @@ def validation_error(values: Sequence[Tensor], sizes: Sequence[Tensor], device: 
     return torch.stack([standard_error(x, weights=w).double(), w.sum()])
 
 
-def _unit_dim(layer: nn.Module, output: Tensor) -> int:
-    return output.ndim - 1 if isinstance(layer, nn.Linear) else 1
-
-
 class RowLiveness:
     """Which output units of each Linear/Conv layer were alive on the sampled batches: a unit is dead when its
     output was never positive (forward hook) **and** its weight row got no gradient (optimizer-step hook).
@@ -298,7 +294,7 @@ class RowLiveness:
             def hook(module: nn.Module, args: Any, output: Any) -> None:
                 if not isinstance(output, Tensor) or output.ndim < 1 or not output.is_floating_point():
                     return
-                dim = _unit_dim(layer, output)
+                dim = output.ndim - 1 if isinstance(layer, nn.Linear) else 1
                 positive = (output.detach() > 0).movedim(dim, -1).reshape(-1, output.shape[dim]).any(0)
                 self._mark(i, positive)
 

@@ -193,10 +193,6 @@ def lr_too_high(data: CheckData, history: History, t: dict[str, float]) -> Decis
     )
 
 
-def _warming_up(history: History, lr: float) -> bool:
-    return bool(history.lrs) and math.isfinite(lr) and lr > 1.5 * history.lrs[-1]
-
-
 def _annealing(data: CheckData, history: History, lr: float, t: dict[str, float]) -> bool:
     """A schedule taking the LR down in the last ``1 - anneal_fraction`` of a planned run, after it already
     decayed by the previous check (a cosine reaching 0 at its last step drops "infinitely" there)."""
@@ -249,7 +245,7 @@ def lr_too_low(
         and math.isfinite(data.loss_mean)
         and not falling
         and not cannot_learn
-        and not _warming_up(history, lr)
+        and not (bool(history.lrs) and math.isfinite(lr) and lr > 1.5 * history.lrs[-1])  # warming up
         and not _annealing(data, history, lr, t)
     )
     count = streak(history, "lr_too_low", low)
