@@ -32,16 +32,11 @@ _CONTAINERS = (nn.ModuleList, nn.ModuleDict, nn.Sequential, nn.ParameterList, nn
 
 def resolve_block_classes(spec: BlockSpec | None) -> tuple[type[nn.Module], ...] | None:
     """Turn ``block_classes`` (classes or import paths) into a tuple of ``nn.Module`` subclasses (``None``
-    stays ``None``).
-
-    Raises:
-        ValueError: When a path cannot be imported or names something that is not an ``nn.Module`` class.
+    stays ``None``); ``ValueError`` for a path that does not import an ``nn.Module`` class.
 
     Example:
         >>> resolve_block_classes("lightning_recipes.testing.TransformerBlock")
         (<class 'lightning_recipes.testing.models.TransformerBlock'>,)
-        >>> resolve_block_classes("torch.nn.TransformerEncoderLayer")
-        (<class 'torch.nn.modules.transformer.TransformerEncoderLayer'>,)
     """
     if spec is None:
         return None
@@ -60,22 +55,12 @@ def resolve_block_classes(spec: BlockSpec | None) -> tuple[type[nn.Module], ...]
 
 
 def infer_block_classes(model: nn.Module) -> tuple[type[nn.Module], ...]:
-    """The model's repeated block types: what FSDP wraps and checkpoints and layer decay counts.
-
-    Found, in this order of trust, and all kept (an encoder-decoder or two-tower model has several stacks):
-
-    1. What the model declares: each class a Hugging Face ``_no_split_modules`` (of any submodule) names
-       that sits in a layer list or repeats (a singleton such as ``CLIPTextEmbeddings`` is not a block).
-    2. Layer lists not covered by 1: the class of every ``ModuleList``/``Sequential``/``ModuleDict`` entry
-       type that occurs there at least twice, composite and with parameters (encoder and decoder layers).
-    3. With neither: the repeated type holding the most parameters (composite before leaves such as
-       ``nn.Linear``; on a tie the outermost type: a block beats its own attention sub-module).
-
-    Only types with an instance outside every other block count (T5: ``T5Block``, not ``T5Stack``; a
-    mixture-of-experts layer, not its experts). The stacks found are logged once (:func:`find_blocks`).
-
-    Raises:
-        ValueError: When no submodule type repeats; pass ``block_classes=...`` then.
+    """The model's repeated block types: what FSDP wraps and checkpoints and layer decay counts. All stacks
+    are kept, found in this order of trust: the classes a Hugging Face ``_no_split_modules`` names that sit in
+    a layer list or repeat; else the entry types that repeat in a ``ModuleList`` / ``Sequential`` /
+    ``ModuleDict`` (composite, with parameters); else the repeated type holding the most parameters (composite
+    first; on a tie the outermost). Only types with an instance outside every other block count (T5:
+    ``T5Block``). ``ValueError`` when no type repeats: pass ``block_classes``.
 
     Example:
         >>> from lightning_recipes.testing import TinyTransformerLM
@@ -260,10 +245,8 @@ def outermost_blocks(module: nn.Module, block_classes: tuple[type[nn.Module], ..
 
 
 def import_class(path: str) -> object:
-    """The object a full import path (``"pkg.module.Class"``) names.
-
-    Raises:
-        ValueError: For a path without a module part, or one that cannot be imported.
+    """The object a full import path (``"pkg.module.Class"``) names (``ValueError`` when it cannot be
+    imported).
 
     Example:
         >>> import_class("torch.nn.Linear")

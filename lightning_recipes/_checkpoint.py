@@ -1,11 +1,7 @@
-"""Checkpoints hold plain types only (dict, list, str, numbers, bool, None, tensors), so
-``torch.load(path, weights_only=True)`` reads them anywhere, with or without this package installed.
-
-Objects of ours that a module's ``save_hyperparameters()`` records (an ``OptimizerRecipe``, a ``BatchMixer``)
-go into ``checkpoint["hyper_parameters"]`` as their ``to_dict()``; the names converted are listed under
-``checkpoint["lightning_recipes/hparams_types"]`` (plain strings), and the mixins' ``on_load_checkpoint``
-rebuilds them on the module (``load_from_checkpoint`` passes the dicts to ``__init__`` first: the mixins
-accept a dict there).
+"""Checkpoints hold plain types only, so ``torch.load(path, weights_only=True)`` reads them anywhere. Objects
+of ours in ``checkpoint["hyper_parameters"]`` (an ``OptimizerRecipe``, a ``BatchMixer``) are stored as
+their ``to_dict()``, named under ``checkpoint["lightning_recipes/hparams_types"]``; the mixins'
+``on_load_checkpoint`` rebuilds them.
 
 Example:
     >>> from dataclasses import asdict, dataclass

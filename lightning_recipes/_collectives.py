@@ -33,11 +33,8 @@ def is_distributed() -> bool:
 
 
 def destroy_process_group_at_exit() -> None:
-    """Register, once per process, an ``atexit`` handler that destroys the default process group.
-
-    A ``ddp_spawn`` worker otherwise reaches interpreter shutdown with gloo's group alive, and gloo's teardown
-    now and then aborts it (SIGABRT after a successful ``fit``). Fork workers leave with ``os._exit`` and
-    never run it. Used by ``RecipesDDPStrategy`` and on import of :mod:`lightning_recipes.testing`.
+    """Register, once per process, an ``atexit`` handler destroying the default process group (a ``ddp_spawn``
+    worker leaving with gloo's group alive may abort at shutdown).
     """
     global _EXIT_REGISTERED
     if not _EXIT_REGISTERED:

@@ -1,12 +1,6 @@
-"""Terminal output: rich where it is installed (``pip install 'lightning-recipes[rich]'``), else plain text.
-
-rich is an extra, not a dependency: Lightning gives *every* Trainer in an environment where rich is installed
-its rich progress bar and model summary (``_RICH_AVAILABLE`` in ``lightning.pytorch.utilities.imports``), also
-in projects that never import lightning_recipes. Without rich the same tables print as aligned plain text (a
-cell is wrapped, never cut; a table too wide for the terminal is stacked, a ``header: value`` line per cell),
-markup is dropped and the transient progress line is not drawn. One table API, :func:`new_table`: a rich
-``Table``, a rich table that never cuts a cell (``fitting=True``), or without rich a :class:`PlainTable`;
-too narrow a terminal stacks the rows (``header: value; ...``) in both.
+"""Terminal output: rich where it is installed (an extra: with rich, Lightning restyles every Trainer in the
+environment), else plain text; one table API, :func:`new_table`, whose cells are never cut (a table too
+wide for the terminal is stacked, a ``header: value`` line per cell).
 """
 
 from __future__ import annotations

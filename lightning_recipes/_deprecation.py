@@ -1,18 +1,5 @@
-"""The package's own deprecation warning: a ``FutureWarning``, so Python shows it by default (a
-``DeprecationWarning`` is hidden outside ``__main__``, and so under LightningCLI and in library code).
-
-Silence ours alone, or turn them into errors to find every use before upgrading (docs/guides/versioning.md)::
-
-    warnings.filterwarnings("ignore", category=LightningRecipesDeprecationWarning)
-    python -W error::lightning_recipes.LightningRecipesDeprecationWarning train.py
-
-Example:
-    >>> import warnings
-    >>> with warnings.catch_warnings(record=True) as caught:
-    ...     warnings.simplefilter("always")
-    ...     warn_deprecated("`old` is deprecated: use `new`.")
-    >>> caught[0].category.__name__, issubclass(caught[0].category, FutureWarning)
-    ('LightningRecipesDeprecationWarning', True)
+"""The package's own deprecation warning, a ``FutureWarning`` so that Python shows it by default; how to
+silence it or make it an error: ``docs/guides/versioning.md``.
 """
 
 from __future__ import annotations

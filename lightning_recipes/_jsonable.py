@@ -22,15 +22,10 @@ def jsonable(
     max_tensor_elements: int | None = 16,
     fallback: Callable[[Any], str] = repr,
 ) -> Any:
-    """A JSON-serialisable copy: dataclasses and mappings to dicts, sequences and sets to lists, tensors too.
-
-    Args:
-        value: Anything.
-        nonfinite_as_str: Write non-finite floats as ``"nan"`` / ``"inf"`` / ``"-inf"`` (strict JSON has no
-            such numbers); otherwise keep them (``json.dumps`` then writes ``NaN``).
-        max_tensor_elements: Larger tensors become a ``Tensor(shape=..., dtype=...)`` string; ``None``: none.
-        fallback: How any other object is written, after dtypes, devices and paths (``str``) and classes and
-            functions (their qualified name).
+    """A JSON-serialisable copy: dataclasses and mappings to dicts, sequences, sets and tensors to lists
+    (larger than ``max_tensor_elements``: a description), dtypes, devices and paths as ``str``, classes and
+    functions by name, anything else by ``fallback``; ``nonfinite_as_str``: ``"nan"`` / ``"inf"`` for strict
+    JSON.
 
     Example:
         >>> jsonable({"lr": 0.1, "betas": (0.9, 0.99), 3: torch.tensor([1, 2]), "dtype": torch.float16})

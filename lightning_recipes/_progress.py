@@ -17,14 +17,8 @@ __all__ = ["ProgressLine"]
 
 
 class ProgressLine:
-    """A context manager showing ``description [done/total] label`` on one line that updates in place.
-
-    Args:
-        description: What the work is (``"preflight"``, ``"find_lr"``).
-        total: How many steps the work has (``None``: unknown, a spinner without a bar).
-        enabled: ``False`` draws nothing.
-        console: Where to draw (default: a rich console on stderr). The line is drawn only when it is a
-            terminal.
+    """A context manager showing ``description [done/total] label`` on one line that updates in place
+    (``total=None``: a spinner; ``enabled=False``: nothing), on ``console`` (default stderr) when a terminal.
 
     Example:
         >>> import io

@@ -1,13 +1,7 @@
-"""One home for the statistics: noise estimates, standard errors, trends, significance and quantiles.
-
-Float functions for reports and rules (after a check's one sync); tensor functions where a hot path must not
-sync (:func:`standard_error`, :func:`robust_scale`). One convention for confidence: a one-sided test at
-:data:`Z` standard errors (99%, ~1% false-alarm odds per question under normal noise), or an explicit ``z`` /
-Student-t quantile where a caller keeps its own.
-
-Example:
-    >>> significantly_above(1.10, 0.02, 1.00, 0.02)  # 0.10 > Z * sqrt(0.02^2 + 0.02^2)
-    True
+"""One home for the statistics: noise estimates, standard errors, trends, significance and quantiles, floats
+for rules and tensors where a hot path must not sync. One convention for confidence: a one-sided test at
+:data:`Z` standard errors (~1% false-alarm odds per question), or an explicit ``z`` where a caller keeps its
+own.
 """
 
 from __future__ import annotations

@@ -1,17 +1,5 @@
-"""Argument checks shared by every public constructor: one idiom, one wording.
-
-Each check raises ``ValueError`` (or ``TypeError`` for a wrong kind of value) naming the argument, the
-constraint and the value, e.g. ``ValueError: `patience` must be an integer >= 0, got -1.``. ``bool`` is never
-accepted where a number is asked for (``True`` is an ``int`` in Python, and ``patience=True`` is always a
-mistake).
-
-Example:
-    >>> from lightning_recipes._validation import check_int
-    >>> check_int("patience", 3, minimum=0)
-    >>> check_int("patience", -1, minimum=0)
-    Traceback (most recent call last):
-    ...
-    ValueError: `patience` must be an integer >= 0, got -1.
+"""Argument checks shared by every public constructor: one idiom, one wording (``ValueError: `patience` must
+be an integer >= 0, got -1.``); a ``bool`` is never accepted where a number is asked for.
 """
 
 from __future__ import annotations

@@ -1,14 +1,5 @@
-"""One warning per distinct message per process, on rank zero: for set-up facts (tied weights, a degenerate
-layer decay) that every optimizer build would otherwise repeat (``lr="find"`` builds the groups twice).
-
-Example:
-    >>> import warnings
-    >>> with warnings.catch_warnings(record=True) as caught:
-    ...     warnings.simplefilter("always")
-    ...     warn_once("doctest: said once")
-    ...     warn_once("doctest: said once")
-    >>> len(caught)
-    1
+"""One warning per distinct message per process, on rank zero: for set-up facts every optimizer build would
+otherwise repeat.
 """
 
 from __future__ import annotations

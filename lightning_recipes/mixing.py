@@ -53,12 +53,8 @@ def sample_beta(alpha: float, generator: torch.Generator) -> float:
 
 
 def cutmix_box(lam: float, height: int, width: int, generator: torch.Generator) -> tuple[int, int, int, int]:
-    """CutMix's box (Yun et al. 2019, the authors' code): side ratio ``sqrt(1 - lam)``, centre drawn
-    uniformly over the pixels (``cx`` then ``cy``), half-sides ``cut // 2`` on each side, clipped to the
-    image (so the box may be smaller than ``(1 - lam)`` of the area; see :attr:`BatchMixer.correct_lam`).
-
-    Returns:
-        ``(y1, y2, x1, x2)``: rows ``y1:y2`` and columns ``x1:x2`` are pasted.
+    """CutMix's box ``(y1, y2, x1, x2)`` (Yun et al. 2019, the authors' code): side ratio ``sqrt(1 - lam)``,
+    centre uniform over the pixels, clipped to the image (so possibly smaller than ``1 - lam`` of it).
 
     Example:
         >>> cutmix_box(0.75, 8, 8, torch.Generator().manual_seed(0))  # clipped at the bottom: 3 rows, not 4
@@ -75,15 +71,9 @@ def cutmix_box(lam: float, height: int, width: int, generator: torch.Generator) 
 
 @dataclass(frozen=True)
 class MixDraw:
-    """What one batch was mixed with (host values; the permutation is a CPU tensor).
-
-    Attributes:
-        index: The batch counter the draw was derived from.
-        applied: Whether the batch was mixed (``False`` with probability ``1 - prob``).
-        mode: ``"mixup"``, ``"cutmix"`` or ``"none"``.
-        lam: Weight of each sample itself in its mixed target (after the CutMix area correction).
-        permutation: Sample ``i`` is mixed with sample ``permutation[i]``.
-        box: CutMix's ``(y1, y2, x1, x2)``, else ``None``.
+    """What batch ``index`` was mixed with: whether it was ``applied``, the ``mode`` (``"mixup"``,
+    ``"cutmix"``, ``"none"``), ``lam`` (each sample's own weight, after the CutMix correction), the
+    ``permutation`` (a CPU tensor: sample ``i`` mixed with ``permutation[i]``) and CutMix's ``box``.
     """
 
     index: int
@@ -97,41 +87,14 @@ class MixDraw:
 class BatchMixer:
     r"""Mixup (Zhang et al. 2018) and CutMix (Yun et al. 2019) for one batch at a time, with soft targets.
 
-    Each call mixes a batch ``(x, y)`` of ``N`` samples: with probability ``prob`` it picks CutMix with
-    probability ``switch_prob`` when both are enabled (timm's rule), draws ``lam ~ Beta(alpha, alpha)`` of
-    the chosen method and a random pairing ``perm``, and returns
-
-    * Mixup: ``x' = lam * x + (1 - lam) * x[perm]``;
-    * CutMix: ``x`` with the box of :func:`cutmix_box` pasted from ``x[perm]``, and, with ``correct_lam``,
-      ``lam = 1 - box_area / (H * W)`` (the box clipped at the border is smaller than ``1 - lam``);
-    * soft targets ``y' = lam * onehot(y) + (1 - lam) * onehot(y[perm])`` (float32, ``(N, C)``); a batch
-      that is not mixed gets plain one-hot targets, so the target type never changes within a run.
-
-    Feed ``y'`` to :func:`lightning_recipes.losses.mixed_cross_entropy` (it applies label smoothing). The
-    ``k``-th batch's draws come from a CPU generator seeded with :func:`mix_seed` ``(seed, rank, k)``, so
-    ``state_dict`` (the counter ``k``) resumes the stream; ``sync_across_ranks=True`` uses rank 0's draws on
-    every rank. Randomness and the differences from timm's ``Mixup``: ``docs/guides/mixing.md``.
-
-    Cost: a few host-side draws and one ``randperm(N)`` per batch; one extra copy of the inputs and ``N x C``
-    targets on the device; no sync. Inputs are not modified in place.
-
-    Args:
-        mixup_alpha: Beta parameter of Mixup; 0 disables Mixup.
-        cutmix_alpha: Beta parameter of CutMix; 0 disables CutMix.
-        prob: Probability that a batch is mixed at all.
-        switch_prob: Probability of CutMix rather than Mixup when both are enabled.
-        correct_lam: Recompute CutMix's ``lam`` from the clipped box area (Yun et al.; timm's default).
-        num_classes: Number of classes, needed when targets are class indices.
-        seed: Base seed of the stream.
-        sync_across_ranks: Same draws on every rank (default: independent per rank).
-        input_key: Where the inputs are in a batch: index of a tuple/list or key of a mapping.
-        target_key: Where the targets are: index or key.
-
-    Raises:
-        ValueError: At construction, naming the argument: negative alphas, both alphas 0, probabilities
-            outside ``[0, 1]``, ``num_classes < 2``, ``seed < 0``; when called: class-index targets without
-            ``num_classes``, CutMix on inputs with fewer than 3 dimensions, Mixup on integer inputs.
-        TypeError: If a flag is not a bool.
+    With probability ``prob`` a batch is mixed, by CutMix with probability ``switch_prob`` when both alphas
+    are set (timm's rule), ``lam ~ Beta(alpha, alpha)`` and a random pairing ``perm``: Mixup ``lam * x + (1 -
+    lam) * x[perm]``; CutMix pastes :func:`cutmix_box` from ``x[perm]`` (``correct_lam``: ``lam`` from the
+    clipped box). Targets become ``lam * onehot(y) + (1 - lam) * onehot(y[perm])`` (``(N, C)`` float32;
+    unmixed batches: plain one-hot), for :func:`lightning_recipes.losses.mixed_cross_entropy`. Batch ``k``'s
+    draws come from :func:`mix_seed` ``(seed, rank, k)``: ``state_dict`` resumes the stream;
+    ``sync_across_ranks`` uses rank 0's. ``input_key`` / ``target_key`` locate them in a batch. No sync, no
+    in-place change. Randomness and the differences from timm: ``docs/guides/mixing.md``.
 
     Example:
         >>> mixer = BatchMixer(mixup_alpha=0.4, num_classes=3, seed=0)
@@ -325,18 +288,13 @@ torch.serialization.add_safe_globals([BatchMixer])
 
 
 class BatchMixingMixin:
-    """Mixes every training batch with ``self.batch_mixer`` (a :class:`BatchMixer`, or ``None`` for off) in
-    ``on_after_batch_transfer`` (on the device, before ``training_step``), from the module's
-    ``on_train_start`` to ``on_train_end`` only: validation, test, predict, the sanity check and the
-    preflight see the batches unchanged and do not advance the stream.
-
-    The generator's counter is checkpointed under ``"batch_mixer"`` (not in ``state_dict``). Put the mixin
-    before ``pl.LightningModule`` in the bases and call ``super()`` in the hooks you override; a
-    LightningDataModule overriding ``on_after_batch_transfer`` makes it refuse to train (it would never mix).
-    Why a mixin and not a callback: ``docs/guides/mixing.md``.
+    """Mixes every training batch with ``self.batch_mixer`` (a :class:`BatchMixer`, ``None``: off) in
+    ``on_after_batch_transfer``, from ``on_train_start`` to ``on_train_end`` only: validation, test, the
+    sanity check and the preflight see batches unchanged. The stream's counter is checkpointed under
+    ``"batch_mixer"``. Put the mixin first in the bases; a datamodule overriding ``on_after_batch_transfer``
+    makes it refuse to train. Why a mixin: ``docs/guides/mixing.md``.
 
     Example:
-        >>> import lightning.pytorch as pl
         >>> from lightning_recipes.losses import mixed_cross_entropy
         >>> from lightning_recipes.testing import TinyClassifier, fast_trainer, random_classification_loader
         >>> class Mixed(BatchMixingMixin, TinyClassifier):

@@ -31,30 +31,18 @@ __all__ = ["AdamWRecipe", "LambRecipe", "LionRecipe", "OptimizerRecipeMixin"]
 
 class OptimizerRecipeMixin:
     """Supplies ``configure_optimizers``: an optimizer over weight-decay groups plus a warmup schedule stepped
-    every optimizer step - checkpointed, resumed and visible to ``LearningRateMonitor``.
+    every optimizer step (checkpointed, resumed, visible to ``LearningRateMonitor``).
 
-    Put it before ``LightningModule`` in the bases. Each field comes from ``self.recipe`` (an
-    :class:`~lightning_recipes.OptimizerRecipe` or a dict) > ``self.hparams`` > the optimizer's defaults. It
-    builds :func:`~lightning_recipes.optim.param_groups` (a ``FinetuneSchedule``'s modules get their own),
-    the optimizer and the schedule over ``trainer.estimated_stepping_batches``, scales ``lr`` to the global
-    batch with ``scale_lr``, and logs the choices once (``self.recipe_summary``). Outside a Trainer it returns
-    the optimizer alone at the unscaled peak lr. ``lr="find"`` runs the LR range test first, on a copy, and
-    keeps the LR in checkpoints (``found_lr``, ``lr_find_result``; ``docs/guides/optimizers.md``).
-    :class:`AdamWRecipe`, :class:`LionRecipe` and :class:`LambRecipe` name their optimizer; a recipe or
-    ``hparams`` ``optimizer`` still wins, with a warning.
-
-    Cost: one walk over the modules at fit start; nothing per step; ``lr="find"`` adds ``num_steps`` (100)
-    steps of a copy once per run.
-
-    Raises:
-        ValueError: From ``configure_optimizers``, for an unbounded run, ``scale_lr`` without
-            ``base_batch_size`` or a batch size, or a field out of range (naming it); with ``lr="find"``, for
-            manual optimisation, no training batch, an unsupported strategy, a resume whose checkpoint holds
-            no found LR, or an inconclusive sweep (no step is trained).
-        TypeError: If ``self.recipe`` is neither an ``OptimizerRecipe``, a dict nor ``None``.
+    Put it first in the bases. Fields come from ``self.recipe`` (an
+    :class:`~lightning_recipes.OptimizerRecipe` or a dict), then ``self.hparams``, then the optimizer's
+    defaults. It builds :func:`~lightning_recipes.optim.param_groups` (a ``FinetuneSchedule``'s modules
+    apart), the optimizer and the schedule over ``trainer.estimated_stepping_batches``, scales ``lr`` with
+    ``scale_lr`` and records the choices in ``self.recipe_summary``; outside a Trainer it returns the
+    optimizer alone. ``lr="find"`` runs the LR range test first, on a copy, and keeps the LR in checkpoints
+    (``found_lr``, ``lr_find_result``). :class:`AdamWRecipe`, :class:`LionRecipe`, :class:`LambRecipe` name
+    their optimizer (a recipe's wins, with a warning). Details: ``docs/guides/optimizers.md``.
 
     Example:
-        >>> import lightning.pytorch as pl
         >>> from lightning_recipes.mixins import LionRecipe
         >>> from lightning_recipes.recipe import OptimizerRecipe
         >>> from lightning_recipes.testing import TinyClassifier, fast_trainer, random_classification_loader
@@ -66,11 +54,6 @@ class OptimizerRecipeMixin:
         >>> summary = model.recipe_summary
         >>> summary["optimizer"], summary["total_steps"], summary["peak_lr"]
         ('Lion', 4, 0.0003)
-        >>> model = Model()
-        >>> model.recipe = OptimizerRecipe(lr="find", warmup_steps=1, lr_find={"num_steps": 40})
-        >>> fast_trainer(max_steps=4).fit(model, random_classification_loader())
-        >>> model.recipe_summary["peak_lr"] == model.found_lr == model.lr_find_result.peak_lr
-        True
     """
 
     default_optimizer: ClassVar[str] = "adamw"
@@ -97,12 +80,9 @@ class OptimizerRecipeMixin:
         return self.lr_find_policy.result
 
     def resolve_recipe(self) -> dict[str, Any]:
-        """Every recipe field with its value after the precedence rules (``recipe`` > ``hparams`` > defaults).
-
-        The warm-up is one choice: ``warmup_steps`` or ``warmup_ratio`` from the first source that sets either
-        (the other is ``None``); neither anywhere gives ``warmup_ratio=0.05``. Values from ``hparams`` are
-        checked as the recipe's are (naming the field). A deprecated spelling warns once per module, not at
-        each of the several resolutions a fit makes.
+        """Every recipe field after the precedence rules (``recipe`` > ``hparams`` > defaults; ``hparams``
+        values checked as the recipe's). The warm-up is one choice, from the first source that sets either
+        spelling (neither: ``warmup_ratio=0.05``); a deprecated spelling warns once per module.
         """
         # called unbound too (plots.schedule resolves a bare recipe through a namespace holding it)
         if not self.__dict__.get("_recipe_deprecations_said", False):
@@ -355,12 +335,8 @@ def _split_prefixes(trainer: Any, module: Any) -> list[str]:
 
 
 def _train_batch_size(trainer: Any) -> int | None:
-    """The per-device batch size of the loader the Trainer trains on.
-
-    ``trainer.train_dataloader`` is ``None`` until the fit loop has set its data up, which Lightning's
-    ``estimated_stepping_batches`` does only when it needs the epoch length (not with ``max_steps`` alone).
-    ``fit_loop.setup_data()`` is what Lightning runs itself there and at the start of the loop; it is a no-op
-    once done, so the loader is built once either way and is the one training then uses.
+    """The per-device batch size of the training loader; ``fit_loop.setup_data()`` (a no-op once done, what
+    Lightning runs itself) builds it when ``estimated_stepping_batches`` has not.
     """
     if trainer.train_dataloader is None and trainer.state.fn == "fit":
         trainer.fit_loop.setup_data()

@@ -1,10 +1,6 @@
-"""Norms of many tensors on their device with no host-device sync, correct under sharding.
-
-Local math (:func:`norm_power`: ``sum |x|^p``, ``max |x|`` for ``p = inf``; :func:`total_norm`), sharding
-(:func:`split_by_sharding` keys tensors by the ranks their shards span: DTensor from FSDP2, or an explicit
-group for FSDP1 flat parameters; :func:`reduce_power_` all-reduces the powers), combining
-(:func:`combine_powers`), and per group (:func:`group_powers`, :func:`update_ratios`: the one update-ratio
-computation). Powers accumulate in float32, or float64 when any input is float64.
+"""Norms of many tensors on their device with no host-device sync, correct under sharding (DTensor, FSDP1
+flat shards): local powers, their reduction over ranks, and per group (:func:`update_ratios`: the one
+update-ratio computation).
 
 Example:
     >>> import torch

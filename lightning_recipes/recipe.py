@@ -59,48 +59,19 @@ _SCALE_RULES = ("linear", "sqrt")
 
 @dataclass(frozen=True)
 class OptimizerRecipe:
-    """What the recipe mixins build in ``configure_optimizers``. Every field left ``None`` falls back to the
-    module's ``hparams`` key of the same name, then to the optimizer's default (``OPTIMIZER_DEFAULTS``).
+    """What the recipe mixins build in ``configure_optimizers``; a field left ``None`` falls back to the
+    module's ``hparams`` key of that name, then to the optimizer's default (``OPTIMIZER_DEFAULTS``). A
+    LightningCLI argument, saved to ``hparams.yaml`` as a mapping (:meth:`to_dict`); checked at construction.
 
-    Works as a LightningCLI argument (``recipe: OptimizerRecipe | None = None`` in ``__init__``) and is saved
-    to ``hparams.yaml`` as a plain mapping (:meth:`to_dict`). Every field is checked at construction; only
-    what needs the run length (warm-up vs total steps) is checked at fit.
-
-    Args:
-        optimizer: ``"adamw"`` (``torch.optim.AdamW``, fused where supported), ``"lion"`` or ``"lamb"``.
-        lr: Peak learning rate (before batch-size scaling), > 0; or ``"find"``: the LR range test at the start
-            of ``fit`` picks it (see :class:`~lightning_recipes.mixins.OptimizerRecipeMixin`); not with
-            ``scale_lr``.
-        weight_decay: Weight decay of the ``"decay"`` group (biases, norms and embeddings never decay), >= 0.
-        betas: ``(beta1, beta2)``, each in [0, 1).
-        eps: Denominator term (AdamW, Lamb; Lion has none), > 0.
-        warmup_steps: Linear warm-up length in optimizer steps, an int >= 0. A float in (0, 1) still means a
-            fraction of the run but is deprecated: use ``warmup_ratio``.
-        warmup_ratio: Warm-up length as a fraction of the total steps, in [0, 1) (default 0.05 when neither
-            this nor ``warmup_steps`` is set). Give at most one of the two.
-        schedule: ``"cosine"`` (warmup-cosine), ``"linear"``, ``"constant"`` (after warmup), ``"wsd"``
-            (warmup-stable-decay, cooldown over the last 20%) or ``"none"``.
-        min_lr_ratio: Final LR as a fraction of the peak (cosine, linear, wsd), in [0, 1].
-        scale_lr: ``None`` (no scaling), ``"linear"`` or ``"sqrt"``: scale ``lr`` from ``base_batch_size`` to
-            the run's global batch (per-device batch x devices x nodes x accumulation).
-        base_batch_size: The global batch size ``lr`` was tuned at (required with ``scale_lr``), an int >= 1.
-        batch_size: Per-device batch size, an int >= 1; ``None`` reads it from the training ``DataLoader``.
-        implementation: Lion/Lamb implementation (``"auto"``, ``"native"``, ``"foreach"``, ``"for_loop"``;
-            ``"compiled"`` is deprecated and runs as ``"auto"``).
-        layer_decay: Layer-wise LR decay in (0, 1] (BEiT / ELECTRA): the head keeps the peak LR, each block
-            below it one more factor (:func:`~lightning_recipes.optim.layer_depths`); groups are
-            named ``embed/decay``, ``block_0/no_decay``, ..., ``head/decay``.
-        lr_scale: Discriminative LRs by name: ``{"backbone": 0.1}`` multiplies the LR of the parameters under
-            a module path (or whose name matches the key as a regex); factors > 0; multiplies with
-            ``layer_decay``.
-        block_classes: Import path(s) of the block class for ``layer_decay`` (``None`` infers it).
-        lr_find: Arguments of the sweep ``lr="find"`` runs (keys of
-            :class:`~lightning_recipes.sweep_args.SweepArgs`); only with ``lr="find"``; :attr:`sweep_args` is
-            the checked record.
-
-    Raises:
-        ValueError: For any field out of range or an unknown name (naming the field, the value and what is
-            allowed), or both ``warmup_steps`` and ``warmup_ratio``.
+    Fields: ``optimizer`` (``"adamw"``, ``"lion"``, ``"lamb"``); ``lr`` (peak, > 0, or ``"find"``: the LR
+    range test at fit start, run with ``lr_find``, keys of :class:`~lightning_recipes.sweep_args.SweepArgs`);
+    ``weight_decay`` (biases, norms and embeddings never decay); ``betas``; ``eps``; ``warmup_steps`` (an int;
+    a float fraction is deprecated) or ``warmup_ratio`` (default 0.05); ``schedule`` (``"cosine"``,
+    ``"linear"``, ``"constant"``, ``"wsd"``, ``"none"``) down to ``min_lr_ratio``; ``scale_lr`` (``"linear"``,
+    ``"sqrt"``) from ``base_batch_size`` to the global batch (per-device ``batch_size``, default read from the
+    loader); ``implementation`` (Lion/Lamb); ``layer_decay`` (BEiT's layer-wise decay over
+    :func:`~lightning_recipes.optim.layer_depths`, blocks ``block_classes``); ``lr_scale`` (``{"backbone":
+    0.1}``: factors by module path or regex). Details: ``docs/guides/optimizers.md``.
 
     Example:
         >>> OptimizerRecipe(optimizer="lion", lr=3e-4).optimizer
@@ -109,8 +80,6 @@ class OptimizerRecipe:
         Traceback (most recent call last):
         ...
         ValueError: `optimizer` must be one of ('adamw', 'lion', 'lamb'), got 'sgd'.
-        >>> OptimizerRecipe(optimizer="lion", lr="find", lr_find={"num_steps": 50}).lr
-        'find'
         >>> OptimizerRecipe(optimizer="lion", warmup_ratio=0.1, betas=(0.9, 0.99)).to_dict()["betas"]
         [0.9, 0.99]
     """

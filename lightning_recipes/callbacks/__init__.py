@@ -1,10 +1,6 @@
-"""Callbacks that drop into an existing ``Trainer(callbacks=[...])``.
-
-Naming: ``*Monitor`` only observes and logs; ``*Check`` asserts an invariant a bounded number of times;
-``*Stopping`` / ``*Guard`` / ``*Clip`` may change the run's course.
-
-The sanity checks (``*Check``, ``Preflight``) live in :mod:`lightning_recipes.checks`; they are callbacks too,
-so they are importable from here as well.
+"""Callbacks that drop into an existing ``Trainer(callbacks=[...])``: a ``*Monitor`` only observes and logs;
+``*Stopping``, ``*Guard``, ``*Clip`` and ``*Schedule`` may change the run's course. The sanity checks
+(``*Check``, ``Preflight``) live in :mod:`lightning_recipes.checks`.
 """
 
 from lightning_recipes.callbacks.adaptive_grad_clip import AdaptiveGradClip

@@ -1,4 +1,4 @@
-"""HealthMonitor's collection: forward hooks and row liveness on sampled batches, the wait clock, the
+"""HealthMonitor's collection: forward hooks and row liveness on sampled batches, the
 validation pass's per-batch losses, the packing of one interval's device numbers into one float64 vector
 (:class:`Packer`: sums that ranks add, or maxima) and their combination into one check's :class:`CheckData`.
 Everything that touches a tensor stays on the device: the one read back is the monitor's, once per check.
@@ -17,7 +17,6 @@ from torch import Tensor, nn
 from torch.optim import Optimizer
 
 from lightning_recipes._stats import line_fit, standard_error
-from lightning_recipes.callbacks import input_pipeline_monitor
 from lightning_recipes.callbacks._health_window import CheckData
 
 __all__ = [
@@ -25,7 +24,6 @@ __all__ = [
     "Packer",
     "RowLiveness",
     "ValidationBatches",
-    "WaitClock",
     "combine",
     "flat_tensors",
     "group_families",
@@ -136,17 +134,10 @@ def loss_trend(rows: Iterable[Sequence[float]]) -> tuple[int, float, float, floa
 
 
 def optimizer_family(optimizer: Any) -> str:
-    """``"adaptive"``, ``"sgd"`` or ``"other"``, from the optimizer's class names (its own and its bases').
-
-    The rule, by name (case-sensitive; wrappers such as Lightning's ``LightningOptimizer`` unwrapped first):
-
-    * a name containing ``Muon`` is ``"other"`` (orthogonalised updates: not scaled per element);
-    * a name containing ``Adam`` (Adam, AdamW, Adamax, NAdam, RAdam, SparseAdam, 8-bit variants), ``Lion``,
-      ``Lamb``/``LAMB``, ``Adafactor``, ``Sophia``, ``Shampoo``, ``RMSprop``, ``Adagrad``, ``Adadelta``,
-      ``Adan`` or ``Prodigy`` is ``"adaptive"`` (the step is normalised per element: its size follows the LR,
-      not the gradient's scale);
-    * a name containing ``SGD`` (SGD, ASGD) is ``"sgd"``;
-    * anything else is ``"other"``.
+    """``"adaptive"``, ``"sgd"`` or ``"other"`` from the optimizer's class names (its own and its bases',
+    wrappers unwrapped): ``Muon`` is other; ``Adam*``, ``Lion``, ``Lamb``, ``Adafactor``, ``Sophia``,
+    ``Shampoo``, ``RMSprop``, ``Adagrad``, ``Adadelta``, ``Adan``, ``Prodigy`` are adaptive (steps normalised
+    per element); ``SGD``, ``ASGD`` are sgd; anything else is other.
 
     Example:
         >>> import torch
@@ -222,11 +213,8 @@ def group_lrs(
     device: torch.device,
     current: Tensor | None = None,
 ) -> Tensor:
-    """Per monitor group, the largest ``lr`` of ``optimizer``'s param_groups holding its parameters (float64
-    on ``device``; ``-inf`` where none), combined by the max with ``current``. A tensor ``lr`` (capturable
-    optimizers) is read on the device, not on the host: no sync.
-
-    ``index`` maps ``id(param)`` to the tracked parameter's position, ``group_of_param`` that to its group.
+    """Per monitor group, the largest ``lr`` of ``optimizer``'s groups holding its parameters (float64 on
+    ``device``, ``-inf`` where none; a tensor ``lr`` read on the device), the max with ``current``.
     """
     host = [-math.inf] * groups
     tensor_groups: list[int] = []
@@ -270,10 +258,6 @@ def validation_error(values: Sequence[Tensor], sizes: Sequence[Tensor], device: 
     return torch.stack([standard_error(x, weights=w).double(), w.sum()])
 
 
-def _unit_dim(layer: nn.Module, output: Tensor) -> int:
-    return output.ndim - 1 if isinstance(layer, nn.Linear) else 1
-
-
 class RowLiveness:
     """Which output units of each Linear/Conv layer were alive on the sampled batches: a unit is dead when its
     output was never positive (forward hook) **and** its weight row got no gradient (optimizer-step hook).
@@ -310,7 +294,7 @@ class RowLiveness:
             def hook(module: nn.Module, args: Any, output: Any) -> None:
                 if not isinstance(output, Tensor) or output.ndim < 1 or not output.is_floating_point():
                     return
-                dim = _unit_dim(layer, output)
+                dim = output.ndim - 1 if isinstance(layer, nn.Linear) else 1
                 positive = (output.detach() > 0).movedim(dim, -1).reshape(-1, output.shape[dim]).any(0)
                 self._mark(i, positive)
 
@@ -470,12 +454,9 @@ def combine(
     layers: tuple[list[str], list[str], list[str], list[str]],
     host: tuple[str | None, float],
 ) -> CheckData:
-    """Every rank's packed vector (``rows``, in ``layout``) combined into one check's :class:`CheckData`.
-
-    ``groups``: the parameter groups' names, sizes and optimizer families; ``layers``: the names of the ReLU,
-    saturating, leaf and Linear/Conv modules, in packing order; ``host``: where the wait fraction came from
-    and the planned steps (identical on every rank). Host floats only, identical on every rank: sums add over
-    ranks, per-layer worst cases take the max (a problem on one rank is the run's).
+    """Every rank's packed vector (``rows``, in ``layout``) combined into one check's :class:`CheckData`,
+    given the ``groups`` (names, sizes, families), the watched ``layers`` in packing order and the ``host``
+    facts; sums add over ranks, per-layer worst cases take the max. Host floats, identical on every rank.
     """
     group_names, group_numel, families = groups
     relu, saturating, leaves, row_layers = layers
@@ -545,100 +526,10 @@ def combine(
     return data
 
 
-class WaitClock:
-    """The host time a training loop waits for its next batch, and the time its steps take (host floats).
-
-    Wait: from the end of one training batch (``on_train_batch_end``) to the start of the next; step: start
-    to end. The first batch of an epoch has no wait counted (the loader and its workers start then) and the
-    time a validation runs between two batches (:meth:`pause` .. :meth:`resume`) is not waiting for data.
-    Time comes from ``input_pipeline_monitor.time.perf_counter()``, read through the module, so a test clock
-    patched there (the health gallery's ``StallClock``) times this too.
-
-    Example:
-        >>> clock = WaitClock()
-        >>> clock.batch_start(0.0); clock.batch_end(1.0)  # the first batch: its wait is unknown, left out
-        >>> clock.batch_start(4.0); clock.batch_end(5.0); clock.batch_start(5.5); clock.batch_end(6.5)
-        >>> clock.take()  # 3.5 s waited, 2 s stepped: the wait fraction, and 1.75 s per batch waited
-        (0.6363636363636364, 1.75)
-        >>> clock.take()  # nothing since
-        (-1.0, -1.0)
-    """
-
-    def __init__(self) -> None:
-        self.wait_s = 0.0
-        self.step_s = 0.0
-        self.batches = 0
-        self._started: float | None = None
-        self._ended: float | None = None
-        self._paused: float | None = None
-        self._pipeline: Any = None
-        self._totals = (0.0, 0.0)
-
-    def follow(self, pipeline: Any) -> None:
-        """Take the fractions from an ``InputPipelineMonitor`` (its ``total_fetch_s``, ``total_step_s``) when
-        one is given (it brackets every other callback: finer than this clock), else from this clock."""
-        self._pipeline = pipeline
-        if pipeline is not None:
-            self._totals = (pipeline.total_fetch_s, pipeline.total_step_s)
-
-    @property
-    def source(self) -> str:
-        """Where :meth:`take`'s fractions come from: ``"InputPipelineMonitor"`` or ``"host timing"``."""
-        return "host timing" if self._pipeline is None else "InputPipelineMonitor"
-
-    @staticmethod
-    def now() -> float:
-        return float(input_pipeline_monitor.time.perf_counter())
-
-    def epoch_start(self) -> None:
-        self._ended = None  # the first batch's wait is the loader's start-up
-
-    def batch_start(self, now: float) -> None:
-        # a batch whose wait is not known (the first of an epoch) is left out, its step too
-        self._started = None
-        if self._ended is not None:
-            self.wait_s += max(now - self._ended, 0.0)
-            self.batches += 1
-            self._started = now
-        self._ended = None
-
-    def batch_end(self, now: float) -> None:
-        if self._started is not None:
-            self.step_s += max(now - self._started, 0.0)
-        self._started, self._ended = None, now
-
-    def pause(self, now: float) -> None:
-        self._paused = now
-
-    def resume(self, now: float) -> None:
-        """The time since :meth:`pause` is neither wait nor step (a validation, the monitor's own check)."""
-        if self._paused is not None:
-            pause = max(now - self._paused, 0.0)
-            self._ended = None if self._ended is None else self._ended + pause
-            self._started = None if self._started is None else self._started + pause
-        self._paused = None
-
-    def take(self) -> tuple[float, float]:
-        """The wait fraction and the mean wait per batch (s) since the last take (``-1`` when nothing was
-        timed), and start again."""
-        wait, step, batches = self.wait_s, self.step_s, self.batches
-        self.wait_s = self.step_s = 0.0
-        self.batches = 0
-        if self._pipeline is not None:
-            fetch, stepped = self._pipeline.total_fetch_s, self._pipeline.total_step_s
-            wait, step = fetch - self._totals[0], stepped - self._totals[1]
-            self._totals = (fetch, stepped)
-        if wait + step <= 0:
-            return -1.0, -1.0
-        return wait / (wait + step), wait / batches if batches else -1.0
-
-
 class ValidationBatches:
-    """One validation pass's per-batch mean losses and batch sizes, as device tensors (no sync).
-
-    Read from Lightning's running mean of the logged ``val_monitor`` (:func:`_trainer.logged_running_mean`:
-    two reads differ by one batch's sum and size), else from what ``validation_step`` returned (a scalar
-    tensor or a dict holding ``val_monitor`` or ``"loss"``; its size from the batch).
+    """One validation pass's per-batch mean losses and sizes, device tensors: from Lightning's running mean of
+    the logged ``val_monitor`` (:func:`_trainer.logged_running_mean`), else from what ``validation_step``
+    returned.
     """
 
     def __init__(self) -> None:

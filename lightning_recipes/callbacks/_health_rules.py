@@ -1,16 +1,7 @@
-"""HealthMonitor's decisions: pure host-side rules over one check's numbers and the run's history.
-
-They run after the check's one sync, on host floats identical on every rank, so every rank reaches the same
-findings. Each rule reads one check's :class:`CheckData` and the :class:`History` and asks its question with
-the tests of ``_stats`` at the confidence ``confidence_z`` (``_stats.Z``: ~1% false-alarm odds per question).
-The update ratio ``||dW|| / ||W||`` is summarised as the median over parameters (groups weighted by size) and
-read per optimizer family: an adaptive optimizer's update is ~the LR whatever the gradient (floor
-``ratio_low``, 1e-4), SGD's is LR x gradient (floor ``ratio_low_sgd``, 1e-6); above ``ratio_high`` (1e-2) a
-step rewrites 1% of the weights. Root cause first: units that die while the update ratio is above
-``ratio_high`` are ``lr_too_high`` (the dead units are its evidence). ``not_learning``: the loss sits where it
-started and nothing moves it; its causes are ranked by the evidence the monitor holds and one is named only
-when its evidence stands alone. Each rule, its default threshold (:data:`DEFAULT_THRESHOLDS`), its source and
-when it stays quiet: ``docs/guides/health_monitor.md``.
+"""HealthMonitor's decisions: pure host-side rules over one check's numbers (:class:`CheckData`) and the
+run's :class:`History`, identical on every rank, asked with the tests of ``_stats`` at ``confidence_z``.
+Each rule, its threshold (:data:`DEFAULT_THRESHOLDS`), its source and when it stays quiet:
+``docs/guides/health_monitor.md``.
 """
 
 from __future__ import annotations
@@ -202,10 +193,6 @@ def lr_too_high(data: CheckData, history: History, t: dict[str, float]) -> Decis
     )
 
 
-def _warming_up(history: History, lr: float) -> bool:
-    return bool(history.lrs) and math.isfinite(lr) and lr > 1.5 * history.lrs[-1]
-
-
 def _annealing(data: CheckData, history: History, lr: float, t: dict[str, float]) -> bool:
     """A schedule taking the LR down in the last ``1 - anneal_fraction`` of a planned run, after it already
     decayed by the previous check (a cosine reaching 0 at its last step drops "infinitely" there)."""
@@ -258,7 +245,7 @@ def lr_too_low(
         and math.isfinite(data.loss_mean)
         and not falling
         and not cannot_learn
-        and not _warming_up(history, lr)
+        and not (bool(history.lrs) and math.isfinite(lr) and lr > 1.5 * history.lrs[-1])  # warming up
         and not _annealing(data, history, lr, t)
     )
     count = streak(history, "lr_too_low", low)

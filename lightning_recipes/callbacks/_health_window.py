@@ -1,6 +1,6 @@
-"""HealthMonitor's records: one check's numbers combined over ranks (:class:`CheckData`), what the rules
-remember between checks (:class:`History`, saved in ``state_dict``), the problems and their default
-thresholds, and the findings with how they read (:class:`Finding`, evidence lines, the report table).
+"""HealthMonitor's records: one check's numbers (:class:`CheckData`), what the rules remember
+(:class:`History`, checkpointed), the problems, their default thresholds and the findings
+(:class:`Finding`) with their evidence lines and report table.
 
 Example:
     >>> evidence_lines({"gl": 8.0, "update_ratio": {"a": 0.5, "b": 0.02, "c": 0.3, "d": 0.1}, "epoch": 2})
@@ -212,16 +212,9 @@ _WHOLE = ("step", "epoch", "checks", "count", "batches", "nonfinite_losses")
 
 @dataclass
 class Finding:
-    """One problem the monitor found.
-
+    """One problem the monitor found: its ``problem`` (of :data:`HealthMonitor.PROBLEMS`), the ``step`` and
+    ``epoch`` of the check that found it, the ``evidence`` that triggered it and the ``advice``;
     ``str(finding)`` is :meth:`summary`.
-
-    Attributes:
-        problem: One of :data:`HealthMonitor.PROBLEMS`.
-        step: ``trainer.global_step`` at the check that found it.
-        epoch: ``trainer.current_epoch`` then.
-        evidence: The numbers that triggered it (per layer where relevant).
-        advice: What to change, concretely.
     """
 
     problem: str
@@ -276,11 +269,9 @@ def evidence_lines(evidence: Mapping[str, Any], top: int = _TOP) -> list[str]:
 
 
 def findings_table(findings: Sequence[Finding], checks: int, print_table: bool = True) -> Any:
-    """A ``rich`` table of ``findings`` (plain text without rich): problem (and what it means), when (step,
-    epoch), the evidence as ``name value`` lines, the advice; it fits the terminal's width (text wraps between
-    words; only a word wider than its column is folded). Printed by default, and then not returned
-    (``None``: a notebook cell ending in ``monitor.report()`` shows it once); ``print_table=False``
-    returns it."""
+    """A table of ``findings`` (problem, when, evidence, advice) fitted to the terminal; printed (and ``None``
+    returned) by default, returned with ``print_table=False``.
+    """
     title = f"HealthMonitor: {len(findings)} finding(s) in {checks} check(s)"
     table = new_table(title, show_lines=True)
     table.add_column("problem", overflow="fold", ratio=2, min_width=12)

@@ -1,10 +1,6 @@
-"""The one gradient-norm pass per step that GradNormMonitor, AdaptiveGradClip and StabilityGuard share.
-
-The first reader of the gradients in ``on_before_optimizer_step`` (``GradNormMonitor``, or ``StabilityGuard``)
-publishes ``sum |g|^p`` in :data:`STEP_POWERS`; later readers (``AdaptiveGradClip``, ``StabilityGuard``) look
-it up, valid only for the same gradient tensors unchanged since (version counters), the same ``norm_type``
-and step; else they compute it again. Also :func:`flat_shard_group` (FSDP1's shard group) and
-:func:`param_groups_of` (``group_by`` for ``HealthMonitor``, as in ``GradNormMonitor``).
+"""The one gradient-norm pass per step that GradNormMonitor, AdaptiveGradClip and StabilityGuard share: the
+first reader publishes ``sum |g|^p`` in :data:`STEP_POWERS`, later readers reuse it while the gradients are
+unchanged; also :func:`flat_shard_group` (FSDP1) and :func:`param_groups_of` (``group_by``).
 """
 
 from __future__ import annotations

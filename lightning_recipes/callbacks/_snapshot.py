@@ -105,12 +105,10 @@ def synchronize_if_cuda(device: torch.device) -> None:
 
 
 class Snapshot:
-    """An in-memory CPU copy of a module's, optimizers' and LR schedulers' ``state_dict``, restored in place
-    (refreshed into the previous capture's buffers by default). ``extra`` is kept by reference. RNG states
-    are not captured: a rollback moves on to the next batches instead of replaying the same ones.
-
-    Cost: one device-to-host copy of the captured state and that much CPU memory (~3x the fp32 model for a
-    module + Adam); on CUDA one sync per ``capture(wait=True)`` and per :meth:`restore`.
+    """An in-memory CPU copy of a module's, optimizers' and schedulers' ``state_dict`` (refreshed into the
+    last capture's buffers by default), restored in place; ``extra`` kept by reference; RNG states not
+    captured (a rollback moves on to the next batches). On CUDA one sync per ``capture(wait=True)`` and per
+    :meth:`restore`.
 
     Example:
         >>> model = torch.nn.Linear(2, 1)

@@ -77,11 +77,9 @@ def optimizer_index(trainer: pl.Trainer, optimizer: Optimizer) -> int:
 def emit(
     trainer: pl.Trainer, pl_module: pl.LightningModule, metrics: dict[str, Any], own_cadence: bool
 ) -> None:
-    """Send host floats to the loggers: through ``LightningModule.log`` on Lightning's cadence, else directly.
-
-    ``own_cadence=False``: ``log_dict`` (values also reach ``trainer.callback_metrics``). ``True``: straight
-    to ``trainer.loggers`` on rank zero at :func:`lightning_log_step`, as Lightning's ``LearningRateMonitor``
-    does.
+    """Send host floats to the loggers: ``own_cadence=False`` through ``log_dict`` on Lightning's cadence
+    (also into ``callback_metrics``), ``True`` straight to ``trainer.loggers`` on rank zero, as
+    ``LearningRateMonitor``.
     """
     if not own_cadence:
         pl_module.log_dict(metrics, on_step=True, on_epoch=False, sync_dist=False, batch_size=1)

@@ -27,83 +27,29 @@ _THRESHOLD: Any = EarlyStoppingReason.STOPPING_THRESHOLD
 
 
 class EarlyStopping(_LightningEarlyStopping):
-    r"""Lightning's ``EarlyStopping`` (a subclass: same arguments, defaults, attributes and stop rules), plus
-    a relative ``min_delta``, a warm-up period and restoring the best weights when training ends.
+    r"""Lightning's ``EarlyStopping`` (a subclass: same arguments, defaults, stop rules, rank reduction and
+    ``stopping_reason``) plus a relative ``min_delta``, a warm-up and restoring the best weights.
 
-    Stop rules, their order, the rank reduction and ``stopping_reason`` are Lightning's. Additions:
-
-    * ``min_delta_mode="rel"``: an improvement must beat the best score by ``min_delta * |best|``.
-    * ``start_from_epoch`` / ``start_from_step``: earlier checks are skipped entirely (no best score, no wait
-      count, no stop, not even for a non-finite metric), e.g. during learning-rate warm-up.
-    * ``restore_best_weights=True``: at every check that improved on **every** rank (or reached
-      ``stopping_threshold``), a CPU copy of the weights is kept, loaded back at ``on_train_end`` whatever
-      ended training (not after an exception). Next to a weight-averaging callback (``EMAWeightAveraging``)
-      the best weights are the averaged ones validation scored, and that callback's average is set to them
-      too, so a later ``validate``/``test``/``predict`` or checkpoint uses them.
-    * The best score, wait count, ``best_epoch``/``best_step``, ``stopped_step`` and (with
-      ``best_weights_in_checkpoint``) the best weights are checkpointed; ``verbose`` also logs the stop
-      reason and the restore. Long form: ``docs/guides/monitoring.md``.
-
-    Cost: one reduction per check (two with ``restore_best_weights``); with ``restore_best_weights`` one
-    device-to-host copy of the weights per improvement (per validation run next to weight averaging), one
-    fp32-size copy of the model in CPU memory, and in every checkpoint unless
-    ``best_weights_in_checkpoint=False``.
-
-    Args:
-        monitor: Logged metric to monitor.
-        min_delta: Minimum improvement; absolute, or relative to ``|best|`` with ``min_delta_mode="rel"``.
-        patience: Checks without improvement before stopping.
-        verbose: Log improvements, the stop reason and the restore.
-        mode: ``"min"`` or ``"max"``.
-        strict: Raise if ``monitor`` is missing.
-        check_finite: Stop when the metric is NaN or infinite.
-        stopping_threshold: Stop once the metric reaches this value.
-        divergence_threshold: Stop once the metric is worse than this value.
-        check_on_train_epoch_end: Check at the end of the training epoch (default: when validation runs once
-            per epoch) instead of at the end of validation.
-        log_rank_zero_only: Log only on rank zero.
-        min_delta_mode: ``"abs"`` or ``"rel"``.
-        start_from_epoch: First epoch whose checks count.
-        start_from_step: First ``global_step`` whose checks count.
-        restore_best_weights: Keep and restore the best weights.
-        best_weights_in_checkpoint: Store the best weights in checkpoints (with ``restore_best_weights``).
-
-    Attributes:
-        best_epoch: Epoch of the best check (``-1`` before any).
-        best_step: ``global_step`` of the best check (``-1`` before any).
-        stopped_step: ``global_step`` when training was stopped (0 if not stopped).
-        restored_best_weights: Whether ``on_train_end`` loaded the best weights.
-
-    Raises:
-        ValueError: On an invalid argument value, at construction. Wherever Lightning's constructor raises,
-            ours raises an instance of the same type too (``MisconfigurationException`` for ``mode``).
-        TypeError: On an argument of the wrong type, at construction.
-        RuntimeError: If ``strict`` and ``monitor`` was not logged.
+    ``min_delta_mode="rel"``: an improvement must beat the best by ``min_delta * |best|``.
+    ``start_from_epoch`` / ``start_from_step``: earlier checks are skipped entirely (no best, no wait, no
+    stop). ``restore_best_weights=True``: a CPU copy of the weights at every check that improved on every
+    rank, loaded back at ``on_train_end`` (not after an exception); next to ``EMAWeightAveraging`` the best
+    averaged weights, also set as that callback's average. Checkpointed: the best score, wait count,
+    ``best_epoch``, ``best_step``, ``stopped_step`` and, with ``best_weights_in_checkpoint``, the best
+    weights. Wherever Lightning's constructor raises, ours raises the same type. Long form:
+    ``docs/guides/monitoring.md``.
 
     Example:
-        >>> import torch
         >>> from lightning_recipes.testing import TinyClassifier, fast_trainer, random_classification_loader
         >>> stopper = EarlyStopping("val_loss", patience=1, min_delta=0.5, min_delta_mode="rel",
         ...                         restore_best_weights=True)
         >>> trainer = fast_trainer(max_epochs=5, callbacks=[stopper], limit_train_batches=2)
-        >>> model = TinyClassifier()
         >>> loader = random_classification_loader(batch_size=64)
-        >>> trainer.fit(model, loader, loader)
+        >>> trainer.fit(TinyClassifier(), loader, loader)
         >>> stopper.stopped_epoch, stopper.best_epoch, stopper.restored_best_weights
         (1, 0, True)
         >>> stopper.stopping_reason.name
         'PATIENCE_EXHAUSTED'
-
-        Next to Lightning's ``EMAWeightAveraging``, in either order: validation scores the moving average,
-        and the best average is what ends up in the module.
-
-        >>> from lightning.pytorch.callbacks import EMAWeightAveraging
-        >>> stopper = EarlyStopping("val_loss", patience=2, restore_best_weights=True)
-        >>> ema = EMAWeightAveraging(decay=0.9)
-        >>> trainer = fast_trainer(max_epochs=3, callbacks=[stopper, ema], limit_train_batches=2)
-        >>> trainer.fit(TinyClassifier(), loader, loader)
-        >>> stopper.restored_best_weights
-        True
     """
 
     def __init__(

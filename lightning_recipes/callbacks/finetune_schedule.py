@@ -38,34 +38,16 @@ def unfreeze_multiplier(
 
 
 class FinetuneSchedule(Callback):
-    """Freezes the named modules at the start of fit and unfreezes them at ``unfreeze_at_epoch`` (or
-    ``unfreeze_at_step``), then warms their learning rate up linearly over ``warmup_steps`` on top of the
-    run's own schedule: progressive unfreezing for transfer learning (it steers: it changes what trains).
+    """Freeze ``modules`` at fit start, unfreeze them at ``unfreeze_at_epoch`` or ``unfreeze_at_step`` (give
+    one), then warm their learning rate up linearly over ``warmup_steps`` on top of the run's own schedule.
 
-    The frozen modules' parameters sit in the optimizer from the start, in their own groups (the recipe
-    mixins split them out when this callback is in the Trainer; with your own ``configure_optimizers`` use
-    ``param_groups(..., split=modules)``), with ``requires_grad=False`` and an LR multiplier of 0; at the
-    unfreeze point their ``LambdaLR`` multiplier becomes :func:`unfreeze_multiplier`. Needs one optimizer
-    with a per-step ``LambdaLR`` and, under DDP, ``find_unused_parameters=True`` (checked at fit start).
-    Tied parameters freeze under every name (a warning names both). Design, requirements and the differences
-    from Lightning's ``BackboneFinetuning``: ``docs/guides/finetuning.md``.
-
-    Cost: nothing per step; one walk over the groups at fit start and at the unfreeze point.
-
-    Args:
-        modules: Module paths to freeze (``"backbone"``, ``"features"``, ``"encoder.layers.0"``).
-        unfreeze_at_epoch: Epoch at whose start they unfreeze (an int >= 0).
-        unfreeze_at_step: Optimizer step (``trainer.global_step``) at which they unfreeze (an int >= 0). Give
-            exactly one of the two.
-        warmup_steps: Linear LR warm-up of the unfrozen groups, in optimizer steps (an int >= 0).
-
-    Raises:
-        ValueError: For a bad argument (naming it); at fit start for a module that does not exist, a param
-            group mixing frozen and trainable parameters, no per-step ``LambdaLR``, several optimizers or DDP
-            without ``find_unused_parameters``.
+    The frozen parameters sit in the optimizer from the start in their own groups (the recipe mixins split
+    them; with your own ``configure_optimizers`` use ``param_groups(..., split=modules)``) with an LR
+    multiplier of 0; at the unfreeze point their ``LambdaLR`` multiplier becomes :func:`unfreeze_multiplier`.
+    Needs one optimizer with a per-step ``LambdaLR`` and, under DDP, ``find_unused_parameters=True`` (checked
+    at fit start). Design and the differences from ``BackboneFinetuning``: ``docs/guides/finetuning.md``.
 
     Example:
-        >>> import lightning.pytorch as pl
         >>> from lightning_recipes.mixins import AdamWRecipe
         >>> from lightning_recipes.recipe import OptimizerRecipe
         >>> from lightning_recipes.testing import TinyClassifier, fast_trainer, random_classification_loader

@@ -24,7 +24,6 @@ from lightning_recipes.callbacks._health_collector import (
     Packer,
     RowLiveness,
     ValidationBatches,
-    WaitClock,
     combine,
     group_families,
     group_lrs,
@@ -64,7 +63,7 @@ from lightning_recipes.callbacks._trainer import (
     logged_running_mean,
     stepped,
 )
-from lightning_recipes.callbacks.input_pipeline_monitor import InputPipelineMonitor
+from lightning_recipes.callbacks.input_pipeline_monitor import InputPipelineMonitor, WaitClock
 from lightning_recipes.norms import group_powers, update_ratios
 
 __all__ = ["Finding", "HealthMonitor"]
@@ -73,46 +72,25 @@ __all__ = ["Finding", "HealthMonitor"]
 class HealthMonitor(Callback):
     """Diagnose a run that trains, but badly, while it trains: name the problem, show the numbers, advise.
 
-    Observes only (``StabilityGuard`` can act on its ``lr_too_high`` findings). Between checks it keeps, on
-    the device, every step's loss; on each interval's last optimizer step, per-group gradient and weight
-    norms, update ratios ``||dW|| / ||W||`` (shard-correct, ``norms.update_ratios``) and learning rates; on
-    the last ``activation_samples`` batches, dead ReLU/Linear/Conv units, saturated tanh/sigmoid and
-    non-finite outputs; the validation loss with its standard error, and the wait for data. Every
-    ``check_every_n_steps`` steps it packs that into one tensor, all-gathers it (DDP) and reads it back (**the
-    one sync per check**); pure rules (``_health_rules.py``) judge it against the run's own noise (``_stats``)
-    and each new problem of :attr:`PROBLEMS` becomes a :class:`Finding` in :attr:`findings`, passed to
-    ``on_finding``. The guide ``docs/guides/health_monitor.md`` gives each rule and its source; its cost:
-    ``benchmarks/RESULTS.md``.
+    Observes only (``StabilityGuard`` can act on its ``lr_too_high`` findings). Between checks it keeps each
+    step's loss on the device, and on the interval's last step per-group gradient and weight norms, update
+    ratios and learning rates; dead, saturated and non-finite activations on the last ``activation_samples``
+    batches; the validation loss (``val_monitor``) and the wait for data. Every ``check_every_n_steps`` steps
+    it packs that into one tensor, all-gathers it and reads it back (the one sync per check); the rules of
+    ``_health_rules.py`` (``thresholds`` overrides) judge it against the run's own noise, and each new problem
+    of :attr:`PROBLEMS` becomes a :class:`Finding` in :attr:`findings`, passed to ``on_finding`` (``"warn"``,
+    ``"raise"`` or a callable). ``group_by`` as in ``GradNormMonitor``. Each rule and its source:
+    ``docs/guides/health_monitor.md``.
 
     Logged keys (``prefix`` prepended), at every check: ``health/<problem>``, 1.0 while present, else 0.0.
-
-    Args:
-        check_every_n_steps: Optimizer steps between checks (each check syncs once).
-        group_by: Parameter groups for per-layer numbers. ``None`` (default): each parameter's owning module.
-            An ``int`` ``d``: the first ``d`` components of that module's name. A mapping ``{regex: group}``
-            or ``(regex, group)`` pairs, as in ``GradNormMonitor``.
-        on_finding: ``"warn"`` (once per problem, rank zero), ``"raise"`` (a ``RuntimeError`` on every rank at
-            the first finding: stop a doomed run early) or a callable receiving each :class:`Finding` (on
-            every rank, with identical findings).
-        activation_samples: Batches per interval whose activations are inspected, ``>= 0`` (``0``: none).
-        thresholds: Overrides of the rule thresholds (keys of ``DEFAULT_THRESHOLDS`` in ``_health_rules``).
-        val_monitor: The logged validation metric read after each validation (a loss: lower is better).
-        print_report: Print :meth:`report` on rank zero at the end of training.
-        prefix: Prepended to every logged key.
-
-    Raises:
-        ValueError: On an invalid argument (at construction, naming it).
-        RuntimeError: With ``on_finding="raise"``, at the first finding, on every rank.
 
     Example:
         >>> from lightning_recipes.testing import TinyClassifier, fast_trainer, random_classification_loader
         >>> monitor = HealthMonitor(check_every_n_steps=4)
         >>> trainer = fast_trainer(max_steps=8, callbacks=[monitor])
         >>> trainer.fit(TinyClassifier(), random_classification_loader())
-        >>> monitor.findings
-        []
-        >>> monitor.to_dict()["checks"]
-        2
+        >>> monitor.findings, monitor.to_dict()["checks"]
+        ([], 2)
     """
 
     PROBLEMS = PROBLEMS

@@ -30,32 +30,109 @@ __all__ = ["InputPipelineMonitor"]
 _RECENT = 256  # per-batch wait fractions kept for the median the warning also needs
 
 
+class WaitClock:
+    """The one timer of the data wait: the host time from the end of a batch's work to the next batch's
+    arrival (wait) and from arrival to the end of its work (step). An epoch's first batch (the loader's
+    start-up) is timed apart (:attr:`first_wait_s`), and the time from :meth:`pause` to :meth:`resume` (a
+    validation, a monitor's own check) is neither. ``time.perf_counter`` is read through this module, so a
+    test clock patched here times it too. :meth:`take` gives the fractions since the last take, from an
+    ``InputPipelineMonitor`` it :meth:`follow` s (its markers bracket every callback) or from this clock.
+
+    Example:
+        >>> clock = WaitClock()
+        >>> clock.batch_start(0.0); clock.batch_end(1.0)  # the first batch: its wait is unknown, left out
+        >>> [clock.batch_start(4.0), clock.batch_end(5.0), clock.batch_start(5.5), clock.batch_end(6.5)]
+        [3.0, 1.0, 0.5, 1.0]
+        >>> clock.take()  # 3.5 s waited, 2 s stepped: the wait fraction, and 1.75 s per batch waited
+        (0.6363636363636364, 1.75)
+        >>> clock.take()  # nothing since
+        (-1.0, -1.0)
+    """
+
+    def __init__(self) -> None:
+        self.wait_s = self.step_s = 0.0
+        self.batches = 0
+        self.first_wait_s: float | None = None
+        self._epoch: float | None = None
+        self._started: float | None = None
+        self._ended: float | None = None
+        self._paused: float | None = None
+        self._pipeline: Any = None
+        self._totals = (0.0, 0.0)
+
+    def follow(self, pipeline: Any) -> None:
+        self._pipeline = pipeline
+        if pipeline is not None:
+            self._totals = (pipeline.total_fetch_s, pipeline.total_step_s)
+
+    @property
+    def source(self) -> str:
+        """Where :meth:`take`'s fractions come from: ``"InputPipelineMonitor"`` or ``"host timing"``."""
+        return "host timing" if self._pipeline is None else "InputPipelineMonitor"
+
+    @staticmethod
+    def now() -> float:
+        return float(time.perf_counter())
+
+    def epoch_start(self, now: float | None = None) -> None:
+        self._ended, self._epoch = None, now  # the first batch's wait is the loader's start-up
+
+    def batch_start(self, now: float) -> float | None:
+        """This batch's wait (``None``: unknown, or the first of an epoch: then :attr:`first_wait_s`)."""
+        wait = None if self._ended is None else max(now - self._ended, 0.0)
+        if wait is not None:
+            self.wait_s += wait
+            self.batches += 1
+        elif self._epoch is not None:
+            self.first_wait_s = now - self._epoch
+        self._started = None if wait is None else now  # a batch whose wait is unknown: its step left out
+        self._ended = self._epoch = None
+        return wait
+
+    def batch_end(self, now: float) -> float | None:
+        """This batch's step time (``None`` when its wait was unknown)."""
+        step = None if self._started is None else max(now - self._started, 0.0)
+        self.step_s += step or 0.0
+        self._started, self._ended = None, now
+        return step
+
+    def pause(self, now: float) -> None:
+        self._paused = now
+
+    def resume(self, now: float) -> None:
+        if self._paused is not None:
+            pause = max(now - self._paused, 0.0)
+            self._ended = None if self._ended is None else self._ended + pause
+            self._started = None if self._started is None else self._started + pause
+        self._paused = None
+
+    def take(self) -> tuple[float, float]:
+        """The wait fraction and the mean wait per batch (s) since the last take (``-1`` when nothing was
+        timed), and start again."""
+        wait, step, batches = self.wait_s, self.step_s, self.batches
+        self.wait_s = self.step_s = 0.0
+        self.batches = 0
+        if self._pipeline is not None:
+            fetch, stepped = self._pipeline.total_fetch_s, self._pipeline.total_step_s
+            wait, step = fetch - self._totals[0], stepped - self._totals[1]
+            self._totals = (fetch, stepped)
+        if wait + step <= 0:
+            return -1.0, -1.0
+        return wait / (wait + step), wait / batches if batches else -1.0
+
+
 class InputPipelineMonitor(Callback):
     """Log the fraction of wall time training waits for data, and warn once with concrete DataLoader advice.
 
-    The *fetch time* of a batch is the host time from the end of the previous step's work to its arrival;
-    the *step time* is the rest. Markers placed first and last in ``trainer.callbacks`` bracket every
-    callback, so another callback's work is step time, never data wait. Each epoch's first batch (worker
-    start-up) is reported apart (``epoch_start_s``). Warns once (rank zero; the flag is checkpointed) after
-    ``min_batches`` batches when both the cumulative and the recent median wait fraction exceed
-    ``warn_wait_fraction``, with advice from the loader and one timed batch build (workers, or not for an
-    in-memory dataset; or "the wait lies elsewhere"). Details: ``docs/guides/monitoring.md``.
+    Fetch time: host time from the end of the previous step's work to the batch's arrival (markers first and
+    last in ``trainer.callbacks`` bracket every other callback); step time: the rest. Each epoch's first batch
+    is reported apart. Warns once (rank zero, checkpointed) after ``min_batches`` batches when the cumulative
+    and the recent median wait fraction exceed ``warn_wait_fraction`` (``None``: never), with advice from the
+    loader and one timed batch build. Host timers only, no sync. Details: ``docs/guides/monitoring.md``.
 
-    Cost: two ``time.perf_counter()`` calls per batch; no tensors, no sync. Host timers only: exact when
-    something syncs every step; on an accelerator running ahead, data waits may overlap device work.
-
-    Logged keys (``prefix`` prepended), over the batches since the last log: ``input_pipeline/wait_fraction``
-    (fetch / (fetch + step)), ``input_pipeline/fetch_ms`` (mean), ``input_pipeline/fetch_ms_max``,
-    ``input_pipeline/step_ms`` (mean), ``input_pipeline/epoch_start_s`` (this epoch's first batch).
-
-    Args:
-        warn_wait_fraction: Warn when training waits for data more than this fraction of the time, in ``(0,
-            1]``; ``None`` never warns.
-        min_batches: Measured batches (after each epoch's first) before the warning may fire, ``>= 1``.
-        prefix: Prepended to every logged key.
-
-    Raises:
-        ValueError: On an invalid argument.
+    Logged keys (``prefix`` prepended), since the last log: ``input_pipeline/wait_fraction``,
+    ``input_pipeline/fetch_ms`` (mean), ``input_pipeline/fetch_ms_max``, ``input_pipeline/step_ms`` (mean),
+    ``input_pipeline/epoch_start_s`` (this epoch's first batch).
 
     Example:
         >>> from lightning_recipes.testing import InMemoryLogger, TinyClassifier, fast_trainer
@@ -66,8 +143,6 @@ class InputPipelineMonitor(Callback):
         >>> trainer.fit(TinyClassifier(), random_classification_loader())
         >>> [step for step, _ in logger.history("input_pipeline/wait_fraction")]
         [1, 3]
-        >>> 0.0 <= logger.last("input_pipeline/wait_fraction") <= 1.0
-        True
     """
 
     def __init__(
@@ -87,10 +162,7 @@ class InputPipelineMonitor(Callback):
         self.total_batches = 0
         self._recent: deque[float] = deque(maxlen=_RECENT)  # per-batch wait fractions, for the median
         self._reset_interval()
-        self._gap_start: float | None = None
-        self._batch_start: float | None = None
-        self._first_of_epoch = False
-        self._fetch_known = False
+        self._clock = WaitClock()
         self._last_fetch_s = 0.0
         self._epoch_start_s: float | None = None
         self._step_at_batch_start: int | None = None
@@ -121,50 +193,46 @@ class InputPipelineMonitor(Callback):
 
     @override
     def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self._gap_start = time.perf_counter()
-        self._first_of_epoch = True
+        self._clock.epoch_start(self._clock.now())
 
     def _batch_arrived(self, trainer: pl.Trainer) -> None:
         """Called first among all callbacks' ``on_train_batch_start``: the wait for this batch is over."""
-        now = time.perf_counter()
         self._step_at_batch_start = trainer.global_step
-        self._fetch_known = False
-        if self._gap_start is not None:
-            wait = now - self._gap_start
-            if self._first_of_epoch:
-                self._epoch_start_s = wait
-            else:
-                self._fetch_s += wait
-                self._fetch_max_s = max(self._fetch_max_s, wait)
-                self.total_fetch_s += wait
-                self._last_fetch_s = wait
-                self._fetch_known = True
-        self._batch_start = now
+        wait = self._clock.batch_start(self._clock.now())
+        if wait is None:
+            if self._clock.first_wait_s is not None:
+                self._epoch_start_s, self._clock.first_wait_s = self._clock.first_wait_s, None
+            return
+        self._fetch_s += wait
+        self._fetch_max_s = max(self._fetch_max_s, wait)
+        self.total_fetch_s += wait
+        self._last_fetch_s = wait
 
     def _work_ended(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         """Called last among all callbacks' ``on_train_batch_end``: the wait for the next batch starts."""
-        now = time.perf_counter()
-        if self._batch_start is not None and self._fetch_known:  # a batch whose wait is unknown is left out
-            step = now - self._batch_start
+        step = self._clock.batch_end(self._clock.now())
+        if step is not None:
             self._step_s += step
             self._batches += 1
             self.total_step_s += step
             self.total_batches += 1
             fetch = self._last_fetch_s
             self._recent.append(fetch / (fetch + step) if fetch + step > 0 else 0.0)
-        self._batch_start = None
-        self._first_of_epoch = False
+        self._clock.pause(self._clock.now())  # the logging and the warning below are not data wait
         did_step = stepped(trainer, self._step_at_batch_start)
         if lightning_will_log(trainer, did_step) and (self._batches or self._epoch_start_s is not None):
             emit(trainer, pl_module, self._interval_metrics(), own_cadence=False)
             self._reset_interval()
         self._maybe_warn(trainer)
-        self._gap_start = time.perf_counter()
+        self._clock.resume(self._clock.now())
+
+    @override
+    def on_validation_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._clock.pause(self._clock.now())  # validation in the gap is not data loading
 
     @override
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        if trainer.training or trainer.state.fn == "fit":
-            self._gap_start = time.perf_counter()  # validation in the gap is not data loading
+        self._clock.resume(self._clock.now())
 
     @override
     def state_dict(self) -> dict[str, Any]:
@@ -305,10 +373,8 @@ def in_memory_kind(dataset: Any) -> str | None:
 
 
 def time_batch_build_ms(loader: DataLoader, repeats: int = 3) -> float | None:
-    """The median time, in ms, to build one batch of ``loader`` in this process as its fetcher does (index
-    the dataset ``batch_size`` times, then ``collate_fn``), on the first indices; ``None`` for an
-    ``IterableDataset`` or a loader without a batch size. Every RNG is restored afterwards (a random
-    augmentation draws from them), so training sees the same stream.
+    """The median ms to build one batch of ``loader`` here as its fetcher does (``None`` for an iterable
+    dataset or no batch size); every RNG is restored afterwards.
     """
     dataset, size = loader.dataset, loader.batch_size
     if isinstance(dataset, IterableDataset) or size is None:

@@ -34,45 +34,23 @@ __all__ = ["RunManifest"]
 class RunManifest(Callback):
     """Records what another engineer needs to understand and reproduce the run, and logs it everywhere.
 
-    At train start it collects the code version (git commit, branch, dirty flag and a hash of the diff),
-    the module's and datamodule's hyperparameters and any ``recipe``, optimizers and schedulers, seeds,
-    library versions, hardware, strategy, precision, world size, accumulation and the effective batch size,
-    then hashes the first ``fingerprint_batches`` training batches on every rank (SHA-256 over dtype, shape
-    and bytes), so two runs that claim the same data can be checked. It writes ``manifest.json`` in the
-    run's log directory (rank zero), rewrites it once the fingerprint is complete, logs it once to every
-    logger via ``log_hyperparams`` under ``manifest`` and keeps it as :attr:`manifest`. A resumed run names
-    the run it resumed from (``resumed_from``).
-
-    Cost: a few ``git`` calls (10 s timeout each) at train start; one host copy (and sync) per fingerprinted
-    batch and, multi-process, one ``all_gather`` of 32 integers; nothing afterwards.
-
-    Args:
-        dirpath: Directory of ``manifest.json``; ``None`` uses the first logger's run directory
-            (``log_dir`` of TensorBoard/CSV, ``save_dir/<project>/<run id>`` for wandb, as
-            ``ModelCheckpoint`` does) or ``default_root_dir`` without a logger.
-        filename: File name of the manifest.
-        fingerprint_batches: How many training batches to hash (``0`` disables the fingerprint).
-        repo_dir: Where to look for the git repository; ``None`` uses the current working directory.
-        extra: Anything else to record (must be JSON-serialisable), stored under ``extra``.
-        log_to_loggers: Also send the manifest to every attached logger.
-
-    Raises:
-        ValueError: If ``fingerprint_batches`` is not an integer >= 0 or ``filename`` not a plain file name.
-        TypeError: If ``extra`` is not a mapping, ``dirpath`` / ``repo_dir`` not a path, or
-            ``log_to_loggers`` not a bool.
+    At train start: the code version (git commit, branch, dirty flag, diff hash, from ``repo_dir``), hyper-
+    parameters and any ``recipe``, optimizers, schedulers, seeds, library versions, hardware, strategy,
+    precision, world size and effective batch size, then a SHA-256 of the first ``fingerprint_batches``
+    training batches on every rank. Written as ``filename`` in ``dirpath`` (default: the first logger's run
+    directory, as ``ModelCheckpoint`` finds it, else ``default_root_dir``) on rank zero, logged once to every
+    logger under ``manifest`` (``log_to_loggers``), kept as :attr:`manifest`; ``extra`` is stored under
+    ``extra``; a resumed run names the run it resumed from (``resumed_from``).
 
     Example:
         >>> import json, tempfile
         >>> from lightning_recipes.testing import TinyClassifier, fast_trainer, random_classification_loader
-        >>> manifest = RunManifest(fingerprint_batches=2)
         >>> root = tempfile.mkdtemp()
-        >>> trainer = fast_trainer(max_steps=3, callbacks=[manifest], default_root_dir=root)
+        >>> trainer = fast_trainer(max_steps=3, callbacks=[RunManifest()], default_root_dir=root)
         >>> trainer.fit(TinyClassifier(), random_classification_loader())
         >>> record = json.load(open(f"{root}/manifest.json"))
         >>> record["trainer"]["effective_batch_size"], record["data_fingerprint"]["batches"]
         (32, 2)
-        >>> record["hparams"]["num_classes"], len(record["data_fingerprint"]["sha256"])
-        (4, 64)
     """
 
     def __init__(
@@ -393,11 +371,8 @@ def run_git(repo_dir: str, *args: str) -> str | None:
 
 
 def git_info(repo_dir: str) -> dict[str, Any] | None:
-    """Commit, branch and dirty flag of the repository containing ``repo_dir``; ``None`` outside one.
-
-    ``dirty`` counts tracked files only (untracked files are not code the run imported, as a rule);
-    ``diff_sha256`` is the SHA-256 of ``git diff HEAD`` when dirty; ``changed_files`` lists at most 100.
-    Cost: four ``git`` subprocess calls.
+    """Commit, branch, dirty flag (tracked files), ``diff_sha256`` and at most 100 ``changed_files`` of the
+    repository containing ``repo_dir``; ``None`` outside one.
 
     Example:
         >>> import tempfile
@@ -523,11 +498,8 @@ def loggable(manifest: dict[str, Any]) -> dict[str, Any]:
 
 
 def hash_batch(hasher: Any, batch: Any) -> None:
-    """Feed a batch (tensors in nested lists/tuples/dicts/dataclasses, numbers, strings) into ``hasher``.
-
-    Each tensor contributes ``T<dtype><shape>`` and its bytes (copied to host memory: one sync per tensor on
-    an accelerator); mappings ``M`` and their keys in sorted order; sequences ``L<length>``; other leaves
-    their ``repr``.
+    """Feed a batch (nested tensors, numbers, strings) into ``hasher``: tensors as dtype, shape and bytes,
+    mappings in sorted key order, other leaves by ``repr``.
 
     Example:
         >>> a, b = hashlib.sha256(), hashlib.sha256()

@@ -55,16 +55,11 @@ Pending = list[
 class StabilityEvent:
     """One detected fault and what the guard did about it.
 
-    Attributes:
-        step: ``trainer.global_step`` during the training step whose loss or gradient was bad.
-        cause: ``"nonfinite_loss"``, ``"nonfinite_grad_norm"``, ``"loss_spike"``, ``"nonfinite_weights"`` or
-            ``"lr_too_high"`` (a ``HealthMonitor`` finding).
-        value: The offending loss, gradient norm, weight norm or update ratio.
-        rank: The global rank that saw it (earliest step, then cause in the order above, then lowest rank).
-        detected_at_step: ``trainer.global_step`` when the check ran.
-        action: ``"rollback"``, ``"skip_step"``, ``"raise"``, ``"give_up"``, ``"logged"``, ``"scale_lr"`` or
-            ``"widen"`` (a give-up over spikes vetoed by a validation loss that held: no rollback).
-        restored_step: The step of the snapshot that was restored (``-1`` if none).
+    ``cause``: ``"nonfinite_loss"``, ``"nonfinite_grad_norm"``, ``"loss_spike"``, ``"nonfinite_weights"`` or
+    ``"lr_too_high"``; ``value``: the offending loss, norm or update ratio; ``rank``: who saw it (earliest
+    step, then cause, then lowest rank); ``action``: ``"rollback"``, ``"skip_step"``, ``"raise"``,
+    ``"give_up"``, ``"logged"``, ``"scale_lr"`` or ``"widen"``; ``restored_step``: the restored snapshot's
+    step (``-1``: none).
     """
 
     step: int
@@ -77,52 +72,21 @@ class StabilityEvent:
 
 
 class StabilityGuard(Callback):
-    r"""Detect a non-finite loss, a non-finite gradient norm or a loss spike and recover without restarting.
+    r"""Detect a non-finite loss or gradient norm or a loss spike and recover without restarting.
 
-    Each step's loss and gradient norm stay on the device; every ``check_every_n_steps`` steps they are
-    checked, agreed across ranks, for a non-finite value, a loss spike (above the run's own loss noise:
-    ``spike_k`` robust std **and** ``1 + spike_min_rise`` x the level, or ``spike_rtol`` x it, always by more
-    than ``spike_floor`` x the starting loss) or, before a snapshot, non-finite weights. ``mode="rollback"``
-    restores the last verified in-memory snapshot (model, optimizers, schedulers, weight averages) and trains
-    on; past ``max_rollbacks`` within ``rollback_window_steps`` it writes an emergency checkpoint and raises,
-    unless they were spikes and ``val_monitor`` held (then it widens its spike floor and trains on).
-    ``mode="skip_step"`` drops a step whose gradient norm is non-finite on any rank; ``mode="raise"`` stops at
-    the first fault. ``act_on_findings`` repairs a ``HealthMonitor``'s ``lr_too_high`` findings (place the
-    guard after it). Long form: ``docs/guides/stability_guard.md``; measured costs: ``benchmarks/RESULTS.md``.
+    Losses and gradient norms stay on the device and are checked every ``check_every_n_steps`` steps (one
+    sync), agreed across ranks. A spike exceeds the run's own noise (``spike_k`` robust std and ``1 +
+    spike_min_rise`` x the level, or ``spike_rtol`` x it, always by ``spike_floor`` x the starting loss).
+    ``mode="rollback"`` restores the last verified in-memory snapshot (taken every ``snapshot_every_n_steps``,
+    or adaptively at ``snapshot_overhead`` of the training time) and trains on, at ``lr_factor`` for
+    ``cooldown_steps``; past ``max_rollbacks`` within ``rollback_window_steps`` it writes an emergency
+    checkpoint (to ``checkpoint_dir``) and raises, unless they were spikes and ``val_monitor`` held (then it
+    widens its spike floor). ``mode="skip_step"`` drops steps with a non-finite gradient norm; ``"raise"``
+    stops at the first fault. ``act_on_findings`` cuts the LR by ``finding_lr_factor`` on a
+    ``HealthMonitor``'s ``lr_too_high`` (place the guard after it). Long form:
+    ``docs/guides/stability_guard.md``.
 
-    Cost: per step one read of the gradients (reused from a ``GradNormMonitor`` placed before), no sync; per
-    check **one sync** and, under DDP, one all-reduce of one integer (``skip_step``: per step); per snapshot
-    one device-to-host copy of model + optimizer state (~3x the fp32 model for Adam in CPU memory), spaced
-    to take ``snapshot_overhead`` of the training time.
-
-    Args:
-        mode: ``"rollback"``, ``"skip_step"`` or ``"raise"``.
-        check_every_n_steps: Optimizer steps between checks (each check syncs once).
-        snapshot_every_n_steps: Minimum steps between snapshots; ``None``: adaptive (``snapshot_overhead``).
-        spike_k: Spike threshold in robust standard deviations above the level, ``> 0``; ``None``: off.
-        spike_rtol: Spike threshold as a multiple of the loss level, ``> 1``; ``None``: off.
-        spike_window: Recent good steps in the running statistics.
-        spike_warmup_steps: Good steps before spikes are judged (non-finite values: from the start).
-        check_grad_norm: Check the gradient norm (always on for ``mode="skip_step"``).
-        lr_factor: Learning-rate multiplier after a rollback, in ``(0, 1]``, for ``cooldown_steps`` steps.
-        cooldown_steps: Optimizer steps the ``lr_factor`` lasts.
-        max_rollbacks: Rollbacks allowed within ``rollback_window_steps`` before giving up.
-        rollback_window_steps: Window, in optimizer steps, for ``max_rollbacks``.
-        checkpoint_dir: Emergency checkpoint directory; default: the ``ModelCheckpoint`` directory.
-        verbose: Log each event on rank zero (``logging.WARNING``).
-        snapshot_overhead: Fraction of training time adaptive snapshots may take, in ``(0, 1)``.
-        act_on_findings: Repair ``HealthMonitor``'s ``lr_too_high`` findings.
-        finding_lr_factor: Learning-rate multiplier for the rest of the run per finding, in ``(0, 1]``.
-        spike_min_rise: The ``spike_k`` rule also needs the loss above ``1 + spike_min_rise`` x the level.
-        spike_floor: Every spike must exceed the level by this fraction of the starting loss, ``>= 0``.
-        val_monitor: The logged validation loss that vetoes a give-up over spikes (``None``: never).
-
-    Raises:
-        ValueError: On an invalid argument value, or ``mode="rollback"`` with a sharded strategy.
-        TypeError: On an argument of the wrong type.
-        RuntimeError: ``mode="raise"`` at the first fault; ``mode="rollback"`` when giving up (every rank).
-
-    Logged keys (at an event only, straight to ``trainer.loggers``): ``stability/event_step`` (the bad step),
+    Logged keys (at an event only, straight to ``trainer.loggers``): ``stability/event_step``,
     ``stability/event_cause`` (1 non-finite loss, 2 grad norm, 3 spike, 4 weights, 5 ``lr_too_high``),
     ``stability/event_value``, ``stability/rollbacks``, ``stability/skipped_steps``.
 

@@ -1,10 +1,7 @@
 """The ``lightning-recipes`` command: ``demo``, ``preflight``, ``memory``, ``tune``, one module each.
-
-Each command's arguments are parsed and checked first, without importing torch or Lightning (``--help``,
-``--version`` and an ordinary mistake answer at once; the package's ``__init__`` calls
-:func:`answer_before_importing_torch` first); then the command runs. A mistake ends in one line on stderr
-naming the fix and exit code 2 (``LIGHTNING_RECIPES_TRACEBACK=1``: the traceback). Flags are snake_case, as
-LightningCLI's; the kebab-case spelling of a top-level flag is accepted too.
+Arguments are checked before torch is imported (the package's ``__init__`` calls
+:func:`answer_before_importing_torch` first); a mistake is one line on stderr and exit code 2
+(``LIGHTNING_RECIPES_TRACEBACK=1``: the traceback).
 """
 
 from __future__ import annotations

@@ -1,22 +1,7 @@
-"""What every ``lightning-recipes`` command shares: one flag spelling, the one-line answer to a mistake, the
-LightningCLI-style (jsonargparse) parser of ``preflight`` and ``tune`` and the LightningCLI config they read.
-
-Imports neither torch nor Lightning (``--help``, ``--version`` and a mistake answer at once). Flags are
-snake_case as LightningCLI's; the kebab-case spelling of a top-level flag is accepted too. A command raises
-:class:`UsageError` for a mistake; :func:`handle_usage_errors` prints ``lightning-recipes <command>: error:
-<message>`` and returns 2 (``LIGHTNING_RECIPES_TRACEBACK=1``: the traceback). A bug keeps its traceback.
-
-Example:
-    >>> normalise_flags(["--num-params", "7B", "--output-dir=out-dir", "--model.init_args.n-layers", "2"])
-    ['--num_params', '7B', '--output_dir=out-dir', '--model.init_args.n-layers', '2']
-    >>> import contextlib, io
-    >>> def body() -> int:
-    ...     raise UsageError("--config x.yaml: no such file")
-    >>> with contextlib.redirect_stderr(io.StringIO()) as err:
-    ...     handle_usage_errors("preflight", body)
-    2
-    >>> err.getvalue()
-    'lightning-recipes preflight: error: --config x.yaml: no such file\\n'
+"""What every ``lightning-recipes`` command shares, importing neither torch nor Lightning: one flag spelling
+(snake_case, kebab-case accepted), :class:`UsageError` answered in one line by
+:func:`handle_usage_errors`, the LightningCLI-style parser of ``preflight`` and ``tune`` and the config
+they read.
 """
 
 from __future__ import annotations
@@ -389,14 +374,9 @@ def with_lightning_cli_config(
     args: Sequence[str], own_keys: Sequence[str], trainer_keys: Sequence[str] = ()
 ) -> list[str]:
     """``args`` with each ``--config FILE`` replaced by the parts of it the command reads: its ``own_keys``,
-    and each of ``trainer_keys`` set in the ``trainer`` section as a top-level key (-1, Lightning's "unset",
-    as null); the rest (``seed_everything``, ``optimizer``, ...) is dropped. A section without
-    ``class_path`` (``LightningCLI(MyModel)``) takes its class from ``--model`` / ``--data``; a config
-    written for ``fit`` (``fit:`` at the top) is read inside it.
-
-    Raises:
-        UsageError: For a missing file, a file that is not a YAML mapping, or a section without
-            ``class_path`` when the command line does not name the class.
+    and each of ``trainer_keys`` set in its ``trainer`` section as a top-level key; the rest is dropped. A
+    section without ``class_path`` takes its class from ``--model`` / ``--data``; a ``fit:`` config is read
+    inside. ``UsageError`` for a missing or malformed file.
 
     Example:
         >>> import pathlib, tempfile, yaml

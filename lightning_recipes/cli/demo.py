@@ -1,6 +1,5 @@
 """``lightning-recipes demo`` and ``demo --finetune``: the arguments, parsed and checked without importing
-torch (a mistake, a missing extra, is told before the slow imports). The demos themselves are
-:mod:`lightning_recipes.demos`.
+torch; the demos themselves are :mod:`lightning_recipes.demos`.
 
 Example:
     >>> args = parse(["--epochs", "3", "--batch-size", "32"])

@@ -1,13 +1,7 @@
-"""``lightning-recipes memory``: estimate per-device memory and recommend a strategy preset from the shell.
-
-Model arguments are LightningCLI's: ``--model.init_args.n_layers 24`` (or ``--model.n_layers 24``), nested
-ones too (``--model.recipe.optimizer lion``); they are split off before the parser sees the rest, which is
-parsed without torch.
+"""``lightning-recipes memory``: estimate per-device memory and recommend a strategy preset from the shell;
+model arguments LightningCLI's (``--model.init_args.n_layers 24``), split off before torch-free parsing.
 
 Example:
-    >>> args, model_args = parse(["--num-params", "7B", "--devices", "8"])
-    >>> args.num_params, args.devices, model_args
-    ('7B', 8, {})
     >>> parse(["--model", "pkg.Net", "--model.recipe.optimizer=lion"])[1]
     {'recipe': {'optimizer': 'lion'}}
 """

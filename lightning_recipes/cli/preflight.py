@@ -1,8 +1,5 @@
-"""``lightning-recipes preflight``: the sanity checks on a model class and a datamodule, from a shell.
-
-Arguments follow LightningCLI: ``--model pkg.Class --data pkg.DataModule --model.init_args.x 1`` (or
-``--model.x 1``). ``--config`` takes the YAML your LightningCLI writes (``fit --print_config``): its
-``model`` and ``data`` sections and ``trainer.max_epochs``/``max_steps``; the rest is ignored.
+"""``lightning-recipes preflight``: the sanity checks on a model class and a datamodule from a shell
+(LightningCLI-style arguments; ``--config`` reads a LightningCLI YAML's ``model``, ``data`` and run length).
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""``lightning-recipes tune``: the LR range test and speed tuning (``--speed true``) of a model, from a shell.
-
-Arguments follow LightningCLI (``--model pkg.Class --data pkg.DataModule --model.init_args.x 1``). Prints the
-suggestion and the YAML fragment to paste into a LightningCLI config (``--plot FILE`` saves the curve); with
-``--speed true`` also :func:`~lightning_recipes.tune.speed.speed_tune`'s table and YAML. The sweep runs on
-one device in a Trainer with the run's ``--accelerator``, ``--precision`` and clipping. ``--config`` takes
-the YAML your LightningCLI writes, as ``preflight --config`` does.
+"""``lightning-recipes tune``: the LR range test and, with ``--speed true``, speed tuning of a model from a
+shell (LightningCLI-style arguments and ``--config``); prints the suggestion and the YAML to paste, and
+``--plot FILE`` saves the curve.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""Datasets that ship inside installed packages, so tutorials, tests and benchmarks never download.
-
-- :class:`DigitsDataModule`: scikit-learn's 8x8 handwritten digits (1,797 images, 10 classes).
-- :class:`CharLMDataModule`: character-level language modelling over Python's own reference manual
-  (``pydoc_data.topics``, ~465k characters, part of the standard library).
+"""Datasets that ship inside installed packages, never downloaded: :class:`DigitsDataModule` (scikit-learn's
+8x8 digits) and :class:`CharLMDataModule` (characters of Python's own reference manual).
 """
 
 from lightning_recipes.data.char_lm import CharLMDataModule

@@ -43,19 +43,10 @@ class _Windows(Dataset):
 
 
 class CharLMDataModule(pl.LightningDataModule):
-    """Next-character prediction over Python's bundled documentation (~465k characters, no download).
-
-    The vocabulary is every character of the corpus (about 100); the last ``val_fraction`` of the text
-    is the validation set. Batches are ``(tokens, next_tokens)``, both ``[B, seq_len]`` int64 — the
-    format :class:`~lightning_recipes.testing.TinyTransformerLM` takes.
-
-    Args:
-        seq_len: Characters per training window.
-        batch_size: Per-device batch size.
-        val_fraction: Tail fraction of the text held out, in (0, 1).
-        max_chars: Use only the first ``max_chars`` characters (quick runs); ``None`` = all.
-        seed: Seed of the training shuffle.
-        num_workers: ``DataLoader`` workers.
+    """Next-character prediction over Python's bundled documentation (~465k characters, or the first
+    ``max_chars``; no download): ``(tokens, next_tokens)`` windows of ``seq_len``, the format
+    :class:`~lightning_recipes.testing.TinyTransformerLM` takes; the last ``val_fraction`` is held out; the
+    training shuffle is seeded by ``seed``.
 
     Example:
         >>> dm = CharLMDataModule(seq_len=32, batch_size=4, max_chars=20_000)

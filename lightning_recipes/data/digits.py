@@ -12,17 +12,9 @@ __all__ = ["DigitsDataModule"]
 
 
 class DigitsDataModule(pl.LightningDataModule):
-    """The 1,797 8x8 digit images that ship with scikit-learn, as ``[B, 1, 8, 8]`` floats in ``[0, 1]``.
-
-    A fixed, stratified train/validation split (seeded) so every run sees the same validation set.
-    Needs scikit-learn (``pip install "lightning-recipes[data]"``); nothing is downloaded.
-
-    Args:
-        batch_size: Per-device batch size.
-        val_fraction: Fraction of each class held out for validation, in (0, 1).
-        seed: Seed of the split and of the training shuffle.
-        num_workers: ``DataLoader`` workers.
-        flatten: Return ``[B, 64]`` vectors instead of ``[B, 1, 8, 8]`` images.
+    """The 1,797 8x8 digit images that ship with scikit-learn (the ``data`` extra; no download), as ``[B, 1,
+    8, 8]`` floats in ``[0, 1]`` (``flatten``: ``[B, 64]``), with a fixed stratified split of ``val_fraction``
+    (seeded by ``seed``, as the training shuffle).
 
     Example:
         >>> dm = DigitsDataModule(batch_size=32)

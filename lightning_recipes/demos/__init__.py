@@ -1,9 +1,7 @@
-"""The demos behind ``lightning-recipes demo``: runnable end-to-end examples on scikit-learn's digits.
-
-- :mod:`~lightning_recipes.demos.training`: ``lightning-recipes demo``, every recipe switched on in one run;
-- :mod:`~lightning_recipes.demos.finetuning`: ``lightning-recipes demo --finetune``, layer-wise LR decay +
-  freeze-then-unfreeze against plain fine-tuning and training from scratch;
-- :mod:`~lightning_recipes.demos.model`: ``RecipeDigitsCNN``, the model both train.
+"""The demos behind ``lightning-recipes demo`` on scikit-learn's digits:
+:mod:`~lightning_recipes.demos.training` (every recipe in one run), :mod:`~lightning_recipes.demos.finetuning`
+(``--finetune``: layer-wise LR decay and freeze-then-unfreeze against the baselines) and their model,
+:mod:`~lightning_recipes.demos.model`.
 
 Example:
     >>> from lightning_recipes.demos import RecipeDigitsCNN, run_demo, run_finetune_demo

@@ -92,12 +92,10 @@ def _finetune(
 def run_finetune_demo(
     seeds: Sequence[int] = (0, 1, 2), shots: int = 10, pretrain_epochs: int = 6, finetune_epochs: int = 15
 ) -> dict[str, Any]:
-    """Pretrain on 0-4 once per seed, then fine-tune each variant on ``shots`` images per digit 5-9 from the
-    same start; returns the validation accuracy of every (variant, seed) and their mean / spread.
-
-    Variants: ``scratch`` (no pretraining), ``plain`` (pretrained, everything trained at one LR),
-    ``recipe`` (pretrained, ``layer_decay=0.5`` + ``FinetuneSchedule`` freezing ``features`` for the first
-    third of the epochs, then a 4-step warm-up).
+    """Pretrain on digits 0-4 once per seed, then fine-tune each variant on ``shots`` images per digit 5-9:
+    ``scratch``, ``plain`` (one LR) and ``recipe`` (``layer_decay=0.5`` and a ``FinetuneSchedule`` freezing
+    ``features`` for the first third); the validation accuracy of each (variant, seed) and their mean /
+    spread.
     """
     started = time.perf_counter()
     results: dict[str, list[float]] = {variant: [] for variant in VARIANTS}
@@ -153,11 +151,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``lightning-recipes demo --finetune``: runs the comparison, prints the table, returns 0
-    (the exit code).
-
-    Raises:
-        UsageError: For a value out of range (a ``ValueError``; ``lightning-recipes demo`` prints its line).
+    """Entry point of ``lightning-recipes demo --finetune``: runs the comparison, prints the table, returns 0;
+    ``UsageError`` for a value out of range.
     """
     args = build_parser().parse_args(argv)
     check_finetune_args(args)

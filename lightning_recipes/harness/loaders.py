@@ -45,12 +45,9 @@ def first_loader(loaders: Any) -> Any:
 
 
 def fit_combined_loader(loaders: Any) -> CombinedLoader:
-    """A fresh ``CombinedLoader`` that iterates ``loaders`` as ``fit`` does: a ``CombinedLoader`` as it is
-    (a shallow copy: its own iterator over the same loaders, mode and limits, so the original is left for
-    the run), any other collection in ``"max_size_cycle"``, the Trainer's rule.
-
-    Raises:
-        ValueError: For ``CombinedLoader(mode="sequential")``, which ``fit`` refuses too.
+    """A fresh ``CombinedLoader`` iterating ``loaders`` as ``fit`` does: a shallow copy of a
+    ``CombinedLoader`` (the original is left for the run), any other collection in ``"max_size_cycle"``;
+    ``ValueError`` for ``mode="sequential"``, which ``fit`` refuses too.
     """
     if isinstance(loaders, CombinedLoader):
         combined = copy.copy(loaders)
@@ -66,12 +63,8 @@ def fit_combined_loader(loaders: Any) -> CombinedLoader:
 
 
 def fit_dataloaders(trainer: pl.Trainer, pl_module: pl.LightningModule) -> tuple[Any, Any]:
-    """The loaders ``fit`` uses, read at ``on_train_start`` through the Trainer's public properties.
-
-    By ``on_train_start`` the Trainer has loaded its training loader (with the sampler it injects under DDP)
-    and, when validation will run, its validation loaders. A validation loader the Trainer did not load
-    (validation disabled or not due in the first epoch) is taken from the datamodule's or the module's
-    ``val_dataloader()`` hook, as the Trainer would.
+    """The loaders ``fit`` uses, read at ``on_train_start`` (the training loader with any sampler the Trainer
+    injected); a validation loader the Trainer did not load comes from the datamodule's or module's hook.
     """
     train, val = trainer.train_dataloader, trainer.val_dataloaders
     if train is None or val is None:
@@ -170,20 +163,9 @@ def resolve_fit_data(
     train_dataloaders: Any = None,
     val_dataloaders: Any = None,
 ) -> FitData:
-    """The training (and validation) loaders as ``trainer.fit`` would find them.
-
-    The datamodule's ``prepare_data()`` and ``setup("fit")`` run first, then its loaders; loaders passed in
-    win; without a datamodule the model's own ``train_dataloader()`` / ``val_dataloader()`` are used.
-
-    Args:
-        caller: The tool's name, for the error message (``"find_lr"``).
-        model: The LightningModule.
-        datamodule: Its loaders (after ``setup("fit")``), when given.
-        train_dataloaders: The training loader; wins over the datamodule's and the model's.
-        val_dataloaders: The validation loader; wins over the datamodule's and the model's.
-
-    Raises:
-        ValueError: When no training data is found (naming the three ways to give it).
+    """The training and validation loaders as ``trainer.fit`` would find them: ``train_dataloaders`` /
+    ``val_dataloaders`` given win, else the ``datamodule``'s (after ``prepare_data()`` and ``setup("fit")``),
+    else the model's own. ``ValueError`` naming ``caller`` when no training data is found.
 
     Example:
         >>> from lightning_recipes.data import DigitsDataModule

@@ -1,13 +1,7 @@
-"""A real-Trainer trial fit on a copy of the model: :func:`trial_fit`.
-
-The other trial runs of the harness call ``training_step`` with no Trainer attached, so they cannot try a
-module that optimises manually (``automatic_optimization = False``) or whose hooks need a Trainer
-(``self.log``, ``self.trainer.*``, ``self.optimizers()``). This one fits a deep copy with a real
-``lightning.Trainer`` on one fixed training batch, and records what the loop did: every backward pass and
-the gradient it contributed to each parameter, every ``optimizer.step()`` (the gradients it used, the
-previous step's gradients, whether parameters changed), the training loss per batch, and
-``validation_step`` on the same batch before and after the fit (its loss, the modules it ran, the inputs
-they received, which weights it saw).
+"""A real-Trainer trial fit on a copy of the model (:func:`trial_fit`), for the modules the harness's other
+trial runs (``training_step`` with no Trainer) cannot try: manual optimisation, hooks that need a Trainer.
+It records every backward pass and its gradients, every ``optimizer.step()``, the training loss per batch,
+and ``validation_step`` on the same batch before and after the fit.
 """
 
 from __future__ import annotations
@@ -46,23 +40,13 @@ _INPUT_DEPTH = 2  # module inputs kept for the root, its children and grandchild
 
 @dataclass
 class StepRecord:
-    """One ``optimizer.step()`` of a trial fit, measured over the parameters of that optimizer.
-
-    Attributes:
-        optimizer: Index of the optimizer in ``trainer.optimizers``.
-        batch: Index of the training batch the step ran in.
-        backwards: Backward passes that reached this optimizer's parameters since its previous step.
-        grad_norm: ``|g|``, the gradients the step used (read right after it; ``None`` grads count as 0).
-        contribution_norm: ``|c|``, what the backward passes since the previous step contributed.
-        residual_norm: ``|g - c|``.
-        previous_norm: ``|g_prev|``, the gradients the previous step of this optimizer used.
-        carried: ``<g - c, g_prev> / |g_prev|^2``: the share of the previous step's gradients still in
-            ``g`` (1: never cleared; 0: cleared).
-        carried_residual: ``|g - c - g_prev| / |g_prev|``: how exactly ``g = c + g_prev`` holds.
-        scale: ``<g, c> / |c|^2`` (1: the step used exactly the contributions; < 1: clipped or unscaled).
-        changed: Parameters whose value the step changed.
-        with_grad: Parameters with a non-zero gradient at the step.
-        lr: The largest learning rate of the optimizer's groups at the step.
+    """One ``optimizer.step()`` of a trial fit, over that optimizer's parameters: the ``optimizer`` index, the
+    ``batch``, the ``backwards`` that reached it since its last step; norms of the gradients it used
+    (``grad_norm``, ``|g|``), of what those backward passes contributed (``contribution_norm``, ``|c|``), of
+    ``g - c`` (``residual_norm``) and of the previous step's ``g_prev`` (``previous_norm``); ``carried``
+    (``<g - c, g_prev> / |g_prev|^2``: 1 never cleared, 0 cleared), ``carried_residual`` (``|g - c - g_prev| /
+    |g_prev|``), ``scale`` (``<g, c> / |c|^2``: < 1 clipped or unscaled); the parameters it ``changed``, those
+    ``with_grad``, and its largest ``lr``.
     """
 
     optimizer: int
@@ -103,11 +87,8 @@ def _loss_scale(model: pl.LightningModule) -> float:
 
 
 class TrialRecorder(Callback):
-    """Hooks on a copy of the model (and, from ``on_train_start``, on its optimizers) that record a trial fit.
-
-    Cost while active: one Python call per module forward, per parameter per backward (a clone or an add of
-    its gradient), and per optimizer step a pass over its parameters (norms, dot products, one clone of
-    params and grads; one host sync). Memory: about four copies of the trainable parameters.
+    """Hooks on a copy of the model (and, from ``on_train_start``, on its optimizers) that record a trial fit;
+    about four copies of the trainable parameters, one host sync per step.
     """
 
     def __init__(self, model: pl.LightningModule, should_stop: Callable[[], bool], fit_ratio: float) -> None:
@@ -429,26 +410,15 @@ _CACHE: weakref.WeakKeyDictionary[Harness, dict[tuple[int, int], TrialFit]] = we
 class ValidationView:
     """What ``validation_step`` saw on the training batch, before and after the fit.
 
-    Attributes:
-        before: Its loss before the first step (``None``: no loss found).
-        after: Its loss after the fit.
-        source: Where the loss was read: ``"returned"`` (what it returned), ``"logged 'val_loss'"``
-            (``self.log``), ``"loss call cross_entropy"`` (a ``torch.nn.functional`` loss it called).
-        logged: Every metric it logged in the validation after the fit (new or changed keys of
-            ``trainer.callback_metrics``).
-        val_only_modules: Modules with parameters it ran that no ``training_step`` ran.
-        stale: Parameters it read that still held their value from before the fit, although training
-            changed them or never ran them (an average never updated, a stale copy, an untrained head).
-        averaged: Parameters it read whose values differ from both the start and the trained values (an
-            average of the trained weights; ``lag`` says how far behind).
-        lag: For ``averaged``: ``|w_val - w_trained| / |w_start - w_trained|`` (1: not moved, 0: caught up).
-        input_module: The module whose inputs are compared (the first that both paths ran).
-        input_difference: ``|x_val - x_train| / |x_train|`` for that module's first input (``None``: not
-            comparable).
-        batchnorm_lag: The share of their initial values still in the running statistics of the BatchNorm
-            layers validation ran, ``(1 - momentum) ** batches`` at most (0 without such layers).
-        input_varies: Whether training fed that module different inputs at its first and last batch (a
-            random augmentation, or weights before it), so validation's cannot be compared with them.
+    ``before`` / ``after``: its loss (``None``: none found), read from ``source`` (``"returned"``, ``"logged
+    'val_loss'"``, ``"loss call cross_entropy"``); ``logged``: the metrics its validation after the fit logged
+    (new or changed keys); ``val_only_modules``: modules with parameters no ``training_step`` ran; ``stale``:
+    parameters it read that still held their start value although training changed them or never ran them;
+    ``averaged``: parameters unlike both the start and the trained values, ``lag`` behind (``|w_val -
+    w_trained| / |w_start - w_trained|``); ``input_module``: the first module both paths ran, and
+    ``input_difference`` (``|x_val - x_train| / |x_train|``, ``None``: not comparable) unless ``input_varies``
+    (training fed it different inputs at its first and last batch); ``batchnorm_lag``: the share of their
+    initial values still in the running statistics of the BatchNorm layers validation ran.
     """
 
     before: float | None = None
@@ -467,24 +437,12 @@ class ValidationView:
 
 @dataclass
 class TrialFit:
-    """What :func:`trial_fit` recorded.
-
-    Attributes:
-        automatic: The module's ``automatic_optimization``.
-        optimizers: The class names of ``trainer.optimizers``.
-        steps: Every ``optimizer.step()``, in order (see :class:`StepRecord`).
-        train_losses: The training loss per batch: what ``training_step`` returned, else the sum of the
-            losses passed to ``manual_backward`` in that batch; ``nan`` when neither.
-        received_grad: Parameters that received a gradient in some backward pass.
-        not_in_optimizer: Of those, the ones in no optimizer's param groups.
-        never_changed: Parameters that had a non-zero gradient at a step with ``lr > 0`` and that no step
-            ever changed.
-        lr_positive: Whether any step ran with a learning rate above 0.
-        samples: Samples in the batch (``None``: unknown).
-        stopped: ``"budget"`` (``should_stop`` said so), ``"fitted"`` (the loss fell by ``fit_ratio``),
-            ``""`` (ran all steps).
-        validation: What ``validation_step`` saw (``None``: the module has none).
-        seconds: Wall time of the trial.
+    """What :func:`trial_fit` recorded: ``automatic`` (``automatic_optimization``), the ``optimizers``' class
+    names, every ``steps`` (:class:`StepRecord`), ``train_losses`` per batch (what ``training_step`` returned,
+    else the sum passed to ``manual_backward``; ``nan``), the parameters that ``received_grad``, those
+    ``not_in_optimizer``, those ``never_changed`` though they had a gradient at a step with ``lr > 0``,
+    ``lr_positive``, ``samples`` in the batch, why it ``stopped`` (``"budget"``, ``"fitted"``, ``""``), the
+    ``validation`` view (``None``: no ``validation_step``) and the wall ``seconds``.
     """
 
     automatic: bool
@@ -510,25 +468,14 @@ def trial_fit(
     should_stop: Callable[[], bool] | None = None,
     cache: bool = True,
 ) -> TrialFit:
-    """Fit a deep copy of ``harness.model`` with a real ``Trainer`` on one fixed training batch.
+    """Fit a deep copy of ``harness.model`` with a real, silent ``Trainer`` on one fixed training batch (its
+    first ``max_samples`` samples), repeated ``steps`` times, validated before and after on the same batch.
 
-    The first batch (its first ``max_samples`` samples) is the whole training set (``[batch] * steps``) and
-    the validation set, run as the sanity check before the first step and again after the last. Silent, in a
-    temporary directory; the user's module and every RNG are left as they were (seeded with
-    ``harness.seed``). Works under automatic and manual optimisation. Stops early when ``should_stop()``
-    turns true or, after at least 12 batches (until BatchNorm statistics hold <= 10 % of their start), when
-    the training loss fell by ``fit_ratio``.
-
-    Args:
-        harness: The harness of the user's model and data.
-        steps, max_samples: Training batches at most; samples kept from the first batch.
-        fit_ratio: Stop once the training loss fell by this fraction, in (0, 1].
-        should_stop: Asked after each batch.
-        cache: Reuse a finished trial of the same ``harness``, ``steps`` and ``max_samples``.
-
-    Raises:
-        CannotRunOnCopy: Without training data, when the model cannot be copied, or inside a multi-process
-            run (a callback's check under DDP).
+    The user's module and every RNG are left as they were (seeded with ``harness.seed``); works under
+    automatic and manual optimisation. Stops early when ``should_stop()`` turns true or, after at least 12
+    batches (until BatchNorm statistics hold <= 10 % of their start), when the loss fell by ``fit_ratio``.
+    ``cache``: reuse a finished trial of the same harness and sizes. Raises ``CannotRunOnCopy`` without data,
+    for a model that cannot be copied, or inside a multi-process run.
 
     Example:
         >>> from lightning_recipes.harness import Harness
@@ -665,11 +612,8 @@ def _loss_key(logged: dict[str, float]) -> str | None:
 
 
 def _compare_weights(recorder: TrialRecorder, modules: set[str], view: ValidationView) -> None:
-    """Which parameters validation read, and whether they hold the start, the trained or averaged values.
-
-    A parameter training also read is compared with its own trained value (an averaging callback swaps
-    averaged values in); one only validation read (``self.ema``) with the trained parameter of the same
-    shape whose name ends the same way (``ema.0.weight`` -> ``net.0.weight``).
+    """Which parameters validation read, and whether they hold the start, the trained or averaged values (a
+    parameter only validation read is compared with the trained one of its shape and longest name ending).
     """
     named = dict(recorder.model.named_modules())
     train_modules = recorder.train_modules

@@ -2,10 +2,8 @@
 
 Example:
     >>> import torch
-    >>> from lightning_recipes.optim import Lion, param_groups, warmup_cosine
-    >>> model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.LayerNorm(4))
-    >>> optimizer = Lion(param_groups(model, weight_decay=0.1), lr=1e-4)
-    >>> scheduler = warmup_cosine(optimizer, warmup_ratio=0.1, total_steps=100)
+    >>> from lightning_recipes.optim import Lion, param_groups
+    >>> optimizer = Lion(param_groups(torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.LayerNorm(4)), 0.1))
     >>> [g["name"] for g in optimizer.param_groups]
     ['decay', 'no_decay']
 """

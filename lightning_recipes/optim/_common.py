@@ -1,18 +1,5 @@
-"""Shared pieces of Lion and Lamb: argument checks, the choice and dispatch of the execution path
-(written once for both), tensor grouping, and the record of which path ran
-(``optimizer.implementation_used``).
-
-Example:
-    >>> import torch
-    >>> from lightning_recipes.optim import Lion
-    >>> model = torch.nn.Linear(4, 2)
-    >>> optimizer = Lion(model.parameters(), implementation="foreach")
-    >>> optimizer.implementation_used is None  # nothing ran yet
-    True
-    >>> model(torch.randn(3, 4)).sum().backward()
-    >>> optimizer.step()
-    >>> optimizer.implementation_used
-    'foreach'
+"""Shared pieces of Lion and Lamb: argument checks, the choice and dispatch of the execution path, tensor
+grouping, and the record of which path ran (``optimizer.implementation_used``).
 """
 
 from __future__ import annotations
@@ -164,13 +151,10 @@ def split_for_native(
 def prepare_tensors(
     lists: Sequence[Sequence[Tensor]], *, local_shards: bool
 ) -> tuple[list[list[Tensor]], list[list[Tensor]]]:
-    """Split parallel lists (parameters first) into the rows every path may take and the rows only the
-    per-tensor loop may take; complex tensors become ``torch.view_as_real`` views (as in torch's optimizers).
-
-    Tensor subclasses (FSDP2's DTensor ...) never reach the multi-tensor or native paths: with
-    ``local_shards`` (elementwise updates, Lion) a row of DTensors laid out alike is replaced by its local
-    shards; every other subclass row goes to the loop, whose DTensor ops compute whole-tensor norms (LAMB).
-    Cost: one type check per parameter in the common all-plain case; no sync.
+    """Split parallel lists (parameters first) into rows every path may take and rows only the per-tensor loop
+    may take; complex tensors become real views. DTensor rows laid out alike become their local shards with
+    ``local_shards`` (elementwise Lion); other subclass rows go to the loop (whole-tensor norms, LAMB). No
+    sync.
     """
     params = lists[0]
     if all(type(p) in _PLAIN_TYPES and not p.is_complex() for p in params):
@@ -213,10 +197,9 @@ def _local_shards(row: Sequence[Tensor]) -> tuple[Tensor, ...] | None:
 def backfill_group_options(
     optimizer: torch.optim.Optimizer, defaults: dict[str, Any], defaults_before: Collection[str]
 ) -> None:
-    """After ``Optimizer.__setstate__``: back-fill the class's own options (``defaults``) into
-    ``optimizer.defaults`` and every group (groups saved before an option existed load and step), and take
-    back the keys torch added to ``optimizer.defaults`` (``differentiable``; ``defaults_before``: the keys
-    before the call), so a loaded or unpickled optimizer's ``state_dict()`` equals the original's key for key.
+    """After ``Optimizer.__setstate__``: back-fill the class's ``defaults`` into ``optimizer.defaults`` and
+    every group, and take back the keys torch added (those not in ``defaults_before``), so that a loaded
+    optimizer's ``state_dict()`` equals the original's.
     """
     for key in [key for key in optimizer.defaults if key not in defaults_before and key not in defaults]:
         del optimizer.defaults[key]
@@ -324,11 +307,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 class ImplementationRecord(torch.optim.Optimizer):
-    """Base of our optimizers: ``implementation_used`` is ``None`` until a step, then the path(s) that ran;
-    group options are validated when a group is added and back-filled when an older state is loaded.
-
-    ``implementation_used`` is a plain instance attribute, so that Fabric's and Lightning's optimizer
-    wrappers, which forward unknown attributes to the optimizer, read the live value.
+    """Base of our optimizers: ``implementation_used`` (a plain attribute, so optimizer wrappers read it live)
+    is ``None`` until a step, then the path(s) that ran; group options are validated and back-filled on load.
     """
 
     implementation_used: str | None

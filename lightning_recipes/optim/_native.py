@@ -1,14 +1,8 @@
-"""The multi-tensor CPU kernels of ``_cpu_kernels.c``: built once with the system C compiler, cached on disk.
-
-A Lion or LAMB step on CPU is memory-bound; these kernels run it in one OpenMP parallel region over every
-tensor's elements (one pass for Lion, two cache-resident passes per batch for LAMB), the fastest CPU path
-measured (``benchmarks/RESULTS.md``). On Linux the first use compiles the source with ``$CC`` or the first
-of ``cc``/``gcc``/``clang`` (or a C++ driver), the ISA torch dispatches to (never ``-march=native``) and the
-OpenMP runtime torch loaded (so they share its threads), cached under ``$LIGHTNING_RECIPES_CACHE_DIR``
-(default ``~/.cache/lightning_recipes/kernels``) by a hash of source, flags and compiler. When anything is
-missing or ``LIGHTNING_RECIPES_NATIVE=0`` is set, :func:`native_kernels` returns ``None`` and the optimizers
-take their torch paths; a failed build warns once, as does an explicit ``implementation="native"`` that
-cannot have them (:func:`warn_if_native_missing`).
+"""The multi-tensor CPU kernels of ``_cpu_kernels.c`` (one OpenMP region per Lion / LAMB step, the fastest
+CPU path: ``benchmarks/RESULTS.md``), built once on Linux with the system C compiler for the ISA torch
+dispatches to and cached under ``$LIGHTNING_RECIPES_CACHE_DIR`` (default
+``~/.cache/lightning_recipes/kernels``). Missing a compiler, or with ``LIGHTNING_RECIPES_NATIVE=0``,
+:func:`native_kernels` is ``None`` and the optimizers take their torch paths (a failed build warns once).
 """
 
 from __future__ import annotations

@@ -34,27 +34,19 @@ def build_optimizer(
     eps: float | None = None,
     implementation: Implementation = "auto",
 ) -> Optimizer:
-    """``"adamw"`` -> ``torch.optim.AdamW`` (``fused=True`` where the device has a fused kernel: CPU and CUDA;
-    on CPU faster than torch's default, see ``benchmarks/RESULTS.md``), ``"lion"`` -> :class:`Lion`,
-    ``"lamb"`` -> :class:`Lamb`: the names of :data:`lightning_recipes.optim.names.RECIPE_OPTIMIZERS`.
-    ``eps=None`` takes the name's default there.
-
-    A param group with an ``"lr_scale"`` key (from :func:`~lightning_recipes.optim.param_groups` with
-    ``layer_decay`` / ``lr_scale``) and no ``"lr"`` of its own gets ``lr * lr_scale`` as its LR; the caller's
-    dicts are not changed. A ``LambdaLR`` schedule built afterwards multiplies each group's own LR.
-
-    Raises:
-        ValueError: For an unknown ``name`` or out-of-range hyper-parameters.
+    """``"adamw"`` -> ``torch.optim.AdamW`` (fused where the device has the kernel), ``"lion"`` ->
+    :class:`Lion`, ``"lamb"`` -> :class:`Lamb` (:data:`lightning_recipes.optim.names.RECIPE_OPTIMIZERS`;
+    ``eps=None``: the name's default). A group with ``"lr_scale"`` and no ``"lr"`` gets ``lr * lr_scale`` (the
+    caller's dicts are not changed).
 
     Example:
         >>> import torch
-        >>> params = torch.nn.Linear(2, 2).parameters()
-        >>> opt = build_optimizer("adamw", params, lr=1e-3, weight_decay=0.0, betas=(0.9, 0.999))
+        >>> opt = build_optimizer("adamw", torch.nn.Linear(2, 2).parameters(), lr=1e-3, weight_decay=0.0,
+        ...                       betas=(0.9, 0.999))
         >>> type(opt).__name__, opt.defaults["fused"]
         ('AdamW', True)
         >>> groups = [{"params": [torch.nn.Parameter(torch.zeros(2))], "lr_scale": 0.5}]
-        >>> opt = build_optimizer("lion", groups, lr=1e-3, weight_decay=0.0, betas=(0.9, 0.99))
-        >>> opt.param_groups[0]["lr"]
+        >>> build_optimizer("lion", groups, lr=1e-3, weight_decay=0, betas=(0.9, 0.99)).param_groups[0]["lr"]
         0.0005
     """
     check_choice("optimizer", name, RECIPE_OPTIMIZERS)
@@ -90,12 +82,8 @@ def build_scheduler(
     min_lr_ratio: float = 0.0,
     warmup_ratio: float | None = None,
 ) -> LambdaLR | None:
-    """The named warmup schedule (one of :data:`lightning_recipes.optim.names.SCHEDULES`) over ``total_steps``
-    (``None`` for ``"none"``); step it every optimizer step. Warm-up: ``warmup_steps`` (int) or
-    ``warmup_ratio``.
-
-    Raises:
-        ValueError: For an unknown ``name``, both warm-up arguments or out-of-range lengths.
+    """The named warmup schedule (of :data:`lightning_recipes.optim.names.SCHEDULES`) over ``total_steps``
+    (``None`` for ``"none"``), warm-up ``warmup_steps`` or ``warmup_ratio``; step it every optimizer step.
 
     Example:
         >>> import torch

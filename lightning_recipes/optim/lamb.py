@@ -45,34 +45,18 @@ def lamb_update_(
     trust_clip: float | None = None,
     implementation: Implementation = "for_loop",
 ) -> None:
-    """One LAMB step for every tensor, in place: tensor math only, no host-device sync.
-
-    For each parameter ``p`` with gradient ``g``, moments ``m, v`` and step counter ``t`` (a 0-dim tensor,
-    incremented here, so bias corrections never leave the device):
-
-    .. code-block:: text
-
-        t = t + 1
-        m = beta1 * m + (1 - beta1) * g
-        v = beta2 * v + (1 - beta2) * g^2
-        u = (m / (1 - beta1^t)) / (sqrt(v / (1 - beta2^t)) + eps) + weight_decay * p
-        r = ||p|| / ||u||   if both norms > 0 else 1   (r = 1 when layer_adaptation is False)
-        r = min(r, trust_clip)                          (only when trust_clip is set)
-        p = p - lr * r * u
-
-    ``params``, ``exp_avgs``, ``exp_avg_sqs`` and ``steps`` (one 0-dim floating-point counter per parameter,
-    on its device) are updated in place; the options are :class:`Lamb`'s. ``implementation`` as in
-    :func:`~lightning_recipes.optim.lion_update_`; the native kernel also needs float32 CPU step counters.
+    """One LAMB step for every tensor, in place, with no host-device sync (step counters ``t`` are 0-dim
+    tensors): ``t += 1``; ``m = b1 m + (1 - b1) g``; ``v = b2 v + (1 - b2) g^2``; ``u = m_hat / (sqrt(v_hat) +
+    eps) + weight_decay p``; ``r = ||p|| / ||u||`` (1 if a norm is 0 or without ``layer_adaptation``; at most
+    ``trust_clip``); ``p -= lr r u``. ``implementation`` as in :func:`~lightning_recipes.optim.lion_update_`.
 
     Example:
         >>> import torch
         >>> p, g = torch.full((4,), 2.0), torch.tensor([1.0, -1.0, 1.0, -1.0])
         >>> m, v, t = torch.zeros(4), torch.zeros(4), torch.tensor(0.0)
         >>> lamb_update_([p], [g], [m], [v], [t], lr=0.1, beta1=0.9, beta2=0.999, eps=0.0, weight_decay=0.0)
-        >>> p  # the update has norm ||p||, scaled by lr: each coordinate moves by 0.1 * 2
-        tensor([1.8000, 2.2000, 1.8000, 2.2000])
-        >>> t
-        tensor(1.)
+        >>> p, t  # the update has norm ||p||, scaled by lr: each coordinate moves by 0.1 * 2
+        (tensor([1.8000, 2.2000, 1.8000, 2.2000]), tensor(1.))
     """
     check_implementation(implementation)
     if params:  # DTensors (FSDP2) take the loop with their own ops: the norms are the whole tensor's
@@ -183,31 +167,15 @@ def _validate_group(group: dict[str, Any]) -> None:
 
 
 class Lamb(ImplementationRecord):
-    """LAMB, Adam moments with a per-tensor trust ratio
-    (`You et al. 2019 <https://arxiv.org/abs/1904.00962>`_).
+    """LAMB, Adam moments with a per-tensor trust ratio (`You et al. 2019
+    <https://arxiv.org/abs/1904.00962>`_).
 
-    NVLAMB's convention (the paper's Algorithm 2 with bias correction): the Adam direction plus
-    ``weight_decay * p`` is rescaled to the parameter's norm (trust ratio ``||p|| / ||u||``, 1.0 when either
-    is 0), then scaled by ``lr``; no built-in gradient clipping (use the Trainer's ``gradient_clip_val``).
-    Groups with ``layer_adaptation=False`` take AdamW-like steps (``param_groups`` sets it on biases and
-    norms). Cost: two state tensors per parameter, as AdamW; no host-device sync (0-dim step counters on the
-    parameter's device). FSDP2's DTensors take the loop (two scalar all-reduces per parameter for the norms);
-    complex parameters are updated as their real views; ``maximize`` is not supported.
-
-    Args:
-        params: Parameters or parameter groups (e.g. from :func:`~lightning_recipes.optim.param_groups`).
-        lr: Learning rate, > 0.
-        betas: ``(beta1, beta2)``, each in [0, 1).
-        eps: Denominator term, > 0.
-        weight_decay: Weight decay inside the trust ratio, >= 0.
-        trust_clip: Upper bound of the trust ratio (LAMBC), > 0, or ``None`` (default).
-        layer_adaptation: Default of the per-group switch of the trust ratio.
-        implementation: ``"auto"`` (default), ``"native"``, ``"foreach"`` or ``"for_loop"``; see
-            :func:`~lightning_recipes.optim.lion_update_`.
-
-    Raises:
-        ValueError: If an argument (or a group's override) is out of range.
-        RuntimeError: In :meth:`step`, if a gradient is sparse.
+    NVLAMB's convention: the bias-corrected Adam direction plus ``weight_decay * p`` is rescaled to the
+    parameter's norm (trust ratio ``||p|| / ||u||``, 1.0 when either is 0, capped at ``trust_clip``), then by
+    ``lr``; no built-in gradient clipping. Groups with ``layer_adaptation=False`` take AdamW-like steps. Two
+    state tensors per parameter, no host-device sync; FSDP2's DTensors take the loop; complex parameters are
+    updated as real views; ``maximize`` is not supported. ``implementation``: see
+    :func:`~lightning_recipes.optim.lion_update_`.
 
     Example:
         >>> import torch

@@ -40,31 +40,20 @@ def lion_update_(
     weight_decay: float,
     implementation: Implementation = "for_loop",
 ) -> None:
-    """One Lion step for every tensor, in place: tensor math only, no host-device sync.
+    """One Lion step for every tensor, in place, no host-device sync: ``c = b1 m + (1 - b1) g``; ``p = p (1 -
+    lr wd) - lr sign(c)``; ``m = b2 m + (1 - b2) g`` (the paper's Algorithm 2).
 
-    For each parameter ``p`` with gradient ``g`` and momentum ``m`` (the paper's Algorithm 2):
-
-    .. code-block:: text
-
-        c = beta1 * m + (1 - beta1) * g
-        p = p * (1 - lr * weight_decay) - lr * sign(c)
-        m = beta2 * m + (1 - beta2) * g
-
-    ``params`` and ``exp_avgs`` are updated in place; the options are :class:`Lion`'s. ``implementation``:
-    ``"native"`` (CPU: one multi-tensor C kernel, built once with the system compiler; the fastest on CPU;
-    ``foreach`` off CPU), ``"foreach"`` (multi-tensor kernels in chunks: the fastest on GPU), ``"for_loop"``
-    (one tensor at a time) or ``"auto"`` (native on CPU where it builds, else the loop; foreach off CPU).
-    Tensors native cannot take (other dtypes, non-contiguous) take the loop. ``"compiled"`` is deprecated
-    and runs as ``"auto"``.
+    ``implementation``: ``"native"`` (one multi-tensor C kernel on CPU, built once; foreach off CPU),
+    ``"foreach"`` (multi-tensor kernels in chunks), ``"for_loop"``, or ``"auto"`` (native on CPU where it
+    builds, else the loop; foreach off CPU); ``"compiled"`` is deprecated and runs as ``"auto"``. Which is
+    fastest where: ``benchmarks/RESULTS.md``.
 
     Example:
         >>> import torch
         >>> p, g, m = torch.ones(3), torch.tensor([0.5, -2.0, 0.0]), torch.zeros(3)
         >>> lion_update_([p], [g], [m], lr=0.1, beta1=0.9, beta2=0.99, weight_decay=0.0)
-        >>> p
-        tensor([0.9000, 1.1000, 1.0000])
-        >>> m
-        tensor([ 0.0050, -0.0200,  0.0000])
+        >>> p, m
+        (tensor([0.9000, 1.1000, 1.0000]), tensor([ 0.0050, -0.0200,  0.0000]))
     """
     check_implementation(implementation)
     if params:
@@ -123,26 +112,13 @@ def _validate_group(group: dict[str, Any]) -> None:
 
 
 class Lion(ImplementationRecord):
-    """Lion, the sign-momentum optimizer found by program search
-    (`Chen et al. 2023 <https://arxiv.org/abs/2302.06675>`_).
+    """Lion, the sign-momentum optimizer found by program search (`Chen et al. 2023
+    <https://arxiv.org/abs/2302.06675>`_).
 
-    Every coordinate moves by exactly ``lr`` per step, so Lion needs a learning rate 3-10x smaller than
-    AdamW's and a weight decay 3-10x larger (the same ``lr * weight_decay``). Cost: one state tensor per
-    parameter (AdamW keeps two); one pass over ``p, g, m`` on the native path; no host-device sync. FSDP2's
-    DTensors are updated shard by shard, other subclasses take the loop; complex parameters are updated as
-    their real views; ``maximize`` is not supported.
-
-    Args:
-        params: Parameters or parameter groups (e.g. from :func:`~lightning_recipes.optim.param_groups`).
-        lr: Learning rate, > 0.
-        betas: ``(beta1, beta2)``, each in [0, 1): update interpolation and momentum decay.
-        weight_decay: Decoupled weight decay, >= 0.
-        implementation: ``"auto"`` (default), ``"native"``, ``"foreach"`` or ``"for_loop"``; see
-            :func:`lion_update_`. On CPU the first native step builds the kernels once per machine.
-
-    Raises:
-        ValueError: If an argument (or a group's override) is out of range.
-        RuntimeError: In :meth:`step`, if a gradient is sparse.
+    Every coordinate moves by exactly ``lr`` per step: use an LR 3-10x smaller than AdamW's and a weight decay
+    3-10x larger. One state tensor per parameter, no host-device sync; FSDP2's DTensors are updated shard by
+    shard; complex parameters as real views; ``maximize`` is not supported. ``implementation``: see
+    :func:`lion_update_`.
 
     Example:
         >>> import torch

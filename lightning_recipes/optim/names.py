@@ -1,15 +1,9 @@
-"""The one table of optimizer and schedule names: read by the recipe, the builder and the memory estimator.
-
-Each optimizer has one :class:`OptimizerSpec` record: its name, the class the builder makes, the recipe's
-defaults, and the state it keeps per parameter (what the memory estimator counts). Adding an optimizer means
-adding a record here; tests tie every user of these names to this table.
+"""The one table of optimizer and schedule names (one :class:`OptimizerSpec` per optimizer: its class, the
+recipe's defaults, its state per parameter), read by the recipe, the builder and the memory estimator.
 
 Example:
-    >>> from lightning_recipes.optim.names import OPTIMIZERS, RECIPE_OPTIMIZERS, SCHEDULES
-    >>> RECIPE_OPTIMIZERS, SCHEDULES
-    (('adamw', 'lion', 'lamb'), ('cosine', 'linear', 'constant', 'wsd', 'none'))
-    >>> OPTIMIZERS["lion"].state_tensors, OPTIMIZERS["lion"].defaults["lr"]
-    (1, 0.0001)
+    >>> OPTIMIZERS["lion"].state_tensors, OPTIMIZERS["lion"].defaults["lr"], RECIPE_OPTIMIZERS
+    (1, 0.0001, ('adamw', 'lion', 'lamb'))
 """
 
 from __future__ import annotations
@@ -51,16 +45,9 @@ def check_implementation(implementation: Any) -> None:
 
 @dataclass(frozen=True)
 class OptimizerSpec:
-    """One optimizer, as every part of the package sees it.
-
-    Args:
-        name: The name users write (``OptimizerRecipe(optimizer=...)``, ``--optimizer``).
-        class_name: The optimizer class the builder returns (``torch.optim.AdamW``, ``Lion``, ...).
-        state_tensors: Optimizer-state tensors kept per parameter, each the parameter's shape.
-        step_bytes: Bytes of per-tensor scalar state (a ``step`` count kept as a 0-d fp32 tensor, as
-            torch.optim's AdamW and our Lamb do: 4).
-        defaults: The recipe's defaults (``lr``, ``weight_decay``, ``betas``, ``eps``); empty for optimizers
-            the memory estimator knows but the recipe does not build.
+    """One optimizer as every part of the package sees it: the ``name`` users write, the ``class_name`` the
+    builder returns, the ``state_tensors`` (parameter-shaped) and ``step_bytes`` (scalar state) it keeps per
+    tensor, and the recipe's ``defaults`` (empty for optimizers only the memory estimator knows).
     """
 
     name: str

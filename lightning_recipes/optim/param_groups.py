@@ -51,33 +51,14 @@ def param_groups(
 ) -> list[dict[str, Any]]:
     """Split a module's trainable parameters into a ``"decay"`` and a ``"no_decay"`` group.
 
-    ``"no_decay"`` takes parameters with fewer than 2 dimensions (biases, norm scales), those of
-    normalization layers (any shape) and embeddings (unless ``decay_embeddings``), and those named by a
-    ``no_weight_decay()`` method (timm's convention) or a ``no_decay`` glob; it sets
-    ``layer_adaptation=False`` (for :class:`~lightning_recipes.optim.Lamb`). Groups carry a ``"name"``
-    (``lr-AdamW/decay`` in ``LearningRateMonitor``); empty groups are omitted, frozen parameters left out, a
-    tied one appears once (a warning when its names disagree). With ``layer_decay`` (scale
-    ``layer_decay ** (L + 1 - depth)``, depth from :func:`layer_depths`), ``lr_scale`` (by module path or
-    regex; factors multiply) or ``split`` (prefixes with groups of their own, for ``FinetuneSchedule``), each
-    group carries ``"lr"`` and ``"lr_scale"``. Cost: one walk over the modules, at configuration time.
-
-    Args:
-        module: The model (usually the ``LightningModule`` itself).
-        weight_decay: Weight decay of the ``"decay"`` group, >= 0.
-        no_decay: Extra names or glob patterns to exclude from decay.
-        decay_embeddings: Decay embedding tables too.
-        layer_decay: Layer-wise LR decay factor in (0, 1]; ``None`` for none.
-        block_classes: The block class(es) or import path(s) for ``layer_decay``; ``None`` infers them.
-        lr_scale: Module-path prefixes or regexes -> LR factor > 0.
-        split: Module-path prefixes that get their own groups.
-        lr: The base (peak) LR, > 0, which every group then carries (times its scale); required with
-            ``layer_decay`` or ``lr_scale``.
-
-    Raises:
-        ValueError: For an argument out of range, a bare string for ``no_decay`` or ``split``, no blocks for
-            ``layer_decay``, scales without ``lr``, or an ``lr_scale`` entry or ``split`` prefix that selects
-            no parameter or selects one another entry selects too.
-        RuntimeError: If the module has no trainable parameter.
+    ``"no_decay"`` (with ``layer_adaptation=False`` for :class:`~lightning_recipes.optim.Lamb`) takes tensors
+    of fewer than 2 dimensions, normalization layers, embeddings (unless ``decay_embeddings``) and names from
+    a ``no_weight_decay()`` method or the ``no_decay`` globs. Groups carry a ``"name"``; empty groups are
+    omitted, frozen parameters left out, tied ones appear once. With ``layer_decay`` (``layer_decay ** (L + 1
+    - depth)``, depths from :func:`layer_depths` over ``block_classes``), ``lr_scale`` (module path or regex
+    -> factor) or ``split`` (prefixes with groups of their own, for ``FinetuneSchedule``), each group carries
+    ``"lr"`` (from ``lr``, then required) and ``"lr_scale"``. Raises ``ValueError`` for an entry that selects
+    no parameter or one another entry selects too.
 
     Example:
         >>> from torch import nn
@@ -89,8 +70,6 @@ def param_groups(
         >>> groups = param_groups(TinyTransformerLM(n_layers=2), 0.1, layer_decay=0.5, lr=1e-3)
         >>> [(g["name"], g["lr"]) for g in groups if g["name"].endswith("/decay")]
         [('block_0/decay', 0.00025), ('block_1/decay', 0.0005), ('head/decay', 0.001)]
-        >>> import torch
-        >>> optimizer = torch.optim.AdamW(groups, lr=1e-3)  # each group at its own LR
     """
     if isinstance(weight_decay, bool) or not isinstance(weight_decay, (int, float)) or not weight_decay >= 0:
         raise ValueError(f"`weight_decay` must be a number >= 0, got {weight_decay!r}.")
@@ -250,35 +229,19 @@ def _group_keys(
 def layer_depths(
     module: nn.Module, block_classes: BlockSpec | None = None
 ) -> tuple[dict[str, int], list[str]]:
-    """The depth of every parameter: 0 for what comes before the first block (embeddings), ``j + 1`` inside
-    block ``j``, ``L + 1`` after the last of the ``L`` blocks (final norm, head).
+    """``(depths, blocks)``: each parameter's depth (0 before the first block, ``j + 1`` inside block ``j``,
+    ``L + 1`` after the last of ``L`` blocks) under every name, and the block names in order.
 
-    Blocks are the outermost instances of ``block_classes``, or of the classes the FSDP presets wrap
-    (:func:`~lightning_recipes.strategies.infer_block_classes`), numbered in registration order across all
-    stacks (an encoder-decoder's encoder below its decoder; parallel towers in registration order: use
-    ``lr_scale`` to differ). A parameter between blocks ``j`` and ``j + 1`` belongs to block ``j``. A last
-    block that no parameter follows is the output layer, so it is the head (BEiT / ELECTRA keep the head at
-    the peak LR); fewer than two blocks left warns once. Tied parameters have a depth under each name.
-    Cost: one walk over the modules.
-
-    Args:
-        module: The model.
-        block_classes: The block class(es) or import path(s); ``None`` infers them.
-
-    Returns:
-        ``(depths, blocks)``: parameter name -> depth (every parameter under every name, frozen ones
-        included), and the block module names in order (``len(blocks) == L``).
-
-    Raises:
-        ValueError: When no block is found (naming the classes looked for) or the classes cannot be inferred.
+    Blocks are the outermost instances of ``block_classes`` (default: the classes the FSDP presets wrap,
+    :func:`~lightning_recipes.strategies.infer_block_classes`), in registration order. A parameter between
+    blocks ``j`` and ``j + 1`` belongs to block ``j``; a last block no parameter follows is the head (BEiT
+    keeps the head at the peak LR). Raises ``ValueError`` when no block is found.
 
     Example:
         >>> from lightning_recipes.testing import TinyTransformerLM
         >>> depths, blocks = layer_depths(TinyTransformerLM(n_layers=2))
-        >>> blocks
-        ['blocks.0', 'blocks.1']
-        >>> depths["token_embedding.weight"], depths["blocks.1.fc.weight"], depths["head.weight"]
-        (0, 2, 3)
+        >>> blocks, depths["token_embedding.weight"], depths["blocks.1.fc.weight"], depths["head.weight"]
+        (['blocks.0', 'blocks.1'], 0, 2, 3)
         >>> mlp = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 2))
         >>> depths, blocks = layer_depths(mlp)  # the last Linear is the output layer: the head
         >>> blocks, [depths[f"{i}.weight"] for i in (0, 2, 4)]
@@ -391,17 +354,12 @@ def check_layer_decay(layer_decay: Any) -> None:
 
 
 def match_lr_scale(name: str, keys: list[str]) -> str | None:
-    """The ``lr_scale`` key that selects parameter ``name``: the key equals the name, is a module-path prefix
-    of it (``"backbone"`` selects ``"backbone.0.weight"``) or is a regex matching the whole name.
-
-    Raises:
-        ValueError: When several keys select the same parameter (ambiguous factor).
+    """The ``lr_scale`` key that selects parameter ``name``: equal to it, a module-path prefix of it, or a
+    regex matching all of it; ``ValueError`` when several keys select it.
 
     Example:
         >>> match_lr_scale("backbone.0.weight", ["head", "backbone"])
         'backbone'
-        >>> match_lr_scale("blocks.3.fc.weight", [r"blocks\\.[0-3]\\..*"])
-        'blocks\\\\.[0-3]\\\\..*'
     """
     hits = [k for k in keys if name == k or name.startswith(k + ".") or re.fullmatch(k, name) is not None]
     if len(hits) > 1:

@@ -11,20 +11,9 @@ __all__ = ["scale_lr"]
 def scale_lr(
     base_lr: float, base_batch_size: int, global_batch_size: int, rule: Literal["linear", "sqrt"] = "linear"
 ) -> float:
-    """The learning rate for ``global_batch_size`` given one tuned at ``base_batch_size``.
-
-    ``linear`` (Goyal et al. 2017, SGD/large-batch ResNets): ``lr * B / B0``. ``sqrt`` (Krizhevsky 2014;
-    Malladi et al. 2022 for Adam-type optimizers): ``lr * sqrt(B / B0)``. The global batch is the per-device
-    batch x devices x nodes x gradient-accumulation steps (what one optimizer step sees).
-
-    Args:
-        base_lr: The tuned learning rate, > 0.
-        base_batch_size: The batch size it was tuned at, >= 1.
-        global_batch_size: The batch size of this run, >= 1.
-        rule: ``"linear"`` or ``"sqrt"``.
-
-    Raises:
-        ValueError: If an argument is out of range or ``rule`` is unknown.
+    """The learning rate for ``global_batch_size`` given one tuned at ``base_batch_size``: ``rule="linear"``
+    (Goyal et al. 2017) ``lr * B / B0``, ``"sqrt"`` (Malladi et al. 2022, Adam-type) ``lr * sqrt(B / B0)``.
+    The global batch: per-device batch x devices x nodes x accumulation.
 
     Example:
         >>> scale_lr(1e-3, 256, 1024), scale_lr(1e-3, 256, 1024, rule="sqrt")

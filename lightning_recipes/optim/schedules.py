@@ -1,15 +1,7 @@
-"""Warmup learning-rate schedules as picklable ``LambdaLR`` factories over pure multiplier functions.
-
-Every schedule is a pure function ``multiplier(step, ...) -> float`` wrapped in ``LambdaLR`` through
-``functools.partial``: it pickles (``ddp_spawn``), and a resumed run continues exactly from the scheduler's
-``last_epoch`` (the only state it needs). Step these schedulers every optimizer step
-(``"interval": "step"`` in Lightning). The warm-up is ``warmup_steps`` (an ``int``) or ``warmup_ratio``
-(a fraction of ``total_steps``, rounded up as Hugging Face's ``TrainingArguments`` does); a float
-``warmup_steps`` still means a fraction but is deprecated.
-
-Values match Hugging Face's ``transformers.optimization`` functions step for step (tests compare them over
-every step), with one deliberate difference: past ``total_steps`` every schedule holds its final value, where
-Hugging Face's cosine climbs back up (a run that overshoots its estimate should not re-heat).
+"""Warmup learning-rate schedules: pure multipliers ``f(step, ...)`` in ``LambdaLR`` through
+``functools.partial`` (picklable; a resume continues from ``last_epoch``), stepped every optimizer step.
+Values match Hugging Face's ``transformers.optimization`` step for step, except that past ``total_steps``
+every schedule holds its final value (Hugging Face's cosine climbs back up).
 """
 
 from __future__ import annotations
@@ -71,14 +63,9 @@ def resolve_steps(name: str, value: int | float, total_steps: int) -> int:
 def warmup_fields(
     warmup_steps: int | float | None, warmup_ratio: float | None, *, stacklevel: int = 2
 ) -> tuple[int | None, float | None]:
-    """Normalise the two warm-up spellings to ``(steps, ratio)``, at most one not ``None``.
-
-    A float ``warmup_steps`` (the old spelling of a fraction) becomes ``warmup_ratio`` with a
-    ``LightningRecipesDeprecationWarning`` (shown by default); giving both is an error.
-
-    Raises:
-        ValueError: For both given, ``warmup_steps`` not an int >= 0 (or a float in (0, 1)), or
-            ``warmup_ratio`` outside [0, 1).
+    """Normalise the two warm-up spellings to ``(steps, ratio)``, at most one not ``None``: a float
+    ``warmup_steps`` (the old spelling of a fraction) becomes ``warmup_ratio`` with a deprecation warning;
+    both given is a ``ValueError``.
 
     Example:
         >>> warmup_fields(10, None), warmup_fields(None, 0.1)
@@ -266,32 +253,14 @@ def warmup_cosine(
     num_cycles: float = 0.5,
     last_epoch: int = -1,
 ) -> LambdaLR:
-    """Linear warmup, then cosine decay to ``min_lr_ratio`` x the peak LR; see
-    :func:`warmup_cosine_multiplier`.
-
-    Args:
-        optimizer: Its groups' ``lr`` is the peak learning rate.
-        warmup_steps: Warm-up length in steps (int >= 0); a float fraction is deprecated (``warmup_ratio``).
-        total_steps: Optimizer steps of the whole run (``trainer.estimated_stepping_batches``), required.
-        warmup_ratio: Warm-up length as a fraction of ``total_steps``, in [0, 1); not with ``warmup_steps``.
-        min_lr_ratio: Final LR as a fraction of the peak, in [0, 1].
-        num_cycles: Cosine waves over the decay (0.5: one half-wave from peak to minimum), > 0.
-        last_epoch: Index of the last step taken (``-1`` for a new run), as in ``LambdaLR``.
-
-    Raises:
-        ValueError: For lengths out of range, both warm-up arguments, ``min_lr_ratio`` outside [0, 1] or
-            ``num_cycles <= 0``.
+    """Linear warmup (``warmup_steps``, or ``warmup_ratio`` of ``total_steps``), then ``num_cycles`` cosine
+    waves down to ``min_lr_ratio`` x the peak LR: a ``LambdaLR`` of :func:`warmup_cosine_multiplier`.
 
     Example:
         >>> import torch
         >>> optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
         >>> scheduler = warmup_cosine(optimizer, total_steps=8, warmup_ratio=0.25, min_lr_ratio=0.1)
-        >>> lrs = []
-        >>> for _ in range(9):
-        ...     lrs.append(round(scheduler.get_last_lr()[0], 3))
-        ...     optimizer.step()
-        ...     scheduler.step()
-        >>> lrs
+        >>> [round(scheduler.lr_lambdas[0](s), 3) for s in range(9)]
         [0.0, 0.5, 1.0, 0.94, 0.775, 0.55, 0.325, 0.16, 0.1]
     """
     total, warmup = _lengths(warmup_steps, warmup_ratio, total_steps, min_lr_ratio)
@@ -336,11 +305,8 @@ def warmup_constant(
     warmup_ratio: float | None = None,
     last_epoch: int = -1,
 ) -> LambdaLR:
-    """Linear warmup, then the peak LR for good; see :func:`warmup_constant_multiplier`. ``total_steps`` is
-    only needed with ``warmup_ratio``.
-
-    Raises:
-        ValueError: For a warmup out of range, both warm-up arguments, or a ratio without ``total_steps``.
+    """Linear warmup, then the peak LR for good (:func:`warmup_constant_multiplier`); ``total_steps`` is
+    needed only with ``warmup_ratio``.
 
     Example:
         >>> import torch
@@ -367,17 +333,9 @@ def warmup_stable_decay(
     min_lr_ratio: float = 0.0,
     last_epoch: int = -1,
 ) -> LambdaLR:
-    """Warmup, constant peak, then a cooldown over the last ``decay_steps`` (WSD); see
+    """Warmup (``warmup_shape``), constant peak, then a cooldown (``decay_shape``) over the last
+    ``decay_steps`` (steps or a fraction, default 20%): a ``LambdaLR`` of
     :func:`warmup_stable_decay_multiplier`. Other arguments as in :func:`warmup_cosine`.
-
-    Args:
-        decay_steps: Cooldown length: steps, or a fraction of ``total_steps`` (default the last 20%).
-        decay_shape: ``"linear"``, ``"cosine"`` or ``"1-sqrt"`` cooldown.
-        warmup_shape: ``"linear"``, ``"cosine"`` or ``"1-sqrt"`` warm-up (Hugging Face's ``warmup_type``).
-
-    Raises:
-        ValueError: For lengths out of range, ``warmup + decay > total_steps``, an unknown shape or
-            ``min_lr_ratio`` outside [0, 1].
 
     Example:
         >>> import torch

@@ -1,7 +1,8 @@
 """Plots of schedules and training runs (matplotlib, the optional ``plots`` extra, imported on first use).
 
-Every ``plot_*`` reads any run's metrics (``CSVLogger``, :class:`~lightning_recipes.testing.InMemoryLogger`,
-``metrics.csv``, a mapping) and returns a matplotlib ``Figure``; :func:`log_figure` sends one to the loggers.
+Every ``plot_*`` reads any run's metrics (what :func:`read_metrics` reads), returns a matplotlib ``Figure``
+and takes ``ax`` (``None``: a new figure), ``title`` and, where it has one, ``log_scale`` (a logarithmic y
+axis) and ``smoothing`` (an EMA weight in ``[0, 1)``); :func:`log_figure` sends a figure to the loggers.
 
 Example:
     >>> from lightning_recipes.plots import plot_comparison

@@ -16,18 +16,10 @@ MetricHistory = dict[str, list[tuple[int, float]]]
 
 
 def read_metrics(source: Any) -> MetricHistory:
-    """Every logged metric of a run as ``{key: [(step, value), ...]}``.
-
-    Args:
-        source: Any of: a :class:`~lightning_recipes.testing.InMemoryLogger`; a ``CSVLogger`` (its
-            ``metrics.csv`` is flushed first); a path to a ``metrics.csv`` file or to the directory holding
-            it; a ``Trainer`` (its first logger of those kinds); or a mapping already in this format (or
-            ``{key: [values...]}``, numbered from step 0).
-
-    Raises:
-        FileNotFoundError: If a path holds no ``metrics.csv``.
-        TypeError: If ``source`` is none of the above (``WandbLogger`` and ``TensorBoardLogger`` keep no
-            readable local table: attach a ``CSVLogger`` beside them).
+    """Every logged metric of a run as ``{key: [(step, value), ...]}``, from an
+    :class:`~lightning_recipes.testing.InMemoryLogger`, a ``CSVLogger`` (flushed first), a ``metrics.csv``
+    path or its directory, a ``Trainer`` (its first such logger) or a mapping (``{key: [values]}``: steps from
+    0). WandbLogger and TensorBoardLogger keep no readable local table (``TypeError``): add a ``CSVLogger``.
 
     Example:
         >>> from lightning_recipes.testing import InMemoryLogger

@@ -79,19 +79,8 @@ def plot_metrics(
     log_scale: bool = False,
     title: str | None = None,
 ) -> Any:
-    """Plot logged metrics against the optimizer step; ``keys`` may hold shell patterns (``"grad_norm/*"``).
-
-    Args:
-        source: Anything :func:`~lightning_recipes.plots.read_metrics` reads (CSVLogger, InMemoryLogger,
-            ``metrics.csv`` path, Trainer, mapping).
-        keys: Metric keys or ``fnmatch`` patterns.
-        ax: Axes to draw into; ``None`` makes a new figure.
-        smoothing: EMA weight in ``[0, 1)`` (0 = raw).
-        log_scale: Logarithmic y axis.
-        title: Axes title.
-
-    Raises:
-        KeyError: If no key matches, listing the keys that were logged.
+    """Plot logged metrics against the optimizer step; ``keys`` may hold shell patterns (``"grad_norm/*"``);
+    ``KeyError`` listing the logged keys when none matches.
 
     Example:
         >>> figure = plot_metrics({"train_loss": [2.3, 1.7, 1.2], "val_loss": [(2, 1.4)]}, "*_loss")
@@ -116,22 +105,9 @@ def plot_grad_norms(
     log_scale: bool = True,
     title: str | None = "Gradient norm",
 ) -> Any:
-    """Gradient-norm history with the clipping threshold, and the fraction of clipped steps on a twin axis.
-
-    Reads the keys logged by ``GradNormMonitor`` and ``AdaptiveGradClip`` (first matching key of each
-    group; patterns allowed). Groups with no logged key are left out; at least one norm key must exist.
-
-    Args:
-        source: Anything :func:`~lightning_recipes.plots.read_metrics` reads.
-        norm_keys: Gradient-norm keys to draw (each that exists).
-        threshold_keys: Candidates for the clip threshold (the first that exists is drawn dashed).
-        fraction_keys: Candidates for the clipped fraction (the first that exists, on the right axis).
-        ax: Axes to draw into; ``None`` makes a new figure.
-        log_scale: Logarithmic norm axis (norms span decades early in training).
-        title: Axes title.
-
-    Raises:
-        KeyError: If none of ``norm_keys`` was logged.
+    """Gradient norms (``GradNormMonitor``'s ``norm_keys``, each that exists; at least one) with the clipping
+    threshold (the first of ``threshold_keys`` logged, dashed) and the clipped fraction (the first of
+    ``fraction_keys``, on a twin axis) of ``AdaptiveGradClip``; patterns allowed.
 
     Example:
         >>> logged = {"grad_norm/total": [(0, 8.0), (10, 2.0)], "grad_clip/threshold": [(0, 5.0), (10, 3.0)]}
@@ -169,18 +145,9 @@ def plot_overfit(
     ax: Any = None,
     title: str | None = "Overfit one batch",
 ) -> Any:
-    """The loss curve of the preflight's overfit-one-batch check, with its target line.
-
-    Args:
-        curve: A list of losses; an ``OverfitBatchCheck`` result or a preflight report (its ``details``
-            hold the curve and target); or a mapping ``label -> any of these`` (e.g. broken vs fixed model).
-        target: Loss the check had to reach, drawn for every curve; by default each result's own
-            ``details["target"]`` (one black line when all curves share it, else a dotted line per curve).
-        ax: Axes to draw into; ``None`` makes a new figure.
-        title: Axes title.
-
-    Raises:
-        TypeError: If no loss curve can be found in ``curve``.
+    """The loss curve of the preflight's overfit-one-batch check with its target line. ``curve``: losses, an
+    ``OverfitBatchCheck`` result or a preflight report, or ``{label: any of these}``; ``target``: default each
+    result's own ``details["target"]``.
 
     Example:
         >>> figure = plot_overfit({"fixed": [2.3, 0.9, 0.1], "frozen layer": [2.3, 2.3, 2.3]}, target=0.23)
@@ -213,19 +180,8 @@ def plot_comparison(
     log_scale: bool = False,
     title: str | None = None,
 ) -> Any:
-    """One metric of several runs on one axes, e.g. the training loss of AdamW vs Lion vs Lamb.
-
-    Args:
-        runs: ``label -> source`` (anything :func:`~lightning_recipes.plots.read_metrics` reads).
-        key: Metric to compare.
-        smoothing: EMA weight in ``[0, 1)`` applied to every run.
-        ax: Axes to draw into; ``None`` makes a new figure.
-        log_scale: Logarithmic y axis.
-        title: Axes title (default: the key).
-
-    Raises:
-        ValueError: If ``runs`` is empty.
-        KeyError: If a run never logged ``key`` (naming the run and what it logged).
+    """One metric ``key`` of several ``runs`` (``{label: source}``) on one axes, e.g. AdamW vs Lion vs Lamb;
+    ``KeyError`` naming a run that never logged ``key``.
 
     Example:
         >>> runs = {"adamw": {"train_loss": [2.3, 1.1]}, "lion": {"train_loss": [2.3, 0.9]}}

@@ -10,21 +10,9 @@ __all__ = ["log_figure"]
 
 
 def log_figure(figure: Any, target: Any, key: str, *, step: int | None = None) -> list[str]:
-    """Log ``figure`` under ``key`` to every logger of ``target`` that can store an image: ``WandbLogger``
-    (``wandb.Image``), ``TensorBoardLogger`` (``add_figure``), any logger with a ``log_dir`` (CSVLogger:
-    ``<log_dir>/figures/<key>[-<step>].png``); others are skipped. Call it on rank zero.
-
-    Args:
-        figure: A matplotlib ``Figure`` (every ``plot_*`` helper returns one).
-        target: A ``Trainer`` (all its loggers), one logger, or a list of loggers.
-        key: Name of the image, e.g. ``"plots/lr_schedule"``.
-        step: Global step to attach; ``None`` = the logger's current step (wandb) or 0.
-
-    Returns:
-        One line per destination written (``"WandbLogger: plots/lr_schedule"``, a PNG path …).
-
-    Raises:
-        ValueError: If ``key`` is empty.
+    """Log ``figure`` under ``key`` at ``step`` to every logger of ``target`` (a Trainer, a logger or a list)
+    that stores images: ``WandbLogger``, ``TensorBoardLogger``, any with a ``log_dir`` (a PNG under
+    ``<log_dir>/figures/``); returns one line per destination. Call it on rank zero.
 
     Example:
         >>> import tempfile

@@ -1,10 +1,5 @@
-"""The LR range test's curve: loss against the learning rate, the loss axis cut to the part worth reading.
-
-A sweep ends in divergence: one step at 449 next to a useful range of 0.5 to 2.3 would flatten everything
-that decides the learning rate into the bottom pixel row. The loss axis runs from the lowest loss to a few
-times the starting loss (above the start by twice the fall from the start to the minimum, i.e. ``3 x`` the
-start for a loss that falls to ~0; the same rule holds for a negative loss); losses above it are drawn on
-the top edge as red triangles and counted in the legend.
+"""The LR range test's curve: loss against the learning rate, the loss axis cut to the part worth reading
+(up to a few times the start); losses above it are drawn on the top edge as red triangles and counted.
 """
 
 from __future__ import annotations
@@ -44,13 +39,8 @@ def loss_axis_limits(losses: Sequence[float], smoothed: Sequence[float] = ()) ->
 
 def plot_lr_range(result: Any, *, ax: Any = None) -> Any:
     """Draw an :class:`~lightning_recipes.tune.LRRangeResult`: raw and smoothed loss against the LR (log
-    axis), the suggestion and the peak LR marked, the loss axis cut by :func:`loss_axis_limits`.
-
-    Args:
-        result: The sweep's result (``lrs``, ``losses``, ``smoothed``, ``suggestion``, ``peak_lr``, ``rule``,
-            ``stopped``, ``optimizers``; ``verdict`` and ``evidence`` when present: an inconclusive sweep has
-            no pick to mark and says so in the title).
-        ax: Axes to draw into; ``None`` makes a new figure.
+    axis), the suggestion and peak LR marked (an inconclusive sweep says so in the title), the loss axis cut
+    by :func:`loss_axis_limits`.
 
     Example:
         >>> from lightning_recipes.tune import LRRangeResult

@@ -15,19 +15,9 @@ __all__ = ["plot_schedule", "schedule_values"]
 
 
 def schedule_values(schedule: Any, total_steps: int, *, lr: float | None = None) -> list[float]:
-    """The learning rate in effect at each optimizer step ``0`` to ``total_steps - 1``, stepped for real on a
-    one-parameter SGD optimizer (what Lightning will step), never on your model's.
-
-    Args:
-        schedule: An :class:`~lightning_recipes.recipe.OptimizerRecipe`; a LightningModule with a recipe
-            mixin (its resolved recipe, what ``configure_optimizers`` builds); or an LR-scheduler factory
-            ``f(optimizer) -> LRScheduler`` (``functools.partial(warmup_cosine, ...)``).
-        total_steps: Optimizer steps to preview; for a recipe also the schedule's length.
-        lr: Peak learning rate; ``None``: the recipe's ``lr``, or ``1.0`` for a factory (the multiplier).
-
-    Raises:
-        ValueError: If ``total_steps`` < 1 or ``lr`` <= 0.
-        TypeError: If ``schedule`` is none of the above, or the factory returns no scheduler.
+    """The LR at each optimizer step ``0`` to ``total_steps - 1``, stepped for real on a one-parameter SGD.
+    ``schedule``: an :class:`~lightning_recipes.recipe.OptimizerRecipe`, a module with a recipe mixin, or a
+    factory ``f(optimizer) -> LRScheduler``; ``lr``: default the recipe's, or ``1.0`` for a factory.
 
     Example:
         >>> from torch.optim.lr_scheduler import LambdaLR
@@ -107,16 +97,8 @@ def plot_schedule(
     title: str | None = "Learning-rate schedule",
     log_scale: bool = False,
 ) -> Any:
-    """Plot the LR at every optimizer step of one schedule, or several overlaid (``{label: schedule}``).
-
-    Args:
-        schedule: What :func:`schedule_values` accepts (a recipe, a module with a recipe mixin, a scheduler
-            factory), or a mapping ``label -> schedule`` to overlay several.
-        total_steps: Steps to preview (use ``trainer.estimated_stepping_batches`` for the real run).
-        lr: Base LR (see :func:`schedule_values`).
-        ax: Matplotlib axes to draw into; ``None`` makes a new figure.
-        title: Axes title.
-        log_scale: Logarithmic LR axis.
+    """Plot the LR at every optimizer step of one ``schedule`` (what :func:`schedule_values` takes, with
+    ``lr``) or of several overlaid (``{label: schedule}``).
 
     Example:
         >>> import functools

@@ -1,13 +1,11 @@
-"""Strategy presets (DDP, FSDP, FSDP2, DeepSpeed), a memory estimator and a strategy recommender.
-
-Importing this package registers every preset in Lightning's ``StrategyRegistry`` as ``recipes_<name>``.
+"""Strategy presets (DDP, FSDP, FSDP2, DeepSpeed), registered as ``recipes_<name>`` in Lightning's
+``StrategyRegistry``, a memory estimator and a strategy recommender.
 
 Example:
     >>> import lightning.pytorch as pl
-    >>> from lightning_recipes.strategies import PRESETS
     >>> trainer = pl.Trainer(strategy="recipes_ddp", accelerator="cpu", devices=1, logger=False)
-    >>> type(trainer.strategy).__name__, PRESETS["ddp"].defaults
-    ('RecipesDDPStrategy', {'gradient_as_bucket_view': True})
+    >>> type(trainer.strategy).__name__
+    'RecipesDDPStrategy'
 """
 
 import importlib

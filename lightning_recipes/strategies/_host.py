@@ -40,15 +40,8 @@ def available_host_memory() -> int | None:
 
 
 def check_host_memory(required_bytes: int, available_bytes: int | None, *, what: str) -> None:
-    """Refuse an offload whose host-memory need exceeds what the node has, when that is known.
-
-    Args:
-        required_bytes: Host bytes the offloaded tensors of all processes on this node need.
-        available_bytes: Host bytes available, or ``None`` when unknown (then nothing is checked).
-        what: The preset, for the message.
-
-    Raises:
-        RuntimeError: When ``required_bytes > available_bytes``; the message names both and the fixes.
+    """Refuse (``RuntimeError`` naming both and the fixes) an offload of ``required_bytes`` on this node when
+    ``available_bytes`` is known and smaller; ``what`` names the preset.
 
     Example:
         >>> check_host_memory(10 * 1024**3, 64 * 1024**3, what="recipes_fsdp_offload")
@@ -77,11 +70,8 @@ def refuse_without_cuda(accelerator: Accelerator | None, *, preset: str, engine:
 
 
 def refuse_offload_without_host_memory(strategy: Any, precision: str, layout: str) -> None:
-    """Raise when the offloaded tensors of ``strategy``'s processes on this node exceed the host memory.
-
-    The need is :func:`~lightning_recipes.strategies.estimate_memory` ``.host`` for the preset ``layout``
-    (AdamW assumed: the optimizer is not known yet at set-up) times the processes per node; the host memory
-    is the strategy's ``host_memory_gb`` when given, else read from the machine (skipped when unknown).
+    """Raise when the offloaded tensors of ``strategy``'s processes on this node (the estimate's ``host`` for
+    the preset ``layout``, AdamW assumed) exceed the host memory (``host_memory_gb``, else the machine's).
     """
     from lightning_recipes.strategies.memory import estimate_memory
 

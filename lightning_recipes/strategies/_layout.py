@@ -10,19 +10,10 @@ __all__ = ["LAYOUTS", "MemoryLayout"]
 
 @dataclass(frozen=True)
 class MemoryLayout:
-    """Where a strategy keeps parameters, gradients and optimizer state; one per preset (:data:`LAYOUTS`).
-
-    Attributes:
-        family: ``"native"`` (torch DDP/FSDP: parameters keep their dtype) or ``"deepspeed"`` (16-bit
-            parameters + fp32 master weights).
-        shard_params, shard_grads, shard_optimizer: Split over the shard group instead of replicated.
-        offload_params, offload_grads, offload_optimizer: Kept in host memory.
-        gathers: Full parameters of the running units are gathered transiently (root + current + next block).
-        keeps_gathered: Every unit's full parameters stay gathered from forward to backward (ZeRO-2-like
-            FSDP).
-        row_chunks: FSDP2: each tensor is chunked along dim 0 (exact local sizes).
-        hybrid: Shard within a node, replicate across nodes.
-        activation_checkpointing: The preset checkpoints its blocks by default.
+    """Where a strategy keeps parameters, gradients and optimizer state (one per preset, :data:`LAYOUTS`):
+    ``family`` (``"native"`` or ``"deepspeed"``: 16-bit parameters plus fp32 master weights), what is
+    ``shard_*`` and ``offload_*``, ``gathers`` / ``keeps_gathered`` (FSDP units gathered), ``row_chunks``
+    (FSDP2), ``hybrid`` and ``activation_checkpointing`` by default.
 
     Example:
         >>> MemoryLayout("native", shard_grads=True).shard_params

@@ -1,10 +1,5 @@
-"""Activation checkpointing of a model's repeated blocks, outside FSDP too (single device, DDP).
-
-The blocks are found the way the FSDP presets find them (:func:`infer_block_classes`: the layers the
-model declares or its layer lists, in every stack), so ``checkpoint_blocks`` checkpoints exactly the units
-the FSDP presets would wrap. It uses torch's composable ``checkpoint`` (non-reentrant): parameter names,
-``state_dict`` keys and checkpoints do not change, and dropout masks are replayed in the recomputation (the
-RNG state is saved).
+"""Activation checkpointing of a model's repeated blocks (the units the FSDP presets wrap) outside FSDP too,
+with torch's composable non-reentrant ``checkpoint``: names, ``state_dict`` keys and dropout masks unchanged.
 """
 
 from __future__ import annotations
@@ -50,23 +45,10 @@ def checkpointed_blocks(module: nn.Module) -> list[str]:
 def checkpoint_blocks(
     module: nn.Module, block_classes: BlockSpec | None = None, *, disable_kv_cache: bool = True
 ) -> list[str]:
-    """Checkpoint every outermost repeated block of ``module`` in place: its activations are recomputed in
-    backward instead of being kept from the forward pass.
-
-    Cost: one more forward pass per block in backward (about a third more compute for a transformer); the
-    forward keeps only each block's input. Same gradients; idempotent. Hugging Face configs with
-    ``use_cache=True`` are switched off with a warning (a growing key/value cache breaks the recomputation).
-
-    Args:
-        module: The model (a LightningModule is fine).
-        block_classes: Block classes or their import paths; ``None`` = infer (:func:`infer_block_classes`).
-        disable_kv_cache: Turn off the Hugging Face key/value cache (see above).
-
-    Returns:
-        The names of the checkpointed blocks (those checkpointed before included).
-
-    Raises:
-        ValueError: When no block class can be inferred and none is given, or a given class has no instance.
+    """Checkpoint every outermost repeated block of ``module`` in place (activations recomputed in backward:
+    about a third more compute for a transformer); returns the checkpointed block names. ``block_classes``:
+    default inferred (:func:`infer_block_classes`). Idempotent; Hugging Face ``use_cache`` is switched off
+    with a warning (``disable_kv_cache``).
 
     Example:
         >>> from lightning_recipes.testing import TinyTransformerLM
@@ -93,10 +75,8 @@ def checkpoint_blocks(
 
 
 def disable_hf_kv_cache(module: nn.Module) -> list[str]:
-    """Set ``use_cache=False`` on every Hugging Face config in ``module`` that has it on; warn on rank zero.
-
-    Returns:
-        The names of the modules whose config was changed.
+    """Set ``use_cache=False`` on every Hugging Face config in ``module`` that has it on (warning on rank
+    zero); the names of the modules changed.
 
     Example:
         >>> disable_hf_kv_cache(nn.Linear(2, 2))
@@ -122,13 +102,9 @@ def disable_hf_kv_cache(module: nn.Module) -> list[str]:
 
 
 class ActivationCheckpointingMixin:
-    """LightningModule mixin whose ``configure_model`` checkpoints the model's repeated blocks
-    (:func:`checkpoint_blocks`) on a single device or under DDP.
-
-    Put it first in the bases. Settings are class attributes (no constructor argument):
-    ``activation_checkpointing = True``, ``checkpoint_block_classes = None`` (infer) and
-    ``checkpoint_disable_kv_cache = True``. Idempotent; does nothing under FSDP strategies (they checkpoint
-    the blocks themselves) or on a module already sharded or wrapped. Cost: as :func:`checkpoint_blocks`.
+    """LightningModule mixin whose ``configure_model`` runs :func:`checkpoint_blocks` on a single device or
+    under DDP (not under FSDP, which checkpoints itself). Put it first in the bases; class attributes
+    ``activation_checkpointing``, ``checkpoint_block_classes``, ``checkpoint_disable_kv_cache``.
 
     Example:
         >>> from lightning_recipes.testing import TinyTransformerLM, fast_trainer, random_token_loader

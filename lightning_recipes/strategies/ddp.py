@@ -11,13 +11,8 @@ __all__ = ["RecipesDDPStrategy"]
 
 
 class RecipesDDPStrategy(DDPStrategy):
-    """``DDPStrategy`` (every argument the same) that tears the default process group down at worker exit.
-
-    A ``ddp_spawn`` worker otherwise leaves with gloo's group alive, and gloo's teardown now and then aborts
-    it (``terminate called without an active exception``, SIGABRT) after a successful fit. Every process that
-    sets the strategy up registers, once, an ``atexit`` handler that destroys the group first.
-
-    Cost: none per step; one ``destroy_process_group`` at process exit.
+    """``DDPStrategy`` (every argument the same) that destroys the default process group at worker exit (a
+    ``ddp_spawn`` worker leaving with gloo's group alive may abort with SIGABRT after a successful fit).
 
     Example:
         >>> strategy = RecipesDDPStrategy(start_method="spawn", gradient_as_bucket_view=True)

@@ -59,31 +59,18 @@ def reconcile_deepspeed_config(
     gradient_clip_algorithm: str | None,
     precision: str,
 ) -> dict[str, Any]:
-    """Return a copy of ``config`` whose batch, accumulation, clipping and precision entries agree with the
-    Trainer.
-
-    The Trainer is the single source of truth: missing entries are filled from it, agreeing ones kept,
-    contradicting ones refused naming both values; ``gradient_accumulation_steps`` is removed again, as
-    Lightning sets it itself (#19891, #19350).
-
-    Args:
-        config: The DeepSpeed config (not modified).
-        micro_batch_size, accumulate_grad_batches, world_size: The Trainer's batch layout.
-        gradient_clip_val, gradient_clip_algorithm: The Trainer's clipping (DeepSpeed clips by norm only).
-        precision: ``trainer.precision``, e.g. ``"bf16-mixed"``.
-
-    Raises:
-        ValueError: When the config contradicts the Trainer, or clipping by value is requested.
+    """A copy of ``config`` whose batch, accumulation, clipping and precision entries agree with the Trainer:
+    missing entries filled, agreeing ones kept, contradicting ones refused naming both values;
+    ``gradient_accumulation_steps`` is dropped (Lightning sets it).
 
     Example:
         >>> cfg = reconcile_deepspeed_config(
         ...     {"zero_optimization": {"stage": 2}, "gradient_accumulation_steps": 4},
         ...     micro_batch_size=8, accumulate_grad_batches=4, world_size=2,
         ...     gradient_clip_val=1.0, gradient_clip_algorithm="norm", precision="bf16-mixed")
-        >>> (cfg["train_batch_size"], cfg["train_micro_batch_size_per_gpu"],
-        ...  cfg["gradient_clipping"], cfg["bf16"])
-        (64, 8, 1.0, {'enabled': True})
-        >>> "gradient_accumulation_steps" in cfg  # Lightning sets it from the Trainer
+        >>> cfg["train_batch_size"], cfg["gradient_clipping"], cfg["bf16"]
+        (64, 1.0, {'enabled': True})
+        >>> "gradient_accumulation_steps" in cfg  # Lightning sets it
         False
     """
     cfg = copy.deepcopy(dict(config))
@@ -119,14 +106,8 @@ def reconcile_deepspeed_config(
 
 
 def validate_deepspeed_config(config: Mapping[str, Any]) -> None:
-    """Validate ``config`` with DeepSpeed's own ``DeepSpeedConfig`` (no GPU needed), for a world size of 1.
-
-    The batch entries are checked for a world size of 1 (DeepSpeed uses the live process group size, which
-    does not exist here); :func:`reconcile_deepspeed_config` has already checked them for the real world size.
-
-    Raises:
-        ModuleNotFoundError: DeepSpeed is not installed (with the install hint).
-        ValueError: DeepSpeed rejects the config; its own message is included.
+    """Validate ``config`` with DeepSpeed's own ``DeepSpeedConfig`` (no GPU) for a world size of 1 (the real
+    one was checked by :func:`reconcile_deepspeed_config`); ``ValueError`` with DeepSpeed's message.
     """
     require_deepspeed()
     from deepspeed.runtime.config import DeepSpeedConfig

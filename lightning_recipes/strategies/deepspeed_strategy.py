@@ -21,28 +21,15 @@ __all__ = ["RecipesDeepSpeedStrategy"]
 
 
 class RecipesDeepSpeedStrategy(DeepSpeedStrategy):
-    """``DeepSpeedStrategy`` whose config never contradicts the Trainer, validated by DeepSpeed itself.
-
-    The config is validated with DeepSpeed's ``DeepSpeedConfig`` when built (no GPU needed) and again at
-    ``setup``, after batch size, accumulation, clipping and precision are taken from the Trainer
-    (:func:`~lightning_recipes.strategies.reconcile_deepspeed_config`). Set-up refuses a non-CUDA accelerator
-    and an offload the node's host memory cannot hold.
-
-    Args:
-        host_memory_gb: Host memory per node for the offload check; ``None`` = read it from the machine.
-        preset_name: Name used in messages.
-        **kwargs: Any :class:`~lightning.pytorch.strategies.DeepSpeedStrategy` argument.
-
-    Raises:
-        ModuleNotFoundError: DeepSpeed not installed (with the install hint).
-        ValueError: DeepSpeed rejects the config, or it contradicts the Trainer (at set-up).
-        RuntimeError: At set-up, without CUDA or without enough host memory.
+    """``DeepSpeedStrategy`` whose config never contradicts the Trainer: validated by DeepSpeed's own
+    ``DeepSpeedConfig`` when built and again at set-up, after
+    :func:`~lightning_recipes.strategies.reconcile_deepspeed_config`. Set-up refuses a non-CUDA accelerator
+    and an offload ``host_memory_gb`` cannot hold; without DeepSpeed, ``ModuleNotFoundError`` with the hint.
 
     Example:
         >>> from lightning_recipes.strategies import PRESETS
         >>> PRESETS["deepspeed_zero2_offload"].defaults  # what the preset passes to this class
         {'stage': 2, 'offload_optimizer': True}
-        >>> strategy = RecipesDeepSpeedStrategy(stage=2)  # doctest: +SKIP
     """
 
     def __init__(

@@ -22,22 +22,10 @@ __all__ = ["LazyBlockPolicy", "RecipesFSDPPrecision", "RecipesFSDPStrategy"]
 class RecipesFSDPStrategy(FSDPStrategy):
     """``FSDPStrategy`` that wraps and checkpoints the model's blocks, and refuses what cannot work at set-up.
 
-    Defaults (every ``FSDPStrategy`` argument given wins): auto-wrap and activation checkpointing per block
-    (inferred at set-up when not given), precision from the Trainer, ``use_orig_params=True``,
-    ``state_dict_type="sharded"``, and norm clipping over all shards (:class:`RecipesFSDPPrecision`). Set-up
-    refuses a non-CUDA accelerator and an offload the node's host memory cannot hold; ``HYBRID_SHARD`` gets
-    ``device_mesh=(num_nodes, devices)``. Cost: none beyond FSDP.
-
-    Args:
-        block_classes: Block classes or their import paths (``"pkg.module.Block"``); ``None`` = infer.
-        activation_checkpointing: Checkpoint the blocks (recompute their activations in backward).
-        host_memory_gb: Host memory per node for the offload check; ``None`` = read it from the machine.
-        preset_name: Name used in messages.
-        **kwargs: Any :class:`~lightning.pytorch.strategies.FSDPStrategy` argument.
-
-    Raises:
-        RuntimeError: At set-up, without CUDA or without enough host memory for offload.
-        ValueError: For a bad ``block_classes``.
+    Defaults (any ``FSDPStrategy`` argument in ``kwargs`` wins): auto-wrap and activation checkpointing per
+    block (``block_classes``, inferred at set-up), ``use_orig_params=True``, ``state_dict_type="sharded"``,
+    norm clipping over all shards (:class:`RecipesFSDPPrecision`), ``device_mesh`` for ``HYBRID_SHARD``.
+    Set-up refuses a non-CUDA accelerator and an offload ``host_memory_gb`` cannot hold.
 
     Example:
         >>> from lightning_recipes.testing import TransformerBlock
@@ -93,12 +81,8 @@ class RecipesFSDPStrategy(FSDPStrategy):
 
 
 class RecipesFSDPPrecision(FSDPPrecision):
-    """``FSDPPrecision`` that clips gradients by their global norm over all shards (FSDP1's
-    ``clip_grad_norm_``).
-
-    ``torch.nn.utils.clip_grad_norm_`` on a rank's shards would use a local norm; the root FSDP module's
-    ``clip_grad_norm_`` all-reduces the shard norms first. :class:`RecipesFSDPStrategy` installs this plugin
-    and gives it the root module at set-up. Cost: one all-reduce of a scalar per clipping step.
+    """``FSDPPrecision`` that clips gradients by their global norm over all shards (the root FSDP module's
+    ``clip_grad_norm_``, one scalar all-reduce), installed by :class:`RecipesFSDPStrategy`.
 
     Example:
         >>> RecipesFSDPPrecision("bf16-mixed").mixed_precision_config.param_dtype
@@ -119,21 +103,14 @@ class RecipesFSDPPrecision(FSDPPrecision):
 
 
 class LazyBlockPolicy:
-    """An FSDP1 ``auto_wrap_policy`` (callable protocol) that infers the block classes from the root it is
-    given.
-
-    FSDP calls the policy on the root module first, so the inference happens inside the Strategy's own set-up,
-    after ``configure_model`` has built the layers (#17157). The same instance then serves as the activation
-    checkpointing policy, so both wrap exactly the same blocks. Pickles (``ddp_spawn``).
+    """An FSDP1 ``auto_wrap_policy`` that infers the block classes from the root FSDP gives it first (after
+    ``configure_model`` built the layers), then serves as the checkpointing policy too. Pickles.
 
     Example:
         >>> from lightning_recipes.testing import TinyTransformerLM
         >>> policy, model = LazyBlockPolicy(), TinyTransformerLM()
-        >>> top = policy(model, recurse=True, nonwrapped_numel=0)
-        >>> top, policy(model.blocks[0], recurse=False, nonwrapped_numel=0)
+        >>> policy(model, True, 0), policy(model.blocks[0], recurse=False, nonwrapped_numel=0)
         (True, True)
-        >>> policy.block_classes
-        (<class 'lightning_recipes.testing.models.TransformerBlock'>,)
     """
 
     def __init__(self, block_classes: tuple[type[nn.Module], ...] | None = None) -> None:

@@ -45,25 +45,11 @@ def apply_fsdp2(
     mp_policy: MixedPrecisionPolicy | None = None,
     reshard_after_forward: bool = True,
 ) -> nn.Module:
-    """Shard ``module`` with FSDP2: ``fully_shard`` on every block, then on the root; checkpoint the blocks.
-
-    Each block becomes one all-gather / reduce-scatter unit (the embeddings, final norm and head form the root
-    unit). Activation checkpointing uses the composable ``checkpoint`` (parameter names and state-dict keys do
-    not change). Idempotent: an already sharded module is returned as is (``configure_model`` may run twice).
-
-    With checkpointing on, Hugging Face configs with ``use_cache=True`` are switched off, with a warning
-    (as :func:`checkpoint_blocks` does).
-
-    Args:
-        module: The model (a LightningModule is fine: it becomes the root unit).
-        mesh: The data-parallel mesh (``self.device_mesh["data_parallel"]`` in ``configure_model``).
-        block_classes: Block classes or import paths; ``None`` = infer (:func:`infer_block_classes`).
-        activation_checkpointing: Recompute block activations in backward.
-        mp_policy: FSDP2 mixed precision (see :func:`mixed_precision_policy`).
-        reshard_after_forward: ``False`` keeps gathered block parameters until backward (ZeRO-2-like).
-
-    Raises:
-        ValueError: When no block class can be inferred and none is given.
+    """Shard ``module`` with FSDP2 over ``mesh``: ``fully_shard`` on every block (``block_classes``, default
+    inferred), then on the root; with ``activation_checkpointing``, the composable ``checkpoint`` on the
+    blocks (Hugging Face ``use_cache`` switched off, with a warning). ``mp_policy``:
+    :func:`mixed_precision_policy`; ``reshard_after_forward=False`` keeps gathered parameters until backward.
+    Idempotent.
 
     Example:
         >>> import torch.distributed as dist
@@ -90,22 +76,11 @@ def apply_fsdp2(
 
 
 class RecipesFSDP2Strategy(ModelParallelStrategy):
-    """Lightning's ``ModelParallelStrategy`` as pure data-parallel FSDP2: one shard per process, all nodes.
-
-    The mesh (``data_parallel = num_nodes x devices``) is resolved at set-up; the model applies the settings
-    in ``configure_model`` with :class:`FSDP2Mixin` (or :func:`apply_fsdp2`). Runs on CPU (gloo) and CUDA.
-
-    Args:
-        block_classes: Block classes or import paths; ``None`` = infer in ``configure_model``.
-        activation_checkpointing: Checkpoint the blocks.
-        reshard_after_forward: See :func:`apply_fsdp2`.
-        save_distributed_checkpoint: One file per rank (``True``) or a full checkpoint gathered on rank 0.
-        process_group_backend: ``"nccl"``/``"gloo"``; ``None`` = by device.
-        timeout: Process-group timeout.
-        preset_name: Name used in messages.
-
-    Raises:
-        TypeError: At set-up, when the LightningModule does not override ``configure_model`` (with the fix).
+    """Lightning's ``ModelParallelStrategy`` as pure data-parallel FSDP2 (mesh ``num_nodes x devices``), on
+    CPU (gloo) and CUDA. The model applies ``block_classes``, ``activation_checkpointing`` and
+    ``reshard_after_forward`` in ``configure_model`` with :class:`FSDP2Mixin` (or :func:`apply_fsdp2`); a
+    module without ``configure_model`` is refused at set-up. ``save_distributed_checkpoint``: one file per
+    rank, else a full checkpoint on rank 0.
 
     Example:
         >>> strategy = RecipesFSDP2Strategy(activation_checkpointing=False)
@@ -170,11 +145,8 @@ class RecipesFSDP2Strategy(ModelParallelStrategy):
 
 class FSDP2Mixin:
     """LightningModule mixin whose ``configure_model`` shards the model with FSDP2 under
-    ``ModelParallelStrategy``.
-
-    Put it first in the bases. Settings come from the :class:`RecipesFSDP2Strategy` preset, mixed precision
-    from ``Trainer(precision=)``; without a device mesh it does nothing. The LightningModule is the root unit,
-    which gathers its parameters in ``forward``: call the model through ``self(...)`` in ``training_step``.
+    ``ModelParallelStrategy`` (settings from :class:`RecipesFSDP2Strategy`, precision from the Trainer;
+    without a mesh it does nothing). Put it first in the bases; call the model through ``self(...)``.
 
     Example:
         >>> from lightning_recipes.testing import TinyTransformerLM, fast_trainer, random_token_loader

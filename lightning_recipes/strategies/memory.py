@@ -45,14 +45,10 @@ _PRECISIONS = ("32-true", "32", "64-true", "16-mixed", "bf16-mixed", "16-true", 
 
 @dataclass(frozen=True)
 class MemoryEstimate:
-    """Bytes per device (the most loaded one) for one training configuration; rows add up to :attr:`total`.
-
-    Attributes:
-        parameters, gradients, optimizer_state, master_weights: Persistent tensors on the device.
-        gathered: Transient full parameters of the units being computed (sharded strategies, needs a model).
-        activations: Measured from a sample batch, else ``None``.
-        host: Bytes this process keeps in host memory (offload).
-        bytes_per_param: Model-state bytes per parameter before sharding (the "16 bytes for AdamW" figure).
+    """Bytes per device (the most loaded one) for one training configuration, rows adding up to :attr:`total`:
+    persistent ``parameters``, ``gradients``, ``optimizer_state``, ``master_weights``; transient ``gathered``
+    parameters; measured ``activations`` (or ``None``); ``host`` bytes (offload); and ``bytes_per_param``
+    before sharding (the "16 bytes for AdamW" figure).
     """
 
     strategy: str
@@ -138,35 +134,20 @@ def estimate_memory(
     block_classes: BlockSpec | None = None,
     forward_fn: Callable[[nn.Module, Any], Any] | None = None,
 ) -> MemoryEstimate:
-    """Estimate per-device memory of training under a strategy preset, before renting the cluster.
+    """Estimate per-device memory of training under a ``strategy`` preset (a key of
+    :data:`~lightning_recipes.strategies.PRESETS`), before renting the cluster.
 
     Rows: parameters, gradients, optimizer state, master weights, gathered parameters, activations (measured
-    on ``sample_batch``) and host bytes (offload), each by the preset's :class:`MemoryLayout`; the rules are
-    in the strategies guide. Exact per tensor for DDP and FSDP2 given a model.
-
-    Args:
-        model_or_num_params: A module (may live on the ``meta`` device) or a parameter count.
-        optimizer: A name of :data:`~lightning_recipes.optim.names.OPTIMIZERS`; ``None``: the one the model
-            trains with (:func:`read_optimizer`), else ``adamw`` with a note.
-        precision: The Trainer's precision, e.g. ``"bf16-mixed"``.
-        strategy: A key of :data:`~lightning_recipes.strategies.PRESETS`.
-        devices, num_nodes: Devices per node, nodes.
-        activation_checkpointing: Checkpoint the blocks; ``None`` = the preset's default (on for FSDP).
-        sample_batch: One per-device batch to measure activations on (same device as the model).
-        block_classes: Block classes (inferred from the model when ``None``).
-        forward_fn: ``forward_fn(model, batch)`` when ``model(batch[0])`` is not the training forward.
-
-    Raises:
-        ValueError: For an unknown strategy, optimizer or precision, or non-positive counts.
+    on ``sample_batch``, through ``forward_fn(model, batch)`` when given) and host bytes, each by the preset's
+    :class:`MemoryLayout`; exact per tensor for DDP and FSDP2 given a model (possibly on ``meta``) rather than
+    a count. ``optimizer=None``: the one the model trains with (:func:`read_optimizer`), else ``adamw``.
+    ``activation_checkpointing=None``: the preset's default. The rules: the strategies guide.
 
     Example:
         >>> est = estimate_memory(7_000_000_000, optimizer="adamw", precision="bf16-mixed",
         ...                       strategy="deepspeed_zero3", devices=8)
         >>> round(est.bytes_per_param, 3), round(est.total / 2**30, 1)
         (16.0, 13.0)
-        >>> print(est)  # doctest: +ELLIPSIS
-        deepspeed_zero3: 7,000,000,000 params, adamw, bf16-mixed, 8 device(s) x 1 node(s)
-        ...
     """
     notes: list[str] = []
     optimizer = _optimizer(model_or_num_params, optimizer, notes)
@@ -368,14 +349,9 @@ def optimizer_name(optimizer: torch.optim.Optimizer) -> str | None:
 
 
 class ActivationMeasurement:
-    """Result of :func:`measure_activations` (bytes).
-
-    Attributes:
-        saved: Everything saved for backward during the forward pass (no activation checkpointing).
-        largest: The largest single saved storage (the gradient of it is alive at the backward peak).
-        block_inputs: Sum of the inputs of every block (what checkpointing keeps).
-        block_max: Most bytes one block saves (what one block's recomputation holds during backward).
-        outside: Bytes saved outside any block (embeddings, head, loss).
+    """Result of :func:`measure_activations`, in bytes: everything ``saved`` for backward, the ``largest``
+    storage, the ``block_inputs`` (what checkpointing keeps), the most one block saves (``block_max``) and
+    what is saved ``outside`` any block.
     """
 
     def __init__(self, saved: int, largest: int, block_inputs: int, block_max: int, outside: int) -> None:
@@ -407,12 +383,9 @@ def measure_activations(
     forward_fn: Callable[[nn.Module, Any], Any] | None = None,
     autocast_dtype: torch.dtype | None = None,
 ) -> ActivationMeasurement:
-    """Run one forward pass on ``batch`` and account every tensor autograd saves for backward.
-
-    Device-agnostic (works on CPU for a GPU plan): parameters are excluded, storages are counted once, and the
-    bytes are attributed to the innermost running block so the effect of activation checkpointing can be
-    computed. Not counted: allocator rounding/fragmentation and kernel workspaces. The model is not changed
-    (no backward is run; gradients are untouched).
+    """Run one forward pass on ``batch`` and account every tensor autograd saves for backward, attributed to
+    the innermost running block (parameters excluded, storages counted once; allocator rounding not). Works on
+    CPU; the model is not changed.
 
     Example:
         >>> import torch
@@ -475,13 +448,8 @@ def measure_activations(
 
 @dataclass(frozen=True)
 class StepMemory:
-    """Bytes of one training step (forward + backward) on :attr:`device`.
-
-    Attributes:
-        activations: Activation bytes alive when the forward pass (``training_step``) returns: what autograd
-            keeps for backward. Activation checkpointing lowers exactly this.
-        peak: The step's peak over every tensor (parameters, gradients, activations, temporaries).
-        device: The device measured.
+    """Bytes of one training step on :attr:`device`: the ``activations`` alive when ``training_step`` returns
+    (what checkpointing lowers) and the step's ``peak`` over every tensor.
     """
 
     activations: int
@@ -490,19 +458,9 @@ class StepMemory:
 
 
 def measure_step_memory(model: pl.LightningModule, batch: Any, *, batch_idx: int = 0) -> StepMemory:
-    """Run ``training_step`` and ``backward`` on a deep copy of ``model`` and count the bytes they hold.
-
-    The user's model, its gradients and the RNG streams are left as they were. Works on CPU (no allocator
-    statistics are needed): every tensor is tracked as it is created and freed. Not counted: allocator
-    rounding and kernel workspaces.
-
-    Args:
-        model: A LightningModule whose ``training_step`` returns the loss (or a dict with ``"loss"``).
-        batch: One training batch, on the model's device.
-        batch_idx: Passed to ``training_step``.
-
-    Returns:
-        A :class:`StepMemory`.
+    """A :class:`StepMemory`: the bytes ``training_step(batch, batch_idx)`` and ``backward`` hold, counted on
+    a deep copy of ``model`` as tensors are created and freed (works on CPU; the model, its gradients and the
+    RNG streams are left as they were; allocator rounding is not counted).
 
     Example:
         >>> from lightning_recipes.strategies import checkpoint_blocks

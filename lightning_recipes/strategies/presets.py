@@ -21,19 +21,9 @@ __all__ = ["PRESETS", "Preset", "preset", "register_presets"]
 
 @dataclass(frozen=True)
 class Preset:
-    """One strategy preset: the engine that runs it, its default arguments, what it is, and its memory layout.
-
-    The single table of presets (:data:`PRESETS`) holds these records: :func:`preset` builds from it, the
-    ``recipes_<name>`` registry entries and the ``lightning-recipes memory`` choices are its keys, and
-    :func:`~lightning_recipes.strategies.estimate_memory` reads each preset's :attr:`layout` from the
-    layout table the presets take theirs from (``strategies/_layout.py``), so the estimator never imports the
-    strategies.
-
-    Attributes:
-        engine: ``"ddp"``, ``"fsdp"`` (Lightning's FSDP1), ``"fsdp2"`` or ``"deepspeed"``.
-        defaults: Arguments passed to :attr:`strategy_class` (overrides given to :func:`preset` win).
-        description: One line, shown by Lightning's ``StrategyRegistry``.
-        layout: Where the strategy keeps parameters, gradients and optimizer state.
+    """One strategy preset of :data:`PRESETS`: its ``engine`` (``"ddp"``, ``"fsdp"``, ``"fsdp2"``,
+    ``"deepspeed"``), the ``defaults`` passed to :attr:`strategy_class`, a ``description`` and its memory
+    ``layout`` (from ``strategies/_layout.py``, so the estimator never imports the strategies).
 
     Example:
         >>> PRESETS["fsdp_offload"].engine, PRESETS["fsdp_offload"].layout.offload_optimizer
@@ -139,32 +129,16 @@ PRESETS: dict[str, Preset] = {
 
 
 def preset(name: str, *, model: nn.Module | None = None, **overrides: Any) -> Strategy:
-    """Build a Lightning strategy from a preset; ``overrides`` are the strategy's own arguments and win.
-
-    The presets and what they pass are the records of :data:`PRESETS` (engine, defaults, description).
-    Building never looks at the machine (build on a CPU login node, run on the GPU job); what cannot run is
-    refused when the Trainer sets the strategy up. Each preset is also registered as ``recipes_<name>``
-    (``Trainer(strategy="recipes_fsdp_full_shard")``, or in LightningCLI YAML).
-
-    Args:
-        name: A key of :data:`PRESETS` (a ``recipes_`` prefix is accepted).
-        model: FSDP presets only: infer ``block_classes`` from this model now instead of at set-up.
-        **overrides: Arguments of the strategy class (e.g. ``block_classes=[Block]``,
-            ``activation_checkpointing=False``, ``start_method="fork"``, ``reduce_bucket_size=5e8``,
-            ``offload_optimizer_device="nvme"``, ``host_memory_gb=512``).
-
-    Raises:
-        ValueError: Unknown name, or ``model`` given to a non-FSDP preset.
-        ModuleNotFoundError: A DeepSpeed preset without DeepSpeed installed (with the install hint).
+    """Build a Lightning strategy from the preset ``name`` (a key of :data:`PRESETS`); ``overrides`` are the
+    strategy's own arguments and win. ``model`` (FSDP presets only) infers ``block_classes`` now. Building
+    never looks at the machine; what cannot run is refused at set-up. Each preset is also registered as
+    ``recipes_<name>`` (``Trainer(strategy="recipes_fsdp_full_shard")``).
 
     Example:
         >>> preset("ddp", start_method="fork")  # doctest: +ELLIPSIS
         <lightning_recipes.strategies.ddp.RecipesDDPStrategy object at ...>
         >>> PRESETS["ddp"].defaults  # what it passes, before your overrides
         {'gradient_as_bucket_view': True}
-        >>> from lightning_recipes.testing import TinyTransformerLM
-        >>> preset("fsdp_full_shard", model=TinyTransformerLM()).block_classes
-        (<class 'lightning_recipes.testing.models.TransformerBlock'>,)
     """
     key = name.removeprefix("recipes_")
     if key not in PRESETS:

@@ -143,29 +143,13 @@ def recommend_strategy(
     block_classes: BlockSpec | None = None,
     forward_fn: Callable[[nn.Module, Any], Any] | None = None,
 ) -> Recommendation:
-    """Pick the simplest preset whose per-device estimate fits ``device_memory_gb`` with ``headroom`` to
-    spare.
-
-    The ladders (``family``, :data:`LADDERS`) go from DDP to full sharding and offload; simpler rungs
-    communicate less, so the first that fits wins (``fsdp_hybrid`` only on several nodes). Offload rungs must
-    also fit ``host_memory_gb`` per node when given. Activations, measured once on ``sample_batch``, are added
-    to every rung.
-
-    Args:
-        model_or_num_params: The model or its parameter count; it, ``optimizer``, ``precision``, ``devices``,
-            ``num_nodes``, ``sample_batch``, ``block_classes`` and ``forward_fn`` are as for
-            :func:`~lightning_recipes.strategies.estimate_memory`.
-        device_memory_gb: Memory of one device in GiB (80 for an A100/H100 80GB).
-        family: ``"fsdp"``, ``"fsdp2"`` or ``"deepspeed"``.
-        headroom: Fraction of memory kept free for the CUDA context, buffers and fragmentation.
-        host_memory_gb: Host memory per node; ``None`` = offload is not checked against it.
-
-    Raises:
-        ValueError: For an unknown ``family``, a non-positive memory, or ``headroom`` outside [0, 1).
+    """Pick the simplest preset of the ``family`` ladder (``"fsdp"``, ``"fsdp2"``, ``"deepspeed"``:
+    :data:`LADDERS`, from DDP to full sharding and offload) whose per-device estimate fits
+    ``device_memory_gb`` with ``headroom`` to spare (offload rungs: ``host_memory_gb`` too, when given). Other
+    arguments as for :func:`~lightning_recipes.strategies.estimate_memory`.
 
     Example:
-        >>> rec = recommend_strategy(7_000_000_000, devices=8, device_memory_gb=80)
-        >>> rec.preset
+        >>> recommend_strategy(7_000_000_000, devices=8, device_memory_gb=80).preset
         'fsdp_shard_grad_op'
         >>> recommend_strategy(1_000_000_000, devices=8, device_memory_gb=80).preset
         'ddp'

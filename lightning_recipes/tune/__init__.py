@@ -1,8 +1,5 @@
 """Tuning before the long run: the LR range test (:func:`find_lr`, :class:`LRRangeTest`) and the speed options
 measured on the user's model (:func:`speed_tune`).
-
-Example:
-    >>> from lightning_recipes.tune import LRRangeTest, find_lr, speed_tune
 """
 
 import importlib

@@ -1,10 +1,5 @@
-"""The speed options :func:`~lightning_recipes.tune.speed_tune` measures (what each changes in the module, the
-loader and the Trainer, and when it does not apply) and the ways to apply a choice to the user's run.
-
-Example:
-    >>> from lightning_recipes.tune._speed_options import OPTIONS
-    >>> OPTIONS["bf16-mixed"].trainer_kwargs
-    {'precision': 'bf16-mixed'}
+"""The speed options :func:`~lightning_recipes.tune.speed_tune` measures (what each changes and when it does
+not apply) and the ways to apply a choice to the user's run.
 """
 
 from __future__ import annotations
@@ -44,20 +39,11 @@ _FUSABLE = (torch.optim.Adam, torch.optim.AdamW, torch.optim.SGD)
 
 @dataclass(frozen=True)
 class SpeedOption:
-    """One speed setting: how it changes the module, the loader and the Trainer, and when it does not apply.
-
-    Args:
-        name: The option's name in the table.
-        trainer_kwargs: Extra ``Trainer`` arguments (``precision``).
-        loader_kwargs: ``DataLoader`` arguments the training loader is rebuilt with (``num_workers``).
-        prepare: Turns the module copy into the module to fit (``channels_last``, ``torch.compile``).
-        skip_reason: ``(module, device) -> reason`` when the option does not apply, else ``None``.
-        context: A context manager around the fit (TF32), measured and applied by ``ApplySpeedOptions``.
-        measure_context: A context manager around the measured fit only (eager dropout masks for compile).
-        loss_rtol: The relative loss tolerance for this option (``None``: the call's ``loss_rtol``).
-        advice: What to write in the training script to apply it (for :meth:`SpeedTuneResult.to_yaml`).
-        measure_memory: Also count one step's activation and peak bytes (activation checkpointing).
-        conflicts: Names of options it is never combined with (of two that conflict, the faster is kept).
+    """One speed setting: its ``trainer_kwargs``, the ``loader_kwargs`` the loader is rebuilt with,
+    ``prepare`` (module copy -> module to fit), ``skip_reason`` (``(module, device) -> reason or None``), a
+    ``context`` around the fit and a ``measure_context`` around the measured fit only, its own ``loss_rtol``,
+    the ``advice`` to write in a script, ``measure_memory`` (count one step's memory) and the options it
+    ``conflicts`` with.
     """
 
     name: str
@@ -366,13 +352,9 @@ def _ordered(options: Sequence[str | SpeedOption]) -> list[SpeedOption]:
 def apply_speed_options(
     model: pl.LightningModule, options: Sequence[str | SpeedOption]
 ) -> pl.LightningModule:
-    """Apply the module-side part of ``options`` (``result.best`` or :class:`SpeedOption` objects) to
-    ``model`` in place before ``trainer.fit``: the ``prepare`` that :func:`~lightning_recipes.tune.speed_tune`
-    measured. Trainer arguments, loader arguments (:func:`speed_loader`) and global switches (TF32:
-    :class:`ApplySpeedOptions`) are not applied here. Returns ``model``.
-
-    Raises:
-        ValueError: For an option name not in :data:`OPTIONS`.
+    """Apply the module-side part (``prepare``) of ``options`` (``result.best`` or :class:`SpeedOption`
+    objects) to ``model`` in place, before ``trainer.fit``; returns ``model``. Loader arguments:
+    :func:`speed_loader`; global switches: :class:`ApplySpeedOptions`.
 
     Example:
         >>> import torch
@@ -409,18 +391,10 @@ def speed_loader(loader: DataLoader, options: Sequence[str | SpeedOption]) -> Da
 
 
 class ApplySpeedOptions(Callback):
-    """Apply speed options chosen by :func:`~lightning_recipes.tune.speed_tune` inside ``trainer.fit``.
-
-    At ``setup`` it applies the module-side options (:func:`apply_speed_options`, once per module) and enters
-    the options' global settings (TF32), left at ``teardown``. It cannot set the loader's arguments or the
-    Trainer's precision: at train start it warns (rank zero) when the run lacks a chosen one. Cost: the
-    options' own; nothing per step. In LightningCLI: ``result.to_yaml()`` writes the ``class_path`` entry.
-
-    Args:
-        options: Option names from :data:`~lightning_recipes.tune.OPTIONS` (``result.best``).
-
-    Raises:
-        ValueError: For a name not in ``OPTIONS``.
+    """Apply the speed ``options`` chosen by :func:`~lightning_recipes.tune.speed_tune` (names of
+    :data:`~lightning_recipes.tune.OPTIONS`) inside ``trainer.fit``: at ``setup`` the module-side ones and the
+    global settings (TF32, left at ``teardown``); at train start a warning for a chosen loader or precision
+    setting the run lacks. In LightningCLI: ``result.to_yaml()``.
 
     Example:
         >>> import torch

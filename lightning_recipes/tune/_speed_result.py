@@ -19,15 +19,12 @@ CALLBACK_PATH = "lightning_recipes.tune.ApplySpeedOptions"
 
 @dataclass
 class SpeedRow:
-    """One row of :func:`~lightning_recipes.tune.speed_tune`'s table.
-
-    ``status``: ``faster``, ``not faster`` (under ``min_speedup``), ``not faster for this run: ...`` (its
-    one-off cost is not repaid within the run), ``slower``, ``skipped: ...`` or ``incorrect: ...``. Times:
-    ``step_ms`` (median after the warm-up), ``baseline_step_ms`` (same repeats; ``speedup`` is their ratio),
-    ``first_step_ms``, ``one_off_s`` (paid once beyond the baseline), ``break_even_steps`` (the run length
-    from which it pays; ``None``: never), ``run_s`` / ``run_speedup`` (projected over ``run_steps``).
-    Memory (``None`` where not measured): ``activation_mb`` and ``step_peak_mb`` of one step (``MemTracker``),
-    ``cuda_peak_mb`` over the run.
+    """One row of :func:`~lightning_recipes.tune.speed_tune`'s table. ``status``: ``faster``, ``not faster``,
+    ``not faster for this run: ...`` (its one-off cost is not repaid), ``slower``, ``skipped: ...`` or
+    ``incorrect: ...``. Times: the median ``step_ms`` after warm-up against ``baseline_step_ms``
+    (``speedup``), ``first_step_ms``, ``one_off_s``, ``break_even_steps`` (``None``: never), ``run_s`` /
+    ``run_speedup`` over ``run_steps``. Memory where measured: ``activation_mb``, ``step_peak_mb``,
+    ``cuda_peak_mb``.
     """
 
     option: str
@@ -49,24 +46,12 @@ class SpeedRow:
 
 @dataclass
 class SpeedTuneResult:
-    """The outcome of :func:`~lightning_recipes.tune.speed_tune`.
-
-    Attributes:
-        rows: One :class:`SpeedRow` per option, the baseline first; last, when two or more options were
-            faster, the combination of them (``"a+b"``), re-measured.
-        best: The names of the chosen options (empty: the default Trainer is fastest for the run).
-        best_speedup: The chosen options' speed-up per step (1.0 when empty).
-        advice: Per chosen option, what it changes outside the Trainer arguments, in words.
-        trainer_kwargs: The ``Trainer`` arguments of the chosen options (``precision``).
-        loader_kwargs: The ``DataLoader`` arguments of the chosen options (``num_workers``, ...).
-        run_steps: The run length the choice was made for, in training batches (``None``: unknown, ranked
-            by step time alone).
-        run_steps_source: Where ``run_steps`` came from.
-        best_run_speedup: The chosen options' projected whole-run speed-up over ``run_steps`` (1.0 when
-            empty).
-
-    Apply the choice: ``Trainer(**result.trainer_kwargs, callbacks=[result.callback()])`` and
-    ``result.loader(loader)``; or ``result.apply(model)``; or ``result.to_yaml()`` for LightningCLI.
+    """The outcome of :func:`~lightning_recipes.tune.speed_tune`: ``rows`` (the baseline first; last, the
+    re-measured combination ``"a+b"`` of two or more faster options), the ``best`` options (empty: the default
+    Trainer), their ``best_speedup`` per step and ``best_run_speedup`` over ``run_steps`` (from
+    ``run_steps_source``), their ``advice``, ``trainer_kwargs`` and ``loader_kwargs``. Apply the choice:
+    ``Trainer(**result.trainer_kwargs, callbacks=[result.callback()])`` and ``result.loader(loader)``; or
+    ``result.apply(model)``; or ``result.to_yaml()`` for LightningCLI.
     """
 
     rows: list[SpeedRow]

@@ -23,29 +23,18 @@ _DEFAULT_ARGS = SweepArgs()
 
 
 class LRFindPolicy:
-    """The LR of an ``lr="find"`` run (:class:`~lightning_recipes.mixins.OptimizerRecipeMixin`): the one found
-    before (a checkpoint, an earlier fit) while its recipe is unchanged, else an LR range test now, on the
-    run's loader, device, precision and optimizer; and its checkpoint record. A resumed fit keeps the LR found
-    before even if the recipe changed (with a warning).
-
-    Attributes:
-        lr: The LR chosen (``None`` before a sweep).
-        choice: ``"peak_lr"`` or ``"suggestion"`` (``None`` before a sweep).
-        key: The recipe values ``lr`` was found for (plain data; ``None``: unknown, reused).
-        result: The sweep behind ``lr``.
+    """The LR of an ``lr="find"`` run: the one found before (a checkpoint, an earlier fit) while the recipe
+    (``key``) is unchanged, else an LR range test now on the run's own setup; and its checkpoint record
+    (``lr``, ``choice``, ``key``, ``result``). A resumed fit keeps the LR found before, with a warning.
 
     Example:
-        >>> policy = LRFindPolicy()
-        >>> checkpoint = {}
+        >>> policy, checkpoint = LRFindPolicy(), {}
         >>> policy.save(checkpoint)  # nothing found yet: nothing saved
         >>> checkpoint
         {}
         >>> policy.load({CHECKPOINT_KEY: {"lr": 0.01, "choice": "peak_lr", "key": None, "result": None}})
         >>> policy.lr, policy.choice
         (0.01, 'peak_lr')
-        >>> policy.save(checkpoint)
-        >>> checkpoint[CHECKPOINT_KEY]["lr"]
-        0.01
     """
 
     def __init__(self) -> None:

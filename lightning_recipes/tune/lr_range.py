@@ -1,9 +1,6 @@
-"""The LR range test: an exponential learning-rate sweep of a copy of the model with its own optimizer.
-
-:func:`find_lr` runs it before training, :class:`~lightning_recipes.tune.LRRangeTest` inside ``trainer.fit``
-(DDP included); both return an :class:`LRRangeResult`. How it differs from Lightning's ``Tuner.lr_find``
-(parameter groups kept, nothing of the caller changed, DDP, the inconclusive verdict, the warm-up peak):
-``docs/guides/tuning.md``.
+"""The LR range test: an exponential LR sweep of a copy of the model with its own optimizer (:func:`find_lr`;
+inside ``trainer.fit``: :class:`~lightning_recipes.tune.LRRangeTest`). How it differs from Lightning's
+``Tuner.lr_find``: ``docs/guides/tuning.md``.
 """
 
 from __future__ import annotations
@@ -51,21 +48,10 @@ __all__ = ["LRRangeResult", "find_lr", "sweep_lr"]
 
 @dataclass
 class LRRangeResult:
-    """The outcome of an LR range test.
-
-    Attributes:
-        lrs: The peak-group learning rate at each step of the sweep.
-        losses: The training loss at each step (averaged over ranks under DDP).
-        smoothed: The centred moving average the rules read (no lag; see :mod:`.suggest`).
-        suggestion: The LR for a constant schedule (the rule's pick); ``None`` when inconclusive.
-        peak_lr: The peak LR after a warm-up (``suggestion`` times :func:`.suggest.peak_factor`); ``None``
-            when inconclusive.
-        rule: The rule that chose ``suggestion`` (``"min_div_10"`` or ``"steepest"``).
-        stopped: Why the sweep ended (``"max_lr"``, ``"diverged"``, ``"non-finite loss"``).
-        optimizers: The optimizer class names swept.
-        group_scales: Each group's LR as a fraction of the peak group's (kept through the sweep).
-        evidence: Whether the loss fell beyond the sweep's own noise (:class:`.suggest.CurveVerdict`);
-            computed from the curve when not given (``None`` for a curve under 6 points).
+    """The outcome of an LR range test: the sweep's ``lrs`` and ``losses`` (mean over ranks), the ``smoothed``
+    curve, the ``suggestion`` for a constant schedule by ``rule`` and the ``peak_lr`` after a warm-up (both
+    ``None`` when inconclusive), why it ``stopped``, the ``optimizers`` swept, the ``group_scales`` and the
+    ``evidence`` (:class:`.suggest.CurveVerdict`, computed when not given; ``None`` under 6 points).
     """
 
     lrs: list[float]
@@ -110,10 +96,8 @@ class LRRangeResult:
         )
 
     def to_yaml(self, key: str = "model.init_args.recipe.lr") -> str:
-        """The LightningCLI YAML fragment that sets ``peak_lr`` at the dotted ``key``.
-
-        Raises:
-            ValueError: If the sweep is inconclusive (there is no LR to set; the message says why).
+        """The LightningCLI YAML fragment that sets ``peak_lr`` at the dotted ``key`` (``ValueError`` when
+        inconclusive).
 
         Example:
             >>> LRRangeResult([1.0], [1.0], [1.0], 1e-3, 2e-3, "min_div_10", "max_lr").to_yaml()
@@ -242,16 +226,10 @@ def sweep_lr(
     progress: bool | None = None,
     **overrides: Any,
 ) -> LRRangeResult:
-    """Run the sweep on a copy from ``context`` (the arguments as in :func:`find_lr`).
-
-    ``args`` is used as it is (checked when built), ``overrides`` replace some of its fields; ``args.seed`` is
-    not read (the context seeds the sweep). Gradients are clipped as the run clips them: by
-    ``context.trainer``'s settings (the two arguments must then be ``None``), else by the two arguments,
-    through the module's ``configure_gradient_clipping``. ``progress=None`` follows ``context.trainer``'s
-    progress bar.
-
-    Cost: up to ``num_steps`` training steps of a copy, one host sync per step; under DDP one all-reduce of
-    the gradients and the loss per step.
+    """Run the sweep on a copy from ``context`` (as :func:`find_lr`): ``args`` as it is, ``overrides``
+    replacing some fields (the context seeds it); gradients clipped as the run clips them
+    (``context.trainer``'s settings, else the two arguments); ``progress=None`` follows the Trainer's bar. Up
+    to ``num_steps`` steps, one sync each (DDP: one all-reduce of gradients and loss).
     """
     if args is None:
         args = SweepArgs(**overrides)
@@ -374,29 +352,15 @@ def find_lr(
     gradient_clip_algorithm: str | None = None,
     progress: bool = True,
 ) -> LRRangeResult:
-    """Sweep the LR exponentially from ``min_lr`` to ``max_lr`` over ``num_steps`` training steps of a copy
-    of ``model`` with its own optimizer (every group scaled alike), and suggest one. Nothing of the caller's
-    changes: model, optimizer, RNG streams, loaders.
+    """Sweep the LR exponentially from ``min_lr`` to ``max_lr`` over ``num_steps`` steps of a copy of
+    ``model`` with its own optimizer (every group scaled alike), and suggest one; nothing of the caller's
+    changes.
 
-    Args:
-        model: A ``LightningModule`` with automatic optimisation (its scheduler is not stepped).
-        datamodule: Its ``setup("fit")`` and ``train_dataloader()`` give the data.
-        train_dataloaders: The training loader without a datamodule (default: the model's own); cycled.
-        min_lr, max_lr, num_steps, rule, smoothing, divergence, warmup_factor, seed: The sweep's arguments
-            (:class:`~lightning_recipes.sweep_args.SweepArgs`); ``rule`` ``"min_div_10"`` (a tenth of the LR
-            at the smoothed minimum, stable across seeds) or ``"steepest"``.
-        device: Where the copy trains (default: the model's device).
-        gradient_clip_val, gradient_clip_algorithm: The run's Trainer settings: the sweep clips as the run
-            will (through the module's ``configure_gradient_clipping``).
-        progress: One transient progress line on stderr (rank zero, a terminal only).
-
-    Returns:
-        An :class:`LRRangeResult`; when the loss never fell beyond the sweep's own noise, ``verdict ==
-        "inconclusive"``, ``suggestion`` and ``peak_lr`` are ``None`` and ``reason`` says what to try.
-
-    Raises:
-        ValueError: For an argument out of range (naming it), no training data, or a curve too short.
-        TypeError: If ``progress`` is not a bool.
+    Data: ``datamodule``, else ``train_dataloaders``, else the model's own (cycled). The sweep's arguments are
+    :class:`~lightning_recipes.sweep_args.SweepArgs`' (``rule``: ``"min_div_10"`` or ``"steepest"``); the copy
+    trains on ``device`` and clips as the run will (``gradient_clip_val``, ``gradient_clip_algorithm``). When
+    the loss never fell beyond its own noise, ``verdict == "inconclusive"``, ``suggestion`` and ``peak_lr``
+    are ``None`` and ``reason`` says what to try.
 
     Example:
         >>> from lightning_recipes.testing import TinyClassifier, random_classification_loader

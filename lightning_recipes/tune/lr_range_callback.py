@@ -35,26 +35,14 @@ __all__ = ["LRRangeTest", "check_scalable", "scale_schedule", "schedule_peak"]
 
 class LRRangeTest(Callback):
     """Run the LR range test inside ``trainer.fit``, at ``on_train_start``, on the Trainer's own data and
-    strategy (under DDP every rank gets the same :attr:`result`).
+    strategy (under DDP every rank gets the same :attr:`result`); not on resume.
 
-    The run's model and optimizer are unchanged unless ``apply=True``: then the whole LR schedule (group LRs,
-    ``base_lrs``, ``max_lr``, ``eta_min``, ``min_lrs``) is scaled so that its peak is the result's
-    ``peak_lr``; a scheduler it cannot scale is refused before the sweep, and an inconclusive sweep is never
-    applied (a warning says why). ``stop=True`` stops the fit after the sweep (a tuning-only run).
-
-    Cost: ``num_steps`` steps of a copy per ``fit`` (not on resume), one host sync (DDP: all-reduce) each.
-
-    Args:
-        apply: Scale the run's LR schedule so that its peak is the result's ``peak_lr``.
-        stop: Stop the fit after the sweep.
-        print_result: Print the suggestion and the YAML fragment on rank zero.
-        progress: One transient progress line (rank zero, a terminal); ``None`` follows the Trainer's bar.
-        args: The sweep's arguments as one :class:`~lightning_recipes.sweep_args.SweepArgs` (not with
-            ``**sweep``).
-        **sweep: :func:`~lightning_recipes.tune.find_lr`'s sweep arguments (``num_steps``, ``rule``, ...).
-
-    Raises:
-        TypeError, ValueError: For an unknown argument, a flag not a bool, a sweep argument out of range.
+    The sweep's arguments: ``**sweep`` (:func:`~lightning_recipes.tune.find_lr`'s) or one ``args``
+    (:class:`~lightning_recipes.sweep_args.SweepArgs`). ``apply=True`` scales the whole LR schedule (group
+    LRs, ``base_lrs``, ``max_lr``, ``eta_min``, ``min_lrs``) so that its peak is ``peak_lr``; a scheduler it
+    cannot scale is refused before the sweep and an inconclusive sweep is never applied. ``stop=True`` stops
+    the fit after the sweep; ``print_result`` prints the suggestion and YAML; ``progress`` (``None``: as the
+    Trainer's bar).
 
     Example:
         >>> from lightning_recipes.testing import TinyClassifier, fast_trainer, random_classification_loader
@@ -224,14 +212,8 @@ def schedule_peak(optimizers: Sequence[Optimizer], schedulers: Sequence[Any]) ->
 def check_scalable(
     optimizers: Sequence[Optimizer], schedulers: Sequence[Any], steps: int = CHECK_STEPS
 ) -> None:
-    """Prove that :func:`scale_schedule` scales the whole schedule, on copies (nothing of the run changes).
-
-    One copy is scaled by 2, one is not; both are stepped ``steps`` times (or until the schedule ends) and
-    every group's LR must stay twice the unscaled one.
-
-    Raises:
-        ValueError: Naming the scheduler classes when an LR did not scale (a scheduler keeping LRs of its
-            own that :func:`scale_schedule` does not know), or when a copy could not be stepped at all.
+    """Prove on copies that :func:`scale_schedule` scales the whole schedule: a copy scaled by 2 and one not
+    are stepped ``steps`` times and every LR must stay twice; else ``ValueError`` naming the schedulers.
 
     Example:
         >>> import torch

@@ -70,32 +70,17 @@ def speed_tune(
     seed: int = 0,
     progress: bool = True,
 ) -> SpeedTuneResult:
-    """Measure which speed options make ``model``'s whole run faster, on copies, without changing its loss;
-    returns a :class:`SpeedTuneResult`.
+    """Measure which speed options (names of :data:`OPTIONS` or :class:`SpeedOption` objects; default all)
+    make ``model``'s whole run faster, on copies, without changing its loss; returns a
+    :class:`SpeedTuneResult`.
 
-    Each option and the baseline train a deep copy for ``warmup_steps + measure_steps`` steps, ``repeats``
-    times, interleaved. A row's speed-up is the baseline's median step time over its own; its one-off cost
-    (compilation, worker start-up) is weighed against the run's planned steps (``run_steps``, else
-    ``trainer``'s length, else one epoch), giving its break-even and the run speed-up that ranks the options.
-    A row whose loss leaves ``loss_rtol`` of the baseline's is ``incorrect``; the faster correct options are
-    combined and re-measured, and kept only if together faster. Columns: :class:`SpeedRow`.
-
-    Cost: ``(1 + options) * repeats + 2 * repeats`` short fits; one host sync per step on CUDA.
-
-    Args:
-        model, datamodule, train_dataloaders: As :func:`~lightning_recipes.tune.find_lr` takes them.
-        options: Names from :data:`OPTIONS` or :class:`SpeedOption` objects (default: all).
-        trainer: The (unfitted) Trainer of the run to tune for: its planned steps weigh the one-off costs.
-        run_steps: The run's planned training batches, >= 1 (overrides ``trainer``).
-        warmup_steps, measure_steps, repeats: Steps not timed (>= 1), timed (>= 2), and interleaved repeats.
-        loss_rtol: Relative loss tolerance against the baseline, step by step, > 0.
-        min_speedup: The run speed-up an option needs to count as ``faster``, >= 1.
-        device: Where the copies train (default: the model's device).
-        seed: Seed of every run (the same data order and initial RNG for all).
-        progress: One transient progress line on stderr (rank zero, a terminal only).
-
-    Raises:
-        ValueError: For an argument out of range (naming it) or no training data.
+    The baseline and each option train a deep copy (on ``device``, seeded by ``seed``) for ``warmup_steps +
+    measure_steps`` steps, ``repeats`` times, interleaved. A row's speed-up is the baseline's median step time
+    over its own; its one-off cost is weighed against the run's planned steps (``run_steps``, else
+    ``trainer``'s length, else one epoch), giving the run speed-up that ranks the options (at least
+    ``min_speedup`` to count as faster). A row whose loss leaves ``loss_rtol`` of the baseline's is
+    ``incorrect``; faster options are combined, re-measured, and kept only if together faster. Data as
+    :func:`~lightning_recipes.tune.find_lr` takes it; ``progress``: one transient line on stderr.
 
     Example:
         >>> from lightning_recipes.testing import TinyClassifier, random_classification_loader

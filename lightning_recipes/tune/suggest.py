@@ -1,7 +1,5 @@
-"""Reading an LR range test's curve: a centred moving average (no lag); :func:`curve_verdict`, whether the
-loss fell beyond the sweep's own noise at all; and the rules that pick an LR: ``"min_div_10"`` (fastai: a
-tenth of the LR at the smoothed minimum) and ``"steepest"`` (Smith 2017: where the smoothed loss falls
-fastest per unit of ``log(lr)``).
+"""Reading an LR range test's curve: a centred moving average, :func:`curve_verdict` (did the loss fall beyond
+its own noise), and the rules ``"min_div_10"`` (fastai) and ``"steepest"`` (Smith 2017).
 
 Example:
     >>> lrs = [10 ** (-4 + i / 10) for i in range(41)]      # 1e-4 .. 1
@@ -44,13 +42,9 @@ RELATIVE_STEP_EXPOSURE = 5 * DEFAULT_EXPOSURE
 
 
 def peak_factor(optimizers: Sequence[object], warmup_factor: float, steps_per_efold: float) -> float:
-    """``peak_lr / suggestion`` for a sweep of ``optimizers`` that spends ``steps_per_efold`` steps per e-fold
-    of LR: ``warmup_factor``; when one of them takes relative steps (:data:`RELATIVE_STEP`), times
-    ``steps_per_efold /`` :data:`RELATIVE_STEP_EXPOSURE` (at most 1): a fifth for the default sweep.
-
-    A relative step moves each layer by ``lr`` times its norm and these changes add up over the steps the
-    sweep spends near one LR, so the peak kept is proportional to that exposure (measured:
-    ``benchmarks/RESULTS.md``).
+    """``peak_lr / suggestion``: ``warmup_factor``, times ``steps_per_efold /`` :data:`RELATIVE_STEP_EXPOSURE`
+    (at most 1) when an optimizer takes relative steps (:data:`RELATIVE_STEP`): their changes add up over the
+    steps spent near one LR.
 
     Example:
         >>> import torch
@@ -106,11 +100,8 @@ def half_window_for(points: int) -> int:
 
 
 def suggest(lrs: Sequence[float], losses: Sequence[float], rule: Rule, skip_begin: int = 0) -> float:
-    """The learning rate a rule picks from a raw loss curve (smoothed here, centred; the first
-    ``skip_begin`` points are ignored).
-
-    Raises:
-        ValueError: If the curve has fewer than 3 usable points or ``rule`` is unknown.
+    """The learning rate ``rule`` picks from a raw loss curve (smoothed here, centred, the first
+    ``skip_begin`` points ignored); ``ValueError`` under 3 usable points.
     """
     if rule not in RULES:
         raise ValueError(f"`rule` must be one of {RULES}, got {rule!r}.")
@@ -179,16 +170,10 @@ class CurveVerdict:
 
 
 def curve_verdict(lrs: Sequence[float], losses: Sequence[float], alpha: float = ALPHA) -> CurveVerdict:
-    """Whether the sweep's loss fell below its start by more than its own noise explains (a rule's pick from
-    a flat curve is wherever the noise dipped; issue #22). The start is the mean raw loss of the first
-    quarter; the noise ``sigma``, from successive differences up to the minimum's window (a trend cancels);
-    the fall, the start minus the lowest point of the centred average; it must exceed ``k`` standard errors,
-    ``k`` the Student-t quantile at ``1 - alpha / m`` (Bonferroni over the ``m`` candidate minima): a flat
-    curve passes at most ``alpha`` of the time (simulations: ``benchmarks/RESULTS.md``). Non-finite points
-    are dropped, as the rules drop them.
-
-    Raises:
-        ValueError: If fewer than 6 finite points remain.
+    """Whether the sweep's loss fell below its start (the first quarter's mean) by more than its own noise
+    explains: the fall to the lowest smoothed point must exceed ``k`` standard errors (noise from successive
+    differences), ``k`` the Student-t quantile at ``1 - alpha / m`` (Bonferroni over ``m`` candidate minima).
+    Non-finite points are dropped; ``ValueError`` under 6 points.
 
     Example:
         >>> import random
