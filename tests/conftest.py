@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -77,6 +78,18 @@ def _isolate(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathF
 
 def _env_changes(before: dict[str, str], after: dict[str, str]) -> set[str]:
     return {name for name in before.keys() | after.keys() if before.get(name) != after.get(name)}
+
+
+@pytest.fixture
+def one_torch_thread() -> Iterator[None]:
+    """One intra-op thread for the test, restored after it: for tiny models one thread is faster, and on a
+    shared 2-core machine two OpenMP threads per test process oversubscribe the cores (a 0.2 s preflight took
+    20 s, measured). A directory takes it for every test with an autouse fixture that requests it
+    (``tests/tune/conftest.py``); a module with ``pytestmark = pytest.mark.usefixtures(...)``."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

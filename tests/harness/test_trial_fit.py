@@ -13,14 +13,7 @@ from lightning_recipes.harness.trial_fit import trial_fit
 from lightning_recipes.testing import TinyClassifier, random_classification_loader
 from tests.checks import _loop_models as M
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """One intra-op thread for these tiny models (two oversubscribe a shared 2-core machine)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tiny models (tests/conftest.py)
 
 
 def test_records_steps_backwards_losses_and_validation():

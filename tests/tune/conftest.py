@@ -1,15 +1,10 @@
-"""One intra-op thread for the tuner's small models (as ``tests/checks/conftest.py``): on a shared 2-core
-machine two threads per process oversubscribe the cores. Restored after each test."""
+"""Every tuner test runs on one intra-op thread (``one_torch_thread``, tests/conftest.py): small models."""
 
 from __future__ import annotations
 
 import pytest
-import torch
 
 
 @pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+def _one_thread(one_torch_thread: None) -> None:
+    """Requests ``one_torch_thread`` for every test in this directory."""
