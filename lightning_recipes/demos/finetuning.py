@@ -3,7 +3,6 @@ layer-wise LR decay + freeze-then-unfreeze, against plain fine-tuning and traini
 
 from __future__ import annotations
 
-import argparse
 import logging
 import statistics
 import time
@@ -15,7 +14,8 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 from lightning_recipes.callbacks.finetune_schedule import FinetuneSchedule
-from lightning_recipes.cli.demo import build_finetune_parser, check_finetune_args
+from lightning_recipes.cli.demo import build_finetune_parser as build_parser  # built without torch
+from lightning_recipes.cli.demo import check_finetune_args
 from lightning_recipes.data import DigitsDataModule
 from lightning_recipes.demos.model import RecipeDigitsCNN
 from lightning_recipes.harness.silent_trainer import silent_trainer
@@ -142,12 +142,6 @@ def format_table(result: dict[str, Any]) -> str:
         lines.append(f"{variant:<10} {cells}   {row['mean']:.4f} +- {row['std']:.4f}")
     lines.append(f"wall time {result['wall_time_s']:.1f} s on {torch.get_num_threads()} torch thread(s)")
     return "\n".join(lines)
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """The parser of ``lightning-recipes demo --finetune`` (built without torch:
-    :mod:`lightning_recipes.cli.demo`)."""
-    return build_finetune_parser()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -29,9 +29,8 @@ from lightning_recipes.callbacks import (
 from lightning_recipes.callbacks.health_monitor import HealthMonitor
 from lightning_recipes.checks import preflight
 from lightning_recipes.cli import handle_usage_errors, normalise_flags
-from lightning_recipes.cli.demo import build_parser as build_demo_parser
+from lightning_recipes.cli.demo import build_parser, split_finetune_flag
 from lightning_recipes.cli.demo import parse as parse_demo_args
-from lightning_recipes.cli.demo import split_finetune_flag
 from lightning_recipes.data import DigitsDataModule
 from lightning_recipes.demos.finetuning import main as finetune_main
 from lightning_recipes.demos.model import RecipeDigitsCNN
@@ -47,12 +46,6 @@ DEMO_SETTINGS: dict[str, dict[str, float]] = {
     "lion": {"lr": 3e-4, "weight_decay": 0.5},
     "lamb": {"lr": 1e-2, "weight_decay": 0.01},
 }
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """The parser of ``lightning-recipes demo`` (built without torch:
-    :mod:`lightning_recipes.cli.demo`)."""
-    return build_demo_parser()
 
 
 def _make_logger(kind: str, output_dir: Path) -> Logger:
