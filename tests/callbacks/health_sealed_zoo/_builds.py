@@ -186,7 +186,7 @@ def large_batch_warmup_cosine():
         lambda p: AdamW(p, lr=3e-3, weight_decay=0.05),
         lambda opt: LambdaLR(opt, warmup_cosine(16, 160)),
     )
-    return model, data.loader(x, y, 1024), data.loader(vx, vy, 1000, shuffle=False)
+    return model, data.batched_loader(x, y, 1024), data.loader(vx, vy, 1000, shuffle=False)
 
 
 def heavy_dropout_onecycle():

@@ -8,7 +8,7 @@ import time
 
 import torch
 from torch import Tensor
-from torch.utils.data import DataLoader, Dataset, TensorDataset
+from torch.utils.data import BatchSampler, DataLoader, Dataset, RandomSampler, TensorDataset
 
 
 def _gen(seed: int) -> torch.Generator:
@@ -20,6 +20,13 @@ def loader(x: Tensor, y: Tensor, batch_size: int, shuffle: bool = True, seed: in
     return DataLoader(
         TensorDataset(x, y), batch_size=batch_size, shuffle=shuffle, generator=_gen(seed) if shuffle else None
     )
+
+
+def batched_loader(x: Tensor, y: Tensor, batch_size: int, seed: int = 0) -> DataLoader:
+    """A shuffled loader that indexes whole batches at once (the usual way to feed big tabular batches: no
+    per-row ``__getitem__`` and collate)."""
+    sampler = BatchSampler(RandomSampler(range(len(y)), generator=_gen(seed)), batch_size, drop_last=False)
+    return DataLoader(TensorDataset(x, y), sampler=sampler, batch_size=None)
 
 
 # ------------------------------------------------------------------------------------------------ digits

@@ -182,10 +182,11 @@ class TinyTransformer(nn.Module):
 
 
 class AutoEncoder(nn.Sequential):
-    """64 -> 32 -> 8 -> 32 -> 64, ReLU inside, sigmoid output (digits are in [0, 1])."""
+    """64 -> 32 -> 8 (a linear code) -> 32 -> 64, ELU in the hidden layers, a sigmoid output (digits are in
+    [0, 1]; on the always-blank border pixels it rightly saturates towards 0)."""
 
     def __init__(self) -> None:
         super().__init__(
-            nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 8), nn.ReLU(), nn.Linear(8, 32), nn.ReLU(),
+            nn.Linear(64, 32), nn.ELU(), nn.Linear(32, 8), nn.Linear(8, 32), nn.ELU(),
             nn.Linear(32, 64), nn.Sigmoid(),
         )  # fmt: skip
