@@ -1,0 +1,1 @@
+"""HealthMonitor sealed zoo (issue #35)."""
