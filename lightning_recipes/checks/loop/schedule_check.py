@@ -1,6 +1,5 @@
 """Check the learning-rate schedule over the planned run: no early collapse, a warm-up that ends, no
-unbounded growth.
-"""
+unbounded growth, no scheduler that runs out."""
 
 from __future__ import annotations
 
@@ -16,9 +15,8 @@ from torch.optim.lr_scheduler import CosineAnnealingLR, OneCycleLR, PolynomialLR
 from typing_extensions import override
 
 from lightning_recipes._validation import check_positive
-from lightning_recipes.checks._budget import out_of_time
 from lightning_recipes.checks.base import SanityCheck, TimeBudget
-from lightning_recipes.checks.report import CheckResult, CheckSkipped
+from lightning_recipes.checks.report import SUMMARY_LIMIT, CheckInconclusive, CheckResult, CheckSkipped
 from lightning_recipes.harness import Harness as CheckContext
 from lightning_recipes.harness.batches import Key
 from lightning_recipes.harness.optimizers import configure_optimizers_on_copy
@@ -28,8 +26,8 @@ from lightning_recipes.harness.schedulers import SchedulerConfig, schedulers_fro
 __all__ = ["ScheduleCheck"]
 
 
-#: Steps between two looks at the time budget.
-_BUDGET_EVERY = 256
+#: The most optimizer steps simulated (fixed work): a longer run is judged on this prefix, never passed.
+MAX_SIMULATED = 200_000
 
 
 @dataclass
@@ -44,7 +42,6 @@ class LRCurves:
     total: int
     error: str = ""
     error_step: int | None = None
-    stopped_by_budget: bool = False
     simulated: int = field(default=0)
 
 
@@ -59,7 +56,7 @@ def lr_curves(
     after each full epoch when ``(epoch + 1) % frequency == 0``. With no known epoch length the run is one
     long epoch. Torch's "``lr_scheduler.step()`` before ``optimizer.step()``" warning is silenced (no
     optimizer steps here). A scheduler that raises (``OneCycleLR`` stepped past its ``total_steps``) ends
-    the curve there, with the error. The loop looks at the time budget every 256 steps.
+    the curve there, with the error. At most :data:`MAX_SIMULATED` steps are simulated.
 
     Example:
         >>> import torch
@@ -87,12 +84,13 @@ def lr_curves(
     epoch_configs = [c for c in configs if c.interval == "epoch"]
     rows: list[list[float]] = []
     repeats: list[int] = []
-    error, error_step, stopped = "", None, False
+    error, error_step = "", None
     step = epoch = 0
+    planned, total = total, min(total, MAX_SIMULATED)
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=r".*lr_scheduler\.step\(\)")
         warnings.filterwarnings("ignore", category=UserWarning, module=r"torch\.optim\.lr_scheduler")
-        while step < total and not error and not stopped:
+        while step < total and not error:
             in_epoch = min(per_epoch, total - step)
             if not step_configs:  # constant within the epoch: one row, repeated
                 rows.append([float(g["lr"]) for g in groups])
@@ -108,19 +106,14 @@ def lr_curves(
                     if error:
                         error_step = step
                         break
-                    if step % _BUDGET_EVERY == 0 and out_of_time():
-                        stopped = True
-                        break
-            if error or stopped or in_epoch < per_epoch:
+            if error or in_epoch < per_epoch:
                 break
             error = _step_all(epoch_configs, epoch + 1)
             if error:
                 error_step = step
             epoch += 1
-            if epoch % _BUDGET_EVERY == 0 and out_of_time():
-                stopped = True
     values = torch.tensor(rows, dtype=torch.float64).repeat_interleave(torch.tensor(repeats), dim=0)
-    return LRCurves(values, bases, labels, total, error, error_step, stopped, len(values))
+    return LRCurves(values, bases, labels, planned, error, error_step, len(values))
 
 
 def _step_all(configs: list[SchedulerConfig], index: int) -> str:
@@ -135,7 +128,7 @@ def _step_all(configs: list[SchedulerConfig], index: int) -> str:
 
 @dataclass(frozen=True)
 class CurveFinding:
-    """A broken shape of one LR curve: which rule, and the message with the numbers."""
+    """A broken shape of one LR curve: which rule, and what was measured (a phrase with the numbers)."""
 
     rule: str
     message: str
@@ -147,13 +140,11 @@ def judge_curve(
     """The first broken rule of one group's LR ``curve`` over a planned run of ``total`` steps (``None``:
     sane). ``curve`` may be shorter than ``total`` (a run simulated in part): only what it shows is judged.
 
-    Rules: the LR starts below ``low x base`` and stays there for more than half the run, or is still
-    rising at the end below half its base (a warm-up that never finishes); it falls below ``collapse x
-    base`` before half the run, after having reached ``low x base``, and stays below ``low x base`` for at
-    least half of the rest (a decay meant per epoch registered per step; a warm-up that starts lower, or
-    warm restarts that dip and come back, are not a collapse); it ends above ``growth x`` its first positive
-    value, at its highest, and is still growing over the last tenth of the run (``gamma > 1``, a warm-up
-    with no end).
+    Rules: ``never_warms_up``: the LR starts below ``low x base`` and stays there for more than half the run,
+    or is still rising at the end below half its base; ``collapse``: after reaching ``low x base`` it falls
+    below ``collapse x base`` before half the run and stays below ``low x base`` for at least half of the
+    rest (warm restarts come back); ``grows``: it ends above ``growth x`` its first positive value, at its
+    highest, still growing over the last tenth of the run.
 
     Example:
         >>> import torch
@@ -171,65 +162,49 @@ def judge_curve(
         return None
     low_steps = int((curve < low * base).sum())
     if float(curve[0]) < low * base and low_steps > total / 2:
-        first_ok = torch.nonzero(curve >= low * base).flatten()
-        reached = f"first reaches it at step {int(first_ok[0])}" if len(first_ok) else "never reaches it"
-        return CurveFinding(
-            "never_warms_up",
-            f"stays below {low:g} x its base LR ({base:.3g}) for {low_steps} of {total} steps "
-            f"({low_steps / total:.0%} of the run; starts at {float(curve[0]):.3g}, peaks at "
-            f"{float(curve.max()):.3g}, {reached})",
-        )
+        return CurveFinding("never_warms_up", f"stays below {low:g} x base for {low_steps} of {total} steps")
     warmed = torch.nonzero(curve >= low * base).flatten()  # a warm-up may start far below `collapse`
     warm_at = int(warmed[0]) if len(warmed) else n
     collapsed = torch.nonzero(curve[warm_at:] < collapse * base).flatten() + warm_at
     if len(collapsed) and int(collapsed[0]) < total / 2:
         at = int(collapsed[0])
-        stays = float((curve[at:] < low * base).double().mean())  # warm restarts come back up: no collapse
+        stays = float((curve[at:] < low * base).double().mean())
         if stays >= 0.5:
             return CurveFinding(
-                "collapse",
-                f"falls below {collapse:g} x its base LR ({base:.3g}) at step {at} of {total} "
-                f"({at / total:.0%} of the run: {float(curve[at]):.3g}) and stays below {low:g} x base for "
-                f"{stays:.0%} of the rest: the rest of the run trains with almost no step",
+                "collapse", f"falls below {collapse:g} x base at step {at} of {total} and stays"
             )
-    positive = torch.nonzero(curve > 0).flatten()
     tail = float(curve[min(n - 1, int(0.9 * total))])
     rising = n == total and n - 1 > int(0.9 * total) and float(curve[-1]) > tail * (1 + 1e-9)
     if float(curve[0]) < low * base and rising and float(curve.max()) < 0.5 * base:
         return CurveFinding(
-            "never_warms_up",
-            f"starts at {float(curve[0]):.3g} ({float(curve[0]) / base:.2g} x its base LR {base:.3g}) and is "
-            f"still rising at the end of the run, at {float(curve[-1]):.3g} ({float(curve[-1]) / base:.2g} x "
-            "base): the warm-up does not finish within the run",
+            "never_warms_up", f"still rises at step {total}, at {float(curve[-1]) / base:.2g} x base"
         )
+    positive = torch.nonzero(curve > 0).flatten()
     if n == total and len(positive):
-        start = float(curve[int(positive[0])])
-        end = float(curve[-1])
+        start, end = float(curve[int(positive[0])]), float(curve[-1])
         at_peak = end >= float(curve.max()) * (1 - 1e-9)  # a cyclic schedule rising again is below its peaks
         if end > growth * start and rising and at_peak:
-            return CurveFinding(
-                "grows",
-                f"grows to {end:.3g} ({end / start:.0f} x its first value {start:.3g}) and is still "
-                f"growing at the end of the run ({tail:.3g} at 90% of it)",
-            )
+            return CurveFinding("grows", f"grows to {end / start:.0f} x its first value and still grows")
     return None
 
 
-_ASK_LENGTH = (
-    "pass `max_epochs=` or `max_steps=` to `preflight(...)` (inside `trainer.fit` the Trainer's "
-    "`estimated_stepping_batches` is used)"
-)
+_ASK_LENGTH = "pass `max_epochs=` or `max_steps=` to `preflight(...)`, or run it inside `fit`"
+_FIXES = {
+    "collapse": 'Register a decay sized in epochs with "interval": "epoch", or size it in optimizer steps.',
+    "never_warms_up": 'Register a warm-up sized in steps with "interval": "step", or shorten it.',
+    "grows": "Cap the warm-up factor at 1; size the schedule with trainer.estimated_stepping_batches.",
+}
 
 
 class ScheduleCheck(SanityCheck):
-    """Step copies of the configured LR schedulers over the planned run, as Lightning would, and check the
-    LR curve of every optimizer param group.
+    """The loop's state machines advance as declared: step copies of the configured LR schedulers over the
+    planned run, as Lightning would, and check the LR curve of every optimizer param group.
 
     The run's length comes from the Trainer, from ``max_epochs=``/``max_steps=``, or from the scheduler
     itself (else ``inconclusive``). Fails, relative to the base LR, on a warm-up that never finishes, a
     collapse below ``collapse`` x base before half the run, growth beyond ``growth`` x, or a scheduler that
     raises before the run ends. Skips without a scheduler, with only ``ReduceLROnPlateau``, or under manual
-    optimisation. The curve is deterministic: no noise.
+    optimisation. The curve is deterministic (no noise); at most :data:`MAX_SIMULATED` steps (fixed work).
 
     Cost: one ``configure_optimizers`` and one ``scheduler.step()`` per step of the run (~0.3 s for 10k).
 
@@ -258,8 +233,8 @@ class ScheduleCheck(SanityCheck):
         ('fail', 'collapse')
         >>> report = preflight(TinyClassifier(), train_dataloaders=loader, checks=[ScheduleCheck()],
         ...                    max_epochs=10, progress=False)
-        >>> report["schedule"].status, report["schedule"].message
-        ('skip', 'skipped: no scheduler configured: the LR stays at what the optimizer was given.')
+        >>> report["schedule"].status
+        'skip'
     """
 
     name = "schedule"
@@ -291,68 +266,107 @@ class ScheduleCheck(SanityCheck):
     def check(self, context: CheckContext) -> CheckResult:
         model = context.copy_model()
         if not model.automatic_optimization:
-            raise CheckSkipped(
-                "manual optimisation: `training_step` steps its schedulers itself (`self.lr_schedulers()`), "
-                "so when they step cannot be known without running it."
-            )
+            raise CheckSkipped("manual optimisation: `training_step` steps its schedulers itself.")
         run = context.run_length
         stand_in = context.trainer_for_copies()
         config, error, stand_in_error = _configure(model, stand_in)
+        if error and (stand_in is None or ("AttributeError" in error and "stand-in" in error)):
+            raise CheckInconclusive(f"`configure_optimizers` fails on a copy ({error[:60]}): {_ASK_LENGTH}")
         if error:
-            return self._not_configured(error, run, stand_in is not None)
-        configs = schedulers_from_config(config)
-        if not configs and stand_in is None:
-            raise CheckSkipped(
-                "no scheduler configured (in what `configure_optimizers` returns outside a Trainer): the LR "
-                "stays at what the optimizer was given. If yours builds its schedule from `self.trainer` (as "
-                f"OptimizerRecipeMixin does), {_ASK_LENGTH}."
+            raise RuntimeError(
+                f"`configure_optimizers` raised on a copy for the planned run ({run.source}): {error}"
             )
+        configs = schedulers_from_config(config)
         if not configs and stand_in_error:
-            return CheckResult(
-                self.name,
-                "inconclusive",
-                "no scheduler in what `configure_optimizers` returns outside a Trainer, and with a stand-in "
-                f"for the planned run ({run.source}) it raised ({stand_in_error}): a module that builds its "
-                "schedule from `self.trainer` cannot be planned here. Run the check inside fit: "
-                "`Trainer(callbacks=[Preflight()])`.",
-                {"error": stand_in_error},
+            raise CheckInconclusive(
+                f"with a stand-in Trainer `configure_optimizers` raised ({stand_in_error[:50]})"
             )
         if not configs:
-            raise CheckSkipped("no scheduler configured: the LR stays at what the optimizer was given.")
+            advice = "" if stand_in is not None else f" (if yours needs `self.trainer`, {_ASK_LENGTH})"
+            raise CheckSkipped(
+                f"no scheduler configured: the LR stays at what the optimizer was given{advice}."
+            )
         stepped = [c for c in configs if not c.reduce_on_plateau]
         if not stepped:
-            raise CheckSkipped(
-                "only ReduceLROnPlateau is configured: it lowers the LR when the monitored metric stops "
-                "improving, so its curve depends on training and cannot be planned."
-            )
+            raise CheckSkipped("only ReduceLROnPlateau is configured: its curve follows the metric.")
         total, source = run.total_steps, run.source
         if total is None:
             total, source = _own_length(stepped, run.steps_per_epoch)
         if total is None:
+            raise CheckInconclusive(f"the run's length is unknown and no scheduler states one: {_ASK_LENGTH}")
+        curves = lr_curves(stepped, total, run.batches_per_epoch, run.accumulate_grad_batches)
+        findings = [
+            (label, f)
+            for column, (label, base) in enumerate(zip(curves.labels, curves.bases, strict=True))
+            if (
+                f := judge_curve(
+                    curves.values[:, column],
+                    base,
+                    total,
+                    collapse=self.collapse,
+                    low=self.low,
+                    growth=self.growth,
+                )
+            )
+        ]
+        if not curves.error and not findings and _rising_at_end(curves):
+            findings = self._unfinished_rise(context, curves, run)
+        details: dict[str, Any] = {
+            "total_steps": total,
+            "simulated_steps": curves.simulated,
+            "length_source": source,
+            "schedulers": _names(stepped),
+            "not_simulated": len(configs) - len(stepped),
+            "deterministic": True,
+            "groups": {
+                label: _summary(curves, column, base)
+                for column, (label, base) in enumerate(zip(curves.labels, curves.bases))
+            },
+            "findings": [{"group": label, "rule": f.rule, "measured": f.message} for label, f in findings],
+        }
+        names = ", ".join(type(c.scheduler).__name__ for c in stepped)
+        if curves.error:
+            details["error_step"] = curves.error_step
+            details["error"] = curves.error
             return CheckResult(
                 self.name,
-                "inconclusive",
-                "the run's length is unknown, and no scheduler states one, so the LR curve cannot be "
-                f"planned: {_ASK_LENGTH}.",
-                {"schedulers": _names(stepped)},
+                "fail",
+                f"{names} raises at optimizer step {curves.error_step} of the planned {total}",
+                details,
+                action="Size it by self.trainer.estimated_stepping_batches, with interval 'step'.",
             )
-        curves = lr_curves(stepped, total, run.batches_per_epoch, run.accumulate_grad_batches)
-        extra: list[tuple[str, CurveFinding]] = []
-        if not curves.error and not curves.stopped_by_budget and _rising_at_end(curves):
-            extra = self._unfinished_rise(context, curves, run)
-        return self._verdict(curves, stepped, source, len(configs) - len(stepped), extra)
+        if findings:
+            _, finding = findings[0]
+            return CheckResult(
+                self.name,
+                "fail",
+                f"{names}: the LR {finding.message} ({finding.rule})"[:SUMMARY_LIMIT],
+                details,
+                action=_FIXES[finding.rule],
+            )
+        if curves.simulated < total:
+            raise CheckInconclusive(
+                f"the run's {total} steps exceed the {curves.simulated} simulated; none broke a rule"
+            )
+        first = details["groups"][curves.labels[0]]
+        return CheckResult(
+            self.name,
+            "pass",
+            f"{names} over {total} steps: LR {first['first']:.3g} -> {first['last']:.3g}, peak "
+            f"{first['peak']:.3g}: no collapse, endless warm-up or growth",
+            details,
+        )
 
     def _unfinished_rise(
         self, context: CheckContext, curves: LRCurves, run: RunLength
     ) -> list[tuple[str, CurveFinding]]:
-        """Groups whose LR is still rising when the run ends and, stepped on past the run (fresh copies, up
-        to 10x the run or 20k more steps), would rise to more than twice the run's peak: the run ends
-        inside the schedule's warm-up (a warm-up registered per epoch, a schedule sized for a longer run)."""
-        total = curves.total
+        """Groups whose LR, still rising when the run ends, would rise past twice the run's peak if stepped on
+        (fresh copies, up to 10x the run or 20k more steps): the run ends inside the warm-up."""
         config, error = configure_optimizers_on_copy(context.copy_model(), context.trainer_for_copies())
         if error:
             return []
         fresh = [c for c in schedulers_from_config(config) if not c.reduce_on_plateau]
+        total = curves.total
         longer = lr_curves(
             fresh, min(10 * total, total + 20_000), run.batches_per_epoch, run.accumulate_grad_batches
         )
@@ -360,139 +374,28 @@ class ScheduleCheck(SanityCheck):
             return []
         found = []
         for column, label in enumerate(curves.labels):
-            peak_run = float(curves.values[:, column].max())
-            peak_later = float(longer.values[:, column].max())
+            peak_run, peak_later = (
+                float(curves.values[:, column].max()),
+                float(longer.values[:, column].max()),
+            )
             if peak_later > 2 * peak_run > 0:
-                at = int(longer.values[:, column].argmax())
                 found.append(
                     (
                         label,
                         CurveFinding(
                             "never_warms_up",
-                            f"is still rising when the run ends: it peaks at {peak_run:.3g} within the "
-                            f"{total} planned steps, while the schedule, stepped on, keeps rising to "
-                            f"{peak_later:.3g} ({peak_later / peak_run:.1f} x, at step {at}): the run ends "
-                            "inside the warm-up, so the peak LR it was configured with is never used",
+                            f"still rises at step {total}, {peak_later / peak_run:.1f} x short of its peak",
                         ),
                     )
                 )
         return found
 
-    def _not_configured(self, error: str, run: RunLength, had_stand_in: bool) -> CheckResult:
-        if not had_stand_in:
-            return CheckResult(
-                self.name,
-                "inconclusive",
-                f"`configure_optimizers` fails on a copy without a Trainer ({error}); it likely reads "
-                "`self.trainer` (estimated_stepping_batches, max_epochs). To plan the LR curve, "
-                f"{_ASK_LENGTH}.",
-                {"error": error},
-            )
-        if "AttributeError" in error and "stand-in" in error:
-            return CheckResult(
-                self.name,
-                "inconclusive",
-                "`configure_optimizers` reads more of `self.trainer` than a preflight outside `fit` can "
-                f"answer ({error}); run the check inside fit: "
-                "`Trainer(callbacks=[Preflight(checks=[...])])`.",
-                {"error": error},
-            )
-        raise RuntimeError(
-            f"`configure_optimizers` raised on a copy for the planned run ({run.source}): {error}"
-        )
-
-    def _verdict(
-        self,
-        curves: LRCurves,
-        configs: list[SchedulerConfig],
-        source: str,
-        plateau: int,
-        extra: list[tuple[str, CurveFinding]] | None = None,
-    ) -> CheckResult:
-        total = curves.total
-        findings: list[tuple[str, CurveFinding]] = []
-        for column, (label, base) in enumerate(zip(curves.labels, curves.bases, strict=True)):
-            finding = judge_curve(
-                curves.values[:, column],
-                base,
-                total,
-                collapse=self.collapse,
-                low=self.low,
-                growth=self.growth,
-            )
-            if finding is not None:
-                findings.append((label, finding))
-        findings += [(label, f) for label, f in extra or [] if label not in {g for g, _ in findings}]
-        details: dict[str, Any] = {
-            "total_steps": total,
-            "simulated_steps": curves.simulated,
-            "length_source": source,
-            "schedulers": _names(configs),
-            "deterministic": True,
-            "groups": {
-                label: _summary(curves, column, base)
-                for column, (label, base) in enumerate(zip(curves.labels, curves.bases, strict=True))
-            },
-            "findings": [{"group": label, "rule": f.rule} for label, f in findings],
-        }
-        names = ", ".join(_names(configs))
-        plan = f"over the planned {total} optimizer steps ({source})"
-        note = f" ({plateau} ReduceLROnPlateau not simulated: it follows the metric.)" if plateau else ""
-        if curves.error:
-            details["error_step"] = curves.error_step
-            return CheckResult(
-                self.name,
-                "fail",
-                f"stepping {names} {plan}: {curves.error} at optimizer step {curves.error_step}: training "
-                "would stop there. Likely cause: the scheduler's length (total_steps, epochs x "
-                "steps_per_epoch) is shorter than the run. Try: "
-                '`total_steps=self.trainer.estimated_stepping_batches` with `"interval": "step"`.' + note,
-                details,
-            )
-        if findings:
-            fix = {
-                "collapse": 'a decay meant per epoch registered per step (`"interval": "step"` with '
-                "StepLR/ExponentialLR sized in epochs), or step_size/gamma/T_max sized in epochs. Try: "
-                '`"interval": "epoch"`, or size the decay in optimizer steps',
-                "never_warms_up": "a warm-up sized in steps but registered per epoch (the default interval), "
-                'or a warm-up longer than the run. Try: `"interval": "step"` in the lr_scheduler dict, or a '
-                "shorter warm-up",
-                "grows": "gamma > 1, a warm-up factor with no cap (min(1, step / warmup)), or a schedule "
-                "longer than the run (OneCycleLR whose total_steps exceeds it). Try: cap the warm-up at 1; "
-                "size the schedule with `self.trainer.estimated_stepping_batches`",
-            }
-            parts = [
-                f"the LR of {label} {f.message}. Likely cause: {fix[f.rule]}." for label, f in findings[:3]
-            ]
-            return CheckResult(
-                self.name, "fail", f"stepping {names} {plan}: " + " | ".join(parts) + note, details
-            )
-        if curves.stopped_by_budget:
-            details["stopped_by_budget"] = True
-            return CheckResult(
-                self.name,
-                "inconclusive",
-                f"stepping {names} {plan}: the time budget ended the simulation after {curves.simulated} "
-                "steps, with no broken rule so far. Try: a larger `time_budget` for this check.",
-                details,
-            )
-        summary = _summary(curves, 0, curves.bases[0])
-        return CheckResult(
-            self.name,
-            "pass",
-            f"stepping {names} {plan}: the LR of {curves.labels[0]} goes from {summary['first']:.3g} to "
-            f"{summary['last']:.3g} (peak {summary['peak']:.3g}, base {curves.bases[0]:.3g}): no early "
-            "collapse, no unfinished warm-up, no unbounded growth. The curve is deterministic (no noise "
-            "estimate needed); the planned length is as stated." + note,
-            details,
-        )
-
 
 def _configure(model: Any, stand_in: Any) -> tuple[Any, str, str]:
     """``configure_optimizers`` on the copy: with the planned run's stand-in Trainer attached first when there
-    is one (a module that builds its schedule only when a Trainer is attached, as ``OptimizerRecipeMixin``
-    does, returns it then), else as :func:`configure_optimizers_on_copy` calls it. Returns the config, why it
-    failed (``""``), and why the call with the stand-in failed (``""``: it did not, or there was none)."""
+    is one (a module that builds its schedule only with a Trainer, as ``OptimizerRecipeMixin``), else as
+    :func:`configure_optimizers_on_copy` calls it. Returns the config, why it failed (``""``), and why the
+    call with the stand-in failed (``""``: it did not, or there was none)."""
     stand_in_error = ""
     if stand_in is not None:
         model.trainer = stand_in
@@ -511,8 +414,7 @@ def _configure(model: Any, stand_in: Any) -> tuple[Any, str, str]:
 
 
 def _rising_at_end(curves: LRCurves) -> bool:
-    """Whether some group's LR ends the run at its highest, above where it started (a warm-up or a rise that
-    may not have finished: the only shape worth stepping on past the run)."""
+    """Whether some group's LR ends the run at its highest, above where it started."""
     values = curves.values
     if len(values) < 2 or len(values) < curves.total:
         return False
@@ -540,23 +442,15 @@ def _names(configs: list[SchedulerConfig]) -> list[str]:
 
 def _own_length(configs: list[SchedulerConfig], steps_per_epoch: int | None) -> tuple[int | None, str]:
     """The run length a scheduler states itself, in optimizer steps, when the run's is unknown."""
+    stated_by = {OneCycleLR: "total_steps", CosineAnnealingLR: "T_max", PolynomialLR: "total_iters"}
     for config in configs:
-        scheduler = config.scheduler
-        stated: tuple[str, Any] | None = None
-        if isinstance(scheduler, OneCycleLR):
-            stated = ("total_steps", scheduler.total_steps)
-        elif isinstance(scheduler, CosineAnnealingLR):
-            stated = ("T_max", scheduler.T_max)
-        elif isinstance(scheduler, PolynomialLR):
-            stated = ("total_iters", scheduler.total_iters)
-        if stated is None or not isinstance(stated[1], int) or stated[1] < 1:
-            continue
+        attribute = next((a for kind, a in stated_by.items() if isinstance(config.scheduler, kind)), None)
+        stated = getattr(config.scheduler, attribute, None) if attribute else None
         per_interval = 1 if config.interval == "step" else steps_per_epoch
-        if per_interval is None:
-            continue
-        total = stated[1] * config.frequency * per_interval
-        return total, (
-            f"{type(scheduler).__name__}'s own {stated[0]}={stated[1]}, as the run's length is unknown: "
-            + _ASK_LENGTH.replace("pass", "to check it against the run, pass", 1)
-        )
+        if isinstance(stated, int) and stated >= 1 and per_interval is not None:
+            name = type(config.scheduler).__name__
+            return (
+                stated * config.frequency * per_interval,
+                f"{name}'s own {attribute}={stated} (run length unknown)",
+            )
     return None, "unknown"

@@ -16,11 +16,11 @@ from typing_extensions import override
 
 from lightning_recipes._validation import check_in_range, check_int
 from lightning_recipes.checks.base import SanityCheck, TimeBudget
-from lightning_recipes.checks.report import CheckResult
+from lightning_recipes.checks.model._probe import first_samples, listed, model_output
+from lightning_recipes.checks.report import SUMMARY_LIMIT, CheckResult
 from lightning_recipes.harness import Harness as CheckContext
 from lightning_recipes.harness import first_tensor
-from lightning_recipes.harness.batches import Key, batch_size_of, slice_batch
-from lightning_recipes.harness.forward_capture import step_output, takes_more_than_the_input
+from lightning_recipes.harness.batches import Key, batch_size_of
 
 __all__ = ["EvalModeCheck"]
 
@@ -35,7 +35,8 @@ Record = tuple[str, str, Tensor | None, Tensor | None]  # (name, class name, fir
 
 
 class EvalModeCheck(SanityCheck):
-    """In ``eval()``, the same input must give the same output, and a forward pass must change no state.
+    """What validation reports is what the model does: in ``eval()`` the same input gives the same output,
+    and a forward pass changes no state.
 
     Two ``no_grad`` passes of the first samples under different seeds must agree within ``rtol`` (else
     ``fail``, naming the first module whose output differs); every parameter and buffer must be unchanged
@@ -80,90 +81,52 @@ class EvalModeCheck(SanityCheck):
 
     @override
     def check(self, context: CheckContext) -> CheckResult:
-        batch = context.train_batches(1)[0]
-        size = batch_size_of(batch, context.input_key)
-        if size is not None and size > self.num_samples:
-            batch = slice_batch(batch, self.num_samples, size)
+        batch, _ = first_samples(context, self.num_samples)
         model = context.copy_model()
         model.eval()
-        layers = _mode_dependent_layers(model)
-        details: dict[str, Any] = {
-            "mode_dependent_layers": layers,
-            "samples": min(size or 0, self.num_samples),
-        }
-        info = _describe_layers(layers)
-
         params_before = _checksums(model)
         buffers_before = {name: b.detach().clone() for name, b in model.named_buffers()}
-        runs = [self._observe(context, model, batch, context.seed + offset) for offset in (1, 2)]
+        (out_a, records_a), (out_b, records_b) = (
+            self._observe(context, model, batch, context.seed + offset) for offset in (1, 2)
+        )
         changed = [n for n, c in _checksums(model).items() if not torch.equal(c, params_before[n])]
         changed += [
             n
             for n, b in model.named_buffers()
-            if n not in buffers_before or not _same(b, buffers_before[n], 0.0)  # exact: state must not move
+            if n not in buffers_before or not _same(b, buffers_before[n], 0.0)
         ]
-        details["changed_state"] = changed
-
-        (out_a, records_a), (out_b, records_b) = runs
-        culprit, first_differing_input = self._localise(records_a, records_b)
-        outputs_equal = _same(out_a, out_b, self.rtol)
-        details["outputs_equal"] = outputs_equal
-        details["max_difference"] = _max_difference(out_a, out_b)
-        if culprit is not None:
-            details["random_module"] = culprit
-        if first_differing_input is not None:
-            details["first_differing_input"] = first_differing_input
-
-        fails: list[str] = []
+        culprit, first_input = self._localise(records_a, records_b)
+        details: dict[str, Any] = {
+            "mode_dependent_layers": _mode_dependent_layers(model),
+            "samples": batch_size_of(batch, context.input_key),
+            "changed_state": changed,
+            "outputs_equal": _same(out_a, out_b, self.rtol),
+            "max_difference": _max_difference(out_a, out_b),
+            "random_module": culprit,
+            "first_differing_input": first_input,
+        }
         if changed:
-            shown = ", ".join(f"`{n}`" for n in changed[:4]) + (" ..." if len(changed) > 4 else "")
-            fails.append(
-                f"a forward pass in eval() changed the model's state: {len(changed)} parameter/buffer "
-                f"tensor(s) moved ({shown}). Evaluation then alters the model it measures (e.g. running "
-                "statistics updated on validation data). Likely causes: a custom normalisation layer that "
-                "updates running stats without checking `self.training`, a counter or cache buffer written "
-                "in forward, an in-place op on a weight. Try: update state only under `if self.training:`; "
-                "keep counters out of forward."
+            return CheckResult(
+                self.name,
+                "fail",
+                f"a forward pass in eval() changed the model's state: {listed([f'`{n}`' for n in changed])}",
+                details,
+                action="Update running statistics, counters and caches only under `if self.training:`.",
             )
         if culprit is not None:
-            where = (
-                f"`{culprit[0]}` ({culprit[1]})" if culprit[0] else f"the module's own forward ({culprit[1]})"
-            )
-            inside = ""
-            if first_differing_input is not None and _inside(first_differing_input[0], culprit[0]):
-                inside = (
-                    f"; the first submodule whose input already differed is `{first_differing_input[0]}` "
-                    f"({first_differing_input[1]}): the random operation sits in that forward before it"
-                )
-            difference = (
-                f"largest output difference {details['max_difference']:.3g}"
-                if not outputs_equal
-                else "equal final outputs, e.g. behind a zero-initialised head, but values inside differed"
-            )
-            consequence = " (possibly a consequence of the state change above)" if changed else ""
-            fails.append(
-                f"in eval() the same input gave different results on two passes with different seeds "
-                f"({difference}): {where} is random at eval{inside}"
-                f"{consequence}. Validation metrics jitter and a checkpoint is picked by luck. Likely "
-                "causes: `F.dropout(x, p)` without `training=self.training`, noise (`torch.randn_like`) "
-                "added in forward whatever the mode, random masking or augmentation inside forward. Try: "
-                "use `nn.Dropout` modules or pass `training=self.training`; guard noise, masking and "
-                "augmentation with `if self.training:` (or move augmentation into the training data "
-                "pipeline)."
-            )
-        if fails:
-            return CheckResult(self.name, "fail", " | ".join(fails) + info, details)
-        note = ""
-        if not outputs_equal:  # only possible when training_step feeds different inputs to the wrapped model
-            note = (
-                " `training_step` fed the model different inputs on the two calls (random masking or "
-                "augmentation in training_step); every module that got equal inputs gave equal outputs."
+            where = f"`{culprit[0]}` ({culprit[1]})" if culprit[0] else f"its own forward ({culprit[1]})"
+            return CheckResult(
+                self.name,
+                "fail",
+                f"in eval() the same input gave different results on two seeds "
+                f"({details['max_difference']:.2g} apart): {where} is random"[:SUMMARY_LIMIT],
+                details,
+                action="Pass training=self.training to F.dropout; guard noise and masking by self.training.",
             )
         return CheckResult(
             self.name,
             "pass",
-            f"eval() is deterministic and stateless: two passes with different seeds gave the same outputs "
-            f"and no parameter or buffer changed.{note}{info}",
+            "eval() is deterministic and stateless: two passes with different seeds agree, no state changed",
             details,
         )
 
@@ -173,16 +136,9 @@ class EvalModeCheck(SanityCheck):
         """One eval pass under a fresh seed: the output and every module call's first input and output."""
         records: list[Record] = []
         _seed_everything(seed)
-        # A forward that raises in eval() is an `error` with the exception (SanityCheck.run), not a skip.
         with torch.no_grad(), _recording(model, records):
-            try:
-                output = context.batch_output(model, batch)
-            except TypeError as err:  # forward(x, lengths): observe the output while training_step runs
-                if not takes_more_than_the_input(err):
-                    raise
-                records.clear()
-                _seed_everything(seed)
-                output = step_output(context, model, batch)
+            output = model_output(context, model, batch)
+        # forward(x, lengths): the first try raised before any record; the step's records follow
         return output.detach().clone(), records
 
     def _localise(
@@ -285,10 +241,3 @@ def _mode_dependent_layers(model: nn.Module) -> dict[str, int]:
                 continue
             counts[type(module).__name__] += 1
     return dict(counts)
-
-
-def _describe_layers(layers: dict[str, int]) -> str:
-    if not layers:
-        return " No layer whose behaviour depends on train()/eval() (Dropout, BatchNorm) was found."
-    listed = ", ".join(f"{count} {kind}" for kind, count in sorted(layers.items()))
-    return f" For your information, layers that behave differently in train() and eval(): {listed}."
