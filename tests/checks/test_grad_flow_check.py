@@ -18,7 +18,7 @@ def test_lora_style_model_passes_and_reports_the_frozen_base_as_information():
     assert result.status == "pass", result.message
     assert result.details["steps"] == 2  # A's gradient appears once B has moved
     assert result.details["frozen"] == ["base.weight", "base.bias"]
-    assert "frozen_in_optimizer" not in result.details
+    assert result.details["frozen_in_optimizer"] == []
 
 
 def test_prior_initialised_head_with_zero_weights_passes():

@@ -85,6 +85,7 @@ class OptimizationCheck(SanityCheck):
             "steps": len(fit.steps),
             "steps_per_optimizer": per_optimizer,
             "received_grad": len(fit.received_grad),
+            "seconds_trial": round(fit.seconds, 3),  # one trial fit, shared with validation_path
             "max_residual": max((r for _, r in kinds if math.isfinite(r)), default=0.0),
             "no_backward_steps": [s.batch for s in fit.steps if s.backwards == 0],
             "carried_steps": [

@@ -104,6 +104,7 @@ class ValidationPathCheck(SanityCheck):
             "val_after": view.after,
             "batches": len(fit.train_losses),
             "samples": fit.samples,
+            "seconds_trial": round(fit.seconds, 3),
         }
         if len(losses) < 3 or len(losses) < len(fit.train_losses):
             raise CheckInconclusive(

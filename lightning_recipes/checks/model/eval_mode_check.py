@@ -115,11 +115,13 @@ class EvalModeCheck(SanityCheck):
             )
         if culprit is not None:
             where = f"`{culprit[0]}` ({culprit[1]})" if culprit[0] else f"its own forward ({culprit[1]})"
+            if first_input is not None and _inside(first_input[0], culprit[0]):
+                where += f", before `{first_input[0]}`"
             return CheckResult(
                 self.name,
                 "fail",
-                f"in eval() the same input gave different results on two seeds "
-                f"({details['max_difference']:.2g} apart): {where} is random"[:SUMMARY_LIMIT],
+                f"eval() gave different results on two seeds ({details['max_difference']:.2g} apart): "
+                f"{where} is random"[:SUMMARY_LIMIT],
                 details,
                 action="Pass training=self.training to F.dropout; guard noise and masking by self.training.",
             )
