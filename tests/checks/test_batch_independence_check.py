@@ -188,7 +188,7 @@ def test_hugging_face_bert_with_attention_mask_is_permutation_equivariant() -> N
     result = preflight(S.HFClassifier(), **data, checks=[BatchIndependenceCheck()])["batch_independence"]
     assert result.status == "pass", result.message
     permutation = result.details["permutation"]
-    assert permutation["output"]["status"] == "pass" and permutation["per-element loss"]["status"] == "pass"
+    assert permutation["output"]["status"] == "pass"
 
 
 class LengthsGRU(M.MLP):

@@ -139,9 +139,9 @@ class ValidationPathCheck(SanityCheck):
                 f"the copy did not fit the batch in {len(losses)} steps (loss {first:.3g} -> {last:.3g}, "
                 f"needed a fall of {needed:.2g}): nothing to compare validation with"
             )
-        saw = f"training loss {first:.3g} -> {last:.3g}, validation {view.before:.3g} -> {view.after:.3g}"
+        saw = f"train loss {first:.3g} -> {last:.3g}, val {view.before:.3g} -> {view.after:.3g}"
         differs = view.input_difference is not None and view.input_difference > INPUT_TOL
-        inputs = f"`{view.input_module}` gets inputs {view.input_difference or 0:.2g} apart in validation"
+        inputs = f"`{view.input_module[:24]}` gets inputs {view.input_difference or 0:.2g} apart in val"
         same_preprocessing = "Apply one preprocessing function in both steps (or in on_after_batch_transfer)."
         if val_drop >= self.min_share * train_drop - 3 * sigma:
             if not differs:
@@ -157,12 +157,12 @@ class ValidationPathCheck(SanityCheck):
                 details,
                 action=same_preprocessing,
             )
-        lags = f"{saw}: validation follows {share:.0%} of training's fall"
+        lags = f"{saw} ({share:.0%} of the fall)"
         if view.stale:
             return CheckResult(
                 self.name,
                 "fail",
-                f"{lags}; it reads {len(view.stale)} stale parameter(s): {listed(view.stale, 30)}",
+                f"{lags}: it reads {len(view.stale)} stale: {listed(view.stale, 24)}",
                 details,
                 action="Update the averaged copy each step, or evaluate the modules training trains.",
             )
@@ -170,24 +170,24 @@ class ValidationPathCheck(SanityCheck):
             return CheckResult(
                 self.name,
                 "pass",
-                f"{lags}: it reads averaged weights, {1 - view.lag:.0%} of the way",
+                f"{lags}: it reads averaged weights, {1 - view.lag:.0%} of the way there",
                 details,
             )
         if differs:
             return CheckResult(self.name, "fail", f"{lags}; {inputs}", details, action=same_preprocessing)
         if view.batchnorm_lag > BATCHNORM_LAG or (view.batchnorm_lag > 0 and share >= BATCHNORM_PARTIAL):
             raise CheckInconclusive(
-                f"{lags}, but its BatchNorm statistics still hold {view.batchnorm_lag:.0%} of their start"
+                f"{lags}, but BatchNorm statistics still hold {view.batchnorm_lag:.0%} of their start"
             )
         reads = (
-            f"averaged weights that do not follow the fit ({listed(view.averaged, 30)})"
+            f"averaged weights off the fit ({listed(view.averaged, 20)})"
             if view.averaged
             else "another tensor"
         )
         return CheckResult(
             self.name,
             "fail",
-            f"{lags}; with the trained weights and inputs, it computes {reads}",
+            f"{lags}: with the trained weights and inputs it computes {reads}",
             details,
             action="Compute the validation loss with the same code and weights as training_step.",
         )

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import contextlib
-import inspect
-from collections.abc import Callable, Generator
+from collections.abc import Callable
 from typing import Any, Literal
 
 import lightning.pytorch as pl
 import torch
-from torch import Tensor, nn
-from torch.nn import functional as F
+from torch import Tensor
+from torch.nn.modules.batchnorm import _BatchNorm
 from typing_extensions import override
 
 from lightning_recipes._stats import NoiseVerdict, judge_deviation
@@ -34,13 +32,13 @@ class BatchIndependenceCheck(SanityCheck):
 
     Float inputs: the gradient of ``output[i].sum()`` w.r.t. every other input must be zero; token inputs:
     changing input ``j`` must leave the other outputs put (a cross effect above ``rtol`` x the own effect is
-    mixing). Then, in eval, the batch rotated by one slot must give rotated outputs and per-element losses,
+    mixing). Then, in eval, the batch rotated by one slot must give rotated outputs,
     within ``4 x`` the noise of two passes under different seeds (``fail`` above ``10 x``). BatchNorm runs
     in eval; outputs come from ``forward`` or ``training_step`` (``details["output_route"]``). Your code
     raising on the changed or rotated batch makes it ``inconclusive``.
 
     Cost: one forward and two backward passes (or three forwards) on ``num_samples`` samples, then three
-    eval passes and three ``training_step`` calls.
+    eval passes.
 
     Args:
         num_samples: Samples of the first batch used (at least 2).
@@ -88,40 +86,40 @@ class BatchIndependenceCheck(SanityCheck):
         inputs = inputs.detach()
         model = context.copy_model()
         probes = sorted({0, count - 1})
-        route = "forward"
+        route, error = "forward", None
+        for route in ("forward", "training_step"):  # forward(x, mask) cannot take the input alone: the step
 
-        def output(batch: Any) -> Tensor:
-            if route == "forward":
-                return context.batch_output(model, batch)
-            return step_output(context, model, batch)
+            def output(batch: Any, route: str = route) -> Tensor:
+                if route == "forward":
+                    return context.batch_output(model, batch)
+                return step_output(context, model, batch)
 
-        def measure() -> tuple[Effects, str]:
-            with _batch_norms_in_eval(model):
-                if torch.is_floating_point(inputs):
-                    found = _gradient_test(context, output, sample, inputs, probes)
-                    if found is not None:
+            def measure(output: Callable[[Any], Tensor] = output) -> tuple[Effects, str]:
+                norms = [m for m in model.modules() if isinstance(m, _BatchNorm) and m.training]
+                for norm in norms:  # batch statistics are legitimate: BatchNorm runs in eval
+                    norm.eval()
+                try:
+                    if found := _gradient_test(context, output, sample, inputs, probes):
                         return found, "gradient"
-                return _perturbation_test(context, output, sample, inputs, probes), "perturbation"
+                    return _perturbation_test(context, output, sample, inputs, probes), "perturbation"
+                finally:
+                    for norm in norms:
+                        norm.train()
 
-        try:
-            (effects, method), steps = until_it_reacts(
-                context, model, sample, measure, lambda f: max(f[0][1]) > 0
-            )
-        except (CheckSkipped, CheckInconclusive, CannotRunOnCopy):
-            raise
-        except Exception as err:  # forward cannot take the input alone (forward(x, mask)): observe the step
-            route = "training_step"
             try:
                 (effects, method), steps = until_it_reacts(
                     context, model, sample, measure, lambda f: max(f[0][1]) > 0
                 )
+                break
             except (CheckSkipped, CheckInconclusive, CannotRunOnCopy):
                 raise
-            except Exception:
-                raise CheckSkipped(
-                    f"neither forward nor training_step runs on {count} samples with the input alone "
-                    f"({type(err).__name__}: {str(err)[:60]}); pass `input_key=` or leave this check out."
-                ) from err
+            except Exception as err:
+                error = error or err
+        else:
+            raise CheckSkipped(
+                f"neither forward nor training_step runs on {count} samples with the input alone "
+                f"({type(error).__name__}: {str(error)[:60]}); pass `input_key=` or leave this check out."
+            )
         (cross, own) = effects
         p, j = max(
             ((p, j) for p in range(len(probes)) for j in range(count)), key=lambda t: cross[t[0]][t[1]]
@@ -143,11 +141,7 @@ class BatchIndependenceCheck(SanityCheck):
                 "the output does not react to its own input, so independence cannot be measured."
             )
         if worst > self.rtol * scale:
-            details["pair"] = (
-                {"changed": probes[p], "moved": j}
-                if method == "perturbation"
-                else {"output": probes[p], "input": j}
-            )
+            details["pair"] = {"probe": probes[p], "other": j}
             return CheckResult(
                 self.name,
                 "fail",
@@ -191,6 +185,8 @@ class BatchIndependenceCheck(SanityCheck):
 def _gradient_test(
     context: CheckContext, output: Callable[[Any], Tensor], sample: Any, inputs: Tensor, probes: list[int]
 ) -> Effects | None:
+    if not torch.is_floating_point(inputs):
+        return None
     x = inputs.clone().requires_grad_(True)
     out = batch_first(output(context.with_inputs(sample, x)), len(inputs))
     rows = []
@@ -247,7 +243,7 @@ def _permutation_test(
     details: dict[str, Any],
 ) -> dict[str, NoiseVerdict]:
     """In eval without gradients: the batch twice under two seeds (the noise) and rotated by one slot; the
-    rotated batch's outputs must be the rotated outputs, its per-element losses the same values."""
+    rotated batch's outputs must be the rotated outputs."""
     order = torch.roll(torch.arange(count), 1)  # slot i gets sample i - 1: every sample moves
     rotated = map_tensors(batch, lambda t: t[order.to(t.device)] if t.ndim > 0 and t.shape[0] == count else t)
     passes = [(batch, 0), (batch, 1), (rotated, 0)]
@@ -264,14 +260,6 @@ def _permutation_test(
                 verdicts["output"] = judge_deviation(
                     float(per_sample.max()), _max_abs(a, b), float(a.abs().max()), a.dtype
                 )
-            losses = [seeded(context.seed + s, _per_element_losses, context, model, x) for x, s in passes]
-            if all(loss is not None and loss.numel() > 0 for loss in losses):
-                la, lb, lp = (torch.sort(loss.flatten())[0] for loss in losses if loss is not None)
-                if la.shape == lb.shape == lp.shape:
-                    scale = float(la.abs().max())
-                    verdicts["per-element loss"] = judge_deviation(
-                        _max_abs(lp, la), _max_abs(la, lb), scale, la.dtype
-                    )
         finally:
             model.train(was_training)
     details["permutation"] = {
@@ -286,36 +274,3 @@ def _permutation_test(
 
 def _max_abs(a: Tensor, b: Tensor) -> float:
     return float((a.double() - b.double()).abs().nan_to_num().max()) if a.numel() else 0.0
-
-
-def _per_element_losses(context: CheckContext, model: pl.LightningModule, batch: Any) -> Tensor | None:
-    """The step's main ``torch.nn.functional`` loss recomputed with ``reduction="none"``, or ``None``."""
-    try:
-        calls = context.loss_calls(model, batch)
-    except Exception:  # a step that cannot run on a copy here (manual optimisation): compare the outputs
-        return None
-    call = next((c for c in calls if c.target is not None and c.target_keys), None)
-    function = getattr(F, call.function, None) if call is not None else None
-    if call is None or function is None:
-        return None
-    names = list(inspect.signature(function).parameters)
-    if names[:2] != ["input", "target"] or "reduction" not in names:
-        return None
-    kwargs = {k: v for k, v in call.kwargs.items() if k in names and k not in ("size_average", "reduce")}
-    try:
-        losses = function(input=call.output, target=call.target, **{**kwargs, "reduction": "none"})
-    except Exception:  # an argument the recomputation cannot pass back: compare the outputs only
-        return None
-    return losses.detach().float() if isinstance(losses, Tensor) else None
-
-
-@contextlib.contextmanager
-def _batch_norms_in_eval(model: nn.Module) -> Generator[None, None, None]:
-    norms = [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm) and m.training]
-    for module in norms:
-        module.eval()
-    try:
-        yield
-    finally:
-        for module in norms:
-            module.train()

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from collections.abc import Callable, Generator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any, Literal
 
 import lightning.pytorch as pl
@@ -23,13 +22,6 @@ from lightning_recipes.harness import first_tensor
 from lightning_recipes.harness.batches import Key, batch_size_of
 
 __all__ = ["EvalModeCheck"]
-
-# Layers whose output depends on train()/eval(): reported for information, never flagged.
-_MODE_DEPENDENT: tuple[type[nn.Module], ...] = (
-    nn.modules.dropout._DropoutNd,
-    nn.modules.batchnorm._BatchNorm,
-    nn.modules.instancenorm._InstanceNorm,
-)
 
 Record = tuple[str, str, Tensor | None, Tensor | None]  # (name, class name, first input, first output)
 
@@ -90,11 +82,7 @@ class EvalModeCheck(SanityCheck):
             self._observe(context, model, batch, context.seed + offset) for offset in (1, 2)
         )
         changed = [n for n, c in _checksums(model).items() if not torch.equal(c, params_before[n])]
-        changed += [
-            n
-            for n, b in model.named_buffers()
-            if n not in buffers_before or not _same(b, buffers_before[n], 0.0)
-        ]
+        changed += [n for n, b in model.named_buffers() if not _same(b, buffers_before.get(n, b[None]), 0.0)]
         culprit, first_input = self._localise(records_a, records_b)
         details: dict[str, Any] = {
             "mode_dependent_layers": _mode_dependent_layers(model),
@@ -135,12 +123,28 @@ class EvalModeCheck(SanityCheck):
     def _observe(
         self, context: CheckContext, model: pl.LightningModule, batch: Any, seed: int
     ) -> tuple[Tensor, list[Record]]:
-        """One eval pass under a fresh seed: the output and every module call's first input and output."""
+        """One eval pass under a fresh seed: the output and every module call's first input and output
+        (hooks fire when a call ends: innermost first)."""
         records: list[Record] = []
-        _seed_everything(seed)
-        with torch.no_grad(), _recording(model, records):
-            output = model_output(context, model, batch)
-        # forward(x, lengths): the first try raised before any record; the step's records follow
+
+        def hook(name: str) -> Callable[..., None]:
+            def record(module: nn.Module, args: Any, kwargs: Any, output: Any) -> None:
+                seen = [first_tensor([*args, *kwargs.values()]), first_tensor(output)]
+                kept = [None if t is None else t.detach().clone() for t in seen]
+                records.append((name, type(module).__name__, kept[0], kept[1]))
+
+            return record
+
+        handles = [m.register_forward_hook(hook(n), with_kwargs=True) for n, m in model.named_modules()]
+        torch.manual_seed(seed)  # different streams in the two passes (run() restores the caller's)
+        np.random.seed(seed)
+        random.seed(seed)
+        try:
+            with torch.no_grad():
+                output = model_output(context, model, batch)
+        finally:
+            for handle in handles:
+                handle.remove()
         return output.detach().clone(), records
 
     def _localise(
@@ -150,79 +154,39 @@ class EvalModeCheck(SanityCheck):
         passed different values to a submodule; and the first module that got different inputs."""
         if [r[0] for r in records_a] != [r[0] for r in records_b]:
             return None, None  # data-dependent control flow: compare the final outputs only
-        differs: list[tuple[str, str, bool, bool]] = []  # (name, kind, inputs differ, output differs)
-        for (name, kind, in_a, out_a), (_, _, in_b, out_b) in zip(records_a, records_b, strict=True):
-            in_differs = in_a is not None and in_b is not None and not _same(in_a, in_b, self.rtol)
-            out_differs = out_a is not None and out_b is not None and not _same(out_a, out_b, self.rtol)
-            differs.append((name, kind, in_differs, out_differs))
-        first_input = next(((name, kind) for name, kind, d_in, _ in differs if d_in), None)
-        for name, kind, d_in, d_out in differs:  # hooks fire when a call ends: innermost first
-            if d_in:
-                continue
-            inner = any(
-                _inside(other, name) and other != name and (o_in or o_out)
-                for other, _, o_in, o_out in differs
-            )
-            if d_out or inner:
+        differs = [  # (name, kind, inputs differ, output differs)
+            (n, k, not _same(ia, ib, self.rtol), not _same(oa, ob, self.rtol))
+            for (n, k, ia, oa), (_, _, ib, ob) in zip(records_a, records_b, strict=True)
+        ]
+        first_input = next(((n, k) for n, k, d_in, _ in differs if d_in), None)
+        for name, kind, d_in, d_out in differs:
+            inner = any(_inside(o, name) and o != name and (oi or oo) for o, _, oi, oo in differs)
+            if not d_in and (d_out or inner):
                 return (name, kind), first_input
         return None, first_input
-
-
-@contextmanager
-def _recording(model: nn.Module, records: list[Record]) -> Generator[None, None, None]:
-    def hook(name: str, kind: str) -> Callable[..., None]:
-        def record(_module: nn.Module, args: Any, kwargs: Any, output: Any) -> None:
-            inputs = first_tensor(list(args)) if args else None
-            if inputs is None and isinstance(kwargs, Mapping):
-                inputs = first_tensor(list(kwargs.values()))
-            out = first_tensor(output)
-            records.append(
-                (
-                    name,
-                    kind,
-                    None if inputs is None else inputs.detach().clone(),
-                    None if out is None else out.detach().clone(),
-                )
-            )
-
-        return record
-
-    handles = []
-    for name, module in model.named_modules():
-        handles.append(module.register_forward_hook(hook(name, type(module).__name__), with_kwargs=True))
-    try:
-        yield
-    finally:
-        for handle in handles:
-            handle.remove()
 
 
 def _inside(name: str, parent: str) -> bool:
     return parent == "" or name == parent or name.startswith(parent + ".")
 
 
-def _seed_everything(seed: int) -> None:
-    """Different RNG streams for the two passes (``SanityCheck.run`` restores the caller's states)."""
-    torch.manual_seed(seed)
-    np.random.seed(seed)
-    random.seed(seed)
-
-
-def _same(a: Tensor, b: Tensor, rtol: float) -> bool:
+def _same(a: Tensor | None, b: Tensor | None, rtol: float) -> bool:
+    """Equal up to ``rtol`` x the largest magnitude + 1e-6 (exactly for ``rtol=0`` or integers); an
+    unrecorded tensor counts as equal."""
+    if a is None or b is None:
+        return True
     if a.shape != b.shape or a.dtype != b.dtype:
         return False
-    if not (torch.is_floating_point(a) or torch.is_complex(a)):
-        return torch.equal(a, b)
-    if rtol == 0.0:
-        return torch.equal(a.nan_to_num(), b.nan_to_num())
+    if rtol == 0.0 or not (torch.is_floating_point(a) or torch.is_complex(a)):
+        return torch.equal(a.nan_to_num(), b.nan_to_num()) if a.is_floating_point() else torch.equal(a, b)
     scale = float(a.abs().nan_to_num().max()) if a.numel() else 0.0  # sync: once per compared tensor
     return bool(torch.allclose(a, b, rtol=0.0, atol=rtol * scale + 1e-6, equal_nan=True))
 
 
 def _max_difference(a: Tensor, b: Tensor) -> float:
-    if a.shape != b.shape or a.numel() == 0:
-        return float("inf") if a.shape != b.shape else 0.0
-    return float((a.double() - b.double()).abs().nan_to_num().max())  # sync: once
+    if a.shape != b.shape:
+        return float("inf")
+    return float((a.double() - b.double()).abs().nan_to_num().max()) if a.numel() else 0.0  # sync: once
 
 
 def _checksums(model: nn.Module) -> dict[str, Tensor]:
@@ -236,10 +200,16 @@ def _checksums(model: nn.Module) -> dict[str, Tensor]:
 
 
 def _mode_dependent_layers(model: nn.Module) -> dict[str, int]:
-    counts: Counter[str] = Counter()
-    for module in model.modules():
-        if isinstance(module, _MODE_DEPENDENT):
-            if isinstance(module, nn.modules.instancenorm._InstanceNorm) and not module.track_running_stats:
-                continue
-            counts[type(module).__name__] += 1
-    return dict(counts)
+    """Layers whose output depends on train()/eval() (for information, never flagged), by class."""
+    kinds = (
+        nn.modules.dropout._DropoutNd,
+        nn.modules.batchnorm._BatchNorm,
+        nn.modules.instancenorm._InstanceNorm,
+    )
+    found = [
+        type(m).__name__
+        for m in model.modules()
+        if isinstance(m, kinds)
+        and (not isinstance(m, nn.modules.instancenorm._InstanceNorm) or m.track_running_stats)
+    ]
+    return dict(Counter(found))
