@@ -75,91 +75,79 @@ class OptimizationCheck(SanityCheck):
     @override
     def check(self, context: CheckContext) -> CheckResult:
         fit = trial_fit(context, steps=self.steps, max_samples=self.max_samples)
-        mode = "automatic" if fit.automatic else "manual"
-        per_optimizer = [sum(1 for s in fit.steps if s.optimizer == i) for i in range(len(fit.optimizers))]
         kinds = [_gradient_kind(step) for step in fit.steps]
+        carried = [
+            {"batch": s.batch, "optimizer": s.optimizer, "share": s.carried}
+            for s, k in zip(fit.steps, kinds)
+            if k[0] == "carried"
+        ]
         details: dict[str, Any] = {
-            "optimization": mode,
+            "optimization": "automatic" if fit.automatic else "manual",
             "optimizers": fit.optimizers,
             "batches": len(fit.train_losses),
             "steps": len(fit.steps),
-            "steps_per_optimizer": per_optimizer,
+            "steps_per_optimizer": [
+                sum(1 for s in fit.steps if s.optimizer == i) for i in range(len(fit.optimizers))
+            ],
             "received_grad": len(fit.received_grad),
             "seconds_trial": round(fit.seconds, 3),  # one trial fit, shared with validation_path
             "max_residual": max((r for _, r in kinds if math.isfinite(r)), default=0.0),
             "no_backward_steps": [s.batch for s in fit.steps if s.backwards == 0],
-            "carried_steps": [
-                {"batch": s.batch, "optimizer": s.optimizer, "share": s.carried}
-                for s, (kind, _) in zip(fit.steps, kinds)
-                if kind == "carried"
-            ],
+            "carried_steps": carried,
             "cleared_steps": [s.batch for s, (kind, _) in zip(fit.steps, kinds) if kind == "cleared"],
             "scaled_steps": sum(1 for kind, _ in kinds if kind == "scaled"),
             "not_in_optimizer": fit.not_in_optimizer,
             "never_changed": fit.never_changed,
         }
-        where = f"{len(fit.steps)} step(s) in {len(fit.train_losses)} batches ({mode})"
-        if not fit.steps:
-            if not fit.received_grad:
-                raise CheckSkipped(
-                    f"no optimizer step and no gradient in {len(fit.train_losses)} trial batches."
-                )
-            return self._fail(
-                f"{len(fit.received_grad)} parameter(s) got gradients in {len(fit.train_losses)} batches"
-                " but no optimizer.step() ran",
-                details,
+        if not fit.steps and not fit.received_grad:
+            raise CheckSkipped(f"no optimizer step and no gradient in {len(fit.train_losses)} trial batches.")
+        where = f"{len(fit.steps)} step(s) in {len(fit.train_losses)} batches ({details['optimization']})"
+        problems = [  # (broken, summary, action), the most basic first
+            (
+                not fit.steps,
+                f"{len(fit.received_grad)} parameter(s) got gradients in {len(fit.train_losses)} batches, "
+                "but no optimizer.step() ran",
                 "Return an optimizer from configure_optimizers; in manual optimisation call opt.step().",
-            )
-        if details["no_backward_steps"]:
-            return self._fail(
-                f"{where}: {len(details['no_backward_steps'])} optimizer.step() call(s) ran with no backward "
-                "pass since the previous step",
-                details,
+            ),
+            (
+                details["no_backward_steps"],
+                f"{where}: {len(details['no_backward_steps'])} ran with no backward pass since the last",
                 "Order each step as opt.zero_grad(); self.manual_backward(loss); opt.step().",
-            )
-        if details["carried_steps"]:
-            first = details["carried_steps"][0]
-            return self._fail(
-                f"{where}: gradients are never cleared, {len(details['carried_steps'])} step(s) still held "
-                f"{first['share']:.2f} of the previous step's",
-                details,
+            ),
+            (
+                carried,
+                f"{where}: gradients are never cleared, {len(carried)} step(s) still held "
+                f"{carried[0]['share'] if carried else 0:.2f} of the previous step's",
                 "Call opt.zero_grad() once per step, before that step's backward passes.",
-            )
-        if details["cleared_steps"]:
-            return self._fail(
+            ),
+            (
+                details["cleared_steps"],
                 f"{where}: at {len(details['cleared_steps'])} step(s) the gradients were zeroed between the "
                 "backward and the step",
-                details,
                 "Call opt.zero_grad() before self.manual_backward(loss), not between it and opt.step().",
-            )
-        if fit.not_in_optimizer:
-            return self._fail(
+            ),
+            (
+                fit.not_in_optimizer,
                 f"{len(fit.not_in_optimizer)} parameter(s) get gradients but are in no optimizer: "
                 f"{listed(fit.not_in_optimizer)}",
-                details,
                 "Build the optimizer from self.parameters(), or add these modules to a param group.",
-            )
-        if fit.never_changed:
-            return self._fail(
+            ),
+            (
+                fit.never_changed,
                 f"{len(fit.never_changed)} parameter(s) had gradients at steps with lr > 0, never changed: "
                 f"{listed(fit.never_changed)}",
-                details,
                 "Make the optimizer step the module's own parameters (not a copy of them).",
-            )
+            ),
+        ]
+        for broken, summary, action in problems:
+            if broken:
+                return CheckResult(self.name, "fail", summary, details, action=action)
         if not fit.lr_positive:
             raise CheckInconclusive(
                 f"{where}: every step ran with lr 0, so whether steps move weights is unknown"
             )
-        return CheckResult(
-            self.name,
-            "pass",
-            f"{where}: each used exactly its own backward passes' gradients (residual "
-            f"{details['max_residual']:.1e}) and moved the weights",
-            details,
-        )
-
-    def _fail(self, summary: str, details: dict[str, Any], action: str) -> CheckResult:
-        return CheckResult(self.name, "fail", summary, details, action=action)
+        summary = f"{where}: each used exactly its own backward passes' gradients and moved the weights"
+        return CheckResult(self.name, "pass", summary, details)
 
 
 def _gradient_kind(step: StepRecord) -> tuple[str, float]:

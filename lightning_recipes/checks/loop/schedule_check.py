@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import logging
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import torch
 from torch import Tensor
-from torch.optim import Optimizer
 from torch.optim.lr_scheduler import CosineAnnealingLR, OneCycleLR, PolynomialLR
 from typing_extensions import override
 
@@ -20,21 +19,23 @@ from lightning_recipes.checks.report import SUMMARY_LIMIT, CheckInconclusive, Ch
 from lightning_recipes.harness import Harness as CheckContext
 from lightning_recipes.harness.batches import Key
 from lightning_recipes.harness.optimizers import configure_optimizers_on_copy
-from lightning_recipes.harness.run_length import RunLength
+from lightning_recipes.harness.run_length import PlannedTrainer, RunLength
 from lightning_recipes.harness.schedulers import SchedulerConfig, schedulers_from_config
+from lightning_recipes.harness.trial_fit import trial_fit
 
 __all__ = ["ScheduleCheck"]
 
 
 #: The most optimizer steps simulated (fixed work): a longer run is judged on this prefix, never passed.
 MAX_SIMULATED = 200_000
+#: The trial fit the schedule is observed in: ``OptimizationCheck``'s default, so the fit is shared.
+TRIAL_STEPS, TRIAL_SAMPLES = 30, 64
 
 
 @dataclass
 class LRCurves:
-    """The LR of each optimizer param group at each optimizer step (``values[step, group]``), each group's
-    base LR (its ``initial_lr``), how many steps were simulated of the planned ``total``, and the error a
-    scheduler raised (at which step), if any."""
+    """The LR of each param group at each optimizer step (``values[step, group]``), the groups' base LRs and
+    labels, the planned ``total``, the error a scheduler raised (and at which step), the steps simulated."""
 
     values: Tensor
     bases: list[float]
@@ -42,21 +43,16 @@ class LRCurves:
     total: int
     error: str = ""
     error_step: int | None = None
-    simulated: int = field(default=0)
+    simulated: int = 0
 
 
 def lr_curves(
     configs: list[SchedulerConfig], total: int, batches_per_epoch: int | None, accumulate: int = 1
 ) -> LRCurves:
     """Step ``configs`` (copies: they are stepped for real) over ``total`` optimizer steps as Lightning's
-    fit loop does, and record every group's LR before each optimizer step.
-
-    A ``"step"`` scheduler steps after an optimizer step when ``(batch_idx + 1) % frequency == 0``
-    (``batch_idx`` counts batches within the epoch, ``accumulate`` per optimizer step); an ``"epoch"`` one
-    after each full epoch when ``(epoch + 1) % frequency == 0``. With no known epoch length the run is one
-    long epoch. Torch's "``lr_scheduler.step()`` before ``optimizer.step()``" warning is silenced (no
-    optimizer steps here). A scheduler that raises (``OneCycleLR`` stepped past its ``total_steps``) ends
-    the curve there, with the error. At most :data:`MAX_SIMULATED` steps are simulated.
+    fit loop does (a ``"step"`` scheduler after every ``frequency``-th optimizer step of the epoch, an
+    ``"epoch"`` one after every ``frequency``-th epoch; an unknown epoch length is one long epoch), recording
+    every group's LR before each step. A scheduler that raises ends the curve there, with the error.
 
     Example:
         >>> import torch
@@ -67,53 +63,36 @@ def lr_curves(
         >>> curves.values[:, 0].tolist()
         [1.0, 1.0, 0.5, 0.5, 0.25, 0.25]
     """
-    optimizers: list[Optimizer] = []
-    for config in configs:
-        optimizer = config.optimizer
-        if optimizer is not None and all(optimizer is not o for o in optimizers):
-            optimizers.append(optimizer)
+    optimizers = list({id(c.optimizer): c.optimizer for c in configs if c.optimizer is not None}.values())
     groups = [group for optimizer in optimizers for group in optimizer.param_groups]
     labels = [
-        f"optimizer {i} ({type(o).__name__}) group {g}"
-        for i, o in enumerate(optimizers)
-        for g in range(len(o.param_groups))
+        f"optimizer {i} group {g}" for i, o in enumerate(optimizers) for g in range(len(o.param_groups))
     ]
     bases = [float(group.get("initial_lr", group["lr"])) for group in groups]
     per_epoch = max(1, -(-batches_per_epoch // accumulate)) if batches_per_epoch else total
     step_configs = [c for c in configs if c.interval == "step"]
-    epoch_configs = [c for c in configs if c.interval == "epoch"]
     rows: list[list[float]] = []
     repeats: list[int] = []
-    error, error_step = "", None
-    step = epoch = 0
-    planned, total = total, min(total, MAX_SIMULATED)
+    error, error_step, step, epoch = "", None, 0, 0
+    limit = min(total, MAX_SIMULATED)
     with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=r".*lr_scheduler\.step\(\)")
         warnings.filterwarnings("ignore", category=UserWarning, module=r"torch\.optim\.lr_scheduler")
-        while step < total and not error:
-            in_epoch = min(per_epoch, total - step)
-            if not step_configs:  # constant within the epoch: one row, repeated
+        while step < limit and not error:
+            in_epoch = min(per_epoch, limit - step)
+            for k in range(in_epoch if step_configs else 1):  # no step scheduler: one row for the epoch
                 rows.append([float(g["lr"]) for g in groups])
-                repeats.append(in_epoch)
-                step += in_epoch
-            else:
-                for k in range(in_epoch):
-                    rows.append([float(g["lr"]) for g in groups])
-                    repeats.append(1)
-                    step += 1
-                    batch_idx = min((k + 1) * accumulate, batches_per_epoch or (k + 1) * accumulate) - 1
-                    error = _step_all(step_configs, batch_idx + 1)
-                    if error:
-                        error_step = step
-                        break
+                repeats.append(1 if step_configs else in_epoch)
+                step += 1 if step_configs else in_epoch
+                batch_idx = min((k + 1) * accumulate, batches_per_epoch or (k + 1) * accumulate) - 1
+                if step_configs and (error := _step_all(step_configs, batch_idx + 1)):
+                    error_step = step
+                    break
             if error or in_epoch < per_epoch:
                 break
-            error = _step_all(epoch_configs, epoch + 1)
-            if error:
-                error_step = step
-            epoch += 1
+            error = _step_all([c for c in configs if c.interval == "epoch"], epoch + 1)
+            error_step, epoch = step if error else None, epoch + 1
     values = torch.tensor(rows, dtype=torch.float64).repeat_interleave(torch.tensor(repeats), dim=0)
-    return LRCurves(values, bases, labels, planned, error, error_step, len(values))
+    return LRCurves(values, bases, labels, total, error, error_step, len(values))
 
 
 def _step_all(configs: list[SchedulerConfig], index: int) -> str:
@@ -231,10 +210,6 @@ class ScheduleCheck(SanityCheck):
         ...                    max_epochs=10, progress=False)
         >>> report["schedule"].status, report["schedule"].details["findings"][0]["rule"]
         ('fail', 'collapse')
-        >>> report = preflight(TinyClassifier(), train_dataloaders=loader, checks=[ScheduleCheck()],
-        ...                    max_epochs=10, progress=False)
-        >>> report["schedule"].status
-        'skip'
     """
 
     name = "schedule"
@@ -289,61 +264,53 @@ class ScheduleCheck(SanityCheck):
         stepped = [c for c in configs if not c.reduce_on_plateau]
         if not stepped:
             raise CheckSkipped("only ReduceLROnPlateau is configured: its curve follows the metric.")
+        names = ", ".join(type(c.scheduler).__name__ for c in stepped)
+        observed = _observed_in_a_trial(context)  # the schedule as the loop steps it, not as configured
+        if "first_difference" in observed:
+            step, seen, declared = observed["first_difference"]
+            return CheckResult(
+                self.name,
+                "fail",
+                f"a trial fit left the declared LR schedule at step {step}: {seen:.3g} vs {declared:.3g}",
+                {"trial": observed, "schedulers": [_described(c) for c in stepped]},
+                action="Step each configured scheduler only where declared: Lightning steps it already.",
+            )
         total, source = run.total_steps, run.source
         if total is None:
             total, source = _own_length(stepped, run.steps_per_epoch)
         if total is None:
             raise CheckInconclusive(f"the run's length is unknown and no scheduler states one: {_ASK_LENGTH}")
         curves = lr_curves(stepped, total, run.batches_per_epoch, run.accumulate_grad_batches)
-        findings = [
-            (label, f)
-            for column, (label, base) in enumerate(zip(curves.labels, curves.bases, strict=True))
-            if (
-                f := judge_curve(
-                    curves.values[:, column],
-                    base,
-                    total,
-                    collapse=self.collapse,
-                    low=self.low,
-                    growth=self.growth,
-                )
-            )
-        ]
-        if not curves.error and not findings and _rising_at_end(curves):
+        findings = []
+        for column, (label, base) in enumerate(zip(curves.labels, curves.bases, strict=True)):
+            rules = {"collapse": self.collapse, "low": self.low, "growth": self.growth}
+            if finding := judge_curve(curves.values[:, column], base, total, **rules):
+                findings.append((label, finding))
+        if not curves.error and not findings:
             findings = self._unfinished_rise(context, curves, run)
         details: dict[str, Any] = {
+            "trial": observed,
             "total_steps": total,
             "simulated_steps": curves.simulated,
             "length_source": source,
-            "schedulers": _names(stepped),
+            "schedulers": [_described(c) for c in stepped],
             "not_simulated": len(configs) - len(stepped),
             "deterministic": True,
             "groups": {
-                label: _summary(curves, column, base)
-                for column, (label, base) in enumerate(zip(curves.labels, curves.bases))
+                label: _summary(curves.values[:, i], base)
+                for i, (label, base) in enumerate(zip(curves.labels, curves.bases))
             },
             "findings": [{"group": label, "rule": f.rule, "measured": f.message} for label, f in findings],
         }
-        names = ", ".join(type(c.scheduler).__name__ for c in stepped)
         if curves.error:
-            details["error_step"] = curves.error_step
-            details["error"] = curves.error
-            return CheckResult(
-                self.name,
-                "fail",
-                f"{names} raises at optimizer step {curves.error_step} of the planned {total}",
-                details,
-                action="Size it by self.trainer.estimated_stepping_batches, with interval 'step'.",
-            )
+            details.update(error_step=curves.error_step, error=curves.error)
+            summary = f"{names} raises at optimizer step {curves.error_step} of the planned {total}"
+            action = "Size it by self.trainer.estimated_stepping_batches, with interval 'step'."
+            return CheckResult(self.name, "fail", summary, details, action=action)
         if findings:
-            _, finding = findings[0]
-            return CheckResult(
-                self.name,
-                "fail",
-                f"{names}: the LR {finding.message} ({finding.rule})"[:SUMMARY_LIMIT],
-                details,
-                action=_FIXES[finding.rule],
-            )
+            finding = findings[0][1]
+            summary = f"{names}: the LR {finding.message} ({finding.rule})"[:SUMMARY_LIMIT]
+            return CheckResult(self.name, "fail", summary, details, action=_FIXES[finding.rule])
         if curves.simulated < total:
             raise CheckInconclusive(
                 f"the run's {total} steps exceed the {curves.simulated} simulated; none broke a rule"
@@ -360,35 +327,56 @@ class ScheduleCheck(SanityCheck):
     def _unfinished_rise(
         self, context: CheckContext, curves: LRCurves, run: RunLength
     ) -> list[tuple[str, CurveFinding]]:
-        """Groups whose LR, still rising when the run ends, would rise past twice the run's peak if stepped on
-        (fresh copies, up to 10x the run or 20k more steps): the run ends inside the warm-up."""
-        config, error = configure_optimizers_on_copy(context.copy_model(), context.trainer_for_copies())
-        if error:
+        """Groups whose LR ends the run at its peak and, stepped on (fresh copies, up to 10x the run or 20k
+        more steps), would rise past twice that peak: the run ends inside the warm-up."""
+        values, total = curves.values, curves.total
+        if len(values) < max(2, total) or not bool(
+            ((values[-1] >= values.amax(0) * (1 - 1e-9)) & (values[-1] > values[0] * (1 + 1e-9))).any()
+        ):
             return []
-        fresh = [c for c in schedulers_from_config(config) if not c.reduce_on_plateau]
-        total = curves.total
+        config, error = configure_optimizers_on_copy(context.copy_model(), context.trainer_for_copies())
+        fresh = [] if error else [c for c in schedulers_from_config(config) if not c.reduce_on_plateau]
         longer = lr_curves(
             fresh, min(10 * total, total + 20_000), run.batches_per_epoch, run.accumulate_grad_batches
-        )
-        if longer.values.shape[1] != curves.values.shape[1]:
+        ).values
+        if longer.shape[1:] != values.shape[1:]:
             return []
-        found = []
-        for column, label in enumerate(curves.labels):
-            peak_run, peak_later = (
-                float(curves.values[:, column].max()),
-                float(longer.values[:, column].max()),
+        peaks, later = values.amax(0).tolist(), longer.amax(0).tolist()
+        return [
+            (
+                label,
+                CurveFinding(
+                    "never_warms_up", f"still rises at step {total}, {b / a:.1f} x short of its peak"
+                ),
             )
-            if peak_later > 2 * peak_run > 0:
-                found.append(
-                    (
-                        label,
-                        CurveFinding(
-                            "never_warms_up",
-                            f"still rises at step {total}, {peak_later / peak_run:.1f} x short of its peak",
-                        ),
-                    )
-                )
-        return found
+            for label, a, b in zip(curves.labels, peaks, later)
+            if b > 2 * a > 0
+        ]
+
+
+def _observed_in_a_trial(context: CheckContext) -> dict[str, Any]:
+    """The LR the shared trial fit (one optimizer, automatic optimisation) used at each step, against
+    what its configured schedulers declare for that fit, stepped as Lightning steps them: a scheduler also
+    stepped by hand, or never stepped, shows as the first step where they differ."""
+    try:
+        fit = trial_fit(context, steps=TRIAL_STEPS, max_samples=TRIAL_SAMPLES)
+    except Exception as err:  # the trial cannot run here (no data, a multi-process run): not observed
+        return {"observed": False, "why": f"{type(err).__name__}: {str(err)[:80]}"}
+    if not fit.automatic or len(fit.optimizers) != 1 or not fit.steps:
+        return {"observed": False, "why": "not one optimizer stepping under automatic optimisation"}
+    trial = RunLength(TRIAL_STEPS, TRIAL_STEPS, 1, 1, TRIAL_STEPS, "the trial fit")
+    config, error, _ = _configure(context.copy_model(), PlannedTrainer(trial))
+    configs = [] if error else [c for c in schedulers_from_config(config) if not c.reduce_on_plateau]
+    if not configs:
+        return {"observed": False, "why": "the trial's schedulers could not be rebuilt"}
+    declared = lr_curves(configs, len(fit.steps), TRIAL_STEPS).values.amax(dim=1).tolist()
+    seen = [step.lr for step in fit.steps][: len(declared)]
+    found: dict[str, Any] = {"observed": True, "steps": len(seen)}
+    for step, (lr, expected) in enumerate(zip(seen, declared)):
+        if abs(lr - expected) > 1e-6 * max(abs(expected), 1e-12):
+            found["first_difference"] = (step, lr, expected)
+            break
+    return found
 
 
 def _configure(model: Any, stand_in: Any) -> tuple[Any, str, str]:
@@ -413,31 +401,19 @@ def _configure(model: Any, stand_in: Any) -> tuple[Any, str, str]:
     return config, error, stand_in_error
 
 
-def _rising_at_end(curves: LRCurves) -> bool:
-    """Whether some group's LR ends the run at its highest, above where it started."""
-    values = curves.values
-    if len(values) < 2 or len(values) < curves.total:
-        return False
-    at_peak = values[-1] >= values.max(dim=0).values * (1 - 1e-9)
-    return bool((at_peak & (values[-1] > values[0] * (1 + 1e-9))).any())
-
-
-def _summary(curves: LRCurves, column: int, base: float) -> dict[str, Any]:
-    curve = curves.values[:, column]
-    step = max(1, len(curve) // 50)
-    return {
-        "base": base,
+def _summary(curve: Tensor, base: float) -> dict[str, Any]:
+    every = max(1, len(curve) // 50)
+    ends = {
         "first": float(curve[0]),
         "peak": float(curve.max()),
         "lowest": float(curve.min()),
         "last": float(curve[-1]),
-        "curve_every": step,
-        "curve": [float(v) for v in curve[::step]],
     }
+    return {"base": base, **ends, "curve_every": every, "curve": [float(v) for v in curve[::every]]}
 
 
-def _names(configs: list[SchedulerConfig]) -> list[str]:
-    return [f"{type(c.scheduler).__name__} (per {c.interval}, every {c.frequency})" for c in configs]
+def _described(config: SchedulerConfig) -> str:
+    return f"{type(config.scheduler).__name__} (per {config.interval}, every {config.frequency})"
 
 
 def _own_length(configs: list[SchedulerConfig], steps_per_epoch: int | None) -> tuple[int | None, str]:

@@ -116,24 +116,9 @@ class ValidationPathCheck(SanityCheck):
         train_drop, val_drop = first - last, view.before - view.after
         needed = max(0.1 * abs(first), 4 * sigma)
         share = val_drop / train_drop if train_drop else 0.0
-        details.update(
-            train_first=first,
-            train_last=last,
-            train_noise=sigma,
-            train_drop=train_drop,
-            val_drop=val_drop,
-            share=share,
-            min_share=self.min_share,
-            stale=view.stale,
-            averaged=view.averaged,
-            lag=view.lag,
-            val_only_modules=view.val_only_modules,
-            input_module=view.input_module,
-            input_difference=view.input_difference,
-            input_varies=view.input_varies,
-            batchnorm_lag=view.batchnorm_lag,
-            logged=view.logged,
-        )
+        details.update(train_first=first, train_last=last, train_noise=sigma, train_drop=train_drop)
+        details.update(val_drop=val_drop, share=share, min_share=self.min_share)
+        details.update({k: v for k, v in vars(view).items() if k not in ("before", "after", "source")})
         if train_drop < needed:
             raise CheckInconclusive(
                 f"the copy did not fit the batch in {len(losses)} steps (loss {first:.3g} -> {last:.3g}, "

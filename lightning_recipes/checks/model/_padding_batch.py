@@ -16,7 +16,7 @@ from lightning_recipes.harness.walk import batch_entries
 
 __all__ = ["LENGTHS_KEYS", "MASK_KEYS", "Padding", "extend_batch", "find_padding"]
 
-MASK_KEYS = ("attention_mask", "padding_mask", "src_key_padding_mask", "key_padding_mask")
+MASK_KEYS: tuple[str, ...] = ("attention_mask", "padding_mask", "src_key_padding_mask", "key_padding_mask")
 MASK_KEYS += ("tgt_key_padding_mask", "input_mask", "pad_mask", "mask")
 """Dict keys read as a ``[B, T]`` padding mask (and keys ending in ``attention_mask``/``padding_mask``)."""
 LENGTHS_KEYS = ("lengths", "length", "lens", "seq_lens", "seq_len", "input_lengths", "sequence_lengths")

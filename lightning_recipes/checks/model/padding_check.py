@@ -13,7 +13,7 @@ from typing_extensions import override
 
 from lightning_recipes._stats import NoiseVerdict, judge_deviation
 from lightning_recipes._validation import check_int
-from lightning_recipes.checks.base import SanityCheck, TimeBudget
+from lightning_recipes.checks.base import SanityCheck, TimeBudget, perturbed
 from lightning_recipes.checks.model._padding_batch import (
     Padding,
     extend_batch,
@@ -136,7 +136,8 @@ class PaddingCheck(SanityCheck):
                 raise CheckInconclusive(str(refused)) from refused
             details["cut_to"] = room = padding.length - self.extra
             batch, padding = truncate_batch(batch, padding, room)
-            first, second = (_observe(context, model, batch, context.seed + s) for s in (0, 1))
+            with perturbed(f"the batch cut to {room} positions to make room for padding"):
+                first, second = (_observe(context, model, batch, context.seed + s) for s in (0, 1))
             try:
                 verdicts = self._padded(context, model, batch, padding, fill, (first, second), self.extra)
             except _LongerRefused as again:
