@@ -27,13 +27,14 @@ class CausalityCheck(SanityCheck):
     depends on no input after ``t``.
 
     Applies to next-token prediction (targets are the inputs shifted by one, or ``labels == input_ids``), or
-    to any sequence model with ``causal=True``; encoders and taggers skip. Float inputs get a gradient test at
-    ``num_positions`` positions, token inputs a perturbation test with bisection to the first leaking input;
-    eval mode and one seed per pass, so dropout is no false alarm. Outputs are ``[B, S, ...]``. Your code
+    to any sequence model with ``causal=True``; encoders and taggers skip. At ``num_positions`` positions the
+    inputs after it are replaced (other token ids, or noise for floats); an output up to it that moves is a
+    leak, narrowed down by bisection to the first input it reads; eval mode and one seed per pass, so dropout
+    is no false alarm. Outputs are ``[B, S, ...]``. Your code
     raising on the altered sequence makes it ``inconclusive``.
 
-    Cost: one forward and ``num_positions`` backward passes (or ``1 + num_positions`` forwards plus
-    ``log2(S)`` for a leak) on ``num_samples`` sequences of the first batch.
+    Cost: ``1 + num_positions`` forwards (plus ``log2(S)`` for a leak) on ``num_samples`` sequences of the
+    first batch.
 
     Args:
         causal: ``None`` infers the task from the batch, ``True`` forces the check on, ``False`` skips it.
@@ -105,10 +106,7 @@ class CausalityCheck(SanityCheck):
 
         def measure() -> dict[str, Any]:
             model.eval()
-            found = None
-            if torch.is_floating_point(inputs):
-                found = self._gradient_test(context, model, batch, inputs, probes)
-            return found or self._perturbation_test(context, model, batch, inputs, probes)
+            return self._perturbation_test(context, model, batch, inputs, probes)
 
         found, steps = until_it_reacts(context, model, batch, measure, lambda f: f["scale"] > 0)
         scale = found["scale"]
@@ -146,33 +144,6 @@ class CausalityCheck(SanityCheck):
             details,
             action="Add a causal mask (is_causal=True), use unidirectional layers and left-only padding.",
         )
-
-    def _gradient_test(
-        self, context: CheckContext, model: Any, batch: Any, inputs: Tensor, probes: list[int]
-    ) -> dict[str, Any] | None:
-        x = inputs.clone().requires_grad_(True)
-        with torch.enable_grad():
-            output = _seeded_output(context, model, context.with_inputs(batch, x), inputs)
-            if not output.requires_grad:
-                return None
-            rows: list[Tensor] = []
-            for position in probes:
-                (grad,) = torch.autograd.grad(
-                    output[:, position].float().sum(), x, retain_graph=True, allow_unused=True
-                )
-                if grad is None:
-                    return None
-                rows.append(grad.detach().abs().transpose(0, 1).reshape(inputs.shape[1], -1).amax(1).float())
-        table = torch.stack(rows).tolist()  # sync: once; table[i][u] = effect of input u on output probes[i]
-        scale = max(max(row) for row in table)
-        worst, leak, limit = 0.0, None, self.rtol * scale
-        for position, row in zip(probes, table):  # report the earliest leaking position: most future to see
-            future = row[position + 1 :]
-            worst = max([worst, *future])
-            if leak is None and future and max(future) > limit:
-                first = next(u for u, v in enumerate(future) if v > limit)
-                leak = (position, position + 1 + first, any(v > limit for v in future[first + 1 :]))
-        return {"method": "gradient", "scale": scale, "worst": worst, "leak": leak}
 
     def _perturbation_test(
         self, context: CheckContext, model: Any, batch: Any, inputs: Tensor, probes: list[int]
