@@ -19,6 +19,7 @@ from lightning_recipes.checks.model._padding_batch import (
     extend_batch,
     find_padding,
     pad_value_of,
+    replace_entries,
     truncate_batch,
 )
 from lightning_recipes.checks.report import CheckInconclusive, CheckResult, CheckSkipped
@@ -43,7 +44,7 @@ class PaddingCheck(SanityCheck):
     on batches with no padding yet is a ``warn``. Without an indicator: ``skip``; your code raising on the
     padded batch (a position limit, after cutting the batch to make room): ``inconclusive``.
 
-    Cost: three to five ``training_step`` calls without gradients on ``num_samples`` samples.
+    Cost: three to six ``training_step`` calls without gradients on ``num_samples`` samples.
 
     Args:
         num_samples: Samples of the first training batch used.
@@ -147,6 +148,13 @@ class PaddingCheck(SanityCheck):
             with contextlib.suppress(_LongerRefused):
                 verdicts = self._padded(context, model, batch, padding, fill, (first, second), more)
                 details["extra"] = more
+        varied = _other_padded_targets(context, model, batch, padding, target_key, fill, self.extra)
+        if varied is not None and _status(verdicts) != "fail":  # targets at padded positions must not matter
+            with perturbed("other labels at padded positions"):
+                third = _observe(context, model, varied, context.seed)
+            verdicts["loss with other targets at padded positions"] = _compare(first, second, third, padding)[
+                "loss"
+            ]
         details["quantities"] = {
             name: {"status": v.status, "deviation": v.deviation, "noise": v.noise, "tolerance": v.tolerance}
             for name, v in verdicts.items()
@@ -221,6 +229,35 @@ class PaddingCheck(SanityCheck):
         return CheckResult(
             self.name, "pass", f"padding is ignored: {added} left the loss and outputs unchanged", details
         )
+
+
+def _other_padded_targets(
+    context: CheckContext, model: Any, batch: Any, padding: Padding, target_key: Key, fill: dict, extra: int
+) -> Any:
+    """The batch padded by ``extra`` with a real label at every padded target; ``None`` when the padded
+    targets' value is the loss's ``ignore_index`` or has class weight 0 (the loss skips it already)."""
+    if target_key is None or target_key not in padding.sequence_keys:
+        return None
+    longer = extend_batch(batch, padding, extra, fill)
+    with torch.no_grad():
+        call = context.loss_call(model, longer)
+    value, weight = fill[target_key], None if call is None else call.kwargs.get("weight")
+    if call is None or call.target is None:
+        return None
+    if call.function in _IGNORING_LOSSES and value == float(call.kwargs.get("ignore_index", -100)):
+        return None
+    if isinstance(weight, Tensor) and 0 <= value < weight.numel() and float(weight[int(value)]) == 0:
+        return None
+    target: Tensor = longer[target_key]
+    real = torch.cat([padding.real, padding.real.new_zeros(len(padding.real), extra)], dim=1).to(
+        target.device
+    )
+    others = target[real][target[real] != value]
+    if others.numel() == 0:
+        return None
+    changed = target.clone()
+    changed[~real] = others.flatten()[0]
+    return replace_entries(longer, {target_key: changed})
 
 
 _NO_PADDING = (
