@@ -55,12 +55,7 @@ class OptimizationCheck(SanityCheck):
 
     name = "optimization"
 
-    def __init__(
-        self,
-        steps: int = 30,
-        max_samples: int = 64,
-        **options: Any,
-    ) -> None:
+    def __init__(self, steps: int = 30, max_samples: int = 64, **options: Any) -> None:
         super().__init__(**options)  # on_fail, input_key, target_key, time_budget: see SanityCheck
         check_int("steps", steps, minimum=2)
         check_int("max_samples", max_samples, minimum=1)

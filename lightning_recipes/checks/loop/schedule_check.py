@@ -214,11 +214,7 @@ class ScheduleCheck(SanityCheck):
     name = "schedule"
 
     def __init__(
-        self,
-        collapse: float = 1e-3,
-        low: float = 1e-2,
-        growth: float = 10.0,
-        **options: Any,
+        self, collapse: float = 1e-3, low: float = 1e-2, growth: float = 10.0, **options: Any
     ) -> None:
         super().__init__(**options)  # on_fail, input_key, target_key, time_budget: see SanityCheck
         check_positive("collapse", collapse)

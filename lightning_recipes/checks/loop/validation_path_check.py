@@ -66,11 +66,7 @@ class ValidationPathCheck(SanityCheck):
     name = "validation_path"
 
     def __init__(
-        self,
-        min_share: float = 0.5,
-        steps: int = 30,
-        max_samples: int = 64,
-        **options: Any,
+        self, min_share: float = 0.5, steps: int = 30, max_samples: int = 64, **options: Any
     ) -> None:
         super().__init__(**options)  # on_fail, input_key, target_key, time_budget: see SanityCheck
         check_in_range("min_share", min_share, 0, 1, low_open=True, high_open=True)

@@ -11,12 +11,12 @@ import lightning.pytorch as pl
 import torch
 from torch import Tensor
 
-from lightning_recipes.checks.report import CheckSkipped
+from lightning_recipes._stats import NoiseVerdict
 from lightning_recipes.harness import Harness as CheckContext
 from lightning_recipes.harness.batches import batch_size_of, slice_batch
 from lightning_recipes.harness.forward_capture import step_output, takes_more_than_the_input
 
-__all__ = ["first_samples", "listed", "model_output", "seeded", "until_it_reacts"]
+__all__ = ["first_samples", "listed", "model_output", "seeded", "until_it_reacts", "worst"]
 
 T = TypeVar("T")
 LOOKS = 3  # at init, then after one and two optimizer steps on the copy
@@ -87,11 +87,6 @@ def listed(names: list[str], width: int = 48) -> str:
     return ", ".join(shown) + more
 
 
-def batch_first(output: Tensor, count: int) -> Tensor:
-    """``output`` when its first dimension is the batch's ``count``; else the check skips."""
-    if output.ndim == 0 or output.shape[0] != count:
-        raise CheckSkipped(
-            f"the output has shape {list(output.shape)}, not batch-first ({count} samples): cannot tell "
-            "which output belongs to which sample."
-        )
-    return output
+def worst(verdicts: dict[str, NoiseVerdict]) -> tuple[str, NoiseVerdict]:
+    """The verdict that weighs most (``fail`` > ``inconclusive`` > ``pass``), with its quantity's name."""
+    return max(verdicts.items(), key=lambda kv: ("pass", "inconclusive", "fail").index(kv[1].status))

@@ -14,7 +14,7 @@ from typing_extensions import override
 from lightning_recipes._stats import NoiseVerdict, judge_deviation
 from lightning_recipes._validation import check_in_range, check_int
 from lightning_recipes.checks.base import SanityCheck, perturbed
-from lightning_recipes.checks.model._probe import batch_first, first_samples, seeded, until_it_reacts
+from lightning_recipes.checks.model._probe import first_samples, seeded, until_it_reacts, worst
 from lightning_recipes.checks.report import CheckInconclusive, CheckResult, CheckSkipped
 from lightning_recipes.harness import CannotRunOnCopy
 from lightning_recipes.harness import Harness as CheckContext
@@ -56,12 +56,7 @@ class BatchIndependenceCheck(SanityCheck):
 
     name = "batch_independence"
 
-    def __init__(
-        self,
-        num_samples: int = 8,
-        rtol: float = 1e-4,
-        **options: Any,
-    ) -> None:
+    def __init__(self, num_samples: int = 8, rtol: float = 1e-4, **options: Any) -> None:
         super().__init__(**options)  # on_fail, input_key, target_key, time_budget: see SanityCheck
         check_int("num_samples", num_samples, minimum=2)
         check_in_range("rtol", rtol, 0, 1, low_open=True, high_open=True)
@@ -115,7 +110,7 @@ class BatchIndependenceCheck(SanityCheck):
         p, j = max(
             ((p, j) for p in range(len(probes)) for j in range(count)), key=lambda t: cross[t[0]][t[1]]
         )
-        worst, scale = cross[p][j], max(own)
+        largest, scale = cross[p][j], max(own)
         details: dict[str, Any] = {
             "method": method,
             "samples": count,
@@ -123,15 +118,15 @@ class BatchIndependenceCheck(SanityCheck):
             "rtol": self.rtol,
             "training_steps_first": steps,
             "output_route": route,
-            "max_cross_effect": worst,
+            "max_cross_effect": largest,
             "own_effect": own,
-            "measured": worst / scale if scale > 0 else 0.0,
+            "measured": largest / scale if scale > 0 else 0.0,
         }
         if scale == 0:
             raise CheckSkipped(
                 "the output does not react to its own input, so independence cannot be measured."
             )
-        if worst > self.rtol * scale:
+        if largest > self.rtol * scale:
             details["pair"] = {"probe": probes[p], "other": j}
             return CheckResult(
                 self.name,
@@ -152,9 +147,7 @@ class BatchIndependenceCheck(SanityCheck):
             return CheckResult(self.name, "pass", f"{independent}; the rotated batch could not run", details)
         if not verdicts:
             return CheckResult(self.name, "pass", f"{independent}; no batch-first output to permute", details)
-        quantity, verdict = max(
-            verdicts.items(), key=lambda kv: ("pass", "inconclusive", "fail").index(kv[1].status)
-        )
+        quantity, verdict = worst(verdicts)
         moved = f"{quantity} moved {verdict.deviation:.2g} (tolerance {verdict.tolerance:.2g})"
         if verdict.status == "fail":
             return CheckResult(
@@ -177,7 +170,11 @@ def _perturbation_test(
     context: CheckContext, output: Callable[[Any], Tensor], sample: Any, inputs: Tensor, probes: list[int]
 ) -> Effects:
     with torch.no_grad():
-        base = batch_first(seeded(context.seed, output, sample), len(inputs))
+        base = seeded(context.seed, output, sample)
+        if base.ndim == 0 or base.shape[0] != len(inputs):
+            raise CheckSkipped(
+                f"the output {list(base.shape)} is not batch-first: which one is whose is unknown."
+            )
         rows = []
         for probe in probes:
             changed = inputs.clone()

@@ -55,12 +55,7 @@ class EvalModeCheck(SanityCheck):
 
     name = "eval_mode"
 
-    def __init__(
-        self,
-        num_samples: int = 8,
-        rtol: float = 1e-4,
-        **options: Any,
-    ) -> None:
+    def __init__(self, num_samples: int = 8, rtol: float = 1e-4, **options: Any) -> None:
         super().__init__(**options)  # on_fail, input_key, target_key, time_budget: see SanityCheck
         check_int("num_samples", num_samples, minimum=1)
         check_in_range("rtol", rtol, 0, 1, low_open=True, high_open=True)

@@ -43,11 +43,7 @@ class GradFlowCheck(SanityCheck):
 
     name = "grad_flow"
 
-    def __init__(
-        self,
-        max_steps: int = 3,
-        **options: Any,
-    ) -> None:
+    def __init__(self, max_steps: int = 3, **options: Any) -> None:
         super().__init__(**options)  # on_fail, input_key, target_key, time_budget: see SanityCheck
         check_int("max_steps", max_steps, minimum=1)
         self.max_steps = max_steps

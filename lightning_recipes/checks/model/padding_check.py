@@ -22,6 +22,7 @@ from lightning_recipes.checks.model._padding_batch import (
     replace_entries,
     truncate_batch,
 )
+from lightning_recipes.checks.model._probe import worst
 from lightning_recipes.checks.report import CheckInconclusive, CheckResult, CheckSkipped
 from lightning_recipes.harness import CannotRunOnCopy
 from lightning_recipes.harness import Harness as CheckContext
@@ -77,13 +78,7 @@ class PaddingCheck(SanityCheck):
 
     name = "padding"
 
-    def __init__(
-        self,
-        num_samples: int = 8,
-        extra: int = 3,
-        padding_key: Key = None,
-        **options: Any,
-    ) -> None:
+    def __init__(self, num_samples: int = 8, extra: int = 3, padding_key: Key = None, **options: Any) -> None:
         super().__init__(**options)  # on_fail, input_key, target_key, time_budget: see SanityCheck
         check_int("num_samples", num_samples, minimum=1)
         check_int("extra", extra, minimum=1)
@@ -139,13 +134,17 @@ class PaddingCheck(SanityCheck):
                 verdicts = self._padded(context, model, batch, padding, fill, (first, second), self.extra)
             except _LongerRefused as again:
                 raise CheckInconclusive(f"{refused}; cut to {room} positions, again") from again
-        if _status(verdicts) == "inconclusive":  # reading padding grows with its amount, float noise hardly
+        if (
+            worst(verdicts)[1].status == "inconclusive"
+        ):  # reading padding grows with its amount, float noise hardly
             more = max(self.extra * 4, padding.length)
             with contextlib.suppress(_LongerRefused):
                 verdicts = self._padded(context, model, batch, padding, fill, (first, second), more)
                 details["extra"] = more
         varied = _other_padded_targets(context, model, batch, padding, target_key, fill, self.extra)
-        if varied is not None and _status(verdicts) != "fail":  # targets at padded positions must not matter
+        if (
+            varied is not None and worst(verdicts)[1].status != "fail"
+        ):  # targets at padded positions must not matter
             with perturbed("other labels at padded positions"):
                 third = _observe(context, model, varied, context.seed)
             verdicts["loss with other targets at padded positions"] = _compare(first, second, third, padding)[
@@ -199,12 +198,10 @@ class PaddingCheck(SanityCheck):
     def _verdict(self, verdicts: dict[str, NoiseVerdict], details: dict[str, Any]) -> CheckResult:
         if not verdicts:
             raise CheckSkipped("neither the loss nor an output could be compared before and after padding.")
-        name, worst = max(
-            verdicts.items(), key=lambda kv: ("pass", "inconclusive", "fail").index(kv[1].status)
-        )
-        moved = f"{name} moved {worst.deviation:.2g} (tolerance {worst.tolerance:.2g})"
+        name, found = worst(verdicts)
+        moved = f"{name} moved {found.deviation:.2g} (tolerance {found.tolerance:.2g})"
         added = f"{details['extra']} padding positions"
-        if worst.status == "fail":
+        if found.status == "fail":
             only_loss = all(n.startswith("loss") for n, v in verdicts.items() if v.status == "fail")
             action = (
                 "Mask the loss at padded positions (ignore_index=-100, or divide by the mask's sum)."
@@ -220,7 +217,7 @@ class PaddingCheck(SanityCheck):
             return CheckResult(
                 self.name, "fail", f"the model reads padding: {added}, {moved}", details, action=action
             )
-        if worst.status == "inconclusive":
+        if found.status == "inconclusive":
             raise CheckInconclusive(f"{added} changed the results slightly, between noise and a bug: {moved}")
         return CheckResult(
             self.name, "pass", f"padding is ignored: {added} left the loss and outputs unchanged", details
@@ -263,11 +260,6 @@ _NO_PADDING = (
 
 class _LongerRefused(Exception):
     """The model raised on a longer batch (it takes one sequence length, or has a position limit)."""
-
-
-def _status(verdicts: dict[str, NoiseVerdict]) -> str:
-    statuses = {v.status for v in verdicts.values()}
-    return next((s for s in ("fail", "inconclusive") if s in statuses), "pass")
 
 
 def _target_key_of(batch: Any, key: Key) -> Key:
