@@ -118,7 +118,10 @@ class GradFlowCheck(SanityCheck):
                 action="Unfreeze them, or build the optimizer from [p for p in params if p.requires_grad].",
             )
         return CheckResult(
-            self.name, "pass", f"{flows}; {len(frozen)} frozen, outside the optimizer", details
+            self.name,
+            "pass",
+            flows + (f"; {len(frozen)} frozen, outside the optimizer" if frozen else ""),
+            details,
         )
 
     def _backward_passes(
