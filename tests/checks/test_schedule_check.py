@@ -416,3 +416,46 @@ def test_a_schedule_the_stand_in_cannot_build_is_inconclusive_and_says_to_run_in
     )["schedule"]
     assert result.status == "inconclusive", result.message
     assert "loggers" in result.message
+
+
+class SteppedByHandToo(TinyClassifier):
+    """A StepLR declared per epoch that ``training_step`` also steps (a kept ``self.scheduler``): Lightning
+    steps it once per epoch, the step once per batch. ``by_hand=False`` is its healthy twin."""
+
+    def __init__(self, by_hand: bool = True) -> None:
+        super().__init__()
+        self.by_hand = by_hand
+
+    def training_step(self, batch: Any, batch_idx: int) -> Any:
+        loss = super().training_step(batch, batch_idx)
+        if self.by_hand:
+            self.scheduler.step()
+        return loss
+
+    def configure_optimizers(self) -> Any:
+        optimizer = torch.optim.SGD(self.parameters(), lr=0.1)
+        self.scheduler = schedulers.StepLR(optimizer, step_size=1, gamma=0.7)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": self.scheduler, "interval": "epoch"}}
+
+
+@pytest.mark.parametrize(("by_hand", "status"), [(True, "fail"), (False, "pass")], ids=["by-hand", "twin"])
+@pytest.mark.filterwarnings("ignore:Detected call of `lr_scheduler.step()`")
+def test_a_scheduler_the_step_also_steps_leaves_its_declared_schedule_in_a_trial_fit(by_hand, status):
+    """#34: the schedule is observed in the shared trial fit, not only read from the configuration; the
+    bug shows whether or not the planned length is known."""
+    for length in ({"max_epochs": 20}, {}):
+        result = preflight(
+            SteppedByHandToo(by_hand),
+            train_dataloaders=random_classification_loader(),
+            checks=[ScheduleCheck()],
+            progress=False,
+            **length,
+        )["schedule"]
+        if not length and status == "pass":
+            assert result.status == "inconclusive", result.message  # no planned length: nothing to plan
+            continue
+        assert result.status == status, result.message
+        assert len(result.summary) <= 120
+        if status == "fail":
+            step, seen, declared = result.details["trial"]["first_difference"]
+            assert step == 0 and seen < declared  # stepped before the first optimizer step

@@ -75,6 +75,7 @@ def lr_curves(
     error, error_step, step, epoch = "", None, 0, 0
     limit = min(total, MAX_SIMULATED)
     with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r".*lr_scheduler\.step\(\)")  # no optimizer steps here
         warnings.filterwarnings("ignore", category=UserWarning, module=r"torch\.optim\.lr_scheduler")
         while step < limit and not error:
             in_epoch = min(per_epoch, limit - step)
