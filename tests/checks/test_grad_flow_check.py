@@ -65,3 +65,20 @@ def test_the_retries_are_fixed_work_not_cut_by_the_time_budget():
         result = GradFlowCheck().check(CheckContext(TinyClassifier(), _models.loader()))
     assert result.status == "pass", result.message
     assert result.details["steps"] == 2 and len(result.summary) <= 120
+
+
+def test_model_and_loop_summaries_are_one_short_sentence():
+    """#34: every result of the model and loop checks is a summary of at most 120 characters and, when not
+    a pass, one action; on the legacy gallery's bugs and a healthy model."""
+    from lightning_recipes.checks.report import SUMMARY_LIMIT
+
+    from .gallery import legacy
+
+    mine = ["grad_flow", "batch_independence", "causality", "padding", "eval_mode"]
+    mine += ["schedule", "optimization", "validation_path"]
+    for case in [c for c in legacy.BUGS if c.check in mine] + legacy.HEALTHY[:1]:
+        torch.manual_seed(0)
+        report = preflight(case.model(), **case.data(), checks=mine, progress=False)
+        for result in report:
+            assert len(result.summary) <= SUMMARY_LIMIT, (case.id, result.name, result.summary)
+            assert result.status not in ("fail", "warn") or result.action, (case.id, result.name)

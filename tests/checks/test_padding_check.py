@@ -377,5 +377,5 @@ def test_labels_copied_from_unpadded_inputs_warn_that_padding_would_be_read() ->
     model = S.HFCausalLM(labels_from_inputs=True)  # labels=input_ids: pad tokens would become targets
     result = preflight(model, **S.lm_loaders(labels=False), checks=[PaddingCheck()])["padding"]
     assert result.status == "warn", result.message
-    assert result.details["latent"] is True and "hold no padding yet" in result.message
+    assert result.details["latent"] is True and "hold none yet" in result.summary
     assert "ignore_index=-100" in result.action

@@ -241,7 +241,7 @@ def test_unknown_length_is_inconclusive_asking_for_max_epochs():
 def test_configure_optimizers_reading_the_trainer_is_inconclusive_without_a_length_and_judged_with_one():
     result = schedule("one_cycle")  # reads self.trainer.estimated_stepping_batches: was an error before
     assert result.status == "inconclusive"
-    assert "not attached to a `Trainer`" in result.message and "max_epochs=" in result.message
+    assert "not attached to a `Trainer`" in result.details["error"] and "max_epochs=" in result.action
     assert schedule("one_cycle", max_steps=100).details["total_steps"] == 100
 
 

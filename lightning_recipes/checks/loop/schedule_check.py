@@ -167,7 +167,7 @@ def judge_curve(
     return None
 
 
-_ASK_LENGTH = "pass `max_epochs=` or `max_steps=` to `preflight(...)`, or run it inside `fit`"
+_ASK_LENGTH = "To plan the LR curve, pass `max_epochs=` or `max_steps=` to preflight, or run it inside fit."
 _FIXES = {
     "collapse": 'Register a decay sized in epochs with "interval": "epoch", or size it in optimizer steps.',
     "never_warms_up": 'Register a warm-up sized in steps with "interval": "step", or shorten it.',
@@ -238,7 +238,8 @@ class ScheduleCheck(SanityCheck):
         stand_in = context.trainer_for_copies()
         config, error, stand_in_error = _configure(model, stand_in)
         if error and (stand_in is None or ("AttributeError" in error and "stand-in" in error)):
-            raise CheckInconclusive(f"`configure_optimizers` fails on a copy ({error[:60]}): {_ASK_LENGTH}")
+            summary = f"`configure_optimizers` fails on a copy without a Trainer ({error.split(':')[0]})"
+            return CheckResult(self.name, "inconclusive", summary, {"error": error}, action=_ASK_LENGTH)
         if error:
             raise RuntimeError(
                 f"`configure_optimizers` raised on a copy for the planned run ({run.source}): {error}"
@@ -249,10 +250,8 @@ class ScheduleCheck(SanityCheck):
                 f"with a stand-in Trainer `configure_optimizers` raised ({stand_in_error[:50]})"
             )
         if not configs:
-            advice = "" if stand_in is not None else f" (if yours needs `self.trainer`, {_ASK_LENGTH})"
-            raise CheckSkipped(
-                f"no scheduler configured: the LR stays at what the optimizer was given{advice}."
-            )
+            advice = "" if stand_in is not None else " (one built from `self.trainer` needs `max_epochs=`)"
+            raise CheckSkipped(f"no scheduler configured{advice}.")
         stepped = [c for c in configs if not c.reduce_on_plateau]
         if not stepped:
             raise CheckSkipped("only ReduceLROnPlateau is configured: its curve follows the metric.")
@@ -271,7 +270,8 @@ class ScheduleCheck(SanityCheck):
         if total is None:
             total, source = _own_length(stepped, run.steps_per_epoch)
         if total is None:
-            raise CheckInconclusive(f"the run's length is unknown and no scheduler states one: {_ASK_LENGTH}")
+            summary = "the run's length is unknown and no scheduler states one"
+            return CheckResult(self.name, "inconclusive", summary, {"schedulers": names}, action=_ASK_LENGTH)
         curves = lr_curves(stepped, total, run.batches_per_epoch, run.accumulate_grad_batches)
         findings = []
         for column, (label, base) in enumerate(zip(curves.labels, curves.bases, strict=True)):

@@ -85,8 +85,8 @@ class ValidationPathCheck(SanityCheck):
         if view is None or view.before is None or view.after is None:
             logged = sorted(view.logged) if view is not None else []
             raise CheckSkipped(
-                f"`validation_step` returned and logged no loss (it logged {logged or 'nothing'}): return "
-                "the loss or `self.log('val_loss', loss)` to enable this check."
+                f"`validation_step` returns and logs no loss (logged: {logged[:3] or 'nothing'}); return it "
+                "or self.log('val_loss', loss)."
             )
         losses = [v for v in fit.train_losses if math.isfinite(v)]
         details: dict[str, Any] = {
@@ -113,9 +113,9 @@ class ValidationPathCheck(SanityCheck):
         if train_drop < needed:
             raise CheckInconclusive(
                 f"the copy did not fit the batch in {len(losses)} steps (loss {first:.3g} -> {last:.3g}, "
-                f"needed a fall of {needed:.2g}): nothing to compare validation with"
+                f"needs a fall of {needed:.2g}): no comparison"
             )
-        saw = f"train loss {first:.3g} -> {last:.3g}, val {view.before:.3g} -> {view.after:.3g}"
+        saw = f"train {first:.3g} -> {last:.3g}, val {view.before:.3g} -> {view.after:.3g}"
         differs = view.input_difference is not None and view.input_difference > INPUT_TOL
         inputs = f"`{view.input_module[:24]}` gets inputs {view.input_difference or 0:.2g} apart in val"
         same_preprocessing = "Apply one preprocessing function in both steps (or in on_after_batch_transfer)."
@@ -155,15 +155,11 @@ class ValidationPathCheck(SanityCheck):
             raise CheckInconclusive(
                 f"{lags}, but BatchNorm statistics still hold {view.batchnorm_lag:.0%} of their start"
             )
-        reads = (
-            f"averaged weights off the fit ({listed(view.averaged, 20)})"
-            if view.averaged
-            else "another tensor"
-        )
+        reads = f"{len(view.averaged)} averaged weights off the fit" if view.averaged else "another tensor"
         return CheckResult(
             self.name,
             "fail",
-            f"{lags}: with the trained weights and inputs it computes {reads}",
+            f"{lags}: same weights and inputs, yet {reads}",
             details,
             action="Compute the validation loss with the same code and weights as training_step.",
         )

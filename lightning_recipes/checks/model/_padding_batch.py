@@ -127,7 +127,7 @@ def find_padding(
         if keys:
             return Padding("mask", key, length, pad_value, real.bool(), keys, convention), ""
     if inputs is None or inputs.ndim < 2:
-        return None, "no padding mask, and no [B, T, ...] input for a lengths entry to describe"
+        return None, "no mask, and no [B, T, ...] input for lengths"
     size, length = int(inputs.shape[0]), int(inputs.shape[1])
     names: list[int | str] = (
         [padding_key] if padding_key is not None else [k for k, _ in entries if k != target_key]
@@ -147,7 +147,7 @@ def find_padding(
         return Padding(
             "lengths", key, length, None, real, keys, "lengths: positions >= length are padding"
         ), ""
-    return None, "no padding mask and no lengths entry"
+    return None, "no mask, no lengths"
 
 
 def _contiguous(real: Tensor) -> bool:

@@ -104,7 +104,7 @@ class BatchIndependenceCheck(SanityCheck):
         else:
             raise CheckSkipped(
                 f"neither forward nor training_step runs on {count} samples with the input alone "
-                f"({type(error).__name__}: {str(error)[:60]}); pass `input_key=` or leave this check out."
+                f"({type(error).__name__}: {str(error)[:24]}); pass `input_key=`."
             )
         (cross, own) = effects
         p, j = max(

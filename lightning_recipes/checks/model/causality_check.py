@@ -92,7 +92,7 @@ class CausalityCheck(SanityCheck):
             is_lm, how = next_token_task(batch, inputs, targets)
             if not is_lm:
                 raise CheckSkipped(
-                    f"not next-token prediction ({how}); force it with CausalityCheck(causal=True) if causal."
+                    f"not next-token prediction ({how}); CausalityCheck(causal=True) forces it."
                 )
         size = batch_size_of(batch, context.input_key) or len(inputs)
         count = min(size, self.num_samples)
@@ -200,21 +200,21 @@ def next_token_task(batch: Any, inputs: Tensor | None, targets: Tensor | None) -
     if inputs is None or targets is None:
         return False, "no targets in the batch"
     if targets.shape[:2] != inputs.shape[:2] or targets.ndim != inputs.ndim or inputs.ndim < 2:
-        return False, f"targets {list(targets.shape)} are not a sequence like the inputs {list(inputs.shape)}"
+        return False, f"targets {list(targets.shape)} vs inputs {list(inputs.shape)}"
     head, tail = targets[:, :-1], inputs[:, 1:]
     shifted = "targets are the inputs shifted by one position (targets[:, :-1] == inputs[:, 1:])"
     if torch.is_floating_point(targets) or torch.is_floating_point(inputs):
         both = torch.is_floating_point(targets) and torch.is_floating_point(inputs)
         if both and bool(torch.allclose(head.float(), tail.float())):  # sync: once
             return True, shifted
-        return False, "targets are not the inputs shifted by one position"
+        return False, "targets are not the shifted inputs"
     valid = head != IGNORE_INDEX
     total = int(valid.sum())  # sync: once
     matches = int(((head == tail) & valid).sum())
     if total > 0 and matches >= _MATCH * total:
         return True, shifted
     share = matches / total if total else 0.0
-    return False, f"targets[:, :-1] equal inputs[:, 1:] at only {share:.0%} of the positions"
+    return False, f"targets are the shifted inputs at {share:.0%} of positions"
 
 
 def _positions(seq: int, count: int) -> list[int]:
@@ -233,7 +233,7 @@ def _replacement(inputs: Tensor, seed: int) -> Tensor:
         return inputs + noise * (inputs.float().std() + 1.0).to(inputs.dtype)
     pool = torch.unique(inputs)
     if len(pool) < 2:
-        raise CheckSkipped("every input token of the batch is the same id; cannot perturb the sequence.")
+        raise CheckSkipped("every input token of the batch is the same id: nothing to replace them with.")
     offsets = torch.randint(1, len(pool), inputs.shape, generator=generator).to(inputs.device)
     return pool[(torch.searchsorted(pool, inputs) + offsets) % len(pool)]
 

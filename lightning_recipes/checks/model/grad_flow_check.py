@@ -113,7 +113,7 @@ class GradFlowCheck(SanityCheck):
             return CheckResult(
                 self.name,
                 "warn",
-                f"{flows}, but {len(held)} frozen parameter(s) sit in the optimizer: {listed(held, 30)}",
+                f"{len(held)} frozen parameter(s) sit in the optimizer: {listed(held, 40)}; the rest learn",
                 details,
                 action="Unfreeze them, or build the optimizer from [p for p in params if p.requires_grad].",
             )

@@ -128,7 +128,7 @@ class PaddingCheck(SanityCheck):
                 raise CheckInconclusive(str(refused)) from refused
             details["cut_to"] = room = padding.length - self.extra
             batch, padding = truncate_batch(batch, padding, room)
-            with perturbed(f"the batch cut to {room} positions to make room for padding"):
+            with perturbed(f"the batch cut to {room} positions"):
                 first, second = (_observe(context, model, batch, context.seed + s) for s in (0, 1))
             try:
                 verdicts = self._padded(context, model, batch, padding, fill, (first, second), self.extra)
@@ -174,7 +174,7 @@ class PaddingCheck(SanityCheck):
         except Exception as err:
             raise _LongerRefused(
                 f"your code raised {type(err).__name__} on the batch padded by {extra} positions "
-                f"({str(err)[:60]}), so this check cannot judge"
+                f"({str(err)[:36]}): no verdict"
             ) from err
         return _compare(*noise, extended, padding)
 
@@ -210,9 +210,7 @@ class PaddingCheck(SanityCheck):
             )
             if details["padding"]["padded_fraction"] == 0:  # of the batch as loaded, before any cut
                 details["latent"] = True
-                summary = (
-                    f"the model would read padding ({added}: {moved}); these batches hold no padding yet"
-                )
+                summary = f"the model would read padding ({added}: {moved}); these batches hold none yet"
                 return CheckResult(self.name, "warn", summary, details, action=action)
             return CheckResult(
                 self.name, "fail", f"the model reads padding: {added}, {moved}", details, action=action
@@ -254,7 +252,7 @@ def _other_padded_targets(
 
 
 _NO_PADDING = (
-    "the batch does not say what is padding ({why}): pass `padding_key=` to name a mask or lengths entry."
+    "the batch does not say what is padding ({why}); pass `padding_key=` to name its mask or lengths."
 )
 
 
