@@ -37,7 +37,6 @@ def test_mode_dependent_layers_reported_as_information():
     case = next(c for c in gallery.HEALTHY if c.id == "batchnorm-dropout-digits-cnn")
     result = preflight(case.model(), **case.data(), checks=[EvalModeCheck()])["eval_mode"]
     assert result.details["mode_dependent_layers"] == {"BatchNorm2d": 2, "Dropout": 1}
-    assert "2 BatchNorm2d, 1 Dropout" in result.message
 
 
 class _DictSet(Dataset):
@@ -97,7 +96,7 @@ def test_random_masking_in_training_step_is_not_blamed_on_the_model():
     result = EvalModeCheck().run(CheckContext(WrappedNoForward(mask_in_step=True), _dict_loader()))
     assert result.status == "pass", result.message
     assert not result.details["outputs_equal"]
-    assert "`training_step` fed the model different inputs" in result.message
+    assert result.details["random_module"] is None and len(result.summary) <= 120
 
 
 def test_user_model_rng_and_mode_untouched():
@@ -156,7 +155,7 @@ class _Batches:
 def test_as_callback_warns_and_training_continues(tmp_path):
     check = EvalModeCheck(on_fail="warn")
     trainer = fast_trainer(max_steps=2, callbacks=[check], default_root_dir=tmp_path)
-    with pytest.warns(UserWarning, match="eval_mode: .*`noise` \\(GaussianNoise\\) is random at eval"):
+    with pytest.warns(UserWarning, match="eval_mode: .*`noise` \\(GaussianNoise\\) is random"):
         trainer.fit(NoisyCNN(), **digits_split())
     assert trainer.global_step == 2 and check.failed_on_any_rank
 

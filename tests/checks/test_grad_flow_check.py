@@ -1,5 +1,5 @@
 """grad_flow: frozen parameters are information unless clearly a mistake; LoRA-style and prior-initialised
-models are not flagged; the retry loop obeys the time budget."""
+models are not flagged; the retries are fixed work."""
 
 from __future__ import annotations
 
@@ -16,10 +16,9 @@ def test_lora_style_model_passes_and_reports_the_frozen_base_as_information():
     """B = 0 at init: A gets an exactly-zero gradient at step 0, and the base is frozen. Before: a warn."""
     result = preflight(M.LoRAClassifier(), **M.classification_data(), checks=[GradFlowCheck()])["grad_flow"]
     assert result.status == "pass", result.message
-    assert "For information" in result.message and "base.weight" in result.message
     assert result.details["steps"] == 2  # A's gradient appears once B has moved
     assert result.details["frozen"] == ["base.weight", "base.bias"]
-    assert "frozen_in_optimizer" not in result.details
+    assert result.details["frozen_in_optimizer"] == []
 
 
 def test_prior_initialised_head_with_zero_weights_passes():
@@ -47,22 +46,39 @@ def test_everything_frozen_fails():
 
     result = preflight(AllFrozen(), **M.classification_data(), checks=[GradFlowCheck()])["grad_flow"]
     assert result.status == "fail", result.message
-    assert "every parameter (4)" in result.message and "requires_grad_(True)" in result.message
+    assert result.details["trainable"] == 0 and len(result.details["frozen"]) == 4
+    assert "requires_grad_(True)" in result.action
 
 
 def test_frozen_layer_inside_the_optimizer_warns_and_says_so():
     result = GradFlowCheck().run(CheckContext(_models.FrozenLayer(), _models.loader()))
     assert result.status == "warn", result.message
-    assert "sit in the optimizer" in result.message
     assert result.details["frozen_in_optimizer"] == ["net.0.weight", "net.0.bias"]
 
 
-def test_time_budget_stops_the_retries_inconclusive():
-    """TinyClassifier's zero head gives its body zero gradients at step 0: out of time, it is not judged
-    (issue #24: `inconclusive`, was a `warn`)."""
+def test_the_retries_are_fixed_work_not_cut_by_the_time_budget():
+    """TinyClassifier's zero head gives its body zero gradients at step 0; a spent time budget no longer cuts
+    the retries short (issue #34: the verdict does not depend on machine load)."""
     from lightning_recipes.testing import TinyClassifier
 
     with time_budget(0.0):
         result = GradFlowCheck().check(CheckContext(TinyClassifier(), _models.loader()))
-    assert result.status == "inconclusive", result.message
-    assert "time budget" in result.message and "after 1 of 3" in result.message
+    assert result.status == "pass", result.message
+    assert result.details["steps"] == 2 and len(result.summary) <= 120
+
+
+def test_model_and_loop_summaries_are_one_short_sentence():
+    """#34: every result of the model and loop checks is a summary of at most 120 characters and, when not
+    a pass, one action; on the legacy gallery's bugs and a healthy model."""
+    from lightning_recipes.checks.report import SUMMARY_LIMIT
+
+    from .gallery import legacy
+
+    mine = ["grad_flow", "batch_independence", "causality", "padding", "eval_mode"]
+    mine += ["schedule", "optimization", "validation_path"]
+    for case in [c for c in legacy.BUGS if c.check in mine] + legacy.HEALTHY[:1]:
+        torch.manual_seed(0)
+        report = preflight(case.model(), **case.data(), checks=mine, progress=False)
+        for result in report:
+            assert len(result.summary) <= SUMMARY_LIMIT, (case.id, result.name, result.summary)
+            assert result.status not in ("fail", "warn") or result.action, (case.id, result.name)

@@ -58,7 +58,7 @@ def test_digits_cnn_with_batchnorm_and_dropout_passes():
     """The demo's CNN: BatchNorm must not count as batch mixing, dropout must not break any check."""
     report = preflight(DigitsCNN(), datamodule=DigitsDataModule())  # exactly the demo's model and data
     _assert_all_pass(report)
-    assert report["batch_independence"].details["method"] == "gradient"
+    assert report["batch_independence"].details["method"] == "perturbation"
     assert report["init_loss"].details["num_classes"] == 10
 
 

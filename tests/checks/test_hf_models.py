@@ -56,7 +56,7 @@ def test_wrapped_hugging_face_models_pass_every_applicable_check(
 def test_a_wrapped_torchvision_style_cnn_returning_a_dict_passes() -> None:
     report = preflight(S.WrappedCNN(), **S.digits_loaders())
     _assert_healthy(report)
-    assert report["batch_independence"].details["method"] == "gradient"
+    assert report["batch_independence"].details["method"] == "perturbation"
 
 
 # The same models with a planted bug (transposed input_ids, shuffled labels) are in gallery/shapes.py.

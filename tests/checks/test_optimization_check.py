@@ -36,7 +36,6 @@ def test_gradients_clipped_before_the_step_pass_as_scaled():
     result = _run(M.ClippedGradients())
     assert result.status == "pass", result.message
     assert result.details["scaled_steps"] == result.details["steps"]
-    assert "scaled down" in result.message
 
 
 def test_accumulation_over_micro_batches_steps_every_second_batch():
@@ -51,7 +50,7 @@ def test_accumulation_over_micro_batches_steps_every_second_batch():
 def test_gradients_never_cleared_fail(model):
     result = _run(model)
     assert result.status == "fail", result.message
-    assert "accumulate across steps" in result.message
+    assert "never cleared" in result.summary and len(result.summary) <= 120
     shares = [s["share"] for s in result.details["carried_steps"]]
     assert shares and min(shares) > 0.99  # the whole previous gradient is still there
 
@@ -61,9 +60,7 @@ def test_step_before_backward_fails():
     assert result.status == "fail", result.message
     assert result.details["no_backward_steps"] == [0]
     assert result.details["cleared_steps"]  # later steps run on gradients zeroed after their backward
-    assert (
-        "no backward pass" in result.message and "cleared between the backward and the step" in result.message
-    )
+    assert "no backward pass" in result.summary
 
 
 def test_submodule_missing_from_the_optimizer_fails_with_its_names():
@@ -73,10 +70,14 @@ def test_submodule_missing_from_the_optimizer_fails_with_its_names():
     assert "side.weight" in result.message
 
 
-def test_a_tiny_budget_is_inconclusive_not_a_pass():
+def test_a_spent_budget_does_not_cut_the_trial_short():
+    """Fixed work (#34): the trial is never judged on the steps a busy machine allowed; past its safety cap
+    the check is inconclusive, saying so."""
     result = _run(M.AutoMLP(), time_budget=1e-6)
-    assert result.status == "inconclusive", result.message
-    assert result.details["steps"] == 1
+    if result.status == "inconclusive":
+        assert result.details["stopped_by_budget"] is True
+    else:
+        assert result.status == "pass" and result.details["steps"] >= 12, result.message
 
 
 def test_the_users_model_and_rng_are_untouched():

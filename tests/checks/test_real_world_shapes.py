@@ -34,8 +34,8 @@ def _context(model: pl.LightningModule, data: dict[str, Any], **keys: Any) -> Ch
 @pytest.mark.parametrize(
     ("make", "data", "method"),
     [
-        (S.WrappedCNN, S.digits_loaders, "gradient"),
-        (S.BackboneHead, lambda: S.digits_loaders(as_dict=True), "gradient"),
+        (S.WrappedCNN, S.digits_loaders, "perturbation"),
+        (S.BackboneHead, lambda: S.digits_loaders(as_dict=True), "perturbation"),
         (S.WrappedTupleClassifier, S.tuple_token_loaders, "perturbation"),
     ],
     ids=["wrapped-cnn-dict-return", "backbone-head-dict-batch", "tuple-of-four"],
@@ -105,7 +105,7 @@ def test_modules_with_forward_keep_calling_forward_with_the_input_alone():
     with torch.no_grad():
         context.batch_output(model_copy, context.train_batches(1)[0])
     assert calls == [1]
-    assert BatchIndependenceCheck().run(context).details["method"] == "gradient"
+    assert BatchIndependenceCheck().run(context).details["method"] == "perturbation"
 
 
 # ------------------------------------------------------------------------ item 2: the target the loss reads

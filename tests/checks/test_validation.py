@@ -177,3 +177,27 @@ def test_valid_keys_and_numbers_are_accepted():
     DataCheck(input_key="x", target_key="labels", max_scale=3)
     Preflight(num_classes=10, seed=3, num_threads=1, print_report=False, target_key="y")
     CheckContext(TinyClassifier(), random_classification_loader(), num_classes=4, seed=0, input_key=0)
+
+
+@pytest.mark.parametrize(
+    "factory",
+    [
+        GradFlowCheck,
+        BatchIndependenceCheck,
+        CausalityCheck,
+        PaddingCheck,
+        EvalModeCheck,
+        ScheduleCheck,
+        OptimizationCheck,
+        ValidationPathCheck,
+    ],
+)
+def test_the_shared_keywords_pass_through_and_a_bad_one_is_still_rejected(factory):
+    """The model and loop checks pass ``on_fail``/``input_key``/``target_key``/``time_budget`` on to
+    ``SanityCheck`` (#34): they are kept, validated there, and an unknown keyword raises naming it."""
+    check = factory(on_fail="warn", input_key="x", target_key=1, time_budget=None)
+    assert (check.on_fail, check.input_key, check.target_key, check.time_budget) == ("warn", "x", 1, None)
+    with pytest.raises(ValueError, match="on_fail"):
+        factory(on_fail="stop")
+    with pytest.raises(TypeError, match="bogus"):
+        factory(bogus=1)

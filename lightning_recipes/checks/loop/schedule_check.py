@@ -1,42 +1,40 @@
 """Check the learning-rate schedule over the planned run: no early collapse, a warm-up that ends, no
-unbounded growth.
-"""
+unbounded growth, no scheduler that runs out."""
 
 from __future__ import annotations
 
 import logging
 import warnings
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor
-from torch.optim import Optimizer
 from torch.optim.lr_scheduler import CosineAnnealingLR, OneCycleLR, PolynomialLR
 from typing_extensions import override
 
 from lightning_recipes._validation import check_positive
-from lightning_recipes.checks._budget import out_of_time
-from lightning_recipes.checks.base import SanityCheck, TimeBudget
-from lightning_recipes.checks.report import CheckResult, CheckSkipped
+from lightning_recipes.checks.base import SanityCheck
+from lightning_recipes.checks.report import SUMMARY_LIMIT, CheckInconclusive, CheckResult, CheckSkipped
 from lightning_recipes.harness import Harness as CheckContext
-from lightning_recipes.harness.batches import Key
 from lightning_recipes.harness.optimizers import configure_optimizers_on_copy
-from lightning_recipes.harness.run_length import RunLength
+from lightning_recipes.harness.run_length import PlannedTrainer, RunLength
 from lightning_recipes.harness.schedulers import SchedulerConfig, schedulers_from_config
+from lightning_recipes.harness.trial_fit import trial_fit
 
 __all__ = ["ScheduleCheck"]
 
 
-#: Steps between two looks at the time budget.
-_BUDGET_EVERY = 256
+#: The most optimizer steps simulated (fixed work): a longer run is judged on this prefix, never passed.
+MAX_SIMULATED = 200_000
+#: The trial fit the schedule is observed in: ``OptimizationCheck``'s default, so the fit is shared.
+TRIAL_STEPS, TRIAL_SAMPLES = 30, 64
 
 
 @dataclass
 class LRCurves:
-    """The LR of each optimizer param group at each optimizer step (``values[step, group]``), each group's
-    base LR (its ``initial_lr``), how many steps were simulated of the planned ``total``, and the error a
-    scheduler raised (at which step), if any."""
+    """The LR of each param group at each optimizer step (``values[step, group]``), the groups' base LRs and
+    labels, the planned ``total``, the error a scheduler raised (and at which step), the steps simulated."""
 
     values: Tensor
     bases: list[float]
@@ -44,22 +42,16 @@ class LRCurves:
     total: int
     error: str = ""
     error_step: int | None = None
-    stopped_by_budget: bool = False
-    simulated: int = field(default=0)
+    simulated: int = 0
 
 
 def lr_curves(
     configs: list[SchedulerConfig], total: int, batches_per_epoch: int | None, accumulate: int = 1
 ) -> LRCurves:
     """Step ``configs`` (copies: they are stepped for real) over ``total`` optimizer steps as Lightning's
-    fit loop does, and record every group's LR before each optimizer step.
-
-    A ``"step"`` scheduler steps after an optimizer step when ``(batch_idx + 1) % frequency == 0``
-    (``batch_idx`` counts batches within the epoch, ``accumulate`` per optimizer step); an ``"epoch"`` one
-    after each full epoch when ``(epoch + 1) % frequency == 0``. With no known epoch length the run is one
-    long epoch. Torch's "``lr_scheduler.step()`` before ``optimizer.step()``" warning is silenced (no
-    optimizer steps here). A scheduler that raises (``OneCycleLR`` stepped past its ``total_steps``) ends
-    the curve there, with the error. The loop looks at the time budget every 256 steps.
+    fit loop does (a ``"step"`` scheduler after every ``frequency``-th optimizer step of the epoch, an
+    ``"epoch"`` one after every ``frequency``-th epoch; an unknown epoch length is one long epoch), recording
+    every group's LR before each step. A scheduler that raises ends the curve there, with the error.
 
     Example:
         >>> import torch
@@ -70,57 +62,37 @@ def lr_curves(
         >>> curves.values[:, 0].tolist()
         [1.0, 1.0, 0.5, 0.5, 0.25, 0.25]
     """
-    optimizers: list[Optimizer] = []
-    for config in configs:
-        optimizer = config.optimizer
-        if optimizer is not None and all(optimizer is not o for o in optimizers):
-            optimizers.append(optimizer)
+    optimizers = list({id(c.optimizer): c.optimizer for c in configs if c.optimizer is not None}.values())
     groups = [group for optimizer in optimizers for group in optimizer.param_groups]
     labels = [
-        f"optimizer {i} ({type(o).__name__}) group {g}"
-        for i, o in enumerate(optimizers)
-        for g in range(len(o.param_groups))
+        f"optimizer {i} group {g}" for i, o in enumerate(optimizers) for g in range(len(o.param_groups))
     ]
     bases = [float(group.get("initial_lr", group["lr"])) for group in groups]
     per_epoch = max(1, -(-batches_per_epoch // accumulate)) if batches_per_epoch else total
     step_configs = [c for c in configs if c.interval == "step"]
-    epoch_configs = [c for c in configs if c.interval == "epoch"]
     rows: list[list[float]] = []
     repeats: list[int] = []
-    error, error_step, stopped = "", None, False
-    step = epoch = 0
+    error, error_step, step, epoch = "", None, 0, 0
+    limit = min(total, MAX_SIMULATED)
     with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=r".*lr_scheduler\.step\(\)")
+        warnings.filterwarnings("ignore", message=r".*lr_scheduler\.step\(\)")  # no optimizer steps here
         warnings.filterwarnings("ignore", category=UserWarning, module=r"torch\.optim\.lr_scheduler")
-        while step < total and not error and not stopped:
-            in_epoch = min(per_epoch, total - step)
-            if not step_configs:  # constant within the epoch: one row, repeated
+        while step < limit and not error:
+            in_epoch = min(per_epoch, limit - step)
+            for k in range(in_epoch if step_configs else 1):  # no step scheduler: one row for the epoch
                 rows.append([float(g["lr"]) for g in groups])
-                repeats.append(in_epoch)
-                step += in_epoch
-            else:
-                for k in range(in_epoch):
-                    rows.append([float(g["lr"]) for g in groups])
-                    repeats.append(1)
-                    step += 1
-                    batch_idx = min((k + 1) * accumulate, batches_per_epoch or (k + 1) * accumulate) - 1
-                    error = _step_all(step_configs, batch_idx + 1)
-                    if error:
-                        error_step = step
-                        break
-                    if step % _BUDGET_EVERY == 0 and out_of_time():
-                        stopped = True
-                        break
-            if error or stopped or in_epoch < per_epoch:
+                repeats.append(1 if step_configs else in_epoch)
+                step += 1 if step_configs else in_epoch
+                batch_idx = min((k + 1) * accumulate, batches_per_epoch or (k + 1) * accumulate) - 1
+                if step_configs and (error := _step_all(step_configs, batch_idx + 1)):
+                    error_step = step
+                    break
+            if error or in_epoch < per_epoch:
                 break
-            error = _step_all(epoch_configs, epoch + 1)
-            if error:
-                error_step = step
-            epoch += 1
-            if epoch % _BUDGET_EVERY == 0 and out_of_time():
-                stopped = True
+            error = _step_all([c for c in configs if c.interval == "epoch"], epoch + 1)
+            error_step, epoch = step if error else None, epoch + 1
     values = torch.tensor(rows, dtype=torch.float64).repeat_interleave(torch.tensor(repeats), dim=0)
-    return LRCurves(values, bases, labels, total, error, error_step, stopped, len(values))
+    return LRCurves(values, bases, labels, total, error, error_step, len(values))
 
 
 def _step_all(configs: list[SchedulerConfig], index: int) -> str:
@@ -135,7 +107,7 @@ def _step_all(configs: list[SchedulerConfig], index: int) -> str:
 
 @dataclass(frozen=True)
 class CurveFinding:
-    """A broken shape of one LR curve: which rule, and the message with the numbers."""
+    """A broken shape of one LR curve: which rule, and what was measured (a phrase with the numbers)."""
 
     rule: str
     message: str
@@ -147,13 +119,11 @@ def judge_curve(
     """The first broken rule of one group's LR ``curve`` over a planned run of ``total`` steps (``None``:
     sane). ``curve`` may be shorter than ``total`` (a run simulated in part): only what it shows is judged.
 
-    Rules: the LR starts below ``low x base`` and stays there for more than half the run, or is still
-    rising at the end below half its base (a warm-up that never finishes); it falls below ``collapse x
-    base`` before half the run, after having reached ``low x base``, and stays below ``low x base`` for at
-    least half of the rest (a decay meant per epoch registered per step; a warm-up that starts lower, or
-    warm restarts that dip and come back, are not a collapse); it ends above ``growth x`` its first positive
-    value, at its highest, and is still growing over the last tenth of the run (``gamma > 1``, a warm-up
-    with no end).
+    Rules: ``never_warms_up``: the LR starts below ``low x base`` and stays there for more than half the run,
+    or is still rising at the end below half its base; ``collapse``: after reaching ``low x base`` it falls
+    below ``collapse x base`` before half the run and stays below ``low x base`` for at least half of the
+    rest (warm restarts come back); ``grows``: it ends above ``growth x`` its first positive value, at its
+    highest, still growing over the last tenth of the run.
 
     Example:
         >>> import torch
@@ -171,65 +141,49 @@ def judge_curve(
         return None
     low_steps = int((curve < low * base).sum())
     if float(curve[0]) < low * base and low_steps > total / 2:
-        first_ok = torch.nonzero(curve >= low * base).flatten()
-        reached = f"first reaches it at step {int(first_ok[0])}" if len(first_ok) else "never reaches it"
-        return CurveFinding(
-            "never_warms_up",
-            f"stays below {low:g} x its base LR ({base:.3g}) for {low_steps} of {total} steps "
-            f"({low_steps / total:.0%} of the run; starts at {float(curve[0]):.3g}, peaks at "
-            f"{float(curve.max()):.3g}, {reached})",
-        )
+        return CurveFinding("never_warms_up", f"stays below {low:g} x base for {low_steps} of {total} steps")
     warmed = torch.nonzero(curve >= low * base).flatten()  # a warm-up may start far below `collapse`
     warm_at = int(warmed[0]) if len(warmed) else n
     collapsed = torch.nonzero(curve[warm_at:] < collapse * base).flatten() + warm_at
     if len(collapsed) and int(collapsed[0]) < total / 2:
         at = int(collapsed[0])
-        stays = float((curve[at:] < low * base).double().mean())  # warm restarts come back up: no collapse
+        stays = float((curve[at:] < low * base).double().mean())
         if stays >= 0.5:
             return CurveFinding(
-                "collapse",
-                f"falls below {collapse:g} x its base LR ({base:.3g}) at step {at} of {total} "
-                f"({at / total:.0%} of the run: {float(curve[at]):.3g}) and stays below {low:g} x base for "
-                f"{stays:.0%} of the rest: the rest of the run trains with almost no step",
+                "collapse", f"falls below {collapse:g} x base at step {at} of {total} and stays"
             )
-    positive = torch.nonzero(curve > 0).flatten()
     tail = float(curve[min(n - 1, int(0.9 * total))])
     rising = n == total and n - 1 > int(0.9 * total) and float(curve[-1]) > tail * (1 + 1e-9)
     if float(curve[0]) < low * base and rising and float(curve.max()) < 0.5 * base:
         return CurveFinding(
-            "never_warms_up",
-            f"starts at {float(curve[0]):.3g} ({float(curve[0]) / base:.2g} x its base LR {base:.3g}) and is "
-            f"still rising at the end of the run, at {float(curve[-1]):.3g} ({float(curve[-1]) / base:.2g} x "
-            "base): the warm-up does not finish within the run",
+            "never_warms_up", f"still rises at step {total}, at {float(curve[-1]) / base:.2g} x base"
         )
+    positive = torch.nonzero(curve > 0).flatten()
     if n == total and len(positive):
-        start = float(curve[int(positive[0])])
-        end = float(curve[-1])
+        start, end = float(curve[int(positive[0])]), float(curve[-1])
         at_peak = end >= float(curve.max()) * (1 - 1e-9)  # a cyclic schedule rising again is below its peaks
         if end > growth * start and rising and at_peak:
-            return CurveFinding(
-                "grows",
-                f"grows to {end:.3g} ({end / start:.0f} x its first value {start:.3g}) and is still "
-                f"growing at the end of the run ({tail:.3g} at 90% of it)",
-            )
+            return CurveFinding("grows", f"grows to {end / start:.0f} x its first value and still grows")
     return None
 
 
-_ASK_LENGTH = (
-    "pass `max_epochs=` or `max_steps=` to `preflight(...)` (inside `trainer.fit` the Trainer's "
-    "`estimated_stepping_batches` is used)"
-)
+_ASK_LENGTH = "To plan the LR curve, pass `max_epochs=` or `max_steps=` to preflight, or run it inside fit."
+_FIXES = {
+    "collapse": 'Register a decay sized in epochs with "interval": "epoch", or size it in optimizer steps.',
+    "never_warms_up": 'Register a warm-up sized in steps with "interval": "step", or shorten it.',
+    "grows": "Cap the warm-up factor at 1; size the schedule with trainer.estimated_stepping_batches.",
+}
 
 
 class ScheduleCheck(SanityCheck):
-    """Step copies of the configured LR schedulers over the planned run, as Lightning would, and check the
-    LR curve of every optimizer param group.
+    """The loop's state machines advance as declared: step copies of the configured LR schedulers over the
+    planned run, as Lightning would, and check the LR curve of every optimizer param group.
 
     The run's length comes from the Trainer, from ``max_epochs=``/``max_steps=``, or from the scheduler
     itself (else ``inconclusive``). Fails, relative to the base LR, on a warm-up that never finishes, a
     collapse below ``collapse`` x base before half the run, growth beyond ``growth`` x, or a scheduler that
     raises before the run ends. Skips without a scheduler, with only ``ReduceLROnPlateau``, or under manual
-    optimisation. The curve is deterministic: no noise.
+    optimisation. The curve is deterministic (no noise); at most :data:`MAX_SIMULATED` steps (fixed work).
 
     Cost: one ``configure_optimizers`` and one ``scheduler.step()`` per step of the run (~0.3 s for 10k).
 
@@ -256,26 +210,14 @@ class ScheduleCheck(SanityCheck):
         ...                    max_epochs=10, progress=False)
         >>> report["schedule"].status, report["schedule"].details["findings"][0]["rule"]
         ('fail', 'collapse')
-        >>> report = preflight(TinyClassifier(), train_dataloaders=loader, checks=[ScheduleCheck()],
-        ...                    max_epochs=10, progress=False)
-        >>> report["schedule"].status, report["schedule"].message
-        ('skip', 'skipped: no scheduler configured: the LR stays at what the optimizer was given.')
     """
 
     name = "schedule"
 
     def __init__(
-        self,
-        collapse: float = 1e-3,
-        low: float = 1e-2,
-        growth: float = 10.0,
-        *,
-        on_fail: Literal["raise", "warn"] = "raise",
-        input_key: Key = None,
-        target_key: Key = None,
-        time_budget: TimeBudget = "default",
+        self, collapse: float = 1e-3, low: float = 1e-2, growth: float = 10.0, **options: Any
     ) -> None:
-        super().__init__(on_fail=on_fail, input_key=input_key, target_key=target_key, time_budget=time_budget)
+        super().__init__(**options)  # on_fail, input_key, target_key, time_budget: see SanityCheck
         check_positive("collapse", collapse)
         check_positive("low", low)
         check_positive("growth", growth)
@@ -291,208 +233,149 @@ class ScheduleCheck(SanityCheck):
     def check(self, context: CheckContext) -> CheckResult:
         model = context.copy_model()
         if not model.automatic_optimization:
-            raise CheckSkipped(
-                "manual optimisation: `training_step` steps its schedulers itself (`self.lr_schedulers()`), "
-                "so when they step cannot be known without running it."
-            )
+            raise CheckSkipped("manual optimisation: `training_step` steps its schedulers itself.")
         run = context.run_length
         stand_in = context.trainer_for_copies()
         config, error, stand_in_error = _configure(model, stand_in)
+        if error and (stand_in is None or ("AttributeError" in error and "stand-in" in error)):
+            summary = f"`configure_optimizers` fails on a copy without a Trainer ({error.split(':')[0]})"
+            return CheckResult(self.name, "inconclusive", summary, {"error": error}, action=_ASK_LENGTH)
         if error:
-            return self._not_configured(error, run, stand_in is not None)
-        configs = schedulers_from_config(config)
-        if not configs and stand_in is None:
-            raise CheckSkipped(
-                "no scheduler configured (in what `configure_optimizers` returns outside a Trainer): the LR "
-                "stays at what the optimizer was given. If yours builds its schedule from `self.trainer` (as "
-                f"OptimizerRecipeMixin does), {_ASK_LENGTH}."
+            raise RuntimeError(
+                f"`configure_optimizers` raised on a copy for the planned run ({run.source}): {error}"
             )
+        configs = schedulers_from_config(config)
         if not configs and stand_in_error:
-            return CheckResult(
-                self.name,
-                "inconclusive",
-                "no scheduler in what `configure_optimizers` returns outside a Trainer, and with a stand-in "
-                f"for the planned run ({run.source}) it raised ({stand_in_error}): a module that builds its "
-                "schedule from `self.trainer` cannot be planned here. Run the check inside fit: "
-                "`Trainer(callbacks=[Preflight()])`.",
-                {"error": stand_in_error},
+            raise CheckInconclusive(
+                f"with a stand-in Trainer `configure_optimizers` raised ({stand_in_error[:50]})"
             )
         if not configs:
-            raise CheckSkipped("no scheduler configured: the LR stays at what the optimizer was given.")
+            advice = "" if stand_in is not None else " (one built from `self.trainer` needs `max_epochs=`)"
+            raise CheckSkipped(f"no scheduler configured{advice}.")
         stepped = [c for c in configs if not c.reduce_on_plateau]
         if not stepped:
-            raise CheckSkipped(
-                "only ReduceLROnPlateau is configured: it lowers the LR when the monitored metric stops "
-                "improving, so its curve depends on training and cannot be planned."
+            raise CheckSkipped("only ReduceLROnPlateau is configured: its curve follows the metric.")
+        names = ", ".join(type(c.scheduler).__name__ for c in stepped)
+        observed = _observed_in_a_trial(context)  # the schedule as the loop steps it, not as configured
+        if "first_difference" in observed:
+            step, seen, declared = observed["first_difference"]
+            return CheckResult(
+                self.name,
+                "fail",
+                f"a trial fit left the declared LR schedule at step {step}: {seen:.3g} vs {declared:.3g}",
+                {"trial": observed, "schedulers": [_described(c) for c in stepped]},
+                action="Step each configured scheduler only where declared: Lightning steps it already.",
             )
         total, source = run.total_steps, run.source
         if total is None:
             total, source = _own_length(stepped, run.steps_per_epoch)
         if total is None:
-            return CheckResult(
-                self.name,
-                "inconclusive",
-                "the run's length is unknown, and no scheduler states one, so the LR curve cannot be "
-                f"planned: {_ASK_LENGTH}.",
-                {"schedulers": _names(stepped)},
-            )
+            summary = "the run's length is unknown and no scheduler states one"
+            return CheckResult(self.name, "inconclusive", summary, {"schedulers": names}, action=_ASK_LENGTH)
         curves = lr_curves(stepped, total, run.batches_per_epoch, run.accumulate_grad_batches)
-        extra: list[tuple[str, CurveFinding]] = []
-        if not curves.error and not curves.stopped_by_budget and _rising_at_end(curves):
-            extra = self._unfinished_rise(context, curves, run)
-        return self._verdict(curves, stepped, source, len(configs) - len(stepped), extra)
+        findings = []
+        for column, (label, base) in enumerate(zip(curves.labels, curves.bases, strict=True)):
+            rules = {"collapse": self.collapse, "low": self.low, "growth": self.growth}
+            if finding := judge_curve(curves.values[:, column], base, total, **rules):
+                findings.append((label, finding))
+        if not curves.error and not findings:
+            findings = self._unfinished_rise(context, curves, run)
+        details: dict[str, Any] = {
+            "trial": observed,
+            "total_steps": total,
+            "simulated_steps": curves.simulated,
+            "length_source": source,
+            "schedulers": [_described(c) for c in stepped],
+            "not_simulated": len(configs) - len(stepped),
+            "deterministic": True,
+            "groups": {
+                label: _summary(curves.values[:, i], base)
+                for i, (label, base) in enumerate(zip(curves.labels, curves.bases))
+            },
+            "findings": [{"group": label, "rule": f.rule, "measured": f.message} for label, f in findings],
+        }
+        if curves.error:
+            details.update(error_step=curves.error_step, error=curves.error)
+            summary = f"{names} raises at optimizer step {curves.error_step} of the planned {total}"
+            action = "Size it by self.trainer.estimated_stepping_batches, with interval 'step'."
+            return CheckResult(self.name, "fail", summary, details, action=action)
+        if findings:
+            finding = findings[0][1]
+            summary = f"{names}: the LR {finding.message} ({finding.rule})"[:SUMMARY_LIMIT]
+            return CheckResult(self.name, "fail", summary, details, action=_FIXES[finding.rule])
+        if curves.simulated < total:
+            raise CheckInconclusive(
+                f"the run's {total} steps exceed the {curves.simulated} simulated; none broke a rule"
+            )
+        first = details["groups"][curves.labels[0]]
+        return CheckResult(
+            self.name,
+            "pass",
+            f"{names} over {total} steps: LR {first['first']:.3g} -> {first['last']:.3g}, peak "
+            f"{first['peak']:.3g}: no collapse, endless warm-up or growth",
+            details,
+        )
 
     def _unfinished_rise(
         self, context: CheckContext, curves: LRCurves, run: RunLength
     ) -> list[tuple[str, CurveFinding]]:
-        """Groups whose LR is still rising when the run ends and, stepped on past the run (fresh copies, up
-        to 10x the run or 20k more steps), would rise to more than twice the run's peak: the run ends
-        inside the schedule's warm-up (a warm-up registered per epoch, a schedule sized for a longer run)."""
-        total = curves.total
-        config, error = configure_optimizers_on_copy(context.copy_model(), context.trainer_for_copies())
-        if error:
+        """Groups whose LR ends the run at its peak and, stepped on (fresh copies, up to 10x the run or 20k
+        more steps), would rise past twice that peak: the run ends inside the warm-up."""
+        values, total = curves.values, curves.total
+        if len(values) < max(2, total) or not bool(
+            ((values[-1] >= values.amax(0) * (1 - 1e-9)) & (values[-1] > values[0] * (1 + 1e-9))).any()
+        ):
             return []
-        fresh = [c for c in schedulers_from_config(config) if not c.reduce_on_plateau]
+        config, error = configure_optimizers_on_copy(context.copy_model(), context.trainer_for_copies())
+        fresh = [] if error else [c for c in schedulers_from_config(config) if not c.reduce_on_plateau]
         longer = lr_curves(
             fresh, min(10 * total, total + 20_000), run.batches_per_epoch, run.accumulate_grad_batches
-        )
-        if longer.values.shape[1] != curves.values.shape[1]:
+        ).values
+        if longer.shape[1:] != values.shape[1:]:
             return []
-        found = []
-        for column, label in enumerate(curves.labels):
-            peak_run = float(curves.values[:, column].max())
-            peak_later = float(longer.values[:, column].max())
-            if peak_later > 2 * peak_run > 0:
-                at = int(longer.values[:, column].argmax())
-                found.append(
-                    (
-                        label,
-                        CurveFinding(
-                            "never_warms_up",
-                            f"is still rising when the run ends: it peaks at {peak_run:.3g} within the "
-                            f"{total} planned steps, while the schedule, stepped on, keeps rising to "
-                            f"{peak_later:.3g} ({peak_later / peak_run:.1f} x, at step {at}): the run ends "
-                            "inside the warm-up, so the peak LR it was configured with is never used",
-                        ),
-                    )
-                )
-        return found
+        peaks, later = values.amax(0).tolist(), longer.amax(0).tolist()
+        return [
+            (
+                label,
+                CurveFinding(
+                    "never_warms_up", f"still rises at step {total}, {b / a:.1f} x short of its peak"
+                ),
+            )
+            for label, a, b in zip(curves.labels, peaks, later)
+            if b > 2 * a > 0
+        ]
 
-    def _not_configured(self, error: str, run: RunLength, had_stand_in: bool) -> CheckResult:
-        if not had_stand_in:
-            return CheckResult(
-                self.name,
-                "inconclusive",
-                f"`configure_optimizers` fails on a copy without a Trainer ({error}); it likely reads "
-                "`self.trainer` (estimated_stepping_batches, max_epochs). To plan the LR curve, "
-                f"{_ASK_LENGTH}.",
-                {"error": error},
-            )
-        if "AttributeError" in error and "stand-in" in error:
-            return CheckResult(
-                self.name,
-                "inconclusive",
-                "`configure_optimizers` reads more of `self.trainer` than a preflight outside `fit` can "
-                f"answer ({error}); run the check inside fit: "
-                "`Trainer(callbacks=[Preflight(checks=[...])])`.",
-                {"error": error},
-            )
-        raise RuntimeError(
-            f"`configure_optimizers` raised on a copy for the planned run ({run.source}): {error}"
-        )
 
-    def _verdict(
-        self,
-        curves: LRCurves,
-        configs: list[SchedulerConfig],
-        source: str,
-        plateau: int,
-        extra: list[tuple[str, CurveFinding]] | None = None,
-    ) -> CheckResult:
-        total = curves.total
-        findings: list[tuple[str, CurveFinding]] = []
-        for column, (label, base) in enumerate(zip(curves.labels, curves.bases, strict=True)):
-            finding = judge_curve(
-                curves.values[:, column],
-                base,
-                total,
-                collapse=self.collapse,
-                low=self.low,
-                growth=self.growth,
-            )
-            if finding is not None:
-                findings.append((label, finding))
-        findings += [(label, f) for label, f in extra or [] if label not in {g for g, _ in findings}]
-        details: dict[str, Any] = {
-            "total_steps": total,
-            "simulated_steps": curves.simulated,
-            "length_source": source,
-            "schedulers": _names(configs),
-            "deterministic": True,
-            "groups": {
-                label: _summary(curves, column, base)
-                for column, (label, base) in enumerate(zip(curves.labels, curves.bases, strict=True))
-            },
-            "findings": [{"group": label, "rule": f.rule} for label, f in findings],
-        }
-        names = ", ".join(_names(configs))
-        plan = f"over the planned {total} optimizer steps ({source})"
-        note = f" ({plateau} ReduceLROnPlateau not simulated: it follows the metric.)" if plateau else ""
-        if curves.error:
-            details["error_step"] = curves.error_step
-            return CheckResult(
-                self.name,
-                "fail",
-                f"stepping {names} {plan}: {curves.error} at optimizer step {curves.error_step}: training "
-                "would stop there. Likely cause: the scheduler's length (total_steps, epochs x "
-                "steps_per_epoch) is shorter than the run. Try: "
-                '`total_steps=self.trainer.estimated_stepping_batches` with `"interval": "step"`.' + note,
-                details,
-            )
-        if findings:
-            fix = {
-                "collapse": 'a decay meant per epoch registered per step (`"interval": "step"` with '
-                "StepLR/ExponentialLR sized in epochs), or step_size/gamma/T_max sized in epochs. Try: "
-                '`"interval": "epoch"`, or size the decay in optimizer steps',
-                "never_warms_up": "a warm-up sized in steps but registered per epoch (the default interval), "
-                'or a warm-up longer than the run. Try: `"interval": "step"` in the lr_scheduler dict, or a '
-                "shorter warm-up",
-                "grows": "gamma > 1, a warm-up factor with no cap (min(1, step / warmup)), or a schedule "
-                "longer than the run (OneCycleLR whose total_steps exceeds it). Try: cap the warm-up at 1; "
-                "size the schedule with `self.trainer.estimated_stepping_batches`",
-            }
-            parts = [
-                f"the LR of {label} {f.message}. Likely cause: {fix[f.rule]}." for label, f in findings[:3]
-            ]
-            return CheckResult(
-                self.name, "fail", f"stepping {names} {plan}: " + " | ".join(parts) + note, details
-            )
-        if curves.stopped_by_budget:
-            details["stopped_by_budget"] = True
-            return CheckResult(
-                self.name,
-                "inconclusive",
-                f"stepping {names} {plan}: the time budget ended the simulation after {curves.simulated} "
-                "steps, with no broken rule so far. Try: a larger `time_budget` for this check.",
-                details,
-            )
-        summary = _summary(curves, 0, curves.bases[0])
-        return CheckResult(
-            self.name,
-            "pass",
-            f"stepping {names} {plan}: the LR of {curves.labels[0]} goes from {summary['first']:.3g} to "
-            f"{summary['last']:.3g} (peak {summary['peak']:.3g}, base {curves.bases[0]:.3g}): no early "
-            "collapse, no unfinished warm-up, no unbounded growth. The curve is deterministic (no noise "
-            "estimate needed); the planned length is as stated." + note,
-            details,
-        )
+def _observed_in_a_trial(context: CheckContext) -> dict[str, Any]:
+    """The LR the shared trial fit (one optimizer, automatic optimisation) used at each step, against
+    what its configured schedulers declare for that fit, stepped as Lightning steps them: a scheduler also
+    stepped by hand, or never stepped, shows as the first step where they differ."""
+    try:
+        fit = trial_fit(context, steps=TRIAL_STEPS, max_samples=TRIAL_SAMPLES)
+    except Exception as err:  # the trial cannot run here (no data, a multi-process run): not observed
+        return {"observed": False, "why": f"{type(err).__name__}: {str(err)[:80]}"}
+    if not fit.automatic or len(fit.optimizers) != 1 or not fit.steps:
+        return {"observed": False, "why": "not one optimizer stepping under automatic optimisation"}
+    trial = RunLength(TRIAL_STEPS, TRIAL_STEPS, 1, 1, TRIAL_STEPS, "the trial fit")
+    config, error, _ = _configure(context.copy_model(), PlannedTrainer(trial))
+    configs = [] if error else [c for c in schedulers_from_config(config) if not c.reduce_on_plateau]
+    if not configs:
+        return {"observed": False, "why": "the trial's schedulers could not be rebuilt"}
+    declared = lr_curves(configs, len(fit.steps), TRIAL_STEPS).values.amax(dim=1).tolist()
+    seen = [step.lr for step in fit.steps][: len(declared)]
+    found: dict[str, Any] = {"observed": True, "steps": len(seen)}
+    for step, (lr, expected) in enumerate(zip(seen, declared)):
+        if abs(lr - expected) > 1e-6 * max(abs(expected), 1e-12):
+            found["first_difference"] = (step, lr, expected)
+            break
+    return found
 
 
 def _configure(model: Any, stand_in: Any) -> tuple[Any, str, str]:
     """``configure_optimizers`` on the copy: with the planned run's stand-in Trainer attached first when there
-    is one (a module that builds its schedule only when a Trainer is attached, as ``OptimizerRecipeMixin``
-    does, returns it then), else as :func:`configure_optimizers_on_copy` calls it. Returns the config, why it
-    failed (``""``), and why the call with the stand-in failed (``""``: it did not, or there was none)."""
+    is one (a module that builds its schedule only with a Trainer, as ``OptimizerRecipeMixin``), else as
+    :func:`configure_optimizers_on_copy` calls it. Returns the config, why it failed (``""``), and why the
+    call with the stand-in failed (``""``: it did not, or there was none)."""
     stand_in_error = ""
     if stand_in is not None:
         model.trainer = stand_in
@@ -510,53 +393,32 @@ def _configure(model: Any, stand_in: Any) -> tuple[Any, str, str]:
     return config, error, stand_in_error
 
 
-def _rising_at_end(curves: LRCurves) -> bool:
-    """Whether some group's LR ends the run at its highest, above where it started (a warm-up or a rise that
-    may not have finished: the only shape worth stepping on past the run)."""
-    values = curves.values
-    if len(values) < 2 or len(values) < curves.total:
-        return False
-    at_peak = values[-1] >= values.max(dim=0).values * (1 - 1e-9)
-    return bool((at_peak & (values[-1] > values[0] * (1 + 1e-9))).any())
-
-
-def _summary(curves: LRCurves, column: int, base: float) -> dict[str, Any]:
-    curve = curves.values[:, column]
-    step = max(1, len(curve) // 50)
-    return {
-        "base": base,
+def _summary(curve: Tensor, base: float) -> dict[str, Any]:
+    every = max(1, len(curve) // 50)
+    ends = {
         "first": float(curve[0]),
         "peak": float(curve.max()),
         "lowest": float(curve.min()),
         "last": float(curve[-1]),
-        "curve_every": step,
-        "curve": [float(v) for v in curve[::step]],
     }
+    return {"base": base, **ends, "curve_every": every, "curve": [float(v) for v in curve[::every]]}
 
 
-def _names(configs: list[SchedulerConfig]) -> list[str]:
-    return [f"{type(c.scheduler).__name__} (per {c.interval}, every {c.frequency})" for c in configs]
+def _described(config: SchedulerConfig) -> str:
+    return f"{type(config.scheduler).__name__} (per {config.interval}, every {config.frequency})"
 
 
 def _own_length(configs: list[SchedulerConfig], steps_per_epoch: int | None) -> tuple[int | None, str]:
     """The run length a scheduler states itself, in optimizer steps, when the run's is unknown."""
+    stated_by = {OneCycleLR: "total_steps", CosineAnnealingLR: "T_max", PolynomialLR: "total_iters"}
     for config in configs:
-        scheduler = config.scheduler
-        stated: tuple[str, Any] | None = None
-        if isinstance(scheduler, OneCycleLR):
-            stated = ("total_steps", scheduler.total_steps)
-        elif isinstance(scheduler, CosineAnnealingLR):
-            stated = ("T_max", scheduler.T_max)
-        elif isinstance(scheduler, PolynomialLR):
-            stated = ("total_iters", scheduler.total_iters)
-        if stated is None or not isinstance(stated[1], int) or stated[1] < 1:
-            continue
+        attribute = next((a for kind, a in stated_by.items() if isinstance(config.scheduler, kind)), None)
+        stated = getattr(config.scheduler, attribute, None) if attribute else None
         per_interval = 1 if config.interval == "step" else steps_per_epoch
-        if per_interval is None:
-            continue
-        total = stated[1] * config.frequency * per_interval
-        return total, (
-            f"{type(scheduler).__name__}'s own {stated[0]}={stated[1]}, as the run's length is unknown: "
-            + _ASK_LENGTH.replace("pass", "to check it against the run, pass", 1)
-        )
+        if isinstance(stated, int) and stated >= 1 and per_interval is not None:
+            name = type(config.scheduler).__name__
+            return (
+                stated * config.frequency * per_interval,
+                f"{name}'s own {attribute}={stated} (run length unknown)",
+            )
     return None, "unknown"

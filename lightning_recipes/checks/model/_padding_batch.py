@@ -16,34 +16,18 @@ from lightning_recipes.harness.walk import batch_entries
 
 __all__ = ["LENGTHS_KEYS", "MASK_KEYS", "Padding", "extend_batch", "find_padding"]
 
-MASK_KEYS = (
-    "attention_mask",
-    "padding_mask",
-    "src_key_padding_mask",
-    "key_padding_mask",
-    "tgt_key_padding_mask",
-    "input_mask",
-    "pad_mask",
-    "mask",
-)
+MASK_KEYS: tuple[str, ...] = ("attention_mask", "padding_mask", "src_key_padding_mask", "key_padding_mask")
+MASK_KEYS += ("tgt_key_padding_mask", "input_mask", "pad_mask", "mask")
 """Dict keys read as a ``[B, T]`` padding mask (and keys ending in ``attention_mask``/``padding_mask``)."""
 LENGTHS_KEYS = ("lengths", "length", "lens", "seq_lens", "seq_len", "input_lengths", "sequence_lengths")
 
 
 @dataclass
 class Padding:
-    """What the batch says about padding.
-
-    Attributes:
-        kind: ``"mask"`` or ``"lengths"``.
-        key: The mask's or the lengths' key (index) in the batch.
-        length: ``T``, the padded sequence length.
-        pad_value: The mask value that marks padding (``0``: 1 = keep, as Hugging Face; ``1``/``True``: True =
-            pad, as ``src_key_padding_mask``); ``None`` for lengths.
-        real: ``[B, T]`` bool, True at real (not padded) positions.
-        sequence_keys: The batch entries with shape ``[B, T, ...]`` (extended along dim 1).
-        convention: Said in words, for the report.
-    """
+    """What the batch says about padding: its ``kind`` (``"mask"``/``"lengths"``) and ``key``, the length
+    ``T``, the mask value that marks padding (``pad_value``: 0 as Hugging Face's ``attention_mask``, 1 as
+    ``src_key_padding_mask``; ``None`` for lengths), ``real`` (``[B, T]``, True at real positions), the
+    ``[B, T, ...]`` entries (``sequence_keys``) and the convention in words."""
 
     kind: str
     key: int | str
@@ -143,7 +127,7 @@ def find_padding(
         if keys:
             return Padding("mask", key, length, pad_value, real.bool(), keys, convention), ""
     if inputs is None or inputs.ndim < 2:
-        return None, "no padding mask, and no [B, T, ...] input for a lengths entry to describe"
+        return None, "no mask, and no [B, T, ...] input for lengths"
     size, length = int(inputs.shape[0]), int(inputs.shape[1])
     names: list[int | str] = (
         [padding_key] if padding_key is not None else [k for k, _ in entries if k != target_key]
@@ -163,7 +147,7 @@ def find_padding(
         return Padding(
             "lengths", key, length, None, real, keys, "lengths: positions >= length are padding"
         ), ""
-    return None, "no padding mask and no lengths entry"
+    return None, "no mask, no lengths"
 
 
 def _contiguous(real: Tensor) -> bool:

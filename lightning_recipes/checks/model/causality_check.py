@@ -2,22 +2,20 @@
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any
 
 import torch
 from torch import Tensor
 from typing_extensions import override
 
 from lightning_recipes._validation import check_in_range, check_int
-from lightning_recipes.checks._budget import budget_seconds, out_of_time
 from lightning_recipes.checks._num_classes import IGNORE_INDEX
-from lightning_recipes.checks.base import SanityCheck, TimeBudget
-from lightning_recipes.checks.report import CheckResult, CheckSkipped
-from lightning_recipes.harness import CannotRunOnCopy
+from lightning_recipes.checks.base import SanityCheck, perturbed
+from lightning_recipes.checks.model._probe import model_output, seeded, until_it_reacts
+from lightning_recipes.checks.report import CheckInconclusive, CheckResult, CheckSkipped
 from lightning_recipes.harness import Harness as CheckContext
-from lightning_recipes.harness.batches import Key, batch_size_of, slice_batch
+from lightning_recipes.harness.batches import batch_size_of, slice_batch
 
 __all__ = ["CausalityCheck", "aligned_output", "next_token_task"]
 
@@ -25,15 +23,18 @@ _MATCH = 0.99  # share of the (non-ignored) target positions that must equal the
 
 
 class CausalityCheck(SanityCheck):
-    """Verify that an autoregressive model's output at position ``t`` does not depend on inputs after ``t``.
+    """The output depends on what the task says: where the task is causal, the output at position ``t``
+    depends on no input after ``t``.
 
     Applies to next-token prediction (targets are the inputs shifted by one, or ``labels == input_ids``), or
-    to any sequence model with ``causal=True``; encoders and taggers skip. Float inputs get a gradient test at
-    ``num_positions`` positions, token inputs a perturbation test with bisection to the first leaking input;
-    eval mode and one seed per pass, so dropout is no false alarm. Outputs are ``[B, S, ...]``.
+    to any sequence model with ``causal=True``; encoders and taggers skip. At ``num_positions`` positions the
+    inputs after it are replaced (other token ids, or noise for floats); an output up to it that moves is a
+    leak, narrowed down by bisection to the first input it reads; eval mode and one seed per pass, so dropout
+    is no false alarm. Outputs are ``[B, S, ...]``. Your code
+    raising on the altered sequence makes it ``inconclusive``.
 
-    Cost: one forward and ``num_positions`` backward passes (or ``1 + num_positions`` forwards plus
-    ``log2(S)`` for a leak) on ``num_samples`` sequences of the first batch.
+    Cost: ``1 + num_positions`` forwards (plus ``log2(S)`` for a leak) on ``num_samples`` sequences of the
+    first batch.
 
     Args:
         causal: ``None`` infers the task from the batch, ``True`` forces the check on, ``False`` skips it.
@@ -55,7 +56,6 @@ class CausalityCheck(SanityCheck):
     """
 
     name = "causality"
-    max_attempts = 3  # a look at init, then after one and two optimizer steps (zero-initialised heads)
 
     def __init__(
         self,
@@ -63,13 +63,9 @@ class CausalityCheck(SanityCheck):
         num_positions: int = 3,
         num_samples: int = 4,
         rtol: float = 1e-4,
-        *,
-        on_fail: Literal["raise", "warn"] = "raise",
-        input_key: Key = None,
-        target_key: Key = None,
-        time_budget: TimeBudget = "default",
+        **options: Any,
     ) -> None:
-        super().__init__(on_fail=on_fail, input_key=input_key, target_key=target_key, time_budget=time_budget)
+        super().__init__(**options)  # on_fail, input_key, target_key, time_budget: see SanityCheck
         if causal is not None and not isinstance(causal, bool):
             raise ValueError(f"`causal` must be True, False or None (infer), got {causal!r}.")
         check_int("num_positions", num_positions, minimum=1)
@@ -89,150 +85,61 @@ class CausalityCheck(SanityCheck):
         if inputs is None or inputs.ndim < 2 or inputs.shape[1] < 2:
             shape = None if inputs is None else list(inputs.shape)
             raise CheckSkipped(
-                f"the input {shape} is not a sequence [B, S, ...] with S >= 2; causality applies to sequence "
-                "models only (pass `input_key` if the sequence is another tensor of the batch)."
+                f"the input {shape} is not a sequence [B, S, ...] with S >= 2 (or pass `input_key`)."
             )
+        how = "declared with causal=True"
         if self.causal is None:
             is_lm, how = next_token_task(batch, inputs, targets)
             if not is_lm:
                 raise CheckSkipped(
-                    f"the task is not next-token prediction ({how}), so a model that sees the whole sequence "
-                    "(encoder classifier, tagger, bidirectional RNN) is legitimate. For an autoregressive "
-                    "model whose targets are built elsewhere, force the check: CausalityCheck(causal=True)."
+                    f"not next-token prediction ({how}); CausalityCheck(causal=True) forces it."
                 )
-        else:
-            how = "declared with causal=True"
         size = batch_size_of(batch, context.input_key) or len(inputs)
         count = min(size, self.num_samples)
-        batch = slice_batch(batch, count, size)
-        inputs = inputs[:count].detach()
-        seq = int(inputs.shape[1])
-        probes = _positions(seq, self.num_positions)
+        batch, inputs = slice_batch(batch, count, size), inputs[:count].detach()
+        probes = _positions(int(inputs.shape[1]), self.num_positions)
         model = context.copy_model()
-        optimizers = None
-        for attempt in range(self.max_attempts):
+
+        def measure() -> dict[str, Any]:
             model.eval()
-            found = None
-            if torch.is_floating_point(inputs):
-                found = self._gradient_test(context, model, batch, inputs, probes)
-            if found is None:
-                found = self._perturbation_test(context, model, batch, inputs, probes)
-            if found["scale"] > 0 or attempt == self.max_attempts - 1 or not model.automatic_optimization:
-                break
-            # A zero-initialised output layer hides every input at init: train the copy a step, look again.
-            model.train()
-            if optimizers is None:
-                optimizers = context.build_optimizers(model).optimizers
-            context.optimization_step(model, optimizers, batch)
-        assert found is not None  # the perturbation test always measures
+            return self._perturbation_test(context, model, batch, inputs, probes)
+
+        found, steps = until_it_reacts(context, model, batch, measure, lambda f: f["scale"] > 0)
+        scale = found["scale"]
         details: dict[str, Any] = {
             "task": how,
             "method": found["method"],
             "positions": probes,
             "samples": count,
-            "sequence_length": seq,
+            "sequence_length": int(inputs.shape[1]),
             "rtol": self.rtol,
-            "training_steps_first": attempt,
-            "measured": found["worst"] / found["scale"] if found["scale"] > 0 else 0.0,
+            "training_steps_first": steps,
+            "measured": found["worst"] / scale if scale > 0 else 0.0,
         }
-        if found["scale"] == 0:
-            # the check applies (a next-token task) and ran, but measured nothing: no verdict, not a skip
-            return CheckResult(
-                self.name,
-                "inconclusive",
-                f"the outputs do not react to any input position (zero gradient and no change under "
-                f"perturbation, also after {attempt} optimizer step(s) on the copy), so causality cannot be "
-                "measured; no verdict. See the input_independence and grad_flow checks (an input that never "
-                "reaches the output).",
-                details,
-            )
-        probed = found.get("probed", len(probes))
-        if found["leak"] is None and probed < len(probes):
-            # a pass must have looked at every position: the budget cut the positions it did not test
-            details["positions_tested"] = probes[:probed]
-            details["stopped_by_time_budget"] = True
-            return CheckResult(
-                self.name,
-                "inconclusive",
-                f"the time budget ({budget_seconds()} s) stopped the check after {probed} of {len(probes)} "
-                f"positions ({probes[:probed]}: no dependence on later inputs there); no verdict on the "
-                "rest. Try: a larger `time_budget` for this check (or None), or "
-                "CausalityCheck(num_positions=..., num_samples=...) with fewer.",
-                details,
+        if scale == 0:
+            raise CheckInconclusive(
+                f"the outputs react to no input position, also after {steps} optimizer step(s)"
             )
         if found["leak"] is None:
             return CheckResult(
                 self.name,
                 "pass",
-                f"outputs at positions {probes} do not depend on later inputs ({found['method']} test on "
-                f"{count} sequence(s) of length {seq}, largest future effect {found['worst']:.3g} = "
-                f"{details['measured']:.2g} of the largest effect; task: {how}).",
+                f"outputs at positions {probes} do not depend on later inputs (largest future effect "
+                f"{details['measured']:.2g} of the largest effect)",
                 details,
             )
         position, later, far = found["leak"]
         details["leak"] = {"output_position": position, "input_position": later, "reads_further": far}
-        if later is None:
-            nearest = f"inputs after position {found['probe']} (the exact position was not narrowed down)"
-        elif far:
-            nearest = (
-                f"input position {later} and later ones too (the future is visible: a missing or wrong mask, "
-                "or a bidirectional layer)"
-            )
-        else:
-            nearest = f"input position {later} and no later one"
-            nearest += " (an off-by-one shift)" if later == position + 1 else ""
+        seen = f"input position {later}" + (" and later ones too" if far else "")
+        seen += " (off-by-one)" if later == position + 1 and not far else ""
         return CheckResult(
             self.name,
             "fail",
-            f"the output at position {position} depends on {nearest} (effect {found['worst']:.3g} = "
-            f"{details['measured']:.2g} of the largest effect; expected 0). A next-token model reads the "
-            "token it must predict, so training loss falls fast and generation fails. Likely causes: no "
-            "causal mask or one built for another length, a bidirectional layer (bidirectional RNN, encoder "
-            "attention), a convolution padded on both sides, inputs shifted the wrong way. Try: "
-            "`F.scaled_dot_product_attention(..., is_causal=True)` or "
-            "`mask=nn.Transformer.generate_square_subsequent_mask(S)`; unidirectional RNNs; left-only "
-            f"padding for convolutions; check the input/target shifts (task: {how}).",
+            f"the output at position {position} depends on {seen}: {details['measured']:.2g} of the largest "
+            "effect, expected 0",
             details,
+            action="Add a causal mask (is_causal=True), use unidirectional layers and left-only padding.",
         )
-
-    # ------------------------------------------------------------------ tests
-    def _gradient_test(
-        self, context: CheckContext, model: Any, batch: Any, inputs: Tensor, probes: list[int]
-    ) -> dict[str, Any] | None:
-        x = inputs.clone().requires_grad_(True)
-        with torch.enable_grad():
-            output = _seeded_output(context, model, context.with_inputs(batch, x), inputs)
-            if not output.requires_grad:
-                return None
-            rows: list[Tensor] = []
-            for position in probes:
-                if out_of_time() and rows:
-                    break
-                (grad,) = torch.autograd.grad(
-                    output[:, position].float().sum(), x, retain_graph=True, allow_unused=True
-                )
-                if grad is None:
-                    return None
-                rows.append(grad.detach().abs().transpose(0, 1).reshape(inputs.shape[1], -1).amax(1).float())
-        table = torch.stack(rows).tolist()  # sync: once; table[i][u] = effect of input u on output probes[i]
-        scale = max(max(row) for row in table)
-        if scale == 0:
-            return {"method": "gradient", "scale": 0.0, "worst": 0.0, "leak": None}
-        worst, leak, limit = 0.0, None, self.rtol * scale
-        for position, row in zip(probes, table):  # report the earliest leaking position: most future to see
-            future = row[position + 1 :]
-            worst = max([worst, *future])
-            if leak is None and future and max(future) > limit:
-                first = next(u for u, v in enumerate(future) if v > limit)
-                leak = (position, position + 1 + first, any(v > limit for v in future[first + 1 :]))
-        return {
-            "method": "gradient",
-            "scale": scale,
-            "worst": worst,
-            "leak": leak,
-            "probe": None,
-            "probed": len(rows),
-        }
 
     def _perturbation_test(
         self, context: CheckContext, model: Any, batch: Any, inputs: Tensor, probes: list[int]
@@ -242,52 +149,34 @@ class CausalityCheck(SanityCheck):
         with torch.no_grad():
             base = _seeded_output(context, model, batch, inputs)
 
-            def effect(changed_from: int, changed_to: int) -> Tensor:
+            def effect(start: int, stop: int) -> Tensor:
+                """The change of every output position when the inputs in ``[start, stop)`` change."""
                 changed = inputs.clone()
-                changed[:, changed_from:changed_to] = replacement[:, changed_from:changed_to]
-                output = _seeded_output(context, model, context.with_inputs(batch, changed), inputs)
-                delta = (output - base).float().abs()
-                return delta.transpose(0, 1).reshape(seq, -1).amax(1)  # per output position
+                changed[:, start:stop] = replacement[:, start:stop]
+                with perturbed("later positions of the sequence replaced"):
+                    output = _seeded_output(context, model, context.with_inputs(batch, changed), inputs)
+                return (output - base).float().abs().transpose(0, 1).reshape(seq, -1).amax(1)
 
-            rows: list[Tensor] = []
-            for position in probes:
-                if out_of_time() and rows:
-                    break
-                rows.append(effect(position + 1, seq))
-            table = torch.stack(rows).tolist()  # sync: once; table[i][s] = change of output s
+            table = torch.stack([effect(p + 1, seq) for p in probes]).tolist()  # sync: once
             scale = max(max(row) for row in table)
-            worst, probe = 0.0, None
-            leak: tuple[int, int | None, bool] | None = None
-            for position, row in zip(probes, table):  # report the earliest leaking probe: most future to see
+            limit = self.rtol * scale
+            worst, leak = 0.0, None
+            for position, row in zip(probes, table):  # the earliest leaking probe: most future to see
                 past = row[: position + 1]
                 worst = max(worst, *past)
-                if leak is None and max(past) > self.rtol * scale:
-                    # the latest output position <= t that moved, then its first later input, by bisection
-                    moved = max(s for s, v in enumerate(past) if v > self.rtol * scale)
-                    leak, probe = (moved, None, False), position
-            if leak is not None:
-                moved = leak[0]
-                low, high = moved + 1, seq  # invariant: changing inputs [moved+1, high) moves output `moved`
-                while high - low > 1 and not out_of_time():
-                    middle = (low + high) // 2
-                    moves = float(effect(moved + 1, middle)[moved])  # sync: once per bisection step
-                    if moves > self.rtol * scale:
-                        high = middle
-                    else:
-                        low = middle
-                later = high - 1 if high - low <= 1 else None
-                far = False
-                if later is not None and later + 1 < seq:
-                    far = float(effect(later + 1, seq)[moved]) > self.rtol * scale  # sync: once
-                leak = (moved, later, far)
-        return {
-            "method": "perturbation",
-            "scale": scale,
-            "worst": worst,
-            "leak": leak,
-            "probe": probe,
-            "probed": len(rows),
-        }
+                if leak is None and max(past) > limit:
+                    moved = max(s for s, v in enumerate(past) if v > limit)
+                    low, high = moved + 1, seq  # changing inputs [moved + 1, high) moves output `moved`
+                    while high - low > 1:
+                        middle = (low + high) // 2
+                        if float(effect(moved + 1, middle)[moved]) > limit:  # sync: once per bisection step
+                            high = middle
+                        else:
+                            low = middle
+                    later = high - 1
+                    far = later + 1 < seq and float(effect(later + 1, seq)[moved]) > limit
+                    leak = (moved, later, far)
+        return {"method": "perturbation", "scale": scale, "worst": worst, "leak": leak}
 
 
 def next_token_task(batch: Any, inputs: Tensor | None, targets: Tensor | None) -> tuple[bool, str]:
@@ -311,21 +200,21 @@ def next_token_task(batch: Any, inputs: Tensor | None, targets: Tensor | None) -
     if inputs is None or targets is None:
         return False, "no targets in the batch"
     if targets.shape[:2] != inputs.shape[:2] or targets.ndim != inputs.ndim or inputs.ndim < 2:
-        return False, f"targets {list(targets.shape)} are not a sequence like the inputs {list(inputs.shape)}"
+        return False, f"targets {list(targets.shape)} vs inputs {list(inputs.shape)}"
     head, tail = targets[:, :-1], inputs[:, 1:]
     shifted = "targets are the inputs shifted by one position (targets[:, :-1] == inputs[:, 1:])"
     if torch.is_floating_point(targets) or torch.is_floating_point(inputs):
         both = torch.is_floating_point(targets) and torch.is_floating_point(inputs)
         if both and bool(torch.allclose(head.float(), tail.float())):  # sync: once
             return True, shifted
-        return False, "targets are not the inputs shifted by one position"
+        return False, "targets are not the shifted inputs"
     valid = head != IGNORE_INDEX
     total = int(valid.sum())  # sync: once
     matches = int(((head == tail) & valid).sum())
     if total > 0 and matches >= _MATCH * total:
         return True, shifted
     share = matches / total if total else 0.0
-    return False, f"targets[:, :-1] equal inputs[:, 1:] at only {share:.0%} of the positions"
+    return False, f"targets are the shifted inputs at {share:.0%} of positions"
 
 
 def _positions(seq: int, count: int) -> list[int]:
@@ -344,30 +233,14 @@ def _replacement(inputs: Tensor, seed: int) -> Tensor:
         return inputs + noise * (inputs.float().std() + 1.0).to(inputs.dtype)
     pool = torch.unique(inputs)
     if len(pool) < 2:
-        raise CheckSkipped("every input token of the batch is the same id; cannot perturb the sequence.")
+        raise CheckSkipped("every input token of the batch is the same id: nothing to replace them with.")
     offsets = torch.randint(1, len(pool), inputs.shape, generator=generator).to(inputs.device)
     return pool[(torch.searchsorted(pool, inputs) + offsets) % len(pool)]
 
 
 def _seeded_output(context: CheckContext, model: Any, batch: Any, inputs: Tensor) -> Tensor:
-    """The output for ``batch`` as ``[B, S, ...]``; identical randomness (dropout left on by hand) in every
-    compared pass."""
-    torch.manual_seed(context.seed)
-    try:
-        output = context.batch_output(model, batch)
-    except (
-        TypeError
-    ):  # a forward that takes more than the input (`forward(inputs, target)`): observe the step
-        torch.manual_seed(context.seed)
-        with context.capture_forward(model) as captured, contextlib.suppress(CannotRunOnCopy):
-            context.training_loss(model, batch)
-        found = captured.last()
-        if found is None:
-            raise CheckSkipped(
-                "`model(inputs)` raised TypeError and no output was seen while `training_step` ran."
-            ) from None
-        output = found
-    return aligned_output(output, inputs)
+    """The output for ``batch`` as ``[B, S, ...]``, with the same randomness in every compared pass."""
+    return aligned_output(seeded(context.seed, model_output, context, model, batch), inputs)
 
 
 def aligned_output(output: Tensor, inputs: Tensor) -> Tensor:
@@ -383,13 +256,8 @@ def aligned_output(output: Tensor, inputs: Tensor) -> Tensor:
     sequence_first = output.ndim >= 2 and output.shape[0] == batch and output.shape[1] == seq
     if not sequence_first and output.ndim >= 1 and output.shape[0] == batch * seq:
         output = output.reshape(batch, seq, *output.shape[1:])
-    _check_shape(output, inputs)
-    return output
-
-
-def _check_shape(output: Tensor, inputs: Tensor) -> None:
-    if output.ndim < 2 or output.shape[0] != inputs.shape[0] or output.shape[1] != inputs.shape[1]:
+    if output.ndim < 2 or output.shape[0] != batch or output.shape[1] != seq:
         raise CheckSkipped(
-            f"the output has shape {list(output.shape)}, not [B, S, ...] = [{inputs.shape[0]}, "
-            f"{inputs.shape[1]}, ...] like the inputs; cannot tell which output belongs to which position."
+            f"the output {list(output.shape)} is not [B, S, ...] = [{batch}, {seq}, ...] as the inputs."
         )
+    return output

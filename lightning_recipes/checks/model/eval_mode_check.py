@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from collections.abc import Callable, Generator, Mapping
-from contextlib import contextmanager
-from typing import Any, Literal
+from collections.abc import Callable
+from typing import Any
 
 import lightning.pytorch as pl
 import numpy as np
@@ -15,27 +14,21 @@ from torch import Tensor, nn
 from typing_extensions import override
 
 from lightning_recipes._validation import check_in_range, check_int
-from lightning_recipes.checks.base import SanityCheck, TimeBudget
-from lightning_recipes.checks.report import CheckResult
+from lightning_recipes.checks.base import SanityCheck
+from lightning_recipes.checks.model._probe import first_samples, listed, model_output
+from lightning_recipes.checks.report import SUMMARY_LIMIT, CheckResult
 from lightning_recipes.harness import Harness as CheckContext
 from lightning_recipes.harness import first_tensor
-from lightning_recipes.harness.batches import Key, batch_size_of, slice_batch
-from lightning_recipes.harness.forward_capture import step_output, takes_more_than_the_input
+from lightning_recipes.harness.batches import batch_size_of
 
 __all__ = ["EvalModeCheck"]
-
-# Layers whose output depends on train()/eval(): reported for information, never flagged.
-_MODE_DEPENDENT: tuple[type[nn.Module], ...] = (
-    nn.modules.dropout._DropoutNd,
-    nn.modules.batchnorm._BatchNorm,
-    nn.modules.instancenorm._InstanceNorm,
-)
 
 Record = tuple[str, str, Tensor | None, Tensor | None]  # (name, class name, first input, first output)
 
 
 class EvalModeCheck(SanityCheck):
-    """In ``eval()``, the same input must give the same output, and a forward pass must change no state.
+    """What validation reports is what the model does: in ``eval()`` the same input gives the same output,
+    and a forward pass changes no state.
 
     Two ``no_grad`` passes of the first samples under different seeds must agree within ``rtol`` (else
     ``fail``, naming the first module whose output differs); every parameter and buffer must be unchanged
@@ -62,17 +55,8 @@ class EvalModeCheck(SanityCheck):
 
     name = "eval_mode"
 
-    def __init__(
-        self,
-        num_samples: int = 8,
-        rtol: float = 1e-4,
-        *,
-        on_fail: Literal["raise", "warn"] = "raise",
-        input_key: Key = None,
-        target_key: Key = None,
-        time_budget: TimeBudget = "default",
-    ) -> None:
-        super().__init__(on_fail=on_fail, input_key=input_key, target_key=target_key, time_budget=time_budget)
+    def __init__(self, num_samples: int = 8, rtol: float = 1e-4, **options: Any) -> None:
+        super().__init__(**options)  # on_fail, input_key, target_key, time_budget: see SanityCheck
         check_int("num_samples", num_samples, minimum=1)
         check_in_range("rtol", rtol, 0, 1, low_open=True, high_open=True)
         self.num_samples = num_samples
@@ -80,109 +64,78 @@ class EvalModeCheck(SanityCheck):
 
     @override
     def check(self, context: CheckContext) -> CheckResult:
-        batch = context.train_batches(1)[0]
-        size = batch_size_of(batch, context.input_key)
-        if size is not None and size > self.num_samples:
-            batch = slice_batch(batch, self.num_samples, size)
+        batch, _ = first_samples(context, self.num_samples)
         model = context.copy_model()
         model.eval()
-        layers = _mode_dependent_layers(model)
-        details: dict[str, Any] = {
-            "mode_dependent_layers": layers,
-            "samples": min(size or 0, self.num_samples),
-        }
-        info = _describe_layers(layers)
-
         params_before = _checksums(model)
         buffers_before = {name: b.detach().clone() for name, b in model.named_buffers()}
-        runs = [self._observe(context, model, batch, context.seed + offset) for offset in (1, 2)]
+        (out_a, records_a), (out_b, records_b) = (
+            self._observe(context, model, batch, context.seed + offset) for offset in (1, 2)
+        )
         changed = [n for n, c in _checksums(model).items() if not torch.equal(c, params_before[n])]
-        changed += [
-            n
-            for n, b in model.named_buffers()
-            if n not in buffers_before or not _same(b, buffers_before[n], 0.0)  # exact: state must not move
-        ]
-        details["changed_state"] = changed
-
-        (out_a, records_a), (out_b, records_b) = runs
-        culprit, first_differing_input = self._localise(records_a, records_b)
-        outputs_equal = _same(out_a, out_b, self.rtol)
-        details["outputs_equal"] = outputs_equal
-        details["max_difference"] = _max_difference(out_a, out_b)
-        if culprit is not None:
-            details["random_module"] = culprit
-        if first_differing_input is not None:
-            details["first_differing_input"] = first_differing_input
-
-        fails: list[str] = []
+        changed += [n for n, b in model.named_buffers() if not _same(b, buffers_before.get(n, b[None]), 0.0)]
+        culprit, first_input = self._localise(records_a, records_b)
+        details: dict[str, Any] = {
+            "mode_dependent_layers": _mode_dependent_layers(model),
+            "samples": batch_size_of(batch, context.input_key),
+            "changed_state": changed,
+            "outputs_equal": _same(out_a, out_b, self.rtol),
+            "max_difference": _max_difference(out_a, out_b),
+            "random_module": culprit,
+            "first_differing_input": first_input,
+        }
         if changed:
-            shown = ", ".join(f"`{n}`" for n in changed[:4]) + (" ..." if len(changed) > 4 else "")
-            fails.append(
-                f"a forward pass in eval() changed the model's state: {len(changed)} parameter/buffer "
-                f"tensor(s) moved ({shown}). Evaluation then alters the model it measures (e.g. running "
-                "statistics updated on validation data). Likely causes: a custom normalisation layer that "
-                "updates running stats without checking `self.training`, a counter or cache buffer written "
-                "in forward, an in-place op on a weight. Try: update state only under `if self.training:`; "
-                "keep counters out of forward."
+            return CheckResult(
+                self.name,
+                "fail",
+                f"a forward pass in eval() changed the model's state: {listed([f'`{n}`' for n in changed])}",
+                details,
+                action="Update running statistics, counters and caches only under `if self.training:`.",
             )
         if culprit is not None:
-            where = (
-                f"`{culprit[0]}` ({culprit[1]})" if culprit[0] else f"the module's own forward ({culprit[1]})"
-            )
-            inside = ""
-            if first_differing_input is not None and _inside(first_differing_input[0], culprit[0]):
-                inside = (
-                    f"; the first submodule whose input already differed is `{first_differing_input[0]}` "
-                    f"({first_differing_input[1]}): the random operation sits in that forward before it"
-                )
-            difference = (
-                f"largest output difference {details['max_difference']:.3g}"
-                if not outputs_equal
-                else "equal final outputs, e.g. behind a zero-initialised head, but values inside differed"
-            )
-            consequence = " (possibly a consequence of the state change above)" if changed else ""
-            fails.append(
-                f"in eval() the same input gave different results on two passes with different seeds "
-                f"({difference}): {where} is random at eval{inside}"
-                f"{consequence}. Validation metrics jitter and a checkpoint is picked by luck. Likely "
-                "causes: `F.dropout(x, p)` without `training=self.training`, noise (`torch.randn_like`) "
-                "added in forward whatever the mode, random masking or augmentation inside forward. Try: "
-                "use `nn.Dropout` modules or pass `training=self.training`; guard noise, masking and "
-                "augmentation with `if self.training:` (or move augmentation into the training data "
-                "pipeline)."
-            )
-        if fails:
-            return CheckResult(self.name, "fail", " | ".join(fails) + info, details)
-        note = ""
-        if not outputs_equal:  # only possible when training_step feeds different inputs to the wrapped model
-            note = (
-                " `training_step` fed the model different inputs on the two calls (random masking or "
-                "augmentation in training_step); every module that got equal inputs gave equal outputs."
+            where = f"`{culprit[0]}` ({culprit[1]})" if culprit[0] else f"its own forward ({culprit[1]})"
+            if first_input is not None and _inside(first_input[0], culprit[0]):
+                where += f", before `{first_input[0]}`"
+            return CheckResult(
+                self.name,
+                "fail",
+                f"eval() gave different results on two seeds ({details['max_difference']:.2g} apart): "
+                f"{where} is random"[:SUMMARY_LIMIT],
+                details,
+                action="Pass training=self.training to F.dropout; guard noise and masking by self.training.",
             )
         return CheckResult(
             self.name,
             "pass",
-            f"eval() is deterministic and stateless: two passes with different seeds gave the same outputs "
-            f"and no parameter or buffer changed.{note}{info}",
+            "eval() is deterministic and stateless: two passes with different seeds agree, no state changed",
             details,
         )
 
     def _observe(
         self, context: CheckContext, model: pl.LightningModule, batch: Any, seed: int
     ) -> tuple[Tensor, list[Record]]:
-        """One eval pass under a fresh seed: the output and every module call's first input and output."""
+        """One eval pass under a fresh seed: the output and every module call's first input and output
+        (hooks fire when a call ends: innermost first)."""
         records: list[Record] = []
-        _seed_everything(seed)
-        # A forward that raises in eval() is an `error` with the exception (SanityCheck.run), not a skip.
-        with torch.no_grad(), _recording(model, records):
-            try:
-                output = context.batch_output(model, batch)
-            except TypeError as err:  # forward(x, lengths): observe the output while training_step runs
-                if not takes_more_than_the_input(err):
-                    raise
-                records.clear()
-                _seed_everything(seed)
-                output = step_output(context, model, batch)
+
+        def hook(name: str) -> Callable[..., None]:
+            def record(module: nn.Module, args: Any, kwargs: Any, output: Any) -> None:
+                seen = [first_tensor([*args, *kwargs.values()]), first_tensor(output)]
+                kept = [None if t is None else t.detach().clone() for t in seen]
+                records.append((name, type(module).__name__, kept[0], kept[1]))
+
+            return record
+
+        handles = [m.register_forward_hook(hook(n), with_kwargs=True) for n, m in model.named_modules()]
+        torch.manual_seed(seed)  # different streams in the two passes (run() restores the caller's)
+        np.random.seed(seed)
+        random.seed(seed)
+        try:
+            with torch.no_grad():
+                output = model_output(context, model, batch)
+        finally:
+            for handle in handles:
+                handle.remove()
         return output.detach().clone(), records
 
     def _localise(
@@ -192,79 +145,39 @@ class EvalModeCheck(SanityCheck):
         passed different values to a submodule; and the first module that got different inputs."""
         if [r[0] for r in records_a] != [r[0] for r in records_b]:
             return None, None  # data-dependent control flow: compare the final outputs only
-        differs: list[tuple[str, str, bool, bool]] = []  # (name, kind, inputs differ, output differs)
-        for (name, kind, in_a, out_a), (_, _, in_b, out_b) in zip(records_a, records_b, strict=True):
-            in_differs = in_a is not None and in_b is not None and not _same(in_a, in_b, self.rtol)
-            out_differs = out_a is not None and out_b is not None and not _same(out_a, out_b, self.rtol)
-            differs.append((name, kind, in_differs, out_differs))
-        first_input = next(((name, kind) for name, kind, d_in, _ in differs if d_in), None)
-        for name, kind, d_in, d_out in differs:  # hooks fire when a call ends: innermost first
-            if d_in:
-                continue
-            inner = any(
-                _inside(other, name) and other != name and (o_in or o_out)
-                for other, _, o_in, o_out in differs
-            )
-            if d_out or inner:
+        differs = [  # (name, kind, inputs differ, output differs)
+            (n, k, not _same(ia, ib, self.rtol), not _same(oa, ob, self.rtol))
+            for (n, k, ia, oa), (_, _, ib, ob) in zip(records_a, records_b, strict=True)
+        ]
+        first_input = next(((n, k) for n, k, d_in, _ in differs if d_in), None)
+        for name, kind, d_in, d_out in differs:
+            inner = any(_inside(o, name) and o != name and (oi or oo) for o, _, oi, oo in differs)
+            if not d_in and (d_out or inner):
                 return (name, kind), first_input
         return None, first_input
-
-
-@contextmanager
-def _recording(model: nn.Module, records: list[Record]) -> Generator[None, None, None]:
-    def hook(name: str, kind: str) -> Callable[..., None]:
-        def record(_module: nn.Module, args: Any, kwargs: Any, output: Any) -> None:
-            inputs = first_tensor(list(args)) if args else None
-            if inputs is None and isinstance(kwargs, Mapping):
-                inputs = first_tensor(list(kwargs.values()))
-            out = first_tensor(output)
-            records.append(
-                (
-                    name,
-                    kind,
-                    None if inputs is None else inputs.detach().clone(),
-                    None if out is None else out.detach().clone(),
-                )
-            )
-
-        return record
-
-    handles = []
-    for name, module in model.named_modules():
-        handles.append(module.register_forward_hook(hook(name, type(module).__name__), with_kwargs=True))
-    try:
-        yield
-    finally:
-        for handle in handles:
-            handle.remove()
 
 
 def _inside(name: str, parent: str) -> bool:
     return parent == "" or name == parent or name.startswith(parent + ".")
 
 
-def _seed_everything(seed: int) -> None:
-    """Different RNG streams for the two passes (``SanityCheck.run`` restores the caller's states)."""
-    torch.manual_seed(seed)
-    np.random.seed(seed)
-    random.seed(seed)
-
-
-def _same(a: Tensor, b: Tensor, rtol: float) -> bool:
+def _same(a: Tensor | None, b: Tensor | None, rtol: float) -> bool:
+    """Equal up to ``rtol`` x the largest magnitude + 1e-6 (exactly for ``rtol=0`` or integers); an
+    unrecorded tensor counts as equal."""
+    if a is None or b is None:
+        return True
     if a.shape != b.shape or a.dtype != b.dtype:
         return False
-    if not (torch.is_floating_point(a) or torch.is_complex(a)):
-        return torch.equal(a, b)
-    if rtol == 0.0:
-        return torch.equal(a.nan_to_num(), b.nan_to_num())
+    if rtol == 0.0 or not (torch.is_floating_point(a) or torch.is_complex(a)):
+        return torch.equal(a.nan_to_num(), b.nan_to_num()) if a.is_floating_point() else torch.equal(a, b)
     scale = float(a.abs().nan_to_num().max()) if a.numel() else 0.0  # sync: once per compared tensor
     return bool(torch.allclose(a, b, rtol=0.0, atol=rtol * scale + 1e-6, equal_nan=True))
 
 
 def _max_difference(a: Tensor, b: Tensor) -> float:
-    if a.shape != b.shape or a.numel() == 0:
-        return float("inf") if a.shape != b.shape else 0.0
-    return float((a.double() - b.double()).abs().nan_to_num().max())  # sync: once
+    if a.shape != b.shape:
+        return float("inf")
+    return float((a.double() - b.double()).abs().nan_to_num().max()) if a.numel() else 0.0  # sync: once
 
 
 def _checksums(model: nn.Module) -> dict[str, Tensor]:
@@ -278,17 +191,16 @@ def _checksums(model: nn.Module) -> dict[str, Tensor]:
 
 
 def _mode_dependent_layers(model: nn.Module) -> dict[str, int]:
-    counts: Counter[str] = Counter()
-    for module in model.modules():
-        if isinstance(module, _MODE_DEPENDENT):
-            if isinstance(module, nn.modules.instancenorm._InstanceNorm) and not module.track_running_stats:
-                continue
-            counts[type(module).__name__] += 1
-    return dict(counts)
-
-
-def _describe_layers(layers: dict[str, int]) -> str:
-    if not layers:
-        return " No layer whose behaviour depends on train()/eval() (Dropout, BatchNorm) was found."
-    listed = ", ".join(f"{count} {kind}" for kind, count in sorted(layers.items()))
-    return f" For your information, layers that behave differently in train() and eval(): {listed}."
+    """Layers whose output depends on train()/eval() (for information, never flagged), by class."""
+    kinds = (
+        nn.modules.dropout._DropoutNd,
+        nn.modules.batchnorm._BatchNorm,
+        nn.modules.instancenorm._InstanceNorm,
+    )
+    found = [
+        type(m).__name__
+        for m in model.modules()
+        if isinstance(m, kinds)
+        and (not isinstance(m, nn.modules.instancenorm._InstanceNorm) or m.track_running_stats)
+    ]
+    return dict(Counter(found))

@@ -9,8 +9,8 @@ from . import Case
 from . import _leakage_models as M
 
 FAMILY = "causality"
-_FUTURE = ("depends on input position", "later ones too", "Try:", "is_causal=True")
-_SHIFT = ("depends on input position", "off-by-one", "Try:")
+_FUTURE = ("depends on input position", "later ones too", "is_causal=True")
+_SHIFT = ("depends on input position", "off-by-one")
 
 BUGS: list[Case] = [
     Case(

@@ -1,0 +1,92 @@
+"""What the model-stage checks share: the first samples of a batch, the model's output for a batch (from
+``forward``, or seen while ``training_step`` runs), a look again after a step or two when a zero-initialised
+head hides every input, and short lists of names."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import lightning.pytorch as pl
+import torch
+from torch import Tensor
+
+from lightning_recipes._stats import NoiseVerdict
+from lightning_recipes.harness import Harness as CheckContext
+from lightning_recipes.harness.batches import batch_size_of, slice_batch
+from lightning_recipes.harness.forward_capture import step_output, takes_more_than_the_input
+
+__all__ = ["first_samples", "listed", "model_output", "seeded", "until_it_reacts", "worst"]
+
+T = TypeVar("T")
+LOOKS = 3  # at init, then after one and two optimizer steps on the copy
+
+
+def first_samples(context: CheckContext, count: int) -> tuple[Any, Tensor | None]:
+    """The first training batch cut to its first ``count`` samples, and its input tensor (or ``None``)."""
+    batch = context.train_batches(1)[0]
+    size = batch_size_of(batch, context.input_key)
+    if size is not None and size > count:
+        batch = slice_batch(batch, count, size)
+    return batch, context.split(batch)[0]
+
+
+def model_output(context: CheckContext, model: pl.LightningModule, batch: Any) -> Tensor:
+    """The model's output for ``batch``: ``forward(inputs)``, or, for a ``forward`` that takes more than the
+    input (``forward(x, lengths)``), its output seen while ``training_step`` runs."""
+    try:
+        return context.batch_output(model, batch)
+    except TypeError as err:
+        if not takes_more_than_the_input(err):
+            raise
+        return step_output(context, model, batch)
+
+
+def seeded(seed: int, run: Callable[..., T], *args: Any) -> T:
+    """``run(*args)`` after ``torch.manual_seed(seed)``: identical randomness in passes being compared."""
+    torch.manual_seed(seed)
+    return run(*args)
+
+
+def until_it_reacts(
+    context: CheckContext,
+    model: pl.LightningModule,
+    batch: Any,
+    measure: Callable[[], T],
+    reacts: Callable[[T], bool],
+) -> tuple[T, int]:
+    """``measure()`` at init and, while ``reacts`` says the output ignores its inputs (a zero-initialised
+    head), after one and two optimizer steps of the copy on ``batch``; the last measurement and the steps."""
+    optimizers = None
+    for steps in range(LOOKS):
+        found = measure()
+        if reacts(found) or steps == LOOKS - 1 or not model.automatic_optimization:
+            return found, steps
+        was_training = model.training
+        model.train()
+        if optimizers is None:
+            optimizers = context.build_optimizers(model).optimizers
+        context.optimization_step(model, optimizers, batch)
+        model.train(was_training)
+    raise AssertionError("unreachable")
+
+
+def listed(names: list[str], width: int = 48) -> str:
+    """``names`` for a summary, within about ``width`` characters, with how many more (details hold all).
+
+    Example:
+        >>> listed(["encoder.weight", "encoder.bias", "head.weight"], width=30)
+        'encoder.weight, encoder.bias +1'
+    """
+    shown: list[str] = []
+    for name in names:
+        if shown and sum(len(n) + 2 for n in shown) + len(name) > width:
+            break
+        shown.append(name if len(name) <= width else "..." + name[-(width - 3) :])
+    more = f" +{len(names) - len(shown)}" if len(names) > len(shown) else ""
+    return ", ".join(shown) + more
+
+
+def worst(verdicts: dict[str, NoiseVerdict]) -> tuple[str, NoiseVerdict]:
+    """The verdict that weighs most (``fail`` > ``inconclusive`` > ``pass``), with its quantity's name."""
+    return max(verdicts.items(), key=lambda kv: ("pass", "inconclusive", "fail").index(kv[1].status))
