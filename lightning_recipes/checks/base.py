@@ -18,7 +18,13 @@ from lightning_recipes._validation import check_choice
 from lightning_recipes.checks._budget import DEFAULT_TIME_BUDGET, BudgetExceeded, hard_limit, time_budget
 from lightning_recipes.checks._options import ON_FAIL, PreflightOptions, TimeBudget, check_time_budget
 from lightning_recipes.checks._runner import run_in_trainer
-from lightning_recipes.checks.report import CheckInconclusive, CheckResult, CheckSkipped, PreflightReport
+from lightning_recipes.checks.report import (
+    SUMMARY_LIMIT,
+    CheckInconclusive,
+    CheckResult,
+    CheckSkipped,
+    PreflightReport,
+)
 from lightning_recipes.harness import CannotRunOnCopy
 from lightning_recipes.harness import Harness as CheckContext
 from lightning_recipes.harness.batches import Key, check_key
@@ -85,11 +91,12 @@ def perturbed(what: str) -> Iterator[None]:
     except (CheckSkipped, CheckInconclusive, CannotRunOnCopy):
         raise
     except Exception as err:
-        detail = str(err).splitlines()[0][:80] if str(err) else ""
-        said = f" ({detail})" if detail else ""
-        raise CheckInconclusive(
-            f"your code raised {type(err).__name__} on {what}{said}, so this check cannot judge"
-        ) from err
+        head = f"your code raised {type(err).__name__} on {what}"
+        tail = ", so this check cannot judge"
+        room = SUMMARY_LIMIT - len(head) - len(tail) - 3  # the summary stays one line of at most 120
+        detail = str(err).splitlines()[0] if str(err) else ""
+        detail = detail if len(detail) <= room else detail[: max(room - 1, 0)] + "…"
+        raise CheckInconclusive(f"{head}{f' ({detail})' if room > 8 and detail else ''}{tail}") from err
 
 
 class SanityCheck(Callback):
