@@ -1,4 +1,4 @@
-"""Check the first loss against the value an untrained model scores on it, for the losses whose value is known."""
+"""Check the first loss against what an untrained model scores, for the losses whose value at init is known."""
 
 from __future__ import annotations
 
@@ -28,13 +28,12 @@ __all__ = ["InitLossCheck"]
 class InitLossCheck(SanityCheck):
     """Compare the loss at initialisation with what an untrained model should score, where that is known.
 
-    Known: the returned loss is one ``torch.nn.functional`` loss call (or the mean of one) whose value at init
-    follows from its arguments: ``ln C`` for ``cross_entropy``/``nll_loss``, ``ln 2`` per output for binary
-    cross-entropy with 0/1 targets, the label prior's entropy for a bias initialised to the prior. Anything
-    else (a sum of terms such as distillation's T²-scaled KL plus CE, InfoNCE, an ELBO, a pinball loss, a
-    regression loss) is not known: ``skip`` with the reason, never a verdict; pass ``expected_loss=`` (or
-    ``num_classes=`` for ``ln C``) to compare anyway. Logged as ``preflight/init_loss``. Guide:
-    ``docs/guides/preflight.md#init_loss``.
+    Known: the returned loss is one ``torch.nn.functional`` loss call (or its mean) on targets read from the
+    batch: ``ln C`` for ``cross_entropy``/``nll_loss``, ``ln 2`` per output for binary cross-entropy on 0/1
+    targets, the label prior's entropy for a bias initialised to the prior. Anything else (distillation's
+    T²-scaled KL plus CE, InfoNCE, an ELBO, a pinball or regression loss) is ``skip`` with the reason, never a
+    verdict; ``expected_loss=`` (or ``num_classes=``: ``ln C``) compares anyway. A ratio past a line but within
+    ``Z`` batch-to-batch standard errors of it is ``inconclusive``. Logged as ``preflight/init_loss``.
 
     Cost: ``num_batches`` forward passes on a copy, no gradients.
 
@@ -100,6 +99,7 @@ class InitLossCheck(SanityCheck):
     def check(self, context: CheckContext) -> CheckResult:
         model = context.copy_model()
         context.require_automatic_optimization(model)
+        context.build_optimizers(model)  # a training_step may read what configure_optimizers set
         batches = context.train_batches(self.num_batches)
         losses, calls = [], []
         with torch.no_grad():
@@ -112,21 +112,16 @@ class InitLossCheck(SanityCheck):
         measured = sum(per_batch) / len(per_batch)
         expectation = self._expectation(calls)
         expected = expectation.value
-        details = {
-            "measured": measured,
-            "expected": expected,
-            "per_batch": per_batch,
+        details = {"measured": measured, "expected": expected, "per_batch": per_batch}
+        details |= {
             "num_classes": expectation.num_classes,
             "expected_from": expectation.source,
             **expectation.extra,
         }
         if not math.isfinite(measured):
+            action = "Run the data check (NaN/Inf); use cross_entropy on logits instead of log(softmax)."
             return CheckResult(
-                self.name,
-                "fail",
-                f"the loss at init is {measured}, not finite",
-                details,
-                action="Run the data check (NaN/Inf); use cross_entropy on logits instead of log(softmax).",
+                self.name, "fail", f"the loss at init is {measured}, not finite", details, action=action
             )
         if expected is None:
             raise CheckSkipped(f"loss {measured:.4g}: {expectation.reason}"[:111])
@@ -140,16 +135,13 @@ class InitLossCheck(SanityCheck):
             ratio - Z * noise,
             ratio + Z * noise,
         )  # a verdict needs the ratio past its line beyond noise
-        beyond = (ratio > 1 + self.warn_rtol and low <= 1 + self.warn_rtol) or (
-            ratio < 1 - self.warn_rtol and high >= 1 - self.warn_rtol
-        )
-        if beyond:
+        warn_high, warn_low = 1 + self.warn_rtol, 1 - self.warn_rtol
+        if (ratio > warn_high and low <= warn_high) or (ratio < warn_low and high >= warn_low):
             action = "Give it more (or larger) batches: InitLossCheck(num_batches=...)."
-            return CheckResult(
-                self.name, "inconclusive", f"{stated}, within batch noise of its line", details, action=action
-            )
+            summary = f"{stated}, within batch noise of its line"
+            return CheckResult(self.name, "inconclusive", summary, details, action=action)
         status: Status
-        if ratio > 1 + self.warn_rtol:
+        if ratio > warn_high:
             status = "fail" if low > 1 + self.high_rtol else "warn"
             summed = self._summed(ratio, batches[0], context)
             details["summed_over"] = summed
@@ -161,7 +153,7 @@ class InitLossCheck(SanityCheck):
                 "(and its bias); or extra terms are added to the loss."
             )
             return CheckResult(self.name, status, f"{stated}: too high", details, action=action)
-        if ratio < 1 - self.warn_rtol:
+        if ratio < warn_low:
             status = "fail" if high < 1 - self.low_rtol else "warn"
             action = (
                 "Check what the loss receives: targets leaking into the inputs, the model's own predictions as "
@@ -184,16 +176,13 @@ class InitLossCheck(SanityCheck):
                 "no single loss call with a known value at init (a sum of terms, rescaled or hand-written)"
             )
             return Expectation(None, "", reason=reason)
-        if (
-            first.function in ("cross_entropy", "nll_loss")
-            and not first.target_keys
-            and not first.target_from_model
+        if first.function in ("cross_entropy", "nll_loss") and not (
+            first.target_keys or first.target_from_model
         ):
-            reason = f"{first.function} on targets built in the step (contrastive, InfoNCE): no known value at init"
+            reason = f"{first.function} on targets built in the step (contrastive): no known value at init"
             return Expectation(None, "", reason=reason)
-        return expected_initial_loss(
-            first, [c for c in calls[1:] if c is not None and c.function == first.function]
-        )
+        same = [c for c in calls[1:] if c is not None and c.function == first.function]
+        return expected_initial_loss(first, same)
 
     @staticmethod
     def _summed(ratio: float, batch: object, context: CheckContext) -> int | None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any, Literal
 
 import lightning.pytorch as pl
@@ -22,23 +21,19 @@ from lightning_recipes.harness.batches import Key, batch_size_of, slice_batch
 __all__ = ["OverfitBatchCheck"]
 
 _UNTRAINED_SHARE = 0.1  # a fit short of its target with this share of the weights untrained: said so
-_UP = (10.0, 100.0, 1000.0)  # the LR probe's factors, tried upwards or downwards from the module's LR
-_DOWN = (0.1, 0.01, 0.001)
+_ACTION = "Check the learning rate (too high diverges, too low crawls) and param_groups; run grad_flow."
 
 
 class OverfitBatchCheck(SanityCheck):
-    """Train a copy on one fixed small batch for at most ``max_steps`` steps; the loss must reach
-    ``target_ratio`` of its way from the initial value down to its floor (0, or a known floor such as label
-    smoothing's).
+    """Train a copy on one fixed small batch for at most ``max_steps`` steps: the loss must fall
+    ``1 - target_ratio`` of its way from the initial value to its floor (0, or label smoothing's entropy).
 
-    ``pass`` at the target; ``fail`` when a floor proven from the output's range (probabilities into a logits
-    loss, a clamp) lies above the target, when the loss is not finite, or when it does not get half way; ``warn``
-    half way, or short with 10% or more of the weights untrained (frozen, in no optimizer). A failed fit runs
-    a learning-rate probe (fresh copies at 10x, 100x, 1000x and 0.1x, ...) that says whether another learning
-    rate memorises the batch. Logged as ``preflight/overfit_batch`` (best / initial loss). Guide:
-    ``docs/guides/preflight.md#overfit_batch``.
+    ``pass`` at the target; ``fail`` at once when a floor proven from the output's range (probabilities into a
+    logits loss, a clamp, a bounded regression head) lies above the target, on a non-finite loss, or short of
+    half way; ``warn`` half way, or short with 10% or more of the weights untrained (frozen, in no optimizer).
+    Logged as ``preflight/overfit_batch`` (best / initial loss); guide section ``overfit_batch``.
 
-    Cost: up to ``max_steps`` steps on a small batch; on a failed fit up to 6 probes of as many.
+    Cost: up to ``max_steps`` steps on a small batch.
 
     Args:
         max_steps: Step budget.
@@ -91,22 +86,16 @@ class OverfitBatchCheck(SanityCheck):
         if size is not None and self.num_samples is not None and size > self.num_samples:
             batch, size = slice_batch(batch, self.num_samples, size), self.num_samples
         built = context.build_optimizers(model)
-        lr = _first_lr(built.optimizers)
-        run = self._train(context, model, built.optimizers, batch, record=True)
-        values = run.curve
-        initial, steps, target, floor = values[0], len(values), run.target, run.floor
+        values, target, floor = self._train(context, model, built.optimizers, batch)
+        initial, steps = values[0], len(values)
         finite = [v for v in values if math.isfinite(v)]
         best = min(finite) if finite else math.nan
-        details: dict[str, Any] = {
-            "initial": initial,
-            "best": best,
-            "final": values[-1],
-            "target": target,
+        details: dict[str, Any] = {"initial": initial, "best": best, "final": values[-1], "target": target}
+        details |= {
             "steps": steps,
             "samples": size,
             "curve": [round(v, 5) for v in values],
             "optimizer": built.note,
-            "lr": lr,
         }
         if floor is not None:
             details |= {"floor": floor.value, "floor_from": floor.how}
@@ -114,19 +103,21 @@ class OverfitBatchCheck(SanityCheck):
             details["measured"] = best / initial
         fell = f"loss {initial:.4g} -> best {best:.4g} in {steps} steps on {size or 'one batch of'} samples"
         if floor is not None and floor.bounded and target is not None and floor.value > target:
-            action = (
-                floor.fix
-                or "Return raw logits and let the loss apply the softmax/sigmoid; drop the clamp/tanh."
-            )
             summary = (
                 f"the loss floor {floor.value:.4g} lies above the overfit target {target:.4g}: it cannot fit"
+            )
+            action = (
+                floor.fix or "Return raw logits, let the loss apply the softmax/sigmoid; drop the clamp/tanh."
             )
             return CheckResult(self.name, "fail", summary, details, action=action)
         if len(finite) < len(values):
             bad = next(i for i, v in enumerate(values) if not math.isfinite(v))
-            lr_fits = self._probe(context, batch, run, lr, diverged=True, details=details) if bad else []
-            summary = f"the loss became {values[bad]} at step {bad} while overfitting {size or 'one batch of'} samples"
-            return CheckResult(self.name, "fail", summary, details, action=_lr_action(lr_fits, lr))
+            summary = (
+                f"the loss became {values[bad]} at step {bad} while fitting {size or 'one batch of'} samples"
+            )
+            return CheckResult(
+                self.name, "fail", summary, details, action="Lower the learning rate; " + _ACTION
+            )
         assert target is not None
         if best <= target:
             return CheckResult(self.name, "pass", f"{fell} (target {target:.4g}): it can fit data", details)
@@ -134,120 +125,49 @@ class OverfitBatchCheck(SanityCheck):
         share, untrained = _untrained(context, model, built.optimizers, batch) if moved else (0.0, [])
         if share >= _UNTRAINED_SHARE:
             details |= {"untrained_share": share, "untrained": untrained}
-            action = "Unfreeze what should learn and put it in the optimizer; if planned (fine-tuning), ignore this."
             summary = f"{fell}, short of {target:.4g} with {share:.0%} of the weights untrained"
+            action = "Unfreeze what should learn and put it in the optimizer; if planned (fine-tuning), ignore this."
             return CheckResult(self.name, "warn", summary, details, action=action)
         if best <= initial - 0.5 * (initial - target):
             action = "Give it more steps (OverfitBatchCheck(max_steps=...)) or a larger learning rate."
             return CheckResult(self.name, "warn", f"{fell}: half way to {target:.4g}", details, action=action)
-        if not moved:
-            details["never_moved"] = True
-            action = (
-                "No gradient reaches the weights: run grad_flow; clip gradients instead of clamping the loss."
-            )
-            return CheckResult(self.name, "fail", f"{fell}: the loss never moved", details, action=action)
-        diverged = values[-1] > initial or max(finite[1:], default=initial) > 1.5 * abs(initial)
-        lr_fits = self._probe(context, batch, run, lr, diverged=diverged, details=details)
-        summary = f"{fell}: it cannot memorise them (target {target:.4g})"
-        return CheckResult(self.name, "fail", summary, details, action=_lr_action(lr_fits, lr))
+        details["never_moved"] = not moved
+        summary = f"{fell}: " + (
+            "the loss never moved" if not moved else f"it cannot memorise them ({target:.4g})"
+        )
+        return CheckResult(self.name, "fail", summary, details, action=_ACTION)
 
     def _train(
-        self,
-        context: CheckContext,
-        model: pl.LightningModule,
-        optimizers: list[Optimizer],
-        batch: Any,
-        *,
-        record: bool = False,
-        warmup_steps: int = 0,
-        target: float | None = None,
-    ) -> _Run:
-        """Up to ``max_steps`` steps on ``batch``; stops at the target or on a non-finite loss."""
+        self, context: CheckContext, model: pl.LightningModule, optimizers: list[Optimizer], batch: Any
+    ) -> tuple[list[float], float | None, LossFloor | None]:
+        """Up to ``max_steps`` steps on ``batch`` (stops at the target or a non-finite loss): the loss curve,
+        the target (``target_ratio`` of the way from the initial loss to its floor) and the floor."""
         curve: list[torch.Tensor] = []
-        run = _Run([], target)
-        peaks = [[group["lr"] for group in o.param_groups] for o in optimizers]
+        target, floor = None, None
         for step in range(self.max_steps):
-            for optimizer, lrs in zip(optimizers, peaks) if warmup_steps else ():
-                for group, peak in zip(optimizer.param_groups, lrs):
-                    group["lr"] = peak * min(1.0, (step + 1) / warmup_steps)
-            if step == 0 and record:
+            if step == 0:
                 with record_loss_calls(input_bounds) as calls:
                     loss = context.optimization_step(model, optimizers, batch)
                 call = loss_call_for(calls, loss)
-                run.floor = None if call is None else loss_floor(call)
-            else:
-                loss = context.optimization_step(model, optimizers, batch)
-            curve.append(loss.float())
-            if step == 0:
-                initial = float(curve[0])  # sync: once
+                floor = None if call is None else loss_floor(call)
+                initial = float(loss)  # sync: once
                 if not math.isfinite(initial):
-                    break
-                floor = run.floor
-                if run.target is None and floor is not None and not floor.bounded and floor.value < initial:
-                    run.target = floor.value + self.target_ratio * (initial - floor.value)
-                elif run.target is None:
-                    run.target = initial - (1 - self.target_ratio) * abs(initial)
-                if run.floor is not None and run.floor.bounded and run.floor.value > run.target:
+                    return [initial], None, floor
+                low = (
+                    floor.value if floor is not None and not floor.bounded and floor.value < initial else None
+                )
+                target = initial - (1 - self.target_ratio) * abs(initial)
+                target = target if low is None else low + self.target_ratio * (initial - low)
+                curve.append(loss.float())
+                if floor is not None and floor.bounded and floor.value > target:
                     break  # provably unreachable: no need to train
-            elif step % 5 == 4 or step == self.max_steps - 1:
-                last = float(curve[-1])  # sync: every 5 steps
-                if (
-                    run.target is not None
-                    and float(torch.stack(curve).nan_to_num(nan=math.inf).min()) <= run.target
-                ):
+                continue
+            curve.append(context.optimization_step(model, optimizers, batch).float())
+            if step % 5 == 4:  # sync: every 5 steps
+                lowest = float(torch.stack(curve).nan_to_num(nan=math.inf).min())
+                if lowest <= target or not math.isfinite(float(curve[-1])):
                     break
-                if not math.isfinite(last) or (warmup_steps and last > 10 * abs(float(curve[0])) + 1):
-                    break  # diverged
-        run.curve = torch.stack(curve).tolist()
-        return run
-
-    def _probe(
-        self,
-        context: CheckContext,
-        batch: Any,
-        run: _Run,
-        lr: float | None,
-        *,
-        diverged: bool,
-        details: dict[str, Any],
-    ) -> list[float]:
-        """Train fresh copies at other learning rates (with a short linear warm-up); the LRs that fit."""
-        if lr is None or lr <= 0 or run.target is None:
-            return []
-        tried, fits = [], []
-        for direction in (_DOWN, _UP) if diverged else (_UP, _DOWN):
-            for factor in direction:
-                model = context.copy_model()
-                optimizers = context.build_optimizers(model).optimizers
-                for group in (g for o in optimizers for g in o.param_groups):
-                    group["lr"] = group["lr"] * factor
-                warmup = max(1, self.max_steps // 10)
-                curve = self._train(
-                    context, model, optimizers, batch, warmup_steps=warmup, target=run.target
-                ).curve
-                tried.append(lr * factor)
-                if all(math.isfinite(v) for v in curve) and min(curve) <= run.target:
-                    fits.append(lr * factor)
-                elif fits:
-                    break  # the working range ended
-            if fits:
-                break
-        details["lr_probe"] = {"lr": lr, "tried": tried, "fit": fits}
-        return fits
-
-
-def _lr_action(fits: list[float], lr: float | None) -> str:
-    if fits and lr is not None:
-        verdict = "too high" if min(fits) < lr else "too low"
-        return f"Your learning rate {lr:.3g} is {verdict}: LRs in [{min(fits):.3g}, {max(fits):.3g}] memorise the batch."
-    return "Run grad_flow; check the loss and data path, the optimizer's param_groups and its lr."
-
-
-@dataclass
-class _Run:
-    curve: list[float]
-    target: float | None
-    floor: LossFloor | None = None
+        return torch.stack(curve).tolist(), target, floor
 
 
 def _untrained(
@@ -273,13 +193,3 @@ def _untrained(
     idle = [(name, p.numel()) for name, p in used.values() if not p.requires_grad or id(p) not in stepped]
     total = sum(p.numel() for _, p in used.values())
     return (sum(n for _, n in idle) / total if total else 0.0), [name for name, _ in idle]
-
-
-def _first_lr(optimizers: list[Optimizer]) -> float | None:
-    for group in (g for o in optimizers for g in o.param_groups):
-        lr = group.get("lr")
-        if isinstance(lr, (int, float, torch.Tensor)) and (
-            not isinstance(lr, torch.Tensor) or lr.numel() == 1
-        ):
-            return float(lr)  # sync: once
-    return None
