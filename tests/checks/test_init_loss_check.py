@@ -1,6 +1,6 @@
 """init_loss knows the loss it reads: BCE with logits, multi-label, per-pixel CE, label smoothing, a bias
-set to the class prior; a loss whose value at init it does not know (regression, reconstruction, a sum of terms
-such as distillation, a contrastive loss on targets built in the step) is skipped with a reason, never failed."""
+set to the class prior; a loss whose value at init it does not know (regression, reconstruction, a sum of
+terms such as distillation, contrastive targets built in the step) is skipped with a reason, never failed."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ import torch
 from torch.nn import functional as F
 
 from lightning_recipes.checks import InitLossCheck, preflight
-from lightning_recipes.checks.report import SUMMARY_LIMIT
 from lightning_recipes.checks.loss._expected_loss import (
     expected_initial_loss,
     label_smoothing_floor,
     record_loss_calls,
 )
+from lightning_recipes.checks.report import SUMMARY_LIMIT
 
 from .gallery import _existing_models as M
 from .gallery.init_loss import BUGS
@@ -241,7 +241,9 @@ class _Pinball(M.MLPClassifier):
         return torch.maximum(q * error, (q - 1) * error).mean()
 
 
-@pytest.mark.parametrize("model", [_Distilled, _InfoNCE, _Pinball], ids=["distillation", "infonce", "pinball"])
+@pytest.mark.parametrize(
+    "model", [_Distilled, _InfoNCE, _Pinball], ids=["distillation", "infonce", "pinball"]
+)
 def test_a_loss_whose_value_at_init_is_not_known_is_skipped_never_failed(model):
     """Issue #34: a distillation loss failed for not being ln C. Unknown losses abstain, whatever
     `num_classes` the preflight was given."""

@@ -1,7 +1,7 @@
-"""InputIndependenceCheck: three copies (real pairs, inputs removed, targets permuted) trained for fixed steps.
-Shuffled labels fail (the real pairs fit no faster than permuted ones, and held-out loss is no better than with
-no inputs); a model that does not learn is inconclusive, never blamed on its labels (field report #22); a model
-that raises on zeroed inputs is no error, as the inputs are removed by giving each sample another's input."""
+"""InputIndependenceCheck: three copies (real pairs, inputs removed, targets permuted), fixed steps.
+Shuffled labels fail (the real pairs fit no faster than permuted ones, and held-out loss is no better than
+with no inputs); a model that does not learn is inconclusive, never blamed on its labels (field report #22);
+a model that raises on zero-length inputs is no error: inputs are removed by giving samples each other's."""
 
 from __future__ import annotations
 
@@ -83,7 +83,11 @@ class PackedGRU(nn.Module):
 
     def __init__(self) -> None:
         super().__init__()
-        self.embed, self.gru, self.head = nn.Embedding(12, 16, padding_idx=0), nn.GRU(16, 16), nn.Linear(16, 3)
+        self.embed, self.gru, self.head = (
+            nn.Embedding(12, 16, padding_idx=0),
+            nn.GRU(16, 16),
+            nn.Linear(16, 3),
+        )
 
     def forward(self, tokens: Tensor) -> Tensor:
         lengths = (tokens != 0).sum(1)

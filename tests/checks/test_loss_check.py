@@ -15,10 +15,10 @@ from torch.nn import functional as F
 from torch.utils.data import DataLoader, TensorDataset
 
 from lightning_recipes.checks import PreflightError, preflight
-from lightning_recipes.checks.report import SUMMARY_LIMIT
 from lightning_recipes.checks.loss._expected_loss import record_loss_calls
 from lightning_recipes.checks.loss._loss_probe import falls_without_bound, input_bounds, loss_floor
 from lightning_recipes.checks.loss.loss_check import LossCheck
+from lightning_recipes.checks.report import SUMMARY_LIMIT
 from lightning_recipes.testing import fast_trainer
 
 IN, C = 8, 4

@@ -1,5 +1,5 @@
-"""The numbers behind ``input_independence``'s verdict: whether a training loss fell beyond its own noise
-(:func:`loss_drop`), and the held-out gain of one copy over a control with its noise (:func:`held_out_gain`)."""
+"""The numbers behind ``input_independence``: whether a loss fell beyond its noise (:func:`loss_drop`), and
+one copy's gain over a control with its noise, held out (:func:`held_out_gain`) and in training."""
 
 from __future__ import annotations
 
@@ -27,13 +27,9 @@ class LossDrop(NamedTuple):
 
 
 def loss_drop(losses: list[Tensor] | list[float], num_batches: int) -> LossDrop:
-    """Whether a training loss fell by more than its own noise.
-
-    Step ``i`` trained on batch ``i % num_batches``. Each batch seen twice or more is compared on its first
-    and its last visit (a model that does not change scores exactly the same, batch for batch); before any
-    batch comes back, the first half of the steps is compared with the second. Learning = a drop of more
-    than 2 standard errors of the difference of the two means. A loss that is not finite, or fewer than 4
-    steps, is no evidence of learning.
+    """Whether a training loss fell by more than 2 standard errors of its own noise: each batch (step ``i``
+    trained on batch ``i % num_batches``) compared on its first and its last visit, else the first half of
+    the steps with the second. A non-finite loss, or fewer than 4 steps, is no evidence of learning.
 
     Example:
         >>> loss_drop([2.0, 2.2, 1.8, 2.0] * 4, num_batches=4).fell  # lr = 0: the same losses again
@@ -42,10 +38,7 @@ def loss_drop(losses: list[Tensor] | list[float], num_batches: int) -> LossDrop:
         >>> round(drop.drop, 3), round(drop.noise, 3), drop.fell
         (0.3, 0.115, True)
     """
-    if losses and isinstance(losses[0], Tensor):
-        values = torch.stack([v.detach().float().reshape(()) for v in losses]).double().cpu()  # type: ignore[union-attr]
-    else:
-        values = torch.tensor([float(v) for v in losses], dtype=torch.float64)
+    values = torch.tensor([float(v) for v in losses], dtype=torch.float64)  # sync: once per value
     n = len(values)
     if n < 4 or not bool(torch.isfinite(values).all()):
         return LossDrop(0.0, math.inf, False)
@@ -84,11 +77,9 @@ class Gain(NamedTuple):
     high: float
 
 
-def held_out_gain(real: Tensor, control: Tensor, luck: float = 0.0) -> Gain:
-    """The :class:`Gain` of ``real`` over ``control``: per-chunk held-out losses of the two copies on the same
-    chunks. The noise is the standard error of the mean paired difference (the chunks are the samples) and
-    ``luck``, the relative spread between two copies trained alike (from another pair of copies), added in
-    quadrature; the bounds at the Student-t quantile for ``K - 1`` degrees of freedom.
+def held_out_gain(real: Tensor, control: Tensor) -> Gain:
+    """The :class:`Gain` of ``real`` over ``control`` from their losses on the same ``K`` chunks: the noise is
+    the standard error of the mean paired difference, the bounds at the Student-t quantile (``K - 1`` df).
 
     Example:
         >>> real, control = torch.tensor([1.0, 1.1, 0.9, 1.0]), torch.tensor([2.0, 2.2, 1.9, 2.1])
@@ -102,7 +93,7 @@ def held_out_gain(real: Tensor, control: Tensor, luck: float = 0.0) -> Gain:
     scale = max(abs(real_mean), abs(control_mean), 1e-12)
     if count < 3 or not math.isfinite(gain):
         return Gain(gain, math.inf, -math.inf, math.inf)
-    noise = math.hypot(float(standard_error((control - real).double())) / scale, luck)
+    noise = float(standard_error((control - real).double())) / scale
     spread = t_quantile(CONFIDENCE, count - 1) * noise
     return Gain(gain, noise, gain - spread, gain + spread)
 

@@ -12,11 +12,6 @@ Example:
     >>> floor = loss_floor(calls[0])
     >>> round(floor.value, 4), floor.bounded  # probabilities are logits in [0, 1]
     (0.5514, True)
-    >>> with record_loss_calls() as calls:
-    ...     loss = F.cross_entropy(logits, torch.tensor([0, 1, 2, 0, 1, 2]), ignore_index=0)
-    >>> grad, = torch.autograd.grad(loss, logits)
-    >>> [(e.name, e.count, e.moved) for e in label_evidence(calls[0], grad).values()]
-    [('class 0', 2, 0), ('class 1', 2, 2), ('class 2', 2, 2)]
 """
 
 from __future__ import annotations
@@ -63,14 +58,9 @@ CLASSIFICATION = frozenset(
 )
 _RESHAPES = frozenset({"ViewBackward0", "UnsafeViewBackward0", "ReshapeAliasBackward0", "CloneBackward0"})
 _PASS_THROUGH = _RESHAPES | {  # ops that keep every value of their input: bounds carry through them
-    *(
-        "TransposeBackward0",
-        "TransposeBackward1",
-        "PermuteBackward0",
-        "ToCopyBackward0",
-        "UnsqueezeBackward0",
-    ),
-    *("SqueezeBackward0", "SqueezeBackward1", "SqueezeBackward2", "SliceBackward0", "SelectBackward0"),
+    f"{op}Backward{n}"
+    for op in ("Transpose", "Permute", "ToCopy", "Unsqueeze", "Squeeze", "Slice", "Select")
+    for n in range(3)
 }
 
 
@@ -258,7 +248,7 @@ def _ce(call: LossCall, reduction: str, bounds: Bounds | None) -> LossFloor | No
     if reduction == "sum":
         count = int((target_of(call) != call.kwargs.get("ignore_index", -100)).sum())  # sync: once
     if bounds is not None and per_sample > own + 1e-9:
-        how = f"cross_entropy reads logits, but its input comes from {bounds.how} (logits differ by <= {spread:g})"
+        how = f"cross_entropy reads logits, but its input comes from {bounds.how} (spread <= {spread:g})"
         return LossFloor(per_sample * count, True, how, own * count)
     return LossFloor(
         per_sample * count, False, f"label smoothing {smoothing:g} over {classes} classes", own * count
@@ -305,7 +295,9 @@ def _bce_probabilities(call: LossCall, reduction: str, bounds: Bounds) -> LossFl
         )
         total = float(per_row.sum())  # sync: once
         floor = total if reduction == "sum" else total / max(target.numel(), 1)
-        how = f"binary_cross_entropy scores labels on their own, but its input comes from {bounds.how} across {width}"
+        how = (
+            f"binary_cross_entropy scores labels alone, but its input comes from {bounds.how} across {width}"
+        )
         return LossFloor(floor, True, how, own) if floor > own + 1e-6 else None
     low, high = max(bounds.low, 0.0), min(bounds.high, 1.0)
     if low <= 0.0 and high >= 1.0:
@@ -666,41 +658,20 @@ def _rows(target: Tensor, call: LossCall, batch: Any) -> tuple[int, int] | None:
 
 
 # ------------------------------------------------------------------------------------------------ scale
-@dataclass(frozen=True)
-class ScaleStats:
-    """``mean``, ``std`` and ``scale = max(|mean|, std)`` of a tensor's values (what a head must reach)."""
-
-    mean: float
-    std: float
-
-    @property
-    def scale(self) -> float:
-        return max(abs(self.mean), self.std)
-
-    def __str__(self) -> str:
-        return f"mean {self.mean:.4g}, std {self.std:.4g}"
-
-
-def scale_of(values: Tensor) -> ScaleStats:
-    """The :class:`ScaleStats` of ``values`` (in float64).
+def scale_of(values: Tensor) -> tuple[float, float, float]:
+    """``(mean, std, scale)`` of ``values`` in float64; ``scale = max(|mean|, std)``: what a head must reach.
 
     Example:
-        >>> scale_of(torch.tensor([1000.0, 2000.0, 3000.0])).scale
-        2000.0
+        >>> scale_of(torch.tensor([1000.0, 2000.0, 3000.0]))
+        (2000.0, 1000.0, 2000.0)
     """
     flat = values.detach().double().reshape(-1)
     std = flat.std() if flat.numel() > 1 else torch.zeros((), dtype=torch.float64)
     mean, spread = torch.stack([flat.mean(), std]).tolist()  # sync: once
-    return ScaleStats(mean, spread)
+    return mean, spread, max(abs(mean), spread)
 
 
-_SCALE_PASS_THROUGH = _RESHAPES | {
-    "SqueezeBackward0",
-    "SqueezeBackward1",
-    "UnsqueezeBackward0",
-    "ExpandBackward0",
-}
-_SCALE_PASS_THROUGH |= {"ToCopyBackward0", "ExpBackward0", "SoftplusBackward0", "AbsBackward0"}
+_SCALE_PASS_THROUGH = _PASS_THROUGH | {"ExpandBackward0", "ExpBackward0", "SoftplusBackward0", "AbsBackward0"}
 
 
 def learned_scale(output: Tensor) -> bool:
@@ -708,7 +679,9 @@ def learned_scale(output: Tensor) -> bool:
     values as its last dim (a learned scalar or per-output scale, possibly through ``exp``/``softplus``)."""
     width, fn = (output.shape[-1] if output.ndim else 1), output.grad_fn
     for _ in range(6):
-        name = fn.name() if fn is not None else ""
+        if fn is None:
+            return False
+        name = fn.name()
         if name in _SCALE_PASS_THROUGH:
             fn = fn.next_functions[0][0]
         elif name in ("MulBackward0", "AddBackward0", "SubBackward0"):

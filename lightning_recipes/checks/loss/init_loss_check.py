@@ -1,4 +1,4 @@
-"""Check the first loss against what an untrained model scores, for the losses whose value at init is known."""
+"""Check the first loss against what an untrained model scores, for losses whose value at init is known."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ class InitLossCheck(SanityCheck):
     batch: ``ln C`` for ``cross_entropy``/``nll_loss``, ``ln 2`` per output for binary cross-entropy on 0/1
     targets, the label prior's entropy for a bias initialised to the prior. Anything else (distillation's
     T²-scaled KL plus CE, InfoNCE, an ELBO, a pinball or regression loss) is ``skip`` with the reason, never a
-    verdict; ``expected_loss=`` (or ``num_classes=``: ``ln C``) compares anyway. A ratio past a line but within
+    verdict; ``expected_loss=`` (or ``num_classes=``: ``ln C``) compares anyway. A ratio past a line, within
     ``Z`` batch-to-batch standard errors of it is ``inconclusive``. Logged as ``preflight/init_loss``.
 
     Cost: ``num_batches`` forward passes on a copy, no gradients.
@@ -156,8 +156,8 @@ class InitLossCheck(SanityCheck):
         if ratio < warn_low:
             status = "fail" if high < 1 - self.low_rtol else "warn"
             action = (
-                "Check what the loss receives: targets leaking into the inputs, the model's own predictions as "
-                "targets; for pretrained weights pass expected_loss=."
+                "Check what the loss receives: targets leaking into the inputs, the model's own predictions "
+                "as targets; for pretrained weights pass expected_loss=."
             )
             return CheckResult(self.name, status, f"{stated}: suspiciously low", details, action=action)
         return CheckResult(self.name, "pass", stated, details)

@@ -49,7 +49,7 @@ _LOGITS_FIX = (
 
 @dataclass
 class _Part:
-    """One of the check's four findings: ``status`` (``"n/a"`` when it does not apply), a short ``summary``."""
+    """One of the four findings: ``status`` (``"n/a"`` when it does not apply), a short ``summary``."""
 
     status: str
     summary: str
@@ -176,14 +176,22 @@ class LossCheck(SanityCheck):
             unchecked = [k for k in range(call.num_classes) if ("class", k) not in present]
         else:
             unchecked = [entry[0].value for key, entry in merged.items() if key not in present]
-        details = {"dropped": dropped, "ignored_as_padding": padding, "unchecked": unchecked[:50]}
+        details: dict[str, Any] = {
+            "dropped": dropped,
+            "ignored_as_padding": padding,
+            "unchecked": unchecked[:50],
+        }
         details |= {"unchecked_count": len(unchecked), "batches": len(seen)}
         if dropped and all(entry[2] == 0 for entry in merged.values()):
-            action = "Clip gradients (gradient_clip_val) instead of clamping the loss; look for a detach (grad_flow)."
+            action = (
+                "Clip gradients (gradient_clip_val), do not clamp the loss; look for a detach (grad_flow)."
+            )
             return _Part("fail", f"no target value moves the loss ({call.function})", details, action)
         if dropped:
             summary = f"{', '.join(d['label'] for d in dropped[:3])} get zero gradient: {dropped[0]['cause']}"
-            action = "Keep ignore_index / a zero weight / a mask for padding only (e.g. -100), not for real classes."
+            action = (
+                "Keep ignore_index, a zero weight or a mask for padding only (e.g. -100), not real classes."
+            )
             return _Part("fail", summary[:100], details, action)
         return _Part(
             "pass", f"every one of {len(present) - len(padding)} target values seen moves the loss", details
@@ -228,24 +236,23 @@ class LossCheck(SanityCheck):
         call = probes[0].call
         if call is None or call.function not in REGRESSION or call.target is None:
             return _Part("n/a", "no regression loss call")
+        same = [p.call for p in probes if p.call is not None and p.call.function == call.function]
         if not call.target.is_floating_point():
             return _Part("n/a", "integer regression targets")
-        same = [p.call for p in probes if p.call is not None and p.call.function == call.function]
-        targets = [c.target.reshape(-1) for c in same if c.target is not None]
-        target = scale_of(torch.cat(targets))
-        output = scale_of(torch.cat([c.output.reshape(-1) for c in same]))
-        details = {"target_mean": target.mean, "target_std": target.std, "output_mean": output.mean}
-        details["output_std"] = output.std
-        if not (math.isfinite(target.scale) and math.isfinite(output.scale)) or target.scale == 0:
+        target_mean, target_std, target = scale_of(
+            torch.cat([c.target.reshape(-1) for c in same if c.target is not None])
+        )
+        output_mean, output_std, output = scale_of(torch.cat([c.output.reshape(-1) for c in same]))
+        details = {"target_mean": target_mean, "target_std": target_std, "output_mean": output_mean}
+        details["output_std"] = output_std
+        if not (math.isfinite(target) and math.isfinite(output)) or target == 0:
             return _Part("n/a", "non-finite or zero targets", details)
-        ratio = details["ratio"] = target.scale / max(output.scale, 1e-12)
-        off = target.scale > SCALE_LIMIT or target.scale < 1 / SCALE_LIMIT
+        ratio = details["ratio"] = target / max(output, 1e-12)
+        off = target > SCALE_LIMIT or target < 1 / SCALE_LIMIT
         if not off or 1 / SCALE_MISMATCH <= ratio <= SCALE_MISMATCH or learned_scale(call.output):
-            return _Part(
-                "pass", f"regression targets at scale {target.scale:.4g}, output {output.scale:.4g}", details
-            )
-        status = "fail" if target.scale > SCALE_LIMIT and ratio >= SCALE_FAIL_RATIO else "warn"
-        summary = f"regression targets at scale {target.scale:.4g}, {ratio:.3g}x the output's at init"
+            return _Part("pass", f"regression targets at scale {target:.4g}, output {output:.4g}", details)
+        status = "fail" if target > SCALE_LIMIT and ratio >= SCALE_FAIL_RATIO else "warn"
+        summary = f"regression targets at scale {target:.4g}, {ratio:.3g}x the output's at init"
         action = (
             "Standardise the targets ((y - mean) / std, undone at prediction), or scale the head to them."
         )

@@ -126,14 +126,18 @@ class OverfitBatchCheck(SanityCheck):
         if share >= _UNTRAINED_SHARE:
             details |= {"untrained_share": share, "untrained": untrained}
             summary = f"{fell}, short of {target:.4g} with {share:.0%} of the weights untrained"
-            action = "Unfreeze what should learn and put it in the optimizer; if planned (fine-tuning), ignore this."
+            action = (
+                "Unfreeze what should learn, put it in the optimizer; if planned (fine-tuning), ignore this."
+            )
             return CheckResult(self.name, "warn", summary, details, action=action)
         if best <= initial - 0.5 * (initial - target):
             action = "Give it more steps (OverfitBatchCheck(max_steps=...)) or a larger learning rate."
             return CheckResult(self.name, "warn", f"{fell}: half way to {target:.4g}", details, action=action)
         details["never_moved"] = not moved
         summary = f"{fell}: " + (
-            "the loss never moved" if not moved else f"it cannot memorise them ({target:.4g})"
+            "the loss never moved, it cannot memorise them"
+            if not moved
+            else f"it cannot memorise them ({target:.4g})"
         )
         return CheckResult(self.name, "fail", summary, details, action=_ACTION)
 
@@ -165,7 +169,7 @@ class OverfitBatchCheck(SanityCheck):
             curve.append(context.optimization_step(model, optimizers, batch).float())
             if step % 5 == 4:  # sync: every 5 steps
                 lowest = float(torch.stack(curve).nan_to_num(nan=math.inf).min())
-                if lowest <= target or not math.isfinite(float(curve[-1])):
+                if lowest <= (-math.inf if target is None else target) or not math.isfinite(float(curve[-1])):
                     break
         return torch.stack(curve).tolist(), target, floor
 
