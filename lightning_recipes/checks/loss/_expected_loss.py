@@ -29,17 +29,10 @@ from torch import Tensor
 
 from lightning_recipes.harness import LossCall, LossRecorder
 
-__all__ = [
-    "KINDS",
-    "REGRESSION",
-    "Expectation",
-    "expected_initial_loss",
-    "is_prior_output",
-    "label_smoothing_floor",
-    "loss_call_for",
-    "record_loss_calls",
-    "target_of",
-]
+# fmt: off
+__all__ = ["KINDS", "REGRESSION", "Expectation", "expected_initial_loss", "is_prior_output",
+           "label_smoothing_floor", "loss_call_for", "record_loss_calls", "target_of"]
+# fmt: on
 
 REGRESSION = frozenset({"mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss"})
 KINDS = frozenset({"cross_entropy", "nll_loss", "binary_cross_entropy_with_logits", "binary_cross_entropy"})

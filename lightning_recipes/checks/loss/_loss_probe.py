@@ -34,24 +34,11 @@ from torch.nn.modules.loss import _Loss
 from lightning_recipes.checks.loss._expected_loss import loss_call_for, target_of
 from lightning_recipes.harness import Harness, LossCall, LossRecorder, batch_entries, first_tensor
 
-__all__ = [
-    "CLASSIFICATION",
-    "LabelCount",
-    "LossFloor",
-    "LossProbe",
-    "ce_floor",
-    "descent_ray",
-    "drop_cause",
-    "falls_without_bound",
-    "input_bounds",
-    "label_evidence",
-    "learned_scale",
-    "loss_along",
-    "loss_floor",
-    "padding_reason",
-    "probe_step",
-    "scale_of",
-]
+# fmt: off
+__all__ = ["CLASSIFICATION", "LabelCount", "LossFloor", "LossProbe", "ce_floor", "descent_ray", "drop_cause",
+           "falls_without_bound", "input_bounds", "label_evidence", "learned_scale", "loss_along",
+           "loss_floor", "padding_reason", "probe_step", "scale_of"]
+# fmt: on
 
 CLASSIFICATION = frozenset(
     {"cross_entropy", "nll_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits"}
