@@ -24,7 +24,8 @@ from . import _models as M
 
 def _run(model: Any, **data: Any) -> Any:
     torch.manual_seed(0)
-    report = preflight(model, **data, checks=[InputIndependenceCheck()], num_threads=1, progress=False)
+    check = InputIndependenceCheck(time_budget=None)  # the verdict, not the safety cap, on a loaded machine
+    report = preflight(model, **data, checks=[check], num_threads=1, progress=False)
     result = report["input_independence"]
     assert len(result.summary) <= SUMMARY_LIMIT, result.summary
     return result

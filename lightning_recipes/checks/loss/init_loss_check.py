@@ -107,7 +107,7 @@ class InitLossCheck(SanityCheck):
                 with record_loss_calls(batch=batch) as recorded:
                     loss = context.training_loss(model, batch, index)
                 losses.append(loss.float())
-                calls.append(loss_call_for(recorded, loss))
+                calls.append(loss_call_for(recorded, loss) or _summed_by_hand(recorded, loss))
         per_batch = torch.stack(losses).tolist()  # sync: once per check
         measured = sum(per_batch) / len(per_batch)
         expectation = self._expectation(calls)
@@ -193,3 +193,12 @@ class InitLossCheck(SanityCheck):
         if targets is not None and targets.numel() > 1:
             counts.add(targets.numel())
         return next((n for n in sorted(counts) if n > 2 and abs(ratio / n - 1) < 0.15), None)
+
+
+def _summed_by_hand(calls: list[LossCall], loss: torch.Tensor) -> LossCall | None:
+    """The one mean-reduced call a loss is ``n`` times, ``n`` its count of targets (a sum written by hand)."""
+    if len(calls) != 1 or calls[0].loss is None or calls[0].loss.numel() != 1 or calls[0].target is None:
+        return None
+    count = calls[0].target.numel()
+    scaled = bool(torch.isclose(loss.detach(), calls[0].loss.detach() * count, rtol=1e-5))  # sync: once
+    return calls[0] if count > 1 and calls[0].kwargs.get("reduction") == "mean" and scaled else None
