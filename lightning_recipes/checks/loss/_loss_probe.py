@@ -51,7 +51,6 @@ _PASS_THROUGH = _RESHAPES | {  # ops that keep every value of their input: bound
 }
 
 
-# ------------------------------------------------------------------------------------------------ bounds
 @dataclass(frozen=True)
 class Bounds:
     """Proven ``[low, high]`` of a tensor's values; ``simplex``: they sum to 1 along ``simplex_dim``."""
@@ -146,7 +145,6 @@ def _scalar(value: Any) -> float | None:
     return None
 
 
-# ------------------------------------------------------------------------------------------------ floors
 @dataclass(frozen=True)
 class LossFloor:
     """``value``: the lowest loss reachable (same reduction); ``bounded``: a bound on the input (not the loss
@@ -295,14 +293,10 @@ def _bce_probabilities(call: LossCall, reduction: str, bounds: Bounds) -> LossFl
     return LossFloor(floor, True, how, own) if floor > own + 1e-6 else None
 
 
-# ------------------------------------------------------------------------------------------------ one step
 @dataclass
 class LossProbe:
-    """One ``training_step`` with gradients: the returned ``loss`` (detached), every recorded loss call, the
-    main ``call`` (whose value is the loss, else the first connected one with a batch target; ``None``: a
-    hand-written loss) and d loss / d its input (``call_grad``), the model's ``output`` (its forward's, else
-    its last direct child's; ``site``: which module call) and d loss / d output, and whether the loss has a
-    gradient at all."""
+    """One ``training_step`` with gradients: the returned loss, the loss calls, the main ``call`` (``None``: a
+    hand-written loss), the model's ``output`` (``site``: which module call), and d loss / d each."""
 
     loss: Tensor
     calls: list[LossCall]
@@ -364,7 +358,6 @@ def probe_step(context: Harness, model: pl.LightningModule, batch: Any, seed: in
     return probe
 
 
-# ------------------------------------------------------------------------------------------------ the ray
 @dataclass
 class Ray:
     """``squash(start + s * direction)``: the negative gradient through the output's own final activation
@@ -498,7 +491,6 @@ def falls_without_bound(values: Sequence[float]) -> bool:
     return steady and values[0] - values[-1] > 10 * (abs(values[0]) + 1e-3)
 
 
-# ------------------------------------------------------------------------------------------------ targets
 _SATURATED = 1e-6  # a predicted probability this close to the target: the gradient may round to exactly 0
 _LOGIT_SATURATED = 16.0
 
@@ -644,7 +636,6 @@ def _rows(target: Tensor, call: LossCall, batch: Any) -> tuple[int, int] | None:
     return None
 
 
-# ------------------------------------------------------------------------------------------------ scale
 def scale_of(values: Tensor) -> tuple[float, float, float]:
     """``(mean, std, scale)`` of ``values`` in float64; ``scale = max(|mean|, std)``: what a head must reach.
 

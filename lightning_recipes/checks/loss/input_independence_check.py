@@ -136,21 +136,12 @@ class InputIndependenceCheck(SanityCheck):
         learned = loss_drop(losses[0], len(train))
         details: dict[str, Any] = {"measured": permuted.gain, "noise": permuted.noise, "steps": step}
         details |= {"held_out_loss": dict(zip(COPIES, means)), "looks": looks, "learned": learned.fell}
-        details |= {
-            "gain_over_targets_permuted": permuted._asdict(),
-            "gain_over_inputs_removed": removed._asdict(),
-        }
-        details |= {"training_gain_over_targets_permuted": fitted._asdict(), "train_loss_drop": learned.drop}
-        details |= {
-            "max_steps": self.max_steps,
-            "min_improvement": self.min_improvement,
-            "confidence": CONFIDENCE,
-        }
-        details |= {
-            "evaluated_on": source + ("; controls trained on the real targets" if any(swap) else ""),
-            "held_out_chunks": len(chunks),
-            "targets_kept_for_controls": any(swap),
-        }
+        details |= {"gain_over_targets_permuted": permuted._asdict(), "confidence": CONFIDENCE}
+        details |= {"gain_over_inputs_removed": removed._asdict(), "train_loss_drop": learned.drop}
+        details |= {"training_gain_over_targets_permuted": fitted._asdict(), "max_steps": self.max_steps}
+        details |= {"min_improvement": self.min_improvement, "held_out_chunks": len(chunks)}
+        details |= {"targets_kept_for_controls": any(swap), "evaluated_on": source}
+        details["evaluated_on"] += "; controls trained on the real targets" if any(swap) else ""
         stated = (
             f"held-out loss {means[0]:.4g} real vs {means[2]:.4g} permuted targets, {means[1]:.4g} no inputs"
         )
