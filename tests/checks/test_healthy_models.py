@@ -75,15 +75,15 @@ def test_causal_transformer_lm_passes_on_char_lm_datamodule():
     datamodule = CharLMDataModule(seq_len=32, batch_size=16, max_chars=40_000)
     report = preflight(model, datamodule=datamodule)
     _assert_all_pass(report)
-    # letters must be learned beyond their frequencies: the comparison needs more than the first look
-    assert report["input_independence"].details["steps"] > 25
+    # letters must be learned beyond their frequencies: the real pairs are fitted faster than permuted ones
+    assert report["input_independence"].details["training_gain_over_targets_permuted"]["low"] > 0
 
 
 def test_regression_with_mse_passes_and_init_loss_skips_with_reason():
     report = preflight(Regressor(), train_dataloaders=regression_loader())
     _assert_all_pass(report, allowed_skips=("init_loss",))
     message = report["init_loss"].message
-    assert "cannot infer the expected initial loss" in message and "expected_loss" in message
+    assert "mse_loss" in message and "no known value at init" in message
 
 
 def test_label_smoothing_classifier_passes():

@@ -1,5 +1,5 @@
-"""overfit_batch: a provable loss floor above the target fails with the floor; a failed memorisation runs a
-warm-up LR probe that tells a bad learning rate from a model that cannot fit; the loops obey the budget."""
+"""overfit_batch: a provable loss floor above the target fails with the floor; a fit that diverges or falls
+short fails; frozen weights are named; the work is fixed (steps), the time budget only a safety cap."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ from torch.nn import functional as F
 
 from lightning_recipes.callbacks import FinetuneSchedule
 from lightning_recipes.checks import CheckContext, OverfitBatchCheck, Preflight, preflight
-from lightning_recipes.checks._budget import time_budget
 from lightning_recipes.checks.loss._expected_loss import record_loss_calls
 from lightning_recipes.checks.loss._loss_probe import ce_floor, input_bounds, loss_floor
+from lightning_recipes.checks.report import SUMMARY_LIMIT
 from lightning_recipes.mixins import OptimizerRecipeMixin
 from lightning_recipes.recipe import OptimizerRecipe
 from lightning_recipes.testing import fast_trainer, random_classification_loader
@@ -31,8 +31,12 @@ from .gallery.overfit import BUGS
 def test_overfit_gallery_bug_is_flagged(case):
     result = preflight(case.model(), **case.data(), checks=[OverfitBatchCheck()])[case.check]
     assert result.status == case.status, result.message
-    for word in case.words:
-        assert word in result.message, result.message
+    assert len(result.summary) <= SUMMARY_LIMIT and result.action
+    if "floor" in case.words:  # the floor cases name the op that bounds the input
+        assert result.details["floor"] > result.details["target"]
+        assert case.words[-1] in result.details["floor_from"], result.details["floor_from"]
+    else:  # the learning-rate cases: diverged (not finite) or far short of the target
+        assert result.details["best"] > result.details["target"] or "nan" in result.summary
 
 
 def _brute_force_ce_floor(classes: int, smoothing: float, spread: float) -> float:
@@ -108,14 +112,13 @@ def test_label_smoothing_target_is_measured_from_the_floor():
     assert result.details["target"] == pytest.approx(floor + 0.3 * (initial - floor), rel=1e-9)
 
 
-def test_a_clamped_loss_skips_the_probe_because_nothing_moves():
+def test_a_clamped_loss_fails_saying_the_loss_never_moved():
     result = OverfitBatchCheck().run(CheckContext(_models.ClampedLoss(), _models.loader()))
-    assert result.status == "fail" and "cannot memorise" in result.message
-    assert "LR probe not run" in result.message and "lr_probe" not in result.details
+    assert result.status == "fail" and result.details["never_moved"] is True, result.message
 
 
-def test_a_model_that_cannot_fit_is_not_blamed_on_the_learning_rate():
-    """Random labels on 16 samples with a 2-unit bottleneck: no learning rate memorises them."""
+def test_a_model_that_cannot_fit_fails():
+    """Random labels on 16 samples with a 1-unit bottleneck: nothing memorises them."""
 
     class Bottleneck(M.MLPClassifier):
         def __init__(self):
@@ -125,44 +128,22 @@ def test_a_model_that_cannot_fit_is_not_blamed_on_the_learning_rate():
     x, y = torch.randn(64, M.IN, generator=g), torch.randint(0, 10, (64,), generator=g)
     result = OverfitBatchCheck(max_steps=40).run(CheckContext(Bottleneck(), _models.loader_from(x, y)))
     assert result.status == "fail", result.message
-    assert "no LR in [" in result.message and "cannot fit it" in result.message
-    assert result.details["lr_probe"]["fit"] == []
+    assert result.details["best"] > result.details["target"] and result.details["never_moved"] is False
 
 
-def test_time_budget_stops_the_training_loop_inconclusive():
-    """Issue #24: a fit the budget did not let finish is `inconclusive` (was a `warn`), not a verdict."""
-    context = CheckContext(M.SGDClassifier(lr=1e-4), M.classification_data()["train_dataloaders"])
-    with time_budget(0.0):
-        result = OverfitBatchCheck().check(context)
-    assert result.status == "inconclusive", result.message
-    assert "time budget" in result.message and "after 1 of 150 steps" in result.message
-    assert result.details["stopped_by_time_budget"] is True
-
-
-_SLOW_AFTER = {"calls": 0}
-
-
-class _SlowProbe(M.SGDClassifier):
-    """Fast for the check's own 150 steps, then 50 ms a step: the LR probe runs into the time budget."""
-
-    def __init__(self) -> None:
-        super().__init__(lr=1e-4)
+class _SlowStep(M.SGDClassifier):
+    """50 ms a step: 150 steps run far past a tiny budget's safety cap."""
 
     def training_step(self, batch, batch_idx):
-        _SLOW_AFTER["calls"] += 1
-        if _SLOW_AFTER["calls"] > 150:
-            time.sleep(0.05)
+        time.sleep(0.05)
         return super().training_step(batch, batch_idx)
 
 
-def test_time_budget_stops_the_lr_probe_and_says_how_far_it_got():
-    _SLOW_AFTER["calls"] = 0
-    context = CheckContext(_SlowProbe(), M.classification_data()["train_dataloaders"])
-    with time_budget(3.0):
-        result = OverfitBatchCheck().check(context)
-    assert result.status == "fail", result.message
-    assert "time budget" in result.message and "stopped the LR probe after" in result.message
-    assert len(result.details["lr_probe"]["tried"]) < 12
+def test_the_time_budget_is_a_safety_cap_that_ends_inconclusive_never_a_verdict_on_partial_work():
+    context = CheckContext(_SlowStep(lr=1e-4), M.classification_data()["train_dataloaders"])
+    result = OverfitBatchCheck(time_budget=0.01).run(context)
+    assert result.status == "inconclusive", result.message
+    assert result.details["stopped_by_budget"] is True
 
 
 class _Bottleneck(OptimizerRecipeMixin, pl.LightningModule):
@@ -192,9 +173,7 @@ def test_weights_frozen_by_finetune_schedule_are_named_not_the_learning_rate() -
     assert pre.report is not None
     result = pre.report["overfit_batch"]
     assert result.status == "warn", result.message
-    assert "FinetuneSchedule" in result.message and "backbone.weight" in result.message, result.message
-    assert "learning rate" not in result.message.replace("says nothing about the learning rate", "")
-    assert "lr_probe" not in result.details and result.details["untrained_share"] > 0.7
+    assert "backbone.weight" in result.details["untrained"] and result.details["untrained_share"] > 0.7
 
 
 class _WithEMA(_Bottleneck):

@@ -4,7 +4,6 @@ reconstruction models (targets computed from the input)."""
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import lightning.pytorch as pl
@@ -212,7 +211,7 @@ def test_an_autoencoder_that_ignores_its_input_still_fails():
         _context(S.LitAutoEncoder(ignore_input=True), S.mnist_like_loaders())
     )
     assert result.status == "fail", result.message
-    assert "does not use its inputs" in result.message
+    assert result.details["training_gain_over_targets_permuted"]["high"] < 0.05
 
 
 class HandWrittenAutoEncoder(S.LitAutoEncoder):
@@ -226,11 +225,8 @@ class HandWrittenAutoEncoder(S.LitAutoEncoder):
 
 def test_an_unseen_reconstruction_loss_is_skipped_with_the_reason_never_failed():
     result = InputIndependenceCheck().run(_context(HandWrittenAutoEncoder(), S.mnist_like_loaders()))
-    assert result.status == "skip", result.message
-    assert "less than a tenth of the loss with real inputs" in result.message
-    assert "after 25 steps" in result.message  # stopped at the first look, not after 200
-    for percentage in re.findall(r"([+-]?[\d.]+)%", result.message):
-        assert abs(float(percentage)) <= 200
+    assert result.status == "skip", result.message  # the controls' pairs are invisible to this loss
+    assert "does not read the targets" in result.summary
 
 
 def test_preflight_on_fail_raise_no_longer_blocks_the_autoencoder_in_a_real_trainer(tmp_path):
@@ -316,15 +312,10 @@ def test_the_shapes_gallery_has_the_shapes_the_issue_asks_for():
 
 
 def test_a_spent_time_budget_ends_input_independence_inconclusive_saying_so():
-    from lightning_recipes.checks._budget import time_budget
-
     from . import _models as M
 
     context = CheckContext(M.MLP(), M.shuffled_labels_loader())
-    with time_budget(0.0):  # spent at once: one step per copy, then the look
-        result = InputIndependenceCheck().check(context)
-    # issue #24: a budget-cut run is `inconclusive` (was a `warn` saying so), never a verdict on the labels
-    assert result.status == "inconclusive", result.message
-    assert "the time budget (0 s) stopped training after 1 of 200 steps" in result.message
-    assert "shuffled" not in result.message
-    assert result.details["steps"] == 1 and result.details["stopped_by_time_budget"]
+    result = InputIndependenceCheck(time_budget=0.001).run(context)  # its safety cap: 2 s
+    # issue #34: the work is fixed; the cap only stops a check that runs away, never a verdict on partial work
+    assert result.status in ("inconclusive", "fail"), result.message
+    assert result.status == "fail" or result.details["stopped_by_budget"]

@@ -1,10 +1,8 @@
-"""Which loss function consumed which tensors while ``training_step`` ran, and what it should read at init.
+"""Which loss function produced the returned loss, and what an untrained model should score on it.
 
-:func:`record_loss_calls` watches the ``torch.nn.functional`` losses (``nn.CrossEntropyLoss`` and friends call
-them too, as do Hugging Face models) with the harness's ``LossRecorder`` and keeps one ``LossCall`` per
-call: the function, the prediction and target tensors, the keyword arguments and the loss.
-:func:`expected_initial_loss` turns the call that produced the returned loss into the value an untrained
-model should score.
+:func:`record_loss_calls` watches the ``torch.nn.functional`` losses (``nn.CrossEntropyLoss`` and Hugging Face
+models call them too); :func:`loss_call_for` finds the call whose value *is* the returned loss;
+:func:`expected_initial_loss` says what that call should read at init, or why that is not known.
 
 Example:
     >>> import torch
@@ -14,8 +12,8 @@ Example:
     >>> calls[0].function, calls[0].num_classes
     ('cross_entropy', 10)
     >>> expectation = expected_initial_loss(calls[0])
-    >>> round(expectation.value, 4), expectation.source
-    (2.3026, 'ln 10, logits [4, 10] for integer targets [4]')
+    >>> round(expectation.value, 4), expectation.label
+    (2.3026, 'ln 10')
 """
 
 from __future__ import annotations
@@ -31,30 +29,22 @@ from torch import Tensor
 
 from lightning_recipes.harness import LossCall, LossRecorder
 
-__all__ = ["KINDS", "Expectation", "expected_initial_loss", "loss_call_for", "record_loss_calls", "target_of"]
+# fmt: off
+__all__ = ["KINDS", "REGRESSION", "Expectation", "expected_initial_loss", "is_prior_output",
+           "label_smoothing_floor", "loss_call_for", "record_loss_calls", "target_of"]
+# fmt: on
 
-KINDS = frozenset(
-    {
-        "cross_entropy",
-        "nll_loss",
-        "binary_cross_entropy_with_logits",
-        "binary_cross_entropy",
-        "mse_loss",
-        "l1_loss",
-        "smooth_l1_loss",
-        "huber_loss",
-    }
-)
 REGRESSION = frozenset({"mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss"})
+KINDS = frozenset({"cross_entropy", "nll_loss", "binary_cross_entropy_with_logits", "binary_cross_entropy"})
+KINDS = KINDS | REGRESSION
 _PRIOR_SHARE = 0.25  # KL(labels || mean prediction) below this share of KL(labels || uniform): a prior
-_MIN_SKEW = 0.1  # nats: KL(labels || uniform) below this is read as uniform (the two expectations then
-# differ by < 0.1 nats, so a prior reading could not change the verdict, only make it depend on the init)
+_MIN_SKEW = 0.1  # nats: labels closer than this to uniform are read as uniform (the verdict cannot change)
 
 
 def is_prior_output(kl_to_prediction: float, kl_to_uniform: float, categories: int, samples: int) -> bool:
     """Whether a mean prediction ``q`` is the label prior ``p``: ``KL(p || q)`` is a small share of
-    ``KL(p || uniform)``, and ``p`` is further from uniform than ``samples`` draws from a uniform prior would
-    be by chance (their expected ``KL`` from uniform is ``(categories - 1) / (2 samples)``; three times that).
+    ``KL(p || uniform)``, and ``p`` is further from uniform than three times what ``samples`` draws from a
+    uniform prior give by chance (``(categories - 1) / (2 samples)``).
 
     Example:
         >>> is_prior_output(0.01, 0.37, categories=2, samples=64)  # 1:9 labels, a prior-initialised bias
@@ -68,18 +58,19 @@ def is_prior_output(kl_to_prediction: float, kl_to_uniform: float, categories: i
 
 @dataclass(frozen=True)
 class Expectation:
-    """What an untrained model should score: ``value`` (``None`` when unknown: ``reason`` says why)."""
+    """What an untrained model should score: ``value`` (``None`` when unknown: ``reason`` says why), a short
+    ``label`` (``"ln 10"``) and the long ``source``."""
 
     value: float | None
     source: str
     num_classes: int | None = None
-    note: str = ""
+    label: str = ""
     reason: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
 
 
 def target_of(call: LossCall) -> Tensor:
-    """The target tensor of a call :func:`record_loss_calls` recorded (each of its :data:`KINDS` has one)."""
+    """The target tensor of a recorded call (each of :data:`KINDS` has one)."""
     if call.target is None:
         raise ValueError(f"the {call.function} call has no target tensor")
     return call.target
@@ -87,33 +78,31 @@ def target_of(call: LossCall) -> Tensor:
 
 @contextmanager
 def record_loss_calls(
-    inspect_input: Callable[[Tensor], Any] | None = None,
+    inspect_input: Callable[[Tensor], Any] | None = None, batch: Any = None
 ) -> Generator[list[LossCall], None, None]:
-    """Record every call of the losses this module knows (a list filled as calls happen).
-
-    A :class:`~lightning_recipes.harness.LossRecorder` limited to the kinds in :func:`expected_initial_loss`;
-    ``inspect_input`` runs on each loss's prediction at call time (``call.inspection``): a backward pass
-    later in the block frees the graph's saved tensors, so what the graph says must be read then.
+    """Record every call of :data:`KINDS` inside the block (a list filled as calls happen); ``inspect_input``
+    runs on each loss's prediction at call time (before a backward pass frees the graph's saved tensors);
+    with ``batch``, each call says which of its entries its tensors came from.
 
     Cost: a Python hook on every torch call inside the block; use it around one ``training_step``.
     """
-    recorder = LossRecorder(functions=KINDS, inspect_output=inspect_input)
+    recorder = LossRecorder(batch, functions=KINDS, inspect_output=inspect_input)
     with recorder:
         yield recorder.calls
 
 
 def loss_call_for(calls: Sequence[LossCall], loss: Tensor) -> LossCall | None:
-    """The recorded call whose output is the returned ``loss`` (a scalar), else ``None``.
-
-    Only such a call says what the loss *is*: a loss built from several terms or rescaled afterwards has no
-    single call behind it, and the caller falls back to reading shapes.
-    """
+    """The recorded call whose value is the returned ``loss``: its scalar output, or the mean of its
+    per-element output (``reduction="none"`` then ``.mean()``); else ``None`` (a sum of terms, a rescaled or
+    hand-written loss: no single known loss is behind it)."""
     value = loss.detach().reshape(-1)
     for call in reversed(calls):
-        if call.loss is None or call.loss.numel() != 1:
+        if call.loss is None or call.loss.numel() == 0:
             continue
         out = call.loss.detach().reshape(-1).to(value.dtype)
-        if out is loss or bool(torch.equal(out, value)):  # sync: once per call
+        if call.loss.numel() == 1 and (out is loss or bool(torch.equal(out, value))):  # sync: once per call
+            return call
+        if call.loss.numel() > 1 and bool(torch.isclose(out.mean(), value[0], rtol=1e-6, atol=0)):
             return call
     return None
 
@@ -121,16 +110,17 @@ def loss_call_for(calls: Sequence[LossCall], loss: Tensor) -> LossCall | None:
 def expected_initial_loss(call: LossCall, batches: Sequence[LossCall] = ()) -> Expectation:
     """The loss an untrained model should score for ``call``; ``batches``: the same call on more batches.
 
-    - ``cross_entropy`` / ``nll_loss``: ``ln C`` (uniform output; label smoothing does not change it), or the
-      entropy of the label prior when the mean predicted distribution already matches the label frequencies
-      (a bias initialised to the prior).
-    - ``binary_cross_entropy[_with_logits]`` with 0/1 targets: ``ln 2`` per output (``p = 0.5``), weighted
-      by ``pos_weight``; or the mean binary entropy of the positive rate when the mean prediction matches it.
-    - Regression losses and soft (non 0/1) binary targets: no value (``reason`` says why).
+    - ``cross_entropy`` / ``nll_loss``: ``ln C``, or the label prior's entropy when the mean predicted
+      distribution already matches the label frequencies (a bias initialised to the prior).
+    - ``binary_cross_entropy[_with_logits]`` with 0/1 targets: ``ln 2`` per output (weighted by
+      ``pos_weight``), or the positive rate's mean binary entropy when the mean prediction matches it.
+    - Regression losses and soft binary targets: no value (``reason`` says why).
     """
     calls = [call, *batches]
     if call.function in REGRESSION:
-        return Expectation(None, "", reason=_regression_reason(call))
+        return Expectation(
+            None, "", reason=f"{call.function} (regression, reconstruction) has no known value at init"
+        )
     if call.function in ("cross_entropy", "nll_loss"):
         return _categorical(call, calls)
     if call.function in ("binary_cross_entropy_with_logits", "binary_cross_entropy"):
@@ -152,39 +142,30 @@ def _categorical(call: LossCall, calls: list[LossCall]) -> Expectation:
     uniform = math.log(classes)
     scores = "logits" if call.function == "cross_entropy" else "log-probabilities"
     kind = "integer" if call.integer_target else "soft"
-    shapes = f"{list(call.output.shape)} for {kind} targets {list(target_of(call).shape)}"
-    source = f"ln {classes}, {scores} {shapes}"
+    source = (
+        f"ln {classes}, {scores} {list(call.output.shape)} for {kind} targets {list(target_of(call).shape)}"
+    )
     smoothing = float(call.kwargs.get("label_smoothing") or 0.0) if call.function == "cross_entropy" else 0.0
-    note, extra = "", {}
+    extra: dict[str, Any] = {"floor": label_smoothing_floor(classes, smoothing)} if smoothing > 0 else {}
     if smoothing > 0:
-        floor = label_smoothing_floor(classes, smoothing)
-        extra["floor"] = floor
-        note = (
-            f" Label smoothing {smoothing:g} leaves the expectation at ln {classes} but raises the loss "
-            f"floor from 0 to {floor:.4g} ({floor / uniform:.2f} x ln {classes})."
-        )
+        extra["label_smoothing"] = smoothing
+    plain = Expectation(uniform, source, classes, f"ln {classes}", extra=extra)
     if not call.integer_target or classes < 2:
-        return Expectation(uniform, source, classes, note, extra=extra)
+        return plain
     prior, predicted, samples = _class_frequencies(calls, classes)
     if prior is None or predicted is None:
-        return Expectation(uniform, source, classes, note, extra=extra)
+        return plain
     seen = prior > 0
     entropy = float(-(prior[seen] * prior[seen].log()).sum())  # sync: once
     kl_prediction = float((prior[seen] * (prior[seen] / predicted[seen].clamp_min(1e-12)).log()).sum())
-    kl_uniform = uniform - entropy
-    if is_prior_output(kl_prediction, kl_uniform, classes, samples):
-        extra |= {"prior_entropy": entropy, "prior_kl": kl_prediction}
-        return Expectation(
-            entropy,
-            f"entropy of the label prior, {call.function} over {classes} classes: the mean prediction at "
-            f"init is the label prior (KL {kl_prediction:.3f} nats from the label frequencies, "
-            f"{kl_uniform:.3f} for a uniform output)",
-            classes,
-            " The output at init is the class prior (a prior-initialised bias): good practice, the loss "
-            f"starts at the prior's entropy {entropy:.4g} instead of ln {classes} = {uniform:.4g}." + note,
-            extra=extra,
-        )
-    return Expectation(uniform, source, classes, note, extra=extra)
+    if not is_prior_output(kl_prediction, uniform - entropy, classes, samples):
+        return plain
+    extra |= {"prior_entropy": entropy, "prior_kl": kl_prediction}
+    source = (
+        f"entropy of the label prior, {call.function} over {classes} classes: the mean prediction at init is "
+        f"the label prior (KL {kl_prediction:.3f} nats, {uniform - entropy:.3f} for a uniform output)"
+    )
+    return Expectation(entropy, source, classes, "prior entropy", extra=extra)
 
 
 def _class_frequencies(calls: list[LossCall], classes: int) -> tuple[Tensor | None, Tensor | None, int]:
@@ -194,12 +175,9 @@ def _class_frequencies(calls: list[LossCall], classes: int) -> tuple[Tensor | No
     rows = 0
     for call in calls:
         scores = call.output.detach().double()
-        if scores.ndim >= 2:
-            scores = scores.movedim(1, -1)
-        scores = scores.reshape(-1, classes)
+        scores = (scores.movedim(1, -1) if scores.ndim >= 2 else scores).reshape(-1, classes)
         target = target_of(call).reshape(-1).to(scores.device)
-        ignore = call.kwargs.get("ignore_index", -100)
-        keep = (target != ignore) & (target >= 0) & (target < classes)
+        keep = (target != call.kwargs.get("ignore_index", -100)) & (target >= 0) & (target < classes)
         probs = scores.exp() if call.function == "nll_loss" else scores.softmax(-1)
         counts += torch.bincount(target[keep], minlength=classes)[:classes].double().cpu()
         predicted += probs[keep].sum(0).cpu()
@@ -212,42 +190,31 @@ def _class_frequencies(calls: list[LossCall], classes: int) -> tuple[Tensor | No
 def _binary(call: LossCall, calls: list[LossCall]) -> Expectation:
     logits = call.function == "binary_cross_entropy_with_logits"
     target = target_of(call)
-    binary = bool(((target == 0) | (target == 1)).all())  # sync: once
-    if not binary:
-        return Expectation(
-            None,
-            "",
-            reason=(
-                f"{call.function} with targets that are not 0/1 (soft labels, or pixel intensities: a "
-                "reconstruction or denoising model); its value at init depends on how far the outputs start "
-                f"from {'0' if logits else '0.5'} and its floor is the targets' own entropy"
-            ),
-        )
+    if not bool(((target == 0) | (target == 1)).all()):  # sync: once
+        reason = f"{call.function} on targets that are not 0/1 has no known value at init"
+        return Expectation(None, "", reason=reason)
     pos_weight = call.kwargs.get("pos_weight") if logits else None
     ln2 = math.log(2)
     if isinstance(pos_weight, Tensor):
         t = target.double()
         weighted = float((pos_weight.double() * t + (1 - t)).mean()) * ln2  # sync: once
-        return Expectation(weighted, f"ln 2 per output weighted by pos_weight, {call.function}")
-    source = f"ln 2 per output, {call.function} at p = 0.5"
+        return Expectation(
+            weighted, f"ln 2 per output weighted by pos_weight, {call.function}", label="ln 2 weighted"
+        )
     rate, predicted, samples = _positive_rates(calls, logits)
     entropy_t = -(rate * rate.clamp_min(1e-12).log() + (1 - rate) * (1 - rate).clamp_min(1e-12).log())
-    entropy = float(entropy_t.mean())  # sync: once
     q = predicted.clamp(1e-12, 1 - 1e-12)
     kl_t = -entropy_t - rate * q.log() - (1 - rate) * (1 - q).log()  # KL(rate || q) per output
     kl_prediction, kl_uniform = float(kl_t.sum()), float((ln2 - entropy_t).sum())
     if is_prior_output(kl_prediction, kl_uniform, 1 + len(rate), samples):
-        return Expectation(
-            entropy,
+        entropy = float(entropy_t.mean())  # sync: once
+        source = (
             f"mean binary entropy of the positive rate, {call.function}: the mean prediction at init is the "
-            f"label prior (KL {kl_prediction:.3f} nats, {kl_uniform:.3f} for p = 0.5)",
-            note=(
-                " The output at init is the label prior (a prior-initialised bias): good practice, the loss "
-                f"starts at the prior's entropy {entropy:.4g} instead of ln 2 = {ln2:.4g}."
-            ),
-            extra={"prior_entropy": entropy, "prior_kl": kl_prediction},
+            f"label prior (KL {kl_prediction:.3f} nats, {kl_uniform:.3f} for p = 0.5)"
         )
-    return Expectation(ln2, source)
+        extra = {"prior_entropy": entropy, "prior_kl": kl_prediction}
+        return Expectation(entropy, source, label="prior entropy", extra=extra)
+    return Expectation(ln2, f"ln 2 per output, {call.function} at p = 0.5", label="ln 2")
 
 
 def _positive_rates(calls: list[LossCall], logits: bool) -> tuple[Tensor, Tensor, int]:
@@ -257,18 +224,10 @@ def _positive_rates(calls: list[LossCall], logits: bool) -> tuple[Tensor, Tensor
         p = call.output.detach().double()
         p = p.sigmoid() if logits else p
         target = target_of(call)
-        t = target.detach().double().reshape(p.shape) if target.numel() == p.numel() else None
-        if t is None:
+        if target.numel() != p.numel():
             continue
         columns = p.shape[-1] if p.ndim == 2 else 1
-        targets.append(t.reshape(-1, columns))
+        targets.append(target.detach().double().reshape(-1, columns))
         probs.append(p.reshape(-1, columns))
     rows = torch.cat(targets)
     return rows.mean(0), torch.cat(probs).mean(0), len(rows)
-
-
-def _regression_reason(call: LossCall) -> str:
-    return (
-        f"the loss is {call.function} (regression, or a reconstruction / self-supervised target such as an "
-        "autoencoder's input): an untrained model has no expected value of it"
-    )

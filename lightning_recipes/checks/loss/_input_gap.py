@@ -1,6 +1,5 @@
-"""The numbers behind ``input_independence``'s verdict: how far a training loss fell against its own noise
-(:func:`loss_drop`), the relative held-out gap (:func:`relative_gain`) and that gap's noise
-(:func:`gap_noise`)."""
+"""The numbers behind ``input_independence``: whether a loss fell beyond its noise (:func:`loss_drop`), and
+one copy's gain over a control with its noise, held out (:func:`held_out_gain`) and in training."""
 
 from __future__ import annotations
 
@@ -10,9 +9,12 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from lightning_recipes._stats import difference_noise, standard_error
+from lightning_recipes._stats import standard_error, t_quantile
 
-__all__ = ["LossDrop", "gap_noise", "loss_drop", "relative_gain"]
+__all__ = ["CONFIDENCE", "Gain", "LossDrop", "held_out_gain", "loss_drop", "relative_gain", "training_gain"]
+
+#: One-sided confidence of every bound the check states (1% false-alarm odds per question).
+CONFIDENCE = 0.99
 
 
 class LossDrop(NamedTuple):
@@ -25,14 +27,9 @@ class LossDrop(NamedTuple):
 
 
 def loss_drop(losses: list[Tensor] | list[float], num_batches: int) -> LossDrop:
-    """Whether a training loss fell by more than its own noise.
-
-    Step ``i`` trained on batch ``i % num_batches``. Each batch seen twice or more is compared on its first
-    and its last visit (so a model that does not change scores exactly the same, batch for batch); before any
-    batch comes back, the first half of the steps is compared with the second. The noise is the standard
-    error of the difference of the two means, from the spread of the loss across steps (batch to batch: a
-    drop smaller than the loss's own jitter is not learning); learning = a drop of more than 2 of them. A
-    loss that is not finite, or fewer than 4 steps, is no evidence of learning.
+    """Whether a training loss fell by more than 2 standard errors of its own noise: each batch (step ``i``
+    trained on batch ``i % num_batches``) compared on its first and its last visit, else the first half of
+    the steps with the second. A non-finite loss, or fewer than 4 steps, is no evidence of learning.
 
     Example:
         >>> loss_drop([2.0, 2.2, 1.8, 2.0] * 4, num_batches=4).fell  # lr = 0: the same losses again
@@ -41,11 +38,7 @@ def loss_drop(losses: list[Tensor] | list[float], num_batches: int) -> LossDrop:
         >>> round(drop.drop, 3), round(drop.noise, 3), drop.fell
         (0.3, 0.115, True)
     """
-    if losses and isinstance(losses[0], Tensor):
-        tensors = [v.detach().float().reshape(()) for v in losses if isinstance(v, Tensor)]
-        values = torch.stack(tensors).double().cpu()  # one transfer for the whole curve
-    else:
-        values = torch.tensor([float(v) for v in losses], dtype=torch.float64)
+    values = torch.tensor([float(v) for v in losses], dtype=torch.float64)  # sync: once per value
     n = len(values)
     if n < 4 or not bool(torch.isfinite(values).all()):
         return LossDrop(0.0, math.inf, False)
@@ -60,55 +53,66 @@ def loss_drop(losses: list[Tensor] | list[float], num_batches: int) -> LossDrop:
     return LossDrop(drop, noise, drop > 2 * noise, float(first.mean()))
 
 
-def relative_gain(real: float, zeroed: float) -> float:
-    """``(zeroed - real) / max(|zeroed|, |real|)``: the relative improvement of the real-input loss, bounded
-    to [-2, 2] (a zeroed-input loss near 0 no longer gives absurd percentages); 0 when both are 0.
+def relative_gain(real: float, control: float) -> float:
+    """``(control - real) / max(|control|, |real|)``: how much lower the real copy's loss is, as a share,
+    bounded to [-2, 2]; 0 when both are 0.
 
     Example:
         >>> relative_gain(0.5, 1.0), relative_gain(1.0, 1e-12), relative_gain(0.0, 0.0)
         (0.5, -0.999999999999, 0.0)
     """
-    scale = max(abs(zeroed), abs(real))
+    scale = max(abs(control), abs(real))
     if not math.isfinite(scale):
         return -math.inf if not math.isfinite(real) else math.inf
-    return (zeroed - real) / scale if scale > 0 else 0.0
+    return (control - real) / scale if scale > 0 else 0.0
 
 
-def gap_noise(
-    train_losses: list[list[Tensor]], since: int, held_gaps: Tensor, size_ratio: float = 1.0
-) -> float:
-    """Standard error of the mean held-out gap (zeroed - real loss) over ``len(held_gaps)`` batches.
+class Gain(NamedTuple):
+    """The real copy's held-out gain over a control (:func:`relative_gain` of the means) with its one-sided
+    :data:`CONFIDENCE` bounds, from the paired per-chunk differences."""
 
-    The two copies train on the same batch at each step, so ``zeroed - real`` of their training losses is
-    a paired difference per batch; its batch-to-batch spread (from successive differences, so a trend
-    while the models learn does not count as noise) from step ``since`` on, scaled by ``size_ratio`` (a
-    training batch's samples over a held-out batch's), is pooled with the spread of the held-out batches'
-    own gaps. Infinite when nothing measures it.
+    gain: float
+    noise: float  # standard error of the gain
+    low: float
+    high: float
+
+
+def held_out_gain(real: Tensor, control: Tensor) -> Gain:
+    """The :class:`Gain` of ``real`` over ``control`` from their losses on the same ``K`` chunks: the noise is
+    the standard error of the mean paired difference, the bounds at the Student-t quantile (``K - 1`` df).
 
     Example:
-        >>> import torch
-        >>> real = [torch.tensor(v) for v in (1.0, 1.2, 0.8, 1.0, 1.1, 0.9)]
-        >>> zeroed = [torch.tensor(v) for v in (1.5, 1.6, 1.4, 1.5, 1.7, 1.3)]
-        >>> round(gap_noise([real, zeroed], 0, torch.tensor([0.5, 0.5])), 3)
-        0.068
+        >>> real, control = torch.tensor([1.0, 1.1, 0.9, 1.0]), torch.tensor([2.0, 2.2, 1.9, 2.1])
+        >>> gain = held_out_gain(real, control)
+        >>> round(gain.gain, 3), gain.low > 0
+        (0.512, True)
     """
-    pairs = min(len(train_losses[0]), len(train_losses[1]))
-    start = since if pairs - since >= 8 else max(0, pairs - 8)
-    squares, freedom = 0.0, 0
-    if pairs - start >= 3:
-        window = torch.stack(
-            [
-                (zeroed.detach().float() - real.detach().float()).reshape(())
-                for real, zeroed in zip(train_losses[0][start:pairs], train_losses[1][start:pairs])
-            ]
-        ).double()
-        values = window.tolist()  # sync: once per look
-        if all(math.isfinite(v) for v in values):
-            squares += difference_noise(values, order=1) ** 2 * size_ratio * (len(values) - 1)
-            freedom += len(values) - 1
-    if len(held_gaps) >= 2 and bool(torch.isfinite(held_gaps).all()):
-        squares += float(held_gaps.var()) * (len(held_gaps) - 1)
-        freedom += len(held_gaps) - 1
-    if freedom == 0 or len(held_gaps) == 0:
-        return math.inf
-    return math.sqrt(squares / freedom / len(held_gaps))
+    real_mean, control_mean = float(real.double().mean()), float(control.double().mean())
+    gain = relative_gain(real_mean, control_mean)
+    count = len(real)
+    scale = max(abs(real_mean), abs(control_mean), 1e-12)
+    if count < 3 or not math.isfinite(gain):
+        return Gain(gain, math.inf, -math.inf, math.inf)
+    noise = float(standard_error((control - real).double())) / scale
+    spread = t_quantile(CONFIDENCE, count - 1) * noise
+    return Gain(gain, noise, gain - spread, gain + spread)
+
+
+def training_gain(real: list[Tensor], control: list[Tensor], blocks: int = 8) -> Gain:
+    """How much lower the real copy's training loss is than a control's trained on the same batches, as a
+    share: per-step paired differences averaged in ``blocks`` consecutive blocks (the loss of neighbouring
+    steps is correlated, blocks far less), their mean and standard error over the blocks.
+
+    Example:
+        >>> real = [torch.tensor(2.0 - 0.01 * i) for i in range(40)]
+        >>> control = [torch.tensor(2.0 - 0.005 * i) for i in range(40)]
+        >>> gain = training_gain(real, control)
+        >>> round(gain.gain, 3), gain.low > 0
+        (0.051, True)
+    """
+    pairs = torch.stack([torch.stack([r.float(), c.float()]) for r, c in zip(real, control)]).double().cpu()
+    count = len(pairs) // blocks * blocks
+    if count < blocks or not bool(torch.isfinite(pairs).all()):
+        return Gain(math.nan, math.inf, -math.inf, math.inf)
+    means = pairs[len(pairs) - count :].reshape(blocks, -1, 2).mean(1)
+    return held_out_gain(means[:, 0], means[:, 1])

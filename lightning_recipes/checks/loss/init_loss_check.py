@@ -1,4 +1,4 @@
-"""Check the first loss against its expected value (``ln C`` for classification)."""
+"""Check the first loss against what an untrained model scores, for losses whose value at init is known."""
 
 from __future__ import annotations
 
@@ -8,9 +8,8 @@ from typing import Literal
 import torch
 from typing_extensions import override
 
-from lightning_recipes._stats import standard_error
+from lightning_recipes._stats import Z, standard_error
 from lightning_recipes._validation import check_in_range, check_int, check_positive, is_number
-from lightning_recipes.checks._num_classes import infer_num_classes
 from lightning_recipes.checks.base import SanityCheck, TimeBudget
 from lightning_recipes.checks.loss._expected_loss import (
     Expectation,
@@ -27,28 +26,24 @@ __all__ = ["InitLossCheck"]
 
 
 class InitLossCheck(SanityCheck):
-    """Compare the loss at initialisation with what an untrained model should score.
+    """Compare the loss at initialisation with what an untrained model should score, where that is known.
 
-    The expectation comes from the recorded ``torch.nn.functional`` loss call: ``ln C`` for
-    ``cross_entropy``/``nll_loss``, ``ln 2`` per output for binary cross-entropy with 0/1 targets, the
-    label prior's entropy for a prior-initialised bias. Far above means a bad init or a summed loss, far below
-    a leak or a wrong loss. Regression and reconstruction losses have no known value at init: ``skip`` (pass
-    ``expected_loss=``). Logged as ``preflight/init_loss``.
+    Known: the returned loss is one ``torch.nn.functional`` loss call (or its mean) on targets read from the
+    batch: ``ln C`` for ``cross_entropy``/``nll_loss``, ``ln 2`` per output for binary cross-entropy on 0/1
+    targets, the label prior's entropy for a bias initialised to the prior. Anything else (distillation's
+    T²-scaled KL plus CE, InfoNCE, an ELBO, a pinball or regression loss) is ``skip`` with the reason, never a
+    verdict; ``expected_loss=`` (or ``num_classes=``: ``ln C``) compares anyway. A ratio past a line, within
+    ``Z`` batch-to-batch standard errors of it is ``inconclusive``. Logged as ``preflight/init_loss``.
 
     Cost: ``num_batches`` forward passes on a copy, no gradients.
 
     Args:
         expected_loss: The expected initial loss; overrides inference.
-        num_classes: Number of classes ``C`` (expected loss ``ln C``) when shapes cannot tell.
+        num_classes: Number of classes ``C``: expect ``ln C`` whatever the loss.
         num_batches: Training batches to average over.
         warn_rtol: Relative deviation from the expectation that gives ``"warn"``.
         high_rtol: Relative excess that gives ``"fail"`` (default 1.0: twice the expected loss).
         low_rtol: Relative shortfall that gives ``"fail"`` (default 0.5: half the expected loss).
-        on_fail: ``"raise"`` a :class:`~lightning_recipes.checks.PreflightError` or ``"warn"`` when used as
-            a callback.
-        input_key: Index or key of the input in a batch (default ``batch[0]`` / ``"x"``, ``"input_ids"``,
-            ...).
-        target_key: Index or key of the target (default ``batch[-1]`` / ``"y"``, ``"labels"``, ...).
 
     Raises:
         ValueError: If a tolerance is not positive, ``num_batches < 1``, ``num_classes < 2`` or
@@ -104,148 +99,106 @@ class InitLossCheck(SanityCheck):
     def check(self, context: CheckContext) -> CheckResult:
         model = context.copy_model()
         context.require_automatic_optimization(model)
+        context.build_optimizers(model)  # a training_step may read what configure_optimizers set
         batches = context.train_batches(self.num_batches)
-        losses, outputs, calls = [], [], []
-        with torch.no_grad(), context.capture_forward(model) as captured:
+        losses, calls = [], []
+        with torch.no_grad():
             for index, batch in enumerate(batches):
-                with record_loss_calls() as recorded:
+                with record_loss_calls(batch=batch) as recorded:
                     loss = context.training_loss(model, batch, index)
                 losses.append(loss.float())
-                outputs.append(captured.last())
-                calls.append(loss_call_for(recorded, loss))
-                captured.clear()
+                calls.append(loss_call_for(recorded, loss) or _summed_by_hand(recorded, loss))
         per_batch = torch.stack(losses).tolist()  # sync: once per check
         measured = sum(per_batch) / len(per_batch)
-        _, targets = context.split(batches[0])
-        expectation = self._expectation(context, outputs[0], targets, calls)
-        expected, source, classes = expectation.value, expectation.source, expectation.num_classes
-        details = {
-            "measured": measured,
-            "expected": expected,
-            "per_batch": per_batch,
-            "num_classes": classes,
-            "expected_from": source,
+        expectation = self._expectation(calls)
+        expected = expectation.value
+        details = {"measured": measured, "expected": expected, "per_batch": per_batch}
+        details |= {
+            "num_classes": expectation.num_classes,
+            "expected_from": expectation.source,
             **expectation.extra,
         }
         if not math.isfinite(measured):
+            action = "Run the data check (NaN/Inf); use cross_entropy on logits instead of log(softmax)."
             return CheckResult(
-                self.name,
-                "fail",
-                f"the loss at init is {measured} (not finite). Expected a finite value. Likely causes: "
-                "NaN/Inf in the data (see the data check), log of 0 (use log_softmax / cross_entropy on "
-                "logits instead of log(softmax)), division by zero in the loss. Try: run the data check; use "
-                "F.cross_entropy.",
-                details,
+                self.name, "fail", f"the loss at init is {measured}, not finite", details, action=action
             )
         if expected is None:
-            why = expectation.reason or (
-                f"the forward output {_shape(outputs[0])} and targets {_shape(targets)} do not look like "
-                "classification logits [B, C] / [B, S, V] with integer targets"
-            )
-            raise CheckSkipped(
-                f"cannot infer the expected initial loss (measured {measured:.4g}): {why}. Pass "
-                "`InitLossCheck(expected_loss=...)` to compare with a baseline of your own (for MSE: the "
-                "targets' variance is what predicting their mean scores), or `num_classes=` for a classifier "
-                "(or `preflight(..., num_classes=...)`)."
-            )
+            raise CheckSkipped(f"loss {measured:.4g}: {expectation.reason}"[:111])
         ratio = measured / expected
-        # batch-to-batch standard error of the measured mean, as a ratio (0 when one batch: not measured)
-        se = float(standard_error(torch.tensor(per_batch, dtype=torch.float64)))
-        noise = (se if math.isfinite(se) else 0.0) / abs(expected) if expected else 0.0  # < 2 batches: 0
-        details["ratio"] = ratio
-        details["ratio_noise"] = noise
+        se = float(standard_error(torch.tensor(per_batch, dtype=torch.float64)))  # NaN for one batch
+        noise = (se if math.isfinite(se) else 0.0) / abs(expected) if expected else 0.0
+        details |= {"ratio": ratio, "ratio_noise": noise, "z": Z}
+        label = f"{expectation.label} = {expected:.4g}"
+        stated = f"loss at init {measured:.4g} vs {label} expected, ratio {ratio:.2f}"
+        low, high = (
+            ratio - Z * noise,
+            ratio + Z * noise,
+        )  # a verdict needs the ratio past its line beyond noise
+        warn_high, warn_low = 1 + self.warn_rtol, 1 - self.warn_rtol
+        if (ratio > warn_high and low <= warn_high) or (ratio < warn_low and high >= warn_low):
+            action = "Give it more (or larger) batches: InitLossCheck(num_batches=...)."
+            summary = f"{stated}, within batch noise of its line"
+            return CheckResult(self.name, "inconclusive", summary, details, action=action)
         status: Status
-        stated = f"loss at init {measured:.4g} vs expected {expected:.4g} ({source}), ratio {ratio:.2f}" + (
-            f" ± {2 * noise:.2f} (2 standard errors, batch to batch)" if noise > 0 else ""
-        )
-        # A verdict needs the ratio beyond its line by more than its noise; a ratio past the warn line but
-        # within noise of it is inconclusive, never a false alarm.
-        low, high = ratio - 2 * noise, ratio + 2 * noise
-        if ratio > 1 + self.warn_rtol and low <= 1 + self.warn_rtol:
-            return self._within_noise(stated, "above", details)
-        if ratio < 1 - self.warn_rtol and high >= 1 - self.warn_rtol:
-            return self._within_noise(stated, "below", details)
-        if ratio > 1 + self.warn_rtol:
+        if ratio > warn_high:
             status = "fail" if low > 1 + self.high_rtol else "warn"
-            hint = self._sum_hint(ratio, batches[0], context)
-            return CheckResult(
-                self.name,
-                status,
-                f"{stated}: too high.{hint} Likely causes: the loss is summed instead of averaged "
-                "(reduction='sum'), the output layer is initialised too large so the model is confidently "
-                "wrong at init, or extra terms (regularisers, auxiliary losses) are added to the loss. Try: "
-                "reduction='mean'; scale down or zero-initialise the last layer (its bias too); log the "
-                "terms of the loss separately.",
-                details,
+            summed = self._summed(ratio, batches[0], context)
+            details["summed_over"] = summed
+            action = (
+                f"The ratio is the {summed} targets of a batch: the loss is summed instead of averaged; use "
+                "reduction='mean'."
+                if summed
+                else "The output layer is likely initialised too large: zero or scale down the last layer "
+                "(and its bias); or extra terms are added to the loss."
             )
-        if ratio < 1 - self.warn_rtol:
+            return CheckResult(self.name, status, f"{stated}: too high", details, action=action)
+        if ratio < warn_low:
             status = "fail" if high < 1 - self.low_rtol else "warn"
-            return CheckResult(
-                self.name,
-                status,
-                f"{stated}: suspiciously low for an untrained model, which should predict at chance. Likely "
-                "causes: the targets leak into the inputs, the loss is computed against the model's own "
-                "predictions or on the wrong tensors, or the weights are pretrained (then this is expected: "
-                "pass `expected_loss=` or drop this check). Try: inspect what the loss receives.",
-                details,
+            action = (
+                "Check what the loss receives: targets leaking into the inputs, the model's own predictions "
+                "as targets; for pretrained weights pass expected_loss=."
             )
-        return CheckResult(
-            self.name, "pass", f"{stated}: as expected for an untrained model.{expectation.note}", details
-        )
+            return CheckResult(self.name, status, f"{stated}: suspiciously low", details, action=action)
+        return CheckResult(self.name, "pass", stated, details)
 
-    def _within_noise(self, stated: str, side: str, details: dict[str, object]) -> CheckResult:
-        return CheckResult(
-            self.name,
-            "inconclusive",
-            f"{stated}: {side} the expectation by more than {self.warn_rtol:.0%}, but within the loss's "
-            "batch-to-batch noise of that line; no verdict. Try: InitLossCheck(num_batches=...) with more "
-            "batches (or larger ones).",
-            details,
-        )
-
-    def _expectation(
-        self,
-        context: CheckContext,
-        output: torch.Tensor | None,
-        targets: torch.Tensor | None,
-        calls: list[LossCall | None],
-    ) -> Expectation:
+    def _expectation(self, calls: list[LossCall | None]) -> Expectation:
         if self.expected_loss is not None:
-            return Expectation(float(self.expected_loss), "given expected_loss", self.num_classes)
+            return Expectation(float(self.expected_loss), "given expected_loss", self.num_classes, "given")
         if self.num_classes is not None:
+            classes = self.num_classes
             return Expectation(
-                math.log(self.num_classes), f"ln {self.num_classes}, num_classes given", self.num_classes
+                math.log(classes), f"ln {classes}, num_classes given", classes, f"ln {classes}"
             )
         first = calls[0]
-        if first is not None:
-            same = [c for c in calls[1:] if c is not None and c.function == first.function]
-            expectation = expected_initial_loss(first, same)
-            if expectation.value is not None or context.num_classes is None:
-                return expectation
-        if context.num_classes is not None:
-            classes = context.num_classes
-            return Expectation(math.log(classes), f"ln {classes}, num_classes given", classes)
-        inferred = infer_num_classes(output, targets)
-        if inferred is None:
-            return Expectation(None, "")
-        classes, how = inferred
-        return Expectation(math.log(classes), f"ln {classes}, {how}", classes)
+        if first is None or any(call is None for call in calls):
+            reason = (
+                "no single loss call with a known value at init (a sum of terms, rescaled or hand-written)"
+            )
+            return Expectation(None, "", reason=reason)
+        if first.function in ("cross_entropy", "nll_loss") and not (
+            first.target_keys or first.target_from_model
+        ):
+            reason = f"{first.function} on targets built in the step (contrastive): no known value at init"
+            return Expectation(None, "", reason=reason)
+        same = [c for c in calls[1:] if c is not None and c.function == first.function]
+        return expected_initial_loss(first, same)
 
     @staticmethod
-    def _sum_hint(ratio: float, batch: object, context: CheckContext) -> str:
+    def _summed(ratio: float, batch: object, context: CheckContext) -> int | None:
+        """The count of targets (or samples) in a batch the ratio is close to: a loss summed over them."""
         size = batch_size_of(batch, context.input_key)
         _, targets = context.split(batch)
         counts = {size} if size else set()
         if targets is not None and targets.numel() > 1:
             counts.add(targets.numel())
-        for count in sorted(counts):
-            if count > 2 and abs(ratio / count - 1) < 0.15:
-                return (
-                    f" The ratio is close to the number of targets in the batch ({count}): the loss is "
-                    "probably summed instead of averaged."
-                )
-        return ""
+        return next((n for n in sorted(counts) if n > 2 and abs(ratio / n - 1) < 0.15), None)
 
 
-def _shape(tensor: torch.Tensor | None) -> str:
-    return "(none)" if tensor is None else f"{list(tensor.shape)} {str(tensor.dtype).replace('torch.', '')}"
+def _summed_by_hand(calls: list[LossCall], loss: torch.Tensor) -> LossCall | None:
+    """The one mean-reduced call a loss is ``n`` times, ``n`` its count of targets (a sum written by hand)."""
+    if len(calls) != 1 or calls[0].loss is None or calls[0].loss.numel() != 1 or calls[0].target is None:
+        return None
+    count = calls[0].target.numel()
+    scaled = bool(torch.isclose(loss.detach(), calls[0].loss.detach() * count, rtol=1e-5))  # sync: once
+    return calls[0] if count > 1 and calls[0].kwargs.get("reduction") == "mean" and scaled else None
