@@ -18,7 +18,14 @@ from __future__ import annotations
 import math
 import statistics
 
-from lightning_recipes._stats import mean_se, significantly_above, trend, validation_se, weighted_median
+from lightning_recipes._stats import (
+    difference_noise,
+    mean_se,
+    significantly_above,
+    trend,
+    validation_se,
+    weighted_median,
+)
 from lightning_recipes.callbacks._health_window import (
     DEFAULT_THRESHOLDS,  # noqa: F401  (the doctests)
     PROBLEMS,
@@ -44,6 +51,7 @@ __all__ = [
     "overfitting",
     "saturated_activations",
     "settle",
+    "stall_noise",
     "update_ratios",
     "vanishing_gradients",
 ]
@@ -374,13 +382,16 @@ def overfitting(data: CheckData, history: History, t: dict[str, float]) -> Decis
             significant = gl > 4 * t["overfit_gl"]
         else:
             significant = significantly_above(val, se, best_val, best_se, z)
+        significant = significant or _rise_beyond_series_noise(vals, val, best_val, z)
         recovering = previous is not None and significantly_above(
             previous[1], validation_se(previous[1], previous[3], previous[4]), val, se, z
         )
         # a model that overfits fits its training set better than it ever fit validation (a diverged run's
         # training loss sits above the best validation loss), and its training loss keeps falling
         fitting = train < min(best_train, best_val) and (
-            previous is None or train <= (1.0 + t["rise_rtol"]) * previous[2]
+            previous is None
+            or train <= (1.0 + t["rise_rtol"]) * previous[2]
+            or _fitted(train, best_train, best_val)
         )
         present = gl > t["overfit_gl"] and significant and fitting and train < val and not recovering
         found = None
@@ -402,6 +413,30 @@ def overfitting(data: CheckData, history: History, t: dict[str, float]) -> Decis
                 "decay or dropout, data augmentation or more data.",
             )
     return found
+
+
+def _fitted(train: float, best_train: float, best_val: float) -> bool:
+    """The training loss is ten times below where it was at the best validation: the model fits its
+    training set (a loss at ~0 wobbles by more than ``rise_rtol`` from epoch to epoch, and that is not a
+    training loss that stopped falling)."""
+    return train <= 0.1 * min(best_train, best_val)
+
+
+def _rise_beyond_series_noise(
+    vals: list[tuple[int, float, float, float, int]], val: float, best_val: float, z: float
+) -> bool:
+    """Whether ``val`` is above ``best_val`` by more than ``z`` times the noise of a difference of two
+    validations, measured on the run's own validation series from its best on (``difference_noise``, blind
+    to a straight trend; 4 validations or more). Validations of one fixed set are paired: the batch-to-batch
+    spread of an overconfident model's per-batch losses (heavy-tailed) says how far a new sample's loss could
+    fall, not how much the same set's loss moves between epochs; the series says the latter."""
+    series = [v[1] for v in vals if math.isfinite(v[1])]
+    best = series.index(min(series)) if series else 0
+    series = series[best:]
+    if len(series) < 4:
+        return False
+    noise = difference_noise(series, order=2)
+    return val - best_val > z * math.sqrt(2.0) * max(noise, 1e-12 * abs(best_val))
 
 
 # ------------------------------------------------------------------------------------------ not_learning
@@ -903,14 +938,20 @@ def _lr_highish(data: CheckData, t: dict[str, float]) -> bool:
 
 def data_stall(data: CheckData, history: History, t: dict[str, float]) -> Decision | None:
     """Training waited for data more than ``stall_fraction`` of the time and ``stall_min_s`` (5 ms) per batch,
-    ``persist_checks`` in a row. The absolute floor keeps a toy model's few milliseconds of Lightning's own
-    between-batch work (hooks, logging: timed as waiting by the host clock) from reading as a stall.
+    ``persist_checks`` in a row, and the stalled checks' mean wait fraction is above ``stall_fraction`` beyond
+    the noise of the timing itself (:func:`stall_noise`). The absolute floor keeps a toy model's few
+    milliseconds of Lightning's own between-batch work (hooks, logging: timed as waiting by the host clock)
+    from reading as a stall; the noise keeps a busy machine's borderline check (53% once) from reading as one.
 
     Example:
-        >>> history = History(streaks={"data_stall": 1})
-        >>> data = CheckData(0, 0, wait_fraction=0.8, wait_per_batch_s=0.04, wait_source="host timing")
-        >>> data_stall(data, history, DEFAULT_THRESHOLDS)[0]
-        {'wait_fraction': 0.8, 'wait_per_batch_ms': 40.0, 'measured_by': 'host timing'}
+        >>> history = History(streaks={"data_stall": 1}, waits=[[0.8, 50]])
+        >>> data = CheckData(100, 0, wait_fraction=0.8, wait_per_batch_s=0.04, wait_source="host timing")
+        >>> data_stall(data, history, DEFAULT_THRESHOLDS)[0]["wait_fraction"]
+        0.8
+        >>> history = History(streaks={"data_stall": 1}, waits=[[0.53, 50]])
+        >>> data = CheckData(100, 0, wait_fraction=0.53, wait_per_batch_s=0.04, wait_source="host timing")
+        >>> data_stall(data, history, DEFAULT_THRESHOLDS) is None  # 53% twice: within the timing's noise
+        True
     """
     per_batch = data.wait_per_batch_s
     stalled = (
@@ -918,7 +959,15 @@ def data_stall(data: CheckData, history: History, t: dict[str, float]) -> Decisi
         and data.wait_fraction > t["stall_fraction"]
         and (per_batch is None or per_batch < 0 or per_batch >= t["stall_min_s"])
     )
-    if streak(history, "data_stall", stalled) < int(t["persist_checks"]) or data.wait_fraction is None:
+    batches = max(data.step - history.streaks.get("stall_previous_step", 0), 1)
+    history.streaks["stall_previous_step"] = data.step
+    if data.wait_fraction is not None:
+        history.waits.append([data.wait_fraction, float(batches)])
+    count = streak(history, "data_stall", stalled)
+    if count < int(t["persist_checks"]) or data.wait_fraction is None:
+        return None
+    mean, se = stall_noise(history.waits, count)
+    if not mean - t["stall_fraction"] > t["confidence_z"] * se:
         return None
     return (
         {
@@ -927,13 +976,37 @@ def data_stall(data: CheckData, history: History, t: dict[str, float]) -> Decisi
             if per_batch is not None and per_batch >= 0
             else None,
             "measured_by": data.wait_source,
+            "mean_wait_fraction": mean,
+            "wait_fraction_se": se,
+            "checks": count,
         },
         f"Training waited for data {data.wait_fraction:.0%} of the time"
         + (f" ({1000 * per_batch:.3g} ms per batch)" if per_batch is not None and per_batch >= 0 else "")
-        + ". Raise the DataLoader's "
+        + f", {mean:.0%} +- {se:.0%} over {count} checks. Raise the DataLoader's "
         "`num_workers`, set `persistent_workers=True` and `pin_memory=True` (GPU), and move per-sample "
         "work (decoding, augmentation) out of `__getitem__` or precompute it.",
     )
+
+
+def stall_noise(waits: list[list[float]], k: int) -> tuple[float, float]:
+    """The mean wait fraction of the last ``k`` checks (``waits``: ``[fraction, batches]`` per check) and its
+    standard error: the larger of a bound and the run's own check-to-check scatter. The bound: a batch's wait
+    share lies in [0, 1], so its variance is at most ``f (1 - f)`` (a few long hiccups of a busy machine,
+    the worst case) and the mean over ``B`` batches has ``sqrt(f (1 - f) / B)``. The scatter:
+    ``difference_noise`` of every check's fraction (a machine whose timing jumps between checks), over
+    ``sqrt(k)``.
+
+    Example:
+        >>> mean, se = stall_noise([[0.4, 50], [0.53, 50], [0.52, 50]], 2)
+        >>> round(mean, 3), round(se, 3)
+        (0.525, 0.05)
+    """
+    recent = waits[-k:]
+    batches = sum(b for _, b in recent)
+    mean = sum(f * b for f, b in recent) / batches if batches else math.nan
+    bound = math.sqrt(max(mean * (1.0 - mean), 0.0) / batches) if batches else math.nan
+    scatter = difference_noise([f for f, _ in waits]) / math.sqrt(len(recent)) if recent else math.nan
+    return mean, max(bound, scatter)
 
 
 RULES = (

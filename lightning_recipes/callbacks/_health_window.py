@@ -145,6 +145,8 @@ class History:
     vanish_ratios: list[float] = field(default_factory=list)
     validations: list[tuple[int, float, float, float, int]] = field(default_factory=list)
     streaks: dict[str, int] = field(default_factory=dict)
+    #: per check that timed the wait for data: ``[wait fraction, batches timed]`` (``data_stall``'s noise)
+    waits: list[list[float]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -159,6 +161,7 @@ class History:
             "vanish_ratios": list(self.vanish_ratios),
             "validations": [list(v) for v in self.validations],
             "streaks": dict(self.streaks),
+            "waits": [list(w) for w in self.waits],
         }
 
     @classmethod
@@ -177,6 +180,7 @@ class History:
             vanish_ratios=[float(v) for v in state.get("vanish_ratios", [])],
             validations=[_validation(row) for row in state.get("validations", [])],
             streaks={str(k): int(v) for k, v in state.get("streaks", {}).items()},
+            waits=[[float(v) for v in w] for w in state.get("waits", [])],
         )
 
 
