@@ -19,6 +19,7 @@ import math
 import statistics
 
 from lightning_recipes._stats import (
+    ROBUST_SIGMA,
     difference_noise,
     mean_se,
     significantly_above,
@@ -48,6 +49,7 @@ __all__ = [
     "lr_too_low",
     "nonfinite_activations",
     "not_learning",
+    "outlier_batches",
     "overfitting",
     "saturated_activations",
     "settle",
@@ -631,6 +633,7 @@ def decide(data: CheckData, history: History, thresholds: dict[str, float]) -> d
         history.loss_steps.append(data.step)
     _add(out, "overfitting", overfitting(data, history, t))
     _add(out, "data_stall", data_stall(data, history, t))
+    _add(out, "outlier_batches", outlier_batches(data, history, t))
     return out
 
 
@@ -823,6 +826,9 @@ def saturated_activations(data: CheckData, history: History, t: dict[str, float]
         >>> saturated_activations(data, History(), DEFAULT_THRESHOLDS) is None
         True
     """
+    stuck = _stuck_saturated(data, history, t)
+    if stuck is not None:
+        return stuck
     moved = _moved(data)
     first = next(iter(moved), None)
     # starved: the layers below barely move, relative to the layer moving most, or no layer moves at a
@@ -846,6 +852,67 @@ def saturated_activations(data: CheckData, history: History, t: dict[str, float]
         f"{', '.join(f'`{m}` {f:.0%}' for m, f in sat.items())} of outputs are saturated (gradient ~0). "
         "Scale the initialisation down (Xavier/Glorot for tanh/sigmoid), normalise the layer's input, "
         "or use ReLU/GELU.",
+    )
+
+
+#: A saturated layer's mean slope relative to its peak below which ~no gradient passes through it.
+SATURATED_GAIN = 0.25
+
+
+def _stuck_saturated(data: CheckData, history: History, t: dict[str, float]) -> Decision | None:
+    """Layers in the flat part of their sigmoid/tanh (``saturated_fraction`` of outputs, mean slope below
+    ``SATURATED_GAIN`` of the peak) at initialisation (the run's first batch) and still now,
+    ``persist_checks`` in a row: saturated by initialisation or input scale (a highway gate's bias at -10,
+    weights too large, unnormalised features into a sigmoid), whatever the loss does (a net with closed gates
+    still learns, as its linear part). Saturation that training brings (a confident layer) is not this.
+
+    Example:
+        >>> history = History()
+        >>> for step in (20, 40):
+        ...     data = CheckData(step, 0, saturated={"gates.0:sigmoid": 1.0},
+        ...                      saturation_gain={"gates.0:sigmoid": 2e-4}, grad_sampled=True,
+        ...                      group_grad_rms={"gates.0": 1e-7, "head": 1e-2})
+        ...     if step == 20:
+        ...         data.saturated_init = {"gates.0:sigmoid": (1.0, 2e-4)}
+        ...     found = _stuck_saturated(data, history, DEFAULT_THRESHOLDS)
+        >>> found[0]["gain"], found[0]["grad_rms"], found[0]["largest_grad_rms"]
+        ({'gates.0:sigmoid': 0.0002}, {'gates.0': 1e-07}, {'head': 0.01})
+    """
+
+    def flat(fraction: float, gain: float) -> bool:
+        return fraction >= t["saturated_fraction"] and gain < SATURATED_GAIN
+
+    for name, (fraction, gain) in data.saturated_init.items():
+        history.streaks[f"saturated_at_init:{name}"] = int(flat(fraction, gain))
+    stuck = {
+        name: fraction
+        for name, fraction in data.saturated.items()
+        if history.streaks.get(f"saturated_at_init:{name}")
+        and flat(fraction, data.saturation_gain.get(name, math.nan))
+    }
+    if streak(history, "saturated_from_start", bool(stuck)) < int(t["persist_checks"]):
+        return None
+    gains = {m: data.saturation_gain[m] for m in stuck}
+    layers = {m.rsplit(":", 1)[0] for m in stuck if ":" in m}
+    grads = {g: r for g, r in data.group_grad_rms.items() if g in layers}
+    others = {g: r for g, r in data.group_grad_rms.items() if g not in layers and math.isfinite(r)}
+    top = max(others, key=lambda g: others[g], default=None)
+    evidence: dict[str, object] = {"saturated_fraction": stuck, "gain": gains}
+    if grads and top is not None:
+        evidence |= {"grad_rms": grads, "largest_grad_rms": {top: others[top]}}
+    feeding = (
+        f" (gradient RMS of the layers feeding them {_fmt(max(grads.values()))} vs {_fmt(others[top])} in "
+        f"`{top}`)"
+        if grads and top is not None
+        else ""
+    )
+    return (
+        evidence,
+        f"{', '.join(f'`{m}` {f:.0%}' for m, f in stuck.items())} of outputs have sat in the flat part of "
+        f"their sigmoid/tanh since the first check; on average {_fmt(max(gains.values()))} of the gradient "
+        f"passes through{feeding}: those units do not learn. Check their initialisation "
+        "(a gate bias far from 0, weights too large for tanh/sigmoid: Xavier/Glorot) and normalise their "
+        "inputs.",
     )
 
 
@@ -1009,6 +1076,65 @@ def stall_noise(waits: list[list[float]], k: int) -> tuple[float, float]:
     return mean, max(bound, scatter)
 
 
+def outlier_batches(data: CheckData, history: History, t: dict[str, float]) -> Decision | None:
+    """A few steps' gradient norms ``outlier_factor`` x the median of their neighbours' (3 steps either side)
+    and beyond the interval's own step-to-step noise (``confidence_z`` robust standard deviations of the log
+    ratios), on at most 10% of the interval's steps: outlier samples, not an unstable run. Names the steps,
+    the batch indices and each batch's row with the largest |input| (a -999 sentinel shows there). Cited by
+    other rules through ``history.streaks["outlier_batches_at_step"]`` (the last such step).
+
+    Example:
+        >>> records = [(k, 1.0 + 0.1 * (k % 3), k, 0, 0, 3.0) for k in range(20)]
+        >>> records[7] = (7, 3000.0, 7, 5, 0, 999.0)
+        >>> data = CheckData(20, 0, step_records=records)
+        >>> evidence = outlier_batches(data, History(), DEFAULT_THRESHOLDS)[0]
+        >>> evidence["steps"], evidence["batches"], evidence["rows"]
+        ([7], [7], ['batch 7 row 5 (|input| 999)'])
+    """
+    records = [r for r in data.step_records if math.isfinite(r[1]) and r[1] > 0]
+    if len(records) < 5:
+        return None
+    norms = [r[1] for r in records]
+    ratios = []
+    for i in range(len(norms)):
+        around = [norms[j] for j in range(max(0, i - 3), min(len(norms), i + 4)) if j != i]
+        ratios.append(math.log(norms[i] / statistics.median(around)))
+    centre = statistics.median(ratios)
+    spread = ROBUST_SIGMA * statistics.median(abs(r - centre) for r in ratios)
+    limit = max(math.log(t["outlier_factor"]), centre + t["confidence_z"] * spread)
+    spikes = [(r, math.exp(q)) for r, q in zip(records, ratios) if q > limit]
+    if not spikes or len(spikes) > max(1, len(records) // 10):
+        return None
+    first = data.step - (records[-1][0] + 1)  # the interval's first step
+    steps = [first + r[0] for r, _ in spikes]
+    history.streaks["outlier_batches_at_step"] = steps[-1]
+    rows = [
+        f"batch {r[2]} row {r[3]}"
+        + (f" (|input| {_fmt(r[5])})" if math.isfinite(r[5]) else "")
+        + (f" on rank {r[4]}" if r[4] else "")
+        for r, _ in spikes
+        if r[3] >= 0
+    ]
+    typical = statistics.median(norms)
+    evidence: dict[str, object] = {
+        "steps": steps,
+        "batches": [r[2] for r, _ in spikes],
+        "grad_norm_vs_neighbours": max(q for _, q in spikes),
+        "grad_norm": max(r[1] for r, _ in spikes),
+        "typical_grad_norm": typical,
+        "rows": rows,
+    }
+    return (
+        evidence,
+        f"{len(spikes)} of {len(records)} steps had a gradient {_fmt(evidence['grad_norm_vs_neighbours'])}x "
+        f"their neighbours' (step {', '.join(map(str, steps[:3]))}; "
+        f"batch {', '.join(str(r[2]) for r, _ in spikes[:3])}"
+        f"{'; ' + ', '.join(rows[:3]) if rows else ''}): a few samples dominate those updates. Inspect those "
+        "rows for sentinels (-999), unit errors or corrupt records; clean or clip them (robust scaling, "
+        "`gradient_clip_val`), rather than lowering the learning rate for all batches.",
+    )
+
+
 RULES = (
     nonfinite_activations,
     exploding_gradients,
@@ -1021,4 +1147,5 @@ RULES = (
     not_learning,
     overfitting,
     data_stall,
+    outlier_batches,
 )

@@ -181,3 +181,145 @@ def test_a_loader_that_cannot_keep_up_is_a_data_stall() -> None:
     found = _stall_run([0.75] * 6)
     assert [f.step for f in found] == [20]  # at the second check: 0.75 +- 0.1 over 19 batches
     assert found[0].evidence["mean_wait_fraction"] == pytest.approx(0.75, abs=0.03)
+
+
+# ---------------------------------------------------------------------------------- saturated_activations
+
+
+class Classify(pl.LightningModule):
+    """Cross-entropy on ``net``; SGD with momentum or AdamW."""
+
+    def __init__(self, net: nn.Module, lr: float, sgd: bool = False) -> None:
+        super().__init__()
+        self.net, self.lr, self.sgd = net, lr, sgd
+
+    def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
+        x, y = batch
+        return F.cross_entropy(self.net(x), y)
+
+    def configure_optimizers(self) -> Any:
+        if self.sgd:
+            return torch.optim.SGD(self.parameters(), lr=self.lr, momentum=0.9)
+        return torch.optim.AdamW(self.parameters(), lr=self.lr)
+
+
+class Highway(nn.Module):
+    """``x <- g * silu(H x) + (1 - g) * x`` with ``g = torch.sigmoid(G x)`` (a function, not a module)."""
+
+    def __init__(self, gate_bias: float, width: int = 32, depth: int = 4) -> None:
+        super().__init__()
+        self.stem = nn.Linear(16, width)
+        self.transforms = nn.ModuleList(nn.Linear(width, width) for _ in range(depth))
+        self.gates = nn.ModuleList(nn.Linear(width, width) for _ in range(depth))
+        for gate in self.gates:
+            nn.init.constant_(gate.bias, gate_bias)
+        self.head = nn.Linear(width, 4)
+
+    def forward(self, x: Tensor) -> Tensor:
+        x = self.stem(x)
+        for transform, gate in zip(self.transforms, self.gates):
+            g = torch.sigmoid(gate(x))
+            x = g * F.silu(transform(x)) + (1 - g) * x
+        return self.head(x)
+
+
+def sigmoid_mlp(init_std: float | None) -> nn.Sequential:
+    """16 -> 64 -> 64 -> 4 with ``nn.Sigmoid`` modules; weights ``N(0, init_std)`` when given."""
+    layers: list[nn.Module] = []
+    for a, b in ((16, 64), (64, 64)):
+        layer = nn.Linear(a, b)
+        if init_std is not None:
+            nn.init.normal_(layer.weight, std=init_std)
+        layers += [layer, nn.Sigmoid()]
+    return nn.Sequential(*layers, nn.Linear(64, 4))
+
+
+def _teacher_rows(n: int = 2048) -> TensorDataset:
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(n, 16, generator=g)
+    w = torch.randn(16, 4, generator=g)
+    return TensorDataset(x, (torch.tanh(x @ w) + 0.1 * x[:, :4]).argmax(1))
+
+
+def _fit(model: pl.LightningModule, steps: int = 60) -> tuple[list[Finding], HealthMonitor]:
+    found: list[Finding] = []
+    monitor = HealthMonitor(check_every_n_steps=20, on_finding=found.append)
+    trainer = fast_trainer(max_steps=steps, max_epochs=-1, callbacks=[monitor], limit_val_batches=0)
+    trainer.fit(model, DataLoader(_teacher_rows(), batch_size=64, shuffle=True))
+    return found, monitor
+
+
+def test_a_highway_net_whose_gates_start_closed_has_saturated_gates() -> None:
+    torch.manual_seed(0)
+    found, _ = _fit(Classify(Highway(gate_bias=-10.0), 1e-3))
+    assert [f.problem for f in found] == ["saturated_activations"], [(f.problem, f.evidence) for f in found]
+    evidence = found[0].evidence
+    assert set(evidence["saturated_fraction"]) == {f"net.gates.{i}:sigmoid" for i in range(4)}
+    assert max(evidence["gain"].values()) < 1e-3  # ~4 sigmoid(-10): no gradient passes the gates
+    assert max(evidence["grad_rms"].values()) < 1e-3 * max(evidence["largest_grad_rms"].values())
+
+
+def test_a_highway_net_with_the_usual_gate_bias_is_left_alone() -> None:
+    torch.manual_seed(0)
+    found, monitor = _fit(Classify(Highway(gate_bias=-1.0), 1e-3))
+    assert found == [], [(f.problem, f.evidence) for f in found]
+    assert monitor._history.losses[-1] < 0.9 * monitor._history.losses[0]  # it learns
+
+
+def test_a_sigmoid_mlp_initialised_too_large_is_saturated_even_while_its_loss_falls() -> None:
+    torch.manual_seed(0)
+    found, monitor = _fit(Classify(sigmoid_mlp(init_std=3.0), 0.1, sgd=True))
+    assert monitor._history.losses[-1] < 0.8 * monitor._history.losses[0]  # the head still learns
+    assert [f.problem for f in found] == ["saturated_activations"], [(f.problem, f.evidence) for f in found]
+    assert set(found[0].evidence["saturated_fraction"]) == {"net.1", "net.3"}
+
+
+def test_a_sigmoid_mlp_with_the_default_init_is_left_alone() -> None:
+    torch.manual_seed(0)
+    found, _ = _fit(Classify(sigmoid_mlp(init_std=None), 0.1, sgd=True))
+    assert found == [], [(f.problem, f.evidence) for f in found]
+
+
+# ----------------------------------------------------------------------------------------- outlier batches
+
+
+def _sentinel_rows(sentinel: bool) -> tuple[TensorDataset, list[int]]:
+    """Standardised rows; with ``sentinel``, six rows hold -999 in column 3 (a missing value's code)."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(2048, 16, generator=g)
+    y = x[:, :4].argmax(1)
+    rows = torch.randperm(2048, generator=g)[:6].tolist() if sentinel else []
+    x[rows, 3] = -999.0
+    return TensorDataset(x, y), rows
+
+
+class ReluMLP(Classify):
+    def __init__(self) -> None:
+        net = nn.Sequential(nn.Linear(16, 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 4))
+        super().__init__(net, 1e-3)
+
+
+def _outlier_run(sentinel: bool) -> tuple[list[Finding], list[int]]:
+    data, rows = _sentinel_rows(sentinel)
+    torch.manual_seed(0)
+    found: list[Finding] = []
+    monitor = HealthMonitor(check_every_n_steps=20, on_finding=found.append)
+    trainer = fast_trainer(max_steps=40, max_epochs=-1, callbacks=[monitor], limit_val_batches=0)
+    trainer.fit(ReluMLP(), DataLoader(data, batch_size=64))
+    return found, rows
+
+
+def test_a_few_rows_with_a_sentinel_are_named_as_outlier_batches_with_their_rows() -> None:
+    found, rows = _outlier_run(sentinel=True)
+    assert [f.problem for f in found] == ["outlier_batches"], [(f.problem, f.evidence) for f in found]
+    evidence = found[0].evidence
+    assert evidence["grad_norm_vs_neighbours"] > 30
+    named = {(b, int(r.split()[3])) for b, r in zip(evidence["batches"], evidence["rows"])}
+    assert named and named <= {divmod(row, 64) for row in rows}  # batch, row within it: the sentinel rows
+    assert all("999" in r for r in evidence["rows"])
+    assert evidence["steps"] == evidence["batches"]  # one epoch of 32 batches, not shuffled: step = batch
+
+
+def test_the_same_rows_cleaned_get_no_finding() -> None:
+    found, _ = _outlier_run(sentinel=False)
+    assert found == [], [(f.problem, f.evidence) for f in found]
