@@ -644,8 +644,8 @@ def combine(
             measured = [v for v in values if v >= 0]
             if measured:
                 data.dead[name] = min(measured)
-        for name, values in _saturation_entries(column("saturated"), column("saturated_calls"), layers):
-            _saturation_into(data.saturated, data.saturation_gain, name, values)
+        for name, pairs in _saturation_entries(column("saturated"), column("saturated_calls"), layers):
+            _saturation_into(data.saturated, data.saturation_gain, name, pairs)
         sums = [[sum(pair) for pair in zip(*(r[k::2] for r in column("nonfinite")))] for k in (0, 1)]
         for name, out, inputs in zip(leaves, *sums):
             if out > 0:
@@ -655,19 +655,20 @@ def combine(
     init = _saturation_entries(column("saturated_init"), column("saturated_init_calls"), layers)
     fractions: dict[str, float] = {}
     gains: dict[str, float] = {}
-    for name, values in init:
-        _saturation_into(fractions, gains, name, values)
+    for name, pairs in init:
+        _saturation_into(fractions, gains, name, pairs)
     data.saturated_init = {name: (f, gains[name]) for name, f in fractions.items()}
     records = column("step_records")
     for k in range(len(records[0]) // _STEP_RECORD):
-        per_rank = [r[_STEP_RECORD * k : _STEP_RECORD * (k + 1)] for r in records]
-        grad = max(r[0] for r in per_rank)  # the same all-reduced gradient on every rank (DDP)
-        if not math.isnan(grad):
+        ranks_of_step = [r[_STEP_RECORD * k : _STEP_RECORD * (k + 1)] for r in records]
+        grad_sq = max(r[0] for r in ranks_of_step)  # the same all-reduced gradient on every rank (DDP)
+        if not math.isnan(grad_sq):
             rank = max(
-                range(len(per_rank)), key=lambda i: per_rank[i][3] if math.isfinite(per_rank[i][3]) else -1
+                range(len(ranks_of_step)),
+                key=lambda i: ranks_of_step[i][3] if math.isfinite(ranks_of_step[i][3]) else -1.0,
             )
-            _, batch, row, value = per_rank[rank]
-            data.step_records.append((k, math.sqrt(grad), int(batch), int(row), rank, value))
+            _, batch_index, row_index, extreme = ranks_of_step[rank]
+            data.step_records.append((k, math.sqrt(grad_sq), int(batch_index), int(row_index), rank, extreme))
     waits = [r for r in column("wait") if r[0] >= 0]
     data.wait_fraction = max(r[0] for r in waits) if waits else None
     data.wait_per_batch_s = max(r[1] for r in waits) if waits else None

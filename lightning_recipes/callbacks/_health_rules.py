@@ -1079,9 +1079,11 @@ def stall_noise(waits: list[list[float]], k: int) -> tuple[float, float]:
 def outlier_batches(data: CheckData, history: History, t: dict[str, float]) -> Decision | None:
     """A few steps' gradient norms ``outlier_factor`` x the median of their neighbours' (3 steps either side)
     and beyond the interval's own step-to-step noise (``confidence_z`` robust standard deviations of the log
-    ratios), on at most 10% of the interval's steps: outlier samples, not an unstable run. Names the steps,
-    the batch indices and each batch's row with the largest |input| (a -999 sentinel shows there). Cited by
-    other rules through ``history.streaks["outlier_batches_at_step"]`` (the last such step).
+    ratios), on at most 10% of the interval's steps, **and** those batches hold a value ``outlier_factor`` x
+    the largest |value| a batch of the interval typically holds: outlier samples, not an unstable run (an
+    LR too high spikes the gradient on ordinary batches). Names the steps, the batch indices and each batch's
+    row with the largest |input| (a -999 sentinel shows there). Cited by other rules through
+    ``history.streaks["outlier_batches_at_step"]`` (the last such step).
 
     Example:
         >>> records = [(k, 1.0 + 0.1 * (k % 3), k, 0, 0, 3.0) for k in range(20)]
@@ -1102,7 +1104,13 @@ def outlier_batches(data: CheckData, history: History, t: dict[str, float]) -> D
     centre = statistics.median(ratios)
     spread = ROBUST_SIGMA * statistics.median(abs(r - centre) for r in ratios)
     limit = max(math.log(t["outlier_factor"]), centre + t["confidence_z"] * spread)
-    spikes = [(r, math.exp(q)) for r, q in zip(records, ratios) if q > limit]
+    extremes = [r[5] for r in records if math.isfinite(r[5])]
+    usual = statistics.median(extremes) if extremes else math.nan
+    spikes = [
+        (r, math.exp(q))
+        for r, q in zip(records, ratios)
+        if q > limit and math.isfinite(r[5]) and r[5] > t["outlier_factor"] * usual
+    ]
     if not spikes or len(spikes) > max(1, len(records) // 10):
         return None
     first = data.step - (records[-1][0] + 1)  # the interval's first step
@@ -1116,17 +1124,19 @@ def outlier_batches(data: CheckData, history: History, t: dict[str, float]) -> D
         if r[3] >= 0
     ]
     typical = statistics.median(norms)
+    largest = max(q for _, q in spikes)
     evidence: dict[str, object] = {
         "steps": steps,
         "batches": [r[2] for r, _ in spikes],
-        "grad_norm_vs_neighbours": max(q for _, q in spikes),
+        "grad_norm_vs_neighbours": largest,
         "grad_norm": max(r[1] for r, _ in spikes),
         "typical_grad_norm": typical,
         "rows": rows,
+        "typical_largest_input": usual,
     }
     return (
         evidence,
-        f"{len(spikes)} of {len(records)} steps had a gradient {_fmt(evidence['grad_norm_vs_neighbours'])}x "
+        f"{len(spikes)} of {len(records)} steps had a gradient {_fmt(largest)}x "
         f"their neighbours' (step {', '.join(map(str, steps[:3]))}; "
         f"batch {', '.join(str(r[2]) for r, _ in spikes[:3])}"
         f"{'; ' + ', '.join(rows[:3]) if rows else ''}): a few samples dominate those updates. Inspect those "
