@@ -710,9 +710,12 @@ def extreme_row(batch: Any, batch_idx: int, device: torch.device) -> Tensor:
         value, row = rows.max(0)
         candidate = torch.stack([value, row.double()])
         best = candidate if best is None else torch.where(candidate[0] > best[0], candidate, best)
-    if best is None:
-        return torch.tensor([float(batch_idx), -1.0, math.nan], dtype=torch.float64, device=device)
     index = torch.full((1,), float(batch_idx), dtype=torch.float64, device=device)
+    if best is None:  # no host-to-device copy: fills only
+        unknown = torch.full((2,), math.nan, dtype=torch.float64, device=device)
+        return torch.cat(
+            [index, unknown.index_fill(0, torch.zeros(1, dtype=torch.long, device=device), -1.0)]
+        )
     return torch.cat([index, best[1:], best[:1]])
 
 
