@@ -15,16 +15,21 @@ import torch
 from lightning.pytorch.utilities.data import extract_batch_size
 from torch import Tensor, nn
 from torch.optim import Optimizer
+from torch.overrides import TorchFunctionMode
 
 from lightning_recipes._stats import line_fit, standard_error
 from lightning_recipes.callbacks._health_window import CheckData
 
 __all__ = [
     "ROW_LAYERS",
+    "SATURATING_FUNCTIONS",
+    "FunctionalSaturation",
     "Packer",
     "RowLiveness",
     "ValidationBatches",
     "combine",
+    "extreme_row",
+    "flat_and_gain",
     "flat_tensors",
     "group_families",
     "group_lrs",
@@ -39,6 +44,7 @@ __all__ = [
     "saturation_hook",
     "sparse_groups",
     "squared_norm",
+    "step_records",
     "tracked_parameters",
     "unwrap_optimizer",
     "validation_error",
@@ -410,20 +416,141 @@ def relu_hook(store: dict[int, Tensor], i: int) -> Callable[..., None]:
     return hook
 
 
+def flat_and_gain(output: Tensor, tanh: bool) -> Tensor:
+    """``[flat fraction, gain]`` of a tanh/sigmoid output (float32, on its device, no sync): the share of
+    outputs in the function's flat part (``|tanh| > 0.99``; a sigmoid below 0.01 or above 0.99: slope under 4%
+    of its peak) and the mean local slope relative to the peak (``1 - y^2``; ``4 y (1 - y)``): the fraction of
+    the gradient that passes through the units on average.
+
+    Example:
+        >>> [round(v, 3) for v in flat_and_gain(torch.sigmoid(torch.tensor([-10.0, 0.0])), False).tolist()]
+        [0.5, 0.5]
+    """
+    out = output.detach().float()
+    if tanh:
+        flat, gain = out.abs() > 0.99, 1.0 - out * out
+    else:
+        flat, gain = (out < 0.01) | (out > 0.99), 4.0 * out * (1.0 - out)
+    return torch.stack([flat.float().mean(), gain.mean()])
+
+
 def saturation_hook(store: dict[int, Tensor], i: int, kind: nn.Module) -> Callable[..., None]:
-    """A forward hook appending the saturated fraction of tanh/sigmoid ``i``'s output to ``store[i]``."""
+    """A forward hook appending ``[flat fraction, gain]`` (:func:`flat_and_gain`) of tanh/sigmoid ``i``'s
+    output to ``store[i]`` (one row per call)."""
     tanh = isinstance(kind, nn.Tanh)
 
     def hook(module: nn.Module, args: Any, output: Any) -> None:
-        if not isinstance(output, Tensor):
+        if not isinstance(output, Tensor) or not output.is_floating_point() or output.numel() == 0:
             return
-        out = output.detach()
-        near = out.abs() > 0.99 if tanh else (out < 0.01) | (out > 0.99)
-        fraction = near.float().mean().reshape(1)
+        row = flat_and_gain(output, tanh).reshape(1, 2)
         previous = store.get(i)
-        store[i] = fraction if previous is None else torch.cat([previous, fraction])
+        store[i] = row if previous is None else torch.cat([previous, row])
 
     return hook
+
+
+#: The functional sigmoids and tanhs :class:`FunctionalSaturation` measures: function -> 0 sigmoid, 1 tanh.
+SATURATING_FUNCTIONS: dict[Any, int] = {
+    torch.sigmoid: 0,
+    Tensor.sigmoid: 0,
+    torch.special.expit: 0,
+    torch.nn.functional.sigmoid: 0,
+    torch.tanh: 1,
+    Tensor.tanh: 1,
+    torch.nn.functional.tanh: 1,
+}
+
+
+class FunctionalSaturation(TorchFunctionMode):
+    """Saturation of a sigmoid/tanh called as a function (``torch.sigmoid(gate(x))``: a highway gate, an
+    LSTM-style cell written by hand) on a Linear/Conv layer's output, attributed to that layer: per layer and
+    kind, rows of ``[flat fraction, gain]`` (:func:`flat_and_gain`). Active on sampled batches only
+    (:meth:`start` .. :meth:`stop`); calls inside an ``nn.Sigmoid``/``nn.Tanh`` module are left to its hook.
+    Device tensors only, no sync.
+
+    Example:
+        >>> gate = nn.Linear(4, 3)
+        >>> with torch.no_grad():
+        ...     _ = gate.bias.fill_(-10.0)
+        >>> mode = FunctionalSaturation([gate])
+        >>> handles = mode.attach([])
+        >>> mode.start()
+        >>> g = torch.sigmoid(gate(torch.randn(8, 4) * 0.1))
+        >>> mode.stop()
+        >>> [round(v, 3) for v in mode.store[(0, 0)][0].tolist()]
+        [1.0, 0.0]
+    """
+
+    def __init__(self, layers: Sequence[nn.Module]) -> None:
+        super().__init__()
+        self.layers = list(layers)
+        self.store: dict[tuple[int, int], Tensor] = {}
+        self._produced: dict[int, tuple[int, Tensor]] = {}
+        self._inside = 0
+        self._active = False
+
+    def clear(self) -> None:
+        self.store = {}
+
+    def attach(self, modules: Sequence[nn.Module]) -> list[Any]:
+        """Forward hooks noting each layer's output, and pre/post hooks on ``modules`` (the ``nn.Sigmoid`` /
+        ``nn.Tanh`` modules hooked already); returns their handles."""
+
+        def produced(i: int) -> Callable[..., None]:
+            def hook(module: nn.Module, args: Any, output: Any) -> None:
+                if self._active and isinstance(output, Tensor):
+                    self._produced[id(output)] = (i, output)
+
+            return hook
+
+        def enter(module: nn.Module, args: Any) -> None:
+            self._inside += 1
+
+        def leave(module: nn.Module, args: Any, output: Any) -> None:
+            self._inside = max(self._inside - 1, 0)
+
+        handles = [layer.register_forward_hook(produced(i)) for i, layer in enumerate(self.layers)]
+        handles += [m.register_forward_pre_hook(enter) for m in modules]
+        return handles + [m.register_forward_hook(leave) for m in modules]
+
+    def start(self) -> None:
+        """Push the mode (this thread), once."""
+        if not self._active:
+            self.__enter__()
+            self._active = True
+
+    def stop(self) -> None:
+        """Pop the mode when it is the innermost one, and forget the batch's outputs."""
+        if self._active and torch.overrides._get_current_function_mode() is self:
+            self.__exit__(None, None, None)
+            self._active = False
+        self._produced = {}
+        self._inside = 0
+
+    def __torch_function__(
+        self, func: Any, types: Any, args: Sequence[Any] = (), kwargs: dict[str, Any] | None = None
+    ) -> Any:
+        out = func(*args, **(kwargs or {}))
+        kind = SATURATING_FUNCTIONS.get(func)
+        if kind is None or self._inside or not args or not isinstance(out, Tensor):
+            return out
+        hit = self._produced.get(id(args[0]))
+        if hit is not None and hit[1] is args[0] and out.is_floating_point() and out.numel():
+            row = flat_and_gain(out, tanh=bool(kind)).reshape(1, 2)
+            previous = self.store.get((hit[0], kind))
+            self.store[(hit[0], kind)] = row if previous is None else torch.cat([previous, row])
+        return out
+
+    def pack(self, device: torch.device) -> Tensor:
+        """Per layer, per kind (sigmoid, tanh), the mean ``[flat fraction, gain]`` (``-1`` not measured)."""
+        rows = [
+            self.store[(i, kind)].mean(0).double().to(device)
+            if (i, kind) in self.store
+            else torch.full((2,), -1.0, dtype=torch.float64, device=device)
+            for i in range(len(self.layers))
+            for kind in (0, 1)
+        ]
+        return torch.cat(rows) if rows else torch.zeros(0, dtype=torch.float64, device=device)
 
 
 def pack_activations(
@@ -439,8 +566,9 @@ def pack_activations(
     unmeasured = torch.tensor(-1.0)
     dead = [1.0 - alive[i].float().mean() if i in alive else unmeasured for i in range(counts[0])]
     packer.add("dead", torch.stack([d.to(device) for d in dead]) if dead else torch.zeros(0))
-    sat = [saturation[i].mean() if i in saturation else unmeasured for i in range(counts[1])]
-    packer.add("saturated", torch.stack([v.to(device) for v in sat]) if sat else torch.zeros(0))
+    unmeasured2 = torch.tensor([-1.0, -1.0])
+    sat = [saturation[i].mean(0) if i in saturation else unmeasured2 for i in range(counts[1])]
+    packer.add("saturated", torch.cat([v.to(device) for v in sat]) if sat else torch.zeros(0))
     bad = [nonfinite.get(i, torch.zeros(2)) for i in range(counts[2])]
     packer.add("nonfinite", torch.stack([b.to(device).double() for b in bad]) if bad else torch.zeros(0))
 
@@ -459,7 +587,7 @@ def combine(
     facts; sums add over ranks, per-layer worst cases take the max. Host floats, identical on every rank.
     """
     group_names, group_numel, families = groups
-    relu, saturating, leaves, row_layers = layers
+    relu, _, leaves, row_layers = layers
 
     def column(name: str) -> list[list[float]]:
         return [row[layout[name]] for row in rows]
@@ -497,16 +625,31 @@ def combine(
             measured = [v for v in values if v >= 0]
             if measured:
                 data.dead[name] = min(measured)
-        for name, values in zip(saturating, zip(*column("saturated"))):
-            measured = [v for v in values if v >= 0]
-            if measured:
-                data.saturated[name] = sum(measured) / len(measured)
+        for name, pairs in _saturation_entries(column("saturated"), column("saturated_calls"), layers):
+            _saturation_into(data.saturated, data.saturation_gain, name, pairs)
         sums = [[sum(pair) for pair in zip(*(r[k::2] for r in column("nonfinite")))] for k in (0, 1)]
         for name, out, inputs in zip(leaves, *sums):
             if out > 0:
                 data.nonfinite_modules.append(name or "<root>")
                 if inputs > 0:
                     data.nonfinite_inputs.append(name or "<root>")
+    init = _saturation_entries(column("saturated_init"), column("saturated_init_calls"), layers)
+    fractions: dict[str, float] = {}
+    gains: dict[str, float] = {}
+    for name, pairs in init:
+        _saturation_into(fractions, gains, name, pairs)
+    data.saturated_init = {name: (f, gains[name]) for name, f in fractions.items()}
+    records = column("step_records")
+    for k in range(len(records[0]) // _STEP_RECORD):
+        ranks_of_step = [r[_STEP_RECORD * k : _STEP_RECORD * (k + 1)] for r in records]
+        grad_sq = max(r[0] for r in ranks_of_step)  # the same all-reduced gradient on every rank (DDP)
+        if not math.isnan(grad_sq):
+            rank = max(
+                range(len(ranks_of_step)),
+                key=lambda i: ranks_of_step[i][3] if math.isfinite(ranks_of_step[i][3]) else -1.0,
+            )
+            _, batch_index, row_index, extreme = ranks_of_step[rank]
+            data.step_records.append((k, math.sqrt(grad_sq), int(batch_index), int(row_index), rank, extreme))
     waits = [r for r in column("wait") if r[0] >= 0]
     data.wait_fraction = max(r[0] for r in waits) if waits else None
     data.wait_per_batch_s = max(r[1] for r in waits) if waits else None
@@ -524,6 +667,79 @@ def combine(
         se = math.sqrt(sum(e * e for e in errors)) / ranks if finite else math.nan
         data.validations.append((int(row[0][0]), val, train, se, round(sum(r[4] for r in row))))
     return data
+
+
+_STEP_RECORD = 4  # squared gradient norm, batch index, row, its largest |input|
+
+
+def extreme_row(batch: Any, batch_idx: int, device: torch.device) -> Tensor:
+    """``[batch_idx, row, value]``: the row of ``batch``'s floating-point tensors (dim 0: the samples) with
+    the largest absolute value, and that value (a sentinel such as -999 in a standardised column shows
+    here); ``[batch_idx, -1, nan]`` when the batch holds none. Device ops, no sync.
+
+    Example:
+        >>> x = torch.randn(8, 3).clamp(-3, 3)
+        >>> x[5, 1] = -999.0
+        >>> extreme_row((x, torch.zeros(8)), 17, torch.device("cpu")).tolist()
+        [17.0, 5.0, 999.0]
+    """
+    best: Tensor | None = None
+    for t in flat_tensors(batch):
+        if not t.is_floating_point() or t.ndim < 1 or t.numel() == 0:
+            continue
+        rows = t.detach().reshape(t.shape[0], -1).abs().amax(1).to(device, torch.float64)
+        value, row = rows.max(0)
+        candidate = torch.stack([value, row.double()])
+        best = candidate if best is None else torch.where(candidate[0] > best[0], candidate, best)
+    index = torch.full((1,), float(batch_idx), dtype=torch.float64, device=device)
+    if best is None:  # no host-to-device copy: fills only
+        unknown = torch.full((2,), math.nan, dtype=torch.float64, device=device)
+        return torch.cat(
+            [index, unknown.index_fill(0, torch.zeros(1, dtype=torch.long, device=device), -1.0)]
+        )
+    return torch.cat([index, best[1:], best[:1]])
+
+
+def step_records(
+    grads: dict[int, Tensor], inputs: dict[int, Tensor], steps: int, device: torch.device
+) -> Tensor:
+    """Per step of the interval (``steps`` slots): ``[squared gradient norm, batch index, row, largest
+    |input|]``, NaN where not recorded, as one flat float64 vector. No sync."""
+    nan = torch.full((), math.nan, dtype=torch.float64, device=device)
+    unknown = torch.tensor([-1.0, -1.0, math.nan], dtype=torch.float64, device=device)
+    rows = [
+        torch.cat([grads.get(k, nan).to(device, torch.float64).reshape(1), inputs.get(k, unknown).to(device)])
+        for k in range(steps)
+    ]
+    return torch.cat(rows) if rows else torch.zeros(0, dtype=torch.float64, device=device)
+
+
+def _pairs(rows: list[list[float]]) -> list[list[tuple[float, float]]]:
+    """Every rank's flat ``[fraction, gain, fraction, gain, ...]`` as, per entry, the ranks' pairs."""
+    per_rank = [list(zip(r[0::2], r[1::2])) for r in rows]
+    return [list(entry) for entry in zip(*per_rank)]
+
+
+def _saturation_entries(
+    modules: list[list[float]], calls: list[list[float]], layers: tuple[list[str], ...]
+) -> list[tuple[str, list[tuple[float, float]]]]:
+    """(name, every rank's ``(flat fraction, gain)``) of each tanh/sigmoid module, then of each function
+    called on a Linear/Conv layer's output (``<layer>:sigmoid`` / ``<layer>:tanh``)."""
+    saturating, row_layers = layers[1], layers[3]
+    out = list(zip(saturating, _pairs(modules)))
+    for k, values in enumerate(_pairs(calls)):
+        out.append((f"{row_layers[k // 2] or '<root>'}:{('sigmoid', 'tanh')[k % 2]}", values))
+    return out
+
+
+def _saturation_into(
+    fractions: dict[str, float], gains: dict[str, float], name: str, values: Sequence[tuple[float, float]]
+) -> None:
+    """The mean flat fraction and gain over the ranks that measured ``name`` (``-1``: not measured)."""
+    measured = [(f, g) for f, g in values if f >= 0]
+    if measured:
+        fractions[name] = sum(f for f, _ in measured) / len(measured)
+        gains[name] = sum(g for _, g in measured) / len(measured)
 
 
 class ValidationBatches:

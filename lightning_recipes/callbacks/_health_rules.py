@@ -9,7 +9,15 @@ from __future__ import annotations
 import math
 import statistics
 
-from lightning_recipes._stats import mean_se, significantly_above, trend, validation_se, weighted_median
+from lightning_recipes._stats import (
+    ROBUST_SIGMA,
+    difference_noise,
+    mean_se,
+    significantly_above,
+    trend,
+    validation_se,
+    weighted_median,
+)
 from lightning_recipes.callbacks._health_window import (
     DEFAULT_THRESHOLDS,  # noqa: F401  (the doctests)
     PROBLEMS,
@@ -32,9 +40,11 @@ __all__ = [
     "lr_too_low",
     "nonfinite_activations",
     "not_learning",
+    "outlier_batches",
     "overfitting",
     "saturated_activations",
     "settle",
+    "stall_noise",
     "update_ratios",
     "vanishing_gradients",
 ]
@@ -361,13 +371,16 @@ def overfitting(data: CheckData, history: History, t: dict[str, float]) -> Decis
             significant = gl > 4 * t["overfit_gl"]
         else:
             significant = significantly_above(val, se, best_val, best_se, z)
+        significant = significant or _rise_beyond_series_noise(vals, val, best_val, z)
         recovering = previous is not None and significantly_above(
             previous[1], validation_se(previous[1], previous[3], previous[4]), val, se, z
         )
         # a model that overfits fits its training set better than it ever fit validation (a diverged run's
         # training loss sits above the best validation loss), and its training loss keeps falling
         fitting = train < min(best_train, best_val) and (
-            previous is None or train <= (1.0 + t["rise_rtol"]) * previous[2]
+            previous is None
+            or train <= (1.0 + t["rise_rtol"]) * previous[2]
+            or _fitted(train, best_train, best_val)
         )
         present = gl > t["overfit_gl"] and significant and fitting and train < val and not recovering
         found = None
@@ -389,6 +402,30 @@ def overfitting(data: CheckData, history: History, t: dict[str, float]) -> Decis
                 "decay or dropout, data augmentation or more data.",
             )
     return found
+
+
+def _fitted(train: float, best_train: float, best_val: float) -> bool:
+    """The training loss is ten times below where it was at the best validation: the model fits its
+    training set (a loss at ~0 wobbles by more than ``rise_rtol`` from epoch to epoch, and that is not a
+    training loss that stopped falling)."""
+    return train <= 0.1 * min(best_train, best_val)
+
+
+def _rise_beyond_series_noise(
+    vals: list[tuple[int, float, float, float, int]], val: float, best_val: float, z: float
+) -> bool:
+    """Whether ``val`` is above ``best_val`` by more than ``z`` times the noise of a difference of two
+    validations, measured on the run's own validation series from its best on (``difference_noise``, blind
+    to a straight trend; 4 validations or more). Validations of one fixed set are paired: the batch-to-batch
+    spread of an overconfident model's per-batch losses (heavy-tailed) says how far a new sample's loss could
+    fall, not how much the same set's loss moves between epochs; the series says the latter."""
+    series = [v[1] for v in vals if math.isfinite(v[1])]
+    best = series.index(min(series)) if series else 0
+    series = series[best:]
+    if len(series) < 4:
+        return False
+    noise = difference_noise(series, order=2)
+    return val - best_val > z * math.sqrt(2.0) * max(noise, 1e-12 * abs(best_val))
 
 
 # ------------------------------------------------------------------------------------------ not_learning
@@ -583,6 +620,7 @@ def decide(data: CheckData, history: History, thresholds: dict[str, float]) -> d
         history.loss_steps.append(data.step)
     _add(out, "overfitting", overfitting(data, history, t))
     _add(out, "data_stall", data_stall(data, history, t))
+    _add(out, "outlier_batches", outlier_batches(data, history, t))
     return out
 
 
@@ -775,6 +813,9 @@ def saturated_activations(data: CheckData, history: History, t: dict[str, float]
         >>> saturated_activations(data, History(), DEFAULT_THRESHOLDS) is None
         True
     """
+    stuck = _stuck_saturated(data, history, t)
+    if stuck is not None:
+        return stuck
     moved = _moved(data)
     first = next(iter(moved), None)
     # starved: the layers below barely move, relative to the layer moving most, or no layer moves at a
@@ -798,6 +839,67 @@ def saturated_activations(data: CheckData, history: History, t: dict[str, float]
         f"{', '.join(f'`{m}` {f:.0%}' for m, f in sat.items())} of outputs are saturated (gradient ~0). "
         "Scale the initialisation down (Xavier/Glorot for tanh/sigmoid), normalise the layer's input, "
         "or use ReLU/GELU.",
+    )
+
+
+#: A saturated layer's mean slope relative to its peak below which ~no gradient passes through it.
+SATURATED_GAIN = 0.25
+
+
+def _stuck_saturated(data: CheckData, history: History, t: dict[str, float]) -> Decision | None:
+    """Layers in the flat part of their sigmoid/tanh (``saturated_fraction`` of outputs, mean slope below
+    ``SATURATED_GAIN`` of the peak) at initialisation (the run's first batch) and still now,
+    ``persist_checks`` in a row: saturated by initialisation or input scale (a highway gate's bias at -10,
+    weights too large, unnormalised features into a sigmoid), whatever the loss does (a net with closed gates
+    still learns, as its linear part). Saturation that training brings (a confident layer) is not this.
+
+    Example:
+        >>> history = History()
+        >>> for step in (20, 40):
+        ...     data = CheckData(step, 0, saturated={"gates.0:sigmoid": 1.0},
+        ...                      saturation_gain={"gates.0:sigmoid": 2e-4}, grad_sampled=True,
+        ...                      group_grad_rms={"gates.0": 1e-7, "head": 1e-2})
+        ...     if step == 20:
+        ...         data.saturated_init = {"gates.0:sigmoid": (1.0, 2e-4)}
+        ...     found = _stuck_saturated(data, history, DEFAULT_THRESHOLDS)
+        >>> found[0]["gain"], found[0]["grad_rms"], found[0]["largest_grad_rms"]
+        ({'gates.0:sigmoid': 0.0002}, {'gates.0': 1e-07}, {'head': 0.01})
+    """
+
+    def flat(fraction: float, gain: float) -> bool:
+        return fraction >= t["saturated_fraction"] and gain < SATURATED_GAIN
+
+    for name, (fraction, gain) in data.saturated_init.items():
+        history.streaks[f"saturated_at_init:{name}"] = int(flat(fraction, gain))
+    stuck = {
+        name: fraction
+        for name, fraction in data.saturated.items()
+        if history.streaks.get(f"saturated_at_init:{name}")
+        and flat(fraction, data.saturation_gain.get(name, math.nan))
+    }
+    if streak(history, "saturated_from_start", bool(stuck)) < int(t["persist_checks"]):
+        return None
+    gains = {m: data.saturation_gain[m] for m in stuck}
+    layers = {m.rsplit(":", 1)[0] for m in stuck if ":" in m}
+    grads = {g: r for g, r in data.group_grad_rms.items() if g in layers}
+    others = {g: r for g, r in data.group_grad_rms.items() if g not in layers and math.isfinite(r)}
+    top = max(others, key=lambda g: others[g], default=None)
+    evidence: dict[str, object] = {"saturated_fraction": stuck, "gain": gains}
+    if grads and top is not None:
+        evidence |= {"grad_rms": grads, "largest_grad_rms": {top: others[top]}}
+    feeding = (
+        f" (gradient RMS of the layers feeding them {_fmt(max(grads.values()))} vs {_fmt(others[top])} in "
+        f"`{top}`)"
+        if grads and top is not None
+        else ""
+    )
+    return (
+        evidence,
+        f"{', '.join(f'`{m}` {f:.0%}' for m, f in stuck.items())} of outputs have sat in the flat part of "
+        f"their sigmoid/tanh since the first check; on average {_fmt(max(gains.values()))} of the gradient "
+        f"passes through{feeding}: those units do not learn. Check their initialisation "
+        "(a gate bias far from 0, weights too large for tanh/sigmoid: Xavier/Glorot) and normalise their "
+        "inputs.",
     )
 
 
@@ -890,14 +992,20 @@ def _lr_highish(data: CheckData, t: dict[str, float]) -> bool:
 
 def data_stall(data: CheckData, history: History, t: dict[str, float]) -> Decision | None:
     """Training waited for data more than ``stall_fraction`` of the time and ``stall_min_s`` (5 ms) per batch,
-    ``persist_checks`` in a row. The absolute floor keeps a toy model's few milliseconds of Lightning's own
-    between-batch work (hooks, logging: timed as waiting by the host clock) from reading as a stall.
+    ``persist_checks`` in a row, and the stalled checks' mean wait fraction is above ``stall_fraction`` beyond
+    the noise of the timing itself (:func:`stall_noise`). The absolute floor keeps a toy model's few
+    milliseconds of Lightning's own between-batch work (hooks, logging: timed as waiting by the host clock)
+    from reading as a stall; the noise keeps a busy machine's borderline check (53% once) from reading as one.
 
     Example:
-        >>> history = History(streaks={"data_stall": 1})
-        >>> data = CheckData(0, 0, wait_fraction=0.8, wait_per_batch_s=0.04, wait_source="host timing")
-        >>> data_stall(data, history, DEFAULT_THRESHOLDS)[0]
-        {'wait_fraction': 0.8, 'wait_per_batch_ms': 40.0, 'measured_by': 'host timing'}
+        >>> history = History(streaks={"data_stall": 1}, waits=[[0.8, 50]])
+        >>> data = CheckData(100, 0, wait_fraction=0.8, wait_per_batch_s=0.04, wait_source="host timing")
+        >>> data_stall(data, history, DEFAULT_THRESHOLDS)[0]["wait_fraction"]
+        0.8
+        >>> history = History(streaks={"data_stall": 1}, waits=[[0.53, 50]])
+        >>> data = CheckData(100, 0, wait_fraction=0.53, wait_per_batch_s=0.04, wait_source="host timing")
+        >>> data_stall(data, history, DEFAULT_THRESHOLDS) is None  # 53% twice: within the timing's noise
+        True
     """
     per_batch = data.wait_per_batch_s
     stalled = (
@@ -905,7 +1013,15 @@ def data_stall(data: CheckData, history: History, t: dict[str, float]) -> Decisi
         and data.wait_fraction > t["stall_fraction"]
         and (per_batch is None or per_batch < 0 or per_batch >= t["stall_min_s"])
     )
-    if streak(history, "data_stall", stalled) < int(t["persist_checks"]) or data.wait_fraction is None:
+    batches = max(data.step - history.streaks.get("stall_previous_step", 0), 1)
+    history.streaks["stall_previous_step"] = data.step
+    if data.wait_fraction is not None:
+        history.waits.append([data.wait_fraction, float(batches)])
+    count = streak(history, "data_stall", stalled)
+    if count < int(t["persist_checks"]) or data.wait_fraction is None:
+        return None
+    mean, se = stall_noise(history.waits, count)
+    if not mean - t["stall_fraction"] > t["confidence_z"] * se:
         return None
     return (
         {
@@ -914,12 +1030,105 @@ def data_stall(data: CheckData, history: History, t: dict[str, float]) -> Decisi
             if per_batch is not None and per_batch >= 0
             else None,
             "measured_by": data.wait_source,
+            "mean_wait_fraction": mean,
+            "wait_fraction_se": se,
+            "checks": count,
         },
         f"Training waited for data {data.wait_fraction:.0%} of the time"
         + (f" ({1000 * per_batch:.3g} ms per batch)" if per_batch is not None and per_batch >= 0 else "")
-        + ". Raise the DataLoader's "
+        + f", {mean:.0%} +- {se:.0%} over {count} checks. Raise the DataLoader's "
         "`num_workers`, set `persistent_workers=True` and `pin_memory=True` (GPU), and move per-sample "
         "work (decoding, augmentation) out of `__getitem__` or precompute it.",
+    )
+
+
+def stall_noise(waits: list[list[float]], k: int) -> tuple[float, float]:
+    """The mean wait fraction of the last ``k`` checks (``waits``: ``[fraction, batches]`` per check) and its
+    standard error: the larger of a bound and the run's own check-to-check scatter. The bound: a batch's wait
+    share lies in [0, 1], so its variance is at most ``f (1 - f)`` (a few long hiccups of a busy machine,
+    the worst case) and the mean over ``B`` batches has ``sqrt(f (1 - f) / B)``. The scatter:
+    ``difference_noise`` of every check's fraction (a machine whose timing jumps between checks), over
+    ``sqrt(k)``.
+
+    Example:
+        >>> mean, se = stall_noise([[0.4, 50], [0.53, 50], [0.52, 50]], 2)
+        >>> round(mean, 3), round(se, 3)
+        (0.525, 0.05)
+    """
+    recent = waits[-k:]
+    batches = sum(b for _, b in recent)
+    mean = sum(f * b for f, b in recent) / batches if batches else math.nan
+    bound = math.sqrt(max(mean * (1.0 - mean), 0.0) / batches) if batches else math.nan
+    scatter = difference_noise([f for f, _ in waits]) / math.sqrt(len(recent)) if recent else math.nan
+    return mean, max(bound, scatter)
+
+
+def outlier_batches(data: CheckData, history: History, t: dict[str, float]) -> Decision | None:
+    """A few steps' gradient norms ``outlier_factor`` x the median of their neighbours' (3 steps either side)
+    and beyond the interval's own step-to-step noise (``confidence_z`` robust standard deviations of the log
+    ratios), on at most 10% of the interval's steps, **and** those batches hold a value ``outlier_factor`` x
+    the largest |value| a batch of the interval typically holds: outlier samples, not an unstable run (an
+    LR too high spikes the gradient on ordinary batches). Names the steps, the batch indices and each batch's
+    row with the largest |input| (a -999 sentinel shows there). Cited by other rules through
+    ``history.streaks["outlier_batches_at_step"]`` (the last such step).
+
+    Example:
+        >>> records = [(k, 1.0 + 0.1 * (k % 3), k, 0, 0, 3.0) for k in range(20)]
+        >>> records[7] = (7, 3000.0, 7, 5, 0, 999.0)
+        >>> data = CheckData(20, 0, step_records=records)
+        >>> evidence = outlier_batches(data, History(), DEFAULT_THRESHOLDS)[0]
+        >>> evidence["steps"], evidence["batches"], evidence["rows"]
+        ([7], [7], ['batch 7 row 5 (|input| 999)'])
+    """
+    records = [r for r in data.step_records if math.isfinite(r[1]) and r[1] > 0]
+    if len(records) < 5:
+        return None
+    norms = [r[1] for r in records]
+    ratios = []
+    for i in range(len(norms)):
+        around = [norms[j] for j in range(max(0, i - 3), min(len(norms), i + 4)) if j != i]
+        ratios.append(math.log(norms[i] / statistics.median(around)))
+    centre = statistics.median(ratios)
+    spread = ROBUST_SIGMA * statistics.median(abs(r - centre) for r in ratios)
+    limit = max(math.log(t["outlier_factor"]), centre + t["confidence_z"] * spread)
+    extremes = [r[5] for r in records if math.isfinite(r[5])]
+    usual = statistics.median(extremes) if extremes else math.nan
+    spikes = [
+        (r, math.exp(q))
+        for r, q in zip(records, ratios)
+        if q > limit and math.isfinite(r[5]) and r[5] > t["outlier_factor"] * usual
+    ]
+    if not spikes or len(spikes) > max(1, len(records) // 10):
+        return None
+    first = data.step - (records[-1][0] + 1)  # the interval's first step
+    steps = [first + r[0] for r, _ in spikes]
+    history.streaks["outlier_batches_at_step"] = steps[-1]
+    rows = [
+        f"batch {r[2]} row {r[3]}"
+        + (f" (|input| {_fmt(r[5])})" if math.isfinite(r[5]) else "")
+        + (f" on rank {r[4]}" if r[4] else "")
+        for r, _ in spikes
+        if r[3] >= 0
+    ]
+    typical = statistics.median(norms)
+    largest = max(q for _, q in spikes)
+    evidence: dict[str, object] = {
+        "steps": steps,
+        "batches": [r[2] for r, _ in spikes],
+        "grad_norm_vs_neighbours": largest,
+        "grad_norm": max(r[1] for r, _ in spikes),
+        "typical_grad_norm": typical,
+        "rows": rows,
+        "typical_largest_input": usual,
+    }
+    return (
+        evidence,
+        f"{len(spikes)} of {len(records)} steps had a gradient {_fmt(largest)}x "
+        f"their neighbours' (step {', '.join(map(str, steps[:3]))}; "
+        f"batch {', '.join(str(r[2]) for r, _ in spikes[:3])}"
+        f"{'; ' + ', '.join(rows[:3]) if rows else ''}): a few samples dominate those updates. Inspect those "
+        "rows for sentinels (-999), unit errors or corrupt records; clean or clip them (robust scaling, "
+        "`gradient_clip_val`), rather than lowering the learning rate for all batches.",
     )
 
 
@@ -935,4 +1144,5 @@ RULES = (
     not_learning,
     overfitting,
     data_stall,
+    outlier_batches,
 )

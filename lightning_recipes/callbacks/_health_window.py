@@ -44,6 +44,7 @@ PROBLEMS = (
     "data_stall",
     "nonfinite_activations",
     "not_learning",
+    "outlier_batches",
 )
 
 DEFAULT_THRESHOLDS: dict[str, float] = {
@@ -68,6 +69,7 @@ DEFAULT_THRESHOLDS: dict[str, float] = {
     "confidence_z": Z,  # _stats.Z: one-sided 99%
     "anneal_fraction": 0.8,
     "growth_high": 2.0,
+    "outlier_factor": 30.0,
 }
 
 
@@ -100,7 +102,14 @@ class CheckData:
     #: groups holding an embedding table (sparse gradients: left out of the vanishing-gradient comparison)
     sparse_groups: set[str] = field(default_factory=set)
     dead: dict[str, float] = field(default_factory=dict)
+    #: per tanh/sigmoid (an ``nn.Tanh``/``nn.Sigmoid`` module's name, or ``<layer>:sigmoid`` /
+    #: ``<layer>:tanh`` for a function called on a Linear/Conv layer's output): the share of outputs in its
+    #: flat part, and the mean local slope relative to its peak (the share of the gradient that passes)
     saturated: dict[str, float] = field(default_factory=dict)
+    saturation_gain: dict[str, float] = field(default_factory=dict)
+    #: the same at initialisation, ``(flat fraction, gain)`` per name: measured on the run's first batch,
+    #: reported by the first check only
+    saturated_init: dict[str, tuple[float, float]] = field(default_factory=dict)
     #: per Linear/Conv layer (module name): the fraction of its weight's output rows whose gradient was
     #: exactly zero on the sampled step (a unit that no sample of the batch activated:
     #: dead through ``F.relu`` too)
@@ -122,6 +131,9 @@ class CheckData:
     #: validation loss's standard error from its per-batch values (NaN when unknown) and the number of
     #: validation samples it averaged (0 when unknown)
     validations: list[tuple[int, float, float, float, int]] = field(default_factory=list)
+    #: per optimizer step of the interval: (step within the interval, gradient norm, batch index, row of the
+    #: batch with the largest |input|, its rank, that |input|) -- the row and value NaN/-1 when unknown
+    step_records: list[tuple[int, float, int, int, int, float]] = field(default_factory=list)
     #: the run's planned optimizer steps (``trainer.estimated_stepping_batches``; inf when unbounded/unknown)
     planned_steps: float = math.inf
 
@@ -145,6 +157,8 @@ class History:
     vanish_ratios: list[float] = field(default_factory=list)
     validations: list[tuple[int, float, float, float, int]] = field(default_factory=list)
     streaks: dict[str, int] = field(default_factory=dict)
+    #: per check that timed the wait for data: ``[wait fraction, batches timed]`` (``data_stall``'s noise)
+    waits: list[list[float]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -159,6 +173,7 @@ class History:
             "vanish_ratios": list(self.vanish_ratios),
             "validations": [list(v) for v in self.validations],
             "streaks": dict(self.streaks),
+            "waits": [list(w) for w in self.waits],
         }
 
     @classmethod
@@ -177,6 +192,7 @@ class History:
             vanish_ratios=[float(v) for v in state.get("vanish_ratios", [])],
             validations=[_validation(row) for row in state.get("validations", [])],
             streaks={str(k): int(v) for k, v in state.get("streaks", {}).items()},
+            waits=[[float(v) for v in w] for w in state.get("waits", [])],
         )
 
 
@@ -203,6 +219,7 @@ PROBLEM_WORDS = {
     "data_stall": "the training loop spends most of its time waiting for data",
     "nonfinite_activations": "a layer produced NaN or inf outputs",
     "not_learning": "the loss sits where it started (the level of knowing nothing) and nothing moves it",
+    "outlier_batches": "a few batches carried gradients far above their neighbours' (outlier samples)",
 }
 
 _TOP = 3  # entries shown of a dict or a list

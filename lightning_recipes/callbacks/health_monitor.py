@@ -21,10 +21,12 @@ from lightning_recipes._jsonable import jsonable
 from lightning_recipes._loss_output import loss_of
 from lightning_recipes._validation import check_bool, check_int, check_positive
 from lightning_recipes.callbacks._health_collector import (
+    FunctionalSaturation,
     Packer,
     RowLiveness,
     ValidationBatches,
     combine,
+    extreme_row,
     group_families,
     group_lrs,
     leaf_hook,
@@ -36,6 +38,7 @@ from lightning_recipes.callbacks._health_collector import (
     saturation_hook,
     sparse_groups,
     squared_norm,
+    step_records,
     tracked_parameters,
     validation_error,
     validation_rows,
@@ -155,6 +158,12 @@ class HealthMonitor(Callback):
         self._families: list[str] = []  # per group, its optimizer's family
         self._row_layers: list[tuple[str, nn.Module]] = []
         self._rows = RowLiveness([])
+        self._calls = FunctionalSaturation([])  # functional sigmoid/tanh on a Linear/Conv layer's output
+        # the saturation at initialisation: tanh/sigmoid modules and functions on the run's first batch
+        self._init_saturation: dict[int, Tensor] = {}
+        self._init_calls = FunctionalSaturation([])
+        self._init_handles: list[Any] = []
+        self._init_measured = False
         self._sparse_groups: set[str] = set()
         self._relu: list[tuple[str, nn.Module]] = []
         self._saturating: list[tuple[str, nn.Module]] = []
@@ -172,12 +181,15 @@ class HealthMonitor(Callback):
         self._losses: list[Tensor] = []
         self._loss_steps: list[int] = []  # each loss's optimizer step within the interval
         self._lr: Tensor | None = None  # per group, on the sampled step
+        self._step_grads: dict[int, Tensor] = {}  # per step of the interval: the squared gradient norm
+        self._step_inputs: dict[int, Tensor] = {}  # per step: [batch index, row, its largest |input|]
         self._grad_sq: Tensor | None = None  # per tracked tensor
         self._param_sq: Tensor | None = None
         self._update_sq: Tensor | None = None
         self._before: list[tuple[int, Tensor, Tensor]] = []  # (group, copy, live)
         self._alive: dict[int, Tensor] = {}
         self._rows.clear()
+        self._calls.clear()
         self._saturation: dict[int, Tensor] = {}
         self._nonfinite: dict[int, Tensor] = {}
         self._act_sampled = 0
@@ -210,6 +222,8 @@ class HealthMonitor(Callback):
         self._shard_group = flat_shard_group(trainer)
         self._relu, self._saturating, self._leaves, self._row_layers = watched_modules(pl_module)
         self._rows = RowLiveness([module for _, module in self._row_layers])
+        self._calls = FunctionalSaturation([module for _, module in self._row_layers])
+        self._init_calls = FunctionalSaturation([module for _, module in self._row_layers])
         self._sparse_groups = sparse_groups(pl_module, self._params, index, self._group_names)
         pipeline = next((c for c in callback_list(trainer) if isinstance(c, InputPipelineMonitor)), None)
         self._clock.follow(pipeline)
@@ -226,6 +240,8 @@ class HealthMonitor(Callback):
         self._clock.batch_start(self._clock.now())
         self._step_at_batch_start = trainer.global_step
         position = (trainer.global_step % self.check_every_n_steps) + 1  # 1 .. N within the interval
+        if trainer.global_step == 0 and self.activation_samples and not self._init_measured:
+            self._attach_init_hooks()
         if position > self.check_every_n_steps - self.activation_samples and not self._handles:
             self._attach_hooks()
 
@@ -235,6 +251,7 @@ class HealthMonitor(Callback):
     ) -> None:
         if self._handles:  # a sampled batch: which weight rows got a gradient
             self._rows.record_gradients()
+        self._record_step_gradient(trainer, optimizer)
         if (trainer.global_step + 1) % self.check_every_n_steps or not self._params:
             return
         # The sampled step: per-tensor gradient and parameter norms, and a copy of the parameters.
@@ -270,6 +287,9 @@ class HealthMonitor(Callback):
     ) -> None:
         self._detach_hooks()
         loss = loss_of(outputs)
+        position = trainer.global_step - self._interval_start - 1
+        if 0 <= position < self.check_every_n_steps and stepped(trainer, self._step_at_batch_start):
+            self._step_inputs[position] = extreme_row(batch, batch_idx, self._params_device())
         if loss is not None:
             loss = loss.detach()
             self._losses.append(loss.float())
@@ -374,7 +394,7 @@ class HealthMonitor(Callback):
         self._warned = set(state_dict.get("warned", []))
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_handles": [], "_before": []}
+        return {**self.__dict__, "_handles": [], "_before": [], "_init_handles": []}
 
     # ------------------------------------------------------------------ helpers
 
@@ -386,9 +406,49 @@ class HealthMonitor(Callback):
         for i, (_, module) in enumerate(self._saturating):
             self._handles.append(module.register_forward_hook(saturation_hook(self._saturation, i, module)))
         self._handles += self._rows.attach()
+        self._handles += self._calls.attach([module for _, module in self._saturating])
+        self._calls.start()
         self._act_sampled += 1
 
+    def _params_device(self) -> torch.device:
+        return self._params[0].device if self._params else torch.device("cpu")
+
+    def _record_step_gradient(self, trainer: pl.Trainer, optimizer: Optimizer) -> None:
+        """This step's squared gradient norm (its optimizer's parameters), kept on the device: outlier
+        batches are told from their gradient spikes at the check."""
+        position = trainer.global_step - self._interval_start
+        if not 0 <= position < self.check_every_n_steps:
+            return
+        grads = [
+            p.grad.detach()
+            for group in optimizer.param_groups
+            for p in group["params"]
+            if id(p) in self._index and p.grad is not None
+        ]
+        if not grads:
+            return
+        squared = torch.stack(torch._foreach_norm(grads, 2.0)).double().square().sum()
+        previous = self._step_grads.get(position)
+        self._step_grads[position] = squared if previous is None else previous + squared
+
+    def _attach_init_hooks(self) -> None:
+        """Saturation hooks on the run's first batch only (the state at initialisation)."""
+        store = self._init_saturation
+        for i, (_, module) in enumerate(self._saturating):
+            self._init_handles.append(module.register_forward_hook(saturation_hook(store, i, module)))
+        self._init_handles += self._init_calls.attach([module for _, module in self._saturating])
+        self._init_calls.start()
+        self._init_measured = True
+
+    def _detach_init_hooks(self) -> None:
+        self._init_calls.stop()  # pushed after the sampled batches' mode: popped first
+        for handle in self._init_handles:
+            handle.remove()
+        self._init_handles = []
+
     def _detach_hooks(self) -> None:
+        self._detach_init_hooks()
+        self._calls.stop()
         for handle in self._handles:
             handle.remove()
         self._handles = []
@@ -417,6 +477,17 @@ class HealthMonitor(Callback):
         packer.add("act_sampled", float(self._act_sampled))
         counts = (len(self._relu), len(self._saturating), len(self._leaves))
         pack_activations(packer, (self._alive, self._saturation, self._nonfinite), counts)
+        packer.add("saturated_calls", self._calls.pack(device))
+        init = Packer(device)
+        pack_activations(init, ({}, self._init_saturation, {}), (0, len(self._saturating), 0))
+        packer.add("saturated_init", init.vector()[init.layout["saturated"]])
+        packer.add("saturated_init_calls", self._init_calls.pack(device))
+        self._init_saturation = {}
+        self._init_calls.clear()
+        packer.add(
+            "step_records",
+            step_records(self._step_grads, self._step_inputs, self.check_every_n_steps, device),
+        )
         packer.add("wait", self._clock.take())
         packer.add("validations", validation_rows(self._validations, device))
         return packer.vector(), packer.layout
