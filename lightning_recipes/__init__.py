@@ -6,13 +6,13 @@ Importing the package also registers the strategy presets in Lightning's ``Strat
 Example:
     >>> import lightning_recipes
     >>> lightning_recipes.__version__
-    '0.2.0'
+    '0.3.0'
     >>> from lightning_recipes import GradNormMonitor, LionRecipe, preflight, preset  # the public API
 """
 
 # ruff: noqa: E402  (the imports below come after the command-line fast path)
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 # `lightning-recipes --help`, `--version` and a mistake in its arguments are answered here, before torch is
 # imported (the command's process only; anywhere else this returns at once)
