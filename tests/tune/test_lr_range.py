@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import pickle
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -113,7 +114,7 @@ def test_callback_applies_the_peak_lr_to_every_group_and_its_schedule():
 
 
 class RecordResult(pl.Callback):
-    """Writes each rank's LR range result to a file (module level: ddp_spawn pickles it)."""
+    """Writes each rank's LR range result to a file."""
 
     def __init__(self, folder: str) -> None:
         self.folder = folder
@@ -129,7 +130,9 @@ def test_ddp_every_rank_gets_the_single_process_curve_on_the_global_batch(tmp_pa
     """2 ranks x 16 samples == 1 process x 32 in the order of Lightning's DistributedSampler (it shuffles the
     training set with seed 0 at epoch 0; rank r takes every 2nd index from r): the same curve up to the
     all-reduce's float rounding. SGD: Adam would amplify that rounding where gradients are ~0 (its update is
-    g / (sqrt(v) + eps)), which is not what is being tested here."""
+    g / (sqrt(v) + eps)), which is not what is being tested here. (ddp_fork: a spawned worker costs a fresh
+    interpreter; the callback pickles, as ddp_spawn needs.)"""
+    assert pickle.loads(pickle.dumps(LRRangeTest(num_steps=25))).args == SweepArgs(num_steps=25)
     torch.manual_seed(0)
     dataset = _loader().dataset
     order = torch.randperm(len(dataset), generator=torch.Generator().manual_seed(0)).tolist()
@@ -141,7 +144,7 @@ def test_ddp_every_rank_gets_the_single_process_curve_on_the_global_batch(tmp_pa
         max_steps=1,
         accelerator="cpu",
         devices=2,
-        strategy="ddp_spawn",
+        strategy="ddp_fork",
         callbacks=[LRRangeTest(num_steps=25, stop=True, print_result=False), RecordResult(str(tmp_path))],
     )
     trainer.fit(model, _loader(batch_size=16))
@@ -152,8 +155,7 @@ def test_ddp_every_rank_gets_the_single_process_curve_on_the_global_batch(tmp_pa
 
 
 class RankBranchClassifier(TinyClassifier):
-    """Rank 0 adds a branch the other ranks never call: its parameters have no gradient on rank 1 (module
-    level for ddp_spawn)."""
+    """Rank 0 adds a branch the other ranks never call: its parameters have no gradient on rank 1."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -174,7 +176,7 @@ def test_ddp_sweep_with_a_parameter_unused_on_one_rank_agrees_across_ranks(tmp_p
         max_steps=1,
         accelerator="cpu",
         devices=2,
-        strategy="ddp_spawn_find_unused_parameters_true",
+        strategy="ddp_fork_find_unused_parameters_true",
         callbacks=[LRRangeTest(num_steps=20, stop=True, print_result=False), RecordResult(str(tmp_path))],
     )
     trainer.fit(RankBranchClassifier(), _loader(batch_size=16))
