@@ -12,7 +12,8 @@ from lightning_recipes.demos.training import build_parser, run_demo
 
 
 def test_demo_reaches_accuracy_target(tmp_path):
-    args = build_parser().parse_args(["--output-dir", str(tmp_path), "--epochs", "12"])
+    """5 epochs (the default is 12): val accuracy 0.986 on the default seed, well above the target."""
+    args = build_parser().parse_args(["--output-dir", str(tmp_path), "--epochs", "5"])
     summary = run_demo(args)
     assert summary["val_acc"] >= 0.95
     assert summary["optimizer_steps"] > 0
