@@ -228,6 +228,8 @@ def _make_logger(kind: str, tmp_path: Path) -> Logger:
 
 
 def _run_and_read(kind: str, tmp_path: Path, specs: dict[str, Spec]) -> tuple[list[Callback], set[str], dict]:
+    """The callbacks after the fit, the metric keys and the (flattened) hparams the logger wrote, and under
+    ``"_dir"`` the logger's own directory (a wandb run's: ``save_dir/project/run id``)."""
     import wandb
 
     logger = _make_logger(kind, tmp_path)
@@ -239,6 +241,9 @@ def _run_and_read(kind: str, tmp_path: Path, specs: dict[str, Spec]) -> tuple[li
             metrics, hparams = _tensorboard_keys(logger)
         else:
             metrics, hparams = _wandb_keys(logger)  # type: ignore[arg-type]
+        hparams["_dir"] = Path(
+            logger.log_dir if kind != "wandb" else tmp_path / "compat" / logger.experiment.id
+        )
     finally:
         wandb.finish()
     return callbacks, metrics, hparams
@@ -269,6 +274,16 @@ def test_every_callback_logs_documented_keys(kind: str, tmp_path: Path) -> None:
     for callback, spec in zip(callbacks, SPECS.values()):
         if spec.check is not None:
             spec.check(callback)
+    # the manifest's values arrive as written (TensorBoard wraps each in a protobuf Value), its file in
+    # the logger's directory
+    (manifest,) = [c.manifest for c in callbacks if isinstance(c, RunManifest)]
+    value = {
+        k: getattr(v, v.WhichOneof("kind")) if hasattr(v, "WhichOneof") else v for k, v in hparams.items()
+    }
+    assert value["manifest/data_fingerprint/sha256"] == manifest["data_fingerprint"]["sha256"]
+    assert value["manifest/trainer/effective_batch_size"] == 32
+    assert value["manifest/model/class"].endswith("._Model")
+    assert (hparams["_dir"] / "manifest.json").is_file()
 
 
 def test_each_check_as_its_own_callback(tmp_path: Path) -> None:

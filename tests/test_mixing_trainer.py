@@ -1,8 +1,9 @@
 """BatchMixingMixin in a real Trainer: training batches mixed, every other loop untouched, exact resume, the
-rank behaviour under ddp_spawn, LightningCLI YAML, the preflight."""
+rank behaviour under DDP, LightningCLI YAML, the preflight."""
 
 from __future__ import annotations
 
+import pickle
 from pathlib import Path
 from typing import Any
 
@@ -126,9 +127,9 @@ def test_resume_continues_the_same_mixing_stream_bitwise(tmp_path: Path) -> None
     assert not any("batch_mixer" in key for key in saved["state_dict"])
 
 
-def test_ddp_spawn_ranks_independent_by_default_identical_when_synced(tmp_path: Path) -> None:
-    model = RankCheckedClassifier(BatchMixer(mixup_alpha=1.0, num_classes=4))
-    trainer = fast_trainer(strategy="ddp_spawn", devices=2, max_steps=2, default_root_dir=tmp_path)
+def test_ddp_ranks_independent_by_default_identical_when_synced(tmp_path: Path) -> None:
+    model = pickle.loads(pickle.dumps(RankCheckedClassifier(BatchMixer(mixup_alpha=1.0, num_classes=4))))
+    trainer = fast_trainer(strategy="ddp_fork", devices=2, max_steps=2, default_root_dir=tmp_path)
     trainer.fit(model, _loader())  # the assertions run in the workers; a failure fails the fit
 
 

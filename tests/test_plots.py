@@ -177,19 +177,18 @@ def test_plot_schedule_renders_and_overlays() -> None:
 
 
 @pytest.mark.parametrize(
-    ("args", "error", "match"),
+    ("args", "kwargs", "error", "match"),
     [
-        ((lambda o: StepLR(o, 1), 0), ValueError, "`total_steps` must be an int >= 1, got 0"),
-        ((lambda o: StepLR(o, 1), 5.0), ValueError, "`total_steps` must be an int >= 1, got 5.0"),
-        (("cosine", 5), TypeError, "`schedule` must be an OptimizerRecipe, a LightningModule.*got str"),
-        ((lambda o: 3, 5), TypeError, "must return an LR scheduler, got int"),
+        ((lambda o: StepLR(o, 1), 0), {}, ValueError, "`total_steps` must be an int >= 1, got 0"),
+        ((lambda o: StepLR(o, 1), 5.0), {}, ValueError, "`total_steps` must be an int >= 1, got 5.0"),
+        ((lambda o: StepLR(o, 1), 3), {"lr": -1}, ValueError, "`lr` must be > 0, got -1"),
+        (("cosine", 5), {}, TypeError, "`schedule` must be an OptimizerRecipe, a LightningModule.*got str"),
+        ((lambda o: 3, 5), {}, TypeError, "must return an LR scheduler, got int"),
     ],
 )
-def test_schedule_values_errors(args: tuple[Any, int], error: type[Exception], match: str) -> None:
+def test_schedule_values_errors(args: tuple, kwargs: dict, error: type[Exception], match: str) -> None:
     with pytest.raises(error, match=match):
-        schedule_values(*args)
-    with pytest.raises(ValueError, match="`lr` must be > 0, got -1"):
-        schedule_values(lambda o: StepLR(o, 1), 3, lr=-1)
+        schedule_values(*args, **kwargs)
 
 
 def test_plot_comparison_of_real_runs(tmp_path: Path) -> None:

@@ -1,11 +1,12 @@
 """Issue 12 item 3: the recipe finds the per-device batch size of the loader the Trainer trains on,
 whatever bounds the run (`max_steps` alone, `max_epochs`) and whatever the loader holds (dict batches, a
 batch_sampler), and the global batch counts every DDP process and accumulation. Real Trainers, real
-`ddp_spawn` workers."""
+DDP processes (forked)."""
 
 from __future__ import annotations
 
 import logging
+import pickle
 
 import lightning.pytorch as pl
 import pytest
@@ -21,7 +22,7 @@ from lightning_recipes.testing import fast_trainer, random_classification_loader
 
 
 class DictNet(OptimizerRecipeMixin, pl.LightningModule):
-    """Trains on `(x, y)` tuples or `{"x": ..., "y": ...}` dicts (module level: ddp_spawn pickles it)."""
+    """Trains on `(x, y)` tuples or `{"x": ..., "y": ...}` dicts."""
 
     def __init__(self, recipe: OptimizerRecipe | None = None) -> None:
         super().__init__()
@@ -110,14 +111,14 @@ class _AssertGlobalBatch(Callback):
     # (the rebuilt loader has no batching and training fails), so that case brings its own sampling
     [("dict batches", True), ("batch_sampler", False)],
 )
-def test_ddp_spawn_global_batch_is_batch_x_processes_x_accumulation_with_max_steps(
+def test_ddp_global_batch_is_batch_x_processes_x_accumulation_with_max_steps(
     loader_kind, use_distributed_sampler
 ):
-    model = DictNet(_scaled_recipe())
+    model = pickle.loads(pickle.dumps(DictNet(_scaled_recipe())))  # what ddp_spawn sends its ranks
     trainer = fast_trainer(
         max_steps=2,
         max_epochs=None,
-        strategy="ddp_spawn",
+        strategy="ddp_fork",
         devices=2,
         accumulate_grad_batches=2,
         use_distributed_sampler=use_distributed_sampler,

@@ -17,6 +17,7 @@ from lightning.pytorch.callbacks import EarlyStopping as LightningEarlyStopping
 
 from lightning_recipes.callbacks.early_stopping import EarlyStopping
 from lightning_recipes.testing import TinyClassifier, fast_trainer, random_classification_loader
+from tests.helpers.weights import same, weights
 
 NAN = float("nan")
 
@@ -44,9 +45,7 @@ class WeightsPerEpoch(Callback):
         self.weights: dict[int, dict[str, torch.Tensor]] = {}
 
     def on_validation_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self.weights[trainer.current_epoch] = {
-            k: v.detach().clone() for k, v in pl_module.state_dict().items()
-        }
+        self.weights[trainer.current_epoch] = weights(pl_module)
 
     def on_fit_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if self.directory is None:
@@ -55,7 +54,7 @@ class WeightsPerEpoch(Callback):
         torch.save(
             {
                 "recorded": self.weights,
-                "final": {k: v.detach().clone() for k, v in pl_module.state_dict().items()},
+                "final": weights(pl_module),
                 "stopped_epoch": stopper.stopped_epoch if trainer.should_stop else None,
                 "best_epoch": stopper.best_epoch,
                 "reason": stopper.stopping_reason.name,
@@ -76,10 +75,6 @@ def _run(
     loader = random_classification_loader(batch_size=16)
     trainer.fit(model, loader, loader)
     return stopper, recorder, trainer
-
-
-def _equal(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> bool:
-    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
 
 # values, kwargs, max_epochs, expected stop epoch (None: ran to max_epochs), expected best epoch, reason
@@ -131,11 +126,11 @@ def test_table_single_process(
     assert stopper.stopping_reason.name == reason
     assert stopper.best_epoch == best_epoch
     assert stopper.restored_best_weights
-    final = {k: v.detach() for k, v in trainer.lightning_module.state_dict().items()}
-    assert _equal(final, recorder.weights[best_epoch])
+    final = weights(trainer.lightning_module)
+    assert same(final, recorder.weights[best_epoch])
     last = max(recorder.weights)
     if last != best_epoch:
-        assert not _equal(final, recorder.weights[last])  # the restore really changed the weights
+        assert not same(final, recorder.weights[last])  # the restore really changed the weights
 
 
 def test_is_a_lightning_early_stopping_and_keeps_its_rules() -> None:
@@ -159,7 +154,7 @@ def test_state_dict_round_trip_and_resume_continues_the_count(tmp_path: Path) ->
     stopper, _, trainer = _run(values, 4, patience=3)  # epochs 0-3: best at 2, wait count 1
     assert (stopper.wait_count, stopper.best_epoch, trainer.should_stop) == (1, 2, False)
     state = pickle.loads(pickle.dumps(stopper.state_dict()))
-    assert _equal(state["best_weights"], stopper._best_weights or {})
+    assert same(state["best_weights"], stopper._best_weights or {})
     clone = EarlyStopping("val_score", restore_best_weights=True)
     clone.load_state_dict(state)
     assert (clone.wait_count, clone.best_epoch, float(clone.best_score)) == (1, 2, 3.0)
@@ -182,7 +177,7 @@ def test_state_dict_round_trip_and_resume_continues_the_count(tmp_path: Path) ->
     trainer2.fit(model, loader, loader, ckpt_path=path)
     assert resumed.stopped_epoch == 5 and resumed.best_epoch == 2
     # the best weights predate the interruption: they came from the checkpoint
-    assert _equal({k: v.detach() for k, v in model.state_dict().items()}, state["best_weights"])
+    assert same(weights(model), state["best_weights"])
 
 
 @pytest.mark.parametrize(
@@ -212,8 +207,8 @@ def test_two_processes_one_rank_sees_a_different_metric(
     for result in results:
         assert result["stopped_epoch"] == stop_epoch
         assert result["best_epoch"] == best_epoch
-        assert _equal(result["final"], result["recorded"][best_epoch])
-    assert _equal(results[0]["final"], results[1]["final"])
+        assert same(result["final"], result["recorded"][best_epoch])
+    assert same(results[0]["final"], results[1]["final"])
     assert not math.isnan(float(results[0]["final"]["head.bias"].sum()))
 
 

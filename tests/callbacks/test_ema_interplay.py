@@ -14,6 +14,7 @@ from torch import Tensor
 
 from lightning_recipes.callbacks import EarlyStopping, StabilityGuard
 from lightning_recipes.testing import TinyClassifier, fast_trainer, random_classification_loader
+from tests.helpers.weights import same, weights
 
 EMAWeightAveraging: Any = getattr(pl_callbacks, "EMAWeightAveraging", None)
 pytestmark = pytest.mark.skipif(
@@ -33,14 +34,6 @@ class ValidationRecorder(TinyClassifier):
         if batch_idx == 0 and not self.trainer.sanity_checking:
             self.validated[self.current_epoch] = {k: v.detach().clone() for k, v in self.state_dict().items()}
         super().validation_step(batch, batch_idx)
-
-
-def _weights(model: torch.nn.Module) -> dict[str, Tensor]:
-    return {k: v.detach().clone() for k, v in model.state_dict().items()}
-
-
-def _equal(a: dict[str, Tensor], b: dict[str, Tensor]) -> bool:
-    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
 
 def _val_loss(model: TinyClassifier, loader: Any) -> float:
@@ -65,8 +58,8 @@ def test_restore_best_weights_restores_the_averaged_weights_validation_scored(st
     last_epoch = max(model.validated)
     assert stopper.best_epoch < last_epoch, "the test needs a best epoch before the last one"
     best = model.validated[stopper.best_epoch]
-    assert not _equal(best, model.validated[last_epoch])
-    assert _equal(_weights(model), best)
+    assert not same(best, model.validated[last_epoch])
+    assert same(weights(model), best)
     assert math.isclose(_val_loss(model, val), float(stopper.best_score), rel_tol=1e-6)
 
 
@@ -79,18 +72,18 @@ class StageRecorder(ValidationRecorder):
 
     def validation_step(self, batch: Any, batch_idx: int) -> None:
         if batch_idx == 0 and self.trainer.state.fn == "validate":
-            self.seen["validate"] = _weights(self)
+            self.seen["validate"] = weights(self)
         super().validation_step(batch, batch_idx)
 
     def test_step(self, batch: Any, batch_idx: int) -> None:
         if batch_idx == 0:
-            self.seen["test"] = _weights(self)
+            self.seen["test"] = weights(self)
         x, y = batch
         self.log("test_loss", self.loss(self(x), y))
 
     def predict_step(self, batch: Any, batch_idx: int) -> Tensor:
         if batch_idx == 0:
-            self.seen["predict"] = _weights(self)
+            self.seen["predict"] = weights(self)
         return self(batch[0])
 
 
@@ -113,19 +106,19 @@ def test_validate_test_predict_and_checkpoint_after_fit_use_the_restored_best_we
     trainer.fit(model, train, val)
     best = model.validated[stopper.best_epoch]
     assert stopper.best_epoch < max(model.validated), "the test needs a best epoch before the last one"
-    assert not _equal(best, model.validated[max(model.validated)])
-    assert _equal(_weights(model), best)
+    assert not same(best, model.validated[max(model.validated)])
+    assert same(weights(model), best)
 
     (result,) = trainer.validate(model, val, verbose=False)
-    assert _equal(model.seen["validate"], best)
+    assert same(model.seen["validate"], best)
     assert math.isclose(result["val_loss"], float(stopper.best_score), rel_tol=1e-6)
-    assert _equal(_weights(model), best)  # the swap back leaves them in the module
+    assert same(weights(model), best)  # the swap back leaves them in the module
     trainer.test(model, val, verbose=False)
     trainer.predict(model, val)
-    assert _equal(model.seen["test"], best) and _equal(model.seen["predict"], best)
+    assert same(model.seen["test"], best) and same(model.seen["predict"], best)
     trainer.save_checkpoint(tmp_path / "after_fit.ckpt")
     saved = torch.load(tmp_path / "after_fit.ckpt", weights_only=False)["state_dict"]
-    assert _equal(saved, best)
+    assert same(saved, best)
 
 
 def test_without_restore_the_ema_average_is_the_final_model() -> None:
@@ -137,7 +130,7 @@ def test_without_restore_the_ema_average_is_the_final_model() -> None:
     loader = random_classification_loader(num_samples=64, batch_size=16)
     trainer.fit(model, loader, loader)
     assert not stopper.restored_best_weights
-    assert _equal(_weights(model), model.validated[1])  # the last validation saw the final average
+    assert same(weights(model), model.validated[1])  # the last validation saw the final average
 
 
 class NaNAtStep(TinyClassifier):
@@ -159,7 +152,7 @@ def test_rollback_keeps_the_ema_average_finite(guard_first: bool) -> None:
     trainer = fast_trainer(max_steps=6, callbacks=[guard, ema] if guard_first else [ema, guard])
     trainer.fit(model, random_classification_loader(num_samples=64, batch_size=16))
     assert [event.action for event in guard.events] == ["rollback"]
-    assert all(torch.isfinite(v).all() for v in _weights(model).values())  # the EMA average, copied in
+    assert all(torch.isfinite(v).all() for v in weights(model).values())  # the EMA average, copied in
 
 
 def test_preflight_leaves_the_ema_average_at_the_initial_weights() -> None:
@@ -170,15 +163,15 @@ def test_preflight_leaves_the_ema_average_at_the_initial_weights() -> None:
             self, trainer: pl.Trainer, pl_module: pl.LightningModule, *args: Any
         ) -> None:
             if trainer.global_step == 0:
-                self.first_step_weights = _weights(pl_module)
+                self.first_step_weights = weights(pl_module)
 
     torch.manual_seed(0)
     model = ValidationRecorder()
-    initial = _weights(model)
+    initial = weights(model)
     probe = Probe()
     ema = EMAWeightAveraging(decay=0.0)  # decay 0: the average is the last weights it was updated with
     preflight = Preflight(checks=["init_loss", "overfit_batch"], on_fail="raise", print_report=False)
     trainer = fast_trainer(max_steps=1, callbacks=[ema, preflight, probe])
     trainer.fit(model, random_classification_loader(num_samples=32, batch_size=16))
     assert preflight.report is not None and not preflight.report.failures
-    assert _equal(probe.first_step_weights, initial)  # the checks ran on copies
+    assert same(probe.first_step_weights, initial)  # the checks ran on copies

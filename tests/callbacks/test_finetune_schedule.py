@@ -4,6 +4,7 @@ frozen weights bitwise still, kill-and-resume bitwise across the unfreeze point,
 from __future__ import annotations
 
 import math
+import pickle
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +36,7 @@ class Block(nn.Module):
 
 
 class FTNet(OptimizerRecipeMixin, pl.LightningModule):
-    """backbone (stem + 2 blocks) -> head; module level so that ddp_spawn can pickle it."""
+    """backbone (stem + 2 blocks) -> head."""
 
     def __init__(self, recipe: OptimizerRecipe | None = None) -> None:
         super().__init__()
@@ -256,24 +257,28 @@ class CheckRanks(Callback):
         assert not all(torch.equal(a, b) for a, b in zip(self.initial, pl_module.backbone.parameters()))
 
 
-def test_ddp_spawn_two_processes(tmp_path):
-    callback = FinetuneSchedule("backbone", unfreeze_at_step=UNFREEZE, warmup_steps=WARMUP)
+def test_ddp_two_processes(tmp_path):
+    """Forked ranks with a pickled callback and model, as ddp_spawn's (no fresh interpreters)."""
+    callback = pickle.loads(
+        pickle.dumps(FinetuneSchedule("backbone", unfreeze_at_step=UNFREEZE, warmup_steps=WARMUP))
+    )
     trainer = fast_trainer(
         max_steps=TOTAL - 2,
         accelerator="cpu",
         devices=2,
-        strategy="ddp_spawn_find_unused_parameters_true",
+        strategy="ddp_fork_find_unused_parameters_true",
         callbacks=[callback, CheckRanks()],
         default_root_dir=tmp_path,
     )
     # rank-dependent data: without the gradient all-reduce the ranks would drift apart
-    trainer.fit(FTNet(_recipe()), random_classification_loader(num_samples=640, batch_size=16, shuffle=True))
+    model = pickle.loads(pickle.dumps(FTNet(_recipe())))
+    trainer.fit(model, random_classification_loader(num_samples=640, batch_size=16, shuffle=True))
 
 
 def test_ddp_without_find_unused_parameters_is_refused(tmp_path):
     callback = FinetuneSchedule("backbone", unfreeze_at_step=1)
     trainer = fast_trainer(
-        max_steps=2, devices=2, strategy="ddp_spawn", callbacks=[callback], default_root_dir=tmp_path
+        max_steps=2, devices=2, strategy="ddp_fork", callbacks=[callback], default_root_dir=tmp_path
     )
     # the worker's ValueError reaches this process as torch's ProcessRaisedException, message included
     with pytest.raises(ProcessRaisedException, match="under DDP needs `find_unused_parameters=True`"):

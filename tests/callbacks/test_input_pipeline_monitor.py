@@ -322,22 +322,6 @@ def test_one_long_wait_is_no_evidence_of_a_slow_pipeline(tmp_path: Any, clock: V
     assert monitor.total_fetch_s == pytest.approx(0.4) and messages == []
 
 
-def test_workers_for_a_tensor_dataset_are_told_to_compare_without() -> None:
-    dataset = TensorDataset(torch.randn(64, 16))
-    text = loader_advice(
-        DataLoader(dataset, batch_size=8, num_workers=2), fetch_ms=3, step_ms=1, device_type="cpu"
-    )
-    assert "Try `num_workers=0` and compare" in text
-
-
-def test_workers_that_cannot_keep_up_are_told_so_and_enough_workers_are_inconclusive() -> None:
-    loader = DataLoader(
-        SlowDataset(256, 0.002), batch_size=8, num_workers=2
-    )  # ~16 ms a batch, 8 ms per worker
-    assert "cannot keep up" in loader_advice(loader, fetch_ms=8, step_ms=1, device_type="cpu")
-    assert "inconclusive" in loader_advice(loader, fetch_ms=8, step_ms=100, device_type="cpu")
-
-
 def test_timing_a_batch_restores_the_rng() -> None:
     class Noisy(SlowDataset):
         def __getitem__(self, i: int) -> Any:
@@ -351,16 +335,24 @@ def test_timing_a_batch_restores_the_rng() -> None:
 
 def test_the_advice_is_short_and_says_only_what_would_help() -> None:
     """Issue 32: the warning was ~900 characters and told, in its own text, that more workers would not
-    help; each advice now names one change (the message: <= 300 characters, nothing about what won't help)."""
-
+    help; each advice now names one change (<= 250 characters, nothing about what won't help)."""
     tensors = TensorDataset(torch.randn(64, 16))
-    cases = [
-        (DataLoader(tensors, batch_size=8), 1e-3),  # in memory, the batch build explains the wait
-        (DataLoader(tensors, batch_size=8, num_workers=2), 3),  # in memory, with workers
-        (DataLoader(SlowDataset(256), batch_size=8), 1e3),  # the loader does not explain the wait
-        (DataLoader(SlowDataset(256, 0.002), batch_size=8), 1),  # per-sample work, no workers
-        (DataLoader(SlowDataset(256, 0.002), batch_size=8, num_workers=2), 8),  # workers that cannot keep up
+    slow = SlowDataset(256, 0.002)  # ~16 ms a batch of 8
+    cases = [  # a loader, its fetch and step time (ms), what the advice says
+        (
+            DataLoader(tensors, batch_size=8),
+            1e-3,
+            1,
+            "in-memory TensorDataset",
+        ),  # the batch build explains it
+        (DataLoader(tensors, batch_size=8, num_workers=2), 3, 1, "Try `num_workers=0` and compare"),
+        (DataLoader(SlowDataset(256), batch_size=8), 1e3, 1, "most of the wait is not the loader"),
+        (DataLoader(slow, batch_size=8), 1, 1, "num_workers"),  # per-sample work, no workers
+        (DataLoader(slow, batch_size=8, num_workers=2), 8, 1, "cannot keep up"),  # 8 ms per worker
+        (DataLoader(slow, batch_size=8, num_workers=2), 8, 100, "inconclusive"),  # enough workers
     ]
-    for loader, fetch_ms in cases:
-        text = loader_advice(loader, fetch_ms=fetch_ms, step_ms=1, device_type="cpu")
-        assert len(text) <= 250 and "not help" not in text and "not indicated" not in text, text
+    for loader, fetch_ms, step_ms, says in cases:
+        text = loader_advice(loader, fetch_ms=fetch_ms, step_ms=step_ms, device_type="cpu")
+        assert says in text and len(text) <= 250 and "not help" not in text and "not indicated" not in text, (
+            text
+        )

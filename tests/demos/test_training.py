@@ -1,14 +1,19 @@
+"""The training demo: its accuracy, the command as a module (its summary, what it prints before training),
+its help (an unknown command: tests/test_cli_mistakes.py), its argument errors, where it says the logs are."""
+
 import os
 import subprocess
 import sys
 
 import pytest
 
+from lightning_recipes.cli import main as command
 from lightning_recipes.demos.training import build_parser, run_demo
 
 
 def test_demo_reaches_accuracy_target(tmp_path):
-    args = build_parser().parse_args(["--output-dir", str(tmp_path), "--epochs", "12"])
+    """5 epochs (the default is 12): val accuracy 0.986 on the default seed, well above the target."""
+    args = build_parser().parse_args(["--output-dir", str(tmp_path), "--epochs", "5"])
     summary = run_demo(args)
     assert summary["val_acc"] >= 0.95
     assert summary["optimizer_steps"] > 0
@@ -49,31 +54,11 @@ def test_demo_cli_runs_as_module_and_prints_summary(tmp_path):
     assert start + 1 <= 25, "\n".join(lines[: start + 1])
 
 
-def test_demo_help_documents_options():
-    result = subprocess.run(
-        [sys.executable, "-m", "lightning_recipes", "demo", "--help"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert result.returncode == 0
-    for option in (
-        "--epochs",
-        "--optimizer",
-        "--seed",
-        "--output_dir",
-        "--logger",
-        "--threads",
-    ):  # snake: #26
-        assert option in result.stdout
-
-
-def test_unknown_command_exits_2():
-    result = subprocess.run(
-        [sys.executable, "-m", "lightning_recipes", "nope"], capture_output=True, text=True, timeout=120
-    )
-    assert result.returncode == 2
-    assert "unknown command 'nope'" in result.stderr
+def test_demo_help_documents_options(capsys):
+    assert command(["demo", "--help"]) == 0
+    out = capsys.readouterr().out
+    options = ("--epochs", "--optimizer", "--seed", "--output_dir", "--logger", "--threads")  # snake: #26
+    assert all(option in out for option in options), out
 
 
 @pytest.mark.parametrize("flag", ["--epochs", "--threads"])

@@ -1,3 +1,6 @@
+"""The test tools: the tiny models (their initial loss, causality, learning, argument checks) and the
+in-memory logger on a real Trainer."""
+
 import math
 
 import pytest
@@ -59,24 +62,22 @@ def test_models_learn_their_synthetic_data():
 
 
 @pytest.mark.parametrize(
-    ("factory", "kwargs", "message"),
+    ("factory", "kwargs"),
     [
-        ("TinyClassifier", {"num_classes": 0}, "`num_classes` must be an integer >= 1, got 0"),
-        ("TinyClassifier", {"hidden": 8.0}, "`hidden` must be an integer >= 1, got 8.0"),
-        ("TinyClassifier", {"lr": -0.1}, "`lr` must be a finite number > 0, got -0.1"),
-        ("TinyTransformerLM", {"n_layers": 0}, "`n_layers` must be an integer >= 1, got 0"),
-        ("TinyTransformerLM", {"vocab_size": True}, "`vocab_size` must be an integer >= 1, got True"),
-        (
-            "TransformerBlock",
-            {"d_model": 8, "n_heads": 2, "dropout": 1.0},
-            r"`dropout` must be a number in \[0, 1\)",
-        ),
-        ("DigitsCNN", {"width": 0}, "`width` must be an integer >= 1, got 0"),
-        ("DigitsCNN", {"weight_decay": -1.0}, "`weight_decay` must be a finite number >= 0, got -1.0"),
+        ("TinyClassifier", {"num_classes": 0}),
+        ("TinyClassifier", {"hidden": 8.0}),
+        ("TinyClassifier", {"lr": -0.1}),
+        ("TinyTransformerLM", {"n_layers": 0}),
+        ("TinyTransformerLM", {"vocab_size": True}),
+        ("TransformerBlock", {"d_model": 8, "n_heads": 2, "dropout": 1.0}),
+        ("DigitsCNN", {"width": 0}),
+        ("DigitsCNN", {"weight_decay": -1.0}),
     ],
 )
-def test_models_reject_bad_arguments_at_construction(factory: str, kwargs: dict, message: str) -> None:
+def test_models_reject_bad_arguments_at_construction(factory: str, kwargs: dict) -> None:
+    """The error names the argument (the last one given) and its value."""
     import lightning_recipes.testing as testing
 
-    with pytest.raises(ValueError, match=message):
+    name, value = list(kwargs.items())[-1]
+    with pytest.raises(ValueError, match=f"`{name}` must be .*, got {value}"):
         getattr(testing, factory)(**kwargs)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import pickle
 import warnings
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,7 @@ FIND_NET = "tests.tune.test_lr_find_recipe.FindNet"
 
 class FindNet(LionRecipe, pl.LightningModule):
     """Lion over decay / no-decay groups, with dropout (so the RNG stream matters); module level: LightningCLI
-    imports it, ddp_spawn pickles it."""
+    imports it."""
 
     def __init__(self, recipe: OptimizerRecipe | None = None, dropout: float = 0.0) -> None:
         super().__init__()
@@ -275,7 +276,7 @@ def test_manual_optimisation_and_no_training_batch_are_clear_errors():
 
 
 class RecordFoundLR(pl.Callback):
-    """Gathers each rank's LR at train start and writes what rank zero saw (module level: ddp_spawn)."""
+    """Gathers each rank's LR at train start and writes what rank zero saw ."""
 
     def __init__(self, folder: str) -> None:
         self.folder = folder
@@ -287,10 +288,12 @@ class RecordFoundLR(pl.Callback):
         (Path(self.folder) / f"rank{trainer.global_rank}.json").write_text(json.dumps(record))
 
 
-def test_ddp_spawn_every_rank_trains_at_the_same_found_lr(tmp_path):
+def test_ddp_every_rank_trains_at_the_same_found_lr(tmp_path):
     """Each rank reads its own shard (Lightning's DistributedSampler, unshuffled: rank r takes every 2nd
     sample from r), and rank 1's inputs are 30x larger, so a sweep on each rank's own shard would diverge at
-    a different LR; the sweep averages the gradients and the loss every step, so the ranks agree."""
+    a different LR; the sweep averages the gradients and the loss every step, so the ranks agree. (ddp_fork:
+    a spawned worker costs a fresh interpreter; the module and the recipe pickle, as ddp_spawn needs.)"""
+    assert pickle.loads(pickle.dumps(FindNet(_recipe()))).recipe == _recipe()
     base = random_classification_loader(num_samples=128).dataset
     inputs, labels = base.tensors
     scale = torch.ones(len(labels), 1)
@@ -300,7 +303,7 @@ def test_ddp_spawn_every_rank_trains_at_the_same_found_lr(tmp_path):
     trainer = fast_trainer(
         max_steps=2,
         max_epochs=None,
-        strategy="ddp_spawn",
+        strategy="ddp_fork",
         devices=2,
         callbacks=[RecordFoundLR(str(tmp_path))],
     )

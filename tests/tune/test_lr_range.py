@@ -1,9 +1,11 @@
-"""The LR range test: isolation, group ratios, divergence, the callback, DDP, and bad input."""
+"""The LR range test: isolation, group ratios, divergence, the callback, DDP, and bad input (every argument is
+checked when given, by find_lr, LRRangeTest, sweep_lr and SweepArgs; the error names the argument)."""
 
 from __future__ import annotations
 
 import json
 import math
+import pickle
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -12,8 +14,10 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
+from lightning_recipes.harness import Harness
+from lightning_recipes.sweep_args import SweepArgs
 from lightning_recipes.testing import TinyClassifier, fast_trainer, random_classification_loader
-from lightning_recipes.tune import LRRangeTest, find_lr
+from lightning_recipes.tune import LRRangeTest, find_lr, sweep_lr
 from tests.tune._flat_models import AdamWClassifier
 
 
@@ -110,7 +114,7 @@ def test_callback_applies_the_peak_lr_to_every_group_and_its_schedule():
 
 
 class RecordResult(pl.Callback):
-    """Writes each rank's LR range result to a file (module level: ddp_spawn pickles it)."""
+    """Writes each rank's LR range result to a file."""
 
     def __init__(self, folder: str) -> None:
         self.folder = folder
@@ -126,7 +130,9 @@ def test_ddp_every_rank_gets_the_single_process_curve_on_the_global_batch(tmp_pa
     """2 ranks x 16 samples == 1 process x 32 in the order of Lightning's DistributedSampler (it shuffles the
     training set with seed 0 at epoch 0; rank r takes every 2nd index from r): the same curve up to the
     all-reduce's float rounding. SGD: Adam would amplify that rounding where gradients are ~0 (its update is
-    g / (sqrt(v) + eps)), which is not what is being tested here."""
+    g / (sqrt(v) + eps)), which is not what is being tested here. (ddp_fork: a spawned worker costs a fresh
+    interpreter; the callback pickles, as ddp_spawn needs.)"""
+    assert pickle.loads(pickle.dumps(LRRangeTest(num_steps=25))).args == SweepArgs(num_steps=25)
     torch.manual_seed(0)
     dataset = _loader().dataset
     order = torch.randperm(len(dataset), generator=torch.Generator().manual_seed(0)).tolist()
@@ -138,7 +144,7 @@ def test_ddp_every_rank_gets_the_single_process_curve_on_the_global_batch(tmp_pa
         max_steps=1,
         accelerator="cpu",
         devices=2,
-        strategy="ddp_spawn",
+        strategy="ddp_fork",
         callbacks=[LRRangeTest(num_steps=25, stop=True, print_result=False), RecordResult(str(tmp_path))],
     )
     trainer.fit(model, _loader(batch_size=16))
@@ -149,8 +155,7 @@ def test_ddp_every_rank_gets_the_single_process_curve_on_the_global_batch(tmp_pa
 
 
 class RankBranchClassifier(TinyClassifier):
-    """Rank 0 adds a branch the other ranks never call: its parameters have no gradient on rank 1 (module
-    level for ddp_spawn)."""
+    """Rank 0 adds a branch the other ranks never call: its parameters have no gradient on rank 1."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -171,7 +176,7 @@ def test_ddp_sweep_with_a_parameter_unused_on_one_rank_agrees_across_ranks(tmp_p
         max_steps=1,
         accelerator="cpu",
         devices=2,
-        strategy="ddp_spawn_find_unused_parameters_true",
+        strategy="ddp_fork_find_unused_parameters_true",
         callbacks=[LRRangeTest(num_steps=20, stop=True, print_result=False), RecordResult(str(tmp_path))],
     )
     trainer.fit(RankBranchClassifier(), _loader(batch_size=16))
@@ -195,3 +200,82 @@ def test_a_negative_loss_does_not_read_as_divergence():
     assert len(shifted.lrs) >= len(plain.lrs)  # it stopped after 12 steps ("diverged") before
     assert shifted.losses[: len(plain.losses)] == pytest.approx([v - 10.0 for v in plain.losses], abs=1e-4)
     assert shifted.suggestion == pytest.approx(plain.suggestion, rel=2.0)
+
+
+SWEEP_CASES = [
+    ({"warmup_factor": -1.0}, "warmup_factor"),
+    ({"warmup_factor": 0}, "warmup_factor"),
+    ({"warmup_factor": "5"}, "warmup_factor"),
+    ({"seed": 1.5}, "seed"),
+    ({"seed": True}, "seed"),
+    ({"min_lr": 0.0}, "min_lr"),
+    ({"min_lr": 1.0, "max_lr": 0.5}, "max_lr"),
+    ({"num_steps": 5}, "num_steps"),
+    ({"num_steps": 50.0}, "num_steps"),
+    ({"rule": "valley"}, "rule"),
+    ({"smoothing": 1.0}, "smoothing"),
+    ({"divergence": 0.5}, "divergence"),
+    ({"divergence": 1.0}, "divergence"),
+]
+
+
+@pytest.mark.parametrize(("kwargs", "name"), SWEEP_CASES)
+def test_a_bad_sweep_argument_is_refused_by_every_entry_point(kwargs: dict[str, Any], name: str):
+    """Before: warmup_factor and seed were not checked (a negative warmup_factor gave a negative peak_lr after
+    a 100-step sweep)."""
+    loader = random_classification_loader()
+    calls = [
+        lambda: LRRangeTest(**kwargs),
+        lambda: find_lr(TinyClassifier(), train_dataloaders=loader, **kwargs),
+        lambda: sweep_lr(Harness(TinyClassifier(), loader), **kwargs),
+        lambda: SweepArgs.from_mapping(kwargs),
+    ]
+    for call in calls:
+        with pytest.raises(ValueError, match=f"`{name}`"):
+            call()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "name"),
+    [
+        ({"apply": "yes"}, TypeError, "apply"),
+        ({"stop": 1}, TypeError, "stop"),
+        ({"print_result": None}, TypeError, "print_result"),
+        ({"progress": "no"}, TypeError, "progress"),
+        ({"args": {"num_steps": 20}}, TypeError, "args"),
+        ({"args": SweepArgs(), "num_steps": 30}, TypeError, "args"),
+    ],
+)
+def test_the_callbacks_own_arguments_are_checked(kwargs: dict[str, Any], error: type[Exception], name: str):
+    with pytest.raises(error, match=f"`{name}`"):
+        LRRangeTest(**kwargs)
+
+
+def test_an_unknown_argument_lists_the_allowed_ones():
+    with pytest.raises(TypeError) as raised:
+        LRRangeTest(num_step=10)
+    assert all(f"'{key}'" in str(raised.value) for key in ("num_step", "apply", *SweepArgs.field_names()))
+    with pytest.raises(ValueError, match=r"unknown key\(s\) \['steps'\]"):
+        SweepArgs.from_mapping({"steps": 50}, "LRRangeTest")
+    with pytest.raises(ValueError, match="`LRRangeTest` must be a mapping"):
+        SweepArgs.from_mapping([50], "LRRangeTest")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "name"),
+    [
+        ({"gradient_clip_val": -1.0}, "gradient_clip_val"),
+        ({"gradient_clip_algorithm": "l2"}, "gradient_clip_algorithm"),
+    ],
+)
+def test_bad_clipping_arguments_are_refused(kwargs: dict[str, Any], name: str):
+    with pytest.raises(ValueError, match=f"`{name}`"):
+        find_lr(TinyClassifier(), train_dataloaders=random_classification_loader(), **kwargs)
+
+
+def test_good_arguments_are_kept_as_one_record():
+    args = SweepArgs(num_steps=20, warmup_factor=3, seed=7)
+    finder = LRRangeTest(num_steps=20, warmup_factor=3, seed=7, apply=True, stop=True, print_result=False)
+    assert finder.args == args and finder.seed == 7 and finder.sweep["warmup_factor"] == 3
+    assert (finder.apply, finder.stop, finder.print_result) == (True, True, False)
+    assert LRRangeTest(args=args).args is args

@@ -6,17 +6,14 @@ from __future__ import annotations
 
 import itertools
 import math
-import os
 import random
-import subprocess
-import sys
-from pathlib import Path
 
 import lightning.pytorch as pl
 import pytest
 import torch
 
 from lightning_recipes._stats import t_quantile
+from lightning_recipes.cli import main
 from lightning_recipes.testing import fast_trainer, random_classification_loader
 from lightning_recipes.tune import LRRangeTest, find_lr
 from lightning_recipes.tune.suggest import centred, curve_verdict
@@ -96,18 +93,13 @@ def test_lr_range_test_apply_leaves_the_lrs_alone_when_inconclusive():
     assert max(g["initial_lr"] for g in trainer.optimizers[0].param_groups) == pytest.approx(1e-3)
 
 
-def test_tune_cli_prints_the_inconclusive_verdict_and_exits_1(tmp_path: Path):
-    command = [
-        sys.executable, "-m", "lightning_recipes", "tune",
-        "--model", "tests.tune._flat_models.FlatBert", "--data", "tests.tune._flat_models.XorData",
-        "--num_steps", "60",
-    ]  # fmt: skip
-    root = Path(__file__).resolve().parents[2]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}  # one thread: 2-3x faster on the shared 2-core CPU
-    done = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=root, env=env)
-    assert done.returncode == 1, done.stderr[-2000:]
-    assert "no learning rate to suggest" in done.stdout and "inconclusive: the smoothed loss" in done.stdout
-    assert "Paste into" not in done.stdout
+def test_tune_cli_prints_the_inconclusive_verdict_and_exits_1(capsys: pytest.CaptureFixture[str]):
+    flat = "tests.tune._flat_models"
+    code = main(["tune", "--model", f"{flat}.FlatBert", "--data", f"{flat}.XorData", "--num_steps", "60"])
+    out = capsys.readouterr().out
+    assert code == 1, out[-2000:]
+    assert "no learning rate to suggest" in out and "inconclusive: the smoothed loss" in out
+    assert "Paste into" not in out
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
