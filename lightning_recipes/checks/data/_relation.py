@@ -30,6 +30,7 @@ from torch.nn import functional as F
 __all__ = ["FAIL_GAP", "WARN_GAP", "Relation", "features", "lookup_scores", "relations"]
 
 FAIL_GAP, WARN_GAP = 0.25, 0.15  # score lost from the own split to the other split
+FAIL_SHARE = 0.35  # ... or this share of the own split's score
 Z_FLOOR = 5.0  # standard errors of the gap, at least (one feature: sqrt(2 ln D) + 3 over D features)
 _K, _REPEATS, _BINS, _SIDE, _MAX_SAMPLES = 5, 10, 32, 16, 2048
 
@@ -65,7 +66,9 @@ class Relation:
         """
         if self.z < self.needed_z:
             return "pass"
-        return "fail" if self.gap >= FAIL_GAP else "warn" if self.gap >= WARN_GAP else "pass"
+        if self.gap >= FAIL_GAP or (self.gap >= WARN_GAP and self.gap >= FAIL_SHARE * self.own):
+            return "fail"
+        return "warn" if self.gap >= WARN_GAP else "pass"
 
     def details(self) -> dict[str, Any]:
         return {

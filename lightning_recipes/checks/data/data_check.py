@@ -458,8 +458,8 @@ def _relation_finding(r: Relation) -> Finding:
     other = "val" if r.fitted == "train" else "train"
     return Finding(
         r.level,  # type: ignore[arg-type]
-        f"input-target pairing differs between splits: a {r.rule} rule fit on {r.fitted} scores {r.own:.2f} "
-        f"there, {r.other:.2f} on {other} ({r.z:.0f} SE)",
+        f"pairing differs across splits: {r.rule} fit on {r.fitted} score {r.own:.2f} there, {r.other:.2f} "
+        f"on {other} ({r.z:.0f} SE)",
         f"Compare a few {other} samples with their targets: shuffled or remapped labels, an augmentation "
         "or crop that moves the input but not its target, a step applied to one split only.",
     )
