@@ -158,7 +158,6 @@ class InPlaceNoise(Dataset):
 @pytest.mark.parametrize("in_place", [True, False])
 def test_reading_the_data_must_not_change_it_and_the_check_restores_it(in_place):
     x = torch.randn(128, M.IN, generator=torch.Generator().manual_seed(0))
-    stored = x.clone()
     dataset = InPlaceNoise(x, in_place)
     result = DataCheck(num_batches=1).run(CheckContext(M.Regressor(), DataLoader(dataset, batch_size=16)))
     assert result.status == ("fail" if in_place else "pass"), result.message

@@ -1,4 +1,5 @@
-"""The arithmetic of ``data``: the pairing rules of ``_relation`` (lookup tables, the verdict of a gap) and the
+"""The arithmetic of ``data``: the pairing rules of ``_relation`` (lookup tables, the verdict of a gap)
+and the
 sample scan, pinned to hand-computed values."""
 
 from __future__ import annotations
