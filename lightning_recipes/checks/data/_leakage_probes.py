@@ -193,7 +193,9 @@ def probe_target_fed(context: CheckContext, batch: Any, target_as_input: bool) -
     if base is None or again is None:
         return Probe("no output tensor was observed"), None
     if again.shape != base.shape or not torch.equal(again, base):
-        return Probe("the output changes between two identical calls (state updated in eval, randomness)"), None
+        return Probe(
+            "the output changes between two identical calls (state updated in eval, randomness)"
+        ), None
     sequence = (
         targets.ndim >= 2
         and targets.shape[1] >= 2

@@ -1,42 +1,11 @@
-"""``split_overlap``'s repeat test: validation samples that are *repeats* of training samples (the same
-subject measured twice, a copy with noise added), judged against the data's own nearest-neighbour distances
-rather than a fixed similarity.
+"""``split_overlap``'s repeat test: validation samples that repeat a training sample (one subject measured
+twice, a copy with noise added), judged against the data's own nearest-neighbour distances.
 
-The invariant: in a clean split the distance from a validation sample to its nearest training sample is the
-distance between *independent* samples of the data. Compare it, per validation sample, with the distance
-to its ``REFERENCE_RANK``-th nearest training sample (``k = 10``: beyond the few repeats one subject
-contributes). For independent samples of data of local (intrinsic) dimension ``m`` the ``k - 1`` training
-samples inside the ``k``-th neighbour's ball are spread uniformly in it, so ``r = d_1 / d_k`` satisfies
-``P(r < t) = 1 - (1 - t^m)^(k - 1)``. ``m`` is measured on the same samples at a scale past any repeats,
-from the ``10``-th and ``20``-th neighbour distances (``E log(d_20 / d_10) = (psi(20) - psi(10)) / m``).
-A validation sample is a *repeat* when its ``r`` has probability below ``ALPHA = 1e-3`` under that law.
-A clean split flags about ``ALPHA`` of its samples (binomial noise); a split of repeated measurements
-flags most of the validation samples whose repeats sit in the training samples read.
-
-Why not a distribution test against the training set's own nearest-neighbour distances: when the training
-set holds several measurements per subject, its leave-one-out nearest neighbours are repeats too, so such
-a test passes the leak. The ``k``-th neighbour skips them.
-
-Features: float inputs flattened (images larger than 16x16 average-pooled to 16x16), standardised per
-feature with the training samples' mean and std (so low-dimensional tabular data keeps its geometry),
-more than 256 features projected by a fixed Gaussian matrix to 256. Exact copies (``d_1 = 0``) are left
-to the exact (hash) path; samples with ``d_k = 0`` (ten or more exact copies: discrete, low-diversity
-data) carry no evidence and are left out.
-
-Measured (``tests/checks/test_split_repeats.py``; ``benchmarks/RESULTS.md``, issue 24): flagged share of
-validation samples on clean random splits: class-conditional Gaussian clusters 0.2%, scikit-learn digits
-0.3%, uniform 1-D and 2-D data 0%, a 2-D manifold in 16-D 0.2%, training-only augmentation 0%; on leaks:
-subject repeats with cosine about 0.94 between repeats 74% (16-D) to 97% (64-D), noise copies
-``x + 0.2 e`` 100%.
-
-Blind spots: repeats whose noise is as large as the spread of the data at the scale of the 10th neighbour
-(cosine below about 0.9 in 16-D); subjects with more than 9 repeats in the training samples read (their
-``d_k`` is itself a repeat); very low-dimensional data, where chance neighbours are as close as repeats.
-
-Cost: at most ``MAX_QUERIES`` (512) validation x ``MAX_KEYS`` (2048) training samples (the first ones
-read), a float32 distance matrix in chunks of 256 rows, then float64 distances to the 24 nearest
-candidates (exact small distances): well under a second at 256 features, about a second at 3072 (flat
-vectors; images are pooled to 16x16 first). Measured times: ``benchmarks/RESULTS.md`` (issue 24).
+Per validation sample, ``r = d_1 / d_10`` (nearest vs 10th-nearest training sample). For independent samples
+of local dimension ``m`` (measured from the 10th and 20th neighbour distances), ``P(r < t) = 1 - (1 -
+t^m)^9``; a sample is a repeat when its ``r`` has chance probability below ``ALPHA = 1e-3``. A clean split
+flags about ``ALPHA`` of its samples (Poisson tail); the guide (``split_overlap``) has the measured rates,
+blind spots and costs.
 """
 
 from __future__ import annotations
@@ -136,17 +105,6 @@ class Repeats:
     def excess_fraction(self) -> float:
         """Share of the tested validation samples flagged beyond chance."""
         return self.excess / max(1, self.queries)
-
-    @property
-    def stated(self) -> str:
-        """The finding in one sentence."""
-        return (
-            f"{self.flagged} of {self.queries} validation samples have a training sample far closer than "
-            f"their {REFERENCE_RANK}th-nearest one (nearest / {REFERENCE_RANK}th-nearest distance below what "
-            f"independent samples of this data, local dimension {self.dimension:.1f}, give with probability "
-            f"{ALPHA:g}; {self.expected:.1f} +- {self.noise:.1f} expected by chance; median ratio "
-            f"{self.median_ratio:.2f}; {self.keys} training samples searched)"
-        )
 
     def details(self) -> dict[str, Any]:
         """The check's ``details["repeats"]`` entry."""
