@@ -176,8 +176,8 @@ class SplitOverlapCheck(SanityCheck):
             return CheckResult(
                 self.name,
                 "inconclusive",
-                f"the repeat test is undecided: {repeats.flagged} of {repeats.queries} flagged, too few samples "
-                f"(chance p = {repeats.chance_p:.1e})",
+                f"the repeat test is undecided: {repeats.flagged} of {repeats.queries} flagged, too few "
+                f"samples (chance p = {repeats.chance_p:.1e})",
                 details,
                 action="Read more batches (`num_batches=`) or look at the pairs in details['repeats'].",
             )
