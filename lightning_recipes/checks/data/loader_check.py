@@ -109,8 +109,8 @@ class LoaderCheck(SanityCheck):
         for split, loader in (("training", train), ("validation", context.val_dataloader)):
             if loader is not None and not yields_a_batch(loader):
                 summary, action = _empty(split, loader)
-                details = {"empty_loaders": 1, "split": split, "loader": describe_loader(loader)}
-                return CheckResult(self.name, "fail", summary, details, action=action)
+                empty = {"empty_loaders": 1, "split": split, "loader": describe_loader(loader)}
+                return CheckResult(self.name, "fail", summary, empty, action=action)
         details: dict[str, Any] = {"empty_loaders": 0}
         served = served_indices(train, MAX_EPOCH_INDICES)
         batches = f"{_batches(train, served)} batch(es) per epoch"
