@@ -229,3 +229,10 @@ def test_manual_optimisation_is_judged_on_what_can_run_not_an_error():
     ]
     assert result.status == "pass", result.message
     assert "manual optimisation" in result.details["target_as_input"]["reason"]
+
+
+def test_num_bins_is_deprecated_and_ignored():
+    from lightning_recipes._deprecation import LightningRecipesDeprecationWarning
+
+    with pytest.warns(LightningRecipesDeprecationWarning, match="num_bins"):
+        TargetLeakageCheck(num_bins=8)
