@@ -1,6 +1,5 @@
 """The arithmetic of ``data``: the pairing rules of ``_relation`` (lookup tables, the verdict of a gap)
-and the
-sample scan, pinned to hand-computed values."""
+and the sample scan, pinned to hand-computed values."""
 
 from __future__ import annotations
 
@@ -60,8 +59,7 @@ def test_relations_find_labels_that_no_longer_follow_the_inputs(shuffle):
 
 def test_scan_samples_counts_blank_and_repeated_rows():
     x = torch.tensor([[0.0, 0.0, 0.0, 0.0], [1.0, 2.0, 3.0, 4.0], [1.0, 2.0, 3.0, 4.0]])
-    scan = scan_samples([x, torch.arange(8.0).view(2, 4)])
-    assert (scan.total, scan.blank, scan.duplicates, scan.checked_for_duplicates) == (5, 1, 1, 4)
+    assert scan_samples([x, torch.arange(8.0).view(2, 4)]) == (5, 1, 1, 4)
     assert scan_samples([torch.zeros(4, 3)]) is None  # fewer than 4 values per sample
 
 

@@ -1,21 +1,7 @@
-"""``data``'s pairing test: the relation between input and target is the same in both splits.
-
-A rule fitted on one split predicts held-out samples of that split as well as samples of the other split
-when both are drawn alike and each input is served with its own target. Three rules, each fitted on one
-split and scored on the rest of it and on the other split, in both directions:
-
-- **nearest neighbours** on the whole input (float inputs, one target per sample),
-- **one feature**: a lookup table of every single feature of every per-sample tensor of the batch (a
-  column, a pixel, a code),
-- **per position**: a lookup from the input value at a position to the target at that position (token
-  tags, segmentation masks, masked-LM labels).
-
-The score is the accuracy (class labels) or ``1 - squared error / target variance`` (values). The own
-split's score is taken under the other split's class mix (a skewed class mix alone opens no gap); the gap
-is judged against its binomial/sample standard error. A label shuffled, remapped or left unmirrored by an
-augmentation, a crop drawn apart for image and mask, a code that means another thing in part of the data,
-a shortcut present in one split, inputs preprocessed differently: the rule stops transferring.
-"""
+"""``data``'s pairing test: a rule fitted on one split (nearest neighbours on the input, a lookup table of one
+feature, or from the input value at a position to the target there) scores as well on held-out samples of
+that split as on the other split, when both are drawn alike and each input is served with its own target.
+The guide (``data``) states the thresholds and what breaks the relation."""
 
 from __future__ import annotations
 

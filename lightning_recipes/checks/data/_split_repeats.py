@@ -17,7 +17,8 @@ from typing import Any, Literal
 
 import torch
 from torch import Tensor
-from torch.nn import functional as F
+
+from lightning_recipes.checks.data._relation import features as repeat_features
 
 __all__ = [
     "ALPHA",
@@ -36,7 +37,6 @@ _SCALE_RANK = 20  # the local dimension is measured from the 10th and 20th neigh
 ALPHA = 1e-3  # chance probability below which a validation sample's nearest neighbour is a repeat
 MAX_QUERIES = 512  # validation samples tested (the first ones read)
 MAX_KEYS = 2048  # training samples searched (the first ones read)
-_POOLED_SIDE = 16
 _MAX_DIM = 256  # standardised rows with more features are projected (seeded Gaussian) to this many
 _CHUNK = 256
 _CANDIDATES = _SCALE_RANK + 4  # nearest candidates whose distances are recomputed in float64
@@ -57,8 +57,8 @@ class Repeats:
 
     Example:
         >>> found = Repeats(queries=400, keys=1600, flagged=300, dimension=10.0, median_ratio=0.2)
-        >>> found.expected, round(found.noise, 2), round(found.z, 1), round(found.excess_fraction, 3)
-        (0.4, 0.63, 473.9, 0.749)
+        >>> found.expected, round(found.noise, 2), round(found.excess_fraction, 3)
+        (0.4, 0.63, 0.749)
     """
 
     queries: int
@@ -77,11 +77,6 @@ class Repeats:
     def noise(self) -> float:
         """Binomial standard deviation of the flagged count on a clean split."""
         return math.sqrt(self.queries * ALPHA * (1 - ALPHA))
-
-    @property
-    def z(self) -> float:
-        """Excess of flagged samples over chance, in units of its noise."""
-        return (self.flagged - self.expected) / max(self.noise, 1e-12)
 
     @property
     def chance_p(self) -> float:
@@ -119,21 +114,6 @@ class Repeats:
             "median_ratio": self.median_ratio,
             "examples": [{"val_index": v, "train_index": t} for v, t in self.examples],
         }
-
-
-def repeat_features(x: Tensor) -> Tensor:
-    """Float samples ``[N, ...]`` as ``[N, D]`` feature rows: images larger than 16x16 pooled to 16x16.
-
-    Example:
-        >>> import torch
-        >>> repeat_features(torch.zeros(3, 1, 32, 32)).shape, repeat_features(torch.zeros(3, 5000)).shape
-        (torch.Size([3, 256]), torch.Size([3, 5000]))
-    """
-    x = x.float()
-    if x.ndim >= 3 and x.shape[-1] > _POOLED_SIDE and x.shape[-2] > _POOLED_SIDE:
-        lead = x.shape[:-2]
-        x = F.adaptive_avg_pool2d(x.reshape(-1, 1, *x.shape[-2:]), _POOLED_SIDE).reshape(*lead, -1)
-    return x.flatten(1).nan_to_num(nan=0.0, posinf=0.0, neginf=0.0)
 
 
 def repeat_test(train: Tensor, val: Tensor) -> Repeats | None:

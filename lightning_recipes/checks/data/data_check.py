@@ -39,55 +39,32 @@ class Finding:
     action: str
 
 
-@dataclass(frozen=True)
-class SampleScan:
-    """Blank samples (every value equal) among ``total`` samples, the first as ``(batch, row)``, and samples
-    identical to another among the ``checked_for_duplicates`` non-blank float samples."""
-
-    total: int
-    blank: int
-    blank_example: tuple[int, int] | None
-    duplicates: int
-    checked_for_duplicates: int
-
-    @property
-    def blank_fraction(self) -> float:
-        return self.blank / self.total
-
-    @property
-    def duplicate_fraction(self) -> float:
-        return self.duplicates / self.checked_for_duplicates if self.checked_for_duplicates else 0.0
-
-
-def scan_samples(inputs: Sequence[Tensor | None]) -> SampleScan | None:
-    """Blank samples among input batches of at least 2 dimensions and 4 values per sample, repeated samples
-    among the float ones (token sequences repeat legitimately); ``None`` when no batch qualifies.
+def scan_samples(inputs: Sequence[Tensor | None]) -> tuple[int, int, int, int] | None:
+    """``(samples, blank, duplicates, checked for duplicates)`` over input batches of at least 2 dimensions
+    and 4 values per sample: blank = every value equal; duplicates among the non-blank float samples (token
+    sequences repeat legitimately). ``None`` when no batch qualifies.
 
     Example:
         >>> x = torch.tensor([[0.0, 0.0, 0.0, 0.0], [1.0, 2.0, 3.0, 4.0], [1.0, 2.0, 3.0, 4.0]])
         >>> scan_samples([x, torch.arange(8.0).view(2, 4)])
-        SampleScan(total=5, blank=1, blank_example=(0, 0), duplicates=1, checked_for_duplicates=4)
+        (5, 1, 1, 4)
     """
-    groups: dict[tuple[Any, ...], list[tuple[int, Tensor]]] = {}
-    for index, x in enumerate(inputs):
+    groups: dict[tuple[Any, ...], list[Tensor]] = {}
+    for x in inputs:
         if x is not None and x.ndim >= 2 and x[0].numel() >= 4:
-            groups.setdefault((tuple(x.shape[1:]), x.dtype), []).append((index, x.flatten(1)))
+            groups.setdefault((tuple(x.shape[1:]), x.dtype), []).append(x.flatten(1))
     if not groups:
         return None
-    total = blank_total = duplicates = checked = 0
-    example: tuple[int, int] | None = None
+    total = blank = duplicates = checked = 0
     for parts in groups.values():
-        flat = torch.cat([x for _, x in parts])
-        where = [(batch, row) for batch, x in parts for row in range(len(x))]
-        blank = (flat == flat[:, :1]).all(dim=1)
-        rows = torch.nonzero(blank).flatten().tolist()
-        total, blank_total = total + len(flat), blank_total + len(rows)
-        example = example or (where[rows[0]] if rows else None)
+        flat = torch.cat(parts)
+        constant = (flat == flat[:, :1]).all(dim=1)
+        total, blank = total + len(flat), blank + int(constant.sum())
         if torch.is_floating_point(flat):
-            kept = flat[~blank]
+            kept = flat[~constant]
             checked += len(kept)
             duplicates += len(kept) - len(torch.unique(kept, dim=0))
-    return SampleScan(total, blank_total, example, duplicates, checked)
+    return total, blank, duplicates, checked
 
 
 class DataCheck(SanityCheck):
@@ -268,32 +245,28 @@ class DataCheck(SanityCheck):
         scan = scan_samples(inputs)
         if scan is None:
             return
-        if scan.blank or scan.duplicates:
+        total, blank, duplicates, checked = scan
+        if blank or duplicates:
             details.update(
-                blank_samples=scan.blank,
-                blank_fraction=scan.blank_fraction,
-                duplicate_samples=scan.duplicates,
-                duplicate_fraction=scan.duplicate_fraction,
+                blank_samples=blank,
+                blank_fraction=blank / total,
+                duplicate_samples=duplicates,
+                duplicate_fraction=duplicates / checked if checked else 0.0,
             )
         warn, fail = self.blank_fractions
-        if scan.blank >= 2 and scan.blank_fraction >= warn:
+        if blank >= 2 and blank / total >= warn:
+            status: Literal["fail", "warn"] = "fail" if blank / total >= fail else "warn"
+            summary = f"{blank} of {total} samples ({blank / total:.1%}) are blank (all zero or constant)"
             found.append(
-                Finding(
-                    "fail" if scan.blank_fraction >= fail else "warn",
-                    f"{scan.blank} of {scan.total} samples ({scan.blank_fraction:.1%}) are blank "
-                    f"(all zero or constant), e.g. batch {(scan.blank_example or (0, 0))[0]}",
-                    "Drop or fix samples that failed to decode or hold padding only.",
-                )
+                Finding(status, summary, "Drop or fix samples that failed to decode or are padding only.")
             )
         warn, fail = self.duplicate_fractions
-        if scan.duplicates >= 2 and scan.duplicate_fraction >= warn:
+        if duplicates >= 2 and duplicates / checked >= warn:
+            status = "fail" if duplicates / checked >= fail else "warn"
+            share = duplicates / checked
+            summary = f"{duplicates} of {checked} samples ({share:.1%}) are identical copies of another"
             found.append(
-                Finding(
-                    "fail" if scan.duplicate_fraction >= fail else "warn",
-                    f"{scan.duplicates} of {scan.checked_for_duplicates} samples "
-                    f"({scan.duplicate_fraction:.1%}) are identical copies of another sample",
-                    "Check that `__getitem__` uses its whole index; deduplicate the dataset.",
-                )
+                Finding(status, summary, "Check that `__getitem__` uses its whole index; deduplicate.")
             )
 
     def _num_classes(self, context: CheckContext, batch: Any, targets: Tensor | None) -> int | None:

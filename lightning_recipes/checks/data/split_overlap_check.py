@@ -8,12 +8,12 @@ from typing import Any, Literal
 
 import torch
 from torch import Tensor
-from torch.nn import functional as F
 from torch.utils.data import DataLoader, Subset
 from typing_extensions import override
 
 from lightning_recipes._validation import check_in_range, check_int
 from lightning_recipes.checks.base import SanityCheck, TimeBudget
+from lightning_recipes.checks.data._relation import features
 from lightning_recipes.checks.data._split_repeats import MAX_KEYS, repeat_level, repeats_of
 from lightning_recipes.checks.report import CheckResult, CheckSkipped
 from lightning_recipes.harness import Harness as CheckContext
@@ -21,7 +21,6 @@ from lightning_recipes.harness.batches import Key
 
 __all__ = ["SplitOverlapCheck"]
 
-_POOLED_SIDE = 16  # images larger than 16x16 are average-pooled to 16x16 before the near-duplicate test
 _MAX_DIM = 1024  # longer float fingerprints are projected (seeded Gaussian) to this many dimensions
 _CHUNK = 256  # rows of the similarity matrix computed at once
 
@@ -318,11 +317,7 @@ def _blank(samples: list[Tensor]) -> list[bool]:
 
 def _fingerprint(x: Tensor) -> Tensor:
     """Centred, unit-norm float features per sample; large images pooled, long vectors projected."""
-    x = x.float()
-    if x.ndim >= 3 and x.shape[-1] > _POOLED_SIDE and x.shape[-2] > _POOLED_SIDE:
-        lead = x.shape[:-2]
-        x = F.adaptive_avg_pool2d(x.reshape(-1, 1, *x.shape[-2:]), _POOLED_SIDE).reshape(*lead, -1)
-    x = x.flatten(1).nan_to_num(posinf=0.0, neginf=0.0)
+    x = features(x)
     if x.shape[1] > _MAX_DIM:
         generator = torch.Generator().manual_seed(0)  # fixed: the same projection for both splits
         projection = torch.randn(x.shape[1], _MAX_DIM, generator=generator).to(x.device)
