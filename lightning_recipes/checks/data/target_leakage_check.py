@@ -18,6 +18,7 @@ from lightning_recipes.checks.data._leakage_probes import (
     probe_too_good,
 )
 from lightning_recipes.checks.report import CheckResult, CheckSkipped
+from lightning_recipes.harness import CannotRunOnCopy
 from lightning_recipes.harness import Harness as CheckContext
 from lightning_recipes.harness.batches import Key
 
@@ -123,16 +124,21 @@ class TargetLeakageCheck(SanityCheck):
                 "cannot find both the input and the target tensor; pass `input_key` / `target_key`."
             )
         first = first_samples(context, train[0], self.model_samples)
-        fed, uses = probe_target_fed(context, first, self.target_as_input)
+        fed, uses = _abstaining(probe_target_fed, context, first, self.target_as_input)
         probes: dict[str, Probe] = {
             "target_as_input": fed,
-            "copy_targets": probe_copy_targets(context, first),
+            "copy_targets": _abstaining(probe_copy_targets, context, first),
         }
         if uses is False:
             probes["single_feature"] = Probe(_IGNORED)
         else:
-            probes["single_feature"] = probe_single_feature(
-                context, train, held_out, max_accuracy=self.max_accuracy, max_correlation=self.max_correlation
+            probes["single_feature"] = _abstaining(
+                probe_single_feature,
+                context,
+                train,
+                held_out,
+                max_accuracy=self.max_accuracy,
+                max_correlation=self.max_correlation,
             )
         if not any(p.leak for p in probes.values()):
             if uses is False:
@@ -141,8 +147,9 @@ class TargetLeakageCheck(SanityCheck):
                 task = probes["single_feature"].evidence.get("task", (None, None))
                 classes = task[1] if task[0] == "classification" else None
                 capped = [first_samples(context, batch, self.eval_samples) for batch in held_out]
-                probes["too_good"] = probe_too_good(
-                    context, train, capped, classes, steps=self.train_steps, fraction=self.too_good_fraction
+                steps, fraction = self.train_steps, self.too_good_fraction
+                probes["too_good"] = _abstaining(
+                    probe_too_good, context, train, capped, classes, steps=steps, fraction=fraction
                 )
         details: dict[str, Any] = {"held_out": source, **{name: p.record() for name, p in probes.items()}}
         leaks = [(name, p) for name, p in probes.items() if p.leak]
@@ -178,3 +185,15 @@ class TargetLeakageCheck(SanityCheck):
             raise CheckSkipped("needs held-out data: a validation loader or at least 2 training batches.")
         keep = min(self.num_eval_batches, len(available) // 2)
         return available[:-keep], available[-keep:], "held-out training batches (no validation loader)"
+
+
+def _abstaining(probe: Any, *args: Any, **kwargs: Any) -> Any:
+    """Run one sub-test; when the user's code raises on the copy it runs (state that only
+    ``configure_optimizers`` or the Trainer sets up), that sub-test abstains with the error as its reason."""
+    try:
+        return probe(*args, **kwargs)
+    except (CheckSkipped, CannotRunOnCopy):
+        raise
+    except Exception as err:  # the user's training_step on a copy
+        reason = Probe(f"your training_step raised {type(err).__name__} on a copy ({str(err)[:80]})")
+        return (reason, None) if probe is probe_target_fed else reason
