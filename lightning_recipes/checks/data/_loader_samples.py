@@ -1,9 +1,5 @@
-"""What a loader serves, read cheaply from its sampler and its dataset: the indices of one epoch, the labels
-at those indices, whether it yields a batch at all, and a loader over the distinct indices it served.
-
-Shared by the ``loader`` check (served vs dataset label shares) and the ``data`` check (duplicates judged on
-distinct samples, not on the repeats of a sampler that draws with replacement).
-"""
+"""What a loader serves, read cheaply from its sampler and dataset: one epoch's indices, the labels at them,
+whether it yields a batch, and a loader over the distinct indices served (``loader`` and ``data``)."""
 
 from __future__ import annotations
 
@@ -23,13 +19,8 @@ __all__ = ["ServedIndices", "dataset_labels", "distinct_loader", "served_indices
 
 @dataclass(frozen=True)
 class ServedIndices:
-    """The dataset indices one epoch of a loader's sampler serves, in order (up to a cap).
-
-    Attributes:
-        indices: The indices, in the order served.
-        batches: Batches those indices fill (what the batch sampler yielded).
-        complete: Whether the whole epoch was read (``False`` when the cap stopped it).
-    """
+    """The dataset indices one epoch of a sampler serves, in order, the batches they fill, and whether the
+    whole epoch was read (``False`` when the cap stopped it)."""
 
     indices: list[int]
     batches: int

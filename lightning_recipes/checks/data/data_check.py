@@ -139,25 +139,24 @@ class DataCheck(SanityCheck):
         inputs = [context.split(b)[0] for b in batches]
         targets = [context.split(b)[1] for b in batches]
         details: dict[str, Any] = {"batches": len(batches)}
-        found: list[Finding] = []
-        self._finite(batches, inputs, targets, details, found)
-        self._inputs(inputs, details, found)
+        self._found: list[Finding] = []
+        found = self._found
+        self._finite(batches, inputs, targets, details)
+        self._inputs(inputs, details)
         if not details.get("constant_input_batches"):
-            self._samples(context, inputs, details, found)
+            self._samples(context, inputs, details)
         if impure is not None:
             details["purity"] = impure
-            found.append(
-                Finding(
-                    "fail",
-                    f"reading the data changes it: {impure['changed_elements']} stored values of "
-                    f"{impure['tensor']} changed after {impure['reads']} reads",
-                    "Build new tensors in `__getitem__`; never modify the stored ones in place (`+=`).",
-                )
+            self._add(
+                "fail",
+                f"reading the data changes it: {impure['changed_elements']} stored values of "
+                f"{impure['tensor']} changed after {impure['reads']} reads",
+                "Build new tensors in `__getitem__`; never modify the stored ones in place (`+=`).",
             )
         classes = self._num_classes(context, batches[0], targets[0])
         details["num_classes"] = classes
-        self._labels(context, targets, classes, details, found)
-        self._splits(context, batches, inputs, targets, details, found)
+        self._labels(context, targets, classes, details)
+        self._splits(context, batches, details)
         found.sort(key=lambda f: _ORDER[f.status])
         details["findings"] = [f.summary for f in found]
         if found:
@@ -166,13 +165,11 @@ class DataCheck(SanityCheck):
             self.name, "pass", f"{len(batches)} batch(es): finite, varied, labelled and paired", details
         )
 
+    def _add(self, status: Literal["fail", "warn"], summary: str, action: str) -> None:
+        self._found.append(Finding(status, summary, action))
+
     def _finite(
-        self,
-        batches: list[Any],
-        inputs: list[Any],
-        targets: list[Any],
-        details: dict[str, Any],
-        found: list[Finding],
+        self, batches: list[Any], inputs: list[Any], targets: list[Any], details: dict[str, Any]
     ) -> None:
         counts: dict[str, list[int]] = {}
         for batch, x, y in zip(batches, inputs, targets, strict=True):
@@ -187,15 +184,13 @@ class DataCheck(SanityCheck):
         if bad:
             details["nonfinite_by_tensor"] = bad
             where = "; ".join(f"{c['nan']} NaN, {c['inf']} Inf in the {role}" for role, c in bad.items())
-            found.append(
-                Finding(
-                    "fail",
-                    f"NaN/Inf in the data: {where} ({len(batches)} batches)"[:120],
-                    "Drop or impute those rows; check normalisation (std > 0) and any log/exp of the data.",
-                )
+            self._add(
+                "fail",
+                f"NaN/Inf in the data: {where} ({len(batches)} batches)"[:120],
+                "Drop or impute those rows; check normalisation (std > 0) and any log/exp of the data.",
             )
 
-    def _inputs(self, inputs: list[Tensor | None], details: dict[str, Any], found: list[Finding]) -> None:
+    def _inputs(self, inputs: list[Tensor | None], details: dict[str, Any]) -> None:
         floats = [x for x in inputs if x is not None and torch.is_floating_point(x) and x.numel() > 0]
         if not floats:
             return
@@ -207,29 +202,19 @@ class DataCheck(SanityCheck):
         std = sum(s[1] for s in stats) / len(stats)
         details.update(input_mean=mean, input_std=std, constant_input_batches=constant)
         if constant:
-            found.append(
-                Finding(
-                    "fail",
-                    f"{len(constant)} of {len(floats)} input batches are constant (every value equal)",
-                    "Plot a few inputs; check the decoding and normalisation in `__getitem__`.",
-                )
+            self._add(
+                "fail",
+                f"{len(constant)} of {len(floats)} input batches are constant (every value equal)",
+                "Plot a few inputs; check the decoding and normalisation in `__getitem__`.",
             )
         elif abs(mean) > self.max_scale or std > self.max_scale:
-            found.append(
-                Finding(
-                    "warn",
-                    f"inputs look un-normalised: mean {mean:.3g}, std {std:.3g} (limit {self.max_scale:g})",
-                    "Standardise with the training set's mean/std, or divide pixels by 255.",
-                )
+            self._add(
+                "warn",
+                f"inputs look un-normalised: mean {mean:.3g}, std {std:.3g} (limit {self.max_scale:g})",
+                "Standardise with the training set's mean/std, or divide pixels by 255.",
             )
 
-    def _samples(
-        self,
-        context: CheckContext,
-        inputs: list[Tensor | None],
-        details: dict[str, Any],
-        found: list[Finding],
-    ) -> None:
+    def _samples(self, context: CheckContext, inputs: list[Tensor | None], details: dict[str, Any]) -> None:
         loader = context.train_dataloader
         read = sum(len(x) for x in inputs if x is not None and x.ndim > 0)
         served = served_indices(loader, read) if isinstance(loader, DataLoader) else None
@@ -257,17 +242,13 @@ class DataCheck(SanityCheck):
         if blank >= 2 and blank / total >= warn:
             status: Literal["fail", "warn"] = "fail" if blank / total >= fail else "warn"
             summary = f"{blank} of {total} samples ({blank / total:.1%}) are blank (all zero or constant)"
-            found.append(
-                Finding(status, summary, "Drop or fix samples that failed to decode or are padding only.")
-            )
+            self._add(status, summary, "Drop or fix samples that failed to decode or are padding only.")
         warn, fail = self.duplicate_fractions
         if duplicates >= 2 and duplicates / checked >= warn:
             status = "fail" if duplicates / checked >= fail else "warn"
             share = duplicates / checked
             summary = f"{duplicates} of {checked} samples ({share:.1%}) are identical copies of another"
-            found.append(
-                Finding(status, summary, "Check that `__getitem__` uses its whole index; deduplicate.")
-            )
+            self._add(status, summary, "Check that `__getitem__` uses its whole index; deduplicate.")
 
     def _num_classes(self, context: CheckContext, batch: Any, targets: Tensor | None) -> int | None:
         declared = getattr(context.datamodule, "num_classes", None)
@@ -287,12 +268,7 @@ class DataCheck(SanityCheck):
         return inferred[0] if inferred else None
 
     def _labels(
-        self,
-        context: CheckContext,
-        targets: list[Tensor | None],
-        classes: int | None,
-        details: dict[str, Any],
-        found: list[Finding],
+        self, context: CheckContext, targets: list[Any], classes: int | None, details: dict[str, Any]
     ) -> None:
         labels = [t for t in targets if t is not None and not t.is_floating_point() and t.dtype != torch.bool]
         if not labels:
@@ -302,13 +278,11 @@ class DataCheck(SanityCheck):
         details["labels_out_of_range"] = int(bad.sum())
         if details["labels_out_of_range"]:
             seen = flat[bad]
-            found.append(
-                Finding(
-                    "fail",
-                    f"{int(bad.sum())} labels outside [0, {classes if classes is not None else 'C'}) "
-                    f"(min {int(seen.min())}, max {int(seen.max())})",
-                    "Remap the labels to 0..C-1 and set the head's width to the number of classes.",
-                )
+            self._add(
+                "fail",
+                f"{int(bad.sum())} labels outside [0, {classes if classes is not None else 'C'}) "
+                f"(min {int(seen.min())}, max {int(seen.max())})",
+                "Remap the labels to 0..C-1 and set the head's width to the number of classes.",
             )
         per_sample = [t for t in labels if t.ndim == 1 and t.numel() >= 2]
         if not per_sample:
@@ -324,40 +298,26 @@ class DataCheck(SanityCheck):
         shuffled = is_shuffled(context.train_dataloader)
         details.update(single_class_batches=single, labels_sorted=ordered, loader_shuffles=shuffled)
         if (many and len(single) == len(per_sample) and len(single) >= 2) or (ordered and shuffled is False):
-            found.append(
-                Finding(
-                    "fail",
-                    f"labels come sorted: {len(single)} of {len(per_sample)} batches hold one class; "
-                    f"the loader {'does not shuffle' if shuffled is False else 'serves them in order'}",
-                    "Shuffle: DataLoader(shuffle=True) or a RandomSampler over the whole dataset.",
-                )
+            self._add(
+                "fail",
+                f"labels come sorted: {len(single)} of {len(per_sample)} batches hold one class; "
+                f"the loader {'does not shuffle' if shuffled is False else 'serves them in order'}",
+                "Shuffle: DataLoader(shuffle=True) or a RandomSampler over the whole dataset.",
             )
         elif single:
-            found.append(
-                Finding(
-                    "warn",
-                    f"{len(single)} of {len(per_sample)} batches hold a single class",
-                    "Check that the sampler shuffles across the whole dataset, not within sorted shards.",
-                )
+            self._add(
+                "warn",
+                f"{len(single)} of {len(per_sample)} batches hold a single class",
+                "Check that the sampler shuffles across the whole dataset, not within sorted shards.",
             )
         elif shuffled is False:
-            found.append(
-                Finding(
-                    "warn",
-                    "the training loader does not shuffle (SequentialSampler): every epoch sees one order",
-                    "Use DataLoader(shuffle=True).",
-                )
+            self._add(
+                "warn",
+                "the training loader does not shuffle (SequentialSampler): every epoch sees one order",
+                "Use DataLoader(shuffle=True).",
             )
 
-    def _splits(
-        self,
-        context: CheckContext,
-        batches: list[Any],
-        inputs: list[Any],
-        targets: list[Any],
-        details: dict[str, Any],
-        found: list[Finding],
-    ) -> None:
+    def _splits(self, context: CheckContext, batches: list[Any], details: dict[str, Any]) -> None:
         """Label sets, label distributions and the input-target relation of the two splits."""
         val = context.val_batches(self.num_batches)
         if not val:
@@ -375,25 +335,21 @@ class DataCheck(SanityCheck):
             unseen = sum(n for c, n in counts_v.items() if c not in counts_t) / max(1, sum(counts_v.values()))
             details["val_unseen_label_fraction"] = unseen
             if unseen >= 0.5:
-                found.append(
-                    Finding(
-                        "fail",
-                        f"{unseen:.0%} of validation samples carry labels unseen in training "
-                        f"(train {_labels(counts_t)}, val {_labels(counts_v)})",
-                        "Split with stratification and build one label mapping for both splits.",
-                    )
+                self._add(
+                    "fail",
+                    f"{unseen:.0%} of validation samples carry labels unseen in training "
+                    f"(train {_labels(counts_t)}, val {_labels(counts_v)})",
+                    "Split with stratification and build one label mapping for both splits.",
                 )
                 return
             shift = _label_shift(counts_t, counts_v)
             details["label_distribution"] = shift
             if shift["significant"]:
-                found.append(
-                    Finding(
-                        "warn",
-                        f"the label distribution differs between splits: total variation {shift['tv']:.2f} "
-                        f"(chi-square {shift['chi2']:.0f}, {shift['df']} df)",
-                        "Stratify the split per class; if deliberate, report per-class metrics.",
-                    )
+                self._add(
+                    "warn",
+                    f"the label distribution differs between splits: total variation {shift['tv']:.2f} "
+                    f"(chi-square {shift['chi2']:.0f}, {shift['df']} df)",
+                    "Stratify the split per class; if deliberate, report per-class metrics.",
                 )
             x_t, y_t, g_t = x_t[keep_t], y_t[keep_t], {k: v[keep_t] for k, v in g_t.items()}
             x_v, y_v, g_v = x_v[keep_v], y_v[keep_v], {k: v[keep_v] for k, v in g_v.items()}
@@ -424,7 +380,7 @@ class DataCheck(SanityCheck):
         worst = max(found_relations, key=lambda r: (("pass", "warn", "fail").index(r.level), r.z))
         details["relation"] = worst.details()
         if worst.level != "pass":
-            found.append(_relation_finding(worst))
+            self._found.append(_relation_finding(worst))
 
 
 def _relation_finding(r: Relation) -> Finding:
