@@ -1,11 +1,5 @@
-"""The sub-tests of ``target_leakage``: the target cannot be read off the input without learning.
-
-(0) :func:`probe_target_fed`: changing only the target must not move the model's output. (a)
-:func:`probe_copy_targets`: the class the loss pulls output position ``t`` toward must not be an input token
-the model reads at ``t``. (b) :func:`probe_single_feature`: no single feature of the batch determines the
-label. (c) :func:`probe_too_good`: a held-out loss far below ``ln C`` after a few steps. Each returns a
-:class:`Probe`: its verdict, one sentence with the numbers, and its evidence.
-"""
+"""The four sub-tests of ``target_leakage`` (target fed, copy targets, single feature, too good), each
+returning a :class:`Probe`: its verdict, one sentence with the numbers, its evidence."""
 
 from __future__ import annotations
 

@@ -57,13 +57,11 @@ class Relation:
         return "warn" if self.gap >= WARN_GAP else "pass"
 
     def details(self) -> dict[str, Any]:
+        numbers = {"own_score": self.own, "other_score": self.other, "gap_noise": self.noise}
+        found = {"rule": self.rule, "fitted_on": self.fitted, "feature": self.feature}
         return {
-            "rule": self.rule,
-            "fitted_on": self.fitted,
-            "feature": self.feature,
-            "own_score": round(self.own, 4),
-            "other_score": round(self.other, 4),
-            "gap_noise": round(self.noise, 4),
+            **found,
+            **{k: round(v, 4) for k, v in numbers.items()},
             "z": round(self.z, 1),
             "needed_z": round(self.needed_z, 1),
         }

@@ -44,16 +44,9 @@ _CANDIDATES = _SCALE_RANK + 4  # nearest candidates whose distances are recomput
 
 @dataclass(frozen=True)
 class Repeats:
-    """What the repeat test found.
-
-    Args:
-        queries: Validation samples tested (``d_k > 0``, ``d_1 > 0``).
-        keys: Training samples searched.
-        flagged: Validation samples whose nearest training sample is a repeat (chance
-            probability < ``ALPHA``).
-        dimension: The local dimension measured (``m``).
-        median_ratio: Median ``d_1 / d_k`` of the validation samples tested.
-        examples: ``(val index, train index)`` of the first flagged samples (indices among those read).
+    """What the repeat test found: validation samples tested (``d_1, d_k > 0``), training samples searched,
+    samples flagged as repeats (chance probability < ``ALPHA``), the local dimension ``m``, the median
+    ``d_1 / d_k``, and ``(val, train)`` indices (among those read) of the first flagged pairs.
 
     Example:
         >>> found = Repeats(queries=400, keys=1600, flagged=300, dimension=10.0, median_ratio=0.2)

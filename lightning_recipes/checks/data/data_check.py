@@ -15,7 +15,7 @@ from typing_extensions import override
 from lightning_recipes._validation import check_int, check_positive
 from lightning_recipes.checks._num_classes import IGNORE_INDEX, infer_num_classes
 from lightning_recipes.checks.base import SanityCheck, TimeBudget
-from lightning_recipes.checks.data._loader_samples import distinct_loader, served_indices
+from lightning_recipes.checks.data._loader_samples import check_pair, distinct_loader, served_indices
 from lightning_recipes.checks.data._relation import Relation, relations
 from lightning_recipes.checks.report import CheckResult
 from lightning_recipes.harness import Harness as CheckContext
@@ -124,8 +124,8 @@ class DataCheck(SanityCheck):
         if num_classes is not None:
             check_int("num_classes", num_classes, minimum=2)
         check_positive("max_scale", max_scale)
-        _check_fractions("blank_fractions", blank_fractions)
-        _check_fractions("duplicate_fractions", duplicate_fractions)
+        check_pair("blank_fractions", blank_fractions, "fractions in (0, 1] with warn <= fail")
+        check_pair("duplicate_fractions", duplicate_fractions, "fractions in (0, 1] with warn <= fail")
         self.num_batches = num_batches
         self.num_classes = num_classes
         self.max_scale = max_scale
@@ -338,7 +338,7 @@ class DataCheck(SanityCheck):
                 self._add(
                     "fail",
                     f"{unseen:.0%} of validation samples carry labels unseen in training "
-                    f"(train {_labels(counts_t)}, val {_labels(counts_v)})",
+                    f"({len(counts_t)} training, {len(counts_v)} validation classes)",
                     "Split with stratification and build one label mapping for both splits.",
                 )
                 return
@@ -432,13 +432,7 @@ def _aligned(x: Tensor, y: Tensor) -> bool:
 
 
 def _counts(labels: Tensor) -> dict[int, int]:
-    values, counts = torch.unique(labels, return_counts=True)
-    return dict(zip(values.tolist(), counts.tolist(), strict=True))
-
-
-def _labels(counts: dict[int, int]) -> str:
-    keys = sorted(counts)
-    return "{" + (", ".join(map(str, keys)) if len(keys) <= 6 else f"{keys[0]}, ..., {keys[-1]}") + "}"
+    return dict(zip(*(t.tolist() for t in torch.unique(labels, return_counts=True)), strict=True))
 
 
 def _label_shift(train: dict[int, int], val: dict[int, int]) -> dict[str, Any]:
@@ -509,16 +503,3 @@ def _stored_tensors(dataset: Any) -> dict[str, Tensor]:
             if isinstance(item, Tensor) and not item.is_meta:
                 found[f"dataset.{attr}" + (f"[{key!r}]" if key is not None else "")] = item
     return found
-
-
-def _check_fractions(name: str, value: Any) -> None:
-    """A ``(warn, fail)`` pair of fractions in (0, 1] with ``warn <= fail``."""
-    if (
-        not isinstance(value, (tuple, list))
-        or len(value) != 2
-        or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v <= 1 for v in value)
-        or value[0] > value[1]
-    ):
-        raise ValueError(
-            f"`{name}` must be a pair (warn, fail) of fractions in (0, 1] with warn <= fail, got {value!r}."
-        )

@@ -13,7 +13,12 @@ from typing_extensions import override
 
 from lightning_recipes._validation import check_int, check_positive
 from lightning_recipes.checks.base import SanityCheck, TimeBudget
-from lightning_recipes.checks.data._loader_samples import dataset_labels, served_indices, yields_a_batch
+from lightning_recipes.checks.data._loader_samples import (
+    check_pair,
+    dataset_labels,
+    served_indices,
+    yields_a_batch,
+)
 from lightning_recipes.checks.report import CheckInconclusive, CheckResult, CheckSkipped
 from lightning_recipes.harness import Harness as CheckContext
 from lightning_recipes.harness import is_shuffled
@@ -86,18 +91,9 @@ class LoaderCheck(SanityCheck):
         check_int("max_samples", max_samples, minimum=10)
         check_positive("z_threshold", z_threshold)
         check_positive("min_expected", min_expected)
-        if (
-            not isinstance(rarer_ratios, (tuple, list))
-            or len(rarer_ratios) != 2
-            or not all(
-                isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < 1 for v in rarer_ratios
-            )
-            or rarer_ratios[1] > rarer_ratios[0]
-        ):
-            raise ValueError(
-                "`rarer_ratios` must be a pair (warn, fail) of ratios in (0, 1) with fail <= warn, got "
-                f"{rarer_ratios!r}."
-            )
+        check_pair(
+            "rarer_ratios", rarer_ratios, "ratios in (0, 1) with fail <= warn", high=1.0, descending=True
+        )
         self.max_samples = max_samples
         self.z_threshold = z_threshold
         self.rarer_ratios = (float(rarer_ratios[0]), float(rarer_ratios[1]))
