@@ -49,7 +49,7 @@ def _unlabelled_batches(count: int = 4) -> list[Tensor]:
 def test_healthy_batches_pass_with_a_short_summary(model, loader):
     result = DataCheck(num_batches=4).run(CheckContext(model(), loader()))
     assert result.status == "pass", result.message
-    assert len(result.summary) <= SUMMARY_LIMIT and result.action == "" and result.details["findings"] == []
+    assert len(result.summary) <= SUMMARY_LIMIT and result.action == "" and "findings" not in result.details
 
 
 def _structured(result) -> None:
@@ -308,7 +308,7 @@ def golden_result(name: str) -> dict[str, Any]:
     result = check.run(CheckContext(model, train, val)).to_dict()
     for key in ("seconds", "summary", "action", "guide", "message"):  # fields compared: status and details
         del result[key]
-    del result["details"]["findings"]  # sentences: the wording is free to change
+    result["details"].pop("findings", None)  # sentences: the wording is free to change
     return json.loads(json.dumps(result))
 
 

@@ -26,7 +26,7 @@ def test_a_probe_is_frozen_and_records_its_reason_or_its_evidence():
         Probe().reason = "changed"  # type: ignore[misc]
     assert Probe("not tokens").record() == {"reason": "not tokens"}
     found = Probe(leak=True, summary="s", evidence={"score": 1.0}).record()
-    assert found == {"score": 1.0, "leak": True, "summary": "s"}
+    assert found == {"score": 1.0, "leak": True, "message": "s"}
 
 
 def test_batch_entries_are_named_and_replaced_by_key():

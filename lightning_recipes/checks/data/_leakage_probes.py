@@ -48,7 +48,7 @@ class Probe:
         >>> Probe(reason="the inputs are not token ids").record()
         {'reason': 'the inputs are not token ids'}
         >>> Probe(leak=True, summary="a feature determines the label", evidence={"score": 1.0}).record()
-        {'score': 1.0, 'leak': True, 'summary': 'a feature determines the label'}
+        {'score': 1.0, 'leak': True, 'message': 'a feature determines the label'}
     """
 
     reason: str | None = None
@@ -61,7 +61,7 @@ class Probe:
         """The JSON record the check reports under the sub-test's name."""
         if self.reason is not None:
             return {"reason": self.reason, **self.evidence}
-        return {**self.evidence, "leak": self.leak, "summary": self.summary}
+        return {**self.evidence, "leak": self.leak, "message": self.summary}
 
 
 def entries(batch: Any) -> list[tuple[Any, str, Tensor]]:
@@ -409,7 +409,8 @@ def probe_single_feature(
     key, label, is_input, shape, _, _ = columns[c]
     name = _name(label, is_input, shape, index)
     evidence: dict[str, Any] = {"task": ("classification", classes) if classes else ("regression", None)}
-    evidence.update(name=name, score=score, threshold=threshold)
+    scanned = sum(int(rows.shape[1]) for *_, rows, _ in columns)
+    evidence.update(name=name, score=score, threshold=threshold, features_scanned=scanned)
     if classes:
         evidence["majority_baseline"] = majority
     if not determines and encoded is None:

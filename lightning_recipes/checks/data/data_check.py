@@ -158,8 +158,8 @@ class DataCheck(SanityCheck):
         self._labels(context, targets, classes, details)
         self._splits(context, batches, details)
         found.sort(key=lambda f: _ORDER[f.status])
-        details["findings"] = [f.summary for f in found]
-        if found:
+        if found:  # every finding's sentence, the worst first
+            details["findings"] = [f.summary for f in found]
             return CheckResult(self.name, found[0].status, found[0].summary, details, action=found[0].action)
         return CheckResult(
             self.name, "pass", f"{len(batches)} batch(es): finite, varied, labelled and paired", details

@@ -24,9 +24,7 @@ from lightning_recipes.harness.batches import Key
 
 __all__ = ["TargetLeakageCheck"]
 
-_IGNORED = (
-    "the loss does not change with the target tensor (pass `target_key` if another tensor is the target)"
-)
+_IGNORED = "the loss does not change with the target (pass `target_key` if another tensor is it)"
 
 
 class TargetLeakageCheck(SanityCheck):
@@ -161,6 +159,7 @@ class TargetLeakageCheck(SanityCheck):
             details["measured"] = found.evidence.get("score", found.evidence.get("measured"))
             status: Literal["warn", "fail"] = "warn" if name == "too_good" else "fail"
             return CheckResult(self.name, status, found.summary, details, action=found.action)
+        details["measured"] = probes["single_feature"].evidence.get("score")
         ran = [name for name, p in probes.items() if p.reason is None]
         if not ran:
             raise CheckSkipped(
