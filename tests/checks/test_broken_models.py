@@ -67,7 +67,7 @@ def test_broken_model_is_flagged_by_its_check(model_factory, loader_factory, che
     assert result.status == status, result.message
     for word in words:
         assert word in result.message, result.message
-    assert result.action or "Try:" in result.message or status == "warn"
+    assert result.action or "Try:" in result.message or status == "warn"  # one action says what to do
 
 
 def test_sum_reduction_ratio_is_exactly_the_batch_size():

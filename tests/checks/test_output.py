@@ -63,7 +63,7 @@ def test_preflight_prints_compact_by_default_and_the_table_when_verbose(capsys, 
     assert compact.err == ""  # progress=False: nothing on stderr
     lines = [line.rstrip() for line in compact.out.splitlines()]
     assert lines == report.render(width=80).splitlines() and report["data"].status == "warn"
-    assert len(lines) == 1 + 2 + 2  # the headline, a line per check, data's warning wrapped onto 2 more
+    assert len(lines) >= 1 + 2  # the headline, a line per check (a long warning wraps)
     assert all(len(line) <= 80 for line in lines)
     preflight(TinyClassifier(), print_report=True, progress=False, verbose=True, **kwargs)
     verbose = capsys.readouterr().out

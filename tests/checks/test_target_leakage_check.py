@@ -29,15 +29,15 @@ def _run(model: Any, data: dict[str, Any], check: TargetLeakageCheck | None = No
 def test_gallery_bug_is_flagged(case):
     result = _run(case.model(), case.data())
     assert result.status == case.status, result.message
-    for word in case.words:
-        assert word in result.message, (word, result.message)
+    assert len(result.summary) <= 120 and result.action
+    assert result.details[result.details["leaking_test"]]["leak"]
 
 
 @pytest.mark.parametrize("case", target_leakage.HEALTHY, ids=[c.id for c in target_leakage.HEALTHY])
 def test_gallery_healthy_model_is_not_flagged(case):
     result = _run(case.model(), case.data())
     if result.status == "skip":  # a reconstruction loss: the target it consumes is the input itself
-        assert "the target is the input" in result.message, result.message
+        assert "the target is the input" in result.details.get("abstained", result.message), result.message
         return
     assert result.status == "pass", result.message
 
@@ -56,15 +56,13 @@ def test_targets_shifted_the_wrong_way_are_a_copy_one_position_back():
     ids = M.tokens(256, M.S + 1)
     data = {"train_dataloaders": M._loader(ids[:, 1:], ids[:, :-1])}  # target at t = input at t - 1
     result = _run(M.SequenceLM("causal_attention"), data)
-    assert result.status == "fail" and "one position back" in result.message
-    assert "shifted the wrong way" in result.message
+    assert result.status == "fail" and result.details["copy_targets"]["leak_shift"] == "back1"
 
 
 def test_a_label_copy_the_model_never_reads_is_reported_as_harmless():
     result = _run(M.DictMLP(), M.unread_label_copy_data())
     feature = result.details["single_feature"]
-    assert result.status == "pass" and feature["model_reads_it"] is False
-    assert "does not read it" in result.message
+    assert result.status == "pass" and feature["model_reads_it"] is False and not feature["leak"]
 
 
 def test_too_good_bound_can_be_turned_off_and_states_its_numbers():
@@ -74,13 +72,17 @@ def test_too_good_bound_can_be_turned_off_and_states_its_numbers():
     assert too_good["looks"][-1]["loss"] < too_good["bound"]
     assert [look["step"] for look in too_good["looks"]] == [5, 10, 20][: len(too_good["looks"])]
     off = _run(M.MLP(M.IN + M.C), M.onehot_label_data(), TargetLeakageCheck(train_steps=0))
-    assert off.status == "pass" and "turned off" in off.message
+    assert off.status == "pass" and "turned off" in off.details["too_good"]["reason"]
 
 
-def test_the_time_budget_stops_the_short_training_and_says_so():
+def test_the_short_training_is_fixed_work_and_a_safety_cap_makes_it_inconclusive():
+    """Issue 34: no verdict on partial evidence; the budget is a safety cap."""
     context = CheckContext(M.MLP(), **{"train_dataloader": M.plain_features_data()["train_dataloaders"]})
-    result = TargetLeakageCheck(time_budget=1e-6).run(context)  # spent before the short training starts
-    assert result.status == "pass" and "time budget stopped training at step 0" in result.message
+    assert TargetLeakageCheck(time_budget=None).run(context).details["too_good"]["looks"][-1]["step"] == 20
+    result = TargetLeakageCheck(time_budget=1e-6).run(context)
+    assert result.status in ("pass", "inconclusive")
+    if result.status == "inconclusive":
+        assert result.details["stopped_by_budget"]
 
 
 def test_without_validation_data_training_batches_are_held_out():
@@ -98,7 +100,7 @@ def test_the_users_model_is_untouched():
 
 def test_target_as_input_false_turns_the_target_reaching_test_off():
     result = _run(M.LabelFedToForward(), M.plain_features_data(), TargetLeakageCheck(target_as_input=False))
-    assert "(0) target fed to the model: turned off" in result.message
+    assert "turned off" in result.details["target_as_input"]["reason"]
 
 
 def test_teacher_forcing_with_the_target_shifted_right_is_legitimate():
@@ -167,8 +169,8 @@ def test_a_zero_initialised_head_leaves_the_loss_dependence_unknown_and_the_leak
     assert result.status == "fail" and result.details["feature"] == f"inputs[:, {M.IN}]"
 
 
-# ---- results saved before the split into sub-test modules (issue 23): status, message and details on cases
-# that reach every branch of every sub-test, written by the pre-split code with
+# ---- results saved: status and details on cases that reach every branch of every sub-test, rewritten when
+# the sub-tests became records with a summary (#34) by
 # `PYTHONPATH=. python tests/checks/data/make_target_leakage_results.py`.
 
 GOLDEN = Path(__file__).resolve().parent / "data" / "target_leakage_results.json"
@@ -204,16 +206,16 @@ def golden_result(name: str) -> dict[str, Any]:
     torch.manual_seed(0)
     check = TargetLeakageCheck(time_budget=None, **kwargs)
     result = preflight(case.model(), **data, checks=[check], num_threads=1, progress=False)[0].to_dict()
-    for key in ("seconds", "summary", "action", "guide"):  # the saved results predate summary and action
+    for key in ("seconds", "summary", "action", "guide", "message"):  # fields compared: status and details
         del result[key]
     return json.loads(json.dumps(result))
 
 
 @pytest.mark.parametrize("name", list(GOLDEN_CASES))
-def test_results_match_those_saved_before_the_split(name):
+def test_results_match_those_saved(name):
     saved = json.loads(GOLDEN.read_text())[name]
     got = golden_result(name)
-    assert (got["status"], got["message"]) == (saved["status"], saved["message"])
+    assert got["status"] == saved["status"]
     assert_same_as_saved(got, saved)
 
 
@@ -226,4 +228,11 @@ def test_manual_optimisation_is_judged_on_what_can_run_not_an_error():
         "target_leakage"
     ]
     assert result.status == "pass", result.message
-    assert "(0) target fed to the model: manual optimisation" in result.message
+    assert "manual optimisation" in result.details["target_as_input"]["reason"]
+
+
+def test_num_bins_is_deprecated_and_ignored():
+    from lightning_recipes._deprecation import LightningRecipesDeprecationWarning
+
+    with pytest.warns(LightningRecipesDeprecationWarning, match="num_bins"):
+        TargetLeakageCheck(num_bins=8)

@@ -231,12 +231,10 @@ def test_a_model_reading_self_trainer_gets_an_error_that_says_what_to_change():
 
 
 def test_a_leakage_probe_cut_by_the_budget_is_not_tested_rather_than_passed():
-    """Out of time before test (c) trained a step: it was a note of the pass ("held-out loss after 0 steps");
-    now it is listed as not tested, and the pass rests on the tests that finished."""
+    """Out of time before test (c) trained a step: it was a note of the pass; the sub-tests are now fixed
+    work, and the budget only a safety cap outside them (issue 34)."""
     context = CheckContext(TinyClassifier(), random_classification_loader())
     with time_budget(0.0):
         result = TargetLeakageCheck().check(context)
     assert result.status == "pass", result.message
-    assert result.details["stopped_by_time_budget"] is True
-    tested, _, not_tested = result.message.partition("Not tested:")
-    assert "(c)" not in tested and "(c)" in not_tested and "so not tested" in not_tested
+    assert result.details["too_good"]["looks"][-1]["step"] == 20  # the whole short training, not a part

@@ -128,7 +128,6 @@ NAMED = [
     (TargetLeakageCheck, {"num_samples": 1}, "`num_samples` must be an integer >= 2"),
     (TargetLeakageCheck, {"max_accuracy": 0.0}, "`max_accuracy` must be a number in (0, 1]"),
     (TargetLeakageCheck, {"max_correlation": 1.5}, "`max_correlation` must be a number in (0, 1]"),
-    (TargetLeakageCheck, {"num_bins": 1}, "`num_bins` must be an integer >= 2"),
     (TargetLeakageCheck, {"train_steps": -1}, "`train_steps` must be an integer >= 0"),
     (TargetLeakageCheck, {"too_good_fraction": 0}, "`too_good_fraction` must be a number in (0, 1]"),
     (ValidationPathCheck, {"min_share": 1.5}, "`min_share`"),

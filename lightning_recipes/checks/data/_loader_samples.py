@@ -1,9 +1,5 @@
-"""What a loader serves, read cheaply from its sampler and its dataset: the indices of one epoch, the labels
-at those indices, whether it yields a batch at all, and a loader over the distinct indices it served.
-
-Shared by the ``loader`` check (served vs dataset label shares) and the ``data`` check (duplicates judged on
-distinct samples, not on the repeats of a sampler that draws with replacement).
-"""
+"""What a loader serves, read cheaply from its sampler and dataset: one epoch's indices, the labels at them,
+whether it yields a batch, and a loader over the distinct indices served (``loader`` and ``data``)."""
 
 from __future__ import annotations
 
@@ -18,18 +14,20 @@ from torch.utils.data import DataLoader, IterableDataset, Subset, TensorDataset
 from lightning_recipes.harness.batches import TARGET_KEYS, Key
 from lightning_recipes.harness.isolation import preserved_loader_rng
 
-__all__ = ["ServedIndices", "dataset_labels", "distinct_loader", "served_indices", "yields_a_batch"]
+__all__ = [
+    "ServedIndices",
+    "check_pair",
+    "dataset_labels",
+    "distinct_loader",
+    "served_indices",
+    "yields_a_batch",
+]
 
 
 @dataclass(frozen=True)
 class ServedIndices:
-    """The dataset indices one epoch of a loader's sampler serves, in order (up to a cap).
-
-    Attributes:
-        indices: The indices, in the order served.
-        batches: Batches those indices fill (what the batch sampler yielded).
-        complete: Whether the whole epoch was read (``False`` when the cap stopped it).
-    """
+    """The dataset indices one epoch of a sampler serves, in order, the batches they fill, and whether the
+    whole epoch was read (``False`` when the cap stopped it)."""
 
     indices: list[int]
     batches: int
@@ -170,3 +168,13 @@ def distinct_loader(
         batch_size=loader.batch_size or batch_size or 1,
         collate_fn=loader.collate_fn,
     )
+
+
+def check_pair(name: str, value: Any, allowed: str, *, high: float = 1.0, descending: bool = False) -> None:
+    """Raise unless ``value`` is a ``(warn, fail)`` pair in ``(0, high]`` (``(0, high)`` when ``descending``)
+    ordered ``warn <= fail`` (``fail <= warn`` when ``descending``), naming ``allowed``."""
+    pair = list(value) if isinstance(value, (tuple, list)) else []
+    numbers = len(pair) == 2 and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in pair)
+    inside = numbers and all(0 < v < high or (v == high and not descending) for v in pair)
+    if not inside or (pair[1] > pair[0] if descending else pair[0] > pair[1]):
+        raise ValueError(f"`{name}` must be a pair (warn, fail) of {allowed}, got {value!r}.")

@@ -1,42 +1,11 @@
-"""``split_overlap``'s repeat test: validation samples that are *repeats* of training samples (the same
-subject measured twice, a copy with noise added), judged against the data's own nearest-neighbour distances
-rather than a fixed similarity.
+"""``split_overlap``'s repeat test: validation samples that repeat a training sample (one subject measured
+twice, a copy with noise added), judged against the data's own nearest-neighbour distances.
 
-The invariant: in a clean split the distance from a validation sample to its nearest training sample is the
-distance between *independent* samples of the data. Compare it, per validation sample, with the distance
-to its ``REFERENCE_RANK``-th nearest training sample (``k = 10``: beyond the few repeats one subject
-contributes). For independent samples of data of local (intrinsic) dimension ``m`` the ``k - 1`` training
-samples inside the ``k``-th neighbour's ball are spread uniformly in it, so ``r = d_1 / d_k`` satisfies
-``P(r < t) = 1 - (1 - t^m)^(k - 1)``. ``m`` is measured on the same samples at a scale past any repeats,
-from the ``10``-th and ``20``-th neighbour distances (``E log(d_20 / d_10) = (psi(20) - psi(10)) / m``).
-A validation sample is a *repeat* when its ``r`` has probability below ``ALPHA = 1e-3`` under that law.
-A clean split flags about ``ALPHA`` of its samples (binomial noise); a split of repeated measurements
-flags most of the validation samples whose repeats sit in the training samples read.
-
-Why not a distribution test against the training set's own nearest-neighbour distances: when the training
-set holds several measurements per subject, its leave-one-out nearest neighbours are repeats too, so such
-a test passes the leak. The ``k``-th neighbour skips them.
-
-Features: float inputs flattened (images larger than 16x16 average-pooled to 16x16), standardised per
-feature with the training samples' mean and std (so low-dimensional tabular data keeps its geometry),
-more than 256 features projected by a fixed Gaussian matrix to 256. Exact copies (``d_1 = 0``) are left
-to the exact (hash) path; samples with ``d_k = 0`` (ten or more exact copies: discrete, low-diversity
-data) carry no evidence and are left out.
-
-Measured (``tests/checks/test_split_repeats.py``; ``benchmarks/RESULTS.md``, issue 24): flagged share of
-validation samples on clean random splits: class-conditional Gaussian clusters 0.2%, scikit-learn digits
-0.3%, uniform 1-D and 2-D data 0%, a 2-D manifold in 16-D 0.2%, training-only augmentation 0%; on leaks:
-subject repeats with cosine about 0.94 between repeats 74% (16-D) to 97% (64-D), noise copies
-``x + 0.2 e`` 100%.
-
-Blind spots: repeats whose noise is as large as the spread of the data at the scale of the 10th neighbour
-(cosine below about 0.9 in 16-D); subjects with more than 9 repeats in the training samples read (their
-``d_k`` is itself a repeat); very low-dimensional data, where chance neighbours are as close as repeats.
-
-Cost: at most ``MAX_QUERIES`` (512) validation x ``MAX_KEYS`` (2048) training samples (the first ones
-read), a float32 distance matrix in chunks of 256 rows, then float64 distances to the 24 nearest
-candidates (exact small distances): well under a second at 256 features, about a second at 3072 (flat
-vectors; images are pooled to 16x16 first). Measured times: ``benchmarks/RESULTS.md`` (issue 24).
+Per validation sample, ``r = d_1 / d_10`` (nearest vs 10th-nearest training sample). For independent samples
+of local dimension ``m`` (measured from the 10th and 20th neighbour distances), ``P(r < t) = 1 - (1 -
+t^m)^9``; a sample is a repeat when its ``r`` has chance probability below ``ALPHA = 1e-3``. A clean split
+flags about ``ALPHA`` of its samples (Poisson tail); the guide (``split_overlap``) has the measured rates,
+blind spots and costs.
 """
 
 from __future__ import annotations
@@ -48,7 +17,8 @@ from typing import Any, Literal
 
 import torch
 from torch import Tensor
-from torch.nn import functional as F
+
+from lightning_recipes.checks.data._relation import features as repeat_features
 
 __all__ = [
     "ALPHA",
@@ -67,7 +37,6 @@ _SCALE_RANK = 20  # the local dimension is measured from the 10th and 20th neigh
 ALPHA = 1e-3  # chance probability below which a validation sample's nearest neighbour is a repeat
 MAX_QUERIES = 512  # validation samples tested (the first ones read)
 MAX_KEYS = 2048  # training samples searched (the first ones read)
-_POOLED_SIDE = 16
 _MAX_DIM = 256  # standardised rows with more features are projected (seeded Gaussian) to this many
 _CHUNK = 256
 _CANDIDATES = _SCALE_RANK + 4  # nearest candidates whose distances are recomputed in float64
@@ -75,21 +44,14 @@ _CANDIDATES = _SCALE_RANK + 4  # nearest candidates whose distances are recomput
 
 @dataclass(frozen=True)
 class Repeats:
-    """What the repeat test found.
-
-    Args:
-        queries: Validation samples tested (``d_k > 0``, ``d_1 > 0``).
-        keys: Training samples searched.
-        flagged: Validation samples whose nearest training sample is a repeat (chance
-            probability < ``ALPHA``).
-        dimension: The local dimension measured (``m``).
-        median_ratio: Median ``d_1 / d_k`` of the validation samples tested.
-        examples: ``(val index, train index)`` of the first flagged samples (indices among those read).
+    """What the repeat test found: validation samples tested (``d_1, d_k > 0``), training samples searched,
+    samples flagged as repeats (chance probability < ``ALPHA``), the local dimension ``m``, the median
+    ``d_1 / d_k``, and ``(val, train)`` indices (among those read) of the first flagged pairs.
 
     Example:
         >>> found = Repeats(queries=400, keys=1600, flagged=300, dimension=10.0, median_ratio=0.2)
-        >>> found.expected, round(found.noise, 2), round(found.z, 1), round(found.excess_fraction, 3)
-        (0.4, 0.63, 473.9, 0.749)
+        >>> found.expected, round(found.noise, 2), round(found.excess_fraction, 3)
+        (0.4, 0.63, 0.749)
     """
 
     queries: int
@@ -108,11 +70,6 @@ class Repeats:
     def noise(self) -> float:
         """Binomial standard deviation of the flagged count on a clean split."""
         return math.sqrt(self.queries * ALPHA * (1 - ALPHA))
-
-    @property
-    def z(self) -> float:
-        """Excess of flagged samples over chance, in units of its noise."""
-        return (self.flagged - self.expected) / max(self.noise, 1e-12)
 
     @property
     def chance_p(self) -> float:
@@ -137,17 +94,6 @@ class Repeats:
         """Share of the tested validation samples flagged beyond chance."""
         return self.excess / max(1, self.queries)
 
-    @property
-    def stated(self) -> str:
-        """The finding in one sentence."""
-        return (
-            f"{self.flagged} of {self.queries} validation samples have a training sample far closer than "
-            f"their {REFERENCE_RANK}th-nearest one (nearest / {REFERENCE_RANK}th-nearest distance below what "
-            f"independent samples of this data, local dimension {self.dimension:.1f}, give with probability "
-            f"{ALPHA:g}; {self.expected:.1f} +- {self.noise:.1f} expected by chance; median ratio "
-            f"{self.median_ratio:.2f}; {self.keys} training samples searched)"
-        )
-
     def details(self) -> dict[str, Any]:
         """The check's ``details["repeats"]`` entry."""
         return {
@@ -161,21 +107,6 @@ class Repeats:
             "median_ratio": self.median_ratio,
             "examples": [{"val_index": v, "train_index": t} for v, t in self.examples],
         }
-
-
-def repeat_features(x: Tensor) -> Tensor:
-    """Float samples ``[N, ...]`` as ``[N, D]`` feature rows: images larger than 16x16 pooled to 16x16.
-
-    Example:
-        >>> import torch
-        >>> repeat_features(torch.zeros(3, 1, 32, 32)).shape, repeat_features(torch.zeros(3, 5000)).shape
-        (torch.Size([3, 256]), torch.Size([3, 5000]))
-    """
-    x = x.float()
-    if x.ndim >= 3 and x.shape[-1] > _POOLED_SIDE and x.shape[-2] > _POOLED_SIDE:
-        lead = x.shape[:-2]
-        x = F.adaptive_avg_pool2d(x.reshape(-1, 1, *x.shape[-2:]), _POOLED_SIDE).reshape(*lead, -1)
-    return x.flatten(1).nan_to_num(nan=0.0, posinf=0.0, neginf=0.0)
 
 
 def repeat_test(train: Tensor, val: Tensor) -> Repeats | None:

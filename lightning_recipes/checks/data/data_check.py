@@ -1,41 +1,22 @@
-"""The ``data`` check: the first training (and validation) batches before training reads them.
-
-The scans (non-finite values per tensor role, input scale, blank and repeated samples) are pure functions
-of the batches' tensors returning frozen records; :func:`compare_splits` compares the splits' labels
-(``_data_statistics``), inputs (``_data_inputs``) and train-only shortcuts (``_data_shortcut``). The check
-words its verdicts from the records' fields.
-"""
+"""The ``data`` check: the data is finite, varied, labelled in range, pure (reading it does not change it)
+and paired (each input with its own target: the input-target relation is the same in both splits)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from statistics import median
 from typing import Any, Literal
 
 import torch
 from torch import Tensor
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, Subset
 from typing_extensions import override
 
 from lightning_recipes._validation import check_int, check_positive
 from lightning_recipes.checks._num_classes import IGNORE_INDEX, infer_num_classes
 from lightning_recipes.checks.base import SanityCheck, TimeBudget
-from lightning_recipes.checks.data._inputs import InputShift, input_shift
-from lightning_recipes.checks.data._loader_samples import distinct_loader, served_indices
-from lightning_recipes.checks.data._shortcut import Shortcut, train_only_shortcut
-from lightning_recipes.checks.data._statistics import (
-    LabelShift,
-    Remapping,
-    SplitLabels,
-    class_mixing,
-    distribution_shift,
-    label_range,
-    labels_in_range,
-    proportions,
-    remapped_classes,
-    split_labels,
-)
+from lightning_recipes.checks.data._loader_samples import check_pair, distinct_loader, served_indices
+from lightning_recipes.checks.data._relation import Relation, relations
 from lightning_recipes.checks.report import CheckResult
 from lightning_recipes.harness import Harness as CheckContext
 from lightning_recipes.harness import is_shuffled
@@ -44,403 +25,61 @@ from lightning_recipes.harness.walk import tensors_of
 
 __all__ = ["DataCheck"]
 
-
-_ROLES = ("inputs", "targets", "other tensors")
-
-
-@dataclass(frozen=True)
-class NonFinite:
-    """NaN and Inf counts of the float tensors of one role: ``"inputs"``, ``"targets"`` or ``"other
-    tensors"``."""
-
-    role: str
-    nan: int
-    inf: int
-
-
-def scan_nonfinite(
-    batches: Sequence[Any], inputs: Sequence[Tensor | None], targets: Sequence[Tensor | None]
-) -> tuple[NonFinite, ...]:
-    """NaN/Inf counts per role over the float tensors of ``batches``, roles with none left out, in the order
-    inputs, targets, other tensors. One host sync.
-
-    Example:
-        >>> import torch
-        >>> x, y = torch.tensor([[1.0, float("nan")]]), torch.tensor([float("inf"), float("-inf")])
-        >>> scan_nonfinite([(x, y)], [x], [y])
-        (NonFinite(role='inputs', nan=1, inf=0), NonFinite(role='targets', nan=0, inf=2))
-    """
-    counts: dict[str, list[Tensor]] = {role: [] for role in _ROLES}
-    for batch, x, y in zip(batches, inputs, targets, strict=True):
-        for tensor in tensors_of(batch):
-            if not is_float(tensor):
-                continue
-            role = "inputs" if tensor is x else "targets" if tensor is y else "other tensors"
-            counts[role].append(torch.stack([tensor.isnan().sum(), tensor.isinf().sum()]))
-    found = {role: torch.stack(c).sum(0) for role, c in counts.items() if c}
-    table = {role: c.tolist() for role, c in found.items()}  # sync: once
-    return tuple(NonFinite(role, int(n), int(i)) for role, (n, i) in table.items() if n or i)
+_ORDER = {"fail": 0, "warn": 1}
+PURITY_SAMPLES = 64  # samples read straight from the dataset by the purity test
+MAX_SNAPSHOT = 50_000_000  # stored tensor elements snapshotted by the purity test (larger: not tested)
 
 
 @dataclass(frozen=True)
-class InputScale:
-    """Means over the float input batches of each batch's mean and standard deviation (non-finite values read
-    as 0 / the largest finite float), and the indices (among those batches) of constant batches."""
+class Finding:
+    """One finding: its status, one sentence with the numbers, one action."""
 
-    mean: float
-    std: float
-    constant: tuple[int, ...]
-
-
-def input_scale(floats: Sequence[Tensor]) -> InputScale:
-    """The scale of non-empty float input batches (at least one). One host sync.
-
-    Example:
-        >>> import torch
-        >>> input_scale([torch.tensor([1.0, 3.0]), torch.tensor([2.0, 2.0])])
-        InputScale(mean=2.0, std=0.7071067690849304, constant=(1,))
-    """
-    stats = torch.stack(
-        [
-            torch.stack([x.float().nan_to_num().mean(), x.float().nan_to_num().std(), x.amax() - x.amin()])
-            for x in floats
-        ]
-    ).tolist()  # sync: once
-    constant = tuple(i for i, (_, _, spread) in enumerate(stats) if spread == 0)
-    mean = sum(s[0] for s in stats) / len(stats)
-    std = sum(s[1] for s in stats) / len(stats)
-    return InputScale(mean, std, constant)
+    status: Literal["fail", "warn"]
+    summary: str
+    action: str
 
 
-@dataclass(frozen=True)
-class SampleScan:
-    """Blank samples (every value of the sample equal) among ``total`` samples, the first one as ``(batch,
-    row)``, and samples identical to another one among the ``checked_for_duplicates`` non-blank float
-    samples."""
-
-    total: int
-    blank: int
-    blank_example: tuple[int, int] | None
-    duplicates: int
-    checked_for_duplicates: int
-
-    @property
-    def blank_fraction(self) -> float:
-        return self.blank / self.total
-
-    @property
-    def duplicate_fraction(self) -> float:
-        return self.duplicates / self.checked_for_duplicates if self.checked_for_duplicates else 0.0
-
-
-def scan_samples(inputs: Sequence[Tensor | None]) -> SampleScan | None:
-    """Blank samples among all input batches of at least 2 dimensions and 4 values per sample, repeated
-    samples among the float ones (token sequences repeat legitimately: short prompts); ``None`` when no
-    batch qualifies. Batches are grouped by sample shape and dtype; one host sync per group.
+def scan_samples(inputs: Sequence[Tensor | None]) -> tuple[int, int, int, int] | None:
+    """``(samples, blank, duplicates, checked for duplicates)`` over input batches of at least 2 dimensions
+    and 4 values per sample: blank = every value equal; duplicates among the non-blank float samples (token
+    sequences repeat legitimately). ``None`` when no batch qualifies.
 
     Example:
-        >>> import torch
         >>> x = torch.tensor([[0.0, 0.0, 0.0, 0.0], [1.0, 2.0, 3.0, 4.0], [1.0, 2.0, 3.0, 4.0]])
-        >>> scan = scan_samples([x, torch.arange(8.0).view(2, 4)])
-        >>> scan
-        SampleScan(total=5, blank=1, blank_example=(0, 0), duplicates=1, checked_for_duplicates=4)
-        >>> scan.blank_fraction, scan.duplicate_fraction
-        (0.2, 0.25)
+        >>> scan_samples([x, torch.arange(8.0).view(2, 4)])
+        (5, 1, 1, 4)
     """
-    groups: dict[tuple[Any, ...], list[tuple[int, Tensor]]] = {}
-    for index, x in enumerate(inputs):
-        if x is None or x.ndim < 2 or x[0].numel() < 4:  # a sample of 1-3 values may be "constant"
-            continue
-        groups.setdefault((tuple(x.shape[1:]), x.dtype), []).append((index, x.flatten(1)))
+    groups: dict[tuple[Any, ...], list[Tensor]] = {}
+    for x in inputs:
+        if x is not None and x.ndim >= 2 and x[0].numel() >= 4:
+            groups.setdefault((tuple(x.shape[1:]), x.dtype), []).append(x.flatten(1))
     if not groups:
         return None
-    total = blank_total = duplicates = checked_for_duplicates = 0
-    blank_example: tuple[int, int] | None = None
+    total = blank = duplicates = checked = 0
     for parts in groups.values():
-        flat = torch.cat([x for _, x in parts])
-        where = [(batch, row) for batch, x in parts for row in range(len(x))]
-        blank = (flat == flat[:, :1]).all(dim=1)
-        blank_rows = torch.nonzero(blank).flatten().tolist()  # sync: once per input shape
-        total += len(flat)
-        blank_total += len(blank_rows)
-        if blank_rows and blank_example is None:
-            blank_example = where[blank_rows[0]]
-        if torch.is_floating_point(flat):  # token sequences repeat legitimately (short prompts)
-            rows = flat[~blank]
-            checked_for_duplicates += len(rows)
-            duplicates += len(rows) - len(torch.unique(rows, dim=0))  # sync: once per input shape
-    return SampleScan(total, blank_total, blank_example, duplicates, checked_for_duplicates)
-
-
-MAX_UNSEEN_FRACTION = 0.5  # validation samples with labels unseen in training from this share fail
-MIN_UNSEEN_WARN = 3  # fewer validation samples with unseen labels than this are not reported
-
-CONFIRMED_SIMILARITY = 0.5  # a remap is told when the remapped classes' means match another class this well
-CONFIRMED_MARGIN = 0.2  # ... and better than their own class by this much (medians over the classes)
-
-Stage = Literal["disjoint", "unseen", "input_shift", "unclear", "remapped", "shift"]
-
-
-@dataclass(frozen=True)
-class SplitComparison:
-    """What the split comparison found, and how far it went.
-
-    Args:
-        labels: The labels of both splits.
-        stage: Where it stopped: ``"disjoint"`` (no shared label), ``"unseen"`` (at least half of the
-            validation samples carry labels unseen in training), ``"input_shift"`` (the validation inputs
-            differ from the training inputs, with a measured cause, or while the class means mismatch),
-            ``"unclear"`` (class means mismatch, no input shift measured, no clear remap: inconclusive),
-            ``"remapped"`` (classes remapped), else ``"shift"`` (every test ran; the label distributions
-            were compared).
-        remapping: The remapped-class test (``None`` before ``"remapped"``, or when it does not apply).
-        shift: The label-distribution shift (``"shift"`` only).
-        inputs: The input comparison, when it found a shift (``None`` otherwise: saved reports stay equal).
-        shortcut: The train-only shortcut, when one was found (``"shift"`` only).
-
-    Example:
-        >>> import torch
-        >>> from lightning_recipes.checks.data._statistics import split_labels
-        >>> x = torch.zeros(4, 2)
-        >>> found = split_labels([(x, torch.tensor([0, 0, 1, 1]))], [(x, torch.tensor([2, 2, 3, 3]))], -100)
-        >>> comparison = compare_splits(found)
-        >>> comparison.stage, comparison.details()
-        ('disjoint', {'train_class_counts': {0: 2, 1: 2}, 'val_class_counts': {2: 2, 3: 2}})
-        >>> comparison.fails[0][:69]
-        'the training and validation labels are disjoint: training has classes'
-    """
-
-    labels: SplitLabels
-    stage: Stage
-    remapping: Remapping | None = None
-    shift: LabelShift | None = None
-    inputs: InputShift | None = None
-    shortcut: Shortcut | None = None
-
-    def details(self) -> dict[str, Any]:
-        """The check's details of the comparison, in the order the check reports them."""
-        found = self.labels
-        details: dict[str, Any] = {
-            "train_class_counts": found.train_counts,
-            "val_class_counts": found.val_counts,
-        }
-        if self.stage == "disjoint":
-            return details
-        details["val_unseen_label_fraction"] = found.unseen_fraction
-        if self.stage == "unseen":
-            return details
-        details["remapped_classes"] = None if self.remapping is None else self.remapping.details()
-        if self.inputs is not None:
-            details["input_shift"] = self.inputs.details()
-        if self.shortcut is not None:
-            details["train_only_shortcut"] = self.shortcut.details()
-        if self.stage == "shift":
-            assert self.shift is not None
-            details["label_distribution"] = self.shift.details()
-        return details
-
-    @property
-    def fails(self) -> tuple[str, ...]:
-        found = self.labels
-        train_set, val_set = label_range(found.train_counts), label_range(found.val_counts)
-        if self.stage == "disjoint":
-            return (
-                f"the training and validation labels are disjoint: training has classes {train_set}, "
-                f"validation {val_set} (first batches). Every validation prediction is then wrong. Likely "
-                "causes: a split by class (sorted data cut in two), different label encoders per split. "
-                "Try: split with stratification (per class), and build one label mapping for both splits.",
-            )
-        if self.stage == "unseen":
-            return (
-                f"{found.unseen_fraction:.0%} of the validation samples carry labels never seen in the "
-                f"training batches (training classes {train_set}, validation {val_set}). Likely causes: a "
-                "split by class, labels shifted (1-based in one split), a different label encoder per split. "
-                "Try: build one label mapping and apply it to both splits; split with stratification.",
-            )
-        if self.stage == "input_shift":
-            assert self.inputs is not None
-            return (self._input_message(),)
-        if self.stage == "remapped":
-            assert self.remapping is not None
-            remapped = self.remapping
-            shown = ", ".join(
-                f"val {c.val} looks like train {c.train} (similarity {c.similarity:.2f} vs {c.own:.2f} to "
-                f"train {c.val})"
-                for c in remapped.classes[:4]
-            )
-            return (
-                "the labels look remapped between the splits: the mean input of "
-                f"{len(remapped.classes)} of {remapped.compared} validation classes is closest to the mean "
-                f"input of another training class ({shown}). The model is graded against a different "
-                "labelling than it learned. Likely causes: a label encoder fit separately on each split "
-                "(class order differs), an off-by-one shift in one split, a column mix-up. Try: fit one "
-                "label mapping on the training set and reuse it; compare a few samples per class across the "
-                "splits.",
-            )
-        if self.shortcut is not None:
-            return (
-                f"a shortcut present only in the training data: {self.shortcut.stated}. The model can learn "
-                "the training labels from that feature alone and then fails on validation data without it. "
-                "Likely causes: a watermark, a border or a timestamp that marks the class in the training "
-                "source only; a column filled from the label before the split in one split only. Try: look "
-                f"at input feature {self.shortcut.feature} across the classes in both splits; remove it or "
-                "make both splits come from the same source.",
-            )
-        return ()
-
-    @property
-    def inconclusive(self) -> tuple[str, ...]:
-        """Findings that name no cause: the class means mismatch, but neither a remap nor an input shift was
-        measured."""
-        if self.stage != "unclear":
-            return ()
-        assert self.remapping is not None
-        remapped = self.remapping
-        best = median(c.similarity for c in remapped.classes)
-        own = median(c.own for c in remapped.classes)
-        inputs = "" if self.inputs is None else f" Inputs: {self.inputs.stated}."
-        return (
-            f"the mean input of {len(remapped.classes)} of {remapped.compared} validation classes matches "
-            f"no training class well (median similarity {best:.2f} to the closest other class, {own:.2f} to "
-            "its own): neither a clear label remap (which would match another class at "
-            f">= {CONFIRMED_SIMILARITY}) nor a measured shift of the inputs.{inputs} Look at a few "
-            "validation samples per class next to training samples of the same class: a transform or "
-            "normalisation applied to one split only, or labels from another source.",
-        )
-
-    def _input_message(self) -> str:
-        assert self.inputs is not None
-        remapped = self.remapping
-        consequence = (
-            f" The class means then match no class ({len(remapped.classes)} of {remapped.compared} "
-            "validation classes are closer to another training class): this is a shift of the inputs, not "
-            "a label remap."
-            if remapped is not None and remapped.flagged
-            else ""
-        )
-        return (
-            f"the validation inputs are not drawn like the training inputs: {self.inputs.stated}; "
-            f"{self.inputs.explained}.{consequence} The validation metrics then grade the model on inputs "
-            "it never saw. Likely causes: a different transform or normalisation in the validation "
-            "pipeline (transposed or flipped images, other mean/std, a missing /255), data from another "
-            "source. Try: build both splits with one preprocessing function; compare x.mean(0) of the "
-            "splits."
-        )
-
-    @property
-    def warns(self) -> tuple[str, ...]:
-        if self.stage != "shift":
-            return ()
-        assert self.shift is not None
-        found, shift, warns = self.labels, self.shift, []
-        if self.inputs is not None and self.inputs.shifted:
-            warns.append(
-                f"the validation inputs differ from the training inputs beyond sampling noise: "
-                f"{self.inputs.stated}; {self.inputs.explained}. A deliberate shift (a later time period, "
-                "another site) is fine to validate on; otherwise the splits were preprocessed differently. "
-                "Try: compare x.mean(0) and x.std(0) of the splits."
-            )
-        train_set, val_set = label_range(found.train_counts), label_range(found.val_counts)
-        if found.unseen >= MIN_UNSEEN_WARN:
-            warns.append(
-                f"{found.unseen} validation sample(s) ({found.unseen_fraction:.1%}) carry labels absent from "
-                f"the training batches read (training classes {train_set}, validation {val_set}). Rare "
-                "classes can be missing from a few batches by chance; if not, the split is not "
-                "stratified. Try: stratify the split per class."
-            )
-        if shift.significant:
-            warns.append(
-                f"the label distribution differs between the splits: total variation {shift.tv:.2f} "
-                f"(chi-square {shift.chi2:.1f} on {shift.df} degrees of freedom; training "
-                f"{proportions(found.train_counts)}, validation {proportions(found.val_counts)}). Validation "
-                "metrics then weigh the classes differently from training. Try: a stratified split; if it is "
-                "deliberate, report per-class metrics."
-            )
-        return tuple(warns)
-
-
-def compare_splits(found: SplitLabels) -> SplitComparison:
-    """Compare the splits' labels and inputs, stopping at the first failure: the label sets, then the
-    inputs (a shift with a named cause, or any shift while the class means mismatch, fails as a shift of
-    the inputs), the class means (a clear remap fails), a train-only shortcut (which also explains class
-    means that match nothing), a class-mean mismatch no cause explains (inconclusive), then the label
-    distributions."""
-    if not found.shared:
-        return SplitComparison(found, "disjoint")
-    if found.unseen_fraction >= MAX_UNSEEN_FRACTION:
-        return SplitComparison(found, "unseen")
-    remapping = remapped_classes(found.train, found.val, found.keep_train, found.keep_val, found.shared)
-    inputs = split_inputs(found)
-    measured = None
-    if inputs is not None and inputs[0].is_floating_point():
-        measured = input_shift(inputs[0], inputs[2], inputs[1], inputs[3])
-    shifted = measured if measured is not None and measured.shifted else None
-    mismatch = remapping is not None and remapping.flagged
-    if shifted is not None and (shifted.cause is not None or mismatch):
-        return SplitComparison(found, "input_shift", remapping, inputs=shifted)
-    if mismatch:
-        assert remapping is not None
-        if confirmed(remapping):
-            return SplitComparison(found, "remapped", remapping)
-    shortcut = None
-    if shifted is None and inputs is not None:
-        tested = train_only_shortcut(*inputs)
-        shortcut = tested if tested is not None and tested.is_shortcut else None
-    if mismatch and shortcut is None:  # a train-only shortcut also moves the training class means
-        return SplitComparison(found, "unclear", remapping, inputs=shifted)
-    return SplitComparison(
-        found,
-        "shift",
-        remapping,
-        distribution_shift(found.train_counts, found.val_counts),
-        inputs=shifted,
-        shortcut=shortcut,
-    )
-
-
-def confirmed(remapping: Remapping) -> bool:
-    """The remapped classes' means match another training class (median cosine at least
-    ``CONFIRMED_SIMILARITY``) clearly better than their own (by ``CONFIRMED_MARGIN``): a label remap, not
-    inputs that match no class at all.
-
-    Example:
-        >>> from lightning_recipes.checks.data._statistics import RemappedClass
-        >>> swap = (RemappedClass(0, 1, 0.91, -0.44), RemappedClass(1, 0, 0.90, -0.19))
-        >>> confirmed(Remapping(swap, 2)), confirmed(Remapping((RemappedClass(0, 4, 0.0, -0.0),) * 2, 2))
-        (True, False)
-    """
-    best = median(c.similarity for c in remapping.classes)
-    margin = median(c.similarity - c.own for c in remapping.classes)
-    return best >= CONFIRMED_SIMILARITY and margin >= CONFIRMED_MARGIN
-
-
-def split_inputs(found: SplitLabels) -> tuple[Tensor, Tensor, Tensor, Tensor] | None:
-    """``(x_train, y_train, x_val, y_val)`` of the labelled samples (host copies), when every input of both
-    splits is a tensor of one sample shape and dtype kind (float or integer)."""
-    xs = [x for x, _ in found.train + found.val]
-    if any(x is None for x in xs):
-        return None
-    tensors = [x for x in xs if x is not None]
-    if len({tuple(x.shape[1:]) for x in tensors}) != 1 or len({x.is_floating_point() for x in tensors}) != 1:
-        return None
-    x_train = torch.cat([x for x, _ in found.train if x is not None]).cpu()[found.keep_train]
-    x_val = torch.cat([x for x, _ in found.val if x is not None]).cpu()[found.keep_val]
-    y_train = torch.cat([y for _, y in found.train]).cpu()[found.keep_train]
-    y_val = torch.cat([y for _, y in found.val]).cpu()[found.keep_val]
-    return x_train, y_train, x_val, y_val
+        flat = torch.cat(parts)
+        constant = (flat == flat[:, :1]).all(dim=1)
+        total, blank = total + len(flat), blank + int(constant.sum())
+        if torch.is_floating_point(flat):
+            kept = flat[~constant]
+            checked += len(kept)
+            duplicates += len(kept) - len(torch.unique(kept, dim=0))
+    return total, blank, duplicates, checked
 
 
 class DataCheck(SanityCheck):
     """Look at the first ``num_batches`` training (and validation) batches before training does.
 
-    Fails on NaN/Inf (per tensor and kind), labels outside ``[0, C)`` (``-100`` allowed), a constant input
-    batch, single-class or sorted batches, blank or identical samples beyond the ``(warn, fail)`` fractions,
-    disjoint or remapped labels between the splits, validation inputs shifted with a named cause (transposed,
-    flipped, renormalised) and a feature that predicts the training label only (a train-only shortcut). Warns
-    on un-normalised inputs, an unshuffled loader, and label distributions that differ beyond sampling noise.
-    ``C`` is ``num_classes``, the datamodule's, or inferred from the forward output.
+    Fails on NaN/Inf, labels outside ``[0, C)`` (``-100`` allowed), constant input batches, single-class or
+    sorted unshuffled batches, blank or identical samples beyond the ``(warn, fail)`` fractions, a dataset
+    whose stored tensors change when it is read (*data is pure*), validation labels unseen in training, and
+    an input-target relation that does not transfer between the splits (*data is paired*: labels shuffled
+    or remapped, an augmentation that moves the input but not its target, a crop drawn apart for image and
+    mask, a shortcut or a code in one split only, inputs preprocessed differently). Warns on un-normalised
+    inputs, an unshuffled loader and label distributions that differ beyond sampling noise.
 
-    Cost: the batches read (shared), one forward pass, per-class and per-feature statistics.
+    Cost: the batches read (shared), 64 samples read from the dataset, nearest neighbours and lookup tables
+    on at most 2048 samples per split; one forward pass when ``C`` must be inferred.
 
     Args:
         num_batches: Batches inspected (of each loader).
@@ -454,7 +93,6 @@ class DataCheck(SanityCheck):
             ``(warn, fail)`` in (0, 1] with ``warn <= fail``.
 
     Example:
-        >>> import torch
         >>> from torch.utils.data import DataLoader, TensorDataset
         >>> from lightning_recipes.checks import CheckContext
         >>> from lightning_recipes.testing import TinyClassifier
@@ -486,180 +124,137 @@ class DataCheck(SanityCheck):
         if num_classes is not None:
             check_int("num_classes", num_classes, minimum=2)
         check_positive("max_scale", max_scale)
-        _check_fractions("blank_fractions", blank_fractions)
-        _check_fractions("duplicate_fractions", duplicate_fractions)
+        check_pair("blank_fractions", blank_fractions, "fractions in (0, 1] with warn <= fail")
+        check_pair("duplicate_fractions", duplicate_fractions, "fractions in (0, 1] with warn <= fail")
         self.num_batches = num_batches
         self.num_classes = num_classes
         self.max_scale = max_scale
         self.blank_fractions = tuple(blank_fractions)
         self.duplicate_fractions = tuple(duplicate_fractions)
-        self._judged_on_distinct = 0  # distinct sampler indices the sample scan used (0: the batches read)
 
     @override
     def check(self, context: CheckContext) -> CheckResult:
-        self._judged_on_distinct = 0
+        impure = _purity(context.train_dataloader)  # first: before this check reads anything
         batches = context.train_batches(self.num_batches)
-        fails: list[str] = []
-        warns: list[str] = []
-        details: dict[str, Any] = {"batches": len(batches)}
-
         inputs = [context.split(b)[0] for b in batches]
         targets = [context.split(b)[1] for b in batches]
-        nonfinite = scan_nonfinite(batches, inputs, targets)
-        details["nonfinite_values"] = sum(c.nan + c.inf for c in nonfinite)
-        if details["nonfinite_values"]:  # new keys only when something is found: saved reports stay equal
-            details["nonfinite_by_tensor"] = {c.role: {"nan": c.nan, "inf": c.inf} for c in nonfinite}
-            fails.append(_nonfinite_message(nonfinite, len(batches)))
-
-        # What each part of the check looked at: a PASS message states only these (issue 12, item 11).
-        checked: dict[str, str] = {"finite": "finite"}
-        unchecked: dict[str, str] = {}
-        self._inputs(inputs, details, fails, warns, checked, unchecked)
-        if not details.get("constant_input_batches"):  # a constant batch is reported once, above
-            self._samples(self._distinct_inputs(context, inputs), details, fails, warns)
+        details: dict[str, Any] = {"batches": len(batches)}
+        self._found: list[Finding] = []
+        found = self._found
+        self._finite(batches, inputs, targets, details)
+        self._inputs(inputs, details)
+        if not details.get("constant_input_batches"):
+            self._samples(context, inputs, details)
+        if impure is not None:
+            details["purity"] = impure
+            self._add(
+                "fail",
+                f"reading the data changes it: {impure['changed_elements']} stored values of "
+                f"{impure['tensor']} changed after {impure['reads']} reads",
+                "Build new tensors in `__getitem__`; never modify the stored ones in place (`+=`).",
+            )
         classes = self._num_classes(context, batches[0], targets[0])
         details["num_classes"] = classes
-        self._labels(targets, classes, context, details, fails, warns, checked, unchecked)
-        unclear: list[str] = []
-        self._compare_splits(context, inputs, targets, details, fails, warns, checked, unclear)
+        self._labels(context, targets, classes, details)
+        self._splits(context, batches, details)
+        found.sort(key=lambda f: _ORDER[f.status])
+        if found:  # every finding's sentence, the worst first
+            details["findings"] = [f.summary for f in found]
+            return CheckResult(self.name, found[0].status, found[0].summary, details, action=found[0].action)
+        return CheckResult(
+            self.name, "pass", f"{len(batches)} batch(es): finite, varied, labelled and paired", details
+        )
 
-        if fails:
-            return CheckResult(self.name, "fail", " | ".join(fails + warns), details)
-        if warns:
-            return CheckResult(self.name, "warn", " | ".join(warns + unclear), details)
-        if unclear:
-            return CheckResult(self.name, "inconclusive", " | ".join(unclear), details)
-        order = ("finite", "labels", "inputs", "classes", "shuffle", "splits")
-        looked = ", ".join(checked[k] for k in order if k in checked)
-        message = f"{len(batches)} batch(es) look sane: {looked}."
-        if unchecked:
-            message += " Not checked: " + "; ".join(unchecked[k] for k in order if k in unchecked) + "."
-        return CheckResult(self.name, "pass", message, details)
+    def _add(self, status: Literal["fail", "warn"], summary: str, action: str) -> None:
+        self._found.append(Finding(status, summary, action))
 
-    def _inputs(
-        self,
-        inputs: list[Tensor | None],
-        details: dict[str, Any],
-        fails: list[str],
-        warns: list[str],
-        checked: dict[str, str],
-        unchecked: dict[str, str],
+    def _finite(
+        self, batches: list[Any], inputs: list[Any], targets: list[Any], details: dict[str, Any]
     ) -> None:
+        counts: dict[str, list[int]] = {}
+        for batch, x, y in zip(batches, inputs, targets, strict=True):
+            for tensor in tensors_of(batch):
+                if is_float(tensor):
+                    role = "inputs" if tensor is x else "targets" if tensor is y else "other tensors"
+                    seen = counts.setdefault(role, [0, 0])
+                    seen[0] += int(tensor.isnan().sum())
+                    seen[1] += int(tensor.isinf().sum())
+        bad = {role: {"nan": n, "inf": i} for role, (n, i) in counts.items() if n or i}
+        details["nonfinite_values"] = sum(c["nan"] + c["inf"] for c in bad.values())
+        if bad:
+            details["nonfinite_by_tensor"] = bad
+            where = "; ".join(f"{c['nan']} NaN, {c['inf']} Inf in the {role}" for role, c in bad.items())
+            self._add(
+                "fail",
+                f"NaN/Inf in the data: {where} ({len(batches)} batches)"[:120],
+                "Drop or impute those rows; check normalisation (std > 0) and any log/exp of the data.",
+            )
+
+    def _inputs(self, inputs: list[Tensor | None], details: dict[str, Any]) -> None:
         floats = [x for x in inputs if x is not None and torch.is_floating_point(x) and x.numel() > 0]
         if not floats:
-            unchecked["inputs"] = "input scale and variation (no floating-point input tensor)"
             return
-        checked["inputs"] = "inputs vary and are on a sensible scale"
-        scale = input_scale(floats)
-        mean, std, constant = scale.mean, scale.std, list(scale.constant)
+        stats = torch.stack(
+            [torch.stack([x.nan_to_num().mean(), x.nan_to_num().std(), x.amax() - x.amin()]) for x in floats]
+        ).tolist()
+        constant = [i for i, (_, _, spread) in enumerate(stats) if spread == 0]
+        mean = sum(s[0] for s in stats) / len(stats)
+        std = sum(s[1] for s in stats) / len(stats)
         details.update(input_mean=mean, input_std=std, constant_input_batches=constant)
         if constant:
-            fails.append(
-                f"{len(constant)} of {len(floats)} input batch(es) are constant (every value equal, e.g. "
-                f"batch {constant[0]}): the model cannot learn from them. Likely causes: images read as "
-                "all-zero, a normalisation that divides by a huge number, the wrong tensor returned by "
-                "__getitem__. Try: plot a few inputs; print x.min(), x.max() per sample."
+            self._add(
+                "fail",
+                f"{len(constant)} of {len(floats)} input batches are constant (every value equal)",
+                "Plot a few inputs; check the decoding and normalisation in `__getitem__`.",
             )
         elif abs(mean) > self.max_scale or std > self.max_scale:
-            warns.append(
-                f"inputs look un-normalised: mean {mean:.3g}, std {std:.3g} (expected roughly zero-mean, "
-                f"unit-variance, or within [0, 1]; threshold {self.max_scale:g}). Large inputs saturate "
-                "activations and make the init loss and learning rate wrong. Try: standardise with the "
-                "training set's mean/std, or divide pixels by 255."
+            self._add(
+                "warn",
+                f"inputs look un-normalised: mean {mean:.3g}, std {std:.3g} (limit {self.max_scale:g})",
+                "Standardise with the training set's mean/std, or divide pixels by 255.",
             )
 
-    def _distinct_inputs(self, context: CheckContext, inputs: list[Tensor | None]) -> list[Tensor | None]:
-        """The inputs to judge blank and repeated samples on: the batches read, unless the sampler served an
-        index twice in them (drawing with replacement: a balanced ``WeightedRandomSampler``), then the
-        batches of the distinct indices it served, so that its repeats are not counted as repeated data."""
+    def _samples(self, context: CheckContext, inputs: list[Tensor | None], details: dict[str, Any]) -> None:
         loader = context.train_dataloader
         read = sum(len(x) for x in inputs if x is not None and x.ndim > 0)
         served = served_indices(loader, read) if isinstance(loader, DataLoader) else None
-        if served is None or not served.repeats:
-            return inputs
-        largest = max((len(x) for x in inputs if x is not None and x.ndim > 0), default=1)
-        distinct = context.read_batches(distinct_loader(loader, served.indices, largest), self.num_batches)
-        self._judged_on_distinct = len(set(served.indices))
-        return [context.split(b)[0] for b in distinct]
-
-    def _samples(
-        self, inputs: list[Tensor | None], details: dict[str, Any], fails: list[str], warns: list[str]
-    ) -> None:
-        """Blank samples (every value equal) among all inputs; repeated samples among float inputs."""
+        if (
+            served is not None and served.repeats
+        ):  # a sampler drawing with replacement: judge distinct samples
+            largest = max((len(x) for x in inputs if x is not None and x.ndim > 0), default=1)
+            distinct = context.read_batches(
+                distinct_loader(loader, served.indices, largest), self.num_batches
+            )
+            inputs = [context.split(b)[0] for b in distinct]
+            details["samples_judged_on_distinct_indices"] = len(set(served.indices))
         scan = scan_samples(inputs)
         if scan is None:
             return
-        total, blank_total, blank_example = scan.total, scan.blank, scan.blank_example
-        duplicates, checked_for_duplicates = scan.duplicates, scan.checked_for_duplicates
-        blank_fraction, duplicate_fraction = scan.blank_fraction, scan.duplicate_fraction
-        if self._judged_on_distinct:
-            details["samples_judged_on_distinct_indices"] = self._judged_on_distinct
-        if blank_total or duplicates:  # new keys only when something is found: saved reports stay equal
+        total, blank, duplicates, checked = scan
+        if blank or duplicates:
             details.update(
-                blank_samples=blank_total,
-                blank_fraction=blank_fraction,
+                blank_samples=blank,
+                blank_fraction=blank / total,
                 duplicate_samples=duplicates,
-                duplicate_fraction=duplicate_fraction,
+                duplicate_fraction=duplicates / checked if checked else 0.0,
             )
-        warn_blank, fail_blank = self.blank_fractions
-        if blank_total >= 2 and blank_fraction >= warn_blank:
-            assert blank_example is not None
-            message = (
-                f"{blank_total} of {total} samples ({blank_fraction:.1%}) are blank: every value equal (all "
-                f"zero or constant; e.g. batch {blank_example[0]}, sample {blank_example[1]}). The model "
-                "learns to map an empty input to whatever labels those samples carry. Likely causes: files "
-                "that failed to decode returned as zeros, a crop outside the image, padding-only sequences. "
-                "Try: count blank samples in the dataset (x.amax() == x.amin() per sample) and drop or fix "
-                f"them. Thresholds: warn from {warn_blank:.0%}, fail from {fail_blank:.0%}."
-            )
-            (fails if blank_fraction >= fail_blank else warns).append(message)
-        warn_dup, fail_dup = self.duplicate_fractions
-        if duplicates >= 2 and duplicate_fraction >= warn_dup:
-            message = (
-                f"{duplicates} of {checked_for_duplicates} non-blank samples ({duplicate_fraction:.1%}) are "
-                "identical copies of another sample in the batches read. Repeated samples weigh more in "
-                "the loss and leak into validation when the data is split afterwards. Likely causes: a "
-                "`__getitem__` that ignores (part of) its index, a dataset concatenated with itself, "
-                "oversampling by copying. Try: check `dataset[i]` for a few i; deduplicate by hashing the "
-                f"samples. Thresholds: warn from {warn_dup:.0%}, fail from {fail_dup:.0%}."
-            )
-            (fails if duplicate_fraction >= fail_dup else warns).append(message)
-
-    def _compare_splits(
-        self,
-        context: CheckContext,
-        inputs: list[Tensor | None],
-        targets: list[Tensor | None],
-        details: dict[str, Any],
-        fails: list[str],
-        warns: list[str],
-        checked: dict[str, str],
-        unclear: list[str],
-    ) -> None:
-        """Class labels and inputs of the training vs the validation batches: shared label set, inputs drawn
-        alike (a shift with its cause), per-class inputs that look alike (a remapping), no feature that
-        predicts the training labels only, similar label distributions."""
-        if context.val_dataloader is None:
-            return
-        val = [context.split(b) for b in context.val_batches(self.num_batches)]
-        found = split_labels(list(zip(inputs, targets, strict=True)), val, IGNORE_INDEX)
-        if found is None:
-            return
-        checked["splits"] = "training and validation labels agree"
-        comparison = compare_splits(found)
-        details.update(comparison.details())
-        fails.extend(comparison.fails)
-        warns.extend(comparison.warns)
-        unclear.extend(comparison.inconclusive)
+        warn, fail = self.blank_fractions
+        if blank >= 2 and blank / total >= warn:
+            status: Literal["fail", "warn"] = "fail" if blank / total >= fail else "warn"
+            summary = f"{blank} of {total} samples ({blank / total:.1%}) are blank (all zero or constant)"
+            self._add(status, summary, "Drop or fix samples that failed to decode or are padding only.")
+        warn, fail = self.duplicate_fractions
+        if duplicates >= 2 and duplicates / checked >= warn:
+            status = "fail" if duplicates / checked >= fail else "warn"
+            share = duplicates / checked
+            summary = f"{duplicates} of {checked} samples ({share:.1%}) are identical copies of another"
+            self._add(status, summary, "Check that `__getitem__` uses its whole index; deduplicate.")
 
     def _num_classes(self, context: CheckContext, batch: Any, targets: Tensor | None) -> int | None:
-        if self.num_classes is not None:
-            return self.num_classes
-        if context.num_classes is not None:
-            return context.num_classes
         declared = getattr(context.datamodule, "num_classes", None)
-        if isinstance(declared, int) and declared >= 2:
-            return declared
+        for value in (self.num_classes, context.num_classes, declared):
+            if isinstance(value, int) and value >= 2:
+                return value
         inputs, _ = context.split(batch)
         if inputs is None or targets is None or targets.is_floating_point():
             return None
@@ -667,109 +262,244 @@ class DataCheck(SanityCheck):
             model = context.copy_model()
             model.eval()
             with torch.no_grad():
-                output = context.forward(model, inputs)
+                inferred = infer_num_classes(context.forward(model, inputs), targets)
         except Exception:
             return None
-        inferred = infer_num_classes(output, targets)
         return inferred[0] if inferred else None
 
     def _labels(
-        self,
-        targets: list[Tensor | None],
-        classes: int | None,
-        context: CheckContext,
-        details: dict[str, Any],
-        fails: list[str],
-        warns: list[str],
-        checked: dict[str, str],
-        unchecked: dict[str, str],
+        self, context: CheckContext, targets: list[Any], classes: int | None, details: dict[str, Any]
     ) -> None:
         labels = [t for t in targets if t is not None and not t.is_floating_point() and t.dtype != torch.bool]
         if not labels:
-            unchecked["labels"] = "labels, class mixing and shuffling (no integer targets in the batches)"
             return
-        if classes is not None:
-            checked["labels"] = "labels in range"
-        else:
-            checked["labels"] = "labels non-negative"
-            unchecked["labels"] = "the labels' upper bound (number of classes unknown: pass `num_classes=`)"
-        in_range = labels_in_range(labels, classes, IGNORE_INDEX)
-        out_of_range = in_range.out_of_range
-        details["labels_out_of_range"] = out_of_range
-        if out_of_range:
-            fails.append(
-                f"{out_of_range} label(s) outside [0, {classes if classes is not None else 'C'}) (min "
-                f"{in_range.low}, max {in_range.high}). Cross-entropy raises on these, or silently "
-                "reads garbage on some devices. Likely causes: 1-based labels, a wrong num_classes in the "
-                "head, padding value other than -100. Try: remap labels to 0..C-1; set the head width to the "
-                "number of classes."
+        flat = torch.cat([t.flatten() for t in labels])
+        bad = ((flat < 0) & (flat != IGNORE_INDEX)) | (flat >= classes if classes is not None else False)
+        details["labels_out_of_range"] = int(bad.sum())
+        if details["labels_out_of_range"]:
+            seen = flat[bad]
+            self._add(
+                "fail",
+                f"{int(bad.sum())} labels outside [0, {classes if classes is not None else 'C'}) "
+                f"(min {int(seen.min())}, max {int(seen.max())})",
+                "Remap the labels to 0..C-1 and set the head's width to the number of classes.",
             )
-        mixing = class_mixing(labels, IGNORE_INDEX)
-        if mixing is None:
-            unchecked["classes"] = "class mixing and shuffling (targets are not one label per sample)"
+        per_sample = [t for t in labels if t.ndim == 1 and t.numel() >= 2]
+        if not per_sample:
             return
-        checked["classes"] = "classes mixed"
-        single, sorted_labels, batches = list(mixing.single), mixing.sorted, mixing.batches
+        every = torch.cat(per_sample)
+        single = [
+            i
+            for i, t in enumerate(per_sample)
+            if len(t) >= 8 and torch.unique(t[t != IGNORE_INDEX]).numel() == 1
+        ]
+        many = torch.unique(every).numel() >= 2
+        ordered = many and bool((every[1:] >= every[:-1]).all())
         shuffled = is_shuffled(context.train_dataloader)
-        if shuffled is None:
-            unchecked["shuffle"] = "shuffling (the loader has no sampler to inspect)"
-        elif shuffled:
-            checked["shuffle"] = "loader shuffles"  # a loader that does not shuffle never passes (see below)
-        details.update(single_class_batches=single, labels_sorted=sorted_labels, loader_shuffles=shuffled)
-        if mixing.all_single and batches >= 2:
-            fails.append(
-                f"every one of the first {batches} batches holds a single class: the data is ordered "
-                "by label, so each step pulls the model toward one class. Try: DataLoader(shuffle=True) or a "
-                "RandomSampler."
-            )
-        elif sorted_labels and shuffled is False:
-            fails.append(
-                "labels come in sorted order and the training loader does not shuffle: each step sees a "
-                "narrow slice of the classes. Try: DataLoader(shuffle=True)."
+        details.update(single_class_batches=single, labels_sorted=ordered, loader_shuffles=shuffled)
+        if (many and len(single) == len(per_sample) and len(single) >= 2) or (ordered and shuffled is False):
+            self._add(
+                "fail",
+                f"labels come sorted: {len(single)} of {len(per_sample)} batches hold one class; "
+                f"the loader {'does not shuffle' if shuffled is False else 'serves them in order'}",
+                "Shuffle: DataLoader(shuffle=True) or a RandomSampler over the whole dataset.",
             )
         elif single:
-            warns.append(
-                f"{len(single)} of {batches} batches hold a single class. Try: check the sampler "
-                "shuffles across the whole dataset (not within shards ordered by label)."
+            self._add(
+                "warn",
+                f"{len(single)} of {len(per_sample)} batches hold a single class",
+                "Check that the sampler shuffles across the whole dataset, not within sorted shards.",
             )
-        if shuffled is False and not sorted_labels and not mixing.all_single:
-            warns.append(
-                "the training loader does not shuffle (SequentialSampler): every epoch sees the same order, "
-                "which biases SGD if the data has any order. Try: DataLoader(shuffle=True)."
+        elif shuffled is False:
+            self._add(
+                "warn",
+                "the training loader does not shuffle (SequentialSampler): every epoch sees one order",
+                "Use DataLoader(shuffle=True).",
             )
 
-
-def _check_fractions(name: str, value: Any) -> None:
-    """A ``(warn, fail)`` pair of fractions in (0, 1] with ``warn <= fail``."""
-    if (
-        not isinstance(value, (tuple, list))
-        or len(value) != 2
-        or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v <= 1 for v in value)
-        or value[0] > value[1]
-    ):
-        raise ValueError(
-            f"`{name}` must be a pair (warn, fail) of fractions in (0, 1] with warn <= fail, got {value!r}."
+    def _splits(self, context: CheckContext, batches: list[Any], details: dict[str, Any]) -> None:
+        """Label sets, label distributions and the input-target relation of the two splits."""
+        val = context.val_batches(self.num_batches)
+        if not val:
+            return
+        split = {"train": _stacked(context, batches), "val": _stacked(context, val)}
+        if any(s is None for s in split.values()):
+            details["relation"] = "not compared: the inputs or targets differ in shape between batches"
+            return
+        (x_t, y_t, g_t), (x_v, y_v, g_v) = split["train"], split["val"]  # type: ignore[misc]
+        classes = 0
+        if y_t.ndim == 1 and not y_t.is_floating_point() and y_t.dtype != torch.bool:
+            keep_t, keep_v = y_t != IGNORE_INDEX, y_v != IGNORE_INDEX
+            counts_t, counts_v = _counts(y_t[keep_t]), _counts(y_v[keep_v])
+            details.update(train_class_counts=counts_t, val_class_counts=counts_v)
+            unseen = sum(n for c, n in counts_v.items() if c not in counts_t) / max(1, sum(counts_v.values()))
+            details["val_unseen_label_fraction"] = unseen
+            if unseen >= 0.5:
+                self._add(
+                    "fail",
+                    f"{unseen:.0%} of validation samples carry labels unseen in training "
+                    f"({len(counts_t)} training, {len(counts_v)} validation classes)",
+                    "Split with stratification and build one label mapping for both splits.",
+                )
+                return
+            shift = _label_shift(counts_t, counts_v)
+            details["label_distribution"] = shift
+            if shift["significant"]:
+                self._add(
+                    "warn",
+                    f"the label distribution differs between splits: total variation {shift['tv']:.2f} "
+                    f"(chi-square {shift['chi2']:.0f}, {shift['df']} df)",
+                    "Stratify the split per class; if deliberate, report per-class metrics.",
+                )
+            x_t, y_t, g_t = x_t[keep_t], y_t[keep_t], {k: v[keep_t] for k, v in g_t.items()}
+            x_v, y_v, g_v = x_v[keep_v], y_v[keep_v], {k: v[keep_v] for k, v in g_v.items()}
+            codes, y_all = torch.unique(torch.cat([y_t, y_v]), return_inverse=True)
+            y_t, y_v, classes = y_all[: len(y_t)], y_all[len(y_t) :], len(codes)
+        elif y_t.is_complex() or y_t.dtype == torch.bool:
+            return
+        aligned = _aligned(x_t, y_t)
+        if not aligned and (y_t.ndim > 2 or not (y_t.is_floating_point() or classes)):
+            details["relation"] = "not compared: a target per sample that is not aligned with the input"
+            return
+        if not y_t.is_floating_point() and not classes:  # integer targets per position: tags, tokens
+            valid = torch.cat([y_t.flatten(), y_v.flatten()])
+            codes = torch.unique(valid[valid >= 0])
+            y_t, y_v = (
+                torch.where(y >= 0, torch.searchsorted(codes, y.clamp_min(0)), -1) for y in (y_t, y_v)
+            )
+            classes = len(codes)
+        found_relations = relations(
+            {"train": x_t, "val": x_v},
+            {"train": y_t, "val": y_v},
+            {"train": g_t, "val": g_v},
+            classes,
+            aligned,
         )
+        if not found_relations:
+            return
+        worst = max(found_relations, key=lambda r: (("pass", "warn", "fail").index(r.level), r.z))
+        details["relation"] = worst.details()
+        if worst.level != "pass":
+            self._found.append(_relation_finding(worst))
 
 
-def _nonfinite_message(nonfinite: tuple[NonFinite, ...], batches: int) -> str:
-    parts = []
-    for c in nonfinite:
-        kinds = " and ".join(f"{count} {kind}" for count, kind in ((c.nan, "NaN"), (c.inf, "Inf")) if count)
-        parts.append(f"{kinds} value(s) in the {c.role}")
-    causes = []
-    if any(c.role == "targets" for c in nonfinite):
-        causes.append(
-            "non-finite targets (regression targets with missing values, a log of 0 in a target "
-            "transform) make the loss NaN on the first step that sees them"
-        )
-    if any(c.inf for c in nonfinite):
-        causes.append("Inf comes from an overflow (float16 casts, exp) or a division by a zero std")
-    if any(c.nan for c in nonfinite):
-        causes.append("NaN comes from missing values in the source or 0/0 in normalisation")
-    return (
-        f"NaN/Inf in the data: {'; '.join(parts)} in the first {batches} batches. Non-finite data "
-        f"turns the loss and every weight into NaN. Likely causes: {'; '.join(causes)}. Try: "
-        "torch.nan_to_num or drop the rows; check the normalisation statistics (std > 0) and any "
-        "log/exp in the data pipeline."
+def _relation_finding(r: Relation) -> Finding:
+    other = "val" if r.fitted == "train" else "train"
+    return Finding(
+        r.level,  # type: ignore[arg-type]
+        f"pairing differs across splits: {r.rule} fit on {r.fitted} score {r.own:.2f} there, {r.other:.2f} "
+        f"on {other} ({r.z:.0f} SE)",
+        f"Compare a few {other} samples with their targets: shuffled or remapped labels, an augmentation "
+        "or crop that moves the input but not its target, a step applied to one split only.",
     )
+
+
+def _stacked(context: CheckContext, batches: list[Any]) -> tuple[Tensor, Tensor, dict[str, Tensor]] | None:
+    """The batches' inputs, targets and other per-sample tensors concatenated (host copies)."""
+    xs, ys = [], []
+    groups: dict[str, list[Tensor]] = {}
+    for batch in batches:
+        x, y = context.split(batch)
+        if x is None or y is None or x.ndim == 0 or y.ndim == 0 or len(x) != len(y):
+            return None
+        xs.append(x.detach().cpu())
+        ys.append(y.detach().cpu())
+        items: Any = (
+            batch.items()
+            if isinstance(batch, Mapping)
+            else enumerate(batch)
+            if isinstance(batch, (list, tuple))
+            else []
+        )
+        for key, value in items:
+            if isinstance(value, Tensor) and value is not y and value.ndim >= 1 and len(value) == len(y):
+                groups.setdefault(f"batch[{key!r}]" if value is not x else "inputs", []).append(
+                    value.detach().cpu()
+                )
+    try:
+        stacked = {k: torch.cat(v) for k, v in groups.items() if len(v) == len(batches)}
+        return torch.cat(xs), torch.cat(ys), stacked
+    except RuntimeError:
+        return None
+
+
+def _aligned(x: Tensor, y: Tensor) -> bool:
+    """The target holds one value per input position: ``[N, *S]`` for inputs ``[N, *S]`` or ``[N, C, *S]``."""
+    if y.ndim < 2 or y[0].numel() < 2:
+        return False
+    shape, target = tuple(x.shape[1:]), tuple(y.shape[1:])
+    return shape == target or shape[1:] == target or (target[0] == 1 and shape[1:] == target[1:])
+
+
+def _counts(labels: Tensor) -> dict[int, int]:
+    return dict(zip(*(t.tolist() for t in torch.unique(labels, return_counts=True)), strict=True))
+
+
+def _label_shift(train: dict[int, int], val: dict[int, int]) -> dict[str, Any]:
+    """Total variation and a chi-square test of homogeneity; significant when the TV exceeds 0.2 and the
+    chi-square its mean by five standard deviations."""
+    labels = sorted(set(train) | set(val))
+    n_t, n_v = sum(train.values()), sum(val.values())
+    tv = 0.5 * sum(abs(train.get(k, 0) / n_t - val.get(k, 0) / n_v) for k in labels)
+    chi2 = 0.0
+    for k in labels:
+        column = train.get(k, 0) + val.get(k, 0)
+        for seen, n in ((train.get(k, 0), n_t), (val.get(k, 0), n_v)):
+            expected = column * n / (n_t + n_v)
+            chi2 += (seen - expected) ** 2 / expected if expected > 0 else 0.0
+    df = max(1, len(labels) - 1)
+    return {"tv": tv, "chi2": chi2, "df": df, "significant": tv > 0.2 and chi2 > df + 5 * (2 * df) ** 0.5}
+
+
+def _purity(loader: Any) -> dict[str, Any] | None:
+    """Read ``PURITY_SAMPLES`` samples straight from the loader's dataset and compare its stored tensors
+    with a snapshot taken before; restore them and say what changed (``None``: nothing, or not tested)."""
+    dataset = getattr(loader, "dataset", None)
+    while isinstance(dataset, Subset):
+        dataset = dataset.dataset
+    if dataset is None or not hasattr(dataset, "__getitem__") or not hasattr(dataset, "__len__"):
+        return None
+    stored = _stored_tensors(dataset)
+    if not stored or sum(t.numel() for t in stored.values()) > MAX_SNAPSHOT:
+        return None
+    snapshot = {name: t.detach().clone() for name, t in stored.items()}
+    reads = min(len(dataset), PURITY_SAMPLES)
+    try:
+        for i in range(reads):
+            dataset[i]
+    except Exception:  # a dataset that cannot be indexed this way: not tested
+        return None
+    changed = {
+        name: int((t != snapshot[name]).sum())
+        for name, t in stored.items()
+        if not torch.equal(t, snapshot[name])
+    }
+    for name in changed:
+        with torch.no_grad():
+            stored[name].copy_(snapshot[name])
+    if not changed:
+        return None
+    name = max(changed, key=changed.__getitem__)
+    return {
+        "tensor": name,
+        "changed_elements": changed[name],
+        "reads": reads,
+        "changed_tensors": sorted(changed),
+    }
+
+
+def _stored_tensors(dataset: Any) -> dict[str, Tensor]:
+    """The tensors a dataset holds as attributes (one level, and in lists, tuples and dicts)."""
+    found: dict[str, Tensor] = {}
+    for attr, value in vars(dataset).items() if hasattr(dataset, "__dict__") else ():
+        items = (
+            value.items()
+            if isinstance(value, dict)
+            else enumerate(value)
+            if isinstance(value, (list, tuple)) and len(value) <= 16
+            else [(None, value)]
+        )
+        for key, item in items:
+            if isinstance(item, Tensor) and not item.is_meta:
+                found[f"dataset.{attr}" + (f"[{key!r}]" if key is not None else "")] = item
+    return found

@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import torch
+from torch import Tensor
 from torch.utils.data import DataLoader
 from typing_extensions import override
 
 from lightning_recipes._validation import check_int, check_positive
 from lightning_recipes.checks.base import SanityCheck, TimeBudget
-from lightning_recipes.checks.data._loader_samples import dataset_labels, served_indices, yields_a_batch
-from lightning_recipes.checks.data._served_shares import ClassShare, ShareComparison, compare_shares
-from lightning_recipes.checks.report import CheckResult, CheckSkipped
+from lightning_recipes.checks.data._loader_samples import (
+    check_pair,
+    dataset_labels,
+    served_indices,
+    yields_a_batch,
+)
+from lightning_recipes.checks.report import CheckInconclusive, CheckResult, CheckSkipped
 from lightning_recipes.harness import Harness as CheckContext
 from lightning_recipes.harness import is_shuffled
 from lightning_recipes.harness.batches import Key
@@ -84,18 +91,9 @@ class LoaderCheck(SanityCheck):
         check_int("max_samples", max_samples, minimum=10)
         check_positive("z_threshold", z_threshold)
         check_positive("min_expected", min_expected)
-        if (
-            not isinstance(rarer_ratios, (tuple, list))
-            or len(rarer_ratios) != 2
-            or not all(
-                isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < 1 for v in rarer_ratios
-            )
-            or rarer_ratios[1] > rarer_ratios[0]
-        ):
-            raise ValueError(
-                "`rarer_ratios` must be a pair (warn, fail) of ratios in (0, 1) with fail <= warn, got "
-                f"{rarer_ratios!r}."
-            )
+        check_pair(
+            "rarer_ratios", rarer_ratios, "ratios in (0, 1) with fail <= warn", high=1.0, descending=True
+        )
         self.max_samples = max_samples
         self.z_threshold = z_threshold
         self.rarer_ratios = (float(rarer_ratios[0]), float(rarer_ratios[1]))
@@ -106,39 +104,27 @@ class LoaderCheck(SanityCheck):
         train = context.train_dataloader
         if train is None:
             raise CheckSkipped("no training loader: pass `train_dataloaders=` or `datamodule=`.")
-        empty = [
-            _empty_message(split, loader)
-            for split, loader in (("training", train), ("validation", context.val_dataloader))
-            if loader is not None and not yields_a_batch(loader)
-        ]
-        details: dict[str, Any] = {"empty_loaders": len(empty)}
-        if empty:
-            return CheckResult(self.name, "fail", " | ".join(empty), details)
+        for split, loader in (("training", train), ("validation", context.val_dataloader)):
+            if loader is not None and not yields_a_batch(loader):
+                summary, action = _empty(split, loader)
+                empty = {"empty_loaders": 1, "split": split, "loader": describe_loader(loader)}
+                return CheckResult(self.name, "fail", summary, empty, action=action)
+        details: dict[str, Any] = {"empty_loaders": 0}
         served = served_indices(train, MAX_EPOCH_INDICES)
-        batches = f"the training loader yields {_batches(train, served)} batch(es) per epoch"
+        batches = f"{_batches(train, served)} batch(es) per epoch"
         if served is None or not isinstance(train, DataLoader):
-            return CheckResult(
-                self.name,
-                "pass",
-                f"{batches}. Not checked: the served label distribution (not a map-style DataLoader, so its "
-                "sampler's indices cannot be read).",
-                details,
-            )
+            details["not_checked"] = "the served label distribution (not a map-style DataLoader)"
+            return CheckResult(self.name, "pass", f"the training loader yields {batches}", details)
         details["batches_per_epoch"] = served.batches if served.complete else None
         if not served.complete and is_shuffled(train) is not True:
-            return CheckResult(
-                self.name,
-                "pass",
-                f"{batches}. Not checked: the served label distribution (an epoch of more than "
-                f"{MAX_EPOCH_INDICES} indices in a fixed order: its first part does not represent it).",
-                details,
-            )
+            details["not_checked"] = f"the served label distribution (a fixed order of > {MAX_EPOCH_INDICES})"
+            return CheckResult(self.name, "pass", f"the training loader yields {batches}", details)
         comparison = self._compare(context, train, served.indices)
         if comparison is None:
             raise CheckSkipped(
-                f"{batches}, but its targets are not one integer label per sample (regression, sequences or "
-                "masks; or a dataset whose samples have no target at the target key), so there is no class "
-                "distribution to compare. Pass `target_key=` if the labels are elsewhere."
+                f"{batches}, but the targets are not one integer label per sample: no class shares to "
+                "compare "
+                "(pass `target_key=` if the labels are elsewhere)."
             )
         return self._verdict(comparison, batches, details)
 
@@ -197,95 +183,56 @@ class LoaderCheck(SanityCheck):
             },
             measured=round(min(c.ratio for c in classes), 4),
         )
-        fails: list[str] = []
-        warns: list[str] = []
-        thin: list[ClassShare] = []
         never = [c for c in classes if c.served_count == 0 and c.expected >= self.min_expected]
+        rarer = [c for c in classes if c not in never and c.dataset_share < uniform and c.ratio <= warn_ratio]
+        beyond = sorted((c for c in rarer if c.z <= -self.z_threshold), key=lambda c: c.ratio)
+        action = "Check the sampler's indices and weights per class: WeightedRandomSampler(1.0 / counts[y])."
         if never:
-            fails.append(_never_message(never, n))
-        for c in classes:
-            if c in never or c.dataset_share >= uniform or c.ratio > warn_ratio:
-                continue
-            if c.z > -self.z_threshold:
-                thin.append(c)
-            elif c.ratio <= fail_ratio or c.served_count == 0:
-                fails.append(self._rarer_message(c, classes, n))
-            else:
-                warns.append(self._rarer_message(c, classes, n))
-        if fails:
-            return CheckResult(self.name, "fail", " | ".join(fails + warns), details)
-        if warns:
-            return CheckResult(self.name, "warn", " | ".join(warns), details)
-        if thin:
-            c = thin[0]
-            return CheckResult(
-                self.name,
-                "inconclusive",
-                f"{batches}; class {c.label} is served at {c.ratio:.2f} x its dataset share "
-                f"({c.served_share:.2%} vs {c.dataset_share:.2%}), but only {c.served_count} of {n} served "
-                f"samples: within sampling noise (z = {c.z:.1f}, threshold -{self.z_threshold:g}). "
-                "Try: a longer epoch (the sampler's "
-                "`num_samples`), or check the sampler's weights by hand.",
-                details,
+            c = never[0]
+            summary = f"{len(never)} class(es) never served in an epoch of {n}: class {c.label} is "
+            summary += f"{c.dataset_share:.1%} of the data"
+            return CheckResult(self.name, "fail", summary, details, action=action)
+        if beyond:
+            c = beyond[0]
+            status: Literal["fail", "warn"] = (
+                "fail" if c.ratio <= fail_ratio or c.served_count == 0 else "warn"
+            )
+            summary = (
+                f"the sampler makes class {c.label} rarer: {c.dataset_share:.2%} of the data, "
+                f"{c.served_share:.2%} "
+                f"served (z = {c.z:.1f})"
+            )
+            return CheckResult(self.name, status, summary, details, action=action)
+        if rarer:
+            c = rarer[0]
+            raise CheckInconclusive(
+                f"class {c.label} is served at {c.ratio:.2f} x its share, within sampling noise "
+                f"(z = {c.z:.1f}); "
+                "a longer epoch (`num_samples`) would tell"
             )
         rarest = classes[0]
         return CheckResult(
             self.name,
             "pass",
-            f"{batches}; it serves all {len(classes)} classes at no less than their dataset share beyond "
-            f"noise (rarest class {rarest.label}: {rarest.dataset_share:.2%} of the dataset, "
-            f"{rarest.served_share:.2%} of {n} served samples, z = {rarest.z:.1f}).",
+            f"{batches}; all {len(classes)} classes served at their share or more "
+            f"(rarest z = {rarest.z:.1f})",
             details,
         )
 
-    def _rarer_message(self, c: ClassShare, classes: list[ClassShare], n: int) -> str:
-        gainer = max(classes, key=lambda k: k.ratio)
-        return (
-            f"the sampler makes rare class {c.label} rarer: {c.dataset_share:.2%} of the dataset but "
-            f"{c.served_share:.2%} of {n} served samples ({c.ratio:.2f} x its share; expected "
-            f"{c.expected:.0f}, served {c.served_count}, z = {c.z:.1f}, beyond the binomial noise threshold "
-            f"-{self.z_threshold:g}) while class {gainer.label} gains ({gainer.dataset_share:.2%} -> "
-            f"{gainer.served_share:.2%}). Likely cause: sample weights proportional to the class frequency "
-            "(`counts[y]`) where the inverse was meant (`1 / counts[y]`), or a filter in the sampler. "
-            "Try: WeightedRandomSampler(1.0 / counts[y], ...)."
-        )
 
-
-def _never_message(never: list[ClassShare], n: int) -> str:
-    listed = ", ".join(
-        f"class {c.label} ({c.dataset_count} samples, {c.dataset_share:.2%}; expected {c.expected:.0f})"
-        for c in never[:5]
-    )
-    return (
-        f"{len(never)} class(es) of the dataset are never served in one epoch of {n} samples: {listed}. The "
-        "model never sees them and cannot predict them. Likely causes: a sampler or Subset whose indices "
-        "exclude them, zero weights in a WeightedRandomSampler, a split that put them all in validation. "
-        "Try: check the sampler's indices / weights per class; split with stratification."
-    )
-
-
-def _empty_message(split: str, loader: Any) -> str:
-    described = describe_loader(loader)
-    fix = "make the loader yield at least one batch"
+def _empty(split: str, loader: Any) -> tuple[str, str]:
+    fix = "Make the loader yield at least one batch."
     if isinstance(loader, DataLoader):
-        size = _length(loader.dataset)
-        indices = _length(loader.sampler)
-        batch_size = loader.batch_size
+        size, indices, batch_size = _length(loader.dataset), _length(loader.sampler), loader.batch_size
         if size == 0:
-            fix = "the dataset is empty: check its path, split or a filter that removed every sample"
+            fix = "The dataset is empty: check its path, split or filters."
         elif indices == 0:
-            sampler = type(loader.sampler).__name__
-            fix = f"the sampler ({sampler}) yields no index: check the indices it is given"
+            fix = f"The sampler ({type(loader.sampler).__name__}) yields no index: check the indices it gets."
         elif loader.drop_last and batch_size is not None and indices is not None and batch_size > indices:
             fix = (
-                f"drop_last=True drops the only, partial batch ({indices} samples < "
-                f"batch_size={batch_size}): set drop_last=False or batch_size <= {indices}"
+                f"drop_last=True drops the only batch ({indices} < batch_size={batch_size}): drop_last=False."
             )
-    return (
-        f"the {split} loader yields no batch per epoch ({described}): "
-        + ("no training step runs" if split == "training" else "validation never runs")
-        + f", and every metric of the run is empty. Try: {fix}."
-    )
+    return f"the {split} loader yields no batch per epoch", fix
 
 
 def _batches(loader: Any, served: Any) -> str:
@@ -314,3 +261,64 @@ def _cheap_labels(dataset: Any) -> bool:
         return True
     targets = getattr(dataset, "targets", None)
     return isinstance(targets, (list, tuple, torch.Tensor)) and _length(targets) == _length(dataset)
+
+
+@dataclass(frozen=True)
+class ClassShare:
+    """One class: its share of the dataset, of what the loader served, their ratio and the z-score of the
+    served count against a sampler that keeps the dataset's shares (binomial noise)."""
+
+    label: int
+    dataset_count: int
+    dataset_share: float
+    served_count: int
+    served_share: float
+    expected: float
+    z: float
+
+    @property
+    def ratio(self) -> float:
+        return self.served_share / self.dataset_share
+
+
+@dataclass(frozen=True)
+class ShareComparison:
+    """Every class of the dataset, rarest first, and how many samples each side counted."""
+
+    classes: list[ClassShare]
+    served: int
+    reference: int
+    reference_is_sample: bool
+
+
+def compare_shares(dataset: Tensor, served: Tensor, *, reference_is_sample: bool) -> ShareComparison:
+    """Compare the label shares of ``served`` (what one epoch of the loader served) with ``dataset``'s.
+
+    Noise: a sampler that keeps the dataset's shares serves class ``c`` with share ``p_c`` about
+    ``Binomial(N, p_c)`` times (exactly ``N p_c`` for a shuffled epoch; binomial is the upper bound, drawing
+    with replacement), so ``z = (n_c - N p_c) / sqrt(N p_c (1 - p_c) (1 + N / M))``, where the ``N / M`` term
+    counts the noise of ``dataset`` itself when it is a sample of ``M`` labels (``reference_is_sample``).
+
+    Example:
+        >>> import torch
+        >>> data = torch.tensor([0] * 80 + [1] * 20)
+        >>> served = torch.tensor([0] * 98 + [1] * 2)  # class 1 made rarer
+        >>> rare = compare_shares(data, served, reference_is_sample=False).classes[0]
+        >>> rare.label, rare.served_count, round(rare.ratio, 2), round(rare.z, 1)
+        (1, 2, 0.1, -4.5)
+    """
+    labels, counts = torch.unique(dataset, return_counts=True)
+    total, n = int(counts.sum()), len(served)
+    served_counts = {int(k): int(v) for k, v in zip(*torch.unique(served, return_counts=True), strict=True)}
+    extra = n / total if reference_is_sample and total else 0.0
+    classes = []
+    for label, count in zip(labels.tolist(), counts.tolist(), strict=True):
+        share = count / total
+        got = served_counts.get(label, 0)
+        expected = n * share
+        std = math.sqrt(max(n * share * (1 - share) * (1 + extra), 1e-12))
+        classes.append(
+            ClassShare(label, count, share, got, got / n if n else 0.0, expected, (got - expected) / std)
+        )
+    classes.sort(key=lambda c: (c.dataset_share, c.label))
+    return ShareComparison(classes, n, total, reference_is_sample)

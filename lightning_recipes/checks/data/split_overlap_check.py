@@ -8,20 +8,19 @@ from typing import Any, Literal
 
 import torch
 from torch import Tensor
-from torch.nn import functional as F
 from torch.utils.data import DataLoader, Subset
 from typing_extensions import override
 
 from lightning_recipes._validation import check_in_range, check_int
 from lightning_recipes.checks.base import SanityCheck, TimeBudget
-from lightning_recipes.checks.data._split_repeats import MAX_KEYS, REFERENCE_RANK, repeat_level, repeats_of
+from lightning_recipes.checks.data._relation import features
+from lightning_recipes.checks.data._split_repeats import MAX_KEYS, repeat_level, repeats_of
 from lightning_recipes.checks.report import CheckResult, CheckSkipped
 from lightning_recipes.harness import Harness as CheckContext
 from lightning_recipes.harness.batches import Key
 
 __all__ = ["SplitOverlapCheck"]
 
-_POOLED_SIDE = 16  # images larger than 16x16 are average-pooled to 16x16 before the near-duplicate test
 _MAX_DIM = 1024  # longer float fingerprints are projected (seeded Gaussian) to this many dimensions
 _CHUNK = 256  # rows of the similarity matrix computed at once
 
@@ -148,95 +147,44 @@ class SplitOverlapCheck(SanityCheck):
             "examples": [{"val_index": v, "train_index": t} for v, t in examples],
             "measured": max(estimate, repeat_estimate),
         }
-        if repeats is not None:  # a new key only when the repeat test ran: saved reports of tokens stay equal
+        if repeats is not None:
             details["repeats"] = {**repeats.details(), "estimated_overlap": repeat_estimate}
-        shown = ", ".join(f"val #{v} ~ train #{t}" for v, t in examples)
-        read = (
-            f"{len(val)} validation vs {len(train)} training samples"
-            + (f" (of {total})" if total is not None else "")
-            + f"; near = {method}"
-        )
-        found = (
-            f"{len(near)} of {usable_val} validation samples repeat a training sample ({len(exact)} exact), "
-            f"{chance_rate:.1%} expected by chance (training samples matching other training samples); "
-            f"estimated overlap {estimate:.1%} of the validation set. Examples (read order): {shown}."
-        )
         continuous = bool(train) and torch.is_floating_point(train[0])  # token sequences repeat naturally
-        # Text repeats itself across any split (boilerplate, quotes, headers): token windows that are only
-        # near-equal to training windows, with no exact copy, are reported as a warning, not a failure.
-        near_text_only = not continuous and not exact
-        repeat_found = ""
+        near_text_only = not continuous and not exact  # text repeats itself across splits: warn at most
         level = repeat_level(repeats, repeat_estimate, self.warn_fraction, self.fail_fraction)
-        if repeats is not None and level != "pass":
-            repeat_found = (
-                f" Repeats beyond exact copies: {repeats.stated}; estimated {repeat_estimate:.1%} of the "
-                "validation set repeats training samples (repeated measurements of one subject, a copy with "
-                "noise added, split at random)."
-            )
+        found = (
+            f"{len(near)} of {usable_val} validation samples repeat a training sample ({len(exact)} exact; "
+            f"{chance_rate:.1%} by chance), ~{max(estimate, repeat_estimate):.0%} of validation"
+        )
+        split = "Split once by index (or by subject: GroupShuffleSplit) before any augmentation; deduplicate."
         if (estimate >= self.fail_fraction and excess >= 3 and not near_text_only) or level == "fail":
-            return CheckResult(
-                self.name,
-                "fail",
-                f"the validation data overlaps the training data: {found}{repeat_found} The validation loss "
-                "then measures memory, not generalisation. Likely causes: a validation set drawn from (or a "
-                "subset of) the training set, augmented copies of training samples in validation, a dataset "
-                "split after duplicating or augmenting it, several measurements of one subject (patient, "
-                "speaker, session) split at random. Try: split by index once, before any augmentation; split "
-                "by subject (GroupShuffleSplit, GroupKFold); deduplicate (hash the samples) before "
-                "splitting. Read: " + read + ".",
-                details,
-            )
+            return CheckResult(self.name, "fail", found, details, action=split)
         if (estimate >= self.warn_fraction and excess >= 2) or level == "warn":
-            text_note = (
-                " Only near-equal token windows, no exact copy: text repeats itself across splits "
-                "(boilerplate, quotes, headers), so this is a warning; an exact copy would fail."
-                if near_text_only
-                else ""
-            )
-            return CheckResult(
-                self.name,
-                "warn",
-                f"some validation samples repeat training samples: {found}{repeat_found}{text_note} Try: "
-                "deduplicate across the splits (hash the samples) and split by subject before training. "
-                "Read: " + read + ".",
-                details,
-            )
+            return CheckResult(self.name, "warn", found, details, action=split)
         if continuous and len(exact) >= max(3, _EXACT_WARN_FRACTION * usable_val):
             return CheckResult(
                 self.name,
                 "warn",
-                f"{len(exact)} of {usable_val} validation samples are exact copies of training samples; the "
-                f"training samples repeat each other as often ({chance_rate:.1%} chance rate, "
-                f"{train_duplicates} duplicate(s) among them), so this is not counted as overlap beyond "
-                "chance, but exact repeats across the splits are what a dataset duplicated (oversampled, "
-                "augmented) before it was split looks like. Try: deduplicate (hash the samples) and split "
-                "before oversampling. Read: " + read + ".",
+                f"{len(exact)} of {usable_val} validation samples are exact copies of training samples "
+                f"({train_duplicates} repeats within training)",
                 details,
+                action="Deduplicate (hash the samples) and split before oversampling.",
             )
-        if repeats is not None and level == "inconclusive":
+        if level == "inconclusive":
+            assert repeats is not None
             return CheckResult(
                 self.name,
                 "inconclusive",
-                f"no exact or near-identical overlap beyond chance ({found}), but the repeat test is "
-                f"undecided: {repeats.stated}, chance probability {repeats.chance_p:.1e}, too few samples to "
-                "tell repeats of training samples from chance neighbours. Try: more batches "
-                "(`num_batches=`), or look at the examples' pairs (details['repeats']['examples']). Read: "
-                + read
-                + ".",
+                f"the repeat test is undecided: {repeats.flagged} of {repeats.queries} flagged, too few "
+                f"samples (chance p = {repeats.chance_p:.1e})",
                 details,
+                action="Read more batches (`num_batches=`) or look at the pairs in details['repeats'].",
             )
-        repeat_note = (
-            f" Repeat test (nearest vs {REFERENCE_RANK}th-nearest training neighbour): {repeats.flagged} of "
-            f"{repeats.queries} flagged, {repeats.expected:.1f} expected by chance."
-            if repeats is not None
-            else ""
-        )
         return CheckResult(
             self.name,
             "pass",
-            f"no overlap beyond chance between the splits: {len(near)} of {usable_val} validation samples "
-            f"match a training sample, {chance_rate:.1%} expected by chance; {train_duplicates} duplicate(s) "
-            f"within the training samples.{repeat_note} Read: {read}.",
+            f"no overlap beyond chance: {len(near)} of {usable_val} validation samples match training, "
+            f"{chance_rate:.1%} by chance",
             details,
         )
 
@@ -309,10 +257,9 @@ def _shared_dataset(train_loader: Any, val_loader: Any, fail_fraction: float) ->
         return CheckResult(
             name,
             "fail",
-            f"the validation loader reads the training dataset itself ({type(train_set).__name__}): every "
-            "validation sample is a training sample, so the validation loss measures memory. Try: split "
-            "the data (torch.utils.data.random_split, or separate files) and give each loader its part.",
+            f"the validation loader reads the training dataset itself ({type(train_set).__name__})",
             {"estimated_overlap": 1.0, "measured": 1.0, "shared_dataset": True},
+            action="Split the data (torch.utils.data.random_split) and give each loader its part.",
         )
     if isinstance(train_set, Subset) and isinstance(val_set, Subset) and train_set.dataset is val_set.dataset:
         shared = set(map(int, train_set.indices)) & set(map(int, val_set.indices))
@@ -323,11 +270,9 @@ def _shared_dataset(train_loader: Any, val_loader: Any, fail_fraction: float) ->
             return CheckResult(
                 name,
                 status,
-                f"the training and validation Subsets of the same dataset share {len(shared)} indices "
-                f"({fraction:.1%} of the validation set; e.g. {examples}): those samples are trained on and "
-                "validated on. Try: draw both from one permutation (torch.utils.data.random_split) so the "
-                "index sets are disjoint.",
+                f"Subsets of the same dataset share {len(shared)} indices ({fraction:.1%} of validation)",
                 {"estimated_overlap": fraction, "measured": fraction, "shared_indices": examples},
+                action="Draw both splits from one permutation (torch.utils.data.random_split).",
             )
     return None
 
@@ -372,11 +317,7 @@ def _blank(samples: list[Tensor]) -> list[bool]:
 
 def _fingerprint(x: Tensor) -> Tensor:
     """Centred, unit-norm float features per sample; large images pooled, long vectors projected."""
-    x = x.float()
-    if x.ndim >= 3 and x.shape[-1] > _POOLED_SIDE and x.shape[-2] > _POOLED_SIDE:
-        lead = x.shape[:-2]
-        x = F.adaptive_avg_pool2d(x.reshape(-1, 1, *x.shape[-2:]), _POOLED_SIDE).reshape(*lead, -1)
-    x = x.flatten(1).nan_to_num(posinf=0.0, neginf=0.0)
+    x = features(x)
     if x.shape[1] > _MAX_DIM:
         generator = torch.Generator().manual_seed(0)  # fixed: the same projection for both splits
         projection = torch.randn(x.shape[1], _MAX_DIM, generator=generator).to(x.device)

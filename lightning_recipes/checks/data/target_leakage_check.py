@@ -6,11 +6,11 @@ from typing import Any, Literal
 
 from typing_extensions import override
 
+from lightning_recipes._deprecation import warn_deprecated
 from lightning_recipes._validation import check_bool, check_in_range, check_int
 from lightning_recipes.checks.base import SanityCheck, TimeBudget
 from lightning_recipes.checks.data._leakage_probes import (
-    SingleFeature,
-    TooGood,
+    Probe,
     first_samples,
     probe_copy_targets,
     probe_single_feature,
@@ -18,15 +18,13 @@ from lightning_recipes.checks.data._leakage_probes import (
     probe_too_good,
 )
 from lightning_recipes.checks.report import CheckResult, CheckSkipped
+from lightning_recipes.harness import CannotRunOnCopy
 from lightning_recipes.harness import Harness as CheckContext
 from lightning_recipes.harness.batches import Key
 
 __all__ = ["TargetLeakageCheck"]
 
-_LOSS_IGNORES_TARGET = (
-    "the loss does not change with the target tensor (a reconstruction or self-supervised model, or another "
-    "tensor is the target: pass `target_key`)"
-)
+_IGNORED = "the loss does not change with the target (pass `target_key` if another tensor is it)"
 
 
 class TargetLeakageCheck(SanityCheck):
@@ -48,7 +46,7 @@ class TargetLeakageCheck(SanityCheck):
         max_accuracy: (b) held-out accuracy of one feature's lookup table that counts as leakage.
         max_correlation: (b) absolute correlation of one feature with a regression target that counts as
             leakage.
-        num_bins: (b) quantile bins per feature.
+        num_bins: Deprecated: the lookup tables use 32 bins.
         train_steps: (c) optimizer steps of the short training (0 turns (c) off).
         too_good_fraction: (c) held-out loss below this fraction of ``ln C`` warns.
         target_as_input: (0) test whether the model's output changes with the target alone.
@@ -81,7 +79,7 @@ class TargetLeakageCheck(SanityCheck):
         num_samples: int | None = 64,
         max_accuracy: float = 0.99,
         max_correlation: float = 0.999,
-        num_bins: int = 32,
+        num_bins: int | None = None,
         train_steps: int = 20,
         too_good_fraction: float = 0.05,
         target_as_input: bool = True,
@@ -98,7 +96,10 @@ class TargetLeakageCheck(SanityCheck):
             check_int("num_samples", num_samples, minimum=2)
         check_in_range("max_accuracy", max_accuracy, 0, 1, low_open=True)
         check_in_range("max_correlation", max_correlation, 0, 1, low_open=True)
-        check_int("num_bins", num_bins, minimum=2)
+        if num_bins is not None:
+            warn_deprecated(
+                "TargetLeakageCheck(num_bins=) is deprecated and ignored: the lookup tables use 32 bins."
+            )
         check_int("train_steps", train_steps, minimum=0)
         check_in_range("too_good_fraction", too_good_fraction, 0, 1, low_open=True)
         check_bool("target_as_input", target_as_input)
@@ -118,108 +119,55 @@ class TargetLeakageCheck(SanityCheck):
         inputs, targets = context.split(train[0])
         if inputs is None or targets is None:
             raise CheckSkipped(
-                "cannot find both the input and the target tensor in the batch; pass `input_key` / "
-                "`target_key`."
+                "cannot find both the input and the target tensor; pass `input_key` / `target_key`."
             )
-        details: dict[str, Any] = {"held_out": source}
-        fails: list[str] = []
-        notes: list[str] = []  # what each test found, for a pass message
-        skipped: list[str] = []  # why a test did not apply
-
         first = first_samples(context, train[0], self.model_samples)
-        fed = probe_target_fed(context, first, self.target_as_input)
-        details["target_as_input"] = fed.details()
-        if fed.reason is not None:
-            skipped.append(f"(0) {fed.reason}")
+        fed, uses = _abstaining(probe_target_fed, context, first, self.target_as_input)
+        probes: dict[str, Probe] = {
+            "target_as_input": fed,
+            "copy_targets": _abstaining(probe_copy_targets, context, first),
+        }
+        if uses is False:
+            probes["single_feature"] = Probe(_IGNORED)
         else:
-            (fails if fed.leak else notes).append(fed.message)
-
-        copy = probe_copy_targets(context, first)
-        details["copy_targets"] = copy.details()
-        if copy.reason is not None:
-            skipped.append(f"(a) {copy.reason}")
-        elif copy.leak is not None:
-            fails.append(copy.message)
-            details["measured"] = copy.measured
-        else:
-            notes.append(copy.message)
-
-        loss_ignores_target = fed.loss_uses_target is False
-        if loss_ignores_target:
-            feature = SingleFeature(f"single feature: {_LOSS_IGNORES_TARGET}")
-        else:
-            feature = probe_single_feature(
+            probes["single_feature"] = _abstaining(
+                probe_single_feature,
                 context,
                 train,
                 held_out,
                 max_accuracy=self.max_accuracy,
                 max_correlation=self.max_correlation,
-                num_bins=self.num_bins,
             )
-        details["single_feature"] = feature.details()
-        if feature.reason is not None:
-            skipped.append(f"(b) {feature.reason}")
-        elif feature.budget_cut and not feature.leak:
-            # a scan the budget cut proves nothing about the features it did not score: not tested
-            skipped.append(
-                f"(b) single feature: the time budget stopped the scan after {feature.features_scanned} of "
-                f"{feature.features_total} features (so not tested)"
+        if not any(p.leak for p in probes.values()):
+            if uses is False:
+                probes["too_good"] = Probe(_IGNORED)
+            else:
+                task = probes["single_feature"].evidence.get("task", (None, None))
+                classes = task[1] if task[0] == "classification" else None
+                capped = [first_samples(context, batch, self.eval_samples) for batch in held_out]
+                steps, fraction = self.train_steps, self.too_good_fraction
+                probes["too_good"] = _abstaining(
+                    probe_too_good, context, train, capped, classes, steps=steps, fraction=fraction
+                )
+        details: dict[str, Any] = {"held_out": source, **{name: p.record() for name, p in probes.items()}}
+        leaks = [(name, p) for name, p in probes.items() if p.leak]
+        if leaks:
+            name, found = leaks[0]
+            details["leaking_test"] = name
+            if name == "single_feature":
+                details["feature"] = found.evidence["name"]
+            details["measured"] = found.evidence.get("score", found.evidence.get("measured"))
+            status: Literal["warn", "fail"] = "warn" if name == "too_good" else "fail"
+            return CheckResult(self.name, status, found.summary, details, action=found.action)
+        details["measured"] = probes["single_feature"].evidence.get("score")
+        ran = [name for name, p in probes.items() if p.reason is None]
+        if not ran:
+            raise CheckSkipped(
+                "no leakage test applies here: " + "; ".join(f"{n}: {p.reason}" for n, p in probes.items())
             )
-            details["stopped_by_time_budget"] = True
-        elif feature.leak:
-            fails.append(feature.message)
-            details["feature"] = feature.name
-            details["measured"] = feature.score
-        else:
-            notes.append(feature.message)
-            details.setdefault("measured", feature.score)
-
-        if fails:
-            return CheckResult(
-                self.name,
-                "fail",
-                "target leakage, the model can get its label without learning: "
-                + " ".join(fails)
-                + " The model will train beautifully and learn nothing usable.",
-                details,
-            )
-        capped = [first_samples(context, batch, self.eval_samples) for batch in held_out]
-        if loss_ignores_target:
-            too_good = TooGood("too good to be true: the loss does not change with the target tensor")
-        else:
-            classes = feature.classes if feature.task == "classification" else None
-            too_good = probe_too_good(
-                context,
-                train,
-                capped,
-                classes,
-                train_steps=self.train_steps,
-                fraction=self.too_good_fraction,
-            )
-        details["too_good"] = too_good.details()
-        if too_good.reason is not None:
-            skipped.append(f"(c) {too_good.reason}")
-        elif too_good.budget_stopped and not too_good.leak:
-            # a look cut short by the budget proves nothing: not tested, never part of a pass
-            skipped.append(f"(c) {too_good.message} (so not tested)")
-            details["stopped_by_time_budget"] = True
-        elif too_good.leak:
-            return CheckResult(self.name, "warn", too_good.message, details)
-        else:
-            notes.append(too_good.message)
-        if not notes and details.get("stopped_by_time_budget"):
-            return CheckResult(
-                self.name,
-                "inconclusive",
-                "no leakage test finished: " + "; ".join(skipped) + ". Try: a larger `time_budget` for this "
-                "check (or None).",
-                details,
-            )
-        if not notes:
-            raise CheckSkipped("no leakage test applies here: " + "; ".join(skipped) + ".")
-        tail = f" Not tested: {'; '.join(skipped)}." if skipped else ""
-        message = "no target leakage found: " + "; ".join(notes) + "." + tail
-        return CheckResult(self.name, "pass", message, details)
+        return CheckResult(
+            self.name, "pass", f"no target leakage in {len(ran)} of {len(probes)} tests", details
+        )
 
     def _read(self, context: CheckContext) -> tuple[list[Any], list[Any], str]:
         """Training batches, held-out batches (the validation loader, else the last training batches) and
@@ -236,3 +184,15 @@ class TargetLeakageCheck(SanityCheck):
             raise CheckSkipped("needs held-out data: a validation loader or at least 2 training batches.")
         keep = min(self.num_eval_batches, len(available) // 2)
         return available[:-keep], available[-keep:], "held-out training batches (no validation loader)"
+
+
+def _abstaining(probe: Any, *args: Any, **kwargs: Any) -> Any:
+    """Run one sub-test; when the user's code raises on the copy it runs (state that only
+    ``configure_optimizers`` or the Trainer sets up), that sub-test abstains with the error as its reason."""
+    try:
+        return probe(*args, **kwargs)
+    except (CheckSkipped, CannotRunOnCopy):
+        raise
+    except Exception as err:  # the user's training_step on a copy
+        reason = Probe(f"your training_step raised {type(err).__name__} on a copy ({str(err)[:80]})")
+        return (reason, None) if probe is probe_target_fed else reason

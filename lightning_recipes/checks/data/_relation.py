@@ -1,0 +1,268 @@
+"""``data``'s pairing test: a rule fitted on one split (nearest neighbours on the input, a lookup table of one
+feature, or from the input value at a position to the target there) scores as well on held-out samples of
+that split as on the other split, when both are drawn alike and each input is served with its own target.
+The guide (``data``) states the thresholds and what breaks the relation."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor
+from torch.nn import functional as F
+
+__all__ = ["FAIL_GAP", "WARN_GAP", "Relation", "features", "lookup_scores", "relations"]
+
+FAIL_GAP, WARN_GAP = 0.25, 0.15  # score lost from the own split to the other split
+FAIL_SHARE = 0.35  # ... or this share of the own split's score
+Z_FLOOR = 5.0  # standard errors of the gap, at least (one feature: sqrt(2 ln D) + 3 over D features)
+_K, _REPEATS, _BINS, _SIDE, _MAX_SAMPLES = 5, 10, 32, 16, 2048
+
+
+@dataclass(frozen=True)
+class Relation:
+    """One rule fitted on ``fitted`` (``"train"``/``"val"``) and scored on held-out samples of that split
+    (``own``) and on the other split (``other``)."""
+
+    rule: str
+    fitted: str
+    own: float
+    other: float
+    noise: float
+    needed_z: float
+    feature: str | None = None
+
+    @property
+    def gap(self) -> float:
+        return self.own - self.other
+
+    @property
+    def z(self) -> float:
+        return self.gap / max(self.noise, 1e-9)
+
+    @property
+    def level(self) -> str:
+        """``"fail"``, ``"warn"`` or ``"pass"``.
+
+        Example:
+            >>> Relation("nearest neighbours", "val", 0.93, 0.10, 0.02, 5.0).level
+            'fail'
+        """
+        if self.z < self.needed_z:
+            return "pass"
+        if self.gap >= FAIL_GAP or (self.gap >= WARN_GAP and self.gap >= FAIL_SHARE * self.own):
+            return "fail"
+        return "warn" if self.gap >= WARN_GAP else "pass"
+
+    def details(self) -> dict[str, Any]:
+        numbers = {"own_score": self.own, "other_score": self.other, "gap_noise": self.noise}
+        found = {"rule": self.rule, "fitted_on": self.fitted, "feature": self.feature}
+        return {
+            **found,
+            **{k: round(v, 4) for k, v in numbers.items()},
+            "z": round(self.z, 1),
+            "needed_z": round(self.needed_z, 1),
+        }
+
+
+def features(x: Tensor) -> Tensor:
+    """Samples ``[N, ...]`` as float rows ``[N, D]``; images larger than 16x16 average-pooled to 16x16.
+
+    Example:
+        >>> features(torch.zeros(2, 3, 32, 32)).shape
+        torch.Size([2, 768])
+    """
+    x = x.detach().float().cpu()
+    if x.ndim >= 3 and (x.shape[-1] > _SIDE or x.shape[-2] > _SIDE):
+        lead = x.shape[:-2]
+        x = F.adaptive_avg_pool2d(x.reshape(-1, 1, *x.shape[-2:]), _SIDE).reshape(*lead, -1)
+    return x.reshape(len(x), -1).nan_to_num(nan=0.0, posinf=0.0, neginf=0.0)
+
+
+def _targets(y: Tensor, classes: int) -> Tensor:
+    """Targets as rows to average: one-hot for class labels, values otherwise."""
+    return F.one_hot(y, classes).float() if classes else y.float().reshape(len(y), -1)
+
+
+def _scores(predicted: Tensor, y: Tensor, classes: int, variance: float) -> Tensor:
+    """Per sample: 1 for a right class (0 wrong), or ``1 - squared error / variance``."""
+    if classes:
+        return (predicted.argmax(-1) == y).float()
+    return 1 - (predicted - y.float().reshape(len(y), -1)).square().sum(-1) / variance
+
+
+def lookup_scores(fit: Tensor, y_fit: Tensor, held: Tensor, y_held: Tensor, classes: int) -> Tensor:
+    """Per feature (columns of ``fit`` ``[N, D]``), a lookup table fitted on ``y_fit`` (quantile bins, one
+    bin per value for a feature of at most 16 values; majority class or mean target per bin) and scored on
+    ``held``: ``[D, M]`` per-sample scores (``classes = 0``: values).
+
+    Example:
+        >>> x = torch.tensor([[0.0, 5.0], [0.0, 5.0], [1.0, 5.0], [1.0, 6.0]])  # column 0 is the label
+        >>> lookup_scores(x, torch.tensor([0, 0, 1, 1]), x, torch.tensor([0, 0, 1, 1]), 2).mean(1).tolist()
+        [1.0, 0.75]
+    """
+    ordered = fit.sort(0).values
+    new = torch.ones_like(ordered, dtype=torch.bool)
+    new[1:] = ordered[1:] != ordered[:-1]
+    positions = torch.linspace(0, len(fit) - 1, _BINS + 1)[1:-1].round().long()
+    exact = torch.full((_BINS, fit.shape[1]), math.inf).scatter_(
+        0, (new.cumsum(0) - 1).clamp(max=_BINS - 1), ordered
+    )
+    edges = torch.where(new.sum(0) <= _BINS, exact[: _BINS - 1], ordered[positions]).T.contiguous()
+    rows = _targets(y_fit, classes)
+    bins = torch.searchsorted(edges, fit.T.contiguous())  # [D, N]
+    table = torch.zeros(fit.shape[1], _BINS, rows.shape[1]).index_put_(
+        (torch.arange(fit.shape[1])[:, None].expand_as(bins), bins), rows.expand(fit.shape[1], -1, -1), True
+    )
+    counts = torch.zeros(fit.shape[1], _BINS).index_put_(
+        (torch.arange(fit.shape[1])[:, None].expand_as(bins), bins),
+        torch.ones_like(bins, dtype=torch.float),
+        True,
+    )
+    table = torch.where(counts[..., None] > 0, table / counts.clamp_min(1)[..., None], rows.mean(0))
+    predicted = table.gather(
+        1, torch.searchsorted(edges, held.T.contiguous())[..., None].expand(-1, -1, rows.shape[1])
+    )
+    variance = float(rows.var(0).sum().clamp_min(1e-12))
+    return torch.stack([_scores(p, y_held, classes, variance) for p in predicted])
+
+
+def _neighbour_scores(distance: Tensor, y_fit: Tensor, y_held: Tensor, classes: int) -> Tensor:
+    nearest = distance.topk(min(_K, distance.shape[1] - 1), largest=False).indices
+    rows = _targets(y_fit, classes)
+    variance = float(rows.var(0).sum().clamp_min(1e-12))
+    return _scores(rows[nearest].mean(1), y_held, classes, variance)
+
+
+def _compare(
+    own: Tensor, y_own: Tensor, other: Tensor, y_other: Tensor, classes: int
+) -> tuple[float, float, float]:
+    """Own-split score under the other split's class mix, the other split's score, the gap's noise."""
+    weights = torch.ones(len(own))
+    if classes:
+        share = torch.bincount(y_other, minlength=classes).float() / len(y_other)
+        present = torch.bincount(y_own, minlength=classes).float()
+        keep = present[y_other] > 0
+        other, y_other = other[keep], y_other[keep]
+        weights = share[y_own] / present[y_own].clamp_min(1)
+    if len(other) < 2 or float(weights.sum()) <= 0:
+        return 0.0, 0.0, math.inf
+    weights = weights / weights.sum()
+    mean_own = float((weights * own).sum())
+    var_own = float((weights.square() * (own - mean_own).square()).sum())
+    return mean_own, float(other.mean()), math.sqrt(var_own + float(other.var()) / len(other) + 1e-12)
+
+
+def _standardised(train: Tensor, val: Tensor) -> tuple[Tensor, Tensor]:
+    mean, std = train.mean(0), train.std(0).clamp_min(1e-6)
+    return (train - mean) / std, (val - mean) / std
+
+
+def relations(
+    x: dict[str, Tensor],
+    y: dict[str, Tensor],
+    groups: dict[str, dict[str, Tensor]],
+    classes: int,
+    aligned: bool,
+) -> list[Relation]:
+    """Every rule in both directions. ``x``/``y``: the input and target of ``"train"`` and ``"val"``;
+    ``groups``: per split, every per-sample tensor besides the target by name (one-feature rule);
+    ``classes``: the number of classes of integer labels (0 for values); ``aligned``: the target is per
+    position of the input (``[N, *S]`` both)."""
+    found: list[Relation] = []
+    n = {s: min(len(y[s]), _MAX_SAMPLES) for s in y}
+    for fitted, other in (("train", "val"), ("val", "train")):
+        xf, xo, yf, yo = (
+            x[fitted][: n[fitted]],
+            x[other][: n[other]],
+            y[fitted][: n[fitted]],
+            y[other][: n[other]],
+        )
+        if aligned:
+            found += _per_position(xf, yf, xo, yo, classes, fitted)
+            continue
+        a, b = _standardised(features(xf), features(xo))
+        cross = torch.cdist(b, a)
+        within = torch.cdist(a, a).fill_diagonal_(math.inf)
+        # Repeats inside the fitted split (one subject measured often, a sampler drawing with replacement)
+        # make its own held-out score a memory test: neighbours closer than nearly every sample's 10th
+        # neighbour are left out of it.
+        lone = (within[1::2][:, 0::2] > 0).all(1)  # held-out half without an exact copy in the fitted half
+        if len(a) > _REPEATS:
+            within[within < within.kthvalue(_REPEATS, dim=1).values.quantile(0.05)] = math.inf
+        if xf.is_floating_point() and len(yf) > 2 * _K:
+            own = _neighbour_scores(within, yf, yf, classes)
+            scored = _neighbour_scores(cross, yf, yo, classes)
+            found.append(
+                Relation("nearest neighbours", fitted, *_compare(own, yf, scored, yo, classes), Z_FLOOR)
+            )
+        found += _one_feature(groups[fitted], yf, groups[other], yo, classes, fitted, lone)
+    return found
+
+
+def _one_feature(
+    fit: dict[str, Tensor],
+    y_fit: Tensor,
+    other: dict[str, Tensor],
+    y_other: Tensor,
+    classes: int,
+    fitted: str,
+    lone: Tensor,
+) -> list[Relation]:
+    names = [k for k in fit if k in other and fit[k].shape[1:] == other[k].shape[1:]]
+    if not names or int(lone.sum()) < 20 or len(y_other) < 20 or y_fit.ndim > 1 + (classes == 0):
+        return []
+    a = torch.cat([features(fit[k][: len(y_fit)]) for k in names], 1)
+    b = torch.cat([features(other[k][: len(y_other)]) for k in names], 1)
+    half = a[0::2], y_fit[0::2]
+    own = lookup_scores(*half, a[1::2][lone], y_fit[1::2][lone], classes)
+    cross = lookup_scores(*half, b, y_other, classes)
+    needed = max(Z_FLOOR, math.sqrt(2 * math.log(max(2, a.shape[1]))) + 3)
+    best = None
+    for d in range(a.shape[1]):
+        found = Relation(
+            "one feature", fitted, *_compare(own[d], y_fit[1::2][lone], cross[d], y_other, classes), needed
+        )
+        if best is None or found.z > best.z:
+            best, at = found, d
+    if best is None:
+        return []
+    for name in names:
+        width = features(fit[name][:1]).shape[1]
+        if at < width:
+            return [Relation(best.rule, fitted, best.own, best.other, best.noise, needed, f"{name}[:, {at}]")]
+        at -= width
+    return [best]
+
+
+def _per_position(
+    x_fit: Tensor, y_fit: Tensor, x_other: Tensor, y_other: Tensor, classes: int, fitted: str
+) -> list[Relation]:
+    """Input value at a position -> target at that position; scores averaged per sample."""
+
+    def pairs(x: Tensor, y: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        value = (
+            x.float().reshape(len(x), -1, *y.shape[1:]).mean(1) if x.shape[1:] != y.shape[1:] else x.float()
+        )
+        valid = (y >= 0) if classes else torch.isfinite(y)
+        sample = torch.arange(len(y))[:, None].expand(len(y), y[0].numel()).reshape(-1)
+        keep = valid.reshape(-1)
+        return value.reshape(-1, 1)[keep], y.reshape(-1)[keep], sample[keep]
+
+    fit = x_fit[0::2], y_fit[0::2]
+    xa, ya, _ = pairs(*fit)
+    xb, yb, sb = pairs(x_fit[1::2], y_fit[1::2])
+    xc, yc, sc = pairs(x_other, y_other)
+    if len(ya) < 40 or len(yb) < 20 or len(yc) < 20:
+        return []
+    own = lookup_scores(xa, ya, xb, yb, classes)[0]
+    cross = lookup_scores(xa, ya, xc, yc, classes)[0]
+    # per-sample means: positions of one sample are not independent
+    own = torch.zeros(int(sb.max()) + 1).index_add_(0, sb, own) / torch.bincount(sb).clamp_min(1)
+    cross = torch.zeros(int(sc.max()) + 1).index_add_(0, sc, cross) / torch.bincount(sc).clamp_min(1)
+    own, cross = own[torch.bincount(sb) > 0], cross[torch.bincount(sc) > 0]
+    mean_own, mean_other = float(own.mean()), float(cross.mean())
+    noise = math.sqrt(float(own.var()) / len(own) + float(cross.var()) / len(cross) + 1e-12)
+    return [Relation("per position", fitted, mean_own, mean_other, noise, Z_FLOOR)]
