@@ -493,8 +493,8 @@ def _memorising(data: CheckData, history: History, t: dict[str, float]) -> bool:
 
 
 def _immaterial_fall(history: History, data: CheckData, t: dict[str, float], k: int) -> bool:
-    """Over the ``k``-check window the loss falls significantly but immaterially (``plateau_rtol``): no plateau
-    for ``loss_plateau`` (the fall is significant), no learning either."""
+    """Over the ``k``-check window the loss falls significantly but immaterially (``plateau_rtol``): no
+    plateau for ``loss_plateau`` (the fall is significant), no learning either."""
     significant, drop, level = _falls(history, data, t, k)
     return significant and drop <= t["plateau_rtol"] * abs(level)
 

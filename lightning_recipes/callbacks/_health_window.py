@@ -442,10 +442,10 @@ def evidence_lines(evidence: Mapping[str, Any], top: int = _TOP) -> list[str]:
 
 def findings_table(findings: Sequence[Finding], checks: int, print_table: bool = True) -> Any:
     """A ``rich`` table of ``findings`` (plain text without rich): problem (and what it means), when (step,
-    epoch), the evidence as ``name value`` lines, the advice; it fits the terminal's width (text wraps between
-    words; only a word wider than its column is folded). Printed by default, and then not returned
-    (``None``: a notebook cell ending in ``monitor.report()`` shows it once); ``print_table=False``
-    returns it."""
+    epoch), the cause and the evidence as ``name value`` lines, the advice; it fits the terminal's width
+    (text wraps between words; only a word wider than its column is folded). Printed by default, and then
+    not returned (``None``: a notebook cell ending in ``monitor.report()`` shows it once);
+    ``print_table=False`` returns it."""
     title = f"HealthMonitor: {len(findings)} finding(s) in {checks} check(s)"
     table = new_table(title, show_lines=True)
     table.add_column("problem", overflow="fold", ratio=2, min_width=12)
@@ -455,7 +455,10 @@ def findings_table(findings: Sequence[Finding], checks: int, print_table: bool =
     for f in findings:
         words = PROBLEM_WORDS.get(f.problem, "")
         problem = f"[bold]{_escape(f.problem)}[/bold]" + (f"\n{words}" if words else "")
-        evidence = "\n".join(evidence_lines(f.evidence))
+        lines = evidence_lines(f.evidence)
+        if f.causes and "cause" not in f.evidence:  # the record's verdict, when the evidence does not say it
+            lines.insert(0, f"cause {f.cause or 'not separated by the evidence'}")
+        evidence = "\n".join(lines)
         when = f"step {f.step}\nepoch {f.epoch}"
         table.add_row(problem, when, _escape(evidence), _escape(f.advice))
     if print_table:
