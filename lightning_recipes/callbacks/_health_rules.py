@@ -802,11 +802,11 @@ def nonfinite_activations(data: CheckData, history: History, t: dict[str, float]
     evidence |= {"modules": data.nonfinite_modules[:8], "nonfinite_losses": data.loss_nonfinite}
     bad_step = history.streaks.get("first_nonfinite_loss_step", -1)
     finite_at = history.finite_weights_step
-    lr = max((v for v in data.group_lr.values() if math.isfinite(v)), default=math.nan)
-    if math.isnan(lr) and history.lrs:
-        lr = history.lrs[-1]
-    optimizer = "/".join(data.optimizers) or "the optimizer"
     step_named = bad_step >= 0 and bad_step >= finite_at
+    lr = max((v for v in data.group_lr.values() if math.isfinite(v)), default=math.nan)
+    if (step_named or math.isnan(lr)) and history.lrs:
+        lr = history.lrs[-1]  # the last check's, the LR nearest before the step that wrote the weights
+    optimizer = "/".join(data.optimizers) or "the optimizer"
     if cause == "nonfinite_weights" and step_named:
         evidence |= {"nonfinite_loss_step": bad_step, "weights_finite_at_step": finite_at}
         evidence |= {"optimizer": optimizer, "lr": lr}
@@ -830,7 +830,7 @@ def nonfinite_activations(data: CheckData, history: History, t: dict[str, float]
     elif not weights:
         operation.evidence_for["nonfinite_losses"] = data.loss_nonfinite
     at = f" step {bad_step}" if step_named else " a step"
-    lr_text = f" (lr {_fmt(lr)})" if math.isfinite(lr) else ""
+    lr_text = f", lr {_fmt(lr)}," if math.isfinite(lr) else ""
     if cause == "nonfinite_weights":
         advice = (
             f"The weights of {_names(weights)} are inf/nan: an optimizer step wrote them (the {optimizer} "
@@ -849,7 +849,7 @@ def nonfinite_activations(data: CheckData, history: History, t: dict[str, float]
         )
         line = (
             f"nonfinite_activations at step {data.step}: weights inf/nan since the {optimizer} update of{at}"
-            f"{lr_text}; inputs finite"
+            f"{lr_text.rstrip(',')}; inputs finite"
         )
     elif inputs_bad:
         advice = (
