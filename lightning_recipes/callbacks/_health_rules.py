@@ -660,7 +660,8 @@ def decide(data: CheckData, history: History, thresholds: dict[str, float]) -> d
     lr_explains = math.isfinite(ratios.median) and not (
         ratios.low(t) <= ratios.median <= t["ratio_stuck"]
     )  # an update ratio outside the healthy range: the LR rules judge it, a plateau would misname it
-    if not ({"lr_too_low", "lr_too_high"} & set(out) or learn_blocked or lr_explains):
+    stuck = bool(history.streaks.get("not_learning"))  # a plateau at the start is not_learning's, found
+    if not ({"lr_too_low", "lr_too_high"} & set(out) or learn_blocked or lr_explains or stuck):
         _add(out, "loss_plateau", loss_plateau(data, history, t, family=ratios.family))
     if ratios.by_group:  # after the LR rules: they compare this check's LR with the previous one's
         history.ratios.append(ratios.median)
@@ -669,6 +670,8 @@ def decide(data: CheckData, history: History, thresholds: dict[str, float]) -> d
         history.streaks["named"] = 1  # a rule named a cause: not_learning is for the runs none explains
     named = bool(history.streaks.get("named"))
     _add(out, "not_learning", not_learning(data, history, t, named=named, plateau_judges=not lr_explains))
+    if "not_learning" in out:
+        history.streaks["not_learning"] = 1
     if math.isfinite(data.loss_mean):
         history.losses.append(data.loss_mean)
         history.loss_ses.append(interval_se(data))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from lightning_recipes._console import escape as _escape
@@ -200,11 +200,20 @@ class History:
             "vanish_ratios": list(self.vanish_ratios),
             "validations": [list(v) for v in self.validations],
             "streaks": dict(self.streaks),
+        } | self._attribution()
+
+    def _attribution(self) -> dict[str, Any]:
+        """The attribution's memory (issue #35), only what holds something: an older run's state saves and
+        reloads exactly as it did."""
+        state: dict[str, Any] = {
             "dead_seen": [list(v) for v in self.dead_seen],
             "dead_step0": dict(self.dead_step0),
             "spikes": [list(v) for v in self.spikes],
-            "finite_weights_step": self.finite_weights_step,
         }
+        state = {k: v for k, v in state.items() if v}
+        if self.finite_weights_step >= 0:
+            state["finite_weights_step"] = self.finite_weights_step
+        return state
 
     @classmethod
     def from_dict(cls, state: dict[str, Any]) -> History:
@@ -377,6 +386,17 @@ class Finding:
         self.causes = [c if isinstance(c, Cause) else Cause(**c) for c in self.causes]
         if not self.headline:
             self.headline = default_headline(self.problem, self.step, self.evidence)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The record as plain Python; fields at their defaults (or, the headline, derivable from the
+        evidence) are left out, so a record of an older run saves exactly as it did."""
+        record = asdict(self)
+        for key, default in (("causes", []), ("cause", None), ("action", ""), ("tell_apart", "")):
+            if record[key] == default:
+                del record[key]
+        if record["headline"] == default_headline(self.problem, self.step, self.evidence):
+            del record["headline"]
+        return record
 
     def summary(self) -> str:
         """One or two sentences: the problem, when, the key numbers (the first 3 evidence entries, 2 per

@@ -405,7 +405,7 @@ class HealthMonitor(Callback):
     @override
     def state_dict(self) -> dict[str, Any]:
         return {
-            "findings": [asdict(f) for f in self.findings],
+            "findings": [f.to_dict() for f in self.findings],
             "checks": self.checks,
             "history": self._history.to_dict(),
             "active": sorted(self._active),
