@@ -27,6 +27,7 @@ from lightning_recipes.callbacks._health_window import (
     CheckData,
     Diagnosis,
     History,
+    Spike,
     default_headline,
     headline,
 )
@@ -63,6 +64,8 @@ def record_check(data: CheckData, history: History, ratio: float, lr: float, t: 
     if measured:
         history.dead_seen.append([float(data.step), max(measured), ratio, lr])
     spikes = [s for s in data.loss_spikes if s.z >= t["spike_z"] and s.times >= 2.0]
+    if data.loss_spike_count > MAX_OUTLIER_BATCHES:  # spikes everywhere: not a few outlier batches
+        spikes = [Spike(s.step, s.epoch, s.batch, s.times, -1.0) for s in spikes]
     history.spikes = [*history.spikes, *([s.step, s.epoch, s.batch, s.times, s.z] for s in spikes)]
     history.spikes = history.spikes[-_KEPT_SPIKES:]
     if data.first_nonfinite_step is not None:
@@ -120,7 +123,9 @@ def dead_unit_causes(
         if r[2] > t["ratio_high"] and math.isfinite(lr_at_death) and r[3] >= lr_at_death / 1.5
     ]
     spikes = sorted(spikes_between(history, start, end))
-    few = 0 < len(spikes) <= MAX_OUTLIER_BATCHES
+    spread = [s for s in spikes if s[4] < 0]  # an interval whose losses spiked on many batches
+    spikes = [s for s in spikes if s[4] >= 0]
+    few = 0 < len(spikes) <= MAX_OUTLIER_BATCHES and not spread
     worst = max(dead, key=lambda m: dead[m])
 
     init = Cause("initialisation")
@@ -144,8 +149,8 @@ def dead_unit_causes(
         data_cause.evidence_for["spike_batches"] = [f"epoch {int(s[1])} batch {int(s[2])}" for s in spikes]
         data_cause.evidence_for["loss_x_median"] = max(s[3] for s in spikes)
         data_cause.evidence_for["died_between_steps"] = [start, end]
-    elif spikes:
-        data_cause.evidence_against["spiking_batches"] = len(spikes)
+    elif spikes or spread:
+        data_cause.evidence_against["spiking_batches"] = f"more than {MAX_OUTLIER_BATCHES} per interval"
     else:
         data_cause.evidence_against["loss_spikes_when_dying"] = 0
 

@@ -126,21 +126,25 @@ SPIKE_ROWS = 3  # the interval's largest losses packed as spike candidates
 _MIN_FOR_SPIKES = 8  # fewer losses than this: no spread to judge an outlier against
 
 
-def loss_outliers(losses: Sequence[Tensor], device: torch.device, top: int = SPIKE_ROWS) -> Tensor:
-    """The interval's ``top`` largest losses as ``[times the median, robust z, position]`` rows (flat, float64
-    on ``device``; ``-1`` rows when fewer than 8 losses): the level and spread from ``_stats.robust_scale``,
-    which a few outlier batches barely move. Non-finite losses count as 0 here (``first_nonfinite`` finds
-    them). No sync.
+def loss_outliers(
+    losses: Sequence[Tensor], device: torch.device, top: int = SPIKE_ROWS, z_min: float = math.inf
+) -> Tensor:
+    """The interval's ``top`` largest losses as ``[times the median, robust z, position]`` rows, then how many
+    losses stand ``z_min`` robust deviations and 2x above the median (flat, float64 on ``device``; ``-1``
+    rows and a count of 0 when fewer than 8 losses): the level and spread from ``_stats.robust_scale``, which
+    a few outlier batches barely move. Non-finite losses count as 0 here (``first_nonfinite`` finds them).
+    No sync.
 
     Example:
         >>> losses = [torch.tensor(v) for v in [1.0, 1.1, 0.9, 1.0, 1.05, 0.95, 30.0, 1.0, 1.02]]
-        >>> rows = loss_outliers(losses, torch.device("cpu")).reshape(-1, 3)
-        >>> round(rows[0, 0].item()), rows[0, 2].item()  # 30x the median, at position 6
-        (30, 6.0)
+        >>> packed = loss_outliers(losses, torch.device("cpu"), z_min=10.0)
+        >>> rows, count = packed[:-1].reshape(-1, 3), packed[-1].item()
+        >>> round(rows[0, 0].item()), rows[0, 2].item(), count  # 30x the median, at position 6; one spike
+        (30, 6.0, 1.0)
     """
     missing = torch.full((3 * top,), -1.0, dtype=torch.float64, device=device)
     if len(losses) < _MIN_FOR_SPIKES:
-        return missing
+        return torch.cat([missing, torch.zeros(1, dtype=torch.float64, device=device)])
     values = torch.stack([loss.to(device, torch.float64).reshape(()) for loss in losses])
     values = torch.where(torch.isfinite(values), values, torch.zeros_like(values))
     level, spread = robust_scale(values)
@@ -150,7 +154,8 @@ def loss_outliers(losses: Sequence[Tensor], device: torch.device, top: int = SPI
     k = min(top, len(losses))
     z_top, where = torch.topk(z, k)
     rows = torch.stack([times[where], z_top, where.double()], dim=1).reshape(-1)
-    return torch.cat([rows, missing[: 3 * (top - k)]])
+    count = ((z >= z_min) & (times >= 2.0)).sum().double().reshape(1)
+    return torch.cat([rows, missing[: 3 * (top - k)], count])
 
 
 def first_nonfinite(losses: Sequence[Tensor], device: torch.device) -> Tensor:
@@ -172,6 +177,7 @@ def spikes_of(
     only."""
     found: dict[int, Spike] = {}
     for row in rows:
+        row = row[: 3 * SPIKE_ROWS]
         for times, z, position in zip(row[0::3], row[1::3], row[2::3]):
             p = round(position)
             if p < 0 or p >= len(where) or not z >= z_min:
@@ -609,6 +615,8 @@ def combine(
         for name, values in zip(row_layers, zip(*column("dead_rows_start"))):
             if max(values) >= 0:
                 data.dead_rows_start[name or "<root>"] = max(values)
+    if "loss_outliers" in layout:
+        data.loss_spike_count = round(max(r[-1] for r in column("loss_outliers")))
     if "first_nonfinite" in layout:
         firsts = [r[0] for r in column("first_nonfinite") if r[0] >= 0]
         data.first_nonfinite_step = round(min(firsts)) if firsts else None

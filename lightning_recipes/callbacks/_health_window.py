@@ -137,8 +137,10 @@ class CheckData:
     #: empty except at the first check of a run that started at step 0)
     dead_start: dict[str, float] = field(default_factory=dict)
     dead_rows_start: dict[str, float] = field(default_factory=dict)
-    #: the interval's training steps whose loss stands far above the interval's median (largest first)
+    #: the interval's training steps whose loss stands far above the interval's median (largest first), and
+    #: how many of its losses stand ``spike_z`` robust deviations and 2x above that median
     loss_spikes: list[Spike] = field(default_factory=list)
+    loss_spike_count: int = 0
     #: the interval's first step with a non-finite loss (None: none)
     first_nonfinite_step: int | None = None
     #: the optimizers' class names (as ``type(optimizer).__name__``, unwrapped)

@@ -456,7 +456,8 @@ class HealthMonitor(Callback):
         packer = Packer(device)
         packer.add("loss", loss_sums(self._losses, self._loss_steps, device))
         packer.add("loss_head", loss_head(self._losses, device))
-        packer.add("loss_outliers", loss_outliers(self._losses, device))
+        spike_z = self.thresholds["spike_z"]
+        packer.add("loss_outliers", loss_outliers(self._losses, device, z_min=spike_z))
         packer.add("first_nonfinite", first_nonfinite(self._losses, device))
         packer.add("param_start", self._param_start)
         groups = len(self._group_names)
