@@ -17,8 +17,8 @@ from torch import Tensor, nn
 from torch.optim import Optimizer
 from torch.overrides import TorchFunctionMode
 
-from lightning_recipes._stats import line_fit, standard_error
-from lightning_recipes.callbacks._health_window import CheckData
+from lightning_recipes._stats import line_fit, robust_scale, standard_error
+from lightning_recipes.callbacks._health_window import CheckData, Spike
 
 __all__ = [
     "ROW_LAYERS",
@@ -28,13 +28,16 @@ __all__ = [
     "RowLiveness",
     "ValidationBatches",
     "combine",
+    "dead_of",
     "extreme_row",
+    "first_nonfinite",
     "flat_and_gain",
     "flat_tensors",
     "group_families",
     "group_lrs",
     "leaf_hook",
     "loss_head",
+    "loss_outliers",
     "loss_sums",
     "loss_trend",
     "optimizer_family",
@@ -43,6 +46,7 @@ __all__ = [
     "relu_hook",
     "saturation_hook",
     "sparse_groups",
+    "spikes_of",
     "squared_norm",
     "step_records",
     "tracked_parameters",
@@ -120,6 +124,72 @@ def loss_head(losses: Sequence[Tensor], device: torch.device, steps: int = 5) ->
     if not losses:
         return torch.full((), math.nan, dtype=torch.float64, device=device)
     return torch.stack([loss.to(device, torch.float64).reshape(()) for loss in losses[:steps]]).mean()
+
+
+SPIKE_ROWS = 3  # the interval's largest losses packed as spike candidates
+_MIN_FOR_SPIKES = 8  # fewer losses than this: no spread to judge an outlier against
+
+
+def loss_outliers(
+    losses: Sequence[Tensor], device: torch.device, top: int = SPIKE_ROWS, z_min: float = math.inf
+) -> Tensor:
+    """The interval's ``top`` largest losses as ``[times the median, robust z, position]`` rows, then how many
+    losses stand ``z_min`` robust deviations and 2x above the median (flat, float64 on ``device``; ``-1``
+    rows and a count of 0 when fewer than 8 losses): the level and spread from ``_stats.robust_scale``, which
+    a few outlier batches barely move. Non-finite losses count as 0 here (``first_nonfinite`` finds them).
+    No sync.
+
+    Example:
+        >>> losses = [torch.tensor(v) for v in [1.0, 1.1, 0.9, 1.0, 1.05, 0.95, 30.0, 1.0, 1.02]]
+        >>> packed = loss_outliers(losses, torch.device("cpu"), z_min=10.0)
+        >>> rows, count = packed[:-1].reshape(-1, 3), packed[-1].item()
+        >>> round(rows[0, 0].item()), rows[0, 2].item(), count  # 30x the median, at position 6; one spike
+        (30, 6.0, 1.0)
+    """
+    missing = torch.full((3 * top,), -1.0, dtype=torch.float64, device=device)
+    if len(losses) < _MIN_FOR_SPIKES:
+        return torch.cat([missing, torch.zeros(1, dtype=torch.float64, device=device)])
+    values = torch.stack([loss.to(device, torch.float64).reshape(()) for loss in losses])
+    values = torch.where(torch.isfinite(values), values, torch.zeros_like(values))
+    level, spread = robust_scale(values)
+    floor = 1e-9 * level.abs() + 1e-12
+    z = (values - level) / torch.maximum(spread, floor)
+    times = values / torch.where(level.abs() > 0, level, torch.ones_like(level))
+    k = min(top, len(losses))
+    z_top, where = torch.topk(z, k)
+    rows = torch.stack([times[where], z_top, where.double()], dim=1).reshape(-1)
+    count = ((z >= z_min) & (times >= 2.0)).sum().double().reshape(1)
+    return torch.cat([rows, missing[: 3 * (top - k)], count])
+
+
+def first_nonfinite(losses: Sequence[Tensor], device: torch.device) -> Tensor:
+    """The position of the interval's first non-finite loss (``-1``: none), a float64 0-d tensor. No sync."""
+    if not losses:
+        return torch.full((), -1.0, dtype=torch.float64, device=device)
+    values = torch.stack([loss.to(device, torch.float64).reshape(()) for loss in losses])
+    positions = torch.arange(len(losses), dtype=torch.float64, device=device)
+    none = torch.full_like(positions, math.inf)
+    first = torch.where(torch.isfinite(values), none, positions).min()
+    return torch.where(torch.isfinite(first), first, torch.full_like(first, -1.0))
+
+
+def spikes_of(
+    rows: list[list[float]], where: Sequence[tuple[int, int, int]], z_min: float = 0.0
+) -> list[Spike]:
+    """Every rank's :func:`loss_outliers` rows as :class:`Spike` records (``z >= z_min``, largest first),
+    their positions read through ``where`` (per position in the interval: step, epoch, batch index). Host
+    only."""
+    found: dict[int, Spike] = {}
+    for row in rows:
+        row = row[: 3 * SPIKE_ROWS]
+        for times, z, position in zip(row[0::3], row[1::3], row[2::3]):
+            p = round(position)
+            if p < 0 or p >= len(where) or not z >= z_min:
+                continue
+            step, epoch, batch = where[p]
+            if p not in found or z > found[p].z:
+                found[p] = Spike(step, epoch, batch, times, z)
+    return sorted(found.values(), key=lambda spike: -spike.z)
 
 
 def squared_norm(params: Sequence[Tensor], device: torch.device) -> Tensor:
@@ -573,6 +643,17 @@ def pack_activations(
     packer.add("nonfinite", torch.stack([b.to(device).double() for b in bad]) if bad else torch.zeros(0))
 
 
+def dead_of(alive: dict[int, Tensor], count: int, device: torch.device) -> Tensor:
+    """Per ReLU ``0..count-1``, the fraction of units never active in ``alive`` (``-1``: not measured)."""
+    out = [
+        (1.0 - alive[i].double().mean()).to(device)
+        if i in alive
+        else torch.full((), -1.0, dtype=torch.float64, device=device)
+        for i in range(count)
+    ]
+    return torch.stack(out) if out else torch.zeros(0, dtype=torch.float64, device=device)
+
+
 def combine(
     rows: list[list[float]],
     layout: dict[str, slice],
@@ -650,6 +731,19 @@ def combine(
             )
             _, batch_index, row_index, extreme = ranks_of_step[rank]
             data.step_records.append((k, math.sqrt(grad_sq), int(batch_index), int(row_index), rank, extreme))
+    if "dead_start" in layout:
+        for name, values in zip(relu, zip(*column("dead_start"))):
+            measured = [v for v in values if v >= 0]
+            if measured:
+                data.dead_start[name] = min(measured)
+        for name, values in zip(row_layers, zip(*column("dead_rows_start"))):
+            if max(values) >= 0:
+                data.dead_rows_start[name or "<root>"] = max(values)
+    if "loss_outliers" in layout:
+        data.loss_spike_count = round(max(r[-1] for r in column("loss_outliers")))
+    if "first_nonfinite" in layout:
+        firsts = [r[0] for r in column("first_nonfinite") if r[0] >= 0]
+        data.first_nonfinite_step = round(min(firsts)) if firsts else None
     waits = [r for r in column("wait") if r[0] >= 0]
     data.wait_fraction = max(r[0] for r in waits) if waits else None
     data.wait_per_batch_s = max(r[1] for r in waits) if waits else None

@@ -18,12 +18,17 @@ from lightning_recipes._stats import (
     validation_se,
     weighted_median,
 )
+from lightning_recipes.callbacks._health_causes import dead_unit_causes, ranked, record_check
 from lightning_recipes.callbacks._health_window import (
     DEFAULT_THRESHOLDS,  # noqa: F401  (the doctests)
     PROBLEMS,
+    Cause,
     CheckData,
     Decision,
+    Diagnosed,
+    Diagnosis,
     History,
+    headline,
 )
 
 __all__ = [
@@ -203,6 +208,10 @@ def lr_too_high(data: CheckData, history: History, t: dict[str, float]) -> Decis
     )
 
 
+def _warming_up(history: History, lr: float) -> bool:
+    return bool(history.lrs) and math.isfinite(lr) and lr > 1.5 * history.lrs[-1]
+
+
 def _annealing(data: CheckData, history: History, lr: float, t: dict[str, float]) -> bool:
     """A schedule taking the LR down in the last ``1 - anneal_fraction`` of a planned run, after it already
     decayed by the previous check (a cosine reaching 0 at its last step drops "infinitely" there)."""
@@ -255,7 +264,7 @@ def lr_too_low(
         and math.isfinite(data.loss_mean)
         and not falling
         and not cannot_learn
-        and not (bool(history.lrs) and math.isfinite(lr) and lr > 1.5 * history.lrs[-1])  # warming up
+        and not _warming_up(history, lr)
         and not _annealing(data, history, lr, t)
     )
     count = streak(history, "lr_too_low", low)
@@ -382,7 +391,13 @@ def overfitting(data: CheckData, history: History, t: dict[str, float]) -> Decis
             or train <= (1.0 + t["rise_rtol"]) * previous[2]
             or _fitted(train, best_train, best_val)
         )
-        present = gl > t["overfit_gl"] and significant and fitting and train < val and not recovering
+        # a training loss still at the level of knowing nothing (its start) has fitted nothing: a diverged or
+        # stuck run whose validation loss jumps around, not an overfitting one
+        start = history.start_loss
+        fitted = not (math.isfinite(start) and train >= (1.0 - t["trivial_band"]) * start)
+        present = (
+            gl > t["overfit_gl"] and significant and fitting and fitted and train < val and not recovering
+        )
         found = None
         if streak(history, "overfitting", present) >= int(t["overfit_persist"]):
             found = (
@@ -438,9 +453,15 @@ _TELL_APART = (
 )
 
 
-def not_learning(data: CheckData, history: History, t: dict[str, float], named: bool) -> Decision | None:
-    """The loss stays at its level at initialisation for ``plateau_checks`` checks and ``plateau_steps``
-    steps, no other problem named in the run (``named``); the causes ranked by evidence.
+def not_learning(
+    data: CheckData, history: History, t: dict[str, float], named: bool, plateau_judges: bool = True
+) -> Decision | None:
+    """The loss stays at its level at initialisation (never ``trivial_band`` below it: the level of knowing
+    nothing, ln C for a classifier) for ``plateau_checks`` checks and ``plateau_steps`` steps, falling too
+    slowly to leave it (a model memorising labels that do not follow its inputs) or flat, with no other
+    problem named in the run (``named``) and no warm-up under way; the causes ranked by the evidence. A loss
+    flat within its noise is ``loss_plateau``'s to judge while ``plateau_judges`` (``decide``: while the
+    update ratio is in its healthy range; outside it the plateau rule stays silent and this one speaks).
 
     Example:
         >>> history = History(losses=[3.15, 3.097, 3.098, 3.095, 3.093], loss_ses=[0.01] + [0.001] * 4,
@@ -469,22 +490,60 @@ def not_learning(data: CheckData, history: History, t: dict[str, float], named: 
     )
     if not k:
         return None
-    steps, means, ses = loss_window(history, data, k)
+    steps, means, _ = loss_window(history, data, k)
     span = data.step - steps[0]
-    slope, slope_se = trend(steps, means, ses)
-    slope_t = slope / slope_se
-    level = sum(means) / len(means)
-    drop = -slope * span if math.isfinite(slope) else 0.0
-    if min(means) <= (1.0 - t["plateau_progress"]) * start or drop > t["plateau_rtol"] * abs(level):
+    if min(means) < (1.0 - t["trivial_band"]) * start:
+        return None  # it left the level of knowing nothing: it learns (or learned)
+    if _warming_up(history, update_ratios(data).largest_lr()):
         return None
-    if not slope_t < -t["confidence_z"]:  # flat within its noise: ``loss_plateau`` judges that
-        return None
+    if plateau_judges and not (_memorising(data, history, t) or _immaterial_fall(history, data, t, k)):
+        return None  # flat within its noise, or it fell materially early on: ``loss_plateau`` judges that
     return _diagnose(data, history, t, span, start, k)
+
+
+def _falls(history: History, data: CheckData, t: dict[str, float], k: int) -> tuple[bool, float, float]:
+    """``(significant, drop, level)`` of the last ``k`` checks' trend: whether the interval means fall by more
+    than ``confidence_z`` standard errors, how much they fall over the window, and their mean."""
+    steps, means, ses = loss_window(history, data, k)
+    slope, slope_se = trend(steps, means, ses)
+    drop = -slope * (steps[-1] - steps[0]) if math.isfinite(slope) else 0.0
+    return slope < -t["confidence_z"] * slope_se, drop, sum(means) / len(means)
+
+
+def _memorising(data: CheckData, history: History, t: dict[str, float]) -> bool:
+    """The loss still falls, significantly and materially (``plateau_rtol``), over the last
+    ``plateau_checks`` checks: at the level of knowing nothing, a model fitting its batches one by one."""
+    k = int(t["plateau_checks"])
+    if len(history.losses) < k - 1:
+        return False
+    significant, drop, level = _falls(history, data, t, k)
+    return significant and drop > t["plateau_rtol"] * abs(level)
+
+
+def _immaterial_fall(history: History, data: CheckData, t: dict[str, float], k: int) -> bool:
+    """Over the ``k``-check window the loss falls significantly but immaterially (``plateau_rtol``): no
+    plateau for ``loss_plateau`` (the fall is significant), no learning either."""
+    significant, drop, level = _falls(history, data, t, k)
+    return significant and drop <= t["plateau_rtol"] * abs(level)
 
 
 def _first(history: History, k: int) -> int:
     """The step of the window's first check when it holds ``k`` checks (this one included)."""
     return history.loss_steps[-(k - 1)] if k > 1 and len(history.loss_steps) >= k - 1 else 1 << 62
+
+
+def _prose(cause: Cause) -> str:
+    """A cause's evidence in the words of ``evidence["causes"]`` (kept for readers of the older record)."""
+    if cause.evidence_for:
+        return "for: " + _pairs(cause.evidence_for)
+    if cause.evidence_against:
+        return "against: " + _pairs(cause.evidence_against)
+    return "not excluded: nothing in the monitor's numbers measures it"
+
+
+def _pairs(evidence: dict[str, object]) -> str:
+    words = [f"{k.replace('_', ' ')} {_fmt(v) if isinstance(v, float) else v}" for k, v in evidence.items()]
+    return ", ".join(words)
 
 
 def _diagnose(
@@ -500,34 +559,45 @@ def _diagnose(
     high = top > t["ratio_stuck"] or growth > t["growth_high"]
     low = math.isfinite(now) and now < floor
     silent = math.isfinite(grad_rms) and grad_rms < _NO_GRADIENT
-    causes = {
-        "lr_too_high": (
-            f"for: update ratio up to {_fmt(top)} (above {_fmt(t['ratio_stuck'])}), weights {_fmt(growth)}x "
-            "their size at step 0"
-            if high
-            else f"against: update ratio up to {_fmt(top)}, weights {_fmt(growth)}x their size at step 0"
-        ),
-        "lr_too_low_or_frozen": (
-            f"for: update ratio {_fmt(now)} below {_fmt(floor)}"
-            if low
-            else f"against: update ratio {_fmt(now)} (floor {_fmt(floor)})"
-        ),
-        "no_gradient_signal": (
-            f"for: gradient RMS {_fmt(grad_rms)}" if silent else f"against: gradient RMS {_fmt(grad_rms)}"
-        ),
-        "labels_do_not_match_inputs": (
-            "for: the optimizer moves the weights at a healthy rate and the loss does not follow"
-            if not (high or low or silent)
-            else "not excluded: nothing in the monitor's numbers measures it"
-        ),
-    }
-    supported = [
-        c
-        for c, flag in (("lr_too_high", high), ("lr_too_low_or_frozen", low), ("no_gradient_signal", silent))
-        if flag
-    ]
-    cause = supported[0] if len(supported) == 1 else "undetermined"
-    ranked = supported or ["labels_do_not_match_inputs", "lr_too_high"]
+    # validation at the level of knowing nothing while the training loss fell: the model fits (memorises) its
+    # training labels, and what it learns does not carry over: the labels do not follow the inputs
+    trivial = (1.0 - t["trivial_band"]) * start
+    vals = [v for v in history.validations if math.isfinite(v[1])]
+    val_stuck = bool(vals) and min(v[1] for v in vals) >= trivial
+    train_fell = math.isfinite(data.loss_mean) and data.loss_mean < min(history.losses[:1] or [start]) - (
+        t["confidence_z"] * interval_se(data) if math.isfinite(interval_se(data)) else 0.0
+    )
+    too_high = Cause("lr_too_high")
+    if high:
+        too_high.evidence_for |= {"update_ratio_max": top, "weight_growth": growth}
+    else:
+        too_high.evidence_against |= {"update_ratio_max": top, "weight_growth": growth}
+    too_low = Cause("lr_too_low_or_frozen")
+    if low:
+        too_low.evidence_for |= {"update_ratio": now, "floor": floor}
+    else:
+        too_low.evidence_against |= {"update_ratio": now, "floor": floor}
+    no_signal = Cause("no_gradient_signal")
+    if silent:
+        no_signal.evidence_for["grad_rms"] = grad_rms
+    else:
+        no_signal.evidence_against["grad_rms"] = grad_rms
+    labels = Cause("labels_do_not_match_inputs")
+    if not (high or low or silent):
+        labels.evidence_for["update_ratio_healthy"] = now
+    if val_stuck and train_fell:
+        labels.evidence_for |= {"val_loss_best": min(v[1] for v in vals), "train_loss": data.loss_mean}
+    elif vals and not val_stuck:
+        labels.evidence_against["val_loss_best"] = min(v[1] for v in vals)
+    supported = [c.name for c in (too_high, too_low, no_signal) if c.supported]
+    if len(supported) == 1:
+        cause = supported[0]
+    elif not supported and val_stuck and train_fell:
+        cause = "labels_do_not_match_inputs"
+    else:
+        cause = "undetermined"
+    ranked_names = supported or ["labels_do_not_match_inputs", "lr_too_high"]
+    records = ranked([too_high, too_low, no_signal, labels], None if cause == "undetermined" else cause)
     evidence = {
         "loss": data.loss_mean,
         "start_loss": start,
@@ -537,8 +607,8 @@ def _diagnose(
         "weight_growth": growth,
         "grad_rms": grad_rms,
         "lr": lr,
-        "ranked_causes": ranked,
-        "causes": causes,
+        "ranked_causes": ranked_names if cause != "labels_do_not_match_inputs" else [cause],
+        "causes": {c.name: _prose(c) for c in (too_high, too_low, no_signal, labels)},
     }
     said = (
         f"The training loss has stayed at {_fmt(data.loss_mean)}, {data.loss_mean / start:.0%} of its "
@@ -546,22 +616,36 @@ def _diagnose(
         "not learning. "
     )
     target = f" (from {_fmt(lr)} to about {_fmt(lr / 10)})" if math.isfinite(lr) else ""
-    advice = {
+    actions = {
         "lr_too_high": f"The weights grew {_fmt(growth)}x since step 0 (update ratio up to {_fmt(top)}) "
         f"while the loss did not move: the steps throw them around. Lower the learning rate about "
-        f"10x{target}, add warm-up, or run an LR range test.",
+        f"10x{target}.",
         "lr_too_low_or_frozen": f"Each step changes the weights by only {_fmt(now)} of their norm: raise the "
-        "learning rate (an LR range test), and check that the parameters are trainable (`requires_grad`, a "
-        "freeze that was never undone) and that the schedule does not hold the LR at ~0.",
+        "learning rate (an LR range test), after checking that the parameters are trainable "
+        "(`requires_grad`, a freeze never undone) and that the schedule does not hold the LR at ~0.",
         "no_gradient_signal": f"The gradients are ~0 (RMS {_fmt(grad_rms)}): the loss does not depend on the "
         "weights. Look for a detached output (`.detach()`, `.item()`, `torch.no_grad`), a constant target, "
         "or labels all ignored (`ignore_index`, a mask).",
-        "undetermined": "Candidates, most likely first: "
-        + ", ".join(c.replace("_", " ") for c in ranked)
+        "labels_do_not_match_inputs": "The model fits its training labels while the validation loss stays "
+        "at the level of knowing nothing: check that each input keeps its own label (two shuffles, a wrong "
+        "label column, a transform applied to one of them).",
+    }
+    action = actions.get(cause, "")
+    tell = (
+        ""
+        if cause != "undetermined"
+        else "Candidates, most likely first: "
+        + ", ".join(c.replace("_", " ") for c in ranked_names)
         + " (inputs and labels shuffled apart, a wrong label column, a transform applied to one of them). "
-        + _TELL_APART,
-    }[cause]
-    return evidence, said + advice
+        + _TELL_APART
+    )
+    line = headline(
+        f"not_learning at step {data.step}: loss {_fmt(data.loss_mean)} = {data.loss_mean / start:.0%} of "
+        f"its start {_fmt(start)} for {span:.0f} steps"
+        + (f" ({cause.replace('_', ' ')})" if cause != "undetermined" else "")
+    )
+    diagnosis = Diagnosis(line, records, None if cause == "undetermined" else cause, action, tell)
+    return Diagnosed(evidence, said + (action or tell), diagnosis)
 
 
 def decide(data: CheckData, history: History, thresholds: dict[str, float]) -> dict[str, Decision]:
@@ -578,6 +662,8 @@ def decide(data: CheckData, history: History, thresholds: dict[str, float]) -> d
     """
     t = thresholds
     out: dict[str, Decision] = {}
+    ratios = update_ratios(data)
+    record_check(data, history, ratios.median, ratios.largest_lr(), t)
     found = nonfinite_activations(data, history, t)
     if found is not None:
         # inf/nan poison every other instrument (a nan is never > 0: every unit looks dead): name only it
@@ -595,25 +681,25 @@ def decide(data: CheckData, history: History, thresholds: dict[str, float]) -> d
     _add(out, "saturated_activations", saturated_activations(data, history, t))
     _add(out, "vanishing_gradients", vanishing_gradients(data, history, t))
     _add(out, "lr_too_high", lr_too_high(data, history, t))
-    if "dead_units" in out and (history.streaks.get("dead_by_lr", 0) or _killed_by_the_lr(data, history, t)):
-        history.streaks["dead_by_lr"] = 1  # the same units stay the LR's symptom while they stay dead
-        evidence, _ = out.pop("dead_units")
-        high = out.get("lr_too_high") or _lr_kills_units(data, history, t)
-        out["lr_too_high"] = ({**high[0], "dead_fraction": evidence["dead_fraction"]}, high[1])
-    ratios = update_ratios(data)
+    if "dead_units" in out:
+        _attribute_dead_units(out, data, history, t)
     learn_blocked = _cannot_learn(history)
     _add(out, "lr_too_low", lr_too_low(data, history, t, cannot_learn=learn_blocked))
     lr_explains = math.isfinite(ratios.median) and not (
         ratios.low(t) <= ratios.median <= t["ratio_stuck"]
     )  # an update ratio outside the healthy range: the LR rules judge it, a plateau would misname it
-    if not ({"lr_too_low", "lr_too_high"} & set(out) or learn_blocked or lr_explains):
+    stuck = bool(history.streaks.get("not_learning"))  # a plateau at the start is not_learning's, found
+    if not ({"lr_too_low", "lr_too_high"} & set(out) or learn_blocked or lr_explains or stuck):
         _add(out, "loss_plateau", loss_plateau(data, history, t, family=ratios.family))
     if ratios.by_group:  # after the LR rules: they compare this check's LR with the previous one's
         history.ratios.append(ratios.median)
         history.lrs.append(ratios.largest_lr())
     if set(out) - {"data_stall"}:
         history.streaks["named"] = 1  # a rule named a cause: not_learning is for the runs none explains
-    _add(out, "not_learning", not_learning(data, history, t, named=bool(history.streaks.get("named"))))
+    named = bool(history.streaks.get("named"))
+    _add(out, "not_learning", not_learning(data, history, t, named=named, plateau_judges=not lr_explains))
+    if "not_learning" in out:
+        history.streaks["not_learning"] = 1
     if math.isfinite(data.loss_mean):
         history.losses.append(data.loss_mean)
         history.loss_ses.append(interval_se(data))
@@ -622,6 +708,39 @@ def decide(data: CheckData, history: History, thresholds: dict[str, float]) -> d
     _add(out, "data_stall", data_stall(data, history, t))
     _add(out, "outlier_batches", outlier_batches(data, history, t))
     return out
+
+
+def _attribute_dead_units(
+    out: dict[str, Decision], data: CheckData, history: History, t: dict[str, float]
+) -> None:
+    """Name why the units of ``out["dead_units"]`` died (``_health_causes.dead_unit_causes``): the learning
+    rate (then the finding is ``lr_too_high``, the dead units its evidence), the initialisation, outlier
+    batches, or, when the evidence does not separate them, the symptom and what would tell them apart."""
+    evidence, _ = out["dead_units"]
+    dead = evidence["dead_fraction"]
+    by_lr, found = dead_unit_causes(dead, data, history, t, lr_now=_killed_by_the_lr(data, history, t))
+    if history.streaks.get("dead_by_lr", 0) or by_lr:
+        history.streaks["dead_by_lr"] = 1  # the same units stay the LR's symptom while they stay dead
+        out.pop("dead_units")
+        high = out.get("lr_too_high") or _lr_kills_units(data, history, t)
+        merged = {**high[0], "dead_fraction": dead}
+        ratio = merged.get("update_ratio", math.nan)
+        line = headline(
+            f"lr_too_high at step {data.step}: update ratio {_fmt(ratio)} (healthy ~1e-3), "
+            + ", ".join(f"`{m}` {f:.0%}" for m, f in list(dead.items())[:2])
+            + " dead"
+        )
+        out["lr_too_high"] = Diagnosed(
+            merged, high[1], Diagnosis(line, found.causes, "learning_rate", high[1])
+        )
+        return
+    fractions = ", ".join(f"`{m}` {f:.0%}" for m, f in dead.items())
+    advice = (
+        found.action
+        if found.cause is not None
+        else f"{fractions} of units never fire; the evidence does not name the cause. {found.tell_apart}"
+    )
+    out["dead_units"] = Diagnosed({**evidence, "cause": found.cause or "undetermined"}, advice, found)
 
 
 def _cannot_learn(history: History) -> bool:
@@ -690,8 +809,9 @@ def _add(out: dict[str, Decision], problem: str, decision: Decision | None) -> N
 def nonfinite_activations(data: CheckData, history: History, t: dict[str, float]) -> Decision | None:
     """A sampled forward produced inf/nan, or a loss did while the sampled gradients were finite, or the
     weights are inf/nan. Attributed by evidence: non-finite weights (a step wrote them: every forward after is
-    non-finite whatever the data), else the first module's non-finite inputs (the batch), else the module's
-    own operation on finite inputs.
+    non-finite whatever the data; the first non-finite loss after the last check with finite weights names the
+    step), else the first module's non-finite inputs (the batch), else the module's own operation on finite
+    inputs.
 
     Example:
         >>> nonfinite_activations(CheckData(0, 0, loss_nonfinite=2), History(), DEFAULT_THRESHOLDS)[0]
@@ -712,14 +832,56 @@ def nonfinite_activations(data: CheckData, history: History, t: dict[str, float]
     if weights:
         evidence["nonfinite_weights"] = weights[:8]
     evidence |= {"modules": data.nonfinite_modules[:8], "nonfinite_losses": data.loss_nonfinite}
+    bad_step = history.streaks.get("first_nonfinite_loss_step", -1)
+    finite_at = history.finite_weights_step
+    step_named = bad_step >= 0 and bad_step >= finite_at
+    lr = max((v for v in data.group_lr.values() if math.isfinite(v)), default=math.nan)
+    if (step_named or math.isnan(lr)) and history.lrs:
+        lr = history.lrs[-1]  # the last check's, the LR nearest before the step that wrote the weights
+    optimizer = "/".join(data.optimizers) or "the optimizer"
+    if cause == "nonfinite_weights" and step_named:
+        evidence |= {"nonfinite_loss_step": bad_step, "weights_finite_at_step": finite_at}
+        evidence |= {"optimizer": optimizer, "lr": lr}
+    update = Cause("nonfinite_weights")
+    data_cause = Cause("inputs")
+    operation = Cause("operation")
+    if weights:
+        update.evidence_for["nonfinite_weights"] = weights[:8]
+        if step_named:
+            update.evidence_for |= {"nonfinite_loss_step": bad_step, "weights_finite_at_step": finite_at}
+        operation.evidence_against["nonfinite_weights"] = len(weights)
+    else:
+        update.evidence_against["weights_finite"] = True
+    if inputs_bad:
+        data_cause.evidence_for["first_module_inputs_nonfinite"] = first
+        operation.evidence_against["first_module_inputs_nonfinite"] = first
+    elif data.nonfinite_modules:
+        data_cause.evidence_against["first_module_inputs_finite"] = first
+        if not weights:
+            operation.evidence_for["nonfinite_outputs_from_finite_inputs"] = first
+    elif not weights:
+        operation.evidence_for["nonfinite_losses"] = data.loss_nonfinite
+    at = f" step {bad_step}" if step_named else " a step"
+    lr_text = f", lr {_fmt(lr)}," if math.isfinite(lr) else ""
     if cause == "nonfinite_weights":
         advice = (
-            f"The weights of {_names(weights)} are inf/nan: an optimizer step wrote them, and every forward "
-            f"after it is non-finite whatever the data (`{first}`'s inputs were finite). The step applied a "
-            "non-finite update: from a non-finite loss or gradient at that step (skip such steps: "
-            "`StabilityGuard`, a GradScaler in fp16), or from the update itself overflowing with finite "
-            "gradients (learning rate too high, an optimizer eps too small, a division by ~0 in the update). "
-            "Find the first non-finite loss/gradient, and resume from a checkpoint before it."
+            f"The weights of {_names(weights)} are inf/nan: an optimizer step wrote them (the {optimizer} "
+            f"update of{at}{lr_text} was non-finite), and every forward after it is non-finite whatever the "
+            f"data (`{first}`'s inputs were finite). "
+            + (
+                f"The loss of step {bad_step} was already non-finite (the weights were finite at step "
+                f"{finite_at}): find why that batch's loss was (a bad sample, an fp16 overflow, a log of 0), "
+                "skip such steps (`StabilityGuard`, a GradScaler in fp16), and resume from a checkpoint "
+                "before it."
+                if step_named
+                else "No loss was non-finite before it: the update itself overflowed with finite "
+                "gradients (learning rate too high, an optimizer eps too small, a division by ~0 in the "
+                "update); resume from a checkpoint before it with clipping or a lower LR."
+            )
+        )
+        line = (
+            f"nonfinite_activations at step {data.step}: weights inf/nan since the {optimizer} update of{at}"
+            f"{lr_text.rstrip(',')}; inputs finite"
         )
     elif inputs_bad:
         advice = (
@@ -731,13 +893,16 @@ def nonfinite_activations(data: CheckData, history: History, t: dict[str, float]
                 else "."
             )
         )
+        line = f"nonfinite_activations at step {data.step}: `{first}` received inf/nan inputs (the data)"
     else:
         advice = (
             f"`{first}` produced inf/nan in the forward pass from finite inputs and weights: log of zero, "
             "division by zero, exp overflow there; add an epsilon or clamp, use a normalisation layer before "
             "it, or train in bf16/fp32 instead of fp16."
         )
-    return evidence, advice
+        line = f"nonfinite_activations at step {data.step}: `{first}` made inf/nan from finite inputs"
+    causes = ranked([update, data_cause, operation], cause)
+    return Diagnosed(evidence, advice, Diagnosis(headline(line), causes, cause, advice))
 
 
 def _names(groups: list[str], top: int = 3) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from lightning_recipes._console import escape as _escape
@@ -20,15 +20,22 @@ from lightning_recipes._stats import Z
 
 __all__ = [
     "DEFAULT_THRESHOLDS",
+    "HEADLINE_LIMIT",
     "PROBLEMS",
     "PROBLEM_WORDS",
+    "Cause",
     "CheckData",
     "Decision",
+    "Diagnosed",
+    "Diagnosis",
     "Finding",
     "History",
+    "Spike",
+    "default_headline",
     "evidence_lines",
     "findings_table",
     "format_value",
+    "headline",
 ]
 
 
@@ -70,6 +77,8 @@ DEFAULT_THRESHOLDS: dict[str, float] = {
     "anneal_fraction": 0.8,
     "growth_high": 2.0,
     "outlier_factor": 30.0,
+    "trivial_band": 0.1,
+    "spike_z": 10.0,
 }
 
 
@@ -136,6 +145,31 @@ class CheckData:
     step_records: list[tuple[int, float, int, int, int, float]] = field(default_factory=list)
     #: the run's planned optimizer steps (``trainer.estimated_stepping_batches``; inf when unbounded/unknown)
     planned_steps: float = math.inf
+    #: the dead fractions measured on the run's first batch, before any update (as ``dead`` / ``dead_rows``;
+    #: empty except at the first check of a run that started at step 0)
+    dead_start: dict[str, float] = field(default_factory=dict)
+    dead_rows_start: dict[str, float] = field(default_factory=dict)
+    #: the interval's training steps whose loss stands far above the interval's median (largest first), and
+    #: how many of its losses stand ``spike_z`` robust deviations and 2x above that median
+    loss_spikes: list[Spike] = field(default_factory=list)
+    loss_spike_count: int = 0
+    #: the interval's first step with a non-finite loss (None: none)
+    first_nonfinite_step: int | None = None
+    #: the optimizers' class names (as ``type(optimizer).__name__``, unwrapped)
+    optimizers: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Spike:
+    """One training step whose loss stands out from its interval: ``times`` the interval's median and ``z``
+    robust standard deviations above it (``_stats.robust_scale``); ``epoch`` and ``batch`` say which batch it
+    was (``batch_idx`` within the epoch)."""
+
+    step: int
+    epoch: int
+    batch: int
+    times: float
+    z: float
 
 
 @dataclass
@@ -159,6 +193,15 @@ class History:
     streaks: dict[str, int] = field(default_factory=dict)
     #: per check that timed the wait for data: ``[wait fraction, batches timed]`` (``data_stall``'s noise)
     waits: list[list[float]] = field(default_factory=list)
+    #: per check that measured dead units: ``[step, largest dead fraction, update ratio, largest LR]`` (when
+    #: units began dying, and at what step size)
+    dead_seen: list[list[float]] = field(default_factory=list)
+    #: per layer, the dead fraction on the run's first batch, before any update (empty: not measured)
+    dead_step0: dict[str, float] = field(default_factory=dict)
+    #: the loss spikes of the run so far (``[step, epoch, batch, times, z]``, the last 20)
+    spikes: list[list[float]] = field(default_factory=list)
+    #: the last check's step at which every weight was finite (-1: none yet)
+    finite_weights_step: int = -1
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -173,8 +216,21 @@ class History:
             "vanish_ratios": list(self.vanish_ratios),
             "validations": [list(v) for v in self.validations],
             "streaks": dict(self.streaks),
+        } | self._attribution()
+
+    def _attribution(self) -> dict[str, Any]:
+        """The memory added by issue #35, only what holds something: an older run's state saves and reloads
+        exactly as it did."""
+        state: dict[str, Any] = {
             "waits": [list(w) for w in self.waits],
+            "dead_seen": [list(v) for v in self.dead_seen],
+            "dead_step0": dict(self.dead_step0),
+            "spikes": [list(v) for v in self.spikes],
         }
+        state = {k: v for k, v in state.items() if v}
+        if self.finite_weights_step >= 0:
+            state["finite_weights_step"] = self.finite_weights_step
+        return state
 
     @classmethod
     def from_dict(cls, state: dict[str, Any]) -> History:
@@ -193,6 +249,10 @@ class History:
             validations=[_validation(row) for row in state.get("validations", [])],
             streaks={str(k): int(v) for k, v in state.get("streaks", {}).items()},
             waits=[[float(v) for v in w] for w in state.get("waits", [])],
+            dead_seen=[[float(v) for v in row] for row in state.get("dead_seen", [])],
+            dead_step0={str(k): float(v) for k, v in state.get("dead_step0", {}).items()},
+            spikes=[[float(v) for v in row] for row in state.get("spikes", [])],
+            finite_weights_step=int(state.get("finite_weights_step", -1)),
         )
 
 
@@ -204,6 +264,81 @@ def _validation(row: Any) -> tuple[int, float, float, float, int]:
 
 
 Decision = tuple[dict[str, Any], str]  # (evidence, advice)
+
+#: The longest :attr:`Finding.headline` (characters): one sentence with its numbers.
+HEADLINE_LIMIT = 120
+
+
+@dataclass
+class Cause:
+    """One candidate cause of a finding and the evidence the run holds for and against it (named numbers and
+    facts, not prose).
+
+    Example:
+        >>> cause = Cause("initialisation", {"dead_at_step_0": 0.8}, {})
+        >>> cause.supported, cause.excluded
+        (True, False)
+    """
+
+    name: str
+    evidence_for: dict[str, Any] = field(default_factory=dict)
+    evidence_against: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def supported(self) -> bool:
+        """Some evidence speaks for it."""
+        return bool(self.evidence_for)
+
+    @property
+    def excluded(self) -> bool:
+        """Evidence speaks against it and none for it."""
+        return bool(self.evidence_against) and not self.evidence_for
+
+
+@dataclass
+class Diagnosis:
+    """What a rule concluded about a problem's cause: a :data:`HEADLINE_LIMIT`-character ``headline`` with
+    the numbers, the ``causes`` considered (most likely first), the one ``cause`` the evidence names
+    (``None`` when it does not separate them: then ``tell_apart`` says what would), and one ``action``."""
+
+    headline: str
+    causes: list[Cause] = field(default_factory=list)
+    cause: str | None = None
+    action: str = ""
+    tell_apart: str = ""
+
+
+class Diagnosed(tuple[dict[str, Any], str]):
+    """A rule's :data:`Decision` ``(evidence, advice)`` with its :class:`Diagnosis` attached (``.diagnosis``);
+    unpacks and indexes as the plain pair.
+
+    Example:
+        >>> decision = Diagnosed({"loss": 2.3}, "Lower the LR.", Diagnosis("loss 2.3", cause="learning_rate"))
+        >>> evidence, advice = decision
+        >>> advice, decision.diagnosis.cause
+        ('Lower the LR.', 'learning_rate')
+    """
+
+    diagnosis: Diagnosis
+
+    def __new__(cls, evidence: dict[str, Any], advice: str, diagnosis: Diagnosis) -> Diagnosed:
+        decision = super().__new__(cls, (evidence, advice))
+        decision.diagnosis = diagnosis
+        return decision
+
+
+def headline(text: str) -> str:
+    """``text`` cut to :data:`HEADLINE_LIMIT` characters (at a word, with an ellipsis when cut).
+
+    Example:
+        >>> len(headline("word " * 40)) <= HEADLINE_LIMIT
+        True
+    """
+    text = " ".join(text.split())
+    if len(text) <= HEADLINE_LIMIT:
+        return text
+    cut = text[: HEADLINE_LIMIT - 3].rsplit(" ", 1)[0].rstrip(",;:")
+    return cut + "..."
 
 
 #: Each problem in words: what is wrong, for a reader who does not know the monitor's names.
@@ -229,9 +364,29 @@ _WHOLE = ("step", "epoch", "checks", "count", "batches", "nonfinite_losses")
 
 @dataclass
 class Finding:
-    """One problem the monitor found: its ``problem`` (of :data:`HealthMonitor.PROBLEMS`), the ``step`` and
-    ``epoch`` of the check that found it, the ``evidence`` that triggered it and the ``advice``;
+    """One problem the monitor found, as a record: what, when, the numbers, the causes weighed, one action.
+
     ``str(finding)`` is :meth:`summary`.
+
+    Attributes:
+        problem: One of :data:`HealthMonitor.PROBLEMS`.
+        step: ``trainer.global_step`` at the check that found it.
+        epoch: ``trainer.current_epoch`` then.
+        evidence: The numbers that triggered it (per layer where relevant).
+        advice: What to change, concretely: the ``action`` for the named ``cause``, or (no cause named) what
+            tells the candidates apart.
+        headline: One sentence with the numbers, at most :data:`HEADLINE_LIMIT` (120) characters.
+        causes: The candidate causes considered, most likely first, each with its evidence for and against.
+        cause: The root cause the evidence names; ``None`` when it does not separate the candidates.
+        action: One action, for ``cause`` (``""`` when no cause is named).
+        tell_apart: When no cause is named: what would tell the candidates apart.
+
+    Example:
+        >>> f = Finding("dead_units", 40, 0, {"dead_fraction": {"fc1": 0.8}}, "Re-initialise `fc1`.",
+        ...             headline="dead_units at step 40: fc1 80% dead since step 0", cause="initialisation",
+        ...             causes=[{"name": "initialisation", "evidence_for": {"dead_at_step_0": 0.8}}])
+        >>> f.causes[0].evidence_for, f.cause
+        ({'dead_at_step_0': 0.8}, 'initialisation')
     """
 
     problem: str
@@ -239,10 +394,32 @@ class Finding:
     epoch: int
     evidence: dict[str, Any] = field(default_factory=dict)
     advice: str = ""
+    headline: str = ""
+    causes: list[Cause] = field(default_factory=list)
+    cause: str | None = None
+    action: str = ""
+    tell_apart: str = ""
+
+    def __post_init__(self) -> None:
+        # records loaded from a state_dict / JSON hold the causes as dicts
+        self.causes = [c if isinstance(c, Cause) else Cause(**c) for c in self.causes]
+        if not self.headline:
+            self.headline = default_headline(self.problem, self.step, self.evidence)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The record as plain Python; fields at their defaults (or, the headline, derivable from the
+        evidence) are left out, so a record of an older run saves exactly as it did."""
+        record = asdict(self)
+        for key, default in (("causes", []), ("cause", None), ("action", ""), ("tell_apart", "")):
+            if record[key] == default:
+                del record[key]
+        if record["headline"] == default_headline(self.problem, self.step, self.evidence):
+            del record["headline"]
+        return record
 
     def summary(self) -> str:
         """One or two sentences: the problem, when, the key numbers (the first 3 evidence entries, 2 per
-        dict), and the advice."""
+        dict), and the advice (the long form of :attr:`headline`)."""
         words = PROBLEM_WORDS.get(self.problem, self.problem.replace("_", " "))
         numbers = [_line(k, v, top=2) for k, v in list(self.evidence.items())[:_SUMMARY_ITEMS]]
         text = f"{self.problem} at step {self.step} (epoch {self.epoch}): {words}"
@@ -255,6 +432,23 @@ class Finding:
 
     def __str__(self) -> str:
         return self.summary()
+
+
+def default_headline(problem: str, step: int, evidence: Mapping[str, Any]) -> str:
+    """A headline from the problem, the step and the first evidence entries (2 per dict), as much as fits
+    :data:`HEADLINE_LIMIT`.
+
+    Example:
+        >>> default_headline("data_stall", 60, {"wait_fraction": 0.81, "wait_per_batch_ms": 40.0})
+        'data_stall at step 60: wait fraction 0.81; wait per batch ms 40'
+    """
+    text = f"{problem} at step {step}"
+    for i, (key, value) in enumerate(list(evidence.items())[:_SUMMARY_ITEMS]):
+        part = ("; " if i else ": ") + _line(key, value, top=2)
+        if len(text) + len(part) > HEADLINE_LIMIT:
+            break
+        text += part
+    return headline(text)
 
 
 def format_value(value: Any, key: str = "", top: int = _TOP) -> str:
@@ -286,9 +480,11 @@ def evidence_lines(evidence: Mapping[str, Any], top: int = _TOP) -> list[str]:
 
 
 def findings_table(findings: Sequence[Finding], checks: int, print_table: bool = True) -> Any:
-    """A table of ``findings`` (problem, when, evidence, advice) fitted to the terminal; printed (and ``None``
-    returned) by default, returned with ``print_table=False``.
-    """
+    """A ``rich`` table of ``findings`` (plain text without rich): problem (and what it means), when (step,
+    epoch), the cause and the evidence as ``name value`` lines, the advice; it fits the terminal's width
+    (text wraps between words; only a word wider than its column is folded). Printed by default, and then
+    not returned (``None``: a notebook cell ending in ``monitor.report()`` shows it once);
+    ``print_table=False`` returns it."""
     title = f"HealthMonitor: {len(findings)} finding(s) in {checks} check(s)"
     table = new_table(title, show_lines=True)
     table.add_column("problem", overflow="fold", ratio=2, min_width=12)
@@ -298,7 +494,10 @@ def findings_table(findings: Sequence[Finding], checks: int, print_table: bool =
     for f in findings:
         words = PROBLEM_WORDS.get(f.problem, "")
         problem = f"[bold]{_escape(f.problem)}[/bold]" + (f"\n{words}" if words else "")
-        evidence = "\n".join(evidence_lines(f.evidence))
+        lines = evidence_lines(f.evidence)
+        if f.causes and "cause" not in f.evidence:  # the record's verdict, when the evidence does not say it
+            lines.insert(0, f"cause {f.cause or 'not separated by the evidence'}")
+        evidence = "\n".join(lines)
         when = f"step {f.step}\nepoch {f.epoch}"
         table.add_row(problem, when, _escape(evidence), _escape(f.advice))
     if print_table:

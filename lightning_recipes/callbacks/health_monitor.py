@@ -20,26 +20,32 @@ from lightning_recipes._collectives import all_gather_stacked
 from lightning_recipes._jsonable import jsonable
 from lightning_recipes._loss_output import loss_of
 from lightning_recipes._validation import check_bool, check_int, check_positive
+from lightning_recipes.callbacks._health_causes import plain_diagnosis
 from lightning_recipes.callbacks._health_collector import (
     FunctionalSaturation,
     Packer,
     RowLiveness,
     ValidationBatches,
     combine,
+    dead_of,
     extreme_row,
+    first_nonfinite,
     group_families,
     group_lrs,
     leaf_hook,
     loss_head,
+    loss_outliers,
     loss_sums,
     pack_activations,
     planned_steps,
     relu_hook,
     saturation_hook,
     sparse_groups,
+    spikes_of,
     squared_norm,
     step_records,
     tracked_parameters,
+    unwrap_optimizer,
     validation_error,
     validation_rows,
     watched_modules,
@@ -48,6 +54,7 @@ from lightning_recipes.callbacks._health_rules import decide, settle
 from lightning_recipes.callbacks._health_window import (
     DEFAULT_THRESHOLDS,
     PROBLEMS,
+    Diagnosed,
     Finding,
     History,
     findings_table,
@@ -165,6 +172,12 @@ class HealthMonitor(Callback):
         self._init_handles: list[Any] = []
         self._init_measured = False
         self._sparse_groups: set[str] = set()
+        self._optimizers: list[str] = []
+        # the run's first batch, before any update: which units were alive (dead from initialisation)
+        self._alive_start: dict[int, Tensor] = {}
+        self._rows_start = RowLiveness([])
+        self._start_handles: list[Any] = []
+        self._start_pending = False
         self._relu: list[tuple[str, nn.Module]] = []
         self._saturating: list[tuple[str, nn.Module]] = []
         self._leaves: list[tuple[str, nn.Module]] = []
@@ -180,6 +193,7 @@ class HealthMonitor(Callback):
     def _clear_interval(self) -> None:
         self._losses: list[Tensor] = []
         self._loss_steps: list[int] = []  # each loss's optimizer step within the interval
+        self._loss_batches: list[tuple[int, int, int]] = []  # each loss's (global step, epoch, batch_idx)
         self._lr: Tensor | None = None  # per group, on the sampled step
         self._step_grads: dict[int, Tensor] = {}  # per step of the interval: the squared gradient norm
         self._step_inputs: dict[int, Tensor] = {}  # per step: [batch index, row, its largest |input|]
@@ -225,6 +239,9 @@ class HealthMonitor(Callback):
         self._calls = FunctionalSaturation([module for _, module in self._row_layers])
         self._init_calls = FunctionalSaturation([module for _, module in self._row_layers])
         self._sparse_groups = sparse_groups(pl_module, self._params, index, self._group_names)
+        self._optimizers = [type(unwrap_optimizer(o)).__name__ for o in trainer.optimizers]
+        self._rows_start = RowLiveness([module for _, module in self._row_layers])
+        self._start_pending = trainer.global_step == 0  # a resumed run has no step 0 to measure
         pipeline = next((c for c in callback_list(trainer) if isinstance(c, InputPipelineMonitor)), None)
         self._clock.follow(pipeline)
 
@@ -244,6 +261,8 @@ class HealthMonitor(Callback):
             self._attach_init_hooks()
         if position > self.check_every_n_steps - self.activation_samples and not self._handles:
             self._attach_hooks()
+        if self._start_pending and not self._start_handles:
+            self._attach_start_hooks()
 
     @override
     def on_before_optimizer_step(
@@ -252,6 +271,8 @@ class HealthMonitor(Callback):
         if self._handles:  # a sampled batch: which weight rows got a gradient
             self._rows.record_gradients()
         self._record_step_gradient(trainer, optimizer)
+        if self._start_handles:
+            self._rows_start.record_gradients()
         if (trainer.global_step + 1) % self.check_every_n_steps or not self._params:
             return
         # The sampled step: per-tensor gradient and parameter norms, and a copy of the parameters.
@@ -286,6 +307,8 @@ class HealthMonitor(Callback):
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
         self._detach_hooks()
+        if self._start_handles and stepped(trainer, self._step_at_batch_start):
+            self._detach_start_hooks()
         loss = loss_of(outputs)
         position = trainer.global_step - self._interval_start - 1
         if 0 <= position < self.check_every_n_steps and stepped(trainer, self._step_at_batch_start):
@@ -295,6 +318,7 @@ class HealthMonitor(Callback):
             self._losses.append(loss.float())
             start = trainer.global_step if self._step_at_batch_start is None else self._step_at_batch_start
             self._loss_steps.append(start - self._interval_start)
+            self._loss_batches.append((start, trainer.current_epoch, batch_idx))
             self._epoch_loss.append(loss.float())
         if not stepped(trainer, self._step_at_batch_start):
             self._clock.batch_end(self._clock.now())
@@ -359,6 +383,7 @@ class HealthMonitor(Callback):
     @override
     def teardown(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         self._detach_hooks()
+        self._detach_start_hooks()
         self._before = []
 
     # ------------------------------------------------------------------ results and state
@@ -378,7 +403,7 @@ class HealthMonitor(Callback):
     @override
     def state_dict(self) -> dict[str, Any]:
         return {
-            "findings": [asdict(f) for f in self.findings],
+            "findings": [f.to_dict() for f in self.findings],
             "checks": self.checks,
             "history": self._history.to_dict(),
             "active": sorted(self._active),
@@ -394,7 +419,7 @@ class HealthMonitor(Callback):
         self._warned = set(state_dict.get("warned", []))
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_handles": [], "_before": [], "_init_handles": []}
+        return {**self.__dict__, "_handles": [], "_before": [], "_init_handles": [], "_start_handles": []}
 
     # ------------------------------------------------------------------ helpers
 
@@ -453,11 +478,25 @@ class HealthMonitor(Callback):
             handle.remove()
         self._handles = []
 
+    def _attach_start_hooks(self) -> None:
+        for i, (_, module) in enumerate(self._relu):
+            self._start_handles.append(module.register_forward_hook(relu_hook(self._alive_start, i)))
+        self._start_handles += self._rows_start.attach()
+
+    def _detach_start_hooks(self) -> None:
+        for handle in self._start_handles:
+            handle.remove()
+        self._start_handles = []
+        self._start_pending = False
+
     def _pack(self, trainer: pl.Trainer, device: torch.device) -> tuple[Tensor, dict[str, slice]]:
         """Everything the check needs, as one float64 vector with a layout identical on every rank."""
         packer = Packer(device)
         packer.add("loss", loss_sums(self._losses, self._loss_steps, device))
         packer.add("loss_head", loss_head(self._losses, device))
+        spike_z = self.thresholds["spike_z"]
+        packer.add("loss_outliers", loss_outliers(self._losses, device, z_min=spike_z))
+        packer.add("first_nonfinite", first_nonfinite(self._losses, device))
         packer.add("param_start", self._param_start)
         groups = len(self._group_names)
         sampled = self._grad_sq is not None and self._group_of is not None
@@ -488,6 +527,11 @@ class HealthMonitor(Callback):
             "step_records",
             step_records(self._step_grads, self._step_inputs, self.check_every_n_steps, device),
         )
+        packer.add("dead_start", dead_of(self._alive_start, len(self._relu), device))
+        packer.add("dead_rows_start", self._rows_start.dead_fractions(device))
+        if not self._start_pending:  # measured once: the first check reads it
+            self._alive_start = {}
+            self._rows_start.clear()
         packer.add("wait", self._clock.take())
         packer.add("validations", validation_rows(self._validations, device))
         return packer.vector(), packer.layout
@@ -512,6 +556,11 @@ class HealthMonitor(Callback):
             (self._clock.source, self._planned_steps),
         )
         data.sparse_groups = self._sparse_groups
+        data.optimizers = self._optimizers
+        where = self._loss_batches
+        data.loss_spikes = spikes_of([row[layout["loss_outliers"]] for row in rows], where)
+        if data.first_nonfinite_step is not None and data.first_nonfinite_step < len(where):
+            data.first_nonfinite_step = where[data.first_nonfinite_step][0]
         self._clear_interval()
         self._interval_start = trainer.global_step
         self.checks += 1
@@ -522,8 +571,16 @@ class HealthMonitor(Callback):
         metrics = {f"{self.prefix}health/{p}": float(p in decisions) for p in PROBLEMS}
         emit(trainer, pl_module, metrics, own_cadence=True)
         for problem in new:
-            evidence, advice = decisions[problem]
+            decision = decisions[problem]
+            evidence, advice = decision
             finding = Finding(problem, trainer.global_step, trainer.current_epoch, evidence, advice)
+            found = (
+                decision.diagnosis
+                if isinstance(decision, Diagnosed)
+                else plain_diagnosis(problem, trainer.global_step, evidence, advice)
+            )
+            finding.headline, finding.causes, finding.cause = found.headline, found.causes, found.cause
+            finding.action, finding.tell_apart = found.action, found.tell_apart
             self.findings.append(finding)
             self._act(finding)
 

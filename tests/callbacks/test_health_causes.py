@@ -1,0 +1,296 @@
+"""HealthMonitor names the root cause the evidence separates, not the nearest symptom's usual one (issue #35).
+
+Each attribution comes with its blind twin: the same symptom from a different cause, told apart by the run's
+own evidence (units dead at step 0 / dead right after a few outlier batches / killed by the LR; a NaN step
+with finite data). The client's three repros (``shared/field/trial4/health_monitor_*.py``) as small real runs:
+the NaN update named with its step and optimizer, a diverged run not called overfitting, runs that learn
+nothing found ``not_learning``. Findings are records: a headline of at most 120 characters with the numbers,
+the causes weighed with their evidence for and against, one cause or none, one action.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import lightning.pytorch as pl
+import pytest
+import torch
+from torch import Tensor, nn
+from torch.nn import functional as F
+from torch.utils.data import DataLoader, TensorDataset
+
+from lightning_recipes.callbacks._health_window import HEADLINE_LIMIT, Cause, Finding
+from lightning_recipes.callbacks.health_monitor import HealthMonitor
+from lightning_recipes.testing import fast_trainer
+
+
+@pytest.fixture(autouse=True)
+def _one_thread() -> Any:
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+class ReluNet(pl.LightningModule):
+    """16 -> 64 -> 64 -> 4 with functional ReLUs (dead units read from the Linear rows), SGD + momentum."""
+
+    def __init__(self, lr: float, bias: float = 0.0, optimizer: str = "sgd") -> None:
+        super().__init__()
+        self.fc1, self.fc2, self.head = nn.Linear(16, 64), nn.Linear(64, 64), nn.Linear(64, 4)
+        if bias:
+            with torch.no_grad():
+                self.fc1.bias.fill_(bias)
+        self.lr, self.optimizer = lr, optimizer
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.head(F.relu(self.fc2(F.relu(self.fc1(x)))))
+
+    def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
+        x, y = batch
+        return F.cross_entropy(self(x), y)
+
+    def validation_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> None:
+        x, y = batch
+        self.log("val_loss", F.cross_entropy(self(x), y))
+
+    def configure_optimizers(self) -> Any:
+        if self.optimizer == "adamw":
+            return torch.optim.AdamW(self.parameters(), lr=self.lr)
+        return torch.optim.SGD(self.parameters(), lr=self.lr, momentum=0.9)
+
+
+def teacher(n: int = 4096, sentinel_rows: tuple[int, ...] = (), seed: int = 0) -> tuple[Tensor, Tensor]:
+    """Standardised inputs, labels from a random linear teacher; ``sentinel_rows`` read -999 in column 3 (a
+    missing-value code left in a standardised column)."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, 16, generator=g)
+    y = (x @ torch.randn(16, 4, generator=g)).argmax(1)
+    for row in sentinel_rows:
+        x[row, 3] = -999.0
+    return x, y
+
+
+def fit(model: pl.LightningModule, x: Tensor, y: Tensor, steps: int, **trainer: Any) -> HealthMonitor:
+    torch.manual_seed(0)
+    monitor = HealthMonitor(check_every_n_steps=20, on_finding=lambda f: None)
+    loader = DataLoader(TensorDataset(x, y), batch_size=32)
+    fast_trainer(max_steps=steps, max_epochs=-1, callbacks=[monitor], limit_val_batches=0, **trainer).fit(
+        model, loader
+    )
+    return monitor
+
+
+def only(monitor: HealthMonitor) -> Finding:
+    assert len(monitor.findings) == 1, [(f.problem, f.step, f.headline) for f in monitor.findings]
+    return monitor.findings[0]
+
+
+def assert_record(finding: Finding) -> None:
+    assert len(finding.headline) <= HEADLINE_LIMIT and str(finding.step) in finding.headline
+    assert finding.causes and all(isinstance(c, Cause) for c in finding.causes)
+    if finding.cause is not None:
+        assert finding.causes[0].name == finding.cause and finding.causes[0].evidence_for
+        assert finding.action and not finding.tell_apart
+    else:
+        assert finding.tell_apart and not finding.action
+
+
+# ------------------------------------------------------------------------------------- dead units: 3 causes
+
+SPIKES = (32 * 50 + 5, 32 * 51 + 7, 32 * 52 + 1)  # one -999 row in each of the batches at steps 50, 51, 52
+
+
+def test_units_killed_right_after_a_few_outlier_batches_are_the_data_not_the_lr() -> None:
+    # the old monitor said lr_too_high: "lower it about 93x"; at this LR the units lived 40+ steps with
+    # update ratios ~2e-2 and died in the interval of the -999 batches (loss ~400x the median)
+    finding = only(fit(ReluNet(lr=0.05), *teacher(sentinel_rows=SPIKES), steps=110))
+    assert (finding.problem, finding.cause) == ("dead_units", "outlier_batches"), finding.headline
+    assert set(finding.causes[0].evidence_for["spike_steps"]) <= {50, 51, 52, 53}
+    assert "52" in finding.headline and "Lower" not in finding.advice
+    assert "learning rate" not in finding.action
+    lr = next(c for c in finding.causes if c.name == "learning_rate")
+    assert lr.evidence_for and lr.evidence_against["alive_at_same_lr_and_ratio"]["step"] == 40
+    assert_record(finding)
+
+
+def test_units_killed_by_the_lr_are_still_the_lr() -> None:
+    # the blind twin: dead units too, the same data without the sentinel rows, an LR 20x higher
+    finding = only(fit(ReluNet(lr=1.0), *teacher(), steps=110))
+    assert (finding.problem, finding.cause) == ("lr_too_high", "learning_rate"), finding.headline
+    assert "dead_fraction" in finding.evidence and "Lower" in finding.advice
+    assert_record(finding)
+
+
+@pytest.mark.parametrize("lr", [0.1, 1.0])
+def test_units_dead_at_step_0_are_the_initialisation_whatever_the_lr(lr: float) -> None:
+    # first-layer biases at -1.5: most units never fire on the first batch, before any update
+    monitor = fit(ReluNet(lr=lr, bias=-1.5), *teacher(), steps=80)
+    finding = monitor.findings[0]
+    assert (finding.problem, finding.cause) == ("dead_units", "initialisation"), finding.headline
+    assert finding.causes[0].evidence_for["dead_at_step_0"]["fc1"] >= 0.5
+    assert "step 0" in finding.headline and "Lower" not in finding.advice
+    assert all(f.problem != "lr_too_high" for f in monitor.findings)
+    assert_record(finding)
+
+
+# ---------------------------------------------------------------------------------- a NaN update (repro 6)
+
+
+class NanStep(ReluNet):
+    """The repro's bad batch: the loss of step 30 is NaN (a bad sample, an fp16 overflow); its update writes
+    NaN into every weight, while every batch stays finite."""
+
+    def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
+        loss = super().training_step(batch, batch_idx)
+        return loss * float("nan") if self.global_step == 30 else loss
+
+
+def test_a_nan_update_is_named_with_its_step_optimizer_and_lr_not_the_inputs() -> None:
+    finding = only(fit(NanStep(lr=3e-3, optimizer="adamw"), *teacher(1024), steps=60))
+    assert (finding.problem, finding.cause) == ("nonfinite_activations", "nonfinite_weights")
+    assert finding.evidence["nonfinite_loss_step"] == 30 and finding.evidence["weights_finite_at_step"] == 20
+    assert finding.evidence["optimizer"] == "AdamW" and math.isclose(finding.evidence["lr"], 3e-3)
+    assert "step 30" in finding.headline and "AdamW" in finding.headline and "0.003" in finding.headline
+    inputs = next(c for c in finding.causes if c.name == "inputs")
+    assert inputs.excluded and "Check its inputs" not in finding.advice
+    assert_record(finding)
+
+
+# ------------------------------------------------------------------------ a diverged run (repro 5)
+
+
+def test_a_diverged_run_is_not_overfitting() -> None:
+    # AdamW at a constant LR of 1.0, validated every epoch: accuracy at chance, the training loss above its
+    # start; the validation loss jumps around above its best. Its finding is the LR's, never overfitting.
+    x, y = teacher(768)
+    torch.manual_seed(0)
+    monitor = HealthMonitor(check_every_n_steps=10, on_finding=lambda f: None)
+    train = DataLoader(TensorDataset(x[:512], y[:512]), batch_size=32, shuffle=True)
+    val = DataLoader(TensorDataset(x[512:], y[512:]), batch_size=128)
+    fast_trainer(max_epochs=12, callbacks=[monitor]).fit(ReluNet(lr=1.0, optimizer="adamw"), train, val)
+    problems = {f.problem for f in monitor.findings}
+    assert "overfitting" not in problems and problems & {"lr_too_high", "not_learning"}, problems
+
+
+# ------------------------------------------------------------------------ runs that learn nothing (repro 7)
+
+
+class DigitsMLP(pl.LightningModule):
+    def __init__(self, lr: float = 1e-3) -> None:
+        super().__init__()
+        layers = [nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 128), nn.ReLU(), nn.Linear(128, 10)]
+        self.net = nn.Sequential(*layers)
+        self.lr = lr
+
+    def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
+        x, y = batch
+        return F.cross_entropy(self.net(x), y)
+
+    def configure_optimizers(self) -> Any:
+        return torch.optim.Adam(self.parameters(), lr=self.lr)
+
+
+def digits(shuffled_apart: bool) -> DataLoader:
+    from sklearn.datasets import load_digits
+
+    data = load_digits()
+    x = torch.tensor(data.data, dtype=torch.float32)
+    x = (x - x.mean(0)) / (x.std(0) + 1e-6)
+    y = torch.tensor(data.target)
+    if shuffled_apart:  # the bug: inputs and labels split by two independent shuffles
+        x = x[torch.randperm(len(x), generator=torch.Generator().manual_seed(1))]
+        y = y[torch.randperm(len(y), generator=torch.Generator().manual_seed(2))]
+    return DataLoader(TensorDataset(x, y), batch_size=32, shuffle=True)
+
+
+def test_a_classifier_whose_labels_were_shuffled_apart_from_its_inputs_is_not_learning() -> None:
+    # the loss sits at ln 10 (it creeps down ~5% in 300 steps as the MLP memorises noise): the old monitor
+    # said nothing. The twin, the same run with the labels in place, learns and gets no finding.
+    found = []
+    for apart in (True, False):
+        torch.manual_seed(0)
+        monitor = HealthMonitor(check_every_n_steps=50, on_finding=lambda f: None)
+        fast_trainer(max_steps=300, max_epochs=-1, callbacks=[monitor]).fit(DigitsMLP(), digits(apart))
+        found.append(monitor.findings)
+    finding = found[0][0]
+    assert finding.problem == "not_learning" and found[1] == [], found
+    assert math.isclose(finding.evidence["start_loss"], math.log(10), rel_tol=0.03)
+    assert finding.evidence["ranked_causes"][0] == "labels_do_not_match_inputs"
+    assert finding.cause is None and "overfit_batch" in finding.tell_apart  # no validation: undetermined
+    assert_record(finding)
+
+
+# ------------------------------------------------------------------------------------- the record itself
+
+
+def test_a_finding_is_a_record_that_survives_state_dict_and_json() -> None:
+    monitor = fit(ReluNet(lr=0.1, bias=-1.5), *teacher(), steps=60)
+    finding = monitor.findings[0]
+    restored = HealthMonitor()
+    restored.load_state_dict(monitor.state_dict())
+    assert restored.findings == monitor.findings
+    record = json.loads(monitor.to_json())["findings"][0]
+    assert record["cause"] == "initialisation" and record["causes"][0]["evidence_for"]["dead_at_step_0"]
+    assert set(record) >= {"problem", "step", "epoch", "evidence", "advice", "headline", "causes", "action"}
+    old = {k: v for k, v in record.items() if k in ("problem", "step", "epoch", "evidence", "advice")}
+    assert Finding(**old).headline.startswith(f"dead_units at step {finding.step}")  # a pre-#35 record
+    assert str(finding) == finding.summary() and finding.summary().startswith("dead_units at step")
+
+
+PAD, EOS, VOCAB, LENGTH = 0, 1, 24, 12
+
+
+def token_mapping(n: int = 1024, seed: int = 0) -> DataLoader:
+    """The client's project B: map each token through a fixed permutation (dict batches, -100 padding)."""
+    g = torch.Generator().manual_seed(seed)
+    perm = torch.randperm(VOCAB - 2, generator=torch.Generator().manual_seed(123)) + 2
+    rows = []
+    for _ in range(n):
+        size = int(torch.randint(4, LENGTH, (1,), generator=g))
+        tokens = torch.randint(2, VOCAB, (size,), generator=g)
+        ids, labels = torch.full((LENGTH + 1,), PAD), torch.full((LENGTH + 1,), -100)
+        ids[:size], ids[size] = tokens, EOS
+        labels[:size], labels[size] = perm[tokens - 2], EOS
+        rows.append({"input_ids": ids, "attention_mask": (ids != PAD).long(), "labels": labels})
+    return DataLoader(rows, batch_size=32, shuffle=True, generator=torch.Generator().manual_seed(seed))
+
+
+class TinyBart(pl.LightningModule):
+    def __init__(self, lr: float) -> None:
+        super().__init__()
+        from transformers import BartConfig, BartForConditionalGeneration
+
+        config = BartConfig(
+            vocab_size=VOCAB, d_model=64, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+            decoder_attention_heads=4, encoder_ffn_dim=256, decoder_ffn_dim=256, max_position_embeddings=32,
+            dropout=0.0, attention_dropout=0.0, activation_dropout=0.0, pad_token_id=PAD, eos_token_id=EOS,
+            bos_token_id=EOS, decoder_start_token_id=EOS, forced_eos_token_id=None,
+        )  # fmt: skip
+        self.model, self.lr = BartForConditionalGeneration(config), lr
+
+    def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
+        return self.model(**batch).loss
+
+    def configure_optimizers(self) -> Any:
+        return torch.optim.AdamW(self.parameters(), lr=self.lr, weight_decay=0.05)
+
+
+@pytest.mark.slow
+def test_a_transformer_at_10x_its_lr_stuck_at_chance_is_not_learning_and_the_lr_is_named() -> None:
+    # the client's repro 7 (384 steps at a constant LR 10x its good 3e-3): the loss never leaves ~93% of its
+    # start while the weights grow ~3x; at the good LR the same model learns the mapping and gets no finding
+    pytest.importorskip("transformers")
+    found = []
+    for lr in (0.03, 3e-3):
+        torch.manual_seed(0)
+        monitor = HealthMonitor(check_every_n_steps=50, on_finding=lambda f: None)
+        fast_trainer(max_steps=384, max_epochs=-1, callbacks=[monitor]).fit(TinyBart(lr), token_mapping())
+        found.append(monitor.findings)
+    assert [f.problem for f in found[0]] == ["not_learning"] and found[1] == [], found
+    finding = found[0][0]
+    assert finding.cause == "lr_too_high" and finding.causes[0].evidence_for["weight_growth"] > 2
+    assert "Lower the learning rate" in finding.action
+    assert_record(finding)
