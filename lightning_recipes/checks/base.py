@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+import os
 import time
 import traceback
 from abc import abstractmethod
@@ -70,6 +72,23 @@ def error_result(name: str, err: BaseException) -> CheckResult:
     return CheckResult(
         name, "error", summary, {"error": f"{type(err).__name__}: {err}", "where": where}, action=action
     )
+
+
+def _user_frame(err: BaseException, check: type) -> str | None:
+    """``file:line`` of the innermost frame of ``err`` in the user's code (the model, its data), ``None``
+    when the check's own code or lightning_recipes raised it (then it is the check's error)."""
+    own = {os.path.abspath(inspect.getsourcefile(check) or ""), ""}
+    for frame in reversed(traceback.extract_tb(err.__traceback__)):
+        path = os.path.abspath(frame.filename)
+        if path in own or path.startswith(_PACKAGE):
+            return None
+        if not frame.filename.startswith("<") and not any(part in path for part in _LIBRARIES):
+            return f"{os.path.basename(path)}:{frame.lineno}"
+    return None
+
+
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # lightning_recipes/
+_LIBRARIES = ("site-packages", "dist-packages", f"{os.sep}lib{os.sep}python")
 
 
 @contextmanager
@@ -202,8 +221,19 @@ class SanityCheck(Callback):
             result = CheckResult(self.name, "skip", f"skipped: {reason}")
         except CheckInconclusive as reason:
             result = CheckResult(self.name, "inconclusive", str(reason), {"abstained": str(reason)})
-        except Exception as err:  # the check, or the user's code it called on a copy, raised: show it
+        except Exception as err:  # the check raised (an error), or the user's code it ran on a copy (abstain)
             result = error_result(self.name, err)
+            where = _user_frame(err, type(self))
+            if where is not None:
+                result = CheckResult(
+                    self.name,
+                    "inconclusive",
+                    f"your code raised {type(err).__name__} at {where} on a copy outside the Trainer"[
+                        :SUMMARY_LIMIT
+                    ],
+                    {**result.details, "abstained": "user code raised"},
+                    action=result.action,
+                )
         finally:
             context.input_key, context.target_key = saved_keys
         result.seconds = time.perf_counter() - started

@@ -74,14 +74,17 @@ def test_an_exception_in_a_check_is_a_visible_error_not_a_skip():
         report.raise_for_failures()
 
 
-def test_an_error_in_user_code_on_the_copy_is_an_error_too():
+def test_user_code_raising_on_the_copy_makes_the_check_abstain_not_error():
+    """Understand or abstain (#34): the model's own code raising on a copy run outside the Trainer is the
+    check's limit, not a verdict and not the check's error: ``inconclusive``, naming where and what to do."""
     report = _run(Passes(), model=NeedsATrainer())
     assert report.ok  # the check that does not run user code judged the model
     from lightning_recipes.checks import InitLossCheck
 
     result = _run(InitLossCheck(), model=NeedsATrainer())["init_loss"]
-    assert result.status == "error", result.message
-    assert "says nothing about the model" in result.summary
+    assert result.status == "inconclusive", result.message
+    assert result.details["where"] and "test_verdicts.py" in result.summary
+    assert "self.trainer" in result.action and len(result.summary) <= 120
 
 
 def test_a_report_where_nothing_judged_the_model_is_not_ok():
