@@ -44,7 +44,7 @@ def test_checks_see_the_loaders_passed_to_fit(tmp_path):
     trainer.fit(model, train_dataloaders=M.loader(), val_dataloaders=M.loader(shuffle=False))
     assert probe.seen == {"train_is_trainers": True, "val_is_trainers": True, "distributed": False}
     assert flight.report is not None
-    assert flight.report["input_independence"].details["evaluated_on"] == "validation batches"
+    assert flight.report["input_independence"].details["evaluated_on"] == "validation"
 
 
 def test_ddp_ranks_check_the_loader_with_the_trainers_distributed_sampler(tmp_path):

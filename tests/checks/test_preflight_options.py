@@ -46,15 +46,19 @@ def _keys(value: Any, prefix: str = "") -> set[str]:
     return set()
 
 
+def _without_details(report: dict[str, Any]) -> dict[str, Any]:
+    return {**report, "results": [{k: v for k, v in r.items() if k != "details"} for r in report["results"]]}
+
+
 def test_to_dict_keeps_the_keys_and_verdicts_of_the_report_written_before_the_record() -> None:
     fixtures = _fixtures()
     saved = json.loads((DATA / "preflight_report_all_checks.json").read_text())
     model, loader = fixtures.fixture_inputs()
     report = preflight(model, train_dataloaders=loader, num_threads=1, progress=False)
     now = fixtures.normalised(report.to_dict())
-    assert _keys(saved) <= _keys(
-        now
-    )  # every key a consumer read is still there (#34 added summary/action/guide)
+    # every key a consumer read is still there (#34 added summary/action/guide); a result's evidence (its
+    # details) is each check's own and was rebuilt by #34, so only the record's keys are compared
+    assert _keys(_without_details(saved)) <= _keys(_without_details(now))
     assert [(r["name"], r["status"]) for r in now["results"]] == [
         (r["name"], r["status"]) for r in saved["results"]
     ]

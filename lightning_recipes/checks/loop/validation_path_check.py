@@ -11,8 +11,8 @@ from typing_extensions import override
 
 from lightning_recipes._stats import difference_noise
 from lightning_recipes._validation import check_in_range, check_int
+from lightning_recipes.checks._probe import listed
 from lightning_recipes.checks.base import SanityCheck
-from lightning_recipes.checks.model._probe import listed
 from lightning_recipes.checks.report import CheckInconclusive, CheckResult, CheckSkipped
 from lightning_recipes.harness import Harness as CheckContext
 from lightning_recipes.harness.trial_fit import trial_fit

@@ -13,8 +13,8 @@ from typing_extensions import override
 
 from lightning_recipes._stats import NoiseVerdict, judge_deviation
 from lightning_recipes._validation import check_in_range, check_int
+from lightning_recipes.checks._probe import first_samples, seeded, until_it_reacts, worst
 from lightning_recipes.checks.base import SanityCheck, perturbed
-from lightning_recipes.checks.model._probe import first_samples, seeded, until_it_reacts, worst
 from lightning_recipes.checks.report import CheckInconclusive, CheckResult, CheckSkipped
 from lightning_recipes.harness import CannotRunOnCopy
 from lightning_recipes.harness import Harness as CheckContext

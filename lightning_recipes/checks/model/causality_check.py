@@ -11,8 +11,8 @@ from typing_extensions import override
 
 from lightning_recipes._validation import check_in_range, check_int
 from lightning_recipes.checks._num_classes import IGNORE_INDEX
+from lightning_recipes.checks._probe import model_output, seeded, until_it_reacts
 from lightning_recipes.checks.base import SanityCheck, perturbed
-from lightning_recipes.checks.model._probe import model_output, seeded, until_it_reacts
 from lightning_recipes.checks.report import CheckInconclusive, CheckResult, CheckSkipped
 from lightning_recipes.harness import Harness as CheckContext
 from lightning_recipes.harness.batches import batch_size_of, slice_batch

@@ -14,8 +14,8 @@ from torch import Tensor, nn
 from typing_extensions import override
 
 from lightning_recipes._validation import check_in_range, check_int
+from lightning_recipes.checks._probe import first_samples, listed, model_output
 from lightning_recipes.checks.base import SanityCheck
-from lightning_recipes.checks.model._probe import first_samples, listed, model_output
 from lightning_recipes.checks.report import SUMMARY_LIMIT, CheckResult
 from lightning_recipes.harness import Harness as CheckContext
 from lightning_recipes.harness import first_tensor

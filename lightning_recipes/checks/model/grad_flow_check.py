@@ -8,8 +8,8 @@ import torch
 from typing_extensions import override
 
 from lightning_recipes._validation import check_int
+from lightning_recipes.checks._probe import listed
 from lightning_recipes.checks.base import SanityCheck
-from lightning_recipes.checks.model._probe import listed
 from lightning_recipes.checks.report import CheckResult
 from lightning_recipes.harness import Harness as CheckContext
 

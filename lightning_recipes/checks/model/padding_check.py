@@ -13,6 +13,7 @@ from typing_extensions import override
 
 from lightning_recipes._stats import NoiseVerdict, judge_deviation
 from lightning_recipes._validation import check_int
+from lightning_recipes.checks._probe import worst
 from lightning_recipes.checks.base import SanityCheck, perturbed
 from lightning_recipes.checks.model._padding_batch import (
     Padding,
@@ -22,7 +23,6 @@ from lightning_recipes.checks.model._padding_batch import (
     replace_entries,
     truncate_batch,
 )
-from lightning_recipes.checks.model._probe import worst
 from lightning_recipes.checks.report import CheckInconclusive, CheckResult, CheckSkipped
 from lightning_recipes.harness import CannotRunOnCopy
 from lightning_recipes.harness import Harness as CheckContext
