@@ -448,7 +448,7 @@ def measure_activations(
 
 @dataclass(frozen=True)
 class StepMemory:
-    """Bytes of one training step on :attr:`device`: the ``activations`` alive when ``training_step`` returns
+    """Bytes of one training step on ``device``: the ``activations`` alive when ``training_step`` returns
     (what checkpointing lowers) and the step's ``peak`` over every tensor.
     """
 

@@ -148,8 +148,8 @@ class InputIndependenceCheck(SanityCheck):
         if passed:
             return CheckResult(self.name, "pass", f"{stated} after {step} steps", details)
         # fail: real pairs fit no meaningfully faster than permuted ones (the 99% bound of the gain under
-        # `min_improvement`: a significant 0.3% is still two arbitrary labellings memorised alike), and held-out
-        # loss with real inputs is no better than with none (the symptom)
+        # `min_improvement`: a significant 0.3% is still two arbitrary labellings memorised alike), and
+        # held-out loss with real inputs is no better than with none (the symptom)
         same_fit = fitted.high < self.min_improvement
         if learned.fell and same_fit and removed.low <= 0:
             summary = (
