@@ -1,0 +1,1 @@
+"""HealthMonitor sealed zoo 2 (issue #35): blind pairs and healthy look-alikes."""
