@@ -7,11 +7,13 @@ same code. Data: the first zoo's generators (made in code, or scikit-learn's dig
 from __future__ import annotations
 
 import math
+import time
 
 import torch
 from torch import Tensor, nn
 from torch.optim import SGD, Adam, AdamW
 from torch.optim.lr_scheduler import CosineAnnealingWarmRestarts, LambdaLR
+from torch.utils.data import DataLoader, TensorDataset
 
 from tests.callbacks.health_sealed_zoo import _data as data
 from tests.callbacks.health_sealed_zoo._models import DigitsConvNet, warmup_cosine
@@ -192,6 +194,23 @@ def forecast_rnn(gain: float = 1.45, nonlinearity: str = "relu", lr: float = 0.0
     net = ForecastRNN(gain=gain, nonlinearity=nonlinearity)
     model = Task(net, "mse", lambda p: SGD(p, lr=lr, momentum=0.9))
     return model, loader(x, y, 32), loader(vx, vy, 400, shuffle=False)
+
+
+def slow_collate(latency_s: float = 0.03):
+    """A token classifier whose ``collate_fn`` re-fetches the vocabulary from remote storage for every batch
+    (``latency_s`` each, in the main process)."""
+    x, y, vx, vy = _tokens()
+
+    def collate(rows: list[tuple[Tensor, Tensor]]) -> tuple[Tensor, Tensor]:
+        time.sleep(latency_s)  # the round trip to the storage holding the vocabulary
+        return torch.stack([r[0] for r in rows]), torch.stack([r[1] for r in rows])
+
+    train = DataLoader(
+        TensorDataset(x, y), batch_size=32, shuffle=True, collate_fn=collate,
+        generator=torch.Generator().manual_seed(0),
+    )  # fmt: skip
+    model = Task(EmbeddingMLP(6, 3), "ce", lambda p: Adam(p, lr=1e-3))
+    return model, train, loader(vx, vy, 600, shuffle=False)
 
 
 # ------------------------------------------------------------------------------------------------ healthy

@@ -192,6 +192,13 @@ def rnn_gradients_explode(r: PlainRecorder) -> None:
     assert finite(fixed.losses) and fixed.val_losses[-1] < 0.1, fixed.val_losses
 
 
+def collate_stalls(r: PlainRecorder) -> None:
+    # 120 batches, each collated after a >= 30 ms round trip: the step waits for data most of the time
+    assert sum(r.wait_s) > 119 * 0.03, sum(r.wait_s)
+    assert sum(r.wait_s) > 3 * sum(r.step_s), (sum(r.wait_s), sum(r.step_s))
+    assert finite(r.losses) and mean(r.losses[-20:]) < mean(r.losses[:20])  # it trains, slowly in time
+
+
 # ------------------------------------------------------------------------------------------------ healthy
 def _trains(r: PlainRecorder) -> None:
     assert finite(r.losses) and finite(r.val_losses)
