@@ -83,7 +83,7 @@ PROBLEM_CASES: list[FieldCase] = [
         max_steps=100,
         check_every=10,
         description="Non-finite from the update, finite data: Adam with eps=0; embedding rows of tokens "
-        "absent from the first batch get 0/0, NaN weights from the first step.",
+        "no batch uses (spare vocabulary rows) get 0/0, NaN weights after the first step.",
     ),
     # -- pair 3: validation loss rising from overfitting / from divergence
     FieldCase(
