@@ -43,10 +43,24 @@ def digits(part: str) -> tuple[torch.Tensor, torch.Tensor]:
     return x[DIGIT_PARTS[part]].clone(), y[DIGIT_PARTS[part]].clone()
 
 
+def shuffled_training_digits() -> tuple[torch.Tensor, torch.Tensor]:
+    """The training digits in a fixed random order (writers mixed): the first 360 for a small set, the rest
+    its held-out digits from the same writers."""
+    x, y = digits("train")
+    order = torch.randperm(len(y), generator=_gen(5))
+    return x[order], y[order]
+
+
 def shift(image: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
     """A random shift of up to one pixel each way, plus faint pixel noise (a new tensor)."""
     dy, dx = (int(v) for v in torch.randint(-1, 2, (2,), generator=generator))
     return image.roll((dy, dx), dims=(-2, -1)) + 0.05 * torch.randn(image.shape, generator=generator)
+
+
+def jitter(image: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+    """A random brightness (x0.8..1.2) and faint pixel noise: a near-copy (a new tensor)."""
+    scale = 0.8 + 0.4 * torch.rand((), generator=generator)
+    return image * scale + 0.05 * torch.randn(image.shape, generator=generator)
 
 
 class ShiftedDigits(Dataset):
@@ -227,8 +241,9 @@ def pulse_stream(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
     y = torch.zeros(n, STREAM_LEN)
     for i in range(n):
         for _ in range(3):
-            start, length = int(torch.randint(0, STREAM_LEN - 6, (), generator=g)), int(
-                torch.randint(6, 13, (), generator=g)
+            start, length = (
+                int(torch.randint(0, STREAM_LEN - 6, (), generator=g)),
+                int(torch.randint(6, 13, (), generator=g)),
             )
             y[i, start : start + length] = 1.0
     wave = torch.cos(math.pi * torch.arange(STREAM_LEN))  # +1, -1, +1, ...
@@ -243,7 +258,11 @@ def _outline(shape: int, u: torch.Tensor) -> torch.Tensor:
     """Points at positions ``u`` in [0, 1) along a circle, a square, a segment or a triangle's outline."""
     if shape == 0:
         return torch.stack([torch.cos(6.283 * u), torch.sin(6.283 * u)], dim=-1)
-    corners = {1: [(1, 1), (-1, 1), (-1, -1), (1, -1)], 2: [(-1, -1), (1, 1)], 3: [(0, 1.2), (-1, -0.6), (1, -0.6)]}
+    corners = {
+        1: [(1, 1), (-1, 1), (-1, -1), (1, -1)],
+        2: [(-1, -1), (1, 1)],
+        3: [(0, 1.2), (-1, -0.6), (1, -0.6)],
+    }
     c = torch.tensor(corners[shape], dtype=torch.float32)
     closed = torch.cat([c, c[:1]]) if shape != 2 else c
     sides = len(closed) - 1
@@ -251,7 +270,9 @@ def _outline(shape: int, u: torch.Tensor) -> torch.Tensor:
     return closed[k] + frac[:, None] * (closed[k + 1] - closed[k])
 
 
-def point_sets(n: int, seed: int, min_points: int = POINTS) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def point_sets(
+    n: int, seed: int, min_points: int = POINTS
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Sets of ``min_points``..24 points on one of 4 outlines (the class), each scaled 0.7..1.3 and placed at
     a random position in [-4, 4]^2, padded to 24 with zeros. Returns (points, real-point mask, classes)."""
     g = _gen(seed)

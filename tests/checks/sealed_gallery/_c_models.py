@@ -32,13 +32,21 @@ class _Adam(pl.LightningModule):
 
 # --- digits classification ----------------------------------------------------------------------------------
 class DigitNet(_Adam):
-    """An MLP (64-64-10) on 1x8x8 digits; cross-entropy with optional class weights and label smoothing."""
+    """An MLP (64-64-10) on 1x8x8 digits; cross-entropy with optional class weights and label smoothing;
+    Adam, or SGD with momentum (``sgd``)."""
 
-    def __init__(self, class_weights: torch.Tensor | None = None, smoothing: float = 0.0) -> None:
+    def __init__(
+        self, class_weights: torch.Tensor | None = None, smoothing: float = 0.0, sgd: bool = False
+    ) -> None:
         super().__init__()
         self.net = nn.Sequential(nn.Flatten(), nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 10))
-        self.smoothing = smoothing
+        self.smoothing, self.sgd = smoothing, sgd
         self.register_buffer("class_weights", class_weights)
+
+    def configure_optimizers(self):
+        if self.sgd:
+            return torch.optim.SGD(self.parameters(), lr=0.05, momentum=0.9)
+        return super().configure_optimizers()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.net(x)
@@ -92,7 +100,7 @@ class EmaDigitNetRebinds(EmaDigitNet):
     @torch.no_grad()
     def on_train_batch_end(self, outputs, batch, batch_idx) -> None:
         for average, weight in zip(self.ema.parameters(), self.net.parameters(), strict=True):
-            average = self.decay * average + (1 - self.decay) * weight  # noqa: F841, PLW2901
+            average = self.decay * average + (1 - self.decay) * weight  # the BUG: rebinds the name
 
 
 class PlateauDigitNet(DigitNet):
@@ -103,7 +111,9 @@ class PlateauDigitNet(DigitNet):
 
     def configure_optimizers(self):
         optimizer = torch.optim.Adam(self.parameters(), lr=self.lr)
-        plateau = torch.optim.lr_scheduler.ReduceLROnPlateau(optimizer, mode=self.mode, factor=0.1, patience=0)
+        plateau = torch.optim.lr_scheduler.ReduceLROnPlateau(
+            optimizer, mode=self.mode, factor=0.1, patience=0
+        )
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": plateau, "monitor": "epoch_loss"}}
 
     def training_step(self, batch, batch_idx):
@@ -122,8 +132,8 @@ class PlateauDigitNetModeMax(PlateauDigitNet):
 class AccumulatingDigitNet(DigitNet):
     """Manual optimisation with gradient accumulation over 4 batches (the loss divided by 4)."""
 
-    def __init__(self, accumulate: int = 4) -> None:
-        super().__init__()
+    def __init__(self, accumulate: int = 4, sgd: bool = False) -> None:
+        super().__init__(sgd=sgd)
         self.automatic_optimization = False
         self.accumulate = accumulate
 
@@ -136,6 +146,16 @@ class AccumulatingDigitNet(DigitNet):
             optimizer.zero_grad()
         self.log("train_loss", loss)
         return loss
+
+
+class AccumulatingDigitNetClearsEveryBatch(AccumulatingDigitNet):
+    """BUG: ``zero_grad()`` at the top of every step (a habit from a loop without accumulation): an update
+    holds only the last batch's gradient, divided by 4, so three batches in four are thrown away and every
+    step is 4x too small."""
+
+    def training_step(self, batch, batch_idx):
+        self.optimizers().zero_grad()
+        return super().training_step(batch, batch_idx)
 
 
 @cache

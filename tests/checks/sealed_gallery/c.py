@@ -50,13 +50,13 @@ def curriculum_data(sampler=d.CurriculumSampler) -> dict[str, Any]:
 
 
 def copied_digit_data(split_first: bool) -> dict[str, Any]:
-    """Four shifted copies of 360 digits, split 80/20: by digit (``split_first``) or, the BUG, by copy, so
-    that validation holds copies of training digits."""
-    x, y = d.digits("train")
+    """Four jittered copies of 360 digits (of mixed writers), split 80/20: by digit (``split_first``) or,
+    the BUG, by copy, so that validation holds copies of training digits."""
+    x, y = d.shuffled_training_digits()
     g = torch.Generator().manual_seed(3)
 
     def copies(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        return torch.cat([torch.stack([d.shift(image, g) for image in x]) for _ in range(4)]), y.repeat(4)
+        return torch.cat([torch.stack([d.jitter(image, g) for image in x]) for _ in range(4)]), y.repeat(4)
 
     if split_first:
         train, val = copies(x[:288], y[:288]), copies(x[288:360], y[288:360])
@@ -68,7 +68,9 @@ def copied_digit_data(split_first: bool) -> dict[str, Any]:
 
 
 def tagging_data() -> dict[str, Any]:
-    loaders = d.loaders(TensorDataset(*d.entity_sentences(1500, 1)), TensorDataset(*d.entity_sentences(300, 2)))
+    loaders = d.loaders(
+        TensorDataset(*d.entity_sentences(1500, 1)), TensorDataset(*d.entity_sentences(300, 2))
+    )
     return {**loaders, "num_classes": 3}
 
 
@@ -98,7 +100,7 @@ def price_data(targets=d.prices) -> dict[str, Any]:
 
 
 def sequence_data() -> dict[str, Any]:
-    loaders = d.loaders(TensorDataset(*d.sequences(1500, 1)), TensorDataset(*d.sequences(300, 2)))
+    loaders = d.loaders(TensorDataset(*d.sequences(1000, 1)), TensorDataset(*d.sequences(300, 2)))
     return {**loaders, "num_classes": 4}
 
 
@@ -121,7 +123,9 @@ def shop_data(out_of_fold: bool) -> dict[str, Any]:
         encoded = d.target_encode(shop, y, shop, exclude=torch.arange(len(y)) % 5)
         v_encoded = d.target_encode(shop, y, v_shop)
     else:
-        everything = d.target_encode(torch.cat([shop, v_shop]), torch.cat([y, v_y]), torch.cat([shop, v_shop]))
+        everything = d.target_encode(
+            torch.cat([shop, v_shop]), torch.cat([y, v_y]), torch.cat([shop, v_shop])
+        )
         encoded, v_encoded = everything[: len(y)], everything[len(y) :]
     return d.loaders(TensorDataset(encoded, nums, y), TensorDataset(v_encoded, v_nums, v_y))
 
@@ -133,8 +137,8 @@ BUGS: list[SealedCase] = [
         task="imbalanced image classification (resampling)",
         model=m.DigitNet,
         data=partial(imbalanced_data, per_sample_weights=False),
-        bug="WeightedRandomSampler is given the 10 class weights instead of one weight per sample, so it draws "
-        "only samples 0-9 and the model trains on ten digits.",
+        bug="WeightedRandomSampler is given the 10 class weights instead of one weight per sample, so it "
+        "draws only samples 0-9 and the model trains on ten digits.",
         invariant="the loader serves the dataset it was given (every sample can be drawn)",
     ),
     SealedCase(
@@ -149,7 +153,7 @@ BUGS: list[SealedCase] = [
     SealedCase(
         id="digits_cross_entropy_on_probabilities",
         task="image classification",
-        model=m.DigitNetSoftmaxTwice,
+        model=partial(m.DigitNetSoftmaxTwice, sgd=True),
         data=digit_data,
         bug="The loss applies cross_entropy to softmax probabilities, a second softmax that flattens the "
         "loss and shrinks its gradients, so the classifier learns slowly and stays poor.",
@@ -190,6 +194,15 @@ BUGS: list[SealedCase] = [
         bug="ReduceLROnPlateau monitors the training loss with mode='max', so every improving epoch counts "
         "as a plateau and the rate is cut tenfold each epoch from the second.",
         invariant="the scheduler advances as declared (the rate falls only on a plateau)",
+    ),
+    SealedCase(
+        id="manual_accumulation_zero_grad_every_batch",
+        task="image classification (manual gradient accumulation)",
+        model=partial(m.AccumulatingDigitNetClearsEveryBatch, sgd=True),
+        data=digit_data,
+        bug="Manual accumulation over 4 batches calls zero_grad() at the top of every step, so each update "
+        "holds only the last batch's gradient divided by 4: three batches in four are wasted.",
+        invariant="each optimizer step uses the gradients of its whole accumulation window",
     ),
     SealedCase(
         id="probe_checkpoint_loaded_with_strict_false",

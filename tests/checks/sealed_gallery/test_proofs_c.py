@@ -35,7 +35,9 @@ class TrainLosses(pl.Callback):
         return sum(self.losses[-10:]) < sum(self.losses[:10])
 
 
-def trained(make: Callable[[], pl.LightningModule], data: Callable[[], dict[str, Any]], seed: int, epochs: int):
+def trained(
+    make: Callable[[], pl.LightningModule], data: Callable[[], dict[str, Any]], seed: int, epochs: int
+):
     """``make()`` fitted on ``data()`` for ``epochs`` (no validation during the fit): the model in eval mode
     with its ``train_losses``, and the loaders."""
     pl.seed_everything(seed, verbose=False)
@@ -65,6 +67,13 @@ def _mismatch(predicted: torch.Tensor, target: torch.Tensor) -> float:
 @torch.no_grad()
 def digit_error(model) -> float:
     x, y = d.digits("test")
+    return _mismatch(model(x).argmax(-1), y)
+
+
+@torch.no_grad()
+def new_digit_error(model) -> float:
+    """On training digits that no copy was made of (the same writers as the copies)."""
+    x, y = (t[360:] for t in d.shuffled_training_digits())
     return _mismatch(model(x).argmax(-1), y)
 
 
@@ -149,7 +158,9 @@ def reported(predict: Callable[[Any, tuple], tuple[torch.Tensor, torch.Tensor]])
     @torch.no_grad()
     def error(model, loaders: dict[str, Any]) -> float:
         pairs = [predict(model, batch) for batch in loaders["val_dataloaders"]]
-        return _mismatch(torch.cat([p.flatten() for p, _ in pairs]), torch.cat([t.flatten() for _, t in pairs]))
+        return _mismatch(
+            torch.cat([p.flatten() for p, _ in pairs]), torch.cat([t.flatten() for _, t in pairs])
+        )
 
     return error
 
@@ -170,7 +181,10 @@ class Proof:
 
 
 DIGITS = (m.DigitNet, c.digit_data)
-IMBALANCED = (lambda: m.DigitNet(class_weights=m.class_weights(d.imbalanced(*d.digits("train"))[1])), c.imbalanced_data)
+IMBALANCED = (
+    lambda: m.DigitNet(class_weights=m.class_weights(d.imbalanced(*d.digits("train"))[1])),
+    c.imbalanced_data,
+)
 LM = (m.ChainLM, c.lm_data)
 RECOMMENDER = (m.MatrixFactorisation, c.recommendation_data)
 PRICES = (m.PriceRegressor, c.price_data)
@@ -180,13 +194,15 @@ PROOFS = {
         (m.DigitNet, lambda: c.imbalanced_data(per_sample_weights=True)), balanced_digit_error, 0.2, 6
     ),
     "digits_sorted_by_class_never_shuffled": Proof(
-        (m.DigitNet, lambda: c.sorted_digit_data(shuffle=True)), digit_error, 0.2, 6
+        (m.DigitNet, lambda: c.sorted_digit_data(shuffle=True)), digit_error, 0.1, 6
     ),
-    "digits_cross_entropy_on_probabilities": Proof(DIGITS, digit_error, 0.03, 6),
+    "digits_cross_entropy_on_probabilities": Proof(
+        (lambda: m.DigitNet(sgd=True), c.digit_data), digit_error, 0.03, 6
+    ),
     "class_weights_proportional_not_inverse": Proof(IMBALANCED, balanced_digit_error, 0.05, 6),
     "augmented_copies_split_after_copying": Proof(
         (m.DigitNet, lambda: c.copied_digit_data(split_first=True)),
-        digit_error,
+        new_digit_error,
         0.03,
         8,
         lie=val_class_error,
@@ -194,11 +210,18 @@ PROOFS = {
     ),
     "ema_update_rebinds_loop_variable": Proof((m.EmaDigitNet, c.digit_data), digit_error, 0.3, 4),
     "plateau_scheduler_mode_max_on_loss": Proof((m.PlateauDigitNet, c.digit_data), digit_error, 0.03, 8),
+    "manual_accumulation_zero_grad_every_batch": Proof(
+        (lambda: m.AccumulatingDigitNet(sgd=True), c.digit_data), digit_error, 0.05, 6
+    ),
     "probe_checkpoint_loaded_with_strict_false": Proof((m.ProbeDigitNet, c.digit_data), digit_error, 0.05, 6),
     "curriculum_sampler_stage_never_advances": Proof((m.DigitNet, c.curriculum_data), digit_error, 0.03, 6),
-    "tagging_attention_mask_inverted": Proof((m.EntityTagger, c.tagging_data), tagging_error, 0.08, 8),
+    "tagging_attention_mask_inverted": Proof((m.EntityTagger, c.tagging_data), tagging_error, 0.08, 5),
     "causal_lm_without_future_mask": Proof(
-        LM, next_token_error, 0.1, 6, lie=reported(lambda model, batch: (model(batch[0]).argmax(-1), batch[1]))
+        LM,
+        next_token_error,
+        0.1,
+        6,
+        lie=reported(lambda model, batch: (model(batch[0]).argmax(-1), batch[1])),
     ),
     "causal_lm_labels_shifted_twice": Proof(LM, next_token_error, 0.3, 6),
     "bpr_margin_reversed": Proof(RECOMMENDER, ranking_error, 0.3, 10),
@@ -209,14 +232,19 @@ PROOFS = {
         (lambda: m.PriceRegressor("minmax"), c.price_data), price_error, 0.1, 8
     ),
     "sequence_classifier_reads_padded_last_step": Proof(
-        (m.SequenceClassifier, c.sequence_data), sequence_error, 0.2, 6
+        (m.SequenceClassifier, c.sequence_data), sequence_error, 0.2, 4
     ),
     "online_detector_conv_sees_future": Proof(
         (m.PulseDetector, c.pulse_data), online_pulse_error, 0.02, 8, lie=val_pulse_error
     ),
     "point_sets_centred_on_batch_centroid": Proof((m.DeepSets, c.point_data), point_error, 0.1, 6),
     "target_encoding_includes_own_row": Proof(
-        (m.ShopNet, lambda: c.shop_data(out_of_fold=True)), shop_error, 0.05, 6, lie=val_shop_error, worse=False
+        (m.ShopNet, lambda: c.shop_data(out_of_fold=True)),
+        shop_error,
+        0.05,
+        6,
+        lie=val_shop_error,
+        worse=False,
     ),
 }
 
@@ -266,7 +294,9 @@ def test_healthy_case_fits(case) -> None:
     @torch.no_grad()
     def val_loss() -> float:
         model.eval()
-        return torch.stack([model.loss(batch) for batch in loaders["val_dataloaders"]]).mean().item()
+        loss = torch.stack([model.loss(batch) for batch in loaders["val_dataloaders"]]).mean().item()
+        model.train()  # Lightning keeps the mode it finds
+        return loss
 
     before = val_loss()
     model, _ = trained(lambda: model, lambda: loaders, seed=0, epochs=3)
