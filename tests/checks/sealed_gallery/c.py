@@ -288,7 +288,7 @@ BUGS: list[SealedCase] = [
     SealedCase(
         id="regression_target_scaled_per_batch",
         task="regression with target normalisation",
-        model=m.PriceRegressorBatchMinMax,
+        model=partial(m.PriceRegressorBatchMinMax, scaling="minmax"),
         data=price_data,
         bug="The target is min-max scaled with each batch's own min and max, so a row's target depends on "
         "its batch-mates and predictions unscaled with the training range are biased.",

@@ -180,14 +180,12 @@ class Proof:
     worse: bool = True  # prove the model is worse than its twin (not for a split bug: same model)
 
 
-DIGITS = (m.DigitNet, c.digit_data)
 IMBALANCED = (
     lambda: m.DigitNet(class_weights=m.class_weights(d.imbalanced(*d.digits("train"))[1])),
     c.imbalanced_data,
 )
 LM = (m.ChainLM, c.lm_data)
 RECOMMENDER = (m.MatrixFactorisation, c.recommendation_data)
-PRICES = (m.PriceRegressor, c.price_data)
 
 PROOFS = {
     "sampler_weights_per_class_not_per_sample": Proof(
@@ -227,7 +225,7 @@ PROOFS = {
     "bpr_margin_reversed": Proof(RECOMMENDER, ranking_error, 0.3, 10),
     "users_and_items_share_one_table": Proof(RECOMMENDER, ranking_error, 0.05, 10),
     "multilabel_softmax_cross_entropy": Proof((m.TagMLP, c.multilabel_data), hamming_error, 0.1, 6),
-    "regression_relu_on_standardised_target": Proof(PRICES, price_error, 0.2, 8),
+    "regression_relu_on_standardised_target": Proof((m.PriceRegressor, c.price_data), price_error, 0.2, 8),
     "regression_target_scaled_per_batch": Proof(
         (lambda: m.PriceRegressor("minmax"), c.price_data), price_error, 0.1, 8
     ),
