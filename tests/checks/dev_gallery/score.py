@@ -3,10 +3,10 @@
 Run from the repository root::
 
     PYTHONPATH=$PWD OMP_NUM_THREADS=1 .venv/bin/python -m tests.checks.dev_gallery.score \
-        [--ids a,b] [--messages] [--json out.json] [--gallery sealed]
+        [--ids a,b] [--messages] [--json out.json] [--gallery sealed|sealed-c]
 
-``--gallery sealed`` scores the sealed gallery (``tests/checks/sealed_gallery``) instead: once, at the end
-of the work it judges (issue #34).
+``--gallery sealed`` scores the sealed galleries A and B (``tests/checks/sealed_gallery``) instead, and
+``--gallery sealed-c`` sealed gallery C: each once, at the end of the work it judges (issue #34).
 
 A bug is caught when some check says ``fail`` or ``warn``; ``inconclusive``, ``skip`` and ``error`` do not
 catch it (a miss). A healthy case raises a false alarm when some check says ``fail`` or ``error``; its
@@ -128,7 +128,9 @@ def main(argv: list[str] | None = None) -> list[Row]:
     parser.add_argument("--ids", default="", help="comma-separated case ids (default: every case)")
     parser.add_argument("--json", default="", help="also write the rows (with each non-pass message) here")
     parser.add_argument("--twins", action="store_true", help="also run every bug's fixed twin")
-    parser.add_argument("--gallery", choices=("dev", "sealed"), default="dev", help="which gallery to score")
+    parser.add_argument(
+        "--gallery", choices=("dev", "sealed", "sealed-c"), default="dev", help="which gallery to score"
+    )
     parser.add_argument("--messages", action="store_true", help="print each non-pass result's first line")
     args = parser.parse_args(argv)
     wanted = {name for name in args.ids.split(",") if name}
@@ -136,6 +138,10 @@ def main(argv: list[str] | None = None) -> list[Row]:
         from tests.checks.sealed_gallery import a, b
 
         pool = a.BUGS + b.BUGS + a.HEALTHY + b.HEALTHY
+    elif args.gallery == "sealed-c":
+        from tests.checks.sealed_gallery import c
+
+        pool = c.BUGS + c.HEALTHY
     else:
         pool = BUGS + HEALTHY + (FIXED_TWINS if args.twins else [])
     cases = [case for case in pool if not wanted or case.id.removesuffix("__fixed") in wanted]
