@@ -220,17 +220,11 @@ class FlagParser(argparse.ArgumentParser):
 # --- the LightningCLI-style commands (preflight, tune)
 
 
-class _LightningModule:
-    """Stand-in for ``lightning.LightningModule`` in the ``--help`` parser."""
-
-
-class _LightningDataModule:
-    """Stand-in for ``lightning.LightningDataModule`` in the ``--help`` parser."""
-
-
-for _stand_in in (_LightningModule, _LightningDataModule):  # named in the help as the real ones are
-    _stand_in.__module__, _stand_in.__qualname__ = "lightning", _stand_in.__name__.lstrip("_")
-    _stand_in.__name__ = _stand_in.__qualname__
+#: Stand-ins for Lightning's two classes in the ``--help`` parser, named in the help as the real ones are.
+_STAND_INS: tuple[type, type] = tuple(  # type: ignore[assignment]
+    type(name, (), {"__module__": "lightning", "__doc__": f"Stand-in for ``lightning.{name}``."})
+    for name in ("LightningModule", "LightningDataModule")
+)
 
 
 def new_parser(
@@ -259,10 +253,8 @@ def new_parser(
         help="YAML file with these arguments, or the config your LightningCLI writes (its model and data "
         f"sections and trainer.{{{config_keys}}} are used; the rest is ignored)",
     )
-    if fast:
-        module: type = _LightningModule
-        datamodule: type = _LightningDataModule
-    else:
+    module, datamodule = _STAND_INS
+    if not fast:
         import lightning.pytorch as pl
 
         module, datamodule = pl.LightningModule, pl.LightningDataModule
