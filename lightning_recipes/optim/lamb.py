@@ -209,6 +209,8 @@ class Lamb(ImplementationRecord):
             if step is not None and not torch.is_tensor(step):
                 param_state["step"] = torch.tensor(float(step), dtype=torch.float32)
 
+    step = ImplementationRecord.step  # its own entry on this class's API page
+
     def _update_group(self, group: dict[str, Any], params: list[Tensor], grads: list[Tensor]) -> None:
         exp_avgs: list[Tensor] = []
         exp_avg_sqs: list[Tensor] = []

@@ -139,6 +139,8 @@ class Lion(ImplementationRecord):
         check_non_negative("weight_decay", group["weight_decay"])
         check_implementation(group["implementation"])
 
+    step = ImplementationRecord.step  # its own entry on this class's API page
+
     def _update_group(self, group: dict[str, Any], params: list[Tensor], grads: list[Tensor]) -> None:
         exp_avgs = []
         for param in params:
