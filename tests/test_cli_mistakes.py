@@ -91,7 +91,7 @@ def user_models(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
          ["--model.recipe.optimizer: expected one of 'adamw', 'lion', 'lamb'"]),
         (["memory", "--num-params", "lots"], ["--num_params must be a count like 7B"]),
         (["memory", "--model", "NoDots"], ["full import path"]),
-        (["memory", "--model", "lightning_recipes.testing.NoSuchModel"], ["has no attribute 'NoSuchModel'"]),
+        (["memory", "--model", "lightning_recipes.testing.NoSuchModel"], ["has no class 'NoSuchModel'"]),
         (["memory", "--num-params", "1B", "--model.n_layers", "2"], ["need --model"]),
         (["memory", "--model", "lightning_recipes.testing.TinyTransformerLM", "--model.bogus", "1"],
          ["does not accept option 'bogus'"]),  # checked against the signature first (issue 32)

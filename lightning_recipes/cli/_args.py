@@ -220,17 +220,11 @@ class FlagParser(argparse.ArgumentParser):
 # --- the LightningCLI-style commands (preflight, tune)
 
 
-class _LightningModule:
-    """Stand-in for ``lightning.LightningModule`` in the ``--help`` parser."""
-
-
-class _LightningDataModule:
-    """Stand-in for ``lightning.LightningDataModule`` in the ``--help`` parser."""
-
-
-for _stand_in in (_LightningModule, _LightningDataModule):  # named in the help as the real ones are
-    _stand_in.__module__, _stand_in.__qualname__ = "lightning", _stand_in.__name__.lstrip("_")
-    _stand_in.__name__ = _stand_in.__qualname__
+#: Stand-ins for Lightning's two classes in the ``--help`` parser, named in the help as the real ones are.
+_STAND_INS: tuple[type, type] = tuple(  # type: ignore[assignment]
+    type(name, (), {"__module__": "lightning", "__doc__": f"Stand-in for ``lightning.{name}``."})
+    for name in ("LightningModule", "LightningDataModule")
+)
 
 
 def new_parser(
@@ -259,10 +253,8 @@ def new_parser(
         help="YAML file with these arguments, or the config your LightningCLI writes (its model and data "
         f"sections and trainer.{{{config_keys}}} are used; the rest is ignored)",
     )
-    if fast:
-        module: type = _LightningModule
-        datamodule: type = _LightningDataModule
-    else:
+    module, datamodule = _STAND_INS
+    if not fast:
         import lightning.pytorch as pl
 
         module, datamodule = pl.LightningModule, pl.LightningDataModule
@@ -345,18 +337,26 @@ def check_class_paths(args: Sequence[str]) -> None:
             continue
         if not sep:
             value = args[index + 1] if index + 1 < len(args) else ""
-        module_name, _, class_name = value.rpartition(".")
-        if not module_name or not value.replace(".", "").replace("_", "").isalnum():
-            continue
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as err:
-            raise UsageError(
-                f"{flag} {value}: no module named {err.name!r}; give the import path of the class "
-                "(my_pkg.MyModel), run from the folder that holds its module, or install its package"
-            ) from None
-        if not hasattr(module, class_name):
-            raise UsageError(f"{flag} {value}: module {module_name!r} has no class {class_name!r}")
+        if "." in value and value.replace(".", "").replace("_", "").isalnum():
+            import_class(flag, value)
+
+
+def import_class(flag: str, path: str) -> Any:
+    """The class at the import ``path`` given to ``flag`` (imports its module); :class:`UsageError` for a
+    path without a module, a module that is not found or a class it lacks."""
+    module_name, _, class_name = path.rpartition(".")
+    if not module_name:
+        raise UsageError(f"{flag} must be a full import path like 'pkg.module.Class', got {path!r}.")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as err:
+        raise UsageError(
+            f"{flag} {path}: no module named {err.name!r}; give the import path of the class "
+            "(my_pkg.MyModel), run from the folder that holds its module, or install its package"
+        ) from None
+    if not hasattr(module, class_name):
+        raise UsageError(f"{flag} {path}: module {module_name!r} has no class {class_name!r}")
+    return getattr(module, class_name)
 
 
 def _import_from_the_current_directory() -> None:

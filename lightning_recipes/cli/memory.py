@@ -9,7 +9,6 @@ Example:
 from __future__ import annotations
 
 import argparse
-import importlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -17,6 +16,7 @@ from lightning_recipes.cli._args import (
     FlagParser,
     UsageError,
     command_main,
+    import_class,
     instantiate,
     normalise_flags,
     summarise,
@@ -216,19 +216,7 @@ def _build_model(path: str, kwargs: dict[str, Any]) -> Any:
     import torch
     from jsonargparse import ArgumentParser
 
-    module_name, _, class_name = path.rpartition(".")
-    if not module_name:
-        raise ValueError(f"--model must be a full import path like 'pkg.module.Class', got {path!r}.")
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as err:
-        raise ValueError(
-            f"--model {path!r}: no module named {err.name!r}; give the import path of a model class, run "
-            "from the folder that holds its module, or install its package."
-        ) from None
-    cls = getattr(module, class_name, None)
-    if cls is None:
-        raise ValueError(f"--model {path!r}: module {module_name!r} has no attribute {class_name!r}.")
+    cls = import_class("--model", path)
     parser = ArgumentParser(exit_on_error=False)
     parser.add_class_arguments(cls, "model")
     try:

@@ -194,9 +194,8 @@ def _speed(config: Any, objects: Any) -> int:
     from lightning_recipes.tune.speed import speed_tune
 
     # a Trainer that only carries the run's length; None when not given (speed_tune then plans one epoch)
-    unset = config.max_epochs is None and config.max_steps == -1
     length = None
-    if not unset:
+    if config.max_epochs is not None or config.max_steps != -1:
         length = _trainer(
             config,
             accelerator="cpu",

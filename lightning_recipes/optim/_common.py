@@ -4,43 +4,21 @@ grouping, and the record of which path ran (``optimizer.implementation_used``).
 
 from __future__ import annotations
 
-import functools
 import threading
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
-from typing import Any, ClassVar, NamedTuple, TypeVar, cast
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, ClassVar, NamedTuple, cast
 
 import torch
 from torch import Tensor
 
-from lightning_recipes._validation import (
-    check_beta,
-    check_betas,
-    check_non_negative,
-    check_positive,
-)
-from lightning_recipes.optim.names import IMPLEMENTATIONS, Implementation, check_implementation
+from lightning_recipes.optim.names import Implementation, check_implementation
 
 __all__ = [
-    "FOREACH_CHUNK_NUMEL",
-    "FOREACH_CHUNK_NUMEL_CPU",
-    "IMPLEMENTATIONS",
-    "ROUTES",
     "Implementation",
     "ImplementationRecord",
-    "backfill_group_options",
-    "check_beta",
-    "check_betas",
     "check_implementation",
-    "check_non_negative",
-    "check_positive",
-    "defaults_keys",
     "foreach_chunks",
-    "gather_gradients",
-    "group_by_device_and_dtype",
-    "is_plain",
     "note_route",
-    "prepare_tensors",
-    "records_implementation",
     "run_native",
     "run_update",
     "split_for_native",
@@ -109,11 +87,6 @@ def resolve_device_implementation(implementation: str, device: torch.device) -> 
 # The only tensor types the native kernels may see: a subclass (FSDP2's DTensor, a tensor subclass of a
 # quantisation library ...) has its own storage semantics, and its ``data_ptr`` is not its elements.
 _PLAIN_TYPES = (Tensor, torch.nn.Parameter)
-
-
-def is_plain(tensor: Tensor) -> bool:
-    """``tensor`` is a ``torch.Tensor`` or ``nn.Parameter`` itself, not a subclass (DTensor ...)."""
-    return type(tensor) in _PLAIN_TYPES
 
 
 def split_for_native(
@@ -192,29 +165,6 @@ def _local_shards(row: Sequence[Tensor]) -> tuple[Tensor, ...] | None:
         ):
             return None
     return tuple(cast(DTensor, item).to_local() for item in row)
-
-
-def backfill_group_options(
-    optimizer: torch.optim.Optimizer, defaults: dict[str, Any], defaults_before: Collection[str]
-) -> None:
-    """After ``Optimizer.__setstate__``: back-fill the class's ``defaults`` into ``optimizer.defaults`` and
-    every group, and take back the keys torch added (those not in ``defaults_before``), so that a loaded
-    optimizer's ``state_dict()`` equals the original's.
-    """
-    for key in [key for key in optimizer.defaults if key not in defaults_before and key not in defaults]:
-        del optimizer.defaults[key]
-    for key, value in defaults.items():
-        optimizer.defaults.setdefault(key, value)
-    for group in optimizer.param_groups:
-        for key in defaults:
-            group.setdefault(key, optimizer.defaults[key])
-
-
-def defaults_keys(optimizer: torch.optim.Optimizer, state: dict[str, Any]) -> frozenset[str]:
-    """The keys of the ``defaults`` an ``__setstate__(state)`` call will leave before torch adds its own: the
-    pickled ones when unpickling, else (``load_state_dict``) the optimizer's current ones."""
-    defaults = state.get("defaults", optimizer.__dict__.get("defaults", {}))
-    return frozenset(defaults)
 
 
 def gather_gradients(
@@ -303,7 +253,6 @@ def run_native(
 # complex ones) names them in this order, joined by "+".
 ROUTES = ("native", "foreach", "for_loop")
 _active = threading.local()
-F = TypeVar("F", bound=Callable[..., Any])
 
 
 class ImplementationRecord(torch.optim.Optimizer):
@@ -312,12 +261,50 @@ class ImplementationRecord(torch.optim.Optimizer):
     """
 
     implementation_used: str | None
-    #: Every group option and its default, back-filled into groups saved before an option existed.
+    #: Every group option but ``lr`` and its default, back-filled into groups saved before an option existed;
+    #: also the keyword arguments (``betas`` as ``beta1``, ``beta2``) of the update function.
     _group_defaults: ClassVar[dict[str, Any]] = {}
+
+    def __init__(self, params: Iterable[Any], defaults: dict[str, Any]) -> None:
+        if isinstance(defaults.get("betas"), list):
+            defaults["betas"] = tuple(defaults["betas"])
+        self._validate_group(defaults)
+        super().__init__(params, defaults)
 
     @staticmethod
     def _validate_group(group: dict[str, Any]) -> None:
         """Raise ``ValueError`` for a group option out of range (the subclass's checks)."""
+
+    def _update_group(self, group: dict[str, Any], params: list[Tensor], grads: list[Tensor]) -> None:
+        """One group's update: its state created on first use, then the update function (the subclass's)."""
+        raise NotImplementedError
+
+    def _update_options(self, group: dict[str, Any]) -> dict[str, Any]:
+        """The update function's keyword arguments from a group's options."""
+        beta1, beta2 = group["betas"]
+        options = {key: group[key] for key in self._group_defaults if key != "betas"}
+        return {"lr": group["lr"], "beta1": beta1, "beta2": beta2, **options}
+
+    @torch.no_grad()
+    def step(self, closure: Callable[[], Any] | None = None) -> Any:
+        """Update every parameter that has a gradient (a sparse one raises before anything changes);
+        returns ``closure()``'s value if one was given. Then ``implementation_used`` names the paths that ran
+        (``"native"``, ``"for_loop"``, ``"native+for_loop"`` ...); a step that updated nothing leaves it."""
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        outer = getattr(_active, "ran", None)
+        ran: set[str] = set()
+        _active.ran = ran
+        try:
+            for group, params, grads in gather_gradients(self):
+                self._update_group(group, params, grads)
+        finally:
+            _active.ran = outer
+        if ran:
+            self.implementation_used = "+".join(name for name in ROUTES if name in ran)
+        return loss
 
     def __getstate__(self) -> dict[str, Any]:
         """Torch's state and ``implementation_used``: a pickled or deep-copied optimizer says what its
@@ -328,11 +315,20 @@ class ImplementationRecord(torch.optim.Optimizer):
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         """As torch's (``load_state_dict`` calls it too), back-filling group options a state saved before they
-        existed lacks, and ``implementation_used`` (``None``)."""
-        before = defaults_keys(self, state)
+        existed lacks, and ``implementation_used`` (``None``); the keys torch adds are taken back, so that a
+        loaded optimizer's ``state_dict()`` equals the original's."""
+        # the defaults' keys before torch adds its own: the pickled ones, else (load_state_dict) the current
+        before = frozenset(state.get("defaults", self.__dict__.get("defaults", {})))
         super().__setstate__(state)
         self.__dict__.setdefault("implementation_used", None)
-        backfill_group_options(self, self._group_defaults, before)
+        defaults = self._group_defaults
+        for key in [key for key in self.defaults if key not in before and key not in defaults]:
+            del self.defaults[key]
+        for key, value in defaults.items():
+            self.defaults.setdefault(key, value)
+        for group in self.param_groups:
+            for key in defaults:
+                group.setdefault(key, self.defaults[key])
 
     def add_param_group(self, param_group: dict[str, Any]) -> None:
         """As torch's, with the group's options (the defaults filled in) validated before it joins;
@@ -348,24 +344,3 @@ def note_route(name: str) -> None:
     ran = getattr(_active, "ran", None)
     if ran is not None:
         ran.add(name)
-
-
-def records_implementation(step: F) -> F:
-    """Wrap an optimizer's ``step`` so that, after it, ``self.implementation_used`` names the paths that ran
-    (``"native"``, ``"for_loop"``, ``"native+for_loop"`` ...); a step that updated nothing leaves it as it
-    was."""
-
-    @functools.wraps(step)
-    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
-        outer = getattr(_active, "ran", None)
-        ran: set[str] = set()
-        _active.ran = ran
-        try:
-            result = step(self, *args, **kwargs)
-        finally:
-            _active.ran = outer
-        if ran:
-            self.implementation_used = "+".join(name for name in ROUTES if name in ran)
-        return result
-
-    return wrapper  # type: ignore[return-value]

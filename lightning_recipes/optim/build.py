@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import torch
@@ -92,15 +92,11 @@ def build_scheduler(
         1.0
     """
     check_choice("schedule", name, SCHEDULES)
-    steps, ratio = warmup_steps, warmup_ratio
-    if name == "cosine":
-        return warmup_cosine(optimizer, steps, total_steps, warmup_ratio=ratio, min_lr_ratio=min_lr_ratio)
-    if name == "linear":
-        return warmup_linear(optimizer, steps, total_steps, warmup_ratio=ratio, min_lr_ratio=min_lr_ratio)
-    if name == "constant":
-        return warmup_constant(optimizer, steps, total_steps, warmup_ratio=ratio)
-    if name == "wsd":
-        return warmup_stable_decay(
-            optimizer, steps, total_steps, warmup_ratio=ratio, min_lr_ratio=min_lr_ratio
-        )
-    return None  # "none"
+    if name == "none":
+        return None
+    if name == "constant":  # no decay, so no floor
+        return warmup_constant(optimizer, warmup_steps, total_steps, warmup_ratio=warmup_ratio)
+    factory: Callable[..., LambdaLR] = {"cosine": warmup_cosine, "linear": warmup_linear}.get(
+        name, warmup_stable_decay
+    )
+    return factory(optimizer, warmup_steps, total_steps, warmup_ratio=warmup_ratio, min_lr_ratio=min_lr_ratio)

@@ -2,23 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
-from typing import Any, NamedTuple
+from collections.abc import Iterable, Sequence
+from typing import Any, ClassVar, NamedTuple
 
 import torch
 from torch import Tensor
 
+from lightning_recipes._validation import check_betas, check_non_negative, check_positive
 from lightning_recipes.optim._common import (
     Implementation,
     ImplementationRecord,
-    check_betas,
     check_implementation,
-    check_non_negative,
-    check_positive,
     foreach_chunks,
-    gather_gradients,
     note_route,
-    records_implementation,
     run_native,
     run_update,
 )
@@ -142,30 +138,6 @@ def _lamb_native(params: _Ts, grads: _Ts, exp_avgs: _Ts, exp_avg_sqs: _Ts, steps
 _ROUTES = {"for_loop": _lamb_for_loop, "foreach": _lamb_foreach, "native": _lamb_native}
 
 
-# Every group option and its default: ``__setstate__`` back-fills them into groups saved before an option
-# existed. Keep in step with ``__init__``'s signature (a test checks).
-_DEFAULTS: dict[str, Any] = {
-    "betas": (0.9, 0.999),
-    "eps": 1e-6,
-    "weight_decay": 0.01,
-    "trust_clip": None,
-    "layer_adaptation": True,
-    "implementation": "auto",
-}
-
-
-def _validate_group(group: dict[str, Any]) -> None:
-    check_positive("lr", group["lr"])
-    check_betas(group["betas"])
-    check_positive("eps", group["eps"])
-    check_non_negative("weight_decay", group["weight_decay"])
-    if group["trust_clip"] is not None:
-        check_positive("trust_clip", group["trust_clip"])
-    if not isinstance(group["layer_adaptation"], bool):
-        raise ValueError(f"`layer_adaptation` must be a bool, got {group['layer_adaptation']!r}.")
-    check_implementation(group["implementation"])
-
-
 class Lamb(ImplementationRecord):
     """LAMB, Adam moments with a per-tensor trust ratio (`You et al. 2019
     <https://arxiv.org/abs/1904.00962>`_).
@@ -190,8 +162,14 @@ class Lamb(ImplementationRecord):
         (['exp_avg', 'exp_avg_sq', 'step'], tensor(1.))
     """
 
-    _group_defaults = _DEFAULTS
-    _validate_group = staticmethod(_validate_group)
+    _group_defaults: ClassVar[dict[str, Any]] = {
+        "betas": (0.9, 0.999),
+        "eps": 1e-6,
+        "weight_decay": 0.01,
+        "trust_clip": None,
+        "layer_adaptation": True,
+        "implementation": "auto",
+    }
 
     def __init__(
         self,
@@ -205,17 +183,21 @@ class Lamb(ImplementationRecord):
         layer_adaptation: bool = True,
         implementation: Implementation = "auto",
     ) -> None:
-        defaults = {
-            "lr": lr,
-            "betas": tuple(betas) if isinstance(betas, list) else betas,
-            "eps": eps,
-            "weight_decay": weight_decay,
-            "trust_clip": trust_clip,
-            "layer_adaptation": layer_adaptation,
-            "implementation": implementation,
-        }
-        self._validate_group(defaults)
-        super().__init__(params, defaults)
+        options = {"betas": betas, "eps": eps, "weight_decay": weight_decay, "trust_clip": trust_clip}
+        options.update(layer_adaptation=layer_adaptation, implementation=implementation)
+        super().__init__(params, {"lr": lr, **options})
+
+    @staticmethod
+    def _validate_group(group: dict[str, Any]) -> None:
+        check_positive("lr", group["lr"])
+        check_betas(group["betas"])
+        check_positive("eps", group["eps"])
+        check_non_negative("weight_decay", group["weight_decay"])
+        if group["trust_clip"] is not None:
+            check_positive("trust_clip", group["trust_clip"])
+        if not isinstance(group["layer_adaptation"], bool):
+            raise ValueError(f"`layer_adaptation` must be a bool, got {group['layer_adaptation']!r}.")
+        check_implementation(group["implementation"])
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         """Back-fill group options added after a state dict or pickle was written, and turn numeric step
@@ -227,45 +209,22 @@ class Lamb(ImplementationRecord):
             if step is not None and not torch.is_tensor(step):
                 param_state["step"] = torch.tensor(float(step), dtype=torch.float32)
 
-    @torch.no_grad()
-    @records_implementation
-    def step(self, closure: Callable[[], Any] | None = None) -> Any:
-        """Update every parameter that has a gradient (a sparse one raises before anything changes);
-        returns ``closure()``'s value if one was given."""
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
-        for group, params, grads in gather_gradients(self):
-            exp_avgs: list[Tensor] = []
-            exp_avg_sqs: list[Tensor] = []
-            steps: list[Tensor] = []
-            for param in params:
-                state = self.state[param]
-                if "step" not in state:
-                    state["step"] = torch.zeros((), dtype=torch.float32, device=param.device)
-                    state["exp_avg"] = torch.zeros_like(param, memory_format=torch.preserve_format)
-                    state["exp_avg_sq"] = torch.zeros_like(param, memory_format=torch.preserve_format)
-                elif state["step"].device != param.device or state["step"].dtype != torch.float32:
-                    # torch's load_state_dict leaves "step" where it was saved; move it once
-                    state["step"] = state["step"].to(device=param.device, dtype=torch.float32)
-                exp_avgs.append(state["exp_avg"])
-                exp_avg_sqs.append(state["exp_avg_sq"])
-                steps.append(state["step"])
-            beta1, beta2 = group["betas"]
-            lamb_update_(
-                params,
-                grads,
-                exp_avgs,
-                exp_avg_sqs,
-                steps,
-                lr=group["lr"],
-                beta1=beta1,
-                beta2=beta2,
-                eps=group["eps"],
-                weight_decay=group["weight_decay"],
-                layer_adaptation=group["layer_adaptation"],
-                trust_clip=group["trust_clip"],
-                implementation=group["implementation"],
-            )
-        return loss
+    step = ImplementationRecord.step  # its own entry on this class's API page
+
+    def _update_group(self, group: dict[str, Any], params: list[Tensor], grads: list[Tensor]) -> None:
+        exp_avgs: list[Tensor] = []
+        exp_avg_sqs: list[Tensor] = []
+        steps: list[Tensor] = []
+        for param in params:
+            state = self.state[param]
+            if "step" not in state:
+                state["step"] = torch.zeros((), dtype=torch.float32, device=param.device)
+                state["exp_avg"] = torch.zeros_like(param, memory_format=torch.preserve_format)
+                state["exp_avg_sq"] = torch.zeros_like(param, memory_format=torch.preserve_format)
+            elif state["step"].device != param.device or state["step"].dtype != torch.float32:
+                # torch's load_state_dict leaves "step" where it was saved; move it once
+                state["step"] = state["step"].to(device=param.device, dtype=torch.float32)
+            exp_avgs.append(state["exp_avg"])
+            exp_avg_sqs.append(state["exp_avg_sq"])
+            steps.append(state["step"])
+        lamb_update_(params, grads, exp_avgs, exp_avg_sqs, steps, **self._update_options(group))

@@ -2,23 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
-from typing import Any, NamedTuple
+from collections.abc import Iterable, Sequence
+from typing import Any, ClassVar, NamedTuple
 
 import torch
 from torch import Tensor
 
+from lightning_recipes._validation import check_betas, check_non_negative, check_positive
 from lightning_recipes.optim._common import (
     Implementation,
     ImplementationRecord,
-    check_betas,
     check_implementation,
-    check_non_negative,
-    check_positive,
     foreach_chunks,
-    gather_gradients,
     note_route,
-    records_implementation,
     run_native,
     run_update,
 )
@@ -99,18 +95,6 @@ def _lion_native(params: _Ts, grads: _Ts, exp_avgs: _Ts, hp: _Hyper) -> None:
 _ROUTES = {"for_loop": _lion_for_loop, "foreach": _lion_foreach, "native": _lion_native}
 
 
-# Every group option and its default: ``__setstate__`` back-fills them into groups saved before an option
-# existed. Keep in step with ``__init__``'s signature (a test checks).
-_DEFAULTS: dict[str, Any] = {"betas": (0.9, 0.99), "weight_decay": 0.0, "implementation": "auto"}
-
-
-def _validate_group(group: dict[str, Any]) -> None:
-    check_positive("lr", group["lr"])
-    check_betas(group["betas"])
-    check_non_negative("weight_decay", group["weight_decay"])
-    check_implementation(group["implementation"])
-
-
 class Lion(ImplementationRecord):
     """Lion, the sign-momentum optimizer found by program search (`Chen et al. 2023
     <https://arxiv.org/abs/2302.06675>`_).
@@ -130,8 +114,11 @@ class Lion(ImplementationRecord):
         ['exp_avg']
     """
 
-    _group_defaults = _DEFAULTS
-    _validate_group = staticmethod(_validate_group)
+    _group_defaults: ClassVar[dict[str, Any]] = {
+        "betas": (0.9, 0.99),
+        "weight_decay": 0.0,
+        "implementation": "auto",
+    }
 
     def __init__(
         self,
@@ -142,40 +129,23 @@ class Lion(ImplementationRecord):
         *,
         implementation: Implementation = "auto",
     ) -> None:
-        defaults = {
-            "lr": lr,
-            "betas": tuple(betas) if isinstance(betas, list) else betas,
-            "weight_decay": weight_decay,
-            "implementation": implementation,
-        }
-        self._validate_group(defaults)
+        defaults = {"lr": lr, "betas": betas, "weight_decay": weight_decay, "implementation": implementation}
         super().__init__(params, defaults)
 
-    @torch.no_grad()
-    @records_implementation
-    def step(self, closure: Callable[[], Any] | None = None) -> Any:
-        """Update every parameter that has a gradient (a sparse one raises before anything changes);
-        returns ``closure()``'s value if one was given."""
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
-        for group, params, grads in gather_gradients(self):
-            exp_avgs = []
-            for param in params:
-                state = self.state[param]
-                if "exp_avg" not in state:
-                    state["exp_avg"] = torch.zeros_like(param, memory_format=torch.preserve_format)
-                exp_avgs.append(state["exp_avg"])
-            beta1, beta2 = group["betas"]
-            lion_update_(
-                params,
-                grads,
-                exp_avgs,
-                lr=group["lr"],
-                beta1=beta1,
-                beta2=beta2,
-                weight_decay=group["weight_decay"],
-                implementation=group["implementation"],
-            )
-        return loss
+    @staticmethod
+    def _validate_group(group: dict[str, Any]) -> None:
+        check_positive("lr", group["lr"])
+        check_betas(group["betas"])
+        check_non_negative("weight_decay", group["weight_decay"])
+        check_implementation(group["implementation"])
+
+    step = ImplementationRecord.step  # its own entry on this class's API page
+
+    def _update_group(self, group: dict[str, Any], params: list[Tensor], grads: list[Tensor]) -> None:
+        exp_avgs = []
+        for param in params:
+            state = self.state[param]
+            if "exp_avg" not in state:
+                state["exp_avg"] = torch.zeros_like(param, memory_format=torch.preserve_format)
+            exp_avgs.append(state["exp_avg"])
+        lion_update_(params, grads, exp_avgs, **self._update_options(group))

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from typing import Literal
 
+from lightning_recipes._validation import check_positive
+
 __all__ = ["scale_lr"]
 
 
@@ -19,12 +21,7 @@ def scale_lr(
         >>> scale_lr(1e-3, 256, 1024), scale_lr(1e-3, 256, 1024, rule="sqrt")
         (0.004, 0.002)
     """
-    if (
-        isinstance(base_lr, bool)
-        or not isinstance(base_lr, (int, float))
-        or not (base_lr > 0 and math.isfinite(base_lr))
-    ):
-        raise ValueError(f"`base_lr` must be a finite number > 0, got {base_lr!r}.")
+    check_positive("base_lr", base_lr)
     for name, value in (("base_batch_size", base_batch_size), ("global_batch_size", global_batch_size)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"`{name}` must be an int >= 1, got {value!r}.")

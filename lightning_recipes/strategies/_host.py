@@ -8,7 +8,7 @@ from typing import Any
 
 from lightning.pytorch.accelerators import Accelerator, CUDAAccelerator
 
-from lightning_recipes.strategies._units import GIB
+from lightning_recipes.strategies._layout import GIB
 
 __all__ = [
     "available_host_memory",

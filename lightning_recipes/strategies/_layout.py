@@ -1,11 +1,26 @@
 """How a strategy places training memory: which tensors it shards, offloads or gathers (read by the
-estimator)."""
+estimator); bytes per GiB and the compute dtype of a precision."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["LAYOUTS", "MemoryLayout"]
+import torch
+
+__all__ = ["GIB", "LAYOUTS", "MemoryLayout", "autocast_dtype"]
+
+#: Bytes in a GiB.
+GIB = 1024**3
+
+
+def autocast_dtype(precision: object) -> torch.dtype | None:
+    """The 16-bit compute dtype of a ``*-mixed`` precision, else ``None``.
+
+    Example:
+        >>> autocast_dtype("bf16-mixed"), autocast_dtype("32-true")
+        (torch.bfloat16, None)
+    """
+    return {"bf16-mixed": torch.bfloat16, "16-mixed": torch.float16}.get(str(precision))
 
 
 @dataclass(frozen=True)

@@ -130,20 +130,15 @@ def _reconcile_precision(cfg: dict[str, Any], precision: str) -> None:
     wanted = "fp16" if precision.startswith("16") else "bf16" if precision.startswith("bf16") else None
     for section in ("fp16", "bf16"):
         value = cfg.get(section)
-        if isinstance(value, dict) and value.get("enabled", False) and section != wanted:
+        enabled = value.get("enabled", False) if isinstance(value, dict) else None
+        if (section != wanted and enabled) or (section == wanted and enabled is False):
             raise ValueError(
-                f"The DeepSpeed config enables `{section}` but the Trainer has `precision={precision!r}`."
-                f" Remove the `{section}` section: the preset takes precision from the Trainer."
+                f"The DeepSpeed config {'disables' if section == wanted else 'enables'} `{section}` but the "
+                f"Trainer has `precision={precision!r}`. Remove the `{section}` section: the preset takes "
+                "precision from the Trainer."
             )
-    if wanted is not None:
-        section = cfg.get(wanted, {})
-        if section.get("enabled") is False:
-            raise ValueError(
-                f"The DeepSpeed config disables `{wanted}` but the Trainer has `precision={precision!r}`."
-                f" Remove the `{wanted}` section: the preset takes precision from the Trainer."
-            )
-        if wanted == "bf16":  # fp16 is left to Lightning, which adds its loss-scaling settings
-            cfg[wanted] = {**section, "enabled": True}
+    if wanted == "bf16":  # fp16 is left to Lightning, which adds its loss-scaling settings
+        cfg[wanted] = {**cfg.get(wanted, {}), "enabled": True}
 
 
 class _WorldOfOne:

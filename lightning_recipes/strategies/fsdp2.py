@@ -15,7 +15,7 @@ from typing_extensions import override
 
 from lightning_recipes._blocks import BlockSpec, block_classes_for, outermost_blocks, resolve_block_classes
 from lightning_recipes._validation import check_bool
-from lightning_recipes.strategies._units import autocast_dtype
+from lightning_recipes.strategies._layout import autocast_dtype
 from lightning_recipes.strategies.activation_checkpointing import checkpoint_blocks
 
 __all__ = ["FSDP2Mixin", "RecipesFSDP2Strategy", "apply_fsdp2", "mixed_precision_policy"]

@@ -18,8 +18,7 @@ from lightning_recipes._console import new_table, render
 from lightning_recipes._validation import check_choice, check_int
 from lightning_recipes.harness.optimizers import optimizers_from_config
 from lightning_recipes.optim.names import OPTIMIZERS
-from lightning_recipes.strategies._layout import LAYOUTS, MemoryLayout
-from lightning_recipes.strategies._units import GIB, autocast_dtype
+from lightning_recipes.strategies._layout import GIB, LAYOUTS, MemoryLayout, autocast_dtype
 
 __all__ = [
     "OPTIMIZER_STATES",
@@ -74,14 +73,8 @@ class MemoryEstimate:
     @property
     def total(self) -> int:
         """Device bytes: the sum of all rows (activations count as 0 when not measured)."""
-        return (
-            self.parameters
-            + self.gradients
-            + self.optimizer_state
-            + self.master_weights
-            + self.gathered
-            + (self.activations or 0)
-        )
+        rows = (self.parameters, self.gradients, self.optimizer_state, self.master_weights, self.gathered)
+        return sum(rows) + (self.activations or 0)
 
     def fits(self, device_memory_gb: float, *, headroom: float = 0.1) -> bool:
         """Whether :attr:`total` fits in ``device_memory_gb`` GiB while keeping a ``headroom`` fraction

@@ -65,8 +65,6 @@ _CLASSES = {
 _ENGINES = tuple(_CLASSES)
 
 
-#: The one table of presets, name -> :class:`Preset` (``Trainer(strategy="recipes_<name>")`` or
-#: :func:`preset` builds from it; the memory estimator reads each record's layout).
 _ROWS: dict[str, tuple[str, dict[str, Any], str]] = {
     "ddp": ("ddp", {}, "DDP; gradients are views into the all-reduce buckets (no second copy)"),
     "ddp_spawn": (

@@ -14,7 +14,7 @@ from torch import nn
 from lightning_recipes._blocks import BlockSpec, block_classes_for
 from lightning_recipes._console import new_table
 from lightning_recipes._validation import check_choice, check_in_range, check_positive
-from lightning_recipes.strategies._units import GIB, autocast_dtype
+from lightning_recipes.strategies._layout import GIB, autocast_dtype
 from lightning_recipes.strategies.memory import (
     MemoryEstimate,
     estimate_memory,
@@ -53,10 +53,7 @@ class Recommendation:
     @property
     def estimate(self) -> MemoryEstimate | None:
         """The estimate of the chosen rung."""
-        for estimate in self.estimates:
-            if estimate.strategy == self.preset:
-                return estimate
-        return None
+        return next((estimate for estimate in self.estimates if estimate.strategy == self.preset), None)
 
     def strategy(self, **overrides: Any) -> Strategy:
         """Build the recommended preset (see :func:`~lightning_recipes.strategies.preset`).

@@ -21,6 +21,7 @@ from typing_extensions import override
 
 from lightning_recipes._blocks import infer_block_classes, outermost_blocks
 from lightning_recipes.harness import Harness
+from lightning_recipes.harness.optimizers import optimizers_from_config
 
 __all__ = [
     "OPTIONS",
@@ -166,22 +167,12 @@ def _fused_reason(module: pl.LightningModule, _device: torch.device) -> str | No
     return f"no torch Adam/AdamW/SGD without fused=True among the optimizers ({names})"
 
 
-def _optimizers_in(config: Any) -> list[torch.optim.Optimizer]:
-    if isinstance(config, torch.optim.Optimizer):
-        return [config]
-    if isinstance(config, dict):
-        return _optimizers_in(config.get("optimizer"))
-    if isinstance(config, (list, tuple)):
-        return [opt for item in config for opt in _optimizers_in(item)]
-    return []
-
-
 def _fused(module: pl.LightningModule) -> pl.LightningModule:
     original = module.configure_optimizers
 
     def configure_optimizers(_self: pl.LightningModule) -> Any:
         config = original()
-        for optimizer in _optimizers_in(config):
+        for optimizer in optimizers_from_config(config):
             if _fusable(optimizer):  # before the first step: the state is created fused
                 optimizer.defaults.update(fused=True, foreach=False)
                 for group in optimizer.param_groups:

@@ -11,6 +11,7 @@ import lightning.pytorch as pl
 from torch.utils.data import DataLoader
 
 from lightning_recipes._console import new_table, render
+from lightning_recipes.tune._speed_options import ApplySpeedOptions, apply_speed_options, speed_loader
 
 __all__ = ["SpeedRow", "SpeedTuneResult"]
 
@@ -74,20 +75,14 @@ class SpeedTuneResult:
             >>> SpeedTuneResult([], ["channels_last"], module_options=["channels_last"]).callback().options
             ['channels_last']
         """
-        from lightning_recipes.tune._speed_options import ApplySpeedOptions
-
         return ApplySpeedOptions(self.module_options) if self.module_options else None
 
     def apply(self, model: pl.LightningModule) -> pl.LightningModule:
         """Apply the chosen module-side options to ``model`` in place (before ``trainer.fit``); returns it."""
-        from lightning_recipes.tune._speed_options import apply_speed_options
-
         return apply_speed_options(model, self.chosen_options or self.module_options)
 
     def loader(self, loader: DataLoader) -> DataLoader:
         """``loader`` rebuilt with the chosen loader arguments (the same batches and shuffle)."""
-        from lightning_recipes.tune._speed_options import speed_loader
-
         return speed_loader(loader, self.chosen_options or self.best)
 
     def cli_config(self) -> dict[str, Any]:

@@ -191,10 +191,5 @@ def _key_changes(before: dict[str, Any] | None, now: dict[str, Any]) -> list[str
 
 
 def _result_facts(result: LRRangeResult) -> dict[str, Any]:
-    return {
-        "suggestion": result.suggestion,
-        "peak_lr": result.peak_lr,
-        "rule": result.rule,
-        "stopped": result.stopped,
-        "steps": len(result.lrs),
-    }
+    facts = {name: getattr(result, name) for name in ("suggestion", "peak_lr", "rule", "stopped")}
+    return {**facts, "steps": len(result.lrs)}

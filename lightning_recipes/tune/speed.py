@@ -387,10 +387,7 @@ def measure_run(
             stack.enter_context(option.context() if option.context else nullcontext())
             stack.enter_context(option.measure_context() if option.measure_context else nullcontext())
         torch.manual_seed(seed)  # the same data order and dropout masks for every option
-        module: Any = copy_model()
-        for option in options:
-            if option.prepare is not None:
-                module = option.prepare(module)
+        module = _prepared(copy_model, options)
         trainer = silent_trainer(
             accelerator=accelerator,
             max_steps=warmup_steps + measure_steps,
@@ -416,6 +413,14 @@ def measure_run(
     )
 
 
+def _prepared(copy_model: Callable[[], pl.LightningModule], options: Sequence[SpeedOption]) -> Any:
+    """A fresh copy with every option's ``prepare`` applied, in order."""
+    module: Any = copy_model()
+    for option in options:
+        module = option.prepare(module) if option.prepare is not None else module
+    return module
+
+
 def step_memory(context: Harness, options: Sequence[SpeedOption], seed: int) -> tuple[float, float] | None:
     """(activation MiB, step peak MiB) of one step of a prepared copy; ``None`` when the count fails."""
     from lightning_recipes.strategies import measure_step_memory
@@ -423,10 +428,7 @@ def step_memory(context: Harness, options: Sequence[SpeedOption], seed: int) -> 
     batch = context.train_batches(1)[0]
     with preserved_rng():
         torch.manual_seed(seed)
-        module: Any = context.copy_model()
-        for option in options:
-            if option.prepare is not None:
-                module = option.prepare(module)
+        module = _prepared(context.copy_model, options)
         try:
             memory = measure_step_memory(module, batch)
         except Exception as err:  # a failed count leaves the timing rows as they are

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from lightning_recipes._stats import difference_noise, t_quantile
+from lightning_recipes._validation import check_choice
 from lightning_recipes.sweep_args import RULES, Rule, SweepArgs
 
 __all__ = [
@@ -103,8 +104,7 @@ def suggest(lrs: Sequence[float], losses: Sequence[float], rule: Rule, skip_begi
     """The learning rate ``rule`` picks from a raw loss curve (smoothed here, centred, the first
     ``skip_begin`` points ignored); ``ValueError`` under 3 usable points.
     """
-    if rule not in RULES:
-        raise ValueError(f"`rule` must be one of {RULES}, got {rule!r}.")
+    check_choice("rule", rule, RULES)
     finite = [(lr, loss) for lr, loss in zip(lrs, losses) if math.isfinite(loss)]
     smoothed = centred([loss for _, loss in finite], half_window_for(len(finite)))
     points = list(zip([lr for lr, _ in finite], smoothed))[skip_begin:]

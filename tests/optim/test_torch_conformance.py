@@ -20,8 +20,6 @@ import torch
 from lightning_recipes._deprecation import LightningRecipesDeprecationWarning
 from lightning_recipes.optim import Lamb, Lion, _native
 from lightning_recipes.optim._common import resolve_device_implementation
-from lightning_recipes.optim.lamb import _DEFAULTS as LAMB_DEFAULTS
-from lightning_recipes.optim.lion import _DEFAULTS as LION_DEFAULTS
 from tests.optim._reference import lamb_reference_step, lion_reference_step
 
 IMPLEMENTATIONS = ["for_loop", "foreach", "native", "auto"]
@@ -148,7 +146,7 @@ def test_state_dicts_missing_a_newer_group_option_load_and_step(name):
 @both
 def test_backfilled_defaults_match_the_constructor(name):
     signature = inspect.signature(OPTIMIZERS[name])
-    defaults = {"lion": LION_DEFAULTS, "lamb": LAMB_DEFAULTS}[name]
+    defaults = OPTIMIZERS[name]._group_defaults
     expected = {k: p.default for k, p in signature.parameters.items() if k not in ("params", "lr")}
     assert defaults == expected
 
