@@ -43,6 +43,7 @@ def fsdp2_run(tmp_path_factory: pytest.TempPathFactory) -> list[dict]:
     return [json.loads((out / f"rank{r}.json").read_text()) for r in range(2)]
 
 
+@pytest.mark.slow  # starts its own processes: over 20 s on a 2-core CPU
 def test_fsdp2_trains_like_single_process_and_resumes_exactly(fsdp2_run: list[dict]) -> None:
     reference = single_process_reference()
     for record in fsdp2_run:
@@ -57,6 +58,7 @@ def test_fsdp2_trains_like_single_process_and_resumes_exactly(fsdp2_run: list[di
         assert record["checkpoint_is_dir"]  # distributed checkpoint: one shard file per rank
 
 
+@pytest.mark.slow
 def test_fsdp2_shards_blocks_with_checkpointing(fsdp2_run: list[dict]) -> None:
     for record in fsdp2_run:
         assert record["measured"]["dtensor"] == 1
@@ -64,6 +66,7 @@ def test_fsdp2_shards_blocks_with_checkpointing(fsdp2_run: list[dict]) -> None:
         assert record["measured"]["root_apis"] == ["fully_shard"]
 
 
+@pytest.mark.slow
 def test_estimate_matches_real_fsdp2_shard_bytes_exactly(fsdp2_run: list[dict]) -> None:
     for record in fsdp2_run:
         assert record["measured"]["parameters"] == record["estimate"]["parameters"]
@@ -73,6 +76,7 @@ def test_estimate_matches_real_fsdp2_shard_bytes_exactly(fsdp2_run: list[dict]) 
     assert fsdp2_run[0]["measured"]["parameters"] < full * 4  # really sharded
 
 
+@pytest.mark.slow
 def test_fsdp2_refuses_a_model_without_the_mixin_with_the_fix(fsdp2_run: list[dict]) -> None:
     for record in fsdp2_run:
         assert "FSDP2Mixin" in record["error"] and "apply_fsdp2" in record["error"]

@@ -54,6 +54,7 @@ def _reference_losses(steps: int) -> list[float]:
     return losses
 
 
+@pytest.mark.slow  # starts its own processes: over 20 s on a 2-core CPU
 def test_gpt2_with_kv_cache_trains_under_fsdp2_checkpointing(gpt2_run: tuple[list[dict], str]) -> None:
     records, stderr = gpt2_run
     for record in records:
