@@ -118,32 +118,15 @@ def _base_install_run(code: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_base_install_imports_the_package_without_any_extra() -> None:
-    code = (
-        "import lightning_recipes, lightning_recipes.callbacks, lightning_recipes.strategies\n"
-        "import lightning_recipes.optim, lightning_recipes.checks, lightning_recipes.tune"
-    )
-    result = _base_install_run(code)
-    assert result.returncode == 0 and "ok" in result.stdout, result.stderr[-3000:]
-
-
-def test_the_base_install_brings_no_rich() -> None:
-    """With rich installed, Lightning gives every Trainer in the environment its rich progress bar and model
-    summary (``_RICH_AVAILABLE``), also in projects that never import us: rich is the `rich` extra only."""
-    from lightning.pytorch.trainer.connectors import callback_connector
-
-    assert "_RICH_AVAILABLE" in vars(callback_connector)  # what Lightning's choice of progress bar reads
-    base = {
-        _requirement_name(r)
-        for r in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
-    }
-    assert "rich" not in _closure(base)
-
-
-def test_without_rich_every_table_and_report_prints_as_plain_text() -> None:
-    """A real preflight (its report printed), the memory command, a recommendation, HealthMonitor's findings
-    and a speed_tune result: every number shown, every line within 80 columns, no markup left."""
-    code = """
+# Both base-install probes in one interpreter (starting one is most of their cost): first the package and
+# every wing is imported, then every table prints; each test reads its part of the output.
+_IMPORT_EVERY_WING = (
+    "import lightning_recipes, lightning_recipes.callbacks, lightning_recipes.strategies\n"
+    "import lightning_recipes.optim, lightning_recipes.checks, lightning_recipes.tune\n"
+    "assert not [m for m in sys.modules if m.split('.')[0] in BLOCKED]\n"
+    "print('imported every wing')\n"
+)
+_PRINT_EVERY_TABLE = """
 import io, contextlib, os
 os.environ["COLUMNS"] = "80"
 from lightning_recipes.callbacks._health_window import Finding, findings_table
@@ -169,5 +152,35 @@ for shown in ("Preflight", "WARN data", "init_loss", "7,000,000,000", "recommend
     assert shown in text, shown
 assert "[/" not in text and max(map(len, text.splitlines())) <= 80
 """
-    result = _base_install_run(code)
-    assert result.returncode == 0 and "ok" in result.stdout, (result.stdout[-3000:], result.stderr[-3000:])
+
+
+@pytest.fixture(scope="module")
+def base_install_run() -> subprocess.CompletedProcess[str]:
+    return _base_install_run(_IMPORT_EVERY_WING + _PRINT_EVERY_TABLE)
+
+
+def test_base_install_imports_the_package_without_any_extra(base_install_run) -> None:
+    assert "imported every wing" in base_install_run.stdout.splitlines(), base_install_run.stderr[-3000:]
+
+
+def test_the_base_install_brings_no_rich() -> None:
+    """With rich installed, Lightning gives every Trainer in the environment its rich progress bar and model
+    summary (``_RICH_AVAILABLE``), also in projects that never import us: rich is the `rich` extra only."""
+    from lightning.pytorch.trainer.connectors import callback_connector
+
+    assert "_RICH_AVAILABLE" in vars(callback_connector)  # what Lightning's choice of progress bar reads
+    base = {
+        _requirement_name(r)
+        for r in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    }
+    assert "rich" not in _closure(base)
+
+
+def test_without_rich_every_table_and_report_prints_as_plain_text(base_install_run) -> None:
+    """A real preflight (its report printed), the memory command, a recommendation, HealthMonitor's findings
+    and a speed_tune result: every number shown, every line within 80 columns, no markup left."""
+    result = base_install_run
+    assert result.returncode == 0 and result.stdout.splitlines()[-1] == "ok", (
+        result.stdout[-3000:],
+        result.stderr[-3000:],
+    )

@@ -21,29 +21,6 @@ from lightning_recipes.optim._common import split_for_native
 
 _REPO = Path(__file__).resolve().parents[2]
 
-_ONE_RANK = textwrap.dedent(
-    """
-    import socket, sys
-    import torch, torch.distributed as dist
-    from torch.distributed.fsdp import fully_shard
-    from lightning_recipes.optim import Lamb, Lion
-
-    s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close()
-    dist.init_process_group("gloo", rank=0, world_size=1, init_method=f"tcp://127.0.0.1:{port}")
-    for name, implementation in [(n, i) for n in ("lion", "lamb") for i in ("auto", "native", "foreach")]:
-        torch.manual_seed(0)
-        model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Linear(16, 4))
-        fully_shard(model)
-        optimizer = (Lion if name == "lion" else Lamb)(model.parameters(), implementation=implementation)
-        before = [p.full_tensor().clone() for p in model.parameters()]
-        model(torch.randn(4, 8)).sum().backward()
-        optimizer.step()
-        moved = all(not torch.equal(b, p.full_tensor()) for b, p in zip(before, model.parameters()))
-        print(name, implementation, "stepped" if moved else "did not move")
-    dist.destroy_process_group()
-    """
-)
-
 
 def _run_script(source: str, tmp_path: Path, *args: str, timeout: float = 240) -> subprocess.CompletedProcess:
     script = tmp_path / "script.py"
@@ -55,16 +32,6 @@ def _run_script(source: str, tmp_path: Path, *args: str, timeout: float = 240) -
     return subprocess.run(
         [sys.executable, str(script), *args], capture_output=True, text=True, timeout=timeout, env=env
     )
-
-
-def test_fully_sharded_parameters_step_without_crashing(tmp_path):
-    """The issue's reproduction: a ``fully_shard``ed module on a 1-rank gloo group, one step (segfaulted)."""
-    result = _run_script(_ONE_RANK, tmp_path)
-    assert result.returncode == 0, f"exit code {result.returncode}\n{result.stdout}\n{result.stderr[-3000:]}"
-    lines = result.stdout.split("\n")
-    for name in ("lion", "lamb"):
-        for implementation in ("auto", "native", "foreach"):
-            assert f"{name} {implementation} stepped" in lines
 
 
 _TWO_RANKS = textwrap.dedent(
@@ -101,7 +68,8 @@ _TWO_RANKS = textwrap.dedent(
 
     if __name__ == "__main__":
         s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close()
-        mp.spawn(worker, args=(port, sys.argv[1]), nprocs=2)
+        # fork: the ranks inherit this interpreter's imports instead of starting two more
+        mp.start_processes(worker, args=(port, sys.argv[1]), nprocs=2, start_method="fork")
     """
 )
 
@@ -125,12 +93,13 @@ def make_optimizer(name: str, model: torch.nn.Module) -> torch.optim.Optimizer:
     return Lamb(model.parameters(), lr=0.05, weight_decay=0.1)
 
 
+@pytest.mark.slow  # starts its own processes: over 20 s on a 2-core CPU
 def test_two_rank_fsdp2_matches_one_unsharded_process(tmp_path):
     """Two gloo processes with every layer ``fully_shard``ed give the parameters of one plain process: Lion
     updates the local shards, Lamb's trust ratio uses the whole tensor's norms (all-reduced over the mesh)."""
     out = tmp_path / "full.pt"
     result = _run_script(_TWO_RANKS, tmp_path, str(out), str(_REPO), timeout=300)
-    assert result.returncode == 0, f"exit code {result.returncode}\n{result.stdout}\n{result.stderr[-3000:]}"
+    assert result.returncode == 0, _failure(result)
     sharded = torch.load(out)
     assert sorted(sharded) == ["lamb", "lion"]
     for name, got_parameters in sharded.items():
@@ -191,13 +160,32 @@ def test_plain_contiguous_tensors_and_disjoint_views_of_one_storage_are_taken():
     assert split_for_native([torch.nn.Parameter(torch.zeros(3))], [torch.zeros(3)])[0] == [0]
 
 
-_EXOTIC_STEP = textwrap.dedent(
+# Both single-process probes in one interpreter (starting one is most of their cost); a crash in the first
+# fails both tests, one in the second only the exotic tensors' test.
+_ONE_PROCESS = textwrap.dedent(
     """
-    import sys, torch
+    import socket, sys
+    import torch, torch.distributed as dist
+    from torch.distributed.fsdp import fully_shard
     sys.path.insert(0, sys.argv[1])
     from tests.optim.test_fsdp2_routing import _exotic_cases
-    from lightning_recipes.optim import lamb_update_, lion_update_
-    for case, (p, g, m) in sorted(_exotic_cases().items()):
+    from lightning_recipes.optim import Lamb, Lion, _native, lamb_update_, lion_update_
+
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close()
+    dist.init_process_group("gloo", rank=0, world_size=1, init_method=f"tcp://127.0.0.1:{port}")
+    for name, implementation in [(n, i) for n in ("lion", "lamb") for i in ("auto", "native", "foreach")]:
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Linear(16, 4))
+        fully_shard(model)
+        optimizer = (Lion if name == "lion" else Lamb)(model.parameters(), implementation=implementation)
+        before = [p.full_tensor().clone() for p in model.parameters()]
+        model(torch.randn(4, 8)).sum().backward()
+        optimizer.step()
+        moved = all(not torch.equal(b, p.full_tensor()) for b, p in zip(before, model.parameters()))
+        print(name, implementation, "stepped" if moved else "did not move", flush=True)
+    dist.destroy_process_group()
+
+    for case, (p, g, m) in sorted(_exotic_cases().items()) if _native.native_available() else ():
         if case == "mixed_dtypes":
             continue  # not a valid optimizer input (torch's own optimizers refuse it too)
         p, g, m = p.clone() if case != "meta" else p, g, m.clone() if case != "meta" else m
@@ -205,16 +193,32 @@ _EXOTIC_STEP = textwrap.dedent(
         v, t = torch.zeros_like(m), torch.zeros(())
         lamb_update_([p], [g], [m], [v], [t], lr=0.1, beta1=0.9, beta2=0.99, eps=1e-6, weight_decay=0.1,
                      implementation="native")
-        print(case, "ok")
+        print(case, "ok", flush=True)
     """
 )
 
 
+@pytest.fixture(scope="module")
+def one_process_run(tmp_path_factory: pytest.TempPathFactory) -> subprocess.CompletedProcess:
+    return _run_script(_ONE_PROCESS, tmp_path_factory.mktemp("one_process"), str(_REPO))
+
+
+def _failure(result: subprocess.CompletedProcess) -> str:
+    return f"exit code {result.returncode}\n{result.stdout}\n{result.stderr[-3000:]}"
+
+
+def test_fully_sharded_parameters_step_without_crashing(one_process_run):
+    """The issue's reproduction: a ``fully_shard``ed module on a 1-rank gloo group, one step (segfaulted)."""
+    lines = one_process_run.stdout.split("\n")
+    for name in ("lion", "lamb"):
+        for implementation in ("auto", "native", "foreach"):
+            assert f"{name} {implementation} stepped" in lines, _failure(one_process_run)
+
+
 @pytest.mark.skipif(not _native.native_available(), reason="the native kernels did not build here")
-def test_exotic_tensors_step_on_the_native_route_without_crashing(tmp_path):
-    result = _run_script(_EXOTIC_STEP, tmp_path, str(_REPO))
-    assert result.returncode == 0, f"exit code {result.returncode}\n{result.stdout}\n{result.stderr[-3000:]}"
-    assert result.stdout.count(" ok") == len(_exotic_cases()) - 1
+def test_exotic_tensors_step_on_the_native_route_without_crashing(one_process_run):
+    assert one_process_run.returncode == 0, _failure(one_process_run)
+    assert one_process_run.stdout.count(" ok") == len(_exotic_cases()) - 1
 
 
 @pytest.mark.parametrize("layout", ["transposed", "channels_last", "strided_slice", "subclass"])

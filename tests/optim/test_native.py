@@ -323,46 +323,80 @@ _BUILD_AND_REPORT = textwrap.dedent(
         assert ctypes.CDLL(None).dladdr(address, ctypes.byref(info))
         return os.path.realpath(info.fname.decode())
 
-    kernels = _native.native_kernels()
-    assert kernels is not None
-    p = torch.nn.Parameter(torch.ones(100_000)); p.grad = torch.ones_like(p)
-    Lion([p], lr=0.5, implementation="native").step()
-    assert torch.equal(p.detach(), torch.full_like(p, 0.5))
-    torch_cpu = os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cpu.so")
-    print(kernels.path)
-    print(int(openmp_file_of(kernels.path) == openmp_file_of(torch_cpu)))
+    def load_and_report():  # "<library> <1 if it shares torch's OpenMP runtime> <its mtime>"
+        kernels = _native.native_kernels()
+        assert kernels is not None
+        p = torch.nn.Parameter(torch.ones(100_000)); p.grad = torch.ones_like(p)
+        Lion([p], lr=0.5, implementation="native").step()
+        assert torch.equal(p.detach(), torch.full_like(p, 0.5))
+        torch_cpu = os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cpu.so")
+        shared = int(openmp_file_of(kernels.path) == openmp_file_of(torch_cpu))
+        return f"{kernels.path} {shared} {os.stat(kernels.path).st_mtime_ns}"
+
+    # two processes forked after the imports (one interpreter start, not three) build at the same time
+    children = []
+    for _ in range(2):
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(read)
+            try:
+                line, status = load_and_report(), 0
+            except BaseException as err:
+                line, status = f"failed: {err!r}", 1
+            os.write(write, f"{line}\\n".encode())
+            os._exit(status)
+        os.close(write)
+        children.append((pid, read))
+    for pid, read in children:
+        with os.fdopen(read) as pipe:
+            built = pipe.read()
+        print(built, end="")
+        assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0, built
+    print("cached", os.stat(built.split()[0]).st_mtime_ns)  # before the third process loads it
+    assert "kernels" not in _native._state  # this process has not loaded them yet: now it loads the cache
+    print(load_and_report(), flush=True)
+
+    # then, in this interpreter that never ran a test: DDP ranks against one process (starting it is most of
+    # the cost), with the thread counts Lightning gives its ranks when OMP_NUM_THREADS is unset
+    del os.environ["OMP_NUM_THREADS"]
+    from tests.optim.test_native import ddp_matches_one_process
+    ddp_matches_one_process("lion")
+    ddp_matches_one_process("lamb")
+    print("ddp ranks match one process")
     """
 )
 
 
-def _run(tmp_path: Path) -> subprocess.Popen:
-    env = {**os.environ, "LIGHTNING_RECIPES_CACHE_DIR": str(tmp_path), "OMP_NUM_THREADS": "2"}
+@pytest.fixture(scope="module")
+def native_processes(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess]:
+    """One interpreter that imports torch once, forks two builders of the kernels into an empty cache, loads
+    the cache itself, then runs :func:`ddp_matches_one_process`: the cache folder and the run."""
+    cache = tmp_path_factory.mktemp("native_cache")
+    env = {**os.environ, "LIGHTNING_RECIPES_CACHE_DIR": str(cache), "OMP_NUM_THREADS": "2"}
     env.pop("CC", None)
-    return subprocess.Popen(
-        [sys.executable, "-c", _BUILD_AND_REPORT], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True, cwd=Path(__file__).resolve().parents[2],
+    done = subprocess.run(
+        [sys.executable, "-c", _BUILD_AND_REPORT], env=env, capture_output=True, text=True, timeout=290,
+        cwd=Path(__file__).resolve().parents[2],
     )  # fmt: skip
+    return cache, done
 
 
-def test_concurrent_builds_share_one_cached_library_and_torchs_openmp_runtime(tmp_path):
+@pytest.mark.slow  # starts its own processes: over 20 s on a 2-core CPU
+def test_concurrent_builds_share_one_cached_library_and_torchs_openmp_runtime(native_processes):
     """Two processes (think: two DDP ranks) build into an empty cache at the same time; both load a working
     library, the cache ends up with exactly one, a third process loads it without rebuilding, and the
     kernels' OpenMP calls resolve to the very runtime torch uses (not scikit-learn's copy): they share torch's
-    threads."""
-    first, second = _run(tmp_path), _run(tmp_path)
-    outputs = [process.communicate(timeout=240) for process in (first, second)]
-    for process, (_, err) in zip((first, second), outputs):
-        assert process.returncode == 0, err
-    paths = {out.split()[0] for out, _ in outputs}
-    assert len(paths) == 1 and all(out.split()[1] == "1" for out, _ in outputs)
-    library = Path(paths.pop())
+    threads. One interpreter imports torch once and forks the two builders, then is the third process."""
+    tmp_path, done = native_processes
+    assert len(done.stdout.splitlines()) >= 4, done.stdout + done.stderr[-3000:]
+    first, second, (_, built_at), third = (line.split() for line in done.stdout.splitlines()[:4])
+    reports = [first, second, third]
+    assert len({path for path, _, _ in reports}) == 1 and all(shared == "1" for _, shared, _ in reports)
+    library = Path(first[0])
     assert library.parent == tmp_path / "kernels"
     assert [p.name for p in library.parent.iterdir()] == [library.name]  # no leftovers of the losing build
-    built_at = library.stat().st_mtime_ns
-    third = _run(tmp_path)
-    out, err = third.communicate(timeout=240)
-    assert third.returncode == 0, err
-    assert out.split()[0] == str(library) and library.stat().st_mtime_ns == built_at
+    assert third[2] == built_at == str(library.stat().st_mtime_ns)  # loaded by the third, not rebuilt
 
 
 class _RegressionNet(pl.LightningModule):
@@ -409,19 +443,16 @@ def _fit(optimizer_name: str, devices: int, strategy: str = "auto") -> pl.Lightn
     return model
 
 
-def test_ddp_ranks_step_identically_and_match_one_process():
+@pytest.mark.slow
+def test_ddp_ranks_step_identically_and_match_one_process(native_processes):
     """Two real DDP processes running the native kernels (Lightning gives each 1 of the 2 cores' threads; the
     single-process run uses 2) must equal one process bitwise (:func:`ddp_matches_one_process`), for Lion and
-    then Lamb in the same interpreter (starting one is most of the cost). It runs in a fresh interpreter:
-    forking a test worker that earlier tests left with threads (Inductor's compile pool, a progress thread)
+    then Lamb. It runs in the fresh interpreter of the build test (``native_processes``), never in a test
+    worker: forking a worker that earlier tests left with threads (Inductor's compile pool, a progress thread)
     can deadlock the forked ranks, which hung this test for 300 s when it shared a worker."""
-    code = "from tests.optim.test_native import ddp_matches_one_process as run; run('lion'); run('lamb')"
-    env = {key: value for key, value in os.environ.items() if key != "OMP_NUM_THREADS"}
-    done = subprocess.run(
-        [sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[2], env=env, capture_output=True,
-        text=True, timeout=240,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
+    _, done = native_processes
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    assert done.stdout.splitlines()[-1] == "ddp ranks match one process"
 
 
 def ddp_matches_one_process(optimizer_name: str) -> None:

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from lightning_recipes.strategies import PRESETS, RecipesDDPStrategy, preset
 
 SCRIPT = Path(__file__).parent / "scripts" / "ddp_spawn_fits.py"
@@ -25,6 +27,7 @@ def _run(runs: int, kind: str, timeout: int) -> subprocess.CompletedProcess[str]
     )
 
 
+@pytest.mark.slow  # starts its own processes: over 20 s on a 2-core CPU
 def test_spawned_workers_exit_with_the_process_group_destroyed() -> None:
     # gloo's teardown abort (SIGABRT at shutdown, about 1 fit in 12 before the fix) needs a process group
     # still alive when the worker's interpreter shuts down: asserting that every worker reaches shutdown with

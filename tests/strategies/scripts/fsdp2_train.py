@@ -1,9 +1,10 @@
 """Standalone FSDP2 run (``python fsdp2_train.py OUT_DIR``): 2 CPU processes via ``ModelParallelStrategy``.
 
-Run by tests/strategies/test_fsdp2.py through ``subprocess``; Lightning's launcher re-runs this script for
-rank 1. Each rank writes ``OUT_DIR/rank{r}.json`` with: the validation loss after 2 epochs straight, after 1 +
-resume 1, the local bytes of parameters / gradients / optimizer state after a real step, the estimator's
-figures, and the message of the set-up error for a model without FSDP2Mixin.
+Run by tests/strategies/test_fsdp2.py (``fsdp2_runs``) via ``subprocess``; Lightning's launcher re-runs this
+script for rank 1. Each rank writes ``OUT_DIR/rank{r}.json`` with: the validation loss after 2 epochs
+straight, after 1 + resume 1, the local bytes of parameters / gradients / optimizer state after a real step,
+the estimator's figures, and the message of the set-up error for a model without FSDP2Mixin. Then, in the
+same two processes, ``hf_fsdp2_train.py``'s GPT-2 run writes its records into ``OUT_DIR/hf``.
 """
 
 from __future__ import annotations
@@ -131,3 +132,10 @@ def main(out: Path) -> None:
 
 if __name__ == "__main__":
     main(Path(sys.argv[1]))
+    try:
+        from hf_fsdp2_train import main as hf_main  # this folder: the script's own
+    except ImportError:  # no transformers: tests/strategies/test_fsdp2_hf.py skips
+        pass
+    else:
+        (Path(sys.argv[1]) / "hf").mkdir(exist_ok=True)
+        hf_main(Path(sys.argv[1]) / "hf")

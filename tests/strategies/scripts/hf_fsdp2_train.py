@@ -1,6 +1,7 @@
 """Standalone FSDP2 run of a Hugging Face GPT-2 (``python hf_fsdp2_train.py OUT_DIR``): 2 CPU processes.
 
-Run by tests/strategies/test_fsdp2_hf.py through ``subprocess``. A small ``GPT2LMHeadModel`` (random init, no
+Run by ``fsdp2_train.py`` after its own runs, in the same two processes (tests/strategies/test_fsdp2.py
+reads it). A small ``GPT2LMHeadModel`` (random init, no
 download, ``use_cache=True`` as GPT-2 ships) inside a LightningModule trains a few steps under
 ``recipes_fsdp2``, whose default activation checkpointing recomputes each block in backward. Each rank writes
 ``OUT_DIR/rank{r}.json`` with the losses, the ``use_cache`` value seen in training, and whether the blocks
