@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from lightning_recipes._validation import check_choice, check_in_range, check_int, check_positive
 
@@ -16,7 +16,7 @@ __all__ = ["RULES", "WARMUP_FACTOR", "Rule", "SweepArgs"]
 #: The rules that pick an LR from the sweep's curve (:mod:`lightning_recipes.tune.suggest`).
 Rule = Literal["min_div_10", "steepest"]
 #: The names of the rules (the values of :data:`Rule`).
-RULES: tuple[str, ...] = ("min_div_10", "steepest")
+RULES: tuple[str, ...] = get_args(Rule)
 
 # peak_lr = 5 x the `min_div_10` suggestion = half the LR at the loss minimum. Measured against grid sweeps
 # of short warmup-cosine trainings (tests/tune/test_lr_range_grid.py; benchmarks/RESULTS.md): the best grid

@@ -190,6 +190,7 @@ FLOORS: list[tuple[str, ...]] = [
     (
         "_stats",
         "_validation",
+        "_names",
         "_stats",
         "_warn_once",
         "_deprecation",

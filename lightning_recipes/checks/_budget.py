@@ -34,6 +34,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from lightning_recipes._names import DEFAULT_TIME_BUDGET
+
 __all__ = [
     "DEFAULT_TIME_BUDGET",
     "BudgetExceeded",
@@ -45,11 +47,6 @@ __all__ = [
     "time_budget",
     "time_left",
 ]
-
-DEFAULT_TIME_BUDGET = 30.0
-"""The safety cap per check in seconds, unless told otherwise: far above what a check takes on the gallery's
-models (``benchmarks/RESULTS.md``, "Per-check cost"), so that only a model far larger than a check was sized
-for, or a machine far busier than usual, reaches it."""
 
 _DEADLINE: ContextVar[float | None] = ContextVar("lightning_recipes_check_deadline", default=None)
 _HARD_DEADLINE: ContextVar[float | None] = ContextVar("lightning_recipes_check_hard_deadline", default=None)

@@ -12,6 +12,7 @@ import argparse
 from collections.abc import Sequence
 from typing import Any
 
+from lightning_recipes._names import LADDERS, OPTIMIZERS, PRECISIONS, PRESET_ROWS
 from lightning_recipes.cli._args import (
     FlagParser,
     UsageError,
@@ -24,20 +25,6 @@ from lightning_recipes.cli._args import (
 
 __all__ = ["build_parser", "main", "parse", "parse_count"]
 
-# The choices, written here so that the parser needs no torch; tests/test_cli_help.py keeps each equal to
-# the table it comes from (strategies.memory.OPTIMIZER_STATES, _PRECISIONS, strategies.recommend.LADDERS,
-# PRESETS).
-OPTIMIZERS = (
-    "adadelta", "adagrad", "adam", "adamax", "adamw", "asgd", "lamb", "lion", "nadam", "radam", "rmsprop",
-    "rmsprop_momentum", "sgd", "sgd_momentum",
-)  # fmt: skip
-PRECISIONS = ("32-true", "32", "64-true", "16-mixed", "bf16-mixed", "16-true", "bf16-true")
-FAMILIES = ("deepspeed", "fsdp", "fsdp2")
-PRESET_NAMES = (
-    "ddp", "ddp_spawn", "ddp_static_graph", "deepspeed_zero1", "deepspeed_zero2", "deepspeed_zero2_offload",
-    "deepspeed_zero3", "deepspeed_zero3_offload", "fsdp2", "fsdp_full_shard", "fsdp_hybrid", "fsdp_offload",
-    "fsdp_shard_grad_op",
-)  # fmt: skip
 _SUFFIXES = {"K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
 
 
@@ -70,13 +57,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--optimizer",
         default=None,
-        choices=OPTIMIZERS,
+        choices=sorted(OPTIMIZERS),
         help="default: the model's own (its recipe, or its configure_optimizers()), adamw for --num_params",
     )
     parser.add_argument("--precision", default="bf16-mixed", choices=PRECISIONS)
-    parser.add_argument("--family", default="fsdp", choices=FAMILIES, help="ladder to climb")
+    parser.add_argument("--family", default="fsdp", choices=sorted(LADDERS), help="ladder to climb")
     parser.add_argument("--headroom", type=float, default=0.15, help="fraction of device memory kept free")
-    parser.add_argument("--strategy", choices=PRESET_NAMES, help="estimate this preset only (no ladder)")
+    parser.add_argument(
+        "--strategy", choices=sorted(PRESET_ROWS), help="estimate this preset only (no ladder)"
+    )
     return parser
 
 

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from lightning_recipes._names import DEFAULT_TIME_BUDGET
 from lightning_recipes.cli._args import (
     Option,
     UsageError,
@@ -27,9 +28,6 @@ if TYPE_CHECKING:
 
 __all__ = ["build_parser", "check_summaries", "main", "parse"]
 
-#: ``checks._budget.DEFAULT_TIME_BUDGET``, written here so that the help needs no torch (a test keeps them
-#: equal).
-DEFAULT_TIME_BUDGET = 30.0
 #: The Trainer's arguments read from a LightningCLI config's ``trainer`` section.
 RUN_LENGTH_KEYS = ("max_epochs", "max_steps")
 

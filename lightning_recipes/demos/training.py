@@ -29,7 +29,7 @@ from lightning_recipes.callbacks import (
 from lightning_recipes.callbacks.health_monitor import HealthMonitor
 from lightning_recipes.checks import preflight
 from lightning_recipes.cli import handle_usage_errors, normalise_flags
-from lightning_recipes.cli.demo import build_parser, split_finetune_flag
+from lightning_recipes.cli.demo import DEMO_SETTINGS, build_parser, split_finetune_flag
 from lightning_recipes.cli.demo import parse as parse_demo_args
 from lightning_recipes.data import DigitsDataModule
 from lightning_recipes.demos.finetuning import main as finetune_main
@@ -37,15 +37,6 @@ from lightning_recipes.demos.model import RecipeDigitsCNN
 from lightning_recipes.recipe import OptimizerRecipe
 
 __all__ = ["DEMO_SETTINGS", "build_parser", "main", "run_demo"]
-
-
-#: Per-optimizer settings for this model, found by a small sweep on the digits (seed 0): Lion wants ~10x lower
-#: lr and ~10x higher weight decay than AdamW (Chen et al. 2023); Lamb's trust ratio tolerates a higher lr.
-DEMO_SETTINGS: dict[str, dict[str, float]] = {
-    "adamw": {"lr": 3e-3, "weight_decay": 0.05},
-    "lion": {"lr": 3e-4, "weight_decay": 0.5},
-    "lamb": {"lr": 1e-2, "weight_decay": 0.01},
-}
 
 
 def _make_logger(kind: str, output_dir: Path) -> Logger:

@@ -15,6 +15,7 @@ from torch import Tensor, nn
 
 from lightning_recipes._blocks import BlockSpec, infer_block_classes, resolve_block_classes
 from lightning_recipes._console import new_table, render
+from lightning_recipes._names import PRECISIONS
 from lightning_recipes._validation import check_choice, check_int
 from lightning_recipes.harness.optimizers import optimizers_from_config
 from lightning_recipes.optim.names import OPTIMIZERS
@@ -33,13 +34,10 @@ __all__ = [
 ]
 
 # optimizer -> (state tensors per parameter, per-tensor scalar bytes of a ``step`` tensor): read from the one
-# table of optimizer names, optim/names.py.
+# table of optimizer names (lightning_recipes/_names.py).
 OPTIMIZER_STATES: dict[str, tuple[int, int]] = {
     name: (spec.state_tensors, spec.step_bytes) for name, spec in OPTIMIZERS.items()
 }
-
-
-_PRECISIONS = ("32-true", "32", "64-true", "16-mixed", "bf16-mixed", "16-true", "bf16-true")
 
 
 @dataclass(frozen=True)
@@ -251,7 +249,7 @@ def _optimizer(model_or_num_params: nn.Module | int, given: str | None, notes: l
 def _check(strategy: str, optimizer: str, precision: str, devices: int, num_nodes: int) -> MemoryLayout:
     check_choice("strategy", strategy, sorted(LAYOUTS))
     check_choice("optimizer", optimizer, sorted(OPTIMIZER_STATES))
-    check_choice("precision", str(precision), _PRECISIONS)
+    check_choice("precision", str(precision), PRECISIONS)
     check_int("devices", devices, minimum=1)
     check_int("num_nodes", num_nodes, minimum=1)
     return LAYOUTS[strategy]

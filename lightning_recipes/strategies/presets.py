@@ -13,6 +13,7 @@ from lightning.pytorch.strategies import Strategy, StrategyRegistry
 from torch import nn
 
 from lightning_recipes._blocks import infer_block_classes
+from lightning_recipes._names import PRESET_ROWS
 from lightning_recipes._validation import check_choice
 from lightning_recipes.strategies._layout import LAYOUTS, MemoryLayout
 
@@ -65,64 +66,13 @@ _CLASSES = {
 _ENGINES = tuple(_CLASSES)
 
 
-_ROWS: dict[str, tuple[str, dict[str, Any], str]] = {
-    "ddp": ("ddp", {}, "DDP; gradients are views into the all-reduce buckets (no second copy)"),
-    "ddp_spawn": (
-        "ddp",
-        {"start_method": "spawn"},
-        "DDP in spawned worker processes (CPU scripts); workers destroy the gloo group before they exit",
-    ),
-    "ddp_static_graph": (
-        "ddp",
-        {"static_graph": True},
-        "DDP with static_graph=True (same graph every step: faster, allows reentrant checkpointing)",
-    ),
-    "fsdp_full_shard": (
-        "fsdp",
-        {"sharding_strategy": "FULL_SHARD"},
-        "FSDP1 ZeRO-3: parameters, gradients, optimizer state sharded; blocks wrapped and checkpointed",
-    ),
-    "fsdp_shard_grad_op": (
-        "fsdp",
-        {"sharding_strategy": "SHARD_GRAD_OP"},
-        "FSDP1 ZeRO-2: gradients and optimizer state sharded, parameters kept between forward and backward",
-    ),
-    "fsdp_hybrid": (
-        "fsdp",
-        {"sharding_strategy": "HYBRID_SHARD"},
-        "FSDP1 hybrid: full shard within a node, replicated across nodes (less inter-node traffic)",
-    ),
-    "fsdp_offload": (
-        "fsdp",
-        {"sharding_strategy": "FULL_SHARD", "cpu_offload": True},
-        "FSDP1 full shard with parameters, gradients and the optimizer step offloaded to CPU",
-    ),
-    "fsdp2": (
-        "fsdp2",
-        {},
-        "FSDP2 (fully_shard per block, then root) via ModelParallelStrategy; also runs on CPU",
-    ),
-    "deepspeed_zero1": ("deepspeed", {"stage": 1}, "DeepSpeed ZeRO-1: optimizer state sharded"),
-    "deepspeed_zero2": ("deepspeed", {"stage": 2}, "DeepSpeed ZeRO-2: optimizer state and gradients sharded"),
-    "deepspeed_zero2_offload": (
-        "deepspeed",
-        {"stage": 2, "offload_optimizer": True},
-        "DeepSpeed ZeRO-2 with the optimizer (state, fp32 master, step) on CPU",
-    ),
-    "deepspeed_zero3": ("deepspeed", {"stage": 3}, "DeepSpeed ZeRO-3: parameters too"),
-    "deepspeed_zero3_offload": (
-        "deepspeed",
-        {"stage": 3, "offload_optimizer": True, "offload_parameters": True},
-        "DeepSpeed ZeRO-3 with parameters and optimizer on CPU",
-    ),
-}
 #: The one table of presets, name -> :class:`Preset` (``Trainer(strategy="recipes_<name>")`` or
 #: :func:`preset` builds from it; the memory estimator reads each record's layout).
 PRESETS: dict[str, Preset] = {
     name: Preset(
         engine, {"gradient_as_bucket_view": True, **args} if engine == "ddp" else args, text, LAYOUTS[name]
     )
-    for name, (engine, args, text) in _ROWS.items()
+    for name, (engine, args, text) in PRESET_ROWS.items()
 }
 
 

@@ -13,6 +13,7 @@ from torch import nn
 
 from lightning_recipes._blocks import BlockSpec, block_classes_for
 from lightning_recipes._console import new_table
+from lightning_recipes._names import LADDERS
 from lightning_recipes._validation import check_choice, check_in_range, check_positive
 from lightning_recipes.strategies._layout import GIB, autocast_dtype
 from lightning_recipes.strategies.memory import (
@@ -24,19 +25,6 @@ from lightning_recipes.strategies.memory import (
 from lightning_recipes.strategies.presets import PRESETS
 
 __all__ = ["LADDERS", "Recommendation", "recommend_strategy"]
-
-LADDERS: dict[str, tuple[str, ...]] = {
-    "fsdp": ("ddp", "fsdp_shard_grad_op", "fsdp_hybrid", "fsdp_full_shard", "fsdp_offload"),
-    "fsdp2": ("ddp", "fsdp2"),
-    "deepspeed": (
-        "ddp",
-        "deepspeed_zero1",
-        "deepspeed_zero2",
-        "deepspeed_zero3",
-        "deepspeed_zero2_offload",
-        "deepspeed_zero3_offload",
-    ),
-}
 
 
 @dataclass(frozen=True)
