@@ -11,7 +11,6 @@ from typing import Any
 import lightning.pytorch as pl
 import torch
 import torch.nn.functional as F
-import yaml
 from lightning.pytorch.utilities.model_helpers import is_overridden
 from torch import Tensor
 
@@ -275,16 +274,7 @@ _SETTINGS = (
 )
 
 
-def _represent_mixer(dumper: yaml.Dumper, mixer: BatchMixer) -> yaml.Node:
-    return dumper.represent_dict(mixer.to_dict())
-
-
-# A mixer in `save_hyperparameters()` goes to hparams.yaml as a mapping and to checkpoints as a dict (rebuilt
-# on load), so they load with `weights_only=True`; older checkpoints pickled it: allowed once imported.
-for _dumper in (yaml.Dumper, yaml.SafeDumper):
-    yaml.add_representer(BatchMixer, _represent_mixer, Dumper=_dumper)
-register_plain_type(BatchMixer)
-torch.serialization.add_safe_globals([BatchMixer])
+register_plain_type(BatchMixer)  # a dict in checkpoints, a mapping in hparams.yaml
 
 
 class BatchMixingMixin:
