@@ -129,8 +129,7 @@ class BatchMixer:
         check_in_range("prob", prob, 0.0, 1.0)
         check_in_range("switch_prob", switch_prob, 0.0, 1.0)
         check_bool("correct_lam", correct_lam)
-        if num_classes is not None:
-            check_int("num_classes", num_classes, minimum=2)
+        check_int("num_classes", num_classes, minimum=2, optional=True)
         check_int("seed", seed, minimum=0)
         check_bool("sync_across_ranks", sync_across_ranks)
         for name, key in (("input_key", input_key), ("target_key", target_key)):

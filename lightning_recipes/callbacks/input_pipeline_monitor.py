@@ -150,8 +150,7 @@ class InputPipelineMonitor(Callback):
         self, warn_wait_fraction: float | None = 0.2, min_batches: int = 20, prefix: str = ""
     ) -> None:
         super().__init__()
-        if warn_wait_fraction is not None:
-            check_in_range("warn_wait_fraction", warn_wait_fraction, 0, 1, low_open=True)
+        check_in_range("warn_wait_fraction", warn_wait_fraction, 0, 1, low_open=True, optional=True)
         check_int("min_batches", min_batches, minimum=1)
         check_prefix(prefix)
         self.warn_wait_fraction = warn_wait_fraction
