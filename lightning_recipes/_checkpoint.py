@@ -21,6 +21,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
+import yaml
+
 __all__ = ["TYPES_KEY", "plain_hyperparameters", "rebuild_hyperparameters", "register_plain_type"]
 
 #: Where a checkpoint lists the hyperparameters saved as dicts, and the type each was (by name).
@@ -30,8 +33,20 @@ _TYPES: dict[str, type] = {}
 
 
 def register_plain_type(cls: type) -> None:
-    """Let ``cls`` (with ``to_dict()``, rebuilt by ``cls(**d)``) live in hyperparameters as a dict."""
+    """Let ``cls`` (with ``to_dict()``, rebuilt by ``cls(**d)``) live in hyperparameters as a dict: in
+    checkpoints (rebuilt on load, so they load with ``weights_only=True`` where this package is not
+    installed) and in the ``hparams.yaml`` a logger writes with PyYAML (a mapping, which Lightning's
+    ``load_hparams_from_yaml`` reads, not a ``!!python/object`` tag). Checkpoints written before pickled the
+    object itself: allowed under ``torch.load``'s default ``weights_only=True`` once this package is imported.
+    """
     _TYPES[cls.__name__] = cls
+    for dumper in (yaml.Dumper, yaml.SafeDumper):
+        yaml.add_representer(cls, _as_mapping, Dumper=dumper)
+    torch.serialization.add_safe_globals([cls])
+
+
+def _as_mapping(dumper: yaml.Dumper, obj: Any) -> yaml.Node:
+    return dumper.represent_dict(obj.to_dict())
 
 
 def plain_hyperparameters(checkpoint: dict[str, Any]) -> None:

@@ -43,7 +43,10 @@ def is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def check_positive(name: str, value: Any) -> None:
+def check_positive(name: str, value: Any, *, optional: bool = False) -> None:
+    """A finite number > 0 (``optional``: or ``None``)."""
+    if optional and value is None:
+        return
     if not is_number(value) or value <= 0:
         raise ValueError(f"`{name}` must be a finite number > 0, got {value!r}.")
 
@@ -54,9 +57,19 @@ def check_non_negative(name: str, value: Any) -> None:
 
 
 def check_in_range(
-    name: str, value: Any, low: float, high: float, *, low_open: bool = False, high_open: bool = False
+    name: str,
+    value: Any,
+    low: float,
+    high: float,
+    *,
+    low_open: bool = False,
+    high_open: bool = False,
+    optional: bool = False,
 ) -> None:
-    """``value`` in the interval from ``low`` to ``high``; ``*_open`` excludes that end."""
+    """``value`` in the interval from ``low`` to ``high``; ``*_open`` excludes that end (``optional``: or
+    ``None``)."""
+    if optional and value is None:
+        return
     ok = is_number(value) and (value > low if low_open else value >= low)
     ok = ok and (value < high if high_open else value <= high)
     if not ok:
@@ -64,8 +77,18 @@ def check_in_range(
         raise ValueError(f"`{name}` must be a number in {interval}, got {value!r}.")
 
 
-def check_int(name: str, value: Any, *, minimum: int | None = None) -> None:
-    """An ``int`` (not a ``bool``), at least ``minimum`` when given."""
+def check_int(name: str, value: Any, *, minimum: int | None = None, optional: bool = False) -> None:
+    """An ``int`` (not a ``bool``), at least ``minimum`` when given (``optional``: or ``None``).
+
+    Example:
+        >>> check_int("max_steps", None, minimum=1, optional=True)
+        >>> check_int("max_steps", 0, minimum=1, optional=True)
+        Traceback (most recent call last):
+        ...
+        ValueError: `max_steps` must be an integer >= 1, got 0.
+    """
+    if optional and value is None:
+        return
     if not isinstance(value, int) or isinstance(value, bool) or (minimum is not None and value < minimum):
         bound = f" >= {minimum}" if minimum is not None else ""
         raise ValueError(f"`{name}` must be an integer{bound}, got {value!r}.")

@@ -11,7 +11,6 @@ from typing import Any
 import lightning.pytorch as pl
 import torch
 import torch.nn.functional as F
-import yaml
 from lightning.pytorch.utilities.model_helpers import is_overridden
 from torch import Tensor
 
@@ -130,8 +129,7 @@ class BatchMixer:
         check_in_range("prob", prob, 0.0, 1.0)
         check_in_range("switch_prob", switch_prob, 0.0, 1.0)
         check_bool("correct_lam", correct_lam)
-        if num_classes is not None:
-            check_int("num_classes", num_classes, minimum=2)
+        check_int("num_classes", num_classes, minimum=2, optional=True)
         check_int("seed", seed, minimum=0)
         check_bool("sync_across_ranks", sync_across_ranks)
         for name, key in (("input_key", input_key), ("target_key", target_key)):
@@ -275,16 +273,7 @@ _SETTINGS = (
 )
 
 
-def _represent_mixer(dumper: yaml.Dumper, mixer: BatchMixer) -> yaml.Node:
-    return dumper.represent_dict(mixer.to_dict())
-
-
-# A mixer in `save_hyperparameters()` goes to hparams.yaml as a mapping and to checkpoints as a dict (rebuilt
-# on load), so they load with `weights_only=True`; older checkpoints pickled it: allowed once imported.
-for _dumper in (yaml.Dumper, yaml.SafeDumper):
-    yaml.add_representer(BatchMixer, _represent_mixer, Dumper=_dumper)
-register_plain_type(BatchMixer)
-torch.serialization.add_safe_globals([BatchMixer])
+register_plain_type(BatchMixer)  # a dict in checkpoints, a mapping in hparams.yaml
 
 
 class BatchMixingMixin:

@@ -15,6 +15,7 @@ from lightning_recipes._checkpoint import plain_hyperparameters, rebuild_hyperpa
 from lightning_recipes._deprecation import LightningRecipesDeprecationWarning
 from lightning_recipes._validation import check_choice, did_you_mean
 from lightning_recipes._warn_once import warn_once
+from lightning_recipes.harness.loaders import first_loader, loader_batch_size
 from lightning_recipes.optim.build import build_optimizer, build_scheduler
 from lightning_recipes.optim.names import OPTIMIZERS, RECIPE_OPTIMIZERS
 from lightning_recipes.optim.param_groups import param_groups
@@ -340,20 +341,8 @@ def _train_batch_size(trainer: Any) -> int | None:
     """
     if trainer.train_dataloader is None and trainer.state.fn == "fit":
         trainer.fit_loop.setup_data()
-    return _loader_batch_size(trainer.train_dataloader)
-
-
-def _loader_batch_size(loader: Any) -> int | None:
-    if isinstance(loader, (list, tuple)) and loader:
-        loader = loader[0]
-    elif isinstance(loader, dict) and loader:
-        loader = next(iter(loader.values()))
-    if not isinstance(loader, DataLoader):
-        return None
-    if loader.batch_size is not None:
-        return int(loader.batch_size)
-    size = getattr(loader.batch_sampler, "batch_size", None)
-    return int(size) if isinstance(size, int) else None
+    loader = first_loader(trainer.train_dataloader)
+    return loader_batch_size(loader) if isinstance(loader, DataLoader) else None
 
 
 def _format_summary(

@@ -6,9 +6,6 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import torch
-import yaml
-
 from lightning_recipes._blocks import resolve_block_classes
 from lightning_recipes._checkpoint import register_plain_type
 from lightning_recipes._validation import (
@@ -222,19 +219,4 @@ def _check_block_classes(value: Any) -> None:
     resolve_block_classes(value)  # imports them: a typo fails here, not at fit
 
 
-def _represent_recipe(dumper: yaml.Dumper, recipe: OptimizerRecipe) -> yaml.Node:
-    return dumper.represent_dict(recipe.to_dict())
-
-
-# `save_hyperparameters()` + a logger write hparams.yaml with PyYAML; without this a recipe lands there as a
-# `!!python/object` tag that Lightning's own `load_hparams_from_yaml` cannot read. As a mapping, it loads as a
-# dict, which the mixins (and `OptimizerRecipe(**d)`) accept.
-for _dumper in (yaml.Dumper, yaml.SafeDumper):
-    yaml.add_representer(OptimizerRecipe, _represent_recipe, Dumper=_dumper)
-
-# A recipe saved by `save_hyperparameters()` goes into checkpoints as a dict (the mixins' on_save_checkpoint),
-# so they load with `weights_only=True` where this package is not installed; rebuilt on load.
-register_plain_type(OptimizerRecipe)
-# Checkpoints written before that pickled the recipe itself: allowed under torch.load's default
-# `weights_only=True` (it holds only numbers and strings) once this package is imported, so they still load.
-torch.serialization.add_safe_globals([OptimizerRecipe])
+register_plain_type(OptimizerRecipe)  # a dict in checkpoints, a mapping in hparams.yaml

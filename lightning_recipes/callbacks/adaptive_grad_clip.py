@@ -65,11 +65,9 @@ class AdaptiveGradClip(Callback):
         check_in_range("percentile", percentile, 0, 100, low_open=True)
         check_int("window", window, minimum=1)
         check_int("warmup_steps", warmup_steps, minimum=0)
-        if max_norm is not None:
-            check_positive("max_norm", max_norm)
+        check_positive("max_norm", max_norm, optional=True)
         p = check_norm_type(norm_type)
-        if warn_clipped_fraction is not None:
-            check_in_range("warn_clipped_fraction", warn_clipped_fraction, 0, 1, low_open=True)
+        check_in_range("warn_clipped_fraction", warn_clipped_fraction, 0, 1, low_open=True, optional=True)
         check_prefix(prefix)
         self.percentile = float(percentile)
         self.window = window

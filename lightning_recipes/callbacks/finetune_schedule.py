@@ -76,10 +76,8 @@ class FinetuneSchedule(Callback):
                 "Give exactly one of `unfreeze_at_epoch` and `unfreeze_at_step`, got "
                 f"unfreeze_at_epoch={unfreeze_at_epoch!r}, unfreeze_at_step={unfreeze_at_step!r}."
             )
-        if unfreeze_at_epoch is not None:
-            check_int("unfreeze_at_epoch", unfreeze_at_epoch, minimum=0)
-        if unfreeze_at_step is not None:
-            check_int("unfreeze_at_step", unfreeze_at_step, minimum=0)
+        check_int("unfreeze_at_epoch", unfreeze_at_epoch, minimum=0, optional=True)
+        check_int("unfreeze_at_step", unfreeze_at_step, minimum=0, optional=True)
         check_int("warmup_steps", warmup_steps, minimum=0)
         self.modules = names
         self.unfreeze_at_epoch = unfreeze_at_epoch

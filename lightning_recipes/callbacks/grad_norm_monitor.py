@@ -86,8 +86,7 @@ class GradNormMonitor(Callback):
         check_bool("log_update_ratio", log_update_ratio)
         self.log_param_norm = log_param_norm
         self.log_update_ratio = log_update_ratio
-        if log_every_n_steps is not None:
-            check_int("log_every_n_steps", log_every_n_steps, minimum=1)
+        check_int("log_every_n_steps", log_every_n_steps, minimum=1, optional=True)
         self.log_every_n_steps = log_every_n_steps
         check_prefix(prefix)
         self.prefix = prefix

@@ -24,6 +24,7 @@ from lightning_recipes.callbacks._trainer import (
     lightning_will_log,
     stepped,
 )
+from lightning_recipes.harness.loaders import first_loader
 
 __all__ = ["InputPipelineMonitor"]
 
@@ -149,8 +150,7 @@ class InputPipelineMonitor(Callback):
         self, warn_wait_fraction: float | None = 0.2, min_batches: int = 20, prefix: str = ""
     ) -> None:
         super().__init__()
-        if warn_wait_fraction is not None:
-            check_in_range("warn_wait_fraction", warn_wait_fraction, 0, 1, low_open=True)
+        check_in_range("warn_wait_fraction", warn_wait_fraction, 0, 1, low_open=True, optional=True)
         check_int("min_batches", min_batches, minimum=1)
         check_prefix(prefix)
         self.warn_wait_fraction = warn_wait_fraction
@@ -187,7 +187,7 @@ class InputPipelineMonitor(Callback):
         # front shifts this monitor one place on, so this hook runs once more, and finds the markers there.
         if self._markers and self._markers[1] in callback_list(trainer):
             return
-        self._markers = (_BatchArrived(self), _WorkEnded(self))
+        self._markers = (_Marker(self, "batch_arrived"), _Marker(self, "work_ended"))
         callback_list(trainer).insert(0, self._markers[0])
         callback_list(trainer).append(self._markers[1])
 
@@ -279,7 +279,7 @@ class InputPipelineMonitor(Callback):
         fetch_ms = 1e3 * self.total_fetch_s / self.total_batches
         step_ms = 1e3 * self.total_step_s / self.total_batches
         advice = loader_advice(
-            _train_loader(trainer),
+            first_loader(trainer.train_dataloader),
             fetch_ms=fetch_ms,
             step_ms=step_ms,
             device_type=trainer.strategy.root_device.type,
@@ -291,59 +291,40 @@ class InputPipelineMonitor(Callback):
         )
 
 
-class _BatchArrived(Callback):
-    """Placed first in ``callback_list(trainer)`` by :class:`InputPipelineMonitor`: marks the batch's
-    arrival."""
+class _Marker(Callback):
+    """Placed first (``"batch_arrived"``: the batch's arrival) or last (``"work_ended"``: the end of the
+    step's work) in ``callback_list(trainer)`` by :class:`InputPipelineMonitor`."""
 
-    def __init__(self, monitor: InputPipelineMonitor) -> None:
+    def __init__(self, monitor: InputPipelineMonitor, marks: str) -> None:
         self.monitor = monitor
+        self.marks = marks
 
     @property
     @override
     def state_key(self) -> str:
-        return f"{self.monitor.state_key}/batch_arrived"
+        return f"{self.monitor.state_key}/{self.marks}"
 
     @override
     def on_train_batch_start(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int
     ) -> None:
-        self.monitor._batch_arrived(trainer)
-
-
-class _WorkEnded(Callback):
-    """Placed last in ``callback_list(trainer)`` by :class:`InputPipelineMonitor`: marks the end of the step's
-    work."""
-
-    def __init__(self, monitor: InputPipelineMonitor) -> None:
-        self.monitor = monitor
-
-    @property
-    @override
-    def state_key(self) -> str:
-        return f"{self.monitor.state_key}/work_ended"
+        if self.marks == "batch_arrived":
+            self.monitor._batch_arrived(trainer)
 
     @override
     def on_train_batch_end(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
-        self.monitor._work_ended(trainer, pl_module)
+        if self.marks == "work_ended":
+            self.monitor._work_ended(trainer, pl_module)
 
     @override
     def teardown(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
-        # Last in the list, so removing the markers now skips no other callback's teardown.
-        if callback_list(trainer) and callback_list(trainer)[-1] is self:
+        # The last in the list removes both markers: no other callback's teardown is skipped.
+        if self.marks == "work_ended" and callback_list(trainer) and callback_list(trainer)[-1] is self:
             for marker in self.monitor._markers:
                 callback_list(trainer).remove(marker)
             self.monitor._markers = ()
-
-
-def _train_loader(trainer: pl.Trainer) -> Any:
-    loaders = trainer.train_dataloader
-    if isinstance(loaders, dict):
-        return next(iter(loaders.values()), None)
-    if isinstance(loaders, (list, tuple)):
-        return loaders[0] if loaders else None
-    return loaders
 
 
 # ---------------------------------------------------------------- pipeline advice

@@ -27,6 +27,7 @@ from typing_extensions import override
 
 from lightning_recipes._jsonable import jsonable
 from lightning_recipes._validation import check_bool, check_int
+from lightning_recipes.harness.loaders import loader_batch_size
 
 __all__ = ["RunManifest"]
 
@@ -256,20 +257,10 @@ def _hardware(trainer: pl.Trainer) -> dict[str, Any]:
 def _per_device_batch_size(trainer: pl.Trainer) -> int | None:
     loader = trainer.train_dataloader
     if isinstance(loader, Mapping):
-        loaders = list(loader.values())
-    elif isinstance(loader, (list, tuple)):
-        loaders = list(loader)
-    else:
-        loaders = [loader]
-    total = 0
-    for item in loaders:
-        size = getattr(item, "batch_size", None)
-        if size is None:
-            size = getattr(getattr(item, "batch_sampler", None), "batch_size", None)
-        if not isinstance(size, int):
-            return None
-        total += size
-    return total or None
+        loader = list(loader.values())
+    sizes = [loader_batch_size(item) for item in (loader if isinstance(loader, (list, tuple)) else [loader])]
+    known = [size for size in sizes if size is not None]
+    return (sum(known) or None) if len(known) == len(sizes) else None
 
 
 def _trainer_info(trainer: pl.Trainer) -> dict[str, Any]:

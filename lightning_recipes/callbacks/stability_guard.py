@@ -173,17 +173,17 @@ class StabilityGuard(Callback):
         check_choice("mode", self.mode, _MODES)
         for name in ("check_every_n_steps", "spike_window"):
             check_int(name, getattr(self, name), minimum=1)
-        if self.snapshot_every_n_steps is not None:  # None: adaptive
-            check_int("snapshot_every_n_steps", self.snapshot_every_n_steps, minimum=1)
+        # None: adaptive snapshots; no spike_k / spike_rtol rule
+        check_int("snapshot_every_n_steps", self.snapshot_every_n_steps, minimum=1, optional=True)
         check_in_range("snapshot_overhead", self.snapshot_overhead, 0.0, 1.0, low_open=True, high_open=True)
         check_bool("act_on_findings", self.act_on_findings)
         check_in_range("finding_lr_factor", self.finding_lr_factor, 0.0, 1.0, low_open=True)
         for name in ("spike_warmup_steps", "cooldown_steps", "max_rollbacks", "rollback_window_steps"):
             check_int(name, getattr(self, name), minimum=0)
-        if self.spike_k is not None:  # None disables the rule
-            check_positive("spike_k", self.spike_k)
-        if self.spike_rtol is not None:  # None disables the rule
-            check_in_range("spike_rtol", self.spike_rtol, 1.0, math.inf, low_open=True, high_open=True)
+        check_positive("spike_k", self.spike_k, optional=True)
+        check_in_range(
+            "spike_rtol", self.spike_rtol, 1.0, math.inf, low_open=True, high_open=True, optional=True
+        )
         check_in_range("lr_factor", self.lr_factor, 0.0, 1.0, low_open=True)
         check_non_negative("spike_min_rise", self.spike_min_rise)
         check_non_negative("spike_floor", self.spike_floor)

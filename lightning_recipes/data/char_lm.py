@@ -71,10 +71,7 @@ class CharLMDataModule(pl.LightningDataModule):
         check_int("seq_len", seq_len, minimum=1)
         check_int("batch_size", batch_size, minimum=1)
         check_in_range("val_fraction", val_fraction, 0.0, 1.0, low_open=True, high_open=True)
-        if max_chars is not None:
-            check_int(
-                "max_chars", max_chars, minimum=1
-            )  # 1 is fine: the vocabulary comes from the whole text
+        check_int("max_chars", max_chars, minimum=1, optional=True)  # the vocabulary: from the whole text
         check_int("seed", seed)
         check_int("num_workers", num_workers, minimum=0)
         self.save_hyperparameters()

@@ -112,8 +112,7 @@ class Harness:
     ) -> None:
         if not isinstance(model, pl.LightningModule):
             raise TypeError(f"`model` must be a LightningModule, got {type(model).__name__}.")
-        if num_classes is not None:
-            check_int("num_classes", num_classes, minimum=2)
+        check_int("num_classes", num_classes, minimum=2, optional=True)
         check_int("seed", seed)
         check_key("input_key", input_key)
         check_key("target_key", target_key)

@@ -22,6 +22,7 @@ __all__ = [
     "fit_combined_loader",
     "fit_dataloaders",
     "is_shuffled",
+    "loader_batch_size",
     "loader_length",
     "resolve_fit_data",
 ]
@@ -103,6 +104,21 @@ def is_shuffled(loader: Any) -> bool | None:
         return False
     shuffle = getattr(sampler, "shuffle", None)  # DistributedSampler and friends
     return bool(shuffle) if shuffle is not None else None
+
+
+def loader_batch_size(loader: Any) -> int | None:
+    """The samples per batch of one loader: its ``batch_size``, else its batch sampler's; ``None`` when
+    neither is an integer.
+
+    Example:
+        >>> from torch.utils.data import DataLoader
+        >>> loader_batch_size(DataLoader(range(10), batch_size=4)), loader_batch_size(range(3))
+        (4, None)
+    """
+    size = getattr(loader, "batch_size", None)
+    if size is None:
+        size = getattr(getattr(loader, "batch_sampler", None), "batch_size", None)
+    return size if isinstance(size, int) and not isinstance(size, bool) else None
 
 
 def loader_length(loader: Any) -> int | None:

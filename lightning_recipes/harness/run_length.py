@@ -25,10 +25,8 @@ def check_run_length(max_epochs: Any, max_steps: Any) -> None:
         ...
         ValueError: `max_steps` must be an integer >= 1, got 0.
     """
-    if max_epochs is not None:
-        check_int("max_epochs", max_epochs, minimum=1)
-    if max_steps is not None:
-        check_int("max_steps", max_steps, minimum=1)
+    check_int("max_epochs", max_epochs, minimum=1, optional=True)
+    check_int("max_steps", max_steps, minimum=1, optional=True)
 
 
 @dataclass(frozen=True)
