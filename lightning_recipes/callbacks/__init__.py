@@ -3,11 +3,6 @@
 (``*Check``, ``Preflight``) live in :mod:`lightning_recipes.checks`.
 """
 
-from __future__ import annotations
-
-import importlib
-from typing import TYPE_CHECKING, Any
-
 from lightning_recipes.callbacks.adaptive_grad_clip import AdaptiveGradClip
 from lightning_recipes.callbacks.early_stopping import EarlyStopping
 from lightning_recipes.callbacks.finetune_schedule import FinetuneSchedule
@@ -16,6 +11,25 @@ from lightning_recipes.callbacks.health_monitor import Finding, HealthMonitor
 from lightning_recipes.callbacks.input_pipeline_monitor import InputPipelineMonitor
 from lightning_recipes.callbacks.run_manifest import RunManifest
 from lightning_recipes.callbacks.stability_guard import StabilityGuard
+from lightning_recipes.checks import (  # every check class of checks.CHECKS (tests/checks/test_exports.py)
+    BatchIndependenceCheck,
+    CausalityCheck,
+    DataCheck,
+    EvalModeCheck,
+    GradFlowCheck,
+    InitLossCheck,
+    InputIndependenceCheck,
+    LoaderCheck,
+    LossCheck,
+    OptimizationCheck,
+    OverfitBatchCheck,
+    PaddingCheck,
+    Preflight,
+    ScheduleCheck,
+    SplitOverlapCheck,
+    TargetLeakageCheck,
+    ValidationPathCheck,
+)
 
 __all__: list[str] = [
     "AdaptiveGradClip",
@@ -45,39 +59,3 @@ __all__: list[str] = [
     "TargetLeakageCheck",
     "ValidationPathCheck",
 ]
-
-# the check classes, re-exported from lightning_recipes.checks and imported on first use (PEP 562)
-_CHECKS = frozenset(__all__) - set(globals())
-
-
-def __getattr__(name: str) -> Any:
-    """A check class of :mod:`lightning_recipes.checks`, imported on first use."""
-    if name not in _CHECKS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module("lightning_recipes.checks"), name)
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
-
-
-if TYPE_CHECKING:
-    from lightning_recipes.checks import (  # every class of checks.CHECKS (tests/checks/test_exports.py)
-        BatchIndependenceCheck,
-        CausalityCheck,
-        DataCheck,
-        EvalModeCheck,
-        GradFlowCheck,
-        InitLossCheck,
-        InputIndependenceCheck,
-        LoaderCheck,
-        LossCheck,
-        OptimizationCheck,
-        OverfitBatchCheck,
-        PaddingCheck,
-        Preflight,
-        ScheduleCheck,
-        SplitOverlapCheck,
-        TargetLeakageCheck,
-        ValidationPathCheck,
-    )
