@@ -113,11 +113,14 @@ def gradient_spikes(
         >>> [(int(r[0]), int(r[2]), int(r[5])) for r in found.outliers], found.exploded
         ([(7, 7, 5)], [])
     """
+    # the interval's first step: the last check's (a step whose norm was not finite may have no record)
+    previous = history.streaks.get("previous_check_step", -1)
+    history.streaks["previous_check_step"] = data.step
     records = [r for r in data.step_records if math.isfinite(r[1]) and r[1] > 0]
     found = GradientSpikes(steps=len(records))
     if not records:
         return found
-    first = data.step - (data.step_records[-1][0] + 1)  # the interval's first step
+    first = previous if 0 <= previous < data.step else data.step - (data.step_records[-1][0] + 1)
     epochs = _epochs(records, data.epoch)
     pool = list(history.calm_norms)
     carried = statistics.median(pool) if pool else math.nan
