@@ -30,7 +30,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lightning_recipes._stats import ROBUST_SIGMA
-
 from lightning_recipes.callbacks._health_window import (
     DEFAULT_THRESHOLDS,  # noqa: F401  (the doctests)
     Cause,
@@ -268,12 +267,12 @@ def dead_unit_causes(
     few = 0 < len(spikes) <= MAX_OUTLIER_BATCHES
     # the run was healthy at this LR right up to the outlier batches (the update ratio at the check before
     # them within ``ratio_high``): the large steps after them are their aftermath, not the LR's
-    before = rows[first - 1] if first >= 1 else None
+    last_calm = rows[first - 1] if first >= 1 else None
     calm_before = (
         few
-        and before is not None
-        and before[2] <= t["ratio_high"]
-        and (not math.isfinite(lr_at_death) or before[3] >= lr_at_death / 1.5)
+        and last_calm is not None
+        and last_calm[2] <= t["ratio_high"]
+        and (not math.isfinite(lr_at_death) or last_calm[3] >= lr_at_death / 1.5)
     )
     worst = max(dead, key=lambda m: dead[m])
 
@@ -292,8 +291,11 @@ def dead_unit_causes(
             "step": int(survived[-1][0]),
             "ratio": survived[-1][2],
         }
-    if calm_before and before is not None:
-        lr.evidence_against["ratio_before_outlier_batches"] = {"step": int(before[0]), "ratio": before[2]}
+    if calm_before and last_calm is not None:
+        lr.evidence_against["ratio_before_outlier_batches"] = {
+            "step": int(last_calm[0]),
+            "ratio": last_calm[2],
+        }
     data_cause = Cause("outlier_batches")
     if few:
         data_cause.evidence_for["spike_steps"] = [int(s[0]) for s in spikes]
@@ -324,9 +326,9 @@ def dead_unit_causes(
             f"(gradient {max(s[3] for s in spikes):.0f}x the steps before)"
         )
         action = (
-            f"Find the samples of the batches at steps {steps} ({_rows(spikes)}) and fix them (sentinel values "
-            "such as -999, unscaled columns, corrupt rows): the units "
-            "died right after them, at an LR that had not killed them before. Keep the LR."
+            f"Find the samples of the batches at steps {steps} ({_rows(spikes)}) and fix them (sentinel "
+            "values such as -999, unscaled columns, corrupt rows): the units died right after them, at an LR "
+            "that had not killed them before. Keep the LR."
         )
     elif lr_for:
         cause = "learning_rate"
@@ -341,9 +343,8 @@ def dead_unit_causes(
         ""
         if cause is not None
         else "What tells them apart: the dead fraction on the first batch (dead at step 0: the "
-        "initialisation), gradient spikes on a few batches with extreme values just before the units died (the "
-        "data), or units dying "
-        "at large update ratios at an LR that had not killed them before (the LR)."
+        "initialisation), gradient spikes on a few batches with extreme values just before the units died "
+        "(the data), or units dying at large update ratios at an LR that had not killed them before (the LR)."
     )
     return cause == "learning_rate", Diagnosis(headline(text), causes, cause, action, tell)
 
@@ -351,7 +352,9 @@ def dead_unit_causes(
 def _rows(spikes: list[list[float]]) -> str:
     """Where the outlier batches' extreme values sit: ``batch b row r (|input| v)``, at most three."""
     return "; ".join(
-        f"batch {int(s[2])}" + (f" row {int(s[5])}" if len(s) > 5 and s[5] >= 0 else "") + f" |input| {_fmt(s[4])}"
+        f"batch {int(s[2])}"
+        + (f" row {int(s[5])}" if len(s) > 5 and s[5] >= 0 else "")
+        + f" |input| {_fmt(s[4])}"
         for s in spikes[:3]
     )
 

@@ -10,7 +10,6 @@ import math
 import statistics
 
 from lightning_recipes._stats import (
-    ROBUST_SIGMA,
     difference_noise,
     mean_se,
     significantly_above,
@@ -223,8 +222,8 @@ def lr_too_high(data: CheckData, history: History, t: dict[str, float]) -> Decis
         what = f"the loss has not fallen significantly in {k} checks (now {_fmt(data.loss_mean)})"
     else:
         what = (
-            f"has been above 1e-2 for {k} checks while the weights grew {_fmt(growth)}x since step 0 (the loss "
-            f"{_fmt(data.loss_mean)})"
+            f"has been above 1e-2 for {k} checks while the weights grew {_fmt(growth)}x since step 0 "
+            f"(the loss {_fmt(data.loss_mean)})"
         )
     factor = lower_lr_by(ratios.median)
     target = f" (from {_fmt(lr)} to about {_fmt(lr / factor)})" if math.isfinite(lr) else ""
@@ -994,7 +993,9 @@ def exploding_gradients(
     earlier = [g for g in history.grad_totals if math.isfinite(g)]
     grad_bad = data.grad_sampled and not math.isfinite(data.grad_total)
     baseline = statistics.median(earlier) if earlier else math.nan
-    sampled = data.grad_sampled and (grad_bad or (earlier and data.grad_total > t["explode_factor"] * baseline))
+    sampled = data.grad_sampled and (
+        grad_bad or (earlier and data.grad_total > t["explode_factor"] * baseline)
+    )
     if not (sampled or found.exploded):
         return None
     top = sorted(data.group_grad_rms.items(), key=lambda kv: -kv[1] if math.isfinite(kv[1]) else -math.inf)
@@ -1045,7 +1046,8 @@ def exploding_gradients(
     )
     line = headline(
         f"exploding_gradients at step {data.step}: gradient {_fmt(max(r[3] for r in found.exploded))}x the "
-        f"steps before, set off by batch {int(trigger[2])} at step {int(trigger[0])} (|input| {_fmt(trigger[4])})"
+        f"steps before, set off by batch {int(trigger[2])} at step {int(trigger[0])} "
+        f"(|input| {_fmt(trigger[4])})"
     )
     return Diagnosed(evidence, action, Diagnosis(line, [data_cause, dynamics], "outlier_batches", action))
 

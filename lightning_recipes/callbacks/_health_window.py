@@ -199,10 +199,10 @@ class History:
     dead_seen: list[list[float]] = field(default_factory=list)
     #: per layer, the dead fraction on the run's first batch, before any update (empty: not measured)
     dead_step0: dict[str, float] = field(default_factory=dict)
-    #: the run's outlier batches so far (``_health_causes.gradient_spikes``: ``[step, epoch, batch, gradient norm
-    #: x the calm steps' before it, largest |input|, its row]``, the last 20)
+    #: the run's outlier batches so far (``_health_causes.gradient_spikes``: ``[step, epoch, batch,
+    #: gradient norm x the calm steps' before it, largest |input|, its row]``, the last 20)
     spikes: list[list[float]] = field(default_factory=list)
-    #: the gradient norms of the last calm steps (no spike): the baseline the next interval's steps are judged by
+    #: the gradient norms of the last calm steps (no spike): the baseline the next interval is judged by
     calm_norms: list[float] = field(default_factory=list)
     #: the tracked parameters' norm at the last check (NaN: none yet)
     last_param_norm: float = math.nan

@@ -10,6 +10,7 @@ the causes weighed with their evidence for and against, one cause or none, one a
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from typing import Any
@@ -323,7 +324,7 @@ class Task(pl.LightningModule):
 
 def relu_mlp(*sizes: int) -> nn.Sequential:
     layers: list[nn.Module] = []
-    for a, b in zip(sizes, sizes[1:]):
+    for a, b in itertools.pairwise(sizes):
         layers += [nn.Linear(a, b), nn.ReLU()]
     return nn.Sequential(*layers[:-1])
 
@@ -419,12 +420,16 @@ def test_sgd_at_an_adam_sized_lr_sitting_at_chance_is_lr_too_low() -> None:
     # SGD with momentum at 2e-5: updates ~1e-5 of the weights, above SGD's floor (1e-6: near a minimum the
     # gradient is small), but the loss sits at ln 10, where no minimum excuses a small step; the old monitor
     # said loss_plateau. The twin at a working LR learns and gets nothing.
-    torch.manual_seed(0)
-    found = findings_of(Task(relu_mlp(64, 128, 128, 10), F.cross_entropy, sgd(2e-5)), digits_loader(), 150, 25)
+    def run(lr: float) -> list[Finding]:
+        torch.manual_seed(0)
+        return findings_of(
+            Task(relu_mlp(64, 128, 128, 10), F.cross_entropy, sgd(lr)), digits_loader(), 150, 25
+        )
+
+    found = run(2e-5)
     assert [f.problem for f in found] == ["lr_too_low"], [f.headline for f in found]
     assert found[0].evidence["floor"] == 1e-4 and "Raise the learning rate" in found[0].advice
-    torch.manual_seed(0)
-    assert findings_of(Task(relu_mlp(64, 128, 128, 10), F.cross_entropy, sgd(0.05)), digits_loader(), 150, 25) == []
+    assert run(0.05) == []
 
 
 class TinyTransformer(nn.Module):

@@ -225,7 +225,7 @@ def test_a_problem_that_flickers_for_one_check_is_one_finding() -> None:
 
 
 def _adaptive_run(ratio: float, growth: float) -> list[tuple[int, str]]:
-    """AdamW steps of ``ratio`` at 6 checks while the loss falls steadily and the weights grow to ``growth``x."""
+    """AdamW steps of ``ratio`` at 6 checks, the loss falling steadily, the weights growing to ``growth``x."""
     checks = []
     for i in range(6):
         data = _check(16 * (i + 1), 1.2 - 0.1 * i, ratio, std=0.05, slope=-0.006, lr=5e-2)
