@@ -98,7 +98,7 @@ def gradient_spikes(
     """The interval's outlier batches and exploded steps (``data.step_records``), each step's gradient norm
     against the median of the last :data:`BASELINE_STEPS` calm steps before it (carried over checks in
     ``history.calm_norms``; a spike does not join them). A spike: ``outlier_factor`` x that baseline and
-    beyond the interval's own step-to-step noise (``confidence_z`` robust deviations of the log ratios).
+    beyond the calm steps' own scatter (``confidence_z`` robust deviations of their log ratios).
     An extreme batch: one holding a value ``outlier_factor`` x the largest |input| a batch of the interval
     typically holds. Consecutive spikes are one episode: when its ordinary batches reach ``explode_factor``
     x the baseline the gradients exploded (began by an extreme batch: that batch is the cause); otherwise its
