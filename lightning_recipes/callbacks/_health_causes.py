@@ -3,10 +3,16 @@ holds for and against each, and the one root cause the evidence names (or, when 
 what would). Pure host functions over one check's :class:`CheckData` and the :class:`History`, after
 the check's one sync.
 
+Outlier batches are one notion (:func:`gradient_spikes`), used as a finding (``outlier_batches``) and as a
+cause (of dead units, of an exploding gradient, of a loss that rose): a step whose gradient norm stands
+``outlier_factor`` x above the calm steps *before* it, on a batch that holds a value ``outlier_factor`` x the
+largest |input| a batch usually holds. Judged against the steps before, not on both sides: the steps after an
+outlier batch carry its aftermath (momentum, weights knocked off), which would hide the batch that began it.
+
 Dead units have three usual causes, told apart by *when* they died: on the run's first batch, before any
-update (the initialisation: the learning rate cannot have done it), right after a few batches whose loss
-spiked far above the interval's median (outlier samples in the data), or while the updates were large at an
-LR that had not killed them before (the learning rate). Non-finite weights are the step's that wrote them:
+update (the initialisation: the learning rate cannot have done it), right after a few outlier batches at an
+LR that ran at healthy update ratios up to them (the data), or while the updates were large at an LR that had
+not killed them before (the learning rate). Non-finite weights are the step's that wrote them:
 the first non-finite loss after the last check with finite weights names it.
 
 Example:
@@ -19,24 +25,30 @@ Example:
 from __future__ import annotations
 
 import math
+import statistics
+from dataclasses import dataclass, field
 from typing import Any
 
+from lightning_recipes._stats import ROBUST_SIGMA
 from lightning_recipes.callbacks._health_window import (
     DEFAULT_THRESHOLDS,  # noqa: F401  (the doctests)
     Cause,
     CheckData,
     Diagnosis,
     History,
-    Spike,
     default_headline,
     headline,
 )
 
 __all__ = [
+    "BASELINE_STEPS",
     "MAX_OUTLIER_BATCHES",
     "RISE",
+    "GradientSpikes",
     "dead_unit_causes",
     "dying_window",
+    "gradient_spikes",
+    "outliers_since",
     "plain_diagnosis",
     "ranked",
     "record_check",
@@ -45,35 +57,165 @@ __all__ = [
 
 #: A rise of the dead fraction by this much between two checks is units dying (not measurement noise).
 RISE = 0.1
-#: At most this many spiking batches in the window where units died: "a few outlier batches".
+#: At most this many outlier batches in an interval (and a quarter of its steps): "a few outlier batches".
 MAX_OUTLIER_BATCHES = 5
+#: A step's gradient norm is judged against the median of this many calm steps before it (3 at least).
+BASELINE_STEPS = 8
+_MIN_BASELINE = 3
 _KEPT_SPIKES = 20
+
+
+@dataclass
+class GradientSpikes:
+    """One interval's gradient-norm spikes, each step against the calm steps before it (rows
+    ``[step, epoch, batch, gradient norm x its baseline, largest |input|, its row]``).
+
+    ``outliers``: a few spikes on batches holding an extreme value, the steps after them calm (the
+    ``outlier_batches`` finding); ``exploded``: steps on ordinary batches ``explode_factor`` x their baseline
+    (``exploding_gradients``), and ``triggers``: the outlier batches that began those steps' episode (the
+    explosion's cause); ``many``: extreme-batch spikes beyond "a few" (heavy-tailed data, not a few rows)."""
+
+    outliers: list[list[float]] = field(default_factory=list)
+    exploded: list[list[float]] = field(default_factory=list)
+    triggers: list[list[float]] = field(default_factory=list)
+    many: int = 0
+    steps: int = 0
+    typical_input: float = math.nan
+    typical_norm: float = math.nan
+
+
+def _epochs(records: list[tuple[int, float, int, int, int, float]], epoch: int) -> list[int]:
+    """Each record's epoch: the check's for the last, one less before each reset of the batch index."""
+    out = [epoch] * len(records)
+    for i in range(len(records) - 2, -1, -1):
+        out[i] = out[i + 1] - (1 if records[i][2] > records[i + 1][2] else 0)
+    return out
+
+
+def gradient_spikes(
+    data: CheckData, history: History, t: dict[str, float], jump: float = 1.0
+) -> GradientSpikes:
+    """The interval's outlier batches and exploded steps (``data.step_records``), each step's gradient norm
+    against the median of the last :data:`BASELINE_STEPS` calm steps before it (carried over checks in
+    ``history.calm_norms``; a spike does not join them). A spike: ``outlier_factor`` x that baseline and
+    beyond the calm steps' own scatter (``confidence_z`` robust deviations of their log ratios).
+    An extreme batch: one holding a value ``outlier_factor`` x the largest |input| a batch of the interval
+    typically holds. Consecutive spikes are one episode: when its ordinary batches reach ``explode_factor``
+    x the baseline the gradients exploded (began by an extreme batch: that batch is the cause); otherwise its
+    extreme batches are outlier batches, when they are a few (:data:`MAX_OUTLIER_BATCHES`, a quarter of the
+    steps). Records the outliers and triggers in ``history.spikes``.
+
+    Example:
+        >>> records = [(k, 1.0 + 0.1 * (k % 3), k, 0, 0, 3.0) for k in range(20)]
+        >>> records[7] = (7, 3000.0, 7, 5, 0, 999.0)
+        >>> found = gradient_spikes(CheckData(20, 0, step_records=records), History(), DEFAULT_THRESHOLDS)
+        >>> [(int(r[0]), int(r[2]), int(r[5])) for r in found.outliers], found.exploded
+        ([(7, 7, 5)], [])
+    """
+    # the interval's first step: the last check's (a step whose norm was not finite may have no record)
+    previous = history.streaks.get("previous_check_step", -1)
+    history.streaks["previous_check_step"] = data.step
+    records = [r for r in data.step_records if math.isfinite(r[1]) and r[1] > 0]
+    found = GradientSpikes(steps=len(records))
+    if not records:
+        return found
+    first = previous if 0 <= previous < data.step else data.step - (data.step_records[-1][0] + 1)
+    epochs = _epochs(records, data.epoch)
+    pool = list(history.calm_norms)
+    carried = statistics.median(pool) if pool else math.nan
+    calm = [math.log(x / carried) for x in pool if carried > 0 and x > 0]  # the last calm steps' scatter
+    ratios: list[float] = []
+    for r in records:
+        base = statistics.median(pool[-BASELINE_STEPS:]) if len(pool) >= _MIN_BASELINE else math.nan
+        q = math.log(r[1] / base) if base > 0 else math.nan
+        ratios.append(q)
+        if not q > math.log(t["outlier_factor"]):
+            pool.append(r[1])
+    history.calm_norms = pool[-BASELINE_STEPS:]
+    # the noise of calm steps against their baseline (the spikes themselves would inflate it)
+    calm += [q for q in ratios if math.isfinite(q) and q <= math.log(t["outlier_factor"])]
+    if len(calm) < 5:
+        return found
+    centre = statistics.median(calm)
+    noise = centre + t["confidence_z"] * ROBUST_SIGMA * statistics.median(abs(q - centre) for q in calm)
+    extremes = [r[5] for r in records if math.isfinite(r[5])]
+    found.typical_input = statistics.median(extremes) if extremes else math.nan
+    found.typical_norm = statistics.median(r[1] for r in records)
+    spike = [q > max(math.log(t["outlier_factor"]), noise) for q in ratios]
+    extreme = [math.isfinite(r[5]) and r[5] > t["outlier_factor"] * found.typical_input for r in records]
+    # a blow-up the run felt: the weights' norm or the loss at least doubled (``growth_high``) since the last
+    # check; one large gradient the run does not feel is a hard batch (a memorising model's unfitted sample)
+    felt = jump >= t["growth_high"]
+    exploded = [
+        felt and s and not x and q > max(math.log(t["explode_factor"]), noise)
+        for s, x, q in zip(spike, extreme, ratios)
+    ]
+
+    def row(i: int) -> list[float]:
+        r = records[i]
+        return [first + r[0], epochs[i], r[2], math.exp(ratios[i]), r[5], r[3]]
+
+    outliers: list[int] = []
+    i = 0
+    while i < len(records):
+        if not spike[i]:
+            i += 1
+            continue
+        j = i
+        while j < len(records) and spike[j]:
+            j += 1
+        episode = range(i, j)
+        if any(exploded[k] for k in episode):
+            found.exploded += [row(k) for k in episode if exploded[k]]
+            if extreme[i]:  # the episode began on an extreme batch: it set the explosion off
+                found.triggers += [row(k) for k in episode if extreme[k]]
+        else:
+            outliers += [k for k in episode if extreme[k]]
+        i = j
+    extreme_spikes = len(outliers) + len(found.triggers)
+    if extreme_spikes > min(MAX_OUTLIER_BATCHES, max(1, len(records) // 4)):
+        found.many, found.triggers, outliers = extreme_spikes, [], []
+    found.outliers = [row(k) for k in outliers]
+    history.spikes = [*history.spikes, *found.outliers, *found.triggers][-_KEPT_SPIKES:]
+    return found
+
+
+def outliers_since(history: History, step: float) -> list[list[float]]:
+    """The recorded outlier batches at or after ``step`` (after the first check: the early transient is no
+    evidence)."""
+    first = history.loss_steps[0] if history.loss_steps else 0
+    return [s for s in history.spikes if s[0] >= max(step, first)]
 
 
 def _fmt(value: float) -> str:
     return f"{value:.3g}"
 
 
-def record_check(data: CheckData, history: History, ratio: float, lr: float, t: dict[str, float]) -> None:
+def record_check(
+    data: CheckData, history: History, ratio: float, lr: float, t: dict[str, float]
+) -> GradientSpikes:
     """Keep what attribution needs from this check: the dead fractions at step 0, the largest dead fraction
-    with the step size, the loss spikes (``spike_z`` robust deviations and 2x the median), and whether the
-    weights were finite."""
+    with the step size, the outlier batches (:func:`gradient_spikes`, returned), and whether the weights were
+    finite."""
     if not history.dead_step0 and (data.dead_start or data.dead_rows_start):
         history.dead_step0 = {**data.dead_rows_start, **data.dead_start}
     measured = [*data.dead.values(), *data.dead_rows.values()]
     if measured:
         history.dead_seen.append([float(data.step), max(measured), ratio, lr])
-    spikes = [s for s in data.loss_spikes if s.z >= t["spike_z"] and s.times >= 2.0]
-    if data.loss_spike_count > MAX_OUTLIER_BATCHES:  # spikes everywhere: not a few outlier batches
-        spikes = [Spike(s.step, s.epoch, s.batch, s.times, -1.0) for s in spikes]
-    history.spikes = [*history.spikes, *([s.step, s.epoch, s.batch, s.times, s.z] for s in spikes)]
-    history.spikes = history.spikes[-_KEPT_SPIKES:]
+    before = history.last_param_norm if math.isfinite(history.last_param_norm) else data.param_norm_start
+    loss_before = history.losses[-1] if history.losses else data.loss_head
+    jumps = [data.param_norm / before if before > 0 else math.nan]
+    jumps.append(data.loss_mean / loss_before if loss_before > 0 else math.nan)
+    spikes = gradient_spikes(data, history, t, max((j for j in jumps if math.isfinite(j)), default=1.0))
+    if math.isfinite(data.param_norm):
+        history.last_param_norm = data.param_norm
     if data.first_nonfinite_step is not None:
         known = history.streaks.get("first_nonfinite_loss_step", -1)
         if known < 0:
             history.streaks["first_nonfinite_loss_step"] = data.first_nonfinite_step
     if data.grad_sampled and not data.nonfinite_weights and math.isfinite(data.param_norm):
         history.finite_weights_step = data.step
+    return spikes
 
 
 def dying_window(history: History, t: dict[str, float]) -> tuple[int, int, int]:
@@ -95,10 +237,9 @@ def dying_window(history: History, t: dict[str, float]) -> tuple[int, int, int]:
 
 
 def spikes_between(history: History, start: int, end: int) -> list[list[float]]:
-    """The recorded loss spikes at steps in ``[start, end)``, after the first check (the loss's own early
-    transient is no evidence)."""
-    first = history.loss_steps[0] if history.loss_steps else 0
-    return [s for s in history.spikes if max(start, first) <= s[0] < end]
+    """The recorded outlier batches at steps in ``[start, end)``, after the first check (the early transient
+    is no evidence)."""
+    return [s for s in outliers_since(history, start) if s[0] < end]
 
 
 def dead_unit_causes(
@@ -123,9 +264,16 @@ def dead_unit_causes(
         if r[2] > t["ratio_high"] and math.isfinite(lr_at_death) and r[3] >= lr_at_death / 1.5
     ]
     spikes = sorted(spikes_between(history, start, end))
-    spread = [s for s in spikes if s[4] < 0]  # an interval whose losses spiked on many batches
-    spikes = [s for s in spikes if s[4] >= 0]
-    few = 0 < len(spikes) <= MAX_OUTLIER_BATCHES and not spread
+    few = 0 < len(spikes) <= MAX_OUTLIER_BATCHES
+    # the run was healthy at this LR right up to the outlier batches (the update ratio at the check before
+    # them within ``ratio_high``): the large steps after them are their aftermath, not the LR's
+    last_calm = rows[first - 1] if first >= 1 else None
+    calm_before = (
+        few
+        and last_calm is not None
+        and last_calm[2] <= t["ratio_high"]
+        and (not math.isfinite(lr_at_death) or last_calm[3] >= lr_at_death / 1.5)
+    )
     worst = max(dead, key=lambda m: dead[m])
 
     init = Cause("initialisation")
@@ -143,16 +291,22 @@ def dead_unit_causes(
             "step": int(survived[-1][0]),
             "ratio": survived[-1][2],
         }
+    if calm_before and last_calm is not None:
+        lr.evidence_against["ratio_before_outlier_batches"] = {
+            "step": int(last_calm[0]),
+            "ratio": last_calm[2],
+        }
     data_cause = Cause("outlier_batches")
     if few:
         data_cause.evidence_for["spike_steps"] = [int(s[0]) for s in spikes]
         data_cause.evidence_for["spike_batches"] = [f"epoch {int(s[1])} batch {int(s[2])}" for s in spikes]
-        data_cause.evidence_for["loss_x_median"] = max(s[3] for s in spikes)
+        data_cause.evidence_for["grad_norm_x_before"] = max(s[3] for s in spikes)
+        data_cause.evidence_for["largest_input"] = max(s[4] for s in spikes)
         data_cause.evidence_for["died_between_steps"] = [start, end]
-    elif spikes or spread:
-        data_cause.evidence_against["spiking_batches"] = f"more than {MAX_OUTLIER_BATCHES} per interval"
+    elif spikes:
+        data_cause.evidence_against["outlier_batches"] = f"more than {MAX_OUTLIER_BATCHES} in the window"
     else:
-        data_cause.evidence_against["loss_spikes_when_dying"] = 0
+        data_cause.evidence_against["outlier_batches_when_dying"] = 0
 
     fraction = dead[worst]
     if at_step0:
@@ -163,17 +317,18 @@ def dead_unit_causes(
             f"Re-initialise `{worst}` (He/Kaiming, a zero or small positive bias) or use LeakyReLU/GELU: its "
             "units were dead at step 0, before any update, so the learning rate is not the cause."
         )
-    elif few and (not lr_for or survived):
+    elif few and (not lr_for or survived or calm_before):
         cause = "outlier_batches"
+        history.streaks["outliers_named"] = 1
         steps = ", ".join(str(int(s[0])) for s in spikes[:3])
         text = (
             f"dead_units at step {data.step}: `{worst}` {fraction:.0%} dead after batches at steps {steps} "
-            f"(loss {max(s[3] for s in spikes):.0f}x median)"
+            f"(gradient {max(s[3] for s in spikes):.0f}x the steps before)"
         )
         action = (
-            f"Find the samples of the batches at steps {steps} (loss {_fmt(max(s[3] for s in spikes))}x the "
-            "median) and fix them (sentinel values such as -999, unscaled columns, corrupt rows): the units "
-            "died right after them, at an LR that had not killed them before. Keep the LR."
+            f"Find the samples of the batches at steps {steps} ({_rows(spikes)}) and fix them (sentinel "
+            "values such as -999, unscaled columns, corrupt rows): the units died right after them, at an LR "
+            "that had not killed them before. Keep the LR."
         )
     elif lr_for:
         cause = "learning_rate"
@@ -188,10 +343,20 @@ def dead_unit_causes(
         ""
         if cause is not None
         else "What tells them apart: the dead fraction on the first batch (dead at step 0: the "
-        "initialisation), loss spikes on a few batches just before the units died (the data), or units dying "
-        "at large update ratios at an LR that had not killed them before (the LR)."
+        "initialisation), gradient spikes on a few batches with extreme values just before the units died "
+        "(the data), or units dying at large update ratios at an LR that had not killed them before (the LR)."
     )
     return cause == "learning_rate", Diagnosis(headline(text), causes, cause, action, tell)
+
+
+def _rows(spikes: list[list[float]]) -> str:
+    """Where the outlier batches' extreme values sit: ``batch b row r (|input| v)``, at most three."""
+    return "; ".join(
+        f"batch {int(s[2])}"
+        + (f" row {int(s[5])}" if len(s) > 5 and s[5] >= 0 else "")
+        + f" |input| {_fmt(s[4])}"
+        for s in spikes[:3]
+    )
 
 
 def ranked(causes: list[Cause], named: str | None) -> list[Cause]:

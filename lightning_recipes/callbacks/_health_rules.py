@@ -10,7 +10,6 @@ import math
 import statistics
 
 from lightning_recipes._stats import (
-    ROBUST_SIGMA,
     difference_noise,
     mean_se,
     significantly_above,
@@ -18,7 +17,14 @@ from lightning_recipes._stats import (
     validation_se,
     weighted_median,
 )
-from lightning_recipes.callbacks._health_causes import dead_unit_causes, ranked, record_check
+from lightning_recipes.callbacks._health_causes import (
+    GradientSpikes,
+    dead_unit_causes,
+    gradient_spikes,
+    outliers_since,
+    ranked,
+    record_check,
+)
 from lightning_recipes.callbacks._health_window import (
     DEFAULT_THRESHOLDS,  # noqa: F401  (the doctests)
     PROBLEMS,
@@ -34,6 +40,7 @@ from lightning_recipes.callbacks._health_window import (
 __all__ = [
     "RULES",
     "UpdateRatios",
+    "at_start_level",
     "data_stall",
     "dead_units",
     "decide",
@@ -47,6 +54,7 @@ __all__ = [
     "not_learning",
     "outlier_batches",
     "overfitting",
+    "ratio_floor",
     "saturated_activations",
     "settle",
     "stall_noise",
@@ -145,15 +153,18 @@ def progressing(data: CheckData, history: History, t: dict[str, float], k: int) 
 
 def _rise(data: CheckData, history: History, t: dict[str, float]) -> tuple[str, float] | None:
     """``(what, from)`` when this interval's loss is significantly and ``rise_rtol`` above the previous
-    interval's or the best earlier one's."""
+    interval's or the best earlier one's, and no outlier batch came after that interval (then the batch, not
+    the LR, threw the loss up: ``_health_causes.gradient_spikes``)."""
     if not (history.losses and math.isfinite(data.loss_mean)):
         return None
     se = interval_se(data)
     best = min(range(len(history.losses)), key=lambda i: history.losses[i])
     for what, i in (("the previous check's", len(history.losses) - 1), ("its best", best)):
         before, before_se = history.losses[i], history.loss_ses[i] if i < len(history.loss_ses) else math.nan
-        if data.loss_mean > (1.0 + t["rise_rtol"]) * before and significantly_above(
-            data.loss_mean, se, before, before_se, t["confidence_z"]
+        if (
+            data.loss_mean > (1.0 + t["rise_rtol"]) * before
+            and significantly_above(data.loss_mean, se, before, before_se, t["confidence_z"])
+            and not outliers_since(history, history.loss_steps[i] if i < len(history.loss_steps) else 0)
         ):
             return what, before
     return None
@@ -170,7 +181,11 @@ def lower_lr_by(ratio: float) -> int:
 
 def lr_too_high(data: CheckData, history: History, t: dict[str, float]) -> Decision | None:
     """The update ratio is above ``ratio_high`` and the loss rose significantly, or above ``ratio_stuck`` and
-    the loss made no significant progress over ``plateau_checks`` checks.
+    the loss made no significant progress over ``plateau_checks`` checks, unless outlier batches came in
+    between (the data threw the loss up); or, for an adaptive optimizer, the update ratio above
+    ``ratio_high`` at every one of ``plateau_checks`` checks while the weights grew ``growth_high`` x since
+    step 0 (steps of over 1% of the weights, for 5 checks running, throw them around whatever the loss does:
+    an adaptive optimizer's ratio is its LR against the weights' scale).
 
     Example:
         >>> data = CheckData(0, 0, loss_mean=2.0, loss_count=20, loss_std=0.1,
@@ -184,14 +199,32 @@ def lr_too_high(data: CheckData, history: History, t: dict[str, float]) -> Decis
         return None
     rise = _rise(data, history, t)
     k = int(t["plateau_checks"])
-    stuck = ratios.median > t["ratio_stuck"] and progressing(data, history, t, k) is False
-    if rise is None and not stuck:
+    window_start = history.loss_steps[-k] if len(history.loss_steps) >= k else 0
+    stuck = (
+        ratios.median > t["ratio_stuck"]
+        and progressing(data, history, t, k) is False
+        and not outliers_since(history, window_start)
+    )
+    growth = data.param_norm / data.param_norm_start if data.param_norm_start > 0 else math.nan
+    recent = [*history.ratios[-(k - 1) :], ratios.median] if len(history.ratios) >= k - 1 else []
+    sustained = (
+        ratios.family == "adaptive"
+        and bool(recent)
+        and min(recent) > t["ratio_high"]
+        and growth > t["growth_high"]
+    )
+    if rise is None and not stuck and not sustained:
         return None
     lr = ratios.largest_lr()
     if rise is not None:
         what = f"the loss rose from {_fmt(rise[1])} ({rise[0]}) to {_fmt(data.loss_mean)}"
-    else:
+    elif stuck:
         what = f"the loss has not fallen significantly in {k} checks (now {_fmt(data.loss_mean)})"
+    else:
+        what = (
+            f"has been above 1e-2 for {k} checks while the weights grew {_fmt(growth)}x since step 0 "
+            f"(the loss {_fmt(data.loss_mean)})"
+        )
     factor = lower_lr_by(ratios.median)
     target = f" (from {_fmt(lr)} to about {_fmt(lr / factor)})" if math.isfinite(lr) else ""
     return (
@@ -202,7 +235,8 @@ def lr_too_high(data: CheckData, history: History, t: dict[str, float]) -> Decis
             "optimizer_family": ratios.family,
             "loss": data.loss_mean,
             "loss_before": rise[1] if rise is not None else history.losses[-k + 1] if k > 1 else math.nan,
-        },
+        }
+        | ({"weight_growth": growth} if rise is None and not stuck else {}),
         f"Each step changes the weights by {_fmt(ratios.median)} of their norm (healthy: ~1e-3) and {what}. "
         f"Lower the learning rate about {factor}x{target}, or run an LR range test; add warm-up, or clip.",
     )
@@ -224,11 +258,37 @@ def _annealing(data: CheckData, history: History, lr: float, t: dict[str, float]
     return late and decaying
 
 
+def at_start_level(data: CheckData, history: History, t: dict[str, float]) -> bool:
+    """The loss still sits within ``trivial_band`` of its level at initialisation (the level of knowing
+    nothing): the run is not at a minimum."""
+    start = history.start_loss
+    return math.isfinite(start) and start > 0 and data.loss_mean >= (1.0 - t["trivial_band"]) * start
+
+
+def ratio_floor(ratios: UpdateRatios, data: CheckData, history: History, t: dict[str, float]) -> float:
+    """The update ratio below which the LR is too low: the family's floor, and the adaptive one's
+    (``ratio_low``) for SGD while the loss sits at its level at initialisation. SGD's update is the LR times
+    the gradient, and only at a minimum does a small gradient excuse a small update; a run that knows
+    nothing yet is not at a minimum.
+
+    Example:
+        >>> data = CheckData(0, 0, loss_mean=2.3, update_ratio={"fc1": 2e-5}, group_family={"fc1": "sgd"})
+        >>> ratio_floor(update_ratios(data), data, History(start_loss=2.3), DEFAULT_THRESHOLDS)
+        0.0001
+    """
+    floor = ratios.low(t)
+    if ratios.family != "adaptive" and at_start_level(data, history, t):
+        return max(floor, t["ratio_low"])
+    return floor
+
+
 def lr_too_low(
     data: CheckData, history: History, t: dict[str, float], cannot_learn: bool = False
 ) -> Decision | None:
-    """The update ratio is below its family's floor with a loss that is not falling significantly,
-    ``persist_checks`` checks in a row (one when 1000x below: a collapsed LR).
+    """The update ratio is below its floor (:func:`ratio_floor`) with a loss that is not falling
+    significantly, ``persist_checks`` checks in a row (one when 1000x below: a collapsed LR); never while
+    the weights have grown ``growth_blown`` x since step 0 (then the ratio is small because the weights blew
+    up, an explosion's aftermath, not because the LR is).
 
     Example:
         >>> data = CheckData(0, 0, loss_mean=1.0, loss_count=20, loss_std=0.05, update_ratio={"fc1": 1e-7})
@@ -237,8 +297,9 @@ def lr_too_low(
         1e-07
     """
     ratios = update_ratios(data)
-    floor = ratios.low(t)
+    floor = ratio_floor(ratios, data, history, t)
     lr = ratios.largest_lr()
+    growth = data.param_norm / data.param_norm_start if data.param_norm_start > 0 else math.nan
     previous_se = history.loss_ses[-1] if history.loss_ses else math.nan
     # an LR cut to below 1/1000 of its peak (a scheduler's gamma, a LambdaLR factor): the update ratio lags
     # behind it while momentum decays, the LR itself does not
@@ -264,6 +325,7 @@ def lr_too_low(
         and math.isfinite(data.loss_mean)
         and not falling
         and not cannot_learn
+        and not growth > t["growth_blown"]
         and not _warming_up(history, lr)
         and not _annealing(data, history, lr, t)
     )
@@ -289,7 +351,9 @@ def lr_too_low(
             "loss": data.loss_mean,
         },
         f"Each step changes the weights by only {_fmt(ratios.median)} of their norm (below {_fmt(floor)} for "
-        f"{ratios.family} optimizers; healthy ~1e-3) and the loss is not falling ({_fmt(data.loss_mean)}). "
+        f"{ratios.family} optimizers"
+        + (" at the loss's level at initialisation" if floor > ratios.low(t) else "")
+        + f"; healthy ~1e-3) and the loss is not falling ({_fmt(data.loss_mean)}). "
         f"Raise the learning rate about {raise_by}x{target}, or run an LR range test; check the schedule "
         "does not cut it to ~0.",
     )
@@ -663,14 +727,14 @@ def decide(data: CheckData, history: History, thresholds: dict[str, float]) -> d
     t = thresholds
     out: dict[str, Decision] = {}
     ratios = update_ratios(data)
-    record_check(data, history, ratios.median, ratios.largest_lr(), t)
+    spikes = record_check(data, history, ratios.median, ratios.largest_lr(), t)
     found = nonfinite_activations(data, history, t)
     if found is not None:
         # inf/nan poison every other instrument (a nan is never > 0: every unit looks dead): name only it
         out["nonfinite_activations"] = found
         _add(out, "data_stall", data_stall(data, history, t))
         return out
-    _add(out, "exploding_gradients", exploding_gradients(data, history, t))
+    _add(out, "exploding_gradients", exploding_gradients(data, history, t, spikes))
     if "exploding_gradients" in out:
         history.streaks["exploded_at_step"] = data.step
     if data.grad_sampled and math.isfinite(data.grad_total):
@@ -686,7 +750,7 @@ def decide(data: CheckData, history: History, thresholds: dict[str, float]) -> d
     learn_blocked = _cannot_learn(history)
     _add(out, "lr_too_low", lr_too_low(data, history, t, cannot_learn=learn_blocked))
     lr_explains = math.isfinite(ratios.median) and not (
-        ratios.low(t) <= ratios.median <= t["ratio_stuck"]
+        ratio_floor(ratios, data, history, t) <= ratios.median <= t["ratio_stuck"]
     )  # an update ratio outside the healthy range: the LR rules judge it, a plateau would misname it
     stuck = bool(history.streaks.get("not_learning"))  # a plateau at the start is not_learning's, found
     if not ({"lr_too_low", "lr_too_high"} & set(out) or learn_blocked or lr_explains or stuck):
@@ -706,7 +770,7 @@ def decide(data: CheckData, history: History, thresholds: dict[str, float]) -> d
         history.loss_steps.append(data.step)
     _add(out, "overfitting", overfitting(data, history, t))
     _add(out, "data_stall", data_stall(data, history, t))
-    _add(out, "outlier_batches", outlier_batches(data, history, t))
+    _add(out, "outlier_batches", outlier_batches(data, history, t, spikes))
     return out
 
 
@@ -910,8 +974,14 @@ def _names(groups: list[str], top: int = 3) -> str:
     return ", ".join(f"`{g}`" for g in groups[:top]) + (f" (+{extra} more)" if extra > 0 else "")
 
 
-def exploding_gradients(data: CheckData, history: History, t: dict[str, float]) -> Decision | None:
-    """The sampled gradient norm is non-finite or ``explode_factor`` x the median of earlier checks'.
+def exploding_gradients(
+    data: CheckData, history: History, t: dict[str, float], spikes: GradientSpikes | None = None
+) -> Decision | None:
+    """The sampled gradient norm is non-finite or ``explode_factor`` x the median of earlier checks', or a
+    step of the interval had a gradient norm ``explode_factor`` x the calm steps' before it on an ordinary
+    batch (``_health_causes.gradient_spikes``: an explosion between two checks, as an RNN's in its first
+    steps). When the episode began on an outlier batch (a value ``outlier_factor`` x the usual largest
+    |input|), that batch is the cause: the finding names it and keeps the LR.
 
     Example:
         >>> data = CheckData(0, 0, grad_sampled=True, grad_total=500.0)
@@ -919,24 +989,67 @@ def exploding_gradients(data: CheckData, history: History, t: dict[str, float]) 
         >>> exploding_gradients(data, history, DEFAULT_THRESHOLDS)[0]["grad_norm"]
         500.0
     """
-    if not data.grad_sampled:
-        return None
+    found = spikes if spikes is not None else GradientSpikes()
     earlier = [g for g in history.grad_totals if math.isfinite(g)]
-    grad_bad = not math.isfinite(data.grad_total)
+    grad_bad = data.grad_sampled and not math.isfinite(data.grad_total)
     baseline = statistics.median(earlier) if earlier else math.nan
-    if not (grad_bad or (earlier and data.grad_total > t["explode_factor"] * baseline)):
+    sampled = data.grad_sampled and (
+        grad_bad or (earlier and data.grad_total > t["explode_factor"] * baseline)
+    )
+    if not (sampled or found.exploded):
         return None
     top = sorted(data.group_grad_rms.items(), key=lambda kv: -kv[1] if math.isfinite(kv[1]) else -math.inf)
-    return (
-        {
-            "grad_norm": data.grad_total,
-            "baseline_median": baseline,
-            "largest_groups_rms": dict(top[:3]),
-        },
-        f"Gradient norm {_fmt(data.grad_total)} vs a median of {_fmt(baseline)} at earlier checks. "
-        "Clip gradients (`Trainer(gradient_clip_val=1.0)` or `AdaptiveGradClip`), lower the learning "
-        f"rate, and check the initialisation of {', '.join(k for k, _ in top[:2]) or 'the largest'}.",
+    evidence: dict[str, object] = {
+        "grad_norm": data.grad_total,
+        "baseline_median": baseline,
+        "largest_groups_rms": dict(top[:3]),
+    }
+    if found.exploded:
+        evidence |= {
+            "exploded_steps": [int(r[0]) for r in found.exploded][:8],
+            "step_grad_norm_vs_before": max(r[3] for r in found.exploded),
+        }
+    advice = (
+        f"Gradient norm {_fmt(data.grad_total)} vs a median of {_fmt(baseline)} at earlier checks"
+        + (
+            f"; at step {int(found.exploded[0][0])} {_fmt(found.exploded[0][3])}x the steps before it"
+            if found.exploded
+            else ""
+        )
+        + ". Clip gradients (`Trainer(gradient_clip_val=1.0)` or `AdaptiveGradClip`), lower the learning "
+        f"rate, and check the initialisation of {', '.join(k for k, _ in top[:2]) or 'the largest'}."
     )
+    if not found.triggers:
+        return evidence, advice
+    # the explosion began on outlier batches: the rows, not the LR
+    history.streaks["outliers_named"] = 1
+    trigger = found.triggers[0]
+    rows = "; ".join(
+        f"batch {int(r[2])} row {int(r[5])} |input| {_fmt(r[4])}" for r in found.triggers[:3] if r[5] >= 0
+    )
+    evidence |= {"cause": "outlier_batches", "outlier_steps": [int(r[0]) for r in found.triggers]}
+    data_cause = Cause(
+        "outlier_batches",
+        {
+            "outlier_steps": [int(r[0]) for r in found.triggers],
+            "grad_norm_x_before": trigger[3],
+            "largest_input": trigger[4],
+            "typical_largest_input": found.typical_input,
+        },
+    )
+    dynamics = Cause("training_dynamics", {}, {"began_on_outlier_batch": int(trigger[0])})
+    action = (
+        f"Find the samples of the batch at step {int(trigger[0])} ({rows}) and fix them (sentinels such as "
+        "-999, unscaled columns, corrupt rows): the gradients exploded right after it, on ordinary batches "
+        "at an LR that had been calm. Keep the LR; clip (`gradient_clip_val`) so one batch cannot throw the "
+        "weights."
+    )
+    line = headline(
+        f"exploding_gradients at step {data.step}: gradient {_fmt(max(r[3] for r in found.exploded))}x the "
+        f"steps before, set off by batch {int(trigger[2])} at step {int(trigger[0])} "
+        f"(|input| {_fmt(trigger[4])})"
+    )
+    return Diagnosed(evidence, action, Diagnosis(line, [data_cause, dynamics], "outlier_batches", action))
 
 
 def _dead_layers(data: CheckData, t: dict[str, float]) -> dict[str, float]:
@@ -1228,14 +1341,15 @@ def stall_noise(waits: list[list[float]], k: int) -> tuple[float, float]:
     return mean, max(bound, scatter)
 
 
-def outlier_batches(data: CheckData, history: History, t: dict[str, float]) -> Decision | None:
-    """A few steps' gradient norms ``outlier_factor`` x the median of their neighbours' (3 steps either side)
-    and beyond the interval's own step-to-step noise (``confidence_z`` robust standard deviations of the log
-    ratios), on at most 10% of the interval's steps, **and** those batches hold a value ``outlier_factor`` x
-    the largest |value| a batch of the interval typically holds: outlier samples, not an unstable run (an
-    LR too high spikes the gradient on ordinary batches). Names the steps, the batch indices and each batch's
-    row with the largest |input| (a -999 sentinel shows there). Cited by other rules through
-    ``history.streaks["outlier_batches_at_step"]`` (the last such step).
+def outlier_batches(
+    data: CheckData, history: History, t: dict[str, float], spikes: GradientSpikes | None = None
+) -> Decision | None:
+    """A few steps' gradient norms ``outlier_factor`` x the calm steps' before them, on batches that hold a
+    value ``outlier_factor`` x the largest |value| a batch usually holds, the steps after them calm
+    (``_health_causes.gradient_spikes``: one notion of outlier batches, also the cause the dead-unit and LR
+    rules read). Names the steps, the batch indices and each batch's row with the largest |input| (a -999
+    sentinel shows there). Quiet once a finding has named the run's outlier batches (as this one, or as the
+    cause of another: the same rows, seen again next epoch).
 
     Example:
         >>> records = [(k, 1.0 + 0.1 * (k % 3), k, 0, 0, 3.0) for k in range(20)]
@@ -1245,52 +1359,30 @@ def outlier_batches(data: CheckData, history: History, t: dict[str, float]) -> D
         >>> evidence["steps"], evidence["batches"], evidence["rows"]
         ([7], [7], ['batch 7 row 5 (|input| 999)'])
     """
-    records = [r for r in data.step_records if math.isfinite(r[1]) and r[1] > 0]
-    if len(records) < 5:
+    found = spikes if spikes is not None else gradient_spikes(data, history, t)
+    if not found.outliers or history.streaks.get("outliers_named"):
         return None
-    norms = [r[1] for r in records]
-    ratios = []
-    for i in range(len(norms)):
-        around = [norms[j] for j in range(max(0, i - 3), min(len(norms), i + 4)) if j != i]
-        ratios.append(math.log(norms[i] / statistics.median(around)))
-    centre = statistics.median(ratios)
-    spread = ROBUST_SIGMA * statistics.median(abs(r - centre) for r in ratios)
-    limit = max(math.log(t["outlier_factor"]), centre + t["confidence_z"] * spread)
-    extremes = [r[5] for r in records if math.isfinite(r[5])]
-    usual = statistics.median(extremes) if extremes else math.nan
-    spikes = [
-        (r, math.exp(q))
-        for r, q in zip(records, ratios)
-        if q > limit and math.isfinite(r[5]) and r[5] > t["outlier_factor"] * usual
-    ]
-    if not spikes or len(spikes) > max(1, len(records) // 10):
-        return None
-    first = data.step - (records[-1][0] + 1)  # the interval's first step
-    steps = [first + r[0] for r, _ in spikes]
-    history.streaks["outlier_batches_at_step"] = steps[-1]
+    history.streaks["outliers_named"] = 1
     rows = [
-        f"batch {r[2]} row {r[3]}"
-        + (f" (|input| {_fmt(r[5])})" if math.isfinite(r[5]) else "")
-        + (f" on rank {r[4]}" if r[4] else "")
-        for r, _ in spikes
-        if r[3] >= 0
+        f"batch {int(r[2])} row {int(r[5])}" + (f" (|input| {_fmt(r[4])})" if math.isfinite(r[4]) else "")
+        for r in found.outliers
+        if r[5] >= 0
     ]
-    typical = statistics.median(norms)
-    largest = max(q for _, q in spikes)
+    steps = [int(r[0]) for r in found.outliers]
+    largest = max(r[3] for r in found.outliers)
     evidence: dict[str, object] = {
         "steps": steps,
-        "batches": [r[2] for r, _ in spikes],
-        "grad_norm_vs_neighbours": largest,
-        "grad_norm": max(r[1] for r, _ in spikes),
-        "typical_grad_norm": typical,
+        "batches": [int(r[2]) for r in found.outliers],
+        "grad_norm_vs_before": largest,
+        "typical_grad_norm": found.typical_norm,
         "rows": rows,
-        "typical_largest_input": usual,
+        "typical_largest_input": found.typical_input,
     }
     return (
         evidence,
-        f"{len(spikes)} of {len(records)} steps had a gradient {_fmt(largest)}x "
-        f"their neighbours' (step {', '.join(map(str, steps[:3]))}; "
-        f"batch {', '.join(str(r[2]) for r, _ in spikes[:3])}"
+        f"{len(steps)} of {found.steps} steps had a gradient {_fmt(largest)}x the calm steps' before them "
+        f"(step {', '.join(map(str, steps[:3]))}; "
+        f"batch {', '.join(str(int(r[2])) for r in found.outliers[:3])}"
         f"{'; ' + ', '.join(rows[:3]) if rows else ''}): a few samples dominate those updates. Inspect those "
         "rows for sentinels (-999), unit errors or corrupt records; clean or clip them (robust scaling, "
         "`gradient_clip_val`), rather than lowering the learning rate for all batches.",

@@ -79,6 +79,7 @@ DEFAULT_THRESHOLDS: dict[str, float] = {
     "outlier_factor": 30.0,
     "trivial_band": 0.1,
     "spike_z": 10.0,
+    "growth_blown": 10.0,
 }
 
 
@@ -198,8 +199,13 @@ class History:
     dead_seen: list[list[float]] = field(default_factory=list)
     #: per layer, the dead fraction on the run's first batch, before any update (empty: not measured)
     dead_step0: dict[str, float] = field(default_factory=dict)
-    #: the loss spikes of the run so far (``[step, epoch, batch, times, z]``, the last 20)
+    #: the run's outlier batches so far (``_health_causes.gradient_spikes``: ``[step, epoch, batch,
+    #: gradient norm x the calm steps' before it, largest |input|, its row]``, the last 20)
     spikes: list[list[float]] = field(default_factory=list)
+    #: the gradient norms of the last calm steps (no spike): the baseline the next interval is judged by
+    calm_norms: list[float] = field(default_factory=list)
+    #: the tracked parameters' norm at the last check (NaN: none yet)
+    last_param_norm: float = math.nan
     #: the last check's step at which every weight was finite (-1: none yet)
     finite_weights_step: int = -1
 
@@ -226,10 +232,13 @@ class History:
             "dead_seen": [list(v) for v in self.dead_seen],
             "dead_step0": dict(self.dead_step0),
             "spikes": [list(v) for v in self.spikes],
+            "calm_norms": list(self.calm_norms),
         }
         state = {k: v for k, v in state.items() if v}
         if self.finite_weights_step >= 0:
             state["finite_weights_step"] = self.finite_weights_step
+        if math.isfinite(self.last_param_norm):
+            state["last_param_norm"] = self.last_param_norm
         return state
 
     @classmethod
@@ -252,6 +261,8 @@ class History:
             dead_seen=[[float(v) for v in row] for row in state.get("dead_seen", [])],
             dead_step0={str(k): float(v) for k, v in state.get("dead_step0", {}).items()},
             spikes=[[float(v) for v in row] for row in state.get("spikes", [])],
+            calm_norms=[float(v) for v in state.get("calm_norms", [])],
+            last_param_norm=float(state.get("last_param_norm", math.nan)),
             finite_weights_step=int(state.get("finite_weights_step", -1)),
         )
 

@@ -313,7 +313,7 @@ def test_a_few_rows_with_a_sentinel_are_named_as_outlier_batches_with_their_rows
     found, rows = _outlier_run(sentinel=True)
     assert [f.problem for f in found] == ["outlier_batches"], [(f.problem, f.evidence) for f in found]
     evidence = found[0].evidence
-    assert evidence["grad_norm_vs_neighbours"] > 30
+    assert evidence["grad_norm_vs_before"] > 30
     named = {(b, int(r.split()[3])) for b, r in zip(evidence["batches"], evidence["rows"])}
     assert named and named <= {divmod(row, 64) for row in rows}  # batch, row within it: the sentinel rows
     assert all("999" in r for r in evidence["rows"])

@@ -219,3 +219,40 @@ def test_a_problem_that_flickers_for_one_check_is_one_finding() -> None:
         found.append(new)
     assert found == [["lr_too_low"], [], [], [], [], [], ["lr_too_low"]]
     assert active == {"lr_too_low"} and "absent:lr_too_low" not in history.streaks  # found anew
+
+
+# ------------------------------------------------------------- an adaptive LR far too high, its loss falling
+
+
+def _adaptive_run(ratio: float, growth: float) -> list[tuple[int, str]]:
+    """AdamW steps of ``ratio`` at 6 checks, the loss falling steadily, the weights growing to ``growth``x."""
+    checks = []
+    for i in range(6):
+        data = _check(16 * (i + 1), 1.2 - 0.1 * i, ratio, std=0.05, slope=-0.006, lr=5e-2)
+        data.param_norm_start, data.param_norm = 20.0, 20.0 * (1 + (growth - 1) * (i + 1) / 6)
+        checks.append(data)
+    return _run(checks)
+
+
+def test_an_adaptive_ratio_above_1e2_for_5_checks_with_the_weights_doubled_is_lr_too_high() -> None:
+    # Adam moves each element by ~the LR: > 1% of the weights' norm per step for 5 checks while they grow
+    # 2.4x is an LR throwing them around, whatever the loss does; the same steps with the weights at 1.5x
+    # (the norm kept), or steps of 5e-3 with the same growth, are not
+    found = _adaptive_run(0.02, 2.4)
+    assert ("lr_too_high" in {p for _, p in found}) and min(s for s, p in found if p == "lr_too_high") >= 80
+    assert all(p != "lr_too_high" for _, p in _adaptive_run(0.02, 1.5))
+    assert all(p != "lr_too_high" for _, p in _adaptive_run(5e-3, 2.4))
+
+
+def test_a_tiny_sgd_ratio_is_the_lr_only_while_the_weights_kept_their_scale() -> None:
+    # 1e-12 of the weights per step, the loss flat: the LR (collapsed). The same ratio after the weights grew
+    # 1e6x (an explosion's aftermath: huge weights make any update look tiny) is not lr_too_low.
+    def run(growth: float) -> set[str]:
+        checks = []
+        for i in range(4):
+            data = _check(20 * (i + 1), 0.17, 1e-12, family="sgd", lr=0.01)
+            data.param_norm_start, data.param_norm = 5.0, 5.0 * growth
+            checks.append(data)
+        return {p for _, p in _run(checks)}
+
+    assert "lr_too_low" in run(1.0) and "lr_too_low" not in run(1e6)
