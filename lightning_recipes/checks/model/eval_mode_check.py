@@ -11,6 +11,8 @@ import lightning.pytorch as pl
 import numpy as np
 import torch
 from torch import Tensor, nn
+from torch.overrides import TorchFunctionMode
+from torch.utils._pytree import tree_leaves
 from typing_extensions import override
 
 from lightning_recipes._validation import check_in_range, check_int
@@ -92,6 +94,15 @@ class EvalModeCheck(SanityCheck):
                 details,
                 action="Update running statistics, counters and caches only under `if self.training:`.",
             )
+        if culprit is not None and _samples_a_prediction(context, model, batch):
+            details["sampled"] = True
+            return CheckResult(
+                self.name,
+                "pass",
+                "no state changed; the output is sampled (a predicted location plus a predicted scale times "
+                "noise), so its randomness in eval() is not judged",
+                details,
+            )
         if culprit is not None:
             where = f"`{culprit[0]}` ({culprit[1]})" if culprit[0] else f"its own forward ({culprit[1]})"
             if first_input is not None and _inside(first_input[0], culprit[0]):
@@ -155,6 +166,57 @@ class EvalModeCheck(SanityCheck):
             if not d_in and (d_out or inner):
                 return (name, kind), first_input
         return None, first_input
+
+
+class _Sampling(TorchFunctionMode):
+    """Tags the tensors of one forward pass by what they come from (``input``, ``param``, Gaussian
+    ``noise``) and sets ``found`` on a reparameterised sample: ``loc + scale * noise`` with ``loc`` and
+    ``scale`` computed from the input by parameters (a VAE), or ``torch.normal(loc, scale)`` so computed."""
+
+    def __init__(self, batch: Any) -> None:
+        super().__init__()
+        self.found = False
+        self._tags: dict[int, tuple[Tensor, frozenset[str]]] = {}
+        for tensor in tree_leaves(batch):
+            if isinstance(tensor, Tensor):
+                self._tags[id(tensor)] = (tensor, frozenset({"input"}))
+
+    def _of(self, value: Any) -> frozenset[str]:
+        if isinstance(value, nn.Parameter):
+            return frozenset({"param"})
+        entry = self._tags.get(id(value))
+        return entry[1] if entry is not None and entry[0] is value else frozenset()
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        result = func(*args, **kwargs)
+        operands = [self._of(t) for t in tree_leaves((args, kwargs)) if isinstance(t, Tensor)]
+        tags = frozenset().union(*operands)
+        predicted = [t >= _PREDICTED and "noise" not in t for t in operands]
+        if func in _GAUSSIAN:
+            tags = frozenset({"noise"}) | (tags if func is torch.normal else frozenset())
+            self.found |= func is torch.normal and any(predicted)
+        elif func in _MUL and len(operands) == 2 and any(predicted) and any("noise" in t for t in operands):
+            tags |= {"scaled"}
+        elif func in _ADD and len(operands) == 2 and any(predicted) and any("scaled" in t for t in operands):
+            self.found = True
+        for leaf in tree_leaves(result) if tags else ():
+            if isinstance(leaf, Tensor):
+                self._tags[id(leaf)] = (leaf, tags | self._of(leaf))
+        return result
+
+
+_PREDICTED = frozenset({"input", "param"})
+_GAUSSIAN = {torch.randn, torch.randn_like, torch.normal, Tensor.normal_}
+_MUL = {torch.mul, Tensor.mul, Tensor.__mul__, Tensor.__rmul__}
+_ADD = {torch.add, Tensor.add, Tensor.add_, Tensor.__add__, Tensor.__radd__, Tensor.__iadd__}
+
+
+def _samples_a_prediction(context: CheckContext, model: pl.LightningModule, batch: Any) -> bool:
+    """Whether one eval pass draws a reparameterised sample (:class:`_Sampling`)."""
+    with _Sampling(batch) as probe, torch.no_grad():
+        model_output(context, model, batch)
+    return probe.found
 
 
 def _inside(name: str, parent: str) -> bool:
