@@ -38,14 +38,9 @@ class PaddingCheck(SanityCheck):
     """The output depends on what the task says: extra padding, marked as padding, changes neither the loss
     nor the outputs at real positions.
 
-    The padding indicator is a mask entry (``attention_mask``, ``padding_mask``, a bool ``[B, T]`` tensor) or
-    a lengths tensor. Every ``[B, T, ...]`` entry is extended by ``extra`` padded positions and
-    ``training_step`` runs in eval; the loss and the outputs at real positions must stay within ``4 x`` the
-    run-to-run noise (``fail`` above ``10 x``, an inconclusive look is repeated with more padding). A change
-    on batches with no padding yet is a ``warn``. Without an indicator: ``skip``; your code raising on the
-    padded batch (a position limit, after cutting the batch to make room): ``inconclusive``.
-
-    Cost: three to six ``training_step`` calls without gradients on ``num_samples`` samples.
+    Every ``[B, T, ...]`` entry is extended by ``extra`` positions marked as padding (a mask or lengths
+    entry; without one: ``skip``); thresholds and verdicts are in the guide. Cost: three to six
+    ``training_step`` calls without gradients on ``num_samples`` samples.
 
     Args:
         num_samples: Samples of the first training batch used.
