@@ -29,12 +29,8 @@ class OptimizationCheck(SanityCheck):
     ``Trainer`` on one batch and check each ``optimizer.step()`` against the backward passes before it, under
     automatic **and manual** optimisation.
 
-    Per optimizer and step: the step follows a backward; its gradients are those of its own backward passes
-    (not the previous step's, not zeroed in between; scaling by clipping or AMP allowed); every parameter that
-    gets a gradient is in an optimizer; the step changes the parameters with a non-zero gradient.
-
-    Cost: one small ``Trainer.fit`` of at most ``steps`` batches (shared with ``validation_path``); fixed
-    work, no time-dependent stop.
+    The per-step rules are in the guide. Cost: one small ``Trainer.fit`` of at most ``steps`` batches
+    (shared with ``validation_path``); fixed work.
 
     Args:
         steps: Training batches of the trial fit at most.

@@ -179,13 +179,9 @@ class ScheduleCheck(SanityCheck):
     """The loop's state machines advance as declared: step copies of the configured LR schedulers over the
     planned run, as Lightning would, and check the LR curve of every optimizer param group.
 
-    The run's length comes from the Trainer, from ``max_epochs=``/``max_steps=``, or from the scheduler
-    itself (else ``inconclusive``). Fails, relative to the base LR, on a warm-up that never finishes, a
-    collapse below ``collapse`` x base before half the run, growth beyond ``growth`` x, or a scheduler that
-    raises before the run ends. Skips without a scheduler, with only ``ReduceLROnPlateau``, or under manual
-    optimisation. The curve is deterministic (no noise); at most :data:`MAX_SIMULATED` steps (fixed work).
-
-    Cost: one ``configure_optimizers`` and one ``scheduler.step()`` per step of the run (~0.3 s for 10k).
+    Fails on a warm-up that never finishes, an early collapse, unbounded growth or a scheduler that raises
+    before the run ends (the rules are in the guide). Cost: one ``configure_optimizers`` and one
+    ``scheduler.step()`` per step of the run, at most :data:`MAX_SIMULATED` (fixed work).
 
     Args:
         collapse: The LR is collapsed below this fraction of its base.

@@ -36,13 +36,8 @@ class ValidationPathCheck(SanityCheck):
     ``training_step``, ``validation_step`` on the same batch (in eval mode, in Lightning's own validation
     loop) must see the fit too.
 
-    The validation loss must fall by at least ``min_share`` of the training loss's fall (minus 3 sigma of its
-    step noise); a training loss that did not fall clearly is ``inconclusive``. A failure names what
-    validation saw: stale weights, different inputs, or another tensor; an EMA that lags passes; BatchNorm
-    statistics that lag make it ``inconclusive``. Skips without ``validation_step`` or a validation loss.
-
-    Cost: one small ``Trainer.fit`` with two validation passes (shared with ``optimization``); fixed work,
-    no time-dependent stop.
+    A failure names what validation saw (the guide has the rule). Cost: one small ``Trainer.fit`` with two
+    validation passes (shared with ``optimization``); fixed work.
 
     Args:
         min_share: Share of the training loss's fall that the validation loss must fall, in (0, 1).

@@ -29,13 +29,9 @@ Effects = tuple[list[list[float]], list[float]]  # effects[p][j] of probe p on s
 class BatchIndependenceCheck(SanityCheck):
     """The output depends on what the task says: output ``i`` on input ``i`` only, not on its slot.
 
-    Another sample's input in slot ``j`` must leave the other outputs put (a cross effect above ``rtol``
-    x the own effect is mixing). Then, in eval, the batch rotated by one slot must give rotated outputs,
-    within ``4 x`` the noise of two passes under different seeds (``fail`` above ``10 x``). BatchNorm runs
-    in eval; outputs come from ``forward`` or ``training_step`` (``details["output_route"]``). Your code
-    raising on the changed or rotated batch makes it ``inconclusive``.
-
-    Cost: four forward passes on ``num_samples`` samples (the last measures drift), then three eval passes.
+    Another sample in slot ``j`` must leave the other outputs put, and a rotated batch must give rotated
+    outputs (the guide has the bounds). Cost: four forward passes on ``num_samples`` samples, then three
+    eval passes.
 
     Args:
         num_samples: Samples of the first batch used (at least 2).

@@ -26,15 +26,8 @@ class CausalityCheck(SanityCheck):
     """The output depends on what the task says: where the task is causal, the output at position ``t``
     depends on no input after ``t``.
 
-    Applies to next-token prediction (targets are the inputs shifted by one, or ``labels == input_ids``), or
-    to any sequence model with ``causal=True``; encoders and taggers skip. At ``num_positions`` positions the
-    inputs after it are replaced (other token ids, or noise for floats); an output up to it that moves is a
-    leak, narrowed down by bisection to the first input it reads; eval mode and one seed per pass, so dropout
-    is no false alarm. Outputs are ``[B, S, ...]``. Your code
-    raising on the altered sequence makes it ``inconclusive``.
-
-    Cost: ``1 + num_positions`` forwards (plus ``log2(S)`` for a leak) on ``num_samples`` sequences of the
-    first batch.
+    Applies to next-token prediction or to any sequence model with ``causal=True`` (the guide has how). Cost:
+    ``1 + num_positions`` forwards (plus ``log2(S)`` for a leak) on ``num_samples`` sequences.
 
     Args:
         causal: ``None`` infers the task from the batch, ``True`` forces the check on, ``False`` skips it.
