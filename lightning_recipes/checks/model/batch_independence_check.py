@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 import lightning.pytorch as pl
 import torch
@@ -14,10 +14,11 @@ from typing_extensions import override
 from lightning_recipes._stats import NoiseVerdict, judge_deviation
 from lightning_recipes._validation import check_in_range, check_int
 from lightning_recipes.checks._probe import first_samples, seeded, until_it_reacts, worst
-from lightning_recipes.checks.base import SanityCheck, perturbed
+from lightning_recipes.checks.base import SanityCheck, TimeBudget, perturbed
 from lightning_recipes.checks.report import CheckInconclusive, CheckResult, CheckSkipped
 from lightning_recipes.harness import CannotRunOnCopy
 from lightning_recipes.harness import Harness as CheckContext
+from lightning_recipes.harness.batches import Key
 from lightning_recipes.harness.forward_capture import step_output
 from lightning_recipes.harness.walk import map_tensors
 
@@ -52,8 +53,17 @@ class BatchIndependenceCheck(SanityCheck):
 
     name = "batch_independence"
 
-    def __init__(self, num_samples: int = 8, rtol: float = 1e-4, **options: Any) -> None:
-        super().__init__(**options)  # on_fail, input_key, target_key, time_budget: see SanityCheck
+    def __init__(
+        self,
+        num_samples: int = 8,
+        rtol: float = 1e-4,
+        *,
+        on_fail: Literal["raise", "warn"] = "raise",
+        input_key: Key = None,
+        target_key: Key = None,
+        time_budget: TimeBudget = "default",
+    ) -> None:
+        super().__init__(on_fail=on_fail, input_key=input_key, target_key=target_key, time_budget=time_budget)
         check_int("num_samples", num_samples, minimum=2)
         check_in_range("rtol", rtol, 0, 1, low_open=True, high_open=True)
         self.num_samples = num_samples

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import lightning.pytorch as pl
 import torch
@@ -14,7 +14,7 @@ from typing_extensions import override
 from lightning_recipes._stats import NoiseVerdict, judge_deviation
 from lightning_recipes._validation import check_int
 from lightning_recipes.checks._probe import worst
-from lightning_recipes.checks.base import SanityCheck, perturbed
+from lightning_recipes.checks.base import SanityCheck, TimeBudget, perturbed
 from lightning_recipes.checks.model._padding_batch import (
     Padding,
     extend_batch,
@@ -73,8 +73,18 @@ class PaddingCheck(SanityCheck):
 
     name = "padding"
 
-    def __init__(self, num_samples: int = 8, extra: int = 3, padding_key: Key = None, **options: Any) -> None:
-        super().__init__(**options)  # on_fail, input_key, target_key, time_budget: see SanityCheck
+    def __init__(
+        self,
+        num_samples: int = 8,
+        extra: int = 3,
+        padding_key: Key = None,
+        *,
+        on_fail: Literal["raise", "warn"] = "raise",
+        input_key: Key = None,
+        target_key: Key = None,
+        time_budget: TimeBudget = "default",
+    ) -> None:
+        super().__init__(on_fail=on_fail, input_key=input_key, target_key=target_key, time_budget=time_budget)
         check_int("num_samples", num_samples, minimum=1)
         check_int("extra", extra, minimum=1)
         check_key("padding_key", padding_key)
