@@ -13,14 +13,13 @@ from typing_extensions import override
 
 from lightning_recipes._stats import NoiseVerdict, judge_deviation
 from lightning_recipes._validation import check_int
-from lightning_recipes.checks._probe import worst
+from lightning_recipes.checks._probe import replace_entries, worst
 from lightning_recipes.checks.base import SanityCheck, TimeBudget, perturbed
 from lightning_recipes.checks.model._padding_batch import (
     Padding,
     extend_batch,
     find_padding,
     pad_value_of,
-    replace_entries,
     truncate_batch,
 )
 from lightning_recipes.checks.report import CheckInconclusive, CheckResult, CheckSkipped
