@@ -70,16 +70,10 @@ def scan_samples(inputs: Sequence[Tensor | None]) -> tuple[int, int, int, int] |
 class DataCheck(SanityCheck):
     """Look at the first ``num_batches`` training (and validation) batches before training does.
 
-    Fails on NaN/Inf, labels outside ``[0, C)`` (``-100`` allowed), constant input batches, single-class or
-    sorted unshuffled batches, blank or identical samples beyond the ``(warn, fail)`` fractions, a dataset
-    whose stored tensors change when it is read (*data is pure*), validation labels unseen in training, and
-    an input-target relation that does not transfer between the splits (*data is paired*: labels shuffled
-    or remapped, an augmentation that moves the input but not its target, a crop drawn apart for image and
-    mask, a shortcut or a code in one split only, inputs preprocessed differently). Warns on un-normalised
-    inputs, an unshuffled loader and label distributions that differ beyond sampling noise.
-
-    Cost: the batches read (shared), 64 samples read from the dataset, nearest neighbours and lookup tables
-    on at most 2048 samples per split; one forward pass when ``C`` must be inferred.
+    The data is finite, varied, labelled in range (judged against the loss that consumes the labels),
+    shuffled, pure (reading it does not change it) and paired (the input-target relation transfers between
+    the splits); the guide has every rule. Cost: the batches read (shared), 64 dataset reads, neighbours
+    and lookup tables on at most 2048 samples per split, one step on a copy for out-of-range labels.
 
     Args:
         num_batches: Batches inspected (of each loader).

@@ -31,21 +31,13 @@ _CHUNK = 256  # rows of the similarity matrix computed at once
 class SplitOverlapCheck(SanityCheck):
     """Look for validation samples that are also in the training data.
 
-    Exact (hashed) and near (cosine >= ``near_cosine`` on pooled, normalised inputs; ``near_tokens`` for
-    token inputs) matches beyond the training set's own chance rate, and repeats of one subject (a
-    validation sample's nearest training neighbour far closer than the data's own neighbour distances), are
-    extrapolated to the whole training set: ``fail`` from ``fail_fraction``, ``warn`` from ``warn_fraction``.
-    Continuous inputs whose training split is itself dense (1% of its samples near another, as windows of
-    one smooth series are) get no near-duplicate verdict: only exact copies and the repeat test count.
-    A validation loader over the training dataset fails from its indices. Without a validation
-    loader: ``skip``.
-
-    Cost: the batches read (shared), similarity matrices in chunks; no model forward.
+    Exact, near and repeated samples beyond the training split's own rate, extrapolated to the whole
+    training set (on a dense training split, near copies are not judged: the guide has the rules). Without a
+    validation loader: ``skip``. Cost: the batches read (shared), similarity matrices in chunks.
 
     Args:
         num_batches: Batches read from each loader.
-        near_cosine: Cosine similarity (of centred, normalised float inputs) from which two samples are near
-            duplicates.
+        near_cosine: Cosine similarity of centred float inputs from which two samples are near duplicates.
         near_tokens: Fraction of equal positions from which two token sequences are near duplicates.
         warn_fraction: Estimated overlap (fraction of the validation set) from which the check warns.
         fail_fraction: Estimated overlap from which it fails.
