@@ -222,9 +222,13 @@ _ADD = {torch.add, Tensor.add, Tensor.add_, Tensor.__add__, Tensor.__radd__, Ten
 
 
 def _samples_a_prediction(context: CheckContext, model: pl.LightningModule, batch: Any) -> bool:
-    """Whether one eval pass draws a reparameterised sample (:class:`_Sampling`)."""
-    with _Sampling(batch) as probe, torch.no_grad():
-        model_output(context, model, batch)
+    """Whether one eval pass draws a reparameterised sample (:class:`_Sampling`); ``False`` when the pass
+    cannot be traced (then the randomness is judged as before)."""
+    try:
+        with _Sampling(batch) as probe, torch.no_grad():
+            model_output(context, model, batch)
+    except Exception:
+        return False
     return probe.found
 
 
