@@ -84,22 +84,7 @@ __all__ = [
 ]
 
 # The checks' modules before they were grouped by stage (issue #34): still importable, with a warning.
-for _old, _new in (
-    ("batch_independence_check", "model.batch_independence_check"),
-    ("causality_check", "model.causality_check"),
-    ("data_check", "data.data_check"),
-    ("eval_mode_check", "model.eval_mode_check"),
-    ("grad_flow_check", "model.grad_flow_check"),
-    ("init_loss_check", "loss.init_loss_check"),
-    ("input_independence_check", "loss.input_independence_check"),
-    ("loader_check", "data.loader_check"),
-    ("loss_check", "loss.loss_check"),
-    ("optimization_check", "loop.optimization_check"),
-    ("overfit_batch_check", "loss.overfit_batch_check"),
-    ("padding_check", "model.padding_check"),
-    ("schedule_check", "loop.schedule_check"),
-    ("split_overlap_check", "data.split_overlap_check"),
-    ("target_leakage_check", "data.target_leakage_check"),
-    ("validation_path_check", "loop.validation_path_check"),
-):
-    moved_module(f"{__name__}.{_old}", importlib.import_module(f"{__name__}.{_new}"))
+for _check in CHECKS.values():  # e.g. checks.grad_flow_check -> checks.model.grad_flow_check
+    moved_module(
+        f"{__name__}.{_check.__module__.rsplit('.', 1)[1]}", importlib.import_module(_check.__module__)
+    )

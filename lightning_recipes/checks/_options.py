@@ -51,22 +51,8 @@ def check_time_budget(name: str, value: Any, *, allow_default: bool = False) -> 
 
 @dataclass(frozen=True)
 class PreflightOptions:
-    """The options of one preflight run, validated once at construction (each error names the argument).
-
-    Attributes:
-        input_key: Index or key of the input tensor in a batch (``None``: ``batch[0]`` or ``"x"``, ...).
-        target_key: Index or key of the target tensor (``None``: ``batch[-1]`` or ``"y"``, ``"labels"``, ...).
-        num_classes: Number of classes, when shapes cannot tell (``>= 2``).
-        seed: Seed the checks run under.
-        num_threads: torch intra-op threads while the checks run on a CPU (default 1; ``None``: left alone).
-        time_budget: Seconds per check on the default budget (``None``: unlimited).
-        total_time_budget: Seconds for the whole run (``None``: no cap).
-        progress: Show one transient progress line while the checks run (stderr, rank zero, only when it is
-            a terminal; inside ``fit`` only when the Trainer has a progress bar).
-        print_report: Print the report (rank zero).
-        verbose: Print every check's whole message and time (the full table) instead of one line per check.
-        max_epochs: The planned run's epochs (``preflight()`` only: inside ``fit`` the Trainer's plan).
-        max_steps: The planned run's optimizer steps (``preflight()`` only).
+    """The options of one preflight run, validated once at construction (each error names the argument,
+    the value and what is allowed). Every field is described in the guide's *Options* table.
 
     Raises:
         ValueError: For ``num_classes < 2``, ``num_threads < 1``, a non-integer ``seed``, a key neither int,

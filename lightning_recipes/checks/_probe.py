@@ -4,7 +4,7 @@ head hides every input, and short lists of names."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 import lightning.pytorch as pl
@@ -16,7 +16,7 @@ from lightning_recipes.harness import Harness as CheckContext
 from lightning_recipes.harness.batches import batch_size_of, slice_batch
 from lightning_recipes.harness.forward_capture import step_output, takes_more_than_the_input
 
-__all__ = ["first_samples", "listed", "model_output", "seeded", "until_it_reacts", "worst"]
+__all__ = ["first_samples", "listed", "model_output", "replace_entries", "seeded", "until_it_reacts", "worst"]
 
 T = TypeVar("T")
 LOOKS = 3  # at init, then after one and two optimizer steps on the copy
@@ -29,6 +29,26 @@ def first_samples(context: CheckContext, count: int) -> tuple[Any, Tensor | None
     if size is not None and size > count:
         batch = slice_batch(batch, count, size)
     return batch, context.split(batch)[0]
+
+
+def replace_entries(batch: Any, changes: dict[Any, Tensor]) -> Any:
+    """A new batch (dict, list, tuple or namedtuple) with the entries ``changes`` names replaced (key
+    ``None``: the batch is that tensor).
+
+    Example:
+        >>> replace_entries((torch.zeros(1), torch.zeros(1)), {1: torch.ones(1)})[1].tolist()
+        [1.0]
+    """
+    if isinstance(batch, Tensor):
+        return changes[None]
+    if isinstance(batch, Mapping):
+        return {**batch, **changes}
+    items = list(batch)
+    for key, value in changes.items():
+        items[key] = value
+    if isinstance(batch, tuple) and hasattr(batch, "_fields"):
+        return type(batch)(*items)
+    return tuple(items) if isinstance(batch, tuple) else items
 
 
 def model_output(context: CheckContext, model: pl.LightningModule, batch: Any) -> Tensor:

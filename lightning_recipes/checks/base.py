@@ -121,30 +121,21 @@ def perturbed(what: str) -> Iterator[None]:
 class SanityCheck(Callback):
     """Base of every ``*Check``: assert one invariant of a model and its data, once, on copies.
 
-    Subclasses set ``name`` and implement :meth:`check` with the helpers of :class:`CheckContext`, returning a
-    :class:`CheckResult` or raising :class:`CheckSkipped` with what to pass instead. The object works as a
-    Trainer callback (at ``on_train_start``, deciding "failed on any rank" together),
-    in ``Preflight(checks=)``
-    and in ``preflight(..., checks=)``. :meth:`run` seeds and restores the RNGs, turns an exception into an
-    ``error`` result and enforces ``time_budget`` (a check past ``B + max(2 s, B / 2)`` is ``inconclusive``).
-
-    Cost: what :meth:`check` costs, once per ``fit``; a resumed run skips it.
-
-    Every check takes the keyword arguments below besides its own (its docstring lists only those).
+    Subclasses set ``name`` and implement :meth:`check` (with :class:`CheckContext`'s helpers), returning a
+    :class:`CheckResult` or raising :class:`CheckSkipped`. It runs as a Trainer callback, in
+    ``Preflight(checks=)`` and in ``preflight(..., checks=)``; :meth:`run` seeds and restores the RNGs, turns
+    an exception into ``error`` and enforces ``time_budget`` (see the guide). Every check takes these:
 
     Args:
         on_fail: ``"raise"`` a :class:`PreflightError` or ``"warn"`` when a callback's check fails.
         input_key: Index or key of the input tensor in a batch (default: ``batch[0]`` or ``"x"``, ...).
         target_key: Index or key of the target tensor (default: ``batch[-1]`` or ``"y"``, ``"labels"``, ...).
-        time_budget: Wall-clock seconds for this check; ``None`` = unlimited; ``"default"`` = the preflight's
-            ``time_budget`` (:data:`DEFAULT_TIME_BUDGET`, 30 s, when run as a callback on its own).
+        time_budget: Safety cap in seconds; ``None`` = none; ``"default"`` = the preflight's (30 s).
 
     Raises:
-        ValueError: If ``on_fail`` is not ``"raise"``/``"warn"``, a key is neither an int, a str nor None, or
-            ``time_budget`` is not a positive number, None or ``"default"``.
+        ValueError: If ``on_fail``, a key or ``time_budget`` is not one of the values above.
 
-    Example: a check of your own, in ten lines.
-
+    Example:
         >>> import torch
         >>> from lightning_recipes.checks import CheckContext, CheckResult, SanityCheck, preflight
         >>> from lightning_recipes.testing import TinyClassifier, random_classification_loader
@@ -161,11 +152,6 @@ class SanityCheck(Callback):
         ...                    checks=[FiniteLossCheck(), "init_loss"])
         >>> [(r.name, r.status) for r in report]
         [('finite_loss', 'pass'), ('init_loss', 'pass')]
-        >>> report["finite_loss"].message
-        'first loss 1.386'
-
-        As a callback: ``Trainer(callbacks=[FiniteLossCheck(on_fail="warn")])``; logged as
-        ``preflight/finite_loss`` (its ``details["measured"]``).
     """
 
     name: ClassVar[str] = "check"

@@ -120,60 +120,30 @@ def preflight(
     max_steps: int | None = None,
 ) -> PreflightReport:
     """Run the sanity checks on ``model`` with its data, before training, and return a
-    :class:`PreflightReport`.
+    :class:`PreflightReport` (``.ok``: no fail, no error and at least one verdict).
 
-    The checks run in the order of :data:`CHECKS`, one per stage of a training loop (the table is in
-    ``docs/guides/preflight.md``). Every check works on a deep copy with its own optimizer; RNG states and the
-    loaders' generators are restored. ``report.ok`` needs no fail, no error and at least one verdict.
+    The checks run in the order of :data:`CHECKS` on deep copies (RNG states and loaders restored); the table
+    of stages and every option's meaning are in ``docs/guides/preflight.md``.
 
     Args:
         model: The ``LightningModule`` to check.
-        datamodule: Its ``prepare_data()`` and ``setup("fit")`` are called, then ``train_dataloader()`` /
-            ``val_dataloader()``; its ``num_classes`` attribute is used when present.
-        train_dataloaders: Training loader (or collection: the first is used), when there is no datamodule;
-            default: the model's own ``train_dataloader()`` if it defines one.
+        datamodule: Used for ``train_dataloader()``/``val_dataloader()`` (and its ``num_classes``).
+        train_dataloaders: Training loader when there is no datamodule (default: the model's own).
         val_dataloaders: Validation loader, used as held-out data.
         checks: Names from :data:`CHECKS` and/or configured check objects; ``None`` runs all.
-        input_key: Index or key of the input tensor in a batch (default: ``batch[0]`` or ``"x"``, ...).
-        target_key: Index or key of the target tensor (default: ``batch[-1]`` or ``"y"``, ``"labels"``, ...).
-        num_classes: Number of classes, when shapes cannot tell.
         device: Device for the copies and batches; default: the model's.
-        seed: Seed the checks run under (isolated from the caller's RNG).
-        num_threads: torch intra-op threads while the checks run on a CPU (restored after); default 1, the
-            fastest for small trial fits and the same on a busy machine; ``None`` leaves them alone.
-        print_report: Print the report (rich) before returning: one line per check, the whole message only
-            for ``warn``/``fail``/``error``/``inconclusive``.
-        verbose: With ``print_report``, print every check's whole message and time (the full table).
-        time_budget: The safety cap per check in seconds (for checks whose own ``time_budget`` is
-            ``"default"``; default 30); ``None`` = none. A check stopped by it is ``inconclusive``, saying so.
-        total_time_budget: The safety cap for the whole preflight in seconds (default 120); each check on the
-            default cap gets at most what is left (keeping 0.5 s for each check still to come, never less than
-            1 s); ``None`` = no cap.
-        progress: Show one transient progress line on stderr while the checks run (rank zero, a terminal).
-        max_epochs: The planned run's epochs (``Trainer(max_epochs=)``), for the LR schedule and for a
-            ``configure_optimizers`` that reads ``self.trainer.estimated_stepping_batches``; ``None``:
-            unknown.
-        max_steps: The planned run's optimizer steps (``Trainer(max_steps=)``); with ``max_epochs`` the
-            smaller wins, as in the Trainer. ``None``: unknown.
-
-    Returns:
-        The report: ``.ok``, ``.results``, ``report["init_loss"]``, ``to_dict()``, ``raise_for_failures()``.
+        input_key, target_key, num_classes, seed, num_threads, print_report, verbose, time_budget, progress,
+            total_time_budget, max_epochs, max_steps: The run's options (the guide's *Options* table).
 
     Raises:
-        ValueError: If no training data is given, a check name is unknown, or an argument is invalid
-            (``num_classes < 2``, ``num_threads < 1``, a non-integer ``seed``, a key neither int nor str,
-            ``time_budget`` neither a positive number nor None, ``max_epochs``/``max_steps`` not an integer
-            >= 1).
+        ValueError: If no training data is given, a check name is unknown, or an option is invalid.
         TypeError: If ``print_report``, ``verbose`` or ``progress`` is not a bool.
 
     Example:
         >>> from lightning_recipes.testing import TinyClassifier, random_classification_loader
-        >>> loader = random_classification_loader(shuffle=True)
-        >>> report = preflight(TinyClassifier(lr=0.5), train_dataloaders=loader, num_threads=1)
-        >>> report.ok, {r.name: r.status for r in report if r.status != "pass"}  # the rest passed
-        (True, {'split_overlap': 'skip', 'schedule': 'skip', 'padding': 'skip', 'causality': 'skip'})
-        >>> round(report["init_loss"].details["measured"], 3)  # ln 4
-        1.386
+        >>> report = preflight(TinyClassifier(lr=0.5), train_dataloaders=random_classification_loader())
+        >>> report.ok, round(report["init_loss"].details["measured"], 3)  # ln 4
+        (True, 1.386)
     """
     built = build_checks(checks)
     options = PreflightOptions(
@@ -232,34 +202,18 @@ class Preflight(Callback):
     """Run the preflight checks once, at ``on_train_start``, and stop (or warn) before a silently broken run.
 
     Checks run on copies with the Trainer's device, precision and loaders; every rank runs them and "any
-    check failed" is reduced across ranks, so all raise together. A resumed run skips them; sharded strategies
-    skip (run :func:`lightning_recipes.preflight` on the unsharded model).
-
-    Cost: what the chosen checks cost, once per ``fit``; two to three copies of the model.
+    check failed" is reduced across ranks. A resumed run and sharded strategies skip them. Cost: what the
+    chosen checks cost, once per ``fit``. Logged keys (rank zero, step 0): ``preflight/init_loss``,
+    ``preflight/overfit_batch``, ``preflight/input_independence``, ``preflight/batch_independence``.
 
     Args:
-        checks: Names from :data:`CHECKS` (``"data"``, ``"split_overlap"``, ``"init_loss"``, ``"grad_flow"``,
-            ``"batch_independence"``, ``"eval_mode"``, ``"causality"``, ``"target_leakage"``,
-            ``"overfit_batch"``, ``"input_independence"``) and/or configured check objects; ``None`` = all.
+        checks: Names from :data:`CHECKS` and/or configured check objects; ``None`` = all.
         on_fail: ``"raise"`` a :class:`~lightning_recipes.checks.PreflightError` on every rank, or ``"warn"``.
-        print_report: Print the report on rank zero (one line per check; details for warn/fail).
-        verbose: With ``print_report``, print every check's whole message and time (the full table).
-        input_key: Index or key of the input tensor in a batch.
-        target_key: Index or key of the target tensor.
-        num_classes: Number of classes, when the output shapes cannot tell.
-        seed: Seed the checks run under (their RNG is isolated from the run's).
-        num_threads: torch intra-op threads while the checks run on a CPU (restored before training);
-            default 1; ``None`` leaves them alone.
-        time_budget: The safety cap per check in seconds (for checks whose own ``time_budget`` is
-            ``"default"``; default 30); ``None`` = none. See :func:`~lightning_recipes.checks.preflight`.
-        progress: Show one transient progress line while the checks run (rank zero, stderr a terminal, and
-            only when the Trainer shows a progress bar: ``Trainer(enable_progress_bar=False)`` silences it).
-        total_time_budget: The safety cap for all the checks together (default 120 s; ``None``: no cap).
+        print_report, input_key, target_key, num_classes, seed, num_threads, time_budget, progress,
+            total_time_budget, verbose: The run's options (the guide's *Options* table).
 
     Raises:
-        ValueError: If ``on_fail`` or a check name is unknown, ``num_classes < 2``, ``num_threads < 1``,
-            ``seed`` is not an integer, a key is neither an int, a str nor None, or ``time_budget`` is
-            neither a positive number nor None.
+        ValueError: If ``on_fail`` or a check name is unknown, or an option is invalid.
         TypeError: If ``print_report``, ``verbose`` or ``progress`` is not a bool.
 
     Example:
@@ -269,10 +223,6 @@ class Preflight(Callback):
         >>> trainer.fit(TinyClassifier(), random_classification_loader())
         >>> preflight.report.ok, preflight.report["init_loss"].status
         (True, 'pass')
-
-    Logged keys (rank zero, step 0): ``preflight/init_loss`` (the initial loss), ``preflight/overfit_batch``
-    (best / initial loss), ``preflight/input_independence`` (relative gain over zeroed inputs),
-    ``preflight/batch_independence`` (cross-sample / own-sample effect).
     """
 
     def __init__(

@@ -9,6 +9,7 @@ from collections import namedtuple
 import pytest
 import torch
 
+from lightning_recipes.checks._probe import replace_entries
 from lightning_recipes.checks.data._leakage_probes import (
     Probe,
     _correlation,
@@ -17,7 +18,6 @@ from lightning_recipes.checks.data._leakage_probes import (
     copy_shares,
     entries,
     other_values,
-    replace_entry,
 )
 
 
@@ -34,9 +34,10 @@ def test_batch_entries_are_named_and_replaced_by_key():
     assert [label for _, label, _ in entries((x, y))] == ["batch[0]", "batch[1]"]
     assert [label for _, label, _ in entries({"x": x, "n": 3})] == ["batch['x']"]
     pair = namedtuple("pair", "x y")
-    replaced = replace_entry(pair(x, y), 1, torch.zeros(2))
+    replaced = replace_entries(pair(x, y), {1: torch.zeros(2)})
     assert isinstance(replaced, pair) and replaced.y.tolist() == [0.0, 0.0]
-    assert replace_entry({"x": x, "y": y}, "y", x)["y"] is x
+    assert replace_entries({"x": x, "y": y}, {"y": x})["y"] is x
+    assert replace_entries(x, {None: y}) is y  # a bare-tensor batch
 
 
 @pytest.mark.parametrize(

@@ -13,6 +13,7 @@ import torch
 from torch import Tensor
 
 from lightning_recipes.checks._num_classes import IGNORE_INDEX
+from lightning_recipes.checks._probe import replace_entries
 from lightning_recipes.checks.data._relation import lookup_scores
 from lightning_recipes.checks.model.causality_check import aligned_output
 from lightning_recipes.checks.report import CheckSkipped
@@ -28,7 +29,6 @@ __all__ = [
     "probe_single_feature",
     "probe_target_fed",
     "probe_too_good",
-    "replace_entry",
 ]
 
 COPY_SHARE, COPY_MARGIN = 0.95, 0.5  # sequence targets: share of trained positions that copy an input token
@@ -78,24 +78,6 @@ def entries(batch: Any) -> list[tuple[Any, str, Tensor]]:
     if isinstance(batch, (list, tuple)):
         return [(i, f"batch[{i}]", v) for i, v in enumerate(batch) if isinstance(v, Tensor)]
     return []
-
-
-def replace_entry(batch: Any, key: Any, value: Tensor) -> Any:
-    """A new batch with entry ``key`` replaced (dict key or tuple/list index).
-
-    Example:
-        >>> replace_entry((torch.zeros(1), torch.zeros(1)), 1, torch.ones(1))[1].tolist()
-        [1.0]
-    """
-    if isinstance(batch, Tensor):
-        return value
-    if isinstance(batch, Mapping):
-        return {**batch, key: value}
-    items = list(batch)
-    items[key] = value
-    if isinstance(batch, tuple) and hasattr(batch, "_fields"):
-        return type(batch)(*items)
-    return tuple(items) if isinstance(batch, tuple) else items
 
 
 def _same_storage(a: Tensor, b: Tensor) -> bool:
@@ -209,7 +191,7 @@ def probe_target_fed(context: CheckContext, batch: Any, target_as_input: bool) -
         if sequence:
             changed[:, start:] = replacement[:, start:]
         output, loss = _observed(
-            context, model, replace_entry(batch, key, changed if sequence else replacement)
+            context, model, replace_entries(batch, {key: changed if sequence else replacement})
         )
         changed_loss = loss if start == 0 else changed_loss
         if output is None or output.numel() != base.numel():
@@ -483,7 +465,7 @@ def _loss_reads(context: CheckContext, key: Any, batch: Any) -> bool | None:
     model.eval()
     losses = []
     with torch.no_grad():
-        for candidate in (batch, replace_entry(batch, key, value.roll(1, 0))):
+        for candidate in (batch, replace_entries(batch, {key: value.roll(1, 0)})):
             torch.manual_seed(context.seed)
             try:
                 losses.append(float(context.training_loss(model, candidate)))

@@ -70,16 +70,10 @@ def scan_samples(inputs: Sequence[Tensor | None]) -> tuple[int, int, int, int] |
 class DataCheck(SanityCheck):
     """Look at the first ``num_batches`` training (and validation) batches before training does.
 
-    Fails on NaN/Inf, labels outside ``[0, C)`` (``-100`` allowed), constant input batches, single-class or
-    sorted unshuffled batches, blank or identical samples beyond the ``(warn, fail)`` fractions, a dataset
-    whose stored tensors change when it is read (*data is pure*), validation labels unseen in training, and
-    an input-target relation that does not transfer between the splits (*data is paired*: labels shuffled
-    or remapped, an augmentation that moves the input but not its target, a crop drawn apart for image and
-    mask, a shortcut or a code in one split only, inputs preprocessed differently). Warns on un-normalised
-    inputs, an unshuffled loader and label distributions that differ beyond sampling noise.
-
-    Cost: the batches read (shared), 64 samples read from the dataset, nearest neighbours and lookup tables
-    on at most 2048 samples per split; one forward pass when ``C`` must be inferred.
+    The data is finite, varied, labelled in range (judged against the loss that consumes the labels),
+    shuffled, pure (reading it does not change it) and paired (the input-target relation transfers between
+    the splits); the guide has every rule. Cost: the batches read (shared), 64 dataset reads, neighbours
+    and lookup tables on at most 2048 samples per split, one step on a copy for out-of-range labels.
 
     Args:
         num_batches: Batches inspected (of each loader).
@@ -155,7 +149,7 @@ class DataCheck(SanityCheck):
             )
         classes = self._num_classes(context, batches[0], targets[0])
         details["num_classes"] = classes
-        self._labels(context, targets, classes, details)
+        self._labels(context, batches, targets, classes, details)
         self._splits(context, batches, details)
         found.sort(key=lambda f: _ORDER[f.status])
         if found:  # every finding's sentence, the worst first
@@ -250,11 +244,17 @@ class DataCheck(SanityCheck):
             summary = f"{duplicates} of {checked} samples ({share:.1%}) are identical copies of another"
             self._add(status, summary, "Check that `__getitem__` uses its whole index; deduplicate.")
 
-    def _num_classes(self, context: CheckContext, batch: Any, targets: Tensor | None) -> int | None:
+    def _declared(self, context: CheckContext) -> int | None:
+        """The class count given by the user (the check, the preflight or the datamodule)."""
         declared = getattr(context.datamodule, "num_classes", None)
-        for value in (self.num_classes, context.num_classes, declared):
-            if isinstance(value, int) and value >= 2:
-                return value
+        return next(
+            (v for v in (self.num_classes, context.num_classes, declared) if isinstance(v, int) and v >= 2),
+            None,
+        )
+
+    def _num_classes(self, context: CheckContext, batch: Any, targets: Tensor | None) -> int | None:
+        if (declared := self._declared(context)) is not None:
+            return declared
         inputs, _ = context.split(batch)
         if inputs is None or targets is None or targets.is_floating_point():
             return None
@@ -268,13 +268,35 @@ class DataCheck(SanityCheck):
         return inferred[0] if inferred else None
 
     def _labels(
-        self, context: CheckContext, targets: list[Any], classes: int | None, details: dict[str, Any]
+        self,
+        context: CheckContext,
+        batches: list[Any],
+        targets: list[Any],
+        classes: int | None,
+        details: dict[str, Any],
     ) -> None:
-        labels = [t for t in targets if t is not None and not t.is_floating_point() and t.dtype != torch.bool]
+        is_label = [t is not None and not t.is_floating_point() and t.dtype != torch.bool for t in targets]
+        labels = [t for t, keep in zip(targets, is_label, strict=True) if keep]
         if not labels:
             return
         flat = torch.cat([t.flatten() for t in labels])
-        bad = ((flat < 0) & (flat != IGNORE_INDEX)) | (flat >= classes if classes is not None else False)
+        bad = _outside(flat, classes, IGNORE_INDEX)
+        if bad.any():  # judged against the loss that consumes the labels, where one does
+            batch = next(
+                b
+                for b, t, k in zip(batches, targets, is_label, strict=True)
+                if k and _outside(t, classes, IGNORE_INDEX).any()
+            )
+            consumer = _label_loss(context, batch)
+            if consumer is None and self._declared(context) is None:
+                details["labels_range"] = (
+                    "not judged: no class-index loss consumes the labels (ordinal or cumulative targets)"
+                )
+                bad = torch.zeros_like(bad)
+            elif isinstance(consumer, tuple):
+                classes, ignore = consumer
+                details.update(num_classes=classes, ignore_index=ignore)
+                bad = _outside(flat, classes, IGNORE_INDEX) & (flat != ignore)
         details["labels_out_of_range"] = int(bad.sum())
         if details["labels_out_of_range"]:
             seen = flat[bad]
@@ -381,6 +403,30 @@ class DataCheck(SanityCheck):
         details["relation"] = worst.details()
         if worst.level != "pass":
             self._found.append(_relation_finding(worst))
+
+
+def _outside(labels: Tensor, classes: int | None, ignore: int) -> Tensor:
+    """Labels outside ``[0, classes)`` that are not ``ignore``."""
+    return ((labels < 0) & (labels != ignore)) | (labels >= classes if classes is not None else False)
+
+
+def _label_loss(context: CheckContext, batch: Any) -> tuple[int, int] | str | None:
+    """``(C, ignore_index)`` of the class-index loss (``cross_entropy``/``nll_loss``) that consumes the
+    batch's labels in one training step on a copy; ``"raises"`` when the step raises on them or the copy is
+    not on the CPU (an out-of-range label there is a device assert); ``None`` when no such loss consumes
+    them (ordinal or cumulative targets, a hand-written loss)."""
+    try:
+        model = context.copy_model()
+        if any(p.device.type != "cpu" for p in model.parameters()):
+            return "raises"
+        with torch.no_grad():
+            calls = context.loss_calls(model, batch)
+    except Exception:
+        return "raises"
+    for call in calls:
+        if call.num_classes is not None and call.integer_target and call.target_keys:
+            return call.num_classes, int(call.kwargs.get("ignore_index", IGNORE_INDEX))
+    return None
 
 
 def _relation_finding(r: Relation) -> Finding:

@@ -35,12 +35,9 @@ class LoaderCheck(SanityCheck):
     """The training (and validation) loader yields batches, and serves every class about as often as the
     dataset holds it.
 
-    An empty loader fails, naming ``len(dataset)``, ``batch_size`` and ``drop_last``. For integer targets, one
-    epoch of the sampler's indices is compared with the dataset's labels: a class never served, or a rare
-    class served at most ``rarer_ratios`` of its share ``z_threshold`` binomial standard errors below it,
-    fails (warns); oversampling rare classes passes; too few samples to tell is ``inconclusive``.
-
-    Cost: the sampler's indices for one epoch; labels read for at most ``max_samples`` indices.
+    An empty loader fails; for integer targets one epoch of the sampler's indices is compared with the
+    dataset's labels (the binomial test is in the guide). Cost: the sampler's indices for one epoch; labels
+    read for at most ``max_samples`` indices.
 
     Args:
         max_samples: Most ``dataset[i]`` reads for labels when the dataset has no cheaper label source.
@@ -66,11 +63,6 @@ class LoaderCheck(SanityCheck):
         ...                    checks=[LoaderCheck()], progress=False)
         >>> report["loader"].status
         'fail'
-        >>> right = WeightedRandomSampler(1 / counts[y], num_samples=1000)
-        >>> report = preflight(TinyClassifier(), train_dataloaders=DataLoader(data, 50, sampler=right),
-        ...                    checks=[LoaderCheck()], progress=False)
-        >>> report["loader"].status
-        'pass'
     """
 
     name = "loader"

@@ -21,6 +21,9 @@ from lightning_recipes.harness.batches import Key
 
 __all__ = ["SplitOverlapCheck"]
 
+# A training split where this share of samples has a near duplicate within itself is dense: a near match
+# across the splits says nothing there, and only exact copies (and the repeat test) are judged.
+DENSE_RATE = 0.01
 _MAX_DIM = 1024  # longer float fingerprints are projected (seeded Gaussian) to this many dimensions
 _CHUNK = 256  # rows of the similarity matrix computed at once
 
@@ -28,19 +31,13 @@ _CHUNK = 256  # rows of the similarity matrix computed at once
 class SplitOverlapCheck(SanityCheck):
     """Look for validation samples that are also in the training data.
 
-    Exact (hashed) and near (cosine >= ``near_cosine`` on pooled, normalised inputs; ``near_tokens`` for
-    token inputs) matches beyond the training set's own chance rate, and repeats of one subject (a
-    validation sample's nearest training neighbour far closer than the data's own neighbour distances), are
-    extrapolated to the whole training set: ``fail`` from ``fail_fraction``, ``warn`` from ``warn_fraction``.
-    A validation loader over the training dataset fails from its indices. Without a validation
-    loader: ``skip``.
-
-    Cost: the batches read (shared), similarity matrices in chunks; no model forward.
+    Exact, near and repeated samples beyond the training split's own rate, extrapolated to the whole
+    training set (on a dense training split, near copies are not judged: the guide has the rules). Without a
+    validation loader: ``skip``. Cost: the batches read (shared), similarity matrices in chunks.
 
     Args:
         num_batches: Batches read from each loader.
-        near_cosine: Cosine similarity (of centred, normalised float inputs) from which two samples are near
-            duplicates.
+        near_cosine: Cosine similarity of centred float inputs from which two samples are near duplicates.
         near_tokens: Fraction of equal positions from which two token sequences are near duplicates.
         warn_fraction: Estimated overlap (fraction of the validation set) from which the check warns.
         fail_fraction: Estimated overlap from which it fails.
@@ -125,6 +122,10 @@ class SplitOverlapCheck(SanityCheck):
         if usable_val == 0 or usable_train < 2:
             raise CheckSkipped("every sample read is blank (constant); see the `data` check.")
         chance_rate = chance_matches / usable_train
+        continuous = bool(train) and torch.is_floating_point(train[0])  # token sequences repeat naturally
+        dense = continuous and chance_rate >= DENSE_RATE
+        if dense:  # neighbours sit within the near threshold (windows of one series): only copies count
+            near = dict(exact)  # against the same chance rate: no verdict gets stronger on dense data
         excess = max(0.0, len(near) - chance_rate * usable_val)
         coverage, total = _coverage(context.train_dataloader, len(train))
         estimate = min(1.0, excess / usable_val / coverage)
@@ -143,13 +144,14 @@ class SplitOverlapCheck(SanityCheck):
             "train_duplicates": train_duplicates,
             "chance_rate": chance_rate,
             "estimated_overlap": estimate,
-            "near_method": method,
+            "near_method": method
+            if not dense
+            else f"exact only: {chance_matches} training samples are near another",
             "examples": [{"val_index": v, "train_index": t} for v, t in examples],
             "measured": max(estimate, repeat_estimate),
         }
         if repeats is not None:
             details["repeats"] = {**repeats.details(), "estimated_overlap": repeat_estimate}
-        continuous = bool(train) and torch.is_floating_point(train[0])  # token sequences repeat naturally
         near_text_only = not continuous and not exact  # text repeats itself across splits: warn at most
         level = repeat_level(repeats, repeat_estimate, self.warn_fraction, self.fail_fraction)
         found = (

@@ -30,22 +30,16 @@ _IGNORED = "the loss does not change with the target (pass `target_key` if anoth
 class TargetLeakageCheck(SanityCheck):
     """Verify that the target is not recoverable from the inputs without learning (target leakage).
 
-    Four tests: (0) changing only the target must not move the model's output (teacher forcing shifted right
-    is fine; ``target_as_input=False`` turns it off); (a) a sequence model's loss must not pull position ``t``
-    toward input token ``t`` (unshifted LM targets); (b) no single feature or batch entry predicts the label
-    (``max_accuracy``) or correlates with it (``max_correlation``); (c) a held-out loss below
-    ``too_good_fraction x ln C`` within a few steps warns. (b) and (c) run only when the loss reads
-    the target.
-
-    Cost: a few forward passes, one backward, vectorised feature scans and up to ``train_steps`` steps.
+    Four sub-tests (the guide has each): (0) the target alone moves the output, (a) unshifted sequence
+    targets, (b) one feature predicts the label, (c) a held-out loss too good too soon. Cost: a few
+    forward passes, one backward, vectorised feature scans and up to ``train_steps`` steps.
 
     Args:
         num_batches: Training batches read.
         num_eval_batches: Held-out batches.
         num_samples: Samples kept from each training batch (``None``: whole batches).
         max_accuracy: (b) held-out accuracy of one feature's lookup table that counts as leakage.
-        max_correlation: (b) absolute correlation of one feature with a regression target that counts as
-            leakage.
+        max_correlation: (b) absolute correlation of one feature with a regression target that leaks.
         num_bins: Deprecated: the lookup tables use 32 bins.
         train_steps: (c) optimizer steps of the short training (0 turns (c) off).
         too_good_fraction: (c) held-out loss below this fraction of ``ln C`` warns.

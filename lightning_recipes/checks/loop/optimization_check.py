@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Literal
 
 from typing_extensions import override
 
 from lightning_recipes._validation import check_int
 from lightning_recipes.checks._probe import listed
-from lightning_recipes.checks.base import SanityCheck
+from lightning_recipes.checks.base import SanityCheck, TimeBudget
 from lightning_recipes.checks.report import CheckInconclusive, CheckResult, CheckSkipped
 from lightning_recipes.harness import Harness as CheckContext
+from lightning_recipes.harness.batches import Key
 from lightning_recipes.harness.trial_fit import StepRecord, trial_fit
 
 __all__ = ["OptimizationCheck"]
@@ -29,12 +30,8 @@ class OptimizationCheck(SanityCheck):
     ``Trainer`` on one batch and check each ``optimizer.step()`` against the backward passes before it, under
     automatic **and manual** optimisation.
 
-    Per optimizer and step: the step follows a backward; its gradients are those of its own backward passes
-    (not the previous step's, not zeroed in between; scaling by clipping or AMP allowed); every parameter that
-    gets a gradient is in an optimizer; the step changes the parameters with a non-zero gradient.
-
-    Cost: one small ``Trainer.fit`` of at most ``steps`` batches (shared with ``validation_path``); fixed
-    work, no time-dependent stop.
+    The per-step rules are in the guide. Cost: one small ``Trainer.fit`` of at most ``steps`` batches
+    (shared with ``validation_path``); fixed work.
 
     Args:
         steps: Training batches of the trial fit at most.
@@ -55,8 +52,17 @@ class OptimizationCheck(SanityCheck):
 
     name = "optimization"
 
-    def __init__(self, steps: int = 30, max_samples: int = 64, **options: Any) -> None:
-        super().__init__(**options)  # on_fail, input_key, target_key, time_budget: see SanityCheck
+    def __init__(
+        self,
+        steps: int = 30,
+        max_samples: int = 64,
+        *,
+        on_fail: Literal["raise", "warn"] = "raise",
+        input_key: Key = None,
+        target_key: Key = None,
+        time_budget: TimeBudget = "default",
+    ) -> None:
+        super().__init__(on_fail=on_fail, input_key=input_key, target_key=target_key, time_budget=time_budget)
         check_int("steps", steps, minimum=2)
         check_int("max_samples", max_samples, minimum=1)
         self.steps = steps

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import warnings
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from torch import Tensor
@@ -14,9 +14,10 @@ from torch.optim.lr_scheduler import CosineAnnealingLR, OneCycleLR, PolynomialLR
 from typing_extensions import override
 
 from lightning_recipes._validation import check_positive
-from lightning_recipes.checks.base import SanityCheck
+from lightning_recipes.checks.base import SanityCheck, TimeBudget
 from lightning_recipes.checks.report import SUMMARY_LIMIT, CheckInconclusive, CheckResult, CheckSkipped
 from lightning_recipes.harness import Harness as CheckContext
+from lightning_recipes.harness.batches import Key
 from lightning_recipes.harness.optimizers import configure_optimizers_on_copy
 from lightning_recipes.harness.run_length import PlannedTrainer, RunLength
 from lightning_recipes.harness.schedulers import SchedulerConfig, schedulers_from_config
@@ -179,13 +180,9 @@ class ScheduleCheck(SanityCheck):
     """The loop's state machines advance as declared: step copies of the configured LR schedulers over the
     planned run, as Lightning would, and check the LR curve of every optimizer param group.
 
-    The run's length comes from the Trainer, from ``max_epochs=``/``max_steps=``, or from the scheduler
-    itself (else ``inconclusive``). Fails, relative to the base LR, on a warm-up that never finishes, a
-    collapse below ``collapse`` x base before half the run, growth beyond ``growth`` x, or a scheduler that
-    raises before the run ends. Skips without a scheduler, with only ``ReduceLROnPlateau``, or under manual
-    optimisation. The curve is deterministic (no noise); at most :data:`MAX_SIMULATED` steps (fixed work).
-
-    Cost: one ``configure_optimizers`` and one ``scheduler.step()`` per step of the run (~0.3 s for 10k).
+    Fails on a warm-up that never finishes, an early collapse, unbounded growth or a scheduler that raises
+    before the run ends (the rules are in the guide). Cost: one ``configure_optimizers`` and one
+    ``scheduler.step()`` per step of the run, at most :data:`MAX_SIMULATED` (fixed work).
 
     Args:
         collapse: The LR is collapsed below this fraction of its base.
@@ -215,9 +212,17 @@ class ScheduleCheck(SanityCheck):
     name = "schedule"
 
     def __init__(
-        self, collapse: float = 1e-3, low: float = 1e-2, growth: float = 10.0, **options: Any
+        self,
+        collapse: float = 1e-3,
+        low: float = 1e-2,
+        growth: float = 10.0,
+        *,
+        on_fail: Literal["raise", "warn"] = "raise",
+        input_key: Key = None,
+        target_key: Key = None,
+        time_budget: TimeBudget = "default",
     ) -> None:
-        super().__init__(**options)  # on_fail, input_key, target_key, time_budget: see SanityCheck
+        super().__init__(on_fail=on_fail, input_key=input_key, target_key=target_key, time_budget=time_budget)
         check_positive("collapse", collapse)
         check_positive("low", low)
         check_positive("growth", growth)

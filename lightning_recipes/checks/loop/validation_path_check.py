@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Literal
 
 import lightning.pytorch as pl
 from lightning.pytorch.utilities.model_helpers import is_overridden
@@ -12,9 +12,10 @@ from typing_extensions import override
 from lightning_recipes._stats import difference_noise
 from lightning_recipes._validation import check_in_range, check_int
 from lightning_recipes.checks._probe import listed
-from lightning_recipes.checks.base import SanityCheck
+from lightning_recipes.checks.base import SanityCheck, TimeBudget
 from lightning_recipes.checks.report import CheckInconclusive, CheckResult, CheckSkipped
 from lightning_recipes.harness import Harness as CheckContext
+from lightning_recipes.harness.batches import Key
 from lightning_recipes.harness.trial_fit import trial_fit
 
 __all__ = ["ValidationPathCheck", "loss_noise"]
@@ -36,13 +37,8 @@ class ValidationPathCheck(SanityCheck):
     ``training_step``, ``validation_step`` on the same batch (in eval mode, in Lightning's own validation
     loop) must see the fit too.
 
-    The validation loss must fall by at least ``min_share`` of the training loss's fall (minus 3 sigma of its
-    step noise); a training loss that did not fall clearly is ``inconclusive``. A failure names what
-    validation saw: stale weights, different inputs, or another tensor; an EMA that lags passes; BatchNorm
-    statistics that lag make it ``inconclusive``. Skips without ``validation_step`` or a validation loss.
-
-    Cost: one small ``Trainer.fit`` with two validation passes (shared with ``optimization``); fixed work,
-    no time-dependent stop.
+    A failure names what validation saw (the guide has the rule). Cost: one small ``Trainer.fit`` with two
+    validation passes (shared with ``optimization``); fixed work.
 
     Args:
         min_share: Share of the training loss's fall that the validation loss must fall, in (0, 1).
@@ -66,9 +62,17 @@ class ValidationPathCheck(SanityCheck):
     name = "validation_path"
 
     def __init__(
-        self, min_share: float = 0.5, steps: int = 30, max_samples: int = 64, **options: Any
+        self,
+        min_share: float = 0.5,
+        steps: int = 30,
+        max_samples: int = 64,
+        *,
+        on_fail: Literal["raise", "warn"] = "raise",
+        input_key: Key = None,
+        target_key: Key = None,
+        time_budget: TimeBudget = "default",
     ) -> None:
-        super().__init__(**options)  # on_fail, input_key, target_key, time_budget: see SanityCheck
+        super().__init__(on_fail=on_fail, input_key=input_key, target_key=target_key, time_budget=time_budget)
         check_in_range("min_share", min_share, 0, 1, low_open=True, high_open=True)
         check_int("steps", steps, minimum=3)
         check_int("max_samples", max_samples, minimum=1)

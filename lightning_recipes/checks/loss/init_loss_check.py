@@ -28,14 +28,9 @@ __all__ = ["InitLossCheck"]
 class InitLossCheck(SanityCheck):
     """Compare the loss at initialisation with what an untrained model should score, where that is known.
 
-    Known: the returned loss is one ``torch.nn.functional`` loss call (or its mean) on targets read from the
-    batch: ``ln C`` for ``cross_entropy``/``nll_loss``, ``ln 2`` per output for binary cross-entropy on 0/1
-    targets, the label prior's entropy for a bias initialised to the prior. Anything else (distillation's
-    T²-scaled KL plus CE, InfoNCE, an ELBO, a pinball or regression loss) is ``skip`` with the reason, never a
-    verdict; ``expected_loss=`` (or ``num_classes=``: ``ln C``) compares anyway. A ratio past a line, within
-    ``Z`` batch-to-batch standard errors of it is ``inconclusive``. Logged as ``preflight/init_loss``.
-
-    Cost: ``num_batches`` forward passes on a copy, no gradients.
+    Known for one ``torch.nn.functional`` loss call on targets from the batch (``ln C``, ``ln 2`` per
+    output, the prior's entropy); anything else is ``skip`` (the guide lists them). Logged as
+    ``preflight/init_loss``. Cost: ``num_batches`` forward passes on a copy, no gradients.
 
     Args:
         expected_loss: The expected initial loss; overrides inference.

@@ -35,15 +35,7 @@ class InputIndependenceCheck(SanityCheck):
     """Train three copies from one init on the same batches, with real pairs, with the inputs removed and with
     the targets permuted: real inputs must do better on held-out data than both controls.
 
-    *Inputs removed*: each sample gets another sample's input (a permutation drawn anew every step), so inputs
-    stay valid but say nothing about the target. *Targets permuted*: one fixed permutation per training batch,
-    the dataset a label shuffle makes. Targets computed from the input are kept for the controls. ``pass``:
-    held-out loss (on chunks of real held-out data) below both controls' at 99% (looks after 15, 30, 60, ...
-    steps); ``fail`` after ``max_steps``: the real pairs are fitted no faster than permuted ones (within
-    ``min_improvement`` at 99%) and held-out loss is no better than with no inputs; ``warn``: what the
-    real pairs teach makes held-out loss worse. Logged as ``preflight/input_independence``; guide section
-    ``input_independence``.
-
+    The controls and the verdicts' bounds are in the guide; logged as ``preflight/input_independence``.
     Cost: ``3 x max_steps`` training steps on copies at most, one held-out pass per look and copy.
 
     Args:

@@ -60,15 +60,9 @@ class _Part:
 class LossCheck(SanityCheck):
     """Check the loss itself on one or two batches, without training.
 
-    Four invariants: every target value moves the loss (a class whose positions all get zero gradient is
-    dropped: ``ignore_index``, a zero ``weight``, a mask; padding passes); no floor proven from the output's
-    range keeps the loss from its minimum (probabilities into a logits loss, a softmax across multi-label
-    targets, a bounded regression head); regression targets on the output's scale; the loss is bounded below
-    along its descent ray. ``skip`` under manual optimisation, without a gradient, or for a non-finite loss; a
-    hand-written loss gets the last part only. Logged as ``preflight/loss``. Guide:
-    ``docs/guides/preflight.md#loss``.
-
-    Cost: one forward and backward per batch (``num_batches``) and up to twelve forwards for the ray.
+    Every target value moves the loss, no floor from the output's range keeps it from its minimum, regression
+    targets sit on the output's scale, and the loss is bounded below along its descent ray (the guide has
+    each). Cost: one forward and backward per batch and up to twelve forwards for the ray.
 
     Args:
         num_batches: Training batches to read (the first judges, the others confirm per-class verdicts).

@@ -28,12 +28,8 @@ class OverfitBatchCheck(SanityCheck):
     """Train a copy on one fixed small batch for at most ``max_steps`` steps: the loss must fall
     ``1 - target_ratio`` of its way from the initial value to its floor (0, or label smoothing's entropy).
 
-    ``pass`` at the target; ``fail`` at once when a floor proven from the output's range (probabilities into a
-    logits loss, a clamp, a bounded regression head) lies above the target, on a non-finite loss, or short of
-    half way; ``warn`` half way, or short with 10% or more of the weights untrained (frozen, in no optimizer).
-    Logged as ``preflight/overfit_batch`` (best / initial loss); guide section ``overfit_batch``.
-
-    Cost: up to ``max_steps`` steps on a small batch.
+    The verdicts are in the guide; logged as ``preflight/overfit_batch`` (best / initial loss). Cost: up to
+    ``max_steps`` steps on a small batch.
 
     Args:
         max_steps: Step budget.

@@ -11,6 +11,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from lightning_recipes.checks._probe import replace_entries
 from lightning_recipes.harness.batches import Key
 from lightning_recipes.harness.walk import batch_entries
 
@@ -193,17 +194,3 @@ def truncate_batch(batch: Any, padding: Padding, length: int) -> tuple[Any, Padd
     return replace_entries(batch, changes), dataclasses.replace(
         padding, length=length, real=padding.real[:, :length]
     )
-
-
-def replace_entries(batch: Any, changes: dict[int | str, Tensor]) -> Any:
-    """A new batch (dict, list, tuple or namedtuple) with the entries ``changes`` names replaced."""
-    if isinstance(batch, Mapping):
-        new = dict(batch)
-        new.update(changes)
-        return new
-    items = list(batch)
-    for key, value in changes.items():
-        items[key] = value  # type: ignore[index]
-    if isinstance(batch, tuple) and hasattr(batch, "_fields"):
-        return type(batch)(*items)
-    return type(batch)(items) if isinstance(batch, tuple) else items

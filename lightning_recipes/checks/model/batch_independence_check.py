@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 import lightning.pytorch as pl
 import torch
@@ -14,10 +14,11 @@ from typing_extensions import override
 from lightning_recipes._stats import NoiseVerdict, judge_deviation
 from lightning_recipes._validation import check_in_range, check_int
 from lightning_recipes.checks._probe import first_samples, seeded, until_it_reacts, worst
-from lightning_recipes.checks.base import SanityCheck, perturbed
+from lightning_recipes.checks.base import SanityCheck, TimeBudget, perturbed
 from lightning_recipes.checks.report import CheckInconclusive, CheckResult, CheckSkipped
 from lightning_recipes.harness import CannotRunOnCopy
 from lightning_recipes.harness import Harness as CheckContext
+from lightning_recipes.harness.batches import Key
 from lightning_recipes.harness.forward_capture import step_output
 from lightning_recipes.harness.walk import map_tensors
 
@@ -29,13 +30,9 @@ Effects = tuple[list[list[float]], list[float]]  # effects[p][j] of probe p on s
 class BatchIndependenceCheck(SanityCheck):
     """The output depends on what the task says: output ``i`` on input ``i`` only, not on its slot.
 
-    Another sample's input in slot ``j`` must leave the other outputs put (a cross effect above ``rtol``
-    x the own effect is mixing). Then, in eval, the batch rotated by one slot must give rotated outputs,
-    within ``4 x`` the noise of two passes under different seeds (``fail`` above ``10 x``). BatchNorm runs
-    in eval; outputs come from ``forward`` or ``training_step`` (``details["output_route"]``). Your code
-    raising on the changed or rotated batch makes it ``inconclusive``.
-
-    Cost: four forward passes on ``num_samples`` samples (the last measures drift), then three eval passes.
+    Another sample in slot ``j`` must leave the other outputs put, and a rotated batch must give rotated
+    outputs (the guide has the bounds). Cost: four forward passes on ``num_samples`` samples, then three
+    eval passes.
 
     Args:
         num_samples: Samples of the first batch used (at least 2).
@@ -56,8 +53,17 @@ class BatchIndependenceCheck(SanityCheck):
 
     name = "batch_independence"
 
-    def __init__(self, num_samples: int = 8, rtol: float = 1e-4, **options: Any) -> None:
-        super().__init__(**options)  # on_fail, input_key, target_key, time_budget: see SanityCheck
+    def __init__(
+        self,
+        num_samples: int = 8,
+        rtol: float = 1e-4,
+        *,
+        on_fail: Literal["raise", "warn"] = "raise",
+        input_key: Key = None,
+        target_key: Key = None,
+        time_budget: TimeBudget = "default",
+    ) -> None:
+        super().__init__(on_fail=on_fail, input_key=input_key, target_key=target_key, time_budget=time_budget)
         check_int("num_samples", num_samples, minimum=2)
         check_in_range("rtol", rtol, 0, 1, low_open=True, high_open=True)
         self.num_samples = num_samples

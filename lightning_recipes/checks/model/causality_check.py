@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from torch import Tensor
@@ -12,10 +12,10 @@ from typing_extensions import override
 from lightning_recipes._validation import check_in_range, check_int
 from lightning_recipes.checks._num_classes import IGNORE_INDEX
 from lightning_recipes.checks._probe import model_output, seeded, until_it_reacts
-from lightning_recipes.checks.base import SanityCheck, perturbed
+from lightning_recipes.checks.base import SanityCheck, TimeBudget, perturbed
 from lightning_recipes.checks.report import CheckInconclusive, CheckResult, CheckSkipped
 from lightning_recipes.harness import Harness as CheckContext
-from lightning_recipes.harness.batches import batch_size_of, slice_batch
+from lightning_recipes.harness.batches import Key, batch_size_of, slice_batch
 
 __all__ = ["CausalityCheck", "aligned_output", "next_token_task"]
 
@@ -26,15 +26,8 @@ class CausalityCheck(SanityCheck):
     """The output depends on what the task says: where the task is causal, the output at position ``t``
     depends on no input after ``t``.
 
-    Applies to next-token prediction (targets are the inputs shifted by one, or ``labels == input_ids``), or
-    to any sequence model with ``causal=True``; encoders and taggers skip. At ``num_positions`` positions the
-    inputs after it are replaced (other token ids, or noise for floats); an output up to it that moves is a
-    leak, narrowed down by bisection to the first input it reads; eval mode and one seed per pass, so dropout
-    is no false alarm. Outputs are ``[B, S, ...]``. Your code
-    raising on the altered sequence makes it ``inconclusive``.
-
-    Cost: ``1 + num_positions`` forwards (plus ``log2(S)`` for a leak) on ``num_samples`` sequences of the
-    first batch.
+    Applies to next-token prediction or to any sequence model with ``causal=True`` (the guide has how). Cost:
+    ``1 + num_positions`` forwards (plus ``log2(S)`` for a leak) on ``num_samples`` sequences.
 
     Args:
         causal: ``None`` infers the task from the batch, ``True`` forces the check on, ``False`` skips it.
@@ -63,9 +56,13 @@ class CausalityCheck(SanityCheck):
         num_positions: int = 3,
         num_samples: int = 4,
         rtol: float = 1e-4,
-        **options: Any,
+        *,
+        on_fail: Literal["raise", "warn"] = "raise",
+        input_key: Key = None,
+        target_key: Key = None,
+        time_budget: TimeBudget = "default",
     ) -> None:
-        super().__init__(**options)  # on_fail, input_key, target_key, time_budget: see SanityCheck
+        super().__init__(on_fail=on_fail, input_key=input_key, target_key=target_key, time_budget=time_budget)
         if causal is not None and not isinstance(causal, bool):
             raise ValueError(f"`causal` must be True, False or None (infer), got {causal!r}.")
         check_int("num_positions", num_positions, minimum=1)

@@ -5,21 +5,23 @@ from __future__ import annotations
 import random
 from collections import Counter
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 import lightning.pytorch as pl
 import numpy as np
 import torch
 from torch import Tensor, nn
+from torch.overrides import TorchFunctionMode
+from torch.utils._pytree import tree_leaves
 from typing_extensions import override
 
 from lightning_recipes._validation import check_in_range, check_int
 from lightning_recipes.checks._probe import first_samples, listed, model_output
-from lightning_recipes.checks.base import SanityCheck
+from lightning_recipes.checks.base import SanityCheck, TimeBudget
 from lightning_recipes.checks.report import SUMMARY_LIMIT, CheckResult
 from lightning_recipes.harness import Harness as CheckContext
 from lightning_recipes.harness import first_tensor
-from lightning_recipes.harness.batches import batch_size_of
+from lightning_recipes.harness.batches import Key, batch_size_of
 
 __all__ = ["EvalModeCheck"]
 
@@ -55,8 +57,17 @@ class EvalModeCheck(SanityCheck):
 
     name = "eval_mode"
 
-    def __init__(self, num_samples: int = 8, rtol: float = 1e-4, **options: Any) -> None:
-        super().__init__(**options)  # on_fail, input_key, target_key, time_budget: see SanityCheck
+    def __init__(
+        self,
+        num_samples: int = 8,
+        rtol: float = 1e-4,
+        *,
+        on_fail: Literal["raise", "warn"] = "raise",
+        input_key: Key = None,
+        target_key: Key = None,
+        time_budget: TimeBudget = "default",
+    ) -> None:
+        super().__init__(on_fail=on_fail, input_key=input_key, target_key=target_key, time_budget=time_budget)
         check_int("num_samples", num_samples, minimum=1)
         check_in_range("rtol", rtol, 0, 1, low_open=True, high_open=True)
         self.num_samples = num_samples
@@ -91,6 +102,15 @@ class EvalModeCheck(SanityCheck):
                 f"a forward pass in eval() changed the model's state: {listed([f'`{n}`' for n in changed])}",
                 details,
                 action="Update running statistics, counters and caches only under `if self.training:`.",
+            )
+        if culprit is not None and _samples_a_prediction(context, model, batch):
+            details["sampled"] = True
+            return CheckResult(
+                self.name,
+                "pass",
+                "no state changed; the output is sampled (a predicted location plus a predicted scale times "
+                "noise), so its randomness in eval() is not judged",
+                details,
             )
         if culprit is not None:
             where = f"`{culprit[0]}` ({culprit[1]})" if culprit[0] else f"its own forward ({culprit[1]})"
@@ -155,6 +175,61 @@ class EvalModeCheck(SanityCheck):
             if not d_in and (d_out or inner):
                 return (name, kind), first_input
         return None, first_input
+
+
+class _Sampling(TorchFunctionMode):
+    """Tags the tensors of one forward pass by what they come from (``input``, ``param``, Gaussian
+    ``noise``) and sets ``found`` on a reparameterised sample: ``loc + scale * noise`` with ``loc`` and
+    ``scale`` computed from the input by parameters (a VAE), or ``torch.normal(loc, scale)`` so computed."""
+
+    def __init__(self, batch: Any) -> None:
+        super().__init__()
+        self.found = False
+        self._tags: dict[int, tuple[Tensor, frozenset[str]]] = {}
+        for tensor in tree_leaves(batch):
+            if isinstance(tensor, Tensor):
+                self._tags[id(tensor)] = (tensor, frozenset({"input"}))
+
+    def _of(self, value: Any) -> frozenset[str]:
+        if isinstance(value, nn.Parameter):
+            return frozenset({"param"})
+        entry = self._tags.get(id(value))
+        return entry[1] if entry is not None and entry[0] is value else frozenset()
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        result = func(*args, **kwargs)
+        operands = [self._of(t) for t in tree_leaves((args, kwargs)) if isinstance(t, Tensor)]
+        tags = frozenset().union(*operands)
+        predicted = [t >= _PREDICTED and "noise" not in t for t in operands]
+        if func in _GAUSSIAN:
+            tags = frozenset({"noise"}) | (tags if func is torch.normal else frozenset())
+            self.found |= func is torch.normal and any(predicted)
+        elif func in _MUL and len(operands) == 2 and any(predicted) and any("noise" in t for t in operands):
+            tags |= {"scaled"}
+        elif func in _ADD and len(operands) == 2 and any(predicted) and any("scaled" in t for t in operands):
+            self.found = True
+        for leaf in tree_leaves(result) if tags else ():
+            if isinstance(leaf, Tensor):
+                self._tags[id(leaf)] = (leaf, tags | self._of(leaf))
+        return result
+
+
+_PREDICTED = frozenset({"input", "param"})
+_GAUSSIAN = {torch.randn, torch.randn_like, torch.normal, Tensor.normal_}
+_MUL = {torch.mul, Tensor.mul, Tensor.__mul__, Tensor.__rmul__}
+_ADD = {torch.add, Tensor.add, Tensor.add_, Tensor.__add__, Tensor.__radd__, Tensor.__iadd__}
+
+
+def _samples_a_prediction(context: CheckContext, model: pl.LightningModule, batch: Any) -> bool:
+    """Whether one eval pass draws a reparameterised sample (:class:`_Sampling`); ``False`` when the pass
+    cannot be traced (then the randomness is judged as before)."""
+    try:
+        with _Sampling(batch) as probe, torch.no_grad():
+            model_output(context, model, batch)
+    except Exception:
+        return False
+    return probe.found
 
 
 def _inside(name: str, parent: str) -> bool:

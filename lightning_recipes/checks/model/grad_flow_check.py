@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from typing_extensions import override
 
 from lightning_recipes._validation import check_int
 from lightning_recipes.checks._probe import listed
-from lightning_recipes.checks.base import SanityCheck
+from lightning_recipes.checks.base import SanityCheck, TimeBudget
 from lightning_recipes.checks.report import CheckResult
 from lightning_recipes.harness import Harness as CheckContext
+from lightning_recipes.harness.batches import Key
 
 __all__ = ["GradFlowCheck"]
 
@@ -43,8 +44,16 @@ class GradFlowCheck(SanityCheck):
 
     name = "grad_flow"
 
-    def __init__(self, max_steps: int = 3, **options: Any) -> None:
-        super().__init__(**options)  # on_fail, input_key, target_key, time_budget: see SanityCheck
+    def __init__(
+        self,
+        max_steps: int = 3,
+        *,
+        on_fail: Literal["raise", "warn"] = "raise",
+        input_key: Key = None,
+        target_key: Key = None,
+        time_budget: TimeBudget = "default",
+    ) -> None:
+        super().__init__(on_fail=on_fail, input_key=input_key, target_key=target_key, time_budget=time_budget)
         check_int("max_steps", max_steps, minimum=1)
         self.max_steps = max_steps
 

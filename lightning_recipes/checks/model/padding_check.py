@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import lightning.pytorch as pl
 import torch
@@ -13,14 +13,13 @@ from typing_extensions import override
 
 from lightning_recipes._stats import NoiseVerdict, judge_deviation
 from lightning_recipes._validation import check_int
-from lightning_recipes.checks._probe import worst
-from lightning_recipes.checks.base import SanityCheck, perturbed
+from lightning_recipes.checks._probe import replace_entries, worst
+from lightning_recipes.checks.base import SanityCheck, TimeBudget, perturbed
 from lightning_recipes.checks.model._padding_batch import (
     Padding,
     extend_batch,
     find_padding,
     pad_value_of,
-    replace_entries,
     truncate_batch,
 )
 from lightning_recipes.checks.report import CheckInconclusive, CheckResult, CheckSkipped
@@ -38,14 +37,9 @@ class PaddingCheck(SanityCheck):
     """The output depends on what the task says: extra padding, marked as padding, changes neither the loss
     nor the outputs at real positions.
 
-    The padding indicator is a mask entry (``attention_mask``, ``padding_mask``, a bool ``[B, T]`` tensor) or
-    a lengths tensor. Every ``[B, T, ...]`` entry is extended by ``extra`` padded positions and
-    ``training_step`` runs in eval; the loss and the outputs at real positions must stay within ``4 x`` the
-    run-to-run noise (``fail`` above ``10 x``, an inconclusive look is repeated with more padding). A change
-    on batches with no padding yet is a ``warn``. Without an indicator: ``skip``; your code raising on the
-    padded batch (a position limit, after cutting the batch to make room): ``inconclusive``.
-
-    Cost: three to six ``training_step`` calls without gradients on ``num_samples`` samples.
+    Every ``[B, T, ...]`` entry is extended by ``extra`` positions marked as padding (a mask or lengths
+    entry; without one: ``skip``); thresholds and verdicts are in the guide. Cost: three to six
+    ``training_step`` calls without gradients on ``num_samples`` samples.
 
     Args:
         num_samples: Samples of the first training batch used.
@@ -78,8 +72,18 @@ class PaddingCheck(SanityCheck):
 
     name = "padding"
 
-    def __init__(self, num_samples: int = 8, extra: int = 3, padding_key: Key = None, **options: Any) -> None:
-        super().__init__(**options)  # on_fail, input_key, target_key, time_budget: see SanityCheck
+    def __init__(
+        self,
+        num_samples: int = 8,
+        extra: int = 3,
+        padding_key: Key = None,
+        *,
+        on_fail: Literal["raise", "warn"] = "raise",
+        input_key: Key = None,
+        target_key: Key = None,
+        time_budget: TimeBudget = "default",
+    ) -> None:
+        super().__init__(on_fail=on_fail, input_key=input_key, target_key=target_key, time_budget=time_budget)
         check_int("num_samples", num_samples, minimum=1)
         check_int("extra", extra, minimum=1)
         check_key("padding_key", padding_key)

@@ -23,14 +23,9 @@ import torch
 from torch import Tensor
 from torch.utils.data import DataLoader, Dataset, TensorDataset
 
+from tests.checks.stage_gallery._data_stage_data import digits, gen  # the shared builders
+
 BATCH = 64
-
-
-def gen(seed: int) -> torch.Generator:
-    """A seeded CPU generator."""
-    g = torch.Generator()
-    g.manual_seed(seed)
-    return g
 
 
 def loader(
@@ -54,25 +49,6 @@ def pair(train: DataLoader, val: DataLoader, **extra: Any) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------- digits
-
-
-@lru_cache(maxsize=1)
-def _digits() -> dict[str, tuple[Tensor, Tensor]]:
-    from sklearn.datasets import load_digits
-
-    raw = load_digits()
-    x = torch.tensor(raw.data, dtype=torch.float32) / 16.0
-    y = torch.tensor(raw.target, dtype=torch.long)
-    perm = torch.randperm(len(y), generator=gen(0))
-    parts = {"train": perm[:1000], "val": perm[1000:1300], "test": perm[1300:]}
-    return {name: (x[idx], y[idx]) for name, idx in parts.items()}
-
-
-def digits(split: str, images: bool = False) -> tuple[Tensor, Tensor]:
-    """Copies of sklearn's digits (1797 8x8 images, pixels in [0, 1]): 1000 train, 300 val, 497 test."""
-    x, y = _digits()[split]
-    x = x.clone()
-    return (x.view(-1, 1, 8, 8) if images else x), y.clone()
 
 
 def held_out_digits(images: bool = False) -> DataLoader:

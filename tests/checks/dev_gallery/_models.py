@@ -16,65 +16,24 @@ from __future__ import annotations
 
 from typing import Any
 
-import lightning.pytorch as pl
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence
 
+from tests.checks.stage_gallery import _data_stage_models as stage_models
+from tests.checks.stage_gallery._data_stage_models import _Net
+
 from . import _data as data_
-
-
-class _Net(pl.LightningModule):
-    """Adam at ``lr``; ``training_step`` and ``validation_step`` both return/log ``loss(batch)``."""
-
-    lr = 3e-3
-
-    def loss(self, batch: Any) -> Tensor:
-        raise NotImplementedError
-
-    def predict(self, batch: Any) -> Tensor:
-        raise NotImplementedError
-
-    def training_step(self, batch: Any, batch_idx: int) -> Tensor:
-        loss = self.loss(batch)
-        self.log("train_loss", loss)
-        return loss
-
-    def validation_step(self, batch: Any, batch_idx: int) -> None:
-        self.log("val_loss", self.loss(batch))
-
-    def configure_optimizers(self) -> torch.optim.Optimizer:
-        return torch.optim.Adam(self.parameters(), lr=self.lr)
-
 
 # ---------------------------------------------------------------- classifiers
 
 
-class DigitsCNN(_Net):
-    """Two 3x3 convolutions and a linear head on 1x8x8 digit images (~10k parameters)."""
+class DigitsCNN(stage_models.DigitsCNN):
+    """The stage gallery's digits CNN (``fixed`` is unused: no bug in the model)."""
 
     def __init__(self, fixed: bool = False) -> None:
         super().__init__()
-        self.net = nn.Sequential(
-            nn.Conv2d(1, 16, 3, padding=1),
-            nn.ReLU(),
-            nn.Conv2d(16, 32, 3, padding=1),
-            nn.ReLU(),
-            nn.MaxPool2d(2),
-            nn.Flatten(),
-            nn.Linear(32 * 4 * 4, 10),
-        )
-
-    def forward(self, x: Tensor) -> Tensor:
-        return self.net(x)
-
-    def loss(self, batch: Any) -> Tensor:
-        x, y = batch
-        return F.cross_entropy(self(x), y)
-
-    def predict(self, batch: Any) -> Tensor:
-        return self(batch[0]).argmax(-1)
 
 
 # ---------------------------------------------------------------- keypoint regression
