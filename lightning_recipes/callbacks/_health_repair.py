@@ -131,7 +131,8 @@ class HealthRepair:
         self.events: list[RepairEvent] = []
         self.lr_scale = 1.0
         self.best_val = math.inf
-        self._healthy = RollbackSnapshot()
+        self._healthy = RollbackSnapshot()  # confirmed: a healthy check came after it
+        self._candidate = RollbackSnapshot()  # the latest healthy check's, confirmed by the next
         self._best = Snapshot()
         self._best_step = -1
         self._scaling = LRScaling(lambda: self.lr_scale)
@@ -145,7 +146,9 @@ class HealthRepair:
         self._scaling.detach()
         self._scaling.attach(trainer.optimizers)
         self._restore_best_at_end = False
+        self._candidate.release()
         self._take_healthy(trainer, pl_module, monitor)  # the start (or the resumed state) is healthy
+        self._healthy, self._candidate = self._candidate, self._healthy
         guards = [c for c in callback_list(trainer) if isinstance(c, StabilityGuard) and c.act_on_findings]
         if guards:
             rank_zero_warn(
@@ -182,7 +185,7 @@ class HealthRepair:
             action = repair_of(finding)
             if action is None or trainer.should_stop:
                 continue
-            if len(self.events) >= self.max_repairs:
+            if len(self.events) >= self.max_repairs and action != "stop_restore_best":  # stopping is safe
                 self._give_up(trainer, pl_module, monitor, finding)
                 return
             getattr(self, f"_{action}")(trainer, pl_module, monitor, finding, batches)
@@ -200,6 +203,7 @@ class HealthRepair:
     def teardown(self) -> None:
         self._scaling.detach()
         self._healthy.release()
+        self._candidate.release()
 
     # ------------------------------------------------------------------ the repairs
 
@@ -234,8 +238,7 @@ class HealthRepair:
         factor = lr_factor_of(finding) or 1.0
         before = {"lr": self._effective_lr(trainer), "lr_scale": self.lr_scale}
         collapsed = "peak_lr" in finding.evidence
-        # a collapsed LR is restored to its peak (idempotent: the scale is set, not multiplied again)
-        self.lr_scale = max(self.lr_scale, factor) if collapsed else self.lr_scale * factor
+        self.lr_scale *= factor  # the monitor reads the effective (scaled) LR: its factor goes on top of ours
         after = {"lr": self._effective_lr(trainer), "lr_scale": self.lr_scale}
         what = "restored to its peak" if collapsed else f"raised {factor:.3g}x"
         text = (
@@ -294,9 +297,8 @@ class HealthRepair:
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, monitor: HealthMonitor, finding: Finding
     ) -> None:
         trainer.should_stop = True
-        restored = (
-            self._roll_back(trainer, pl_module, monitor) if repair_of(finding) != "stop_restore_best" else -1
-        )
+        rollback = repair_of(finding) in ("rollback_lower_lr", "rollback_skip_batch")
+        restored = self._roll_back(trainer, pl_module, monitor) if rollback else -1
         history = ", ".join(f"{e.action}@{e.step}" for e in self.events)
         text = (
             f"max_repairs={self.max_repairs} reached ({history}); stopped training"
@@ -310,14 +312,20 @@ class HealthRepair:
     def _take_healthy(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, monitor: HealthMonitor
     ) -> None:
+        """A healthy check: the previous candidate is confirmed (a healthy check followed it: damage that the
+        rules need two checks to see, such as units killed in the first steps, is not in it); this state is
+        the new candidate (into the old confirmed copy's buffers)."""
+        if self._candidate.snapshot is not None:
+            self._healthy, self._candidate = self._candidate, self._healthy
         memory = (copy.deepcopy(monitor._history), set(monitor._active))  # the rules' memory goes back too
-        self._healthy.take(trainer, pl_module, extra=memory, wait=False)  # type: ignore[arg-type]
+        self._candidate.take(trainer, pl_module, extra=memory, wait=False)  # type: ignore[arg-type]
 
     def _roll_back(self, trainer: pl.Trainer, pl_module: pl.LightningModule, monitor: HealthMonitor) -> int:
         if self._healthy.snapshot is None:
             return -1
         history, active = self._healthy.restore(trainer, pl_module)
         monitor._history, monitor._active = copy.deepcopy(history), set(active)
+        self._candidate.release()  # taken after the confirmed state: condemned with the rest
         return self._healthy.step
 
     def _effective_lr(self, trainer: pl.Trainer) -> float:
