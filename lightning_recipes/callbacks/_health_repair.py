@@ -285,7 +285,7 @@ class HealthRepair:
         if where is not None:
             named += f" (epoch {where[0]}, batch {where[1]})"
         before = {"step": trainer.global_step, "nonfinite_step": bad}
-        restored = self._roll_back(trainer, pl_module, monitor)
+        restored = self._roll_back(trainer, pl_module, monitor, good_until=bad)
         after = {"step": restored}
         text = (
             f"rolled back to the healthy snapshot of step {restored}, skipping the batches since; the "
@@ -320,12 +320,21 @@ class HealthRepair:
         memory = (copy.deepcopy(monitor._history), set(monitor._active))  # the rules' memory goes back too
         self._candidate.take(trainer, pl_module, extra=memory, wait=False)  # type: ignore[arg-type]
 
-    def _roll_back(self, trainer: pl.Trainer, pl_module: pl.LightningModule, monitor: HealthMonitor) -> int:
-        if self._healthy.snapshot is None:
+    def _roll_back(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, monitor: HealthMonitor, good_until: int = -1
+    ) -> int:
+        """Restore the confirmed healthy snapshot, or the candidate when the fault is known to come after it
+        (``good_until``: the first bad step); returns the restored step (``-1``: none kept)."""
+        keeper = self._healthy
+        if self._candidate.snapshot is not None and 0 <= self._candidate.step <= good_until:
+            keeper = self._candidate
+        if keeper.snapshot is None:
             return -1
-        history, active = self._healthy.restore(trainer, pl_module)
+        history, active = keeper.restore(trainer, pl_module)
         monitor._history, monitor._active = copy.deepcopy(history), set(active)
-        self._candidate.release()  # taken after the confirmed state: condemned with the rest
+        if keeper is self._candidate:  # now confirmed: the fault came after it
+            self._healthy, self._candidate = self._candidate, self._healthy
+        self._candidate.release()  # taken after the restored state: condemned with the rest
         return self._healthy.step
 
     def _effective_lr(self, trainer: pl.Trainer) -> float:
