@@ -22,7 +22,7 @@ import copy
 import logging
 import math
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import lightning.pytorch as pl
 from lightning.pytorch.utilities import rank_zero_warn
@@ -30,14 +30,12 @@ from torch import Tensor
 
 from lightning_recipes.callbacks._health_rules import lower_lr_by
 from lightning_recipes.callbacks._health_window import Finding
+from lightning_recipes.callbacks._rollback import LRScaling, RollbackSnapshot
 from lightning_recipes.callbacks._snapshot import Snapshot, set_averages_to_module
 from lightning_recipes.callbacks._trainer import callback_list
 from lightning_recipes.callbacks.run_manifest import RunManifest
-from lightning_recipes.callbacks.stability_guard import LRScaling, RollbackSnapshot, StabilityGuard
 
-if TYPE_CHECKING:
-    from lightning_recipes.callbacks.health_monitor import HealthMonitor
-
+HealthMonitor = Any  # the monitor that owns the repairer (not imported: it imports this module)
 __all__ = ["ACTIONS", "REPAIRS", "HealthRepair", "RepairEvent", "lr_factor_of", "repair_of"]
 
 log = logging.getLogger(__name__)
@@ -149,7 +147,8 @@ class HealthRepair:
         self._candidate.release()
         self._take_healthy(trainer, pl_module, monitor)  # the start (or the resumed state) is healthy
         self._healthy, self._candidate = self._candidate, self._healthy
-        guards = [c for c in callback_list(trainer) if isinstance(c, StabilityGuard) and c.act_on_findings]
+        # a StabilityGuard acting on findings (not imported: it imports the monitor)
+        guards = [c for c in callback_list(trainer) if getattr(c, "act_on_findings", False) is True]
         if guards:
             rank_zero_warn(
                 "`HealthMonitor(repair=True)` and `StabilityGuard(act_on_findings=True)` both act on "
