@@ -133,7 +133,7 @@ class HealthRepair:
         self._candidate = RollbackSnapshot()  # the latest healthy check's, confirmed by the next
         self._best = Snapshot()
         self._best_step = -1
-        self._scaling = LRScaling(lambda: self.lr_scale)
+        self._scaling = LRScaling(self._lr_factor)  # a bound method: picklable (ddp_spawn)
         self._restore_best_at_end = False
 
     # ------------------------------------------------------------------ the monitor's hooks
@@ -335,6 +335,9 @@ class HealthRepair:
             self._healthy, self._candidate = self._candidate, self._healthy
         self._candidate.release()  # taken after the restored state: condemned with the rest
         return self._healthy.step
+
+    def _lr_factor(self) -> float:
+        return self.lr_scale
 
     def _effective_lr(self, trainer: pl.Trainer) -> float:
         lrs = [float(g["lr"]) for o in trainer.optimizers for g in o.param_groups]

@@ -174,7 +174,7 @@ def test_state_dict_round_trip() -> None:
     monitor._repair.load_state_dict(
         {**monitor._repair.state_dict(), "events": [{"step": 3, "problem": "p", "cause": "c", "action": "a"}]}
     )
-    again = HealthMonitor(repair=True)
+    again = pickle.loads(pickle.dumps(HealthMonitor(repair=True)))  # as ddp_spawn's workers get it
     again.load_state_dict(pickle.loads(pickle.dumps(monitor.state_dict())))
     assert again.repairs == monitor.repairs and again._repair is not None and again._repair.lr_scale == 0.25
     assert "repair" not in HealthMonitor().state_dict()  # without repair: the state of before, unchanged
