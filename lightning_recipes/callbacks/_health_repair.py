@@ -131,6 +131,7 @@ class HealthRepair:
         self.best_val = math.inf
         self._healthy = RollbackSnapshot()  # confirmed: a healthy check came after it
         self._candidate = RollbackSnapshot()  # the latest healthy check's, confirmed by the next
+        self._start = RollbackSnapshot()  # the run's start: an LR repair of a run that never learned restarts
         self._best = Snapshot()
         self._best_step = -1
         self._scaling = LRScaling(self._lr_factor)  # a bound method: picklable (ddp_spawn)
@@ -147,6 +148,8 @@ class HealthRepair:
         self._candidate.release()
         self._take_healthy(trainer, pl_module, monitor)  # the start (or the resumed state) is healthy
         self._healthy, self._candidate = self._candidate, self._healthy
+        memory = (copy.deepcopy(monitor._history), set(monitor._active))
+        self._start.take(trainer, pl_module, extra=memory, wait=False)  # type: ignore[arg-type]
         # a StabilityGuard acting on findings (not imported: it imports the monitor)
         guards = [c for c in callback_list(trainer) if getattr(c, "act_on_findings", False) is True]
         if guards:
@@ -203,6 +206,7 @@ class HealthRepair:
         self._scaling.detach()
         self._healthy.release()
         self._candidate.release()
+        self._start.release()
 
     # ------------------------------------------------------------------ the repairs
 
@@ -216,7 +220,7 @@ class HealthRepair:
     ) -> None:
         factor = lr_factor_of(finding) or 1.0 / _NOT_LEARNING_CUT
         before = {"lr": self._effective_lr(trainer), "lr_scale": self.lr_scale, "step": trainer.global_step}
-        restored = self._roll_back(trainer, pl_module, monitor)
+        restored = self._roll_back(trainer, pl_module, monitor, unlearned_to_start=True)
         self.lr_scale *= factor
         after = {"lr": self._effective_lr(trainer), "lr_scale": self.lr_scale, "step": restored}
         text = (
@@ -320,15 +324,33 @@ class HealthRepair:
         self._candidate.take(trainer, pl_module, extra=memory, wait=False)  # type: ignore[arg-type]
 
     def _roll_back(
-        self, trainer: pl.Trainer, pl_module: pl.LightningModule, monitor: HealthMonitor, good_until: int = -1
+        self,
+        trainer: pl.Trainer,
+        pl_module: pl.LightningModule,
+        monitor: HealthMonitor,
+        good_until: int = -1,
+        unlearned_to_start: bool = False,
     ) -> int:
         """Restore the confirmed healthy snapshot, or the candidate when the fault is known to come after it
-        (``good_until``: the first bad step); returns the restored step (``-1``: none kept)."""
+        (``good_until``: the first bad step), or, with ``unlearned_to_start``, the run's start when the run
+        had learned nothing by the confirmed snapshot (its loss then not ``trivial_band`` below its loss at
+        initialisation: the LR was wrong from the start); returns the restored step (``-1``: none kept)."""
         keeper = self._healthy
         if self._candidate.snapshot is not None and 0 <= self._candidate.step <= good_until:
             keeper = self._candidate
+        elif unlearned_to_start and self._start.snapshot is not None:
+            confirmed = None if keeper.snapshot is None else keeper.snapshot.extra[0]
+            band = monitor.thresholds["trivial_band"]
+            if confirmed is None or not _learned(confirmed.losses, confirmed.start_loss, band):
+                keeper = self._start
         if keeper.snapshot is None:
             return -1
+        if keeper is self._start:  # the snapshots since were taken at the wrong LR: condemned
+            history, active = keeper.restore(trainer, pl_module)
+            monitor._history, monitor._active = copy.deepcopy(history), set(active)
+            self._healthy.release()
+            self._candidate.release()
+            return self._start.step
         history, active = keeper.restore(trainer, pl_module)
         monitor._history, monitor._active = copy.deepcopy(history), set(active)
         if keeper is self._candidate:  # now confirmed: the fault came after it
@@ -388,6 +410,19 @@ class HealthRepair:
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_best": Snapshot()}
+
+
+def _learned(losses: list[float], start: float, band: float) -> bool:
+    """Whether the last check's mean loss is more than ``band`` below the loss at initialisation ``start``
+    (NaN: not known, then the first check's), every loss finite.
+
+    Example:
+        >>> _learned([1.2, 0.9], 1.39, 0.1), _learned([300.0, 103.0], 1.39, 0.1), _learned([], 1.39, 0.1)
+        (True, False, False)
+    """
+    reference = start if math.isfinite(start) else losses[0] if losses else math.nan
+    finite = all(math.isfinite(v) for v in losses)
+    return finite and bool(losses) and losses[-1] < (1.0 - band) * reference
 
 
 def _number(value: Any) -> float:

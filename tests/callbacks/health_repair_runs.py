@@ -19,11 +19,12 @@ from torch.utils.data import DataLoader, Dataset, TensorDataset
 
 from lightning_recipes.callbacks import HealthMonitor
 from lightning_recipes.testing.trainers import fast_trainer
-from tests.callbacks.health_field_gallery._field_data import loader, teacher_data
+from tests.callbacks.health_field_gallery._field_data import loader, sequence_data, teacher_data
 from tests.callbacks.health_field_gallery._field_models import FieldModule, FReluMLP
 from tests.callbacks.health_field_gallery._field_problems_optim import (
     _frelu_mlp_steplr_collapse,
     _gelu_mlp_adam_half,
+    _gru_sgd_momentum_far_too_high,
 )
 from tests.callbacks.health_field_gallery._field_problems_run import _overfit_wide_mlp
 
@@ -92,6 +93,15 @@ class RepairRun:
 RUNS = [
     RepairRun(
         "lr_far_too_high", _with_validation(_gelu_mlp_adam_half), 400, description="GELU MLP, Adam lr 0.5"
+    ),
+    RepairRun(
+        "gru_sgd_lr_20",
+        lambda: (
+            *_gru_sgd_momentum_far_too_high()[:2],
+            loader(sequence_data(1024, seed=7), 1024, shuffle=False),
+        ),
+        400,
+        description="GRU, SGD + momentum 0.9 at lr 20",
     ),
     RepairRun(
         "steplr_collapse",

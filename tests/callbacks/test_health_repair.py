@@ -121,6 +121,20 @@ def test_an_lr_far_too_high_is_rolled_back_and_cut_by_the_findings_factor(tmp_pa
     ]
 
 
+def test_a_run_that_never_learned_restarts_from_its_start_at_the_lower_lr() -> None:
+    """SGD at lr 20 on a GRU: the loss falls from its blow-up but never below its level at initialisation, so
+    the confirmed snapshots (no finding yet: the rule needs 5 checks) hold nothing worth keeping."""
+    repaired = run(case("gru_sgd_lr_20"), True, max_steps=240)
+    plain = run(case("gru_sgd_lr_20"), False, max_steps=240)
+    events = repaired.monitor.repairs
+    assert [e.action for e in events] == ["rollback_lower_lr"] * len(events) and events
+    assert all(e.after["step"] == 0 for e in events)
+    assert repaired.val_loss < 0.5 * plain.val_loss and repaired.val_loss < math.log(4), (
+        plain.val_loss,
+        repaired.val_loss,
+    )
+
+
 def test_a_collapsed_lr_is_raised_to_its_peak_and_the_raise_survives_a_resume(tmp_path: Path) -> None:
     first = run(case("steplr_collapse"), True, max_steps=140, default_root_dir=tmp_path)
     [event] = first.monitor.repairs
