@@ -423,8 +423,10 @@ class HealthMonitor(Callback):
         return self._repair.events if self._repair is not None else []
 
     def to_dict(self) -> dict[str, Any]:
-        """The findings and how many checks ran, as plain Python (JSON-serialisable)."""
-        return {"checks": self.checks, "findings": [asdict(f) for f in self.findings]}
+        """The findings and how many checks ran (with ``repair``, the repairs), as plain Python
+        (JSON-serialisable)."""
+        repairs = {"repairs": [asdict(e) for e in self.repairs]} if self._repair is not None else {}
+        return {"checks": self.checks, "findings": [asdict(f) for f in self.findings], **repairs}
 
     def to_json(self, **kwargs: Any) -> str:
         """:meth:`to_dict` as JSON (``kwargs`` go to ``json.dumps``); non-finite numbers become strings."""

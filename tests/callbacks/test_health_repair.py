@@ -115,6 +115,8 @@ def test_an_lr_far_too_high_is_rolled_back_and_cut_by_the_findings_factor(tmp_pa
     assert repaired.val_loss < 0.9 * plain.val_loss, (plain.val_loss, repaired.val_loss)
     assert logger.values("health/repair_action") == [1.0] and logger.values("health/repairs") == [1.0]
     assert logger.history("health/repair_step") == [(finding.step - 1, float(finding.step))]
+    assert json.loads(repaired.monitor.to_json())["repairs"][0]["action"] == "rollback_lower_lr"
+    assert "repairs" not in plain.monitor.to_dict()
     written = json.loads((tmp_path / "manifest.json").read_text())
     assert [(r["action"], r["step"]) for r in written["health_repairs"]] == [
         ("rollback_lower_lr", event.step)
