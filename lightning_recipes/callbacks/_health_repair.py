@@ -119,7 +119,9 @@ class HealthRepair:
     the weights of the best validation loss (``val_monitor``); applies at most ``max_repairs`` repairs, then
     stops training at the last healthy snapshot. Cost with nothing wrong: one CPU copy of the model and
     optimizer state per check, and per validation one read of the validation loss (a sync) and a boolean
-    reduction (DDP), plus one copy of the weights per new best; no change to any training state.
+    reduction (DDP), plus one copy of the weights per new best; no change to any training state. Memory: three
+    CPU copies of the model and optimizer state (the start, the confirmed and the candidate snapshot) and one
+    of the best weights.
     """
 
     def __init__(self, max_repairs: int, val_monitor: str, prefix: str = "") -> None:
@@ -145,6 +147,8 @@ class HealthRepair:
         self._scaling.detach()
         self._scaling.attach(trainer.optimizers)
         self._restore_best_at_end = False
+        if self._best.empty:  # resumed: the best weights are not in the checkpoint; the next best is kept
+            self.best_val, self._best_step = math.inf, -1
         self._candidate.release()
         self._take_healthy(trainer, pl_module, monitor)  # the start (or the resumed state) is healthy
         self._healthy, self._candidate = self._candidate, self._healthy
