@@ -58,7 +58,7 @@ EXPECTED: dict[str, tuple[int, list[str]]] = {
         ],
     ),
     "04_stability": (
-        3,
+        4,
         [
             r"per-group keys: \['grad_norm/blocks\.0', 'grad_norm/blocks\.1'\]",
             r"without guard: weights finite = False",
@@ -68,6 +68,9 @@ EXPECTED: dict[str, tuple[int, list[str]]] = {
             r"restored_best_weights=True",
             r"before: \[\('dead_units', \d+\)\]",
             r"after:  \[\]",
+            r"finding: \[\('lr_too_high', 'learning_rate', 20\)\]",
+            r"repair: \[\('rollback_lower_lr', 20\)\]",
+            r"rolled back to the healthy snapshot of step 0",
         ],
     ),
     "05_scaling": (

@@ -6,7 +6,7 @@ import json
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import asdict
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import lightning.pytorch as pl
 import torch
@@ -76,6 +76,9 @@ from lightning_recipes.callbacks._trainer import (
 from lightning_recipes.callbacks.input_pipeline_monitor import InputPipelineMonitor, WaitClock
 from lightning_recipes.norms import group_powers, update_ratios
 
+if TYPE_CHECKING:
+    from lightning_recipes.callbacks._health_repair import HealthRepair
+
 __all__ = ["Finding", "HealthMonitor"]
 
 
@@ -92,7 +95,14 @@ class HealthMonitor(Callback):
     ``"raise"`` or a callable). ``group_by`` as in ``GradNormMonitor``. Each rule and its source:
     ``docs/guides/health_monitor.md``.
 
-    Logged keys (``prefix`` prepended), at every check: ``health/<problem>``, 1.0 while present, else 0.0.
+    ``repair=True`` (off by default) acts on findings whose cause the evidence names and that have a safe
+    in-process repair (``_health_repair.REPAIRS``: an LR too high or a diverged run, a collapsed LR,
+    overfitting, a non-finite update), at most ``max_repairs`` times, each a ``RepairEvent`` in
+    :attr:`repairs`; a run with nothing wrong trains bitwise as without it.
+
+    Logged keys (``prefix`` prepended), at every check: ``health/<problem>``, 1.0 while present, else 0.0;
+    at a repair: ``health/repair_step``, ``health/repair_action``, ``health/repair_lr_scale``,
+    ``health/repairs``.
 
     Example:
         >>> from lightning_recipes.testing import TinyClassifier, fast_trainer, random_classification_loader
@@ -115,9 +125,13 @@ class HealthMonitor(Callback):
         val_monitor: str = "val_loss",
         print_report: bool = False,
         prefix: str = "",
+        repair: bool = False,
+        max_repairs: int = 3,
     ) -> None:
         super().__init__()
         check_int("check_every_n_steps", check_every_n_steps, minimum=1)
+        check_bool("repair", repair)
+        check_int("max_repairs", max_repairs, minimum=1)
         compile_group_by(group_by)
         if not (callable(on_finding) or on_finding in ("warn", "raise")):
             raise ValueError(f"`on_finding` must be 'warn', 'raise' or a callable, got {on_finding!r}.")
@@ -147,6 +161,13 @@ class HealthMonitor(Callback):
         self.val_monitor = val_monitor
         self.print_report = print_report
         self.prefix = prefix
+        self.repair = repair
+        self.max_repairs = max_repairs
+        self._repair: HealthRepair | None = None
+        if repair:
+            from lightning_recipes.callbacks._health_repair import HealthRepair  # it imports StabilityGuard
+
+            self._repair = HealthRepair(max_repairs, val_monitor, prefix)
 
         self.findings: list[Finding] = []
         self.checks = 0
@@ -244,6 +265,8 @@ class HealthMonitor(Callback):
         self._start_pending = trainer.global_step == 0  # a resumed run has no step 0 to measure
         pipeline = next((c for c in callback_list(trainer) if isinstance(c, InputPipelineMonitor)), None)
         self._clock.follow(pipeline)
+        if self._repair is not None:
+            self._repair.on_train_start(trainer, pl_module, self)
 
     @override
     def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
@@ -371,12 +394,16 @@ class HealthMonitor(Callback):
         self._val_batches.reset()
         value = value.detach().float().to(device)
         self._validations.append((trainer.current_epoch, value, train.to(device), error))
+        if self._repair is not None:
+            self._repair.on_validation_end(trainer, pl_module)
 
     @override
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._detach_hooks()
         if self._losses or self._validations:
             self._check(trainer, pl_module)  # the tail of the run, and the last validations
+        if self._repair is not None:
+            self._repair.on_train_end(trainer, pl_module)
         if self.print_report and trainer.is_global_zero:
             self.report(print_table=True)
 
@@ -385,12 +412,21 @@ class HealthMonitor(Callback):
         self._detach_hooks()
         self._detach_start_hooks()
         self._before = []
+        if self._repair is not None:
+            self._repair.teardown()
 
     # ------------------------------------------------------------------ results and state
 
+    @property
+    def repairs(self) -> list[Any]:
+        """The ``RepairEvent`` of every repair made (``repair=True``), oldest first; empty otherwise."""
+        return self._repair.events if self._repair is not None else []
+
     def to_dict(self) -> dict[str, Any]:
-        """The findings and how many checks ran, as plain Python (JSON-serialisable)."""
-        return {"checks": self.checks, "findings": [asdict(f) for f in self.findings]}
+        """The findings and how many checks ran (with ``repair``, the repairs), as plain Python
+        (JSON-serialisable)."""
+        repairs = {"repairs": [asdict(e) for e in self.repairs]} if self._repair is not None else {}
+        return {"checks": self.checks, "findings": [asdict(f) for f in self.findings], **repairs}
 
     def to_json(self, **kwargs: Any) -> str:
         """:meth:`to_dict` as JSON (``kwargs`` go to ``json.dumps``); non-finite numbers become strings."""
@@ -408,6 +444,7 @@ class HealthMonitor(Callback):
             "history": self._history.to_dict(),
             "active": sorted(self._active),
             "warned": sorted(self._warned),
+            **({"repair": self._repair.state_dict()} if self._repair is not None else {}),
         }
 
     @override
@@ -417,6 +454,8 @@ class HealthMonitor(Callback):
         self._history = History.from_dict(state_dict.get("history", {}))
         self._active = set(state_dict.get("active", []))
         self._warned = set(state_dict.get("warned", []))
+        if self._repair is not None:
+            self._repair.load_state_dict(state_dict.get("repair", {}))
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_handles": [], "_before": [], "_init_handles": [], "_start_handles": []}
@@ -570,6 +609,7 @@ class HealthMonitor(Callback):
         )
         metrics = {f"{self.prefix}health/{p}": float(p in decisions) for p in PROBLEMS}
         emit(trainer, pl_module, metrics, own_cadence=True)
+        known = len(self.findings)
         for problem in new:
             decision = decisions[problem]
             evidence, advice = decision
@@ -583,6 +623,8 @@ class HealthMonitor(Callback):
             finding.action, finding.tell_apart = found.action, found.tell_apart
             self.findings.append(finding)
             self._act(finding)
+        if self._repair is not None:  # after every finding of the check: identical on all ranks
+            self._repair.after_check(trainer, pl_module, self, set(decisions), self.findings[known:], where)
 
     def _act(self, finding: Finding) -> None:
         message = f"HealthMonitor: {finding.summary()}"

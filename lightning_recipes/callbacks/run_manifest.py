@@ -163,6 +163,20 @@ class RunManifest(Callback):
                 "data_fingerprint": fingerprint.get("sha256") if isinstance(fingerprint, dict) else None,
             }
 
+    def add_record(self, trainer: pl.Trainer, section: str, record: Mapping[str, Any]) -> None:
+        """Append ``record`` to the manifest's list ``section`` (another callback's action during the run,
+        e.g. ``HealthMonitor``'s repairs) and rewrite the file on rank zero.
+
+        Example:
+            >>> from lightning_recipes.testing import fast_trainer
+            >>> manifest = RunManifest()
+            >>> manifest.add_record(fast_trainer(), "health_repairs", {"step": 40, "action": "raise_lr"})
+            >>> manifest.manifest["health_repairs"]
+            [{'step': 40, 'action': 'raise_lr'}]
+        """
+        self.manifest.setdefault(section, []).append(jsonable(dict(record)))
+        self._write(trainer)
+
     # ------------------------------------------------------------------ helpers
 
     def _finish(self, trainer: pl.Trainer) -> None:

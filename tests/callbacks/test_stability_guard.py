@@ -20,7 +20,7 @@ from lightning.pytorch.plugins.precision import MixedPrecision
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from lightning_recipes.callbacks import StabilityGuard
-from lightning_recipes.callbacks import stability_guard as stability_guard_module
+from lightning_recipes.callbacks import _rollback as rollback_module
 from lightning_recipes.callbacks.grad_norm_monitor import GradNormMonitor
 from lightning_recipes.callbacks.stability_guard import (
     LRScaling,
@@ -511,7 +511,7 @@ def test_snapshot_interval_adaptive_by_default_or_as_given(every: int | None, mo
     """Adaptive (default): a NaN at step 57 rolls back one check (snapshots cost nothing next to 5 ms steps on
     the virtual clock), not to step 0 (the old default of a snapshot every 100 steps lost the whole run)."""
     clock = VirtualTime()
-    monkeypatch.setattr(stability_guard_module, "time", clock)
+    monkeypatch.setattr(rollback_module, "time", clock)  # the snapshot timings
     guard = StabilityGuard(check_every_n_steps=5, snapshot_every_n_steps=every, verbose=False)
     model = SteadyStepClassifier(fault="nan_loss", fault_step=57)
     model.clock = clock

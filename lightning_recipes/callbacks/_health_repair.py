@@ -1,0 +1,433 @@
+"""HealthMonitor's repairs (``HealthMonitor(repair=True)``): decide and apply the in-process repair that a
+finding's named cause calls for, with the one snapshot mechanism (``RollbackSnapshot``/``Snapshot``) and the
+one LR cut (``LRScaling``) of ``StabilityGuard``; every action a :class:`RepairEvent`.
+
+Only findings whose ``cause`` the evidence named and that :data:`REPAIRS` lists are repaired; every other
+finding's action stays advice (dead units from initialisation, outlier batches, a data stall, a model that
+cannot learn the task: no safe in-process repair). Findings are identical on every rank (the monitor
+all-gathers its check), so every rank takes the same action at the same step without a collective of its
+own; the best validation is agreed with one boolean reduction per validation, as ``EarlyStopping`` does.
+
+Example:
+    >>> finding = Finding("lr_too_high", 120, 0, {"update_ratio": 0.08, "lr": 0.5}, cause="lr_too_high")
+    >>> repair_of(finding), lr_factor_of(finding)
+    ('rollback_lower_lr', 0.0125)
+    >>> repair_of(Finding("dead_units", 40, 0, {}, cause="initialisation")) is None  # advice only
+    True
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import lightning.pytorch as pl
+from lightning.pytorch.utilities import rank_zero_warn
+from torch import Tensor
+
+from lightning_recipes.callbacks._health_rules import lower_lr_by
+from lightning_recipes.callbacks._health_window import Finding
+from lightning_recipes.callbacks._rollback import LRScaling, RollbackSnapshot
+from lightning_recipes.callbacks._snapshot import Snapshot, set_averages_to_module
+from lightning_recipes.callbacks._trainer import callback_list
+from lightning_recipes.callbacks.run_manifest import RunManifest
+
+HealthMonitor = Any  # the monitor that owns the repairer (not imported: it imports this module)
+__all__ = ["ACTIONS", "REPAIRS", "HealthRepair", "RepairEvent", "lr_factor_of", "repair_of"]
+
+log = logging.getLogger(__name__)
+
+#: (problem, named cause) -> the repair. ``not_learning`` whose cause is the LR: a diverged run at chance.
+REPAIRS: dict[tuple[str, str], str] = {
+    ("lr_too_high", "lr_too_high"): "rollback_lower_lr",
+    ("lr_too_high", "learning_rate"): "rollback_lower_lr",  # units killed by the LR
+    ("not_learning", "lr_too_high"): "rollback_lower_lr",
+    ("lr_too_low", "lr_too_low"): "raise_lr",
+    ("overfitting", "overfitting"): "stop_restore_best",
+    ("nonfinite_activations", "nonfinite_weights"): "rollback_skip_batch",
+}
+#: Every action an event can record (logged as its 1-based index: ``health/repair_action``); ``"stop"``:
+#: ``max_repairs`` reached, training stopped at the last healthy snapshot.
+ACTIONS = ("rollback_lower_lr", "raise_lr", "stop_restore_best", "rollback_skip_batch", "stop")
+#: An update ratio this far below its family's floor is "far too low" (or the LR collapsed): raised.
+FAR_BELOW_FLOOR = 10.0
+_NOT_LEARNING_CUT = 10.0  # the factor not_learning's action names for an LR too high
+
+
+@dataclass
+class RepairEvent:
+    """One repair: at ``step``, for the finding ``problem`` with its named ``cause``, the ``action`` taken
+    (one of :data:`ACTIONS`), and the values it changed ``before`` -> ``after`` (``lr``: the largest group's
+    effective learning rate; ``lr_scale``: the permanent multiplier; ``step``: the weights' step;
+    ``val_loss``); ``message``: the sentence printed.
+
+    Example:
+        >>> RepairEvent(120, "lr_too_high", "lr_too_high", "rollback_lower_lr", {"lr_scale": 1.0},
+        ...             {"lr_scale": 0.0125}).after
+        {'lr_scale': 0.0125}
+    """
+
+    step: int
+    problem: str
+    cause: str
+    action: str
+    before: dict[str, Any] = field(default_factory=dict)
+    after: dict[str, Any] = field(default_factory=dict)
+    message: str = ""
+
+
+def repair_of(finding: Finding) -> str | None:
+    """The repair :data:`REPAIRS` lists for ``finding``'s problem and named cause; ``None``: advice only (no
+    cause named, no safe repair, or an ``lr_too_low`` that is neither collapsed nor far too low)."""
+    if finding.cause is None:
+        return None
+    action = REPAIRS.get((finding.problem, finding.cause))
+    if action == "raise_lr" and lr_factor_of(finding) is None:
+        return None
+    return action
+
+
+def lr_factor_of(finding: Finding) -> float | None:
+    """The LR multiplier the finding computed: ``1 / lower_lr_by(update ratio)`` for an LR too high (the
+    rule's own factor; ``not_learning`` names 10x), ``peak / lr`` for a collapsed LR (the schedule's intended
+    level), ``floor * 30 / ratio`` for a ratio :data:`FAR_BELOW_FLOOR` x below its floor (the rule's raise);
+    ``None`` when the evidence gives none."""
+    evidence = finding.evidence
+    ratio = _number(evidence.get("update_ratio"))
+    if finding.problem == "not_learning":
+        return 1.0 / _NOT_LEARNING_CUT
+    if finding.problem == "lr_too_high":
+        return 1.0 / (lower_lr_by(ratio) if math.isfinite(ratio) else _NOT_LEARNING_CUT)
+    if finding.problem != "lr_too_low":
+        return None
+    lr, peak, floor = (_number(evidence.get(k)) for k in ("lr", "peak_lr", "floor"))
+    if math.isfinite(peak) and math.isfinite(lr) and 0 < lr < peak:
+        return peak / lr
+    if math.isfinite(floor) and math.isfinite(ratio) and 0 < ratio * FAR_BELOW_FLOOR <= floor:
+        return float(max(3, round(floor * 30 / ratio)))
+    return None
+
+
+class HealthRepair:
+    """Decide and apply repairs from a ``HealthMonitor``'s findings (the monitor calls it; one per monitor).
+
+    Keeps the last healthy snapshot (weights, optimizers, schedulers, weight averages and the monitor's rule
+    memory; taken at every check with no problem present except a data stall) and, once a validation is seen,
+    the weights of the best validation loss (``val_monitor``); applies at most ``max_repairs`` repairs, then
+    stops training at the last healthy snapshot. Cost with nothing wrong: one CPU copy of the model and
+    optimizer state per check, and per validation one read of the validation loss (a sync) and a boolean
+    reduction (DDP), plus one copy of the weights per new best; no change to any training state. Memory: three
+    CPU copies of the model and optimizer state (the start, the confirmed and the candidate snapshot) and one
+    of the best weights.
+    """
+
+    def __init__(self, max_repairs: int, val_monitor: str, prefix: str = "") -> None:
+        self.max_repairs = max_repairs
+        self.val_monitor = val_monitor
+        self.prefix = prefix
+        self.events: list[RepairEvent] = []
+        self.lr_scale = 1.0
+        self.best_val = math.inf
+        self._healthy = RollbackSnapshot()  # confirmed: a healthy check came after it
+        self._candidate = RollbackSnapshot()  # the latest healthy check's, confirmed by the next
+        self._start = RollbackSnapshot()  # the run's start: an LR repair of a run that never learned restarts
+        self._best = Snapshot()
+        self._best_step = -1
+        self._scaling = LRScaling(self._lr_factor)  # a bound method: picklable (ddp_spawn)
+        self._restore_best_at_end = False
+
+    # ------------------------------------------------------------------ the monitor's hooks
+
+    def on_train_start(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, monitor: HealthMonitor
+    ) -> None:
+        self._scaling.detach()
+        self._scaling.attach(trainer.optimizers)
+        self._restore_best_at_end = False
+        if self._best.empty:  # resumed: the best weights are not in the checkpoint; the next best is kept
+            self.best_val, self._best_step = math.inf, -1
+        self._candidate.release()
+        self._take_healthy(trainer, pl_module, monitor)  # the start (or the resumed state) is healthy
+        self._healthy, self._candidate = self._candidate, self._healthy
+        memory = (copy.deepcopy(monitor._history), set(monitor._active))
+        self._start.take(trainer, pl_module, extra=memory, wait=False)  # type: ignore[arg-type]
+        # a StabilityGuard acting on findings (not imported: it imports the monitor)
+        guards = [c for c in callback_list(trainer) if getattr(c, "act_on_findings", False) is True]
+        if guards:
+            rank_zero_warn(
+                "`HealthMonitor(repair=True)` and `StabilityGuard(act_on_findings=True)` both act on "
+                "`lr_too_high` findings: each would cut the LR. Set `act_on_findings=False` on the guard.",
+                category=UserWarning,
+            )
+
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        """A copy of the weights at each new best validation loss, agreed on every rank (``EarlyStopping``'s
+        way: its ``Snapshot``, restored with ``set_averages_to_module``)."""
+        value = trainer.callback_metrics.get(self.val_monitor)
+        if trainer.sanity_checking or trainer.state.fn != "fit" or not isinstance(value, Tensor):
+            return
+        current = float(value)  # sync: once per validation, with repair=True only
+        improved = math.isfinite(current) and current < self.best_val
+        if trainer.strategy.reduce_boolean_decision(improved, all=True):
+            self.best_val, self._best_step = current, trainer.global_step
+            self._best.capture(pl_module, step=trainer.global_step, wait=True)
+
+    def after_check(
+        self,
+        trainer: pl.Trainer,
+        pl_module: pl.LightningModule,
+        monitor: HealthMonitor,
+        present: set[str],
+        new: list[Finding],
+        batches: list[tuple[int, int, int]],
+    ) -> None:
+        """Repair the check's ``new`` findings; with no problem ``present`` (a data stall aside), refresh the
+        healthy snapshot. ``batches``: the interval's ``(global step, epoch, batch index)`` per loss."""
+        acted = False
+        for finding in new:
+            action = repair_of(finding)
+            if action is None or trainer.should_stop:
+                continue
+            if len(self.events) >= self.max_repairs and action != "stop_restore_best":  # stopping is safe
+                self._give_up(trainer, pl_module, monitor, finding)
+                return
+            getattr(self, f"_{action}")(trainer, pl_module, monitor, finding, batches)
+            acted = True
+        if not acted and not present - {"data_stall"}:
+            self._take_healthy(trainer, pl_module, monitor)
+
+    def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._scaling.detach()
+        if self._restore_best_at_end and not self._best.empty:
+            self._best.restore(pl_module)
+            set_averages_to_module(trainer, pl_module)
+            self._restore_best_at_end = False
+
+    def teardown(self) -> None:
+        self._scaling.detach()
+        self._healthy.release()
+        self._candidate.release()
+        self._start.release()
+
+    # ------------------------------------------------------------------ the repairs
+
+    def _rollback_lower_lr(
+        self,
+        trainer: pl.Trainer,
+        pl_module: pl.LightningModule,
+        monitor: HealthMonitor,
+        finding: Finding,
+        _: Any,
+    ) -> None:
+        factor = lr_factor_of(finding) or 1.0 / _NOT_LEARNING_CUT
+        before = {"lr": self._effective_lr(trainer), "lr_scale": self.lr_scale, "step": trainer.global_step}
+        restored = self._roll_back(trainer, pl_module, monitor, unlearned_to_start=True)
+        self.lr_scale *= factor
+        after = {"lr": self._effective_lr(trainer), "lr_scale": self.lr_scale, "step": restored}
+        text = (
+            f"rolled back to the healthy snapshot of step {restored} and cut every group's learning rate "
+            f"{1 / factor:.3g}x for the rest of the run (the schedule's remaining curve too): "
+            f"{before['lr']:.3g} -> {after['lr']:.3g}"
+        )
+        self._record(trainer, finding, "rollback_lower_lr", before, after, text)
+
+    def _raise_lr(
+        self,
+        trainer: pl.Trainer,
+        pl_module: pl.LightningModule,
+        monitor: HealthMonitor,
+        finding: Finding,
+        _: Any,
+    ) -> None:
+        factor = lr_factor_of(finding) or 1.0
+        before = {"lr": self._effective_lr(trainer), "lr_scale": self.lr_scale}
+        collapsed = "peak_lr" in finding.evidence
+        self.lr_scale *= factor  # the monitor reads the effective (scaled) LR: its factor goes on top of ours
+        after = {"lr": self._effective_lr(trainer), "lr_scale": self.lr_scale}
+        what = "restored to its peak" if collapsed else f"raised {factor:.3g}x"
+        text = (
+            f"the learning rate {what} from the current weights (every group, on top of the schedule): "
+            f"{before['lr']:.3g} -> {after['lr']:.3g}"
+        )
+        self._record(trainer, finding, "raise_lr", before, after, text)
+
+    def _stop_restore_best(
+        self,
+        trainer: pl.Trainer,
+        pl_module: pl.LightningModule,
+        monitor: HealthMonitor,
+        finding: Finding,
+        _: Any,
+    ) -> None:
+        trainer.should_stop = True
+        self._restore_best_at_end = not self._best.empty
+        before = {"val_loss": _number(finding.evidence.get("val_loss")), "step": trainer.global_step}
+        after = {"val_loss": self.best_val, "step": self._best_step}
+        text = (
+            f"stopped training; the weights of the best validation ({self.val_monitor}={self.best_val:.4g} "
+            f"at step {self._best_step}) are restored when training ends"
+            if self._restore_best_at_end
+            else "stopped training (no validation weights were kept to restore)"
+        )
+        self._record(trainer, finding, "stop_restore_best", before, after, text)
+
+    def _rollback_skip_batch(
+        self,
+        trainer: pl.Trainer,
+        pl_module: pl.LightningModule,
+        monitor: HealthMonitor,
+        finding: Finding,
+        batches: list[tuple[int, int, int]],
+    ) -> None:
+        bad = int(
+            _number(finding.evidence.get("nonfinite_loss_step"))
+            if "nonfinite_loss_step" in finding.evidence
+            else -1
+        )
+        where = next(((e, b) for s, e, b in batches if s == bad), None)
+        named = f"step {bad}" if bad >= 0 else "a step since the snapshot"
+        if where is not None:
+            named += f" (epoch {where[0]}, batch {where[1]})"
+        before = {"step": trainer.global_step, "nonfinite_step": bad}
+        restored = self._roll_back(trainer, pl_module, monitor, good_until=bad)
+        after = {"step": restored}
+        text = (
+            f"rolled back to the healthy snapshot of step {restored}, skipping the batches since; the "
+            f"non-finite update came from the batch of {named}"
+        )
+        self._record(trainer, finding, "rollback_skip_batch", before, after, text)
+
+    def _give_up(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, monitor: HealthMonitor, finding: Finding
+    ) -> None:
+        trainer.should_stop = True
+        rollback = repair_of(finding) in ("rollback_lower_lr", "rollback_skip_batch")
+        restored = self._roll_back(trainer, pl_module, monitor) if rollback else -1
+        history = ", ".join(f"{e.action}@{e.step}" for e in self.events)
+        text = (
+            f"max_repairs={self.max_repairs} reached ({history}); stopped training"
+            + (f" at the healthy snapshot of step {restored}" if restored >= 0 else "")
+            + f". The run needs a change the monitor cannot make in process: {finding.advice}"
+        )
+        self._record(trainer, finding, "stop", {"step": trainer.global_step}, {"step": restored}, text)
+
+    # ------------------------------------------------------------------ helpers
+
+    def _take_healthy(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, monitor: HealthMonitor
+    ) -> None:
+        """A healthy check: the previous candidate is confirmed (a healthy check followed it: damage that the
+        rules need two checks to see, such as units killed in the first steps, is not in it); this state is
+        the new candidate (into the old confirmed copy's buffers)."""
+        if self._candidate.snapshot is not None:
+            self._healthy, self._candidate = self._candidate, self._healthy
+        memory = (copy.deepcopy(monitor._history), set(monitor._active))  # the rules' memory goes back too
+        self._candidate.take(trainer, pl_module, extra=memory, wait=False)  # type: ignore[arg-type]
+
+    def _roll_back(
+        self,
+        trainer: pl.Trainer,
+        pl_module: pl.LightningModule,
+        monitor: HealthMonitor,
+        good_until: int = -1,
+        unlearned_to_start: bool = False,
+    ) -> int:
+        """Restore the confirmed healthy snapshot, or the candidate when the fault is known to come after it
+        (``good_until``: the first bad step), or, with ``unlearned_to_start``, the run's start when the run
+        had learned nothing by the confirmed snapshot (its loss then not ``trivial_band`` below its loss at
+        initialisation: the LR was wrong from the start); returns the restored step (``-1``: none kept)."""
+        keeper = self._healthy
+        if self._candidate.snapshot is not None and 0 <= self._candidate.step <= good_until:
+            keeper = self._candidate
+        elif unlearned_to_start and self._start.snapshot is not None:
+            confirmed = None if keeper.snapshot is None else keeper.snapshot.extra[0]
+            band = monitor.thresholds["trivial_band"]
+            if confirmed is None or not _learned(confirmed.losses, confirmed.start_loss, band):
+                keeper = self._start
+        if keeper.snapshot is None:
+            return -1
+        if keeper is self._start:  # the snapshots since were taken at the wrong LR: condemned
+            history, active = keeper.restore(trainer, pl_module)
+            monitor._history, monitor._active = copy.deepcopy(history), set(active)
+            self._healthy.release()
+            self._candidate.release()
+            return self._start.step
+        history, active = keeper.restore(trainer, pl_module)
+        monitor._history, monitor._active = copy.deepcopy(history), set(active)
+        if keeper is self._candidate:  # now confirmed: the fault came after it
+            self._healthy, self._candidate = self._candidate, self._healthy
+        self._candidate.release()  # taken after the restored state: condemned with the rest
+        return self._healthy.step
+
+    def _lr_factor(self) -> float:
+        return self.lr_scale
+
+    def _effective_lr(self, trainer: pl.Trainer) -> float:
+        lrs = [float(g["lr"]) for o in trainer.optimizers for g in o.param_groups]
+        return max(lrs, default=math.nan) * self.lr_scale
+
+    def _record(
+        self,
+        trainer: pl.Trainer,
+        finding: Finding,
+        action: str,
+        before: dict[str, Any],
+        after: dict[str, Any],
+        text: str,
+    ) -> None:
+        event = RepairEvent(trainer.global_step, finding.problem, str(finding.cause), action, before, after)
+        event.message = (
+            f"HealthMonitor repair at step {event.step} ({finding.problem}, cause {event.cause}): {text}."
+        )
+        self.events.append(event)
+        metrics = {
+            f"{self.prefix}health/repair_step": float(event.step),
+            f"{self.prefix}health/repair_action": float(ACTIONS.index(action) + 1),
+            f"{self.prefix}health/repair_lr_scale": self.lr_scale,
+            f"{self.prefix}health/repairs": float(len(self.events)),
+        }
+        step = max(trainer.global_step - 1, 0)  # after the optimizer step: the step of this batch's metrics
+        for logger in trainer.loggers:
+            logger.log_metrics(metrics, step=step)
+        if trainer.is_global_zero:
+            log.warning(event.message)
+        for callback in callback_list(trainer):  # the run's record of its repairs
+            if isinstance(callback, RunManifest):
+                callback.add_record(trainer, "health_repairs", asdict(event))
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "events": [asdict(e) for e in self.events],
+            "lr_scale": self.lr_scale,
+            "best_val": self.best_val,
+            "best_step": self._best_step,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.events = [RepairEvent(**e) for e in state.get("events", [])]
+        self.lr_scale = float(state.get("lr_scale", 1.0))
+        self.best_val = float(state.get("best_val", math.inf))
+        self._best_step = int(state.get("best_step", -1))
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_best": Snapshot()}
+
+
+def _learned(losses: list[float], start: float, band: float) -> bool:
+    """Whether the last check's mean loss is more than ``band`` below the loss at initialisation ``start``
+    (NaN: not known, then the first check's), every loss finite.
+
+    Example:
+        >>> _learned([1.2, 0.9], 1.39, 0.1), _learned([300.0, 103.0], 1.39, 0.1), _learned([], 1.39, 0.1)
+        (True, False, False)
+    """
+    reference = start if math.isfinite(start) else losses[0] if losses else math.nan
+    finite = all(math.isfinite(v) for v in losses)
+    return finite and bool(losses) and losses[-1] < (1.0 - band) * reference
+
+
+def _number(value: Any) -> float:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan

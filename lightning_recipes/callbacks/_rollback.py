@@ -1,0 +1,160 @@
+"""The parts of a rollback, shared by ``StabilityGuard`` and ``HealthMonitor(repair=True)``: the snapshot a
+rollback restores (a :class:`Snapshot` plus the weight averages, and the host timings that space snapshots)
+and the permanent learning-rate cut applied around every optimizer step."""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+import lightning.pytorch as pl
+import torch
+from torch import Tensor
+
+from lightning_recipes.callbacks._snapshot import Snapshot, capture_averages, copy_to_cpu, load_average
+
+__all__ = ["LRScaling", "RollbackSnapshot", "adaptive_snapshot_interval"]
+
+
+class RollbackSnapshot:
+    """The snapshot a rollback restores (a :class:`Snapshot` plus the weight averages) and the host timings
+    that size the adaptive snapshot interval; a copy or a spawned worker starts without the snapshot.
+
+    Example:
+        >>> from lightning_recipes.testing import TinyClassifier, fast_trainer, random_classification_loader
+        >>> trainer, model = fast_trainer(max_steps=1), TinyClassifier()
+        >>> trainer.fit(model, random_classification_loader())
+        >>> keeper = RollbackSnapshot()
+        >>> keeper.take(trainer, model, extra=None, wait=True)
+        >>> keeper.step, keeper.snapshot is not None
+        (1, True)
+    """
+
+    def __init__(self) -> None:
+        self.snapshot: Snapshot | None = None  # the last verified state (None: none yet)
+        self.averages: list[tuple[Any, Any]] = []  # WeightAveraging averages taken with the snapshot
+        self.snapshot_s: float | None = None  # host seconds a snapshot takes (median of the last 3 timed)
+        self.snapshot_times: list[float] = []
+        self.step_s: float | None = None  # host seconds per optimizer step, measured between checks
+        self.last_check: tuple[float, int] | None = None  # (perf_counter, global_step)
+        self.snapshot_s_since_check = 0.0
+
+    def release(self) -> None:
+        self.snapshot = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "snapshot": None}
+
+    @property
+    def step(self) -> int:
+        return -1 if self.snapshot is None else self.snapshot.step
+
+    def interval(self, check_every_n_steps: int, overhead: float) -> int:
+        return adaptive_snapshot_interval(check_every_n_steps, self.snapshot_s, self.step_s, overhead)
+
+    def start_timing(self, global_step: int) -> None:
+        self.last_check = (time.perf_counter(), global_step)
+        self.snapshot_s_since_check = 0.0
+
+    def measure_step_time(self, global_step: int) -> None:
+        """Host seconds per optimizer step since the last check, the snapshot taken meanwhile left out."""
+        now = time.perf_counter()
+        if self.last_check is not None and global_step > self.last_check[1]:
+            elapsed = now - self.last_check[0] - self.snapshot_s_since_check
+            self.step_s = max(elapsed, 0.0) / (global_step - self.last_check[1])
+        self.last_check = (now, global_step)
+        self.snapshot_s_since_check = 0.0
+
+    def take(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, extra: Tensor | None, wait: bool
+    ) -> None:
+        """Capture the current state (``extra`` is kept by reference: replace it, never modify it)."""
+        timed = self.snapshot is not None  # the first capture allocates its buffers: not representative
+        start = time.perf_counter()
+        schedulers = [config.scheduler for config in trainer.lr_scheduler_configs]
+        # sync with wait: per snapshot, to time it (adaptive only)
+        snapshot = self.snapshot or Snapshot()
+        self.snapshot = snapshot.capture(
+            pl_module, trainer.optimizers, schedulers, step=trainer.global_step, extra=extra, wait=wait
+        )
+        self.averages = capture_averages(trainer, pl_module)
+        elapsed = time.perf_counter() - start
+        self.snapshot_s_since_check += elapsed
+        if timed:  # the median of the last three damps a preempted copy on a busy machine
+            self.snapshot_times = [*self.snapshot_times[-2:], elapsed]
+            self.snapshot_s = sorted(self.snapshot_times)[len(self.snapshot_times) // 2]
+
+    def restore(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> Any:
+        """Put weights, optimizers, schedulers, weight averages back, clear the gradients; the ``extra``."""
+        snapshot = self.snapshot
+        assert snapshot is not None  # callers check
+        snapshot.restore(pl_module, trainer.optimizers, [c.scheduler for c in trainer.lr_scheduler_configs])
+        for callback, kept in self.averages:  # the bad steps were averaged in too (EMAWeightAveraging)
+            load_average(trainer, pl_module, callback, copy_to_cpu(kept))
+        for optimizer in trainer.optimizers:
+            optimizer.zero_grad(set_to_none=True)
+        return snapshot.extra
+
+
+def adaptive_snapshot_interval(
+    check_every_n_steps: int, snapshot_s: float | None, step_s: float | None, overhead: float
+) -> int:
+    """Steps between snapshots: the fewest whole checks over which one snapshot costs at most ``overhead``.
+
+    Example:
+        >>> adaptive_snapshot_interval(10, snapshot_s=0.001, step_s=0.05, overhead=0.01)  # 0.2% per check
+        10
+        >>> adaptive_snapshot_interval(10, snapshot_s=0.5, step_s=0.05, overhead=0.01)  # needs 1000 steps
+        1000
+    """
+    if snapshot_s is None or step_s is None or step_s <= 0:
+        return check_every_n_steps  # not measured yet
+    steps = snapshot_s / (overhead * step_s)
+    return max(1, math.ceil(steps / check_every_n_steps - 1e-9)) * check_every_n_steps
+
+
+class LRScaling:
+    """Multiplies every param group's learning rate by ``factor()`` during each optimizer step (a pre-hook
+    scales, a post-hook restores), on top of any scheduler, which never sees the change.
+
+    Example:
+        >>> param = torch.nn.Parameter(torch.ones(1))
+        >>> optimizer = torch.optim.SGD([param], lr=1.0)
+        >>> scaling = LRScaling(lambda: 0.5)
+        >>> scaling.attach([optimizer])
+        >>> param.grad = torch.ones(1)
+        >>> optimizer.step()
+        >>> param.item(), optimizer.param_groups[0]["lr"]  # a step of 0.5, the rate itself untouched
+        (0.5, 1.0)
+        >>> scaling.detach()
+    """
+
+    def __init__(self, factor: Any) -> None:
+        self._factor = factor  # () -> float, read at every step
+        self._saved: dict[int, list[Any]] = {}
+        self._handles: list[Any] = []
+
+    def attach(self, optimizers: list[torch.optim.Optimizer]) -> None:
+        for optimizer in optimizers:
+            self._handles.append(optimizer.register_step_pre_hook(self._scale))
+            self._handles.append(optimizer.register_step_post_hook(self._unscale))
+
+    def detach(self) -> None:
+        for handle in self._handles:
+            handle.remove()
+        self._handles = []
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_handles": [], "_saved": {}}
+
+    def _scale(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+        factor = self._factor()
+        if factor != 1.0:
+            self._saved[id(optimizer)] = [group["lr"] for group in optimizer.param_groups]
+            for group in optimizer.param_groups:
+                group["lr"] = group["lr"] * factor
+
+    def _unscale(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+        for group, lr in zip(optimizer.param_groups, self._saved.pop(id(optimizer), [])):
+            group["lr"] = lr

@@ -1,0 +1,258 @@
+"""``HealthMonitor(repair=True)`` (issue #36): real Trainers on the repairable problem runs of
+``health_repair_runs.py``; a healthy run bitwise unchanged; resume; DDP (2 ranks, gloo, forked)."""
+
+from __future__ import annotations
+
+import json
+import math
+import pickle
+from pathlib import Path
+from typing import Any
+
+import lightning.pytorch as pl
+import pytest
+import torch
+from lightning.pytorch.callbacks import Callback
+
+from lightning_recipes.callbacks import HealthMonitor, RunManifest
+from lightning_recipes.callbacks._health_repair import REPAIRS, lr_factor_of, repair_of
+from lightning_recipes.callbacks._health_rules import lower_lr_by
+from lightning_recipes.callbacks._health_window import Finding
+from lightning_recipes.callbacks._snapshot import same_state
+from lightning_recipes.testing.logger import InMemoryLogger
+from lightning_recipes.testing.trainers import fast_trainer
+from tests.callbacks.health_field_gallery._field_data import loader, teacher_data
+from tests.callbacks.health_field_gallery._field_models import FieldModule, GeluMLP
+from tests.callbacks.health_repair_runs import ZERO_WEIGHT_BATCH, case, run
+
+# ---------------------------------------------------------------------------------------------- arguments
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"repair": "yes"}, "`repair`.*'yes'"),
+        ({"max_repairs": 0}, "`max_repairs`.*0"),
+        ({"max_repairs": 1.5}, "max_repairs"),
+    ],
+)
+def test_bad_repair_arguments_are_named_at_construction(kwargs: dict[str, Any], match: str) -> None:
+    with pytest.raises((ValueError, TypeError), match=match):
+        HealthMonitor(**kwargs)
+
+
+def test_only_named_repairable_causes_are_repaired() -> None:
+    def finding(problem: str, cause: str | None, **evidence: Any) -> Finding:
+        return Finding(problem, 40, 0, evidence, cause=cause)
+
+    assert repair_of(finding("lr_too_high", "lr_too_high", update_ratio=0.05)) == "rollback_lower_lr"
+    assert lr_factor_of(finding("lr_too_high", "lr_too_high", update_ratio=0.05)) == 1 / 50
+    assert repair_of(finding("lr_too_high", "learning_rate", update_ratio=0.05)) == "rollback_lower_lr"
+    assert repair_of(finding("not_learning", "lr_too_high")) == "rollback_lower_lr"
+    assert repair_of(finding("not_learning", None)) is None  # the evidence does not separate the causes
+    assert repair_of(finding("not_learning", "labels_do_not_match_inputs")) is None
+    assert repair_of(finding("dead_units", "initialisation")) is None
+    assert repair_of(finding("dead_units", "outlier_batches")) is None
+    assert repair_of(finding("data_stall", "data_stall")) is None
+    assert repair_of(finding("nonfinite_activations", "inputs")) is None  # the data: advice
+    assert repair_of(finding("nonfinite_activations", "nonfinite_weights")) == "rollback_skip_batch"
+    assert repair_of(finding("overfitting", "overfitting")) == "stop_restore_best"
+    # an LR too low is raised only when it collapsed or sits far (10x) below its family's floor
+    assert repair_of(finding("lr_too_low", "lr_too_low", update_ratio=5e-5, floor=1e-4)) is None
+    assert lr_factor_of(finding("lr_too_low", "lr_too_low", update_ratio=1e-7, floor=1e-4)) == 30000
+    assert lr_factor_of(finding("lr_too_low", "lr_too_low", lr=1e-8, peak_lr=1e-2)) == pytest.approx(1e6)
+    assert {action for action in REPAIRS.values()} <= {
+        "rollback_lower_lr",
+        "raise_lr",
+        "stop_restore_best",
+        "rollback_skip_batch",
+    }
+
+
+# ---------------------------------------------------------------------------------------------- healthy
+
+
+def _healthy(repair: bool) -> tuple[HealthMonitor, pl.LightningModule, pl.Trainer, torch.Tensor]:
+    torch.manual_seed(0)
+    model = FieldModule(GeluMLP(16, 64, 4, depth=2), lambda p: torch.optim.Adam(p, lr=1e-3))
+    train, val = loader(teacher_data(2048), 32), loader(teacher_data(256, seed=7), 256, shuffle=False)
+    monitor = HealthMonitor(check_every_n_steps=10, on_finding="raise", repair=repair)
+    trainer = fast_trainer(
+        max_steps=80, max_epochs=10, callbacks=[monitor], val_check_interval=20, check_val_every_n_epoch=None
+    )
+    trainer.fit(model, train, val)
+    return monitor, model, trainer, torch.get_rng_state()
+
+
+def test_a_healthy_run_with_repair_is_bitwise_the_run_without() -> None:
+    plain, plain_model, plain_trainer, plain_rng = _healthy(repair=False)
+    repaired, model, trainer, rng = _healthy(repair=True)
+    assert plain.findings == [] and repaired.findings == [] and repaired.repairs == []
+    assert repaired.checks == plain.checks
+    assert same_state(model.state_dict(), plain_model.state_dict())
+    assert same_state(trainer.optimizers[0].state_dict(), plain_trainer.optimizers[0].state_dict())
+    assert torch.equal(rng, plain_rng)
+    assert repaired._repair is not None and repaired._repair.best_val < math.inf  # it did watch validation
+
+
+# ---------------------------------------------------------------------------------------------- repairs
+
+
+def test_an_lr_far_too_high_is_rolled_back_and_cut_by_the_findings_factor(tmp_path: Path) -> None:
+    logger = InMemoryLogger()
+    manifest = RunManifest(dirpath=tmp_path, fingerprint_batches=0, log_to_loggers=False)
+    repaired = run(case("lr_far_too_high"), True, max_steps=150, callbacks=[manifest], logger=logger)
+    plain = run(case("lr_far_too_high"), False, max_steps=150)
+    [event] = repaired.monitor.repairs
+    [finding] = [f for f in repaired.monitor.findings if f.problem == "lr_too_high"]
+    assert (event.problem, event.action, event.step) == ("lr_too_high", "rollback_lower_lr", finding.step)
+    factor = lower_lr_by(finding.evidence["update_ratio"])
+    assert event.before["lr"] == 0.5 and event.after["lr"] == pytest.approx(0.5 / factor)
+    assert event.after["step"] == 0  # the confirmed healthy snapshot: the units died in the first steps
+    assert repaired.monitor._repair is not None and repaired.monitor._repair.lr_scale == pytest.approx(
+        1 / factor
+    )
+    assert repaired.val_loss < 0.9 * plain.val_loss, (plain.val_loss, repaired.val_loss)
+    assert logger.values("health/repair_action") == [1.0] and logger.values("health/repairs") == [1.0]
+    assert logger.history("health/repair_step") == [(finding.step - 1, float(finding.step))]
+    assert json.loads(repaired.monitor.to_json())["repairs"][0]["action"] == "rollback_lower_lr"
+    assert "repairs" not in plain.monitor.to_dict()
+    written = json.loads((tmp_path / "manifest.json").read_text())
+    assert [(r["action"], r["step"]) for r in written["health_repairs"]] == [
+        ("rollback_lower_lr", event.step)
+    ]
+
+
+def test_a_run_that_never_learned_restarts_from_its_start_at_the_lower_lr() -> None:
+    """SGD at lr 20 on a GRU: the loss falls from its blow-up but never below its level at initialisation, so
+    the confirmed snapshots (no finding yet: the rule needs 5 checks) hold nothing worth keeping."""
+    repaired = run(case("gru_sgd_lr_20"), True, max_steps=240)
+    plain = run(case("gru_sgd_lr_20"), False, max_steps=240)
+    events = repaired.monitor.repairs
+    assert [e.action for e in events] == ["rollback_lower_lr"] * len(events) and events
+    assert all(e.after["step"] == 0 for e in events)
+    assert repaired.val_loss < 0.5 * plain.val_loss and repaired.val_loss < math.log(4), (
+        plain.val_loss,
+        repaired.val_loss,
+    )
+
+
+def test_a_collapsed_lr_is_raised_to_its_peak_and_the_raise_survives_a_resume(tmp_path: Path) -> None:
+    first = run(case("steplr_collapse"), True, max_steps=140, default_root_dir=tmp_path)
+    [event] = first.monitor.repairs
+    assert (event.problem, event.action) == ("lr_too_low", "raise_lr")
+    assert event.before["lr"] == pytest.approx(1e-8) and event.after["lr"] == pytest.approx(1e-2)
+    path = str(tmp_path / "last.ckpt")
+    first.trainer.save_checkpoint(path)
+    resumed = run(case("steplr_collapse"), True, max_steps=150, ckpt_path=path, default_root_dir=tmp_path)
+    assert resumed.monitor.repairs == first.monitor.repairs  # the history
+    repairer = resumed.monitor._repair
+    assert repairer is not None and repairer.lr_scale == pytest.approx(1e6)  # the scale, applied again
+    assert repairer._effective_lr(resumed.trainer) == pytest.approx(1e-2)
+
+
+def test_overfitting_stops_and_restores_the_best_validation_weights() -> None:
+    repaired = run(case("overfitting"), True)
+    plain = run(case("overfitting"), False)
+    [event] = repaired.monitor.repairs
+    assert (event.problem, event.action) == ("overfitting", "stop_restore_best")
+    assert repaired.trainer.global_step < 240 and plain.trainer.global_step == 240
+    assert repaired.val_loss == pytest.approx(event.after["val_loss"], rel=1e-5)  # the best weights are back
+    assert repaired.val_loss < 0.9 * plain.val_loss, (plain.val_loss, repaired.val_loss)
+
+
+def test_a_nonfinite_update_is_rolled_back_past_the_batch_it_names() -> None:
+    repaired = run(case("nonfinite_update"), True, max_steps=160)
+    [event] = repaired.monitor.repairs
+    assert (event.problem, event.cause, event.action) == (
+        "nonfinite_activations",
+        "nonfinite_weights",
+        "rollback_skip_batch",
+    )
+    assert event.before["nonfinite_step"] == ZERO_WEIGHT_BATCH and event.after["step"] == ZERO_WEIGHT_BATCH
+    assert f"epoch 0, batch {ZERO_WEIGHT_BATCH}" in event.message
+    assert all(torch.isfinite(p).all() for p in repaired.model.parameters())
+    assert math.isfinite(repaired.val_loss) and repaired.trainer.global_step == 160
+
+
+def test_past_max_repairs_training_stops_with_the_reason() -> None:
+    repaired = run(case("steplr_collapse"), True, max_steps=260, monitor_kwargs={"max_repairs": 1})
+    actions = [event.action for event in repaired.monitor.repairs]
+    assert actions == ["raise_lr", "stop"]
+    assert repaired.trainer.global_step < 260
+    assert "max_repairs=1 reached" in repaired.monitor.repairs[-1].message
+
+
+def test_state_dict_round_trip() -> None:
+    monitor = HealthMonitor(repair=True)
+    assert monitor._repair is not None
+    monitor._repair.lr_scale = 0.25
+    monitor._repair.load_state_dict(
+        {**monitor._repair.state_dict(), "events": [{"step": 3, "problem": "p", "cause": "c", "action": "a"}]}
+    )
+    again = pickle.loads(pickle.dumps(HealthMonitor(repair=True)))  # as ddp_spawn's workers get it
+    again.load_state_dict(pickle.loads(pickle.dumps(monitor.state_dict())))
+    assert again.repairs == monitor.repairs and again._repair is not None and again._repair.lr_scale == 0.25
+    assert "repair" not in HealthMonitor().state_dict()  # without repair: the state of before, unchanged
+
+
+@pytest.mark.parametrize(
+    "seed", [s if s in (2, 13, 14) else pytest.param(s, marks=pytest.mark.slow) for s in range(20)]
+)
+def test_healthy_bert_finetuning_gets_no_repair(seed: int) -> None:
+    """The 20 seeds of the tiny BERT fine-tune that the monitor leaves alone (test_stability_guard.py): with
+    repair, no repair and no finding (seeds 2, 13, 14 wobble most; the others are marked slow)."""
+    pytest.importorskip("transformers")
+    from tests.helpers.finetune_models import TinyBertFinetune, text_classification
+    from tests.helpers.finetune_models import loader as text_loader
+
+    torch.manual_seed(seed)
+    monitor = HealthMonitor(check_every_n_steps=10, on_finding="raise", repair=True)
+    trainer = fast_trainer(max_steps=60, max_epochs=-1, callbacks=[monitor])
+    trainer.fit(TinyBertFinetune(lr=3e-4, dropout=0.0), text_loader(text_classification(seed=seed), 32, seed))
+    assert monitor.findings == [] and monitor.repairs == [] and trainer.global_step == 60
+
+
+# ---------------------------------------------------------------------------------------------- DDP
+
+
+class DumpRepairs(Callback):
+    """Writes each rank's repairs and final weights to ``directory/rank{r}.pt``."""
+
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+
+    def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        monitor = next(cb for cb in trainer.callbacks if isinstance(cb, HealthMonitor))  # type: ignore[attr-defined]
+        torch.save(
+            {
+                "repairs": [vars(e) for e in monitor.repairs],
+                "findings": [(f.problem, f.cause, f.step) for f in monitor.findings],
+                "weights": {k: v.detach().cpu().clone() for k, v in pl_module.state_dict().items()},
+                "global_step": trainer.global_step,
+            },
+            Path(self.directory, f"rank{trainer.global_rank}.pt"),
+        )
+
+
+def test_ddp_every_rank_takes_the_same_repair_at_the_same_step(tmp_path: Path) -> None:
+    """The non-finite batch is on rank 1 only; the all-reduced gradient poisons both ranks' weights."""
+    run(
+        case("nonfinite_update_rank1"),
+        True,
+        callbacks=[DumpRepairs(str(tmp_path))],
+        strategy="ddp_fork",
+        devices=2,
+        accelerator="cpu",
+        use_distributed_sampler=False,
+    )
+    results = [torch.load(tmp_path / f"rank{r}.pt", weights_only=False) for r in (0, 1)]
+    for result in results:
+        assert result["findings"] == [("nonfinite_activations", "nonfinite_weights", 120)]
+        assert [(e["action"], e["after"]["step"]) for e in result["repairs"]] == [
+            ("rollback_skip_batch", 100)
+        ]
+        assert result["global_step"] == 160
+        assert all(torch.isfinite(v).all() for v in result["weights"].values())
+    assert results[0]["repairs"] == results[1]["repairs"]
+    assert same_state(results[0]["weights"], results[1]["weights"])
