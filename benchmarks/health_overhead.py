@@ -46,7 +46,7 @@ from lightning_recipes.testing import DigitsCNN, TinyTransformerLM, fast_trainer
 __all__ = ["MODELS", "bench_gallery", "bench_steps", "main"]
 
 CHECK_EVERY = 50  # the monitor's default
-SKIP = 10  # steps left out at the start of each fit (first-batch set-up, the monitor's step-0 measurements)
+SKIP = 50  # steps left out at the start of each fit: set-up and the first interval (the step-0 measurements)
 
 
 class DigitsMLP(pl.LightningModule):
@@ -133,16 +133,16 @@ def _fit(model: str, monitored: bool, steps: int) -> tuple[float, dict[int, floa
     clock = StepClock()
     monitor = TimedHealthMonitor(check_every_n_steps=CHECK_EVERY) if monitored else None
     callbacks: list[Callback] = [clock] + ([monitor] if monitor else [])
-    trainer = fast_trainer(max_steps=steps, max_epochs=-1, callbacks=callbacks, limit_val_batches=0)
+    trainer = fast_trainer(max_steps=SKIP + steps, max_epochs=-1, callbacks=callbacks, limit_val_batches=0)
     trainer.fit(module(), loader())
     assert clock.start is not None
-    return (clock.end - clock.start) / (steps - SKIP), monitor.hook_seconds if monitor else {}
+    return (clock.end - clock.start) / steps, monitor.hook_seconds if monitor else {}
 
 
 def bench_steps(model: str, rounds: int, steps: int) -> dict[str, float]:
     """One model's bare and monitored CPU time per step (median over rounds), the overhead per round
     (median, lowest, highest) and the monitor's own hook time per step (between checks; with the checks)."""
-    _fit(model, False, SKIP + 5), _fit(model, True, SKIP + 5)  # warm-up
+    _fit(model, False, 5), _fit(model, True, 5)  # warm-up
     bare: list[float] = []
     health: list[float] = []
     between: list[float] = []
@@ -200,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", choices=("steps", "gallery"))
     parser.add_argument("--models", default=",".join(MODELS), help=f"comma-separated, of {tuple(MODELS)}")
     parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--steps", type=int, default=200, help="timed steps per fit (after SKIP)")
     parser.add_argument("--threads", type=int)
     args = parser.parse_args(argv)
     models = args.models.split(",")

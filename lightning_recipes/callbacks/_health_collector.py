@@ -26,10 +26,10 @@ __all__ = [
     "FunctionalSaturation",
     "Packer",
     "RowLiveness",
+    "StepRecords",
     "ValidationBatches",
     "combine",
     "dead_of",
-    "extreme_row",
     "first_nonfinite",
     "flat_and_gain",
     "flat_tensors",
@@ -48,7 +48,6 @@ __all__ = [
     "sparse_groups",
     "spikes_of",
     "squared_norm",
-    "step_records",
     "tracked_parameters",
     "unwrap_optimizer",
     "validation_error",
@@ -766,46 +765,120 @@ def combine(
 _STEP_RECORD = 4  # squared gradient norm, batch index, row, its largest |input|
 
 
-def extreme_row(batch: Any, batch_idx: int, device: torch.device) -> Tensor:
-    """``[batch_idx, row, value]``: the row of ``batch``'s floating-point tensors (dim 0: the samples) with
-    the largest absolute value, and that value (a sentinel such as -999 in a standardised column shows
-    here); ``[batch_idx, -1, nan]`` when the batch holds none. Device ops, no sync.
+class StepRecords:
+    """Per step of a check's interval, the evidence of ``outlier_batches``: the step's squared gradient norm
+    and its batch's largest |input| (which row, which batch). Each step costs one fused
+    ``torch._foreach_norm`` over the step's gradients and one ``abs().max`` per floating-point tensor of
+    the batch, kept on the device as they come; :meth:`pack` reduces them at the check. No sync.
 
     Example:
+        >>> records = StepRecords()
+        >>> records.gradients(0, [torch.tensor([3.0, 4.0])])
         >>> x = torch.randn(8, 3).clamp(-3, 3)
         >>> x[5, 1] = -999.0
-        >>> extreme_row((x, torch.zeros(8)), 17, torch.device("cpu")).tolist()
-        [17.0, 5.0, 999.0]
+        >>> records.inputs(0, (x, torch.zeros(8, dtype=torch.long)), 17)
+        >>> records.pack(2, torch.device("cpu")).tolist()
+        [25.0, 17.0, 5.0, 999.0, nan, -1.0, -1.0, nan]
     """
-    best: Tensor | None = None
-    for t in flat_tensors(batch):
-        if not t.is_floating_point() or t.ndim < 1 or t.numel() == 0:
-            continue
-        rows = t.detach().reshape(t.shape[0], -1).abs().amax(1).to(device, torch.float64)
-        value, row = rows.max(0)
-        candidate = torch.stack([value, row.double()])
-        best = candidate if best is None else torch.where(candidate[0] > best[0], candidate, best)
-    index = torch.full((1,), float(batch_idx), dtype=torch.float64, device=device)
-    if best is None:  # no host-to-device copy: fills only
-        unknown = torch.full((2,), math.nan, dtype=torch.float64, device=device)
-        return torch.cat(
-            [index, unknown.index_fill(0, torch.zeros(1, dtype=torch.long, device=device), -1.0)]
-        )
-    return torch.cat([index, best[1:], best[:1]])
+
+    def __init__(self) -> None:
+        self.clear()
+
+    def clear(self) -> None:
+        self._norms: dict[int, list[Tensor]] = {}  # per step: its gradients' norms, one per tensor
+        self._batches: dict[int, int] = {}  # per step: the batch index
+        # per step, per floating tensor of its batch: (largest |value|, its flat index, values per row)
+        self._largest: dict[int, list[tuple[Tensor, Tensor, int]]] = {}
+
+    def gradients(self, position: int, grads: list[Tensor]) -> None:
+        """Record step ``position``'s gradients (one optimizer's; several optimizers in a step add up)."""
+        if not grads:
+            return
+        if grads[0].requires_grad:  # a graph kept for a higher-order gradient: not ours to extend
+            grads = [g.detach() for g in grads]
+        norms = torch._foreach_norm(grads, 2.0)
+        kept = self._norms.get(position)
+        if kept is None:
+            self._norms[position] = list(norms)
+        else:
+            kept.extend(norms)
+
+    def inputs(self, position: int, batch: Any, batch_idx: int) -> None:
+        """Record step ``position``'s batch: the largest |value| of each floating-point tensor (dim 0: the
+        samples) and where it is (a sentinel such as -999 in a standardised column shows here)."""
+        self._batches[position] = batch_idx
+        largest = []
+        for t in flat_tensors(batch):
+            if t.is_floating_point() and t.ndim >= 1 and t.numel():
+                value, index = t.detach().abs().reshape(-1).max(0)
+                largest.append((value, index, t.numel() // t.shape[0]))
+        if largest:
+            self._largest[position] = largest
+
+    def pack(self, steps: int, device: torch.device) -> Tensor:
+        """Per step (``steps`` slots): ``[squared gradient norm, batch index, row, largest |input|]``, NaN
+        (``-1`` for the indices) where not recorded, as one flat float64 vector on ``device``. No sync."""
+        out = torch.full((steps, _STEP_RECORD), math.nan, dtype=torch.float64, device=device)
+        out[:, 1:3] = -1.0
+        grads = {k: v for k, v in self._norms.items() if 0 <= k < steps}
+        if grads:
+            out[:, 0].index_copy_(0, _positions(grads, device), _squared_sums(list(grads.values()), device))
+        batches = {k: v for k, v in self._batches.items() if 0 <= k < steps}
+        if batches:
+            where = torch.tensor(list(batches), dtype=torch.long, device=device)
+            out[:, 1].index_copy_(
+                0, where, torch.tensor(list(batches.values()), dtype=out.dtype, device=device)
+            )
+        largest = {k: v for k, v in self._largest.items() if 0 <= k < steps}
+        if largest:
+            rows, values = _largest_rows(list(largest.values()), device)
+            where = _positions(largest, device)
+            out[:, 2].index_copy_(0, where, rows)
+            out[:, 3].index_copy_(0, where, values)
+        return out.reshape(-1)
 
 
-def step_records(
-    grads: dict[int, Tensor], inputs: dict[int, Tensor], steps: int, device: torch.device
-) -> Tensor:
-    """Per step of the interval (``steps`` slots): ``[squared gradient norm, batch index, row, largest
-    |input|]``, NaN where not recorded, as one flat float64 vector. No sync."""
-    nan = torch.full((), math.nan, dtype=torch.float64, device=device)
-    unknown = torch.tensor([-1.0, -1.0, math.nan], dtype=torch.float64, device=device)
-    rows = [
-        torch.cat([grads.get(k, nan).to(device, torch.float64).reshape(1), inputs.get(k, unknown).to(device)])
-        for k in range(steps)
-    ]
-    return torch.cat(rows) if rows else torch.zeros(0, dtype=torch.float64, device=device)
+def _positions(recorded: dict[int, Any], device: torch.device) -> Tensor:
+    return torch.tensor(list(recorded), dtype=torch.long, device=device)
+
+
+def _squared_sums(norms: list[list[Tensor]], device: torch.device) -> Tensor:
+    """Per step, the sum of its tensors' squared norms (float64): one stack when every step has as many."""
+    count = len(norms[0])
+    flat = [n for step in norms for n in step]
+    if all(len(step) == count for step in norms) and len({n.device for n in flat}) == 1:
+        return torch.stack(flat).to(device, torch.float64).square().reshape(len(norms), count).sum(1)
+    return torch.stack(
+        [torch.stack([n.to(device, torch.float64) for n in step]).square().sum() for step in norms]
+    )
+
+
+def _largest_rows(
+    largest: list[list[tuple[Tensor, Tensor, int]]], device: torch.device
+) -> tuple[Tensor, Tensor]:
+    """Per step, the row holding its batch's largest |value| over its floating tensors (the first tensor's
+    on a tie, as a NaN in it), and that value (float64)."""
+    count = len(largest[0])
+    flat = [entry for step in largest for entry in step]
+    per_row = torch.tensor([n for _, _, n in flat], dtype=torch.long, device=device)
+    if all(len(step) == count for step in largest) and len({v.device for v, _, _ in flat}) == 1:
+        values = torch.stack([v for v, _, _ in flat]).to(device, torch.float64).reshape(len(largest), count)
+        rows = (torch.stack([i for _, i, _ in flat]).to(device) // per_row).reshape(len(largest), count)
+    else:  # batches of different structure: pad each step's entries to the widest with -inf
+        width = max(len(step) for step in largest)
+        values = torch.full((len(largest), width), -math.inf, dtype=torch.float64, device=device)
+        rows = torch.full((len(largest), width), -1, dtype=torch.long, device=device)
+        k = 0
+        for s, step in enumerate(largest):
+            for j, (value, index, _) in enumerate(step):
+                values[s, j] = value.to(device, torch.float64)
+                rows[s, j] = index.to(device) // per_row[k]
+                k += 1
+    best, row = values[:, 0], rows[:, 0]
+    for j in range(1, values.shape[1]):  # the first tensor's value unless a later one is larger
+        larger = values[:, j] > best
+        best, row = torch.where(larger, values[:, j], best), torch.where(larger, rows[:, j], row)
+    return row.double(), best
 
 
 def _pairs(rows: list[list[float]]) -> list[list[tuple[float, float]]]:
