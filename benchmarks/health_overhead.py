@@ -101,75 +101,89 @@ class StepClock(Callback):
         self.end = time.process_time()
 
 
-class TimedHealthMonitor(HealthMonitor):
-    """Adds up the CPU time spent in the monitor's own training hooks, per step (the forward hooks of the
-    sampled batches are not in it: they run inside the model's forward)."""
+def timed_hooks(monitor: Callback) -> dict[int, float]:
+    """Wrap ``monitor``'s three training-step hooks with a CPU-time timer; returns the seconds spent in them
+    per step (keyed by the global step at the batch's start). The forward hooks of the sampled batches are
+    not in it: they run inside the model's forward."""
+    seconds: dict[int, float] = {}
+    step = [0]
 
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.hook_seconds: dict[int, float] = {}
-        self._step = 0
+    def wrap(name: str) -> None:
+        hook = getattr(monitor, name)
 
-    def _timed(self, name: str, trainer: pl.Trainer, *args: object) -> None:
-        start = time.process_time()
-        getattr(super(), name)(trainer, *args)
-        self.hook_seconds[self._step] = self.hook_seconds.get(self._step, 0.0) + time.process_time() - start
+        def timed(trainer: pl.Trainer, *args: object) -> None:
+            if name == "on_train_batch_start":
+                step[0] = trainer.global_step
+            start = time.process_time()
+            hook(trainer, *args)
+            seconds[step[0]] = seconds.get(step[0], 0.0) + time.process_time() - start
 
-    def on_train_batch_start(self, trainer: pl.Trainer, *args: object) -> None:  # type: ignore[override]
-        self._step = trainer.global_step
-        self._timed("on_train_batch_start", trainer, *args)
+        setattr(monitor, name, timed)
 
-    def on_before_optimizer_step(self, *args: Any) -> None:  # type: ignore[override]
-        self._timed("on_before_optimizer_step", *args)
-
-    def on_train_batch_end(self, *args: Any) -> None:  # type: ignore[override]
-        self._timed("on_train_batch_end", *args)
+    for name in ("on_train_batch_start", "on_before_optimizer_step", "on_train_batch_end"):
+        wrap(name)
+    return seconds
 
 
-def _fit(model: str, monitored: bool, steps: int) -> tuple[float, dict[int, float]]:
+Monitor = Callable[[], Callback]
+
+
+def _fit(model: str, monitor: Monitor | None, steps: int) -> tuple[float, dict[int, float]]:
     """CPU seconds per step from step ``SKIP`` on, and the monitor's hook seconds per step."""
     _, module, loader = MODELS[model]
     torch.manual_seed(0)
     clock = StepClock()
-    monitor = TimedHealthMonitor(check_every_n_steps=CHECK_EVERY) if monitored else None
-    callbacks: list[Callback] = [clock] + ([monitor] if monitor else [])
+    callbacks: list[Callback] = [clock]
+    hooks: dict[int, float] = {}
+    if monitor is not None:
+        callbacks.append(monitor())
+        hooks = timed_hooks(callbacks[-1])
     trainer = fast_trainer(max_steps=SKIP + steps, max_epochs=-1, callbacks=callbacks, limit_val_batches=0)
     trainer.fit(module(), loader())
     assert clock.start is not None
-    return (clock.end - clock.start) / steps, monitor.hook_seconds if monitor else {}
+    return (clock.end - clock.start) / steps, hooks
 
 
-def bench_steps(model: str, rounds: int, steps: int) -> dict[str, float]:
-    """One model's bare and monitored CPU time per step (median over rounds), the overhead per round
-    (median, lowest, highest) and the monitor's own hook time per step (between checks; with the checks)."""
-    _fit(model, False, 5), _fit(model, True, 5)  # warm-up
-    bare: list[float] = []
-    health: list[float] = []
-    between: list[float] = []
-    amortized: list[float] = []
+def bench_steps(
+    model: str, rounds: int, steps: int, monitors: dict[str, Monitor] | None = None
+) -> dict[str, dict[str, float]]:
+    """Per monitor (default: ``HealthMonitor(check_every_n_steps=50)``): the bare and monitored CPU time per
+    step (medians over rounds), the overhead per round (median, lowest, highest) and the monitor's own hook
+    time per step (between checks; with the checks spread). Rounds interleave the bare and monitored fits,
+    their order turned around every round."""
+    monitors = monitors or {"HealthMonitor": lambda: HealthMonitor(check_every_n_steps=CHECK_EVERY)}
+    variants: list[tuple[str, Monitor | None]] = [("bare", None), *monitors.items()]
+    for _, monitor in variants:  # warm-up
+        _fit(model, monitor, 5)
+    seconds: dict[str, list[float]] = {name: [] for name, _ in variants}
+    between: dict[str, list[float]] = {name: [] for name in monitors}
+    amortized: dict[str, list[float]] = {name: [] for name in monitors}
     for r in range(rounds):
-        for monitored in (False, True) if r % 2 == 0 else (True, False):
-            seconds, hooks = _fit(model, monitored, steps)
-            (health if monitored else bare).append(seconds)
-            if monitored:
+        for name, monitor in variants if r % 2 == 0 else variants[::-1]:
+            per_step, hooks = _fit(model, monitor, steps)
+            seconds[name].append(per_step)
+            if monitor is not None:
                 timed = {k: v for k, v in hooks.items() if k >= SKIP}
                 # between checks: not the check's step, nor the activation-sampled steps before it
                 off = [v for k, v in timed.items() if k % CHECK_EVERY < CHECK_EVERY - 2]
-                between.append(statistics.median(off))
-                amortized.append(sum(timed.values()) / len(timed))
-    overheads = sorted(h / b - 1.0 for h, b in zip(health, bare))
-    base = statistics.median(bare)
-    return {
-        "bare_ms": 1e3 * base,
-        "health_ms": 1e3 * statistics.median(health),
-        "overhead": statistics.median(overheads),
-        "overhead_low": overheads[0],
-        "overhead_high": overheads[-1],
-        "between_us": 1e6 * statistics.median(between),
-        "between_fraction": statistics.median(between) / base,
-        "amortized_us": 1e6 * statistics.median(amortized),
-        "amortized_fraction": statistics.median(amortized) / base,
-    }
+                between[name].append(statistics.median(off))
+                amortized[name].append(sum(timed.values()) / len(timed))
+    base = statistics.median(seconds["bare"])
+    results = {}
+    for name in monitors:
+        overheads = sorted(m / b - 1.0 for m, b in zip(seconds[name], seconds["bare"]))
+        results[name] = {
+            "bare_ms": 1e3 * base,
+            "health_ms": 1e3 * statistics.median(seconds[name]),
+            "overhead": statistics.median(overheads),
+            "overhead_low": overheads[0],
+            "overhead_high": overheads[-1],
+            "between_us": 1e6 * statistics.median(between[name]),
+            "between_fraction": statistics.median(between[name]) / base,
+            "amortized_us": 1e6 * statistics.median(amortized[name]),
+            "amortized_fraction": statistics.median(amortized[name]) / base,
+        }
+    return results
 
 
 def bench_gallery() -> list[dict[str, object]]:
@@ -228,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         print("|---|---:|---:|---|---:|---:|")
         for model in models:
-            r = bench_steps(model, args.rounds, args.steps)
+            r = bench_steps(model, args.rounds, args.steps)["HealthMonitor"]
             print(
                 f"| {MODELS[model][0]} | {r['bare_ms']:.2f} | {r['health_ms']:.2f} | "
                 f"{100 * r['overhead']:+.1f}% ({100 * r['overhead_low']:+.1f}%, "

@@ -40,6 +40,7 @@ __all__ = [
     "loss_outliers",
     "loss_sums",
     "loss_trend",
+    "loss_vector",
     "optimizer_family",
     "pack_activations",
     "planned_steps",
@@ -90,16 +91,43 @@ class Packer:
         return torch.cat(self._parts)
 
 
-def loss_sums(losses: Sequence[Tensor], steps: Sequence[int], device: torch.device | None = None) -> Tensor:
+Losses = Sequence[Tensor] | Tensor  # per-step loss tensors, or their :func:`loss_vector`
+
+
+def loss_vector(losses: Losses, device: torch.device | None = None) -> Tensor:
+    """The per-step losses as one float64 vector on ``device`` (their own when ``None``): one stack, so that
+    the packing functions below need not move each loss. No sync.
+
+    Example:
+        >>> loss_vector([torch.tensor(1.5), torch.tensor([2.0])]).tolist()
+        [1.5, 2.0]
+    """
+    if isinstance(losses, Tensor):
+        return losses.to(device or losses.device, torch.float64).reshape(-1)
+    if not losses:
+        return torch.zeros(0, dtype=torch.float64, device=device)
+    device = device or losses[0].device
+    try:
+        values = torch.stack(list(losses)).reshape(-1)
+    except RuntimeError:  # shapes () and (1,) mixed, or losses on several devices
+        values = torch.stack([loss.to(device).reshape(()) for loss in losses])
+    if values.numel() != len(losses):
+        raise ValueError(
+            f"`losses` must hold one value per step, got {values.numel()} for {len(losses)} steps."
+        )
+    return values.to(device, torch.float64)
+
+
+def loss_sums(losses: Losses, steps: Sequence[int], device: torch.device | None = None) -> Tensor:
     """The raw sums of the finite per-step losses against their step index ``t`` within the interval.
 
     ``[n, sum, sum of squares, sum t, sum t^2, sum t * loss, non-finite count]`` (float64, on the losses'
     device): sums, so ranks with the same ``t`` combine by adding. No sync.
     """
-    if not losses:
+    if not len(losses):
         return torch.zeros(_LOSS_SUMS, dtype=torch.float64, device=device)
-    device = device or losses[0].device
-    values = torch.stack([loss.to(device, torch.float64).reshape(()) for loss in losses])
+    values = loss_vector(losses, device)
+    device = values.device
     t = torch.tensor(list(steps), dtype=torch.float64, device=device)
     finite = torch.isfinite(values)
     x = torch.where(finite, values, torch.zeros_like(values))
@@ -117,12 +145,12 @@ def loss_sums(losses: Sequence[Tensor], steps: Sequence[int], device: torch.devi
     )
 
 
-def loss_head(losses: Sequence[Tensor], device: torch.device, steps: int = 5) -> Tensor:
+def loss_head(losses: Losses, device: torch.device, steps: int = 5) -> Tensor:
     """The mean of the interval's first ``steps`` losses (at a run's start: the loss at initialisation, for a
     classifier ~ln C, the level of knowing nothing); NaN when none. No sync."""
-    if not losses:
+    if not len(losses):
         return torch.full((), math.nan, dtype=torch.float64, device=device)
-    return torch.stack([loss.to(device, torch.float64).reshape(()) for loss in losses[:steps]]).mean()
+    return loss_vector(losses[:steps], device).mean()
 
 
 SPIKE_ROWS = 3  # the interval's largest losses packed as spike candidates
@@ -130,7 +158,7 @@ _MIN_FOR_SPIKES = 8  # fewer losses than this: no spread to judge an outlier aga
 
 
 def loss_outliers(
-    losses: Sequence[Tensor], device: torch.device, top: int = SPIKE_ROWS, z_min: float = math.inf
+    losses: Losses, device: torch.device, top: int = SPIKE_ROWS, z_min: float = math.inf
 ) -> Tensor:
     """The interval's ``top`` largest losses as ``[times the median, robust z, position]`` rows, then how many
     losses stand ``z_min`` robust deviations and 2x above the median (flat, float64 on ``device``; ``-1``
@@ -148,7 +176,7 @@ def loss_outliers(
     missing = torch.full((3 * top,), -1.0, dtype=torch.float64, device=device)
     if len(losses) < _MIN_FOR_SPIKES:
         return torch.cat([missing, torch.zeros(1, dtype=torch.float64, device=device)])
-    values = torch.stack([loss.to(device, torch.float64).reshape(()) for loss in losses])
+    values = loss_vector(losses, device)
     values = torch.where(torch.isfinite(values), values, torch.zeros_like(values))
     level, spread = robust_scale(values)
     floor = 1e-9 * level.abs() + 1e-12
@@ -161,11 +189,11 @@ def loss_outliers(
     return torch.cat([rows, missing[: 3 * (top - k)], count])
 
 
-def first_nonfinite(losses: Sequence[Tensor], device: torch.device) -> Tensor:
+def first_nonfinite(losses: Losses, device: torch.device) -> Tensor:
     """The position of the interval's first non-finite loss (``-1``: none), a float64 0-d tensor. No sync."""
-    if not losses:
+    if not len(losses):
         return torch.full((), -1.0, dtype=torch.float64, device=device)
-    values = torch.stack([loss.to(device, torch.float64).reshape(()) for loss in losses])
+    values = loss_vector(losses, device)
     positions = torch.arange(len(losses), dtype=torch.float64, device=device)
     none = torch.full_like(positions, math.inf)
     first = torch.where(torch.isfinite(values), none, positions).min()
@@ -845,9 +873,13 @@ def _positions(recorded: dict[int, Any], device: torch.device) -> Tensor:
 def _squared_sums(norms: list[list[Tensor]], device: torch.device) -> Tensor:
     """Per step, the sum of its tensors' squared norms (float64): one stack when every step has as many."""
     count = len(norms[0])
-    flat = [n for step in norms for n in step]
-    if all(len(step) == count for step in norms) and len({n.device for n in flat}) == 1:
-        return torch.stack(flat).to(device, torch.float64).square().reshape(len(norms), count).sum(1)
+    if all(len(step) == count for step in norms):
+        try:
+            stacked = torch.stack([n for step in norms for n in step])
+        except RuntimeError:  # parameters on several devices
+            pass
+        else:
+            return stacked.to(device, torch.float64).square().reshape(len(norms), count).sum(1)
     return torch.stack(
         [torch.stack([n.to(device, torch.float64) for n in step]).square().sum() for step in norms]
     )
@@ -861,10 +893,16 @@ def _largest_rows(
     count = len(largest[0])
     flat = [entry for step in largest for entry in step]
     per_row = torch.tensor([n for _, _, n in flat], dtype=torch.long, device=device)
-    if all(len(step) == count for step in largest) and len({v.device for v, _, _ in flat}) == 1:
-        values = torch.stack([v for v, _, _ in flat]).to(device, torch.float64).reshape(len(largest), count)
-        rows = (torch.stack([i for _, i, _ in flat]).to(device) // per_row).reshape(len(largest), count)
-    else:  # batches of different structure: pad each step's entries to the widest with -inf
+    values = rows = None
+    if all(len(step) == count for step in largest):
+        try:
+            values = torch.stack([v for v, _, _ in flat]).to(device, torch.float64).reshape(-1, count)
+            rows = (torch.stack([i for _, i, _ in flat]).to(device) // per_row).reshape(-1, count)
+        except RuntimeError:  # batches on several devices
+            values = rows = None
+    if (
+        values is None or rows is None
+    ):  # batches of different structure: pad each step's entries to the widest with -inf
         width = max(len(step) for step in largest)
         values = torch.full((len(largest), width), -math.inf, dtype=torch.float64, device=device)
         rows = torch.full((len(largest), width), -1, dtype=torch.long, device=device)

@@ -36,6 +36,7 @@ from lightning_recipes.callbacks._health_collector import (
     loss_head,
     loss_outliers,
     loss_sums,
+    loss_vector,
     pack_activations,
     planned_steps,
     relu_hook,
@@ -494,11 +495,12 @@ class HealthMonitor(Callback):
     def _pack(self, trainer: pl.Trainer, device: torch.device) -> tuple[Tensor, dict[str, slice]]:
         """Everything the check needs, as one float64 vector with a layout identical on every rank."""
         packer = Packer(device)
-        packer.add("loss", loss_sums(self._losses, self._loss_steps, device))
-        packer.add("loss_head", loss_head(self._losses, device))
+        losses = loss_vector(self._losses, device)  # one stack of the interval's losses
+        packer.add("loss", loss_sums(losses, self._loss_steps, device))
+        packer.add("loss_head", loss_head(losses, device))
         spike_z = self.thresholds["spike_z"]
-        packer.add("loss_outliers", loss_outliers(self._losses, device, z_min=spike_z))
-        packer.add("first_nonfinite", first_nonfinite(self._losses, device))
+        packer.add("loss_outliers", loss_outliers(losses, device, z_min=spike_z))
+        packer.add("first_nonfinite", first_nonfinite(losses, device))
         packer.add("param_start", self._param_start)
         groups = len(self._group_names)
         sampled = self._grad_sq is not None and self._group_of is not None
