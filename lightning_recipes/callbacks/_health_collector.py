@@ -838,7 +838,7 @@ class StepRecords:
         largest = []
         for t in flat_tensors(batch):
             if t.is_floating_point() and t.ndim >= 1 and t.numel():
-                value, index = t.detach().abs().reshape(-1).max(0)
+                value, index = (t.detach() if t.requires_grad else t).abs().reshape(-1).max(0)
                 largest.append((value, index, t.numel() // t.shape[0]))
         if largest:
             self._largest[position] = largest

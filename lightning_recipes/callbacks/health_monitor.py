@@ -269,6 +269,14 @@ class HealthMonitor(Callback):
             self._attach_start_hooks()
 
     @override
+    def on_before_backward(self, trainer: pl.Trainer, pl_module: pl.LightningModule, loss: Tensor) -> None:
+        # The functional-saturation modes watch the forward only: off before the backward and the optimizer
+        # step, whose every torch call they would intercept (manual optimization may forward again: left on).
+        if self._sampling and pl_module.automatic_optimization:
+            for mode in (self._calls, self._init_calls, self._calls):  # pops the innermost first
+                mode.stop()
+
+    @override
     def on_before_optimizer_step(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, optimizer: Optimizer
     ) -> None:
