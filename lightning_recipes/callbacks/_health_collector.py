@@ -26,10 +26,10 @@ __all__ = [
     "FunctionalSaturation",
     "Packer",
     "RowLiveness",
+    "StepRecords",
     "ValidationBatches",
     "combine",
     "dead_of",
-    "extreme_row",
     "first_nonfinite",
     "flat_and_gain",
     "flat_tensors",
@@ -40,6 +40,7 @@ __all__ = [
     "loss_outliers",
     "loss_sums",
     "loss_trend",
+    "loss_vector",
     "optimizer_family",
     "pack_activations",
     "planned_steps",
@@ -48,7 +49,6 @@ __all__ = [
     "sparse_groups",
     "spikes_of",
     "squared_norm",
-    "step_records",
     "tracked_parameters",
     "unwrap_optimizer",
     "validation_error",
@@ -91,16 +91,43 @@ class Packer:
         return torch.cat(self._parts)
 
 
-def loss_sums(losses: Sequence[Tensor], steps: Sequence[int], device: torch.device | None = None) -> Tensor:
+Losses = Sequence[Tensor] | Tensor  # per-step loss tensors, or their :func:`loss_vector`
+
+
+def loss_vector(losses: Losses, device: torch.device | None = None) -> Tensor:
+    """The per-step losses as one float64 vector on ``device`` (their own when ``None``): one stack, so that
+    the packing functions below need not move each loss. No sync.
+
+    Example:
+        >>> loss_vector([torch.tensor(1.5), torch.tensor([2.0])]).tolist()
+        [1.5, 2.0]
+    """
+    if isinstance(losses, Tensor):
+        return losses.to(device or losses.device, torch.float64).reshape(-1)
+    if not losses:
+        return torch.zeros(0, dtype=torch.float64, device=device)
+    device = device or losses[0].device
+    try:
+        values = torch.stack(list(losses)).reshape(-1)
+    except RuntimeError:  # shapes () and (1,) mixed, or losses on several devices
+        values = torch.stack([loss.to(device).reshape(()) for loss in losses])
+    if values.numel() != len(losses):
+        raise ValueError(
+            f"`losses` must hold one value per step, got {values.numel()} for {len(losses)} steps."
+        )
+    return values.to(device, torch.float64)
+
+
+def loss_sums(losses: Losses, steps: Sequence[int], device: torch.device | None = None) -> Tensor:
     """The raw sums of the finite per-step losses against their step index ``t`` within the interval.
 
     ``[n, sum, sum of squares, sum t, sum t^2, sum t * loss, non-finite count]`` (float64, on the losses'
     device): sums, so ranks with the same ``t`` combine by adding. No sync.
     """
-    if not losses:
+    if not len(losses):
         return torch.zeros(_LOSS_SUMS, dtype=torch.float64, device=device)
-    device = device or losses[0].device
-    values = torch.stack([loss.to(device, torch.float64).reshape(()) for loss in losses])
+    values = loss_vector(losses, device)
+    device = values.device
     t = torch.tensor(list(steps), dtype=torch.float64, device=device)
     finite = torch.isfinite(values)
     x = torch.where(finite, values, torch.zeros_like(values))
@@ -118,12 +145,12 @@ def loss_sums(losses: Sequence[Tensor], steps: Sequence[int], device: torch.devi
     )
 
 
-def loss_head(losses: Sequence[Tensor], device: torch.device, steps: int = 5) -> Tensor:
+def loss_head(losses: Losses, device: torch.device, steps: int = 5) -> Tensor:
     """The mean of the interval's first ``steps`` losses (at a run's start: the loss at initialisation, for a
     classifier ~ln C, the level of knowing nothing); NaN when none. No sync."""
-    if not losses:
+    if not len(losses):
         return torch.full((), math.nan, dtype=torch.float64, device=device)
-    return torch.stack([loss.to(device, torch.float64).reshape(()) for loss in losses[:steps]]).mean()
+    return loss_vector(losses[:steps], device).mean()
 
 
 SPIKE_ROWS = 3  # the interval's largest losses packed as spike candidates
@@ -131,7 +158,7 @@ _MIN_FOR_SPIKES = 8  # fewer losses than this: no spread to judge an outlier aga
 
 
 def loss_outliers(
-    losses: Sequence[Tensor], device: torch.device, top: int = SPIKE_ROWS, z_min: float = math.inf
+    losses: Losses, device: torch.device, top: int = SPIKE_ROWS, z_min: float = math.inf
 ) -> Tensor:
     """The interval's ``top`` largest losses as ``[times the median, robust z, position]`` rows, then how many
     losses stand ``z_min`` robust deviations and 2x above the median (flat, float64 on ``device``; ``-1``
@@ -149,7 +176,7 @@ def loss_outliers(
     missing = torch.full((3 * top,), -1.0, dtype=torch.float64, device=device)
     if len(losses) < _MIN_FOR_SPIKES:
         return torch.cat([missing, torch.zeros(1, dtype=torch.float64, device=device)])
-    values = torch.stack([loss.to(device, torch.float64).reshape(()) for loss in losses])
+    values = loss_vector(losses, device)
     values = torch.where(torch.isfinite(values), values, torch.zeros_like(values))
     level, spread = robust_scale(values)
     floor = 1e-9 * level.abs() + 1e-12
@@ -162,11 +189,11 @@ def loss_outliers(
     return torch.cat([rows, missing[: 3 * (top - k)], count])
 
 
-def first_nonfinite(losses: Sequence[Tensor], device: torch.device) -> Tensor:
+def first_nonfinite(losses: Losses, device: torch.device) -> Tensor:
     """The position of the interval's first non-finite loss (``-1``: none), a float64 0-d tensor. No sync."""
-    if not losses:
+    if not len(losses):
         return torch.full((), -1.0, dtype=torch.float64, device=device)
-    values = torch.stack([loss.to(device, torch.float64).reshape(()) for loss in losses])
+    values = loss_vector(losses, device)
     positions = torch.arange(len(losses), dtype=torch.float64, device=device)
     none = torch.full_like(positions, math.inf)
     first = torch.where(torch.isfinite(values), none, positions).min()
@@ -766,46 +793,130 @@ def combine(
 _STEP_RECORD = 4  # squared gradient norm, batch index, row, its largest |input|
 
 
-def extreme_row(batch: Any, batch_idx: int, device: torch.device) -> Tensor:
-    """``[batch_idx, row, value]``: the row of ``batch``'s floating-point tensors (dim 0: the samples) with
-    the largest absolute value, and that value (a sentinel such as -999 in a standardised column shows
-    here); ``[batch_idx, -1, nan]`` when the batch holds none. Device ops, no sync.
+class StepRecords:
+    """Per step of a check's interval, the evidence of ``outlier_batches``: the step's squared gradient norm
+    and its batch's largest |input| (which row, which batch). Each step costs one fused
+    ``torch._foreach_norm`` over the step's gradients and one ``abs().max`` per floating-point tensor of
+    the batch, kept on the device as they come; :meth:`pack` reduces them at the check. No sync.
 
     Example:
+        >>> records = StepRecords()
+        >>> records.gradients(0, [torch.tensor([3.0, 4.0])])
         >>> x = torch.randn(8, 3).clamp(-3, 3)
         >>> x[5, 1] = -999.0
-        >>> extreme_row((x, torch.zeros(8)), 17, torch.device("cpu")).tolist()
-        [17.0, 5.0, 999.0]
+        >>> records.inputs(0, (x, torch.zeros(8, dtype=torch.long)), 17)
+        >>> records.pack(2, torch.device("cpu")).tolist()
+        [25.0, 17.0, 5.0, 999.0, nan, -1.0, -1.0, nan]
     """
-    best: Tensor | None = None
-    for t in flat_tensors(batch):
-        if not t.is_floating_point() or t.ndim < 1 or t.numel() == 0:
-            continue
-        rows = t.detach().reshape(t.shape[0], -1).abs().amax(1).to(device, torch.float64)
-        value, row = rows.max(0)
-        candidate = torch.stack([value, row.double()])
-        best = candidate if best is None else torch.where(candidate[0] > best[0], candidate, best)
-    index = torch.full((1,), float(batch_idx), dtype=torch.float64, device=device)
-    if best is None:  # no host-to-device copy: fills only
-        unknown = torch.full((2,), math.nan, dtype=torch.float64, device=device)
-        return torch.cat(
-            [index, unknown.index_fill(0, torch.zeros(1, dtype=torch.long, device=device), -1.0)]
-        )
-    return torch.cat([index, best[1:], best[:1]])
+
+    def __init__(self) -> None:
+        self.clear()
+
+    def clear(self) -> None:
+        self._norms: dict[int, list[Tensor]] = {}  # per step: its gradients' norms, one per tensor
+        self._batches: dict[int, int] = {}  # per step: the batch index
+        # per step, per floating tensor of its batch: (largest |value|, its flat index, values per row)
+        self._largest: dict[int, list[tuple[Tensor, Tensor, int]]] = {}
+
+    def gradients(self, position: int, grads: list[Tensor]) -> None:
+        """Record step ``position``'s gradients (one optimizer's; several optimizers in a step add up)."""
+        if not grads:
+            return
+        if grads[0].requires_grad:  # a graph kept for a higher-order gradient: not ours to extend
+            grads = [g.detach() for g in grads]
+        norms = torch._foreach_norm(grads, 2.0)
+        kept = self._norms.get(position)
+        if kept is None:
+            self._norms[position] = list(norms)
+        else:
+            kept.extend(norms)
+
+    def inputs(self, position: int, batch: Any, batch_idx: int) -> None:
+        """Record step ``position``'s batch: the largest |value| of each floating-point tensor (dim 0: the
+        samples) and where it is (a sentinel such as -999 in a standardised column shows here)."""
+        self._batches[position] = batch_idx
+        largest = []
+        for t in flat_tensors(batch):
+            if t.is_floating_point() and t.ndim >= 1 and t.numel():
+                value, index = (t.detach() if t.requires_grad else t).abs().reshape(-1).max(0)
+                largest.append((value, index, t.numel() // t.shape[0]))
+        if largest:
+            self._largest[position] = largest
+
+    def pack(self, steps: int, device: torch.device) -> Tensor:
+        """Per step (``steps`` slots): ``[squared gradient norm, batch index, row, largest |input|]``, NaN
+        (``-1`` for the indices) where not recorded, as one flat float64 vector on ``device``. No sync."""
+        out = torch.full((steps, _STEP_RECORD), math.nan, dtype=torch.float64, device=device)
+        out[:, 1:3] = -1.0
+        grads = {k: v for k, v in self._norms.items() if 0 <= k < steps}
+        if grads:
+            out[:, 0].index_copy_(0, _positions(grads, device), _squared_sums(list(grads.values()), device))
+        batches = {k: v for k, v in self._batches.items() if 0 <= k < steps}
+        if batches:
+            where = torch.tensor(list(batches), dtype=torch.long, device=device)
+            out[:, 1].index_copy_(
+                0, where, torch.tensor(list(batches.values()), dtype=out.dtype, device=device)
+            )
+        largest = {k: v for k, v in self._largest.items() if 0 <= k < steps}
+        if largest:
+            rows, values = _largest_rows(list(largest.values()), device)
+            where = _positions(largest, device)
+            out[:, 2].index_copy_(0, where, rows)
+            out[:, 3].index_copy_(0, where, values)
+        return out.reshape(-1)
 
 
-def step_records(
-    grads: dict[int, Tensor], inputs: dict[int, Tensor], steps: int, device: torch.device
-) -> Tensor:
-    """Per step of the interval (``steps`` slots): ``[squared gradient norm, batch index, row, largest
-    |input|]``, NaN where not recorded, as one flat float64 vector. No sync."""
-    nan = torch.full((), math.nan, dtype=torch.float64, device=device)
-    unknown = torch.tensor([-1.0, -1.0, math.nan], dtype=torch.float64, device=device)
-    rows = [
-        torch.cat([grads.get(k, nan).to(device, torch.float64).reshape(1), inputs.get(k, unknown).to(device)])
-        for k in range(steps)
-    ]
-    return torch.cat(rows) if rows else torch.zeros(0, dtype=torch.float64, device=device)
+def _positions(recorded: dict[int, Any], device: torch.device) -> Tensor:
+    return torch.tensor(list(recorded), dtype=torch.long, device=device)
+
+
+def _squared_sums(norms: list[list[Tensor]], device: torch.device) -> Tensor:
+    """Per step, the sum of its tensors' squared norms (float64): one stack when every step has as many."""
+    count = len(norms[0])
+    if all(len(step) == count for step in norms):
+        try:
+            stacked = torch.stack([n for step in norms for n in step])
+        except RuntimeError:  # parameters on several devices
+            pass
+        else:
+            return stacked.to(device, torch.float64).square().reshape(len(norms), count).sum(1)
+    return torch.stack(
+        [torch.stack([n.to(device, torch.float64) for n in step]).square().sum() for step in norms]
+    )
+
+
+def _largest_rows(
+    largest: list[list[tuple[Tensor, Tensor, int]]], device: torch.device
+) -> tuple[Tensor, Tensor]:
+    """Per step, the row holding its batch's largest |value| over its floating tensors (the first tensor's
+    on a tie, as a NaN in it), and that value (float64)."""
+    count = len(largest[0])
+    flat = [entry for step in largest for entry in step]
+    per_row = torch.tensor([n for _, _, n in flat], dtype=torch.long, device=device)
+    values = rows = None
+    if all(len(step) == count for step in largest):
+        try:
+            values = torch.stack([v for v, _, _ in flat]).to(device, torch.float64).reshape(-1, count)
+            rows = (torch.stack([i for _, i, _ in flat]).to(device) // per_row).reshape(-1, count)
+        except RuntimeError:  # batches on several devices
+            values = rows = None
+    if (
+        values is None or rows is None
+    ):  # batches of different structure: pad each step's entries to the widest with -inf
+        width = max(len(step) for step in largest)
+        values = torch.full((len(largest), width), -math.inf, dtype=torch.float64, device=device)
+        rows = torch.full((len(largest), width), -1, dtype=torch.long, device=device)
+        k = 0
+        for s, step in enumerate(largest):
+            for j, (value, index, _) in enumerate(step):
+                values[s, j] = value.to(device, torch.float64)
+                rows[s, j] = index.to(device) // per_row[k]
+                k += 1
+    best, row = values[:, 0], rows[:, 0]
+    for j in range(1, values.shape[1]):  # the first tensor's value unless a later one is larger
+        larger = values[:, j] > best
+        best, row = torch.where(larger, values[:, j], best), torch.where(larger, rows[:, j], row)
+    return row.double(), best
 
 
 def _pairs(rows: list[list[float]]) -> list[list[tuple[float, float]]]:

@@ -25,10 +25,10 @@ from lightning_recipes.callbacks._health_collector import (
     FunctionalSaturation,
     Packer,
     RowLiveness,
+    StepRecords,
     ValidationBatches,
     combine,
     dead_of,
-    extreme_row,
     first_nonfinite,
     group_families,
     group_lrs,
@@ -36,6 +36,7 @@ from lightning_recipes.callbacks._health_collector import (
     loss_head,
     loss_outliers,
     loss_sums,
+    loss_vector,
     pack_activations,
     planned_steps,
     relu_hook,
@@ -43,7 +44,6 @@ from lightning_recipes.callbacks._health_collector import (
     sparse_groups,
     spikes_of,
     squared_norm,
-    step_records,
     tracked_parameters,
     unwrap_optimizer,
     validation_error,
@@ -174,6 +174,9 @@ class HealthMonitor(Callback):
         self._history = History()
         self._active: set[str] = set()
         self._warned: set[str] = set()
+        self._records = (
+            StepRecords()
+        )  # per step of an interval: its gradient norm, its batch's largest |input|
         self._reset_run_state()
 
     def _reset_run_state(self) -> None:
@@ -203,6 +206,8 @@ class HealthMonitor(Callback):
         self._saturating: list[tuple[str, nn.Module]] = []
         self._leaves: list[tuple[str, nn.Module]] = []
         self._handles: list[Any] = []
+        self._sampling = False  # hooks or a function mode on (the sampled batches, the run's first batch)
+        self._step_params: dict[int, tuple[int, list[Tensor]]] = {}  # per optimizer: its tracked parameters
         self._step_at_batch_start: int | None = None
         self._clock = WaitClock()
         self._val_batches = ValidationBatches()
@@ -216,8 +221,7 @@ class HealthMonitor(Callback):
         self._loss_steps: list[int] = []  # each loss's optimizer step within the interval
         self._loss_batches: list[tuple[int, int, int]] = []  # each loss's (global step, epoch, batch_idx)
         self._lr: Tensor | None = None  # per group, on the sampled step
-        self._step_grads: dict[int, Tensor] = {}  # per step of the interval: the squared gradient norm
-        self._step_inputs: dict[int, Tensor] = {}  # per step: [batch index, row, its largest |input|]
+        self._records.clear()
         self._grad_sq: Tensor | None = None  # per tracked tensor
         self._param_sq: Tensor | None = None
         self._update_sq: Tensor | None = None
@@ -278,9 +282,9 @@ class HealthMonitor(Callback):
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int
     ) -> None:
         self._clock.batch_start(self._clock.now())
-        self._step_at_batch_start = trainer.global_step
-        position = (trainer.global_step % self.check_every_n_steps) + 1  # 1 .. N within the interval
-        if trainer.global_step == 0 and self.activation_samples and not self._init_measured:
+        step = self._step_at_batch_start = trainer.global_step
+        position = (step % self.check_every_n_steps) + 1  # 1 .. N within the interval
+        if step == 0 and self.activation_samples and not self._init_measured:
             self._attach_init_hooks()
         if position > self.check_every_n_steps - self.activation_samples and not self._handles:
             self._attach_hooks()
@@ -288,15 +292,24 @@ class HealthMonitor(Callback):
             self._attach_start_hooks()
 
     @override
+    def on_before_backward(self, trainer: pl.Trainer, pl_module: pl.LightningModule, loss: Tensor) -> None:
+        # The functional-saturation modes watch the forward only: off before the backward and the optimizer
+        # step, whose every torch call they would intercept (manual optimization may forward again: left on).
+        if self._sampling and pl_module.automatic_optimization:
+            for mode in (self._calls, self._init_calls, self._calls):  # pops the innermost first
+                mode.stop()
+
+    @override
     def on_before_optimizer_step(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, optimizer: Optimizer
     ) -> None:
+        step = trainer.global_step
         if self._handles:  # a sampled batch: which weight rows got a gradient
             self._rows.record_gradients()
-        self._record_step_gradient(trainer, optimizer)
+        self._record_step_gradient(step, optimizer)
         if self._start_handles:
             self._rows_start.record_gradients()
-        if (trainer.global_step + 1) % self.check_every_n_steps or not self._params:
+        if (step + 1) % self.check_every_n_steps or not self._params:
             return
         # The sampled step: per-tensor gradient and parameter norms, and a copy of the parameters.
         device = self._params[0].device
@@ -314,8 +327,8 @@ class HealthMonitor(Callback):
             norms = torch.stack(torch._foreach_norm(grads, 2.0)).float()
             index = torch.tensor([i for i, _ in with_grad], device=device)
             self._grad_sq.index_copy_(0, index, norms.to(device).square())
-            if STEP_POWERS.lookup(grads, 2.0, trainer.global_step) is None:
-                STEP_POWERS.publish(grads, 2.0, trainer.global_step, {None: norms.to(device).square().sum()})
+            if STEP_POWERS.lookup(grads, 2.0, step) is None:
+                STEP_POWERS.publish(grads, 2.0, step, {None: norms.to(device).square().sum()})
         live = [p.detach() for _, p in entries]
         groups = len(self._group_names)
         if live:
@@ -329,21 +342,24 @@ class HealthMonitor(Callback):
     def on_train_batch_end(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
-        self._detach_hooks()
-        if self._start_handles and stepped(trainer, self._step_at_batch_start):
+        if self._sampling:
+            self._detach_hooks()
+        step = trainer.global_step
+        did_step = stepped(trainer, self._step_at_batch_start)
+        if self._start_handles and did_step:
             self._detach_start_hooks()
         loss = loss_of(outputs)
-        position = trainer.global_step - self._interval_start - 1
-        if 0 <= position < self.check_every_n_steps and stepped(trainer, self._step_at_batch_start):
-            self._step_inputs[position] = extreme_row(batch, batch_idx, self._params_device())
+        position = step - self._interval_start - 1
+        if did_step and 0 <= position < self.check_every_n_steps:
+            self._records.inputs(position, batch, batch_idx)
         if loss is not None:
-            loss = loss.detach()
-            self._losses.append(loss.float())
-            start = trainer.global_step if self._step_at_batch_start is None else self._step_at_batch_start
+            loss = loss.detach().float()
+            self._losses.append(loss)
+            start = step if self._step_at_batch_start is None else self._step_at_batch_start
             self._loss_steps.append(start - self._interval_start)
             self._loss_batches.append((start, trainer.current_epoch, batch_idx))
-            self._epoch_loss.append(loss.float())
-        if not stepped(trainer, self._step_at_batch_start):
+            self._epoch_loss.append(loss)
+        if not did_step:
             self._clock.batch_end(self._clock.now())
             return
         if (
@@ -354,7 +370,7 @@ class HealthMonitor(Callback):
             powers = group_powers(diffs, owners, len(self._group_names), 2.0, self._shard_group)
             self._update_sq = powers.to(diffs[0].device)
             self._before = []
-        if trainer.global_step % self.check_every_n_steps == 0:
+        if step % self.check_every_n_steps == 0:
             self._clock.pause(self._clock.now())  # the check's own time is neither step nor wait
             self._check(trainer, pl_module)
             self._clock.resume(self._clock.now())
@@ -473,27 +489,20 @@ class HealthMonitor(Callback):
         self._handles += self._calls.attach([module for _, module in self._saturating])
         self._calls.start()
         self._act_sampled += 1
+        self._sampling = True
 
-    def _params_device(self) -> torch.device:
-        return self._params[0].device if self._params else torch.device("cpu")
-
-    def _record_step_gradient(self, trainer: pl.Trainer, optimizer: Optimizer) -> None:
-        """This step's squared gradient norm (its optimizer's parameters), kept on the device: outlier
+    def _record_step_gradient(self, step: int, optimizer: Optimizer) -> None:
+        """This step's gradient norms (its optimizer's tracked parameters), kept on the device: outlier
         batches are told from their gradient spikes at the check."""
-        position = trainer.global_step - self._interval_start
+        position = step - self._interval_start
         if not 0 <= position < self.check_every_n_steps:
             return
-        grads = [
-            p.grad.detach()
-            for group in optimizer.param_groups
-            for p in group["params"]
-            if id(p) in self._index and p.grad is not None
-        ]
-        if not grads:
-            return
-        squared = torch.stack(torch._foreach_norm(grads, 2.0)).double().square().sum()
-        previous = self._step_grads.get(position)
-        self._step_grads[position] = squared if previous is None else previous + squared
+        groups = optimizer.param_groups
+        cached = self._step_params.get(id(optimizer))
+        if cached is None or cached[0] != sum(len(g["params"]) for g in groups):
+            params = [p for g in groups for p in g["params"] if id(p) in self._index]
+            cached = self._step_params[id(optimizer)] = (sum(len(g["params"]) for g in groups), params)
+        self._records.gradients(position, [p.grad for p in cached[1] if p.grad is not None])
 
     def _attach_init_hooks(self) -> None:
         """Saturation hooks on the run's first batch only (the state at initialisation)."""
@@ -503,6 +512,7 @@ class HealthMonitor(Callback):
         self._init_handles += self._init_calls.attach([module for _, module in self._saturating])
         self._init_calls.start()
         self._init_measured = True
+        self._sampling = True
 
     def _detach_init_hooks(self) -> None:
         self._init_calls.stop()  # pushed after the sampled batches' mode: popped first
@@ -516,6 +526,7 @@ class HealthMonitor(Callback):
         for handle in self._handles:
             handle.remove()
         self._handles = []
+        self._sampling = False
 
     def _attach_start_hooks(self) -> None:
         for i, (_, module) in enumerate(self._relu):
@@ -531,11 +542,12 @@ class HealthMonitor(Callback):
     def _pack(self, trainer: pl.Trainer, device: torch.device) -> tuple[Tensor, dict[str, slice]]:
         """Everything the check needs, as one float64 vector with a layout identical on every rank."""
         packer = Packer(device)
-        packer.add("loss", loss_sums(self._losses, self._loss_steps, device))
-        packer.add("loss_head", loss_head(self._losses, device))
+        losses = loss_vector(self._losses, device)  # one stack of the interval's losses
+        packer.add("loss", loss_sums(losses, self._loss_steps, device))
+        packer.add("loss_head", loss_head(losses, device))
         spike_z = self.thresholds["spike_z"]
-        packer.add("loss_outliers", loss_outliers(self._losses, device, z_min=spike_z))
-        packer.add("first_nonfinite", first_nonfinite(self._losses, device))
+        packer.add("loss_outliers", loss_outliers(losses, device, z_min=spike_z))
+        packer.add("first_nonfinite", first_nonfinite(losses, device))
         packer.add("param_start", self._param_start)
         groups = len(self._group_names)
         sampled = self._grad_sq is not None and self._group_of is not None
@@ -562,10 +574,7 @@ class HealthMonitor(Callback):
         packer.add("saturated_init_calls", self._init_calls.pack(device))
         self._init_saturation = {}
         self._init_calls.clear()
-        packer.add(
-            "step_records",
-            step_records(self._step_grads, self._step_inputs, self.check_every_n_steps, device),
-        )
+        packer.add("step_records", self._records.pack(self.check_every_n_steps, device))
         packer.add("dead_start", dead_of(self._alive_start, len(self._relu), device))
         packer.add("dead_rows_start", self._rows_start.dead_fractions(device))
         if not self._start_pending:  # measured once: the first check reads it

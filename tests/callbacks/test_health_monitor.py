@@ -13,6 +13,7 @@ import pytest
 import torch
 from lightning.pytorch.callbacks import Callback
 from torch import Tensor
+from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.data import DataLoader
 
 from lightning_recipes.callbacks._health_rules import decide
@@ -120,6 +121,62 @@ def test_zero_host_syncs_between_checks_and_one_per_check() -> None:
     assert model.forward_syncs == [0] * 10  # hooks on steps 3, 4, 8, 9: no sync
     assert monitor.syncs == [0, 0, 0, 0, 1, 0, 0, 0, 0, 1]
     assert monitor.checks == 2
+
+
+class OpCounter(TorchDispatchMode):
+    """The device ops dispatched while active, by name (a work count: no clock)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops: list[str] = []
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        self.ops.append(str(func))
+        return func(*args, **(kwargs or {}))
+
+
+class OpCounting(HealthMonitor):
+    """The device ops of the three training-step hooks, per step (global step at the batch's start)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.ops: dict[int, list[str]] = {}
+        self._at = 0
+
+    def _counted(self, name: str, *args: Any) -> None:
+        with OpCounter() as counter:
+            getattr(super(), name)(*args)
+        self.ops.setdefault(self._at, []).extend(counter.ops)
+
+    def on_train_batch_start(self, trainer: pl.Trainer, *args: Any) -> None:
+        self._at = trainer.global_step
+        self._counted("on_train_batch_start", trainer, *args)
+
+    def on_before_optimizer_step(self, *args: Any) -> None:
+        self._counted("on_before_optimizer_step", *args)
+
+    def on_train_batch_end(self, *args: Any) -> None:
+        self._counted("on_train_batch_end", *args)
+
+
+def test_per_step_work_between_checks_is_a_few_ops_whatever_the_parameter_count() -> None:
+    """Between checks each step records its gradient norm (one fused ``_foreach_norm``) and its batch's
+    largest |input| (``abs``, ``max``) for ``outlier_batches``: the same handful of device ops for 6 or 12
+    parameter tensors, and none of them a read to the host."""
+    per_step = {}
+    for widths in ((16, 32, 4), (16, 32, 32, 32, 32, 32, 4)):
+        monitor = OpCounting(check_every_n_steps=10, activation_samples=2)
+        torch.manual_seed(0)
+        fast_trainer(max_steps=30, max_epochs=-1, callbacks=[monitor], limit_val_batches=0).fit(
+            MLP(widths=widths), _loader(_classification())
+        )
+        between = [ops for step, ops in monitor.ops.items() if step >= 10 and step % 10 < 8]
+        assert len(between) == 16
+        for ops in between:
+            assert "aten._foreach_norm.Scalar" in ops and "aten.max.dim" in ops, ops
+            assert "aten._local_scalar_dense.default" not in ops
+        per_step[len(widths)] = {len(ops) for ops in between}
+    assert per_step[3] == per_step[7] and max(per_step[3]) <= 8, per_step
 
 
 # ------------------------------------------------------------------------------------ findings, logging

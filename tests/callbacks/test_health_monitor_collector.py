@@ -23,7 +23,7 @@ from torch.utils.data import DataLoader, Dataset, TensorDataset
 
 from lightning_recipes.callbacks import InputPipelineMonitor
 from lightning_recipes.callbacks import health_monitor as health_monitor_module
-from lightning_recipes.callbacks._health_collector import optimizer_family
+from lightning_recipes.callbacks._health_collector import StepRecords, optimizer_family
 from lightning_recipes.callbacks._health_window import CheckData
 from lightning_recipes.callbacks.health_monitor import HealthMonitor
 from lightning_recipes.optim import Lamb, Lion
@@ -304,6 +304,52 @@ def test_validation_standard_error_and_count(windows: Windows, model_class: type
     _, _, _, se, count = row
     assert count == 60
     assert math.isfinite(se) and 0.5 < se / _per_sample_error(model, val) < 2.0
+
+
+# ------------------------------------------------------------------------- per-step records (outlier batches)
+
+
+def _scan_rows(batch: Any) -> tuple[int, float]:
+    """The row with the batch's largest |value| and that value, scanned row by row in plain Python over its
+    floating tensors (a later tensor takes over only when strictly larger); ``(-1, nan)`` when none."""
+    best_row, best = -1, math.nan
+    tensors = [t for t in (batch.values() if isinstance(batch, dict) else batch) if isinstance(t, Tensor)]
+    for t in tensors:
+        if not t.is_floating_point():
+            continue
+        rows = [max(abs(float(v)) for v in t[r].reshape(-1)) for r in range(t.shape[0])]
+        row = max(range(len(rows)), key=lambda r: rows[r])
+        if best_row < 0 or rows[row] > best:
+            best_row, best = row, rows[row]
+    return best_row, best
+
+
+def test_step_records_are_the_squared_norms_and_the_rows_a_plain_scan_finds() -> None:
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(3, 4, 6, generator=g).permute(2, 0, 1)  # 6 samples, not contiguous
+    x[4, 1, 2] = -50.0
+    target = torch.randn(6, generator=g).half()
+    target[2] = 7.0
+    louder = target.clone()
+    louder[1] = 999.0
+    labels = torch.arange(6)
+    batches = [(x, target, labels), {"x": x, "y": louder}, (labels, labels)]
+    grads = [torch.randn(5, 3, generator=g), torch.randn(5, generator=g), torch.randn(2, generator=g)]
+    records = StepRecords()
+    for position, batch in enumerate(batches):
+        records.gradients(position, grads[:2])
+        records.inputs(position, batch, 10 + position)
+    records.gradients(1, grads[2:])  # a second optimizer in the same step adds up
+    packed = records.pack(4, torch.device("cpu")).reshape(4, 4).tolist()
+    squared = [float(sum(t.double().square().sum() for t in grads[:n])) for n in (2, 3, 2)]
+    for position, batch in enumerate(batches):
+        row, value = _scan_rows(batch)
+        assert packed[position][:3] == [pytest.approx(squared[position]), 10 + position, row]
+        assert packed[position][3] == value or (math.isnan(value) and math.isnan(packed[position][3]))
+    assert [packed[0][2], packed[1][2], packed[2][2]] == [4, 1, -1]  # x's -50, then y's 999, then none
+    assert math.isnan(packed[3][0]) and packed[3][1:3] == [-1, -1] and math.isnan(packed[3][3])
+    records.clear()
+    assert all(math.isnan(v) for v in records.pack(4, torch.device("cpu"))[0::4].tolist())
 
 
 # ------------------------------------------------------------------------------------------------ syncs
