@@ -132,8 +132,10 @@ def preflight(
         val_dataloaders: Validation loader, used as held-out data.
         checks: Names from :data:`CHECKS` and/or configured check objects; ``None`` runs all.
         device: Device for the copies and batches; default: the model's.
-        input_key, target_key, num_classes, seed, num_threads, print_report, verbose, time_budget, progress,
-            total_time_budget, max_epochs, max_steps: The run's options (the guide's *Options* table).
+
+    The other keyword options (``input_key``, ``target_key``, ``num_classes``, ``seed``, ``num_threads``,
+    ``print_report``, ``verbose``, ``time_budget``, ``progress``, ``total_time_budget``, ``max_epochs``,
+    ``max_steps``) are the guide's *Options* table.
 
     Raises:
         ValueError: If no training data is given, a check name is unknown, or an option is invalid.
@@ -209,8 +211,10 @@ class Preflight(Callback):
     Args:
         checks: Names from :data:`CHECKS` and/or configured check objects; ``None`` = all.
         on_fail: ``"raise"`` a :class:`~lightning_recipes.checks.PreflightError` on every rank, or ``"warn"``.
-        print_report, input_key, target_key, num_classes, seed, num_threads, time_budget, progress,
-            total_time_budget, verbose: The run's options (the guide's *Options* table).
+
+    The other keyword options (``print_report``, ``input_key``, ``target_key``, ``num_classes``, ``seed``,
+    ``num_threads``, ``time_budget``, ``progress``, ``total_time_budget``, ``verbose``) are the guide's
+    *Options* table.
 
     Raises:
         ValueError: If ``on_fail`` or a check name is unknown, or an option is invalid.
