@@ -25,7 +25,7 @@ from lightning_recipes.harness.batches import Key, batch_size_of
 
 __all__ = ["EvalModeCheck"]
 
-Record = tuple[str, str, Tensor | None, Tensor | None]  # (name, class name, first input, first output)
+Record = tuple[str, str, int, list[Tensor], Tensor | None]  # (name, class, sub-calls' start, inputs, output)
 
 
 class EvalModeCheck(SanityCheck):
@@ -124,29 +124,31 @@ class EvalModeCheck(SanityCheck):
                 details,
                 action="Pass training=self.training to F.dropout; guard noise and masking by self.training.",
             )
-        return CheckResult(
-            self.name,
-            "pass",
-            "eval() is deterministic and stateless: two passes with different seeds agree, no state changed",
-            details,
-        )
+        equal = details["outputs_equal"]
+        why = "two passes with different seeds agree" if equal else "only inputs the step draws differ"
+        return CheckResult(self.name, "pass", f"eval() is deterministic and stateless: {why}", details)
 
     def _observe(
         self, context: CheckContext, model: pl.LightningModule, batch: Any, seed: int
     ) -> tuple[Tensor, list[Record]]:
-        """One eval pass under a fresh seed: the output and every module call's first input and output
-        (hooks fire when a call ends: innermost first)."""
+        """One eval pass under a fresh seed: the output and every module call's tensor inputs and first
+        output (hooks fire when a call ends: innermost first), with where its own sub-calls' records start."""
         records: list[Record] = []
+        starts: list[int] = []
 
         def hook(name: str) -> Callable[..., None]:
             def record(module: nn.Module, args: Any, kwargs: Any, output: Any) -> None:
-                seen = [first_tensor([*args, *kwargs.values()]), first_tensor(output)]
-                kept = [None if t is None else t.detach().clone() for t in seen]
-                records.append((name, type(module).__name__, kept[0], kept[1]))
+                inputs = [t.detach().clone() for t in tree_leaves((args, kwargs)) if isinstance(t, Tensor)]
+                out = first_tensor(output)
+                kept = None if out is None else out.detach().clone()
+                records.append((name, type(module).__name__, starts.pop(), inputs, kept))
 
             return record
 
-        handles = [m.register_forward_hook(hook(n), with_kwargs=True) for n, m in model.named_modules()]
+        handles = [
+            m.register_forward_pre_hook(lambda *_: starts.append(len(records))) for m in model.modules()
+        ]
+        handles += [m.register_forward_hook(hook(n), with_kwargs=True) for n, m in model.named_modules()]
         torch.manual_seed(seed)  # different streams in the two passes (run() restores the caller's)
         np.random.seed(seed)
         random.seed(seed)
@@ -165,13 +167,17 @@ class EvalModeCheck(SanityCheck):
         passed different values to a submodule; and the first module that got different inputs."""
         if [r[0] for r in records_a] != [r[0] for r in records_b]:
             return None, None  # data-dependent control flow: compare the final outputs only
-        differs = [  # (name, kind, inputs differ, output differs)
-            (n, k, not _same(ia, ib, self.rtol), not _same(oa, ob, self.rtol))
-            for (n, k, ia, oa), (_, _, ib, ob) in zip(records_a, records_b, strict=True)
+
+        def differ(a: list[Tensor], b: list[Tensor]) -> bool:
+            return len(a) != len(b) or not all(_same(x, y, self.rtol) for x, y in zip(a, b, strict=True))
+
+        differs = [  # (name, kind, start of its sub-calls, inputs differ, output differs)
+            (n, k, start, differ(ia, ib), not _same(oa, ob, self.rtol))
+            for (n, k, start, ia, oa), (*_, ib, ob) in zip(records_a, records_b, strict=True)
         ]
-        first_input = next(((n, k) for n, k, d_in, _ in differs if d_in), None)
-        for name, kind, d_in, d_out in differs:
-            inner = any(_inside(o, name) and o != name and (oi or oo) for o, _, oi, oo in differs)
+        first_input = next(((n, k) for n, k, _, d_in, _ in differs if d_in), None)
+        for i, (name, kind, start, d_in, d_out) in enumerate(differs):
+            inner = any(oi or oo for *_, oi, oo in differs[start:i])  # its own sub-calls
             if not d_in and (d_out or inner):
                 return (name, kind), first_input
         return None, first_input
