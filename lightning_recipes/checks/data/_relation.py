@@ -156,8 +156,7 @@ def _compare(
 
 
 def _standardised(fit: Tensor, other: Tensor, pooled: bool) -> tuple[Tensor, Tensor]:
-    """Scaled by the fitted split's spread, or (``pooled``) both splits': validation fitted, a feature it
-    keeps constant that training varies (noise added to training alone) must not outweigh all others."""
+    """Scaled by the fitted split's spread, or both splits' (``pooled``: training may vary more)."""
     mean, std = fit.mean(0), (torch.cat([fit, other]) if pooled else fit).std(0).clamp_min(1e-6)
     return (fit - mean) / std, (other - mean) / std
 
@@ -189,7 +188,8 @@ def relations(
         cross = torch.cdist(b, a)
         within = torch.cdist(a, a).fill_diagonal_(math.inf)
         # Training must cover validation, not the reverse: training samples farther from validation than 95%
-        # of its samples from each other (an augmentation of training only) say nothing about pairing.
+        # of its samples from each other (an augmentation of training alone) say nothing about pairing; on
+        # both splits' scale, so that a feature validation keeps constant does not outweigh all others.
         near = (cross.min(1).values <= within.min(1).values.quantile(0.95)) | (fitted == "train")
         # Repeats inside the fitted split (one subject measured often, a sampler drawing with replacement)
         # make its own held-out score a memory test: neighbours closer than nearly every sample's 10th

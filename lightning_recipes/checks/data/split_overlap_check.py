@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import math
 from collections import defaultdict
 from typing import Any, Literal
 
@@ -115,7 +114,7 @@ class SplitOverlapCheck(SanityCheck):
                 counts[key] += 1
         train_duplicates = sum(c - 1 for c in counts.values())
         exact = {
-            v: by_hash[key] for v, key in enumerate(val_keys) if not val_blank[v] and key in by_hash
+            v: by_hash[k] for v, k in enumerate(val_keys) if not val_blank[v] and k in by_hash
         }  # val index -> train index
         near, chance_matches, method = self._near(train, val, train_blank, val_blank)
         # exact repeats within training are chance too (a one-value sample has no cosine: a code, an encoding)
@@ -132,7 +131,7 @@ class SplitOverlapCheck(SanityCheck):
             near = dict(exact)  # against the same chance rate: no verdict gets stronger on dense data
         excess = max(0.0, len(near) - chance_rate * usable_val)
         # binomial noise of the matches expected by chance, and of the chance rate measured on training
-        noise = math.sqrt(chance_rate * (1 - chance_rate) * usable_val * (1 + usable_val / usable_train))
+        noise = (chance_rate * (1 - chance_rate) * usable_val * (1 + usable_val / usable_train)) ** 0.5
         excess = excess if excess > Z * noise else 0.0
         coverage, total = _coverage(context.train_dataloader, len(train))
         estimate = min(1.0, excess / usable_val / coverage)
@@ -235,12 +234,12 @@ class SplitOverlapCheck(SanityCheck):
                 threshold = self.near_cosine
             else:
                 methods.add(f"{self.near_tokens:.0%} equal tokens")
-                t_f = t.flatten(1)
+                t_f = t.reshape(len(t), -1)
                 similar = _token_similarity
                 threshold = self.near_tokens
             if val_ids:
                 v = torch.stack([val[i] for i in val_ids])
-                v_f = _fingerprint(v) if floating else v.flatten(1)
+                v_f = _fingerprint(v) if floating else v.reshape(len(v), -1)
                 best, where = _best_match(v_f, t_f, similar, exclude_self=False)
                 for row in torch.nonzero(best >= threshold).flatten().tolist():  # sync: once per group
                     matches[val_ids[row]] = train_ids[int(where[row])]
@@ -292,15 +291,11 @@ def _coverage(loader: Any, read: int) -> tuple[float, int | None]:
     try:
         total = len(dataset)  # type: ignore[arg-type]
     except TypeError:
-        return 1.0, None
-    if total <= 0:
-        return 1.0, None
-    return min(1.0, read / total), total
+        total = 0
+    return (1.0, None) if total <= 0 else (min(1.0, read / total), total)
 
 
 def _hashes(samples: list[Tensor]) -> list[bytes]:
-    if not samples:
-        return []
     keys = []
     host = [s.cpu().contiguous() for s in samples]  # sync: one device-to-host copy of the inputs
     for sample in host:
