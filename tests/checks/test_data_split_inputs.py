@@ -211,3 +211,17 @@ def test_an_iid_split_whose_class_means_carry_no_class_information_passes(seed):
     x, y = _sines(1920, seed)
     result = _data(loaders(x[:1536], y[:1536], x[1536:], y[1536:]), MLP())
     assert result.status == "pass", result.message
+
+
+@pytest.mark.parametrize("shuffled", [False, True])
+def test_an_augmentation_of_training_only_keeps_the_pairing(shuffled):
+    """Training digits shifted by up to a pixel and noised, validation plain (sealed gallery C): training
+    samples validation does not cover say nothing about pairing; its labels shuffled still break it."""
+    x, y, x_val, y_val = digits()
+    g = torch.Generator().manual_seed(0)
+    shifts = torch.randint(-1, 2, (len(x), 2), generator=g).tolist()
+    x = torch.stack([s.roll(tuple(d), dims=(-2, -1)) for s, d in zip(x, shifts, strict=True)])
+    x = x + 0.05 * torch.randn(x.shape, generator=g)
+    y = y[torch.randperm(len(y), generator=g)] if shuffled else y
+    result = _data(loaders(x, y, x_val, y_val))
+    assert result.status == ("fail" if shuffled else "pass"), result.message

@@ -234,3 +234,14 @@ def test_text_that_repeats_itself_across_the_splits_warns_but_does_not_fail():
     assert result.status in ("pass", "warn"), result.message
     if result.status == "warn":
         assert result.details["val_exact"] == 0
+
+
+def test_one_value_samples_that_repeat_within_training_are_chance_not_overlap():
+    """A category code or a target encoding per row (sealed gallery C): training repeats itself as often
+    as validation repeats training, so equal values are chance; a copied continuous value still fails."""
+    g = torch.Generator().manual_seed(0)
+    codes, val_codes = torch.randint(0, 40, (512,), generator=g), torch.randint(0, 40, (256,), generator=g)
+    data = loaders(codes.float()[:, None], codes % 4, val_codes.float()[:, None], val_codes % 4)
+    result = SplitOverlapCheck().run(CheckContext(MLP(1), data["train_dataloaders"], data["val_dataloaders"]))
+    assert result.status == "pass", result.message
+    assert result.details["val_exact"] == 256 and result.details["chance_rate"] > 0.9

@@ -155,9 +155,10 @@ def _compare(
     return mean_own, float(other.mean()), math.sqrt(var_own + float(other.var()) / len(other) + 1e-12)
 
 
-def _standardised(train: Tensor, val: Tensor) -> tuple[Tensor, Tensor]:
-    mean, std = train.mean(0), train.std(0).clamp_min(1e-6)
-    return (train - mean) / std, (val - mean) / std
+def _standardised(fit: Tensor, other: Tensor, pooled: bool) -> tuple[Tensor, Tensor]:
+    """Scaled by the fitted split's spread, or both splits' (``pooled``: training may vary more)."""
+    mean, std = fit.mean(0), (torch.cat([fit, other]) if pooled else fit).std(0).clamp_min(1e-6)
+    return (fit - mean) / std, (other - mean) / std
 
 
 def relations(
@@ -183,20 +184,24 @@ def relations(
         if aligned:
             found += _per_position(xf, yf, xo, yo, classes, fitted)
             continue
-        a, b = _standardised(features(xf), features(xo))
+        a, b = _standardised(features(xf), features(xo), fitted == "val")
         cross = torch.cdist(b, a)
         within = torch.cdist(a, a).fill_diagonal_(math.inf)
+        # Training must cover validation, not the reverse: training samples farther from validation than 95%
+        # of its samples from each other (an augmentation of training alone) say nothing about pairing; on
+        # both splits' scale, so that a feature validation keeps constant does not outweigh all others.
+        near = (cross.min(1).values <= within.min(1).values.quantile(0.95)) | (fitted == "train")
         # Repeats inside the fitted split (one subject measured often, a sampler drawing with replacement)
         # make its own held-out score a memory test: neighbours closer than nearly every sample's 10th
         # neighbour are left out of it.
         lone = (within[1::2][:, 0::2] > 0).all(1)  # held-out half without an exact copy in the fitted half
         if len(a) > _REPEATS:
             within[within < within.kthvalue(_REPEATS, dim=1).values.quantile(0.05)] = math.inf
-        if xf.is_floating_point() and len(yf) > 2 * _K:
+        if xf.is_floating_point() and len(yf) > 2 * _K and int(near.sum()) >= 20:
             own = _neighbour_scores(within, yf, yf, classes)
-            scored = _neighbour_scores(cross, yf, yo, classes)
+            scored = _neighbour_scores(cross[near], yf, yo[near], classes)
             found.append(
-                Relation("nearest neighbours", fitted, *_compare(own, yf, scored, yo, classes), Z_FLOOR)
+                Relation("nearest neighbours", fitted, *_compare(own, yf, scored, yo[near], classes), Z_FLOOR)
             )
         found += _one_feature(groups[fitted], yf, groups[other], yo, classes, fitted, lone)
     return found

@@ -11,6 +11,7 @@ from torch import Tensor
 from torch.utils.data import DataLoader, Subset
 from typing_extensions import override
 
+from lightning_recipes._stats import Z
 from lightning_recipes._validation import check_in_range, check_int
 from lightning_recipes.checks.base import SanityCheck, TimeBudget
 from lightning_recipes.checks.data._relation import features
@@ -113,9 +114,11 @@ class SplitOverlapCheck(SanityCheck):
                 counts[key] += 1
         train_duplicates = sum(c - 1 for c in counts.values())
         exact = {
-            v: by_hash[key] for v, key in enumerate(val_keys) if not val_blank[v] and key in by_hash
+            v: by_hash[k] for v, k in enumerate(val_keys) if not val_blank[v] and k in by_hash
         }  # val index -> train index
         near, chance_matches, method = self._near(train, val, train_blank, val_blank)
+        # exact repeats within training are chance too (a one-value sample has no cosine: a code, an encoding)
+        chance_matches = max(chance_matches, sum(c for c in counts.values() if c > 1))
         near.update(exact)
         usable_train = sum(not b for b in train_blank)
         usable_val = sum(not b for b in val_blank)
@@ -127,6 +130,9 @@ class SplitOverlapCheck(SanityCheck):
         if dense:  # neighbours sit within the near threshold (windows of one series): only copies count
             near = dict(exact)  # against the same chance rate: no verdict gets stronger on dense data
         excess = max(0.0, len(near) - chance_rate * usable_val)
+        # binomial noise of the matches expected by chance, and of the chance rate measured on training
+        noise = (chance_rate * (1 - chance_rate) * usable_val * (1 + usable_val / usable_train)) ** 0.5
+        excess = excess if excess > Z * noise else 0.0
         coverage, total = _coverage(context.train_dataloader, len(train))
         estimate = min(1.0, excess / usable_val / coverage)
         repeats = repeats_of(train, val, train_blank, val_blank)
@@ -163,7 +169,7 @@ class SplitOverlapCheck(SanityCheck):
             return CheckResult(self.name, "fail", found, details, action=split)
         if (estimate >= self.warn_fraction and excess >= 2) or level == "warn":
             return CheckResult(self.name, "warn", found, details, action=split)
-        if continuous and len(exact) >= max(3, _EXACT_WARN_FRACTION * usable_val):
+        if continuous and train[0].numel() > 1 and len(exact) >= max(3, _EXACT_WARN_FRACTION * usable_val):
             return CheckResult(
                 self.name,
                 "warn",
@@ -228,12 +234,12 @@ class SplitOverlapCheck(SanityCheck):
                 threshold = self.near_cosine
             else:
                 methods.add(f"{self.near_tokens:.0%} equal tokens")
-                t_f = t.flatten(1)
+                t_f = t.reshape(len(t), -1)
                 similar = _token_similarity
                 threshold = self.near_tokens
             if val_ids:
                 v = torch.stack([val[i] for i in val_ids])
-                v_f = _fingerprint(v) if floating else v.flatten(1)
+                v_f = _fingerprint(v) if floating else v.reshape(len(v), -1)
                 best, where = _best_match(v_f, t_f, similar, exclude_self=False)
                 for row in torch.nonzero(best >= threshold).flatten().tolist():  # sync: once per group
                     matches[val_ids[row]] = train_ids[int(where[row])]
@@ -245,7 +251,7 @@ class SplitOverlapCheck(SanityCheck):
 
 # Half the validation set exactly repeating training samples is reported (warn) even when the training set
 # repeats itself as often (an oversampled dataset split afterwards); natural exact repeats of float samples
-# (images, measurements) are rare. Token sequences from a small vocabulary repeat naturally: not for them.
+# (images, measurements) are rare. Token sequences and one-value samples (codes) repeat naturally: not them.
 _EXACT_WARN_FRACTION = 0.5
 
 
@@ -285,15 +291,11 @@ def _coverage(loader: Any, read: int) -> tuple[float, int | None]:
     try:
         total = len(dataset)  # type: ignore[arg-type]
     except TypeError:
-        return 1.0, None
-    if total <= 0:
-        return 1.0, None
-    return min(1.0, read / total), total
+        total = 0
+    return (1.0, None) if total <= 0 else (min(1.0, read / total), total)
 
 
 def _hashes(samples: list[Tensor]) -> list[bytes]:
-    if not samples:
-        return []
     keys = []
     host = [s.cpu().contiguous() for s in samples]  # sync: one device-to-host copy of the inputs
     for sample in host:

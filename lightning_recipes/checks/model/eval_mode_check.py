@@ -11,6 +11,7 @@ import lightning.pytorch as pl
 import numpy as np
 import torch
 from torch import Tensor, nn
+from torch.nn.modules import batchnorm, dropout, instancenorm
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_leaves
 from typing_extensions import override
@@ -25,7 +26,7 @@ from lightning_recipes.harness.batches import Key, batch_size_of
 
 __all__ = ["EvalModeCheck"]
 
-Record = tuple[str, str, Tensor | None, Tensor | None]  # (name, class name, first input, first output)
+Record = tuple[str, str, int, list[Tensor], Tensor | None]  # (name, class, sub-calls' start, inputs, output)
 
 
 class EvalModeCheck(SanityCheck):
@@ -105,13 +106,8 @@ class EvalModeCheck(SanityCheck):
             )
         if culprit is not None and _samples_a_prediction(context, model, batch):
             details["sampled"] = True
-            return CheckResult(
-                self.name,
-                "pass",
-                "no state changed; the output is sampled (a predicted location plus a predicted scale times "
-                "noise), so its randomness in eval() is not judged",
-                details,
-            )
+            why = "the output is sampled (location + scale x noise, both predicted): randomness not judged"
+            return CheckResult(self.name, "pass", f"no state changed; {why}", details)
         if culprit is not None:
             where = f"`{culprit[0]}` ({culprit[1]})" if culprit[0] else f"its own forward ({culprit[1]})"
             if first_input is not None and _inside(first_input[0], culprit[0]):
@@ -124,29 +120,29 @@ class EvalModeCheck(SanityCheck):
                 details,
                 action="Pass training=self.training to F.dropout; guard noise and masking by self.training.",
             )
-        return CheckResult(
-            self.name,
-            "pass",
-            "eval() is deterministic and stateless: two passes with different seeds agree, no state changed",
-            details,
-        )
+        equal = details["outputs_equal"]
+        why = "two passes with different seeds agree" if equal else "only inputs the step draws differ"
+        return CheckResult(self.name, "pass", f"eval() is deterministic and stateless: {why}", details)
 
     def _observe(
         self, context: CheckContext, model: pl.LightningModule, batch: Any, seed: int
     ) -> tuple[Tensor, list[Record]]:
-        """One eval pass under a fresh seed: the output and every module call's first input and output
-        (hooks fire when a call ends: innermost first)."""
+        """One eval pass under a fresh seed: the output and every module call's tensor inputs and first
+        output (hooks fire when a call ends: innermost first), with where its own sub-calls' records start."""
         records: list[Record] = []
+        at: list[int] = []  # per open call, where its sub-calls' records start
 
         def hook(name: str) -> Callable[..., None]:
             def record(module: nn.Module, args: Any, kwargs: Any, output: Any) -> None:
-                seen = [first_tensor([*args, *kwargs.values()]), first_tensor(output)]
-                kept = [None if t is None else t.detach().clone() for t in seen]
-                records.append((name, type(module).__name__, kept[0], kept[1]))
+                inputs = [t.detach().clone() for t in tree_leaves((args, kwargs)) if isinstance(t, Tensor)]
+                out = first_tensor(output)
+                kept = None if out is None else out.detach().clone()
+                records.append((name, type(module).__name__, at.pop(), inputs, kept))
 
             return record
 
-        handles = [m.register_forward_hook(hook(n), with_kwargs=True) for n, m in model.named_modules()]
+        handles = [m.register_forward_pre_hook(lambda *_: at.append(len(records))) for m in model.modules()]
+        handles += [m.register_forward_hook(hook(n), with_kwargs=True) for n, m in model.named_modules()]
         torch.manual_seed(seed)  # different streams in the two passes (run() restores the caller's)
         np.random.seed(seed)
         random.seed(seed)
@@ -165,13 +161,14 @@ class EvalModeCheck(SanityCheck):
         passed different values to a submodule; and the first module that got different inputs."""
         if [r[0] for r in records_a] != [r[0] for r in records_b]:
             return None, None  # data-dependent control flow: compare the final outputs only
-        differs = [  # (name, kind, inputs differ, output differs)
-            (n, k, not _same(ia, ib, self.rtol), not _same(oa, ob, self.rtol))
-            for (n, k, ia, oa), (_, _, ib, ob) in zip(records_a, records_b, strict=True)
+
+        differs = [  # (name, kind, start of its sub-calls, inputs differ, output differs)
+            (n, k, start, not _same(ia, ib, self.rtol), not _same(oa, ob, self.rtol))
+            for (n, k, start, ia, oa), (*_, ib, ob) in zip(records_a, records_b, strict=True)
         ]
-        first_input = next(((n, k) for n, k, d_in, _ in differs if d_in), None)
-        for name, kind, d_in, d_out in differs:
-            inner = any(_inside(o, name) and o != name and (oi or oo) for o, _, oi, oo in differs)
+        first_input = next(((n, k) for n, k, _, d_in, _ in differs if d_in), None)
+        for i, (name, kind, start, d_in, d_out) in enumerate(differs):
+            inner = any(oi or oo for *_, oi, oo in differs[start:i])  # its own sub-calls
             if not d_in and (d_out or inner):
                 return (name, kind), first_input
         return None, first_input
@@ -236,9 +233,11 @@ def _inside(name: str, parent: str) -> bool:
     return parent == "" or name == parent or name.startswith(parent + ".")
 
 
-def _same(a: Tensor | None, b: Tensor | None, rtol: float) -> bool:
-    """Equal up to ``rtol`` x the largest magnitude + 1e-6 (exactly for ``rtol=0`` or integers); an
-    unrecorded tensor counts as equal."""
+def _same(a: Tensor | list[Tensor] | None, b: Tensor | list[Tensor] | None, rtol: float) -> bool:
+    """Equal up to ``rtol`` x the largest magnitude + 1e-6 (exactly for ``rtol=0`` or integers), lists
+    element by element; an unrecorded tensor counts as equal."""
+    if isinstance(a, list) or isinstance(b, list):
+        return len(a or []) == len(b or []) and all(_same(x, y, rtol) for x, y in zip(a or [], b or []))
     if a is None or b is None:
         return True
     if a.shape != b.shape or a.dtype != b.dtype:
@@ -267,15 +266,8 @@ def _checksums(model: nn.Module) -> dict[str, Tensor]:
 
 def _mode_dependent_layers(model: nn.Module) -> dict[str, int]:
     """Layers whose output depends on train()/eval() (for information, never flagged), by class."""
-    kinds = (
-        nn.modules.dropout._DropoutNd,
-        nn.modules.batchnorm._BatchNorm,
-        nn.modules.instancenorm._InstanceNorm,
+    kinds = (dropout._DropoutNd, batchnorm._BatchNorm, instancenorm._InstanceNorm)
+    tracked = (
+        m for m in model.modules() if isinstance(m, kinds[:2]) or getattr(m, "track_running_stats", False)
     )
-    found = [
-        type(m).__name__
-        for m in model.modules()
-        if isinstance(m, kinds)
-        and (not isinstance(m, nn.modules.instancenorm._InstanceNorm) or m.track_running_stats)
-    ]
-    return dict(Counter(found))
+    return dict(Counter(type(m).__name__ for m in tracked if isinstance(m, kinds)))
