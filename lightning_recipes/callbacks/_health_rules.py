@@ -151,8 +151,8 @@ def progressing(data: CheckData, history: History, t: dict[str, float], k: int) 
     return slope < -t["confidence_z"] * slope_se  # False when unknown (NaN)
 
 
-def _rise(data: CheckData, history: History, t: dict[str, float]) -> tuple[str, float] | None:
-    """``(what, from)`` when this interval's loss is significantly and ``rise_rtol`` above the previous
+def _rise(data: CheckData, history: History, t: dict[str, float]) -> tuple[str, float, int] | None:
+    """``(what, from, its step)`` when this interval's loss is significantly and ``rise_rtol`` above the previous
     interval's or the best earlier one's, and no outlier batch came after that interval (then the batch, not
     the LR, threw the loss up: ``_health_causes.gradient_spikes``)."""
     if not (history.losses and math.isfinite(data.loss_mean)):
@@ -166,7 +166,7 @@ def _rise(data: CheckData, history: History, t: dict[str, float]) -> tuple[str, 
             and significantly_above(data.loss_mean, se, before, before_se, t["confidence_z"])
             and not outliers_since(history, history.loss_steps[i] if i < len(history.loss_steps) else 0)
         ):
-            return what, before
+            return what, before, history.loss_steps[i] if i < len(history.loss_steps) else 0
     return None
 
 
@@ -195,9 +195,10 @@ def lr_too_high(data: CheckData, history: History, t: dict[str, float]) -> Decis
         0.1
     """
     ratios = update_ratios(data)
+    rise = _rise(data, history, t)
+    rise = _persisting_rise(rise, data, history, t, ratios.largest_lr())
     if not (math.isfinite(ratios.median) and ratios.median > t["ratio_high"]):
         return None
-    rise = _rise(data, history, t)
     k = int(t["plateau_checks"])
     window_start = history.loss_steps[-k] if len(history.loss_steps) >= k else 0
     stuck = (
@@ -240,6 +241,26 @@ def lr_too_high(data: CheckData, history: History, t: dict[str, float]) -> Decis
         f"Each step changes the weights by {_fmt(ratios.median)} of their norm (healthy: ~1e-3) and {what}. "
         f"Lower the learning rate about {factor}x{target}, or run an LR range test; add warm-up, or clip.",
     )
+
+
+def _persisting_rise(
+    rise: tuple[str, float, int] | None, data: CheckData, history: History, t: dict[str, float], lr: float
+) -> tuple[str, float, int] | None:
+    """``rise`` when it is LR evidence: a rise that began with a scheduled LR increase (a warm restart, a
+    warm-up step: the LR 1.5x the previous check's) counts only when it persists, risen again at the next
+    check and not falling there (a restart's bump recedes within a check; a warm-up that diverges does not).
+    Counts its own streak (``rise``) and remembers the last check that raised the LR (``lr_raised_at``)."""
+    if _warming_up(history, lr):
+        history.streaks["lr_raised_at"] = data.step
+    count = streak(history, "rise", rise is not None)
+    raised_at = history.streaks.get("lr_raised_at", -1)
+    if rise is None or raised_at <= rise[2]:
+        return rise  # no LR increase since the interval the loss rose from
+    previous, previous_se = history.losses[-1], history.loss_ses[-1] if history.loss_ses else math.nan
+    falling = falling_within(data, t) or significantly_above(
+        previous, previous_se, data.loss_mean, interval_se(data), t["confidence_z"]
+    )
+    return rise if count >= int(t["persist_checks"]) and not falling else None
 
 
 def _warming_up(history: History, lr: float) -> bool:
@@ -329,8 +350,10 @@ def lr_too_low(
         and not _warming_up(history, lr)
         and not _annealing(data, history, lr, t)
     )
+    # a collapsed LR too must still be collapsed at the next check: a schedule's trough (cosine warm
+    # restarts) sits near 0 for one check and comes back
     count = streak(history, "lr_too_low", low)
-    if not low or count < (1 if collapsed else int(t["persist_checks"])):
+    if not low or count < int(t["persist_checks"]):
         return None
     raise_by = max(3, round(floor * 30 / max(ratios.median, 1e-30)))
     target = f" (from {_fmt(lr)} to about {_fmt(lr * raise_by)})" if math.isfinite(lr) and lr > 0 else ""
@@ -390,6 +413,8 @@ def loss_plateau(
     span = data.step - history.loss_steps[-k]
     if history.streaks.get("exploded_at_step", -1) >= data.step - span - 1:
         return None  # a loss that stopped falling after a gradient explosion: the explosion is the cause
+    if outliers_since(history, data.step - span):
+        return None  # outlier batches in the window hold the loss's level up: the rows, as for lr_too_high
     level, _ = _mean_of(means, ses)
     # not significant, and not material either: a noisy loss may hide a real but slow descent
     drop = -slope * span if math.isfinite(slope) else 0.0
@@ -755,6 +780,7 @@ def decide(data: CheckData, history: History, thresholds: dict[str, float]) -> d
     stuck = bool(history.streaks.get("not_learning"))  # a plateau at the start is not_learning's, found
     if not ({"lr_too_low", "lr_too_high"} & set(out) or learn_blocked or lr_explains or stuck):
         _add(out, "loss_plateau", loss_plateau(data, history, t, family=ratios.family))
+    _symptom_of_the_lr(out, history)
     if ratios.by_group:  # after the LR rules: they compare this check's LR with the previous one's
         history.ratios.append(ratios.median)
         history.lrs.append(ratios.largest_lr())
@@ -805,6 +831,25 @@ def _attribute_dead_units(
         else f"{fractions} of units never fire; the evidence does not name the cause. {found.tell_apart}"
     )
     out["dead_units"] = Diagnosed({**evidence, "cause": found.cause or "undetermined"}, advice, found)
+
+
+def _symptom_of_the_lr(out: dict[str, Decision], history: History) -> None:
+    """Once ``lr_too_high`` is named in a run, saturation that comes later is its symptom (steps too large
+    drive tanh/sigmoid units to their bounds): no finding of its own; evidence of this check's ``lr_too_high``
+    when there is one."""
+    if "lr_too_high" in out:
+        history.streaks["lr_too_high_named"] = 1
+    if not history.streaks.get("lr_too_high_named") or "saturated_activations" not in out:
+        return
+    saturated = out.pop("saturated_activations")[0].get("saturated_fraction")
+    if "lr_too_high" in out:
+        found = out["lr_too_high"]
+        evidence = {**found[0], "saturated_fraction": saturated}
+        out["lr_too_high"] = (
+            Diagnosed(evidence, found[1], found.diagnosis)
+            if isinstance(found, Diagnosed)
+            else (evidence, found[1])
+        )
 
 
 def _cannot_learn(history: History) -> bool:
@@ -1074,7 +1119,10 @@ def dead_units(data: CheckData, history: History, t: dict[str, float]) -> Decisi
     measured = bool(data.dead or data.dead_rows)
     if measured and history.dead_at_start < 0:
         history.dead_at_start = max([*data.dead.values(), *data.dead_rows.values()])
-    if not (measured and streak(history, "dead_units", bool(dead)) >= int(t["persist_checks"])):
+    # dead units that do not impair learning (the loss below half its first interval's) are no finding and
+    # no evidence about the LR, as for vanishing gradients
+    present = bool(dead) and not _converging(data, history)
+    if not (measured and streak(history, "dead_units", present) >= int(t["persist_checks"])):
         return None
     return (
         {"dead_fraction": dead},
