@@ -152,9 +152,9 @@ def progressing(data: CheckData, history: History, t: dict[str, float], k: int) 
 
 
 def _rise(data: CheckData, history: History, t: dict[str, float]) -> tuple[str, float, int] | None:
-    """``(what, from, its step)`` when this interval's loss is significantly and ``rise_rtol`` above the previous
-    interval's or the best earlier one's, and no outlier batch came after that interval (then the batch, not
-    the LR, threw the loss up: ``_health_causes.gradient_spikes``)."""
+    """``(what, from, its step)`` when this interval's loss is significantly and ``rise_rtol`` above the
+    previous interval's or the best earlier one's, and no outlier batch came after that interval (then the
+    batch, not the LR, threw the loss up: ``_health_causes.gradient_spikes``)."""
     if not (history.losses and math.isfinite(data.loss_mean)):
         return None
     se = interval_se(data)
