@@ -1121,7 +1121,7 @@ def dead_units(data: CheckData, history: History, t: dict[str, float]) -> Decisi
         history.dead_at_start = max([*data.dead.values(), *data.dead_rows.values()])
     # dead units that do not impair learning (the loss below half its first interval's) are no finding and
     # no evidence about the LR, as for vanishing gradients
-    present = bool(dead) and not _converging(data, history)
+    present = bool(dead) and not _learning_well(data, history, t)
     if not (measured and streak(history, "dead_units", present) >= int(t["persist_checks"])):
         return None
     return (
@@ -1233,6 +1233,25 @@ def _converging(data: CheckData, history: History) -> bool:
     """The training loss is below half its first interval's: the run learns, whatever a layer shows (a
     memorising or converged run's early layers stop moving, a confident classifier's sigmoids saturate)."""
     return bool(history.losses) and math.isfinite(data.loss_mean) and data.loss_mean < 0.5 * history.losses[0]
+
+
+def _learning_well(data: CheckData, history: History, t: dict[str, float]) -> bool:
+    """The loss is below half its first interval's (:func:`_converging`) with the weights within
+    ``growth_blown`` x their size at step 0: a run that learns, and a symptom in it does not impair its
+    learning. Weights blown up 10x say the first interval's loss was the blow-up's (an LR far too high), and
+    falling back from it is no learning.
+
+    Example:
+        >>> history = History(losses=[0.13], loss_ses=[0.04], loss_steps=[20])
+        >>> data = CheckData(40, 0, loss_mean=0.014, param_norm=4.5, param_norm_start=1.0)
+        >>> _learning_well(data, history, DEFAULT_THRESHOLDS)
+        True
+        >>> data.param_norm = 15.0
+        >>> _learning_well(data, history, DEFAULT_THRESHOLDS)
+        False
+    """
+    growth = data.param_norm / data.param_norm_start if data.param_norm_start > 0 else math.nan
+    return _converging(data, history) and not growth > t["growth_blown"]
 
 
 def _learning_fast(data: CheckData, history: History, t: dict[str, float]) -> bool:
