@@ -44,6 +44,7 @@ __all__ = [
     "data_stall",
     "dead_units",
     "decide",
+    "exploded_into_nonfinite",
     "exploding_gradients",
     "loss_plateau",
     "loss_window",
@@ -757,6 +758,7 @@ def decide(data: CheckData, history: History, thresholds: dict[str, float]) -> d
     if found is not None:
         # inf/nan poison every other instrument (a nan is never > 0: every unit looks dead): name only it
         out["nonfinite_activations"] = found
+        _add(out, "exploding_gradients", exploded_into_nonfinite(data, history, t))
         _add(out, "data_stall", data_stall(data, history, t))
         return out
     _add(out, "exploding_gradients", exploding_gradients(data, history, t, spikes))
@@ -1012,6 +1014,44 @@ def nonfinite_activations(data: CheckData, history: History, t: dict[str, float]
         line = f"nonfinite_activations at step {data.step}: `{first}` made inf/nan from finite inputs"
     causes = ranked([update, data_cause, operation], cause)
     return Diagnosed(evidence, advice, Diagnosis(headline(line), causes, cause, advice))
+
+
+def exploded_into_nonfinite(data: CheckData, history: History, t: dict[str, float]) -> Decision | None:
+    """Weights went inf/nan after the interval's finite gradient norms reached ``explode_factor`` x the
+    weights' own norm at step 0 (any usual LR then throws them far beyond their scale): the gradients
+    exploded and the non-finite weights are the explosion's end (an RNN whose recurrent gain explodes
+    within its first steps, before a check could see a baseline). Reported with ``nonfinite_activations``
+    as its cause.
+
+    Example:
+        >>> data = CheckData(10, 0, nonfinite_weights=["rnn"], param_norm_start=8.0,
+        ...                  step_records=[(0, 3330.0, 0, 0, 0, 1.0), (1, 7210.0, 1, 0, 0, 1.0)])
+        >>> exploded_into_nonfinite(data, History(), DEFAULT_THRESHOLDS)[0]["grad_norm_vs_weights"]
+        901.25
+    """
+    finite = [r for r in data.step_records if math.isfinite(r[1])]
+    if not (data.nonfinite_weights and finite and data.param_norm_start > 0):
+        return None
+    largest = max(finite, key=lambda r: r[1])
+    times = largest[1] / data.param_norm_start
+    if not times >= t["explode_factor"]:
+        return None
+    history.streaks["exploded_at_step"] = data.step
+    evidence: dict[str, object] = {
+        "grad_norm": largest[1],
+        "grad_norm_vs_weights": times,
+        "weights_norm_at_start": data.param_norm_start,
+        "step_grad_norms": [round(r[1], 3) for r in finite[:8]],
+        "nonfinite_weights": data.nonfinite_weights[:8],
+        "cause_of": "nonfinite_activations",
+    }
+    return (
+        evidence,
+        f"Gradient norms reached {_fmt(largest[1])}, {_fmt(times)}x the weights' norm at step 0, before the "
+        f"weights of {_names(data.nonfinite_weights)} went inf/nan: the gradients exploded. Clip gradients "
+        "(`Trainer(gradient_clip_val=1.0)` or `AdaptiveGradClip`), check the initialisation (a recurrent "
+        "weight's gain above 1, no normalisation), and lower the learning rate.",
+    )
 
 
 def _names(groups: list[str], top: int = 3) -> str:
