@@ -181,9 +181,9 @@ def lower_lr_by(ratio: float) -> int:
 
 
 def lr_too_high(data: CheckData, history: History, t: dict[str, float]) -> Decision | None:
-    """The update ratio is above ``ratio_high`` and the loss rose significantly, or above ``ratio_stuck`` and
-    the loss made no significant progress over ``plateau_checks`` checks, unless outlier batches came in
-    between (the data threw the loss up); or, for an adaptive optimizer, the update ratio above
+    """The update ratio is above ``ratio_high`` and the loss rose significantly (:func:`_persisting_rise`),
+    or above ``ratio_stuck`` and the loss made no significant progress over ``plateau_checks`` checks, unless
+    outlier batches came in between (the data threw the loss up); or, for an adaptive optimizer, the update ratio above
     ``ratio_high`` at every one of ``plateau_checks`` checks while the weights grew ``growth_high`` x since
     step 0 (steps of over 1% of the weights, for 5 checks running, throw them around whatever the loss does:
     an adaptive optimizer's ratio is its LR against the weights' scale).
@@ -308,9 +308,9 @@ def lr_too_low(
     data: CheckData, history: History, t: dict[str, float], cannot_learn: bool = False
 ) -> Decision | None:
     """The update ratio is below its floor (:func:`ratio_floor`) with a loss that is not falling
-    significantly, ``persist_checks`` checks in a row (one when 1000x below: a collapsed LR); never while
-    the weights have grown ``growth_blown`` x since step 0 (then the ratio is small because the weights blew
-    up, an explosion's aftermath, not because the LR is).
+    significantly, ``persist_checks`` checks in a row (a collapsed LR too: a schedule's trough is one
+    check); never while the weights have grown ``growth_blown`` x since step 0 (then the ratio is small
+    because the weights blew up, an explosion's aftermath, not because the LR is).
 
     Example:
         >>> data = CheckData(0, 0, loss_mean=1.0, loss_count=20, loss_std=0.05, update_ratio={"fc1": 1e-7})
