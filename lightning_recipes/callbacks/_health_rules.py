@@ -183,10 +183,10 @@ def lower_lr_by(ratio: float) -> int:
 def lr_too_high(data: CheckData, history: History, t: dict[str, float]) -> Decision | None:
     """The update ratio is above ``ratio_high`` and the loss rose significantly (:func:`_persisting_rise`),
     or above ``ratio_stuck`` and the loss made no significant progress over ``plateau_checks`` checks, unless
-    outlier batches came in between (the data threw the loss up); or, for an adaptive optimizer, the update ratio above
-    ``ratio_high`` at every one of ``plateau_checks`` checks while the weights grew ``growth_high`` x since
-    step 0 (steps of over 1% of the weights, for 5 checks running, throw them around whatever the loss does:
-    an adaptive optimizer's ratio is its LR against the weights' scale).
+    outlier batches came in between (the data threw the loss up); or, for an adaptive optimizer, the update
+    ratio above ``ratio_high`` at every one of ``plateau_checks`` checks while the weights grew
+    ``growth_high`` x since step 0 (steps of over 1% of the weights, for 5 checks running, throw them around
+    whatever the loss does: an adaptive optimizer's ratio is its LR against the weights' scale).
 
     Example:
         >>> data = CheckData(0, 0, loss_mean=2.0, loss_count=20, loss_std=0.1,
