@@ -60,6 +60,7 @@ __all__ = [
     "settle",
     "stall_noise",
     "update_ratios",
+    "validation_never_improved",
     "vanishing_gradients",
 ]
 
@@ -247,11 +248,14 @@ def lr_too_high(data: CheckData, history: History, t: dict[str, float]) -> Decis
 def _persisting_rise(
     rise: tuple[str, float, int] | None, data: CheckData, history: History, t: dict[str, float], lr: float
 ) -> tuple[str, float, int] | None:
-    """``rise`` when it is LR evidence: a rise that began with a scheduled LR increase (a warm restart, a
-    warm-up step: the LR 1.5x the previous check's) counts only when it persists, risen again at the next
-    check and not falling there (a restart's bump recedes within a check; a warm-up that diverges does not).
-    Counts its own streak (``rise``) and remembers the last check that raised the LR (``lr_raised_at``)."""
-    if _warming_up(history, lr):
+    """``rise`` when it is LR evidence: a rise that began with a scheduled LR increase back to a level the run
+    already trained at (the LR 1.5x the previous check's, and within 1.5x of its earlier peak: a warm
+    restart) counts only when it persists, risen again at the next check and not falling there (a restart's
+    bump recedes within a check). A rise after an LR raised above any it had (a jump, a warm-up into new
+    ground) counts at once. Counts its own streak (``rise``) and remembers the last such check
+    (``lr_raised_at``)."""
+    peak = max((v for v in history.lrs if math.isfinite(v)), default=math.nan)
+    if _warming_up(history, lr) and lr <= 1.5 * peak:
         history.streaks["lr_raised_at"] = data.step
     count = streak(history, "rise", rise is not None)
     raised_at = history.streaks.get("lr_raised_at", -1)
@@ -434,6 +438,29 @@ def loss_plateau(
         f"{data.loss_mean / first:.0%} of its first value). Check that the labels are learnable "
         f"(`preflight`'s overfit_batch check), then try an LR range test, {change}or a larger model.",
     )
+
+
+def validation_never_improved(history: History, t: dict[str, float]) -> bool:
+    """Three validations or more, and the best not significantly below the first (``confidence_z``, each
+    with :func:`validation_se`): what the run learned after its first epoch does not carry over to unseen
+    rows. A training loss that plateaus then is ``not_learning``, not ``loss_plateau``.
+
+    Example:
+        >>> rows = [(0, 1.079, 1.097, 0.02, 500), (1, 1.076, 1.099, 0.02, 500), (2, 1.083, 1.077, 0.02, 500)]
+        >>> validation_never_improved(History(validations=rows), DEFAULT_THRESHOLDS)
+        True
+        >>> rows[2] = (2, 0.9, 1.0, 0.02, 500)
+        >>> validation_never_improved(History(validations=rows), DEFAULT_THRESHOLDS)
+        False
+    """
+    vals = [v for v in history.validations if math.isfinite(v[1])]
+    if len(vals) < 3:
+        return False
+    first, best = vals[0], min(vals, key=lambda v: v[1])
+    first_se, best_se = validation_se(first[1], first[3], first[4]), validation_se(best[1], best[3], best[4])
+    if not (math.isfinite(first_se) and math.isfinite(best_se)):
+        return False  # no noise estimate: no claim
+    return not significantly_above(first[1], first_se, best[1], best_se, t["confidence_z"])
 
 
 def _mean_of(means: list[float], ses: list[float]) -> tuple[float, float]:
@@ -781,7 +808,16 @@ def decide(data: CheckData, history: History, thresholds: dict[str, float]) -> d
     )  # an update ratio outside the healthy range: the LR rules judge it, a plateau would misname it
     stuck = bool(history.streaks.get("not_learning"))  # a plateau at the start is not_learning's, found
     if not ({"lr_too_low", "lr_too_high"} & set(out) or learn_blocked or lr_explains or stuck):
-        _add(out, "loss_plateau", loss_plateau(data, history, t, family=ratios.family))
+        plateau = loss_plateau(data, history, t, family=ratios.family)
+        if plateau is not None and validation_never_improved(history, t):
+            # nothing learned carries over: the run is not learning (a regression's targets of other rows)
+            level = min(history.start_loss, history.losses[0]) if history.losses else history.start_loss
+            evidence = plateau[0]
+            out["not_learning"] = _diagnose(
+                data, history, t, evidence["window_steps"], level, int(evidence["checks"])
+            )
+            plateau = None
+        _add(out, "loss_plateau", plateau)
     _symptom_of_the_lr(out, history)
     if ratios.by_group:  # after the LR rules: they compare this check's LR with the previous one's
         history.ratios.append(ratios.median)

@@ -274,13 +274,23 @@ def test_a_tiny_sgd_ratio_is_the_lr_only_while_the_weights_kept_their_scale() ->
 # ------------------------------------------------- issue #35, sealed zoo 2: evidence by general invariants
 
 
-def test_a_loss_rise_with_a_warm_up_that_goes_on_diverging_is_still_lr_too_high() -> None:
-    """The pair of the warm restart's bump: the LR rises at every check and the loss keeps rising, so the
-    rise persists past the LR increase and is the LR's (named one check later than a rise at a steady LR)."""
+def test_a_loss_rise_after_the_lr_rose_to_new_ground_is_lr_too_high_at_once() -> None:
+    """The pair of the warm restart's bump: a warm-up that diverges raises the LR above any it had at every
+    check (and the gallery's LR jumped 50x mid-run): no earlier LR vouches for it, the rise counts at once.
+    A restart back to the run's earlier peak whose bump persists and does not fall: named at its second
+    check."""
     lrs = [0.01, 0.02, 0.04, 0.08, 0.16, 0.32]
     losses = [1.0, 0.8, 0.7, 1.0, 1.4, 2.0]
     checks = [
         _check(20 * (i + 1), loss, 0.05, std=0.05, lr=lr) for i, (loss, lr) in enumerate(zip(losses, lrs))
+    ]
+    assert _run(checks) == [(80, "lr_too_high")]
+    lrs = [0.1, 0.05, 1e-4, 0.1, 0.1, 0.1]
+    losses = [1.0, 0.8, 0.7, 1.0, 1.1, 1.2]
+    ratios = [0.005, 0.003, 1e-5, 0.05, 0.05, 0.05]
+    checks = [
+        _check(20 * (i + 1), loss, r, std=0.05, lr=lr, family="sgd")
+        for i, (loss, lr, r) in enumerate(zip(losses, lrs, ratios))
     ]
     assert _run(checks) == [(100, "lr_too_high")]
 
@@ -354,3 +364,26 @@ def test_nonfinite_weights_after_gradients_far_above_the_weights_are_an_explosio
     assert sorted(exploded) == ["exploding_gradients", "nonfinite_activations"]
     assert exploded["exploding_gradients"][0]["grad_norm_vs_weights"] > 100
     assert sorted(decide(first_check([0.165], 26.9), History(), dict(T))) == ["nonfinite_activations"]
+
+
+def test_a_plateau_whose_validation_never_improved_is_not_learning() -> None:
+    """Zoo 2's regression whose targets were joined on the wrong key: the training loss flat at the targets'
+    variance, the validation loss never below its first value. Its pair: the same training losses with no
+    validation (the field gallery's random labels) stay ``loss_plateau``."""
+    rng = random.Random(1)
+    losses = [1.107] + [1.07 + rng.gauss(0, 0.03) for _ in range(12)]
+    vals = [1.079, 1.076, 1.083, 1.079, 1.082, 1.088, 1.084]
+
+    def checks(with_validation: bool) -> list[CheckData]:
+        out = []
+        for i, loss in enumerate(losses):
+            epoch = (i + 1) // 2
+            rows = (
+                [(epoch, vals[epoch], loss, 0.01, 500)] if with_validation and i % 2 and epoch < 7 else None
+            )
+            out.append(_check(20 * (i + 1), loss, 3e-3, std=0.4, validations=rows))
+        return out
+
+    found = _run(checks(True))
+    assert [p for _, p in found] == ["not_learning"], found
+    assert [p for _, p in _run(checks(False))] == ["loss_plateau"]
