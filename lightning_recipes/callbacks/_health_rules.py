@@ -313,8 +313,9 @@ def lr_too_low(
 ) -> Decision | None:
     """The update ratio is below its floor (:func:`ratio_floor`) with a loss that is not falling
     significantly, ``persist_checks`` checks in a row (a collapsed LR too: a schedule's trough is one
-    check); never while the weights have grown ``growth_blown`` x since step 0 (then the ratio is small
-    because the weights blew up, an explosion's aftermath, not because the LR is).
+    check; one check when the LR fell 1000x within one interval: a step cut); never while the weights have
+    grown ``growth_blown`` x since step 0 (then the ratio is small because the weights blew up, an
+    explosion's aftermath, not because the LR is).
 
     Example:
         >>> data = CheckData(0, 0, loss_mean=1.0, loss_count=20, loss_std=0.05, update_ratio={"fc1": 1e-7})
@@ -355,10 +356,13 @@ def lr_too_low(
         and not _warming_up(history, lr)
         and not _annealing(data, history, lr, t)
     )
-    # a collapsed LR too must still be collapsed at the next check: a schedule's trough (cosine warm
-    # restarts) sits near 0 for one check and comes back
+    # a collapse must still be there at the next check (a cosine's trough, approached over checks, sits near
+    # 0 for one check and comes back), unless the LR fell 1000x within one interval: a step cut (a StepLR's
+    # gamma, a LambdaLR factor) is no trough
+    previous_lr = history.lrs[-1] if history.lrs else math.nan
+    abrupt = cut and math.isfinite(previous_lr) and lr < 1e-3 * previous_lr
     count = streak(history, "lr_too_low", low)
-    if not low or count < int(t["persist_checks"]):
+    if not low or count < (1 if abrupt else int(t["persist_checks"])):
         return None
     raise_by = max(3, round(floor * 30 / max(ratios.median, 1e-30)))
     target = f" (from {_fmt(lr)} to about {_fmt(lr * raise_by)})" if math.isfinite(lr) and lr > 0 else ""

@@ -117,11 +117,21 @@ def test_tiny_adamw_updates_are_lr_too_low_even_when_a_small_group_moves_more() 
     assert found[0] == (40, "lr_too_low")
 
 
-def test_an_lr_collapsed_mid_run_is_named_when_it_is_still_collapsed_at_the_next_check() -> None:
-    """Evidence must persist: a collapse is named at its second check (a schedule's trough is one check)."""
+def test_an_lr_collapsed_mid_run_is_named_at_the_first_check_after() -> None:
     healthy = [_check(20 * (i + 1), 2.0 * 0.9**i, 2e-3, slope=-0.005) for i in range(5)]
     collapsed = [_check(120 + 20 * i, 1.18 + 0.005 * (-1) ** i, 2e-9, lr=1e-9) for i in range(3)]
-    assert _run(healthy + collapsed) == [(140, "lr_too_low")]
+    assert _run(healthy + collapsed) == [(120, "lr_too_low")]
+
+
+def test_an_lr_that_decays_to_a_collapse_over_checks_is_named_when_it_stays_there() -> None:
+    """Evidence must persist: an LR approaching ~0 over checks (a schedule sized for a shorter run) is named
+    at its second collapsed check, a cosine's trough being one check."""
+    lrs = [1e-3, 5e-4, 1e-4, 1e-5, 1e-6, 1e-9, 1e-9, 1e-9]
+    checks = [
+        _check(20 * (i + 1), 2.0 * 0.9 ** min(i, 5), 2e-3 * lr / 1e-3, lr=lr, slope=-0.005 if i < 5 else 0.0)
+        for i, lr in enumerate(lrs)
+    ]
+    assert _run(checks)[0][1] == "lr_too_low" and _run(checks)[0][0] > 120
 
 
 def test_cosine_warm_restarts_troughs_and_restart_bumps_are_no_finding() -> None:
@@ -201,15 +211,15 @@ def test_vanishing_advice_never_raises_the_lr_when_updates_are_large() -> None:
     assert "larger learning rate" not in decisions["vanishing_gradients"][1]
 
 
-def test_an_lr_cut_1000x_is_named_at_its_second_check_even_while_momentum_keeps_the_ratio_up() -> None:
+def test_an_lr_cut_1000x_is_named_at_once_even_while_momentum_keeps_the_ratio_up() -> None:
     """SGD + momentum cut by a StepLR gamma of 1e-6: the momentum buffer keeps the update ratio above the SGD
     floor for a few checks; the LR itself fell 1e6x since the previous check, and the loss stopped falling."""
     healthy = [_check(20 * (i + 1), 2.0 * 0.9**i, 2e-3, family="sgd", lr=0.1, slope=-0.005) for i in range(4)]
     cut = [_check(100 + 20 * i, 1.3 + 0.005 * (-1) ** i, 1e-4, family="sgd", lr=1e-7) for i in range(3)]
     found = _run(healthy + cut)
-    assert found == [(120, "lr_too_low")]  # and it stays the one finding while the LR stays cut
+    assert found == [(100, "lr_too_low")]  # and it stays the one finding while the LR stays cut
     history = History()
-    for data in healthy + cut[:2]:
+    for data in healthy + cut[:1]:
         decisions = decide(data, history, dict(T))
     assert "1e+06x below its peak of 0.1" in decisions["lr_too_low"][1]
 
