@@ -44,6 +44,7 @@ __all__ = [
     "data_stall",
     "dead_units",
     "decide",
+    "exploded_into_nonfinite",
     "exploding_gradients",
     "loss_plateau",
     "loss_window",
@@ -59,6 +60,7 @@ __all__ = [
     "settle",
     "stall_noise",
     "update_ratios",
+    "validation_never_improved",
     "vanishing_gradients",
 ]
 
@@ -151,10 +153,10 @@ def progressing(data: CheckData, history: History, t: dict[str, float], k: int) 
     return slope < -t["confidence_z"] * slope_se  # False when unknown (NaN)
 
 
-def _rise(data: CheckData, history: History, t: dict[str, float]) -> tuple[str, float] | None:
-    """``(what, from)`` when this interval's loss is significantly and ``rise_rtol`` above the previous
-    interval's or the best earlier one's, and no outlier batch came after that interval (then the batch, not
-    the LR, threw the loss up: ``_health_causes.gradient_spikes``)."""
+def _rise(data: CheckData, history: History, t: dict[str, float]) -> tuple[str, float, int] | None:
+    """``(what, from, its step)`` when this interval's loss is significantly and ``rise_rtol`` above the
+    previous interval's or the best earlier one's, and no outlier batch came after that interval (then the
+    batch, not the LR, threw the loss up: ``_health_causes.gradient_spikes``)."""
     if not (history.losses and math.isfinite(data.loss_mean)):
         return None
     se = interval_se(data)
@@ -166,7 +168,7 @@ def _rise(data: CheckData, history: History, t: dict[str, float]) -> tuple[str, 
             and significantly_above(data.loss_mean, se, before, before_se, t["confidence_z"])
             and not outliers_since(history, history.loss_steps[i] if i < len(history.loss_steps) else 0)
         ):
-            return what, before
+            return what, before, history.loss_steps[i] if i < len(history.loss_steps) else 0
     return None
 
 
@@ -180,12 +182,12 @@ def lower_lr_by(ratio: float) -> int:
 
 
 def lr_too_high(data: CheckData, history: History, t: dict[str, float]) -> Decision | None:
-    """The update ratio is above ``ratio_high`` and the loss rose significantly, or above ``ratio_stuck`` and
-    the loss made no significant progress over ``plateau_checks`` checks, unless outlier batches came in
-    between (the data threw the loss up); or, for an adaptive optimizer, the update ratio above
-    ``ratio_high`` at every one of ``plateau_checks`` checks while the weights grew ``growth_high`` x since
-    step 0 (steps of over 1% of the weights, for 5 checks running, throw them around whatever the loss does:
-    an adaptive optimizer's ratio is its LR against the weights' scale).
+    """The update ratio is above ``ratio_high`` and the loss rose significantly (:func:`_persisting_rise`),
+    or above ``ratio_stuck`` and the loss made no significant progress over ``plateau_checks`` checks, unless
+    outlier batches came in between (the data threw the loss up); or, for an adaptive optimizer, the update
+    ratio above ``ratio_high`` at every one of ``plateau_checks`` checks while the weights grew
+    ``growth_high`` x since step 0 (steps of over 1% of the weights, for 5 checks running, throw them around
+    whatever the loss does: an adaptive optimizer's ratio is its LR against the weights' scale).
 
     Example:
         >>> data = CheckData(0, 0, loss_mean=2.0, loss_count=20, loss_std=0.1,
@@ -195,9 +197,10 @@ def lr_too_high(data: CheckData, history: History, t: dict[str, float]) -> Decis
         0.1
     """
     ratios = update_ratios(data)
+    rise = _rise(data, history, t)
+    rise = _persisting_rise(rise, data, history, t, ratios.largest_lr())
     if not (math.isfinite(ratios.median) and ratios.median > t["ratio_high"]):
         return None
-    rise = _rise(data, history, t)
     k = int(t["plateau_checks"])
     window_start = history.loss_steps[-k] if len(history.loss_steps) >= k else 0
     stuck = (
@@ -240,6 +243,29 @@ def lr_too_high(data: CheckData, history: History, t: dict[str, float]) -> Decis
         f"Each step changes the weights by {_fmt(ratios.median)} of their norm (healthy: ~1e-3) and {what}. "
         f"Lower the learning rate about {factor}x{target}, or run an LR range test; add warm-up, or clip.",
     )
+
+
+def _persisting_rise(
+    rise: tuple[str, float, int] | None, data: CheckData, history: History, t: dict[str, float], lr: float
+) -> tuple[str, float, int] | None:
+    """``rise`` when it is LR evidence: a rise that began with a scheduled LR increase back to a level the run
+    already trained at (the LR 1.5x the previous check's, and within 1.5x of its earlier peak: a warm
+    restart) counts only when it persists, risen again at the next check and not falling there (a restart's
+    bump recedes within a check). A rise after an LR raised above any it had (a jump, a warm-up into new
+    ground) counts at once. Counts its own streak (``rise``) and remembers the last such check
+    (``lr_raised_at``)."""
+    peak = max((v for v in history.lrs if math.isfinite(v)), default=math.nan)
+    if _warming_up(history, lr) and lr <= 1.5 * peak:
+        history.streaks["lr_raised_at"] = data.step
+    count = streak(history, "rise", rise is not None)
+    raised_at = history.streaks.get("lr_raised_at", -1)
+    if rise is None or raised_at <= rise[2]:
+        return rise  # no LR increase since the interval the loss rose from
+    previous, previous_se = history.losses[-1], history.loss_ses[-1] if history.loss_ses else math.nan
+    falling = falling_within(data, t) or significantly_above(
+        previous, previous_se, data.loss_mean, interval_se(data), t["confidence_z"]
+    )
+    return rise if count >= int(t["persist_checks"]) and not falling else None
 
 
 def _warming_up(history: History, lr: float) -> bool:
@@ -286,9 +312,10 @@ def lr_too_low(
     data: CheckData, history: History, t: dict[str, float], cannot_learn: bool = False
 ) -> Decision | None:
     """The update ratio is below its floor (:func:`ratio_floor`) with a loss that is not falling
-    significantly, ``persist_checks`` checks in a row (one when 1000x below: a collapsed LR); never while
-    the weights have grown ``growth_blown`` x since step 0 (then the ratio is small because the weights blew
-    up, an explosion's aftermath, not because the LR is).
+    significantly, ``persist_checks`` checks in a row (a collapsed LR too: a schedule's trough is one
+    check; one check when the LR fell 1000x within one interval: a step cut); never while the weights have
+    grown ``growth_blown`` x since step 0 (then the ratio is small because the weights blew up, an
+    explosion's aftermath, not because the LR is).
 
     Example:
         >>> data = CheckData(0, 0, loss_mean=1.0, loss_count=20, loss_std=0.05, update_ratio={"fc1": 1e-7})
@@ -329,8 +356,13 @@ def lr_too_low(
         and not _warming_up(history, lr)
         and not _annealing(data, history, lr, t)
     )
+    # a collapse must still be there at the next check (a cosine's trough, approached over checks, sits near
+    # 0 for one check and comes back), unless the LR fell 1000x within one interval: a step cut (a StepLR's
+    # gamma, a LambdaLR factor) is no trough
+    previous_lr = history.lrs[-1] if history.lrs else math.nan
+    abrupt = cut and math.isfinite(previous_lr) and lr < 1e-3 * previous_lr
     count = streak(history, "lr_too_low", low)
-    if not low or count < (1 if collapsed else int(t["persist_checks"])):
+    if not low or count < (1 if abrupt else int(t["persist_checks"])):
         return None
     raise_by = max(3, round(floor * 30 / max(ratios.median, 1e-30)))
     target = f" (from {_fmt(lr)} to about {_fmt(lr * raise_by)})" if math.isfinite(lr) and lr > 0 else ""
@@ -390,6 +422,8 @@ def loss_plateau(
     span = data.step - history.loss_steps[-k]
     if history.streaks.get("exploded_at_step", -1) >= data.step - span - 1:
         return None  # a loss that stopped falling after a gradient explosion: the explosion is the cause
+    if outliers_since(history, data.step - span):
+        return None  # outlier batches in the window hold the loss's level up: the rows, as for lr_too_high
     level, _ = _mean_of(means, ses)
     # not significant, and not material either: a noisy loss may hide a real but slow descent
     drop = -slope * span if math.isfinite(slope) else 0.0
@@ -408,6 +442,29 @@ def loss_plateau(
         f"{data.loss_mean / first:.0%} of its first value). Check that the labels are learnable "
         f"(`preflight`'s overfit_batch check), then try an LR range test, {change}or a larger model.",
     )
+
+
+def validation_never_improved(history: History, t: dict[str, float]) -> bool:
+    """Three validations or more, and the best not significantly below the first (``confidence_z``, each
+    with :func:`validation_se`): what the run learned after its first epoch does not carry over to unseen
+    rows. A training loss that plateaus then is ``not_learning``, not ``loss_plateau``.
+
+    Example:
+        >>> rows = [(0, 1.079, 1.097, 0.02, 500), (1, 1.076, 1.099, 0.02, 500), (2, 1.083, 1.077, 0.02, 500)]
+        >>> validation_never_improved(History(validations=rows), DEFAULT_THRESHOLDS)
+        True
+        >>> rows[2] = (2, 0.9, 1.0, 0.02, 500)
+        >>> validation_never_improved(History(validations=rows), DEFAULT_THRESHOLDS)
+        False
+    """
+    vals = [v for v in history.validations if math.isfinite(v[1])]
+    if len(vals) < 3:
+        return False
+    first, best = vals[0], min(vals, key=lambda v: v[1])
+    first_se, best_se = validation_se(first[1], first[3], first[4]), validation_se(best[1], best[3], best[4])
+    if not (math.isfinite(first_se) and math.isfinite(best_se)):
+        return False  # no noise estimate: no claim
+    return not significantly_above(first[1], first_se, best[1], best_se, t["confidence_z"])
 
 
 def _mean_of(means: list[float], ses: list[float]) -> tuple[float, float]:
@@ -732,6 +789,7 @@ def decide(data: CheckData, history: History, thresholds: dict[str, float]) -> d
     if found is not None:
         # inf/nan poison every other instrument (a nan is never > 0: every unit looks dead): name only it
         out["nonfinite_activations"] = found
+        _add(out, "exploding_gradients", exploded_into_nonfinite(data, history, t))
         _add(out, "data_stall", data_stall(data, history, t))
         return out
     _add(out, "exploding_gradients", exploding_gradients(data, history, t, spikes))
@@ -754,7 +812,17 @@ def decide(data: CheckData, history: History, thresholds: dict[str, float]) -> d
     )  # an update ratio outside the healthy range: the LR rules judge it, a plateau would misname it
     stuck = bool(history.streaks.get("not_learning"))  # a plateau at the start is not_learning's, found
     if not ({"lr_too_low", "lr_too_high"} & set(out) or learn_blocked or lr_explains or stuck):
-        _add(out, "loss_plateau", loss_plateau(data, history, t, family=ratios.family))
+        plateau = loss_plateau(data, history, t, family=ratios.family)
+        if plateau is not None and validation_never_improved(history, t):
+            # nothing learned carries over: the run is not learning (a regression's targets of other rows)
+            level = min(history.start_loss, history.losses[0]) if history.losses else history.start_loss
+            evidence = plateau[0]
+            out["not_learning"] = _diagnose(
+                data, history, t, evidence["window_steps"], level, int(evidence["checks"])
+            )
+            plateau = None
+        _add(out, "loss_plateau", plateau)
+    _symptom_of_the_lr(out, history)
     if ratios.by_group:  # after the LR rules: they compare this check's LR with the previous one's
         history.ratios.append(ratios.median)
         history.lrs.append(ratios.largest_lr())
@@ -805,6 +873,25 @@ def _attribute_dead_units(
         else f"{fractions} of units never fire; the evidence does not name the cause. {found.tell_apart}"
     )
     out["dead_units"] = Diagnosed({**evidence, "cause": found.cause or "undetermined"}, advice, found)
+
+
+def _symptom_of_the_lr(out: dict[str, Decision], history: History) -> None:
+    """Once ``lr_too_high`` is named in a run, saturation that comes later is its symptom (steps too large
+    drive tanh/sigmoid units to their bounds): no finding of its own; evidence of this check's ``lr_too_high``
+    when there is one."""
+    if "lr_too_high" in out:
+        history.streaks["lr_too_high_named"] = 1
+    if not history.streaks.get("lr_too_high_named") or "saturated_activations" not in out:
+        return
+    saturated = out.pop("saturated_activations")[0].get("saturated_fraction")
+    if "lr_too_high" in out:
+        found = out["lr_too_high"]
+        evidence = {**found[0], "saturated_fraction": saturated}
+        out["lr_too_high"] = (
+            Diagnosed(evidence, found[1], found.diagnosis)
+            if isinstance(found, Diagnosed)
+            else (evidence, found[1])
+        )
 
 
 def _cannot_learn(history: History) -> bool:
@@ -969,6 +1056,44 @@ def nonfinite_activations(data: CheckData, history: History, t: dict[str, float]
     return Diagnosed(evidence, advice, Diagnosis(headline(line), causes, cause, advice))
 
 
+def exploded_into_nonfinite(data: CheckData, history: History, t: dict[str, float]) -> Decision | None:
+    """Weights went inf/nan after the interval's finite gradient norms reached ``explode_factor`` x the
+    weights' own norm at step 0 (any usual LR then throws them far beyond their scale): the gradients
+    exploded and the non-finite weights are the explosion's end (an RNN whose recurrent gain explodes
+    within its first steps, before a check could see a baseline). Reported with ``nonfinite_activations``
+    as its cause.
+
+    Example:
+        >>> data = CheckData(10, 0, nonfinite_weights=["rnn"], param_norm_start=8.0,
+        ...                  step_records=[(0, 3330.0, 0, 0, 0, 1.0), (1, 7210.0, 1, 0, 0, 1.0)])
+        >>> exploded_into_nonfinite(data, History(), DEFAULT_THRESHOLDS)[0]["grad_norm_vs_weights"]
+        901.25
+    """
+    finite = [r for r in data.step_records if math.isfinite(r[1])]
+    if not (data.nonfinite_weights and finite and data.param_norm_start > 0):
+        return None
+    largest = max(finite, key=lambda r: r[1])
+    times = largest[1] / data.param_norm_start
+    if not times >= t["explode_factor"]:
+        return None
+    history.streaks["exploded_at_step"] = data.step
+    evidence: dict[str, object] = {
+        "grad_norm": largest[1],
+        "grad_norm_vs_weights": times,
+        "weights_norm_at_start": data.param_norm_start,
+        "step_grad_norms": [round(r[1], 3) for r in finite[:8]],
+        "nonfinite_weights": data.nonfinite_weights[:8],
+        "cause_of": "nonfinite_activations",
+    }
+    return (
+        evidence,
+        f"Gradient norms reached {_fmt(largest[1])}, {_fmt(times)}x the weights' norm at step 0, before the "
+        f"weights of {_names(data.nonfinite_weights)} went inf/nan: the gradients exploded. Clip gradients "
+        "(`Trainer(gradient_clip_val=1.0)` or `AdaptiveGradClip`), check the initialisation (a recurrent "
+        "weight's gain above 1, no normalisation), and lower the learning rate.",
+    )
+
+
 def _names(groups: list[str], top: int = 3) -> str:
     extra = len(groups) - top
     return ", ".join(f"`{g}`" for g in groups[:top]) + (f" (+{extra} more)" if extra > 0 else "")
@@ -1074,7 +1199,10 @@ def dead_units(data: CheckData, history: History, t: dict[str, float]) -> Decisi
     measured = bool(data.dead or data.dead_rows)
     if measured and history.dead_at_start < 0:
         history.dead_at_start = max([*data.dead.values(), *data.dead_rows.values()])
-    if not (measured and streak(history, "dead_units", bool(dead)) >= int(t["persist_checks"])):
+    # dead units that do not impair learning (the loss below half its first interval's) are no finding and
+    # no evidence about the LR, as for vanishing gradients
+    present = bool(dead) and not _learning_well(data, history, t)
+    if not (measured and streak(history, "dead_units", present) >= int(t["persist_checks"])):
         return None
     return (
         {"dead_fraction": dead},
@@ -1185,6 +1313,25 @@ def _converging(data: CheckData, history: History) -> bool:
     """The training loss is below half its first interval's: the run learns, whatever a layer shows (a
     memorising or converged run's early layers stop moving, a confident classifier's sigmoids saturate)."""
     return bool(history.losses) and math.isfinite(data.loss_mean) and data.loss_mean < 0.5 * history.losses[0]
+
+
+def _learning_well(data: CheckData, history: History, t: dict[str, float]) -> bool:
+    """The loss is below half its first interval's (:func:`_converging`) with the weights within
+    ``growth_blown`` x their size at step 0: a run that learns, and a symptom in it does not impair its
+    learning. Weights blown up 10x say the first interval's loss was the blow-up's (an LR far too high), and
+    falling back from it is no learning.
+
+    Example:
+        >>> history = History(losses=[0.13], loss_ses=[0.04], loss_steps=[20])
+        >>> data = CheckData(40, 0, loss_mean=0.014, param_norm=4.5, param_norm_start=1.0)
+        >>> _learning_well(data, history, DEFAULT_THRESHOLDS)
+        True
+        >>> data.param_norm = 15.0
+        >>> _learning_well(data, history, DEFAULT_THRESHOLDS)
+        False
+    """
+    growth = data.param_norm / data.param_norm_start if data.param_norm_start > 0 else math.nan
+    return _converging(data, history) and not growth > t["growth_blown"]
 
 
 def _learning_fast(data: CheckData, history: History, t: dict[str, float]) -> bool:

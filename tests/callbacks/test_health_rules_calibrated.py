@@ -123,6 +123,29 @@ def test_an_lr_collapsed_mid_run_is_named_at_the_first_check_after() -> None:
     assert _run(healthy + collapsed) == [(120, "lr_too_low")]
 
 
+def test_an_lr_that_decays_to_a_collapse_over_checks_is_named_when_it_stays_there() -> None:
+    """Evidence must persist: an LR approaching ~0 over checks (a schedule sized for a shorter run) is named
+    at its second collapsed check, a cosine's trough being one check."""
+    lrs = [1e-3, 5e-4, 1e-4, 1e-5, 1e-6, 1e-9, 1e-9, 1e-9]
+    checks = [
+        _check(20 * (i + 1), 2.0 * 0.9 ** min(i, 5), 2e-3 * lr / 1e-3, lr=lr, slope=-0.005 if i < 5 else 0.0)
+        for i, lr in enumerate(lrs)
+    ]
+    assert _run(checks)[0][1] == "lr_too_low" and _run(checks)[0][0] > 120
+
+
+def test_cosine_warm_restarts_troughs_and_restart_bumps_are_no_finding() -> None:
+    """SGD under cosine warm restarts: the LR sits ~0 for one check at each trough, and the loss bumps up
+    for one check after each restart, then falls again (zoo 2's tabular_sgd_cosine_warm_restarts)."""
+    cycle = [(0.154, 0.03, 0.0), (0.0546, 0.01, 0.0), (1.4e-4, 2.5e-5, 0.0)]
+    losses = [1.0, 0.74, 0.50, 0.56, 0.54, 0.42, 0.55, 0.46, 0.43, 0.44, 0.44, 0.40, 0.45, 0.44, 0.35]
+    checks = []
+    for i, loss in enumerate(losses):
+        lr, ratio, _ = cycle[i % 3]
+        checks.append(_check(20 * (i + 1), loss, ratio, std=0.12, lr=lr, family="sgd", count=20))
+    assert _run(checks) == []
+
+
 def test_an_lr_annealed_to_zero_at_the_end_of_a_planned_run_is_not_too_low() -> None:
     lrs = [1e-3 * 0.5 * (1 + math.cos(math.pi * s / 200)) for s in range(20, 201, 20)]
     checks = [
@@ -256,3 +279,121 @@ def test_a_tiny_sgd_ratio_is_the_lr_only_while_the_weights_kept_their_scale() ->
         return {p for _, p in _run(checks)}
 
     assert "lr_too_low" in run(1.0) and "lr_too_low" not in run(1e6)
+
+
+# ------------------------------------------------- issue #35, sealed zoo 2: evidence by general invariants
+
+
+def test_a_loss_rise_after_the_lr_rose_to_new_ground_is_lr_too_high_at_once() -> None:
+    """The pair of the warm restart's bump: a warm-up that diverges raises the LR above any it had at every
+    check (and the gallery's LR jumped 50x mid-run): no earlier LR vouches for it, the rise counts at once.
+    A restart back to the run's earlier peak whose bump persists and does not fall: named at its second
+    check."""
+    lrs = [0.01, 0.02, 0.04, 0.08, 0.16, 0.32]
+    losses = [1.0, 0.8, 0.7, 1.0, 1.4, 2.0]
+    checks = [
+        _check(20 * (i + 1), loss, 0.05, std=0.05, lr=lr) for i, (loss, lr) in enumerate(zip(losses, lrs))
+    ]
+    assert _run(checks) == [(80, "lr_too_high")]
+    lrs = [0.1, 0.05, 1e-4, 0.1, 0.1, 0.1]
+    losses = [1.0, 0.8, 0.7, 1.0, 1.1, 1.2]
+    ratios = [0.005, 0.003, 1e-5, 0.05, 0.05, 0.05]
+    checks = [
+        _check(20 * (i + 1), loss, r, std=0.05, lr=lr, family="sgd")
+        for i, (loss, lr, r) in enumerate(zip(losses, lrs, ratios))
+    ]
+    assert _run(checks) == [(100, "lr_too_high")]
+
+
+def _dead(data: CheckData, fraction: float, norm: float) -> CheckData:
+    data.dead, data.param_norm, data.param_norm_start = {"fc1": fraction}, norm, 1.0
+    return data
+
+
+def test_dead_units_in_a_run_that_learns_well_are_no_finding_but_are_when_it_blew_up() -> None:
+    """Zoo 2's BCE digits: 53% of units dead at a large update ratio while the loss fell from 0.13 to 0.01
+    (weights 4-6x): no finding. The same dead units after the weights blew up 15x and the loss fell back only
+    to chance (zoo 1's Adam at 0.3): the LR killed them."""
+    learns = [0.13, 0.014, 0.012, 0.009, 0.013, 0.004]
+    ratios = [0.022, 0.013, 0.0098, 0.0145, 0.006, 0.0045]
+    checks = [
+        _dead(_check(20 * (i + 1), x, r, std=0.02), 0.53, 4.0 + 0.3 * i)
+        for i, (x, r) in enumerate(zip(learns, ratios))
+    ]
+    assert _run(checks) == []
+    blown = [4.7, 1.42, 1.52, 1.44, 1.43, 1.40]
+    checks = [_dead(_check(20 * (i + 1), x, 0.02, std=0.02), 0.6, 15.0 + i) for i, x in enumerate(blown)]
+    assert _run(checks)[0] == (40, "lr_too_high")
+
+
+def test_saturation_after_lr_too_high_is_its_symptom_not_a_finding() -> None:
+    """Zoo 2's tanh MLP at SGD 0.5: lr_too_high at a rise, then the tanh layer saturates at the same large
+    steps: one finding, lr_too_high, the saturated fraction its evidence."""
+    losses = [1.0, 0.8, 1.3] + [1.2 + 0.01 * k for k in range(11)]
+    checks = [_check(20 * (i + 1), x, 0.05, std=0.05, family="sgd", lr=0.5) for i, x in enumerate(losses)]
+    for data in checks[4:]:
+        data.saturated, data.saturation_gain = {"act": 0.9}, {"act": 0.05}
+    assert _run(checks) == [(60, "lr_too_high")]
+    history = History()
+    for data in checks:
+        decisions = decide(data, history, dict(T))
+    assert decisions["lr_too_high"][0]["saturated_fraction"] == {"act": 0.9}  # its evidence
+
+
+def _records(outlier: bool) -> list[tuple[int, float, int, int, int, float]]:
+    records = [(k, 1.0 + 0.1 * (k % 3), k, 0, 0, 3.0) for k in range(20)]
+    if outlier:
+        records[7] = (7, 3000.0, 7, 5, 0, 999.0)
+    return records
+
+
+def test_a_loss_held_up_by_outlier_batches_is_no_plateau() -> None:
+    """Zoo 2's wrong-unit targets: one batch a epoch holds targets 1000x too large; every other check's mean
+    is carried by it and the loss looks flat. Outlier batches in the window: the rows, not a plateau."""
+    checks = []
+    for i in range(14):
+        data = _check(20 * (i + 1), 300.0 - 0.05 * i if i % 2 else 5.5 - 0.02 * i, 3e-3, std=2.0)
+        data.step_records = _records(bool(i % 2))
+        checks.append(data)
+    found = _run(checks)
+    assert [p for _, p in found] == ["outlier_batches"], found
+
+
+def test_nonfinite_weights_after_gradients_far_above_the_weights_are_an_explosion() -> None:
+    """Zoo 2's ReLU RNN: gradients 3330, 7210 against weights of norm 8.3, then inf/nan weights within the
+    first check; its pair, Adam with eps 0 (a gradient of 0.17, weights of norm 27): the update alone."""
+
+    def first_check(grads: list[float], norm: float) -> CheckData:
+        data = _check(10, 240.0, None)
+        data.nonfinite_weights, data.nonfinite_modules, data.loss_nonfinite = ["rnn", "head"], ["rnn"], 8
+        data.param_norm, data.param_norm_start, data.grad_sampled = math.nan, norm, True
+        data.step_records = [(k, g, k, 0, 0, 1.0) for k, g in enumerate(grads)]
+        return data
+
+    exploded = decide(first_check([3330.0, 7210.0], 8.28), History(), dict(T))
+    assert sorted(exploded) == ["exploding_gradients", "nonfinite_activations"]
+    assert exploded["exploding_gradients"][0]["grad_norm_vs_weights"] > 100
+    assert sorted(decide(first_check([0.165], 26.9), History(), dict(T))) == ["nonfinite_activations"]
+
+
+def test_a_plateau_whose_validation_never_improved_is_not_learning() -> None:
+    """Zoo 2's regression whose targets were joined on the wrong key: the training loss flat at the targets'
+    variance, the validation loss never below its first value. Its pair: the same training losses with no
+    validation (the field gallery's random labels) stay ``loss_plateau``."""
+    rng = random.Random(1)
+    losses = [1.107] + [1.07 + rng.gauss(0, 0.03) for _ in range(12)]
+    vals = [1.079, 1.076, 1.083, 1.079, 1.082, 1.088, 1.084]
+
+    def checks(with_validation: bool) -> list[CheckData]:
+        out = []
+        for i, loss in enumerate(losses):
+            epoch = (i + 1) // 2
+            rows = (
+                [(epoch, vals[epoch], loss, 0.01, 500)] if with_validation and i % 2 and epoch < 7 else None
+            )
+            out.append(_check(20 * (i + 1), loss, 3e-3, std=0.4, validations=rows))
+        return out
+
+    found = _run(checks(True))
+    assert [p for _, p in found] == ["not_learning"], found
+    assert [p for _, p in _run(checks(False))] == ["loss_plateau"]
