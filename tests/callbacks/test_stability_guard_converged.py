@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from lightning_recipes.callbacks import StabilityGuard
-from lightning_recipes.callbacks import stability_guard as stability_guard_module
+from lightning_recipes.callbacks import _rollback as rollback_module
 from lightning_recipes.testing import fast_trainer
 from tests.helpers.finetune_models import BlobsMLP, loader, one_hard_sample
 from tests.helpers.loss_recorder import LossRecorder
@@ -27,7 +27,7 @@ from tests.helpers.speed import VirtualTime
 def _frozen_clock(monkeypatch: pytest.MonkeyPatch) -> None:
     """Snapshots every check, as on an idle machine: a busy one times a preempted snapshot as costly, spaces
     them out, and changes where rollbacks land (the adaptive interval reads the host clock)."""
-    monkeypatch.setattr(stability_guard_module, "time", VirtualTime())
+    monkeypatch.setattr(rollback_module, "time", VirtualTime())
 
 
 def _fit(seed: int, guard: StabilityGuard, validate: bool = False) -> list[float]:
