@@ -17,17 +17,19 @@ import argparse
 import torch
 
 from tests.callbacks.health_field_gallery import run_case
+from tests.callbacks.health_field_gallery._case import FieldCase
 from tests.callbacks.health_sealed_zoo.zoo import CASES
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None, cases: list[FieldCase] = CASES) -> None:
+    """Score ``cases`` (default: this zoo's) and print one row per run, then the summary."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--names", default="", help="comma-separated case names (default: every case)")
     args = parser.parse_args(argv)
     wanted = {name for name in args.names.split(",") if name}
     torch.set_num_threads(1)
     named = wrong = missed = alarms = healthy = problems = 0
-    for case in CASES:
+    for case in cases:
         if wanted and case.name not in wanted:
             continue
         monitor, _ = run_case(case)
