@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import math
-import re
-from collections.abc import Mapping, Sequence
 from typing import Any
 
 import lightning.pytorch as pl
@@ -16,7 +14,13 @@ from torch.optim import Optimizer
 from typing_extensions import override
 
 from lightning_recipes._validation import check_bool, check_int
-from lightning_recipes.callbacks._norms import STEP_POWERS, compile_group_by, flat_shard_group
+from lightning_recipes.callbacks._norms import (
+    STEP_POWERS,
+    GroupBy,
+    compile_group_by,
+    flat_shard_group,
+    group_of,
+)
 from lightning_recipes.callbacks._trainer import (
     check_prefix,
     emit,
@@ -38,7 +42,6 @@ from lightning_recipes.norms import (
 
 __all__ = ["GradNormMonitor"]
 
-GroupBy = int | Mapping[str, str] | Sequence[tuple[str, str]] | None
 _FOLD_EVERY = 256  # pending per-step powers are reduced at least this often (bounded memory, rare collective)
 
 
@@ -191,8 +194,10 @@ class GradNormMonitor(Callback):
             or any(a is not b for a, b in zip(track.params, params))
         ):
             names = {id(p): name for name, p in pl_module.named_parameters()}
-            labels = [
-                _group_of(names.get(id(p), f"param_{i}"), self.group_by, self._patterns)
+            labels = [  # group_by=None: one group, the total
+                "total"
+                if self._patterns is None
+                else group_of(names.get(id(p), f"param_{i}"), self.group_by, self._patterns)
                 for i, p in enumerate(params)
             ]
             track = _Track(params, labels, grouped=self._patterns is not None)
@@ -224,7 +229,8 @@ class _Track:
         self.pending: dict[ShardKey, list[Tensor]] = {}
         self.pending_steps = 0
         self.interval_steps = 0
-        self.stats: Tensor | None = None  # [sum of finite norms, finite count, max finite, non-finite count]
+        self.stats: Tensor | None = None  # [sum of finite norms, finite count, non-finite count]
+        self.peak: Tensor | None = None  # the largest finite norm
         self.last_groups: Tensor | None = None
         self.last_total: Tensor | None = None
         self.param_powers: Tensor | None = None
@@ -264,25 +270,10 @@ class _Track:
         step_powers = combine_powers(per_key, norm_type)  # [T, G]
         totals = power_to_norm(combine_powers(list(step_powers.unbind(1)), norm_type), norm_type)  # [T]
         finite = torch.isfinite(totals)
-        batch = torch.stack(
-            [
-                torch.where(finite, totals, 0.0).sum(),
-                finite.sum().float(),
-                torch.where(finite, totals, -math.inf).max(),
-                (~finite).sum().float(),
-            ]
-        )
-        if self.stats is None:
-            self.stats = batch
-        else:
-            self.stats = torch.stack(
-                [
-                    self.stats[0] + batch[0],
-                    self.stats[1] + batch[1],
-                    torch.maximum(self.stats[2], batch[2]),
-                    self.stats[3] + batch[3],
-                ]
-            )
+        sums = torch.stack([torch.where(finite, totals, 0.0).sum(), finite.sum(), (~finite).sum()])
+        peak = torch.where(finite, totals, -math.inf).max()
+        self.stats = sums if self.stats is None else self.stats + sums
+        self.peak = peak if self.peak is None else torch.maximum(self.peak, peak)
         self.last_groups = power_to_norm(step_powers[-1], norm_type)
         self.last_total = totals[-1]
         self.interval_steps += self.pending_steps
@@ -300,11 +291,16 @@ class _Track:
         self.fold(norm_type)
         names: list[tuple[str, str]] = []
         values: list[Tensor] = []
-        if self.interval_steps and self.stats is not None and self.last_total is not None:
+        if (
+            self.interval_steps
+            and self.stats is not None
+            and self.peak is not None
+            and self.last_total is not None
+        ):
             mean = self.stats[0] / self.stats[1].clamp(min=1.0)
             names += [("grad_norm", "total"), ("grad_norm", "total_mean"), ("grad_norm", "total_max")]
             names += [("grad_norm", "nonfinite_steps")]
-            values += [self.last_total, mean, self.stats[2], self.stats[3]]
+            values += [self.last_total, mean, self.peak, self.stats[2]]
             if self.grouped and self.last_groups is not None:
                 names += [("grad_norm", name) for name in self.group_names]
                 values += list(self.last_groups.unbind(0))
@@ -331,20 +327,8 @@ class _Track:
                 if self.grouped:
                     names += [("update_ratio", name) for name in self.group_names]
                     values += list(update_ratios(self.param_powers, diff_powers, norm_type).unbind(0))
-        self.stats = self.last_groups = self.last_total = None
+        self.stats = self.peak = self.last_groups = self.last_total = None
         self.interval_steps = 0
         self.param_powers = None
         self.snapshot = None
         return names, values
-
-
-def _group_of(name: str, group_by: GroupBy, patterns: list[tuple[re.Pattern[str], str]] | None) -> str:
-    if patterns is None:
-        return "total"
-    if isinstance(group_by, int) and not isinstance(group_by, bool):
-        module = name.rsplit(".", 1)[0] if "." in name else name
-        return ".".join(module.split(".")[:group_by])
-    for pattern, group in patterns:
-        if pattern.search(name):
-            return group
-    return "other"
