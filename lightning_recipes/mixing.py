@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import inspect
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -151,11 +152,7 @@ class BatchMixer:
         self._generator = torch.Generator(device="cpu")
 
     def __repr__(self) -> str:
-        return (
-            f"{type(self).__name__}(mixup_alpha={self.mixup_alpha}, cutmix_alpha={self.cutmix_alpha}, "
-            f"prob={self.prob}, switch_prob={self.switch_prob}, correct_lam={self.correct_lam}, "
-            f"num_classes={self.num_classes}, seed={self.seed}, sync_across_ranks={self.sync_across_ranks})"
-        )
+        return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in self.to_dict().items())})"
 
     def to_dict(self) -> dict[str, Any]:
         """The constructor arguments as plain data (``BatchMixer(**d)`` rebuilds it): what ``hparams.yaml``
@@ -259,19 +256,7 @@ class BatchMixer:
         return F.one_hot(targets.long(), self.num_classes).float()
 
 
-_SETTINGS = (
-    "mixup_alpha",
-    "cutmix_alpha",
-    "prob",
-    "switch_prob",
-    "correct_lam",
-    "num_classes",
-    "seed",
-    "sync_across_ranks",
-    "input_key",
-    "target_key",
-)
-
+_SETTINGS = tuple(inspect.signature(BatchMixer).parameters)  # the constructor arguments
 
 register_plain_type(BatchMixer)  # a dict in checkpoints, a mapping in hparams.yaml
 
