@@ -161,18 +161,12 @@ class InputPipelineMonitor(Callback):
         self.total_step_s = 0.0
         self.total_batches = 0
         self._recent: deque[float] = deque(maxlen=_RECENT)  # per-batch wait fractions, for the median
-        self._reset_interval()
-        self._clock = WaitClock()
+        self._clock = WaitClock()  # its wait_s, step_s and batches: the interval since the last log
+        self._fetch_max_s = 0.0
         self._last_fetch_s = 0.0
         self._epoch_start_s: float | None = None
         self._step_at_batch_start: int | None = None
         self._markers: tuple[Callback, ...] = ()
-
-    def _reset_interval(self) -> None:
-        self._fetch_s = 0.0
-        self._fetch_max_s = 0.0
-        self._step_s = 0.0
-        self._batches = 0
 
     @property
     @override
@@ -203,7 +197,6 @@ class InputPipelineMonitor(Callback):
             if self._clock.first_wait_s is not None:
                 self._epoch_start_s, self._clock.first_wait_s = self._clock.first_wait_s, None
             return
-        self._fetch_s += wait
         self._fetch_max_s = max(self._fetch_max_s, wait)
         self.total_fetch_s += wait
         self._last_fetch_s = wait
@@ -212,17 +205,16 @@ class InputPipelineMonitor(Callback):
         """Called last among all callbacks' ``on_train_batch_end``: the wait for the next batch starts."""
         step = self._clock.batch_end(self._clock.now())
         if step is not None:
-            self._step_s += step
-            self._batches += 1
             self.total_step_s += step
             self.total_batches += 1
             fetch = self._last_fetch_s
             self._recent.append(fetch / (fetch + step) if fetch + step > 0 else 0.0)
         self._clock.pause(self._clock.now())  # the logging and the warning below are not data wait
         did_step = stepped(trainer, self._step_at_batch_start)
-        if lightning_will_log(trainer, did_step) and (self._batches or self._epoch_start_s is not None):
+        if lightning_will_log(trainer, did_step) and (self._clock.batches or self._epoch_start_s is not None):
             emit(trainer, pl_module, self._interval_metrics(), own_cadence=False)
-            self._reset_interval()
+            self._clock.take()  # the interval starts again
+            self._fetch_max_s = 0.0
         self._maybe_warn(trainer)
         self._clock.resume(self._clock.now())
 
@@ -255,12 +247,12 @@ class InputPipelineMonitor(Callback):
     def _interval_metrics(self) -> dict[str, float]:
         metrics: dict[str, float] = {}
         key = f"{self.prefix}input_pipeline/"
-        if self._batches:
-            busy = self._fetch_s + self._step_s
-            metrics[key + "wait_fraction"] = self._fetch_s / busy if busy > 0 else 0.0
-            metrics[key + "fetch_ms"] = 1e3 * self._fetch_s / self._batches
+        wait, step, batches = self._clock.wait_s, self._clock.step_s, self._clock.batches
+        if batches:
+            metrics[key + "wait_fraction"] = wait / (wait + step) if wait + step > 0 else 0.0
+            metrics[key + "fetch_ms"] = 1e3 * wait / batches
             metrics[key + "fetch_ms_max"] = 1e3 * self._fetch_max_s
-            metrics[key + "step_ms"] = 1e3 * self._step_s / self._batches
+            metrics[key + "step_ms"] = 1e3 * step / batches
         if self._epoch_start_s is not None:
             metrics[key + "epoch_start_s"] = self._epoch_start_s
         return metrics
