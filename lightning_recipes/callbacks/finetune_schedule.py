@@ -136,23 +136,13 @@ class FinetuneSchedule(Callback):
 
     @override
     def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        if (
-            self.unfrozen_at is None
-            and self.unfreeze_at_epoch is not None
-            and trainer.current_epoch >= self.unfreeze_at_epoch
-        ):
-            self._unfreeze(trainer, pl_module)
+        self._unfreeze_if_due(trainer, pl_module)
 
     @override
     def on_train_batch_start(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int
     ) -> None:
-        if (
-            self.unfrozen_at is None
-            and self.unfreeze_at_step is not None
-            and trainer.global_step >= self.unfreeze_at_step
-        ):
-            self._unfreeze(trainer, pl_module)
+        self._unfreeze_if_due(trainer, pl_module)
 
     @override
     def state_dict(self) -> dict[str, Any]:
@@ -162,9 +152,14 @@ class FinetuneSchedule(Callback):
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self.unfrozen_at = state_dict.get("unfrozen_at")
 
-    def _unfreeze(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self.unfrozen_at = self._scheduler(trainer).last_epoch
-        self._apply(trainer, pl_module)
+    def _unfreeze_if_due(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        epoch, step = self.unfreeze_at_epoch, self.unfreeze_at_step
+        due = (epoch is not None and trainer.current_epoch >= epoch) or (
+            step is not None and trainer.global_step >= step
+        )
+        if self.unfrozen_at is None and due:
+            self.unfrozen_at = self._scheduler(trainer).last_epoch
+            self._apply(trainer, pl_module)
 
     def _apply(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         """Set ``requires_grad`` and the groups' multipliers from ``unfrozen_at``; the LR of the next step."""
