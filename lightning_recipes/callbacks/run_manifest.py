@@ -25,6 +25,7 @@ from lightning.pytorch.utilities.rank_zero import rank_zero_warn
 from torch import Tensor
 from typing_extensions import override
 
+from lightning_recipes._collectives import gather_rows
 from lightning_recipes._jsonable import jsonable
 from lightning_recipes._validation import check_bool, check_int
 from lightning_recipes.harness.loaders import loader_batch_size
@@ -331,15 +332,8 @@ def _record_implementations(trainer: pl.Trainer, manifest: dict[str, Any]) -> bo
 
 def _gather_fingerprint(trainer: pl.Trainer, hasher: Any, batches: int) -> dict[str, Any]:
     """Combine every rank's batch hash (one ``all_gather`` when there are several processes)."""
-    local = hasher.hexdigest()
-    if trainer.world_size > 1:
-        digest = torch.tensor(
-            list(bytes.fromhex(local)), dtype=torch.int64, device=trainer.strategy.root_device
-        )
-        gathered = trainer.strategy.all_gather(digest).reshape(trainer.world_size, -1)
-        per_rank = [bytes(int(b) for b in row.tolist()).hex() for row in gathered.cpu()]  # sync: once
-    else:
-        per_rank = [local]
+    rows = gather_rows(trainer, list(bytes.fromhex(hasher.hexdigest())))  # the digest's bytes; sync: once
+    per_rank = [bytes(int(b) for b in row).hex() for row in rows]
     if batches == 0:
         rank_zero_warn("RunManifest saw no training batch: the data fingerprint hashes nothing.")
     return combine_fingerprints(per_rank, batches)
