@@ -219,3 +219,16 @@ def partly_labelled(missing: int = -1, labelled: int = 150) -> tuple[torch.Tenso
     x, y = digits("train")
     y[labelled:] = missing
     return x, y
+
+
+def digit_pairs(part: str, n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``n`` pairs of digits from ``part``, half of them of one class: (first, second, same (1.0 or 0.0))."""
+    x, y = digits(part)
+    g = _gen(seed)
+    first = torch.randint(len(y), (n,), generator=g)
+    same = torch.rand(n, generator=g) < 0.5
+    second = torch.empty(n, dtype=torch.long)
+    for i, (j, want) in enumerate(zip(first.tolist(), same.tolist(), strict=True)):
+        pool = torch.nonzero((y == y[j]) == want).flatten()
+        second[i] = pool[torch.randint(len(pool), (), generator=g)]
+    return x[first], x[second], same.float()

@@ -5,6 +5,7 @@ global RNG."""
 from __future__ import annotations
 
 import itertools
+from functools import cache
 
 import lightning.pytorch as pl
 import torch
@@ -121,6 +122,25 @@ class SequenceRegressor(_Regressor):
         return self.head(self.summary(outputs)).squeeze(-1)
 
 
+class OneCycleSequenceRegressor(SequenceRegressor):
+    """One-cycle learning rate (up to 1e-2 and down over the run), stepped after every batch."""
+
+    def configure_optimizers(self):
+        optimizer = torch.optim.Adam(self.parameters(), lr=self.lr)
+        steps = int(self.trainer.estimated_stepping_batches)
+        cycle = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=1e-2, total_steps=steps)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": cycle, "interval": "step"}}
+
+
+class OneCycleSequenceRegressorPerEpoch(OneCycleSequenceRegressor):
+    """BUG: the schedulers are returned as ``[optimizer], [cycle]``, so Lightning steps the per-batch cycle
+    once per epoch: the rate stays near its starting 4e-4 (max / 25) for the whole run."""
+
+    def configure_optimizers(self):
+        config = super().configure_optimizers()
+        return [config["optimizer"]], [config["lr_scheduler"]["scheduler"]]
+
+
 class SequenceRegressorFirstStep(SequenceRegressor):
     """BUG: ``outputs[:, 0]`` (a ``[0]`` from a seq-first habit): the GRU's output after the first step
     only, so the prediction reads one step of the twenty."""
@@ -229,13 +249,15 @@ class ThreeScaleRegressorReversedUnscale(ThreeScaleRegressor):
 
 # --- mixture of experts -------------------------------------------------------------------------------------
 class MixtureOfExperts(_Adam):
-    """Four linear experts mixed by a softmax gate over the experts."""
+    """Four linear experts mixed by a softmax gate over the experts (started at zero: even mixing)."""
 
     lr = 1e-2
 
     def __init__(self) -> None:
         super().__init__()
         self.gate = nn.Linear(2, 4)
+        nn.init.zeros_(self.gate.weight)
+        nn.init.zeros_(self.gate.bias)
         self.experts = self.make_experts()
 
     def make_experts(self) -> nn.ModuleList:
@@ -301,7 +323,7 @@ class TwoOptimizerMixture(MixtureOfExperts):
 
 class TwoOptimizerMixtureGateNeverStepped(TwoOptimizerMixture):
     """BUG: only the experts' optimizer is stepped (the gate's ``step()`` was lost in a refactor); the gate
-    keeps its random weights and mixes the experts almost evenly everywhere."""
+    keeps its initial zeros and mixes the experts evenly everywhere: one linear model."""
 
     def step(self, experts, gate) -> None:
         experts.step()
@@ -365,6 +387,54 @@ class Forecaster(_Regressor):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.net(x)
+
+
+# --- knowledge distillation --------------------------------------------------------------------------------
+@cache
+def digit_teacher() -> dict[str, torch.Tensor]:
+    """A 64-128-10 teacher trained on the training digits (its state dict)."""
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        teacher = mlp(64, 128, 10)
+        x, y = data.digits("train")
+        optimizer = torch.optim.Adam(teacher.parameters(), lr=1e-2)
+        for _ in range(150):
+            optimizer.zero_grad()
+            F.cross_entropy(teacher(x), y).backward()
+            optimizer.step()
+    return {name: value.detach().clone() for name, value in teacher.state_dict().items()}
+
+
+class DistilledStudent(_Adam):
+    """A 64-32-10 student taught by a frozen pretrained teacher: T^2-scaled KL at T = 3 plus cross-entropy on
+    the labels. The student alone is served."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.teacher, self.student = mlp(64, 128, 10), mlp(64, 32, 10)
+        self.teacher.load_state_dict(digit_teacher())
+        self.frozen().requires_grad_(False)
+
+    def frozen(self) -> nn.Module:
+        return self.teacher
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.student(x)
+
+    def loss(self, batch) -> torch.Tensor:
+        x, y = batch
+        student, teacher = self.student(x), self.teacher(x)
+        soft, targets = F.log_softmax(student / 3, -1), F.log_softmax(teacher / 3, -1)
+        kl = F.kl_div(soft, targets, reduction="batchmean", log_target=True)
+        return 9 * kl + F.cross_entropy(student, y)
+
+
+class DistilledStudentFrozen(DistilledStudent):
+    """BUG: ``requires_grad_(False)`` lands on the student (a name mix-up): the teacher is what trains, moving
+    towards the random student, while the served student never changes."""
+
+    def frozen(self) -> nn.Module:
+        return self.student
 
 
 # --- text classification with a bag of embeddings -----------------------------------------------------------
@@ -432,3 +502,20 @@ class HierarchicalNetCoarseFromFine(HierarchicalNet):
 
     def coarse_logits(self, fine: torch.Tensor, coarse: torch.Tensor) -> torch.Tensor:
         return fine[:, :2]
+
+
+class SiameseNet(_Adam):
+    """A shared 64-64-16 embedding; the contrastive loss (same pairs pulled together, different pairs pushed
+    beyond a margin of 1); a pair is called the same when its distance is below 0.5."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = mlp(64, 64, 16)
+
+    def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return (self.embed(a) - self.embed(b)).norm(dim=-1)
+
+    def loss(self, batch) -> torch.Tensor:
+        a, b, same = batch
+        distance = self(a, b)
+        return (same * distance**2 + (1 - same) * F.relu(1 - distance) ** 2).mean()

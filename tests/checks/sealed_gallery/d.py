@@ -81,6 +81,17 @@ def semi_supervised_data(missing: int = -1) -> dict[str, Any]:
     return digit_data(d.partly_labelled(missing))
 
 
+def pairs_data(same_is_one: bool = True) -> dict[str, Any]:
+    """Digit pairs with a flag; the BUG (``same_is_one=False``): the pairs file flags *different* pairs with
+    1, while the contrastive loss reads 1 = same."""
+
+    def dataset(part: str, n: int, seed: int) -> TensorDataset:
+        a, b, same = d.digit_pairs(part, n, seed)
+        return TensorDataset(a, b, same if same_is_one else 1 - same)
+
+    return d.loaders(dataset("train", 2000, 1), dataset("val", 500, 2))
+
+
 counting = partial(counting_data, d.random_flips)
 sequence_data = partial(pair_data, d.level_sequences)
 three_scale_data = partial(pair_data, d.three_scales, n=1200)
@@ -125,6 +136,15 @@ BUGS: list[SealedCase] = [
         bug="The summary is outputs[:, 0], the GRU's output after the first step, so the prediction uses one "
         "step of twenty and the level and slope are guessed from it.",
         invariant="the output depends on every part of the input the task reads",
+    ),
+    SealedCase(
+        id="gru_one_cycle_stepped_per_epoch",
+        task="sequence-to-one regression (GRU, learning-rate schedule)",
+        model=m.OneCycleSequenceRegressorPerEpoch,
+        data=sequence_data,
+        bug="configure_optimizers returns ([optimizer], [OneCycleLR]), so the per-batch cycle is stepped "
+        "once an epoch and the rate stays near its starting max/25 for the whole run.",
+        invariant="the scheduler advances as declared",
     ),
     SealedCase(
         id="gru_each_sequence_standardised",
@@ -244,6 +264,15 @@ BUGS: list[SealedCase] = [
         invariant="no input carries the target (nothing from the future where the task is causal)",
     ),
     SealedCase(
+        id="distillation_student_frozen_not_teacher",
+        task="knowledge distillation (frozen teacher)",
+        model=m.DistilledStudentFrozen,
+        data=digit_data,
+        bug="requires_grad_(False) is applied to the student instead of the teacher, so the teacher drifts "
+        "towards the random student, the KL falls, and the served student never learns.",
+        invariant="frozen parts are the ones declared frozen; the served parameters are stepped",
+    ),
+    SealedCase(
         id="text_padding_id_is_a_word_id",
         task="text classification with a bag of embeddings",
         model=partial(m.BagOfWords, pad=0),
@@ -260,6 +289,15 @@ BUGS: list[SealedCase] = [
         bug="The 850 unlabelled digits get label 0 (a fill of missing values) instead of the ignore index "
         "-1, so they train as zeros and the model predicts 0 for most digits.",
         invariant="each input is paired with its own target (a missing label is not a class)",
+    ),
+    SealedCase(
+        id="siamese_pair_flag_means_different",
+        task="siamese similarity (contrastive loss on digit pairs)",
+        model=m.SiameseNet,
+        data=partial(pairs_data, same_is_one=False),
+        bug="The pairs are flagged 1 = different while the contrastive loss reads 1 = same, so the loss "
+        "falls as the embedding pulls different digits together and pushes same ones apart.",
+        invariant="each input is paired with its own target (the flag means what the loss reads)",
     ),
     SealedCase(
         id="hierarchical_coarse_loss_on_fine_logits",
@@ -295,6 +333,12 @@ HEALTHY: list[SealedCase] = [
         id="gru_regressor_heavy_dropout",
         task="sequence-to-one regression (GRU)",
         model=partial(m.SequenceRegressor, dropout=0.5),
+        data=sequence_data,
+    ),
+    SealedCase(
+        id="gru_one_cycle_per_step",
+        task="sequence-to-one regression (GRU, learning-rate schedule)",
+        model=m.OneCycleSequenceRegressor,
         data=sequence_data,
     ),
     SealedCase(
@@ -346,6 +390,12 @@ HEALTHY: list[SealedCase] = [
         data=forecast_data,
     ),
     SealedCase(
+        id="distillation_frozen_teacher",
+        task="knowledge distillation (frozen teacher, T^2-scaled KL)",
+        model=m.DistilledStudent,
+        data=digit_data,
+    ),
+    SealedCase(
         id="text_padding_id_reserved",
         task="text classification with a bag of embeddings",
         model=m.BagOfWords,
@@ -356,6 +406,12 @@ HEALTHY: list[SealedCase] = [
         task="semi-supervised classification with pseudo-labels (ignore_index)",
         model=m.PseudoLabelNet,
         data=semi_supervised_data,
+    ),
+    SealedCase(
+        id="siamese_contrastive_pairs",
+        task="siamese similarity (contrastive loss on digit pairs)",
+        model=m.SiameseNet,
+        data=pairs_data,
     ),
     SealedCase(
         id="hierarchical_two_heads",

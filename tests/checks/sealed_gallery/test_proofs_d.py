@@ -135,6 +135,13 @@ def coarse_error(model) -> float:
     return _mismatch(model(x)[1].argmax(-1), (y >= 5).long())
 
 
+@torch.no_grad()
+def verification_error(model) -> float:
+    """Test digit pairs called the same when their distance is below 0.5."""
+    a, b, same = d.digit_pairs("test", 1000, 3)
+    return _mismatch((model(a, b) < 0.5).float(), same)
+
+
 @dataclass(frozen=True)
 class Proof:
     twin: tuple[Callable[[], pl.LightningModule], Callable[[], dict[str, Any]]]
@@ -167,6 +174,9 @@ PROOFS = {
         worse=False,
     ),
     "gru_regressor_reads_first_step": Proof(SEQUENCE, sequence_error, 0.1, 5),
+    "gru_one_cycle_stepped_per_epoch": Proof(
+        (m.OneCycleSequenceRegressor, gallery.sequence_data), sequence_error, 0.04, 5
+    ),
     "gru_each_sequence_standardised": Proof(SEQUENCE, sequence_error, 0.1, 5),
     "ordinal_cumulative_targets_from_zero": Proof(ORDINAL, ordinal_error, 0.3, 6),
     "ordinal_sampler_epoch_is_one_batch": Proof(
@@ -186,9 +196,15 @@ PROOFS = {
     "forecast_window_scaled_with_its_future": Proof(
         (m.Forecaster, gallery.forecast_data), forecast_error, 0.05, 6
     ),
+    "distillation_student_frozen_not_teacher": Proof(
+        (m.DistilledStudent, gallery.digit_data), digit_error, 0.3, 4
+    ),
     "text_padding_id_is_a_word_id": Proof((m.BagOfWords, gallery.text_data), text_error, 0.05, 8),
     "pseudo_label_unlabelled_filled_with_zero": Proof(
         (m.PseudoLabelNet, gallery.semi_supervised_data), digit_error, 0.2, 8
+    ),
+    "siamese_pair_flag_means_different": Proof(
+        (m.SiameseNet, gallery.pairs_data), verification_error, 0.2, 5
     ),
     "hierarchical_coarse_loss_on_fine_logits": Proof(
         (m.HierarchicalNet, gallery.digit_data), coarse_error, 0.2, 4
