@@ -233,7 +233,7 @@ BUGS: list[SealedCase] = [
         model=m.TwoOptimizerMixtureGateNeverStepped,
         data=regime_data,
         bug="In manual optimisation only the experts' optimizer is stepped; the gate's gets gradients and "
-        "zero_grad but no step, so the gate stays random.",
+        "zero_grad but no step, so it stays at its zero start and mixes the experts evenly everywhere.",
         invariant="every trained parameter is stepped",
     ),
     SealedCase(

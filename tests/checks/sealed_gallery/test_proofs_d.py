@@ -6,7 +6,6 @@ healthy case fits: its training and validation losses fall."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -17,47 +16,9 @@ import torch
 from tests.checks.sealed_gallery import _d_data as d
 from tests.checks.sealed_gallery import _d_models as m
 from tests.checks.sealed_gallery import d as gallery
+from tests.checks.sealed_gallery.test_proofs_c import Proof, trained, twin_runs  # the same harness as C
 
 BUGS = {case.id: case for case in gallery.BUGS}
-
-
-class TrainLosses(pl.Callback):
-    """The training loss of every step."""
-
-    def __init__(self) -> None:
-        self.losses: list[float] = []
-
-    def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx) -> None:
-        loss = outputs["loss"] if isinstance(outputs, dict) else outputs
-        self.losses.append(float(loss))
-
-    def fell(self) -> bool:
-        """The last 10 steps' mean loss is below the first 10 steps'."""
-        return sum(self.losses[-10:]) < sum(self.losses[:10])
-
-
-def trained(
-    make: Callable[[], pl.LightningModule], data: Callable[[], dict[str, Any]], seed: int, epochs: int
-):
-    """``make()`` fitted on ``data()`` for ``epochs`` (no validation during the fit): the model in eval mode
-    with its ``train_losses``, and the loaders."""
-    pl.seed_everything(seed, verbose=False)
-    loaders, model = data(), make()
-    model.train_losses = TrainLosses()
-    trainer = pl.Trainer(
-        callbacks=[model.train_losses],
-        max_epochs=epochs,
-        accelerator="cpu",
-        devices=1,
-        enable_progress_bar=False,
-        logger=False,
-        enable_checkpointing=False,
-        enable_model_summary=False,
-        num_sanity_val_steps=0,
-        limit_val_batches=0,
-    )
-    trainer.fit(model, train_dataloaders=loaders["train_dataloaders"])
-    return model.eval(), loaders
 
 
 # --- task metrics on clean held-out data: errors, lower is better -------------------------------------------
@@ -142,16 +103,6 @@ def verification_error(model) -> float:
     return _mismatch((model(a, b) < 0.5).float(), same)
 
 
-@dataclass(frozen=True)
-class Proof:
-    twin: tuple[Callable[[], pl.LightningModule], Callable[[], dict[str, Any]]]
-    error: Callable[[pl.LightningModule], float]
-    min_gap: float
-    epochs: int
-    lie: Callable[[Any, dict[str, Any]], float] | None = None  # the figure validation reports, in error units
-    worse: bool = True  # prove the model is worse than its twin (not for a split bug: same model)
-
-
 COUNTING = (m.DotCounter, gallery.counting)
 SEQUENCE = (m.SequenceRegressor, gallery.sequence_data)
 ORDINAL = (m.OrdinalNet, gallery.ordinal_data)
@@ -210,16 +161,6 @@ PROOFS = {
         (m.HierarchicalNet, gallery.digit_data), coarse_error, 0.2, 4
     ),
 }
-
-_twins: dict[tuple, tuple[pl.LightningModule, dict[str, Any]]] = {}
-
-
-def twin_runs(proof: Proof) -> list[tuple[pl.LightningModule, dict[str, Any]]]:
-    """The twin trained with seeds 0 and 1 (once per twin and length: bugs may share a twin)."""
-    for seed in (0, 1):
-        if (proof.twin, proof.epochs, seed) not in _twins:
-            _twins[proof.twin, proof.epochs, seed] = trained(*proof.twin, seed, proof.epochs)
-    return [_twins[proof.twin, proof.epochs, seed] for seed in (0, 1)]
 
 
 def test_every_bug_has_a_proof() -> None:
