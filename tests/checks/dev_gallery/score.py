@@ -3,10 +3,11 @@
 Run from the repository root::
 
     PYTHONPATH=$PWD OMP_NUM_THREADS=1 .venv/bin/python -m tests.checks.dev_gallery.score \
-        [--ids a,b] [--messages] [--json out.json] [--gallery sealed|sealed-c]
+        [--ids a,b] [--messages] [--json out.json] [--gallery sealed|sealed-c|sealed-d]
 
 ``--gallery sealed`` scores the sealed galleries A and B (``tests/checks/sealed_gallery``) instead, and
-``--gallery sealed-c`` sealed gallery C: each once, at the end of the work it judges (issue #34).
+``--gallery sealed-c`` sealed gallery C and ``--gallery sealed-d`` sealed gallery D: each once, at the end of
+the work it judges (issue #34).
 
 A bug is caught when some check says ``fail`` or ``warn``; ``inconclusive``, ``skip`` and ``error`` do not
 catch it (a miss). A healthy case raises a false alarm when some check says ``fail`` or ``error``; its
@@ -129,7 +130,10 @@ def main(argv: list[str] | None = None) -> list[Row]:
     parser.add_argument("--json", default="", help="also write the rows (with each non-pass message) here")
     parser.add_argument("--twins", action="store_true", help="also run every bug's fixed twin")
     parser.add_argument(
-        "--gallery", choices=("dev", "sealed", "sealed-c"), default="dev", help="which gallery to score"
+        "--gallery",
+        choices=("dev", "sealed", "sealed-c", "sealed-d"),
+        default="dev",
+        help="which gallery to score",
     )
     parser.add_argument("--messages", action="store_true", help="print each non-pass result's first line")
     args = parser.parse_args(argv)
@@ -142,6 +146,10 @@ def main(argv: list[str] | None = None) -> list[Row]:
         from tests.checks.sealed_gallery import c
 
         pool = c.BUGS + c.HEALTHY
+    elif args.gallery == "sealed-d":
+        from tests.checks.sealed_gallery import d
+
+        pool = d.BUGS + d.HEALTHY
     else:
         pool = BUGS + HEALTHY + (FIXED_TWINS if args.twins else [])
     cases = [case for case in pool if not wanted or case.id.removesuffix("__fixed") in wanted]
