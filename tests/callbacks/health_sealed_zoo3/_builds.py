@@ -292,7 +292,7 @@ def conv_long_warmup():
 
 
 def conv_clipped():
-    """A waveform 1-D CNN, Adam ``2e-3``, gradients clipped to norm ``0.05`` (every step clips)."""
+    """A waveform 1-D CNN, Adam ``2e-3``, gradients clipped to norm ``0.02`` (every step clips)."""
     return _conv(2e-3)
 
 

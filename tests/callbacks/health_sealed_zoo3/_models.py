@@ -109,16 +109,16 @@ class PoissonTask(Task):
 
 
 class GaussianNLLTask(Task):
-    """Heteroscedastic regression: the net predicts a mean and a log-variance; Gaussian NLL (it goes below
-    zero where the noise is small)."""
+    """Heteroscedastic regression: the net predicts a mean and a variance (softplus); Gaussian NLL (it goes
+    below zero where the noise is small)."""
 
     def __init__(self, net: nn.Module, make_optimizer: Any) -> None:
         super().__init__(net, "gaussian_nll", make_optimizer)
 
     def loss_of(self, batch: Any, smoothing: float) -> tuple[Tensor, Tensor | None]:
         x, y = batch
-        mu, log_var = self.net(x).unbind(1)
-        return F.gaussian_nll_loss(mu, y.squeeze(1), log_var.exp(), full=False), None
+        mu, raw = self.net(x).unbind(1)
+        return F.gaussian_nll_loss(mu, y.squeeze(1), F.softplus(raw) + 1e-4, full=False), None
 
 
 class SiameseTask(Task):

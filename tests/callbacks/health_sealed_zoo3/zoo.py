@@ -112,8 +112,8 @@ PROBLEM_CASES: list[FieldCase] = [
         "lr_too_high",
         proof.siamese_lr_saturates,
         "Saturated units from an LR 100x too high: the same siamese encoder, "
-        "default init, SGD at 2.0 (meant 0.02); the first update drives the hidden tanh units to +-1 and "
-        "the gradient to ~0.",
+        "default init, SGD at 2.0 (meant 0.02); within 5 steps the hidden tanh units sit at +-1 and "
+        "the gradient is ~0.",
         onset_step=proof.SATURATE_ONSET,
         also_allowed=("saturated_activations", "vanishing_gradients", "not_learning"),
     ),
@@ -214,8 +214,8 @@ HEALTHY_CASES: list[FieldCase] = [
         build.conv_clipped,
         None,
         proof.clipped_trains,
-        "Gradients clipped to norm 0.05: every step is clipped, Adam trains normally.",
-        trainer_kwargs={"gradient_clip_val": 0.05},
+        "Gradients clipped to norm 0.02: every step is clipped, Adam trains normally.",
+        trainer_kwargs={"gradient_clip_val": 0.02},
     ),
     _case(
         "poisson_counts_sum_reduction",
