@@ -146,15 +146,15 @@ def lstm_few_rows(rows: int = 32):
 JUMP_STEP = 100
 
 
-def residual_lr_jump(factor: float = 20.0, lr: float = 0.01, optimizer: type = SGD, **kw):
-    """A residual LayerNorm MLP regression, SGD with momentum at ``0.01`` whose hand-written schedule
+def residual_lr_jump(factor: float = 20.0):
+    """A residual LayerNorm MLP regression, plain SGD at ``0.01`` whose hand-written schedule
     multiplies the LR by ``20`` at step 100 (meant to divide)."""
     x, y = data.tabular_regression(3000, seed=0)
     vx, vy = data.tabular_regression(500, seed=1)
     model = Task(
         ResidualMLP(8, 1),
         "mse",
-        lambda p: optimizer(p, lr=lr, **kw),
+        lambda p: SGD(p, lr=0.01),
         lambda opt: LambdaLR(opt, lambda step: 1.0 if step < JUMP_STEP else factor),
     )
     return model, loader(x, y, 32), loader(vx, vy, 500, shuffle=False)
@@ -265,6 +265,7 @@ def conv_sampler_stall(latency_s: float = 0.06):
 
 
 def hetero_mse(schedule=None, lr: float = 3e-3, optimizer: type = Adam):
+    """A heteroscedastic regression MLP trained with MSE (``schedule``: per step)."""
     x, y = hetero(3000, 0)
     vx, vy = hetero(600, 1)
     model = Task(MLP([4, 64, 64, 1]), "mse", lambda p: optimizer(p, lr=lr), schedule)
