@@ -27,6 +27,7 @@ __all__ = [
     "DEMO_SETTINGS",
     "build_finetune_parser",
     "build_parser",
+    "check_demo_args",
     "check_finetune_args",
     "parse",
     "split_finetune_flag",
@@ -43,6 +44,8 @@ DEMO_SETTINGS: dict[str, dict[str, float]] = {
 #: The optimizers the demo has settings for (``--optimizer``).
 DEMO_OPTIMIZERS = tuple(sorted(DEMO_SETTINGS))
 LOGGERS = {"csv": None, "wandb-offline": ("wandb", "wandb")}  # logger -> (module, extra) it needs
+#: The smallest value of each count option of ``demo`` and ``demo --finetune``.
+_AT_LEAST = dict(epochs=1, batch_size=1, shots=1, finetune_epochs=3, pretrain_epochs=1, threads=1)
 _DATA_EXTRA = 'Needs scikit-learn: pip install "lightning-recipes[data]".'
 
 
@@ -119,14 +122,12 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
     arguments, finetune = split_finetune_flag(normalise_flags(argv))
     if finetune:
         args = build_finetune_parser().parse_args(arguments)
-        check_finetune_args(args)
     else:
         args = build_parser().parse_args(arguments)
-        for name in ("epochs", "batch_size", "threads"):
-            _at_least(name, getattr(args, name), 1)
         needs = LOGGERS[args.logger]
         if needs is not None:
             require_extra(needs[0], needs[1], f"--logger {args.logger}")
+    check_demo_args(args)
     args.finetune = finetune
     require_extra("sklearn", "data", "the demo (scikit-learn's digits)", package="scikit-learn")
     return args
@@ -150,14 +151,13 @@ def split_finetune_flag(arguments: list[str]) -> tuple[list[str], bool]:
     return out, finetune
 
 
-def check_finetune_args(args: argparse.Namespace) -> None:
-    """Raise :class:`UsageError` for a ``demo --finetune`` value out of range."""
-    _at_least("shots", args.shots, 1)
-    _at_least("finetune_epochs", args.finetune_epochs, 3, " (a third of them frozen)")
-    _at_least("pretrain_epochs", args.pretrain_epochs, 1)
-    _at_least("threads", args.threads, 1)
+def check_demo_args(args: argparse.Namespace) -> None:
+    """Raise :class:`UsageError` for a ``demo`` or ``demo --finetune`` value out of range (one table)."""
+    for name, least in _AT_LEAST.items():
+        value = getattr(args, name, None)
+        if value is not None and value < least:
+            why = " (a third of them frozen)" if name == "finetune_epochs" else ""
+            raise UsageError(f"`--{name}` must be >= {least}{why}, got {value!r}.")
 
 
-def _at_least(name: str, value: int | None, least: int, why: str = "") -> None:
-    if value is not None and value < least:
-        raise UsageError(f"`--{name}` must be >= {least}{why}, got {value!r}.")
+check_finetune_args = check_demo_args
