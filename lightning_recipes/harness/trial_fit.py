@@ -522,6 +522,7 @@ def _fit(
 ) -> TrialFit:
     recorder = TrialRecorder(model, should_stop, fit_ratio)
     has_validation = is_overridden("validation_step", model, pl.LightningModule)
+    precision = getattr(harness.trainer, "precision", None)  # the run's, inside fit
     view: ValidationView | None = None
     try:
         with quiet_trial(), tempfile.TemporaryDirectory(prefix="lightning_recipes_trial_") as root:
@@ -534,7 +535,8 @@ def _fit(
                 limit_val_batches=1.0 if has_validation else 0,
                 num_sanity_val_steps=1 if has_validation else 0,
                 callbacks=[recorder],
-                **_device_settings(harness),
+                device=harness.device,
+                **({"precision": precision} if isinstance(precision, str) else {}),
             )
             if not has_validation:
                 trainer.fit(model, train_dataloaders=_Repeated(batch, steps))
@@ -691,16 +693,3 @@ def _compare_inputs(recorder: TrialRecorder, val: dict[str, torch.Tensor], view:
             norm = float(x_last.double().norm())  # sync: once
             view.input_difference = float((x_val.double() - x_last.double()).norm()) / max(norm, 1e-12)
         return
-
-
-def _device_settings(harness: Harness) -> dict[str, Any]:
-    device = harness.device
-    accelerator = device.type if device.type in ("cuda", "mps") else "cpu"
-    settings: dict[str, Any] = {
-        "accelerator": accelerator,
-        "devices": [device.index or 0] if accelerator == "cuda" else 1,
-    }
-    precision = getattr(harness.trainer, "precision", None)
-    if isinstance(precision, str):
-        settings["precision"] = precision
-    return settings
