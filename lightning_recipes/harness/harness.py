@@ -152,7 +152,7 @@ class Harness:
         """Up to ``count`` batches of any ``loader``, prepared as the training batches are. Not cached."""
         return self._read(loader, count)
 
-    def read_fit_batches(self, count: int, loaders: Any = None) -> list[Any]:
+    def read_fit_batches(self, count: int, loaders: Any = None, seed: int | None = None) -> list[Any]:
         """Up to ``count`` batches as ``fit`` passes them to ``training_step``, on :attr:`device`. Not cached.
 
         Several loaders (a dict, a list, a ``CombinedLoader``) are combined as the Trainer combines them: a
@@ -163,11 +163,15 @@ class Harness:
             count: How many batches.
             loaders: What to read (default: the training loaders this harness was given); inside ``fit``,
                 pass the Trainer's ``CombinedLoader`` to read it with its mode and ``limit_train_batches``.
+            seed: Seed each loader's own generators with it first (restored after), so that what is read
+                does not depend on how far they were drawn before (a Trainer draws from them).
 
         Raises:
             ValueError: For ``CombinedLoader(mode="sequential")``, which ``fit`` refuses too.
         """
-        return self._read(self.train_dataloaders if loaders is None else loaders, count, combine=True)
+        return self._read(
+            self.train_dataloaders if loaders is None else loaders, count, combine=True, seed=seed
+        )
 
     def _cached(self, split: str, loader: Any, count: int, required: bool = False) -> list[Any]:
         cache, exhausted = self._cache.get(split, ([], False))
@@ -185,6 +189,7 @@ class Harness:
         prepare: bool = True,
         combine: bool = False,
         required: bool = False,
+        seed: int | None = None,
     ) -> list[Any]:
         """The one reader: up to ``count`` batches from a fresh iterator of ``loader`` (``combine``: of the
         collection of loaders, as ``fit`` combines them), each RNG it touches left as it was; each cut to
@@ -195,7 +200,7 @@ class Harness:
         batches: list[Any] = []
         with contextlib.ExitStack() as stack:
             for each in [loader] if combined is None else combined.flattened:
-                stack.enter_context(preserved_loader_rng(each))
+                stack.enter_context(preserved_loader_rng(each, seed=seed))
             for batch in loader if combined is None else (batch for batch, _, _ in combined):
                 size = None if max_samples is None else batch_size_of(batch, self.input_key)
                 if max_samples is not None and size is not None and size > max_samples:
