@@ -1,8 +1,5 @@
-"""A real-Trainer trial fit on a copy of the model (:func:`trial_fit`), for the modules the harness's other
-trial runs (``training_step`` with no Trainer) cannot try: manual optimisation, hooks that need a Trainer.
-It records every backward pass and its gradients, every ``optimizer.step()``, the training loss per batch,
-and ``validation_step`` on the same batch before and after the fit.
-"""
+"""A real-Trainer trial fit on a copy of the model (:func:`trial_fit`), for what ``training_step`` without a
+Trainer cannot show (``docs/guides/harness.md``)."""
 
 from __future__ import annotations
 
