@@ -431,32 +431,23 @@ class Harness:
 
     @classmethod
     def from_trainer(
-        cls,
-        trainer: pl.Trainer,
-        pl_module: pl.LightningModule,
-        *,
-        input_key: Key = None,
-        target_key: Key = None,
-        num_classes: int | None = None,
-        seed: int = 0,
+        cls, trainer: pl.Trainer, pl_module: pl.LightningModule, train_dataloader: Any = None, **options: Any
     ) -> Harness:
-        """A harness for trial runs inside ``trainer.fit`` (at ``on_train_start``): the real device,
-        precision and data."""
+        """A harness for trial runs inside ``trainer.fit``: the real device, precision and data (or
+        ``train_dataloader`` alone); ``options``: the constructor's (``input_key``, ``seed``, ...)."""
         precision = trainer.precision_plugin
-        train_loader, val_loader = fit_dataloaders(trainer, pl_module)
+        loaders = (
+            (train_dataloader, None) if train_dataloader is not None else fit_dataloaders(trainer, pl_module)
+        )
         return cls(
             pl_module,
-            train_loader,
-            val_loader,
+            *loaders,
             device=pl_module.device,
             forward_context=precision.forward_context,
             convert_input=precision.convert_input,
             trainer=trainer,
             datamodule=getattr(trainer, "datamodule", None),
-            input_key=input_key,
-            target_key=target_key,
-            num_classes=num_classes,
-            seed=seed,
+            **options,
         )
 
 
