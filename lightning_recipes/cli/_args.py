@@ -202,7 +202,7 @@ def version_text() -> str:
 class FlagParser(argparse.ArgumentParser):
     """An ``argparse`` parser that accepts both spellings of a flag, has ``-V/--version``, and raises
     :class:`UsageError` instead of printing usage and exiting; ``options``: added from their table (the
-    :data:`Option` tuples of every command: a tuple type is the choices, a list default takes one or more
+    ``Option`` tuples of every command: a tuple type is the choices, a list default takes one or more
     values, ``bool`` takes ``--flag`` alone or ``--flag false``)."""
 
     def __init__(self, options: Sequence[Option] = (), **kwargs: Any) -> None:
