@@ -201,12 +201,27 @@ def version_text() -> str:
 
 class FlagParser(argparse.ArgumentParser):
     """An ``argparse`` parser that accepts both spellings of a flag, has ``-V/--version``, and raises
-    :class:`UsageError` instead of printing usage and exiting."""
+    :class:`UsageError` instead of printing usage and exiting; ``options``: added from their table (the
+    ``Option`` tuples of every command: a tuple type is the choices, a list default takes one or more
+    values, ``bool`` takes ``--flag`` alone or ``--flag false``)."""
 
-    def __init__(self, **kwargs: Any) -> None:
+    def __init__(self, options: Sequence[Option] = (), **kwargs: Any) -> None:
         kwargs.setdefault("epilog", TRACEBACK_HINT)
         super().__init__(**kwargs)
         self.add_argument("-V", "--version", action="version", version=version_text())
+        self.add_options(options)
+
+    def add_options(self, options: Sequence[Option]) -> None:
+        """Add ``--name`` for each (name, type or choices, default, help) of ``options``."""
+        for name, type_, default, help_ in options:
+            how: dict[str, Any] = {"type": type_}
+            if isinstance(type_, tuple):
+                how = {"choices": list(type_)}
+            elif type_ is bool:
+                how = {"type": parse_bool, "metavar": "{true,false}", **BOOL_FLAG}
+            if isinstance(default, list):
+                how["nargs"] = "+"
+            self.add_argument(f"--{name}", default=default, help=help_, **how)
 
     def parse_known_args(  # type: ignore[override]
         self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None

@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from lightning_recipes.cli._args import (
-    BOOL_FLAG,
     FlagParser,
+    Option,
     UsageError,
     normalise_flags,
     parse_bool,
@@ -27,6 +27,7 @@ __all__ = [
     "DEMO_SETTINGS",
     "build_finetune_parser",
     "build_parser",
+    "check_demo_args",
     "check_finetune_args",
     "parse",
     "split_finetune_flag",
@@ -43,12 +44,41 @@ DEMO_SETTINGS: dict[str, dict[str, float]] = {
 #: The optimizers the demo has settings for (``--optimizer``).
 DEMO_OPTIMIZERS = tuple(sorted(DEMO_SETTINGS))
 LOGGERS = {"csv": None, "wandb-offline": ("wandb", "wandb")}  # logger -> (module, extra) it needs
+#: The smallest value of each count option of ``demo`` and ``demo --finetune``.
+_AT_LEAST = dict(epochs=1, batch_size=1, shots=1, finetune_epochs=3, pretrain_epochs=1, threads=1)
 _DATA_EXTRA = 'Needs scikit-learn: pip install "lightning-recipes[data]".'
+
+
+#: The options of ``demo`` and of ``demo --finetune``: (name, type or choices, default, help).
+_DEMO_OPTIONS: tuple[Option, ...] = (
+    ("epochs", int, 12, "maximum training epochs (default: 12)"),
+    ("threads", int, None, "torch CPU threads (default: torch's, one per core). On a machine other processes "
+     "keep busy, 1 is much faster: the threads of one step wait for each other (see the README)."),
+    ("optimizer", DEMO_OPTIMIZERS, "adamw", "optimizer recipe (default: adamw)"),
+    ("lr", float, None, "peak learning rate (default: per optimizer)"),
+    ("batch_size", int, 64, "per-device batch size (default: 64)"),
+    ("seed", int, 0, "global seed (default: 0)"),
+    ("output_dir", Path, Path("demo_output"), "logs and plots go here (default: demo_output)"),
+    ("logger", tuple(LOGGERS), "csv",
+     'csv, or wandb in offline mode (never contacts a server; pip install "lightning-recipes[wandb]")'),
+    ("skip_preflight", bool, False, "do not run the sanity checks first"),
+    ("finetune", bool, False, "run the fine-tuning demo instead: pretrain on digits 0-4, fine-tune on 5-9 "
+     "with and without layer-wise LR decay + freeze-then-unfreeze "
+     "(`lightning-recipes demo --finetune --help`)"),
+)  # fmt: skip
+_FINETUNE_OPTIONS: tuple[Option, ...] = (
+    ("seeds", int, [0, 1, 2], "seeds (default: 0 1 2)"),
+    ("shots", int, 10, "training images per new digit (default: 10)"),
+    ("pretrain_epochs", int, 6, "(default: 6)"),
+    ("finetune_epochs", int, 15, "(default: 15; at least 3)"),
+    ("threads", int, None, "torch CPU threads (default: torch's)"),
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The parser of ``lightning-recipes demo``."""
-    parser = FlagParser(
+    return FlagParser(
+        _DEMO_OPTIONS,
         prog="lightning-recipes demo",
         description="Train a small CNN on scikit-learn's handwritten digits (no download) with every "
         "lightning_recipes recipe: preflight sanity checks, a recipe optimizer with warmup-cosine over "
@@ -56,58 +86,17 @@ def build_parser() -> argparse.ArgumentParser:
         "stability guard, early stopping that restores the best weights and a run manifest; then print what "
         f"was used and how well it did. {_DATA_EXTRA}",
     )
-    parser.add_argument("--epochs", type=int, default=12, help="maximum training epochs (default: 12)")
-    parser.add_argument(
-        "--threads",
-        type=int,
-        default=None,
-        help="torch CPU threads (default: torch's, one per core). On a machine other processes keep busy, "
-        "1 is much faster: the threads of one step wait for each other (see the README).",
-    )
-    parser.add_argument(
-        "--optimizer", choices=DEMO_OPTIMIZERS, default="adamw", help="optimizer recipe (default: adamw)"
-    )
-    parser.add_argument("--lr", type=float, default=None, help="peak learning rate (default: per optimizer)")
-    parser.add_argument("--batch_size", type=int, default=64, help="per-device batch size (default: 64)")
-    parser.add_argument("--seed", type=int, default=0, help="global seed (default: 0)")
-    parser.add_argument(
-        "--output_dir",
-        type=Path,
-        default=Path("demo_output"),
-        help="logs and plots go here (default: demo_output)",
-    )
-    parser.add_argument(
-        "--logger",
-        choices=list(LOGGERS),
-        default="csv",
-        help="csv, or wandb in offline mode (never contacts a server; "
-        'pip install "lightning-recipes[wandb]")',
-    )
-    flag = {"type": parse_bool, "default": False, "metavar": "{true,false}", **BOOL_FLAG}
-    parser.add_argument("--skip_preflight", **flag, help="do not run the sanity checks first")
-    parser.add_argument(
-        "--finetune",
-        **flag,
-        help="run the fine-tuning demo instead: pretrain on digits 0-4, fine-tune on 5-9 with and without "
-        "layer-wise LR decay + freeze-then-unfreeze (`lightning-recipes demo --finetune --help`)",
-    )
-    return parser
 
 
 def build_finetune_parser() -> argparse.ArgumentParser:
     """The parser of ``lightning-recipes demo --finetune``."""
-    parser = FlagParser(
+    return FlagParser(
+        _FINETUNE_OPTIONS,
         prog="lightning-recipes demo --finetune",
         description="Pretrain the digits CNN on 0-4, fine-tune on a few images of 5-9: from scratch, plain, "
         "and with layer-wise LR decay + freeze-then-unfreeze; print the validation accuracy per seed. "
         + _DATA_EXTRA,
     )
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="seeds (default: 0 1 2)")
-    parser.add_argument("--shots", type=int, default=10, help="training images per new digit (default: 10)")
-    parser.add_argument("--pretrain_epochs", type=int, default=6, help="(default: 6)")
-    parser.add_argument("--finetune_epochs", type=int, default=15, help="(default: 15; at least 3)")
-    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
-    return parser
 
 
 def parse(argv: Sequence[str]) -> argparse.Namespace:
@@ -119,14 +108,12 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
     arguments, finetune = split_finetune_flag(normalise_flags(argv))
     if finetune:
         args = build_finetune_parser().parse_args(arguments)
-        check_finetune_args(args)
     else:
         args = build_parser().parse_args(arguments)
-        for name in ("epochs", "batch_size", "threads"):
-            _at_least(name, getattr(args, name), 1)
         needs = LOGGERS[args.logger]
         if needs is not None:
             require_extra(needs[0], needs[1], f"--logger {args.logger}")
+    check_demo_args(args)
     args.finetune = finetune
     require_extra("sklearn", "data", "the demo (scikit-learn's digits)", package="scikit-learn")
     return args
@@ -150,14 +137,13 @@ def split_finetune_flag(arguments: list[str]) -> tuple[list[str], bool]:
     return out, finetune
 
 
-def check_finetune_args(args: argparse.Namespace) -> None:
-    """Raise :class:`UsageError` for a ``demo --finetune`` value out of range."""
-    _at_least("shots", args.shots, 1)
-    _at_least("finetune_epochs", args.finetune_epochs, 3, " (a third of them frozen)")
-    _at_least("pretrain_epochs", args.pretrain_epochs, 1)
-    _at_least("threads", args.threads, 1)
+def check_demo_args(args: argparse.Namespace) -> None:
+    """Raise :class:`UsageError` for a ``demo`` or ``demo --finetune`` value out of range (one table)."""
+    for name, least in _AT_LEAST.items():
+        value = getattr(args, name, None)
+        if value is not None and value < least:
+            why = " (a third of them frozen)" if name == "finetune_epochs" else ""
+            raise UsageError(f"`--{name}` must be >= {least}{why}, got {value!r}.")
 
 
-def _at_least(name: str, value: int | None, least: int, why: str = "") -> None:
-    if value is not None and value < least:
-        raise UsageError(f"`--{name}` must be >= {least}{why}, got {value!r}.")
+check_finetune_args = check_demo_args

@@ -15,6 +15,7 @@ from typing import Any
 from lightning_recipes._names import LADDERS, OPTIMIZERS, PRECISIONS, PRESET_ROWS
 from lightning_recipes.cli._args import (
     FlagParser,
+    Option,
     UsageError,
     command_main,
     import_class,
@@ -26,6 +27,22 @@ from lightning_recipes.cli._args import (
 __all__ = ["build_parser", "main", "parse", "parse_count"]
 
 _SUFFIXES = {"K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
+
+
+#: The options after ``--model`` / ``--num_params``: (name, type or choices, default, help).
+_OPTIONS: tuple[Option, ...] = (
+    ("devices", int, 1, "devices per node (default 1)"),
+    ("num_nodes", int, 1, "nodes (default 1)"),
+    ("gpu_memory", float, 80.0, "GiB per device (default 80)"),
+    ("host_memory", float, None,
+     "host GiB per node, checks offload (default: what this machine has available now)"),
+    ("optimizer", tuple(sorted(OPTIMIZERS)), None,
+     "default: the model's own (its recipe, or its configure_optimizers()), adamw for --num_params"),
+    ("precision", tuple(PRECISIONS), "bf16-mixed", "(default: bf16-mixed)"),
+    ("family", tuple(sorted(LADDERS)), "fsdp", "ladder to climb"),
+    ("headroom", float, 0.15, "fraction of device memory kept free"),
+    ("strategy", tuple(sorted(PRESET_ROWS)), None, "estimate this preset only (no ladder)"),
+)  # fmt: skip
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -45,27 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
     what = parser.add_mutually_exclusive_group(required=True)
     what.add_argument("--model", help="import path of a model class, e.g. pkg.module.MyLightningModule")
     what.add_argument("--num_params", help="parameter count instead of a model, e.g. 7B, 1.3e9, 350M")
-    parser.add_argument("--devices", type=int, default=1, help="devices per node (default 1)")
-    parser.add_argument("--num_nodes", type=int, default=1, help="nodes (default 1)")
-    parser.add_argument("--gpu_memory", type=float, default=80.0, help="GiB per device (default 80)")
-    parser.add_argument(
-        "--host_memory",
-        type=float,
-        default=None,
-        help="host GiB per node, checks offload (default: what this machine has available now)",
-    )
-    parser.add_argument(
-        "--optimizer",
-        default=None,
-        choices=sorted(OPTIMIZERS),
-        help="default: the model's own (its recipe, or its configure_optimizers()), adamw for --num_params",
-    )
-    parser.add_argument("--precision", default="bf16-mixed", choices=PRECISIONS)
-    parser.add_argument("--family", default="fsdp", choices=sorted(LADDERS), help="ladder to climb")
-    parser.add_argument("--headroom", type=float, default=0.15, help="fraction of device memory kept free")
-    parser.add_argument(
-        "--strategy", choices=sorted(PRESET_ROWS), help="estimate this preset only (no ladder)"
-    )
+    parser.add_options(_OPTIONS)
     return parser
 
 

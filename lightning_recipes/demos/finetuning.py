@@ -15,7 +15,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from lightning_recipes.callbacks.finetune_schedule import FinetuneSchedule
 from lightning_recipes.cli.demo import build_finetune_parser as build_parser  # built without torch
-from lightning_recipes.cli.demo import check_finetune_args
+from lightning_recipes.cli.demo import check_demo_args
 from lightning_recipes.data import DigitsDataModule
 from lightning_recipes.demos.model import RecipeDigitsCNN
 from lightning_recipes.harness.silent_trainer import silent_trainer
@@ -57,10 +57,6 @@ def split_digits(seed: int = 0, shots: int = 10) -> dict[str, TensorDataset]:
     }
 
 
-def _trainer(epochs: int, callbacks: list[Any]) -> pl.Trainer:
-    return silent_trainer(max_epochs=epochs, callbacks=callbacks)
-
-
 def _accuracy(model: torch.nn.Module, data: TensorDataset) -> float:
     model.eval()
     with torch.no_grad():
@@ -85,7 +81,7 @@ def _finetune(
     loader = DataLoader(
         data["finetune"], batch_size=16, shuffle=True, generator=torch.Generator().manual_seed(seed)
     )
-    _trainer(epochs, callbacks).fit(model, loader)
+    silent_trainer(max_epochs=epochs, callbacks=callbacks).fit(model, loader)
     return _accuracy(model, data["val"])
 
 
@@ -108,7 +104,7 @@ def run_finetune_demo(
         loader = DataLoader(
             data["pretrain"], batch_size=64, shuffle=True, generator=torch.Generator().manual_seed(seed)
         )
-        _trainer(pretrain_epochs, []).fit(source, loader)
+        silent_trainer(max_epochs=pretrain_epochs).fit(source, loader)
         pretrain_accuracy.append(_accuracy(source, data["pretrain"]))
         pretrained = {k: v.detach().clone() for k, v in source.state_dict().items()}
         for variant in VARIANTS:
@@ -149,7 +145,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ``UsageError`` for a value out of range.
     """
     args = build_parser().parse_args(argv)
-    check_finetune_args(args)
+    check_demo_args(args)
     if args.threads is not None:
         torch.set_num_threads(args.threads)
     quiet = logging.getLogger("lightning.pytorch")

@@ -29,7 +29,7 @@ from lightning_recipes.callbacks import (
 from lightning_recipes.callbacks.health_monitor import HealthMonitor
 from lightning_recipes.checks import preflight
 from lightning_recipes.cli import handle_usage_errors, normalise_flags
-from lightning_recipes.cli.demo import DEMO_SETTINGS, build_parser, split_finetune_flag
+from lightning_recipes.cli.demo import DEMO_SETTINGS, build_parser, check_demo_args, split_finetune_flag
 from lightning_recipes.cli.demo import parse as parse_demo_args
 from lightning_recipes.data import DigitsDataModule
 from lightning_recipes.demos.finetuning import main as finetune_main
@@ -60,13 +60,8 @@ def _where_the_logs_are(logger: Logger, manifest: RunManifest) -> str:
 def run_demo(args: argparse.Namespace) -> dict[str, Any]:
     """Run the preflight, train, restore the best weights, re-validate; returns a summary dict (also
     printed)."""
-    if args.epochs < 1:
-        raise ValueError(f"`--epochs` must be >= 1, got {args.epochs!r}.")
-    if args.batch_size < 1:
-        raise ValueError(f"`--batch-size` must be >= 1, got {args.batch_size!r}.")
+    check_demo_args(args)  # UsageError, a ValueError
     if args.threads is not None:
-        if args.threads < 1:
-            raise ValueError(f"`--threads` must be >= 1, got {args.threads!r}.")
         torch.set_num_threads(args.threads)
     started = time.perf_counter()
     pl.seed_everything(args.seed, workers=True, verbose=False)

@@ -1,9 +1,5 @@
-"""The harness wing: trial runs on copies of the user's model.
-
-Copy the model, read batches under a preserved RNG, run ``training_step`` and its loss, build and step the
-module's own optimizers, capture forwards, and leave every RNG, thread count and module of the caller as it
-was. The sanity checks, the LR range test, ``speed_tune``, ``lr="find"`` and the step-memory probe stand on
-it; it imports none of them. What cannot be tried on a copy raises :class:`CannotRunOnCopy`.
+"""The harness wing: trial runs on copies of the user's model, for the sanity checks, the LR range test,
+``speed_tune`` and the step-memory probe (it imports none of them); see ``docs/guides/harness.md``.
 
 Example:
     >>> import torch

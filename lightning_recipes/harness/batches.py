@@ -1,12 +1,5 @@
-"""How the harness reads a batch: where the inputs and the targets are, and how to rebuild it.
-
-The convention (overridable with ``input_key`` / ``target_key`` on every check and on ``preflight``):
-
-- a ``Tensor`` batch is the input, with no target;
-- a ``tuple`` / ``list`` batch holds the input first and the target last (``(x, y)``, ``(x, mask, y)``);
-- a ``dict`` batch holds the input under the first of :data:`INPUT_KEYS` it has and the target under the
-  first of :data:`TARGET_KEYS`.
-"""
+"""Where a batch holds its inputs and targets (the convention: ``docs/guides/harness.md``), and how to rebuild
+it with other inputs or fewer samples."""
 
 from __future__ import annotations
 

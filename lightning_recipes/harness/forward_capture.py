@@ -101,7 +101,10 @@ def step_output(harness: Any, model: nn.Module, batch: Any) -> Tensor:
         harness.training_loss(model, batch)
     output = captured.last()
     if output is None:
-        raise CannotRunOnCopy("no output of the module's forward was seen while `training_step` ran.")
+        raise CannotRunOnCopy(
+            "no output tensor of the module's forward (or of a submodule) was seen while `training_step` "
+            "ran; cannot read the model's outputs."
+        )
     return output
 
 

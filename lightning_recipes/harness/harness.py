@@ -1,20 +1,6 @@
 """Trial runs on a copy of the user's module (:class:`Harness`): what the sanity checks, the LR range test,
-``speed_tune`` and the step-memory probe see of it. The user's module is never modified.
-
-The contract between a trial run and an arbitrary ``LightningModule``:
-
-- **The loss** is what ``training_step(batch, batch_idx)`` returns (a scalar tensor, or a dict with
-  ``"loss"``), computed on a deep copy of the module with no Trainer attached (``self.log`` becomes a silent
-  no-op). Manual optimisation (``automatic_optimization = False``) and steps that return ``None`` cannot be
-  tried this way: :class:`~lightning_recipes.harness.CannotRunOnCopy` says so (the checks then skip).
-- **The outputs** are what the module's ``forward`` returns while ``training_step`` runs (else a submodule's:
-  :class:`.forward_capture.ForwardCapture`); the first tensor (or ``.logits``) of a tuple, dict or
-  ``ModelOutput``.
-- **Inputs and targets**: ``input_key`` / ``target_key`` when given; otherwise the target is the batch entry
-  the loss consumes (traced by a :class:`.loss_calls.LossRecorder`), the input the conventional entry of
-  :mod:`.batches` when the output was computed from it, else the first entry it was computed from.
-- **The optimizer** is the module's own ``configure_optimizers`` on the copy, at its peak learning rate
-  (a scheduler's ``initial_lr``); schedulers are not stepped.
+``speed_tune`` and the step-memory probe see of it. The contract (loss, outputs, keys, optimizer):
+``docs/guides/harness.md``.
 """
 
 from __future__ import annotations
@@ -43,7 +29,7 @@ from lightning_recipes.harness.batches import (
     slice_batch,
     split_batch,
 )
-from lightning_recipes.harness.forward_capture import ForwardCapture, first_tensor
+from lightning_recipes.harness.forward_capture import ForwardCapture, first_tensor, step_output
 from lightning_recipes.harness.isolation import (
     CannotRunOnCopy,
     copy_module,
@@ -135,100 +121,97 @@ class Harness:
         self.seed = seed
         self.max_epochs = max_epochs
         self.max_steps = max_steps
-        self._cache: dict[str, list[Any]] = {"train": [], "val": []}
-        self._exhausted: dict[str, bool] = {"train": False, "val": False}
+        self._cache: dict[str, tuple[list[Any], bool]] = {}  # split -> (prepared batches, loader exhausted)
         self._inferred: tuple[Key, Key] | None = None
 
-    # ---------------------------------------------------------------- data
+    # ---------------------------------------------------------------- data: one reader, six views of it
     def train_batches(self, count: int) -> list[Any]:
-        """The first ``count`` training batches (fewer if the loader is shorter), on :attr:`device`.
+        """The first ``count`` training batches (fewer if the loader is shorter), on :attr:`device`. Cached.
 
         Raises:
             CannotRunOnCopy: Without a training loader, or when it yields no batch (the ``loader`` check
                 fails on that; every check that needs a batch says so).
         """
-        return _not_empty(self._batches("train", self._train_loader(), count), self.train_dataloader)
+        return self._cached("train", self.train_dataloader, count, required=True)
 
     def val_batches(self, count: int) -> list[Any]:
-        """The first ``count`` validation batches, or ``[]`` without a validation loader."""
-        if self.val_dataloader is None:
-            return []
-        return self._batches("val", self.val_dataloader, count)
+        """The first ``count`` validation batches, or ``[]`` without a validation loader. Cached."""
+        return [] if self.val_dataloader is None else self._cached("val", self.val_dataloader, count)
 
     def read_train_batches(self, count: int, max_samples: int | None = None) -> list[Any]:
-        """Up to ``count`` training batches, each cut to ``max_samples`` samples before it goes to the device.
-
-        Not cached: for checks that need many small batches (a capped batch is copied, so the full raw batch
-        is freed at once).
-        """
-        return [self._prepare(batch) for batch in self.read_raw_batches(count, max_samples)]
+        """Up to ``count`` training batches, each cut to ``max_samples`` samples (and copied, so the full raw
+        batch is freed at once) before it goes to the device. Not cached."""
+        return self._read(self.train_dataloader, count, max_samples=max_samples, required=True)
 
     def read_raw_batches(self, count: int, max_samples: int | None = None) -> list[Any]:
         """As :meth:`read_train_batches`, as the loader yields them (no hooks, no device transfer): what a
         Trainer of its own is fed."""
-        loader = self._train_loader()
-        return _not_empty(self._read(loader, count, max_samples), loader)
-
-    def _train_loader(self) -> Any:
-        if self.train_dataloader is None:
-            raise CannotRunOnCopy(_NO_DATA)
-        return self.train_dataloader
+        return self._read(self.train_dataloader, count, max_samples=max_samples, prepare=False, required=True)
 
     def read_batches(self, loader: Iterable[Any], count: int) -> list[Any]:
-        """Up to ``count`` batches of any ``loader``, prepared as the training batches are (batch-transfer
-        hooks, device, precision), the loader's RNG left as it was. Not cached."""
-        return [self._prepare(batch) for batch in self._read(loader, count)]
+        """Up to ``count`` batches of any ``loader``, prepared as the training batches are. Not cached."""
+        return self._read(loader, count)
 
-    def read_fit_batches(self, count: int, loaders: Any = None) -> list[Any]:
+    def read_fit_batches(self, count: int, loaders: Any = None, seed: int | None = None) -> list[Any]:
         """Up to ``count`` batches as ``fit`` passes them to ``training_step``, on :attr:`device`. Not cached.
 
         Several loaders (a dict, a list, a ``CombinedLoader``) are combined as the Trainer combines them: a
-        ``CombinedLoader`` in its own mode (and limits), any other collection in ``"max_size_cycle"``. Each
-        batch is then the collection of the loaders' batches. The loaders' RNG is left as it was.
+        ``CombinedLoader`` in its own mode (and limits), any other collection in ``"max_size_cycle"``; each
+        batch is then the collection of the loaders' batches.
 
         Args:
             count: How many batches.
-            loaders: What to read (default: the training loaders this context was given); inside ``fit``,
+            loaders: What to read (default: the training loaders this harness was given); inside ``fit``,
                 pass the Trainer's ``CombinedLoader`` to read it with its mode and ``limit_train_batches``.
+            seed: Seed each loader's own generators with it first (restored after), so that what is read
+                does not depend on how far they were drawn before (a Trainer draws from them).
 
         Raises:
             ValueError: For ``CombinedLoader(mode="sequential")``, which ``fit`` refuses too.
         """
-        loaders = self.train_dataloaders if loaders is None else loaders
-        if loaders is None:
+        return self._read(
+            self.train_dataloaders if loaders is None else loaders, count, combine=True, seed=seed
+        )
+
+    def _cached(self, split: str, loader: Any, count: int, required: bool = False) -> list[Any]:
+        cache, exhausted = self._cache.get(split, ([], False))
+        if len(cache) < count and not exhausted:
+            cache = self._read(loader, count)
+            self._cache[split] = cache, len(cache) < count
+        return _not_empty(cache[:count], loader) if required else cache[:count]
+
+    def _read(
+        self,
+        loader: Any,
+        count: int,
+        *,
+        max_samples: int | None = None,
+        prepare: bool = True,
+        combine: bool = False,
+        required: bool = False,
+        seed: int | None = None,
+    ) -> list[Any]:
+        """The one reader: up to ``count`` batches from a fresh iterator of ``loader`` (``combine``: of the
+        collection of loaders, as ``fit`` combines them), each RNG it touches left as it was; each cut to
+        ``max_samples``, then (``prepare``) sent through :meth:`_prepare`; ``required``: at least one."""
+        if loader is None:
             raise CannotRunOnCopy(_NO_DATA)
-        combined = fit_combined_loader(loaders)
+        combined = fit_combined_loader(loader) if combine else None
         batches: list[Any] = []
         with contextlib.ExitStack() as stack:
-            for loader in combined.flattened:
-                stack.enter_context(preserved_loader_rng(loader))
-            for batch, _, _ in combined:
-                batches.append(batch)
-                if len(batches) >= count:
-                    break
-            combined.reset()
-        return [self._prepare(batch) for batch in batches]
-
-    def _batches(self, split: str, loader: Any, count: int) -> list[Any]:
-        cache = self._cache[split]
-        if len(cache) < count and not self._exhausted[split]:
-            raw = self._read(loader, count)
-            self._exhausted[split] = len(raw) < count
-            self._cache[split] = cache = [self._prepare(batch) for batch in raw]
-        return cache[:count]
-
-    def _read(self, loader: Iterable[Any], count: int, max_samples: int | None = None) -> list[Any]:
-        """Read ``count`` batches from a fresh iterator, leaving every RNG the loader touches as it was."""
-        batches: list[Any] = []
-        with preserved_loader_rng(loader):
-            for batch in loader:
-                size = batch_size_of(batch, self.input_key)
+            for each in [loader] if combined is None else combined.flattened:
+                stack.enter_context(preserved_loader_rng(each, seed=seed))
+            for batch in loader if combined is None else (batch for batch, _, _ in combined):
+                size = None if max_samples is None else batch_size_of(batch, self.input_key)
                 if max_samples is not None and size is not None and size > max_samples:
                     batch = clone_tensors(slice_batch(batch, max_samples, size))
                 batches.append(batch)
                 if len(batches) >= count:
                     break
-        return batches
+            if combined is not None:
+                combined.reset()
+        batches = [self._prepare(batch) for batch in batches] if prepare else batches
+        return _not_empty(batches, loader) if required else batches
 
     def _prepare(self, batch: Any) -> Any:
         """Lightning's batch pipeline: before-transfer hook, device transfer, after-transfer hook,
@@ -421,16 +404,7 @@ class Harness:
         inputs, _ = self.split(batch)
         if inputs is not None and is_overridden("forward", model, pl.LightningModule):
             return self.forward(model, inputs)
-        # A step with no usable loss (CannotRunOnCopy) may still have shown an output.
-        with self.capture_forward(model) as captured, contextlib.suppress(CannotRunOnCopy):
-            self.training_loss(model, batch)
-        output = captured.last()
-        if output is None:
-            raise CannotRunOnCopy(
-                "the module defines no `forward` and no output tensor of a submodule was seen while "
-                "`training_step` ran; cannot read the model's outputs."
-            )
-        return output
+        return step_output(self, model, batch)
 
     def build_optimizers(self, model: pl.LightningModule) -> BuiltOptimizers:
         """The module's own optimizers, built on the copy at their peak learning rate (see
@@ -457,32 +431,23 @@ class Harness:
 
     @classmethod
     def from_trainer(
-        cls,
-        trainer: pl.Trainer,
-        pl_module: pl.LightningModule,
-        *,
-        input_key: Key = None,
-        target_key: Key = None,
-        num_classes: int | None = None,
-        seed: int = 0,
+        cls, trainer: pl.Trainer, pl_module: pl.LightningModule, train_dataloader: Any = None, **options: Any
     ) -> Harness:
-        """A harness for trial runs inside ``trainer.fit`` (at ``on_train_start``): the real device,
-        precision and data."""
+        """A harness for trial runs inside ``trainer.fit``: the real device, precision and data (or
+        ``train_dataloader`` alone); ``options``: the constructor's (``input_key``, ``seed``, ...)."""
         precision = trainer.precision_plugin
-        train_loader, val_loader = fit_dataloaders(trainer, pl_module)
+        loaders = (
+            (train_dataloader, None) if train_dataloader is not None else fit_dataloaders(trainer, pl_module)
+        )
         return cls(
             pl_module,
-            train_loader,
-            val_loader,
+            *loaders,
             device=pl_module.device,
             forward_context=precision.forward_context,
             convert_input=precision.convert_input,
             trainer=trainer,
             datamodule=getattr(trainer, "datamodule", None),
-            input_key=input_key,
-            target_key=target_key,
-            num_classes=num_classes,
-            seed=seed,
+            **options,
         )
 
 

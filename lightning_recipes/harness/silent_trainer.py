@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import lightning.pytorch as pl
+import torch
 
 from lightning_recipes.harness.isolation import quiet_trial
 
@@ -24,9 +25,10 @@ SILENT_SETTINGS: dict[str, Any] = {
 }
 
 
-def silent_trainer(**trainer_kwargs: Any) -> pl.Trainer:
+def silent_trainer(device: torch.device | str | None = None, **trainer_kwargs: Any) -> pl.Trainer:
     """A ``Trainer`` for a fit on a copy (a trial fit, a timed run, a sweep): :data:`SILENT_SETTINGS`
-    overridden by ``trainer_kwargs``, built without Lightning's banners ("GPU available ...").
+    overridden by ``trainer_kwargs``, built without Lightning's banners ("GPU available ..."); ``device``:
+    the one device it runs on (``cuda:1`` is accelerator ``cuda``, devices ``[1]``).
 
     Fit it under :func:`~lightning_recipes.harness.quiet_trial` to silence the fit's own notices too.
 
@@ -39,5 +41,13 @@ def silent_trainer(**trainer_kwargs: Any) -> pl.Trainer:
         >>> trainer.global_step, trainer.logger, trainer.checkpoint_callback
         (2, None, None)
     """
+    if device is not None:
+        device = torch.device(device)
+        kind = device.type if device.type in ("cuda", "mps") else "cpu"
+        trainer_kwargs = {
+            "accelerator": kind,
+            "devices": [device.index or 0] if kind == "cuda" else 1,
+            **trainer_kwargs,
+        }
     with quiet_trial():
         return pl.Trainer(**{**SILENT_SETTINGS, **trainer_kwargs})

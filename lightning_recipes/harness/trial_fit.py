@@ -1,8 +1,5 @@
-"""A real-Trainer trial fit on a copy of the model (:func:`trial_fit`), for the modules the harness's other
-trial runs (``training_step`` with no Trainer) cannot try: manual optimisation, hooks that need a Trainer.
-It records every backward pass and its gradients, every ``optimizer.step()``, the training loss per batch,
-and ``validation_step`` on the same batch before and after the fit.
-"""
+"""A real-Trainer trial fit on a copy of the model (:func:`trial_fit`), for what ``training_step`` without a
+Trainer cannot show (``docs/guides/harness.md``)."""
 
 from __future__ import annotations
 
@@ -522,6 +519,7 @@ def _fit(
 ) -> TrialFit:
     recorder = TrialRecorder(model, should_stop, fit_ratio)
     has_validation = is_overridden("validation_step", model, pl.LightningModule)
+    precision = getattr(harness.trainer, "precision", None)  # the run's, inside fit
     view: ValidationView | None = None
     try:
         with quiet_trial(), tempfile.TemporaryDirectory(prefix="lightning_recipes_trial_") as root:
@@ -534,7 +532,8 @@ def _fit(
                 limit_val_batches=1.0 if has_validation else 0,
                 num_sanity_val_steps=1 if has_validation else 0,
                 callbacks=[recorder],
-                **_device_settings(harness),
+                device=harness.device,
+                **({"precision": precision} if isinstance(precision, str) else {}),
             )
             if not has_validation:
                 trainer.fit(model, train_dataloaders=_Repeated(batch, steps))
@@ -691,16 +690,3 @@ def _compare_inputs(recorder: TrialRecorder, val: dict[str, torch.Tensor], view:
             norm = float(x_last.double().norm())  # sync: once
             view.input_difference = float((x_val.double() - x_last.double()).norm()) / max(norm, 1e-12)
         return
-
-
-def _device_settings(harness: Harness) -> dict[str, Any]:
-    device = harness.device
-    accelerator = device.type if device.type in ("cuda", "mps") else "cpu"
-    settings: dict[str, Any] = {
-        "accelerator": accelerator,
-        "devices": [device.index or 0] if accelerator == "cuda" else 1,
-    }
-    precision = getattr(harness.trainer, "precision", None)
-    if isinstance(precision, str):
-        settings["precision"] = precision
-    return settings

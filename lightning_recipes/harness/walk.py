@@ -1,8 +1,5 @@
-"""The one walk over a nested batch: tensors inside tuples, lists, namedtuples, mappings and dataclasses.
-
-Every part that looks inside a batch walks it with these functions, so all agree on what a batch contains:
-mappings by their items, lists and (named) tuples in order, dataclasses by their fields; anything else is a
-leaf.
+"""The one walk over a nested batch (mappings by their items, lists and (named) tuples in order, dataclasses
+by their fields; anything else is a leaf), so that every part agrees on what a batch contains.
 
 Example:
     >>> import torch

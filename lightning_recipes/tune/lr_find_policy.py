@@ -123,17 +123,7 @@ class LRFindPolicy:
         loader = trainer.train_dataloader
         if loader is None:
             raise ValueError(f"{where} on the training data, but the Trainer has no training loader.")
-        precision = trainer.precision_plugin
-        context = Harness(
-            module,
-            loader,
-            device=module.device,
-            forward_context=precision.forward_context,
-            convert_input=precision.convert_input,
-            trainer=trainer,
-            datamodule=trainer.datamodule,
-            seed=args.seed,
-        )
+        context = Harness.from_trainer(trainer, module, loader, seed=args.seed)
         try:
             return sweep_lr(context, args)
         except (CannotRunOnCopy, ValueError) as err:

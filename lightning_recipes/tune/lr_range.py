@@ -5,7 +5,6 @@ inside ``trainer.fit``: :class:`~lightning_recipes.tune.LRRangeTest`). How it di
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import dataclasses
 import math
@@ -26,12 +25,10 @@ from lightning_recipes._validation import check_bool, check_choice, check_non_ne
 from lightning_recipes.harness import (
     CannotRunOnCopy,
     Harness,
-    preserved_loader_rng,
     preserved_rng,
     quiet_logging,
     resolve_fit_data,
 )
-from lightning_recipes.harness.loaders import fit_combined_loader
 from lightning_recipes.harness.silent_trainer import silent_trainer
 from lightning_recipes.sweep_args import Rule, SweepArgs
 from lightning_recipes.tune.suggest import (
@@ -152,11 +149,7 @@ def _batches(context: Harness, count: int) -> Iterator[Any]:
     them), cycling through them when the loader is shorter, as the run's next epoch does. Each loader's own
     generator is seeded with the sweep's seed (and restored after), so ``find_lr`` and ``lr="find"`` read the
     same batches: inside ``fit`` the Trainer has already drawn from it."""
-    loaders = _fit_loaders(context)
-    with contextlib.ExitStack() as stack:
-        for loader in fit_combined_loader(loaders).flattened:
-            stack.enter_context(preserved_loader_rng(loader, seed=context.seed))
-        read = context.read_fit_batches(count, loaders)
+    read = context.read_fit_batches(count, _fit_loaders(context), seed=context.seed)
     if not read:
         raise ValueError("the training loader yielded no batch.")
     for step in range(count):

@@ -106,7 +106,6 @@ def speed_tune(
     train_dataloaders = resolve_fit_data("speed_tune", model, datamodule, train_dataloaders).train
     steps, source = _run_length(run_steps, trainer, train_dataloaders)
     target = torch.device(device) if device is not None else model.device
-    accelerator = "gpu" if target.type == "cuda" else target.type
     # copy_model: a deep copy on `target` sharing the datamodule and loaders, with no Trainer attached
     context = Harness(model, train_dataloaders, device=target, datamodule=datamodule, seed=seed)
     with preserved_loader_rng(train_dataloaders):
@@ -123,7 +122,7 @@ def speed_tune(
     active = [option for option in resolved if option.name not in skipped]
     run_once = functools.partial(
         measure_run, context.copy_model, loader, warmup_steps=warmup_steps, measure_steps=measure_steps,
-        accelerator=accelerator, seed=seed,
+        device=target, seed=seed,
     )  # fmt: skip
 
     def measure(configs: dict[str, list[SpeedOption]]) -> dict[str, list[Run]]:
@@ -376,7 +375,7 @@ def measure_run(
     *,
     warmup_steps: int,
     measure_steps: int,
-    accelerator: str,
+    device: torch.device,
     seed: int,
 ) -> Run:
     trainer_kwargs = {key: value for option in options for key, value in option.trainer_kwargs.items()}
@@ -389,12 +388,9 @@ def measure_run(
         torch.manual_seed(seed)  # the same data order and dropout masks for every option
         module = _prepared(copy_model, options)
         trainer = silent_trainer(
-            accelerator=accelerator,
-            max_steps=warmup_steps + measure_steps,
-            callbacks=[timer],
-            **trainer_kwargs,
+            device, max_steps=warmup_steps + measure_steps, callbacks=[timer], **trainer_kwargs
         )
-        on_cuda = accelerator == "gpu"
+        on_cuda = device.type == "cuda"
         if on_cuda:
             torch.cuda.empty_cache()
             torch.cuda.reset_peak_memory_stats()
