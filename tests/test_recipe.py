@@ -297,24 +297,6 @@ def test_recipe_defaults_are_the_table():
             assert resolved[key] == value, (name, key)
 
 
-@pytest.mark.parametrize("name", RECIPE_OPTIMIZERS)
-def test_builder_makes_the_table_class_with_the_table_state(name):
-    """The builder returns the record's class, and after one step it keeps exactly `state_tensors` tensors of
-    the parameter's shape per parameter and `step_bytes` of per-tensor scalars: what the estimator counts."""
-    spec = OPTIMIZERS[name]
-    model = nn.Linear(3, 5)
-    optimizer = build_optimizer(name, model.parameters(), lr=1e-3, weight_decay=0.1, betas=(0.9, 0.99))
-    assert type(optimizer).__name__ == spec.class_name
-    model(torch.randn(2, 3)).sum().backward()
-    optimizer.step()
-    for p in model.parameters():
-        state = optimizer.state[p].values()
-        full = [t for t in state if torch.is_tensor(t) and t.shape == p.shape]
-        scalars = [t for t in state if torch.is_tensor(t) and t.numel() == 1 and t.shape != p.shape]
-        assert len(full) == spec.state_tensors, name
-        assert sum(t.numel() * t.element_size() for t in scalars) == spec.step_bytes, name
-
-
 def test_builder_and_recipe_accept_exactly_the_table_names():
     params = [nn.Parameter(torch.zeros(1))]
     for name in OPTIMIZERS:
@@ -327,15 +309,6 @@ def test_builder_and_recipe_accept_exactly_the_table_names():
         OptimizerRecipe(schedule=schedule)  # type: ignore[arg-type]
         built = build_scheduler(schedule, torch.optim.SGD(params, lr=1.0), warmup_steps=1, total_steps=10)
         assert (built is None) == (schedule == "none")
-
-
-def test_memory_estimator_counts_the_table_state():
-    """The estimator's per-optimizer state is the table's."""
-    from lightning_recipes.strategies import memory
-
-    assert set(memory.OPTIMIZER_STATES) == set(OPTIMIZERS)
-    for name, (states, step_bytes) in memory.OPTIMIZER_STATES.items():
-        assert (states, step_bytes) == (OPTIMIZERS[name].state_tensors, OPTIMIZERS[name].step_bytes), name
 
 
 # ---------------------------------------------------------------- fine-tuning recipes from YAML (issue 17)

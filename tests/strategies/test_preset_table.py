@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 import pytest
 from lightning.pytorch.strategies import StrategyRegistry
 
 from lightning_recipes.strategies import PRESETS, MemoryLayout, Preset, estimate_memory, preset
+from lightning_recipes.strategies._layout import LAYOUTS
 from lightning_recipes.strategies.recommend import LADDERS
 
 NON_DEEPSPEED = sorted(name for name, record in PRESETS.items() if record.engine != "deepspeed")
@@ -17,12 +21,19 @@ def test_registry_is_the_preset_table_and_every_rung_a_preset() -> None:
     assert registered == {f"recipes_{name}" for name in PRESETS}
     for ladder in LADDERS.values():
         assert set(ladder) <= set(PRESETS)
+    # the estimator reads the layout table alone, never the modules that build strategies
+    memory = Path(__file__).resolve().parents[2] / "lightning_recipes" / "strategies" / "memory.py"
+    imported = {n.module for n in ast.walk(ast.parse(memory.read_text())) if isinstance(n, ast.ImportFrom)}
+    ends = ("presets", "fsdp", "fsdp2", "ddp", "deepspeed_strategy", "_host")
+    assert set(PRESETS) == set(LAYOUTS) and not {m for m in imported if m and m.endswith(ends)}
+    with pytest.raises(ValueError, match="`strategy`"):
+        estimate_memory(10_000_000, strategy="no_such_preset")
 
 
 @pytest.mark.parametrize("name", sorted(PRESETS))
 def test_estimator_reads_each_presets_layout(name: str) -> None:
     record = PRESETS[name]
-    assert isinstance(record, Preset) and isinstance(record.layout, MemoryLayout)
+    assert isinstance(record, Preset) and record.layout is LAYOUTS[name]
     estimate = estimate_memory(8_000, strategy=name, devices=8, precision="bf16-mixed")
     sharded = record.layout.shard_params and not record.layout.offload_params
     assert estimate.parameters == (1_000 if sharded else 8_000) * (
