@@ -99,7 +99,7 @@ def test_valid_recipes_construct_and_warmup_vs_total_stays_at_fit():
     OptimizerRecipe("lamb", 1e-3, 0.0, (0.0, 0.999), 1e-6, 10, None, "wsd", 1.0, "sqrt", 256, 32, "foreach")
     recipe = OptimizerRecipe(warmup_steps=50)  # more than this run's 2 steps: only fit can know
     model = SavedNet(recipe)
-    with pytest.raises(ValueError, match=r"`warmup_steps` must be in \[0, total_steps=2\]"):
+    with pytest.raises(ValueError, match="`warmup_steps`"):
         fast_trainer(max_steps=2, max_epochs=None).fit(model, random_classification_loader(num_samples=32))
 
 
@@ -109,7 +109,7 @@ def test_hparams_values_are_checked_when_resolved():
             super().__init__()
             self.save_hyperparameters()
 
-    with pytest.raises(ValueError, match=r"`lr` must be a finite number > 0, got -3\.0"):
+    with pytest.raises(ValueError, match="`lr`"):
         Net().resolve_recipe()
     with pytest.raises(ValueError, match=r"`recipe` has unknown field\(s\) \['learning_rate'\]"):
         SavedNet({"learning_rate": 0.1}).resolve_recipe()  # type: ignore[arg-type]

@@ -42,7 +42,7 @@ def test_char_lm_windows_cover_text_and_roundtrip():
 
 
 def test_digits_flatten_must_be_a_bool():
-    with pytest.raises(TypeError, match="`flatten` must be True or False, got 'yes'"):
+    with pytest.raises(TypeError, match="`flatten`"):
         DigitsDataModule(flatten="yes")  # type: ignore[arg-type]
 
 

@@ -207,7 +207,7 @@ def test_add_param_group_fills_defaults_and_refuses_duplicates_and_bad_options(n
     assert group["lr"] == 0.02 and group["weight_decay"] == 0.5
     with pytest.raises(ValueError, match="more than one parameter group"):
         optimizer.add_param_group({"params": [first]})
-    with pytest.raises(ValueError, match="`lr` must be a finite number > 0, got -1"):
+    with pytest.raises(ValueError, match="`lr`"):
         optimizer.add_param_group({"params": [torch.nn.Parameter(torch.ones(1))], "lr": -1})
     assert len(optimizer.param_groups) == 2  # the refused group was not added
 
