@@ -12,10 +12,16 @@ from lightning.pytorch.callbacks import Callback, LearningRateMonitor
 from torch import nn
 from torch.nn import functional as F
 
+from lightning_recipes import preflight
 from lightning_recipes.mixins import AdamWRecipe, LambRecipe, LionRecipe, OptimizerRecipeMixin
 from lightning_recipes.optim import Lamb, Lion
 from lightning_recipes.recipe import OptimizerRecipe
-from lightning_recipes.testing import InMemoryLogger, fast_trainer, random_classification_loader
+from lightning_recipes.testing import (
+    InMemoryLogger,
+    TinyClassifier,
+    fast_trainer,
+    random_classification_loader,
+)
 
 
 class RecipeNet(OptimizerRecipeMixin, pl.LightningModule):
@@ -177,16 +183,12 @@ def test_configuration_errors_are_clear(recipe, trainer_kwargs, error, match):
         fast_trainer(**trainer_kwargs).fit(model, _loader())
 
 
+class LionClassifier(LionRecipe, TinyClassifier):
+    pass
+
+
 def test_configure_optimizers_outside_a_trainer_returns_the_recipe_optimizer_at_peak_lr():
-    from lightning_recipes.mixins import LionRecipe
-    from lightning_recipes.optim import Lion
-    from lightning_recipes.recipe import OptimizerRecipe
-    from lightning_recipes.testing import TinyClassifier
-
-    class Model(LionRecipe, TinyClassifier):
-        pass
-
-    model = Model()
+    model = LionClassifier()
     model.recipe = OptimizerRecipe(lr=2e-4, weight_decay=0.3)
     optimizer = model.configure_optimizers()
     assert isinstance(optimizer, Lion)
@@ -196,16 +198,8 @@ def test_configure_optimizers_outside_a_trainer_returns_the_recipe_optimizer_at_
 
 
 def test_preflight_uses_the_recipe_optimizer():
-    from lightning_recipes import preflight
-    from lightning_recipes.mixins import LionRecipe
-    from lightning_recipes.testing import TinyClassifier, random_classification_loader
-
-    class Model(LionRecipe, TinyClassifier):
-        pass
-
-    report = preflight(
-        Model(lr=1e-3), train_dataloaders=random_classification_loader(), checks=["overfit_batch"]
-    )
+    loader = random_classification_loader()
+    report = preflight(LionClassifier(lr=1e-3), train_dataloaders=loader, checks=["overfit_batch"])
     note = str(report["overfit_batch"].details)
     assert "configure_optimizers (Lion)" in note, note
 
