@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import ast
 import sys
-from pathlib import Path
 
 import pytest
 from torch import nn
@@ -18,7 +16,6 @@ from lightning_recipes.tune import _speed_options
 layer_decay = sys.modules[
     "lightning_recipes.optim.param_groups"
 ]  # the module (the package's name is the function)
-PACKAGE = Path(__file__).resolve().parents[1] / "lightning_recipes"
 
 
 def test_the_public_names_are_the_one_definition() -> None:
@@ -27,25 +24,6 @@ def test_the_public_names_are_the_one_definition() -> None:
     assert layer_decay.resolve_block_classes is blocks.resolve_block_classes
     assert layer_decay.infer_block_classes is blocks.infer_block_classes
     assert _speed_options.infer_block_classes is blocks.infer_block_classes
-
-
-def _imported_modules(path: Path) -> set[str]:
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.module:
-            found.add(node.module)
-        elif isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-    return found
-
-
-def test_blocks_stand_below_their_users() -> None:
-    # optim never imports strategies; _blocks imports nothing of the package but the leaf _warn_once
-    optim = {m for path in (PACKAGE / "optim").rglob("*.py") for m in _imported_modules(path)}
-    assert not {m for m in optim if m.startswith("lightning_recipes.strategies")}
-    imported = _imported_modules(PACKAGE / "_blocks.py")
-    assert {m for m in imported if m.startswith("lightning_recipes")} == {"lightning_recipes._warn_once"}
-    assert not {m for m in _imported_modules(PACKAGE / "_warn_once.py") if m.startswith("lightning_recipes")}
 
 
 def test_the_block_rules_agree_across_users() -> None:

@@ -12,10 +12,16 @@ from lightning.pytorch.callbacks import Callback, LearningRateMonitor
 from torch import nn
 from torch.nn import functional as F
 
+from lightning_recipes import preflight
 from lightning_recipes.mixins import AdamWRecipe, LambRecipe, LionRecipe, OptimizerRecipeMixin
 from lightning_recipes.optim import Lamb, Lion
 from lightning_recipes.recipe import OptimizerRecipe
-from lightning_recipes.testing import InMemoryLogger, fast_trainer, random_classification_loader
+from lightning_recipes.testing import (
+    InMemoryLogger,
+    TinyClassifier,
+    fast_trainer,
+    random_classification_loader,
+)
 
 
 class RecipeNet(OptimizerRecipeMixin, pl.LightningModule):
@@ -138,26 +144,15 @@ def test_fit_then_resume_continues_the_schedule_exactly(tmp_path, optimizer):
         torch.testing.assert_close(a, b, rtol=0, atol=0)
 
 
-def test_scale_lr_uses_the_global_batch_with_accumulation():
-    model = RecipeNet(OptimizerRecipe(lr=0.01, scale_lr="linear", base_batch_size=16, schedule="none"))
+@pytest.mark.parametrize(("rule", "peak_lr"), [("linear", 0.04), ("sqrt", 0.02)])
+def test_scale_lr_uses_the_global_batch_with_accumulation(rule, peak_lr):
+    """64 = 32 x 2 accumulated; under DDP the processes count too (tests/test_recipe_batch_size.py)."""
+    model = RecipeNet(OptimizerRecipe(lr=0.01, scale_lr=rule, base_batch_size=16, schedule="none"))
     trainer = fast_trainer(max_steps=2, accumulate_grad_batches=2)
     trainer.fit(model, _loader())
     assert model.recipe_summary["global_batch_size"] == 64
-    assert trainer.optimizers[0].param_groups[0]["lr"] == pytest.approx(0.04)
+    assert trainer.optimizers[0].param_groups[0]["lr"] == pytest.approx(peak_lr)
     assert trainer.lr_scheduler_configs == []
-
-
-class _AssertGlobalBatch(Callback):
-    def on_train_end(self, trainer, pl_module):
-        assert pl_module.recipe_summary["global_batch_size"] == 64
-        assert pl_module.recipe_summary["peak_lr"] == pytest.approx(0.01 * (64 / 32) ** 0.5)
-
-
-def test_ddp_global_batch_counts_every_process():
-    model = RecipeNet(OptimizerRecipe(optimizer="lion", lr=0.01, scale_lr="sqrt", base_batch_size=32))
-    trainer = fast_trainer(max_steps=2, strategy="ddp_fork", devices=2, callbacks=[_AssertGlobalBatch()])
-    trainer.fit(model, _loader())
-    assert trainer.state.finished
 
 
 @pytest.mark.parametrize(
@@ -177,16 +172,12 @@ def test_configuration_errors_are_clear(recipe, trainer_kwargs, error, match):
         fast_trainer(**trainer_kwargs).fit(model, _loader())
 
 
+class LionClassifier(LionRecipe, TinyClassifier):
+    pass
+
+
 def test_configure_optimizers_outside_a_trainer_returns_the_recipe_optimizer_at_peak_lr():
-    from lightning_recipes.mixins import LionRecipe
-    from lightning_recipes.optim import Lion
-    from lightning_recipes.recipe import OptimizerRecipe
-    from lightning_recipes.testing import TinyClassifier
-
-    class Model(LionRecipe, TinyClassifier):
-        pass
-
-    model = Model()
+    model = LionClassifier()
     model.recipe = OptimizerRecipe(lr=2e-4, weight_decay=0.3)
     optimizer = model.configure_optimizers()
     assert isinstance(optimizer, Lion)
@@ -196,16 +187,8 @@ def test_configure_optimizers_outside_a_trainer_returns_the_recipe_optimizer_at_
 
 
 def test_preflight_uses_the_recipe_optimizer():
-    from lightning_recipes import preflight
-    from lightning_recipes.mixins import LionRecipe
-    from lightning_recipes.testing import TinyClassifier, random_classification_loader
-
-    class Model(LionRecipe, TinyClassifier):
-        pass
-
-    report = preflight(
-        Model(lr=1e-3), train_dataloaders=random_classification_loader(), checks=["overfit_batch"]
-    )
+    loader = random_classification_loader()
+    report = preflight(LionClassifier(lr=1e-3), train_dataloaders=loader, checks=["overfit_batch"])
     note = str(report["overfit_batch"].details)
     assert "configure_optimizers (Lion)" in note, note
 

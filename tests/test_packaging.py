@@ -185,29 +185,24 @@ def test_the_wheel_carries_the_licence_and_honest_metadata(built: dict[str, Path
     assert {"lightning_recipes/py.typed", "lightning_recipes/optim/_cpu_kernels.c"} <= set(names)
 
 
-def test_the_sdist_carries_the_licence(built: dict[str, Path]) -> None:
-    with tarfile.open(built["sdist"]) as sdist:
-        names = sdist.getnames()
-        (pkg_info,) = [n for n in names if n.count("/") == 1 and n.endswith("/PKG-INFO")]
-        metadata = _metadata(sdist.extractfile(pkg_info).read().decode())  # type: ignore[union-attr]
-        licence = [n for n in names if n.count("/") == 1 and n.endswith("/LICENSE")]
-        assert licence and b"Apache License" in sdist.extractfile(licence[0]).read()  # type: ignore[union-attr]
-    assert metadata["License-Expression"] == "Apache-2.0"
-    assert f"lightning_recipes-{PROJECT['version']}/lightning_recipes/optim/_cpu_kernels.c" in names
-
-
-def test_the_sdist_is_the_package_source_and_no_part_of_the_test_suite(built: dict[str, Path]) -> None:
+def test_the_sdist_is_the_package_source_and_its_licence_and_no_part_of_the_test_suite(
+    built: dict[str, Path],
+) -> None:
     """The suite needs the whole repository (conftest, fixtures, notebooks, docs): the sdist ships none of it,
     where setuptools' default would ship the top-level ``tests/test*.py`` and nothing else."""
     top = {"PKG-INFO", "pyproject.toml", "README.md", "LICENSE", "setup.cfg", "MANIFEST.in"}
     with tarfile.open(built["sdist"]) as sdist:
-        names = [m.name.split("/", 1)[1] for m in sdist.getmembers() if m.isfile()]
+        files = {m.name.split("/", 1)[1]: m for m in sdist.getmembers() if m.isfile()}
+        metadata = _metadata(sdist.extractfile(files["PKG-INFO"]).read().decode())  # type: ignore[union-attr]
+        assert b"Apache License" in sdist.extractfile(files["LICENSE"]).read()  # type: ignore[union-attr]
+    assert metadata["License-Expression"] == "Apache-2.0"
+    names = list(files)
     inside = ("lightning_recipes/", "lightning_recipes.egg-info/")
     outside = [n for n in names if n not in top and not n.startswith(inside)]
     assert not outside, outside
     python = [n for n in names if n.endswith(".py")]
     packaged = [str(p.relative_to(ROOT)) for p in (ROOT / "lightning_recipes").rglob("*.py")]
-    assert sorted(python) == sorted(packaged)
+    assert sorted(python) == sorted(packaged) and "lightning_recipes/optim/_cpu_kernels.c" in names
 
 
 def test_the_package_version_is_pyprojects():

@@ -109,7 +109,7 @@ def test_read_metrics_from_a_trainer_skips_unreadable_loggers_and_errors_name_th
     assert len(read_metrics(trainer)["train_loss"]) == 4
     with pytest.raises(FileNotFoundError, match=r"No metrics.csv"):
         read_metrics(tmp_path / "empty")
-    with pytest.raises(TypeError, match=r"`source` must be an InMemoryLogger, a CSVLogger.*got int"):
+    with pytest.raises(TypeError, match="`source`"):
         read_metrics(3)
     with pytest.raises(TypeError, match=r"attach a CSVLogger.*TensorBoardLogger"):
         read_metrics(fast_trainer(logger=TensorBoardLogger(tmp_path)))
@@ -179,10 +179,10 @@ def test_plot_schedule_renders_and_overlays() -> None:
 @pytest.mark.parametrize(
     ("args", "kwargs", "error", "match"),
     [
-        ((lambda o: StepLR(o, 1), 0), {}, ValueError, "`total_steps` must be an int >= 1, got 0"),
-        ((lambda o: StepLR(o, 1), 5.0), {}, ValueError, "`total_steps` must be an int >= 1, got 5.0"),
-        ((lambda o: StepLR(o, 1), 3), {"lr": -1}, ValueError, "`lr` must be > 0, got -1"),
-        (("cosine", 5), {}, TypeError, "`schedule` must be an OptimizerRecipe, a LightningModule.*got str"),
+        ((lambda o: StepLR(o, 1), 0), {}, ValueError, "`total_steps`"),
+        ((lambda o: StepLR(o, 1), 5.0), {}, ValueError, "`total_steps`"),
+        ((lambda o: StepLR(o, 1), 3), {"lr": -1}, ValueError, "`lr`"),
+        (("cosine", 5), {}, TypeError, "`schedule`"),
         ((lambda o: 3, 5), {}, TypeError, "must return an LR scheduler, got int"),
     ],
 )

@@ -29,7 +29,7 @@ def test_the_record_is_frozen_and_its_copies_are_checked():
     args = SweepArgs(num_steps=30)
     with pytest.raises(dataclasses.FrozenInstanceError):
         args.num_steps = 5  # type: ignore[misc]
-    with pytest.raises(ValueError, match=r"`num_steps` must be an integer >= 10, got 5\."):
+    with pytest.raises(ValueError, match="`num_steps`"):
         dataclasses.replace(args, num_steps=5)
 
 

@@ -1,15 +1,27 @@
 """Float64 runs of Lion and Lamb against the paper references (``tests/optim/_reference.py``), shared by the
-optimizer tests of every implementation (for_loop/foreach/native), and a host-sync counter."""
+optimizer tests of every implementation (for_loop/foreach/native), the parametrizations over optimizers and
+paths (the native one skipped where its kernels do not build), and a host-sync counter."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from lightning_recipes.optim import Lamb, Lion
+from lightning_recipes.optim import Lamb, Lion, _native
 from tests.optim._reference import grads_sequence, lamb_reference_step, lion_reference_step
+
+NATIVE_BUILT = pytest.mark.skipif(
+    not _native.native_available(),
+    reason="the native kernels need Linux, a C compiler and torch built with GNU OpenMP",
+)
+OPTIMIZERS: dict[str, type[torch.optim.Optimizer]] = {"lion": Lion, "lamb": Lamb}
+every_optimizer = pytest.mark.parametrize("name", sorted(OPTIMIZERS))
+every_path = pytest.mark.parametrize(
+    "implementation", ["for_loop", "foreach", pytest.param("native", marks=NATIVE_BUILT), "auto"]
+)
 
 LION_GROUPS = [  # (shapes, overrides)
     ([(8, 6), (6,)], {"lr": 1e-2, "weight_decay": 0.1}),

@@ -30,37 +30,40 @@ def _table(scheduler, steps):
 RUNS = [(0, 1), (0, 10), (1, 10), (3, 20), (10, 100), (7, 37), (25, 25)]
 
 
-@pytest.mark.parametrize(("warmup", "total"), RUNS)
-@pytest.mark.parametrize("num_cycles", [0.5, 1.5])
-def test_cosine_equals_get_cosine_schedule_with_warmup(warmup, total, num_cycles):
-    ours = _table(warmup_cosine(_optimizer(), warmup, total, num_cycles=num_cycles), total + 1)
-    theirs = _table(hf.get_cosine_schedule_with_warmup(_optimizer(), warmup, total, num_cycles), total + 1)
-    assert ours == pytest.approx(theirs, abs=1e-15)
+# name -> (ours, theirs, steps compared past the end), each called as (optimizer, warmup, total)
+_PAIRS = {
+    **{
+        f"cosine-{c}-cycles": (
+            lambda o, w, t, c=c: warmup_cosine(o, w, t, num_cycles=c),
+            lambda o, w, t, c=c: hf.get_cosine_schedule_with_warmup(o, w, t, c),
+            1,
+        )
+        for c in (0.5, 1.5)
+    },
+    **{
+        f"cosine-min-lr-{r}": (
+            lambda o, w, t, r=r: warmup_cosine(o, w, t, min_lr_ratio=r),
+            lambda o, w, t, r=r: hf.get_cosine_with_min_lr_schedule_with_warmup(o, w, t, min_lr_rate=r),
+            1,
+        )
+        for r in (0.0, 0.1, 0.5, 1.0)
+    },
+    "linear": (warmup_linear, hf.get_linear_schedule_with_warmup, 5),  # both stay at 0 past the end
+    "constant": (
+        lambda o, w, t: warmup_constant(o, w),
+        lambda o, w, t: hf.get_constant_schedule_with_warmup(o, w),
+        5,
+    ),
+}
 
 
 @pytest.mark.parametrize(("warmup", "total"), RUNS)
-@pytest.mark.parametrize("ratio", [0.0, 0.1, 0.5, 1.0])
-def test_cosine_min_lr_equals_get_cosine_with_min_lr_schedule_with_warmup(warmup, total, ratio):
-    ours = _table(warmup_cosine(_optimizer(), warmup, total, min_lr_ratio=ratio), total + 1)
-    theirs = _table(
-        hf.get_cosine_with_min_lr_schedule_with_warmup(_optimizer(), warmup, total, min_lr_rate=ratio),
-        total + 1,
-    )
-    assert ours == pytest.approx(theirs, abs=1e-15)
-
-
-@pytest.mark.parametrize(("warmup", "total"), RUNS)
-def test_linear_equals_get_linear_schedule_with_warmup(warmup, total):
-    ours = _table(warmup_linear(_optimizer(), warmup, total), total + 5)
-    theirs = _table(hf.get_linear_schedule_with_warmup(_optimizer(), warmup, total), total + 5)
-    assert ours == pytest.approx(theirs, abs=1e-15)  # both stay at 0 past the end
-
-
-@pytest.mark.parametrize(("warmup", "total"), RUNS)
-def test_constant_equals_get_constant_schedule_with_warmup(warmup, total):
-    ours = _table(warmup_constant(_optimizer(), warmup), total + 5)
-    theirs = _table(hf.get_constant_schedule_with_warmup(_optimizer(), warmup), total + 5)
-    assert ours == theirs
+@pytest.mark.parametrize("name", list(_PAIRS))
+def test_schedule_equals_its_hugging_face_function(name, warmup, total):
+    ours, theirs, past_end = _PAIRS[name]
+    steps = total + past_end
+    expected = _table(theirs(_optimizer(), warmup, total), steps)
+    assert _table(ours(_optimizer(), warmup, total), steps) == pytest.approx(expected, rel=0, abs=1e-15)
 
 
 @pytest.mark.parametrize(
@@ -138,23 +141,13 @@ def test_deliberate_difference_cosine_holds_past_the_end(num_cycles):
 
 
 _SAVE_RELOAD = {
-    "cosine": (
-        lambda o: warmup_cosine(o, 2, 10),
-        lambda o: hf.get_cosine_schedule_with_warmup(o, 2, 10),
-    ),
-    "linear": (
-        lambda o: warmup_linear(o, 2, 10),
-        lambda o: hf.get_linear_schedule_with_warmup(o, 2, 10),
-    ),
-    "constant": (
-        lambda o: warmup_constant(o, 4),
-        lambda o: hf.get_constant_schedule_with_warmup(o, 4),
-    ),
-    "wsd": (
-        lambda o: warmup_stable_decay(o, 2, 10, decay_steps=3, min_lr_ratio=0.1),
-        lambda o: hf.get_wsd_schedule(o, 2, 3, num_training_steps=10, min_lr_ratio=0.1, decay_type="linear"),
-    ),
+    name: (lambda o, pair=_PAIRS[name]: pair[0](o, 2, 10), lambda o, pair=_PAIRS[name]: pair[1](o, 2, 10))
+    for name in ("cosine-0.5-cycles", "linear", "constant")
 }
+_SAVE_RELOAD["wsd"] = (
+    lambda o: warmup_stable_decay(o, 2, 10, decay_steps=3, min_lr_ratio=0.1),
+    lambda o: hf.get_wsd_schedule(o, 2, 3, num_training_steps=10, min_lr_ratio=0.1, decay_type="linear"),
+)
 
 
 @pytest.mark.parametrize("name", sorted(_SAVE_RELOAD))

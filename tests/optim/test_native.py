@@ -25,10 +25,7 @@ from lightning_recipes.testing import fast_trainer
 from tests.helpers import optim_runs
 from tests.optim._reference import grads_sequence, lamb_reference_step, lion_reference_step
 
-pytestmark = pytest.mark.skipif(
-    not _native.native_available(),
-    reason="the native kernels need Linux, a C compiler and torch built with GNU OpenMP",
-)
+pytestmark = optim_runs.NATIVE_BUILT
 
 # Sizes that cross thread shares and LAMB batches at awkward places: empty, single elements, sizes that are
 # not multiples of the vector width, one tensor larger than a LAMB batch, and enough elements in all to run

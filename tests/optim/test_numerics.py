@@ -8,14 +8,17 @@ import torch
 
 from lightning_recipes.optim import Lamb, Lion, lamb_update_, lion_update_
 from lightning_recipes.optim._common import foreach_chunks
-from lightning_recipes.optim._native import native_available
-from tests.helpers.optim_runs import CountSyncs, lamb_against_reference, lion_against_reference
+from tests.helpers.optim_runs import (
+    NATIVE_BUILT,
+    OPTIMIZERS,
+    CountSyncs,
+    lamb_against_reference,
+    lion_against_reference,
+)
+from tests.helpers.optim_runs import every_optimizer as both
 from tests.optim._reference import grads_sequence, lion_reference_step
 
 PATHS = ["for_loop", "foreach", "native", "auto"]
-OPTIMIZERS = {"lion": Lion, "lamb": Lamb}
-both = pytest.mark.parametrize("name", sorted(OPTIMIZERS))
-needs_native = pytest.mark.skipif(not native_available(), reason="no C compiler or OpenMP: no native kernels")
 
 
 @both
@@ -134,14 +137,14 @@ def test_the_path_asked_for_is_the_path_reported(cls, implementation):
     assert _stepped(cls, implementation).implementation_used == implementation
 
 
-@needs_native
+@NATIVE_BUILT
 @pytest.mark.parametrize("cls", [Lion, Lamb])
 def test_auto_on_cpu_reports_native_and_unsupported_dtypes_report_the_loop(cls):
     assert _stepped(cls, "auto").implementation_used == "native"
     assert _stepped(cls, "native", torch.float16).implementation_used == "for_loop"  # no float16 kernel
 
 
-@needs_native
+@NATIVE_BUILT
 def test_a_step_with_tensors_on_two_paths_names_both_fastest_first():
     params = [torch.nn.Parameter(torch.ones(4)), torch.nn.Parameter(torch.ones(4, dtype=torch.float16))]
     optimizer = Lion(params, lr=0.1, implementation="native")

@@ -27,18 +27,7 @@ import torch
 from torch import Tensor
 from torch.nn import Parameter
 
-from lightning_recipes.optim import Lamb, Lion, _native
-
-OPTIMIZERS: dict[str, type[torch.optim.Optimizer]] = {"lion": Lion, "lamb": Lamb}
-IMPLEMENTATIONS = ["for_loop", "foreach", "native", "auto"]
-
-every_optimizer = pytest.mark.parametrize("name", sorted(OPTIMIZERS))
-every_path = pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
-
-
-def _skip_unavailable(implementation: str) -> None:
-    if implementation == "native" and not _native.native_available():
-        pytest.skip("the native kernels need Linux, a C compiler and torch built with GNU OpenMP")
+from tests.helpers.optim_runs import OPTIMIZERS, every_optimizer, every_path
 
 
 def assert_state_dicts_identical(expected: dict[str, Any], got: dict[str, Any]) -> None:
@@ -113,7 +102,6 @@ def test_loaded_state_dict_is_deterministic_and_continues_in_lock_step(name, imp
     through ``torch.save`` / ``torch.load(weights_only=True)``; the dict loaded is not modified; its
     ``state_dict()`` equals the original's key for key at once and after 20 lock-step closure steps, with
     bitwise-equal parameters throughout; repeated groups identical."""
-    _skip_unavailable(implementation)
     constructor = _constructors(name, implementation)[layout]
     weight, bias, x = _weight_bias()
     optimizer = constructor(weight, bias)
@@ -147,7 +135,6 @@ def test_loaded_state_dict_is_deterministic_and_continues_in_lock_step(name, imp
 def test_pickle_and_deepcopy_round_trips_are_identical_and_step_alike(name, implementation, copier):
     """A pickled or deep-copied optimizer has the original's state dict, defaults and public attributes (torch
     ``test_deepcopy_copies_all_public_attrs``), and its parameters (copies) then step bitwise alike."""
-    _skip_unavailable(implementation)
     weight, bias, x = _weight_bias()
     optimizer = OPTIMIZERS[name]([{"params": [weight]}, {"params": [bias], "lr": 3e-3}], lr=1e-3,
                                  implementation=implementation)  # fmt: skip
@@ -173,7 +160,6 @@ def test_add_param_group_after_load_matches_a_never_loaded_optimizer(name, imple
     """A group added after ``load_state_dict`` (or unpickling) has exactly the options of one added to an
     optimizer that was never loaded: ``add_param_group`` fills from ``defaults``, so nothing torch's
     ``__setstate__`` put there may leak into it."""
-    _skip_unavailable(implementation)
     weight, bias, x = _weight_bias()
     optimizer = OPTIMIZERS[name]([weight], lr=1e-3, implementation=implementation)
     optimizer.step(_closure(optimizer, weight, bias, x))
@@ -194,7 +180,6 @@ def test_add_param_group_after_load_matches_a_never_loaded_optimizer(name, imple
 def test_step_is_a_noop_for_zero_gradients_without_weight_decay(name, implementation):
     """torch ``test_step_is_noop_for_zero_grads``: with ``weight_decay=0`` and fresh state, steps on all-zero
     gradients leave every parameter bitwise unchanged (Lion: sign(0) = 0; Lamb: a zero update)."""
-    _skip_unavailable(implementation)
     weight, bias, _ = _weight_bias()
     before = [weight.detach().clone(), bias.detach().clone()]
     optimizer = OPTIMIZERS[name]([weight, bias], lr=0.1, weight_decay=0.0, implementation=implementation)
@@ -215,7 +200,6 @@ def test_step_is_a_noop_for_zero_gradients_without_weight_decay(name, implementa
 def test_loss_falls_over_200_closure_steps(name, implementation, layout, contiguous):
     """timm ``_test_basic_cases_template``: printable, and 200 closure steps lower ``||W x + b||^2``, also for
     non-contiguous parameters (strided views)."""
-    _skip_unavailable(implementation)
     generator = torch.Generator().manual_seed(1)
     if contiguous:
         weight, bias = torch.randn(10, 5, generator=generator), torch.randn(10, generator=generator)
@@ -238,7 +222,6 @@ def test_loss_falls_over_200_closure_steps(name, implementation, layout, contigu
 def test_rosenbrock_with_alternating_coordinate_gradients_gets_closer(name, implementation):
     """timm ``_test_rosenbrock``: cyclic coordinate gradients (only x, then only y) for 2000 steps end nearer
     the minimum (1, 1) than the start (1.5, 1.5)."""
-    _skip_unavailable(implementation)
     params = Parameter(torch.tensor([1.5, 1.5]))
     optimizer = OPTIMIZERS[name]([params], lr=1e-3, weight_decay=0.0, implementation=implementation)
     solution = torch.tensor([1.0, 1.0])

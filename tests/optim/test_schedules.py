@@ -89,9 +89,9 @@ def test_errors_name_the_argument(factory, kwargs, argument):
 def test_scale_lr():
     assert scale_lr(0.1, 256, 512) == pytest.approx(0.2)
     assert scale_lr(0.1, 256, 64, rule="sqrt") == pytest.approx(0.05)
-    with pytest.raises(ValueError, match="`rule` must be 'linear' or 'sqrt', got 'cube'"):
+    with pytest.raises(ValueError, match="`rule`"):
         scale_lr(0.1, 256, 512, rule="cube")  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="`global_batch_size` must be an int >= 1, got 0"):
+    with pytest.raises(ValueError, match="`global_batch_size`"):
         scale_lr(0.1, 256, 0)
-    with pytest.raises(ValueError, match="`base_lr` must be a finite number > 0"):
+    with pytest.raises(ValueError, match="`base_lr`"):
         scale_lr(float("inf"), 256, 512)

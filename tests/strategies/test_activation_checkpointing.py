@@ -354,7 +354,7 @@ def test_mixin_settings_and_idempotence() -> None:
     ]
     bad = _CheckpointedLM()
     bad.activation_checkpointing = "yes"  # type: ignore[assignment]
-    with pytest.raises(TypeError, match="`activation_checkpointing` must be True or False, got 'yes'"):
+    with pytest.raises(TypeError, match="`activation_checkpointing`"):
         bad.configure_model()
 
 

@@ -134,10 +134,12 @@ def test_every_optimizer_in_the_table_matches_its_real_state_bytes(name: str) ->
         optimizer = build_optimizer(name, model.parameters(), lr=1e-3, weight_decay=0.0, betas=(0.9, 0.99))
     else:
         optimizer = getattr(torch.optim, spec.class_name)(model.parameters(), **_TORCH_KWARGS.get(name, {}))
-    assert optimizer_name(optimizer) == name
+    assert optimizer_name(optimizer) == name and type(optimizer).__name__ == spec.class_name
     measured = _real_step_bytes(model, optimizer)
     estimate = estimate_memory(model, strategy="ddp", devices=1, precision="32-true", optimizer=name)
     assert measured == {k: getattr(estimate, k) for k in measured}
+    for p, state in optimizer.state.items():  # the table's count of full-size state tensors per parameter
+        assert sum(torch.is_tensor(t) and t.shape == p.shape for t in state.values()) == spec.state_tensors
 
 
 class _LionLM(LionRecipe, TinyTransformerLM):

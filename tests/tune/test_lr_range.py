@@ -235,20 +235,28 @@ def test_a_bad_sweep_argument_is_refused_by_every_entry_point(kwargs: dict[str, 
             call()
 
 
+def _find_lr_with(**kwargs: Any) -> Any:
+    return find_lr(TinyClassifier(), train_dataloaders=random_classification_loader(), **kwargs)
+
+
 @pytest.mark.parametrize(
-    ("kwargs", "error", "name"),
+    ("build", "kwargs", "error"),
     [
-        ({"apply": "yes"}, TypeError, "apply"),
-        ({"stop": 1}, TypeError, "stop"),
-        ({"print_result": None}, TypeError, "print_result"),
-        ({"progress": "no"}, TypeError, "progress"),
-        ({"args": {"num_steps": 20}}, TypeError, "args"),
-        ({"args": SweepArgs(), "num_steps": 30}, TypeError, "args"),
+        (LRRangeTest, {"apply": "yes"}, TypeError),
+        (LRRangeTest, {"stop": 1}, TypeError),
+        (LRRangeTest, {"print_result": None}, TypeError),
+        (LRRangeTest, {"progress": "no"}, TypeError),
+        (LRRangeTest, {"args": {"num_steps": 20}}, TypeError),
+        (LRRangeTest, {"args": SweepArgs(), "num_steps": 30}, TypeError),
+        (_find_lr_with, {"gradient_clip_val": -1.0}, ValueError),
+        (_find_lr_with, {"gradient_clip_algorithm": "l2"}, ValueError),
     ],
 )
-def test_the_callbacks_own_arguments_are_checked(kwargs: dict[str, Any], error: type[Exception], name: str):
-    with pytest.raises(error, match=f"`{name}`"):
-        LRRangeTest(**kwargs)
+def test_the_callbacks_and_find_lrs_own_arguments_are_checked(
+    build: Any, kwargs: dict[str, Any], error: type
+):
+    with pytest.raises(error, match=f"`{next(iter(kwargs))}`"):
+        build(**kwargs)
 
 
 def test_an_unknown_argument_lists_the_allowed_ones():
@@ -259,18 +267,6 @@ def test_an_unknown_argument_lists_the_allowed_ones():
         SweepArgs.from_mapping({"steps": 50}, "LRRangeTest")
     with pytest.raises(ValueError, match="`LRRangeTest` must be a mapping"):
         SweepArgs.from_mapping([50], "LRRangeTest")
-
-
-@pytest.mark.parametrize(
-    ("kwargs", "name"),
-    [
-        ({"gradient_clip_val": -1.0}, "gradient_clip_val"),
-        ({"gradient_clip_algorithm": "l2"}, "gradient_clip_algorithm"),
-    ],
-)
-def test_bad_clipping_arguments_are_refused(kwargs: dict[str, Any], name: str):
-    with pytest.raises(ValueError, match=f"`{name}`"):
-        find_lr(TinyClassifier(), train_dataloaders=random_classification_loader(), **kwargs)
 
 
 def test_good_arguments_are_kept_as_one_record():

@@ -59,7 +59,7 @@ def _sweep_losses(model: pl.LightningModule, **trainer_args: Any) -> list[float]
 
 
 @pytest.mark.parametrize(
-    ("model_class", "trainer_args"),
+    ("model_class", "clip_args"),
     [
         (SweepScheduleClassifier, {"gradient_clip_val": 0.5}),
         (SweepScheduleClassifier, {"gradient_clip_val": 0.01, "gradient_clip_algorithm": "value"}),
@@ -67,25 +67,13 @@ def _sweep_losses(model: pl.LightningModule, **trainer_args: Any) -> list[float]
     ],
     ids=["trainer-norm", "trainer-value", "module-hook"],
 )
-def test_the_callback_sweep_is_the_curve_of_the_clipped_run(model_class: type, trainer_args: dict[str, Any]):
-    """Before: the sweep stepped unclipped gradients x100 too large; its curve left the run's at step 1."""
-    torch.manual_seed(0)
-    model = model_class()
-    run = _run_losses(_copy(model), **trainer_args)
-    sweep = _sweep_losses(_copy(model), **trainer_args)
-    assert len(sweep) == STEPS
-    assert sweep == pytest.approx(run, rel=1e-4)
-
-
-@pytest.mark.parametrize(
-    ("model_class", "clip_args"),
-    [(SweepScheduleClassifier, {"gradient_clip_val": 0.5}), (HookClippedClassifier, {})],
-    ids=["trainer-arguments", "module-hook"],
-)
-def test_find_lr_clips_as_the_run_does(model_class: type, clip_args: dict[str, Any]):
+def test_every_entry_point_sweeps_the_curve_of_the_clipped_run(model_class: type, clip_args: dict[str, Any]):
+    """The callback (clipping from the Trainer) and find_lr (from its arguments). Before: the sweep stepped
+    unclipped gradients x100 too large; its curve left the run's at step 1."""
     torch.manual_seed(0)
     model = model_class()
     run = _run_losses(_copy(model), **clip_args)
+    assert _sweep_losses(_copy(model), **clip_args) == pytest.approx(run, rel=1e-4)
     sweep = {"min_lr": MIN_LR, "max_lr": MAX_LR, "num_steps": STEPS, "divergence": 1e9}
     loader = random_classification_loader(num_samples=512)
     result = find_lr(_copy(model), train_dataloaders=loader, **sweep, **clip_args)
