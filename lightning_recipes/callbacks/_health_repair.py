@@ -25,7 +25,6 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import lightning.pytorch as pl
-from lightning.pytorch.utilities import rank_zero_warn
 from torch import Tensor
 
 from lightning_recipes.callbacks._health_rules import lower_lr_by
@@ -154,14 +153,6 @@ class HealthRepair:
         self._healthy, self._candidate = self._candidate, self._healthy
         memory = (copy.deepcopy(monitor._history), set(monitor._active))
         self._start.take(trainer, pl_module, extra=memory, wait=False)  # type: ignore[arg-type]
-        # a StabilityGuard acting on findings (not imported: it imports the monitor)
-        guards = [c for c in callback_list(trainer) if getattr(c, "act_on_findings", False) is True]
-        if guards:
-            rank_zero_warn(
-                "`HealthMonitor(repair=True)` and `StabilityGuard(act_on_findings=True)` both act on "
-                "`lr_too_high` findings: each would cut the LR. Set `act_on_findings=False` on the guard.",
-                category=UserWarning,
-            )
 
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         """A copy of the weights at each new best validation loss, agreed on every rank (``EarlyStopping``'s
