@@ -108,7 +108,8 @@ def run_zoo_case(case: Any, repair: bool) -> dict[str, Any]:
     except Exception:  # a model without validation_step: no final loss to report
         final = math.nan
     best = min(losses.values, default=math.nan)
-    return {"monitor": monitor, "final": final, "best": best, "on": "val" if val is not None else "train"}
+    on = "val" if val is not None else "train"
+    return {"monitor": monitor, "final": final, "best": best, "on": on, "steps": trainer.global_step}
 
 
 def zoo_main(package: str, only: str | None) -> None:
@@ -139,6 +140,84 @@ def zoo_main(package: str, only: str | None) -> None:
             print(f"    {event.message}", flush=True)
 
 
+# ---------------------------------------------------------------- the cost with nothing wrong
+
+COST_ZOO = "tests.callbacks.health_sealed_zoo"  # its healthy cases: runs whose checks are all healthy
+
+
+def tensor_bytes(obj: Any) -> tuple[int, int]:
+    """``(tensors, bytes)`` in nested dicts, lists and tuples."""
+    if isinstance(obj, torch.Tensor):
+        return 1, obj.numel() * obj.element_size()
+    items = obj.values() if isinstance(obj, dict) else obj if isinstance(obj, (list, tuple)) else ()
+    counts = [tensor_bytes(item) for item in items]
+    return sum(c[0] for c in counts), sum(c[1] for c in counts)
+
+
+def cost_row(case: Any) -> dict[str, Any]:
+    """CPU time (``time.process_time``, one thread: work, not wall time) of ``case`` trained without and with
+    ``repair=True``, and of the repairer's healthy-check snapshots; the snapshots' tensor and byte counts."""
+    import time
+
+    from lightning_recipes.callbacks._health_repair import HealthRepair
+
+    spent = {"snapshot_s": 0.0, "calls": 0}
+    original = HealthRepair._take_healthy
+
+    def timed(self: HealthRepair, *args: Any) -> None:
+        start = time.process_time()
+        original(self, *args)
+        spent["snapshot_s"] += time.process_time() - start
+        spent["calls"] += 1
+
+    start = time.process_time()
+    plain = run_zoo_case(case, repair=False)
+    plain_s = time.process_time() - start
+    HealthRepair._take_healthy = timed  # type: ignore[method-assign]
+    try:
+        start = time.process_time()
+        repaired = run_zoo_case(case, repair=True)
+        repair_s = time.process_time() - start
+    finally:
+        HealthRepair._take_healthy = original  # type: ignore[method-assign]
+    repairer = repaired["monitor"]._repair
+    kept = repairer._healthy.snapshot or repairer._candidate.snapshot
+    tensors, size = tensor_bytes([kept.model, kept.optimizers]) if kept is not None else (0, 0)
+    steps = max(int(repaired["steps"]), 1)
+    return {
+        "case": case.name,
+        "steps": steps,
+        "checks": repaired["monitor"].checks,
+        "snapshots": repairer.snapshots_taken,
+        "tensors": tensors,
+        "bytes": size,
+        "step_ms": 1e3 * plain_s / steps,
+        "snapshot_ms": 1e3 * spent["snapshot_s"] / max(spent["calls"], 1),
+        "overhead": spent["snapshot_s"] / plain_s,
+        "total_change": repair_s / plain_s - 1,
+        "same": plain["final"] == repaired["final"]
+        or (math.isnan(plain["final"]) and math.isnan(repaired["final"])),
+    }
+
+
+def cost_main() -> None:
+    print(f"cost of repair=True with nothing wrong: the healthy cases of {COST_ZOO}, CPU time, 1 thread")
+    print(
+        "| run | steps | checks | snapshots | tensors x bytes per snapshot | CPU ms per step (without) | "
+        "CPU ms per snapshot (incl. the rules' memory) | snapshot CPU / training CPU | final val loss same |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    module = importlib.import_module(f"{COST_ZOO}.zoo")
+    for case in module.HEALTHY_CASES:
+        r = cost_row(case)
+        print(
+            f"| {r['case']} | {r['steps']} | {r['checks']} | {r['snapshots']} | {r['tensors']} x "
+            f"{r['bytes'] / 1e6:.3g} MB | {r['step_ms']:.3g} | {r['snapshot_ms']:.3g} | {r['overhead']:.2%} | "
+            f"{r['same']} |",
+            flush=True,
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", default=None)
@@ -151,6 +230,9 @@ def main() -> None:
     torch.set_num_threads(1)
     if args.zoo:
         zoo_main(args.zoo, args.only)
+        return
+    if args.only == "cost":
+        cost_main()
         return
     print(
         "| run | finding (without repair) | repair: action@step | final val loss without -> with | better |"

@@ -18,7 +18,6 @@ Example:
 
 from __future__ import annotations
 
-import copy
 import logging
 import math
 from dataclasses import asdict, dataclass, field
@@ -28,7 +27,7 @@ import lightning.pytorch as pl
 from torch import Tensor
 
 from lightning_recipes.callbacks._health_rules import lower_lr_by
-from lightning_recipes.callbacks._health_window import Finding
+from lightning_recipes.callbacks._health_window import Finding, History
 from lightning_recipes.callbacks._rollback import LRScaling, RollbackSnapshot
 from lightning_recipes.callbacks._snapshot import Snapshot, set_averages_to_module
 from lightning_recipes.callbacks._trainer import callback_list
@@ -137,6 +136,8 @@ class HealthRepair:
         self._best_step = -1
         self._scaling = LRScaling(self._lr_factor)  # a bound method: picklable (ddp_spawn)
         self._restore_best_at_end = False
+        self.snapshots_taken = 0  # healthy-check snapshots copied (the cost with nothing wrong)
+        self._resumed = False  # snapshots were loaded from a checkpoint, not yet trained from
 
     # ------------------------------------------------------------------ the monitor's hooks
 
@@ -146,13 +147,15 @@ class HealthRepair:
         self._scaling.detach()
         self._scaling.attach(trainer.optimizers)
         self._restore_best_at_end = False
-        if self._best.empty:  # resumed: the best weights are not in the checkpoint; the next best is kept
+        if self._best.empty:  # a checkpoint without the best weights (saved before #36): the next is kept
             self.best_val, self._best_step = math.inf, -1
+        if self._resumed:  # the snapshots came with the checkpoint, as they were
+            self._resumed = False
+            return
         self._candidate.release()
-        self._take_healthy(trainer, pl_module, monitor)  # the start (or the resumed state) is healthy
+        self._take_healthy(trainer, pl_module, monitor)  # the start is healthy
         self._healthy, self._candidate = self._candidate, self._healthy
-        memory = (copy.deepcopy(monitor._history), set(monitor._active))
-        self._start.take(trainer, pl_module, extra=memory, wait=False)  # type: ignore[arg-type]
+        self._start.take(trainer, pl_module, extra=_memory(monitor), wait=False)  # type: ignore[arg-type]
 
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         """A copy of the weights at each new best validation loss, agreed on every rank (``EarlyStopping``'s
@@ -164,7 +167,8 @@ class HealthRepair:
         improved = math.isfinite(current) and current < self.best_val
         if trainer.strategy.reduce_boolean_decision(improved, all=True):
             self.best_val, self._best_step = current, trainer.global_step
-            self._best.capture(pl_module, step=trainer.global_step, wait=True)
+            # new buffers: a checkpoint being written may still hold the previous best (as EarlyStopping)
+            self._best.capture(pl_module, step=trainer.global_step, reuse_buffers=False, wait=True)
 
     def after_check(
         self,
@@ -315,8 +319,9 @@ class HealthRepair:
         the new candidate (into the old confirmed copy's buffers)."""
         if self._candidate.snapshot is not None:
             self._healthy, self._candidate = self._candidate, self._healthy
-        memory = (copy.deepcopy(monitor._history), set(monitor._active))  # the rules' memory goes back too
+        memory = _memory(monitor)  # the rules' memory goes back too
         self._candidate.take(trainer, pl_module, extra=memory, wait=False)  # type: ignore[arg-type]
+        self.snapshots_taken += 1
 
     def _roll_back(
         self,
@@ -336,18 +341,17 @@ class HealthRepair:
         elif unlearned_to_start and self._start.snapshot is not None:
             confirmed = None if keeper.snapshot is None else keeper.snapshot.extra[0]
             band = monitor.thresholds["trivial_band"]
-            if confirmed is None or not _learned(confirmed.losses, confirmed.start_loss, band):
+            start = float(confirmed.get("start_loss", math.nan)) if confirmed is not None else math.nan
+            if confirmed is None or not _learned(confirmed.get("losses", []), start, band):
                 keeper = self._start
         if keeper.snapshot is None:
             return -1
         if keeper is self._start:  # the snapshots since were taken at the wrong LR: condemned
-            history, active = keeper.restore(trainer, pl_module)
-            monitor._history, monitor._active = copy.deepcopy(history), set(active)
+            _recall(monitor, keeper.restore(trainer, pl_module))
             self._healthy.release()
             self._candidate.release()
             return self._start.step
-        history, active = keeper.restore(trainer, pl_module)
-        monitor._history, monitor._active = copy.deepcopy(history), set(active)
+        _recall(monitor, keeper.restore(trainer, pl_module))
         if keeper is self._candidate:  # now confirmed: the fault came after it
             self._healthy, self._candidate = self._candidate, self._healthy
         self._candidate.release()  # taken after the restored state: condemned with the rest
@@ -390,11 +394,20 @@ class HealthRepair:
                 callback.add_record(trainer, "health_repairs", asdict(event))
 
     def state_dict(self) -> dict[str, Any]:
+        """The history, the LR scale, the best validation and (CPU tensors, by reference) its weights and the
+        rollback snapshots with the rules' memory they restore: a resumed run repairs as an uninterrupted
+        one. The checkpoint grows by up to three copies of the model and optimizer state and one of the
+        weights; the weight averages kept with a snapshot are not saved (a rollback after a resume leaves
+        them as they are)."""
+        keepers = {"healthy": self._healthy, "candidate": self._candidate, "start": self._start}
+        snapshots = {name: _saved(keeper.snapshot) for name, keeper in keepers.items() if keeper.snapshot}
         return {
             "events": [asdict(e) for e in self.events],
             "lr_scale": self.lr_scale,
             "best_val": self.best_val,
             "best_step": self._best_step,
+            **({"best_weights": self._best.model} if not self._best.empty else {}),
+            **({"snapshots": snapshots} if snapshots else {}),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -402,9 +415,45 @@ class HealthRepair:
         self.lr_scale = float(state.get("lr_scale", 1.0))
         self.best_val = float(state.get("best_val", math.inf))
         self._best_step = int(state.get("best_step", -1))
+        self._best = Snapshot()
+        if state.get("best_weights") is not None:
+            self._best.model, self._best.step = dict(state["best_weights"]), self._best_step
+        keepers = {"healthy": self._healthy, "candidate": self._candidate, "start": self._start}
+        for name, keeper in keepers.items():
+            keeper.release()
+            saved = state.get("snapshots", {}).get(name)
+            keeper.snapshot = None if saved is None else _loaded(saved)
+        self._resumed = "snapshots" in state
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_best": Snapshot()}
+
+
+Memory = tuple[dict[str, Any], list[str]]  # the monitor's history (its checkpoint form) and active problems
+
+
+def _memory(monitor: HealthMonitor) -> Memory:
+    """The rules' memory a rollback puts back, in the form the monitor checkpoints it (list copies: cheaper
+    than a deep copy, and saved with the snapshot as it is)."""
+    return monitor._history.to_dict(), sorted(monitor._active)
+
+
+def _recall(monitor: HealthMonitor, memory: Memory) -> None:
+    monitor._history, monitor._active = History.from_dict(memory[0]), set(memory[1])
+
+
+def _saved(snapshot: Snapshot) -> dict[str, Any]:
+    fields = ("step", "model", "optimizers", "schedulers")
+    return {**{name: getattr(snapshot, name) for name in fields}, "memory": list(snapshot.extra)}
+
+
+def _loaded(saved: dict[str, Any]) -> Snapshot:
+    snapshot = Snapshot()
+    snapshot.step, snapshot.model = int(saved["step"]), dict(saved["model"])
+    snapshot.optimizers, snapshot.schedulers = list(saved["optimizers"]), list(saved["schedulers"])
+    history, active = saved["memory"]
+    snapshot.extra = (dict(history), list(active))
+    return snapshot
 
 
 def _learned(losses: list[float], start: float, band: float) -> bool:
