@@ -161,7 +161,7 @@ def cost_row(case: Any) -> dict[str, Any]:
 
     from lightning_recipes.callbacks._health_repair import HealthRepair
 
-    spent = {"snapshot_s": 0.0, "calls": 0}
+    spent: dict[str, Any] = {"snapshot_s": 0.0, "calls": 0, "tensors": 0, "bytes": 0}
     original = HealthRepair._take_healthy
 
     def timed(self: HealthRepair, *args: Any) -> None:
@@ -169,6 +169,9 @@ def cost_row(case: Any) -> dict[str, Any]:
         original(self, *args)
         spent["snapshot_s"] += time.process_time() - start
         spent["calls"] += 1
+        taken = self._candidate.snapshot
+        if taken is not None:
+            spent["tensors"], spent["bytes"] = tensor_bytes([taken.model, taken.optimizers])
 
     start = time.process_time()
     plain = run_zoo_case(case, repair=False)
@@ -181,8 +184,7 @@ def cost_row(case: Any) -> dict[str, Any]:
     finally:
         HealthRepair._take_healthy = original  # type: ignore[method-assign]
     repairer = repaired["monitor"]._repair
-    kept = repairer._healthy.snapshot or repairer._candidate.snapshot
-    tensors, size = tensor_bytes([kept.model, kept.optimizers]) if kept is not None else (0, 0)
+    tensors, size = spent["tensors"], spent["bytes"]
     steps = max(int(repaired["steps"]), 1)
     return {
         "case": case.name,
@@ -212,8 +214,8 @@ def cost_main() -> None:
         r = cost_row(case)
         print(
             f"| {r['case']} | {r['steps']} | {r['checks']} | {r['snapshots']} | {r['tensors']} x "
-            f"{r['bytes'] / 1e6:.3g} MB | {r['step_ms']:.3g} | {r['snapshot_ms']:.3g} | {r['overhead']:.2%} | "
-            f"{r['same']} |",
+            f"{r['bytes'] / 1e6:.3g} MB | {r['step_ms']:.3g} | {r['snapshot_ms']:.3g} | "
+            f"{r['overhead']:.2%} | {r['same']} |",
             flush=True,
         )
 
