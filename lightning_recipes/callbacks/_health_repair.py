@@ -406,7 +406,7 @@ class HealthRepair:
             "lr_scale": self.lr_scale,
             "best_val": self.best_val,
             "best_step": self._best_step,
-            **({"best_weights": self._best.model} if not self._best.empty else {}),
+            **({"best_weights": dict(self._best.model or {})} if not self._best.empty else {}),
             **({"snapshots": snapshots} if snapshots else {}),
         }
 
@@ -443,8 +443,10 @@ def _recall(monitor: HealthMonitor, memory: Memory) -> None:
 
 
 def _saved(snapshot: Snapshot) -> dict[str, Any]:
-    fields = ("step", "model", "optimizers", "schedulers")
-    return {**{name: getattr(snapshot, name) for name in fields}, "memory": list(snapshot.extra)}
+    """A snapshot in plain types (a checkpoint loads with ``weights_only=True``)."""
+    fields = ("step", "optimizers", "schedulers")
+    plain = {name: getattr(snapshot, name) for name in fields}
+    return {**plain, "model": dict(snapshot.model or {}), "memory": list(snapshot.extra)}
 
 
 def _loaded(saved: dict[str, Any]) -> Snapshot:

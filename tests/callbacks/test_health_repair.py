@@ -321,3 +321,6 @@ def test_a_run_stopped_and_resumed_repairs_bitwise_as_an_uninterrupted_one(
     assert event.action == action and event.step > stop_at > event.after["step"] >= 0, event
     assert resumed.repairs == whole.repairs
     assert same_state(resumed_model.state_dict(), whole_model.state_dict())
+    saved = torch.load(tmp_path / "stopped.ckpt", weights_only=True)  # plain types only
+    [state] = [v for k, v in saved["callbacks"].items() if k.startswith("HealthMonitor")]
+    assert {"healthy", "start"} <= set(state["repair"]["snapshots"])
