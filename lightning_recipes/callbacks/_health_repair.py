@@ -83,7 +83,7 @@ def repair_of(finding: Finding) -> str | None:
     if finding.cause is None:
         return None
     action = REPAIRS.get((finding.problem, finding.cause))
-    if action == "raise_lr" and lr_factor_of(finding) is None:
+    if action == "raise_lr" and lr_factor_of(finding) is None and not _reached_zero(finding):
         return None
     return action
 
@@ -134,7 +134,11 @@ class HealthRepair:
         self._start = RollbackSnapshot()  # the run's start: an LR repair of a run that never learned restarts
         self._best = Snapshot()
         self._best_step = -1
-        self._scaling = LRScaling(self._lr_factor)  # a bound method: picklable (ddp_spawn)
+        self._scaling = LRScaling(self._lr_factor, self._lr_floors)  # bound methods: picklable (ddp_spawn)
+        self.peaks: list[
+            list[float]
+        ] = []  # per optimizer, per group: the largest scheduled LR seen at a check
+        self.lr_floors: list[list[float]] | None = None  # an LR that reached 0, held at its group's peak
         self._restore_best_at_end = False
         self.snapshots_taken = 0  # healthy-check snapshots copied (the cost with nothing wrong)
         self._resumed = False  # snapshots were loaded from a checkpoint, not yet trained from
@@ -146,6 +150,7 @@ class HealthRepair:
     ) -> None:
         self._scaling.detach()
         self._scaling.attach(trainer.optimizers)
+        self._track_peaks(trainer)
         self._restore_best_at_end = False
         if self._best.empty:  # a checkpoint without the best weights (saved before #36): the next is kept
             self.best_val, self._best_step = math.inf, -1
@@ -181,6 +186,7 @@ class HealthRepair:
     ) -> None:
         """Repair the check's ``new`` findings; with no problem ``present`` (a data stall aside), refresh the
         healthy snapshot. ``batches``: the interval's ``(global step, epoch, batch index)`` per loss."""
+        self._track_peaks(trainer)
         acted = False
         for finding in new:
             action = repair_of(finding)
@@ -237,12 +243,21 @@ class HealthRepair:
         finding: Finding,
         _: Any,
     ) -> None:
-        factor = lr_factor_of(finding) or 1.0
+        factor = lr_factor_of(finding)
         before = {"lr": self._effective_lr(trainer), "lr_scale": self.lr_scale}
         collapsed = "peak_lr" in finding.evidence
-        self.lr_scale *= factor  # the monitor reads the effective (scaled) LR: its factor goes on top of ours
+        if factor is None:  # it reached 0, which no factor raises: each group held at its peak
+            self.lr_floors = [list(groups) for groups in self.peaks]
+        else:  # the monitor reads the effective (scaled) LR: its factor goes on top of ours
+            self.lr_scale *= factor
         after = {"lr": self._effective_lr(trainer), "lr_scale": self.lr_scale}
-        what = "restored to its peak" if collapsed else f"raised {factor:.3g}x"
+        what = (
+            "held at each group's peak (it had reached 0)"
+            if factor is None
+            else "restored to its peak"
+            if collapsed
+            else f"raised {factor:.3g}x"
+        )
         text = (
             f"the learning rate {what} from the current weights (every group, on top of the schedule): "
             f"{before['lr']:.3g} -> {after['lr']:.3g}"
@@ -360,8 +375,25 @@ class HealthRepair:
     def _lr_factor(self) -> float:
         return self.lr_scale
 
+    def _lr_floors(self) -> list[list[float]] | None:
+        return self.lr_floors
+
+    def _track_peaks(self, trainer: pl.Trainer) -> None:
+        """Each group's largest scheduled LR at a check so far (host floats: no sync): a zeroed LR's level."""
+        now = [[float(g["lr"]) for g in o.param_groups] for o in trainer.optimizers]
+        old = self.peaks
+        self.peaks = [
+            [max(lr, old[i][j]) if i < len(old) and j < len(old[i]) else lr for j, lr in enumerate(groups)]
+            for i, groups in enumerate(now)
+        ]
+
     def _effective_lr(self, trainer: pl.Trainer) -> float:
-        lrs = [float(g["lr"]) for o in trainer.optimizers for g in o.param_groups]
+        floors = self.lr_floors or []
+        lrs = [
+            max(float(g["lr"]), floors[i][j] if i < len(floors) and j < len(floors[i]) else 0.0)
+            for i, o in enumerate(trainer.optimizers)
+            for j, g in enumerate(o.param_groups)
+        ]
         return max(lrs, default=math.nan) * self.lr_scale
 
     def _record(
@@ -406,6 +438,8 @@ class HealthRepair:
             "lr_scale": self.lr_scale,
             "best_val": self.best_val,
             "best_step": self._best_step,
+            "peaks": [list(groups) for groups in self.peaks],
+            **({"lr_floors": [list(groups) for groups in self.lr_floors]} if self.lr_floors else {}),
             **({"best_weights": dict(self._best.model or {})} if not self._best.empty else {}),
             **({"snapshots": snapshots} if snapshots else {}),
         }
@@ -415,6 +449,9 @@ class HealthRepair:
         self.lr_scale = float(state.get("lr_scale", 1.0))
         self.best_val = float(state.get("best_val", math.inf))
         self._best_step = int(state.get("best_step", -1))
+        self.peaks = [[float(v) for v in groups] for groups in state.get("peaks", [])]
+        floors = state.get("lr_floors")
+        self.lr_floors = [[float(v) for v in groups] for groups in floors] if floors else None
         self._best = Snapshot()
         if state.get("best_weights") is not None:
             self._best.model, self._best.step = dict(state["best_weights"]), self._best_step
@@ -456,6 +493,12 @@ def _loaded(saved: dict[str, Any]) -> Snapshot:
     history, active = saved["memory"]
     snapshot.extra = (dict(history), list(active))
     return snapshot
+
+
+def _reached_zero(finding: Finding) -> bool:
+    """An ``lr_too_low`` whose LR collapsed to exactly 0 from a positive peak (no factor raises it)."""
+    lr, peak = (_number(finding.evidence.get(k)) for k in ("lr", "peak_lr"))
+    return finding.problem == "lr_too_low" and lr == 0.0 and math.isfinite(peak) and peak > 0
 
 
 def _learned(losses: list[float], start: float, band: float) -> bool:

@@ -155,6 +155,21 @@ def test_a_collapsed_lr_is_raised_to_its_peak_and_the_raise_survives_a_resume(tm
     assert repairer._effective_lr(resumed.trainer) == pytest.approx(1e-2)
 
 
+def test_an_lr_that_reached_zero_is_held_at_its_groups_peak_kept_in_the_state(tmp_path: Path) -> None:
+    """No factor raises 0: the repair holds each group's LR at its peak (a floor under the schedule)."""
+    repaired = run(case("lr_reaches_zero"), True, default_root_dir=tmp_path)
+    plain = run(case("lr_reaches_zero"), False)
+    [event] = repaired.monitor.repairs
+    assert (event.problem, event.action) == ("lr_too_low", "raise_lr")
+    assert event.before["lr"] == 0.0 and event.after["lr"] == pytest.approx(0.01)
+    assert repaired.val_loss < 0.9 * plain.val_loss, (plain.val_loss, repaired.val_loss)
+    repairer = repaired.monitor._repair
+    assert repairer is not None and repairer.lr_floors == [[pytest.approx(0.01)]] and repairer.lr_scale == 1.0
+    clone = HealthMonitor(repair=True)
+    clone.load_state_dict(repaired.monitor.state_dict())
+    assert clone._repair is not None and clone._repair.lr_floors == repairer.lr_floors
+
+
 def test_overfitting_stops_and_restores_the_best_validation_weights() -> None:
     repaired = run(case("overfitting"), True)
     plain = run(case("overfitting"), False)

@@ -688,6 +688,14 @@ def test_lr_scaling_cuts_each_step_and_restores_the_rate_and_pickles_without_hoo
     factor.value = 1.0
     optimizer.step()
     assert param.item() == pytest.approx(-1.25)
+    floored = torch.nn.Parameter(torch.zeros(1))
+    zeroed = torch.optim.SGD([floored], lr=0.0)
+    lifted = LRScaling(lambda: 0.5, lambda: [[0.2]])  # a rate of 0 raised to its floor, then the factor
+    lifted.attach([zeroed])
+    floored.grad = torch.ones(1)
+    zeroed.step()
+    assert floored.item() == pytest.approx(-0.1) and zeroed.param_groups[0]["lr"] == 0.0
+    lifted.detach()
     clone = pickle.loads(pickle.dumps(scaling))  # ddp_spawn pickles the guard with its collaborators
     assert clone._handles == [] and clone._factor() == 1.0
     scaling.detach()
