@@ -139,7 +139,7 @@ class StabilityGuard(Callback):
         self.rollback_window_steps = rollback_window_steps
         if checkpoint_dir is not None and not isinstance(checkpoint_dir, (str, os.PathLike)):
             raise TypeError(
-                f"`checkpoint_dir` must be a path (str, os.PathLike) or None, got {checkpoint_dir!r}."
+                f"`checkpoint_dir` must be a path (str or os.PathLike) or None, got {checkpoint_dir!r}."
             )
         self.checkpoint_dir = None if checkpoint_dir is None else os.fspath(checkpoint_dir)
         self.verbose = verbose
