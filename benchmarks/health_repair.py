@@ -7,17 +7,33 @@ set from the same task (a different seed of the same teacher): an LR far too hig
 that collapses the LR 1e6x at step 80, a wide MLP overfitting 32 noisy samples, and a weighted loss whose one
 batch has all its weights 0 (0/0: a NaN loss, a NaN update, every weight NaN after it).
 
-Run: ``PYTHONPATH=. python -m benchmarks.health_repair [--only NAME]``.
+``--zoo PACKAGE`` scores a case zoo instead (any package whose ``zoo`` module, or itself, holds ``CASES`` or
+``PROBLEM_CASES`` of ``FieldCase``-like records: ``name``, ``build``, ``expected``, ``seed``, ``max_steps``,
+``check_every``...): every problem case whose expected finding :data:`REPAIRS` can repair, trained with and
+without repair from the same seed; one row per case: the finding, the action, its step, the final validation
+loss without -> with repair and the best validation loss seen (without -> with). A case without a validation
+set is scored on its training set (marked ``train``).
+
+Run: ``PYTHONPATH=. python -m benchmarks.health_repair [--only NAME] [--zoo PACKAGE]``, e.g.
+``--zoo tests.callbacks.health_sealed_zoo2``.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import math
 import warnings
 from typing import Any
 
+import lightning.pytorch as pl
+import torch
+from lightning.pytorch.callbacks import Callback
+
+from lightning_recipes.callbacks._health_repair import REPAIRS
+from lightning_recipes.callbacks.health_monitor import HealthMonitor
+from lightning_recipes.testing.trainers import fast_trainer
 from tests.callbacks.health_repair_runs import RUNS, RepairRun, run
 
 
@@ -39,14 +55,187 @@ def row(case: RepairRun) -> dict[str, Any]:
     }
 
 
+# ---------------------------------------------------------------- any zoo of FieldCase-like records
+
+
+def zoo_cases(package: str) -> list[Any]:
+    """The problem cases of the zoo ``package`` whose expected finding a repair exists for (REPAIRS)."""
+    try:
+        module = importlib.import_module(f"{package}.zoo")
+    except ModuleNotFoundError:
+        module = importlib.import_module(package)
+    cases = getattr(module, "PROBLEM_CASES", None) or module.CASES
+    repairable = {problem for problem, _ in REPAIRS}
+    return [c for c in cases if getattr(c, "expected", None) in repairable]
+
+
+class ValLosses(Callback):
+    """Every validation's ``key`` during fit (the best one is the run's best validation loss)."""
+
+    def __init__(self, key: str = "val_loss") -> None:
+        self.key, self.values = key, []  # type: ignore[var-annotated]
+
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        value = trainer.callback_metrics.get(self.key)
+        if not trainer.sanity_checking and trainer.state.fn == "fit" and value is not None:
+            self.values.append(float(value))
+
+
+def run_zoo_case(case: Any, repair: bool) -> dict[str, Any]:
+    """Train ``case`` as its zoo does (its seed, length, check interval, Trainer arguments), a
+    ``HealthMonitor(repair=repair)`` first; the final and best validation loss (on the training set when the
+    case has no validation set)."""
+    torch.manual_seed(getattr(case, "seed", 0))
+    model, train, val = case.build()
+    monitor = HealthMonitor(
+        check_every_n_steps=getattr(case, "check_every", 20), on_finding=lambda f: None, repair=repair
+    )
+    losses = ValLosses()
+    max_steps = getattr(case, "max_steps", -1)
+    max_epochs = getattr(case, "max_epochs", None)
+    settings = {} if val is not None else {"limit_val_batches": 0}
+    trainer = fast_trainer(
+        max_steps=max_steps,
+        max_epochs=max_epochs if max_epochs is not None else (1000 if max_steps > 0 else 1),
+        callbacks=[monitor, losses],
+        **{**settings, **getattr(case, "trainer_kwargs", {})},
+    )
+    trainer.fit(model, train, val)
+    final = math.nan
+    try:
+        metrics = trainer.validate(model, val if val is not None else train, verbose=False)[0]
+        final = float(metrics.get("val_loss", next(iter(metrics.values()), math.nan)))
+    except Exception:  # a model without validation_step: no final loss to report
+        final = math.nan
+    best = min(losses.values, default=math.nan)
+    on = "val" if val is not None else "train"
+    return {"monitor": monitor, "final": final, "best": best, "on": on, "steps": trainer.global_step}
+
+
+def zoo_main(package: str, only: str | None) -> None:
+    print(
+        f"zoo {package}: its problem cases whose expected finding has a repair "
+        f"({', '.join(sorted({p for p, _ in REPAIRS}))})"
+    )
+    print(
+        "| case | expected | finding (without repair) | action@step | final loss without -> with | "
+        "best val loss without -> with |"
+    )
+    print("|---|---|---|---|---|---|")
+    for case in zoo_cases(package):
+        if only and case.name != only:
+            continue
+        plain, repaired = run_zoo_case(case, repair=False), run_zoo_case(case, repair=True)
+        findings = ", ".join(f"{f.problem}({f.cause})@{f.step}" for f in plain["monitor"].findings[:3]) or "-"
+        events = repaired["monitor"].repairs
+        actions = "; ".join(f"{e.action}@{e.step}" for e in events) or "-"
+        on = "" if plain["on"] == "val" else " (train)"
+        print(
+            f"| {case.name} | {case.expected} | {findings} | {actions} | "
+            f"{plain['final']:.4g} -> {repaired['final']:.4g}{on} | "
+            f"{plain['best']:.4g} -> {repaired['best']:.4g} |",
+            flush=True,
+        )
+        for event in events:
+            print(f"    {event.message}", flush=True)
+
+
+# ---------------------------------------------------------------- the cost with nothing wrong
+
+COST_ZOO = "tests.callbacks.health_sealed_zoo"  # its healthy cases: runs whose checks are all healthy
+
+
+def tensor_bytes(obj: Any) -> tuple[int, int]:
+    """``(tensors, bytes)`` in nested dicts, lists and tuples."""
+    if isinstance(obj, torch.Tensor):
+        return 1, obj.numel() * obj.element_size()
+    items = obj.values() if isinstance(obj, dict) else obj if isinstance(obj, (list, tuple)) else ()
+    counts = [tensor_bytes(item) for item in items]
+    return sum(c[0] for c in counts), sum(c[1] for c in counts)
+
+
+def cost_row(case: Any) -> dict[str, Any]:
+    """CPU time (``time.process_time``, one thread: work, not wall time) of ``case`` trained without and with
+    ``repair=True``, and of the repairer's healthy-check snapshots; the snapshots' tensor and byte counts."""
+    import time
+
+    from lightning_recipes.callbacks._health_repair import HealthRepair
+
+    spent: dict[str, Any] = {"snapshot_s": 0.0, "calls": 0, "tensors": 0, "bytes": 0}
+    original = HealthRepair._take_healthy
+
+    def timed(self: HealthRepair, *args: Any) -> None:
+        start = time.process_time()
+        original(self, *args)
+        spent["snapshot_s"] += time.process_time() - start
+        spent["calls"] += 1
+        taken = self._candidate.snapshot
+        if taken is not None:
+            spent["tensors"], spent["bytes"] = tensor_bytes([taken.model, taken.optimizers])
+
+    start = time.process_time()
+    plain = run_zoo_case(case, repair=False)
+    plain_s = time.process_time() - start
+    HealthRepair._take_healthy = timed  # type: ignore[method-assign]
+    try:
+        start = time.process_time()
+        repaired = run_zoo_case(case, repair=True)
+        repair_s = time.process_time() - start
+    finally:
+        HealthRepair._take_healthy = original  # type: ignore[method-assign]
+    repairer = repaired["monitor"]._repair
+    tensors, size = spent["tensors"], spent["bytes"]
+    steps = max(int(repaired["steps"]), 1)
+    return {
+        "case": case.name,
+        "steps": steps,
+        "checks": repaired["monitor"].checks,
+        "snapshots": repairer.snapshots_taken,
+        "tensors": tensors,
+        "bytes": size,
+        "step_ms": 1e3 * plain_s / steps,
+        "snapshot_ms": 1e3 * spent["snapshot_s"] / max(spent["calls"], 1),
+        "overhead": spent["snapshot_s"] / plain_s,
+        "total_change": repair_s / plain_s - 1,
+        "same": plain["final"] == repaired["final"]
+        or (math.isnan(plain["final"]) and math.isnan(repaired["final"])),
+    }
+
+
+def cost_main() -> None:
+    print(f"cost of repair=True with nothing wrong: the healthy cases of {COST_ZOO}, CPU time, 1 thread")
+    print(
+        "| run | steps | checks | snapshots | tensors x bytes per snapshot | CPU ms per step (without) | "
+        "CPU ms per snapshot (incl. the rules' memory) | snapshot CPU / training CPU | final val loss same |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    module = importlib.import_module(f"{COST_ZOO}.zoo")
+    for case in module.HEALTHY_CASES:
+        r = cost_row(case)
+        print(
+            f"| {r['case']} | {r['steps']} | {r['checks']} | {r['snapshots']} | {r['tensors']} x "
+            f"{r['bytes'] / 1e6:.3g} MB | {r['step_ms']:.3g} | {r['snapshot_ms']:.3g} | "
+            f"{r['overhead']:.2%} | {r['same']} |",
+            flush=True,
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", default=None)
+    parser.add_argument("--zoo", default=None, help="a zoo package, e.g. tests.callbacks.health_sealed_zoo2")
     args = parser.parse_args()
     logging.getLogger("lightning").setLevel(logging.ERROR)
     logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
     logging.getLogger("lightning_recipes").setLevel(logging.ERROR)  # the events are printed below
     warnings.filterwarnings("ignore")
+    torch.set_num_threads(1)
+    if args.zoo:
+        zoo_main(args.zoo, args.only)
+        return
+    if args.only == "cost":
+        cost_main()
+        return
     print(
         "| run | finding (without repair) | repair: action@step | final val loss without -> with | better |"
     )

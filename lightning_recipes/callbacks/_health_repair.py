@@ -18,18 +18,16 @@ Example:
 
 from __future__ import annotations
 
-import copy
 import logging
 import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import lightning.pytorch as pl
-from lightning.pytorch.utilities import rank_zero_warn
 from torch import Tensor
 
 from lightning_recipes.callbacks._health_rules import lower_lr_by
-from lightning_recipes.callbacks._health_window import Finding
+from lightning_recipes.callbacks._health_window import Finding, History
 from lightning_recipes.callbacks._rollback import LRScaling, RollbackSnapshot
 from lightning_recipes.callbacks._snapshot import Snapshot, set_averages_to_module
 from lightning_recipes.callbacks._trainer import callback_list
@@ -85,7 +83,7 @@ def repair_of(finding: Finding) -> str | None:
     if finding.cause is None:
         return None
     action = REPAIRS.get((finding.problem, finding.cause))
-    if action == "raise_lr" and lr_factor_of(finding) is None:
+    if action == "raise_lr" and lr_factor_of(finding) is None and not _reached_zero(finding):
         return None
     return action
 
@@ -136,8 +134,14 @@ class HealthRepair:
         self._start = RollbackSnapshot()  # the run's start: an LR repair of a run that never learned restarts
         self._best = Snapshot()
         self._best_step = -1
-        self._scaling = LRScaling(self._lr_factor)  # a bound method: picklable (ddp_spawn)
+        self._scaling = LRScaling(self._lr_factor, self._lr_floors)  # bound methods: picklable (ddp_spawn)
+        self.peaks: list[
+            list[float]
+        ] = []  # per optimizer, per group: the largest scheduled LR seen at a check
+        self.lr_floors: list[list[float]] | None = None  # an LR that reached 0, held at its group's peak
         self._restore_best_at_end = False
+        self.snapshots_taken = 0  # healthy-check snapshots copied (the cost with nothing wrong)
+        self._resumed = False  # snapshots were loaded from a checkpoint, not yet trained from
 
     # ------------------------------------------------------------------ the monitor's hooks
 
@@ -146,22 +150,17 @@ class HealthRepair:
     ) -> None:
         self._scaling.detach()
         self._scaling.attach(trainer.optimizers)
+        self._track_peaks(trainer)
         self._restore_best_at_end = False
-        if self._best.empty:  # resumed: the best weights are not in the checkpoint; the next best is kept
+        if self._best.empty:  # a checkpoint without the best weights (saved before #36): the next is kept
             self.best_val, self._best_step = math.inf, -1
+        if self._resumed:  # the snapshots came with the checkpoint, as they were
+            self._resumed = False
+            return
         self._candidate.release()
-        self._take_healthy(trainer, pl_module, monitor)  # the start (or the resumed state) is healthy
+        self._take_healthy(trainer, pl_module, monitor)  # the start is healthy
         self._healthy, self._candidate = self._candidate, self._healthy
-        memory = (copy.deepcopy(monitor._history), set(monitor._active))
-        self._start.take(trainer, pl_module, extra=memory, wait=False)  # type: ignore[arg-type]
-        # a StabilityGuard acting on findings (not imported: it imports the monitor)
-        guards = [c for c in callback_list(trainer) if getattr(c, "act_on_findings", False) is True]
-        if guards:
-            rank_zero_warn(
-                "`HealthMonitor(repair=True)` and `StabilityGuard(act_on_findings=True)` both act on "
-                "`lr_too_high` findings: each would cut the LR. Set `act_on_findings=False` on the guard.",
-                category=UserWarning,
-            )
+        self._start.take(trainer, pl_module, extra=_memory(monitor), wait=False)  # type: ignore[arg-type]
 
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         """A copy of the weights at each new best validation loss, agreed on every rank (``EarlyStopping``'s
@@ -173,7 +172,8 @@ class HealthRepair:
         improved = math.isfinite(current) and current < self.best_val
         if trainer.strategy.reduce_boolean_decision(improved, all=True):
             self.best_val, self._best_step = current, trainer.global_step
-            self._best.capture(pl_module, step=trainer.global_step, wait=True)
+            # new buffers: a checkpoint being written may still hold the previous best (as EarlyStopping)
+            self._best.capture(pl_module, step=trainer.global_step, reuse_buffers=False, wait=True)
 
     def after_check(
         self,
@@ -186,6 +186,7 @@ class HealthRepair:
     ) -> None:
         """Repair the check's ``new`` findings; with no problem ``present`` (a data stall aside), refresh the
         healthy snapshot. ``batches``: the interval's ``(global step, epoch, batch index)`` per loss."""
+        self._track_peaks(trainer)
         acted = False
         for finding in new:
             action = repair_of(finding)
@@ -242,12 +243,21 @@ class HealthRepair:
         finding: Finding,
         _: Any,
     ) -> None:
-        factor = lr_factor_of(finding) or 1.0
+        factor = lr_factor_of(finding)
         before = {"lr": self._effective_lr(trainer), "lr_scale": self.lr_scale}
         collapsed = "peak_lr" in finding.evidence
-        self.lr_scale *= factor  # the monitor reads the effective (scaled) LR: its factor goes on top of ours
+        if factor is None:  # it reached 0, which no factor raises: each group held at its peak
+            self.lr_floors = [list(groups) for groups in self.peaks]
+        else:  # the monitor reads the effective (scaled) LR: its factor goes on top of ours
+            self.lr_scale *= factor
         after = {"lr": self._effective_lr(trainer), "lr_scale": self.lr_scale}
-        what = "restored to its peak" if collapsed else f"raised {factor:.3g}x"
+        what = (
+            "held at each group's peak (it had reached 0)"
+            if factor is None
+            else "restored to its peak"
+            if collapsed
+            else f"raised {factor:.3g}x"
+        )
         text = (
             f"the learning rate {what} from the current weights (every group, on top of the schedule): "
             f"{before['lr']:.3g} -> {after['lr']:.3g}"
@@ -324,8 +334,9 @@ class HealthRepair:
         the new candidate (into the old confirmed copy's buffers)."""
         if self._candidate.snapshot is not None:
             self._healthy, self._candidate = self._candidate, self._healthy
-        memory = (copy.deepcopy(monitor._history), set(monitor._active))  # the rules' memory goes back too
+        memory = _memory(monitor)  # the rules' memory goes back too
         self._candidate.take(trainer, pl_module, extra=memory, wait=False)  # type: ignore[arg-type]
+        self.snapshots_taken += 1
 
     def _roll_back(
         self,
@@ -345,18 +356,17 @@ class HealthRepair:
         elif unlearned_to_start and self._start.snapshot is not None:
             confirmed = None if keeper.snapshot is None else keeper.snapshot.extra[0]
             band = monitor.thresholds["trivial_band"]
-            if confirmed is None or not _learned(confirmed.losses, confirmed.start_loss, band):
+            start = float(confirmed.get("start_loss", math.nan)) if confirmed is not None else math.nan
+            if confirmed is None or not _learned(confirmed.get("losses", []), start, band):
                 keeper = self._start
         if keeper.snapshot is None:
             return -1
         if keeper is self._start:  # the snapshots since were taken at the wrong LR: condemned
-            history, active = keeper.restore(trainer, pl_module)
-            monitor._history, monitor._active = copy.deepcopy(history), set(active)
+            _recall(monitor, keeper.restore(trainer, pl_module))
             self._healthy.release()
             self._candidate.release()
             return self._start.step
-        history, active = keeper.restore(trainer, pl_module)
-        monitor._history, monitor._active = copy.deepcopy(history), set(active)
+        _recall(monitor, keeper.restore(trainer, pl_module))
         if keeper is self._candidate:  # now confirmed: the fault came after it
             self._healthy, self._candidate = self._candidate, self._healthy
         self._candidate.release()  # taken after the restored state: condemned with the rest
@@ -365,8 +375,25 @@ class HealthRepair:
     def _lr_factor(self) -> float:
         return self.lr_scale
 
+    def _lr_floors(self) -> list[list[float]] | None:
+        return self.lr_floors
+
+    def _track_peaks(self, trainer: pl.Trainer) -> None:
+        """Each group's largest scheduled LR at a check so far (host floats: no sync): a zeroed LR's level."""
+        now = [[float(g["lr"]) for g in o.param_groups] for o in trainer.optimizers]
+        old = self.peaks
+        self.peaks = [
+            [max(lr, old[i][j]) if i < len(old) and j < len(old[i]) else lr for j, lr in enumerate(groups)]
+            for i, groups in enumerate(now)
+        ]
+
     def _effective_lr(self, trainer: pl.Trainer) -> float:
-        lrs = [float(g["lr"]) for o in trainer.optimizers for g in o.param_groups]
+        floors = self.lr_floors or []
+        lrs = [
+            max(float(g["lr"]), floors[i][j] if i < len(floors) and j < len(floors[i]) else 0.0)
+            for i, o in enumerate(trainer.optimizers)
+            for j, g in enumerate(o.param_groups)
+        ]
         return max(lrs, default=math.nan) * self.lr_scale
 
     def _record(
@@ -399,11 +426,22 @@ class HealthRepair:
                 callback.add_record(trainer, "health_repairs", asdict(event))
 
     def state_dict(self) -> dict[str, Any]:
+        """The history, the LR scale, the best validation and (CPU tensors, by reference) its weights and the
+        rollback snapshots with the rules' memory they restore: a resumed run repairs as an uninterrupted
+        one. The checkpoint grows by up to three copies of the model and optimizer state and one of the
+        weights; the weight averages kept with a snapshot are not saved (a rollback after a resume leaves
+        them as they are)."""
+        keepers = {"healthy": self._healthy, "candidate": self._candidate, "start": self._start}
+        snapshots = {name: _saved(keeper.snapshot) for name, keeper in keepers.items() if keeper.snapshot}
         return {
             "events": [asdict(e) for e in self.events],
             "lr_scale": self.lr_scale,
             "best_val": self.best_val,
             "best_step": self._best_step,
+            "peaks": [list(groups) for groups in self.peaks],
+            **({"lr_floors": [list(groups) for groups in self.lr_floors]} if self.lr_floors else {}),
+            **({"best_weights": dict(self._best.model or {})} if not self._best.empty else {}),
+            **({"snapshots": snapshots} if snapshots else {}),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -411,9 +449,56 @@ class HealthRepair:
         self.lr_scale = float(state.get("lr_scale", 1.0))
         self.best_val = float(state.get("best_val", math.inf))
         self._best_step = int(state.get("best_step", -1))
+        self.peaks = [[float(v) for v in groups] for groups in state.get("peaks", [])]
+        floors = state.get("lr_floors")
+        self.lr_floors = [[float(v) for v in groups] for groups in floors] if floors else None
+        self._best = Snapshot()
+        if state.get("best_weights") is not None:
+            self._best.model, self._best.step = dict(state["best_weights"]), self._best_step
+        keepers = {"healthy": self._healthy, "candidate": self._candidate, "start": self._start}
+        for name, keeper in keepers.items():
+            keeper.release()
+            saved = state.get("snapshots", {}).get(name)
+            keeper.snapshot = None if saved is None else _loaded(saved)
+        self._resumed = "snapshots" in state
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_best": Snapshot()}
+
+
+Memory = tuple[dict[str, Any], list[str]]  # the monitor's history (its checkpoint form) and active problems
+
+
+def _memory(monitor: HealthMonitor) -> Memory:
+    """The rules' memory a rollback puts back, in the form the monitor checkpoints it (list copies: cheaper
+    than a deep copy, and saved with the snapshot as it is)."""
+    return monitor._history.to_dict(), sorted(monitor._active)
+
+
+def _recall(monitor: HealthMonitor, memory: Memory) -> None:
+    monitor._history, monitor._active = History.from_dict(memory[0]), set(memory[1])
+
+
+def _saved(snapshot: Snapshot) -> dict[str, Any]:
+    """A snapshot in plain types (a checkpoint loads with ``weights_only=True``)."""
+    fields = ("step", "optimizers", "schedulers")
+    plain = {name: getattr(snapshot, name) for name in fields}
+    return {**plain, "model": dict(snapshot.model or {}), "memory": list(snapshot.extra)}
+
+
+def _loaded(saved: dict[str, Any]) -> Snapshot:
+    snapshot = Snapshot()
+    snapshot.step, snapshot.model = int(saved["step"]), dict(saved["model"])
+    snapshot.optimizers, snapshot.schedulers = list(saved["optimizers"]), list(saved["schedulers"])
+    history, active = saved["memory"]
+    snapshot.extra = (dict(history), list(active))
+    return snapshot
+
+
+def _reached_zero(finding: Finding) -> bool:
+    """An ``lr_too_low`` whose LR collapsed to exactly 0 from a positive peak (no factor raises it)."""
+    lr, peak = (_number(finding.evidence.get(k)) for k in ("lr", "peak_lr"))
+    return finding.problem == "lr_too_low" and lr == 0.0 and math.isfinite(peak) and peak > 0
 
 
 def _learned(losses: list[float], start: float, band: float) -> bool:

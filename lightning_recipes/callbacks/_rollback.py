@@ -116,7 +116,9 @@ def adaptive_snapshot_interval(
 
 class LRScaling:
     """Multiplies every param group's learning rate by ``factor()`` during each optimizer step (a pre-hook
-    scales, a post-hook restores), on top of any scheduler, which never sees the change.
+    scales, a post-hook restores), on top of any scheduler, which never sees the change; with ``floors``
+    (``() ->`` per attached optimizer, per group, the least rate, or ``None``), a rate below its floor is
+    raised to it before the factor (a schedule that reached 0, which no factor raises).
 
     Example:
         >>> param = torch.nn.Parameter(torch.ones(1))
@@ -130,30 +132,37 @@ class LRScaling:
         >>> scaling.detach()
     """
 
-    def __init__(self, factor: Any) -> None:
+    def __init__(self, factor: Any, floors: Any = None) -> None:
         self._factor = factor  # () -> float, read at every step
+        self._floors = floors  # () -> list[list[float]] | None, read at every step
         self._saved: dict[int, list[Any]] = {}
         self._handles: list[Any] = []
+        self._index: dict[int, int] = {}  # id(optimizer) -> its position in the attached list
 
     def attach(self, optimizers: list[torch.optim.Optimizer]) -> None:
-        for optimizer in optimizers:
+        for index, optimizer in enumerate(optimizers):
+            self._index[id(optimizer)] = index
             self._handles.append(optimizer.register_step_pre_hook(self._scale))
             self._handles.append(optimizer.register_step_post_hook(self._unscale))
 
     def detach(self) -> None:
         for handle in self._handles:
             handle.remove()
-        self._handles = []
+        self._handles, self._index = [], {}
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_handles": [], "_saved": {}}
+        return {**self.__dict__, "_handles": [], "_saved": {}, "_index": {}}
 
     def _scale(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
         factor = self._factor()
-        if factor != 1.0:
+        floors = self._floors() if self._floors is not None else None
+        index = self._index.get(id(optimizer), -1)
+        lows = floors[index] if floors and 0 <= index < len(floors) else None
+        if factor != 1.0 or lows:
             self._saved[id(optimizer)] = [group["lr"] for group in optimizer.param_groups]
-            for group in optimizer.param_groups:
-                group["lr"] = group["lr"] * factor
+            for i, group in enumerate(optimizer.param_groups):
+                low = lows[i] if lows and i < len(lows) else None
+                group["lr"] = (group["lr"] if low is None else max(group["lr"], low)) * factor
 
     def _unscale(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
         for group, lr in zip(optimizer.param_groups, self._saved.pop(id(optimizer), [])):

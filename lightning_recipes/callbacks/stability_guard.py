@@ -17,6 +17,7 @@ from torch import Tensor
 from typing_extensions import override
 
 from lightning_recipes._collectives import all_reduce_sum_, gather_rows
+from lightning_recipes._deprecation import warn_deprecated
 from lightning_recipes._loss_output import loss_of
 from lightning_recipes._stats import robust_scale
 from lightning_recipes._validation import (
@@ -30,7 +31,7 @@ from lightning_recipes._validation import (
 from lightning_recipes.callbacks._norms import STEP_POWERS
 from lightning_recipes.callbacks._rollback import LRScaling, RollbackSnapshot  # shared with HealthMonitor
 from lightning_recipes.callbacks._trainer import callback_list
-from lightning_recipes.callbacks.health_monitor import Finding, HealthMonitor
+from lightning_recipes.callbacks.health_monitor import HealthMonitor
 from lightning_recipes.norms import (
     local_tensor,
     norm_power,
@@ -45,9 +46,11 @@ log = logging.getLogger(__name__)
 
 _MODES = ("raise", "skip_step", "rollback")
 FINDING_CAUSES = {"lr_too_high": 5}  # HealthMonitor findings the guard repairs, and their logged cause code
-Pending = list[
-    tuple[int, Tensor | None, Tensor | None]
-]  # (step, loss, grad norm) not yet checked; None: none
+_ACTING_DEPRECATED = (  # the guard's own LR cut on findings; HealthMonitor(repair=True) is the one path
+    "`StabilityGuard(act_on_findings=True)`, the default, is deprecated: set it False; use `HealthMonitor("
+    "repair=True)`, the one repair path (it rolls back and cuts the LR by the factor the finding computed)."
+)
+Pending = list[tuple[int, Tensor | None, Tensor | None]]  # (step, loss, grad norm) unchecked; None: none
 
 
 @dataclass
@@ -81,9 +84,9 @@ class StabilityGuard(Callback):
     ``cooldown_steps``; past ``max_rollbacks`` within ``rollback_window_steps`` it writes an emergency
     checkpoint (to ``checkpoint_dir``) and raises, unless they were spikes and ``val_monitor`` held (then it
     widens its spike floor). ``mode="skip_step"`` drops steps with a non-finite gradient norm; ``"raise"``
-    stops at the first fault. ``act_on_findings`` cuts the LR by ``finding_lr_factor`` on a
-    ``HealthMonitor``'s ``lr_too_high`` (place the guard after it). Long form:
-    ``docs/guides/stability_guard.md``.
+    stops at the first fault. ``act_on_findings`` (deprecated: ``HealthMonitor(repair=True)`` is the one
+    path) cuts the LR by ``finding_lr_factor`` on an ``lr_too_high`` of a ``HealthMonitor`` without
+    ``repair`` (place the guard after it). Long form: ``docs/guides/stability_guard.md``.
 
     Logged keys (at an event only, straight to ``trainer.loggers``): ``stability/event_step``,
     ``stability/event_cause`` (1 non-finite loss, 2 grad norm, 3 spike, 4 weights, 5 ``lr_too_high``),
@@ -147,10 +150,8 @@ class StabilityGuard(Callback):
         self.spike_floor = spike_floor
         self.val_monitor = val_monitor
         self._validate()
-
         self.events: list[StabilityEvent] = []
-        self.rollbacks = 0
-        self.skipped_steps = 0
+        self.rollbacks = self.skipped_steps = 0
         self.emergency_checkpoint_path: str | None = None
         self._rollback_steps: list[int] = []
         self._cooldown_left = 0
@@ -227,9 +228,8 @@ class StabilityGuard(Callback):
         late = bool(monitors) and self in callbacks and monitors[-1] > callbacks.index(self)
         if self.act_on_findings and self.mode == "rollback" and late:
             rank_zero_warn(
-                "`StabilityGuard` is placed before a `HealthMonitor` in `callbacks`: it may snapshot a step "
-                "that the monitor's check then condemns, and roll back only to it. Place the guard after the "
-                "monitor.",
+                "`StabilityGuard` is before a `HealthMonitor` in `callbacks`: it may snapshot a step the "
+                "monitor's check then condemns, and roll back only to it. Place the guard after the monitor.",
                 category=UserWarning,
             )
 
@@ -444,27 +444,25 @@ class StabilityGuard(Callback):
         self._snapshot_step = trainer.global_step
 
     def _act_on_findings(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        """Repair new ``lr_too_high`` findings of every ``HealthMonitor`` in the Trainer."""
-        for callback in callback_list(trainer):  # findings are identical on all ranks: no collective
-            if isinstance(callback, HealthMonitor):
-                seen = self._findings_seen.get(id(callback), 0)
-                self._findings_seen[id(callback)] = len(callback.findings)
-                for finding in callback.findings[seen:]:
-                    if finding.problem in FINDING_CAUSES:
-                        self._repair_lr_too_high(trainer, pl_module, finding)
-
-    def _repair_lr_too_high(
-        self, trainer: pl.Trainer, pl_module: pl.LightningModule, finding: Finding
-    ) -> None:
-        ratio = float(finding.evidence.get("update_ratio", math.nan))  # the key the rule writes
-        event = StabilityEvent(finding.step, finding.problem, ratio, 0, trainer.global_step, "scale_lr")
-        self._lr_scale *= self.finding_lr_factor
-        room = len(self._recent_rollbacks(event.step)) < self.max_rollbacks
-        if self.mode == "rollback" and self._snapshots.snapshot is not None and room:
-            self._pending = []
-            self._roll_back(trainer, pl_module, event.step)
-            event.action = "rollback"
-        self._record(trainer, pl_module, event)
+        """Deprecated (``HealthMonitor(repair=True)`` is the one path): on each new ``lr_too_high`` of a
+        ``HealthMonitor`` without ``repair``, cut the LR by ``finding_lr_factor`` and roll back."""
+        monitors = [c for c in callback_list(trainer) if isinstance(c, HealthMonitor) and not c.repair]
+        for monitor in monitors:  # findings are identical on all ranks: no collective
+            seen = self._findings_seen.get(id(monitor), 0)
+            self._findings_seen[id(monitor)] = len(monitor.findings)
+            for finding in [f for f in monitor.findings[seen:] if f.problem in FINDING_CAUSES]:
+                warn_deprecated(_ACTING_DEPRECATED)
+                ratio = float(finding.evidence.get("update_ratio", math.nan))  # the key the rule writes
+                event = StabilityEvent(
+                    finding.step, finding.problem, ratio, 0, trainer.global_step, "scale_lr"
+                )
+                self._lr_scale *= self.finding_lr_factor
+                room = len(self._recent_rollbacks(event.step)) < self.max_rollbacks
+                if self.mode == "rollback" and self._snapshots.snapshot is not None and room:
+                    self._pending = []
+                    self._roll_back(trainer, pl_module, event.step)
+                    event.action = "rollback"
+                self._record(trainer, pl_module, event)
 
     def _recent_rollbacks(self, step: int) -> list[int]:
         return [s for s in self._rollback_steps if s > step - self.rollback_window_steps]

@@ -68,6 +68,17 @@ def weighted_zero_batch(rank: int | None = None) -> tuple[pl.LightningModule, Da
     return model, DataLoader(data, batch_size=32, shuffle=False), validation()
 
 
+def lr_reaches_zero() -> tuple[pl.LightningModule, DataLoader, DataLoader]:
+    """SGD + momentum on teacher data whose schedule sets the LR to exactly 0 at step 80 (a schedule sized for
+    a shorter run): no factor raises it."""
+    model = FieldModule(
+        FReluMLP(16, 64, 4, depth=2),
+        lambda p: torch.optim.SGD(p, lr=0.01, momentum=0.9, weight_decay=5e-4),
+        lambda o: torch.optim.lr_scheduler.LambdaLR(o, lambda step: 1.0 if step < 80 else 0.0),
+    )
+    return model, loader(teacher_data(8192), 32), validation()
+
+
 def validation() -> DataLoader:
     return loader(teacher_data(1024, seed=7), 1024, shuffle=False)
 
@@ -109,6 +120,7 @@ RUNS = [
         400,
         description="SGD+momentum, StepLR(gamma=1e-6) at step 80",
     ),
+    RepairRun("lr_reaches_zero", lr_reaches_zero, 240, description="SGD+momentum, LR set to 0 at step 80"),
     RepairRun(
         "overfitting",
         _overfit_wide_mlp,

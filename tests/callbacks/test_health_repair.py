@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import pickle
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ import lightning.pytorch as pl
 import pytest
 import torch
 from lightning.pytorch.callbacks import Callback
+from torch.utils.data import DataLoader
 
 from lightning_recipes.callbacks import HealthMonitor, RunManifest
 from lightning_recipes.callbacks._health_repair import REPAIRS, lr_factor_of, repair_of
@@ -23,7 +25,9 @@ from lightning_recipes.testing.logger import InMemoryLogger
 from lightning_recipes.testing.trainers import fast_trainer
 from tests.callbacks.health_field_gallery._field_data import loader, teacher_data
 from tests.callbacks.health_field_gallery._field_models import FieldModule, GeluMLP
+from tests.callbacks.health_field_gallery._field_problems_run import _overfit_wide_mlp
 from tests.callbacks.health_repair_runs import ZERO_WEIGHT_BATCH, case, run
+from tests.callbacks.test_resume_bitwise import ResumableLoader
 
 # ---------------------------------------------------------------------------------------------- arguments
 
@@ -151,6 +155,21 @@ def test_a_collapsed_lr_is_raised_to_its_peak_and_the_raise_survives_a_resume(tm
     assert repairer._effective_lr(resumed.trainer) == pytest.approx(1e-2)
 
 
+def test_an_lr_that_reached_zero_is_held_at_its_groups_peak_kept_in_the_state(tmp_path: Path) -> None:
+    """No factor raises 0: the repair holds each group's LR at its peak (a floor under the schedule)."""
+    repaired = run(case("lr_reaches_zero"), True, default_root_dir=tmp_path)
+    plain = run(case("lr_reaches_zero"), False)
+    [event] = repaired.monitor.repairs
+    assert (event.problem, event.action) == ("lr_too_low", "raise_lr")
+    assert event.before["lr"] == 0.0 and event.after["lr"] == pytest.approx(0.01)
+    assert repaired.val_loss < 0.9 * plain.val_loss, (plain.val_loss, repaired.val_loss)
+    repairer = repaired.monitor._repair
+    assert repairer is not None and repairer.lr_floors == [[pytest.approx(0.01)]] and repairer.lr_scale == 1.0
+    clone = HealthMonitor(repair=True)
+    clone.load_state_dict(repaired.monitor.state_dict())
+    assert clone._repair is not None and clone._repair.lr_floors == repairer.lr_floors
+
+
 def test_overfitting_stops_and_restores_the_best_validation_weights() -> None:
     repaired = run(case("overfitting"), True)
     plain = run(case("overfitting"), False)
@@ -256,3 +275,67 @@ def test_ddp_every_rank_takes_the_same_repair_at_the_same_step(tmp_path: Path) -
         assert all(torch.isfinite(v).all() for v in result["weights"].values())
     assert results[0]["repairs"] == results[1]["repairs"]
     assert same_state(results[0]["weights"], results[1]["weights"])
+
+
+# ---------------------------------------------------------------------------------------------- resume
+
+
+def _lr_jump() -> tuple[pl.LightningModule, DataLoader, None]:
+    from tests.helpers.health_gallery import MLP, classification
+
+    model = MLP(act="gelu", optimizer="adam", lr=1e-3, lr_jump=(100, 50.0))
+    return model, ResumableLoader(classification(), batch_size=32, shuffle=False), None
+
+
+def _overfits() -> tuple[pl.LightningModule, DataLoader, DataLoader]:
+    model, train, val = _overfit_wide_mlp()
+    return model, ResumableLoader(train.dataset, batch_size=16, shuffle=False), val
+
+
+def _fit_resumable(
+    build: Callable[[], Any], steps: int, tmp_path: Path, stop_at: int | None = None
+) -> tuple[HealthMonitor, pl.LightningModule]:
+    """Train ``build``'s run for ``steps`` steps with ``HealthMonitor(repair=True)``; with ``stop_at``, save
+    a checkpoint at that step's end (as ``ModelCheckpoint`` does), stop, resume from it with new objects."""
+    path = str(tmp_path / "stopped.ckpt")
+    for max_steps in ([stop_at] if stop_at is not None else []) + [steps]:
+        torch.manual_seed(0)
+        model, train, val = build()
+        monitor = HealthMonitor(check_every_n_steps=20, on_finding=lambda f: None, repair=True)
+        validate = {} if val is not None else {"limit_val_batches": 0}
+        saver = SaveAt(stop_at if max_steps == stop_at else -1, path)
+        trainer = fast_trainer(max_steps=max_steps, max_epochs=-1, callbacks=[monitor, saver], **validate)
+        trainer.fit(model, train, val, ckpt_path=path if stop_at is not None and max_steps == steps else None)
+    return monitor, model
+
+
+class SaveAt(Callback):
+    """Saves a checkpoint at the end of optimizer step ``step`` (after the monitor's check of that batch)."""
+
+    def __init__(self, step: int, path: str) -> None:
+        self.step, self.path = step, path
+
+    def on_train_batch_end(self, trainer: pl.Trainer, *args: Any) -> None:
+        if trainer.global_step == self.step:
+            trainer.save_checkpoint(self.path)
+
+
+@pytest.mark.parametrize(
+    ("build", "steps", "stop_at", "action"),
+    [(_lr_jump, 160, 100, "rollback_lower_lr"), (_overfits, 240, 30, "stop_restore_best")],
+    ids=["rollback_snapshot", "best_weights"],
+)
+def test_a_run_stopped_and_resumed_repairs_bitwise_as_an_uninterrupted_one(
+    build: Callable[[], Any], steps: int, stop_at: int, action: str, tmp_path: Path
+) -> None:
+    """The snapshot a rollback restores and the best validation weights predate the checkpoint: both come
+    back from it (not from the resumed state), so the repaired run ends with the same weights."""
+    whole, whole_model = _fit_resumable(build, steps, tmp_path)
+    resumed, resumed_model = _fit_resumable(build, steps, tmp_path, stop_at=stop_at)
+    [event] = whole.repairs
+    assert event.action == action and event.step > stop_at > event.after["step"] >= 0, event
+    assert resumed.repairs == whole.repairs
+    assert same_state(resumed_model.state_dict(), whole_model.state_dict())
+    saved = torch.load(tmp_path / "stopped.ckpt", weights_only=True)  # plain types only
+    [state] = [v for k, v in saved["callbacks"].items() if k.startswith("HealthMonitor")]
+    assert {"healthy", "start"} <= set(state["repair"]["snapshots"])

@@ -8,6 +8,7 @@ import logging
 import math
 import pickle
 import statistics
+import warnings
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 from lightning.pytorch.plugins.precision import MixedPrecision
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from lightning_recipes._deprecation import LightningRecipesDeprecationWarning
 from lightning_recipes.callbacks import StabilityGuard
 from lightning_recipes.callbacks import _rollback as rollback_module
 from lightning_recipes.callbacks.grad_norm_monitor import GradNormMonitor
@@ -569,7 +571,10 @@ def test_lr_too_high_finding_rolls_back_and_cuts_the_lr() -> None:
         max_steps=160, max_epochs=-1, limit_val_batches=0, callbacks=[monitor, guard, hook]
     )
     torch.manual_seed(0)
-    trainer.fit(MLP(act="gelu", optimizer="adam", lr=1e-3, lr_jump=(100, 50.0)), _loader(_classification()))
+    with pytest.warns(LightningRecipesDeprecationWarning, match=r"HealthMonitor\(repair=True\)"):
+        trainer.fit(
+            MLP(act="gelu", optimizer="adam", lr=1e-3, lr_jump=(100, 50.0)), _loader(_classification())
+        )
     assert [f.problem for f in monitor.findings] == ["lr_too_high"]
     # found at the check of step 120, repaired in the same batch, back to the last good check (100)
     assert [(e.cause, e.step, e.action, e.restored_step, e.detected_at_step) for e in guard.events] == [
@@ -583,6 +588,28 @@ def test_lr_too_high_finding_rolls_back_and_cuts_the_lr() -> None:
     clone = StabilityGuard(check_every_n_steps=20)
     clone.load_state_dict(guard.state_dict())
     assert clone._lr_scale == 0.5
+
+
+def test_a_repairing_monitor_is_the_one_path_the_guard_leaves_its_findings_to() -> None:
+    """Issue 36: with ``HealthMonitor(repair=True)`` the guard's deprecated finding path stands aside: one
+    rollback, one LR cut (the monitor's factor), no deprecation warning, no guard event."""
+    from lightning_recipes.callbacks.health_monitor import HealthMonitor
+    from tests.helpers.health_gallery import MLP
+    from tests.helpers.health_gallery import classification as _classification
+    from tests.helpers.health_gallery import loader as _loader
+
+    monitor = HealthMonitor(check_every_n_steps=20, on_finding=lambda f: None, repair=True)
+    guard = StabilityGuard(check_every_n_steps=20, snapshot_every_n_steps=20, spike_k=None, verbose=False)
+    trainer = fast_trainer(max_steps=160, max_epochs=-1, limit_val_batches=0, callbacks=[monitor, guard])
+    torch.manual_seed(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", LightningRecipesDeprecationWarning)
+        trainer.fit(
+            MLP(act="gelu", optimizer="adam", lr=1e-3, lr_jump=(100, 50.0)), _loader(_classification())
+        )
+    assert [f.problem for f in monitor.findings][:1] == ["lr_too_high"]
+    assert [e.action for e in monitor.repairs][:1] == ["rollback_lower_lr"]
+    assert guard.events == [] and guard._lr_scale == 1.0 and guard.rollbacks == 0
 
 
 def test_guard_placed_before_the_monitor_warns() -> None:
@@ -661,6 +688,14 @@ def test_lr_scaling_cuts_each_step_and_restores_the_rate_and_pickles_without_hoo
     factor.value = 1.0
     optimizer.step()
     assert param.item() == pytest.approx(-1.25)
+    floored = torch.nn.Parameter(torch.zeros(1))
+    zeroed = torch.optim.SGD([floored], lr=0.0)
+    lifted = LRScaling(lambda: 0.5, lambda: [[0.2]])  # a rate of 0 raised to its floor, then the factor
+    lifted.attach([zeroed])
+    floored.grad = torch.ones(1)
+    zeroed.step()
+    assert floored.item() == pytest.approx(-0.1) and zeroed.param_groups[0]["lr"] == 0.0
+    lifted.detach()
     clone = pickle.loads(pickle.dumps(scaling))  # ddp_spawn pickles the guard with its collaborators
     assert clone._handles == [] and clone._factor() == 1.0
     scaling.detach()
