@@ -90,15 +90,15 @@ def run_demo(args: argparse.Namespace) -> dict[str, Any]:
     early_stopping = EarlyStopping(
         monitor="val_acc", mode="max", patience=4, start_from_epoch=4, restore_best_weights=True
     )
-    health = HealthMonitor(check_every_n_steps=25)
+    health = HealthMonitor(check_every_n_steps=25, repair=True)
     manifest = RunManifest()
     callbacks: list[pl.Callback] = [
         manifest,
         GradNormMonitor(),
         AdaptiveGradClip(percentile=90.0, window=500, warmup_steps=25),
         InputPipelineMonitor(),
-        health,  # before the guard, which acts on its lr_too_high findings
-        StabilityGuard(check_every_n_steps=10, snapshot_every_n_steps=50),
+        health,  # repairs what its findings name (an LR too high: roll back, lower the LR)
+        StabilityGuard(check_every_n_steps=10, snapshot_every_n_steps=50, act_on_findings=False),
         early_stopping,
         LearningRateMonitor(logging_interval="step"),
     ]
