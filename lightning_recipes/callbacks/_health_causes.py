@@ -1,19 +1,8 @@
 """HealthMonitor's attribution: for a problem the rules found, the candidate causes, the evidence the run
-holds for and against each, and the one root cause the evidence names (or, when it does not separate them,
-what would). Pure host functions over one check's :class:`CheckData` and the :class:`History`, after
-the check's one sync.
-
-Outlier batches are one notion (:func:`gradient_spikes`), used as a finding (``outlier_batches``) and as a
-cause (of dead units, of an exploding gradient, of a loss that rose): a step whose gradient norm stands
-``outlier_factor`` x above the calm steps *before* it, on a batch that holds a value ``outlier_factor`` x the
-largest |input| a batch usually holds. Judged against the steps before, not on both sides: the steps after an
-outlier batch carry its aftermath (momentum, weights knocked off), which would hide the batch that began it.
-
-Dead units have three usual causes, told apart by *when* they died: on the run's first batch, before any
-update (the initialisation: the learning rate cannot have done it), right after a few outlier batches at an
-LR that ran at healthy update ratios up to them (the data), or while the updates were large at an LR that had
-not killed them before (the learning rate). Non-finite weights are the step's that wrote them:
-the first non-finite loss after the last check with finite weights names it.
+holds for and against each, and the one root cause the evidence names (or what would tell them apart): one
+notion of outlier batches (:func:`gradient_spikes`), why units died (:func:`dead_unit_causes`), which step
+wrote non-finite weights (:func:`record_check`). Pure host functions after the check's one sync; why each
+reads as it does: ``docs/guides/health_monitor.md`` ("Attribution").
 
 Example:
     >>> history = History(dead_step0={"fc1": 0.8})
@@ -37,6 +26,7 @@ from lightning_recipes.callbacks._health_window import (
     Diagnosis,
     History,
     default_headline,
+    fmt,
     headline,
 )
 
@@ -52,7 +42,7 @@ __all__ = [
     "plain_diagnosis",
     "ranked",
     "record_check",
-    "spikes_between",
+    "weighed",
 ]
 
 #: A rise of the dead fraction by this much between two checks is units dying (not measurement noise).
@@ -95,15 +85,12 @@ def _epochs(records: list[tuple[int, float, int, int, int, float]], epoch: int) 
 def gradient_spikes(
     data: CheckData, history: History, t: dict[str, float], jump: float = 1.0
 ) -> GradientSpikes:
-    """The interval's outlier batches and exploded steps (``data.step_records``), each step's gradient norm
-    against the median of the last :data:`BASELINE_STEPS` calm steps before it (carried over checks in
-    ``history.calm_norms``; a spike does not join them). A spike: ``outlier_factor`` x that baseline and
-    beyond the calm steps' own scatter (``confidence_z`` robust deviations of their log ratios).
-    An extreme batch: one holding a value ``outlier_factor`` x the largest |input| a batch of the interval
-    typically holds. Consecutive spikes are one episode: when its ordinary batches reach ``explode_factor``
-    x the baseline the gradients exploded (began by an extreme batch: that batch is the cause); otherwise its
-    extreme batches are outlier batches, when they are a few (:data:`MAX_OUTLIER_BATCHES`, a quarter of the
-    steps). Records the outliers and triggers in ``history.spikes``.
+    """The interval's outlier batches and exploded steps: each step's gradient norm against the median of the
+    last :data:`BASELINE_STEPS` calm steps before it (carried in ``history.calm_norms``), a spike when
+    ``outlier_factor`` x that and beyond the calm steps' scatter; consecutive spikes are one episode, exploded
+    when its ordinary batches reach ``explode_factor`` x (and the run felt it: ``jump``, the weights' norm or
+    the loss grown ``growth_high`` x since the last check), else its extreme batches are outlier batches when
+    they are a few. Records them in ``history.spikes``.
 
     Example:
         >>> records = [(k, 1.0 + 0.1 * (k % 3), k, 0, 0, 3.0) for k in range(20)]
@@ -187,10 +174,6 @@ def outliers_since(history: History, step: float) -> list[list[float]]:
     return [s for s in history.spikes if s[0] >= max(step, first)]
 
 
-def _fmt(value: float) -> str:
-    return f"{value:.3g}"
-
-
 def record_check(
     data: CheckData, history: History, ratio: float, lr: float, t: dict[str, float]
 ) -> GradientSpikes:
@@ -236,12 +219,6 @@ def dying_window(history: History, t: dict[str, float]) -> tuple[int, int, int]:
     return start, int(rows[j][0]), j
 
 
-def spikes_between(history: History, start: int, end: int) -> list[list[float]]:
-    """The recorded outlier batches at steps in ``[start, end)``, after the first check (the early transient
-    is no evidence)."""
-    return [s for s in outliers_since(history, start) if s[0] < end]
-
-
 def dead_unit_causes(
     dead: dict[str, float], data: CheckData, history: History, t: dict[str, float], lr_now: bool = False
 ) -> tuple[bool, Diagnosis]:
@@ -263,51 +240,41 @@ def dead_unit_causes(
         for r in rows[:first]
         if r[2] > t["ratio_high"] and math.isfinite(lr_at_death) and r[3] >= lr_at_death / 1.5
     ]
-    spikes = sorted(spikes_between(history, start, end))
+    spikes = sorted(s for s in outliers_since(history, start) if s[0] < end)
     few = 0 < len(spikes) <= MAX_OUTLIER_BATCHES
     # the run was healthy at this LR right up to the outlier batches (the update ratio at the check before
     # them within ``ratio_high``): the large steps after them are their aftermath, not the LR's
-    last_calm = rows[first - 1] if first >= 1 else None
     calm_before = (
         few
-        and last_calm is not None
-        and last_calm[2] <= t["ratio_high"]
-        and (not math.isfinite(lr_at_death) or last_calm[3] >= lr_at_death / 1.5)
+        and first >= 1
+        and rows[first - 1][2] <= t["ratio_high"]
+        and (not math.isfinite(lr_at_death) or rows[first - 1][3] >= lr_at_death / 1.5)
     )
     worst = max(dead, key=lambda m: dead[m])
 
-    init = Cause("initialisation")
-    if at_step0:
-        init.evidence_for["dead_at_step_0"] = at_step0
-    if alive_at_step0:
-        init.evidence_against["dead_at_step_0"] = alive_at_step0
-    lr = Cause("learning_rate")
-    if lr_for:
-        lr.evidence_for["update_ratio_when_dying"] = large
-    if at_step0:
-        lr.evidence_against["dead_before_any_update"] = True
-    if survived:
-        lr.evidence_against["alive_at_same_lr_and_ratio"] = {
-            "step": int(survived[-1][0]),
-            "ratio": survived[-1][2],
-        }
-    if calm_before and last_calm is not None:
-        lr.evidence_against["ratio_before_outlier_batches"] = {
-            "step": int(last_calm[0]),
-            "ratio": last_calm[2],
-        }
+    init = Cause("initialisation", _some(dead_at_step_0=at_step0), _some(dead_at_step_0=alive_at_step0))
+    lr = Cause(
+        "learning_rate",
+        {"update_ratio_when_dying": large} if lr_for else {},
+        _some(
+            dead_before_any_update=bool(at_step0),
+            alive_at_same_lr_and_ratio=survived and {"step": int(survived[-1][0]), "ratio": survived[-1][2]},
+            ratio_before_outlier_batches=calm_before
+            and {"step": int(rows[first - 1][0]), "ratio": rows[first - 1][2]},
+        ),
+    )
     data_cause = Cause("outlier_batches")
     if few:
-        data_cause.evidence_for["spike_steps"] = [int(s[0]) for s in spikes]
-        data_cause.evidence_for["spike_batches"] = [f"epoch {int(s[1])} batch {int(s[2])}" for s in spikes]
-        data_cause.evidence_for["grad_norm_x_before"] = max(s[3] for s in spikes)
-        data_cause.evidence_for["largest_input"] = max(s[4] for s in spikes)
-        data_cause.evidence_for["died_between_steps"] = [start, end]
-    elif spikes:
-        data_cause.evidence_against["outlier_batches"] = f"more than {MAX_OUTLIER_BATCHES} in the window"
+        data_cause.evidence_for = {
+            "spike_steps": [int(s[0]) for s in spikes],
+            "spike_batches": [f"epoch {int(s[1])} batch {int(s[2])}" for s in spikes],
+            "grad_norm_x_before": max(s[3] for s in spikes),
+            "largest_input": max(s[4] for s in spikes),
+            "died_between_steps": [start, end],
+        }
     else:
-        data_cause.evidence_against["outlier_batches_when_dying"] = 0
-
+        many = {"outlier_batches": f"more than {MAX_OUTLIER_BATCHES} in the window"}
+        data_cause.evidence_against = many if spikes else {"outlier_batches_when_dying": 0}
     fraction = dead[worst]
     if at_step0:
         cause: str | None = "initialisation"
@@ -332,7 +299,7 @@ def dead_unit_causes(
         )
     elif lr_for:
         cause = "learning_rate"
-        text = f"units died at update ratio {_fmt(large)}"
+        text = f"units died at update ratio {fmt(large)}"
         action = ""
     else:
         cause = None
@@ -349,14 +316,29 @@ def dead_unit_causes(
     return cause == "learning_rate", Diagnosis(headline(text), causes, cause, action, tell)
 
 
+def _some(**evidence: Any) -> dict[str, Any]:
+    """The entries of ``evidence`` that hold something."""
+    return {k: v for k, v in evidence.items() if v}
+
+
 def _rows(spikes: list[list[float]]) -> str:
     """Where the outlier batches' extreme values sit: ``batch b row r (|input| v)``, at most three."""
     return "; ".join(
         f"batch {int(s[2])}"
         + (f" row {int(s[5])}" if len(s) > 5 and s[5] >= 0 else "")
-        + f" |input| {_fmt(s[4])}"
+        + f" |input| {fmt(s[4])}"
         for s in spikes[:3]
     )
+
+
+def weighed(name: str, holds: bool, evidence: dict[str, Any]) -> Cause:
+    """A candidate cause whose ``evidence`` speaks for it when ``holds``, against it otherwise.
+
+    Example:
+        >>> weighed("no_gradient_signal", False, {"grad_rms": 0.07}).excluded
+        True
+    """
+    return Cause(name, evidence if holds else {}, {} if holds else evidence)
 
 
 def ranked(causes: list[Cause], named: str | None) -> list[Cause]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from lightning_recipes._console import escape as _escape
@@ -34,6 +34,7 @@ __all__ = [
     "default_headline",
     "evidence_lines",
     "findings_table",
+    "fmt",
     "format_value",
     "headline",
 ]
@@ -210,61 +211,55 @@ class History:
     finite_weights_step: int = -1
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "losses": list(self.losses),
-            "loss_ses": list(self.loss_ses),
-            "loss_steps": list(self.loss_steps),
-            "ratios": list(self.ratios),
-            "lrs": list(self.lrs),
-            "start_loss": self.start_loss,
-            "dead_at_start": self.dead_at_start,
-            "grad_totals": list(self.grad_totals),
-            "vanish_ratios": list(self.vanish_ratios),
-            "validations": [list(v) for v in self.validations],
-            "streaks": dict(self.streaks),
-        } | self._attribution()
-
-    def _attribution(self) -> dict[str, Any]:
-        """The memory added by issue #35, only what holds something: an older run's state saves and reloads
-        exactly as it did."""
-        state: dict[str, Any] = {
-            "waits": [list(w) for w in self.waits],
-            "dead_seen": [list(v) for v in self.dead_seen],
-            "dead_step0": dict(self.dead_step0),
-            "spikes": [list(v) for v in self.spikes],
-            "calm_norms": list(self.calm_norms),
-        }
-        state = {k: v for k, v in state.items() if v}
-        if self.finite_weights_step >= 0:
-            state["finite_weights_step"] = self.finite_weights_step
-        if math.isfinite(self.last_param_norm):
-            state["last_param_norm"] = self.last_param_norm
-        return state
+        """Plain Python for ``state_dict``; the memory added by issue #35 (:data:`_LATER`) only where it holds
+        something, so an older run's state saves and reloads exactly as it did."""
+        state = {f.name: _plain(getattr(self, f.name)) for f in fields(self)}
+        unset = [
+            k
+            for k in _LATER
+            if state[k] in ([], {}, -1) or (isinstance(state[k], float) and math.isnan(state[k]))
+        ]
+        return {k: v for k, v in state.items() if k not in unset}
 
     @classmethod
     def from_dict(cls, state: dict[str, Any]) -> History:
-        losses = [float(v) for v in state.get("losses", [])]
-        return cls(
-            losses=losses,
-            # states saved before the noise model kept these: unknown error, steps by position
-            loss_ses=[float(v) for v in state.get("loss_ses", [math.nan] * len(losses))],
-            loss_steps=[int(v) for v in state.get("loss_steps", range(len(losses)))],
-            ratios=[float(v) for v in state.get("ratios", [])],
-            lrs=[float(v) for v in state.get("lrs", [])],
-            start_loss=float(state.get("start_loss", math.nan)),
-            dead_at_start=float(state.get("dead_at_start", -1.0)),
-            grad_totals=[float(v) for v in state.get("grad_totals", [])],
-            vanish_ratios=[float(v) for v in state.get("vanish_ratios", [])],
-            validations=[_validation(row) for row in state.get("validations", [])],
-            streaks={str(k): int(v) for k, v in state.get("streaks", {}).items()},
-            waits=[[float(v) for v in w] for w in state.get("waits", [])],
-            dead_seen=[[float(v) for v in row] for row in state.get("dead_seen", [])],
-            dead_step0={str(k): float(v) for k, v in state.get("dead_step0", {}).items()},
-            spikes=[[float(v) for v in row] for row in state.get("spikes", [])],
-            calm_norms=[float(v) for v in state.get("calm_norms", [])],
-            last_param_norm=float(state.get("last_param_norm", math.nan)),
-            finite_weights_step=int(state.get("finite_weights_step", -1)),
-        )
+        """The history saved by :meth:`to_dict` (states saved before the noise model kept the losses' errors
+        and steps: unknown errors, steps by position)."""
+        history = cls(**{k: _loaded(k, v) for k, v in state.items() if k in {f.name for f in fields(cls)}})
+        if "loss_ses" not in state:
+            history.loss_ses = [math.nan] * len(history.losses)
+        if "loss_steps" not in state:
+            history.loss_steps = list(range(len(history.losses)))
+        return history
+
+
+_LATER = (
+    "waits",
+    "dead_seen",
+    "dead_step0",
+    "spikes",
+    "calm_norms",
+    "last_param_norm",
+    "finite_weights_step",
+)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return {k: _plain(v) for k, v in value.items()} if isinstance(value, dict) else value
+
+
+def _loaded(name: str, value: Any) -> Any:
+    """A saved field with its types: whole numbers for steps and streaks, floats otherwise."""
+    if name == "validations":
+        return [_validation(row) for row in value]
+    cast: Any = int if name in ("loss_steps", "streaks", "finite_weights_step") else float
+    if isinstance(value, dict):
+        return {str(k): cast(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [[cast(x) for x in v] if isinstance(v, list) else cast(v) for v in value]
+    return cast(value)
 
 
 def _validation(row: Any) -> tuple[int, float, float, float, int]:
@@ -336,6 +331,16 @@ class Diagnosed(tuple[dict[str, Any], str]):
         decision = super().__new__(cls, (evidence, advice))
         decision.diagnosis = diagnosis
         return decision
+
+
+def fmt(value: float) -> str:
+    """A number to 3 significant digits.
+
+    Example:
+        >>> fmt(0.0123456)
+        '0.0123'
+    """
+    return f"{value:.3g}"
 
 
 def headline(text: str) -> str:

@@ -12,7 +12,7 @@ import torch
 from torch import Tensor
 from torch.utils.data import DataLoader, TensorDataset
 
-from lightning_recipes.callbacks._health_rules import not_learning, overfitting
+from lightning_recipes.callbacks._health_rules import evidence_of, not_learning, overfitting
 from lightning_recipes.callbacks._health_window import DEFAULT_THRESHOLDS, CheckData, History
 from lightning_recipes.callbacks.health_monitor import HealthMonitor
 from lightning_recipes.testing import TinyClassifier, fast_trainer, random_classification_loader
@@ -135,7 +135,7 @@ def test_not_learning_ranks_the_cause_by_the_evidence(
     growth: float, ratio: float, grad: float, cause: str
 ) -> None:
     data, history = _stuck(growth, ratio, grad)
-    evidence, advice = not_learning(data, history, T, named=False)
+    evidence, advice = not_learning(evidence_of(data, history, T), named=False)
     assert evidence["cause"] == cause
     if cause == "undetermined":
         assert evidence["ranked_causes"][0] == "labels_do_not_match_inputs"
@@ -146,18 +146,18 @@ def test_not_learning_ranks_the_cause_by_the_evidence(
 
 def test_not_learning_stays_silent_when_the_loss_moved_or_another_rule_named_the_cause() -> None:
     data, history = _stuck(2.8, 2e-3)
-    assert not_learning(data, history, T, named=True) is None
+    assert not_learning(evidence_of(data, history, T), named=True) is None
     data, history = _stuck(2.8, 2e-3)
     history.start_loss = 4.0  # the loss fell to 77% of where it started: it learned
-    assert not_learning(data, history, T, named=False) is None
+    assert not_learning(evidence_of(data, history, T), named=False) is None
     data, history = _stuck(2.8, 2e-3)
     data.loss_mean = 2.85  # 89% of its start: it left the level of knowing nothing, it learns
-    assert not_learning(data, history, T, named=False) is None
+    assert not_learning(evidence_of(data, history, T), named=False) is None
     # issue #35: a slow descent that stays at the level of knowing nothing (94% of the start after 250 steps,
     # a model memorising labels that do not follow its inputs) is not learning
     data, history = _stuck(2.8, 2e-3)
     data.loss_mean = 3.0
-    assert not_learning(data, history, T, named=False) is not None
+    assert not_learning(evidence_of(data, history, T), named=False) is not None
 
 
 def test_a_run_whose_labels_do_not_depend_on_its_inputs_is_found_not_learning() -> None:

@@ -267,6 +267,22 @@ def test_an_adaptive_ratio_above_1e2_for_5_checks_with_the_weights_doubled_is_lr
     assert all(p != "lr_too_high" for _, p in _adaptive_run(5e-3, 2.4))
 
 
+def test_large_steps_on_a_flat_loss_are_the_lr_only_when_they_moved_the_weights() -> None:
+    # The blind pair of zoo 2's noisy XOR (a small-init tanh MLP at ln 2 for ~200 steps, Adam at 1e-2): update
+    # ratios of ~4e-2 for 5 checks on a flat loss. With the weights grown 3x the steps throw them around: the
+    # LR. With the weights at 1.5x of step 0's they only jitter at a saddle: no LR evidence, no lr_too_high.
+    def run(growth: float) -> set[str]:
+        rng, checks = random.Random(1), []
+        for i in range(6):
+            data = _check(20 * (i + 1), 0.693 + rng.gauss(0, 0.002), 0.04, std=0.03, lr=1e-2)
+            data.param_norm_start, data.param_norm = 10.0, 10.0 * (1 + (growth - 1) * (i + 1) / 6)
+            checks.append(data)
+        return {p for _, p in _run(checks)}
+
+    assert "lr_too_high" in run(3.0)
+    assert "lr_too_high" not in run(1.5)
+
+
 def test_a_tiny_sgd_ratio_is_the_lr_only_while_the_weights_kept_their_scale() -> None:
     # 1e-12 of the weights per step, the loss flat: the LR (collapsed). The same ratio after the weights grew
     # 1e6x (an explosion's aftermath: huge weights make any update look tiny) is not lr_too_low.

@@ -1,0 +1,188 @@
+"""What HealthMonitor's rules read, computed once per check: :class:`Evidence` over one check's
+:class:`CheckData` and the run's :class:`History` -- the update ratio and its floor, the LR and its peak, the
+weights' growth since step 0, the loss's level at initialisation and its noise, its trend over checks, and the
+interval's gradient spikes. Each rule is a short invariant over it (``docs/guides/health_monitor.md``).
+
+Example:
+    >>> data = CheckData(40, 0, loss_mean=2.3, loss_head=2.3, update_ratio={"fc1": 2e-5},
+    ...                  group_family={"fc1": "sgd"}, param_norm=3.0, param_norm_start=1.0)
+    >>> e = evidence_of(data, History(), DEFAULT_THRESHOLDS)
+    >>> e.at_start, e.floor, e.growth
+    (True, 0.0001, 3.0)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from lightning_recipes._stats import mean_se, significantly_above, trend, weighted_median
+from lightning_recipes.callbacks._health_causes import GradientSpikes, record_check
+from lightning_recipes.callbacks._health_window import (
+    DEFAULT_THRESHOLDS,  # noqa: F401  (the doctests)
+    CheckData,
+    History,
+)
+
+__all__ = ["Evidence", "UpdateRatios", "evidence_of", "streak"]
+
+
+def streak(history: History, name: str, present: bool) -> int:
+    """Count ``name``'s checks in a row (reset when absent); returns the count."""
+    history.streaks[name] = history.streaks.get(name, 0) + 1 if present else 0
+    return history.streaks[name]
+
+
+class UpdateRatios:
+    """The sampled step's update ratios: per group, the parameter-weighted median, the family and LRs.
+
+    Example:
+        >>> data = CheckData(0, 0, update_ratio={"fc1": 1e-6, "fc1.bias": 2e-5},
+        ...                  group_numel={"fc1": 1000, "fc1.bias": 10}, group_family={"fc1": "adaptive"})
+        >>> ratios = UpdateRatios(data)
+        >>> ratios.median, ratios.family, ratios.low(DEFAULT_THRESHOLDS)
+        (1e-06, 'adaptive', 0.0001)
+    """
+
+    def __init__(self, data: CheckData) -> None:
+        self.by_group = {g: r for g, r in data.update_ratio.items() if math.isfinite(r) and r >= 0}
+        weights = [float(data.group_numel.get(g, 1)) for g in self.by_group]
+        self.median = weighted_median(list(self.by_group.values()), weights)
+        families: dict[str, float] = {}
+        for g, w in zip(self.by_group, weights):
+            families[data.group_family.get(g, "other")] = (
+                families.get(data.group_family.get(g, "other"), 0) + w
+            )
+        self.family = max(families, key=lambda f: families[f]) if families else "other"
+        finite = [data.group_lr[g] for g in self.by_group if math.isfinite(data.group_lr.get(g, math.nan))]
+        self.lr = max(finite) if finite else math.nan
+        #: each non-embedding group's ratio, in model order (what each layer learned this step)
+        self.moved = {g: r for g, r in self.by_group.items() if g not in data.sparse_groups}
+
+    def low(self, t: dict[str, float]) -> float:
+        """The family's floor: ``ratio_low`` for adaptive optimizers, ``ratio_low_sgd`` otherwise."""
+        return t["ratio_low"] if self.family == "adaptive" else t["ratio_low_sgd"]
+
+    def groups(self, limit: float, above: bool, top: int = 3) -> dict[str, float]:
+        """The ``top`` groups furthest above (or below) ``limit``."""
+        picked = [(g, r) for g, r in self.by_group.items() if (r > limit if above else r < limit)]
+        return dict(sorted(picked, key=lambda kv: -kv[1] if above else kv[1])[:top])
+
+
+@dataclass
+class Evidence:
+    """One check's shared evidence (the module docstring); ``decide`` builds it, the rules read it."""
+
+    data: CheckData
+    history: History
+    t: dict[str, float]
+    ratios: UpdateRatios
+    spikes: GradientSpikes
+    #: the largest LR now, and the largest at any earlier check
+    lr: float
+    peak_lr: float
+    #: the tracked weights' norm over their norm at step 0
+    growth: float
+    #: the loss at initialisation (the level of knowing nothing: ln C for a classifier), and whether the loss
+    #: still sits within ``trivial_band`` of it
+    start: float
+    at_start: bool
+    #: the update ratio below which the LR is too low: the family's (the adaptive one for SGD at its start)
+    floor: float
+    #: the interval mean's standard error, and whether the interval's own slope falls significantly
+    se: float
+    falling: bool
+    #: the LR rose 1.5x since the last check; a schedule annealing in the last part of a planned run; the LR
+    #: fell 1000x since the last check (a step cut, not a trough approached over checks: a read LR, no noise)
+    warming_up: bool
+    annealing: bool
+    step_cut: bool
+    #: the weights grew less than ``growth_high`` x since step 0: large update ratios only jittered them (at a
+    #: saddle, small weights): no evidence of a too-high LR (unknown growth: not excluded)
+    kept_scale: bool
+    #: the weights grew ``growth_blown`` x since step 0: they blew up, and a small update ratio or a loss
+    #: below the first interval's (the blow-up's) says nothing about the LR or about learning
+    blown: bool
+    #: the loss below half its first interval's: the run learns, whatever a layer shows (``learning``: and the
+    #: weights did not blow up, so that first loss was no blow-up's)
+    converging: bool
+    learning: bool
+    #: the previous check's interval mean (NaN: none), and whether this one is significantly below it
+    previous: float
+    below_previous: bool
+
+    @property
+    def ratio(self) -> float:
+        """The run's update ratio (``ratios.median``)."""
+        return self.ratios.median
+
+    def window(self, k: int) -> tuple[list[float], list[float], list[float]]:
+        """The last ``k`` checks' steps, interval means and standard errors (this check's included)."""
+        h, tail = self.history, slice(-(k - 1), None) if k > 1 else slice(0, 0)
+        steps = [float(s) for s in [*h.loss_steps[tail], self.data.step]]
+        return steps, [*h.losses[tail], self.data.loss_mean], [*h.loss_ses[tail], self.se]
+
+    def falls(self, k: int, span: float | None = None) -> tuple[bool, float, float]:
+        """``(significant, drop, level)`` of the last ``k`` checks' trend: the interval means fall by more
+        than ``confidence_z`` standard errors; by how much over ``span`` steps (the window's); their mean."""
+        steps, means, ses = self.window(k)
+        slope, slope_se = trend(steps, means, ses)
+        span = steps[-1] - steps[0] if span is None else span
+        drop = -slope * span if math.isfinite(slope) else 0.0
+        return slope < -self.t["confidence_z"] * slope_se, drop, sum(means) / len(means)
+
+    def progressing(self, k: int) -> bool | None:
+        """The loss fell significantly over the last ``k`` intervals or within this one (``None``: fewer
+        than ``k`` known)."""
+        if self.falling:
+            return True
+        if len(self.history.losses) < k - 1 or not math.isfinite(self.data.loss_mean):
+            return None
+        return self.falls(k)[0]
+
+
+def evidence_of(data: CheckData, history: History, t: dict[str, float]) -> Evidence:
+    """The check's :class:`Evidence`, before ``decide`` appends this check to ``history``; records what
+    attribution keeps of it (``_health_causes.record_check``: the state at step 0, the gradient spikes)."""
+    if math.isnan(history.start_loss) and math.isfinite(data.loss_head):
+        history.start_loss = data.loss_head
+    ratios = UpdateRatios(data)
+    spikes = record_check(data, history, ratios.median, ratios.lr, t)
+    lr, lrs = ratios.lr, history.lrs
+    start = history.start_loss
+    at_start = math.isfinite(start) and start > 0 and data.loss_mean >= (1.0 - t["trivial_band"]) * start
+    floor = max(ratios.low(t), t["ratio_low"]) if ratios.family != "adaptive" and at_start else ratios.low(t)
+    falling = (
+        math.isfinite(data.loss_slope)
+        and data.loss_slope_se > 0
+        and data.loss_slope / data.loss_slope_se < -t["confidence_z"]
+    )
+    growth = data.param_norm / data.param_norm_start if data.param_norm_start > 0 else math.nan
+    se = mean_se(data.loss_std, data.loss_count)
+    previous, previous_se = (history.losses[-1], history.loss_ses[-1]) if history.losses else (math.nan,) * 2
+    converging = bool(history.losses) and data.loss_mean < 0.5 * history.losses[0]
+    late = math.isfinite(data.planned_steps) and data.step >= t["anneal_fraction"] * data.planned_steps
+    return Evidence(
+        data=data,
+        history=history,
+        t=t,
+        ratios=ratios,
+        spikes=spikes,
+        lr=lr,
+        peak_lr=max((v for v in lrs if math.isfinite(v)), default=math.nan),
+        growth=growth,
+        start=start,
+        at_start=at_start,
+        floor=floor,
+        se=se,
+        falling=falling,
+        warming_up=bool(lrs) and math.isfinite(lr) and lr > 1.5 * lrs[-1],
+        step_cut=bool(lrs) and lr < 1e-3 * lrs[-1],
+        annealing=late and len(lrs) >= 2 and lrs[-1] <= lrs[-2] and (math.isnan(lr) or lr <= lrs[-1]),
+        kept_scale=growth <= t["growth_high"],
+        blown=growth > t["growth_blown"],
+        converging=converging,
+        learning=converging and not growth > t["growth_blown"],
+        previous=previous,
+        below_previous=significantly_above(previous, previous_se, data.loss_mean, se, t["confidence_z"]),
+    )
