@@ -9,10 +9,10 @@ from typing import Any, Literal
 import torch
 from torch import Tensor
 from torch.utils.data import DataLoader
-from typing_extensions import override
+from typing_extensions import Unpack, override
 
 from lightning_recipes._validation import check_int, check_positive
-from lightning_recipes.checks.base import SanityCheck, TimeBudget
+from lightning_recipes.checks.base import CheckOptions, SanityCheck
 from lightning_recipes.checks.data._loader_samples import (
     check_pair,
     dataset_labels,
@@ -22,7 +22,6 @@ from lightning_recipes.checks.data._loader_samples import (
 from lightning_recipes.checks.report import CheckInconclusive, CheckResult, CheckSkipped
 from lightning_recipes.harness import Harness as CheckContext
 from lightning_recipes.harness import is_shuffled
-from lightning_recipes.harness.batches import Key
 from lightning_recipes.harness.loaders import describe_loader
 
 __all__ = ["LoaderCheck"]
@@ -73,13 +72,9 @@ class LoaderCheck(SanityCheck):
         z_threshold: float = 4.0,
         rarer_ratios: tuple[float, float] = (0.8, 0.5),
         min_expected: float = 10.0,
-        *,
-        on_fail: Literal["raise", "warn"] = "raise",
-        input_key: Key = None,
-        target_key: Key = None,
-        time_budget: TimeBudget = "default",
+        **options: Unpack[CheckOptions],
     ) -> None:
-        super().__init__(on_fail=on_fail, input_key=input_key, target_key=target_key, time_budget=time_budget)
+        super().__init__(**options)
         check_int("max_samples", max_samples, minimum=10)
         check_positive("z_threshold", z_threshold)
         check_positive("min_expected", min_expected)

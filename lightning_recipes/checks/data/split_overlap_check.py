@@ -9,16 +9,15 @@ from typing import Any, Literal
 import torch
 from torch import Tensor
 from torch.utils.data import DataLoader, Subset
-from typing_extensions import override
+from typing_extensions import Unpack, override
 
 from lightning_recipes._stats import Z
 from lightning_recipes._validation import check_in_range, check_int
-from lightning_recipes.checks.base import SanityCheck, TimeBudget
+from lightning_recipes.checks.base import CheckOptions, SanityCheck
 from lightning_recipes.checks.data._relation import features
 from lightning_recipes.checks.data._split_repeats import MAX_KEYS, repeat_level, repeats_of
 from lightning_recipes.checks.report import CheckResult, CheckSkipped
 from lightning_recipes.harness import Harness as CheckContext
-from lightning_recipes.harness.batches import Key
 
 __all__ = ["SplitOverlapCheck"]
 
@@ -69,13 +68,9 @@ class SplitOverlapCheck(SanityCheck):
         near_tokens: float = 0.9,
         warn_fraction: float = 0.01,
         fail_fraction: float = 0.1,
-        *,
-        on_fail: Literal["raise", "warn"] = "raise",
-        input_key: Key = None,
-        target_key: Key = None,
-        time_budget: TimeBudget = "default",
+        **options: Unpack[CheckOptions],
     ) -> None:
-        super().__init__(on_fail=on_fail, input_key=input_key, target_key=target_key, time_budget=time_budget)
+        super().__init__(**options)
         check_int("num_batches", num_batches, minimum=1)
         check_in_range("near_cosine", near_cosine, 0.0, 1.0, low_open=True)
         check_in_range("near_tokens", near_tokens, 0.0, 1.0, low_open=True)

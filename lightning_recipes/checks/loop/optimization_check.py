@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Literal
+from typing import Any
 
-from typing_extensions import override
+from typing_extensions import Unpack, override
 
 from lightning_recipes._validation import check_int
 from lightning_recipes.checks._probe import listed
-from lightning_recipes.checks.base import SanityCheck, TimeBudget
+from lightning_recipes.checks.base import CheckOptions, SanityCheck
 from lightning_recipes.checks.report import CheckInconclusive, CheckResult, CheckSkipped
 from lightning_recipes.harness import Harness as CheckContext
-from lightning_recipes.harness.batches import Key
 from lightning_recipes.harness.trial_fit import StepRecord, trial_fit
 
 __all__ = ["OptimizationCheck"]
@@ -56,13 +55,9 @@ class OptimizationCheck(SanityCheck):
         self,
         steps: int = 30,
         max_samples: int = 64,
-        *,
-        on_fail: Literal["raise", "warn"] = "raise",
-        input_key: Key = None,
-        target_key: Key = None,
-        time_budget: TimeBudget = "default",
+        **options: Unpack[CheckOptions],
     ) -> None:
-        super().__init__(on_fail=on_fail, input_key=input_key, target_key=target_key, time_budget=time_budget)
+        super().__init__(**options)
         check_int("steps", steps, minimum=2)
         check_int("max_samples", max_samples, minimum=1)
         self.steps = steps

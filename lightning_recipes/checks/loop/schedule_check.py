@@ -6,18 +6,17 @@ from __future__ import annotations
 import logging
 import warnings
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import torch
 from torch import Tensor
 from torch.optim.lr_scheduler import CosineAnnealingLR, OneCycleLR, PolynomialLR
-from typing_extensions import override
+from typing_extensions import Unpack, override
 
 from lightning_recipes._validation import check_positive
-from lightning_recipes.checks.base import SanityCheck, TimeBudget
+from lightning_recipes.checks.base import CheckOptions, SanityCheck
 from lightning_recipes.checks.report import SUMMARY_LIMIT, CheckInconclusive, CheckResult, CheckSkipped
 from lightning_recipes.harness import Harness as CheckContext
-from lightning_recipes.harness.batches import Key
 from lightning_recipes.harness.optimizers import configure_optimizers_on_copy
 from lightning_recipes.harness.run_length import PlannedTrainer, RunLength
 from lightning_recipes.harness.schedulers import SchedulerConfig, schedulers_from_config
@@ -216,13 +215,9 @@ class ScheduleCheck(SanityCheck):
         collapse: float = 1e-3,
         low: float = 1e-2,
         growth: float = 10.0,
-        *,
-        on_fail: Literal["raise", "warn"] = "raise",
-        input_key: Key = None,
-        target_key: Key = None,
-        time_budget: TimeBudget = "default",
+        **options: Unpack[CheckOptions],
     ) -> None:
-        super().__init__(on_fail=on_fail, input_key=input_key, target_key=target_key, time_budget=time_budget)
+        super().__init__(**options)
         check_positive("collapse", collapse)
         check_positive("low", low)
         check_positive("growth", growth)

@@ -3,19 +3,18 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Literal
+from typing import Any
 
 import lightning.pytorch as pl
 from lightning.pytorch.utilities.model_helpers import is_overridden
-from typing_extensions import override
+from typing_extensions import Unpack, override
 
 from lightning_recipes._stats import difference_noise
 from lightning_recipes._validation import check_in_range, check_int
 from lightning_recipes.checks._probe import listed
-from lightning_recipes.checks.base import SanityCheck, TimeBudget
+from lightning_recipes.checks.base import CheckOptions, SanityCheck
 from lightning_recipes.checks.report import CheckInconclusive, CheckResult, CheckSkipped
 from lightning_recipes.harness import Harness as CheckContext
-from lightning_recipes.harness.batches import Key
 from lightning_recipes.harness.trial_fit import trial_fit
 
 __all__ = ["ValidationPathCheck", "loss_noise"]
@@ -66,13 +65,9 @@ class ValidationPathCheck(SanityCheck):
         min_share: float = 0.5,
         steps: int = 30,
         max_samples: int = 64,
-        *,
-        on_fail: Literal["raise", "warn"] = "raise",
-        input_key: Key = None,
-        target_key: Key = None,
-        time_budget: TimeBudget = "default",
+        **options: Unpack[CheckOptions],
     ) -> None:
-        super().__init__(on_fail=on_fail, input_key=input_key, target_key=target_key, time_budget=time_budget)
+        super().__init__(**options)
         check_in_range("min_share", min_share, 0, 1, low_open=True, high_open=True)
         check_int("steps", steps, minimum=3)
         check_int("max_samples", max_samples, minimum=1)

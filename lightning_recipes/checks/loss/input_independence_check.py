@@ -5,14 +5,14 @@ from __future__ import annotations
 import functools
 import itertools
 from contextlib import nullcontext
-from typing import Any, Literal
+from typing import Any
 
 import torch
 from torch import Tensor
-from typing_extensions import override
+from typing_extensions import Unpack, override
 
 from lightning_recipes._validation import check_in_range, check_int
-from lightning_recipes.checks.base import SanityCheck, TimeBudget, perturbed
+from lightning_recipes.checks.base import CheckOptions, SanityCheck, perturbed
 from lightning_recipes.checks.loss._input_gap import (
     CONFIDENCE,
     LossDrop,
@@ -23,7 +23,7 @@ from lightning_recipes.checks.loss._input_gap import (
 from lightning_recipes.checks.report import CheckResult, CheckSkipped
 from lightning_recipes.harness import Harness as CheckContext
 from lightning_recipes.harness import LossRecorder, TargetSwapError, batch_entries, map_tensors
-from lightning_recipes.harness.batches import Key, batch_size_of, input_key_of
+from lightning_recipes.harness.batches import batch_size_of, input_key_of
 from lightning_recipes.harness.isolation import preserved_rng
 
 __all__ = ["InputIndependenceCheck", "LossDrop", "loss_drop"]
@@ -70,13 +70,9 @@ class InputIndependenceCheck(SanityCheck):
         num_eval_batches: int = 4,
         min_improvement: float = 0.05,
         num_samples: int | None = 32,
-        *,
-        on_fail: Literal["raise", "warn"] = "raise",
-        input_key: Key = None,
-        target_key: Key = None,
-        time_budget: TimeBudget = "default",
+        **options: Unpack[CheckOptions],
     ) -> None:
-        super().__init__(on_fail=on_fail, input_key=input_key, target_key=target_key, time_budget=time_budget)
+        super().__init__(**options)
         check_int("max_steps", max_steps, minimum=1)
         check_int("num_batches", num_batches, minimum=1)
         check_int("num_eval_batches", num_eval_batches, minimum=1)

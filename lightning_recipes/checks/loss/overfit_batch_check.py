@@ -3,20 +3,20 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Literal
+from typing import Any
 
 import lightning.pytorch as pl
 import torch
 from torch.optim import Optimizer
-from typing_extensions import override
+from typing_extensions import Unpack, override
 
 from lightning_recipes._validation import check_in_range, check_int
-from lightning_recipes.checks.base import SanityCheck, TimeBudget
+from lightning_recipes.checks.base import CheckOptions, SanityCheck
 from lightning_recipes.checks.loss._expected_loss import loss_call_for, record_loss_calls
 from lightning_recipes.checks.loss._loss_probe import LossFloor, input_bounds, loss_floor
 from lightning_recipes.checks.report import CheckResult
 from lightning_recipes.harness import Harness as CheckContext
-from lightning_recipes.harness.batches import Key, batch_size_of, slice_batch
+from lightning_recipes.harness.batches import batch_size_of, slice_batch
 
 __all__ = ["OverfitBatchCheck"]
 
@@ -58,13 +58,9 @@ class OverfitBatchCheck(SanityCheck):
         max_steps: int = 150,
         target_ratio: float = 0.3,
         num_samples: int | None = 16,
-        *,
-        on_fail: Literal["raise", "warn"] = "raise",
-        input_key: Key = None,
-        target_key: Key = None,
-        time_budget: TimeBudget = "default",
+        **options: Unpack[CheckOptions],
     ) -> None:
-        super().__init__(on_fail=on_fail, input_key=input_key, target_key=target_key, time_budget=time_budget)
+        super().__init__(**options)
         check_int("max_steps", max_steps, minimum=1)
         check_in_range("target_ratio", target_ratio, 0, 1, low_open=True, high_open=True)
         if num_samples is not None:

@@ -3,19 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any
 
 import torch
 from torch import Tensor
-from typing_extensions import override
+from typing_extensions import Unpack, override
 
 from lightning_recipes._validation import check_in_range, check_int
 from lightning_recipes.checks._num_classes import IGNORE_INDEX
 from lightning_recipes.checks._probe import model_output, seeded, until_it_reacts
-from lightning_recipes.checks.base import SanityCheck, TimeBudget, perturbed
+from lightning_recipes.checks.base import CheckOptions, SanityCheck, perturbed
 from lightning_recipes.checks.report import CheckInconclusive, CheckResult, CheckSkipped
 from lightning_recipes.harness import Harness as CheckContext
-from lightning_recipes.harness.batches import Key, batch_size_of, slice_batch
+from lightning_recipes.harness.batches import batch_size_of, slice_batch
 
 __all__ = ["CausalityCheck", "aligned_output", "next_token_task"]
 
@@ -56,13 +56,9 @@ class CausalityCheck(SanityCheck):
         num_positions: int = 3,
         num_samples: int = 4,
         rtol: float = 1e-4,
-        *,
-        on_fail: Literal["raise", "warn"] = "raise",
-        input_key: Key = None,
-        target_key: Key = None,
-        time_budget: TimeBudget = "default",
+        **options: Unpack[CheckOptions],
     ) -> None:
-        super().__init__(on_fail=on_fail, input_key=input_key, target_key=target_key, time_budget=time_budget)
+        super().__init__(**options)
         if causal is not None and not isinstance(causal, bool):
             raise ValueError(f"`causal` must be True, False or None (infer), got {causal!r}.")
         check_int("num_positions", num_positions, minimum=1)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from collections import Counter
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any
 
 import lightning.pytorch as pl
 import numpy as np
@@ -14,15 +14,15 @@ from torch import Tensor, nn
 from torch.nn.modules import batchnorm, dropout, instancenorm
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_leaves
-from typing_extensions import override
+from typing_extensions import Unpack, override
 
 from lightning_recipes._validation import check_in_range, check_int
 from lightning_recipes.checks._probe import first_samples, listed, model_output
-from lightning_recipes.checks.base import SanityCheck, TimeBudget
+from lightning_recipes.checks.base import CheckOptions, SanityCheck
 from lightning_recipes.checks.report import SUMMARY_LIMIT, CheckResult
 from lightning_recipes.harness import Harness as CheckContext
 from lightning_recipes.harness import first_tensor
-from lightning_recipes.harness.batches import Key, batch_size_of
+from lightning_recipes.harness.batches import batch_size_of
 
 __all__ = ["EvalModeCheck"]
 
@@ -62,13 +62,9 @@ class EvalModeCheck(SanityCheck):
         self,
         num_samples: int = 8,
         rtol: float = 1e-4,
-        *,
-        on_fail: Literal["raise", "warn"] = "raise",
-        input_key: Key = None,
-        target_key: Key = None,
-        time_budget: TimeBudget = "default",
+        **options: Unpack[CheckOptions],
     ) -> None:
-        super().__init__(on_fail=on_fail, input_key=input_key, target_key=target_key, time_budget=time_budget)
+        super().__init__(**options)
         check_int("num_samples", num_samples, minimum=1)
         check_in_range("rtol", rtol, 0, 1, low_open=True, high_open=True)
         self.num_samples = num_samples

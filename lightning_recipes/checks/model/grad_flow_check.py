@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 import torch
-from typing_extensions import override
+from typing_extensions import Unpack, override
 
 from lightning_recipes._validation import check_int
 from lightning_recipes.checks._probe import listed
-from lightning_recipes.checks.base import SanityCheck, TimeBudget
+from lightning_recipes.checks.base import CheckOptions, SanityCheck
 from lightning_recipes.checks.report import CheckResult
 from lightning_recipes.harness import Harness as CheckContext
-from lightning_recipes.harness.batches import Key
 
 __all__ = ["GradFlowCheck"]
 
@@ -47,13 +46,9 @@ class GradFlowCheck(SanityCheck):
     def __init__(
         self,
         max_steps: int = 3,
-        *,
-        on_fail: Literal["raise", "warn"] = "raise",
-        input_key: Key = None,
-        target_key: Key = None,
-        time_budget: TimeBudget = "default",
+        **options: Unpack[CheckOptions],
     ) -> None:
-        super().__init__(on_fail=on_fail, input_key=input_key, target_key=target_key, time_budget=time_budget)
+        super().__init__(**options)
         check_int("max_steps", max_steps, minimum=1)
         self.max_steps = max_steps
 
