@@ -26,6 +26,7 @@ from lightning_recipes.checks.report import (
     CheckResult,
     CheckSkipped,
     PreflightReport,
+    Status,
 )
 from lightning_recipes.harness import CannotRunOnCopy
 from lightning_recipes.harness import Harness as CheckContext
@@ -242,6 +243,12 @@ class SanityCheck(Callback):
             result.details["over_budget_s"] = round(result.seconds - budget, 3)  # ran past its safety cap
         self.result = result
         return result
+
+    def verdict(
+        self, status: Status, summary: str, details: dict[str, Any] | None = None, action: str = ""
+    ) -> CheckResult:
+        """This check's :class:`CheckResult`: ``status``, one-sentence ``summary``, evidence, action."""
+        return CheckResult(self.name, status, summary, {} if details is None else details, action=action)
 
     def resolved_budget(self, default: float | None = DEFAULT_TIME_BUDGET) -> float | None:
         """This check's budget in seconds: its ``time_budget``, or ``default`` when that is ``"default"``."""

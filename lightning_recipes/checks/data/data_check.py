@@ -151,7 +151,7 @@ class DataCheck(SanityCheck):
         found.sort(key=lambda f: _ORDER[f.status])
         if found:  # every finding's sentence, the worst first
             details["findings"] = [f.summary for f in found]
-            return CheckResult(self.name, found[0].status, found[0].summary, details, action=found[0].action)
+            return self.verdict(found[0].status, found[0].summary, details, action=found[0].action)
         return CheckResult(
             self.name, "pass", f"{len(batches)} batch(es): finite, varied, labelled and paired", details
         )

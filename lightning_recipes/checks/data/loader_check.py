@@ -95,17 +95,17 @@ class LoaderCheck(SanityCheck):
             if loader is not None and not yields_a_batch(loader):
                 summary, action = _empty(split, loader)
                 empty = {"empty_loaders": 1, "split": split, "loader": describe_loader(loader)}
-                return CheckResult(self.name, "fail", summary, empty, action=action)
+                return self.verdict("fail", summary, empty, action=action)
         details: dict[str, Any] = {"empty_loaders": 0}
         served = served_indices(train, MAX_EPOCH_INDICES)
         batches = f"{_batches(train, served)} batch(es) per epoch"
         if served is None or not isinstance(train, DataLoader):
             details["not_checked"] = "the served label distribution (not a map-style DataLoader)"
-            return CheckResult(self.name, "pass", f"the training loader yields {batches}", details)
+            return self.verdict("pass", f"the training loader yields {batches}", details)
         details["batches_per_epoch"] = served.batches if served.complete else None
         if not served.complete and is_shuffled(train) is not True:
             details["not_checked"] = f"the served label distribution (a fixed order of > {MAX_EPOCH_INDICES})"
-            return CheckResult(self.name, "pass", f"the training loader yields {batches}", details)
+            return self.verdict("pass", f"the training loader yields {batches}", details)
         comparison = self._compare(context, train, served.indices)
         if comparison is None:
             raise CheckSkipped(
@@ -178,7 +178,7 @@ class LoaderCheck(SanityCheck):
             c = never[0]
             summary = f"{len(never)} class(es) never served in an epoch of {n}: class {c.label} is "
             summary += f"{c.dataset_share:.1%} of the data"
-            return CheckResult(self.name, "fail", summary, details, action=action)
+            return self.verdict("fail", summary, details, action=action)
         if beyond:
             c = beyond[0]
             status: Literal["fail", "warn"] = (
@@ -189,7 +189,7 @@ class LoaderCheck(SanityCheck):
                 f"{c.served_share:.2%} "
                 f"served (z = {c.z:.1f})"
             )
-            return CheckResult(self.name, status, summary, details, action=action)
+            return self.verdict(status, summary, details, action=action)
         if rarer:
             c = rarer[0]
             raise CheckInconclusive(
@@ -198,8 +198,7 @@ class LoaderCheck(SanityCheck):
                 "a longer epoch (`num_samples`) would tell"
             )
         rarest = classes[0]
-        return CheckResult(
-            self.name,
+        return self.verdict(
             "pass",
             f"{batches}; all {len(classes)} classes served at their share or more "
             f"(rarest z = {rarest.z:.1f})",

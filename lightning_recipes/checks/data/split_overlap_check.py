@@ -161,12 +161,11 @@ class SplitOverlapCheck(SanityCheck):
         )
         split = "Split once by index (or by subject: GroupShuffleSplit) before any augmentation; deduplicate."
         if (estimate >= self.fail_fraction and excess >= 3 and not near_text_only) or level == "fail":
-            return CheckResult(self.name, "fail", found, details, action=split)
+            return self.verdict("fail", found, details, action=split)
         if (estimate >= self.warn_fraction and excess >= 2) or level == "warn":
-            return CheckResult(self.name, "warn", found, details, action=split)
+            return self.verdict("warn", found, details, action=split)
         if continuous and train[0].numel() > 1 and len(exact) >= max(3, _EXACT_WARN_FRACTION * usable_val):
-            return CheckResult(
-                self.name,
+            return self.verdict(
                 "warn",
                 f"{len(exact)} of {usable_val} validation samples are exact copies of training samples "
                 f"({train_duplicates} repeats within training)",
@@ -175,16 +174,14 @@ class SplitOverlapCheck(SanityCheck):
             )
         if level == "inconclusive":
             assert repeats is not None
-            return CheckResult(
-                self.name,
+            return self.verdict(
                 "inconclusive",
                 f"the repeat test is undecided: {repeats.flagged} of {repeats.queries} flagged, too few "
                 f"samples (chance p = {repeats.chance_p:.1e})",
                 details,
                 action="Read more batches (`num_batches=`) or look at the pairs in details['repeats'].",
             )
-        return CheckResult(
-            self.name,
+        return self.verdict(
             "pass",
             f"no overlap beyond chance: {len(near)} of {usable_val} validation samples match training, "
             f"{chance_rate:.1%} by chance",

@@ -147,7 +147,7 @@ class TargetLeakageCheck(SanityCheck):
                 details["feature"] = found.evidence["name"]
             details["measured"] = found.evidence.get("score", found.evidence.get("measured"))
             status: Literal["warn", "fail"] = "warn" if name == "too_good" else "fail"
-            return CheckResult(self.name, status, found.summary, details, action=found.action)
+            return self.verdict(status, found.summary, details, action=found.action)
         details["measured"] = probes["single_feature"].evidence.get("score")
         ran = [name for name, p in probes.items() if p.reason is None]
         if not ran:

@@ -132,13 +132,13 @@ class OptimizationCheck(SanityCheck):
         ]
         for broken, summary, action in problems:
             if broken:
-                return CheckResult(self.name, "fail", summary, details, action=action)
+                return self.verdict("fail", summary, details, action=action)
         if not fit.lr_positive:
             raise CheckInconclusive(
                 f"{where}: every step ran with lr 0, so whether steps move weights is unknown"
             )
         summary = f"{where}: each used exactly its own backward passes' gradients and moved the weights"
-        return CheckResult(self.name, "pass", summary, details)
+        return self.verdict("pass", summary, details)
 
 
 def _gradient_kind(step: StepRecord) -> tuple[str, float]:

@@ -239,7 +239,7 @@ class ScheduleCheck(SanityCheck):
         config, error, stand_in_error = _configure(model, stand_in)
         if error and (stand_in is None or ("AttributeError" in error and "stand-in" in error)):
             summary = f"`configure_optimizers` fails on a copy without a Trainer ({error.split(':')[0]})"
-            return CheckResult(self.name, "inconclusive", summary, {"error": error}, action=_ASK_LENGTH)
+            return self.verdict("inconclusive", summary, {"error": error}, action=_ASK_LENGTH)
         if error:
             raise RuntimeError(
                 f"`configure_optimizers` raised on a copy for the planned run ({run.source}): {error}"
@@ -259,8 +259,7 @@ class ScheduleCheck(SanityCheck):
         observed = _observed_in_a_trial(context)  # the schedule as the loop steps it, not as configured
         if "first_difference" in observed:
             step, seen, declared = observed["first_difference"]
-            return CheckResult(
-                self.name,
+            return self.verdict(
                 "fail",
                 f"a trial fit left the declared LR schedule at step {step}: {seen:.3g} vs {declared:.3g}",
                 {"trial": observed, "schedulers": [_described(c) for c in stepped]},
@@ -271,7 +270,7 @@ class ScheduleCheck(SanityCheck):
             total, source = _own_length(stepped, run.steps_per_epoch)
         if total is None:
             summary = "the run's length is unknown and no scheduler states one"
-            return CheckResult(self.name, "inconclusive", summary, {"schedulers": names}, action=_ASK_LENGTH)
+            return self.verdict("inconclusive", summary, {"schedulers": names}, action=_ASK_LENGTH)
         curves = lr_curves(stepped, total, run.batches_per_epoch, run.accumulate_grad_batches)
         findings = []
         for column, (label, base) in enumerate(zip(curves.labels, curves.bases, strict=True)):
@@ -298,18 +297,17 @@ class ScheduleCheck(SanityCheck):
             details.update(error_step=curves.error_step, error=curves.error)
             summary = f"{names} raises at optimizer step {curves.error_step} of the planned {total}"
             action = "Size it by self.trainer.estimated_stepping_batches, with interval 'step'."
-            return CheckResult(self.name, "fail", summary, details, action=action)
+            return self.verdict("fail", summary, details, action=action)
         if findings:
             finding = findings[0][1]
             summary = f"{names}: the LR {finding.message} ({finding.rule})"[:SUMMARY_LIMIT]
-            return CheckResult(self.name, "fail", summary, details, action=_FIXES[finding.rule])
+            return self.verdict("fail", summary, details, action=_FIXES[finding.rule])
         if curves.simulated < total:
             raise CheckInconclusive(
                 f"the run's {total} steps exceed the {curves.simulated} simulated; none broke a rule"
             )
         first = details["groups"][curves.labels[0]]
-        return CheckResult(
-            self.name,
+        return self.verdict(
             "pass",
             f"{names} over {total} steps: LR {first['first']:.3g} -> {first['last']:.3g}, peak "
             f"{first['peak']:.3g}: no collapse, endless warm-up or growth",

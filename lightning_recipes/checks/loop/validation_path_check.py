@@ -125,38 +125,29 @@ class ValidationPathCheck(SanityCheck):
                 )
             details["gap_after"] = gap = view.after - last
             far = gap > self.min_share * train_drop + 3 * sigma or (view.input_difference or 0) >= INPUT_FAIL
-            return CheckResult(
-                self.name,
-                "fail" if far else "warn",
-                f"{saw}, but {inputs}",
-                details,
-                action=same_preprocessing,
+            return self.verdict(
+                "fail" if far else "warn", f"{saw}, but {inputs}", details, action=same_preprocessing
             )
         lags = f"{saw} ({share:.0%} of the fall)"
         if view.stale:
-            return CheckResult(
-                self.name,
+            return self.verdict(
                 "fail",
                 f"{lags}: it reads {len(view.stale)} stale: {listed(view.stale, 24)}",
                 details,
                 action="Update the averaged copy each step, or evaluate the modules training trains.",
             )
         if view.averaged and view.lag is not None and view.lag < 1 - 1e-3 and val_drop > 3 * sigma:
-            return CheckResult(
-                self.name,
-                "pass",
-                f"{lags}: it reads averaged weights, {1 - view.lag:.0%} of the way there",
-                details,
+            return self.verdict(
+                "pass", f"{lags}: it reads averaged weights, {1 - view.lag:.0%} of the way there", details
             )
         if differs:
-            return CheckResult(self.name, "fail", f"{lags}; {inputs}", details, action=same_preprocessing)
+            return self.verdict("fail", f"{lags}; {inputs}", details, action=same_preprocessing)
         if view.batchnorm_lag > BATCHNORM_LAG or (view.batchnorm_lag > 0 and share >= BATCHNORM_PARTIAL):
             raise CheckInconclusive(
                 f"{lags}, but BatchNorm statistics still hold {view.batchnorm_lag:.0%} of their start"
             )
         reads = f"{len(view.averaged)} averaged weights off the fit" if view.averaged else "another tensor"
-        return CheckResult(
-            self.name,
+        return self.verdict(
             "fail",
             f"{lags}: same weights and inputs, yet {reads}",
             details,

@@ -129,7 +129,7 @@ class InitLossCheck(SanityCheck):
         if (ratio > warn_high and low <= warn_high) or (ratio < warn_low and high >= warn_low):
             action = "Give it more (or larger) batches: InitLossCheck(num_batches=...)."
             summary = f"{stated}, within batch noise of its line"
-            return CheckResult(self.name, "inconclusive", summary, details, action=action)
+            return self.verdict("inconclusive", summary, details, action=action)
         status: Status
         if ratio > warn_high:
             status = "fail" if low > 1 + self.high_rtol else "warn"
@@ -142,15 +142,15 @@ class InitLossCheck(SanityCheck):
                 else "The output layer is likely initialised too large: zero or scale down the last layer "
                 "(and its bias); or extra terms are added to the loss."
             )
-            return CheckResult(self.name, status, f"{stated}: too high", details, action=action)
+            return self.verdict(status, f"{stated}: too high", details, action=action)
         if ratio < warn_low:
             status = "fail" if high < 1 - self.low_rtol else "warn"
             action = (
                 "Check what the loss receives: targets leaking into the inputs, the model's own predictions "
                 "as targets; for pretrained weights pass expected_loss=."
             )
-            return CheckResult(self.name, status, f"{stated}: suspiciously low", details, action=action)
-        return CheckResult(self.name, "pass", stated, details)
+            return self.verdict(status, f"{stated}: suspiciously low", details, action=action)
+        return self.verdict("pass", stated, details)
 
     def _expectation(self, calls: list[LossCall | None]) -> Expectation:
         if self.expected_loss is not None:

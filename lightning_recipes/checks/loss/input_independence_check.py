@@ -134,7 +134,7 @@ class InputIndependenceCheck(SanityCheck):
             f"held-out loss {means[0]:.4g} real vs {means[2]:.4g} permuted targets, {means[1]:.4g} no inputs"
         )
         if passed:
-            return CheckResult(self.name, "pass", f"{stated} after {step} steps", details)
+            return self.verdict("pass", f"{stated} after {step} steps", details)
         # fail: real pairs fit no meaningfully faster than permuted ones (the 99% bound of the gain under
         # `min_improvement`: a significant 0.3% is still two arbitrary labellings memorised alike), and
         # held-out loss with real inputs is no better than with none (the symptom)
@@ -147,13 +147,13 @@ class InputIndependenceCheck(SanityCheck):
             action = (
                 "Print (input, target) pairs: labels shuffled or misaligned, or it does not use its inputs."
             )
-            return CheckResult(self.name, "fail", summary, details, action=action)
+            return self.verdict("fail", summary, details, action=action)
         if learned.fell and fitted.low > 0 and permuted.high < 0:  # learned from its pairs, worse held out
             summary = f"{stated}: what the real pairs teach makes held-out loss worse ({permuted.gain:+.1%})"
             action = (
                 "Look for something the training data has and held-out data lacks: a leak, a split mismatch."
             )
-            return CheckResult(self.name, "warn", summary, details, action=action)
+            return self.verdict("warn", summary, details, action=action)
         if not learned.fell:
             summary = (
                 f"the real copy's training loss did not fall beyond its noise in {step} steps: no verdict"
@@ -167,7 +167,7 @@ class InputIndependenceCheck(SanityCheck):
             action = (
                 "Give it more steps or held-out data: InputIndependenceCheck(max_steps=, num_eval_batches=)."
             )
-        return CheckResult(self.name, "inconclusive", summary, details, action=action)
+        return self.verdict("inconclusive", summary, details, action=action)
 
     def _batches(self, context: CheckContext) -> tuple[list[Any], list[Any], str]:
         held_out = context.val_batches(self.num_eval_batches)

@@ -125,7 +125,7 @@ class LossCheck(SanityCheck):
             raise CheckSkipped("no part of the loss check applies to this loss.")
         lead = next(p for p in parts.values() if p.status == status)
         summary = f"loss {initial:.4g} at init: {lead.summary}"
-        return CheckResult(self.name, status, summary, details, action=lead.action)
+        return self.verdict(status, summary, details, action=lead.action)
 
     @staticmethod
     def _targets(probes: Sequence[LossProbe], batches: Sequence[Any]) -> _Part:

@@ -101,7 +101,7 @@ class OverfitBatchCheck(SanityCheck):
             action = (
                 floor.fix or "Return raw logits, let the loss apply the softmax/sigmoid; drop the clamp/tanh."
             )
-            return CheckResult(self.name, "fail", summary, details, action=action)
+            return self.verdict("fail", summary, details, action=action)
         if len(finite) < len(values):
             bad = next(i for i, v in enumerate(values) if not math.isfinite(v))
             summary = (
@@ -112,7 +112,7 @@ class OverfitBatchCheck(SanityCheck):
             )
         assert target is not None
         if best <= target:
-            return CheckResult(self.name, "pass", f"{fell} (target {target:.4g}): it can fit data", details)
+            return self.verdict("pass", f"{fell} (target {target:.4g}): it can fit data", details)
         moved = max(finite) != min(finite)
         share, untrained = _untrained(context, model, built.optimizers, batch) if moved else (0.0, [])
         if share >= _UNTRAINED_SHARE:
@@ -121,17 +121,17 @@ class OverfitBatchCheck(SanityCheck):
             action = (
                 "Unfreeze what should learn, put it in the optimizer; if planned (fine-tuning), ignore this."
             )
-            return CheckResult(self.name, "warn", summary, details, action=action)
+            return self.verdict("warn", summary, details, action=action)
         if best <= initial - 0.5 * (initial - target):
             action = "Give it more steps (OverfitBatchCheck(max_steps=...)) or a larger learning rate."
-            return CheckResult(self.name, "warn", f"{fell}: half way to {target:.4g}", details, action=action)
+            return self.verdict("warn", f"{fell}: half way to {target:.4g}", details, action=action)
         details["never_moved"] = not moved
         summary = f"{fell}: " + (
             "the loss never moved, it cannot memorise them"
             if not moved
             else f"it cannot memorise them ({target:.4g})"
         )
-        return CheckResult(self.name, "fail", summary, details, action=_ACTION)
+        return self.verdict("fail", summary, details, action=_ACTION)
 
     def _train(
         self, context: CheckContext, model: pl.LightningModule, optimizers: list[Optimizer], batch: Any

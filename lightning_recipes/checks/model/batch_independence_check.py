@@ -129,8 +129,7 @@ class BatchIndependenceCheck(SanityCheck):
             )
         if largest > self.rtol * scale:
             details["pair"] = {"probe": probes[p], "other": j}
-            return CheckResult(
-                self.name,
+            return self.verdict(
                 "fail",
                 f"samples mix across the batch: sample {j} moves with sample {probes[p]} "
                 f"({details['measured']:.2g} of a sample's own effect, expected 0)",
@@ -145,14 +144,13 @@ class BatchIndependenceCheck(SanityCheck):
             CheckInconclusive
         ) as abstained:  # e.g. pack_padded_sequence(enforce_sorted=True): keep the rest
             details["permutation"] = {"status": "not run", "why": str(abstained)}
-            return CheckResult(self.name, "pass", f"{independent}; the rotated batch could not run", details)
+            return self.verdict("pass", f"{independent}; the rotated batch could not run", details)
         if not verdicts:
-            return CheckResult(self.name, "pass", f"{independent}; no batch-first output to permute", details)
+            return self.verdict("pass", f"{independent}; no batch-first output to permute", details)
         quantity, verdict = worst(verdicts)
         moved = f"{quantity} moved {verdict.deviation:.2g} (tolerance {verdict.tolerance:.2g})"
         if verdict.status == "fail":
-            return CheckResult(
-                self.name,
+            return self.verdict(
                 "fail",
                 f"outputs depend on the sample's slot: rotating the batch in eval, the {moved}",
                 details,

@@ -114,8 +114,7 @@ class CausalityCheck(SanityCheck):
                 f"the outputs react to no input position, also after {steps} optimizer step(s)"
             )
         if found["leak"] is None:
-            return CheckResult(
-                self.name,
+            return self.verdict(
                 "pass",
                 f"outputs at positions {probes} do not depend on later inputs (largest future effect "
                 f"{details['measured']:.2g} of the largest effect)",
@@ -125,8 +124,7 @@ class CausalityCheck(SanityCheck):
         details["leak"] = {"output_position": position, "input_position": later, "reads_further": far}
         seen = f"input position {later}" + (" and later ones too" if far else "")
         seen += " (off-by-one)" if later == position + 1 and not far else ""
-        return CheckResult(
-            self.name,
+        return self.verdict(
             "fail",
             f"the output at position {position} depends on {seen}: {details['measured']:.2g} of the largest "
             "effect, expected 0",

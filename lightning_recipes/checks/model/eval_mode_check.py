@@ -93,8 +93,7 @@ class EvalModeCheck(SanityCheck):
             "first_differing_input": first_input,
         }
         if changed:
-            return CheckResult(
-                self.name,
+            return self.verdict(
                 "fail",
                 f"a forward pass in eval() changed the model's state: {listed([f'`{n}`' for n in changed])}",
                 details,
@@ -103,13 +102,12 @@ class EvalModeCheck(SanityCheck):
         if culprit is not None and _samples_a_prediction(context, model, batch):
             details["sampled"] = True
             why = "the output is sampled (location + scale x noise, both predicted): randomness not judged"
-            return CheckResult(self.name, "pass", f"no state changed; {why}", details)
+            return self.verdict("pass", f"no state changed; {why}", details)
         if culprit is not None:
             where = f"`{culprit[0]}` ({culprit[1]})" if culprit[0] else f"its own forward ({culprit[1]})"
             if first_input is not None and _inside(first_input[0], culprit[0]):
                 where += f", before `{first_input[0]}`"
-            return CheckResult(
-                self.name,
+            return self.verdict(
                 "fail",
                 f"eval() gave different results on two seeds ({details['max_difference']:.2g} apart): "
                 f"{where} is random"[:SUMMARY_LIMIT],
@@ -118,7 +116,7 @@ class EvalModeCheck(SanityCheck):
             )
         equal = details["outputs_equal"]
         why = "two passes with different seeds agree" if equal else "only inputs the step draws differ"
-        return CheckResult(self.name, "pass", f"eval() is deterministic and stateless: {why}", details)
+        return self.verdict("pass", f"eval() is deterministic and stateless: {why}", details)
 
     def _observe(
         self, context: CheckContext, model: pl.LightningModule, batch: Any, seed: int

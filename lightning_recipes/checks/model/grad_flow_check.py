@@ -71,8 +71,7 @@ class GradFlowCheck(SanityCheck):
             ],
         }
         if not trainable:
-            return CheckResult(
-                self.name,
+            return self.verdict(
                 "fail",
                 f"every parameter ({len(frozen)}) is frozen (requires_grad=False): training cannot change it",
                 details,
@@ -114,18 +113,14 @@ class GradFlowCheck(SanityCheck):
         flows = f"all {len(trainable)} trainable parameters get finite, non-zero gradients in {steps} step(s)"
         if details["frozen_in_optimizer"]:
             held = details["frozen_in_optimizer"]
-            return CheckResult(
-                self.name,
+            return self.verdict(
                 "warn",
                 f"{len(held)} frozen parameter(s) sit in the optimizer: {listed(held, 40)}; the rest learn",
                 details,
                 action="Unfreeze them, or build the optimizer from [p for p in params if p.requires_grad].",
             )
-        return CheckResult(
-            self.name,
-            "pass",
-            flows + (f"; {len(frozen)} frozen, outside the optimizer" if frozen else ""),
-            details,
+        return self.verdict(
+            "pass", flows + (f"; {len(frozen)} frozen, outside the optimizer" if frozen else ""), details
         )
 
     def _backward_passes(
@@ -167,4 +162,4 @@ class GradFlowCheck(SanityCheck):
         return seen, nonzero, nonfinite, loss_value, steps
 
     def _fail(self, summary: str, details: dict[str, Any], action: str) -> CheckResult:
-        return CheckResult(self.name, "fail", summary, details, action=action)
+        return self.verdict("fail", summary, details, action=action)

@@ -211,7 +211,7 @@ class PaddingCheck(SanityCheck):
             if details["padding"]["padded_fraction"] == 0:  # of the batch as loaded, before any cut
                 details["latent"] = True
                 summary = f"the model would read padding ({added}: {moved}); these batches hold none yet"
-                return CheckResult(self.name, "warn", summary, details, action=action)
+                return self.verdict("warn", summary, details, action=action)
             return CheckResult(
                 self.name, "fail", f"the model reads padding: {added}, {moved}", details, action=action
             )
