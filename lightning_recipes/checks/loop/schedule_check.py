@@ -5,16 +5,17 @@ from __future__ import annotations
 
 import logging
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import Tensor
-from torch.optim.lr_scheduler import CosineAnnealingLR, OneCycleLR, PolynomialLR
+from torch.optim.lr_scheduler import CosineAnnealingLR, OneCycleLR, PolynomialLR, ReduceLROnPlateau
 from typing_extensions import Unpack, override
 
 from lightning_recipes._validation import check_positive
-from lightning_recipes.checks.base import CheckOptions, SanityCheck
+from lightning_recipes.checks.base import CheckOptions, SanityCheck, perturbed
 from lightning_recipes.checks.report import SUMMARY_LIMIT, CheckInconclusive, CheckResult, CheckSkipped
 from lightning_recipes.harness import Harness as CheckContext
 from lightning_recipes.harness.optimizers import configure_optimizers_on_copy
@@ -29,6 +30,9 @@ __all__ = ["ScheduleCheck"]
 MAX_SIMULATED = 200_000
 #: The trial fit the schedule is observed in: ``OptimizationCheck``'s default, so the fit is shared.
 TRIAL_STEPS, TRIAL_SAMPLES = 30, 64
+#: Optimizer steps a copy takes on one batch to show which way a plateau scheduler's monitored value improves,
+#: and the relative change of that value (and of the training loss) that counts as a direction.
+PLATEAU_STEPS, PLATEAU_MOVE = 20, 0.2
 
 
 @dataclass
@@ -253,8 +257,27 @@ class ScheduleCheck(SanityCheck):
             advice = "" if stand_in is not None else " (one built from `self.trainer` needs `max_epochs=`)"
             raise CheckSkipped(f"no scheduler configured{advice}.")
         stepped = [c for c in configs if not c.reduce_on_plateau]
+        try:  # an add-on: a copy that cannot take steps here leaves the plateau unjudged, not the schedule
+            plateau = plateau_directions(context, config) if len(stepped) < len(configs) else []
+        except Exception as err:
+            plateau = [{"agrees": None, "why": f"a copy's step raised {type(err).__name__}"}]
+        if reversed_ := [p for p in plateau if p["agrees"] is False]:
+            p = reversed_[0]
+            summary = (
+                f"ReduceLROnPlateau(mode={p['mode']!r}) on {p['monitor']!r}, which went {p['before']:.3g} -> "
+                f"{p['after']:.3g} while a copy learned: it cuts the LR as it improves"
+            )
+            action = f"Use mode={'min' if p['mode'] == 'max' else 'max'!r} for {p['monitor']!r}."
+            return self.verdict("fail", summary[:SUMMARY_LIMIT], {"plateau": plateau}, action)
+        if not stepped and any(p["agrees"] for p in plateau):
+            p = next(p for p in plateau if p["agrees"])
+            moved = f"{p['monitor']!r} went {p['before']:.3g} -> {p['after']:.3g} as a copy learned"
+            summary = f"ReduceLROnPlateau(mode={p['mode']!r}) agrees: {moved}"
+            return self.verdict("pass", summary[:SUMMARY_LIMIT], {"plateau": plateau})
         if not stepped:
-            raise CheckSkipped("only ReduceLROnPlateau is configured: its curve follows the metric.")
+            why = "; ".join(str(p["why"]) for p in plateau if p.get("why"))[:60]
+            why = f" ({why})" if why else ""
+            raise CheckSkipped(f"only ReduceLROnPlateau is configured: its curve follows the metric{why}.")
         names = ", ".join(type(c.scheduler).__name__ for c in stepped)
         observed = _observed_in_a_trial(context)  # the schedule as the loop steps it, not as configured
         if "first_difference" in observed:
@@ -281,6 +304,7 @@ class ScheduleCheck(SanityCheck):
             findings = self._unfinished_rise(context, curves, run)
         details: dict[str, Any] = {
             "trial": observed,
+            "plateau": plateau,
             "total_steps": total,
             "simulated_steps": curves.simulated,
             "length_source": source,
@@ -366,6 +390,77 @@ def _observed_in_a_trial(context: CheckContext) -> dict[str, Any]:
         if abs(lr - expected) > 1e-6 * max(abs(expected), 1e-12):
             found["first_difference"] = (step, lr, expected)
             break
+    return found
+
+
+def _monitors(config: Any, monitor: Any = None) -> list[tuple[ReduceLROnPlateau, str]]:
+    """``(scheduler, monitor)`` of every ``ReduceLROnPlateau`` in a ``configure_optimizers`` return value."""
+    if isinstance(config, ReduceLROnPlateau):
+        return [(config, monitor)] if isinstance(monitor, str) else []
+    if isinstance(config, Mapping):
+        inner = config.get("scheduler", config.get("lr_scheduler"))
+        return _monitors(inner, config.get("monitor", monitor))
+    if isinstance(config, (list, tuple)):
+        return [found for item in config for found in _monitors(item, monitor)]
+    return []
+
+
+def plateau_directions(context: CheckContext, config: Any) -> list[dict[str, Any]]:
+    """For each ``ReduceLROnPlateau``: which way its monitored value moves while a copy learns (what
+    ``training_step``, else ``validation_step``, logs on one batch before and after :data:`PLATEAU_STEPS`
+    optimizer steps on it), and whether its ``mode`` ``agrees`` (``None``: cannot tell, ``why`` says why)."""
+    monitors = _monitors(config)
+    if not monitors:
+        return []
+    model = context.copy_model()
+    optimizers = context.build_optimizers(model).optimizers
+    batch = context.train_batches(1)[0]
+    logged: dict[str, float] = {}
+
+    def log(name: str, value: Any, *args: Any, **kwargs: Any) -> None:
+        if isinstance(value, (int, float)) or (isinstance(value, Tensor) and value.numel() == 1):
+            logged[name] = float(value.detach() if isinstance(value, Tensor) else value)
+
+    model.log = log  # type: ignore[method-assign]
+
+    def log_dict(values: Mapping[str, Any], *args: Any, **kwargs: Any) -> None:
+        for name, value in values.items():
+            log(name, value)
+
+    model.log_dict = log_dict  # type: ignore[method-assign,assignment]
+
+    def read() -> tuple[float, dict[str, float]]:
+        logged.clear()
+        with torch.no_grad():
+            loss = float(context.training_loss(model, batch))
+            if any(m not in logged for _, m in monitors):
+                model.eval()
+                with perturbed("the training batch in validation_step"):
+                    model.validation_step(batch, 0)
+                model.train()
+        return loss, dict(logged)
+
+    loss_before, before = read()
+    for _ in range(PLATEAU_STEPS):
+        context.optimization_step(model, optimizers, batch)
+    loss_after, after = read()
+    learned = loss_after < (1 - PLATEAU_MOVE) * loss_before
+    found = []
+    for scheduler, monitor in monitors:
+        a, b = before.get(monitor), after.get(monitor)
+        entry: dict[str, Any] = {"monitor": monitor, "mode": scheduler.mode, "before": a, "after": b}
+        entry["loss"] = (loss_before, loss_after)
+        if a is None or b is None:
+            entry.update(agrees=None, why=f"{monitor!r} is not logged on a copy's step")
+        elif not learned:
+            entry.update(
+                agrees=None, why=f"a copy's loss did not fall {PLATEAU_MOVE:.0%} in {PLATEAU_STEPS} steps"
+            )
+        elif abs(b - a) < PLATEAU_MOVE * max(abs(a), 1e-12):
+            entry.update(agrees=None, why=f"{monitor!r} moved under {PLATEAU_MOVE:.0%} as a copy learned")
+        else:
+            entry["agrees"] = scheduler.mode == ("min" if b < a else "max")
+        found.append(entry)
     return found
 
 
