@@ -190,9 +190,23 @@ def next_token_task(batch: Any, inputs: Tensor | None, targets: Tensor | None) -
                 return True, "Hugging Face style: `labels` equal `input_ids`, the model shifts them"
     if inputs is None or targets is None:
         return False, "no targets in the batch"
-    if targets.shape[:2] != inputs.shape[:2] or targets.ndim != inputs.ndim or inputs.ndim < 2:
+    if targets.shape[:2] != inputs.shape[:2] or inputs.ndim < 2:
         return False, f"targets {list(targets.shape)} vs inputs {list(inputs.shape)}"
     head, tail = targets[:, :-1], inputs[:, 1:]
+    series = head.reshape(*head.shape[:2], -1) if head.ndim in (2, 3) else head
+    if (
+        inputs.ndim == 3
+        and series.ndim == 3
+        and series.shape[2] < tail.shape[2]
+        and series.is_floating_point()
+    ):
+        for f in range(tail.shape[2] - series.shape[2] + 1):  # forecasting: some input features, a step ahead
+            if torch.allclose(
+                series.float(), tail[..., f : f + series.shape[2]].float()
+            ):  # sync: per feature
+                return True, f"targets are input features from {f} one step ahead (a next-step forecast)"
+    if targets.ndim != inputs.ndim:
+        return False, f"targets {list(targets.shape)} vs inputs {list(inputs.shape)}"
     shifted = "targets are the inputs shifted by one position (targets[:, :-1] == inputs[:, 1:])"
     if torch.is_floating_point(targets) or torch.is_floating_point(inputs):
         both = torch.is_floating_point(targets) and torch.is_floating_point(inputs)
