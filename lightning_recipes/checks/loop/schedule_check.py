@@ -30,9 +30,9 @@ __all__ = ["ScheduleCheck"]
 MAX_SIMULATED = 200_000
 #: The trial fit the schedule is observed in: ``OptimizationCheck``'s default, so the fit is shared.
 TRIAL_STEPS, TRIAL_SAMPLES = 30, 64
-#: Optimizer steps a copy takes on one batch to show which way a plateau scheduler's monitored value improves,
-#: and the relative change of that value (and of the training loss) that counts as a direction.
-PLATEAU_STEPS, PLATEAU_MOVE = 20, 0.2
+#: Optimizer steps a copy takes on one batch at most (it stops once its loss fell by ``PLATEAU_MOVE``) to
+#: show which way a plateau scheduler's monitored value improves; the relative change that is a direction.
+PLATEAU_STEPS, PLATEAU_MOVE = 100, 0.2
 
 
 @dataclass
@@ -264,8 +264,8 @@ class ScheduleCheck(SanityCheck):
         if reversed_ := [p for p in plateau if p["agrees"] is False]:
             p = reversed_[0]
             summary = (
-                f"ReduceLROnPlateau(mode={p['mode']!r}) on {p['monitor']!r}, which went {p['before']:.3g} -> "
-                f"{p['after']:.3g} while a copy learned: it cuts the LR as it improves"
+                f"ReduceLROnPlateau(mode={p['mode']!r}) on {p['monitor']!r}: {p['before']:.3g} -> "
+                f"{p['after']:.3g} while a copy learned, so it cuts the LR as it improves"
             )
             action = f"Use mode={'min' if p['mode'] == 'max' else 'max'!r} for {p['monitor']!r}."
             return self.verdict("fail", summary[:SUMMARY_LIMIT], {"plateau": plateau}, action)
@@ -407,8 +407,9 @@ def _monitors(config: Any, monitor: Any = None) -> list[tuple[ReduceLROnPlateau,
 
 def plateau_directions(context: CheckContext, config: Any) -> list[dict[str, Any]]:
     """For each ``ReduceLROnPlateau``: which way its monitored value moves while a copy learns (what
-    ``training_step``, else ``validation_step``, logs on one batch before and after :data:`PLATEAU_STEPS`
-    optimizer steps on it), and whether its ``mode`` ``agrees`` (``None``: cannot tell, ``why`` says why)."""
+    ``training_step``, else ``validation_step``, logs on one batch in eval mode before and after up to
+    :data:`PLATEAU_STEPS` optimizer steps on it), and whether its ``mode`` ``agrees`` (``None``: cannot tell,
+    ``why`` says why)."""
     monitors = _monitors(config)
     if not monitors:
         return []
@@ -431,18 +432,20 @@ def plateau_directions(context: CheckContext, config: Any) -> list[dict[str, Any
 
     def read() -> tuple[float, dict[str, float]]:
         logged.clear()
+        model.eval()  # deterministic reads
         with torch.no_grad():
             loss = float(context.training_loss(model, batch))
             if any(m not in logged for _, m in monitors):
-                model.eval()
                 with perturbed("the training batch in validation_step"):
                     model.validation_step(batch, 0)
-                model.train()
+        model.train()
         return loss, dict(logged)
 
     loss_before, before = read()
     for _ in range(PLATEAU_STEPS):
-        context.optimization_step(model, optimizers, batch)
+        step_loss = float(context.optimization_step(model, optimizers, batch))  # sync: once per step
+        if step_loss < (1 - PLATEAU_MOVE) * loss_before:
+            break
     loss_after, after = read()
     learned = loss_after < (1 - PLATEAU_MOVE) * loss_before
     found = []
