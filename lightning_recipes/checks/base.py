@@ -9,7 +9,7 @@ import traceback
 from abc import abstractmethod
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, TypedDict
 
 import lightning.pytorch as pl
 import torch
@@ -26,6 +26,7 @@ from lightning_recipes.checks.report import (
     CheckResult,
     CheckSkipped,
     PreflightReport,
+    Status,
 )
 from lightning_recipes.harness import CannotRunOnCopy
 from lightning_recipes.harness import Harness as CheckContext
@@ -34,6 +35,7 @@ from lightning_recipes.harness.isolation import preserved_rng
 
 __all__ = [
     "DEFAULT_TIME_BUDGET",
+    "CheckOptions",
     "SanityCheck",
     "TimeBudget",
     "check_time_budget",
@@ -116,6 +118,16 @@ def perturbed(what: str) -> Iterator[None]:
         detail = str(err).splitlines()[0] if str(err) else ""
         detail = detail if len(detail) <= room else detail[: max(room - 1, 0)] + "…"
         raise CheckInconclusive(f"{head}{f' ({detail})' if room > 8 and detail else ''}{tail}") from err
+
+
+class CheckOptions(TypedDict, total=False):
+    """The keyword arguments every check takes, passed on to :class:`SanityCheck` (its docstring says what
+    each means): ``on_fail``, ``input_key``, ``target_key``, ``time_budget``."""
+
+    on_fail: Literal["raise", "warn"]
+    input_key: Key
+    target_key: Key
+    time_budget: TimeBudget
 
 
 class SanityCheck(Callback):
@@ -231,6 +243,12 @@ class SanityCheck(Callback):
             result.details["over_budget_s"] = round(result.seconds - budget, 3)  # ran past its safety cap
         self.result = result
         return result
+
+    def verdict(
+        self, status: Status, summary: str, details: dict[str, Any] | None = None, action: str = ""
+    ) -> CheckResult:
+        """This check's :class:`CheckResult`: ``status``, one-sentence ``summary``, evidence, action."""
+        return CheckResult(self.name, status, summary, {} if details is None else details, action=action)
 
     def resolved_budget(self, default: float | None = DEFAULT_TIME_BUDGET) -> float | None:
         """This check's budget in seconds: its ``time_budget``, or ``default`` when that is ``"default"``."""

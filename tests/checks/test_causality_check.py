@@ -164,3 +164,55 @@ def test_as_a_callback_a_leaking_lm_stops_fit_before_training(tmp_path):
     trainer = fast_trainer(max_steps=2, default_root_dir=tmp_path, callbacks=[check], logger=False)
     trainer.fit(M.SequenceLM("causal_attention"), data["train_dataloaders"])
     assert check.result is not None and check.result.status == "pass" and trainer.global_step == 2
+
+
+class Forecaster(pl.LightningModule):
+    """Next-step forecast of feature 0 of a 3-feature series ``[B, T, 3]`` (targets ``[B, T]``) with a 1-D
+    conv over time: ``left`` padding (causal) or ``same`` padding (centred: reads ``k // 2`` future steps)."""
+
+    def __init__(self, padding: str = "left", kernel: int = 5) -> None:
+        super().__init__()
+        self.padding, self.kernel = padding, kernel
+        self.conv = nn.Conv1d(3, 16, kernel)
+        self.head = nn.Linear(16, 1)
+
+    def forward(self, x: Tensor) -> Tensor:
+        k = self.kernel - 1
+        pad = (k, 0) if self.padding == "left" else (k // 2, k - k // 2)
+        h = torch.relu(self.conv(F.pad(x.transpose(1, 2), pad))).transpose(1, 2)
+        return self.head(h)[..., 0]
+
+    def training_step(self, batch: Any, batch_idx: int) -> Tensor:
+        x, y = batch
+        return F.mse_loss(self(x), y)
+
+    def configure_optimizers(self) -> Any:
+        return torch.optim.Adam(self.parameters(), lr=1e-2)
+
+
+def forecast_data(n: int = 64, steps: int = 24) -> dict[str, Any]:
+    """A noisy sine (feature 0) with two covariates; the target at ``t`` is feature 0 at ``t + 1``."""
+    g = torch.Generator().manual_seed(0)
+    t = torch.arange(steps + 1, dtype=torch.float32)
+    phase = torch.rand(n, 1, generator=g) * 6.28
+    series = torch.sin(0.3 * t + phase) + 0.1 * torch.randn(n, steps + 1, generator=g)
+    covariates = torch.randn(n, steps + 1, 2, generator=g)
+    x = torch.cat([series[..., None], covariates], -1)[:, :-1]
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, series[:, 1:]), batch_size=16)
+    return {"train_dataloaders": loader}
+
+
+def test_a_next_step_forecast_of_some_input_features_is_inferred_as_causal():
+    data = forecast_data()
+    x, y = next(iter(data["train_dataloaders"]))
+    causal, how = next_token_task((x, y), x, y)
+    assert causal and "one step ahead" in how
+    assert not next_token_task((x, y + 1), x, y + 1)[0]  # another target: not inferred, the check abstains
+
+
+def test_a_forecaster_whose_centred_conv_reads_future_steps_fails_and_a_causal_one_passes():
+    leaking = _run(Forecaster("same"), forecast_data())
+    assert leaking.status == "fail", leaking.message
+    assert leaking.details["leak"]["input_position"] > leaking.details["leak"]["output_position"]
+    healthy = _run(Forecaster("left"), forecast_data())
+    assert healthy.status == "pass", healthy.message

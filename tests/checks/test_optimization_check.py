@@ -94,3 +94,49 @@ def test_the_users_model_and_rng_are_untouched():
     assert all(not p._backward_hooks for p in model.parameters())
     assert torch.equal(rng[0], torch.get_rng_state()) and rng[1] == random.getstate()
     assert np.array_equal(rng[2], np.random.get_state()[1])
+
+
+class Accumulating(M.ManualMLP):
+    """Manual accumulation over ``k`` batches (the loss divided by ``k``); ``clear``: where the gradients are
+    cleared, ``"window"`` (after each step, healthy) or ``"every_batch"`` (before every backward: a bug that
+    steps on the last batch's gradients only); ``clip``: clip the window's gradients to a norm first."""
+
+    def __init__(self, k: int = 4, clear: str = "window", clip: float | None = None) -> None:
+        super().__init__()
+        self.k, self.clear, self.clip = k, clear, clip
+
+    def training_step(self, batch, batch_idx):
+        opt = self.optimizers()
+        x, y = batch
+        loss = torch.nn.functional.cross_entropy(self(x), y)
+        if self.clear == "every_batch":
+            opt.zero_grad()
+        self.manual_backward(loss / self.k)
+        if (batch_idx + 1) % self.k == 0:
+            if self.clip is not None:
+                self.clip_gradients(opt, gradient_clip_val=self.clip, gradient_clip_algorithm="norm")
+            opt.step()
+            opt.zero_grad()
+        return loss
+
+
+@pytest.mark.parametrize("k", [2, 4])
+def test_manual_accumulation_cleared_once_per_window_passes(k):
+    result = _run(Accumulating(k))
+    assert result.status == "pass", result.message
+    assert result.details["last_backward_only_steps"] == []
+
+
+@pytest.mark.parametrize("k", [2, 4])
+def test_manual_accumulation_cleared_before_every_backward_fails(k):
+    result = _run(Accumulating(k, clear="every_batch"))
+    assert result.status == "fail", result.message
+    assert "only the last" in result.summary and len(result.summary) <= 120
+    windows = result.details["last_backward_only_steps"]
+    assert len(windows) == result.details["steps"] and {w["backwards"] for w in windows} == {k}
+
+
+def test_accumulated_gradients_clipped_to_a_norm_are_not_read_as_the_last_backward_only():
+    result = _run(Accumulating(4, clip=1e-3))  # every window clipped: g = c x (1e-3 / |c|)
+    assert result.status == "pass", result.message
+    assert result.details["last_backward_only_steps"] == []

@@ -224,12 +224,55 @@ def test_a_one_cycle_shorter_than_the_run_fails_where_lightning_would_stop():
     assert result.details["error_step"] == 51
 
 
+def test_no_scheduler_skips_saying_why():
+    result = schedule("none", max_epochs=20)
+    assert result.status == "skip" and "no scheduler configured" in result.message
+
+
+class Plateau(TinyClassifier):
+    """TinyClassifier with only a ReduceLROnPlateau on ``monitor`` (logged: train_loss, val_loss, val_acc)."""
+
+    def __init__(self, mode: str, monitor: str) -> None:
+        super().__init__()
+        self.mode, self.monitor = mode, monitor
+
+    def configure_optimizers(self) -> Any:
+        optimizer = torch.optim.Adam(self.parameters(), lr=1e-2)
+        plateau = schedulers.ReduceLROnPlateau(optimizer, mode=self.mode)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": plateau, "monitor": self.monitor}}
+
+
+def plateau(mode: str, monitor: str):
+    loader = random_classification_loader()
+    return preflight(Plateau(mode, monitor), train_dataloaders=loader, checks=["schedule"], progress=False)[
+        "schedule"
+    ]
+
+
 @pytest.mark.parametrize(
-    ("recipe", "reason"), [("none", "no scheduler configured"), ("plateau", "ReduceLROnPlateau")]
+    ("mode", "monitor"), [("min", "train_loss"), ("min", "val_loss"), ("max", "val_acc")]
 )
-def test_no_scheduler_and_plateau_skip_saying_why(recipe, reason):
-    result = schedule(recipe, max_epochs=20)
-    assert result.status == "skip" and reason in result.message
+def test_a_plateau_whose_mode_agrees_with_how_its_metric_moves_while_learning_passes(mode, monitor):
+    result = plateau(mode, monitor)
+    found = result.details["plateau"][0]
+    assert result.status == "pass" and found["agrees"] is True, result.message
+    assert (found["after"] < found["before"]) == (mode == "min")
+
+
+@pytest.mark.parametrize(
+    ("mode", "monitor"), [("max", "train_loss"), ("max", "val_loss"), ("min", "val_acc")]
+)
+def test_a_plateau_with_its_mode_reversed_fails_naming_the_mode_to_use(mode, monitor):
+    result = plateau(mode, monitor)
+    assert result.status == "fail" and result.details["plateau"][0]["agrees"] is False
+    assert f"mode={'min' if mode == 'max' else 'max'!r}" in result.action
+
+
+def test_a_plateau_on_a_metric_no_step_logs_skips_saying_why():
+    result = plateau("min", "not_logged")
+    assert (
+        result.status == "skip" and "ReduceLROnPlateau" in result.message and "not_logged" in result.message
+    )
 
 
 def test_unknown_length_is_inconclusive_asking_for_max_epochs():

@@ -59,6 +59,30 @@ def test_targets_shifted_the_wrong_way_are_a_copy_one_position_back():
     assert result.status == "fail" and result.details["copy_targets"]["leak_shift"] == "back1"
 
 
+class ShiftsAgain(M.SequenceLM):
+    """Causal attention on targets the dataset already shifted, shifted once more in the loss (the Hugging
+    Face habit): output ``t`` is trained on the input token ``t + 2``."""
+
+    def training_step(self, batch: Any, batch_idx: int) -> Any:
+        ids, target = batch
+        logits = self(ids)[:, :-1]
+        return torch.nn.functional.cross_entropy(logits.flatten(0, 1), target[:, 1:].flatten())
+
+
+def test_targets_shifted_twice_pair_each_output_with_the_token_two_ahead():
+    ids = M.tokens(256, M.S + 1)
+    data = {"train_dataloaders": M._loader(ids[:, :-1], ids[:, 1:])}  # target at t = input at t + 1
+    result = _run(ShiftsAgain("causal_attention"), data)
+    assert result.status == "fail" and result.details["copy_targets"]["leak_shift"] == "ahead2", (
+        result.message
+    )
+    assert "two ahead" in result.summary and len(result.summary) <= 120
+    healthy = _run(M.SequenceLM("causal_attention"), data)
+    assert healthy.details["copy_targets"]["shares"]["next"] == 1.0 and not healthy.details[
+        "copy_targets"
+    ].get("leak")
+
+
 def test_a_label_copy_the_model_never_reads_is_reported_as_harmless():
     result = _run(M.DictMLP(), M.unread_label_copy_data())
     feature = result.details["single_feature"]

@@ -57,9 +57,11 @@ def test_other_values_differ_and_stay_in_range(targets):
 def test_copy_shares_by_hand():
     inputs = torch.tensor([[1, 2, 3, 4]])
     every = torch.ones(1, 4, dtype=torch.bool)
-    assert copy_shares(inputs, inputs, every) == ([0.0, 1.0, 0.0, 0.0], [3, 4, 3, 2])
+    assert copy_shares(inputs, inputs, every) == ([0.0, 1.0, 0.0, 0.0, 0.0], [3, 4, 3, 2, 2])
     next_token = torch.tensor([[2, 3, 4, 9]])  # target at t = input at t + 1
-    assert copy_shares(next_token, inputs, every)[0] == [1.0, 0.0, 0.0, 0.0]
+    assert copy_shares(next_token, inputs, every)[0] == [1.0, 0.0, 0.0, 0.0, 0.0]
+    two_ahead = torch.tensor([[3, 4, 9, 9]])  # target at t = input at t + 2 (shifted twice)
+    assert copy_shares(two_ahead, inputs, every)[0] == [0.0, 0.0, 0.0, 0.0, 1.0]
 
 
 @pytest.mark.parametrize(

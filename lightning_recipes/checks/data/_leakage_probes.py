@@ -36,7 +36,13 @@ MAX_MAJORITY = 0.9  # above this majority-class share, a lookup table's accuracy
 MAX_CLASSES = 32  # integral float targets with at most this many values are class labels
 MIN_HELD_OUT = 20  # held-out samples needed before a per-feature accuracy means anything
 MAX_FEATURES = 1 << 16  # features per batch tensor scored one by one; larger tensors are not scanned
-_SHIFTS = ("next", "same", "back1", "back2")
+_SHIFTS = (
+    "next",
+    "same",
+    "back1",
+    "back2",
+    "ahead2",
+)  # the input token the loss pairs output t with: t + 1, ...
 
 
 @dataclass(frozen=True)
@@ -267,27 +273,31 @@ def probe_copy_targets(context: CheckContext, batch: Any) -> Probe:
             summary=f"the loss pairs output t with the next token at {by_shift['next']:.0%}",
             evidence=evidence,
         )
-    where = {"same": "at the same position", "back1": "one back", "back2": "two back"}[worst]
+    where = {"same": "at the same position", "back1": "one back", "back2": "two back"}.get(worst, "")
     return Probe(
         leak=True,
-        summary=f"{by_shift[worst]:.0%} of {trained} trained positions learn to copy the input token {where}",
+        summary=f"{by_shift[worst]:.0%} of {trained} trained positions learn to copy the input token {where}"
+        if where
+        else f"{by_shift[worst]:.0%} of {trained} trained positions learn the token two ahead, not the next",
         action="Shift the LM targets: inputs = tokens[:, :-1], targets = tokens[:, 1:] (or logits[:, :-1] vs "
-        "labels[:, 1:]).",
+        "labels[:, 1:])."
+        if where
+        else "Shift the targets once: the loss shifts targets the dataset already shifted (or vice versa).",
         evidence={**evidence, "leak_shift": worst, "measured": by_shift[worst]},
     )
 
 
 def copy_shares(paired: Tensor, inputs: Tensor, active: Tensor) -> tuple[list[float], list[int]]:
-    """For target at ``t`` == input at ``t + 1, t, t - 1, t - 2``: the share of the trained positions
+    """For target at ``t`` == input at ``t + 1, t, t - 1, t - 2, t + 2``: the share of the trained positions
     (``active``) whose paired class equals that input token, and how many trained positions it is over.
 
     Example:
         >>> inputs = torch.tensor([[1, 2, 3, 4]])
         >>> copy_shares(inputs, inputs, torch.ones(1, 4, dtype=torch.bool))
-        ([0.0, 1.0, 0.0, 0.0], [3, 4, 3, 2])
+        ([0.0, 1.0, 0.0, 0.0, 0.0], [3, 4, 3, 2, 2])
     """
     shares, counts = [], []
-    for shift in (-1, 0, 1, 2):
+    for shift in (-1, 0, 1, 2, -2):
         if shift >= 0:
             p, x, a = paired[:, shift:], inputs[:, : inputs.shape[1] - shift], active[:, shift:]
         else:

@@ -10,17 +10,17 @@ from typing import Any, Literal
 import torch
 from torch import Tensor
 from torch.utils.data import DataLoader, Subset
-from typing_extensions import override
+from typing_extensions import Unpack, override
 
 from lightning_recipes._validation import check_int, check_positive
 from lightning_recipes.checks._num_classes import IGNORE_INDEX, infer_num_classes
-from lightning_recipes.checks.base import SanityCheck, TimeBudget
+from lightning_recipes.checks.base import CheckOptions, SanityCheck
 from lightning_recipes.checks.data._loader_samples import check_pair, distinct_loader, served_indices
 from lightning_recipes.checks.data._relation import Relation, relations
 from lightning_recipes.checks.report import CheckResult
 from lightning_recipes.harness import Harness as CheckContext
 from lightning_recipes.harness import is_shuffled
-from lightning_recipes.harness.batches import Key, is_float
+from lightning_recipes.harness.batches import is_float
 from lightning_recipes.harness.walk import tensors_of
 
 __all__ = ["DataCheck"]
@@ -108,12 +108,9 @@ class DataCheck(SanityCheck):
         *,
         blank_fractions: tuple[float, float] = (0.01, 0.05),
         duplicate_fractions: tuple[float, float] = (0.05, 0.3),
-        on_fail: Literal["raise", "warn"] = "raise",
-        input_key: Key = None,
-        target_key: Key = None,
-        time_budget: TimeBudget = "default",
+        **options: Unpack[CheckOptions],
     ) -> None:
-        super().__init__(on_fail=on_fail, input_key=input_key, target_key=target_key, time_budget=time_budget)
+        super().__init__(**options)
         check_int("num_batches", num_batches, minimum=1)
         if num_classes is not None:
             check_int("num_classes", num_classes, minimum=2)
@@ -154,7 +151,7 @@ class DataCheck(SanityCheck):
         found.sort(key=lambda f: _ORDER[f.status])
         if found:  # every finding's sentence, the worst first
             details["findings"] = [f.summary for f in found]
-            return CheckResult(self.name, found[0].status, found[0].summary, details, action=found[0].action)
+            return self.verdict(found[0].status, found[0].summary, details, action=found[0].action)
         return CheckResult(
             self.name, "pass", f"{len(batches)} batch(es): finite, varied, labelled and paired", details
         )

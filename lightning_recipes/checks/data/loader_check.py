@@ -9,10 +9,10 @@ from typing import Any, Literal
 import torch
 from torch import Tensor
 from torch.utils.data import DataLoader
-from typing_extensions import override
+from typing_extensions import Unpack, override
 
 from lightning_recipes._validation import check_int, check_positive
-from lightning_recipes.checks.base import SanityCheck, TimeBudget
+from lightning_recipes.checks.base import CheckOptions, SanityCheck
 from lightning_recipes.checks.data._loader_samples import (
     check_pair,
     dataset_labels,
@@ -22,7 +22,6 @@ from lightning_recipes.checks.data._loader_samples import (
 from lightning_recipes.checks.report import CheckInconclusive, CheckResult, CheckSkipped
 from lightning_recipes.harness import Harness as CheckContext
 from lightning_recipes.harness import is_shuffled
-from lightning_recipes.harness.batches import Key
 from lightning_recipes.harness.loaders import describe_loader
 
 __all__ = ["LoaderCheck"]
@@ -73,13 +72,9 @@ class LoaderCheck(SanityCheck):
         z_threshold: float = 4.0,
         rarer_ratios: tuple[float, float] = (0.8, 0.5),
         min_expected: float = 10.0,
-        *,
-        on_fail: Literal["raise", "warn"] = "raise",
-        input_key: Key = None,
-        target_key: Key = None,
-        time_budget: TimeBudget = "default",
+        **options: Unpack[CheckOptions],
     ) -> None:
-        super().__init__(on_fail=on_fail, input_key=input_key, target_key=target_key, time_budget=time_budget)
+        super().__init__(**options)
         check_int("max_samples", max_samples, minimum=10)
         check_positive("z_threshold", z_threshold)
         check_positive("min_expected", min_expected)
@@ -100,17 +95,17 @@ class LoaderCheck(SanityCheck):
             if loader is not None and not yields_a_batch(loader):
                 summary, action = _empty(split, loader)
                 empty = {"empty_loaders": 1, "split": split, "loader": describe_loader(loader)}
-                return CheckResult(self.name, "fail", summary, empty, action=action)
+                return self.verdict("fail", summary, empty, action=action)
         details: dict[str, Any] = {"empty_loaders": 0}
         served = served_indices(train, MAX_EPOCH_INDICES)
         batches = f"{_batches(train, served)} batch(es) per epoch"
         if served is None or not isinstance(train, DataLoader):
             details["not_checked"] = "the served label distribution (not a map-style DataLoader)"
-            return CheckResult(self.name, "pass", f"the training loader yields {batches}", details)
+            return self.verdict("pass", f"the training loader yields {batches}", details)
         details["batches_per_epoch"] = served.batches if served.complete else None
         if not served.complete and is_shuffled(train) is not True:
             details["not_checked"] = f"the served label distribution (a fixed order of > {MAX_EPOCH_INDICES})"
-            return CheckResult(self.name, "pass", f"the training loader yields {batches}", details)
+            return self.verdict("pass", f"the training loader yields {batches}", details)
         comparison = self._compare(context, train, served.indices)
         if comparison is None:
             raise CheckSkipped(
@@ -183,7 +178,7 @@ class LoaderCheck(SanityCheck):
             c = never[0]
             summary = f"{len(never)} class(es) never served in an epoch of {n}: class {c.label} is "
             summary += f"{c.dataset_share:.1%} of the data"
-            return CheckResult(self.name, "fail", summary, details, action=action)
+            return self.verdict("fail", summary, details, action=action)
         if beyond:
             c = beyond[0]
             status: Literal["fail", "warn"] = (
@@ -194,7 +189,7 @@ class LoaderCheck(SanityCheck):
                 f"{c.served_share:.2%} "
                 f"served (z = {c.z:.1f})"
             )
-            return CheckResult(self.name, status, summary, details, action=action)
+            return self.verdict(status, summary, details, action=action)
         if rarer:
             c = rarer[0]
             raise CheckInconclusive(
@@ -203,8 +198,7 @@ class LoaderCheck(SanityCheck):
                 "a longer epoch (`num_samples`) would tell"
             )
         rarest = classes[0]
-        return CheckResult(
-            self.name,
+        return self.verdict(
             "pass",
             f"{batches}; all {len(classes)} classes served at their share or more "
             f"(rarest z = {rarest.z:.1f})",

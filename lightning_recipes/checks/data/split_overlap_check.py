@@ -9,16 +9,15 @@ from typing import Any, Literal
 import torch
 from torch import Tensor
 from torch.utils.data import DataLoader, Subset
-from typing_extensions import override
+from typing_extensions import Unpack, override
 
 from lightning_recipes._stats import Z
 from lightning_recipes._validation import check_in_range, check_int
-from lightning_recipes.checks.base import SanityCheck, TimeBudget
+from lightning_recipes.checks.base import CheckOptions, SanityCheck
 from lightning_recipes.checks.data._relation import features
 from lightning_recipes.checks.data._split_repeats import MAX_KEYS, repeat_level, repeats_of
 from lightning_recipes.checks.report import CheckResult, CheckSkipped
 from lightning_recipes.harness import Harness as CheckContext
-from lightning_recipes.harness.batches import Key
 
 __all__ = ["SplitOverlapCheck"]
 
@@ -69,13 +68,9 @@ class SplitOverlapCheck(SanityCheck):
         near_tokens: float = 0.9,
         warn_fraction: float = 0.01,
         fail_fraction: float = 0.1,
-        *,
-        on_fail: Literal["raise", "warn"] = "raise",
-        input_key: Key = None,
-        target_key: Key = None,
-        time_budget: TimeBudget = "default",
+        **options: Unpack[CheckOptions],
     ) -> None:
-        super().__init__(on_fail=on_fail, input_key=input_key, target_key=target_key, time_budget=time_budget)
+        super().__init__(**options)
         check_int("num_batches", num_batches, minimum=1)
         check_in_range("near_cosine", near_cosine, 0.0, 1.0, low_open=True)
         check_in_range("near_tokens", near_tokens, 0.0, 1.0, low_open=True)
@@ -166,12 +161,11 @@ class SplitOverlapCheck(SanityCheck):
         )
         split = "Split once by index (or by subject: GroupShuffleSplit) before any augmentation; deduplicate."
         if (estimate >= self.fail_fraction and excess >= 3 and not near_text_only) or level == "fail":
-            return CheckResult(self.name, "fail", found, details, action=split)
+            return self.verdict("fail", found, details, action=split)
         if (estimate >= self.warn_fraction and excess >= 2) or level == "warn":
-            return CheckResult(self.name, "warn", found, details, action=split)
+            return self.verdict("warn", found, details, action=split)
         if continuous and train[0].numel() > 1 and len(exact) >= max(3, _EXACT_WARN_FRACTION * usable_val):
-            return CheckResult(
-                self.name,
+            return self.verdict(
                 "warn",
                 f"{len(exact)} of {usable_val} validation samples are exact copies of training samples "
                 f"({train_duplicates} repeats within training)",
@@ -180,16 +174,14 @@ class SplitOverlapCheck(SanityCheck):
             )
         if level == "inconclusive":
             assert repeats is not None
-            return CheckResult(
-                self.name,
+            return self.verdict(
                 "inconclusive",
                 f"the repeat test is undecided: {repeats.flagged} of {repeats.queries} flagged, too few "
                 f"samples (chance p = {repeats.chance_p:.1e})",
                 details,
                 action="Read more batches (`num_batches=`) or look at the pairs in details['repeats'].",
             )
-        return CheckResult(
-            self.name,
+        return self.verdict(
             "pass",
             f"no overlap beyond chance: {len(near)} of {usable_val} validation samples match training, "
             f"{chance_rate:.1%} by chance",

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from typing_extensions import override
+from typing_extensions import Unpack, override
 
 from lightning_recipes._deprecation import warn_deprecated
 from lightning_recipes._validation import check_bool, check_in_range, check_int
-from lightning_recipes.checks.base import SanityCheck, TimeBudget
+from lightning_recipes.checks.base import CheckOptions, SanityCheck
 from lightning_recipes.checks.data._leakage_probes import (
     Probe,
     first_samples,
@@ -20,7 +20,6 @@ from lightning_recipes.checks.data._leakage_probes import (
 from lightning_recipes.checks.report import CheckResult, CheckSkipped
 from lightning_recipes.harness import CannotRunOnCopy
 from lightning_recipes.harness import Harness as CheckContext
-from lightning_recipes.harness.batches import Key
 
 __all__ = ["TargetLeakageCheck"]
 
@@ -77,13 +76,9 @@ class TargetLeakageCheck(SanityCheck):
         train_steps: int = 20,
         too_good_fraction: float = 0.05,
         target_as_input: bool = True,
-        *,
-        on_fail: Literal["raise", "warn"] = "raise",
-        input_key: Key = None,
-        target_key: Key = None,
-        time_budget: TimeBudget = "default",
+        **options: Unpack[CheckOptions],
     ) -> None:
-        super().__init__(on_fail=on_fail, input_key=input_key, target_key=target_key, time_budget=time_budget)
+        super().__init__(**options)
         check_int("num_batches", num_batches, minimum=1)
         check_int("num_eval_batches", num_eval_batches, minimum=1)
         if num_samples is not None:
@@ -152,7 +147,7 @@ class TargetLeakageCheck(SanityCheck):
                 details["feature"] = found.evidence["name"]
             details["measured"] = found.evidence.get("score", found.evidence.get("measured"))
             status: Literal["warn", "fail"] = "warn" if name == "too_good" else "fail"
-            return CheckResult(self.name, status, found.summary, details, action=found.action)
+            return self.verdict(status, found.summary, details, action=found.action)
         details["measured"] = probes["single_feature"].evidence.get("score")
         ran = [name for name, p in probes.items() if p.reason is None]
         if not ran:

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Literal
+from typing import Any
 
-from typing_extensions import override
+from typing_extensions import Unpack, override
 
 from lightning_recipes._validation import check_int
 from lightning_recipes.checks._probe import listed
-from lightning_recipes.checks.base import SanityCheck, TimeBudget
+from lightning_recipes.checks.base import CheckOptions, SanityCheck
 from lightning_recipes.checks.report import CheckInconclusive, CheckResult, CheckSkipped
 from lightning_recipes.harness import Harness as CheckContext
-from lightning_recipes.harness.batches import Key
 from lightning_recipes.harness.trial_fit import StepRecord, trial_fit
 
 __all__ = ["OptimizationCheck"]
@@ -23,6 +22,9 @@ REL_TOL = 1e-3
 #: Share of the previous step's gradients still present at a step for "never cleared" (0 when cleared,
 #: 1 when never cleared; a clipped or re-scaled gradient gives <= 0).
 CARRIED = 0.5
+#: ``|g - c / k| / |c / k|`` at most, for a step over ``k >= 2`` backward passes that used only the last one's
+#: gradients (the trial repeats one batch, so each pass of a window contributes the same ``c / k``).
+LAST_ONLY = 0.02
 
 
 class OptimizationCheck(SanityCheck):
@@ -56,13 +58,9 @@ class OptimizationCheck(SanityCheck):
         self,
         steps: int = 30,
         max_samples: int = 64,
-        *,
-        on_fail: Literal["raise", "warn"] = "raise",
-        input_key: Key = None,
-        target_key: Key = None,
-        time_budget: TimeBudget = "default",
+        **options: Unpack[CheckOptions],
     ) -> None:
-        super().__init__(on_fail=on_fail, input_key=input_key, target_key=target_key, time_budget=time_budget)
+        super().__init__(**options)
         check_int("steps", steps, minimum=2)
         check_int("max_samples", max_samples, minimum=1)
         self.steps = steps
@@ -77,6 +75,10 @@ class OptimizationCheck(SanityCheck):
             for s, k in zip(fit.steps, kinds)
             if k[0] == "carried"
         ]
+        last_only = [s for s, (kind, _) in zip(fit.steps, kinds) if kind == "last_only"]
+        norms = [s.grad_norm for s in last_only]
+        if len(last_only) < 2 or max(norms) - min(norms) <= REL_TOL * max(norms):
+            last_only = []  # one step, or a gradient of the same norm at each: clipped to that norm
         details: dict[str, Any] = {
             "optimization": "automatic" if fit.automatic else "manual",
             "optimizers": fit.optimizers,
@@ -91,13 +93,15 @@ class OptimizationCheck(SanityCheck):
             "no_backward_steps": [s.batch for s in fit.steps if s.backwards == 0],
             "carried_steps": carried,
             "cleared_steps": [s.batch for s, (kind, _) in zip(fit.steps, kinds) if kind == "cleared"],
-            "scaled_steps": sum(1 for kind, _ in kinds if kind == "scaled"),
+            "scaled_steps": sum(1 for kind, _ in kinds if kind in ("scaled", "last_only")),
+            "last_backward_only_steps": [{"batch": s.batch, "backwards": s.backwards} for s in last_only],
             "not_in_optimizer": fit.not_in_optimizer,
             "never_changed": fit.never_changed,
         }
         if not fit.steps and not fit.received_grad:
             raise CheckSkipped(f"no optimizer step and no gradient in {len(fit.train_losses)} trial batches.")
         where = f"{len(fit.steps)} step(s) in {len(fit.train_losses)} batches ({details['optimization']})"
+        window = last_only[0].backwards if last_only else 0
         problems = [  # (broken, summary, action), the most basic first
             (
                 not fit.steps,
@@ -123,6 +127,12 @@ class OptimizationCheck(SanityCheck):
                 "Call opt.zero_grad() before self.manual_backward(loss), not between it and opt.step().",
             ),
             (
+                last_only,
+                f"{where}: {len(last_only)} used only the last of their {window} backward passes' gradients: "
+                "cleared in the window",
+                "Call opt.zero_grad() after opt.step() (once per window), not before every backward.",
+            ),
+            (
                 fit.not_in_optimizer,
                 f"{len(fit.not_in_optimizer)} parameter(s) get gradients but are in no optimizer: "
                 f"{listed(fit.not_in_optimizer)}",
@@ -137,17 +147,17 @@ class OptimizationCheck(SanityCheck):
         ]
         for broken, summary, action in problems:
             if broken:
-                return CheckResult(self.name, "fail", summary, details, action=action)
+                return self.verdict("fail", summary, details, action=action)
         if not fit.lr_positive:
             raise CheckInconclusive(
                 f"{where}: every step ran with lr 0, so whether steps move weights is unknown"
             )
         summary = f"{where}: each used exactly its own backward passes' gradients and moved the weights"
-        return CheckResult(self.name, "pass", summary, details)
+        return self.verdict("pass", summary, details)
 
 
 def _gradient_kind(step: StepRecord) -> tuple[str, float]:
-    """``("exact" | "scaled" | "carried" | "cleared" | "other", |g - c| / |c|)`` for one step."""
+    """``(kind, |g - c| / |c|)`` for one step: exact, scaled, carried, cleared, last_only or other."""
     c, g = step.contribution_norm, step.grad_norm
     if not (math.isfinite(c) and math.isfinite(g)):
         return "other", math.nan
@@ -160,6 +170,10 @@ def _gradient_kind(step: StepRecord) -> tuple[str, float]:
         return "carried", relative
     if g <= REL_TOL * c:
         return "cleared", relative
+    k = step.backwards
+    last = g * g - 2 * step.scale * c * c / k + c * c / (k * k) if k >= 2 else math.inf  # |g - c/k|^2
+    if math.sqrt(max(last, 0.0)) <= LAST_ONLY * c / k:
+        return "last_only", relative
     if 0 < step.scale <= 1 + REL_TOL:
         return "scaled", relative
     return "other", relative

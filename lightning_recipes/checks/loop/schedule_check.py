@@ -5,19 +5,19 @@ from __future__ import annotations
 
 import logging
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import torch
 from torch import Tensor
-from torch.optim.lr_scheduler import CosineAnnealingLR, OneCycleLR, PolynomialLR
-from typing_extensions import override
+from torch.optim.lr_scheduler import CosineAnnealingLR, OneCycleLR, PolynomialLR, ReduceLROnPlateau
+from typing_extensions import Unpack, override
 
 from lightning_recipes._validation import check_positive
-from lightning_recipes.checks.base import SanityCheck, TimeBudget
+from lightning_recipes.checks.base import CheckOptions, SanityCheck, perturbed
 from lightning_recipes.checks.report import SUMMARY_LIMIT, CheckInconclusive, CheckResult, CheckSkipped
 from lightning_recipes.harness import Harness as CheckContext
-from lightning_recipes.harness.batches import Key
 from lightning_recipes.harness.optimizers import configure_optimizers_on_copy
 from lightning_recipes.harness.run_length import PlannedTrainer, RunLength
 from lightning_recipes.harness.schedulers import SchedulerConfig, schedulers_from_config
@@ -30,6 +30,9 @@ __all__ = ["ScheduleCheck"]
 MAX_SIMULATED = 200_000
 #: The trial fit the schedule is observed in: ``OptimizationCheck``'s default, so the fit is shared.
 TRIAL_STEPS, TRIAL_SAMPLES = 30, 64
+#: Optimizer steps a copy takes on one batch at most (it stops once its loss fell by ``PLATEAU_MOVE``) to
+#: show which way a plateau scheduler's monitored value improves; the relative change that is a direction.
+PLATEAU_STEPS, PLATEAU_MOVE = 100, 0.2
 
 
 @dataclass
@@ -216,13 +219,9 @@ class ScheduleCheck(SanityCheck):
         collapse: float = 1e-3,
         low: float = 1e-2,
         growth: float = 10.0,
-        *,
-        on_fail: Literal["raise", "warn"] = "raise",
-        input_key: Key = None,
-        target_key: Key = None,
-        time_budget: TimeBudget = "default",
+        **options: Unpack[CheckOptions],
     ) -> None:
-        super().__init__(on_fail=on_fail, input_key=input_key, target_key=target_key, time_budget=time_budget)
+        super().__init__(**options)
         check_positive("collapse", collapse)
         check_positive("low", low)
         check_positive("growth", growth)
@@ -244,7 +243,7 @@ class ScheduleCheck(SanityCheck):
         config, error, stand_in_error = _configure(model, stand_in)
         if error and (stand_in is None or ("AttributeError" in error and "stand-in" in error)):
             summary = f"`configure_optimizers` fails on a copy without a Trainer ({error.split(':')[0]})"
-            return CheckResult(self.name, "inconclusive", summary, {"error": error}, action=_ASK_LENGTH)
+            return self.verdict("inconclusive", summary, {"error": error}, action=_ASK_LENGTH)
         if error:
             raise RuntimeError(
                 f"`configure_optimizers` raised on a copy for the planned run ({run.source}): {error}"
@@ -258,14 +257,32 @@ class ScheduleCheck(SanityCheck):
             advice = "" if stand_in is not None else " (one built from `self.trainer` needs `max_epochs=`)"
             raise CheckSkipped(f"no scheduler configured{advice}.")
         stepped = [c for c in configs if not c.reduce_on_plateau]
+        try:  # an add-on: a copy that cannot take steps here leaves the plateau unjudged, not the schedule
+            plateau = plateau_directions(context, config) if len(stepped) < len(configs) else []
+        except Exception as err:
+            plateau = [{"agrees": None, "why": f"a copy's step raised {type(err).__name__}"}]
+        if reversed_ := [p for p in plateau if p["agrees"] is False]:
+            p = reversed_[0]
+            summary = (
+                f"ReduceLROnPlateau(mode={p['mode']!r}) on {p['monitor']!r}: {p['before']:.3g} -> "
+                f"{p['after']:.3g} while a copy learned, so it cuts the LR as it improves"
+            )
+            action = f"Use mode={'min' if p['mode'] == 'max' else 'max'!r} for {p['monitor']!r}."
+            return self.verdict("fail", summary[:SUMMARY_LIMIT], {"plateau": plateau}, action)
+        if not stepped and any(p["agrees"] for p in plateau):
+            p = next(p for p in plateau if p["agrees"])
+            moved = f"{p['monitor']!r} went {p['before']:.3g} -> {p['after']:.3g} as a copy learned"
+            summary = f"ReduceLROnPlateau(mode={p['mode']!r}) agrees: {moved}"
+            return self.verdict("pass", summary[:SUMMARY_LIMIT], {"plateau": plateau})
         if not stepped:
-            raise CheckSkipped("only ReduceLROnPlateau is configured: its curve follows the metric.")
+            why = "; ".join(str(p["why"]) for p in plateau if p.get("why"))[:60]
+            why = f" ({why})" if why else ""
+            raise CheckSkipped(f"only ReduceLROnPlateau is configured: its curve follows the metric{why}.")
         names = ", ".join(type(c.scheduler).__name__ for c in stepped)
         observed = _observed_in_a_trial(context)  # the schedule as the loop steps it, not as configured
         if "first_difference" in observed:
             step, seen, declared = observed["first_difference"]
-            return CheckResult(
-                self.name,
+            return self.verdict(
                 "fail",
                 f"a trial fit left the declared LR schedule at step {step}: {seen:.3g} vs {declared:.3g}",
                 {"trial": observed, "schedulers": [_described(c) for c in stepped]},
@@ -276,7 +293,7 @@ class ScheduleCheck(SanityCheck):
             total, source = _own_length(stepped, run.steps_per_epoch)
         if total is None:
             summary = "the run's length is unknown and no scheduler states one"
-            return CheckResult(self.name, "inconclusive", summary, {"schedulers": names}, action=_ASK_LENGTH)
+            return self.verdict("inconclusive", summary, {"schedulers": names}, action=_ASK_LENGTH)
         curves = lr_curves(stepped, total, run.batches_per_epoch, run.accumulate_grad_batches)
         findings = []
         for column, (label, base) in enumerate(zip(curves.labels, curves.bases, strict=True)):
@@ -287,6 +304,7 @@ class ScheduleCheck(SanityCheck):
             findings = self._unfinished_rise(context, curves, run)
         details: dict[str, Any] = {
             "trial": observed,
+            "plateau": plateau,
             "total_steps": total,
             "simulated_steps": curves.simulated,
             "length_source": source,
@@ -303,18 +321,17 @@ class ScheduleCheck(SanityCheck):
             details.update(error_step=curves.error_step, error=curves.error)
             summary = f"{names} raises at optimizer step {curves.error_step} of the planned {total}"
             action = "Size it by self.trainer.estimated_stepping_batches, with interval 'step'."
-            return CheckResult(self.name, "fail", summary, details, action=action)
+            return self.verdict("fail", summary, details, action=action)
         if findings:
             finding = findings[0][1]
             summary = f"{names}: the LR {finding.message} ({finding.rule})"[:SUMMARY_LIMIT]
-            return CheckResult(self.name, "fail", summary, details, action=_FIXES[finding.rule])
+            return self.verdict("fail", summary, details, action=_FIXES[finding.rule])
         if curves.simulated < total:
             raise CheckInconclusive(
                 f"the run's {total} steps exceed the {curves.simulated} simulated; none broke a rule"
             )
         first = details["groups"][curves.labels[0]]
-        return CheckResult(
-            self.name,
+        return self.verdict(
             "pass",
             f"{names} over {total} steps: LR {first['first']:.3g} -> {first['last']:.3g}, peak "
             f"{first['peak']:.3g}: no collapse, endless warm-up or growth",
@@ -373,6 +390,80 @@ def _observed_in_a_trial(context: CheckContext) -> dict[str, Any]:
         if abs(lr - expected) > 1e-6 * max(abs(expected), 1e-12):
             found["first_difference"] = (step, lr, expected)
             break
+    return found
+
+
+def _monitors(config: Any, monitor: Any = None) -> list[tuple[ReduceLROnPlateau, str]]:
+    """``(scheduler, monitor)`` of every ``ReduceLROnPlateau`` in a ``configure_optimizers`` return value."""
+    if isinstance(config, ReduceLROnPlateau):
+        return [(config, monitor)] if isinstance(monitor, str) else []
+    if isinstance(config, Mapping):
+        inner = config.get("scheduler", config.get("lr_scheduler"))
+        return _monitors(inner, config.get("monitor", monitor))
+    if isinstance(config, (list, tuple)):
+        return [found for item in config for found in _monitors(item, monitor)]
+    return []
+
+
+def plateau_directions(context: CheckContext, config: Any) -> list[dict[str, Any]]:
+    """For each ``ReduceLROnPlateau``: which way its monitored value moves while a copy learns (what
+    ``training_step``, else ``validation_step``, logs on one batch in eval mode before and after up to
+    :data:`PLATEAU_STEPS` optimizer steps on it), and whether its ``mode`` ``agrees`` (``None``: cannot tell,
+    ``why`` says why)."""
+    monitors = _monitors(config)
+    if not monitors:
+        return []
+    model = context.copy_model()
+    optimizers = context.build_optimizers(model).optimizers
+    batch = context.train_batches(1)[0]
+    logged: dict[str, float] = {}
+
+    def log(name: str, value: Any, *args: Any, **kwargs: Any) -> None:
+        if isinstance(value, (int, float)) or (isinstance(value, Tensor) and value.numel() == 1):
+            logged[name] = float(value.detach() if isinstance(value, Tensor) else value)
+
+    model.log = log  # type: ignore[method-assign]
+
+    def log_dict(values: Mapping[str, Any], *args: Any, **kwargs: Any) -> None:
+        for name, value in values.items():
+            log(name, value)
+
+    model.log_dict = log_dict  # type: ignore[method-assign,assignment]
+
+    def read() -> tuple[float, dict[str, float]]:
+        logged.clear()
+        model.eval()  # deterministic reads
+        with torch.no_grad():
+            loss = float(context.training_loss(model, batch))
+            if any(m not in logged for _, m in monitors):
+                with perturbed("the training batch in validation_step"):
+                    model.validation_step(batch, 0)
+        model.train()
+        return loss, dict(logged)
+
+    loss_before, before = read()
+    for _ in range(PLATEAU_STEPS):
+        step_loss = float(context.optimization_step(model, optimizers, batch))  # sync: once per step
+        if step_loss < (1 - PLATEAU_MOVE) * loss_before:
+            break
+    loss_after, after = read()
+    learned = loss_after < (1 - PLATEAU_MOVE) * loss_before
+    found = []
+    for scheduler, monitor in monitors:
+        a, b = before.get(monitor), after.get(monitor)
+        entry: dict[str, Any] = {"monitor": monitor, "mode": scheduler.mode, "before": a, "after": b}
+        entry["loss"] = (loss_before, loss_after)
+        if a is None or b is None:
+            entry.update(agrees=None, why=f"{monitor!r} is not logged on a copy's step")
+        elif not learned:
+            entry.update(
+                agrees=None, why=f"a copy's loss did not fall {PLATEAU_MOVE:.0%} in {PLATEAU_STEPS} steps"
+            )
+        elif abs(b - a) < PLATEAU_MOVE * max(abs(a), 1e-12):
+            entry.update(agrees=None, why=f"{monitor!r} moved under {PLATEAU_MOVE:.0%} as a copy learned")
+        else:
+            entry["agrees"] = scheduler.mode == ("min" if b < a else "max")
+        found.append(entry)
     return found
 
 

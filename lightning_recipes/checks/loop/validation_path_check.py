@@ -3,19 +3,18 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Literal
+from typing import Any
 
 import lightning.pytorch as pl
 from lightning.pytorch.utilities.model_helpers import is_overridden
-from typing_extensions import override
+from typing_extensions import Unpack, override
 
 from lightning_recipes._stats import difference_noise
 from lightning_recipes._validation import check_in_range, check_int
 from lightning_recipes.checks._probe import listed
-from lightning_recipes.checks.base import SanityCheck, TimeBudget
+from lightning_recipes.checks.base import CheckOptions, SanityCheck
 from lightning_recipes.checks.report import CheckInconclusive, CheckResult, CheckSkipped
 from lightning_recipes.harness import Harness as CheckContext
-from lightning_recipes.harness.batches import Key
 from lightning_recipes.harness.trial_fit import trial_fit
 
 __all__ = ["ValidationPathCheck", "loss_noise"]
@@ -66,13 +65,9 @@ class ValidationPathCheck(SanityCheck):
         min_share: float = 0.5,
         steps: int = 30,
         max_samples: int = 64,
-        *,
-        on_fail: Literal["raise", "warn"] = "raise",
-        input_key: Key = None,
-        target_key: Key = None,
-        time_budget: TimeBudget = "default",
+        **options: Unpack[CheckOptions],
     ) -> None:
-        super().__init__(on_fail=on_fail, input_key=input_key, target_key=target_key, time_budget=time_budget)
+        super().__init__(**options)
         check_in_range("min_share", min_share, 0, 1, low_open=True, high_open=True)
         check_int("steps", steps, minimum=3)
         check_int("max_samples", max_samples, minimum=1)
@@ -130,38 +125,29 @@ class ValidationPathCheck(SanityCheck):
                 )
             details["gap_after"] = gap = view.after - last
             far = gap > self.min_share * train_drop + 3 * sigma or (view.input_difference or 0) >= INPUT_FAIL
-            return CheckResult(
-                self.name,
-                "fail" if far else "warn",
-                f"{saw}, but {inputs}",
-                details,
-                action=same_preprocessing,
+            return self.verdict(
+                "fail" if far else "warn", f"{saw}, but {inputs}", details, action=same_preprocessing
             )
         lags = f"{saw} ({share:.0%} of the fall)"
         if view.stale:
-            return CheckResult(
-                self.name,
+            return self.verdict(
                 "fail",
                 f"{lags}: it reads {len(view.stale)} stale: {listed(view.stale, 24)}",
                 details,
                 action="Update the averaged copy each step, or evaluate the modules training trains.",
             )
         if view.averaged and view.lag is not None and view.lag < 1 - 1e-3 and val_drop > 3 * sigma:
-            return CheckResult(
-                self.name,
-                "pass",
-                f"{lags}: it reads averaged weights, {1 - view.lag:.0%} of the way there",
-                details,
+            return self.verdict(
+                "pass", f"{lags}: it reads averaged weights, {1 - view.lag:.0%} of the way there", details
             )
         if differs:
-            return CheckResult(self.name, "fail", f"{lags}; {inputs}", details, action=same_preprocessing)
+            return self.verdict("fail", f"{lags}; {inputs}", details, action=same_preprocessing)
         if view.batchnorm_lag > BATCHNORM_LAG or (view.batchnorm_lag > 0 and share >= BATCHNORM_PARTIAL):
             raise CheckInconclusive(
                 f"{lags}, but BatchNorm statistics still hold {view.batchnorm_lag:.0%} of their start"
             )
         reads = f"{len(view.averaged)} averaged weights off the fit" if view.averaged else "another tensor"
-        return CheckResult(
-            self.name,
+        return self.verdict(
             "fail",
             f"{lags}: same weights and inputs, yet {reads}",
             details,

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import math
-from typing import Literal
 
 import torch
-from typing_extensions import override
+from typing_extensions import Unpack, override
 
 from lightning_recipes._stats import Z, standard_error
 from lightning_recipes._validation import check_in_range, check_int, check_positive, is_number
-from lightning_recipes.checks.base import SanityCheck, TimeBudget
+from lightning_recipes.checks.base import CheckOptions, SanityCheck
 from lightning_recipes.checks.loss._expected_loss import (
     Expectation,
     expected_initial_loss,
@@ -20,7 +19,7 @@ from lightning_recipes.checks.loss._expected_loss import (
 from lightning_recipes.checks.report import CheckResult, CheckSkipped, Status
 from lightning_recipes.harness import Harness as CheckContext
 from lightning_recipes.harness import LossCall
-from lightning_recipes.harness.batches import Key, batch_size_of
+from lightning_recipes.harness.batches import batch_size_of
 
 __all__ = ["InitLossCheck"]
 
@@ -63,13 +62,9 @@ class InitLossCheck(SanityCheck):
         warn_rtol: float = 0.25,
         high_rtol: float = 1.0,
         low_rtol: float = 0.5,
-        *,
-        on_fail: Literal["raise", "warn"] = "raise",
-        input_key: Key = None,
-        target_key: Key = None,
-        time_budget: TimeBudget = "default",
+        **options: Unpack[CheckOptions],
     ) -> None:
-        super().__init__(on_fail=on_fail, input_key=input_key, target_key=target_key, time_budget=time_budget)
+        super().__init__(**options)
         if expected_loss is not None and not is_number(expected_loss):
             raise ValueError(f"`expected_loss` must be a finite number or None, got {expected_loss!r}.")
         if num_classes is not None:
@@ -134,7 +129,7 @@ class InitLossCheck(SanityCheck):
         if (ratio > warn_high and low <= warn_high) or (ratio < warn_low and high >= warn_low):
             action = "Give it more (or larger) batches: InitLossCheck(num_batches=...)."
             summary = f"{stated}, within batch noise of its line"
-            return CheckResult(self.name, "inconclusive", summary, details, action=action)
+            return self.verdict("inconclusive", summary, details, action=action)
         status: Status
         if ratio > warn_high:
             status = "fail" if low > 1 + self.high_rtol else "warn"
@@ -147,15 +142,15 @@ class InitLossCheck(SanityCheck):
                 else "The output layer is likely initialised too large: zero or scale down the last layer "
                 "(and its bias); or extra terms are added to the loss."
             )
-            return CheckResult(self.name, status, f"{stated}: too high", details, action=action)
+            return self.verdict(status, f"{stated}: too high", details, action=action)
         if ratio < warn_low:
             status = "fail" if high < 1 - self.low_rtol else "warn"
             action = (
                 "Check what the loss receives: targets leaking into the inputs, the model's own predictions "
                 "as targets; for pretrained weights pass expected_loss=."
             )
-            return CheckResult(self.name, status, f"{stated}: suspiciously low", details, action=action)
-        return CheckResult(self.name, "pass", stated, details)
+            return self.verdict(status, f"{stated}: suspiciously low", details, action=action)
+        return self.verdict("pass", stated, details)
 
     def _expectation(self, calls: list[LossCall | None]) -> Expectation:
         if self.expected_loss is not None:

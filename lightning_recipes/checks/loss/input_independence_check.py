@@ -5,14 +5,14 @@ from __future__ import annotations
 import functools
 import itertools
 from contextlib import nullcontext
-from typing import Any, Literal
+from typing import Any
 
 import torch
 from torch import Tensor
-from typing_extensions import override
+from typing_extensions import Unpack, override
 
 from lightning_recipes._validation import check_in_range, check_int
-from lightning_recipes.checks.base import SanityCheck, TimeBudget, perturbed
+from lightning_recipes.checks.base import CheckOptions, SanityCheck, perturbed
 from lightning_recipes.checks.loss._input_gap import (
     CONFIDENCE,
     LossDrop,
@@ -23,7 +23,7 @@ from lightning_recipes.checks.loss._input_gap import (
 from lightning_recipes.checks.report import CheckResult, CheckSkipped
 from lightning_recipes.harness import Harness as CheckContext
 from lightning_recipes.harness import LossRecorder, TargetSwapError, batch_entries, map_tensors
-from lightning_recipes.harness.batches import Key, batch_size_of, input_key_of
+from lightning_recipes.harness.batches import batch_size_of, input_key_of
 from lightning_recipes.harness.isolation import preserved_rng
 
 __all__ = ["InputIndependenceCheck", "LossDrop", "loss_drop"]
@@ -70,13 +70,9 @@ class InputIndependenceCheck(SanityCheck):
         num_eval_batches: int = 4,
         min_improvement: float = 0.05,
         num_samples: int | None = 32,
-        *,
-        on_fail: Literal["raise", "warn"] = "raise",
-        input_key: Key = None,
-        target_key: Key = None,
-        time_budget: TimeBudget = "default",
+        **options: Unpack[CheckOptions],
     ) -> None:
-        super().__init__(on_fail=on_fail, input_key=input_key, target_key=target_key, time_budget=time_budget)
+        super().__init__(**options)
         check_int("max_steps", max_steps, minimum=1)
         check_int("num_batches", num_batches, minimum=1)
         check_int("num_eval_batches", num_eval_batches, minimum=1)
@@ -138,7 +134,7 @@ class InputIndependenceCheck(SanityCheck):
             f"held-out loss {means[0]:.4g} real vs {means[2]:.4g} permuted targets, {means[1]:.4g} no inputs"
         )
         if passed:
-            return CheckResult(self.name, "pass", f"{stated} after {step} steps", details)
+            return self.verdict("pass", f"{stated} after {step} steps", details)
         # fail: real pairs fit no meaningfully faster than permuted ones (the 99% bound of the gain under
         # `min_improvement`: a significant 0.3% is still two arbitrary labellings memorised alike), and
         # held-out loss with real inputs is no better than with none (the symptom)
@@ -151,13 +147,13 @@ class InputIndependenceCheck(SanityCheck):
             action = (
                 "Print (input, target) pairs: labels shuffled or misaligned, or it does not use its inputs."
             )
-            return CheckResult(self.name, "fail", summary, details, action=action)
+            return self.verdict("fail", summary, details, action=action)
         if learned.fell and fitted.low > 0 and permuted.high < 0:  # learned from its pairs, worse held out
             summary = f"{stated}: what the real pairs teach makes held-out loss worse ({permuted.gain:+.1%})"
             action = (
                 "Look for something the training data has and held-out data lacks: a leak, a split mismatch."
             )
-            return CheckResult(self.name, "warn", summary, details, action=action)
+            return self.verdict("warn", summary, details, action=action)
         if not learned.fell:
             summary = (
                 f"the real copy's training loss did not fall beyond its noise in {step} steps: no verdict"
@@ -171,7 +167,7 @@ class InputIndependenceCheck(SanityCheck):
             action = (
                 "Give it more steps or held-out data: InputIndependenceCheck(max_steps=, num_eval_batches=)."
             )
-        return CheckResult(self.name, "inconclusive", summary, details, action=action)
+        return self.verdict("inconclusive", summary, details, action=action)
 
     def _batches(self, context: CheckContext) -> tuple[list[Any], list[Any], str]:
         held_out = context.val_batches(self.num_eval_batches)

@@ -6,14 +6,14 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import lightning.pytorch as pl
 import torch
-from typing_extensions import override
+from typing_extensions import Unpack, override
 
 from lightning_recipes._validation import check_int
-from lightning_recipes.checks.base import SanityCheck, TimeBudget
+from lightning_recipes.checks.base import CheckOptions, SanityCheck
 from lightning_recipes.checks.loss._expected_loss import REGRESSION
 from lightning_recipes.checks.loss._loss_probe import (
     CLASSIFICATION,
@@ -32,7 +32,6 @@ from lightning_recipes.checks.loss._loss_probe import (
 )
 from lightning_recipes.checks.report import CheckResult, CheckSkipped, Status
 from lightning_recipes.harness import Harness as CheckContext
-from lightning_recipes.harness.batches import Key
 
 __all__ = ["LossCheck"]
 
@@ -89,13 +88,9 @@ class LossCheck(SanityCheck):
     def __init__(
         self,
         num_batches: int = 2,
-        *,
-        on_fail: Literal["raise", "warn"] = "raise",
-        input_key: Key = None,
-        target_key: Key = None,
-        time_budget: TimeBudget = "default",
+        **options: Unpack[CheckOptions],
     ) -> None:
-        super().__init__(on_fail=on_fail, input_key=input_key, target_key=target_key, time_budget=time_budget)
+        super().__init__(**options)
         check_int("num_batches", num_batches, minimum=1)
         self.num_batches = num_batches
 
@@ -130,7 +125,7 @@ class LossCheck(SanityCheck):
             raise CheckSkipped("no part of the loss check applies to this loss.")
         lead = next(p for p in parts.values() if p.status == status)
         summary = f"loss {initial:.4g} at init: {lead.summary}"
-        return CheckResult(self.name, status, summary, details, action=lead.action)
+        return self.verdict(status, summary, details, action=lead.action)
 
     @staticmethod
     def _targets(probes: Sequence[LossProbe], batches: Sequence[Any]) -> _Part:

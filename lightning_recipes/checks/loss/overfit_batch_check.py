@@ -3,20 +3,20 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Literal
+from typing import Any
 
 import lightning.pytorch as pl
 import torch
 from torch.optim import Optimizer
-from typing_extensions import override
+from typing_extensions import Unpack, override
 
 from lightning_recipes._validation import check_in_range, check_int
-from lightning_recipes.checks.base import SanityCheck, TimeBudget
+from lightning_recipes.checks.base import CheckOptions, SanityCheck
 from lightning_recipes.checks.loss._expected_loss import loss_call_for, record_loss_calls
 from lightning_recipes.checks.loss._loss_probe import LossFloor, input_bounds, loss_floor
 from lightning_recipes.checks.report import CheckResult
 from lightning_recipes.harness import Harness as CheckContext
-from lightning_recipes.harness.batches import Key, batch_size_of, slice_batch
+from lightning_recipes.harness.batches import batch_size_of, slice_batch
 
 __all__ = ["OverfitBatchCheck"]
 
@@ -58,13 +58,9 @@ class OverfitBatchCheck(SanityCheck):
         max_steps: int = 150,
         target_ratio: float = 0.3,
         num_samples: int | None = 16,
-        *,
-        on_fail: Literal["raise", "warn"] = "raise",
-        input_key: Key = None,
-        target_key: Key = None,
-        time_budget: TimeBudget = "default",
+        **options: Unpack[CheckOptions],
     ) -> None:
-        super().__init__(on_fail=on_fail, input_key=input_key, target_key=target_key, time_budget=time_budget)
+        super().__init__(**options)
         check_int("max_steps", max_steps, minimum=1)
         check_in_range("target_ratio", target_ratio, 0, 1, low_open=True, high_open=True)
         if num_samples is not None:
@@ -105,7 +101,7 @@ class OverfitBatchCheck(SanityCheck):
             action = (
                 floor.fix or "Return raw logits, let the loss apply the softmax/sigmoid; drop the clamp/tanh."
             )
-            return CheckResult(self.name, "fail", summary, details, action=action)
+            return self.verdict("fail", summary, details, action=action)
         if len(finite) < len(values):
             bad = next(i for i, v in enumerate(values) if not math.isfinite(v))
             summary = (
@@ -116,7 +112,7 @@ class OverfitBatchCheck(SanityCheck):
             )
         assert target is not None
         if best <= target:
-            return CheckResult(self.name, "pass", f"{fell} (target {target:.4g}): it can fit data", details)
+            return self.verdict("pass", f"{fell} (target {target:.4g}): it can fit data", details)
         moved = max(finite) != min(finite)
         share, untrained = _untrained(context, model, built.optimizers, batch) if moved else (0.0, [])
         if share >= _UNTRAINED_SHARE:
@@ -125,17 +121,17 @@ class OverfitBatchCheck(SanityCheck):
             action = (
                 "Unfreeze what should learn, put it in the optimizer; if planned (fine-tuning), ignore this."
             )
-            return CheckResult(self.name, "warn", summary, details, action=action)
+            return self.verdict("warn", summary, details, action=action)
         if best <= initial - 0.5 * (initial - target):
             action = "Give it more steps (OverfitBatchCheck(max_steps=...)) or a larger learning rate."
-            return CheckResult(self.name, "warn", f"{fell}: half way to {target:.4g}", details, action=action)
+            return self.verdict("warn", f"{fell}: half way to {target:.4g}", details, action=action)
         details["never_moved"] = not moved
         summary = f"{fell}: " + (
             "the loss never moved, it cannot memorise them"
             if not moved
             else f"it cannot memorise them ({target:.4g})"
         )
-        return CheckResult(self.name, "fail", summary, details, action=_ACTION)
+        return self.verdict("fail", summary, details, action=_ACTION)
 
     def _train(
         self, context: CheckContext, model: pl.LightningModule, optimizers: list[Optimizer], batch: Any

@@ -3,22 +3,21 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any
 
 import lightning.pytorch as pl
 import torch
 from torch import Tensor
 from torch.nn.modules.batchnorm import _BatchNorm
-from typing_extensions import override
+from typing_extensions import Unpack, override
 
 from lightning_recipes._stats import NoiseVerdict, judge_deviation
 from lightning_recipes._validation import check_in_range, check_int
 from lightning_recipes.checks._probe import first_samples, seeded, until_it_reacts, worst
-from lightning_recipes.checks.base import SanityCheck, TimeBudget, perturbed
+from lightning_recipes.checks.base import CheckOptions, SanityCheck, perturbed
 from lightning_recipes.checks.report import CheckInconclusive, CheckResult, CheckSkipped
 from lightning_recipes.harness import CannotRunOnCopy
 from lightning_recipes.harness import Harness as CheckContext
-from lightning_recipes.harness.batches import Key
 from lightning_recipes.harness.forward_capture import step_output
 from lightning_recipes.harness.walk import map_tensors
 
@@ -57,13 +56,9 @@ class BatchIndependenceCheck(SanityCheck):
         self,
         num_samples: int = 8,
         rtol: float = 1e-4,
-        *,
-        on_fail: Literal["raise", "warn"] = "raise",
-        input_key: Key = None,
-        target_key: Key = None,
-        time_budget: TimeBudget = "default",
+        **options: Unpack[CheckOptions],
     ) -> None:
-        super().__init__(on_fail=on_fail, input_key=input_key, target_key=target_key, time_budget=time_budget)
+        super().__init__(**options)
         check_int("num_samples", num_samples, minimum=2)
         check_in_range("rtol", rtol, 0, 1, low_open=True, high_open=True)
         self.num_samples = num_samples
@@ -134,8 +129,7 @@ class BatchIndependenceCheck(SanityCheck):
             )
         if largest > self.rtol * scale:
             details["pair"] = {"probe": probes[p], "other": j}
-            return CheckResult(
-                self.name,
+            return self.verdict(
                 "fail",
                 f"samples mix across the batch: sample {j} moves with sample {probes[p]} "
                 f"({details['measured']:.2g} of a sample's own effect, expected 0)",
@@ -150,14 +144,13 @@ class BatchIndependenceCheck(SanityCheck):
             CheckInconclusive
         ) as abstained:  # e.g. pack_padded_sequence(enforce_sorted=True): keep the rest
             details["permutation"] = {"status": "not run", "why": str(abstained)}
-            return CheckResult(self.name, "pass", f"{independent}; the rotated batch could not run", details)
+            return self.verdict("pass", f"{independent}; the rotated batch could not run", details)
         if not verdicts:
-            return CheckResult(self.name, "pass", f"{independent}; no batch-first output to permute", details)
+            return self.verdict("pass", f"{independent}; no batch-first output to permute", details)
         quantity, verdict = worst(verdicts)
         moved = f"{quantity} moved {verdict.deviation:.2g} (tolerance {verdict.tolerance:.2g})"
         if verdict.status == "fail":
-            return CheckResult(
-                self.name,
+            return self.verdict(
                 "fail",
                 f"outputs depend on the sample's slot: rotating the batch in eval, the {moved}",
                 details,

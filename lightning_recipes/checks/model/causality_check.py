@@ -3,19 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any
 
 import torch
 from torch import Tensor
-from typing_extensions import override
+from typing_extensions import Unpack, override
 
 from lightning_recipes._validation import check_in_range, check_int
 from lightning_recipes.checks._num_classes import IGNORE_INDEX
 from lightning_recipes.checks._probe import model_output, seeded, until_it_reacts
-from lightning_recipes.checks.base import SanityCheck, TimeBudget, perturbed
+from lightning_recipes.checks.base import CheckOptions, SanityCheck, perturbed
 from lightning_recipes.checks.report import CheckInconclusive, CheckResult, CheckSkipped
 from lightning_recipes.harness import Harness as CheckContext
-from lightning_recipes.harness.batches import Key, batch_size_of, slice_batch
+from lightning_recipes.harness.batches import batch_size_of, slice_batch
 
 __all__ = ["CausalityCheck", "aligned_output", "next_token_task"]
 
@@ -56,13 +56,9 @@ class CausalityCheck(SanityCheck):
         num_positions: int = 3,
         num_samples: int = 4,
         rtol: float = 1e-4,
-        *,
-        on_fail: Literal["raise", "warn"] = "raise",
-        input_key: Key = None,
-        target_key: Key = None,
-        time_budget: TimeBudget = "default",
+        **options: Unpack[CheckOptions],
     ) -> None:
-        super().__init__(on_fail=on_fail, input_key=input_key, target_key=target_key, time_budget=time_budget)
+        super().__init__(**options)
         if causal is not None and not isinstance(causal, bool):
             raise ValueError(f"`causal` must be True, False or None (infer), got {causal!r}.")
         check_int("num_positions", num_positions, minimum=1)
@@ -118,8 +114,7 @@ class CausalityCheck(SanityCheck):
                 f"the outputs react to no input position, also after {steps} optimizer step(s)"
             )
         if found["leak"] is None:
-            return CheckResult(
-                self.name,
+            return self.verdict(
                 "pass",
                 f"outputs at positions {probes} do not depend on later inputs (largest future effect "
                 f"{details['measured']:.2g} of the largest effect)",
@@ -129,8 +124,7 @@ class CausalityCheck(SanityCheck):
         details["leak"] = {"output_position": position, "input_position": later, "reads_further": far}
         seen = f"input position {later}" + (" and later ones too" if far else "")
         seen += " (off-by-one)" if later == position + 1 and not far else ""
-        return CheckResult(
-            self.name,
+        return self.verdict(
             "fail",
             f"the output at position {position} depends on {seen}: {details['measured']:.2g} of the largest "
             "effect, expected 0",
@@ -196,9 +190,23 @@ def next_token_task(batch: Any, inputs: Tensor | None, targets: Tensor | None) -
                 return True, "Hugging Face style: `labels` equal `input_ids`, the model shifts them"
     if inputs is None or targets is None:
         return False, "no targets in the batch"
-    if targets.shape[:2] != inputs.shape[:2] or targets.ndim != inputs.ndim or inputs.ndim < 2:
+    if targets.shape[:2] != inputs.shape[:2] or inputs.ndim < 2:
         return False, f"targets {list(targets.shape)} vs inputs {list(inputs.shape)}"
     head, tail = targets[:, :-1], inputs[:, 1:]
+    series = head.reshape(*head.shape[:2], -1) if head.ndim in (2, 3) else head
+    if (
+        inputs.ndim == 3
+        and series.ndim == 3
+        and series.shape[2] < tail.shape[2]
+        and series.is_floating_point()
+    ):
+        for f in range(tail.shape[2] - series.shape[2] + 1):  # forecasting: some input features, a step ahead
+            if torch.allclose(
+                series.float(), tail[..., f : f + series.shape[2]].float()
+            ):  # sync: per feature
+                return True, f"targets are input features from {f} one step ahead (a next-step forecast)"
+    if targets.ndim != inputs.ndim:
+        return False, f"targets {list(targets.shape)} vs inputs {list(inputs.shape)}"
     shifted = "targets are the inputs shifted by one position (targets[:, :-1] == inputs[:, 1:])"
     if torch.is_floating_point(targets) or torch.is_floating_point(inputs):
         both = torch.is_floating_point(targets) and torch.is_floating_point(inputs)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from collections import Counter
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any
 
 import lightning.pytorch as pl
 import numpy as np
@@ -14,15 +14,15 @@ from torch import Tensor, nn
 from torch.nn.modules import batchnorm, dropout, instancenorm
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_leaves
-from typing_extensions import override
+from typing_extensions import Unpack, override
 
 from lightning_recipes._validation import check_in_range, check_int
 from lightning_recipes.checks._probe import first_samples, listed, model_output
-from lightning_recipes.checks.base import SanityCheck, TimeBudget
+from lightning_recipes.checks.base import CheckOptions, SanityCheck
 from lightning_recipes.checks.report import SUMMARY_LIMIT, CheckResult
 from lightning_recipes.harness import Harness as CheckContext
 from lightning_recipes.harness import first_tensor
-from lightning_recipes.harness.batches import Key, batch_size_of
+from lightning_recipes.harness.batches import batch_size_of
 
 __all__ = ["EvalModeCheck"]
 
@@ -62,13 +62,9 @@ class EvalModeCheck(SanityCheck):
         self,
         num_samples: int = 8,
         rtol: float = 1e-4,
-        *,
-        on_fail: Literal["raise", "warn"] = "raise",
-        input_key: Key = None,
-        target_key: Key = None,
-        time_budget: TimeBudget = "default",
+        **options: Unpack[CheckOptions],
     ) -> None:
-        super().__init__(on_fail=on_fail, input_key=input_key, target_key=target_key, time_budget=time_budget)
+        super().__init__(**options)
         check_int("num_samples", num_samples, minimum=1)
         check_in_range("rtol", rtol, 0, 1, low_open=True, high_open=True)
         self.num_samples = num_samples
@@ -97,8 +93,7 @@ class EvalModeCheck(SanityCheck):
             "first_differing_input": first_input,
         }
         if changed:
-            return CheckResult(
-                self.name,
+            return self.verdict(
                 "fail",
                 f"a forward pass in eval() changed the model's state: {listed([f'`{n}`' for n in changed])}",
                 details,
@@ -107,13 +102,12 @@ class EvalModeCheck(SanityCheck):
         if culprit is not None and _samples_a_prediction(context, model, batch):
             details["sampled"] = True
             why = "the output is sampled (location + scale x noise, both predicted): randomness not judged"
-            return CheckResult(self.name, "pass", f"no state changed; {why}", details)
+            return self.verdict("pass", f"no state changed; {why}", details)
         if culprit is not None:
             where = f"`{culprit[0]}` ({culprit[1]})" if culprit[0] else f"its own forward ({culprit[1]})"
             if first_input is not None and _inside(first_input[0], culprit[0]):
                 where += f", before `{first_input[0]}`"
-            return CheckResult(
-                self.name,
+            return self.verdict(
                 "fail",
                 f"eval() gave different results on two seeds ({details['max_difference']:.2g} apart): "
                 f"{where} is random"[:SUMMARY_LIMIT],
@@ -122,7 +116,7 @@ class EvalModeCheck(SanityCheck):
             )
         equal = details["outputs_equal"]
         why = "two passes with different seeds agree" if equal else "only inputs the step draws differ"
-        return CheckResult(self.name, "pass", f"eval() is deterministic and stateless: {why}", details)
+        return self.verdict("pass", f"eval() is deterministic and stateless: {why}", details)
 
     def _observe(
         self, context: CheckContext, model: pl.LightningModule, batch: Any, seed: int

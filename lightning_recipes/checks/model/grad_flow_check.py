@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 import torch
-from typing_extensions import override
+from typing_extensions import Unpack, override
 
 from lightning_recipes._validation import check_int
 from lightning_recipes.checks._probe import listed
-from lightning_recipes.checks.base import SanityCheck, TimeBudget
+from lightning_recipes.checks.base import CheckOptions, SanityCheck
 from lightning_recipes.checks.report import CheckResult
 from lightning_recipes.harness import Harness as CheckContext
-from lightning_recipes.harness.batches import Key
 
 __all__ = ["GradFlowCheck"]
 
@@ -47,13 +46,9 @@ class GradFlowCheck(SanityCheck):
     def __init__(
         self,
         max_steps: int = 3,
-        *,
-        on_fail: Literal["raise", "warn"] = "raise",
-        input_key: Key = None,
-        target_key: Key = None,
-        time_budget: TimeBudget = "default",
+        **options: Unpack[CheckOptions],
     ) -> None:
-        super().__init__(on_fail=on_fail, input_key=input_key, target_key=target_key, time_budget=time_budget)
+        super().__init__(**options)
         check_int("max_steps", max_steps, minimum=1)
         self.max_steps = max_steps
 
@@ -76,8 +71,7 @@ class GradFlowCheck(SanityCheck):
             ],
         }
         if not trainable:
-            return CheckResult(
-                self.name,
+            return self.verdict(
                 "fail",
                 f"every parameter ({len(frozen)}) is frozen (requires_grad=False): training cannot change it",
                 details,
@@ -119,18 +113,14 @@ class GradFlowCheck(SanityCheck):
         flows = f"all {len(trainable)} trainable parameters get finite, non-zero gradients in {steps} step(s)"
         if details["frozen_in_optimizer"]:
             held = details["frozen_in_optimizer"]
-            return CheckResult(
-                self.name,
+            return self.verdict(
                 "warn",
                 f"{len(held)} frozen parameter(s) sit in the optimizer: {listed(held, 40)}; the rest learn",
                 details,
                 action="Unfreeze them, or build the optimizer from [p for p in params if p.requires_grad].",
             )
-        return CheckResult(
-            self.name,
-            "pass",
-            flows + (f"; {len(frozen)} frozen, outside the optimizer" if frozen else ""),
-            details,
+        return self.verdict(
+            "pass", flows + (f"; {len(frozen)} frozen, outside the optimizer" if frozen else ""), details
         )
 
     def _backward_passes(
@@ -172,4 +162,4 @@ class GradFlowCheck(SanityCheck):
         return seen, nonzero, nonfinite, loss_value, steps
 
     def _fail(self, summary: str, details: dict[str, Any], action: str) -> CheckResult:
-        return CheckResult(self.name, "fail", summary, details, action=action)
+        return self.verdict("fail", summary, details, action=action)

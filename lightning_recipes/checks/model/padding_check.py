@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Any
 
 import lightning.pytorch as pl
 import torch
 from torch import Tensor
-from typing_extensions import override
+from typing_extensions import Unpack, override
 
 from lightning_recipes._stats import NoiseVerdict, judge_deviation
 from lightning_recipes._validation import check_int
 from lightning_recipes.checks._probe import replace_entries, worst
-from lightning_recipes.checks.base import SanityCheck, TimeBudget, perturbed
+from lightning_recipes.checks.base import CheckOptions, SanityCheck, perturbed
 from lightning_recipes.checks.model._padding_batch import (
     Padding,
     extend_batch,
@@ -77,13 +77,9 @@ class PaddingCheck(SanityCheck):
         num_samples: int = 8,
         extra: int = 3,
         padding_key: Key = None,
-        *,
-        on_fail: Literal["raise", "warn"] = "raise",
-        input_key: Key = None,
-        target_key: Key = None,
-        time_budget: TimeBudget = "default",
+        **options: Unpack[CheckOptions],
     ) -> None:
-        super().__init__(on_fail=on_fail, input_key=input_key, target_key=target_key, time_budget=time_budget)
+        super().__init__(**options)
         check_int("num_samples", num_samples, minimum=1)
         check_int("extra", extra, minimum=1)
         check_key("padding_key", padding_key)
@@ -215,7 +211,7 @@ class PaddingCheck(SanityCheck):
             if details["padding"]["padded_fraction"] == 0:  # of the batch as loaded, before any cut
                 details["latent"] = True
                 summary = f"the model would read padding ({added}: {moved}); these batches hold none yet"
-                return CheckResult(self.name, "warn", summary, details, action=action)
+                return self.verdict("warn", summary, details, action=action)
             return CheckResult(
                 self.name, "fail", f"the model reads padding: {added}, {moved}", details, action=action
             )
