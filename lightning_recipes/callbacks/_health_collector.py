@@ -22,6 +22,7 @@ from lightning_recipes.callbacks._health_window import CheckData, Spike
 
 __all__ = [
     "ROW_LAYERS",
+    "ActivationHooks",
     "SATURATING_FUNCTIONS",
     "FunctionalSaturation",
     "Packer",
@@ -35,17 +36,15 @@ __all__ = [
     "flat_tensors",
     "group_families",
     "group_lrs",
-    "leaf_hook",
     "loss_head",
     "loss_outliers",
     "loss_sums",
     "loss_trend",
     "loss_vector",
+    "nonfinite_counts",
     "optimizer_family",
     "pack_activations",
     "planned_steps",
-    "relu_hook",
-    "saturation_hook",
     "sparse_groups",
     "spikes_of",
     "squared_norm",
@@ -477,42 +476,6 @@ def watched_modules(model: nn.Module) -> tuple[Named, Named, Named, Named]:
     return relu, saturating, leaves, rows
 
 
-def leaf_hook(store: dict[int, Tensor], i: int) -> Callable[..., None]:
-    """A forward hook adding leaf module ``i``'s counts of non-finite ``[outputs, inputs]`` to ``store[i]``
-    (no sync): a module whose inputs were finite made its inf/nan itself (or its weights did)."""
-
-    def floats(value: Any) -> list[Tensor]:
-        return [t.detach() for t in flat_tensors(value) if t.is_floating_point() or t.is_complex()]
-
-    def hook(module: nn.Module, args: Any, output: Any) -> None:
-        outs, ins = floats(output), floats(args)
-        if not outs:
-            return
-        zero = torch.zeros((), dtype=torch.long, device=outs[0].device)
-        bad = torch.stack(
-            [sum(((~torch.isfinite(t)).sum().to(zero.device) for t in ts), zero) for ts in (outs, ins)]
-        )
-        previous = store.get(i)
-        store[i] = bad if previous is None else previous + bad
-
-    return hook
-
-
-def relu_hook(store: dict[int, Tensor], i: int) -> Callable[..., None]:
-    """A forward hook OR-ing which units of ReLU ``i`` were ever active into ``store[i]`` (no sync)."""
-
-    def hook(module: nn.Module, args: Any, output: Any) -> None:
-        if not isinstance(output, Tensor) or output.ndim < 2:
-            return
-        out = output.detach()
-        unit_dim = 1 if out.ndim in (4, 5) else out.ndim - 1
-        alive = (out > 0).movedim(unit_dim, -1).reshape(-1, out.shape[unit_dim]).any(0)
-        previous = store.get(i)
-        store[i] = alive if previous is None else previous | alive
-
-    return hook
-
-
 def flat_and_gain(output: Tensor, tanh: bool) -> Tensor:
     """``[flat fraction, gain]`` of a tanh/sigmoid output (float32, on its device, no sync): the share of
     outputs in the function's flat part (``|tanh| > 0.99``; a sigmoid below 0.01 or above 0.99: slope under 4%
@@ -531,19 +494,162 @@ def flat_and_gain(output: Tensor, tanh: bool) -> Tensor:
     return torch.stack([flat.float().mean(), gain.mean()])
 
 
-def saturation_hook(store: dict[int, Tensor], i: int, kind: nn.Module) -> Callable[..., None]:
-    """A forward hook appending ``[flat fraction, gain]`` (:func:`flat_and_gain`) of tanh/sigmoid ``i``'s
-    output to ``store[i]`` (one row per call)."""
-    tanh = isinstance(kind, nn.Tanh)
+class ActivationHooks:
+    """The forward hooks of a sampled batch: **one** hook per watched module, whatever it is watched for
+    (``nn.Module`` hooks cost most per module hooked, then per hook), each filling the stores it was given
+    (``None``: not measured), device tensors only, no sync:
 
-    def hook(module: nn.Module, args: Any, output: Any) -> None:
+    - ``nonfinite`` (leaves): per leaf, the float64 sums of its floating outputs and inputs (a sum is
+      non-finite exactly when an element is: float32 and narrower summed in float64 cannot overflow), read at
+      the check; an input that an earlier module of the batch produced reuses that module's sum;
+    - ``alive`` (ReLU/ReLU6): which units were ever positive; a ReLU fed a Linear/Conv output whose units lie
+      on the same dim reuses that layer's positive mask (``relu(x) > 0`` exactly where ``x > 0``);
+    - ``saturation`` (tanh/sigmoid modules): :func:`flat_and_gain` rows;
+    - ``rows`` (Linear/Conv): :class:`RowLiveness`'s positive outputs, and the outputs ``calls`` (a
+      :class:`FunctionalSaturation`) watches.
+
+    Example:
+        >>> net = nn.Sequential(nn.Linear(4, 3), nn.ReLU())
+        >>> with torch.no_grad():
+        ...     _ = net[0].bias.copy_(torch.tensor([-50.0, 0.0, 0.0]))  # unit 0 never fires
+        >>> alive, nonfinite = {}, {}
+        >>> hooks = ActivationHooks(alive=alive, nonfinite=nonfinite)
+        >>> handles = hooks.attach(([("1", net[1])], [], [("0", net[0]), ("1", net[1])], []))
+        >>> _ = net(torch.randn(16, 4))
+        >>> alive[0].tolist(), [len(outs) for outs, _ in nonfinite.values()]
+        ([False, True, True], [1, 1])
+    """
+
+    def __init__(
+        self,
+        alive: dict[int, Tensor] | None = None,
+        saturation: dict[int, Tensor] | None = None,
+        nonfinite: dict[int, tuple[list[Tensor], list[Tensor]]] | None = None,
+        rows: RowLiveness | None = None,
+        calls: FunctionalSaturation | None = None,
+    ) -> None:
+        self.alive, self.saturation, self.nonfinite = alive, saturation, nonfinite
+        self.rows, self.calls = rows, calls
+        # this batch's outputs already measured: id -> (tensor, positive units or None, unit dim, sum or None)
+        self._seen: dict[int, tuple[Tensor, Tensor | None, int, Tensor | None]] = {}
+
+    def attach(self, watched: tuple[Named, Named, Named, Named]) -> list[Any]:
+        """Hook the modules of ``watched`` (ReLUs, tanh/sigmoids, leaves, Linear/Conv, as from
+        :func:`watched_modules`) for the stores given; returns the handles (remove them after the batch)."""
+        self._seen = {}
+        roles: dict[int, tuple[nn.Module, list[int | None]]] = {}
+        kinds = [self.alive, self.saturation, self.nonfinite, self.rows]
+        for k, (named, store) in enumerate(zip(watched, kinds)):
+            if store is None:
+                continue
+            for i, (_, module) in enumerate(named):
+                roles.setdefault(id(module), (module, [None] * 4))[1][k] = i
+        handles = []
+        for module, (relu, sat, leaf, row) in roles.values():
+            handles.append(module.register_forward_hook(self._hook(relu, sat, leaf, row, module)))
+            if sat is not None and self.calls is not None:  # calls inside it are the module's own
+                handles.append(module.register_forward_pre_hook(self.calls.enter))
+        return handles
+
+    def _hook(
+        self, relu: int | None, sat: int | None, leaf: int | None, row: int | None, module: nn.Module
+    ) -> Callable[..., None]:
+        linear, tanh = isinstance(module, nn.Linear), isinstance(module, nn.Tanh)
+
+        def hook(module: nn.Module, args: Any, output: Any) -> None:
+            with torch.no_grad():
+                if row is not None:
+                    self._row(row, linear, output)
+                if relu is not None:
+                    self._relu(relu, args, output)
+                if sat is not None:
+                    self._saturation(sat, tanh, output)
+                if leaf is not None:
+                    self._leaf(leaf, args, output)
+
+        return hook
+
+    def _row(self, i: int, linear: bool, output: Any) -> None:
+        if not isinstance(output, Tensor) or output.ndim < 1 or not output.is_floating_point():
+            return
+        dim = output.ndim - 1 if linear else 1
+        positive = _positive_units(output, dim)
+        assert self.rows is not None
+        self.rows._mark(i, positive)
+        self._seen[id(output)] = (output, positive, dim, None)
+        if self.calls is not None:
+            self.calls.note(i, output)
+
+    def _relu(self, i: int, args: Any, output: Any) -> None:
+        if not isinstance(output, Tensor) or output.ndim < 2:
+            return
+        dim = 1 if output.ndim in (4, 5) else output.ndim - 1
+        source = args[0] if args and isinstance(args[0], Tensor) else None
+        seen = self._seen.get(id(source)) if source is not None else None
+        if seen is not None and seen[0] is source and seen[1] is not None and seen[2] == dim:
+            alive = seen[1]  # relu(x) > 0 exactly where x > 0: the layer's mask
+        else:
+            alive = _positive_units(output, dim)
+        assert self.alive is not None
+        previous = self.alive.get(i)
+        self.alive[i] = alive if previous is None else previous | alive
+
+    def _saturation(self, i: int, tanh: bool, output: Any) -> None:
+        if self.calls is not None:
+            self.calls.leave()
         if not isinstance(output, Tensor) or not output.is_floating_point() or output.numel() == 0:
             return
         row = flat_and_gain(output, tanh).reshape(1, 2)
-        previous = store.get(i)
-        store[i] = row if previous is None else torch.cat([previous, row])
+        assert self.saturation is not None
+        previous = self.saturation.get(i)
+        self.saturation[i] = row if previous is None else torch.cat([previous, row])
 
-    return hook
+    def _leaf(self, i: int, args: Any, output: Any) -> None:
+        outs = [self._sum(t) for t in flat_tensors(output) if t.is_floating_point() or t.is_complex()]
+        if not outs:
+            return
+        ins = [self._sum(t) for t in flat_tensors(args) if t.is_floating_point() or t.is_complex()]
+        assert self.nonfinite is not None
+        kept = self.nonfinite.setdefault(i, ([], []))
+        kept[0].extend(outs)
+        kept[1].extend(ins)
+
+    def _sum(self, t: Tensor) -> Tensor:
+        """``t``'s sum in float64 (complex: its modulus), measured once per tensor of the batch."""
+        seen = self._seen.get(id(t))
+        if seen is not None and seen[0] is t and seen[3] is not None:
+            return seen[3]
+        if t.is_complex():
+            total = t.sum().abs().double()
+        elif t.dtype == torch.float64 or t.device.type == "mps":  # MPS has no float64
+            total = t.sum()
+        else:
+            total = t.sum(dtype=torch.float64)
+        self._seen[id(t)] = (t, *(seen[1:3] if seen is not None and seen[0] is t else (None, -1)), total)
+        return total
+
+
+def _positive_units(output: Tensor, dim: int) -> Tensor:
+    """Per unit along ``dim``, whether any of ``output``'s values there is positive (bool, on its device)."""
+    positive = output > 0
+    if dim != output.ndim - 1:
+        positive = positive.movedim(dim, -1)
+    return positive.reshape(-1, output.shape[dim]).any(0)
+
+
+def nonfinite_counts(
+    store: dict[int, tuple[list[Tensor], list[Tensor]]], count: int, device: torch.device
+) -> Tensor:
+    """Per leaf ``0..count-1`` of :class:`ActivationHooks`' ``nonfinite`` store, ``[outputs, inputs]``: how
+    many of its measured tensors held a non-finite value (float64, flat, on ``device``): one stack. No sync.
+    """
+    sums = [(2 * i + k, s) for i, pair in store.items() if i < count for k in (0, 1) for s in pair[k]]
+    out = torch.zeros(2 * count, dtype=torch.float64, device=device)
+    if sums:
+        owners = torch.tensor([o for o, _ in sums], dtype=torch.long, device=device)
+        values = torch.stack([s.to(device, torch.float64) for _, s in sums])
+        out.index_add_(0, owners, (~torch.isfinite(values)).double())
+    return out
 
 
 #: The functional sigmoids and tanhs :class:`FunctionalSaturation` measures: function -> 0 sigmoid, 1 tanh.
@@ -585,30 +691,41 @@ class FunctionalSaturation(TorchFunctionMode):
         self._produced: dict[int, tuple[int, Tensor]] = {}
         self._inside = 0
         self._active = False
+        self.called = False  # whether a sigmoid/tanh function was called while active, anywhere
 
     def clear(self) -> None:
         self.store = {}
 
     def attach(self, modules: Sequence[nn.Module]) -> list[Any]:
         """Forward hooks noting each layer's output, and pre/post hooks on ``modules`` (the ``nn.Sigmoid`` /
-        ``nn.Tanh`` modules hooked already); returns their handles."""
+        ``nn.Tanh`` modules hooked already); returns their handles. (:class:`ActivationHooks` calls
+        :meth:`note`, :meth:`enter` and :meth:`leave` from its own hooks instead.)"""
 
         def produced(i: int) -> Callable[..., None]:
             def hook(module: nn.Module, args: Any, output: Any) -> None:
-                if self._active and isinstance(output, Tensor):
-                    self._produced[id(output)] = (i, output)
+                self.note(i, output)
 
             return hook
 
-        def enter(module: nn.Module, args: Any) -> None:
-            self._inside += 1
-
         def leave(module: nn.Module, args: Any, output: Any) -> None:
-            self._inside = max(self._inside - 1, 0)
+            self.leave()
 
         handles = [layer.register_forward_hook(produced(i)) for i, layer in enumerate(self.layers)]
-        handles += [m.register_forward_pre_hook(enter) for m in modules]
+        handles += [m.register_forward_pre_hook(self.enter) for m in modules]
         return handles + [m.register_forward_hook(leave) for m in modules]
+
+    def note(self, i: int, output: Any) -> None:
+        """Layer ``i`` produced ``output`` (while active)."""
+        if self._active and isinstance(output, Tensor):
+            self._produced[id(output)] = (i, output)
+
+    def enter(self, *_: Any) -> None:
+        """A tanh/sigmoid module's forward begins (a forward pre-hook): calls inside it are its own."""
+        self._inside += 1
+
+    def leave(self, *_: Any) -> None:
+        """A tanh/sigmoid module's forward ended."""
+        self._inside = max(self._inside - 1, 0)
 
     def start(self) -> None:
         """Push the mode (this thread), once."""
@@ -629,7 +746,10 @@ class FunctionalSaturation(TorchFunctionMode):
     ) -> Any:
         out = func(*args, **(kwargs or {}))
         kind = SATURATING_FUNCTIONS.get(func)
-        if kind is None or self._inside or not args or not isinstance(out, Tensor):
+        if kind is None:
+            return out
+        self.called = True
+        if self._inside or not args or not isinstance(out, Tensor):
             return out
         hit = self._produced.get(id(args[0]))
         if hit is not None and hit[1] is args[0] and out.is_floating_point() and out.numel():
@@ -652,12 +772,12 @@ class FunctionalSaturation(TorchFunctionMode):
 
 def pack_activations(
     packer: Packer,
-    stores: tuple[dict[int, Tensor], dict[int, Tensor], dict[int, Tensor]],
+    stores: tuple[dict[int, Tensor], dict[int, Tensor], dict[int, tuple[list[Tensor], list[Tensor]]]],
     counts: tuple[int, int, int],
 ) -> None:
-    """Pack the hooks' stores (never-active units per ReLU, saturated fractions per tanh/sigmoid, non-finite
-    counts per leaf, outputs and inputs) as ``dead``, ``saturated`` and ``nonfinite``: ``-1`` for a module not
-    measured."""
+    """Pack :class:`ActivationHooks`' stores (never-active units per ReLU, saturated fractions per
+    tanh/sigmoid, non-finite tensors per leaf, outputs and inputs) as ``dead``, ``saturated`` and
+    ``nonfinite``: ``-1`` for a module not measured (``nonfinite``: 0)."""
     alive, saturation, nonfinite = stores
     device = packer.device
     unmeasured = torch.tensor(-1.0)
@@ -666,8 +786,7 @@ def pack_activations(
     unmeasured2 = torch.tensor([-1.0, -1.0])
     sat = [saturation[i].mean(0) if i in saturation else unmeasured2 for i in range(counts[1])]
     packer.add("saturated", torch.cat([v.to(device) for v in sat]) if sat else torch.zeros(0))
-    bad = [nonfinite.get(i, torch.zeros(2)) for i in range(counts[2])]
-    packer.add("nonfinite", torch.stack([b.to(device).double() for b in bad]) if bad else torch.zeros(0))
+    packer.add("nonfinite", nonfinite_counts(nonfinite, counts[2], device))
 
 
 def dead_of(alive: dict[int, Tensor], count: int, device: torch.device) -> Tensor:

@@ -22,6 +22,7 @@ from lightning_recipes._loss_output import loss_of
 from lightning_recipes._validation import check_bool, check_int, check_positive
 from lightning_recipes.callbacks._health_causes import plain_diagnosis
 from lightning_recipes.callbacks._health_collector import (
+    ActivationHooks,
     FunctionalSaturation,
     Packer,
     RowLiveness,
@@ -32,15 +33,12 @@ from lightning_recipes.callbacks._health_collector import (
     first_nonfinite,
     group_families,
     group_lrs,
-    leaf_hook,
     loss_head,
     loss_outliers,
     loss_sums,
     loss_vector,
     pack_activations,
     planned_steps,
-    relu_hook,
-    saturation_hook,
     sparse_groups,
     spikes_of,
     squared_norm,
@@ -207,6 +205,7 @@ class HealthMonitor(Callback):
         self._leaves: list[tuple[str, nn.Module]] = []
         self._handles: list[Any] = []
         self._sampling = False  # hooks or a function mode on (the sampled batches, the run's first batch)
+        self._functional = True  # the model calls sigmoid/tanh functions (False: none on the first batch)
         self._step_params: dict[int, tuple[int, list[Tensor]]] = {}  # per optimizer: its tracked parameters
         self._step_at_batch_start: int | None = None
         self._clock = WaitClock()
@@ -230,7 +229,7 @@ class HealthMonitor(Callback):
         self._rows.clear()
         self._calls.clear()
         self._saturation: dict[int, Tensor] = {}
-        self._nonfinite: dict[int, Tensor] = {}
+        self._nonfinite: dict[int, tuple[list[Tensor], list[Tensor]]] = {}
         self._act_sampled = 0
         self._validations: list[tuple[int, Tensor, Tensor, Tensor]] = []  # epoch, val, train, [se, count]
         self._epoch_loss: list[Tensor] = [] if not hasattr(self, "_epoch_loss") else self._epoch_loss
@@ -478,16 +477,16 @@ class HealthMonitor(Callback):
 
     # ------------------------------------------------------------------ helpers
 
+    def _watched(self) -> tuple[Any, Any, Any, Any]:
+        return self._relu, self._saturating, self._leaves, self._row_layers
+
     def _attach_hooks(self) -> None:
-        for i, (_, module) in enumerate(self._leaves):
-            self._handles.append(module.register_forward_hook(leaf_hook(self._nonfinite, i)))
-        for i, (_, module) in enumerate(self._relu):
-            self._handles.append(module.register_forward_hook(relu_hook(self._alive, i)))
-        for i, (_, module) in enumerate(self._saturating):
-            self._handles.append(module.register_forward_hook(saturation_hook(self._saturation, i, module)))
-        self._handles += self._rows.attach()
-        self._handles += self._calls.attach([module for _, module in self._saturating])
-        self._calls.start()
+        # One hook per watched module; the function mode only for a model that calls sigmoid/tanh functions.
+        calls = self._calls if self._functional else None
+        hooks = ActivationHooks(self._alive, self._saturation, self._nonfinite, self._rows, calls)
+        self._handles += hooks.attach(self._watched())
+        if calls is not None:
+            calls.start()
         self._act_sampled += 1
         self._sampling = True
 
@@ -506,15 +505,16 @@ class HealthMonitor(Callback):
 
     def _attach_init_hooks(self) -> None:
         """Saturation hooks on the run's first batch only (the state at initialisation)."""
-        store = self._init_saturation
-        for i, (_, module) in enumerate(self._saturating):
-            self._init_handles.append(module.register_forward_hook(saturation_hook(store, i, module)))
-        self._init_handles += self._init_calls.attach([module for _, module in self._saturating])
+        hooks = ActivationHooks(saturation=self._init_saturation, rows=None, calls=self._init_calls)
+        self._init_handles += hooks.attach(self._watched())
+        self._init_handles += self._init_calls.attach([])  # the layers' outputs (no RowLiveness here)
         self._init_calls.start()
         self._init_measured = True
         self._sampling = True
 
     def _detach_init_hooks(self) -> None:
+        if self._init_handles:  # the first batch measured: did the model call a sigmoid/tanh function?
+            self._functional = self._init_calls.called
         self._init_calls.stop()  # pushed after the sampled batches' mode: popped first
         for handle in self._init_handles:
             handle.remove()
@@ -529,9 +529,8 @@ class HealthMonitor(Callback):
         self._sampling = False
 
     def _attach_start_hooks(self) -> None:
-        for i, (_, module) in enumerate(self._relu):
-            self._start_handles.append(module.register_forward_hook(relu_hook(self._alive_start, i)))
-        self._start_handles += self._rows_start.attach()
+        hooks = ActivationHooks(alive=self._alive_start, rows=self._rows_start)
+        self._start_handles += hooks.attach(self._watched())
 
     def _detach_start_hooks(self) -> None:
         for handle in self._start_handles:
