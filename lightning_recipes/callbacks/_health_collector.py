@@ -22,8 +22,8 @@ from lightning_recipes.callbacks._health_window import CheckData, Spike
 
 __all__ = [
     "ROW_LAYERS",
-    "ActivationHooks",
     "SATURATING_FUNCTIONS",
+    "ActivationHooks",
     "FunctionalSaturation",
     "Packer",
     "RowLiveness",
@@ -75,7 +75,10 @@ class Packer:
     def add(self, name: str, value: Tensor | float | Sequence[float]) -> None:
         """Append ``value`` (a tensor on any device, a host float or floats) under ``name``."""
         if isinstance(value, Tensor):
-            value = value.reshape(-1).to(self.device, torch.float64)
+            if value.ndim != 1:
+                value = value.reshape(-1)
+            if value.dtype != torch.float64 or value.device != self.device:
+                value = value.to(self.device, torch.float64)
         else:
             floats = [float(value)] if isinstance(value, (int, float)) else [float(v) for v in value]
             value = torch.tensor(floats, dtype=torch.float64, device=self.device)
@@ -406,16 +409,16 @@ class RowLiveness:
 
     def record_gradients(self) -> None:
         """Mark the rows whose weight gradient is non-zero (call between backward and the optimizer step)."""
-        for i, layer in enumerate(self.layers):
-            grad = getattr(getattr(layer, "weight", None), "grad", None)
-            if grad is None or grad.ndim < 1 or grad.numel() == 0:
-                continue
-            rows = grad.detach().flatten(1) if grad.ndim > 1 else grad.detach().reshape(-1, 1)
-            alive = rows.abs().amax(1) != 0
-            bias = getattr(getattr(layer, "bias", None), "grad", None)
-            if bias is not None and bias.shape == alive.shape:
-                alive = alive | (bias.detach() != 0)  # a unit fed zeros by dead units upstream still learns
-            self._mark(i, alive)
+        with torch.no_grad():
+            for i, layer in enumerate(self.layers):
+                grad = getattr(getattr(layer, "weight", None), "grad", None)
+                if grad is None or grad.ndim < 1 or grad.numel() == 0:
+                    continue
+                alive = (grad.flatten(1) if grad.ndim > 1 else grad.reshape(-1, 1)).ne(0).any(1)
+                bias = getattr(getattr(layer, "bias", None), "grad", None)
+                if bias is not None and bias.shape == alive.shape:
+                    alive |= bias.ne(0)  # a unit fed zeros by dead units upstream still learns
+                self._mark(i, alive)
 
     def dead_fractions(self, device: torch.device) -> Tensor:
         """Per layer, the fraction of units marked by neither reading (``-1`` for a layer not measured)."""
@@ -760,6 +763,8 @@ class FunctionalSaturation(TorchFunctionMode):
 
     def pack(self, device: torch.device) -> Tensor:
         """Per layer, per kind (sigmoid, tanh), the mean ``[flat fraction, gain]`` (``-1`` not measured)."""
+        if not self.store:  # the common case: one op
+            return torch.full((4 * len(self.layers),), -1.0, dtype=torch.float64, device=device)
         rows = [
             self.store[(i, kind)].mean(0).double().to(device)
             if (i, kind) in self.store
@@ -920,7 +925,8 @@ class StepRecords:
 
     Example:
         >>> records = StepRecords()
-        >>> records.gradients(0, [torch.tensor([3.0, 4.0])])
+        >>> records.gradients(0, [torch.tensor([3.0, 4.0])])  # the norm of each tensor
+        [tensor(5.)]
         >>> x = torch.randn(8, 3).clamp(-3, 3)
         >>> x[5, 1] = -999.0
         >>> records.inputs(0, (x, torch.zeros(8, dtype=torch.long)), 17)
@@ -937,18 +943,20 @@ class StepRecords:
         # per step, per floating tensor of its batch: (largest |value|, its flat index, values per row)
         self._largest: dict[int, list[tuple[Tensor, Tensor, int]]] = {}
 
-    def gradients(self, position: int, grads: list[Tensor]) -> None:
-        """Record step ``position``'s gradients (one optimizer's; several optimizers in a step add up)."""
+    def gradients(self, position: int, grads: list[Tensor]) -> list[Tensor]:
+        """Record step ``position``'s gradients (one optimizer's; several optimizers in a step add up);
+        returns their norms, one per tensor."""
         if not grads:
-            return
+            return []
         if grads[0].requires_grad:  # a graph kept for a higher-order gradient: not ours to extend
             grads = [g.detach() for g in grads]
-        norms = torch._foreach_norm(grads, 2.0)
+        norms = list(torch._foreach_norm(grads, 2.0))
         kept = self._norms.get(position)
         if kept is None:
-            self._norms[position] = list(norms)
+            self._norms[position] = norms
         else:
             kept.extend(norms)
+        return norms
 
     def inputs(self, position: int, batch: Any, batch_idx: int) -> None:
         """Record step ``position``'s batch: the largest |value| of each floating-point tensor (dim 0: the
