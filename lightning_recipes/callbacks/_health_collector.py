@@ -915,13 +915,18 @@ def combine(
 
 
 _STEP_RECORD = 4  # squared gradient norm, batch index, row, its largest |input|
+KEEP_BYTES = 32 * 2**20  # the batches an interval may keep for the check's one scan (more: each step scans)
 
 
 class StepRecords:
     """Per step of a check's interval, the evidence of ``outlier_batches``: the step's squared gradient norm
     and its batch's largest |input| (which row, which batch). Each step costs one fused
-    ``torch._foreach_norm`` over the step's gradients and one ``abs().max`` per floating-point tensor of
-    the batch, kept on the device as they come; :meth:`pack` reduces them at the check. No sync.
+    ``torch._foreach_norm`` over the step's gradients, kept on the device; its batch's floating-point tensors
+    are kept by reference (no copy) while the interval's total stays under :data:`KEEP_BYTES`, and
+    :meth:`pack` scans them at the check, one ``abs().max`` per batch layout for the whole interval (a
+    larger batch is scanned at its step). A batch changed in place after its step is left out (its row
+    unknown); a loader that refills one buffer (two steps' tensors at the same address) is scanned at each
+    step from then on. No sync.
 
     Example:
         >>> records = StepRecords()
@@ -935,6 +940,7 @@ class StepRecords:
     """
 
     def __init__(self) -> None:
+        self.keep_batches = True  # False once a loader is seen refilling one buffer
         self.clear()
 
     def clear(self) -> None:
@@ -942,6 +948,12 @@ class StepRecords:
         self._batches: dict[int, int] = {}  # per step: the batch index
         # per step, per floating tensor of its batch: (largest |value|, its flat index, values per row)
         self._largest: dict[int, list[tuple[Tensor, Tensor, int]]] = {}
+        self._kept: dict[int, list[tuple[Tensor, int]]] = {}  # per step: its batch's tensors, versions
+        self._kept_bytes = 0
+        self._addresses: set[int] = set()
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_kept": {}, "_kept_bytes": 0, "_addresses": set()}
 
     def gradients(self, position: int, grads: list[Tensor]) -> list[Tensor]:
         """Record step ``position``'s gradients (one optimizer's; several optimizers in a step add up);
@@ -960,15 +972,33 @@ class StepRecords:
 
     def inputs(self, position: int, batch: Any, batch_idx: int) -> None:
         """Record step ``position``'s batch: the largest |value| of each floating-point tensor (dim 0: the
-        samples) and where it is (a sentinel such as -999 in a standardised column shows here)."""
+        samples) and where it is (a sentinel such as -999 in a standardised column shows here), measured
+        at the check when the batch can be kept."""
         self._batches[position] = batch_idx
+        tensors = [t for t in flat_tensors(batch) if t.is_floating_point() and t.ndim >= 1 and t.numel()]
+        if not tensors:
+            return
+        tensors = [t.detach() if t.requires_grad else t for t in tensors]
+        if self.keep_batches and all(type(t) is Tensor for t in tensors):
+            addresses = {t.data_ptr() for t in tensors}
+            size = sum(t.numel() * t.element_size() for t in tensors)
+            if addresses & self._addresses:  # one buffer refilled: the batches kept with it are gone
+                self.keep_batches = False
+                self._kept = {
+                    p: kept
+                    for p, kept in self._kept.items()
+                    if not {t.data_ptr() for t, _ in kept} & addresses
+                }
+            elif self._kept_bytes + size <= KEEP_BYTES:
+                self._kept[position] = [(t, t._version) for t in tensors]
+                self._kept_bytes += size
+                self._addresses |= addresses
+                return
         largest = []
-        for t in flat_tensors(batch):
-            if t.is_floating_point() and t.ndim >= 1 and t.numel():
-                value, index = (t.detach() if t.requires_grad else t).abs().reshape(-1).max(0)
-                largest.append((value, index, t.numel() // t.shape[0]))
-        if largest:
-            self._largest[position] = largest
+        for t in tensors:
+            value, index = t.abs().reshape(-1).max(0)
+            largest.append((value, index, t.numel() // t.shape[0]))
+        self._largest[position] = largest
 
     def pack(self, steps: int, device: torch.device) -> Tensor:
         """Per step (``steps`` slots): ``[squared gradient norm, batch index, row, largest |input|]``, NaN
@@ -984,13 +1014,47 @@ class StepRecords:
             out[:, 1].index_copy_(
                 0, where, torch.tensor(list(batches.values()), dtype=out.dtype, device=device)
             )
-        largest = {k: v for k, v in self._largest.items() if 0 <= k < steps}
-        if largest:
-            rows, values = _largest_rows(list(largest.values()), device)
-            where = _positions(largest, device)
-            out[:, 2].index_copy_(0, where, rows)
-            out[:, 3].index_copy_(0, where, values)
+        columns = self._columns(steps)
+        if columns:
+            recorded = sorted({p for _, positions, _, _ in columns for p in positions})
+            rows, values = _largest_rows(columns, steps, device)
+            where = torch.tensor(recorded, dtype=torch.long, device=device)
+            out[:, 2].index_copy_(0, where, rows.index_select(0, where))
+            out[:, 3].index_copy_(0, where, values.index_select(0, where))
         return out.reshape(-1)
+
+    def _columns(self, steps: int) -> list[tuple[int, list[int], Tensor, Tensor]]:
+        """Per tensor slot of the batches and per layout: ``(slot, steps, largest |values|, their rows)``,
+        the kept batches scanned in one stack per layout."""
+        groups: dict[tuple[Any, ...], list[tuple[int, Tensor]]] = {}
+        for position, kept in self._kept.items():
+            if 0 <= position < steps and all(t._version == version for t, version in kept):
+                for j, (t, _) in enumerate(kept):
+                    groups.setdefault((j, t.shape, t.dtype, t.device), []).append((position, t))
+        scanned: dict[tuple[int, int], list[tuple[int, Tensor, Tensor]]] = {}
+        for position, largest in self._largest.items():
+            if 0 <= position < steps:
+                for j, (value, index, per_row) in enumerate(largest):
+                    scanned.setdefault((j, per_row), []).append((position, value, index))
+        columns = []
+        with torch.no_grad():
+            for (j, *_), members in groups.items():
+                stacked = torch.stack([t for _, t in members])
+                values, index = stacked.abs().reshape(len(members), -1).max(1)
+                per_row = members[0][1].numel() // members[0][1].shape[0]
+                columns.append((j, [p for p, _ in members], values, index // per_row))
+            for (j, per_row), entries in scanned.items():
+                try:
+                    values, index = (
+                        torch.stack([v for _, v, _ in entries]),
+                        torch.stack([i for _, _, i in entries]),
+                    )
+                except RuntimeError:  # batches on several devices
+                    device = entries[0][1].device
+                    values = torch.stack([v.to(device) for _, v, _ in entries])
+                    index = torch.stack([i.to(device) for _, _, i in entries])
+                columns.append((j, [p for p, _, _ in entries], values, index // per_row))
+        return columns
 
 
 def _positions(recorded: dict[int, Any], device: torch.device) -> Tensor:
@@ -1013,34 +1077,19 @@ def _squared_sums(norms: list[list[Tensor]], device: torch.device) -> Tensor:
 
 
 def _largest_rows(
-    largest: list[list[tuple[Tensor, Tensor, int]]], device: torch.device
+    columns: list[tuple[int, list[int], Tensor, Tensor]], steps: int, device: torch.device
 ) -> tuple[Tensor, Tensor]:
     """Per step, the row holding its batch's largest |value| over its floating tensors (the first tensor's
-    on a tie, as a NaN in it), and that value (float64)."""
-    count = len(largest[0])
-    flat = [entry for step in largest for entry in step]
-    per_row = torch.tensor([n for _, _, n in flat], dtype=torch.long, device=device)
-    values = rows = None
-    if all(len(step) == count for step in largest):
-        try:
-            values = torch.stack([v for v, _, _ in flat]).to(device, torch.float64).reshape(-1, count)
-            rows = (torch.stack([i for _, i, _ in flat]).to(device) // per_row).reshape(-1, count)
-        except RuntimeError:  # batches on several devices
-            values = rows = None
-    if (
-        values is None or rows is None
-    ):  # batches of different structure: pad each step's entries to the widest with -inf
-        width = max(len(step) for step in largest)
-        values = torch.full((len(largest), width), -math.inf, dtype=torch.float64, device=device)
-        rows = torch.full((len(largest), width), -1, dtype=torch.long, device=device)
-        k = 0
-        for s, step in enumerate(largest):
-            for j, (value, index, _) in enumerate(step):
-                values[s, j] = value.to(device, torch.float64)
-                rows[s, j] = index.to(device) // per_row[k]
-                k += 1
+    on a tie, as a NaN in it), and that value (float64), from :meth:`StepRecords._columns`."""
+    width = max(j for j, _, _, _ in columns) + 1
+    values = torch.full((steps, width), -math.inf, dtype=torch.float64, device=device)
+    rows = torch.full((steps, width), -1, dtype=torch.long, device=device)
+    for j, positions, largest, row in columns:
+        where = torch.tensor(positions, dtype=torch.long, device=device)
+        values[:, j].index_copy_(0, where, largest.to(device, torch.float64))
+        rows[:, j].index_copy_(0, where, row.to(device))
     best, row = values[:, 0], rows[:, 0]
-    for j in range(1, values.shape[1]):  # the first tensor's value unless a later one is larger
+    for j in range(1, width):  # the first tensor's value unless a later one is larger
         larger = values[:, j] > best
         best, row = torch.where(larger, values[:, j], best), torch.where(larger, rows[:, j], row)
     return row.double(), best
