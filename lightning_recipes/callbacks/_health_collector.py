@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -41,6 +41,7 @@ __all__ = [
     "loss_sums",
     "loss_trend",
     "loss_vector",
+    "means_by_index",
     "nonfinite_counts",
     "optimizer_family",
     "pack_activations",
@@ -422,13 +423,7 @@ class RowLiveness:
 
     def dead_fractions(self, device: torch.device) -> Tensor:
         """Per layer, the fraction of units marked by neither reading (``-1`` for a layer not measured)."""
-        out = [
-            (1.0 - self.alive[i].double().mean()).to(device)
-            if i in self.alive
-            else torch.full((), -1.0, dtype=torch.float64, device=device)
-            for i in range(len(self.layers))
-        ]
-        return torch.stack(out) if out else torch.zeros(0, dtype=torch.float64, device=device)
+        return dead_of(self.alive, len(self.layers), device)
 
 
 def sparse_groups(
@@ -763,16 +758,8 @@ class FunctionalSaturation(TorchFunctionMode):
 
     def pack(self, device: torch.device) -> Tensor:
         """Per layer, per kind (sigmoid, tanh), the mean ``[flat fraction, gain]`` (``-1`` not measured)."""
-        if not self.store:  # the common case: one op
-            return torch.full((4 * len(self.layers),), -1.0, dtype=torch.float64, device=device)
-        rows = [
-            self.store[(i, kind)].mean(0).double().to(device)
-            if (i, kind) in self.store
-            else torch.full((2,), -1.0, dtype=torch.float64, device=device)
-            for i in range(len(self.layers))
-            for kind in (0, 1)
-        ]
-        return torch.cat(rows) if rows else torch.zeros(0, dtype=torch.float64, device=device)
+        rows = {2 * i + kind: value for (i, kind), value in self.store.items()}
+        return means_by_index(rows, 2 * len(self.layers), 2, device).reshape(-1)
 
 
 def pack_activations(
@@ -785,24 +772,41 @@ def pack_activations(
     ``nonfinite``: ``-1`` for a module not measured (``nonfinite``: 0)."""
     alive, saturation, nonfinite = stores
     device = packer.device
-    unmeasured = torch.tensor(-1.0)
-    dead = [1.0 - alive[i].float().mean() if i in alive else unmeasured for i in range(counts[0])]
-    packer.add("dead", torch.stack([d.to(device) for d in dead]) if dead else torch.zeros(0))
-    unmeasured2 = torch.tensor([-1.0, -1.0])
-    sat = [saturation[i].mean(0) if i in saturation else unmeasured2 for i in range(counts[1])]
-    packer.add("saturated", torch.cat([v.to(device) for v in sat]) if sat else torch.zeros(0))
+    packer.add("dead", dead_of(alive, counts[0], device))
+    packer.add("saturated", means_by_index(saturation, counts[1], 2, device).reshape(-1))
     packer.add("nonfinite", nonfinite_counts(nonfinite, counts[2], device))
 
 
 def dead_of(alive: dict[int, Tensor], count: int, device: torch.device) -> Tensor:
     """Per ReLU ``0..count-1``, the fraction of units never active in ``alive`` (``-1``: not measured)."""
-    out = [
-        (1.0 - alive[i].double().mean()).to(device)
-        if i in alive
-        else torch.full((), -1.0, dtype=torch.float64, device=device)
-        for i in range(count)
-    ]
-    return torch.stack(out) if out else torch.zeros(0, dtype=torch.float64, device=device)
+    fractions = means_by_index(alive, count, 1, device).reshape(-1)
+    return torch.where(fractions >= 0, 1.0 - fractions, fractions) if alive else fractions
+
+
+def means_by_index(values: Mapping[int, Tensor], count: int, width: int, device: torch.device) -> Tensor:
+    """Per index ``0..count-1``, the mean over dim 0 of ``values[i]`` (``[n, width]``, or ``[n]`` when
+    ``width`` is 1; bool counts as 0/1), ``[count, width]`` float64 on ``device``, ``-1`` where not
+    measured: one concatenation and one segment mean, whatever the count. No sync.
+
+    Example:
+        >>> means_by_index({0: torch.tensor([True, False]), 2: torch.tensor([1.0, 1.0, 4.0])}, 3, 1,
+        ...                torch.device("cpu")).reshape(-1).tolist()
+        [0.5, -1.0, 2.0]
+    """
+    out = torch.full((count, width), -1.0, dtype=torch.float64, device=device)
+    measured = [i for i in range(count) if i in values and values[i].numel()]
+    if not measured:
+        return out
+    shape = (-1,) if width == 1 else (-1, width)
+    parts = [values[i] if values[i].ndim == len(shape) else values[i].reshape(shape) for i in measured]
+    try:
+        flat = torch.cat(parts).to(device, torch.float64)  # one dtype and device: one copy
+    except RuntimeError:  # several devices
+        flat = torch.cat([p.to(device, torch.float64) for p in parts])
+    lengths = torch.tensor([p.shape[0] for p in parts], device=device)
+    means = torch.segment_reduce(flat, "mean", lengths=lengths, axis=0)
+    where = torch.tensor(measured, device=device)
+    return out.index_copy_(0, where, means if width > 1 else means.unsqueeze(1))
 
 
 def combine(
