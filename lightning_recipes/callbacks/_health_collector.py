@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import re
+import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -528,8 +529,9 @@ class ActivationHooks:
     ) -> None:
         self.alive, self.saturation, self.nonfinite = alive, saturation, nonfinite
         self.rows, self.calls = rows, calls
-        # this batch's outputs already measured: id -> (tensor, positive units or None, unit dim, sum or None)
-        self._seen: dict[int, tuple[Tensor, Tensor | None, int, Tensor | None]] = {}
+        # this batch's outputs already measured: id -> (a weak reference to the tensor, its positive units or
+        # None, their dim, its sum or None); weak: the hooks never keep an activation alive
+        self._seen: dict[int, tuple[weakref.ref[Tensor], Tensor | None, int, Tensor | None]] = {}
 
     def attach(self, watched: tuple[Named, Named, Named, Named]) -> list[Any]:
         """Hook the modules of ``watched`` (ReLUs, tanh/sigmoids, leaves, Linear/Conv, as from
@@ -574,7 +576,7 @@ class ActivationHooks:
         positive = _positive_units(output, dim)
         assert self.rows is not None
         self.rows._mark(i, positive)
-        self._seen[id(output)] = (output, positive, dim, None)
+        self._seen[id(output)] = (weakref.ref(output), positive, dim, None)
         if self.calls is not None:
             self.calls.note(i, output)
 
@@ -583,8 +585,8 @@ class ActivationHooks:
             return
         dim = 1 if output.ndim in (4, 5) else output.ndim - 1
         source = args[0] if args and isinstance(args[0], Tensor) else None
-        seen = self._seen.get(id(source)) if source is not None else None
-        if seen is not None and seen[0] is source and seen[1] is not None and seen[2] == dim:
+        seen = self._measured(source) if source is not None else None
+        if seen is not None and seen[1] is not None and seen[2] == dim:
             alive = seen[1]  # relu(x) > 0 exactly where x > 0: the layer's mask
         else:
             alive = _positive_units(output, dim)
@@ -614,8 +616,8 @@ class ActivationHooks:
 
     def _sum(self, t: Tensor) -> Tensor:
         """``t``'s sum in float64 (complex: its modulus), measured once per tensor of the batch."""
-        seen = self._seen.get(id(t))
-        if seen is not None and seen[0] is t and seen[3] is not None:
+        seen = self._measured(t)
+        if seen is not None and seen[3] is not None:
             return seen[3]
         if t.is_complex():
             total = t.sum().abs().double()
@@ -623,8 +625,14 @@ class ActivationHooks:
             total = t.sum()
         else:
             total = t.sum(dtype=torch.float64)
-        self._seen[id(t)] = (t, *(seen[1:3] if seen is not None and seen[0] is t else (None, -1)), total)
+        positive, dim = (seen[1], seen[2]) if seen is not None else (None, -1)
+        self._seen[id(t)] = (weakref.ref(t), positive, dim, total)
         return total
+
+    def _measured(self, t: Tensor) -> tuple[weakref.ref[Tensor], Tensor | None, int, Tensor | None] | None:
+        """What this batch measured of ``t`` already (``None``: nothing, or another tensor at that id)."""
+        seen = self._seen.get(id(t))
+        return seen if seen is not None and seen[0]() is t else None
 
 
 def _positive_units(output: Tensor, dim: int) -> Tensor:
