@@ -15,8 +15,11 @@
    (findings outside the case's expected and allowed problems; any finding on a healthy run). Printed as a
    Markdown table for ``benchmarks/RESULTS.md``.
 
-Run: ``python -m benchmarks.health_overhead [--only steps|gallery] [--models mlp,cnn,transformer] [--rounds 7]
-[--steps 200] [--threads 1]``.
+3. ``profile`` (only when asked): :func:`profile_steps`, the monitor's device ops and CPU time per kind of
+   step and per place (its forward hooks, each of its four step hooks).
+
+Run: ``python -m benchmarks.health_overhead [--only steps|gallery|profile] [--models mlp,cnn,transformer]
+[--rounds 7] [--steps 200] [--threads 1]``.
 """
 
 from __future__ import annotations
@@ -37,13 +40,14 @@ import torch
 from lightning.pytorch.callbacks import Callback
 from torch import Tensor, nn
 from torch.nn import functional as F
+from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.data import DataLoader
 
 from lightning_recipes.callbacks.health_monitor import HealthMonitor
 from lightning_recipes.data.digits import DigitsDataModule
 from lightning_recipes.testing import DigitsCNN, TinyTransformerLM, fast_trainer, random_token_loader
 
-__all__ = ["MODELS", "bench_gallery", "bench_steps", "main"]
+__all__ = ["MODELS", "bench_gallery", "bench_steps", "main", "profile_steps"]
 
 CHECK_EVERY = 50  # the monitor's default
 SKIP = 50  # steps left out at the start of each fit: set-up and the first interval (the step-0 measurements)
@@ -101,10 +105,13 @@ class StepClock(Callback):
         self.end = time.process_time()
 
 
+HOOKS = ("on_train_batch_start", "on_before_backward", "on_before_optimizer_step", "on_train_batch_end")
+
+
 def timed_hooks(monitor: Callback) -> dict[int, float]:
-    """Wrap ``monitor``'s three training-step hooks with a CPU-time timer; returns the seconds spent in them
+    """Wrap ``monitor``'s four training-step hooks with a CPU-time timer; returns the seconds spent in them
     per step (keyed by the global step at the batch's start). The forward hooks of the sampled batches are
-    not in it: they run inside the model's forward."""
+    not in it: they run inside the model's forward (:func:`profile_steps` counts them)."""
     seconds: dict[int, float] = {}
     step = [0]
 
@@ -120,9 +127,28 @@ def timed_hooks(monitor: Callback) -> dict[int, float]:
 
         setattr(monitor, name, timed)
 
-    for name in ("on_train_batch_start", "on_before_optimizer_step", "on_train_batch_end"):
+    for name in HOOKS:
         wrap(name)
     return seconds
+
+
+class _OpCount(TorchDispatchMode):
+    """The number of device ops dispatched while active (a work count: no clock)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        self.count += 1
+        return func(*args, **(kwargs or {}))
+
+
+def _step_kind(step: int) -> str:
+    position = step % CHECK_EVERY
+    if position == CHECK_EVERY - 1:
+        return "check step"
+    return "sampled step" if position >= CHECK_EVERY - 2 else "between checks"
 
 
 Monitor = Callable[[], Callback]
@@ -142,6 +168,69 @@ def _fit(model: str, monitor: Monitor | None, steps: int) -> tuple[float, dict[i
     trainer.fit(module(), loader())
     assert clock.start is not None
     return (clock.end - clock.start) / steps, hooks
+
+
+def _profile_fit(
+    model: str, measure: str, monitor: Monitor | None, steps: int
+) -> dict[tuple[str, str], float]:
+    """One fit: per (kind of step, place), the median ``measure`` (``"ops"`` or ``"cpu_us"``)."""
+    found: dict[tuple[str, str], list[float]] = {}
+    at = [0]
+
+    def measured(fn: Callable[..., Any], place: str) -> Callable[..., Any]:
+        def run(*args: Any, **kwargs: Any) -> Any:
+            counter = _OpCount()
+            start = time.process_time()
+            if measure == "ops":
+                with counter:
+                    out = fn(*args, **kwargs)
+            else:
+                out = fn(*args, **kwargs)
+            value = counter.count if measure == "ops" else 1e6 * (time.process_time() - start)
+            if at[0] >= CHECK_EVERY:
+                found.setdefault((_step_kind(at[0]), place), []).append(value)
+            return out
+
+        return run
+
+    class Steps(Callback):
+        def on_train_batch_start(self, trainer: pl.Trainer, *args: object) -> None:
+            at[0] = trainer.global_step
+
+    _, module, loader = MODELS[model]
+    torch.manual_seed(0)
+    lightning_module = module()
+    lightning_module.training_step = measured(lightning_module.training_step, "training_step")  # type: ignore[method-assign]
+    callbacks: list[Callback] = [Steps()]
+    if monitor is not None:
+        hooked = monitor()
+        for name in HOOKS:
+            setattr(hooked, name, measured(getattr(hooked, name), name))
+        callbacks.append(hooked)
+    trainer = fast_trainer(max_steps=steps, max_epochs=-1, callbacks=callbacks, limit_val_batches=0)
+    trainer.fit(lightning_module, loader())
+    return {key: statistics.median(values) for key, values in found.items()}
+
+
+def profile_steps(model: str, steps: int = 4 * CHECK_EVERY, monitor: Monitor | None = None) -> dict[str, Any]:
+    """Where the monitor's work goes, per kind of step (between checks; the activation-sampled step before
+    the check; the check step, sampled too) and per place (each of its four hooks; its forward hooks, as the
+    ``training_step``'s ops beyond a bare run's): device ops (a ``TorchDispatchMode``) and CPU time
+    (``time.process_time``, the median step), in one bare and one monitored fit for each measure. Steps
+    before ``CHECK_EVERY`` (the step-0 measurements) are left out."""
+    monitor = monitor or (lambda: HealthMonitor(check_every_n_steps=CHECK_EVERY))
+    rows: dict[str, dict[str, float]] = {}
+    for measure in ("ops", "cpu_us"):
+        bare = _profile_fit(model, measure, None, steps)
+        monitored = _profile_fit(model, measure, monitor, steps)
+        for kind in ("between checks", "sampled step", "check step"):
+            row = rows.setdefault(kind, {})
+            forward = monitored[(kind, "training_step")] - bare[(kind, "training_step")]
+            row[f"forward hooks {measure}"] = forward
+            for name in HOOKS:
+                row[f"{name} {measure}"] = monitored[(kind, name)]
+            row[f"total {measure}"] = forward + sum(monitored[(kind, name)] for name in HOOKS)
+    return rows
 
 
 def bench_steps(
@@ -211,7 +300,7 @@ def bench_gallery() -> list[dict[str, object]]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", choices=("steps", "gallery"))
+    parser.add_argument("--only", choices=("steps", "gallery", "profile"))
     parser.add_argument("--models", default=",".join(MODELS), help=f"comma-separated, of {tuple(MODELS)}")
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--steps", type=int, default=200, help="timed steps per fit (after SKIP)")
@@ -251,6 +340,19 @@ def main(argv: list[str] | None = None) -> int:
                 f"{100 * r['amortized_fraction']:.2f}% |",
                 flush=True,
             )
+    if args.only == "profile":
+        places = ("forward hooks", *HOOKS, "total")
+        print(
+            f"\nHealthMonitor(check_every_n_steps={CHECK_EVERY}): device ops / CPU us (median step) per place"
+        )
+        print("\n| model | step | " + " | ".join(places) + " |")
+        print("|---|---|" + "---:|" * len(places))
+        for model in models:
+            rows = profile_steps(model)
+            for kind in ("between checks", "sampled step", "check step"):
+                row = rows[kind]
+                cells = [f"{row[f'{p} ops']:.0f} / {row[f'{p} cpu_us']:.0f}" for p in places]
+                print(f"| {model} | {kind} | " + " | ".join(cells) + " |", flush=True)
     if args.only in (None, "gallery"):
         print("\n| run | should find | problem starts at step | found at step | false alarms |")
         print("|---|---|---|---|---|")

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Iterable, Sequence
+import weakref
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -23,6 +24,7 @@ from lightning_recipes.callbacks._health_window import CheckData, Spike
 __all__ = [
     "ROW_LAYERS",
     "SATURATING_FUNCTIONS",
+    "ActivationHooks",
     "FunctionalSaturation",
     "Packer",
     "RowLiveness",
@@ -35,17 +37,16 @@ __all__ = [
     "flat_tensors",
     "group_families",
     "group_lrs",
-    "leaf_hook",
     "loss_head",
     "loss_outliers",
     "loss_sums",
     "loss_trend",
     "loss_vector",
+    "means_by_index",
+    "nonfinite_counts",
     "optimizer_family",
     "pack_activations",
     "planned_steps",
-    "relu_hook",
-    "saturation_hook",
     "sparse_groups",
     "spikes_of",
     "squared_norm",
@@ -76,7 +77,10 @@ class Packer:
     def add(self, name: str, value: Tensor | float | Sequence[float]) -> None:
         """Append ``value`` (a tensor on any device, a host float or floats) under ``name``."""
         if isinstance(value, Tensor):
-            value = value.reshape(-1).to(self.device, torch.float64)
+            if value.ndim != 1:
+                value = value.reshape(-1)
+            if value.dtype != torch.float64 or value.device != self.device:
+                value = value.to(self.device, torch.float64)
         else:
             floats = [float(value)] if isinstance(value, (int, float)) else [float(v) for v in value]
             value = torch.tensor(floats, dtype=torch.float64, device=self.device)
@@ -407,26 +411,20 @@ class RowLiveness:
 
     def record_gradients(self) -> None:
         """Mark the rows whose weight gradient is non-zero (call between backward and the optimizer step)."""
-        for i, layer in enumerate(self.layers):
-            grad = getattr(getattr(layer, "weight", None), "grad", None)
-            if grad is None or grad.ndim < 1 or grad.numel() == 0:
-                continue
-            rows = grad.detach().flatten(1) if grad.ndim > 1 else grad.detach().reshape(-1, 1)
-            alive = rows.abs().amax(1) != 0
-            bias = getattr(getattr(layer, "bias", None), "grad", None)
-            if bias is not None and bias.shape == alive.shape:
-                alive = alive | (bias.detach() != 0)  # a unit fed zeros by dead units upstream still learns
-            self._mark(i, alive)
+        with torch.no_grad():
+            for i, layer in enumerate(self.layers):
+                grad = getattr(getattr(layer, "weight", None), "grad", None)
+                if grad is None or grad.ndim < 1 or grad.numel() == 0:
+                    continue
+                alive = (grad.flatten(1) if grad.ndim > 1 else grad.reshape(-1, 1)).ne(0).any(1)
+                bias = getattr(getattr(layer, "bias", None), "grad", None)
+                if bias is not None and bias.shape == alive.shape:
+                    alive |= bias.ne(0)  # a unit fed zeros by dead units upstream still learns
+                self._mark(i, alive)
 
     def dead_fractions(self, device: torch.device) -> Tensor:
         """Per layer, the fraction of units marked by neither reading (``-1`` for a layer not measured)."""
-        out = [
-            (1.0 - self.alive[i].double().mean()).to(device)
-            if i in self.alive
-            else torch.full((), -1.0, dtype=torch.float64, device=device)
-            for i in range(len(self.layers))
-        ]
-        return torch.stack(out) if out else torch.zeros(0, dtype=torch.float64, device=device)
+        return dead_of(self.alive, len(self.layers), device)
 
 
 def sparse_groups(
@@ -477,42 +475,6 @@ def watched_modules(model: nn.Module) -> tuple[Named, Named, Named, Named]:
     return relu, saturating, leaves, rows
 
 
-def leaf_hook(store: dict[int, Tensor], i: int) -> Callable[..., None]:
-    """A forward hook adding leaf module ``i``'s counts of non-finite ``[outputs, inputs]`` to ``store[i]``
-    (no sync): a module whose inputs were finite made its inf/nan itself (or its weights did)."""
-
-    def floats(value: Any) -> list[Tensor]:
-        return [t.detach() for t in flat_tensors(value) if t.is_floating_point() or t.is_complex()]
-
-    def hook(module: nn.Module, args: Any, output: Any) -> None:
-        outs, ins = floats(output), floats(args)
-        if not outs:
-            return
-        zero = torch.zeros((), dtype=torch.long, device=outs[0].device)
-        bad = torch.stack(
-            [sum(((~torch.isfinite(t)).sum().to(zero.device) for t in ts), zero) for ts in (outs, ins)]
-        )
-        previous = store.get(i)
-        store[i] = bad if previous is None else previous + bad
-
-    return hook
-
-
-def relu_hook(store: dict[int, Tensor], i: int) -> Callable[..., None]:
-    """A forward hook OR-ing which units of ReLU ``i`` were ever active into ``store[i]`` (no sync)."""
-
-    def hook(module: nn.Module, args: Any, output: Any) -> None:
-        if not isinstance(output, Tensor) or output.ndim < 2:
-            return
-        out = output.detach()
-        unit_dim = 1 if out.ndim in (4, 5) else out.ndim - 1
-        alive = (out > 0).movedim(unit_dim, -1).reshape(-1, out.shape[unit_dim]).any(0)
-        previous = store.get(i)
-        store[i] = alive if previous is None else previous | alive
-
-    return hook
-
-
 def flat_and_gain(output: Tensor, tanh: bool) -> Tensor:
     """``[flat fraction, gain]`` of a tanh/sigmoid output (float32, on its device, no sync): the share of
     outputs in the function's flat part (``|tanh| > 0.99``; a sigmoid below 0.01 or above 0.99: slope under 4%
@@ -531,19 +493,169 @@ def flat_and_gain(output: Tensor, tanh: bool) -> Tensor:
     return torch.stack([flat.float().mean(), gain.mean()])
 
 
-def saturation_hook(store: dict[int, Tensor], i: int, kind: nn.Module) -> Callable[..., None]:
-    """A forward hook appending ``[flat fraction, gain]`` (:func:`flat_and_gain`) of tanh/sigmoid ``i``'s
-    output to ``store[i]`` (one row per call)."""
-    tanh = isinstance(kind, nn.Tanh)
+class ActivationHooks:
+    """The forward hooks of a sampled batch: **one** hook per watched module, whatever it is watched for
+    (``nn.Module`` hooks cost most per module hooked, then per hook), each filling the stores it was given
+    (``None``: not measured), device tensors only, no sync:
 
-    def hook(module: nn.Module, args: Any, output: Any) -> None:
+    - ``nonfinite`` (leaves): per leaf, the float64 sums of its floating outputs and inputs (a sum is
+      non-finite exactly when an element is: float32 and narrower summed in float64 cannot overflow), read at
+      the check; an input that an earlier module of the batch produced reuses that module's sum;
+    - ``alive`` (ReLU/ReLU6): which units were ever positive; a ReLU fed a Linear/Conv output whose units lie
+      on the same dim reuses that layer's positive mask (``relu(x) > 0`` exactly where ``x > 0``);
+    - ``saturation`` (tanh/sigmoid modules): :func:`flat_and_gain` rows;
+    - ``rows`` (Linear/Conv): :class:`RowLiveness`'s positive outputs, and the outputs ``calls`` (a
+      :class:`FunctionalSaturation`) watches.
+
+    Example:
+        >>> net = nn.Sequential(nn.Linear(4, 3), nn.ReLU())
+        >>> with torch.no_grad():
+        ...     _ = net[0].bias.copy_(torch.tensor([-50.0, 0.0, 0.0]))  # unit 0 never fires
+        >>> alive, nonfinite = {}, {}
+        >>> hooks = ActivationHooks(alive=alive, nonfinite=nonfinite)
+        >>> handles = hooks.attach(([("1", net[1])], [], [("0", net[0]), ("1", net[1])], []))
+        >>> _ = net(torch.randn(16, 4))
+        >>> alive[0].tolist(), [len(outs) for outs, _ in nonfinite.values()]
+        ([False, True, True], [1, 1])
+    """
+
+    def __init__(
+        self,
+        alive: dict[int, Tensor] | None = None,
+        saturation: dict[int, Tensor] | None = None,
+        nonfinite: dict[int, tuple[list[Tensor], list[Tensor]]] | None = None,
+        rows: RowLiveness | None = None,
+        calls: FunctionalSaturation | None = None,
+    ) -> None:
+        self.alive, self.saturation, self.nonfinite = alive, saturation, nonfinite
+        self.rows, self.calls = rows, calls
+        # this batch's outputs already measured: id -> (a weak reference to the tensor, its positive units or
+        # None, their dim, its sum or None); weak: the hooks never keep an activation alive
+        self._seen: dict[int, tuple[weakref.ref[Tensor], Tensor | None, int, Tensor | None]] = {}
+
+    def attach(self, watched: tuple[Named, Named, Named, Named]) -> list[Any]:
+        """Hook the modules of ``watched`` (ReLUs, tanh/sigmoids, leaves, Linear/Conv, as from
+        :func:`watched_modules`) for the stores given; returns the handles (remove them after the batch)."""
+        self._seen = {}
+        roles: dict[int, tuple[nn.Module, list[int | None]]] = {}
+        kinds = [self.alive, self.saturation, self.nonfinite, self.rows]
+        for k, (named, store) in enumerate(zip(watched, kinds)):
+            if store is None:
+                continue
+            for i, (_, module) in enumerate(named):
+                roles.setdefault(id(module), (module, [None] * 4))[1][k] = i
+        handles = []
+        for module, (relu, sat, leaf, row) in roles.values():
+            handles.append(module.register_forward_hook(self._hook(relu, sat, leaf, row, module)))
+            if sat is not None and self.calls is not None:  # calls inside it are the module's own
+                handles.append(module.register_forward_pre_hook(self.calls.enter))
+        return handles
+
+    def _hook(
+        self, relu: int | None, sat: int | None, leaf: int | None, row: int | None, module: nn.Module
+    ) -> Callable[..., None]:
+        linear, tanh = isinstance(module, nn.Linear), isinstance(module, nn.Tanh)
+
+        def hook(module: nn.Module, args: Any, output: Any) -> None:
+            with torch.no_grad():
+                if row is not None:
+                    self._row(row, linear, output)
+                if relu is not None:
+                    self._relu(relu, args, output)
+                if sat is not None:
+                    self._saturation(sat, tanh, output)
+                if leaf is not None:
+                    self._leaf(leaf, args, output)
+
+        return hook
+
+    def _row(self, i: int, linear: bool, output: Any) -> None:
+        if not isinstance(output, Tensor) or output.ndim < 1 or not output.is_floating_point():
+            return
+        dim = output.ndim - 1 if linear else 1
+        positive = _positive_units(output, dim)
+        assert self.rows is not None
+        self.rows._mark(i, positive)
+        self._seen[id(output)] = (weakref.ref(output), positive, dim, None)
+        if self.calls is not None:
+            self.calls.note(i, output)
+
+    def _relu(self, i: int, args: Any, output: Any) -> None:
+        if not isinstance(output, Tensor) or output.ndim < 2:
+            return
+        dim = 1 if output.ndim in (4, 5) else output.ndim - 1
+        source = args[0] if args and isinstance(args[0], Tensor) else None
+        seen = self._measured(source) if source is not None else None
+        if seen is not None and seen[1] is not None and seen[2] == dim:
+            alive = seen[1]  # relu(x) > 0 exactly where x > 0: the layer's mask
+        else:
+            alive = _positive_units(output, dim)
+        assert self.alive is not None
+        previous = self.alive.get(i)
+        self.alive[i] = alive if previous is None else previous | alive
+
+    def _saturation(self, i: int, tanh: bool, output: Any) -> None:
+        if self.calls is not None:
+            self.calls.leave()
         if not isinstance(output, Tensor) or not output.is_floating_point() or output.numel() == 0:
             return
         row = flat_and_gain(output, tanh).reshape(1, 2)
-        previous = store.get(i)
-        store[i] = row if previous is None else torch.cat([previous, row])
+        assert self.saturation is not None
+        previous = self.saturation.get(i)
+        self.saturation[i] = row if previous is None else torch.cat([previous, row])
 
-    return hook
+    def _leaf(self, i: int, args: Any, output: Any) -> None:
+        outs = [self._sum(t) for t in flat_tensors(output) if t.is_floating_point() or t.is_complex()]
+        if not outs:
+            return
+        ins = [self._sum(t) for t in flat_tensors(args) if t.is_floating_point() or t.is_complex()]
+        assert self.nonfinite is not None
+        kept = self.nonfinite.setdefault(i, ([], []))
+        kept[0].extend(outs)
+        kept[1].extend(ins)
+
+    def _sum(self, t: Tensor) -> Tensor:
+        """``t``'s sum in float64 (complex: its modulus), measured once per tensor of the batch."""
+        seen = self._measured(t)
+        if seen is not None and seen[3] is not None:
+            return seen[3]
+        if t.is_complex():
+            total = t.sum().abs().double()
+        elif t.dtype == torch.float64 or t.device.type == "mps":  # MPS has no float64
+            total = t.sum()
+        else:
+            total = t.sum(dtype=torch.float64)
+        positive, dim = (seen[1], seen[2]) if seen is not None else (None, -1)
+        self._seen[id(t)] = (weakref.ref(t), positive, dim, total)
+        return total
+
+    def _measured(self, t: Tensor) -> tuple[weakref.ref[Tensor], Tensor | None, int, Tensor | None] | None:
+        """What this batch measured of ``t`` already (``None``: nothing, or another tensor at that id)."""
+        seen = self._seen.get(id(t))
+        return seen if seen is not None and seen[0]() is t else None
+
+
+def _positive_units(output: Tensor, dim: int) -> Tensor:
+    """Per unit along ``dim``, whether any of ``output``'s values there is positive (bool, on its device)."""
+    positive = output > 0
+    if dim != output.ndim - 1:
+        positive = positive.movedim(dim, -1)
+    return positive.reshape(-1, output.shape[dim]).any(0)
+
+
+def nonfinite_counts(
+    store: dict[int, tuple[list[Tensor], list[Tensor]]], count: int, device: torch.device
+) -> Tensor:
+    """Per leaf ``0..count-1`` of :class:`ActivationHooks`' ``nonfinite`` store, ``[outputs, inputs]``: how
+    many of its measured tensors held a non-finite value (float64, flat, on ``device``): one stack. No sync.
+    """
+    sums = [(2 * i + k, s) for i, pair in store.items() if i < count for k in (0, 1) for s in pair[k]]
+    out = torch.zeros(2 * count, dtype=torch.float64, device=device)
+    if sums:
+        owners = torch.tensor([o for o, _ in sums], dtype=torch.long, device=device)
+        values = torch.stack([s.to(device, torch.float64) for _, s in sums])
+        out.index_add_(0, owners, (~torch.isfinite(values)).double())
+    return out
 
 
 #: The functional sigmoids and tanhs :class:`FunctionalSaturation` measures: function -> 0 sigmoid, 1 tanh.
@@ -585,30 +697,41 @@ class FunctionalSaturation(TorchFunctionMode):
         self._produced: dict[int, tuple[int, Tensor]] = {}
         self._inside = 0
         self._active = False
+        self.called = False  # whether a sigmoid/tanh function was called while active, anywhere
 
     def clear(self) -> None:
         self.store = {}
 
     def attach(self, modules: Sequence[nn.Module]) -> list[Any]:
         """Forward hooks noting each layer's output, and pre/post hooks on ``modules`` (the ``nn.Sigmoid`` /
-        ``nn.Tanh`` modules hooked already); returns their handles."""
+        ``nn.Tanh`` modules hooked already); returns their handles. (:class:`ActivationHooks` calls
+        :meth:`note`, :meth:`enter` and :meth:`leave` from its own hooks instead.)"""
 
         def produced(i: int) -> Callable[..., None]:
             def hook(module: nn.Module, args: Any, output: Any) -> None:
-                if self._active and isinstance(output, Tensor):
-                    self._produced[id(output)] = (i, output)
+                self.note(i, output)
 
             return hook
 
-        def enter(module: nn.Module, args: Any) -> None:
-            self._inside += 1
-
         def leave(module: nn.Module, args: Any, output: Any) -> None:
-            self._inside = max(self._inside - 1, 0)
+            self.leave()
 
         handles = [layer.register_forward_hook(produced(i)) for i, layer in enumerate(self.layers)]
-        handles += [m.register_forward_pre_hook(enter) for m in modules]
+        handles += [m.register_forward_pre_hook(self.enter) for m in modules]
         return handles + [m.register_forward_hook(leave) for m in modules]
+
+    def note(self, i: int, output: Any) -> None:
+        """Layer ``i`` produced ``output`` (while active)."""
+        if self._active and isinstance(output, Tensor):
+            self._produced[id(output)] = (i, output)
+
+    def enter(self, *_: Any) -> None:
+        """A tanh/sigmoid module's forward begins (a forward pre-hook): calls inside it are its own."""
+        self._inside += 1
+
+    def leave(self, *_: Any) -> None:
+        """A tanh/sigmoid module's forward ended."""
+        self._inside = max(self._inside - 1, 0)
 
     def start(self) -> None:
         """Push the mode (this thread), once."""
@@ -629,7 +752,10 @@ class FunctionalSaturation(TorchFunctionMode):
     ) -> Any:
         out = func(*args, **(kwargs or {}))
         kind = SATURATING_FUNCTIONS.get(func)
-        if kind is None or self._inside or not args or not isinstance(out, Tensor):
+        if kind is None:
+            return out
+        self.called = True
+        if self._inside or not args or not isinstance(out, Tensor):
             return out
         hit = self._produced.get(id(args[0]))
         if hit is not None and hit[1] is args[0] and out.is_floating_point() and out.numel():
@@ -640,45 +766,55 @@ class FunctionalSaturation(TorchFunctionMode):
 
     def pack(self, device: torch.device) -> Tensor:
         """Per layer, per kind (sigmoid, tanh), the mean ``[flat fraction, gain]`` (``-1`` not measured)."""
-        rows = [
-            self.store[(i, kind)].mean(0).double().to(device)
-            if (i, kind) in self.store
-            else torch.full((2,), -1.0, dtype=torch.float64, device=device)
-            for i in range(len(self.layers))
-            for kind in (0, 1)
-        ]
-        return torch.cat(rows) if rows else torch.zeros(0, dtype=torch.float64, device=device)
+        rows = {2 * i + kind: value for (i, kind), value in self.store.items()}
+        return means_by_index(rows, 2 * len(self.layers), 2, device).reshape(-1)
 
 
 def pack_activations(
     packer: Packer,
-    stores: tuple[dict[int, Tensor], dict[int, Tensor], dict[int, Tensor]],
+    stores: tuple[dict[int, Tensor], dict[int, Tensor], dict[int, tuple[list[Tensor], list[Tensor]]]],
     counts: tuple[int, int, int],
 ) -> None:
-    """Pack the hooks' stores (never-active units per ReLU, saturated fractions per tanh/sigmoid, non-finite
-    counts per leaf, outputs and inputs) as ``dead``, ``saturated`` and ``nonfinite``: ``-1`` for a module not
-    measured."""
+    """Pack :class:`ActivationHooks`' stores (never-active units per ReLU, saturated fractions per
+    tanh/sigmoid, non-finite tensors per leaf, outputs and inputs) as ``dead``, ``saturated`` and
+    ``nonfinite``: ``-1`` for a module not measured (``nonfinite``: 0)."""
     alive, saturation, nonfinite = stores
     device = packer.device
-    unmeasured = torch.tensor(-1.0)
-    dead = [1.0 - alive[i].float().mean() if i in alive else unmeasured for i in range(counts[0])]
-    packer.add("dead", torch.stack([d.to(device) for d in dead]) if dead else torch.zeros(0))
-    unmeasured2 = torch.tensor([-1.0, -1.0])
-    sat = [saturation[i].mean(0) if i in saturation else unmeasured2 for i in range(counts[1])]
-    packer.add("saturated", torch.cat([v.to(device) for v in sat]) if sat else torch.zeros(0))
-    bad = [nonfinite.get(i, torch.zeros(2)) for i in range(counts[2])]
-    packer.add("nonfinite", torch.stack([b.to(device).double() for b in bad]) if bad else torch.zeros(0))
+    packer.add("dead", dead_of(alive, counts[0], device))
+    packer.add("saturated", means_by_index(saturation, counts[1], 2, device).reshape(-1))
+    packer.add("nonfinite", nonfinite_counts(nonfinite, counts[2], device))
 
 
 def dead_of(alive: dict[int, Tensor], count: int, device: torch.device) -> Tensor:
     """Per ReLU ``0..count-1``, the fraction of units never active in ``alive`` (``-1``: not measured)."""
-    out = [
-        (1.0 - alive[i].double().mean()).to(device)
-        if i in alive
-        else torch.full((), -1.0, dtype=torch.float64, device=device)
-        for i in range(count)
-    ]
-    return torch.stack(out) if out else torch.zeros(0, dtype=torch.float64, device=device)
+    fractions = means_by_index(alive, count, 1, device).reshape(-1)
+    return torch.where(fractions >= 0, 1.0 - fractions, fractions) if alive else fractions
+
+
+def means_by_index(values: Mapping[int, Tensor], count: int, width: int, device: torch.device) -> Tensor:
+    """Per index ``0..count-1``, the mean over dim 0 of ``values[i]`` (``[n, width]``, or ``[n]`` when
+    ``width`` is 1; bool counts as 0/1), ``[count, width]`` float64 on ``device``, ``-1`` where not
+    measured: one concatenation and one segment mean, whatever the count. No sync.
+
+    Example:
+        >>> means_by_index({0: torch.tensor([True, False]), 2: torch.tensor([1.0, 1.0, 4.0])}, 3, 1,
+        ...                torch.device("cpu")).reshape(-1).tolist()
+        [0.5, -1.0, 2.0]
+    """
+    out = torch.full((count, width), -1.0, dtype=torch.float64, device=device)
+    measured = [i for i in range(count) if i in values and values[i].numel()]
+    if not measured:
+        return out
+    shape = (-1,) if width == 1 else (-1, width)
+    parts = [values[i] if values[i].ndim == len(shape) else values[i].reshape(shape) for i in measured]
+    try:
+        flat = torch.cat(parts).to(device, torch.float64)  # one dtype and device: one copy
+    except RuntimeError:  # several devices
+        flat = torch.cat([p.to(device, torch.float64) for p in parts])
+    lengths = torch.tensor([p.shape[0] for p in parts], device=device)
+    means = torch.segment_reduce(flat, "mean", lengths=lengths, axis=0)
+    where = torch.tensor(measured, device=device)
+    return out.index_copy_(0, where, means if width > 1 else means.unsqueeze(1))
 
 
 def combine(
@@ -791,17 +927,23 @@ def combine(
 
 
 _STEP_RECORD = 4  # squared gradient norm, batch index, row, its largest |input|
+KEEP_BYTES = 32 * 2**20  # the batches an interval may keep for the check's one scan (more: each step scans)
 
 
 class StepRecords:
     """Per step of a check's interval, the evidence of ``outlier_batches``: the step's squared gradient norm
     and its batch's largest |input| (which row, which batch). Each step costs one fused
-    ``torch._foreach_norm`` over the step's gradients and one ``abs().max`` per floating-point tensor of
-    the batch, kept on the device as they come; :meth:`pack` reduces them at the check. No sync.
+    ``torch._foreach_norm`` over the step's gradients, kept on the device; its batch's floating-point tensors
+    are kept by reference (no copy) while the interval's total stays under :data:`KEEP_BYTES`, and
+    :meth:`pack` scans them at the check, one ``abs().max`` per batch layout for the whole interval (a
+    larger batch is scanned at its step). A batch changed in place after its step is left out (its row
+    unknown); a loader that refills one buffer (two steps' tensors at the same address) is scanned at each
+    step from then on. No sync.
 
     Example:
         >>> records = StepRecords()
-        >>> records.gradients(0, [torch.tensor([3.0, 4.0])])
+        >>> records.gradients(0, [torch.tensor([3.0, 4.0])])  # the norm of each tensor
+        [tensor(5.)]
         >>> x = torch.randn(8, 3).clamp(-3, 3)
         >>> x[5, 1] = -999.0
         >>> records.inputs(0, (x, torch.zeros(8, dtype=torch.long)), 17)
@@ -810,6 +952,7 @@ class StepRecords:
     """
 
     def __init__(self) -> None:
+        self.keep_batches = True  # False once a loader is seen refilling one buffer
         self.clear()
 
     def clear(self) -> None:
@@ -817,31 +960,57 @@ class StepRecords:
         self._batches: dict[int, int] = {}  # per step: the batch index
         # per step, per floating tensor of its batch: (largest |value|, its flat index, values per row)
         self._largest: dict[int, list[tuple[Tensor, Tensor, int]]] = {}
+        self._kept: dict[int, list[tuple[Tensor, int]]] = {}  # per step: its batch's tensors, versions
+        self._kept_bytes = 0
+        self._addresses: set[int] = set()
 
-    def gradients(self, position: int, grads: list[Tensor]) -> None:
-        """Record step ``position``'s gradients (one optimizer's; several optimizers in a step add up)."""
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_kept": {}, "_kept_bytes": 0, "_addresses": set()}
+
+    def gradients(self, position: int, grads: list[Tensor]) -> list[Tensor]:
+        """Record step ``position``'s gradients (one optimizer's; several optimizers in a step add up);
+        returns their norms, one per tensor."""
         if not grads:
-            return
+            return []
         if grads[0].requires_grad:  # a graph kept for a higher-order gradient: not ours to extend
             grads = [g.detach() for g in grads]
-        norms = torch._foreach_norm(grads, 2.0)
+        norms = list(torch._foreach_norm(grads, 2.0))
         kept = self._norms.get(position)
         if kept is None:
-            self._norms[position] = list(norms)
+            self._norms[position] = norms
         else:
             kept.extend(norms)
+        return norms
 
     def inputs(self, position: int, batch: Any, batch_idx: int) -> None:
         """Record step ``position``'s batch: the largest |value| of each floating-point tensor (dim 0: the
-        samples) and where it is (a sentinel such as -999 in a standardised column shows here)."""
+        samples) and where it is (a sentinel such as -999 in a standardised column shows here), measured
+        at the check when the batch can be kept."""
         self._batches[position] = batch_idx
+        tensors = [t for t in flat_tensors(batch) if t.is_floating_point() and t.ndim >= 1 and t.numel()]
+        if not tensors:
+            return
+        tensors = [t.detach() if t.requires_grad else t for t in tensors]
+        if self.keep_batches and all(type(t) is Tensor for t in tensors):
+            addresses = {t.data_ptr() for t in tensors}
+            size = sum(t.numel() * t.element_size() for t in tensors)
+            if addresses & self._addresses:  # one buffer refilled: the batches kept with it are gone
+                self.keep_batches = False
+                self._kept = {
+                    p: kept
+                    for p, kept in self._kept.items()
+                    if not {t.data_ptr() for t, _ in kept} & addresses
+                }
+            elif self._kept_bytes + size <= KEEP_BYTES:
+                self._kept[position] = [(t, t._version) for t in tensors]
+                self._kept_bytes += size
+                self._addresses |= addresses
+                return
         largest = []
-        for t in flat_tensors(batch):
-            if t.is_floating_point() and t.ndim >= 1 and t.numel():
-                value, index = (t.detach() if t.requires_grad else t).abs().reshape(-1).max(0)
-                largest.append((value, index, t.numel() // t.shape[0]))
-        if largest:
-            self._largest[position] = largest
+        for t in tensors:
+            value, index = t.abs().reshape(-1).max(0)
+            largest.append((value, index, t.numel() // t.shape[0]))
+        self._largest[position] = largest
 
     def pack(self, steps: int, device: torch.device) -> Tensor:
         """Per step (``steps`` slots): ``[squared gradient norm, batch index, row, largest |input|]``, NaN
@@ -857,13 +1026,47 @@ class StepRecords:
             out[:, 1].index_copy_(
                 0, where, torch.tensor(list(batches.values()), dtype=out.dtype, device=device)
             )
-        largest = {k: v for k, v in self._largest.items() if 0 <= k < steps}
-        if largest:
-            rows, values = _largest_rows(list(largest.values()), device)
-            where = _positions(largest, device)
-            out[:, 2].index_copy_(0, where, rows)
-            out[:, 3].index_copy_(0, where, values)
+        columns = self._columns(steps)
+        if columns:
+            recorded = sorted({p for _, positions, _, _ in columns for p in positions})
+            rows, values = _largest_rows(columns, steps, device)
+            where = torch.tensor(recorded, dtype=torch.long, device=device)
+            out[:, 2].index_copy_(0, where, rows.index_select(0, where))
+            out[:, 3].index_copy_(0, where, values.index_select(0, where))
         return out.reshape(-1)
+
+    def _columns(self, steps: int) -> list[tuple[int, list[int], Tensor, Tensor]]:
+        """Per tensor slot of the batches and per layout: ``(slot, steps, largest |values|, their rows)``,
+        the kept batches scanned in one stack per layout."""
+        groups: dict[tuple[Any, ...], list[tuple[int, Tensor]]] = {}
+        for position, kept in self._kept.items():
+            if 0 <= position < steps and all(t._version == version for t, version in kept):
+                for j, (t, _) in enumerate(kept):
+                    groups.setdefault((j, t.shape, t.dtype, t.device), []).append((position, t))
+        scanned: dict[tuple[int, int], list[tuple[int, Tensor, Tensor]]] = {}
+        for position, largest in self._largest.items():
+            if 0 <= position < steps:
+                for j, (value, index, per_row) in enumerate(largest):
+                    scanned.setdefault((j, per_row), []).append((position, value, index))
+        columns = []
+        with torch.no_grad():
+            for (j, *_), members in groups.items():
+                stacked = torch.stack([t for _, t in members])
+                values, index = stacked.abs().reshape(len(members), -1).max(1)
+                per_row = members[0][1].numel() // members[0][1].shape[0]
+                columns.append((j, [p for p, _ in members], values, index // per_row))
+            for (j, per_row), entries in scanned.items():
+                try:
+                    values, index = (
+                        torch.stack([v for _, v, _ in entries]),
+                        torch.stack([i for _, _, i in entries]),
+                    )
+                except RuntimeError:  # batches on several devices
+                    device = entries[0][1].device
+                    values = torch.stack([v.to(device) for _, v, _ in entries])
+                    index = torch.stack([i.to(device) for _, _, i in entries])
+                columns.append((j, [p for p, _, _ in entries], values, index // per_row))
+        return columns
 
 
 def _positions(recorded: dict[int, Any], device: torch.device) -> Tensor:
@@ -886,34 +1089,19 @@ def _squared_sums(norms: list[list[Tensor]], device: torch.device) -> Tensor:
 
 
 def _largest_rows(
-    largest: list[list[tuple[Tensor, Tensor, int]]], device: torch.device
+    columns: list[tuple[int, list[int], Tensor, Tensor]], steps: int, device: torch.device
 ) -> tuple[Tensor, Tensor]:
     """Per step, the row holding its batch's largest |value| over its floating tensors (the first tensor's
-    on a tie, as a NaN in it), and that value (float64)."""
-    count = len(largest[0])
-    flat = [entry for step in largest for entry in step]
-    per_row = torch.tensor([n for _, _, n in flat], dtype=torch.long, device=device)
-    values = rows = None
-    if all(len(step) == count for step in largest):
-        try:
-            values = torch.stack([v for v, _, _ in flat]).to(device, torch.float64).reshape(-1, count)
-            rows = (torch.stack([i for _, i, _ in flat]).to(device) // per_row).reshape(-1, count)
-        except RuntimeError:  # batches on several devices
-            values = rows = None
-    if (
-        values is None or rows is None
-    ):  # batches of different structure: pad each step's entries to the widest with -inf
-        width = max(len(step) for step in largest)
-        values = torch.full((len(largest), width), -math.inf, dtype=torch.float64, device=device)
-        rows = torch.full((len(largest), width), -1, dtype=torch.long, device=device)
-        k = 0
-        for s, step in enumerate(largest):
-            for j, (value, index, _) in enumerate(step):
-                values[s, j] = value.to(device, torch.float64)
-                rows[s, j] = index.to(device) // per_row[k]
-                k += 1
+    on a tie, as a NaN in it), and that value (float64), from :meth:`StepRecords._columns`."""
+    width = max(j for j, _, _, _ in columns) + 1
+    values = torch.full((steps, width), -math.inf, dtype=torch.float64, device=device)
+    rows = torch.full((steps, width), -1, dtype=torch.long, device=device)
+    for j, positions, largest, row in columns:
+        where = torch.tensor(positions, dtype=torch.long, device=device)
+        values[:, j].index_copy_(0, where, largest.to(device, torch.float64))
+        rows[:, j].index_copy_(0, where, row.to(device))
     best, row = values[:, 0], rows[:, 0]
-    for j in range(1, values.shape[1]):  # the first tensor's value unless a later one is larger
+    for j in range(1, width):  # the first tensor's value unless a later one is larger
         larger = values[:, j] > best
         best, row = torch.where(larger, values[:, j], best), torch.where(larger, rows[:, j], row)
     return row.double(), best

@@ -22,6 +22,7 @@ from lightning_recipes._loss_output import loss_of
 from lightning_recipes._validation import check_bool, check_int, check_positive
 from lightning_recipes.callbacks._health_causes import plain_diagnosis
 from lightning_recipes.callbacks._health_collector import (
+    ActivationHooks,
     FunctionalSaturation,
     Packer,
     RowLiveness,
@@ -32,15 +33,12 @@ from lightning_recipes.callbacks._health_collector import (
     first_nonfinite,
     group_families,
     group_lrs,
-    leaf_hook,
     loss_head,
     loss_outliers,
     loss_sums,
     loss_vector,
     pack_activations,
     planned_steps,
-    relu_hook,
-    saturation_hook,
     sparse_groups,
     spikes_of,
     squared_norm,
@@ -207,6 +205,7 @@ class HealthMonitor(Callback):
         self._leaves: list[tuple[str, nn.Module]] = []
         self._handles: list[Any] = []
         self._sampling = False  # hooks or a function mode on (the sampled batches, the run's first batch)
+        self._functional = True  # the model calls sigmoid/tanh functions (False: none on the first batch)
         self._step_params: dict[int, tuple[int, list[Tensor]]] = {}  # per optimizer: its tracked parameters
         self._step_at_batch_start: int | None = None
         self._clock = WaitClock()
@@ -230,7 +229,7 @@ class HealthMonitor(Callback):
         self._rows.clear()
         self._calls.clear()
         self._saturation: dict[int, Tensor] = {}
-        self._nonfinite: dict[int, Tensor] = {}
+        self._nonfinite: dict[int, tuple[list[Tensor], list[Tensor]]] = {}
         self._act_sampled = 0
         self._validations: list[tuple[int, Tensor, Tensor, Tensor]] = []  # epoch, val, train, [se, count]
         self._epoch_loss: list[Tensor] = [] if not hasattr(self, "_epoch_loss") else self._epoch_loss
@@ -306,7 +305,7 @@ class HealthMonitor(Callback):
         step = trainer.global_step
         if self._handles:  # a sampled batch: which weight rows got a gradient
             self._rows.record_gradients()
-        self._record_step_gradient(step, optimizer)
+        norms = self._record_step_gradient(step, optimizer)
         if self._start_handles:
             self._rows_start.record_gradients()
         if (step + 1) % self.check_every_n_steps or not self._params:
@@ -322,20 +321,25 @@ class HealthMonitor(Callback):
         if self._grad_sq is None:
             self._grad_sq = torch.zeros(len(self._params), device=device)
         with_grad = [(i, p) for i, p in entries if p.grad is not None]
-        if with_grad:
-            grads = [p.grad.detach() for _, p in with_grad]  # type: ignore[union-attr]
-            norms = torch.stack(torch._foreach_norm(grads, 2.0)).float()
-            index = torch.tensor([i for i, _ in with_grad], device=device)
-            self._grad_sq.index_copy_(0, index, norms.to(device).square())
-            if STEP_POWERS.lookup(grads, 2.0, step) is None:
-                STEP_POWERS.publish(grads, 2.0, step, {None: norms.to(device).square().sum()})
-        live = [p.detach() for _, p in entries]
-        groups = len(self._group_names)
-        if live:
-            owners = [self._param_group[i] for i, _ in entries]
-            powers = group_powers(live, owners, groups, 2.0, self._shard_group).to(device)
-            self._param_sq = powers if self._param_sq is None else self._param_sq + powers
-            self._before += [(self._param_group[i], p.clone(), p) for (i, _), p in zip(entries, live)]
+        with torch.no_grad():
+            if with_grad:
+                grads: list[Tensor] = [p.grad for _, p in with_grad]  # type: ignore[misc]
+                if len(norms) != len(grads):  # the step's record holds them, unless not recorded
+                    norms = list(torch._foreach_norm(grads, 2.0))
+                squares = torch.stack(norms).float().to(device).square()
+                index = torch.tensor([i for i, _ in with_grad], device=device)
+                self._grad_sq.index_copy_(0, index, squares)
+                if STEP_POWERS.lookup(grads, 2.0, step) is None:
+                    STEP_POWERS.publish(grads, 2.0, step, {None: squares.sum()})
+            live = [p for _, p in entries]
+            groups = len(self._group_names)
+            if live:
+                owners = [self._param_group[i] for i, _ in entries]
+                powers = group_powers(live, owners, groups, 2.0, self._shard_group).to(device)
+                self._param_sq = powers if self._param_sq is None else self._param_sq + powers
+                plain = all(type(p) in (Tensor, nn.Parameter) for p in live)  # DTensors: one by one
+                copies = torch._foreach_mul(live, 1.0) if plain else [p.clone() for p in live]
+                self._before += [(self._param_group[i], c, p) for (i, _), c, p in zip(entries, copies, live)]
         self._lr = group_lrs(optimizer, self._index, self._param_group, groups, device, self._lr)
 
     @override
@@ -365,7 +369,8 @@ class HealthMonitor(Callback):
         if (
             self._before
         ):  # the sampled step's change, per group (sharded parameters reduced: one home, norms.py)
-            diffs = torch._foreach_sub([live for _, _, live in self._before], [c for _, c, _ in self._before])
+            with torch.no_grad():
+                diffs = torch._foreach_sub([p for _, _, p in self._before], [c for _, c, _ in self._before])
             owners = [g for g, _, _ in self._before]
             powers = group_powers(diffs, owners, len(self._group_names), 2.0, self._shard_group)
             self._update_sq = powers.to(diffs[0].device)
@@ -478,43 +483,44 @@ class HealthMonitor(Callback):
 
     # ------------------------------------------------------------------ helpers
 
+    def _watched(self) -> tuple[Any, Any, Any, Any]:
+        return self._relu, self._saturating, self._leaves, self._row_layers
+
     def _attach_hooks(self) -> None:
-        for i, (_, module) in enumerate(self._leaves):
-            self._handles.append(module.register_forward_hook(leaf_hook(self._nonfinite, i)))
-        for i, (_, module) in enumerate(self._relu):
-            self._handles.append(module.register_forward_hook(relu_hook(self._alive, i)))
-        for i, (_, module) in enumerate(self._saturating):
-            self._handles.append(module.register_forward_hook(saturation_hook(self._saturation, i, module)))
-        self._handles += self._rows.attach()
-        self._handles += self._calls.attach([module for _, module in self._saturating])
-        self._calls.start()
+        # One hook per watched module; the function mode only for a model that calls sigmoid/tanh functions.
+        calls = self._calls if self._functional else None
+        hooks = ActivationHooks(self._alive, self._saturation, self._nonfinite, self._rows, calls)
+        self._handles += hooks.attach(self._watched())
+        if calls is not None:
+            calls.start()
         self._act_sampled += 1
         self._sampling = True
 
-    def _record_step_gradient(self, step: int, optimizer: Optimizer) -> None:
+    def _record_step_gradient(self, step: int, optimizer: Optimizer) -> list[Tensor]:
         """This step's gradient norms (its optimizer's tracked parameters), kept on the device: outlier
-        batches are told from their gradient spikes at the check."""
+        batches are told from their gradient spikes at the check. Returns the norms, one per tensor."""
         position = step - self._interval_start
         if not 0 <= position < self.check_every_n_steps:
-            return
+            return []
         groups = optimizer.param_groups
         cached = self._step_params.get(id(optimizer))
         if cached is None or cached[0] != sum(len(g["params"]) for g in groups):
             params = [p for g in groups for p in g["params"] if id(p) in self._index]
             cached = self._step_params[id(optimizer)] = (sum(len(g["params"]) for g in groups), params)
-        self._records.gradients(position, [p.grad for p in cached[1] if p.grad is not None])
+        return self._records.gradients(position, [p.grad for p in cached[1] if p.grad is not None])
 
     def _attach_init_hooks(self) -> None:
         """Saturation hooks on the run's first batch only (the state at initialisation)."""
-        store = self._init_saturation
-        for i, (_, module) in enumerate(self._saturating):
-            self._init_handles.append(module.register_forward_hook(saturation_hook(store, i, module)))
-        self._init_handles += self._init_calls.attach([module for _, module in self._saturating])
+        hooks = ActivationHooks(saturation=self._init_saturation, rows=None, calls=self._init_calls)
+        self._init_handles += hooks.attach(self._watched())
+        self._init_handles += self._init_calls.attach([])  # the layers' outputs (no RowLiveness here)
         self._init_calls.start()
         self._init_measured = True
         self._sampling = True
 
     def _detach_init_hooks(self) -> None:
+        if self._init_handles:  # the first batch measured: did the model call a sigmoid/tanh function?
+            self._functional = self._init_calls.called
         self._init_calls.stop()  # pushed after the sampled batches' mode: popped first
         for handle in self._init_handles:
             handle.remove()
@@ -529,9 +535,8 @@ class HealthMonitor(Callback):
         self._sampling = False
 
     def _attach_start_hooks(self) -> None:
-        for i, (_, module) in enumerate(self._relu):
-            self._start_handles.append(module.register_forward_hook(relu_hook(self._alive_start, i)))
-        self._start_handles += self._rows_start.attach()
+        hooks = ActivationHooks(alive=self._alive_start, rows=self._rows_start)
+        self._start_handles += hooks.attach(self._watched())
 
     def _detach_start_hooks(self) -> None:
         for handle in self._start_handles:

@@ -23,12 +23,12 @@ from torch.utils.data import DataLoader, Dataset, TensorDataset
 
 from lightning_recipes.callbacks import InputPipelineMonitor
 from lightning_recipes.callbacks import health_monitor as health_monitor_module
-from lightning_recipes.callbacks._health_collector import StepRecords, optimizer_family
+from lightning_recipes.callbacks._health_collector import KEEP_BYTES, StepRecords, optimizer_family
 from lightning_recipes.callbacks._health_window import CheckData
 from lightning_recipes.callbacks.health_monitor import HealthMonitor
 from lightning_recipes.optim import Lamb, Lion
 from lightning_recipes.testing import HostSyncCounter, fast_trainer
-from tests.callbacks.test_health_monitor import CountedForward, SyncCounting
+from tests.callbacks.test_health_monitor import CountedForward, OpCounter, SyncCounting
 from tests.helpers.health_gallery import MLP, StallClock, classification, loader
 
 
@@ -333,7 +333,8 @@ def test_step_records_are_the_squared_norms_and_the_rows_a_plain_scan_finds() ->
     louder = target.clone()
     louder[1] = 999.0
     labels = torch.arange(6)
-    batches = [(x, target, labels), {"x": x, "y": louder}, (labels, labels)]
+    # each batch its own tensors, as a loader yields them (one buffer refilled: the test below)
+    batches = [(x, target, labels), {"x": x.clone(), "y": louder}, (labels, labels)]
     grads = [torch.randn(5, 3, generator=g), torch.randn(5, generator=g), torch.randn(2, generator=g)]
     records = StepRecords()
     for position, batch in enumerate(batches):
@@ -350,6 +351,42 @@ def test_step_records_are_the_squared_norms_and_the_rows_a_plain_scan_finds() ->
     assert math.isnan(packed[3][0]) and packed[3][1:3] == [-1, -1] and math.isnan(packed[3][3])
     records.clear()
     assert all(math.isnan(v) for v in records.pack(4, torch.device("cpu"))[0::4].tolist())
+
+
+def test_step_records_keep_batches_for_one_scan_at_the_check_and_fall_back_where_that_is_unsafe() -> None:
+    """A batch is scanned at the check, not at its step, unless keeping it is unsafe: changed in place after
+    its step (its row is then unknown), a loader refilling one buffer (every step scanned from then on), or
+    the interval's batches over ``KEEP_BYTES`` (the larger ones scanned at their step)."""
+    g = torch.Generator().manual_seed(1)
+    xs = [torch.randn(8, 5, generator=g) for _ in range(4)]
+    for k, x in enumerate(xs):
+        x[k + 1, k] = 100.0 + k  # the extreme row of step k is k + 1
+    records, labels = StepRecords(), torch.zeros(8, dtype=torch.long)
+    with OpCounter() as counter:
+        for k, x in enumerate(xs):
+            records.inputs(k, (x, labels), k)
+    assert counter.ops == []  # nothing scanned at the steps
+    xs[2].mul_(2.0)  # changed in place after its step: not what the step saw
+    packed = records.pack(4, torch.device("cpu")).reshape(4, 4).tolist()
+    assert [r[2] for r in packed] == [1, 2, -1, 4] and [r[3] for r in packed][:2] == [100.0, 101.0]
+    assert math.isnan(packed[2][3]) and records.keep_batches
+
+    records = StepRecords()
+    buffer = torch.zeros(8, 5)
+    for k, x in enumerate(xs[:3]):
+        buffer.numpy()[:] = x.numpy()  # refilled outside torch: no version bump, the same address
+        records.inputs(k, (buffer,), k)
+    packed = records.pack(3, torch.device("cpu")).reshape(3, 4).tolist()
+    assert not records.keep_batches  # from the second step on, each step scans its batch
+    assert [r[2] for r in packed] == [-1, 2, 3] and math.isnan(packed[0][3]) and packed[2][3] == 204.0
+
+    records = StepRecords()
+    big = torch.zeros(KEEP_BYTES // 4 + 1)
+    big[7] = -3.0
+    with OpCounter() as counter:
+        records.inputs(0, big.reshape(1, -1), 0)
+    assert "aten.max.dim" in counter.ops and records.keep_batches  # too large to keep: scanned now
+    assert records.pack(1, torch.device("cpu")).tolist()[2:] == [0.0, 3.0]
 
 
 # ------------------------------------------------------------------------------------------------ syncs
