@@ -256,17 +256,17 @@ def sweep_lr(
             raise ValueError("every parameter group of the module's optimizer has lr 0; nothing to scale.")
         scales = [[lr / peak for lr in group] for group in base]
         # LAMB / LARS: at least RELATIVE_STEP_MIN_EXPOSURE steps per e-fold (a short sweep's pick is unstable)
-        num_steps = sweep_steps(optimizers, args.num_steps, args.min_lr, args.max_lr)
-        args = dataclasses.replace(args, num_steps=num_steps)
-        rule = args.rule
+        num_steps, rule = sweep_steps(optimizers, args.num_steps, args.min_lr, args.max_lr), args.rule
         params = [p for p in model.parameters() if p.requires_grad]
         if progress is None:
             progress = context.trainer is None or context.trainer.progress_bar_callback is not None
         line = ProgressLine("find_lr", num_steps, enabled=progress)
         with line:
-            lrs, losses, stopped = _sweep(context, model, optimizers, scales, params, clip, args, line)
+            lrs, losses, stopped = _sweep(
+                context, model, optimizers, scales, params, clip, args, num_steps, line
+            )
     chosen: float | None = suggest(lrs, losses, rule, skip_begin=_skip(len(lrs)))
-    exposure = (args.num_steps - 1) / math.log(args.max_lr / args.min_lr)  # steps per e-fold of LR
+    exposure = (num_steps - 1) / math.log(args.max_lr / args.min_lr)  # steps per e-fold of LR
     evidence = curve_verdict(lrs, losses) if len(lrs) >= 6 else None
     if evidence is not None and not evidence.significant:
         chosen = None  # the rule's pick from a flat curve is wherever the noise dipped: never offered
@@ -292,10 +292,11 @@ def _sweep(
     params: Sequence[Tensor],
     clip: Any,
     args: SweepArgs,
+    num_steps: int,
     line: ProgressLine,
 ) -> tuple[list[float], list[float], str]:
-    """The sweep's loop on the copy: (LRs, losses, why it stopped)."""
-    min_lr, num_steps, smoothing = args.min_lr, args.num_steps, args.smoothing
+    """The sweep's loop on the copy over ``num_steps`` steps: (LRs, losses, why it stopped)."""
+    min_lr, smoothing = args.min_lr, args.smoothing
     ratio = (args.max_lr / min_lr) ** (1 / (num_steps - 1))
     lrs: list[float] = []
     losses: list[float] = []
