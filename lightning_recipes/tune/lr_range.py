@@ -38,6 +38,7 @@ from lightning_recipes.tune.suggest import (
     half_window_for,
     peak_factor,
     suggest,
+    sweep_steps,
 )
 
 __all__ = ["LRRangeResult", "find_lr", "sweep_lr"]
@@ -222,7 +223,8 @@ def sweep_lr(
     """Run the sweep on a copy from ``context`` (as :func:`find_lr`): ``args`` as it is, ``overrides``
     replacing some fields (the context seeds it); gradients clipped as the run clips them
     (``context.trainer``'s settings, else the two arguments); ``progress=None`` follows the Trainer's bar. Up
-    to ``num_steps`` steps, one sync each (DDP: one all-reduce of gradients and loss).
+    to ``num_steps`` steps (more for LAMB / LARS: ``suggest.sweep_steps``), one sync each (DDP: one
+    all-reduce of gradients and loss).
     """
     if args is None:
         args = SweepArgs(**overrides)
@@ -253,15 +255,18 @@ def sweep_lr(
         if peak <= 0:
             raise ValueError("every parameter group of the module's optimizer has lr 0; nothing to scale.")
         scales = [[lr / peak for lr in group] for group in base]
-        num_steps, rule = args.num_steps, args.rule
+        # LAMB / LARS: at least RELATIVE_STEP_MIN_EXPOSURE steps per e-fold (a short sweep's pick is unstable)
+        num_steps, rule = sweep_steps(optimizers, args.num_steps, args.min_lr, args.max_lr), args.rule
         params = [p for p in model.parameters() if p.requires_grad]
         if progress is None:
             progress = context.trainer is None or context.trainer.progress_bar_callback is not None
         line = ProgressLine("find_lr", num_steps, enabled=progress)
         with line:
-            lrs, losses, stopped = _sweep(context, model, optimizers, scales, params, clip, args, line)
+            lrs, losses, stopped = _sweep(
+                context, model, optimizers, scales, params, clip, args, num_steps, line
+            )
     chosen: float | None = suggest(lrs, losses, rule, skip_begin=_skip(len(lrs)))
-    exposure = (args.num_steps - 1) / math.log(args.max_lr / args.min_lr)  # steps per e-fold of LR
+    exposure = (num_steps - 1) / math.log(args.max_lr / args.min_lr)  # steps per e-fold of LR
     evidence = curve_verdict(lrs, losses) if len(lrs) >= 6 else None
     if evidence is not None and not evidence.significant:
         chosen = None  # the rule's pick from a flat curve is wherever the noise dipped: never offered
@@ -287,10 +292,11 @@ def _sweep(
     params: Sequence[Tensor],
     clip: Any,
     args: SweepArgs,
+    num_steps: int,
     line: ProgressLine,
 ) -> tuple[list[float], list[float], str]:
-    """The sweep's loop on the copy: (LRs, losses, why it stopped)."""
-    min_lr, num_steps, smoothing = args.min_lr, args.num_steps, args.smoothing
+    """The sweep's loop on the copy over ``num_steps`` steps: (LRs, losses, why it stopped)."""
+    min_lr, smoothing = args.min_lr, args.smoothing
     ratio = (args.max_lr / min_lr) ** (1 / (num_steps - 1))
     lrs: list[float] = []
     losses: list[float] = []
@@ -353,7 +359,9 @@ def find_lr(
     :class:`~lightning_recipes.sweep_args.SweepArgs`' (``rule``: ``"min_div_10"`` or ``"steepest"``); the copy
     trains on ``device`` and clips as the run will (``gradient_clip_val``, ``gradient_clip_algorithm``). When
     the loss never fell beyond its own noise, ``verdict == "inconclusive"``, ``suggestion`` and ``peak_lr``
-    are ``None`` and ``reason`` says what to try.
+    are ``None`` and ``reason`` says what to try. LAMB / LARS (relative steps) sweep at least
+    :data:`~lightning_recipes.tune.suggest.RELATIVE_STEP_MIN_EXPOSURE` steps per e-fold of LR (300 steps over
+    the default range; a narrower one keeps it short): a shorter sweep's pick swings with the batches drawn.
 
     Example:
         >>> from lightning_recipes.testing import TinyClassifier, random_classification_loader

@@ -23,14 +23,17 @@ __all__ = [
     "DEFAULT_EXPOSURE",
     "RELATIVE_STEP",
     "RELATIVE_STEP_EXPOSURE",
+    "RELATIVE_STEP_MIN_EXPOSURE",
     "RULES",
     "CurveVerdict",
     "Rule",
     "centred",
     "curve_verdict",
     "peak_factor",
+    "relative_step",
     "smooth",
     "suggest",
+    "sweep_steps",
 ]
 
 #: Layer-wise adaptive optimizers (by class name, any class in the MRO): their step is relative, ``lr`` times
@@ -40,6 +43,43 @@ RELATIVE_STEP = frozenset({"Lamb", "LAMB", "FusedLAMB", "Lars", "LARS", "LARC"})
 DEFAULT_EXPOSURE = (SweepArgs.num_steps - 1) / math.log(SweepArgs.max_lr / SweepArgs.min_lr)
 #: The steps per e-fold at which they keep all of ``warmup_factor``: 5x the default sweep's.
 RELATIVE_STEP_EXPOSURE = 5 * DEFAULT_EXPOSURE
+#: The fewest steps per e-fold a sweep of theirs runs (16.2: 300 steps over the default 1e-7 .. 10, 3x its
+#: length): the loss at an LR is what the steps taken so far added up to, and at 5.4 steps per e-fold the
+#: curve's minimum rests on a handful of batches (field report #4: the default sweep's pick swung 5x with the
+#: data seed; at 300 steps, 1.0x).
+RELATIVE_STEP_MIN_EXPOSURE = (3 * SweepArgs.num_steps - 1) / math.log(SweepArgs.max_lr / SweepArgs.min_lr)
+
+
+def relative_step(optimizers: Sequence[object]) -> bool:
+    """Whether any optimizer takes relative steps (a class in its MRO named in :data:`RELATIVE_STEP`).
+
+    Example:
+        >>> import torch
+        >>> from lightning_recipes.optim import Lamb
+        >>> params = [torch.nn.Parameter(torch.zeros(1))]
+        >>> relative_step([Lamb(params)]), relative_step([torch.optim.AdamW(params)])
+        (True, False)
+    """
+    return any(c.__name__ in RELATIVE_STEP for o in optimizers for c in type(o).__mro__)
+
+
+def sweep_steps(optimizers: Sequence[object], num_steps: int, min_lr: float, max_lr: float) -> int:
+    """The steps a sweep from ``min_lr`` to ``max_lr`` runs: ``num_steps``, or for relative-step optimizers
+    at least :data:`RELATIVE_STEP_MIN_EXPOSURE` steps per e-fold of LR (their short sweeps' picks swing with
+    the batches drawn; a narrower range keeps the sweep short).
+
+    Example:
+        >>> import torch
+        >>> from lightning_recipes.optim import Lamb
+        >>> params = [torch.nn.Parameter(torch.zeros(1))]
+        >>> sweep_steps([Lamb(params)], 100, 1e-7, 10.0), sweep_steps([Lamb(params)], 100, 1e-4, 1.0)
+        (300, 151)
+        >>> sweep_steps([torch.optim.AdamW(params)], 100, 1e-7, 10.0), sweep_steps([Lamb(params)], 500, 1, 9)
+        (100, 500)
+    """
+    if not relative_step(optimizers):
+        return num_steps
+    return max(num_steps, math.ceil(RELATIVE_STEP_MIN_EXPOSURE * math.log(max_lr / min_lr) - 1e-9) + 1)
 
 
 def peak_factor(optimizers: Sequence[object], warmup_factor: float, steps_per_efold: float) -> float:
@@ -56,8 +96,9 @@ def peak_factor(optimizers: Sequence[object], warmup_factor: float, steps_per_ef
         >>> [round(peak_factor([Lamb(params)], 5.0, DEFAULT_EXPOSURE * k), 6) for k in (1, 3, 10)]
         [1.0, 3.0, 5.0]
     """
-    relative = any(c.__name__ in RELATIVE_STEP for o in optimizers for c in type(o).__mro__)
-    return warmup_factor * min(1.0, steps_per_efold / RELATIVE_STEP_EXPOSURE) if relative else warmup_factor
+    if not relative_step(optimizers):
+        return warmup_factor
+    return warmup_factor * min(1.0, steps_per_efold / RELATIVE_STEP_EXPOSURE)
 
 
 def smooth(losses: Sequence[float], beta: float = 0.9) -> list[float]:
