@@ -61,10 +61,9 @@ def test_a_gradient_whose_calls_cancel_is_a_symmetry_but_a_cut_call_still_fails(
     result = GradFlowCheck().run(CheckContext(Siamese(), _loader(a, b, same)))
     assert result.status == "pass", result.message
     assert result.details["cancelled"] == ["net.2.bias"]
-    # a plain Linear used once with its output unread still fails: nothing cancels there
+    # with one tower call detached nothing cancels: the bias gets the other call's gradient
     cut = GradFlowCheck().run(CheckContext(Siamese(cut_second=True), _loader(a, b, same)))
-    assert cut.status == "pass"  # the detached call adds nothing; the other call moves every parameter
-    assert cut.details["cancelled"] == []
+    assert cut.status == "pass" and cut.details["cancelled"] == []
 
 
 class PseudoLabels(_Module):
@@ -116,21 +115,23 @@ def test_a_reconstruction_target_is_not_a_pair_to_break():
 
 
 def _dots(n: int, seed: int) -> Tensor:
-    """6x6 images with 1..3 bright pixels on faint noise: one-dot images coincide across any two draws."""
+    """10x10 images with 1..9 bright pixels on faint noise: images with few dots coincide across any two
+    draws (100 one-dot images are possible), within training as often as across the splits."""
     g = torch.Generator().manual_seed(seed)
-    images = 0.05 * torch.rand(n, 36, generator=g)
-    for i, k in enumerate(torch.randint(1, 4, (n,), generator=g).tolist()):
-        images[i, torch.randperm(36, generator=g)[:k]] = 0.8
+    images = 0.05 * torch.rand(n, 100, generator=g)
+    for i, k in enumerate(torch.randint(1, 10, (n,), generator=g).tolist()):
+        images[i, torch.randperm(100, generator=g)[:k]] = 0.6 + 0.4 * torch.rand(k, generator=g)
     return images
 
 
 def test_samples_that_coincide_by_chance_are_not_a_leak_but_noisy_copies_are():
-    model = _Module(nn.Linear(36, 1))
+    model = _Module(nn.Linear(100, 1))
     train, val = _dots(1000, 1), _dots(300, 2)
     y, y_val = torch.zeros(1000), torch.zeros(300)
     chance = SplitOverlapCheck().run(CheckContext(model, _loader(train, y), _loader(val, y_val)))
-    assert chance.status in ("pass", "inconclusive"), chance.message
+    assert chance.status == "inconclusive", chance.message
+    assert chance.details["repeats"]["within_training_rate"]
     # validation made of noisy copies of training samples repeats training beyond training's own rate
-    copies = train[:300] + 0.005 * torch.randn(300, 36, generator=torch.Generator().manual_seed(3))
+    copies = train[:300] + 0.005 * torch.randn(300, 100, generator=torch.Generator().manual_seed(3))
     leak = SplitOverlapCheck().run(CheckContext(model, _loader(train, y), _loader(copies, y_val)))
     assert leak.status == "fail", leak.message
