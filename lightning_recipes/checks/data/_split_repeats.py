@@ -18,6 +18,7 @@ from typing import Any, Literal
 import torch
 from torch import Tensor
 
+from lightning_recipes._stats import Z
 from lightning_recipes.checks.data._relation import features as repeat_features
 
 __all__ = [
@@ -60,6 +61,20 @@ class Repeats:
     dimension: float
     median_ratio: float
     examples: tuple[tuple[int, int], ...] = ()
+    own: tuple[float, float, int, int] | None = None
+
+    @property
+    def within_training(self) -> bool:
+        """Whether validation repeats training no more often than training repeats itself (``own``: the
+        shares of validation and of half the training samples flagged against the other half, and their
+        counts), beyond ``Z`` binomial standard errors, while training's own repeats are a minority: a
+        generator whose samples coincide by chance (few possible images), or a few shared subjects; the test
+        cannot tell which. Most samples repeated within training is data organised in subjects: judged."""
+        if self.own is None:
+            return False
+        across, own, n_across, n_own = self.own
+        noise = math.sqrt(max(own * (1 - own), 1e-12) * (1 / max(1, n_across) + 1 / max(1, n_own)))
+        return own < _SUBJECTS_SHARE and across - own <= Z * noise
 
     @property
     def expected(self) -> float:
@@ -106,6 +121,8 @@ class Repeats:
             "dimension": self.dimension,
             "median_ratio": self.median_ratio,
             "examples": [{"val_index": v, "train_index": t} for v, t in self.examples],
+            "val_vs_own_share": None if self.own is None else list(self.own[:2]),
+            "within_training_rate": self.within_training,
         }
 
 
@@ -179,6 +196,9 @@ def _nearest(train: Tensor, val: Tensor) -> tuple[Tensor, Tensor]:
 
 
 _FAIL_P, _WARN_P, _HINT_P = 1e-6, 1e-4, 1e-2  # chance probabilities of the flagged count per level
+_SUBJECTS_SHARE = (
+    0.5  # training samples repeated within training from which the data is organised in subjects
+)
 
 
 def repeats_of(
@@ -201,14 +221,24 @@ def repeats_of(
     keys, queries = usable(train, train_blank), usable(val, val_blank)
     if not keys:
         return None
-    found = repeat_test(
-        repeat_features(torch.stack([train[i] for i in keys])),
-        repeat_features(torch.stack([val[i] for i in queries])),
-    )
+    keyed = repeat_features(torch.stack([train[i] for i in keys]))
+    queried = repeat_features(torch.stack([val[i] for i in queries]))
+    found = repeat_test(keyed, queried)
     if found is None:
         return None
     examples = tuple((queries[v], keys[t]) for v, t in found.examples)  # indices among the samples read
-    return replace(found, examples=examples)
+    # training's own rate, like for like: half of it, and validation, against the other half
+    half = min(len(keyed), MAX_KEYS) // 2
+    own_found, across = repeat_test(keyed[half : 2 * half], keyed[:half]), repeat_test(keyed[half:], queried)
+    own = None
+    if own_found is not None and across is not None and own_found.chance_p < _WARN_P:  # it repeats itself
+        own = (
+            across.flagged / max(1, across.queries),
+            own_found.flagged / max(1, own_found.queries),
+            across.queries,
+            own_found.queries,
+        )
+    return replace(found, examples=examples, own=own)
 
 
 def repeat_level(
@@ -221,6 +251,8 @@ def repeat_level(
     if repeats is None:
         return "pass"
     p = repeats.chance_p
+    if repeats.within_training and p < _HINT_P and estimate >= warn_fraction:
+        return "inconclusive"
     if estimate >= fail_fraction and p < _FAIL_P and repeats.excess >= 3:
         return "fail"
     if estimate >= warn_fraction and p < _WARN_P and repeats.excess >= 2:

@@ -348,7 +348,8 @@ class DataCheck(SanityCheck):
         (x_t, y_t, g_t), (x_v, y_v, g_v) = split["train"], split["val"]  # type: ignore[misc]
         classes = 0
         if y_t.ndim == 1 and not y_t.is_floating_point() and y_t.dtype != torch.bool:
-            keep_t, keep_v = y_t != IGNORE_INDEX, y_v != IGNORE_INDEX
+            ignore = details.get("ignore_index", IGNORE_INDEX)  # missing labels the loss ignores: no class
+            keep_t, keep_v = (y_t != IGNORE_INDEX) & (y_t != ignore), (y_v != IGNORE_INDEX) & (y_v != ignore)
             counts_t, counts_v = _counts(y_t[keep_t]), _counts(y_v[keep_v])
             details.update(train_class_counts=counts_t, val_class_counts=counts_v)
             unseen = sum(n for c, n in counts_v.items() if c not in counts_t) / max(1, sum(counts_v.values()))
@@ -420,8 +421,10 @@ def _label_loss(context: CheckContext, batch: Any) -> tuple[int, int] | str | No
             calls = context.loss_calls(model, batch)
     except Exception:
         return "raises"
-    for call in calls:
-        if call.num_classes is not None and call.integer_target and call.target_keys:
+    # a target computed in the step (pseudo-labels filling the missing ones) still declares its ignore_index
+    for call in sorted(calls, key=lambda c: not c.target_keys):
+        read = call.target_keys or call.target_from_model
+        if call.num_classes is not None and call.integer_target and read:
             return call.num_classes, int(call.kwargs.get("ignore_index", IGNORE_INDEX))
     return None
 

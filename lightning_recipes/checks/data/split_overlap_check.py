@@ -172,6 +172,20 @@ class SplitOverlapCheck(SanityCheck):
                 details,
                 action="Deduplicate (hash the samples) and split before oversampling.",
             )
+        if (
+            level == "inconclusive"
+            and repeats is not None
+            and repeats.own is not None
+            and repeats.within_training
+        ):
+            across, own = repeats.own[:2]
+            return self.verdict(
+                "inconclusive",
+                f"validation repeats training ({across:.0%} flagged) no more than training repeats itself "
+                f"({own:.0%}): samples that coincide by chance, or a few shared subjects; cannot tell",
+                details,
+                action="If samples come from subjects (patients, customers), split by subject.",
+            )
         if level == "inconclusive":
             assert repeats is not None
             return self.verdict(

@@ -92,7 +92,7 @@ class InputIndependenceCheck(SanityCheck):
         sizes = [batch_size_of(batch, context.keys()[0]) or 0 for batch in train]
         if min(sizes) < 2:
             raise CheckSkipped("needs batches of 2 samples or more, to give samples each other's inputs.")
-        keep, swap, traced = self._pairing(context, train[0])
+        keep, swap, traced, reconstruction = self._pairing(context, train[0])
         if not keep and not any(swap):
             raise CheckSkipped("the loss reads no target from the batch (contrastive?): no pairs to break.")
         chunks = [chunk for batch in held_out for chunk in _chunks(batch, context, self.chunks)]
@@ -139,6 +139,16 @@ class InputIndependenceCheck(SanityCheck):
         # `min_improvement`: a significant 0.3% is still two arbitrary labellings memorised alike), and
         # held-out loss with real inputs is no better than with none (the issue's symptom)
         same_fit = fitted.high < self.min_improvement
+        # the target is the input itself: learning the mean first looks like ignoring the input, unless the
+        # copy given other samples' inputs trained exactly alike (the input moves nothing)
+        ignored = torch.equal(torch.stack(losses[0]), torch.stack(losses[1]))
+        if learned.fell and same_fit and removed.low <= 0 and not keep and reconstruction and not ignored:
+            summary = (
+                f"the target is the input itself: held-out loss {means[0]:.4g} real vs {means[1]:.4g} no "
+                "inputs, but the input moves the loss; learning the mean first looks alike: no verdict"
+            )
+            action = "Judge the reconstructions themselves (overfit_batch), or give it more steps."
+            return self.verdict("inconclusive", summary, details, action=action)
         if learned.fell and same_fit and removed.low <= 0:
             summary = (
                 f"held-out loss {means[0]:.4g} real vs {means[1]:.4g} no inputs; real pairs fit no better "
@@ -186,9 +196,10 @@ class InputIndependenceCheck(SanityCheck):
         return model, context.build_optimizers(model).optimizers
 
     @staticmethod
-    def _pairing(context: CheckContext, batch: Any) -> tuple[set[Any], list[bool], bool]:
-        """The batch entries that stay in place (the targets), and per loss call of a step whether its
-        target is computed from the input (then the controls get the real copy's target)."""
+    def _pairing(context: CheckContext, batch: Any) -> tuple[set[Any], list[bool], bool, bool]:
+        """The batch entries that stay in place (the targets), per loss call of a step whether its target is
+        computed from the input (then the controls get the real copy's target), whether any call was
+        traced, and whether a call's target is the input itself (any shape, the same values)."""
         input_key = input_key_of(batch, context.keys()[0])
         model = context.copy_model()
         context.build_optimizers(model)  # a training_step may read what configure_optimizers set
@@ -198,7 +209,16 @@ class InputIndependenceCheck(SanityCheck):
         if not calls:
             targets = {key for key, tensor in batch_entries(batch) if tensor is context.split(batch)[1]}
         swap = [c.target is not None and c.target_from(input_key) for c in calls]
-        return targets - {input_key}, swap, bool(calls)
+        source = dict(batch_entries(batch)).get(input_key)
+        flat = source.detach().flatten() if isinstance(source, Tensor) else None
+        itself = flat is not None and any(
+            c.target is not None
+            and c.target.numel() == flat.numel()
+            and torch.equal(c.target.flatten(), flat)
+            for c, s in zip(calls, swap, strict=True)
+            if s
+        )
+        return targets - {input_key}, swap, bool(calls), itself
 
     def _step(
         self,

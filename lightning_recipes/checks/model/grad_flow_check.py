@@ -80,7 +80,10 @@ class GradFlowCheck(SanityCheck):
         seen, nonzero, nonfinite, loss, steps = self._backward_passes(context, model, trainable, built)
         no_grad = [name for name, _ in trainable if name not in seen]
         zero = [name for name, _ in trainable if name in seen and name not in nonzero]
+        cancelled = _cancelled(context, model, dict(trainable), zero) if zero and not nonfinite else []
+        zero = [name for name in zero if name not in cancelled]
         details.update(steps=steps, loss=loss, no_grad=no_grad, zero_grad=zero, nonfinite_grad=nonfinite)
+        details["cancelled"] = cancelled
         dead = no_grad + zero
         if len(dead) == len(trainable):
             return self._fail(
@@ -118,6 +121,11 @@ class GradFlowCheck(SanityCheck):
                 f"{len(held)} frozen parameter(s) sit in the optimizer: {listed(held, 40)}; the rest learn",
                 details,
                 action="Unfreeze them, or build the optimizer from [p for p in params if p.requires_grad].",
+            )
+        if cancelled:  # a symmetry of the loss (a shift shared by both towers), not a cut path
+            flows = (
+                f"{len(trainable) - len(cancelled)} of {len(trainable)} trainable parameters get non-zero "
+                f"gradients; {listed(cancelled)} get(s) contributions from several calls that cancel exactly"
             )
         return self.verdict(
             "pass", flows + (f"; {len(frozen)} frozen, outside the optimizer" if frozen else ""), details
@@ -163,3 +171,44 @@ class GradFlowCheck(SanityCheck):
 
     def _fail(self, summary: str, details: dict[str, Any], action: str) -> CheckResult:
         return self.verdict("fail", summary, details, action=action)
+
+
+def _cancelled(
+    context: CheckContext, model: Any, trainable: dict[str, torch.nn.Parameter], zero: list[str]
+) -> list[str]:
+    """The exactly-zero-gradient parameters whose module is called more than once in a step and gets a
+    non-zero contribution from some call: the calls cancel (a siamese tower's last bias under a distance of
+    the two embeddings), so the loss is invariant to them by design, not cut from them."""
+    owners: dict[int, list[str]] = {}
+    modules = dict(model.named_modules())
+    for name in zero:
+        owner, _, _ = name.rpartition(".")
+        if owner in modules:
+            owners.setdefault(id(modules[owner]), []).append(name)
+    outputs: dict[int, list[torch.Tensor]] = {key: [] for key in owners}
+
+    def record(module: Any, _args: Any, output: Any) -> None:
+        if isinstance(output, torch.Tensor) and output.requires_grad:
+            outputs[id(module)].append(output)
+
+    hooks = [m.register_forward_hook(record) for m in modules.values() if id(m) in owners]
+    try:
+        loss = context.training_loss(model, context.train_batches(1)[0], 0)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    found: list[str] = []
+    for key, names in owners.items():
+        calls = outputs[key]
+        if len(calls) < 2:
+            continue
+        grads = torch.autograd.grad(loss, calls, retain_graph=True, allow_unused=True)
+        params = [trainable[name] for name in names]
+        moved = [False] * len(params)
+        for out, grad in zip(calls, grads, strict=True):
+            if grad is None:
+                continue
+            parts = torch.autograd.grad(out, params, grad_outputs=grad, retain_graph=True, allow_unused=True)
+            moved = [m or (g is not None and bool((g != 0).any())) for m, g in zip(moved, parts, strict=True)]
+        found += [name for name, m in zip(names, moved, strict=True) if m]
+    return found
