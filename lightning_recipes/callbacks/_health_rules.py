@@ -87,6 +87,8 @@ def _rise(e: Evidence) -> tuple[str, float, int] | None:
             ):
                 found = what, before, step
                 break
+    if found is not None and _steps_it_trained_at(e):
+        found = None  # the same LR and step size the loss fell at: something else (the data) changed
     if e.warming_up and e.lr <= 1.5 * e.peak_lr:
         history.streaks["lr_raised_at"] = data.step
     count = streak(history, "rise", found is not None)
@@ -94,6 +96,21 @@ def _rise(e: Evidence) -> tuple[str, float, int] | None:
         return found  # no LR raised since the interval the loss rose from: the rise counts at once
     falling = e.falling or e.below_previous
     return found if count >= int(t["persist_checks"]) and not falling else None
+
+
+def _steps_it_trained_at(e: Evidence) -> bool:
+    """The LR no more than ``LR_RAISED`` x and the update ratio no larger than at the checks the run trained
+    at healthily, nor above ``ratio_stuck`` (steps clearly too large are the LR's whatever the run did before
+    them): a loss rise at those steps is no evidence of the LR (harder data arrived: a curriculum)."""
+    trained, _ = healthy_lr(e.history)
+    ratios = [r for r in e.history.ratios[: e.history.streaks.get("healthy_checks", 0)] if math.isfinite(r)]
+    return (
+        math.isfinite(trained)
+        and bool(ratios)
+        and e.lr <= LR_RAISED * trained
+        and math.isfinite(e.ratio)
+        and e.ratio <= min(max(ratios), e.t["ratio_stuck"])
+    )
 
 
 def lr_too_high(e: Evidence) -> Decision | None:
