@@ -99,17 +99,21 @@ def _rise(e: Evidence) -> tuple[str, float, int] | None:
 
 
 def _steps_it_trained_at(e: Evidence) -> bool:
-    """The LR no more than ``LR_RAISED`` x and the update ratio no larger than at the checks the run trained
-    at healthily, nor above ``ratio_stuck`` (steps clearly too large are the LR's whatever the run did before
-    them): a loss rise at those steps is no evidence of the LR (harder data arrived: a curriculum)."""
+    """The LR no more than ``LR_RAISED`` x the largest at the checks the run trained at healthily, and the
+    update ratio no larger than at those of them whose loss fell significantly, nor above ``ratio_stuck``
+    (steps clearly too large are the LR's whatever came before), the loss falling at them up to the check
+    before: a loss rise at those steps is no evidence of the LR (harder data arrived: a curriculum). A loss
+    that already bounced at them (rose at the check before) is the steps' instability."""
     trained, _ = healthy_lr(e.history)
-    ratios = [r for r in e.history.ratios[: e.history.streaks.get("healthy_checks", 0)] if math.isfinite(r)]
+    learned, fell_at = e.history.healthy[2:4] if e.history.healthy else (math.nan, math.nan)
+    previous = e.history.loss_steps[-1] if e.history.loss_steps else -1
     return (
-        math.isfinite(trained)
-        and bool(ratios)
+        fell_at == previous  # the steps had just been working: the loss fell at the check before the rise
+        and math.isfinite(trained)
+        and math.isfinite(learned)
         and e.lr <= LR_RAISED * trained
         and math.isfinite(e.ratio)
-        and e.ratio <= min(max(ratios), e.t["ratio_stuck"])
+        and e.ratio <= min(learned, e.t["ratio_stuck"])
     )
 
 
@@ -172,10 +176,28 @@ LR_RAISED = 1.5
 
 def healthy_lr(history: History) -> tuple[float, int]:
     """The largest LR of the checks at which no problem was present, and the last such check's step (NaN, -1:
-    none yet). ``decide`` counts the checks up to the last healthy one (``healthy_checks``)."""
-    n = history.streaks.get("healthy_checks", 0)
-    lrs = [v for v in history.lrs[:n] if math.isfinite(v)]
-    return max(lrs, default=math.nan), history.streaks.get("healthy_step", -1)
+    none yet; ``decide`` keeps them in ``history.healthy``).
+
+    Example:
+        >>> healthy_lr(History(healthy=[100.0, 0.01, 2e-3, 100.0]))
+        (0.01, 100)
+    """
+    if not history.healthy:
+        return math.nan, -1
+    return history.healthy[1], int(history.healthy[0])
+
+
+def _remember_healthy(e: Evidence) -> None:
+    """A check with no problem: its step, the largest LR so far at such checks, and the largest update ratio
+    at those whose loss fell significantly below the previous check's (steps the run learned at), and the
+    last of those's step."""
+    _, lr, learned, fell_at = e.history.healthy or [math.nan] * 4
+    if math.isfinite(e.lr):
+        lr = e.lr if math.isnan(lr) else max(lr, e.lr)
+    if e.below_previous and math.isfinite(e.ratio):
+        learned = e.ratio if math.isnan(learned) else max(learned, e.ratio)
+        fell_at = float(e.data.step)
+    e.history.healthy = [float(e.data.step), lr, learned, fell_at]
 
 
 def lr_raised_into_blowup(e: Evidence, blowup: Decision) -> Decision | None:
@@ -186,7 +208,7 @@ def lr_raised_into_blowup(e: Evidence, blowup: Decision) -> Decision | None:
     initialisation).
 
     Example:
-        >>> history = History(lrs=[0.01, 0.01], streaks={"healthy_checks": 2, "healthy_step": 100})
+        >>> history = History(healthy=[100.0, 0.01, 2e-3, 100.0])
         >>> data = CheckData(120, 0, loss_mean=float("nan"), group_lr={"net": 0.2})
         >>> blowup = ({"grad_norm": 4e8, "nonfinite_weights": ["net.stem"]}, "...")
         >>> lr_raised_into_blowup(evidence_of(data, history, DEFAULT_THRESHOLDS), blowup)[0]["lr_vs_healthy"]
@@ -643,7 +665,7 @@ def decide(data: CheckData, history: History, thresholds: dict[str, float]) -> d
     if "not_learning" in out:
         history.streaks["not_learning"] = 1
     if e.ratios.by_group and not set(out) - {"data_stall"}:  # the LR the run trains at healthily
-        history.streaks["healthy_checks"], history.streaks["healthy_step"] = len(history.lrs), data.step
+        _remember_healthy(e)
     if math.isfinite(data.loss_mean):
         history.losses.append(data.loss_mean)
         history.loss_ses.append(e.se)
