@@ -446,7 +446,8 @@ def test_an_explosion_after_the_lr_rose_above_the_one_it_trained_at_is_lr_too_hi
 def test_a_loss_rise_at_the_lr_and_step_size_the_run_trained_at_is_not_the_lr() -> None:
     """Zoo 3's curriculum: Adam at 0.002 with update ratios 0.011-0.015 while the loss fell 1.06 -> 0.26, then
     harder data: the loss rose to 0.41 at a ratio of 0.0106. The same LR and steps the run learned at: no
-    finding. Its pair: the same rise with the ratio at 0.05, beyond any the run trained at: lr_too_high."""
+    finding. Its pairs: the same rise with the ratio at 0.05, beyond any the run trained at; and a loss that
+    rose at the check before too (a bounce): lr_too_high."""
     losses, ratios = (
         [1.06, 1.01, 0.88, 0.73, 0.55, 0.39, 0.26],
         [0.013, 0.015, 0.013, 0.011, 0.008, 0.007, 0.007],
@@ -458,6 +459,14 @@ def test_a_loss_rise_at_the_lr_and_step_size_the_run_trained_at_is_not_the_lr() 
         ]
         checks.append(_check(160, 0.41, rise_ratio, std=0.05, lr=0.002))
         assert _run(checks) == expected, rise_ratio
+    # a loss that already bounced at those steps (rose at the check before): their instability, the LR's
+    bounced = [*losses[:-1], 0.45]
+    checks = [
+        _check(20 * (i + 1), x, r, std=0.05, slope=-0.002, lr=0.002)
+        for i, (x, r) in enumerate(zip(bounced, ratios))
+    ]
+    checks.append(_check(160, 0.60, 0.0106, std=0.05, lr=0.002))
+    assert _run(checks) == [(160, "lr_too_high")]
 
 
 def test_gradient_growth_after_lr_too_high_is_its_symptom_not_a_finding() -> None:
