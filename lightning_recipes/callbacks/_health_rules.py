@@ -49,6 +49,7 @@ __all__ = [
     "evidence_of",
     "loss_plateau",
     "lower_lr_by",
+    "lr_raised_into_blowup",
     "lr_too_high",
     "lr_too_low",
     "not_learning",
@@ -86,6 +87,8 @@ def _rise(e: Evidence) -> tuple[str, float, int] | None:
             ):
                 found = what, before, step
                 break
+    if found is not None and _steps_it_trained_at(e):
+        found = None  # the same LR and step size the loss fell at: something else (the data) changed
     if e.warming_up and e.lr <= 1.5 * e.peak_lr:
         history.streaks["lr_raised_at"] = data.step
     count = streak(history, "rise", found is not None)
@@ -93,6 +96,25 @@ def _rise(e: Evidence) -> tuple[str, float, int] | None:
         return found  # no LR raised since the interval the loss rose from: the rise counts at once
     falling = e.falling or e.below_previous
     return found if count >= int(t["persist_checks"]) and not falling else None
+
+
+def _steps_it_trained_at(e: Evidence) -> bool:
+    """The LR no more than ``LR_RAISED`` x the largest at the checks the run trained at healthily, and the
+    update ratio no larger than at those of them whose loss fell significantly, nor above ``ratio_stuck``
+    (steps clearly too large are the LR's whatever came before), the loss falling at them up to the check
+    before: a loss rise at those steps is no evidence of the LR (harder data arrived: a curriculum). A loss
+    that already bounced at them (rose at the check before) is the steps' instability."""
+    trained, _ = healthy_lr(e.history)
+    learned, fell_at = e.history.healthy[2:4] if e.history.healthy else (math.nan, math.nan)
+    previous = e.history.loss_steps[-1] if e.history.loss_steps else -1
+    return (
+        fell_at == previous  # the steps had just been working: the loss fell at the check before the rise
+        and math.isfinite(trained)
+        and math.isfinite(learned)
+        and e.lr <= LR_RAISED * trained
+        and math.isfinite(e.ratio)
+        and e.ratio <= min(learned, e.t["ratio_stuck"])
+    )
 
 
 def lr_too_high(e: Evidence) -> Decision | None:
@@ -146,6 +168,90 @@ def lr_too_high(e: Evidence) -> Decision | None:
         f"Each step changes the weights by {fmt(ratio)} of their norm (healthy: ~1e-3) and {what}. "
         f"Lower the learning rate about {factor}x{target}, or run an LR range test; add warm-up, or clip.",
     )
+
+
+#: An LR this many times the largest the run trained at healthily is new ground (as ``warming_up``'s 1.5x).
+LR_RAISED = 1.5
+
+
+def healthy_lr(history: History) -> tuple[float, int]:
+    """The largest LR of the checks at which no problem was present, and the last such check's step (NaN, -1:
+    none yet; ``decide`` keeps them in ``history.healthy``).
+
+    Example:
+        >>> healthy_lr(History(healthy=[100.0, 0.01, 2e-3, 100.0]))
+        (0.01, 100)
+    """
+    if not history.healthy:
+        return math.nan, -1
+    return history.healthy[1], int(history.healthy[0])
+
+
+def _remember_healthy(e: Evidence) -> None:
+    """A check with no problem: its step, the largest LR so far at such checks, and the largest update ratio
+    at those whose loss fell significantly below the previous check's (steps the run learned at), and the
+    last of those's step."""
+    _, lr, learned, fell_at = e.history.healthy or [math.nan] * 4
+    if math.isfinite(e.lr):
+        lr = e.lr if math.isnan(lr) else max(lr, e.lr)
+    if e.below_previous and math.isfinite(e.ratio):
+        learned = e.ratio if math.isnan(learned) else max(learned, e.ratio)
+        fell_at = float(e.data.step)
+    e.history.healthy = [float(e.data.step), lr, learned, fell_at]
+
+
+def lr_raised_into_blowup(e: Evidence, blowup: Decision) -> Decision | None:
+    """An explosion or a non-finite update (``blowup``) whose onset follows an LR raised ``LR_RAISED`` x
+    above the largest LR the run trained at healthily (:func:`healthy_lr`): the LR is the cause, the
+    gradients its symptom (when the symptom began vs when the LR changed). Quiet when the explosion began on
+    an outlier batch, or when the run never had a healthy check (then nothing separates the LR from the
+    initialisation).
+
+    Example:
+        >>> history = History(healthy=[100.0, 0.01, 2e-3, 100.0])
+        >>> data = CheckData(120, 0, loss_mean=float("nan"), group_lr={"net": 0.2})
+        >>> blowup = ({"grad_norm": 4e8, "nonfinite_weights": ["net.stem"]}, "...")
+        >>> lr_raised_into_blowup(evidence_of(data, history, DEFAULT_THRESHOLDS), blowup)[0]["lr_vs_healthy"]
+        20.0
+    """
+    history, read = e.history, [v for v in e.data.group_lr.values() if math.isfinite(v)]
+    lr = e.lr if math.isfinite(e.lr) else max(read, default=math.nan)  # non-finite weights: no update ratio
+    trained, since = healthy_lr(history)
+    evidence = blowup[0]
+    if evidence.get("cause") == "outlier_batches" or not (
+        math.isfinite(lr) and math.isfinite(trained) and trained > 0 and lr > LR_RAISED * trained
+    ):
+        return None
+    times, what = (
+        lr / trained,
+        "the weights went inf/nan" if evidence.get("nonfinite_weights") else "the gradients exploded",
+    )
+    grad = evidence.get("grad_norm", math.nan)
+    found = {
+        "lr": lr,
+        "healthy_lr": trained,
+        "lr_vs_healthy": times,
+        "healthy_at_step": since,
+        "update_ratio": e.ratio,
+        "grad_norm": grad,
+        "optimizer_family": e.ratios.family,
+    } | ({"nonfinite_weights": evidence["nonfinite_weights"]} if evidence.get("nonfinite_weights") else {})
+    action = (
+        f"The learning rate is {fmt(lr)}, {fmt(times)}x the {fmt(trained)} the run trained at healthily up "
+        f"to step {since}, and after it rose {what}: the LR, not the data or the initialisation. Bring it "
+        f"back to at most {fmt(trained)}: check the schedule (a multiplier meant to divide, a cyclic or "
+        "warm-up peak too high), or run an LR range test; clip gradients to survive the rest."
+    )
+    line = headline(
+        f"lr_too_high at step {e.data.step}: lr {fmt(lr)} = {fmt(times)}x the {fmt(trained)} that trained "
+        f"healthily (step {since}), then {what}"
+    )
+    causes = [
+        Cause("lr_too_high", {"lr": lr, "healthy_lr": trained, "lr_vs_healthy": times}),
+        Cause("initialisation", {}, {"healthy_at_step": since}),
+        Cause("outlier_batches", {}, {"began_on_outlier_batch": False}),
+    ]
+    return Diagnosed(found, action, Diagnosis(line, causes, "lr_too_high", action))
 
 
 def lr_too_low(e: Evidence, cannot_learn: bool = False) -> Decision | None:
@@ -500,8 +606,16 @@ def decide(data: CheckData, history: History, thresholds: dict[str, float]) -> d
     e = evidence_of(data, history, t)
     found = nonfinite_activations(e)
     if found is not None:  # inf/nan poison every other instrument (a nan is never > 0): name only it
-        out["nonfinite_activations"] = found
-        _add(out, "exploding_gradients", exploded_into_nonfinite(e))
+        exploded = exploded_into_nonfinite(e)
+        raised = lr_raised_into_blowup(e, exploded) if exploded is not None else None
+        if raised is not None:  # the LR rose, then the gradients exploded into inf/nan: the LR's
+            out["lr_too_high"] = raised
+            history.streaks["lr_blowup"] = history.streaks["lr_too_high_named"] = 1
+        elif history.streaks.get("lr_blowup") and found[0].get("cause") == "nonfinite_weights":
+            out["lr_too_high"] = ({**found[0], "symptom_of": "lr_too_high"}, found[1])  # still its weights
+        else:
+            out["nonfinite_activations"] = found
+            _add(out, "exploding_gradients", exploded)
         _add(out, "data_stall", data_stall(e))
         return out
     _add(out, "exploding_gradients", exploding_gradients(e))
@@ -515,6 +629,10 @@ def decide(data: CheckData, history: History, thresholds: dict[str, float]) -> d
     _add(out, "saturated_activations", saturated_activations(e))
     _add(out, "vanishing_gradients", vanishing_gradients(e))
     _add(out, "lr_too_high", lr_too_high(e))
+    raised = lr_raised_into_blowup(e, out["exploding_gradients"]) if "exploding_gradients" in out else None
+    if raised is not None:  # the explosion began after the LR rose into new ground: the LR's
+        out.pop("exploding_gradients")
+        out["lr_too_high"] = raised
     if "dead_units" in out:
         _attribute_dead_units(out, e)
     # a layer that cannot learn (vanishing, dead, saturated) explains a small update and a flat loss
@@ -546,6 +664,8 @@ def decide(data: CheckData, history: History, thresholds: dict[str, float]) -> d
     )
     if "not_learning" in out:
         history.streaks["not_learning"] = 1
+    if e.ratios.by_group and not set(out) - {"data_stall"}:  # the LR the run trains at healthily
+        _remember_healthy(e)
     if math.isfinite(data.loss_mean):
         history.losses.append(data.loss_mean)
         history.loss_ses.append(e.se)
@@ -595,15 +715,21 @@ def _attribute_dead_units(out: dict[str, Decision], e: Evidence) -> None:
 
 
 def _symptom_of_the_lr(out: dict[str, Decision], history: History) -> None:
-    """Once ``lr_too_high`` is named in a run, later saturation is its symptom (steps too large drive
-    tanh/sigmoid units to their bounds): no finding of its own; evidence of this check's ``lr_too_high``."""
+    """Once ``lr_too_high`` is named in a run, later saturation and gradient growth are its symptoms (steps
+    too large drive tanh/sigmoid units to their bounds and throw the gradients around): no finding of their
+    own; evidence of this check's ``lr_too_high``. An explosion that began on outlier batches is its own."""
     if "lr_too_high" in out:
         history.streaks["lr_too_high_named"] = 1
-    if not history.streaks.get("lr_too_high_named") or "saturated_activations" not in out:
+    if not history.streaks.get("lr_too_high_named"):
         return
-    saturated = out.pop("saturated_activations")[0].get("saturated_fraction")
-    if "lr_too_high" in out:
-        out["lr_too_high"][0]["saturated_fraction"] = saturated
+    if "saturated_activations" in out:
+        saturated = out.pop("saturated_activations")[0].get("saturated_fraction")
+        if "lr_too_high" in out:
+            out["lr_too_high"][0]["saturated_fraction"] = saturated
+    if "exploding_gradients" in out and out["exploding_gradients"][0].get("cause") != "outlier_batches":
+        grad = out.pop("exploding_gradients")[0].get("grad_norm")
+        if "lr_too_high" in out:
+            out["lr_too_high"][0]["grad_norm"] = grad
 
 
 def settle(active: set[str], present: set[str], history: History, persist: int) -> tuple[set[str], list[str]]:

@@ -209,6 +209,10 @@ class History:
     last_param_norm: float = math.nan
     #: the last check's step at which every weight was finite (-1: none yet)
     finite_weights_step: int = -1
+    #: over the checks with no problem: ``[the last one's step, their largest LR, the largest update ratio of
+    #: those whose loss fell significantly, the last of those's step]`` (empty: none yet): the LR and steps
+    #: the run trains at healthily
+    healthy: list[float] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain Python for ``state_dict``; the memory added by issue #35 (:data:`_LATER`) only where it holds
@@ -241,6 +245,7 @@ _LATER = (
     "calm_norms",
     "last_param_norm",
     "finite_weights_step",
+    "healthy",
 )
 
 

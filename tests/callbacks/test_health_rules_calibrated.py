@@ -413,3 +413,70 @@ def test_a_plateau_whose_validation_never_improved_is_not_learning() -> None:
     found = _run(checks(True))
     assert [p for _, p in found] == ["not_learning"], found
     assert [p for _, p in _run(checks(False))] == ["loss_plateau"]
+
+
+# ------------------------------------------------- issue #35, sealed zoo 3: attribution by timing
+
+
+def _blown_up(data: CheckData, lr: float) -> CheckData:
+    """The check after an explosion into inf/nan: gradients of 6..4e8 against weights of norm 15, non-finite
+    weights and losses, no update ratio (NaN weights), the LR read from the optimizer."""
+    data.nonfinite_weights, data.nonfinite_modules, data.loss_nonfinite = ["stem", "head"], ["stem"], 11
+    data.param_norm, data.param_norm_start, data.grad_sampled = math.nan, 15.0, True
+    data.step_records = [(100 + k, g, k, 0, 0, 1.0) for k, g in enumerate([1.6, 6.1, 12.0, 422.0, 3.9e8])]
+    data.group_lr = {"net": lr}
+    return data
+
+
+def test_an_explosion_after_the_lr_rose_above_the_one_it_trained_at_is_lr_too_high() -> None:
+    """Zoo 3's residual MLP whose schedule multiplied the LR by 20 at step 100: healthy checks at 0.01, then
+    gradients to 4e8 and inf/nan weights at the 0.2: when the symptom began vs when the LR changed names the
+    LR. Its pair: the same explosion at the LR it trained at healthily stays an explosion into inf/nan."""
+    healthy = [_check(20 * (i + 1), 1.0 - 0.1 * i, 2e-3, lr=0.01, family="sgd") for i in range(5)]
+    assert _run([*healthy, _blown_up(_check(120, math.nan, None), 0.2)]) == [(120, "lr_too_high")]
+    history = History()
+    for data in [*healthy, _blown_up(_check(120, math.nan, None), 0.2)]:
+        decisions = decide(data, history, dict(T))
+    assert decisions["lr_too_high"][0]["lr_vs_healthy"] == pytest.approx(20.0)
+    healthy = [_check(20 * (i + 1), 1.0 - 0.1 * i, 2e-3, lr=0.01, family="sgd") for i in range(5)]
+    found = _run([*healthy, _blown_up(_check(120, math.nan, None), 0.01)])
+    assert sorted(p for _, p in found) == ["exploding_gradients", "nonfinite_activations"]
+
+
+def test_a_loss_rise_at_the_lr_and_step_size_the_run_trained_at_is_not_the_lr() -> None:
+    """Zoo 3's curriculum: Adam at 0.002 with update ratios 0.011-0.015 while the loss fell 1.06 -> 0.26, then
+    harder data: the loss rose to 0.41 at a ratio of 0.0106. The same LR and steps the run learned at: no
+    finding. Its pairs: the same rise with the ratio at 0.05, beyond any the run trained at; and a loss that
+    rose at the check before too (a bounce): lr_too_high."""
+    losses, ratios = (
+        [1.06, 1.01, 0.88, 0.73, 0.55, 0.39, 0.26],
+        [0.013, 0.015, 0.013, 0.011, 0.008, 0.007, 0.007],
+    )
+    for rise_ratio, expected in ((0.0106, []), (0.05, [(160, "lr_too_high")])):
+        checks = [
+            _check(20 * (i + 1), x, r, std=0.05, slope=-0.002, lr=0.002)
+            for i, (x, r) in enumerate(zip(losses, ratios))
+        ]
+        checks.append(_check(160, 0.41, rise_ratio, std=0.05, lr=0.002))
+        assert _run(checks) == expected, rise_ratio
+    # a loss that already bounced at those steps (rose at the check before): their instability, the LR's
+    bounced = [*losses[:-1], 0.45]
+    checks = [
+        _check(20 * (i + 1), x, r, std=0.05, slope=-0.002, lr=0.002)
+        for i, (x, r) in enumerate(zip(bounced, ratios))
+    ]
+    checks.append(_check(160, 0.60, 0.0106, std=0.05, lr=0.002))
+    assert _run(checks) == [(160, "lr_too_high")]
+
+
+def test_gradient_growth_after_lr_too_high_is_its_symptom_not_a_finding() -> None:
+    """Zoo 3's siamese tanh encoder at SGD 2.0: lr_too_high at a rise, then a gradient norm 1000x the earlier
+    checks' median: one finding, lr_too_high. Its pair: the same jump in a run with no lr_too_high named is
+    exploding_gradients."""
+    losses = [1.0, 0.8, 1.3, 1.25, 1.24]
+    checks = [_check(20 * (i + 1), x, 0.05, std=0.05, family="sgd", lr=2.0) for i, x in enumerate(losses)]
+    checks[-1].grad_total = 1000.0
+    assert _run(checks) == [(60, "lr_too_high")]
+    calm = [_check(20 * (i + 1), 1.0 - 0.05 * i, 2e-3, std=0.05, slope=-0.002) for i in range(5)]
+    calm[-1].grad_total = 1000.0
+    assert _run(calm) == [(100, "exploding_gradients")]
