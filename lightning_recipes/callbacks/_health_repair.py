@@ -14,6 +14,8 @@ Example:
     ('rollback_lower_lr', 0.0125)
     >>> repair_of(Finding("dead_units", 40, 0, {}, cause="initialisation")) is None  # advice only
     True
+    >>> lr_factor_of(Finding("lr_too_high", 120, 0, {"update_ratio": float("nan"), "lr_vs_healthy": 20.0}))
+    0.05
 """
 
 from __future__ import annotations
@@ -90,13 +92,17 @@ def repair_of(finding: Finding) -> str | None:
 
 def lr_factor_of(finding: Finding) -> float | None:
     """The LR multiplier the finding computed: ``1 / lower_lr_by(update ratio)`` for an LR too high (the
-    rule's own factor; ``not_learning`` names 10x), ``peak / lr`` for a collapsed LR (the schedule's intended
+    rule's own factor; ``not_learning`` names 10x; an LR raised into a blow-up returns to the LR it trained at
+    healthily, ``1 / lr_vs_healthy``), ``peak / lr`` for a collapsed LR (the schedule's intended
     level), ``floor * 30 / ratio`` for a ratio :data:`FAR_BELOW_FLOOR` x below its floor (the rule's raise);
     ``None`` when the evidence gives none."""
     evidence = finding.evidence
     ratio = _number(evidence.get("update_ratio"))
     if finding.problem == "not_learning":
         return 1.0 / _NOT_LEARNING_CUT
+    raised = _number(evidence.get("lr_vs_healthy"))
+    if finding.problem == "lr_too_high" and math.isfinite(raised) and raised > 1:
+        return 1.0 / raised
     if finding.problem == "lr_too_high":
         return 1.0 / (lower_lr_by(ratio) if math.isfinite(ratio) else _NOT_LEARNING_CUT)
     if finding.problem != "lr_too_low":
