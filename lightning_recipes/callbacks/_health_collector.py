@@ -39,6 +39,7 @@ __all__ = [
     "group_lrs",
     "loss_head",
     "loss_outliers",
+    "loss_statistics",
     "loss_sums",
     "loss_trend",
     "loss_vector",
@@ -86,6 +87,18 @@ class Packer:
             value = torch.tensor(floats, dtype=torch.float64, device=self.device)
         self.layout[name] = slice(self._size, self._size + value.numel())
         self._size += value.numel()
+        self._parts.append(value)
+
+    def add_block(self, pieces: Sequence[tuple[str, int]], value: Tensor) -> None:
+        """Append ``value`` (flat, float64 on :attr:`device`) as consecutive ``pieces`` (name, size): one
+        part for several names."""
+        start = self._size
+        for name, size in pieces:
+            self.layout[name] = slice(start, start + size)
+            start += size
+        if start - self._size != value.numel():
+            raise ValueError(f"`pieces` hold {start - self._size} values, `value` {value.numel()}.")
+        self._size = start
         self._parts.append(value)
 
     def vector(self) -> Tensor:
@@ -191,6 +204,68 @@ def loss_outliers(
     rows = torch.stack([times[where], z_top, where.double()], dim=1).reshape(-1)
     count = ((z >= z_min) & (times >= 2.0)).sum().double().reshape(1)
     return torch.cat([rows, missing[: 3 * (top - k)], count])
+
+
+#: The pieces of :func:`loss_statistics`, in order, with their sizes.
+LOSS_PIECES = (
+    ("loss", _LOSS_SUMS),
+    ("loss_head", 1),
+    ("loss_outliers", 3 * SPIKE_ROWS + 1),
+    ("first_nonfinite", 1),
+)
+
+
+def loss_statistics(
+    losses: Tensor, steps: Sequence[int], device: torch.device, z_min: float = math.inf, head: int = 5
+) -> Tensor:
+    """:func:`loss_sums`, :func:`loss_head`, :func:`loss_outliers` and :func:`first_nonfinite` of one
+    :func:`loss_vector` ``losses``, concatenated in the order of :data:`LOSS_PIECES` (float64 on ``device``),
+    with the same values, from one finiteness mask and one stack of the sums: about a third of the ops of
+    the four calls. No sync.
+
+    Example:
+        >>> cpu = torch.device("cpu")
+        >>> losses = loss_vector([torch.tensor(v) for v in [1.0, 1.1, 0.9, 1.0, 1.05, 0.95, 30.0, 1.0]])
+        >>> packed = loss_statistics(losses, range(8), cpu, z_min=10.0)
+        >>> expected = torch.cat([loss_sums(losses, range(8)), loss_head(losses, cpu).reshape(1),
+        ...     loss_outliers(losses, cpu, z_min=10.0), first_nonfinite(losses, cpu).reshape(1)])
+        >>> torch.equal(packed, expected)
+        True
+    """
+    n = len(losses)
+    if n == 0:
+        return torch.cat(
+            [
+                loss_sums(losses, steps, device),
+                loss_head(losses, device).reshape(1),
+                loss_outliers(losses, device, z_min=z_min),
+                first_nonfinite(losses, device).reshape(1),
+            ]
+        )
+    values = losses.to(device, torch.float64).reshape(-1)
+    t = torch.tensor(list(steps), dtype=torch.float64, device=device)
+    finite = torch.isfinite(values)
+    x = torch.where(finite, values, 0.0)
+    tf = torch.where(finite, t, 0.0)
+    counted = finite.double()
+    sums = torch.stack([counted, x, x * x, tf, tf * tf, tf * x]).sum(1)
+    # the first non-finite position (-1: none): positions counted where not finite
+    positions = torch.where(finite, math.inf, torch.arange(n, dtype=torch.float64, device=device)).min()
+    first = torch.where(torch.isfinite(positions), positions, -1.0).reshape(1)
+    pieces = [sums, n - sums[:1], values[:head].mean().reshape(1)]
+    if n < _MIN_FOR_SPIKES:
+        missing = torch.full((3 * SPIKE_ROWS + 1,), -1.0, dtype=torch.float64, device=device)
+        missing[-1] = 0.0
+        return torch.cat([*pieces, missing, first])
+    level, spread = robust_scale(x)
+    floor = 1e-9 * level.abs() + 1e-12
+    z = (x - level) / torch.maximum(spread, floor)
+    times = x / torch.where(level.abs() > 0, level, 1.0)
+    k = min(SPIKE_ROWS, n)
+    z_top, where = torch.topk(z, k)
+    rows = torch.stack([times[where], z_top, where.double()], dim=1).reshape(-1)
+    count = ((z >= z_min) & (times >= 2.0)).sum().double().reshape(1)
+    return torch.cat([*pieces, rows, count, first])
 
 
 def first_nonfinite(losses: Losses, device: torch.device) -> Tensor:

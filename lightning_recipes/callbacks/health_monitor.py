@@ -22,6 +22,7 @@ from lightning_recipes._loss_output import loss_of
 from lightning_recipes._validation import check_bool, check_int, check_positive
 from lightning_recipes.callbacks._health_causes import plain_diagnosis
 from lightning_recipes.callbacks._health_collector import (
+    LOSS_PIECES,
     ActivationHooks,
     FunctionalSaturation,
     Packer,
@@ -30,12 +31,9 @@ from lightning_recipes.callbacks._health_collector import (
     ValidationBatches,
     combine,
     dead_of,
-    first_nonfinite,
     group_families,
     group_lrs,
-    loss_head,
-    loss_outliers,
-    loss_sums,
+    loss_statistics,
     loss_vector,
     pack_activations,
     planned_steps,
@@ -548,11 +546,8 @@ class HealthMonitor(Callback):
         """Everything the check needs, as one float64 vector with a layout identical on every rank."""
         packer = Packer(device)
         losses = loss_vector(self._losses, device)  # one stack of the interval's losses
-        packer.add("loss", loss_sums(losses, self._loss_steps, device))
-        packer.add("loss_head", loss_head(losses, device))
         spike_z = self.thresholds["spike_z"]
-        packer.add("loss_outliers", loss_outliers(losses, device, z_min=spike_z))
-        packer.add("first_nonfinite", first_nonfinite(losses, device))
+        packer.add_block(LOSS_PIECES, loss_statistics(losses, self._loss_steps, device, z_min=spike_z))
         packer.add("param_start", self._param_start)
         groups = len(self._group_names)
         sampled = self._grad_sq is not None and self._group_of is not None
