@@ -251,7 +251,7 @@ def loss_statistics(
     sums = torch.stack([counted, x, x * x, tf, tf * tf, tf * x]).sum(1)
     # the first non-finite position (-1: none): positions counted where not finite
     positions = torch.where(finite, math.inf, torch.arange(n, dtype=torch.float64, device=device)).min()
-    first = torch.where(torch.isfinite(positions), positions, -1.0).reshape(1)
+    first = torch.where(positions < math.inf, positions, -1.0).reshape(1)  # never NaN: no isfinite
     pieces = [sums, n - sums[:1], values[:head].mean().reshape(1)]
     if n < _MIN_FOR_SPIKES:
         missing = torch.full((3 * SPIKE_ROWS + 1,), -1.0, dtype=torch.float64, device=device)
@@ -1089,26 +1089,37 @@ class StepRecords:
 
     def pack(self, steps: int, device: torch.device) -> Tensor:
         """Per step (``steps`` slots): ``[squared gradient norm, batch index, row, largest |input|]``, NaN
-        (``-1`` for the indices) where not recorded, as one flat float64 vector on ``device``. No sync."""
-        out = torch.full((steps, _STEP_RECORD), math.nan, dtype=torch.float64, device=device)
-        out[:, 1:3] = -1.0
+        (``-1`` for the indices) where not recorded, as one flat float64 vector on ``device``: the host
+        values in one tensor, the measured ones written into it by one ``index_copy_``. No sync."""
+        host = [math.nan, -1.0, -1.0, math.nan] * steps
+        for position, batch_idx in self._batches.items():
+            if 0 <= position < steps:
+                host[_STEP_RECORD * position + 1] = float(batch_idx)
+        out = torch.tensor(host, dtype=torch.float64, device=device)
+        where: list[int] = []
+        parts: list[Tensor] = []
         grads = {k: v for k, v in self._norms.items() if 0 <= k < steps}
         if grads:
-            out[:, 0].index_copy_(0, _positions(grads, device), _squared_sums(list(grads.values()), device))
-        batches = {k: v for k, v in self._batches.items() if 0 <= k < steps}
-        if batches:
-            where = torch.tensor(list(batches), dtype=torch.long, device=device)
-            out[:, 1].index_copy_(
-                0, where, torch.tensor(list(batches.values()), dtype=out.dtype, device=device)
-            )
+            where += [_STEP_RECORD * k for k in grads]
+            parts.append(_squared_sums(list(grads.values()), device))
         columns = self._columns(steps)
-        if columns:
+        if columns and all(j == 0 for j, _, _, _ in columns):  # one floating tensor per batch: no max
+            recorded = [p for _, positions, _, _ in columns for p in positions]  # each step in one column
+            rows_of = [row for _, _, _, row in columns]
+            largest_of = [largest.to(device, torch.float64) for _, _, largest, _ in columns]
+            row = torch.cat(rows_of) if len(rows_of) > 1 else rows_of[0]
+            parts += [row.to(device, torch.float64), *largest_of]
+        elif columns:
             recorded = sorted({p for _, positions, _, _ in columns for p in positions})
             rows, values = _largest_rows(columns, steps, device)
-            where = torch.tensor(recorded, dtype=torch.long, device=device)
-            out[:, 2].index_copy_(0, where, rows.index_select(0, where))
-            out[:, 3].index_copy_(0, where, values.index_select(0, where))
-        return out.reshape(-1)
+            index = torch.tensor(recorded, dtype=torch.long, device=device)
+            parts += [rows.index_select(0, index), values.index_select(0, index)]
+        if columns:
+            where += [_STEP_RECORD * p + 2 for p in recorded] + [_STEP_RECORD * p + 3 for p in recorded]
+        if parts:
+            values = torch.cat(parts) if len(parts) > 1 else parts[0]
+            out.index_copy_(0, torch.tensor(where, dtype=torch.long, device=device), values)
+        return out
 
     def _columns(self, steps: int) -> list[tuple[int, list[int], Tensor, Tensor]]:
         """Per tensor slot of the batches and per layout: ``(slot, steps, largest |values|, their rows)``,
