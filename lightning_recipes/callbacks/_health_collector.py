@@ -67,13 +67,33 @@ _LOSS_SUMS = 7  # n, sum, sum of squares, sum t, sum t^2, sum t * loss, non-fini
 
 
 class Packer:
-    """Named pieces appended to one float64 vector on ``device``, with a layout identical on every rank."""
+    """Named pieces appended to one float64 vector on ``device``, with a layout identical on every rank: the
+    tensors in the order added, then every host value (one tensor for them all).
+
+    Example:
+        >>> packer = Packer(torch.device("cpu"))
+        >>> packer.add("flag", 1.0)
+        >>> packer.add("norms", torch.tensor([3.0, 4.0]))
+        >>> packer.vector().tolist(), packer.layout["flag"], packer.layout["norms"]
+        ([3.0, 4.0, 1.0], slice(2, 3, None), slice(0, 2, None))
+    """
 
     def __init__(self, device: torch.device) -> None:
         self.device = device
-        self.layout: dict[str, slice] = {}
         self._parts: list[Tensor] = []
-        self._size = 0
+        self._pieces: list[tuple[str, int]] = []  # the tensors' names and sizes, in order
+        self._host: list[float] = []
+        self._host_pieces: list[tuple[str, int]] = []
+
+    @property
+    def layout(self) -> dict[str, slice]:
+        """Each name's slice of :meth:`vector`."""
+        out: dict[str, slice] = {}
+        start = 0
+        for name, size in (*self._pieces, *self._host_pieces):
+            out[name] = slice(start, start + size)
+            start += size
+        return out
 
     def add(self, name: str, value: Tensor | float | Sequence[float]) -> None:
         """Append ``value`` (a tensor on any device, a host float or floats) under ``name``."""
@@ -82,30 +102,31 @@ class Packer:
                 value = value.reshape(-1)
             if value.dtype != torch.float64 or value.device != self.device:
                 value = value.to(self.device, torch.float64)
-        else:
-            floats = [float(value)] if isinstance(value, (int, float)) else [float(v) for v in value]
-            value = torch.tensor(floats, dtype=torch.float64, device=self.device)
-        self.layout[name] = slice(self._size, self._size + value.numel())
-        self._size += value.numel()
-        self._parts.append(value)
+            self._pieces.append((name, value.numel()))
+            self._parts.append(value)
+            return
+        floats = [float(value)] if isinstance(value, (int, float)) else [float(v) for v in value]
+        self._host_pieces.append((name, len(floats)))
+        self._host += floats
 
     def add_block(self, pieces: Sequence[tuple[str, int]], value: Tensor) -> None:
         """Append ``value`` (flat, float64 on :attr:`device`) as consecutive ``pieces`` (name, size): one
         part for several names."""
-        start = self._size
-        for name, size in pieces:
-            self.layout[name] = slice(start, start + size)
-            start += size
-        if start - self._size != value.numel():
-            raise ValueError(f"`pieces` hold {start - self._size} values, `value` {value.numel()}.")
-        self._size = start
+        if sum(size for _, size in pieces) != value.numel():
+            raise ValueError(
+                f"`pieces` hold {sum(size for _, size in pieces)} values, `value` {value.numel()}."
+            )
+        self._pieces += list(pieces)
         self._parts.append(value)
 
     def vector(self) -> Tensor:
         """The packed vector (empty pieces included: the layout is the same whatever was measured)."""
-        if not self._parts:
+        parts = list(self._parts)
+        if self._host_pieces:
+            parts.append(torch.tensor(self._host, dtype=torch.float64, device=self.device))
+        if not parts:
             return torch.zeros(0, dtype=torch.float64, device=self.device)
-        return torch.cat(self._parts)
+        return torch.cat(parts) if len(parts) > 1 else parts[0]
 
 
 Losses = Sequence[Tensor] | Tensor  # per-step loss tensors, or their :func:`loss_vector`

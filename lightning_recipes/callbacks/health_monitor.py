@@ -35,7 +35,8 @@ from lightning_recipes.callbacks._health_collector import (
     group_lrs,
     loss_statistics,
     loss_vector,
-    pack_activations,
+    means_by_index,
+    nonfinite_counts,
     planned_steps,
     sparse_groups,
     spikes_of,
@@ -563,14 +564,17 @@ class HealthMonitor(Callback):
         packer.add("update", update)
         packer.add("update_ratio", update_ratios(param.to(device), update.to(device)))
         packer.add("lr", self._lr if self._lr is not None else [-math.inf] * groups)
-        packer.add("dead_rows", self._rows.dead_fractions(device))
         packer.add("act_sampled", float(self._act_sampled))
-        counts = (len(self._relu), len(self._saturating), len(self._leaves))
-        pack_activations(packer, (self._alive, self._saturation, self._nonfinite), counts)
+        relu, saturating, rows = len(self._relu), len(self._saturating), len(self._row_layers)
+        # the ReLUs' and the Linear/Conv rows' dead fractions in one segment mean (as pack_activations and
+        # RowLiveness.dead_fractions compute them)
+        alive = {**self._alive, **{relu + i: v for i, v in self._rows.alive.items()}}
+        packer.add_block((("dead", relu), ("dead_rows", rows)), dead_of(alive, relu + rows, device))
+        packer.add("saturated", means_by_index(self._saturation, saturating, 2, device).reshape(-1))
+        packer.add("nonfinite", nonfinite_counts(self._nonfinite, len(self._leaves), device))
         packer.add("saturated_calls", self._calls.pack(device))
-        init = Packer(device)
-        pack_activations(init, ({}, self._init_saturation, {}), (0, len(self._saturating), 0))
-        packer.add("saturated_init", init.vector()[init.layout["saturated"]])
+        init = means_by_index(self._init_saturation, saturating, 2, device)
+        packer.add("saturated_init", init.reshape(-1))
         packer.add("saturated_init_calls", self._init_calls.pack(device))
         self._init_saturation = {}
         self._init_calls.clear()
