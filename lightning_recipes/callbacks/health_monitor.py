@@ -236,7 +236,11 @@ class HealthMonitor(Callback):
     @property
     @override
     def state_key(self) -> str:
-        return self._generate_state_key(prefix=self.prefix)
+        # Lightning reads it at every hook call of every step (its profiler's label): built once per prefix
+        cached = self.__dict__.get("_state_key")
+        if cached is None or cached[0] != self.prefix:
+            cached = self._state_key = (self.prefix, self._generate_state_key(prefix=self.prefix))
+        return cached[1]
 
     # ------------------------------------------------------------------ hooks, in training order
 
@@ -502,10 +506,11 @@ class HealthMonitor(Callback):
         if not 0 <= position < self.check_every_n_steps:
             return []
         groups = optimizer.param_groups
+        count = sum(len(g["params"]) for g in groups)  # a group added since: look the parameters up again
         cached = self._step_params.get(id(optimizer))
-        if cached is None or cached[0] != sum(len(g["params"]) for g in groups):
+        if cached is None or cached[0] != count:
             params = [p for g in groups for p in g["params"] if id(p) in self._index]
-            cached = self._step_params[id(optimizer)] = (sum(len(g["params"]) for g in groups), params)
+            cached = self._step_params[id(optimizer)] = (count, params)
         return self._records.gradients(position, [p.grad for p in cached[1] if p.grad is not None])
 
     def _attach_init_hooks(self) -> None:
