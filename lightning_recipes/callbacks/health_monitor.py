@@ -22,6 +22,7 @@ from lightning_recipes._loss_output import loss_of
 from lightning_recipes._validation import check_bool, check_int, check_positive
 from lightning_recipes.callbacks._health_causes import plain_diagnosis
 from lightning_recipes.callbacks._health_collector import (
+    LOSS_PIECES,
     ActivationHooks,
     FunctionalSaturation,
     Packer,
@@ -30,14 +31,12 @@ from lightning_recipes.callbacks._health_collector import (
     ValidationBatches,
     combine,
     dead_of,
-    first_nonfinite,
     group_families,
     group_lrs,
-    loss_head,
-    loss_outliers,
-    loss_sums,
+    loss_statistics,
     loss_vector,
-    pack_activations,
+    means_by_index,
+    nonfinite_counts,
     planned_steps,
     sparse_groups,
     spikes_of,
@@ -237,7 +236,11 @@ class HealthMonitor(Callback):
     @property
     @override
     def state_key(self) -> str:
-        return self._generate_state_key(prefix=self.prefix)
+        # Lightning reads it at every hook call of every step (its profiler's label): built once per prefix
+        cached = self.__dict__.get("_state_key")
+        if cached is None or cached[0] != self.prefix:
+            cached = self._state_key = (self.prefix, self._generate_state_key(prefix=self.prefix))
+        return cached[1]
 
     # ------------------------------------------------------------------ hooks, in training order
 
@@ -503,10 +506,11 @@ class HealthMonitor(Callback):
         if not 0 <= position < self.check_every_n_steps:
             return []
         groups = optimizer.param_groups
+        count = sum(len(g["params"]) for g in groups)  # a group added since: look the parameters up again
         cached = self._step_params.get(id(optimizer))
-        if cached is None or cached[0] != sum(len(g["params"]) for g in groups):
+        if cached is None or cached[0] != count:
             params = [p for g in groups for p in g["params"] if id(p) in self._index]
-            cached = self._step_params[id(optimizer)] = (sum(len(g["params"]) for g in groups), params)
+            cached = self._step_params[id(optimizer)] = (count, params)
         return self._records.gradients(position, [p.grad for p in cached[1] if p.grad is not None])
 
     def _attach_init_hooks(self) -> None:
@@ -548,11 +552,8 @@ class HealthMonitor(Callback):
         """Everything the check needs, as one float64 vector with a layout identical on every rank."""
         packer = Packer(device)
         losses = loss_vector(self._losses, device)  # one stack of the interval's losses
-        packer.add("loss", loss_sums(losses, self._loss_steps, device))
-        packer.add("loss_head", loss_head(losses, device))
         spike_z = self.thresholds["spike_z"]
-        packer.add("loss_outliers", loss_outliers(losses, device, z_min=spike_z))
-        packer.add("first_nonfinite", first_nonfinite(losses, device))
+        packer.add_block(LOSS_PIECES, loss_statistics(losses, self._loss_steps, device, z_min=spike_z))
         packer.add("param_start", self._param_start)
         groups = len(self._group_names)
         sampled = self._grad_sq is not None and self._group_of is not None
@@ -568,14 +569,17 @@ class HealthMonitor(Callback):
         packer.add("update", update)
         packer.add("update_ratio", update_ratios(param.to(device), update.to(device)))
         packer.add("lr", self._lr if self._lr is not None else [-math.inf] * groups)
-        packer.add("dead_rows", self._rows.dead_fractions(device))
         packer.add("act_sampled", float(self._act_sampled))
-        counts = (len(self._relu), len(self._saturating), len(self._leaves))
-        pack_activations(packer, (self._alive, self._saturation, self._nonfinite), counts)
+        relu, saturating, rows = len(self._relu), len(self._saturating), len(self._row_layers)
+        # the ReLUs' and the Linear/Conv rows' dead fractions in one segment mean (as pack_activations and
+        # RowLiveness.dead_fractions compute them)
+        alive = {**self._alive, **{relu + i: v for i, v in self._rows.alive.items()}}
+        packer.add_block((("dead", relu), ("dead_rows", rows)), dead_of(alive, relu + rows, device))
+        packer.add("saturated", means_by_index(self._saturation, saturating, 2, device).reshape(-1))
+        packer.add("nonfinite", nonfinite_counts(self._nonfinite, len(self._leaves), device))
         packer.add("saturated_calls", self._calls.pack(device))
-        init = Packer(device)
-        pack_activations(init, ({}, self._init_saturation, {}), (0, len(self._saturating), 0))
-        packer.add("saturated_init", init.vector()[init.layout["saturated"]])
+        init = means_by_index(self._init_saturation, saturating, 2, device)
+        packer.add("saturated_init", init.reshape(-1))
         packer.add("saturated_init_calls", self._init_calls.pack(device))
         self._init_saturation = {}
         self._init_calls.clear()

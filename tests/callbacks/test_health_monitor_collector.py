@@ -23,7 +23,18 @@ from torch.utils.data import DataLoader, Dataset, TensorDataset
 
 from lightning_recipes.callbacks import InputPipelineMonitor
 from lightning_recipes.callbacks import health_monitor as health_monitor_module
-from lightning_recipes.callbacks._health_collector import KEEP_BYTES, StepRecords, optimizer_family
+from lightning_recipes.callbacks._health_collector import (
+    KEEP_BYTES,
+    LOSS_PIECES,
+    StepRecords,
+    first_nonfinite,
+    loss_head,
+    loss_outliers,
+    loss_statistics,
+    loss_sums,
+    loss_vector,
+    optimizer_family,
+)
 from lightning_recipes.callbacks._health_window import CheckData
 from lightning_recipes.callbacks.health_monitor import HealthMonitor
 from lightning_recipes.optim import Lamb, Lion
@@ -351,6 +362,56 @@ def test_step_records_are_the_squared_norms_and_the_rows_a_plain_scan_finds() ->
     assert math.isnan(packed[3][0]) and packed[3][1:3] == [-1, -1] and math.isnan(packed[3][3])
     records.clear()
     assert all(math.isnan(v) for v in records.pack(4, torch.device("cpu"))[0::4].tolist())
+
+
+def test_step_records_of_one_tensor_batches_of_two_shapes_are_what_a_plain_scan_finds() -> None:
+    """One floating tensor per batch (the common case, packed without the per-step max over tensors), an
+    epoch's shorter last batch in the interval (two stacks), a step without a batch, one without gradients."""
+    g = torch.Generator().manual_seed(2)
+    batches = [(torch.randn(n, 5, generator=g), torch.zeros(n, dtype=torch.long)) for n in (8, 8, 3, 8)]
+    batches[2][0][1, 4] = -40.0
+    grads = [torch.randn(4, generator=g), torch.randn(2, 3, generator=g)]
+    records = StepRecords()
+    for position, batch in enumerate(batches):
+        if position != 1:
+            records.gradients(position, grads)
+        records.inputs(position, batch, 20 + position)
+    packed = records.pack(5, torch.device("cpu")).reshape(5, 4).tolist()
+    squared = float(sum(t.double().square().sum() for t in grads))
+    for position, batch in enumerate(batches):
+        row, value = _scan_rows(batch)
+        assert packed[position][1:] == [20 + position, row, value]
+        assert (
+            math.isnan(packed[position][0])
+            if position == 1
+            else packed[position][0] == pytest.approx(squared)
+        )
+    assert packed[2][2:] == [1, 40.0]
+    assert math.isnan(packed[4][0]) and packed[4][1:3] == [-1, -1] and math.isnan(packed[4][3])
+
+
+@pytest.mark.parametrize("length", [0, 1, 5, 7, 8, 9, 50])
+def test_loss_statistics_are_the_four_packing_functions_bitwise(length: int) -> None:
+    g = torch.Generator().manual_seed(length)
+    values = torch.randn(length, generator=g).exp()
+    if length > 3:
+        values[2], values[length - 1] = math.nan, math.inf
+    if length > 6:
+        values[5] = 60.0  # a spike
+    losses = loss_vector(list(values.unbind()), torch.device("cpu"))
+    steps = list(range(0, 2 * length, 2))
+    cpu = torch.device("cpu")
+    fused = loss_statistics(losses, steps, cpu, z_min=3.0)
+    apart = torch.cat(
+        [
+            loss_sums(losses, steps, cpu),
+            loss_head(losses, cpu).reshape(1),
+            loss_outliers(losses, cpu, z_min=3.0),
+            first_nonfinite(losses, cpu).reshape(1),
+        ]
+    )
+    assert fused.dtype == apart.dtype and fused.numel() == sum(size for _, size in LOSS_PIECES)
+    assert torch.equal(fused.nan_to_num(nan=-123.0), apart.nan_to_num(nan=-123.0))
 
 
 def test_step_records_keep_batches_for_one_scan_at_the_check_and_fall_back_where_that_is_unsafe() -> None:
