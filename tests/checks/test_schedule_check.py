@@ -55,8 +55,14 @@ def _multistep_per_epoch(model: pl.LightningModule, optimizer: torch.optim.Optim
     return [optimizer], [schedulers.MultiStepLR(optimizer, [epochs // 2, 3 * epochs // 4])]
 
 
+def _one_cycle_per_epoch(model: pl.LightningModule, optimizer: torch.optim.Optimizer) -> Any:
+    """Sized in optimizer steps, returned as ``[optimizer], [scheduler]``: Lightning steps it per epoch."""
+    return [optimizer], [_one_cycle(model, optimizer)["lr_scheduler"]["scheduler"]]
+
+
 RECIPES = {
     # healthy
+    "cosine_30_per_epoch": lambda m, o: ([o], [schedulers.CosineAnnealingLR(o, T_max=30)]),  # a fixed length
     "warmup_cosine_per_step": _warmup_cosine,
     "one_cycle": _one_cycle,
     "multistep_per_epoch": _multistep_per_epoch,
@@ -96,6 +102,7 @@ RECIPES = {
         "lr_scheduler": {"scheduler": schedulers.CosineAnnealingLR(o, T_max=40), "interval": "step"},
     },
     # broken
+    "one_cycle_per_epoch": _one_cycle_per_epoch,
     "steplr_meant_per_epoch_per_step": lambda m, o: {
         "optimizer": o,
         "lr_scheduler": {"scheduler": schedulers.StepLR(o, step_size=3, gamma=0.1), "interval": "step"},
@@ -502,3 +509,26 @@ def test_a_scheduler_the_step_also_steps_leaves_its_declared_schedule_in_a_trial
         if status == "fail":
             step, seen, declared = result.details["trial"]["first_difference"]
             assert step == 0 and seen < declared  # stepped before the first optimizer step
+
+
+def test_a_one_cycle_sized_in_steps_but_stepped_per_epoch_fails_from_the_trial_fit_without_a_length():
+    result = schedule("one_cycle_per_epoch")
+    assert result.status == "fail", result.message
+    assert "stepped per epoch: 1 of its 30 steps" in result.summary and len(result.summary) <= 120
+    assert result.details["stated_length_for_twice_the_steps"] == 60
+    lr = result.details["trial_lr"]  # what the trial fit used: the cycle's start, never its 0.1 peak
+    assert lr["steps"] >= 12 and lr["highest"] == lr["first"] == pytest.approx(0.1 / 25)
+
+
+def test_a_one_cycle_sized_in_steps_but_stepped_per_epoch_fails_over_the_planned_run():
+    result = schedule("one_cycle_per_epoch", max_epochs=20)
+    assert result.status == "fail", result.message
+    assert result.details["stated_length"] == result.details["run_steps"] == 20 * LOADER_BATCHES
+    assert result.details["scheduler_steps_in_run"] == 20
+    assert "interval" in result.action
+
+
+@pytest.mark.parametrize("length", [{}, {"max_steps": 30}], ids=["own-length", "run-of-30-steps"])
+def test_a_fixed_per_epoch_length_equal_to_the_runs_steps_is_not_read_as_sized_in_steps(length):
+    result = schedule("cosine_30_per_epoch", **length)  # T_max=30 does not follow the run: epochs by design
+    assert result.status == "pass", result.message

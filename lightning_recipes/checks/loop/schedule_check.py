@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -242,6 +242,8 @@ class ScheduleCheck(SanityCheck):
         stand_in = context.trainer_for_copies()
         config, error, stand_in_error = _configure(model, stand_in)
         if error and (stand_in is None or ("AttributeError" in error and "stand-in" in error)):
+            if mismatch := _sized_in_steps_in_a_trial(context):
+                return self.verdict("fail", mismatch.pop("summary"), mismatch, action=_PER_STEP)
             summary = f"`configure_optimizers` fails on a copy without a Trainer ({error.split(':')[0]})"
             return self.verdict("inconclusive", summary, {"error": error}, action=_ASK_LENGTH)
         if error:
@@ -288,6 +290,11 @@ class ScheduleCheck(SanityCheck):
                 {"trial": observed, "schedulers": [_described(c) for c in stepped]},
                 action="Step each configured scheduler only where declared: Lightning steps it already.",
             )
+        mismatch = _sized_in_steps(context, run, "in the run") if run.total_steps else None
+        if mismatch is None and run.total_steps is None:
+            mismatch = _sized_in_steps_in_a_trial(context)
+        if mismatch:
+            return self.verdict("fail", mismatch.pop("summary"), mismatch, action=_PER_STEP)
         total, source = run.total_steps, run.source
         if total is None:
             total, source = _own_length(stepped, run.steps_per_epoch)
@@ -366,6 +373,80 @@ class ScheduleCheck(SanityCheck):
             for label, a, b in zip(curves.labels, peaks, later)
             if b > 2 * a > 0
         ]
+
+
+_PER_STEP = 'Register a scheduler sized in optimizer steps with "interval": "step" (a dict), not per epoch.'
+#: What each scheduler states as its own length (in its own steps).
+_STATED_LENGTH = {OneCycleLR: "total_steps", CosineAnnealingLR: "T_max", PolynomialLR: "total_iters"}
+
+
+def _stated_length(config: SchedulerConfig) -> tuple[str, int] | None:
+    """``(attribute, value)`` of the length a scheduler states for itself, in its own steps."""
+    kind = next((k for k in _STATED_LENGTH if isinstance(config.scheduler, k)), None)
+    stated = getattr(config.scheduler, _STATED_LENGTH[kind], None) if kind else None
+    return (_STATED_LENGTH[kind], stated) if kind and isinstance(stated, int) and stated >= 1 else None
+
+
+def _built_for(context: CheckContext, run: RunLength) -> list[SchedulerConfig]:
+    """The stepped schedulers ``configure_optimizers`` builds on a copy for ``run`` (``[]`` if it fails)."""
+    config, error, _ = _configure(context.copy_model(), PlannedTrainer(run))
+    return [] if error else [c for c in schedulers_from_config(config) if not c.reduce_on_plateau]
+
+
+def _sized_in_steps(context: CheckContext, run: RunLength, where: str) -> dict[str, Any] | None:
+    """A scheduler sized in the run's optimizer steps but stepped per epoch, so that over the run it takes
+    ``epochs / frequency`` steps, under half its curve. Sized in steps: its stated length is within 10 % of
+    the run's steps, and doubles when a copy is configured for a run with twice the batches per epoch (a
+    hard-coded length that happens to match does not). ``None``: none such (or the run cannot tell)."""
+    per_epoch, total = run.steps_per_epoch, run.total_steps
+    if not total or not per_epoch or per_epoch < 2 or not run.batches_per_epoch:
+        return None
+    longer = replace(
+        run,
+        total_steps=2 * total,
+        batches_per_epoch=2 * run.batches_per_epoch,
+        max_steps=2 * run.max_steps if run.max_steps else run.max_steps,
+    )
+    configs, doubled = _built_for(context, run), _built_for(context, longer)
+    if len(configs) != len(doubled):
+        return None
+    for config, twin in zip(configs, doubled):
+        stated, stated_twice = _stated_length(config), _stated_length(twin)
+        if config.interval != "epoch" or stated is None or stated_twice is None:
+            continue
+        attribute, length = stated
+        taken = total // per_epoch // config.frequency
+        tracks_steps = abs(stated_twice[1] - 2 * length) <= 0.1 * length
+        if abs(length - total) <= 0.1 * total and tracks_steps and taken < length / 2:
+            name = type(config.scheduler).__name__
+            return {
+                "summary": f"{name}({attribute}={length}) is sized in optimizer steps ({total} {where}) but "
+                f"stepped per epoch: {taken} of its {length} steps",
+                "scheduler": _described(config),
+                "stated_length": length,
+                "stated_length_for_twice_the_steps": stated_twice[1],
+                "run_steps": total,
+                "scheduler_steps_in_run": taken,
+                "run": run.source,
+            }
+    return None
+
+
+def _sized_in_steps_in_a_trial(context: CheckContext) -> dict[str, Any] | None:
+    """:func:`_sized_in_steps` for the trial fit's run (its Trainer: one epoch of ``TRIAL_STEPS`` steps),
+    with the LR the trial actually used as evidence."""
+    trial = RunLength(TRIAL_STEPS, TRIAL_STEPS, 1, 1, TRIAL_STEPS, "the trial fit")
+    found = _sized_in_steps(context, trial, "in the trial fit")
+    if found is None:
+        return None
+    try:
+        fit = trial_fit(context, steps=TRIAL_STEPS, max_samples=TRIAL_SAMPLES)
+    except Exception:  # the trial cannot run here: the configuration alone decides
+        return found
+    lrs = [step.lr for step in fit.steps]
+    if lrs:
+        found["trial_lr"] = {"first": lrs[0], "lowest": min(lrs), "highest": max(lrs), "steps": len(lrs)}
+    return found
 
 
 def _observed_in_a_trial(context: CheckContext) -> dict[str, Any]:
@@ -506,12 +587,11 @@ def _described(config: SchedulerConfig) -> str:
 
 def _own_length(configs: list[SchedulerConfig], steps_per_epoch: int | None) -> tuple[int | None, str]:
     """The run length a scheduler states itself, in optimizer steps, when the run's is unknown."""
-    stated_by = {OneCycleLR: "total_steps", CosineAnnealingLR: "T_max", PolynomialLR: "total_iters"}
     for config in configs:
-        attribute = next((a for kind, a in stated_by.items() if isinstance(config.scheduler, kind)), None)
-        stated = getattr(config.scheduler, attribute, None) if attribute else None
+        own = _stated_length(config)
         per_interval = 1 if config.interval == "step" else steps_per_epoch
-        if isinstance(stated, int) and stated >= 1 and per_interval is not None:
+        if own is not None and per_interval is not None:
+            attribute, stated = own
             name = type(config.scheduler).__name__
             return (
                 stated * config.frequency * per_interval,
