@@ -532,3 +532,52 @@ def test_a_one_cycle_sized_in_steps_but_stepped_per_epoch_fails_over_the_planned
 def test_a_fixed_per_epoch_length_equal_to_the_runs_steps_is_not_read_as_sized_in_steps(length):
     result = schedule("cosine_30_per_epoch", **length)  # T_max=30 does not follow the run: epochs by design
     assert result.status == "pass", result.message
+
+
+class ManualWarmup(ManualSteps):
+    """Manual optimisation with a linear warm-up declared per step; ``stepped``: ``training_step`` steps it
+    (else never, the bug); ``interval``: what the config declares."""
+
+    def __init__(self, stepped: bool, interval: str = "step") -> None:
+        super().__init__()
+        self.stepped, self.interval = stepped, interval
+
+    def training_step(self, batch: Any, batch_idx: int) -> None:
+        optimizer = self.optimizers()
+        optimizer.zero_grad()
+        self.manual_backward(self.loss(self(batch[0]), batch[1]))
+        optimizer.step()
+        if self.stepped:
+            self.lr_schedulers().step()
+
+    def configure_optimizers(self) -> Any:
+        optimizer = torch.optim.SGD(self.parameters(), lr=0.1)
+        warmup = schedulers.LinearLR(optimizer, start_factor=0.1, total_iters=40)
+        return [optimizer], [{"scheduler": warmup, "interval": self.interval}]
+
+
+def _manual(model: pl.LightningModule):
+    report = preflight(
+        model, train_dataloaders=random_classification_loader(), checks=[ScheduleCheck()], progress=False
+    )
+    return report["schedule"]
+
+
+def test_a_manual_loop_that_never_steps_its_per_step_warmup_fails_from_the_trial_fit():
+    result = _manual(ManualWarmup(stepped=False))
+    assert result.status == "fail", result.message
+    trial = result.details["trial"]
+    assert trial["observed"] == pytest.approx(0.01) and trial["declared_last"] > 2 * trial["observed"]
+    assert "lr_schedulers().step()" in result.action and len(result.summary) <= 120
+
+
+@pytest.mark.parametrize(
+    "model",
+    [ManualWarmup(stepped=True), ManualWarmup(stepped=False, interval="epoch")],
+    ids=["stepped", "per-epoch"],
+)
+def test_a_manual_warmup_that_moves_or_is_declared_per_epoch_is_not_judged(model):
+    result = _manual(
+        model
+    )  # per epoch: flat over the one-epoch trial, so never stepping cannot be told apart
+    assert result.status == "skip", result.message

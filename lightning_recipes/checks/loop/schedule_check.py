@@ -237,6 +237,13 @@ class ScheduleCheck(SanityCheck):
     def check(self, context: CheckContext) -> CheckResult:
         model = context.copy_model()
         if not model.automatic_optimization:
+            if unstepped := _never_stepped_by_hand(context):
+                summary = (
+                    f"manual optimisation: the LR stayed {unstepped['observed']:.3g} over the trial's "
+                    f"{unstepped['steps']} steps; as declared it reaches {unstepped['declared_last']:.3g}"
+                )
+                action = "Call self.lr_schedulers().step() in training_step (per step) or at each epoch end."
+                return self.verdict("fail", summary, {"trial": unstepped}, action=action)
             raise CheckSkipped("manual optimisation: `training_step` steps its schedulers itself.")
         run = context.run_length
         stand_in = context.trainer_for_copies()
@@ -472,6 +479,35 @@ def _observed_in_a_trial(context: CheckContext) -> dict[str, Any]:
             found["first_difference"] = (step, lr, expected)
             break
     return found
+
+
+def _never_stepped_by_hand(context: CheckContext) -> dict[str, Any] | None:
+    """Under manual optimisation (one optimizer): the LR the trial fit used never moved, though the
+    configured schedulers, stepped at their declared interval, move it within the trial. ``None``: it
+    moved, the declared curve is flat over the trial (per epoch), or the trial or schedulers are unknown."""
+    try:
+        fit = trial_fit(context, steps=TRIAL_STEPS, max_samples=TRIAL_SAMPLES)
+    except Exception:  # the trial cannot run the user's manual loop here: abstain
+        return None
+    if fit.automatic or len(fit.optimizers) != 1 or len(fit.steps) < 2:
+        return None
+    trial = RunLength(TRIAL_STEPS, TRIAL_STEPS, 1, 1, TRIAL_STEPS, "the trial fit")
+    config, error, _ = _configure(context.copy_model(), PlannedTrainer(trial))
+    configs = [] if error else [c for c in schedulers_from_config(config) if not c.reduce_on_plateau]
+    if not configs:
+        return None
+    declared = lr_curves(configs, len(fit.steps), TRIAL_STEPS).values.amax(dim=1).tolist()
+    seen = [step.lr for step in fit.steps][: len(declared)]
+    first = declared[0]
+
+    def same(a: float, b: float) -> bool:
+        return abs(a - b) <= 1e-6 * max(abs(a), abs(b), 1e-12)
+
+    if len(seen) < 2 or not same(seen[0], first) or all(same(first, d) for d in declared):
+        return None
+    if not all(same(seen[0], lr) for lr in seen):
+        return None
+    return {"observed": seen[0], "steps": len(seen), "declared_first": first, "declared_last": declared[-1]}
 
 
 def _monitors(config: Any, monitor: Any = None) -> list[tuple[ReduceLROnPlateau, str]]:
