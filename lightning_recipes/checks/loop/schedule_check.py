@@ -30,6 +30,7 @@ __all__ = ["ScheduleCheck"]
 MAX_SIMULATED = 200_000
 #: The trial fit the schedule is observed in: ``OptimizationCheck``'s default, so the fit is shared.
 TRIAL_STEPS, TRIAL_SAMPLES = 30, 64
+_TRIAL = RunLength(TRIAL_STEPS, TRIAL_STEPS, 1, 1, TRIAL_STEPS, "the trial fit")
 #: Optimizer steps a copy takes on one batch at most (it stops once its loss fell by ``PLATEAU_MOVE``) to
 #: show which way a plateau scheduler's monitored value improves; the relative change that is a direction.
 PLATEAU_STEPS, PLATEAU_MOVE = 100, 0.2
@@ -442,8 +443,7 @@ def _sized_in_steps(context: CheckContext, run: RunLength, where: str) -> dict[s
 def _sized_in_steps_in_a_trial(context: CheckContext) -> dict[str, Any] | None:
     """:func:`_sized_in_steps` for the trial fit's run (its Trainer: one epoch of ``TRIAL_STEPS`` steps),
     with the LR the trial actually used as evidence."""
-    trial = RunLength(TRIAL_STEPS, TRIAL_STEPS, 1, 1, TRIAL_STEPS, "the trial fit")
-    found = _sized_in_steps(context, trial, "in the trial fit")
+    found = _sized_in_steps(context, _TRIAL, "in the trial fit")
     if found is None:
         return None
     try:
@@ -466,9 +466,7 @@ def _observed_in_a_trial(context: CheckContext) -> dict[str, Any]:
         return {"observed": False, "why": f"{type(err).__name__}: {str(err)[:80]}"}
     if not fit.automatic or len(fit.optimizers) != 1 or not fit.steps:
         return {"observed": False, "why": "not one optimizer stepping under automatic optimisation"}
-    trial = RunLength(TRIAL_STEPS, TRIAL_STEPS, 1, 1, TRIAL_STEPS, "the trial fit")
-    config, error, _ = _configure(context.copy_model(), PlannedTrainer(trial))
-    configs = [] if error else [c for c in schedulers_from_config(config) if not c.reduce_on_plateau]
+    configs = _built_for(context, _TRIAL)
     if not configs:
         return {"observed": False, "why": "the trial's schedulers could not be rebuilt"}
     declared = lr_curves(configs, len(fit.steps), TRIAL_STEPS).values.amax(dim=1).tolist()
@@ -491,9 +489,7 @@ def _never_stepped_by_hand(context: CheckContext) -> dict[str, Any] | None:
         return None
     if fit.automatic or len(fit.optimizers) != 1 or len(fit.steps) < 2:
         return None
-    trial = RunLength(TRIAL_STEPS, TRIAL_STEPS, 1, 1, TRIAL_STEPS, "the trial fit")
-    config, error, _ = _configure(context.copy_model(), PlannedTrainer(trial))
-    configs = [] if error else [c for c in schedulers_from_config(config) if not c.reduce_on_plateau]
+    configs = _built_for(context, _TRIAL)
     if not configs:
         return None
     declared = lr_curves(configs, len(fit.steps), TRIAL_STEPS).values.amax(dim=1).tolist()
