@@ -140,3 +140,43 @@ def test_accumulated_gradients_clipped_to_a_norm_are_not_read_as_the_last_backwa
     result = _run(Accumulating(4, clip=1e-3))  # every window clipped: g = c x (1e-3 / |c|)
     assert result.status == "pass", result.message
     assert result.details["last_backward_only_steps"] == []
+
+
+class SideNeverStepped(M.TwoOptimizers):
+    """Manual optimisation: one backward of the summed loss, but only ``net``'s optimizer steps (``side``'s
+    ``step()`` lost); ``frozen``: ``side`` is frozen by design; ``side_lr``: the side optimizer's LR."""
+
+    def __init__(self, frozen: bool = False, side_lr: float = 1e-2) -> None:
+        super().__init__(shared_backward=True)
+        self.side.requires_grad_(not frozen)
+        self.side_lr = side_lr
+
+    def training_step(self, batch, batch_idx):
+        opt_net, opt_side = self.optimizers()
+        x, y = batch
+        opt_net.zero_grad()
+        opt_side.zero_grad()
+        self.manual_backward(torch.nn.functional.cross_entropy(self.net(x) + self.side(x), y))
+        opt_net.step()
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.net.parameters(), lr=0.05), torch.optim.Adam(
+            self.side.parameters(), self.side_lr
+        )
+
+
+def test_an_optimizer_never_stepped_under_manual_optimisation_fails_with_its_parameters():
+    result = _run(SideNeverStepped())
+    assert result.status == "fail", result.message
+    assert "optimizer 1 (Adam) never stepped" in result.summary and len(result.summary) <= 120
+    assert result.details["steps_per_optimizer"][1] == 0
+    assert result.details["never_stepped"][0]["params"] == ["side.bias", "side.weight"]
+
+
+@pytest.mark.parametrize(
+    "model", [SideNeverStepped(frozen=True), SideNeverStepped(side_lr=0.0)], ids=["frozen", "lr-0"]
+)
+def test_an_unstepped_optimizer_of_frozen_or_lr_0_parameters_is_not_a_failure(model):
+    result = _run(model)
+    assert result.status == "pass", result.message
+    assert result.details["never_stepped"] == []

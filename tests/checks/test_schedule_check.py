@@ -55,8 +55,14 @@ def _multistep_per_epoch(model: pl.LightningModule, optimizer: torch.optim.Optim
     return [optimizer], [schedulers.MultiStepLR(optimizer, [epochs // 2, 3 * epochs // 4])]
 
 
+def _one_cycle_per_epoch(model: pl.LightningModule, optimizer: torch.optim.Optimizer) -> Any:
+    """Sized in optimizer steps, returned as ``[optimizer], [scheduler]``: Lightning steps it per epoch."""
+    return [optimizer], [_one_cycle(model, optimizer)["lr_scheduler"]["scheduler"]]
+
+
 RECIPES = {
     # healthy
+    "cosine_30_per_epoch": lambda m, o: ([o], [schedulers.CosineAnnealingLR(o, T_max=30)]),  # a fixed length
     "warmup_cosine_per_step": _warmup_cosine,
     "one_cycle": _one_cycle,
     "multistep_per_epoch": _multistep_per_epoch,
@@ -96,6 +102,7 @@ RECIPES = {
         "lr_scheduler": {"scheduler": schedulers.CosineAnnealingLR(o, T_max=40), "interval": "step"},
     },
     # broken
+    "one_cycle_per_epoch": _one_cycle_per_epoch,
     "steplr_meant_per_epoch_per_step": lambda m, o: {
         "optimizer": o,
         "lr_scheduler": {"scheduler": schedulers.StepLR(o, step_size=3, gamma=0.1), "interval": "step"},
@@ -502,3 +509,75 @@ def test_a_scheduler_the_step_also_steps_leaves_its_declared_schedule_in_a_trial
         if status == "fail":
             step, seen, declared = result.details["trial"]["first_difference"]
             assert step == 0 and seen < declared  # stepped before the first optimizer step
+
+
+def test_a_one_cycle_sized_in_steps_but_stepped_per_epoch_fails_from_the_trial_fit_without_a_length():
+    result = schedule("one_cycle_per_epoch")
+    assert result.status == "fail", result.message
+    assert "stepped per epoch: 1 of its 30 steps" in result.summary and len(result.summary) <= 120
+    assert result.details["stated_length_for_twice_the_steps"] == 60
+    lr = result.details["trial_lr"]  # what the trial fit used: the cycle's start, never its 0.1 peak
+    assert lr["steps"] >= 12 and lr["highest"] == lr["first"] == pytest.approx(0.1 / 25)
+
+
+def test_a_one_cycle_sized_in_steps_but_stepped_per_epoch_fails_over_the_planned_run():
+    result = schedule("one_cycle_per_epoch", max_epochs=20)
+    assert result.status == "fail", result.message
+    assert result.details["stated_length"] == result.details["run_steps"] == 20 * LOADER_BATCHES
+    assert result.details["scheduler_steps_in_run"] == 20
+    assert "interval" in result.action
+
+
+@pytest.mark.parametrize("length", [{}, {"max_steps": 30}], ids=["own-length", "run-of-30-steps"])
+def test_a_fixed_per_epoch_length_equal_to_the_runs_steps_is_not_read_as_sized_in_steps(length):
+    result = schedule("cosine_30_per_epoch", **length)  # T_max=30 does not follow the run: epochs by design
+    assert result.status == "pass", result.message
+
+
+class ManualWarmup(ManualSteps):
+    """Manual optimisation with a linear warm-up declared per step; ``stepped``: ``training_step`` steps it
+    (else never, the bug); ``interval``: what the config declares."""
+
+    def __init__(self, stepped: bool, interval: str = "step") -> None:
+        super().__init__()
+        self.stepped, self.interval = stepped, interval
+
+    def training_step(self, batch: Any, batch_idx: int) -> None:
+        optimizer = self.optimizers()
+        optimizer.zero_grad()
+        self.manual_backward(self.loss(self(batch[0]), batch[1]))
+        optimizer.step()
+        if self.stepped:
+            self.lr_schedulers().step()
+
+    def configure_optimizers(self) -> Any:
+        optimizer = torch.optim.SGD(self.parameters(), lr=0.1)
+        warmup = schedulers.LinearLR(optimizer, start_factor=0.1, total_iters=40)
+        return [optimizer], [{"scheduler": warmup, "interval": self.interval}]
+
+
+def _manual(model: pl.LightningModule):
+    report = preflight(
+        model, train_dataloaders=random_classification_loader(), checks=[ScheduleCheck()], progress=False
+    )
+    return report["schedule"]
+
+
+def test_a_manual_loop_that_never_steps_its_per_step_warmup_fails_from_the_trial_fit():
+    result = _manual(ManualWarmup(stepped=False))
+    assert result.status == "fail", result.message
+    trial = result.details["trial"]
+    assert trial["observed"] == pytest.approx(0.01) and trial["declared_last"] > 2 * trial["observed"]
+    assert "lr_schedulers().step()" in result.action and len(result.summary) <= 120
+
+
+@pytest.mark.parametrize(
+    "model",
+    [ManualWarmup(stepped=True), ManualWarmup(stepped=False, interval="epoch")],
+    ids=["stepped", "per-epoch"],
+)
+def test_a_manual_warmup_that_moves_or_is_declared_per_epoch_is_not_judged(model):
+    result = _manual(
+        model
+    )  # per epoch: flat over the one-epoch trial, so never stepping cannot be told apart
+    assert result.status == "skip", result.message

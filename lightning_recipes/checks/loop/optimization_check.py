@@ -12,6 +12,7 @@ from lightning_recipes.checks._probe import listed
 from lightning_recipes.checks.base import CheckOptions, SanityCheck
 from lightning_recipes.checks.report import CheckInconclusive, CheckResult, CheckSkipped
 from lightning_recipes.harness import Harness as CheckContext
+from lightning_recipes.harness.optimizers import configure_optimizers_on_copy, optimizers_from_config
 from lightning_recipes.harness.trial_fit import StepRecord, trial_fit
 
 __all__ = ["OptimizationCheck"]
@@ -98,6 +99,12 @@ class OptimizationCheck(SanityCheck):
             "not_in_optimizer": fit.not_in_optimizer,
             "never_changed": fit.never_changed,
         }
+        idle = (
+            _never_stepped(context, details["steps_per_optimizer"], set(fit.received_grad))
+            if fit.steps
+            else []
+        )
+        details["never_stepped"] = idle
         if not fit.steps and not fit.received_grad:
             raise CheckSkipped(f"no optimizer step and no gradient in {len(fit.train_losses)} trial batches.")
         where = f"{len(fit.steps)} step(s) in {len(fit.train_losses)} batches ({details['optimization']})"
@@ -133,6 +140,14 @@ class OptimizationCheck(SanityCheck):
                 "Call opt.zero_grad() after opt.step() (once per window), not before every backward.",
             ),
             (
+                idle,
+                f"{where}: optimizer {idle[0]['optimizer'] if idle else ''} never stepped; "
+                f"{idle[0]['with_grad'] if idle else 0} params with gradients: "
+                f"{listed(idle[0]['params'], width=30) if idle else ''}",
+                "Call step() on every optimizer whose parameters get gradients, or freeze them "
+                "(requires_grad=False).",
+            ),
+            (
                 fit.not_in_optimizer,
                 f"{len(fit.not_in_optimizer)} parameter(s) get gradients but are in no optimizer: "
                 f"{listed(fit.not_in_optimizer)}",
@@ -154,6 +169,37 @@ class OptimizationCheck(SanityCheck):
             )
         summary = f"{where}: each used exactly its own backward passes' gradients and moved the weights"
         return self.verdict("pass", summary, details)
+
+
+def _never_stepped(
+    context: CheckContext, steps_per_optimizer: list[int], received: set[str]
+) -> list[dict[str, Any]]:
+    """Optimizers that took no step in the trial fit while another did, though some of their parameters got a
+    gradient and sit in a param group with ``lr > 0``: their parameters are never trained. Rebuilt on a copy
+    to map parameters to optimizers (``[]`` when that fails or the optimizers differ from the trial's)."""
+    if not any(steps_per_optimizer) or all(steps_per_optimizer):
+        return []
+    model = context.copy_model()
+    config, error = configure_optimizers_on_copy(model, context.trainer_for_copies())
+    optimizers = [] if error else optimizers_from_config(config)
+    if len(optimizers) != len(steps_per_optimizer):
+        return []
+    names = {id(p): name for name, p in model.named_parameters()}
+    found = []
+    for index, optimizer in enumerate(optimizers):
+        if steps_per_optimizer[index]:
+            continue
+        params = sorted(
+            names[id(p)]
+            for group in optimizer.param_groups
+            if float(group.get("initial_lr", group.get("lr", 0.0))) > 0
+            for p in group["params"]
+            if id(p) in names and names[id(p)] in received
+        )
+        if params:
+            name = type(optimizer).__name__
+            found.append({"optimizer": f"{index} ({name})", "with_grad": len(params), "params": params})
+    return found
 
 
 def _gradient_kind(step: StepRecord) -> tuple[str, float]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -30,6 +30,7 @@ __all__ = ["ScheduleCheck"]
 MAX_SIMULATED = 200_000
 #: The trial fit the schedule is observed in: ``OptimizationCheck``'s default, so the fit is shared.
 TRIAL_STEPS, TRIAL_SAMPLES = 30, 64
+_TRIAL = RunLength(TRIAL_STEPS, TRIAL_STEPS, 1, 1, TRIAL_STEPS, "the trial fit")
 #: Optimizer steps a copy takes on one batch at most (it stops once its loss fell by ``PLATEAU_MOVE``) to
 #: show which way a plateau scheduler's monitored value improves; the relative change that is a direction.
 PLATEAU_STEPS, PLATEAU_MOVE = 100, 0.2
@@ -237,11 +238,20 @@ class ScheduleCheck(SanityCheck):
     def check(self, context: CheckContext) -> CheckResult:
         model = context.copy_model()
         if not model.automatic_optimization:
+            if unstepped := _never_stepped_by_hand(context):
+                summary = (
+                    f"manual optimisation: the LR stayed {unstepped['observed']:.3g} over the trial's "
+                    f"{unstepped['steps']} steps; as declared it reaches {unstepped['declared_last']:.3g}"
+                )
+                action = "Call self.lr_schedulers().step() in training_step (per step) or at each epoch end."
+                return self.verdict("fail", summary, {"trial": unstepped}, action=action)
             raise CheckSkipped("manual optimisation: `training_step` steps its schedulers itself.")
         run = context.run_length
         stand_in = context.trainer_for_copies()
         config, error, stand_in_error = _configure(model, stand_in)
         if error and (stand_in is None or ("AttributeError" in error and "stand-in" in error)):
+            if mismatch := _sized_in_steps_in_a_trial(context):
+                return self.verdict("fail", mismatch.pop("summary"), mismatch, action=_PER_STEP)
             summary = f"`configure_optimizers` fails on a copy without a Trainer ({error.split(':')[0]})"
             return self.verdict("inconclusive", summary, {"error": error}, action=_ASK_LENGTH)
         if error:
@@ -288,6 +298,11 @@ class ScheduleCheck(SanityCheck):
                 {"trial": observed, "schedulers": [_described(c) for c in stepped]},
                 action="Step each configured scheduler only where declared: Lightning steps it already.",
             )
+        mismatch = _sized_in_steps(context, run, "in the run") if run.total_steps else None
+        if mismatch is None and run.total_steps is None:
+            mismatch = _sized_in_steps_in_a_trial(context)
+        if mismatch:
+            return self.verdict("fail", mismatch.pop("summary"), mismatch, action=_PER_STEP)
         total, source = run.total_steps, run.source
         if total is None:
             total, source = _own_length(stepped, run.steps_per_epoch)
@@ -368,6 +383,79 @@ class ScheduleCheck(SanityCheck):
         ]
 
 
+_PER_STEP = 'Register a scheduler sized in optimizer steps with "interval": "step" (a dict), not per epoch.'
+#: What each scheduler states as its own length (in its own steps).
+_STATED_LENGTH = {OneCycleLR: "total_steps", CosineAnnealingLR: "T_max", PolynomialLR: "total_iters"}
+
+
+def _stated_length(config: SchedulerConfig) -> tuple[str, int] | None:
+    """``(attribute, value)`` of the length a scheduler states for itself, in its own steps."""
+    kind = next((k for k in _STATED_LENGTH if isinstance(config.scheduler, k)), None)
+    stated = getattr(config.scheduler, _STATED_LENGTH[kind], None) if kind else None
+    return (_STATED_LENGTH[kind], stated) if kind and isinstance(stated, int) and stated >= 1 else None
+
+
+def _built_for(context: CheckContext, run: RunLength) -> list[SchedulerConfig]:
+    """The stepped schedulers ``configure_optimizers`` builds on a copy for ``run`` (``[]`` if it fails)."""
+    config, error, _ = _configure(context.copy_model(), PlannedTrainer(run))
+    return [] if error else [c for c in schedulers_from_config(config) if not c.reduce_on_plateau]
+
+
+def _sized_in_steps(context: CheckContext, run: RunLength, where: str) -> dict[str, Any] | None:
+    """A scheduler sized in the run's optimizer steps but stepped per epoch, so that over the run it takes
+    ``epochs / frequency`` steps, under half its curve. Sized in steps: its stated length is within 10 % of
+    the run's steps, and doubles when a copy is configured for a run with twice the batches per epoch (a
+    hard-coded length that happens to match does not). ``None``: none such (or the run cannot tell)."""
+    per_epoch, total = run.steps_per_epoch, run.total_steps
+    if not total or not per_epoch or per_epoch < 2 or not run.batches_per_epoch:
+        return None
+    longer = replace(
+        run,
+        total_steps=2 * total,
+        batches_per_epoch=2 * run.batches_per_epoch,
+        max_steps=2 * run.max_steps if run.max_steps else run.max_steps,
+    )
+    configs, doubled = _built_for(context, run), _built_for(context, longer)
+    if len(configs) != len(doubled):
+        return None
+    for config, twin in zip(configs, doubled):
+        stated, stated_twice = _stated_length(config), _stated_length(twin)
+        if config.interval != "epoch" or stated is None or stated_twice is None:
+            continue
+        attribute, length = stated
+        taken = total // per_epoch // config.frequency
+        tracks_steps = abs(stated_twice[1] - 2 * length) <= 0.1 * length
+        if abs(length - total) <= 0.1 * total and tracks_steps and taken < length / 2:
+            name = type(config.scheduler).__name__
+            return {
+                "summary": f"{name}({attribute}={length}) is sized in optimizer steps ({total} {where}) but "
+                f"stepped per epoch: {taken} of its {length} steps",
+                "scheduler": _described(config),
+                "stated_length": length,
+                "stated_length_for_twice_the_steps": stated_twice[1],
+                "run_steps": total,
+                "scheduler_steps_in_run": taken,
+                "run": run.source,
+            }
+    return None
+
+
+def _sized_in_steps_in_a_trial(context: CheckContext) -> dict[str, Any] | None:
+    """:func:`_sized_in_steps` for the trial fit's run (its Trainer: one epoch of ``TRIAL_STEPS`` steps),
+    with the LR the trial actually used as evidence."""
+    found = _sized_in_steps(context, _TRIAL, "in the trial fit")
+    if found is None:
+        return None
+    try:
+        fit = trial_fit(context, steps=TRIAL_STEPS, max_samples=TRIAL_SAMPLES)
+    except Exception:  # the trial cannot run here: the configuration alone decides
+        return found
+    lrs = [step.lr for step in fit.steps]
+    if lrs:
+        found["trial_lr"] = {"first": lrs[0], "lowest": min(lrs), "highest": max(lrs), "steps": len(lrs)}
+    return found
+
+
 def _observed_in_a_trial(context: CheckContext) -> dict[str, Any]:
     """The LR the shared trial fit (one optimizer, automatic optimisation) used at each step, against
     what its configured schedulers declare for that fit, stepped as Lightning steps them: a scheduler also
@@ -378,9 +466,7 @@ def _observed_in_a_trial(context: CheckContext) -> dict[str, Any]:
         return {"observed": False, "why": f"{type(err).__name__}: {str(err)[:80]}"}
     if not fit.automatic or len(fit.optimizers) != 1 or not fit.steps:
         return {"observed": False, "why": "not one optimizer stepping under automatic optimisation"}
-    trial = RunLength(TRIAL_STEPS, TRIAL_STEPS, 1, 1, TRIAL_STEPS, "the trial fit")
-    config, error, _ = _configure(context.copy_model(), PlannedTrainer(trial))
-    configs = [] if error else [c for c in schedulers_from_config(config) if not c.reduce_on_plateau]
+    configs = _built_for(context, _TRIAL)
     if not configs:
         return {"observed": False, "why": "the trial's schedulers could not be rebuilt"}
     declared = lr_curves(configs, len(fit.steps), TRIAL_STEPS).values.amax(dim=1).tolist()
@@ -391,6 +477,33 @@ def _observed_in_a_trial(context: CheckContext) -> dict[str, Any]:
             found["first_difference"] = (step, lr, expected)
             break
     return found
+
+
+def _never_stepped_by_hand(context: CheckContext) -> dict[str, Any] | None:
+    """Under manual optimisation (one optimizer): the LR the trial fit used never moved, though the
+    configured schedulers, stepped at their declared interval, move it within the trial. ``None``: it
+    moved, the declared curve is flat over the trial (per epoch), or the trial or schedulers are unknown."""
+    try:
+        fit = trial_fit(context, steps=TRIAL_STEPS, max_samples=TRIAL_SAMPLES)
+    except Exception:  # the trial cannot run the user's manual loop here: abstain
+        return None
+    if fit.automatic or len(fit.optimizers) != 1 or len(fit.steps) < 2:
+        return None
+    configs = _built_for(context, _TRIAL)
+    if not configs:
+        return None
+    declared = lr_curves(configs, len(fit.steps), TRIAL_STEPS).values.amax(dim=1).tolist()
+    seen = [step.lr for step in fit.steps][: len(declared)]
+    first = declared[0]
+
+    def same(a: float, b: float) -> bool:
+        return abs(a - b) <= 1e-6 * max(abs(a), abs(b), 1e-12)
+
+    if len(seen) < 2 or not same(seen[0], first) or all(same(first, d) for d in declared):
+        return None
+    if not all(same(seen[0], lr) for lr in seen):
+        return None
+    return {"observed": seen[0], "steps": len(seen), "declared_first": first, "declared_last": declared[-1]}
 
 
 def _monitors(config: Any, monitor: Any = None) -> list[tuple[ReduceLROnPlateau, str]]:
@@ -506,12 +619,11 @@ def _described(config: SchedulerConfig) -> str:
 
 def _own_length(configs: list[SchedulerConfig], steps_per_epoch: int | None) -> tuple[int | None, str]:
     """The run length a scheduler states itself, in optimizer steps, when the run's is unknown."""
-    stated_by = {OneCycleLR: "total_steps", CosineAnnealingLR: "T_max", PolynomialLR: "total_iters"}
     for config in configs:
-        attribute = next((a for kind, a in stated_by.items() if isinstance(config.scheduler, kind)), None)
-        stated = getattr(config.scheduler, attribute, None) if attribute else None
+        own = _stated_length(config)
         per_interval = 1 if config.interval == "step" else steps_per_epoch
-        if isinstance(stated, int) and stated >= 1 and per_interval is not None:
+        if own is not None and per_interval is not None:
+            attribute, stated = own
             name = type(config.scheduler).__name__
             return (
                 stated * config.frequency * per_interval,
