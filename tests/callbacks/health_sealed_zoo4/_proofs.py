@@ -27,7 +27,7 @@ from tests.callbacks.health_sealed_zoo4 import _builds as build
 LN10 = math.log(10)
 UNET_OUTLIER_ONSET = build.UNET_OUTLIER_ROWS[0] // 32  # the batch of the first 0-255 image (read in order)
 OVERFIT_ONSET = 40  # after epoch 20 (2 steps each) the validation loss never returns to its best
-GROWTH_ONSET = 80  # from here the training loss never returns to 1.5x its best 20-step window
+GROWTH_ONSET = 112  # from here the training loss never returns to 1.5x its best 20-step window
 COLLAPSE_ONSET = 90  # 0.95 ** 90 < 0.01: the LR is 100x down
 
 
@@ -88,22 +88,22 @@ def unet_outlier_spikes(r: PlainRecorder) -> None:
     typical = statistics.median(r.grad_norms)
     spikes = [i for i, g in enumerate(r.grad_norms) if g > 20 * typical]
     assert spikes[0] == UNET_OUTLIER_ONSET and set(spikes) <= set(outliers), (spikes, outliers)
-    assert sum(r.grad_norms[i] > 20 * typical for i in outliers) >= len(outliers) - 2, outliers
+    assert all(r.grad_norms[i] > 100 * typical for i in outliers), [
+        r.grad_norms[i] / typical for i in outliers
+    ]
     fixed = twin(functools.partial(build.unet_unscaled_images, scale=None), max_steps=300)
-    assert max(fixed.grad_norms[20:]) < 5 * statistics.median(fixed.grad_norms)
+    fixed_typical = statistics.median(fixed.grad_norms)
+    assert max(fixed.grad_norms[20:]) < 20 * fixed_typical, max(fixed.grad_norms[20:]) / fixed_typical
     assert fixed.val_losses[-1] < 0.7 * r.val_losses[-1], (fixed.val_losses, r.val_losses)
 
 
-UNET_FIXED_SGD = functools.partial(build.unet_sgd, lr=0.05)
-
-
-def unet_sgd_spikes(r: PlainRecorder) -> None:
-    fixed = twin(UNET_FIXED_SGD, max_steps=300)  # the same batch order
+def unet_adam_spikes(r: PlainRecorder) -> None:
+    fixed = twin(functools.partial(build.unet_adam, lr=2e-3), max_steps=300)  # the same batch order
     typical = statistics.median(fixed.grad_norms)
-    spikes = [i for i, g in enumerate(r.grad_norms) if i >= 20 and g > 5 * typical]
-    fixed_spikes = [i for i, g in enumerate(fixed.grad_norms) if i >= 20 and g > 5 * typical]
-    assert len(spikes) >= 5 and not fixed_spikes, (spikes, fixed_spikes)
-    assert finite(r.losses) and r.val_losses[-1] > 1.5 * fixed.val_losses[-1], (
+    spikes = [i for i, g in enumerate(r.grad_norms) if i >= 30 and g > 20 * typical]
+    fixed_spikes = [i for i, g in enumerate(fixed.grad_norms) if i >= 30 and g > 5 * typical]
+    assert len(spikes) >= 30 and max(spikes) > 250 and not fixed_spikes, (spikes, fixed_spikes)
+    assert finite(r.losses) and r.val_losses[-1] > 1.1 * fixed.val_losses[-1], (
         r.val_losses,
         fixed.val_losses,
     )
@@ -111,7 +111,7 @@ def unet_sgd_spikes(r: PlainRecorder) -> None:
 
 def unet_sgd_nan(r: PlainRecorder) -> None:
     assert first_nonfinite(r.losses) == 3 and r.grad_norms[2] > 1e6 * r.grad_norms[0], r.grad_norms[:4]
-    fixed = twin(UNET_FIXED_SGD, max_steps=100)
+    fixed = twin(functools.partial(build.unet_sgd, lr=0.05), max_steps=100)
     assert finite(fixed.losses) and max(fixed.grad_norms) < 5 * fixed.grad_norms[0]
 
 
@@ -129,8 +129,9 @@ def multilabel_jump_kills_units(r: PlainRecorder) -> None:
     jump = build.JUMP_STEP
     assert r.lrs[jump - 1][0] == 1e-3 and abs(r.lrs[jump][0] - 0.1) < 1e-9, r.lrs[jump - 1 : jump + 1]
     assert rows_zero(r, "net.0.weight", 0, jump) < 0.2 and rows_zero(r, "net.0.weight", jump + 10) > 0.9
-    final, lowest = repair_room(r)
-    assert _worse(final, lowest, 1.5) and lowest == min(r.val_losses[: jump // 20]), (final, lowest)
+    final, lowest = repair_room(r)  # validation at batches 20 and 40 of each 44: steps 20, 40, 64, 84, 108...
+    before, after = r.val_losses[:4], r.val_losses[4:]
+    assert _worse(final, lowest, 1.5) and lowest == min(before) and min(after) > 1.5 * lowest, (before, after)
 
 
 # ------------------------------------------------------------------------------------------ rising val
@@ -254,7 +255,7 @@ def multilabel_noise_trains(r: PlainRecorder) -> None:
 
 
 def quantile_batch4_trains(r: PlainRecorder) -> None:
-    _trains(r, 0.7 * _pinball(build.quantile_data(600, 1)[1]))
+    _trains(r, 0.8 * _pinball(build.quantile_data(600, 1)[1]))
 
 
 def sets_curriculum_trains(r: Any) -> None:
@@ -265,7 +266,7 @@ def sets_curriculum_trains(r: Any) -> None:
 
 
 def recommender_sum_trains(r: PlainRecorder) -> None:
-    _trains(r, 0.7 * RATINGS_VARIANCE)
+    _trains(r, 1500 * 0.7 * RATINGS_VARIANCE)  # validation sums over its one batch of 1500 ratings
     assert mean(r.losses[:20]) > 50, mean(r.losses[:20])  # the sum over 64 ratings makes a large scale
 
 
@@ -291,7 +292,7 @@ def quantile_cyclic_trains(r: PlainRecorder) -> None:
 
 def sets_offset_trains(r: PlainRecorder) -> None:
     _trains(r, 25.2, 25.0)
-    assert mean(r.losses[:10]) - mean(r.losses[-10:]) > 0.3, r.losses[:10]
+    assert mean(r.losses[:10]) - mean(r.losses[-10:]) > 0.1, (r.losses[:10], r.losses[-10:])
 
 
 def recommender_slow_trains(r: PlainRecorder) -> None:
