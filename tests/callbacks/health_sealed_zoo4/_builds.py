@@ -11,7 +11,7 @@ import time
 
 import torch
 from torch import Tensor, nn
-from torch.optim import SGD, Adagrad, Adam, RMSprop
+from torch.optim import SGD, Adagrad, Adam
 from torch.optim.lr_scheduler import CyclicLR, LambdaLR, MultiStepLR
 from torch.utils.data import DataLoader, TensorDataset
 
@@ -94,10 +94,8 @@ def _digits(images: bool = False):
 
 
 # ------------------------------------------------------------------------------------------------ tasks
-def _recommender(
-    make_optimizer, rounded: bool = False, task: type = Task, rows: int = 8000, noise: float = 0.5
-):
-    (x, y), (vx, vy) = ratings(rows, 0, noise), ratings(1500, 1, noise)
+def _recommender(make_optimizer, rounded: bool = False, task: type = Task):
+    (x, y), (vx, vy) = ratings(8000, 0), ratings(1500, 1)
     net = Recommender(USERS, ITEMS, float(y.mean()), rounded=rounded)
     model = Task(net, "mse", make_optimizer) if task is Task else task(net, make_optimizer)
     return model, loader(x, y, 64), loader(vx, vy, 1500, shuffle=False)
@@ -117,9 +115,9 @@ def _sets(net: nn.Module, make_optimizer, size: int = 10, batch: int = 32, task:
 
 
 def _quantile(net: nn.Module | None = None, make_optimizer=lambda p: Adam(p, lr=3e-3), schedule=None,
-              batch: int = 32, offset: float = 0.0):  # fmt: skip
+              batch: int = 32):  # fmt: skip
     (x, y), (vx, vy) = quantile_data(3000, 0), quantile_data(600, 1)
-    model = QuantileTask(net or MLP([4, 64, 64, 1]), make_optimizer, make_schedule=schedule, offset=offset)
+    model = QuantileTask(net or MLP([4, 64, 64, 1]), make_optimizer, make_schedule=schedule)
     return model, loader(x, y, batch), loader(vx, vy, 600, shuffle=False)
 
 
@@ -180,11 +178,6 @@ UNET_OUTLIER_ROWS = (10 * 32 + 3, 30 * 32 + 20)  # read in order: batches 10 and
 def unet_unscaled_images(scale: float | None = 255.0):
     """The digits denoiser, Adam ``2e-3``; two images of a second source kept their 0-255 range."""
     return _unet(lambda p: Adam(p, lr=2e-3), outlier_scale=scale)
-
-
-def unet_rmsprop(lr: float = 0.03):
-    """The digits denoiser, RMSprop at ``0.03`` (meant ``1e-3``)."""
-    return _unet(lambda p: RMSprop(p, lr=lr))
 
 
 def unet_sgd(lr: float = 2.0):
