@@ -7,8 +7,7 @@ Run from the repository root::
 
 ``--gallery sealed`` scores the sealed galleries A and B (``tests/checks/sealed_gallery``) instead, and
 ``--gallery sealed-c`` sealed gallery C, ``--gallery sealed-d`` sealed gallery D and ``--gallery sealed-e``
-sealed gallery E: each once, at the end of
-the work it judges (issue #34).
+sealed gallery E: each once, at the end of the work it judges (issue #34).
 
 A bug is caught when some check says ``fail`` or ``warn``; ``inconclusive``, ``skip`` and ``error`` do not
 catch it (a miss). A healthy case raises a false alarm when some check says ``fail`` or ``error``; its

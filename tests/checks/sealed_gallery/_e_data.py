@@ -265,14 +265,18 @@ def molecules(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tens
 
 
 # --- tabular rows with missing values -----------------------------------------------------------------------
-def tabular_rows(n: int, seed: int, mask_after_fill: bool = False) -> dict[str, torch.Tensor]:
+def tabular_rows(
+    n: int, seed: int, mask_after_fill: bool = False, complete: bool = False
+) -> dict[str, torch.Tensor]:
     """Five features; feature 0 is not measured (NaN) when it is below -0.3 (about 38% of rows), so its
     absence tells that it is low. Target 2 x0 + x1 - x2. The pipeline fills NaN with 0 and marks the missing
-    cells; the BUG (``mask_after_fill``) computes the marks after the fill, so none is marked."""
+    cells; a BUG (``mask_after_fill``) computes the marks after the fill, so none is marked. ``complete``
+    rows (a BUG for validation) come from a back-filled table where every value was measured."""
     g = _gen(seed)
     x = torch.randn(n, 5, generator=g)
     target = 2 * x[:, 0] + x[:, 1] - x[:, 2] + 0.1 * torch.randn(n, generator=g)
-    x[x[:, 0] < -0.3, 0] = math.nan
+    if not complete:
+        x[x[:, 0] < -0.3, 0] = math.nan
     filled = torch.nan_to_num(x, nan=0.0)
     missing = torch.isnan(filled if mask_after_fill else x).float()
     return {"features": filled, "missing": missing, "target": target, "row_id": torch.arange(n)}

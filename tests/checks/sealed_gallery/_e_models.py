@@ -341,6 +341,41 @@ class Flow(_Adam):
         return -(base + self.log_det_sign * log_det).mean()
 
 
+class FlowInBitsWithOffset(Flow):
+    """The loss in bits per dimension plus the 8-bit dequantisation constant (8 bits) of the image-flow
+    template it came from: a large constant offset, correct gradients."""
+
+    loss_offset = 8.0
+
+    def loss(self, batch) -> torch.Tensor:
+        return super().loss(batch) / (2 * math.log(2)) + self.loss_offset
+
+
+class FlowTwoOptimizersManual(Flow):
+    """Manual optimisation with two optimizers (the even and the odd couplings, each at its own rate),
+    both zeroed, back-propagated once and stepped every batch."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.automatic_optimization = False
+
+    def configure_optimizers(self):
+        even = [p for layer in self.layers[0::2] for p in layer.parameters()]
+        odd = [p for layer in self.layers[1::2] for p in layer.parameters()]
+        return torch.optim.Adam(even, lr=self.lr), torch.optim.Adam(odd, lr=2 * self.lr)
+
+    def training_step(self, batch, batch_idx):
+        optimizers = self.optimizers()
+        for optimizer in optimizers:
+            optimizer.zero_grad()
+        loss = self.loss(batch)
+        self.manual_backward(loss)
+        for optimizer in optimizers:
+            optimizer.step()
+        self.log("train_loss", loss)
+        return loss
+
+
 class FlowLogDetSubtracted(Flow):
     """BUG: the log-determinant is subtracted (the inverse direction's formula), so the loss rewards
     squeezing every sample to the origin and the density learnt is wrong."""

@@ -82,11 +82,12 @@ def sequence_data(left_pad: bool = False) -> dict[str, Any]:
     return rows_data(partial(d.sequences, left_pad=left_pad))
 
 
-def tabular_data(mask_after_fill: bool = False) -> dict[str, Any]:
-    """Dict batches (features, missing marks, target, row id); the BUG marks the missing cells after
-    filling them."""
+def tabular_data(mask_after_fill: bool = False, complete_val: bool = False) -> dict[str, Any]:
+    """Dict batches (features, missing marks, target, row id); BUGS: ``mask_after_fill`` marks the missing
+    cells after filling them; ``complete_val`` validates on back-filled rows with nothing missing."""
     make = partial(d.tabular_rows, mask_after_fill=mask_after_fill)
-    return {**d.loaders(d.Records(make(1000, 1)), d.Records(make(300, 2))), "target_key": "target"}
+    val = d.Records(make(300, 2, complete=complete_val))
+    return {**d.loaders(d.Records(make(1000, 1)), val), "target_key": "target"}
 
 
 faces = partial(rows_data, d.faces)
@@ -296,6 +297,15 @@ BUGS: list[SealedCase] = [
         "each output is scored against its own target",
     ),
     case(
+        "tabular_validated_on_back_filled_rows",
+        "tabular regression with missing values (validation)",
+        m.MissingAwareRegressor,
+        partial(tabular_data, complete_val=True),
+        "The validation split comes from the back-filled table where every value was measured, so it "
+        "overstates the model on served rows, 38% of which lack feature 0.",
+        "what validation reports is what the model does on the data it will serve",
+    ),
+    case(
         "tabular_missing_marked_after_fill",
         "tabular regression with missing values (dict batches)",
         m.MissingAwareRegressor,
@@ -336,6 +346,18 @@ HEALTHY: list[SealedCase] = [
     case("mixup_one_permutation", "image classification with mixup", m.MixupDigitNet, digit_data),
     case("mdn_mixture_likelihood", "mixture density network (negative NLL)", m.MixtureDensityNet, branches),
     case("flow_alternating_couplings", "normalizing flow (2-D density)", m.Flow, densities),
+    case(
+        "flow_bits_with_constant_offset",
+        "normalizing flow (loss in bits plus a large constant)",
+        m.FlowInBitsWithOffset,
+        densities,
+    ),
+    case(
+        "flow_two_optimizers_manual",
+        "normalizing flow (manual optimisation, two optimizers)",
+        m.FlowTwoOptimizersManual,
+        densities,
+    ),
     case(
         "one_class_fixed_centre_no_bias",
         "one-class anomaly scoring (deep SVDD)",

@@ -115,6 +115,12 @@ def tabular_error(model) -> float:
     return min(_relative_mse(model(r["features"], r["missing"]), r["target"]) for r in rows)
 
 
+@torch.no_grad()
+def tabular_val_figure(model, loaders: dict[str, Any]) -> float:
+    rows = [(model(r["features"], r["missing"]), r["target"]) for r in loaders["val_dataloaders"]]
+    return _relative_mse(torch.cat([p for p, _ in rows]), torch.cat([y for _, y in rows]))
+
+
 GRAPH = (m.GraphNet, gallery.graph_data)
 FACES = (m.EyeLocator, gallery.face_data)
 SUPERRES = (m.SuperResolver, gallery.superres_data)
@@ -142,7 +148,9 @@ PROOFS = {
     "mixup_labels_from_second_permutation": Proof(
         (m.MixupDigitNet, gallery.digit_data), digit_error, 0.02, 8
     ),
-    "mdn_weighted_sum_of_log_likelihoods": Proof((m.MixtureDensityNet, gallery.branches), branch_nll, 0.3, 8),
+    "mdn_weighted_sum_of_log_likelihoods": Proof(
+        (m.MixtureDensityNet, gallery.branches), branch_nll, 0.3, 12
+    ),
     "flow_log_det_subtracted": Proof(DENSITY, density_nll, 0.5, 8),
     "flow_couplings_never_alternate": Proof(DENSITY, density_nll, 0.1, 8),
     "packed_sequences_padded_on_the_left": Proof(
@@ -153,6 +161,14 @@ PROOFS = {
     "bc_head_reinitialised_every_epoch": Proof(TRAJECTORIES, action_error, 0.02, 8),
     "forces_without_create_graph": Proof(MOLECULES, force_error, 0.1, 8),
     "forces_sign_flipped": Proof(MOLECULES, force_error, 0.1, 8),
+    "tabular_validated_on_back_filled_rows": Proof(
+        (m.MissingAwareRegressor, gallery.tabular_data),
+        tabular_error,
+        0.02,
+        6,
+        lie=tabular_val_figure,
+        worse=False,
+    ),
     "tabular_missing_marked_after_fill": Proof(
         (m.MissingAwareRegressor, gallery.tabular_data), tabular_error, 0.03, 6
     ),
@@ -202,5 +218,6 @@ def test_healthy_case_fits(case) -> None:
     before = val_loss()
     model, _ = trained(lambda: model, lambda: loaders, seed=0, epochs=4)
     after = val_loss()
-    print(f"\n{case.id}: val loss {before:.4f} -> {after:.4f}")
-    assert model.train_losses.fell() and before - after > 0.1 * abs(before)
+    floor = getattr(model, "loss_offset", 0.0)  # a declared constant in the loss is not progress to make
+    print(f"\n{case.id}: val loss {before:.4f} -> {after:.4f} (constant offset {floor})")
+    assert model.train_losses.fell() and before - after > 0.1 * abs(before - floor)
