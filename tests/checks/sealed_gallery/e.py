@@ -1,8 +1,8 @@
 """Sealed gallery E: message passing over directed graphs, learning to rank, keypoints, super-resolution,
 masked-patch reconstruction, mixup, mixture density networks, normalizing flows, one-class scoring,
-multiple-instance learning, behaviour cloning, energy-and-force regression and tabular rows with missing
-values. Written blind (see the package docstring); each bug is proved against its healthy twin in
-``test_proofs_e.py``."""
+variable-length (packed) sequences, multiple-instance learning, behaviour cloning, energy-and-force
+regression and tabular rows with missing values. Written blind (see the package docstring); each bug is
+proved against its healthy twin in ``test_proofs_e.py``."""
 
 from __future__ import annotations
 
@@ -91,22 +91,17 @@ def tabular_data(mask_after_fill: bool = False, complete_val: bool = False) -> d
 
 
 faces = partial(rows_data, d.faces)
+SHUFFLED_NODES = partial(graph_data, edges_too=True)
 densities = partial(rows_data, lambda n, seed: (d.moons(n, seed),))
 branches = partial(rows_data, d.two_branches)
 molecules = partial(rows_data, d.molecules)
-trajectories = trajectory_data
-
-
-def case(id: str, task: str, model, data, bug: str | None = None, invariant: str = "") -> SealedCase:
-    return SealedCase(id=id, task=task, model=model, data=data, bug=bug, invariant=invariant)
-
 
 PAIRED = "each input is paired with its own target through sampling, collation and augmentation"
 STEPPED = "every trained parameter is stepped"
 
 # --- the cases ----------------------------------------------------------------------------------------------
 BUGS: list[SealedCase] = [
-    case(
+    SealedCase(
         "gnn_messages_along_out_edges",
         "node regression by message passing over directed graphs",
         m.GraphNetOutEdges,
@@ -115,7 +110,7 @@ BUGS: list[SealedCase] = [
         "made of what its in-neighbours send, so each node listens to the wrong nodes.",
         "the output depends on what the task says it depends on",
     ),
-    case(
+    SealedCase(
         "gnn_node_shuffle_leaves_edges",
         "node regression by message passing over directed graphs (augmentation)",
         m.GraphNet,
@@ -124,7 +119,7 @@ BUGS: list[SealedCase] = [
         "join other nodes than the ones the targets were computed from.",
         PAIRED,
     ),
-    case(
+    SealedCase(
         "rank_click_count_leaks_grade",
         "learning to rank (ListNet over query lists)",
         partial(m.ListRanker, features=d.FEATURES + 1),
@@ -133,7 +128,7 @@ BUGS: list[SealedCase] = [
         "leans on it and ranks new documents (no clicks yet) worse.",
         "no input carries the target",
     ),
-    case(
+    SealedCase(
         "keypoints_flip_keeps_eye_names",
         "keypoint regression (left and right eye, flip augmentation)",
         m.EyeLocator,
@@ -142,7 +137,7 @@ BUGS: list[SealedCase] = [
         "the right eye and the model learns to point between the eyes.",
         PAIRED,
     ),
-    case(
+    SealedCase(
         "keypoints_flip_mirrors_heights",
         "keypoint regression (left and right eye, flip augmentation)",
         m.EyeLocator,
@@ -151,7 +146,7 @@ BUGS: list[SealedCase] = [
         "heights and leaves each x where it was, so flipped faces teach wrong positions.",
         PAIRED,
     ),
-    case(
+    SealedCase(
         "keypoints_ema_updated_per_epoch",
         "keypoint regression served from a weight average (EMA)",
         m.EyeLocatorEMAPerEpoch,
@@ -160,7 +155,7 @@ BUGS: list[SealedCase] = [
         "mostly its random start.",
         "the loop's state machines (averaging) advance as declared",
     ),
-    case(
+    SealedCase(
         "superres_flip_drawn_per_tensor",
         "image super-resolution (paired flip augmentation)",
         m.SuperResolver,
@@ -169,7 +164,7 @@ BUGS: list[SealedCase] = [
         "quarter of the pairs are mirror images of each other and the outputs blur towards symmetric.",
         PAIRED,
     ),
-    case(
+    SealedCase(
         "superres_unfrozen_encoder_never_stepped",
         "image super-resolution (frozen warm-up, then unfrozen)",
         m.StagedSuperResolverTrainableOnly,
@@ -178,7 +173,7 @@ BUGS: list[SealedCase] = [
         "epoch 1 gets gradients but keeps its random weights.",
         STEPPED,
     ),
-    case(
+    SealedCase(
         "masked_patches_loss_on_visible",
         "masked-patch reconstruction of digits",
         m.PatchFillerVisibleLoss,
@@ -187,7 +182,7 @@ BUGS: list[SealedCase] = [
         "what it sees and never fills a hidden patch.",
         "the loss scores what the task asks for",
     ),
-    case(
+    SealedCase(
         "masked_patches_same_mask_every_read",
         "masked-patch reconstruction of digits",
         m.PatchFiller,
@@ -196,7 +191,7 @@ BUGS: list[SealedCase] = [
         "every epoch and the model cannot fill the other 10.",
         "the loader serves the variety the pipeline declares (a fresh mask per read)",
     ),
-    case(
+    SealedCase(
         "masked_patches_validated_on_all_pixels",
         "masked-patch reconstruction of digits (validation)",
         m.PatchFillerWholeImageValidation,
@@ -205,7 +200,7 @@ BUGS: list[SealedCase] = [
         "exact, so it overstates how well the hidden patches are filled.",
         "what validation reports is what the model does",
     ),
-    case(
+    SealedCase(
         "mixup_labels_from_second_permutation",
         "image classification with mixup",
         m.MixupDigitNetTwoPermutations,
@@ -214,7 +209,7 @@ BUGS: list[SealedCase] = [
         "the one blended in: about half the label mass is noise.",
         PAIRED,
     ),
-    case(
+    SealedCase(
         "mdn_weighted_sum_of_log_likelihoods",
         "mixture density network (two-branch target)",
         m.MixtureDensityNetJensen,
@@ -223,7 +218,7 @@ BUGS: list[SealedCase] = [
         "weight and spreads over both branches.",
         "the loss is the likelihood it is declared to be",
     ),
-    case(
+    SealedCase(
         "flow_log_det_subtracted",
         "normalizing flow (2-D density)",
         m.FlowLogDetSubtracted,
@@ -232,7 +227,7 @@ BUGS: list[SealedCase] = [
         "the density assigned to new samples is far too low.",
         "the loss is the likelihood it is declared to be",
     ),
-    case(
+    SealedCase(
         "flow_couplings_never_alternate",
         "normalizing flow (2-D density)",
         partial(m.Flow, alternate=False),
@@ -241,7 +236,7 @@ BUGS: list[SealedCase] = [
         "marginal stays a standard normal.",
         "every part of the output is shaped by parameters",
     ),
-    case(
+    SealedCase(
         "packed_sequences_padded_on_the_left",
         "variable-length sequence regression (pack_padded_sequence)",
         m.PackedSequenceRegressor,
@@ -251,7 +246,7 @@ BUGS: list[SealedCase] = [
         "not even the first.",
         "the output depends on every part of the input the task reads",
     ),
-    case(
+    SealedCase(
         "mil_bag_label_from_first_instance",
         "multiple-instance learning (bags of digits)",
         m.BagClassifier,
@@ -260,7 +255,7 @@ BUGS: list[SealedCase] = [
         "positive bags train as negatives.",
         PAIRED,
     ),
-    case(
+    SealedCase(
         "bc_state_logged_with_next_action",
         "behaviour cloning (state -> continuous action)",
         m.Cloner,
@@ -269,16 +264,16 @@ BUGS: list[SealedCase] = [
         "one step late.",
         PAIRED,
     ),
-    case(
+    SealedCase(
         "bc_head_reinitialised_every_epoch",
         "behaviour cloning (state -> continuous action)",
         m.ClonerHeadResetEachEpoch,
-        trajectories,
+        trajectory_data,
         "The head's custom initialisation sits in on_train_epoch_start, so every epoch discards the trained "
         "head and the served policy's head has had one epoch.",
         "the loop's state persists across epochs",
     ),
-    case(
+    SealedCase(
         "forces_without_create_graph",
         "energy and force regression (pair potential)",
         m.PairPotentialDetachedForces,
@@ -287,7 +282,7 @@ BUGS: list[SealedCase] = [
         "the optimizer and the forces are never fitted.",
         "every part of the loss moves the parameters",
     ),
-    case(
+    SealedCase(
         "forces_sign_flipped",
         "energy and force regression (pair potential)",
         m.PairPotentialForceSign,
@@ -296,7 +291,7 @@ BUGS: list[SealedCase] = [
         "and both are fitted poorly.",
         "each output is scored against its own target",
     ),
-    case(
+    SealedCase(
         "tabular_validated_on_back_filled_rows",
         "tabular regression with missing values (validation)",
         m.MissingAwareRegressor,
@@ -305,7 +300,7 @@ BUGS: list[SealedCase] = [
         "overstates the model on served rows, 38% of which lack feature 0.",
         "what validation reports is what the model does on the data it will serve",
     ),
-    case(
+    SealedCase(
         "tabular_missing_marked_after_fill",
         "tabular regression with missing values (dict batches)",
         m.MissingAwareRegressor,
@@ -316,77 +311,63 @@ BUGS: list[SealedCase] = [
     ),
 ]
 
+SHUFFLED_BAGS, ATTENTION_MIL = (
+    partial(bag_data, shuffle_instances=True),
+    partial(m.BagClassifier, attention=True),
+)
+PER_QUERY = partial(m.ListRanker, per_query=True)
 HEALTHY: list[SealedCase] = [
-    case(
-        "gnn_in_edge_sum", "node regression by message passing over directed graphs", m.GraphNet, graph_data
-    ),
-    case(
-        "gnn_node_order_shuffled",
-        "node regression by message passing (permutation augmentation)",
-        m.GraphNet,
-        partial(graph_data, edges_too=True),
-    ),
-    case("rank_listnet", "learning to rank (ListNet over query lists)", m.ListRanker, rank_data),
-    case(
-        "rank_standardised_per_query",
-        "learning to rank (per-query feature scaling)",
-        partial(m.ListRanker, per_query=True),
-        rank_data,
-    ),
-    case("keypoints_flip_swaps_eyes", "keypoint regression (flip augmentation)", m.EyeLocator, face_data),
-    case("keypoints_ema_per_step", "keypoint regression served from an EMA", m.EyeLocatorEMA, faces),
-    case("superres_paired_flips", "image super-resolution (paired flips)", m.SuperResolver, superres_data),
-    case(
-        "superres_frozen_then_unfrozen",
-        "image super-resolution (frozen warm-up, then unfrozen)",
-        m.StagedSuperResolver,
-        superres_data,
-    ),
-    case("masked_patches_reconstruction", "masked-patch reconstruction of digits", m.PatchFiller, patch_data),
-    case("mixup_one_permutation", "image classification with mixup", m.MixupDigitNet, digit_data),
-    case("mdn_mixture_likelihood", "mixture density network (negative NLL)", m.MixtureDensityNet, branches),
-    case("flow_alternating_couplings", "normalizing flow (2-D density)", m.Flow, densities),
-    case(
-        "flow_bits_with_constant_offset",
-        "normalizing flow (loss in bits plus a large constant)",
-        m.FlowInBitsWithOffset,
-        densities,
-    ),
-    case(
-        "flow_two_optimizers_manual",
-        "normalizing flow (manual optimisation, two optimizers)",
-        m.FlowTwoOptimizersManual,
-        densities,
-    ),
-    case(
-        "one_class_fixed_centre_no_bias",
-        "one-class anomaly scoring (deep SVDD)",
-        m.OneClassNet,
-        one_class_data,
-    ),
-    case(
-        "mil_attention_over_shuffled_instances",
-        "multiple-instance learning (attention pooling, instance order drawn per read)",
-        partial(m.BagClassifier, attention=True),
-        partial(bag_data, shuffle_instances=True),
-    ),
-    case(
-        "packed_sequences_padded_on_the_right",
-        "variable-length sequence regression (pack_padded_sequence)",
-        m.PackedSequenceRegressor,
-        sequence_data,
-    ),
-    case("bc_expert_actions", "behaviour cloning (state -> continuous action)", m.Cloner, trajectories),
-    case(
-        "forces_from_energy_gradient",
-        "energy and force regression (pair potential)",
-        m.PairPotential,
-        molecules,
-    ),
-    case(
-        "tabular_missing_marked_with_row_ids",
-        "tabular regression with missing values (dict batches, metadata field)",
-        m.MissingAwareRegressor,
-        tabular_data,
-    ),
+    SealedCase(*row)
+    for row in (
+        ("gnn_in_edge_sum", "node regression by message passing", m.GraphNet, graph_data),
+        ("gnn_node_order_shuffled", "node regression (node-order augmentation)", m.GraphNet, SHUFFLED_NODES),
+        ("rank_listnet", "learning to rank (ListNet over query lists)", m.ListRanker, rank_data),
+        ("rank_standardised_per_query", "learning to rank (per-query feature scaling)", PER_QUERY, rank_data),
+        ("keypoints_flip_swaps_eyes", "keypoint regression (flip augmentation)", m.EyeLocator, face_data),
+        ("keypoints_ema_per_step", "keypoint regression served from an EMA", m.EyeLocatorEMA, faces),
+        ("superres_paired_flips", "image super-resolution (paired flips)", m.SuperResolver, superres_data),
+        (
+            "superres_frozen_then_unfrozen",
+            "image super-resolution (frozen warm-up, then unfrozen)",
+            m.StagedSuperResolver,
+            superres_data,
+        ),
+        ("masked_patches_reconstruction", "masked-patch reconstruction", m.PatchFiller, patch_data),
+        ("mixup_one_permutation", "image classification with mixup", m.MixupDigitNet, digit_data),
+        ("mdn_mixture_likelihood", "mixture density network (NLL < 0)", m.MixtureDensityNet, branches),
+        ("flow_alternating_couplings", "normalizing flow (2-D density)", m.Flow, densities),
+        (
+            "flow_bits_with_constant_offset",
+            "normalizing flow (loss in bits + 8)",
+            m.FlowInBitsWithOffset,
+            densities,
+        ),
+        (
+            "flow_two_optimizers_manual",
+            "flow (manual optimisation, two optimizers)",
+            m.FlowTwoOptimizersManual,
+            densities,
+        ),
+        ("one_class_fixed_centre_no_bias", "one-class scoring (deep SVDD)", m.OneClassNet, one_class_data),
+        (
+            "mil_attention_over_shuffled_instances",
+            "multiple-instance learning (attention pooling, instance order drawn per read)",
+            ATTENTION_MIL,
+            SHUFFLED_BAGS,
+        ),
+        (
+            "packed_sequences_padded_on_the_right",
+            "variable-length sequence regression (pack_padded_sequence)",
+            m.PackedSequenceRegressor,
+            sequence_data,
+        ),
+        ("bc_expert_actions", "behaviour cloning (state -> continuous action)", m.Cloner, trajectory_data),
+        ("forces_from_energy_gradient", "energy and force regression", m.PairPotential, molecules),
+        (
+            "tabular_missing_marked_with_row_ids",
+            "tabular regression with missing values (dict batches, metadata field)",
+            m.MissingAwareRegressor,
+            tabular_data,
+        ),
+    )
 ]

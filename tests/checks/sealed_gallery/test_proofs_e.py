@@ -126,7 +126,7 @@ FACES = (m.EyeLocator, gallery.face_data)
 SUPERRES = (m.SuperResolver, gallery.superres_data)
 PATCHES = (m.PatchFiller, gallery.patch_data)
 DENSITY = (m.Flow, gallery.densities)
-TRAJECTORIES = (m.Cloner, gallery.trajectories)
+TRAJECTORIES = (m.Cloner, gallery.trajectory_data)
 MOLECULES = (m.PairPotential, gallery.molecules)
 
 PROOFS = {
