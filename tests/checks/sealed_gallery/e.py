@@ -232,8 +232,8 @@ BUGS: list[SealedCase] = [
         "normalizing flow (2-D density)",
         partial(m.Flow, alternate=False),
         densities,
-        "Every coupling transforms the same coordinate, so the first one passes through untouched and its "
-        "marginal stays a standard normal.",
+        "Every coupling transforms the same coordinate, so the first coordinate passes through untouched and "
+        "its marginal stays a standard normal.",
         "every part of the output is shaped by parameters",
     ),
     SealedCase(
