@@ -160,8 +160,8 @@ BUGS: list[SealedCase] = [
         "image super-resolution (paired flip augmentation)",
         m.SuperResolver,
         partial(superres_data, one_draw=False),
-        "The flip is drawn separately for the low-resolution input and its high-resolution target, so a "
-        "quarter of the pairs are mirror images of each other and the outputs blur towards symmetric.",
+        "The flip is drawn separately for the low-resolution input and its high-resolution target, so half "
+        "the pairs are mirror images of each other and the outputs blur towards symmetric.",
         PAIRED,
     ),
     SealedCase(
