@@ -3,11 +3,11 @@
 Run from the repository root::
 
     PYTHONPATH=$PWD OMP_NUM_THREADS=1 .venv/bin/python -m tests.checks.dev_gallery.score \
-        [--ids a,b] [--messages] [--json out.json] [--gallery sealed|sealed-c|sealed-d]
+        [--ids a,b] [--messages] [--json out.json] [--gallery sealed|sealed-c|sealed-d|sealed-e]
 
 ``--gallery sealed`` scores the sealed galleries A and B (``tests/checks/sealed_gallery``) instead, and
-``--gallery sealed-c`` sealed gallery C and ``--gallery sealed-d`` sealed gallery D: each once, at the end of
-the work it judges (issue #34).
+``--gallery sealed-c`` sealed gallery C, ``--gallery sealed-d`` sealed gallery D and ``--gallery sealed-e``
+sealed gallery E: each once, at the end of the work it judges (issue #34).
 
 A bug is caught when some check says ``fail`` or ``warn``; ``inconclusive``, ``skip`` and ``error`` do not
 catch it (a miss). A healthy case raises a false alarm when some check says ``fail`` or ``error``; its
@@ -131,7 +131,7 @@ def main(argv: list[str] | None = None) -> list[Row]:
     parser.add_argument("--twins", action="store_true", help="also run every bug's fixed twin")
     parser.add_argument(
         "--gallery",
-        choices=("dev", "sealed", "sealed-c", "sealed-d"),
+        choices=("dev", "sealed", "sealed-c", "sealed-d", "sealed-e"),
         default="dev",
         help="which gallery to score",
     )
@@ -150,6 +150,10 @@ def main(argv: list[str] | None = None) -> list[Row]:
         from tests.checks.sealed_gallery import d
 
         pool = d.BUGS + d.HEALTHY
+    elif args.gallery == "sealed-e":
+        from tests.checks.sealed_gallery import e
+
+        pool = e.BUGS + e.HEALTHY
     else:
         pool = BUGS + HEALTHY + (FIXED_TWINS if args.twins else [])
     cases = [case for case in pool if not wanted or case.id.removesuffix("__fixed") in wanted]
