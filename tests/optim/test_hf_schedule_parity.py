@@ -6,12 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from lightning_recipes.optim import (
-    warmup_constant,
-    warmup_cosine,
-    warmup_linear,
-    warmup_stable_decay,
-)
+from lightning_recipes.optim import warmup_constant, warmup_cosine, warmup_linear, warmup_stable_decay
 
 hf = pytest.importorskip(
     "transformers.optimization", reason="the parity tables need `transformers` installed"

@@ -10,12 +10,7 @@ import yaml
 
 from lightning_recipes.data import DigitsDataModule
 from lightning_recipes.testing import DigitsCNN, TinyClassifier, fast_trainer, random_classification_loader
-from lightning_recipes.tune import (
-    ApplySpeedOptions,
-    SpeedTuneResult,
-    apply_speed_options,
-    speed_loader,
-)
+from lightning_recipes.tune import ApplySpeedOptions, SpeedTuneResult, apply_speed_options, speed_loader
 
 
 def _channels_last(model: torch.nn.Module) -> bool:
