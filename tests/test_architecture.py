@@ -185,28 +185,13 @@ def test_the_layering_rules_can_fail() -> None:
 
 # --- The package's shape (issue #23): a harness under the wings, arrows down, no circles.
 
+# The lowest floor: private helper modules of the whole package.
+LEAVES = ("_stats", "_validation", "_names", "_warn_once", "_deprecation", "_checkpoint", "_blocks",
+          "_jsonable", "_collectives", "_lightning_cli_config", "_loss_output", "_cli_errors", "_cli_flags",
+          "_check_catalog", "_progress", "_console", "_tables")  # fmt: skip
 # Floors, lowest first. A module may import its own floor and the ones below it, never one above.
 FLOORS: list[tuple[str, ...]] = [
-    (
-        "_stats",
-        "_validation",
-        "_names",
-        "_stats",
-        "_warn_once",
-        "_deprecation",
-        "_checkpoint",
-        "_blocks",
-        "_jsonable",
-        "_collectives",
-        "_lightning_cli_config",
-        "_loss_output",
-        "_cli_errors",
-        "_cli_flags",
-        "_check_catalog",
-        "_progress",
-        "_console",
-        "_tables",
-    ),
+    LEAVES,
     ("optim", "norms", "losses", "sweep_args"),
     # the commands' arguments, parsed without torch (the tune command's defaults come from sweep_args)
     ("_cli_jsonargparse", "_cli_demo_args", "_cli_memory_args", "_cli_preflight_args", "_cli_tune_args"),
@@ -254,45 +239,17 @@ _GRAPH = {module: _resolved_imports(path) & set(_MODULE_PATHS) for module, path 
 
 
 def _import_circles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """The strongly connected components of more than one module (Tarjan, iterative)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    circles: list[list[str]] = []
-    for root in sorted(graph):
-        if root in index:
-            continue
-        work = [(root, iter(sorted(graph[root])))]
-        index[root] = low[root] = len(index)
-        stack.append(root)
-        on_stack.add(root)
-        while work:
-            node, children = work[-1]
-            child = next(children, None)
-            if child is not None:
-                if child not in index:
-                    index[child] = low[child] = len(index)
-                    stack.append(child)
-                    on_stack.add(child)
-                    work.append((child, iter(sorted(graph[child]))))
-                elif child in on_stack:
-                    low[node] = min(low[node], index[child])
-                continue
-            work.pop()
-            if work:
-                low[work[-1][0]] = min(low[work[-1][0]], low[node])
-            if low[node] == index[node]:
-                component = []
-                while True:
-                    member = stack.pop()
-                    on_stack.discard(member)
-                    component.append(member)
-                    if member == node:
-                        break
-                if len(component) > 1:
-                    circles.append(sorted(component))
-    return circles
+    """The groups of more than one module that import each other, directly or through others."""
+    reach: dict[str, set[str]] = {}
+    for root in graph:
+        seen, todo = set(), list(graph[root])
+        while todo:
+            if (node := todo.pop()) not in seen:
+                seen.add(node)
+                todo.extend(graph.get(node, ()))
+        reach[root] = seen
+    circles = {tuple(sorted(m for m in reach[a] if a in reach.get(m, ()))) for a in graph if a in reach[a]}
+    return sorted(list(circle) for circle in circles if len(circle) > 1)
 
 
 def test_there_are_no_import_circles() -> None:

@@ -95,13 +95,8 @@ def _fixed_lr_model() -> PortableModel:
 
 
 def _fit(model: PortableModel, tmp_path: Path, max_steps: int, ckpt_path: Path | None = None) -> Any:
-    trainer = fast_trainer(
-        max_steps=max_steps,
-        max_epochs=10,
-        callbacks=_callbacks(),
-        default_root_dir=tmp_path,
-        val_check_interval=2,
-    )
+    settings = {"max_epochs": 10, "default_root_dir": tmp_path, "val_check_interval": 2}
+    trainer = fast_trainer(max_steps=max_steps, callbacks=_callbacks(), **settings)
     train = random_classification_loader(num_samples=64, batch_size=8)
     val = random_classification_loader(num_samples=16, batch_size=8)
     trainer.fit(model, train, val, ckpt_path=ckpt_path)
@@ -114,13 +109,8 @@ def test_checkpoint_loads_without_lightning_recipes_and_resumes(tmp_path: Path) 
     path = tmp_path / "run.ckpt"
     trainer.save_checkpoint(path)
 
-    result = subprocess.run(
-        [sys.executable, "-I", "-c", _LOAD_WITHOUT_US, str(path)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=tmp_path,
-    )
+    command = [sys.executable, "-I", "-c", _LOAD_WITHOUT_US, str(path)]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "ours: []" in result.stdout
 

@@ -6,39 +6,28 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
 import lightning_recipes
 from lightning_recipes.callbacks import EarlyStopping, GradNormMonitor
 
 
-def _cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, callbacks_yaml: str):
+def _cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, callbacks: list[dict]):
     from lightning.pytorch.cli import LightningCLI
 
     monkeypatch.setattr("sys.argv", ["train.py"])
     config = tmp_path / "config.yaml"
-    config.write_text(
-        "model:\n"
-        "  class_path: lightning_recipes.testing.TinyClassifier\n"
-        "trainer:\n"
-        "  accelerator: cpu\n"
-        "  max_steps: 1\n"
-        "  logger: false\n"
-        "  enable_checkpointing: false\n"
-        "  enable_progress_bar: false\n"
-        f"  default_root_dir: {tmp_path}\n"
-        "  callbacks:\n" + callbacks_yaml
-    )
+    trainer = {"accelerator": "cpu", "max_steps": 1, "logger": False, "enable_checkpointing": False}
+    trainer.update(enable_progress_bar=False, default_root_dir=str(tmp_path), callbacks=callbacks)
+    model = {"class_path": "lightning_recipes.testing.TinyClassifier"}
+    config.write_text(yaml.safe_dump({"model": model, "trainer": trainer}))
     return LightningCLI(args=["--config", str(config)], run=False, save_config_callback=None)
 
 
 def test_full_class_path_selects_our_early_stopping(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    cli = _cli(
-        tmp_path,
-        monkeypatch,
-        "    - class_path: lightning_recipes.callbacks.EarlyStopping\n"
-        "      init_args: {monitor: train_loss, patience: 2, restore_best_weights: true}\n"
-        "    - class_path: lightning_recipes.GradNormMonitor\n",
-    )
+    settings = {"monitor": "train_loss", "patience": 2, "restore_best_weights": True}
+    ours = {"class_path": "lightning_recipes.callbacks.EarlyStopping", "init_args": settings}
+    cli = _cli(tmp_path, monkeypatch, [ours, {"class_path": "lightning_recipes.GradNormMonitor"}])
     ours = [c for c in cli.trainer.callbacks if isinstance(c, EarlyStopping)]
     assert len(ours) == 1 and ours[0].restore_best_weights and ours[0].patience == 2
     assert any(isinstance(c, GradNormMonitor) for c in cli.trainer.callbacks)
@@ -51,8 +40,6 @@ def test_short_name_early_stopping_is_refused_as_ambiguous(
     """What the README warns about: the bare name matches Lightning's class and ours, and LightningCLI refuses
     it."""
     with pytest.raises((ValueError, SystemExit)) as error:
-        _cli(
-            tmp_path, monkeypatch, "    - class_path: EarlyStopping\n      init_args: {monitor: train_loss}\n"
-        )
+        _cli(tmp_path, monkeypatch, [{"class_path": "EarlyStopping", "init_args": {"monitor": "train_loss"}}])
     said = str(error.value) + capsys.readouterr().err
     assert "Multiple subclasses with name EarlyStopping" in said and "lightning_recipes.EarlyStopping" in said

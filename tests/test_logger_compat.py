@@ -42,6 +42,10 @@ from lightning_recipes.plots import read_metrics
 from lightning_recipes.testing import TinyClassifier, fast_trainer, random_classification_loader
 
 
+def _keys(area: str, *names: str) -> list[str]:
+    return [f"{area}/{name}" for name in names]
+
+
 @dataclass
 class Spec:
     """A callback to attach, the metric keys it must log in the fit below, and its hparams sections."""
@@ -57,15 +61,9 @@ SPECS: dict[str, Spec] = {
     "GradNormMonitor": Spec(
         build=lambda: GradNormMonitor(group_by=1, log_param_norm=True, log_update_ratio=True),
         metrics=[
-            "grad_norm/total",
-            "grad_norm/total_mean",
-            "grad_norm/total_max",
-            "grad_norm/nonfinite_steps",
-            "param_norm/total",
-            "update_ratio/total",
-            "grad_norm/hidden",
-            "grad_norm/head",
-            "update_ratio/head",
+            *_keys("grad_norm", "total", "total_mean", "total_max", "nonfinite_steps", "hidden", "head"),
+            *_keys("param_norm", "total"),
+            *_keys("update_ratio", "total", "head"),
         ],
         documented_as={
             "grad_norm/hidden": "grad_norm/<group>",
@@ -79,23 +77,13 @@ SPECS: dict[str, Spec] = {
     ),
     "InputPipelineMonitor": Spec(
         build=lambda: InputPipelineMonitor(warn_wait_fraction=None),
-        metrics=[
-            "input_pipeline/wait_fraction",
-            "input_pipeline/fetch_ms",
-            "input_pipeline/fetch_ms_max",
-            "input_pipeline/step_ms",
-            "input_pipeline/epoch_start_s",
-        ],
+        metrics=_keys(
+            "input_pipeline", "wait_fraction", "fetch_ms", "fetch_ms_max", "step_ms", "epoch_start_s"
+        ),
     ),
     "StabilityGuard": Spec(
         build=lambda: StabilityGuard(check_every_n_steps=1, snapshot_every_n_steps=2),
-        metrics=[
-            "stability/event_step",
-            "stability/event_cause",
-            "stability/event_value",
-            "stability/rollbacks",
-            "stability/skipped_steps",
-        ],
+        metrics=_keys("stability", "event_step", "event_cause", "event_value", "rollbacks", "skipped_steps"),
         check=lambda guard: _check_guard(guard),
     ),
     "EarlyStopping": Spec(
@@ -105,12 +93,7 @@ SPECS: dict[str, Spec] = {
     "Preflight": Spec(
         # No wall-clock budget: on a busy machine a budget ends a check before it measures (no metric to log).
         build=lambda: Preflight(on_fail="warn", print_report=False, time_budget=None, total_time_budget=None),
-        metrics=[
-            "preflight/init_loss",
-            "preflight/overfit_batch",
-            "preflight/input_independence",
-            "preflight/batch_independence",
-        ],
+        metrics=_keys("preflight", "init_loss", "overfit_batch", "input_independence", "batch_independence"),
     ),
     "RunManifest": Spec(
         build=lambda: RunManifest(fingerprint_batches=2),
@@ -131,9 +114,8 @@ class _Model(TinyClassifier):
 
 
 def _check_guard(guard: StabilityGuard) -> None:
-    assert [(event.step, event.cause, event.action) for event in guard.events] == [
-        (NAN_STEP, "nonfinite_loss", "rollback")
-    ]
+    events = [(event.step, event.cause, event.action) for event in guard.events]
+    assert events == [(NAN_STEP, "nonfinite_loss", "rollback")]
 
 
 def _check_stopper(stopper: EarlyStopping) -> None:
@@ -162,11 +144,7 @@ CHECK_SPECS: dict[str, Spec] = {
 def _fit(tmp_path: Path, logger: Logger, specs: dict[str, Spec]) -> list[Callback]:
     callbacks = [spec.build() for spec in specs.values()]
     trainer = fast_trainer(
-        max_epochs=3,
-        callbacks=callbacks,
-        logger=logger,
-        log_every_n_steps=2,
-        default_root_dir=tmp_path,
+        max_epochs=3, callbacks=callbacks, logger=logger, log_every_n_steps=2, default_root_dir=tmp_path
     )
     trainer.fit(_Model(lr=0.5), *_loaders())
     return callbacks

@@ -103,13 +103,8 @@ def test_resume_continues_the_same_mixing_stream_bitwise(tmp_path: Path) -> None
     def run(ckpt_path: str | None = None, callbacks: list | None = None) -> MixedClassifier:
         torch.manual_seed(0)
         model = MixedClassifier(BatchMixer(mixup_alpha=1.0, cutmix_alpha=0.0, num_classes=4, seed=3))
-        trainer = fast_trainer(
-            max_steps=6,
-            max_epochs=2,
-            callbacks=callbacks or [],
-            default_root_dir=tmp_path,
-            enable_checkpointing=bool(callbacks),
-        )
+        settings = {"max_steps": 6, "max_epochs": 2, "default_root_dir": tmp_path}
+        trainer = fast_trainer(callbacks=callbacks or [], enable_checkpointing=bool(callbacks), **settings)
         trainer.fit(model, _loader(), ckpt_path=ckpt_path)
         return model
 
@@ -151,13 +146,8 @@ def test_lightning_cli_yaml_builds_the_mixer(tmp_path: Path, monkeypatch: pytest
     cli = LightningCLI(MixedClassifier, args=["--config", str(config)], run=False, save_config_callback=None)
     mixer = cli.model.batch_mixer
     assert isinstance(mixer, BatchMixer)
-    assert (mixer.mixup_alpha, mixer.prob, mixer.num_classes, mixer.seed, mixer.sync_across_ranks) == (
-        0.4,
-        0.9,
-        4,
-        7,
-        True,
-    )
+    settings = (mixer.mixup_alpha, mixer.prob, mixer.num_classes, mixer.seed, mixer.sync_across_ranks)
+    assert settings == (0.4, 0.9, 4, 7, True)
     cli.trainer.fit(cli.model, _loader())
     assert mixer.num_batches == 2
 

@@ -146,14 +146,8 @@ def test_grad_norm_monitor_matches_lightnings_grad_norm_table(norm_type, tmp_pat
 def test_grad_norm_monitor_logs_a_float64_gradient_of_1e23(norm_type, tmp_path):
     logger = InMemoryLogger()
     monitor = GradNormMonitor(norm_type=norm_type)
-    trainer = fast_trainer(
-        max_steps=2,
-        logger=logger,
-        log_every_n_steps=1,
-        callbacks=[monitor],
-        default_root_dir=tmp_path,
-        precision="64-true",
-    )
+    settings = {"log_every_n_steps": 1, "default_root_dir": tmp_path, "precision": "64-true"}
+    trainer = fast_trainer(max_steps=2, logger=logger, callbacks=[monitor], **settings)
     trainer.fit(_fixed_gradient_module({"param2": torch.tensor([1e23], dtype=torch.float64)}, torch.float64))
     # Lightning's `log` stores Python floats as float32 tensors: 1e23 arrives as 9.9999998e22
     assert logger.last("grad_norm/total") == pytest.approx(1e23, rel=1e-6)

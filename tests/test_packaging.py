@@ -25,15 +25,8 @@ PROJECT = PYPROJECT["project"]
 # The floors, as docs/guides/versioning.md's table states them: what CI runs (Python, torch, Lightning), what
 # LightningCLI of Lightning 2.6.0 needs (jsonargparse), and for the libraries we import directly, the floor
 # our tested stack (torch 2.13, Lightning 2.6.0, torchmetrics) already requires.
-FLOORS = {
-    "torch": ">=2.13",
-    "lightning": ">=2.6",
-    "torchmetrics": ">=1.0",
-    "jsonargparse": ">=4.39",
-    "numpy": ">1.20.0",
-    "pyyaml": ">5.4",
-    "typing-extensions": ">=4.10.0",
-}
+FLOORS = {"torch": ">=2.13", "lightning": ">=2.6", "torchmetrics": ">=1.0", "jsonargparse": ">=4.39"}
+FLOORS.update({"numpy": ">1.20.0", "pyyaml": ">5.4", "typing-extensions": ">=4.10.0"})
 REPO_ONLY_GROUPS = {"dev", "notebooks", "bench"}  # the repository's tools: dependency groups, never extras
 
 
@@ -133,12 +126,8 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """The sdist and the wheel, built by setuptools' PEP 517 backend from a copy of what a clean clone holds
     (git's tracked and not-ignored files: the repository stays clean; a few seconds)."""
     source = tmp_path_factory.mktemp("source")
-    listed = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=ROOT,
-        capture_output=True,
-        check=True,
-    ).stdout.decode()
+    git_files = ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"]
+    listed = subprocess.run(git_files, cwd=ROOT, capture_output=True, check=True).stdout.decode()
     for name in filter(None, listed.split("\0")):
         if (ROOT / name).is_file():  # (a deleted, not yet committed file is still listed)
             (source / name).parent.mkdir(parents=True, exist_ok=True)

@@ -78,12 +78,9 @@ def _fit_two_loggers(tmp_path: Path, optimizer: str = "sgd") -> tuple[InMemoryLo
             return super().configure_optimizers()
 
     memory, csv_logger = InMemoryLogger(), CSVLogger(tmp_path, name=optimizer)
+    loggers = [memory, csv_logger]
     trainer = fast_trainer(
-        max_steps=12,
-        max_epochs=2,
-        logger=[memory, csv_logger],
-        log_every_n_steps=2,
-        default_root_dir=tmp_path,
+        max_steps=12, max_epochs=2, logger=loggers, log_every_n_steps=2, default_root_dir=tmp_path
     )
     trainer.fit(Model(), random_classification_loader())
     return memory, csv_logger
@@ -129,12 +126,11 @@ def test_schedule_values_of_a_factory_and_a_recipe_match_reference() -> None:
     recipe = OptimizerRecipe(
         optimizer="adamw", lr=2e-3, warmup_ratio=0.1, schedule="cosine", min_lr_ratio=0.1
     )
-    values = schedule_values(recipe, 100)
     # Hugging Face's min-lr variant: warmup from 0 as usual, then cosine * (1 - r) + r.
     expected = [
         2e-3 * (s / 10 if s < 10 else _hf_cosine_with_warmup(s, 10, 100) * 0.9 + 0.1) for s in range(100)
     ]
-    assert values == pytest.approx(expected)
+    assert schedule_values(recipe, 100) == pytest.approx(expected)
     lion = schedule_values(OptimizerRecipe(optimizer="lion", schedule="none"), 3)
     assert lion == [OPTIMIZER_DEFAULTS["lion"]["lr"]] * 3  # unset fields take the optimizer's defaults
 
@@ -145,15 +141,9 @@ def test_schedule_preview_equals_what_training_steps(tmp_path: Path) -> None:
 
     model = Model()
     model.recipe = OptimizerRecipe(lr=3e-4, warmup_steps=3, schedule="wsd", min_lr_ratio=0.2)
-    logger = InMemoryLogger()
-    trainer = fast_trainer(
-        max_steps=16,
-        max_epochs=2,
-        logger=logger,
-        log_every_n_steps=1,
-        callbacks=[LearningRateMonitor(logging_interval="step")],
-        default_root_dir=tmp_path,
-    )
+    logger, callbacks = InMemoryLogger(), [LearningRateMonitor(logging_interval="step")]
+    trainer = fast_trainer(max_steps=16, max_epochs=2, logger=logger, log_every_n_steps=1,
+                           callbacks=callbacks, default_root_dir=tmp_path)  # fmt: skip
     trainer.fit(model, random_classification_loader())
     key = next(k for k in sorted(logger.keys()) if k.startswith("lr-"))
     assert logger.values(key) == pytest.approx(schedule_values(model, 16))
@@ -225,9 +215,8 @@ def test_plot_overfit_from_real_preflight() -> None:
     lines = plot_overfit(healthy).axes[0].get_lines()  # the report
     assert lines[0].get_ydata().tolist() == pytest.approx(result.details["curve"])
     assert lines[1].get_label() == f"target {result.details['target']:.3g}"
-    assert plot_overfit(result).axes[0].get_lines()[0].get_ydata().tolist() == pytest.approx(
-        result.details["curve"]
-    )
+    single = plot_overfit(result).axes[0].get_lines()[0]  # one check result
+    assert single.get_ydata().tolist() == pytest.approx(result.details["curve"])
     figure = plot_overfit({"healthy": result, "frozen body": stuck["overfit_batch"]})
     labels = [line.get_label() for line in figure.axes[0].get_lines()]
     assert labels == ["healthy", "frozen body", f"target {result.details['target']:.3g}"]  # same ln 4 start
@@ -260,9 +249,8 @@ def test_plot_grad_norms_from_real_callbacks(tmp_path: Path) -> None:
     labels = [line.get_label() for line in main.get_lines()]
     assert labels == ["grad_norm/total", "grad_norm/total_max", "grad_clip/threshold"]
     assert main.get_lines()[0].get_ydata().tolist() == pytest.approx(logger.values("grad_norm/total"))
-    assert twin.get_lines()[0].get_ydata().tolist() == pytest.approx(
-        logger.values("grad_clip/clipped_fraction")
-    )
+    clipped = twin.get_lines()[0].get_ydata().tolist()
+    assert clipped == pytest.approx(logger.values("grad_clip/clipped_fraction"))
     assert main.get_yscale() == "log"
     _png(figure)
     assert len(plot_grad_norms({"grad_norm/total": [1.0, 2.0]}).axes) == 1  # no clipping logged: no twin axis
@@ -279,9 +267,8 @@ def test_log_figure_to_csv_tensorboard_and_wandb(tmp_path: Path) -> None:
     tb_logger = TensorBoardLogger(tmp_path, name="tb")
     wandb_logger = WandbLogger(project="plots-test", save_dir=str(tmp_path), offline=True)
     memory = InMemoryLogger()
-    trainer = fast_trainer(
-        max_steps=2, logger=[csv_logger, tb_logger, wandb_logger, memory], default_root_dir=tmp_path
-    )
+    loggers = [csv_logger, tb_logger, wandb_logger, memory]
+    trainer = fast_trainer(max_steps=2, logger=loggers, default_root_dir=tmp_path)
     try:
         trainer.fit(TinyClassifier(), random_classification_loader())
         written = log_figure(figure, trainer, "plots/train loss", step=2)
@@ -335,9 +322,8 @@ def test_matplotlib_is_imported_lazily() -> None:
 
 def _curve(losses: list[float]) -> LRRangeResult:
     lrs = [1e-5 * 1.5**i for i in range(len(losses))]
-    return LRRangeResult(
-        lrs, losses, losses, lrs[len(lrs) // 2], lrs[len(lrs) // 2] * 5, "min_div_10", "diverged"
-    )
+    middle = lrs[len(lrs) // 2]
+    return LRRangeResult(lrs, losses, losses, middle, middle * 5, "min_div_10", "diverged")
 
 
 def test_a_divergence_to_449_is_cut_off_and_marked(tmp_path: Path):

@@ -172,10 +172,9 @@ def test_the_float_warmup_steps_deprecation_is_said_once_per_module_not_per_reso
 def test_warmup_steps_int_and_warmup_ratio_give_the_steps_they_say():
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # neither spelling warns
-        by_steps = warmup_stable_decay(torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=1.0), 3, 10)
-        by_ratio = warmup_stable_decay(
-            torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=1.0), total_steps=10, warmup_ratio=0.3
-        )
+        optimizer = torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=1.0)
+        by_steps = warmup_stable_decay(optimizer, 3, 10)
+        by_ratio = warmup_stable_decay(optimizer, total_steps=10, warmup_ratio=0.3)
     assert [by_steps.lr_lambdas[0](s) for s in range(4)] == pytest.approx([0.0, 1 / 3, 2 / 3, 1.0])
     assert [by_ratio.lr_lambdas[0](s) for s in range(11)] == [by_steps.lr_lambdas[0](s) for s in range(11)]
     with pytest.raises(ValueError, match="Give `warmup_steps` or `warmup_ratio`, not both"):
@@ -209,9 +208,8 @@ def test_hparams_yaml_round_trips_through_lightning_loaders(tmp_path, logger_cls
     hparams_file = f"{logger.log_dir}/hparams.yaml"
     text = Path(hparams_file).read_text()
     assert "!!python" not in text, text
-    assert (
-        yaml.safe_load(text)["recipe"] == RECIPE.to_dict()
-    )  # any YAML reader, not only PyYAML's full loader
+    # any YAML reader, not only PyYAML's full loader
+    assert yaml.safe_load(text)["recipe"] == RECIPE.to_dict()
     hparams = load_hparams_from_yaml(hparams_file)
     assert hparams == {"recipe": RECIPE.to_dict(), "width": 12}
     assert OptimizerRecipe(**hparams["recipe"]) == RECIPE
@@ -330,48 +328,20 @@ def test_lightning_cli_yaml_layer_decay_lr_scale_and_finetune_schedule(tmp_path,
 
     monkeypatch.setattr("sys.argv", ["train.py"])
     config = tmp_path / "finetune.yaml"
-    config.write_text(
-        "model:\n"
-        "  class_path: tests.test_recipe.BlockLM\n"
-        "  init_args:\n"
-        "    recipe:\n"
-        "      lr: 0.001\n"
-        "      schedule: constant\n"
-        "      warmup_steps: 0\n"
-        "      layer_decay: 0.5\n"
-        "      lr_scale: {head: 2.0}\n"
-        "      block_classes: torch.nn.Sequential\n"
-        "trainer:\n"
-        "  max_steps: 4\n"
-        "  accelerator: cpu\n"
-        "  enable_progress_bar: false\n"
-        "  logger: false\n"
-        f"  default_root_dir: {tmp_path}\n"
-        "  callbacks:\n"
-        "    - class_path: lightning_recipes.callbacks.finetune_schedule.FinetuneSchedule\n"
-        "      init_args: {modules: [embed], unfreeze_at_step: 2, warmup_steps: 2}\n"
-    )
+    recipe = {"lr": 0.001, "schedule": "constant", "warmup_steps": 0, "layer_decay": 0.5}
+    recipe.update(lr_scale={"head": 2.0}, block_classes="torch.nn.Sequential")
+    schedule = {"class_path": "lightning_recipes.callbacks.finetune_schedule.FinetuneSchedule",
+                "init_args": {"modules": ["embed"], "unfreeze_at_step": 2, "warmup_steps": 2}}  # fmt: skip
+    trainer = {"max_steps": 4, "accelerator": "cpu", "enable_progress_bar": False, "logger": False}
+    trainer.update(default_root_dir=str(tmp_path), callbacks=[schedule])
+    model = {"class_path": "tests.test_recipe.BlockLM", "init_args": {"recipe": recipe}}
+    config.write_text(yaml.safe_dump({"model": model, "trainer": trainer}))
     cli = LightningCLI(args=["--config", str(config)], run=False)
-    assert cli.model.recipe == OptimizerRecipe(
-        lr=1e-3,
-        schedule="constant",
-        warmup_steps=0,
-        layer_decay=0.5,
-        lr_scale={"head": 2.0},
-        block_classes="torch.nn.Sequential",
-    )
+    assert cli.model.recipe == OptimizerRecipe(**recipe)
     cli.trainer.fit(cli.model, random_classification_loader(num_samples=64))
     groups = {g["name"]: g for g in cli.trainer.optimizers[0].param_groups}
-    assert list(groups) == [
-        "embed/embed/decay",
-        "embed/embed/no_decay",
-        "block_0/decay",
-        "block_0/no_decay",
-        "block_1/decay",
-        "block_1/no_decay",
-        "head/head/decay",
-        "head/head/no_decay",
-    ]
+    parts = ["embed/embed/", "block_0/", "block_1/", "head/head/"]
+    assert list(groups) == [f"{part}{kind}" for part in parts for kind in ("decay", "no_decay")]
     assert groups["embed/embed/decay"]["lr"] == pytest.approx(1e-3 * 0.125)  # unfrozen, warm-up done
     assert groups["block_0/decay"]["lr"] == pytest.approx(1e-3 * 0.25)
     assert groups["head/head/decay"]["lr"] == pytest.approx(1e-3 * 2.0)

@@ -115,14 +115,8 @@ def test_ddp_global_batch_is_batch_x_processes_x_accumulation_with_max_steps(
     loader_kind, use_distributed_sampler
 ):
     model = pickle.loads(pickle.dumps(DictNet(_scaled_recipe())))  # what ddp_spawn sends its ranks
-    trainer = fast_trainer(
-        max_steps=2,
-        max_epochs=None,
-        strategy="ddp_fork",
-        devices=2,
-        accumulate_grad_batches=2,
-        use_distributed_sampler=use_distributed_sampler,
-        callbacks=[_AssertGlobalBatch()],
-    )
+    settings = {"max_steps": 2, "max_epochs": None, "strategy": "ddp_fork", "devices": 2}
+    sampler = {"use_distributed_sampler": use_distributed_sampler}
+    trainer = fast_trainer(accumulate_grad_batches=2, callbacks=[_AssertGlobalBatch()], **settings, **sampler)
     trainer.fit(model, _loaders()[loader_kind])
     assert trainer.state.finished

@@ -67,14 +67,8 @@ def shown(tmp_path_factory: pytest.TempPathFactory) -> subprocess.CompletedProce
     # no PYTHONWARNINGS (default filters), no compiler: Python runs from its absolute path
     env = {"HOME": str(folder), "PATH": str(empty), "CC": "/nonexistent/cc", "PYTHONPATH": str(ROOT)}
     env.update({k: v for k, v in os.environ.items() if k.startswith(("LD_", "OMP_", "WANDB_"))})
-    result = subprocess.run(
-        [sys.executable, "train.py", "--config", "config.yaml"],
-        cwd=folder,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
+    command = [sys.executable, "train.py", "--config", "config.yaml"]
+    result = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, timeout=240)
     assert result.returncode == 0, result.stderr[-3000:]
     return result
 

@@ -80,29 +80,16 @@ def autoclip_thresholds(norms, percentile, window, warmup_steps, max_norm):
 def test_applied_gradient_matches_autoclip(
     tmp_path, monkeypatch, percentile, window, warmup_steps, max_norm, accumulate, precision, monitor_first
 ):
-    own_norms = []
-    original = adaptive_grad_clip.distributed_total_norm
-    monkeypatch.setattr(
-        adaptive_grad_clip, "distributed_total_norm", lambda *a, **k: own_norms.append(1) or original(*a, **k)
-    )
+    own_norms, original = [], adaptive_grad_clip.distributed_total_norm
+    counting = lambda *a, **k: own_norms.append(1) or original(*a, **k)  # noqa: E731
+    monkeypatch.setattr(adaptive_grad_clip, "distributed_total_norm", counting)
     pre, applied, logger = PreClip(), Applied(), InMemoryLogger()
-    clip = AdaptiveGradClip(
-        percentile=percentile, window=window, warmup_steps=warmup_steps, max_norm=max_norm
-    )
+    clip = AdaptiveGradClip(percentile, window, warmup_steps=warmup_steps, max_norm=max_norm)
     callbacks = [pre, GradNormMonitor(), clip, applied] if monitor_first else [pre, clip, applied]
-    trainer = fast_trainer(
-        max_steps=12,
-        logger=logger,
-        log_every_n_steps=1,
-        accumulate_grad_batches=accumulate,
-        precision=precision,
-        callbacks=callbacks,
-        default_root_dir=tmp_path,
-    )
-    trainer.fit(
-        TinyClassifier(lr=LR, hidden=64),
-        random_classification_loader(num_samples=12 * 16 * accumulate, batch_size=16),
-    )
+    settings = {"max_steps": 12, "log_every_n_steps": 1, "precision": precision, "default_root_dir": tmp_path}
+    trainer = fast_trainer(logger=logger, accumulate_grad_batches=accumulate, callbacks=callbacks, **settings)
+    loader = random_classification_loader(num_samples=12 * 16 * accumulate, batch_size=16)
+    trainer.fit(TinyClassifier(lr=LR, hidden=64), loader)
     thresholds = autoclip_thresholds(pre.norms, percentile, window, warmup_steps, max_norm)
     expected = [min(n, t) for n, t in zip(pre.norms, thresholds)]
     got = [float(g.double().norm()) for g in applied.grads]
@@ -229,9 +216,7 @@ def test_state_dict_round_trip_resume_and_pickle(tmp_path):
     assert resumed.state_dict()["states"][0]["steps"] == second.global_step
 
 
-# ------------------------------------------------------------------------------------------------------------
 # AutoClip's threshold and factor as a pure function: a value table
-# ------------------------------------------------------------------------------------------------------------
 
 NAN, INF = math.nan, math.inf
 ONE_TO_FOUR = [1.0, 2.0, 3.0, 4.0, NAN, NAN]  # NaN: empty slots of the ring buffer

@@ -68,11 +68,9 @@ class Record(Callback):
     def on_train_batch_start(self, trainer: pl.Trainer, pl_module: Any, *args: Any) -> None:
         optimizer = trainer.optimizers[0]
         self.lrs.append([g["lr"] for g in optimizer.param_groups])
+        groups = optimizer.param_groups
         self.trainable.append(
-            {
-                g["name"]: sum(p.numel() for p in g["params"] if p.requires_grad)
-                for g in optimizer.param_groups
-            }
+            {g["name"]: sum(p.numel() for p in g["params"] if p.requires_grad) for g in groups}
         )
         self.backbone_state.append(any(p in optimizer.state for p in pl_module.backbone.parameters()))
         self.backbone_still.append(
@@ -89,7 +87,7 @@ def _cosine(step: int, warmup: int = 2, total: int = TOTAL, min_ratio: float = 0
 
 def _recipe(optimizer: str = "adamw") -> OptimizerRecipe:
     return OptimizerRecipe(
-        optimizer=optimizer, lr=0.01, schedule="cosine", warmup_steps=2, min_lr_ratio=0.1, layer_decay=0.5
+        optimizer, lr=0.01, schedule="cosine", warmup_steps=2, min_lr_ratio=0.1, layer_decay=0.5
     )
 
 
@@ -103,16 +101,8 @@ def test_lr_table_counts_and_frozen_weights(tmp_path, optimizer):
     assert callback.unfrozen_at == UNFREEZE
     groups = trainer.optimizers[0].param_groups
     names = [g["name"] for g in groups]
-    assert names == [
-        "embed/backbone/decay",
-        "embed/backbone/no_decay",
-        "block_0/backbone/decay",
-        "block_0/backbone/no_decay",
-        "block_1/backbone/decay",
-        "block_1/backbone/no_decay",
-        "head/decay",
-        "head/no_decay",
-    ]
+    parts = ["embed/backbone/", "block_0/backbone/", "block_1/backbone/", "head/"]
+    assert names == [f"{part}{kind}" for part in parts for kind in ("decay", "no_decay")]
     scales = [0.125, 0.125, 0.25, 0.25, 0.5, 0.5, 1.0, 1.0]
     for step, row in enumerate(record.lrs):
         thaw = 0.0 if step < UNFREEZE else min(1.0, (step - UNFREEZE + 1) / WARMUP)
@@ -156,34 +146,36 @@ def _run(directory: Path, extra: list[Callback], ckpt_path: Path | None = None, 
     # unfrozen groups' multiplier, not only their requires_grad
     callback = FinetuneSchedule("backbone", unfreeze_at_step=UNFREEZE, warmup_steps=5)
     checkpoint = ModelCheckpoint(
-        dirpath=directory, every_n_epochs=1, save_on_train_epoch_end=True, save_top_k=-1, filename="{step}"
+        directory, "{step}", save_top_k=-1, every_n_epochs=1, save_on_train_epoch_end=True
     )
+    callbacks = [callback, checkpoint, *extra]
     trainer = fast_trainer(
-        max_epochs=3,
-        callbacks=[callback, checkpoint, *extra],
-        enable_checkpointing=True,
-        default_root_dir=directory,
+        max_epochs=3, callbacks=callbacks, enable_checkpointing=True, default_root_dir=directory
     )
     trainer.fit(model, random_classification_loader(num_samples=128, batch_size=32), ckpt_path=ckpt_path)
     return model, trainer, callback
 
 
-@pytest.mark.parametrize(("kill_at", "resume_from"), [(5, 4), (9, 8)])  # before / inside the warm-up
-def test_kill_and_resume_across_the_unfreeze_point_is_bitwise(tmp_path, kill_at, resume_from):
+def test_kill_and_resume_across_the_unfreeze_point_is_bitwise(tmp_path):
+    """One run killed at step 9 left checkpoints at steps 4 (before the unfreeze) and 8 (inside the warm-up);
+    a resume from each ends bitwise where the uninterrupted run ends."""
     reference, trainer, callback = _run(tmp_path / "uninterrupted", [])
     with pytest.raises(KeyError, match="killed"):
-        _run(tmp_path / "killed", [Kill(kill_at)])
-    path = tmp_path / "killed" / f"step={resume_from}.ckpt"
-    resumed, resumed_trainer, resumed_callback = _run(tmp_path / "resumed", [], ckpt_path=path, seed=123)
-    assert resumed_trainer.global_step == trainer.global_step == TOTAL
-    assert resumed_callback.unfrozen_at == callback.unfrozen_at == UNFREEZE
-    for (name, a), b in zip(reference.state_dict().items(), resumed.state_dict().values()):
-        assert torch.equal(a, b), name
-    state_a, state_b = trainer.optimizers[0].state_dict(), resumed_trainer.optimizers[0].state_dict()
-    assert [g["lr"] for g in state_a["param_groups"]] == [g["lr"] for g in state_b["param_groups"]]
-    for index, values in state_a["state"].items():
-        for key, value in values.items():
-            assert torch.equal(value, state_b["state"][index][key]), (index, key)
+        _run(tmp_path / "killed", [Kill(9)])
+    for resume_from in (4, 8):
+        path = tmp_path / "killed" / f"step={resume_from}.ckpt"
+        resumed, resumed_trainer, resumed_callback = _run(
+            tmp_path / f"resumed{resume_from}", [], path, seed=123
+        )
+        assert resumed_trainer.global_step == trainer.global_step == TOTAL
+        assert resumed_callback.unfrozen_at == callback.unfrozen_at == UNFREEZE
+        for (name, a), b in zip(reference.state_dict().items(), resumed.state_dict().values()):
+            assert torch.equal(a, b), (resume_from, name)
+        state_a, state_b = trainer.optimizers[0].state_dict(), resumed_trainer.optimizers[0].state_dict()
+        assert [g["lr"] for g in state_a["param_groups"]] == [g["lr"] for g in state_b["param_groups"]]
+        for index, values in state_a["state"].items():
+            for key, value in values.items():
+                assert torch.equal(value, state_b["state"][index][key]), (resume_from, index, key)
 
 
 def test_state_round_trip_and_old_checkpoints():
@@ -221,18 +213,15 @@ class OwnOptimizerNet(FTNet):
 )
 def test_fit_start_errors(tmp_path, model, modules, match):
     callback = FinetuneSchedule(modules, unfreeze_at_step=1)
+    trainer = fast_trainer(max_steps=2, callbacks=[callback], default_root_dir=tmp_path)
     with pytest.raises(ValueError, match=match):
-        fast_trainer(max_steps=2, callbacks=[callback], default_root_dir=tmp_path).fit(
-            model, random_classification_loader()
-        )
+        trainer.fit(model, random_classification_loader())
 
 
 def test_own_configure_optimizers_with_split_works(tmp_path):
     callback = FinetuneSchedule("backbone", unfreeze_at_step=1)
-    model = OwnOptimizerNet(split=True)
-    fast_trainer(max_steps=3, callbacks=[callback], default_root_dir=tmp_path).fit(
-        model, random_classification_loader()
-    )
+    trainer = fast_trainer(max_steps=3, callbacks=[callback], default_root_dir=tmp_path)
+    trainer.fit(OwnOptimizerNet(split=True), random_classification_loader())
     assert callback.unfrozen_at == 1
 
 
@@ -262,14 +251,8 @@ def test_ddp_two_processes(tmp_path):
     callback = pickle.loads(
         pickle.dumps(FinetuneSchedule("backbone", unfreeze_at_step=UNFREEZE, warmup_steps=WARMUP))
     )
-    trainer = fast_trainer(
-        max_steps=TOTAL - 2,
-        accelerator="cpu",
-        devices=2,
-        strategy="ddp_fork_find_unused_parameters_true",
-        callbacks=[callback, CheckRanks()],
-        default_root_dir=tmp_path,
-    )
+    trainer = fast_trainer(max_steps=TOTAL - 2, devices=2, strategy="ddp_fork_find_unused_parameters_true",
+                           callbacks=[callback, CheckRanks()], default_root_dir=tmp_path)  # fmt: skip
     # rank-dependent data: without the gradient all-reduce the ranks would drift apart
     model = pickle.loads(pickle.dumps(FTNet(_recipe())))
     trainer.fit(model, random_classification_loader(num_samples=640, batch_size=16, shuffle=True))

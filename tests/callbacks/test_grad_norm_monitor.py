@@ -35,9 +35,7 @@ SCRIPTS = Path(__file__).parent / "scripts"
 LR = 0.1
 
 
-# ------------------------------------------------------------------------------------------------------------
 # module-level helpers
-# ------------------------------------------------------------------------------------------------------------
 
 
 class AppliedGradient(Callback):
@@ -145,9 +143,16 @@ def _norm(tensors, p: float = 2.0) -> float:
     return float(torch.linalg.vector_norm(torch.cat([t.double().flatten() for t in tensors]), p))
 
 
-# ------------------------------------------------------------------------------------------------------------
+def _fit(tmp_path, model, loader, callbacks, **trainer_kwargs) -> tuple[pl.Trainer, InMemoryLogger]:
+    """A fit logging to an in-memory logger (every step unless told otherwise): the Trainer and the logger."""
+    logger = InMemoryLogger()
+    kwargs = {"log_every_n_steps": 1, "logger": logger, "default_root_dir": tmp_path, **trainer_kwargs}
+    trainer = fast_trainer(callbacks=callbacks, **kwargs)
+    trainer.fit(model, loader)
+    return trainer, logger
+
+
 # single process, against independent references
-# ------------------------------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -163,24 +168,16 @@ def _norm(tensors, p: float = 2.0) -> float:
 )
 def test_logged_norm_is_the_norm_of_the_applied_gradient(tmp_path, accumulate, precision, plugins):
     # every step logged and compared: also no stale value (Lightning re-sends a value logged once)
-    logger, applied = InMemoryLogger(), AppliedGradient()
-    extra = {}
-    if plugins == "fp16-scaler":
-        scaler = torch.amp.GradScaler("cpu", init_scale=2.0**10)
-        extra["plugins"] = [MixedPrecision("16-mixed", "cpu", scaler=scaler)]
-    else:
-        extra["precision"] = precision
-    trainer = fast_trainer(
-        max_steps=4,
-        logger=logger,
-        log_every_n_steps=1,
-        accumulate_grad_batches=accumulate,
-        callbacks=[GradNormMonitor(), applied],
-        default_root_dir=tmp_path,
-        **extra,
+    applied = AppliedGradient()
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0**10)
+    extra = (
+        {"plugins": [MixedPrecision("16-mixed", "cpu", scaler=scaler)]}
+        if plugins
+        else {"precision": precision}
     )
-    model = TinyClassifier(lr=LR)
-    trainer.fit(model, random_classification_loader(num_samples=32 * 4 * accumulate, batch_size=32))
+    loader = random_classification_loader(num_samples=32 * 4 * accumulate, batch_size=32)
+    _, logger = _fit(tmp_path, TinyClassifier(lr=LR), loader, [GradNormMonitor(), applied], max_steps=4,
+                     accumulate_grad_batches=accumulate, **extra)  # fmt: skip
     logged = logger.values("grad_norm/total")
     assert len(logged) == 4 == len(applied.norms)
     assert min(applied.norms) > 0
@@ -190,29 +187,20 @@ def test_logged_norm_is_the_norm_of_the_applied_gradient(tmp_path, accumulate, p
 
 
 def test_interval_statistics_and_groups_against_recorded_gradients(tmp_path):
-    logger, recorder = InMemoryLogger(), GradRecorder()
-    monitor = GradNormMonitor(
-        group_by={r"^blocks\.0\.": "first_block", r"^blocks\.": "later_blocks", r"embedding": "embeddings"},
-        log_param_norm=True,
-        log_update_ratio=True,
+    recorder = GradRecorder()
+    groups = {r"^blocks\.0\.": "first_block", r"^blocks\.": "later_blocks", r"embedding": "embeddings"}
+    monitor = GradNormMonitor(group_by=groups, log_param_norm=True, log_update_ratio=True)
+    model, loader = (
+        TinyTransformerLM(d_model=32, n_layers=2),
+        random_token_loader(num_samples=48, batch_size=8),
     )
-    trainer = fast_trainer(
-        max_steps=6,
-        logger=logger,
-        log_every_n_steps=3,
-        callbacks=[monitor, recorder],
-        default_root_dir=tmp_path,
-    )
-    trainer.fit(TinyTransformerLM(d_model=32, n_layers=2), random_token_loader(num_samples=48, batch_size=8))
+    _, logger = _fit(tmp_path, model, loader, [monitor, recorder], max_steps=6, log_every_n_steps=3)
     assert [s for s, _ in logger.history("grad_norm/total")] == [2, 5]
     totals = [_norm(step.values()) for step in recorder.steps]
     np.testing.assert_allclose(logger.values("grad_norm/total"), [totals[2], totals[5]], rtol=1e-5)
-    np.testing.assert_allclose(
-        logger.values("grad_norm/total_mean"), [np.mean(totals[:3]), np.mean(totals[3:])], rtol=1e-5
-    )
-    np.testing.assert_allclose(
-        logger.values("grad_norm/total_max"), [max(totals[:3]), max(totals[3:])], rtol=1e-5
-    )
+    for key, statistic in (("total_mean", np.mean), ("total_max", max)):
+        expected = [statistic(totals[:3]), statistic(totals[3:])]
+        np.testing.assert_allclose(logger.values(f"grad_norm/{key}"), expected, rtol=1e-5)
     assert logger.values("grad_norm/nonfinite_steps") == [0.0, 0.0]
 
     def group_of(name: str) -> str:
@@ -226,11 +214,8 @@ def test_interval_statistics_and_groups_against_recorded_gradients(tmp_path):
         for logged_at, step in ((0, 2), (1, 5)):
             grads = [g for n, g in recorder.steps[step].items() if group_of(n) == group]
             params = [p for n, p in recorder.params[step].items() if group_of(n) == group]
-            deltas = [
-                recorder.params_after[step][n] - p
-                for n, p in recorder.params[step].items()
-                if group_of(n) == group
-            ]
+            after = recorder.params_after[step]
+            deltas = [after[n] - p for n, p in recorder.params[step].items() if group_of(n) == group]
             assert math.isclose(logger.values(f"grad_norm/{group}")[logged_at], _norm(grads), rel_tol=1e-5)
             assert math.isclose(logger.values(f"param_norm/{group}")[logged_at], _norm(params), rel_tol=1e-5)
             ratio = _norm(deltas) / _norm(params)
@@ -244,15 +229,10 @@ def test_interval_statistics_and_groups_against_recorded_gradients(tmp_path):
 
 
 def test_group_by_module_depth_and_inf_norm(tmp_path):
-    logger, recorder = InMemoryLogger(), GradRecorder()
-    trainer = fast_trainer(
-        max_steps=2,
-        logger=logger,
-        log_every_n_steps=1,
-        callbacks=[GradNormMonitor(norm_type="inf", group_by=2, prefix="train/"), recorder],
-        default_root_dir=tmp_path,
+    recorder, monitor = GradRecorder(), GradNormMonitor(norm_type="inf", group_by=2, prefix="train/")
+    _, logger = _fit(
+        tmp_path, TinyTransformerLM(n_layers=2), random_token_loader(), [monitor, recorder], max_steps=2
     )
-    trainer.fit(TinyTransformerLM(n_layers=2), random_token_loader())
     logged = logger.keys()
     groups = {k.removeprefix("train/grad_norm/") for k in logged if k.startswith("train/grad_norm/")}
     assert {"blocks.0", "blocks.1", "token_embedding", "position_embedding", "ln_f", "head"} <= groups
@@ -263,15 +243,9 @@ def test_group_by_module_depth_and_inf_norm(tmp_path):
 
 
 def test_several_optimizers_get_their_own_keys(tmp_path):
-    logger, recorder = InMemoryLogger(), GradRecorder()
-    trainer = fast_trainer(
-        max_steps=4,
-        logger=logger,
-        log_every_n_steps=2,
-        callbacks=[GradNormMonitor(), recorder],
-        default_root_dir=tmp_path,
-    )
-    trainer.fit(TwoOptimizers(), random_classification_loader())
+    recorder = GradRecorder()
+    _, logger = _fit(tmp_path, TwoOptimizers(), random_classification_loader(), [GradNormMonitor(), recorder],
+                     max_steps=4, log_every_n_steps=2)  # fmt: skip
     logged = logger.keys()
     assert {"grad_norm/optimizer_0/total", "grad_norm/optimizer_1/total"} <= logged
     assert "grad_norm/total" not in logged
@@ -285,36 +259,21 @@ def test_several_optimizers_get_their_own_keys(tmp_path):
 
 
 def test_own_cadence_writes_straight_to_the_loggers(tmp_path):
-    logger = InMemoryLogger()
-    trainer = fast_trainer(
-        max_steps=6,
-        logger=logger,
-        log_every_n_steps=50,
-        callbacks=[GradNormMonitor(log_every_n_steps=2)],
-        default_root_dir=tmp_path,
-    )
-    trainer.fit(TinyClassifier(), random_classification_loader())
+    callbacks = [GradNormMonitor(log_every_n_steps=2)]
+    trainer, logger = _fit(tmp_path, TinyClassifier(), random_classification_loader(), callbacks, max_steps=6,
+                           log_every_n_steps=50)  # fmt: skip
     assert [s for s, _ in logger.history("grad_norm/total")] == [1, 3, 5]
     assert "grad_norm/total" not in trainer.callback_metrics
 
 
-# ------------------------------------------------------------------------------------------------------------
 # host-device syncs
-# ------------------------------------------------------------------------------------------------------------
 
 
 def _syncs_per_batch(module: pl.LightningModule, callbacks: list[Callback], tmp_path: Path) -> list[int]:
     with HostSyncCounter() as counter:
         ledger = SyncLedger(counter)
-        trainer = fast_trainer(
-            max_steps=10,
-            logger=InMemoryLogger(),
-            log_every_n_steps=5,
-            accumulate_grad_batches=1,
-            callbacks=[ledger, *callbacks],
-            default_root_dir=tmp_path,
-        )
-        trainer.fit(module, random_token_loader(num_samples=40, seq_len=8, batch_size=4))
+        loader = random_token_loader(num_samples=40, seq_len=8, batch_size=4)
+        _fit(tmp_path, module, loader, [ledger, *callbacks], max_steps=10, log_every_n_steps=5)
     assert len(ledger.per_batch) == 10
     return ledger.per_batch
 
@@ -363,26 +322,14 @@ def test_no_sync_on_cuda_non_logging_steps(tmp_path):
         AdaptiveGradClip(warmup_steps=2),
         InputPipelineMonitor(),
     ]
-    trainer = pl.Trainer(
-        accelerator="cuda",
-        devices=1,
-        max_steps=12,
-        log_every_n_steps=4,
-        logger=InMemoryLogger(),
-        callbacks=callbacks,
-        enable_progress_bar=False,
-        enable_checkpointing=False,
-        default_root_dir=tmp_path,
-    )
-    try:
-        trainer.fit(NoLogLM(), random_token_loader())
+    try:  # 12 steps: two epochs of random_token_loader()
+        _fit(tmp_path, NoLogLM(), random_token_loader(), callbacks, accelerator="cuda", max_steps=12,
+             max_epochs=2, log_every_n_steps=4)  # fmt: skip
     finally:
         torch.cuda.set_sync_debug_mode(0)
 
 
-# ------------------------------------------------------------------------------------------------------------
 # distributed
-# ------------------------------------------------------------------------------------------------------------
 
 
 def test_ddp_fork_logs_the_norm_of_the_full_batch_gradient(tmp_path):
@@ -397,37 +344,22 @@ def test_ddp_fork_logs_the_norm_of_the_full_batch_gradient(tmp_path):
     reference.load_state_dict(model.state_dict())
     F.cross_entropy(reference(x), y).backward()
     expected = _norm([p.grad for p in reference.parameters()])
-    trainer = fast_trainer(
-        strategy="ddp_fork",
-        devices=2,
-        max_steps=1,
-        log_every_n_steps=1,
-        callbacks=[GradNormMonitor()],
-        default_root_dir=tmp_path,
+    trainer, _ = _fit(
+        tmp_path, model, loader, [GradNormMonitor()], strategy="ddp_fork", devices=2, max_steps=1
     )
-    trainer.fit(model, loader)
     assert math.isclose(float(trainer.callback_metrics["grad_norm/total"]), expected, rel_tol=1e-5)
 
 
 def test_pickled_copies_of_all_three_callbacks_run_under_ddp(tmp_path):
     """What ddp_spawn does with them (forked ranks: no fresh interpreters)."""
-    callbacks = [
-        pickle.loads(pickle.dumps(callback))
-        for callback in (
-            GradNormMonitor(group_by=1),
-            AdaptiveGradClip(warmup_steps=1, window=4),
-            InputPipelineMonitor(),
-        )
-    ]
-    trainer = fast_trainer(
-        strategy="ddp_fork",
-        devices=2,
-        max_steps=4,
-        log_every_n_steps=2,
-        callbacks=callbacks,
-        default_root_dir=tmp_path,
+    originals = (
+        GradNormMonitor(group_by=1),
+        AdaptiveGradClip(warmup_steps=1, window=4),
+        InputPipelineMonitor(),
     )
-    trainer.fit(TinyClassifier(), random_classification_loader())
+    callbacks = [pickle.loads(pickle.dumps(callback)) for callback in originals]
+    trainer, _ = _fit(tmp_path, TinyClassifier(), random_classification_loader(), callbacks,
+                      strategy="ddp_fork", devices=2, max_steps=4, log_every_n_steps=2)  # fmt: skip
     metrics = trainer.callback_metrics
     for key in ("grad_norm/total", "grad_norm/head", "grad_clip/threshold", "input_pipeline/wait_fraction"):
         assert key in metrics, sorted(metrics)
@@ -438,12 +370,9 @@ def test_pickled_copies_of_all_three_callbacks_run_under_ddp(tmp_path):
 def test_fsdp2_norms_and_clipping_match_the_full_gradient():
     """FSDP2 through ``ModelParallelStrategy`` + ``fully_shard`` on 2 CPU processes (see the script's
     docstring)."""
+    script = [sys.executable, str(SCRIPTS / "grad_norm_monitor_fsdp2.py")]
     result = subprocess.run(
-        [sys.executable, str(SCRIPTS / "grad_norm_monitor_fsdp2.py")],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        cwd=Path(__file__).parents[2],
+        script, capture_output=True, text=True, timeout=240, cwd=Path(__file__).parents[2]
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
     assert "FSDP2-OK steps=8" in result.stdout, result.stdout[-3000:]
@@ -461,26 +390,13 @@ def test_deepspeed_accepts_only_the_engine_global_norm():
 @pytest.mark.gpu
 @pytest.mark.skipif(not deepspeed_available(), reason="DeepSpeed is not installed")
 def test_deepspeed_logs_the_engine_global_norm(tmp_path):
-    logger = InMemoryLogger()
-    trainer = pl.Trainer(
-        accelerator="cuda",
-        devices=1,
-        strategy=DeepSpeedStrategy(stage=2),
-        max_steps=3,
-        log_every_n_steps=1,
-        logger=logger,
-        callbacks=[GradNormMonitor()],
-        enable_checkpointing=False,
-        default_root_dir=tmp_path,
-    )
-    trainer.fit(TinyClassifier(), random_classification_loader())
+    trainer, logger = _fit(tmp_path, TinyClassifier(), random_classification_loader(), [GradNormMonitor()],
+                           accelerator="cuda", strategy=DeepSpeedStrategy(stage=2), max_steps=3)  # fmt: skip
     engine = trainer.strategy.deepspeed_engine
     assert math.isclose(logger.last("grad_norm/total"), float(engine.get_global_grad_norm()), rel_tol=1e-5)
 
 
-# ------------------------------------------------------------------------------------------------------------
 # state, arguments
-# ------------------------------------------------------------------------------------------------------------
 
 
 def test_state_dict_round_trip_and_resume(tmp_path):
@@ -495,15 +411,9 @@ def test_state_dict_round_trip_and_resume(tmp_path):
     first.fit(TinyClassifier(), random_classification_loader(num_samples=96))  # one epoch = 3 steps
     ckpt = next(Path(tmp_path).rglob("*.ckpt"))
     assert any(key.startswith("GradNormMonitor") for key in torch.load(ckpt, weights_only=False)["callbacks"])
-    logger = InMemoryLogger()
-    second = fast_trainer(
-        max_epochs=2,
-        max_steps=6,
-        logger=logger,
-        log_every_n_steps=1,
-        callbacks=[GradNormMonitor()],
-        default_root_dir=tmp_path,
-    )
-    second.fit(TinyClassifier(), random_classification_loader(num_samples=96), ckpt_path=ckpt)
+    loader = random_classification_loader(num_samples=96)
+    second = fast_trainer(max_epochs=2, max_steps=6, logger=(logger := InMemoryLogger()), log_every_n_steps=1,
+                          callbacks=[GradNormMonitor()], default_root_dir=tmp_path)  # fmt: skip
+    second.fit(TinyClassifier(), loader, ckpt_path=ckpt)
     assert second.global_step > 3
     assert [s for s, _ in logger.history("grad_norm/total")] == list(range(3, second.global_step))

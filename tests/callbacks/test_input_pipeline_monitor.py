@@ -14,6 +14,7 @@ import time
 import warnings
 from typing import Any
 
+import lightning.pytorch as pl
 import pytest
 import torch
 from lightning.pytorch.callbacks import Callback
@@ -72,22 +73,25 @@ class SlowStep(TinyClassifier):
         return super().validation_step(batch, batch_idx)
 
 
-def _fit(tmp_path, model, loader, monitor, **kwargs):
+def _fit(tmp_path, model, loaders, callbacks, **kwargs) -> tuple[pl.Trainer, InMemoryLogger, list[str]]:
+    """Fit (``loaders``: one, or train and val; ``callbacks``: one or a list): the Trainer, the logger and the
+    monitor's warnings."""
     logger = InMemoryLogger()
-    trainer = fast_trainer(logger=logger, callbacks=[monitor], default_root_dir=tmp_path, **kwargs)
+    callbacks = callbacks if isinstance(callbacks, list) else [callbacks]
+    trainer = fast_trainer(
+        **{"logger": logger, "callbacks": callbacks, "default_root_dir": tmp_path, **kwargs}
+    )
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        trainer.fit(model, loader)
-    messages = [str(w.message) for w in caught if "InputPipelineMonitor" in str(w.message)]
-    return logger, messages
+        trainer.fit(model, *(loaders if isinstance(loaders, tuple) else (loaders,)))
+    return trainer, logger, [str(w.message) for w in caught if "InputPipelineMonitor" in str(w.message)]
 
 
 def test_slow_data_is_measured_and_warned_about_once_with_advice(tmp_path, clock):
     monitor = InputPipelineMonitor(warn_wait_fraction=0.3, min_batches=4)
     loader = DataLoader(SlowDataset(delay=0.06), batch_size=1)
-    logger, messages = _fit(
-        tmp_path, SlowStep(delay=0.005), loader, monitor, max_steps=9, log_every_n_steps=3
-    )
+    model = SlowStep(delay=0.005)
+    _, logger, messages = _fit(tmp_path, model, loader, monitor, max_steps=9, log_every_n_steps=3)
     assert [s for s, _ in logger.history("input_pipeline/wait_fraction")] == [2, 5, 8]
     assert min(logger.values("input_pipeline/fetch_ms")) >= 59  # the sleep is a lower bound
     assert min(logger.values("input_pipeline/step_ms")) >= 4.9
@@ -101,14 +105,9 @@ def test_slow_data_is_measured_and_warned_about_once_with_advice(tmp_path, clock
 
 def test_fast_data_is_not_warned_about(tmp_path, clock):
     monitor = InputPipelineMonitor(warn_wait_fraction=0.5, min_batches=3)
-    logger, messages = _fit(
-        tmp_path,
-        SlowStep(delay=0.04),
-        random_classification_loader(),
-        monitor,
-        max_steps=6,
-        log_every_n_steps=3,
-    )
+    loader = random_classification_loader()
+    model = SlowStep(delay=0.04)
+    _, logger, messages = _fit(tmp_path, model, loader, monitor, max_steps=6, log_every_n_steps=3)
     assert messages == []
     assert logger.last("input_pipeline/wait_fraction") < 0.5
     assert logger.last("input_pipeline/step_ms") >= 39
@@ -116,19 +115,9 @@ def test_fast_data_is_not_warned_about(tmp_path, clock):
 
 def test_validation_between_batches_is_excluded(tmp_path, clock):
     monitor = InputPipelineMonitor(warn_wait_fraction=0.2, min_batches=2)
-    logger = InMemoryLogger()
-    trainer = fast_trainer(
-        logger=logger,
-        callbacks=[monitor],
-        default_root_dir=tmp_path,
-        max_steps=6,
-        log_every_n_steps=6,
-        val_check_interval=2,
-        limit_val_batches=1,
-    )
-    trainer.fit(
-        SlowStep(delay=0.01, val_delay=0.2), random_classification_loader(), random_classification_loader()
-    )
+    loaders = (random_classification_loader(), random_classification_loader())
+    _, logger, _ = _fit(tmp_path, SlowStep(delay=0.01, val_delay=0.2), loaders, monitor, max_steps=6,
+                     log_every_n_steps=6, val_check_interval=2, limit_val_batches=1)  # fmt: skip
     assert logger.last("input_pipeline/fetch_ms_max") < 150, (
         "a 200 ms validation run leaked into the data wait"
     )
@@ -136,15 +125,8 @@ def test_validation_between_batches_is_excluded(tmp_path, clock):
 
 def test_accumulation_and_epoch_start(tmp_path):
     monitor = InputPipelineMonitor(warn_wait_fraction=None)
-    logger, _ = _fit(
-        tmp_path,
-        TinyClassifier(),
-        random_classification_loader(num_samples=128),
-        monitor,
-        max_epochs=2,
-        accumulate_grad_batches=2,
-        log_every_n_steps=1,
-    )
+    _, logger, _ = _fit(tmp_path, TinyClassifier(), random_classification_loader(num_samples=128), monitor,
+                     max_epochs=2, accumulate_grad_batches=2, log_every_n_steps=1)  # fmt: skip
     # 4 batches per epoch -> optimizer steps at batches 1 and 3; logs only there
     assert [s for s, _ in logger.history("input_pipeline/step_ms")] == [0, 1, 2, 3]
     assert len(logger.values("input_pipeline/epoch_start_s")) == 4
@@ -166,16 +148,8 @@ def test_state_dict_round_trip_and_pickle():
 def test_resume_restores_totals_and_the_warned_flag(tmp_path, clock):
     first = InputPipelineMonitor(warn_wait_fraction=0.3, min_batches=2)
     loader = DataLoader(SlowDataset(n=12, delay=0.02), batch_size=1)
-    trainer = fast_trainer(
-        max_steps=4,
-        callbacks=[first],
-        enable_checkpointing=True,
-        default_root_dir=tmp_path,
-        limit_train_batches=4,
-    )
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        trainer.fit(TinyClassifier(), loader)
+    _fit(tmp_path, TinyClassifier(), loader, first, max_steps=4, enable_checkpointing=True,
+         limit_train_batches=4)  # fmt: skip
     assert first.warned and first.total_batches == 3
     ckpt = next(tmp_path.rglob("*.ckpt"))
     resumed = InputPipelineMonitor(warn_wait_fraction=0.3, min_batches=2)
@@ -191,9 +165,7 @@ def test_resume_restores_totals_and_the_warned_flag(tmp_path, clock):
     assert not [w for w in caught if "InputPipelineMonitor" in str(w.message)], "warned again after resume"
 
 
-# ------------------------------------------------------------------------------------------------------------
 # issue 12 item 5: other callbacks' work is step time, not data wait
-# ------------------------------------------------------------------------------------------------------------
 
 
 class SleepIn(Callback):
@@ -221,20 +193,13 @@ def test_other_callbacks_work_is_not_data_wait(tmp_path, clock, hook, monitor_fi
     monitor = InputPipelineMonitor(warn_wait_fraction=0.2, min_batches=4)
     sleeper = SleepIn(hook, delay=0.05)
     callbacks = [monitor, sleeper] if monitor_first else [sleeper, monitor]
-    trainer = fast_trainer(
-        max_steps=10,
-        logger=InMemoryLogger(),
-        log_every_n_steps=5,
-        callbacks=callbacks,
-        default_root_dir=tmp_path,
-    )
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        trainer.fit(TinyClassifier(), random_classification_loader(num_samples=512))
+    loader = random_classification_loader(num_samples=512)
+    model = TinyClassifier()
+    trainer, _, messages = _fit(tmp_path, model, loader, callbacks, max_steps=10, log_every_n_steps=5)
     assert monitor.total_batches == 9  # the epoch's first batch is reported apart
     assert (monitor.total_fetch_s, monitor.total_step_s) == (0.0, pytest.approx(9 * 0.05))
-    assert not [w for w in caught if "InputPipelineMonitor" in str(w.message)]
-    assert all(type(c).__name__ not in ("_BatchArrived", "_WorkEnded") for c in trainer.callbacks)  # removed
+    assert not messages
+    assert [c for c in trainer.callbacks if c not in callbacks] == []  # no helper callback is left behind
 
 
 @pytest.mark.parametrize("monitor_first", [True, False])
@@ -281,10 +246,9 @@ class OneSlowItem(SlowDataset):
 
 
 def _warnings(model: Any, loader: Any, monitor: InputPipelineMonitor, steps: int, tmp_path: Any) -> list[str]:
-    return _fit(tmp_path, model, loader, monitor, max_steps=steps)[1]
+    return _fit(tmp_path, model, loader, monitor, max_steps=steps)[2]
 
 
-# ------------------------------------------------------------------------------------------------------------
 # the advice comes from what the loader is and from measurement (issue 22.3)
 
 
@@ -353,6 +317,5 @@ def test_the_advice_is_short_and_says_only_what_would_help() -> None:
     ]
     for loader, fetch_ms, step_ms, says in cases:
         text = loader_advice(loader, fetch_ms=fetch_ms, step_ms=step_ms, device_type="cpu")
-        assert says in text and len(text) <= 250 and "not help" not in text and "not indicated" not in text, (
-            text
-        )
+        assert says in text and len(text) <= 250, text
+        assert "not help" not in text and "not indicated" not in text, text

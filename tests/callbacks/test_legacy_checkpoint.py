@@ -35,18 +35,10 @@ class LegacyModel(TinyClassifier):
 
 
 def _callbacks() -> tuple[StabilityGuard, EarlyStopping, RunManifest]:
-    guard = StabilityGuard(
-        check_every_n_steps=3,
-        snapshot_every_n_steps=3,
-        spike_warmup_steps=2,
-        lr_factor=0.5,
-        cooldown_steps=50,
-    )
-    return (
-        guard,
-        EarlyStopping("val_score", patience=3, restore_best_weights=True),
-        RunManifest(fingerprint_batches=1),
-    )
+    settings = {"snapshot_every_n_steps": 3, "spike_warmup_steps": 2, "lr_factor": 0.5, "cooldown_steps": 50}
+    guard = StabilityGuard(check_every_n_steps=3, **settings)
+    stopper = EarlyStopping("val_score", patience=3, restore_best_weights=True)
+    return guard, stopper, RunManifest(fingerprint_batches=1)
 
 
 def test_state_keys_and_states_of_the_legacy_checkpoint_load() -> None:
@@ -63,12 +55,9 @@ def test_state_keys_and_states_of_the_legacy_checkpoint_load() -> None:
     expected = (3, "nonfinite_loss", 0, 6, "rollback", 3)
     assert (e.step, e.cause, e.rank, e.detected_at_step, e.action, e.restored_step) == expected
     assert math.isnan(e.value)
-    assert guard._window.tolist() == pytest.approx(
-        [1.3862946, 1.3765929, 1.3259969, 1.2436283, 1.3486193, 1.2554368], abs=1e-6
-    )
-    pending = [
-        (s, pytest.approx(loss), pytest.approx(norm)) for s, loss, norm in guard.state_dict()["pending"]
-    ]
+    window = [1.3862946, 1.3765929, 1.3259969, 1.2436283, 1.3486193, 1.2554368]
+    assert guard._window.tolist() == pytest.approx(window, abs=1e-6)
+    pending = [(s, pytest.approx(loss), pytest.approx(n)) for s, loss, n in guard.state_dict()["pending"]]
     assert pending == [(9, 1.2277668, 0.5139912), (10, 1.1211301, 0.6085490)]
     assert guard._snapshot_step == 9
 
@@ -89,14 +78,8 @@ def test_a_real_trainer_resumes_from_the_legacy_checkpoint(tmp_path: Path) -> No
     event history and counters carry on, and the best weights (from before the interruption) are restored."""
     states = torch.load(CHECKPOINT, weights_only=False)["callbacks"]
     guard, stopper, manifest = _callbacks()
-    trainer = fast_trainer(
-        max_epochs=6,
-        max_steps=15,
-        callbacks=[guard, stopper, manifest],
-        limit_train_batches=4,
-        limit_val_batches=1,
-        default_root_dir=tmp_path,
-    )
+    trainer = fast_trainer(max_epochs=6, max_steps=15, callbacks=[guard, stopper, manifest],
+                           limit_train_batches=4, limit_val_batches=1, default_root_dir=tmp_path)  # fmt: skip
     loader = random_classification_loader(batch_size=16)
     model = LegacyModel()
     trainer.fit(model, loader, loader, ckpt_path=CHECKPOINT)
@@ -127,14 +110,8 @@ class Issue23StoppingModel(TinyClassifier):
 
 def _issue23_guard_callbacks() -> tuple[HealthMonitor, StabilityGuard]:
     monitor = HealthMonitor(check_every_n_steps=4, activation_samples=1)
-    guard = StabilityGuard(
-        check_every_n_steps=2,
-        snapshot_every_n_steps=2,
-        spike_warmup_steps=2,
-        spike_window=8,
-        lr_factor=0.5,
-        cooldown_steps=20,
-    )
+    settings = {"snapshot_every_n_steps": 2, "spike_warmup_steps": 2, "spike_window": 8, "cooldown_steps": 20}
+    guard = StabilityGuard(check_every_n_steps=2, lr_factor=0.5, **settings)
     return monitor, guard
 
 
@@ -153,9 +130,8 @@ def test_the_issue23_stability_guard_checkpoint_loads_with_every_key() -> None:
     counters = (again["rollbacks"], again["rollback_steps"], again["cooldown_left"], again["snapshot_step"])
     assert counters == (1, [4], 13, 12)
     assert again["window"] == pytest.approx(saved["window"]) and len(again["window"]) == 8
-    assert [(s, pytest.approx(loss), pytest.approx(norm)) for s, loss, norm in again["pending"]] == [
-        (12, 1.3419027, 0.5116671)
-    ]
+    pending = [(s, pytest.approx(loss), pytest.approx(norm)) for s, loss, norm in again["pending"]]
+    assert pending == [(12, 1.3419027, 0.5116671)]
     [event] = guard.events
     expected = (4, "nonfinite_loss", 6, "rollback", 4)
     assert (event.step, event.cause, event.detected_at_step, event.action, event.restored_step) == expected
@@ -207,13 +183,9 @@ def test_a_real_trainer_resumes_from_the_issue23_early_stopping_checkpoint(tmp_p
     restored = (stopper.wait_count, stopper.best_epoch, stopper.best_step, float(stopper.best_score))
     assert restored == (1, 1, 4, 2.0)
     assert stopper.min_delta_mode == "rel"
-    trainer = fast_trainer(
-        max_epochs=7,
-        callbacks=[EarlyStopping("val_score", patience=3, restore_best_weights=True, min_delta_mode="rel")],
-        limit_train_batches=2,
-        limit_val_batches=1,
-        default_root_dir=tmp_path,
-    )
+    callbacks = [EarlyStopping("val_score", patience=3, restore_best_weights=True, min_delta_mode="rel")]
+    trainer = fast_trainer(max_epochs=7, callbacks=callbacks, limit_train_batches=2, limit_val_batches=1,
+                           default_root_dir=tmp_path)  # fmt: skip
     resumed = trainer.early_stopping_callback
     assert isinstance(resumed, EarlyStopping)
     loader = random_classification_loader(batch_size=16)

@@ -76,18 +76,12 @@ class Kill(Callback):
 
 
 def _callbacks(directory: Path, checkpoint: str) -> list[Callback]:
-    return [
-        StabilityGuard(
-            check_every_n_steps=3,  # at the step-8 checkpoint, steps 6 and 7 are still unchecked
-            snapshot_every_n_steps=3,
-            spike_warmup_steps=2,
-            lr_factor=0.5,
-            cooldown_steps=8,  # the cooldown spans the interruption
-            verbose=False,
-        ),
-        EarlyStopping("val_score", patience=10, restore_best_weights=True),
-        _checkpoint(directory, checkpoint),
-    ]
+    # checks every 3 steps: at the step-8 checkpoint, steps 6 and 7 are still unchecked; the cooldown spans
+    # the interruption
+    settings = {"snapshot_every_n_steps": 3, "spike_warmup_steps": 2, "lr_factor": 0.5, "verbose": False}
+    guard = StabilityGuard(check_every_n_steps=3, cooldown_steps=8, **settings)
+    stopper = EarlyStopping("val_score", patience=10, restore_best_weights=True)
+    return [guard, stopper, _checkpoint(directory, checkpoint)]
 
 
 def _checkpoint(directory: Path, checkpoint: str) -> ModelCheckpoint:
@@ -97,9 +91,7 @@ def _checkpoint(directory: Path, checkpoint: str) -> ModelCheckpoint:
     # Saved at the end of every epoch, after EarlyStopping's check. (A checkpoint written by
     # `every_n_train_steps` on the last batch of an epoch is taken before that epoch's validation, and
     # Lightning does not re-run that validation on resume, so EarlyStopping would miss one check.)
-    return ModelCheckpoint(
-        dirpath=directory, every_n_epochs=1, save_on_train_epoch_end=True, save_top_k=-1, filename="{step}"
-    )
+    return ModelCheckpoint(directory, "{step}", save_top_k=-1, every_n_epochs=1, save_on_train_epoch_end=True)
 
 
 def _trainer(directory: Path, checkpoint: str, extra: list[Callback] | None = None) -> pl.Trainer:

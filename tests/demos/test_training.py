@@ -27,14 +27,8 @@ def test_demo_command_reaches_accuracy_and_prints_summary(tmp_path):
         "--threads",
         "1",
     ]
-    result = subprocess.run(
-        [sys.executable, *command],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        timeout=300,
-        env=env,
-    )
+    output = {"stdout": subprocess.PIPE, "stderr": subprocess.STDOUT, "text": True}
+    result = subprocess.run([sys.executable, *command], **output, timeout=300, env=env)
     output = result.stdout
     assert result.returncode == 0, output
     accuracy = re.search(r"final val accuracy\s+: (\d\.\d+)", output)

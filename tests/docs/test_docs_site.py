@@ -88,23 +88,11 @@ def built_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_strict_build_makes_the_pages(built_site: Path) -> None:
     pages = {p.relative_to(built_site).as_posix() for p in built_site.rglob("*.html")}
-    expected = {
-        "index.html",
-        "quickstart.html",
-        "guides/preflight.html",
-        "guides/health_monitor.html",
-        "guides/stability_guard.html",
-        "cli/index.html",
-        "cli/demo.html",
-        "cli/preflight.html",
-        "cli/memory.html",
-        "cli/tune.html",
-        "notebooks/index.html",
-        "notebooks/01_quickstart.html",
-        "api/index.html",
-        "api/lightning_recipes.html",
-        "api/generated/lightning_recipes.optim.Lion.html",
-    }
+    guides = [f"guides/{name}.html" for name in ("preflight", "health_monitor", "stability_guard")]
+    cli = [f"cli/{name}.html" for name in ("index", "demo", "preflight", "memory", "tune")]
+    notebooks = ["notebooks/index.html", "notebooks/01_quickstart.html"]
+    api = ["api/index.html", "api/lightning_recipes.html", "api/generated/lightning_recipes.optim.Lion.html"]
+    expected = {"index.html", "quickstart.html", *guides, *cli, *notebooks, *api}
     assert expected <= pages, sorted(expected - pages)
     # every public name of the package has a page (under the module that defines it)
     import lightning_recipes
@@ -244,18 +232,13 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
 
     options = webdriver.ChromeOptions()
     options.binary_location = str(CHROMIUM)
-    for flag in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-dev-shm-usage",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--no-first-run",
-        f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}",
-        "--window-size=1400,2000",  # wide enough that furo shows the sidebar, tall enough for its top level
-    ):
+    flags = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run"]
+    flags += ["--disable-background-networking", "--disable-component-update", "--disable-sync"]
+    flags += [f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}"]
+    flags += [
+        "--window-size=1400,2000"
+    ]  # wide enough that furo shows the sidebar, tall enough for its top level
+    for flag in flags:
         options.add_argument(flag)
     with pytest.MonkeyPatch.context() as env:
         env.setenv("SE_OFFLINE", "true")  # explicit paths above; Selenium Manager must not download anything

@@ -6,12 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from lightning_recipes.optim import (
-    warmup_constant,
-    warmup_cosine,
-    warmup_linear,
-    warmup_stable_decay,
-)
+from lightning_recipes.optim import warmup_constant, warmup_cosine, warmup_linear, warmup_stable_decay
 
 hf = pytest.importorskip(
     "transformers.optimization", reason="the parity tables need `transformers` installed"
@@ -73,23 +68,11 @@ def test_schedule_equals_its_hugging_face_function(name, warmup, total):
 @pytest.mark.parametrize("ratio", [0.0, 0.1, 0.5])
 def test_wsd_equals_get_wsd_schedule(warmup, decay, total, shape, ratio):
     """Every step, past the end included: warm-up from `min_lr_ratio`; `decay_steps=0` ends at it."""
-    ours = warmup_stable_decay(
-        _optimizer(),
-        warmup,
-        total,
-        decay_steps=decay,
-        decay_shape=shape,
-        warmup_shape=shape,
-        min_lr_ratio=ratio,
-    )
+    shapes = {"decay_shape": shape, "warmup_shape": shape}
+    ours = warmup_stable_decay(_optimizer(), warmup, total, decay_steps=decay, min_lr_ratio=ratio, **shapes)
+    steps = {"num_warmup_steps": warmup, "num_decay_steps": decay, "num_training_steps": total}
     theirs = hf.get_wsd_schedule(
-        _optimizer(),
-        num_warmup_steps=warmup,
-        num_decay_steps=decay,
-        num_training_steps=total,
-        warmup_type=shape,
-        decay_type=shape,
-        min_lr_ratio=ratio,
+        _optimizer(), **steps, warmup_type=shape, decay_type=shape, min_lr_ratio=ratio
     )
     assert _table(ours, total + 5) == pytest.approx(_table(theirs, total + 5), abs=1e-15)
 

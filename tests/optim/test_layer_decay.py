@@ -222,40 +222,18 @@ class RecordLR(Callback):
 )
 def test_every_group_lr_is_base_times_scale_times_schedule_at_every_step(tmp_path, optimizer, schedule):
     lr, total, warmup, min_ratio = 0.01, 10, 3, 0.1
-    recipe = OptimizerRecipe(
-        optimizer=optimizer,
-        lr=lr,
-        schedule=schedule,
-        warmup_steps=warmup,
-        min_lr_ratio=min_ratio,
-        layer_decay=0.5,
-        lr_scale={"blocks.0": 0.1},
-    )
+    schedule_args = {"schedule": schedule, "warmup_steps": warmup, "min_lr_ratio": min_ratio}
+    recipe = OptimizerRecipe(optimizer, lr, layer_decay=0.5, lr_scale={"blocks.0": 0.1}, **schedule_args)
     model, record, logger = BlockNet(recipe), RecordLR(), InMemoryLogger()
-    trainer = fast_trainer(
-        max_steps=total,
-        logger=logger,
-        log_every_n_steps=1,
-        callbacks=[record, LearningRateMonitor(logging_interval="step")],
-        default_root_dir=tmp_path,
-    )
+    callbacks = [record, LearningRateMonitor(logging_interval="step")]
+    settings = {"logger": logger, "log_every_n_steps": 1, "default_root_dir": tmp_path}
+    trainer = fast_trainer(max_steps=total, callbacks=callbacks, **settings)
     trainer.fit(model, random_classification_loader(num_samples=320, batch_size=32))
-    scales = {
-        "embed": 0.0625,
-        "block_0/blocks.0": 0.125 * 0.1,
-        "block_1": 0.25,
-        "block_2": 0.5,
-        "head": 1.0,
-    }
+    scales = {"embed": 0.0625, "block_0/blocks.0": 0.125 * 0.1, "block_1": 0.25, "block_2": 0.5, "head": 1.0}
     names = [g["name"] for g in trainer.optimizers[0].param_groups]
     assert [n.rsplit("/", 1)[0] for n in names[::2]] == list(scales)
-    expected = [
-        [
-            lr * scales[name.rsplit("/", 1)[0]] * _reference_multiplier(schedule, s, warmup, total, min_ratio)
-            for name in names
-        ]
-        for s in range(total)
-    ]
+    multipliers = [_reference_multiplier(schedule, s, warmup, total, min_ratio) for s in range(total)]
+    expected = [[lr * scales[name.rsplit("/", 1)[0]] * m for name in names] for m in multipliers]
     assert len(record.rows) == total
     for step, (row, want) in enumerate(zip(record.rows, expected)):
         assert row == pytest.approx(want, rel=1e-12, abs=1e-15), step
@@ -334,14 +312,8 @@ def test_a_model_without_repeated_blocks_warns_once_that_layer_decay_degenerates
 
 def test_bert_embeddings_lowest_blocks_in_order_pooler_and_classifier_at_the_peak(fresh_warnings, recwarn):
     transformers = pytest.importorskip("transformers")
-    config = transformers.BertConfig(
-        vocab_size=50,
-        hidden_size=16,
-        num_hidden_layers=3,
-        num_attention_heads=2,
-        intermediate_size=32,
-        max_position_embeddings=32,
-    )
+    sizes = {"vocab_size": 50, "hidden_size": 16, "intermediate_size": 32, "max_position_embeddings": 32}
+    config = transformers.BertConfig(num_hidden_layers=3, num_attention_heads=2, **sizes)
     model = transformers.BertForSequenceClassification(config)
     scales = _scales(param_groups(model, 0.1, layer_decay=0.5, lr=1.0), model)
     assert scales["bert.embeddings.word_embeddings.weight"] == 0.5**4  # L + 1
@@ -358,14 +330,10 @@ def test_cnn_head_at_the_peak_also_when_the_output_layer_is_a_conv(fresh_warning
     model = DigitsCNN()
     scales = _scales(param_groups(model, 0.1, layer_decay=0.5, lr=1.0), model)
     assert [scales[n] for n in ("features.0.weight", "features.3.weight", "head.weight")] == [0.25, 0.5, 1.0]
-    fcn = nn.Sequential(  # a fully convolutional net: its last conv is the output layer
-        nn.Conv2d(1, 4, 3),
-        nn.ReLU(),
-        nn.Conv2d(4, 4, 3),
-        nn.ReLU(),
-        nn.Conv2d(4, 4, 3),
-        nn.ReLU(),
-        nn.Conv2d(4, 2, 1),
+    # a fully convolutional net: its last conv is the output layer
+    fcn = nn.Sequential(
+        nn.Conv2d(1, 4, 3), nn.ReLU(), nn.Conv2d(4, 4, 3), nn.ReLU(), nn.Conv2d(4, 4, 3), nn.ReLU()
     )
+    fcn.append(nn.Conv2d(4, 2, 1))
     scales = _scales(param_groups(fcn, 0.1, layer_decay=0.5, lr=1.0), fcn)
     assert [scales[f"{i}.weight"] for i in (0, 2, 4, 6)] == [0.125, 0.25, 0.5, 1.0]

@@ -80,12 +80,8 @@ def test_lamb_native_matches_the_reference_across_batches_and_shares_float64(
             params, grads, exp_avgs, exp_avg_sqs, steps, **hyper, weight_decay=0.05,
             layer_adaptation=layer_adaptation, trust_clip=trust_clip, implementation="native",
         )  # fmt: skip
-        ref = [
-            lamb_reference_step(
-                p, g, m, v, t, **hyper, wd=0.05, adapt=layer_adaptation, trust_clip=trust_clip
-            )
-            for (p, m, v), g in zip(ref, grads)
-        ]
+        options = {"wd": 0.05, "adapt": layer_adaptation, "trust_clip": trust_clip}
+        ref = [lamb_reference_step(p, g, m, v, t, **hyper, **options) for (p, m, v), g in zip(ref, grads)]
     assert all(float(s) == 4 for s in steps)
     for p, m, v, (rp, rm, rv) in zip(params, exp_avgs, exp_avg_sqs, ref):
         torch.testing.assert_close(p, rp, rtol=0, atol=1e-10)

@@ -27,6 +27,7 @@ from lightning_recipes.testing import (
 transformers = pytest.importorskip("transformers", reason="needs transformers (the `dev` group)")
 
 GPT2_BLOCK = "transformers.models.gpt2.modeling_gpt2.GPT2Block"
+LAYER_NORMS = ["blocks.0.ln_1", "blocks.0.ln_2", "blocks.1.ln_1", "blocks.1.ln_2", "ln_f"]  # of a 2-block LM
 
 
 def _tiny_lm(n_layers: int = 3, dropout: float = 0.0) -> TinyTransformerLM:
@@ -129,8 +130,7 @@ def test_explicit_block_classes_by_class_and_import_path() -> None:
     assert checkpoint_blocks(by_path, ["lightning_recipes.testing.models.TransformerBlock"]) == expected
     # an inner class: its instances inside the blocks are checkpointed, the blocks are not
     inner = _tiny_lm(n_layers=2)
-    layer_norms = ["blocks.0.ln_1", "blocks.0.ln_2", "blocks.1.ln_1", "blocks.1.ln_2", "ln_f"]
-    assert checkpoint_blocks(inner, "torch.nn.LayerNorm") == layer_norms
+    assert checkpoint_blocks(inner, "torch.nn.LayerNorm") == LAYER_NORMS
     assert checkpointed_blocks(inner)[0] == "blocks.0.ln_1"
 
 
@@ -162,17 +162,9 @@ def test_nothing_repeats_raises_naming_block_classes() -> None:
 
 def _gpt2(dropout: float) -> nn.Module:
     torch.manual_seed(0)
-    config = transformers.GPT2Config(
-        n_layer=2,
-        n_embd=32,
-        n_head=2,
-        vocab_size=64,
-        n_positions=32,
-        resid_pdrop=dropout,
-        embd_pdrop=dropout,
-        attn_pdrop=dropout,
-        attn_implementation="eager",
-    )
+    dropouts = {"resid_pdrop": dropout, "embd_pdrop": dropout, "attn_pdrop": dropout}
+    sizes = {"n_layer": 2, "n_embd": 32, "n_head": 2, "vocab_size": 64, "n_positions": 32}
+    config = transformers.GPT2Config(**sizes, **dropouts, attn_implementation="eager")
     assert config.use_cache is True  # as GPT-2 ships
     return transformers.GPT2LMHeadModel(config)
 
@@ -222,10 +214,8 @@ def test_a_block_registered_twice_is_checkpointed_once() -> None:
     checkpointed = copy.deepcopy(plain)
     assert checkpoint_blocks(checkpointed) == ["encoder.0", "encoder.1"]
     x = torch.randn(2, 5, 16, generator=torch.Generator().manual_seed(3))
-    _assert_same(
-        _loss_and_grads(plain, lambda m: m(x).square().mean()),
-        _loss_and_grads(checkpointed, lambda m: m(x).square().mean()),
-    )
+    step = lambda m: m(x).square().mean()  # noqa: E731
+    _assert_same(_loss_and_grads(plain, step), _loss_and_grads(checkpointed, step))
 
 
 # ---- ActivationCheckpointingMixin in a real Trainer ------------------------------------------------------
@@ -301,10 +291,9 @@ def test_mixin_under_ddp_matches_one_process_on_the_global_batch(tmp_path: Path)
     pl.seed_everything(0)
     model = _SplitCheckpointedLM()
     _fit(reference, tmp_path / "one", batch=8)
-    trainer = fast_trainer(
+    fast_trainer(
         default_root_dir=tmp_path, strategy="ddp_fork", devices=2, use_distributed_sampler=False
-    )
-    trainer.fit(model)
+    ).fit(model)
     _assert_same_weights(reference, model)
 
 
@@ -345,13 +334,7 @@ def test_mixin_settings_and_idempotence() -> None:
     inner = _InnerBlocksLM()
     inner.configure_model()
     inner.configure_model()  # fit, then test: a second call changes nothing
-    assert checkpointed_blocks(inner) == [
-        "blocks.0.ln_1",
-        "blocks.0.ln_2",
-        "blocks.1.ln_1",
-        "blocks.1.ln_2",
-        "ln_f",
-    ]
+    assert checkpointed_blocks(inner) == LAYER_NORMS
     bad = _CheckpointedLM()
     bad.activation_checkpointing = "yes"  # type: ignore[assignment]
     with pytest.raises(TypeError, match="`activation_checkpointing`"):

@@ -42,18 +42,10 @@ class RecordBytes(Callback):
                 v.nbytes for s in state.values() for v in s.values() if isinstance(v, torch.Tensor)
             ),
         }
-        estimate = estimate_memory(
-            pl_module,
-            strategy="ddp",
-            devices=trainer.num_devices,
-            optimizer=self.optimizer,
-            precision=self.precision,
-        )
-        record = {
-            "measured": measured,
-            "estimate": {k: getattr(estimate, k) for k in measured},
-            "master_weights": estimate.master_weights,
-        }
+        setup = {"optimizer": self.optimizer, "precision": self.precision}
+        estimate = estimate_memory(pl_module, strategy="ddp", devices=trainer.num_devices, **setup)
+        estimated = {k: getattr(estimate, k) for k in measured}
+        record = {"measured": measured, "estimate": estimated, "master_weights": estimate.master_weights}
         (self.out / f"rank{trainer.global_rank}.json").write_text(json.dumps(record))
 
 
@@ -63,12 +55,9 @@ class SGDMomentumLM(TinyTransformerLM):
 
 
 def _ddp_trainer(tmp_path: Path, **kwargs) -> pl.Trainer:
+    strategy = preset("ddp", start_method="fork")
     return fast_trainer(
-        devices=2,
-        strategy=preset("ddp", start_method="fork"),
-        default_root_dir=tmp_path,
-        gradient_clip_val=CLIP,
-        **kwargs,
+        devices=2, strategy=strategy, default_root_dir=tmp_path, gradient_clip_val=CLIP, **kwargs
     )
 
 

@@ -18,13 +18,8 @@ SCRIPT = Path(__file__).parent / "scripts" / "ddp_spawn_fits.py"
 def _run(runs: int, kind: str, timeout: int) -> subprocess.CompletedProcess[str]:
     prefixes = ("MASTER_", "LOCAL_RANK", "RANK", "WORLD_SIZE")
     env = {k: v for k, v in os.environ.items() if not k.startswith(prefixes)}
-    return subprocess.run(
-        [sys.executable, str(SCRIPT), str(runs), kind],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=env,
-    )
+    command = [sys.executable, str(SCRIPT), str(runs), kind]
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
 
 
 @pytest.mark.slow  # starts its own processes: over 20 s on a 2-core CPU

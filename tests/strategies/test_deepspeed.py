@@ -17,22 +17,16 @@ needs_deepspeed = pytest.mark.skipif(
     not deepspeed_available(),
     reason="DeepSpeed is not installed (pip install 'lightning-recipes[deepspeed]')",
 )
-TRAINER = {
-    "micro_batch_size": 4,
-    "accumulate_grad_batches": 8,
-    "world_size": 16,
-    "gradient_clip_val": 1.0,
-    "gradient_clip_algorithm": "norm",
-    "precision": "bf16-mixed",
-}
+TRAINER = {"micro_batch_size": 4, "accumulate_grad_batches": 8, "world_size": 16, "gradient_clip_val": 1.0}
+TRAINER.update(gradient_clip_algorithm="norm", precision="bf16-mixed")
 
 
 def test_reconcile_fills_every_batch_entry_from_the_trainer() -> None:
     cfg = reconcile_deepspeed_config({"zero_optimization": {"stage": 3}}, **TRAINER)
+    batches = {"train_micro_batch_size_per_gpu": 4, "train_batch_size": 4 * 8 * 16}
     assert cfg == {
         "zero_optimization": {"stage": 3},
-        "train_micro_batch_size_per_gpu": 4,
-        "train_batch_size": 4 * 8 * 16,
+        **batches,
         "gradient_clipping": 1.0,
         "bf16": {"enabled": True},
     }

@@ -45,13 +45,8 @@ def fsdp2_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     out = tmp_path_factory.mktemp("fsdp2")
     prefixes = ("MASTER_", "LOCAL_RANK", "RANK", "WORLD_SIZE")
     env = {k: v for k, v in os.environ.items() if not k.startswith(prefixes)}
-    proc = subprocess.run(
-        [sys.executable, str(SCRIPTS / "fsdp2_train.py"), str(out)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-    )
+    command = [sys.executable, str(SCRIPTS / "fsdp2_train.py"), str(out)]
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return out, proc.stderr
 
@@ -136,11 +131,8 @@ def test_mixin_is_a_no_op_without_a_mesh() -> None:
 def test_fsdp2_preset_settings_and_precision_policy() -> None:
     strategy = preset("fsdp2", block_classes=[TransformerBlock], reshard_after_forward=False)
     assert isinstance(strategy, RecipesFSDP2Strategy)
-    assert strategy.fsdp2_settings == {
-        "block_classes": (TransformerBlock,),
-        "activation_checkpointing": True,
-        "reshard_after_forward": False,
-    }
+    expected = {"block_classes": (TransformerBlock,), "activation_checkpointing": True}
+    assert strategy.fsdp2_settings == {**expected, "reshard_after_forward": False}
     policy = mixed_precision_policy("bf16-mixed")
     assert (
         policy is not None and policy.param_dtype == torch.bfloat16 and policy.reduce_dtype == torch.float32

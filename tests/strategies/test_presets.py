@@ -27,21 +27,9 @@ from lightning_recipes.strategies import (
 from lightning_recipes.strategies._host import check_host_memory, refuse_offload_without_host_memory
 from lightning_recipes.testing import TinyTransformerLM, TransformerBlock, fast_trainer, random_token_loader
 
-REQUIRED = {
-    "ddp",
-    "ddp_spawn",
-    "ddp_static_graph",
-    "fsdp_full_shard",
-    "fsdp_shard_grad_op",
-    "fsdp_hybrid",
-    "fsdp_offload",
-    "fsdp2",
-    "deepspeed_zero1",
-    "deepspeed_zero2",
-    "deepspeed_zero2_offload",
-    "deepspeed_zero3",
-    "deepspeed_zero3_offload",
-}
+REQUIRED = {"ddp", "ddp_spawn", "ddp_static_graph", "fsdp_full_shard", "fsdp_shard_grad_op", "fsdp_hybrid",
+            "fsdp_offload", "fsdp2", "deepspeed_zero1", "deepspeed_zero2", "deepspeed_zero2_offload",
+            "deepspeed_zero3", "deepspeed_zero3_offload"}  # fmt: skip
 NON_DEEPSPEED = sorted(name for name in REQUIRED if not name.startswith("deepspeed"))
 
 
@@ -263,9 +251,8 @@ def test_lazy_policy_drives_torch_fsdp1_wrapping_and_checkpointing() -> None:
         apply_activation_checkpointing(
             wrapped, checkpoint_wrapper_fn=checkpoint_wrapper, **strategy._activation_checkpointing_kwargs
         )
-        assert (
-            sum(isinstance(m, FullyShardedDataParallel) for m in wrapped.modules()) == 1 + 3
-        )  # root + blocks
+        # root + blocks
+        assert sum(isinstance(m, FullyShardedDataParallel) for m in wrapped.modules()) == 1 + 3
         assert sum(isinstance(m, CheckpointWrapper) for m in wrapped.modules()) == 3
         wrapped(torch.randint(0, 64, (2, 16))).sum().backward()
         assert all(p.grad is not None for p in wrapped.parameters())
@@ -307,26 +294,11 @@ def test_fsdp_precision_clips_by_the_global_norm_through_the_root_module() -> No
         RecipesFSDPPrecision("32-true").clip_grad_by_norm(None, 1.0)
 
 
-TORCHRUN = {
-    "WORLD_SIZE": "4",
-    "RANK": "3",
-    "LOCAL_RANK": "1",
-    "GROUP_RANK": "1",
-    "LOCAL_WORLD_SIZE": "2",
-    "MASTER_ADDR": "10.0.0.1",
-    "MASTER_PORT": "29500",
-    "TORCHELASTIC_RUN_ID": "job",
-}
-SLURM = {
-    "SLURM_NTASKS": "4",
-    "SLURM_NTASKS_PER_NODE": "2",
-    "SLURM_PROCID": "3",
-    "SLURM_LOCALID": "1",
-    "SLURM_NODEID": "1",
-    "SLURM_JOB_NAME": "train",
-    "SLURM_JOB_ID": "42",
-    "SLURM_NODELIST": "node[1-2]",
-}
+TORCHRUN = {"WORLD_SIZE": "4", "RANK": "3", "LOCAL_RANK": "1", "GROUP_RANK": "1", "LOCAL_WORLD_SIZE": "2",
+            "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500", "TORCHELASTIC_RUN_ID": "job"}  # fmt: skip
+SLURM = {"SLURM_NTASKS": "4", "SLURM_NTASKS_PER_NODE": "2", "SLURM_PROCID": "3", "SLURM_LOCALID": "1",
+         "SLURM_NODEID": "1", "SLURM_JOB_NAME": "train", "SLURM_JOB_ID": "42",
+         "SLURM_NODELIST": "node[1-2]"}  # fmt: skip
 
 
 @pytest.mark.parametrize("name", ["ddp", "fsdp_hybrid", "fsdp2"])

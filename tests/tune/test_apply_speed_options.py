@@ -10,12 +10,7 @@ import yaml
 
 from lightning_recipes.data import DigitsDataModule
 from lightning_recipes.testing import DigitsCNN, TinyClassifier, fast_trainer, random_classification_loader
-from lightning_recipes.tune import (
-    ApplySpeedOptions,
-    SpeedTuneResult,
-    apply_speed_options,
-    speed_loader,
-)
+from lightning_recipes.tune import ApplySpeedOptions, SpeedTuneResult, apply_speed_options, speed_loader
 
 
 def _channels_last(model: torch.nn.Module) -> bool:
@@ -76,14 +71,11 @@ def test_the_yaml_fragment_configures_lightningcli(tmp_path: Path, monkeypatch: 
     the user had to write code for. Now the fragment holds the callback, and LightningCLI builds it."""
     from lightning.pytorch.cli import LightningCLI
 
-    result = SpeedTuneResult(
-        [],
-        ["channels_last", "bf16-mixed", "num_workers"],
-        trainer_kwargs={"precision": "bf16-mixed"},
-        loader_kwargs={"num_workers": 2, "persistent_workers": True},
-        module_options=["channels_last"],
-        advice={"channels_last": "model.to(memory_format=torch.channels_last)"},
-    )
+    advice = {"channels_last": "model.to(memory_format=torch.channels_last)"}
+    loader_kwargs = {"num_workers": 2, "persistent_workers": True}
+    result = SpeedTuneResult([], ["channels_last", "bf16-mixed", "num_workers"], advice=advice,
+                             trainer_kwargs={"precision": "bf16-mixed"}, loader_kwargs=loader_kwargs,
+                             module_options=["channels_last"])  # fmt: skip
     fragment = result.to_yaml()
     assert "# the training DataLoader (your datamodule's arguments): num_workers=2" in fragment
     config = yaml.safe_load(fragment)

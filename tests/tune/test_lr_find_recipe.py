@@ -300,13 +300,8 @@ def test_ddp_every_rank_trains_at_the_same_found_lr(tmp_path):
     scale[1::2] = 30.0
     loader = DataLoader(TensorDataset(inputs * scale, labels), batch_size=32)
     model = FindNet(_recipe(lr_find={"num_steps": 30}))
-    trainer = fast_trainer(
-        max_steps=2,
-        max_epochs=None,
-        strategy="ddp_fork",
-        devices=2,
-        callbacks=[RecordFoundLR(str(tmp_path))],
-    )
+    callbacks = [RecordFoundLR(str(tmp_path))]
+    trainer = fast_trainer(max_steps=2, max_epochs=None, strategy="ddp_fork", devices=2, callbacks=callbacks)
     trainer.fit(model, loader)
     records = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
     assert records[0]["gathered"] == records[1]["gathered"]

@@ -26,19 +26,20 @@ from tests.tune._flat_models import AdamWClassifier
 
 PEAK, STEPS = 0.1, 30
 
+
+def _linear_then_cosine(o: torch.optim.Optimizer) -> list[Any]:
+    return [
+        sched.LinearLR(o, start_factor=0.1, total_iters=5),
+        sched.CosineAnnealingLR(o, T_max=25, eta_min=0.01),
+    ]
+
+
 SCHEDULES: dict[str, Callable[[torch.optim.Optimizer], Any]] = {
     "OneCycleLR": lambda o: sched.OneCycleLR(o, max_lr=PEAK, total_steps=40),
     "CyclicLR": lambda o: sched.CyclicLR(o, base_lr=0.01, max_lr=PEAK, step_size_up=5),
     "CosineAnnealingLR-eta_min": lambda o: sched.CosineAnnealingLR(o, T_max=20, eta_min=0.01),
     "CosineAnnealingWarmRestarts": lambda o: sched.CosineAnnealingWarmRestarts(o, T_0=7, eta_min=0.02),
-    "SequentialLR": lambda o: sched.SequentialLR(
-        o,
-        [
-            sched.LinearLR(o, start_factor=0.1, total_iters=5),
-            sched.CosineAnnealingLR(o, T_max=25, eta_min=0.01),
-        ],
-        milestones=[5],
-    ),
+    "SequentialLR": lambda o: sched.SequentialLR(o, _linear_then_cosine(o), milestones=[5]),
     "ReduceLROnPlateau": lambda o: sched.ReduceLROnPlateau(o, factor=0.5, patience=1, min_lr=0.02),
     "StepLR": lambda o: sched.StepLR(o, step_size=5, gamma=0.5),
     "warmup_cosine": lambda o: warmup_cosine(o, warmup_steps=5, total_steps=STEPS, min_lr_ratio=0.1),

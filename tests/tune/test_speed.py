@@ -78,9 +78,8 @@ def test_options_that_do_not_apply_are_skipped_with_reason() -> None:
 
 def test_option_that_changes_the_loss_is_incorrect_and_never_chosen() -> None:
     broken = SpeedOption("shifted_logits", prepare=_shift_logits)
-    result = speed_tune(
-        SleepyClassifier(), train_dataloaders=random_classification_loader(), options=[broken], **FAST
-    )
+    loader = random_classification_loader()
+    result = speed_tune(SleepyClassifier(), train_dataloaders=loader, options=[broken], **FAST)
     row = result.rows[1]
     assert row.option == "shifted_logits"
     assert row.status.startswith("incorrect: loss deviates")
@@ -92,22 +91,13 @@ def test_faster_options_are_combined_and_their_kwargs_build_a_trainer(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     virtual_time(monkeypatch)  # exact step times: 81 ms, 41 ms per option alone, 1 ms together
-    options = [
-        SpeedOption(
-            "no_sleep_a",
-            prepare=_no_sleep("sleep_a"),
-            trainer_kwargs={"precision": "bf16-mixed"},
-            loss_rtol=0.05,
-            advice="a",
-        ),
-        SpeedOption("no_sleep_b", prepare=_no_sleep("sleep_b"), advice="b"),
-    ]
-    result = speed_tune(  # a long run: the ranking is by step time (no option here costs anything once)
-        SleepyClassifier(),
-        train_dataloaders=random_classification_loader(),
-        options=options,
-        run_steps=10_000,
-        **FAST,
+    bf16 = {"precision": "bf16-mixed"}
+    a = SpeedOption("no_sleep_a", bf16, prepare=_no_sleep("sleep_a"), loss_rtol=0.05, advice="a")
+    b = SpeedOption("no_sleep_b", prepare=_no_sleep("sleep_b"), advice="b")
+    loader = random_classification_loader()
+    # a long run: the ranking is by step time (no option here costs anything once)
+    result = speed_tune(
+        SleepyClassifier(), train_dataloaders=loader, options=[a, b], run_steps=10_000, **FAST
     )
     assert [row.step_ms for row in result.rows] == pytest.approx([81.0, 41.0, 41.0, 1.0])  # the virtual clock
     assert [row.status for row in result.rows[1:]] == ["faster", "faster", "faster"]
@@ -152,7 +142,7 @@ def test_loader_rebuilt_with_workers_keeps_the_shuffled_order_and_the_loss() -> 
     loader = DataLoader(base.dataset, batch_size=32, shuffle=True, generator=generator)
     state = generator.get_state()
     result = speed_tune(
-        TinyClassifier(), train_dataloaders=loader, options=["num_workers"], **{**FAST, "repeats": 2}
+        TinyClassifier(), train_dataloaders=loader, options=["num_workers"], **FAST | {"repeats": 2}
     )
     row = result.rows[1]
     assert row.loss_deviation == 0.0 and not row.status.startswith("incorrect"), row
@@ -216,17 +206,14 @@ def test_an_option_whose_one_off_cost_the_run_does_not_repay_is_not_chosen(monke
     for 140 ms a step (virtual clock: exact) pays after 11 steps: not for a run of 4, yes for 1000."""
     virtual_time(monkeypatch)
     loader = random_classification_loader()
-    short = speed_tune(
-        CostlyStartClassifier(), train_dataloaders=loader, options=[PAYS_LATER], run_steps=4, **FAST
-    )
+    tune = {"train_dataloaders": loader, "options": [PAYS_LATER], **FAST}
+    short = speed_tune(CostlyStartClassifier(), run_steps=4, **tune)
     row = short.rows[1]
     assert (row.step_ms, row.baseline_step_ms, row.speedup) == pytest.approx((10.0, 150.0, 15.0))
     assert (row.one_off_s, row.break_even_steps) == (pytest.approx(1.5), 11)
     assert row.run_speedup == pytest.approx(0.6 / 1.54) and row.status.startswith("not faster for this run")
     assert short.best == [] and short.best_run_speedup == 1.0
-    long = speed_tune(
-        CostlyStartClassifier(), train_dataloaders=loader, options=[PAYS_LATER], run_steps=1000, **FAST
-    )
+    long = speed_tune(CostlyStartClassifier(), run_steps=1000, **tune)
     assert long.rows[1].status == "faster" and long.best == ["pays_later"]
     assert long.best_run_speedup == pytest.approx(150 / 11.5) and long.run_steps == 1000
 
@@ -239,9 +226,8 @@ def test_a_rows_speedup_is_its_step_time_against_the_baseline_of_the_same_repeat
         SpeedOption("also", prepare=lambda m: m, advice="nothing"),
     ]
     virtual_time(monkeypatch)
-    result = speed_tune(
-        CostlyStartClassifier(), train_dataloaders=random_classification_loader(), options=options, **FAST
-    )
+    loader = random_classification_loader()
+    result = speed_tune(CostlyStartClassifier(), train_dataloaders=loader, options=options, **FAST)
     for row in result.rows:
         if row.step_ms is not None:
             assert row.baseline_step_ms is not None

@@ -105,12 +105,10 @@ def test_of_two_conflicting_faster_options_only_the_faster_is_chosen(monkeypatch
         SpeedOption("drop_a", prepare=_drop("sleep_a"), conflicts=("drop_both",)),
         SpeedOption("drop_both", prepare=_drop("sleep_a", "sleep_b")),
     ]
-    result = speed_tune(  # a long run: ranked by step time (neither option costs anything once)
-        SleepyClassifier(),
-        train_dataloaders=random_classification_loader(),
-        options=options,
-        run_steps=10_000,
-        **FAST,
+    # a long run: ranked by step time (neither option costs anything once)
+    loader = random_classification_loader()
+    result = speed_tune(
+        SleepyClassifier(), train_dataloaders=loader, options=options, run_steps=10_000, **FAST
     )
     assert [row.step_ms for row in result.rows] == pytest.approx([81.0, 41.0, 1.0])  # the virtual clock
     assert [row.status for row in result.rows[1:]] == ["faster", "faster"]

@@ -19,7 +19,7 @@ from lightning.pytorch.callbacks import Callback
 from torch.distributed._composable import _get_registry
 
 from lightning_recipes.strategies import FSDP2Mixin, estimate_memory, preset
-from lightning_recipes.testing import TinyTransformerLM, random_token_loader
+from lightning_recipes.testing import TinyTransformerLM, fast_trainer, random_token_loader
 
 
 class ShardedLM(FSDP2Mixin, TinyTransformerLM):
@@ -55,28 +55,14 @@ class Bytes(Callback):
 
 
 def trainer(root: Path, max_epochs: int, callbacks=()) -> pl.Trainer:
-    return pl.Trainer(
-        accelerator="cpu",
-        devices=2,
-        strategy=preset("fsdp2"),
-        max_epochs=max_epochs,
-        logger=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        num_sanity_val_steps=0,
-        default_root_dir=root,
-        enable_checkpointing=False,
-        callbacks=list(callbacks),
-        gradient_clip_val=0.1,  # = tests/strategies/_reference.CLIP; by norm over all shards (DTensor grads)
-    )
+    # gradient_clip_val = tests/strategies/_reference.CLIP; by norm over all shards (DTensor grads)
+    settings = {"max_epochs": max_epochs, "default_root_dir": root, "gradient_clip_val": 0.1}
+    return fast_trainer(devices=2, strategy=preset("fsdp2"), callbacks=list(callbacks), **settings)
 
 
 def val_loss(t: pl.Trainer, model: pl.LightningModule) -> float:
-    return float(
-        t.validate(model, random_token_loader(num_samples=64, batch_size=16, seed=1), verbose=False)[0][
-            "val_loss"
-        ]
-    )
+    loader = random_token_loader(num_samples=64, batch_size=16, seed=1)
+    return float(t.validate(model, loader, verbose=False)[0]["val_loss"])
 
 
 def main(out: Path) -> None:

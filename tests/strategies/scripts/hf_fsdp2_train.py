@@ -25,17 +25,8 @@ from lightning_recipes.strategies import FSDP2Mixin
 
 def gpt2_config() -> GPT2Config:
     """GPT-2 as shipped (``use_cache=True``), tiny, eager attention, no dropout (so runs compare exactly)."""
-    return GPT2Config(
-        n_layer=2,
-        n_embd=32,
-        n_head=2,
-        vocab_size=64,
-        n_positions=32,
-        resid_pdrop=0.0,
-        embd_pdrop=0.0,
-        attn_pdrop=0.0,
-        attn_implementation="eager",
-    )
+    sizes = {"n_layer": 2, "n_embd": 32, "n_head": 2, "vocab_size": 64, "n_positions": 32}
+    return GPT2Config(**sizes, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, attn_implementation="eager")
 
 
 def token_data() -> torch.Tensor:
@@ -84,13 +75,8 @@ def main(out: Path) -> None:
     )
     trainer.fit(model)
     block = model.model.transformer.h[0]
-    record = {
-        "losses": model.losses,
-        "global_step": trainer.global_step,
-        "use_cache": model.model.config.use_cache,
-        "world_size": trainer.world_size,
-        "block_apis": sorted(_get_registry(block) or {}),
-    }
+    record = {"losses": model.losses, "global_step": trainer.global_step, "world_size": trainer.world_size}
+    record.update(use_cache=model.model.config.use_cache, block_apis=sorted(_get_registry(block) or {}))
     (out / f"rank{trainer.global_rank}.json").write_text(json.dumps(record))
 
 
