@@ -16,19 +16,48 @@ from lightning_recipes.harness import Harness as CheckContext
 from lightning_recipes.harness.batches import batch_size_of, slice_batch
 from lightning_recipes.harness.forward_capture import step_output, takes_more_than_the_input
 
-__all__ = ["first_samples", "listed", "model_output", "replace_entries", "seeded", "until_it_reacts", "worst"]
+__all__ = [
+    "entries",
+    "first_of",
+    "first_samples",
+    "listed",
+    "model_output",
+    "replace_entries",
+    "seeded",
+    "until_it_reacts",
+    "worst",
+]
 
 T = TypeVar("T")
 LOOKS = 3  # at init, then after one and two optimizer steps on the copy
 
 
+def first_of(context: CheckContext, batch: Any, count: int) -> Any:
+    """The first ``count`` samples of ``batch`` (the whole batch if it is no larger or has no size)."""
+    size = batch_size_of(batch, context.input_key)
+    return batch if size is None or size <= count else slice_batch(batch, count, size)
+
+
 def first_samples(context: CheckContext, count: int) -> tuple[Any, Tensor | None]:
     """The first training batch cut to its first ``count`` samples, and its input tensor (or ``None``)."""
-    batch = context.train_batches(1)[0]
-    size = batch_size_of(batch, context.input_key)
-    if size is not None and size > count:
-        batch = slice_batch(batch, count, size)
+    batch = first_of(context, context.train_batches(1)[0], count)
     return batch, context.split(batch)[0]
+
+
+def entries(batch: Any) -> list[tuple[Any, str, Tensor]]:
+    """``(key, label, tensor)`` for every tensor at the top level of ``batch`` (key ``None``: a tensor batch).
+
+    Example:
+        >>> [(k, label) for k, label, _ in entries({"x": torch.zeros(1), "n": 3})]
+        [('x', "batch['x']")]
+    """
+    if isinstance(batch, Tensor):
+        return [(None, "batch", batch)]
+    if isinstance(batch, Mapping):
+        return [(k, f"batch[{k!r}]", v) for k, v in batch.items() if isinstance(v, Tensor)]
+    if isinstance(batch, (list, tuple)):
+        return [(i, f"batch[{i}]", v) for i, v in enumerate(batch) if isinstance(v, Tensor)]
+    return []
 
 
 def replace_entries(batch: Any, changes: dict[Any, Tensor]) -> Any:

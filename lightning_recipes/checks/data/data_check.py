@@ -209,9 +209,7 @@ class DataCheck(SanityCheck):
         loader = context.train_dataloader
         read = sum(len(x) for x in inputs if x is not None and x.ndim > 0)
         served = served_indices(loader, read) if isinstance(loader, DataLoader) else None
-        if (
-            served is not None and served.repeats
-        ):  # a sampler drawing with replacement: judge distinct samples
+        if served is not None and served.repeats:  # a sampler drawing with replacement: distinct samples
             largest = max((len(x) for x in inputs if x is not None and x.ndim > 0), default=1)
             distinct = context.read_batches(
                 distinct_loader(loader, served.indices, largest), self.num_batches

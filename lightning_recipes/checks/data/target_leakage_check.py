@@ -8,10 +8,10 @@ from typing_extensions import Unpack, override
 
 from lightning_recipes._deprecation import warn_deprecated
 from lightning_recipes._validation import check_bool, check_in_range, check_int
+from lightning_recipes.checks._probe import first_of
 from lightning_recipes.checks.base import CheckOptions, SanityCheck
 from lightning_recipes.checks.data._leakage_probes import (
     Probe,
-    first_samples,
     probe_copy_targets,
     probe_single_feature,
     probe_target_fed,
@@ -110,7 +110,7 @@ class TargetLeakageCheck(SanityCheck):
             raise CheckSkipped(
                 "cannot find both the input and the target tensor; pass `input_key` / `target_key`."
             )
-        first = first_samples(context, train[0], self.model_samples)
+        first = first_of(context, train[0], self.model_samples)
         fed, uses = _abstaining(probe_target_fed, context, first, self.target_as_input)
         probes: dict[str, Probe] = {
             "target_as_input": fed,
@@ -133,7 +133,7 @@ class TargetLeakageCheck(SanityCheck):
             else:
                 task = probes["single_feature"].evidence.get("task", (None, None))
                 classes = task[1] if task[0] == "classification" else None
-                capped = [first_samples(context, batch, self.eval_samples) for batch in held_out]
+                capped = [first_of(context, batch, self.eval_samples) for batch in held_out]
                 steps, fraction = self.train_steps, self.too_good_fraction
                 probes["too_good"] = _abstaining(
                     probe_too_good, context, train, capped, classes, steps=steps, fraction=fraction
