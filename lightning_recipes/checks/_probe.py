@@ -12,6 +12,7 @@ import torch
 from torch import Tensor
 
 from lightning_recipes._stats import NoiseVerdict
+from lightning_recipes.checks.report import CheckSkipped
 from lightning_recipes.harness import Harness as CheckContext
 from lightning_recipes.harness.batches import batch_size_of, slice_batch
 from lightning_recipes.harness.forward_capture import step_output, takes_more_than_the_input
@@ -20,6 +21,7 @@ __all__ = [
     "entries",
     "first_of",
     "first_samples",
+    "held_out_split",
     "listed",
     "model_output",
     "replace_entries",
@@ -42,6 +44,25 @@ def first_samples(context: CheckContext, count: int) -> tuple[Any, Tensor | None
     """The first training batch cut to its first ``count`` samples, and its input tensor (or ``None``)."""
     batch = first_of(context, context.train_batches(1)[0], count)
     return batch, context.split(batch)[0]
+
+
+def held_out_split(
+    context: CheckContext, num_batches: int, num_eval_batches: int, num_samples: int | None
+) -> tuple[list[Any], list[Any], bool]:
+    """Training batches and held-out ones: the validation loader's (then ``True``), else the last training
+    batches read (at most half of them).
+
+    Raises:
+        CheckSkipped: If there is no validation loader and fewer than 2 training batches.
+    """
+    held_out = context.val_batches(num_eval_batches)
+    if held_out:
+        return context.read_train_batches(num_batches, num_samples), held_out, True
+    available = context.read_train_batches(num_batches + num_eval_batches, num_samples)
+    if len(available) < 2:
+        raise CheckSkipped("needs held-out data: a validation loader or at least 2 training batches.")
+    keep = min(num_eval_batches, len(available) // 2)
+    return available[:-keep], available[-keep:], False
 
 
 def entries(batch: Any) -> list[tuple[Any, str, Tensor]]:

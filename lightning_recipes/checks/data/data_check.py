@@ -3,7 +3,7 @@ and paired (each input with its own target: the input-target relation is the sam
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -14,6 +14,7 @@ from typing_extensions import Unpack, override
 
 from lightning_recipes._validation import check_int, check_positive
 from lightning_recipes.checks._num_classes import IGNORE_INDEX, infer_num_classes
+from lightning_recipes.checks._probe import entries
 from lightning_recipes.checks.base import CheckOptions, SanityCheck
 from lightning_recipes.checks.data._loader_samples import check_pair, distinct_loader, served_indices
 from lightning_recipes.checks.data._relation import Relation, relations
@@ -448,18 +449,9 @@ def _stacked(context: CheckContext, batches: list[Any]) -> tuple[Tensor, Tensor,
             return None
         xs.append(x.detach().cpu())
         ys.append(y.detach().cpu())
-        items: Any = (
-            batch.items()
-            if isinstance(batch, Mapping)
-            else enumerate(batch)
-            if isinstance(batch, (list, tuple))
-            else []
-        )
-        for key, value in items:
-            if isinstance(value, Tensor) and value is not y and value.ndim >= 1 and len(value) == len(y):
-                groups.setdefault(f"batch[{key!r}]" if value is not x else "inputs", []).append(
-                    value.detach().cpu()
-                )
+        for key, label, value in entries(batch):
+            if key is not None and value is not y and value.ndim >= 1 and len(value) == len(y):
+                groups.setdefault(label if value is not x else "inputs", []).append(value.detach().cpu())
     try:
         stacked = {k: torch.cat(v) for k, v in groups.items() if len(v) == len(batches)}
         return torch.cat(xs), torch.cat(ys), stacked
