@@ -16,14 +16,10 @@ Example:
     >>> with time_budget(0.0):
     ...     out_of_time()
     True
-    >>> with time_budget(10.0):
-    ...     steps_that_fit(seconds_per_step=0.5)  # 10 s / 0.5 s
-    19
 """
 
 from __future__ import annotations
 
-import math
 import threading
 import time
 from collections.abc import Generator
@@ -43,7 +39,6 @@ __all__ = [
     "hard_limit",
     "holds_compiled_module",
     "out_of_time",
-    "steps_that_fit",
     "time_budget",
     "time_left",
 ]
@@ -129,29 +124,6 @@ def out_of_time() -> bool:
 def budget_seconds() -> float | None:
     """The innermost budget's length in seconds (for messages), or ``None``."""
     return _BUDGET.get()
-
-
-def steps_that_fit(seconds_per_step: float, share: float = 1.0, reserve: float = 0.0) -> int:
-    """How many more steps of ``seconds_per_step`` fit in ``share`` of the time left, minus ``reserve`` s.
-
-    For a check that times its first step and then sizes its loop (``min(max_steps, steps_that_fit(t))``)
-    rather than asking :func:`out_of_time` each step: say ``share=0.5`` for each of two copies trained in
-    turn, ``reserve`` for an evaluation at the end. At least 0; a large number outside any budget.
-
-    Example:
-        >>> steps_that_fit(0.1)  # no budget open
-        1000000000
-        >>> with time_budget(4.0):
-        ...     steps_that_fit(0.1, share=0.5, reserve=1.0)  # (4 s - 1 s) / 2 / 0.1 s
-        14
-    """
-    left = time_left()
-    if math.isinf(left):
-        return 1_000_000_000
-    usable = (left - reserve) * share
-    if usable <= 0 or seconds_per_step <= 0:
-        return 0 if usable <= 0 else 1_000_000_000
-    return int(usable / seconds_per_step)
 
 
 def _stop_when_past_hard_deadline(module: nn.Module, args: Any) -> None:

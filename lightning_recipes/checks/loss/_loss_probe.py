@@ -175,7 +175,6 @@ _DISTANCE_LOSSES: dict[str, Callable[[Tensor, dict[str, Any]], Tensor]] = {
     ),
     "huber_loss": lambda d, kw: _huber(d, float(kw.get("delta", 1.0))),
 }
-DISTANCE_LOSSES = frozenset(_DISTANCE_LOSSES)
 
 
 def _huber(d: Tensor, delta: float) -> Tensor:
