@@ -1,10 +1,12 @@
-"""What the model-stage checks share: the first samples of a batch, the model's output for a batch (from
-``forward``, or seen while ``training_step`` runs), a look again after a step or two when a zero-initialised
-head hides every input, and short lists of names."""
+"""What the checks share: one part of a verdict (:class:`Finding`), the first samples of a batch and its
+top-level tensors, training and held-out batches, the model's output for a batch (from ``forward``, or seen
+while ``training_step`` runs), a look again after a step or two when a zero-initialised head hides every
+input, and short lists of names."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import lightning.pytorch as pl
@@ -18,6 +20,7 @@ from lightning_recipes.harness.batches import batch_size_of, slice_batch
 from lightning_recipes.harness.forward_capture import step_output, takes_more_than_the_input
 
 __all__ = [
+    "Finding",
     "entries",
     "first_of",
     "first_samples",
@@ -32,6 +35,17 @@ __all__ = [
 
 T = TypeVar("T")
 LOOKS = 3  # at init, then after one and two optimizer steps on the copy
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One part of a check's verdict: ``status`` (``"n/a"`` when the part does not apply), one sentence with
+    the numbers, the evidence, one action."""
+
+    status: str
+    summary: str
+    details: dict[str, Any] = field(default_factory=dict)
+    action: str = ""
 
 
 def first_of(context: CheckContext, batch: Any, count: int) -> Any:

@@ -4,7 +4,6 @@ and paired (each input with its own target: the input-target relation is the sam
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, Literal
 
 import torch
@@ -14,11 +13,11 @@ from typing_extensions import Unpack, override
 
 from lightning_recipes._validation import check_int, check_positive
 from lightning_recipes.checks._num_classes import IGNORE_INDEX, infer_num_classes
-from lightning_recipes.checks._probe import entries
+from lightning_recipes.checks._probe import Finding, entries
 from lightning_recipes.checks.base import CheckOptions, SanityCheck
 from lightning_recipes.checks.data._loader_samples import check_pair, distinct_loader, served_indices
 from lightning_recipes.checks.data._relation import Relation, relations
-from lightning_recipes.checks.report import CheckResult
+from lightning_recipes.checks.report import CheckResult, Status
 from lightning_recipes.harness import Harness as CheckContext
 from lightning_recipes.harness import is_shuffled
 from lightning_recipes.harness.batches import is_float
@@ -29,15 +28,6 @@ __all__ = ["DataCheck"]
 _ORDER = {"fail": 0, "warn": 1}
 PURITY_SAMPLES = 64  # samples read straight from the dataset by the purity test
 MAX_SNAPSHOT = 50_000_000  # stored tensor elements snapshotted by the purity test (larger: not tested)
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One finding: its status, one sentence with the numbers, one action."""
-
-    status: Literal["fail", "warn"]
-    summary: str
-    action: str
 
 
 def scan_samples(inputs: Sequence[Tensor | None]) -> tuple[int, int, int, int] | None:
@@ -152,13 +142,15 @@ class DataCheck(SanityCheck):
         found.sort(key=lambda f: _ORDER[f.status])
         if found:  # every finding's sentence, the worst first
             details["findings"] = [f.summary for f in found]
-            return self.verdict(found[0].status, found[0].summary, details, action=found[0].action)
+            worst = found[0]
+            status: Status = "fail" if worst.status == "fail" else "warn"
+            return self.verdict(status, worst.summary, details, action=worst.action)
         return CheckResult(
             self.name, "pass", f"{len(batches)} batch(es): finite, varied, labelled and paired", details
         )
 
     def _add(self, status: Literal["fail", "warn"], summary: str, action: str) -> None:
-        self._found.append(Finding(status, summary, action))
+        self._found.append(Finding(status, summary, action=action))
 
     def _finite(
         self, batches: list[Any], inputs: list[Any], targets: list[Any], details: dict[str, Any]
@@ -431,11 +423,11 @@ def _label_loss(context: CheckContext, batch: Any) -> tuple[int, int] | str | No
 def _relation_finding(r: Relation) -> Finding:
     other = "val" if r.fitted == "train" else "train"
     return Finding(
-        r.level,  # type: ignore[arg-type]
+        r.level,
         f"pairing differs across splits: {r.rule} fit on {r.fitted} score {r.own:.2f} there, {r.other:.2f} "
         f"on {other} ({r.z:.0f} SE)",
-        f"Compare a few {other} samples with their targets: shuffled or remapped labels, an augmentation "
-        "or crop that moves the input but not its target, a step applied to one split only.",
+        action=f"Compare a few {other} samples with their targets: shuffled or remapped labels, an "
+        "augmentation or crop that moves the input but not its target, a step applied to one split only.",
     )
 
 
