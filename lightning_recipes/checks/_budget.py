@@ -1,13 +1,5 @@
-"""A wall-clock safety cap per check, so a preflight never runs on for minutes without saying so.
-
-A check's work is fixed (steps, samples), so its verdict does not depend on how busy the machine is; the cap
-only stops a check that runs far longer than it should. ``SanityCheck.run`` opens :func:`time_budget` around
-each check. At ``B`` seconds :func:`out_of_time` turns true: a check with a loop may ask it between iterations
-and then ends ``inconclusive`` ("stopped by its safety cap"), never judging on partial evidence. At
-``B + max(2 s, B / 2)`` (:func:`hard_limit`) the next ``nn.Module`` forward raises :class:`BudgetExceeded`, so
-a check that never asks still ends. The deadlines live in context variables (this thread only). Cost: one
-``time.perf_counter()`` per module forward while a budget is open (a global forward pre-hook; on a compiled
-model, hooks on its own modules instead).
+"""A wall-clock safety cap per check (:func:`time_budget`), so a preflight never runs on for minutes without
+saying so; how the cap stops a check is in the guide (*Writing a check of your own*).
 
 Example:
     >>> with time_budget(None):
