@@ -5,11 +5,13 @@ input, and short lists of names."""
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import lightning.pytorch as pl
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -28,6 +30,7 @@ __all__ = [
     "listed",
     "model_output",
     "replace_entries",
+    "seed_all",
     "seeded",
     "until_it_reacts",
     "worst",
@@ -124,6 +127,13 @@ def model_output(context: CheckContext, model: pl.LightningModule, batch: Any) -
         if not takes_more_than_the_input(err):
             raise
         return step_output(context, model, batch)
+
+
+def seed_all(seed: int) -> None:
+    """The same random draws in every replay of a step (torch, Python and NumPy generators)."""
+    torch.manual_seed(seed)
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
 
 
 def seeded(seed: int, run: Callable[..., T], *args: Any) -> T:
