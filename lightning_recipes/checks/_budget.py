@@ -1,13 +1,5 @@
-"""A wall-clock safety cap per check, so a preflight never runs on for minutes without saying so.
-
-A check's work is fixed (steps, samples), so its verdict does not depend on how busy the machine is; the cap
-only stops a check that runs far longer than it should. ``SanityCheck.run`` opens :func:`time_budget` around
-each check. At ``B`` seconds :func:`out_of_time` turns true: a check with a loop may ask it between iterations
-and then ends ``inconclusive`` ("stopped by its safety cap"), never judging on partial evidence. At
-``B + max(2 s, B / 2)`` (:func:`hard_limit`) the next ``nn.Module`` forward raises :class:`BudgetExceeded`, so
-a check that never asks still ends. The deadlines live in context variables (this thread only). Cost: one
-``time.perf_counter()`` per module forward while a budget is open (a global forward pre-hook; on a compiled
-model, hooks on its own modules instead).
+"""A wall-clock safety cap per check (:func:`time_budget`), so a preflight never runs on for minutes without
+saying so; how the cap stops a check is in the guide (*Writing a check of your own*).
 
 Example:
     >>> with time_budget(None):
@@ -16,14 +8,10 @@ Example:
     >>> with time_budget(0.0):
     ...     out_of_time()
     True
-    >>> with time_budget(10.0):
-    ...     steps_that_fit(seconds_per_step=0.5)  # 10 s / 0.5 s
-    19
 """
 
 from __future__ import annotations
 
-import math
 import threading
 import time
 from collections.abc import Generator
@@ -43,7 +31,6 @@ __all__ = [
     "hard_limit",
     "holds_compiled_module",
     "out_of_time",
-    "steps_that_fit",
     "time_budget",
     "time_left",
 ]
@@ -129,29 +116,6 @@ def out_of_time() -> bool:
 def budget_seconds() -> float | None:
     """The innermost budget's length in seconds (for messages), or ``None``."""
     return _BUDGET.get()
-
-
-def steps_that_fit(seconds_per_step: float, share: float = 1.0, reserve: float = 0.0) -> int:
-    """How many more steps of ``seconds_per_step`` fit in ``share`` of the time left, minus ``reserve`` s.
-
-    For a check that times its first step and then sizes its loop (``min(max_steps, steps_that_fit(t))``)
-    rather than asking :func:`out_of_time` each step: say ``share=0.5`` for each of two copies trained in
-    turn, ``reserve`` for an evaluation at the end. At least 0; a large number outside any budget.
-
-    Example:
-        >>> steps_that_fit(0.1)  # no budget open
-        1000000000
-        >>> with time_budget(4.0):
-        ...     steps_that_fit(0.1, share=0.5, reserve=1.0)  # (4 s - 1 s) / 2 / 0.1 s
-        14
-    """
-    left = time_left()
-    if math.isinf(left):
-        return 1_000_000_000
-    usable = (left - reserve) * share
-    if usable <= 0 or seconds_per_step <= 0:
-        return 0 if usable <= 0 else 1_000_000_000
-    return int(usable / seconds_per_step)
 
 
 def _stop_when_past_hard_deadline(module: nn.Module, args: Any) -> None:

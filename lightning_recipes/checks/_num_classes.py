@@ -44,8 +44,7 @@ def infer_num_classes(output: Tensor | None, targets: Tensor | None) -> tuple[in
         return None
     if targets.is_floating_point() and out_shape == tgt_shape and out_shape[-1] >= 2:
         rows = targets.float()
-        if bool((rows >= 0).all()) and bool(
-            torch.allclose(rows.sum(-1), torch.ones(()), atol=1e-3)
-        ):  # sync: once
+        sums_to_one = torch.allclose(rows.sum(-1), torch.ones(()), atol=1e-3)  # sync: once
+        if bool((rows >= 0).all()) and sums_to_one:
             return out_shape[-1], described
     return None

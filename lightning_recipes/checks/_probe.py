@@ -1,34 +1,101 @@
-"""What the model-stage checks share: the first samples of a batch, the model's output for a batch (from
-``forward``, or seen while ``training_step`` runs), a look again after a step or two when a zero-initialised
-head hides every input, and short lists of names."""
+"""What the checks share: one part of a verdict (:class:`Finding`), the first samples of a batch and its
+top-level tensors, training and held-out batches, the model's output for a batch (from ``forward``, or seen
+while ``training_step`` runs), a look again after a step or two when a zero-initialised head hides every
+input, and short lists of names."""
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import lightning.pytorch as pl
+import numpy as np
 import torch
 from torch import Tensor
 
 from lightning_recipes._stats import NoiseVerdict
+from lightning_recipes.checks.report import CheckSkipped
 from lightning_recipes.harness import Harness as CheckContext
 from lightning_recipes.harness.batches import batch_size_of, slice_batch
 from lightning_recipes.harness.forward_capture import step_output, takes_more_than_the_input
 
-__all__ = ["first_samples", "listed", "model_output", "replace_entries", "seeded", "until_it_reacts", "worst"]
+__all__ = [
+    "Finding",
+    "entries",
+    "first_of",
+    "first_samples",
+    "held_out_split",
+    "listed",
+    "model_output",
+    "replace_entries",
+    "seed_all",
+    "seeded",
+    "until_it_reacts",
+    "worst",
+]
 
 T = TypeVar("T")
 LOOKS = 3  # at init, then after one and two optimizer steps on the copy
 
 
+@dataclass(frozen=True)
+class Finding:
+    """One part of a check's verdict: ``status`` (``"n/a"`` when the part does not apply), one sentence with
+    the numbers, the evidence, one action."""
+
+    status: str
+    summary: str
+    details: dict[str, Any] = field(default_factory=dict)
+    action: str = ""
+
+
+def first_of(context: CheckContext, batch: Any, count: int) -> Any:
+    """The first ``count`` samples of ``batch`` (the whole batch if it is no larger or has no size)."""
+    size = batch_size_of(batch, context.input_key)
+    return batch if size is None or size <= count else slice_batch(batch, count, size)
+
+
 def first_samples(context: CheckContext, count: int) -> tuple[Any, Tensor | None]:
     """The first training batch cut to its first ``count`` samples, and its input tensor (or ``None``)."""
-    batch = context.train_batches(1)[0]
-    size = batch_size_of(batch, context.input_key)
-    if size is not None and size > count:
-        batch = slice_batch(batch, count, size)
+    batch = first_of(context, context.train_batches(1)[0], count)
     return batch, context.split(batch)[0]
+
+
+def held_out_split(
+    context: CheckContext, num_batches: int, num_eval_batches: int, num_samples: int | None
+) -> tuple[list[Any], list[Any], bool]:
+    """Training batches and held-out ones: the validation loader's (then ``True``), else the last training
+    batches read (at most half of them).
+
+    Raises:
+        CheckSkipped: If there is no validation loader and fewer than 2 training batches.
+    """
+    held_out = context.val_batches(num_eval_batches)
+    if held_out:
+        return context.read_train_batches(num_batches, num_samples), held_out, True
+    available = context.read_train_batches(num_batches + num_eval_batches, num_samples)
+    if len(available) < 2:
+        raise CheckSkipped("needs held-out data: a validation loader or at least 2 training batches.")
+    keep = min(num_eval_batches, len(available) // 2)
+    return available[:-keep], available[-keep:], False
+
+
+def entries(batch: Any) -> list[tuple[Any, str, Tensor]]:
+    """``(key, label, tensor)`` for every tensor at the top level of ``batch`` (key ``None``: a tensor batch).
+
+    Example:
+        >>> [(k, label) for k, label, _ in entries({"x": torch.zeros(1), "n": 3})]
+        [('x', "batch['x']")]
+    """
+    if isinstance(batch, Tensor):
+        return [(None, "batch", batch)]
+    if isinstance(batch, Mapping):
+        return [(k, f"batch[{k!r}]", v) for k, v in batch.items() if isinstance(v, Tensor)]
+    if isinstance(batch, (list, tuple)):
+        return [(i, f"batch[{i}]", v) for i, v in enumerate(batch) if isinstance(v, Tensor)]
+    return []
 
 
 def replace_entries(batch: Any, changes: dict[Any, Tensor]) -> Any:
@@ -60,6 +127,13 @@ def model_output(context: CheckContext, model: pl.LightningModule, batch: Any) -
         if not takes_more_than_the_input(err):
             raise
         return step_output(context, model, batch)
+
+
+def seed_all(seed: int) -> None:
+    """The same random draws in every replay of a step (torch, Python and NumPy generators)."""
+    torch.manual_seed(seed)
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
 
 
 def seeded(seed: int, run: Callable[..., T], *args: Any) -> T:

@@ -18,7 +18,6 @@ from lightning_recipes.checks._budget import (
     budget_seconds,
     hard_limit,
     out_of_time,
-    steps_that_fit,
     time_budget,
 )
 from lightning_recipes.testing import TinyClassifier, fast_trainer, random_classification_loader
@@ -162,16 +161,6 @@ def test_no_budget_means_no_deadline():
         M.MLP(), **_data(), checks=[CooperativeCheck(iterations=50)], time_budget=None, progress=False
     )
     assert report["cooperative"].status == "pass"
-
-
-def test_steps_that_fit_sizes_a_loop_to_the_time_left():
-    with time_budget(2.0):
-        assert steps_that_fit(0.1) in (19, 20)
-        assert steps_that_fit(0.1, share=0.5, reserve=1.0) in (4, 5)  # (2 s - 1 s) / 2 / 0.1 s
-        assert steps_that_fit(1.0, reserve=5.0) == 0
-    assert steps_that_fit(0.1) > 10**8
-    with time_budget(0.0):
-        assert steps_that_fit(0.1) == 0
 
 
 def test_the_hard_stop_applies_only_to_the_thread_that_opened_the_budget():

@@ -9,14 +9,13 @@ from collections import namedtuple
 import pytest
 import torch
 
-from lightning_recipes.checks._probe import replace_entries
+from lightning_recipes.checks._probe import entries, replace_entries
 from lightning_recipes.checks.data._leakage_probes import (
     Probe,
     _correlation,
     _encodes_label,
     _name,
     copy_shares,
-    entries,
     other_values,
 )
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,17 +12,15 @@ import torch
 from torch import Tensor
 
 from lightning_recipes.checks._num_classes import IGNORE_INDEX
-from lightning_recipes.checks._probe import replace_entries
+from lightning_recipes.checks._probe import entries, replace_entries
 from lightning_recipes.checks.data._relation import lookup_scores
 from lightning_recipes.checks.model.causality_check import aligned_output
 from lightning_recipes.checks.report import CheckSkipped
 from lightning_recipes.harness import CannotRunOnCopy
 from lightning_recipes.harness import Harness as CheckContext
-from lightning_recipes.harness.batches import batch_size_of, slice_batch
 
 __all__ = [
     "Probe",
-    "entries",
     "other_values",
     "probe_copy_targets",
     "probe_single_feature",
@@ -36,13 +33,8 @@ MAX_MAJORITY = 0.9  # above this majority-class share, a lookup table's accuracy
 MAX_CLASSES = 32  # integral float targets with at most this many values are class labels
 MIN_HELD_OUT = 20  # held-out samples needed before a per-feature accuracy means anything
 MAX_FEATURES = 1 << 16  # features per batch tensor scored one by one; larger tensors are not scanned
-_SHIFTS = (
-    "next",
-    "same",
-    "back1",
-    "back2",
-    "ahead2",
-)  # the input token the loss pairs output t with: t + 1, ...
+# the input token the loss pairs output t with: t + 1, t, t - 1, t - 2, t + 2
+_SHIFTS = ("next", "same", "back1", "back2", "ahead2")
 
 
 @dataclass(frozen=True)
@@ -70,33 +62,11 @@ class Probe:
         return {**self.evidence, "leak": self.leak, "message": self.summary}
 
 
-def entries(batch: Any) -> list[tuple[Any, str, Tensor]]:
-    """``(key, label, tensor)`` for every tensor at the top level of ``batch`` (key ``None``: a tensor batch).
-
-    Example:
-        >>> [(k, label) for k, label, _ in entries({"x": torch.zeros(1), "n": 3})]
-        [('x', "batch['x']")]
-    """
-    if isinstance(batch, Tensor):
-        return [(None, "batch", batch)]
-    if isinstance(batch, Mapping):
-        return [(k, f"batch[{k!r}]", v) for k, v in batch.items() if isinstance(v, Tensor)]
-    if isinstance(batch, (list, tuple)):
-        return [(i, f"batch[{i}]", v) for i, v in enumerate(batch) if isinstance(v, Tensor)]
-    return []
-
-
 def _same_storage(a: Tensor, b: Tensor) -> bool:
     try:
         return a is b or a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
     except (RuntimeError, NotImplementedError):
         return False
-
-
-def first_samples(context: CheckContext, batch: Any, count: int) -> Any:
-    """The first ``count`` samples of ``batch`` (the whole batch if it is no larger or has no size)."""
-    size = batch_size_of(batch, context.input_key)
-    return batch if size is None or size <= count else slice_batch(batch, count, size)
 
 
 def other_values(targets: Tensor, seed: int) -> Tensor | None:
@@ -205,9 +175,7 @@ def probe_target_fed(context: CheckContext, batch: Any, target_as_input: bool) -
         delta = (output.reshape(base.shape) - base).float().abs()
         moved.append(float(delta[:, : start + 1].amax() if sequence else delta.amax()))
     flat = base.float().reshape(len(base), -1)
-    varies = (
-        float((flat.amax(-1) - flat.amin(-1)).amax()) > 0
-    )  # uniform outputs: an unchanged loss proves nothing
+    varies = float((flat.amax(-1) - flat.amin(-1)).amax()) > 0  # uniform: an unchanged loss proves nothing
     uses = None
     if base_loss is not None and changed_loss is not None and varies:
         before, after = float(base_loss), float(changed_loss)

@@ -196,9 +196,8 @@ def _nearest(train: Tensor, val: Tensor) -> tuple[Tensor, Tensor]:
 
 
 _FAIL_P, _WARN_P, _HINT_P = 1e-6, 1e-4, 1e-2  # chance probabilities of the flagged count per level
-_SUBJECTS_SHARE = (
-    0.5  # training samples repeated within training from which the data is organised in subjects
-)
+# training samples repeated within training from which the data is organised in subjects
+_SUBJECTS_SHARE = 0.5
 
 
 def repeats_of(

@@ -3,8 +3,7 @@ and paired (each input with its own target: the input-target relation is the sam
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any, Literal
 
 import torch
@@ -14,10 +13,11 @@ from typing_extensions import Unpack, override
 
 from lightning_recipes._validation import check_int, check_positive
 from lightning_recipes.checks._num_classes import IGNORE_INDEX, infer_num_classes
+from lightning_recipes.checks._probe import Finding, entries
 from lightning_recipes.checks.base import CheckOptions, SanityCheck
 from lightning_recipes.checks.data._loader_samples import check_pair, distinct_loader, served_indices
 from lightning_recipes.checks.data._relation import Relation, relations
-from lightning_recipes.checks.report import CheckResult
+from lightning_recipes.checks.report import CheckResult, Status
 from lightning_recipes.harness import Harness as CheckContext
 from lightning_recipes.harness import is_shuffled
 from lightning_recipes.harness.batches import is_float
@@ -28,15 +28,6 @@ __all__ = ["DataCheck"]
 _ORDER = {"fail": 0, "warn": 1}
 PURITY_SAMPLES = 64  # samples read straight from the dataset by the purity test
 MAX_SNAPSHOT = 50_000_000  # stored tensor elements snapshotted by the purity test (larger: not tested)
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One finding: its status, one sentence with the numbers, one action."""
-
-    status: Literal["fail", "warn"]
-    summary: str
-    action: str
 
 
 def scan_samples(inputs: Sequence[Tensor | None]) -> tuple[int, int, int, int] | None:
@@ -151,13 +142,15 @@ class DataCheck(SanityCheck):
         found.sort(key=lambda f: _ORDER[f.status])
         if found:  # every finding's sentence, the worst first
             details["findings"] = [f.summary for f in found]
-            return self.verdict(found[0].status, found[0].summary, details, action=found[0].action)
+            worst = found[0]
+            status: Status = "fail" if worst.status == "fail" else "warn"
+            return self.verdict(status, worst.summary, details, action=worst.action)
         return CheckResult(
             self.name, "pass", f"{len(batches)} batch(es): finite, varied, labelled and paired", details
         )
 
     def _add(self, status: Literal["fail", "warn"], summary: str, action: str) -> None:
-        self._found.append(Finding(status, summary, action))
+        self._found.append(Finding(status, summary, action=action))
 
     def _finite(
         self, batches: list[Any], inputs: list[Any], targets: list[Any], details: dict[str, Any]
@@ -209,9 +202,7 @@ class DataCheck(SanityCheck):
         loader = context.train_dataloader
         read = sum(len(x) for x in inputs if x is not None and x.ndim > 0)
         served = served_indices(loader, read) if isinstance(loader, DataLoader) else None
-        if (
-            served is not None and served.repeats
-        ):  # a sampler drawing with replacement: judge distinct samples
+        if served is not None and served.repeats:  # a sampler drawing with replacement: distinct samples
             largest = max((len(x) for x in inputs if x is not None and x.ndim > 0), default=1)
             distinct = context.read_batches(
                 distinct_loader(loader, served.indices, largest), self.num_batches
@@ -432,11 +423,11 @@ def _label_loss(context: CheckContext, batch: Any) -> tuple[int, int] | str | No
 def _relation_finding(r: Relation) -> Finding:
     other = "val" if r.fitted == "train" else "train"
     return Finding(
-        r.level,  # type: ignore[arg-type]
+        r.level,
         f"pairing differs across splits: {r.rule} fit on {r.fitted} score {r.own:.2f} there, {r.other:.2f} "
         f"on {other} ({r.z:.0f} SE)",
-        f"Compare a few {other} samples with their targets: shuffled or remapped labels, an augmentation "
-        "or crop that moves the input but not its target, a step applied to one split only.",
+        action=f"Compare a few {other} samples with their targets: shuffled or remapped labels, an "
+        "augmentation or crop that moves the input but not its target, a step applied to one split only.",
     )
 
 
@@ -450,18 +441,9 @@ def _stacked(context: CheckContext, batches: list[Any]) -> tuple[Tensor, Tensor,
             return None
         xs.append(x.detach().cpu())
         ys.append(y.detach().cpu())
-        items: Any = (
-            batch.items()
-            if isinstance(batch, Mapping)
-            else enumerate(batch)
-            if isinstance(batch, (list, tuple))
-            else []
-        )
-        for key, value in items:
-            if isinstance(value, Tensor) and value is not y and value.ndim >= 1 and len(value) == len(y):
-                groups.setdefault(f"batch[{key!r}]" if value is not x else "inputs", []).append(
-                    value.detach().cpu()
-                )
+        for key, label, value in entries(batch):
+            if key is not None and value is not y and value.ndim >= 1 and len(value) == len(y):
+                groups.setdefault(label if value is not x else "inputs", []).append(value.detach().cpu())
     try:
         stacked = {k: torch.cat(v) for k, v in groups.items() if len(v) == len(batches)}
         return torch.cat(xs), torch.cat(ys), stacked

@@ -110,8 +110,7 @@ class LoaderCheck(SanityCheck):
         if comparison is None:
             raise CheckSkipped(
                 f"{batches}, but the targets are not one integer label per sample: no class shares to "
-                "compare "
-                "(pass `target_key=` if the labels are elsewhere)."
+                "compare (pass `target_key=` if the labels are elsewhere)."
             )
         return self._verdict(comparison, batches, details)
 
@@ -120,10 +119,13 @@ class LoaderCheck(SanityCheck):
     ) -> ShareComparison | None:
         dataset = loader.dataset
         size = len(dataset)  # type: ignore[arg-type]
-        cheap = _cheap_labels(dataset)
+        if _cheap_labels(dataset):  # every label, read without loading a sample
+            labels = dataset_labels(dataset, range(size), context.keys()[1])
+            if labels is None:
+                return None
+            served_labels = labels[torch.as_tensor(served, dtype=torch.long)]
+            return compare_shares(labels, served_labels, reference_is_sample=False)
         half = self.max_samples // 2
-        if cheap:
-            return self._compare_cheap(context, dataset, size, served)
         generator = torch.Generator().manual_seed(context.seed)
         reference = (
             list(range(size)) if size <= half else torch.randperm(size, generator=generator)[:half].tolist()
@@ -139,16 +141,6 @@ class LoaderCheck(SanityCheck):
             torch.tensor([at[i] for i in reference]),
             torch.tensor([at[i] for i in part]),
             reference_is_sample=len(reference) < size,
-        )
-
-    def _compare_cheap(
-        self, context: CheckContext, dataset: Any, size: int, served: list[int]
-    ) -> ShareComparison | None:
-        labels = dataset_labels(dataset, range(size), context.keys()[1])
-        if labels is None:
-            return None
-        return compare_shares(
-            labels, labels[torch.as_tensor(served, dtype=torch.long)], reference_is_sample=False
         )
 
     def _verdict(self, comparison: ShareComparison, batches: str, details: dict[str, Any]) -> CheckResult:
@@ -186,16 +178,14 @@ class LoaderCheck(SanityCheck):
             )
             summary = (
                 f"the sampler makes class {c.label} rarer: {c.dataset_share:.2%} of the data, "
-                f"{c.served_share:.2%} "
-                f"served (z = {c.z:.1f})"
+                f"{c.served_share:.2%} served (z = {c.z:.1f})"
             )
             return self.verdict(status, summary, details, action=action)
         if rarer:
             c = rarer[0]
             raise CheckInconclusive(
                 f"class {c.label} is served at {c.ratio:.2f} x its share, within sampling noise "
-                f"(z = {c.z:.1f}); "
-                "a longer epoch (`num_samples`) would tell"
+                f"(z = {c.z:.1f}); a longer epoch (`num_samples`) would tell"
             )
         rarest = classes[0]
         return self.verdict(
@@ -255,7 +245,6 @@ class ClassShare:
     served count against a sampler that keeps the dataset's shares (binomial noise)."""
 
     label: int
-    dataset_count: int
     dataset_share: float
     served_count: int
     served_share: float
@@ -274,7 +263,6 @@ class ShareComparison:
     classes: list[ClassShare]
     served: int
     reference: int
-    reference_is_sample: bool
 
 
 def compare_shares(dataset: Tensor, served: Tensor, *, reference_is_sample: bool) -> ShareComparison:
@@ -303,8 +291,6 @@ def compare_shares(dataset: Tensor, served: Tensor, *, reference_is_sample: bool
         got = served_counts.get(label, 0)
         expected = n * share
         std = math.sqrt(max(n * share * (1 - share) * (1 + extra), 1e-12))
-        classes.append(
-            ClassShare(label, count, share, got, got / n if n else 0.0, expected, (got - expected) / std)
-        )
+        classes.append(ClassShare(label, share, got, got / n if n else 0.0, expected, (got - expected) / std))
     classes.sort(key=lambda c: (c.dataset_share, c.label))
-    return ShareComparison(classes, n, total, reference_is_sample)
+    return ShareComparison(classes, n, total)

@@ -108,9 +108,8 @@ class SplitOverlapCheck(SanityCheck):
                 by_hash.setdefault(key, index)
                 counts[key] += 1
         train_duplicates = sum(c - 1 for c in counts.values())
-        exact = {
-            v: by_hash[k] for v, k in enumerate(val_keys) if not val_blank[v] and k in by_hash
-        }  # val index -> train index
+        # val index -> train index
+        exact = {v: by_hash[k] for v, k in enumerate(val_keys) if not val_blank[v] and k in by_hash}
         near, chance_matches, method = self._near(train, val, train_blank, val_blank)
         # exact repeats within training are chance too (a one-value sample has no cosine: a code, an encoding)
         chance_matches = max(chance_matches, sum(c for c in counts.values() if c > 1))

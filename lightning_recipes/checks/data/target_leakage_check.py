@@ -8,10 +8,10 @@ from typing_extensions import Unpack, override
 
 from lightning_recipes._deprecation import warn_deprecated
 from lightning_recipes._validation import check_bool, check_in_range, check_int
+from lightning_recipes.checks._probe import first_of, held_out_split
 from lightning_recipes.checks.base import CheckOptions, SanityCheck
 from lightning_recipes.checks.data._leakage_probes import (
     Probe,
-    first_samples,
     probe_copy_targets,
     probe_single_feature,
     probe_target_fed,
@@ -104,13 +104,15 @@ class TargetLeakageCheck(SanityCheck):
 
     @override
     def check(self, context: CheckContext) -> CheckResult:
-        train, held_out, source = self._read(context)
+        args = self.num_batches, self.num_eval_batches, self.num_samples
+        train, held_out, validation = held_out_split(context, *args)
+        source = "validation batches" if validation else "held-out training batches (no validation loader)"
         inputs, targets = context.split(train[0])
         if inputs is None or targets is None:
             raise CheckSkipped(
                 "cannot find both the input and the target tensor; pass `input_key` / `target_key`."
             )
-        first = first_samples(context, train[0], self.model_samples)
+        first = first_of(context, train[0], self.model_samples)
         fed, uses = _abstaining(probe_target_fed, context, first, self.target_as_input)
         probes: dict[str, Probe] = {
             "target_as_input": fed,
@@ -133,7 +135,7 @@ class TargetLeakageCheck(SanityCheck):
             else:
                 task = probes["single_feature"].evidence.get("task", (None, None))
                 classes = task[1] if task[0] == "classification" else None
-                capped = [first_samples(context, batch, self.eval_samples) for batch in held_out]
+                capped = [first_of(context, batch, self.eval_samples) for batch in held_out]
                 steps, fraction = self.train_steps, self.too_good_fraction
                 probes["too_good"] = _abstaining(
                     probe_too_good, context, train, capped, classes, steps=steps, fraction=fraction
@@ -157,22 +159,6 @@ class TargetLeakageCheck(SanityCheck):
         return CheckResult(
             self.name, "pass", f"no target leakage in {len(ran)} of {len(probes)} tests", details
         )
-
-    def _read(self, context: CheckContext) -> tuple[list[Any], list[Any], str]:
-        """Training batches, held-out batches (the validation loader, else the last training batches) and
-        where the held-out ones came from."""
-        held_out = context.val_batches(self.num_eval_batches)
-        if held_out:
-            return (
-                context.read_train_batches(self.num_batches, self.num_samples),
-                held_out,
-                "validation batches",
-            )
-        available = context.read_train_batches(self.num_batches + self.num_eval_batches, self.num_samples)
-        if len(available) < 2:
-            raise CheckSkipped("needs held-out data: a validation loader or at least 2 training batches.")
-        keep = min(self.num_eval_batches, len(available) // 2)
-        return available[:-keep], available[-keep:], "held-out training batches (no validation loader)"
 
 
 def _abstaining(probe: Any, *args: Any, **kwargs: Any) -> Any:

@@ -456,21 +456,33 @@ def _sized_in_steps_in_a_trial(context: CheckContext) -> dict[str, Any] | None:
     return found
 
 
-def _observed_in_a_trial(context: CheckContext) -> dict[str, Any]:
-    """The LR the shared trial fit (one optimizer, automatic optimisation) used at each step, against
-    what its configured schedulers declare for that fit, stepped as Lightning steps them: a scheduler also
-    stepped by hand, or never stepped, shows as the first step where they differ."""
+def _trial_lrs(context: CheckContext, automatic: bool) -> tuple[list[float], list[float]] | str:
+    """The LR the shared trial fit (one optimizer, ``automatic`` optimisation or not) used at each step, and
+    what its configured schedulers declare for that fit, stepped as Lightning steps them; or why not."""
     try:
         fit = trial_fit(context, steps=TRIAL_STEPS, max_samples=TRIAL_SAMPLES)
     except Exception as err:  # the trial cannot run here (no data, a multi-process run): not observed
-        return {"observed": False, "why": f"{type(err).__name__}: {str(err)[:80]}"}
-    if not fit.automatic or len(fit.optimizers) != 1 or not fit.steps:
-        return {"observed": False, "why": "not one optimizer stepping under automatic optimisation"}
+        return f"{type(err).__name__}: {str(err)[:80]}"
+    if fit.automatic != automatic or len(fit.optimizers) != 1 or not fit.steps:
+        return "not one optimizer stepping under automatic optimisation"
     configs = _built_for(context, _TRIAL)
     if not configs:
-        return {"observed": False, "why": "the trial's schedulers could not be rebuilt"}
+        return "the trial's schedulers could not be rebuilt"
     declared = lr_curves(configs, len(fit.steps), TRIAL_STEPS).values.amax(dim=1).tolist()
-    seen = [step.lr for step in fit.steps][: len(declared)]
+    return [step.lr for step in fit.steps][: len(declared)], declared
+
+
+def _same(a: float, b: float) -> bool:
+    return abs(a - b) <= 1e-6 * max(abs(a), abs(b), 1e-12)
+
+
+def _observed_in_a_trial(context: CheckContext) -> dict[str, Any]:
+    """The trial's LRs against the declared ones (automatic optimisation): a scheduler also stepped by hand,
+    or never stepped, shows as the first step where they differ."""
+    trial = _trial_lrs(context, automatic=True)
+    if isinstance(trial, str):
+        return {"observed": False, "why": trial}
+    seen, declared = trial
     found: dict[str, Any] = {"observed": True, "steps": len(seen)}
     for step, (lr, expected) in enumerate(zip(seen, declared)):
         if abs(lr - expected) > 1e-6 * max(abs(expected), 1e-12):
@@ -483,25 +495,14 @@ def _never_stepped_by_hand(context: CheckContext) -> dict[str, Any] | None:
     """Under manual optimisation (one optimizer): the LR the trial fit used never moved, though the
     configured schedulers, stepped at their declared interval, move it within the trial. ``None``: it
     moved, the declared curve is flat over the trial (per epoch), or the trial or schedulers are unknown."""
-    try:
-        fit = trial_fit(context, steps=TRIAL_STEPS, max_samples=TRIAL_SAMPLES)
-    except Exception:  # the trial cannot run the user's manual loop here: abstain
+    trial = _trial_lrs(context, automatic=False)
+    if isinstance(trial, str):
         return None
-    if fit.automatic or len(fit.optimizers) != 1 or len(fit.steps) < 2:
-        return None
-    configs = _built_for(context, _TRIAL)
-    if not configs:
-        return None
-    declared = lr_curves(configs, len(fit.steps), TRIAL_STEPS).values.amax(dim=1).tolist()
-    seen = [step.lr for step in fit.steps][: len(declared)]
+    seen, declared = trial
     first = declared[0]
-
-    def same(a: float, b: float) -> bool:
-        return abs(a - b) <= 1e-6 * max(abs(a), abs(b), 1e-12)
-
-    if len(seen) < 2 or not same(seen[0], first) or all(same(first, d) for d in declared):
+    if len(seen) < 2 or not _same(seen[0], first) or all(_same(first, d) for d in declared):
         return None
-    if not all(same(seen[0], lr) for lr in seen):
+    if not all(_same(seen[0], lr) for lr in seen):
         return None
     return {"observed": seen[0], "steps": len(seen), "declared_first": first, "declared_last": declared[-1]}
 

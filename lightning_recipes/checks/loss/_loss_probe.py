@@ -19,18 +19,17 @@ from __future__ import annotations
 import functools
 import itertools
 import math
-import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import lightning.pytorch as pl
-import numpy as np
 import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 from torch.nn.modules.loss import _Loss
 
+from lightning_recipes.checks._probe import seed_all
 from lightning_recipes.checks.loss._expected_loss import loss_call_for, target_of
 from lightning_recipes.harness import Harness, LossCall, LossRecorder, batch_entries, first_tensor
 
@@ -175,7 +174,6 @@ _DISTANCE_LOSSES: dict[str, Callable[[Tensor, dict[str, Any]], Tensor]] = {
     ),
     "huber_loss": lambda d, kw: _huber(d, float(kw.get("delta", 1.0))),
 }
-DISTANCE_LOSSES = frozenset(_DISTANCE_LOSSES)
 
 
 def _huber(d: Tensor, delta: float) -> Tensor:
@@ -306,13 +304,6 @@ class LossProbe:
     output_grad: Tensor | None = None
     differentiable: bool = True
     site: tuple[nn.Module, int] | None = None
-
-
-def seed_all(seed: int) -> None:
-    """The same random draws in every replay of a step (torch, Python and NumPy generators)."""
-    torch.manual_seed(seed)
-    random.seed(seed)
-    np.random.seed(seed % 2**32)
 
 
 def probe_step(context: Harness, model: pl.LightningModule, batch: Any, seed: int = 0) -> LossProbe:

@@ -121,10 +121,7 @@ class InitLossCheck(SanityCheck):
         details |= {"ratio": ratio, "ratio_noise": noise, "z": Z}
         label = f"{expectation.label} = {expected:.4g}"
         stated = f"loss at init {measured:.4g} vs {label} expected, ratio {ratio:.2f}"
-        low, high = (
-            ratio - Z * noise,
-            ratio + Z * noise,
-        )  # a verdict needs the ratio past its line beyond noise
+        low, high = ratio - Z * noise, ratio + Z * noise  # a verdict: the ratio past its line beyond noise
         warn_high, warn_low = 1 + self.warn_rtol, 1 - self.warn_rtol
         if (ratio > warn_high and low <= warn_high) or (ratio < warn_low and high >= warn_low):
             action = "Give it more (or larger) batches: InitLossCheck(num_batches=...)."

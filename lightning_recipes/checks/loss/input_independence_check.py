@@ -12,6 +12,7 @@ from torch import Tensor
 from typing_extensions import Unpack, override
 
 from lightning_recipes._validation import check_in_range, check_int
+from lightning_recipes.checks._probe import held_out_split
 from lightning_recipes.checks.base import CheckOptions, SanityCheck, perturbed
 from lightning_recipes.checks.loss._input_gap import (
     CONFIDENCE,
@@ -88,7 +89,9 @@ class InputIndependenceCheck(SanityCheck):
     @override
     def check(self, context: CheckContext) -> CheckResult:
         context.require_automatic_optimization(context.model)
-        train, held_out, source = self._batches(context)
+        args = self.num_batches, self.num_eval_batches, self.num_samples
+        train, held_out, validation = held_out_split(context, *args)
+        source = "validation" if validation else "held-out training batches"
         sizes = [batch_size_of(batch, context.keys()[0]) or 0 for batch in train]
         if min(sizes) < 2:
             raise CheckSkipped("needs batches of 2 samples or more, to give samples each other's inputs.")
@@ -178,16 +181,6 @@ class InputIndependenceCheck(SanityCheck):
                 "Give it more steps or held-out data: InputIndependenceCheck(max_steps=, num_eval_batches=)."
             )
         return self.verdict("inconclusive", summary, details, action=action)
-
-    def _batches(self, context: CheckContext) -> tuple[list[Any], list[Any], str]:
-        held_out = context.val_batches(self.num_eval_batches)
-        if held_out:
-            return context.read_train_batches(self.num_batches, self.num_samples), held_out, "validation"
-        available = context.read_train_batches(self.num_batches + self.num_eval_batches, self.num_samples)
-        if len(available) < 2:
-            raise CheckSkipped("needs held-out data: a validation loader or at least 2 training batches.")
-        keep = min(self.num_eval_batches, len(available) // 2)
-        return available[:-keep], available[-keep:], "held-out training batches"
 
     @staticmethod
     def _setup(context: CheckContext) -> tuple[Any, list[torch.optim.Optimizer]]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import lightning.pytorch as pl
@@ -13,6 +12,7 @@ import torch
 from typing_extensions import Unpack, override
 
 from lightning_recipes._validation import check_int
+from lightning_recipes.checks._probe import Finding
 from lightning_recipes.checks.base import CheckOptions, SanityCheck
 from lightning_recipes.checks.loss._expected_loss import REGRESSION
 from lightning_recipes.checks.loss._loss_probe import (
@@ -44,16 +44,6 @@ RAY_DECADES = 6  # the descent ray's steps: 1, 10, ..., 10^5 times the output's 
 _LOGITS_FIX = (
     "Return raw logits and let the loss apply the softmax/sigmoid; use a sigmoid per label, no clamp."
 )
-
-
-@dataclass
-class _Part:
-    """One of the four findings: ``status`` (``"n/a"`` when it does not apply), a short ``summary``."""
-
-    status: str
-    summary: str
-    details: dict[str, Any] = field(default_factory=dict)
-    action: str = ""
 
 
 class LossCheck(SanityCheck):
@@ -128,10 +118,10 @@ class LossCheck(SanityCheck):
         return self.verdict(status, summary, details, action=lead.action)
 
     @staticmethod
-    def _targets(probes: Sequence[LossProbe], batches: Sequence[Any]) -> _Part:
+    def _targets(probes: Sequence[LossProbe], batches: Sequence[Any]) -> Finding:
         call = probes[0].call
         if call is None or call.function not in CLASSIFICATION:
-            return _Part("n/a", "no classification loss call")
+            return Finding("n/a", "no classification loss call")
         same = [
             (p, b) for p, b in zip(probes, batches) if p.call is not None and p.call.function == call.function
         ]
@@ -145,7 +135,7 @@ class LossCheck(SanityCheck):
                 entry[4] += [index] if label.count else []
                 entry[5] += [index] if label.count and not label.moved else []
         if not merged:
-            return _Part("n/a", "the targets could not be grouped by value")
+            return Finding("n/a", "the targets could not be grouped by value")
         dropped, padding = [], {}
         for label, count, _, _, within, gone in merged.values():
             if not gone or len(gone) < len(within):
@@ -175,59 +165,59 @@ class LossCheck(SanityCheck):
             action = (
                 "Clip gradients (gradient_clip_val), do not clamp the loss; look for a detach (grad_flow)."
             )
-            return _Part("fail", f"no target value moves the loss ({call.function})", details, action)
+            return Finding("fail", f"no target value moves the loss ({call.function})", details, action)
         if dropped:
             summary = f"{', '.join(d['label'] for d in dropped[:3])} get zero gradient: {dropped[0]['cause']}"
             action = (
                 "Keep ignore_index, a zero weight or a mask for padding only (e.g. -100), not real classes."
             )
-            return _Part("fail", summary[:100], details, action)
-        return _Part(
+            return Finding("fail", summary[:100], details, action)
+        return Finding(
             "pass", f"every one of {len(present) - len(padding)} target values seen moves the loss", details
         )
 
     @staticmethod
-    def _floor(probe: LossProbe) -> _Part:
+    def _floor(probe: LossProbe) -> Finding:
         call = probe.call
         if call is not None and call.function == "nll_loss":
             bounds = call.inspection if call.inspected else input_bounds(call.output)
             if bounds is None or bounds.low < 0:
-                return _Part("pass", "nll_loss's input is not proven non-negative")
+                return Finding("pass", "nll_loss's input is not proven non-negative")
             details = {"how": bounds.how, "low": bounds.low, "high": bounds.high}
             summary = f"nll_loss reads log-probabilities but gets {bounds.how}"
-            return _Part(
+            return Finding(
                 "fail", summary, details, "Use log_softmax before nll_loss, or cross_entropy on logits."
             )
         if call is None or call.loss is None or call.loss.numel() != 1:
-            return _Part("n/a", "no scalar loss call")
+            return Finding("n/a", "no scalar loss call")
         floor = loss_floor(call)
         if floor is None:
-            return _Part(
+            return Finding(
                 "pass" if call.function in CLASSIFICATION | REGRESSION else "n/a", "no floor above 0"
             )
         details = {"floor": floor.value, "minimum": floor.minimum, "how": floor.how}
         if not floor.bounded:
-            return _Part("pass", f"its own minimum is {floor.minimum:.4g}", details)
+            return Finding("pass", f"its own minimum is {floor.minimum:.4g}", details)
         initial = float(call.loss.detach())  # sync: once
         gap = initial - floor.minimum
         share = (floor.value - floor.minimum) / gap if gap > 0 else math.inf
         details |= {"initial": initial, "share": share}
         if share < FLOOR_WARN:
-            return _Part("pass", f"a bound lifts the floor negligibly ({share:.1%})", details)
+            return Finding("pass", f"a bound lifts the floor negligibly ({share:.1%})", details)
         status = "fail" if share >= FLOOR_FAIL else "warn"
         summary = (
             f"floor {floor.value:.4g} > minimum {floor.minimum:.4g} ({share:.0%} of the way), input bounded"
         )
-        return _Part(status, summary, details, floor.fix or _LOGITS_FIX)
+        return Finding(status, summary, details, floor.fix or _LOGITS_FIX)
 
     @staticmethod
-    def _scale(probes: Sequence[LossProbe]) -> _Part:
+    def _scale(probes: Sequence[LossProbe]) -> Finding:
         call = probes[0].call
         if call is None or call.function not in REGRESSION or call.target is None:
-            return _Part("n/a", "no regression loss call")
+            return Finding("n/a", "no regression loss call")
         same = [p.call for p in probes if p.call is not None and p.call.function == call.function]
         if not call.target.is_floating_point():
-            return _Part("n/a", "integer regression targets")
+            return Finding("n/a", "integer regression targets")
         target_mean, target_std, target = scale_of(
             torch.cat([c.target.reshape(-1) for c in same if c.target is not None])
         )
@@ -235,30 +225,30 @@ class LossCheck(SanityCheck):
         details = {"target_mean": target_mean, "target_std": target_std, "output_mean": output_mean}
         details["output_std"] = output_std
         if not (math.isfinite(target) and math.isfinite(output)) or target == 0:
-            return _Part("n/a", "non-finite or zero targets", details)
+            return Finding("n/a", "non-finite or zero targets", details)
         ratio = details["ratio"] = target / max(output, 1e-12)
         off = target > SCALE_LIMIT or target < 1 / SCALE_LIMIT
         if not off or 1 / SCALE_MISMATCH <= ratio <= SCALE_MISMATCH or learned_scale(call.output):
-            return _Part("pass", f"regression targets at scale {target:.4g}, output {output:.4g}", details)
+            return Finding("pass", f"regression targets at scale {target:.4g}, output {output:.4g}", details)
         status = "fail" if target > SCALE_LIMIT and ratio >= SCALE_FAIL_RATIO else "warn"
         summary = f"regression targets at scale {target:.4g}, {ratio:.3g}x the output's at init"
         action = (
             "Standardise the targets ((y - mean) / std, undone at prediction), or scale the head to them."
         )
-        return _Part(status, summary, details, action)
+        return Finding(status, summary, details, action)
 
     @staticmethod
-    def _bounded(context: CheckContext, model: pl.LightningModule, batch: Any, probe: LossProbe) -> _Part:
+    def _bounded(context: CheckContext, model: pl.LightningModule, batch: Any, probe: LossProbe) -> Finding:
         initial = float(probe.loss)  # sync: once
         output, grad = probe.output, probe.output_grad
         ray = descent_ray(output, grad) if output is not None and grad is not None else None
         if ray is None:
-            return _Part("n/a", "the model's output gets no gradient from the loss")
+            return Finding("n/a", "the model's output gets no gradient from the loss")
         base = max(float(ray.start.double().pow(2).mean().sqrt()), 1.0)  # sync: once
         steps = [base * 10.0**k for k in range(RAY_DECADES)]
         values = [initial, *loss_along(context, model, batch, probe, ray, steps)]
         if len(values) > 1 and all(v == initial for v in values[1:]):
-            return _Part("n/a", "replacing the model's output does not change the loss (computed inside)")
+            return Finding("n/a", "replacing the model's output does not change the loss (computed inside)")
         details = {
             "ray_steps": steps[: len(values) - 1],
             "ray_losses": values,
@@ -267,11 +257,11 @@ class LossCheck(SanityCheck):
         if falls_without_bound(values):
             summary = f"it falls without bound along the descent ray, {values[0]:.4g} -> {values[-1]:.4g}"
             action = "Check the sign of each term: return the negative log-likelihood, not -mse or +log p."
-            return _Part("fail", summary, details, action)
+            return Finding("fail", summary, details, action)
         if len(values) < 4 and values[-1] != math.inf:
-            return _Part(
+            return Finding(
                 "inconclusive",
                 f"the descent ray left the loss's domain after {len(values) - 1} steps",
                 details,
             )
-        return _Part("pass", f"bounded below along the descent ray (lowest {min(values):.4g})", details)
+        return Finding("pass", f"bounded below along the descent ray (lowest {min(values):.4g})", details)

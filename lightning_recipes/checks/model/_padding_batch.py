@@ -11,9 +11,9 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from lightning_recipes.checks import _probe
 from lightning_recipes.checks._probe import replace_entries
 from lightning_recipes.harness.batches import Key
-from lightning_recipes.harness.walk import batch_entries
 
 __all__ = ["LENGTHS_KEYS", "MASK_KEYS", "Padding", "extend_batch", "find_padding"]
 
@@ -41,16 +41,6 @@ class Padding:
     @property
     def padded_fraction(self) -> float:
         return 1.0 - float(self.real.float().mean())
-
-
-def _entries(batch: Any) -> list[tuple[int | str, Tensor]]:
-    if not isinstance(batch, (Mapping, list, tuple)):
-        return []
-    seen: dict[int | str, Tensor] = {}
-    for key, tensor in batch_entries(batch):
-        if key is not None and key not in seen and isinstance(batch[key], Tensor):  # type: ignore[index]
-            seen[key] = tensor
-    return list(seen.items())
 
 
 def _is_binary(t: Tensor) -> bool:
@@ -112,7 +102,7 @@ def find_padding(
         >>> padding.kind, padding.pad_value, padding.sequence_keys, padding.real.sum().item()
         ('mask', 0.0, ['input_ids'], 3)
     """
-    entries = _entries(batch)
+    entries = [(key, tensor) for key, _, tensor in _probe.entries(batch) if key is not None]
     tensors = dict(entries)
     inputs = tensors.get(input_key) if input_key is not None else None  # type: ignore[arg-type]
     for key in _mask_candidates(batch, entries, padding_key):

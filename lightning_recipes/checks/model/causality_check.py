@@ -201,9 +201,8 @@ def next_token_task(batch: Any, inputs: Tensor | None, targets: Tensor | None) -
         and series.is_floating_point()
     ):
         for f in range(tail.shape[2] - series.shape[2] + 1):  # forecasting: some input features, a step ahead
-            if torch.allclose(
-                series.float(), tail[..., f : f + series.shape[2]].float()
-            ):  # sync: per feature
+            window = tail[..., f : f + series.shape[2]].float()
+            if torch.allclose(series.float(), window):  # sync: per feature
                 return True, f"targets are input features from {f} one step ahead (a next-step forecast)"
     if targets.ndim != inputs.ndim:
         return False, f"targets {list(targets.shape)} vs inputs {list(inputs.shape)}"

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import random
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
 import lightning.pytorch as pl
-import numpy as np
 import torch
 from torch import Tensor, nn
 from torch.nn.modules import batchnorm, dropout, instancenorm
@@ -17,7 +15,7 @@ from torch.utils._pytree import tree_leaves
 from typing_extensions import Unpack, override
 
 from lightning_recipes._validation import check_in_range, check_int
-from lightning_recipes.checks._probe import first_samples, listed, model_output
+from lightning_recipes.checks._probe import first_samples, listed, model_output, seed_all
 from lightning_recipes.checks.base import CheckOptions, SanityCheck
 from lightning_recipes.checks.report import SUMMARY_LIMIT, CheckResult
 from lightning_recipes.harness import Harness as CheckContext
@@ -137,9 +135,7 @@ class EvalModeCheck(SanityCheck):
 
         handles = [m.register_forward_pre_hook(lambda *_: at.append(len(records))) for m in model.modules()]
         handles += [m.register_forward_hook(hook(n), with_kwargs=True) for n, m in model.named_modules()]
-        torch.manual_seed(seed)  # different streams in the two passes (run() restores the caller's)
-        np.random.seed(seed)
-        random.seed(seed)
+        seed_all(seed)  # different streams in the two passes (run() restores the caller's)
         try:
             with torch.no_grad():
                 output = model_output(context, model, batch)

@@ -148,13 +148,8 @@ class GradFlowCheck(SanityCheck):
             loss = context.training_loss(model, batch, 0)
             loss.backward()
             with_grad = [(name, p.grad) for name, p in trainable if p.grad is not None]
-            flags = (
-                torch.stack(
-                    [torch.stack([g.isfinite().all(), (g != 0).any()]) for _, g in with_grad]
-                ).tolist()
-                if with_grad
-                else []
-            )  # sync: once per step
+            checks = [torch.stack([g.isfinite().all(), (g != 0).any()]) for _, g in with_grad]
+            flags = torch.stack(checks).tolist() if with_grad else []  # sync: once per step
             if step == 0:
                 loss_value = float(loss.detach())
             for (name, _), (finite, moves) in zip(with_grad, flags):

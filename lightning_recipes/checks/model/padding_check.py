@@ -134,17 +134,14 @@ class PaddingCheck(SanityCheck):
                 verdicts = self._padded(context, model, batch, padding, fill, (first, second), self.extra)
             except _LongerRefused as again:
                 raise CheckInconclusive(f"{refused}; cut to {room} positions, again") from again
-        if (
-            worst(verdicts)[1].status == "inconclusive"
-        ):  # reading padding grows with its amount, float noise hardly
+        # reading padding grows with its amount, float noise hardly: look again with more of it
+        if worst(verdicts)[1].status == "inconclusive":
             more = max(self.extra * 4, padding.length)
             with contextlib.suppress(_LongerRefused):
                 verdicts = self._padded(context, model, batch, padding, fill, (first, second), more)
                 details["extra"] = more
         varied = _other_padded_targets(context, model, batch, padding, target_key, fill, self.extra)
-        if (
-            varied is not None and worst(verdicts)[1].status != "fail"
-        ):  # targets at padded positions must not matter
+        if varied is not None and worst(verdicts)[1].status != "fail":  # padded targets must not matter
             with perturbed("other labels at padded positions"):
                 third = _observe(context, model, varied, context.seed)
             verdicts["loss with other targets at padded positions"] = _compare(first, second, third, padding)[
