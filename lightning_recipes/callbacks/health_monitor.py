@@ -193,6 +193,7 @@ class HealthMonitor(Callback):
         self._init_handles: list[Any] = []
         self._init_measured = False
         self._sparse_groups: set[str] = set()
+        self._model_numel = 0  # every parameter of the module, trained or not (the trained share's whole)
         self._optimizers: list[str] = []
         # the run's first batch, before any update: which units were alive (dead from initialisation)
         self._alive_start: dict[int, Tensor] = {}
@@ -266,6 +267,7 @@ class HealthMonitor(Callback):
         self._calls = FunctionalSaturation([module for _, module in self._row_layers])
         self._init_calls = FunctionalSaturation([module for _, module in self._row_layers])
         self._sparse_groups = sparse_groups(pl_module, self._params, index, self._group_names)
+        self._model_numel = sum(p.numel() for p in pl_module.parameters())
         self._optimizers = [type(unwrap_optimizer(o)).__name__ for o in trainer.optimizers]
         self._rows_start = RowLiveness([module for _, module in self._row_layers])
         self._start_pending = trainer.global_step == 0  # a resumed run has no step 0 to measure
@@ -613,6 +615,7 @@ class HealthMonitor(Callback):
             (self._clock.source, self._planned_steps),
         )
         data.sparse_groups = self._sparse_groups
+        data.model_numel = self._model_numel
         data.optimizers = self._optimizers
         where = self._loss_batches
         data.loss_spikes = spikes_of([row[layout["loss_outliers"]] for row in rows], where)
