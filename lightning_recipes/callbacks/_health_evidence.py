@@ -124,6 +124,17 @@ class Evidence:
         return sum(self.data.group_numel.values()) / total if total > 0 else math.nan
 
     @property
+    def input_free(self) -> bool:
+        """The model's loss is no better than that of its own prediction averaged over the batch (its best
+        input-free guess, for whatever torch loss the run calls), beyond noise: the gain's upper confidence
+        bound (``confidence_z``) within ``trivial_band`` of that loss. False when no loss was measured."""
+        d = self.data
+        gap, se, level = d.input_free_gap, d.input_free_gap_se, d.input_free_loss
+        if not (math.isfinite(gap) and math.isfinite(se) and math.isfinite(level)):
+            return False
+        return gap + self.t["confidence_z"] * se <= self.t["trivial_band"] * abs(level)
+
+    @property
     def frozen(self) -> bool:
         """Almost no parameter trains (``trained_share`` below ``trained_share_low``) and the loss still sits
         within ``trivial_band`` of its level at initialisation: what the few trained ones can fit, is fit."""

@@ -524,6 +524,11 @@ def _diagnose(e: Evidence, span: float, start: float, k: int) -> Decision:
     open_ = not (high or low or silent or e.frozen)
     labels = weighed("labels_do_not_match_inputs", open_, {"update_ratio_healthy": now})
     labels.evidence_against = {}
+    if e.input_free and open_:  # the inputs tell the model nothing its own mean guess does not
+        labels.evidence_for |= {
+            "gain_over_input_free_guess": data.input_free_gap,
+            "input_free_loss": data.input_free_loss,
+        }
     if val_stuck and train_fell:
         labels.evidence_for |= {"val_loss_best": min(vals), "train_loss": data.loss_mean}
     elif vals and not val_stuck:
@@ -653,9 +658,12 @@ def decide(data: CheckData, history: History, thresholds: dict[str, float]) -> d
     stuck = bool(history.streaks.get("not_learning"))  # a plateau at the start is not_learning's, found
     if not ({"lr_too_low", "lr_too_high"} & set(out) or blocked or lr_explains or stuck):
         plateau = loss_plateau(e)
-        if plateau is not None and (validation_never_improved(history, t) or e.frozen):
-            # nothing learned carries over (a regression's targets of other rows), or almost no parameter
-            # trains and the loss sits at its start: the run is not learning, not at a plateau
+        # nothing learned carries over (a regression's targets of other rows); almost no parameter trains
+        # and the loss sits at its start; or the loss left its start and landed where the model's own
+        # input-free guess is (it learned the targets' marginal and nothing the inputs tell): the run is
+        # not learning, not at a plateau. At its start a model may sit at a saddle it will leave.
+        landed = e.input_free and not e.at_start
+        if plateau is not None and (validation_never_improved(history, t) or e.frozen or landed):
             level = min(history.start_loss, history.losses[0]) if history.losses else history.start_loss
             out["not_learning"] = _diagnose(e, plateau[0]["window_steps"], level, int(plateau[0]["checks"]))
             plateau = None
