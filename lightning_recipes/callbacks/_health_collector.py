@@ -1337,6 +1337,7 @@ class InputFreeLoss(TorchFunctionMode):
     def __init__(self) -> None:
         super().__init__()
         self.sums: Tensor | None = None
+        self.count = 0  # elements measured (a host count: shapes only)
         self._active = False
 
     def start(self) -> None:
@@ -1352,11 +1353,14 @@ class InputFreeLoss(TorchFunctionMode):
             self._active = False
 
     def clear(self) -> None:
-        self.sums = None
+        self.sums, self.count = None, 0
 
     def pack(self, device: torch.device) -> Tensor:
         """``[sum, sum of squares, count, input-free loss sum]`` since :meth:`clear` (zeros: none)."""
-        return self.sums.to(device) if self.sums is not None else torch.zeros(4, device=device)
+        if self.sums is None:
+            return torch.zeros(4, device=device)
+        total, squares, guess = self.sums.to(device).unbind()
+        return torch.stack([total, squares, torch.full_like(total, float(self.count)), guess])
 
     def __torch_function__(
         self, func: Any, types: Any, args: Sequence[Any] = (), kwargs: dict[str, Any] | None = None
@@ -1380,21 +1384,21 @@ class InputFreeLoss(TorchFunctionMode):
         kwargs.pop("size_average", None)
         kwargs.pop("reduce", None)
         kwargs["reduction"] = "none"
-        with torch.no_grad():
-            own = func(*[a.detach() if isinstance(a, Tensor) else a for a in args], **kwargs)
+        with torch.no_grad():  # no graph: the arguments need no detach
+            own = func(*args, **kwargs)
             for i in predicted:
                 value = args[i] if i < len(args) else kwargs.get("var")
                 if isinstance(value, Tensor) and value.shape[:1] == first.shape[:1]:
-                    mean = value.detach().float().mean(0, keepdim=True).to(value.dtype).expand_as(value)
+                    mean = value.mean(0, keepdim=True, dtype=torch.float32).to(value.dtype).expand_as(value)
                     if i < len(args):
                         args[i] = mean
                     else:
                         kwargs["var"] = mean
-            guess = func(*[a.detach() if isinstance(a, Tensor) else a for a in args], **kwargs)
+            guess = func(*args, **kwargs)
             if own.shape != guess.shape:
                 return
-            diff, guess = (guess - own).double().reshape(-1), guess.double().reshape(-1)
-            keep = torch.isfinite(diff)
-            diff, guess = diff[keep], guess[keep]
-            row = torch.stack([diff.sum(), diff.square().sum(), keep.sum().double(), guess.sum()])
+            # float64 sums (a non-finite loss makes them NaN: no evidence from that interval)
+            diff = guess.double() - own
+            row = torch.stack([diff.sum(), diff.square().sum(), guess.sum(dtype=torch.float64)])
             self.sums = row if self.sums is None else self.sums + row
+            self.count += diff.numel()
