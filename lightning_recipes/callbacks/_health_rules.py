@@ -585,6 +585,12 @@ def _diagnose(e: Evidence, span: float, start: float, k: int) -> Decision:
         f"{fmt(start)} at initialisation (the level of knowing nothing), for {span:.0f} steps: the run is "
         "not learning. "
     )
+    if e.input_free:
+        said += (
+            "It does no better than its own prediction averaged over the batch (loss "
+            f"{fmt(data.input_free_loss)}, gain {fmt(data.input_free_gap)} +- "
+            f"{fmt(data.input_free_gap_se)}): what it learned needs no input. "
+        )
     line = headline(
         f"not_learning at step {data.step}: loss {fmt(data.loss_mean)} = {data.loss_mean / start:.0%} of "
         f"its start {fmt(start)} for {span:.0f} steps" + (f" ({cause.replace('_', ' ')})" if action else "")
