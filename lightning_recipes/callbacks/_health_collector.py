@@ -6,6 +6,7 @@ Everything that touches a tensor stays on the device: the one read back is the m
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 import weakref
@@ -22,10 +23,12 @@ from lightning_recipes._stats import line_fit, robust_scale, standard_error
 from lightning_recipes.callbacks._health_window import CheckData, Spike
 
 __all__ = [
+    "INPUT_FREE_LOSSES",
     "ROW_LAYERS",
     "SATURATING_FUNCTIONS",
     "ActivationHooks",
     "FunctionalSaturation",
+    "InputFreeLoss",
     "Packer",
     "RowLiveness",
     "StepRecords",
@@ -1003,6 +1006,13 @@ def combine(
     if "first_nonfinite" in layout:
         firsts = [r[0] for r in column("first_nonfinite") if r[0] >= 0]
         data.first_nonfinite_step = round(min(firsts)) if firsts else None
+    if "input_free" in layout:  # sums over ranks: the paired differences of every sampled batch
+        total, squares, count, guess = (sum(r[k] for r in column("input_free")) for k in range(4))
+        if count >= 2:
+            data.input_free_gap = total / count
+            spread = max(squares / count - data.input_free_gap**2, 0.0)
+            data.input_free_gap_se = math.sqrt(spread / (count - 1))
+            data.input_free_loss = guess / count
     waits = [r for r in column("wait") if r[0] >= 0]
     data.wait_fraction = max(r[0] for r in waits) if waits else None
     data.wait_per_batch_s = max(r[1] for r in waits) if waits else None
@@ -1290,3 +1300,105 @@ def flat_tensors(output: Any) -> list[Tensor]:
     if isinstance(output, dict):
         return [t for item in output.values() for t in flat_tensors(item)]
     return []
+
+
+#: torch's loss functions whose first argument is the model's prediction, one row per sample along dim 0
+#: (``nn.*Loss`` modules call them); ``gaussian_nll_loss``'s variance (its third) is a prediction too.
+INPUT_FREE_LOSSES: dict[Any, tuple[int, ...]] = {
+    torch.nn.functional.cross_entropy: (0,),
+    torch.nn.functional.nll_loss: (0,),
+    torch.nn.functional.mse_loss: (0,),
+    torch.nn.functional.l1_loss: (0,),
+    torch.nn.functional.smooth_l1_loss: (0,),
+    torch.nn.functional.huber_loss: (0,),
+    torch.nn.functional.poisson_nll_loss: (0,),
+    torch.nn.functional.gaussian_nll_loss: (0, 2),
+    torch.nn.functional.binary_cross_entropy_with_logits: (0,),
+    torch.nn.functional.binary_cross_entropy: (0,),
+}
+
+
+class InputFreeLoss(TorchFunctionMode):
+    """On sampled batches, each call of one of torch's loss functions (:data:`INPUT_FREE_LOSSES`) evaluated a
+    second time, per element and without gradient, with the prediction replaced by its mean over the batch:
+    the loss of the best input-free guess the model itself makes (the same loss, whatever it is). Keeps the
+    paired per-element differences (that loss minus the model's own) as ``[sum, sum of squares, count, sum of
+    the input-free loss]`` on the device; no sync.
+
+    Example:
+        >>> mode = InputFreeLoss()
+        >>> mode.start()
+        >>> loss = torch.nn.functional.mse_loss(torch.tensor([[0.0], [2.0]]), torch.tensor([[0.0], [2.0]]))
+        >>> mode.stop()
+        >>> mode.pack(torch.device("cpu")).tolist()  # each row's loss at the mean guess 1.0: 1 - 0
+        [2.0, 2.0, 2.0, 2.0]
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sums: Tensor | None = None
+        self.count = 0  # elements measured (a host count: shapes only)
+        self._active = False
+
+    def start(self) -> None:
+        """Push the mode (this thread), once."""
+        if not self._active:
+            self.__enter__()
+            self._active = True
+
+    def stop(self) -> None:
+        """Pop the mode when it is the innermost one."""
+        if self._active and torch.overrides._get_current_function_mode() is self:
+            self.__exit__(None, None, None)
+            self._active = False
+
+    def clear(self) -> None:
+        self.sums, self.count = None, 0
+
+    def pack(self, device: torch.device) -> Tensor:
+        """``[sum, sum of squares, count, input-free loss sum]`` since :meth:`clear` (zeros: none)."""
+        if self.sums is None:
+            return torch.zeros(4, device=device)
+        total, squares, guess = self.sums.to(device).unbind()
+        return torch.stack([total, squares, torch.full_like(total, float(self.count)), guess])
+
+    def __torch_function__(
+        self, func: Any, types: Any, args: Sequence[Any] = (), kwargs: dict[str, Any] | None = None
+    ) -> Any:
+        out = func(*args, **(kwargs or {}))
+        predicted = INPUT_FREE_LOSSES.get(func)
+        if predicted is not None and len(args) >= 2:
+            # an unusual call: no evidence, never a failed step
+            with contextlib.suppress(Exception):
+                self._measure(func, predicted, list(args), dict(kwargs or {}))
+        return out
+
+    def _measure(
+        self, func: Any, predicted: tuple[int, ...], args: list[Any], kwargs: dict[str, Any]
+    ) -> None:
+        first = args[0]
+        if not (isinstance(first, Tensor) and first.is_floating_point() and first.ndim >= 1):
+            return
+        if first.shape[0] < 2 or len(args) > 3:  # one row has no mean; a positional reduction: left alone
+            return
+        kwargs.pop("size_average", None)
+        kwargs.pop("reduce", None)
+        kwargs["reduction"] = "none"
+        with torch.no_grad():  # no graph: the arguments need no detach
+            own = func(*args, **kwargs)
+            for i in predicted:
+                value = args[i] if i < len(args) else kwargs.get("var")
+                if isinstance(value, Tensor) and value.shape[:1] == first.shape[:1]:
+                    mean = value.mean(0, keepdim=True, dtype=torch.float32).to(value.dtype).expand_as(value)
+                    if i < len(args):
+                        args[i] = mean
+                    else:
+                        kwargs["var"] = mean
+            guess = func(*args, **kwargs)
+            if own.shape != guess.shape:
+                return
+            # float64 sums (a non-finite loss makes them NaN: no evidence from that interval)
+            diff = guess.double() - own
+            row = torch.stack([diff.sum(), diff.square().sum(), guess.sum(dtype=torch.float64)])
+            self.sums = row if self.sums is None else self.sums + row
+            self.count += diff.numel()

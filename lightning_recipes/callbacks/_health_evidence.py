@@ -116,6 +116,30 @@ class Evidence:
         """The run's update ratio (``ratios.median``)."""
         return self.ratios.median
 
+    @property
+    def trained_share(self) -> float:
+        """The share of the module's parameter elements its optimizers train (NaN: the module's size
+        unknown). Below ``trained_share_low``, almost nothing can move the loss."""
+        total = self.data.model_numel
+        return sum(self.data.group_numel.values()) / total if total > 0 else math.nan
+
+    @property
+    def input_free(self) -> bool:
+        """The model's loss is no better than that of its own prediction averaged over the batch (its best
+        input-free guess, for whatever torch loss the run calls), beyond noise: the gain's upper confidence
+        bound (``confidence_z``) within ``trivial_band`` of that loss. False when no loss was measured."""
+        d = self.data
+        gap, se, level = d.input_free_gap, d.input_free_gap_se, d.input_free_loss
+        if not (math.isfinite(gap) and math.isfinite(se) and math.isfinite(level)):
+            return False
+        return gap + self.t["confidence_z"] * se <= self.t["trivial_band"] * abs(level)
+
+    @property
+    def frozen(self) -> bool:
+        """Almost no parameter trains (``trained_share`` below ``trained_share_low``) and the loss still sits
+        within ``trivial_band`` of its level at initialisation: what the few trained ones can fit, is fit."""
+        return self.at_start and self.trained_share < self.t.get("trained_share_low", 0.0)
+
     def window(self, k: int) -> tuple[list[float], list[float], list[float]]:
         """The last ``k`` checks' steps, interval means and standard errors (this check's included)."""
         h, tail = self.history, slice(-(k - 1), None) if k > 1 else slice(0, 0)

@@ -25,6 +25,7 @@ from lightning_recipes.callbacks._health_rules_layers import (
     data_stall,
     dead_units,
     exploded_into_nonfinite,
+    exploding_from_start,
     exploding_gradients,
     nonfinite_activations,
     outlier_batches,
@@ -514,17 +515,26 @@ def _diagnose(e: Evidence, span: float, start: float, k: int) -> Decision:
     val_stuck = bool(vals) and min(vals) >= (1.0 - t["trivial_band"]) * start
     margin = t["confidence_z"] * e.se if math.isfinite(e.se) else 0.0
     train_fell = data.loss_mean < min(history.losses[:1] or [start]) - margin
+    share = e.trained_share
+    trained = {"trained_share": share, "trained_parameters": numel, "model_parameters": data.model_numel}
+    frozen = weighed("frozen_parameters", e.frozen, trained if math.isfinite(share) else {})
     too_high = weighed("lr_too_high", high, {"update_ratio_max": top, "weight_growth": growth})
     too_low = weighed("lr_too_low_or_frozen", low, {"update_ratio": now, "floor": floor})
     no_signal = weighed("no_gradient_signal", silent, {"grad_rms": grad_rms})
-    labels = weighed("labels_do_not_match_inputs", not (high or low or silent), {"update_ratio_healthy": now})
+    open_ = not (high or low or silent or e.frozen)
+    labels = weighed("labels_do_not_match_inputs", open_, {"update_ratio_healthy": now})
     labels.evidence_against = {}
+    if e.input_free and open_:  # the inputs tell the model nothing its own mean guess does not
+        labels.evidence_for |= {
+            "gain_over_input_free_guess": data.input_free_gap,
+            "input_free_loss": data.input_free_loss,
+        }
     if val_stuck and train_fell:
         labels.evidence_for |= {"val_loss_best": min(vals), "train_loss": data.loss_mean}
     elif vals and not val_stuck:
         labels.evidence_against["val_loss_best"] = min(vals)
-    causes = [too_high, too_low, no_signal, labels]
-    supported = [c.name for c in causes[:3] if c.supported]
+    causes = [frozen, too_high, too_low, no_signal, labels]
+    supported = [c.name for c in causes[:4] if c.supported]
     if len(supported) == 1:
         cause = supported[0]
     else:
@@ -544,6 +554,9 @@ def _diagnose(e: Evidence, span: float, start: float, k: int) -> Decision:
     }
     target = f" (from {fmt(lr)} to about {fmt(lr / 10)})" if math.isfinite(lr) else ""
     action = {
+        "frozen_parameters": f"Only {numel} of the model's {data.model_numel} parameters ({share:.2%}) "
+        "train: what they can fit is fitted. Check `requires_grad` (a freeze loop that matched too much, a "
+        "freeze never undone) and that the optimizer was given the parameters meant to train.",
         "lr_too_high": f"The weights grew {fmt(growth)}x since step 0 (update ratio up to {fmt(top)}) while "
         f"the loss did not move: the steps throw them around. Lower the learning rate about 10x{target}.",
         "lr_too_low_or_frozen": f"Each step changes the weights by only {fmt(now)} of their norm: raise the "
@@ -572,6 +585,12 @@ def _diagnose(e: Evidence, span: float, start: float, k: int) -> Decision:
         f"{fmt(start)} at initialisation (the level of knowing nothing), for {span:.0f} steps: the run is "
         "not learning. "
     )
+    if e.input_free:
+        said += (
+            "It does no better than its own prediction averaged over the batch (loss "
+            f"{fmt(data.input_free_loss)}, gain {fmt(data.input_free_gap)} +- "
+            f"{fmt(data.input_free_gap_se)}): what it learned needs no input. "
+        )
     line = headline(
         f"not_learning at step {data.step}: loss {fmt(data.loss_mean)} = {data.loss_mean / start:.0%} of "
         f"its start {fmt(start)} for {span:.0f} steps" + (f" ({cause.replace('_', ' ')})" if action else "")
@@ -618,7 +637,7 @@ def decide(data: CheckData, history: History, thresholds: dict[str, float]) -> d
             _add(out, "exploding_gradients", exploded)
         _add(out, "data_stall", data_stall(e))
         return out
-    _add(out, "exploding_gradients", exploding_gradients(e))
+    _add(out, "exploding_gradients", exploding_gradients(e) or exploding_from_start(e))
     if "exploding_gradients" in out:
         history.streaks["exploded_at_step"] = data.step
     if data.grad_sampled and math.isfinite(data.grad_total):
@@ -645,8 +664,12 @@ def decide(data: CheckData, history: History, thresholds: dict[str, float]) -> d
     stuck = bool(history.streaks.get("not_learning"))  # a plateau at the start is not_learning's, found
     if not ({"lr_too_low", "lr_too_high"} & set(out) or blocked or lr_explains or stuck):
         plateau = loss_plateau(e)
-        if plateau is not None and validation_never_improved(history, t):
-            # nothing learned carries over: the run is not learning (a regression's targets of other rows)
+        # nothing learned carries over (a regression's targets of other rows); almost no parameter trains
+        # and the loss sits at its start; or the loss left its start and landed where the model's own
+        # input-free guess is (it learned the targets' marginal and nothing the inputs tell): the run is
+        # not learning, not at a plateau. At its start a model may sit at a saddle it will leave.
+        landed = e.input_free and not e.at_start
+        if plateau is not None and (validation_never_improved(history, t) or e.frozen or landed):
             level = min(history.start_loss, history.losses[0]) if history.losses else history.start_loss
             out["not_learning"] = _diagnose(e, plateau[0]["window_steps"], level, int(plateau[0]["checks"]))
             plateau = None

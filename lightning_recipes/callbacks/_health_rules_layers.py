@@ -35,6 +35,7 @@ __all__ = [
     "data_stall",
     "dead_units",
     "exploded_into_nonfinite",
+    "exploding_from_start",
     "exploding_gradients",
     "nonfinite_activations",
     "outlier_batches",
@@ -248,6 +249,59 @@ def exploding_gradients(e: Evidence) -> Decision | None:
         f"(|input| {fmt(trigger[4])})"
     )
     return Diagnosed(evidence, action, Diagnosis(line, [data_cause, dynamics], "outlier_batches", action))
+
+
+def exploding_from_start(e: Evidence) -> Decision | None:
+    """At the run's first check: the gradient norm of its first step, before any update, and of the check's
+    sampled step are both ``explode_factor`` x the weights' norm at step 0, and the loss's sensitivity to a
+    relative change of the weights (``||g|| ||W|| / |loss|`` at step 0) is too -- the gradients exploded from
+    the start, at an LR that has not acted yet: the initialisation's. The sensitivity keeps out a loss that
+    is merely on a large scale (summed over the batch, targets in the thousands scale the gradient and the
+    loss alike).
+
+    Example:
+        >>> data = CheckData(20, 0, loss_head=2.8e6, grad_sampled=True, grad_total=1.3e6,
+        ...                  param_norm_start=44.6, step_records=[(0, 1.8e8, 0, 0, 0, 1.0)])
+        >>> e = evidence_of(data, History(), DEFAULT_THRESHOLDS)
+        >>> round(exploding_from_start(e)[0]["loss_sensitivity"])
+        2867
+    """
+    data, history, factor = e.data, e.history, e.t["explode_factor"]
+    first = next((r for r in data.step_records if r[0] == 0 and math.isfinite(r[1])), None)
+    w0, start = data.param_norm_start, e.start
+    if history.losses or history.grad_totals or first is None or not (w0 > 0 and math.isfinite(start)):
+        return None  # only the run's first check holds its first step
+    g0, now = first[1], data.grad_total if data.grad_sampled else math.nan
+    sensitivity = g0 * w0 / max(abs(start), 1e-12)
+    if not (g0 > factor * w0 and now > factor * w0 and sensitivity > factor):
+        return None
+    history.streaks["exploded_at_step"] = data.step
+    evidence: dict[str, object] = {
+        "grad_norm_step0": g0,
+        "grad_norm": now,
+        "weights_norm_at_start": w0,
+        "grad_norm_vs_weights": g0 / w0,
+        "loss_sensitivity": sensitivity,
+        "start_loss": start,
+        "lr": e.lr,
+        "cause": "initialisation",
+    }
+    action = (
+        f"The gradient norm was {fmt(g0)} at the first step, {fmt(g0 / w0)}x the weights' norm, before any "
+        "update: the initialisation makes the outputs and gradients explode, not the learning rate. Scale "
+        "the initialisation down (residual branches: zero-init or 1/sqrt(depth) their last layer), add "
+        "normalisation, and clip gradients (`gradient_clip_val`) meanwhile."
+    )
+    line = headline(
+        f"exploding_gradients at step {data.step}: gradient {fmt(g0)} at step 0 = {fmt(g0 / w0)}x the "
+        f"weights' norm, before any update (initialisation)"
+    )
+    causes = [
+        Cause("initialisation", {"grad_norm_step0": g0, "grad_norm_vs_weights": g0 / w0}),
+        Cause("lr_too_high", {}, {"present_before_any_update": True, "lr": e.lr}),
+        Cause("loss_scale", {}, {"loss_sensitivity": sensitivity}),
+    ]
+    return Diagnosed(evidence, action, Diagnosis(line, causes, "initialisation", action))
 
 
 def dead_layers(data: CheckData, t: dict[str, float]) -> dict[str, float]:

@@ -81,6 +81,7 @@ DEFAULT_THRESHOLDS: dict[str, float] = {
     "trivial_band": 0.1,
     "spike_z": 10.0,
     "growth_blown": 10.0,
+    "trained_share_low": 0.01,
 }
 
 
@@ -159,6 +160,14 @@ class CheckData:
     first_nonfinite_step: int | None = None
     #: the optimizers' class names (as ``type(optimizer).__name__``, unwrapped)
     optimizers: list[str] = field(default_factory=list)
+    #: every parameter element of the module, trained or not (0: unknown); ``group_numel`` holds the trained
+    model_numel: int = 0
+    #: on the sampled batches, per element of each torch loss call: the loss of the model's prediction
+    #: averaged over the batch (its best input-free guess) minus its own loss -- the mean and its standard
+    #: error -- and that input-free loss's mean (NaN: no torch loss function seen)
+    input_free_gap: float = math.nan
+    input_free_gap_se: float = math.nan
+    input_free_loss: float = math.nan
 
 
 @dataclass

@@ -25,6 +25,7 @@ from lightning_recipes.callbacks._health_collector import (
     LOSS_PIECES,
     ActivationHooks,
     FunctionalSaturation,
+    InputFreeLoss,
     Packer,
     RowLiveness,
     StepRecords,
@@ -187,12 +188,14 @@ class HealthMonitor(Callback):
         self._row_layers: list[tuple[str, nn.Module]] = []
         self._rows = RowLiveness([])
         self._calls = FunctionalSaturation([])  # functional sigmoid/tanh on a Linear/Conv layer's output
+        self._input_free = InputFreeLoss()  # the loss of the model's batch-mean prediction, sampled batches
         # the saturation at initialisation: tanh/sigmoid modules and functions on the run's first batch
         self._init_saturation: dict[int, Tensor] = {}
         self._init_calls = FunctionalSaturation([])
         self._init_handles: list[Any] = []
         self._init_measured = False
         self._sparse_groups: set[str] = set()
+        self._model_numel = 0  # every parameter of the module, trained or not (the trained share's whole)
         self._optimizers: list[str] = []
         # the run's first batch, before any update: which units were alive (dead from initialisation)
         self._alive_start: dict[int, Tensor] = {}
@@ -227,6 +230,7 @@ class HealthMonitor(Callback):
         self._alive: dict[int, Tensor] = {}
         self._rows.clear()
         self._calls.clear()
+        self._input_free.clear()
         self._saturation: dict[int, Tensor] = {}
         self._nonfinite: dict[int, tuple[list[Tensor], list[Tensor]]] = {}
         self._act_sampled = 0
@@ -266,6 +270,7 @@ class HealthMonitor(Callback):
         self._calls = FunctionalSaturation([module for _, module in self._row_layers])
         self._init_calls = FunctionalSaturation([module for _, module in self._row_layers])
         self._sparse_groups = sparse_groups(pl_module, self._params, index, self._group_names)
+        self._model_numel = sum(p.numel() for p in pl_module.parameters())
         self._optimizers = [type(unwrap_optimizer(o)).__name__ for o in trainer.optimizers]
         self._rows_start = RowLiveness([module for _, module in self._row_layers])
         self._start_pending = trainer.global_step == 0  # a resumed run has no step 0 to measure
@@ -298,7 +303,7 @@ class HealthMonitor(Callback):
         # The functional-saturation modes watch the forward only: off before the backward and the optimizer
         # step, whose every torch call they would intercept (manual optimization may forward again: left on).
         if self._sampling and pl_module.automatic_optimization:
-            for mode in (self._calls, self._init_calls, self._calls):  # pops the innermost first
+            for mode in (self._input_free, self._calls, self._init_calls, self._calls):  # innermost first
                 mode.stop()
 
     @override
@@ -496,6 +501,7 @@ class HealthMonitor(Callback):
         self._handles += hooks.attach(self._watched())
         if calls is not None:
             calls.start()
+        self._input_free.start()  # innermost: pushed last, popped first
         self._act_sampled += 1
         self._sampling = True
 
@@ -531,6 +537,7 @@ class HealthMonitor(Callback):
         self._init_handles = []
 
     def _detach_hooks(self) -> None:
+        self._input_free.stop()
         self._detach_init_hooks()
         self._calls.stop()
         for handle in self._handles:
@@ -578,6 +585,7 @@ class HealthMonitor(Callback):
         packer.add("saturated", means_by_index(self._saturation, saturating, 2, device).reshape(-1))
         packer.add("nonfinite", nonfinite_counts(self._nonfinite, len(self._leaves), device))
         packer.add("saturated_calls", self._calls.pack(device))
+        packer.add("input_free", self._input_free.pack(device))
         init = means_by_index(self._init_saturation, saturating, 2, device)
         packer.add("saturated_init", init.reshape(-1))
         packer.add("saturated_init_calls", self._init_calls.pack(device))
@@ -613,6 +621,7 @@ class HealthMonitor(Callback):
             (self._clock.source, self._planned_steps),
         )
         data.sparse_groups = self._sparse_groups
+        data.model_numel = self._model_numel
         data.optimizers = self._optimizers
         where = self._loss_batches
         data.loss_spikes = spikes_of([row[layout["loss_outliers"]] for row in rows], where)

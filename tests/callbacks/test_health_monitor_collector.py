@@ -523,3 +523,66 @@ def test_ddp_new_fields_are_identical_on_every_rank(tmp_path: Path) -> None:
     assert first["dead_rows"]["fc1"] >= 0.7 and first["group_lr"] == {"fc1": 0.1, "fc2": 0.1}
     assert first["wait_source"] == "host timing" and first["planned_steps"] == 8.0
     assert [v[4] for v in first["validations"]] == [64]  # 2 batches of 16 on each of 2 ranks
+
+
+# ------------------------------------------------ the model's own input-free guess (issue #35, zoo 3)
+
+
+class BlindMLP(MLP):
+    """An MLP fed zeros: its prediction is the same for every row, whatever the input."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return super().forward(torch.zeros_like(x))
+
+
+@pytest.mark.parametrize("blind", [False, True], ids=["learns", "input-free"])
+def test_the_input_free_gain_is_the_loss_of_the_models_batch_mean_prediction_minus_its_own(
+    windows: Windows, blind: bool
+) -> None:
+    """A classifier that learns does materially better than its own batch-mean prediction; one that cannot
+    see its inputs does exactly as well (the same loss function, read from the run's own ``F.cross_entropy``
+    call on the sampled batches)."""
+    torch.manual_seed(0)
+    monitor = HealthMonitor(check_every_n_steps=20)
+    model = (BlindMLP if blind else MLP)(lr=0.2)
+    fast_trainer(max_steps=60, max_epochs=-1, callbacks=[monitor], limit_val_batches=0).fit(
+        model, loader(classification())
+    )
+    last = windows.checks[-1]
+    assert last.input_free_loss == pytest.approx(math.log(4), rel=0.1)  # about the prior's entropy
+    if blind:
+        assert abs(last.input_free_gap) < 1e-5 and last.input_free_gap_se < 1e-5
+    else:
+        assert last.input_free_gap > 0.1 * last.input_free_loss
+        assert last.input_free_gap > 3 * last.input_free_gap_se
+
+
+def test_the_input_free_guess_replaces_every_prediction_and_keeps_the_loss_options() -> None:
+    """``gaussian_nll_loss``'s variance is a prediction too; a class weight and ``label_smoothing`` stay."""
+    from lightning_recipes.callbacks._health_collector import InputFreeLoss
+
+    mu, var, y = torch.tensor([0.0, 2.0]), torch.tensor([1.0, 3.0]), torch.tensor([0.0, 2.0])
+    mode = InputFreeLoss()
+    mode.start()
+    F.gaussian_nll_loss(mu, y, var)
+    mode.stop()
+    own = F.gaussian_nll_loss(mu, y, var, reduction="none")
+    guess = F.gaussian_nll_loss(torch.ones(2), y, torch.full((2,), 2.0), reduction="none")
+    total, _, count, level = mode.pack(torch.device("cpu")).tolist()
+    assert count == 2 and total == pytest.approx(float((guess - own).sum()))
+    assert level == pytest.approx(float(guess.sum()))
+    logits, labels, weight = (
+        torch.randn(6, 3),
+        torch.tensor([0, 1, 2, 0, 1, 2]),
+        torch.tensor([1.0, 2.0, 3.0]),
+    )
+    mode = InputFreeLoss()
+    mode.start()
+    nn.CrossEntropyLoss(weight=weight, label_smoothing=0.1)(logits, labels)
+    mode.stop()
+    mean = logits.mean(0, keepdim=True).expand_as(logits)
+    expected = F.cross_entropy(mean, labels, weight=weight, label_smoothing=0.1, reduction="none")
+    expected = expected - F.cross_entropy(
+        logits, labels, weight=weight, label_smoothing=0.1, reduction="none"
+    )
+    assert mode.pack(torch.device("cpu"))[0].item() == pytest.approx(float(expected.sum()), rel=1e-5)

@@ -480,3 +480,79 @@ def test_gradient_growth_after_lr_too_high_is_its_symptom_not_a_finding() -> Non
     calm = [_check(20 * (i + 1), 1.0 - 0.05 * i, 2e-3, std=0.05, slope=-0.002) for i in range(5)]
     calm[-1].grad_total = 1000.0
     assert _run(calm) == [(100, "exploding_gradients")]
+
+
+# ------------------------------------------ issue #35, sealed zoo 3: the trivial level, exploding at step 0
+
+
+def _flat_run(
+    losses: list[float], start: float, **fields: float
+) -> tuple[list[tuple[int, str]], dict[str, object]]:
+    """Checks every 20 steps at the given interval means, the first carrying the loss at initialisation;
+    ``fields`` set on every check. Returns the new problems and the last not_learning evidence."""
+    history, active, found, evidence = History(), set(), [], {}
+    for i, loss in enumerate(losses):
+        data = _check(20 * (i + 1), loss, 3e-3, std=0.05, count=20)
+        data.loss_head = start if i == 0 else math.nan
+        for name, value in fields.items():
+            setattr(data, name, value)
+        decisions = decide(data, history, dict(T))
+        found += [(data.step, p) for p in decisions if p not in active]
+        active = set(decisions)
+        evidence = decisions["not_learning"][0] if "not_learning" in decisions else evidence
+    return found, evidence
+
+
+def test_a_flat_loss_with_almost_no_parameter_trained_is_not_learning_by_the_freeze() -> None:
+    """Zoo 3's CNN frozen but for its head's 3 biases (0.1% of 2819): the loss flat at ln 3, its start. Its
+    pair, the same losses with every parameter trained: a plateau (the monitor cannot tell it more)."""
+    rng = random.Random(3)
+    losses = [1.0986 + rng.gauss(0, 0.003) for _ in range(10)]
+    trained = sum(GROUPS.values())
+    found, evidence = _flat_run(losses, 1.0986, model_numel=trained * 1000)
+    assert [p for _, p in found] == ["not_learning"], found
+    assert evidence["cause"] == "frozen_parameters"
+    assert [p for _, p in _flat_run(losses, 1.0986, model_numel=trained)[0]] == ["loss_plateau"]
+
+
+def test_a_loss_that_left_its_start_for_the_models_input_free_guess_is_not_learning() -> None:
+    """Zoo 3's Poisson counts re-sorted apart from their features: the loss fell from its initial 0.78 to
+    the constant rate's ~0.5 and stays there, no better than the model's own batch-mean prediction. Its
+    pairs: a model that does materially better than that guess (a plateau at a high floor, label noise)
+    and one at its start level (a saddle it may still leave: zoo 2's noisy XOR, random labels) stay
+    ``loss_plateau``."""
+    rng = random.Random(5)
+    losses = [0.5 + rng.gauss(0, 0.01) for _ in range(10)]
+    free = {"input_free_gap": -0.01, "input_free_gap_se": 0.02, "input_free_loss": 0.5}
+    found, evidence = _flat_run(losses, 0.78, **free)
+    assert [p for _, p in found] == ["not_learning"], found
+    assert "gain over input free guess" in str(evidence["causes"]["labels_do_not_match_inputs"])
+    learns = free | {"input_free_gap": 0.2}
+    assert [p for _, p in _flat_run(losses, 0.78, **learns)[0]] == ["loss_plateau"]
+    at_start = [0.78 + rng.gauss(0, 0.01) for _ in range(10)]
+    assert [p for _, p in _flat_run(at_start, 0.78, **free | {"input_free_loss": 0.78})[0]] == [
+        "loss_plateau"
+    ]
+
+
+def _first_check(grad_step0: float, grad_now: float, weights: float, start: float) -> CheckData:
+    data = _check(20, start, 1e-3)
+    data.loss_head, data.param_norm_start, data.param_norm = start, weights, weights
+    data.grad_total = grad_now
+    data.step_records = [(0, grad_step0, 0, 0, 0, 1.0), (1, grad_now, 1, 0, 0, 1.0)]
+    return data
+
+
+def test_gradients_exploding_from_step_0_are_the_initialisation_not_a_large_loss_scale() -> None:
+    """Zoo 3's 10-block residual MLP without normalisation (block weights x3): a gradient of 1.8e8 at step 0
+    against weights of norm 45 and a loss of 2.8e6, before any update: the initialisation's. Its pair, a
+    Poisson NLL summed over a large batch (a gradient 220x the weights with a loss of 5000): the loss's
+    scale, whose sensitivity to the weights is ordinary -- no finding."""
+    exploded = decide(_first_check(1.8e8, 1.3e6, 44.6, 2.8e6), History(), dict(T))
+    assert sorted(exploded) == ["exploding_gradients"]
+    evidence, _ = exploded["exploding_gradients"]
+    assert evidence["cause"] == "initialisation" and evidence["loss_sensitivity"] > 100
+    assert "learning rate" in exploded["exploding_gradients"][1]  # the advice says it is not the LR
+    assert "exploding_gradients" not in decide(_first_check(1500.0, 1400.0, 6.8, 5000.0), History(), dict(T))
+    later = History(losses=[1.0], loss_ses=[0.01], loss_steps=[20], grad_totals=[1.0])
+    assert "exploding_gradients" not in decide(_first_check(1.8e8, 1.0, 44.6, 2.8e6), later, dict(T))
