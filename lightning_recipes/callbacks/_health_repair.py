@@ -28,6 +28,7 @@ from typing import Any
 import lightning.pytorch as pl
 from torch import Tensor
 
+from lightning_recipes._stats import significantly_above
 from lightning_recipes.callbacks._health_rules import lower_lr_by
 from lightning_recipes.callbacks._health_window import Finding, History
 from lightning_recipes.callbacks._rollback import LRScaling, RollbackSnapshot
@@ -148,6 +149,8 @@ class HealthRepair:
         self._restore_best_at_end = False
         self.snapshots_taken = 0  # healthy-check snapshots copied (the cost with nothing wrong)
         self._resumed = False  # snapshots were loaded from a checkpoint, not yet trained from
+        #: an LR-too-high finding held until the run shows it will not fix itself (``None``: none held)
+        self.held: Finding | None = None
 
     # ------------------------------------------------------------------ the monitor's hooks
 
@@ -194,17 +197,90 @@ class HealthRepair:
         healthy snapshot. ``batches``: the interval's ``(global step, epoch, batch index)`` per loss."""
         self._track_peaks(trainer)
         acted = False
+        held, self.held = self.held, None
+        if held is not None and not trainer.should_stop:
+            verdict = "act" if held.cause == "learning_rate" else self._judge_held(trainer, monitor, present)
+            if verdict == "act":
+                if not self._act(trainer, pl_module, monitor, held, batches):
+                    return
+                acted = True
+            elif verdict == "hold":
+                self.held = held
         for finding in new:
             action = repair_of(finding)
             if action is None or trainer.should_stop:
                 continue
-            if len(self.events) >= self.max_repairs and action != "stop_restore_best":  # stopping is safe
-                self._give_up(trainer, pl_module, monitor, finding)
+            if action == "rollback_lower_lr" and not acted and not self._sure(trainer, monitor, finding):
+                self.held = finding  # not sure yet: the next check says whether the run fixes itself
+                continue
+            if not self._act(trainer, pl_module, monitor, finding, batches):
                 return
-            getattr(self, f"_{action}")(trainer, pl_module, monitor, finding, batches)
             acted = True
         if not acted and not present - {"data_stall"}:
             self._take_healthy(trainer, pl_module, monitor)
+
+    def _act(
+        self,
+        trainer: pl.Trainer,
+        pl_module: pl.LightningModule,
+        monitor: HealthMonitor,
+        finding: Finding,
+        batches: list[tuple[int, int, int]],
+    ) -> bool:
+        """Apply ``finding``'s repair; ``False``: ``max_repairs`` was reached and training stopped."""
+        action = repair_of(finding)
+        if len(self.events) >= self.max_repairs and action != "stop_restore_best":  # stopping is safe
+            self._give_up(trainer, pl_module, monitor, finding)
+            return False
+        getattr(self, f"_{action}")(trainer, pl_module, monitor, finding, batches)
+        return True
+
+    def _judge_held(self, trainer: pl.Trainer, monitor: HealthMonitor, present: set[str]) -> str:
+        """At a check after an LR-too-high finding was held: ``"act"`` when the repair is now sure to help
+        (:meth:`_sure`), or the problem (or a blow-up) is still present and the loss has not started
+        recovering (fallen since the previous check and significantly below the rollback target's);
+        ``"drop"`` when the problem is gone (a spike the run left, a run that fixed itself); else
+        ``"hold"`` (still learning: judged again at the next check)."""
+        if self._sure(trainer, monitor, None):
+            return "act"
+        if not present & {"lr_too_high", "not_learning", "exploding_gradients", "nonfinite_activations"}:
+            return "drop"
+        now, now_se = _check_loss(trainer, monitor)
+        history = monitor._history
+        previous = history.losses[-2] if len(history.losses) >= 2 else math.nan
+        target, target_se = self._target_loss(monitor, now_se)
+        z = monitor.thresholds["confidence_z"]
+        learning = now < previous and significantly_above(target, target_se, now, now_se, z)
+        return "hold" if learning else "act"
+
+    def _sure(self, trainer: pl.Trainer, monitor: HealthMonitor, finding: Finding | None) -> bool:
+        """Whether an LR repair cannot make the run worse now: the LR killed units (``cause`` names the
+        learning rate: dead units do not come back by themselves), the run had learned nothing by the last
+        confirmed snapshot (the rollback goes to the start), this check's loss is not finite, or the
+        snapshot it rolls back to holds a loss clearly (beyond the noise of both,
+        ``_stats.significantly_above``) below this check's."""
+        if finding is not None and finding.cause == "learning_rate":
+            return True
+        keeper = self._keeper(monitor, unlearned_to_start=True)
+        now, now_se = _check_loss(trainer, monitor)
+        if keeper is None or keeper is self._start or not math.isfinite(now):
+            return True
+        target, target_se = self._target_loss(monitor, now_se)
+        return significantly_above(now, now_se, target, target_se, monitor.thresholds["confidence_z"])
+
+    def _target_loss(self, monitor: HealthMonitor, fallback_se: float) -> tuple[float, float]:
+        """``(mean loss, standard error)`` of the check that took the snapshot an LR repair restores
+        (NaN: the run's start, or a snapshot taken before any check); an unknown error is ``fallback_se``
+        (the current check's)."""
+        keeper = self._keeper(monitor, unlearned_to_start=True)
+        if keeper is None or keeper is self._start or keeper.snapshot is None:
+            return math.nan, math.nan
+        saved = keeper.snapshot.extra[0]
+        losses, ses = saved.get("losses", []), saved.get("loss_ses", [])
+        if not losses:
+            return math.nan, math.nan
+        se = float(ses[-1]) if ses else math.nan
+        return float(losses[-1]), se if math.isfinite(se) else fallback_se
 
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._scaling.detach()
@@ -231,11 +307,19 @@ class HealthRepair:
     ) -> None:
         factor = lr_factor_of(finding) or 1.0 / _NOT_LEARNING_CUT
         before = {"lr": self._effective_lr(trainer), "lr_scale": self.lr_scale, "step": trainer.global_step}
-        restored = self._roll_back(trainer, pl_module, monitor, unlearned_to_start=True)
+        now, now_se = _check_loss(trainer, monitor)
+        target, target_se = self._target_loss(monitor, now_se)
+        z = monitor.thresholds["confidence_z"]
+        if significantly_above(target, target_se, now, now_se, z):  # the weights now are the better ones
+            restored, where = trainer.global_step, f"kept the current weights (loss {now:.4g}, below the "
+            where += f"snapshot's {target:.4g}) and cut"
+        else:
+            restored = self._roll_back(trainer, pl_module, monitor, unlearned_to_start=True)
+            where = f"rolled back to the healthy snapshot of step {restored} and cut"
         self.lr_scale *= factor
         after = {"lr": self._effective_lr(trainer), "lr_scale": self.lr_scale, "step": restored}
         text = (
-            f"rolled back to the healthy snapshot of step {restored} and cut every group's learning rate "
+            f"{where} every group's learning rate "
             f"{1 / factor:.3g}x for the rest of the run (the schedule's remaining curve too): "
             f"{before['lr']:.3g} -> {after['lr']:.3g}"
         )
@@ -356,16 +440,8 @@ class HealthRepair:
         (``good_until``: the first bad step), or, with ``unlearned_to_start``, the run's start when the run
         had learned nothing by the confirmed snapshot (its loss then not ``trivial_band`` below its loss at
         initialisation: the LR was wrong from the start); returns the restored step (``-1``: none kept)."""
-        keeper = self._healthy
-        if self._candidate.snapshot is not None and 0 <= self._candidate.step <= good_until:
-            keeper = self._candidate
-        elif unlearned_to_start and self._start.snapshot is not None:
-            confirmed = None if keeper.snapshot is None else keeper.snapshot.extra[0]
-            band = monitor.thresholds["trivial_band"]
-            start = float(confirmed.get("start_loss", math.nan)) if confirmed is not None else math.nan
-            if confirmed is None or not _learned(confirmed.get("losses", []), start, band):
-                keeper = self._start
-        if keeper.snapshot is None:
+        keeper = self._keeper(monitor, good_until, unlearned_to_start)
+        if keeper is None:
             return -1
         if keeper is self._start:  # the snapshots since were taken at the wrong LR: condemned
             _recall(monitor, keeper.restore(trainer, pl_module))
@@ -377,6 +453,21 @@ class HealthRepair:
             self._healthy, self._candidate = self._candidate, self._healthy
         self._candidate.release()  # taken after the restored state: condemned with the rest
         return self._healthy.step
+
+    def _keeper(
+        self, monitor: HealthMonitor, good_until: int = -1, unlearned_to_start: bool = False
+    ) -> RollbackSnapshot | None:
+        """The snapshot :meth:`_roll_back` restores (``None``: none kept)."""
+        keeper = self._healthy
+        if self._candidate.snapshot is not None and 0 <= self._candidate.step <= good_until:
+            keeper = self._candidate
+        elif unlearned_to_start and self._start.snapshot is not None:
+            confirmed = None if keeper.snapshot is None else keeper.snapshot.extra[0]
+            band = monitor.thresholds["trivial_band"]
+            start = float(confirmed.get("start_loss", math.nan)) if confirmed is not None else math.nan
+            if confirmed is None or not _learned(confirmed.get("losses", []), start, band):
+                keeper = self._start
+        return None if keeper.snapshot is None else keeper
 
     def _lr_factor(self) -> float:
         return self.lr_scale
@@ -448,6 +539,7 @@ class HealthRepair:
             **({"lr_floors": [list(groups) for groups in self.lr_floors]} if self.lr_floors else {}),
             **({"best_weights": dict(self._best.model or {})} if not self._best.empty else {}),
             **({"snapshots": snapshots} if snapshots else {}),
+            **({"held": self.held.to_dict()} if self.held is not None else {}),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -467,6 +559,7 @@ class HealthRepair:
             saved = state.get("snapshots", {}).get(name)
             keeper.snapshot = None if saved is None else _loaded(saved)
         self._resumed = "snapshots" in state
+        self.held = Finding(**state["held"]) if state.get("held") else None
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_best": Snapshot()}
@@ -518,6 +611,14 @@ def _learned(losses: list[float], start: float, band: float) -> bool:
     reference = start if math.isfinite(start) else losses[0] if losses else math.nan
     finite = all(math.isfinite(v) for v in losses)
     return finite and bool(losses) and losses[-1] < (1.0 - band) * reference
+
+
+def _check_loss(trainer: pl.Trainer, monitor: HealthMonitor) -> tuple[float, float]:
+    """``(mean loss, standard error)`` of the check just made (NaN: its loss was not finite)."""
+    history = monitor._history
+    if not history.losses or history.loss_steps[-1] != trainer.global_step:
+        return math.nan, math.nan
+    return float(history.losses[-1]), float(history.loss_ses[-1])
 
 
 def _number(value: Any) -> float:
