@@ -255,25 +255,30 @@ class HealthRepair:
 
     def _sure(self, trainer: pl.Trainer, monitor: HealthMonitor, finding: Finding | None) -> bool:
         """Whether an LR repair cannot make the run worse now: the LR killed units (``cause`` names the
-        learning rate: dead units do not come back by themselves), the run had learned nothing by the last
-        confirmed snapshot (the rollback goes to the start), this check's loss is not finite, or the
-        snapshot it rolls back to holds a loss clearly (beyond the noise of both,
-        ``_stats.significantly_above``) below this check's."""
+        learning rate: dead units do not come back by themselves), this check's loss is not finite, no
+        check's loss is known for the snapshot, the run restarts from its start (it had learned nothing by
+        the confirmed snapshot) and has made no progress since that snapshot either, or the snapshot it
+        rolls back to holds a loss clearly below this check's. "Clearly", "progress": beyond the noise of
+        both interval means (``_stats.significantly_above``)."""
         if finding is not None and finding.cause == "learning_rate":
             return True
-        keeper = self._keeper(monitor, unlearned_to_start=True)
         now, now_se = _check_loss(trainer, monitor)
-        if keeper is None or keeper is self._start or not math.isfinite(now):
-            return True
         target, target_se = self._target_loss(monitor, now_se)
-        return significantly_above(now, now_se, target, target_se, monitor.thresholds["confidence_z"])
+        if not (math.isfinite(now) and math.isfinite(target)):
+            return True
+        z = monitor.thresholds["confidence_z"]
+        if self._keeper(monitor, unlearned_to_start=True) is self._start:
+            return not significantly_above(target, target_se, now, now_se, z)
+        return significantly_above(now, now_se, target, target_se, z)
 
     def _target_loss(self, monitor: HealthMonitor, fallback_se: float) -> tuple[float, float]:
-        """``(mean loss, standard error)`` of the check that took the snapshot an LR repair restores
-        (NaN: the run's start, or a snapshot taken before any check); an unknown error is ``fallback_se``
-        (the current check's)."""
+        """``(mean loss, standard error)`` of the check that took the snapshot an LR repair restores (a
+        restart from the run's start: the confirmed snapshot's, the last state known not to have learned);
+        NaN when that snapshot was taken before any check. An unknown error is ``fallback_se``."""
         keeper = self._keeper(monitor, unlearned_to_start=True)
-        if keeper is None or keeper is self._start or keeper.snapshot is None:
+        if keeper is self._start:
+            keeper = self._healthy
+        if keeper is None or keeper.snapshot is None:
             return math.nan, math.nan
         saved = keeper.snapshot.extra[0]
         losses, ses = saved.get("losses", []), saved.get("loss_ses", [])
@@ -310,7 +315,8 @@ class HealthRepair:
         now, now_se = _check_loss(trainer, monitor)
         target, target_se = self._target_loss(monitor, now_se)
         z = monitor.thresholds["confidence_z"]
-        if significantly_above(target, target_se, now, now_se, z):  # the weights now are the better ones
+        better_now = significantly_above(target, target_se, now, now_se, z)
+        if better_now and finding.cause != "learning_rate":  # killed units stay dead: never kept
             restored, where = trainer.global_step, f"kept the current weights (loss {now:.4g}, below the "
             where += f"snapshot's {target:.4g}) and cut"
         else:
