@@ -2,6 +2,10 @@
 finding's named cause calls for, with the one snapshot mechanism (``RollbackSnapshot``/``Snapshot``) and the
 one LR cut (``LRScaling``) of ``StabilityGuard``; every action a :class:`RepairEvent`.
 
+An LR repair acts only once it cannot make a run that would fix itself worse (``HealthRepair._sure``);
+until then its finding is held and judged again at each check: repaired, dropped when the problem is gone,
+or held while the loss keeps falling (docs/guides/health_monitor.md, "Repair").
+
 Only findings whose ``cause`` the evidence named and that :data:`REPAIRS` lists are repaired; every other
 finding's action stays advice (dead units from initialisation, outlier batches, a data stall, a model that
 cannot learn the task: no safe in-process repair). Findings are identical on every rank (the monitor
@@ -199,18 +203,15 @@ class HealthRepair:
         acted = False
         held, self.held = self.held, None
         if held is not None and not trainer.should_stop:
-            verdict = "act" if held.cause == "learning_rate" else self._judge_held(trainer, monitor, present)
-            if verdict == "act":
-                if not self._act(trainer, pl_module, monitor, held, batches):
-                    return
-                acted = True
-            elif verdict == "hold":
-                self.held = held
+            verdict = self._judge_held(trainer, monitor, present)
+            if verdict == "act" and not self._act(trainer, pl_module, monitor, held, batches):
+                return
+            acted, self.held = verdict == "act", held if verdict == "hold" else None
         for finding in new:
             action = repair_of(finding)
-            if action is None or trainer.should_stop:
-                continue
-            if action == "rollback_lower_lr" and not acted and not self._sure(trainer, monitor, finding):
+            if action is None or trainer.should_stop or (action == "rollback_lower_lr" and acted):
+                continue  # one LR repair per check: the LR was just cut
+            if action == "rollback_lower_lr" and not self._sure(trainer, monitor, finding):
                 self.held = finding  # not sure yet: the next check says whether the run fixes itself
                 continue
             if not self._act(trainer, pl_module, monitor, finding, batches):
