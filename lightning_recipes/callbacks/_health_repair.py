@@ -238,20 +238,17 @@ class HealthRepair:
 
     def _judge_held(self, trainer: pl.Trainer, monitor: HealthMonitor, present: set[str]) -> str:
         """At a check after an LR-too-high finding was held: ``"act"`` when the repair is now sure to help
-        (:meth:`_sure`), or the problem (or a blow-up) is still present and the loss has not started
-        recovering (fallen since the previous check and significantly below the rollback target's);
-        ``"drop"`` when the problem is gone (a spike the run left, a run that fixed itself); else
-        ``"hold"`` (still learning: judged again at the next check)."""
+        (:meth:`_sure`), or the problem (or a blow-up) is still present and the loss is no longer clearly
+        below the rollback target's (the run lost what it had gained since); ``"drop"`` when the problem is
+        gone (a spike the run left, a run that fixed itself); else ``"hold"`` (its loss still clearly below
+        the target's: the run learns at this LR; judged again at the next check)."""
         if self._sure(trainer, monitor, None):
             return "act"
         if not present & {"lr_too_high", "not_learning", "exploding_gradients", "nonfinite_activations"}:
             return "drop"
         now, now_se = _check_loss(trainer, monitor)
-        history = monitor._history
-        previous = history.losses[-2] if len(history.losses) >= 2 else math.nan
         target, target_se = self._target_loss(monitor, now_se)
-        z = monitor.thresholds["confidence_z"]
-        learning = now < previous and significantly_above(target, target_se, now, now_se, z)
+        learning = significantly_above(target, target_se, now, now_se, monitor.thresholds["confidence_z"])
         return "hold" if learning else "act"
 
     def _sure(self, trainer: pl.Trainer, monitor: HealthMonitor, finding: Finding | None) -> bool:
@@ -313,13 +310,11 @@ class HealthRepair:
     ) -> None:
         factor = lr_factor_of(finding) or 1.0 / _NOT_LEARNING_CUT
         before = {"lr": self._effective_lr(trainer), "lr_scale": self.lr_scale, "step": trainer.global_step}
-        now, now_se = _check_loss(trainer, monitor)
-        target, target_se = self._target_loss(monitor, now_se)
-        z = monitor.thresholds["confidence_z"]
-        better_now = significantly_above(target, target_se, now, now_se, z)
-        if better_now and finding.cause != "learning_rate":  # killed units stay dead: never kept
-            restored, where = trainer.global_step, f"kept the current weights (loss {now:.4g}, below the "
-            where += f"snapshot's {target:.4g}) and cut"
+        now, target = _check_loss(trainer, monitor)[0], self._target_loss(monitor, math.nan)[0]
+        restart = self._keeper(monitor, unlearned_to_start=True) is self._start
+        if now < target and not restart and finding.cause != "learning_rate":  # killed units: never kept
+            restored = trainer.global_step  # the snapshot's loss is higher than now's: nothing to regain
+            where = f"kept the current weights (loss {now:.4g}; the snapshot's {target:.4g}) and cut"
         else:
             restored = self._roll_back(trainer, pl_module, monitor, unlearned_to_start=True)
             where = f"rolled back to the healthy snapshot of step {restored} and cut"
