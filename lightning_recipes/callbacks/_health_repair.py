@@ -4,7 +4,7 @@ one LR cut (``LRScaling``) of ``StabilityGuard``; every action a :class:`RepairE
 
 An LR repair acts only once it cannot make a run that would fix itself worse (``HealthRepair._sure``);
 until then its finding is held and judged again at each check: repaired, dropped when the problem is gone,
-or held while the loss keeps falling (docs/guides/health_monitor.md, "Repair").
+or held while its loss stays clearly below the snapshot's (docs/guides/health_monitor.md, "Repair").
 
 Only findings whose ``cause`` the evidence named and that :data:`REPAIRS` lists are repaired; every other
 finding's action stays advice (dead units from initialisation, outlier batches, a data stall, a model that
