@@ -27,14 +27,10 @@ import math
 import warnings
 from typing import Any
 
-import lightning.pytorch as pl
 import torch
-from lightning.pytorch.callbacks import Callback
 
 from lightning_recipes.callbacks._health_repair import REPAIRS
-from lightning_recipes.callbacks.health_monitor import HealthMonitor
-from lightning_recipes.testing.trainers import fast_trainer
-from tests.callbacks.health_repair_runs import RUNS, RepairRun, run
+from tests.callbacks.health_repair_runs import RUNS, RepairRun, run, run_zoo_case
 
 
 def row(case: RepairRun) -> dict[str, Any]:
@@ -67,49 +63,6 @@ def zoo_cases(package: str) -> list[Any]:
     cases = getattr(module, "PROBLEM_CASES", None) or module.CASES
     repairable = {problem for problem, _ in REPAIRS}
     return [c for c in cases if getattr(c, "expected", None) in repairable]
-
-
-class ValLosses(Callback):
-    """Every validation's ``key`` during fit (the best one is the run's best validation loss)."""
-
-    def __init__(self, key: str = "val_loss") -> None:
-        self.key, self.values = key, []  # type: ignore[var-annotated]
-
-    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        value = trainer.callback_metrics.get(self.key)
-        if not trainer.sanity_checking and trainer.state.fn == "fit" and value is not None:
-            self.values.append(float(value))
-
-
-def run_zoo_case(case: Any, repair: bool) -> dict[str, Any]:
-    """Train ``case`` as its zoo does (its seed, length, check interval, Trainer arguments), a
-    ``HealthMonitor(repair=repair)`` first; the final and best validation loss (on the training set when the
-    case has no validation set)."""
-    torch.manual_seed(getattr(case, "seed", 0))
-    model, train, val = case.build()
-    monitor = HealthMonitor(
-        check_every_n_steps=getattr(case, "check_every", 20), on_finding=lambda f: None, repair=repair
-    )
-    losses = ValLosses()
-    max_steps = getattr(case, "max_steps", -1)
-    max_epochs = getattr(case, "max_epochs", None)
-    settings = {} if val is not None else {"limit_val_batches": 0}
-    trainer = fast_trainer(
-        max_steps=max_steps,
-        max_epochs=max_epochs if max_epochs is not None else (1000 if max_steps > 0 else 1),
-        callbacks=[monitor, losses],
-        **{**settings, **getattr(case, "trainer_kwargs", {})},
-    )
-    trainer.fit(model, train, val)
-    final = math.nan
-    try:
-        metrics = trainer.validate(model, val if val is not None else train, verbose=False)[0]
-        final = float(metrics.get("val_loss", next(iter(metrics.values()), math.nan)))
-    except Exception:  # a model without validation_step: no final loss to report
-        final = math.nan
-    best = min(losses.values, default=math.nan)
-    on = "val" if val is not None else "train"
-    return {"monitor": monitor, "final": final, "best": best, "on": on, "steps": trainer.global_step}
 
 
 def zoo_main(package: str, only: str | None) -> None:

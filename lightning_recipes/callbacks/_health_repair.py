@@ -2,6 +2,10 @@
 finding's named cause calls for, with the one snapshot mechanism (``RollbackSnapshot``/``Snapshot``) and the
 one LR cut (``LRScaling``) of ``StabilityGuard``; every action a :class:`RepairEvent`.
 
+An LR repair acts only once it cannot make a run that would fix itself worse (``HealthRepair._sure``);
+until then its finding is held and judged again at each check: repaired, dropped when the problem is gone,
+or held while its loss stays clearly below the snapshot's (docs/guides/health_monitor.md, "Repair").
+
 Only findings whose ``cause`` the evidence named and that :data:`REPAIRS` lists are repaired; every other
 finding's action stays advice (dead units from initialisation, outlier batches, a data stall, a model that
 cannot learn the task: no safe in-process repair). Findings are identical on every rank (the monitor
@@ -28,6 +32,7 @@ from typing import Any
 import lightning.pytorch as pl
 from torch import Tensor
 
+from lightning_recipes._stats import significantly_above
 from lightning_recipes.callbacks._health_rules import lower_lr_by
 from lightning_recipes.callbacks._health_window import Finding, History
 from lightning_recipes.callbacks._rollback import LRScaling, RollbackSnapshot
@@ -148,6 +153,8 @@ class HealthRepair:
         self._restore_best_at_end = False
         self.snapshots_taken = 0  # healthy-check snapshots copied (the cost with nothing wrong)
         self._resumed = False  # snapshots were loaded from a checkpoint, not yet trained from
+        #: an LR-too-high finding held until the run shows it will not fix itself (``None``: none held)
+        self.held: Finding | None = None
 
     # ------------------------------------------------------------------ the monitor's hooks
 
@@ -194,17 +201,89 @@ class HealthRepair:
         healthy snapshot. ``batches``: the interval's ``(global step, epoch, batch index)`` per loss."""
         self._track_peaks(trainer)
         acted = False
+        held, self.held = self.held, None
+        if held is not None and not trainer.should_stop:
+            verdict = self._judge_held(trainer, monitor, present)
+            if verdict == "act" and not self._act(trainer, pl_module, monitor, held, batches):
+                return
+            acted, self.held = verdict == "act", held if verdict == "hold" else None
         for finding in new:
             action = repair_of(finding)
-            if action is None or trainer.should_stop:
+            if action is None or trainer.should_stop or (action == "rollback_lower_lr" and acted):
+                continue  # one LR repair per check: the LR was just cut
+            if action == "rollback_lower_lr" and not self._sure(trainer, monitor, finding):
+                self.held = finding  # not sure yet: the next check says whether the run fixes itself
                 continue
-            if len(self.events) >= self.max_repairs and action != "stop_restore_best":  # stopping is safe
-                self._give_up(trainer, pl_module, monitor, finding)
+            if not self._act(trainer, pl_module, monitor, finding, batches):
                 return
-            getattr(self, f"_{action}")(trainer, pl_module, monitor, finding, batches)
             acted = True
         if not acted and not present - {"data_stall"}:
             self._take_healthy(trainer, pl_module, monitor)
+
+    def _act(
+        self,
+        trainer: pl.Trainer,
+        pl_module: pl.LightningModule,
+        monitor: HealthMonitor,
+        finding: Finding,
+        batches: list[tuple[int, int, int]],
+    ) -> bool:
+        """Apply ``finding``'s repair; ``False``: ``max_repairs`` was reached and training stopped."""
+        action = repair_of(finding)
+        if len(self.events) >= self.max_repairs and action != "stop_restore_best":  # stopping is safe
+            self._give_up(trainer, pl_module, monitor, finding)
+            return False
+        getattr(self, f"_{action}")(trainer, pl_module, monitor, finding, batches)
+        return True
+
+    def _judge_held(self, trainer: pl.Trainer, monitor: HealthMonitor, present: set[str]) -> str:
+        """At a check after an LR-too-high finding was held: ``"act"`` when the repair is now sure to help
+        (:meth:`_sure`), or the problem (or a blow-up) is still present and the loss is no longer clearly
+        below the rollback target's (the run lost what it had gained since); ``"drop"`` when the problem is
+        gone (a spike the run left, a run that fixed itself); else ``"hold"`` (its loss still clearly below
+        the target's: the run learns at this LR; judged again at the next check)."""
+        if self._sure(trainer, monitor, None):
+            return "act"
+        if not present & {"lr_too_high", "not_learning", "exploding_gradients", "nonfinite_activations"}:
+            return "drop"
+        now, now_se = _check_loss(trainer, monitor)
+        target, target_se = self._target_loss(monitor, now_se)
+        learning = significantly_above(target, target_se, now, now_se, monitor.thresholds["confidence_z"])
+        return "hold" if learning else "act"
+
+    def _sure(self, trainer: pl.Trainer, monitor: HealthMonitor, finding: Finding | None) -> bool:
+        """Whether an LR repair cannot make the run worse now: the LR killed units (``cause`` names the
+        learning rate: dead units do not come back by themselves), this check's loss is not finite, no
+        check's loss is known for the snapshot, the run restarts from its start (it had learned nothing by
+        the confirmed snapshot) and has made no progress since that snapshot either, or the snapshot it
+        rolls back to holds a loss clearly below this check's. "Clearly", "progress": beyond the noise of
+        both interval means (``_stats.significantly_above``)."""
+        if finding is not None and finding.cause == "learning_rate":
+            return True
+        now, now_se = _check_loss(trainer, monitor)
+        target, target_se = self._target_loss(monitor, now_se)
+        if not (math.isfinite(now) and math.isfinite(target)):
+            return True
+        z = monitor.thresholds["confidence_z"]
+        if self._keeper(monitor, unlearned_to_start=True) is self._start:
+            return not significantly_above(target, target_se, now, now_se, z)
+        return significantly_above(now, now_se, target, target_se, z)
+
+    def _target_loss(self, monitor: HealthMonitor, fallback_se: float) -> tuple[float, float]:
+        """``(mean loss, standard error)`` of the check that took the snapshot an LR repair restores (a
+        restart from the run's start: the confirmed snapshot's, the last state known not to have learned);
+        NaN when that snapshot was taken before any check. An unknown error is ``fallback_se``."""
+        keeper = self._keeper(monitor, unlearned_to_start=True)
+        if keeper is self._start:
+            keeper = self._healthy
+        if keeper is None or keeper.snapshot is None:
+            return math.nan, math.nan
+        saved = keeper.snapshot.extra[0]
+        losses, ses = saved.get("losses", []), saved.get("loss_ses", [])
+        if not losses:
+            return math.nan, math.nan
+        se = float(ses[-1]) if ses else math.nan
+        return float(losses[-1]), se if math.isfinite(se) else fallback_se
 
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._scaling.detach()
@@ -231,11 +310,18 @@ class HealthRepair:
     ) -> None:
         factor = lr_factor_of(finding) or 1.0 / _NOT_LEARNING_CUT
         before = {"lr": self._effective_lr(trainer), "lr_scale": self.lr_scale, "step": trainer.global_step}
-        restored = self._roll_back(trainer, pl_module, monitor, unlearned_to_start=True)
+        now, target = _check_loss(trainer, monitor)[0], self._target_loss(monitor, math.nan)[0]
+        restart = self._keeper(monitor, unlearned_to_start=True) is self._start
+        if now < target and not restart and finding.cause != "learning_rate":  # killed units: never kept
+            restored = trainer.global_step  # the snapshot's loss is higher than now's: nothing to regain
+            where = f"kept the current weights (loss {now:.4g}; the snapshot's {target:.4g}) and cut"
+        else:
+            restored = self._roll_back(trainer, pl_module, monitor, unlearned_to_start=True)
+            where = f"rolled back to the healthy snapshot of step {restored} and cut"
         self.lr_scale *= factor
         after = {"lr": self._effective_lr(trainer), "lr_scale": self.lr_scale, "step": restored}
         text = (
-            f"rolled back to the healthy snapshot of step {restored} and cut every group's learning rate "
+            f"{where} every group's learning rate "
             f"{1 / factor:.3g}x for the rest of the run (the schedule's remaining curve too): "
             f"{before['lr']:.3g} -> {after['lr']:.3g}"
         )
@@ -356,16 +442,8 @@ class HealthRepair:
         (``good_until``: the first bad step), or, with ``unlearned_to_start``, the run's start when the run
         had learned nothing by the confirmed snapshot (its loss then not ``trivial_band`` below its loss at
         initialisation: the LR was wrong from the start); returns the restored step (``-1``: none kept)."""
-        keeper = self._healthy
-        if self._candidate.snapshot is not None and 0 <= self._candidate.step <= good_until:
-            keeper = self._candidate
-        elif unlearned_to_start and self._start.snapshot is not None:
-            confirmed = None if keeper.snapshot is None else keeper.snapshot.extra[0]
-            band = monitor.thresholds["trivial_band"]
-            start = float(confirmed.get("start_loss", math.nan)) if confirmed is not None else math.nan
-            if confirmed is None or not _learned(confirmed.get("losses", []), start, band):
-                keeper = self._start
-        if keeper.snapshot is None:
+        keeper = self._keeper(monitor, good_until, unlearned_to_start)
+        if keeper is None:
             return -1
         if keeper is self._start:  # the snapshots since were taken at the wrong LR: condemned
             _recall(monitor, keeper.restore(trainer, pl_module))
@@ -377,6 +455,21 @@ class HealthRepair:
             self._healthy, self._candidate = self._candidate, self._healthy
         self._candidate.release()  # taken after the restored state: condemned with the rest
         return self._healthy.step
+
+    def _keeper(
+        self, monitor: HealthMonitor, good_until: int = -1, unlearned_to_start: bool = False
+    ) -> RollbackSnapshot | None:
+        """The snapshot :meth:`_roll_back` restores (``None``: none kept)."""
+        keeper = self._healthy
+        if self._candidate.snapshot is not None and 0 <= self._candidate.step <= good_until:
+            keeper = self._candidate
+        elif unlearned_to_start and self._start.snapshot is not None:
+            confirmed = None if keeper.snapshot is None else keeper.snapshot.extra[0]
+            band = monitor.thresholds["trivial_band"]
+            start = float(confirmed.get("start_loss", math.nan)) if confirmed is not None else math.nan
+            if confirmed is None or not _learned(confirmed.get("losses", []), start, band):
+                keeper = self._start
+        return None if keeper.snapshot is None else keeper
 
     def _lr_factor(self) -> float:
         return self.lr_scale
@@ -448,6 +541,7 @@ class HealthRepair:
             **({"lr_floors": [list(groups) for groups in self.lr_floors]} if self.lr_floors else {}),
             **({"best_weights": dict(self._best.model or {})} if not self._best.empty else {}),
             **({"snapshots": snapshots} if snapshots else {}),
+            **({"held": self.held.to_dict()} if self.held is not None else {}),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -467,6 +561,7 @@ class HealthRepair:
             saved = state.get("snapshots", {}).get(name)
             keeper.snapshot = None if saved is None else _loaded(saved)
         self._resumed = "snapshots" in state
+        self.held = Finding(**state["held"]) if state.get("held") else None
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_best": Snapshot()}
@@ -518,6 +613,14 @@ def _learned(losses: list[float], start: float, band: float) -> bool:
     reference = start if math.isfinite(start) else losses[0] if losses else math.nan
     finite = all(math.isfinite(v) for v in losses)
     return finite and bool(losses) and losses[-1] < (1.0 - band) * reference
+
+
+def _check_loss(trainer: pl.Trainer, monitor: HealthMonitor) -> tuple[float, float]:
+    """``(mean loss, standard error)`` of the check just made (NaN: its loss was not finite)."""
+    history = monitor._history
+    if not history.losses or history.loss_steps[-1] != trainer.global_step:
+        return math.nan, math.nan
+    return float(history.losses[-1]), float(history.loss_ses[-1])
 
 
 def _number(value: Any) -> float:

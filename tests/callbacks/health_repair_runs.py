@@ -1,9 +1,12 @@
 """The repairable problem runs of ``HealthMonitor(repair=True)`` (issue #36), shared by its tests and
 ``benchmarks/health_repair.py``: the field gallery's builders with a validation set from the same task (a
-different seed of the same teacher), and a weighted loss whose one batch has all its weights 0."""
+different seed of the same teacher), a weighted loss whose one batch has all its weights 0, and a transient LR
+spike that the run recovers from by itself; and :func:`run_zoo_case`, a sealed zoo's case trained as its
+zoo trains it."""
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,7 +23,7 @@ from torch.utils.data import DataLoader, Dataset, TensorDataset
 from lightning_recipes.callbacks import HealthMonitor
 from lightning_recipes.testing.trainers import fast_trainer
 from tests.callbacks.health_field_gallery._field_data import loader, sequence_data, teacher_data
-from tests.callbacks.health_field_gallery._field_models import FieldModule, FReluMLP
+from tests.callbacks.health_field_gallery._field_models import FieldModule, FReluMLP, GeluMLP
 from tests.callbacks.health_field_gallery._field_problems_optim import (
     _frelu_mlp_steplr_collapse,
     _gelu_mlp_adam_half,
@@ -79,6 +82,17 @@ def lr_reaches_zero() -> tuple[pl.LightningModule, DataLoader, DataLoader]:
     return model, loader(teacher_data(8192), 32), validation()
 
 
+def lr_spike_left() -> tuple[pl.LightningModule, DataLoader, DataLoader]:
+    """Adam at 1e-3 on teacher data whose schedule multiplies the LR 20x for steps 100-119 only: the loss
+    jumps, the LR is back before the check that names it, and the run recovers by itself."""
+    model = FieldModule(
+        GeluMLP(16, 64, 4, depth=2),
+        lambda p: torch.optim.Adam(p, lr=1e-3),
+        lambda o: torch.optim.lr_scheduler.LambdaLR(o, lambda step: 20.0 if 100 <= step < 120 else 1.0),
+    )
+    return model, loader(teacher_data(8192), 32), validation()
+
+
 def validation() -> DataLoader:
     return loader(teacher_data(1024, seed=7), 1024, shuffle=False)
 
@@ -130,6 +144,12 @@ RUNS = [
     ),
     RepairRun(
         "nonfinite_update", weighted_zero_batch, 400, description="weighted loss, one batch all-0 weights"
+    ),
+    RepairRun(
+        "lr_spike_left",
+        lr_spike_left,
+        300,
+        description="Adam, LR 20x for steps 100-119 only: the run recovers by itself (no repair is right)",
     ),
     RepairRun(
         "nonfinite_update_rank1",
@@ -187,6 +207,72 @@ def run(
     if trainer.world_size == 1:
         final = float(trainer.validate(model, val, verbose=False)[0]["val_loss"])
     return Outcome(monitor, trainer, model, final, seconds)
+
+
+class ValLosses(Callback):
+    """Every validation's ``key`` during fit (the best one is the run's best validation loss)."""
+
+    def __init__(self, key: str = "val_loss") -> None:
+        self.key, self.values = key, []  # type: ignore[var-annotated]
+
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        value = trainer.callback_metrics.get(self.key)
+        if not trainer.sanity_checking and trainer.state.fn == "fit" and value is not None:
+            self.values.append(float(value))
+
+
+def run_zoo_case(case: Any, repair: bool) -> dict[str, Any]:
+    """Train ``case`` as its zoo does (its seed, length, check interval, Trainer arguments), a
+    ``HealthMonitor(repair=repair)`` first; the final and best validation loss (on the training set when the
+    case has no validation set)."""
+    torch.manual_seed(getattr(case, "seed", 0))
+    model, train, val = case.build()
+    monitor = HealthMonitor(
+        check_every_n_steps=getattr(case, "check_every", 20), on_finding=lambda f: None, repair=repair
+    )
+    losses = ValLosses()
+    max_steps = getattr(case, "max_steps", -1)
+    max_epochs = getattr(case, "max_epochs", None)
+    settings = {} if val is not None else {"limit_val_batches": 0}
+    trainer = fast_trainer(
+        max_steps=max_steps,
+        max_epochs=max_epochs if max_epochs is not None else (1000 if max_steps > 0 else 1),
+        callbacks=[monitor, losses],
+        **{**settings, **getattr(case, "trainer_kwargs", {})},
+    )
+    trainer.fit(model, train, val)
+    final = math.nan
+    try:
+        metrics = trainer.validate(model, val if val is not None else train, verbose=False)[0]
+        final = float(metrics.get("val_loss", next(iter(metrics.values()), math.nan)))
+    except Exception:  # a model without validation_step: no final loss to report
+        final = math.nan
+    best = min(losses.values, default=math.nan)
+    on = "val" if val is not None else "train"
+    weights = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    return {
+        "monitor": monitor,
+        "final": final,
+        "best": best,
+        "on": on,
+        "steps": trainer.global_step,
+        "weights": weights,
+    }
+
+
+#: the sealed zoos whose healthy cases must train bitwise the same with ``repair=True``
+ZOOS = (
+    "tests.callbacks.health_sealed_zoo",
+    "tests.callbacks.health_sealed_zoo2",
+    "tests.callbacks.health_sealed_zoo3",
+)
+
+
+def healthy_zoo_cases() -> list[tuple[str, Any]]:
+    """``(zoo, case)`` for every healthy case of :data:`ZOOS`."""
+    import importlib
+
+    return [(zoo, c) for zoo in ZOOS for c in importlib.import_module(f"{zoo}.zoo").HEALTHY_CASES]
 
 
 def case(name: str) -> RepairRun:

@@ -26,7 +26,13 @@ from lightning_recipes.testing.trainers import fast_trainer
 from tests.callbacks.health_field_gallery._field_data import loader, teacher_data
 from tests.callbacks.health_field_gallery._field_models import FieldModule, GeluMLP
 from tests.callbacks.health_field_gallery._field_problems_run import _overfit_wide_mlp
-from tests.callbacks.health_repair_runs import ZERO_WEIGHT_BATCH, case, run
+from tests.callbacks.health_repair_runs import (
+    ZERO_WEIGHT_BATCH,
+    case,
+    healthy_zoo_cases,
+    run,
+    run_zoo_case,
+)
 from tests.callbacks.test_resume_bitwise import ResumableLoader
 
 # ---------------------------------------------------------------------------------------------- arguments
@@ -99,6 +105,25 @@ def test_a_healthy_run_with_repair_is_bitwise_the_run_without() -> None:
     assert repaired._repair is not None and repaired._repair.best_val < math.inf  # it did watch validation
 
 
+_HEALTHY_ZOO = healthy_zoo_cases()
+
+
+@pytest.mark.parametrize(
+    ("zoo", "zoo_case"),
+    [
+        pytest.param(z, c, id=c.name, marks=[] if i % 9 == 0 else [pytest.mark.slow])
+        for i, (z, c) in enumerate(_HEALTHY_ZOO)
+    ],
+)
+def test_every_healthy_zoo_case_trains_bitwise_the_same_with_repair(zoo: str, zoo_case: Any) -> None:
+    """The healthy cases of sealed zoos 1-3 (a few marked fast, the rest slow): with ``repair=True``, no
+    repair and the final weights bitwise those of the run without (a finding some make is left alone or,
+    an LR finding, held and dropped)."""
+    plain, repaired = run_zoo_case(zoo_case, repair=False), run_zoo_case(zoo_case, repair=True)
+    assert repaired["monitor"].repairs == []
+    assert same_state(repaired["weights"], plain["weights"]), zoo
+
+
 # ---------------------------------------------------------------------------------------------- repairs
 
 
@@ -125,6 +150,60 @@ def test_an_lr_far_too_high_is_rolled_back_and_cut_by_the_findings_factor(tmp_pa
     assert [(r["action"], r["step"]) for r in written["health_repairs"]] == [
         ("rollback_lower_lr", event.step)
     ]
+
+
+def test_a_transient_lr_spike_the_run_left_is_not_cut() -> None:
+    """The LR is 20x for steps 100-119 only: ``lr_too_high`` is named at 120, when the LR is back and the run
+    recovers by itself. The finding is held and dropped at the next check (the problem gone): no repair,
+    bitwise the run without (an immediate rollback and 53x cut ended at 0.63 instead of 0.37)."""
+    repaired = run(case("lr_spike_left"), True)
+    plain = run(case("lr_spike_left"), False)
+    assert "lr_too_high" in [f.problem for f in plain.monitor.findings], "premise: the spike is named"
+    assert repaired.monitor.repairs == [] and repaired.monitor._repair is not None
+    assert repaired.monitor._repair.held is None  # dropped, not still waiting
+    assert same_state(repaired.model.state_dict(), plain.model.state_dict())
+
+
+def test_a_run_that_recovers_by_itself_is_not_repaired() -> None:
+    """Sealed zoo 1's tiny transformer at AdamW 5e-2: ``lr_too_high`` at step 80 while its loss is still
+    falling well below every snapshot's. Held while the loss keeps falling, dropped when the problem is
+    gone: bitwise the run without repair (an immediate rollback and 15x cut ended 58% worse)."""
+    from tests.callbacks.health_sealed_zoo.zoo import CASES
+
+    [zoo_case] = [c for c in CASES if c.name == "transformer_classifier_adamw_lr_too_high"]
+    plain, repaired = run_zoo_case(zoo_case, repair=False), run_zoo_case(zoo_case, repair=True)
+    assert "lr_too_high" in [f.problem for f in plain["monitor"].findings], "premise: the finding is made"
+    assert repaired["monitor"].repairs == []
+    assert same_state(repaired["weights"], plain["weights"])
+
+
+@pytest.mark.parametrize("seed", [2, 4, 5])
+def test_the_self_recovering_transformer_is_not_made_worse_on_other_seeds(seed: int) -> None:
+    """The same zoo case on seeds it was not tuned on, each with ``lr_too_high`` at step 80 or 128: the
+    immediate rollback and cut of before ended 4%, 238% and 124% worse; now no worse than without."""
+    import dataclasses
+
+    from tests.callbacks.health_sealed_zoo.zoo import CASES
+
+    [zoo_case] = [c for c in CASES if c.name == "transformer_classifier_adamw_lr_too_high"]
+    zoo_case = dataclasses.replace(zoo_case, seed=seed)
+    plain, repaired = run_zoo_case(zoo_case, repair=False), run_zoo_case(zoo_case, repair=True)
+    assert "lr_too_high" in [f.problem for f in plain["monitor"].findings], "premise: the finding is made"
+    assert repaired["final"] <= plain["final"], (plain["final"], repaired["final"])
+
+
+def test_a_held_finding_that_persists_without_recovery_is_repaired_one_check_later() -> None:
+    """Sealed zoo 2's tanh MLP at SGD 0.5: ``lr_too_high`` at step 100 with a loss no worse than the
+    confirmed snapshot's (held); at 120 the loss has risen: rolled back and cut then."""
+    from tests.callbacks.health_sealed_zoo2.zoo import CASES
+
+    [zoo_case] = [c for c in CASES if c.name == "digits_tanh_mlp_sgd_lr_too_high_spikes"]
+    plain, repaired = run_zoo_case(zoo_case, repair=False), run_zoo_case(zoo_case, repair=True)
+    [finding] = [f for f in repaired["monitor"].findings if f.problem == "lr_too_high"]
+    [event] = repaired["monitor"].repairs
+    assert event.action == "rollback_lower_lr" and event.step > finding.step, event
+    assert event.after["step"] < finding.step
+    assert repaired["final"] < 0.9 * plain["final"], (plain["final"], repaired["final"])
 
 
 def test_a_run_that_never_learned_restarts_from_its_start_at_the_lower_lr() -> None:
@@ -206,12 +285,14 @@ def test_state_dict_round_trip() -> None:
     monitor = HealthMonitor(repair=True)
     assert monitor._repair is not None
     monitor._repair.lr_scale = 0.25
+    monitor._repair.held = Finding("lr_too_high", 80, 0, {"update_ratio": 0.02}, cause="lr_too_high")
     monitor._repair.load_state_dict(
         {**monitor._repair.state_dict(), "events": [{"step": 3, "problem": "p", "cause": "c", "action": "a"}]}
     )
     again = pickle.loads(pickle.dumps(HealthMonitor(repair=True)))  # as ddp_spawn's workers get it
     again.load_state_dict(pickle.loads(pickle.dumps(monitor.state_dict())))
     assert again.repairs == monitor.repairs and again._repair is not None and again._repair.lr_scale == 0.25
+    assert again._repair.held == monitor._repair.held  # a finding held across a checkpoint is judged after it
     assert "repair" not in HealthMonitor().state_dict()  # without repair: the state of before, unchanged
 
 
