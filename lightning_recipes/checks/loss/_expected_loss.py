@@ -162,7 +162,9 @@ def own_floor(call: LossCall) -> tuple[float, str] | None:
 
     - regression losses, ``nll_loss``, ``cross_entropy`` on class indices: 0 (label smoothing: the smoothed
       target's entropy);
-    - ``cross_entropy`` on probability targets, ``binary_cross_entropy[_with_logits]``: the targets' entropy.
+    - ``cross_entropy`` on probability targets, ``binary_cross_entropy[_with_logits]``: the targets' entropy
+      (for non-negative targets of mass ``s`` per sample, ``s`` times the entropy of the normalised target:
+      a multi-hot row with ``m`` labels scores at least ``m ln m``).
     """
     reduction = call.kwargs.get("reduction", "mean")
     if call.function in REGRESSION or call.function == "nll_loss":
@@ -191,8 +193,12 @@ def own_floor(call: LossCall) -> tuple[float, str] | None:
             return value, f"label smoothing {smoothing:g}'s entropy"
         if call.kwargs.get("weight") is not None:
             return None
+        if bool((target < 0).any()):  # sync: once
+            return None
         smoothed = target * (1 - smoothing) + smoothing / classes
-        entropy = -torch.xlogy(smoothed, smoothed).sum(1 if target.ndim >= 2 else 0)
+        dim = 1 if target.ndim >= 2 else 0
+        mass = smoothed.sum(dim)  # 1 for a distribution; m for m-hot targets (floor m ln m)
+        entropy = torch.xlogy(mass, mass) - torch.xlogy(smoothed, smoothed).sum(dim)
         return _reduced(entropy, reduction), "the targets' entropy"
     if bool(((target == 0) | (target == 1)).all()):  # sync: once
         return 0.0, "0"
