@@ -129,8 +129,10 @@ class EvalModeCheck(SanityCheck):
         equal = details["outputs_equal"]
         why = "two passes with different seeds agree" if equal else "only inputs the step draws differ"
         if initialised:
-            why += f"; the first pass only initialised {listed([f'`{n}`' for n in initialised], width=40)}"
-        return self.verdict("pass", f"eval() is deterministic and stateless: {why}"[:SUMMARY_LIMIT], details)
+            names = listed([f"`{n}`" for n in initialised], width=40)
+            summary = f"eval() is deterministic, and stateless once its first pass initialised {names}"
+            return self.verdict("pass", summary[:SUMMARY_LIMIT], details)
+        return self.verdict("pass", f"eval() is deterministic and stateless: {why}", details)
 
     def _observe(
         self, context: CheckContext, model: pl.LightningModule, batch: Any, seed: int
