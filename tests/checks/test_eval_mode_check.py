@@ -229,3 +229,47 @@ def test_negatives_sampled_by_the_step_are_not_blamed_on_the_model(noisy):
     result = EvalModeCheck().run(CheckContext(_PairScorer(noisy), loader))
     assert result.status == ("fail" if noisy else "pass"), result.message
     assert not result.details["outputs_equal"] and len(result.summary) <= 120
+
+
+class _CentredScorer(pl.LightningModule):
+    """Deep one-class scoring (sealed gallery E's false alarm): the centre is the mean output of the first
+    batch the model sees, set once; ``every_pass`` re-centres on each call (a train-only update left in
+    eval: a second pass on the same batch sets the same value, other samples do not)."""
+
+    def __init__(self, every_pass: bool = False) -> None:
+        super().__init__()
+        self.net, self.every_pass = nn.Linear(IN, 8, bias=False), every_pass
+        self.register_buffer("centre", torch.zeros(8))
+        self.register_buffer("centred", torch.tensor(False))
+
+    def forward(self, x: Tensor) -> Tensor:
+        if self.every_pass or not self.centred:
+            with torch.no_grad():
+                self.centre.copy_(self.net(x).mean(0))
+                self.centred.fill_(True)
+        return ((self.net(x) - self.centre) ** 2).sum(-1)
+
+    def training_step(self, batch: Any, batch_idx: int) -> Tensor:
+        return self(batch[0]).mean()
+
+    def configure_optimizers(self) -> Any:
+        return torch.optim.Adam(self.parameters(), lr=1e-3)
+
+
+def _one_class_loader() -> DataLoader:
+    return DataLoader(torch.utils.data.TensorDataset(*gaussian(64, 0)), batch_size=16)
+
+
+def test_a_lazy_initialisation_on_the_first_pass_is_not_a_state_change():
+    result = EvalModeCheck().run(CheckContext(_CentredScorer(), _one_class_loader()))
+    assert result.status == "pass", result.message
+    assert (
+        result.details["initialised_state"] == ["centre", "centred"] and not result.details["changed_state"]
+    )
+    assert "first pass initialised `centre`, `centred`" in result.summary and len(result.summary) <= 120
+
+
+def test_a_state_set_from_every_input_fails_even_when_one_batch_sets_the_same_value_twice():
+    result = EvalModeCheck().run(CheckContext(_CentredScorer(every_pass=True), _one_class_loader()))
+    assert result.status == "fail", result.message
+    assert result.details["changed_state"] == ["centre"] and not result.details["initialised_state"]

@@ -15,7 +15,7 @@ from torch.nn import functional as F
 
 from lightning_recipes.callbacks import FinetuneSchedule
 from lightning_recipes.checks import CheckContext, OverfitBatchCheck, Preflight, preflight
-from lightning_recipes.checks.loss._expected_loss import record_loss_calls
+from lightning_recipes.checks.loss._expected_loss import known_floor, record_loss_calls
 from lightning_recipes.checks.loss._loss_probe import ce_floor, input_bounds, loss_floor
 from lightning_recipes.checks.report import SUMMARY_LIMIT
 from lightning_recipes.mixins import OptimizerRecipeMixin
@@ -195,3 +195,116 @@ def test_frozen_weights_the_loss_does_not_use_are_not_blamed() -> None:
         "untrained_share" not in result["overfit_batch"].details
         and "ema" not in result["overfit_batch"].message
     )
+
+
+# ------------------------------------------------------------------ judged only against a known floor
+
+
+def _soft_target_data(seed: int = 0) -> dict[str, Any]:
+    """Probability targets of high entropy (a tempered linear teacher over 4 classes): the floor of the
+    cross-entropy is their entropy, ~1.2 nats, far above 0.3 x its initial value."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(256, M.IN, generator=g)
+    target = (x @ torch.randn(M.IN, 4, generator=g) / 8).softmax(-1)
+    return M._split(x, target)
+
+
+class _SoftTargetCE(M.MLPClassifier):
+    """Cross-entropy against probability targets through ``F.cross_entropy``: a loss the check knows."""
+
+    def loss(self, output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        return F.cross_entropy(output, target)
+
+
+class _HandWrittenSoftTargetCE(M.MLPClassifier):
+    """The same loss written out (ListNet's form): the check cannot know its floor."""
+
+    def loss(self, output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        return -(target * output.log_softmax(-1)).sum(-1).mean()
+
+
+def test_probability_targets_are_fitted_to_their_entropy_not_to_zero():
+    torch.manual_seed(0)
+    result = preflight(_SoftTargetCE(), **_soft_target_data(), checks=[OverfitBatchCheck()])["overfit_batch"]
+    assert result.status == "pass", result.message
+    floor, initial = result.details["floor"], result.details["initial"]
+    assert result.details["floor_from"] == "cross_entropy (the targets' entropy)"
+    assert 1.0 < floor < initial and result.details["best"] > 0.3 * initial  # 0.3 x initial: out of reach
+    assert result.details["target"] == pytest.approx(floor + 0.3 * (initial - floor), rel=1e-9)
+
+
+def test_a_hand_written_loss_that_falls_short_of_a_fixed_share_abstains_never_fails():
+    """ListNet (sealed gallery E's false alarm): the same soft cross-entropy written by hand falls ~20%,
+    its floor unknown to the check: inconclusive, saying so."""
+    torch.manual_seed(0)
+    data = _soft_target_data()
+    result = preflight(_HandWrittenSoftTargetCE(), **data, checks=[OverfitBatchCheck()])["overfit_batch"]
+    assert result.status == "inconclusive", result.message
+    assert result.details["floor"] is None and "floor is unknown" in result.summary
+    assert len(result.summary) <= SUMMARY_LIMIT and result.action
+
+
+class _OffsetRegressor(pl.LightningModule):
+    """Mean squared error plus a constant 8 (a flow's dequantisation constant): correct gradients, floor
+    unknown to the check; ``lr=0`` makes a loss that cannot fall."""
+
+    def __init__(self, lr: float = 1e-2) -> None:
+        super().__init__()
+        self.lr, self.net = lr, nn.Sequential(nn.Linear(M.IN, 64), nn.ReLU(), nn.Linear(64, 1))
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        x, y = batch
+        return F.mse_loss(self.net(x).squeeze(-1), y) + 8.0
+
+    def configure_optimizers(self) -> Any:
+        return torch.optim.Adam(self.parameters(), lr=self.lr)
+
+
+def _regression_data() -> dict[str, Any]:
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(256, M.IN, generator=g)
+    return M._split(x, x @ torch.randn(M.IN, generator=g))
+
+
+def test_an_offset_loss_that_learns_abstains_and_one_that_cannot_fall_fails():
+    torch.manual_seed(0)
+    learns = preflight(_OffsetRegressor(), **_regression_data(), checks=[OverfitBatchCheck()])[
+        "overfit_batch"
+    ]
+    assert learns.status == "inconclusive", learns.message
+    assert learns.details["best"] < learns.details["initial"] - 1.0  # it learnt: only the floor is unknown
+    torch.manual_seed(0)
+    stuck = preflight(_OffsetRegressor(lr=0.0), **_regression_data(), checks=[OverfitBatchCheck()])
+    assert stuck["overfit_batch"].status == "fail", stuck["overfit_batch"].message
+    assert stuck["overfit_batch"].details["never_moved"] is True
+
+
+def test_known_floor_of_probability_targets_is_reached_at_their_logits_and_never_undercut():
+    g = torch.Generator().manual_seed(0)
+    soft = torch.rand(6, 5, generator=g).softmax(-1)
+    multi_hot = (torch.rand(6, 5, generator=g) < 0.5).float()
+    multi_hot[:, 0] = 1.0  # every row has a label: the floor of a row with m labels is m ln m
+    labels = multi_hot.sum(-1)
+    entropy = float(-(soft * soft.log()).sum(-1).mean())
+    for target, expected in ((soft, entropy), (multi_hot, float((labels * labels.log()).mean()))):
+        logits = torch.randn(6, 5, generator=g, requires_grad=True)
+        with record_loss_calls() as calls:
+            loss = F.cross_entropy(logits, target)
+        floor = known_floor(calls, loss)
+        assert floor is not None and floor.value == pytest.approx(expected, rel=1e-6)  # float32 targets
+        minimiser = (target / target.sum(-1, keepdim=True)).clamp_min(1e-30).log()
+        assert float(F.cross_entropy(minimiser, target)) == pytest.approx(floor.value, rel=1e-6)
+        assert float(loss.detach()) > floor.value
+
+
+def test_known_floor_sums_known_terms_and_refuses_rescaled_or_offset_ones():
+    x, y = torch.randn(8, 3, requires_grad=True), torch.randn(8, 3)
+    with record_loss_calls() as calls:
+        loss = F.mse_loss(x, y) + F.l1_loss(x, y)
+    floor = known_floor(calls, loss)
+    assert floor is not None and floor.value == 0.0 and floor.how == "sum of mse_loss (0) + l1_loss (0)"
+    assert known_floor(calls, 0.5 * loss) is None and known_floor(calls, loss + 8) is None
+    with record_loss_calls() as calls:
+        loss = F.binary_cross_entropy_with_logits(x, torch.full((8, 3), 0.25))
+    expected = -(0.25 * math.log(0.25) + 0.75 * math.log(0.75))
+    assert known_floor(calls, loss).value == pytest.approx(expected, rel=1e-9)  # type: ignore[union-attr]

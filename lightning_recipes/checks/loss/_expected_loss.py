@@ -2,7 +2,8 @@
 
 :func:`record_loss_calls` watches the ``torch.nn.functional`` losses (``nn.CrossEntropyLoss`` and Hugging Face
 models call them too); :func:`loss_call_for` finds the call whose value *is* the returned loss;
-:func:`expected_initial_loss` says what that call should read at init, or why that is not known.
+:func:`expected_initial_loss` says what that call should read at init, or why that is not known;
+:func:`known_floor` says the lowest value the returned loss can reach, where that is known.
 
 Example:
     >>> import torch
@@ -30,8 +31,8 @@ from torch import Tensor
 from lightning_recipes.harness import LossCall, LossRecorder
 
 # fmt: off
-__all__ = ["KINDS", "REGRESSION", "Expectation", "expected_initial_loss", "is_prior_output",
-           "label_smoothing_floor", "loss_call_for", "record_loss_calls", "target_of"]
+__all__ = ["KINDS", "REGRESSION", "Expectation", "KnownFloor", "expected_initial_loss", "is_prior_output",
+           "known_floor", "label_smoothing_floor", "loss_call_for", "record_loss_calls", "target_of"]
 # fmt: on
 
 REGRESSION = frozenset({"mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss"})
@@ -105,6 +106,110 @@ def loss_call_for(calls: Sequence[LossCall], loss: Tensor) -> LossCall | None:
         if call.loss.numel() > 1 and bool(torch.isclose(out.mean(), value[0], rtol=1e-6, atol=0)):
             return call
     return None
+
+
+@dataclass(frozen=True)
+class KnownFloor:
+    """The lowest value a recognised loss can reach whatever the model outputs: ``value`` (same reduction as
+    the returned loss) and ``how`` (which losses, which floor)."""
+
+    value: float
+    how: str
+
+
+def known_floor(calls: Sequence[LossCall], loss: Tensor) -> KnownFloor | None:
+    """The floor of the returned ``loss`` when it is one recorded call (:func:`loss_call_for`) or the plain
+    sum of all of them, each with a known floor (:func:`own_floor`); else ``None``: a hand-written, rescaled
+    or offset loss, whose floor is not known.
+
+    Example:
+        >>> import torch
+        >>> from torch.nn import functional as F
+        >>> soft = torch.tensor([[0.5, 0.5], [1.0, 0.0]])  # probability targets: entropies ln 2 and 0
+        >>> with record_loss_calls() as calls:
+        ...     loss = F.cross_entropy(torch.zeros(2, 2), soft) + F.mse_loss(torch.zeros(3), torch.ones(3))
+        >>> floor = known_floor(calls, loss)
+        >>> round(floor.value, 4)
+        0.3466
+        >>> print(floor.how)
+        sum of cross_entropy (the targets' entropy) + mse_loss (0)
+        >>> known_floor(calls, 2 * loss) is None  # rescaled: not known
+        True
+    """
+    call = loss_call_for(calls, loss)
+    terms = [call] if call is not None else [c for c in calls if c.loss is not None and c.loss.numel() > 0]
+    if not terms:
+        return None
+    if call is None:
+        total = torch.stack(
+            [c.loss.detach().double().mean().cpu() for c in terms if c.loss is not None]
+        ).sum()
+        value = loss.detach().double().reshape(-1).cpu()
+        if len(terms) < 2 or value.numel() != 1 or not bool(torch.isclose(total, value[0], rtol=1e-5)):
+            return None  # sync: once
+    floors = [floor for floor in map(own_floor, terms) if floor is not None]
+    if len(floors) < len(terms):
+        return None
+    hows = [f"{c.function} ({how})" for c, (_, how) in zip(terms, floors, strict=True)]
+    how = hows[0] if len(hows) == 1 else "sum of " + " + ".join(hows)
+    return KnownFloor(sum(value for value, _ in floors), how)
+
+
+def own_floor(call: LossCall) -> tuple[float, str] | None:
+    """The lowest value of one recorded loss call over every possible prediction, as reduced (``mean`` of
+    a ``reduction="none"`` output), and what it is; ``None`` when not known (class weights with soft targets
+    or label smoothing, ``pos_weight`` or ``weight`` with soft binary targets, a loss outside :data:`KINDS`).
+
+    - regression losses, ``nll_loss``, ``cross_entropy`` on class indices: 0 (label smoothing: the smoothed
+      target's entropy);
+    - ``cross_entropy`` on probability targets, ``binary_cross_entropy[_with_logits]``: the targets' entropy
+      (for non-negative targets of mass ``s`` per sample, ``s`` times the entropy of the normalised target:
+      a multi-hot row with ``m`` labels scores at least ``m ln m``).
+    """
+    reduction = call.kwargs.get("reduction", "mean")
+    if call.function in REGRESSION or call.function == "nll_loss":
+        return 0.0, "0"
+    if call.target is None or call.function not in KINDS:
+        return None
+    target = call.target.detach().double()
+    weighted = call.kwargs.get("weight") is not None or call.kwargs.get("pos_weight") is not None
+    if call.function == "cross_entropy":
+        classes = call.num_classes
+        assert classes is not None
+        smoothing = float(call.kwargs.get("label_smoothing") or 0.0)
+        if call.integer_target:
+            if smoothing <= 0:
+                return 0.0, "0"
+            if call.kwargs.get("weight") is not None:
+                return None
+            kept = int((call.target != call.kwargs.get("ignore_index", -100)).sum())  # sync: once
+            per = label_smoothing_floor(classes, smoothing)
+            total = per * kept
+            value = (
+                total
+                if reduction == "sum"
+                else total / max(kept if reduction == "mean" else target.numel(), 1)
+            )
+            return value, f"label smoothing {smoothing:g}'s entropy"
+        if call.kwargs.get("weight") is not None:
+            return None
+        if bool((target < 0).any()):  # sync: once
+            return None
+        smoothed = target * (1 - smoothing) + smoothing / classes
+        dim = 1 if target.ndim >= 2 else 0
+        mass = smoothed.sum(dim)  # 1 for a distribution; m for m-hot targets (floor m ln m)
+        entropy = torch.xlogy(mass, mass) - torch.xlogy(smoothed, smoothed).sum(dim)
+        return _reduced(entropy, reduction), "the targets' entropy"
+    if bool(((target == 0) | (target == 1)).all()):  # sync: once
+        return 0.0, "0"
+    if weighted:
+        return None
+    entropy = -(torch.xlogy(target, target) + torch.xlogy(1 - target, 1 - target))
+    return _reduced(entropy, reduction), "the targets' entropy"
+
+
+def _reduced(per_element: Tensor, reduction: str) -> float:
+    return float(per_element.sum() if reduction == "sum" else per_element.mean())  # sync: once
 
 
 def expected_initial_loss(call: LossCall, batches: Sequence[LossCall] = ()) -> Expectation:

@@ -12,7 +12,12 @@ from typing_extensions import Unpack, override
 
 from lightning_recipes._validation import check_in_range, check_int
 from lightning_recipes.checks.base import CheckOptions, SanityCheck
-from lightning_recipes.checks.loss._expected_loss import loss_call_for, record_loss_calls
+from lightning_recipes.checks.loss._expected_loss import (
+    KnownFloor,
+    known_floor,
+    loss_call_for,
+    record_loss_calls,
+)
 from lightning_recipes.checks.loss._loss_probe import LossFloor, input_bounds, loss_floor
 from lightning_recipes.checks.report import CheckResult
 from lightning_recipes.harness import Harness as CheckContext
@@ -21,15 +26,21 @@ from lightning_recipes.harness.batches import batch_size_of, slice_batch
 __all__ = ["OverfitBatchCheck"]
 
 _UNTRAINED_SHARE = 0.1  # a fit short of its target with this share of the weights untrained: said so
+_MIN_FALL = 1e-3  # a loss of unknown floor that fell less than this share of its start did not fall at all
 _ACTION = "Check the learning rate (too high diverges, too low crawls) and param_groups; run grad_flow."
 
 
 class OverfitBatchCheck(SanityCheck):
     """Train a copy on one fixed small batch for at most ``max_steps`` steps: the loss must fall
-    ``1 - target_ratio`` of its way from the initial value to its floor (0, or label smoothing's entropy).
+    ``1 - target_ratio`` of its way from the initial value to its floor, judged only where that floor is
+    known (:func:`known_floor`: 0 for class indices and regression, the targets' entropy for probability
+    targets and label smoothing, summed over a plain sum of such losses).
 
-    The verdicts are in the guide; logged as ``preflight/overfit_batch`` (best / initial loss). Cost: up to
-    ``max_steps`` steps on a small batch.
+    A loss whose floor is not known (hand-written, rescaled, offset) passes when it falls by
+    ``1 - target_ratio`` of its magnitude and fails only when it did not fall at all (by less than 0.1% of
+    its start); between the two the check is ``inconclusive`` (it cannot tell a fit short of the floor from
+    a floor it does not know). The verdicts are in the guide; logged as ``preflight/overfit_batch`` (best /
+    initial loss). Cost: up to ``max_steps`` steps on a small batch.
 
     Args:
         max_steps: Step budget.
@@ -78,7 +89,7 @@ class OverfitBatchCheck(SanityCheck):
         if size is not None and self.num_samples is not None and size > self.num_samples:
             batch, size = slice_batch(batch, self.num_samples, size), self.num_samples
         built = context.build_optimizers(model)
-        values, target, floor = self._train(context, model, built.optimizers, batch)
+        values, target, floor, known = self._train(context, model, built.optimizers, batch)
         initial, steps = values[0], len(values)
         finite = [v for v in values if math.isfinite(v)]
         best = min(finite) if finite else math.nan
@@ -89,8 +100,10 @@ class OverfitBatchCheck(SanityCheck):
             "curve": [round(v, 5) for v in values],
             "optimizer": built.note,
         }
-        if floor is not None:
+        if floor is not None and floor.bounded:
             details |= {"floor": floor.value, "floor_from": floor.how}
+        elif known is not None:
+            details |= {"floor": known.value, "floor_from": known.how}
         if initial != 0 and math.isfinite(best):
             details["measured"] = best / initial
         fell = f"loss {initial:.4g} -> best {best:.4g} in {steps} steps on {size or 'one batch of'} samples"
@@ -113,6 +126,13 @@ class OverfitBatchCheck(SanityCheck):
         assert target is not None
         if best <= target:
             return self.verdict("pass", f"{fell} (target {target:.4g}): it can fit data", details)
+        fall = initial - best
+        if known is None and fall > _MIN_FALL * abs(initial):
+            details["floor"] = None
+            share_fell = f" ({fall / abs(initial):.0%} down)" if initial else ""
+            summary = f"{fell}{share_fell}: not judged, the loss's floor is unknown"
+            action = "Compare details['curve'] with the lowest value your loss can take."
+            return self.verdict("inconclusive", summary, details, action=action)
         moved = max(finite) != min(finite)
         share, untrained = _untrained(context, model, built.optimizers, batch) if moved else (0.0, [])
         if share >= _UNTRAINED_SHARE:
@@ -122,7 +142,7 @@ class OverfitBatchCheck(SanityCheck):
                 "Unfreeze what should learn, put it in the optimizer; if planned (fine-tuning), ignore this."
             )
             return self.verdict("warn", summary, details, action=action)
-        if best <= initial - 0.5 * (initial - target):
+        if known is not None and best <= initial - 0.5 * (initial - target):
             action = "Give it more steps (OverfitBatchCheck(max_steps=...)) or a larger learning rate."
             return self.verdict("warn", f"{fell}: half way to {target:.4g}", details, action=action)
         details["never_moved"] = not moved
@@ -130,16 +150,19 @@ class OverfitBatchCheck(SanityCheck):
             "the loss never moved, it cannot memorise them"
             if not moved
             else f"it cannot memorise them ({target:.4g})"
+            if known is not None
+            else f"it fell under {_MIN_FALL:.1%} of its start, it cannot learn them"
         )
         return self.verdict("fail", summary, details, action=_ACTION)
 
     def _train(
         self, context: CheckContext, model: pl.LightningModule, optimizers: list[Optimizer], batch: Any
-    ) -> tuple[list[float], float | None, LossFloor | None]:
+    ) -> tuple[list[float], float | None, LossFloor | None, KnownFloor | None]:
         """Up to ``max_steps`` steps on ``batch`` (stops at the target or a non-finite loss): the loss curve,
-        the target (``target_ratio`` of the way from the initial loss to its floor) and the floor."""
+        the target (``target_ratio`` of the way from the initial loss to its known floor, else to 0), the
+        floor an input bound proves, and the loss's own floor where known."""
         curve: list[torch.Tensor] = []
-        target, floor = None, None
+        target, floor, known = None, None, None
         for step in range(self.max_steps):
             if step == 0:
                 with record_loss_calls(input_bounds) as calls:
@@ -148,12 +171,11 @@ class OverfitBatchCheck(SanityCheck):
                 floor = None if call is None else loss_floor(call)
                 initial = float(loss)  # sync: once
                 if not math.isfinite(initial):
-                    return [initial], None, floor
-                low = (
-                    floor.value if floor is not None and not floor.bounded and floor.value < initial else None
-                )
+                    return [initial], None, floor, None
+                known = known_floor(calls, loss)
                 target = initial - (1 - self.target_ratio) * abs(initial)
-                target = target if low is None else low + self.target_ratio * (initial - low)
+                if known is not None:
+                    target = known.value + self.target_ratio * (initial - known.value)
                 curve.append(loss.float())
                 if floor is not None and floor.bounded and floor.value > target:
                     break  # provably unreachable: no need to train
@@ -163,7 +185,7 @@ class OverfitBatchCheck(SanityCheck):
                 lowest = float(torch.stack(curve).nan_to_num(nan=math.inf).min())
                 if lowest <= (-math.inf if target is None else target) or not math.isfinite(float(curve[-1])):
                     break
-        return torch.stack(curve).tolist(), target, floor
+        return torch.stack(curve).tolist(), target, floor, known
 
 
 def _untrained(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
+from contextlib import suppress
 from typing import Any
 
 import lightning.pytorch as pl
@@ -20,7 +21,7 @@ from lightning_recipes.checks.base import CheckOptions, SanityCheck
 from lightning_recipes.checks.report import SUMMARY_LIMIT, CheckResult
 from lightning_recipes.harness import Harness as CheckContext
 from lightning_recipes.harness import first_tensor
-from lightning_recipes.harness.batches import batch_size_of
+from lightning_recipes.harness.batches import batch_size_of, slice_batch
 
 __all__ = ["EvalModeCheck"]
 
@@ -32,11 +33,15 @@ class EvalModeCheck(SanityCheck):
     and a forward pass changes no state.
 
     Two ``no_grad`` passes of the first samples under different seeds must agree within ``rtol`` (else
-    ``fail``, naming the first module whose output differs); every parameter and buffer must be unchanged
-    (running statistics updated in eval, a counter buffer). Mode-dependent layers are listed in
-    ``details["mode_dependent_layers"]``. The output is :meth:`CheckContext.batch_output`.
+    ``fail``, naming the first module whose output differs); a pass after the first must leave every
+    parameter and buffer unchanged (running statistics updated in eval, a counter buffer). A change made by
+    the first pass only, repeated neither by the second nor by a pass on other samples, is a one-time lazy
+    initialisation (``details["initialised_state"]``), not a failure; the outputs are then compared after it.
+    Mode-dependent layers are listed in ``details["mode_dependent_layers"]``. The output is
+    :meth:`CheckContext.batch_output`.
 
-    Cost: two forward passes on ``num_samples`` samples with per-module hooks; a checksum of each parameter.
+    Cost: two forward passes on ``num_samples`` samples with per-module hooks (two more after a first-pass
+    change); a checksum of each parameter per pass.
 
     Args:
         num_samples: Samples of the first training batch used.
@@ -73,18 +78,27 @@ class EvalModeCheck(SanityCheck):
         batch, _ = first_samples(context, self.num_samples)
         model = context.copy_model()
         model.eval()
-        params_before = _checksums(model)
-        buffers_before = {name: b.detach().clone() for name, b in model.named_buffers()}
-        (out_a, records_a), (out_b, records_b) = (
-            self._observe(context, model, batch, context.seed + offset) for offset in (1, 2)
-        )
-        changed = [n for n, c in _checksums(model).items() if not torch.equal(c, params_before[n])]
-        changed += [n for n, b in model.named_buffers() if not _same(b, buffers_before.get(n, b[None]), 0.0)]
+        states = [_state(model)]
+        passes = []
+        for offset in (1, 2):
+            passes.append(self._observe(context, model, batch, context.seed + offset))
+            states.append(_state(model))
+        first, changed = _changed(states[0], states[1]), _changed(states[1], states[2])
+        initialised: list[str] = []
+        if first and not changed:  # a one-time initialisation, unless other samples change it again
+            with suppress(Exception):  # the user's code cannot take half the batch: the same batch tells
+                self._observe(context, model, _other_samples(context, batch), context.seed + 3)
+            changed = _changed(states[2], _state(model))
+            if not changed:
+                initialised = first
+                passes[0] = self._observe(context, model, batch, context.seed + 1)  # compared after it
+        (out_a, records_a), (out_b, records_b) = passes
         culprit, first_input = self._localise(records_a, records_b)
         details: dict[str, Any] = {
             "mode_dependent_layers": _mode_dependent_layers(model),
             "samples": batch_size_of(batch, context.input_key),
             "changed_state": changed,
+            "initialised_state": initialised,
             "outputs_equal": _same(out_a, out_b, self.rtol),
             "max_difference": _max_difference(out_a, out_b),
             "random_module": culprit,
@@ -114,6 +128,10 @@ class EvalModeCheck(SanityCheck):
             )
         equal = details["outputs_equal"]
         why = "two passes with different seeds agree" if equal else "only inputs the step draws differ"
+        if initialised:
+            names = listed([f"`{n}`" for n in initialised], width=40)
+            summary = f"eval() is deterministic, and stateless once its first pass initialised {names}"
+            return self.verdict("pass", summary[:SUMMARY_LIMIT], details)
         return self.verdict("pass", f"eval() is deterministic and stateless: {why}", details)
 
     def _observe(
@@ -244,14 +262,28 @@ def _max_difference(a: Tensor, b: Tensor) -> float:
     return float((a.double() - b.double()).abs().nan_to_num().max()) if a.numel() else 0.0  # sync: once
 
 
-def _checksums(model: nn.Module) -> dict[str, Tensor]:
-    """A float64 checksum per parameter (sum and position-weighted sum): no copy of the weights."""
-    sums = {}
+def _state(model: nn.Module) -> dict[str, Tensor]:
+    """The model's state: a float64 checksum per parameter (sum and position-weighted sum: no copy of the
+    weights) and a copy of each buffer."""
+    state = {}
     for name, param in model.named_parameters():
         flat = param.detach().flatten().double()
         weights = torch.arange(1, flat.numel() + 1, device=flat.device, dtype=torch.float64) / flat.numel()
-        sums[name] = torch.stack([flat.sum(), (flat * weights).sum()])
-    return sums
+        state[name] = torch.stack([flat.sum(), (flat * weights).sum()])
+    return state | {name: b.detach().clone() for name, b in model.named_buffers()}
+
+
+def _changed(before: dict[str, Tensor], after: dict[str, Tensor]) -> list[str]:
+    """The parameters and buffers that differ (exactly), appeared or went away between two states."""
+    names = list(after) + [n for n in before if n not in after]
+    return [n for n in names if n not in before or n not in after or not _same(before[n], after[n], 0.0)]
+
+
+def _other_samples(context: CheckContext, batch: Any) -> Any:
+    """The first half of ``batch`` (other samples than the whole: a state set from the input changes), or
+    ``batch`` itself when it holds one sample."""
+    size = batch_size_of(batch, context.input_key)
+    return batch if size is None or size < 2 else slice_batch(batch, (size + 1) // 2, size)
 
 
 def _mode_dependent_layers(model: nn.Module) -> dict[str, int]:
