@@ -19,6 +19,7 @@ __all__ = ["FAIL_GAP", "WARN_GAP", "Relation", "features", "lookup_scores", "nei
 
 FAIL_GAP, WARN_GAP = 0.25, 0.15  # score lost from the own split to the other split
 FAIL_SHARE = 0.35  # ... or this share of the own split's score
+DEPENDENCE_Z = 4.0  # widen a score's error for dependent rows (one question per feature and block width)
 Z_FLOOR = 5.0  # standard errors of the gap, at least (one feature: sqrt(2 ln D) + 3 over D features)
 _K, _REPEATS, _BINS, _SIDE, _MAX_SAMPLES = 5, 10, 32, 16, 2048
 
@@ -154,9 +155,10 @@ def _compare(
     weights = weights / weights.sum()
     mean_own = float((weights * own).sum())
     var_own = (
-        float((weights.square() * (own - mean_own).square()).sum()) * dependence_factor(own, weights) ** 2
+        float((weights.square() * (own - mean_own).square()).sum())
+        * dependence_factor(own, weights, DEPENDENCE_Z) ** 2
     )
-    var_other = float(other.var()) / len(other) * dependence_factor(other) ** 2
+    var_other = float(other.var()) / len(other) * dependence_factor(other, z=DEPENDENCE_Z) ** 2
     return mean_own, float(other.mean()), math.sqrt(var_own + var_other + 1e-12)
 
 
@@ -298,8 +300,8 @@ def _per_position(
     own, cross = own[torch.bincount(sb) > 0], cross[torch.bincount(sc) > 0]
     mean_own, mean_other = float(own.mean()), float(cross.mean())
     noise = math.sqrt(
-        float(own.var()) / len(own) * dependence_factor(own) ** 2
-        + float(cross.var()) / len(cross) * dependence_factor(cross) ** 2
+        float(own.var()) / len(own) * dependence_factor(own, z=DEPENDENCE_Z) ** 2
+        + float(cross.var()) / len(cross) * dependence_factor(cross, z=DEPENDENCE_Z) ** 2
         + 1e-12
     )
     return [Relation("per position", fitted, mean_own, mean_other, noise, Z_FLOOR)]
