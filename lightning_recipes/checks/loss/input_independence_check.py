@@ -158,9 +158,8 @@ class InputIndependenceCheck(SanityCheck):
         )
         if shown is not None:
             details["input_as_prediction"] = {split: gain._asdict() for split, gain in shown.items()}
-        if shown is not None and all(
-            gain.low > 0 for gain in shown.values()
-        ):  # the fit fell short, not the data
+        pairs_real = shown is not None and all(gain.low > 0 for gain in shown.values())
+        if shown is not None and pairs_real:  # the fit fell short, not the data
             copied = min(shown.values())
             summary = (
                 f"held-out loss {means[0]:.4g} real vs {means[2]:.4g} permuted, but the input as prediction "
@@ -292,7 +291,7 @@ def _input_pairing(context: CheckContext, train: list[Any], chunks: list[Any]) -
 
 def _input_as_prediction(context: CheckContext, chunks: list[Any]) -> Gain | None:
     """Model-free control: an untrained copy whose output is replaced by its own input (where the output has
-    the input's shape), scored by the user's loss on each held-out chunk as served and with every entry moved
+    the input's shape), scored by the user's loss on each chunk as served and with every entry moved
     to the next sample (the prediction stays): :func:`held_out_gain` of own pairs over moved ones. ``None``
     when the output is not shaped like the input or the loss cannot be run this way."""
     model = context.copy_model()
