@@ -22,6 +22,7 @@ __all__ = [
     "ROBUST_SIGMA",
     "NoiseVerdict",
     "Z",
+    "dependence_factor",
     "difference_noise",
     "judge_deviation",
     "line_fit",
@@ -122,6 +123,42 @@ def standard_error(values: Tensor, weights: Tensor | None = None, population: in
             raise ValueError(f"`population` must be an integer >= 2, got {population!r}.")
         error = error * ((population - total) / (population - 1)).clamp_min(0.0).sqrt()
     return error
+
+
+def dependence_factor(values: Tensor, weights: Tensor | None = None, z: float = Z) -> float:
+    """How much dependence between neighbouring ``values`` (in their order: rows of one trajectory, one
+    subject, one document next to each other) widens the standard error of their (weighted) mean: the ratio
+    of the batch-means error over contiguous blocks of ``2, 4, 8, ...`` values (10 blocks at least) to the
+    error of independent values, for the widest block whose variance exceeds the independent one beyond
+    chance (a chi-square bound at ``z``); 1.0 where none does, so independent values keep their error.
+    Multiply an error computed as if the values were independent by it.
+
+    Example:
+        >>> g = torch.Generator().manual_seed(0)
+        >>> dependence_factor(torch.randn(400, generator=g))  # independent values
+        1.0
+        >>> runs = torch.randn(40, generator=g).repeat_interleave(10)  # runs of 10 equal values
+        >>> round(dependence_factor(runs), 1)  # about sqrt(10): 40 independent values, not 400
+        2.8
+    """
+    flat = values.detach().double().flatten().cpu()
+    w = torch.full_like(flat, 1.0) if weights is None else weights.detach().double().flatten().cpu()
+    w = w / w.sum().clamp_min(1e-300)
+    spread = w * (flat - (w * flat).sum())  # each value's share of the mean's deviation
+    factor, size = 1.0, 2
+    while len(spread) // size >= 10:
+        blocks = len(spread) // size
+        kept = spread[: blocks * size]
+        independent = float(kept.square().sum())
+        if independent <= 0:
+            break
+        ratio = float(kept.reshape(blocks, size).sum(1).square().sum()) / independent
+        df = blocks - 1  # Wilson-Hilferty: the chi-square(df) / df quantile at z
+        bound = (1 - 2 / (9 * df) + z * math.sqrt(2 / (9 * df))) ** 3
+        if ratio > bound:
+            factor = max(factor, math.sqrt(ratio))
+        size *= 2
+    return factor
 
 
 def difference_noise(values: Sequence[float], order: int = 1) -> float:

@@ -125,3 +125,17 @@ def test_judge_deviation(deviation: float, noise: float, status: str) -> None:
     tolerance = max(st.NOISE_FACTOR * noise, 64 * torch.finfo(torch.float32).eps)
     assert (verdict.status, verdict.tolerance) == (status, pytest.approx(tolerance))
     assert st.judge_deviation(1.0, 0.0, 1.0, torch.int64).status == "fail"  # integers: float32's epsilon
+
+
+def test_dependence_factor_keeps_independent_errors_and_widens_runs() -> None:
+    """Independent values keep their error (factor 1 in ~99% of draws, the mean barely moves); values in runs
+    of ``r`` equal values (rows of one trajectory) get about ``sqrt(r)``: ``n / r`` independent values."""
+    g = torch.Generator().manual_seed(3)
+    independent = [st.dependence_factor(torch.randn(300, generator=g)) for _ in range(300)]
+    assert sum(f > 1 for f in independent) <= 9 and statistics.mean(independent) < 1.02
+    for run in (5, 10):
+        runs = torch.randn(600 // run, generator=g).repeat_interleave(run)
+        assert math.sqrt(run) / 1.6 < st.dependence_factor(runs) < math.sqrt(run) * 1.6
+    # weights: the error of a weighted mean (class-share weights) is widened alike
+    runs = torch.randn(60, generator=g).repeat_interleave(10)
+    assert st.dependence_factor(runs, torch.rand(600, generator=g) + 0.5) > 2.0

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import lightning.pytorch as pl
 import pytest
 import torch
 from torch import Tensor
@@ -318,3 +319,60 @@ def test_results_match_those_saved(name):
     got = golden_result(name)
     assert got["status"] == saved["status"]
     assert_same_as_saved(got, saved)
+
+
+def _trajectories(episodes: int, seed: int) -> tuple[Tensor, Tensor]:
+    """Behaviour cloning: (position, goal) states along 10-step episodes, episode after episode, and the
+    expert's action (half the way to the goal, capped): neighbouring rows share a goal and a path."""
+    g = torch.Generator().manual_seed(seed)
+    pos, goal = 2 * torch.rand(episodes, 2, generator=g) - 1, 2 * torch.rand(episodes, 2, generator=g) - 1
+    states, actions = [], []
+    for _ in range(10):
+        states.append(torch.cat([pos, goal], -1))
+        actions.append((0.5 * (goal - pos)).clamp(-0.2, 0.2))
+        pos = pos + actions[-1] + 0.05 * torch.randn(episodes, 2, generator=g)
+    return torch.stack(states, 1).flatten(0, 1), torch.stack(actions, 1).flatten(0, 1)
+
+
+class _Cloner(pl.LightningModule):
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = torch.nn.Sequential(torch.nn.Linear(4, 64), torch.nn.Tanh(), torch.nn.Linear(64, 2))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.net(x)
+
+    def training_step(self, batch: Any, batch_idx: int) -> Tensor:
+        return torch.nn.functional.mse_loss(self(batch[0]), batch[1])
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.Adam(self.parameters(), lr=1e-3)
+
+
+def _data_result(x: Tensor, y: Tensor, x_val: Tensor, y_val: Tensor) -> Any:
+    torch.manual_seed(0)
+    report = preflight(
+        _Cloner(), **loaders(x, y, x_val, y_val), checks=[DataCheck()], num_threads=1, progress=False
+    )
+    return report["data"]
+
+
+def test_rows_served_in_runs_are_not_paired_with_their_own_neighbours() -> None:
+    """Sealed E (behaviour cloning): validation rows come episode after episode, so a lookup table of the
+    goal fitted on every other row memorised each episode and 'scored' 0.64 on the rows between; the rows
+    are split in order instead, and the healthy data passes."""
+    x, y = _trajectories(100, 1)
+    x_val, y_val = _trajectories(30, 2)
+    result = _data_result(x, y, x_val, y_val)
+    assert result.status == "pass", result.message
+
+
+def test_a_training_only_shuffle_of_rows_served_in_runs_is_still_caught() -> None:
+    """Split in order, the rule fitted on validation sees half its episodes: 60 validation episodes (600
+    rows) leave it the power to see training actions shuffled across rows (30 episodes: about 5 SE)."""
+    x, y = _trajectories(200, 1)
+    x_val, y_val = _trajectories(60, 2)
+    shuffled = y[torch.randperm(len(y), generator=torch.Generator().manual_seed(7))]
+    result = _data_result(x, shuffled, x_val, y_val)
+    assert result.status in ("fail", "warn"), result.message
+    assert result.details["relation"]["z"] >= result.details["relation"]["needed_z"]

@@ -170,3 +170,79 @@ def test_healthy_data_split_by_subject_is_not_blamed_on_the_labels() -> None:
     result = _run(case.model(), **case.data())
     assert result.status in ("inconclusive", "pass"), result.message
     assert result.details["training_gain_over_targets_permuted"]["low"] > 0
+
+
+def _images(n: int, seed: int) -> Tensor:
+    """Images of 16 pixels on a 2-D manifold (neighbouring pixels alike): a reconstructable signal."""
+    g = torch.Generator().manual_seed(seed)
+    basis = torch.randn(2, 16, generator=g).cumsum(1) / 4
+    return torch.randn(n, 2, generator=g) @ basis + 0.05 * torch.randn(n, 16, generator=g)
+
+
+class MaskedReconstruction(TinyClassifier):
+    """Batches ``(image, mask)``: the model hides the masked pixels itself and is scored on them (a
+    hand-written loss, no loss call to trace); the mask is random: which mask goes with which image does
+    not matter."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = nn.Linear(16, 16)
+
+    def forward(self, image: Tensor, mask: Tensor) -> Tensor:
+        return self.net(image * (1 - mask) - mask)
+
+    def training_step(self, batch: Any, batch_idx: int) -> Tensor:
+        image, mask = batch
+        return (((self(image, mask) - image) ** 2) * mask).sum() / mask.sum().clamp_min(1)
+
+    def validation_step(self, batch: Any, batch_idx: int) -> None:
+        self.log("val_loss", self.training_step(batch, batch_idx))
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.SGD(self.parameters(), lr=0.01)
+
+
+def test_a_real_pairing_shown_by_the_input_as_prediction_is_never_failed() -> None:
+    """Issue #34 (sealed E, masked patches): the controls move the image against a random mask, which breaks
+    nothing, so the trial fit cannot tell the copies apart; the input used as the prediction scores its own
+    target far better than a moved one, so the pairs are real: no fail."""
+    g = torch.Generator().manual_seed(1)
+    masks = [(torch.rand(n, 16, generator=g) < 0.4).float() for n in (512, 128)]
+    train = DataLoader(TensorDataset(_images(512, 2), masks[0]), batch_size=32, shuffle=True)
+    val = DataLoader(TensorDataset(_images(128, 3), masks[1]), batch_size=32)
+    result = _run(MaskedReconstruction(), train_dataloaders=train, val_dataloaders=val)
+    assert result.status in ("pass", "inconclusive"), result.message
+    if result.status == "inconclusive":
+        assert all(gain["low"] > 0 for gain in result.details["input_as_prediction"].values())
+
+
+class Denoiser(TinyClassifier):
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = nn.Linear(16, 16)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.net(x)
+
+    def training_step(self, batch: Any, batch_idx: int) -> Tensor:
+        x, y = batch
+        return F.mse_loss(self(x), y)
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.SGD(self.parameters(), lr=0.05)
+
+
+def test_shuffled_targets_shaped_like_the_input_still_fail() -> None:
+    """The model-free control does not rescue broken pairs: noisy images served with another image's clean
+    target (a training-only shuffle, clean validation) are no closer to their own target than to a moved
+    one, so the control must hold on the trained pairs too."""
+    clean = _images(512, 1) + 1  # a mean to learn first: the real copy's loss falls
+    noisy = clean + 0.3 * torch.randn(clean.shape, generator=torch.Generator().manual_seed(5))
+    shuffled = clean[torch.randperm(512, generator=torch.Generator().manual_seed(6))]
+    val_clean = _images(128, 2) + 1
+    val = DataLoader(TensorDataset(val_clean + 0.3 * torch.randn(128, 16), val_clean), batch_size=32)
+    train = DataLoader(TensorDataset(noisy, shuffled), batch_size=32, shuffle=True)
+    result = _run(Denoiser(), train_dataloaders=train, val_dataloaders=val)
+    assert result.status == "fail", result.message
+    shown = result.details["input_as_prediction"]  # validation's pairs are real, training's are not
+    assert shown["held_out"]["low"] > 0 and shown["train"]["low"] <= 0

@@ -13,10 +13,13 @@ import torch
 from torch import Tensor
 from torch.nn import functional as F
 
-__all__ = ["FAIL_GAP", "WARN_GAP", "Relation", "features", "lookup_scores", "relations"]
+from lightning_recipes._stats import Z, dependence_factor, significantly_above, standard_error
+
+__all__ = ["FAIL_GAP", "WARN_GAP", "Relation", "features", "lookup_scores", "neighbours_alike", "relations"]
 
 FAIL_GAP, WARN_GAP = 0.25, 0.15  # score lost from the own split to the other split
 FAIL_SHARE = 0.35  # ... or this share of the own split's score
+DEPENDENCE_Z = 4.0  # widen a score's error for dependent rows (one question per feature and block width)
 Z_FLOOR = 5.0  # standard errors of the gap, at least (one feature: sqrt(2 ln D) + 3 over D features)
 _K, _REPEATS, _BINS, _SIDE, _MAX_SAMPLES = 5, 10, 32, 16, 2048
 
@@ -151,8 +154,12 @@ def _compare(
         return 0.0, 0.0, math.inf
     weights = weights / weights.sum()
     mean_own = float((weights * own).sum())
-    var_own = float((weights.square() * (own - mean_own).square()).sum())
-    return mean_own, float(other.mean()), math.sqrt(var_own + float(other.var()) / len(other) + 1e-12)
+    var_own = (
+        float((weights.square() * (own - mean_own).square()).sum())
+        * dependence_factor(own, weights, DEPENDENCE_Z) ** 2
+    )
+    var_other = float(other.var()) / len(other) * dependence_factor(other, z=DEPENDENCE_Z) ** 2
+    return mean_own, float(other.mean()), math.sqrt(var_own + var_other + 1e-12)
 
 
 def _standardised(fit: Tensor, other: Tensor, pooled: bool) -> tuple[Tensor, Tensor]:
@@ -181,8 +188,10 @@ def relations(
             y[fitted][: n[fitted]],
             y[other][: n[other]],
         )
+        ordered = neighbours_alike(features(xf))
+        held = torch.arange(len(yf)) >= (len(yf) + 1) // 2 if ordered else torch.arange(len(yf)) % 2 == 1
         if aligned:
-            found += _per_position(xf, yf, xo, yo, classes, fitted)
+            found += _per_position(xf, yf, xo, yo, classes, fitted, held)
             continue
         a, b = _standardised(features(xf), features(xo), fitted == "val")
         cross = torch.cdist(b, a)
@@ -194,7 +203,9 @@ def relations(
         # Repeats inside the fitted split (one subject measured often, a sampler drawing with replacement)
         # make its own held-out score a memory test: neighbours closer than nearly every sample's 10th
         # neighbour are left out of it.
-        lone = (within[1::2][:, 0::2] > 0).all(1)  # held-out half without an exact copy in the fitted half
+        lone = (within[held][:, ~held] > 0).all(1)  # held-out half without an exact copy in the fitted half
+        if ordered:  # rows served in runs (one trajectory, one subject): neighbours from the other half only
+            within[held[:, None] == held[None, :]] = math.inf
         if len(a) > _REPEATS:
             within[within < within.kthvalue(_REPEATS, dim=1).values.quantile(0.05)] = math.inf
         if xf.is_floating_point() and len(yf) > 2 * _K and int(near.sum()) >= 20:
@@ -203,8 +214,29 @@ def relations(
             found.append(
                 Relation("nearest neighbours", fitted, *_compare(own, yf, scored, yo[near], classes), Z_FLOOR)
             )
-        found += _one_feature(groups[fitted], yf, groups[other], yo, classes, fitted, lone)
+        found += _one_feature(groups[fitted], yf, groups[other], yo, classes, fitted, held, lone)
     return found
+
+
+def neighbours_alike(rows: Tensor, z: float = Z) -> bool:
+    """Whether rows ``[N, D]`` next to each other in their order are closer than rows half the set apart,
+    beyond chance at ``z`` standard errors: states along one trajectory, frames of one video, rows of one
+    subject served in runs. Such rows are not independent samples, so a held-out half must not interleave
+    with its fitted half (the rules then split in order). Shuffled rows: ``False`` (~1% odds).
+
+    Example:
+        >>> g = torch.Generator().manual_seed(0)
+        >>> walk = torch.randn(200, 3, generator=g).cumsum(0)
+        >>> neighbours_alike(walk), neighbours_alike(walk[torch.randperm(200, generator=g)])
+        (True, False)
+    """
+    half = len(rows) // 2
+    if half < 20:
+        return False
+    near = (rows[1:] - rows[:-1]).norm(dim=1).double()
+    far = (rows[half:] - rows[: len(rows) - half]).norm(dim=1).double()
+    se = [float(standard_error(d)) for d in (near, far)]
+    return significantly_above(float(far.mean()), se[1], float(near.mean()), se[0], z)
 
 
 def _one_feature(
@@ -214,6 +246,7 @@ def _one_feature(
     y_other: Tensor,
     classes: int,
     fitted: str,
+    held: Tensor,
     lone: Tensor,
 ) -> list[Relation]:
     names = [k for k in fit if k in other and fit[k].shape[1:] == other[k].shape[1:]]
@@ -221,15 +254,13 @@ def _one_feature(
         return []
     a = torch.cat([features(fit[k][: len(y_fit)]) for k in names], 1)
     b = torch.cat([features(other[k][: len(y_other)]) for k in names], 1)
-    half = a[0::2], y_fit[0::2]
-    own = lookup_scores(*half, a[1::2][lone], y_fit[1::2][lone], classes)
+    half, y_held = (a[~held], y_fit[~held]), y_fit[held][lone]
+    own = lookup_scores(*half, a[held][lone], y_held, classes)
     cross = lookup_scores(*half, b, y_other, classes)
     needed = max(Z_FLOOR, math.sqrt(2 * math.log(max(2, a.shape[1]))) + 3)
     best = None
     for d in range(a.shape[1]):
-        found = Relation(
-            "one feature", fitted, *_compare(own[d], y_fit[1::2][lone], cross[d], y_other, classes), needed
-        )
+        found = Relation("one feature", fitted, *_compare(own[d], y_held, cross[d], y_other, classes), needed)
         if best is None or found.z > best.z:
             best, at = found, d
     if best is None:
@@ -243,7 +274,7 @@ def _one_feature(
 
 
 def _per_position(
-    x_fit: Tensor, y_fit: Tensor, x_other: Tensor, y_other: Tensor, classes: int, fitted: str
+    x_fit: Tensor, y_fit: Tensor, x_other: Tensor, y_other: Tensor, classes: int, fitted: str, held: Tensor
 ) -> list[Relation]:
     """Input value at a position -> target at that position; scores averaged per sample."""
 
@@ -256,9 +287,8 @@ def _per_position(
         keep = valid.reshape(-1)
         return value.reshape(-1, 1)[keep], y.reshape(-1)[keep], sample[keep]
 
-    fit = x_fit[0::2], y_fit[0::2]
-    xa, ya, _ = pairs(*fit)
-    xb, yb, sb = pairs(x_fit[1::2], y_fit[1::2])
+    xa, ya, _ = pairs(x_fit[~held], y_fit[~held])
+    xb, yb, sb = pairs(x_fit[held], y_fit[held])
     xc, yc, sc = pairs(x_other, y_other)
     if len(ya) < 40 or len(yb) < 20 or len(yc) < 20:
         return []
@@ -269,5 +299,9 @@ def _per_position(
     cross = torch.zeros(int(sc.max()) + 1).index_add_(0, sc, cross) / torch.bincount(sc).clamp_min(1)
     own, cross = own[torch.bincount(sb) > 0], cross[torch.bincount(sc) > 0]
     mean_own, mean_other = float(own.mean()), float(cross.mean())
-    noise = math.sqrt(float(own.var()) / len(own) + float(cross.var()) / len(cross) + 1e-12)
+    noise = math.sqrt(
+        float(own.var()) / len(own) * dependence_factor(own, z=DEPENDENCE_Z) ** 2
+        + float(cross.var()) / len(cross) * dependence_factor(cross, z=DEPENDENCE_Z) ** 2
+        + 1e-12
+    )
     return [Relation("per position", fitted, mean_own, mean_other, noise, Z_FLOOR)]

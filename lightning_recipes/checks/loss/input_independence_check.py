@@ -16,6 +16,7 @@ from lightning_recipes.checks._probe import held_out_split
 from lightning_recipes.checks.base import CheckOptions, SanityCheck, perturbed
 from lightning_recipes.checks.loss._input_gap import (
     CONFIDENCE,
+    Gain,
     LossDrop,
     held_out_gain,
     loss_drop,
@@ -152,6 +153,20 @@ class InputIndependenceCheck(SanityCheck):
             )
             action = "Judge the reconstructions themselves (overfit_batch), or give it more steps."
             return self.verdict("inconclusive", summary, details, action=action)
+        shown = (
+            _input_pairing(context, train, chunks) if learned.fell and same_fit and removed.low <= 0 else None
+        )
+        if shown is not None:
+            details["input_as_prediction"] = {split: gain._asdict() for split, gain in shown.items()}
+        pairs_real = shown is not None and all(gain.low > 0 for gain in shown.values())
+        if shown is not None and pairs_real:  # the fit fell short, not the data
+            copied = min(shown.values())
+            summary = (
+                f"held-out loss {means[0]:.4g} real vs {means[2]:.4g} permuted, but the input as prediction "
+                f"beats moved pairs ({copied.gain:+.0%}): no verdict"
+            )
+            action = "Give it more steps (InputIndependenceCheck(max_steps=)) or judge it with overfit_batch."
+            return self.verdict("inconclusive", summary, details, action=action)
         if learned.fell and same_fit and removed.low <= 0:
             summary = (
                 f"held-out loss {means[0]:.4g} real vs {means[1]:.4g} no inputs; real pairs fit no better "
@@ -264,6 +279,55 @@ class InputIndependenceCheck(SanityCheck):
                 )
             model.train()
         return torch.stack(rows).cpu()
+
+
+def _input_pairing(context: CheckContext, train: list[Any], chunks: list[Any]) -> dict[str, Gain] | None:
+    """:func:`_input_as_prediction` on the first 8 training batches and on the held-out chunks (a pairing
+    broken in one split only is broken); ``None`` where it does not apply."""
+    trained = _input_as_prediction(context, train[:8])
+    held_out = _input_as_prediction(context, chunks) if trained is not None else None
+    return None if trained is None or held_out is None else {"train": trained, "held_out": held_out}
+
+
+def _input_as_prediction(context: CheckContext, chunks: list[Any]) -> Gain | None:
+    """Model-free control: an untrained copy whose output is replaced by its own input (where the output has
+    the input's shape), scored by the user's loss on each chunk as served and with every entry moved
+    to the next sample (the prediction stays): :func:`held_out_gain` of own pairs over moved ones. ``None``
+    when the output is not shaped like the input or the loss cannot be run this way."""
+    model = context.copy_model()
+    model.eval()
+    served: dict[str, Any] = {}
+
+    def as_input(module: Any, args: Any, output: Any) -> Any:
+        prediction = served.get("x")
+        if isinstance(output, Tensor) and isinstance(prediction, Tensor) and output.shape == prediction.shape:
+            served["used"] = True
+            return prediction.to(output.dtype)
+        return output
+
+    handle = model.register_forward_hook(as_input)
+    own, moved = [], []
+    try:
+        with torch.no_grad():
+            for i, chunk in enumerate(chunks):
+                x = context.split(chunk)[0]
+                size = batch_size_of(chunk, context.keys()[0]) or 0
+                if not isinstance(x, Tensor) or not x.is_floating_point() or size < 2:
+                    return None
+                served.update(x=x, used=False)
+                own.append(context.training_loss(model, chunk, i).float())
+                shift = torch.roll(torch.arange(size), 1)
+                other = map_tensors(chunk, functools.partial(_permute, perm=shift, fixed=set()))
+                moved.append(context.training_loss(model, other, i).float())
+                if not served["used"]:
+                    return None
+    except Exception:  # a step that cannot take its input as its output: no control
+        return None
+    finally:
+        handle.remove()
+    if len(own) < 3:
+        return None
+    return held_out_gain(torch.stack(own).cpu(), torch.stack(moved).cpu())
 
 
 def _permute(tensor: Tensor, perm: Tensor, fixed: set[int]) -> Tensor:
