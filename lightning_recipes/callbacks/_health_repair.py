@@ -322,10 +322,10 @@ class HealthRepair:
                 trainer, pl_module, monitor, unlearned_to_start=True, alive_until=alive_until
             )
             where = f"rolled back to the healthy snapshot of step {restored} and cut"
-            if alive_until >= 0:
+            if alive_until >= 0:  # the snapshot is one without the dead units
                 where = (
-                    f"rolled back to the snapshot of step {restored}, the last kept before the units began "
-                    f"dying (after step {alive_until}), and cut"
+                    f"rolled back to the healthy snapshot of step {restored} (the units began dying after "
+                    f"step {alive_until}) and cut"
                 )
         self.lr_scale *= factor
         after = {"lr": self._effective_lr(trainer), "lr_scale": self.lr_scale, "step": restored}
@@ -476,11 +476,16 @@ class HealthRepair:
         alive_until: int = -1,
     ) -> RollbackSnapshot | None:
         """The snapshot :meth:`_roll_back` restores (``None``: none kept)."""
-        if alive_until >= 0:  # the dead units are in every snapshot after it: the latest before them
+        keeper = self._chosen(monitor, good_until, unlearned_to_start)
+        if alive_until >= 0 and (keeper is None or keeper.step > alive_until):  # it holds the dead units
             kept = (self._candidate, self._healthy, self._start)
             undamaged = [k for k in kept if k.snapshot is not None and k.step <= alive_until]
-            if undamaged:
-                return max(undamaged, key=lambda k: k.step)
+            keeper = max(undamaged, key=lambda k: k.step, default=keeper)
+        return keeper
+
+    def _chosen(
+        self, monitor: HealthMonitor, good_until: int, unlearned_to_start: bool
+    ) -> RollbackSnapshot | None:
         keeper = self._healthy
         if self._candidate.snapshot is not None and 0 <= self._candidate.step <= good_until:
             keeper = self._candidate

@@ -220,6 +220,28 @@ def test_a_run_that_never_learned_restarts_from_its_start_at_the_lower_lr() -> N
     )
 
 
+def test_units_the_lr_killed_roll_back_to_before_they_began_dying() -> None:
+    """Sealed zoo 4's denoiser at Adam 0.1: 81% of its units dead by step 20, the finding (cause
+    ``learning_rate``) at 80. Every kept snapshot (40, 60) holds the dead units and Adam's moments from the
+    blow-up: rolled back to step 40 and cut 25x it ended 86% worse (0.0276 -> 0.0514). The last snapshot
+    before the units began dying is the start: restarted from there at the cut LR, at least 10% better. The
+    multi-label MLP whose units die after a jump at step 100 still returns to step 100."""
+    from tests.callbacks.health_sealed_zoo4.zoo import PROBLEM_CASES
+
+    cases = {c.name: c for c in PROBLEM_CASES}
+    denoiser = cases["unet_denoiser_adam_lr_50x_spikes"]
+    plain, repaired = run_zoo_case(denoiser, repair=False), run_zoo_case(denoiser, repair=True)
+    [event] = repaired["monitor"].repairs
+    assert (event.problem, event.cause, event.action) == ("lr_too_high", "learning_rate", "rollback_lower_lr")
+    assert event.after["step"] == 0, event
+    assert plain["monitor"]._history.dead_seen[0][0] < event.step, "premise: units died before the finding"
+    assert repaired["final"] < 0.9 * plain["final"], (plain["final"], repaired["final"])
+
+    jump = run_zoo_case(cases["multilabel_mlp_adam_lr_100x_from_step_100_kills_units"], repair=True)
+    [event] = jump["monitor"].repairs
+    assert event.cause == "learning_rate" and event.after["step"] == 100, event
+
+
 def test_a_collapsed_lr_is_raised_to_its_peak_and_the_raise_survives_a_resume(tmp_path: Path) -> None:
     first = run(case("steplr_collapse"), True, max_steps=140, default_root_dir=tmp_path)
     [event] = first.monitor.repairs
