@@ -150,7 +150,7 @@ class HealthRepair:
         self.peaks: list[
             list[float]
         ] = []  # per optimizer, per group: the largest scheduled LR seen at a check
-        self.lr_floors: list[list[float]] | None = None  # an LR that reached 0, held at its group's peak
+        self.lr_floors: list[list[float]] | None = None  # a collapsed LR, held at its group's peak
         self._restore_best_at_end = False
         self.snapshots_taken = 0  # healthy-check snapshots copied (the cost with nothing wrong)
         self._resumed = False  # snapshots were loaded from a checkpoint, not yet trained from
@@ -347,7 +347,9 @@ class HealthRepair:
         factor = lr_factor_of(finding)
         before = {"lr": self._effective_lr(trainer), "lr_scale": self.lr_scale}
         collapsed = "peak_lr" in finding.evidence
-        if factor is None:  # it reached 0, which no factor raises: each group held at its peak
+        if factor is None or collapsed:  # each group held at its peak: a floor under the schedule
+            # a schedule that collapsed keeps collapsing (a per-step decay, a StepLR stepped per batch): a
+            # factor on top of it would be undone by its next decay, and 0 no factor raises
             self.lr_floors = [list(groups) for groups in self.peaks]
         else:  # the monitor reads the effective (scaled) LR: its factor goes on top of ours
             self.lr_scale *= factor
@@ -355,7 +357,7 @@ class HealthRepair:
         what = (
             "held at each group's peak (it had reached 0)"
             if factor is None
-            else "restored to its peak"
+            else "held at each group's peak (it had collapsed)"
             if collapsed
             else f"raised {factor:.3g}x"
         )

@@ -243,6 +243,8 @@ def test_units_the_lr_killed_roll_back_to_before_they_began_dying() -> None:
 
 
 def test_a_collapsed_lr_is_raised_to_its_peak_and_the_raise_survives_a_resume(tmp_path: Path) -> None:
+    """StepLR(gamma=1e-6) at step 80: the LR is held at its group's peak (a floor under the schedule, so a
+    schedule that keeps collapsing cannot undo it), and the floor comes back with a checkpoint."""
     first = run(case("steplr_collapse"), True, max_steps=140, default_root_dir=tmp_path)
     [event] = first.monitor.repairs
     assert (event.problem, event.action) == ("lr_too_low", "raise_lr")
@@ -252,8 +254,8 @@ def test_a_collapsed_lr_is_raised_to_its_peak_and_the_raise_survives_a_resume(tm
     resumed = run(case("steplr_collapse"), True, max_steps=150, ckpt_path=path, default_root_dir=tmp_path)
     assert resumed.monitor.repairs == first.monitor.repairs  # the history
     repairer = resumed.monitor._repair
-    assert repairer is not None and repairer.lr_scale == pytest.approx(1e6)  # the scale, applied again
-    assert repairer._effective_lr(resumed.trainer) == pytest.approx(1e-2)
+    assert repairer is not None and repairer.lr_floors == [[pytest.approx(1e-2)]]  # the floor, applied again
+    assert repairer.lr_scale == 1.0 and repairer._effective_lr(resumed.trainer) == pytest.approx(1e-2)
 
 
 def test_an_lr_that_reached_zero_is_held_at_its_groups_peak_kept_in_the_state(tmp_path: Path) -> None:
