@@ -298,9 +298,12 @@ def test_a_nonfinite_update_is_rolled_back_past_the_batch_it_names() -> None:
 
 
 def test_past_max_repairs_training_stops_with_the_reason() -> None:
-    repaired = run(case("steplr_collapse"), True, max_steps=260, monitor_kwargs={"max_repairs": 1})
+    """Adam at 0.5 needs two LR cuts (at 40 and 200); with ``max_repairs=1`` the second finding stops
+    training at the healthy snapshot. (The StepLR collapse used before needs one raise since the LR is held
+    at its peak.)"""
+    repaired = run(case("lr_far_too_high"), True, max_steps=260, monitor_kwargs={"max_repairs": 1})
     actions = [event.action for event in repaired.monitor.repairs]
-    assert actions == ["raise_lr", "stop"]
+    assert actions == ["rollback_lower_lr", "stop"]
     assert repaired.trainer.global_step < 260
     assert "max_repairs=1 reached" in repaired.monitor.repairs[-1].message
 
