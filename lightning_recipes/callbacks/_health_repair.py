@@ -33,6 +33,7 @@ import lightning.pytorch as pl
 from torch import Tensor
 
 from lightning_recipes._stats import significantly_above
+from lightning_recipes.callbacks._health_causes import dying_window
 from lightning_recipes.callbacks._health_rules import lower_lr_by
 from lightning_recipes.callbacks._health_window import Finding, History
 from lightning_recipes.callbacks._rollback import LRScaling, RollbackSnapshot
@@ -149,7 +150,7 @@ class HealthRepair:
         self.peaks: list[
             list[float]
         ] = []  # per optimizer, per group: the largest scheduled LR seen at a check
-        self.lr_floors: list[list[float]] | None = None  # an LR that reached 0, held at its group's peak
+        self.lr_floors: list[list[float]] | None = None  # a collapsed LR, held at its group's peak
         self._restore_best_at_end = False
         self.snapshots_taken = 0  # healthy-check snapshots copied (the cost with nothing wrong)
         self._resumed = False  # snapshots were loaded from a checkpoint, not yet trained from
@@ -311,13 +312,21 @@ class HealthRepair:
         factor = lr_factor_of(finding) or 1.0 / _NOT_LEARNING_CUT
         before = {"lr": self._effective_lr(trainer), "lr_scale": self.lr_scale, "step": trainer.global_step}
         now, target = _check_loss(trainer, monitor)[0], self._target_loss(monitor, math.nan)[0]
-        restart = self._keeper(monitor, unlearned_to_start=True) is self._start
+        alive_until = _alive_until(monitor, finding)
+        restart = self._keeper(monitor, unlearned_to_start=True, alive_until=alive_until) is self._start
         if now < target and not restart and finding.cause != "learning_rate":  # killed units: never kept
             restored = trainer.global_step  # the snapshot's loss is higher than now's: nothing to regain
             where = f"kept the current weights (loss {now:.4g}; the snapshot's {target:.4g}) and cut"
         else:
-            restored = self._roll_back(trainer, pl_module, monitor, unlearned_to_start=True)
+            restored = self._roll_back(
+                trainer, pl_module, monitor, unlearned_to_start=True, alive_until=alive_until
+            )
             where = f"rolled back to the healthy snapshot of step {restored} and cut"
+            if alive_until >= 0:  # the snapshot is one without the dead units
+                where = (
+                    f"rolled back to the healthy snapshot of step {restored} (the units began dying after "
+                    f"step {alive_until}) and cut"
+                )
         self.lr_scale *= factor
         after = {"lr": self._effective_lr(trainer), "lr_scale": self.lr_scale, "step": restored}
         text = (
@@ -338,7 +347,9 @@ class HealthRepair:
         factor = lr_factor_of(finding)
         before = {"lr": self._effective_lr(trainer), "lr_scale": self.lr_scale}
         collapsed = "peak_lr" in finding.evidence
-        if factor is None:  # it reached 0, which no factor raises: each group held at its peak
+        if factor is None or collapsed:  # each group held at its peak: a floor under the schedule
+            # a schedule that collapsed keeps collapsing (a per-step decay, a StepLR stepped per batch): a
+            # factor on top of it would be undone by its next decay, and 0 no factor raises
             self.lr_floors = [list(groups) for groups in self.peaks]
         else:  # the monitor reads the effective (scaled) LR: its factor goes on top of ours
             self.lr_scale *= factor
@@ -346,7 +357,7 @@ class HealthRepair:
         what = (
             "held at each group's peak (it had reached 0)"
             if factor is None
-            else "restored to its peak"
+            else "held at each group's peak (it had collapsed)"
             if collapsed
             else f"raised {factor:.3g}x"
         )
@@ -437,12 +448,15 @@ class HealthRepair:
         monitor: HealthMonitor,
         good_until: int = -1,
         unlearned_to_start: bool = False,
+        alive_until: int = -1,
     ) -> int:
         """Restore the confirmed healthy snapshot, or the candidate when the fault is known to come after it
         (``good_until``: the first bad step), or, with ``unlearned_to_start``, the run's start when the run
         had learned nothing by the confirmed snapshot (its loss then not ``trivial_band`` below its loss at
-        initialisation: the LR was wrong from the start); returns the restored step (``-1``: none kept)."""
-        keeper = self._keeper(monitor, good_until, unlearned_to_start)
+        initialisation: the LR was wrong from the start), or, with ``alive_until`` (the last check before
+        units the LR killed began dying), the latest snapshot taken at or before it (the start when every
+        later one holds the dead units); returns the restored step (``-1``: none kept)."""
+        keeper = self._keeper(monitor, good_until, unlearned_to_start, alive_until)
         if keeper is None:
             return -1
         if keeper is self._start:  # the snapshots since were taken at the wrong LR: condemned
@@ -457,9 +471,23 @@ class HealthRepair:
         return self._healthy.step
 
     def _keeper(
-        self, monitor: HealthMonitor, good_until: int = -1, unlearned_to_start: bool = False
+        self,
+        monitor: HealthMonitor,
+        good_until: int = -1,
+        unlearned_to_start: bool = False,
+        alive_until: int = -1,
     ) -> RollbackSnapshot | None:
         """The snapshot :meth:`_roll_back` restores (``None``: none kept)."""
+        keeper = self._chosen(monitor, good_until, unlearned_to_start)
+        if alive_until >= 0 and (keeper is None or keeper.step > alive_until):  # it holds the dead units
+            kept = (self._candidate, self._healthy, self._start)
+            undamaged = [k for k in kept if k.snapshot is not None and k.step <= alive_until]
+            keeper = max(undamaged, key=lambda k: k.step, default=keeper)
+        return keeper
+
+    def _chosen(
+        self, monitor: HealthMonitor, good_until: int, unlearned_to_start: bool
+    ) -> RollbackSnapshot | None:
         keeper = self._healthy
         if self._candidate.snapshot is not None and 0 <= self._candidate.step <= good_until:
             keeper = self._candidate
@@ -594,6 +622,16 @@ def _loaded(saved: dict[str, Any]) -> Snapshot:
     history, active = saved["memory"]
     snapshot.extra = (dict(history), list(active))
     return snapshot
+
+
+def _alive_until(monitor: HealthMonitor, finding: Finding) -> int:
+    """For units the LR killed (``cause`` ``"learning_rate"``): the last check before they began dying
+    (``_health_causes.dying_window``: the dead fraction measured at every check), the latest step a snapshot
+    without them can have; ``-1``: no such finding, or no dead fraction measured."""
+    history = monitor._history
+    if finding.cause != "learning_rate" or not history.dead_seen:
+        return -1
+    return dying_window(history, monitor.thresholds)[0]
 
 
 def _reached_zero(finding: Finding) -> bool:

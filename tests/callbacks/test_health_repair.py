@@ -220,7 +220,31 @@ def test_a_run_that_never_learned_restarts_from_its_start_at_the_lower_lr() -> N
     )
 
 
+def test_units_the_lr_killed_roll_back_to_before_they_began_dying() -> None:
+    """Sealed zoo 4's denoiser at Adam 0.1: 81% of its units dead by step 20, the finding (cause
+    ``learning_rate``) at 80. Every kept snapshot (40, 60) holds the dead units and Adam's moments from the
+    blow-up: rolled back to step 40 and cut 25x it ended 86% worse (0.0276 -> 0.0514). The last snapshot
+    before the units began dying is the start: restarted from there at the cut LR, at least 10% better. The
+    multi-label MLP whose units die after a jump at step 100 still returns to step 100."""
+    from tests.callbacks.health_sealed_zoo4.zoo import PROBLEM_CASES
+
+    cases = {c.name: c for c in PROBLEM_CASES}
+    denoiser = cases["unet_denoiser_adam_lr_50x_spikes"]
+    plain, repaired = run_zoo_case(denoiser, repair=False), run_zoo_case(denoiser, repair=True)
+    [event] = repaired["monitor"].repairs
+    assert (event.problem, event.cause, event.action) == ("lr_too_high", "learning_rate", "rollback_lower_lr")
+    assert event.after["step"] == 0, event
+    assert plain["monitor"]._history.dead_seen[0][0] < event.step, "premise: units died before the finding"
+    assert repaired["final"] < 0.9 * plain["final"], (plain["final"], repaired["final"])
+
+    jump = run_zoo_case(cases["multilabel_mlp_adam_lr_100x_from_step_100_kills_units"], repair=True)
+    [event] = jump["monitor"].repairs
+    assert event.cause == "learning_rate" and event.after["step"] == 100, event
+
+
 def test_a_collapsed_lr_is_raised_to_its_peak_and_the_raise_survives_a_resume(tmp_path: Path) -> None:
+    """StepLR(gamma=1e-6) at step 80: the LR is held at its group's peak (a floor under the schedule, so a
+    schedule that keeps collapsing cannot undo it), and the floor comes back with a checkpoint."""
     first = run(case("steplr_collapse"), True, max_steps=140, default_root_dir=tmp_path)
     [event] = first.monitor.repairs
     assert (event.problem, event.action) == ("lr_too_low", "raise_lr")
@@ -230,8 +254,8 @@ def test_a_collapsed_lr_is_raised_to_its_peak_and_the_raise_survives_a_resume(tm
     resumed = run(case("steplr_collapse"), True, max_steps=150, ckpt_path=path, default_root_dir=tmp_path)
     assert resumed.monitor.repairs == first.monitor.repairs  # the history
     repairer = resumed.monitor._repair
-    assert repairer is not None and repairer.lr_scale == pytest.approx(1e6)  # the scale, applied again
-    assert repairer._effective_lr(resumed.trainer) == pytest.approx(1e-2)
+    assert repairer is not None and repairer.lr_floors == [[pytest.approx(1e-2)]]  # the floor, applied again
+    assert repairer.lr_scale == 1.0 and repairer._effective_lr(resumed.trainer) == pytest.approx(1e-2)
 
 
 def test_an_lr_that_reached_zero_is_held_at_its_groups_peak_kept_in_the_state(tmp_path: Path) -> None:
@@ -274,9 +298,12 @@ def test_a_nonfinite_update_is_rolled_back_past_the_batch_it_names() -> None:
 
 
 def test_past_max_repairs_training_stops_with_the_reason() -> None:
-    repaired = run(case("steplr_collapse"), True, max_steps=260, monitor_kwargs={"max_repairs": 1})
+    """Adam at 0.5 needs two LR cuts (at 40 and 200); with ``max_repairs=1`` the second finding stops
+    training at the healthy snapshot. (The StepLR collapse used before needs one raise since the LR is held
+    at its peak.)"""
+    repaired = run(case("lr_far_too_high"), True, max_steps=260, monitor_kwargs={"max_repairs": 1})
     actions = [event.action for event in repaired.monitor.repairs]
-    assert actions == ["raise_lr", "stop"]
+    assert actions == ["rollback_lower_lr", "stop"]
     assert repaired.trainer.global_step < 260
     assert "max_repairs=1 reached" in repaired.monitor.repairs[-1].message
 
