@@ -51,6 +51,7 @@ __all__ = [
     "evidence_of",
     "loss_plateau",
     "lower_lr_by",
+    "lr_blew_up_from_the_first_step",
     "lr_raised_into_blowup",
     "lr_too_high",
     "lr_too_low",
@@ -278,6 +279,69 @@ def lr_raised_into_blowup(e: Evidence, blowup: Decision) -> Decision | None:
     causes = [
         Cause("lr_too_high", {"lr": lr, "healthy_lr": trained, "lr_vs_healthy": times}),
         Cause("initialisation", {}, {"healthy_at_step": since}),
+        Cause("outlier_batches", {}, {"began_on_outlier_batch": False}),
+    ]
+    return Diagnosed(found, action, Diagnosis(line, causes, "lr_too_high", action))
+
+
+def lr_blew_up_from_the_first_step(e: Evidence, blowup: Decision) -> Decision | None:
+    """An explosion into inf/nan weights (``blowup``) in the run's first interval, under plain SGD, whose
+    first step's gradient was ordinary (below ``explode_factor`` x the weights' norm: the initialisation did
+    not explode, ``exploding_from_start`` judges that) and whose first update, ``lr x ||g0||``, already moved
+    the weights by more than ``ratio_stuck`` of their norm, on no outlier batch: the steps were too large from
+    the first, and each made the next gradient larger -- the LR. Quiet for adaptive optimizers (their first
+    step's size is not the gradient's) and once the run has had a check.
+
+    Example:
+        >>> data = CheckData(10, 0, nonfinite_weights=["net"], param_norm_start=5.77,
+        ...                  group_lr={"net": 2.0}, group_family={"net": "sgd"},
+        ...                  step_records=[(0, 1.32, 0, 0, 0, 1.8), (2, 2.5e7, 2, 0, 0, 1.9)])
+        >>> e = evidence_of(data, History(), DEFAULT_THRESHOLDS)
+        >>> found = lr_blew_up_from_the_first_step(e, ({"grad_norm": 2.5e7}, "..."))
+        >>> round(found[0]["first_update_ratio"], 2), found[0]["lower_lr_by"]
+        (0.46, 46)
+    """
+    data, history, t = e.data, e.history, e.t
+    first = next((r for r in data.step_records if r[0] == 0 and math.isfinite(r[1])), None)
+    lrs = [v for v in data.group_lr.values() if math.isfinite(v)]
+    w0 = data.param_norm_start
+    if (
+        history.losses
+        or blowup[0].get("cause") == "outlier_batches"
+        or first is None
+        or not lrs
+        or not w0 > 0
+        or set(data.group_family.values()) != {"sgd"}
+    ):
+        return None
+    lr, g0 = max(lrs), first[1]
+    step0 = lr * g0 / w0
+    if not (g0 < t["explode_factor"] * w0 and step0 > t["ratio_stuck"]):
+        return None
+    grad, factor = blowup[0].get("grad_norm", math.nan), max(3, round(step0 / t["ratio_high"]))
+    found = {
+        "lr": lr,
+        "grad_norm_step0": g0,
+        "first_update_ratio": step0,
+        "weights_norm_at_start": w0,
+        "grad_norm": grad,
+        "optimizer_family": "sgd",
+        "lower_lr_by": factor,
+    } | ({"nonfinite_weights": data.nonfinite_weights[:8]} if data.nonfinite_weights else {})
+    action = (
+        f"The first SGD step moved the weights by {fmt(step0)} of their norm (lr {fmt(lr)} x gradient "
+        f"{fmt(g0)}, an ordinary gradient at initialisation; healthy ~1e-3), and the gradients then grew "
+        f"to {fmt(grad)}: the learning rate, not the initialisation. Lower it at least {factor}x (to a "
+        f"first step under 1e-2 of the weights: from {fmt(lr)} to {fmt(lr / factor)}), or run an LR range "
+        "test; add warm-up, or clip gradients."
+    )
+    line = headline(
+        f"lr_too_high at step {data.step}: first step moved the weights {fmt(step0)} of their norm (lr "
+        f"{fmt(lr)}), then gradients {fmt(grad)}"
+    )
+    causes = [
+        Cause("lr_too_high", {"first_update_ratio": step0, "lr": lr}),
+        Cause("initialisation", {}, {"grad_norm_step0": g0, "weights_norm_at_start": w0}),
         Cause("outlier_batches", {}, {"began_on_outlier_batch": False}),
     ]
     return Diagnosed(found, action, Diagnosis(line, causes, "lr_too_high", action))
@@ -523,13 +587,11 @@ def not_learning(e: Evidence, named: bool, plateau_judges: bool = True) -> Decis
         significant, drop, level = e.falls(k)
         if not (memorising or (significant and drop <= t["plateau_rtol"] * abs(level))):
             return None  # flat within its noise, or it fell materially early on: ``loss_plateau`` judges that
-        if (
-            not memorising
-            and not math.isfinite(data.input_free_loss)
-            and not validation_never_improved(history, t)
-        ):
-            # a fall beyond noise but "small" against the loss's value: a scale claim that needs the loss's
-            # trivial level; a hand-written loss (a constant added, a sum) has none measured: no claim
+        unknown_level = not math.isfinite(data.input_free_loss) and not validation_never_improved(history, t)
+        if not memorising and unknown_level and e.kept_scale:
+            # a fall beyond noise but "small" against the loss's value is a scale claim that needs the loss's
+            # trivial level; a hand-written loss (a constant added, a sum) has none measured: no claim unless
+            # the weights' growth says the steps threw them around (the LR's own evidence)
             return None
     return _diagnose(e, data.step - window_steps[0], start, k)
 
@@ -662,6 +724,8 @@ def decide(data: CheckData, history: History, thresholds: dict[str, float]) -> d
     if found is not None:  # inf/nan poison every other instrument (a nan is never > 0): name only it
         exploded = exploded_into_nonfinite(e)
         raised = lr_raised_into_blowup(e, exploded) if exploded is not None else None
+        if raised is None and exploded is not None:  # steps too large from the first: the LR's
+            raised = lr_blew_up_from_the_first_step(e, exploded)
         if raised is not None:  # the LR rose, then the gradients exploded into inf/nan: the LR's
             out["lr_too_high"] = raised
             history.streaks["lr_blowup"] = history.streaks["lr_too_high_named"] = 1
