@@ -328,11 +328,12 @@ def dead_units(e: Evidence) -> Decision | None:
     if measured and history.dead_at_start < 0:
         history.dead_at_start = max([*data.dead.values(), *data.dead_rows.values()])
     # dead units in a run that learns do not impair it (a loss falling from a blow-up's level is no learning);
-    # a model no better than its own input-free guess while every layer keeps ``_ALIVE`` of its units could
-    # pass its inputs on: it ignores them because they tell it nothing, and units die as it learns to
-    # output a constant (their symptom: ``not_learning``)
+    # units alive at step 0 that died in a model no better than its own input-free guess, while every layer
+    # keeps ``_ALIVE`` of its units and could pass its inputs on: it ignores them because they tell it
+    # nothing, and units die as it learns to output a constant (their symptom: ``not_learning``)
     alive = measured and max([*data.dead.values(), *data.dead_rows.values()]) <= 1.0 - _ALIVE
-    present = bool(dead) and not e.learning and not (e.input_free and alive)
+    died = bool(history.dead_step0) and all(history.dead_step0.get(m, 1.0) < t["dead_fraction"] for m in dead)
+    present = bool(dead) and not e.learning and not (e.input_free and alive and died)
     if not (measured and streak(history, "dead_units", present) >= int(t["persist_checks"])):
         return None
     return (
