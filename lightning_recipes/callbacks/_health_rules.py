@@ -104,15 +104,19 @@ def _rise(e: Evidence) -> tuple[str, float, int] | None:
 
 
 def _at_the_steps_it_trained_at(e: Evidence) -> bool:
-    """The LR no more than ``LR_RAISED`` x the largest the run trained at healthily, the weights within
-    ``growth_high`` x of step 0's and the update ratio at most ``ratio_stuck``: a rise at these steps is LR
-    evidence only when it persists (one sampled step's ratio just above ``ratio_high`` at one check is the
-    new data's first steps as much as the LR's: a curriculum's harder phase)."""
+    """The LR no more than ``LR_RAISED`` x the largest the run trained at healthily, every earlier check's
+    update ratio at most ``ratio_high``, the weights within ``growth_high`` x of step 0's and this ratio at
+    most ``ratio_stuck``: a rise whose large step appears only with it is LR evidence only when it persists
+    (one sampled step just above ``ratio_high`` at one check is the new data's first steps as much as the
+    LR's: a curriculum's harder phase). Steps that were already large before the rise count at once."""
     trained, _ = healthy_lr(e.history)
+    before = [r for r in e.history.ratios if math.isfinite(r)]
     return (
         math.isfinite(trained)
         and math.isfinite(e.lr)
         and e.lr <= LR_RAISED * trained
+        and bool(before)
+        and max(before) <= e.t["ratio_high"]
         and e.kept_scale
         and math.isfinite(e.ratio)
         and e.ratio <= e.t["ratio_stuck"]
