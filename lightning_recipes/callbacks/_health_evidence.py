@@ -24,7 +24,10 @@ from lightning_recipes.callbacks._health_window import (
     History,
 )
 
-__all__ = ["Evidence", "UpdateRatios", "evidence_of", "streak"]
+__all__ = ["NO_GRADIENT", "Evidence", "UpdateRatios", "evidence_of", "streak"]
+
+#: The gradient RMS per element below which the loss does not depend on the weights.
+NO_GRADIENT = 1e-8
 
 
 def streak(history: History, name: str, present: bool) -> int:
@@ -110,6 +113,47 @@ class Evidence:
     #: the previous check's interval mean (NaN: none), and whether this one is significantly below it
     previous: float
     below_previous: bool
+    #: the tracked weights' norm at the previous check (at step 0 for the first; NaN: unknown)
+    norm_before: float = math.nan
+
+    @property
+    def outward(self) -> float:
+        """The share of this interval's steps that went into growing the weights' norm: the norm's rise
+        since the previous check over the steps' summed length (the interval's steps x this step's update
+        ratio x the norm; an adaptive step's length barely changes over an interval). Near 1: the steps all
+        point outward, along the weights (a head's logit scale growing as it fits); steps too large that
+        throw the weights around cancel for the most part (NaN: unknown).
+
+        Example:
+            >>> data = CheckData(100, 0, update_ratio={"head": 0.01}, param_norm=11.0, param_norm_start=1.0)
+            >>> history = History(loss_steps=[80], losses=[1.0], loss_ses=[0.01], last_param_norm=9.0)
+            >>> round(evidence_of(data, history, DEFAULT_THRESHOLDS).outward, 2)
+            0.91
+        """
+        before = self.history.loss_steps[-1] if self.history.loss_steps else 0
+        length = (self.data.step - before) * self.ratio * self.data.param_norm
+        rise = self.data.param_norm - self.norm_before
+        return rise / length if length > 0 and math.isfinite(rise) else math.nan
+
+    @property
+    def grad_rms(self) -> float:
+        """The sampled step's gradient RMS per trained element (NaN: not sampled)."""
+        numel = sum(self.data.group_numel.values()) or 1
+        return self.data.grad_total / math.sqrt(numel) if self.data.grad_sampled else math.nan
+
+    @property
+    def no_gradient(self) -> bool:
+        """The gradients are ~0 (RMS below ``NO_GRADIENT``): the loss does not depend on the weights, and a
+        small update ratio says nothing about the LR (a rounded or detached output)."""
+        return math.isfinite(self.grad_rms) and self.grad_rms < NO_GRADIENT
+
+    @property
+    def dense_ratio(self) -> float:
+        """The update ratio of the groups that are not embedding tables (parameter-weighted median; NaN:
+        none). A table's ratio is relative to its init scale, often chosen small, and its rows grow to the
+        scale they need as they learn: no evidence of the LR's step size."""
+        moved = self.ratios.moved
+        return weighted_median(list(moved.values()), [float(self.data.group_numel.get(g, 1)) for g in moved])
 
     @property
     def ratio(self) -> float:
@@ -171,6 +215,7 @@ def evidence_of(data: CheckData, history: History, t: dict[str, float]) -> Evide
     if math.isnan(history.start_loss) and math.isfinite(data.loss_head):
         history.start_loss = data.loss_head
     ratios = UpdateRatios(data)
+    norm_before = history.last_param_norm if history.losses else data.param_norm_start
     spikes = record_check(data, history, ratios.median, ratios.lr, t)
     lr, lrs = ratios.lr, history.lrs
     start = history.start_loss
@@ -209,4 +254,5 @@ def evidence_of(data: CheckData, history: History, t: dict[str, float]) -> Evide
         learning=converging and not growth > t["growth_blown"],
         previous=previous,
         below_previous=significantly_above(previous, previous_se, data.loss_mean, se, t["confidence_z"]),
+        norm_before=norm_before,
     )

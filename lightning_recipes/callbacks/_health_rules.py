@@ -22,6 +22,7 @@ from lightning_recipes.callbacks._health_evidence import (
     streak,
 )
 from lightning_recipes.callbacks._health_rules_layers import (
+    _shrinks_before_blocked,
     data_stall,
     dead_units,
     exploded_into_nonfinite,
@@ -50,6 +51,7 @@ __all__ = [
     "evidence_of",
     "loss_plateau",
     "lower_lr_by",
+    "lr_blew_up_from_the_first_step",
     "lr_raised_into_blowup",
     "lr_too_high",
     "lr_too_low",
@@ -93,10 +95,32 @@ def _rise(e: Evidence) -> tuple[str, float, int] | None:
     if e.warming_up and e.lr <= 1.5 * e.peak_lr:
         history.streaks["lr_raised_at"] = data.step
     count = streak(history, "rise", found is not None)
-    if found is None or history.streaks.get("lr_raised_at", -1) <= found[2]:
+    if found is None or (
+        history.streaks.get("lr_raised_at", -1) <= found[2] and not _at_the_steps_it_trained_at(e)
+    ):
         return found  # no LR raised since the interval the loss rose from: the rise counts at once
     falling = e.falling or e.below_previous
     return found if count >= int(t["persist_checks"]) and not falling else None
+
+
+def _at_the_steps_it_trained_at(e: Evidence) -> bool:
+    """The LR no more than ``LR_RAISED`` x the largest the run trained at healthily, every earlier check's
+    update ratio at most ``ratio_high``, the weights within ``growth_high`` x of step 0's and this ratio at
+    most ``ratio_stuck``: a rise whose large step appears only with it is LR evidence only when it persists
+    (one sampled step just above ``ratio_high`` at one check is the new data's first steps as much as the
+    LR's: a curriculum's harder phase). Steps that were already large before the rise count at once."""
+    trained, _ = healthy_lr(e.history)
+    before = [r for r in e.history.ratios if math.isfinite(r)]
+    return (
+        math.isfinite(trained)
+        and math.isfinite(e.lr)
+        and e.lr <= LR_RAISED * trained
+        and bool(before)
+        and max(before) <= e.t["ratio_high"]
+        and e.kept_scale
+        and math.isfinite(e.ratio)
+        and e.ratio <= e.t["ratio_stuck"]
+    )
 
 
 def _steps_it_trained_at(e: Evidence) -> bool:
@@ -143,6 +167,10 @@ def lr_too_high(e: Evidence) -> Decision | None:
     recent = [*history.ratios[-(k - 1) :], ratio] if len(history.ratios) >= k - 1 else []
     sustained = e.growth > t["growth_high"] and e.ratios.family == "adaptive" and bool(recent)
     sustained = sustained and min(recent) > t["ratio_high"]
+    # the layers' own steps (an embedding table's rows grow from their init scale as they learn), and steps
+    # that mostly cancel: weights grown by steps that all point outward are fitting a scale (a trained head
+    # on frozen features), not thrown around
+    sustained = sustained and not e.dense_ratio <= t["ratio_high"] and not e.outward > _OUTWARD
     if rise is None and not stuck and not sustained:
         return None
     if rise is not None:
@@ -170,6 +198,11 @@ def lr_too_high(e: Evidence) -> Decision | None:
         f"Lower the learning rate about {factor}x{target}, or run an LR range test; add warm-up, or clip.",
     )
 
+
+#: The share of an interval's steps that grew the weights' norm above which the steps point along the weights
+#: (``Evidence.outward``): a too-high LR's steps throw the weights around and cancel (the sealed zoo's tiny
+#: transformer at 5e-2: 0.2-0.3 of their length); a head fitting its logit scale drifts outward (~0.9).
+_OUTWARD = 0.5
 
 #: An LR this many times the largest the run trained at healthily is new ground (as ``warming_up``'s 1.5x).
 LR_RAISED = 1.5
@@ -255,6 +288,69 @@ def lr_raised_into_blowup(e: Evidence, blowup: Decision) -> Decision | None:
     return Diagnosed(found, action, Diagnosis(line, causes, "lr_too_high", action))
 
 
+def lr_blew_up_from_the_first_step(e: Evidence, blowup: Decision) -> Decision | None:
+    """An explosion into inf/nan weights (``blowup``) in the run's first interval, under plain SGD, whose
+    first step's gradient was ordinary (below ``explode_factor`` x the weights' norm: the initialisation did
+    not explode, ``exploding_from_start`` judges that) and whose first update, ``lr x ||g0||``, already moved
+    the weights by more than ``ratio_stuck`` of their norm, on no outlier batch: the steps were too large from
+    the first, and each made the next gradient larger -- the LR. Quiet for adaptive optimizers (their first
+    step's size is not the gradient's) and once the run has had a check.
+
+    Example:
+        >>> data = CheckData(10, 0, nonfinite_weights=["net"], param_norm_start=5.77,
+        ...                  group_lr={"net": 2.0}, group_family={"net": "sgd"},
+        ...                  step_records=[(0, 1.32, 0, 0, 0, 1.8), (2, 2.5e7, 2, 0, 0, 1.9)])
+        >>> e = evidence_of(data, History(), DEFAULT_THRESHOLDS)
+        >>> found = lr_blew_up_from_the_first_step(e, ({"grad_norm": 2.5e7}, "..."))
+        >>> round(found[0]["first_update_ratio"], 2), found[0]["lower_lr_by"]
+        (0.46, 46)
+    """
+    data, history, t = e.data, e.history, e.t
+    first = next((r for r in data.step_records if r[0] == 0 and math.isfinite(r[1])), None)
+    lrs = [v for v in data.group_lr.values() if math.isfinite(v)]
+    w0 = data.param_norm_start
+    if (
+        history.losses
+        or blowup[0].get("cause") == "outlier_batches"
+        or first is None
+        or not lrs
+        or not w0 > 0
+        or set(data.group_family.values()) != {"sgd"}
+    ):
+        return None
+    lr, g0 = max(lrs), first[1]
+    step0 = lr * g0 / w0
+    if not (g0 < t["explode_factor"] * w0 and step0 > t["ratio_stuck"]):
+        return None
+    grad, factor = blowup[0].get("grad_norm", math.nan), max(3, round(step0 / t["ratio_high"]))
+    found = {
+        "lr": lr,
+        "grad_norm_step0": g0,
+        "first_update_ratio": step0,
+        "weights_norm_at_start": w0,
+        "grad_norm": grad,
+        "optimizer_family": "sgd",
+        "lower_lr_by": factor,
+    } | ({"nonfinite_weights": data.nonfinite_weights[:8]} if data.nonfinite_weights else {})
+    action = (
+        f"The first SGD step moved the weights by {fmt(step0)} of their norm (lr {fmt(lr)} x gradient "
+        f"{fmt(g0)}, an ordinary gradient at initialisation; healthy ~1e-3), and the gradients then grew "
+        f"to {fmt(grad)}: the learning rate, not the initialisation. Lower it at least {factor}x (to a "
+        f"first step under 1e-2 of the weights: from {fmt(lr)} to {fmt(lr / factor)}), or run an LR range "
+        "test; add warm-up, or clip gradients."
+    )
+    line = headline(
+        f"lr_too_high at step {data.step}: first step moved the weights {fmt(step0)} of their norm (lr "
+        f"{fmt(lr)}), then gradients {fmt(grad)}"
+    )
+    causes = [
+        Cause("lr_too_high", {"first_update_ratio": step0, "lr": lr}),
+        Cause("initialisation", {}, {"grad_norm_step0": g0, "weights_norm_at_start": w0}),
+        Cause("outlier_batches", {}, {"began_on_outlier_batch": False}),
+    ]
+    return Diagnosed(found, action, Diagnosis(line, causes, "lr_too_high", action))
+
+
 def lr_too_low(e: Evidence, cannot_learn: bool = False) -> Decision | None:
     """The update ratio below its floor (``Evidence.floor``), or the LR collapsed 1000x below its peak, with
     a loss not falling significantly and not 20% below its first, ``persist_checks`` checks in a row (one when
@@ -281,6 +377,7 @@ def lr_too_low(e: Evidence, cannot_learn: bool = False) -> Decision | None:
         and stuck
         and math.isfinite(data.loss_mean)
         and not (falling or cannot_learn or e.blown or e.warming_up or e.annealing)
+        and not e.no_gradient  # no gradient, no step, whatever the LR: not the LR's (``not_learning``)
     )
     if (
         streak(history, "lr_too_low", low) < (1 if cut and e.step_cut else int(t["persist_checks"]))
@@ -450,7 +547,6 @@ def _rise_beyond_series_noise(
     return val - best > z * math.sqrt(2.0) * max(difference_noise(series, order=2), 1e-12 * abs(best))
 
 
-_NO_GRADIENT = 1e-8  # gradient RMS per element below which the loss does not depend on the weights
 _TELL_APART = (
     "What tells them apart: `preflight`'s overfit_batch check (a model that cannot fit one fixed batch at "
     "this LR: the LR or the model; one that fits it: the labels of the stream do not follow its inputs), or "
@@ -495,6 +591,12 @@ def not_learning(e: Evidence, named: bool, plateau_judges: bool = True) -> Decis
         significant, drop, level = e.falls(k)
         if not (memorising or (significant and drop <= t["plateau_rtol"] * abs(level))):
             return None  # flat within its noise, or it fell materially early on: ``loss_plateau`` judges that
+        unknown_level = not math.isfinite(data.input_free_loss) and not validation_never_improved(history, t)
+        if not memorising and unknown_level and e.kept_scale:
+            # a fall beyond noise but "small" against the loss's value is a scale claim that needs the loss's
+            # trivial level; a hand-written loss (a constant added, a sum) has none measured: no claim unless
+            # the weights' growth says the steps threw them around (the LR's own evidence)
+            return None
     return _diagnose(e, data.step - window_steps[0], start, k)
 
 
@@ -506,10 +608,9 @@ def _diagnose(e: Evidence, span: float, start: float, k: int) -> Decision:
     seen = [r for r in [*history.ratios[-(k - 1) :], e.ratio] if math.isfinite(r)]
     top, now, growth, lr, floor = max(seen, default=math.nan), e.ratio, e.growth, e.lr, e.ratios.low(t)
     numel = sum(data.group_numel.values()) or 1
-    grad_rms = data.grad_total / math.sqrt(numel) if data.grad_sampled else math.nan
+    grad_rms, silent = e.grad_rms, e.no_gradient
     high = (top > t["ratio_stuck"] and not e.kept_scale) or growth > t["growth_high"]
-    low = math.isfinite(now) and now < floor
-    silent = math.isfinite(grad_rms) and grad_rms < _NO_GRADIENT
+    low = math.isfinite(now) and now < floor and not silent  # no gradient, no step: not the LR's
     # validation at the level of knowing nothing while the training loss fell: the labels do not follow inputs
     vals = [v[1] for v in history.validations if math.isfinite(v[1])]
     val_stuck = bool(vals) and min(vals) >= (1.0 - t["trivial_band"]) * start
@@ -627,6 +728,8 @@ def decide(data: CheckData, history: History, thresholds: dict[str, float]) -> d
     if found is not None:  # inf/nan poison every other instrument (a nan is never > 0): name only it
         exploded = exploded_into_nonfinite(e)
         raised = lr_raised_into_blowup(e, exploded) if exploded is not None else None
+        if raised is None and exploded is not None:  # steps too large from the first: the LR's
+            raised = lr_blew_up_from_the_first_step(e, exploded)
         if raised is not None:  # the LR rose, then the gradients exploded into inf/nan: the LR's
             out["lr_too_high"] = raised
             history.streaks["lr_blowup"] = history.streaks["lr_too_high_named"] = 1
@@ -652,6 +755,7 @@ def decide(data: CheckData, history: History, thresholds: dict[str, float]) -> d
     if raised is not None:  # the explosion began after the LR rose into new ground: the LR's
         out.pop("exploding_gradients")
         out["lr_too_high"] = raised
+    _dead_below_vanished(out, e)
     if "dead_units" in out:
         _attribute_dead_units(out, e)
     # a layer that cannot learn (vanishing, dead, saturated) explains a small update and a flat loss
@@ -697,6 +801,20 @@ def decide(data: CheckData, history: History, thresholds: dict[str, float]) -> d
     _add(out, "data_stall", data_stall(e))
     _add(out, "outlier_batches", outlier_batches(e))
     return out
+
+
+def _dead_below_vanished(out: dict[str, Decision], e: Evidence) -> None:
+    """Once the steps are found to vanish among living layers below the first dead one (the weights scaled
+    down layer by layer: ``_health_rules_layers._shrinks_before_blocked``), the later layers' dead units
+    are its symptom (a signal that no longer reaches them leaves their biases to decide): no finding of their
+    own; evidence of ``vanishing_gradients``."""
+    history = e.history
+    if "vanishing_gradients" in out and _shrinks_before_blocked(e):
+        history.streaks["dead_by_vanishing"] = 1
+    if history.streaks.get("dead_by_vanishing") and "dead_units" in out:
+        dead = out.pop("dead_units")[0].get("dead_fraction")
+        if "vanishing_gradients" in out:
+            out["vanishing_gradients"][0]["dead_fraction"] = dead
 
 
 def _attribute_dead_units(out: dict[str, Decision], e: Evidence) -> None:

@@ -315,6 +315,10 @@ def saturated_layers(data: CheckData, t: dict[str, float]) -> dict[str, float]:
     return {m: f for m, f in data.saturated.items() if f >= t["saturated_fraction"]}
 
 
+#: The share of a layer's units alive with which it still passes its input on (``dead_units``).
+_ALIVE = 0.1
+
+
 def dead_units(e: Evidence) -> Decision | None:
     """A layer with ``dead_fraction`` of units never active, ``persist_checks`` checks in a row, in a run that
     does not learn well (``decide`` then names the cause: ``_health_causes.dead_unit_causes``)."""
@@ -323,8 +327,13 @@ def dead_units(e: Evidence) -> Decision | None:
     measured = bool(data.dead or data.dead_rows)
     if measured and history.dead_at_start < 0:
         history.dead_at_start = max([*data.dead.values(), *data.dead_rows.values()])
-    # dead units in a run that learns do not impair it (a loss falling from a blow-up's level is no learning)
-    present = bool(dead) and not e.learning
+    # dead units in a run that learns do not impair it (a loss falling from a blow-up's level is no learning);
+    # units alive at step 0 that died in a model no better than its own input-free guess, while every layer
+    # keeps ``_ALIVE`` of its units and could pass its inputs on: it ignores them because they tell it
+    # nothing, and units die as it learns to output a constant (their symptom: ``not_learning``)
+    alive = measured and max([*data.dead.values(), *data.dead_rows.values()]) <= 1.0 - _ALIVE
+    died = bool(history.dead_step0) and all(history.dead_step0.get(m, 1.0) < t["dead_fraction"] for m in dead)
+    present = bool(dead) and not e.learning and not (e.input_free and alive and died)
     if not (measured and streak(history, "dead_units", present) >= int(t["persist_checks"])):
         return None
     return (
@@ -407,6 +416,31 @@ def _saturated_from_start(e: Evidence) -> Decision | None:
     )
 
 
+def _shrinks_before_blocked(e: Evidence) -> bool:
+    """The steps already shrink ``sqrt(vanish_ratio)`` x (~30x) across the layers before the first layer
+    whose units are dead or saturated (model order; a layer is a group named as it or under it): units that
+    die or saturate later in the model do not explain a decay among living units below them (weights scaled
+    down layer by layer). False when no such layer is among the groups.
+
+    Example:
+        >>> data = CheckData(0, 0, update_ratio={"net.0": 1e-9, "net.2": 1e-7, "net.4": 1e-5, "net.6": 1e-3},
+        ...                  dead_rows={"net.4": 0.6})
+        >>> _shrinks_before_blocked(evidence_of(data, History(), DEFAULT_THRESHOLDS))
+        True
+    """
+    data, t, moved = e.data, e.t, e.ratios.moved
+    blocked = [*dead_layers(data, t), *saturated_layers(data, t)]
+    names = list(moved)
+    at = next(
+        (i for i, g in enumerate(names) if any(g == b or g.startswith(b + ".") for b in blocked)),
+        None,
+    )
+    if not at:
+        return False
+    live = [moved[g] for g in names[:at]]
+    return max(live) > 0 and live[0] < math.sqrt(t["vanish_ratio"]) * max(live)
+
+
 def vanishing_gradients(e: Evidence) -> Decision | None:
     """The earliest non-embedding group moves less than ``vanish_ratio`` x the group moving most (update
     ratios), ``persist_checks`` in a row, unless dead or saturated units explain it or the run converges.
@@ -425,7 +459,7 @@ def vanishing_gradients(e: Evidence) -> Decision | None:
     if moved[top] <= 0:
         return None
     ratio = moved[first] / moved[top]
-    blocked = dead_layers(data, t) or saturated_layers(data, t)
+    blocked = bool(dead_layers(data, t) or saturated_layers(data, t)) and not _shrinks_before_blocked(e)
     count = streak(
         history, "vanishing_gradients", ratio < t["vanish_ratio"] and not blocked and not e.converging
     )

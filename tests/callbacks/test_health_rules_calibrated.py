@@ -9,7 +9,7 @@ import random
 import pytest
 
 from lightning_recipes.callbacks._health_rules import decide
-from lightning_recipes.callbacks._health_window import DEFAULT_THRESHOLDS, CheckData, History
+from lightning_recipes.callbacks._health_window import DEFAULT_THRESHOLDS, CheckData, Decision, History
 
 T = DEFAULT_THRESHOLDS
 GROUPS = {"fc1": 4096, "fc1.bias": 64, "fc2": 256}
@@ -556,3 +556,178 @@ def test_gradients_exploding_from_step_0_are_the_initialisation_not_a_large_loss
     assert "exploding_gradients" not in decide(_first_check(1500.0, 1400.0, 6.8, 5000.0), History(), dict(T))
     later = History(losses=[1.0], loss_ses=[0.01], loss_steps=[20], grad_totals=[1.0])
     assert "exploding_gradients" not in decide(_first_check(1.8e8, 1.0, 44.6, 2.8e6), later, dict(T))
+
+
+# ------------------------------------ issue #35, sealed zoo 4: healthy alarms, misdiagnoses, by invariants
+
+
+def _trained_then_rose(second: tuple[float, float]) -> list[tuple[int, str]]:
+    """Zoo 4's curriculum: Adam at 0.002, ratios 5-8e-3 while the loss fell 1.16 -> 0.10 (the weights 1.1x
+    of step 0's), then the loss rose to 0.56 at a ratio of 0.0103; ``second``: the next check's loss and
+    ratio."""
+    losses, ratios = [1.16, 0.55, 0.32, 0.21, 0.10], [8e-3, 7.6e-3, 4.8e-3, 5.4e-3, 4.5e-3]
+    checks = [_check(20 * (i + 1), x, r, std=0.05, lr=2e-3) for i, (x, r) in enumerate(zip(losses, ratios))]
+    checks += [_check(120, 0.56, 0.0103, std=0.05, lr=2e-3), _check(140, second[0], second[1], lr=2e-3)]
+    for data in checks:
+        data.param_norm_start, data.param_norm = 10.0, 11.0
+    return _run(checks)
+
+
+def test_a_rise_at_the_steps_the_run_trained_at_is_the_lr_only_when_it_persists() -> None:
+    """One sampled step just above 1e-2 at the rise (the harder data's first steps) with the weights at their
+    scale and the LR the one it trained at: no finding when the next check's steps are back to 3e-3. Its
+    pair: the rise and the large steps both persist -> lr_too_high at the second check."""
+    assert _trained_then_rose((0.63, 3.3e-3)) == []
+    assert _trained_then_rose((0.70, 0.015)) == [(140, "lr_too_high")]
+
+
+def _adam_growing(ratios: dict[str, float], growth: list[float], sparse: set[str]) -> set[str]:
+    """Adam at 1e-2, the loss falling 82 -> 52 over 6 checks 20 steps apart, the weights' norm at
+    ``growth``."""
+    checks = []
+    for i, g in enumerate(growth):
+        data = _check(20 * (i + 1), 82.0 - 6.0 * i, ratios, std=8.0, lr=1e-2)
+        data.group_numel = {name: 10_000 if name in sparse else 1 for name in ratios}
+        data.sparse_groups, data.param_norm_start, data.param_norm = set(sparse), 10.0, 10.0 * g
+        checks.append(data)
+    return {p for _, p in _run(checks)}
+
+
+def test_sustained_adam_steps_on_embedding_tables_alone_are_not_the_lr() -> None:
+    """Zoo 4's matrix factorisation (summed MSE): its two tables (init std 0.1) take Adam steps of 1.5e-2 of
+    their norm and grow 2.2x while the loss falls; the one dense parameter moves 3e-3. A table's rows grow to
+    the scale they need: no finding. Its pair: the same steps on dense layers -> lr_too_high."""
+    growth = [1.1, 1.3, 1.5, 1.7, 1.95, 2.2]
+    assert "lr_too_high" not in _adam_growing(
+        {"user": 0.015, "item": 0.015, "mean": 3e-3}, growth, {"user", "item"}
+    )
+    assert "lr_too_high" in _adam_growing({"user": 0.015, "item": 0.015, "mean": 3e-3}, growth, set())
+
+
+def test_sustained_adam_steps_that_all_point_outward_are_a_scale_being_fitted_not_the_lr() -> None:
+    """Zoo 4's graph network with frozen random layers: the head's Adam steps (2-5e-2 of its norm) all grow it
+    (its norm rises by ~0.9 of the steps' length: 2.5x, 4.5x, ... 11x) while the loss falls: no finding. Its
+    pair: the same ratios with the weights growing 2.4x (the steps mostly cancel) -> lr_too_high."""
+    ratios = [0.048, 0.026, 0.021, 0.0125, 0.0103, 0.0103]
+    outward = [2.5, 4.5, 6.8, 9.0, 11.0, 13.1]
+    thrown = [1.3, 1.6, 1.8, 2.0, 2.2, 2.4]
+
+    def run(growth: list[float]) -> set[str]:
+        checks = []
+        for i, (r, g) in enumerate(zip(ratios, growth)):
+            data = _check(20 * (i + 1), 1.37 - 0.02 * i, {"head": r}, std=0.03, lr=0.03)
+            data.param_norm_start, data.param_norm = 1.0, g
+            checks.append(data)
+        return {p for _, p in _run(checks)}
+
+    assert "lr_too_high" not in run(outward)
+    assert "lr_too_high" in run(thrown)
+
+
+def test_a_zero_gradient_is_not_an_lr_too_low_but_a_run_that_is_not_learning() -> None:
+    """Zoo 4's recommender whose forward rounds its predictions: every gradient exactly 0, so every update
+    ratio is 0 and the loss sits at its start: not the LR (no gradient, no step, whatever the LR) but
+    not_learning, with the missing gradient named. Its pair: a gradient and a ratio of 1e-7 -> lr_too_low."""
+
+    def run(grad: float, ratio: float) -> tuple[list[tuple[int, str]], dict[str, object]]:
+        rng = random.Random(2)
+        losses = [1.34 + rng.gauss(0, 0.01) for _ in range(10)]
+        return _flat_run(losses, 1.37, grad_total=grad, update_ratio=dict.fromkeys(GROUPS, ratio))
+
+    found, evidence = run(0.0, 0.0)
+    assert [p for _, p in found] == ["not_learning"] and evidence["cause"] == "no_gradient_signal", found
+    assert [p for _, p in run(1.0, 1e-7)[0]] == ["lr_too_low"]
+
+
+def test_a_small_fall_of_a_hand_written_loss_with_no_known_trivial_level_is_no_finding() -> None:
+    """Zoo 4's pinball loss carrying a constant 25: it falls 25.4 -> 25.1 (~1% of its value, far beyond its
+    noise) with healthy steps; with no input-free level measured, "small against its value" is no claim. Its
+    pair: the same losses from a torch loss whose input-free level is known (25.1) -> not_learning."""
+    losses = [25.4 - 0.3 * (1 - math.exp(-i / 3)) for i in range(10)]
+    kept = {"loss_std": 0.006, "param_norm_start": 10.0, "param_norm": 11.4}  # the weights at 1.14x
+    assert _flat_run(losses, 25.4, **kept)[0] == []
+    free = {"input_free_gap": 0.001, "input_free_gap_se": 0.01, "input_free_loss": 25.1}
+    assert "not_learning" in {p for _, p in _flat_run(losses, 25.4, **kept, **free)[0]}
+
+
+def _dying(dead_now: float, dead_step0: float, input_free: bool) -> set[str]:
+    """Zoo 4's deep sets on points reshaped across sets: the head's ReLU layer, ``dead_step0`` dead on the
+    first batch, ``dead_now`` at every check; the model no better than its own input-free guess or not."""
+    checks = []
+    for i in range(4):
+        data = _check(20 * (i + 1), 1.1, 2e-3, std=0.1)
+        data.loss_head = 1.1 if i == 0 else math.nan
+        data.dead = {"rho.1": dead_now, "phi.1": 0.25}
+        data.dead_start = {"rho.1": dead_step0, "phi.1": 0.1} if i == 0 else {}
+        gap = 0.001 if input_free else 0.3
+        data.input_free_gap, data.input_free_gap_se, data.input_free_loss = gap, 0.01, 0.9
+        checks.append(data)
+    return {p for _, p in _run(checks)}
+
+
+def test_units_that_died_in_a_model_ignoring_its_inputs_are_its_symptom_not_dead_units() -> None:
+    """55% of a layer's units dead (34% on the first batch), every layer passing its input on through the
+    rest, and the model no better than its own batch-mean guess: it ignores inputs that tell it nothing, and
+    units die as it learns to output a constant -- no dead_units. Its pairs: the same units in a model that
+    does better than that guess, and units dead from the first batch (the initialisation) -> dead_units."""
+    assert "dead_units" not in _dying(0.55, 0.34, input_free=True)
+    assert "dead_units" in _dying(0.55, 0.34, input_free=False)
+    assert "dead_units" in _dying(0.55, 0.6, input_free=True)
+
+
+def _deep(dead_from: int) -> dict[str, Decision]:
+    """Zoo 4's 9-layer ReLU MLP, every layer scaled to 0.1 of He's: update ratios 10x smaller per layer down
+    the model; the layers from ``dead_from`` on hold 59% dead units. The decisions of the second check."""
+    history, decisions = History(), {}
+    names = [f"net.{2 * k}" for k in range(9)]
+    for step in (20, 40):
+        data = _check(step, 0.17, {n: 3e-2 * 10.0 ** (k - 8) for k, n in enumerate(names)}, family="sgd")
+        data.loss_head = 0.4 if step == 20 else math.nan
+        data.dead_rows = {n: (0.59 if k >= dead_from else 0.0) for k, n in enumerate(names[:-1])}
+        data.dead_start = dict.fromkeys(data.dead_rows, 0.0) if step == 20 else {}
+        decisions = decide(data, history, dict(T))
+    return decisions
+
+
+def test_steps_vanishing_among_living_layers_are_vanishing_gradients_their_later_dead_units_its_symptom() -> (
+    None
+):
+    """The ratios shrink 10^4x across the first five layers, all alive, before the dead units of the later
+    ones: vanishing_gradients (the dead units its symptom, in its evidence). Its pair: the dead units start
+    at the second layer, so they may explain the small steps below them -> dead_units, no vanishing."""
+    decisions = _deep(dead_from=5)
+    assert sorted(decisions) == ["vanishing_gradients"], sorted(decisions)
+    assert decisions["vanishing_gradients"][0]["dead_fraction"]
+    assert "vanishing_gradients" not in _deep(dead_from=1) and "dead_units" in _deep(dead_from=1)
+
+
+def _nan_at_step_3(lr: float, family: str = "sgd") -> dict[str, Decision]:
+    """Zoo 4's U-Net denoiser: a first-step gradient of 1.32 against weights of norm 5.77, then 31 and
+    2.5e7, the weights inf/nan from step 3, on ordinary batches; ``lr``: the LR read from the optimizer."""
+    data = _check(10, 1.5e7, None)
+    data.nonfinite_weights, data.nonfinite_modules, data.loss_nonfinite = (
+        ["net.inc", "net.out"],
+        ["net.inc"],
+        7,
+    )
+    data.param_norm, data.param_norm_start, data.grad_sampled = math.nan, 5.77, True
+    data.step_records = [(k, g, k, 0, 0, 1.8) for k, g in enumerate([1.32, 31.4, 2.46e7])]
+    data.group_lr, data.group_family = (
+        {"net.inc": lr, "net.out": lr},
+        dict.fromkeys(["net.inc", "net.out"], family),
+    )
+    return decide(data, History(), dict(T))
+
+
+def test_an_sgd_run_whose_first_ordinary_step_was_far_too_large_and_then_blew_up_is_lr_too_high() -> None:
+    """SGD at 2.0: the first update moved the weights by 0.46 of their norm on an ordinary gradient (the
+    initialisation's gradient 0.23x the weights'), then the gradients grew 10^7x into inf/nan: the LR, with
+    advice that lowers it ~46x. Its pairs: the same explosion at 0.05 (a first step of 1e-2), and under Adam
+    (a first step whose size is not the gradient's): an explosion into inf/nan, no cause claimed."""
+    found = _nan_at_step_3(2.0)
+    assert sorted(found) == ["lr_too_high"], sorted(found)
+    assert (
+        found["lr_too_high"][0]["lower_lr_by"] == 46 and "not the initialisation" in found["lr_too_high"][1]
+    )
+    for lr, family in ((0.05, "sgd"), (2.0, "adaptive")):
+        assert sorted(_nan_at_step_3(lr, family)) == ["exploding_gradients", "nonfinite_activations"]
