@@ -6,8 +6,9 @@ Run from the repository root::
 
 A problem run is named when the monitor's findings include its expected problem at or after its onset and
 nothing outside ``{expected, *also_allowed}`` (anything else is a misdiagnosis); a healthy run is clean when
-it gets no finding at all. The field gallery's test (``tests/callbacks/test_health_field_gallery.py``) uses
-the same rule.
+it gets no finding at all. A case whose expected value is a cause rather than one of
+``HealthMonitor.PROBLEMS`` (e.g. ``frozen_parameters``) is named by a finding with that cause. The field
+gallery's test (``tests/callbacks/test_health_field_gallery.py``) uses the same rule.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import argparse
 
 import torch
 
+from lightning_recipes.callbacks import HealthMonitor
 from tests.callbacks.health_field_gallery import run_case
 from tests.callbacks.health_field_gallery._case import FieldCase
 from tests.callbacks.health_sealed_zoo.zoo import CASES
@@ -34,7 +36,8 @@ def main(argv: list[str] | None = None, cases: list[FieldCase] = CASES) -> None:
             continue
         monitor, _ = run_case(case)
         assert monitor is not None
-        findings = [(f.problem, f.step) for f in monitor.findings]
+        by_cause = case.expected is not None and case.expected not in HealthMonitor.PROBLEMS
+        findings = [(f.cause if by_cause and f.cause else f.problem, f.step) for f in monitor.findings]
         found = {problem for problem, _ in findings}
         if case.expected is None:
             healthy += 1
