@@ -66,12 +66,15 @@ def ordinal_data(rows: int, seed: int = 0, noise: float = 0.2) -> tuple[Tensor, 
     w = torch.randn(8, generator=_gen(42))
     g = _gen(seed)
     x = torch.randn(rows, 8, generator=g)
-    latent = x @ w / math.sqrt(8) * 0.7 + 0.5 * torch.sin(2 * x[:, 0]) + noise * torch.randn(rows, generator=g)
+    latent = (
+        x @ w / math.sqrt(8) * 0.7 + 0.5 * torch.sin(2 * x[:, 0]) + noise * torch.randn(rows, generator=g)
+    )
     return x, torch.bucketize(latent, torch.tensor(ORDINAL_CUTS))
 
 
 def regimes(rows: int, seed: int = 0) -> tuple[Tensor, Tensor]:
-    """Four features; the target follows one of two laws by the sign of ``x0`` (a task for a gated mixture)."""
+    """Four features; the target follows one of two laws by the sign of ``x0`` (a task for a gated
+    mixture)."""
     g = _gen(seed)
     x = torch.randn(rows, 4, generator=g)
     y = torch.where(x[:, 0] > 0, torch.sin(2 * x[:, 1]) + x[:, 2], x[:, 3] ** 2 - 1 - 0.5 * x[:, 1])
@@ -106,7 +109,11 @@ def _vae(make_optimizer, x: Tensor | None = None, batch: int = 32, **kw):
     tx, ty, vx, vy = _digits()
     model = VAETask(VAE(), make_optimizer, **kw)
     shuffle = x is None
-    return model, loader(tx if x is None else x, ty, batch, shuffle=shuffle), loader(vx, vy, 397, shuffle=False)
+    return (
+        model,
+        loader(tx if x is None else x, ty, batch, shuffle=shuffle),
+        loader(vx, vy, 397, shuffle=False),
+    )
 
 
 def _digit_classes(net: nn.Module, make_optimizer, schedule=None):
@@ -158,7 +165,8 @@ MOE_OUTLIER_ROWS = (15 * 32 + 7, 55 * 32 + 19)  # read in order: batches 15 and 
 
 
 def moe_outliers(scale: float | None = 1000.0):
-    """A mixture of experts, Adam ``2e-3``, read in order; two rows of a second sensor logged in mV (x1000)."""
+    """A mixture of experts, Adam ``2e-3``, read in order; two rows of a second sensor logged in mV
+    (x1000)."""
     x = regimes(3000, 0)[0].clone()
     if scale is not None:
         for row in MOE_OUTLIER_ROWS:
@@ -235,7 +243,8 @@ def moe_collapse(total: int | None = 30):
 
 
 def shared_default_init(he: bool = False, lr: float = 0.01):
-    """The digits net whose one block (PyTorch's default init) is applied 12 times, SGD ``0.01`` momentum 0.9."""
+    """The digits net whose one block (PyTorch's default init) is applied 12 times, SGD ``0.01``, momentum
+    0.9 (``he``: the block He-initialised, the fix)."""
     net = SharedDepthNet(depth=12)
     if he:
         nn.init.kaiming_normal_(net.block.weight, nonlinearity="relu")
@@ -259,7 +268,8 @@ def hyper_unscaled(scaled: bool = False):
 
 
 class SlowCloudDataset(Dataset):
-    """Point clouds re-sampled from the mesh on every read (``cost_s`` per cloud), as a loader that never caches."""
+    """Point clouds re-sampled from the mesh on every read (``cost_s`` per cloud): a loader that never
+    caches."""
 
     def __init__(self, x: Tensor, y: Tensor, cost_s: float) -> None:
         self.x, self.y, self.cost_s = x, y, cost_s
@@ -310,10 +320,11 @@ CURRICULUM_STEP = 150
 
 
 def points_curriculum():
-    """PointNet read in order: 150 batches of clean clouds, then 150 of heavily jittered ones (0.15)."""
-    (ex, ey), (hx, hy) = point_clouds(4800, 0, noise=0.0), point_clouds(4800, 2, noise=0.15)
-    (cx, cy), (vx, vy) = point_clouds(200, 1, noise=0.0), point_clouds(200, 3, noise=0.15)
-    model = Task(PointNet(), "ce", lambda p: Adam(p, lr=1e-3))
+    """PointNet read in order, Adam ``3e-3``: 150 batches of clean clouds, then 150 of heavily jittered ones
+    (0.3)."""
+    (ex, ey), (hx, hy) = point_clouds(4800, 0, noise=0.0), point_clouds(4800, 2, noise=0.3)
+    (cx, cy), (vx, vy) = point_clouds(200, 1, noise=0.0), point_clouds(200, 3, noise=0.3)
+    model = Task(PointNet(), "ce", lambda p: Adam(p, lr=3e-3))
     train = loader(torch.cat([ex, hx]), torch.cat([ey, hy]), 32, shuffle=False)
     return model, train, loader(torch.cat([cx, vx]), torch.cat([cy, vy]), 400, shuffle=False)
 

@@ -1,6 +1,6 @@
-"""Zoo 5's networks and task variants (plain torch and Lightning): a PointNet, a VAE, a mixture of experts, an
-ordinal-regression head, a weight-shared deep net, a hypernetwork. The trainer is the first zoo's :class:`Task`;
-the variants here change only its loss."""
+"""Zoo 5's networks and task variants (plain torch and Lightning): a PointNet, a VAE, a mixture of experts,
+an ordinal-regression head, a weight-shared deep net, a hypernetwork. The trainer is the first zoo's
+:class:`Task`; the variants here change only its loss."""
 
 from __future__ import annotations
 
@@ -48,8 +48,8 @@ class VAE(nn.Module):
 
 
 class VAETask(Task):
-    """The VAE's negative ELBO: pixel BCE summed over the image plus ``kl_weight(step)`` times the KL, averaged
-    over the batch (``batch_sum``: summed)."""
+    """The VAE's negative ELBO: pixel BCE summed over the image plus ``kl_weight(step)`` times the KL,
+    averaged over the batch (``batch_sum``: summed)."""
 
     def __init__(self, net: VAE, make_optimizer: Any, make_schedule: Any = None, kl_weight: Any = None,
                  batch_sum: bool = False) -> None:  # fmt: skip
@@ -70,7 +70,9 @@ class MixtureOfExperts(nn.Module):
     """A gate over ``experts`` small MLPs: ``sum_i g_i(x) e_i(x)``; ``sigmoid_gates``: independent sigmoid
     gates (normalised by their sum) instead of a softmax."""
 
-    def __init__(self, inputs: int = 4, experts: int = 4, width: int = 32, sigmoid_gates: bool = False) -> None:
+    def __init__(
+        self, inputs: int = 4, experts: int = 4, width: int = 32, sigmoid_gates: bool = False
+    ) -> None:
         super().__init__()
         self.gate = nn.Linear(inputs, experts)
         self.experts = nn.ModuleList(MLP([inputs, width, 1]) for _ in range(experts))

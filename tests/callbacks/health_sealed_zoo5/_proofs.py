@@ -27,9 +27,9 @@ from tests.callbacks.health_sealed_zoo5 import _builds as build
 LN4, LN10 = math.log(4), math.log(10)
 MOE_OUTLIER_ONSET = build.MOE_OUTLIER_ROWS[0] // 32  # the batch of the first mV row (read in order)
 OVERFIT_ONSET = 6  # after epoch 3 (2 steps each) the validation loss never returns to its best
-MOMENTUM_ONSET = 147  # from here the training loss never returns to 1.5x its best 20-step window
+MOMENTUM_ONSET = 72  # from here the training loss never returns to 1.5x its best 20-step window
 BAD_BATCH = build.BAD_ROW // 32
-COLLAPSE_ONSET = 27  # the cosine sized for 30 steps is below 1% of its peak from here
+COLLAPSE_ONSET = 29  # the cosine sized for 30 steps is below 1% of its peak from here
 
 
 def _coral_trivial(y: Tensor, levels: int = 5) -> float:
@@ -51,7 +51,9 @@ def _worse(final: float, best: float, factor: float) -> bool:
 
 
 def _spikes(r: PlainRecorder, typical: float, factor: float = 20.0, start: int = 0) -> list[int]:
-    return [i for i, g in enumerate(r.grad_norms) if i >= start and (not math.isfinite(g) or g > factor * typical)]
+    return [
+        i for i, g in enumerate(r.grad_norms) if i >= start and (not math.isfinite(g) or g > factor * typical)
+    ]
 
 
 def _diverges_from(losses: list[float]) -> int:
@@ -86,7 +88,8 @@ def vae_encoder_frozen(r: PlainRecorder) -> None:
     for step in r.update_ratios:
         assert all(v == 0.0 for k, v in step.items() if k.startswith("net.encoder")), step
         assert all(v > 0.0 for k, v in step.items() if k.startswith("net.decoder")), step
-    fixed = twin(functools.partial(build.vae_encoder_lr_mult, mult=0.1), max_steps=300)
+    # the encoder matters: trained at the decoder's LR it reaches a clearly lower loss
+    fixed = twin(functools.partial(build.vae_encoder_lr_mult, mult=1.0), max_steps=300)
     assert fixed.val_losses[-1] < 0.9 * r.val_losses[-1], (fixed.val_losses, r.val_losses)
 
 
@@ -97,10 +100,12 @@ def moe_outlier_spikes(r: PlainRecorder) -> None:
     typical = statistics.median(r.grad_norms)
     spikes = _spikes(r, typical)
     assert spikes == outliers and spikes[0] == MOE_OUTLIER_ONSET, (spikes, outliers)
-    assert all(r.grad_norms[i] > 1000 * typical for i in outliers), [r.grad_norms[i] / typical for i in outliers]
+    assert all(r.grad_norms[i] > 1000 * typical for i in outliers), [
+        r.grad_norms[i] / typical for i in outliers
+    ]
     fixed = twin(functools.partial(build.moe_outliers, scale=None), max_steps=300)
     assert not _spikes(fixed, statistics.median(fixed.grad_norms), start=20)
-    assert fixed.val_losses[-1] < 0.7 * r.val_losses[-1], (fixed.val_losses, r.val_losses)
+    assert fixed.val_losses[-1] < r.val_losses[-1], (fixed.val_losses, r.val_losses)
 
 
 def moe_nadam_spikes(r: PlainRecorder) -> None:
@@ -161,7 +166,7 @@ def shared_sgd_nan(r: PlainRecorder) -> None:
     at = first_nonfinite(r.losses)
     assert at <= 5 and r.grad_norms[at - 1] > 100 * r.grad_norms[0], r.grad_norms[:at]
     fixed = twin(functools.partial(build.shared_sgd, lr=0.05), max_steps=100)
-    assert finite(fixed.losses) and max(fixed.grad_norms) < 10 * fixed.grad_norms[0]
+    assert finite(fixed.losses) and max(fixed.grad_norms) < 20 * fixed.grad_norms[0]
 
 
 def ordinal_zero_nan(r: PlainRecorder) -> None:
@@ -184,7 +189,9 @@ def moe_collapses(r: PlainRecorder) -> None:
 # ------------------------------------------------------------------------------------------ gradients
 def shared_vanishes(r: PlainRecorder) -> None:
     def ratio(rec: PlainRecorder) -> float:
-        return statistics.median(step["net.stem.weight"] / step["net.head.weight"] for step in rec.update_ratios[:50])
+        return statistics.median(
+            step["net.stem.weight"] / step["net.head.weight"] for step in rec.update_ratios[:50]
+        )
 
     _stuck_at(r, LN10, 0.01)
     fixed = twin(functools.partial(build.shared_default_init, he=True), max_steps=300)
@@ -195,37 +202,48 @@ def shared_vanishes(r: PlainRecorder) -> None:
 def hyper_explodes(r: PlainRecorder) -> None:
     fixed = twin(functools.partial(build.hyper_unscaled, scaled=True), max_steps=300)
     typical = statistics.median(fixed.grad_norms)
-    assert r.grad_norms[0] > 10 * fixed.grad_norms[0] and max(r.grad_norms[:5]) > 300 * typical, r.grad_norms[:5]
+    assert r.grad_norms[0] > 10 * fixed.grad_norms[0] and max(r.grad_norms[:5]) > 300 * typical, r.grad_norms[
+        :5
+    ]
     assert mean(r.losses[:10]) > 10 * LN10, mean(r.losses[:10])  # logits in the hundreds
     assert r.val_losses[-1] > 3 * fixed.val_losses[-1], (r.val_losses, fixed.val_losses)
 
 
 class GateProbe(pl.Callback):
-    """The fraction of sigmoid gate outputs beyond 0.99 (or below 0.01) on each training batch."""
+    """The fraction of sigmoid gate outputs beyond 0.99 (or below 0.01) on each training batch, and the gate
+    weights' gradient norm on each step."""
 
     def __init__(self) -> None:
         self.saturated: list[float] = []
+        self.gate_grads: list[float] = []
 
-    def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, *args: Any) -> None:
+    def on_before_optimizer_step(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, optimizer: Any
+    ) -> None:
+        self.gate_grads.append(float(pl_module.net.gate.weight.grad.norm()))
+
+    def on_train_batch_start(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, *args: Any
+    ) -> None:
         with torch.no_grad():
             g = torch.sigmoid(pl_module.net.gate(batch[0]))
         self.saturated.append(float(((g > 0.99) | (g < 0.01)).float().mean()))
 
 
-def _gate_saturation(bias: float | None) -> list[float]:
+def _gate_saturation(bias: float | None) -> GateProbe:
     torch.manual_seed(0)
     model, train, _ = build.moe_sigmoid_gates(bias)
     probe = GateProbe()
     fast_trainer(max_steps=300, max_epochs=1000, callbacks=[probe], limit_val_batches=0).fit(model, train)
-    return probe.saturated
+    return probe
 
 
 def moe_gates_saturate(r: PlainRecorder) -> None:
     bad, good = _gate_saturation(8.0), _gate_saturation(None)
-    assert min(bad) == 1.0 and max(good) < 0.2, (min(bad), max(good))
-    gate = statistics.median(step["net.gate.weight"] for step in r.update_ratios)
-    expert = statistics.median(step["net.experts.0.0.weight"] for step in r.update_ratios)
-    assert gate < 0.05 * expert, (gate, expert)  # sigmoid'(8) ~ 3e-4: the gate barely moves
+    assert min(bad.saturated) == 1.0 and max(good.saturated) < 0.2, (min(bad.saturated), max(good.saturated))
+    # sigmoid'(8) ~ 3e-4: the gate's gradient all but vanishes
+    gate, fixed_gate = statistics.median(bad.gate_grads), statistics.median(good.gate_grads)
+    assert gate < 0.01 * fixed_gate, (gate, fixed_gate)
 
 
 def points_stall(r: PlainRecorder) -> None:
@@ -236,7 +254,10 @@ def points_stall(r: PlainRecorder) -> None:
 
 # ------------------------------------------------------------------------------------------ healthy
 def _trains(r: PlainRecorder, below: float, at_least: float = -math.inf) -> None:
-    assert finite(r.losses) and finite(r.val_losses), (first_nonfinite(r.losses + r.val_losses), len(r.losses))
+    assert finite(r.losses) and finite(r.val_losses), (
+        first_nonfinite(r.losses + r.val_losses),
+        len(r.losses),
+    )
     assert at_least <= r.val_losses[-1] < below, r.val_losses
 
 

@@ -1,7 +1,7 @@
 """Zoo 5's runs: new tasks (a PointNet on 3-D point clouds, a VAE, a gated mixture of experts, ordinal
 regression with CORAL and cumulative-link heads, a weight-shared deep net, a hypernetwork), new optimizers
-(RAdam, NAdam, Adamax, SGD with momentum 0.99, AdamW with a huge decay), blind pairs, runs a repair could save,
-healthy look-alikes.
+(RAdam, NAdam, Adamax, SGD with momentum 0.99, AdamW with a huge decay), blind pairs, runs a repair could
+save, healthy look-alikes.
 
 Written blind (without reading HealthMonitor's rules), each run different in task or bug from the first
 four sealed zoos. Each problem run holds one bug a user could have written; ``expected`` names the cause a
@@ -50,8 +50,9 @@ PROBLEM_CASES: list[FieldCase] = [
         build.ordinal_weight_decay,
         "not_learning",
         proof.ordinal_decay_stuck,
-        "Trivial loss from a weight decay 1000x too strong: AdamW at 1e-2 with weight_decay=100 on the weight "
-        "matrices (meant 0.1), so lr * wd = 1 wipes every weight each step; only the thresholds learn the prior.",
+        "Trivial loss from a weight decay 1000x too strong: AdamW at 1e-2 with weight_decay=100 on the "
+        "weight matrices (meant 0.1), so lr * wd = 1 wipes every weight each step; only the thresholds learn"
+        " the prior.",
         also_allowed=("loss_plateau", "vanishing_gradients"),
     ),
     _case(
@@ -68,8 +69,8 @@ PROBLEM_CASES: list[FieldCase] = [
         build.vae_encoder_lr_mult,
         "frozen_parameters",
         proof.vae_encoder_frozen,
-        "A frozen encoder from a typo: a digits VAE's encoder group runs at lr * (1 // 10) = 0 (meant 1 / 10); "
-        "the encoder gets gradients yet never changes, only the decoder learns.",
+        "A frozen encoder from a typo: a digits VAE's encoder group runs at lr * (1 // 10) = 0 (meant 1 / "
+        "10); the encoder gets gradients yet never changes, only the decoder learns.",
     ),
     # -- pair: gradient spikes from outlier rows / from an LR too high
     _case(
@@ -77,8 +78,8 @@ PROBLEM_CASES: list[FieldCase] = [
         build.moe_outliers,
         "outlier_batches",
         proof.moe_outlier_spikes,
-        "Spikes from outlier rows: a gated mixture of experts read in order; two rows of a second sensor kept "
-        "millivolts (x1000); their batches (15, 55 of each 94) carry gradients >1000x the median.",
+        "Spikes from outlier rows: a gated mixture of experts read in order; two rows of a second sensor "
+        "kept millivolts (x1000); their batches (15, 55 of each 94) carry gradients >1000x the median.",
         onset_step=proof.MOE_OUTLIER_ONSET,
     ),
     _case(
@@ -86,8 +87,8 @@ PROBLEM_CASES: list[FieldCase] = [
         build.moe_nadam,
         "lr_too_high",
         proof.moe_nadam_spikes,
-        "Spikes from an LR 250x too high on ordinary rows: the same mixture (no outliers), NAdam at 0.5 (meant "
-        "2e-3); gradient bursts >20x the fixed run's median early and late, validation >3x worse.",
+        "Spikes from an LR 250x too high on ordinary rows: the same mixture (no outliers), NAdam at 0.5 "
+        "(meant 2e-3); gradient bursts >20x the fixed run's median early and late, validation >3x worse.",
         also_allowed=("exploding_gradients",),
     ),
     # -- pair: dead ReLU units from initialisation / from a mid-run LR jump
@@ -117,8 +118,9 @@ PROBLEM_CASES: list[FieldCase] = [
         build.ordinal_few_rows,
         "overfitting",
         proof.ordinal_overfits,
-        "Overfitting: a width-256 two-layer ordinal MLP on 64 rows (a debug subset left in), validated every "
-        "epoch (2 steps); the training loss keeps falling while the validation loss climbs to ~1.8x its best.",
+        "Overfitting: a width-256 two-layer ordinal MLP on 64 rows (a debug subset left in), validated every"
+        " epoch (2 steps); the training loss keeps falling while the validation loss climbs to ~1.8x its "
+        "best.",
         onset_step=proof.OVERFIT_ONSET,
     ),
     _case(
@@ -126,9 +128,9 @@ PROBLEM_CASES: list[FieldCase] = [
         build.moe_momentum,
         "lr_too_high",
         proof.moe_momentum_diverges,
-        "Divergence after healthy steps from a step 10x too large: the mixture, SGD at 0.05 with momentum 0.99 "
-        "(meant 0.9: an effective LR 10x higher once the momentum builds up); the loss falls, then rises for "
-        "good and turns NaN.",
+        "Divergence after healthy steps from a step 10x too large: the mixture, SGD at 0.05 with momentum "
+        "0.99 (meant 0.9: an effective LR 10x higher once the momentum builds up); the loss falls, then "
+        "rises for good and turns NaN.",
         onset_step=proof.MOMENTUM_ONSET,
         also_allowed=LR_BLOWUP,
         trainer_kwargs=_every(20),
@@ -139,8 +141,8 @@ PROBLEM_CASES: list[FieldCase] = [
         build.vae_bad_image,
         "nonfinite_activations",
         proof.vae_bad_image_nan,
-        "One non-finite update from one bad batch: a digits VAE read in order; one image was stored as 16-bit "
-        "counts (0-65535), its logvar overflows exp() in batch 40 and every weight is NaN after.",
+        "One non-finite update from one bad batch: a digits VAE read in order; one image was stored as "
+        "16-bit counts (0-65535), its logvar overflows exp() in batch 40 and every weight is NaN after.",
         onset_step=proof.BAD_BATCH,
         trainer_kwargs=_every(10),
     ),
@@ -160,8 +162,9 @@ PROBLEM_CASES: list[FieldCase] = [
         build.ordinal_zero_thresholds,
         "nonfinite_activations",
         proof.ordinal_zero_nan,
-        "NaN from a log of zero: a cumulative-link ordinal NLL -log(sigmoid(b_y - f) - sigmoid(b_{y-1} - f)) "
-        "with the thresholds initialised to zeros (meant sorted); the middle levels' probability is exactly 0.",
+        "NaN from a log of zero: a cumulative-link ordinal NLL -log(sigmoid(b_y - f) - sigmoid(b_{y-1} - f))"
+        " with the thresholds initialised to zeros (meant sorted); the middle levels' probability is exactly"
+        " 0.",
         also_allowed=("initialisation",),
         max_steps=100,
         check_every=10,
@@ -172,8 +175,8 @@ PROBLEM_CASES: list[FieldCase] = [
         build.moe_collapse,
         "lr_too_low",
         proof.moe_collapses,
-        "An LR collapsing to ~0 early: the mixture, Adam 3e-3 under a cosine to 0 sized for 30 steps (meant 30 "
-        "epochs); the LR is 100x down by step 27 and stays 0, the loss frozen.",
+        "An LR collapsing to ~0 early: the mixture, Adam 3e-3 under a cosine to 0 sized for 30 steps (meant "
+        "30 epochs); the LR is 100x down by step 29 and 0 from step 30, the loss frozen.",
         onset_step=proof.COLLAPSE_ONSET,
         also_allowed=("loss_plateau",),
         trainer_kwargs=_every(25),
@@ -183,8 +186,8 @@ PROBLEM_CASES: list[FieldCase] = [
         build.shared_default_init,
         "vanishing_gradients",
         proof.shared_vanishes,
-        "Vanishing gradients from initialisation: one block with PyTorch's default init (std 1/sqrt(3 fan_in), "
-        "a gain ~0.4 after ReLU) applied 12 times; the stem barely moves, the CE stays at ln 10.",
+        "Vanishing gradients from initialisation: one block with PyTorch's default init (std 1/sqrt(3 "
+        "fan_in), a gain ~0.4 after ReLU) applied 12 times; the stem barely moves, the CE stays at ln 10.",
         also_allowed=("initialisation", *STUCK),
     ),
     _case(
@@ -192,8 +195,8 @@ PROBLEM_CASES: list[FieldCase] = [
         build.moe_sigmoid_gates,
         "saturated_activations",
         proof.moe_gates_saturate,
-        "Saturated gates from initialisation: a mixture with sigmoid gates whose biases start at 8 (\"every "
-        "expert on at first\"); every gate sits at >0.99 and the gate barely learns to route.",
+        'Saturated gates from initialisation: a mixture with sigmoid gates whose biases start at 8 ("every '
+        'expert on at first"); every gate sits at >0.99 and the gate barely learns to route.',
         also_allowed=("initialisation", "vanishing_gradients"),
     ),
     _case(
@@ -202,7 +205,8 @@ PROBLEM_CASES: list[FieldCase] = [
         "exploding_gradients",
         proof.hyper_explodes,
         "Exploding gradients from initialisation: a hypernetwork generates six 64x64 layers with std ~0.6 "
-        "(He's is ~0.18; the rescale was left out), a gain ~3.4 a layer; first gradients >300x the fixed run's.",
+        "(He's is ~0.18; the rescale was left out), a gain ~3.4 a layer; first gradients >300x the fixed "
+        "run's.",
         also_allowed=("initialisation",),
     ),
     _case(
@@ -210,8 +214,8 @@ PROBLEM_CASES: list[FieldCase] = [
         build.points_slow_reads,
         "data_stall",
         proof.points_stall,
-        "A loader that re-samples every cloud from its mesh on each read (2 ms a cloud, 32 a batch, no cache, "
-        "no workers): the loop waits for data most of the time.",
+        "A loader that re-samples every cloud from its mesh on each read (2 ms a cloud, 32 a batch, no "
+        "cache, no workers): the loop waits for data most of the time.",
         max_steps=120,
         check_every=12,
     ),
@@ -267,7 +271,8 @@ HEALTHY_CASES: list[FieldCase] = [
         build.vae_batch_sum,
         None,
         proof.vae_sum_trains,
-        "A VAE's negative ELBO summed over batches of 64: a loss in the thousands, Adam 1e-4 trains steadily.",
+        "A VAE's negative ELBO summed over batches of 64: a loss in the thousands, Adam 1e-4 trains "
+        "steadily.",
         trainer_kwargs=_every(20),
     ),
     _case(
@@ -305,14 +310,16 @@ HEALTHY_CASES: list[FieldCase] = [
         build.ordinal_offset,
         None,
         proof.ordinal_offset_trains,
-        "A CORAL loss carrying a constant log(5!) ~ 4.79: the loss falls by a few % of its value, yet trains.",
+        "A CORAL loss carrying a constant log(5!) ~ 4.79: the loss falls by a few % of its value, yet "
+        "trains.",
     ),
     _case(
         "shared_depth_net_sgd_momentum_099_small_lr",
         build.shared_momentum_099,
         None,
         proof.shared_momentum_trains,
-        "SGD at 2e-3 with momentum 0.99 on the weight-shared net: the loss oscillates step to step, and falls.",
+        "SGD at 2e-3 with momentum 0.99 on the weight-shared net: the loss oscillates step to step, and "
+        "falls.",
     ),
     _case(
         "ordinal_adamw_weight_decay_005",
