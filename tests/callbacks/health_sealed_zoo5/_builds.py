@@ -141,9 +141,10 @@ def ordinal_weight_decay(weight_decay: float = 100.0):
     return _ordinal(make)
 
 
-def points_pool_dim(pool_dim: int = 0):
-    """PointNet whose max-pool runs over dimension 0 (the batch; meant 1, the points), Adam ``1e-3``."""
-    return _points(lambda p: Adam(p, lr=1e-3), PointNet(pool_dim=pool_dim))
+def points_pool_batch(pool_batch: bool = True):
+    """PointNet whose max-pool runs over dims ``(0, 1)``, the batch too (meant 1, the points), its one
+    feature broadcast to every cloud, Adam ``1e-3``."""
+    return _points(lambda p: Adam(p, lr=1e-3), PointNet(pool_batch=pool_batch))
 
 
 ENCODER_LR_MULT = 1 // 10  # integer division: meant 0.1 (``1 / 10``)

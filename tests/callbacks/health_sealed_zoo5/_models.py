@@ -19,17 +19,18 @@ __all__ += ["SharedDepthNet", "VAETask"]
 
 class PointNet(nn.Module):
     """Qi et al.: a per-point MLP on ``(N, P, 3)`` clouds, a max over the points, a classifier head.
-    ``pool_dim``: the dimension pooled (1: the points; 0 pools across the batch)."""
+    ``pool_batch``: the max runs over dims ``(0, 1)`` (the batch too) and the one feature is broadcast back to
+    every cloud."""
 
-    def __init__(self, classes: int = 4, width: int = 64, pool_dim: int = 1) -> None:
+    def __init__(self, classes: int = 4, width: int = 64, pool_batch: bool = False) -> None:
         super().__init__()
         self.point = nn.Sequential(nn.Linear(3, width), nn.ReLU(), nn.Linear(width, width), nn.ReLU())
         self.head = MLP([width, width, classes])
-        self.pool_dim = pool_dim
+        self.pool_batch = pool_batch
 
     def forward(self, x: Tensor) -> Tensor:
-        h = self.point(x).amax(self.pool_dim, keepdim=self.pool_dim == 0)
-        return self.head(h.expand(len(x), -1, -1).amax(1) if self.pool_dim == 0 else h)
+        h = self.point(x)
+        return self.head(h.amax((0, 1)).expand(len(x), -1) if self.pool_batch else h.amax(1))
 
 
 class VAE(nn.Module):

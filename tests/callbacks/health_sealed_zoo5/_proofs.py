@@ -79,7 +79,7 @@ def ordinal_decay_stuck(r: PlainRecorder) -> None:
 
 def points_pool_stuck(r: PlainRecorder) -> None:
     _stuck_at(r, LN4, 0.02)
-    fixed = twin(functools.partial(build.points_pool_dim, pool_dim=1), max_steps=300)
+    fixed = twin(functools.partial(build.points_pool_batch, pool_batch=False), max_steps=300)
     assert fixed.val_losses[-1] < 0.6 * LN4, fixed.val_losses
 
 

@@ -57,11 +57,11 @@ PROBLEM_CASES: list[FieldCase] = [
     ),
     _case(
         "pointnet_max_pool_over_batch_not_points",
-        build.points_pool_dim,
+        build.points_pool_batch,
         "not_learning",
         proof.points_pool_stuck,
-        "Trivial loss from a pooling axis bug: a PointNet max-pools over dim 0 (the batch; meant dim 1, the "
-        "points), so every cloud of a batch gets the same feature; the CE stays at ln 4.",
+        "Trivial loss from a pooling axis bug: a PointNet max-pools over dims (0, 1), the batch too (meant "
+        "dim 1, the points), so every cloud of a batch gets the same feature; the CE stays at ln 4.",
         also_allowed=("loss_plateau",),
     ),
     _case(
