@@ -45,6 +45,7 @@ PROOF_MODULES = (
     "tests/callbacks/test_health_sealed_zoo2_proofs.py",
     "tests/callbacks/test_health_sealed_zoo3_proofs.py",
     "tests/callbacks/test_health_sealed_zoo4_proofs.py",
+    "tests/callbacks/test_health_sealed_zoo5_proofs.py",
 )
 # The distributions the proofs train with: their pins in constraints.txt are part of the hash.
 PINNED = ("torch", "lightning", "transformers", "scikit-learn")
