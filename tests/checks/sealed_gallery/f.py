@@ -1,0 +1,415 @@
+"""Sealed gallery F: single-object detection (class and box heads), audio-like tone classification with a 1-D
+CNN, forecasting-based anomaly detection, multi-modal fusion, subject-level sensor regression, a
+class-conditional decoder, a character-level CNN, gradient checkpointing, early-exit heads, layers shared
+across depth, an implicit neural representation with a custom autograd Function, a hand-kept running
+normaliser, heteroscedastic regression, a Bradley-Terry reward model and rare-event detection. Written blind
+(see the package docstring); each bug is proved against its healthy twin in ``test_proofs_f.py``."""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+from tests.checks.sealed_gallery import SealedCase
+from tests.checks.sealed_gallery import _f_data as d
+from tests.checks.sealed_gallery import _f_models as m
+
+
+# --- data builders (each returns preflight's data keyword arguments) ----------------------------------------
+def rows_data(make, n: int = 1000, transform=None, classes: int | None = None, **kw) -> dict[str, Any]:
+    """``make(n, 1)`` for training (through ``transform`` per read, if given) and ``make(300, 2)`` for
+    validation."""
+    out = d.loaders(d.Rows(*make(n, 1), transform=transform), d.Rows(*make(300, 2)), **kw)
+    return {**out, "num_classes": classes} if classes else out
+
+
+def part_data(make, transform=None, classes: int | None = None) -> dict[str, Any]:
+    """``make(part)`` for the ``train`` and ``val`` parts of the digits."""
+    return rows_data(lambda n, seed: make("train" if seed == 1 else "val"), 0, transform, classes)
+
+
+def detection_data(move_box: bool | None = None) -> dict[str, Any]:
+    """Digits on a canvas; with ``move_box`` set, random shifts (the BUG: ``False``, the box stays)."""
+    transform = None if move_box is None else partial(d.shift_canvas, move_box=move_box)
+    return part_data(d.canvases, transform, 10)
+
+
+def tone_data(transform=None, curriculum: bool | None = None) -> dict[str, Any]:
+    """Tones as (clip, class) through ``transform`` if given; with ``curriculum`` set, easiest clips first
+    (the BUG, ``False``: the schedule's fraction never grows)."""
+    clip, label, noise = d.tones(1000, 1)
+    kw = {} if curriculum is None else {"sampler": d.Curriculum(noise, integer_division=not curriculum)}
+    train = d.Rows(clip, label, noise, transform=transform or (lambda c, y, _: (c, y)))
+    return {**d.loaders(train, d.Rows(*d.tones(300, 2)[:2]), **kw), "num_classes": 5}
+
+
+def series_data(in_order: bool = False) -> dict[str, Any]:
+    """Anomaly-free chunks; ``in_order``: overlapping windows of 4 long series, served unshuffled."""
+    if in_order:
+        return d.loaders(
+            d.Rows(d.sliding_chunks(4, 250, 1)), d.Rows(d.series_chunks(300, 2)[0]), shuffle=False
+        )
+    return rows_data(lambda n, seed: d.series_chunks(n, seed)[:1])
+
+
+def fusion_data() -> dict[str, Any]:
+    train, val = (d.Records(d.fused_digits(part)) for part in ("train", "val"))
+    return {**d.loaders(train, val), "target_key": "target", "num_classes": 10}
+
+
+def subject_data(by_subject: bool = True) -> dict[str, Any]:
+    """Sensor rows of 60 subjects split by subject (the BUG, ``by_subject=False``: by row)."""
+    train, val = d.subject_split(by_subject)
+    return d.loaders(d.Rows(*train), d.Rows(*val))
+
+
+def decoder_data(sorted_images: bool = False) -> dict[str, Any]:
+    """(image, class) rows; the BUG (``sorted_images``): the images are sorted by ink for a curriculum and the
+    labels are not, so each image keeps another image's class."""
+    x, y = d.digits("train")
+    if sorted_images:
+        x = x[x.sum(1).argsort()]
+    return d.loaders(d.Rows(x, y), d.Rows(*d.digits("val")))
+
+
+def event_weight(inverted: bool = False) -> float:
+    """``pos_weight`` from the training labels: negatives / positives (the BUG, ``inverted``: the inverse)."""
+    label = d.rare_events(2000, 1)[1]
+    ratio = (1 - label).sum().item() / label.sum().item()
+    return 1 / ratio if inverted else ratio
+
+
+digit_data = partial(part_data, d.digits, classes=10)
+chars = partial(rows_data, d.motif_strings, classes=4)
+fields = partial(rows_data, d.field)
+curves = partial(rows_data, d.noisy_curve)
+sensors = partial(rows_data, d.sensor_rows)
+pairs = partial(rows_data, d.preference_pairs)
+events = partial(rows_data, d.rare_events, 2000, batch_size=64)
+
+PAIRED = "each input is paired with its own target through sampling, collation and augmentation"
+STEPPED = "every trained parameter is stepped"
+GRADIENT = "every parameter that shapes the output gets a gradient"
+SCHEDULE = "the loop's state machines (schedulers, accumulation, sampler epochs) advance as declared"
+SERVED = "what validation reports is what the model does when served"
+NO_LEAK = "no input carries the target"
+
+
+def bug(id_: str, task: str, model, data, text: str, invariant: str) -> SealedCase:
+    return SealedCase(id_, task, model, data, text, invariant)
+
+
+# --- the cases ----------------------------------------------------------------------------------------------
+BUGS: list[SealedCase] = [
+    bug(
+        "det_shift_leaves_box",
+        "single-object detection (class + box heads, shift augmentation)",
+        m.Detector,
+        partial(detection_data, move_box=False),
+        "The random shift moves the digit on the canvas but not its box, so the box targets carry up to 2 "
+        "pixels of noise and the box head learns blurred positions.",
+        PAIRED,
+    ),
+    bug(
+        "det_box_head_not_in_optimizer",
+        "single-object detection (class + box heads)",
+        m.DetectorBoxHeadNotOptimised,
+        detection_data,
+        "The optimizer lists the trunk and the class head only (written before the box head), so the box "
+        "head keeps its random weights; the box loss still falls a little as the trunk bends to it.",
+        STEPPED,
+    ),
+    bug(
+        "tones_time_stretch_changes_class",
+        "audio-like tone classification (1-D CNN, augmentation)",
+        m.ToneNet,
+        partial(tone_data, d.time_stretch),
+        "A speed augmentation in 0.6..1.4 scales each tone's frequency past its neighbours' while the label "
+        "stays, so many training clips carry another class's label.",
+        "augmentation preserves the target (or moves it with the input)",
+    ),
+    bug(
+        "tones_epoch_decay_stepped_per_batch",
+        "audio-like tone classification (1-D CNN, LR schedule)",
+        partial(m.ToneNet, scheduler="step"),
+        tone_data,
+        "ExponentialLR(gamma=0.7), meant per epoch, is configured with interval 'step', so the LR is ~0 after "
+        "20 batches and the model stops learning early in epoch 0.",
+        SCHEDULE,
+    ),
+    bug(
+        "tones_curriculum_never_widens",
+        "audio-like tone classification (curriculum sampler)",
+        m.ToneNet,
+        partial(tone_data, curriculum=False),
+        "The curriculum's fraction uses epoch // (epochs - 1), which stays 0, so the sampler serves only the "
+        "30% least noisy clips and the model never learns the noisy ones.",
+        SCHEDULE,
+    ),
+    bug(
+        "anomaly_window_includes_target",
+        "forecasting-based anomaly detection on series chunks",
+        m.ForecasterWindowIncludesTarget,
+        series_data,
+        "The input window is chunk[:, 1:], which ends at the value to forecast, so the model copies it and a "
+        "spike is forecast as well as a normal step: anomalies score like normal chunks.",
+        NO_LEAK,
+    ),
+    bug(
+        "anomaly_standardised_with_target",
+        "forecasting-based anomaly detection on series chunks",
+        m.ForecasterStatsIncludeTarget,
+        series_data,
+        "Each chunk is standardised with the mean and spread of all 17 steps, so the standardised target is "
+        "minus the sum of the inputs: the model learns the identity and spikes stop standing out.",
+        NO_LEAK,
+    ),
+    bug(
+        "fusion_side_key_typo",
+        "multi-modal fusion (image + side code, dict batches)",
+        m.FusionNetSideKeyTypo,
+        fusion_data,
+        "The model reads batch.get('aux', zeros) where the loader's key is 'side', so the side branch sees "
+        "zeros and the label, which depends on the side code, can only be guessed.",
+        "everything supplied is used",
+    ),
+    bug(
+        "fusion_functional_dropout_at_serving",
+        "multi-modal fusion (image + side code, modality dropout)",
+        m.FusionNetFunctionalDropout,
+        fusion_data,
+        "Modality dropout is F.dropout(side, 0.3), active in eval mode too, so the served model loses the side "
+        "code of 30% of its inputs.",
+        SERVED,
+    ),
+    bug(
+        "subjects_split_by_row",
+        "sensor regression across subjects (validation split)",
+        m.SubjectRegressor,
+        partial(subject_data, by_subject=False),
+        "Rows are split at random, so every validation subject is also a training subject whose offset the "
+        "model memorised from the device fingerprint; validation overstates it on new subjects.",
+        "splits do not share subjects",
+    ),
+    bug(
+        "decoder_images_sorted_apart_from_labels",
+        "class-conditional decoder (digit from its class)",
+        m.ConditionalDecoder,
+        partial(decoder_data, sorted_images=True),
+        "The images were sorted by ink for a curriculum while the labels kept their order, so each class is "
+        "decoded to a mix of every digit.",
+        PAIRED,
+    ),
+    bug(
+        "chars_conv_over_embedding_axis",
+        "character-level CNN (motif classification)",
+        m.CharCNNNoTranspose,
+        chars,
+        "The embeddings go into Conv1d as (batch, positions, embedding) without a transpose; 24 positions and "
+        "24 dimensions fit the shapes, and the filters slide over embedding dimensions.",
+        "the output depends on what the task says it depends on",
+    ),
+    bug(
+        "chars_accumulation_zeroed_per_micro_batch",
+        "character-level CNN (manual gradient accumulation)",
+        partial(m.CharCNNAccumulated, zero_every_micro_batch=True),
+        chars,
+        "Manual accumulation calls zero_grad before each of the 4 micro-batches, so each step is the "
+        "gradient of the last 8 rows and 3/4 of the data is read but never learnt from.",
+        SCHEDULE,
+    ),
+    bug(
+        "checkpoint_reentrant_block_frozen",
+        "digit classification with activation checkpointing",
+        m.CheckpointedNetReentrant,
+        digit_data,
+        "Reentrant checkpointing of the first block on inputs that do not require grad: its weights get no "
+        "gradient and stay a random 24-unit projection.",
+        GRADIENT,
+    ),
+    bug(
+        "early_exit_on_raw_logits",
+        "digit classification with early-exit heads",
+        m.EarlyExitNetLogitConfidence,
+        digit_data,
+        "The exit confidence is the largest logit, not a probability; it passes 0.9 nearly always, so served "
+        "inputs leave at the weak 6-unit first head.",
+        SERVED,
+    ),
+    bug(
+        "field_custom_softplus_wrong_backward",
+        "implicit neural representation (coordinate MLP, custom autograd Function)",
+        m.FieldNetWrongBackward,
+        fields,
+        "The hand-written softplus's backward multiplies by sigmoid(-x) instead of sigmoid(x), so every "
+        "gradient through it has the wrong size and the field is fitted coarsely.",
+        "the gradient is the derivative of the loss",
+    ),
+    bug(
+        "field_step_warmup_stepped_per_epoch",
+        "implicit neural representation (coordinate MLP, LR warm-up)",
+        m.FieldNetWarmupPerEpoch,
+        fields,
+        "A 30-step warm-up is configured with interval 'epoch', so the LR ramps over 30 epochs and the run "
+        "ends with it at a fraction of its value.",
+        SCHEDULE,
+    ),
+    bug(
+        "sensor_running_var_fed_std",
+        "sensor regression (hand-kept running normaliser buffers)",
+        m.SensorRegressorStdBuffer,
+        sensors,
+        "The running 'var' buffer is updated with the batch's std, so the served model divides by sqrt(std) "
+        "and its inputs are scaled up to 17x; training uses batch statistics and looks fine.",
+        SERVED,
+    ),
+    bug(
+        "hetero_softplus_in_loss_exp_in_predict",
+        "heteroscedastic regression (Gaussian NLL)",
+        m.HeteroscedasticNetSoftplusInLoss,
+        curves,
+        "The loss maps the variance head through softplus (for F.gaussian_nll_loss) while predict still "
+        "exponentiates it, so the served variances are not the ones trained.",
+        "what validation reports is what the model does when served",
+    ),
+    bug(
+        "hetero_mean_detached",
+        "heteroscedastic regression (Gaussian NLL)",
+        m.HeteroscedasticNetMeanDetached,
+        curves,
+        "The mean is detached in the loss, so the mean head never gets a gradient and the variance head "
+        "absorbs the whole error.",
+        GRADIENT,
+    ),
+    bug(
+        "reward_winner_convention_flipped",
+        "preference (reward) model, Bradley-Terry on pairs",
+        m.RewardModelWinnerFlipped,
+        pairs,
+        "The annotation's winner field (0 = first item won) is read the other way round, so the model learns "
+        "to rank the rejected item higher; its loss falls like the healthy one's.",
+        PAIRED,
+    ),
+    bug(
+        "events_pos_weight_inverted",
+        "rare-event detection (3% positives, weighted BCE)",
+        lambda: m.EventDetector(event_weight(inverted=True)),
+        events,
+        "pos_weight is positives / negatives instead of its inverse, so the events weigh 1/1000 of what "
+        "was meant and the served detector flags almost none of them.",
+        "the loss weights what the task declares",
+    ),
+]
+
+HEALTHY: list[SealedCase] = [
+    SealedCase(*row)
+    for row in (
+        ("det_plain", "single-object detection (CE + 5 L1, not ln C)", m.Detector, detection_data),
+        (
+            "det_shift_moves_box",
+            "single-object detection (shift augmentation that moves the box)",
+            m.Detector,
+            partial(detection_data, move_box=True),
+        ),
+        (
+            "det_two_optimizers_manual",
+            "single-object detection (manual optimisation, SGD trunk + Adam heads)",
+            m.DetectorTwoOptimizersManual,
+            detection_data,
+        ),
+        (
+            "tones_roll_and_gain",
+            "tone classification (label-preserving augmentation)",
+            m.ToneNet,
+            partial(tone_data, d.roll_and_gain),
+        ),
+        (
+            "tones_decay_per_epoch",
+            "tone classification (per-epoch LR decay)",
+            partial(m.ToneNet, scheduler="epoch"),
+            tone_data,
+        ),
+        (
+            "tones_curriculum_widens",
+            "tone classification (curriculum sampler)",
+            m.ToneNet,
+            partial(tone_data, curriculum=True),
+        ),
+        ("anomaly_forecaster", "forecasting-based anomaly detection", m.Forecaster, series_data),
+        (
+            "anomaly_overlapping_windows_in_order",
+            "forecasting-based anomaly detection (overlapping windows, unshuffled)",
+            m.Forecaster,
+            partial(series_data, in_order=True),
+        ),
+        (
+            "fusion_dict_with_row_ids",
+            "multi-modal fusion (dict batches, metadata field)",
+            m.FusionNet,
+            fusion_data,
+        ),
+        (
+            "fusion_modality_dropout",
+            "multi-modal fusion (modality dropout in training only)",
+            partial(m.FusionNet, dropout=0.3),
+            fusion_data,
+        ),
+        ("subjects_split_by_subject", "sensor regression across subjects", m.SubjectRegressor, subject_data),
+        (
+            "decoder_class_conditional",
+            "class-conditional decoder (input = class only)",
+            m.ConditionalDecoder,
+            decoder_data,
+        ),
+        ("chars_cnn_masked_padding", "character-level CNN (variable lengths)", m.CharCNN, chars),
+        (
+            "chars_manual_accumulation",
+            "character-level CNN (manual accumulation)",
+            m.CharCNNAccumulated,
+            chars,
+        ),
+        (
+            "checkpoint_non_reentrant",
+            "digit classification (activation checkpointing)",
+            m.CheckpointedNet,
+            digit_data,
+        ),
+        (
+            "shared_block_four_times",
+            "digit classification (one block shared across depth)",
+            m.SharedBlockNet,
+            digit_data,
+        ),
+        (
+            "early_exit_softmax",
+            "digit classification (early exits, 3 summed CEs)",
+            m.EarlyExitNet,
+            digit_data,
+        ),
+        (
+            "field_custom_softplus",
+            "implicit neural representation (custom autograd Function)",
+            m.FieldNet,
+            fields,
+        ),
+        (
+            "sensor_running_norm_by_hand",
+            "sensor regression (hand-kept running buffers)",
+            m.SensorRegressor,
+            sensors,
+        ),
+        ("hetero_gaussian_nll", "heteroscedastic regression (NLL below zero)", m.HeteroscedasticNet, curves),
+        (
+            "reward_chosen_first_constant_target",
+            "reward model on (chosen, rejected) pairs: a target that is always 1",
+            partial(m.RewardModel, chosen_first=True),
+            partial(rows_data, partial(d.preference_pairs, chosen_first=True)),
+        ),
+        (
+            "events_weighted_bce",
+            "rare-event detection (3% positives, pos_weight)",
+            lambda: m.EventDetector(event_weight()),
+            events,
+        ),
+    )
+]
