@@ -15,7 +15,8 @@ from tests.checks.sealed_gallery._d_models import mlp
 
 
 class _Adam(pl.LightningModule):
-    """Adam on every parameter; ``loss(batch)`` is logged in training and validation; ``predict = forward``."""
+    """Adam on every parameter; ``loss(batch)`` is logged in training and validation; ``predict`` is
+    ``forward``."""
 
     lr = 3e-3
 
@@ -51,7 +52,7 @@ class _Regressor(_Classifier):
         return F.mse_loss(self(x).squeeze(-1), y)
 
 
-# --- detection: class and box heads on a shared trunk ---------------------------------------------------------
+# --- detection: class and box heads on a shared trunk -------------------------------------------------------
 class Detector(_Adam):
     """A trunk on the 16x16 canvas, a class head (10) and a box head (the offset, 2); the loss is
     cross-entropy plus 5x the box's L1 error (not ln 10 at init)."""
@@ -69,14 +70,6 @@ class Detector(_Adam):
         x, label, box = batch
         logits, predicted = self(x)
         return F.cross_entropy(logits, label) + 5 * F.l1_loss(predicted, box)
-
-
-class DetectorBoxHeadNotOptimised(Detector):
-    """BUG: the optimizer was written before the box head was added and lists trunk and class head only, so
-    the box head keeps its random weights while the trunk bends towards it."""
-
-    def configure_optimizers(self):
-        return torch.optim.Adam([*self.trunk.parameters(), *self.classes.parameters()], lr=self.lr)
 
 
 class DetectorTwoOptimizersManual(Detector):
@@ -105,7 +98,7 @@ class DetectorTwoOptimizersManual(Detector):
         return loss
 
 
-# --- audio-like tones: a 1-D CNN ------------------------------------------------------------------------------
+# --- audio-like tones: a 1-D CNN ----------------------------------------------------------------------------
 class ToneNet(_Classifier):
     """Two 1-D convolutions, global max pooling and a linear head over the 5 frequencies."""
 
@@ -124,9 +117,9 @@ class ToneNet(_Classifier):
         )
 
     def configure_optimizers(self):
-        """``scheduler``: ``"epoch"`` decays the LR by 0.7 per epoch as declared; ``"step"`` (the BUG) feeds the
-        same per-epoch ExponentialLR a step interval, so it decays 0.7 per batch and training stops in ~20
-        steps."""
+        """``scheduler``: ``"epoch"`` decays the LR by 0.7 per epoch as declared; ``"step"`` (the BUG) feeds
+        the same per-epoch ExponentialLR a step interval, so it decays 0.7 per batch and training stops in
+        ~20 steps."""
         opt = torch.optim.Adam(self.parameters(), lr=self.lr)
         if self.scheduler is None:
             return opt
@@ -134,7 +127,7 @@ class ToneNet(_Classifier):
         return {"optimizer": opt, "lr_scheduler": {"scheduler": decay, "interval": self.scheduler}}
 
 
-# --- forecasting-based anomaly detection -----------------------------------------------------------------------
+# --- forecasting-based anomaly detection --------------------------------------------------------------------
 class Forecaster(_Adam):
     """Forecasts a chunk's last step from the 16 before it, each chunk standardised by its inputs' mean and
     spread; the anomaly score is the standardised forecast error."""
@@ -167,17 +160,7 @@ class ForecasterWindowIncludesTarget(Forecaster):
         return (past - mean) / spread, (chunk[:, -1:] - mean) / spread
 
 
-class ForecasterStatsIncludeTarget(Forecaster):
-    """BUG: the chunk is standardised with the mean and spread of all 17 steps, the target's included, so the
-    standardised target is minus the sum of the standardised inputs and a spike leaks into every input."""
-
-    def standardised(self, chunk: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        mean, spread = chunk.mean(1, keepdim=True), chunk.std(1, keepdim=True) + 1e-3
-        scaled = (chunk - mean) / spread
-        return scaled[:, :-1], scaled[:, -1:]
-
-
-# --- multi-modal fusion (dict batches) ---------------------------------------------------------------------------
+# --- multi-modal fusion (dict batches) ----------------------------------------------------------------------
 class FusionNet(_Adam):
     """An image branch and a side-code branch, concatenated, then a head; ``dropout`` drops the side code
     during training only (modality dropout)."""
@@ -185,7 +168,7 @@ class FusionNet(_Adam):
     def __init__(self, dropout: float = 0.0) -> None:
         super().__init__()
         self.image, self.side = mlp(64, 128, 64), nn.Linear(data.SIDE, 16)
-        self.head, self.dropout = mlp(80, 64, 10), nn.Dropout(dropout)
+        self.head, self.dropout = mlp(80, 128, 20), nn.Dropout(dropout)
 
     def side_code(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         return self.dropout(batch["side"])
@@ -214,7 +197,7 @@ class FusionNetFunctionalDropout(FusionNet):
         return F.dropout(batch["side"], 0.3)
 
 
-# --- class-conditional decoder ---------------------------------------------------------------------------------
+# --- class-conditional decoder ------------------------------------------------------------------------------
 class ConditionalDecoder(_Regressor):
     """Decodes a digit image from its class (one-hot): the class-conditional mean, by squared error."""
 
@@ -230,9 +213,9 @@ class ConditionalDecoder(_Regressor):
         return F.mse_loss(self(label), image)
 
 
-# --- character-level CNN -----------------------------------------------------------------------------------------
+# --- character-level CNN ------------------------------------------------------------------------------------
 class CharCNN(_Classifier):
-    """Embeddings (padding 0), a width-3 convolution over positions, max pooling over the real letters only."""
+    """Embeddings (padding 0), a width-3 convolution over positions, max pooling over the real letters."""
 
     embed_first = False
 
@@ -257,9 +240,9 @@ class CharCNNNoTranspose(CharCNN):
         return self.embed(codes)
 
 
-class CharCNNAccumulated(CharCNN):
-    """Manual gradient accumulation over 4 micro-batches; ``zero_every_micro_batch`` (the BUG) clears the
-    gradient before each micro-batch's backward, so each step uses the last quarter of the batch only."""
+class _Accumulated:
+    """Manual gradient accumulation over 4 micro-batches of a tuple batch; ``zero_every_micro_batch`` (the
+    BUG) clears the gradient before each micro-batch's backward, so each step uses the last quarter only."""
 
     def __init__(self, zero_every_micro_batch: bool = False) -> None:
         super().__init__()
@@ -268,10 +251,10 @@ class CharCNNAccumulated(CharCNN):
     def training_step(self, batch, batch_idx):
         opt = self.optimizers()
         total = 0.0
-        for codes, label in zip(*(part.chunk(4) for part in batch), strict=True):
+        for micro_batch in zip(*(part.chunk(4) for part in batch), strict=True):
             if self.zero_every_micro_batch:
                 opt.zero_grad()
-            loss = F.cross_entropy(self(codes), label) / 4
+            loss = self.loss(micro_batch) / 4
             self.manual_backward(loss)
             total = total + loss.detach()
         opt.step()
@@ -280,7 +263,15 @@ class CharCNNAccumulated(CharCNN):
         return total
 
 
-# --- gradient checkpointing, shared layers, early exits (digits) ----------------------------------------------
+class CharCNNAccumulated(_Accumulated, CharCNN):
+    pass
+
+
+class ToneNetAccumulated(_Accumulated, ToneNet):
+    pass
+
+
+# --- gradient checkpointing, shared layers, early exits (digits) --------------------------------------------
 class CheckpointedNet(_Classifier):
     """A 64 -> 24 bottleneck block run under activation checkpointing, then an MLP head."""
 
@@ -324,8 +315,9 @@ class EarlyExitNet(_Classifier):
 
     def __init__(self) -> None:
         super().__init__()
-        self.stages = nn.ModuleList([nn.Linear(64, 6), nn.Linear(6, 64), nn.Linear(64, 64)])
-        self.heads = nn.ModuleList([nn.Linear(6, 10), nn.Linear(64, 10), nn.Linear(64, 10)])
+        self.stages = nn.ModuleList([nn.Linear(64, 64) for _ in range(3)])
+        cheap = nn.Sequential(nn.Linear(64, 3), nn.Linear(3, 10))  # the first exit: a rank-3 classifier
+        self.heads = nn.ModuleList([cheap, nn.Linear(64, 10), nn.Linear(64, 10)])
 
     def forward(self, x: torch.Tensor) -> list[torch.Tensor]:
         outputs = []
@@ -352,13 +344,13 @@ class EarlyExitNet(_Classifier):
 
 class EarlyExitNetLogitConfidence(EarlyExitNet):
     """BUG: the confidence is the largest raw logit, not a probability; it passes 0.9 for almost every input,
-    so nearly everything leaves at the weak first head."""
+    so nearly everything leaves at the cheap rank-3 first head."""
 
     def confidence(self, logits: torch.Tensor) -> torch.Tensor:
         return logits.amax(-1)
 
 
-# --- implicit neural representation with a custom autograd Function --------------------------------------------
+# --- implicit neural representation with a custom autograd Function -----------------------------------------
 class _Softplus(torch.autograd.Function):
     """softplus(x) = log(1 + e^x) by hand; its derivative is sigmoid(x)."""
 
@@ -389,6 +381,7 @@ class FieldNet(_Regressor):
 
     activation = _Softplus
     warmup_interval = "step"
+    lr = 1e-2
 
     def __init__(self) -> None:
         super().__init__()
@@ -418,7 +411,7 @@ class FieldNetWarmupPerEpoch(FieldNet):
     warmup_interval = "epoch"
 
 
-# --- a hand-kept running normaliser (buffers) ------------------------------------------------------------------
+# --- a hand-kept running normaliser (buffers) ---------------------------------------------------------------
 class RunningNorm(nn.Module):
     """Standardises by the batch in training, by running buffers (updated under no_grad) in evaluation."""
 
@@ -468,7 +461,7 @@ class SubjectRegressor(_Regressor):
         self.net = mlp(16, 128, 128, 1)
 
 
-# --- heteroscedastic regression -------------------------------------------------------------------------------
+# --- heteroscedastic regression -----------------------------------------------------------------------------
 class HeteroscedasticNet(_Adam):
     """A mean and a log-variance head on a shared trunk, by Gaussian negative log-likelihood (it goes below
     zero)."""
@@ -494,12 +487,13 @@ class HeteroscedasticNet(_Adam):
         return self.nll(*self(x), y)
 
 
-class HeteroscedasticNetSoftplusInLoss(HeteroscedasticNet):
-    """BUG: a refactor to ``F.gaussian_nll_loss`` maps the variance head through softplus (it must be
-    positive) while ``predict`` still exponentiates it, so the served variances are not the trained ones."""
+class HeteroscedasticNetLogStdInLoss(HeteroscedasticNet):
+    """BUG: the loss was written for a log-std head (``h + r^2 / (2 e^{2h})``) while ``predict`` reads the
+    head as a log-variance, so the served variance is the standard deviation: far too wide where the noise
+    is small."""
 
     def nll(self, mean: torch.Tensor, log_var: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        return F.gaussian_nll_loss(mean, y, F.softplus(log_var))
+        return super().nll(mean, 2 * log_var, y)
 
 
 class HeteroscedasticNetMeanDetached(HeteroscedasticNet):
@@ -510,7 +504,7 @@ class HeteroscedasticNetMeanDetached(HeteroscedasticNet):
         return super().nll(mean.detach(), log_var, y)
 
 
-# --- preference (reward) model ---------------------------------------------------------------------------------
+# --- preference (reward) model ------------------------------------------------------------------------------
 class RewardModel(_Adam):
     """A scalar score per item, Bradley-Terry on pairs: P(b beats a) = sigmoid(s_b - s_a)."""
 
@@ -531,15 +525,34 @@ class RewardModel(_Adam):
         return F.binary_cross_entropy_with_logits(self(b) - self(a), self.b_won(winner))
 
 
+class RewardModelSGD(RewardModel):
+    """SGD with momentum; ``max_norm`` clips the gradient's norm before each step (1.0, as planned)."""
+
+    max_norm = 1.0
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.05, momentum=0.9)
+
+    def on_before_optimizer_step(self, optimizer) -> None:
+        torch.nn.utils.clip_grad_norm_(self.parameters(), self.max_norm)
+
+
+class RewardModelSGDClippedTo1e3(RewardModelSGD):
+    """BUG: ``max_norm=1e-3`` (a typo for 1.0), so every SGD step is a thousandth of the planned one at most
+    and the model barely moves from its start."""
+
+    max_norm = 1e-3
+
+
 class RewardModelWinnerFlipped(RewardModel):
-    """BUG: the annotation's ``winner`` (0 = a won) is read as "b won?" the other way round, so the model learns
-    to prefer what the annotators rejected."""
+    """BUG: the annotation's ``winner`` (0 = a won) is read the other way round, so the model learns to
+    prefer what the annotators rejected."""
 
     def b_won(self, winner: torch.Tensor) -> torch.Tensor:
         return 1 - winner
 
 
-# --- rare events -----------------------------------------------------------------------------------------------
+# --- rare events --------------------------------------------------------------------------------------------
 class EventDetector(_Adam):
     """Logistic MLP with ``pos_weight = negatives / positives`` of its training labels; an event is a logit
     above 0."""
