@@ -217,8 +217,6 @@ class ConditionalDecoder(_Regressor):
 class CharCNN(_Classifier):
     """Embeddings (padding 0), a width-3 convolution over positions, max pooling over the real letters."""
 
-    embed_first = False
-
     def __init__(self) -> None:
         super().__init__()
         self.embed = nn.Embedding(data.CHARS + 1, data.MAX_LEN, padding_idx=0)
@@ -376,8 +374,8 @@ class _SoftplusWrongBackward(_Softplus):
 
 
 class FieldNet(_Regressor):
-    """A coordinate MLP (2 -> 128 -> 128 -> 1) with a hand-written softplus; ``warmup`` (in epochs) ramps the
-    LR linearly."""
+    """A coordinate MLP (2 -> 128 -> 128 -> 1) with a hand-written softplus and a 30-step linear LR
+    warm-up."""
 
     activation = _Softplus
     warmup_interval = "step"
