@@ -95,13 +95,9 @@ SERVED = "what validation reports is what the model does when served"
 NO_LEAK = "no input carries the target"
 
 
-def bug(id_: str, task: str, model, data, text: str, invariant: str) -> SealedCase:
-    return SealedCase(id_, task, model, data, text, invariant)
-
-
 # --- the cases ----------------------------------------------------------------------------------------------
 BUGS: list[SealedCase] = [
-    bug(
+    SealedCase(
         "det_shift_leaves_box",
         "single-object detection (class + box heads, shift augmentation)",
         m.Detector,
@@ -110,7 +106,7 @@ BUGS: list[SealedCase] = [
         "pixels of noise and the box head learns blurred positions.",
         PAIRED,
     ),
-    bug(
+    SealedCase(
         "det_box_snapped_to_anchors",
         "single-object detection (class + box heads, anchor target encoding)",
         m.Detector,
@@ -119,7 +115,7 @@ BUGS: list[SealedCase] = [
         "box head learns positions off by up to 2 pixels.",
         "the loss scores the target the task declares",
     ),
-    bug(
+    SealedCase(
         "tones_time_stretch_changes_class",
         "audio-like tone classification (1-D CNN, augmentation)",
         m.ToneNet,
@@ -128,7 +124,7 @@ BUGS: list[SealedCase] = [
         "stays, so many training clips carry another class's label.",
         "augmentation preserves the target (or moves it with the input)",
     ),
-    bug(
+    SealedCase(
         "tones_epoch_decay_stepped_per_batch",
         "audio-like tone classification (1-D CNN, LR schedule)",
         partial(m.ToneNet, scheduler="step"),
@@ -137,7 +133,7 @@ BUGS: list[SealedCase] = [
         "after 20 batches and the model stops learning early in epoch 0.",
         SCHEDULE,
     ),
-    bug(
+    SealedCase(
         "tones_curriculum_never_widens",
         "audio-like tone classification (curriculum sampler)",
         m.ToneNet,
@@ -146,7 +142,7 @@ BUGS: list[SealedCase] = [
         "10% least noisy clips and the model never learns the noisy ones.",
         SCHEDULE,
     ),
-    bug(
+    SealedCase(
         "anomaly_window_includes_target",
         "forecasting-based anomaly detection on series chunks",
         m.ForecasterWindowIncludesTarget,
@@ -155,7 +151,7 @@ BUGS: list[SealedCase] = [
         "spike is forecast as well as a normal step: anomalies score like normal chunks.",
         NO_LEAK,
     ),
-    bug(
+    SealedCase(
         "fusion_side_key_typo",
         "multi-modal fusion (image + side code, dict batches)",
         m.FusionNetSideKeyTypo,
@@ -164,7 +160,7 @@ BUGS: list[SealedCase] = [
         "zeros and the label (digit + 10 x scanner) can only be guessed.",
         "everything supplied is used",
     ),
-    bug(
+    SealedCase(
         "fusion_functional_dropout_at_serving",
         "multi-modal fusion (image + side code, modality dropout)",
         m.FusionNetFunctionalDropout,
@@ -173,7 +169,7 @@ BUGS: list[SealedCase] = [
         "side code of 30% of its inputs.",
         SERVED,
     ),
-    bug(
+    SealedCase(
         "subjects_split_by_row",
         "sensor regression across subjects (validation split)",
         m.SubjectRegressor,
@@ -182,7 +178,7 @@ BUGS: list[SealedCase] = [
         "model memorised from the device fingerprint; validation overstates it on new subjects.",
         "splits do not share subjects",
     ),
-    bug(
+    SealedCase(
         "decoder_images_sorted_apart_from_labels",
         "class-conditional decoder (digit from its class)",
         m.ConditionalDecoder,
@@ -191,7 +187,7 @@ BUGS: list[SealedCase] = [
         "decoded to a mix of every digit.",
         PAIRED,
     ),
-    bug(
+    SealedCase(
         "chars_conv_over_embedding_axis",
         "character-level CNN (motif classification)",
         m.CharCNNNoTranspose,
@@ -200,7 +196,7 @@ BUGS: list[SealedCase] = [
         "and 24 dimensions fit the shapes, and the filters slide over embedding dimensions.",
         "the output depends on what the task says it depends on",
     ),
-    bug(
+    SealedCase(
         "tones_accumulation_zeroed_per_micro_batch",
         "audio-like tone classification (manual gradient accumulation)",
         partial(m.ToneNetAccumulated, zero_every_micro_batch=True),
@@ -209,7 +205,7 @@ BUGS: list[SealedCase] = [
         "gradient of the last 8 rows and 3/4 of the data is read but never learnt from.",
         SCHEDULE,
     ),
-    bug(
+    SealedCase(
         "checkpoint_reentrant_block_frozen",
         "digit classification with activation checkpointing",
         m.CheckpointedNetReentrant,
@@ -218,7 +214,7 @@ BUGS: list[SealedCase] = [
         "gradient and stay a random 24-unit projection.",
         GRADIENT,
     ),
-    bug(
+    SealedCase(
         "early_exit_on_raw_logits",
         "digit classification with early-exit heads",
         m.EarlyExitNetLogitConfidence,
@@ -227,7 +223,7 @@ BUGS: list[SealedCase] = [
         "inputs leave at the cheap rank-3 first head.",
         SERVED,
     ),
-    bug(
+    SealedCase(
         "field_custom_softplus_wrong_backward",
         "implicit neural representation (coordinate MLP, custom autograd Function)",
         m.FieldNetWrongBackward,
@@ -236,7 +232,7 @@ BUGS: list[SealedCase] = [
         "gradient through it has the wrong size and the field is fitted coarsely.",
         "the gradient is the derivative of the loss",
     ),
-    bug(
+    SealedCase(
         "field_step_warmup_stepped_per_epoch",
         "implicit neural representation (coordinate MLP, LR warm-up)",
         m.FieldNetWarmupPerEpoch,
@@ -245,7 +241,7 @@ BUGS: list[SealedCase] = [
         "ends with it at a fraction of its value.",
         SCHEDULE,
     ),
-    bug(
+    SealedCase(
         "sensor_running_var_fed_std",
         "sensor regression (hand-kept running normaliser buffers)",
         m.SensorRegressorStdBuffer,
@@ -254,7 +250,7 @@ BUGS: list[SealedCase] = [
         "and its inputs are scaled up to 17x; training uses batch statistics and looks fine.",
         SERVED,
     ),
-    bug(
+    SealedCase(
         "hetero_log_std_loss_log_var_predict",
         "heteroscedastic regression (Gaussian NLL)",
         m.HeteroscedasticNetLogStdInLoss,
@@ -263,7 +259,7 @@ BUGS: list[SealedCase] = [
         "variance is the standard deviation: far too wide where the noise is small.",
         "what validation reports is what the model does when served",
     ),
-    bug(
+    SealedCase(
         "hetero_mean_detached",
         "heteroscedastic regression (Gaussian NLL)",
         m.HeteroscedasticNetMeanDetached,
@@ -272,7 +268,7 @@ BUGS: list[SealedCase] = [
         "absorbs the whole error.",
         GRADIENT,
     ),
-    bug(
+    SealedCase(
         "reward_winner_convention_flipped",
         "preference (reward) model, Bradley-Terry on pairs",
         m.RewardModelWinnerFlipped,
@@ -281,7 +277,7 @@ BUGS: list[SealedCase] = [
         "to rank the rejected item higher; its loss falls like the healthy one's.",
         PAIRED,
     ),
-    bug(
+    SealedCase(
         "reward_grad_norm_clipped_to_1e-3",
         "preference (reward) model, Bradley-Terry on pairs (SGD, gradient clipping)",
         m.RewardModelSGDClippedTo1e3,
@@ -290,7 +286,7 @@ BUGS: list[SealedCase] = [
         "of the planned one: the loss creeps down and the ranking stays close to the random start.",
         "every trained parameter is stepped as declared",
     ),
-    bug(
+    SealedCase(
         "events_pos_weight_inverted",
         "rare-event detection (3% positives, weighted BCE)",
         lambda: m.EventDetector(event_weight(inverted=True)),
@@ -301,66 +297,36 @@ BUGS: list[SealedCase] = [
     ),
 ]
 
+ROLLED, DECAYED = partial(tone_data, d.roll_and_gain), partial(m.ToneNet, scheduler="epoch")
+CURRICULUM, IN_ORDER = partial(tone_data, curriculum=True), partial(series_data, in_order=True)
+MODALITY_DROPOUT, CHOSEN_FIRST = partial(m.FusionNet, dropout=0.3), partial(m.RewardModel, chosen_first=True)
+CHOSEN_PAIRS = partial(rows_data, partial(d.preference_pairs, chosen_first=True))
+SHIFTS, WEIGHTED = partial(detection_data, move_box=True), lambda: m.EventDetector(event_weight())
 HEALTHY: list[SealedCase] = [
     SealedCase(*row)
     for row in (
         ("det_plain", "single-object detection (CE + 5 L1, not ln C)", m.Detector, detection_data),
-        (
-            "det_shift_moves_box",
-            "single-object detection (shift augmentation that moves the box)",
-            m.Detector,
-            partial(detection_data, move_box=True),
-        ),
+        ("det_shift_moves_box", "detection (shift augmentation moving the box)", m.Detector, SHIFTS),
         (
             "det_two_optimizers_manual",
-            "single-object detection (manual optimisation, SGD trunk + Adam heads)",
+            "detection (manual, SGD trunk + Adam heads)",
             m.DetectorTwoOptimizersManual,
             detection_data,
         ),
-        (
-            "tones_roll_and_gain",
-            "tone classification (label-preserving augmentation)",
-            m.ToneNet,
-            partial(tone_data, d.roll_and_gain),
-        ),
-        (
-            "tones_decay_per_epoch",
-            "tone classification (per-epoch LR decay)",
-            partial(m.ToneNet, scheduler="epoch"),
-            tone_data,
-        ),
-        (
-            "tones_curriculum_widens",
-            "tone classification (curriculum sampler)",
-            m.ToneNet,
-            partial(tone_data, curriculum=True),
-        ),
+        ("tones_roll_and_gain", "tone classification (label-preserving augmentation)", m.ToneNet, ROLLED),
+        ("tones_decay_per_epoch", "tone classification (per-epoch LR decay)", DECAYED, tone_data),
+        ("tones_curriculum_widens", "tone classification (curriculum sampler)", m.ToneNet, CURRICULUM),
         ("anomaly_forecaster", "forecasting-based anomaly detection", m.Forecaster, series_data),
         (
             "anomaly_overlapping_windows_in_order",
-            "forecasting-based anomaly detection (overlapping windows, unshuffled)",
+            "anomaly detection (unshuffled windows)",
             m.Forecaster,
-            partial(series_data, in_order=True),
+            IN_ORDER,
         ),
-        (
-            "fusion_dict_with_row_ids",
-            "multi-modal fusion (dict batches, metadata field)",
-            m.FusionNet,
-            fusion_data,
-        ),
-        (
-            "fusion_modality_dropout",
-            "multi-modal fusion (modality dropout in training only)",
-            partial(m.FusionNet, dropout=0.3),
-            fusion_data,
-        ),
+        ("fusion_dict_with_row_ids", "multi-modal fusion (dict batches, metadata)", m.FusionNet, fusion_data),
+        ("fusion_modality_dropout", "multi-modal fusion (modality dropout)", MODALITY_DROPOUT, fusion_data),
         ("subjects_split_by_subject", "sensor regression across subjects", m.SubjectRegressor, subject_data),
-        (
-            "decoder_class_conditional",
-            "class-conditional decoder (input = class only)",
-            m.ConditionalDecoder,
-            decoder_data,
-        ),
+        ("decoder_class_conditional", "class-conditional decoder", m.ConditionalDecoder, decoder_data),
         ("chars_cnn_masked_padding", "character-level CNN (variable lengths)", m.CharCNN, chars),
         (
             "chars_manual_accumulation",
@@ -368,54 +334,14 @@ HEALTHY: list[SealedCase] = [
             m.CharCNNAccumulated,
             chars,
         ),
-        (
-            "checkpoint_non_reentrant",
-            "digit classification (activation checkpointing)",
-            m.CheckpointedNet,
-            digit_data,
-        ),
-        (
-            "shared_block_four_times",
-            "digit classification (one block shared across depth)",
-            m.SharedBlockNet,
-            digit_data,
-        ),
-        (
-            "early_exit_softmax",
-            "digit classification (early exits, 3 summed CEs)",
-            m.EarlyExitNet,
-            digit_data,
-        ),
-        (
-            "field_custom_softplus",
-            "implicit neural representation (custom autograd Function)",
-            m.FieldNet,
-            fields,
-        ),
-        (
-            "sensor_running_norm_by_hand",
-            "sensor regression (hand-kept running buffers)",
-            m.SensorRegressor,
-            sensors,
-        ),
+        ("checkpoint_non_reentrant", "digits (activation checkpointing)", m.CheckpointedNet, digit_data),
+        ("shared_block_four_times", "digits (one block shared across depth)", m.SharedBlockNet, digit_data),
+        ("early_exit_softmax", "digits (early exits, 3 summed CEs)", m.EarlyExitNet, digit_data),
+        ("field_custom_softplus", "coordinate MLP (custom autograd Function)", m.FieldNet, fields),
+        ("sensor_running_norm_by_hand", "sensor regression (hand-kept buffers)", m.SensorRegressor, sensors),
         ("hetero_gaussian_nll", "heteroscedastic regression (NLL below zero)", m.HeteroscedasticNet, curves),
-        (
-            "reward_chosen_first_constant_target",
-            "reward model on (chosen, rejected) pairs: a target that is always 1",
-            partial(m.RewardModel, chosen_first=True),
-            partial(rows_data, partial(d.preference_pairs, chosen_first=True)),
-        ),
-        (
-            "reward_sgd_grad_norm_clipped_at_1",
-            "reward model (SGD with momentum, gradient norm clipped at 1)",
-            m.RewardModelSGD,
-            pairs,
-        ),
-        (
-            "events_weighted_bce",
-            "rare-event detection (3% positives, pos_weight)",
-            lambda: m.EventDetector(event_weight()),
-            events,
-        ),
+        ("reward_chosen_first_constant_target", "reward model (target always 1)", CHOSEN_FIRST, CHOSEN_PAIRS),
+        ("reward_sgd_grad_norm_clipped_at_1", "reward model (SGD, clip norm 1)", m.RewardModelSGD, pairs),
+        ("events_weighted_bce", "rare-event detection (3% positives, pos_weight)", WEIGHTED, events),
     )
 ]
