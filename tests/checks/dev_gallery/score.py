@@ -3,11 +3,12 @@
 Run from the repository root::
 
     PYTHONPATH=$PWD OMP_NUM_THREADS=1 .venv/bin/python -m tests.checks.dev_gallery.score \
-        [--ids a,b] [--messages] [--json out.json] [--gallery sealed|sealed-c|sealed-d|sealed-e]
+        [--ids a,b] [--messages] [--json out.json] [--gallery sealed|sealed-c|sealed-d|sealed-e|sealed-f]
 
 ``--gallery sealed`` scores the sealed galleries A and B (``tests/checks/sealed_gallery``) instead, and
-``--gallery sealed-c`` sealed gallery C, ``--gallery sealed-d`` sealed gallery D and ``--gallery sealed-e``
-sealed gallery E: each once, at the end of the work it judges (issue #34).
+``--gallery sealed-c`` sealed gallery C, ``--gallery sealed-d`` sealed gallery D, ``--gallery sealed-e``
+sealed gallery E and ``--gallery sealed-f`` sealed gallery F: each once, at the end of the work it judges
+(issue #34).
 
 A bug is caught when some check says ``fail`` or ``warn``; ``inconclusive``, ``skip`` and ``error`` do not
 catch it (a miss). A healthy case raises a false alarm when some check says ``fail`` or ``error``; its
@@ -131,7 +132,7 @@ def main(argv: list[str] | None = None) -> list[Row]:
     parser.add_argument("--twins", action="store_true", help="also run every bug's fixed twin")
     parser.add_argument(
         "--gallery",
-        choices=("dev", "sealed", "sealed-c", "sealed-d", "sealed-e"),
+        choices=("dev", "sealed", "sealed-c", "sealed-d", "sealed-e", "sealed-f"),
         default="dev",
         help="which gallery to score",
     )
@@ -154,6 +155,10 @@ def main(argv: list[str] | None = None) -> list[Row]:
         from tests.checks.sealed_gallery import e
 
         pool = e.BUGS + e.HEALTHY
+    elif args.gallery == "sealed-f":
+        from tests.checks.sealed_gallery import f
+
+        pool = f.BUGS + f.HEALTHY
     else:
         pool = BUGS + HEALTHY + (FIXED_TWINS if args.twins else [])
     cases = [case for case in pool if not wanted or case.id.removesuffix("__fixed") in wanted]
