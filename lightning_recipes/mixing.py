@@ -91,10 +91,9 @@ class BatchMixer:
     are set (timm's rule), ``lam ~ Beta(alpha, alpha)`` and a random pairing ``perm``: Mixup ``lam * x + (1 -
     lam) * x[perm]``; CutMix pastes :func:`cutmix_box` from ``x[perm]`` (``correct_lam``: ``lam`` from the
     clipped box). Targets become ``lam * onehot(y) + (1 - lam) * onehot(y[perm])`` (``(N, C)`` float32;
-    unmixed batches: plain one-hot), for :func:`lightning_recipes.losses.mixed_cross_entropy`. Batch ``k``'s
-    draws come from :func:`mix_seed` ``(seed, rank, k)``: ``state_dict`` resumes the stream;
-    ``sync_across_ranks`` uses rank 0's. ``input_key`` / ``target_key`` locate them in a batch. No sync, no
-    in-place change. Randomness and the differences from timm: ``docs/guides/mixing.md``.
+    unmixed batches: plain one-hot), for :func:`lightning_recipes.losses.mixed_cross_entropy`. ``input_key``
+    / ``target_key`` locate them in a batch. No sync, no in-place change. Seeds, ``sync_across_ranks``,
+    resuming and the differences from timm: ``docs/guides/mixing.md``.
 
     Example:
         >>> mixer = BatchMixer(mixup_alpha=0.4, num_classes=3, seed=0)
@@ -264,9 +263,8 @@ register_plain_type(BatchMixer)  # a dict in checkpoints, a mapping in hparams.y
 class BatchMixingMixin:
     """Mixes every training batch with ``self.batch_mixer`` (a :class:`BatchMixer`, ``None``: off) in
     ``on_after_batch_transfer``, from ``on_train_start`` to ``on_train_end`` only: validation, test, the
-    sanity check and the preflight see batches unchanged. The stream's counter is checkpointed under
-    ``"batch_mixer"``. Put the mixin first in the bases; a datamodule overriding ``on_after_batch_transfer``
-    makes it refuse to train. Why a mixin: ``docs/guides/mixing.md``.
+    sanity check and the preflight see batches unchanged; checkpointed under ``"batch_mixer"``. Put the mixin
+    first in the bases; its hooks and why a mixin: ``docs/guides/mixing.md``.
 
     Example:
         >>> from lightning_recipes.losses import mixed_cross_entropy

@@ -18,10 +18,8 @@ Rule = Literal["min_div_10", "steepest"]
 #: The names of the rules (the values of :data:`Rule`).
 RULES: tuple[str, ...] = get_args(Rule)
 
-# peak_lr = 5 x the `min_div_10` suggestion = half the LR at the loss minimum. Measured against grid sweeps
-# of short warmup-cosine trainings (tests/tune/test_lr_range_grid.py; benchmarks/RESULTS.md): the best grid
-# LR sits between a third of and the LR at the minimum for AdamW and Lion on the digits CNN and the char LM.
-#: The peak LR of a warm-up schedule, as a multiple of the ``min_div_10`` suggestion.
+#: The peak LR of a warm-up schedule, as a multiple of the ``min_div_10`` suggestion: half the LR at the loss
+#: minimum (measured against grid sweeps: ``docs/guides/tuning.md``).
 WARMUP_FACTOR = 5.0
 
 

@@ -31,13 +31,10 @@ class EarlyStopping(_LightningEarlyStopping):
     ``stopping_reason``) plus a relative ``min_delta``, a warm-up and restoring the best weights.
 
     ``min_delta_mode="rel"``: an improvement must beat the best by ``min_delta * |best|``.
-    ``start_from_epoch`` / ``start_from_step``: earlier checks are skipped entirely (no best, no wait, no
-    stop). ``restore_best_weights=True``: a CPU copy of the weights at every check that improved on every
-    rank, loaded back at ``on_train_end`` (not after an exception); next to ``EMAWeightAveraging`` the best
-    averaged weights, also set as that callback's average. Checkpointed: the best score, wait count,
-    ``best_epoch``, ``best_step``, ``stopped_step`` and, with ``best_weights_in_checkpoint``, the best
-    weights. Wherever Lightning's constructor raises, ours raises the same type. Long form:
-    ``docs/guides/monitoring.md``.
+    ``start_from_epoch`` / ``start_from_step``: earlier checks are skipped entirely. ``restore_best_weights``:
+    the best weights (averaged ones next to ``EMAWeightAveraging``) are loaded back at ``on_train_end``;
+    ``best_weights_in_checkpoint`` keeps them in checkpoints. Wherever Lightning's constructor raises, ours
+    raises the same type. The rules in full: ``docs/guides/monitoring.md``.
 
     Example:
         >>> from lightning_recipes.testing import TinyClassifier, fast_trainer, random_classification_loader

@@ -41,11 +41,9 @@ class FinetuneSchedule(Callback):
     """Freeze ``modules`` at fit start, unfreeze them at ``unfreeze_at_epoch`` or ``unfreeze_at_step`` (give
     one), then warm their learning rate up linearly over ``warmup_steps`` on top of the run's own schedule.
 
-    The frozen parameters sit in the optimizer from the start in their own groups (the recipe mixins split
-    them; with your own ``configure_optimizers`` use ``param_groups(..., split=modules)``) with an LR
-    multiplier of 0; at the unfreeze point their ``LambdaLR`` multiplier becomes :func:`unfreeze_multiplier`.
+    With your own ``configure_optimizers`` use ``param_groups(..., split=modules)`` (the recipe mixins do it).
     Needs one optimizer with a per-step ``LambdaLR`` and, under DDP, ``find_unused_parameters=True`` (checked
-    at fit start). Design and the differences from ``BackboneFinetuning``: ``docs/guides/finetuning.md``.
+    at fit start). How, and the differences from ``BackboneFinetuning``: ``docs/guides/finetuning.md``.
 
     Example:
         >>> from lightning_recipes.mixins import AdamWRecipe

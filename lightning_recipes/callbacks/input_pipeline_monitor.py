@@ -125,11 +125,9 @@ class WaitClock:
 class InputPipelineMonitor(Callback):
     """Log the fraction of wall time training waits for data, and warn once with concrete DataLoader advice.
 
-    Fetch time: host time from the end of the previous step's work to the batch's arrival (markers first and
-    last in ``trainer.callbacks`` bracket every other callback); step time: the rest. Each epoch's first batch
-    is reported apart. Warns once (rank zero, checkpointed) after ``min_batches`` batches when the cumulative
-    and the recent median wait fraction exceed ``warn_wait_fraction`` (``None``: never), with advice from the
-    loader and one timed batch build. Host timers only, no sync. Details: ``docs/guides/monitoring.md``.
+    Warns once after ``min_batches`` batches when the wait fraction exceeds ``warn_wait_fraction`` (``None``:
+    never), with advice from the loader and one timed batch build. Host timers only, no sync. What is timed,
+    and when it warns: ``docs/guides/monitoring.md``.
 
     Logged keys (``prefix`` prepended), since the last log: ``input_pipeline/wait_fraction``,
     ``input_pipeline/fetch_ms`` (mean), ``input_pipeline/fetch_ms_max``, ``input_pipeline/step_ms`` (mean),

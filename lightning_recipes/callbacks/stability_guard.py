@@ -77,16 +77,13 @@ class StabilityGuard(Callback):
     r"""Detect a non-finite loss or gradient norm or a loss spike and recover without restarting.
 
     Losses and gradient norms stay on the device and are checked every ``check_every_n_steps`` steps (one
-    sync), agreed across ranks. A spike exceeds the run's own noise (``spike_k`` robust std and ``1 +
-    spike_min_rise`` x the level, or ``spike_rtol`` x it, always by ``spike_floor`` x the starting loss).
-    ``mode="rollback"`` restores the last verified in-memory snapshot (taken every ``snapshot_every_n_steps``,
-    or adaptively at ``snapshot_overhead`` of the training time) and trains on, at ``lr_factor`` for
+    sync), agreed across ranks; a spike exceeds the run's own loss noise (``exceeds_noise``).
+    ``mode="rollback"`` restores the last verified in-memory snapshot and trains on, at ``lr_factor`` for
     ``cooldown_steps``; past ``max_rollbacks`` within ``rollback_window_steps`` it writes an emergency
-    checkpoint (to ``checkpoint_dir``) and raises, unless they were spikes and ``val_monitor`` held (then it
-    widens its spike floor). ``mode="skip_step"`` drops steps with a non-finite gradient norm; ``"raise"``
-    stops at the first fault. ``act_on_findings`` (deprecated: ``HealthMonitor(repair=True)`` is the one
-    path) cuts the LR by ``finding_lr_factor`` on an ``lr_too_high`` of a ``HealthMonitor`` without
-    ``repair`` (place the guard after it). Long form: ``docs/guides/stability_guard.md``.
+    checkpoint (to ``checkpoint_dir``) and raises, unless they were spikes and ``val_monitor`` held.
+    ``mode="skip_step"`` drops steps with a non-finite gradient norm; ``"raise"`` stops at the first fault.
+    ``act_on_findings`` is deprecated (``HealthMonitor(repair=True)`` is the one path). Every argument, the
+    spike rule and the snapshot spacing: ``docs/guides/stability_guard.md``.
 
     Logged keys (at an event only, straight to ``trainer.loggers``): ``stability/event_step``,
     ``stability/event_cause`` (1 non-finite loss, 2 grad norm, 3 spike, 4 weights, 5 ``lr_too_high``),

@@ -155,9 +155,8 @@ class Harness:
     def read_fit_batches(self, count: int, loaders: Any = None, seed: int | None = None) -> list[Any]:
         """Up to ``count`` batches as ``fit`` passes them to ``training_step``, on :attr:`device`. Not cached.
 
-        Several loaders (a dict, a list, a ``CombinedLoader``) are combined as the Trainer combines them: a
-        ``CombinedLoader`` in its own mode (and limits), any other collection in ``"max_size_cycle"``; each
-        batch is then the collection of the loaders' batches.
+        Several loaders (a dict, a list, a ``CombinedLoader``) are combined as the Trainer combines them
+        (``docs/guides/harness.md``); each batch is then the collection of the loaders' batches.
 
         Args:
             count: How many batches.
@@ -391,12 +390,10 @@ class Harness:
     def batch_output(self, model: pl.LightningModule, batch: Any) -> Tensor:
         """The model's output tensor for a whole batch, whatever the module's shape.
 
-        A module that defines ``forward`` is called as ``model(inputs)``. One that does not (it wraps a model
-        as ``self.model`` and calls ``self.model(**batch)`` in ``training_step``, or ``self.head(
-        self.backbone(x))``) has ``training_step`` run and the wrapped model's output observed with forward
-        hooks (``.logits`` of a ``ModelOutput``, the first tensor of a tuple or dict; see
-        :class:`ForwardCapture`). Gradients flow when the caller enables them. To see the model react to
-        another input, pass ``with_inputs(batch, new_inputs)``: the new tensor reaches the wrapped model.
+        A module that defines ``forward`` is called as ``model(inputs)``; one that does not has
+        ``training_step`` run and the wrapped model's output observed (:class:`ForwardCapture`). Gradients
+        flow when the caller enables them. To see the model react to another input, pass
+        ``with_inputs(batch, new_inputs)``: the new tensor reaches the wrapped model.
 
         Raises:
             CannotRunOnCopy: If no output tensor can be observed either way.

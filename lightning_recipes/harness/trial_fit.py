@@ -468,11 +468,10 @@ def trial_fit(
     """Fit a deep copy of ``harness.model`` with a real, silent ``Trainer`` on one fixed training batch (its
     first ``max_samples`` samples), repeated ``steps`` times, validated before and after on the same batch.
 
-    The user's module and every RNG are left as they were (seeded with ``harness.seed``); works under
-    automatic and manual optimisation. Stops early when ``should_stop()`` turns true or, after at least 12
-    batches (until BatchNorm statistics hold <= 10 % of their start), when the loss fell by ``fit_ratio``.
-    ``cache``: reuse a finished trial of the same harness and sizes. Raises ``CannotRunOnCopy`` without data,
-    for a model that cannot be copied, or inside a multi-process run.
+    Works under automatic and manual optimisation; stops early when ``should_stop()`` turns true or the loss
+    fell by ``fit_ratio``; ``cache``: reuse a finished trial of the same harness and sizes. Raises
+    ``CannotRunOnCopy`` without data, for a model that cannot be copied, or inside a multi-process run. What
+    it records and when it stops: ``docs/guides/harness.md``.
 
     Example:
         >>> from lightning_recipes.harness import Harness

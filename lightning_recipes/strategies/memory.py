@@ -128,11 +128,10 @@ def estimate_memory(
     """Estimate per-device memory of training under a ``strategy`` preset (a key of
     :data:`~lightning_recipes.strategies.PRESETS`), before renting the cluster.
 
-    Rows: parameters, gradients, optimizer state, master weights, gathered parameters, activations (measured
-    on ``sample_batch``, through ``forward_fn(model, batch)`` when given) and host bytes, each by the preset's
-    :class:`MemoryLayout`; exact per tensor for DDP and FSDP2 given a model (possibly on ``meta``) rather than
-    a count. ``optimizer=None``: the one the model trains with (:func:`read_optimizer`), else ``adamw``.
-    ``activation_checkpointing=None``: the preset's default. The rules: the strategies guide.
+    Activations are measured on ``sample_batch`` (through ``forward_fn(model, batch)`` when given); a model
+    (possibly on ``meta``) rather than a count gives exact per-tensor sizes. ``optimizer=None``: the one the
+    model trains with (:func:`read_optimizer`), else ``adamw``. ``activation_checkpointing=None``: the
+    preset's default. What each row counts: ``docs/guides/strategies.md``.
 
     Example:
         >>> est = estimate_memory(7_000_000_000, optimizer="adamw", precision="bf16-mixed",

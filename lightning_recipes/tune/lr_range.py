@@ -359,9 +359,7 @@ def find_lr(
     :class:`~lightning_recipes.sweep_args.SweepArgs`' (``rule``: ``"min_div_10"`` or ``"steepest"``); the copy
     trains on ``device`` and clips as the run will (``gradient_clip_val``, ``gradient_clip_algorithm``). When
     the loss never fell beyond its own noise, ``verdict == "inconclusive"``, ``suggestion`` and ``peak_lr``
-    are ``None`` and ``reason`` says what to try. LAMB / LARS (relative steps) sweep at least
-    :data:`~lightning_recipes.tune.suggest.RELATIVE_STEP_MIN_EXPOSURE` steps per e-fold of LR (300 steps over
-    the default range; a narrower one keeps it short): a shorter sweep's pick swings with the batches drawn.
+    are ``None`` and ``reason`` says what to try. LAMB / LARS sweep longer (``docs/guides/tuning.md``).
 
     Example:
         >>> from lightning_recipes.testing import TinyClassifier, random_classification_loader

@@ -75,12 +75,10 @@ def speed_tune(
     :class:`SpeedTuneResult`.
 
     The baseline and each option train a deep copy (on ``device``, seeded by ``seed``) for ``warmup_steps +
-    measure_steps`` steps, ``repeats`` times, interleaved. A row's speed-up is the baseline's median step time
-    over its own; its one-off cost is weighed against the run's planned steps (``run_steps``, else
-    ``trainer``'s length, else one epoch), giving the run speed-up that ranks the options (at least
-    ``min_speedup`` to count as faster). A row whose loss leaves ``loss_rtol`` of the baseline's is
-    ``incorrect``; faster options are combined, re-measured, and kept only if together faster. Data as
-    :func:`~lightning_recipes.tune.find_lr` takes it; ``progress``: one transient line on stderr.
+    measure_steps`` steps, ``repeats`` times, interleaved; one-off costs are weighed against ``run_steps``
+    (else ``trainer``'s length, else one epoch); ``min_speedup`` and ``loss_rtol`` decide faster and
+    correct. Data as :func:`~lightning_recipes.tune.find_lr` takes it; ``progress``: one transient line on
+    stderr. How options are measured, ranked and combined: ``docs/guides/tuning.md``.
 
     Example:
         >>> from lightning_recipes.testing import TinyClassifier, random_classification_loader

@@ -43,10 +43,8 @@ RELATIVE_STEP = frozenset({"Lamb", "LAMB", "FusedLAMB", "Lars", "LARS", "LARC"})
 DEFAULT_EXPOSURE = (SweepArgs.num_steps - 1) / math.log(SweepArgs.max_lr / SweepArgs.min_lr)
 #: The steps per e-fold at which they keep all of ``warmup_factor``: 5x the default sweep's.
 RELATIVE_STEP_EXPOSURE = 5 * DEFAULT_EXPOSURE
-#: The fewest steps per e-fold a sweep of theirs runs (16.2: 300 steps over the default 1e-7 .. 10, 3x its
-#: length): the loss at an LR is what the steps taken so far added up to, and at 5.4 steps per e-fold the
-#: curve's minimum rests on a handful of batches (field report #4: the default sweep's pick swung 5x with the
-#: data seed; at 300 steps, 1.0x).
+#: The fewest steps per e-fold a sweep of theirs runs: 16.2, 300 steps over the default range (why:
+#: ``docs/guides/tuning.md``).
 RELATIVE_STEP_MIN_EXPOSURE = (3 * SweepArgs.num_steps - 1) / math.log(SweepArgs.max_lr / SweepArgs.min_lr)
 
 
