@@ -209,13 +209,8 @@ def own_floor(call: LossCall) -> tuple[float, str] | None:
 
 
 def ce_floor(classes: int, smoothing: float, spread: float) -> float:
-    """The lowest per-sample cross-entropy over ``classes`` classes with label smoothing ``smoothing`` when
-    the logits span at most ``spread`` (``math.inf``: unbounded logits, the smoothed target's entropy).
-
-    Example:
-        >>> ce_floor(10, 0.0, math.inf), round(ce_floor(10, 0.1, math.inf), 4)  # no smoothing: 0
-        (0.0, 0.5003)
-    """
+    """The lowest per-sample cross-entropy over ``classes`` with label smoothing and logits spanning at most
+    ``spread`` (``math.inf``: the smoothed target's entropy, 0 without smoothing)."""
     top = 1 - smoothing + smoothing / classes
     best = math.inf if smoothing <= 0 else math.log(top * (classes - 1) / (1 - top))
     s = min(best, spread)
