@@ -5,13 +5,7 @@ callback does the same inside ``trainer.fit``; each ``*Check`` also works alone 
 :class:`SanityCheck` to write your own (its docstring has a ten-line example). ``lightning-recipes preflight``
 is the command line (``lightning_recipes/cli/preflight.py``).
 
-Layout: ``base.py`` (:class:`SanityCheck`), ``report.py`` (results, report, errors), ``preflight.py`` (the
-registry, ``preflight()``, ``Preflight``), and one ``*_check.py`` per check in the folder of the stage
-whose invariant it asserts: ``data/`` (what the loaders serve), ``model/`` (the forward pass), ``loss/`` (the
-loss and what learning it needs), ``loop/`` (the optimisation loop's state machines). What a check sees is
-:class:`CheckContext`, the check-facing name of :class:`lightning_recipes.harness.Harness` (the same class:
-trial runs on copies); the harness's ``CannotRunOnCopy`` becomes a ``skip`` result. Nothing here imports
-``lightning_recipes.callbacks``.
+Where each part lives (base, report, registry, the stage folders) is in ``docs/guides/preflight.md``.
 
 Example:
     >>> from lightning_recipes.checks import CHECKS, InitLossCheck, preflight

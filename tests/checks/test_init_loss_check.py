@@ -12,8 +12,8 @@ from torch.nn import functional as F
 
 from lightning_recipes.checks import InitLossCheck, preflight
 from lightning_recipes.checks.loss._expected_loss import (
+    ce_floor,
     expected_initial_loss,
-    label_smoothing_floor,
     record_loss_calls,
 )
 from lightning_recipes.checks.report import SUMMARY_LIMIT
@@ -137,13 +137,13 @@ def test_expected_loss_with_pos_weight_follows_the_formula():
     assert expected_initial_loss(calls[0]).value == pytest.approx(reference, rel=1e-12)
 
 
-def test_label_smoothing_floor_is_the_minimum_over_logit_gaps():
+def test_the_label_smoothing_floor_is_the_minimum_over_logit_gaps():
     """The closed form against a brute-force minimisation of the smoothed loss over the logit gap."""
     for classes, smoothing in ((10, 0.1), (4, 0.3), (2, 0.05)):
         gaps = torch.linspace(0, 30, 300_001, dtype=torch.float64)
         top = 1 - smoothing + smoothing / classes
         losses = -top * gaps + torch.log(gaps.exp() + classes - 1)
-        assert label_smoothing_floor(classes, smoothing) == pytest.approx(float(losses.min()), abs=1e-9)
+        assert ce_floor(classes, smoothing, math.inf) == pytest.approx(float(losses.min()), abs=1e-9)
 
 
 def test_an_explicit_num_classes_still_wins():

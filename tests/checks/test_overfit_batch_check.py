@@ -15,8 +15,8 @@ from torch.nn import functional as F
 
 from lightning_recipes.callbacks import FinetuneSchedule
 from lightning_recipes.checks import CheckContext, OverfitBatchCheck, Preflight, preflight
-from lightning_recipes.checks.loss._expected_loss import known_floor, record_loss_calls
-from lightning_recipes.checks.loss._loss_probe import ce_floor, input_bounds, loss_floor
+from lightning_recipes.checks.loss._expected_loss import ce_floor, known_floor, record_loss_calls
+from lightning_recipes.checks.loss._loss_probe import input_bounds, loss_floor
 from lightning_recipes.checks.report import SUMMARY_LIMIT
 from lightning_recipes.mixins import OptimizerRecipeMixin
 from lightning_recipes.recipe import OptimizerRecipe

@@ -31,8 +31,9 @@ from torch import Tensor
 from lightning_recipes.harness import LossCall, LossRecorder
 
 # fmt: off
-__all__ = ["KINDS", "REGRESSION", "Expectation", "KnownFloor", "expected_initial_loss", "is_prior_output",
-           "known_floor", "label_smoothing_floor", "loss_call_for", "record_loss_calls", "target_of"]
+__all__ = ["KINDS", "REGRESSION", "Expectation", "KnownFloor", "binary_entropy", "ce_floor",
+           "expected_initial_loss", "is_prior_output", "known_floor", "loss_call_for", "record_loss_calls",
+           "reduced", "target_of"]
 # fmt: on
 
 REGRESSION = frozenset({"mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss"})
@@ -183,7 +184,7 @@ def own_floor(call: LossCall) -> tuple[float, str] | None:
             if call.kwargs.get("weight") is not None:
                 return None
             kept = int((call.target != call.kwargs.get("ignore_index", -100)).sum())  # sync: once
-            per = label_smoothing_floor(classes, smoothing)
+            per = ce_floor(classes, smoothing, math.inf)
             total = per * kept
             value = (
                 total
@@ -199,16 +200,30 @@ def own_floor(call: LossCall) -> tuple[float, str] | None:
         dim = 1 if target.ndim >= 2 else 0
         mass = smoothed.sum(dim)  # 1 for a distribution; m for m-hot targets (floor m ln m)
         entropy = torch.xlogy(mass, mass) - torch.xlogy(smoothed, smoothed).sum(dim)
-        return _reduced(entropy, reduction), "the targets' entropy"
+        return reduced(entropy, reduction), "the targets' entropy"
     if bool(((target == 0) | (target == 1)).all()):  # sync: once
         return 0.0, "0"
     if weighted:
         return None
-    entropy = -(torch.xlogy(target, target) + torch.xlogy(1 - target, 1 - target))
-    return _reduced(entropy, reduction), "the targets' entropy"
+    return reduced(binary_entropy(target), reduction), "the targets' entropy"
 
 
-def _reduced(per_element: Tensor, reduction: str) -> float:
+def ce_floor(classes: int, smoothing: float, spread: float) -> float:
+    """The lowest per-sample cross-entropy over ``classes`` with label smoothing and logits spanning at most
+    ``spread`` (``math.inf``: the smoothed target's entropy, 0 without smoothing)."""
+    top = 1 - smoothing + smoothing / classes
+    best = math.inf if smoothing <= 0 else math.log(top * (classes - 1) / (1 - top))
+    s = min(best, spread)
+    return 0.0 if math.isinf(s) else -top * s + s + math.log1p((classes - 1) * math.exp(-s))
+
+
+def binary_entropy(target: Tensor) -> Tensor:
+    """The per-element binary entropy of probability targets: the lowest binary cross-entropy they allow."""
+    return -(torch.xlogy(target, target) + torch.xlogy(1 - target, 1 - target))
+
+
+def reduced(per_element: Tensor, reduction: str) -> float:
+    """``per_element`` reduced as a loss with ``reduction`` (``"sum"``, else the mean), as a float."""
     return float(per_element.sum() if reduction == "sum" else per_element.mean())  # sync: once
 
 
@@ -233,14 +248,6 @@ def expected_initial_loss(call: LossCall, batches: Sequence[LossCall] = ()) -> E
     return Expectation(None, "", reason=f"{call.function} has no known value at init")
 
 
-def label_smoothing_floor(classes: int, smoothing: float) -> float:
-    """The lowest cross-entropy label smoothing ``smoothing`` allows: the entropy of the smoothed target."""
-    if smoothing <= 0:
-        return 0.0
-    top, rest = 1 - smoothing + smoothing / classes, smoothing / classes
-    return -(top * math.log(top) + (classes - 1) * rest * math.log(rest))
-
-
 def _categorical(call: LossCall, calls: list[LossCall]) -> Expectation:
     classes = call.num_classes
     assert classes is not None
@@ -251,7 +258,7 @@ def _categorical(call: LossCall, calls: list[LossCall]) -> Expectation:
         f"ln {classes}, {scores} {list(call.output.shape)} for {kind} targets {list(target_of(call).shape)}"
     )
     smoothing = float(call.kwargs.get("label_smoothing") or 0.0) if call.function == "cross_entropy" else 0.0
-    extra: dict[str, Any] = {"floor": label_smoothing_floor(classes, smoothing)} if smoothing > 0 else {}
+    extra: dict[str, Any] = {"floor": ce_floor(classes, smoothing, math.inf)} if smoothing > 0 else {}
     if smoothing > 0:
         extra["label_smoothing"] = smoothing
     plain = Expectation(uniform, source, classes, f"ln {classes}", extra=extra)

@@ -30,11 +30,17 @@ from torch.nn import functional as F
 from torch.nn.modules.loss import _Loss
 
 from lightning_recipes.checks._probe import seed_all
-from lightning_recipes.checks.loss._expected_loss import loss_call_for, target_of
+from lightning_recipes.checks.loss._expected_loss import (
+    binary_entropy,
+    ce_floor,
+    loss_call_for,
+    reduced,
+    target_of,
+)
 from lightning_recipes.harness import Harness, LossCall, LossRecorder, batch_entries, first_tensor
 
 # fmt: off
-__all__ = ["CLASSIFICATION", "LabelCount", "LossFloor", "LossProbe", "ce_floor", "descent_ray", "drop_cause",
+__all__ = ["CLASSIFICATION", "LabelCount", "LossFloor", "LossProbe", "descent_ray", "drop_cause",
            "falls_without_bound", "input_bounds", "label_evidence", "learned_scale", "loss_along",
            "loss_floor", "padding_reason", "probe_step", "scale_of"]
 # fmt: on
@@ -157,14 +163,6 @@ class LossFloor:
     fix: str = ""
 
 
-def ce_floor(classes: int, smoothing: float, spread: float) -> float:
-    """Lowest per-sample cross-entropy with ``classes`` classes, label smoothing and logit ``spread``."""
-    top = 1 - smoothing + smoothing / classes
-    best = math.inf if smoothing <= 0 else math.log(top * (classes - 1) / (1 - top))
-    s = min(best, spread)
-    return 0.0 if math.isinf(s) else -top * s + s + math.log1p((classes - 1) * math.exp(-s))
-
-
 #: Regression losses as a function of the distance ``d >= 0`` between input and target (torch's defaults).
 _DISTANCE_LOSSES: dict[str, Callable[[Tensor, dict[str, Any]], Tensor]] = {
     "mse_loss": lambda d, kw: d**2,
@@ -197,17 +195,13 @@ def loss_floor(call: LossCall) -> LossFloor | None:
     return None
 
 
-def _reduce(per_element: Tensor, reduction: str) -> float:
-    return float(per_element.sum() if reduction == "sum" else per_element.mean())  # sync: once
-
-
 def _distance(call: LossCall, reduction: str, bounds: Bounds) -> LossFloor | None:
     """A regression head bounded (``sigmoid``, ``tanh``, a clamp) below targets outside its range."""
     target, output = target_of(call).detach().double(), call.output.detach()
     if not target.is_floating_point() or target.shape != output.shape:
         return None
     distance = (bounds.low - target).clamp(min=0) + (target - bounds.high).clamp(min=0)
-    floor = _reduce(_DISTANCE_LOSSES[call.function](distance, call.kwargs), reduction)
+    floor = reduced(_DISTANCE_LOSSES[call.function](distance, call.kwargs), reduction)
     if floor <= 1e-12:
         return None
     how = (
@@ -238,11 +232,6 @@ def _ce(call: LossCall, reduction: str, bounds: Bounds | None) -> LossFloor | No
     )
 
 
-def _entropy(target: Tensor) -> Tensor:
-    t = target.clamp(1e-12, 1 - 1e-12)
-    return -(t * t.log() + (1 - t) * (-t).log1p())
-
-
 def _bce_logits(call: LossCall, reduction: str, bounds: Bounds | None) -> LossFloor | None:
     target = target_of(call).detach().double()
     low, high = (-math.inf, math.inf) if bounds is None else (bounds.low, bounds.high)
@@ -253,7 +242,8 @@ def _bce_logits(call: LossCall, reduction: str, bounds: Bounds | None) -> LossFl
     per_element = torch.nan_to_num(
         weight * target * F.softplus(-best) + (1 - target) * F.softplus(best), nan=0.0
     )
-    floor, own = _reduce(per_element, reduction), _reduce(_entropy(target), reduction)
+    own = reduced(binary_entropy(target.clamp(1e-12, 1 - 1e-12)), reduction)
+    floor = reduced(per_element, reduction)
     if floor <= 1e-9 or pos_weight is not None:
         return None
     if bounds is not None and floor > own + 1e-6:
@@ -266,7 +256,7 @@ def _bce_probabilities(call: LossCall, reduction: str, bounds: Bounds) -> LossFl
     """Probabilities bounded in range (a double sigmoid: ``[0.5, 0.731]``) or in sum (a softmax across the
     labels of a multi-label task: a row with ``m`` positive labels scores at least ``m ln m``)."""
     target, output = target_of(call).detach().double(), call.output
-    own = _reduce(_entropy(target), reduction)
+    own = reduced(binary_entropy(target.clamp(1e-12, 1 - 1e-12)), reduction)
     dim = bounds.simplex_dim
     if bounds.simplex and dim is not None and target.shape == output.shape and output.ndim >= 2:
         if not bool(((target == 0) | (target == 1)).all()):  # sync: once
@@ -286,7 +276,7 @@ def _bce_probabilities(call: LossCall, reduction: str, bounds: Bounds) -> LossFl
     if low <= 0.0 and high >= 1.0:
         return None
     best = target.clamp(low, high).clamp(1e-12, 1 - 1e-12)
-    floor = _reduce(-(target * best.log() + (1 - target) * (-best).log1p()), reduction)
+    floor = reduced(-(target * best.log() + (1 - target) * (-best).log1p()), reduction)
     how = f"binary_cross_entropy reads probabilities in [0, 1], but its input comes from {bounds.how}"
     return LossFloor(floor, True, how, own) if floor > own + 1e-6 else None
 
