@@ -215,7 +215,6 @@ HEALTHY_CASES = [
         0,
         _proof_trains(0.5),
         max_steps=240,
-        check_every=20,
         description="A highway net with AdamW and a one-cycle LR.",
     ),
     FieldCase(
@@ -225,7 +224,6 @@ HEALTHY_CASES = [
         0,
         _proof_cosine_to_zero,
         max_steps=COSINE_STEPS,
-        check_every=20,
         description="An F.relu CNN whose cosine schedule ends at LR 0 with the loss converged "
         "(not lr_too_low).",
     ),
@@ -236,7 +234,6 @@ HEALTHY_CASES = [
         0,
         _proof_trains(0.5),
         max_steps=240,
-        check_every=20,
         description="An LSTM with RMSprop and an exponential LR decay (gamma 0.995 per step).",
     ),
     FieldCase(
@@ -246,7 +243,6 @@ HEALTHY_CASES = [
         0,
         _proof_trains(0.5),
         max_steps=240,
-        check_every=20,
         description="A two-layer sigmoid CNN with SGD + momentum + weight decay and StepLR.",
     ),
 ]

@@ -246,7 +246,6 @@ OPTIM_CASES = [
         _proof_lr_too_high,
         also_allowed=("dead_units",),
         max_steps=200,
-        check_every=20,
         description="A GELU MLP with Adam at lr 0.5: huge updates, the loss stays near chance.",
     ),
     FieldCase(
@@ -256,7 +255,6 @@ OPTIM_CASES = [
         0,
         _proof_lr_too_high,
         max_steps=200,
-        check_every=20,
         description="A GRU classifier with SGD + momentum 0.9 at lr 20: the loss never falls.",
     ),
     FieldCase(
@@ -267,7 +265,6 @@ OPTIM_CASES = [
         _proof_lr_kills_units,
         also_allowed=("dead_units",),
         max_steps=200,
-        check_every=20,
         description="An F.relu MLP with SGD at lr 4: the first huge steps kill most hidden units.",
     ),
     FieldCase(
@@ -277,7 +274,6 @@ OPTIM_CASES = [
         0,
         _proof_lr_too_low_from_start,
         max_steps=200,
-        check_every=20,
         description="A highway net with AdamW at lr 1e-6: updates ~1e-6 of the weights, the loss stays.",
     ),
     FieldCase(
@@ -287,7 +283,6 @@ OPTIM_CASES = [
         COLLAPSE_STEPLR,
         _proof_collapse(COLLAPSE_STEPLR),
         max_steps=260,
-        check_every=20,
         description="SGD + momentum + weight decay learning well until StepLR(gamma=1e-6) collapses the LR.",
     ),
     FieldCase(
@@ -297,7 +292,6 @@ OPTIM_CASES = [
         COLLAPSE_LAMBDA,
         _proof_collapse(COLLAPSE_LAMBDA),
         max_steps=280,
-        check_every=20,
         description="A GRU with RMSprop learning until a LambdaLR multiplies the LR by 1e-6 at step 120.",
     ),
     FieldCase(
@@ -307,7 +301,6 @@ OPTIM_CASES = [
         0,
         _proof_dead("net.hidden.1.weight"),
         max_steps=200,
-        check_every=20,
         description="75% of an F.relu layer's units have bias -20 and never fire (AdamW).",
     ),
     FieldCase(
@@ -317,7 +310,6 @@ OPTIM_CASES = [
         0,
         _proof_dead("net.conv2.weight"),
         max_steps=160,
-        check_every=20,
         description="75% of an F.relu CNN's second-layer channels never fire (SGD + momentum + wd).",
     ),
     FieldCase(
@@ -327,7 +319,6 @@ OPTIM_CASES = [
         0,
         _proof_vanishing("net.features.0.weight", "net.head.weight"),
         max_steps=160,
-        check_every=20,
         description="Ten 3x3 conv + sigmoid layers, no normalisation: the first layers get no gradient.",
     ),
     FieldCase(
@@ -337,7 +328,6 @@ OPTIM_CASES = [
         0,
         _proof_vanishing("net.stem.weight", "net.head.weight"),
         max_steps=200,
-        check_every=20,
         description="Sixteen sigmoid-gated tanh units without a carry path or normalisation (plain SGD).",
     ),
     FieldCase(
@@ -347,7 +337,6 @@ OPTIM_CASES = [
         0,
         _proof_saturated,
         max_steps=160,
-        check_every=20,
         description="A sigmoid CNN initialised with std 10: most sigmoid outputs sit at 0 or 1, the "
         "convolutions barely learn.",
     ),
@@ -358,7 +347,6 @@ OPTIM_CASES = [
         LENGTH_JUMP,
         _proof_exploding,
         max_steps=240,
-        check_every=20,
         description="A ReLU RNN with recurrent gain 2: fine on 6-step sequences, exploding on 40-step ones.",
     ),
 ]

@@ -124,7 +124,6 @@ RUN_CASES = [
         (MLP_BEST_EPOCH + 1) * MLP_STEPS_PER_EPOCH,
         _proof_overfitting(MLP_BEST_EPOCH),
         max_steps=240,
-        check_every=20,
         description="A 256-wide GELU MLP on 32 noisy samples (SGD + momentum), validated every epoch.",
     ),
     FieldCase(
@@ -134,7 +133,6 @@ RUN_CASES = [
         (GRU_BEST_EPOCH + 1) * GRU_STEPS_PER_EPOCH,
         _proof_overfitting(GRU_BEST_EPOCH),
         max_steps=240,
-        check_every=20,
         description="A 64-unit GRU on 48 sequences (AdamW, no decay), validated every epoch.",
     ),
     FieldCase(
@@ -144,7 +142,6 @@ RUN_CASES = [
         0,
         _proof_plateau,
         max_steps=200,
-        check_every=20,
         description="An LSTM on labels independent of the inputs, Adam at a normal lr: the loss stays "
         "at ln 4.",
     ),
@@ -155,7 +152,6 @@ RUN_CASES = [
         0,
         _proof_plateau,
         max_steps=200,
-        check_every=20,
         description="A highway net with RMSprop on random labels: nothing to learn, the loss stays at ln 4.",
     ),
     FieldCase(
@@ -176,7 +172,6 @@ RUN_CASES = [
         SENSOR_DIES,
         _proof_nonfinite,
         max_steps=200,
-        check_every=20,
         description="log() of raw positive features; from step 140 one feature reads 0, so log gives -inf.",
     ),
 ]

@@ -218,7 +218,6 @@ CASES: list[FieldCase] = [
         onset_step=0,
         proof=_prove_gpt2_lr_too_high,
         max_steps=GPT2_STEPS,
-        check_every=20,
         description="GPT-2 (2 layers, width 32) with AdamW at 1e-1, 10x its good LR: stuck at ~3.2 (3x the "
         "chain's entropy) where the good LR reaches 1.1.",
     ),
@@ -229,7 +228,6 @@ CASES: list[FieldCase] = [
         onset_step=0,
         proof=_prove_gpt2_lr_too_low,
         max_steps=GPT2_STEPS,
-        check_every=20,
         description="GPT-2 with AdamW at 1e-6: 200 steps leave the loss at chance (ln 64).",
     ),
     FieldCase(
@@ -239,7 +237,6 @@ CASES: list[FieldCase] = [
         onset_step=COLLAPSE_STEP,
         proof=_prove_gpt2_lr_collapse,
         max_steps=GPT2_STEPS,
-        check_every=20,
         description="GPT-2 at its good LR until a step decay with gamma 1e-6 at step 40, mid-descent: the "
         "loss freezes at ~1.45 where the run without the collapse reaches 1.1.",
     ),
@@ -286,7 +283,6 @@ CASES: list[FieldCase] = [
         onset_step=0,
         proof=_prove_gpt2_warmup_cosine_trains,
         max_steps=GPT2_STEPS,
-        check_every=20,
         description="GPT-2 with AdamW at its good LR, 20 warm-up steps and a cosine to 0: reaches the "
         "chain's entropy.",
     ),
@@ -297,7 +293,6 @@ CASES: list[FieldCase] = [
         onset_step=0,
         proof=_prove_gpt2_validated_trains,
         max_steps=GPT2_STEPS,
-        check_every=20,
         description="GPT-2 at 3e-3 with a held-out set of 128 sequences validated every epoch (32 steps): "
         "both losses fall together.",
     ),
@@ -308,7 +303,6 @@ CASES: list[FieldCase] = [
         onset_step=0,
         proof=_prove_bert_validated_trains,
         max_steps=200,
-        check_every=20,
         description="BERT at its good LR on 1024 samples, validated every epoch on 64 samples (a noisy val "
         "loss).",
     ),
@@ -319,7 +313,6 @@ CASES: list[FieldCase] = [
         onset_step=0,
         proof=_prove_bert_validated_trains,
         max_steps=200,
-        check_every=20,
         seed=1,
         description="BERT at its good LR with dropout 0.1 and weight decay 0.01, validated on 256 samples.",
     ),

@@ -12,26 +12,12 @@ proofs measure the final and the best validation loss.
 
 from __future__ import annotations
 
-from typing import Any
-
 from tests.callbacks.health_field_gallery._case import FieldCase
 from tests.callbacks.health_sealed_zoo4 import _builds as build
 from tests.callbacks.health_sealed_zoo4 import _proofs as proof
-
-LR_BLOWUP = ("exploding_gradients", "nonfinite_activations")
-STUCK = ("not_learning", "loss_plateau")
-
-
-def _case(name: str, build: Any, expected: str | None, proof: Any, description: str, **kw: Any) -> FieldCase:
-    """A 300-step run from step 0 unless told otherwise."""
-    kw.setdefault("max_steps", 300)
-    return FieldCase(name=name, build=build, expected=expected, onset_step=kw.pop("onset_step", 0),
-                     proof=proof, description=description, **kw)  # fmt: skip
-
-
-def _every(steps: int) -> dict[str, Any]:
-    return {"val_check_interval": steps}
-
+from tests.helpers.sealed_zoo import LR_BLOWUP, STUCK
+from tests.helpers.sealed_zoo import case as _case
+from tests.helpers.sealed_zoo import every as _every
 
 PROBLEM_CASES: list[FieldCase] = [
     # -- pair 1: the loss stays at the trivial level (the ratings' variance / the targets' variance)

@@ -6,8 +6,6 @@ Every model is built from the global RNG (no seed inside) and fresh per call.
 
 from __future__ import annotations
 
-import itertools
-
 import lightning.pytorch as pl
 import torch
 import torch.nn.functional as F
@@ -15,17 +13,7 @@ from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence
 
 from tests.checks.sealed_gallery import _a_data as data
-
-
-def mlp(*widths: int, dropout: float = 0.0) -> nn.Sequential:
-    layers: list[nn.Module] = []
-    for k, (width_in, width_out) in enumerate(itertools.pairwise(widths)):
-        layers.append(nn.Linear(width_in, width_out))
-        if k < len(widths) - 2:
-            layers.append(nn.ReLU())
-            if dropout:
-                layers.append(nn.Dropout(dropout))
-    return nn.Sequential(*layers)
+from tests.helpers.sealed import mlp
 
 
 class _Adam(pl.LightningModule):

@@ -9,10 +9,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-
-def _gen(seed: int) -> torch.Generator:
-    return torch.Generator().manual_seed(seed)
-
+from tests.helpers.sealed import gen as _gen
 
 # --- masked language modelling ------------------------------------------------------------------------------
 PAD, MASK = 0, 1

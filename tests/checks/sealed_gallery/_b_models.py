@@ -10,21 +10,7 @@ from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from tests.checks.sealed_gallery import _b_data as data
-
-
-class _Adam(pl.LightningModule):
-    lr = 3e-3
-
-    def configure_optimizers(self):
-        return torch.optim.Adam(self.parameters(), lr=self.lr)
-
-    def training_step(self, batch, batch_idx):
-        loss = self.loss(batch)
-        self.log("train_loss", loss)
-        return loss
-
-    def validation_step(self, batch, batch_idx):
-        self.log("val_loss", self.loss(batch))
+from tests.helpers.sealed import AdamModule as _Adam
 
 
 # --- masked language modelling ------------------------------------------------------------------------------

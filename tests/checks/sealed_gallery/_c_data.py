@@ -9,38 +9,19 @@ import math
 from functools import cache
 
 import torch
-from sklearn.datasets import load_digits
-from torch.utils.data import DataLoader, Dataset, Sampler
+from torch.utils.data import Dataset, Sampler
 
+from tests.helpers import sealed
+from tests.helpers.sealed import gen as _gen
+from tests.helpers.sealed import loaders
 
-def _gen(seed: int) -> torch.Generator:
-    return torch.Generator().manual_seed(seed)
-
-
-def loaders(train: Dataset, val: Dataset, batch_size: int = 32, **train_kwargs) -> dict[str, DataLoader]:
-    """``train_dataloaders`` (shuffled unless a sampler or ``shuffle`` is given) and ``val_dataloaders``."""
-    if "sampler" not in train_kwargs:
-        train_kwargs.setdefault("shuffle", True)
-    return {
-        "train_dataloaders": DataLoader(train, batch_size=batch_size, **train_kwargs),
-        "val_dataloaders": DataLoader(val, batch_size=256),
-    }
+__all__ = ["loaders"]
 
 
 # --- digits (1x8x8 images in [0, 1], 10 classes) ------------------------------------------------------------
-@cache
-def _digits() -> tuple[torch.Tensor, torch.Tensor]:
-    x, y = load_digits(return_X_y=True)
-    return torch.tensor(x / 16.0, dtype=torch.float32).view(-1, 1, 8, 8), torch.tensor(y)
-
-
-DIGIT_PARTS = {"train": slice(0, 1000), "val": slice(1000, 1300), "test": slice(1300, None)}
-
-
 def digits(part: str) -> tuple[torch.Tensor, torch.Tensor]:
-    """A fixed part of the 1,797 digits: ``train`` (1,000), ``val`` (300) or ``test`` (497, held out)."""
-    x, y = _digits()
-    return x[DIGIT_PARTS[part]].clone(), y[DIGIT_PARTS[part]].clone()
+    """A fixed part of the 1,797 digits as 1x8x8 images: ``train`` (1,000), ``val`` (300), ``test`` (497)."""
+    return sealed.digits(part, (1, 8, 8))
 
 
 def shuffled_training_digits() -> tuple[torch.Tensor, torch.Tensor]:

@@ -9,22 +9,12 @@ import math
 from functools import cache
 
 import torch
-from sklearn.datasets import load_digits
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import Dataset
 
+from tests.helpers.sealed import digits, loaders
+from tests.helpers.sealed import gen as _gen
 
-def _gen(seed: int) -> torch.Generator:
-    return torch.Generator().manual_seed(seed)
-
-
-def loaders(train: Dataset, val: Dataset, batch_size: int = 32, **train_kwargs) -> dict[str, DataLoader]:
-    """``train_dataloaders`` (shuffled unless a sampler is given) and ``val_dataloaders``."""
-    if "sampler" not in train_kwargs:
-        train_kwargs.setdefault("shuffle", True)
-    return {
-        "train_dataloaders": DataLoader(train, batch_size=batch_size, **train_kwargs),
-        "val_dataloaders": DataLoader(val, batch_size=256),
-    }
+__all__ = ["digits", "loaders"]
 
 
 class Augmented(Dataset):
@@ -201,19 +191,6 @@ def documents(n: int, seed: int, pad: int) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 # --- digits (semi-supervised and hierarchical labels) -------------------------------------------------------
-@cache
-def _digits() -> tuple[torch.Tensor, torch.Tensor]:
-    x, y = load_digits(return_X_y=True)
-    return torch.tensor(x / 16.0, dtype=torch.float32), torch.tensor(y)
-
-
-def digits(part: str) -> tuple[torch.Tensor, torch.Tensor]:
-    """Flat 64-pixel digits in [0, 1]: ``train`` (1,000), ``val`` (300) or ``test`` (497, held out)."""
-    x, y = _digits()
-    rows = {"train": slice(0, 1000), "val": slice(1000, 1300), "test": slice(1300, None)}[part]
-    return x[rows].clone(), y[rows].clone()
-
-
 def partly_labelled(missing: int = -1, labelled: int = 150) -> tuple[torch.Tensor, torch.Tensor]:
     """The training digits with only the first ``labelled`` labels known, the rest set to ``missing``."""
     x, y = digits("train")

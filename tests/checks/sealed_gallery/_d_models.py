@@ -4,42 +4,15 @@ global RNG."""
 
 from __future__ import annotations
 
-import itertools
 from functools import cache
 
-import lightning.pytorch as pl
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from tests.checks.sealed_gallery import _d_data as data
-
-
-def mlp(*widths: int, dropout: float = 0.0) -> nn.Sequential:
-    """Linear layers of the given widths with ReLU (and dropout) between them."""
-    layers: list[nn.Module] = []
-    for i, (a, b) in enumerate(itertools.pairwise(widths)):
-        layers.append(nn.Linear(a, b))
-        if i < len(widths) - 2:
-            layers += [nn.ReLU(), nn.Dropout(dropout)] if dropout else [nn.ReLU()]
-    return nn.Sequential(*layers)
-
-
-class _Adam(pl.LightningModule):
-    """Adam on every parameter; ``loss(batch)`` is logged in training and validation."""
-
-    lr = 3e-3
-
-    def configure_optimizers(self):
-        return torch.optim.Adam(self.parameters(), lr=self.lr)
-
-    def training_step(self, batch, batch_idx):
-        loss = self.loss(batch)
-        self.log("train_loss", loss)
-        return loss
-
-    def validation_step(self, batch, batch_idx):
-        self.log("val_loss", self.loss(batch))
+from tests.helpers.sealed import AdamModule as _Adam
+from tests.helpers.sealed import mlp
 
 
 class _Regressor(_Adam):

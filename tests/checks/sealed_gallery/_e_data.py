@@ -13,13 +13,10 @@ import torch.nn.functional as F
 from sklearn.datasets import make_moons
 from torch.utils.data import Dataset
 
-from tests.checks.sealed_gallery._d_data import digits, loaders
+from tests.helpers.sealed import digits, loaders
+from tests.helpers.sealed import gen as _gen
 
 __all__ = ["Rows", "digits", "loaders"]
-
-
-def _gen(seed: int) -> torch.Generator:
-    return torch.Generator().manual_seed(seed)
 
 
 class Rows(Dataset):

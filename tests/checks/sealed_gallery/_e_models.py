@@ -7,30 +7,13 @@ from __future__ import annotations
 import copy
 import math
 
-import lightning.pytorch as pl
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from tests.checks.sealed_gallery import _e_data as data
-from tests.checks.sealed_gallery._d_models import mlp
-
-
-class _Adam(pl.LightningModule):
-    """Adam on every parameter; ``loss(batch)`` is logged in training and validation."""
-
-    lr = 3e-3
-
-    def configure_optimizers(self):
-        return torch.optim.Adam(self.parameters(), lr=self.lr)
-
-    def training_step(self, batch, batch_idx):
-        loss = self.loss(batch)
-        self.log("train_loss", loss)
-        return loss
-
-    def validation_step(self, batch, batch_idx):
-        self.log("val_loss", self.loss(batch))
+from tests.helpers.sealed import AdamModule as _Adam
+from tests.helpers.sealed import mlp
 
 
 class _Regressor(_Adam):

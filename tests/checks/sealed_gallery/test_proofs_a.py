@@ -22,6 +22,7 @@ import torch.nn.functional as F
 from tests.checks.sealed_gallery import _a_data as data
 from tests.checks.sealed_gallery import _a_models as models
 from tests.checks.sealed_gallery.a import BUGS, HEALTHY
+from tests.helpers.sealed import TrainLosses
 
 
 # ----------------------------------------------------------------------------------------------- task metrics
@@ -97,21 +98,12 @@ def recall_at_10(model: models.TwoTower) -> float:
 
 
 # ----------------------------------------------------------------------------------------------- training
-class _Losses(pl.Callback):
-    def __init__(self) -> None:
-        self.losses: list[float] = []
-
-    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        loss = outputs["loss"] if isinstance(outputs, dict) else outputs
-        self.losses.append(float(loss))
-
-
 def fit(build: Callable[[], pl.LightningModule], loaders: dict[str, Any], epochs: int, seed: int):
     """Train ``build()`` on ``loaders`` (preflight keyword arguments) for ``epochs``; the model (in eval
     mode), its training losses and the metrics its last validation logged."""
     pl.seed_everything(seed, verbose=False)
     model = build()
-    losses = _Losses()
+    losses = TrainLosses()
     trainer = pl.Trainer(
         max_epochs=epochs,
         accelerator="cpu",

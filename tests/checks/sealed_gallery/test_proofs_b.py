@@ -16,49 +16,9 @@ import torch
 from tests.checks.sealed_gallery import _b_data as d
 from tests.checks.sealed_gallery import _b_models as m
 from tests.checks.sealed_gallery import b
+from tests.helpers.sealed import fit, trained
 
 BUGS = {case.id: case for case in b.BUGS}
-
-
-class TrainLosses(pl.Callback):
-    """The training loss of every step."""
-
-    def __init__(self) -> None:
-        self.losses: list[float] = []
-
-    def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx) -> None:
-        loss = outputs["loss"] if isinstance(outputs, dict) else outputs
-        self.losses.append(float(loss))
-
-    def fell(self) -> bool:
-        """The last 10 steps' mean loss is below the first 10 steps'."""
-        return sum(self.losses[-10:]) < sum(self.losses[:10])
-
-
-def fit(model: pl.LightningModule, loaders: dict[str, Any], epochs: int) -> pl.LightningModule:
-    model.train_losses = TrainLosses()
-    trainer = pl.Trainer(
-        callbacks=[model.train_losses],
-        max_epochs=epochs,
-        accelerator="cpu",
-        devices=1,
-        enable_progress_bar=False,
-        logger=False,
-        enable_checkpointing=False,
-        enable_model_summary=False,
-        num_sanity_val_steps=0,
-        limit_val_batches=0,
-    )
-    trainer.fit(model, train_dataloaders=loaders["train_dataloaders"])
-    return model.eval()
-
-
-def trained(
-    make: Callable[[], pl.LightningModule], data: Callable[[], dict[str, Any]], seed: int, epochs: int
-):
-    pl.seed_everything(seed, verbose=False)
-    loaders = data()
-    return fit(make(), loaders, epochs), loaders
 
 
 # --- task metrics on clean held-out data: errors, lower is better -------------------------------------------

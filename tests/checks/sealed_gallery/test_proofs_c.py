@@ -6,57 +6,18 @@ healthy case fits: its training and validation losses fall."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
-import lightning.pytorch as pl
 import pytest
 import torch
 
 from tests.checks.sealed_gallery import _c_data as d
 from tests.checks.sealed_gallery import _c_models as m
 from tests.checks.sealed_gallery import c
+from tests.helpers import sealed
+from tests.helpers.sealed import Proof, TrainLosses, trained, twin_runs  # noqa: F401 (imported from here too)
 
 BUGS = {case.id: case for case in c.BUGS}
-
-
-class TrainLosses(pl.Callback):
-    """The training loss of every step."""
-
-    def __init__(self) -> None:
-        self.losses: list[float] = []
-
-    def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx) -> None:
-        loss = outputs["loss"] if isinstance(outputs, dict) else outputs
-        self.losses.append(float(loss))
-
-    def fell(self) -> bool:
-        """The last 10 steps' mean loss is below the first 10 steps'."""
-        return sum(self.losses[-10:]) < sum(self.losses[:10])
-
-
-def trained(
-    make: Callable[[], pl.LightningModule], data: Callable[[], dict[str, Any]], seed: int, epochs: int
-):
-    """``make()`` fitted on ``data()`` for ``epochs`` (no validation during the fit): the model in eval mode
-    with its ``train_losses``, and the loaders."""
-    pl.seed_everything(seed, verbose=False)
-    loaders, model = data(), make()
-    model.train_losses = TrainLosses()
-    trainer = pl.Trainer(
-        callbacks=[model.train_losses],
-        max_epochs=epochs,
-        accelerator="cpu",
-        devices=1,
-        enable_progress_bar=False,
-        logger=False,
-        enable_checkpointing=False,
-        enable_model_summary=False,
-        num_sanity_val_steps=0,
-        limit_val_batches=0,
-    )
-    trainer.fit(model, train_dataloaders=loaders["train_dataloaders"])
-    return model.eval(), loaders
 
 
 # --- task metrics on clean held-out data: errors, lower is better -------------------------------------------
@@ -170,16 +131,6 @@ val_pulse_error = reported(lambda model, batch: ((model(batch[0]) > 0).float(), 
 val_shop_error = reported(lambda model, batch: ((model(batch[0], batch[1]) > 0).float(), batch[2]))
 
 
-@dataclass(frozen=True)
-class Proof:
-    twin: tuple[Callable[[], pl.LightningModule], Callable[[], dict[str, Any]]]
-    error: Callable[[pl.LightningModule], float]
-    min_gap: float
-    epochs: int
-    lie: Callable[[Any, dict[str, Any]], float] | None = None  # the figure validation reports, in error units
-    worse: bool = True  # prove the model is worse than its twin (not for a split bug: same model)
-
-
 IMBALANCED = (
     lambda: m.DigitNet(class_weights=m.class_weights(d.imbalanced(*d.digits("train"))[1])),
     c.imbalanced_data,
@@ -246,58 +197,16 @@ PROOFS = {
     ),
 }
 
-_twins: dict[tuple, tuple[pl.LightningModule, dict[str, Any]]] = {}
-
-
-def twin_runs(proof: Proof) -> list[tuple[pl.LightningModule, dict[str, Any]]]:
-    """The twin trained with seeds 0 and 1 (once per twin and length: bugs may share a twin)."""
-    for seed in (0, 1):
-        if (proof.twin, proof.epochs, seed) not in _twins:
-            _twins[proof.twin, proof.epochs, seed] = trained(*proof.twin, seed, proof.epochs)
-    return [_twins[proof.twin, proof.epochs, seed] for seed in (0, 1)]
-
 
 def test_every_bug_has_a_proof() -> None:
-    assert set(PROOFS) == set(BUGS)
-    assert len(c.BUGS) >= 20 and len(c.HEALTHY) >= 10
-    assert len({case.id for case in c.BUGS + c.HEALTHY}) == len(c.BUGS) + len(c.HEALTHY)
+    sealed.check_gallery(c, PROOFS, bugs=20, healthy=10)
 
 
 @pytest.mark.parametrize("case_id", list(PROOFS))
 def test_bug_is_real(case_id: str) -> None:
-    case, proof = BUGS[case_id], PROOFS[case_id]
-    twins = twin_runs(proof)
-    buggy, buggy_loaders = trained(case.model, case.data, 0, proof.epochs)
-    healthy = [proof.error(model) for model, _ in twins]
-    noise = abs(healthy[0] - healthy[1])
-    bug_error = proof.error(buggy)
-    assert buggy.train_losses.fell(), "a silent bug: its training loss falls"
-    print(f"\n{case_id}: bug {bug_error:.4f}  twin {healthy[0]:.4f} / {healthy[1]:.4f} (noise {noise:.4f})")
-    if proof.lie:
-        claimed = proof.lie(buggy, buggy_loaders)
-        twin_lies = [proof.error(model) - proof.lie(model, loaders) for model, loaders in twins]
-        lie = bug_error - claimed
-        print(f"  validation reports {claimed:.4f}: overstated by {lie:.4f}; the twin's {twin_lies}")
-        assert lie > proof.min_gap + max(twin_lies) and lie > 3 * noise, (lie, twin_lies, noise)
-    if proof.worse:
-        gap = bug_error - healthy[0]
-        assert gap > proof.min_gap and gap > 3 * noise, (gap, noise)
+    sealed.check_bug_is_real(BUGS[case_id], PROOFS[case_id])
 
 
 @pytest.mark.parametrize("case", c.HEALTHY, ids=lambda case: case.id)
 def test_healthy_case_fits(case) -> None:
-    pl.seed_everything(0, verbose=False)
-    loaders, model = case.data(), case.model()
-
-    @torch.no_grad()
-    def val_loss() -> float:
-        model.eval()
-        loss = torch.stack([model.loss(batch) for batch in loaders["val_dataloaders"]]).mean().item()
-        model.train()  # Lightning keeps the mode it finds
-        return loss
-
-    before = val_loss()
-    model, _ = trained(lambda: model, lambda: loaders, seed=0, epochs=3)
-    after = val_loss()
-    print(f"\n{case.id}: val loss {before:.4f} -> {after:.4f}")
-    assert model.train_losses.fell() and before - after > 0.1 * abs(before)
+    sealed.check_healthy_case_fits(case, epochs=3)
