@@ -14,6 +14,7 @@ import lightning.pytorch as pl
 import numpy as np
 import torch
 from torch import Tensor
+from torch.nn.modules.batchnorm import _BatchNorm
 
 from lightning_recipes._stats import NoiseVerdict
 from lightning_recipes.checks.report import CheckSkipped
@@ -27,6 +28,7 @@ __all__ = [
     "first_of",
     "first_samples",
     "held_out_split",
+    "keeping_statistics",
     "listed",
     "model_output",
     "replace_entries",
@@ -184,3 +186,42 @@ def listed(names: list[str], width: int = 48) -> str:
 def worst(verdicts: dict[str, NoiseVerdict]) -> tuple[str, NoiseVerdict]:
     """The verdict that weighs most (``fail`` > ``inconclusive`` > ``pass``), with its quantity's name."""
     return max(verdicts.items(), key=lambda kv: ("pass", "inconclusive", "fail").index(kv[1].status))
+
+
+def keeping_statistics(model: torch.nn.Module, forward: Callable[[], Any]) -> list[torch.nn.Module]:
+    """The modules in training mode that keep statistics of the batches they see: BatchNorm, and any module
+    whose floating-point buffers one training ``forward`` changes (a running normaliser written by hand).
+    The buffers are put back as they were.
+
+    Example:
+        >>> net = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.BatchNorm1d(2))
+        >>> [type(m).__name__ for m in keeping_statistics(net, lambda: net(torch.randn(4, 2)))]
+        ['BatchNorm1d']
+    """
+    norms: list[torch.nn.Module] = [m for m in model.modules() if isinstance(m, _BatchNorm) and m.training]
+    owned = [
+        (m, name, b.detach().clone())
+        for m in model.modules()
+        if m.training and not isinstance(m, _BatchNorm)
+        for name, b in m.named_buffers(recurse=False)
+        if b.is_floating_point()
+    ]
+    if not owned:
+        return norms
+    for norm in norms:
+        norm.eval()
+    try:
+        with torch.no_grad():
+            forward()
+    except Exception:  # the caller's own forward reports it
+        return norms
+    finally:
+        for norm in norms:
+            norm.train()
+    changed: list[torch.nn.Module] = []
+    for m, name, old in owned:
+        now = getattr(m, name)
+        if not (isinstance(now, Tensor) and now.shape == old.shape and torch.equal(now, old)):
+            changed += [] if any(m is c for c in changed) else [m]
+            m._buffers[name] = old
+    return norms + changed

@@ -7,11 +7,12 @@ from typing import Any
 
 import lightning.pytorch as pl
 from lightning.pytorch.utilities.model_helpers import is_overridden
+from torch.nn.modules.batchnorm import _BatchNorm
 from typing_extensions import Unpack, override
 
 from lightning_recipes._stats import difference_noise
 from lightning_recipes._validation import check_in_range, check_int
-from lightning_recipes.checks._probe import listed
+from lightning_recipes.checks._probe import first_samples, keeping_statistics, listed
 from lightning_recipes.checks.base import CheckOptions, SanityCheck
 from lightning_recipes.checks.report import CheckInconclusive, CheckResult, CheckSkipped
 from lightning_recipes.harness import Harness as CheckContext
@@ -146,6 +147,9 @@ class ValidationPathCheck(SanityCheck):
             raise CheckInconclusive(
                 f"{lags}, but BatchNorm statistics still hold {view.batchnorm_lag:.0%} of their start"
             )
+        kept = _statistics_kept_by_hand(context)
+        if kept:
+            raise CheckInconclusive(f"{lags}, but it reads running statistics kept by {listed(kept, 24)}")
         reads = f"{len(view.averaged)} averaged weights off the fit" if view.averaged else "another tensor"
         return self.verdict(
             "fail",
@@ -153,6 +157,16 @@ class ValidationPathCheck(SanityCheck):
             details,
             action="Compute the validation loss with the same code and weights as training_step.",
         )
+
+
+def _statistics_kept_by_hand(context: CheckContext) -> list[str]:
+    """The modules other than BatchNorm that keep statistics of the batches a training step sees (buffers
+    that a step's forward changes): like BatchNorm's, they lag the weights by an amount only they know."""
+    model = context.copy_model().train()
+    batch, _ = first_samples(context, 64)
+    kept = keeping_statistics(model, lambda: context.training_loss(model, batch))
+    names = {id(m): name for name, m in model.named_modules()}
+    return [names[id(m)] or type(m).__name__ for m in kept if not isinstance(m, _BatchNorm)]
 
 
 def loss_noise(losses: list[float]) -> float:

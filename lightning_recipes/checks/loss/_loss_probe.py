@@ -342,7 +342,8 @@ def probe_step(context: Harness, model: pl.LightningModule, batch: Any, seed: in
 @dataclass
 class Ray:
     """``squash(start + s * direction)``: the negative gradient through the output's own final activation
-    (``log_softmax``, ``softmax``, ``sigmoid``), so every point stays a valid output; unit-RMS direction."""
+    (``log_softmax``, ``softmax``, ``sigmoid``), so every point stays a valid output; unit-RMS direction.
+    An output that is ``>= 0`` everywhere at init (a squared error, a rate, a variance) stays ``>= 0``."""
 
     start: Tensor
     direction: Tensor
@@ -378,6 +379,10 @@ def descent_ray(output: Tensor, grad: Tensor) -> Ray | None:
     through = (
         f" (through its final {name.removesuffix('Backward0').lower().replace('logsoftmax', 'log_softmax')})"
     )
+    if squash is None and base.is_floating_point() and bool((base >= 0).all()):  # sync: once
+        # a point the model cannot reach measures nothing: a ray that needs negative squared errors does
+        kept = " (kept >= 0, as every output at init is)"
+        return Ray(start, (-grad / rms).to(base.dtype), torch.relu, kept)
     return Ray(start, (-grad / rms).to(base.dtype), squash, through if squash is not None else "")
 
 

@@ -199,6 +199,8 @@ class InputIndependenceCheck(SanityCheck):
         keep, swap, traced, reconstruction = self._pairing(context, train[0])
         if not keep and not any(swap):
             raise CheckSkipped("the loss reads no target from the batch (contrastive?): no pairs to break.")
+        if not any(swap) and _one_target_for_all(train, keep):
+            raise CheckSkipped("every sample has the same target: moving inputs among samples breaks no pair")
         chunks = [chunk for batch in held_out for chunk in _chunks(batch, context, self.chunks)]
         copies = [self._setup(context) for _ in COPIES]
         generator = torch.Generator().manual_seed(context.seed)
@@ -428,6 +430,18 @@ def _input_as_prediction(context: CheckContext, chunks: list[Any]) -> Gain | Non
     if len(own) < 3:
         return None
     return held_out_gain(torch.stack(own).cpu(), torch.stack(moved).cpu())
+
+
+def _one_target_for_all(batches: list[Any], keys: set[Any]) -> bool:
+    """Whether every target entry in ``keys`` holds one value for all samples of each batch (a pairwise
+    preference whose target is always "the first wins", a constant label).
+
+    Example:
+        >>> _one_target_for_all([(torch.randn(4, 2), torch.ones(4))], {1})
+        True
+    """
+    targets = [t for batch in batches for key, t in batch_entries(batch) if key in keys and t.ndim > 0]
+    return bool(targets) and all(len(t) > 1 and bool((t == t[:1]).all()) for t in targets)
 
 
 def _permute(tensor: Tensor, perm: Tensor, fixed: set[int]) -> Tensor:

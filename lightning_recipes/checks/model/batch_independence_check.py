@@ -8,12 +8,11 @@ from typing import Any
 import lightning.pytorch as pl
 import torch
 from torch import Tensor
-from torch.nn.modules.batchnorm import _BatchNorm
 from typing_extensions import Unpack, override
 
 from lightning_recipes._stats import NoiseVerdict, judge_deviation
 from lightning_recipes._validation import check_in_range, check_int
-from lightning_recipes.checks._probe import first_samples, seeded, until_it_reacts, worst
+from lightning_recipes.checks._probe import first_samples, keeping_statistics, seeded, until_it_reacts, worst
 from lightning_recipes.checks.base import CheckOptions, SanityCheck, perturbed
 from lightning_recipes.checks.report import CheckInconclusive, CheckResult, CheckSkipped
 from lightning_recipes.harness import CannotRunOnCopy
@@ -84,8 +83,8 @@ class BatchIndependenceCheck(SanityCheck):
                 return step_output(context, model, batch)
 
             def measure(output: Callable[[Any], Tensor] = output) -> tuple[Effects, str]:
-                norms = [m for m in model.modules() if isinstance(m, _BatchNorm) and m.training]
-                for norm in norms:  # batch statistics are legitimate: BatchNorm runs in eval
+                norms = keeping_statistics(model, lambda: seeded(context.seed, output, sample))
+                for norm in norms:  # batch statistics are legitimate: such modules run in eval
                     norm.eval()
                 try:
                     return _perturbation_test(context, output, sample, inputs, probes), "perturbation"
