@@ -19,8 +19,8 @@ from torch import Tensor, nn
 from torch.optim import Optimizer
 from torch.overrides import TorchFunctionMode
 
-from lightning_recipes._stats import line_fit, robust_scale, standard_error
-from lightning_recipes.callbacks._health_window import CheckData, Spike
+from lightning_recipes._stats import line_fit, standard_error
+from lightning_recipes.callbacks._health_window import CheckData
 
 __all__ = [
     "INPUT_FREE_LOSSES",
@@ -35,24 +35,18 @@ __all__ = [
     "ValidationBatches",
     "combine",
     "dead_of",
-    "first_nonfinite",
     "flat_and_gain",
     "flat_tensors",
     "group_families",
     "group_lrs",
-    "loss_head",
-    "loss_outliers",
     "loss_statistics",
-    "loss_sums",
     "loss_trend",
     "loss_vector",
     "means_by_index",
     "nonfinite_counts",
     "optimizer_family",
-    "pack_activations",
     "planned_steps",
     "sparse_groups",
-    "spikes_of",
     "squared_norm",
     "tracked_parameters",
     "unwrap_optimizer",
@@ -136,8 +130,7 @@ Losses = Sequence[Tensor] | Tensor  # per-step loss tensors, or their :func:`los
 
 
 def loss_vector(losses: Losses, device: torch.device | None = None) -> Tensor:
-    """The per-step losses as one float64 vector on ``device`` (their own when ``None``): one stack, so that
-    the packing functions below need not move each loss. No sync.
+    """The per-step losses as one float64 vector on ``device`` (their own when ``None``): one stack. No sync.
 
     Example:
         >>> loss_vector([torch.tensor(1.5), torch.tensor([2.0])]).tolist()
@@ -159,167 +152,36 @@ def loss_vector(losses: Losses, device: torch.device | None = None) -> Tensor:
     return values.to(device, torch.float64)
 
 
-def loss_sums(losses: Losses, steps: Sequence[int], device: torch.device | None = None) -> Tensor:
-    """The raw sums of the finite per-step losses against their step index ``t`` within the interval.
-
-    ``[n, sum, sum of squares, sum t, sum t^2, sum t * loss, non-finite count]`` (float64, on the losses'
-    device): sums, so ranks with the same ``t`` combine by adding. No sync.
-    """
-    if not len(losses):
-        return torch.zeros(_LOSS_SUMS, dtype=torch.float64, device=device)
-    values = loss_vector(losses, device)
-    device = values.device
-    t = torch.tensor(list(steps), dtype=torch.float64, device=device)
-    finite = torch.isfinite(values)
-    x = torch.where(finite, values, torch.zeros_like(values))
-    tf = torch.where(finite, t, torch.zeros_like(t))
-    return torch.stack(
-        [
-            finite.sum().double(),
-            x.sum(),
-            (x * x).sum(),
-            tf.sum(),
-            (tf * tf).sum(),
-            (tf * x).sum(),
-            (~finite).sum().double(),
-        ]
-    )
-
-
-def loss_head(losses: Losses, device: torch.device, steps: int = 5) -> Tensor:
-    """The mean of the interval's first ``steps`` losses (at a run's start: the loss at initialisation, for a
-    classifier ~ln C, the level of knowing nothing); NaN when none. No sync."""
-    if not len(losses):
-        return torch.full((), math.nan, dtype=torch.float64, device=device)
-    return loss_vector(losses[:steps], device).mean()
-
-
-SPIKE_ROWS = 3  # the interval's largest losses packed as spike candidates
-_MIN_FOR_SPIKES = 8  # fewer losses than this: no spread to judge an outlier against
-
-
-def loss_outliers(
-    losses: Losses, device: torch.device, top: int = SPIKE_ROWS, z_min: float = math.inf
-) -> Tensor:
-    """The interval's ``top`` largest losses as ``[times the median, robust z, position]`` rows, then how many
-    losses stand ``z_min`` robust deviations and 2x above the median (flat, float64 on ``device``; ``-1``
-    rows and a count of 0 when fewer than 8 losses): the level and spread from ``_stats.robust_scale``, which
-    a few outlier batches barely move. Non-finite losses count as 0 here (``first_nonfinite`` finds them).
-    No sync.
-
-    Example:
-        >>> losses = [torch.tensor(v) for v in [1.0, 1.1, 0.9, 1.0, 1.05, 0.95, 30.0, 1.0, 1.02]]
-        >>> packed = loss_outliers(losses, torch.device("cpu"), z_min=10.0)
-        >>> rows, count = packed[:-1].reshape(-1, 3), packed[-1].item()
-        >>> round(rows[0, 0].item()), rows[0, 2].item(), count  # 30x the median, at position 6; one spike
-        (30, 6.0, 1.0)
-    """
-    missing = torch.full((3 * top,), -1.0, dtype=torch.float64, device=device)
-    if len(losses) < _MIN_FOR_SPIKES:
-        return torch.cat([missing, torch.zeros(1, dtype=torch.float64, device=device)])
-    values = loss_vector(losses, device)
-    values = torch.where(torch.isfinite(values), values, torch.zeros_like(values))
-    level, spread = robust_scale(values)
-    floor = 1e-9 * level.abs() + 1e-12
-    z = (values - level) / torch.maximum(spread, floor)
-    times = values / torch.where(level.abs() > 0, level, torch.ones_like(level))
-    k = min(top, len(losses))
-    z_top, where = torch.topk(z, k)
-    rows = torch.stack([times[where], z_top, where.double()], dim=1).reshape(-1)
-    count = ((z >= z_min) & (times >= 2.0)).sum().double().reshape(1)
-    return torch.cat([rows, missing[: 3 * (top - k)], count])
-
-
 #: The pieces of :func:`loss_statistics`, in order, with their sizes.
-LOSS_PIECES = (
-    ("loss", _LOSS_SUMS),
-    ("loss_head", 1),
-    ("loss_outliers", 3 * SPIKE_ROWS + 1),
-    ("first_nonfinite", 1),
-)
+LOSS_PIECES = (("loss", _LOSS_SUMS), ("loss_head", 1), ("first_nonfinite", 1))
 
 
-def loss_statistics(
-    losses: Tensor, steps: Sequence[int], device: torch.device, z_min: float = math.inf, head: int = 5
-) -> Tensor:
-    """:func:`loss_sums`, :func:`loss_head`, :func:`loss_outliers` and :func:`first_nonfinite` of one
-    :func:`loss_vector` ``losses``, concatenated in the order of :data:`LOSS_PIECES` (float64 on ``device``),
-    with the same values, from one finiteness mask and one stack of the sums: about a third of the ops of
-    the four calls. No sync.
+def loss_statistics(losses: Tensor, steps: Sequence[int], device: torch.device, head: int = 5) -> Tensor:
+    """One interval's per-step losses (a :func:`loss_vector`) packed as :data:`LOSS_PIECES`, float64 on
+    ``device``, no sync: the sums of the finite losses against their step ``t`` within the interval
+    ``[n, sum, sum of squares, sum t, sum t^2, sum t * loss, non-finite count]`` (ranks add them), the mean
+    of the first ``head`` losses (at a run's start: the loss at initialisation; NaN when none) and the
+    position of the first non-finite loss (``-1``: none).
 
     Example:
-        >>> cpu = torch.device("cpu")
-        >>> losses = loss_vector([torch.tensor(v) for v in [1.0, 1.1, 0.9, 1.0, 1.05, 0.95, 30.0, 1.0]])
-        >>> packed = loss_statistics(losses, range(8), cpu, z_min=10.0)
-        >>> expected = torch.cat([loss_sums(losses, range(8)), loss_head(losses, cpu).reshape(1),
-        ...     loss_outliers(losses, cpu, z_min=10.0), first_nonfinite(losses, cpu).reshape(1)])
-        >>> torch.equal(packed, expected)
-        True
+        >>> losses = loss_vector([torch.tensor(v) for v in [2.0, 1.0, float("nan"), 1.0]])
+        >>> loss_statistics(losses, [0, 1, 2, 3], torch.device("cpu"), head=2).tolist()
+        [3.0, 4.0, 6.0, 4.0, 10.0, 4.0, 1.0, 1.5, 2.0]
     """
     n = len(losses)
     if n == 0:
-        return torch.cat(
-            [
-                loss_sums(losses, steps, device),
-                loss_head(losses, device).reshape(1),
-                loss_outliers(losses, device, z_min=z_min),
-                first_nonfinite(losses, device).reshape(1),
-            ]
-        )
+        empty = [0.0] * _LOSS_SUMS + [math.nan, -1.0]
+        return torch.tensor(empty, dtype=torch.float64, device=device)
     values = losses.to(device, torch.float64).reshape(-1)
     t = torch.tensor(list(steps), dtype=torch.float64, device=device)
     finite = torch.isfinite(values)
     x = torch.where(finite, values, 0.0)
     tf = torch.where(finite, t, 0.0)
-    counted = finite.double()
-    sums = torch.stack([counted, x, x * x, tf, tf * tf, tf * x]).sum(1)
+    sums = torch.stack([finite.double(), x, x * x, tf, tf * tf, tf * x]).sum(1)
     # the first non-finite position (-1: none): positions counted where not finite
     positions = torch.where(finite, math.inf, torch.arange(n, dtype=torch.float64, device=device)).min()
     first = torch.where(positions < math.inf, positions, -1.0).reshape(1)  # never NaN: no isfinite
-    pieces = [sums, n - sums[:1], values[:head].mean().reshape(1)]
-    if n < _MIN_FOR_SPIKES:
-        missing = torch.full((3 * SPIKE_ROWS + 1,), -1.0, dtype=torch.float64, device=device)
-        missing[-1] = 0.0
-        return torch.cat([*pieces, missing, first])
-    level, spread = robust_scale(x)
-    floor = 1e-9 * level.abs() + 1e-12
-    z = (x - level) / torch.maximum(spread, floor)
-    times = x / torch.where(level.abs() > 0, level, 1.0)
-    k = min(SPIKE_ROWS, n)
-    z_top, where = torch.topk(z, k)
-    rows = torch.stack([times[where], z_top, where.double()], dim=1).reshape(-1)
-    count = ((z >= z_min) & (times >= 2.0)).sum().double().reshape(1)
-    return torch.cat([*pieces, rows, count, first])
-
-
-def first_nonfinite(losses: Losses, device: torch.device) -> Tensor:
-    """The position of the interval's first non-finite loss (``-1``: none), a float64 0-d tensor. No sync."""
-    if not len(losses):
-        return torch.full((), -1.0, dtype=torch.float64, device=device)
-    values = loss_vector(losses, device)
-    positions = torch.arange(len(losses), dtype=torch.float64, device=device)
-    none = torch.full_like(positions, math.inf)
-    first = torch.where(torch.isfinite(values), none, positions).min()
-    return torch.where(torch.isfinite(first), first, torch.full_like(first, -1.0))
-
-
-def spikes_of(
-    rows: list[list[float]], where: Sequence[tuple[int, int, int]], z_min: float = 0.0
-) -> list[Spike]:
-    """Every rank's :func:`loss_outliers` rows as :class:`Spike` records (``z >= z_min``, largest first),
-    their positions read through ``where`` (per position in the interval: step, epoch, batch index). Host
-    only."""
-    found: dict[int, Spike] = {}
-    for row in rows:
-        row = row[: 3 * SPIKE_ROWS]
-        for times, z, position in zip(row[0::3], row[1::3], row[2::3]):
-            p = round(position)
-            if p < 0 or p >= len(where) or not z >= z_min:
-                continue
-            step, epoch, batch = where[p]
-            if p not in found or z > found[p].z:
-                found[p] = Spike(step, epoch, batch, times, z)
-    return sorted(found.values(), key=lambda spike: -spike.z)
+    return torch.cat([sums, n - sums[:1], values[:head].mean().reshape(1), first])
 
 
 def squared_norm(params: Sequence[Tensor], device: torch.device) -> Tensor:
@@ -331,9 +193,8 @@ def squared_norm(params: Sequence[Tensor], device: torch.device) -> Tensor:
 
 
 def loss_trend(rows: Iterable[Sequence[float]]) -> tuple[int, float, float, float, float]:
-    """Every rank's :func:`loss_sums` added: (count, mean, std, least-squares slope per step, its standard
-    error = residual std / sqrt(sum (t - mean t)^2)). NaN where too few losses (2 for the std, 3 for the
-    slope's error) or a single step."""
+    """Every rank's :func:`loss_statistics` sums added: (count, mean, std, least-squares slope per step, its
+    standard error), from ``_stats.line_fit``."""
     s = [sum(column) for column in zip(*rows)] if rows else [0.0] * _LOSS_SUMS
     n, total, squares, st, stt, stl = s[:6]
     return (round(n), *line_fit(n, total, squares, st, stt, stl))
@@ -869,21 +730,6 @@ class FunctionalSaturation(TorchFunctionMode):
         return means_by_index(rows, 2 * len(self.layers), 2, device).reshape(-1)
 
 
-def pack_activations(
-    packer: Packer,
-    stores: tuple[dict[int, Tensor], dict[int, Tensor], dict[int, tuple[list[Tensor], list[Tensor]]]],
-    counts: tuple[int, int, int],
-) -> None:
-    """Pack :class:`ActivationHooks`' stores (never-active units per ReLU, saturated fractions per
-    tanh/sigmoid, non-finite tensors per leaf, outputs and inputs) as ``dead``, ``saturated`` and
-    ``nonfinite``: ``-1`` for a module not measured (``nonfinite``: 0)."""
-    alive, saturation, nonfinite = stores
-    device = packer.device
-    packer.add("dead", dead_of(alive, counts[0], device))
-    packer.add("saturated", means_by_index(saturation, counts[1], 2, device).reshape(-1))
-    packer.add("nonfinite", nonfinite_counts(nonfinite, counts[2], device))
-
-
 def dead_of(alive: dict[int, Tensor], count: int, device: torch.device) -> Tensor:
     """Per ReLU ``0..count-1``, the fraction of units never active in ``alive`` (``-1``: not measured)."""
     fractions = means_by_index(alive, count, 1, device).reshape(-1)
@@ -1001,8 +847,6 @@ def combine(
         for name, values in zip(row_layers, zip(*column("dead_rows_start"))):
             if max(values) >= 0:
                 data.dead_rows_start[name or "<root>"] = max(values)
-    if "loss_outliers" in layout:
-        data.loss_spike_count = round(max(r[-1] for r in column("loss_outliers")))
     if "first_nonfinite" in layout:
         firsts = [r[0] for r in column("first_nonfinite") if r[0] >= 0]
         data.first_nonfinite_step = round(min(firsts)) if firsts else None
@@ -1184,10 +1028,6 @@ class StepRecords:
                     index = torch.stack([i.to(device) for _, _, i in entries])
                 columns.append((j, [p for p, _, _ in entries], values, index // per_row))
         return columns
-
-
-def _positions(recorded: dict[int, Any], device: torch.device) -> Tensor:
-    return torch.tensor(list(recorded), dtype=torch.long, device=device)
 
 
 def _squared_sums(norms: list[list[Tensor]], device: torch.device) -> Tensor:

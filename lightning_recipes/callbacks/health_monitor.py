@@ -40,7 +40,6 @@ from lightning_recipes.callbacks._health_collector import (
     nonfinite_counts,
     planned_steps,
     sparse_groups,
-    spikes_of,
     squared_norm,
     tracked_parameters,
     unwrap_optimizer,
@@ -559,8 +558,7 @@ class HealthMonitor(Callback):
         """Everything the check needs, as one float64 vector with a layout identical on every rank."""
         packer = Packer(device)
         losses = loss_vector(self._losses, device)  # one stack of the interval's losses
-        spike_z = self.thresholds["spike_z"]
-        packer.add_block(LOSS_PIECES, loss_statistics(losses, self._loss_steps, device, z_min=spike_z))
+        packer.add_block(LOSS_PIECES, loss_statistics(losses, self._loss_steps, device))
         packer.add("param_start", self._param_start)
         groups = len(self._group_names)
         sampled = self._grad_sq is not None and self._group_of is not None
@@ -578,8 +576,7 @@ class HealthMonitor(Callback):
         packer.add("lr", self._lr if self._lr is not None else [-math.inf] * groups)
         packer.add("act_sampled", float(self._act_sampled))
         relu, saturating, rows = len(self._relu), len(self._saturating), len(self._row_layers)
-        # the ReLUs' and the Linear/Conv rows' dead fractions in one segment mean (as pack_activations and
-        # RowLiveness.dead_fractions compute them)
+        # the ReLUs' and the Linear/Conv rows' dead fractions in one segment mean
         alive = {**self._alive, **{relu + i: v for i, v in self._rows.alive.items()}}
         packer.add_block((("dead", relu), ("dead_rows", rows)), dead_of(alive, relu + rows, device))
         packer.add("saturated", means_by_index(self._saturation, saturating, 2, device).reshape(-1))
@@ -624,7 +621,6 @@ class HealthMonitor(Callback):
         data.model_numel = self._model_numel
         data.optimizers = self._optimizers
         where = self._loss_batches
-        data.loss_spikes = spikes_of([row[layout["loss_outliers"]] for row in rows], where)
         if data.first_nonfinite_step is not None and data.first_nonfinite_step < len(where):
             data.first_nonfinite_step = where[data.first_nonfinite_step][0]
         self._clear_interval()
