@@ -327,7 +327,7 @@ def validation_error(values: Sequence[Tensor], sizes: Sequence[Tensor], device: 
 
 class RowLiveness:
     """Which output units of each Linear/Conv layer were alive on the sampled batches: a unit is dead when its
-    output was never positive (forward hook) **and** its weight row got no gradient (optimizer-step hook).
+    output was never positive (:class:`ActivationHooks`) **and** its weight row got no gradient.
     Both are needed: a layer fed zeros by dead units upstream still learns its bias, a saturated softmax's
     output layer has exact-zero gradients, a unit behind GELU/tanh has a gradient. Device tensors only.
 
@@ -336,7 +336,7 @@ class RowLiveness:
         >>> with torch.no_grad():
         ...     _ = layer.bias.copy_(torch.tensor([-50.0, 0.0, 0.0]))  # unit 0 never fires
         >>> rows = RowLiveness([layer])
-        >>> handles = rows.attach()
+        >>> handles = ActivationHooks(rows=rows).attach(([], [], [], [("0", layer)]))
         >>> torch.relu(layer(torch.randn(16, 4))).sum().backward()
         >>> rows.record_gradients()
         >>> [round(f, 3) for f in rows.dead_fractions(torch.device("cpu")).tolist()]
@@ -353,21 +353,6 @@ class RowLiveness:
     def _mark(self, i: int, alive: Tensor) -> None:
         previous = self.alive.get(i)
         self.alive[i] = alive if previous is None or previous.shape != alive.shape else previous | alive
-
-    def attach(self) -> list[Any]:
-        """Forward hooks marking units with a positive output; returns their handles."""
-
-        def hook_for(i: int, layer: nn.Module) -> Any:
-            def hook(module: nn.Module, args: Any, output: Any) -> None:
-                if not isinstance(output, Tensor) or output.ndim < 1 or not output.is_floating_point():
-                    return
-                dim = output.ndim - 1 if isinstance(layer, nn.Linear) else 1
-                positive = (output.detach() > 0).movedim(dim, -1).reshape(-1, output.shape[dim]).any(0)
-                self._mark(i, positive)
-
-            return hook
-
-        return [layer.register_forward_hook(hook_for(i, layer)) for i, layer in enumerate(self.layers)]
 
     def record_gradients(self) -> None:
         """Mark the rows whose weight gradient is non-zero (call between backward and the optimizer step)."""
@@ -630,7 +615,25 @@ SATURATING_FUNCTIONS: dict[Any, int] = {
 }
 
 
-class FunctionalSaturation(TorchFunctionMode):
+class _SampledMode(TorchFunctionMode):
+    """A torch function mode switched on for sampled batches only."""
+
+    _active = False
+
+    def start(self) -> None:
+        """Push the mode (this thread), once."""
+        if not self._active:
+            self.__enter__()
+            self._active = True
+
+    def stop(self) -> None:
+        """Pop the mode when it is the innermost one."""
+        if self._active and torch.overrides._get_current_function_mode() is self:
+            self.__exit__(None, None, None)
+            self._active = False
+
+
+class FunctionalSaturation(_SampledMode):
     """Saturation of a sigmoid/tanh called as a function (``torch.sigmoid(gate(x))``: a highway gate, an
     LSTM-style cell written by hand) on a Linear/Conv layer's output, attributed to that layer: per layer and
     kind, rows of ``[flat fraction, gain]`` (:func:`flat_and_gain`). Active on sampled batches only
@@ -642,7 +645,7 @@ class FunctionalSaturation(TorchFunctionMode):
         >>> with torch.no_grad():
         ...     _ = gate.bias.fill_(-10.0)
         >>> mode = FunctionalSaturation([gate])
-        >>> handles = mode.attach([])
+        >>> handles = mode.attach()
         >>> mode.start()
         >>> g = torch.sigmoid(gate(torch.randn(8, 4) * 0.1))
         >>> mode.stop()
@@ -656,16 +659,14 @@ class FunctionalSaturation(TorchFunctionMode):
         self.store: dict[tuple[int, int], Tensor] = {}
         self._produced: dict[int, tuple[int, Tensor]] = {}
         self._inside = 0
-        self._active = False
         self.called = False  # whether a sigmoid/tanh function was called while active, anywhere
 
     def clear(self) -> None:
         self.store = {}
 
-    def attach(self, modules: Sequence[nn.Module]) -> list[Any]:
-        """Forward hooks noting each layer's output, and pre/post hooks on ``modules`` (the ``nn.Sigmoid`` /
-        ``nn.Tanh`` modules hooked already); returns their handles. (:class:`ActivationHooks` calls
-        :meth:`note`, :meth:`enter` and :meth:`leave` from its own hooks instead.)"""
+    def attach(self) -> list[Any]:
+        """Forward hooks noting each layer's output (where :class:`ActivationHooks` does not hook the layers);
+        returns their handles."""
 
         def produced(i: int) -> Callable[..., None]:
             def hook(module: nn.Module, args: Any, output: Any) -> None:
@@ -673,12 +674,7 @@ class FunctionalSaturation(TorchFunctionMode):
 
             return hook
 
-        def leave(module: nn.Module, args: Any, output: Any) -> None:
-            self.leave()
-
-        handles = [layer.register_forward_hook(produced(i)) for i, layer in enumerate(self.layers)]
-        handles += [m.register_forward_pre_hook(self.enter) for m in modules]
-        return handles + [m.register_forward_hook(leave) for m in modules]
+        return [layer.register_forward_hook(produced(i)) for i, layer in enumerate(self.layers)]
 
     def note(self, i: int, output: Any) -> None:
         """Layer ``i`` produced ``output`` (while active)."""
@@ -693,17 +689,9 @@ class FunctionalSaturation(TorchFunctionMode):
         """A tanh/sigmoid module's forward ended."""
         self._inside = max(self._inside - 1, 0)
 
-    def start(self) -> None:
-        """Push the mode (this thread), once."""
-        if not self._active:
-            self.__enter__()
-            self._active = True
-
     def stop(self) -> None:
         """Pop the mode when it is the innermost one, and forget the batch's outputs."""
-        if self._active and torch.overrides._get_current_function_mode() is self:
-            self.__exit__(None, None, None)
-            self._active = False
+        super().stop()
         self._produced = {}
         self._inside = 0
 
@@ -822,12 +810,13 @@ def combine(
                 data.nonfinite_modules.append(name or "<root>")
                 if inputs > 0:
                     data.nonfinite_inputs.append(name or "<root>")
-    init = _saturation_entries(column("saturated_init"), column("saturated_init_calls"), layers)
-    fractions: dict[str, float] = {}
-    gains: dict[str, float] = {}
-    for name, pairs in init:
-        _saturation_into(fractions, gains, name, pairs)
-    data.saturated_init = {name: (f, gains[name]) for name, f in fractions.items()}
+    if "saturated_init" in layout:  # the run's first check only
+        init = _saturation_entries(column("saturated_init"), column("saturated_init_calls"), layers)
+        fractions: dict[str, float] = {}
+        gains: dict[str, float] = {}
+        for name, pairs in init:
+            _saturation_into(fractions, gains, name, pairs)
+        data.saturated_init = {name: (f, gains[name]) for name, f in fractions.items()}
     records = column("step_records")
     for k in range(len(records[0]) // _STEP_RECORD):
         ranks_of_step = [r[_STEP_RECORD * k : _STEP_RECORD * (k + 1)] for r in records]
@@ -1158,7 +1147,7 @@ INPUT_FREE_LOSSES: dict[Any, tuple[int, ...]] = {
 }
 
 
-class InputFreeLoss(TorchFunctionMode):
+class InputFreeLoss(_SampledMode):
     """On sampled batches, each call of one of torch's loss functions (:data:`INPUT_FREE_LOSSES`) evaluated a
     second time, per element and without gradient, with the prediction replaced by its mean over the batch:
     the loss of the best input-free guess the model itself makes (the same loss, whatever it is). Keeps the
@@ -1178,19 +1167,6 @@ class InputFreeLoss(TorchFunctionMode):
         super().__init__()
         self.sums: Tensor | None = None
         self.count = 0  # elements measured (a host count: shapes only)
-        self._active = False
-
-    def start(self) -> None:
-        """Push the mode (this thread), once."""
-        if not self._active:
-            self.__enter__()
-            self._active = True
-
-    def stop(self) -> None:
-        """Pop the mode when it is the innermost one."""
-        if self._active and torch.overrides._get_current_function_mode() is self:
-            self.__exit__(None, None, None)
-            self._active = False
 
     def clear(self) -> None:
         self.sums, self.count = None, 0

@@ -171,9 +171,7 @@ class HealthMonitor(Callback):
         self._history = History()
         self._active: set[str] = set()
         self._warned: set[str] = set()
-        self._records = (
-            StepRecords()
-        )  # per step of an interval: its gradient norm, its batch's largest |input|
+        self._records = StepRecords()  # per step: its gradient norm, its batch's largest |input|
         self._reset_run_state()
 
     def _reset_run_state(self) -> None:
@@ -193,6 +191,7 @@ class HealthMonitor(Callback):
         self._init_calls = FunctionalSaturation([])
         self._init_handles: list[Any] = []
         self._init_measured = False
+        self._first_pack = True
         self._sparse_groups: set[str] = set()
         self._model_numel = 0  # every parameter of the module, trained or not (the trained share's whole)
         self._optimizers: list[str] = []
@@ -373,9 +372,7 @@ class HealthMonitor(Callback):
         if not did_step:
             self._clock.batch_end(self._clock.now())
             return
-        if (
-            self._before
-        ):  # the sampled step's change, per group (sharded parameters reduced: one home, norms.py)
+        if self._before:  # the sampled step's change, per group (sharded parameters reduced: norms.py)
             with torch.no_grad():
                 diffs = torch._foreach_sub([p for _, _, p in self._before], [c for _, c, _ in self._before])
             owners = [g for g, _, _ in self._before]
@@ -522,7 +519,7 @@ class HealthMonitor(Callback):
         """Saturation hooks on the run's first batch only (the state at initialisation)."""
         hooks = ActivationHooks(saturation=self._init_saturation, rows=None, calls=self._init_calls)
         self._init_handles += hooks.attach(self._watched())
-        self._init_handles += self._init_calls.attach([])  # the layers' outputs (no RowLiveness here)
+        self._init_handles += self._init_calls.attach()  # the layers' outputs (no RowLiveness here)
         self._init_calls.start()
         self._init_measured = True
         self._sampling = True
@@ -583,14 +580,16 @@ class HealthMonitor(Callback):
         packer.add("nonfinite", nonfinite_counts(self._nonfinite, len(self._leaves), device))
         packer.add("saturated_calls", self._calls.pack(device))
         packer.add("input_free", self._input_free.pack(device))
-        init = means_by_index(self._init_saturation, saturating, 2, device)
-        packer.add("saturated_init", init.reshape(-1))
-        packer.add("saturated_init_calls", self._init_calls.pack(device))
+        packer.add("step_records", self._records.pack(self.check_every_n_steps, device))
+        if self._first_pack or self._start_pending:  # the run's first batch, read by its first check only
+            init = means_by_index(self._init_saturation, saturating, 2, device)
+            packer.add("saturated_init", init.reshape(-1))
+            packer.add("saturated_init_calls", self._init_calls.pack(device))
+            packer.add("dead_start", dead_of(self._alive_start, len(self._relu), device))
+            packer.add("dead_rows_start", self._rows_start.dead_fractions(device))
+        self._first_pack = False  # the same on every rank: the layout too
         self._init_saturation = {}
         self._init_calls.clear()
-        packer.add("step_records", self._records.pack(self.check_every_n_steps, device))
-        packer.add("dead_start", dead_of(self._alive_start, len(self._relu), device))
-        packer.add("dead_rows_start", self._rows_start.dead_fractions(device))
         if not self._start_pending:  # measured once: the first check reads it
             self._alive_start = {}
             self._rows_start.clear()
