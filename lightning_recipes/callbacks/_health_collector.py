@@ -327,9 +327,8 @@ def validation_error(values: Sequence[Tensor], sizes: Sequence[Tensor], device: 
 
 class RowLiveness:
     """Which output units of each Linear/Conv layer were alive on the sampled batches: a unit is dead when its
-    output was never positive (:class:`ActivationHooks`) **and** its weight row got no gradient.
-    Both are needed: a layer fed zeros by dead units upstream still learns its bias, a saturated softmax's
-    output layer has exact-zero gradients, a unit behind GELU/tanh has a gradient. Device tensors only.
+    output was never positive (:class:`ActivationHooks`) **and** its weight row got no gradient (a unit fed
+    zeros still learns its bias; one behind GELU/tanh has a gradient). Device tensors only.
 
     Example:
         >>> layer = nn.Linear(4, 3)
@@ -439,18 +438,12 @@ def flat_and_gain(output: Tensor, tanh: bool) -> Tensor:
 
 
 class ActivationHooks:
-    """The forward hooks of a sampled batch: **one** hook per watched module, whatever it is watched for
-    (``nn.Module`` hooks cost most per module hooked, then per hook), each filling the stores it was given
-    (``None``: not measured), device tensors only, no sync:
-
-    - ``nonfinite`` (leaves): per leaf, the float64 sums of its floating outputs and inputs (a sum is
-      non-finite exactly when an element is: float32 and narrower summed in float64 cannot overflow), read at
-      the check; an input that an earlier module of the batch produced reuses that module's sum;
-    - ``alive`` (ReLU/ReLU6): which units were ever positive; a ReLU fed a Linear/Conv output whose units lie
-      on the same dim reuses that layer's positive mask (``relu(x) > 0`` exactly where ``x > 0``);
-    - ``saturation`` (tanh/sigmoid modules): :func:`flat_and_gain` rows;
-    - ``rows`` (Linear/Conv): :class:`RowLiveness`'s positive outputs, and the outputs ``calls`` (a
-      :class:`FunctionalSaturation`) watches.
+    """The forward hooks of a sampled batch: **one** hook per watched module (a module's hooks cost most per
+    module, then per hook), filling the stores given (``None``: not measured); device tensors, no sync.
+    ``nonfinite`` (leaves): the float64 sums of each leaf's floating outputs and inputs (non-finite exactly
+    when an element is), one per tensor of the batch; ``alive`` (ReLUs): which units were ever positive (the
+    mask of the Linear/Conv output a ReLU reads, when it has one); ``saturation`` (tanh/sigmoid modules):
+    :func:`flat_and_gain` rows; ``rows`` (Linear/Conv): :class:`RowLiveness`, and what ``calls`` watches.
 
     Example:
         >>> net = nn.Sequential(nn.Linear(4, 3), nn.ReLU())
@@ -634,11 +627,9 @@ class _SampledMode(TorchFunctionMode):
 
 
 class FunctionalSaturation(_SampledMode):
-    """Saturation of a sigmoid/tanh called as a function (``torch.sigmoid(gate(x))``: a highway gate, an
-    LSTM-style cell written by hand) on a Linear/Conv layer's output, attributed to that layer: per layer and
-    kind, rows of ``[flat fraction, gain]`` (:func:`flat_and_gain`). Active on sampled batches only
-    (:meth:`start` .. :meth:`stop`); calls inside an ``nn.Sigmoid``/``nn.Tanh`` module are left to its hook.
-    Device tensors only, no sync.
+    """Saturation of a sigmoid/tanh called as a function on a Linear/Conv layer's output (a highway gate),
+    per layer and kind: :func:`flat_and_gain` rows. Active on sampled batches (:meth:`start` ..
+    :meth:`stop`); calls inside an ``nn.Sigmoid``/``nn.Tanh`` module are its hook's. No sync.
 
     Example:
         >>> gate = nn.Linear(4, 3)
@@ -871,13 +862,10 @@ KEEP_BYTES = 32 * 2**20  # the batches an interval may keep for the check's one 
 
 class StepRecords:
     """Per step of a check's interval, the evidence of ``outlier_batches``: the step's squared gradient norm
-    and its batch's largest |input| (which row, which batch). Each step costs one fused
-    ``torch._foreach_norm`` over the step's gradients, kept on the device; its batch's floating-point tensors
-    are kept by reference (no copy) while the interval's total stays under :data:`KEEP_BYTES`, and
-    :meth:`pack` scans them at the check, one ``abs().max`` per batch layout for the whole interval (a
-    larger batch is scanned at its step). A batch changed in place after its step is left out (its row
-    unknown); a loader that refills one buffer (two steps' tensors at the same address) is scanned at each
-    step from then on. No sync.
+    (one ``torch._foreach_norm`` per step) and its batch's largest |input| (which row, which batch). Batches
+    are kept by reference while the interval's total stays under :data:`KEEP_BYTES` and scanned at the check,
+    one ``abs().max`` per layout (otherwise at their step); a batch changed in place after its step is left
+    out, and a loader that refills one buffer is scanned at each step from then on. No sync.
 
     Example:
         >>> records = StepRecords()
@@ -1148,11 +1136,10 @@ INPUT_FREE_LOSSES: dict[Any, tuple[int, ...]] = {
 
 
 class InputFreeLoss(_SampledMode):
-    """On sampled batches, each call of one of torch's loss functions (:data:`INPUT_FREE_LOSSES`) evaluated a
-    second time, per element and without gradient, with the prediction replaced by its mean over the batch:
-    the loss of the best input-free guess the model itself makes (the same loss, whatever it is). Keeps the
-    paired per-element differences (that loss minus the model's own) as ``[sum, sum of squares, count, sum of
-    the input-free loss]`` on the device; no sync.
+    """On sampled batches, each torch loss call (:data:`INPUT_FREE_LOSSES`) evaluated again per element,
+    without gradient, with the prediction replaced by its batch mean (the model's best input-free guess);
+    keeps the paired differences (that loss minus its own) as ``[sum, sum of squares, count, input-free loss
+    sum]`` on the device; no sync.
 
     Example:
         >>> mode = InputFreeLoss()

@@ -1,16 +1,8 @@
-"""HealthMonitor's repairs (``HealthMonitor(repair=True)``): decide and apply the in-process repair that a
-finding's named cause calls for, with the one snapshot mechanism (``RollbackSnapshot``/``Snapshot``) and the
-one LR cut (``LRScaling``) of ``StabilityGuard``; every action a :class:`RepairEvent`.
-
-An LR repair acts only once it cannot make a run that would fix itself worse (``HealthRepair._sure``);
-until then its finding is held and judged again at each check: repaired, dropped when the problem is gone,
-or held while its loss stays clearly below the snapshot's (docs/guides/health_monitor.md, "Repair").
-
-Only findings whose ``cause`` the evidence named and that :data:`REPAIRS` lists are repaired; every other
-finding's action stays advice (dead units from initialisation, outlier batches, a data stall, a model that
-cannot learn the task: no safe in-process repair). Findings are identical on every rank (the monitor
-all-gathers its check), so every rank takes the same action at the same step without a collective of its
-own; the best validation is agreed with one boolean reduction per validation, as ``EarlyStopping`` does.
+"""HealthMonitor's repairs (``HealthMonitor(repair=True)``): the in-process repair a finding's named cause
+calls for (:data:`REPAIRS`; every other finding stays advice), with ``StabilityGuard``'s snapshots
+(``RollbackSnapshot``/``Snapshot``) and LR cut (``LRScaling``); every action a :class:`RepairEvent`. When an
+LR repair acts, is held or dropped, which snapshot it restores, and why: docs/guides/health_monitor.md,
+"Repair". Findings are identical on every rank, so every rank acts at the same step.
 
 Example:
     >>> finding = Finding("lr_too_high", 120, 0, {"update_ratio": 0.08, "lr": 0.5}, cause="lr_too_high")
@@ -122,17 +114,10 @@ def lr_factor_of(finding: Finding) -> float | None:
 
 
 class HealthRepair:
-    """Decide and apply repairs from a ``HealthMonitor``'s findings (the monitor calls it; one per monitor).
-
-    Keeps the last healthy snapshot (weights, optimizers, schedulers, weight averages and the monitor's rule
-    memory; taken at every check with no problem present except a data stall) and, once a validation is seen,
-    the weights of the best validation loss (``val_monitor``); applies at most ``max_repairs`` repairs, then
-    stops training at the last healthy snapshot. Cost with nothing wrong: one CPU copy of the model and
-    optimizer state per check, and per validation one read of the validation loss (a sync) and a boolean
-    reduction (DDP), plus one copy of the weights per new best; no change to any training state. Memory: three
-    CPU copies of the model and optimizer state (the start, the confirmed and the candidate snapshot) and one
-    of the best weights.
-    """
+    """Decide and apply repairs from a ``HealthMonitor``'s findings (the monitor calls it; one per monitor):
+    keeps the healthy snapshots (the start, the confirmed, the candidate: CPU copies of the training state and
+    the rules' memory) and the best validation weights; at most ``max_repairs`` repairs, then stops training
+    at the last healthy snapshot. Cost with nothing wrong: the guide's "Repair"."""
 
     def __init__(self, max_repairs: int, val_monitor: str, prefix: str = "") -> None:
         self.max_repairs = max_repairs
@@ -238,11 +223,8 @@ class HealthRepair:
         return True
 
     def _judge_held(self, trainer: pl.Trainer, monitor: HealthMonitor, present: set[str]) -> str:
-        """At a check after an LR-too-high finding was held: ``"act"`` when the repair is now sure to help
-        (:meth:`_sure`), or the problem (or a blow-up) is still present and the loss is no longer clearly
-        below the rollback target's (the run lost what it had gained since); ``"drop"`` when the problem is
-        gone (a spike the run left, a run that fixed itself); else ``"hold"`` (its loss still clearly below
-        the target's: the run learns at this LR; judged again at the next check)."""
+        """A held LR-too-high finding at the next check: ``"act"``, ``"drop"`` (the problem is gone) or
+        ``"hold"`` (its loss still clearly below the rollback target's), as the guide's "Repair" says."""
         if self._sure(trainer, monitor, None):
             return "act"
         if not present & {"lr_too_high", "not_learning", "exploding_gradients", "nonfinite_activations"}:
@@ -253,12 +235,8 @@ class HealthRepair:
         return "hold" if learning else "act"
 
     def _sure(self, trainer: pl.Trainer, monitor: HealthMonitor, finding: Finding | None) -> bool:
-        """Whether an LR repair cannot make the run worse now: the LR killed units (``cause`` names the
-        learning rate: dead units do not come back by themselves), this check's loss is not finite, no
-        check's loss is known for the snapshot, the run restarts from its start (it had learned nothing by
-        the confirmed snapshot) and has made no progress since that snapshot either, or the snapshot it
-        rolls back to holds a loss clearly below this check's. "Clearly", "progress": beyond the noise of
-        both interval means (``_stats.significantly_above``)."""
+        """Whether an LR repair cannot make the run worse now (units the LR killed, a non-finite loss, no
+        known target loss, a target clearly better: ``_stats.significantly_above``); the guide's "Repair"."""
         if finding is not None and finding.cause == "learning_rate":
             return True
         now, now_se = _check_loss(trainer, monitor)
@@ -450,12 +428,9 @@ class HealthRepair:
         unlearned_to_start: bool = False,
         alive_until: int = -1,
     ) -> int:
-        """Restore the confirmed healthy snapshot, or the candidate when the fault is known to come after it
-        (``good_until``: the first bad step), or, with ``unlearned_to_start``, the run's start when the run
-        had learned nothing by the confirmed snapshot (its loss then not ``trivial_band`` below its loss at
-        initialisation: the LR was wrong from the start), or, with ``alive_until`` (the last check before
-        units the LR killed began dying), the latest snapshot taken at or before it (the start when every
-        later one holds the dead units); returns the restored step (``-1``: none kept)."""
+        """Restore the snapshot :meth:`_keeper` chooses (``good_until``: the first bad step;
+        ``unlearned_to_start``: the start when nothing was learned by the confirmed one; ``alive_until``: the
+        last check before units the LR killed began dying); returns the restored step (``-1``: none kept)."""
         keeper = self._keeper(monitor, good_until, unlearned_to_start, alive_until)
         if keeper is None:
             return -1
@@ -553,11 +528,8 @@ class HealthRepair:
                 callback.add_record(trainer, "health_repairs", asdict(event))
 
     def state_dict(self) -> dict[str, Any]:
-        """The history, the LR scale, the best validation and (CPU tensors, by reference) its weights and the
-        rollback snapshots with the rules' memory they restore: a resumed run repairs as an uninterrupted
-        one. The checkpoint grows by up to three copies of the model and optimizer state and one of the
-        weights; the weight averages kept with a snapshot are not saved (a rollback after a resume leaves
-        them as they are)."""
+        """The history, the LR scale, the best validation and its weights, the rollback snapshots with the
+        rules' memory they restore (CPU tensors, by reference): a resumed run repairs as one not stopped."""
         keepers = {"healthy": self._healthy, "candidate": self._candidate, "start": self._start}
         snapshots = {name: _saved(keeper.snapshot) for name, keeper in keepers.items() if keeper.snapshot}
         return {

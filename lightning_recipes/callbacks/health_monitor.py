@@ -82,24 +82,19 @@ __all__ = ["Finding", "HealthMonitor"]
 class HealthMonitor(Callback):
     """Diagnose a run that trains, but badly, while it trains: name the problem, show the numbers, advise.
 
-    Observes only (``StabilityGuard`` can act on its ``lr_too_high`` findings). Between checks it keeps each
-    step's loss on the device, and on the interval's last step per-group gradient and weight norms, update
-    ratios and learning rates; dead, saturated and non-finite activations on the last ``activation_samples``
-    batches; the validation loss (``val_monitor``) and the wait for data. Every ``check_every_n_steps`` steps
-    it packs that into one tensor, all-gathers it and reads it back (the one sync per check); the rules of
-    ``_health_rules.py`` (``thresholds`` overrides) judge it against the run's own noise, and each new problem
-    of :attr:`PROBLEMS` becomes a :class:`Finding` in :attr:`findings`, passed to ``on_finding`` (``"warn"``,
-    ``"raise"`` or a callable). ``group_by`` as in ``GradNormMonitor``. Each rule and its source:
-    ``docs/guides/health_monitor.md``.
+    Observes only (``StabilityGuard`` can act on its ``lr_too_high`` findings). It keeps each step's loss,
+    the interval's last step's per-group norms, update ratios and LRs, the activations of the last
+    ``activation_samples`` batches, the validation loss (``val_monitor``) and the wait for data on the
+    device; every ``check_every_n_steps`` steps it reads them back in one sync, the rules (``thresholds``
+    overrides) judge them against the run's own noise, and each new problem of :attr:`PROBLEMS` becomes a
+    :class:`Finding` in :attr:`findings`, passed to ``on_finding`` (``"warn"``, ``"raise"`` or a callable).
+    ``group_by`` as in ``GradNormMonitor``. The rules: ``docs/guides/health_monitor.md``.
 
-    ``repair=True`` (off by default) acts on findings whose cause the evidence names and that have a safe
-    in-process repair (``_health_repair.REPAIRS``: an LR too high or a diverged run, a collapsed LR,
-    overfitting, a non-finite update), at most ``max_repairs`` times, each a ``RepairEvent`` in
-    :attr:`repairs`; a run with nothing wrong trains bitwise as without it.
-
-    Logged keys (``prefix`` prepended), at every check: ``health/<problem>``, 1.0 while present, else 0.0;
-    at a repair: ``health/repair_step``, ``health/repair_action``, ``health/repair_lr_scale``,
-    ``health/repairs``.
+    ``repair=True`` acts on findings whose named cause has a safe in-process repair (an LR too high, a
+    collapsed LR, overfitting, a non-finite update), at most ``max_repairs`` times, each a ``RepairEvent`` in
+    :attr:`repairs`; a run with nothing wrong trains bitwise as without it. Logged (``prefix`` first):
+    ``health/<problem>`` (1.0 while present) at every check; ``health/repair_step``, ``health/repair_action``,
+    ``health/repair_lr_scale``, ``health/repairs`` at a repair.
 
     Example:
         >>> from lightning_recipes.testing import TinyClassifier, fast_trainer, random_classification_loader
