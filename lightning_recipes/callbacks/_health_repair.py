@@ -21,7 +21,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-import lightning.pytorch as pl
+from lightning.pytorch import LightningModule, Trainer
 from torch import Tensor
 
 from lightning_recipes._stats import significantly_above
@@ -34,6 +34,7 @@ from lightning_recipes.callbacks._trainer import callback_list
 from lightning_recipes.callbacks.run_manifest import RunManifest
 
 HealthMonitor = Any  # the monitor that owns the repairer (not imported: it imports this module)
+Batches = list[tuple[int, int, int]]  # per loss of the interval: (global step, epoch, batch index)
 __all__ = ["ACTIONS", "REPAIRS", "HealthRepair", "RepairEvent", "lr_factor_of", "repair_of"]
 
 log = logging.getLogger(__name__)
@@ -144,9 +145,7 @@ class HealthRepair:
 
     # ------------------------------------------------------------------ the monitor's hooks
 
-    def on_train_start(
-        self, trainer: pl.Trainer, pl_module: pl.LightningModule, monitor: HealthMonitor
-    ) -> None:
+    def on_train_start(self, trainer: Trainer, pl_module: LightningModule, monitor: HealthMonitor) -> None:
         self._scaling.detach()
         self._scaling.attach(trainer.optimizers)
         self._track_peaks(trainer)
@@ -161,7 +160,7 @@ class HealthRepair:
         self._healthy, self._candidate = self._candidate, self._healthy
         self._start.take(trainer, pl_module, extra=_memory(monitor), wait=False)  # type: ignore[arg-type]
 
-    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+    def on_validation_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         """A copy of the weights at each new best validation loss, agreed on every rank (``EarlyStopping``'s
         way: its ``Snapshot``, restored with ``set_averages_to_module``)."""
         value = trainer.callback_metrics.get(self.val_monitor)
@@ -176,12 +175,12 @@ class HealthRepair:
 
     def after_check(
         self,
-        trainer: pl.Trainer,
-        pl_module: pl.LightningModule,
+        trainer: Trainer,
+        pl_module: LightningModule,
         monitor: HealthMonitor,
         present: set[str],
         new: list[Finding],
-        batches: list[tuple[int, int, int]],
+        batches: Batches,
     ) -> None:
         """Repair the check's ``new`` findings; with no problem ``present`` (a data stall aside), refresh the
         healthy snapshot. ``batches``: the interval's ``(global step, epoch, batch index)`` per loss."""
@@ -208,11 +207,11 @@ class HealthRepair:
 
     def _act(
         self,
-        trainer: pl.Trainer,
-        pl_module: pl.LightningModule,
+        trainer: Trainer,
+        pl_module: LightningModule,
         monitor: HealthMonitor,
         finding: Finding,
-        batches: list[tuple[int, int, int]],
+        batches: Batches,
     ) -> bool:
         """Apply ``finding``'s repair; ``False``: ``max_repairs`` was reached and training stopped."""
         action = repair_of(finding)
@@ -222,7 +221,7 @@ class HealthRepair:
         getattr(self, f"_{action}")(trainer, pl_module, monitor, finding, batches)
         return True
 
-    def _judge_held(self, trainer: pl.Trainer, monitor: HealthMonitor, present: set[str]) -> str:
+    def _judge_held(self, trainer: Trainer, monitor: HealthMonitor, present: set[str]) -> str:
         """A held LR-too-high finding at the next check: ``"act"``, ``"drop"`` (the problem is gone) or
         ``"hold"`` (its loss still clearly below the rollback target's), as the guide's "Repair" says."""
         if self._sure(trainer, monitor, None):
@@ -234,7 +233,7 @@ class HealthRepair:
         learning = significantly_above(target, target_se, now, now_se, monitor.thresholds["confidence_z"])
         return "hold" if learning else "act"
 
-    def _sure(self, trainer: pl.Trainer, monitor: HealthMonitor, finding: Finding | None) -> bool:
+    def _sure(self, trainer: Trainer, monitor: HealthMonitor, finding: Finding | None) -> bool:
         """Whether an LR repair cannot make the run worse now (units the LR killed, a non-finite loss, no
         known target loss, a target clearly better: ``_stats.significantly_above``); the guide's "Repair"."""
         if finding is not None and finding.cause == "learning_rate":
@@ -264,7 +263,7 @@ class HealthRepair:
         se = float(ses[-1]) if ses else math.nan
         return float(losses[-1]), se if math.isfinite(se) else fallback_se
 
-    def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+    def on_train_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         self._scaling.detach()
         if self._restore_best_at_end and not self._best.empty:
             self._best.restore(pl_module)
@@ -280,12 +279,7 @@ class HealthRepair:
     # ------------------------------------------------------------------ the repairs
 
     def _rollback_lower_lr(
-        self,
-        trainer: pl.Trainer,
-        pl_module: pl.LightningModule,
-        monitor: HealthMonitor,
-        finding: Finding,
-        _: Any,
+        self, trainer: Trainer, pl_module: LightningModule, monitor: HealthMonitor, finding: Finding, _: Any
     ) -> None:
         factor = lr_factor_of(finding) or 1.0 / _NOT_LEARNING_CUT
         before = {"lr": self._effective_lr(trainer), "lr_scale": self.lr_scale, "step": trainer.global_step}
@@ -315,12 +309,7 @@ class HealthRepair:
         self._record(trainer, finding, "rollback_lower_lr", before, after, text)
 
     def _raise_lr(
-        self,
-        trainer: pl.Trainer,
-        pl_module: pl.LightningModule,
-        monitor: HealthMonitor,
-        finding: Finding,
-        _: Any,
+        self, trainer: Trainer, pl_module: LightningModule, monitor: HealthMonitor, finding: Finding, _: Any
     ) -> None:
         factor = lr_factor_of(finding)
         before = {"lr": self._effective_lr(trainer), "lr_scale": self.lr_scale}
@@ -346,12 +335,7 @@ class HealthRepair:
         self._record(trainer, finding, "raise_lr", before, after, text)
 
     def _stop_restore_best(
-        self,
-        trainer: pl.Trainer,
-        pl_module: pl.LightningModule,
-        monitor: HealthMonitor,
-        finding: Finding,
-        _: Any,
+        self, trainer: Trainer, pl_module: LightningModule, monitor: HealthMonitor, finding: Finding, _: Any
     ) -> None:
         trainer.should_stop = True
         self._restore_best_at_end = not self._best.empty
@@ -367,11 +351,11 @@ class HealthRepair:
 
     def _rollback_skip_batch(
         self,
-        trainer: pl.Trainer,
-        pl_module: pl.LightningModule,
+        trainer: Trainer,
+        pl_module: LightningModule,
         monitor: HealthMonitor,
         finding: Finding,
-        batches: list[tuple[int, int, int]],
+        batches: Batches,
     ) -> None:
         bad = int(
             _number(finding.evidence.get("nonfinite_loss_step"))
@@ -392,7 +376,7 @@ class HealthRepair:
         self._record(trainer, finding, "rollback_skip_batch", before, after, text)
 
     def _give_up(
-        self, trainer: pl.Trainer, pl_module: pl.LightningModule, monitor: HealthMonitor, finding: Finding
+        self, trainer: Trainer, pl_module: LightningModule, monitor: HealthMonitor, finding: Finding
     ) -> None:
         trainer.should_stop = True
         rollback = repair_of(finding) in ("rollback_lower_lr", "rollback_skip_batch")
@@ -407,9 +391,7 @@ class HealthRepair:
 
     # ------------------------------------------------------------------ helpers
 
-    def _take_healthy(
-        self, trainer: pl.Trainer, pl_module: pl.LightningModule, monitor: HealthMonitor
-    ) -> None:
+    def _take_healthy(self, trainer: Trainer, pl_module: LightningModule, monitor: HealthMonitor) -> None:
         """A healthy check: the previous candidate is confirmed (a healthy check followed it: damage that the
         rules need two checks to see, such as units killed in the first steps, is not in it); this state is
         the new candidate (into the old confirmed copy's buffers)."""
@@ -421,8 +403,8 @@ class HealthRepair:
 
     def _roll_back(
         self,
-        trainer: pl.Trainer,
-        pl_module: pl.LightningModule,
+        trainer: Trainer,
+        pl_module: LightningModule,
         monitor: HealthMonitor,
         good_until: int = -1,
         unlearned_to_start: bool = False,
@@ -480,7 +462,7 @@ class HealthRepair:
     def _lr_floors(self) -> list[list[float]] | None:
         return self.lr_floors
 
-    def _track_peaks(self, trainer: pl.Trainer) -> None:
+    def _track_peaks(self, trainer: Trainer) -> None:
         """Each group's largest scheduled LR at a check so far (host floats: no sync): a zeroed LR's level."""
         now = [[float(g["lr"]) for g in o.param_groups] for o in trainer.optimizers]
         old = self.peaks
@@ -489,7 +471,7 @@ class HealthRepair:
             for i, groups in enumerate(now)
         ]
 
-    def _effective_lr(self, trainer: pl.Trainer) -> float:
+    def _effective_lr(self, trainer: Trainer) -> float:
         floors = self.lr_floors or []
         lrs = [
             max(float(g["lr"]), floors[i][j] if i < len(floors) and j < len(floors[i]) else 0.0)
@@ -500,7 +482,7 @@ class HealthRepair:
 
     def _record(
         self,
-        trainer: pl.Trainer,
+        trainer: Trainer,
         finding: Finding,
         action: str,
         before: dict[str, Any],
@@ -625,7 +607,7 @@ def _learned(losses: list[float], start: float, band: float) -> bool:
     return finite and bool(losses) and losses[-1] < (1.0 - band) * reference
 
 
-def _check_loss(trainer: pl.Trainer, monitor: HealthMonitor) -> tuple[float, float]:
+def _check_loss(trainer: Trainer, monitor: HealthMonitor) -> tuple[float, float]:
     """``(mean loss, standard error)`` of the check just made (NaN: its loss was not finite)."""
     history = monitor._history
     if not history.losses or history.loss_steps[-1] != trainer.global_step:
