@@ -63,12 +63,11 @@ class GradientSpikes:
     ``outliers``: a few spikes on batches holding an extreme value, the steps after them calm (the
     ``outlier_batches`` finding); ``exploded``: steps on ordinary batches ``explode_factor`` x their baseline
     (``exploding_gradients``), and ``triggers``: the outlier batches that began those steps' episode (the
-    explosion's cause); ``many``: extreme-batch spikes beyond "a few" (heavy-tailed data, not a few rows)."""
+    explosion's cause); none of either when they are more than "a few" (heavy-tailed data, not a few rows)."""
 
     outliers: list[list[float]] = field(default_factory=list)
     exploded: list[list[float]] = field(default_factory=list)
     triggers: list[list[float]] = field(default_factory=list)
-    many: int = 0
     steps: int = 0
     typical_input: float = math.nan
     typical_norm: float = math.nan
@@ -161,7 +160,7 @@ def gradient_spikes(
         i = j
     extreme_spikes = len(outliers) + len(found.triggers)
     if extreme_spikes > min(MAX_OUTLIER_BATCHES, max(1, len(records) // 4)):
-        found.many, found.triggers, outliers = extreme_spikes, [], []
+        found.triggers, outliers = [], []
     found.outliers = [row(k) for k in outliers]
     history.spikes = [*history.spikes, *found.outliers, *found.triggers][-_KEPT_SPIKES:]
     return found

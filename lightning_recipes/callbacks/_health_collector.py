@@ -19,8 +19,8 @@ from torch import Tensor, nn
 from torch.optim import Optimizer
 from torch.overrides import TorchFunctionMode
 
-from lightning_recipes._stats import line_fit, robust_scale, standard_error
-from lightning_recipes.callbacks._health_window import CheckData, Spike
+from lightning_recipes._stats import line_fit, standard_error
+from lightning_recipes.callbacks._health_window import CheckData
 
 __all__ = [
     "INPUT_FREE_LOSSES",
@@ -35,24 +35,18 @@ __all__ = [
     "ValidationBatches",
     "combine",
     "dead_of",
-    "first_nonfinite",
     "flat_and_gain",
     "flat_tensors",
     "group_families",
     "group_lrs",
-    "loss_head",
-    "loss_outliers",
     "loss_statistics",
-    "loss_sums",
     "loss_trend",
     "loss_vector",
     "means_by_index",
     "nonfinite_counts",
     "optimizer_family",
-    "pack_activations",
     "planned_steps",
     "sparse_groups",
-    "spikes_of",
     "squared_norm",
     "tracked_parameters",
     "unwrap_optimizer",
@@ -136,8 +130,7 @@ Losses = Sequence[Tensor] | Tensor  # per-step loss tensors, or their :func:`los
 
 
 def loss_vector(losses: Losses, device: torch.device | None = None) -> Tensor:
-    """The per-step losses as one float64 vector on ``device`` (their own when ``None``): one stack, so that
-    the packing functions below need not move each loss. No sync.
+    """The per-step losses as one float64 vector on ``device`` (their own when ``None``): one stack. No sync.
 
     Example:
         >>> loss_vector([torch.tensor(1.5), torch.tensor([2.0])]).tolist()
@@ -159,167 +152,36 @@ def loss_vector(losses: Losses, device: torch.device | None = None) -> Tensor:
     return values.to(device, torch.float64)
 
 
-def loss_sums(losses: Losses, steps: Sequence[int], device: torch.device | None = None) -> Tensor:
-    """The raw sums of the finite per-step losses against their step index ``t`` within the interval.
-
-    ``[n, sum, sum of squares, sum t, sum t^2, sum t * loss, non-finite count]`` (float64, on the losses'
-    device): sums, so ranks with the same ``t`` combine by adding. No sync.
-    """
-    if not len(losses):
-        return torch.zeros(_LOSS_SUMS, dtype=torch.float64, device=device)
-    values = loss_vector(losses, device)
-    device = values.device
-    t = torch.tensor(list(steps), dtype=torch.float64, device=device)
-    finite = torch.isfinite(values)
-    x = torch.where(finite, values, torch.zeros_like(values))
-    tf = torch.where(finite, t, torch.zeros_like(t))
-    return torch.stack(
-        [
-            finite.sum().double(),
-            x.sum(),
-            (x * x).sum(),
-            tf.sum(),
-            (tf * tf).sum(),
-            (tf * x).sum(),
-            (~finite).sum().double(),
-        ]
-    )
-
-
-def loss_head(losses: Losses, device: torch.device, steps: int = 5) -> Tensor:
-    """The mean of the interval's first ``steps`` losses (at a run's start: the loss at initialisation, for a
-    classifier ~ln C, the level of knowing nothing); NaN when none. No sync."""
-    if not len(losses):
-        return torch.full((), math.nan, dtype=torch.float64, device=device)
-    return loss_vector(losses[:steps], device).mean()
-
-
-SPIKE_ROWS = 3  # the interval's largest losses packed as spike candidates
-_MIN_FOR_SPIKES = 8  # fewer losses than this: no spread to judge an outlier against
-
-
-def loss_outliers(
-    losses: Losses, device: torch.device, top: int = SPIKE_ROWS, z_min: float = math.inf
-) -> Tensor:
-    """The interval's ``top`` largest losses as ``[times the median, robust z, position]`` rows, then how many
-    losses stand ``z_min`` robust deviations and 2x above the median (flat, float64 on ``device``; ``-1``
-    rows and a count of 0 when fewer than 8 losses): the level and spread from ``_stats.robust_scale``, which
-    a few outlier batches barely move. Non-finite losses count as 0 here (``first_nonfinite`` finds them).
-    No sync.
-
-    Example:
-        >>> losses = [torch.tensor(v) for v in [1.0, 1.1, 0.9, 1.0, 1.05, 0.95, 30.0, 1.0, 1.02]]
-        >>> packed = loss_outliers(losses, torch.device("cpu"), z_min=10.0)
-        >>> rows, count = packed[:-1].reshape(-1, 3), packed[-1].item()
-        >>> round(rows[0, 0].item()), rows[0, 2].item(), count  # 30x the median, at position 6; one spike
-        (30, 6.0, 1.0)
-    """
-    missing = torch.full((3 * top,), -1.0, dtype=torch.float64, device=device)
-    if len(losses) < _MIN_FOR_SPIKES:
-        return torch.cat([missing, torch.zeros(1, dtype=torch.float64, device=device)])
-    values = loss_vector(losses, device)
-    values = torch.where(torch.isfinite(values), values, torch.zeros_like(values))
-    level, spread = robust_scale(values)
-    floor = 1e-9 * level.abs() + 1e-12
-    z = (values - level) / torch.maximum(spread, floor)
-    times = values / torch.where(level.abs() > 0, level, torch.ones_like(level))
-    k = min(top, len(losses))
-    z_top, where = torch.topk(z, k)
-    rows = torch.stack([times[where], z_top, where.double()], dim=1).reshape(-1)
-    count = ((z >= z_min) & (times >= 2.0)).sum().double().reshape(1)
-    return torch.cat([rows, missing[: 3 * (top - k)], count])
-
-
 #: The pieces of :func:`loss_statistics`, in order, with their sizes.
-LOSS_PIECES = (
-    ("loss", _LOSS_SUMS),
-    ("loss_head", 1),
-    ("loss_outliers", 3 * SPIKE_ROWS + 1),
-    ("first_nonfinite", 1),
-)
+LOSS_PIECES = (("loss", _LOSS_SUMS), ("loss_head", 1), ("first_nonfinite", 1))
 
 
-def loss_statistics(
-    losses: Tensor, steps: Sequence[int], device: torch.device, z_min: float = math.inf, head: int = 5
-) -> Tensor:
-    """:func:`loss_sums`, :func:`loss_head`, :func:`loss_outliers` and :func:`first_nonfinite` of one
-    :func:`loss_vector` ``losses``, concatenated in the order of :data:`LOSS_PIECES` (float64 on ``device``),
-    with the same values, from one finiteness mask and one stack of the sums: about a third of the ops of
-    the four calls. No sync.
+def loss_statistics(losses: Tensor, steps: Sequence[int], device: torch.device, head: int = 5) -> Tensor:
+    """One interval's per-step losses (a :func:`loss_vector`) packed as :data:`LOSS_PIECES`, float64 on
+    ``device``, no sync: the sums of the finite losses against their step ``t`` within the interval
+    ``[n, sum, sum of squares, sum t, sum t^2, sum t * loss, non-finite count]`` (ranks add them), the mean
+    of the first ``head`` losses (at a run's start: the loss at initialisation; NaN when none) and the
+    position of the first non-finite loss (``-1``: none).
 
     Example:
-        >>> cpu = torch.device("cpu")
-        >>> losses = loss_vector([torch.tensor(v) for v in [1.0, 1.1, 0.9, 1.0, 1.05, 0.95, 30.0, 1.0]])
-        >>> packed = loss_statistics(losses, range(8), cpu, z_min=10.0)
-        >>> expected = torch.cat([loss_sums(losses, range(8)), loss_head(losses, cpu).reshape(1),
-        ...     loss_outliers(losses, cpu, z_min=10.0), first_nonfinite(losses, cpu).reshape(1)])
-        >>> torch.equal(packed, expected)
-        True
+        >>> losses = loss_vector([torch.tensor(v) for v in [2.0, 1.0, float("nan"), 1.0]])
+        >>> loss_statistics(losses, [0, 1, 2, 3], torch.device("cpu"), head=2).tolist()
+        [3.0, 4.0, 6.0, 4.0, 10.0, 4.0, 1.0, 1.5, 2.0]
     """
     n = len(losses)
     if n == 0:
-        return torch.cat(
-            [
-                loss_sums(losses, steps, device),
-                loss_head(losses, device).reshape(1),
-                loss_outliers(losses, device, z_min=z_min),
-                first_nonfinite(losses, device).reshape(1),
-            ]
-        )
+        empty = [0.0] * _LOSS_SUMS + [math.nan, -1.0]
+        return torch.tensor(empty, dtype=torch.float64, device=device)
     values = losses.to(device, torch.float64).reshape(-1)
     t = torch.tensor(list(steps), dtype=torch.float64, device=device)
     finite = torch.isfinite(values)
     x = torch.where(finite, values, 0.0)
     tf = torch.where(finite, t, 0.0)
-    counted = finite.double()
-    sums = torch.stack([counted, x, x * x, tf, tf * tf, tf * x]).sum(1)
+    sums = torch.stack([finite.double(), x, x * x, tf, tf * tf, tf * x]).sum(1)
     # the first non-finite position (-1: none): positions counted where not finite
     positions = torch.where(finite, math.inf, torch.arange(n, dtype=torch.float64, device=device)).min()
     first = torch.where(positions < math.inf, positions, -1.0).reshape(1)  # never NaN: no isfinite
-    pieces = [sums, n - sums[:1], values[:head].mean().reshape(1)]
-    if n < _MIN_FOR_SPIKES:
-        missing = torch.full((3 * SPIKE_ROWS + 1,), -1.0, dtype=torch.float64, device=device)
-        missing[-1] = 0.0
-        return torch.cat([*pieces, missing, first])
-    level, spread = robust_scale(x)
-    floor = 1e-9 * level.abs() + 1e-12
-    z = (x - level) / torch.maximum(spread, floor)
-    times = x / torch.where(level.abs() > 0, level, 1.0)
-    k = min(SPIKE_ROWS, n)
-    z_top, where = torch.topk(z, k)
-    rows = torch.stack([times[where], z_top, where.double()], dim=1).reshape(-1)
-    count = ((z >= z_min) & (times >= 2.0)).sum().double().reshape(1)
-    return torch.cat([*pieces, rows, count, first])
-
-
-def first_nonfinite(losses: Losses, device: torch.device) -> Tensor:
-    """The position of the interval's first non-finite loss (``-1``: none), a float64 0-d tensor. No sync."""
-    if not len(losses):
-        return torch.full((), -1.0, dtype=torch.float64, device=device)
-    values = loss_vector(losses, device)
-    positions = torch.arange(len(losses), dtype=torch.float64, device=device)
-    none = torch.full_like(positions, math.inf)
-    first = torch.where(torch.isfinite(values), none, positions).min()
-    return torch.where(torch.isfinite(first), first, torch.full_like(first, -1.0))
-
-
-def spikes_of(
-    rows: list[list[float]], where: Sequence[tuple[int, int, int]], z_min: float = 0.0
-) -> list[Spike]:
-    """Every rank's :func:`loss_outliers` rows as :class:`Spike` records (``z >= z_min``, largest first),
-    their positions read through ``where`` (per position in the interval: step, epoch, batch index). Host
-    only."""
-    found: dict[int, Spike] = {}
-    for row in rows:
-        row = row[: 3 * SPIKE_ROWS]
-        for times, z, position in zip(row[0::3], row[1::3], row[2::3]):
-            p = round(position)
-            if p < 0 or p >= len(where) or not z >= z_min:
-                continue
-            step, epoch, batch = where[p]
-            if p not in found or z > found[p].z:
-                found[p] = Spike(step, epoch, batch, times, z)
-    return sorted(found.values(), key=lambda spike: -spike.z)
+    return torch.cat([sums, n - sums[:1], values[:head].mean().reshape(1), first])
 
 
 def squared_norm(params: Sequence[Tensor], device: torch.device) -> Tensor:
@@ -331,9 +193,8 @@ def squared_norm(params: Sequence[Tensor], device: torch.device) -> Tensor:
 
 
 def loss_trend(rows: Iterable[Sequence[float]]) -> tuple[int, float, float, float, float]:
-    """Every rank's :func:`loss_sums` added: (count, mean, std, least-squares slope per step, its standard
-    error = residual std / sqrt(sum (t - mean t)^2)). NaN where too few losses (2 for the std, 3 for the
-    slope's error) or a single step."""
+    """Every rank's :func:`loss_statistics` sums added: (count, mean, std, least-squares slope per step, its
+    standard error), from ``_stats.line_fit``."""
     s = [sum(column) for column in zip(*rows)] if rows else [0.0] * _LOSS_SUMS
     n, total, squares, st, stt, stl = s[:6]
     return (round(n), *line_fit(n, total, squares, st, stt, stl))
@@ -466,16 +327,15 @@ def validation_error(values: Sequence[Tensor], sizes: Sequence[Tensor], device: 
 
 class RowLiveness:
     """Which output units of each Linear/Conv layer were alive on the sampled batches: a unit is dead when its
-    output was never positive (forward hook) **and** its weight row got no gradient (optimizer-step hook).
-    Both are needed: a layer fed zeros by dead units upstream still learns its bias, a saturated softmax's
-    output layer has exact-zero gradients, a unit behind GELU/tanh has a gradient. Device tensors only.
+    output was never positive (:class:`ActivationHooks`) **and** its weight row got no gradient (a unit fed
+    zeros still learns its bias; one behind GELU/tanh has a gradient). Device tensors only.
 
     Example:
         >>> layer = nn.Linear(4, 3)
         >>> with torch.no_grad():
         ...     _ = layer.bias.copy_(torch.tensor([-50.0, 0.0, 0.0]))  # unit 0 never fires
         >>> rows = RowLiveness([layer])
-        >>> handles = rows.attach()
+        >>> handles = ActivationHooks(rows=rows).attach(([], [], [], [("0", layer)]))
         >>> torch.relu(layer(torch.randn(16, 4))).sum().backward()
         >>> rows.record_gradients()
         >>> [round(f, 3) for f in rows.dead_fractions(torch.device("cpu")).tolist()]
@@ -492,21 +352,6 @@ class RowLiveness:
     def _mark(self, i: int, alive: Tensor) -> None:
         previous = self.alive.get(i)
         self.alive[i] = alive if previous is None or previous.shape != alive.shape else previous | alive
-
-    def attach(self) -> list[Any]:
-        """Forward hooks marking units with a positive output; returns their handles."""
-
-        def hook_for(i: int, layer: nn.Module) -> Any:
-            def hook(module: nn.Module, args: Any, output: Any) -> None:
-                if not isinstance(output, Tensor) or output.ndim < 1 or not output.is_floating_point():
-                    return
-                dim = output.ndim - 1 if isinstance(layer, nn.Linear) else 1
-                positive = (output.detach() > 0).movedim(dim, -1).reshape(-1, output.shape[dim]).any(0)
-                self._mark(i, positive)
-
-            return hook
-
-        return [layer.register_forward_hook(hook_for(i, layer)) for i, layer in enumerate(self.layers)]
 
     def record_gradients(self) -> None:
         """Mark the rows whose weight gradient is non-zero (call between backward and the optimizer step)."""
@@ -593,18 +438,12 @@ def flat_and_gain(output: Tensor, tanh: bool) -> Tensor:
 
 
 class ActivationHooks:
-    """The forward hooks of a sampled batch: **one** hook per watched module, whatever it is watched for
-    (``nn.Module`` hooks cost most per module hooked, then per hook), each filling the stores it was given
-    (``None``: not measured), device tensors only, no sync:
-
-    - ``nonfinite`` (leaves): per leaf, the float64 sums of its floating outputs and inputs (a sum is
-      non-finite exactly when an element is: float32 and narrower summed in float64 cannot overflow), read at
-      the check; an input that an earlier module of the batch produced reuses that module's sum;
-    - ``alive`` (ReLU/ReLU6): which units were ever positive; a ReLU fed a Linear/Conv output whose units lie
-      on the same dim reuses that layer's positive mask (``relu(x) > 0`` exactly where ``x > 0``);
-    - ``saturation`` (tanh/sigmoid modules): :func:`flat_and_gain` rows;
-    - ``rows`` (Linear/Conv): :class:`RowLiveness`'s positive outputs, and the outputs ``calls`` (a
-      :class:`FunctionalSaturation`) watches.
+    """The forward hooks of a sampled batch: **one** hook per watched module (a module's hooks cost most per
+    module, then per hook), filling the stores given (``None``: not measured); device tensors, no sync.
+    ``nonfinite`` (leaves): the float64 sums of each leaf's floating outputs and inputs (non-finite exactly
+    when an element is), one per tensor of the batch; ``alive`` (ReLUs): which units were ever positive (the
+    mask of the Linear/Conv output a ReLU reads, when it has one); ``saturation`` (tanh/sigmoid modules):
+    :func:`flat_and_gain` rows; ``rows`` (Linear/Conv): :class:`RowLiveness`, and what ``calls`` watches.
 
     Example:
         >>> net = nn.Sequential(nn.Linear(4, 3), nn.ReLU())
@@ -769,19 +608,35 @@ SATURATING_FUNCTIONS: dict[Any, int] = {
 }
 
 
-class FunctionalSaturation(TorchFunctionMode):
-    """Saturation of a sigmoid/tanh called as a function (``torch.sigmoid(gate(x))``: a highway gate, an
-    LSTM-style cell written by hand) on a Linear/Conv layer's output, attributed to that layer: per layer and
-    kind, rows of ``[flat fraction, gain]`` (:func:`flat_and_gain`). Active on sampled batches only
-    (:meth:`start` .. :meth:`stop`); calls inside an ``nn.Sigmoid``/``nn.Tanh`` module are left to its hook.
-    Device tensors only, no sync.
+class _SampledMode(TorchFunctionMode):
+    """A torch function mode switched on for sampled batches only."""
+
+    _active = False
+
+    def start(self) -> None:
+        """Push the mode (this thread), once."""
+        if not self._active:
+            self.__enter__()
+            self._active = True
+
+    def stop(self) -> None:
+        """Pop the mode when it is the innermost one."""
+        if self._active and torch.overrides._get_current_function_mode() is self:
+            self.__exit__(None, None, None)
+            self._active = False
+
+
+class FunctionalSaturation(_SampledMode):
+    """Saturation of a sigmoid/tanh called as a function on a Linear/Conv layer's output (a highway gate),
+    per layer and kind: :func:`flat_and_gain` rows. Active on sampled batches (:meth:`start` ..
+    :meth:`stop`); calls inside an ``nn.Sigmoid``/``nn.Tanh`` module are its hook's. No sync.
 
     Example:
         >>> gate = nn.Linear(4, 3)
         >>> with torch.no_grad():
         ...     _ = gate.bias.fill_(-10.0)
         >>> mode = FunctionalSaturation([gate])
-        >>> handles = mode.attach([])
+        >>> handles = mode.attach()
         >>> mode.start()
         >>> g = torch.sigmoid(gate(torch.randn(8, 4) * 0.1))
         >>> mode.stop()
@@ -795,16 +650,14 @@ class FunctionalSaturation(TorchFunctionMode):
         self.store: dict[tuple[int, int], Tensor] = {}
         self._produced: dict[int, tuple[int, Tensor]] = {}
         self._inside = 0
-        self._active = False
         self.called = False  # whether a sigmoid/tanh function was called while active, anywhere
 
     def clear(self) -> None:
         self.store = {}
 
-    def attach(self, modules: Sequence[nn.Module]) -> list[Any]:
-        """Forward hooks noting each layer's output, and pre/post hooks on ``modules`` (the ``nn.Sigmoid`` /
-        ``nn.Tanh`` modules hooked already); returns their handles. (:class:`ActivationHooks` calls
-        :meth:`note`, :meth:`enter` and :meth:`leave` from its own hooks instead.)"""
+    def attach(self) -> list[Any]:
+        """Forward hooks noting each layer's output (where :class:`ActivationHooks` does not hook the layers);
+        returns their handles."""
 
         def produced(i: int) -> Callable[..., None]:
             def hook(module: nn.Module, args: Any, output: Any) -> None:
@@ -812,12 +665,7 @@ class FunctionalSaturation(TorchFunctionMode):
 
             return hook
 
-        def leave(module: nn.Module, args: Any, output: Any) -> None:
-            self.leave()
-
-        handles = [layer.register_forward_hook(produced(i)) for i, layer in enumerate(self.layers)]
-        handles += [m.register_forward_pre_hook(self.enter) for m in modules]
-        return handles + [m.register_forward_hook(leave) for m in modules]
+        return [layer.register_forward_hook(produced(i)) for i, layer in enumerate(self.layers)]
 
     def note(self, i: int, output: Any) -> None:
         """Layer ``i`` produced ``output`` (while active)."""
@@ -832,17 +680,9 @@ class FunctionalSaturation(TorchFunctionMode):
         """A tanh/sigmoid module's forward ended."""
         self._inside = max(self._inside - 1, 0)
 
-    def start(self) -> None:
-        """Push the mode (this thread), once."""
-        if not self._active:
-            self.__enter__()
-            self._active = True
-
     def stop(self) -> None:
         """Pop the mode when it is the innermost one, and forget the batch's outputs."""
-        if self._active and torch.overrides._get_current_function_mode() is self:
-            self.__exit__(None, None, None)
-            self._active = False
+        super().stop()
         self._produced = {}
         self._inside = 0
 
@@ -867,21 +707,6 @@ class FunctionalSaturation(TorchFunctionMode):
         """Per layer, per kind (sigmoid, tanh), the mean ``[flat fraction, gain]`` (``-1`` not measured)."""
         rows = {2 * i + kind: value for (i, kind), value in self.store.items()}
         return means_by_index(rows, 2 * len(self.layers), 2, device).reshape(-1)
-
-
-def pack_activations(
-    packer: Packer,
-    stores: tuple[dict[int, Tensor], dict[int, Tensor], dict[int, tuple[list[Tensor], list[Tensor]]]],
-    counts: tuple[int, int, int],
-) -> None:
-    """Pack :class:`ActivationHooks`' stores (never-active units per ReLU, saturated fractions per
-    tanh/sigmoid, non-finite tensors per leaf, outputs and inputs) as ``dead``, ``saturated`` and
-    ``nonfinite``: ``-1`` for a module not measured (``nonfinite``: 0)."""
-    alive, saturation, nonfinite = stores
-    device = packer.device
-    packer.add("dead", dead_of(alive, counts[0], device))
-    packer.add("saturated", means_by_index(saturation, counts[1], 2, device).reshape(-1))
-    packer.add("nonfinite", nonfinite_counts(nonfinite, counts[2], device))
 
 
 def dead_of(alive: dict[int, Tensor], count: int, device: torch.device) -> Tensor:
@@ -976,12 +801,13 @@ def combine(
                 data.nonfinite_modules.append(name or "<root>")
                 if inputs > 0:
                     data.nonfinite_inputs.append(name or "<root>")
-    init = _saturation_entries(column("saturated_init"), column("saturated_init_calls"), layers)
-    fractions: dict[str, float] = {}
-    gains: dict[str, float] = {}
-    for name, pairs in init:
-        _saturation_into(fractions, gains, name, pairs)
-    data.saturated_init = {name: (f, gains[name]) for name, f in fractions.items()}
+    if "saturated_init" in layout:  # the run's first check only
+        init = _saturation_entries(column("saturated_init"), column("saturated_init_calls"), layers)
+        fractions: dict[str, float] = {}
+        gains: dict[str, float] = {}
+        for name, pairs in init:
+            _saturation_into(fractions, gains, name, pairs)
+        data.saturated_init = {name: (f, gains[name]) for name, f in fractions.items()}
     records = column("step_records")
     for k in range(len(records[0]) // _STEP_RECORD):
         ranks_of_step = [r[_STEP_RECORD * k : _STEP_RECORD * (k + 1)] for r in records]
@@ -1001,8 +827,6 @@ def combine(
         for name, values in zip(row_layers, zip(*column("dead_rows_start"))):
             if max(values) >= 0:
                 data.dead_rows_start[name or "<root>"] = max(values)
-    if "loss_outliers" in layout:
-        data.loss_spike_count = round(max(r[-1] for r in column("loss_outliers")))
     if "first_nonfinite" in layout:
         firsts = [r[0] for r in column("first_nonfinite") if r[0] >= 0]
         data.first_nonfinite_step = round(min(firsts)) if firsts else None
@@ -1038,13 +862,10 @@ KEEP_BYTES = 32 * 2**20  # the batches an interval may keep for the check's one 
 
 class StepRecords:
     """Per step of a check's interval, the evidence of ``outlier_batches``: the step's squared gradient norm
-    and its batch's largest |input| (which row, which batch). Each step costs one fused
-    ``torch._foreach_norm`` over the step's gradients, kept on the device; its batch's floating-point tensors
-    are kept by reference (no copy) while the interval's total stays under :data:`KEEP_BYTES`, and
-    :meth:`pack` scans them at the check, one ``abs().max`` per batch layout for the whole interval (a
-    larger batch is scanned at its step). A batch changed in place after its step is left out (its row
-    unknown); a loader that refills one buffer (two steps' tensors at the same address) is scanned at each
-    step from then on. No sync.
+    (one ``torch._foreach_norm`` per step) and its batch's largest |input| (which row, which batch). Batches
+    are kept by reference while the interval's total stays under :data:`KEEP_BYTES` and scanned at the check,
+    one ``abs().max`` per layout (otherwise at their step); a batch changed in place after its step is left
+    out, and a loader that refills one buffer is scanned at each step from then on. No sync.
 
     Example:
         >>> records = StepRecords()
@@ -1186,10 +1007,6 @@ class StepRecords:
         return columns
 
 
-def _positions(recorded: dict[int, Any], device: torch.device) -> Tensor:
-    return torch.tensor(list(recorded), dtype=torch.long, device=device)
-
-
 def _squared_sums(norms: list[list[Tensor]], device: torch.device) -> Tensor:
     """Per step, the sum of its tensors' squared norms (float64): one stack when every step has as many."""
     count = len(norms[0])
@@ -1318,12 +1135,11 @@ INPUT_FREE_LOSSES: dict[Any, tuple[int, ...]] = {
 }
 
 
-class InputFreeLoss(TorchFunctionMode):
-    """On sampled batches, each call of one of torch's loss functions (:data:`INPUT_FREE_LOSSES`) evaluated a
-    second time, per element and without gradient, with the prediction replaced by its mean over the batch:
-    the loss of the best input-free guess the model itself makes (the same loss, whatever it is). Keeps the
-    paired per-element differences (that loss minus the model's own) as ``[sum, sum of squares, count, sum of
-    the input-free loss]`` on the device; no sync.
+class InputFreeLoss(_SampledMode):
+    """On sampled batches, each torch loss call (:data:`INPUT_FREE_LOSSES`) evaluated again per element,
+    without gradient, with the prediction replaced by its batch mean (the model's best input-free guess);
+    keeps the paired differences (that loss minus its own) as ``[sum, sum of squares, count, input-free loss
+    sum]`` on the device; no sync.
 
     Example:
         >>> mode = InputFreeLoss()
@@ -1338,19 +1154,6 @@ class InputFreeLoss(TorchFunctionMode):
         super().__init__()
         self.sums: Tensor | None = None
         self.count = 0  # elements measured (a host count: shapes only)
-        self._active = False
-
-    def start(self) -> None:
-        """Push the mode (this thread), once."""
-        if not self._active:
-            self.__enter__()
-            self._active = True
-
-    def stop(self) -> None:
-        """Pop the mode when it is the innermost one."""
-        if self._active and torch.overrides._get_current_function_mode() is self:
-            self.__exit__(None, None, None)
-            self._active = False
 
     def clear(self) -> None:
         self.sums, self.count = None, 0

@@ -1,16 +1,8 @@
-"""HealthMonitor's repairs (``HealthMonitor(repair=True)``): decide and apply the in-process repair that a
-finding's named cause calls for, with the one snapshot mechanism (``RollbackSnapshot``/``Snapshot``) and the
-one LR cut (``LRScaling``) of ``StabilityGuard``; every action a :class:`RepairEvent`.
-
-An LR repair acts only once it cannot make a run that would fix itself worse (``HealthRepair._sure``);
-until then its finding is held and judged again at each check: repaired, dropped when the problem is gone,
-or held while its loss stays clearly below the snapshot's (docs/guides/health_monitor.md, "Repair").
-
-Only findings whose ``cause`` the evidence named and that :data:`REPAIRS` lists are repaired; every other
-finding's action stays advice (dead units from initialisation, outlier batches, a data stall, a model that
-cannot learn the task: no safe in-process repair). Findings are identical on every rank (the monitor
-all-gathers its check), so every rank takes the same action at the same step without a collective of its
-own; the best validation is agreed with one boolean reduction per validation, as ``EarlyStopping`` does.
+"""HealthMonitor's repairs (``HealthMonitor(repair=True)``): the in-process repair a finding's named cause
+calls for (:data:`REPAIRS`; every other finding stays advice), with ``StabilityGuard``'s snapshots
+(``RollbackSnapshot``/``Snapshot``) and LR cut (``LRScaling``); every action a :class:`RepairEvent`. When an
+LR repair acts, is held or dropped, which snapshot it restores, and why: docs/guides/health_monitor.md,
+"Repair". Findings are identical on every rank, so every rank acts at the same step.
 
 Example:
     >>> finding = Finding("lr_too_high", 120, 0, {"update_ratio": 0.08, "lr": 0.5}, cause="lr_too_high")
@@ -29,7 +21,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-import lightning.pytorch as pl
+from lightning.pytorch import LightningModule, Trainer
 from torch import Tensor
 
 from lightning_recipes._stats import significantly_above
@@ -42,6 +34,7 @@ from lightning_recipes.callbacks._trainer import callback_list
 from lightning_recipes.callbacks.run_manifest import RunManifest
 
 HealthMonitor = Any  # the monitor that owns the repairer (not imported: it imports this module)
+Batches = list[tuple[int, int, int]]  # per loss of the interval: (global step, epoch, batch index)
 __all__ = ["ACTIONS", "REPAIRS", "HealthRepair", "RepairEvent", "lr_factor_of", "repair_of"]
 
 log = logging.getLogger(__name__)
@@ -122,17 +115,10 @@ def lr_factor_of(finding: Finding) -> float | None:
 
 
 class HealthRepair:
-    """Decide and apply repairs from a ``HealthMonitor``'s findings (the monitor calls it; one per monitor).
-
-    Keeps the last healthy snapshot (weights, optimizers, schedulers, weight averages and the monitor's rule
-    memory; taken at every check with no problem present except a data stall) and, once a validation is seen,
-    the weights of the best validation loss (``val_monitor``); applies at most ``max_repairs`` repairs, then
-    stops training at the last healthy snapshot. Cost with nothing wrong: one CPU copy of the model and
-    optimizer state per check, and per validation one read of the validation loss (a sync) and a boolean
-    reduction (DDP), plus one copy of the weights per new best; no change to any training state. Memory: three
-    CPU copies of the model and optimizer state (the start, the confirmed and the candidate snapshot) and one
-    of the best weights.
-    """
+    """Decide and apply repairs from a ``HealthMonitor``'s findings (the monitor calls it; one per monitor):
+    keeps the healthy snapshots (the start, the confirmed, the candidate: CPU copies of the training state and
+    the rules' memory) and the best validation weights; at most ``max_repairs`` repairs, then stops training
+    at the last healthy snapshot. Cost with nothing wrong: the guide's "Repair"."""
 
     def __init__(self, max_repairs: int, val_monitor: str, prefix: str = "") -> None:
         self.max_repairs = max_repairs
@@ -159,9 +145,7 @@ class HealthRepair:
 
     # ------------------------------------------------------------------ the monitor's hooks
 
-    def on_train_start(
-        self, trainer: pl.Trainer, pl_module: pl.LightningModule, monitor: HealthMonitor
-    ) -> None:
+    def on_train_start(self, trainer: Trainer, pl_module: LightningModule, monitor: HealthMonitor) -> None:
         self._scaling.detach()
         self._scaling.attach(trainer.optimizers)
         self._track_peaks(trainer)
@@ -176,7 +160,7 @@ class HealthRepair:
         self._healthy, self._candidate = self._candidate, self._healthy
         self._start.take(trainer, pl_module, extra=_memory(monitor), wait=False)  # type: ignore[arg-type]
 
-    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+    def on_validation_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         """A copy of the weights at each new best validation loss, agreed on every rank (``EarlyStopping``'s
         way: its ``Snapshot``, restored with ``set_averages_to_module``)."""
         value = trainer.callback_metrics.get(self.val_monitor)
@@ -191,12 +175,12 @@ class HealthRepair:
 
     def after_check(
         self,
-        trainer: pl.Trainer,
-        pl_module: pl.LightningModule,
+        trainer: Trainer,
+        pl_module: LightningModule,
         monitor: HealthMonitor,
         present: set[str],
         new: list[Finding],
-        batches: list[tuple[int, int, int]],
+        batches: Batches,
     ) -> None:
         """Repair the check's ``new`` findings; with no problem ``present`` (a data stall aside), refresh the
         healthy snapshot. ``batches``: the interval's ``(global step, epoch, batch index)`` per loss."""
@@ -223,11 +207,11 @@ class HealthRepair:
 
     def _act(
         self,
-        trainer: pl.Trainer,
-        pl_module: pl.LightningModule,
+        trainer: Trainer,
+        pl_module: LightningModule,
         monitor: HealthMonitor,
         finding: Finding,
-        batches: list[tuple[int, int, int]],
+        batches: Batches,
     ) -> bool:
         """Apply ``finding``'s repair; ``False``: ``max_repairs`` was reached and training stopped."""
         action = repair_of(finding)
@@ -237,12 +221,9 @@ class HealthRepair:
         getattr(self, f"_{action}")(trainer, pl_module, monitor, finding, batches)
         return True
 
-    def _judge_held(self, trainer: pl.Trainer, monitor: HealthMonitor, present: set[str]) -> str:
-        """At a check after an LR-too-high finding was held: ``"act"`` when the repair is now sure to help
-        (:meth:`_sure`), or the problem (or a blow-up) is still present and the loss is no longer clearly
-        below the rollback target's (the run lost what it had gained since); ``"drop"`` when the problem is
-        gone (a spike the run left, a run that fixed itself); else ``"hold"`` (its loss still clearly below
-        the target's: the run learns at this LR; judged again at the next check)."""
+    def _judge_held(self, trainer: Trainer, monitor: HealthMonitor, present: set[str]) -> str:
+        """A held LR-too-high finding at the next check: ``"act"``, ``"drop"`` (the problem is gone) or
+        ``"hold"`` (its loss still clearly below the rollback target's), as the guide's "Repair" says."""
         if self._sure(trainer, monitor, None):
             return "act"
         if not present & {"lr_too_high", "not_learning", "exploding_gradients", "nonfinite_activations"}:
@@ -252,13 +233,9 @@ class HealthRepair:
         learning = significantly_above(target, target_se, now, now_se, monitor.thresholds["confidence_z"])
         return "hold" if learning else "act"
 
-    def _sure(self, trainer: pl.Trainer, monitor: HealthMonitor, finding: Finding | None) -> bool:
-        """Whether an LR repair cannot make the run worse now: the LR killed units (``cause`` names the
-        learning rate: dead units do not come back by themselves), this check's loss is not finite, no
-        check's loss is known for the snapshot, the run restarts from its start (it had learned nothing by
-        the confirmed snapshot) and has made no progress since that snapshot either, or the snapshot it
-        rolls back to holds a loss clearly below this check's. "Clearly", "progress": beyond the noise of
-        both interval means (``_stats.significantly_above``)."""
+    def _sure(self, trainer: Trainer, monitor: HealthMonitor, finding: Finding | None) -> bool:
+        """Whether an LR repair cannot make the run worse now (units the LR killed, a non-finite loss, no
+        known target loss, a target clearly better: ``_stats.significantly_above``); the guide's "Repair"."""
         if finding is not None and finding.cause == "learning_rate":
             return True
         now, now_se = _check_loss(trainer, monitor)
@@ -286,7 +263,7 @@ class HealthRepair:
         se = float(ses[-1]) if ses else math.nan
         return float(losses[-1]), se if math.isfinite(se) else fallback_se
 
-    def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+    def on_train_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         self._scaling.detach()
         if self._restore_best_at_end and not self._best.empty:
             self._best.restore(pl_module)
@@ -302,12 +279,7 @@ class HealthRepair:
     # ------------------------------------------------------------------ the repairs
 
     def _rollback_lower_lr(
-        self,
-        trainer: pl.Trainer,
-        pl_module: pl.LightningModule,
-        monitor: HealthMonitor,
-        finding: Finding,
-        _: Any,
+        self, trainer: Trainer, pl_module: LightningModule, monitor: HealthMonitor, finding: Finding, _: Any
     ) -> None:
         factor = lr_factor_of(finding) or 1.0 / _NOT_LEARNING_CUT
         before = {"lr": self._effective_lr(trainer), "lr_scale": self.lr_scale, "step": trainer.global_step}
@@ -337,12 +309,7 @@ class HealthRepair:
         self._record(trainer, finding, "rollback_lower_lr", before, after, text)
 
     def _raise_lr(
-        self,
-        trainer: pl.Trainer,
-        pl_module: pl.LightningModule,
-        monitor: HealthMonitor,
-        finding: Finding,
-        _: Any,
+        self, trainer: Trainer, pl_module: LightningModule, monitor: HealthMonitor, finding: Finding, _: Any
     ) -> None:
         factor = lr_factor_of(finding)
         before = {"lr": self._effective_lr(trainer), "lr_scale": self.lr_scale}
@@ -368,12 +335,7 @@ class HealthRepair:
         self._record(trainer, finding, "raise_lr", before, after, text)
 
     def _stop_restore_best(
-        self,
-        trainer: pl.Trainer,
-        pl_module: pl.LightningModule,
-        monitor: HealthMonitor,
-        finding: Finding,
-        _: Any,
+        self, trainer: Trainer, pl_module: LightningModule, monitor: HealthMonitor, finding: Finding, _: Any
     ) -> None:
         trainer.should_stop = True
         self._restore_best_at_end = not self._best.empty
@@ -389,11 +351,11 @@ class HealthRepair:
 
     def _rollback_skip_batch(
         self,
-        trainer: pl.Trainer,
-        pl_module: pl.LightningModule,
+        trainer: Trainer,
+        pl_module: LightningModule,
         monitor: HealthMonitor,
         finding: Finding,
-        batches: list[tuple[int, int, int]],
+        batches: Batches,
     ) -> None:
         bad = int(
             _number(finding.evidence.get("nonfinite_loss_step"))
@@ -414,7 +376,7 @@ class HealthRepair:
         self._record(trainer, finding, "rollback_skip_batch", before, after, text)
 
     def _give_up(
-        self, trainer: pl.Trainer, pl_module: pl.LightningModule, monitor: HealthMonitor, finding: Finding
+        self, trainer: Trainer, pl_module: LightningModule, monitor: HealthMonitor, finding: Finding
     ) -> None:
         trainer.should_stop = True
         rollback = repair_of(finding) in ("rollback_lower_lr", "rollback_skip_batch")
@@ -429,9 +391,7 @@ class HealthRepair:
 
     # ------------------------------------------------------------------ helpers
 
-    def _take_healthy(
-        self, trainer: pl.Trainer, pl_module: pl.LightningModule, monitor: HealthMonitor
-    ) -> None:
+    def _take_healthy(self, trainer: Trainer, pl_module: LightningModule, monitor: HealthMonitor) -> None:
         """A healthy check: the previous candidate is confirmed (a healthy check followed it: damage that the
         rules need two checks to see, such as units killed in the first steps, is not in it); this state is
         the new candidate (into the old confirmed copy's buffers)."""
@@ -443,19 +403,16 @@ class HealthRepair:
 
     def _roll_back(
         self,
-        trainer: pl.Trainer,
-        pl_module: pl.LightningModule,
+        trainer: Trainer,
+        pl_module: LightningModule,
         monitor: HealthMonitor,
         good_until: int = -1,
         unlearned_to_start: bool = False,
         alive_until: int = -1,
     ) -> int:
-        """Restore the confirmed healthy snapshot, or the candidate when the fault is known to come after it
-        (``good_until``: the first bad step), or, with ``unlearned_to_start``, the run's start when the run
-        had learned nothing by the confirmed snapshot (its loss then not ``trivial_band`` below its loss at
-        initialisation: the LR was wrong from the start), or, with ``alive_until`` (the last check before
-        units the LR killed began dying), the latest snapshot taken at or before it (the start when every
-        later one holds the dead units); returns the restored step (``-1``: none kept)."""
+        """Restore the snapshot :meth:`_keeper` chooses (``good_until``: the first bad step;
+        ``unlearned_to_start``: the start when nothing was learned by the confirmed one; ``alive_until``: the
+        last check before units the LR killed began dying); returns the restored step (``-1``: none kept)."""
         keeper = self._keeper(monitor, good_until, unlearned_to_start, alive_until)
         if keeper is None:
             return -1
@@ -505,7 +462,7 @@ class HealthRepair:
     def _lr_floors(self) -> list[list[float]] | None:
         return self.lr_floors
 
-    def _track_peaks(self, trainer: pl.Trainer) -> None:
+    def _track_peaks(self, trainer: Trainer) -> None:
         """Each group's largest scheduled LR at a check so far (host floats: no sync): a zeroed LR's level."""
         now = [[float(g["lr"]) for g in o.param_groups] for o in trainer.optimizers]
         old = self.peaks
@@ -514,7 +471,7 @@ class HealthRepair:
             for i, groups in enumerate(now)
         ]
 
-    def _effective_lr(self, trainer: pl.Trainer) -> float:
+    def _effective_lr(self, trainer: Trainer) -> float:
         floors = self.lr_floors or []
         lrs = [
             max(float(g["lr"]), floors[i][j] if i < len(floors) and j < len(floors[i]) else 0.0)
@@ -525,7 +482,7 @@ class HealthRepair:
 
     def _record(
         self,
-        trainer: pl.Trainer,
+        trainer: Trainer,
         finding: Finding,
         action: str,
         before: dict[str, Any],
@@ -553,11 +510,8 @@ class HealthRepair:
                 callback.add_record(trainer, "health_repairs", asdict(event))
 
     def state_dict(self) -> dict[str, Any]:
-        """The history, the LR scale, the best validation and (CPU tensors, by reference) its weights and the
-        rollback snapshots with the rules' memory they restore: a resumed run repairs as an uninterrupted
-        one. The checkpoint grows by up to three copies of the model and optimizer state and one of the
-        weights; the weight averages kept with a snapshot are not saved (a rollback after a resume leaves
-        them as they are)."""
+        """The history, the LR scale, the best validation and its weights, the rollback snapshots with the
+        rules' memory they restore (CPU tensors, by reference): a resumed run repairs as one not stopped."""
         keepers = {"healthy": self._healthy, "candidate": self._candidate, "start": self._start}
         snapshots = {name: _saved(keeper.snapshot) for name, keeper in keepers.items() if keeper.snapshot}
         return {
@@ -653,7 +607,7 @@ def _learned(losses: list[float], start: float, band: float) -> bool:
     return finite and bool(losses) and losses[-1] < (1.0 - band) * reference
 
 
-def _check_loss(trainer: pl.Trainer, monitor: HealthMonitor) -> tuple[float, float]:
+def _check_loss(trainer: Trainer, monitor: HealthMonitor) -> tuple[float, float]:
     """``(mean loss, standard error)`` of the check just made (NaN: its loss was not finite)."""
     history = monitor._history
     if not history.losses or history.loss_steps[-1] != trainer.global_step:

@@ -10,17 +10,8 @@ from __future__ import annotations
 import math
 
 from lightning_recipes._stats import difference_noise, significantly_above, validation_se
-from lightning_recipes.callbacks._health_causes import (
-    dead_unit_causes,
-    outliers_since,
-    ranked,
-    weighed,
-)
-from lightning_recipes.callbacks._health_evidence import (
-    Evidence,
-    evidence_of,
-    streak,
-)
+from lightning_recipes.callbacks._health_causes import dead_unit_causes, outliers_since, ranked, weighed
+from lightning_recipes.callbacks._health_evidence import Evidence, evidence_of, streak
 from lightning_recipes.callbacks._health_rules_layers import (
     _shrinks_before_blocked,
     data_stall,

@@ -431,10 +431,7 @@ def _shrinks_before_blocked(e: Evidence) -> bool:
     data, t, moved = e.data, e.t, e.ratios.moved
     blocked = [*dead_layers(data, t), *saturated_layers(data, t)]
     names = list(moved)
-    at = next(
-        (i for i, g in enumerate(names) if any(g == b or g.startswith(b + ".") for b in blocked)),
-        None,
-    )
+    at = next((i for i, g in enumerate(names) if any(g == b or g.startswith(b + ".") for b in blocked)), None)
     if not at:
         return False
     live = [moved[g] for g in names[:at]]

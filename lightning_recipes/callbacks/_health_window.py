@@ -30,7 +30,6 @@ __all__ = [
     "Diagnosis",
     "Finding",
     "History",
-    "Spike",
     "default_headline",
     "evidence_lines",
     "findings_table",
@@ -79,7 +78,7 @@ DEFAULT_THRESHOLDS: dict[str, float] = {
     "growth_high": 2.0,
     "outlier_factor": 30.0,
     "trivial_band": 0.1,
-    "spike_z": 10.0,
+    "spike_z": 10.0,  # accepted for old configs; no rule reads loss spikes (outlier_batches: gradients)
     "growth_blown": 10.0,
     "trained_share_low": 0.01,
 }
@@ -152,10 +151,6 @@ class CheckData:
     #: empty except at the first check of a run that started at step 0)
     dead_start: dict[str, float] = field(default_factory=dict)
     dead_rows_start: dict[str, float] = field(default_factory=dict)
-    #: the interval's training steps whose loss stands far above the interval's median (largest first), and
-    #: how many of its losses stand ``spike_z`` robust deviations and 2x above that median
-    loss_spikes: list[Spike] = field(default_factory=list)
-    loss_spike_count: int = 0
     #: the interval's first step with a non-finite loss (None: none)
     first_nonfinite_step: int | None = None
     #: the optimizers' class names (as ``type(optimizer).__name__``, unwrapped)
@@ -168,19 +163,6 @@ class CheckData:
     input_free_gap: float = math.nan
     input_free_gap_se: float = math.nan
     input_free_loss: float = math.nan
-
-
-@dataclass
-class Spike:
-    """One training step whose loss stands out from its interval: ``times`` the interval's median and ``z``
-    robust standard deviations above it (``_stats.robust_scale``); ``epoch`` and ``batch`` say which batch it
-    was (``batch_idx`` within the epoch)."""
-
-    step: int
-    epoch: int
-    batch: int
-    times: float
-    z: float
 
 
 @dataclass

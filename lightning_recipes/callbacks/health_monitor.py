@@ -40,7 +40,6 @@ from lightning_recipes.callbacks._health_collector import (
     nonfinite_counts,
     planned_steps,
     sparse_groups,
-    spikes_of,
     squared_norm,
     tracked_parameters,
     unwrap_optimizer,
@@ -83,24 +82,19 @@ __all__ = ["Finding", "HealthMonitor"]
 class HealthMonitor(Callback):
     """Diagnose a run that trains, but badly, while it trains: name the problem, show the numbers, advise.
 
-    Observes only (``StabilityGuard`` can act on its ``lr_too_high`` findings). Between checks it keeps each
-    step's loss on the device, and on the interval's last step per-group gradient and weight norms, update
-    ratios and learning rates; dead, saturated and non-finite activations on the last ``activation_samples``
-    batches; the validation loss (``val_monitor``) and the wait for data. Every ``check_every_n_steps`` steps
-    it packs that into one tensor, all-gathers it and reads it back (the one sync per check); the rules of
-    ``_health_rules.py`` (``thresholds`` overrides) judge it against the run's own noise, and each new problem
-    of :attr:`PROBLEMS` becomes a :class:`Finding` in :attr:`findings`, passed to ``on_finding`` (``"warn"``,
-    ``"raise"`` or a callable). ``group_by`` as in ``GradNormMonitor``. Each rule and its source:
-    ``docs/guides/health_monitor.md``.
+    Observes only (``StabilityGuard`` can act on its ``lr_too_high`` findings). It keeps each step's loss,
+    the interval's last step's per-group norms, update ratios and LRs, the activations of the last
+    ``activation_samples`` batches, the validation loss (``val_monitor``) and the wait for data on the
+    device; every ``check_every_n_steps`` steps it reads them back in one sync, the rules (``thresholds``
+    overrides) judge them against the run's own noise, and each new problem of :attr:`PROBLEMS` becomes a
+    :class:`Finding` in :attr:`findings`, passed to ``on_finding`` (``"warn"``, ``"raise"`` or a callable).
+    ``group_by`` as in ``GradNormMonitor``. The rules: ``docs/guides/health_monitor.md``.
 
-    ``repair=True`` (off by default) acts on findings whose cause the evidence names and that have a safe
-    in-process repair (``_health_repair.REPAIRS``: an LR too high or a diverged run, a collapsed LR,
-    overfitting, a non-finite update), at most ``max_repairs`` times, each a ``RepairEvent`` in
-    :attr:`repairs`; a run with nothing wrong trains bitwise as without it.
-
-    Logged keys (``prefix`` prepended), at every check: ``health/<problem>``, 1.0 while present, else 0.0;
-    at a repair: ``health/repair_step``, ``health/repair_action``, ``health/repair_lr_scale``,
-    ``health/repairs``.
+    ``repair=True`` acts on findings whose named cause has a safe in-process repair (an LR too high, a
+    collapsed LR, overfitting, a non-finite update), at most ``max_repairs`` times, each a ``RepairEvent`` in
+    :attr:`repairs`; a run with nothing wrong trains bitwise as without it. Logged (``prefix`` first):
+    ``health/<problem>`` (1.0 while present) at every check; ``health/repair_step``, ``health/repair_action``,
+    ``health/repair_lr_scale``, ``health/repairs`` at a repair.
 
     Example:
         >>> from lightning_recipes.testing import TinyClassifier, fast_trainer, random_classification_loader
@@ -172,9 +166,7 @@ class HealthMonitor(Callback):
         self._history = History()
         self._active: set[str] = set()
         self._warned: set[str] = set()
-        self._records = (
-            StepRecords()
-        )  # per step of an interval: its gradient norm, its batch's largest |input|
+        self._records = StepRecords()  # per step: its gradient norm, its batch's largest |input|
         self._reset_run_state()
 
     def _reset_run_state(self) -> None:
@@ -194,6 +186,7 @@ class HealthMonitor(Callback):
         self._init_calls = FunctionalSaturation([])
         self._init_handles: list[Any] = []
         self._init_measured = False
+        self._first_pack = True
         self._sparse_groups: set[str] = set()
         self._model_numel = 0  # every parameter of the module, trained or not (the trained share's whole)
         self._optimizers: list[str] = []
@@ -374,9 +367,7 @@ class HealthMonitor(Callback):
         if not did_step:
             self._clock.batch_end(self._clock.now())
             return
-        if (
-            self._before
-        ):  # the sampled step's change, per group (sharded parameters reduced: one home, norms.py)
+        if self._before:  # the sampled step's change, per group (sharded parameters reduced: norms.py)
             with torch.no_grad():
                 diffs = torch._foreach_sub([p for _, _, p in self._before], [c for _, c, _ in self._before])
             owners = [g for g, _, _ in self._before]
@@ -523,7 +514,7 @@ class HealthMonitor(Callback):
         """Saturation hooks on the run's first batch only (the state at initialisation)."""
         hooks = ActivationHooks(saturation=self._init_saturation, rows=None, calls=self._init_calls)
         self._init_handles += hooks.attach(self._watched())
-        self._init_handles += self._init_calls.attach([])  # the layers' outputs (no RowLiveness here)
+        self._init_handles += self._init_calls.attach()  # the layers' outputs (no RowLiveness here)
         self._init_calls.start()
         self._init_measured = True
         self._sampling = True
@@ -559,8 +550,7 @@ class HealthMonitor(Callback):
         """Everything the check needs, as one float64 vector with a layout identical on every rank."""
         packer = Packer(device)
         losses = loss_vector(self._losses, device)  # one stack of the interval's losses
-        spike_z = self.thresholds["spike_z"]
-        packer.add_block(LOSS_PIECES, loss_statistics(losses, self._loss_steps, device, z_min=spike_z))
+        packer.add_block(LOSS_PIECES, loss_statistics(losses, self._loss_steps, device))
         packer.add("param_start", self._param_start)
         groups = len(self._group_names)
         sampled = self._grad_sq is not None and self._group_of is not None
@@ -578,22 +568,23 @@ class HealthMonitor(Callback):
         packer.add("lr", self._lr if self._lr is not None else [-math.inf] * groups)
         packer.add("act_sampled", float(self._act_sampled))
         relu, saturating, rows = len(self._relu), len(self._saturating), len(self._row_layers)
-        # the ReLUs' and the Linear/Conv rows' dead fractions in one segment mean (as pack_activations and
-        # RowLiveness.dead_fractions compute them)
+        # the ReLUs' and the Linear/Conv rows' dead fractions in one segment mean
         alive = {**self._alive, **{relu + i: v for i, v in self._rows.alive.items()}}
         packer.add_block((("dead", relu), ("dead_rows", rows)), dead_of(alive, relu + rows, device))
         packer.add("saturated", means_by_index(self._saturation, saturating, 2, device).reshape(-1))
         packer.add("nonfinite", nonfinite_counts(self._nonfinite, len(self._leaves), device))
         packer.add("saturated_calls", self._calls.pack(device))
         packer.add("input_free", self._input_free.pack(device))
-        init = means_by_index(self._init_saturation, saturating, 2, device)
-        packer.add("saturated_init", init.reshape(-1))
-        packer.add("saturated_init_calls", self._init_calls.pack(device))
+        packer.add("step_records", self._records.pack(self.check_every_n_steps, device))
+        if self._first_pack or self._start_pending:  # the run's first batch, read by its first check only
+            init = means_by_index(self._init_saturation, saturating, 2, device)
+            packer.add("saturated_init", init.reshape(-1))
+            packer.add("saturated_init_calls", self._init_calls.pack(device))
+            packer.add("dead_start", dead_of(self._alive_start, len(self._relu), device))
+            packer.add("dead_rows_start", self._rows_start.dead_fractions(device))
+        self._first_pack = False  # the same on every rank: the layout too
         self._init_saturation = {}
         self._init_calls.clear()
-        packer.add("step_records", self._records.pack(self.check_every_n_steps, device))
-        packer.add("dead_start", dead_of(self._alive_start, len(self._relu), device))
-        packer.add("dead_rows_start", self._rows_start.dead_fractions(device))
         if not self._start_pending:  # measured once: the first check reads it
             self._alive_start = {}
             self._rows_start.clear()
@@ -624,7 +615,6 @@ class HealthMonitor(Callback):
         data.model_numel = self._model_numel
         data.optimizers = self._optimizers
         where = self._loss_batches
-        data.loss_spikes = spikes_of([row[layout["loss_outliers"]] for row in rows], where)
         if data.first_nonfinite_step is not None and data.first_nonfinite_step < len(where):
             data.first_nonfinite_step = where[data.first_nonfinite_step][0]
         self._clear_interval()
