@@ -457,8 +457,13 @@ def vanishing_gradients(e: Evidence) -> Decision | None:
         return None
     ratio = moved[first] / moved[top]
     blocked = bool(dead_layers(data, t) or saturated_layers(data, t)) and not _shrinks_before_blocked(e)
+    # a group with a gradient that does not move at all is not stepped (a zero LR, left out of the
+    # optimizer): not a vanishing gradient
+    unstepped = moved[first] == 0 and data.group_grad_rms.get(first, 0.0) > 0
     count = streak(
-        history, "vanishing_gradients", ratio < t["vanish_ratio"] and not blocked and not e.converging
+        history,
+        "vanishing_gradients",
+        ratio < t["vanish_ratio"] and not blocked and not e.converging and not unstepped,
     )
     history.vanish_ratios.append(ratio)
     if count < int(t["persist_checks"]):
