@@ -17,6 +17,7 @@ from torch.optim import Optimizer
 from typing_extensions import override
 
 from lightning_recipes._collectives import all_gather_stacked
+from lightning_recipes._deprecation import warn_deprecated
 from lightning_recipes._jsonable import jsonable
 from lightning_recipes._loss_output import loss_of
 from lightning_recipes._validation import check_bool, check_int, check_positive
@@ -140,6 +141,8 @@ class HealthMonitor(Callback):
                     f"`thresholds` has an unknown key {key!r}; allowed: {tuple(DEFAULT_THRESHOLDS)!r}."
                 )
             check_positive(f"thresholds[{key!r}]", value)
+            if key == "spike_z":
+                warn_deprecated("`thresholds['spike_z']` has no effect: no rule reads loss spikes any more.")
             merged[key] = float(value)
         if not isinstance(val_monitor, str):
             raise ValueError(f"`val_monitor` must be a str, got {val_monitor!r}.")

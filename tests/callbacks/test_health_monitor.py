@@ -32,6 +32,14 @@ def test_a_threshold_must_be_positive() -> (
         HealthMonitor(thresholds={"dead_fraction": -1})
 
 
+def test_the_unused_spike_threshold_warns_that_it_has_no_effect() -> None:
+    from lightning_recipes._deprecation import LightningRecipesDeprecationWarning
+
+    with pytest.warns(LightningRecipesDeprecationWarning, match="spike_z"):
+        monitor = HealthMonitor(thresholds={"spike_z": 8.0})
+    assert monitor.thresholds["spike_z"] == 8.0
+
+
 # ------------------------------------------------------------------------------------------------ rules
 
 
