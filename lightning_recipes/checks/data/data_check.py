@@ -386,23 +386,12 @@ class DataCheck(SanityCheck):
             classes,
             aligned,
         )
-        found_relations = [r for r in found_relations if not _feature_shift(r, found_relations)]
         if not found_relations:
             return
         worst = max(found_relations, key=lambda r: (("pass", "warn", "fail").index(r.level), r.z))
         details["relation"] = worst.details()
         if worst.level != "pass":
             self._found.append(_relation_finding(worst))
-
-
-def _feature_shift(r: Relation, found: list[Relation]) -> bool:
-    """Whether ``r``, one feature's rule, fails to carry over only because that feature is spread otherwise
-    in the other split (a curriculum, a filtered subset): the whole input's nearest neighbours, fitted on the
-    same split, score the other split at least as well as the feature scored its own, so the pairs agree."""
-    if r.rule != "one feature" or r.level == "pass":
-        return False
-    whole = [q for q in found if q.rule == "nearest neighbours" and q.fitted == r.fitted]
-    return any(q.level == "pass" and q.other >= r.own for q in whole)
 
 
 def _outside(labels: Tensor, classes: int | None, ignore: int) -> Tensor:
