@@ -43,6 +43,25 @@ def test_the_unused_spike_threshold_warns_that_it_has_no_effect() -> None:
 # ------------------------------------------------------------------------------------------------ rules
 
 
+def test_a_group_with_a_gradient_that_no_step_moves_is_frozen_by_the_optimizer_not_a_low_lr() -> None:
+    from lightning_recipes.callbacks._health_evidence import UpdateRatios, evidence_of
+    from lightning_recipes.callbacks._health_rules_layers import vanishing_gradients
+
+    grads = {"encoder": 0.1, "decoder": 0.1}
+    frozen = CheckData(
+        0, 0, update_ratio={"encoder": 0.0, "decoder": 1e-3}, group_grad_rms=grads,
+        group_numel={"encoder": 10_000, "decoder": 100}, grad_sampled=True,
+    )  # fmt: skip
+    ratios = UpdateRatios(frozen)
+    assert ratios.unstepped == ["encoder"] and ratios.median == 1e-3  # the LR read from what trains
+    history = History(streaks={"vanishing_gradients": 5})
+    assert vanishing_gradients(evidence_of(frozen, history, DEFAULT_THRESHOLDS)) is None
+    # every group still (a collapsed LR) is the LR's; a gradient that is 0 too is no gradient, not frozen
+    for ratio, grad in ((0.0, 0.1), (1e-3, 0.0)):
+        moved = {"encoder": 0.0, "decoder": ratio}
+        assert UpdateRatios(CheckData(0, 0, update_ratio=moved, group_grad_rms={"encoder": grad})).unstepped == []
+
+
 def test_overfitting_rule_is_prechelts_generalisation_loss_by_hand() -> None:
     """GL(t) = 100 (E_va(t) / E_opt(t) - 1): val 1.0 (best, epoch 1), then 1.04 (GL 4: below 5), 1.06 (GL 6),
     1.08 (GL 8), 1.10 (GL 10) while the training loss falls below it; 10,000 validation samples with a

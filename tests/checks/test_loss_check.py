@@ -279,6 +279,24 @@ class NegativeMSE(Regressor):
         return -F.mse_loss(self(x), y)
 
 
+class ErrorAsOutput(Regressor):
+    """The forward returns each sample's squared error (an anomaly score) and the loss is its mean: every
+    output is >= 0, so a descent ray that needs negative errors measures nothing (``sign=-1``: the mean
+    maximised, unbounded while the errors grow)."""
+
+    def __init__(self, sign: float = 1.0) -> None:
+        super().__init__()
+        self.sign = sign
+
+    def forward(self, x: Tensor, y: Tensor | None = None) -> Tensor:
+        prediction = super().forward(x)
+        return prediction if y is None else (prediction - y) ** 2
+
+    def training_step(self, batch: Any, batch_idx: int) -> Tensor:
+        x, y = batch
+        return self.sign * self(x, y).mean()
+
+
 class LogLikelihoodAsLoss(Classifier):
     """The log-likelihood maximised by the optimizer instead of its negative: a hand-written loss."""
 
@@ -616,6 +634,8 @@ def test_regression_targets_off_the_outputs_scale(kwargs, scale, status, ratio):
         (LogSoftmaxLM, lambda: _padded_tokens(pad=1), "pass", "log_softmax"),  # the ray moves the logits
         (lambda: LogSoftmaxLM(negate=True), lambda: _padded_tokens(pad=1), "fail", None),
         (lambda: SigmoidOutput("sigmoid"), _multilabel, "pass", None),
+        (ErrorAsOutput, _regression, "pass", "kept >= 0"),  # the ray keeps the errors >= 0
+        (lambda: ErrorAsOutput(sign=-1.0), _regression, "fail", "kept >= 0"),
         # a loss computed inside a wrapped model: replacing the output does not reach it, no claim
         (WrappedModel, _classification, "n/a", None),
         (lambda: WrappedModel(sign=-1.0), _classification, "n/a", None),
@@ -629,6 +649,8 @@ def test_regression_targets_off_the_outputs_scale(kwargs, scale, status, ratio):
         "log_softmax_nll",
         "negated_nll",
         "sigmoid_bce",
+        "error_as_output",
+        "negated_error_as_output",
         "wrapped",
         "wrapped_negated",
     ],
