@@ -58,8 +58,10 @@ def test_a_group_with_a_gradient_that_no_step_moves_is_frozen_by_the_optimizer_n
     assert vanishing_gradients(evidence_of(frozen, history, DEFAULT_THRESHOLDS)) is None
     # every group still (a collapsed LR) is the LR's; a gradient that is 0 too is no gradient, not frozen
     for ratio, grad in ((0.0, 0.1), (1e-3, 0.0)):
-        moved = {"encoder": 0.0, "decoder": ratio}
-        assert UpdateRatios(CheckData(0, 0, update_ratio=moved, group_grad_rms={"encoder": grad})).unstepped == []
+        data = CheckData(
+            0, 0, update_ratio={"encoder": 0.0, "decoder": ratio}, group_grad_rms={"encoder": grad}
+        )
+        assert not UpdateRatios(data).unstepped
 
 
 def test_overfitting_rule_is_prechelts_generalisation_loss_by_hand() -> None:
