@@ -28,10 +28,19 @@ def every(steps: int) -> dict[str, Any]:
     return {"val_check_interval": steps}
 
 
-def check_zoo(zoo: Any, problems: int, healthy: int, causes: int = 0, repairable: int = 0) -> None:
+def check_zoo(
+    zoo: Any,
+    problems: int,
+    healthy: int,
+    causes: int = 0,
+    repairable: int = 0,
+    as_causes: tuple[str, ...] = (),
+) -> None:
     """``zoo`` (a ``zoo.py`` module) has at least ``problems`` problem and ``healthy`` healthy runs,
     ``causes`` distinct expected problems and ``repairable`` repairable runs (all of them problem runs); names
-    are unique; every problem run names one of ``HealthMonitor.PROBLEMS``, an onset and a description."""
+    are unique; every problem run names one of ``HealthMonitor.PROBLEMS`` (or of ``as_causes``: names the
+    monitor gives only as a finding's cause), an onset and a description."""
+    vocabulary = (*HealthMonitor.PROBLEMS, *as_causes)
     assert len(zoo.PROBLEM_CASES) >= problems and len(zoo.HEALTHY_CASES) >= healthy
     assert len({case.expected for case in zoo.PROBLEM_CASES}) >= causes
     assert len({case.name for case in zoo.CASES}) == len(zoo.CASES)
@@ -39,9 +48,9 @@ def check_zoo(zoo: Any, problems: int, healthy: int, causes: int = 0, repairable
         names = set(zoo.REPAIRABLE)
         assert len(zoo.REPAIRABLE) >= repairable and names <= {case.name for case in zoo.PROBLEM_CASES}
     for case in zoo.PROBLEM_CASES:
-        assert case.expected in HealthMonitor.PROBLEMS, case.name
+        assert case.expected in vocabulary, case.name
         assert case.expected not in case.also_allowed, case.name
-        assert set(case.also_allowed) <= set(HealthMonitor.PROBLEMS), case.name
+        assert set(case.also_allowed) <= set(vocabulary), case.name
         assert case.onset_step >= 0 and case.description, case.name
     assert all(case.expected is None and case.description for case in zoo.HEALTHY_CASES)
 

@@ -247,7 +247,8 @@ def steplr_collapses(r: PlainRecorder) -> None:
 
 
 # ------------------------------------------------------------------------------------------ healthy
-def _trains(r: PlainRecorder, below: float, at_least: float = -math.inf) -> None:
+def trains(r: PlainRecorder, below: float, at_least: float = -math.inf) -> None:
+    """A healthy run: every loss finite and the last validation loss in ``[at_least, below)``."""
     assert finite(r.losses) and finite(r.val_losses), (
         first_nonfinite(r.losses + r.val_losses),
         len(r.losses),
@@ -256,12 +257,12 @@ def _trains(r: PlainRecorder, below: float, at_least: float = -math.inf) -> None
 
 
 def warmup_trains(r: PlainRecorder) -> None:
-    _trains(r, 0.1)
+    trains(r, 0.1)
     assert mean(r.losses[:50]) > 0.95 * LN3  # the long warm-up: nothing moves for ~50 steps
 
 
 def clipped_trains(r: PlainRecorder) -> None:
-    _trains(r, 0.1)
+    trains(r, 0.1)
     assert min(r.grad_norms) > 0.02, sorted(r.grad_norms)[
         :5
     ]  # the norm before clipping: every step is clipped
@@ -269,41 +270,41 @@ def clipped_trains(r: PlainRecorder) -> None:
 
 def counts_sum_trains(r: PlainRecorder) -> None:
     _, vy = build.counts(600, 1)
-    _trains(r, 600 * (_trivial_poisson(vy) - 0.3))
+    trains(r, 600 * (_trivial_poisson(vy) - 0.3))
     assert mean(r.losses[:20]) > 20, mean(r.losses[:20])  # the sum over 64 rows makes a large scale
 
 
 def label_noise_trains(r: PlainRecorder) -> None:
-    _trains(r, 0.85 * LN3, 0.6)  # the floor of 40% relabelled rows is high, and training reaches it
+    trains(r, 0.85 * LN3, 0.6)  # the floor of 40% relabelled rows is high, and training reaches it
 
 
 def batchnorm_trains(r: PlainRecorder) -> None:
-    _trains(r, 0.8 * LN4)
+    trains(r, 0.8 * LN4)
     assert r.val_losses == sorted(r.val_losses, reverse=True), r.val_losses
 
 
 def curriculum_trains(r: PlainRecorder) -> None:
-    _trains(r, 0.6 * LN3)
+    trains(r, 0.6 * LN3)
     c = build.CURRICULUM_STEP
     assert mean(r.losses[c : c + 10]) > 2 * mean(r.losses[c - 20 : c])  # the hard data arrives
     assert mean(r.losses[-30:]) < 0.8 * mean(r.losses[c : c + 10])  # and is learnt
 
 
 def gaussian_nll_trains(r: PlainRecorder) -> None:
-    _trains(r, -0.3)  # negative: the predicted variance is below 1 where the noise is small
+    trains(r, -0.3)  # negative: the predicted variance is below 1 where the noise is small
 
 
 def step_decay_trains(r: PlainRecorder) -> None:
-    _trains(r, 0.7)
+    trains(r, 0.7)
     assert r.lrs[149][0] == 3e-3 and abs(r.lrs[150][0] - 3e-4) < 1e-9
 
 
 def frozen_embeddings_train(r: PlainRecorder) -> None:
-    _trains(r, 0.9 * LN2)
+    trains(r, 0.9 * LN2)
     assert all("net.bag.weight" not in step for step in r.update_ratios)
 
 
 def converged_idles(r: PlainRecorder) -> None:
-    _trains(r, 0.05)
+    trains(r, 0.05)
     assert mean(r.losses[-150:]) < 0.01 * mean(r.losses[:10]), (mean(r.losses[-150:]), mean(r.losses[:10]))
     assert max(r.losses[-150:]) < 0.2, max(r.losses[-150:])

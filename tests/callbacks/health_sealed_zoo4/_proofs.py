@@ -21,7 +21,7 @@ from lightning_recipes.testing.trainers import fast_trainer
 from tests.callbacks.health_field_gallery._case import PlainRecorder
 from tests.callbacks.health_sealed_zoo._proofs import mean, twin
 from tests.callbacks.health_sealed_zoo2._proofs import finite, first_nonfinite, rows_zero
-from tests.callbacks.health_sealed_zoo3._proofs import TanhProbe, repair_room
+from tests.callbacks.health_sealed_zoo3._proofs import TanhProbe, repair_room, trains
 from tests.callbacks.health_sealed_zoo4 import _builds as build
 
 LN10 = math.log(10)
@@ -232,70 +232,62 @@ def workers_stall(r: PlainRecorder) -> None:
 
 
 # ------------------------------------------------------------------------------------------ healthy
-def _trains(r: PlainRecorder, below: float, at_least: float = -math.inf) -> None:
-    assert finite(r.losses) and finite(r.val_losses), (
-        first_nonfinite(r.losses + r.val_losses),
-        len(r.losses),
-    )
-    assert at_least <= r.val_losses[-1] < below, r.val_losses
-
-
 def sepconv_warmup_trains(r: PlainRecorder) -> None:
-    _trains(r, 0.3)
+    trains(r, 0.3)
     assert mean(r.losses[:20]) > 0.9 * LN10, mean(r.losses[:20])  # the long warm-up: slow at first
 
 
 def gcn_converged_idles(r: PlainRecorder) -> None:
-    _trains(r, 0.1)
+    trains(r, 0.1)
     assert mean(r.losses[-150:]) < 0.02 * mean(r.losses[:10]), (mean(r.losses[-150:]), mean(r.losses[:10]))
 
 
 def multilabel_noise_trains(r: PlainRecorder) -> None:
-    _trains(r, 0.66, 0.55)  # 30% flipped bits: the floor is ~0.61 nats, and training reaches near it
+    trains(r, 0.66, 0.55)  # 30% flipped bits: the floor is ~0.61 nats, and training reaches near it
 
 
 def quantile_batch4_trains(r: PlainRecorder) -> None:
-    _trains(r, 0.8 * _pinball(build.quantile_data(600, 1)[1]))
+    trains(r, 0.8 * _pinball(build.quantile_data(600, 1)[1]))
 
 
 def sets_curriculum_trains(r: Any) -> None:
-    _trains(r, 0.8 * _variance(torch.cat([build.sets(300, 1)[1], build.sets(300, 3)[1]])))
+    trains(r, 0.8 * _variance(torch.cat([build.sets(300, 1)[1], build.sets(300, 3)[1]])))
     c = build.CURRICULUM_STEP
     assert mean(r.losses[c : c + 10]) > 2 * mean(r.losses[c - 20 : c])  # the loose sets arrive
     assert mean(r.losses[-30:]) < 0.8 * mean(r.losses[c : c + 10])  # and are learnt
 
 
 def recommender_sum_trains(r: PlainRecorder) -> None:
-    _trains(r, 1500 * 0.7 * RATINGS_VARIANCE)  # validation sums over its one batch of 1500 ratings
+    trains(r, 1500 * 0.7 * RATINGS_VARIANCE)  # validation sums over its one batch of 1500 ratings
     assert mean(r.losses[:20]) > 50, mean(r.losses[:20])  # the sum over 64 ratings makes a large scale
 
 
 def unet_step_decay_trains(r: PlainRecorder) -> None:
-    _trains(r, 0.04)
+    trains(r, 0.04)
     assert r.lrs[149][0] == 2e-3 and abs(r.lrs[150][0] - 2e-4) < 1e-9
 
 
 def multilabel_clipped_trains(r: PlainRecorder) -> None:
-    _trains(r, 0.3)
+    trains(r, 0.3)
     assert min(r.grad_norms) > 0.01, min(r.grad_norms)  # the norm before clipping: every step clips
 
 
 def gcn_frozen_trains(r: PlainRecorder) -> None:
-    _trains(r, 0.8 * math.log(4))
+    trains(r, 0.8 * math.log(4))
     assert all(set(step) <= {"net.head.weight", "net.head.bias"} for step in r.update_ratios)
 
 
 def quantile_cyclic_trains(r: PlainRecorder) -> None:
-    _trains(r, 0.7 * _pinball(build.quantile_data(600, 1)[1]))
+    trains(r, 0.7 * _pinball(build.quantile_data(600, 1)[1]))
     assert max(lr[0] for lr in r.lrs) > 20 * min(lr[0] for lr in r.lrs)
 
 
 def sets_offset_trains(r: PlainRecorder) -> None:
-    _trains(r, 25.2, 25.0)
+    trains(r, 25.2, 25.0)
     assert mean(r.losses[:10]) - mean(r.losses[-10:]) > 0.1, (r.losses[:10], r.losses[-10:])
 
 
 def recommender_slow_trains(r: PlainRecorder) -> None:
-    _trains(r, 0.95 * RATINGS_VARIANCE)
+    trains(r, 0.95 * RATINGS_VARIANCE)
     thirds = [mean(r.losses[i : i + 100]) for i in (0, 100, 200)]
     assert thirds[0] > thirds[1] > thirds[2], thirds

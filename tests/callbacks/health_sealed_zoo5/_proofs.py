@@ -21,7 +21,7 @@ from lightning_recipes.testing.trainers import fast_trainer
 from tests.callbacks.health_field_gallery._case import PlainRecorder
 from tests.callbacks.health_sealed_zoo._proofs import mean, twin
 from tests.callbacks.health_sealed_zoo2._proofs import finite, first_nonfinite, rows_zero
-from tests.callbacks.health_sealed_zoo3._proofs import repair_room
+from tests.callbacks.health_sealed_zoo3._proofs import repair_room, trains
 from tests.callbacks.health_sealed_zoo5 import _builds as build
 
 LN4, LN10 = math.log(4), math.log(10)
@@ -253,78 +253,70 @@ def points_stall(r: PlainRecorder) -> None:
 
 
 # ------------------------------------------------------------------------------------------ healthy
-def _trains(r: PlainRecorder, below: float, at_least: float = -math.inf) -> None:
-    assert finite(r.losses) and finite(r.val_losses), (
-        first_nonfinite(r.losses + r.val_losses),
-        len(r.losses),
-    )
-    assert at_least <= r.val_losses[-1] < below, r.val_losses
-
-
 def vae_kl_warmup_trains(r: PlainRecorder) -> None:
-    _trains(r, 0.85 * r.val_losses[0])
+    trains(r, 0.85 * r.val_losses[0])
     assert mean(r.losses[140:160]) > 0.9 * mean(r.losses[100:120]), r.losses[100:160]  # the KL arriving
 
 
 def points_converged_idles(r: PlainRecorder) -> None:
-    _trains(r, 0.1)
+    trains(r, 0.1)
     assert mean(r.losses[-100:]) < 0.1 * mean(r.losses[:10]), (mean(r.losses[-100:]), mean(r.losses[:10]))
 
 
 def ordinal_noise_trains(r: PlainRecorder) -> None:
     _, _, val = build.ordinal_label_noise()
     trivial = _coral_trivial(val.dataset.tensors[1])  # the redrawn levels' own trivial loss
-    _trains(r, 0.95 * trivial, 0.75 * trivial)  # 40% redrawn: a high floor, reached
+    trains(r, 0.95 * trivial, 0.75 * trivial)  # 40% redrawn: a high floor, reached
 
 
 def ordinal_batch4_trains(r: PlainRecorder) -> None:
-    _trains(r, 0.8 * ORDINAL_TRIVIAL)
+    trains(r, 0.8 * ORDINAL_TRIVIAL)
 
 
 def points_curriculum_trains(r: PlainRecorder) -> None:
-    _trains(r, 0.5 * LN4)
+    trains(r, 0.5 * LN4)
     c = build.CURRICULUM_STEP
     assert mean(r.losses[c : c + 10]) > 2 * mean(r.losses[c - 20 : c])  # the jittered clouds arrive
     assert mean(r.losses[-30:]) < 0.8 * mean(r.losses[c : c + 10])  # and are learnt
 
 
 def vae_sum_trains(r: PlainRecorder) -> None:
-    _trains(r, 0.85 * r.val_losses[0])
+    trains(r, 0.85 * r.val_losses[0])
     assert mean(r.losses[:20]) > 1000, mean(r.losses[:20])  # the sum over 64 images makes a large scale
 
 
 def moe_step_decay_trains(r: PlainRecorder) -> None:
-    _trains(r, 0.7 * REGIMES_VARIANCE)
+    trains(r, 0.7 * REGIMES_VARIANCE)
     assert r.lrs[149][0] == 3e-3 and abs(r.lrs[150][0] - 3e-4) < 1e-9
 
 
 def hyper_clipped_trains(r: PlainRecorder) -> None:
-    _trains(r, 0.4)
+    trains(r, 0.4)
     assert min(r.grad_norms) > 0.05, min(r.grad_norms)  # the norm before clipping: every step clips
 
 
 def points_frozen_trains(r: PlainRecorder) -> None:
-    _trains(r, 0.6 * LN4)
+    trains(r, 0.6 * LN4)
     assert all(set(step) <= {"net.head.0.weight", "net.head.0.bias", "net.head.2.weight", "net.head.2.bias"}
                for step in r.update_ratios)  # fmt: skip
 
 
 def moe_cyclic_trains(r: PlainRecorder) -> None:
-    _trains(r, 0.7 * REGIMES_VARIANCE)
+    trains(r, 0.7 * REGIMES_VARIANCE)
     assert max(lr[0] for lr in r.lrs) > 20 * min(lr[0] for lr in r.lrs)
 
 
 def ordinal_offset_trains(r: PlainRecorder) -> None:
     offset = math.log(120)
-    _trains(r, offset + 0.7 * ORDINAL_TRIVIAL, offset)
+    trains(r, offset + 0.7 * ORDINAL_TRIVIAL, offset)
     assert mean(r.losses[:10]) - mean(r.losses[-10:]) > 0.1, (r.losses[:10], r.losses[-10:])
 
 
 def shared_momentum_trains(r: PlainRecorder) -> None:
-    _trains(r, 0.5)
+    trains(r, 0.5)
     ups = sum(b > a for a, b in zip(r.losses, r.losses[1:]))
     assert ups > 100, ups  # momentum 0.99: the loss goes up on many steps, yet falls overall
 
 
 def ordinal_decay_trains(r: PlainRecorder) -> None:
-    _trains(r, 0.6 * ORDINAL_TRIVIAL)
+    trains(r, 0.6 * ORDINAL_TRIVIAL)

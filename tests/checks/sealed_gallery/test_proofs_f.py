@@ -8,7 +8,6 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-import lightning.pytorch as pl
 import pytest
 import torch
 import torch.nn.functional as F
@@ -16,7 +15,8 @@ import torch.nn.functional as F
 from tests.checks.sealed_gallery import _f_data as d
 from tests.checks.sealed_gallery import _f_models as m
 from tests.checks.sealed_gallery import f as gallery
-from tests.checks.sealed_gallery.test_proofs_c import Proof, trained, twin_runs  # the same harness as C
+from tests.helpers import sealed
+from tests.helpers.sealed import Proof
 
 BUGS = {case.id: case for case in gallery.BUGS}
 
@@ -181,47 +181,14 @@ PROOFS = {
 
 
 def test_every_bug_has_a_proof() -> None:
-    assert set(PROOFS) == set(BUGS)
-    assert len(gallery.BUGS) >= 22 and len(gallery.HEALTHY) >= 16
-    cases = gallery.BUGS + gallery.HEALTHY
-    assert len({case.id for case in cases}) == len(cases)
+    sealed.check_gallery(gallery, PROOFS, bugs=22, healthy=16)
 
 
 @pytest.mark.parametrize("case_id", list(PROOFS))
 def test_bug_is_real(case_id: str) -> None:
-    case, proof = BUGS[case_id], PROOFS[case_id]
-    twins = twin_runs(proof)
-    buggy, buggy_loaders = trained(case.model, case.data, 0, proof.epochs)
-    healthy = [proof.error(model) for model, _ in twins]
-    noise = abs(healthy[0] - healthy[1])
-    bug_error = proof.error(buggy)
-    assert buggy.train_losses.fell(), "a silent bug: its training loss falls"
-    print(f"\n{case_id}: bug {bug_error:.4f}  twin {healthy[0]:.4f} / {healthy[1]:.4f} (noise {noise:.4f})")
-    if proof.lie:
-        claimed = proof.lie(buggy, buggy_loaders)
-        twin_lies = [proof.error(model) - proof.lie(model, loaders) for model, loaders in twins]
-        lie = bug_error - claimed
-        print(f"  validation reports {claimed:.4f}: overstated by {lie:.4f}; the twin's {twin_lies}")
-        assert lie > proof.min_gap + max(twin_lies) and lie > 3 * noise, (lie, twin_lies, noise)
-    if proof.worse:
-        gap = bug_error - healthy[0]
-        assert gap > proof.min_gap and gap > 3 * noise, (gap, noise)
+    sealed.check_bug_is_real(BUGS[case_id], PROOFS[case_id])
 
 
 @pytest.mark.parametrize("case", gallery.HEALTHY, ids=lambda case: case.id)
 def test_healthy_case_fits(case) -> None:
-    pl.seed_everything(0, verbose=False)
-    loaders, model = case.data(), case.model()
-
-    def val_loss() -> float:
-        model.eval()
-        with torch.no_grad():
-            loss = torch.stack([model.loss(batch) for batch in loaders["val_dataloaders"]]).mean().item()
-        model.train()  # Lightning keeps the mode it finds
-        return loss
-
-    before = val_loss()
-    model, _ = trained(lambda: model, lambda: loaders, seed=0, epochs=4)
-    after = val_loss()
-    print(f"\n{case.id}: val loss {before:.4f} -> {after:.4f}")
-    assert model.train_losses.fell() and before - after > 0.1 * abs(before)
+    sealed.check_healthy_case_fits(case, epochs=4)
