@@ -3,7 +3,8 @@
 Run from the repository root::
 
     PYTHONPATH=$PWD OMP_NUM_THREADS=1 .venv/bin/python -m tests.checks.dev_gallery.score \
-        [--ids a,b] [--messages] [--json out.json] [--gallery sealed|sealed-c|sealed-d|sealed-e|sealed-f]
+        [--ids a,b] [--messages] [--json out.json] [--gallery dev|sealed|sealed-c|...|all] \\
+        [--checks input_independence,loss] [--details]
 
 ``--gallery sealed`` scores the sealed galleries A and B (``tests/checks/sealed_gallery``) instead, and
 ``--gallery sealed-c`` sealed gallery C, ``--gallery sealed-d`` sealed gallery D, ``--gallery sealed-e``
@@ -43,6 +44,7 @@ class Row:
     statuses: dict[str, str] = field(default_factory=dict)
     summaries: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
+    details: dict[str, Any] = field(default_factory=dict)
 
     @property
     def flagged(self) -> list[str]:
@@ -62,15 +64,30 @@ class Row:
         return any(status == "warn" for status in self.statuses.values())
 
 
-def score_case(case: SealedCase) -> Row:
-    """Run the preflight on ``case`` (seeded with ``torch.manual_seed(0)``)."""
+GALLERIES = ("dev", "sealed", "sealed-c", "sealed-d", "sealed-e", "sealed-f")
+
+
+def gallery_cases(gallery: str, twins: bool = False) -> list[SealedCase]:
+    """The bugs then the healthy cases of one gallery (``sealed`` is A and B; ``twins`` adds dev's fixed
+    twins)."""
+    if gallery == "dev":
+        return BUGS + HEALTHY + (FIXED_TWINS if twins else [])
+    import importlib
+
+    letters = "ab" if gallery == "sealed" else gallery.removeprefix("sealed-")
+    modules = [importlib.import_module(f"tests.checks.sealed_gallery.{letter}") for letter in letters]
+    return [case for m in modules for case in m.BUGS] + [case for m in modules for case in m.HEALTHY]
+
+
+def score_case(case: SealedCase, checks: list[str] | None = None, details: bool = False) -> Row:
+    """Run the preflight (``checks``: these names only) on ``case``, seeded with ``torch.manual_seed(0)``."""
     from lightning_recipes.checks import preflight
 
     torch.manual_seed(0)
     model = case.model()
     data = case.data()
     start = time.perf_counter()
-    report = preflight(model, **data, num_threads=1, progress=False)
+    report = preflight(model, **data, checks=checks, num_threads=1, progress=False)
     seconds = time.perf_counter() - start
     return Row(
         id=case.id,
@@ -79,7 +96,21 @@ def score_case(case: SealedCase) -> Row:
         statuses={r.name: r.status for r in report},
         summaries={r.name: r.message.splitlines()[0][:160] for r in report if r.status != "pass"},
         seconds=seconds,
+        details={r.name: _jsonable(r.details) for r in report} if details else {},
     )
+
+
+def _jsonable(value: Any) -> Any:
+    """``value`` with tensors and other objects json cannot write turned into numbers or strings."""
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, torch.Tensor):
+        return value.tolist() if value.numel() <= 64 else f"tensor{list(value.shape)}"
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return repr(value)[:200]
 
 
 def summary(rows: list[Row]) -> str:
@@ -132,41 +163,24 @@ def main(argv: list[str] | None = None) -> list[Row]:
     parser.add_argument("--twins", action="store_true", help="also run every bug's fixed twin")
     parser.add_argument(
         "--gallery",
-        choices=("dev", "sealed", "sealed-c", "sealed-d", "sealed-e", "sealed-f"),
+        choices=(*GALLERIES, "all"),
         default="dev",
-        help="which gallery to score",
+        help="which gallery to score (all: every one, in turn)",
     )
+    parser.add_argument("--checks", default="", help="comma-separated check names (default: every check)")
+    parser.add_argument("--details", action="store_true", help="keep each result's evidence fields in --json")
     parser.add_argument("--messages", action="store_true", help="print each non-pass result's first line")
     args = parser.parse_args(argv)
     wanted = {name for name in args.ids.split(",") if name}
-    if args.gallery == "sealed":
-        from tests.checks.sealed_gallery import a, b
-
-        pool = a.BUGS + b.BUGS + a.HEALTHY + b.HEALTHY
-    elif args.gallery == "sealed-c":
-        from tests.checks.sealed_gallery import c
-
-        pool = c.BUGS + c.HEALTHY
-    elif args.gallery == "sealed-d":
-        from tests.checks.sealed_gallery import d
-
-        pool = d.BUGS + d.HEALTHY
-    elif args.gallery == "sealed-e":
-        from tests.checks.sealed_gallery import e
-
-        pool = e.BUGS + e.HEALTHY
-    elif args.gallery == "sealed-f":
-        from tests.checks.sealed_gallery import f
-
-        pool = f.BUGS + f.HEALTHY
-    else:
-        pool = BUGS + HEALTHY + (FIXED_TWINS if args.twins else [])
+    pool: list[SealedCase] = []
+    for gallery in GALLERIES if args.gallery == "all" else (args.gallery,):
+        pool += gallery_cases(gallery, twins=args.twins)
     cases = [case for case in pool if not wanted or case.id.removesuffix("__fixed") in wanted]
     if unknown := wanted - {case.id.removesuffix("__fixed") for case in cases}:
         parser.error(f"unknown --ids: {sorted(unknown)}")
     rows: list[Row] = []
     for case in cases:
-        row = score_case(case)
+        row = score_case(case, [name for name in args.checks.split(",") if name] or None, args.details)
         rows.append(row)
         kind = "bug" if row.bug else "healthy"
         verdict = (
