@@ -103,6 +103,14 @@ RECIPES = {
     },
     # broken
     "one_cycle_per_epoch": _one_cycle_per_epoch,
+    "exponential_meant_per_epoch_per_step": lambda m, o: {
+        "optimizer": o,
+        "lr_scheduler": {"scheduler": schedulers.ExponentialLR(o, gamma=0.3), "interval": "step"},
+    },
+    "exponential_per_epoch": lambda m, o: {
+        "optimizer": o,
+        "lr_scheduler": {"scheduler": schedulers.ExponentialLR(o, gamma=0.3), "interval": "epoch"},
+    },
     "steplr_meant_per_epoch_per_step": lambda m, o: {
         "optimizer": o,
         "lr_scheduler": {"scheduler": schedulers.StepLR(o, step_size=3, gamma=0.1), "interval": "step"},
@@ -286,6 +294,18 @@ def test_unknown_length_is_inconclusive_asking_for_max_epochs():
     result = schedule("steplr_meant_per_epoch_per_step")
     assert result.status == "inconclusive"
     assert "pass `max_epochs=` or `max_steps=`" in result.message
+
+
+def test_unknown_length_warns_on_a_collapse_in_epoch_0_that_holds_for_any_run_of_2_to_20_epochs():
+    """Sealed F: a per-epoch ExponentialLR registered per step is ~0 from step 6 of the first 8-batch epoch
+    on. Whatever the run's length between 2 and 20 epochs, that is a collapse: warn (the length is unknown,
+    so not fail). The same decay per epoch is judged only with a length."""
+    result = schedule("exponential_meant_per_epoch_per_step")
+    assert result.status == "warn", result.message
+    assert result.details["collapse_step"] == 6 and result.details["steps_per_epoch"] == LOADER_BATCHES
+    assert result.details["horizon_epochs"] == 20
+    assert schedule("exponential_per_epoch").status == "inconclusive"
+    assert schedule("exponential_meant_per_epoch_per_step", max_epochs=3).status == "fail"
 
 
 def test_configure_optimizers_reading_the_trainer_is_inconclusive_without_a_length_and_judged_with_one():

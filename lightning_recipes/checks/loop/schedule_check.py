@@ -4,6 +4,7 @@ unbounded growth, no scheduler that runs out."""
 from __future__ import annotations
 
 import logging
+import math
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -306,6 +307,13 @@ class ScheduleCheck(SanityCheck):
         total, source = run.total_steps, run.source
         if total is None:
             total, source = _own_length(stepped, run.steps_per_epoch)
+        if total is None and (early := _collapses_at_any_length(stepped, run, self.collapse, self.low)):
+            summary = (
+                f"{names}: the LR {early['measured']} and stays there for any run of 2 to "
+                f"{early['horizon_epochs']} epochs"
+            )
+            action = f"{_FIXES['collapse']} {_ASK_LENGTH}"
+            return self.verdict("warn", summary[:SUMMARY_LIMIT], {"schedulers": names, **early}, action)
         if total is None:
             summary = "the run's length is unknown and no scheduler states one"
             return self.verdict("inconclusive", summary, {"schedulers": names}, action=_ASK_LENGTH)
@@ -616,6 +624,38 @@ def _summary(curve: Tensor, base: float) -> dict[str, Any]:
 
 def _described(config: SchedulerConfig) -> str:
     return f"{type(config.scheduler).__name__} (per {config.interval}, every {config.frequency})"
+
+
+def _collapses_at_any_length(
+    configs: list[SchedulerConfig], run: RunLength, collapse: float, low: float
+) -> dict[str, Any] | None:
+    """Where the run's length is unknown: a group whose LR collapses within the first epoch, judged a
+    collapse by :func:`judge_curve` for a run of 2 epochs and for one of ``horizon`` epochs alike (so for
+    any length between, the curve being stepped copies of the user's schedulers). ``None`` otherwise."""
+    per_epoch = run.steps_per_epoch
+    if not per_epoch:
+        return None
+    shortest, horizon = 2 * per_epoch, max(2 * per_epoch, min(20 * per_epoch, 20_000))
+    curves = lr_curves(configs, horizon, run.batches_per_epoch, run.accumulate_grad_batches)
+    if curves.error or len(curves.values) < horizon:
+        return None
+    for column, (label, base) in enumerate(zip(curves.labels, curves.bases, strict=True)):
+        curve = curves.values[:, column]
+        found = [
+            judge_curve(curve[:n], base, n, collapse=collapse, low=low, growth=math.inf)
+            for n in (shortest, horizon)
+        ]
+        below = torch.nonzero(curve < collapse * base).flatten()
+        if all(f is not None and f.rule == "collapse" for f in found) and len(below) and below[0] < per_epoch:
+            return {
+                "group": label,
+                "measured": f"falls below {collapse:g} x base at step {int(below[0])} of epoch 0",
+                "collapse_step": int(below[0]),
+                "steps_per_epoch": per_epoch,
+                "shortest_epochs": 2,
+                "horizon_epochs": horizon // per_epoch,
+            }
+    return None
 
 
 def _own_length(configs: list[SchedulerConfig], steps_per_epoch: int | None) -> tuple[int | None, str]:
