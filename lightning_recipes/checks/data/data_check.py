@@ -19,7 +19,7 @@ from lightning_recipes.checks.data._loader_samples import check_pair, distinct_l
 from lightning_recipes.checks.data._relation import Relation, relations
 from lightning_recipes.checks.report import CheckResult, Status
 from lightning_recipes.harness import Harness as CheckContext
-from lightning_recipes.harness import is_shuffled
+from lightning_recipes.harness import is_shuffled, preserved_rng
 from lightning_recipes.harness.batches import is_float
 from lightning_recipes.harness.walk import tensors_of
 
@@ -139,6 +139,7 @@ class DataCheck(SanityCheck):
         details["num_classes"] = classes
         self._labels(context, batches, targets, classes, details)
         self._splits(context, batches, details)
+        self._further_targets(context, batches, details)
         found.sort(key=lambda f: _ORDER[f.status])
         if found:  # every finding's sentence, the worst first
             details["findings"] = [f.summary for f in found]
@@ -393,6 +394,55 @@ class DataCheck(SanityCheck):
         if worst.level != "pass":
             self._found.append(_relation_finding(worst))
 
+    def _further_targets(self, context: CheckContext, batches: list[Any], details: dict[str, Any]) -> None:
+        """Each further target the loss reads from the batch (a detector's box beside its class) is paired
+        with the input as the main one is: the same nearest-neighbour rule, in both directions."""
+        val = context.val_batches(self.num_batches)
+        try:
+            with preserved_rng(), torch.no_grad():
+                calls = context.loss_calls(context.copy_model(), batches[0])
+        except Exception:
+            return
+        x, y = context.split(batches[0])
+        keys = {call.target_key for call in calls if call.target_key is not None}
+        entries = {k: _entry(batches[0], k) for k in keys}
+        further = [k for k, v in entries.items() if v is not None and v is not x and v is not y]
+        for key in sorted(further, key=str):
+            stacked = {s: _stacked_entry(context, b, key) for s, b in (("train", batches), ("val", val))}
+            if not val or any(v is None for v in stacked.values()):
+                continue
+            (x_t, y_t), (x_v, y_v) = stacked["train"], stacked["val"]  # type: ignore[misc]
+            found = relations(
+                {"train": x_t, "val": x_v}, {"train": y_t, "val": y_v}, {"train": {}, "val": {}}, 0, False
+            )
+            details.setdefault("further_targets", {})[str(key)] = [r.details() for r in found]
+            worst = max(found, key=lambda r: (("pass", "warn", "fail").index(r.level), r.z), default=None)
+            if worst is not None and worst.level != "pass":
+                self._found.append(_relation_finding(worst, f"target {key!r}"))
+
+
+def _entry(batch: Any, key: Any) -> Tensor | None:
+    try:
+        value = batch[key]
+    except (KeyError, IndexError, TypeError):
+        return None
+    return value if isinstance(value, Tensor) else None
+
+
+def _stacked_entry(context: CheckContext, batches: list[Any], key: Any) -> tuple[Tensor, Tensor] | None:
+    """Inputs and the entry ``key`` of ``batches`` stacked, when the entry is a float value per sample."""
+    xs, ys = [], []
+    for batch in batches:
+        x, y = context.split(batch)[0], _entry(batch, key)
+        if x is None or y is None or not y.is_floating_point() or not 1 <= y.ndim <= 2 or len(y) != len(x):
+            return None
+        xs.append(x.detach().cpu())
+        ys.append(y.detach().cpu())
+    try:
+        return torch.cat(xs), torch.cat(ys)
+    except RuntimeError:
+        return None
+
 
 def _outside(labels: Tensor, classes: int | None, ignore: int) -> Tensor:
     """Labels outside ``[0, classes)`` that are not ``ignore``."""
@@ -420,12 +470,12 @@ def _label_loss(context: CheckContext, batch: Any) -> tuple[int, int] | str | No
     return None
 
 
-def _relation_finding(r: Relation) -> Finding:
+def _relation_finding(r: Relation, target: str = "") -> Finding:
     other = "val" if r.fitted == "train" else "train"
     return Finding(
         r.level,
-        f"pairing differs across splits: {r.rule} fit on {r.fitted} score {r.own:.2f} there, {r.other:.2f} "
-        f"on {other} ({r.z:.0f} SE)",
+        f"pairing{' of ' + target if target else ''} differs across splits: {r.rule} fit on {r.fitted} score "
+        f"{r.own:.2f} there, {r.other:.2f} on {other} ({r.z:.0f} SE)",
         action=f"Compare a few {other} samples with their targets: shuffled or remapped labels, an "
         "augmentation or crop that moves the input but not its target, a step applied to one split only.",
     )

@@ -1,0 +1,88 @@
+"""``DataCheck`` pairs every target the loss reads, not only the first: a detector whose shift augmentation
+moves the image but not the box it must regress (sealed gallery F) fails; the box moved with it passes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+from torch import Tensor, nn
+from torch.nn import functional as F
+from torch.utils.data import DataLoader, Dataset
+
+from lightning_recipes.checks import DataCheck, preflight
+from lightning_recipes.testing import TinyClassifier
+
+WIDTH = 32
+
+
+def bumps(n: int, seed: int) -> tuple[Tensor, Tensor, Tensor]:
+    """Signals with one bump: its width is the class (2 or 4 samples: 0/1), its centre the box to regress."""
+    g = torch.Generator().manual_seed(seed)
+    label = torch.randint(0, 2, (n,), generator=g)
+    centre = torch.randint(4, WIDTH - 4, (n,), generator=g)
+    grid = torch.arange(WIDTH)
+    x = ((grid - centre[:, None]).abs() <= label[:, None] + 1).float() + 0.05 * torch.randn(
+        n, WIDTH, generator=g
+    )
+    return x, label, centre.float()[:, None] / WIDTH
+
+
+class Shifted(Dataset):
+    """Each read shifts the signal by up to 8 samples; ``move_box`` moves the box with it."""
+
+    def __init__(self, x: Tensor, label: Tensor, box: Tensor, move_box: bool | None) -> None:
+        self.x, self.label, self.box, self.move_box = x, label, box, move_box
+
+    def __len__(self) -> int:
+        return len(self.x)
+
+    def __getitem__(self, i: int) -> tuple[Tensor, Tensor, Tensor]:
+        shift = int(torch.randint(-8, 9, ())) if self.move_box is not None else 0
+        moved = self.box[i] + shift / WIDTH if self.move_box else self.box[i]
+        return self.x[i].roll(shift), self.label[i], moved
+
+
+class Detector(TinyClassifier):
+    """A trunk, a class head and a box head; cross-entropy plus the box's L1 error."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.trunk, self.classes, self.box = nn.Linear(WIDTH, 64), nn.Linear(64, 2), nn.Linear(64, 1)
+
+    def forward(self, x: Tensor) -> tuple[Tensor, Tensor]:
+        h = F.relu(self.trunk(x))
+        return self.classes(h), self.box(h)
+
+    def training_step(self, batch: Any, batch_idx: int) -> Tensor:
+        x, label, box = batch
+        logits, predicted = self(x)
+        return F.cross_entropy(logits, label) + 5 * F.l1_loss(predicted, box)
+
+    def validation_step(self, batch: Any, batch_idx: int) -> None:
+        self.log("val_loss", self.training_step(batch, batch_idx))
+
+
+@pytest.mark.parametrize("move_box", [False, True, None])
+def test_every_target_the_loss_reads_is_paired_with_the_input(move_box: bool | None) -> None:
+    torch.manual_seed(0)
+    train = DataLoader(Shifted(*bumps(1024, 1), move_box=move_box), batch_size=64, shuffle=True)
+    val = DataLoader(Shifted(*bumps(512, 2), move_box=None), batch_size=64)
+    report = preflight(
+        Detector(),
+        train_dataloaders=train,
+        val_dataloaders=val,
+        checks=[DataCheck()],
+        num_threads=1,
+        progress=False,
+    )
+    result = report["data"]
+    further = result.details["further_targets"]["2"]  # the box, beside the class (the main target)
+    assert {r["fitted_on"] for r in further} == {"train", "val"}
+    if move_box is False:
+        assert result.status == "fail", result.message
+        worst = max(further, key=lambda r: r["z"])
+        assert worst["fitted_on"] == "val" and worst["own_score"] - worst["other_score"] >= 0.25
+    else:
+        assert result.status == "pass", result.message
