@@ -1,4 +1,4 @@
-"""The whole default preflight on the stage gallery of issue #24 (``tests/checks/stage_gallery``), by case.
+"""The whole default preflight on the stage gallery of issue #24 (``galleries/preflight/stage``), by case.
 
 The gallery was written blind from the issue's stage list (loaders and sampler, splits, forward, loss,
 optimisation, schedule, validation path) and not tuned after running the checks. Per bug:
@@ -29,7 +29,7 @@ import torch
 
 from lightning_recipes.checks import preflight
 
-PACKAGE = "tests.checks.stage_gallery"
+PACKAGE = "galleries.preflight.stage"
 
 
 def cases(kind: str) -> list[Any]:

@@ -13,10 +13,12 @@ How it stays honest:
   failed, none skipped) writes :data:`STAMP`: a hash of what the proofs depend on (:func:`sources_hash`).
 - The always-on ``tests/test_suite_helpers.py::test_the_gallery_proofs_are_current`` compares that hash with
   the stamp: a gallery edited without re-running its proofs fails the main pass, naming the command.
-- What the hash covers is computed, not listed: the proof modules and every module of ``tests`` or
-  ``lightning_recipes.testing`` they import, transitively (nested imports included). A product module ends
-  the walk (the proofs call none; ``health_field_gallery/_case.py`` imports ``HealthMonitor`` for its other,
+- What the hash covers is computed, not listed: the proof modules and every module of ``galleries``, ``tests``
+  or ``lightning_recipes.testing`` they import, transitively (nested imports included). A product module ends
+  the walk (the proofs call none; ``galleries/health/field/_case.py`` imports ``HealthMonitor`` for its other,
   monitored path). A new gallery helper is covered the day a proof imports it.
+
+The pytest wiring (the option, the marker, the deselection, writing the stamp) is ``galleries/conftest.py``.
 """
 
 from __future__ import annotations
@@ -26,31 +28,31 @@ import hashlib
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 MARKER = "gallery_proof"
 OPTION = "--gallery-proofs"
-STAMP = ROOT / "tests" / "gallery_proofs.stamp"
+STAMP = ROOT / "galleries" / "proofs.stamp"
 PROOF_MODULES = (
-    "tests/callbacks/test_health_field_gallery_proofs.py",
-    "tests/callbacks/test_health_field_gallery_transformer_proofs.py",
-    "tests/checks/test_stage_gallery_twins_data.py",
-    "tests/checks/test_stage_gallery_twins_loop.py",
-    "tests/checks/test_dev_gallery_proofs.py",
-    "tests/checks/sealed_gallery/test_proofs_a.py",
-    "tests/checks/sealed_gallery/test_proofs_b.py",
-    "tests/checks/sealed_gallery/test_proofs_c.py",
-    "tests/checks/sealed_gallery/test_proofs_d.py",
-    "tests/checks/sealed_gallery/test_proofs_e.py",
-    "tests/checks/sealed_gallery/test_proofs_f.py",
-    "tests/callbacks/test_health_sealed_zoo_proofs.py",
-    "tests/callbacks/test_health_sealed_zoo2_proofs.py",
-    "tests/callbacks/test_health_sealed_zoo3_proofs.py",
-    "tests/callbacks/test_health_sealed_zoo4_proofs.py",
-    "tests/callbacks/test_health_sealed_zoo5_proofs.py",
+    "galleries/health/field/test_proofs.py",
+    "galleries/health/field/test_transformer_proofs.py",
+    "galleries/preflight/stage/test_twins_data.py",
+    "galleries/preflight/stage/test_twins_loop.py",
+    "galleries/preflight/dev/test_proofs.py",
+    "galleries/preflight/sealed/test_proofs_a.py",
+    "galleries/preflight/sealed/test_proofs_b.py",
+    "galleries/preflight/sealed/test_proofs_c.py",
+    "galleries/preflight/sealed/test_proofs_d.py",
+    "galleries/preflight/sealed/test_proofs_e.py",
+    "galleries/preflight/sealed/test_proofs_f.py",
+    "galleries/health/zoo1/test_proofs.py",
+    "galleries/health/zoo2/test_proofs.py",
+    "galleries/health/zoo3/test_proofs.py",
+    "galleries/health/zoo4/test_proofs.py",
+    "galleries/health/zoo5/test_proofs.py",
 )
 # The distributions the proofs train with: their pins in constraints.txt are part of the hash.
 PINNED = ("torch", "lightning", "transformers", "scikit-learn")
-FOLLOWED = ("tests.", "lightning_recipes.testing")
+FOLLOWED = ("galleries.", "tests.", "lightning_recipes.testing")
 
 
 def _module_path(module: str) -> Path | None:
@@ -80,7 +82,8 @@ def _imported_modules(path: Path) -> set[str]:
 
 
 def dependencies() -> list[Path]:
-    """The proof modules and what they import from ``tests`` and ``lightning_recipes.testing``, sorted."""
+    """The proof modules and what they import from ``galleries``, ``tests`` and ``lightning_recipes.testing``,
+    sorted."""
     todo = [ROOT / module for module in PROOF_MODULES]
     seen: set[Path] = set()
     while todo:
@@ -115,7 +118,7 @@ def stamp() -> str | None:
 def write_stamp() -> None:
     STAMP.write_text(
         f"{sources_hash()}\n# written by `make gallery-proofs` when every gallery proof passed "
-        "(tests/helpers/gallery_proofs.py)\n"
+        "(galleries/proofs.py)\n"
     )
 
 

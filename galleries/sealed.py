@@ -1,5 +1,5 @@
-"""What the sealed galleries (``tests/checks/sealed_gallery``) and the sealed zoos
-(``tests/callbacks/health_sealed_zoo*``) share, once: data and model building blocks, the plain-Lightning
+"""What the sealed galleries (``galleries/preflight/sealed``) and the sealed zoos
+(``galleries/health/zoo*``) share, once: data and model building blocks, the plain-Lightning
 proof harness of galleries C, D and E, and the zoos' case record and proof tests.
 
 Nothing here imports ``lightning_recipes`` product code: a proof that uses it still proves its fixture with

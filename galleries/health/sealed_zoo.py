@@ -1,4 +1,4 @@
-"""What HealthMonitor's sealed zoos (``tests/callbacks/health_sealed_zoo*``) share, once: the short form of
+"""What HealthMonitor's sealed zoos (``galleries/health/zoo*``) share, once: the short form of
 a zoo's case and the zoos' proof tests (plain torch and Lightning: the proofs train without HealthMonitor).
 
 >>> every(50)
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from galleries.health.field._case import FieldCase, run_case
 from lightning_recipes.callbacks.health_monitor import HealthMonitor
-from tests.callbacks.health_field_gallery._case import FieldCase, run_case
 
 LR_BLOWUP = ("exploding_gradients", "nonfinite_activations")
 STUCK = ("not_learning", "loss_plateau")

@@ -9,9 +9,9 @@ from typing import Any
 import torch
 from torch.optim import lr_scheduler
 
-from tests.callbacks.health_field_gallery._case import FieldCase, PlainRecorder
-from tests.callbacks.health_field_gallery._field_data import blob_images, loader, sequence_data, teacher_data
-from tests.callbacks.health_field_gallery._field_models import (
+from galleries.health.field._case import FieldCase, PlainRecorder
+from galleries.health.field._field_data import blob_images, loader, sequence_data, teacher_data
+from galleries.health.field._field_models import (
     FieldModule,
     FReluCNN,
     FReluMLP,
@@ -20,7 +20,7 @@ from tests.callbacks.health_field_gallery._field_models import (
     SeqNet,
     SigmoidCNN,
 )
-from tests.callbacks.health_field_gallery._field_proofs import best_validation_late, mean, trains_well
+from galleries.health.field._field_proofs import best_validation_late, mean, trains_well
 
 SGD, Adam, AdamW, RMSprop = torch.optim.SGD, torch.optim.Adam, torch.optim.AdamW, torch.optim.RMSprop
 

@@ -9,15 +9,15 @@ from typing import Any
 import torch
 from torch import nn
 
-from tests.callbacks.health_field_gallery._case import FieldCase, PlainRecorder
-from tests.callbacks.health_field_gallery._field_data import (
+from galleries.health.field._case import FieldCase, PlainRecorder
+from galleries.health.field._field_data import (
     LengthCurriculum,
     blob_images,
     loader,
     sequence_data,
     teacher_data,
 )
-from tests.callbacks.health_field_gallery._field_models import (
+from galleries.health.field._field_models import (
     FieldModule,
     FReluCNN,
     FReluMLP,
@@ -28,7 +28,7 @@ from tests.callbacks.health_field_gallery._field_models import (
     SigmoidCNN,
     kill_units,
 )
-from tests.callbacks.health_field_gallery._field_proofs import (
+from galleries.health.field._field_proofs import (
     mean,
     median_max_update_ratio,
     share,

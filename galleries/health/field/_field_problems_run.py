@@ -8,8 +8,8 @@ from typing import Any
 
 import torch
 
-from tests.callbacks.health_field_gallery._case import FieldCase, PlainRecorder
-from tests.callbacks.health_field_gallery._field_data import (
+from galleries.health.field._case import FieldCase, PlainRecorder
+from galleries.health.field._field_data import (
     SensorDropout,
     SlowDecode,
     loader,
@@ -18,7 +18,7 @@ from tests.callbacks.health_field_gallery._field_data import (
     sequence_data,
     teacher_data,
 )
-from tests.callbacks.health_field_gallery._field_models import (
+from galleries.health.field._field_models import (
     FieldModule,
     FReluMLP,
     GeluMLP,
@@ -26,7 +26,7 @@ from tests.callbacks.health_field_gallery._field_models import (
     LogFeatureNet,
     SeqNet,
 )
-from tests.callbacks.health_field_gallery._field_proofs import (
+from galleries.health.field._field_proofs import (
     mean,
     median_max_update_ratio,
 )

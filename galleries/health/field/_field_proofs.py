@@ -6,7 +6,7 @@ import math
 import statistics
 from collections.abc import Sequence
 
-from tests.callbacks.health_field_gallery._case import PlainRecorder
+from galleries.health.field._case import PlainRecorder
 
 
 def mean(values: Sequence[float]) -> float:

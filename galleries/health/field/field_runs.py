@@ -13,10 +13,10 @@ Example:
 
 from __future__ import annotations
 
-from tests.callbacks.health_field_gallery._case import FieldCase
-from tests.callbacks.health_field_gallery._field_healthy import HEALTHY_CASES
-from tests.callbacks.health_field_gallery._field_problems_optim import OPTIM_CASES
-from tests.callbacks.health_field_gallery._field_problems_run import RUN_CASES
+from galleries.health.field._case import FieldCase
+from galleries.health.field._field_healthy import HEALTHY_CASES
+from galleries.health.field._field_problems_optim import OPTIM_CASES
+from galleries.health.field._field_problems_run import RUN_CASES
 
 CASES: list[FieldCase] = [*OPTIM_CASES, *RUN_CASES, *HEALTHY_CASES]
 

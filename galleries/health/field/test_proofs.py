@@ -8,8 +8,8 @@ from collections.abc import Iterator
 import pytest
 import torch
 
-from tests.callbacks.health_field_gallery._case import run_case
-from tests.callbacks.health_field_gallery.field_runs import CASES
+from galleries.health.field._case import run_case
+from galleries.health.field.field_runs import CASES
 
 
 @pytest.fixture(autouse=True)

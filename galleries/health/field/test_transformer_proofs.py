@@ -7,8 +7,8 @@ import pytest
 
 pytest.importorskip("transformers", reason="the transformer runs build models from `transformers` configs")
 
-from tests.callbacks.health_field_gallery import run_case
-from tests.callbacks.health_field_gallery.transformer_runs import CASES
+from galleries.health.field import run_case
+from galleries.health.field.transformer_runs import CASES
 
 
 def test_the_transformer_gallery_has_enough_problems_and_healthy_runs() -> None:

@@ -31,8 +31,8 @@ import statistics
 
 from torch.utils.data import DataLoader
 
-from tests.callbacks.health_field_gallery._case import Build, FieldCase, PlainRecorder, run_case
-from tests.callbacks.health_field_gallery._transformer_models import (
+from galleries.health.field._case import Build, FieldCase, PlainRecorder, run_case
+from galleries.health.field._transformer_models import (
     SUCCESSOR_PROBS,
     VOCAB,
     TinyGPT2LM,

@@ -13,8 +13,8 @@ from torch.optim import SGD, Adam, AdamW
 from torch.optim.lr_scheduler import LambdaLR, OneCycleLR
 from torch.utils.data import DataLoader, TensorDataset
 
-from tests.callbacks.health_sealed_zoo import _data as data
-from tests.callbacks.health_sealed_zoo._models import (
+from galleries.health.zoo1 import _data as data
+from galleries.health.zoo1._models import (
     IRNN,
     MLP,
     AutoEncoder,

@@ -14,9 +14,9 @@ from collections.abc import Sequence
 
 import torch
 
-from tests.callbacks.health_field_gallery._case import Build, FieldCase, PlainRecorder, run_case
-from tests.callbacks.health_sealed_zoo import _builds as build
-from tests.callbacks.health_sealed_zoo import _data as data
+from galleries.health.field._case import Build, FieldCase, PlainRecorder, run_case
+from galleries.health.zoo1 import _builds as build
+from galleries.health.zoo1 import _data as data
 
 LN4, LN10 = math.log(4), math.log(10)
 GRU_ONSET = 95  # warmup_cosine(6, 100) first falls below 1% of the peak at step 95

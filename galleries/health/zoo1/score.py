@@ -2,7 +2,7 @@
 
 Run from the repository root::
 
-    PYTHONPATH=$PWD OMP_NUM_THREADS=1 .venv/bin/python -m tests.callbacks.health_sealed_zoo.score [--names a]
+    PYTHONPATH=$PWD OMP_NUM_THREADS=1 .venv/bin/python -m galleries.health.zoo1.score [--names a]
 
 A problem run is named when the monitor's findings include its expected problem at or after its onset and
 nothing outside ``{expected, *also_allowed}`` (anything else is a misdiagnosis); a healthy run is clean when
@@ -17,10 +17,10 @@ import argparse
 
 import torch
 
+from galleries.health.field import run_case
+from galleries.health.field._case import FieldCase
+from galleries.health.zoo1.zoo import CASES
 from lightning_recipes.callbacks import HealthMonitor
-from tests.callbacks.health_field_gallery import run_case
-from tests.callbacks.health_field_gallery._case import FieldCase
-from tests.callbacks.health_sealed_zoo.zoo import CASES
 
 
 def main(argv: list[str] | None = None, cases: list[FieldCase] = CASES) -> None:

@@ -7,10 +7,10 @@ recording, see the proofs), ``also_allowed`` only symptoms of that same cause.
 
 from __future__ import annotations
 
-from tests.callbacks.health_field_gallery._case import FieldCase
-from tests.callbacks.health_sealed_zoo import _builds as build
-from tests.callbacks.health_sealed_zoo import _proofs as proof
-from tests.helpers.sealed_zoo import case as _case
+from galleries.health.field._case import FieldCase
+from galleries.health.sealed_zoo import case as _case
+from galleries.health.zoo1 import _builds as build
+from galleries.health.zoo1 import _proofs as proof
 
 PROBLEM_CASES: list[FieldCase] = [
     _case(

@@ -15,9 +15,9 @@ from torch.optim import SGD, Adam, AdamW
 from torch.optim.lr_scheduler import CosineAnnealingWarmRestarts, LambdaLR
 from torch.utils.data import DataLoader, TensorDataset
 
-from tests.callbacks.health_sealed_zoo import _data as data
-from tests.callbacks.health_sealed_zoo._models import DigitsConvNet, warmup_cosine
-from tests.callbacks.health_sealed_zoo2._models import (
+from galleries.health.zoo1 import _data as data
+from galleries.health.zoo1._models import DigitsConvNet, warmup_cosine
+from galleries.health.zoo2._models import (
     MLP,
     AugmentedTask,
     EmbeddingMLP,

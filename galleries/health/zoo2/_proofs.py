@@ -14,9 +14,9 @@ from collections.abc import Sequence
 
 import torch
 
-from tests.callbacks.health_field_gallery._case import PlainRecorder
-from tests.callbacks.health_sealed_zoo._proofs import mean, twin
-from tests.callbacks.health_sealed_zoo2 import _builds as build
+from galleries.health.field._case import PlainRecorder
+from galleries.health.zoo1._proofs import mean, twin
+from galleries.health.zoo2 import _builds as build
 
 LN2, LN3, LN10 = math.log(2), math.log(3), math.log(10)
 LISTING_ONSET = build.LISTING_BAD_ROW // 32  # the batch holding the first sentinel row (read in date order)

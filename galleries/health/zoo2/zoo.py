@@ -10,10 +10,10 @@ of that same cause.
 
 from __future__ import annotations
 
-from tests.callbacks.health_field_gallery._case import FieldCase
-from tests.callbacks.health_sealed_zoo2 import _builds as build
-from tests.callbacks.health_sealed_zoo2 import _proofs as proof
-from tests.helpers.sealed_zoo import case as _case
+from galleries.health.field._case import FieldCase
+from galleries.health.sealed_zoo import case as _case
+from galleries.health.zoo2 import _builds as build
+from galleries.health.zoo2 import _proofs as proof
 
 PROBLEM_CASES: list[FieldCase] = [
     # -- pair 1: dead ReLUs from initialisation / from outlier rows / from an LR far too high

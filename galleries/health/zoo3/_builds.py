@@ -17,9 +17,9 @@ from torch.optim import SGD, Adam, AdamW
 from torch.optim.lr_scheduler import CyclicLR, LambdaLR, MultiStepLR, StepLR
 from torch.utils.data import BatchSampler, DataLoader, SequentialSampler, TensorDataset
 
-from tests.callbacks.health_sealed_zoo import _data as data
-from tests.callbacks.health_sealed_zoo._models import warmup_cosine
-from tests.callbacks.health_sealed_zoo3._models import (
+from galleries.health.zoo1 import _data as data
+from galleries.health.zoo1._models import warmup_cosine
+from galleries.health.zoo3._models import (
     MLP,
     BagClassifier,
     GaussianNLLTask,

@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from tests.callbacks.health_sealed_zoo._models import MLP, Task
+from galleries.health.zoo1._models import MLP, Task
 
 __all__ = ["MLP", "BagClassifier", "LSTMClassifier", "PatchViT", "ResidualMLP", "SignalConv1d", "Task"]
 __all__ += ["GaussianNLLTask", "PoissonTask", "SiameseTask"]

@@ -19,11 +19,11 @@ import torch
 from lightning.pytorch.callbacks import Callback
 from torch import nn
 
+from galleries.health.field._case import PlainRecorder
+from galleries.health.zoo1._proofs import mean, twin
+from galleries.health.zoo2._proofs import finite, first_nonfinite
+from galleries.health.zoo3 import _builds as build
 from lightning_recipes.testing.trainers import fast_trainer
-from tests.callbacks.health_field_gallery._case import PlainRecorder
-from tests.callbacks.health_sealed_zoo._proofs import mean, twin
-from tests.callbacks.health_sealed_zoo2._proofs import finite, first_nonfinite
-from tests.callbacks.health_sealed_zoo3 import _builds as build
 
 LN2, LN3, LN4 = math.log(2), math.log(3), math.log(4)
 OVERFIT_ONSET = 10  # after epoch 5 (2 steps each) the validation loss never returns to its best

@@ -12,12 +12,12 @@ measure the final and the best validation loss.
 
 from __future__ import annotations
 
-from tests.callbacks.health_field_gallery._case import FieldCase
-from tests.callbacks.health_sealed_zoo3 import _builds as build
-from tests.callbacks.health_sealed_zoo3 import _proofs as proof
-from tests.helpers.sealed_zoo import LR_BLOWUP
-from tests.helpers.sealed_zoo import case as _case
-from tests.helpers.sealed_zoo import every as _every
+from galleries.health.field._case import FieldCase
+from galleries.health.sealed_zoo import LR_BLOWUP
+from galleries.health.sealed_zoo import case as _case
+from galleries.health.sealed_zoo import every as _every
+from galleries.health.zoo3 import _builds as build
+from galleries.health.zoo3 import _proofs as proof
 
 PROBLEM_CASES: list[FieldCase] = [
     # -- pair 1: the loss stays at the prior (ln 3 / the constant rate's NLL) for three causes

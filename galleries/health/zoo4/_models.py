@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from tests.callbacks.health_sealed_zoo._models import MLP, Task
+from galleries.health.zoo1._models import MLP, Task
 
 __all__ = ["GCN", "MLP", "DeepSets", "MultiLabelTask", "QuantileTask", "Recommender", "SepConvNet", "Task"]
 __all__ += ["SumMSETask", "TinyUNet"]

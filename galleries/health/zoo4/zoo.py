@@ -12,12 +12,12 @@ proofs measure the final and the best validation loss.
 
 from __future__ import annotations
 
-from tests.callbacks.health_field_gallery._case import FieldCase
-from tests.callbacks.health_sealed_zoo4 import _builds as build
-from tests.callbacks.health_sealed_zoo4 import _proofs as proof
-from tests.helpers.sealed_zoo import LR_BLOWUP, STUCK
-from tests.helpers.sealed_zoo import case as _case
-from tests.helpers.sealed_zoo import every as _every
+from galleries.health.field._case import FieldCase
+from galleries.health.sealed_zoo import LR_BLOWUP, STUCK
+from galleries.health.sealed_zoo import case as _case
+from galleries.health.sealed_zoo import every as _every
+from galleries.health.zoo4 import _builds as build
+from galleries.health.zoo4 import _proofs as proof
 
 PROBLEM_CASES: list[FieldCase] = [
     # -- pair 1: the loss stays at the trivial level (the ratings' variance / the targets' variance)

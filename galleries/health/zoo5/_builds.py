@@ -16,9 +16,9 @@ from torch.optim import SGD, Adam, Adamax, AdamW, NAdam, RAdam
 from torch.optim.lr_scheduler import CyclicLR, LambdaLR, MultiStepLR
 from torch.utils.data import DataLoader, Dataset
 
-from tests.callbacks.health_sealed_zoo import _data as data
-from tests.callbacks.health_sealed_zoo._models import warmup_cosine
-from tests.callbacks.health_sealed_zoo5._models import (
+from galleries.health.zoo1 import _data as data
+from galleries.health.zoo1._models import warmup_cosine
+from galleries.health.zoo5._models import (
     VAE,
     HyperNet,
     MixtureOfExperts,

@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from tests.callbacks.health_sealed_zoo._models import MLP, Task
+from galleries.health.zoo1._models import MLP, Task
 
 __all__ = ["MLP", "VAE", "HyperNet", "MixtureOfExperts", "OrdinalNet", "OrdinalTask", "PointNet", "Task"]
 __all__ += ["SharedDepthNet", "VAETask"]

@@ -17,12 +17,12 @@ import lightning.pytorch as pl
 import torch
 from torch import Tensor
 
+from galleries.health.field._case import PlainRecorder
+from galleries.health.zoo1._proofs import mean, twin
+from galleries.health.zoo2._proofs import finite, first_nonfinite, rows_zero
+from galleries.health.zoo3._proofs import repair_room, trains
+from galleries.health.zoo5 import _builds as build
 from lightning_recipes.testing.trainers import fast_trainer
-from tests.callbacks.health_field_gallery._case import PlainRecorder
-from tests.callbacks.health_sealed_zoo._proofs import mean, twin
-from tests.callbacks.health_sealed_zoo2._proofs import finite, first_nonfinite, rows_zero
-from tests.callbacks.health_sealed_zoo3._proofs import repair_room, trains
-from tests.callbacks.health_sealed_zoo5 import _builds as build
 
 LN4, LN10 = math.log(4), math.log(10)
 MOE_OUTLIER_ONSET = build.MOE_OUTLIER_ROWS[0] // 32  # the batch of the first mV row (read in order)

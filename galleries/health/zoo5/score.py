@@ -3,13 +3,13 @@ scorer.
 
 Run from the repository root::
 
-    PYTHONPATH=$PWD OMP_NUM_THREADS=1 .venv/bin/python -m tests.callbacks.health_sealed_zoo5.score [--names a]
+    PYTHONPATH=$PWD OMP_NUM_THREADS=1 .venv/bin/python -m galleries.health.zoo5.score [--names a]
 """
 
 from __future__ import annotations
 
-from tests.callbacks.health_sealed_zoo.score import main
-from tests.callbacks.health_sealed_zoo5.zoo import CASES
+from galleries.health.zoo1.score import main
+from galleries.health.zoo5.zoo import CASES
 
 if __name__ == "__main__":
     main(cases=CASES)

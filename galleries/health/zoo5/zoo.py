@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.callbacks.health_field_gallery._case import FieldCase
-from tests.callbacks.health_sealed_zoo5 import _builds as build
-from tests.callbacks.health_sealed_zoo5 import _proofs as proof
+from galleries.health.field._case import FieldCase
+from galleries.health.zoo5 import _builds as build
+from galleries.health.zoo5 import _proofs as proof
 
 LR_BLOWUP = ("exploding_gradients", "nonfinite_activations")
 STUCK = ("not_learning", "loss_plateau")

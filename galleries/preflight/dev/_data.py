@@ -23,7 +23,7 @@ import torch
 from torch import Tensor
 from torch.utils.data import DataLoader, Dataset, TensorDataset
 
-from tests.checks.stage_gallery._data_stage_data import digits, gen  # the shared builders
+from galleries.preflight.stage._data_stage_data import digits, gen  # the shared builders
 
 BATCH = 64
 

@@ -21,8 +21,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence
 
-from tests.checks.stage_gallery import _data_stage_models as stage_models
-from tests.checks.stage_gallery._data_stage_models import _Net
+from galleries.preflight.stage import _data_stage_models as stage_models
+from galleries.preflight.stage._data_stage_models import _Net
 
 from . import _data as data_
 

@@ -1,5 +1,5 @@
 """The development gallery's cases: :data:`BUGS` (real, silent bugs, each proved against its healthy twin in
-``tests/checks/test_dev_gallery_proofs.py``), :data:`HEALTHY` (unusual but correct look-alikes) and
+``galleries/preflight/dev/test_proofs.py``), :data:`HEALTHY` (unusual but correct look-alikes) and
 :data:`FIXED_TWINS` (each bug's healthy twin: the same model and data with the bug fixed; a check that flags
 a bug AND its twin has not found the bug).
 

@@ -2,11 +2,11 @@
 
 Run from the repository root::
 
-    PYTHONPATH=$PWD OMP_NUM_THREADS=1 .venv/bin/python -m tests.checks.dev_gallery.score \
+    PYTHONPATH=$PWD OMP_NUM_THREADS=1 .venv/bin/python -m galleries.preflight.dev.score \
         [--ids a,b] [--messages] [--json out.json] [--gallery dev|sealed|sealed-c|...|all] \\
         [--checks input_independence,loss] [--details]
 
-``--gallery sealed`` scores the sealed galleries A and B (``tests/checks/sealed_gallery``) instead, and
+``--gallery sealed`` scores the sealed galleries A and B (``galleries/preflight/sealed``) instead, and
 ``--gallery sealed-c`` sealed gallery C, ``--gallery sealed-d`` sealed gallery D, ``--gallery sealed-e``
 sealed gallery E and ``--gallery sealed-f`` sealed gallery F: each once, at the end of the work it judges
 (issue #34).
@@ -75,7 +75,7 @@ def gallery_cases(gallery: str, twins: bool = False) -> list[SealedCase]:
     import importlib
 
     letters = "ab" if gallery == "sealed" else gallery.removeprefix("sealed-")
-    modules = [importlib.import_module(f"tests.checks.sealed_gallery.{letter}") for letter in letters]
+    modules = [importlib.import_module(f"galleries.preflight.sealed.{letter}") for letter in letters]
     return [case for m in modules for case in m.BUGS] + [case for m in modules for case in m.HEALTHY]
 
 

@@ -1,4 +1,4 @@
-"""Proofs of the development gallery (``tests/checks/dev_gallery``): every planted bug is real and every
+"""Proofs of the development gallery (``galleries/preflight/dev``): every planted bug is real and every
 healthy look-alike trains, shown with plain torch and Lightning (no lightning_recipes code runs).
 
 For each bug, the buggy case and its healthy twin (the same model and data with the bug fixed) are trained
@@ -13,7 +13,7 @@ falls.
 
 Skipped unless pytest runs with ``--gallery-proofs``::
 
-    PYTHONPATH=$PWD OMP_NUM_THREADS=1 .venv/bin/python -m pytest tests/checks/test_dev_gallery_proofs.py \\
+    PYTHONPATH=$PWD OMP_NUM_THREADS=1 .venv/bin/python -m pytest galleries/preflight/dev/test_proofs.py \\
         -q -p no:cacheprovider -n 0 --gallery-proofs
 """
 
@@ -29,9 +29,9 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
-from tests.checks.dev_gallery import _data as D
-from tests.checks.dev_gallery import _models as M
-from tests.checks.dev_gallery.cases import BUGS, HEALTHY
+from galleries.preflight.dev import _data as D
+from galleries.preflight.dev import _models as M
+from galleries.preflight.dev.cases import BUGS, HEALTHY
 
 
 class _Losses(pl.Callback):

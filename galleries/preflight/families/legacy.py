@@ -7,8 +7,8 @@ from typing import Any
 
 from lightning_recipes.data import CharLMDataModule, DigitsDataModule
 from lightning_recipes.testing import DigitsCNN, TinyClassifier, TinyTransformerLM, random_token_loader
+from tests.checks import _models as M
 
-from .. import _models as M
 from . import Case
 
 __all__ = ["BUGS", "HEALTHY"]

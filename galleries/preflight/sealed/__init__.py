@@ -1,6 +1,7 @@
-"""The sealed gallery of issue #34: real, silent bugs and healthy look-alikes in task types the checks were
-not built on, written blind (without reading ``lightning_recipes/checks`` or its tests) and not run through
-the preflight until the one scoring run at the end of the work.
+"""The sealed galleries A-F of issue #34: real, silent bugs and healthy look-alikes in task types the checks
+were not built on, each written blind by helpers (without reading ``lightning_recipes/checks`` or its tests)
+and not run through the preflight until its one scoring run (``python -m galleries.preflight.dev.score
+--gallery sealed-a``); each has been used to mend the checks since, so none is blind now.
 
 Each module defines ``BUGS`` and ``HEALTHY`` (lists of :class:`SealedCase`). Every bug is proved real against
 its healthy twin with plain torch and Lightning (``test_proofs_*.py`` here, run by ``make gallery-proofs``).

@@ -12,8 +12,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence
 
-from tests.checks.sealed_gallery import _a_data as data
-from tests.helpers.sealed import mlp
+from galleries.preflight.sealed import _a_data as data
+from galleries.sealed import mlp
 
 
 class _Adam(pl.LightningModule):

@@ -9,7 +9,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from tests.helpers.sealed import gen as _gen
+from galleries.sealed import gen as _gen
 
 # --- masked language modelling ------------------------------------------------------------------------------
 PAD, MASK = 0, 1

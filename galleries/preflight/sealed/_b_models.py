@@ -9,8 +9,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from tests.checks.sealed_gallery import _b_data as data
-from tests.helpers.sealed import AdamModule as _Adam
+from galleries.preflight.sealed import _b_data as data
+from galleries.sealed import AdamModule as _Adam
 
 
 # --- masked language modelling ------------------------------------------------------------------------------

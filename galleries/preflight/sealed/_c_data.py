@@ -11,9 +11,9 @@ from functools import cache
 import torch
 from torch.utils.data import Dataset, Sampler
 
-from tests.helpers import sealed
-from tests.helpers.sealed import gen as _gen
-from tests.helpers.sealed import loaders
+from galleries import sealed
+from galleries.sealed import gen as _gen
+from galleries.sealed import loaders
 
 __all__ = ["loaders"]
 

@@ -11,8 +11,8 @@ from functools import cache
 import torch
 from torch.utils.data import Dataset
 
-from tests.helpers.sealed import digits, loaders
-from tests.helpers.sealed import gen as _gen
+from galleries.sealed import digits, loaders
+from galleries.sealed import gen as _gen
 
 __all__ = ["digits", "loaders"]
 

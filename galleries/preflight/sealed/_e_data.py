@@ -13,8 +13,8 @@ import torch.nn.functional as F
 from sklearn.datasets import make_moons
 from torch.utils.data import Dataset
 
-from tests.helpers.sealed import digits, loaders
-from tests.helpers.sealed import gen as _gen
+from galleries.sealed import digits, loaders
+from galleries.sealed import gen as _gen
 
 __all__ = ["Rows", "digits", "loaders"]
 

@@ -11,9 +11,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from tests.checks.sealed_gallery import _e_data as data
-from tests.helpers.sealed import AdamModule as _Adam
-from tests.helpers.sealed import mlp
+from galleries.preflight.sealed import _e_data as data
+from galleries.sealed import AdamModule as _Adam
+from galleries.sealed import mlp
 
 
 class _Regressor(_Adam):

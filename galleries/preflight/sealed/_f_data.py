@@ -11,8 +11,8 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import Sampler
 
-from tests.checks.sealed_gallery._d_data import digits, loaders
-from tests.checks.sealed_gallery._e_data import Records, Rows
+from galleries.preflight.sealed._d_data import digits, loaders
+from galleries.preflight.sealed._e_data import Records, Rows
 
 __all__ = ["Records", "Rows", "digits", "loaders"]
 

@@ -10,8 +10,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from tests.checks.sealed_gallery import _f_data as data
-from tests.checks.sealed_gallery._d_models import mlp
+from galleries.preflight.sealed import _f_data as data
+from galleries.preflight.sealed._d_models import mlp
 
 
 class _Adam(pl.LightningModule):

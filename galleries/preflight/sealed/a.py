@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from functools import partial
 
-from tests.checks.sealed_gallery import SealedCase
-from tests.checks.sealed_gallery import _a_data as data
-from tests.checks.sealed_gallery import _a_models as models
+from galleries.preflight.sealed import SealedCase
+from galleries.preflight.sealed import _a_data as data
+from galleries.preflight.sealed import _a_models as models
 
 BUGS: list[SealedCase] = [
     SealedCase(

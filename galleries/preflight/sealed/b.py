@@ -9,9 +9,9 @@ from typing import Any
 import torch
 from torch.utils.data import TensorDataset
 
-from tests.checks.sealed_gallery import SealedCase
-from tests.checks.sealed_gallery import _b_data as d
-from tests.checks.sealed_gallery import _b_models as m
+from galleries.preflight.sealed import SealedCase
+from galleries.preflight.sealed import _b_data as d
+from galleries.preflight.sealed import _b_models as m
 
 
 # --- data builders (each returns preflight's data keyword arguments) ----------------------------------------

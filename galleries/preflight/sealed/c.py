@@ -12,9 +12,9 @@ from typing import Any
 import torch
 from torch.utils.data import TensorDataset, WeightedRandomSampler
 
-from tests.checks.sealed_gallery import SealedCase
-from tests.checks.sealed_gallery import _c_data as d
-from tests.checks.sealed_gallery import _c_models as m
+from galleries.preflight.sealed import SealedCase
+from galleries.preflight.sealed import _c_data as d
+from galleries.preflight.sealed import _c_models as m
 
 
 # --- data builders (each returns preflight's data keyword arguments) ----------------------------------------

@@ -11,9 +11,9 @@ from typing import Any
 
 from torch.utils.data import TensorDataset
 
-from tests.checks.sealed_gallery import SealedCase
-from tests.checks.sealed_gallery import _e_data as d
-from tests.checks.sealed_gallery import _e_models as m
+from galleries.preflight.sealed import SealedCase
+from galleries.preflight.sealed import _e_data as d
+from galleries.preflight.sealed import _e_models as m
 
 
 # --- data builders (each returns preflight's data keyword arguments) ----------------------------------------

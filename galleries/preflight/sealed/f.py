@@ -10,9 +10,9 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-from tests.checks.sealed_gallery import SealedCase
-from tests.checks.sealed_gallery import _f_data as d
-from tests.checks.sealed_gallery import _f_models as m
+from galleries.preflight.sealed import SealedCase
+from galleries.preflight.sealed import _f_data as d
+from galleries.preflight.sealed import _f_models as m
 
 
 # --- data builders (each returns preflight's data keyword arguments) ----------------------------------------

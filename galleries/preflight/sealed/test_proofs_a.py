@@ -19,10 +19,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tests.checks.sealed_gallery import _a_data as data
-from tests.checks.sealed_gallery import _a_models as models
-from tests.checks.sealed_gallery.a import BUGS, HEALTHY
-from tests.helpers.sealed import TrainLosses
+from galleries.preflight.sealed import _a_data as data
+from galleries.preflight.sealed import _a_models as models
+from galleries.preflight.sealed.a import BUGS, HEALTHY
+from galleries.sealed import TrainLosses
 
 
 # ----------------------------------------------------------------------------------------------- task metrics

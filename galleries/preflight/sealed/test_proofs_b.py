@@ -13,10 +13,10 @@ import lightning.pytorch as pl
 import pytest
 import torch
 
-from tests.checks.sealed_gallery import _b_data as d
-from tests.checks.sealed_gallery import _b_models as m
-from tests.checks.sealed_gallery import b
-from tests.helpers.sealed import fit, trained
+from galleries.preflight.sealed import _b_data as d
+from galleries.preflight.sealed import _b_models as m
+from galleries.preflight.sealed import b
+from galleries.sealed import fit, trained
 
 BUGS = {case.id: case for case in b.BUGS}
 

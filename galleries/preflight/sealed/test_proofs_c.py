@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 import torch
 
-from tests.checks.sealed_gallery import _c_data as d
-from tests.checks.sealed_gallery import _c_models as m
-from tests.checks.sealed_gallery import c
-from tests.helpers import sealed
-from tests.helpers.sealed import Proof, TrainLosses, trained, twin_runs  # noqa: F401 (imported from here too)
+from galleries import sealed
+from galleries.preflight.sealed import _c_data as d
+from galleries.preflight.sealed import _c_models as m
+from galleries.preflight.sealed import c
+from galleries.sealed import Proof, TrainLosses, trained, twin_runs  # noqa: F401 (imported from here too)
 
 BUGS = {case.id: case for case in c.BUGS}
 

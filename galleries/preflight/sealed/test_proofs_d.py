@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 import torch
 
-from tests.checks.sealed_gallery import _d_data as d
-from tests.checks.sealed_gallery import _d_models as m
-from tests.checks.sealed_gallery import d as gallery
-from tests.helpers import sealed
-from tests.helpers.sealed import Proof
+from galleries import sealed
+from galleries.preflight.sealed import _d_data as d
+from galleries.preflight.sealed import _d_models as m
+from galleries.preflight.sealed import d as gallery
+from galleries.sealed import Proof
 
 BUGS = {case.id: case for case in gallery.BUGS}
 

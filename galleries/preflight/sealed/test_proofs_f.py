@@ -12,11 +12,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tests.checks.sealed_gallery import _f_data as d
-from tests.checks.sealed_gallery import _f_models as m
-from tests.checks.sealed_gallery import f as gallery
-from tests.helpers import sealed
-from tests.helpers.sealed import Proof
+from galleries import sealed
+from galleries.preflight.sealed import _f_data as d
+from galleries.preflight.sealed import _f_models as m
+from galleries.preflight.sealed import f as gallery
+from galleries.sealed import Proof
 
 BUGS = {case.id: case for case in gallery.BUGS}
 

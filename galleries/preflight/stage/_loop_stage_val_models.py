@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from tests.checks.stage_gallery._loop_stage_models import EPOCHS, DigitsClassifier, digits_split
+from galleries.preflight.stage._loop_stage_models import EPOCHS, DigitsClassifier, digits_split
 
 
 # ------------------------------------------------------------------------------------------ validation path

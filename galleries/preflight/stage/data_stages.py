@@ -2,7 +2,7 @@
 loss, and healthy look-alikes that a naive check would flag. Written from issue #24's stage contract only.
 
 Every bug trains (its loss falls, nothing crashes) yet ends measurably worse than its healthy twin; the proof
-is ``tests/checks/test_stage_gallery_twins_data.py``. ``check``: the check a user would expect to flag it.
+is ``galleries/preflight/stage/test_twins_data.py``. ``check``: the check a user would expect to flag it.
 
 Example:
     >>> len(BUGS) >= 11 and len(HEALTHY) >= 5

@@ -13,9 +13,9 @@ from collections.abc import Callable
 
 import lightning.pytorch as pl
 
-from tests.checks.stage_gallery import Case
-from tests.checks.stage_gallery import _loop_stage_models as M
-from tests.checks.stage_gallery import _loop_stage_val_models as V
+from galleries.preflight.stage import Case
+from galleries.preflight.stage import _loop_stage_models as M
+from galleries.preflight.stage import _loop_stage_val_models as V
 
 OPT, SCHED, VAL = "optimization", "schedule", "validation_path"
 

@@ -1,4 +1,4 @@
-"""Twin tests of the data-stage gallery (``tests/checks/stage_gallery/data_stages.py``): every planted bug is
+"""Twin tests of the data-stage gallery (``galleries/preflight/stage/data_stages.py``): every planted bug is
 real, proved without lightning_recipes.
 
 For each bug, the buggy model and its healthy twin (the same model and data with the bug fixed) are trained
@@ -24,9 +24,9 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
-from tests.checks.stage_gallery import _data_stage_data as D
-from tests.checks.stage_gallery import _data_stage_models as M
-from tests.checks.stage_gallery.data_stages import BUGS, HEALTHY
+from galleries.preflight.stage import _data_stage_data as D
+from galleries.preflight.stage import _data_stage_models as M
+from galleries.preflight.stage.data_stages import BUGS, HEALTHY
 
 
 class _Losses(pl.Callback):

@@ -1,4 +1,4 @@
-"""Twin tests of the loop-stage gallery (``tests/checks/stage_gallery/loop_stages.py``), without the library.
+"""Twin tests of the loop-stage gallery (``galleries/preflight/stage/loop_stages.py``), without the library.
 
 Each planted bug is trained with a real ``Trainer`` for the run its case plans, next to its healthy twin (the
 same model with the bug fixed): the twin with two seeds, the bug with the first. Optimisation and schedule
@@ -17,7 +17,7 @@ import pytest
 import torch
 from lightning.pytorch.callbacks import Callback
 
-from tests.checks.stage_gallery.loop_stages import BUGS, HEALTHY, HELDOUT, TWINS
+from galleries.preflight.stage.loop_stages import BUGS, HEALTHY, HELDOUT, TWINS
 
 SEEDS = (0, 1)
 BATCHES = 60  # healthy cases: training batches (2 epochs of 30)
