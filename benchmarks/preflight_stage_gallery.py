@@ -33,11 +33,12 @@ PACKAGE = "galleries.preflight.stage"
 
 
 def cases(kind: str) -> list[Any]:
-    """Every ``BUGS`` or ``HEALTHY`` case of the stage gallery, in module order."""
+    """Every ``BUGS`` or ``HEALTHY`` case of the stage gallery, in module order (its ``test_twins_*`` proofs,
+    which import the cases, are not case modules)."""
     package = importlib.import_module(PACKAGE)
     found: list[Any] = []
     for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
-        if not info.name.startswith("_"):
+        if not info.name.startswith(("_", "test_")):
             found += getattr(importlib.import_module(f"{PACKAGE}.{info.name}"), kind, [])
     return found
 
