@@ -38,8 +38,8 @@ demo: install
 lint: ruff typecheck
 
 ruff: install
-	$(VENV)/bin/ruff check lightning_recipes tests benchmarks docs/_ext docs/conf.py
-	$(VENV)/bin/ruff format --check lightning_recipes tests benchmarks docs/_ext docs/conf.py
+	$(VENV)/bin/ruff check lightning_recipes tests galleries benchmarks docs/_ext docs/conf.py
+	$(VENV)/bin/ruff format --check lightning_recipes tests galleries benchmarks docs/_ext docs/conf.py
 
 typecheck: install
 	$(VENV)/bin/mypy
@@ -61,10 +61,10 @@ test-fast: install
 
 # The gallery proofs (each planted bug real, each healthy run healthy; plain torch/Lightning, no library code) are
 # deselected from every other run; they run here, when a gallery changes, and when all pass this writes
-# tests/gallery_proofs.stamp, which an always-on test compares with the galleries (tests/helpers/gallery_proofs.py).
+# galleries/proofs.stamp, which an always-on test compares with the galleries (galleries/proofs.py).
 gallery-proofs: install
-	$(PY) -m pytest tests -n $(TEST_WORKERS) -q -p no:cacheprovider --gallery-proofs -m gallery_proof
-	git status --short tests/gallery_proofs.stamp
+	$(PY) -m pytest galleries -n $(TEST_WORKERS) -q -p no:cacheprovider --gallery-proofs -m gallery_proof
+	git status --short galleries/proofs.stamp
 
 # One test per place where our code meets Lightning's API, again against the oldest supported Lightning, in its
 # own environment (CI runs it after `test`). The selection and how it is kept honest: tests/helpers/floor.py.

@@ -1,6 +1,6 @@
 """HealthMonitor on the field gallery (issue #25), one row per run.
 
-Every run of ``tests/callbacks/health_field_gallery/*_runs.py`` trains with a ``HealthMonitor`` alone; a row
+Every run of ``galleries/health/field/*_runs.py`` trains with a ``HealthMonitor`` alone; a row
 says what the run must show, from which step, what the monitor found, the verdict and the seconds it took.
 
 Verdicts: ``caught`` (the expected problem found at or after its onset, and nothing outside the expected
@@ -26,8 +26,8 @@ from typing import Any
 
 import torch
 
-GALLERY = Path(__file__).resolve().parents[1] / "tests" / "callbacks" / "health_field_gallery"
-PACKAGE = "tests.callbacks.health_field_gallery"
+GALLERY = Path(__file__).resolve().parents[1] / "galleries" / "health" / "field"
+PACKAGE = "galleries.health.field"
 
 
 def gallery_modules() -> list[str]:
@@ -61,7 +61,7 @@ def run_module(name: str, only: str | None) -> list[tuple[str, ...]]:
     except ImportError as err:
         print(f"[health_field_gallery] skipping {name}: {err}", flush=True)
         return []
-    from tests.callbacks.health_field_gallery._case import run_case
+    from galleries.health.field._case import run_case
 
     rows = []
     for case in module.CASES:

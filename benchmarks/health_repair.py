@@ -2,7 +2,7 @@
 and with repair; one row per run: the problem, the finding, the action, its step, the final validation loss
 without -> with repair.
 
-The runs reuse the field gallery's builders (``tests/callbacks/health_field_gallery``) and add a validation
+The runs reuse the field gallery's builders (``galleries/health/field``) and add a validation
 set from the same task (a different seed of the same teacher): an LR far too high (Adam at 0.5), a StepLR
 that collapses the LR 1e6x at step 80, a wide MLP overfitting 32 noisy samples, and a weighted loss whose one
 batch has all its weights 0 (0/0: a NaN loss, a NaN update, every weight NaN after it).
@@ -15,7 +15,7 @@ loss without -> with repair and the best validation loss seen (without -> with).
 set is scored on its training set (marked ``train``).
 
 Run: ``PYTHONPATH=. python -m benchmarks.health_repair [--only NAME] [--zoo PACKAGE]``, e.g.
-``--zoo tests.callbacks.health_sealed_zoo2``.
+``--zoo galleries.health.zoo2``.
 """
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ def zoo_main(package: str, only: str | None) -> None:
 
 # ---------------------------------------------------------------- the cost with nothing wrong
 
-COST_ZOO = "tests.callbacks.health_sealed_zoo"  # its healthy cases: runs whose checks are all healthy
+COST_ZOO = "galleries.health.zoo1"  # its healthy cases: runs whose checks are all healthy
 
 
 def tensor_bytes(obj: Any) -> tuple[int, int]:
@@ -176,7 +176,7 @@ def cost_main() -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", default=None)
-    parser.add_argument("--zoo", default=None, help="a zoo package, e.g. tests.callbacks.health_sealed_zoo2")
+    parser.add_argument("--zoo", default=None, help="a zoo package, e.g. galleries.health.zoo2")
     args = parser.parse_args()
     logging.getLogger("lightning").setLevel(logging.ERROR)
     logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)

@@ -1,7 +1,7 @@
 """Precision and recall of the whole preflight on the gallery of planted bugs and healthy models.
 
-Every case of ``tests/checks/gallery`` (the first gallery, ``legacy``, and the families added for issue #14)
-gets the full default preflight, every check on. Per case:
+Every case of ``galleries/preflight/families`` (the first gallery, ``legacy``, and the families added for
+issue #14) gets the full default preflight, every check on. Per case:
 
 - a bug is **caught** when the check meant for it reports the expected status (``fail``; ``warn`` for the
   cases where only a warning is right) - the strict measure: the right check, the right verdict;
@@ -31,9 +31,9 @@ from lightning_recipes.checks import preflight
 
 
 def _gallery() -> dict[str, Any]:
-    package = importlib.import_module("tests.checks.gallery")
+    package = importlib.import_module("galleries.preflight.families")
     names = sorted(m.name for m in pkgutil.iter_modules(package.__path__) if not m.name.startswith("_"))
-    return {name: importlib.import_module(f"tests.checks.gallery.{name}") for name in names}
+    return {name: importlib.import_module(f"galleries.preflight.families.{name}") for name in names}
 
 
 def _run(case: Any, threads: int) -> tuple[dict[str, str], float]:

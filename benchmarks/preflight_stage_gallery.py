@@ -1,4 +1,4 @@
-"""The whole default preflight on the stage gallery of issue #24 (``tests/checks/stage_gallery``), by case.
+"""The whole default preflight on the stage gallery of issue #24 (``galleries/preflight/stage``), by case.
 
 The gallery was written blind from the issue's stage list (loaders and sampler, splits, forward, loss,
 optimisation, schedule, validation path) and not tuned after running the checks. Per bug:
@@ -29,15 +29,16 @@ import torch
 
 from lightning_recipes.checks import preflight
 
-PACKAGE = "tests.checks.stage_gallery"
+PACKAGE = "galleries.preflight.stage"
 
 
 def cases(kind: str) -> list[Any]:
-    """Every ``BUGS`` or ``HEALTHY`` case of the stage gallery, in module order."""
+    """Every ``BUGS`` or ``HEALTHY`` case of the stage gallery, in module order (its ``test_twins_*`` proofs,
+    which import the cases, are not case modules)."""
     package = importlib.import_module(PACKAGE)
     found: list[Any] = []
     for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
-        if not info.name.startswith("_"):
+        if not info.name.startswith(("_", "test_")):
             found += getattr(importlib.import_module(f"{PACKAGE}.{info.name}"), kind, [])
     return found
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 import torch
@@ -12,7 +11,6 @@ import torch.distributed
 from lightning.fabric.utilities.rank_zero import rank_zero_only as fabric_rank_zero_only
 from lightning.pytorch.utilities.rank_zero import rank_zero_only
 
-from tests.helpers import gallery_proofs
 from tests.helpers.floor import mark_floor
 
 # Variables that Lightning itself writes into the test process while it sets up a multi-process strategy
@@ -92,24 +90,9 @@ def one_torch_thread() -> Iterator[None]:
     torch.set_num_threads(threads)
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption(
-        gallery_proofs.OPTION,
-        action="store_true",
-        help="run the gallery proofs (deselected otherwise); when all of them pass, write their stamp "
-        "(tests/helpers/gallery_proofs.py, `make gallery-proofs`)",
-    )
-
-
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     mark_floor(config, items)
-    proofs = [item for item in items if gallery_proofs.is_proof(Path(str(item.path)))]
-    for item in proofs:
-        item.add_marker(gallery_proofs.MARKER)
-    if proofs and not config.getoption(gallery_proofs.OPTION):
-        config.hook.pytest_deselected(items=proofs)
-        items[:] = [item for item in items if item not in set(proofs)]
     if torch.cuda.is_available():
         return
     skip_gpu = pytest.mark.skip(reason="needs a CUDA device; run on a GPU machine")
@@ -125,26 +108,3 @@ def pytest_configure(config: pytest.Config) -> None:
     workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
     if workers:
         torch.set_num_threads(max(1, len(os.sched_getaffinity(0)) // int(workers)))
-
-
-_proof_outcomes: dict[str, str] = {}
-
-
-def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    """Remember how each gallery proof ended (on the xdist controller too, which writes the stamp)."""
-    if gallery_proofs.MARKER in report.keywords and (report.when == "call" or report.outcome != "passed"):
-        _proof_outcomes[report.nodeid] = "failed" if report.outcome == "failed" else report.outcome
-
-
-def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """With ``--gallery-proofs``, every proof module collected whole (``make gallery-proofs``: ``tests``), no
-    ``-k``, and every proof passed (none failed, none skipped): record the galleries' hash as proven."""
-    config = session.config
-    if not config.getoption(gallery_proofs.OPTION) or hasattr(config, "workerinput"):
-        return
-    named = [Path(arg).resolve() for arg in config.args if "::" not in arg]
-    proofs = [gallery_proofs.ROOT / module for module in gallery_proofs.PROOF_MODULES]
-    whole = all(any(path == arg or arg in path.parents for arg in named) for path in proofs)
-    outcomes = set(_proof_outcomes.values())
-    if exitstatus == 0 and whole and not config.option.keyword and outcomes == {"passed"}:
-        gallery_proofs.write_stamp()

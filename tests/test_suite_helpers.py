@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from galleries import proofs as gallery_proofs
 from lightning_recipes.callbacks import input_pipeline_monitor
 from lightning_recipes.testing.token_tasks import TokenTask
-from tests.helpers import gallery_proofs, speed
+from tests.helpers import speed
 from tests.helpers.floor import FLOOR_TESTS, integration_points
 from tests.helpers.health_gallery import StallClock
 
@@ -31,8 +32,8 @@ def test_the_gallery_proofs_are_current() -> None:
 def test_the_gallery_proofs_hash_covers_the_galleries_and_no_product_code() -> None:
     covered = {path.relative_to(gallery_proofs.ROOT).as_posix() for path in gallery_proofs.dependencies()}
     assert set(gallery_proofs.PROOF_MODULES) <= covered
-    assert "tests/checks/stage_gallery/loop_stages.py" in covered
-    assert "tests/callbacks/health_field_gallery/_field_models.py" in covered
+    assert "galleries/preflight/stage/loop_stages.py" in covered
+    assert "galleries/health/field/_field_models.py" in covered
     assert "lightning_recipes/testing/trainers.py" in covered  # the gallery's trainer
     product = [path for path in covered if path.startswith("lightning_recipes/") and "/testing/" not in path]
     assert product == []

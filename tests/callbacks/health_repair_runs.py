@@ -20,16 +20,16 @@ from torch import distributed as dist
 from torch.nn import functional as F
 from torch.utils.data import DataLoader, Dataset, TensorDataset
 
-from lightning_recipes.callbacks import HealthMonitor
-from lightning_recipes.testing.trainers import fast_trainer
-from tests.callbacks.health_field_gallery._field_data import loader, sequence_data, teacher_data
-from tests.callbacks.health_field_gallery._field_models import FieldModule, FReluMLP, GeluMLP
-from tests.callbacks.health_field_gallery._field_problems_optim import (
+from galleries.health.field._field_data import loader, sequence_data, teacher_data
+from galleries.health.field._field_models import FieldModule, FReluMLP, GeluMLP
+from galleries.health.field._field_problems_optim import (
     _frelu_mlp_steplr_collapse,
     _gelu_mlp_adam_half,
     _gru_sgd_momentum_far_too_high,
 )
-from tests.callbacks.health_field_gallery._field_problems_run import _overfit_wide_mlp
+from galleries.health.field._field_problems_run import _overfit_wide_mlp
+from lightning_recipes.callbacks import HealthMonitor
+from lightning_recipes.testing.trainers import fast_trainer
 
 Build = Callable[[], tuple[pl.LightningModule, DataLoader, DataLoader]]
 
@@ -262,9 +262,9 @@ def run_zoo_case(case: Any, repair: bool) -> dict[str, Any]:
 
 #: the sealed zoos whose healthy cases must train bitwise the same with ``repair=True``
 ZOOS = (
-    "tests.callbacks.health_sealed_zoo",
-    "tests.callbacks.health_sealed_zoo2",
-    "tests.callbacks.health_sealed_zoo3",
+    "galleries.health.zoo1",
+    "galleries.health.zoo2",
+    "galleries.health.zoo3",
 )
 
 

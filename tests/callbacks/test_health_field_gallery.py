@@ -1,7 +1,7 @@
 """HealthMonitor on the field gallery (issue #25): runs it was not built from. Every problem run is named with
 its root cause at or after its onset and nothing else; every healthy run gets no finding at all.
 
-The runs were written blind (``tests/callbacks/health_field_gallery``) and each is proven real without the
+The runs were written blind (``galleries/health/field``) and each is proven real without the
 library by its twin test (``test_health_field_gallery_proofs.py``, ``..._transformer_proofs.py``)."""
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from collections.abc import Iterator
 import pytest
 import torch
 
-from tests.callbacks.health_field_gallery import FieldCase, run_case
-from tests.callbacks.health_field_gallery.field_runs import CASES as FIELD
+from galleries.health.field import FieldCase, run_case
+from galleries.health.field.field_runs import CASES as FIELD
 
 if importlib.util.find_spec("transformers") is not None:
-    from tests.callbacks.health_field_gallery.transformer_runs import CASES as TRANSFORMER
+    from galleries.health.field.transformer_runs import CASES as TRANSFORMER
 else:  # pragma: no cover - the dev group installs transformers
     TRANSFORMER = []
 

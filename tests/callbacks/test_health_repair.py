@@ -16,6 +16,9 @@ import torch
 from lightning.pytorch.callbacks import Callback
 from torch.utils.data import DataLoader
 
+from galleries.health.field._field_data import loader, teacher_data
+from galleries.health.field._field_models import FieldModule, GeluMLP
+from galleries.health.field._field_problems_run import _overfit_wide_mlp
 from lightning_recipes.callbacks import HealthMonitor, RunManifest
 from lightning_recipes.callbacks._health_repair import REPAIRS, lr_factor_of, repair_of
 from lightning_recipes.callbacks._health_rules import lower_lr_by
@@ -23,9 +26,6 @@ from lightning_recipes.callbacks._health_window import Finding
 from lightning_recipes.callbacks._snapshot import same_state
 from lightning_recipes.testing.logger import InMemoryLogger
 from lightning_recipes.testing.trainers import fast_trainer
-from tests.callbacks.health_field_gallery._field_data import loader, teacher_data
-from tests.callbacks.health_field_gallery._field_models import FieldModule, GeluMLP
-from tests.callbacks.health_field_gallery._field_problems_run import _overfit_wide_mlp
 from tests.callbacks.health_repair_runs import (
     ZERO_WEIGHT_BATCH,
     case,
@@ -168,7 +168,7 @@ def test_a_run_that_recovers_by_itself_is_not_repaired() -> None:
     """Sealed zoo 1's tiny transformer at AdamW 5e-2: ``lr_too_high`` at step 80 while its loss is still
     falling well below every snapshot's. Held while the loss keeps falling, dropped when the problem is
     gone: bitwise the run without repair (an immediate rollback and 15x cut ended 58% worse)."""
-    from tests.callbacks.health_sealed_zoo.zoo import CASES
+    from galleries.health.zoo1.zoo import CASES
 
     [zoo_case] = [c for c in CASES if c.name == "transformer_classifier_adamw_lr_too_high"]
     plain, repaired = run_zoo_case(zoo_case, repair=False), run_zoo_case(zoo_case, repair=True)
@@ -183,7 +183,7 @@ def test_the_self_recovering_transformer_is_not_made_worse_on_other_seeds(seed: 
     immediate rollback and cut of before ended 4%, 238% and 124% worse; now no worse than without."""
     import dataclasses
 
-    from tests.callbacks.health_sealed_zoo.zoo import CASES
+    from galleries.health.zoo1.zoo import CASES
 
     [zoo_case] = [c for c in CASES if c.name == "transformer_classifier_adamw_lr_too_high"]
     zoo_case = dataclasses.replace(zoo_case, seed=seed)
@@ -195,7 +195,7 @@ def test_the_self_recovering_transformer_is_not_made_worse_on_other_seeds(seed: 
 def test_a_held_finding_that_persists_without_recovery_is_repaired_one_check_later() -> None:
     """Sealed zoo 2's tanh MLP at SGD 0.5: ``lr_too_high`` at step 100 with a loss no worse than the
     confirmed snapshot's (held); at 120 the loss has risen: rolled back and cut then."""
-    from tests.callbacks.health_sealed_zoo2.zoo import CASES
+    from galleries.health.zoo2.zoo import CASES
 
     [zoo_case] = [c for c in CASES if c.name == "digits_tanh_mlp_sgd_lr_too_high_spikes"]
     plain, repaired = run_zoo_case(zoo_case, repair=False), run_zoo_case(zoo_case, repair=True)
@@ -226,7 +226,7 @@ def test_units_the_lr_killed_roll_back_to_before_they_began_dying() -> None:
     blow-up: rolled back to step 40 and cut 25x it ended 86% worse (0.0276 -> 0.0514). The last snapshot
     before the units began dying is the start: restarted from there at the cut LR, at least 10% better. The
     multi-label MLP whose units die after a jump at step 100 still returns to step 100."""
-    from tests.callbacks.health_sealed_zoo4.zoo import PROBLEM_CASES
+    from galleries.health.zoo4.zoo import PROBLEM_CASES
 
     cases = {c.name: c for c in PROBLEM_CASES}
     denoiser = cases["unet_denoiser_adam_lr_50x_spikes"]

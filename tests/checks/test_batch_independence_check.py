@@ -12,10 +12,10 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 from torch.utils.data import DataLoader
 
+from galleries.preflight.families import _shapes_models as S
 from lightning_recipes.checks import BatchIndependenceCheck, CheckContext, preflight
 
 from . import _models as M
-from .gallery import _shapes_models as S
 
 
 class NeedsMask(M.MLP):

@@ -11,11 +11,10 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
+from galleries.preflight.families import _leakage_models as M
+from galleries.preflight.families import causality
 from lightning_recipes.checks import CheckContext, preflight
 from lightning_recipes.checks.model.causality_check import CausalityCheck, next_token_task
-
-from .gallery import _leakage_models as M
-from .gallery import causality
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 

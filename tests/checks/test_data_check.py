@@ -14,14 +14,14 @@ import torch
 from torch import Tensor
 from torch.utils.data import DataLoader, Dataset
 
+from galleries.preflight.families import data as gallery
+from galleries.preflight.families._data_models import gaussian, loaders, regression
 from lightning_recipes.checks import CheckContext, DataCheck, preflight
 from lightning_recipes.checks.report import SUMMARY_LIMIT
 from lightning_recipes.testing import TinyTransformerLM, random_token_loader
 from tests.helpers.saved_results import assert_same_as_saved
 
 from . import _models as M
-from .gallery import data as gallery
-from .gallery._data_models import gaussian, loaders, regression
 
 
 class UninspectableLoader:

@@ -14,10 +14,9 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 from torch.utils.data import DataLoader, Dataset
 
+from galleries.preflight.families._data_models import MLP, digits, gaussian, loaders
 from lightning_recipes.checks import preflight
 from lightning_recipes.testing import DigitsCNN
-
-from .gallery._data_models import MLP, digits, gaussian, loaders
 
 RAMP = torch.linspace(0, 1, 8)  # a left-to-right brightness ramp: a flip changes the image
 

@@ -11,12 +11,11 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 from torch.utils.data import DataLoader, Dataset
 
+from galleries.preflight.families import eval_mode as gallery
+from galleries.preflight.families._data_models import IN, NoisyCNN, digits_split, gaussian
 from lightning_recipes.checks import CheckContext, preflight
 from lightning_recipes.checks.model.eval_mode_check import EvalModeCheck
 from lightning_recipes.testing import fast_trainer
-
-from .gallery import eval_mode as gallery
-from .gallery._data_models import IN, NoisyCNN, digits_split, gaussian
 
 
 @pytest.mark.parametrize("case", gallery.BUGS, ids=lambda c: c.id)

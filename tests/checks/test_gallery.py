@@ -1,5 +1,6 @@
-"""The whole gallery (``tests/checks/gallery``): every case names a registered check, ids are unique, the
-issue's minimum counts hold, and no healthy model gets a ``fail`` from ANY check of the full preflight.
+"""The whole first gallery (``galleries/preflight/families``): every case names a registered check, ids are
+unique, the issue's minimum counts hold, and no healthy model gets a ``fail`` from ANY check of the full
+preflight.
 
 Each family's own test file runs its check on its bugs; this file adds the cross-check view: a healthy model
 must survive every check, not only the ones its author had in mind.
@@ -13,10 +14,9 @@ import pkgutil
 import pytest
 import torch
 
+from galleries.preflight import families as gallery
+from galleries.preflight.families import Case
 from lightning_recipes.checks import CHECKS, preflight
-
-from . import gallery
-from .gallery import Case
 
 
 def _modules() -> list[str]:

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import torch
 
+from galleries.preflight.families import _existing_models as M
 from lightning_recipes.checks import CheckContext, GradFlowCheck, preflight
 from lightning_recipes.checks._budget import time_budget
 
 from . import _models
-from .gallery import _existing_models as M
 
 
 def test_lora_style_model_passes_and_reports_the_frozen_base_as_information():
@@ -70,9 +70,8 @@ def test_the_retries_are_fixed_work_not_cut_by_the_time_budget():
 def test_model_and_loop_summaries_are_one_short_sentence():
     """#34: every result of the model and loop checks is a summary of at most 120 characters and, when not
     a pass, one action; on the legacy gallery's bugs and a healthy model."""
+    from galleries.preflight.families import legacy
     from lightning_recipes.checks.report import SUMMARY_LIMIT
-
-    from .gallery import legacy
 
     mine = ["grad_flow", "batch_independence", "causality", "padding", "eval_mode"]
     mine += ["schedule", "optimization", "validation_path"]

@@ -9,9 +9,8 @@ from typing import Any
 
 import pytest
 
+from galleries.preflight.families import _shapes_models as S
 from lightning_recipes.checks import PreflightReport, preflight
-
-from .gallery import _shapes_models as S
 
 pytest.importorskip("transformers", reason="the Hugging Face integration tests need `transformers`")
 

@@ -3,9 +3,8 @@ the tests that keep them closed. Both failed (``pass``) before the fix."""
 
 from __future__ import annotations
 
+from galleries.preflight.families import holdout
 from lightning_recipes.checks import preflight
-
-from .gallery import holdout
 
 
 def _case(case_id: str):

@@ -10,6 +10,8 @@ import pytest
 import torch
 from torch.nn import functional as F
 
+from galleries.preflight.families import _existing_models as M
+from galleries.preflight.families.init_loss import BUGS
 from lightning_recipes.checks import InitLossCheck, preflight
 from lightning_recipes.checks.loss._expected_loss import (
     ce_floor,
@@ -17,9 +19,6 @@ from lightning_recipes.checks.loss._expected_loss import (
     record_loss_calls,
 )
 from lightning_recipes.checks.report import SUMMARY_LIMIT
-
-from .gallery import _existing_models as M
-from .gallery.init_loss import BUGS
 
 
 @pytest.mark.parametrize("case", BUGS, ids=[c.id for c in BUGS])

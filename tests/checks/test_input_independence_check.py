@@ -164,7 +164,7 @@ def test_loss_drop_is_learning_beyond_the_losss_own_noise(losses, num_batches, f
 def test_healthy_data_split_by_subject_is_not_blamed_on_the_labels() -> None:
     """Issue #24: the check's small copy memorises subjects, so held-out loss with real inputs is worse than
     with none. The permuted-target control tells it from shuffled labels: the real pairs fit faster."""
-    from tests.checks.stage_gallery.data_stages import HEALTHY
+    from galleries.preflight.stage.data_stages import HEALTHY
 
     (case,) = [c for c in HEALTHY if c.id == "st_ok_repeat_measurements_split_by_subject"]
     result = _run(case.model(), **case.data())

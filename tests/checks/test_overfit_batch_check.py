@@ -13,6 +13,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from galleries.preflight.families import _existing_models as M
+from galleries.preflight.families.overfit import BUGS
 from lightning_recipes.callbacks import FinetuneSchedule
 from lightning_recipes.checks import CheckContext, OverfitBatchCheck, Preflight, preflight
 from lightning_recipes.checks.loss._expected_loss import ce_floor, known_floor, record_loss_calls
@@ -23,8 +25,6 @@ from lightning_recipes.recipe import OptimizerRecipe
 from lightning_recipes.testing import fast_trainer, random_classification_loader
 
 from . import _models
-from .gallery import _existing_models as M
-from .gallery.overfit import BUGS
 
 
 @pytest.mark.parametrize("case", BUGS, ids=[c.id for c in BUGS])

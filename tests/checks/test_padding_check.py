@@ -15,11 +15,11 @@ from torch.nn import functional as F
 from torch.nn.utils.rnn import pack_padded_sequence
 from torch.utils.data import DataLoader, TensorDataset
 
+from galleries.preflight.families import _shapes_models as S
 from lightning_recipes.checks import CheckContext, preflight
 from lightning_recipes.checks.model.padding_check import PaddingCheck
 
 from . import _models as M
-from .gallery import _shapes_models as S
 
 N, T, FEATURES, CLASSES = 64, 10, 6, 3
 

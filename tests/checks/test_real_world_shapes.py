@@ -12,6 +12,8 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
+from galleries.preflight.families import _shapes_models as S
+from galleries.preflight.families import shapes as gallery
 from lightning_recipes.checks import (
     BatchIndependenceCheck,
     CheckContext,
@@ -20,9 +22,6 @@ from lightning_recipes.checks import (
     preflight,
 )
 from lightning_recipes.testing import TinyClassifier, fast_trainer, random_classification_loader
-
-from .gallery import _shapes_models as S
-from .gallery import shapes as gallery
 
 
 def _context(model: pl.LightningModule, data: dict[str, Any], **keys: Any) -> CheckContext:

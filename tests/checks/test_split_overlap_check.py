@@ -9,6 +9,8 @@ import torch
 from lightning.pytorch import Callback
 from torch.utils.data import DataLoader, TensorDataset
 
+from galleries.preflight.families import split_overlap as gallery
+from galleries.preflight.families._data_models import MLP, digits_split, gaussian, loaders
 from lightning_recipes.checks import CheckContext, DataCheck, Preflight, PreflightError, preflight
 from lightning_recipes.checks.data.split_overlap_check import (
     SplitOverlapCheck,
@@ -18,9 +20,6 @@ from lightning_recipes.checks.data.split_overlap_check import (
 )
 from lightning_recipes.checks.model.eval_mode_check import EvalModeCheck
 from lightning_recipes.testing import DigitsCNN, fast_trainer
-
-from .gallery import split_overlap as gallery
-from .gallery._data_models import MLP, digits_split, gaussian, loaders
 
 
 @pytest.mark.parametrize("case", gallery.BUGS, ids=lambda c: c.id)

@@ -11,12 +11,11 @@ import torch
 from torch import Tensor
 from torch.utils.data import DataLoader, TensorDataset
 
+from galleries.preflight.families._data_models import MLP, digits, loaders
 from lightning_recipes.checks import CheckContext, preflight
 from lightning_recipes.checks.data._split_repeats import ALPHA, Repeats, repeat_features, repeat_test
 from lightning_recipes.checks.data.split_overlap_check import SplitOverlapCheck
 from lightning_recipes.testing import DigitsCNN
-
-from .gallery._data_models import MLP, digits, loaders
 
 
 def _random_split(x: Tensor, y: Tensor, seed: int = 0, train: float = 0.8) -> dict:

@@ -11,12 +11,11 @@ from typing import Any
 import pytest
 import torch
 
+from galleries.preflight.families import _leakage_models as M
+from galleries.preflight.families import target_leakage
 from lightning_recipes.checks import CheckContext, preflight
 from lightning_recipes.checks.data.target_leakage_check import TargetLeakageCheck
 from tests.helpers.saved_results import assert_same_as_saved
-
-from .gallery import _leakage_models as M
-from .gallery import target_leakage
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
@@ -219,7 +218,7 @@ GOLDEN_CASES: dict[str, tuple[str, dict[str, Any]]] = {  # name: (gallery case i
 
 def golden_result(name: str) -> dict[str, Any]:
     """The check's ``to_dict()`` (without its duration) on ``GOLDEN_CASES[name]``, seeded, no time budget."""
-    from .gallery import holdout
+    from galleries.preflight.families import holdout
 
     case_id, kwargs = GOLDEN_CASES[name]
     kwargs = dict(kwargs)

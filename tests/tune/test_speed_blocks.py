@@ -163,7 +163,7 @@ def test_compile_of_a_module_without_forward_compiles_the_model_training_step_ca
 
 def test_hugging_face_gpt2_wrapper_is_checkpointed_and_its_model_is_the_compile_target() -> None:
     """Compile end to end on a wrapper without forward: the test above (same path, a cheaper model)."""
-    from tests.checks.gallery._shapes_models import HFCausalLM, lm_loaders
+    from galleries.preflight.families._shapes_models import HFCausalLM, lm_loaders
 
     torch.manual_seed(0)
     model = HFCausalLM()  # no forward; training_step: self.model(**batch).loss on dict batches

@@ -1,0 +1,23 @@
+"""Proofs of HealthMonitor's sealed zoo 4: new tasks, blind pairs, repairable runs and healthy look-alikes
+(issues #35/#36), with plain torch and Lightning (no HealthMonitor).
+
+Each run of ``galleries/health/zoo4/zoo.py`` trains once with :class:`PlainRecorder` alone and
+its proof asserts, from that recording (and a healthy twin's where one makes the point), that its problem is
+real and present from its ``onset_step``, or that a healthy run trains well.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from galleries.health import sealed_zoo
+from galleries.health.zoo4 import zoo
+
+
+def test_the_zoo_is_as_big_and_as_varied_as_promised() -> None:
+    sealed_zoo.check_zoo(zoo, problems=14, healthy=10, causes=8, repairable=5)
+
+
+@pytest.mark.parametrize("case", zoo.CASES, ids=lambda case: case.name)
+def test_proof(case) -> None:
+    sealed_zoo.prove(case)

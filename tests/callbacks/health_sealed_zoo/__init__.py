@@ -1,1 +1,0 @@
-"""HealthMonitor sealed zoo (issue #35)."""

@@ -1,1 +1,0 @@
-"""HealthMonitor sealed zoo 2 (issue #35): blind pairs and healthy look-alikes."""

@@ -1,1 +1,0 @@
-"""HealthMonitor sealed zoo 3 (issues #35/#36): new tasks, blind pairs, repairable runs, look-alikes."""
