@@ -8,7 +8,14 @@ from typing import Any, Literal
 
 import torch
 from torch import Tensor
-from torch.utils.data import DataLoader, Subset
+from torch.utils.data import (
+    DataLoader,
+    DistributedSampler,
+    IterableDataset,
+    RandomSampler,
+    SequentialSampler,
+    Subset,
+)
 from typing_extensions import Unpack, override
 
 from lightning_recipes._validation import check_int, check_positive
@@ -138,7 +145,10 @@ class DataCheck(SanityCheck):
         classes = self._num_classes(context, batches[0], targets[0])
         details["num_classes"] = classes
         self._labels(context, batches, targets, classes, details)
-        self._splits(context, batches, details)
+        uniform = _drawn_uniformly(context, self.num_batches)
+        self._splits(context, batches, details, relate=uniform is None)
+        if uniform is not None:  # pairing is the dataset's: judged on samples drawn as validation's are
+            self._splits(context, uniform, details, judge_labels=False)
         self._further_targets(context, batches, details)
         found.sort(key=lambda f: _ORDER[f.status])
         if found:  # every finding's sentence, the worst first
@@ -328,8 +338,16 @@ class DataCheck(SanityCheck):
                 "Use DataLoader(shuffle=True).",
             )
 
-    def _splits(self, context: CheckContext, batches: list[Any], details: dict[str, Any]) -> None:
-        """Label sets, label distributions and the input-target relation of the two splits."""
+    def _splits(
+        self,
+        context: CheckContext,
+        batches: list[Any],
+        details: dict[str, Any],
+        judge_labels: bool = True,
+        relate: bool = True,
+    ) -> None:
+        """Label sets and label distributions (``judge_labels``) and the input-target relation (``relate``)
+        of the training ``batches`` and the validation split."""
         val = context.val_batches(self.num_batches)
         if not val:
             return
@@ -342,32 +360,15 @@ class DataCheck(SanityCheck):
         if y_t.ndim == 1 and not y_t.is_floating_point() and y_t.dtype != torch.bool:
             ignore = details.get("ignore_index", IGNORE_INDEX)  # missing labels the loss ignores: no class
             keep_t, keep_v = (y_t != IGNORE_INDEX) & (y_t != ignore), (y_v != IGNORE_INDEX) & (y_v != ignore)
-            counts_t, counts_v = _counts(y_t[keep_t]), _counts(y_v[keep_v])
-            details.update(train_class_counts=counts_t, val_class_counts=counts_v)
-            unseen = sum(n for c, n in counts_v.items() if c not in counts_t) / max(1, sum(counts_v.values()))
-            details["val_unseen_label_fraction"] = unseen
-            if unseen >= 0.5:
-                self._add(
-                    "fail",
-                    f"{unseen:.0%} of validation samples carry labels unseen in training "
-                    f"({len(counts_t)} training, {len(counts_v)} validation classes)",
-                    "Split with stratification and build one label mapping for both splits.",
-                )
+            if judge_labels and self._label_splits(y_t[keep_t], y_v[keep_v], details):
                 return
-            shift = _label_shift(counts_t, counts_v)
-            details["label_distribution"] = shift
-            if shift["significant"]:
-                self._add(
-                    "warn",
-                    f"the label distribution differs between splits: total variation {shift['tv']:.2f} "
-                    f"(chi-square {shift['chi2']:.0f}, {shift['df']} df)",
-                    "Stratify the split per class; if deliberate, report per-class metrics.",
-                )
             x_t, y_t, g_t = x_t[keep_t], y_t[keep_t], {k: v[keep_t] for k, v in g_t.items()}
             x_v, y_v, g_v = x_v[keep_v], y_v[keep_v], {k: v[keep_v] for k, v in g_v.items()}
             codes, y_all = torch.unique(torch.cat([y_t, y_v]), return_inverse=True)
             y_t, y_v, classes = y_all[: len(y_t)], y_all[len(y_t) :], len(codes)
         elif y_t.is_complex() or y_t.dtype == torch.bool:
+            return
+        if not relate:
             return
         aligned = _aligned(x_t, y_t)
         if not aligned and (y_t.ndim > 2 or not (y_t.is_floating_point() or classes)):
@@ -394,6 +395,32 @@ class DataCheck(SanityCheck):
         if worst.level != "pass":
             self._found.append(_relation_finding(worst))
 
+    def _label_splits(self, y_t: Tensor, y_v: Tensor, details: dict[str, Any]) -> bool:
+        """Validation labels unseen in training (``True`` when most are: a fail that ends the comparison)
+        and a label distribution that differs between the splits (a warning)."""
+        counts_t, counts_v = _counts(y_t), _counts(y_v)
+        details.update(train_class_counts=counts_t, val_class_counts=counts_v)
+        unseen = sum(n for c, n in counts_v.items() if c not in counts_t) / max(1, sum(counts_v.values()))
+        details["val_unseen_label_fraction"] = unseen
+        if unseen >= 0.5:
+            self._add(
+                "fail",
+                f"{unseen:.0%} of validation samples carry labels unseen in training "
+                f"({len(counts_t)} training, {len(counts_v)} validation classes)",
+                "Split with stratification and build one label mapping for both splits.",
+            )
+            return True
+        shift = _label_shift(counts_t, counts_v)
+        details["label_distribution"] = shift
+        if shift["significant"]:
+            self._add(
+                "warn",
+                f"the label distribution differs between splits: total variation {shift['tv']:.2f} "
+                f"(chi-square {shift['chi2']:.0f}, {shift['df']} df)",
+                "Stratify the split per class; if deliberate, report per-class metrics.",
+            )
+        return False
+
     def _further_targets(self, context: CheckContext, batches: list[Any], details: dict[str, Any]) -> None:
         """Each further target the loss reads from the batch (a detector's box beside its class) is paired
         with the input as the main one is: the same nearest-neighbour rule, in both directions."""
@@ -419,6 +446,30 @@ class DataCheck(SanityCheck):
             worst = max(found, key=lambda r: (("pass", "warn", "fail").index(r.level), r.z), default=None)
             if worst is not None and worst.level != "pass":
                 self._found.append(_relation_finding(worst, f"target {key!r}"))
+
+
+def _drawn_uniformly(context: CheckContext, count: int) -> list[Any] | None:
+    """Training batches drawn uniformly from the dataset (same batch size, collate and augmentation) when the
+    loader's sampler chooses its samples by a rule of its own (a curriculum serving the easy samples first,
+    weights): pairing is the dataset's, and validation is drawn alike. ``None`` for torch's random or
+    sequential samplers, a batch sampler of its own, or a loader that is not a ``DataLoader``."""
+    loader = context.train_dataloader
+    if not isinstance(loader, DataLoader) or isinstance(loader.dataset, IterableDataset):
+        return None
+    sampler = loader.sampler
+    if isinstance(sampler, (RandomSampler, SequentialSampler, DistributedSampler)) or not loader.batch_size:
+        return None
+    generator = torch.Generator().manual_seed(context.seed)
+    uniform = DataLoader(
+        loader.dataset,
+        batch_size=loader.batch_size,
+        sampler=RandomSampler(loader.dataset, generator=generator),  # type: ignore[arg-type]
+        collate_fn=loader.collate_fn,
+    )
+    try:
+        return context.read_batches(uniform, count) or None
+    except Exception:
+        return None
 
 
 def _entry(batch: Any, key: Any) -> Tensor | None:

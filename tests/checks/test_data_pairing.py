@@ -1,5 +1,6 @@
-"""``DataCheck`` pairs every target the loss reads, not only the first: a detector whose shift augmentation
-moves the image but not the box it must regress (sealed gallery F) fails; the box moved with it passes."""
+"""``DataCheck``'s pairing: every target the loss reads is paired with the input, not only the first (a
+detector whose shift moves the image but not its box fails, sealed gallery F); and pairing is judged on
+samples drawn from the dataset as validation's are, not as a curriculum sampler serves them."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader, Dataset, Sampler, TensorDataset
 
 from lightning_recipes.checks import DataCheck, preflight
 from lightning_recipes.testing import TinyClassifier
@@ -86,3 +87,36 @@ def test_every_target_the_loss_reads_is_paired_with_the_input(move_box: bool | N
         assert worst["fitted_on"] == "val" and worst["own_score"] - worst["other_score"] >= 0.25
     else:
         assert result.status == "pass", result.message
+
+
+class EasiestFirst(Sampler[int]):
+    """A curriculum at its first stage: only the samples whose noise is in the lowest quarter, shuffled."""
+
+    def __init__(self, noise: Tensor) -> None:
+        self.easy = torch.nonzero(noise <= noise.quantile(0.25)).flatten()
+
+    def __len__(self) -> int:
+        return len(self.easy)
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(self.easy[torch.randperm(len(self.easy))].tolist())
+
+
+def test_pairing_is_judged_on_uniform_draws_not_on_what_a_curriculum_serves_first() -> None:
+    """On the easy quarter one input feature gives the label away; on all samples (validation) it does not.
+    The curriculum is healthy: the relation is compared on samples drawn uniformly from the dataset."""
+    g = torch.Generator().manual_seed(0)
+
+    def rows(n: int) -> tuple[Tensor, Tensor, Tensor]:
+        label, noise = torch.randint(0, 2, (n,), generator=g), torch.rand(n, generator=g)
+        x = torch.randn(n, 8, generator=g)
+        x[:, 0] = label + 3 * noise * torch.randn(n, generator=g)  # clean on easy samples, noise on hard
+        return x, label, noise
+
+    x, y, noise = rows(2048)
+    train = DataLoader(TensorDataset(x, y), batch_size=64, sampler=EasiestFirst(noise))
+    val = DataLoader(TensorDataset(*rows(512)[:2]), batch_size=64)
+    report = preflight(
+        TinyClassifier(), train_dataloaders=train, val_dataloaders=val, checks=[DataCheck()], num_threads=1
+    )
+    assert report["data"].status == "pass", report["data"].message
