@@ -155,7 +155,7 @@ class _Batches:
 def test_as_callback_warns_and_training_continues(tmp_path):
     check = EvalModeCheck(on_fail="warn")
     trainer = fast_trainer(max_steps=2, callbacks=[check], default_root_dir=tmp_path)
-    with pytest.warns(UserWarning, match="eval_mode: .*`noise` \\(GaussianNoise\\) is random"):
+    with pytest.warns(UserWarning, match="eval_mode: .*random in `noise` \\(GaussianNoise\\)"):
         trainer.fit(NoisyCNN(), **digits_split())
     assert trainer.global_step == 2 and check.failed_on_any_rank
 

@@ -123,7 +123,7 @@ class EvalModeCheck(SanityCheck):
             return self.verdict(
                 "fail",
                 f"eval() gave different results on two seeds ({details['max_difference']:.2g} apart): "
-                f"{where} is random"[:SUMMARY_LIMIT],
+                f"random in {where}"[:SUMMARY_LIMIT],
                 details,
                 action="Pass training=self.training to F.dropout; guard noise and masking by self.training.",
             )
@@ -244,10 +244,9 @@ def _output(context: CheckContext, model: pl.LightningModule, batch: Any) -> Ten
     try:
         return model_output(context, model, batch)
     except Exception as err:
-        try:
+        with suppress(Exception):
             return step_output(context, model, batch)
-        except Exception:
-            raise err from None
+        raise err
 
 
 def _inside(name: str, parent: str) -> bool:
