@@ -99,7 +99,7 @@ class OverfitBatchCheck(SanityCheck):
         call = loss_call_for(calls, loss)
         floor, known = (None if call is None else loss_floor(call)), known_floor(calls, loss)
         size = batch_size_of(batch, context.input_key)
-        details: dict[str, Any] = {"samples": size, "optimizer": "the module's own, in a real Trainer"}
+        details: dict[str, Any] = {"samples": size}
         if floor is not None and floor.bounded:
             details |= {"floor": floor.value, "floor_from": floor.how}
         elif known is not None:
@@ -122,7 +122,7 @@ class OverfitBatchCheck(SanityCheck):
         peak = max((g.get("lr", 0.0) for o in built.optimizers for g in o.param_groups), default=0.0)
         reached = max((s.lr for s in fit.steps), default=0.0)
         details |= {"initial": initial, "best": best, "final": values[-1], "target": target}
-        details |= {"steps": len(values), "curve": [round(v, 5) for v in values]}
+        details |= {"steps": len(values), "curve": [round(v, 5) for v in values], "optimizer": fit.optimizers}
         details |= {"peak_lr": peak, "max_lr": reached}  # the schedule's most in the trial, and its peak
         if initial != 0 and math.isfinite(best):
             details["measured"] = best / initial
