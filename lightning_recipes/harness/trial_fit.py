@@ -464,14 +464,16 @@ def trial_fit(
     fit_ratio: float = 0.5,
     should_stop: Callable[[], bool] | None = None,
     cache: bool = True,
+    validate: bool = True,
 ) -> TrialFit:
     """Fit a deep copy of ``harness.model`` with a real, silent ``Trainer`` on one fixed training batch (its
     first ``max_samples`` samples), repeated ``steps`` times, validated before and after on the same batch.
 
     Works under automatic and manual optimisation; stops early when ``should_stop()`` turns true or the loss
-    fell by ``fit_ratio``; ``cache``: reuse a finished trial of the same harness and sizes. Raises
-    ``CannotRunOnCopy`` without data, for a model that cannot be copied, or inside a multi-process run. What
-    it records and when it stops: ``docs/guides/harness.md``.
+    fell by ``fit_ratio``; ``cache``: reuse a finished trial of the same harness and sizes; ``validate``:
+    ``False`` fits the training loop alone (no validation, not cached). Raises ``CannotRunOnCopy`` without
+    data, for a model that cannot be copied, or inside a multi-process run. What it records and when it
+    stops: ``docs/guides/harness.md``.
 
     Example:
         >>> from lightning_recipes.harness import Harness
@@ -485,7 +487,7 @@ def trial_fit(
     check_int("steps", steps, minimum=1)
     check_int("max_samples", max_samples, minimum=1)
     check_in_range("fit_ratio", fit_ratio, 0, 1, low_open=True)
-    key = (steps, max_samples)
+    key, cache = (steps, max_samples), cache and validate
     cached = _CACHE.get(harness, {}).get(key) if cache else None
     if cached is not None:
         return cached
@@ -500,7 +502,7 @@ def trial_fit(
         torch.manual_seed(harness.seed)
         batch = harness.read_raw_batches(1, max_samples)[0]
         model = harness.copy_model()
-        result = _fit(harness, model, batch, steps, fit_ratio, should_stop or (lambda: False))
+        result = _fit(harness, model, batch, steps, fit_ratio, should_stop or (lambda: False), validate)
     result.samples = batch_size_of(batch, harness.input_key)
     result.seconds = time.perf_counter() - started
     if cache and result.stopped != "budget":
@@ -515,9 +517,10 @@ def _fit(
     steps: int,
     fit_ratio: float,
     should_stop: Callable[[], bool],
+    validate: bool = True,
 ) -> TrialFit:
     recorder = TrialRecorder(model, should_stop, fit_ratio)
-    has_validation = is_overridden("validation_step", model, pl.LightningModule)
+    has_validation = validate and is_overridden("validation_step", model, pl.LightningModule)
     precision = getattr(harness.trainer, "precision", None)  # the run's, inside fit
     view: ValidationView | None = None
     try:

@@ -154,7 +154,7 @@ class _Batches:
 def test_as_callback_warns_and_training_continues(tmp_path):
     check = EvalModeCheck(on_fail="warn")
     trainer = fast_trainer(max_steps=2, callbacks=[check], default_root_dir=tmp_path)
-    with pytest.warns(UserWarning, match="eval_mode: .*`noise` \\(GaussianNoise\\) is random"):
+    with pytest.warns(UserWarning, match="eval_mode: .*random in `noise` \\(GaussianNoise\\)"):
         trainer.fit(NoisyCNN(), **digits_split())
     assert trainer.global_step == 2 and check.failed_on_any_rank
 
@@ -272,3 +272,31 @@ def test_a_state_set_from_every_input_fails_even_when_one_batch_sets_the_same_va
     result = EvalModeCheck().run(CheckContext(_CentredScorer(every_pass=True), _one_class_loader()))
     assert result.status == "fail", result.message
     assert result.details["changed_state"] == ["centre"] and not result.details["initialised_state"]
+
+
+class _DictForward(pl.LightningModule):
+    """``forward(batch)`` reads a dict batch (inputs, target, an integer ``row_id`` as metadata) whole, as the
+    step calls it; ``functional`` drops features with ``F.dropout(x, 0.3)``, active in eval too (the bug)."""
+
+    def __init__(self, functional: bool = False) -> None:
+        super().__init__()
+        self.net, self.drop, self.functional = nn.Linear(IN, 4), nn.Dropout(0.3), functional
+
+    def forward(self, batch: dict[str, Tensor]) -> Tensor:
+        return self.net(F.dropout(batch["x"], 0.3) if self.functional else self.drop(batch["x"]))
+
+    def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
+        return F.cross_entropy(self(batch), batch["labels"])
+
+    def configure_optimizers(self) -> Any:
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+@pytest.mark.parametrize(("functional", "status"), [(False, "pass"), (True, "fail")])
+def test_a_forward_taking_the_whole_dict_batch_is_judged_as_the_step_calls_it(functional, status):
+    """Sealed gallery F: ``forward(batch)`` cannot take the input tensor alone (it indexes the dict), so the
+    check reads the output while ``training_step`` calls it, instead of ending ``inconclusive``."""
+    x, y = gaussian(64, 0)
+    rows = [{"x": x[i], "labels": y[i], "row_id": i} for i in range(64)]
+    result = EvalModeCheck().run(CheckContext(_DictForward(functional), DataLoader(rows, batch_size=16)))
+    assert result.status == status, result.message

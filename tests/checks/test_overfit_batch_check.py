@@ -308,3 +308,59 @@ def test_known_floor_sums_known_terms_and_refuses_rescaled_or_offset_ones():
         loss = F.binary_cross_entropy_with_logits(x, torch.full((8, 3), 0.25))
     expected = -(0.25 * math.log(0.25) + 0.75 * math.log(0.75))
     assert known_floor(calls, loss).value == pytest.approx(expected, rel=1e-9)  # type: ignore[union-attr]
+
+
+# ------------------------------------------------------------------ the user's own loop
+
+
+class _ClipsInItsHook(M.SGDClassifier):
+    """Clips the gradient norm to ``max_norm`` in its own ``on_before_optimizer_step`` (sealed gallery F:
+    ``1e-3``, a typo for ``1.0``, leaves each SGD step a thousandth of the planned one)."""
+
+    def __init__(self, max_norm: float) -> None:
+        super().__init__(lr=0.1)
+        self.max_norm = max_norm
+
+    def on_before_optimizer_step(self, optimizer: Any) -> None:
+        nn.utils.clip_grad_norm_(self.parameters(), self.max_norm)
+
+
+@pytest.mark.parametrize(("max_norm", "status"), [(1.0, "pass"), (1e-4, "fail")])
+def test_the_fit_runs_the_users_clipping_hook(max_norm, status):
+    """The fit goes through a real Trainer, so a clip to ~0 in the module's own hook cannot fit one batch."""
+    torch.manual_seed(0)
+    data = M.classification_data()
+    result = preflight(_ClipsInItsHook(max_norm), **data, checks=[OverfitBatchCheck()])["overfit_batch"]
+    assert result.status == status, result.message
+
+
+class _LongWarmUp(M.SGDClassifier):
+    """A linear warm-up over 10,000 steps: the trial's steps run at under 2% of the peak lr."""
+
+    def configure_optimizers(self) -> Any:
+        optimizer = torch.optim.SGD(self.parameters(), lr=self.lr, momentum=0.9)
+        warm_up = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(1.0, step / 10_000))
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": warm_up, "interval": "step"}}
+
+
+def test_a_fit_held_back_by_a_warm_up_abstains_never_fails():
+    torch.manual_seed(0)
+    result = preflight(_LongWarmUp(lr=0.1), **M.classification_data(), checks=[OverfitBatchCheck()])
+    assert result["overfit_batch"].status == "inconclusive", result["overfit_batch"].message
+    assert "of its peak" in result["overfit_batch"].summary
+
+
+class _ValidatesOtherBatches(M.SGDClassifier):
+    """A ``validation_step`` written for batches of another layout (sealed gallery A's distillation: its
+    training batches hold no labels): the fit of the training loop never runs it."""
+
+    def validation_step(self, batch: Any, batch_idx: int) -> None:
+        raise ValueError("not enough values to unpack")
+
+
+def test_a_validation_step_that_cannot_take_the_training_batch_does_not_stop_the_fit():
+    torch.manual_seed(0)
+    result = preflight(
+        _ValidatesOtherBatches(lr=0.1), **M.classification_data(), checks=[OverfitBatchCheck()]
+    )
+    assert result["overfit_batch"].status == "pass", result["overfit_batch"].message

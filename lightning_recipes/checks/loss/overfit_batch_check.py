@@ -18,29 +18,34 @@ from lightning_recipes.checks.loss._expected_loss import (
     loss_call_for,
     record_loss_calls,
 )
-from lightning_recipes.checks.loss._loss_probe import LossFloor, input_bounds, loss_floor
+from lightning_recipes.checks.loss._loss_probe import input_bounds, loss_floor
 from lightning_recipes.checks.report import CheckResult
 from lightning_recipes.harness import Harness as CheckContext
-from lightning_recipes.harness.batches import batch_size_of, slice_batch
+from lightning_recipes.harness.batches import batch_size_of
+from lightning_recipes.harness.isolation import preserved_rng
+from lightning_recipes.harness.trial_fit import trial_fit
 
 __all__ = ["OverfitBatchCheck"]
 
 _UNTRAINED_SHARE = 0.1  # a fit short of its target with this share of the weights untrained: said so
 _MIN_FALL = 1e-3  # a loss of unknown floor that fell less than this share of its start did not fall at all
+_WARM = 0.5  # a fit short of its target whose schedule kept the lr under this share of its peak: not judged
 _ACTION = "Check the learning rate (too high diverges, too low crawls) and param_groups; run grad_flow."
 
 
 class OverfitBatchCheck(SanityCheck):
-    """Train a copy on one fixed small batch for at most ``max_steps`` steps: the loss must fall
-    ``1 - target_ratio`` of its way from the initial value to its floor, judged only where that floor is
-    known (:func:`known_floor`: 0 for class indices and regression, the targets' entropy for probability
-    targets and label smoothing, summed over a plain sum of such losses).
+    """Train a copy on one fixed small batch for at most ``max_steps`` steps through the user's own loop (a
+    real ``Trainer``: its ``training_step``, optimizers, hooks such as gradient clipping, schedulers): the
+    loss must fall ``1 - target_ratio`` of its way from the initial value to its floor, judged only where
+    that floor is known (:func:`known_floor`: 0 for class indices and regression, the targets' entropy for
+    probability targets and label smoothing, summed over a plain sum of such losses).
 
     A loss whose floor is not known (hand-written, rescaled, offset) passes when it falls by
     ``1 - target_ratio`` of its magnitude and fails only when it did not fall at all (by less than 0.1% of
     its start); between the two the check is ``inconclusive`` (it cannot tell a fit short of the floor from
-    a floor it does not know). The verdicts are in the guide; logged as ``preflight/overfit_batch`` (best /
-    initial loss). Cost: up to ``max_steps`` steps on a small batch.
+    a floor it does not know), as is a fit short of its target whose schedule kept the lr under half its
+    peak. The verdicts are in the guide; logged as ``preflight/overfit_batch`` (best / initial loss). Cost:
+    up to ``max_steps`` steps on a small batch.
 
     Args:
         max_steps: Step budget.
@@ -84,47 +89,49 @@ class OverfitBatchCheck(SanityCheck):
     def check(self, context: CheckContext) -> CheckResult:
         model = context.copy_model()
         context.require_automatic_optimization(model)
-        batch = context.train_batches(1)[0]
+        built = context.build_optimizers(model)  # first: configure_optimizers may set what the step reads
+        samples = self.num_samples or 2**31 - 1
+        with preserved_rng():  # the batch the trial fits (read as trial_fit reads it), its loss and floor
+            torch.manual_seed(context.seed)
+            batch = context.read_train_batches(1, samples)[0]
+            with record_loss_calls(input_bounds) as calls:
+                loss = context.training_loss(model, batch)
+        call = loss_call_for(calls, loss)
+        floor, known = (None if call is None else loss_floor(call)), known_floor(calls, loss)
         size = batch_size_of(batch, context.input_key)
-        if size is not None and self.num_samples is not None and size > self.num_samples:
-            batch, size = slice_batch(batch, self.num_samples, size), self.num_samples
-        built = context.build_optimizers(model)
-        values, target, floor, known = self._train(context, model, built.optimizers, batch)
-        initial, steps = values[0], len(values)
-        finite = [v for v in values if math.isfinite(v)]
-        best = min(finite) if finite else math.nan
-        details: dict[str, Any] = {"initial": initial, "best": best, "final": values[-1], "target": target}
-        details |= {
-            "steps": steps,
-            "samples": size,
-            "curve": [round(v, 5) for v in values],
-            "optimizer": built.note,
-        }
+        details: dict[str, Any] = {"samples": size}
         if floor is not None and floor.bounded:
             details |= {"floor": floor.value, "floor_from": floor.how}
         elif known is not None:
             details |= {"floor": known.value, "floor_from": known.how}
-        if initial != 0 and math.isfinite(best):
-            details["measured"] = best / initial
-        fell = f"loss {initial:.4g} -> best {best:.4g} in {steps} steps on {size or 'one batch of'} samples"
-        if floor is not None and floor.bounded and target is not None and floor.value > target:
+        on, start = f"{size or 'one batch of'} samples", float(loss.detach())
+        target = _target(start, known, self.target_ratio)
+        if floor is not None and floor.bounded and floor.value > target:  # provably unreachable: not trained
+            details |= {"initial": start, "target": target}
             summary = (
                 f"the loss floor {floor.value:.4g} lies above the overfit target {target:.4g}: it cannot fit"
             )
-            action = (
-                floor.fix or "Return raw logits, let the loss apply the softmax/sigmoid; drop the clamp/tanh."
-            )
-            return self.verdict("fail", summary, details, action=action)
+            action = "Return raw logits, let the loss apply the softmax/sigmoid; drop the clamp/tanh."
+            return self.verdict("fail", summary, details, action=floor.fix or action)
+        ratio = min(1.0, max((start - target) / abs(start), 1e-6)) if start else 1.0  # its early stop
+        fit = trial_fit(context, steps=self.max_steps, max_samples=samples, fit_ratio=ratio, validate=False)
+        values = fit.train_losses or [math.nan]
+        initial, finite = values[0], [v for v in values if math.isfinite(v)]
+        best = min(finite) if finite else math.nan
+        target = _target(initial, known, self.target_ratio)
+        peak = max((g.get("lr", 0.0) for o in built.optimizers for g in o.param_groups), default=0.0)
+        reached = max((s.lr for s in fit.steps), default=0.0)
+        details |= {"initial": initial, "best": best, "final": values[-1], "target": target}
+        details |= {"steps": len(values), "curve": [round(v, 5) for v in values], "optimizer": fit.optimizers}
+        details |= {"peak_lr": peak, "max_lr": reached}  # the schedule's most in the trial, and its peak
+        if initial != 0 and math.isfinite(best):
+            details["measured"] = best / initial
+        fell = f"loss {initial:.4g} -> best {best:.4g} in {len(values)} steps on {on}"
         if len(finite) < len(values):
             bad = next(i for i, v in enumerate(values) if not math.isfinite(v))
-            summary = (
-                f"the loss became {values[bad]} at step {bad} while fitting {size or 'one batch of'} samples"
-            )
-            return CheckResult(
-                self.name, "fail", summary, details, action="Lower the learning rate; " + _ACTION
-            )
-        assert target is not None
-        if best <= target:
+            summary = f"the loss became {values[bad]} at step {bad} while fitting {on}"
+            return self.verdict("fail", summary, details, action="Lower the learning rate; " + _ACTION)
+        if best <= target or fit.stopped == "fitted":
             return self.verdict("pass", f"{fell} (target {target:.4g}): it can fit data", details)
         fall = initial - best
         if known is None and fall > _MIN_FALL * abs(initial):
@@ -142,6 +149,10 @@ class OverfitBatchCheck(SanityCheck):
                 "Unfreeze what should learn, put it in the optimizer; if planned (fine-tuning), ignore this."
             )
             return self.verdict("warn", summary, details, action=action)
+        if reached < _WARM * peak:
+            summary = f"{fell}: not judged, the schedule kept the lr at {reached / peak:.0%} of its peak"
+            action = "Judge it with OverfitBatchCheck(max_steps=...) beyond the warm-up."
+            return self.verdict("inconclusive", summary, details, action=action)
         if known is not None and best <= initial - 0.5 * (initial - target):
             action = "Give it more steps (OverfitBatchCheck(max_steps=...)) or a larger learning rate."
             return self.verdict("warn", f"{fell}: half way to {target:.4g}", details, action=action)
@@ -155,37 +166,13 @@ class OverfitBatchCheck(SanityCheck):
         )
         return self.verdict("fail", summary, details, action=_ACTION)
 
-    def _train(
-        self, context: CheckContext, model: pl.LightningModule, optimizers: list[Optimizer], batch: Any
-    ) -> tuple[list[float], float | None, LossFloor | None, KnownFloor | None]:
-        """Up to ``max_steps`` steps on ``batch`` (stops at the target or a non-finite loss): the loss curve,
-        the target (``target_ratio`` of the way from the initial loss to its known floor, else to 0), the
-        floor an input bound proves, and the loss's own floor where known."""
-        curve: list[torch.Tensor] = []
-        target, floor, known = None, None, None
-        for step in range(self.max_steps):
-            if step == 0:
-                with record_loss_calls(input_bounds) as calls:
-                    loss = context.optimization_step(model, optimizers, batch)
-                call = loss_call_for(calls, loss)
-                floor = None if call is None else loss_floor(call)
-                initial = float(loss)  # sync: once
-                if not math.isfinite(initial):
-                    return [initial], None, floor, None
-                known = known_floor(calls, loss)
-                target = initial - (1 - self.target_ratio) * abs(initial)
-                if known is not None:
-                    target = known.value + self.target_ratio * (initial - known.value)
-                curve.append(loss.float())
-                if floor is not None and floor.bounded and floor.value > target:
-                    break  # provably unreachable: no need to train
-                continue
-            curve.append(context.optimization_step(model, optimizers, batch).float())
-            if step % 5 == 4:  # sync: every 5 steps
-                lowest = float(torch.stack(curve).nan_to_num(nan=math.inf).min())
-                if lowest <= (-math.inf if target is None else target) or not math.isfinite(float(curve[-1])):
-                    break
-        return torch.stack(curve).tolist(), target, floor, known
+
+def _target(initial: float, known: KnownFloor | None, ratio: float) -> float:
+    """``ratio`` of the way from ``initial`` to the known floor, else ``initial`` less ``1 - ratio`` of its
+    magnitude."""
+    if known is not None:
+        return known.value + ratio * (initial - known.value)
+    return initial - (1 - ratio) * abs(initial)
 
 
 def _untrained(

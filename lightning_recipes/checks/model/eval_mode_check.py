@@ -22,6 +22,7 @@ from lightning_recipes.checks.report import SUMMARY_LIMIT, CheckResult
 from lightning_recipes.harness import Harness as CheckContext
 from lightning_recipes.harness import first_tensor
 from lightning_recipes.harness.batches import batch_size_of, slice_batch
+from lightning_recipes.harness.forward_capture import step_output
 
 __all__ = ["EvalModeCheck"]
 
@@ -122,7 +123,7 @@ class EvalModeCheck(SanityCheck):
             return self.verdict(
                 "fail",
                 f"eval() gave different results on two seeds ({details['max_difference']:.2g} apart): "
-                f"{where} is random"[:SUMMARY_LIMIT],
+                f"random in {where}"[:SUMMARY_LIMIT],
                 details,
                 action="Pass training=self.training to F.dropout; guard noise and masking by self.training.",
             )
@@ -156,7 +157,7 @@ class EvalModeCheck(SanityCheck):
         seed_all(seed)  # different streams in the two passes (run() restores the caller's)
         try:
             with torch.no_grad():
-                output = model_output(context, model, batch)
+                output = _output(context, model, batch)
         finally:
             for handle in handles:
                 handle.remove()
@@ -231,10 +232,21 @@ def _samples_a_prediction(context: CheckContext, model: pl.LightningModule, batc
     cannot be traced (then the randomness is judged as before)."""
     try:
         with _Sampling(batch) as probe, torch.no_grad():
-            model_output(context, model, batch)
+            _output(context, model, batch)
     except Exception:
         return False
     return probe.found
+
+
+def _output(context: CheckContext, model: pl.LightningModule, batch: Any) -> Tensor:
+    """:func:`model_output`, or, when ``forward`` cannot take the input tensor alone (it reads a dict batch
+    with metadata, say), the output seen while ``training_step`` calls it as training does."""
+    try:
+        return model_output(context, model, batch)
+    except Exception as err:
+        with suppress(Exception):
+            return step_output(context, model, batch)
+        raise err
 
 
 def _inside(name: str, parent: str) -> bool:
