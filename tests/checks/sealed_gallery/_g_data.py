@@ -211,9 +211,10 @@ def depth_scenes(n: int, seed: int, holes: float = 0.0) -> tuple[torch.Tensor, t
 BINS, FRAMES = 16, 24
 
 
-def spectrograms(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """``n`` 1x16x24 magnitude spectrograms: a steady tone, an up-chirp, a down-chirp or a click (the class),
-    at a random place, with a gain over three decades in exponential background noise."""
+def spectrograms(n: int, seed: int, upside_down: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """``n`` 1x16x24 magnitude spectrograms (bin 0 = the lowest frequency): a steady tone, an up-chirp, a
+    down-chirp or a click (the class), at a random place, with a gain over three decades in exponential
+    background noise. ``upside_down`` (the BUG): exported as an image, highest frequency in row 0."""
     g = _gen(seed)
     label = torch.randint(4, (n,), generator=g)
     f0 = torch.randint(3, BINS - 3, (n,), generator=g)
@@ -226,12 +227,12 @@ def spectrograms(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
     pattern = torch.where((label == 3)[:, None, None], click, pattern)
     gain = 10 ** (3 * torch.rand(n, 1, 1, generator=g))
     noise = -torch.log(torch.rand(n, BINS, FRAMES, generator=g))
-    return (noise + 4 * gain * pattern)[:, None], label
+    spectrogram = (noise + 4 * gain * pattern)[:, None]
+    return spectrogram.flip(-2) if upside_down else spectrogram, label
 
 
 def mask_time(spectrogram: torch.Tensor, label: torch.Tensor):
-    """SpecAugment-style: zeroes 1..4 random frames (label-preserving: every pattern spans many frames...
-    except a click, whose one frame survives 80% of the time: the mask avoids the loudest frame)."""
+    """SpecAugment-style, label-preserving: zeroes 1..4 random frames, never the loudest (a click's)."""
     loudest = int(spectrogram.sum((0, 1)).argmax())
     frames = torch.randperm(FRAMES)[: int(torch.randint(1, 5, ()))]
     frames = frames[frames != loudest]
@@ -273,25 +274,23 @@ def sensor_windows(steps: int, seed: int, label_by_window_number: bool = False):
     return windows, activity[number if label_by_window_number else number * STRIDE + WINDOW // 2]
 
 
-# --- a knowledge graph: entities on a line, relations "k steps further" -------------------------------------
-ENTITIES, RELATIONS = 60, 4
+# --- a knowledge graph: entities on a line, relations "k steps along" -----------------------------------------
+ENTITIES, OFFSETS = 60, (1, 2, -1, -2)
+RELATIONS = len(OFFSETS)
 
 
 def triples(part: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """All (h, r, h + r + 1) with h + r + 1 < 60, split 70/10/20 at random: (head, relation, tail)."""
+    """All (h, r, h + offset r) inside the 60 entities (offsets +1, +2, -1, -2: relations come in inverse
+    pairs), split 60/10/30 at random: (head, relation, tail)."""
     head = torch.arange(ENTITIES).repeat(RELATIONS)
     relation = torch.arange(RELATIONS).repeat_interleave(ENTITIES)
-    keep = head + relation + 1 < ENTITIES
-    head, relation = head[keep], relation[keep]
+    tail = head + torch.tensor(OFFSETS)[relation]
+    keep = (tail >= 0) & (tail < ENTITIES)
+    head, relation, tail = head[keep], relation[keep], tail[keep]
     order = torch.randperm(len(head), generator=_gen(61))
-    cut = int(0.7 * len(head)), int(0.8 * len(head))
+    cut = int(0.6 * len(head)), int(0.7 * len(head))
     rows = {"train": order[: cut[0]], "val": order[cut[0] : cut[1]], "test": order[cut[1] :]}[part]
-    return head[rows], relation[rows], head[rows] + relation[rows] + 1
-
-
-def corrupt_tail(head: torch.Tensor, relation: torch.Tensor, tail: torch.Tensor):
-    """A negative tail drawn uniformly on every read."""
-    return head, relation, tail, torch.randint(ENTITIES, ())
+    return head[rows], relation[rows], tail[rows]
 
 
 # --- a cascade: a first-stage quantity, then the target -----------------------------------------------------
