@@ -42,6 +42,7 @@ PROOF_MODULES = (
     "tests/checks/sealed_gallery/test_proofs_d.py",
     "tests/checks/sealed_gallery/test_proofs_e.py",
     "tests/checks/sealed_gallery/test_proofs_f.py",
+    "tests/checks/sealed_gallery/test_proofs_g.py",
     "tests/callbacks/test_health_sealed_zoo_proofs.py",
     "tests/callbacks/test_health_sealed_zoo2_proofs.py",
     "tests/callbacks/test_health_sealed_zoo3_proofs.py",
