@@ -105,26 +105,25 @@ def ratings(part: str, repeated: bool = False) -> tuple[torch.Tensor, torch.Tens
 
 
 # --- few-shot episodes of digits ----------------------------------------------------------------------------
-WAYS, SHOTS, QUERIES = 4, 3, 4
+WAYS, SHOTS, QUERIES = 10, 1, 4
 
 
 class Episodes(Dataset):
-    """``count`` episodes of ``WAYS`` classes among ``classes`` of a digits part: (support, query, query label)
+    """``count`` episodes of ``WAYS`` of the 10 classes of a digits part: (support, query, query label)
     with labels relative to the episode (a random order of the drawn classes). Fresh per read, unless
     ``seed`` fixes them. ``queries_from_support`` (the BUG, validation): the queries are drawn from the
     support images."""
 
-    def __init__(self, part: str, classes: tuple[int, ...], count: int, seed: int | None = None,
-                 queries_from_support: bool = False) -> None:  # fmt: skip
+    def __init__(self, part: str, count: int, seed: int | None = None, queries_from_support: bool = False):
         self.x, self.y = digits(part)
-        self.classes, self.count, self.overlap = torch.tensor(classes), count, queries_from_support
+        self.count, self.overlap = count, queries_from_support
         self.fixed = [self.episode(_gen(seed + i)) for i in range(count)] if seed is not None else None
 
     def __len__(self) -> int:
         return self.count
 
     def episode(self, g: torch.Generator | None = None):
-        ways = self.classes[torch.randperm(len(self.classes), generator=g)[:WAYS]]
+        ways = torch.randperm(10, generator=g)[:WAYS]
         support, query = [], []
         for c in ways.tolist():
             pool = (self.y == c).nonzero().squeeze(1)
@@ -153,9 +152,9 @@ STATES, GAMMA, GOAL_REWARD = 8, 0.9, 5.0
 
 
 def transitions(n: int, seed: int) -> tuple[torch.Tensor, ...]:
-    """``n`` uniformly random transitions of an 8-state chain: action 0 (left) pays 0.1 and returns to state 0;
-    action 1 (right) pays 0 and moves on, and from the last state pays 5 and ends the episode (done = 1).
-    Right is optimal everywhere: (state, action, reward, next state, done)."""
+    """``n`` uniformly random transitions of an 8-state chain: action 0 (left) pays 0.1 and returns to
+    state 0; action 1 (right) pays 0 and moves on, and from the last state pays 5 and ends the episode
+    (done = 1). Right is optimal everywhere: (state, action, reward, next state, done)."""
     g = _gen(seed)
     state, action = torch.randint(STATES, (n,), generator=g), torch.randint(2, (n,), generator=g)
     right, last = action == 1, state == STATES - 1
@@ -199,7 +198,7 @@ def depth_scenes(n: int, seed: int, holes: float = 0.0) -> tuple[torch.Tensor, t
         h, w = torch.randint(2, 6, (2, n), generator=g)
         level = torch.rand(n, generator=g)
         rows, cols = torch.arange(SIDE)[None, :, None], torch.arange(SIDE)[None, None, :]
-        box = ((rows >= r[:, None, None]) & (rows < (r + h)[:, None, None]))
+        box = (rows >= r[:, None, None]) & (rows < (r + h)[:, None, None])
         box = box & (cols >= c[:, None, None]) & (cols < (c + w)[:, None, None])
         image[:, 0] = torch.maximum(image[:, 0], box * level[:, None, None])
     depth = 1 + 2 * F.avg_pool2d(image, 3, 1, 1, count_include_pad=False)
@@ -274,7 +273,7 @@ def sensor_windows(steps: int, seed: int, label_by_window_number: bool = False):
     return windows, activity[number if label_by_window_number else number * STRIDE + WINDOW // 2]
 
 
-# --- a knowledge graph: entities on a line, relations "k steps along" -----------------------------------------
+# --- a knowledge graph: entities on a line, relations "k steps along" ---------------------------------------
 ENTITIES, OFFSETS = 60, (1, 2, -1, -2)
 RELATIONS = len(OFFSETS)
 
@@ -310,6 +309,8 @@ def priced_rows(n: int, seed: int, band: str = "mean") -> tuple[torch.Tensor, to
     mean, what a new row can carry)."""
     g = _gen(seed)
     x = torch.randn(n, 8, generator=g)
-    log_price = 3 + x[:, 0] + 0.5 * x[:, 1] * x[:, 2] + torch.tanh(x[:, 3]) + 0.4 * torch.randn(n, generator=g)
+    log_price = (
+        3 + x[:, 0] + 0.5 * x[:, 1] * x[:, 2] + torch.tanh(x[:, 3]) + 0.4 * torch.randn(n, generator=g)
+    )
     column = log_price.round() if band == "true" else torch.full((n,), 3.0)
     return torch.cat([x, column[:, None]], 1), log_price.exp()

@@ -158,7 +158,7 @@ class ProtoNet(_Adam):
 
     def forward(self, support: torch.Tensor, query: torch.Tensor) -> torch.Tensor:
         prototypes = self.embed(support).mean(-2)  # (episodes, ways, dim)
-        return -torch.cdist(self.embed(query), prototypes) ** 2
+        return -(torch.cdist(self.embed(query), prototypes) ** 2)
 
     def loss(self, batch) -> torch.Tensor:
         support, query, label = batch
@@ -193,8 +193,8 @@ class DecayPINN(_Adam):
 
 
 class DecayPINNStandardisedDerivative(DecayPINN):
-    """BUG: u' is taken with respect to the standardised input z = (x - 1) / 0.577, not x; du/dz = 0.577 du/dx,
-    so the network solves u' = -2.6 u."""
+    """BUG: u' is taken with respect to the standardised input z = (x - 1) / 0.577, not x; du/dz is
+    0.577 du/dx, so the network solves u' = -2.6 u."""
 
     def derivative(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         z = ((x - 1) / 0.577).clone().requires_grad_()
@@ -402,9 +402,9 @@ class SpectrogramNet(_Classifier):
 
 # --- activity recognition from sensor windows ---------------------------------------------------------------
 class ActivityNet(_Classifier):
-    """Windows come channels last (32 steps x 6); permuted to channels first for two 1-D convolutions, average
-    pooling, dropout and a linear head. ``channels``: how many of the 6 channels it reads (3: the accelerometer
-    only, by design). A frozen input normaliser (fitted elsewhere) stays in eval mode."""
+    """Windows come channels last (32 steps x 6); transposed to channels first for two 1-D convolutions,
+    average pooling, dropout and a linear head. ``channels``: how many of the 6 channels it reads (3: the
+    accelerometer only, by design). A frozen input normaliser (fitted elsewhere) stays in eval mode."""
 
     def __init__(self, channels: int = data.CHANNELS, dropout: float = 0.0) -> None:
         super().__init__()
@@ -436,8 +436,8 @@ class ActivityNetViewNotPermute(ActivityNet):
 
 
 class ActivityNetTrainIgnoresMode(ActivityNet):
-    """BUG: the override calls ``super().train()`` without ``mode``, so ``eval()`` leaves the model in training
-    mode: validation and serving run with dropout 0.5 on."""
+    """BUG: the override calls ``super().train()`` without ``mode``, so ``eval()`` leaves the model in
+    training mode: validation and serving run with dropout 0.5 on."""
 
     def train(self, mode: bool = True):
         super().train()

@@ -27,8 +27,8 @@ def rows_data(make, n: int = 1000, transform=None, classes: int | None = None, *
     return {**out, "num_classes": classes} if classes else out
 
 
-def digit_data(transform=None) -> dict[str, Any]:
-    return rows_data(lambda n, seed: d.digits("train" if seed == 1 else "val"), transform=transform, classes=10)
+def digit_data() -> dict[str, Any]:
+    return rows_data(lambda n, seed: d.digits("train" if seed == 1 else "val"), classes=10)
 
 
 def span_data(shift: bool | None = None, **kw) -> dict[str, Any]:
@@ -56,10 +56,10 @@ def ratings_data(with_val_rows: bool = False, repeated: bool = False) -> dict[st
 
 
 def episode_data(queries_from_support: bool = False) -> dict[str, Any]:
-    """Fresh training episodes of digits 0-5; fixed validation episodes of digits 6-9 (the BUG,
-    ``queries_from_support``: their queries repeat support images)."""
-    train = d.Episodes("train", (0, 1, 2, 3, 4, 5), 200)
-    val = d.Episodes("val", (6, 7, 8, 9), 60, seed=100, queries_from_support=queries_from_support)
+    """Fresh 4-way 1-shot training episodes of the training digits; fixed validation episodes of the
+    validation digits (the BUG, ``queries_from_support``: their queries repeat the support images)."""
+    train = d.Episodes("train", 400)
+    val = d.Episodes("val", 60, seed=100, queries_from_support=queries_from_support)
     return d.loaders(train, val, batch_size=8)
 
 
@@ -74,10 +74,9 @@ def activity_data(label_by_window_number: bool = False) -> dict[str, Any]:
     return {**d.loaders(d.Rows(*train), d.Rows(*val)), "num_classes": d.ACTIVITIES}
 
 
-
-
 def spectrogram_data(transform=None, upside_down: bool = False) -> dict[str, Any]:
     return rows_data(partial(d.spectrograms, upside_down=upside_down), transform=transform, classes=4)
+
 
 pinn_data = partial(rows_data, d.collocation, 2000, batch_size=64)
 q_data = partial(rows_data, d.transitions, 2000, batch_size=64)
@@ -89,6 +88,7 @@ cascade_data = partial(rows_data, d.cascade_rows)
 def price_data(band: str = "mean") -> dict[str, Any]:
     """Priced rows whose band column is its mean (or, the BUG, ``band="true"``: the real band)."""
     return rows_data(partial(d.priced_rows, band=band))
+
 
 PAIRED = "each input is paired with its own target through sampling, collation and augmentation"
 STEPPED = "every trained parameter is stepped"
@@ -114,8 +114,8 @@ BUGS: list[SealedCase] = [
         "extractive span prediction (label convention)",
         m.SpanNet,
         partial(span_data, end_exclusive=True),
-        "The labeller writes exclusive ends (one past the last token) while the model's decoding reads them as "
-        "inclusive, so every served answer carries one extra token.",
+        "The labeller writes exclusive ends (one past the last token) while the model's decoding reads them "
+        "as inclusive, so every served answer carries one extra token.",
         TASK_LOSS,
     ),
     SealedCase(
@@ -300,49 +300,60 @@ BUGS: list[SealedCase] = [
     ),
 ]
 
+PADDED, SHIFTED = partial(span_data, padded=True), partial(span_data, shift=True)
+REPEATED, PERMUTED = partial(ratings_data, repeated=True), partial(set_data, transform=d.permute_points)
+MASKED_FRAMES, LAZY = partial(spectrogram_data, transform=d.mask_time), partial(m.SpectrogramNet, lazy=True)
+THREE_CHANNELS, DROPOUT = partial(m.ActivityNet, channels=3), partial(m.ActivityNet, dropout=0.5)
 HEALTHY: list[SealedCase] = [
     SealedCase(*row)
     for row in (
-        ("span_padding_masked", "span prediction (variable lengths, masked pads, CE over positions)",
-         m.SpanNet, partial(span_data, padded=True)),
-        ("span_shift_moves_positions", "span prediction (shift augmentation moving the span)", m.SpanNet,
-         partial(span_data, shift=True)),
-        ("sgns_fresh_negatives", "skip-gram (random negatives per read, no class labels)", m.SkipGram,
-         skipgram_data),
-        ("mf_global_mean_from_zero", "matrix factorisation (init loss ~13, not ln C)", m.RatingsMF,
-         ratings_data),
-        ("mf_repeated_ratings", "matrix factorisation (duplicated pairs, legit)", m.RatingsMF,
-         partial(ratings_data, repeated=True)),
+        ("span_padding_masked", "span prediction (variable lengths, pads masked)", m.SpanNet, PADDED),
+        ("span_shift_moves_positions", "span prediction (shift moving the span)", m.SpanNet, SHIFTED),
+        (
+            "sgns_fresh_negatives",
+            "skip-gram (negatives drawn per read, no labels)",
+            m.SkipGram,
+            skipgram_data,
+        ),
+        ("mf_global_mean_from_zero", "matrix factorisation (init loss ~13)", m.RatingsMF, ratings_data),
+        ("mf_repeated_ratings", "matrix factorisation (pairs rated twice, legit)", m.RatingsMF, REPEATED),
         ("proto_episode_relative_labels", "few-shot (labels re-drawn per episode)", m.ProtoNet, episode_data),
-        ("pinn_inputs_only", "physics-informed loss (batch has no target)", m.DecayPINN, pinn_data),
-        ("qlearn_frozen_target_synced", "offline Q-learning (frozen target net, TD targets)", m.ChainQ,
-         q_data),
-        ("fgsm_adversarial_training", "adversarial training (loss uses the input gradient)", m.FGSMNet,
-         digit_data),
-        ("set_matching_order_per_read", "set prediction (target order random per read)", m.SetNet,
-         partial(set_data, transform=d.permute_points)),
+        ("pinn_inputs_only", "physics-informed loss (the batch has no target)", m.DecayPINN, pinn_data),
+        ("qlearn_frozen_target_synced", "offline Q-learning (frozen target network)", m.ChainQ, q_data),
+        ("fgsm_adversarial_training", "FGSM training (loss reads an input gradient)", m.FGSMNet, digit_data),
+        ("set_matching_order_per_read", "set prediction (target order random per read)", m.SetNet, PERMUTED),
         ("depth_holes_masked", "depth regression (zeros in the target masked)", m.DepthNet, depth_data),
         ("depth_ema_with_warmup", "depth regression (served weights are an EMA)", m.DepthNetEMA, depth_data),
-        ("spectrogram_time_masking", "spectrogram CNN (SpecAugment time masks)", m.SpectrogramNet,
-         partial(spectrogram_data, transform=d.mask_time)),
-        ("spectrogram_lazy_head", "spectrogram CNN (LazyLinear, sized on first forward)",
-         partial(m.SpectrogramNet, lazy=True), spectrogram_data),
-        ("activity_accelerometer_only", "activity recognition (reads 3 of 6 channels by design)",
-         partial(m.ActivityNet, channels=3), activity_data),
-        ("activity_dropout_frozen_normaliser", "activity recognition (dropout 0.5, frozen BN in eval)",
-         partial(m.ActivityNet, dropout=0.5), activity_data),
-        ("kg_transe_one_to_n", "knowledge-graph embeddings (CE over 60 entities, no num_classes)", m.TransE,
-         kg_data),
-        ("stochastic_depth_rescaled", "digits with stochastic depth (train/eval outputs differ)",
-         m.StochasticDepthNet, digit_data),
-        ("weight_and_spectral_norm", "digits (parametrised weights, power-iteration buffers)", m.NormedNet,
-         digit_data),
-        ("cascade_on_own_estimate", "a cascade (stage 2 on stage 1's detached estimate)", m.Cascade,
-         cascade_data),
-        ("price_log_target", "regression on log prices (exp at serving)", m.PriceNet, price_data),
-        ("temperature_learned", "digits with a learned temperature (init loss >> ln 10)", m.TemperatureNet,
-         digit_data),
-        ("smoothed_loss_in_bits", "digits (label smoothing 0.1, loss in bits)", m.SmoothedBitsNet,
-         digit_data),
+        (
+            "spectrogram_time_masking",
+            "spectrogram CNN (SpecAugment time masks)",
+            m.SpectrogramNet,
+            MASKED_FRAMES,
+        ),
+        ("spectrogram_lazy_head", "spectrogram CNN (LazyLinear head)", LAZY, spectrogram_data),
+        (
+            "activity_accelerometer_only",
+            "activity recognition (3 of 6 channels read)",
+            THREE_CHANNELS,
+            activity_data,
+        ),
+        (
+            "activity_dropout_frozen_normaliser",
+            "activity recognition (dropout, frozen BN)",
+            DROPOUT,
+            activity_data,
+        ),
+        ("kg_transe_one_to_n", "TransE distances, CE over 60 entities", m.TransE, kg_data),
+        ("stochastic_depth_rescaled", "digits, stochastic depth", m.StochasticDepthNet, digit_data),
+        ("weight_and_spectral_norm", "digits, parametrised weights", m.NormedNet, digit_data),
+        ("cascade_on_own_estimate", "a cascade on stage 1's estimate", m.Cascade, cascade_data),
+        ("price_log_target", "regression on log prices (exp when served)", m.PriceNet, price_data),
+        (
+            "temperature_learned",
+            "digits, learned temperature (init loss >> ln 10)",
+            m.TemperatureNet,
+            digit_data,
+        ),
+        ("smoothed_loss_in_bits", "digits, label smoothing 0.1, loss in bits", m.SmoothedBitsNet, digit_data),
     )
 ]

@@ -66,7 +66,9 @@ def _episode_error(model, episodes) -> float:
 
 @torch.no_grad()
 def episode_error(model) -> float:
-    episodes = d.Episodes("test", (6, 7, 8, 9), 200, seed=1000)
+    """The error on 200 clean episodes of the held-out validation images (the images validation uses, so
+    that only the episodes' construction differs)."""
+    episodes = d.Episodes("val", 200, seed=1000)
     return _episode_error(model, torch.utils.data.DataLoader(episodes, batch_size=50))
 
 
@@ -162,15 +164,17 @@ def log_price_error(model) -> float:
     return _relative_mse(model.predict(x).log(), price.log())
 
 
-SPAN, SGNS, MF, PROTO = (m.SpanNet, gallery.span_data), (m.SkipGram, gallery.skipgram_data), (
-    m.RatingsMF,
-    gallery.ratings_data,
-), (m.ProtoNet, gallery.episode_data)
-PINN, Q, DIGITS_FGSM = (m.DecayPINN, gallery.pinn_data), (m.ChainQ, gallery.q_data), (
-    m.FGSMNet,
-    gallery.digit_data,
+SPAN, SGNS, MF = (
+    (m.SpanNet, gallery.span_data),
+    (m.SkipGram, gallery.skipgram_data),
+    (m.RatingsMF, gallery.ratings_data),
 )
-ACTIVITY = (m.ActivityNet, gallery.activity_data)
+PROTO, PINN, Q = (
+    (m.ProtoNet, gallery.episode_data),
+    (m.DecayPINN, gallery.pinn_data),
+    (m.ChainQ, gallery.q_data),
+)
+DIGITS_FGSM, ACTIVITY = (m.FGSMNet, gallery.digit_data), (m.ActivityNet, gallery.activity_data)
 
 PROOFS = {
     "span_shift_leaves_positions": Proof(
@@ -181,7 +185,7 @@ PROOFS = {
     "mf_factors_zero_initialised": Proof(MF, rating_error, 0.2, 6),
     "mf_validation_rows_also_trained": Proof(MF, rating_error, 0.05, 6, lie=rating_val_figure, worse=False),
     "proto_val_queries_drawn_from_support": Proof(
-        PROTO, episode_error, 0.03, 4, lie=episode_val_figure, worse=False
+        PROTO, episode_error, 0.03, 6, lie=episode_val_figure, worse=False
     ),
     "pinn_derivative_wrt_standardised_input": Proof(PINN, pinn_error, 0.05, 6),
     "pinn_residual_averaged_before_squaring": Proof(PINN, pinn_error, 0.05, 6),
@@ -199,7 +203,7 @@ PROOFS = {
     "activity_train_override_ignores_mode": Proof(
         (partial(m.ActivityNet, dropout=0.5), gallery.activity_data), activity_error, 0.03, 4
     ),
-    "kg_relations_left_out_of_optimizer": Proof((m.TransE, gallery.kg_data), tail_miss, 0.1, 4),
+    "kg_relations_left_out_of_optimizer": Proof((m.TransE, gallery.kg_data), tail_miss, 0.1, 8),
     "cascade_teacher_forced_in_validation": Proof(
         (m.Cascade, gallery.cascade_data), cascade_error, 0.2, 6, lie=cascade_val_figure, worse=False
     ),
