@@ -545,7 +545,8 @@ class CascadeTeacherForced(Cascade):
 
 # --- regression on log prices, mapped back ------------------------------------------------------------------
 class PriceNet(_Adam):
-    """An MLP on the 9 columns fitting log price by MSE; ``predict`` maps back with exp."""
+    """An MLP on the 9 columns (the last one constant in healthy data) fitting log price by MSE; ``predict``
+    maps back with exp."""
 
     def __init__(self) -> None:
         super().__init__()

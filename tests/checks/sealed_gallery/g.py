@@ -317,7 +317,12 @@ HEALTHY: list[SealedCase] = [
         ),
         ("mf_global_mean_from_zero", "matrix factorisation (init loss ~13)", m.RatingsMF, ratings_data),
         ("mf_repeated_ratings", "matrix factorisation (pairs rated twice, legit)", m.RatingsMF, REPEATED),
-        ("proto_episode_relative_labels", "few-shot (labels re-drawn per episode)", m.ProtoNet, episode_data),
+        (
+            "proto_episode_relative_labels",
+            "few-shot (the same 0..9 query labels every episode)",
+            m.ProtoNet,
+            episode_data,
+        ),
         ("pinn_inputs_only", "physics-informed loss (the batch has no target)", m.DecayPINN, pinn_data),
         ("qlearn_frozen_target_synced", "offline Q-learning (frozen target network)", m.ChainQ, q_data),
         ("fgsm_adversarial_training", "FGSM training (loss reads an input gradient)", m.FGSMNet, digit_data),
@@ -347,7 +352,7 @@ HEALTHY: list[SealedCase] = [
         ("stochastic_depth_rescaled", "digits, stochastic depth", m.StochasticDepthNet, digit_data),
         ("weight_and_spectral_norm", "digits, parametrised weights", m.NormedNet, digit_data),
         ("cascade_on_own_estimate", "a cascade on stage 1's estimate", m.Cascade, cascade_data),
-        ("price_log_target", "regression on log prices (exp when served)", m.PriceNet, price_data),
+        ("price_log_target", "log-price regression (a constant column)", m.PriceNet, price_data),
         (
             "temperature_learned",
             "digits, learned temperature (init loss >> ln 10)",

@@ -54,9 +54,14 @@ def rating_error(model) -> float:
 
 
 @torch.no_grad()
+def _val_figure(predict, loaders: dict[str, Any]) -> float:
+    """The relative MSE of ``predict(*batch)`` against each validation batch's last tensor."""
+    rows = [(predict(*batch), batch[-1]) for batch in loaders["val_dataloaders"]]
+    return _relative_mse(torch.cat([p for p, _ in rows]), torch.cat([y for _, y in rows]))
+
+
 def rating_val_figure(model, loaders: dict[str, Any]) -> float:
-    rows = [(model(user, item), rating) for user, item, rating in loaders["val_dataloaders"]]
-    return _relative_mse(torch.cat([p for p, _ in rows]), torch.cat([r for _, r in rows]))
+    return _val_figure(lambda user, item, _: model(user, item), loaders)
 
 
 def _episode_error(model, episodes) -> float:
@@ -135,11 +140,6 @@ def tail_miss(model) -> float:
 
 
 @torch.no_grad()
-def digit_error(model) -> float:
-    return _error_rate(*_served(model, *sealed.digits("test")))
-
-
-@torch.no_grad()
 def digit_nll(model) -> float:
     """The negative log-likelihood of the served probabilities on held-out digits."""
     x, y = sealed.digits("test")
@@ -152,10 +152,9 @@ def cascade_error(model) -> float:
     return _relative_mse(model.predict(x), y)
 
 
-@torch.no_grad()
 def cascade_val_figure(model, loaders: dict[str, Any]) -> float:
-    rows = [(model.reported(x, q), y) for x, q, y in loaders["val_dataloaders"]]
-    return _relative_mse(torch.cat([p for p, _ in rows]), torch.cat([y for _, y in rows]))
+    """What validation scores: stage 2 on the input the loss gives it."""
+    return _val_figure(lambda x, q, _: model.reported(x, q), loaders)
 
 
 @torch.no_grad()
