@@ -64,7 +64,7 @@ class Row:
         return any(status == "warn" for status in self.statuses.values())
 
 
-GALLERIES = ("dev", "sealed", "sealed-c", "sealed-d", "sealed-e", "sealed-f")
+GALLERIES = ("dev", "sealed", "sealed-c", "sealed-d", "sealed-e", "sealed-f", "sealed-g")
 
 
 def gallery_cases(gallery: str, twins: bool = False) -> list[SealedCase]:
