@@ -232,19 +232,12 @@ def test_lightning_cli_yaml_round_trip(tmp_path, monkeypatch):
 
     monkeypatch.setattr("sys.argv", ["train.py"])
     config = tmp_path / "config.yaml"
+    recipe = dict(optimizer="lion", lr=3e-4, betas=[0.9, 0.98], warmup_steps=1, schedule="linear")
+    logger = {"class_path": "lightning.pytorch.loggers.CSVLogger", "init_args": {"save_dir": str(tmp_path)}}
+    trainer = {"max_steps": 3, "accelerator": "cpu", "enable_progress_bar": False, "logger": logger}
+    model = {"class_path": "tests.test_recipe.SavedNet", "init_args": {"recipe": recipe}}
     config.write_text(
-        "model:\n"
-        "  class_path: tests.test_recipe.SavedNet\n"
-        "  init_args:\n"
-        "    recipe: {optimizer: lion, lr: 0.0003, betas: [0.9, 0.98], warmup_steps: 1, schedule: linear}\n"
-        "trainer:\n"
-        "  max_steps: 3\n"
-        "  accelerator: cpu\n"
-        "  enable_progress_bar: false\n"
-        "  logger:\n"
-        "    class_path: lightning.pytorch.loggers.CSVLogger\n"
-        f"    init_args: {{save_dir: {tmp_path}, name: cli}}\n"
-        f"  default_root_dir: {tmp_path}\n"
+        yaml.safe_dump({"model": model, "trainer": {**trainer, "default_root_dir": str(tmp_path)}})
     )
     loader = random_classification_loader(num_samples=64)
     cli = LightningCLI(args=["--config", str(config)], run=False)
@@ -266,12 +259,8 @@ def test_lightning_cli_yaml_round_trip(tmp_path, monkeypatch):
     assert hparams["recipe"] == expected.to_dict()
     # the hparams read back feed LightningCLI again (as YAML) and rebuild the same recipe
     again = tmp_path / "again.yaml"
-    init_args = {
-        k: v for k, v in hparams.items() if not k.startswith("_")
-    }  # `_instantiator`: Lightning's key
-    again.write_text(
-        yaml.safe_dump({"model": {"class_path": "tests.test_recipe.SavedNet", "init_args": init_args}})
-    )
+    init_args = {k: v for k, v in hparams.items() if not k.startswith("_")}  # `_instantiator`: Lightning's
+    again.write_text(yaml.safe_dump({"model": {**model, "init_args": init_args}}))
     rebuilt = LightningCLI(args=["--config", str(again), "--trainer.logger=false"], run=False)
     assert rebuilt.model.recipe == expected
 
