@@ -119,8 +119,7 @@ def test_refuses_deepspeed_with_the_config_to_use_instead():
 
 
 def test_lightning_fsdp1_norm_clipping_refuses_where_ours_applies():
-    """Lightning's FSDP1 precision plugin refuses norm clipping (#19235); FSDP2 is run in the subprocess
-    test."""
+    """Lightning's FSDP1 precision plugin refuses norm clipping (#19235); FSDP2: the subprocess test."""
     from lightning.pytorch.plugins.precision import FSDPPrecision
 
     with pytest.raises(Exception, match="gradient_clip_algorithm='norm'"):
