@@ -233,9 +233,7 @@ _LIGHTNING_ARGS = [
 
 @pytest.mark.parametrize("name", _LIGHTNING_ARGS)
 def test_wherever_lightnings_constructor_raises_ours_raises_the_same_type(name: str) -> None:
-    """Every value of every Lightning argument that Lightning's constructor refuses, ours refuses with an
-    instance of Lightning's exception type (code catching it keeps working), naming the argument; values it
-    accepts we may refuse (clear errors at construction), as ValueError or TypeError."""
+    """What Lightning's constructor refuses, ours refuses with its exception type, naming the argument."""
     for value in _ODD_VALUES:
         kwargs = {"monitor": "val_loss", name: value}
         try:
@@ -266,8 +264,7 @@ def test_unknown_mode_is_lightnings_misconfiguration_and_a_value_error() -> None
 
 @pytest.mark.parametrize("copier", ["pickle", "deepcopy"])
 def test_pickled_callback_equals_the_original_after_fit_with_best_weights(copier: str) -> None:
-    """Lightning's ``test_pickling`` compares ``vars()``; ours holds Snapshots of the best weights, which must
-    compare by value (before: identity, so every copy differed)."""
+    """Lightning's ``test_pickling`` compares ``vars()``: our best-weights Snapshots compare by value."""
     import copy
 
     fresh = EarlyStopping("val_score", restore_best_weights=True)
