@@ -157,8 +157,7 @@ def _run(directory: Path, extra: list[Callback], ckpt_path: Path | None = None, 
 
 
 def test_kill_and_resume_across_the_unfreeze_point_is_bitwise(tmp_path):
-    """One run killed at step 9 left checkpoints at steps 4 (before the unfreeze) and 8 (inside the warm-up);
-    a resume from each ends bitwise where the uninterrupted run ends."""
+    """Killed at step 9; resumes from 4 (before the unfreeze) and 8 (in the warm-up) end bitwise equal."""
     reference, trainer, callback = _run(tmp_path / "uninterrupted", [])
     with pytest.raises(KeyError, match="killed"):
         _run(tmp_path / "killed", [Kill(9)])
@@ -299,8 +298,7 @@ class LMHeadSnapshots(Callback):
     ],
 )
 def test_freezing_a_tied_module_warns_naming_both_paths(frozen: str, also: str) -> None:
-    """Field report #22: freezing GPT-2's `wte` silently froze the tied `lm_head` too (and freezing
-    `lm_head` was refused: its weight is registered under `wte` first)."""
+    """Field report #22: freezing GPT-2's `wte` silently froze the tied `lm_head` too."""
     from lightning_recipes import _warn_once
     from lightning_recipes.testing import random_token_loader
 
@@ -321,8 +319,7 @@ def test_freezing_a_tied_module_warns_naming_both_paths(frozen: str, also: str) 
 
 @pytest.mark.parametrize("model", [FTNet(), OwnOptimizerNet(split=True)], ids=["recipe", "own"])
 def test_a_misspelt_module_is_named_with_close_matches(tmp_path, model):
-    """Issue 32: with a recipe model the typo was reported as a `split` prefix (a param_groups argument the
-    user never passed); it names the callback's module and the close matches, whichever model."""
+    """Issue 32: not reported as a `split` prefix; names the callback's module and the close matches."""
     callback = FinetuneSchedule(["backbon"], unfreeze_at_step=1)
     match = r"'backbon' is not a submodule of \w+ \(close matches: 'backbone'"
     with pytest.raises(ValueError, match=match) as e:
