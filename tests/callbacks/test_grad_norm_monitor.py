@@ -368,8 +368,7 @@ def test_pickled_copies_of_all_three_callbacks_run_under_ddp(tmp_path):
 
 @pytest.mark.slow  # starts its own processes: over 20 s on a 2-core CPU
 def test_fsdp2_norms_and_clipping_match_the_full_gradient():
-    """FSDP2 through ``ModelParallelStrategy`` + ``fully_shard`` on 2 CPU processes (see the script's
-    docstring)."""
+    """FSDP2 via ``ModelParallelStrategy`` + ``fully_shard`` on 2 CPU processes (see the script)."""
     script = [sys.executable, str(SCRIPTS / "grad_norm_monitor_fsdp2.py")]
     result = subprocess.run(
         script, capture_output=True, text=True, timeout=240, cwd=Path(__file__).parents[2]
