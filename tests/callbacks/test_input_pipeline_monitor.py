@@ -253,8 +253,7 @@ def _warnings(model: Any, loader: Any, monitor: InputPipelineMonitor, steps: int
 
 
 def test_an_in_memory_tensor_dataset_is_not_told_to_use_workers(tmp_path: Any) -> None:
-    """Regression (issue 22.3): the advice was `num_workers > 0` because num_workers == 0, for a
-    TensorDataset whose fit workers make 1.4-2.5x slower."""
+    """Issue 22.3: a TensorDataset (workers make it 1.4-2.5x slower) is not told `num_workers > 0`."""
     dataset = TensorDataset(torch.randn(4096, 16), torch.randint(0, 4, (4096,)))
     loader = DataLoader(dataset, batch_size=512)  # 512 index operations + a stack per batch: a real wait
     monitor = InputPipelineMonitor(warn_wait_fraction=1e-6, min_batches=4)  # any wait warns: read the advice
@@ -277,9 +276,7 @@ def test_a_wait_the_loader_does_not_explain_is_not_blamed_on_it(tmp_path: Any, c
 
 
 def test_one_long_wait_is_no_evidence_of_a_slow_pipeline(tmp_path: Any, clock: VirtualTime) -> None:
-    """Regression (issue 22.3): one 0.4 s wait lifted the cumulative fraction over the limit and the monitor
-    advised loader changes; the typical batch did not wait, so it now stays silent. The steps take 5 ms, so
-    the typical batch really does not wait (with ~0.3 ms steps it waited ~50%: CI, Lightning 2.6.0, once)."""
+    """Issue 22.3: one 0.4 s wait among 5 ms steps (the typical batch does not wait) gives no advice."""
     loader = DataLoader(OneSlowItem(delay=0.4), batch_size=8)  # item 40: the 6th batch
     monitor = InputPipelineMonitor(warn_wait_fraction=0.3, min_batches=4)
     messages = _warnings(SlowStep(delay=0.005), loader, monitor, 12, tmp_path)
@@ -298,8 +295,7 @@ def test_timing_a_batch_restores_the_rng() -> None:
 
 
 def test_the_advice_is_short_and_says_only_what_would_help() -> None:
-    """Issue 32: the warning was ~900 characters and told, in its own text, that more workers would not
-    help; each advice now names one change (<= 250 characters, nothing about what won't help)."""
+    """Issue 32: the ~900-character warning is one change per advice, <= 250 characters, no won't-help."""
     tensors = TensorDataset(torch.randn(64, 16))
     slow = SlowDataset(256, 0.002)  # ~16 ms a batch of 8
     cases = [  # a loader, its fetch and step time (ms), what the advice says
