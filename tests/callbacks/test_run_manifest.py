@@ -264,8 +264,7 @@ class _LionClassifier(TinyClassifier):
 
 
 def test_manifest_records_which_implementation_our_optimizer_ran(tmp_path: Path) -> None:
-    """Issue #26: the path Lion took is in the manifest once it has stepped (None is not left behind), for a
-    manifest finished at train start (no fingerprint) too; torch's optimizers get no such key."""
+    """Issue #26: Lion's path is recorded once it stepped (also with no fingerprint); torch's get no key."""
     for batches in (0, 3):
         manifest = RunManifest(fingerprint_batches=batches)
         _fit(tmp_path / str(batches), manifest, model=_LionClassifier(), max_steps=2)
