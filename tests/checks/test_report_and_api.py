@@ -202,8 +202,7 @@ def test_custom_check_plugs_into_preflight():
 
 
 def test_user_code_that_raises_on_a_perturbed_input_makes_the_check_abstain_not_error():
-    """Understand or abstain (#34): the user's code raising on an input the check changed is `inconclusive`
-    with why; the same exception outside `perturbed` is an `error` (the check's own failure)."""
+    """#34: user code raising on a perturbed input: `inconclusive`; outside `perturbed`: an `error`."""
     from lightning_recipes.checks import SanityCheck, perturbed
 
     class ZeroedInputs(SanityCheck):
