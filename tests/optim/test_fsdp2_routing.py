@@ -95,8 +95,7 @@ def make_optimizer(name: str, model: torch.nn.Module) -> torch.optim.Optimizer:
 
 @pytest.mark.slow  # starts its own processes: over 20 s on a 2-core CPU
 def test_two_rank_fsdp2_matches_one_unsharded_process(tmp_path):
-    """Two gloo processes with every layer ``fully_shard``ed give the parameters of one plain process: Lion
-    updates the local shards, Lamb's trust ratio uses the whole tensor's norms (all-reduced over the mesh)."""
+    """2 gloo ranks, every layer ``fully_shard``ed == one plain process (Lamb's norms all-reduced)."""
     out = tmp_path / "full.pt"
     result = _run_script(_TWO_RANKS, tmp_path, str(out), str(_REPO), timeout=300)
     assert result.returncode == 0, _failure(result)
