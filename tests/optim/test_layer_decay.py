@@ -173,8 +173,7 @@ def test_groups_carry_their_scaled_lr_into_any_optimizer_and_its_schedule(make):
 
 
 def test_build_optimizer_scales_lr_only_groups_once_and_leaves_the_callers_dicts():
-    """Groups with ``lr`` are used as they are (no double scaling); groups that carry only ``lr_scale``
-    (hand-made, or from before param_groups took ``lr``) get ``lr * lr_scale``; the caller's dicts stay."""
+    """Groups with ``lr`` are used as is; ``lr_scale``-only groups get ``lr * lr_scale``; inputs unchanged."""
     kwargs = {"lr": 0.01, "weight_decay": 0.1, "betas": (0.9, 0.99)}
     with_lr = param_groups(BlockNet(), 0.1, layer_decay=0.5, lr=0.01)
     scale_only = [{k: v for k, v in g.items() if k != "lr"} for g in with_lr]
