@@ -109,8 +109,7 @@ def _native_float32_step(optimizer: str, implementation: str, layer_adaptation: 
 
 @pytest.mark.parametrize(("optimizer", "layer_adaptation"), [("lion", True), ("lamb", True), ("lamb", False)])
 def test_native_float32_is_bitwise_the_same_on_any_thread_count(optimizer, layer_adaptation):
-    """Lion is elementwise; LAMB's threads share out whole blocks and add block sums in block order: no
-    dependence on the thread count. Lion also matches its loop."""
+    """Lion is elementwise, LAMB adds block sums in block order: no dependence on the thread count."""
     results = []
     before = torch.get_num_threads()
     try:
@@ -228,8 +227,7 @@ def test_lamb_counters_that_are_not_float32_use_the_loop():
 
 @pytest.mark.parametrize("optimizer_class", [Lion, Lamb])
 def test_step_bumps_autograd_version_counters(optimizer_class):
-    """The kernels write through data pointers; autograd must still see an in-place update, so that a
-    graph that saved the old weights raises instead of silently using the new ones."""
+    """The kernels write through data pointers; a graph that saved the old weights must still raise."""
     weight = torch.nn.Parameter(torch.randn(4, 4))
     x = torch.randn(2, 4, requires_grad=True)
     loss = (x @ weight).square().sum()  # saves `weight` for the gradient of x
