@@ -109,8 +109,7 @@ _TORCH_KWARGS = {
 
 @pytest.mark.parametrize("name", sorted(OPTIMIZERS))
 def test_every_optimizer_in_the_table_matches_its_real_state_bytes(name: str) -> None:
-    """Each optimizer we ship (Lion: 1 moment; Lamb, AdamW: 2) and each torch one the table names, stepped
-    once: its real state bytes are the estimate's, and the estimator names it back from the instance."""
+    """Each optimizer we ship and each torch one the table names: real state bytes == the estimate."""
     model = TinyTransformerLM()
     spec = OPTIMIZERS[name]
     if spec.in_recipe:
