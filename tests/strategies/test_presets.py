@@ -261,8 +261,7 @@ def test_lazy_policy_drives_torch_fsdp1_wrapping_and_checkpointing() -> None:
 
 
 def test_fsdp_precision_clips_by_the_global_norm_through_the_root_module() -> None:
-    """#19235: norm clipping under FSDP, via the root module's clip_grad_norm_ (torch FSDP1 on CPU, 1
-    rank)."""
+    """#19235: norm clipping under FSDP via the root module's clip_grad_norm_ (torch FSDP1, CPU, 1 rank)."""
     import copy
 
     import torch.distributed as dist
@@ -306,8 +305,7 @@ SLURM = {"SLURM_NTASKS": "4", "SLURM_NTASKS_PER_NODE": "2", "SLURM_PROCID": "3",
     ("env", "cluster"), [(TORCHRUN, "TorchElasticEnvironment"), (SLURM, "SLURMEnvironment")]
 )
 def test_presets_pick_up_multi_node_launchers(name: str, env: dict, cluster: str, monkeypatch) -> None:
-    """2 nodes x 2 processes, as seen from global rank 3: Lightning's cluster environments drive the
-    presets."""
+    """2 nodes x 2 processes seen from global rank 3: Lightning's cluster environments drive the presets."""
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     monkeypatch.setattr("shutil.which", lambda cmd: "/usr/bin/srun" if cmd == "srun" else None)
