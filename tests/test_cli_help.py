@@ -48,8 +48,7 @@ def _choices(parser, dest: str) -> list[str]:
 
 
 def test_every_choice_the_memory_command_offers_runs(capsys: pytest.CaptureFixture[str]) -> None:
-    """The torch-free parser's choices (``lightning_recipes/_names.py``) are accepted by the estimator and the
-    recommender they are passed to: each one runs to a verdict, none is a usage error (exit 2)."""
+    """Every choice of the torch-free parser (_names.py) runs to a verdict, never a usage error (exit 2)."""
     parser = memory.build_parser()
     for flag in ("optimizer", "precision", "family", "strategy"):
         choices = _choices(parser, flag)
@@ -60,8 +59,7 @@ def test_every_choice_the_memory_command_offers_runs(capsys: pytest.CaptureFixtu
 
 
 def test_every_optimizer_the_demo_offers_builds_with_its_settings() -> None:
-    """What ``run_demo`` does with ``--optimizer``: a recipe of its settings, resolved over the recipe's
-    defaults, builds the optimizer."""
+    """``run_demo``'s ``--optimizer`` choices: a recipe of their settings builds the optimizer."""
     model = torch.nn.Linear(2, 2)
     for name in _choices(demo.build_parser(), "optimizer"):
         OptimizerRecipe(optimizer=name, **DEMO_SETTINGS[name])  # type: ignore[arg-type]
