@@ -164,8 +164,7 @@ def test_base_install_imports_the_package_without_any_extra(base_install_run) ->
 
 
 def test_the_base_install_brings_no_rich() -> None:
-    """With rich installed, Lightning gives every Trainer in the environment its rich progress bar and model
-    summary (``_RICH_AVAILABLE``), also in projects that never import us: rich is the `rich` extra only."""
+    """Lightning gives every Trainer rich's bar when rich is installed: rich is the `rich` extra only."""
     from lightning.pytorch.trainer.connectors import callback_connector
 
     assert "_RICH_AVAILABLE" in vars(callback_connector)  # what Lightning's choice of progress bar reads
@@ -177,8 +176,7 @@ def test_the_base_install_brings_no_rich() -> None:
 
 
 def test_without_rich_every_table_and_report_prints_as_plain_text(base_install_run) -> None:
-    """A real preflight (its report printed), the memory command, a recommendation, HealthMonitor's findings
-    and a speed_tune result: every number shown, every line within 80 columns, no markup left."""
+    """Preflight, memory, recommend, HealthMonitor, speed_tune: all numbers, <= 80 columns, no markup."""
     result = base_install_run
     assert result.returncode == 0 and result.stdout.splitlines()[-1] == "ok", (
         result.stdout[-3000:],
