@@ -270,8 +270,7 @@ def test_call_time_errors_name_the_fix() -> None:
 
 
 def test_mixer_pickles_and_dumps_to_yaml_as_its_settings(tmp_path) -> None:
-    """`save_hyperparameters()` records a mixer passed to `__init__`: hparams.yaml must read back as a
-    mapping, and the checkpoint must load under torch.load's default weights_only=True."""
+    """A mixer given to `__init__`: hparams.yaml is a mapping, the checkpoint loads weights_only."""
     import pickle
 
     import yaml
