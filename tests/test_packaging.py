@@ -177,8 +177,7 @@ def test_the_wheel_carries_the_licence_and_honest_metadata(built: dict[str, Path
 def test_the_sdist_is_the_package_source_and_its_licence_and_no_part_of_the_test_suite(
     built: dict[str, Path],
 ) -> None:
-    """The suite needs the whole repository (conftest, fixtures, notebooks, docs): the sdist ships none of it,
-    where setuptools' default would ship the top-level ``tests/test*.py`` and nothing else."""
+    """The sdist ships no part of the suite (setuptools' default would ship the top-level tests/test*.py)."""
     top = {"PKG-INFO", "pyproject.toml", "README.md", "LICENSE", "setup.cfg", "MANIFEST.in"}
     with tarfile.open(built["sdist"]) as sdist:
         files = {m.name.split("/", 1)[1]: m for m in sdist.getmembers() if m.isfile()}
@@ -195,8 +194,7 @@ def test_the_sdist_is_the_package_source_and_its_licence_and_no_part_of_the_test
 
 
 def test_the_package_version_is_pyprojects():
-    """``lightning_recipes.__version__`` is written in the package (the command's ``--version`` answers before
-    anything is imported) and in ``pyproject.toml``: the two must agree."""
+    """``__version__`` (the package, read by ``--version`` before imports) equals ``pyproject.toml``'s."""
     source = (ROOT / "lightning_recipes" / "__init__.py").read_text()
     written = re.search(r'^__version__ = "([^"]+)"$', source, re.MULTILINE)
     assert written, "lightning_recipes/__init__.py sets no __version__"
@@ -204,8 +202,7 @@ def test_the_package_version_is_pyprojects():
 
 
 def test_the_changelogs_top_section_is_the_version():
-    """The changelog describes the version the package carries (docs/guides/versioning.md): its first section
-    is ``[<version>] - <date>``, no ``Unreleased`` section sits above it, and its link points at that tag."""
+    """The changelog's top section is ``[<version>] - <date>`` and links its tag (guides/versioning.md)."""
     changelog = (ROOT / "CHANGELOG.md").read_text()
     sections = re.findall(r"^## \[([^\]]+)\](.*)$", changelog, re.MULTILINE)
     assert sections and sections[0][0] == PROJECT["version"], sections[:2]
