@@ -119,8 +119,7 @@ def test_hparams_values_are_checked_when_resolved():
 
 
 def test_a_recipe_pickled_before_warmup_ratio_existed_still_resolves():
-    """Checkpoints hold the pickled recipe: one from before the split has no `warmup_ratio` attribute and may
-    hold a float `warmup_steps`; it loads and resolves to the new spelling (with the deprecation warning)."""
+    """A pickled pre-``warmup_ratio`` recipe (float ``warmup_steps``) resolves to the new spelling."""
     old = object.__new__(OptimizerRecipe)
     fields = {name: None for name in OptimizerRecipe.field_names() if name != "warmup_ratio"}
     old.__dict__.update(fields, warmup_steps=0.25, optimizer="lamb")
@@ -158,8 +157,7 @@ class HparamsWarmupNet(OptimizerRecipeMixin, pl.LightningModule):
 
 
 def test_the_float_warmup_steps_deprecation_is_said_once_per_module_not_per_resolution(tmp_path):
-    """Issue 32: each resolution of the recipe (configure_optimizers, the summary, the checks' copies) warned
-    again, from another line: 4 warnings per fit."""
+    """Issue 32: each resolution (configure_optimizers, summary, the checks' copies) warned: 4 per fit."""
     model = HparamsWarmupNet()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
