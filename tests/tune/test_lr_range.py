@@ -165,8 +165,7 @@ class RankBranchClassifier(TinyClassifier):
 
 
 def test_ddp_sweep_with_a_parameter_unused_on_one_rank_agrees_across_ranks(tmp_path: Path):
-    """Each rank used to all-reduce only its parameters with a gradient: different layouts on the two ranks,
-    and gloo aborted the process ("collective mismatch"). Now the missing ones join as zeros."""
+    """Parameters unused on one rank join the all-reduce as zeros (before: gloo's collective mismatch)."""
     torch.manual_seed(0)
     callbacks = [LRRangeTest(num_steps=20, stop=True, print_result=False), RecordResult(str(tmp_path))]
     trainer = fast_trainer(
@@ -214,8 +213,7 @@ SWEEP_CASES = [
 
 @pytest.mark.parametrize(("kwargs", "name"), SWEEP_CASES)
 def test_a_bad_sweep_argument_is_refused_by_every_entry_point(kwargs: dict[str, Any], name: str):
-    """Before: warmup_factor and seed were not checked (a negative warmup_factor gave a negative peak_lr after
-    a 100-step sweep)."""
+    """Before: warmup_factor and seed went unchecked (a negative warmup_factor gave a negative peak_lr)."""
     loader = random_classification_loader()
     calls = [
         lambda: LRRangeTest(**kwargs),
