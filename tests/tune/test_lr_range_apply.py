@@ -105,8 +105,7 @@ def test_scale_schedule_scales_every_lr_the_schedule_reaches(schedule: str):
 
 @pytest.mark.parametrize("schedule", ["OneCycleLR", "SequentialLR"])
 def test_apply_scales_the_lr_the_run_trains_at(schedule: str):
-    """The real schedule, stepped by the real fit after the apply, is the unscaled one times peak_lr / peak
-    (OneCycleLR once got a factor 25x too large, from its initial_lr)."""
+    """The fit's schedule after apply is the unscaled one x peak_lr / peak (OneCycleLR was once 25x)."""
     torch.manual_seed(0)
     finder = LRRangeTest(num_steps=20, max_lr=1.0, apply=True, print_result=False)  # 10 read as inconclusive
     trained = TrainedLR()
