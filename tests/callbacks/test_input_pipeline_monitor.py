@@ -78,9 +78,8 @@ def _fit(tmp_path, model, loaders, callbacks, **kwargs) -> tuple[pl.Trainer, InM
     monitor's warnings."""
     logger = InMemoryLogger()
     callbacks = callbacks if isinstance(callbacks, list) else [callbacks]
-    trainer = fast_trainer(
-        **{"logger": logger, "callbacks": callbacks, "default_root_dir": tmp_path, **kwargs}
-    )
+    settings = {"logger": logger, "callbacks": callbacks, "default_root_dir": tmp_path}
+    trainer = fast_trainer(**{**settings, **kwargs})
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         trainer.fit(model, *(loaders if isinstance(loaders, tuple) else (loaders,)))
@@ -118,9 +117,8 @@ def test_validation_between_batches_is_excluded(tmp_path, clock):
     loaders = (random_classification_loader(), random_classification_loader())
     _, logger, _ = _fit(tmp_path, SlowStep(delay=0.01, val_delay=0.2), loaders, monitor, max_steps=6,
                      log_every_n_steps=6, val_check_interval=2, limit_val_batches=1)  # fmt: skip
-    assert logger.last("input_pipeline/fetch_ms_max") < 150, (
-        "a 200 ms validation run leaked into the data wait"
-    )
+    leaked = "a 200 ms validation run leaked into the data wait"
+    assert logger.last("input_pipeline/fetch_ms_max") < 150, leaked
 
 
 def test_accumulation_and_epoch_start(tmp_path):
@@ -153,9 +151,8 @@ def test_resume_restores_totals_and_the_warned_flag(tmp_path, clock):
     assert first.warned and first.total_batches == 3
     ckpt = next(tmp_path.rglob("*.ckpt"))
     resumed = InputPipelineMonitor(warn_wait_fraction=0.3, min_batches=2)
-    trainer = fast_trainer(
-        max_steps=12, max_epochs=3, callbacks=[resumed], default_root_dir=tmp_path, limit_train_batches=4
-    )
+    settings = {"limit_train_batches": 4, "default_root_dir": tmp_path}
+    trainer = fast_trainer(max_steps=12, max_epochs=3, callbacks=[resumed], **settings)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         trainer.fit(TinyClassifier(), loader, ckpt_path=ckpt)
@@ -183,10 +180,6 @@ class SleepIn(Callback):
             time.sleep(self.delay)
 
 
-def _wait_fraction(monitor: InputPipelineMonitor) -> float:
-    return monitor.total_fetch_s / (monitor.total_fetch_s + monitor.total_step_s)
-
-
 @pytest.mark.parametrize("hook", ["on_train_batch_end", "on_train_batch_start"])
 @pytest.mark.parametrize("monitor_first", [True, False])
 def test_other_callbacks_work_is_not_data_wait(tmp_path, clock, hook, monitor_first):
@@ -208,15 +201,12 @@ def test_slow_loader_is_still_data_wait_next_to_a_slow_callback(tmp_path, clock,
     sleeper = SleepIn("on_train_batch_end", delay=0.005)
     callbacks = [monitor, sleeper] if monitor_first else [sleeper, monitor]
     trainer = fast_trainer(max_steps=8, logger=False, callbacks=callbacks, default_root_dir=tmp_path)
-    trainer.fit(
-        TinyClassifier(in_features=16, num_classes=4), DataLoader(SlowDataset(delay=0.02), batch_size=1)
-    )
+    loader = DataLoader(SlowDataset(delay=0.02), batch_size=1)
+    trainer.fit(TinyClassifier(in_features=16, num_classes=4), loader)
     assert monitor.total_batches == 7
     # every loader sleep is data wait, the callback's sleep is not
-    assert (monitor.total_fetch_s, monitor.total_step_s) == (
-        pytest.approx(7 * 0.02),
-        pytest.approx(7 * 0.005),
-    )
+    assert monitor.total_fetch_s == pytest.approx(7 * 0.02)
+    assert monitor.total_step_s == pytest.approx(7 * 0.005)
 
 
 class HookAfterStep(TinyClassifier):
@@ -299,12 +289,7 @@ def test_the_advice_is_short_and_says_only_what_would_help() -> None:
     tensors = TensorDataset(torch.randn(64, 16))
     slow = SlowDataset(256, 0.002)  # ~16 ms a batch of 8
     cases = [  # a loader, its fetch and step time (ms), what the advice says
-        (
-            DataLoader(tensors, batch_size=8),
-            1e-3,
-            1,
-            "in-memory TensorDataset",
-        ),  # the batch build explains it
+        (DataLoader(tensors, batch_size=8), 1e-3, 1, "in-memory TensorDataset"),  # the batch build explains
         (DataLoader(tensors, batch_size=8, num_workers=2), 3, 1, "Try `num_workers=0` and compare"),
         (DataLoader(SlowDataset(256), batch_size=8), 1e3, 1, "most of the wait is not the loader"),
         (DataLoader(slow, batch_size=8), 1, 1, "num_workers"),  # per-sample work, no workers
