@@ -15,17 +15,8 @@ from lightning_recipes.demos.training import build_parser, run_demo
 def test_demo_command_reaches_accuracy_and_prints_summary(tmp_path):
     """``python -m lightning_recipes demo``, 5 epochs: val accuracy over target, summary, plots, output."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "80"}  # stdout and stderr in the order written
-    command = [
-        "-m",
-        "lightning_recipes",
-        "demo",
-        "--output-dir",
-        str(tmp_path),
-        "--epochs",
-        "5",
-        "--threads",
-        "1",
-    ]
+    command = ["-m", "lightning_recipes", "demo", "--output-dir", str(tmp_path)]
+    command += ["--epochs", "5", "--threads", "1"]
     output = {"stdout": subprocess.PIPE, "stderr": subprocess.STDOUT, "text": True}
     result = subprocess.run([sys.executable, *command], **output, timeout=300, env=env)
     output = result.stdout
