@@ -14,14 +14,9 @@ from lightning_recipes.strategies._host import available_host_memory
 
 
 def test_model_with_lightning_cli_style_init_args(capsys: pytest.CaptureFixture[str]) -> None:
-    argv = [
-        "memory",
-        "--model",
-        "lightning_recipes.testing.TinyTransformerLM",
-        "--model.init_args.n_layers",
-        "24",
-    ]
-    argv += ["--model.d_model=1024", "--devices", "8", "--gpu-memory", "80"]
+    argv = ["memory", "--model", "lightning_recipes.testing.TinyTransformerLM"]
+    argv += ["--model.init_args.n_layers", "24", "--model.d_model=1024"]
+    argv += ["--devices", "8", "--gpu-memory", "80"]
     assert cli_main(argv) == 0
     out = capsys.readouterr().out
     assert "302,573,632 params" in out  # 24 blocks of width 1024, built on the meta device
