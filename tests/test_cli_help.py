@@ -93,9 +93,8 @@ def test_the_help_holds_only_our_text(command: str, capsys: pytest.CaptureFixtur
      ["demo", "--finetune", "-h"], ["tune", "-V"]],
 )  # fmt: skip
 def test_help_and_version_answer_without_importing_torch(argv: list[str], tmp_path: Path) -> None:
-    (tmp_path / "sitecustomize.py").write_text(
-        "import sys\nfor name in ('torch', 'lightning'):\n    sys.modules[name] = None\n"
-    )
+    blocker = "import sys\nfor name in ('torch', 'lightning'):\n    sys.modules[name] = None\n"
+    (tmp_path / "sitecustomize.py").write_text(blocker)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}
     command = [sys.executable, "-m", "lightning_recipes", *argv]
     result = subprocess.run(command, capture_output=True, text=True, timeout=60, env=env)
@@ -112,13 +111,10 @@ def test_version(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_kebab_and_snake_spellings_parse_alike() -> None:
-    assert normalise_flags(
-        ["--num-params=7B", "--gpu_memory", "80", "--output-dir", "a-b", "--", "--x-y"]
-    ) == ["--num_params=7B", "--gpu_memory", "80", "--output_dir", "a-b", "--", "--x-y"]
-    assert normalise_flags(["--model.init_args.n-layers=2", "--print-config"]) == [
-        "--model.init_args.n-layers=2",
-        "--print_config",
-    ]
+    flags = normalise_flags(["--num-params=7B", "--gpu_memory", "80", "--output-dir", "a-b", "--", "--x-y"])
+    assert flags == ["--num_params=7B", "--gpu_memory", "80", "--output_dir", "a-b", "--", "--x-y"]
+    flags = normalise_flags(["--model.init_args.n-layers=2", "--print-config"])
+    assert flags == ["--model.init_args.n-layers=2", "--print_config"]
     kebab = demo.parse(["--batch-size", "8", "--output-dir", "out", "--skip-preflight"])
     assert kebab == demo.parse(["--batch_size", "8", "--output_dir", "out", "--skip_preflight"])
     args, _ = memory.parse(["--num-params", "7B", "--gpu-memory", "24"])
