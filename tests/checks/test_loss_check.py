@@ -369,8 +369,8 @@ def test_a_loss_with_no_gradient_anywhere_is_named_as_such():
     result = _run(
         Classifier(loss_fn=lambda out, y: F.cross_entropy(out, y).clamp(max=0.5)), _classification()
     )
-    assert result.status == "fail", result.message
-    assert "no target value moves the loss" in result.message
+    assert result.status == "fail" and result.details["targets"]["status"] == "fail", result.message
+    assert [d["label"] for d in result.details["dropped"]] == [f"class {k}" for k in range(C)]  # every one
 
 
 # ---------------------------------------------------------------- a loss computed inside a wrapped model
