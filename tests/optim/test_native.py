@@ -51,13 +51,10 @@ def test_lion_native_matches_the_reference_across_thread_shares_float64(two_thre
     exp_avgs = [torch.zeros_like(p) for p in params]
     ref_p, ref_m = [p.clone() for p in params], [m.clone() for m in exp_avgs]
     for grads in grads_sequence([(n,) for n in AWKWARD_SIZES], 4, seed=2):
-        lion_update_(
-            params, grads, exp_avgs, lr=1e-2, beta1=0.9, beta2=0.99, weight_decay=0.3, implementation="native"
-        )
+        hyper = {"lr": 1e-2, "beta1": 0.9, "beta2": 0.99}
+        lion_update_(params, grads, exp_avgs, **hyper, weight_decay=0.3, implementation="native")
         for i, g in enumerate(grads):
-            ref_p[i], ref_m[i] = lion_reference_step(
-                ref_p[i], g, ref_m[i], lr=1e-2, beta1=0.9, beta2=0.99, wd=0.3
-            )
+            ref_p[i], ref_m[i] = lion_reference_step(ref_p[i], g, ref_m[i], **hyper, wd=0.3)
     for p, r, m, rm in zip(params, ref_p, exp_avgs, ref_m):
         torch.testing.assert_close(p, r, rtol=0, atol=1e-12)
         torch.testing.assert_close(m, rm, rtol=0, atol=1e-12)
