@@ -239,9 +239,8 @@ def test_rosenbrock_with_alternating_coordinate_gradients_gets_closer(name, impl
 @every_optimizer
 def test_monotone_loss_on_timms_fixed_model(name):
     """timm ``_test_model``: the fixed 2-3-1 sigmoid network's summed output falls at each of 20 steps."""
-    model = torch.nn.Sequential(
-        torch.nn.Linear(2, 3), torch.nn.Sigmoid(), torch.nn.Linear(3, 1), torch.nn.Sigmoid()
-    )
+    model = torch.nn.Sequential(torch.nn.Linear(2, 3), torch.nn.Sigmoid())
+    model.extend([torch.nn.Linear(3, 1), torch.nn.Sigmoid()])
     with torch.no_grad():
         model[0].weight.copy_(torch.tensor([[-0.2109, -0.4976], [-0.1413, -0.3420], [-0.2524, 0.6976]]))
         model[0].bias.copy_(torch.tensor([-0.1085, -0.2979, 0.6892]))
