@@ -39,11 +39,7 @@ LR = 0.1
 
 
 class AppliedGradient(Callback):
-    """The gradient SGD (no momentum) really applied, from the parameter change: ``(p_before - p_after) /
-    lr``.
-
-    Independent of how anyone reads ``.grad``: it proves the monitor saw the accumulated, unscaled gradient.
-    """
+    """The gradient SGD (no momentum) really applied, ``(p_before - p_after) / lr``: not ``.grad``."""
 
     def __init__(self, lr: float = LR) -> None:
         self.lr = lr
@@ -79,8 +75,7 @@ class GradRecorder(Callback):
 
 
 class SyncLedger(Callback):
-    """Host syncs per training batch, boundaries at ``on_train_batch_start`` (so a batch includes its log
-    flush)."""
+    """Host syncs per training batch, from one ``on_train_batch_start`` to the next (with its log flush)."""
 
     def __init__(self, counter: HostSyncCounter) -> None:
         self.counter = counter
@@ -108,8 +103,7 @@ class SGDTransformerLM(TinyTransformerLM):
 
 
 class LightningGradNormRecipe(SGDTransformerLM):
-    """The documented Lightning replacement for ``track_grad_norm``: ``log_dict(grad_norm(...))`` every
-    step."""
+    """Lightning's documented replacement for ``track_grad_norm``: ``log_dict(grad_norm(...))`` every step."""
 
     def on_before_optimizer_step(self, optimizer):
         self.log_dict(grad_norm(self, norm_type=2))
