@@ -74,8 +74,7 @@ class SlowStep(TinyClassifier):
 
 
 def _fit(tmp_path, model, loaders, callbacks, **kwargs) -> tuple[pl.Trainer, InMemoryLogger, list[str]]:
-    """Fit (``loaders``: one, or train and val; ``callbacks``: one or a list): the Trainer, the logger and the
-    monitor's warnings."""
+    """Fit (one loader or (train, val); one callback or a list): the Trainer, logger, monitor's warnings."""
     logger = InMemoryLogger()
     callbacks = callbacks if isinstance(callbacks, list) else [callbacks]
     settings = {"logger": logger, "callbacks": callbacks, "default_root_dir": tmp_path}
