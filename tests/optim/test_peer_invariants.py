@@ -76,8 +76,7 @@ Constructor = Callable[[Parameter, Parameter], torch.optim.Optimizer]
 
 
 def _constructors(name: str, implementation: str) -> dict[str, Constructor]:
-    """timm's parameter layouts: a flat list, two groups with a per-group ``lr``, one group of a bare
-    tensor."""
+    """timm's parameter layouts: a flat list, two groups with a per-group ``lr``, one bare-tensor group."""
     cls = OPTIMIZERS[name]
     kwargs = {"implementation": implementation, "weight_decay": 0.01}
     return {
