@@ -24,8 +24,7 @@ from ._reference import CLIP, eval_loss, single_process_reference, train_loader_
 
 
 class RecordBytes(Callback):
-    """After the first optimizer step, write this rank's tensor bytes and the estimator's figures to a
-    file."""
+    """After the first optimizer step: this rank's tensor bytes and the estimator's figures, to a file."""
 
     def __init__(self, out: Path, optimizer: str, precision: str) -> None:
         self.out, self.optimizer, self.precision = out, optimizer, precision
