@@ -33,8 +33,7 @@ def _requirement_name(requirement: str) -> str:
 
 
 def _closure(names: set[str]) -> set[str]:
-    """The distributions ``names`` install, with their own (non-extra) dependencies, from installed
-    metadata."""
+    """The distributions ``names`` install, with their own (non-extra) dependencies, from metadata."""
     seen: set[str] = set()
     todo = list(names)
     while todo:
