@@ -34,8 +34,7 @@ from lightning_recipes.testing import fast_trainer, random_classification_loader
 
 
 class SavedNet(LionRecipe, pl.LightningModule):
-    """The README pattern: `recipe: OptimizerRecipe | None` + `save_hyperparameters()` (module level: the CLI
-    and `load_from_checkpoint` import it)."""
+    """The README pattern: `recipe: OptimizerRecipe | None` + `save_hyperparameters()` (module level)."""
 
     def __init__(self, recipe: OptimizerRecipe | None = None, width: int = 8) -> None:
         super().__init__()
