@@ -33,8 +33,7 @@ FIND_NET = "tests.tune.test_lr_find_recipe.FindNet"
 
 
 class FindNet(LionRecipe, pl.LightningModule):
-    """Lion over decay / no-decay groups, with dropout (so the RNG stream matters); module level: LightningCLI
-    imports it."""
+    """Lion over decay/no-decay groups, with dropout (the RNG stream matters); module level: LightningCLI."""
 
     def __init__(self, recipe: OptimizerRecipe | None = None, dropout: float = 0.0) -> None:
         super().__init__()
