@@ -39,7 +39,7 @@ LR = 0.1
 
 
 class AppliedGradient(Callback):
-    """The gradient SGD (no momentum) really applied, ``(p_before - p_after) / lr``: not ``.grad``."""
+    """The gradient SGD applied, ``(p_before - p_after) / lr`` (not ``.grad``): accumulated and unscaled."""
 
     def __init__(self, lr: float = LR) -> None:
         self.lr = lr
