@@ -237,8 +237,13 @@ def test_multi_label_floors_sigmoid_into_logits_softmax_double_sigmoid_fail(acti
 
 # ---------------------------------------------------------------- 3. regression targets off unit scale
 class Regressor(pl.LightningModule):
-    def __init__(self, out_scale: float = 1.0, learned_scale: bool = False) -> None:
+    """An MLP regressor; ``loss_fn(out, y)`` is the case's loss (MSE unless given)."""
+
+    def __init__(
+        self, out_scale: float = 1.0, learned_scale: bool = False, loss_fn: Any = F.mse_loss
+    ) -> None:
         super().__init__()
+        self.loss_fn = loss_fn
         self.net = nn.Sequential(nn.Linear(IN, 16), nn.Tanh(), nn.Linear(16, 1))
         self.register_buffer("out_scale", torch.tensor(out_scale))
         self.log_scale = nn.Parameter(torch.zeros(())) if learned_scale else None
@@ -249,17 +254,15 @@ class Regressor(pl.LightningModule):
 
     def training_step(self, batch: Any, batch_idx: int) -> Tensor:
         x, y = batch
-        return F.mse_loss(self(x), y)
+        return self.loss_fn(self(x), y)
 
     def configure_optimizers(self) -> Any:
         return torch.optim.Adam(self.parameters(), lr=1e-2)
 
 
 # ---------------------------------------------------------------- 4. bounded below
-class NegativeMSE(Regressor):
-    def training_step(self, batch: Any, batch_idx: int) -> Tensor:
-        x, y = batch
-        return -F.mse_loss(self(x), y)
+def _negative_mse() -> Regressor:
+    return Regressor(loss_fn=lambda out, y: -F.mse_loss(out, y))
 
 
 class ErrorAsOutput(Regressor):
@@ -464,7 +467,7 @@ def test_as_a_callback_a_negated_loss_stops_training_before_the_first_step(tmp_p
     check = LossCheck()
     trainer = fast_trainer(max_steps=2, callbacks=[check], default_root_dir=tmp_path)
     with pytest.raises(PreflightError, match="loss"):
-        trainer.fit(NegativeMSE(), _regression())
+        trainer.fit(_negative_mse(), _regression())
     assert trainer.global_step == 0
     assert check.result is not None and check.result.details["bounded"]["status"] == "fail"
 
@@ -514,12 +517,8 @@ class SquashedRegressor(Regressor):
 
 @pytest.mark.parametrize("loss", ["mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss"])
 def test_a_bounded_regression_head_below_its_targets_fails_with_the_floor(loss):
-    class Model(SquashedRegressor):
-        def training_step(self, batch: Any, batch_idx: int) -> Tensor:
-            x, y = batch
-            return getattr(F, loss)(self(x), y)
-
-    result = _run(Model(), _regression(scale=1.0, shift=3.0))  # targets around 3, outputs in [0, 1]
+    model = SquashedRegressor(loss_fn=getattr(F, loss))
+    result = _run(model, _regression(scale=1.0, shift=3.0))  # targets around 3, outputs in [0, 1]
     assert result.status == "fail", result.message
     assert "outside that range" in result.details["floor"]["how"] and "bounded activation" in result.action
     assert result.details["floor"]["floor"] > 0
@@ -553,12 +552,6 @@ def test_a_class_the_loss_drops_fails_naming_it_and_its_cause(loss_fn, dropped, 
         assert cause in first["cause"] and first["count"] > 0 and first["batches"] == 2
 
 
-class Huber(Regressor):
-    def training_step(self, batch: Any, batch_idx: int) -> Tensor:
-        x, y = batch
-        return F.huber_loss(self(x), y)
-
-
 @pytest.mark.parametrize(
     ("kwargs", "scale", "status", "ratio"),
     [
@@ -585,9 +578,9 @@ def test_regression_targets_off_the_outputs_scale(kwargs, scale, status, ratio):
 @pytest.mark.parametrize(
     ("model", "loader", "status", "moves"),
     [
-        (NegativeMSE, _regression, "fail", "the model's output"),
+        (_negative_mse, _regression, "fail", "the model's output"),
         (Regressor, _regression, "pass", "the model's output"),
-        (Huber, _regression, "pass", None),
+        (lambda: Regressor(loss_fn=F.huber_loss), _regression, "pass", None),
         (GaussianNLL, _regression, "pass", None),  # negative once fitted, yet bounded
         (lambda: Classifier(loss_fn=_log_likelihood), _classification, "fail", None),
         (LogSoftmaxLM, lambda: _padded_tokens(pad=1), "pass", "log_softmax"),  # the ray moves the logits
