@@ -91,19 +91,16 @@ def test_numeric_step_counters_load_like_torch(numeric):
                 param_state["step"] = numeric
         fresh = Lamb(model.parameters(), lr=0.01)
         fresh.load_state_dict(state)
-        assert all(
-            torch.is_tensor(s["step"]) and s["step"].dtype == torch.float32 for s in fresh.state.values()
-        )
+        steps = [s["step"] for s in fresh.state.values()]
+        assert all(torch.is_tensor(step) and step.dtype == torch.float32 for step in steps)
         _train(model, fresh, range(3, 5))
         results[form] = [p.detach().clone() for p in model.parameters()]
     for a, b in zip(results["tensor"], results["number"]):
         assert torch.equal(a, b)
     adamw = torch.optim.AdamW(_model().parameters())  # the oracle accepts numbers as well
     moments = {"exp_avg": torch.zeros(4, 5), "exp_avg_sq": torch.zeros(4, 5)}
-    oracle_state = {
-        "state": {0: {"step": numeric, **moments}},
-        "param_groups": adamw.state_dict()["param_groups"],
-    }
+    groups = adamw.state_dict()["param_groups"]
+    oracle_state = {"state": {0: {"step": numeric, **moments}}, "param_groups": groups}
     adamw.load_state_dict(oracle_state)
 
 
@@ -256,9 +253,8 @@ def test_sparse_gradients_raise_naming_the_parameter_before_anything_changes(nam
     optimizer = OPTIMIZERS[name]([{"params": dense.parameters()}, {"params": embedding.parameters()}], lr=0.1)
     before = [p.detach().clone() for p in (*dense.parameters(), *embedding.parameters())]
     (dense(torch.ones(1, 3)).sum() + embedding(torch.tensor([1, 2])).sum()).backward()
-    with pytest.raises(
-        RuntimeError, match=r"sparse gradients.*param_groups\[1\]\['params'\]\[0\] \(shape \(10, 3\)\)"
-    ):
+    named = r"sparse gradients.*param_groups\[1\]\['params'\]\[0\] \(shape \(10, 3\)\)"
+    with pytest.raises(RuntimeError, match=named):
         optimizer.step()
     after = [p.detach() for p in (*dense.parameters(), *embedding.parameters())]
     assert all(torch.equal(a, b) for a, b in zip(before, after))
