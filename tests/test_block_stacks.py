@@ -89,9 +89,8 @@ def test_every_stack_of_layers_is_found(name: str) -> None:
 
 
 def test_the_stacks_are_named_and_logged(caplog: pytest.LogCaptureFixture) -> None:
-    assert describe_blocks(bart()) == (
-        "2 stacks: model.encoder.layers (2 x BartEncoderLayer), model.decoder.layers (2 x BartDecoderLayer)"
-    )
+    stacks = "model.encoder.layers (2 x BartEncoderLayer), model.decoder.layers (2 x BartDecoderLayer)"
+    assert describe_blocks(bart()) == f"2 stacks: {stacks}"
     logger = logging.getLogger("lightning.pytorch")
     logger.addHandler(caplog.handler)
     try:
@@ -99,10 +98,8 @@ def test_the_stacks_are_named_and_logged(caplog: pytest.LogCaptureFixture) -> No
             infer_block_classes(TwoTower(layers=3))
     finally:
         logger.removeHandler(caplog.handler)
-    assert (
-        "blocks of TwoTower (layer lists): 2 stacks: image.layers (3 x TransformerEncoderLayer), "
-        in caplog.text
-    )
+    logged = "blocks of TwoTower (layer lists): 2 stacks: image.layers (3 x TransformerEncoderLayer), "
+    assert logged in caplog.text
 
 
 @pytest.mark.parametrize(

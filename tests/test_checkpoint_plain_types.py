@@ -133,8 +133,7 @@ def test_checkpoint_loads_without_lightning_recipes_and_resumes(tmp_path: Path) 
 
 
 def test_a_checkpoint_that_pickled_the_recipe_and_mixer_still_loads(tmp_path: Path) -> None:
-    """Checkpoints written before held the objects themselves: with the package imported they load as
-    before (weights_only=True) and resume."""
+    """Checkpoints that pickled the recipe and mixer objects still load (weights_only=True) and resume."""
     model = _fixed_lr_model()
     trainer = _fit(model, tmp_path, max_steps=2)
     path = tmp_path / "old.ckpt"

@@ -48,8 +48,7 @@ def _choices(parser, dest: str) -> list[str]:
 
 
 def test_every_choice_the_memory_command_offers_runs(capsys: pytest.CaptureFixture[str]) -> None:
-    """The torch-free parser's choices (``lightning_recipes/_names.py``) are accepted by the estimator and the
-    recommender they are passed to: each one runs to a verdict, none is a usage error (exit 2)."""
+    """Every choice of the torch-free parser (_names.py) runs to a verdict, never a usage error (exit 2)."""
     parser = memory.build_parser()
     for flag in ("optimizer", "precision", "family", "strategy"):
         choices = _choices(parser, flag)
@@ -60,8 +59,7 @@ def test_every_choice_the_memory_command_offers_runs(capsys: pytest.CaptureFixtu
 
 
 def test_every_optimizer_the_demo_offers_builds_with_its_settings() -> None:
-    """What ``run_demo`` does with ``--optimizer``: a recipe of its settings, resolved over the recipe's
-    defaults, builds the optimizer."""
+    """``run_demo``'s ``--optimizer`` choices: a recipe of their settings builds the optimizer."""
     model = torch.nn.Linear(2, 2)
     for name in _choices(demo.build_parser(), "optimizer"):
         OptimizerRecipe(optimizer=name, **DEMO_SETTINGS[name])  # type: ignore[arg-type]
@@ -95,9 +93,8 @@ def test_the_help_holds_only_our_text(command: str, capsys: pytest.CaptureFixtur
      ["demo", "--finetune", "-h"], ["tune", "-V"]],
 )  # fmt: skip
 def test_help_and_version_answer_without_importing_torch(argv: list[str], tmp_path: Path) -> None:
-    (tmp_path / "sitecustomize.py").write_text(
-        "import sys\nfor name in ('torch', 'lightning'):\n    sys.modules[name] = None\n"
-    )
+    blocker = "import sys\nfor name in ('torch', 'lightning'):\n    sys.modules[name] = None\n"
+    (tmp_path / "sitecustomize.py").write_text(blocker)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}
     command = [sys.executable, "-m", "lightning_recipes", *argv]
     result = subprocess.run(command, capture_output=True, text=True, timeout=60, env=env)
@@ -114,13 +111,10 @@ def test_version(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_kebab_and_snake_spellings_parse_alike() -> None:
-    assert normalise_flags(
-        ["--num-params=7B", "--gpu_memory", "80", "--output-dir", "a-b", "--", "--x-y"]
-    ) == ["--num_params=7B", "--gpu_memory", "80", "--output_dir", "a-b", "--", "--x-y"]
-    assert normalise_flags(["--model.init_args.n-layers=2", "--print-config"]) == [
-        "--model.init_args.n-layers=2",
-        "--print_config",
-    ]
+    flags = normalise_flags(["--num-params=7B", "--gpu_memory", "80", "--output-dir", "a-b", "--", "--x-y"])
+    assert flags == ["--num_params=7B", "--gpu_memory", "80", "--output_dir", "a-b", "--", "--x-y"]
+    flags = normalise_flags(["--model.init_args.n-layers=2", "--print-config"])
+    assert flags == ["--model.init_args.n-layers=2", "--print_config"]
     kebab = demo.parse(["--batch-size", "8", "--output-dir", "out", "--skip-preflight"])
     assert kebab == demo.parse(["--batch_size", "8", "--output_dir", "out", "--skip_preflight"])
     args, _ = memory.parse(["--num-params", "7B", "--gpu-memory", "24"])

@@ -167,9 +167,8 @@ def test_a_bad_parameter_count_is_answered_before_torch_is_imported(
 
 def test_preflight_reads_the_run_length_from_a_lightning_cli_config_as_tune_does(tmp_path: Path) -> None:
     config = tmp_path / "config.yaml"
-    config.write_text(
-        "trainer: {max_epochs: 6, max_steps: -1, precision: bf16-mixed}\nmodel: {class_path: pkg.Net}\n"
-    )
+    trainer = "trainer: {max_epochs: 6, max_steps: -1, precision: bf16-mixed}\n"
+    config.write_text(trainer + "model: {class_path: pkg.Net}\n")
     for parse in (preflight.parse, tune.parse):
         read = yaml.safe_load(parse(["--config", str(config)])[1])
         assert read["max_epochs"] == 6 and "max_steps" not in read  # -1: Lightning's "unset"

@@ -23,16 +23,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 # Packages that only the extras bring: `import lightning_recipes` must not need any of them.
-EXTRA_ONLY_MODULES = (
-    "sklearn",
-    "matplotlib",
-    "wandb",
-    "tensorboard",
-    "deepspeed",
-    "transformers",
-    "nbformat",
-    "rich",  # the `rich` extra: Lightning switches every Trainer to rich's progress bar when it is installed
-)
+# `rich` (the `rich` extra): Lightning switches every Trainer to rich's progress bar when it is installed.
+EXTRA_ONLY_MODULES = ("sklearn", "matplotlib", "wandb", "tensorboard", "deepspeed", "transformers")
+EXTRA_ONLY_MODULES += ("nbformat", "rich")
 
 
 def _requirement_name(requirement: str) -> str:
@@ -40,8 +33,7 @@ def _requirement_name(requirement: str) -> str:
 
 
 def _closure(names: set[str]) -> set[str]:
-    """The distributions ``names`` install, with their own (non-extra) dependencies, from installed
-    metadata."""
+    """The distributions ``names`` install, with their own (non-extra) dependencies, from metadata."""
     seen: set[str] = set()
     todo = list(names)
     while todo:
@@ -89,9 +81,7 @@ def test_notebooks_group_brings_every_module_a_notebook_imports(notebook: Path) 
         distributions = {d.lower().replace("_", "-") for d in providers.get(module, [module])}
         if not distributions & provided:
             missing[module] = sorted(distributions)
-    assert not missing, (
-        f"{notebook.name} imports modules that the `notebooks` dependency group does not install: {missing}"
-    )
+    assert not missing, f"{notebook.name} imports modules the `notebooks` dependency group lacks: {missing}"
 
 
 def _base_install_run(code: str) -> subprocess.CompletedProcess[str]:
@@ -113,9 +103,8 @@ def _base_install_run(code: str) -> subprocess.CompletedProcess[str]:
         "assert not [m for m in sys.modules if m.split('.')[0] in BLOCKED]\n"
         "print('ok')\n"
     )
-    return subprocess.run(
-        [sys.executable, "-c", blocker], capture_output=True, text=True, timeout=120, cwd=ROOT
-    )
+    command = [sys.executable, "-c", blocker]
+    return subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=ROOT)
 
 
 # Both base-install probes in one interpreter (starting one is most of their cost): first the package and
@@ -164,23 +153,17 @@ def test_base_install_imports_the_package_without_any_extra(base_install_run) ->
 
 
 def test_the_base_install_brings_no_rich() -> None:
-    """With rich installed, Lightning gives every Trainer in the environment its rich progress bar and model
-    summary (``_RICH_AVAILABLE``), also in projects that never import us: rich is the `rich` extra only."""
+    """Lightning gives every Trainer rich's bar when rich is installed: rich is the `rich` extra only."""
     from lightning.pytorch.trainer.connectors import callback_connector
 
     assert "_RICH_AVAILABLE" in vars(callback_connector)  # what Lightning's choice of progress bar reads
-    base = {
-        _requirement_name(r)
-        for r in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
-    }
+    dependencies = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    base = {_requirement_name(r) for r in dependencies}
     assert "rich" not in _closure(base)
 
 
 def test_without_rich_every_table_and_report_prints_as_plain_text(base_install_run) -> None:
-    """A real preflight (its report printed), the memory command, a recommendation, HealthMonitor's findings
-    and a speed_tune result: every number shown, every line within 80 columns, no markup left."""
+    """Preflight, memory, recommend, HealthMonitor, speed_tune: all numbers, <= 80 columns, no markup."""
     result = base_install_run
-    assert result.returncode == 0 and result.stdout.splitlines()[-1] == "ok", (
-        result.stdout[-3000:],
-        result.stderr[-3000:],
-    )
+    output = (result.stdout[-3000:], result.stderr[-3000:])
+    assert result.returncode == 0 and result.stdout.splitlines()[-1] == "ok", output

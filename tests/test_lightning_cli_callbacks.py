@@ -37,8 +37,7 @@ def test_full_class_path_selects_our_early_stopping(tmp_path: Path, monkeypatch:
 def test_short_name_early_stopping_is_refused_as_ambiguous(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """What the README warns about: the bare name matches Lightning's class and ours, and LightningCLI refuses
-    it."""
+    """The README's warning: the bare name matches Lightning's class and ours; LightningCLI refuses it."""
     with pytest.raises((ValueError, SystemExit)) as error:
         _cli(tmp_path, monkeypatch, [{"class_path": "EarlyStopping", "init_args": {"monitor": "train_loss"}}])
     said = str(error.value) + capsys.readouterr().err

@@ -143,9 +143,8 @@ CHECK_SPECS: dict[str, Spec] = {
 
 def _fit(tmp_path: Path, logger: Logger, specs: dict[str, Spec]) -> list[Callback]:
     callbacks = [spec.build() for spec in specs.values()]
-    trainer = fast_trainer(
-        max_epochs=3, callbacks=callbacks, logger=logger, log_every_n_steps=2, default_root_dir=tmp_path
-    )
+    settings = {"logger": logger, "log_every_n_steps": 2, "default_root_dir": tmp_path}
+    trainer = fast_trainer(max_epochs=3, callbacks=callbacks, **settings)
     trainer.fit(_Model(lr=0.5), *_loaders())
     return callbacks
 
@@ -155,9 +154,8 @@ def _loaders() -> tuple[DataLoader, DataLoader]:
     dataset = random_classification_loader(num_samples=320).dataset
     train, held_out = Subset(dataset, range(256)), Subset(dataset, range(256, 320))
     generator = torch.Generator().manual_seed(0)
-    return DataLoader(train, batch_size=32, shuffle=True, generator=generator), DataLoader(
-        held_out, batch_size=64
-    )
+    train_loader = DataLoader(train, batch_size=32, shuffle=True, generator=generator)
+    return train_loader, DataLoader(held_out, batch_size=64)
 
 
 def _csv_keys(logger: CSVLogger) -> tuple[set[str], dict[str, Any]]:
@@ -219,9 +217,8 @@ def _run_and_read(kind: str, tmp_path: Path, specs: dict[str, Spec]) -> tuple[li
             metrics, hparams = _tensorboard_keys(logger)
         else:
             metrics, hparams = _wandb_keys(logger)  # type: ignore[arg-type]
-        hparams["_dir"] = Path(
-            logger.log_dir if kind != "wandb" else tmp_path / "compat" / logger.experiment.id
-        )
+        run_dir = logger.log_dir if kind != "wandb" else tmp_path / "compat" / logger.experiment.id
+        hparams["_dir"] = Path(run_dir)
     finally:
         wandb.finish()
     return callbacks, metrics, hparams
@@ -255,9 +252,8 @@ def test_every_callback_logs_documented_keys(kind: str, tmp_path: Path) -> None:
     # the manifest's values arrive as written (TensorBoard wraps each in a protobuf Value), its file in
     # the logger's directory
     (manifest,) = [c.manifest for c in callbacks if isinstance(c, RunManifest)]
-    value = {
-        k: getattr(v, v.WhichOneof("kind")) if hasattr(v, "WhichOneof") else v for k, v in hparams.items()
-    }
+    items = hparams.items()
+    value = {k: getattr(v, v.WhichOneof("kind")) if hasattr(v, "WhichOneof") else v for k, v in items}
     assert value["manifest/data_fingerprint/sha256"] == manifest["data_fingerprint"]["sha256"]
     assert value["manifest/trainer/effective_batch_size"] == 32
     assert value["manifest/model/class"].endswith("._Model")

@@ -81,9 +81,8 @@ def test_training_batches_mixed_all_other_loops_untouched(tmp_path: Path) -> Non
     loader = _loader()
     raw = list(loader)
     model = MixedClassifier(BatchMixer(mixup_alpha=0.4, num_classes=4))
-    trainer = fast_trainer(
-        max_epochs=1, num_sanity_val_steps=1, limit_val_batches=2, default_root_dir=tmp_path
-    )
+    validation = {"num_sanity_val_steps": 1, "limit_val_batches": 2}
+    trainer = fast_trainer(max_epochs=1, default_root_dir=tmp_path, **validation)
     trainer.fit(model, loader, loader)
     trainer.validate(model, loader, verbose=False)
     trainer.test(model, loader, verbose=False)

@@ -92,9 +92,8 @@ def test_each_mixin_trains_with_its_optimizer_and_a_step_schedule(mixin, expecte
 
     logger = InMemoryLogger()
     model = Net(recipe=OptimizerRecipe(warmup_steps=2, min_lr_ratio=0.1))
-    trainer = fast_trainer(
-        max_steps=6, max_epochs=2, logger=logger, log_every_n_steps=1, callbacks=[LearningRateMonitor("step")]
-    )
+    callbacks = [LearningRateMonitor("step")]
+    trainer = fast_trainer(max_steps=6, max_epochs=2, logger=logger, log_every_n_steps=1, callbacks=callbacks)
     with caplog.at_level(logging.INFO):
         trainer.fit(model, _loader())
     optimizer = trainer.optimizers[0]

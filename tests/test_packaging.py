@@ -136,14 +136,11 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     # (the output folder is read once: the backend rewrites sys.argv while it builds)
     build = "import sys; from setuptools import build_meta as b; out = sys.argv[1]; b.build_sdist(out); "
     build += "b.build_wheel(out)"
-    result = subprocess.run(
-        [sys.executable, "-c", build, str(out)], cwd=source, capture_output=True, text=True, timeout=300
-    )
+    command = [sys.executable, "-c", build, str(out)]
+    result = subprocess.run(command, cwd=source, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert sorted(p.suffix for p in out.iterdir()) == [".gz", ".whl"], (
-        list(out.iterdir()),
-        result.stderr[-3000:],
-    )
+    built = list(out.iterdir())
+    assert sorted(p.suffix for p in built) == [".gz", ".whl"], (built, result.stderr[-3000:])
     (sdist,), (wheel,) = sorted(out.glob("*.tar.gz")), sorted(out.glob("*.whl"))
     return {"sdist": sdist, "wheel": wheel}
 
@@ -167,9 +164,8 @@ def test_the_wheel_carries_the_licence_and_honest_metadata(built: dict[str, Path
     requires = metadata.get_all("Requires-Dist")
     assert not [r for r in requires if not re.search(r"(>=|>)\s*\d", r)], requires  # every one has a floor
     assert metadata["Requires-Python"] == ">=3.11"
-    assert {"Homepage", "Documentation", "Changelog", "Issues"} == {
-        url.split(",")[0] for url in metadata.get_all("Project-URL")
-    }
+    urls = {url.split(",")[0] for url in metadata.get_all("Project-URL")}
+    assert urls == {"Homepage", "Documentation", "Changelog", "Issues"}
     # what the package needs at run time beside its .py files
     assert {"lightning_recipes/py.typed", "lightning_recipes/optim/_cpu_kernels.c"} <= set(names)
 
@@ -177,8 +173,7 @@ def test_the_wheel_carries_the_licence_and_honest_metadata(built: dict[str, Path
 def test_the_sdist_is_the_package_source_and_its_licence_and_no_part_of_the_test_suite(
     built: dict[str, Path],
 ) -> None:
-    """The suite needs the whole repository (conftest, fixtures, notebooks, docs): the sdist ships none of it,
-    where setuptools' default would ship the top-level ``tests/test*.py`` and nothing else."""
+    """The sdist ships no part of the suite (setuptools' default would ship the top-level tests/test*.py)."""
     top = {"PKG-INFO", "pyproject.toml", "README.md", "LICENSE", "setup.cfg", "MANIFEST.in"}
     with tarfile.open(built["sdist"]) as sdist:
         files = {m.name.split("/", 1)[1]: m for m in sdist.getmembers() if m.isfile()}
@@ -195,8 +190,7 @@ def test_the_sdist_is_the_package_source_and_its_licence_and_no_part_of_the_test
 
 
 def test_the_package_version_is_pyprojects():
-    """``lightning_recipes.__version__`` is written in the package (the command's ``--version`` answers before
-    anything is imported) and in ``pyproject.toml``: the two must agree."""
+    """``__version__`` (the package, read by ``--version`` before imports) equals ``pyproject.toml``'s."""
     source = (ROOT / "lightning_recipes" / "__init__.py").read_text()
     written = re.search(r'^__version__ = "([^"]+)"$', source, re.MULTILINE)
     assert written, "lightning_recipes/__init__.py sets no __version__"
@@ -204,12 +198,10 @@ def test_the_package_version_is_pyprojects():
 
 
 def test_the_changelogs_top_section_is_the_version():
-    """The changelog describes the version the package carries (docs/guides/versioning.md): its first section
-    is ``[<version>] - <date>``, no ``Unreleased`` section sits above it, and its link points at that tag."""
+    """The changelog's top section is ``[<version>] - <date>`` and links its tag (guides/versioning.md)."""
     changelog = (ROOT / "CHANGELOG.md").read_text()
     sections = re.findall(r"^## \[([^\]]+)\](.*)$", changelog, re.MULTILINE)
     assert sections and sections[0][0] == PROJECT["version"], sections[:2]
     assert re.fullmatch(r" - \d{4}-\d{2}-\d{2}", sections[0][1]), sections[0]
-    assert re.search(
-        rf"^\[{re.escape(PROJECT['version'])}\]: .*v{re.escape(PROJECT['version'])}$", changelog, re.M
-    )
+    version = re.escape(PROJECT["version"])
+    assert re.search(rf"^\[{version}\]: .*v{version}$", changelog, re.M)

@@ -70,6 +70,12 @@ def _hf_cosine_with_warmup(step: int, warmup: int, total: int) -> float:
     return max(0.0, 0.5 * (1.0 + math.cos(math.pi * 0.5 * 2.0 * progress)))
 
 
+def _hf_factory(warmup: int, total: int) -> Any:
+    """A LambdaLR factory of :func:`_hf_cosine_with_warmup`."""
+    lr_lambda = functools.partial(_hf_cosine_with_warmup, warmup=warmup, total=total)
+    return functools.partial(LambdaLR, lr_lambda=lr_lambda)
+
+
 def _fit_two_loggers(tmp_path: Path, optimizer: str = "sgd") -> tuple[InMemoryLogger, CSVLogger]:
     class Model(TinyClassifier):
         def configure_optimizers(self) -> Any:
@@ -79,9 +85,8 @@ def _fit_two_loggers(tmp_path: Path, optimizer: str = "sgd") -> tuple[InMemoryLo
 
     memory, csv_logger = InMemoryLogger(), CSVLogger(tmp_path, name=optimizer)
     loggers = [memory, csv_logger]
-    trainer = fast_trainer(
-        max_steps=12, max_epochs=2, logger=loggers, log_every_n_steps=2, default_root_dir=tmp_path
-    )
+    settings = {"logger": loggers, "log_every_n_steps": 2, "default_root_dir": tmp_path}
+    trainer = fast_trainer(max_steps=12, max_epochs=2, **settings)
     trainer.fit(Model(), random_classification_loader())
     return memory, csv_logger
 
@@ -114,22 +119,16 @@ def test_read_metrics_from_a_trainer_skips_unreadable_loggers_and_errors_name_th
 
 def test_schedule_values_of_a_factory_and_a_recipe_match_reference() -> None:
     warmup, total, lr = 10, 50, 3e-3
-    factory = functools.partial(
-        LambdaLR, lr_lambda=functools.partial(_hf_cosine_with_warmup, warmup=warmup, total=total)
-    )
+    factory = _hf_factory(warmup, total)
     values = schedule_values(factory, total, lr=lr)
     assert values == pytest.approx([lr * _hf_cosine_with_warmup(s, warmup, total) for s in range(total)])
     assert values[0] == 0.0 and values[warmup] == pytest.approx(lr)
-    assert schedule_values(functools.partial(StepLR, step_size=3, gamma=0.1), 7) == pytest.approx(
-        [1, 1, 1, 0.1, 0.1, 0.1, 0.01]
-    )
-    recipe = OptimizerRecipe(
-        optimizer="adamw", lr=2e-3, warmup_ratio=0.1, schedule="cosine", min_lr_ratio=0.1
-    )
+    step = functools.partial(StepLR, step_size=3, gamma=0.1)
+    assert schedule_values(step, 7) == pytest.approx([1, 1, 1, 0.1, 0.1, 0.1, 0.01])
+    recipe = OptimizerRecipe("adamw", lr=2e-3, warmup_ratio=0.1, schedule="cosine", min_lr_ratio=0.1)
     # Hugging Face's min-lr variant: warmup from 0 as usual, then cosine * (1 - r) + r.
-    expected = [
-        2e-3 * (s / 10 if s < 10 else _hf_cosine_with_warmup(s, 10, 100) * 0.9 + 0.1) for s in range(100)
-    ]
+    multipliers = [s / 10 if s < 10 else _hf_cosine_with_warmup(s, 10, 100) * 0.9 + 0.1 for s in range(100)]
+    expected = [2e-3 * m for m in multipliers]
     assert schedule_values(recipe, 100) == pytest.approx(expected)
     lion = schedule_values(OptimizerRecipe(optimizer="lion", schedule="none"), 3)
     assert lion == [OPTIMIZER_DEFAULTS["lion"]["lr"]] * 3  # unset fields take the optimizer's defaults
@@ -153,9 +152,7 @@ def test_schedule_preview_equals_what_training_steps(tmp_path: Path) -> None:
 
 
 def test_plot_schedule_renders_and_overlays() -> None:
-    cosine = functools.partial(
-        LambdaLR, lr_lambda=functools.partial(_hf_cosine_with_warmup, warmup=5, total=40)
-    )
+    cosine = _hf_factory(5, 40)
     step = functools.partial(StepLR, step_size=10, gamma=0.5)
     figure = plot_schedule({"cosine": cosine, "step": step}, 40, lr=1e-3)
     lines = figure.axes[0].get_lines()
@@ -225,11 +222,8 @@ def test_plot_overfit_from_real_preflight() -> None:
 
 def test_plot_overfit_draws_a_shared_target_once_and_each_runs_own_otherwise() -> None:
     figure = plot_overfit({"fixed": [2.3, 1.0, 0.2], "frozen layer": [2.3, 2.29, 2.28]}, target=0.23)
-    assert [line.get_label() for line in figure.axes[0].get_lines()] == [
-        "fixed",
-        "frozen layer",
-        "target 0.23",
-    ]
+    labels = [line.get_label() for line in figure.axes[0].get_lines()]
+    assert labels == ["fixed", "frozen layer", "target 0.23"]
     runs = {"a": {"curve": [2.0, 1.0], "target": 0.6}, "b": {"curve": [3.0, 2.0], "target": 0.9}}
     lines = plot_overfit(runs).axes[0].get_lines()
     assert [line.get_label() for line in lines[::2]] == ["a", "b"]

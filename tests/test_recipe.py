@@ -34,8 +34,7 @@ from lightning_recipes.testing import fast_trainer, random_classification_loader
 
 
 class SavedNet(LionRecipe, pl.LightningModule):
-    """The README pattern: `recipe: OptimizerRecipe | None` + `save_hyperparameters()` (module level: the CLI
-    and `load_from_checkpoint` import it)."""
+    """The README pattern: `recipe: OptimizerRecipe | None` + `save_hyperparameters()` (module level)."""
 
     def __init__(self, recipe: OptimizerRecipe | None = None, width: int = 8) -> None:
         super().__init__()
@@ -119,8 +118,7 @@ def test_hparams_values_are_checked_when_resolved():
 
 
 def test_a_recipe_pickled_before_warmup_ratio_existed_still_resolves():
-    """Checkpoints hold the pickled recipe: one from before the split has no `warmup_ratio` attribute and may
-    hold a float `warmup_steps`; it loads and resolves to the new spelling (with the deprecation warning)."""
+    """A pickled pre-``warmup_ratio`` recipe (float ``warmup_steps``) resolves to the new spelling."""
     old = object.__new__(OptimizerRecipe)
     fields = {name: None for name in OptimizerRecipe.field_names() if name != "warmup_ratio"}
     old.__dict__.update(fields, warmup_steps=0.25, optimizer="lamb")
@@ -158,8 +156,7 @@ class HparamsWarmupNet(OptimizerRecipeMixin, pl.LightningModule):
 
 
 def test_the_float_warmup_steps_deprecation_is_said_once_per_module_not_per_resolution(tmp_path):
-    """Issue 32: each resolution of the recipe (configure_optimizers, the summary, the checks' copies) warned
-    again, from another line: 4 warnings per fit."""
+    """Issue 32: each resolution (configure_optimizers, summary, the checks' copies) warned: 4 per fit."""
     model = HparamsWarmupNet()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -232,19 +229,12 @@ def test_lightning_cli_yaml_round_trip(tmp_path, monkeypatch):
 
     monkeypatch.setattr("sys.argv", ["train.py"])
     config = tmp_path / "config.yaml"
+    recipe = dict(optimizer="lion", lr=3e-4, betas=[0.9, 0.98], warmup_steps=1, schedule="linear")
+    logger = {"class_path": "lightning.pytorch.loggers.CSVLogger", "init_args": {"save_dir": str(tmp_path)}}
+    trainer = {"max_steps": 3, "accelerator": "cpu", "enable_progress_bar": False, "logger": logger}
+    model = {"class_path": "tests.test_recipe.SavedNet", "init_args": {"recipe": recipe}}
     config.write_text(
-        "model:\n"
-        "  class_path: tests.test_recipe.SavedNet\n"
-        "  init_args:\n"
-        "    recipe: {optimizer: lion, lr: 0.0003, betas: [0.9, 0.98], warmup_steps: 1, schedule: linear}\n"
-        "trainer:\n"
-        "  max_steps: 3\n"
-        "  accelerator: cpu\n"
-        "  enable_progress_bar: false\n"
-        "  logger:\n"
-        "    class_path: lightning.pytorch.loggers.CSVLogger\n"
-        f"    init_args: {{save_dir: {tmp_path}, name: cli}}\n"
-        f"  default_root_dir: {tmp_path}\n"
+        yaml.safe_dump({"model": model, "trainer": {**trainer, "default_root_dir": str(tmp_path)}})
     )
     loader = random_classification_loader(num_samples=64)
     cli = LightningCLI(args=["--config", str(config)], run=False)
@@ -266,12 +256,8 @@ def test_lightning_cli_yaml_round_trip(tmp_path, monkeypatch):
     assert hparams["recipe"] == expected.to_dict()
     # the hparams read back feed LightningCLI again (as YAML) and rebuild the same recipe
     again = tmp_path / "again.yaml"
-    init_args = {
-        k: v for k, v in hparams.items() if not k.startswith("_")
-    }  # `_instantiator`: Lightning's key
-    again.write_text(
-        yaml.safe_dump({"model": {"class_path": "tests.test_recipe.SavedNet", "init_args": init_args}})
-    )
+    init_args = {k: v for k, v in hparams.items() if not k.startswith("_")}  # `_instantiator`: Lightning's
+    again.write_text(yaml.safe_dump({"model": {**model, "init_args": init_args}}))
     rebuilt = LightningCLI(args=["--config", str(again), "--trainer.logger=false"], run=False)
     assert rebuilt.model.recipe == expected
 

@@ -58,10 +58,8 @@ SCRIPT = textwrap.dedent(
 def shown(tmp_path_factory: pytest.TempPathFactory) -> subprocess.CompletedProcess:
     folder = tmp_path_factory.mktemp("shown")
     (folder / "train.py").write_text(SCRIPT)
-    (folder / "config.yaml").write_text(
-        "model:\n  recipe: {warmup_steps: 0.1}\n"
-        "trainer: {accelerator: cpu, logger: false, enable_checkpointing: false}\n"
-    )
+    trainer = "trainer: {accelerator: cpu, logger: false, enable_checkpointing: false}\n"
+    (folder / "config.yaml").write_text("model:\n  recipe: {warmup_steps: 0.1}\n" + trainer)
     empty = folder / "bin"
     empty.mkdir()
     # no PYTHONWARNINGS (default filters), no compiler: Python runs from its absolute path

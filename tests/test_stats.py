@@ -128,8 +128,7 @@ def test_judge_deviation(deviation: float, noise: float, status: str) -> None:
 
 
 def test_dependence_factor_keeps_independent_errors_and_widens_runs() -> None:
-    """Independent values keep their error (factor 1 in ~99% of draws, the mean barely moves); values in runs
-    of ``r`` equal values (rows of one trajectory) get about ``sqrt(r)``: ``n / r`` independent values."""
+    """Independent values keep their error; runs of ``r`` equal values get about ``sqrt(r)``."""
     g = torch.Generator().manual_seed(3)
     independent = [st.dependence_factor(torch.randn(300, generator=g)) for _ in range(300)]
     assert sum(f > 1 for f in independent) <= 9 and statistics.mean(independent) < 1.02

@@ -40,11 +40,9 @@ def _speed_result() -> SpeedTuneResult:
     }
     rows = [SpeedRow("baseline", "baseline", 22.78, 1.0, 0.0, 2e-2, 25.0)]
     rows += [SpeedRow(name, f"skipped: {reason}") for name, reason in why.items()]
-    rows += [
-        SpeedRow("bf16-mixed", "faster", 19.48, 1.17, 5.98e-4, 5e-2, 47.0),
-        SpeedRow("num_workers", "faster", 12.39, 1.84, 0.0, 2e-2, 110.0),
-        SpeedRow("bf16-mixed+num_workers", "slower", 31.73, 0.73, 5.98e-4, 5e-2, 30.0),
-    ]
+    rows += [SpeedRow("bf16-mixed", "faster", 19.48, 1.17, 5.98e-4, 5e-2, 47.0)]
+    rows += [SpeedRow("num_workers", "faster", 12.39, 1.84, 0.0, 2e-2, 110.0)]
+    rows += [SpeedRow("bf16-mixed+num_workers", "slower", 31.73, 0.73, 5.98e-4, 5e-2, 30.0)]
     for row in rows:
         if row.step_ms is not None:
             row.baseline_step_ms, row.one_off_s, row.break_even_steps, row.run_speedup = 22.78, 0.06, 18, 1.1

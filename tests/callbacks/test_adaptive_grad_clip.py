@@ -105,9 +105,8 @@ def test_applied_gradient_matches_autoclip(
 
 
 def test_refuses_the_trainer_gradient_clip_val(tmp_path):
-    trainer = fast_trainer(
-        max_steps=1, gradient_clip_val=1.0, callbacks=[AdaptiveGradClip()], default_root_dir=tmp_path
-    )
+    settings = {"gradient_clip_val": 1.0, "default_root_dir": tmp_path}
+    trainer = fast_trainer(max_steps=1, callbacks=[AdaptiveGradClip()], **settings)
     with pytest.raises(ValueError, match=r"gradient_clip_val=1\.0.*clip twice"):
         trainer.fit(TinyClassifier(), random_classification_loader())
 
@@ -119,8 +118,7 @@ def test_refuses_deepspeed_with_the_config_to_use_instead():
 
 
 def test_lightning_fsdp1_norm_clipping_refuses_where_ours_applies():
-    """Lightning's FSDP1 precision plugin refuses norm clipping (#19235); FSDP2 is run in the subprocess
-    test."""
+    """Lightning's FSDP1 precision plugin refuses norm clipping (#19235); FSDP2: the subprocess test."""
     from lightning.pytorch.plugins.precision import FSDPPrecision
 
     with pytest.raises(Exception, match="gradient_clip_algorithm='norm'"):
@@ -240,8 +238,8 @@ ONE_TO_FOUR = [1.0, 2.0, 3.0, 4.0, NAN, NAN]  # NaN: empty slots of the ring buf
     ],
 )
 def test_autoclip_factor_value_table(history, norm, percentile, clipping, max_norm, threshold, factor):
-    got_threshold, got_factor = adaptive_grad_clip.autoclip_factor(
-        torch.tensor(history), torch.tensor(norm), percentile, clipping=clipping, max_norm=max_norm
-    )
+    history, norm = torch.tensor(history), torch.tensor(norm)
+    options = {"clipping": clipping, "max_norm": max_norm}
+    got_threshold, got_factor = adaptive_grad_clip.autoclip_factor(history, norm, percentile, **options)
     assert got_threshold.item() == pytest.approx(threshold, rel=1e-6)
     assert got_factor.item() == pytest.approx(factor, rel=1e-6)

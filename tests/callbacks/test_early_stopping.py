@@ -51,32 +51,26 @@ class WeightsPerEpoch(Callback):
         if self.directory is None:
             return
         stopper = next(cb for cb in trainer.callbacks if isinstance(cb, EarlyStopping))
-        torch.save(
-            {
-                "recorded": self.weights,
-                "final": weights(pl_module),
-                "stopped_epoch": stopper.stopped_epoch if trainer.should_stop else None,
-                "best_epoch": stopper.best_epoch,
-                "reason": stopper.stopping_reason.name,
-            },
-            Path(self.directory, f"rank{trainer.global_rank}.pt"),
-        )
+        record = {"recorded": self.weights, "final": weights(pl_module), "best_epoch": stopper.best_epoch}
+        record["stopped_epoch"] = stopper.stopped_epoch if trainer.should_stop else None
+        record["reason"] = stopper.stopping_reason.name
+        torch.save(record, Path(self.directory, f"rank{trainer.global_rank}.pt"))
 
 
-def _run(
-    values: list[float], max_epochs: int, **kwargs: Any
-) -> tuple[EarlyStopping, WeightsPerEpoch, pl.Trainer]:
+LIMITS = {"limit_train_batches": 2, "limit_val_batches": 1}  # 2 steps and 1 validation batch an epoch
+
+
+def _run(values: list[float], max_epochs: int, **kwargs: Any) -> tuple[EarlyStopping, WeightsPerEpoch, Any]:
     stopper = EarlyStopping("val_score", restore_best_weights=True, **kwargs)
     recorder = WeightsPerEpoch()
-    trainer = fast_trainer(
-        max_epochs=max_epochs, callbacks=[stopper, recorder], limit_train_batches=2, limit_val_batches=1
-    )
+    trainer = fast_trainer(max_epochs=max_epochs, callbacks=[stopper, recorder], **LIMITS)
     model = ScriptedMetric(values)
     loader = random_classification_loader(batch_size=16)
     trainer.fit(model, loader, loader)
     return stopper, recorder, trainer
 
 
+REL_0_1 = {"patience": 2, "min_delta": 0.1, "min_delta_mode": "rel"}
 # values, kwargs, max_epochs, expected stop epoch (None: ran to max_epochs), expected best epoch, reason
 TABLE = [
     # patience: improvements at 0, 1, 2; no improvement at 3, 4 -> stop at 4, best 2
@@ -84,14 +78,7 @@ TABLE = [
     # absolute min_delta 0.5: 4.6 is not 0.5 better than 5; 4.0 is; 3.8 and 3.7 are not better than 4.0 by 0.5
     ([5, 4.6, 4.0, 3.8, 3.7, 3.6], {"patience": 2, "min_delta": 0.5}, 6, 4, 2, "PATIENCE_EXHAUSTED"),
     # relative min_delta 0.1: thresholds 10 -> 9.0 (epoch 2 beats it), then 8.9 -> 8.01 (8.5, 8.1 do not)
-    (
-        [10, 9.5, 8.9, 8.5, 8.1, 7.9],
-        {"patience": 2, "min_delta": 0.1, "min_delta_mode": "rel"},
-        6,
-        4,
-        2,
-        "PATIENCE_EXHAUSTED",
-    ),
+    ([10, 9.5, 8.9, 8.5, 8.1, 7.9], REL_0_1, 6, 4, 2, "PATIENCE_EXHAUSTED"),
     # the same values with an absolute 0.1 improve every epoch: no stop, best is the last epoch
     ([10, 9.5, 8.9, 8.5, 8.1, 7.9], {"patience": 2, "min_delta": 0.1}, 6, None, 5, "NOT_STOPPED"),
     # warm-up by epoch: epochs 0-2 ignored (they would have stopped at 2), best 4, stop at 6
@@ -110,14 +97,7 @@ TABLE = [
 
 
 @pytest.mark.parametrize(("values", "kwargs", "max_epochs", "stop_epoch", "best_epoch", "reason"), TABLE)
-def test_table_single_process(
-    values: list[float],
-    kwargs: dict[str, Any],
-    max_epochs: int,
-    stop_epoch: int | None,
-    best_epoch: int,
-    reason: str,
-) -> None:
+def test_table_single_process(values, kwargs, max_epochs, stop_epoch, best_epoch, reason) -> None:
     stopper, recorder, trainer = _run(values, max_epochs, **kwargs)
     assert trainer.current_epoch == (max_epochs if stop_epoch is None else stop_epoch + 1)
     if stop_epoch is not None:
@@ -140,7 +120,7 @@ def test_is_a_lightning_early_stopping_and_keeps_its_rules() -> None:
     theirs = LightningEarlyStopping("val_score", patience=2, min_delta=0.5)
     assert isinstance(ours, LightningEarlyStopping)
     for stopper in (ours, theirs):
-        trainer = fast_trainer(max_epochs=6, callbacks=[stopper], limit_train_batches=2, limit_val_batches=1)
+        trainer = fast_trainer(max_epochs=6, callbacks=[stopper], **LIMITS)
         loader = random_classification_loader(batch_size=16)
         trainer.fit(ScriptedMetric(values), loader, loader)
     assert trainer.early_stopping_callback is theirs
@@ -164,14 +144,11 @@ def test_state_dict_round_trip_and_resume_continues_the_count(tmp_path: Path) ->
     stopper.best_weights_in_checkpoint = True
 
     # resume from a checkpoint at the end of epoch 3: stops at epoch 5 (wait 2, 3), as an uninterrupted run
-    # would
     path = tmp_path / "epoch3.ckpt"
     trainer.save_checkpoint(path)
     resumed = EarlyStopping("val_score", patience=3, restore_best_weights=True)
     recorder = WeightsPerEpoch()
-    trainer2 = fast_trainer(
-        max_epochs=10, callbacks=[resumed, recorder], limit_train_batches=2, limit_val_batches=1
-    )
+    trainer2 = fast_trainer(max_epochs=10, callbacks=[resumed, recorder], **LIMITS)
     loader = random_classification_loader(batch_size=16)
     model = ScriptedMetric(values)
     trainer2.fit(model, loader, loader, ckpt_path=path)
@@ -193,14 +170,8 @@ def test_two_processes_one_rank_sees_a_different_metric(
     tmp_path: Path, rank_values: dict[int, list[float]], stop_epoch: int, best_epoch: int
 ) -> None:
     stopper = EarlyStopping("val_score", patience=2, restore_best_weights=True)
-    trainer = fast_trainer(
-        max_epochs=6,
-        callbacks=[stopper, WeightsPerEpoch(str(tmp_path))],
-        limit_train_batches=2,
-        limit_val_batches=1,
-        strategy="ddp_fork",
-        devices=2,
-    )
+    callbacks = [stopper, WeightsPerEpoch(str(tmp_path))]
+    trainer = fast_trainer(max_epochs=6, callbacks=callbacks, strategy="ddp_fork", devices=2, **LIMITS)
     loader = random_classification_loader(batch_size=16)
     trainer.fit(ScriptedMetric([], rank_values=rank_values), loader, loader)
     results = [torch.load(tmp_path / f"rank{r}.pt", weights_only=False) for r in (0, 1)]
@@ -233,9 +204,7 @@ _LIGHTNING_ARGS = [
 
 @pytest.mark.parametrize("name", _LIGHTNING_ARGS)
 def test_wherever_lightnings_constructor_raises_ours_raises_the_same_type(name: str) -> None:
-    """Every value of every Lightning argument that Lightning's constructor refuses, ours refuses with an
-    instance of Lightning's exception type (code catching it keeps working), naming the argument; values it
-    accepts we may refuse (clear errors at construction), as ValueError or TypeError."""
+    """What Lightning's constructor refuses, ours refuses with its exception type, naming the argument."""
     for value in _ODD_VALUES:
         kwargs = {"monitor": "val_loss", name: value}
         try:
@@ -266,8 +235,7 @@ def test_unknown_mode_is_lightnings_misconfiguration_and_a_value_error() -> None
 
 @pytest.mark.parametrize("copier", ["pickle", "deepcopy"])
 def test_pickled_callback_equals_the_original_after_fit_with_best_weights(copier: str) -> None:
-    """Lightning's ``test_pickling`` compares ``vars()``; ours holds Snapshots of the best weights, which must
-    compare by value (before: identity, so every copy differed)."""
+    """Lightning's ``test_pickling`` compares ``vars()``: our best-weights Snapshots compare by value."""
     import copy
 
     fresh = EarlyStopping("val_score", restore_best_weights=True)

@@ -67,15 +67,13 @@ class Record(Callback):
 
     def on_train_batch_start(self, trainer: pl.Trainer, pl_module: Any, *args: Any) -> None:
         optimizer = trainer.optimizers[0]
-        self.lrs.append([g["lr"] for g in optimizer.param_groups])
         groups = optimizer.param_groups
-        self.trainable.append(
-            {g["name"]: sum(p.numel() for p in g["params"] if p.requires_grad) for g in groups}
-        )
-        self.backbone_state.append(any(p in optimizer.state for p in pl_module.backbone.parameters()))
-        self.backbone_still.append(
-            all(torch.equal(a, b) for a, b in zip(self.initial, pl_module.backbone.parameters()))
-        )
+        self.lrs.append([g["lr"] for g in groups])
+        trainable = {g["name"]: sum(p.numel() for p in g["params"] if p.requires_grad) for g in groups}
+        self.trainable.append(trainable)
+        backbone = list(pl_module.backbone.parameters())
+        self.backbone_state.append(any(p in optimizer.state for p in backbone))
+        self.backbone_still.append(all(torch.equal(a, b) for a, b in zip(self.initial, backbone)))
 
 
 def _cosine(step: int, warmup: int = 2, total: int = TOTAL, min_ratio: float = 0.1) -> float:
@@ -157,16 +155,13 @@ def _run(directory: Path, extra: list[Callback], ckpt_path: Path | None = None, 
 
 
 def test_kill_and_resume_across_the_unfreeze_point_is_bitwise(tmp_path):
-    """One run killed at step 9 left checkpoints at steps 4 (before the unfreeze) and 8 (inside the warm-up);
-    a resume from each ends bitwise where the uninterrupted run ends."""
+    """Killed at step 9; resumes from 4 (before the unfreeze) and 8 (in the warm-up) end bitwise equal."""
     reference, trainer, callback = _run(tmp_path / "uninterrupted", [])
     with pytest.raises(KeyError, match="killed"):
         _run(tmp_path / "killed", [Kill(9)])
     for resume_from in (4, 8):
         path = tmp_path / "killed" / f"step={resume_from}.ckpt"
-        resumed, resumed_trainer, resumed_callback = _run(
-            tmp_path / f"resumed{resume_from}", [], path, seed=123
-        )
+        resumed, resumed_trainer, resumed_callback = _run(tmp_path / f"resumed{resume_from}", [], path, 123)
         assert resumed_trainer.global_step == trainer.global_step == TOTAL
         assert resumed_callback.unfrozen_at == callback.unfrozen_at == UNFREEZE
         for (name, a), b in zip(reference.state_dict().items(), resumed.state_dict().values()):
@@ -248,9 +243,8 @@ class CheckRanks(Callback):
 
 def test_ddp_two_processes(tmp_path):
     """Forked ranks with a pickled callback and model, as ddp_spawn's (no fresh interpreters)."""
-    callback = pickle.loads(
-        pickle.dumps(FinetuneSchedule("backbone", unfreeze_at_step=UNFREEZE, warmup_steps=WARMUP))
-    )
+    callback = FinetuneSchedule("backbone", unfreeze_at_step=UNFREEZE, warmup_steps=WARMUP)
+    callback = pickle.loads(pickle.dumps(callback))
     trainer = fast_trainer(max_steps=TOTAL - 2, devices=2, strategy="ddp_fork_find_unused_parameters_true",
                            callbacks=[callback, CheckRanks()], default_root_dir=tmp_path)  # fmt: skip
     # rank-dependent data: without the gradient all-reduce the ranks would drift apart
@@ -299,8 +293,7 @@ class LMHeadSnapshots(Callback):
     ],
 )
 def test_freezing_a_tied_module_warns_naming_both_paths(frozen: str, also: str) -> None:
-    """Field report #22: freezing GPT-2's `wte` silently froze the tied `lm_head` too (and freezing
-    `lm_head` was refused: its weight is registered under `wte` first)."""
+    """Field report #22: freezing GPT-2's `wte` silently froze the tied `lm_head` too."""
     from lightning_recipes import _warn_once
     from lightning_recipes.testing import random_token_loader
 
@@ -321,12 +314,10 @@ def test_freezing_a_tied_module_warns_naming_both_paths(frozen: str, also: str) 
 
 @pytest.mark.parametrize("model", [FTNet(), OwnOptimizerNet(split=True)], ids=["recipe", "own"])
 def test_a_misspelt_module_is_named_with_close_matches(tmp_path, model):
-    """Issue 32: with a recipe model the typo was reported as a `split` prefix (a param_groups argument the
-    user never passed); it names the callback's module and the close matches, whichever model."""
+    """Issue 32: not reported as a `split` prefix; names the callback's module and the close matches."""
     callback = FinetuneSchedule(["backbon"], unfreeze_at_step=1)
     match = r"'backbon' is not a submodule of \w+ \(close matches: 'backbone'"
+    trainer = fast_trainer(max_steps=2, callbacks=[callback], default_root_dir=tmp_path)
     with pytest.raises(ValueError, match=match) as e:
-        fast_trainer(max_steps=2, callbacks=[callback], default_root_dir=tmp_path).fit(
-            model, random_classification_loader()
-        )
+        trainer.fit(model, random_classification_loader())
     assert "split" not in str(e.value)

@@ -39,11 +39,7 @@ LR = 0.1
 
 
 class AppliedGradient(Callback):
-    """The gradient SGD (no momentum) really applied, from the parameter change: ``(p_before - p_after) /
-    lr``.
-
-    Independent of how anyone reads ``.grad``: it proves the monitor saw the accumulated, unscaled gradient.
-    """
+    """The gradient SGD applied, ``(p_before - p_after) / lr`` (not ``.grad``): accumulated and unscaled."""
 
     def __init__(self, lr: float = LR) -> None:
         self.lr = lr
@@ -70,9 +66,8 @@ class GradRecorder(Callback):
         self.params_after: list[dict[str, torch.Tensor]] = []
 
     def on_before_optimizer_step(self, trainer, pl_module, optimizer):
-        self.steps.append(
-            {n: p.grad.detach().clone() for n, p in pl_module.named_parameters() if p.grad is not None}
-        )
+        grads = {n: p.grad.detach().clone() for n, p in pl_module.named_parameters() if p.grad is not None}
+        self.steps.append(grads)
         self.params.append({n: p.detach().clone() for n, p in pl_module.named_parameters()})
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
@@ -80,8 +75,7 @@ class GradRecorder(Callback):
 
 
 class SyncLedger(Callback):
-    """Host syncs per training batch, boundaries at ``on_train_batch_start`` (so a batch includes its log
-    flush)."""
+    """Host syncs per training batch, from one ``on_train_batch_start`` to the next (with its log flush)."""
 
     def __init__(self, counter: HostSyncCounter) -> None:
         self.counter = counter
@@ -109,8 +103,7 @@ class SGDTransformerLM(TinyTransformerLM):
 
 
 class LightningGradNormRecipe(SGDTransformerLM):
-    """The documented Lightning replacement for ``track_grad_norm``: ``log_dict(grad_norm(...))`` every
-    step."""
+    """Lightning's documented replacement for ``track_grad_norm``: ``log_dict(grad_norm(...))`` every step."""
 
     def on_before_optimizer_step(self, optimizer):
         self.log_dict(grad_norm(self, norm_type=2))
@@ -134,9 +127,7 @@ class TwoOptimizers(TinyClassifier):
         return loss
 
     def configure_optimizers(self):
-        return torch.optim.SGD(self.hidden.parameters(), lr=LR), torch.optim.SGD(
-            self.head.parameters(), lr=LR
-        )
+        return tuple(torch.optim.SGD(layer.parameters(), lr=LR) for layer in (self.hidden, self.head))
 
 
 def _norm(tensors, p: float = 2.0) -> float:
@@ -170,11 +161,8 @@ def test_logged_norm_is_the_norm_of_the_applied_gradient(tmp_path, accumulate, p
     # every step logged and compared: also no stale value (Lightning re-sends a value logged once)
     applied = AppliedGradient()
     scaler = torch.amp.GradScaler("cpu", init_scale=2.0**10)
-    extra = (
-        {"plugins": [MixedPrecision("16-mixed", "cpu", scaler=scaler)]}
-        if plugins
-        else {"precision": precision}
-    )
+    fp16 = {"plugins": [MixedPrecision("16-mixed", "cpu", scaler=scaler)]}
+    extra = fp16 if plugins else {"precision": precision}
     loader = random_classification_loader(num_samples=32 * 4 * accumulate, batch_size=32)
     _, logger = _fit(tmp_path, TinyClassifier(lr=LR), loader, [GradNormMonitor(), applied], max_steps=4,
                      accumulate_grad_batches=accumulate, **extra)  # fmt: skip
@@ -190,10 +178,8 @@ def test_interval_statistics_and_groups_against_recorded_gradients(tmp_path):
     recorder = GradRecorder()
     groups = {r"^blocks\.0\.": "first_block", r"^blocks\.": "later_blocks", r"embedding": "embeddings"}
     monitor = GradNormMonitor(group_by=groups, log_param_norm=True, log_update_ratio=True)
-    model, loader = (
-        TinyTransformerLM(d_model=32, n_layers=2),
-        random_token_loader(num_samples=48, batch_size=8),
-    )
+    model = TinyTransformerLM(d_model=32, n_layers=2)
+    loader = random_token_loader(num_samples=48, batch_size=8)
     _, logger = _fit(tmp_path, model, loader, [monitor, recorder], max_steps=6, log_every_n_steps=3)
     assert [s for s, _ in logger.history("grad_norm/total")] == [2, 5]
     totals = [_norm(step.values()) for step in recorder.steps]
@@ -223,16 +209,14 @@ def test_interval_statistics_and_groups_against_recorded_gradients(tmp_path):
     all_params = recorder.params[5].values()
     assert math.isclose(logger.last("param_norm/total"), _norm(all_params), rel_tol=1e-5)
     all_deltas = [recorder.params_after[5][n] - p for n, p in recorder.params[5].items()]
-    assert math.isclose(
-        logger.last("update_ratio/total"), _norm(all_deltas) / _norm(all_params), rel_tol=1e-3
-    )
+    ratio = _norm(all_deltas) / _norm(all_params)
+    assert math.isclose(logger.last("update_ratio/total"), ratio, rel_tol=1e-3)
 
 
 def test_group_by_module_depth_and_inf_norm(tmp_path):
     recorder, monitor = GradRecorder(), GradNormMonitor(norm_type="inf", group_by=2, prefix="train/")
-    _, logger = _fit(
-        tmp_path, TinyTransformerLM(n_layers=2), random_token_loader(), [monitor, recorder], max_steps=2
-    )
+    model, callbacks = TinyTransformerLM(n_layers=2), [monitor, recorder]
+    _, logger = _fit(tmp_path, model, random_token_loader(), callbacks, max_steps=2)
     logged = logger.keys()
     groups = {k.removeprefix("train/grad_norm/") for k in logged if k.startswith("train/grad_norm/")}
     assert {"blocks.0", "blocks.1", "token_embedding", "position_embedding", "ln_f", "head"} <= groups
@@ -284,11 +268,8 @@ SMALL = {"d_model": 32, "n_layers": 1}  # the dispatch-mode counter costs a Pyth
 def test_zero_host_syncs_on_non_logging_steps(tmp_path):
     torch.manual_seed(0)
     bare = _syncs_per_batch(SGDTransformerLM(**SMALL), [], tmp_path)
-    stack = [
-        GradNormMonitor(group_by=1, log_param_norm=True, log_update_ratio=True),
-        AdaptiveGradClip(warmup_steps=2, window=8),
-        InputPipelineMonitor(),
-    ]
+    monitor = GradNormMonitor(group_by=1, log_param_norm=True, log_update_ratio=True)
+    stack = [monitor, AdaptiveGradClip(warmup_steps=2, window=8), InputPipelineMonitor()]
     ours = _syncs_per_batch(SGDTransformerLM(**SMALL), stack, tmp_path)
     recipe = _syncs_per_batch(LightningGradNormRecipe(**SMALL), [], tmp_path)
     logging_batches = {4, 9}
@@ -344,19 +325,15 @@ def test_ddp_fork_logs_the_norm_of_the_full_batch_gradient(tmp_path):
     reference.load_state_dict(model.state_dict())
     F.cross_entropy(reference(x), y).backward()
     expected = _norm([p.grad for p in reference.parameters()])
-    trainer, _ = _fit(
-        tmp_path, model, loader, [GradNormMonitor()], strategy="ddp_fork", devices=2, max_steps=1
-    )
+    ddp = {"strategy": "ddp_fork", "devices": 2}
+    trainer, _ = _fit(tmp_path, model, loader, [GradNormMonitor()], max_steps=1, **ddp)
     assert math.isclose(float(trainer.callback_metrics["grad_norm/total"]), expected, rel_tol=1e-5)
 
 
 def test_pickled_copies_of_all_three_callbacks_run_under_ddp(tmp_path):
     """What ddp_spawn does with them (forked ranks: no fresh interpreters)."""
-    originals = (
-        GradNormMonitor(group_by=1),
-        AdaptiveGradClip(warmup_steps=1, window=4),
-        InputPipelineMonitor(),
-    )
+    clip = AdaptiveGradClip(warmup_steps=1, window=4)
+    originals = (GradNormMonitor(group_by=1), clip, InputPipelineMonitor())
     callbacks = [pickle.loads(pickle.dumps(callback)) for callback in originals]
     trainer, _ = _fit(tmp_path, TinyClassifier(), random_classification_loader(), callbacks,
                       strategy="ddp_fork", devices=2, max_steps=4, log_every_n_steps=2)  # fmt: skip
@@ -368,8 +345,7 @@ def test_pickled_copies_of_all_three_callbacks_run_under_ddp(tmp_path):
 
 @pytest.mark.slow  # starts its own processes: over 20 s on a 2-core CPU
 def test_fsdp2_norms_and_clipping_match_the_full_gradient():
-    """FSDP2 through ``ModelParallelStrategy`` + ``fully_shard`` on 2 CPU processes (see the script's
-    docstring)."""
+    """FSDP2 via ``ModelParallelStrategy`` + ``fully_shard`` on 2 CPU processes (see the script)."""
     script = [sys.executable, str(SCRIPTS / "grad_norm_monitor_fsdp2.py")]
     result = subprocess.run(
         script, capture_output=True, text=True, timeout=240, cwd=Path(__file__).parents[2]
@@ -405,9 +381,8 @@ def test_state_dict_round_trip_and_resume(tmp_path):
     clone.load_state_dict(monitor.state_dict())
     assert clone.state_dict() == monitor.state_dict()
     clone.load_state_dict({})  # an old or foreign checkpoint loads
-    first = fast_trainer(
-        max_steps=3, callbacks=[GradNormMonitor()], enable_checkpointing=True, default_root_dir=tmp_path
-    )
+    settings = {"enable_checkpointing": True, "default_root_dir": tmp_path}
+    first = fast_trainer(max_steps=3, callbacks=[GradNormMonitor()], **settings)
     first.fit(TinyClassifier(), random_classification_loader(num_samples=96))  # one epoch = 3 steps
     ckpt = next(Path(tmp_path).rglob("*.ckpt"))
     assert any(key.startswith("GradNormMonitor") for key in torch.load(ckpt, weights_only=False)["callbacks"])

@@ -74,13 +74,11 @@ class SlowStep(TinyClassifier):
 
 
 def _fit(tmp_path, model, loaders, callbacks, **kwargs) -> tuple[pl.Trainer, InMemoryLogger, list[str]]:
-    """Fit (``loaders``: one, or train and val; ``callbacks``: one or a list): the Trainer, the logger and the
-    monitor's warnings."""
+    """Fit (one loader or (train, val); one callback or a list): the Trainer, logger, monitor's warnings."""
     logger = InMemoryLogger()
     callbacks = callbacks if isinstance(callbacks, list) else [callbacks]
-    trainer = fast_trainer(
-        **{"logger": logger, "callbacks": callbacks, "default_root_dir": tmp_path, **kwargs}
-    )
+    settings = {"logger": logger, "callbacks": callbacks, "default_root_dir": tmp_path}
+    trainer = fast_trainer(**{**settings, **kwargs})
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         trainer.fit(model, *(loaders if isinstance(loaders, tuple) else (loaders,)))
@@ -118,9 +116,8 @@ def test_validation_between_batches_is_excluded(tmp_path, clock):
     loaders = (random_classification_loader(), random_classification_loader())
     _, logger, _ = _fit(tmp_path, SlowStep(delay=0.01, val_delay=0.2), loaders, monitor, max_steps=6,
                      log_every_n_steps=6, val_check_interval=2, limit_val_batches=1)  # fmt: skip
-    assert logger.last("input_pipeline/fetch_ms_max") < 150, (
-        "a 200 ms validation run leaked into the data wait"
-    )
+    leaked = "a 200 ms validation run leaked into the data wait"
+    assert logger.last("input_pipeline/fetch_ms_max") < 150, leaked
 
 
 def test_accumulation_and_epoch_start(tmp_path):
@@ -153,9 +150,8 @@ def test_resume_restores_totals_and_the_warned_flag(tmp_path, clock):
     assert first.warned and first.total_batches == 3
     ckpt = next(tmp_path.rglob("*.ckpt"))
     resumed = InputPipelineMonitor(warn_wait_fraction=0.3, min_batches=2)
-    trainer = fast_trainer(
-        max_steps=12, max_epochs=3, callbacks=[resumed], default_root_dir=tmp_path, limit_train_batches=4
-    )
+    settings = {"limit_train_batches": 4, "default_root_dir": tmp_path}
+    trainer = fast_trainer(max_steps=12, max_epochs=3, callbacks=[resumed], **settings)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         trainer.fit(TinyClassifier(), loader, ckpt_path=ckpt)
@@ -183,10 +179,6 @@ class SleepIn(Callback):
             time.sleep(self.delay)
 
 
-def _wait_fraction(monitor: InputPipelineMonitor) -> float:
-    return monitor.total_fetch_s / (monitor.total_fetch_s + monitor.total_step_s)
-
-
 @pytest.mark.parametrize("hook", ["on_train_batch_end", "on_train_batch_start"])
 @pytest.mark.parametrize("monitor_first", [True, False])
 def test_other_callbacks_work_is_not_data_wait(tmp_path, clock, hook, monitor_first):
@@ -208,15 +200,12 @@ def test_slow_loader_is_still_data_wait_next_to_a_slow_callback(tmp_path, clock,
     sleeper = SleepIn("on_train_batch_end", delay=0.005)
     callbacks = [monitor, sleeper] if monitor_first else [sleeper, monitor]
     trainer = fast_trainer(max_steps=8, logger=False, callbacks=callbacks, default_root_dir=tmp_path)
-    trainer.fit(
-        TinyClassifier(in_features=16, num_classes=4), DataLoader(SlowDataset(delay=0.02), batch_size=1)
-    )
+    loader = DataLoader(SlowDataset(delay=0.02), batch_size=1)
+    trainer.fit(TinyClassifier(in_features=16, num_classes=4), loader)
     assert monitor.total_batches == 7
     # every loader sleep is data wait, the callback's sleep is not
-    assert (monitor.total_fetch_s, monitor.total_step_s) == (
-        pytest.approx(7 * 0.02),
-        pytest.approx(7 * 0.005),
-    )
+    assert monitor.total_fetch_s == pytest.approx(7 * 0.02)
+    assert monitor.total_step_s == pytest.approx(7 * 0.005)
 
 
 class HookAfterStep(TinyClassifier):
@@ -253,8 +242,7 @@ def _warnings(model: Any, loader: Any, monitor: InputPipelineMonitor, steps: int
 
 
 def test_an_in_memory_tensor_dataset_is_not_told_to_use_workers(tmp_path: Any) -> None:
-    """Regression (issue 22.3): the advice was `num_workers > 0` because num_workers == 0, for a
-    TensorDataset whose fit workers make 1.4-2.5x slower."""
+    """Issue 22.3: a TensorDataset (workers make it 1.4-2.5x slower) is not told `num_workers > 0`."""
     dataset = TensorDataset(torch.randn(4096, 16), torch.randint(0, 4, (4096,)))
     loader = DataLoader(dataset, batch_size=512)  # 512 index operations + a stack per batch: a real wait
     monitor = InputPipelineMonitor(warn_wait_fraction=1e-6, min_batches=4)  # any wait warns: read the advice
@@ -277,9 +265,7 @@ def test_a_wait_the_loader_does_not_explain_is_not_blamed_on_it(tmp_path: Any, c
 
 
 def test_one_long_wait_is_no_evidence_of_a_slow_pipeline(tmp_path: Any, clock: VirtualTime) -> None:
-    """Regression (issue 22.3): one 0.4 s wait lifted the cumulative fraction over the limit and the monitor
-    advised loader changes; the typical batch did not wait, so it now stays silent. The steps take 5 ms, so
-    the typical batch really does not wait (with ~0.3 ms steps it waited ~50%: CI, Lightning 2.6.0, once)."""
+    """Issue 22.3: one 0.4 s wait among 5 ms steps (the typical batch does not wait) gives no advice."""
     loader = DataLoader(OneSlowItem(delay=0.4), batch_size=8)  # item 40: the 6th batch
     monitor = InputPipelineMonitor(warn_wait_fraction=0.3, min_batches=4)
     messages = _warnings(SlowStep(delay=0.005), loader, monitor, 12, tmp_path)
@@ -298,17 +284,11 @@ def test_timing_a_batch_restores_the_rng() -> None:
 
 
 def test_the_advice_is_short_and_says_only_what_would_help() -> None:
-    """Issue 32: the warning was ~900 characters and told, in its own text, that more workers would not
-    help; each advice now names one change (<= 250 characters, nothing about what won't help)."""
+    """Issue 32: the ~900-character warning is one change per advice, <= 250 characters, no won't-help."""
     tensors = TensorDataset(torch.randn(64, 16))
     slow = SlowDataset(256, 0.002)  # ~16 ms a batch of 8
     cases = [  # a loader, its fetch and step time (ms), what the advice says
-        (
-            DataLoader(tensors, batch_size=8),
-            1e-3,
-            1,
-            "in-memory TensorDataset",
-        ),  # the batch build explains it
+        (DataLoader(tensors, batch_size=8), 1e-3, 1, "in-memory TensorDataset"),  # the batch build explains
         (DataLoader(tensors, batch_size=8, num_workers=2), 3, 1, "Try `num_workers=0` and compare"),
         (DataLoader(SlowDataset(256), batch_size=8), 1e3, 1, "most of the wait is not the loader"),
         (DataLoader(slow, batch_size=8), 1, 1, "num_workers"),  # per-sample work, no workers

@@ -223,10 +223,7 @@ def test_effective_batch_with_several_training_loaders(tmp_path: Path) -> None:
             return sum(super(TwoLoaders, self).training_step(part, batch_idx) for part in batch.values())
 
     manifest = RunManifest(fingerprint_batches=1)
-    loaders = {
-        "a": random_classification_loader(batch_size=8),
-        "b": random_classification_loader(batch_size=24),
-    }
+    loaders = {name: random_classification_loader(batch_size=size) for name, size in (("a", 8), ("b", 24))}
     _fit(tmp_path, manifest, model=TwoLoaders(), loader=loaders, max_steps=2)
     assert manifest.manifest["trainer"]["per_device_batch_size"] == 32
     assert manifest.manifest["trainer"]["effective_batch_size"] == 32
@@ -244,10 +241,8 @@ def test_records_the_lightning_cli_config(tmp_path: Path) -> None:
     config.write_text(yaml.safe_dump({"model": {"hidden": 8, "lr": 0.05}, "trainer": {"max_steps": 2}}))
     args = ["fit", f"--config={config}", f"--trainer.default_root_dir={tmp_path}", "--trainer.logger=false"]
     args += ["--trainer.enable_progress_bar=false", "--trainer.enable_checkpointing=false"]
-    args += [
-        "--trainer.callbacks+=lightning_recipes.callbacks.RunManifest",
-        "--trainer.callbacks.fingerprint_batches=1",
-    ]
+    args += ["--trainer.callbacks+=lightning_recipes.callbacks.RunManifest"]
+    args += ["--trainer.callbacks.fingerprint_batches=1"]
     LightningCLI(_CLIModel, args=args)
     record = json.loads((tmp_path / "manifest.json").read_text())
     cli = record["cli_config"]
@@ -264,8 +259,7 @@ class _LionClassifier(TinyClassifier):
 
 
 def test_manifest_records_which_implementation_our_optimizer_ran(tmp_path: Path) -> None:
-    """Issue #26: the path Lion took is in the manifest once it has stepped (None is not left behind), for a
-    manifest finished at train start (no fingerprint) too; torch's optimizers get no such key."""
+    """Issue #26: Lion's path is recorded once it stepped (also with no fingerprint); torch's get no key."""
     for batches in (0, 3):
         manifest = RunManifest(fingerprint_batches=batches)
         _fit(tmp_path / str(batches), manifest, model=_LionClassifier(), max_steps=2)
@@ -304,12 +298,8 @@ def test_git_info_clean_dirty_and_outside_a_repository(
     (repo / "untracked.py").write_text("")  # untracked files do not make the tree dirty
     diff = _git(repo, "diff", "HEAD")
     diff_sha256 = hashlib.sha256(diff.encode()).hexdigest()
-    assert git_info(str(repo)) == {
-        **clean,
-        "dirty": True,
-        "diff_sha256": diff_sha256,
-        "changed_files": ["train.py"],
-    }
+    dirty = {"dirty": True, "diff_sha256": diff_sha256, "changed_files": ["train.py"]}
+    assert git_info(str(repo)) == {**clean, **dirty}
     assert git_info(str(tmp_path_factory.mktemp("not_a_repo"))) is None
 
 
@@ -344,11 +334,8 @@ def _fn() -> None:
 
 def test_loggable_turns_lists_into_json_strings_at_any_depth() -> None:
     manifest = {"a": [1, "x"], "b": {"c": [], "d": {"e": [None]}, "f": 2.5}, "g": None}
-    assert loggable(manifest) == {
-        "a": '[1, "x"]',
-        "b": {"c": "[]", "d": {"e": "[null]"}, "f": 2.5},
-        "g": None,
-    }
+    expected = {"a": '[1, "x"]', "b": {"c": "[]", "d": {"e": "[null]"}, "f": 2.5}, "g": None}
+    assert loggable(manifest) == expected
 
 
 def test_optimizer_record() -> None:

@@ -49,8 +49,7 @@ def test_default_guard_leaves_a_converged_classifier_alone(seed: int) -> None:
 
 
 def test_give_up_over_spikes_is_vetoed_while_validation_holds() -> None:
-    """The floor off (the ratio rules alone): the rollbacks still come, but at the fourth spike the
-    validation loss has held since the first, so the guard warns, widens and trains on instead of raising."""
+    """Floor off: the rollbacks come, but validation held since the first spike: warn, widen, train on."""
     with pytest.raises(RuntimeError, match="gave up: loss spike"):  # no validation to veto: as before
         _fit(0, StabilityGuard(verbose=False, spike_floor=0.0, val_monitor=None), validate=True)
     guard = StabilityGuard(verbose=False, spike_floor=0.0)

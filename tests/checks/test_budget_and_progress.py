@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from pathlib import Path
+from typing import Any
 
 import lightning.pytorch as pl
 import pytest
@@ -42,11 +43,8 @@ class CooperativeCheck(SanityCheck):
             self.done = done
             layer(x)
             if out_of_time():
-                return CheckResult(
-                    self.name,
-                    "warn",
-                    f"the {budget_seconds():g} s time budget stopped it after {self.done} iterations",
-                )
+                message = f"the {budget_seconds():g} s time budget stopped it after {self.done} iterations"
+                return CheckResult(self.name, "warn", message)
         return CheckResult(self.name, "pass", f"{self.done} iterations")
 
 
@@ -80,6 +78,11 @@ class SleepyCheck(SanityCheck):
 
 def _data() -> dict[str, object]:
     return {"train_dataloaders": M.loader(n=64)}
+
+
+def _tiny(**kwargs: Any) -> Any:
+    """``preflight`` of a ``TinyClassifier`` on its random classification data."""
+    return preflight(TinyClassifier(), train_dataloaders=random_classification_loader(), **kwargs)
 
 
 @pytest.mark.parametrize(
@@ -157,9 +160,8 @@ def test_a_check_budget_overrides_the_preflight_default():
 
 
 def test_no_budget_means_no_deadline():
-    report = preflight(
-        M.MLP(), **_data(), checks=[CooperativeCheck(iterations=50)], time_budget=None, progress=False
-    )
+    check = CooperativeCheck(iterations=50)
+    report = preflight(M.MLP(), **_data(), checks=[check], time_budget=None, progress=False)
     assert report["cooperative"].status == "pass"
 
 
@@ -187,9 +189,7 @@ def test_the_hard_stop_applies_only_to_the_thread_that_opened_the_budget():
 def test_progress_lines_name_each_check_its_status_and_seconds(caplog):
     # issue #26: the lines are logged at DEBUG; the terminal gets one transient line (test_output.py)
     with caplog.at_level(logging.DEBUG, logger="lightning.pytorch"):
-        report = preflight(
-            TinyClassifier(), train_dataloaders=random_classification_loader(), checks=["data", "init_loss"]
-        )
+        report = _tiny(checks=["data", "init_loss"])
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("preflight [")]
     assert lines == [
         "preflight [1/2] data: running (budget 30 s)",
@@ -201,12 +201,7 @@ def test_progress_lines_name_each_check_its_status_and_seconds(caplog):
 
 def test_progress_can_be_switched_off(caplog):
     with caplog.at_level(logging.DEBUG, logger="lightning.pytorch"):
-        preflight(
-            TinyClassifier(),
-            train_dataloaders=random_classification_loader(),
-            checks=["data"],
-            progress=False,
-        )
+        _tiny(checks=["data"], progress=False)
     assert not [r for r in caplog.records if r.getMessage().startswith("preflight [")]
 
 
@@ -219,9 +214,8 @@ def test_the_callback_logs_progress_and_applies_its_budget(caplog):
     assert stubborn.status == "inconclusive" and init_loss.status == "pass"  # was "skip" before issue #24
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("preflight [")]
     assert lines[0] == "preflight [1/2] stubborn: running (budget 0.1 s)"
-    assert lines[1].startswith("preflight [1/2] stubborn: INCONCLUSIVE in ") and lines[1].endswith(
-        "(over its 0.1 s budget)"
-    )
+    assert lines[1].startswith("preflight [1/2] stubborn: INCONCLUSIVE in ")
+    assert lines[1].endswith("(over its 0.1 s budget)")
     assert callback.report.to_dict()["results"][0]["seconds"] >= hard_limit(0.1) - 1e-3
 
 
@@ -234,12 +228,7 @@ def test_a_check_callback_on_its_own_gets_the_default_budget(caplog):
 
 
 def test_per_check_seconds_are_in_the_table_and_in_to_dict():
-    report = preflight(
-        TinyClassifier(),
-        train_dataloaders=random_classification_loader(),
-        checks=["data", CooperativeCheck(iterations=2000)],
-        progress=False,
-    )
+    report = _tiny(checks=["data", CooperativeCheck(iterations=2000)], progress=False)
     data = report.to_dict()
     seconds = [r["seconds"] for r in data["results"]]
     assert all(s > 0 for s in seconds) and data["seconds"] >= sum(seconds) - 1e-3
@@ -277,13 +266,8 @@ class ReportWriter(Callback):
 
 def test_ddp_a_check_stopped_by_its_budget_on_one_rank_does_not_block_the_others(tmp_path):
     flight = Preflight(checks=[StubbornOnRankOne(), "init_loss"], time_budget=0.1, print_report=False)
-    trainer = fast_trainer(
-        max_steps=2,
-        strategy="ddp_fork",
-        devices=2,
-        callbacks=[flight, ReportWriter(flight, tmp_path)],
-        default_root_dir=tmp_path,
-    )
+    callbacks = [flight, ReportWriter(flight, tmp_path)]
+    trainer = fast_trainer(max_steps=2, strategy="ddp_fork", devices=2, callbacks=callbacks)
     trainer.fit(M.MLP(), M.loader())
     outcomes = {path.name: path.read_text() for path in tmp_path.glob("rank*.txt")}
     assert outcomes == {
@@ -306,10 +290,7 @@ def _waiting_checks(count: int) -> list[SanityCheck]:
 
 
 def test_the_total_budget_caps_the_whole_preflight_and_keeps_time_for_the_checks_still_to_come():
-    report = preflight(
-        TinyClassifier(), train_dataloaders=random_classification_loader(), checks=_waiting_checks(4),
-        time_budget=8.0, total_time_budget=4.0, progress=False,
-    )  # fmt: skip
+    report = _tiny(checks=_waiting_checks(4), time_budget=8.0, total_time_budget=4.0, progress=False)
     budgets = [r.details["budget"] for r in report]
     # first: 4 s less 0.5 s for each of the 3 checks to come; then what is left; never below 1 s
     assert budgets[0] == pytest.approx(2.5, abs=0.05)
@@ -320,8 +301,5 @@ def test_the_total_budget_caps_the_whole_preflight_and_keeps_time_for_the_checks
 def test_a_check_with_its_own_budget_keeps_it_under_the_total():
     (check,) = _waiting_checks(1)
     check.time_budget = 1.5
-    report = preflight(
-        TinyClassifier(), train_dataloaders=random_classification_loader(), checks=[check],
-        time_budget=8.0, total_time_budget=1.0, progress=False,
-    )  # fmt: skip
+    report = _tiny(checks=[check], time_budget=8.0, total_time_budget=1.0, progress=False)
     assert report.results[0].details["budget"] == pytest.approx(1.5)

@@ -60,17 +60,18 @@ def _run(model: pl.LightningModule, loader: DataLoader, **kwargs: Any) -> Any:
 
 
 class Classifier(pl.LightningModule):
-    """An MLP classifier; ``loss`` is overridden by each case."""
+    """An MLP classifier; each case passes its ``loss_fn(out, y)`` (or overrides ``loss``)."""
 
-    def __init__(self, classes: int = C) -> None:
+    def __init__(self, classes: int = C, loss_fn: Any = F.cross_entropy) -> None:
         super().__init__()
+        self.loss_fn = loss_fn
         self.net = nn.Sequential(nn.Linear(IN, 16), nn.ReLU(), nn.Linear(16, classes))
 
     def forward(self, x: Tensor) -> Tensor:
         return self.net(x)
 
     def loss(self, out: Tensor, y: Tensor) -> Tensor:
-        return F.cross_entropy(out, y)
+        return self.loss_fn(out, y)
 
     def training_step(self, batch: Any, batch_idx: int) -> Tensor:
         x, y = batch
@@ -81,20 +82,9 @@ class Classifier(pl.LightningModule):
 
 
 # ---------------------------------------------------------------- 1. every target value moves the loss
-class IgnoreRealClass(Classifier):
-    def loss(self, out: Tensor, y: Tensor) -> Tensor:
-        return F.cross_entropy(out, y, ignore_index=0)
-
-
-class ZeroClassWeight(Classifier):
-    def loss(self, out: Tensor, y: Tensor) -> Tensor:
-        return F.cross_entropy(out, y, weight=torch.tensor([1.0, 1.0, 0.0, 1.0]))
-
-
-class MaskedClass(Classifier):
-    def loss(self, out: Tensor, y: Tensor) -> Tensor:
-        per_sample = F.cross_entropy(out, y, reduction="none")
-        return per_sample[y != 1].mean()
+def _ce(**kwargs: Any) -> Any:
+    """``F.cross_entropy`` with ``kwargs``: a ``Classifier``'s ``loss_fn``."""
+    return lambda out, y: F.cross_entropy(out, y, **kwargs)
 
 
 class TokenModel(pl.LightningModule):
@@ -118,23 +108,20 @@ class TokenModel(pl.LightningModule):
         return torch.optim.Adam(self.parameters(), lr=1e-2)
 
 
-def test_ignore_index_on_the_padding_token_passes_and_says_so():
-    """Twin of the failure above: token 0 is the padding here (trailing, and where the inputs are padded)."""
-    result = _run(TokenModel(ignore=0), _padded_tokens(pad=0))
-    assert result.status == "pass", result.message
-    assert "0" in result.details["ignored_as_padding"]
-
-
-def test_ignore_index_minus_100_padding_passes():
-    result = _run(TokenModel(ignore=-100), _minus_100_loader())
-    assert result.status == "pass", result.message
-    assert "-100" in result.details["ignored_as_padding"]
-
-
 def _minus_100_loader() -> DataLoader:
     inputs, targets = _padded_tokens(pad=0).dataset.tensors
     targets = targets.masked_fill(targets == 0, -100)
     return DataLoader(TensorDataset(inputs, targets), batch_size=16)
+
+
+@pytest.mark.parametrize(
+    ("ignore", "loader"), [(0, lambda: _padded_tokens(pad=0)), (-100, _minus_100_loader)]
+)
+def test_ignore_index_on_the_padding_token_passes_and_says_so(ignore, loader):
+    """Token 0 (or -100) is the padding here: trailing, and where the inputs are padded."""
+    result = _run(TokenModel(ignore=ignore), loader())
+    assert result.status == "pass", result.message
+    assert str(ignore) in result.details["ignored_as_padding"]
 
 
 def test_ignoring_a_real_token_in_mid_sequence_fails():
@@ -183,11 +170,7 @@ def test_class_prior_bias_init_passes():
 
 
 def test_label_smoothing_has_a_floor_above_zero_and_passes():
-    class Smoothed(Classifier):
-        def loss(self, out: Tensor, y: Tensor) -> Tensor:
-            return F.cross_entropy(out, y, label_smoothing=0.2)
-
-    result = _run(Smoothed(), _classification())
+    result = _run(Classifier(loss_fn=_ce(label_smoothing=0.2)), _classification())
     assert result.status == "pass", result.message
     floor = result.details["floor"]
     assert floor["status"] == "pass" and floor["minimum"] > 0.3  # the smoothed target's entropy
@@ -235,17 +218,17 @@ def test_probabilities_into_cross_entropy_fail_with_the_floor():
     assert "softmax" in floor["how"]
 
 
-@pytest.mark.parametrize(("activation", "status"), [("sigmoid-logits", "fail"), ("logits", "pass")])
-def test_sigmoid_into_bce_with_logits_fails_and_raw_logits_pass(activation, status):
-    result = _run(MultiLabel(activation), _multilabel())
-    assert result.details["floor"]["status"] == status, result.message
-    assert result.status == status, result.message
-
-
 @pytest.mark.parametrize(
-    ("activation", "status"), [("softmax", "fail"), ("sigmoid", "pass"), ("double", "fail")]
+    ("activation", "status"),
+    [
+        ("sigmoid-logits", "fail"),
+        ("logits", "pass"),
+        ("softmax", "fail"),
+        ("sigmoid", "pass"),
+        ("double", "fail"),
+    ],
 )
-def test_softmax_across_labels_and_double_sigmoid_fail_sigmoid_passes(activation, status):
+def test_multi_label_floors_sigmoid_into_logits_softmax_double_sigmoid_fail(activation, status):
     result = _run(MultiLabel(activation), _multilabel())
     assert result.details["floor"]["status"] == status, result.message
     assert result.status == status, result.message
@@ -254,8 +237,13 @@ def test_softmax_across_labels_and_double_sigmoid_fail_sigmoid_passes(activation
 
 # ---------------------------------------------------------------- 3. regression targets off unit scale
 class Regressor(pl.LightningModule):
-    def __init__(self, out_scale: float = 1.0, learned_scale: bool = False) -> None:
+    """An MLP regressor; ``loss_fn(out, y)`` is the case's loss (MSE unless given)."""
+
+    def __init__(
+        self, out_scale: float = 1.0, learned_scale: bool = False, loss_fn: Any = F.mse_loss
+    ) -> None:
         super().__init__()
+        self.loss_fn = loss_fn
         self.net = nn.Sequential(nn.Linear(IN, 16), nn.Tanh(), nn.Linear(16, 1))
         self.register_buffer("out_scale", torch.tensor(out_scale))
         self.log_scale = nn.Parameter(torch.zeros(())) if learned_scale else None
@@ -266,17 +254,15 @@ class Regressor(pl.LightningModule):
 
     def training_step(self, batch: Any, batch_idx: int) -> Tensor:
         x, y = batch
-        return F.mse_loss(self(x), y)
+        return self.loss_fn(self(x), y)
 
     def configure_optimizers(self) -> Any:
         return torch.optim.Adam(self.parameters(), lr=1e-2)
 
 
 # ---------------------------------------------------------------- 4. bounded below
-class NegativeMSE(Regressor):
-    def training_step(self, batch: Any, batch_idx: int) -> Tensor:
-        x, y = batch
-        return -F.mse_loss(self(x), y)
+def _negative_mse() -> Regressor:
+    return Regressor(loss_fn=lambda out, y: -F.mse_loss(out, y))
 
 
 class ErrorAsOutput(Regressor):
@@ -297,11 +283,9 @@ class ErrorAsOutput(Regressor):
         return self.sign * self(x, y).mean()
 
 
-class LogLikelihoodAsLoss(Classifier):
-    """The log-likelihood maximised by the optimizer instead of its negative: a hand-written loss."""
-
-    def loss(self, out: Tensor, y: Tensor) -> Tensor:
-        return out.log_softmax(-1).gather(1, y[:, None]).mean()
+def _log_likelihood(out: Tensor, y: Tensor) -> Tensor:
+    """The log-likelihood (maximised by the optimizer instead of its negative): a hand-written loss."""
+    return out.log_softmax(-1).gather(1, y[:, None]).mean()
 
 
 class GaussianNLL(pl.LightningModule):
@@ -337,12 +321,11 @@ class Manual(Classifier):
         self.automatic_optimization = False
 
 
-class DetachedLoss(Classifier):
-    def loss(self, out: Tensor, y: Tensor) -> Tensor:
-        return F.cross_entropy(out.detach(), y)
-
-
-@pytest.mark.parametrize("model", [Manual(), DetachedLoss()], ids=["manual", "detached"])
+@pytest.mark.parametrize(
+    "model",
+    [Manual(), Classifier(loss_fn=lambda out, y: F.cross_entropy(out.detach(), y))],
+    ids=["manual", "detached"],
+)
 def test_unsupported_setups_skip_with_the_reason(model):
     result = _run(model, _classification())
     assert result.status == "skip", result.message
@@ -384,17 +367,13 @@ class SigmoidOutput(MultiLabel):
         return F.binary_cross_entropy(self(x), y)
 
 
-class ClampedLoss(Classifier):
-    """The loss clamped instead of the gradient clipped: no position gets any gradient."""
-
-    def loss(self, out: Tensor, y: Tensor) -> Tensor:
-        return F.cross_entropy(out, y).clamp(max=0.5)
-
-
 def test_a_loss_with_no_gradient_anywhere_is_named_as_such():
-    result = _run(ClampedLoss(), _classification())
-    assert result.status == "fail", result.message
-    assert "no target value moves the loss" in result.message
+    """The loss clamped instead of the gradient clipped: no position gets any gradient."""
+    result = _run(
+        Classifier(loss_fn=lambda out, y: F.cross_entropy(out, y).clamp(max=0.5)), _classification()
+    )
+    assert result.status == "fail" and result.details["targets"]["status"] == "fail", result.message
+    assert [d["label"] for d in result.details["dropped"]] == [f"class {k}" for k in range(C)]  # every one
 
 
 # ---------------------------------------------------------------- a loss computed inside a wrapped model
@@ -433,15 +412,8 @@ def test_a_non_finite_loss_skips_and_says_why():
     assert result.status == "skip" and "not finite" in result.summary, result.message
 
 
-class HandWrittenCE(Classifier):
-    """Cross-entropy written out by hand: no loss call to read, only boundedness is judged."""
-
-    def loss(self, out: Tensor, y: Tensor) -> Tensor:
-        return -out.log_softmax(-1).gather(1, y[:, None]).mean()
-
-
 def test_a_hand_written_loss_is_judged_on_boundedness_only():
-    result = _run(HandWrittenCE(), _classification())
+    result = _run(Classifier(loss_fn=lambda out, y: -_log_likelihood(out, y)), _classification())
     assert result.status == "pass", result.message
     assert result.details["targets"]["status"] == "n/a"
     assert result.details["loss_function"] is None
@@ -495,26 +467,16 @@ def test_as_a_callback_a_negated_loss_stops_training_before_the_first_step(tmp_p
     check = LossCheck()
     trainer = fast_trainer(max_steps=2, callbacks=[check], default_root_dir=tmp_path)
     with pytest.raises(PreflightError, match="loss"):
-        trainer.fit(NegativeMSE(), _regression())
+        trainer.fit(_negative_mse(), _regression())
     assert trainer.global_step == 0
     assert check.result is not None and check.result.details["bounded"]["status"] == "fail"
 
 
-class SoftmaxIntoNLL(Classifier):
-    def loss(self, out: Tensor, y: Tensor) -> Tensor:
-        return F.nll_loss(out.softmax(-1), y)
-
-
-class LogSoftmaxIntoNLL(Classifier):
-    def loss(self, out: Tensor, y: Tensor) -> Tensor:
-        return F.nll_loss(out.log_softmax(-1), y)
-
-
 def test_probabilities_into_nll_loss_fail_and_log_probabilities_pass():
-    bug = _run(SoftmaxIntoNLL(), _classification())
+    bug = _run(Classifier(loss_fn=lambda out, y: F.nll_loss(out.softmax(-1), y)), _classification())
     assert bug.status == "fail", bug.message
     assert bug.details["floor"]["status"] == "fail" and "log_softmax" in bug.message
-    healthy = _run(LogSoftmaxIntoNLL(), _classification())
+    healthy = _run(Classifier(loss_fn=lambda out, y: F.nll_loss(out.log_softmax(-1), y)), _classification())
     assert healthy.status == "pass", healthy.message
 
 
@@ -555,12 +517,8 @@ class SquashedRegressor(Regressor):
 
 @pytest.mark.parametrize("loss", ["mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss"])
 def test_a_bounded_regression_head_below_its_targets_fails_with_the_floor(loss):
-    class Model(SquashedRegressor):
-        def training_step(self, batch: Any, batch_idx: int) -> Tensor:
-            x, y = batch
-            return getattr(F, loss)(self(x), y)
-
-    result = _run(Model(), _regression(scale=1.0, shift=3.0))  # targets around 3, outputs in [0, 1]
+    model = SquashedRegressor(loss_fn=getattr(F, loss))
+    result = _run(model, _regression(scale=1.0, shift=3.0))  # targets around 3, outputs in [0, 1]
     assert result.status == "fail", result.message
     assert "outside that range" in result.details["floor"]["how"] and "bounded activation" in result.action
     assert result.details["floor"]["floor"] > 0
@@ -576,28 +534,22 @@ def test_a_bounded_regression_head_with_targets_in_its_range_passes():
 
 # ---------------------------------------------------------------- the four parts, bug next to its twin
 @pytest.mark.parametrize(
-    ("model", "dropped", "cause"),
+    ("loss_fn", "dropped", "cause"),
     [
-        (IgnoreRealClass, ["class 0"], "`ignore_index=0`"),
-        (ZeroClassWeight, ["class 2"], "`weight[2] = 0`"),
-        (MaskedClass, ["class 1"], "masked"),
-        (Classifier, [], None),
+        (_ce(ignore_index=0), ["class 0"], "`ignore_index=0`"),
+        (_ce(weight=torch.tensor([1.0, 1.0, 0.0, 1.0])), ["class 2"], "`weight[2] = 0`"),
+        (lambda out, y: F.cross_entropy(out, y, reduction="none")[y != 1].mean(), ["class 1"], "masked"),
+        (F.cross_entropy, [], None),
     ],
     ids=["ignore_index", "zero_weight", "mask", "healthy"],
 )
-def test_a_class_the_loss_drops_fails_naming_it_and_its_cause(model, dropped, cause):
-    result = _run(model(), _classification())
+def test_a_class_the_loss_drops_fails_naming_it_and_its_cause(loss_fn, dropped, cause):
+    result = _run(Classifier(loss_fn=loss_fn), _classification())
     assert result.status == ("fail" if dropped else "pass"), result.message
     assert [d["label"] for d in result.details["dropped"]] == dropped and result.details["unchecked"] == []
     if cause:  # confirmed on the second batch
         first = result.details["dropped"][0]
         assert cause in first["cause"] and first["count"] > 0 and first["batches"] == 2
-
-
-class Huber(Regressor):
-    def training_step(self, batch: Any, batch_idx: int) -> Tensor:
-        x, y = batch
-        return F.huber_loss(self(x), y)
 
 
 @pytest.mark.parametrize(
@@ -626,11 +578,11 @@ def test_regression_targets_off_the_outputs_scale(kwargs, scale, status, ratio):
 @pytest.mark.parametrize(
     ("model", "loader", "status", "moves"),
     [
-        (NegativeMSE, _regression, "fail", "the model's output"),
+        (_negative_mse, _regression, "fail", "the model's output"),
         (Regressor, _regression, "pass", "the model's output"),
-        (Huber, _regression, "pass", None),
+        (lambda: Regressor(loss_fn=F.huber_loss), _regression, "pass", None),
         (GaussianNLL, _regression, "pass", None),  # negative once fitted, yet bounded
-        (LogLikelihoodAsLoss, _classification, "fail", None),
+        (lambda: Classifier(loss_fn=_log_likelihood), _classification, "fail", None),
         (LogSoftmaxLM, lambda: _padded_tokens(pad=1), "pass", "log_softmax"),  # the ray moves the logits
         (lambda: LogSoftmaxLM(negate=True), lambda: _padded_tokens(pad=1), "fail", None),
         (lambda: SigmoidOutput("sigmoid"), _multilabel, "pass", None),

@@ -53,14 +53,7 @@ def test_report_api(report):
 
 def test_report_json_round_trip(report):
     data = json.loads(report.to_json())
-    counts = {
-        "pass": 2,
-        "warn": 0,
-        "fail": 1,
-        "inconclusive": 0,
-        "skip": 0,
-        "error": 0,
-    }  # issue #24: 6 statuses
+    counts = {"pass": 2, "warn": 0, "fail": 1, "inconclusive": 0, "skip": 0, "error": 0}  # issue #24: 6
     assert data["ok"] is False and data["counts"] == counts
     init = data["results"][1]
     assert init["name"] == "init_loss" and init["status"] == "fail"
@@ -70,9 +63,8 @@ def test_report_json_round_trip(report):
 
 def test_report_prints_a_table_with_every_check(report):
     text = " ".join(str(report).split())  # the compact lines wrap at the terminal's width
-    assert (
-        "Preflight FAILED: 2 pass, 0 warn, 1 fail, 0 skip (" in text
-    )  # issue #24: inconclusive and error are shown only when there are some
+    # issue #24: inconclusive and error are shown only when there are some
+    assert "Preflight FAILED: 2 pass, 0 warn, 1 fail, 0 skip (" in text
     for name in ("data", "init_loss", "grad_flow", "FAIL", "PASS", "summed instead of averaged"):
         assert name in text
 
@@ -86,10 +78,8 @@ def test_raise_for_failures_lists_failures(report):
 def test_check_result_validates_status_and_serialises_non_finite():
     with pytest.raises(ValueError, match="`status` must be one of"):
         CheckResult("x", "ok", "")  # type: ignore[arg-type]
-    assert CheckResult("x", "fail", "m", {"v": math.nan, "t": torch.tensor([1.0])}).to_dict()["details"] == {
-        "v": "nan",
-        "t": [1.0],
-    }
+    record = CheckResult("x", "fail", "m", {"v": math.nan, "t": torch.tensor([1.0])}).to_dict()
+    assert record["details"] == {"v": "nan", "t": [1.0]}
 
 
 @pytest.mark.parametrize(
@@ -130,24 +120,9 @@ def test_preflight_requires_training_data_and_a_lightning_module():
 
 
 def test_registry_order():
-    assert list(CHECKS) == [
-        "loader",
-        "data",
-        "split_overlap",
-        "loss",
-        "init_loss",
-        "schedule",
-        "grad_flow",
-        "batch_independence",
-        "padding",
-        "eval_mode",
-        "causality",
-        "target_leakage",
-        "optimization",
-        "validation_path",
-        "overfit_batch",
-        "input_independence",
-    ]
+    order = "loader data split_overlap loss init_loss schedule grad_flow batch_independence padding eval_mode"
+    order += " causality target_leakage optimization validation_path overfit_batch input_independence"
+    assert list(CHECKS) == order.split()
 
 
 @pytest.mark.parametrize(
@@ -174,9 +149,8 @@ def test_batch_helpers_keep_containers_and_do_not_mutate():
     inputs, targets = split_batch(batch)
     assert inputs is x and targets is y
     new = replace_inputs(batch, torch.zeros(4, 3))
-    assert (
-        new["meta"] == "keep" and float(new["input_ids"].sum()) == 0 and float(batch["input_ids"].sum()) == 12
-    )
+    assert new["meta"] == "keep" and float(new["input_ids"].sum()) == 0
+    assert float(batch["input_ids"].sum()) == 12
     assert split_batch((x, torch.zeros(4), y), target_key=1)[1].dtype == torch.float32
     assert split_batch([x, y], input_key=1)[0] is y
     sliced = slice_batch([x, y, torch.zeros(2)], 2, 4)
@@ -202,8 +176,7 @@ def test_custom_check_plugs_into_preflight():
 
 
 def test_user_code_that_raises_on_a_perturbed_input_makes_the_check_abstain_not_error():
-    """Understand or abstain (#34): the user's code raising on an input the check changed is `inconclusive`
-    with why; the same exception outside `perturbed` is an `error` (the check's own failure)."""
+    """#34: user code raising on a perturbed input: `inconclusive`; outside `perturbed`: an `error`."""
     from lightning_recipes.checks import SanityCheck, perturbed
 
     class ZeroedInputs(SanityCheck):
@@ -228,29 +201,21 @@ def test_user_code_that_raises_on_a_perturbed_input_makes_the_check_abstain_not_
                 run()
             return CheckResult(self.name, "pass", "unreachable", {"model": type(model).__name__})
 
-    guarded = preflight(M.MLP(), train_dataloaders=M.loader(), checks=[ZeroedInputs(True)])["zeroed"]
-    assert (
-        guarded.status == "inconclusive" and "RuntimeError on zeroed inputs" in guarded.details["abstained"]
+    checks = [[ZeroedInputs(True)], [ZeroedInputs(False)]]
+    guarded, unguarded = (
+        preflight(M.MLP(), train_dataloaders=M.loader(), checks=c)["zeroed"] for c in checks
     )
-    assert (
-        preflight(M.MLP(), train_dataloaders=M.loader(), checks=[ZeroedInputs(False)])["zeroed"].status
-        == "error"
-    )
+    assert guarded.status == "inconclusive"
+    assert "RuntimeError on zeroed inputs" in guarded.details["abstained"]
+    assert unguarded.status == "error"
 
 
 def test_a_result_is_a_summary_evidence_and_one_action():
-    result = CheckResult(
-        "init_loss", "fail", "loss 4.1 at init, expected 2.30", {"measured": 4.1}, action="Fix it."
-    )
+    summary = "loss 4.1 at init, expected 2.30"
+    result = CheckResult("init_loss", "fail", summary, {"measured": 4.1}, action="Fix it.")
     record = result.to_dict()
-    assert (record["summary"], record["action"], record["details"]) == (
-        "loss 4.1 at init, expected 2.30",
-        "Fix it.",
-        {"measured": 4.1},
-    )
-    assert record["message"] == "loss 4.1 at init, expected 2.30. Fix it." and record["guide"].endswith(
-        "#init_loss"
-    )
+    assert (record["summary"], record["action"], record["details"]) == (summary, "Fix it.", {"measured": 4.1})
+    assert record["message"] == f"{summary}. Fix it." and record["guide"].endswith("#init_loss")
     assert CheckResult.from_dict(record) == result
 
 
@@ -262,13 +227,8 @@ def test_preflight_on_cuda_with_mixed_precision(tmp_path):
     report = preflight(M.MLP().cuda(), train_dataloaders=M.loader())
     assert report.ok, report
     preflight_cb = Preflight(print_report=False)
-    trainer = fast_trainer(
-        accelerator="cuda",
-        precision="16-mixed",
-        max_steps=2,
-        callbacks=[preflight_cb],
-        default_root_dir=tmp_path,
-    )
+    settings = {"accelerator": "cuda", "precision": "16-mixed", "default_root_dir": tmp_path}
+    trainer = fast_trainer(max_steps=2, callbacks=[preflight_cb], **settings)
     trainer.fit(M.MLP(), M.loader())
     assert preflight_cb.report.ok, preflight_cb.report
 
@@ -311,14 +271,8 @@ def test_num_threads_applies_during_the_checks_and_is_restored():
 
 @pytest.mark.parametrize(
     ("module", "name"),
-    [
-        ("lightning_recipes", "preflight"),
-        ("lightning_recipes", "Preflight"),
-        ("lightning_recipes", "SanityCheck"),
-        ("lightning_recipes", "InitLossCheck"),
-        ("lightning_recipes.callbacks", "Preflight"),
-        ("lightning_recipes.callbacks", "InitLossCheck"),
-    ],
+    [("lightning_recipes", n) for n in ("preflight", "Preflight", "SanityCheck", "InitLossCheck")]
+    + [("lightning_recipes.callbacks", n) for n in ("Preflight", "InitLossCheck")],
 )
 def test_the_public_names_are_the_checks_wing_objects(module, name):
     checks = importlib.import_module("lightning_recipes.checks")

@@ -25,13 +25,10 @@ _REPO = Path(__file__).resolve().parents[2]
 def _run_script(source: str, tmp_path: Path, *args: str, timeout: float = 240) -> subprocess.CompletedProcess:
     script = tmp_path / "script.py"
     script.write_text(source)
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(_REPO), os.environ.get("PYTHONPATH")])),
-    }
-    return subprocess.run(
-        [sys.executable, str(script), *args], capture_output=True, text=True, timeout=timeout, env=env
-    )
+    path = os.pathsep.join(filter(None, [str(_REPO), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "PYTHONPATH": path}
+    command = [sys.executable, str(script), *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
 
 
 _TWO_RANKS = textwrap.dedent(
@@ -95,8 +92,7 @@ def make_optimizer(name: str, model: torch.nn.Module) -> torch.optim.Optimizer:
 
 @pytest.mark.slow  # starts its own processes: over 20 s on a 2-core CPU
 def test_two_rank_fsdp2_matches_one_unsharded_process(tmp_path):
-    """Two gloo processes with every layer ``fully_shard``ed give the parameters of one plain process: Lion
-    updates the local shards, Lamb's trust ratio uses the whole tensor's norms (all-reduced over the mesh)."""
+    """2 gloo ranks, every layer ``fully_shard``ed == one plain process (Lamb's norms all-reduced)."""
     out = tmp_path / "full.pt"
     result = _run_script(_TWO_RANKS, tmp_path, str(out), str(_REPO), timeout=300)
     assert result.returncode == 0, _failure(result)
@@ -227,10 +223,9 @@ def test_exotic_tensors_get_the_reference_result_on_every_route(layout):
     for implementation in ("native", "auto", "foreach", "for_loop"):
         p, g, m = (t.clone() if t.device.type != "meta" else t for t in cases[layout])
         ref_p, ref_g, ref_m = (t.as_subclass(torch.Tensor).contiguous().clone() for t in (p, g, m))
-        lion_update_(
-            [p], [g], [m], lr=0.1, beta1=0.9, beta2=0.99, weight_decay=0.1, implementation=implementation
-        )
-        lion_update_([ref_p], [ref_g], [ref_m], lr=0.1, beta1=0.9, beta2=0.99, weight_decay=0.1)
+        hyper = {"lr": 0.1, "beta1": 0.9, "beta2": 0.99, "weight_decay": 0.1}
+        lion_update_([p], [g], [m], **hyper, implementation=implementation)
+        lion_update_([ref_p], [ref_g], [ref_m], **hyper)
         torch.testing.assert_close(p.as_subclass(torch.Tensor), ref_p, rtol=0, atol=1e-14)
         v, t = torch.zeros_like(m), torch.zeros(())
         ref_v, ref_t = torch.zeros_like(ref_m), torch.zeros(())

@@ -8,9 +8,7 @@ import torch
 
 from lightning_recipes.optim import warmup_constant, warmup_cosine, warmup_linear, warmup_stable_decay
 
-hf = pytest.importorskip(
-    "transformers.optimization", reason="the parity tables need `transformers` installed"
-)
+hf = pytest.importorskip("transformers.optimization", reason="the parity tables need `transformers`")
 
 
 def _optimizer():
@@ -71,9 +69,8 @@ def test_wsd_equals_get_wsd_schedule(warmup, decay, total, shape, ratio):
     shapes = {"decay_shape": shape, "warmup_shape": shape}
     ours = warmup_stable_decay(_optimizer(), warmup, total, decay_steps=decay, min_lr_ratio=ratio, **shapes)
     steps = {"num_warmup_steps": warmup, "num_decay_steps": decay, "num_training_steps": total}
-    theirs = hf.get_wsd_schedule(
-        _optimizer(), **steps, warmup_type=shape, decay_type=shape, min_lr_ratio=ratio
-    )
+    shapes = {"warmup_type": shape, "decay_type": shape}
+    theirs = hf.get_wsd_schedule(_optimizer(), **steps, **shapes, min_lr_ratio=ratio)
     assert _table(ours, total + 5) == pytest.approx(_table(theirs, total + 5), abs=1e-15)
 
 
@@ -86,18 +83,16 @@ def _hf_warmup_steps(ratio, total):
     from transformers import TrainingArguments
 
     names = {f.name for f in dataclasses.fields(TrainingArguments)}
-    fields = (
-        {"warmup_steps": 0, "warmup_ratio": ratio} if "warmup_ratio" in names else {"warmup_steps": ratio}
-    )
+    with_ratio = "warmup_ratio" in names
+    fields = {"warmup_steps": 0, "warmup_ratio": ratio} if with_ratio else {"warmup_steps": ratio}
     return TrainingArguments.get_warmup_steps(SimpleNamespace(**fields), total)
 
 
 @pytest.mark.parametrize(("ratio", "total"), [(0.05, 30), (0.1, 25), (0.5, 7), (0.01, 1000), (0.3, 11)])
 def test_warmup_ratio_rounds_up_as_training_arguments_does(ratio, total):
     ours = _table(warmup_linear(_optimizer(), total_steps=total, warmup_ratio=ratio), total + 1)
-    theirs = _table(
-        hf.get_linear_schedule_with_warmup(_optimizer(), _hf_warmup_steps(ratio, total), total), total + 1
-    )
+    hf_linear = hf.get_linear_schedule_with_warmup(_optimizer(), _hf_warmup_steps(ratio, total), total)
+    theirs = _table(hf_linear, total + 1)
     assert ours == pytest.approx(theirs, abs=1e-15)
 
 
@@ -114,9 +109,8 @@ def test_deliberate_difference_cosine_holds_past_the_end(num_cycles):
     """Hugging Face's cosine climbs back up after `num_training_steps`; ours holds its final value."""
     total, warmup = 10, 2
     ours = warmup_cosine(_optimizer(), warmup, total, num_cycles=num_cycles, min_lr_ratio=0.1)
-    theirs = hf.get_cosine_with_min_lr_schedule_with_warmup(
-        _optimizer(), warmup, total, num_cycles=num_cycles, min_lr_rate=0.1
-    )
+    cosine = hf.get_cosine_with_min_lr_schedule_with_warmup
+    theirs = cosine(_optimizer(), warmup, total, num_cycles=num_cycles, min_lr_rate=0.1)
     end = ours.lr_lambdas[0](total)
     assert end == pytest.approx(theirs.lr_lambdas[0](total), abs=1e-15)
     assert [ours.lr_lambdas[0](s) for s in range(total, total + 8)] == [end] * 8

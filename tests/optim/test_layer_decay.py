@@ -100,22 +100,15 @@ def test_groups_scales_names_and_counts():
 
 
 def test_lr_scale_composes_with_layer_decay_by_multiplying():
-    groups = param_groups(
-        BlockNet(), 0.0, layer_decay=0.5, lr_scale={"blocks.1": 0.1, r"head\.bias": 3.0}, lr=1.0
-    )
+    lr_scale = {"blocks.1": 0.1, r"head\.bias": 3.0}
+    groups = param_groups(BlockNet(), 0.0, layer_decay=0.5, lr_scale=lr_scale, lr=1.0)
     scales = {g["name"]: g["lr_scale"] for g in groups}
     assert scales["block_1/blocks.1/decay"] == pytest.approx(0.25 * 0.1)
     assert scales["head/head\\.bias/no_decay"] == pytest.approx(3.0)
     assert scales["head/no_decay"] == 1.0  # the head's LayerNorm... and norm: no entry, layer scale only
-    groups = param_groups(
-        BlockNet(), 0.0, lr_scale={"stem": 0.1}, lr=1.0
-    )  # alone: unselected groups keep scale 1
-    assert [(g["name"], g["lr_scale"]) for g in groups] == [
-        ("stem/decay", 0.1),
-        ("stem/no_decay", 0.1),
-        ("decay", 1.0),
-        ("no_decay", 1.0),
-    ]
+    groups = param_groups(BlockNet(), 0.0, lr_scale={"stem": 0.1}, lr=1.0)  # alone: the others keep scale 1
+    expected = [("stem/decay", 0.1), ("stem/no_decay", 0.1), ("decay", 1.0), ("no_decay", 1.0)]
+    assert [(g["name"], g["lr_scale"]) for g in groups] == expected
 
 
 @pytest.mark.parametrize(
@@ -173,8 +166,7 @@ def test_groups_carry_their_scaled_lr_into_any_optimizer_and_its_schedule(make):
 
 
 def test_build_optimizer_scales_lr_only_groups_once_and_leaves_the_callers_dicts():
-    """Groups with ``lr`` are used as they are (no double scaling); groups that carry only ``lr_scale``
-    (hand-made, or from before param_groups took ``lr``) get ``lr * lr_scale``; the caller's dicts stay."""
+    """Groups with ``lr`` are used as is; ``lr_scale``-only groups get ``lr * lr_scale``; inputs unchanged."""
     kwargs = {"lr": 0.01, "weight_decay": 0.1, "betas": (0.9, 0.99)}
     with_lr = param_groups(BlockNet(), 0.1, layer_decay=0.5, lr=0.01)
     scale_only = [{k: v for k, v in g.items() if k != "lr"} for g in with_lr]
@@ -331,9 +323,7 @@ def test_cnn_head_at_the_peak_also_when_the_output_layer_is_a_conv(fresh_warning
     scales = _scales(param_groups(model, 0.1, layer_decay=0.5, lr=1.0), model)
     assert [scales[n] for n in ("features.0.weight", "features.3.weight", "head.weight")] == [0.25, 0.5, 1.0]
     # a fully convolutional net: its last conv is the output layer
-    fcn = nn.Sequential(
-        nn.Conv2d(1, 4, 3), nn.ReLU(), nn.Conv2d(4, 4, 3), nn.ReLU(), nn.Conv2d(4, 4, 3), nn.ReLU()
-    )
-    fcn.append(nn.Conv2d(4, 2, 1))
+    fcn = nn.Sequential(nn.Conv2d(1, 4, 3), nn.ReLU(), nn.Conv2d(4, 4, 3), nn.ReLU(), nn.Conv2d(4, 4, 3))
+    fcn.extend([nn.ReLU(), nn.Conv2d(4, 2, 1)])
     scales = _scales(param_groups(fcn, 0.1, layer_decay=0.5, lr=1.0), fcn)
     assert [scales[f"{i}.weight"] for i in (0, 2, 4, 6)] == [0.125, 0.25, 0.5, 1.0]

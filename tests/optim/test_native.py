@@ -51,13 +51,10 @@ def test_lion_native_matches_the_reference_across_thread_shares_float64(two_thre
     exp_avgs = [torch.zeros_like(p) for p in params]
     ref_p, ref_m = [p.clone() for p in params], [m.clone() for m in exp_avgs]
     for grads in grads_sequence([(n,) for n in AWKWARD_SIZES], 4, seed=2):
-        lion_update_(
-            params, grads, exp_avgs, lr=1e-2, beta1=0.9, beta2=0.99, weight_decay=0.3, implementation="native"
-        )
+        hyper = {"lr": 1e-2, "beta1": 0.9, "beta2": 0.99}
+        lion_update_(params, grads, exp_avgs, **hyper, weight_decay=0.3, implementation="native")
         for i, g in enumerate(grads):
-            ref_p[i], ref_m[i] = lion_reference_step(
-                ref_p[i], g, ref_m[i], lr=1e-2, beta1=0.9, beta2=0.99, wd=0.3
-            )
+            ref_p[i], ref_m[i] = lion_reference_step(ref_p[i], g, ref_m[i], **hyper, wd=0.3)
     for p, r, m, rm in zip(params, ref_p, exp_avgs, ref_m):
         torch.testing.assert_close(p, r, rtol=0, atol=1e-12)
         torch.testing.assert_close(m, rm, rtol=0, atol=1e-12)
@@ -109,8 +106,7 @@ def _native_float32_step(optimizer: str, implementation: str, layer_adaptation: 
 
 @pytest.mark.parametrize(("optimizer", "layer_adaptation"), [("lion", True), ("lamb", True), ("lamb", False)])
 def test_native_float32_is_bitwise_the_same_on_any_thread_count(optimizer, layer_adaptation):
-    """Lion is elementwise; LAMB's threads share out whole blocks and add block sums in block order: no
-    dependence on the thread count. Lion also matches its loop."""
+    """Lion is elementwise, LAMB adds block sums in block order: no dependence on the thread count."""
     results = []
     before = torch.get_num_threads()
     try:
@@ -228,8 +224,7 @@ def test_lamb_counters_that_are_not_float32_use_the_loop():
 
 @pytest.mark.parametrize("optimizer_class", [Lion, Lamb])
 def test_step_bumps_autograd_version_counters(optimizer_class):
-    """The kernels write through data pointers; autograd must still see an in-place update, so that a
-    graph that saved the old weights raises instead of silently using the new ones."""
+    """The kernels write through data pointers; a graph that saved the old weights must still raise."""
     weight = torch.nn.Parameter(torch.randn(4, 4))
     x = torch.randn(2, 4, requires_grad=True)
     loss = (x @ weight).square().sum()  # saves `weight` for the gradient of x

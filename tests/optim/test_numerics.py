@@ -53,9 +53,8 @@ def test_foreach_matches_for_loop_float32(name):
     for implementation in ("for_loop", "foreach"):
         torch.manual_seed(0)
         params = [torch.randn(s) for s in shapes]
-        state = [[torch.zeros_like(p) for p in params] for _ in range(2)] + [
-            [torch.zeros(()) for _ in params]
-        ]
+        moments = [[torch.zeros_like(p) for p in params] for _ in range(2)]
+        state = [*moments, [torch.zeros(()) for _ in params]]
         for grads in grads_sequence(shapes, 10, seed=5, dtype=torch.float32):
             if name == "lion":
                 lion_update_(params, grads, state[0], lr=1e-3, beta1=0.9, beta2=0.99, weight_decay=0.1,

@@ -46,11 +46,8 @@ def test_decay_only_weight_matrices():
     model = _Model()
     decay, no_decay = param_groups(model, 0.1, no_decay=["head.*"])
     assert decay["name"] == "decay" and decay["weight_decay"] == 0.1
-    assert (
-        no_decay["name"] == "no_decay"
-        and no_decay["weight_decay"] == 0.0
-        and no_decay["layer_adaptation"] is False
-    )
+    assert no_decay["name"] == "no_decay" and no_decay["weight_decay"] == 0.0
+    assert no_decay["layer_adaptation"] is False
     assert _names(model, decay) == ["conv.weight", "custom.cls_token", "custom.proj.weight"]
     assert _names(model, no_decay) == [
         "bn.bias", "bn.weight", "conv.bias", "custom.pos_embed", "custom.proj.bias", "embed.weight",

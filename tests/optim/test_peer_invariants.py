@@ -76,8 +76,7 @@ Constructor = Callable[[Parameter, Parameter], torch.optim.Optimizer]
 
 
 def _constructors(name: str, implementation: str) -> dict[str, Constructor]:
-    """timm's parameter layouts: a flat list, two groups with a per-group ``lr``, one group of a bare
-    tensor."""
+    """timm's parameter layouts: a flat list, two groups with a per-group ``lr``, one bare-tensor group."""
     cls = OPTIMIZERS[name]
     kwargs = {"implementation": implementation, "weight_decay": 0.01}
     return {
@@ -133,8 +132,7 @@ def test_loaded_state_dict_is_deterministic_and_continues_in_lock_step(name, imp
 @every_path
 @pytest.mark.parametrize("copier", ["pickle", "deepcopy"])
 def test_pickle_and_deepcopy_round_trips_are_identical_and_step_alike(name, implementation, copier):
-    """A pickled or deep-copied optimizer has the original's state dict, defaults and public attributes (torch
-    ``test_deepcopy_copies_all_public_attrs``), and its parameters (copies) then step bitwise alike."""
+    """Pickled/deep-copied: same state dict, defaults, public attributes (torch), then bitwise-equal steps."""
     weight, bias, x = _weight_bias()
     optimizer = OPTIMIZERS[name]([{"params": [weight]}, {"params": [bias], "lr": 3e-3}], lr=1e-3,
                                  implementation=implementation)  # fmt: skip
@@ -157,9 +155,7 @@ def test_pickle_and_deepcopy_round_trips_are_identical_and_step_alike(name, impl
 @every_optimizer
 @every_path
 def test_add_param_group_after_load_matches_a_never_loaded_optimizer(name, implementation):
-    """A group added after ``load_state_dict`` (or unpickling) has exactly the options of one added to an
-    optimizer that was never loaded: ``add_param_group`` fills from ``defaults``, so nothing torch's
-    ``__setstate__`` put there may leak into it."""
+    """A group added after a load/unpickling gets exactly ``defaults`` (nothing from __setstate__)."""
     weight, bias, x = _weight_bias()
     optimizer = OPTIMIZERS[name]([weight], lr=1e-3, implementation=implementation)
     optimizer.step(_closure(optimizer, weight, bias, x))
@@ -178,8 +174,7 @@ def test_add_param_group_after_load_matches_a_never_loaded_optimizer(name, imple
 @every_optimizer
 @every_path
 def test_step_is_a_noop_for_zero_gradients_without_weight_decay(name, implementation):
-    """torch ``test_step_is_noop_for_zero_grads``: with ``weight_decay=0`` and fresh state, steps on all-zero
-    gradients leave every parameter bitwise unchanged (Lion: sign(0) = 0; Lamb: a zero update)."""
+    """torch ``test_step_is_noop_for_zero_grads``: zero gradients, no decay: bitwise unchanged."""
     weight, bias, _ = _weight_bias()
     before = [weight.detach().clone(), bias.detach().clone()]
     optimizer = OPTIMIZERS[name]([weight, bias], lr=0.1, weight_decay=0.0, implementation=implementation)
@@ -198,8 +193,7 @@ def test_step_is_a_noop_for_zero_gradients_without_weight_decay(name, implementa
 @layouts
 @pytest.mark.parametrize("contiguous", [True, False])
 def test_loss_falls_over_200_closure_steps(name, implementation, layout, contiguous):
-    """timm ``_test_basic_cases_template``: printable, and 200 closure steps lower ``||W x + b||^2``, also for
-    non-contiguous parameters (strided views)."""
+    """timm ``_test_basic_cases_template``: 200 closure steps lower ``||W x + b||^2``, strided views too."""
     generator = torch.Generator().manual_seed(1)
     if contiguous:
         weight, bias = torch.randn(10, 5, generator=generator), torch.randn(10, generator=generator)
@@ -220,8 +214,7 @@ def test_loss_falls_over_200_closure_steps(name, implementation, layout, contigu
 @every_optimizer
 @pytest.mark.parametrize("implementation", ["for_loop", "auto"])
 def test_rosenbrock_with_alternating_coordinate_gradients_gets_closer(name, implementation):
-    """timm ``_test_rosenbrock``: cyclic coordinate gradients (only x, then only y) for 2000 steps end nearer
-    the minimum (1, 1) than the start (1.5, 1.5)."""
+    """timm ``_test_rosenbrock``: 2000 alternating-coordinate steps end nearer (1, 1) than (1.5, 1.5)."""
     params = Parameter(torch.tensor([1.5, 1.5]))
     optimizer = OPTIMIZERS[name]([params], lr=1e-3, weight_decay=0.0, implementation=implementation)
     solution = torch.tensor([1.0, 1.0])
@@ -245,9 +238,8 @@ def test_rosenbrock_with_alternating_coordinate_gradients_gets_closer(name, impl
 @every_optimizer
 def test_monotone_loss_on_timms_fixed_model(name):
     """timm ``_test_model``: the fixed 2-3-1 sigmoid network's summed output falls at each of 20 steps."""
-    model = torch.nn.Sequential(
-        torch.nn.Linear(2, 3), torch.nn.Sigmoid(), torch.nn.Linear(3, 1), torch.nn.Sigmoid()
-    )
+    model = torch.nn.Sequential(torch.nn.Linear(2, 3), torch.nn.Sigmoid())
+    model.extend([torch.nn.Linear(3, 1), torch.nn.Sigmoid()])
     with torch.no_grad():
         model[0].weight.copy_(torch.tensor([[-0.2109, -0.4976], [-0.1413, -0.3420], [-0.2524, 0.6976]]))
         model[0].bias.copy_(torch.tensor([-0.1085, -0.2979, 0.6892]))

@@ -31,12 +31,10 @@ def _optimizer(lr=2.0):
 
 
 def test_linear_constant_and_wsd_value_tables():
-    assert _lrs(warmup_linear(_optimizer(), 2, 6), 9) == pytest.approx(
-        [0.0, 1.0, 2.0, 1.5, 1.0, 0.5, 0.0, 0.0, 0.0]
-    )
-    assert _lrs(warmup_linear(_optimizer(), 0.5, 4, min_lr_ratio=0.5), 6) == pytest.approx(
-        [0.0, 1.0, 2.0, 1.5, 1.0, 1.0]
-    )
+    linear = warmup_linear(_optimizer(), 2, 6)
+    assert _lrs(linear, 9) == pytest.approx([0.0, 1.0, 2.0, 1.5, 1.0, 0.5, 0.0, 0.0, 0.0])
+    floored = warmup_linear(_optimizer(), 0.5, 4, min_lr_ratio=0.5)
+    assert _lrs(floored, 6) == pytest.approx([0.0, 1.0, 2.0, 1.5, 1.0, 1.0])
     assert _lrs(warmup_constant(_optimizer(), 3), 6) == pytest.approx([0.0, 2 / 3, 4 / 3, 2.0, 2.0, 2.0])
     wsd = {
         "linear": [0.0, 2.0, 2.0, 2.0, 2.0, 1.0, 0.0, 0.0],

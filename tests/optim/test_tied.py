@@ -64,9 +64,8 @@ def test_a_tied_parameter_is_in_one_group_whichever_name_is_split(split: list[st
 
 
 def test_an_untied_model_warns_nothing(recwarn: pytest.WarningsRecorder) -> None:
-    config = transformers.GPT2Config(
-        vocab_size=50, n_positions=32, n_embd=16, n_layer=2, n_head=2, tie_word_embeddings=False
-    )
+    sizes = {"vocab_size": 50, "n_positions": 32, "n_embd": 16, "n_layer": 2, "n_head": 2}
+    config = transformers.GPT2Config(**sizes, tie_word_embeddings=False)
     model = transformers.GPT2LMHeadModel(config)
     assert tied_parameters(model) == []
     param_groups(model, 0.1, layer_decay=0.5, split=["lm_head"], lr=1.0)

@@ -54,8 +54,7 @@ def _make(name: str, params, implementation: str, **overrides):
 @both
 @pytest.mark.parametrize("target", [torch.float64, torch.bfloat16])
 def test_loaded_state_is_cast_like_torch_optimizers_do(name, target):
-    """State saved from float32 parameters loaded over float64 / bfloat16 ones: moments take the parameter's
-    dtype, the step counter stays float32 (torch's ``Optimizer.load_state_dict``; AdamW is the oracle)."""
+    """Moments take the parameter's dtype, the step stays float32 (torch's rule; AdamW the oracle)."""
     saved = {}
     for cls in (OPTIMIZERS[name], torch.optim.AdamW):
         model = _model()
@@ -92,19 +91,16 @@ def test_numeric_step_counters_load_like_torch(numeric):
                 param_state["step"] = numeric
         fresh = Lamb(model.parameters(), lr=0.01)
         fresh.load_state_dict(state)
-        assert all(
-            torch.is_tensor(s["step"]) and s["step"].dtype == torch.float32 for s in fresh.state.values()
-        )
+        steps = [s["step"] for s in fresh.state.values()]
+        assert all(torch.is_tensor(step) and step.dtype == torch.float32 for step in steps)
         _train(model, fresh, range(3, 5))
         results[form] = [p.detach().clone() for p in model.parameters()]
     for a, b in zip(results["tensor"], results["number"]):
         assert torch.equal(a, b)
     adamw = torch.optim.AdamW(_model().parameters())  # the oracle accepts numbers as well
     moments = {"exp_avg": torch.zeros(4, 5), "exp_avg_sq": torch.zeros(4, 5)}
-    oracle_state = {
-        "state": {0: {"step": numeric, **moments}},
-        "param_groups": adamw.state_dict()["param_groups"],
-    }
+    groups = adamw.state_dict()["param_groups"]
+    oracle_state = {"state": {0: {"step": numeric, **moments}}, "param_groups": groups}
     adamw.load_state_dict(oracle_state)
 
 
@@ -228,8 +224,7 @@ def test_maximize_is_refused_clearly(name):
 @both
 @every_path
 def test_complex_parameters_step_as_their_real_views(name, implementation):
-    """Complex parameters are updated as torch's optimizers do: on ``view_as_real`` of parameter, gradient
-    and state, so Lamb's second moment is per real component and its norms are the complex norms."""
+    """Complex parameters step on ``view_as_real`` views (as torch's optimizers): norms are complex norms."""
     generator = torch.Generator().manual_seed(3)
     start = torch.randn(4, 3, dtype=torch.complex128, generator=generator)
     param = torch.nn.Parameter(start.clone())
@@ -258,9 +253,8 @@ def test_sparse_gradients_raise_naming_the_parameter_before_anything_changes(nam
     optimizer = OPTIMIZERS[name]([{"params": dense.parameters()}, {"params": embedding.parameters()}], lr=0.1)
     before = [p.detach().clone() for p in (*dense.parameters(), *embedding.parameters())]
     (dense(torch.ones(1, 3)).sum() + embedding(torch.tensor([1, 2])).sum()).backward()
-    with pytest.raises(
-        RuntimeError, match=r"sparse gradients.*param_groups\[1\]\['params'\]\[0\] \(shape \(10, 3\)\)"
-    ):
+    named = r"sparse gradients.*param_groups\[1\]\['params'\]\[0\] \(shape \(10, 3\)\)"
+    with pytest.raises(RuntimeError, match=named):
         optimizer.step()
     after = [p.detach() for p in (*dense.parameters(), *embedding.parameters())]
     assert all(torch.equal(a, b) for a, b in zip(before, after))
@@ -273,9 +267,7 @@ def test_sparse_gradients_raise_naming_the_parameter_before_anything_changes(nam
 
 
 def test_lamb_has_no_built_in_gradient_clipping():
-    """timm's Lamb clips the global gradient norm to ``max_grad_norm=1.0`` before the moments; ours does not
-    (clip with the Trainer's ``gradient_clip_val``): the first moment after one step is ``(1 - beta1) g``
-    for a gradient of norm 100."""
+    """Unlike timm's (``max_grad_norm=1.0``): no clipping, ``m = (1 - beta1) g`` for |g| = 100."""
     param = torch.nn.Parameter(torch.ones(4))
     optimizer = Lamb([param], lr=0.01, implementation="for_loop")
     param.grad = torch.full((4,), 50.0)  # norm 100
@@ -284,8 +276,7 @@ def test_lamb_has_no_built_in_gradient_clipping():
 
 
 def test_lamb_always_bias_corrects():
-    """Adam's bias correction is always on (timm's default, NVLAMB's; the paper's Algorithm 2 omits it): the
-    first step's direction is ``g / (|g| + eps)``, not ``(1 - beta1) g / (sqrt(1 - beta2) |g| + eps)``."""
+    """Bias correction always on (timm, NVLAMB): the first step's direction is ``g / (|g| + eps)``."""
     param = torch.nn.Parameter(torch.zeros(3, dtype=torch.float64))  # ||p|| = 0: trust ratio 1
     optimizer = Lamb([param], lr=1.0, eps=1e-6, weight_decay=0.0, implementation="for_loop")
     param.grad = torch.tensor([0.5, -2.0, 1e-3], dtype=torch.float64)
@@ -322,8 +313,7 @@ def test_every_invalid_constructor_argument_is_refused_naming_it(name, argument,
 
 @both
 def test_the_removed_compiled_implementation_warns_and_runs_as_auto(name):
-    """``implementation="compiled"`` (removed: never the fastest, benchmarks/RESULTS.md) is still accepted:
-    a deprecation warning, then the ``auto`` route."""
+    """``implementation="compiled"`` (removed, benchmarks/RESULTS.md) warns and runs the ``auto`` route."""
     param = torch.nn.Parameter(torch.ones(3))
     with pytest.warns(LightningRecipesDeprecationWarning, match="compiled"):
         optimizer = _make(name, [param], "compiled")

@@ -291,9 +291,8 @@ def test_mixin_under_ddp_matches_one_process_on_the_global_batch(tmp_path: Path)
     pl.seed_everything(0)
     model = _SplitCheckpointedLM()
     _fit(reference, tmp_path / "one", batch=8)
-    fast_trainer(
-        default_root_dir=tmp_path, strategy="ddp_fork", devices=2, use_distributed_sampler=False
-    ).fit(model)
+    ddp = {"strategy": "ddp_fork", "devices": 2, "use_distributed_sampler": False}
+    fast_trainer(default_root_dir=tmp_path, **ddp).fit(model)
     _assert_same_weights(reference, model)
 
 
@@ -307,9 +306,8 @@ def test_resume_from_a_checkpoint_saved_without_checkpointing(tmp_path: Path) ->
     trainer.fit(first_half, _loader())
     trainer.save_checkpoint(tmp_path / "half.ckpt")
     resumed = _CheckpointedLM()
-    fast_trainer(default_root_dir=tmp_path, max_epochs=2).fit(
-        resumed, _loader(), ckpt_path=tmp_path / "half.ckpt"
-    )
+    trainer = fast_trainer(default_root_dir=tmp_path, max_epochs=2)
+    trainer.fit(resumed, _loader(), ckpt_path=tmp_path / "half.ckpt")
     _assert_same_weights(uninterrupted, resumed)
     # and the checkpointed model's checkpoint loads into the plain model
     trainer_state = torch.load(tmp_path / "half.ckpt", weights_only=False)["state_dict"]

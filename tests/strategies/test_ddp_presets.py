@@ -24,8 +24,7 @@ from ._reference import CLIP, eval_loss, single_process_reference, train_loader_
 
 
 class RecordBytes(Callback):
-    """After the first optimizer step, write this rank's tensor bytes and the estimator's figures to a
-    file."""
+    """After the first optimizer step: this rank's tensor bytes and the estimator's figures, to a file."""
 
     def __init__(self, out: Path, optimizer: str, precision: str) -> None:
         self.out, self.optimizer, self.precision = out, optimizer, precision
@@ -35,13 +34,10 @@ class RecordBytes(Callback):
             return
         params = [p for p in pl_module.parameters() if p.requires_grad]
         state = trainer.optimizers[0].state
-        measured = {
-            "parameters": sum(p.nbytes for p in params),
-            "gradients": sum(p.grad.nbytes for p in params),
-            "optimizer_state": sum(
-                v.nbytes for s in state.values() for v in s.values() if isinstance(v, torch.Tensor)
-            ),
-        }
+        moments = [v for s in state.values() for v in s.values() if isinstance(v, torch.Tensor)]
+        measured = {"parameters": sum(p.nbytes for p in params)}
+        measured["gradients"] = sum(p.grad.nbytes for p in params)
+        measured["optimizer_state"] = sum(v.nbytes for v in moments)
         setup = {"optimizer": self.optimizer, "precision": self.precision}
         estimate = estimate_memory(pl_module, strategy="ddp", devices=trainer.num_devices, **setup)
         estimated = {k: getattr(estimate, k) for k in measured}
@@ -56,9 +52,8 @@ class SGDMomentumLM(TinyTransformerLM):
 
 def _ddp_trainer(tmp_path: Path, **kwargs) -> pl.Trainer:
     strategy = preset("ddp", start_method="fork")
-    return fast_trainer(
-        devices=2, strategy=strategy, default_root_dir=tmp_path, gradient_clip_val=CLIP, **kwargs
-    )
+    settings = {"devices": 2, "strategy": strategy, "default_root_dir": tmp_path, "gradient_clip_val": CLIP}
+    return fast_trainer(**settings, **kwargs)
 
 
 def test_ddp_preset_trains_like_single_process_and_resumes_exactly(tmp_path: Path) -> None:
@@ -68,17 +63,15 @@ def test_ddp_preset_trains_like_single_process_and_resumes_exactly(tmp_path: Pat
     loss_straight = eval_loss(straight)  # fork launcher copies rank 0's weights back into this process
     reference = single_process_reference()
     assert math.isclose(loss_straight, reference, rel_tol=1e-4), (loss_straight, reference)
-    assert not math.isclose(
-        reference, single_process_reference(gradient_clip_val=None), rel_tol=1e-3
-    )  # clip active
+    unclipped = single_process_reference(gradient_clip_val=None)
+    assert not math.isclose(reference, unclipped, rel_tol=1e-3)  # clip active
     assert loss_straight < math.log(64) - 0.5
 
     torch.manual_seed(0)
     first = TinyTransformerLM()
     checkpoint = ModelCheckpoint(dirpath=tmp_path / "ckpt", filename="{epoch}", save_top_k=-1)
-    _ddp_trainer(tmp_path / "b", max_epochs=1, callbacks=[checkpoint], enable_checkpointing=True).fit(
-        first, train_loader_per_rank()
-    )
+    trainer = _ddp_trainer(tmp_path / "b", max_epochs=1, callbacks=[checkpoint], enable_checkpointing=True)
+    trainer.fit(first, train_loader_per_rank())
     ckpt = tmp_path / "ckpt" / "epoch=0.ckpt"
     assert ckpt.is_file()
     torch.manual_seed(123)  # a different init: everything must come from the checkpoint
@@ -96,9 +89,8 @@ def test_estimate_matches_real_ddp_tensor_bytes_exactly(
 ) -> None:
     model = module_cls()
     callback = RecordBytes(tmp_path, optimizer, precision)
-    _ddp_trainer(tmp_path, max_steps=2, callbacks=[callback], precision=precision).fit(
-        model, train_loader_per_rank()
-    )
+    trainer = _ddp_trainer(tmp_path, max_steps=2, callbacks=[callback], precision=precision)
+    trainer.fit(model, train_loader_per_rank())
     for rank in range(2):
         record = json.loads((tmp_path / f"rank{rank}.json").read_text())
         assert record["measured"] == record["estimate"], record
@@ -115,9 +107,8 @@ def test_ddp_static_graph_preset_trains_on_two_processes(tmp_path: Path) -> None
     strategy = preset("ddp_static_graph", start_method="fork")
     model = TinyClassifier()
     before = model.hidden.weight.detach().clone()
-    fast_trainer(devices=2, strategy=strategy, max_steps=2, default_root_dir=tmp_path).fit(
-        model, random_classification_loader()
-    )
+    trainer = fast_trainer(devices=2, strategy=strategy, max_steps=2, default_root_dir=tmp_path)
+    trainer.fit(model, random_classification_loader())
     assert not torch.equal(before, model.hidden.weight)  # rank 0's trained weights came back from the workers
     assert strategy._ddp_kwargs == {"gradient_as_bucket_view": True, "static_graph": True}
 

@@ -13,10 +13,8 @@ from lightning_recipes.strategies import PRESETS, deepspeed_available, preset, r
 from lightning_recipes.strategies.deepspeed_config import DEEPSPEED_INSTALL_HINT, validate_deepspeed_config
 from lightning_recipes.testing import TinyTransformerLM, fast_trainer, random_token_loader
 
-needs_deepspeed = pytest.mark.skipif(
-    not deepspeed_available(),
-    reason="DeepSpeed is not installed (pip install 'lightning-recipes[deepspeed]')",
-)
+INSTALL = "DeepSpeed is not installed (pip install 'lightning-recipes[deepspeed]')"
+needs_deepspeed = pytest.mark.skipif(not deepspeed_available(), reason=INSTALL)
 TRAINER = {"micro_batch_size": 4, "accumulate_grad_batches": 8, "world_size": 16, "gradient_clip_val": 1.0}
 TRAINER.update(gradient_clip_algorithm="norm", precision="bf16-mixed")
 
@@ -24,23 +22,16 @@ TRAINER.update(gradient_clip_algorithm="norm", precision="bf16-mixed")
 def test_reconcile_fills_every_batch_entry_from_the_trainer() -> None:
     cfg = reconcile_deepspeed_config({"zero_optimization": {"stage": 3}}, **TRAINER)
     batches = {"train_micro_batch_size_per_gpu": 4, "train_batch_size": 4 * 8 * 16}
-    assert cfg == {
-        "zero_optimization": {"stage": 3},
-        **batches,
-        "gradient_clipping": 1.0,
-        "bf16": {"enabled": True},
-    }
+    expected = {"zero_optimization": {"stage": 3}, **batches, "gradient_clipping": 1.0}
+    assert cfg == {**expected, "bf16": {"enabled": True}}
 
 
 def test_reconcile_accepts_agreeing_entries_and_never_mutates_the_input() -> None:
     user = {"gradient_accumulation_steps": 8, "train_batch_size": 512, "train_micro_batch_size_per_gpu": 4}
+    before = dict(user)
     cfg = reconcile_deepspeed_config(user, **TRAINER)
     assert "gradient_accumulation_steps" not in cfg  # Lightning sets it from the Trainer (#19891)
-    assert user == {
-        "gradient_accumulation_steps": 8,
-        "train_batch_size": 512,
-        "train_micro_batch_size_per_gpu": 4,
-    }
+    assert user == before
 
 
 @pytest.mark.parametrize(
@@ -79,10 +70,8 @@ def test_reconcile_refuses_clipping_by_value_and_leaves_fp16_to_lightning() -> N
 
 @needs_deepspeed
 def test_reconciled_config_passes_deepspeeds_own_validation() -> None:
-    cfg = reconcile_deepspeed_config(
-        {"zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}}},
-        **TRAINER,
-    )
+    zero2 = {"zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}}}
+    cfg = reconcile_deepspeed_config(zero2, **TRAINER)
     validate_deepspeed_config({**cfg, "gradient_accumulation_steps": 8})
 
 
@@ -129,9 +118,8 @@ def test_deepspeed_presets_build_on_a_cpu_machine(
 @needs_deepspeed
 def test_deepspeed_on_cpu_is_refused_at_setup_before_any_work(tmp_path: Path) -> None:
     trainer = fast_trainer(strategy="recipes_deepspeed_zero2", max_steps=1, default_root_dir=tmp_path)
-    with pytest.raises(
-        RuntimeError, match=r"`recipes_deepspeed_zero2` runs on DeepSpeed, which needs CUDA GPUs"
-    ):
+    refusal = r"`recipes_deepspeed_zero2` runs on DeepSpeed, which needs CUDA GPUs"
+    with pytest.raises(RuntimeError, match=refusal):
         trainer.fit(TinyTransformerLM(), random_token_loader())
 
 

@@ -134,9 +134,8 @@ def test_fsdp2_preset_settings_and_precision_policy() -> None:
     expected = {"block_classes": (TransformerBlock,), "activation_checkpointing": True}
     assert strategy.fsdp2_settings == {**expected, "reshard_after_forward": False}
     policy = mixed_precision_policy("bf16-mixed")
-    assert (
-        policy is not None and policy.param_dtype == torch.bfloat16 and policy.reduce_dtype == torch.float32
-    )
+    assert policy is not None and policy.param_dtype == torch.bfloat16
+    assert policy.reduce_dtype == torch.float32
     assert mixed_precision_policy("bf16-true") is None
     assert mixed_precision_policy("32-true") is None
 
@@ -192,8 +191,7 @@ def test_checkpointing_turns_the_cache_off_and_opting_out_keeps_it(single_proces
 def test_block_detection_finds_hugging_face_layers() -> None:
     gpt2 = transformers.GPT2LMHeadModel(gpt2_config())
     assert infer_block_classes(gpt2) == (transformers.models.gpt2.modeling_gpt2.GPT2Block,)
-    bert_config = transformers.BertConfig(
-        num_hidden_layers=2, hidden_size=32, num_attention_heads=2, intermediate_size=64, vocab_size=64
-    )
+    sizes = {"hidden_size": 32, "num_attention_heads": 2, "intermediate_size": 64, "vocab_size": 64}
+    bert_config = transformers.BertConfig(num_hidden_layers=2, **sizes)
     bert = transformers.BertModel(bert_config)
     assert infer_block_classes(bert) == (transformers.models.bert.modeling_bert.BertLayer,)

@@ -72,9 +72,8 @@ ROWS = ("parameters", "gradients", "optimizer_state", "master_weights", "host")
 def test_sharding_table_for_seven_billion_parameters(
     strategy: str, devices: int, num_nodes: int, expected
 ) -> None:
-    estimate = estimate_memory(
-        N, precision="bf16-mixed", strategy=strategy, devices=devices, num_nodes=num_nodes
-    )
+    layout = {"strategy": strategy, "devices": devices, "num_nodes": num_nodes}
+    estimate = estimate_memory(N, precision="bf16-mixed", **layout)
     got = tuple(getattr(estimate, k) for k in ROWS)
     assert got == tuple(int(x * G) for x in expected)
 
@@ -100,17 +99,13 @@ def test_estimate_matches_real_tensor_bytes_exactly_in_other_precisions(
     assert measured == {k: getattr(estimate, k) for k in measured}
 
 
-_TORCH_KWARGS = {
-    "sgd": {"lr": 0.1},
-    "sgd_momentum": {"lr": 0.1, "momentum": 0.9},
-    "rmsprop_momentum": {"momentum": 0.9},
-}
+_TORCH_KWARGS = {"sgd": {"lr": 0.1}, "sgd_momentum": {"lr": 0.1, "momentum": 0.9}}
+_TORCH_KWARGS["rmsprop_momentum"] = {"momentum": 0.9}
 
 
 @pytest.mark.parametrize("name", sorted(OPTIMIZERS))
 def test_every_optimizer_in_the_table_matches_its_real_state_bytes(name: str) -> None:
-    """Each optimizer we ship (Lion: 1 moment; Lamb, AdamW: 2) and each torch one the table names, stepped
-    once: its real state bytes are the estimate's, and the estimator names it back from the instance."""
+    """Each optimizer we ship and each torch one the table names: real state bytes == the estimate."""
     model = TinyTransformerLM()
     spec = OPTIMIZERS[name]
     if spec.in_recipe:
@@ -191,9 +186,8 @@ def test_activation_checkpointing_keeps_block_inputs_and_one_block() -> None:
     assert estimate_memory(model, strategy="fsdp2", sample_batch=batch).activations == checkpointed
     assert estimate_memory(model, strategy="ddp", sample_batch=batch).activations == plain
     # measured under autocast for a *-mixed precision
-    assert (
-        estimate_memory(model, strategy="ddp", sample_batch=batch, precision="bf16-mixed").activations < plain
-    )
+    mixed = estimate_memory(model, strategy="ddp", sample_batch=batch, precision="bf16-mixed")
+    assert mixed.activations < plain
 
 
 def test_gathered_parameters_for_sharded_strategies() -> None:

@@ -14,14 +14,9 @@ from lightning_recipes.strategies._host import available_host_memory
 
 
 def test_model_with_lightning_cli_style_init_args(capsys: pytest.CaptureFixture[str]) -> None:
-    argv = [
-        "memory",
-        "--model",
-        "lightning_recipes.testing.TinyTransformerLM",
-        "--model.init_args.n_layers",
-        "24",
-    ]
-    argv += ["--model.d_model=1024", "--devices", "8", "--gpu-memory", "80"]
+    argv = ["memory", "--model", "lightning_recipes.testing.TinyTransformerLM"]
+    argv += ["--model.init_args.n_layers", "24", "--model.d_model=1024"]
+    argv += ["--devices", "8", "--gpu-memory", "80"]
     assert cli_main(argv) == 0
     out = capsys.readouterr().out
     assert "302,573,632 params" in out  # 24 blocks of width 1024, built on the meta device
@@ -76,8 +71,7 @@ def test_api_says_when_offload_rows_were_not_checked() -> None:
 def test_the_console_script_imports_the_model_from_the_current_directory(
     command: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """`lightning-recipes memory --model my_pkg.MyModel` run where my_pkg.py lies, no PYTHONPATH: the script
-    pip writes puts its own folder on sys.path, not the current directory."""
+    """`memory --model my_pkg.MyModel` from my_pkg.py's folder, no PYTHONPATH (pip's script adds its own)."""
     (tmp_path / "cli_cwd_pkg.py").write_text(
         "from lightning_recipes.testing import TinyClassifier\n\nclass MyModel(TinyClassifier):\n    pass\n"
     )
@@ -130,8 +124,7 @@ def test_optimizer_state_is_the_models_own_optimizers(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """Field report #22: a Lion model was estimated as AdamW (2 moments instead of 1) and
-    `--model.recipe.optimizer` was refused."""
+    """Field report #22: a Lion model was estimated as AdamW (2 moments) and the recipe optimizer refused."""
     (tmp_path / "recipe_models.py").write_text(_RECIPE_MODELS)
     monkeypatch.syspath_prepend(str(tmp_path))
     argv = ["--model", f"recipe_models.{model}", *flags, "--strategy", "ddp", "--precision", "32-true"]

@@ -36,9 +36,8 @@ NON_DEEPSPEED = sorted(name for name in REQUIRED if not name.startswith("deepspe
 @pytest.mark.parametrize("name", NON_DEEPSPEED)
 def test_presets_build_real_lightning_strategies_from_name_registry_and_trainer(name: str) -> None:
     assert set(PRESETS) == REQUIRED  # registered as recipes_<name>: tests/strategies/test_preset_table.py
-    expected = {"ddp": DDPStrategy, "fsdp": FSDPStrategy, "fsdp2": ModelParallelStrategy}[
-        PRESETS[name].engine
-    ]
+    engines = {"ddp": DDPStrategy, "fsdp": FSDPStrategy, "fsdp2": ModelParallelStrategy}
+    expected = engines[PRESETS[name].engine]
     built = preset(name)
     assert isinstance(built, expected) and type(built) is PRESETS[name].strategy_class
     assert type(preset(f"recipes_{name}")) is type(StrategyRegistry.get(f"recipes_{name}")) is type(built)
@@ -103,9 +102,8 @@ def test_fsdp_activation_checkpointing_opt_out_and_lazy_inference() -> None:
     [("32-true", torch.float32), ("bf16-mixed", torch.bfloat16), ("16-mixed", torch.float16)],
 )
 def test_fsdp_mixed_precision_follows_the_trainer(precision: str, param_dtype) -> None:
-    trainer = pl.Trainer(
-        strategy=preset("fsdp_full_shard"), accelerator="cpu", devices=1, precision=precision
-    )
+    strategy = preset("fsdp_full_shard")
+    trainer = pl.Trainer(strategy=strategy, accelerator="cpu", devices=1, precision=precision)
     config = trainer.strategy.mixed_precision_config
     assert config.param_dtype == param_dtype
 
@@ -125,11 +123,8 @@ class Block(nn.Module):
 class Net(nn.Module):
     def __init__(self) -> None:
         super().__init__()
-        self.embed, self.layers, self.head = (
-            nn.Embedding(1000, 8),
-            nn.ModuleList(Block() for _ in range(3)),
-            nn.Linear(8, 1000),
-        )
+        self.embed, self.head = nn.Embedding(1000, 8), nn.Linear(8, 1000)
+        self.layers = nn.ModuleList(Block() for _ in range(3))
 
 
 @pytest.mark.parametrize(
@@ -169,9 +164,8 @@ def test_fsdp1_on_cpu_is_refused_at_setup_before_any_work(name: str, tmp_path: P
     strategy = preset(name)  # building on a CPU machine is fine
     RecordingLM.calls = []
     trainer = fast_trainer(strategy=strategy, max_steps=1, default_root_dir=tmp_path)
-    with pytest.raises(
-        RuntimeError, match=rf"`recipes_{name}` runs on Lightning's FSDPStrategy.*needs CUDA.*recipes_fsdp2"
-    ):
+    refusal = rf"`recipes_{name}` runs on Lightning's FSDPStrategy.*needs CUDA.*recipes_fsdp2"
+    with pytest.raises(RuntimeError, match=refusal):
         trainer.fit(RecordingLM(), random_token_loader())
     assert RecordingLM.calls == []  # neither configure_model nor a training step ran
 
@@ -245,9 +239,8 @@ def test_lazy_policy_drives_torch_fsdp1_wrapping_and_checkpointing() -> None:
     dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
     try:
         model = TinyTransformerLM(n_layers=3)
-        wrapped = FullyShardedDataParallel(
-            model, auto_wrap_policy=policy, device_id=torch.device("cpu"), use_orig_params=True
-        )
+        cpu = {"device_id": torch.device("cpu"), "use_orig_params": True}
+        wrapped = FullyShardedDataParallel(model, auto_wrap_policy=policy, **cpu)
         apply_activation_checkpointing(
             wrapped, checkpoint_wrapper_fn=checkpoint_wrapper, **strategy._activation_checkpointing_kwargs
         )
@@ -261,8 +254,7 @@ def test_lazy_policy_drives_torch_fsdp1_wrapping_and_checkpointing() -> None:
 
 
 def test_fsdp_precision_clips_by_the_global_norm_through_the_root_module() -> None:
-    """#19235: norm clipping under FSDP, via the root module's clip_grad_norm_ (torch FSDP1 on CPU, 1
-    rank)."""
+    """#19235: norm clipping under FSDP via the root module's clip_grad_norm_ (torch FSDP1, CPU, 1 rank)."""
     import copy
 
     import torch.distributed as dist
@@ -275,9 +267,8 @@ def test_fsdp_precision_clips_by_the_global_norm_through_the_root_module() -> No
     try:
         model = TinyTransformerLM()
         reference = copy.deepcopy(model)
-        wrapped = FullyShardedDataParallel(
-            model, auto_wrap_policy=LazyBlockPolicy(), device_id=torch.device("cpu"), use_orig_params=True
-        )
+        cpu = {"device_id": torch.device("cpu"), "use_orig_params": True}
+        wrapped = FullyShardedDataParallel(model, auto_wrap_policy=LazyBlockPolicy(), **cpu)
         tokens, target = next(iter(random_token_loader(batch_size=4)))
         model.loss(wrapped(tokens), target).backward()
         reference.loss(reference(tokens), target).backward()
@@ -306,8 +297,7 @@ SLURM = {"SLURM_NTASKS": "4", "SLURM_NTASKS_PER_NODE": "2", "SLURM_PROCID": "3",
     ("env", "cluster"), [(TORCHRUN, "TorchElasticEnvironment"), (SLURM, "SLURMEnvironment")]
 )
 def test_presets_pick_up_multi_node_launchers(name: str, env: dict, cluster: str, monkeypatch) -> None:
-    """2 nodes x 2 processes, as seen from global rank 3: Lightning's cluster environments drive the
-    presets."""
+    """2 nodes x 2 processes seen from global rank 3: Lightning's cluster environments drive the presets."""
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     monkeypatch.setattr("shutil.which", lambda cmd: "/usr/bin/srun" if cmd == "srun" else None)

@@ -67,8 +67,7 @@ def test_a_speed_tune_result_applies_through_trainer_kwargs_callback_and_loader(
 
 
 def test_the_yaml_fragment_configures_lightningcli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Regression (issue 22.2): `.to_yaml()` gave the Trainer part only; the model-side options were comments
-    the user had to write code for. Now the fragment holds the callback, and LightningCLI builds it."""
+    """Issue 22.2: `.to_yaml()` now holds the model-side callback too, and LightningCLI builds it."""
     from lightning.pytorch.cli import LightningCLI
 
     advice = {"channels_last": "model.to(memory_format=torch.channels_last)"}

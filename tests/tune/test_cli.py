@@ -25,9 +25,8 @@ class RecordingCNN(DigitsCNN):
 
     def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
         device = next(self.parameters()).device
-        RecordingCNN.steps.append(
-            (torch.is_autocast_enabled(device.type), torch.get_autocast_dtype(device.type), device.type)
-        )
+        autocast = torch.is_autocast_enabled(device.type), torch.get_autocast_dtype(device.type)
+        RecordingCNN.steps.append((*autocast, device.type))
         return super().training_step(batch, batch_idx)
 
     def configure_gradient_clipping(

@@ -37,9 +37,8 @@ class SeqLamb(LambRecipe, pl.LightningModule):
     def __init__(self, recipe: OptimizerRecipe | None = None, hidden: int = 32) -> None:
         super().__init__()
         self.recipe = recipe
-        self.stem = nn.Sequential(
-            nn.Conv1d(6, hidden, 5, padding=2), nn.ReLU(), nn.Conv1d(hidden, hidden, 5, padding=2), nn.ReLU()
-        )
+        conv = nn.Conv1d(6, hidden, 5, padding=2), nn.Conv1d(hidden, hidden, 5, padding=2)
+        self.stem = nn.Sequential(conv[0], nn.ReLU(), conv[1], nn.ReLU())
         self.gru = nn.GRU(hidden, hidden, batch_first=True)
         self.head = nn.Linear(hidden, 4)
 
@@ -67,9 +66,8 @@ def test_lamb_peak_lr_learns_and_both_entry_points_agree():
     torch.manual_seed(0)
     model = SeqLamb(OptimizerRecipe(lr="find", warmup_ratio=0.1))
     logger = InMemoryLogger()
-    fast_trainer(max_epochs=3, logger=logger, limit_val_batches=None).fit(
-        model, loader(), DataLoader(val, 384)
-    )
+    trainer = fast_trainer(max_epochs=3, logger=logger, limit_val_batches=None)
+    trainer.fit(model, loader(), DataLoader(val, 384))
     assert swept.verdict == "ok"
     assert model.found_lr == swept.peak_lr  # the same curve: the same batches, read from the same state
     # LAMB: the default range is swept in 300 steps (RELATIVE_STEP_MIN_EXPOSURE), and the peak keeps the x5

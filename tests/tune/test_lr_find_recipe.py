@@ -33,8 +33,7 @@ FIND_NET = "tests.tune.test_lr_find_recipe.FindNet"
 
 
 class FindNet(LionRecipe, pl.LightningModule):
-    """Lion over decay / no-decay groups, with dropout (so the RNG stream matters); module level: LightningCLI
-    imports it."""
+    """Lion over decay/no-decay groups, with dropout (the RNG stream matters); module level: LightningCLI."""
 
     def __init__(self, recipe: OptimizerRecipe | None = None, dropout: float = 0.0) -> None:
         super().__init__()
@@ -107,10 +106,7 @@ def test_the_run_trains_at_find_lr_pick_on_the_same_model_data_and_seed(override
 
 
 def test_a_fit_checks_the_sweep_arguments_once(monkeypatch):
-    """Issue #23: the recipe checks `lr_find` when it is built, as a `SweepArgs` record, and the fit (the
-    run's and the sweep copy's `configure_optimizers`, the reuse key, the sweep) passes that record on.
-    Before, the same fit validated the arguments 7 times (recipe, each resolve, the key, the sweep, the log
-    line)."""
+    """Issue #23: `lr_find` is validated once, as the recipe's `SweepArgs` (before: 7 times a fit)."""
     built: list[SweepArgs] = []
     check = SweepArgs.__post_init__
 
@@ -128,8 +124,7 @@ def test_a_fit_checks_the_sweep_arguments_once(monkeypatch):
 
 
 def test_the_sweep_leaves_the_run_as_it_would_be_with_that_lr_written_down():
-    """Dropout draws from the global RNG and the loader shuffles with it: a sweep that moved either stream, or
-    a weight, would make the two runs differ."""
+    """Dropout and the shuffling loader draw from the global RNG: a sweep that moved it would differ."""
     loader = random_classification_loader(num_samples=128, shuffle=True)
     pl.seed_everything(3)
     found = FindNet(_recipe(), dropout=0.3)
@@ -224,8 +219,7 @@ OLD_CHECKPOINT = Path(__file__).parent / "data" / "lr_find_before_policy.ckpt"
 
 
 def test_a_checkpoint_written_before_the_policy_left_the_mixin_resumes_without_a_sweep(tmp_path, sweeps):
-    """Written by the code of commit 1c012ec (``tests/tune/data/write_lr_find_checkpoint.py``): its found LR,
-    choice, recipe key and sweep curve load, and the resume trains at that LR without sweeping again."""
+    """Written by commit 1c012ec (tests/tune/data/write_lr_find_checkpoint.py): loads, resumes, no sweep."""
     saved = torch.load(OLD_CHECKPOINT, weights_only=True)[CHECKPOINT_KEY]
     assert saved["choice"] == "peak_lr" and saved["key"]["optimizer"] == "lion"
     loader = random_classification_loader(num_samples=128)

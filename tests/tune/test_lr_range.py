@@ -141,9 +141,8 @@ def test_ddp_every_rank_gets_the_single_process_curve_on_the_global_batch(tmp_pa
     torch.manual_seed(0)  # the same initial weights (DDP broadcasts rank 0's)
     model = TinyClassifier()
     callbacks = [LRRangeTest(num_steps=25, stop=True, print_result=False), RecordResult(str(tmp_path))]
-    fast_trainer(max_steps=1, devices=2, strategy="ddp_fork", callbacks=callbacks).fit(
-        model, _loader(batch_size=16)
-    )
+    trainer = fast_trainer(max_steps=1, devices=2, strategy="ddp_fork", callbacks=callbacks)
+    trainer.fit(model, _loader(batch_size=16))
     ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
     assert ranks[0]["losses"] == ranks[1]["losses"] and ranks[0]["suggestion"] == ranks[1]["suggestion"]
     assert ranks[0]["losses"] == pytest.approx(single.losses, rel=1e-4)
@@ -165,13 +164,11 @@ class RankBranchClassifier(TinyClassifier):
 
 
 def test_ddp_sweep_with_a_parameter_unused_on_one_rank_agrees_across_ranks(tmp_path: Path):
-    """Each rank used to all-reduce only its parameters with a gradient: different layouts on the two ranks,
-    and gloo aborted the process ("collective mismatch"). Now the missing ones join as zeros."""
+    """Parameters unused on one rank join the all-reduce as zeros (before: gloo's collective mismatch)."""
     torch.manual_seed(0)
     callbacks = [LRRangeTest(num_steps=20, stop=True, print_result=False), RecordResult(str(tmp_path))]
-    trainer = fast_trainer(
-        max_steps=1, devices=2, strategy="ddp_fork_find_unused_parameters_true", callbacks=callbacks
-    )
+    ddp = {"devices": 2, "strategy": "ddp_fork_find_unused_parameters_true"}
+    trainer = fast_trainer(max_steps=1, callbacks=callbacks, **ddp)
     trainer.fit(RankBranchClassifier(), _loader(batch_size=16))
     ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
     assert ranks[0]["losses"] == ranks[1]["losses"] and ranks[0]["suggestion"] == ranks[1]["suggestion"]
@@ -214,8 +211,7 @@ SWEEP_CASES = [
 
 @pytest.mark.parametrize(("kwargs", "name"), SWEEP_CASES)
 def test_a_bad_sweep_argument_is_refused_by_every_entry_point(kwargs: dict[str, Any], name: str):
-    """Before: warmup_factor and seed were not checked (a negative warmup_factor gave a negative peak_lr after
-    a 100-step sweep)."""
+    """Before: warmup_factor and seed went unchecked (a negative warmup_factor gave a negative peak_lr)."""
     loader = random_classification_loader()
     calls = [
         lambda: LRRangeTest(**kwargs),

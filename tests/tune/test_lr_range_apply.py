@@ -45,9 +45,7 @@ SCHEDULES: dict[str, Callable[[torch.optim.Optimizer], Any]] = {
     "warmup_cosine": lambda o: warmup_cosine(o, warmup_steps=5, total_steps=STEPS, min_lr_ratio=0.1),
     "warmup_linear": lambda o: warmup_linear(o, warmup_steps=5, total_steps=STEPS),
     "warmup_constant": lambda o: warmup_constant(o, warmup_steps=5, total_steps=STEPS),
-    "warmup_stable_decay": lambda o: warmup_stable_decay(
-        o, warmup_steps=5, total_steps=STEPS, decay_steps=10
-    ),
+    "warmup_stable_decay": lambda o: warmup_stable_decay(o, 5, total_steps=STEPS, decay_steps=10),
 }
 
 
@@ -105,8 +103,7 @@ def test_scale_schedule_scales_every_lr_the_schedule_reaches(schedule: str):
 
 @pytest.mark.parametrize("schedule", ["OneCycleLR", "SequentialLR"])
 def test_apply_scales_the_lr_the_run_trains_at(schedule: str):
-    """The real schedule, stepped by the real fit after the apply, is the unscaled one times peak_lr / peak
-    (OneCycleLR once got a factor 25x too large, from its initial_lr)."""
+    """The fit's schedule after apply is the unscaled one x peak_lr / peak (OneCycleLR was once 25x)."""
     torch.manual_seed(0)
     finder = LRRangeTest(num_steps=20, max_lr=1.0, apply=True, print_result=False)  # 10 read as inconclusive
     trained = TrainedLR()
@@ -132,10 +129,8 @@ class FloorLR(sched.LRScheduler):
 class FloorClassifier(TinyClassifier):
     def configure_optimizers(self) -> Any:
         optimizer = _optimizer(self.parameters())
-        return {
-            "optimizer": optimizer,
-            "lr_scheduler": {"scheduler": FloorLR(optimizer, 0.05), "interval": "step"},
-        }
+        scheduler = {"scheduler": FloorLR(optimizer, 0.05), "interval": "step"}
+        return {"optimizer": optimizer, "lr_scheduler": scheduler}
 
 
 def test_a_schedule_the_apply_cannot_scale_is_refused_before_the_sweep():
@@ -175,9 +170,8 @@ def _fit_applied(
     finder = LRRangeTest(num_steps=15, max_lr=1.0, apply=True, print_result=False)
     trained = TrainedLR()
     every_4 = ModelCheckpoint(dirpath=root, filename="{step}", every_n_train_steps=4, save_top_k=-1)
-    trainer = fast_trainer(
-        max_steps=8, max_epochs=-1, callbacks=[finder, trained, every_4], enable_checkpointing=True
-    )
+    callbacks = [finder, trained, every_4]
+    trainer = fast_trainer(max_steps=8, max_epochs=-1, callbacks=callbacks, enable_checkpointing=True)
     trainer.fit(model, random_classification_loader(num_samples=128), ckpt_path=ckpt_path)
     return finder, trained, model
 
@@ -189,9 +183,8 @@ def test_the_state_round_trips_and_a_resumed_fit_trains_as_the_uninterrupted_one
     restored = LRRangeTest()
     restored.load_state_dict(full.state_dict())
     assert restored.state_dict() == full.state_dict() and restored.result == full.result
-    resumed, resumed_lrs, resumed_model = _fit_applied(
-        tmp_path / "resumed", str(tmp_path / "full" / "step=4.ckpt")
-    )
+    step_4 = str(tmp_path / "full" / "step=4.ckpt")
+    resumed, resumed_lrs, resumed_model = _fit_applied(tmp_path / "resumed", step_4)
     assert resumed.result == full.result  # restored, not swept again on trained weights
     assert resumed_lrs.lrs == pytest.approx(full_lrs.lrs[4:], rel=1e-6)
     for key, value in full_model.state_dict().items():

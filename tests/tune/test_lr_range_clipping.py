@@ -68,8 +68,7 @@ def _sweep_losses(model: pl.LightningModule, **trainer_args: Any) -> list[float]
     ids=["trainer-norm", "trainer-value", "module-hook"],
 )
 def test_every_entry_point_sweeps_the_curve_of_the_clipped_run(model_class: type, clip_args: dict[str, Any]):
-    """The callback (clipping from the Trainer) and find_lr (from its arguments). Before: the sweep stepped
-    unclipped gradients x100 too large; its curve left the run's at step 1."""
+    """The callback (Trainer clipping) and find_lr (its arguments) sweep clipped gradients (before: x100)."""
     torch.manual_seed(0)
     model = model_class()
     run = _run_losses(_copy(model), **clip_args)

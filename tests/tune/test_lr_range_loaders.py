@@ -50,15 +50,11 @@ def _same(first: Any, second: Any) -> bool:
     if isinstance(first, torch.Tensor):
         return isinstance(second, torch.Tensor) and torch.equal(first, second)
     if isinstance(first, dict):
-        return (
-            isinstance(second, dict)
-            and first.keys() == second.keys()
-            and _same([*first.values()], [*second.values()])
-        )
+        same_keys = isinstance(second, dict) and first.keys() == second.keys()
+        return same_keys and _same([*first.values()], [*second.values()])
     if isinstance(first, (list, tuple)):
-        return (
-            isinstance(second, (list, tuple)) and len(first) == len(second) and all(map(_same, first, second))
-        )
+        same_length = isinstance(second, (list, tuple)) and len(first) == len(second)
+        return same_length and all(map(_same, first, second))
     return first is second is None
 
 
@@ -89,15 +85,11 @@ def test_every_entry_point_sweeps_the_batches_fit_passes(entry: str, kind: str):
         result, sweep = finder.result, MultiSourceClassifier.seen
         assert len(sweep) == STEPS
     elif entry == "find_lr":
-        result = find_lr(
-            MultiSourceClassifier(), train_dataloaders=_loaders(kind), num_steps=STEPS, max_lr=1e-2
-        )
+        result = find_lr(MultiSourceClassifier(), train_dataloaders=_loaders(kind), **SWEEP)
         sweep = MultiSourceClassifier.seen[-STEPS:]  # after the key-inference probe, if any
     else:
         model = FindMultiSource()
-        model.recipe = OptimizerRecipe(
-            lr="find", warmup_steps=1, lr_find={"num_steps": STEPS, "max_lr": 1e-2}
-        )
+        model.recipe = OptimizerRecipe(lr="find", warmup_steps=1, lr_find=SWEEP)
         fast_trainer(max_steps=1).fit(model, _loaders(kind))
         result, sweep = model.lr_find_result, MultiSourceClassifier.seen[:STEPS]
     assert result is not None and len(result.lrs) == STEPS

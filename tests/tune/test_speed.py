@@ -141,9 +141,8 @@ def test_loader_rebuilt_with_workers_keeps_the_shuffled_order_and_the_loss() -> 
     generator = torch.Generator().manual_seed(0)  # the loader's own stream, as DigitsDataModule's
     loader = DataLoader(base.dataset, batch_size=32, shuffle=True, generator=generator)
     state = generator.get_state()
-    result = speed_tune(
-        TinyClassifier(), train_dataloaders=loader, options=["num_workers"], **FAST | {"repeats": 2}
-    )
+    twice = FAST | {"repeats": 2}
+    result = speed_tune(TinyClassifier(), train_dataloaders=loader, options=["num_workers"], **twice)
     row = result.rows[1]
     assert row.loss_deviation == 0.0 and not row.status.startswith("incorrect"), row
     assert loader.num_workers == 0 and torch.equal(state, generator.get_state())
@@ -202,8 +201,7 @@ PAYS_LATER = SpeedOption("pays_later", prepare=_pays_later, advice="x")
 
 
 def test_an_option_whose_one_off_cost_the_run_does_not_repay_is_not_chosen(monkeypatch: Any) -> None:
-    """Regression (issue 22): `compile` was chosen for a short fit on its per-step time alone. 1.5 s once
-    for 140 ms a step (virtual clock: exact) pays after 11 steps: not for a run of 4, yes for 1000."""
+    """Issue 22: 1.5 s once for 140 ms a step (virtual clock) pays after 11 steps: not for 4, yes for 1000."""
     virtual_time(monkeypatch)
     loader = random_classification_loader()
     tune = {"train_dataloaders": loader, "options": [PAYS_LATER], **FAST}
@@ -219,12 +217,9 @@ def test_an_option_whose_one_off_cost_the_run_does_not_repay_is_not_chosen(monke
 
 
 def test_a_rows_speedup_is_its_step_time_against_the_baseline_of_the_same_repeats(monkeypatch: Any) -> None:
-    """Regression (issue 22 audit): the combination row was compared with its own re-measured baseline while
-    the table showed another one; every row now carries its baseline and speed-up = baseline / step time."""
-    options = [
-        SpeedOption("quicker", prepare=lambda m: (setattr(m, "step_sleep", 0.03), m)[1]),
-        SpeedOption("also", prepare=lambda m: m, advice="nothing"),
-    ]
+    """Issue 22 audit: every row carries its own baseline, and speed-up = baseline / step time."""
+    quicker = SpeedOption("quicker", prepare=lambda m: (setattr(m, "step_sleep", 0.03), m)[1])
+    options = [quicker, SpeedOption("also", prepare=lambda m: m, advice="nothing")]
     virtual_time(monkeypatch)
     loader = random_classification_loader()
     result = speed_tune(CostlyStartClassifier(), train_dataloaders=loader, options=options, **FAST)
