@@ -10,6 +10,7 @@ from typing_extensions import Unpack, override
 from lightning_recipes._validation import check_int
 from lightning_recipes.checks._probe import listed
 from lightning_recipes.checks.base import CheckOptions, SanityCheck
+from lightning_recipes.checks.model._derivative import derivative_check
 from lightning_recipes.checks.report import CheckResult
 from lightning_recipes.harness import Harness as CheckContext
 
@@ -112,6 +113,14 @@ class GradFlowCheck(SanityCheck):
                 f"{len(missing)} trainable parameter(s) not in any optimizer: {listed(missing)}",
                 details,
                 "Build the optimizer's param groups from self.named_parameters().",
+            )
+        details["derivative"] = found = derivative_check(context, model, trainable)
+        if found.get("mismatch"):
+            return self._fail(
+                f"the gradient is not the loss's derivative in {listed(found['mismatch'], 32)}: "
+                f"slope {found['slope']:.3g} vs difference {found['difference']:.3g}",
+                details,
+                "Test the hand-written backward on their path (autograd.gradcheck), and hooks editing grads.",
             )
         flows = f"all {len(trainable)} trainable parameters get finite, non-zero gradients in {steps} step(s)"
         if details["frozen_in_optimizer"]:
