@@ -247,3 +247,10 @@ def test_the_stage_leaves_the_model_the_rngs_and_the_default_dtype_as_they_were(
     assert all(
         torch.equal(before[name], after[name]) and after[name].dtype == before[name].dtype for name in before
     )
+
+
+def test_a_float16_cast_inside_is_not_compared_and_says_why():
+    """Understand or abstain: float16 rounding makes the differences at two steps disagree (not smooth)."""
+    result, found = _derivative(Activated, lambda h: torch.tanh(h).half().to(h.dtype))
+    assert result.status == "pass", result.message
+    assert not found["compared"] and "not smooth" in found["why"], found
