@@ -3,6 +3,7 @@ models are not flagged; the retries are fixed work."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 from torch.nn import functional as F
 
@@ -193,6 +194,13 @@ def test_a_hook_that_rescales_the_gradient_fails():
     result, found = _derivative(Activated, _halved_gradient)
     assert result.status == "fail", result.message
     assert found["mismatch"] == ["net.0.weight", "net.0.bias"], found
+    torch.manual_seed(0)  # where that is by design (a gradient reversal layer), the stage can be left out
+    result = GradFlowCheck(derivative=False).run(
+        CheckContext(Activated(_halved_gradient), _models.regression_loader())
+    )
+    assert result.status == "pass" and result.details["derivative"]["why"] == "derivative=False"
+    with pytest.raises(TypeError, match="`derivative` must be True or False, got 'no'"):
+        GradFlowCheck(derivative="no")
 
 
 def test_a_path_cut_without_detach_fails_where_stage_one_saw_gradients():
