@@ -36,21 +36,19 @@ class _StopGradients(TorchFunctionMode):
         out = func(*args, **(kwargs or {}))
         if getattr(func, "__name__", "") == "_set_grad_enabled":
             self.user_no_grad = not args[0]
-        cut = isinstance(out, float) or (
+        held = isinstance(out, float) or (
             isinstance(out, Tensor) and out.is_floating_point() and not out.requires_grad
         )
-        inputs = tree_leaves((args, kwargs))
-        if not cut or not (torch.is_grad_enabled() or self.user_no_grad):
+        if not held or not (torch.is_grad_enabled() or self.user_no_grad):
             return out
-        if not any(isinstance(t, Tensor) and t.requires_grad for t in inputs):
+        if not any(isinstance(t, Tensor) and t.requires_grad for t in tree_leaves((args, kwargs))):
             return out
         if not self.replay:
             self.values.append(out.detach().clone() if isinstance(out, Tensor) else out)
             return out
-        if self.count >= len(self.values) or type(self.values[self.count]) is not type(out):
-            raise RuntimeError("a perturbed pass cut other values from autograd than the first")
         self.count += 1
-        kept = self.values[self.count - 1]
+        if self.count > len(self.values) or type(kept := self.values[self.count - 1]) is not type(out):
+            raise RuntimeError("a perturbed pass cut other values from autograd than the first")
         return kept.clone() if isinstance(kept, Tensor) else kept
 
 

@@ -98,21 +98,24 @@ class GradFlowCheck(SanityCheck):
         details["cancelled"] = cancelled
         dead = no_grad + zero
         if len(dead) == len(trainable):
-            return self._fail(
+            return self.verdict(
+                "fail",
                 f"no parameter gets any gradient in {steps} backward passes (loss {loss:.4g}): the loss is "
                 "constant in them",
                 details,
                 "Return the unclamped loss: a clamp, .detach(), .item() or argmax cuts the graph.",
             )
         if nonfinite:
-            return self._fail(
+            return self.verdict(
+                "fail",
                 f"non-finite gradients in {len(nonfinite)} parameter(s): {listed(nonfinite)}",
                 details,
                 "Look for NaN/Inf in the data or log/sqrt/division at 0 (torch.autograd.detect_anomaly()).",
             )
         if dead:
             kind = "no" if no_grad else "an exactly-zero"
-            return self._fail(
+            return self.verdict(
+                "fail",
                 f"{len(dead)} of {len(trainable)} trainable parameter(s) get {kind} gradient in {steps} "
                 f"step(s): {listed(dead)}",
                 details,
@@ -120,7 +123,8 @@ class GradFlowCheck(SanityCheck):
             )
         if details["not_in_optimizer"]:
             missing = details["not_in_optimizer"]
-            return self._fail(
+            return self.verdict(
+                "fail",
                 f"{len(missing)} trainable parameter(s) not in any optimizer: {listed(missing)}",
                 details,
                 "Build the optimizer's param groups from self.named_parameters().",
@@ -130,7 +134,8 @@ class GradFlowCheck(SanityCheck):
             found = derivative_check(context, model, trainable)
         details["derivative"] = found
         if found.get("mismatch"):
-            return self._fail(
+            return self.verdict(
+                "fail",
                 f"the gradient is not the loss's derivative in {listed(found['mismatch'], 32)}: "
                 f"slope {found['slope']:.3g} vs difference {found['difference']:.3g}",
                 details,
@@ -186,9 +191,6 @@ class GradFlowCheck(SanityCheck):
             for optimizer in built.optimizers:
                 optimizer.step()
         return seen, nonzero, nonfinite, loss_value, steps
-
-    def _fail(self, summary: str, details: dict[str, Any], action: str) -> CheckResult:
-        return self.verdict("fail", summary, details, action=action)
 
 
 def _cancelled(
