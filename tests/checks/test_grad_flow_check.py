@@ -190,6 +190,29 @@ def test_a_wrong_custom_backward_fails_and_names_the_tensors_behind_it():
     assert found["compared"] and found["passes"] == 10, found  # the cost: 1 forward+backward, 9 forwards
 
 
+class DeepWithOneWrongBackward(_models.Regressor):
+    """Seven layers; only the fourth's activation has the wrong backward: a small share of the whole slope."""
+
+    def __init__(self):
+        super().__init__()
+        self.net = torch.nn.Sequential(*[torch.nn.Linear(16 if i == 0 else 32, 32) for i in range(6)])
+        self.net.append(torch.nn.Linear(32, 1))
+
+    def forward(self, x):
+        for i, layer in enumerate(self.net[:-1]):
+            x = (_SoftplusWrongBackward.apply if i == 3 else torch.tanh)(layer(x))
+        return self.net[-1](x).squeeze(-1)
+
+
+def test_one_wrong_layer_in_a_deeper_model_is_found_tensor_by_tensor():
+    """The whole model's slopes disagree by under 1% (the error is diluted); the screen sends it to the
+    per-tensor comparison, which names the layers whose gradient flows through the wrong backward."""
+    result, found = _derivative(DeepWithOneWrongBackward)
+    assert result.status == "fail", result.message
+    assert found["mismatch"] == [f"net.{i}.{kind}" for i in range(4) for kind in ("weight", "bias")], found
+    assert found["passes"] == 10 + 7 * 8, found  # 14 tensors in 7 groups of 2, 8 forwards each
+
+
 def test_a_hook_that_rescales_the_gradient_fails():
     result, found = _derivative(Activated, _halved_gradient)
     assert result.status == "fail", result.message
