@@ -173,6 +173,14 @@ class StopGradientTarget(_models.Regressor):
         return F.mse_loss(self(x), batch["y"]) + F.mse_loss(torch.tanh(self.net[0](x)), target)
 
 
+class SpectralNormed(_models.Regressor):
+    """The first layer under spectral norm: its power iteration runs under ``no_grad`` from the weight."""
+
+    def __init__(self):
+        super().__init__()
+        self.net[0] = torch.nn.utils.parametrizations.spectral_norm(self.net[0])
+
+
 def _derivative(make, *args):
     torch.manual_seed(0)  # the same init whatever ran before
     result = GradFlowCheck().run(CheckContext(make(*args), _models.regression_loader()))
@@ -237,14 +245,12 @@ def test_a_path_cut_without_detach_fails_where_stage_one_saw_gradients():
 
 
 def test_declared_stop_gradients_and_straight_through_estimators_pass():
-    """What the user cut on purpose (``.detach()``, ``no_grad``) is held at its value in every pass, as
-    autograd assumes; a custom straight-through Function gives a slope where the loss is flat: a surrogate."""
-    for make, arg in (
-        (StopGradientTarget, False),
-        (StopGradientTarget, True),
-        (Activated, _quantised_by_detach),
-    ):
-        result, found = _derivative(make, arg)
+    """What the user (or a library: spectral norm's power iteration) cut on purpose (``.detach()``,
+    ``no_grad``) is held at its value in every pass, as autograd assumes; a custom straight-through Function
+    gives a slope where the loss is flat: a surrogate."""
+    cases = [(StopGradientTarget, False), (StopGradientTarget, True), (Activated, _quantised_by_detach)]
+    for make, *arg in [*cases, (SpectralNormed,)]:
+        result, found = _derivative(make, *arg)
         assert result.status == "pass" and found["compared"], (make.__name__, arg, result.message, found)
         assert not found["mismatch"], found
     result, found = _derivative(Activated, lambda h: _RoundStraightThrough.apply(4 * h) / 4)
