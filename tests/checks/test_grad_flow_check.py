@@ -291,3 +291,10 @@ def test_a_float16_cast_inside_is_not_compared_and_says_why():
     result, found = _derivative(Activated, lambda h: torch.tanh(h).half().to(h.dtype))
     assert result.status == "pass", result.message
     assert not found["compared"] and "not smooth" in found["why"], found
+
+
+def test_a_tensor_made_float_inside_is_compared_in_float64():
+    """``.float()`` (a mask, a one-hot, a constant matrix) means float64 during the comparison; before, the
+    matmul of float32 and float64 raised and the stage did not compare (8 gallery models)."""
+    result, found = _derivative(Activated, lambda h: torch.tanh(h) @ torch.eye(h.shape[-1]).float())
+    assert result.status == "pass" and found["compared"], (result.message, found)

@@ -34,6 +34,7 @@ class _StopGradients(TorchFunctionMode):
         self.count, self.user_no_grad = 0, False
 
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        func = Tensor.double if func is Tensor.float else func  # a mask or one-hot made float: float64 here
         out = func(*args, **(kwargs or {}))
         if getattr(func, "__name__", "") == "_set_grad_enabled":
             self.user_no_grad = not args[0]
