@@ -3,7 +3,9 @@ models are not flagged; the retries are fixed work."""
 
 from __future__ import annotations
 
+import pytest
 import torch
+from torch.nn import functional as F
 
 from galleries.preflight.families import _existing_models as M
 from lightning_recipes.checks import CheckContext, GradFlowCheck, preflight
@@ -81,3 +83,217 @@ def test_model_and_loop_summaries_are_one_short_sentence():
         for result in report:
             assert len(result.summary) <= SUMMARY_LIMIT, (case.id, result.name, result.summary)
             assert result.status not in ("fail", "warn") or result.action, (case.id, result.name)
+
+
+# ---- the second stage: the gradient is the loss's derivative (central differences in float64) -------------
+class _Softplus(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return F.softplus(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * torch.sigmoid(x)
+
+
+class _SoftplusWrongBackward(_Softplus):
+    @staticmethod
+    def backward(ctx, grad):  # the derivative of softplus(-x): positive, so training runs, but wrong
+        (x,) = ctx.saved_tensors
+        return grad * torch.sigmoid(-x)
+
+
+class _RoundStraightThrough(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x.round()
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+
+
+def _halved_gradient(h):
+    h = torch.tanh(h)
+    h.register_hook(lambda grad: grad * 0.5)
+    return h
+
+
+def _quantised_by_detach(h):  # the straight-through estimator: round forward, identity backward
+    return h + ((4 * h).round() / 4 - h).detach()
+
+
+def _dropout(h):
+    return F.dropout(torch.tanh(h), 0.5, training=True)
+
+
+class Activated(_models.Regressor):
+    """The regressor with ``activation`` between its two layers."""
+
+    def __init__(self, activation):
+        super().__init__()
+        self.activation = activation
+
+    def forward(self, x):
+        return self.net[2](self.activation(self.net[0](x))).squeeze(-1)
+
+
+class GradientPenalty(_models.Regressor):
+    """MSE plus a penalty on the input gradient, which trains the model only with ``create_graph=True``."""
+
+    def __init__(self, create_graph):
+        super().__init__()
+        self.create_graph = create_graph
+
+    def training_step(self, batch, batch_idx):
+        x = batch["x"].clone().requires_grad_()
+        out = self(x)
+        (slope,) = torch.autograd.grad(out.sum(), x, create_graph=self.create_graph, retain_graph=True)
+        return F.mse_loss(out, batch["y"]) + 10 * slope.pow(2).mean()  # WGAN-GP's weight
+
+
+class StopGradientTarget(_models.Regressor):
+    """MSE plus matching the hidden layer to its own output on the reversed batch, held fixed (SimSiam's
+    stop-gradient from shared weights): by ``.detach()`` or under ``no_grad``."""
+
+    def __init__(self, by_no_grad):
+        super().__init__()
+        self.by_no_grad = by_no_grad
+
+    def training_step(self, batch, batch_idx):
+        x = batch["x"]
+        if self.by_no_grad:
+            with torch.no_grad():
+                target = torch.tanh(self.net[0](x.flip(0)))
+        else:
+            target = torch.tanh(self.net[0](x.flip(0))).detach()
+        return F.mse_loss(self(x), batch["y"]) + F.mse_loss(torch.tanh(self.net[0](x)), target)
+
+
+class SpectralNormed(_models.Regressor):
+    """The first layer under spectral norm: its power iteration runs under ``no_grad`` from the weight."""
+
+    def __init__(self):
+        super().__init__()
+        self.net[0] = torch.nn.utils.parametrizations.spectral_norm(self.net[0])
+
+
+def _derivative(make, *args):
+    torch.manual_seed(0)  # the same init whatever ran before
+    result = GradFlowCheck().run(CheckContext(make(*args), _models.regression_loader()))
+    return result, result.details.get("derivative", {})
+
+
+def test_a_wrong_custom_backward_fails_and_names_the_tensors_behind_it():
+    """Sealed gallery F's bug: stage one saw finite, non-zero gradients everywhere."""
+    result, found = _derivative(Activated, _SoftplusWrongBackward.apply)
+    assert result.status == "fail", result.message
+    assert found["mismatch"] == ["net.0.weight", "net.0.bias"], found
+    assert "not the loss's derivative" in result.summary and len(result.summary) <= 120
+    healthy, found = _derivative(Activated, _Softplus.apply)
+    assert healthy.status == "pass", healthy.message
+    assert found["compared"] and found["passes"] == 10, found  # the cost: 1 forward+backward, 9 forwards
+
+
+class DeepWithOneWrongBackward(_models.Regressor):
+    """Seven layers; only the fourth's activation has the wrong backward: a small share of the whole slope."""
+
+    def __init__(self):
+        super().__init__()
+        self.net = torch.nn.Sequential(*[torch.nn.Linear(16 if i == 0 else 32, 32) for i in range(6)])
+        self.net.append(torch.nn.Linear(32, 1))
+
+    def forward(self, x):
+        for i, layer in enumerate(self.net[:-1]):
+            x = (_SoftplusWrongBackward.apply if i == 3 else torch.tanh)(layer(x))
+        return self.net[-1](x).squeeze(-1)
+
+
+def test_one_wrong_layer_in_a_deeper_model_is_found_tensor_by_tensor():
+    """The whole model's slopes disagree by under 1% (the error is diluted); the screen sends it to the
+    per-tensor comparison, which names the layers whose gradient flows through the wrong backward."""
+    result, found = _derivative(DeepWithOneWrongBackward)
+    assert result.status == "fail", result.message
+    assert found["mismatch"] == [f"net.{i}.{kind}" for i in range(4) for kind in ("weight", "bias")], found
+    assert found["passes"] == 10 + 7 * 8, found  # 14 tensors in 7 groups of 2, 8 forwards each
+
+
+def test_a_hook_that_rescales_the_gradient_fails():
+    result, found = _derivative(Activated, _halved_gradient)
+    assert result.status == "fail", result.message
+    assert found["mismatch"] == ["net.0.weight", "net.0.bias"], found
+    torch.manual_seed(0)  # where that is by design (a gradient reversal layer), the stage can be left out
+    result = GradFlowCheck(derivative=False).run(
+        CheckContext(Activated(_halved_gradient), _models.regression_loader())
+    )
+    assert result.status == "pass" and result.details["derivative"]["why"] == "derivative=False"
+    with pytest.raises(TypeError, match="`derivative` must be True or False, got 'no'"):
+        GradFlowCheck(derivative="no")
+
+
+def test_a_path_cut_without_detach_fails_where_stage_one_saw_gradients():
+    """A gradient penalty taken without ``create_graph``: it trains nothing, but every parameter still gets a
+    gradient from the MSE (stage one passed it)."""
+    result, found = _derivative(GradientPenalty, False)
+    assert result.status == "fail", result.message
+    assert found["mismatch"], found
+    healthy, found = _derivative(GradientPenalty, True)
+    assert healthy.status == "pass" and found["compared"], (healthy.message, found)
+
+
+def test_declared_stop_gradients_and_straight_through_estimators_pass():
+    """What the user (or a library: spectral norm's power iteration) cut on purpose (``.detach()``,
+    ``no_grad``) is held at its value in every pass, as autograd assumes; a custom straight-through Function
+    gives a slope where the loss is flat: a surrogate."""
+    cases = [(StopGradientTarget, False), (StopGradientTarget, True), (Activated, _quantised_by_detach)]
+    for make, *arg in [*cases, (SpectralNormed,)]:
+        result, found = _derivative(make, *arg)
+        assert result.status == "pass" and found["compared"], (make.__name__, arg, result.message, found)
+        assert not found["mismatch"], found
+    result, found = _derivative(Activated, lambda h: _RoundStraightThrough.apply(4 * h) / 4)
+    assert result.status == "pass", result.message
+    assert not found["mismatch"], found
+
+
+def test_dropout_is_the_same_in_every_pass():
+    result, found = _derivative(Activated, _dropout)
+    assert result.status == "pass" and found["compared"], (result.message, found)
+
+
+def test_the_stage_leaves_the_model_the_rngs_and_the_default_dtype_as_they_were():
+    import random
+
+    import numpy as np
+
+    torch.manual_seed(0)
+    model = Activated(_SoftplusWrongBackward.apply)
+    before = {name: t.clone() for name, t in model.state_dict().items()}
+    torch.manual_seed(5)
+    random.seed(6)
+    np.random.seed(7)
+    states = torch.get_rng_state(), random.getstate(), np.random.get_state()[1].copy()
+    result = GradFlowCheck().check(CheckContext(model, _models.regression_loader()))  # no run(): no isolation
+    assert result.status == "fail", result.message
+    assert torch.equal(states[0], torch.get_rng_state()) and states[1] == random.getstate()
+    assert np.array_equal(states[2], np.random.get_state()[1])
+    assert torch.get_default_dtype() == torch.float32
+    after = model.state_dict()
+    assert all(
+        torch.equal(before[name], after[name]) and after[name].dtype == before[name].dtype for name in before
+    )
+
+
+def test_a_float16_cast_inside_is_not_compared_and_says_why():
+    """Understand or abstain: float16 rounding makes the differences at two steps disagree (not smooth)."""
+    result, found = _derivative(Activated, lambda h: torch.tanh(h).half().to(h.dtype))
+    assert result.status == "pass", result.message
+    assert not found["compared"] and "not smooth" in found["why"], found
+
+
+def test_a_tensor_made_float_inside_is_compared_in_float64():
+    """``.float()`` (a mask, a one-hot, a constant matrix) means float64 during the comparison; before, the
+    matmul of float32 and float64 raised and the stage did not compare (8 gallery models)."""
+    result, found = _derivative(Activated, lambda h: torch.tanh(h) @ torch.eye(h.shape[-1]).float())
+    assert result.status == "pass" and found["compared"], (result.message, found)

@@ -7,9 +7,10 @@ from typing import Any
 import torch
 from typing_extensions import Unpack, override
 
-from lightning_recipes._validation import check_int
+from lightning_recipes._validation import check_bool, check_int
 from lightning_recipes.checks._probe import listed
 from lightning_recipes.checks.base import CheckOptions, SanityCheck
+from lightning_recipes.checks.model._derivative import derivative_check
 from lightning_recipes.checks.report import CheckResult
 from lightning_recipes.harness import Harness as CheckContext
 
@@ -25,13 +26,22 @@ class GradFlowCheck(SanityCheck):
     frozen parameters inside the optimizer. Zero gradients behind a zero-initialised layer (a LoRA ``B``) get
     up to ``max_steps - 1`` optimizer steps to appear. Fixed work: no time-dependent stop.
 
-    Cost: 1 to ``max_steps`` forward+backward passes on one batch with a copy of the model.
+    Then the gradient must be the loss's derivative: autograd's directional derivatives against central
+    differences in float64 (a wrong hand-written backward, a hook that rescales, a derivative taken without
+    ``create_graph``); declared stop-gradients are held, and it abstains where the comparison is not sound
+    (``details["derivative"]``; see the guide's ``grad_flow`` section).
+
+    Cost: 1 to ``max_steps`` forward+backward passes on one batch with a copy of the model; then 1
+    forward+backward and 9 forwards in float64, 8 more per tensor (or group of them) when they disagree.
 
     Args:
         max_steps: Backward passes before a zero gradient counts as dead.
+        derivative: Compare the gradient with the loss's derivative (``False`` where a gradient is not the
+            derivative by design: a gradient reversal layer, a hook that rescales on purpose).
 
     Raises:
         ValueError: If ``max_steps < 1``.
+        TypeError: If ``derivative`` is not a bool.
 
     Example:
         >>> from lightning_recipes.checks import CheckContext
@@ -46,11 +56,13 @@ class GradFlowCheck(SanityCheck):
     def __init__(
         self,
         max_steps: int = 3,
+        derivative: bool = True,
         **options: Unpack[CheckOptions],
     ) -> None:
         super().__init__(**options)
         check_int("max_steps", max_steps, minimum=1)
-        self.max_steps = max_steps
+        check_bool("derivative", derivative)
+        self.max_steps, self.derivative = max_steps, derivative
 
     @override
     def check(self, context: CheckContext) -> CheckResult:
@@ -86,21 +98,24 @@ class GradFlowCheck(SanityCheck):
         details["cancelled"] = cancelled
         dead = no_grad + zero
         if len(dead) == len(trainable):
-            return self._fail(
+            return self.verdict(
+                "fail",
                 f"no parameter gets any gradient in {steps} backward passes (loss {loss:.4g}): the loss is "
                 "constant in them",
                 details,
                 "Return the unclamped loss: a clamp, .detach(), .item() or argmax cuts the graph.",
             )
         if nonfinite:
-            return self._fail(
+            return self.verdict(
+                "fail",
                 f"non-finite gradients in {len(nonfinite)} parameter(s): {listed(nonfinite)}",
                 details,
                 "Look for NaN/Inf in the data or log/sqrt/division at 0 (torch.autograd.detect_anomaly()).",
             )
         if dead:
             kind = "no" if no_grad else "an exactly-zero"
-            return self._fail(
+            return self.verdict(
+                "fail",
                 f"{len(dead)} of {len(trainable)} trainable parameter(s) get {kind} gradient in {steps} "
                 f"step(s): {listed(dead)}",
                 details,
@@ -108,10 +123,23 @@ class GradFlowCheck(SanityCheck):
             )
         if details["not_in_optimizer"]:
             missing = details["not_in_optimizer"]
-            return self._fail(
+            return self.verdict(
+                "fail",
                 f"{len(missing)} trainable parameter(s) not in any optimizer: {listed(missing)}",
                 details,
                 "Build the optimizer's param groups from self.named_parameters().",
+            )
+        found: dict[str, Any] = {"compared": False, "why": "derivative=False"}
+        if self.derivative:
+            found = derivative_check(context, model, trainable)
+        details["derivative"] = found
+        if found.get("mismatch"):
+            return self.verdict(
+                "fail",
+                f"the gradient is not the loss's derivative in {listed(found['mismatch'], 32)}: "
+                f"slope {found['slope']:.3g} vs difference {found['difference']:.3g}",
+                details,
+                "Test the hand-written backward on their path (autograd.gradcheck), and hooks editing grads.",
             )
         flows = f"all {len(trainable)} trainable parameters get finite, non-zero gradients in {steps} step(s)"
         if details["frozen_in_optimizer"]:
@@ -163,9 +191,6 @@ class GradFlowCheck(SanityCheck):
             for optimizer in built.optimizers:
                 optimizer.step()
         return seen, nonzero, nonfinite, loss_value, steps
-
-    def _fail(self, summary: str, details: dict[str, Any], action: str) -> CheckResult:
-        return self.verdict("fail", summary, details, action=action)
 
 
 def _cancelled(
