@@ -186,11 +186,13 @@ def _derivative(make, *args):
     return result, result.details.get("derivative", {})
 
 
-def test_a_wrong_custom_backward_fails_and_names_the_tensors_behind_it():
-    """Sealed gallery F's bug: stage one saw finite, non-zero gradients everywhere."""
+def test_a_wrong_custom_backward_warns_and_names_the_tensors_and_the_function_behind_it():
+    """Sealed gallery F's bug: stage one saw finite, non-zero gradients everywhere. A hand-written backward
+    may edit the gradient on purpose (a reversal layer), so the mismatch through one warns, naming it."""
     result, found = _derivative(Activated, _SoftplusWrongBackward.apply)
-    assert result.status == "fail", result.message
+    assert result.status == "warn", result.message
     assert found["mismatch"] == ["net.0.weight", "net.0.bias"], found
+    assert found["custom_functions"] == ["_SoftplusWrongBackward"], found
     assert "not the loss's derivative" in result.summary and len(result.summary) <= 120
     healthy, found = _derivative(Activated, _Softplus.apply)
     assert healthy.status == "pass", healthy.message
@@ -215,9 +217,29 @@ def test_one_wrong_layer_in_a_deeper_model_is_found_tensor_by_tensor():
     """The whole model's slopes disagree by under 1% (the error is diluted); the screen sends it to the
     per-tensor comparison, which names the layers whose gradient flows through the wrong backward."""
     result, found = _derivative(DeepWithOneWrongBackward)
-    assert result.status == "fail", result.message
+    assert result.status == "warn", result.message
     assert found["mismatch"] == [f"net.{i}.{kind}" for i in range(4) for kind in ("weight", "bias")], found
     assert found["passes"] == 10 + 7 * 8, found  # 14 tensors in 7 groups of 2, 8 forwards each
+
+
+class _ReverseGradient(torch.autograd.Function):
+    """A gradient reversal layer (domain-adversarial training): identity forward, minus the gradient back."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return -grad
+
+
+def test_a_gradient_reversal_layer_by_design_is_not_failed():
+    """Understand or abstain: the mismatch runs through a hand-written backward, which a reversal layer
+    writes on purpose; only the unmarked ones (hooks, a cut ``create_graph``) fail."""
+    result, found = _derivative(Activated, lambda h: _ReverseGradient.apply(torch.tanh(h)))
+    assert result.status == "warn", result.message
+    assert found["custom_functions"] == ["_ReverseGradient"] and found["mismatch"], found
 
 
 def test_a_hook_that_rescales_the_gradient_fails():
@@ -275,7 +297,7 @@ def test_the_stage_leaves_the_model_the_rngs_and_the_default_dtype_as_they_were(
     np.random.seed(7)
     states = torch.get_rng_state(), random.getstate(), np.random.get_state()[1].copy()
     result = GradFlowCheck().check(CheckContext(model, _models.regression_loader()))  # no run(): no isolation
-    assert result.status == "fail", result.message
+    assert result.status == "warn", result.message
     assert torch.equal(states[0], torch.get_rng_state()) and states[1] == random.getstate()
     assert np.array_equal(states[2], np.random.get_state()[1])
     assert torch.get_default_dtype() == torch.float32

@@ -99,6 +99,7 @@ def _compare(context: Harness, model: Any, trainable: Sequence[tuple[str, Tensor
             "compared": False,
             "why": f"the loss is {value.dtype} once the model is float64, or not finite",
         }
+    custom = _custom_functions(value)
     params = [p for _, p in trainable]
     grads = [
         torch.zeros_like(p) if g is None else g
@@ -152,7 +153,7 @@ def _compare(context: Harness, model: Any, trainable: Sequence[tuple[str, Tensor
     everything = list(range(len(params)))
     verdict, joint = kind(everything, SUSPECT)  # a screen: one tensor's error is diluted in the whole
     found: dict[str, Any] = {"compared": verdict != "rough", "slope": joint[0], "difference": joint[2]}
-    found.update(mismatch=[], surrogate=[], passes=passes)
+    found.update(mismatch=[], surrogate=[], passes=passes, custom_functions=custom)
     if verdict == "rough":
         found["why"] = "the loss is not smooth along either direction (kinks, jumps, rounding)"
     if verdict in ("agree", "rough"):
@@ -170,6 +171,23 @@ def _compare(context: Harness, model: Any, trainable: Sequence[tuple[str, Tensor
     if not found["mismatch"]:
         found["why"] = "no tensor or group disagrees alone, or only as a surrogate"
     return found
+
+
+def _custom_functions(loss: Tensor) -> list[str]:
+    """The custom ``autograd.Function`` nodes (and module backward hooks) in the loss's graph, by name: a
+    backward written by hand, which may edit the gradient on purpose (a gradient reversal, a scaling)."""
+    seen: set[int] = set()
+    names: list[str] = []
+    todo: list[Any] = [loss.grad_fn]
+    while todo:
+        node = todo.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, torch.autograd.function.BackwardCFunction):
+            names.append(type(node).__name__.removesuffix("Backward"))
+        todo += [child for child, _ in node.next_functions]
+    return sorted(set(names))
 
 
 def _rms(p: Tensor) -> Tensor:

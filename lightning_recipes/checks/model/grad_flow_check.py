@@ -134,12 +134,17 @@ class GradFlowCheck(SanityCheck):
             found = derivative_check(context, model, trainable)
         details["derivative"] = found
         if found.get("mismatch"):
+            # a hand-written backward may edit the gradient on purpose (a reversal layer): not failed
+            edited = ", ".join(found.get("custom_functions", []))
             return self.verdict(
-                "fail",
+                "warn" if edited else "fail",
                 f"the gradient is not the loss's derivative in {listed(found['mismatch'], 32)}: "
                 f"slope {found['slope']:.3g} vs difference {found['difference']:.3g}",
                 details,
-                "Test the hand-written backward on their path (autograd.gradcheck), and hooks editing grads.",
+                f"Test the hand-written backward of {edited} (autograd.gradcheck); a reversal or scaling by "
+                "design: GradFlowCheck(derivative=False)."
+                if edited
+                else "Find the hook editing grads on their path, or a derivative taken without create_graph.",
             )
         flows = f"all {len(trainable)} trainable parameters get finite, non-zero gradients in {steps} step(s)"
         if details["frozen_in_optimizer"]:
