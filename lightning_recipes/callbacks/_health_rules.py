@@ -433,6 +433,9 @@ def loss_plateau(e: Evidence) -> Decision | None:
     _, drop, level = e.falls(k, span)
     if drop > t["plateau_rtol"] * abs(level) or not data.loss_mean > (1.0 - t["plateau_progress"]) * first:
         return None  # a noisy loss may hide a real but slow descent: no plateau unless also immaterial
+    if e.left_start(k) and not e.input_free:
+        return None  # it fell beyond noise since step 0, and not to its input-free guess: the floor the data
+        # and the model allow (labels partly noise), not a stall -- whatever constant the loss carries
     change = "a different optimizer (AdamW/Lion), " if e.ratios.family != "adaptive" else ""
     return (
         {
@@ -556,7 +559,8 @@ def not_learning(e: Evidence, named: bool, plateau_judges: bool = True) -> Decis
         ...                   loss_steps=[50, 100, 150, 200, 250], ratios=[2e-3] * 5, start_loss=3.2)
         >>> data = CheckData(300, 5, loss_mean=3.092, loss_count=50, loss_std=0.008, param_norm=81.0,
         ...                  param_norm_start=29.0, update_ratio={"model": 2e-3}, grad_sampled=True,
-        ...                  grad_total=0.07, group_numel={"model": 10_000})
+        ...                  grad_total=0.07, group_numel={"model": 10_000}, input_free_loss=3.09,
+        ...                  input_free_gap=0.001, input_free_gap_se=0.002)  # its own input-free guess
         >>> evidence, advice = not_learning(evidence_of(data, history, DEFAULT_THRESHOLDS), named=False)
         >>> evidence["cause"], round(evidence["weight_growth"], 2)
         ('lr_too_high', 2.79)
@@ -574,6 +578,11 @@ def not_learning(e: Evidence, named: bool, plateau_judges: bool = True) -> Decis
     window_steps, means, _ = e.window(k)
     if min(means) < (1.0 - t["trivial_band"]) * start:
         return None  # it left the level of knowing nothing: it learns (or learned)
+    # "within trivial_band of the start" is a ratio, which a constant added to the loss inflates: the claim
+    # also needs the level of knowing nothing itself -- where it is measured, the model no better than its
+    # own input-free guess; where not, a loss never fallen beyond noise since step 0
+    if (not e.input_free) if e.level_known else e.left_start(k):
+        return None
     if plateau_judges:
         five = int(t["plateau_checks"])
         memorising = n >= five - 1 and (lambda f: f[0] and f[1] > t["plateau_rtol"] * abs(f[2]))(
@@ -763,7 +772,9 @@ def decide(data: CheckData, history: History, thresholds: dict[str, float]) -> d
         # and the loss sits at its start; or the loss left its start and landed where the model's own
         # input-free guess is (it learned the targets' marginal and nothing the inputs tell): the run is
         # not learning, not at a plateau. At its start a model may sit at a saddle it will leave.
-        landed = e.input_free and not e.at_start
+        landed = plateau is not None and e.input_free
+        if plateau is not None and landed:
+            landed = not e.at_start or e.left_start(int(plateau[0]["checks"]))  # or fell beyond noise
         if plateau is not None and (validation_never_improved(history, t) or e.frozen or landed):
             level = min(history.start_loss, history.losses[0]) if history.losses else history.start_loss
             out["not_learning"] = _diagnose(e, plateau[0]["window_steps"], level, int(plateau[0]["checks"]))
