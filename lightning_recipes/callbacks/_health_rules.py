@@ -46,6 +46,7 @@ __all__ = [
     "lr_raised_into_blowup",
     "lr_too_high",
     "lr_too_low",
+    "lr_zero_for_a_trained_group",
     "not_learning",
     "overfitting",
     "settle",
@@ -399,6 +400,55 @@ def lr_too_low(e: Evidence, cannot_learn: bool = False) -> Decision | None:
         + f"; healthy ~1e-3) and the loss is not falling ({fmt(data.loss_mean)}). Raise the learning rate "
         f"about {raise_by}x{target}, or run an LR range test; check the schedule does not cut it to ~0.",
     )
+
+
+def lr_zero_for_a_trained_group(e: Evidence) -> Decision | None:
+    """Parameter groups that get a gradient while their learning rate is 0 and other groups train
+    (``UpdateRatios.unstepped`` at an LR read as exactly 0), holding at least ``trained_share_low`` of the
+    model's elements, at ``persist_checks`` checks in a row: no step can move them, whatever the loss does
+    (an LR multiplier that rounded to 0: ``lr * (1 // 10)``). ``lr_too_low`` with cause
+    ``frozen_parameters`` (advice only: a freeze meant by ``requires_grad_(False)`` has no gradient, and is
+    no finding). Quiet while no group moves (a schedule annealed to 0 at the end of a run).
+
+    Example:
+        >>> data = CheckData(40, 0, loss_mean=28.0, update_ratio={"enc": 0.0, "dec": 3e-3},
+        ...                  group_grad_rms={"enc": 0.01, "dec": 0.05}, group_lr={"enc": 0.0, "dec": 1e-3},
+        ...                  group_numel={"enc": 10_000, "dec": 9_000}, model_numel=19_000)
+        >>> history = History(streaks={"lr_zero": 1})
+        >>> lr_zero_for_a_trained_group(evidence_of(data, history, DEFAULT_THRESHOLDS))[0]["frozen_groups"]
+        ['enc']
+    """
+    data, t = e.data, e.t
+    zero = [g for g in e.ratios.unstepped if data.group_lr.get(g, math.nan) == 0.0]
+    numel = sum(data.group_numel.get(g, 0) for g in zero)
+    total = data.model_numel or sum(data.group_numel.values())
+    share = numel / total if total > 0 else 0.0
+    present = bool(zero) and share >= t.get("trained_share_low", 0.0)
+    if streak(e.history, "lr_zero", present) < int(t["persist_checks"]):
+        return None
+    names = ", ".join(f"`{g}`" for g in zero[:3]) + (f" and {len(zero) - 3} more" if len(zero) > 3 else "")
+    evidence = {
+        "frozen_groups": zero[:8],
+        "frozen_parameters": numel,
+        "frozen_share": share,
+        "lr": 0.0,
+        "grad_rms": {g: data.group_grad_rms.get(g, math.nan) for g in zero[:8]},
+        "cause": "frozen_parameters",
+    }
+    action = (
+        f"{names} ({numel} parameters, {share:.0%} of the model) get gradients, but their learning rate is "
+        "0: no step moves them. Check the LR each parameter group is given (a multiplier that rounds to 0, "
+        "`lr * (1 // 10)`; a schedule's factor of 0); to freeze them on purpose, use `requires_grad_(False)`."
+    )
+    line = headline(
+        f"lr_too_low at step {data.step}: {names} ({share:.0%} of the parameters) at lr 0 while they get "
+        "gradients"
+    )
+    causes = [
+        Cause("frozen_parameters", {"frozen_share": share, "lr": 0.0}),
+        Cause("lr_too_low", {}, {"other_groups_update_ratio": e.ratio}),
+    ]
+    return Diagnosed(evidence, action, Diagnosis(line, causes, "frozen_parameters", action))
 
 
 def loss_plateau(e: Evidence) -> Decision | None:
@@ -762,7 +812,8 @@ def decide(data: CheckData, history: History, thresholds: dict[str, float]) -> d
     blocked = any(
         history.streaks.get(p, 0) > 0 for p in ("vanishing_gradients", "dead_units", "saturated_activations")
     )
-    _add(out, "lr_too_low", lr_too_low(e, cannot_learn=blocked))
+    at_zero = lr_zero_for_a_trained_group(e)  # its count runs at every check
+    _add(out, "lr_too_low", lr_too_low(e, cannot_learn=blocked) or at_zero)
     # an update ratio outside the healthy range: the LR rules judge it, a plateau would misname it
     lr_explains = math.isfinite(e.ratio) and not e.floor <= e.ratio <= t["ratio_stuck"]
     stuck = bool(history.streaks.get("not_learning"))  # a plateau at the start is not_learning's, found

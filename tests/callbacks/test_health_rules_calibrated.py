@@ -770,3 +770,26 @@ def test_a_plateau_at_a_floor_reached_by_learning_is_no_finding_one_at_the_start
     assert [p for _, p in _flat_run(at_start, 0.564, **noisy)[0]] == ["loss_plateau"]
     marginal = noisy | {"input_free_gap": 0.0, "input_free_gap_se": 0.005, "input_free_loss": 0.50}
     assert [p for _, p in _flat_run(losses, 0.564, **marginal)[0]] == ["not_learning"]
+
+
+def test_a_group_at_lr_0_with_gradients_is_named_once_it_persists_a_run_annealed_to_0_is_not() -> None:
+    """Zoo 5's VAE encoder at ``lr * (1 // 10)``: a group with gradients at LR 0 while the decoder trains,
+    two checks in a row: ``lr_too_low`` with cause ``frozen_parameters``. Its pairs: one check only (a
+    flicker); every group at LR 0 (a schedule annealed to 0: nothing moves, nothing singled out)."""
+
+    def checks(n: int, decoder_lr: float) -> list[CheckData]:
+        out = []
+        for i in range(n):
+            data = _check(20 * (i + 1), 40.0 - 2 * i, {"enc": 0.0, "dec": 3e-3 if decoder_lr else 0.0})
+            data.group_grad_rms = {"enc": 0.01, "dec": 0.05}
+            data.group_lr = {"enc": 0.0, "dec": decoder_lr}
+            data.group_numel, data.model_numel = {"enc": 10_000, "dec": 9_000}, 19_000
+            out.append(data)
+        return out
+
+    assert _run(checks(2, 1e-3)) == [(40, "lr_too_low")]
+    assert _run(checks(1, 1e-3)) == []
+    history = History()
+    for data in checks(2, 0.0):  # every ratio 0: the LR rules judge the run, no group is singled out
+        decided = decide(data, history, dict(T))
+    assert "frozen_groups" not in decided.get("lr_too_low", ({}, ""))[0]
