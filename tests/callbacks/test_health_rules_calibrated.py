@@ -793,3 +793,13 @@ def test_a_group_at_lr_0_with_gradients_is_named_once_it_persists_a_run_annealed
     for data in checks(2, 0.0):  # every ratio 0: the LR rules judge the run, no group is singled out
         decided = decide(data, history, dict(T))
     assert "frozen_groups" not in decided.get("lr_too_low", ({}, ""))[0]
+
+
+def test_gradients_exploding_at_step_0_are_the_initialisation_even_once_the_steps_tamed_them() -> None:
+    """Zoo 5's hypernetwork whose generated weights were not rescaled: a gradient of 4470 at step 0 against
+    weights of norm 40 (111x) and a loss of 184 (sensitivity ~970), down to 412 (10x) by its first check as
+    Adam's LR-sized steps shrink the outputs: the initialisation's all the same. Its pair: the same gradients
+    on a loss whose scale explains them (sensitivity ~2: a summed loss) -- no finding."""
+    tamed = decide(_first_check(4470.0, 412.0, 40.1, 184.0), History(), dict(T))
+    assert tamed["exploding_gradients"][0]["cause"] == "initialisation"
+    assert "exploding_gradients" not in decide(_first_check(4470.0, 412.0, 40.1, 9e4), History(), dict(T))
