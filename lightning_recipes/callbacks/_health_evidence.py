@@ -24,10 +24,14 @@ from lightning_recipes.callbacks._health_window import (
     History,
 )
 
-__all__ = ["NO_GRADIENT", "START_STEPS", "Evidence", "UpdateRatios", "evidence_of", "streak"]
+__all__ = ["NO_GRADIENT", "SHRUNK", "START_STEPS", "Evidence", "UpdateRatios", "evidence_of", "streak"]
 
 #: The gradient RMS per element below which the loss does not depend on the weights.
 NO_GRADIENT = 1e-8
+
+#: The weights' norm over step 0's below which they lost half their squared norm: pulled toward zero (steps
+#: alone grow a norm, as a random walk does; a decay or a penalty shrinks it).
+SHRUNK = 0.5**0.5
 
 #: The steps whose mean is the loss at initialisation (``History.start_loss``: the first interval's first).
 START_STEPS = 5
@@ -186,6 +190,12 @@ class Evidence:
         if not (math.isfinite(gap) and math.isfinite(se) and math.isfinite(level)):
             return False
         return gap + self.t["confidence_z"] * se <= self.t["trivial_band"] * abs(level)
+
+    @property
+    def shrunk(self) -> bool:
+        """The weights' norm fell below ``SHRUNK`` x its size at step 0: something pulls them toward zero
+        (a weight decay or penalty stronger than the gradient); unknown growth: False."""
+        return self.growth < SHRUNK
 
     @property
     def level_known(self) -> bool:

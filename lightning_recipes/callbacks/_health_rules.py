@@ -672,7 +672,8 @@ def _diagnose(e: Evidence, span: float, start: float, k: int) -> Decision:
     too_high = weighed("lr_too_high", high, {"update_ratio_max": top, "weight_growth": growth})
     too_low = weighed("lr_too_low_or_frozen", low, {"update_ratio": now, "floor": floor})
     no_signal = weighed("no_gradient_signal", silent, {"grad_rms": grad_rms})
-    open_ = not (high or low or silent or e.frozen)
+    pulled = weighed("weights_pulled_to_zero", e.shrunk and not high, {"weight_growth": growth})
+    open_ = not (high or low or silent or e.frozen or e.shrunk)
     labels = weighed("labels_do_not_match_inputs", open_, {"update_ratio_healthy": now})
     labels.evidence_against = {}
     if e.input_free and open_:  # the inputs tell the model nothing its own mean guess does not
@@ -684,8 +685,8 @@ def _diagnose(e: Evidence, span: float, start: float, k: int) -> Decision:
         labels.evidence_for |= {"val_loss_best": min(vals), "train_loss": data.loss_mean}
     elif vals and not val_stuck:
         labels.evidence_against["val_loss_best"] = min(vals)
-    causes = [frozen, too_high, too_low, no_signal, labels]
-    supported = [c.name for c in causes[:4] if c.supported]
+    causes = [frozen, too_high, too_low, no_signal, pulled, labels]
+    supported = [c.name for c in causes[:5] if c.supported]
     if len(supported) == 1:
         cause = supported[0]
     else:
@@ -716,6 +717,10 @@ def _diagnose(e: Evidence, span: float, start: float, k: int) -> Decision:
         "no_gradient_signal": f"The gradients are ~0 (RMS {fmt(grad_rms)}): the loss does not depend on the "
         "weights. Look for a detached output (`.detach()`, `.item()`, `torch.no_grad`), a constant target, "
         "or labels all ignored (`ignore_index`, a mask).",
+        "weights_pulled_to_zero": f"The weights shrank to {fmt(growth)}x their norm at step 0 while the "
+        "model predicts no better than a constant: something pulls them to zero faster than the gradient "
+        "moves them. Check the weight decay (AdamW removes lr x weight_decay of each weight per step: 1 "
+        "wipes them each step) and any penalty added to the loss.",
         "labels_do_not_match_inputs": "The model fits its training labels while the validation loss stays "
         "at the level of knowing nothing: check that each input keeps its own label (two shuffles, a wrong "
         "label column, a transform applied to one of them).",
@@ -823,10 +828,10 @@ def decide(data: CheckData, history: History, thresholds: dict[str, float]) -> d
         # and the loss sits at its start; or the loss left its start and landed where the model's own
         # input-free guess is (it learned the targets' marginal and nothing the inputs tell): the run is
         # not learning, not at a plateau. At its start a model may sit at a saddle it will leave.
-        landed = plateau is not None and e.input_free
-        if plateau is not None and landed:
-            landed = not e.at_start or e.left_start(int(plateau[0]["checks"]))  # or fell beyond noise
-        if plateau is not None and (validation_never_improved(history, t) or e.frozen or landed):
+        landed = e.input_free and not e.at_start
+        # its weights shrink toward zero while it outputs its input-free guess: no saddle it will leave
+        wiped = plateau is not None and e.input_free and e.shrunk
+        if plateau is not None and (validation_never_improved(history, t) or e.frozen or landed or wiped):
             level = min(history.start_loss, history.losses[0]) if history.losses else history.start_loss
             out["not_learning"] = _diagnose(e, plateau[0]["window_steps"], level, int(plateau[0]["checks"]))
             plateau = None
