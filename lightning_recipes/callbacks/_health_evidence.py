@@ -24,10 +24,17 @@ from lightning_recipes.callbacks._health_window import (
     History,
 )
 
-__all__ = ["NO_GRADIENT", "Evidence", "UpdateRatios", "evidence_of", "streak"]
+__all__ = ["NO_GRADIENT", "SHRUNK", "START_STEPS", "Evidence", "UpdateRatios", "evidence_of", "streak"]
 
 #: The gradient RMS per element below which the loss does not depend on the weights.
 NO_GRADIENT = 1e-8
+
+#: The weights' norm over step 0's below which they lost half their squared norm: pulled toward zero (steps
+#: alone grow a norm, as a random walk does; a decay or a penalty shrinks it).
+SHRUNK = 0.5**0.5
+
+#: The steps whose mean is the loss at initialisation (``History.start_loss``: the first interval's first).
+START_STEPS = 5
 
 
 def streak(history: History, name: str, present: bool) -> int:
@@ -183,6 +190,42 @@ class Evidence:
         if not (math.isfinite(gap) and math.isfinite(se) and math.isfinite(level)):
             return False
         return gap + self.t["confidence_z"] * se <= self.t["trivial_band"] * abs(level)
+
+    @property
+    def shrunk(self) -> bool:
+        """The weights' norm fell below ``SHRUNK`` x its size at step 0: something pulls them toward zero
+        (a weight decay or penalty stronger than the gradient); unknown growth: False."""
+        return self.growth < SHRUNK
+
+    @property
+    def level_known(self) -> bool:
+        """The loss's trivial level was measured (``input_free``: the run calls a torch loss): a claim that
+        the loss sits at it can be checked, whatever constant or scale the run's loss carries."""
+        return math.isfinite(self.data.input_free_loss)
+
+    def left_start(self, k: int) -> bool:
+        """The last ``k`` checks' mean loss fell beyond noise since step 0: significantly below the loss at
+        initialisation (its error: the first interval's per-step spread over the ``START_STEPS`` steps it is
+        the mean of; a loss that fell within the first interval spreads it, which only makes the claim
+        harder). A difference against noise: a constant added to the loss does not change it.
+
+        Example:
+            >>> history = History(losses=[5.29, 5.11, 5.10], loss_ses=[0.01] * 3, loss_steps=[20, 40, 60],
+            ...                   start_loss=5.33)
+            >>> data = CheckData(80, 0, loss_mean=5.09, loss_count=20, loss_std=0.04)
+            >>> e = evidence_of(data, history, DEFAULT_THRESHOLDS)
+            >>> e.left_start(3), e.at_start  # it fell 0.24 (12 errors), and sits at 96% of its start
+            (True, True)
+        """
+        history = self.history
+        if not history.loss_ses or not math.isfinite(self.start):  # no start, or no interval's spread
+            return False
+        _, means, ses = self.window(k)
+        if not all(math.isfinite(s) for s in ses):
+            return False
+        level, level_se = sum(means) / len(means), math.sqrt(sum(s * s for s in ses)) / len(ses)
+        start_se = history.loss_ses[0] * math.sqrt(max(self.data.loss_count, START_STEPS) / START_STEPS)
+        return significantly_above(self.start, start_se, level, level_se, self.t["confidence_z"])
 
     @property
     def frozen(self) -> bool:

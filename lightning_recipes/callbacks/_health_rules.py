@@ -46,6 +46,7 @@ __all__ = [
     "lr_raised_into_blowup",
     "lr_too_high",
     "lr_too_low",
+    "lr_zero_for_a_trained_group",
     "not_learning",
     "overfitting",
     "settle",
@@ -401,6 +402,55 @@ def lr_too_low(e: Evidence, cannot_learn: bool = False) -> Decision | None:
     )
 
 
+def lr_zero_for_a_trained_group(e: Evidence) -> Decision | None:
+    """Parameter groups that get a gradient while their learning rate is 0 and other groups train
+    (``UpdateRatios.unstepped`` at an LR read as exactly 0), holding at least ``trained_share_low`` of the
+    model's elements, at ``persist_checks`` checks in a row: no step can move them, whatever the loss does
+    (an LR multiplier that rounded to 0: ``lr * (1 // 10)``). ``lr_too_low`` with cause
+    ``frozen_parameters`` (advice only: a freeze meant by ``requires_grad_(False)`` has no gradient, and is
+    no finding). Quiet while no group moves (a schedule annealed to 0 at the end of a run).
+
+    Example:
+        >>> data = CheckData(40, 0, loss_mean=28.0, update_ratio={"enc": 0.0, "dec": 3e-3},
+        ...                  group_grad_rms={"enc": 0.01, "dec": 0.05}, group_lr={"enc": 0.0, "dec": 1e-3},
+        ...                  group_numel={"enc": 10_000, "dec": 9_000}, model_numel=19_000)
+        >>> history = History(streaks={"lr_zero": 1})
+        >>> lr_zero_for_a_trained_group(evidence_of(data, history, DEFAULT_THRESHOLDS))[0]["frozen_groups"]
+        ['enc']
+    """
+    data, t = e.data, e.t
+    zero = [g for g in e.ratios.unstepped if data.group_lr.get(g, math.nan) == 0.0]
+    numel = sum(data.group_numel.get(g, 0) for g in zero)
+    total = data.model_numel or sum(data.group_numel.values())
+    share = numel / total if total > 0 else 0.0
+    present = bool(zero) and share >= t.get("trained_share_low", 0.0)
+    if streak(e.history, "lr_zero", present) < int(t["persist_checks"]):
+        return None
+    names = ", ".join(f"`{g}`" for g in zero[:3]) + (f" and {len(zero) - 3} more" if len(zero) > 3 else "")
+    evidence = {
+        "frozen_groups": zero[:8],
+        "frozen_parameters": numel,
+        "frozen_share": share,
+        "lr": 0.0,
+        "grad_rms": {g: data.group_grad_rms.get(g, math.nan) for g in zero[:8]},
+        "cause": "frozen_parameters",
+    }
+    action = (
+        f"{names} ({numel} parameters, {share:.0%} of the model) get gradients, but their learning rate is "
+        "0: no step moves them. Check the LR each parameter group is given (a multiplier that rounds to 0, "
+        "`lr * (1 // 10)`; a schedule's factor of 0); to freeze them on purpose, use `requires_grad_(False)`."
+    )
+    line = headline(
+        f"lr_too_low at step {data.step}: {names} ({share:.0%} of the parameters) at lr 0 while they get "
+        "gradients"
+    )
+    causes = [
+        Cause("frozen_parameters", {"frozen_share": share, "lr": 0.0}),
+        Cause("lr_too_low", {}, {"other_groups_update_ratio": e.ratio}),
+    ]
+    return Diagnosed(evidence, action, Diagnosis(line, causes, "frozen_parameters", action))
+
+
 def loss_plateau(e: Evidence) -> Decision | None:
     """No significant progress over ``plateau_checks`` checks spanning ``plateau_steps`` steps, less than
     ``plateau_rtol`` drop along the trend, the loss above ``1 - plateau_progress`` of its first; quiet after a
@@ -433,6 +483,9 @@ def loss_plateau(e: Evidence) -> Decision | None:
     _, drop, level = e.falls(k, span)
     if drop > t["plateau_rtol"] * abs(level) or not data.loss_mean > (1.0 - t["plateau_progress"]) * first:
         return None  # a noisy loss may hide a real but slow descent: no plateau unless also immaterial
+    if e.left_start(k) and not e.input_free:
+        return None  # it fell beyond noise since step 0, and not to its input-free guess: the floor the data
+        # and the model allow (labels partly noise), not a stall -- whatever constant the loss carries
     change = "a different optimizer (AdamW/Lion), " if e.ratios.family != "adaptive" else ""
     return (
         {
@@ -556,7 +609,8 @@ def not_learning(e: Evidence, named: bool, plateau_judges: bool = True) -> Decis
         ...                   loss_steps=[50, 100, 150, 200, 250], ratios=[2e-3] * 5, start_loss=3.2)
         >>> data = CheckData(300, 5, loss_mean=3.092, loss_count=50, loss_std=0.008, param_norm=81.0,
         ...                  param_norm_start=29.0, update_ratio={"model": 2e-3}, grad_sampled=True,
-        ...                  grad_total=0.07, group_numel={"model": 10_000})
+        ...                  grad_total=0.07, group_numel={"model": 10_000}, input_free_loss=3.09,
+        ...                  input_free_gap=0.001, input_free_gap_se=0.002)  # its own input-free guess
         >>> evidence, advice = not_learning(evidence_of(data, history, DEFAULT_THRESHOLDS), named=False)
         >>> evidence["cause"], round(evidence["weight_growth"], 2)
         ('lr_too_high', 2.79)
@@ -574,6 +628,11 @@ def not_learning(e: Evidence, named: bool, plateau_judges: bool = True) -> Decis
     window_steps, means, _ = e.window(k)
     if min(means) < (1.0 - t["trivial_band"]) * start:
         return None  # it left the level of knowing nothing: it learns (or learned)
+    # "within trivial_band of the start" is a ratio, which a constant added to the loss inflates: the claim
+    # also needs the level of knowing nothing itself -- where it is measured, the model no better than its
+    # own input-free guess; where not, a loss never fallen beyond noise since step 0
+    if (not e.input_free) if e.level_known else e.left_start(k):
+        return None
     if plateau_judges:
         five = int(t["plateau_checks"])
         memorising = n >= five - 1 and (lambda f: f[0] and f[1] > t["plateau_rtol"] * abs(f[2]))(
@@ -613,7 +672,8 @@ def _diagnose(e: Evidence, span: float, start: float, k: int) -> Decision:
     too_high = weighed("lr_too_high", high, {"update_ratio_max": top, "weight_growth": growth})
     too_low = weighed("lr_too_low_or_frozen", low, {"update_ratio": now, "floor": floor})
     no_signal = weighed("no_gradient_signal", silent, {"grad_rms": grad_rms})
-    open_ = not (high or low or silent or e.frozen)
+    pulled = weighed("weights_pulled_to_zero", e.shrunk and not high, {"weight_growth": growth})
+    open_ = not (high or low or silent or e.frozen or e.shrunk)
     labels = weighed("labels_do_not_match_inputs", open_, {"update_ratio_healthy": now})
     labels.evidence_against = {}
     if e.input_free and open_:  # the inputs tell the model nothing its own mean guess does not
@@ -625,8 +685,8 @@ def _diagnose(e: Evidence, span: float, start: float, k: int) -> Decision:
         labels.evidence_for |= {"val_loss_best": min(vals), "train_loss": data.loss_mean}
     elif vals and not val_stuck:
         labels.evidence_against["val_loss_best"] = min(vals)
-    causes = [frozen, too_high, too_low, no_signal, labels]
-    supported = [c.name for c in causes[:4] if c.supported]
+    causes = [frozen, too_high, too_low, no_signal, pulled, labels]
+    supported = [c.name for c in causes[:5] if c.supported]
     if len(supported) == 1:
         cause = supported[0]
     else:
@@ -657,6 +717,10 @@ def _diagnose(e: Evidence, span: float, start: float, k: int) -> Decision:
         "no_gradient_signal": f"The gradients are ~0 (RMS {fmt(grad_rms)}): the loss does not depend on the "
         "weights. Look for a detached output (`.detach()`, `.item()`, `torch.no_grad`), a constant target, "
         "or labels all ignored (`ignore_index`, a mask).",
+        "weights_pulled_to_zero": f"The weights shrank to {fmt(growth)}x their norm at step 0 while the "
+        "model predicts no better than a constant: something pulls them to zero faster than the gradient "
+        "moves them. Check the weight decay (AdamW removes lr x weight_decay of each weight per step: 1 "
+        "wipes them each step) and any penalty added to the loss.",
         "labels_do_not_match_inputs": "The model fits its training labels while the validation loss stays "
         "at the level of knowing nothing: check that each input keeps its own label (two shuffles, a wrong "
         "label column, a transform applied to one of them).",
@@ -753,7 +817,8 @@ def decide(data: CheckData, history: History, thresholds: dict[str, float]) -> d
     blocked = any(
         history.streaks.get(p, 0) > 0 for p in ("vanishing_gradients", "dead_units", "saturated_activations")
     )
-    _add(out, "lr_too_low", lr_too_low(e, cannot_learn=blocked))
+    at_zero = lr_zero_for_a_trained_group(e)  # its count runs at every check
+    _add(out, "lr_too_low", lr_too_low(e, cannot_learn=blocked) or at_zero)
     # an update ratio outside the healthy range: the LR rules judge it, a plateau would misname it
     lr_explains = math.isfinite(e.ratio) and not e.floor <= e.ratio <= t["ratio_stuck"]
     stuck = bool(history.streaks.get("not_learning"))  # a plateau at the start is not_learning's, found
@@ -764,7 +829,9 @@ def decide(data: CheckData, history: History, thresholds: dict[str, float]) -> d
         # input-free guess is (it learned the targets' marginal and nothing the inputs tell): the run is
         # not learning, not at a plateau. At its start a model may sit at a saddle it will leave.
         landed = e.input_free and not e.at_start
-        if plateau is not None and (validation_never_improved(history, t) or e.frozen or landed):
+        # its weights shrink toward zero while it outputs its input-free guess: no saddle it will leave
+        wiped = plateau is not None and e.input_free and e.shrunk
+        if plateau is not None and (validation_never_improved(history, t) or e.frozen or landed or wiped):
             level = min(history.start_loss, history.losses[0]) if history.losses else history.start_loss
             out["not_learning"] = _diagnose(e, plateau[0]["window_steps"], level, int(plateau[0]["checks"]))
             plateau = None

@@ -231,6 +231,40 @@ def test_a_classifier_whose_labels_were_shuffled_apart_from_its_inputs_is_not_le
     assert_record(finding)
 
 
+# ------------------------------------------------------------------- a group frozen by the optimizer's LR
+
+
+class SplitLrNet(ReluNet):
+    """ReluNet with its first layer in a param group at ``lr * first_mult`` (Adam ``3e-3``), or frozen with
+    ``requires_grad_(False)`` (``first_mult=None``)."""
+
+    def __init__(self, first_mult: float | None) -> None:
+        super().__init__(lr=3e-3)
+        self.first_mult = first_mult
+        if first_mult is None:
+            self.fc1.requires_grad_(False)
+
+    def configure_optimizers(self) -> Any:
+        rest = [*self.fc2.parameters(), *self.head.parameters()]
+        if self.first_mult is None:
+            return torch.optim.Adam(rest, lr=self.lr)
+        first = {"params": self.fc1.parameters(), "lr": self.lr * self.first_mult}
+        return torch.optim.Adam([first, {"params": rest}], lr=self.lr)
+
+
+def test_a_group_at_lr_0_that_gets_gradients_is_frozen_by_the_optimizer_not_by_intent() -> None:
+    # zoo 5's VAE: the encoder's group at lr * (1 // 10) = 0 gets gradients that no step applies, while the
+    # decoder learns (the loss falls: no other rule speaks). Its twin, the same layer frozen on purpose with
+    # requires_grad_(False) (no gradient): no finding; and the layer at lr / 10 trains: none either.
+    finding = only(fit(SplitLrNet(1 // 10), *teacher(), steps=60))
+    assert (finding.problem, finding.cause) == ("lr_too_low", "frozen_parameters")
+    assert finding.evidence["frozen_groups"] == ["fc1"] and finding.evidence["lr"] == 0.0
+    assert "requires_grad_(False)" in finding.action
+    assert_record(finding)
+    assert fit(SplitLrNet(None), *teacher(), steps=60).findings == []
+    assert fit(SplitLrNet(1 / 10), *teacher(), steps=60).findings == []
+
+
 # ------------------------------------------------------------------------------------- the record itself
 
 
