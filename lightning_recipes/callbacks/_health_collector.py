@@ -914,13 +914,19 @@ class StepRecords:
         samples) and where it is (a sentinel such as -999 in a standardised column shows here), measured
         at the check when the batch can be kept."""
         self._batches[position] = batch_idx
-        tensors = [t for t in flat_tensors(batch) if t.is_floating_point() and t.ndim >= 1 and t.numel()]
+        tensors: list[Tensor] = []
+        size, plain = 0, True
+        for t in flat_tensors(batch):  # one pass: the floating tensors with values, their bytes
+            if t.is_floating_point() and t.ndim and t.nbytes:
+                if t.requires_grad:
+                    t = t.detach()
+                plain = plain and type(t) is Tensor
+                size += t.nbytes
+                tensors.append(t)
         if not tensors:
             return
-        tensors = [t.detach() if t.requires_grad else t for t in tensors]
-        if self.keep_batches and all(type(t) is Tensor for t in tensors):
+        if self.keep_batches and plain:
             addresses = {t.data_ptr() for t in tensors}
-            size = sum(t.numel() * t.element_size() for t in tensors)
             if addresses & self._addresses:  # one buffer refilled: the batches kept with it are gone
                 self.keep_batches = False
                 self._kept = {
@@ -1113,7 +1119,13 @@ def flat_tensors(output: Any) -> list[Tensor]:
     if isinstance(output, Tensor):
         return [output]
     if isinstance(output, (list, tuple)):
-        return [t for item in output for t in flat_tensors(item)]
+        out: list[Tensor] = []
+        for item in output:  # a batch's tensors, without a call each
+            if isinstance(item, Tensor):
+                out.append(item)
+            else:
+                out += flat_tensors(item)
+        return out
     if isinstance(output, dict):
         return [t for item in output.values() for t in flat_tensors(item)]
     return []

@@ -69,7 +69,6 @@ from lightning_recipes.callbacks._trainer import (
     check_prefix,
     emit,
     logged_running_mean,
-    stepped,
 )
 from lightning_recipes.callbacks.input_pipeline_monitor import InputPipelineMonitor, WaitClock
 from lightning_recipes.norms import group_powers, update_ratios
@@ -206,6 +205,7 @@ class HealthMonitor(Callback):
         self._functional = True  # the model calls sigmoid/tanh functions (False: none on the first batch)
         self._step_params: dict[int, tuple[int, list[Tensor]]] = {}  # per optimizer: its tracked parameters
         self._step_at_batch_start: int | None = None
+        self._automatic = True  # automatic optimization: the optimizer steps at the batch's start step
         self._clock = WaitClock()
         self._val_batches = ValidationBatches()
         self._planned_steps = math.inf
@@ -215,7 +215,6 @@ class HealthMonitor(Callback):
 
     def _clear_interval(self) -> None:
         self._losses: list[Tensor] = []
-        self._loss_steps: list[int] = []  # each loss's optimizer step within the interval
         self._loss_batches: list[tuple[int, int, int]] = []  # each loss's (global step, epoch, batch_idx)
         self._lr: Tensor | None = None  # per group, on the sampled step
         self._records.clear()
@@ -270,6 +269,7 @@ class HealthMonitor(Callback):
         self._optimizers = [type(unwrap_optimizer(o)).__name__ for o in trainer.optimizers]
         self._rows_start = RowLiveness([module for _, module in self._row_layers])
         self._start_pending = trainer.global_step == 0  # a resumed run has no step 0 to measure
+        self._automatic = pl_module.automatic_optimization
         pipeline = next((c for c in callback_list(trainer) if isinstance(c, InputPipelineMonitor)), None)
         self._clock.follow(pipeline)
         if self._repair is not None:
@@ -286,10 +286,12 @@ class HealthMonitor(Callback):
     ) -> None:
         self._clock.batch_start(self._clock.now())
         step = self._step_at_batch_start = trainer.global_step
-        position = (step % self.check_every_n_steps) + 1  # 1 .. N within the interval
+        sampled = step % self.check_every_n_steps >= self.check_every_n_steps - self.activation_samples
+        if not (sampled or self._start_pending or step == 0):
+            return  # between the sampled batches: nothing to attach
         if step == 0 and self.activation_samples and not self._init_measured:
             self._attach_init_hooks()
-        if position > self.check_every_n_steps - self.activation_samples and not self._handles:
+        if sampled and not self._handles:
             self._attach_hooks()
         if self._start_pending and not self._start_handles:
             self._attach_start_hooks()
@@ -306,7 +308,9 @@ class HealthMonitor(Callback):
     def on_before_optimizer_step(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, optimizer: Optimizer
     ) -> None:
-        step = trainer.global_step
+        step = self._step_at_batch_start
+        if step is None or not self._automatic:  # manual optimization may step more than once per batch
+            step = trainer.global_step
         if self._handles:  # a sampled batch: which weight rows got a gradient
             self._rows.record_gradients()
         norms = self._record_step_gradient(step, optimizer)
@@ -353,19 +357,25 @@ class HealthMonitor(Callback):
         if self._sampling:
             self._detach_hooks()
         step = trainer.global_step
-        did_step = stepped(trainer, self._step_at_batch_start)
+        start = self._step_at_batch_start
+        did_step = start is None or step != start  # _trainer.stepped, the step read once
         if self._start_handles and did_step:
             self._detach_start_hooks()
-        loss = loss_of(outputs)
         position = step - self._interval_start - 1
         if did_step and 0 <= position < self.check_every_n_steps:
             self._records.inputs(position, batch, batch_idx)
+        if type(outputs) is dict:  # Lightning's own output (automatic optimization): no ABC check
+            loss = outputs.get("loss")
+            loss = loss if isinstance(loss, Tensor) else None
+        else:
+            loss = loss_of(outputs)
         if loss is not None:
-            loss = loss.detach().float()
+            if loss.requires_grad:  # Lightning's is detached already: no op
+                loss = loss.detach()
+            if loss.dtype != torch.float32:
+                loss = loss.float()
             self._losses.append(loss)
-            start = step if self._step_at_batch_start is None else self._step_at_batch_start
-            self._loss_steps.append(start - self._interval_start)
-            self._loss_batches.append((start, trainer.current_epoch, batch_idx))
+            self._loss_batches.append((step if start is None else start, trainer.current_epoch, batch_idx))
             self._epoch_loss.append(loss)
         if not did_step:
             self._clock.batch_end(self._clock.now())
@@ -506,11 +516,10 @@ class HealthMonitor(Callback):
         if not 0 <= position < self.check_every_n_steps:
             return []
         groups = optimizer.param_groups
-        count = sum(len(g["params"]) for g in groups)  # a group added since: look the parameters up again
         cached = self._step_params.get(id(optimizer))
-        if cached is None or cached[0] != count:
+        if cached is None or cached[0] != len(groups):  # a group added since: look the parameters up again
             params = [p for g in groups for p in g["params"] if id(p) in self._index]
-            cached = self._step_params[id(optimizer)] = (count, params)
+            cached = self._step_params[id(optimizer)] = (len(groups), params)
         return self._records.gradients(position, [p.grad for p in cached[1] if p.grad is not None])
 
     def _attach_init_hooks(self) -> None:
@@ -553,7 +562,8 @@ class HealthMonitor(Callback):
         """Everything the check needs, as one float64 vector with a layout identical on every rank."""
         packer = Packer(device)
         losses = loss_vector(self._losses, device)  # one stack of the interval's losses
-        packer.add_block(LOSS_PIECES, loss_statistics(losses, self._loss_steps, device))
+        steps = [start - self._interval_start for start, _, _ in self._loss_batches]  # within the interval
+        packer.add_block(LOSS_PIECES, loss_statistics(losses, steps, device))
         packer.add("param_start", self._param_start)
         groups = len(self._group_names)
         sampled = self._grad_sq is not None and self._group_of is not None
