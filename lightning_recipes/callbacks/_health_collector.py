@@ -21,6 +21,7 @@ from torch.overrides import TorchFunctionMode
 
 from lightning_recipes._stats import line_fit, standard_error
 from lightning_recipes.callbacks._health_window import CheckData
+from lightning_recipes.norms import group_powers
 
 __all__ = [
     "INPUT_FREE_LOSSES",
@@ -53,6 +54,7 @@ __all__ = [
     "validation_error",
     "validation_rows",
     "watched_modules",
+    "weight_and_update_powers",
 ]
 
 
@@ -190,6 +192,40 @@ def squared_norm(params: Sequence[Tensor], device: torch.device) -> Tensor:
         return torch.full((), math.nan, dtype=torch.float64, device=device)
     norms = torch.stack(torch._foreach_norm([p.detach() for p in params], 2.0)).double()
     return norms.to(device).square().sum()
+
+
+def weight_and_update_powers(
+    weights: Sequence[Tensor],
+    updates: Sequence[Tensor],
+    owners: Sequence[int],
+    groups: int,
+    shard_group: Any = None,
+) -> tuple[Tensor, Tensor]:
+    """Per group, the squared norms of the ``weights`` before a step and of the step's ``updates`` (tensor
+    ``i`` in group ``owners[i]``): two ``[groups]`` float64 tensors on the first weight's device, no sync.
+    Complete float32 tensors (the common case) take one ``_foreach_norm`` over both lists and one
+    ``index_add_``, whatever the group count; shards, subclasses and other dtypes take
+    ``norms.group_powers`` (its all-reduce per shard layout, its accumulation dtype).
+
+    Example:
+        >>> w = [torch.tensor([3.0, 4.0]), torch.tensor([1.0]), torch.tensor([2.0])]
+        >>> u = [torch.tensor([0.3, 0.4]), torch.tensor([0.0]), torch.tensor([0.5])]
+        >>> [t.tolist() for t in weight_and_update_powers(w, u, [0, 1, 1], 2)]
+        [[25.0, 5.0], [0.25, 0.25]]
+    """
+    device = weights[0].device
+    tensors = [*weights, *updates]
+    if shard_group is not None or not all(type(t) is Tensor and t.dtype == torch.float32 for t in tensors):
+        weight, update = (group_powers(ts, owners, groups, 2.0, shard_group) for ts in (weights, updates))
+        return weight.to(device, torch.float64), update.to(device, torch.float64)
+    norms = torch._foreach_norm(tensors, 2.0)
+    try:
+        squares = torch.stack(norms).double().square()
+    except RuntimeError:  # tensors on several devices
+        squares = torch.stack([n.to(device) for n in norms]).double().square()
+    index = torch.tensor([*owners, *(g + groups for g in owners)], dtype=torch.long, device=device)
+    both = torch.zeros(2 * groups, dtype=torch.float64, device=device).index_add_(0, index, squares)
+    return both[:groups], both[groups:]
 
 
 def loss_trend(rows: Iterable[Sequence[float]]) -> tuple[int, float, float, float, float]:

@@ -47,6 +47,7 @@ from lightning_recipes.callbacks._health_collector import (
     validation_error,
     validation_rows,
     watched_modules,
+    weight_and_update_powers,
 )
 from lightning_recipes.callbacks._health_rules import decide, settle
 from lightning_recipes.callbacks._health_window import (
@@ -71,7 +72,7 @@ from lightning_recipes.callbacks._trainer import (
     logged_running_mean,
 )
 from lightning_recipes.callbacks.input_pipeline_monitor import InputPipelineMonitor, WaitClock
-from lightning_recipes.norms import group_powers, update_ratios
+from lightning_recipes.norms import update_ratios
 
 if TYPE_CHECKING:
     from lightning_recipes.callbacks._health_repair import HealthRepair
@@ -341,10 +342,7 @@ class HealthMonitor(Callback):
                     STEP_POWERS.publish(grads, 2.0, step, {None: squares.sum()})
             live = [p for _, p in entries]
             groups = len(self._group_names)
-            if live:
-                owners = [self._param_group[i] for i, _ in entries]
-                powers = group_powers(live, owners, groups, 2.0, self._shard_group).to(device)
-                self._param_sq = powers if self._param_sq is None else self._param_sq + powers
+            if live:  # the weights before the step: their norms are taken with the update's, at batch end
                 plain = all(type(p) in (Tensor, nn.Parameter) for p in live)  # DTensors: one by one
                 copies = torch._foreach_mul(live, 1.0) if plain else [p.clone() for p in live]
                 self._before += [(self._param_group[i], c, p) for (i, _), c, p in zip(entries, copies, live)]
@@ -380,12 +378,13 @@ class HealthMonitor(Callback):
         if not did_step:
             self._clock.batch_end(self._clock.now())
             return
-        if self._before:  # the sampled step's change, per group (sharded parameters reduced: norms.py)
+        if self._before:  # the sampled step's weights and change, per group (shards reduced: norms.py)
+            copies = [c for _, c, _ in self._before]
             with torch.no_grad():
-                diffs = torch._foreach_sub([p for _, _, p in self._before], [c for _, c, _ in self._before])
-            owners = [g for g, _, _ in self._before]
-            powers = group_powers(diffs, owners, len(self._group_names), 2.0, self._shard_group)
-            self._update_sq = powers.to(diffs[0].device)
+                diffs = torch._foreach_sub([p for _, _, p in self._before], copies)
+                self._param_sq, self._update_sq = weight_and_update_powers(
+                    copies, diffs, [g for g, _, _ in self._before], len(self._group_names), self._shard_group
+                )
             self._before = []
         if step % self.check_every_n_steps == 0:
             self._clock.pause(self._clock.now())  # the check's own time is neither step nor wait

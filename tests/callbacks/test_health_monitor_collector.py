@@ -30,9 +30,11 @@ from lightning_recipes.callbacks._health_collector import (
     loss_statistics,
     loss_vector,
     optimizer_family,
+    weight_and_update_powers,
 )
 from lightning_recipes.callbacks._health_window import CheckData
 from lightning_recipes.callbacks.health_monitor import HealthMonitor
+from lightning_recipes.norms import group_powers
 from lightning_recipes.optim import Lamb, Lion
 from lightning_recipes.testing import HostSyncCounter, fast_trainer
 from tests.callbacks.test_health_monitor import CountedForward, OpCounter, SyncCounting
@@ -384,6 +386,31 @@ def test_step_records_of_one_tensor_batches_of_two_shapes_are_what_a_plain_scan_
         )
     assert packed[2][2:] == [1, 40.0]
     assert math.isnan(packed[4][0]) and packed[4][1:3] == [-1, -1] and math.isnan(packed[4][3])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
+def test_weight_and_update_powers_are_norms_group_powers_per_group(dtype: torch.dtype) -> None:
+    """The sampled step's weight and update norms per group: float32 in one ``_foreach_norm`` and one
+    ``index_add_`` (the other dtypes through ``group_powers``), the same numbers as ``group_powers``, a
+    non-finite weight non-finite in its own group only."""
+    g = torch.Generator().manual_seed(3)
+    shapes = [(70, 1000), (7,), (3, 4), (5,), (2, 2, 2)]  # one above norms.py's BLAS size, then small ones
+    weights = [torch.randn(*shape, generator=g).to(dtype) for shape in shapes]
+    updates = [1e-3 * torch.randn(*shape, generator=g).to(dtype) for shape in shapes]
+    owners = [2, 0, 2, 1, 0]
+    with OpCounter() as counter:
+        weight, update = weight_and_update_powers(weights, updates, owners, 4)
+    if dtype == torch.float32:
+        assert counter.ops.count("aten._foreach_norm.Scalar") == 1
+        assert counter.ops.count("aten.index_add_.default") == 1
+    assert weight.dtype == update.dtype == torch.float64
+    for got, tensors in ((weight, weights), (update, updates)):
+        want = group_powers(tensors, owners, 4).double()
+        assert got.tolist() == pytest.approx(want.tolist(), rel=1e-5)
+    assert weight[3].item() == update[3].item() == 0.0  # a group without tensors
+    weights[3][1] = math.nan
+    weight, _ = weight_and_update_powers(weights, updates, owners, 4)
+    assert [math.isfinite(v) for v in weight.tolist()] == [True, False, True, True]
 
 
 @pytest.mark.parametrize("length", [0, 1, 5, 7, 8, 9, 50])
