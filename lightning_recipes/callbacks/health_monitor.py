@@ -563,6 +563,7 @@ class HealthMonitor(Callback):
         losses = loss_vector(self._losses, device)  # one stack of the interval's losses
         steps = [start - self._interval_start for start, _, _ in self._loss_batches]  # within the interval
         packer.add_block(LOSS_PIECES, loss_statistics(losses, steps, device))
+        packer.add("loss_n", float(len(self._losses)))  # a host value: no device op
         packer.add("param_start", self._param_start)
         groups = len(self._group_names)
         sampled = self._grad_sq is not None and self._group_of is not None

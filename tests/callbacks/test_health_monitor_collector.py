@@ -420,15 +420,21 @@ def test_loss_statistics_are_the_sums_head_and_first_nonfinite_a_plain_loop_find
     if length > 3:
         values[2], values[length - 1] = math.nan, math.inf
     steps = list(range(0, 2 * length, 2))
-    packed = loss_statistics(loss_vector(list(values.unbind())), steps, torch.device("cpu")).tolist()
+    losses = loss_vector(list(values.unbind()))
+    with OpCounter() as counter:
+        packed = loss_statistics(losses, steps, torch.device("cpu")).tolist()
+    assert len(counter.ops) <= 17, counter.ops  # one matrix product for the nine sums (was 30 ops)
     assert len(packed) == sum(size for _, size in LOSS_PIECES)
     finite = [(t, v) for t, v in zip(steps, values.double().tolist()) if math.isfinite(v)]
-    sums = [len(finite), sum(v for _, v in finite), sum(v * v for _, v in finite)]
-    sums += [sum(t for t, _ in finite), sum(t * t for t, _ in finite), sum(t * v for t, v in finite)]
-    assert packed[:6] == pytest.approx(sums, rel=1e-12) and packed[6] == length - len(finite)
+    # [finite, loss, loss^2] times [1, t, t^2], over the finite losses
+    sums = [sum(v**a * t**b for t, v in finite) for a in (0, 1, 2) for b in (0, 1, 2)]
+    assert packed[:9] == pytest.approx(sums, rel=1e-12) and packed[0] == len(finite)
     head = values[:5].double().mean().item() if length else math.nan
-    assert packed[7] == pytest.approx(head, nan_ok=True)
-    assert packed[8] == (2 if length > 3 else -1)
+    assert packed[9] == pytest.approx(head, nan_ok=True)
+    if length > 3:  # the first loss that is not finite; where all are, the count tells (0 here)
+        assert packed[10] == 2
+    else:
+        assert packed[0] == length and packed[10] == 0
 
 
 def test_step_records_keep_batches_for_one_scan_at_the_check_and_fall_back_where_that_is_unsafe() -> None:
