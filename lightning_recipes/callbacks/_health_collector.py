@@ -624,7 +624,7 @@ def nonfinite_counts(
     if sums:
         owners = torch.tensor([o for o, _ in sums], dtype=torch.long, device=device)
         values = torch.stack([s.to(device, torch.float64) for _, s in sums])
-        out.index_add_(0, owners, (~torch.isfinite(values)).double())
+        out.index_add_(0, owners, (values * 0 != 0).double())  # x * 0 is NaN exactly where x is not finite
     return out
 
 
