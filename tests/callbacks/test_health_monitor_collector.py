@@ -110,6 +110,76 @@ def test_loss_trend_group_numbers_and_planned_steps_match_the_run(windows: Windo
     assert first.planned_steps == 40.0
 
 
+class StepGradients(Callback):
+    """A plain recorder of each optimizer step: (global step, its optimizer's squared gradient norm, batch
+    index, batch number in the run)."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[int, float, int, int]] = []
+        self._batch = (-1, -1)
+
+    def on_train_batch_start(self, trainer: pl.Trainer, pl_module: Any, batch: Any, batch_idx: int) -> None:
+        self._batch = (batch_idx, self._batch[1] + 1)
+
+    def on_before_optimizer_step(self, trainer: pl.Trainer, pl_module: Any, optimizer: Any) -> None:
+        grads = [p.grad for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
+        squared = float(sum(g.double().square().sum() for g in grads))
+        self.rows.append((trainer.global_step, squared, *self._batch))
+
+
+class TwoOptimizerMLP(MLP):
+    """Manual optimization: two optimizers (the hidden layers, the head), each stepping once per batch."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.automatic_optimization = False
+
+    def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
+        loss = super().training_step(batch, batch_idx)
+        hidden, head = self.optimizers()  # type: ignore[misc]
+        hidden.zero_grad()
+        head.zero_grad()
+        self.manual_backward(loss)
+        hidden.step()
+        head.step()
+        return loss
+
+    def configure_optimizers(self) -> Any:
+        return (
+            torch.optim.SGD(self.net[:-1].parameters(), lr=0.1),
+            torch.optim.SGD(self.net[-1].parameters(), lr=0.1),
+        )
+
+
+@pytest.mark.parametrize("mode", ["accumulate", "manual"])
+def test_step_records_follow_the_optimizer_steps_under_accumulation_and_manual_optimization(
+    windows: Windows, mode: str
+) -> None:
+    """The monitor takes a step's number from its batch's start under automatic optimization (one optimizer
+    step, on the batch that ends the accumulation) and from the Trainer under manual optimization (a step per
+    optimizer): every optimizer step's gradient norm lands at its step, each batch's inputs at its last step,
+    every batch's loss in its interval."""
+    torch.manual_seed(0)
+    recorder = StepGradients()
+    monitor = HealthMonitor(check_every_n_steps=4)
+    model = TwoOptimizerMLP() if mode == "manual" else MLP()
+    extra = {"accumulate_grad_batches": 2} if mode == "accumulate" else {}
+    trainer = fast_trainer(
+        max_steps=8, max_epochs=-1, callbacks=[monitor, recorder], limit_val_batches=0, **extra
+    )
+    trainer.fit(model, loader(classification()))
+    assert [c.step for c in windows.checks] == [4, 8]
+    last_step = {number: step for step, _, _, number in recorder.rows}  # each batch's last optimizer step
+    for check, start in zip(windows.checks, (0, 4)):
+        rows = [r for r in recorder.rows if start <= r[0] < start + 4]
+        assert [r[0] for r in check.step_records] == [step - start for step, _, _, _ in rows]
+        norms = [r[1] for r in check.step_records]
+        assert norms == pytest.approx([math.sqrt(squared) for _, squared, _, _ in rows], rel=1e-5)
+        batches = [index if last_step[number] == step else -1 for step, _, index, number in rows]
+        assert [r[2] for r in check.step_records] == batches
+        assert check.loss_count == (8 if mode == "accumulate" else 2)  # every batch's loss, stepping or not
+
+
 class OptimizerMLP(MLP):
     def __init__(self, make: Any) -> None:
         super().__init__()
