@@ -258,15 +258,15 @@ def _dispatch_cost(trainer: pl.Trainer, module: pl.LightningModule) -> float:
     call with 10 empty callbacks minus its call with none, over 10 (timeit, min of 7 repeats)."""
     from lightning.pytorch.trainer import call
 
-    saved = trainer.callbacks
+    saved = trainer.callbacks  # type: ignore[attr-defined]
     try:
         times = []
         for count in (0, 10):
-            trainer.callbacks = [Callback() for _ in range(count)]
+            trainer.callbacks = [Callback() for _ in range(count)]  # type: ignore[attr-defined]
             timer = timeit.Timer(lambda: call._call_callback_hooks(trainer, "on_before_zero_grad", None))
             times.append(min(timer.repeat(repeat=7, number=500)) / 500)
     finally:
-        trainer.callbacks = saved
+        trainer.callbacks = saved  # type: ignore[attr-defined]
     return (times[1] - times[0]) / 10
 
 
@@ -479,16 +479,16 @@ def main(argv: list[str] | None = None) -> int:
         print("\n| model | " + " | ".join(HOOKS) + " | sum of mins | Lightning per empty hook | hooks/step |")
         print("|---|" + "---:|" * (len(HOOKS) + 3))
         for model in models:
-            r = hook_costs(model)
+            costs = hook_costs(model)
             cells = [
-                f"{1e6 * r[h]['min']:.1f} / {1e6 * r[h]['median']:.1f} us, "
-                f"{r[h]['ops']:.0f} / {r[h]['check_ops']:.0f} ops"
+                f"{1e6 * costs[h]['min']:.1f} / {1e6 * costs[h]['median']:.1f} us, "
+                f"{costs[h]['ops']:.0f} / {costs[h]['check_ops']:.0f} ops"
                 for h in HOOKS
             ]
-            total = 1e6 * sum(r[h]["min"] for h in HOOKS)
+            total = 1e6 * sum(costs[h]["min"] for h in HOOKS)
             print(
-                f"| {model} | " + " | ".join(cells) + f" | {total:.1f} us | {1e6 * r['dispatch_s']:.2f} us | "
-                f"{r['hooks_per_step']:.0f} |",
+                f"| {model} | " + " | ".join(cells) + f" | {total:.1f} us | "
+                f"{1e6 * costs['dispatch_s']:.2f} us | {costs['hooks_per_step']:.0f} |",
                 flush=True,
             )
     if args.only in (None, "gallery"):
