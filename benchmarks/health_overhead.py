@@ -17,9 +17,13 @@
 
 3. ``profile`` (only when asked): :func:`profile_steps`, the monitor's device ops and CPU time per kind of
    step and per place (its forward hooks, each of its four step hooks).
+4. ``hooks`` (only when asked): :func:`hook_costs`, the host time of one call of each of the monitor's step
+   hooks between checks (``perf_counter_ns`` around every real call, the timer's own cost taken off; the
+   minimum and median over the calls: the minimum is what load moves least), their device ops between checks
+   and on the check step, and what Lightning's dispatch of one empty callback's hook costs per step.
 
-Run: ``python -m benchmarks.health_overhead [--only steps|gallery|profile] [--models mlp,cnn,transformer]
-[--rounds 7] [--steps 200] [--threads 1]``.
+Run: ``python -m benchmarks.health_overhead [--only steps|gallery|profile|hooks]
+[--models mlp,cnn,transformer] [--rounds 7] [--steps 200] [--threads 1]``.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ import platform
 import statistics
 import sys
 import time
+import timeit
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -47,7 +52,7 @@ from lightning_recipes.callbacks.health_monitor import HealthMonitor
 from lightning_recipes.data.digits import DigitsDataModule
 from lightning_recipes.testing import DigitsCNN, TinyTransformerLM, fast_trainer, random_token_loader
 
-__all__ = ["MODELS", "bench_gallery", "bench_steps", "main", "profile_steps"]
+__all__ = ["MODELS", "bench_gallery", "bench_steps", "hook_costs", "main", "profile_steps"]
 
 CHECK_EVERY = 50  # the monitor's default
 SKIP = 50  # steps left out at the start of each fit: set-up and the first interval (the step-0 measurements)
@@ -233,6 +238,118 @@ def profile_steps(model: str, steps: int = 4 * CHECK_EVERY, monitor: Monitor | N
     return rows
 
 
+def _timer_cost() -> float:
+    """The seconds :func:`hook_costs`' timer adds around a call (a no-op timed the same way, min of many)."""
+    calls = []
+    clock = time.perf_counter_ns
+
+    def noop(*args: Any) -> None:
+        return None
+
+    for _ in range(20000):
+        start = clock()
+        noop(None)
+        calls.append(clock() - start)
+    return 1e-9 * min(calls)
+
+
+def _dispatch_cost(trainer: pl.Trainer, module: pl.LightningModule) -> float:
+    """Seconds Lightning's ``_call_callback_hooks`` adds per callback per hook, for an empty callback: its
+    call with 10 empty callbacks minus its call with none, over 10 (timeit, min of 7 repeats)."""
+    from lightning.pytorch.trainer import call
+
+    saved = trainer.callbacks  # type: ignore[attr-defined]
+    try:
+        times = []
+        for count in (0, 10):
+            trainer.callbacks = [Callback() for _ in range(count)]  # type: ignore[attr-defined]
+            timer = timeit.Timer(lambda: call._call_callback_hooks(trainer, "on_before_zero_grad", None))
+            times.append(min(timer.repeat(repeat=7, number=500)) / 500)
+    finally:
+        trainer.callbacks = saved  # type: ignore[attr-defined]
+    return (times[1] - times[0]) / 10
+
+
+def hook_costs(model: str, steps: int = 4 * CHECK_EVERY, monitor: Monitor | None = None) -> dict[str, Any]:
+    """Per step hook of the monitor: the host seconds of one real call between checks (``perf_counter_ns``
+    around each call, the timer's own cost taken off; ``min`` and ``median`` over the calls), and its device
+    ops between checks (``ops``, the median step) and on the check step (``check_ops``); with
+    ``dispatch_s``, what Lightning's dispatch of one empty callback's hook costs, and ``hooks_per_step``, how
+    many callback hooks Lightning calls per training step (every callback pays both, overridden or not)."""
+    from lightning.pytorch.trainer import call
+
+    monitor = monitor or (lambda: HealthMonitor(check_every_n_steps=CHECK_EVERY))
+    _, module, loader = MODELS[model]
+    timer = _timer_cost()
+    at = [0]
+    calls: dict[str, list[float]] = {name: [] for name in HOOKS}
+    ops: dict[tuple[str, str], list[int]] = {}
+    dispatch = [0.0]
+    hook_calls: dict[int, int] = {}
+    real_call = call._call_callback_hooks
+
+    def counted(trainer: pl.Trainer, hook_name: str, *args: Any, **kwargs: Any) -> None:
+        hook_calls[at[0]] = hook_calls.get(at[0], 0) + 1
+        real_call(trainer, hook_name, *args, **kwargs)
+
+    class Steps(Callback):
+        def on_train_batch_start(self, trainer: pl.Trainer, *args: object) -> None:
+            at[0] = trainer.global_step
+
+        def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, *args: Any) -> None:
+            if at[0] == CHECK_EVERY + 10:
+                dispatch[0] = _dispatch_cost(trainer, pl_module)
+
+    def wrapped(hook: Callable[..., Any], name: str, count_ops: bool) -> Callable[..., Any]:
+        clock = time.perf_counter_ns
+
+        def run(*args: Any) -> Any:
+            if count_ops:
+                counter = _OpCount()
+                with counter:
+                    out = hook(*args)
+                if at[0] >= CHECK_EVERY:
+                    kind = "check" if _step_kind(at[0]) == "check step" else _step_kind(at[0])
+                    ops.setdefault((kind, name), []).append(counter.count)
+                return out
+            start = clock()
+            out = hook(*args)
+            elapsed = 1e-9 * (clock() - start) - timer
+            if at[0] >= CHECK_EVERY and _step_kind(at[0]) == "between checks":
+                calls[name].append(elapsed)
+            return out
+
+        return run
+
+    for count_ops in (False, True):
+        torch.manual_seed(0)
+        hooked = monitor()
+        for name in HOOKS:
+            setattr(hooked, name, wrapped(getattr(hooked, name), name, count_ops))
+        trainer = fast_trainer(
+            max_steps=steps, max_epochs=-1, callbacks=[Steps(), hooked], limit_val_batches=0
+        )
+        call._call_callback_hooks = counted  # type: ignore[assignment]
+        try:
+            trainer.fit(module(), loader())
+        finally:
+            call._call_callback_hooks = real_call  # type: ignore[assignment]
+    out: dict[str, Any] = {}
+    for name in HOOKS:
+        out[name] = {
+            "min": min(calls[name]),
+            "median": statistics.median(calls[name]),
+            "ops": statistics.median(ops.get(("between checks", name), [0])),
+            "check_ops": statistics.median(ops.get(("check", name), [0])),
+        }
+    out["dispatch_s"] = dispatch[0]
+    between = [
+        n for step, n in hook_calls.items() if step >= CHECK_EVERY and _step_kind(step) == "between checks"
+    ]
+    out["hooks_per_step"] = statistics.median(between) / 2  # two fits counted
+    return out
+
+
 def bench_steps(
     model: str, rounds: int, steps: int, monitors: dict[str, Monitor] | None = None
 ) -> dict[str, dict[str, float]]:
@@ -300,7 +417,7 @@ def bench_gallery() -> list[dict[str, object]]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", choices=("steps", "gallery", "profile"))
+    parser.add_argument("--only", choices=("steps", "gallery", "profile", "hooks"))
     parser.add_argument("--models", default=",".join(MODELS), help=f"comma-separated, of {tuple(MODELS)}")
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--steps", type=int, default=200, help="timed steps per fit (after SKIP)")
@@ -353,6 +470,27 @@ def main(argv: list[str] | None = None) -> int:
                 row = rows[kind]
                 cells = [f"{row[f'{p} ops']:.0f} / {row[f'{p} cpu_us']:.0f}" for p in places]
                 print(f"| {model} | {kind} | " + " | ".join(cells) + " |", flush=True)
+    if args.only == "hooks":
+        print(
+            f"\nHealthMonitor(check_every_n_steps={CHECK_EVERY}): host us per call between checks, min / "
+            "median over the calls (perf_counter_ns, the timer's cost taken off); device ops between checks "
+            "/ on the check step"
+        )
+        print("\n| model | " + " | ".join(HOOKS) + " | sum of mins | Lightning per empty hook | hooks/step |")
+        print("|---|" + "---:|" * (len(HOOKS) + 3))
+        for model in models:
+            costs = hook_costs(model)
+            cells = [
+                f"{1e6 * costs[h]['min']:.1f} / {1e6 * costs[h]['median']:.1f} us, "
+                f"{costs[h]['ops']:.0f} / {costs[h]['check_ops']:.0f} ops"
+                for h in HOOKS
+            ]
+            total = 1e6 * sum(costs[h]["min"] for h in HOOKS)
+            print(
+                f"| {model} | " + " | ".join(cells) + f" | {total:.1f} us | "
+                f"{1e6 * costs['dispatch_s']:.2f} us | {costs['hooks_per_step']:.0f} |",
+                flush=True,
+            )
     if args.only in (None, "gallery"):
         print("\n| run | should find | problem starts at step | found at step | false alarms |")
         print("|---|---|---|---|---|")

@@ -21,6 +21,7 @@ from torch.overrides import TorchFunctionMode
 
 from lightning_recipes._stats import line_fit, standard_error
 from lightning_recipes.callbacks._health_window import CheckData
+from lightning_recipes.norms import group_powers
 
 __all__ = [
     "INPUT_FREE_LOSSES",
@@ -53,6 +54,7 @@ __all__ = [
     "validation_error",
     "validation_rows",
     "watched_modules",
+    "weight_and_update_powers",
 ]
 
 
@@ -60,7 +62,7 @@ __all__ = [
 ROW_LAYERS = (nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d)
 
 _ADAPTIVE = re.compile("Adam|Lion|Lamb|LAMB|Adafactor|Sophia|Shampoo|RMSprop|Adagrad|Adadelta|Adan|Prodigy")
-_LOSS_SUMS = 7  # n, sum, sum of squares, sum t, sum t^2, sum t * loss, non-finite count
+_LOSS_MOMENTS = 9  # the sums of [finite, loss, loss^2] (finite losses only) times [1, t, t^2]
 
 
 class Packer:
@@ -153,35 +155,31 @@ def loss_vector(losses: Losses, device: torch.device | None = None) -> Tensor:
 
 
 #: The pieces of :func:`loss_statistics`, in order, with their sizes.
-LOSS_PIECES = (("loss", _LOSS_SUMS), ("loss_head", 1), ("first_nonfinite", 1))
+LOSS_PIECES = (("loss", _LOSS_MOMENTS), ("loss_head", 1), ("loss_first_nonfinite", 1))
 
 
 def loss_statistics(losses: Tensor, steps: Sequence[int], device: torch.device, head: int = 5) -> Tensor:
     """One interval's per-step losses (a :func:`loss_vector`) packed as :data:`LOSS_PIECES`, float64 on
-    ``device``, no sync: the sums of the finite losses against their step ``t`` within the interval
-    ``[n, sum, sum of squares, sum t, sum t^2, sum t * loss, non-finite count]`` (ranks add them), the mean
-    of the first ``head`` losses (at a run's start: the loss at initialisation; NaN when none) and the
-    position of the first non-finite loss (``-1``: none).
+    ``device``, no sync: the sums of ``[finite, loss, loss^2]`` over the finite losses times ``[1, t, t^2]``
+    of their step ``t`` within the interval (one matrix product; ranks add them: the count, sum, sum of
+    squares, sum t, sum t^2 and sum t * loss of :func:`loss_trend` among them), the mean of the first
+    ``head`` losses (at a run's start: the loss at initialisation; NaN when none) and the position of the
+    first loss that is not finite, valid where the count of finite losses is below ``len(losses)`` (else 0).
 
     Example:
         >>> losses = loss_vector([torch.tensor(v) for v in [2.0, 1.0, float("nan"), 1.0]])
         >>> loss_statistics(losses, [0, 1, 2, 3], torch.device("cpu"), head=2).tolist()
-        [3.0, 4.0, 6.0, 4.0, 10.0, 4.0, 1.0, 1.5, 2.0]
+        [3.0, 4.0, 10.0, 4.0, 4.0, 10.0, 6.0, 4.0, 10.0, 1.5, 2.0]
     """
-    n = len(losses)
-    if n == 0:
-        empty = [0.0] * _LOSS_SUMS + [math.nan, -1.0]
-        return torch.tensor(empty, dtype=torch.float64, device=device)
+    if len(losses) == 0:
+        return torch.tensor([0.0] * _LOSS_MOMENTS + [math.nan, 0.0], dtype=torch.float64, device=device)
     values = losses.to(device, torch.float64).reshape(-1)
-    t = torch.tensor(list(steps), dtype=torch.float64, device=device)
-    finite = torch.isfinite(values)
-    x = torch.where(finite, values, 0.0)
-    tf = torch.where(finite, t, 0.0)
-    sums = torch.stack([finite.double(), x, x * x, tf, tf * tf, tf * x]).sum(1)
-    # the first non-finite position (-1: none): positions counted where not finite
-    positions = torch.where(finite, math.inf, torch.arange(n, dtype=torch.float64, device=device)).min()
-    first = torch.where(positions < math.inf, positions, -1.0).reshape(1)  # never NaN: no isfinite
-    return torch.cat([sums, n - sums[:1], values[:head].mean().reshape(1), first])
+    finite = (values * 0 == 0).double()  # x * 0 is 0 exactly where x is finite (NaN for NaN and inf)
+    x = values.nan_to_num(0.0, 0.0, 0.0)  # the finite losses, 0 elsewhere
+    powers = torch.tensor([[1.0, t, t * t] for t in steps], dtype=torch.float64, device=device)
+    moments = torch.stack([finite, x, x * x]) @ powers
+    first = finite.argmin().double()  # the first 0: the first loss that is not finite
+    return torch.cat([moments.reshape(-1), values[:head].mean().reshape(1), first.reshape(1)])
 
 
 def squared_norm(params: Sequence[Tensor], device: torch.device) -> Tensor:
@@ -192,11 +190,45 @@ def squared_norm(params: Sequence[Tensor], device: torch.device) -> Tensor:
     return norms.to(device).square().sum()
 
 
+def weight_and_update_powers(
+    weights: Sequence[Tensor],
+    updates: Sequence[Tensor],
+    owners: Sequence[int],
+    groups: int,
+    shard_group: Any = None,
+) -> tuple[Tensor, Tensor]:
+    """Per group, the squared norms of the ``weights`` before a step and of the step's ``updates`` (tensor
+    ``i`` in group ``owners[i]``): two ``[groups]`` float64 tensors on the first weight's device, no sync.
+    Complete float32 tensors (the common case) take one ``_foreach_norm`` over both lists and one
+    ``index_add_``, whatever the group count; shards, subclasses and other dtypes take
+    ``norms.group_powers`` (its all-reduce per shard layout, its accumulation dtype).
+
+    Example:
+        >>> w = [torch.tensor([3.0, 4.0]), torch.tensor([1.0]), torch.tensor([2.0])]
+        >>> u = [torch.tensor([0.3, 0.4]), torch.tensor([0.0]), torch.tensor([0.5])]
+        >>> [t.tolist() for t in weight_and_update_powers(w, u, [0, 1, 1], 2)]
+        [[25.0, 5.0], [0.25, 0.25]]
+    """
+    device = weights[0].device
+    tensors = [*weights, *updates]
+    if shard_group is not None or not all(type(t) is Tensor and t.dtype == torch.float32 for t in tensors):
+        weight, update = (group_powers(ts, owners, groups, 2.0, shard_group) for ts in (weights, updates))
+        return weight.to(device, torch.float64), update.to(device, torch.float64)
+    norms = torch._foreach_norm(tensors, 2.0)
+    try:
+        squares = torch.stack(norms).double().square()
+    except RuntimeError:  # tensors on several devices
+        squares = torch.stack([n.to(device) for n in norms]).double().square()
+    index = torch.tensor([*owners, *(g + groups for g in owners)], dtype=torch.long, device=device)
+    both = torch.zeros(2 * groups, dtype=torch.float64, device=device).index_add_(0, index, squares)
+    return both[:groups], both[groups:]
+
+
 def loss_trend(rows: Iterable[Sequence[float]]) -> tuple[int, float, float, float, float]:
-    """Every rank's :func:`loss_statistics` sums added: (count, mean, std, least-squares slope per step, its
-    standard error), from ``_stats.line_fit``."""
-    s = [sum(column) for column in zip(*rows)] if rows else [0.0] * _LOSS_SUMS
-    n, total, squares, st, stt, stl = s[:6]
+    """Every rank's :func:`loss_statistics` moments added: (count, mean, std, least-squares slope per step,
+    its standard error) of the finite losses, from ``_stats.line_fit``."""
+    s = [sum(column) for column in zip(*rows)] if rows else [0.0] * _LOSS_MOMENTS
+    n, st, stt, total, stl, squares = s[0], s[1], s[2], s[3], s[4], s[6]
     return (round(n), *line_fit(n, total, squares, st, stt, stl))
 
 
@@ -592,7 +624,7 @@ def nonfinite_counts(
     if sums:
         owners = torch.tensor([o for o, _ in sums], dtype=torch.long, device=device)
         values = torch.stack([s.to(device, torch.float64) for _, s in sums])
-        out.index_add_(0, owners, (~torch.isfinite(values)).double())
+        out.index_add_(0, owners, (values * 0 != 0).double())  # x * 0 is NaN exactly where x is not finite
     return out
 
 
@@ -763,7 +795,8 @@ def combine(
     data = CheckData(step=step, epoch=epoch)
     losses = column("loss")
     data.loss_count, data.loss_mean, data.loss_std, data.loss_slope, data.loss_slope_se = loss_trend(losses)
-    data.loss_nonfinite = int(sum(r[6] for r in losses))
+    counts = [r[0] for r in column("loss_n")]  # each rank's losses, finite or not
+    data.loss_nonfinite = round(sum(counts) - sum(r[0] for r in losses))
     data.loss_head = sum(r[0] for r in column("loss_head")) / len(rows)
     data.param_norm_start = math.sqrt(max(r[0] for r in column("param_start")))
     data.group_numel = dict(zip(group_names, group_numel))
@@ -827,8 +860,8 @@ def combine(
         for name, values in zip(row_layers, zip(*column("dead_rows_start"))):
             if max(values) >= 0:
                 data.dead_rows_start[name or "<root>"] = max(values)
-    if "first_nonfinite" in layout:
-        firsts = [r[0] for r in column("first_nonfinite") if r[0] >= 0]
+    if "loss_first_nonfinite" in layout:  # valid on the ranks with a loss that is not finite
+        firsts = [f[0] for f, n, r in zip(column("loss_first_nonfinite"), counts, losses) if n > r[0]]
         data.first_nonfinite_step = round(min(firsts)) if firsts else None
     if "input_free" in layout:  # sums over ranks: the paired differences of every sampled batch
         total, squares, count, guess = (sum(r[k] for r in column("input_free")) for k in range(4))
@@ -914,13 +947,19 @@ class StepRecords:
         samples) and where it is (a sentinel such as -999 in a standardised column shows here), measured
         at the check when the batch can be kept."""
         self._batches[position] = batch_idx
-        tensors = [t for t in flat_tensors(batch) if t.is_floating_point() and t.ndim >= 1 and t.numel()]
+        tensors: list[Tensor] = []
+        size, plain = 0, True
+        for t in flat_tensors(batch):  # one pass: the floating tensors with values, their bytes
+            if t.is_floating_point() and t.ndim and t.nbytes:
+                if t.requires_grad:
+                    t = t.detach()
+                plain = plain and type(t) is Tensor
+                size += t.nbytes
+                tensors.append(t)
         if not tensors:
             return
-        tensors = [t.detach() if t.requires_grad else t for t in tensors]
-        if self.keep_batches and all(type(t) is Tensor for t in tensors):
+        if self.keep_batches and plain:
             addresses = {t.data_ptr() for t in tensors}
-            size = sum(t.numel() * t.element_size() for t in tensors)
             if addresses & self._addresses:  # one buffer refilled: the batches kept with it are gone
                 self.keep_batches = False
                 self._kept = {
@@ -1113,7 +1152,13 @@ def flat_tensors(output: Any) -> list[Tensor]:
     if isinstance(output, Tensor):
         return [output]
     if isinstance(output, (list, tuple)):
-        return [t for item in output for t in flat_tensors(item)]
+        out: list[Tensor] = []
+        for item in output:  # a batch's tensors, without a call each
+            if isinstance(item, Tensor):
+                out.append(item)
+            else:
+                out += flat_tensors(item)
+        return out
     if isinstance(output, dict):
         return [t for item in output.values() for t in flat_tensors(item)]
     return []

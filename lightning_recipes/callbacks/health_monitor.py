@@ -47,6 +47,7 @@ from lightning_recipes.callbacks._health_collector import (
     validation_error,
     validation_rows,
     watched_modules,
+    weight_and_update_powers,
 )
 from lightning_recipes.callbacks._health_rules import decide, settle
 from lightning_recipes.callbacks._health_window import (
@@ -69,10 +70,9 @@ from lightning_recipes.callbacks._trainer import (
     check_prefix,
     emit,
     logged_running_mean,
-    stepped,
 )
 from lightning_recipes.callbacks.input_pipeline_monitor import InputPipelineMonitor, WaitClock
-from lightning_recipes.norms import group_powers, update_ratios
+from lightning_recipes.norms import update_ratios
 
 if TYPE_CHECKING:
     from lightning_recipes.callbacks._health_repair import HealthRepair
@@ -206,6 +206,7 @@ class HealthMonitor(Callback):
         self._functional = True  # the model calls sigmoid/tanh functions (False: none on the first batch)
         self._step_params: dict[int, tuple[int, list[Tensor]]] = {}  # per optimizer: its tracked parameters
         self._step_at_batch_start: int | None = None
+        self._automatic = True  # automatic optimization: the optimizer steps at the batch's start step
         self._clock = WaitClock()
         self._val_batches = ValidationBatches()
         self._planned_steps = math.inf
@@ -215,7 +216,6 @@ class HealthMonitor(Callback):
 
     def _clear_interval(self) -> None:
         self._losses: list[Tensor] = []
-        self._loss_steps: list[int] = []  # each loss's optimizer step within the interval
         self._loss_batches: list[tuple[int, int, int]] = []  # each loss's (global step, epoch, batch_idx)
         self._lr: Tensor | None = None  # per group, on the sampled step
         self._records.clear()
@@ -270,6 +270,7 @@ class HealthMonitor(Callback):
         self._optimizers = [type(unwrap_optimizer(o)).__name__ for o in trainer.optimizers]
         self._rows_start = RowLiveness([module for _, module in self._row_layers])
         self._start_pending = trainer.global_step == 0  # a resumed run has no step 0 to measure
+        self._automatic = pl_module.automatic_optimization
         pipeline = next((c for c in callback_list(trainer) if isinstance(c, InputPipelineMonitor)), None)
         self._clock.follow(pipeline)
         if self._repair is not None:
@@ -286,10 +287,12 @@ class HealthMonitor(Callback):
     ) -> None:
         self._clock.batch_start(self._clock.now())
         step = self._step_at_batch_start = trainer.global_step
-        position = (step % self.check_every_n_steps) + 1  # 1 .. N within the interval
+        sampled = step % self.check_every_n_steps >= self.check_every_n_steps - self.activation_samples
+        if not (sampled or self._start_pending or step == 0):
+            return  # between the sampled batches: nothing to attach
         if step == 0 and self.activation_samples and not self._init_measured:
             self._attach_init_hooks()
-        if position > self.check_every_n_steps - self.activation_samples and not self._handles:
+        if sampled and not self._handles:
             self._attach_hooks()
         if self._start_pending and not self._start_handles:
             self._attach_start_hooks()
@@ -306,7 +309,9 @@ class HealthMonitor(Callback):
     def on_before_optimizer_step(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, optimizer: Optimizer
     ) -> None:
-        step = trainer.global_step
+        step = self._step_at_batch_start
+        if step is None or not self._automatic:  # manual optimization may step more than once per batch
+            step = trainer.global_step
         if self._handles:  # a sampled batch: which weight rows got a gradient
             self._rows.record_gradients()
         norms = self._record_step_gradient(step, optimizer)
@@ -337,10 +342,7 @@ class HealthMonitor(Callback):
                     STEP_POWERS.publish(grads, 2.0, step, {None: squares.sum()})
             live = [p for _, p in entries]
             groups = len(self._group_names)
-            if live:
-                owners = [self._param_group[i] for i, _ in entries]
-                powers = group_powers(live, owners, groups, 2.0, self._shard_group).to(device)
-                self._param_sq = powers if self._param_sq is None else self._param_sq + powers
+            if live:  # the weights before the step: their norms are taken with the update's, at batch end
                 plain = all(type(p) in (Tensor, nn.Parameter) for p in live)  # DTensors: one by one
                 copies = torch._foreach_mul(live, 1.0) if plain else [p.clone() for p in live]
                 self._before += [(self._param_group[i], c, p) for (i, _), c, p in zip(entries, copies, live)]
@@ -353,29 +355,36 @@ class HealthMonitor(Callback):
         if self._sampling:
             self._detach_hooks()
         step = trainer.global_step
-        did_step = stepped(trainer, self._step_at_batch_start)
+        start = self._step_at_batch_start
+        did_step = start is None or step != start  # _trainer.stepped, the step read once
         if self._start_handles and did_step:
             self._detach_start_hooks()
-        loss = loss_of(outputs)
         position = step - self._interval_start - 1
         if did_step and 0 <= position < self.check_every_n_steps:
             self._records.inputs(position, batch, batch_idx)
+        if type(outputs) is dict:  # Lightning's own output (automatic optimization): no ABC check
+            loss = outputs.get("loss")
+            loss = loss if isinstance(loss, Tensor) else None
+        else:
+            loss = loss_of(outputs)
         if loss is not None:
-            loss = loss.detach().float()
+            if loss.requires_grad:  # Lightning's is detached already: no op
+                loss = loss.detach()
+            if loss.dtype != torch.float32:
+                loss = loss.float()
             self._losses.append(loss)
-            start = step if self._step_at_batch_start is None else self._step_at_batch_start
-            self._loss_steps.append(start - self._interval_start)
-            self._loss_batches.append((start, trainer.current_epoch, batch_idx))
+            self._loss_batches.append((step if start is None else start, trainer.current_epoch, batch_idx))
             self._epoch_loss.append(loss)
         if not did_step:
             self._clock.batch_end(self._clock.now())
             return
-        if self._before:  # the sampled step's change, per group (sharded parameters reduced: norms.py)
+        if self._before:  # the sampled step's weights and change, per group (shards reduced: norms.py)
+            copies = [c for _, c, _ in self._before]
             with torch.no_grad():
-                diffs = torch._foreach_sub([p for _, _, p in self._before], [c for _, c, _ in self._before])
-            owners = [g for g, _, _ in self._before]
-            powers = group_powers(diffs, owners, len(self._group_names), 2.0, self._shard_group)
-            self._update_sq = powers.to(diffs[0].device)
+                diffs = torch._foreach_sub([p for _, _, p in self._before], copies)
+                self._param_sq, self._update_sq = weight_and_update_powers(
+                    copies, diffs, [g for g, _, _ in self._before], len(self._group_names), self._shard_group
+                )
             self._before = []
         if step % self.check_every_n_steps == 0:
             self._clock.pause(self._clock.now())  # the check's own time is neither step nor wait
@@ -506,11 +515,10 @@ class HealthMonitor(Callback):
         if not 0 <= position < self.check_every_n_steps:
             return []
         groups = optimizer.param_groups
-        count = sum(len(g["params"]) for g in groups)  # a group added since: look the parameters up again
         cached = self._step_params.get(id(optimizer))
-        if cached is None or cached[0] != count:
+        if cached is None or cached[0] != len(groups):  # a group added since: look the parameters up again
             params = [p for g in groups for p in g["params"] if id(p) in self._index]
-            cached = self._step_params[id(optimizer)] = (count, params)
+            cached = self._step_params[id(optimizer)] = (len(groups), params)
         return self._records.gradients(position, [p.grad for p in cached[1] if p.grad is not None])
 
     def _attach_init_hooks(self) -> None:
@@ -553,7 +561,9 @@ class HealthMonitor(Callback):
         """Everything the check needs, as one float64 vector with a layout identical on every rank."""
         packer = Packer(device)
         losses = loss_vector(self._losses, device)  # one stack of the interval's losses
-        packer.add_block(LOSS_PIECES, loss_statistics(losses, self._loss_steps, device))
+        steps = [start - self._interval_start for start, _, _ in self._loss_batches]  # within the interval
+        packer.add_block(LOSS_PIECES, loss_statistics(losses, steps, device))
+        packer.add("loss_n", float(len(self._losses)))  # a host value: no device op
         packer.add("param_start", self._param_start)
         groups = len(self._group_names)
         sampled = self._grad_sq is not None and self._group_of is not None

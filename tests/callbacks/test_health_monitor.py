@@ -210,11 +210,11 @@ class CountedModel(MLP):
         return loss
 
 
-def test_per_step_work_between_checks_is_two_ops_whatever_the_parameter_count() -> None:
+def test_per_step_work_between_checks_is_one_op_whatever_the_parameter_count() -> None:
     """Between checks each step records its gradient norm (one fused ``_foreach_norm``) and keeps its loss
-    (``detach``); its batch is kept by reference and scanned for ``outlier_batches`` at the check (``max.dim``
-    there), none of it a read to the host. A sampled forward adds a few ops per watched module (one fused
-    hook each, a ReLU reusing the mask of the Linear before it), not a dozen."""
+    (Lightning's, detached already: no op); its batch is kept by reference and scanned for ``outlier_batches``
+    at the check (``max.dim`` there), none of it a read to the host. A sampled forward adds a few ops per
+    watched module (one fused hook each, a ReLU reusing the mask of the Linear before it), not a dozen."""
     per_step, sampled = {}, {}
     for widths in ((16, 32, 4), (16, 32, 32, 32, 32, 32, 4)):
         monitor = OpCounting(check_every_n_steps=10, activation_samples=2)
@@ -226,13 +226,13 @@ def test_per_step_work_between_checks_is_two_ops_whatever_the_parameter_count() 
         between = [ops for step, ops in monitor.ops.items() if step >= 10 and step % 10 < 8]
         assert len(between) == 16
         for ops in between:
-            assert sorted(ops) == ["aten._foreach_norm.Scalar", "aten.detach.default"], ops
+            assert ops == ["aten._foreach_norm.Scalar"], ops
         for step in (19, 29):  # the check steps scan the interval's batches
             assert "aten.max.dim" in monitor.ops[step]
         per_step[len(widths)] = {len(ops) for ops in between}
         bare = model.ops[10]
         sampled[len(widths)] = [model.ops[step] - bare for step in (18, 19, 28, 29)]
-    assert per_step[3] == per_step[7] == {2}, per_step
+    assert per_step[3] == per_step[7] == {1}, per_step
     # per Linear 4 ops (its positive units: gt, view, any; its output's sum), per ReLU 1 (its output's sum:
     # its mask is the Linear's, its input the Linear's output, summed already), the batch's sum once; the
     # second sampled batch ORs each mask into the first's. 2 Linear + 1 ReLU, then 6 Linear + 5 ReLU; and 13

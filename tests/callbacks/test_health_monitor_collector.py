@@ -30,9 +30,11 @@ from lightning_recipes.callbacks._health_collector import (
     loss_statistics,
     loss_vector,
     optimizer_family,
+    weight_and_update_powers,
 )
 from lightning_recipes.callbacks._health_window import CheckData
 from lightning_recipes.callbacks.health_monitor import HealthMonitor
+from lightning_recipes.norms import group_powers
 from lightning_recipes.optim import Lamb, Lion
 from lightning_recipes.testing import HostSyncCounter, fast_trainer
 from tests.callbacks.test_health_monitor import CountedForward, OpCounter, SyncCounting
@@ -106,6 +108,76 @@ def test_loss_trend_group_numbers_and_planned_steps_match_the_run(windows: Windo
     assert first.group_lr == {name: 0.2 for name in first.group_numel}
     assert set(first.group_family.values()) == {"sgd"}
     assert first.planned_steps == 40.0
+
+
+class StepGradients(Callback):
+    """A plain recorder of each optimizer step: (global step, its optimizer's squared gradient norm, batch
+    index, batch number in the run)."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[int, float, int, int]] = []
+        self._batch = (-1, -1)
+
+    def on_train_batch_start(self, trainer: pl.Trainer, pl_module: Any, batch: Any, batch_idx: int) -> None:
+        self._batch = (batch_idx, self._batch[1] + 1)
+
+    def on_before_optimizer_step(self, trainer: pl.Trainer, pl_module: Any, optimizer: Any) -> None:
+        grads = [p.grad for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
+        squared = float(sum(g.double().square().sum() for g in grads))
+        self.rows.append((trainer.global_step, squared, *self._batch))
+
+
+class TwoOptimizerMLP(MLP):
+    """Manual optimization: two optimizers (the hidden layers, the head), each stepping once per batch."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.automatic_optimization = False
+
+    def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
+        loss = super().training_step(batch, batch_idx)
+        hidden, head = self.optimizers()  # type: ignore[misc]
+        hidden.zero_grad()
+        head.zero_grad()
+        self.manual_backward(loss)
+        hidden.step()
+        head.step()
+        return loss
+
+    def configure_optimizers(self) -> Any:
+        return (
+            torch.optim.SGD(self.net[:-1].parameters(), lr=0.1),
+            torch.optim.SGD(self.net[-1].parameters(), lr=0.1),
+        )
+
+
+@pytest.mark.parametrize("mode", ["accumulate", "manual"])
+def test_step_records_follow_the_optimizer_steps_under_accumulation_and_manual_optimization(
+    windows: Windows, mode: str
+) -> None:
+    """The monitor takes a step's number from its batch's start under automatic optimization (one optimizer
+    step, on the batch that ends the accumulation) and from the Trainer under manual optimization (a step per
+    optimizer): every optimizer step's gradient norm lands at its step, each batch's inputs at its last step,
+    every batch's loss in its interval."""
+    torch.manual_seed(0)
+    recorder = StepGradients()
+    monitor = HealthMonitor(check_every_n_steps=4)
+    model = TwoOptimizerMLP() if mode == "manual" else MLP()
+    extra = {"accumulate_grad_batches": 2} if mode == "accumulate" else {}
+    trainer = fast_trainer(
+        max_steps=8, max_epochs=-1, callbacks=[monitor, recorder], limit_val_batches=0, **extra
+    )
+    trainer.fit(model, loader(classification()))
+    assert [c.step for c in windows.checks] == [4, 8]
+    last_step = {number: step for step, _, _, number in recorder.rows}  # each batch's last optimizer step
+    for check, start in zip(windows.checks, (0, 4)):
+        rows = [r for r in recorder.rows if start <= r[0] < start + 4]
+        assert [r[0] for r in check.step_records] == [step - start for step, _, _, _ in rows]
+        norms = [r[1] for r in check.step_records]
+        assert norms == pytest.approx([math.sqrt(squared) for _, squared, _, _ in rows], rel=1e-5)
+        batches = [index if last_step[number] == step else -1 for step, _, index, number in rows]
+        assert [r[2] for r in check.step_records] == batches
+        assert check.loss_count == (8 if mode == "accumulate" else 2)  # every batch's loss, stepping or not
 
 
 class OptimizerMLP(MLP):
@@ -386,6 +458,31 @@ def test_step_records_of_one_tensor_batches_of_two_shapes_are_what_a_plain_scan_
     assert math.isnan(packed[4][0]) and packed[4][1:3] == [-1, -1] and math.isnan(packed[4][3])
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
+def test_weight_and_update_powers_are_norms_group_powers_per_group(dtype: torch.dtype) -> None:
+    """The sampled step's weight and update norms per group: float32 in one ``_foreach_norm`` and one
+    ``index_add_`` (the other dtypes through ``group_powers``), the same numbers as ``group_powers``, a
+    non-finite weight non-finite in its own group only."""
+    g = torch.Generator().manual_seed(3)
+    shapes = [(70, 1000), (7,), (3, 4), (5,), (2, 2, 2)]  # one above norms.py's BLAS size, then small ones
+    weights = [torch.randn(*shape, generator=g).to(dtype) for shape in shapes]
+    updates = [1e-3 * torch.randn(*shape, generator=g).to(dtype) for shape in shapes]
+    owners = [2, 0, 2, 1, 0]
+    with OpCounter() as counter:
+        weight, update = weight_and_update_powers(weights, updates, owners, 4)
+    if dtype == torch.float32:
+        assert counter.ops.count("aten._foreach_norm.Scalar") == 1
+        assert counter.ops.count("aten.index_add_.default") == 1
+    assert weight.dtype == update.dtype == torch.float64
+    for got, tensors in ((weight, weights), (update, updates)):
+        want = group_powers(tensors, owners, 4).double()
+        assert got.tolist() == pytest.approx(want.tolist(), rel=1e-5)
+    assert weight[3].item() == update[3].item() == 0.0  # a group without tensors
+    weights[3][1] = math.nan
+    weight, _ = weight_and_update_powers(weights, updates, owners, 4)
+    assert [math.isfinite(v) for v in weight.tolist()] == [True, False, True, True]
+
+
 @pytest.mark.parametrize("length", [0, 1, 5, 7, 8, 9, 50])
 def test_loss_statistics_are_the_sums_head_and_first_nonfinite_a_plain_loop_finds(length: int) -> None:
     g = torch.Generator().manual_seed(length)
@@ -393,15 +490,21 @@ def test_loss_statistics_are_the_sums_head_and_first_nonfinite_a_plain_loop_find
     if length > 3:
         values[2], values[length - 1] = math.nan, math.inf
     steps = list(range(0, 2 * length, 2))
-    packed = loss_statistics(loss_vector(list(values.unbind())), steps, torch.device("cpu")).tolist()
+    losses = loss_vector(list(values.unbind()))
+    with OpCounter() as counter:
+        packed = loss_statistics(losses, steps, torch.device("cpu")).tolist()
+    assert len(counter.ops) <= 17, counter.ops  # one matrix product for the nine sums (was 30 ops)
     assert len(packed) == sum(size for _, size in LOSS_PIECES)
     finite = [(t, v) for t, v in zip(steps, values.double().tolist()) if math.isfinite(v)]
-    sums = [len(finite), sum(v for _, v in finite), sum(v * v for _, v in finite)]
-    sums += [sum(t for t, _ in finite), sum(t * t for t, _ in finite), sum(t * v for t, v in finite)]
-    assert packed[:6] == pytest.approx(sums, rel=1e-12) and packed[6] == length - len(finite)
+    # [finite, loss, loss^2] times [1, t, t^2], over the finite losses
+    sums = [sum(v**a * t**b for t, v in finite) for a in (0, 1, 2) for b in (0, 1, 2)]
+    assert packed[:9] == pytest.approx(sums, rel=1e-12) and packed[0] == len(finite)
     head = values[:5].double().mean().item() if length else math.nan
-    assert packed[7] == pytest.approx(head, nan_ok=True)
-    assert packed[8] == (2 if length > 3 else -1)
+    assert packed[9] == pytest.approx(head, nan_ok=True)
+    if length > 3:  # the first loss that is not finite; where all are, the count tells (0 here)
+        assert packed[10] == 2
+    else:
+        assert packed[0] == length and packed[10] == 0
 
 
 def test_step_records_keep_batches_for_one_scan_at_the_check_and_fall_back_where_that_is_unsafe() -> None:
