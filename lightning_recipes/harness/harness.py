@@ -15,6 +15,7 @@ import torch
 from lightning.pytorch.utilities.model_helpers import is_overridden
 from torch import Tensor, nn
 from torch.nn.modules.loss import _Loss
+from torch.nn.parameter import UninitializedParameter
 from torch.optim import Optimizer
 
 from lightning_recipes._loss_output import loss_of
@@ -123,6 +124,7 @@ class Harness:
         self.max_steps = max_steps
         self._cache: dict[str, tuple[list[Any], bool]] = {}  # split -> (prepared batches, loader exhausted)
         self._inferred: tuple[Key, Key] | None = None
+        self._shaped: pl.LightningModule | None = None  # a lazy module's copy, shaped by one forward
 
     # ---------------------------------------------------------------- data: one reader, six views of it
     def train_batches(self, count: int) -> list[Any]:
@@ -281,12 +283,26 @@ class Harness:
         # Objects a module may hold a reference to are shared, not duplicated (a datamodule holds data).
         shared = (self.trainer, self.datamodule, self.train_dataloader, self.val_dataloader)
         try:
-            return copy_module(self.model, shared, self.device)
+            if self._shaped is None and any(
+                isinstance(p, UninitializedParameter) for p in self.model.parameters()
+            ):
+                self._shaped = self._shape_lazy(copy_module(self.model, shared, self.device))
+            return copy_module(self._shaped or self.model, shared, self.device)
         except Exception as err:
             raise CannotRunOnCopy(
                 f"could not deep-copy the model ({type(err).__name__}: {err}); the checks never touch the "
                 "original, so they need a copyable module."
             ) from err
+
+    def _shape_lazy(self, model: pl.LightningModule) -> pl.LightningModule:
+        """A module with lazy parameters (``LazyLinear``: shaped at the first forward) after the forward of
+        one training step in eval mode, without gradients, seeded: every copy starts from the same weights."""
+        with preserved_rng(), torch.no_grad():
+            torch.manual_seed(self.seed)
+            model.eval()
+            self.training_loss(model, self.train_batches(1)[0])
+            model.train()
+        return model
 
     def require_automatic_optimization(self, model: pl.LightningModule) -> None:
         if not model.automatic_optimization:
