@@ -124,6 +124,7 @@ class Harness:
         self.max_steps = max_steps
         self._cache: dict[str, tuple[list[Any], bool]] = {}  # split -> (prepared batches, loader exhausted)
         self._inferred: tuple[Key, Key] | None = None
+        self._first_calls: list[LossCall] = []  # the loss calls of the step that inferred the keys
         self._shaped: pl.LightningModule | None = None  # a lazy module's copy, shaped by one forward
 
     # ---------------------------------------------------------------- data: one reader, six views of it
@@ -261,9 +262,10 @@ class Harness:
         try:
             with preserved_rng(), torch.no_grad():
                 batch = self.train_batches(1)[0]
-                call = self.loss_call(self.copy_model(), batch)
+                self._first_calls = self.loss_calls(self.copy_model(), batch)
         except Exception:  # a step that cannot run outside the Trainer: the checks will say so themselves
             return self._inferred
+        call = _main_call(self._first_calls)
         if call is None:
             return self._inferred
         target = call.target_key
@@ -276,6 +278,12 @@ class Harness:
             target = next((k for k in entries if k in call.target_keys and k != conventional), None)
         self._inferred = (inputs, target)
         return self._inferred
+
+    def first_loss_calls(self) -> list[LossCall]:
+        """The loss calls of one training step on a copy with the first training batch, recorded once when
+        the keys are inferred (``[]`` when that step could not run outside the Trainer)."""
+        self._infer_keys()
+        return self._first_calls
 
     # ---------------------------------------------------------------- model
     def copy_model(self) -> pl.LightningModule:
@@ -387,8 +395,7 @@ class Harness:
     def loss_call(self, model: pl.LightningModule, batch: Any, batch_idx: int = 0) -> LossCall | None:
         """The main loss call of one step: the first whose target comes from the batch, else the first;
         ``None`` when the loss is not computed by a ``torch.nn.functional`` loss (a hand-written formula)."""
-        calls = self.loss_calls(model, batch, batch_idx)
-        return next((call for call in calls if call.target_keys), calls[0] if calls else None)
+        return _main_call(self.loss_calls(model, batch, batch_idx))
 
     def forward(self, model: nn.Module, inputs: Tensor) -> Tensor:
         """``model(inputs)``'s first output tensor, under the precision context."""
@@ -472,3 +479,8 @@ def _not_empty(batches: list[Any], loader: Any) -> list[Any]:
             "this check on (the `loader` check says what to change)."
         )
     return batches
+
+
+def _main_call(calls: list[LossCall]) -> LossCall | None:
+    """The first call whose target comes from the batch, else the first (``None``: no call)."""
+    return next((call for call in calls if call.target_keys), calls[0] if calls else None)

@@ -26,8 +26,8 @@ from lightning_recipes.checks.data._loader_samples import check_pair, distinct_l
 from lightning_recipes.checks.data._relation import Relation, relations
 from lightning_recipes.checks.report import CheckResult, Status
 from lightning_recipes.harness import Harness as CheckContext
-from lightning_recipes.harness import is_shuffled, preserved_rng
-from lightning_recipes.harness.batches import is_float
+from lightning_recipes.harness import is_shuffled
+from lightning_recipes.harness.batches import is_float, split_batch
 from lightning_recipes.harness.walk import tensors_of
 
 __all__ = ["DataCheck"]
@@ -425,20 +425,15 @@ class DataCheck(SanityCheck):
         """Each further target the loss reads from the batch (a detector's box beside its class) is paired
         with the input as the main one is: the same nearest-neighbour rule, in both directions."""
         val = context.val_batches(self.num_batches)
-        try:
-            with preserved_rng(), torch.no_grad():
-                calls = context.loss_calls(context.copy_model(), batches[0])
-        except Exception:
-            return
         x, y = context.split(batches[0])
-        keys = {call.target_key for call in calls if call.target_key is not None}
-        entries = {k: _entry(batches[0], k) for k in keys}
-        further = [k for k, v in entries.items() if v is not None and v is not x and v is not y]
-        for key in sorted(further, key=str):
-            stacked = {s: _stacked_entry(context, b, key) for s, b in (("train", batches), ("val", val))}
-            if not val or any(v is None for v in stacked.values()):
+        keys = {call.target_key for call in context.first_loss_calls() if call.target_key is not None}
+        entries_of = {k: split_batch(batches[0], target_key=k)[1] for k in keys}
+        further = [k for k, v in entries_of.items() if v is not None and v is not x and v is not y]
+        for key in sorted(further, key=str) if val else []:
+            stacked = [_stacked(context, b, key) for b in (batches, val)]
+            if any(s is None or not s[1].is_floating_point() or not 1 <= s[1].ndim <= 2 for s in stacked):
                 continue
-            (x_t, y_t), (x_v, y_v) = stacked["train"], stacked["val"]  # type: ignore[misc]
+            (x_t, y_t, _), (x_v, y_v, _) = stacked  # type: ignore[misc]
             found = relations(
                 {"train": x_t, "val": x_v}, {"train": y_t, "val": y_v}, {"train": {}, "val": {}}, 0, False
             )
@@ -469,29 +464,6 @@ def _drawn_uniformly(context: CheckContext, count: int) -> list[Any] | None:
     try:
         return context.read_batches(uniform, count) or None
     except Exception:
-        return None
-
-
-def _entry(batch: Any, key: Any) -> Tensor | None:
-    try:
-        value = batch[key]
-    except (KeyError, IndexError, TypeError):
-        return None
-    return value if isinstance(value, Tensor) else None
-
-
-def _stacked_entry(context: CheckContext, batches: list[Any], key: Any) -> tuple[Tensor, Tensor] | None:
-    """Inputs and the entry ``key`` of ``batches`` stacked, when the entry is a float value per sample."""
-    xs, ys = [], []
-    for batch in batches:
-        x, y = context.split(batch)[0], _entry(batch, key)
-        if x is None or y is None or not y.is_floating_point() or not 1 <= y.ndim <= 2 or len(y) != len(x):
-            return None
-        xs.append(x.detach().cpu())
-        ys.append(y.detach().cpu())
-    try:
-        return torch.cat(xs), torch.cat(ys)
-    except RuntimeError:
         return None
 
 
@@ -532,12 +504,17 @@ def _relation_finding(r: Relation, target: str = "") -> Finding:
     )
 
 
-def _stacked(context: CheckContext, batches: list[Any]) -> tuple[Tensor, Tensor, dict[str, Tensor]] | None:
-    """The batches' inputs, targets and other per-sample tensors concatenated (host copies)."""
+def _stacked(
+    context: CheckContext, batches: list[Any], target_key: Any = None
+) -> tuple[Tensor, Tensor, dict[str, Tensor]] | None:
+    """The batches' inputs, targets (the entry ``target_key`` when given) and other per-sample tensors
+    concatenated (host copies)."""
     xs, ys = [], []
     groups: dict[str, list[Tensor]] = {}
     for batch in batches:
         x, y = context.split(batch)
+        if target_key is not None:
+            y = split_batch(batch, target_key=target_key)[1]
         if x is None or y is None or x.ndim == 0 or y.ndim == 0 or len(x) != len(y):
             return None
         xs.append(x.detach().cpu())
