@@ -1,6 +1,4 @@
-"""Shared pieces of Lion and Lamb: argument checks, the choice and dispatch of the execution path, tensor
-grouping, and the record of which path ran (``optimizer.implementation_used``).
-"""
+"""Shared pieces of Lion and Lamb: path choice and dispatch, tensor grouping, ``implementation_used``."""
 
 from __future__ import annotations
 
@@ -24,9 +22,7 @@ __all__ = [
     "split_for_native",
 ]
 
-# The foreach path works on chunks of at most this many elements, so that its temporaries (two chunk-sized
-# lists) stay bounded: 32M elements on accelerators (few launches per step even for a 350M model), 256K on
-# CPU (small chunks stay in cache). Measurements: benchmarks/RESULTS.md.
+# foreach chunk sizes (bounded temporaries; accelerator / CPU): benchmarks/RESULTS.md
 FOREACH_CHUNK_NUMEL = 1 << 25
 FOREACH_CHUNK_NUMEL_CPU = 1 << 18
 
@@ -45,8 +41,7 @@ def group_by_device_and_dtype(*lists: Sequence[Tensor]) -> Iterator[tuple[list[T
 def foreach_chunks(
     *lists: Sequence[Tensor], max_numel: int | None = None
 ) -> Iterator[tuple[list[Tensor], ...]]:
-    """Consecutive chunks of parallel lists, each with at most ``max_numel`` elements (or one tensor);
-    ``None``: the device's default (``FOREACH_CHUNK_NUMEL_CPU`` on CPU, else ``FOREACH_CHUNK_NUMEL``)."""
+    """Consecutive chunks of parallel lists of at most ``max_numel`` elements (or one tensor) each."""
     count = len(lists[0])
     if count == 0:
         return
@@ -64,8 +59,8 @@ def foreach_chunks(
 
 
 def resolve_device_implementation(implementation: str, device: torch.device) -> str:
-    """The route on ``device``: off CPU ``auto`` and ``native`` are ``foreach``; on CPU ``auto`` is ``native``
-    where the native kernels build, else ``for_loop`` (torch's own CPU default). ``compiled`` is ``auto``."""
+    """The route on ``device``: off CPU ``auto``/``native`` run ``foreach``; on CPU ``auto`` is ``native``
+    where the kernels build, else ``for_loop``. ``compiled`` is ``auto``."""
     if implementation == "compiled":
         implementation = "auto"
     if device.type != "cpu":
@@ -84,37 +79,29 @@ def resolve_device_implementation(implementation: str, device: torch.device) -> 
     return "for_loop"
 
 
-# The only tensor types the native kernels may see: a subclass (FSDP2's DTensor, a tensor subclass of a
-# quantisation library ...) has its own storage semantics, and its ``data_ptr`` is not its elements.
+# A subclass (FSDP2's DTensor ...) has its own storage: its ``data_ptr`` is not its elements.
 _PLAIN_TYPES = (Tensor, torch.nn.Parameter)
 
 
 def split_for_native(
     *lists: Sequence[Tensor], counters: Sequence[Tensor] | None = None
 ) -> tuple[list[int], list[int]]:
-    """Indices of the rows the native kernels take (every tensor a plain ``Tensor`` / ``Parameter``,
-    strided, CPU, contiguous, of the first list's dtype, one of the kernels'; with ``counters``, a float32 CPU
-    counter) and of the others. Disjoint views of one storage are fine; overlapping tensors are not detected.
-    Cost: attribute checks only, no sync."""
+    """Indices of the rows the native kernels take (plain, strided, contiguous CPU tensors of one kernel
+    dtype; with ``counters``, a float32 CPU counter) and of the others. Attribute checks only, no sync."""
     from lightning_recipes.optim._native import NATIVE_DTYPES
 
     taken: list[int] = []
     others: list[int] = []
-    plain = _PLAIN_TYPES
-    strided = torch.strided
-    for index, items in enumerate(zip(*lists)):  # every step: plain loops and attribute checks
+    for index, items in enumerate(zip(*lists)):
         dtype = items[0].dtype
-        ok = dtype in NATIVE_DTYPES
-        for item in items if ok else ():
-            if (
-                type(item) not in plain
-                or item.dtype is not dtype
-                or item.layout is not strided
-                or not item.is_cpu
-                or not item.is_contiguous()
-            ):
-                ok = False
-                break
+        ok = dtype in NATIVE_DTYPES and all(
+            type(t) in _PLAIN_TYPES
+            and t.dtype is dtype
+            and t.layout is torch.strided
+            and t.is_cpu
+            and t.is_contiguous()
+            for t in items
+        )
         if ok and counters is not None:
             ok = counters[index].dtype is torch.float32 and counters[index].is_cpu
         (taken if ok else others).append(index)
@@ -124,11 +111,8 @@ def split_for_native(
 def prepare_tensors(
     lists: Sequence[Sequence[Tensor]], *, local_shards: bool
 ) -> tuple[list[list[Tensor]], list[list[Tensor]]]:
-    """Split parallel lists (parameters first) into rows every path may take and rows only the per-tensor loop
-    may take; complex tensors become real views. DTensor rows laid out alike become their local shards with
-    ``local_shards`` (elementwise Lion); other subclass rows go to the loop (whole-tensor norms, LAMB). No
-    sync.
-    """
+    """Split parallel lists (parameters first) into rows any path may take and rows for the loop only;
+    complex tensors become real views, DTensor rows their local shards with ``local_shards``. No sync."""
     params = lists[0]
     if all(type(p) in _PLAIN_TYPES and not p.is_complex() for p in params):
         return [list(items) for items in lists], [[] for _ in lists]
@@ -170,22 +154,14 @@ def _local_shards(row: Sequence[Tensor]) -> tuple[Tensor, ...] | None:
 def gather_gradients(
     optimizer: torch.optim.Optimizer,
 ) -> list[tuple[dict[str, Any], list[Tensor], list[Tensor]]]:
-    """Every group with its parameters that have a gradient and those gradients; a sparse gradient raises,
-    naming the parameter, before anything changes. One pass, no sync."""
-    strided = torch.strided
+    """Every group with its parameters that have a gradient and those gradients; a sparse one raises."""
     gathered = []
     for group in optimizer.param_groups:
-        params: list[Tensor] = []
-        grads: list[Tensor] = []
-        for param in group["params"]:
-            grad = param.grad
-            if grad is None:
-                continue
-            if grad.layout is not strided:
-                raise _sparse_error(optimizer, param, grad)
-            params.append(param)
-            grads.append(grad)
-        gathered.append((group, params, grads))
+        params = [param for param in group["params"] if param.grad is not None]
+        for param in params:
+            if param.grad.layout is not torch.strided:
+                raise _sparse_error(optimizer, param, param.grad)
+        gathered.append((group, params, [param.grad for param in params]))
     return gathered
 
 
@@ -211,9 +187,8 @@ def run_update(
     *,
     local_shards: bool,
 ) -> None:
-    """The one dispatch of Lion's and Lamb's update functions: subclass rows (see :func:`prepare_tensors`)
-    take ``routes["for_loop"]``; the others, grouped by device and dtype, the route
-    :func:`resolve_device_implementation` picks. Every route is called as ``route(*lists, hyper)``."""
+    """Dispatch an update: loop-only rows to ``routes["for_loop"]``, the others by device and dtype to the
+    route :func:`resolve_device_implementation` picks, each called as ``route(*lists, hyper)``."""
     plain, eager = prepare_tensors(lists, local_shards=local_shards)
     if eager[0]:
         routes["for_loop"](*eager, hyper)
@@ -229,9 +204,8 @@ def run_native(
     *,
     counters: bool,
 ) -> None:
-    """The native route of Lion and Lamb: the rows the kernels take (:func:`split_for_native`; with
-    ``counters`` the last list holds step counters) go to ``kernels.<kernel>(*lists, **hyper)``, with
-    autograd's versions bumped for what they wrote (all but the gradients); the other rows to ``loop``."""
+    """The native route: rows the kernels take go to ``kernels.<kernel>`` (versions bumped for what they
+    wrote), the others to ``loop``; with ``counters`` the last list holds step counters."""
     from lightning_recipes.optim._native import bump_versions, native_kernels
 
     kernels = native_kernels()
@@ -249,20 +223,17 @@ def run_native(
         loop(*([lst[i] for i in others] for lst in lists), hyper)
 
 
-# The paths, fastest first: a step that used several (the native kernels for float32 tensors and the loop for
-# complex ones) names them in this order, joined by "+".
+# The paths, fastest first: a step that used several names them in this order, joined by "+".
 ROUTES = ("native", "foreach", "for_loop")
 _active = threading.local()
 
 
 class ImplementationRecord(torch.optim.Optimizer):
-    """Base of our optimizers: ``implementation_used`` (a plain attribute, so optimizer wrappers read it live)
-    is ``None`` until a step, then the path(s) that ran; group options are validated and back-filled on load.
-    """
+    """Base of Lion and Lamb: ``implementation_used`` (``None`` until a step, then the paths that ran); group
+    options validated, and back-filled on load."""
 
     implementation_used: str | None
-    #: Every group option but ``lr`` and its default, back-filled into groups saved before an option existed;
-    #: also the keyword arguments (``betas`` as ``beta1``, ``beta2``) of the update function.
+    #: Group options but ``lr``, with defaults (back-filled on load; the update function's keywords).
     _group_defaults: ClassVar[dict[str, Any]] = {}
 
     def __init__(self, params: Iterable[Any], defaults: dict[str, Any]) -> None:
@@ -276,7 +247,7 @@ class ImplementationRecord(torch.optim.Optimizer):
         """Raise ``ValueError`` for a group option out of range (the subclass's checks)."""
 
     def _update_group(self, group: dict[str, Any], params: list[Tensor], grads: list[Tensor]) -> None:
-        """One group's update: its state created on first use, then the update function (the subclass's)."""
+        """One group's update (the subclass's)."""
         raise NotImplementedError
 
     def _update_options(self, group: dict[str, Any]) -> dict[str, Any]:
@@ -287,9 +258,8 @@ class ImplementationRecord(torch.optim.Optimizer):
 
     @torch.no_grad()
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
-        """Update every parameter that has a gradient (a sparse one raises before anything changes);
-        returns ``closure()``'s value if one was given. Then ``implementation_used`` names the paths that ran
-        (``"native"``, ``"for_loop"``, ``"native+for_loop"`` ...); a step that updated nothing leaves it."""
+        """Update every parameter that has a gradient; returns ``closure()``'s value if given. Then
+        ``implementation_used`` names the paths that ran (``"native"``, ``"native+for_loop"`` ...)."""
         loss = None
         if closure is not None:
             with torch.enable_grad():
@@ -307,17 +277,14 @@ class ImplementationRecord(torch.optim.Optimizer):
         return loss
 
     def __getstate__(self) -> dict[str, Any]:
-        """Torch's state and ``implementation_used``: a pickled or deep-copied optimizer says what its
-        original last ran."""
+        """Torch's state and ``implementation_used``."""
         state: dict[str, Any] = super().__getstate__()  # type: ignore[misc]
         state["implementation_used"] = self.__dict__.get("implementation_used")
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        """As torch's (``load_state_dict`` calls it too), back-filling group options a state saved before they
-        existed lacks, and ``implementation_used`` (``None``); the keys torch adds are taken back, so that a
+        """As torch's, back-filling group options older states lack; keys torch adds are taken back, so a
         loaded optimizer's ``state_dict()`` equals the original's."""
-        # the defaults' keys before torch adds its own: the pickled ones, else (load_state_dict) the current
         before = frozenset(state.get("defaults", self.__dict__.get("defaults", {})))
         super().__setstate__(state)
         self.__dict__.setdefault("implementation_used", None)
@@ -331,8 +298,7 @@ class ImplementationRecord(torch.optim.Optimizer):
                 group.setdefault(key, self.defaults[key])
 
     def add_param_group(self, param_group: dict[str, Any]) -> None:
-        """As torch's, with the group's options (the defaults filled in) validated before it joins;
-        ``Optimizer.__init__`` calls it, so ``implementation_used`` exists from construction on."""
+        """As torch's, with the group's options validated before it joins."""
         self.__dict__.setdefault("implementation_used", None)
         if isinstance(param_group, dict):
             self._validate_group({**self.defaults, **param_group})
@@ -340,7 +306,7 @@ class ImplementationRecord(torch.optim.Optimizer):
 
 
 def note_route(name: str) -> None:
-    """Record that path ``name`` updated tensors in the step now running (nothing outside a step)."""
+    """Record that path ``name`` ran in the step now running."""
     ran = getattr(_active, "ran", None)
     if ran is not None:
         ran.add(name)

@@ -1,9 +1,5 @@
-"""The multi-tensor CPU kernels of ``_cpu_kernels.c`` (one OpenMP region per Lion / LAMB step, the fastest
-CPU path: ``benchmarks/RESULTS.md``), built once on Linux with the system C compiler for the ISA torch
-dispatches to and cached under ``$LIGHTNING_RECIPES_CACHE_DIR`` (default
-``~/.cache/lightning_recipes/kernels``). Missing a compiler, or with ``LIGHTNING_RECIPES_NATIVE=0``,
-:func:`native_kernels` is ``None`` and the optimizers take their torch paths (a failed build warns once).
-"""
+"""The multi-tensor CPU kernels of ``_cpu_kernels.c``, built once on Linux with the system C compiler, cached
+under ``$LIGHTNING_RECIPES_CACHE_DIR``; off without a compiler or with ``LIGHTNING_RECIPES_NATIVE=0``."""
 
 from __future__ import annotations
 
@@ -41,8 +37,7 @@ _ISA_FLAGS = {
     "AVX512": ["-mavx512f", "-mavx512dq", "-mavx512vl", "-mavx512bw", "-mfma"],
     "AVX2": ["-mavx2", "-mfma"],
 }
-# LAMB processes consecutive tensors in batches of about this many elements (8 MiB of p, g, m, v in fp32), so
-# that its second pass over a batch reads from cache.
+# LAMB's batches of consecutive tensors (8 MiB of p, g, m, v in fp32): its second pass reads from cache.
 LAMB_BATCH_NUMEL = 1 << 19
 
 _lock = threading.Lock()
@@ -50,8 +45,7 @@ _state: dict[str, NativeKernels | None] = {}
 
 
 class NativeKernels:
-    """The loaded kernels. Callers pass CPU tensors that are contiguous and share one dtype of
-    :data:`NATIVE_DTYPES` (the optimizers check this; the kernels trust it)."""
+    """The loaded kernels; they trust callers to pass contiguous CPU tensors of one :data:`NATIVE_DTYPES`."""
 
     def __init__(self, library: ctypes.CDLL, path: str) -> None:
         self.path = path
@@ -85,8 +79,7 @@ class NativeKernels:
         beta1: float, beta2: float, eps: float, weight_decay: float, layer_adaptation: bool,
         trust_clip: float | None,
     ) -> None:  # fmt: skip
-        """One LAMB step over all tensors (see :func:`~lightning_recipes.optim.lamb_update_`); ``steps`` are
-        0-dim float32 CPU tensors, read and incremented by the kernel."""
+        """One LAMB step over all tensors (see :func:`~lightning_recipes.optim.lamb_update_`)."""
         status = self._lamb[NATIVE_DTYPES[params[0].dtype]](
             len(params), _pointers(params), _pointers(grads), _pointers(exp_avgs), _pointers(exp_avg_sqs),
             _pointers(steps), _numels(params), lr, beta1, beta2, eps, weight_decay, int(layer_adaptation),
@@ -99,8 +92,7 @@ class NativeKernels:
 
 
 def bump_versions(tensors: Sequence[Tensor]) -> None:
-    """Tell autograd that the kernels changed ``tensors`` in place (as an in-place torch op would), so that a
-    graph which saved them raises instead of silently using the new values."""
+    """Tell autograd that the kernels changed ``tensors`` in place, as an in-place torch op would."""
     try:
         increment_version(tensors)  # one call for the list (torch >= 2.6)
     except TypeError:  # older torch takes one tensor at a time
@@ -132,9 +124,7 @@ def native_kernels() -> NativeKernels | None:
 
 
 def warn_if_native_missing() -> None:
-    """Warn once per process when ``implementation="native"`` was asked for and the kernels cannot be built
-    here, naming what runs instead and the fix; nothing when they are loaded, when
-    ``LIGHTNING_RECIPES_NATIVE=0`` turned them off, or after a failed build (which warned already)."""
+    """Warn once when ``implementation="native"`` was asked for and the kernels cannot be built here."""
     if native_kernels() is not None or _disabled():
         return
     if not sys.platform.startswith("linux"):
@@ -166,7 +156,7 @@ def _compiler() -> str | None:
 
 
 def _torch_openmp_runtime() -> str | None:
-    """The file of the GNU OpenMP runtime this process loaded for torch (so that we link the same one)."""
+    """The GNU OpenMP runtime file this process loaded for torch (we link the same one)."""
     if not torch.backends.openmp.is_available():
         return None
     try:
@@ -178,8 +168,7 @@ def _torch_openmp_runtime() -> str | None:
         for fields in (line.split() for line in maps.splitlines())
         if fields and "/libgomp" in fields[-1] and ".so" in fields[-1] and os.path.exists(fields[-1])
     }
-    # Other wheels bundle their own copy (scikit-learn does): prefer the one shipped inside torch's install
-    # (torch/lib or torch.libs); a torch linked to the system's libgomp is the only one loaded in that case.
+    # other wheels bundle their own copy (scikit-learn does): prefer the one inside torch's install
     torch_root = os.path.realpath(os.path.dirname(os.path.dirname(torch.__file__)))  # maps shows real paths
     ours = sorted(p for p in loaded if os.path.relpath(p, torch_root).startswith(("torch/", "torch.libs/")))
     if ours:
@@ -196,8 +185,7 @@ def _cache_dir() -> Path:
 
 
 def _build_command(compiler: str, openmp: str, isa_flags: list[str], output: str) -> list[str]:
-    # "-x c" for the source even when the only compiler is a C++ driver, "-x none" for what follows; link
-    # torch's own OpenMP runtime file: its soname is already loaded, so the thread pool is shared
+    # "-x c": the source is C even for a C++ driver; torch's own OpenMP file: one shared thread pool
     return [
         compiler, "-O3", "-std=gnu11", "-fno-math-errno", "-fopenmp", "-shared", "-fPIC", *isa_flags,
         "-x", "c", str(_SOURCE), "-x", "none", "-o", output, openmp,

@@ -57,8 +57,9 @@ def lamb_update_(
     check_implementation(implementation)
     if params:  # DTensors (FSDP2) take the loop with their own ops: the norms are the whole tensor's
         hp = _Hyper(lr, beta1, beta2, eps, weight_decay, layer_adaptation, trust_clip)
-        lists = (params, grads, exp_avgs, exp_avg_sqs, steps)
-        run_update(_ROUTES, lists, hp, implementation, local_shards=False)
+        run_update(
+            _ROUTES, (params, grads, exp_avgs, exp_avg_sqs, steps), hp, implementation, local_shards=False
+        )
 
 
 class _Hyper(NamedTuple):
@@ -142,12 +143,9 @@ class Lamb(ImplementationRecord):
     """LAMB, Adam moments with a per-tensor trust ratio (`You et al. 2019
     <https://arxiv.org/abs/1904.00962>`_).
 
-    NVLAMB's convention: the bias-corrected Adam direction plus ``weight_decay * p`` is rescaled to the
-    parameter's norm (trust ratio ``||p|| / ||u||``, 1.0 when either is 0, capped at ``trust_clip``), then by
-    ``lr``; no built-in gradient clipping. Groups with ``layer_adaptation=False`` take AdamW-like steps. Two
-    state tensors per parameter, no host-device sync; FSDP2's DTensors take the loop; complex parameters are
-    updated as real views; ``maximize`` is not supported. ``implementation``: see
-    :func:`~lightning_recipes.optim.lion_update_`.
+    NVLAMB's convention (see :func:`lamb_update_`); no built-in gradient clipping. Groups with
+    ``layer_adaptation=False`` take AdamW-like steps. Two state tensors per parameter, no sync;
+    ``implementation``: see :func:`~lightning_recipes.optim.lion_update_`.
 
     Example:
         >>> import torch
@@ -200,9 +198,7 @@ class Lamb(ImplementationRecord):
         check_implementation(group["implementation"])
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        """Back-fill group options added after a state dict or pickle was written, and turn numeric step
-        counters (python numbers, as older optimizers saved them) into float32 tensors, as torch's optimizers
-        do; ``load_state_dict`` calls this too."""
+        """As the base's, and numeric step counters (older states) become float32 tensors, as in torch."""
         super().__setstate__(state)
         for param_state in self.state.values():
             step = param_state.get("step")

@@ -39,10 +39,8 @@ def lion_update_(
     """One Lion step for every tensor, in place, no host-device sync: ``c = b1 m + (1 - b1) g``; ``p = p (1 -
     lr wd) - lr sign(c)``; ``m = b2 m + (1 - b2) g`` (the paper's Algorithm 2).
 
-    ``implementation``: ``"native"`` (one multi-tensor C kernel on CPU, built once; foreach off CPU),
-    ``"foreach"`` (multi-tensor kernels in chunks), ``"for_loop"``, or ``"auto"`` (native on CPU where it
-    builds, else the loop; foreach off CPU); ``"compiled"`` is deprecated and runs as ``"auto"``. Which is
-    fastest where: ``benchmarks/RESULTS.md``.
+    ``implementation``: ``"native"`` (a C kernel on CPU), ``"foreach"``, ``"for_loop"`` or ``"auto"`` (native
+    on CPU where it builds, else the loop; foreach off CPU); ``"compiled"`` is deprecated (runs as ``auto``).
 
     Example:
         >>> import torch
@@ -99,10 +97,8 @@ class Lion(ImplementationRecord):
     """Lion, the sign-momentum optimizer found by program search (`Chen et al. 2023
     <https://arxiv.org/abs/2302.06675>`_).
 
-    Every coordinate moves by exactly ``lr`` per step: use an LR 3-10x smaller than AdamW's and a weight decay
-    3-10x larger. One state tensor per parameter, no host-device sync; FSDP2's DTensors are updated shard by
-    shard; complex parameters as real views; ``maximize`` is not supported. ``implementation``: see
-    :func:`lion_update_`.
+    Every coordinate moves by ``lr`` per step: use an LR 3-10x smaller than AdamW's and a weight decay 3-10x
+    larger. One state tensor per parameter, no sync; ``implementation``: see :func:`lion_update_`.
 
     Example:
         >>> import torch

@@ -1,8 +1,5 @@
-"""Warmup learning-rate schedules: pure multipliers ``f(step, ...)`` in ``LambdaLR`` through
-``functools.partial`` (picklable; a resume continues from ``last_epoch``), stepped every optimizer step.
-Values match Hugging Face's ``transformers.optimization`` step for step, except that past ``total_steps``
-every schedule holds its final value (Hugging Face's cosine climbs back up).
-"""
+"""Warmup LR schedules: picklable multipliers ``f(step, ...)`` in ``LambdaLR``, stepped every optimizer step;
+Hugging Face's values step for step, except that past ``total_steps`` every schedule holds its final value."""
 
 from __future__ import annotations
 
@@ -35,8 +32,7 @@ _DECAY_SHAPES = ("linear", "cosine", "1-sqrt")
 
 
 def resolve_steps(name: str, value: int | float, total_steps: int) -> int:
-    """Turn a length given as steps (``int`` >= 0) or a fraction of ``total_steps`` (``float`` in (0, 1))
-    into steps.
+    """Steps from a length given as steps (``int`` >= 0) or a fraction (``float`` in (0, 1)).
 
     Example:
         >>> resolve_steps("warmup_steps", 0.1, 1000), resolve_steps("warmup_steps", 50, 1000)
@@ -63,9 +59,7 @@ def resolve_steps(name: str, value: int | float, total_steps: int) -> int:
 def warmup_fields(
     warmup_steps: int | float | None, warmup_ratio: float | None, *, stacklevel: int = 2
 ) -> tuple[int | None, float | None]:
-    """Normalise the two warm-up spellings to ``(steps, ratio)``, at most one not ``None``: a float
-    ``warmup_steps`` (the old spelling of a fraction) becomes ``warmup_ratio`` with a deprecation warning;
-    both given is a ``ValueError``.
+    """The two warm-up spellings as ``(steps, ratio)``; a float ``warmup_steps`` is deprecated.
 
     Example:
         >>> warmup_fields(10, None), warmup_fields(None, 0.1)
@@ -125,8 +119,7 @@ def _check_total(total_steps: int | None) -> int:
 def _lengths(
     warmup_steps: int | float | None, warmup_ratio: float | None, total_steps: int | None, min_lr_ratio: float
 ) -> tuple[int, int]:
-    """``(total, warmup)`` of a decaying schedule, ``min_lr_ratio`` checked; warnings point at the caller's
-    caller (the user of the public factory)."""
+    """``(total, warmup)`` of a decaying schedule, ``min_lr_ratio`` checked."""
     total = _check_total(total_steps)
     warmup = resolve_warmup(warmup_steps, warmup_ratio, total, stacklevel=4)
     check_in_range("min_lr_ratio", min_lr_ratio, 0.0, 1.0)
@@ -134,7 +127,6 @@ def _lengths(
 
 
 def _lambda(optimizer: Optimizer, last_epoch: int, multiplier: Any, **fixed: Any) -> LambdaLR:
-    """``LambdaLR`` over ``partial(multiplier, **fixed)``: picklable, and resumed from ``last_epoch``."""
     return LambdaLR(optimizer, partial(multiplier, **fixed), last_epoch=last_epoch)
 
 
@@ -145,11 +137,8 @@ def _warmup(step: int, warmup_steps: int) -> float:
 def warmup_cosine_multiplier(
     step: int, *, warmup_steps: int, total_steps: int, num_cycles: float = 0.5, min_lr_ratio: float = 0.0
 ) -> float:
-    """Linear warmup from 0, then cosine decay: Hugging Face's ``get_cosine_schedule_with_warmup`` multiplier
-    (and, with ``min_lr_ratio = r``, ``get_cosine_with_min_lr_schedule_with_warmup(min_lr_rate=r)``:
-    ``m * (1 - r) + r``, warm-up still from 0) for ``0 <= step <= total_steps``.
-
-    Past ``total_steps`` it holds the value at ``total_steps`` (Hugging Face's formula would climb back up).
+    """Linear warmup from 0, then cosine decay to ``min_lr_ratio`` (Hugging Face's
+    ``get_cosine_with_min_lr_schedule_with_warmup``); held past ``total_steps``.
 
     Example:
         >>> [round(warmup_cosine_multiplier(s, warmup_steps=2, total_steps=6), 3) for s in range(8)]
@@ -167,7 +156,7 @@ def warmup_linear_multiplier(
     step: int, *, warmup_steps: int, total_steps: int, min_lr_ratio: float = 0.0
 ) -> float:
     """Linear warmup from 0, then linear decay to ``min_lr_ratio`` at ``total_steps`` (Hugging Face's
-    ``get_linear_schedule_with_warmup`` when ``min_lr_ratio=0``; Hugging Face has no floor for it).
+    ``get_linear_schedule_with_warmup`` when ``min_lr_ratio=0``).
 
     Example:
         >>> [warmup_linear_multiplier(s, warmup_steps=2, total_steps=6) for s in range(8)]
@@ -195,11 +184,7 @@ def _shape(shape: str, progress: float, *, rising: bool) -> float:
     if shape == "linear":
         return progress if rising else 1.0 - progress
     if shape == "cosine":
-        return (
-            0.5 * (1.0 - math.cos(math.pi * progress))
-            if rising
-            else 0.5 * (1.0 + math.cos(math.pi * progress))
-        )
+        return 0.5 * (1.0 - math.cos(math.pi * progress) if rising else 1.0 + math.cos(math.pi * progress))
     return 1.0 - math.sqrt(1.0 - progress) if rising else 1.0 - math.sqrt(progress)
 
 
@@ -213,14 +198,9 @@ def warmup_stable_decay_multiplier(
     min_lr_ratio: float = 0.0,
     warmup_shape: DecayShape = "linear",
 ) -> float:
-    """Warmup-Stable-Decay (WSD, "trapezoidal"), Hugging Face's ``get_wsd_schedule`` multiplier: a warm-up
-    from ``min_lr_ratio`` to 1.0, 1.0 until ``total_steps - decay_steps``, then a cooldown to
-    ``min_lr_ratio``, reached at ``total_steps`` (also when ``decay_steps`` is 0) and held after it.
-
-    Shapes of progress ``x`` in [0, 1]: ``linear`` ``x`` / ``1 - x``, ``cosine`` ``(1 - cos(pi x)) / 2`` /
-    ``(1 + cos(pi x)) / 2``, ``1-sqrt`` ``1 - sqrt(1 - x)`` / ``1 - sqrt(x)`` (warm-up / cooldown); each
-    mapped to ``f * (1 - min_lr_ratio) + min_lr_ratio``. Hugging Face's default cooldown is ``cosine``; ours
-    stays ``linear`` (this package's default so far, so existing runs keep their schedule).
+    """Warmup-Stable-Decay, Hugging Face's ``get_wsd_schedule``: a warm-up from ``min_lr_ratio`` to 1.0, 1.0
+    until ``total_steps - decay_steps``, then a cooldown to ``min_lr_ratio`` at ``total_steps``, held after.
+    Shapes (``linear``, ``cosine``, ``1-sqrt``): ``docs/guides/optimizers.md``.
 
     Example:
         >>> [warmup_stable_decay_multiplier(s, warmup_steps=2, total_steps=8, decay_steps=4)
