@@ -1,6 +1,4 @@
-"""The speed options :func:`~lightning_recipes.tune.speed_tune` measures (what each changes and when it does
-not apply) and the ways to apply a choice to the user's run.
-"""
+"""The speed options :func:`~lightning_recipes.tune.speed_tune` measures, and the ways to apply a choice."""
 
 from __future__ import annotations
 
@@ -40,12 +38,9 @@ _FUSABLE = (torch.optim.Adam, torch.optim.AdamW, torch.optim.SGD)
 
 @dataclass(frozen=True)
 class SpeedOption:
-    """One speed setting: its ``trainer_kwargs``, the ``loader_kwargs`` the loader is rebuilt with,
-    ``prepare`` (module copy -> module to fit), ``skip_reason`` (``(module, device) -> reason or None``), a
-    ``context`` around the fit and a ``measure_context`` around the measured fit only, its own ``loss_rtol``,
-    the ``advice`` to write in a script, ``measure_memory`` (count one step's memory) and the options it
-    ``conflicts`` with.
-    """
+    """One speed setting: ``trainer_kwargs``, ``loader_kwargs``, ``prepare`` (module -> module to fit),
+    ``skip_reason(module, device)``, a ``context`` around the fit (``measure_context``: the measured fit
+    only), its ``loss_rtol``, ``advice``, ``measure_memory`` and the options it ``conflicts`` with."""
 
     name: str
     trainer_kwargs: dict[str, Any] = field(default_factory=dict)
@@ -88,9 +83,8 @@ def _has_forward(module: nn.Module) -> bool:
 
 
 def compile_targets(module: pl.LightningModule) -> list[nn.Module]:
-    """What the ``compile`` options compile: the LightningModule itself when it has a ``forward``; else (a
-    wrapper whose ``training_step`` calls ``self.model(**batch)``, as with Hugging Face models) each child
-    module that has a ``forward`` and parameters.
+    """What the ``compile`` options compile: the module when it has a ``forward``, else each child that has
+    one and parameters (a wrapper whose ``training_step`` calls ``self.model(**batch)``).
 
     Example:
         >>> from lightning_recipes.testing import TinyClassifier
@@ -113,9 +107,7 @@ def _compile_reason(module: pl.LightningModule, _device: torch.device) -> str | 
 
 def _compile_with(**kwargs: Any) -> Callable[[pl.LightningModule], Any]:
     def prepare(module: pl.LightningModule) -> Any:
-        # In place (nn.Module.compile): the Trainer gets the LightningModule itself, whose calls run compiled.
-        # (`trainer.fit(torch.compile(module))` failed in dynamo with torch 2.13 + Lightning 2.6 on CPU:
-        # "'method' object has no attribute '__dict__'"; in place is also what the advice tells the user.)
+        # in place: `trainer.fit(torch.compile(module))` fails in dynamo (torch 2.13, Lightning 2.6)
         for target in compile_targets(module):
             target.compile(**kwargs)
         return module
@@ -124,7 +116,6 @@ def _compile_with(**kwargs: Any) -> Callable[[pl.LightningModule], Any]:
 
 
 def _repeated_blocks(module: nn.Module) -> list[nn.Module]:
-    """The outermost instances of the model's repeated block type (the FSDP presets' inference)."""
     return outermost_blocks(module, infer_block_classes(module))
 
 
@@ -140,8 +131,7 @@ def _blocks_reason(module: pl.LightningModule, _device: torch.device) -> str | N
 
 
 def _compile_blocks(module: pl.LightningModule) -> Any:
-    # Each block compiled in place: one compiled graph reused by every block of the same shape, so compile
-    # time grows with the number of distinct blocks, not with the depth.
+    # one graph reused by every block of the same shape: compile time grows with distinct blocks, not depth
     for block in _repeated_blocks(module):
         block.compile()
     return module
@@ -184,9 +174,7 @@ def _fused(module: pl.LightningModule) -> pl.LightningModule:
 
 
 def _eager_random() -> AbstractContextManager[Any]:
-    """Compiled code draws dropout masks from eager torch's RNG stream (Inductor has its own by default), so
-    that the loss check compares the same masks; without it every model with dropout would read 'incorrect'.
-    """
+    """Compiled code draws dropout masks from eager torch's RNG, so the loss check compares the same masks."""
     import torch._inductor.config as inductor_config  # a documented debugging switch of Inductor
 
     return inductor_config.patch(fallback_random=True)
@@ -301,8 +289,7 @@ def resolve_options(options: Any) -> list[SpeedOption]:
 
 
 def rebuild_loader(loader: Any, loader_kwargs: dict[str, Any], batch_sampler: Any = None) -> Any:
-    """``loader`` rebuilt with ``loader_kwargs`` (the same dataset, batches, shuffle; or ``batch_sampler``);
-    itself without either."""
+    """``loader`` rebuilt with ``loader_kwargs`` (the same batches and shuffle, or ``batch_sampler``)."""
     if not loader_kwargs and batch_sampler is None:
         return loader
     if not isinstance(loader, DataLoader):
@@ -334,7 +321,7 @@ def loader_reason(loader: Any, loader_kwargs: dict[str, Any]) -> str | None:
 
 
 def _ordered(options: Sequence[str | SpeedOption]) -> list[SpeedOption]:
-    """Resolved, in :data:`OPTIONS` order (the model changes first, ``torch.compile`` last); others after."""
+    """Resolved, in :data:`OPTIONS` order; others after."""
     resolved = resolve_options(list(options))
     order = list(OPTIONS)
     return sorted(resolved, key=lambda opt: order.index(opt.name) if opt.name in order else len(order))
@@ -343,9 +330,7 @@ def _ordered(options: Sequence[str | SpeedOption]) -> list[SpeedOption]:
 def apply_speed_options(
     model: pl.LightningModule, options: Sequence[str | SpeedOption]
 ) -> pl.LightningModule:
-    """Apply the module-side part (``prepare``) of ``options`` (``result.best`` or :class:`SpeedOption`
-    objects) to ``model`` in place, before ``trainer.fit``; returns ``model``. Loader arguments:
-    :func:`speed_loader`; global switches: :class:`ApplySpeedOptions`.
+    """Apply the module-side part (``prepare``) of ``options`` to ``model`` in place; returns ``model``.
 
     Example:
         >>> import torch
@@ -368,8 +353,7 @@ def apply_speed_options(
 
 
 def speed_loader(loader: DataLoader, options: Sequence[str | SpeedOption]) -> DataLoader:
-    """A copy of ``loader`` with the loader arguments of ``options`` (the same dataset, batches and shuffle);
-    ``loader`` itself when they have none. In a datamodule, pass ``result.loader_kwargs`` to its loader.
+    """A copy of ``loader`` with the loader arguments of ``options`` (the same batches and shuffle).
 
     Example:
         >>> from lightning_recipes.testing import random_classification_loader
@@ -382,10 +366,9 @@ def speed_loader(loader: DataLoader, options: Sequence[str | SpeedOption]) -> Da
 
 
 class ApplySpeedOptions(Callback):
-    """Apply the speed ``options`` chosen by :func:`~lightning_recipes.tune.speed_tune` (names of
-    :data:`~lightning_recipes.tune.OPTIONS`) inside ``trainer.fit``: at ``setup`` the module-side ones and the
-    global settings (TF32, left at ``teardown``); at train start a warning for a chosen loader or precision
-    setting the run lacks. In LightningCLI: ``result.to_yaml()``.
+    """Apply the speed ``options`` chosen by :func:`~lightning_recipes.tune.speed_tune` in ``fit``:
+    the module-side ones and global settings at ``setup`` (undone at ``teardown``); a warning at train start
+    for a chosen loader or precision setting the run lacks.
 
     Example:
         >>> import torch

@@ -21,12 +21,8 @@ CALLBACK_PATH = "lightning_recipes.tune.ApplySpeedOptions"
 @dataclass
 class SpeedRow:
     """One row of :func:`~lightning_recipes.tune.speed_tune`'s table. ``status``: ``faster``, ``not faster``,
-    ``not faster for this run: ...`` (its one-off cost is not repaid), ``slower``, ``skipped: ...`` or
-    ``incorrect: ...``. Times: the median ``step_ms`` after warm-up against ``baseline_step_ms``
-    (``speedup``), ``first_step_ms``, ``one_off_s``, ``break_even_steps`` (``None``: never), ``run_s`` /
-    ``run_speedup`` over ``run_steps``. Memory where measured: ``activation_mb``, ``step_peak_mb``,
-    ``cuda_peak_mb``.
-    """
+    ``not faster for this run: ...``, ``slower``, ``skipped: ...`` or ``incorrect: ...``; times in ms / s,
+    memory in MiB where measured."""
 
     option: str
     status: str
@@ -47,13 +43,10 @@ class SpeedRow:
 
 @dataclass
 class SpeedTuneResult:
-    """The outcome of :func:`~lightning_recipes.tune.speed_tune`: ``rows`` (the baseline first; last, the
-    re-measured combination ``"a+b"`` of two or more faster options), the ``best`` options (empty: the default
-    Trainer), their ``best_speedup`` per step and ``best_run_speedup`` over ``run_steps`` (from
-    ``run_steps_source``), their ``advice``, ``trainer_kwargs`` and ``loader_kwargs``. Apply the choice:
-    ``Trainer(**result.trainer_kwargs, callbacks=[result.callback()])`` and ``result.loader(loader)``; or
-    ``result.apply(model)``; or ``result.to_yaml()`` for LightningCLI.
-    """
+    """What :func:`~lightning_recipes.tune.speed_tune` found: ``rows`` (baseline first; a re-measured
+    combination ``"a+b"`` last), the ``best`` options with their speed-ups, ``advice``, ``trainer_kwargs`` and
+    ``loader_kwargs``. Apply with ``Trainer(**result.trainer_kwargs, callbacks=[result.callback()])`` and
+    ``result.loader(loader)``, or ``result.apply(model)``, or ``result.to_yaml()`` for LightningCLI."""
 
     rows: list[SpeedRow]
     best: list[str] = field(default_factory=list)
@@ -68,8 +61,7 @@ class SpeedTuneResult:
     chosen_options: list[Any] = field(default_factory=list, repr=False)  # the SpeedOption objects of `best`
 
     def callback(self) -> Any:
-        """An :class:`~lightning_recipes.tune.ApplySpeedOptions` for the chosen built-in module-side and
-        global options (``None`` when none was chosen; a custom ``SpeedOption`` is applied by :meth:`apply`).
+        """An :class:`~lightning_recipes.tune.ApplySpeedOptions` for the chosen built-in options, or ``None``.
 
         Example:
             >>> SpeedTuneResult([], ["channels_last"], module_options=["channels_last"]).callback().options
@@ -86,8 +78,7 @@ class SpeedTuneResult:
         return speed_loader(loader, self.chosen_options or self.best)
 
     def cli_config(self) -> dict[str, Any]:
-        """The LightningCLI config fragment: the Trainer arguments and, for module-side options, the
-        :class:`~lightning_recipes.tune.ApplySpeedOptions` callback (loader arguments: :meth:`to_yaml`).
+        """The LightningCLI config: the Trainer arguments and the ApplySpeedOptions callback if needed.
 
         Example:
             >>> SpeedTuneResult([], ["bf16-mixed"], trainer_kwargs={"precision": "bf16-mixed"}).cli_config()
@@ -126,8 +117,7 @@ class SpeedTuneResult:
         return data
 
     def table(self, columns: Sequence[str] | None = None) -> Any:
-        """The rows as a ``rich.table.Table`` (``columns``: only these headers), a plain-text table without
-        rich (``str(result)``). No cell is cut: a status's reason is numbered below the table.
+        """The rows as a ``rich.table.Table`` (``columns``: only these headers); reasons numbered below it.
 
         Example:
             >>> import io
@@ -141,7 +131,6 @@ class SpeedTuneResult:
         headers, rows = self._cells()
         keep = [i for i, h in enumerate(headers) if columns is None or h in columns or i == 0]
         run = f"{self.run_steps} steps" if self.run_steps is not None else "run length unknown"
-        # a status's reason ("skipped: no Conv2d ...") goes below the table, its number in the cell
         reasons = [row.status.partition(":")[2].strip() for row in self.rows]
         numbered = enumerate(zip(self.rows, reasons), 1)
         notes = [f"[{n}] {row.option}: {why}" for n, (row, why) in numbered if why]

@@ -1,5 +1,4 @@
-"""The ``lr="find"`` policy of the recipe mixins: reuse the LR found before or sweep now, the checkpoint
-record of the found LR, and the lines that say which and why."""
+"""The ``lr="find"`` policy of the recipe mixins: reuse the LR found before or sweep now."""
 
 from __future__ import annotations
 
@@ -23,9 +22,8 @@ _DEFAULT_ARGS = SweepArgs()
 
 
 class LRFindPolicy:
-    """The LR of an ``lr="find"`` run: the one found before (a checkpoint, an earlier fit) while the recipe
-    (``key``) is unchanged, else an LR range test now on the run's own setup; and its checkpoint record
-    (``lr``, ``choice``, ``key``, ``result``). A resumed fit keeps the LR found before, with a warning.
+    """The LR of an ``lr="find"`` run: the one found before while the recipe (``key``) is unchanged, else an
+    LR range test now; and its checkpoint record. A resumed fit keeps the LR found before.
 
     Example:
         >>> policy, checkpoint = LRFindPolicy(), {}
@@ -46,8 +44,7 @@ class LRFindPolicy:
     def lr_for_fit(
         self, module: Any, trainer: Any, recipe: dict[str, Any], warmup: int, batch_size: int | None
     ) -> tuple[float, dict[str, Any]]:
-        """The LR for ``lr="find"`` and what the mixin logs about it (``recipe_summary["lr_find"]``), from the
-        resolved ``recipe``, the run's ``warmup`` steps and per-device ``batch_size`` (``None``: unknown)."""
+        """The LR for ``lr="find"`` and what the mixin logs about it (``recipe_summary["lr_find"]``)."""
         info: dict[str, Any]
         args: SweepArgs = recipe["lr_find"] or _DEFAULT_ARGS
         sweep_batch = batch_size * trainer.num_devices * trainer.num_nodes if batch_size else None
@@ -130,8 +127,7 @@ class LRFindPolicy:
             raise ValueError(f"{where} on the training data, but it could not: {err}") from err
 
     def save(self, checkpoint: dict[str, Any]) -> None:
-        """Keeps the found LR under ``checkpoint[CHECKPOINT_KEY]``: plain types only, nothing before a
-        sweep."""
+        """Keeps the found LR under ``checkpoint[CHECKPOINT_KEY]`` (plain types; nothing before a sweep)."""
         if self.lr is not None:
             checkpoint[CHECKPOINT_KEY] = {
                 "lr": self.lr,
@@ -154,7 +150,7 @@ class LRFindPolicy:
 def _sweep_key(
     recipe: dict[str, Any], args: SweepArgs, warmup: int, sweep_batch: int | None
 ) -> dict[str, Any]:
-    """The recipe fields an LR found by ``lr="find"`` is valid for (plain values: kept in checkpoints)."""
+    """The recipe fields a found LR is valid for."""
     betas = recipe["betas"]
     return {
         "optimizer": recipe["optimizer"],

@@ -1,7 +1,4 @@
-"""The LR range test: an exponential LR sweep of a copy of the model with its own optimizer (:func:`find_lr`;
-inside ``trainer.fit``: :class:`~lightning_recipes.tune.LRRangeTest`). How it differs from Lightning's
-``Tuner.lr_find``: ``docs/guides/tuning.md``.
-"""
+"""The LR range test: an exponential LR sweep of a copy of the model (:func:`find_lr`)."""
 
 from __future__ import annotations
 
@@ -46,11 +43,9 @@ __all__ = ["LRRangeResult", "find_lr", "sweep_lr"]
 
 @dataclass
 class LRRangeResult:
-    """The outcome of an LR range test: the sweep's ``lrs`` and ``losses`` (mean over ranks), the ``smoothed``
-    curve, the ``suggestion`` for a constant schedule by ``rule`` and the ``peak_lr`` after a warm-up (both
-    ``None`` when inconclusive), why it ``stopped``, the ``optimizers`` swept, the ``group_scales`` and the
-    ``evidence`` (:class:`.suggest.CurveVerdict`, computed when not given; ``None`` under 6 points).
-    """
+    """An LR range test's ``lrs``, ``losses`` and ``smoothed`` curve, the ``suggestion`` (constant schedule,
+    by ``rule``) and ``peak_lr`` (after a warm-up; both ``None`` when inconclusive), why it ``stopped``, the
+    ``optimizers``, ``group_scales`` and ``evidence`` (:class:`.suggest.CurveVerdict`)."""
 
     lrs: list[float]
     losses: list[float]
@@ -94,8 +89,7 @@ class LRRangeResult:
         )
 
     def to_yaml(self, key: str = "model.init_args.recipe.lr") -> str:
-        """The LightningCLI YAML fragment that sets ``peak_lr`` at the dotted ``key`` (``ValueError`` when
-        inconclusive).
+        """The LightningCLI YAML that sets ``peak_lr`` at the dotted ``key`` (``ValueError`` if inconclusive).
 
         Example:
             >>> LRRangeResult([1.0], [1.0], [1.0], 1e-3, 2e-3, "min_div_10", "max_lr").to_yaml()
@@ -117,8 +111,7 @@ class LRRangeResult:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> LRRangeResult:
-        """The result :meth:`to_dict` wrote (e.g. into a checkpoint); the smoothed curve and the verdict are
-        recomputed from the curve.
+        """The result :meth:`to_dict` wrote; the smoothed curve and the verdict are recomputed.
 
         Example:
             >>> result = LRRangeResult([1.0], [1.0], [1.0], 1e-3, 5e-3, "min_div_10", "max_lr", ["Lion"])
@@ -146,10 +139,8 @@ def _skip(points: int) -> int:
 
 
 def _batches(context: Harness, count: int) -> Iterator[Any]:
-    """``count`` training batches as ``fit`` passes them (several loaders combined as the Trainer combines
-    them), cycling through them when the loader is shorter, as the run's next epoch does. Each loader's own
-    generator is seeded with the sweep's seed (and restored after), so ``find_lr`` and ``lr="find"`` read the
-    same batches: inside ``fit`` the Trainer has already drawn from it."""
+    """``count`` training batches as ``fit`` passes them, cycled, each loader's generator seeded with the
+    sweep's seed (so ``find_lr`` and ``lr="find"`` read the same batches)."""
     read = context.read_fit_batches(count, _fit_loaders(context), seed=context.seed)
     if not read:
         raise ValueError("the training loader yielded no batch.")
@@ -158,10 +149,8 @@ def _batches(context: Harness, count: int) -> Iterator[Any]:
 
 
 def _fit_loaders(context: Harness) -> Any:
-    """Inside ``fit``, the Trainer's own ``CombinedLoader`` (its mode, samplers and ``limit_train_batches``)
-    when the context reads its loaders; else the context's loaders."""
-    # private: Lightning keeps the CombinedLoader only on its fit loop (`trainer.train_dataloader`, public, is
-    # its `iterables`, without the mode); without it the context's loaders follow the Trainer's default mode.
+    """Inside ``fit``, the Trainer's own ``CombinedLoader`` when the context reads its loaders, else those."""
+    # private: only the fit loop keeps the CombinedLoader (with its mode); `train_dataloader` is its iterables
     combined = getattr(getattr(context.trainer, "fit_loop", None), "_combined_loader", None)
     if isinstance(combined, CombinedLoader) and combined.iterables is context.train_dataloaders:
         return combined
@@ -169,9 +158,8 @@ def _fit_loaders(context: Harness) -> Any:
 
 
 def _average_gradients_and_loss(params: Sequence[Tensor], loss: Tensor) -> None:
-    """Average every parameter's gradient and the loss across ranks, in one collective. A parameter without a
-    gradient on this rank joins with zeros (every rank sends the same layout); one where no rank has a
-    gradient is set back to ``None``, as DDP leaves it."""
+    """Average every gradient and the loss across ranks in one collective; a gradient no rank has stays
+    ``None``, as under DDP."""
     if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
         return
     has_grad = torch.tensor([p.grad is not None for p in params], dtype=torch.float32, device=loss.device)
@@ -187,9 +175,8 @@ def _average_gradients_and_loss(params: Sequence[Tensor], loss: Tensor) -> None:
 def _gradient_clipper(
     context: Harness, model: pl.LightningModule, clip_val: float | None, algorithm: str | None
 ) -> Callable[[Optimizer], None]:
-    """What Lightning runs between backward (and the DDP average) and each optimizer step: the module's
-    ``configure_gradient_clipping`` with the Trainer's two settings. Its default reads the Trainer: the
-    run's, else a silent one holding the two arguments (built only when there is something to clip)."""
+    """The module's ``configure_gradient_clipping`` with the run's Trainer settings (else a silent Trainer
+    holding the two arguments), as Lightning runs it before each optimizer step."""
     trainer = context.trainer
     if trainer is None:
         if not clip_val and not is_overridden("configure_gradient_clipping", model, pl.LightningModule):
@@ -220,11 +207,8 @@ def sweep_lr(
     progress: bool | None = None,
     **overrides: Any,
 ) -> LRRangeResult:
-    """Run the sweep on a copy from ``context`` (as :func:`find_lr`): ``args`` as it is, ``overrides``
-    replacing some fields (the context seeds it); gradients clipped as the run clips them
-    (``context.trainer``'s settings, else the two arguments); ``progress=None`` follows the Trainer's bar. Up
-    to ``num_steps`` steps (more for LAMB / LARS: ``suggest.sweep_steps``), one sync each (DDP: one
-    all-reduce of gradients and loss).
+    """Run the sweep on a copy from ``context`` (as :func:`find_lr`), ``overrides`` replacing fields of
+    ``args``; clipped as the run clips. One sync per step (DDP: one all-reduce of gradients and loss).
     """
     if args is None:
         args = SweepArgs(**overrides)
@@ -255,7 +239,6 @@ def sweep_lr(
         if peak <= 0:
             raise ValueError("every parameter group of the module's optimizer has lr 0; nothing to scale.")
         scales = [[lr / peak for lr in group] for group in base]
-        # LAMB / LARS: at least RELATIVE_STEP_MIN_EXPOSURE steps per e-fold (a short sweep's pick is unstable)
         num_steps, rule = sweep_steps(optimizers, args.num_steps, args.min_lr, args.max_lr), args.rule
         params = [p for p in model.parameters() if p.requires_grad]
         if progress is None:
@@ -325,8 +308,7 @@ def _sweep(
         average = smoothing * average + (1 - smoothing) * loss_value
         smoothed_now = average / (1 - smoothing ** (step + 1))
         best = min(best, smoothed_now)
-        # a rise of (divergence - 1) x |best| over the best: the same as `> divergence * best` for a
-        # positive loss, and still right for a negative one (Gaussian NLL, ELBO, contrastive losses)
+        # `> divergence * best` for a positive loss, still right for a negative one (Gaussian NLL, ELBO)
         if step > _skip(num_steps) and smoothed_now - best > (args.divergence - 1) * abs(best):
             stopped = "diverged"
             break
@@ -352,14 +334,11 @@ def find_lr(
     progress: bool = True,
 ) -> LRRangeResult:
     """Sweep the LR exponentially from ``min_lr`` to ``max_lr`` over ``num_steps`` steps of a copy of
-    ``model`` with its own optimizer (every group scaled alike), and suggest one; nothing of the caller's
-    changes.
+    ``model`` with its own optimizer (groups scaled alike), and suggest one; nothing of the caller's changes.
 
-    Data: ``datamodule``, else ``train_dataloaders``, else the model's own (cycled). The sweep's arguments are
-    :class:`~lightning_recipes.sweep_args.SweepArgs`' (``rule``: ``"min_div_10"`` or ``"steepest"``); the copy
-    trains on ``device`` and clips as the run will (``gradient_clip_val``, ``gradient_clip_algorithm``). When
-    the loss never fell beyond its own noise, ``verdict == "inconclusive"``, ``suggestion`` and ``peak_lr``
-    are ``None`` and ``reason`` says what to try. LAMB / LARS sweep longer (``docs/guides/tuning.md``).
+    Data: ``datamodule``, else ``train_dataloaders``, else the model's own. Arguments: those of
+    :class:`~lightning_recipes.sweep_args.SweepArgs`; the copy trains on ``device`` and clips as the run
+    will. A curve that never fell beyond its noise is ``"inconclusive"`` (no suggestion; ``reason`` says why).
 
     Example:
         >>> from lightning_recipes.testing import TinyClassifier, random_classification_loader

@@ -1,7 +1,4 @@
-"""The LR range test as a callback: the sweep inside ``trainer.fit``, on the Trainer's data and strategy; with
-``apply=True`` the run's whole LR schedule scaled by one factor (every LR its optimizers and schedulers hold),
-proved first on copies of its own schedulers (:func:`check_scalable`).
-"""
+"""The LR range test as a callback inside ``trainer.fit``, and the scaling of an LR schedule."""
 
 from __future__ import annotations
 
@@ -34,15 +31,11 @@ __all__ = ["LRRangeTest", "check_scalable", "scale_schedule", "schedule_peak"]
 
 
 class LRRangeTest(Callback):
-    """Run the LR range test inside ``trainer.fit``, at ``on_train_start``, on the Trainer's own data and
-    strategy (under DDP every rank gets the same :attr:`result`); not on resume.
-
-    The sweep's arguments: ``**sweep`` (:func:`~lightning_recipes.tune.find_lr`'s) or one ``args``
-    (:class:`~lightning_recipes.sweep_args.SweepArgs`). ``apply=True`` scales the whole LR schedule (group
-    LRs, ``base_lrs``, ``max_lr``, ``eta_min``, ``min_lrs``) so that its peak is ``peak_lr``; a scheduler it
-    cannot scale is refused before the sweep and an inconclusive sweep is never applied. ``stop=True`` stops
-    the fit after the sweep; ``print_result`` prints the suggestion and YAML; ``progress`` (``None``: as the
-    Trainer's bar).
+    """Run the LR range test at ``on_train_start`` on the Trainer's own data and strategy (every rank gets the
+    same :attr:`result`); not on resume. Sweep arguments: ``**sweep`` (those of
+    :func:`~lightning_recipes.tune.find_lr`) or ``args``. ``apply=True`` scales the whole LR schedule so that
+    its peak is ``peak_lr`` (a scheduler it cannot scale is refused before the sweep); ``stop=True`` stops the
+    fit after it; ``print_result`` prints the suggestion and YAML; ``progress=None`` as the Trainer's bar.
 
     Example:
         >>> from lightning_recipes.testing import TinyClassifier, fast_trainer, random_classification_loader
@@ -106,7 +99,6 @@ class LRRangeTest(Callback):
             yaml = "" if self.result.peak_lr is None else f"\n{self.result.to_yaml()}"
             rank_zero_info(f"{self.result.summary()}{yaml}")
         if self.apply and self.result.peak_lr is None:
-            # every rank holds the same curve (losses all-reduced), so every rank takes this branch
             reason = self.result.reason
             rank_zero_warn(f"LRRangeTest(apply=True): not applied, the run keeps its LRs. {reason}")
         elif self.apply:
@@ -115,9 +107,7 @@ class LRRangeTest(Callback):
             trainer.should_stop = True
 
     def _apply(self, trainer: pl.Trainer) -> None:
-        """Scale the whole schedule (every LR the optimizers and schedulers hold) so that its peak, the
-        largest LR it reaches (``OneCycleLR`` / ``CyclicLR``'s ``max_lr``, else ``initial_lr``), is
-        ``peak_lr``."""
+        """Scale the whole schedule so that its peak (:func:`schedule_peak`) is ``peak_lr``."""
         assert self.result is not None and self.result.peak_lr is not None
         schedulers = [config.scheduler for config in trainer.lr_scheduler_configs]
         base = schedule_peak(trainer.optimizers, schedulers)
@@ -139,7 +129,7 @@ CHECK_STEPS = 200
 
 
 def _times(value: Any, factor: float) -> Any:
-    """``value * factor``; a tensor LR (capturable / fused optimizers) is scaled in place, as torch does."""
+    """``value * factor``; a tensor LR (capturable / fused optimizers) in place, as torch does."""
     if isinstance(value, Tensor):
         return value.mul_(factor)
     return value * factor
@@ -212,8 +202,8 @@ def schedule_peak(optimizers: Sequence[Optimizer], schedulers: Sequence[Any]) ->
 def check_scalable(
     optimizers: Sequence[Optimizer], schedulers: Sequence[Any], steps: int = CHECK_STEPS
 ) -> None:
-    """Prove on copies that :func:`scale_schedule` scales the whole schedule: a copy scaled by 2 and one not
-    are stepped ``steps`` times and every LR must stay twice; else ``ValueError`` naming the schedulers.
+    """``ValueError`` unless a copy scaled by 2 (:func:`scale_schedule`) stays at twice an unscaled copy's
+    LRs over ``steps`` scheduler steps.
 
     Example:
         >>> import torch
@@ -270,8 +260,7 @@ def _step(schedulers: Sequence[Any]) -> bool:
 
 
 def _copies(optimizers: Sequence[Optimizer], schedulers: Sequence[Any]) -> tuple[list[Optimizer], list[Any]]:
-    """Deep copies of the optimizers and schedulers (linked to each other) sharing the parameters and the
-    optimizer state tensors with the originals: only the groups' numbers and the schedulers are copied."""
+    """Deep copies of the optimizers and schedulers sharing parameters and state tensors."""
     memo: dict[int, Any] = {}
     for optimizer in optimizers:
         for group in optimizer.param_groups:

@@ -1,7 +1,5 @@
-"""Speed tuning on the user's model: each option trains a copy for a few real steps, timed and checked against
-the baseline's loss, and is ranked by the projected time of the whole run it is for (:func:`speed_tune`).
-The option catalogue and how to apply a choice: ``_speed_options.py``; the result: ``_speed_result.py``.
-"""
+"""Speed tuning (:func:`speed_tune`): each option trains a copy for a few real steps, timed, checked against
+the baseline's loss, ranked by the projected time of the whole run."""
 
 from __future__ import annotations
 
@@ -70,15 +68,13 @@ def speed_tune(
     seed: int = 0,
     progress: bool = True,
 ) -> SpeedTuneResult:
-    """Measure which speed options (names of :data:`OPTIONS` or :class:`SpeedOption` objects; default all)
-    make ``model``'s whole run faster, on copies, without changing its loss; returns a
-    :class:`SpeedTuneResult`.
+    """Measure which speed ``options`` (names of :data:`OPTIONS` or :class:`SpeedOption`; default all) make
+    ``model``'s whole run faster, on copies, without changing its loss.
 
-    The baseline and each option train a deep copy (on ``device``, seeded by ``seed``) for ``warmup_steps +
-    measure_steps`` steps, ``repeats`` times, interleaved; one-off costs are weighed against ``run_steps``
-    (else ``trainer``'s length, else one epoch); ``min_speedup`` and ``loss_rtol`` decide faster and
-    correct. Data as :func:`~lightning_recipes.tune.find_lr` takes it; ``progress``: one transient line on
-    stderr. How options are measured, ranked and combined: ``docs/guides/tuning.md``.
+    The baseline and each option train a copy for ``warmup_steps + measure_steps`` steps, ``repeats`` times;
+    one-off costs are weighed against ``run_steps`` (else ``trainer``'s length, else one epoch);
+    ``min_speedup`` and ``loss_rtol`` decide faster and correct. Data as
+    :func:`~lightning_recipes.tune.find_lr` takes it. Method: ``docs/guides/tuning.md``.
 
     Example:
         >>> from lightning_recipes.testing import TinyClassifier, random_classification_loader
@@ -104,7 +100,6 @@ def speed_tune(
     train_dataloaders = resolve_fit_data("speed_tune", model, datamodule, train_dataloaders).train
     steps, source = _run_length(run_steps, trainer, train_dataloaders)
     target = torch.device(device) if device is not None else model.device
-    # copy_model: a deep copy on `target` sharing the datamodule and loaders, with no Trainer attached
     context = Harness(model, train_dataloaders, device=target, datamodule=datamodule, seed=seed)
     with preserved_loader_rng(train_dataloaders):
         torch.manual_seed(seed)
@@ -198,12 +193,12 @@ def _run_length(run_steps: int | None, trainer: pl.Trainer | None, loader: Any) 
 
 
 def _rank(row: SpeedRow) -> float:
-    """What orders the faster options: the projected run speed-up, else (no run length) the per-step one."""
+    """The projected run speed-up, else (no run length) the per-step one."""
     return row.run_speedup if row.run_speedup is not None else (row.speedup or 1.0)
 
 
 def _without_conflicts(good: list[tuple[float, SpeedOption]]) -> set[str]:
-    """The names of the faster options that can run together: of two that conflict, the faster stays."""
+    """The faster options that can run together: of two that conflict, the faster stays."""
     kept: list[SpeedOption] = []
     for _, option in sorted(good, key=lambda pair: -pair[0]):
         if not any(option.name in other.conflicts or other.name in option.conflicts for other in kept):
@@ -218,8 +213,8 @@ def _baseline_row(base: list[Run], rtol: float, steps: int | None) -> SpeedRow:
 
 
 def break_even_steps(one_off_s: float, step_ms: float, baseline_step_ms: float) -> int | None:
-    """The run length, in steps, from which an option with this one-off cost and step time beats the
-    baseline (``None``: it is not faster per step).
+    """The run length, in steps, from which an option with this one-off cost beats the baseline (``None``:
+    never).
 
     Example:
         >>> break_even_steps(2.0, 9.0, 10.0)  # 2 s repaid at 1 ms a step
@@ -276,8 +271,7 @@ def _row(
 
 
 class StepTimer(Callback):
-    """Wall time at train start and at every batch end (a step's time includes its data loading), and each
-    step's loss. Syncs: on CUDA once per step, so that a step's time includes its GPU work.
+    """Wall time at train start and at every batch end, and each step's loss. Syncs on CUDA once per step.
 
     Example:
         >>> from lightning_recipes.testing import TinyClassifier, fast_trainer, random_classification_loader
@@ -319,11 +313,8 @@ class Run:
 
 
 def timed_loader(loader: Any, num_steps: int) -> Any:
-    """The loader the measured runs read: for a map-style ``DataLoader`` whose epoch ends in a smaller batch,
-    its first ``num_steps - 1`` batches and then that last one, fixed, so that a run pays what a new batch
-    shape costs once in a real epoch (``torch.compile`` compiles again for it); else ``loader`` itself.
-    Call it under :func:`~lightning_recipes.harness.preserved_loader_rng` (it draws the epoch's shuffle).
-    """
+    """For a map-style ``DataLoader`` whose epoch ends in a smaller batch, its first ``num_steps - 1``
+    batches then that last one (a run pays what a new shape costs, as in a real epoch); else ``loader``."""
     if not isinstance(loader, DataLoader) or isinstance(loader.dataset, IterableDataset):
         return loader
     try:
@@ -339,9 +330,8 @@ def timed_loader(loader: Any, num_steps: int) -> Any:
 
 
 def planned_steps(trainer: pl.Trainer, loader: Any) -> int | None:
-    """The training batches ``trainer.fit`` would run on ``loader``: ``max_steps`` (times the gradient
-    accumulation) or ``max_epochs`` epochs of ``limit_train_batches`` batches, whichever ends first;
-    ``None`` when the loader has no length and ``max_steps`` is not set.
+    """The training batches ``trainer.fit`` would run on ``loader`` (``max_steps`` or ``max_epochs``,
+    whichever ends first); ``None`` when it cannot be told.
 
     Example:
         >>> from lightning_recipes.testing import random_classification_loader
@@ -408,7 +398,6 @@ def measure_run(
 
 
 def _prepared(copy_model: Callable[[], pl.LightningModule], options: Sequence[SpeedOption]) -> Any:
-    """A fresh copy with every option's ``prepare`` applied, in order."""
     module: Any = copy_model()
     for option in options:
         module = option.prepare(module) if option.prepare is not None else module

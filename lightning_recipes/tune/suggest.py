@@ -1,5 +1,4 @@
-"""Reading an LR range test's curve: a centred moving average, :func:`curve_verdict` (did the loss fall beyond
-its own noise), and the rules ``"min_div_10"`` (fastai) and ``"steepest"`` (Smith 2017).
+"""Reading an LR range test's curve: :func:`curve_verdict` and the rules ``"min_div_10"`` and ``"steepest"``.
 
 Example:
     >>> lrs = [10 ** (-4 + i / 10) for i in range(41)]      # 1e-4 .. 1
@@ -36,15 +35,13 @@ __all__ = [
     "sweep_steps",
 ]
 
-#: Layer-wise adaptive optimizers (by class name, any class in the MRO): their step is relative, ``lr`` times
-#: each layer's weight norm (LAMB's trust ratio ``||w|| / ||update||``, LARS's).
+#: Layer-wise adaptive optimizers (class names in the MRO): their step is ``lr`` times each layer's norm.
 RELATIVE_STEP = frozenset({"Lamb", "LAMB", "FusedLAMB", "Lars", "LARS", "LARC"})
 #: The default sweep's steps per e-fold of LR: 100 steps over 1e-7 .. 10, 5.37.
 DEFAULT_EXPOSURE = (SweepArgs.num_steps - 1) / math.log(SweepArgs.max_lr / SweepArgs.min_lr)
 #: The steps per e-fold at which they keep all of ``warmup_factor``: 5x the default sweep's.
 RELATIVE_STEP_EXPOSURE = 5 * DEFAULT_EXPOSURE
-#: The fewest steps per e-fold a sweep of theirs runs: 16.2, 300 steps over the default range (why:
-#: ``docs/guides/tuning.md``).
+#: The fewest steps per e-fold a sweep of theirs runs: 16.2, 300 steps over the default range.
 RELATIVE_STEP_MIN_EXPOSURE = (3 * SweepArgs.num_steps - 1) / math.log(SweepArgs.max_lr / SweepArgs.min_lr)
 
 
@@ -62,9 +59,8 @@ def relative_step(optimizers: Sequence[object]) -> bool:
 
 
 def sweep_steps(optimizers: Sequence[object], num_steps: int, min_lr: float, max_lr: float) -> int:
-    """The steps a sweep from ``min_lr`` to ``max_lr`` runs: ``num_steps``, or for relative-step optimizers
-    at least :data:`RELATIVE_STEP_MIN_EXPOSURE` steps per e-fold of LR (their short sweeps' picks swing with
-    the batches drawn; a narrower range keeps the sweep short).
+    """The steps a sweep runs: ``num_steps``, or for relative-step optimizers at least
+    :data:`RELATIVE_STEP_MIN_EXPOSURE` steps per e-fold of LR.
 
     Example:
         >>> import torch
@@ -82,8 +78,7 @@ def sweep_steps(optimizers: Sequence[object], num_steps: int, min_lr: float, max
 
 def peak_factor(optimizers: Sequence[object], warmup_factor: float, steps_per_efold: float) -> float:
     """``peak_lr / suggestion``: ``warmup_factor``, times ``steps_per_efold /`` :data:`RELATIVE_STEP_EXPOSURE`
-    (at most 1) when an optimizer takes relative steps (:data:`RELATIVE_STEP`): their changes add up over the
-    steps spent near one LR.
+    (at most 1) for relative-step optimizers.
 
     Example:
         >>> import torch
@@ -100,8 +95,7 @@ def peak_factor(optimizers: Sequence[object], warmup_factor: float, steps_per_ef
 
 
 def smooth(losses: Sequence[float], beta: float = 0.9) -> list[float]:
-    """Bias-corrected exponential moving average (as Adam and TensorBoard correct it: the first value is not
-    pulled to 0); ``beta=0``: the raw curve. Non-finite values pass through and do not enter the average.
+    """Bias-corrected exponential moving average; non-finite values pass through, outside the average.
 
     Raises:
         ValueError: If ``beta`` is not in ``[0, 1)``.
@@ -168,10 +162,8 @@ ALPHA = 0.01
 
 @dataclass(frozen=True)
 class CurveVerdict:
-    """The evidence that an LR sweep's loss fell (losses in the loss's own units): ``significant`` when
-    ``fall = start_loss - best_loss`` exceeds ``threshold = k * noise * sqrt(1 / start_points + 1 /
-    window_points)``; ``noise`` is the per-step standard deviation over the first ``noise_points`` steps,
-    ``k`` the Student-t quantile at ``1 - alpha / candidates``; ``best_lr``: the smoothed minimum."""
+    """The evidence that an LR sweep's loss fell: ``significant`` when ``fall = start_loss - best_loss``
+    exceeds ``threshold = k * noise * sqrt(1 / start_points + 1 / window_points)``."""
 
     significant: bool
     start_loss: float
@@ -209,10 +201,9 @@ class CurveVerdict:
 
 
 def curve_verdict(lrs: Sequence[float], losses: Sequence[float], alpha: float = ALPHA) -> CurveVerdict:
-    """Whether the sweep's loss fell below its start (the first quarter's mean) by more than its own noise
-    explains: the fall to the lowest smoothed point must exceed ``k`` standard errors (noise from successive
-    differences), ``k`` the Student-t quantile at ``1 - alpha / m`` (Bonferroni over ``m`` candidate minima).
-    Non-finite points are dropped; ``ValueError`` under 6 points.
+    """Whether the loss fell below its start (the first quarter's mean) by more than its noise explains: ``k``
+    standard errors, ``k`` the Student-t quantile at ``1 - alpha / m`` (Bonferroni over ``m`` candidate
+    minima). ``ValueError`` under 6 finite points.
 
     Example:
         >>> import random
@@ -235,8 +226,7 @@ def curve_verdict(lrs: Sequence[float], losses: Sequence[float], alpha: float = 
     best = min(range(first, count), key=smoothed.__getitem__)
     start_points = max(2 * half + 1, count // 4)
     start_loss = sum(values[:start_points]) / start_points
-    # the noise: from the start up to the minimum's window (not the divergence after it), differences of
-    # successive steps: a trend moves them little, and a steep one only raises the threshold
+    # the noise: successive differences up to the minimum's window (not the divergence after it)
     measured = values[: max(start_points, best + half + 1)]
     noise = difference_noise(measured, order=1)
     # a loss that does not move at all at small LRs (a zero-initialised head) still rounds in float32
