@@ -1,5 +1,4 @@
-"""Set-up checks shared by the presets: refuse a CUDA-only engine without CUDA, and an offload the host memory
-cannot hold."""
+"""Set-up checks shared by the presets: CUDA-only engines, and offloads the host memory cannot hold."""
 
 from __future__ import annotations
 
@@ -40,8 +39,7 @@ def available_host_memory() -> int | None:
 
 
 def check_host_memory(required_bytes: int, available_bytes: int | None, *, what: str) -> None:
-    """Refuse (``RuntimeError`` naming both and the fixes) an offload of ``required_bytes`` on this node when
-    ``available_bytes`` is known and smaller; ``what`` names the preset.
+    """``RuntimeError`` when an offload of ``required_bytes`` exceeds a known ``available_bytes``.
 
     Example:
         >>> check_host_memory(10 * 1024**3, 64 * 1024**3, what="recipes_fsdp_offload")
@@ -70,9 +68,8 @@ def refuse_without_cuda(accelerator: Accelerator | None, *, preset: str, engine:
 
 
 def refuse_offload_without_host_memory(strategy: Any, precision: str, layout: str) -> None:
-    """Raise when the offloaded tensors of ``strategy``'s processes on this node (the estimate's ``host`` for
-    the preset ``layout``, AdamW assumed) exceed the host memory (``host_memory_gb``, else the machine's).
-    """
+    """Raise when the offloaded bytes of ``strategy``'s processes on this node (AdamW assumed) exceed the
+    host memory (``host_memory_gb``, else the machine's)."""
     from lightning_recipes.strategies.memory import estimate_memory
 
     precision = precision if precision in ("16-mixed", "bf16-mixed", "16-true", "bf16-true") else "32-true"

@@ -25,10 +25,8 @@ def autocast_dtype(precision: object) -> torch.dtype | None:
 
 @dataclass(frozen=True)
 class MemoryLayout:
-    """Where a strategy keeps parameters, gradients and optimizer state (one per preset, :data:`LAYOUTS`):
-    ``family`` (``"native"`` or ``"deepspeed"``: 16-bit parameters plus fp32 master weights), what is
-    ``shard_*`` and ``offload_*``, ``gathers`` / ``keeps_gathered`` (FSDP units gathered), ``row_chunks``
-    (FSDP2), ``hybrid`` and ``activation_checkpointing`` by default.
+    """Where a strategy keeps parameters, gradients and optimizer state (one per preset, :data:`LAYOUTS`);
+    ``family`` ``"deepspeed"`` keeps 16-bit parameters plus fp32 master weights.
 
     Example:
         >>> MemoryLayout("native", shard_grads=True).shard_params
@@ -53,16 +51,13 @@ _SHARD_ALL = {"shard_params": True, "shard_grads": True, "shard_optimizer": True
 _OFFLOAD_ALL = {"offload_params": True, "offload_grads": True, "offload_optimizer": True}
 _DDP = MemoryLayout("native")
 
-#: The memory layout of every preset, by preset name: what
-#: :func:`~lightning_recipes.strategies.estimate_memory` reads (without importing the strategies themselves)
-#: and what each :class:`~lightning_recipes.strategies.Preset` carries as its ``layout``.
+#: The memory layout of every preset, by name (read by the estimator without importing the strategies).
 LAYOUTS: dict[str, MemoryLayout] = {
     "ddp": _DDP,
     "ddp_spawn": _DDP,
     "ddp_static_graph": _DDP,
     "fsdp_full_shard": MemoryLayout("native", **_SHARD_ALL, activation_checkpointing=True),
-    # the flat parameter is sharded like FULL_SHARD, but the unsharded copy (in the MixedPrecision
-    # param_dtype, bf16 under Lightning's `bf16-mixed`) of every unit is kept from forward until backward
+    # sharded like FULL_SHARD, but every unit's unsharded copy is kept from forward until backward
     "fsdp_shard_grad_op": MemoryLayout(
         "native",
         shard_params=True,

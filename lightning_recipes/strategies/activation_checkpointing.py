@@ -1,6 +1,4 @@
-"""Activation checkpointing of a model's repeated blocks (the units the FSDP presets wrap) outside FSDP too,
-with torch's composable non-reentrant ``checkpoint``: names, ``state_dict`` keys and dropout masks unchanged.
-"""
+"""Activation checkpointing of a model's repeated blocks with torch's composable ``checkpoint``."""
 
 from __future__ import annotations
 
@@ -45,10 +43,8 @@ def checkpointed_blocks(module: nn.Module) -> list[str]:
 def checkpoint_blocks(
     module: nn.Module, block_classes: BlockSpec | None = None, *, disable_kv_cache: bool = True
 ) -> list[str]:
-    """Checkpoint every outermost repeated block of ``module`` in place (activations recomputed in backward:
-    about a third more compute for a transformer); returns the checkpointed block names. ``block_classes``:
-    default inferred (:func:`infer_block_classes`). Idempotent; Hugging Face ``use_cache`` is switched off
-    with a warning (``disable_kv_cache``).
+    """Checkpoint every outermost repeated block of ``module`` in place; returns their names. Idempotent;
+    Hugging Face ``use_cache`` is switched off with a warning (``disable_kv_cache``).
 
     Example:
         >>> from lightning_recipes.testing import TinyTransformerLM
@@ -75,8 +71,7 @@ def checkpoint_blocks(
 
 
 def disable_hf_kv_cache(module: nn.Module) -> list[str]:
-    """Set ``use_cache=False`` on every Hugging Face config in ``module`` that has it on (warning on rank
-    zero); the names of the modules changed.
+    """Set ``use_cache=False`` on every Hugging Face config in ``module`` (with a warning); the names changed.
 
     Example:
         >>> disable_hf_kv_cache(nn.Linear(2, 2))
@@ -102,9 +97,8 @@ def disable_hf_kv_cache(module: nn.Module) -> list[str]:
 
 
 class ActivationCheckpointingMixin:
-    """LightningModule mixin whose ``configure_model`` runs :func:`checkpoint_blocks` on a single device or
-    under DDP (not under FSDP, which checkpoints itself). Put it first in the bases; class attributes
-    ``activation_checkpointing``, ``checkpoint_block_classes``, ``checkpoint_disable_kv_cache``.
+    """LightningModule mixin whose ``configure_model`` runs :func:`checkpoint_blocks` (not under FSDP, which
+    checkpoints itself). Put it first in the bases.
 
     Example:
         >>> from lightning_recipes.testing import TinyTransformerLM, fast_trainer, random_token_loader
@@ -140,8 +134,7 @@ class ActivationCheckpointingMixin:
 
 
 def _sharded_by(module: nn.Module) -> str | None:
-    """Who checkpoints ``module``'s blocks instead of the mixin: an FSDP strategy, or FSDP/CheckpointWrapper
-    modules already in the tree; ``None`` when nobody does."""
+    """Who checkpoints ``module``'s blocks instead of the mixin, or ``None``."""
     from lightning.fabric.strategies import FSDPStrategy as FabricFSDP
     from lightning.fabric.strategies import ModelParallelStrategy as FabricModelParallel
     from lightning.pytorch.strategies import FSDPStrategy, ModelParallelStrategy

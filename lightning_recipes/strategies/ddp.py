@@ -11,8 +11,8 @@ __all__ = ["RecipesDDPStrategy"]
 
 
 class RecipesDDPStrategy(DDPStrategy):
-    """``DDPStrategy`` (every argument the same) that destroys the default process group at worker exit (a
-    ``ddp_spawn`` worker leaving with gloo's group alive may abort with SIGABRT after a successful fit).
+    """``DDPStrategy`` that destroys the default process group at worker exit (a ``ddp_spawn`` worker that
+    leaves gloo's group alive may abort with SIGABRT).
 
     Example:
         >>> strategy = RecipesDDPStrategy(start_method="spawn", gradient_as_bucket_view=True)

@@ -59,9 +59,8 @@ def reconcile_deepspeed_config(
     gradient_clip_algorithm: str | None,
     precision: str,
 ) -> dict[str, Any]:
-    """A copy of ``config`` whose batch, accumulation, clipping and precision entries agree with the Trainer:
-    missing entries filled, agreeing ones kept, contradicting ones refused naming both values;
-    ``gradient_accumulation_steps`` is dropped (Lightning sets it).
+    """A copy of ``config`` whose batch, clipping and precision entries agree with the Trainer (missing ones
+    filled, contradicting ones refused); ``gradient_accumulation_steps`` is dropped (Lightning sets it).
 
     Example:
         >>> cfg = reconcile_deepspeed_config(
@@ -76,16 +75,13 @@ def reconcile_deepspeed_config(
     cfg = copy.deepcopy(dict(config))
     clip = float(gradient_clip_val or 0.0)
     train_batch_size = micro_batch_size * accumulate_grad_batches * world_size
+    product = (
+        f"micro batch {micro_batch_size} x accumulation {accumulate_grad_batches} x world size {world_size}"
+    )
     expected = {
         "train_micro_batch_size_per_gpu": (micro_batch_size, "the training DataLoader's batch size"),
         "gradient_accumulation_steps": (accumulate_grad_batches, "Trainer(accumulate_grad_batches=...)"),
-        "train_batch_size": (
-            train_batch_size,
-            (
-                f"micro batch {micro_batch_size} x accumulation {accumulate_grad_batches} "
-                f"x world size {world_size}"
-            ),
-        ),
+        "train_batch_size": (train_batch_size, product),
         "gradient_clipping": (clip, "Trainer(gradient_clip_val=...)"),
     }
     for key, (value, source) in expected.items():
@@ -106,9 +102,7 @@ def reconcile_deepspeed_config(
 
 
 def validate_deepspeed_config(config: Mapping[str, Any]) -> None:
-    """Validate ``config`` with DeepSpeed's own ``DeepSpeedConfig`` (no GPU) for a world size of 1 (the real
-    one was checked by :func:`reconcile_deepspeed_config`); ``ValueError`` with DeepSpeed's message.
-    """
+    """Validate ``config`` with DeepSpeed's own ``DeepSpeedConfig`` for one process (``ValueError``)."""
     require_deepspeed()
     from deepspeed.runtime.config import DeepSpeedConfig
 

@@ -21,10 +21,9 @@ __all__ = ["RecipesDeepSpeedStrategy"]
 
 
 class RecipesDeepSpeedStrategy(DeepSpeedStrategy):
-    """``DeepSpeedStrategy`` whose config never contradicts the Trainer: validated by DeepSpeed's own
-    ``DeepSpeedConfig`` when built and again at set-up, after
-    :func:`~lightning_recipes.strategies.reconcile_deepspeed_config`. Set-up refuses a non-CUDA accelerator
-    and an offload ``host_memory_gb`` cannot hold; without DeepSpeed, ``ModuleNotFoundError`` with the hint.
+    """``DeepSpeedStrategy`` whose config never contradicts the Trainer
+    (:func:`~lightning_recipes.strategies.reconcile_deepspeed_config`), validated by DeepSpeed when built and
+    at set-up; set-up refuses a non-CUDA accelerator and an offload the host cannot hold.
 
     Example:
         >>> from lightning_recipes.strategies import PRESETS
@@ -57,8 +56,7 @@ class RecipesDeepSpeedStrategy(DeepSpeedStrategy):
         if offload:
             layout = f"deepspeed_zero{3 if int(zero.get('stage', 0)) == 3 else 2}_offload"
             refuse_offload_without_host_memory(self, str(trainer.precision), layout)
-        # Lightning's own batch-size probe, a private DeepSpeedStrategy method (no public API gives this
-        # size): the training loader's batch size, 1 when unknown.
+        # private Lightning probe (no public API): the training loader's batch size, 1 when unknown
         micro_batch_size = self.config.get("train_micro_batch_size_per_gpu") or self._auto_select_batch_size()
         self.config = reconcile_deepspeed_config(
             self.config,

@@ -20,12 +20,9 @@ __all__ = ["LazyBlockPolicy", "RecipesFSDPPrecision", "RecipesFSDPStrategy"]
 
 
 class RecipesFSDPStrategy(FSDPStrategy):
-    """``FSDPStrategy`` that wraps and checkpoints the model's blocks, and refuses what cannot work at set-up.
-
-    Defaults (any ``FSDPStrategy`` argument in ``kwargs`` wins): auto-wrap and activation checkpointing per
-    block (``block_classes``, inferred at set-up), ``use_orig_params=True``, ``state_dict_type="sharded"``,
-    norm clipping over all shards (:class:`RecipesFSDPPrecision`), ``device_mesh`` for ``HYBRID_SHARD``.
-    Set-up refuses a non-CUDA accelerator and an offload ``host_memory_gb`` cannot hold.
+    """``FSDPStrategy`` that wraps and checkpoints the model's blocks (``block_classes``, inferred at set-up),
+    with ``use_orig_params=True``, ``state_dict_type="sharded"`` and norm clipping over all shards (any
+    ``kwargs`` win); set-up refuses a non-CUDA accelerator and an offload the host cannot hold.
 
     Example:
         >>> from lightning_recipes.testing import TransformerBlock
@@ -72,7 +69,6 @@ class RecipesFSDPStrategy(FSDPStrategy):
     def setup(self, trainer: pl.Trainer) -> None:
         if self.cpu_offload is not None and self.cpu_offload.offload_params:
             refuse_offload_without_host_memory(self, str(trainer.precision), "fsdp_offload")
-        # the Trainer's own plugin: same precision, + norm clipping
         if type(self.precision_plugin) is FSDPPrecision:
             self.precision_plugin = RecipesFSDPPrecision(self.precision_plugin.precision)
         super().setup(trainer)
@@ -81,8 +77,7 @@ class RecipesFSDPStrategy(FSDPStrategy):
 
 
 class RecipesFSDPPrecision(FSDPPrecision):
-    """``FSDPPrecision`` that clips gradients by their global norm over all shards (the root FSDP module's
-    ``clip_grad_norm_``, one scalar all-reduce), installed by :class:`RecipesFSDPStrategy`.
+    """``FSDPPrecision`` that clips gradients by their global norm over all shards (one all-reduce).
 
     Example:
         >>> RecipesFSDPPrecision("bf16-mixed").mixed_precision_config.param_dtype
@@ -103,8 +98,7 @@ class RecipesFSDPPrecision(FSDPPrecision):
 
 
 class LazyBlockPolicy:
-    """An FSDP1 ``auto_wrap_policy`` that infers the block classes from the root FSDP gives it first (after
-    ``configure_model`` built the layers), then serves as the checkpointing policy too. Pickles.
+    """An FSDP1 ``auto_wrap_policy`` that infers the block classes from the first (root) module it sees.
 
     Example:
         >>> from lightning_recipes.testing import TinyTransformerLM

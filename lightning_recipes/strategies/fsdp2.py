@@ -24,9 +24,8 @@ _DEFAULT_TIMEOUT = timedelta(minutes=30)
 
 
 def mixed_precision_policy(precision: str | int | None) -> MixedPrecisionPolicy | None:
-    """The FSDP2 policy matching ``Trainer(precision=...)``: compute in 16-bit, reduce gradients in fp32.
-
-    ``*-true`` and ``32`` need none (the module already has the wanted dtype).
+    """The FSDP2 policy matching ``Trainer(precision=...)``: compute in 16-bit, reduce in fp32 (``None`` for
+    ``*-true``).
 
     Example:
         >>> mixed_precision_policy("bf16-mixed").param_dtype, mixed_precision_policy("32-true")
@@ -46,10 +45,7 @@ def apply_fsdp2(
     reshard_after_forward: bool = True,
 ) -> nn.Module:
     """Shard ``module`` with FSDP2 over ``mesh``: ``fully_shard`` on every block (``block_classes``, default
-    inferred), then on the root; with ``activation_checkpointing``, the composable ``checkpoint`` on the
-    blocks (Hugging Face ``use_cache`` switched off, with a warning). ``mp_policy``:
-    :func:`mixed_precision_policy`; ``reshard_after_forward=False`` keeps gathered parameters until backward.
-    Idempotent.
+    inferred) then on the root, the blocks checkpointed with ``activation_checkpointing``. Idempotent.
 
     Example:
         >>> import torch.distributed as dist
@@ -76,11 +72,8 @@ def apply_fsdp2(
 
 
 class RecipesFSDP2Strategy(ModelParallelStrategy):
-    """Lightning's ``ModelParallelStrategy`` as pure data-parallel FSDP2 (mesh ``num_nodes x devices``), on
-    CPU (gloo) and CUDA. The model applies ``block_classes``, ``activation_checkpointing`` and
-    ``reshard_after_forward`` in ``configure_model`` with :class:`FSDP2Mixin` (or :func:`apply_fsdp2`); a
-    module without ``configure_model`` is refused at set-up. ``save_distributed_checkpoint``: one file per
-    rank, else a full checkpoint on rank 0.
+    """Lightning's ``ModelParallelStrategy`` as data-parallel FSDP2 (CPU and CUDA); the model applies the
+    settings in ``configure_model`` with :class:`FSDP2Mixin` (or :func:`apply_fsdp2`).
 
     Example:
         >>> strategy = RecipesFSDP2Strategy(activation_checkpointing=False)
@@ -125,8 +118,7 @@ class RecipesFSDP2Strategy(ModelParallelStrategy):
 
     @override
     def setup_environment(self) -> None:
-        # Private attribute of ModelParallelStrategy (its constructor argument): data parallelism over every
-        # process. Lightning's "auto" would mean "one data-parallel group per node", i.e. tensor parallelism.
+        # private: data parallelism over every process (Lightning's "auto" is one group per node)
         self._data_parallel_size = self.num_nodes * self.num_processes
         super().setup_environment()
 
@@ -145,8 +137,7 @@ class RecipesFSDP2Strategy(ModelParallelStrategy):
 
 class FSDP2Mixin:
     """LightningModule mixin whose ``configure_model`` shards the model with FSDP2 under
-    ``ModelParallelStrategy`` (settings from :class:`RecipesFSDP2Strategy`, precision from the Trainer;
-    without a mesh it does nothing). Put it first in the bases; call the model through ``self(...)``.
+    ``ModelParallelStrategy`` (without a mesh it does nothing). Put it first in the bases.
 
     Example:
         >>> from lightning_recipes.testing import TinyTransformerLM, fast_trainer, random_token_loader

@@ -33,8 +33,7 @@ __all__ = [
     "read_optimizer",
 ]
 
-# optimizer -> (state tensors per parameter, per-tensor scalar bytes of a ``step`` tensor): read from the one
-# table of optimizer names (lightning_recipes/_names.py).
+# optimizer -> (state tensors per parameter, bytes of a per-tensor ``step`` scalar)
 OPTIMIZER_STATES: dict[str, tuple[int, int]] = {
     name: (spec.state_tensors, spec.step_bytes) for name, spec in OPTIMIZERS.items()
 }
@@ -42,11 +41,8 @@ OPTIMIZER_STATES: dict[str, tuple[int, int]] = {
 
 @dataclass(frozen=True)
 class MemoryEstimate:
-    """Bytes per device (the most loaded one) for one training configuration, rows adding up to :attr:`total`:
-    persistent ``parameters``, ``gradients``, ``optimizer_state``, ``master_weights``; transient ``gathered``
-    parameters; measured ``activations`` (or ``None``); ``host`` bytes (offload); and ``bytes_per_param``
-    before sharding (the "16 bytes for AdamW" figure).
-    """
+    """Bytes on the most loaded device for one training configuration, rows adding up to :attr:`total`;
+    ``host`` bytes (offload) and ``bytes_per_param`` before sharding (the "16 bytes for AdamW" figure)."""
 
     strategy: str
     precision: str
@@ -75,8 +71,7 @@ class MemoryEstimate:
         return sum(rows) + (self.activations or 0)
 
     def fits(self, device_memory_gb: float, *, headroom: float = 0.1) -> bool:
-        """Whether :attr:`total` fits in ``device_memory_gb`` GiB while keeping a ``headroom`` fraction
-        free."""
+        """Whether :attr:`total` fits in ``device_memory_gb`` GiB with a ``headroom`` fraction free."""
         return self.total <= device_memory_gb * GIB * (1.0 - headroom)
 
     def rows(self) -> list[tuple[str, int | None]]:
@@ -126,12 +121,9 @@ def estimate_memory(
     forward_fn: Callable[[nn.Module, Any], Any] | None = None,
 ) -> MemoryEstimate:
     """Estimate per-device memory of training under a ``strategy`` preset (a key of
-    :data:`~lightning_recipes.strategies.PRESETS`), before renting the cluster.
-
-    Activations are measured on ``sample_batch`` (through ``forward_fn(model, batch)`` when given); a model
-    (possibly on ``meta``) rather than a count gives exact per-tensor sizes. ``optimizer=None``: the one the
-    model trains with (:func:`read_optimizer`), else ``adamw``. ``activation_checkpointing=None``: the
-    preset's default. What each row counts: ``docs/guides/strategies.md``.
+    :data:`~lightning_recipes.strategies.PRESETS`). Activations are measured on ``sample_batch`` (through
+    ``forward_fn``); a model (possibly on ``meta``) gives exact per-tensor sizes. ``optimizer=None``: the
+    model's own (:func:`read_optimizer`), else ``adamw``. Rows: ``docs/guides/strategies.md``.
 
     Example:
         >>> est = estimate_memory(7_000_000_000, optimizer="adamw", precision="bf16-mixed",
@@ -230,7 +222,6 @@ def estimate_memory(
 
 
 def _optimizer(model_or_num_params: nn.Module | int, given: str | None, notes: list[str]) -> str:
-    """``given``, else the model's own optimizer, else ``adamw`` (with a note saying why)."""
     if not isinstance(model_or_num_params, nn.Module):
         return "adamw" if given is None else given
     name, source = read_optimizer(model_or_num_params)
@@ -255,8 +246,7 @@ def _check(strategy: str, optimizer: str, precision: str, devices: int, num_node
 
 
 def _local_numel(shape: tuple[int, ...], group: int, row_chunks: bool) -> int:
-    """Elements on the most loaded rank: FSDP2 chunks dim 0 (``torch.chunk``), others split the flat
-    tensor."""
+    """Elements on the most loaded rank: FSDP2 chunks dim 0, others split the flat tensor."""
     numel = math.prod(shape)
     if group == 1:
         return numel
@@ -282,11 +272,8 @@ def _try_infer(model: nn.Module, notes: list[str]) -> tuple[type[nn.Module], ...
 
 
 def read_optimizer(model: nn.Module) -> tuple[str | None, str]:
-    """The optimizer name (a key of :data:`~lightning_recipes.optim.names.OPTIMIZERS`) ``model`` trains
-    with, and where it was read; ``(None, why)`` when it cannot be told.
-
-    Read from the recipe mixins' ``resolve_recipe()`` (recipe > hparams > the class's default), else from
-    the optimizer ``configure_optimizers()`` builds (on the model's own, possibly meta, parameters).
+    """The optimizer name ``model`` trains with (from its recipe, else from what ``configure_optimizers()``
+    builds) and where it was read; ``(None, why)`` when it cannot be told.
 
     Example:
         >>> from lightning_recipes.testing import TinyClassifier
@@ -319,8 +306,7 @@ def read_optimizer(model: nn.Module) -> tuple[str | None, str]:
 
 
 def optimizer_name(optimizer: torch.optim.Optimizer) -> str | None:
-    """The table name of an optimizer instance (``SGD`` with momentum is ``sgd_momentum``); ``None`` when
-    the table does not know its class.
+    """The table name of an optimizer instance (``SGD`` with momentum is ``sgd_momentum``), or ``None``.
 
     Example:
         >>> optimizer_name(torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=0.1, momentum=0.9))
@@ -338,15 +324,17 @@ def optimizer_name(optimizer: torch.optim.Optimizer) -> str | None:
     return None
 
 
+@dataclass
 class ActivationMeasurement:
     """Result of :func:`measure_activations`, in bytes: everything ``saved`` for backward, the ``largest``
-    storage, the ``block_inputs`` (what checkpointing keeps), the most one block saves (``block_max``) and
-    what is saved ``outside`` any block.
-    """
+    storage, the ``block_inputs`` (what checkpointing keeps), the most one block saves and what is saved
+    ``outside`` any block."""
 
-    def __init__(self, saved: int, largest: int, block_inputs: int, block_max: int, outside: int) -> None:
-        self.saved, self.largest = saved, largest
-        self.block_inputs, self.block_max, self.outside = block_inputs, block_max, outside
+    saved: int
+    largest: int
+    block_inputs: int
+    block_max: int
+    outside: int
 
     def total(self, activation_checkpointing: bool) -> int:
         """Activation bytes at the backward peak, with or without checkpointing of the blocks."""
@@ -373,9 +361,8 @@ def measure_activations(
     forward_fn: Callable[[nn.Module, Any], Any] | None = None,
     autocast_dtype: torch.dtype | None = None,
 ) -> ActivationMeasurement:
-    """Run one forward pass on ``batch`` and account every tensor autograd saves for backward, attributed to
-    the innermost running block (parameters excluded, storages counted once; allocator rounding not). Works on
-    CPU; the model is not changed.
+    """Account every tensor autograd saves for backward in one forward pass on ``batch``, by innermost block
+    (parameters excluded, storages counted once). Works on CPU; the model is not changed.
 
     Example:
         >>> import torch
@@ -438,9 +425,7 @@ def measure_activations(
 
 @dataclass(frozen=True)
 class StepMemory:
-    """Bytes of one training step on ``device``: the ``activations`` alive when ``training_step`` returns
-    (what checkpointing lowers) and the step's ``peak`` over every tensor.
-    """
+    """Bytes of one training step: ``activations`` alive when ``training_step`` returns, and the ``peak``."""
 
     activations: int
     peak: int
@@ -448,9 +433,8 @@ class StepMemory:
 
 
 def measure_step_memory(model: pl.LightningModule, batch: Any, *, batch_idx: int = 0) -> StepMemory:
-    """A :class:`StepMemory`: the bytes ``training_step(batch, batch_idx)`` and ``backward`` hold, counted on
-    a deep copy of ``model`` as tensors are created and freed (works on CPU; the model, its gradients and the
-    RNG streams are left as they were; allocator rounding is not counted).
+    """The bytes ``training_step(batch, batch_idx)`` and ``backward`` hold, counted on a copy of ``model``
+    (works on CPU; the model and the RNG streams are left as they were).
 
     Example:
         >>> from lightning_recipes.strategies import checkpoint_blocks

@@ -22,9 +22,8 @@ __all__ = ["PRESETS", "Preset", "preset", "register_presets"]
 
 @dataclass(frozen=True)
 class Preset:
-    """One strategy preset of :data:`PRESETS`: its ``engine`` (``"ddp"``, ``"fsdp"``, ``"fsdp2"``,
-    ``"deepspeed"``), the ``defaults`` passed to :attr:`strategy_class`, a ``description`` and its memory
-    ``layout`` (from ``strategies/_layout.py``, so the estimator never imports the strategies).
+    """One strategy preset of :data:`PRESETS`: its ``engine``, the ``defaults`` passed to
+    :attr:`strategy_class`, a ``description`` and its memory ``layout``.
 
     Example:
         >>> PRESETS["fsdp_offload"].engine, PRESETS["fsdp_offload"].layout.offload_optimizer
@@ -46,13 +45,12 @@ class Preset:
         return iter((self.engine, self.defaults, self.description))
 
     def __getitem__(self, index: int) -> Any:
-        """``record[0]`` is :attr:`engine`, ``[1]`` :attr:`defaults`, ``[2]`` :attr:`description` (old
-        tuples)."""
+        """``record[i]`` as in the old 3-tuples."""
         return tuple(self)[index]
 
     @property
     def strategy_class(self) -> type[Strategy]:
-        """The Lightning strategy class this preset builds (imported on first use: DeepSpeed is optional)."""
+        """The Lightning strategy class this preset builds (imported on first use)."""
         module, name = _CLASSES[self.engine]
         return getattr(importlib.import_module(f"lightning_recipes.strategies.{module}"), name)  # type: ignore[no-any-return]
 
@@ -66,8 +64,7 @@ _CLASSES = {
 _ENGINES = tuple(_CLASSES)
 
 
-#: The one table of presets, name -> :class:`Preset` (``Trainer(strategy="recipes_<name>")`` or
-#: :func:`preset` builds from it; the memory estimator reads each record's layout).
+#: The one table of presets, name -> :class:`Preset`.
 PRESETS: dict[str, Preset] = {
     name: Preset(
         engine, {"gradient_as_bucket_view": True, **args} if engine == "ddp" else args, text, LAYOUTS[name]
@@ -77,10 +74,8 @@ PRESETS: dict[str, Preset] = {
 
 
 def preset(name: str, *, model: nn.Module | None = None, **overrides: Any) -> Strategy:
-    """Build a Lightning strategy from the preset ``name`` (a key of :data:`PRESETS`); ``overrides`` are the
-    strategy's own arguments and win. ``model`` (FSDP presets only) infers ``block_classes`` now. Building
-    never looks at the machine; what cannot run is refused at set-up. Each preset is also registered as
-    ``recipes_<name>`` (``Trainer(strategy="recipes_fsdp_full_shard")``).
+    """Build a Lightning strategy from the preset ``name`` (a key of :data:`PRESETS`); ``overrides`` win.
+    ``model`` (FSDP presets only) infers ``block_classes`` now. What cannot run is refused at set-up.
 
     Example:
         >>> preset("ddp", start_method="fork")  # doctest: +ELLIPSIS

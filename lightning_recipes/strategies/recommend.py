@@ -128,10 +128,9 @@ def recommend_strategy(
     block_classes: BlockSpec | None = None,
     forward_fn: Callable[[nn.Module, Any], Any] | None = None,
 ) -> Recommendation:
-    """Pick the simplest preset of the ``family`` ladder (``"fsdp"``, ``"fsdp2"``, ``"deepspeed"``:
-    :data:`LADDERS`, from DDP to full sharding and offload) whose per-device estimate fits
-    ``device_memory_gb`` with ``headroom`` to spare (offload rungs: ``host_memory_gb`` too, when given). Other
-    arguments as for :func:`~lightning_recipes.strategies.estimate_memory`.
+    """Pick the simplest preset of the ``family`` ladder (:data:`LADDERS`) whose per-device estimate fits
+    ``device_memory_gb`` with ``headroom`` to spare (and ``host_memory_gb``, when given). Other arguments
+    as for :func:`~lightning_recipes.strategies.estimate_memory`.
 
     Example:
         >>> recommend_strategy(7_000_000_000, devices=8, device_memory_gb=80).preset
