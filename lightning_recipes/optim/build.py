@@ -34,10 +34,8 @@ def build_optimizer(
     eps: float | None = None,
     implementation: Implementation = "auto",
 ) -> Optimizer:
-    """``"adamw"`` -> ``torch.optim.AdamW`` (fused where the device has the kernel), ``"lion"`` ->
-    :class:`Lion`, ``"lamb"`` -> :class:`Lamb` (:data:`lightning_recipes.optim.names.RECIPE_OPTIMIZERS`;
-    ``eps=None``: the name's default). A group with ``"lr_scale"`` and no ``"lr"`` gets ``lr * lr_scale`` (the
-    caller's dicts are not changed).
+    """``"adamw"`` (fused where it can be), ``"lion"`` or ``"lamb"``; ``eps=None``: the name's default. A
+    group with ``"lr_scale"`` and no ``"lr"`` gets ``lr * lr_scale``.
 
     Example:
         >>> import torch
@@ -82,8 +80,7 @@ def build_scheduler(
     min_lr_ratio: float = 0.0,
     warmup_ratio: float | None = None,
 ) -> LambdaLR | None:
-    """The named warmup schedule (of :data:`lightning_recipes.optim.names.SCHEDULES`) over ``total_steps``
-    (``None`` for ``"none"``), warm-up ``warmup_steps`` or ``warmup_ratio``; step it every optimizer step.
+    """The named warmup schedule over ``total_steps`` (``None`` for ``"none"``); step it every optimizer step.
 
     Example:
         >>> import torch

@@ -1,6 +1,5 @@
-"""The optimizer and schedule names (the one table, :data:`OPTIMIZERS`, one :class:`OptimizerSpec` per
-optimizer: its class, the recipe's defaults, its state per parameter; defined without torch in
-``lightning_recipes/_names.py``, which the command line reads too) and the optimizers' implementations.
+"""The optimizer and schedule names (:data:`OPTIMIZERS`, defined in ``lightning_recipes/_names.py``) and the
+optimizers' implementations.
 
 Example:
     >>> OPTIMIZERS["lion"].state_tensors, OPTIMIZERS["lion"].defaults["lr"], RECIPE_OPTIMIZERS

@@ -49,16 +49,13 @@ def param_groups(
     split: Iterable[str] = (),
     lr: float | None = None,
 ) -> list[dict[str, Any]]:
-    """Split a module's trainable parameters into a ``"decay"`` and a ``"no_decay"`` group.
+    """Split a module's trainable parameters into named ``"decay"`` and ``"no_decay"`` groups.
 
-    ``"no_decay"`` (with ``layer_adaptation=False`` for :class:`~lightning_recipes.optim.Lamb`) takes tensors
-    of fewer than 2 dimensions, normalization layers, embeddings (unless ``decay_embeddings``) and names from
-    a ``no_weight_decay()`` method or the ``no_decay`` globs. Groups carry a ``"name"``; empty groups are
-    omitted, frozen parameters left out, tied ones appear once. With ``layer_decay`` (``layer_decay ** (L + 1
-    - depth)``, depths from :func:`layer_depths` over ``block_classes``), ``lr_scale`` (module path or regex
-    -> factor) or ``split`` (prefixes with groups of their own, for ``FinetuneSchedule``), each group carries
-    ``"lr"`` (from ``lr``, then required) and ``"lr_scale"``. Raises ``ValueError`` for an entry that selects
-    no parameter or one another entry selects too.
+    ``"no_decay"`` (``layer_adaptation=False`` for Lamb) takes tensors of fewer than 2 dimensions, norm
+    layers, embeddings (unless ``decay_embeddings``) and names from ``no_weight_decay()`` or the ``no_decay``
+    globs. With ``layer_decay`` (depths from :func:`layer_depths`), ``lr_scale`` (module path or regex ->
+    factor) or ``split`` (prefixes with groups of their own), each group carries ``"lr"`` (``lr`` required)
+    and ``"lr_scale"``. ``ValueError`` for an entry that selects no parameter or one another entry selects.
 
     Example:
         >>> from torch import nn
@@ -186,8 +183,7 @@ def _group_keys(
 
     for pid, names in all_names.items():
         options = [label_of(name) for name in names]
-        # one tensor, one group: its first name's, unless another of its names is split out (a module a
-        # FinetuneSchedule freezes must have all of its parameters in its own groups)
+        # one tensor, one group: its first name's, unless another of its names is split out
         chosen = next((i for i, o in enumerate(options) if o[2]), 0)
         if len({o[:2] for o in options}) > 1:
             others = ", ".join(
@@ -229,13 +225,9 @@ def _group_keys(
 def layer_depths(
     module: nn.Module, block_classes: BlockSpec | None = None
 ) -> tuple[dict[str, int], list[str]]:
-    """``(depths, blocks)``: each parameter's depth (0 before the first block, ``j + 1`` inside block ``j``,
-    ``L + 1`` after the last of ``L`` blocks) under every name, and the block names in order.
-
-    Blocks are the outermost instances of ``block_classes`` (default: the classes the FSDP presets wrap,
-    :func:`~lightning_recipes.strategies.infer_block_classes`), in registration order. A parameter between
-    blocks ``j`` and ``j + 1`` belongs to block ``j``; a last block no parameter follows is the head (BEiT
-    keeps the head at the peak LR). Raises ``ValueError`` when no block is found.
+    """``(depths, blocks)``: each parameter's depth (0 before the first block, ``j + 1`` in block ``j``,
+    ``L + 1`` after the last) under every name, and the block names (outermost ``block_classes``, default
+    inferred) in order. A last block no parameter follows is the head. ``ValueError`` without blocks.
 
     Example:
         >>> from lightning_recipes.testing import TinyTransformerLM
@@ -273,8 +265,7 @@ def layer_depths(
         return next((j for j, b in enumerate(blocks) if name.startswith(b + ".")), None)
 
     if names and block_of(names[-1]) == len(blocks) - 1:
-        # nothing follows the last block: it is the output layer (a plain MLP's last Linear, an FCN's last
-        # conv), so it is the head and trains at the peak LR, not one factor below it
+        # nothing follows the last block: it is the output layer, so the head (trains at the peak LR)
         blocks.pop()
     inside = [block_of(n) for n in names]
     last = max((i for i, j in enumerate(inside) if j is not None), default=-1)
@@ -299,8 +290,7 @@ def layer_depths(
 
 
 def layer_scale(depth: int, num_blocks: int, layer_decay: float) -> float:
-    """The LR scale at ``depth``: ``layer_decay ** (num_blocks + 1 - depth)`` (head 1, each block below one
-    factor lower, embeddings lowest).
+    """The LR scale at ``depth``: ``layer_decay ** (num_blocks + 1 - depth)``.
 
     Example:
         >>> [layer_scale(d, 2, 0.5) for d in range(4)]
@@ -354,8 +344,7 @@ def check_layer_decay(layer_decay: Any) -> None:
 
 
 def match_lr_scale(name: str, keys: list[str]) -> str | None:
-    """The ``lr_scale`` key that selects parameter ``name``: equal to it, a module-path prefix of it, or a
-    regex matching all of it; ``ValueError`` when several keys select it.
+    """The ``lr_scale`` key that selects ``name`` (equal, a module-path prefix, or a full regex match).
 
     Example:
         >>> match_lr_scale("backbone.0.weight", ["head", "backbone"])

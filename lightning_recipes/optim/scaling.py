@@ -13,9 +13,8 @@ __all__ = ["scale_lr"]
 def scale_lr(
     base_lr: float, base_batch_size: int, global_batch_size: int, rule: Literal["linear", "sqrt"] = "linear"
 ) -> float:
-    """The learning rate for ``global_batch_size`` given one tuned at ``base_batch_size``: ``rule="linear"``
-    (Goyal et al. 2017) ``lr * B / B0``, ``"sqrt"`` (Malladi et al. 2022, Adam-type) ``lr * sqrt(B / B0)``.
-    The global batch: per-device batch x devices x nodes x accumulation.
+    """The LR for ``global_batch_size`` given one tuned at ``base_batch_size``: ``"linear"`` (Goyal et al.
+    2017) ``lr * B / B0`` or ``"sqrt"`` (Malladi et al. 2022, Adam-type) ``lr * sqrt(B / B0)``.
 
     Example:
         >>> scale_lr(1e-3, 256, 1024), scale_lr(1e-3, 256, 1024, rule="sqrt")

@@ -9,8 +9,7 @@ __all__ = ["parameter_names", "tied_parameters"]
 
 
 def parameter_names(module: nn.Module) -> dict[int, list[str]]:
-    """Every name of every parameter, by ``id``: one name for most, several for tied ones, in registration
-    order (the first is the one ``named_parameters()`` reports).
+    """Every name of every parameter, by ``id``, in registration order (several for tied ones).
 
     Example:
         >>> model = nn.Sequential(nn.Embedding(5, 3), nn.Linear(3, 5, bias=False))
