@@ -1,9 +1,4 @@
-"""Lion and Lamb on FSDP2's sharded parameters (DTensors), and the inputs the native kernel must never see.
-
-FSDP2 parameters are DTensors; a DTensor's ``data_ptr`` is not its elements, and the native kernel once got
-them and killed the process. Every run that could crash runs in a subprocess, so a crash fails the test
-instead of killing pytest.
-"""
+"""Lion and Lamb on FSDP2's sharded parameters (DTensors), and the inputs the native kernel must never see."""
 
 from __future__ import annotations
 
@@ -156,8 +151,7 @@ def test_plain_contiguous_tensors_and_disjoint_views_of_one_storage_are_taken():
     assert split_for_native([torch.nn.Parameter(torch.zeros(3))], [torch.zeros(3)])[0] == [0]
 
 
-# Both single-process probes in one interpreter (starting one is most of their cost); a crash in the first
-# fails both tests, one in the second only the exotic tensors' test.
+# Both single-process probes in one interpreter (starting one is most of their cost)
 _ONE_PROCESS = textwrap.dedent(
     """
     import socket, sys

@@ -1,5 +1,4 @@
-"""Lion and Lamb on a CUDA device: every route against the papers' float64 references, no host sync in a step,
-bf16 parameters, and CPU/CUDA agreement in float32 (skipped without a CUDA device)."""
+"""Lion and Lamb on a CUDA device."""
 
 from __future__ import annotations
 

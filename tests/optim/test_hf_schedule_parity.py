@@ -1,5 +1,4 @@
-"""Schedules against Hugging Face's own functions (``transformers.optimization``), as value tables over every
-step; the deliberate difference (our schedules hold past ``total_steps``) is tested as such."""
+"""Schedules against Hugging Face's own functions (``transformers.optimization``), step by step."""
 
 from __future__ import annotations
 
@@ -75,8 +74,7 @@ def test_wsd_equals_get_wsd_schedule(warmup, decay, total, shape, ratio):
 
 
 def _hf_warmup_steps(ratio, total):
-    """TrainingArguments.get_warmup_steps for a ratio: `warmup_ratio=` up to transformers 4, `warmup_steps=<1`
-    from 5. Called on a plain namespace: building TrainingArguments itself needs `accelerate`."""
+    """TrainingArguments.get_warmup_steps for a ratio."""
     import dataclasses
     from types import SimpleNamespace
 
@@ -130,10 +128,7 @@ _SAVE_RELOAD["wsd"] = (
 @pytest.mark.parametrize("name", sorted(_SAVE_RELOAD))
 @pytest.mark.parametrize("reload", ["torch_save_weights_only", "pickle"])
 def test_save_and_reload_mid_schedule_keeps_hfs_learning_rates(name, reload):
-    """transformers' ``ScheduleInitTest`` (``unwrap_and_save_reload_schedule``): 10 steps at lr 10, the
-    scheduler's state saved and loaded back at step 5 (``torch.save`` / ``torch.load(weights_only=True)``);
-    the learning rates are those of an uninterrupted run and of Hugging Face's schedule. Pickling the
-    scheduler (what a checkpointing wrapper may do) keeps them too."""
+    """transformers' ``ScheduleInitTest`` (``unwrap_and_save_reload_schedule``)."""
     import io
     import pickle
 

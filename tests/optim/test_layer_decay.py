@@ -1,5 +1,4 @@
-"""Layer-wise LR decay and lr_scale: depths, group names and counts, errors, and the LR of every group at
-every step (base x scale x schedule multiplier, written from the formulas) for AdamW, Lion and Lamb."""
+"""Layer-wise LR decay and lr_scale."""
 
 from __future__ import annotations
 

@@ -1,10 +1,4 @@
-"""The native multi-tensor CPU kernels: references, share and batch boundaries, dtypes, fallbacks, the build.
-
-The float64 paper-reference tests of ``test_numerics.py`` also run ``implementation="native"``;
-this module covers what those small tensors cannot reach: elements split across threads and LAMB batches,
-bfloat16 rounding, tensors the kernels must refuse, autograd's version counters, and how the library is built
-and loaded (disk cache, concurrent builds, torch's own OpenMP runtime, failures).
-"""
+"""The native multi-tensor CPU kernels."""
 
 from __future__ import annotations
 
@@ -27,9 +21,7 @@ from tests.optim._reference import grads_sequence, lamb_reference_step, lion_ref
 
 pytestmark = optim_runs.NATIVE_BUILT
 
-# Sizes that cross thread shares and LAMB batches at awkward places: empty, single elements, sizes that are
-# not multiples of the vector width, one tensor larger than a LAMB batch, and enough elements in all to run
-# the kernels on several threads.
+# Sizes that cross thread shares, vector widths and LAMB batches at awkward places (empty, 1, > a batch)
 AWKWARD_SIZES = [1, 0, 63, 65, 4099, 70_001, 3, LAMB_BATCH_NUMEL + 37, 129, 200_003, 17]
 
 
@@ -359,7 +351,7 @@ _BUILD_AND_REPORT = textwrap.dedent(
 @pytest.fixture(scope="module")
 def native_processes(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess]:
     """One interpreter that imports torch once, forks two builders of the kernels into an empty cache, loads
-    the cache itself, then runs :func:`ddp_matches_one_process`: the cache folder and the run."""
+    the cache itself, then runs :func:`ddp_matches_one_process`."""
     cache = tmp_path_factory.mktemp("native_cache")
     env = {**os.environ, "LIGHTNING_RECIPES_CACHE_DIR": str(cache), "OMP_NUM_THREADS": "2"}
     env.pop("CC", None)
@@ -372,10 +364,7 @@ def native_processes(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, su
 
 @pytest.mark.slow  # starts its own processes: over 20 s on a 2-core CPU
 def test_concurrent_builds_share_one_cached_library_and_torchs_openmp_runtime(native_processes):
-    """Two processes (think: two DDP ranks) build into an empty cache at the same time; both load a working
-    library, the cache ends up with exactly one, a third process loads it without rebuilding, and the
-    kernels' OpenMP calls resolve to the very runtime torch uses (not scikit-learn's copy): they share torch's
-    threads. One interpreter imports torch once and forks the two builders, then is the third process."""
+    """Two processes build into an empty cache at once: one library, reused by a third, on torch's OpenMP."""
     tmp_path, done = native_processes
     assert len(done.stdout.splitlines()) >= 4, done.stdout + done.stderr[-3000:]
     first, second, (_, built_at), third = (line.split() for line in done.stdout.splitlines()[:4])
@@ -433,21 +422,14 @@ def _fit(optimizer_name: str, devices: int, strategy: str = "auto") -> pl.Lightn
 
 @pytest.mark.slow
 def test_ddp_ranks_step_identically_and_match_one_process(native_processes):
-    """Two real DDP processes running the native kernels (Lightning gives each 1 of the 2 cores' threads; the
-    single-process run uses 2) must equal one process bitwise (:func:`ddp_matches_one_process`), for Lion and
-    then Lamb. It runs in the fresh interpreter of the build test (``native_processes``), never in a test
-    worker: forking a worker that earlier tests left with threads (Inductor's compile pool, a progress thread)
-    can deadlock the forked ranks, which hung this test for 300 s when it shared a worker."""
+    """Two DDP ranks on the native kernels equal one process bitwise (run in the build test's interpreter)."""
     _, done = native_processes
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     assert done.stdout.splitlines()[-1] == "ddp ranks match one process"
 
 
 def ddp_matches_one_process(optimizer_name: str) -> None:
-    """The parent has used the kernels and torch's OpenMP pool before forking (GNU OpenMP must still work in
-    the children). Both ranks see the same batches (no distributed sampler), so DDP's average of two equal
-    gradients is exact and the run must equal one process bitwise: the kernels in the children, on another
-    thread count, compute exactly what they compute in the parent."""
+    """After the parent used the kernels, forked DDP ranks on the same batches equal one process bitwise."""
     torch.set_num_threads(2)
     warm = torch.randn(1 << 20)
     lion_update_([warm], [torch.ones_like(warm)], [torch.zeros_like(warm)], lr=0.1, beta1=0.9, beta2=0.99,
@@ -455,10 +437,7 @@ def ddp_matches_one_process(optimizer_name: str) -> None:
     torch.manual_seed(0)
     start = _RegressionNet(optimizer_name)
     single = _fit(optimizer_name, devices=1)
-    # fork, not spawn: a spawn worker can abort in torch/gloo's interpreter teardown after `fit` has finished
-    # (seen once in 19 runs here, as in tests/strategies/test_ddp_presets.py); fork workers skip that
-    # teardown.
-    # A fresh process loading the kernels from the disk cache is covered by the concurrent-build test.
+    # fork, not spawn: a spawn worker can abort in gloo's interpreter teardown after `fit` has finished
     distributed = _fit(optimizer_name, devices=2, strategy="ddp_fork")
     for before, a, b in zip(start.parameters(), single.parameters(), distributed.parameters()):
         assert not torch.equal(before, a)  # it trained
@@ -470,8 +449,7 @@ def ddp_matches_one_process(optimizer_name: str) -> None:
 
 
 def test_a_damaged_cached_library_is_rebuilt(monkeypatch, tmp_path):
-    # A library's file name is its cache key (source, flags, compiler), the same in any cache directory: plant
-    # a damaged one under that name in a fresh cache (never damage a library this process mapped).
+    # the file name is the cache key: plant a damaged one in a fresh cache (never damage a mapped library)
     loaded = _native.native_kernels()
     assert loaded is not None
     path = tmp_path / "kernels" / Path(loaded.path).name

@@ -1,17 +1,4 @@
-"""The generic optimizer invariants that torch's and timm's own suites check, over every optimizer we ship and
-every implementation path (issue 22: a loaded Lion/Lamb gained a ``differentiable`` group key and ~65 peer
-cases failed).
-
-Sources of the expectations (read, not copied): torch's ``test/test_optim.py`` (``TestOptimRenewed``:
-``test_state_dict_deterministic``, ``test_save_load_equality_with_weights_only``,
-``test_deepcopy_copies_all_public_attrs``, ``test_can_load_older_state_dict``, the pickle round trip of
-``test_state_dict_with_cuda_params``), and timm's ``tests/test_optim.py`` (``_test_state_dict``: 20 priming
-closure steps, load into clones, 20 lock-step steps, equal state dicts, repeated groups identical, the
-loaded dict unmodified; ``_test_basic_cases_template``: printable, loss falls over 200 steps, non-contiguous
-parameters, per-group ``lr``, a group whose ``params`` is a bare tensor; ``_test_rosenbrock``;
-``_test_model``).
-The protocol tests against ``torch.optim.AdamW`` as oracle are in ``test_torch_conformance.py``.
-"""
+"""The generic optimizer invariants torch's and timm's suites check, on every optimizer and path we ship."""
 
 from __future__ import annotations
 
@@ -31,8 +18,7 @@ from tests.helpers.optim_runs import OPTIMIZERS, every_optimizer, every_path
 
 
 def assert_state_dicts_identical(expected: dict[str, Any], got: dict[str, Any]) -> None:
-    """Key for key, in order: groups (every option, same values and types) and per-parameter state (same
-    keys, tensors equal bitwise with the same dtype and device)."""
+    """Key for key, in order: group options and per-parameter state, tensors bitwise with dtype and device."""
     assert list(got) == list(expected)
     assert len(got["param_groups"]) == len(expected["param_groups"])
     for group_expected, group_got in zip(expected["param_groups"], got["param_groups"]):
@@ -97,10 +83,7 @@ layouts = pytest.mark.parametrize("layout", ["list", "groups", "single_tensor_gr
 @layouts
 def test_loaded_state_dict_is_deterministic_and_continues_in_lock_step(name, implementation, layout):
     """timm ``_test_state_dict`` / torch ``test_state_dict_deterministic`` and
-    ``test_save_load_equality_with_weights_only``: load into a fresh optimizer over clones, directly and
-    through ``torch.save`` / ``torch.load(weights_only=True)``; the dict loaded is not modified; its
-    ``state_dict()`` equals the original's key for key at once and after 20 lock-step closure steps, with
-    bitwise-equal parameters throughout; repeated groups identical."""
+    ``test_save_load_equality_with_weights_only``."""
     constructor = _constructors(name, implementation)[layout]
     weight, bias, x = _weight_bias()
     optimizer = constructor(weight, bias)

@@ -1,6 +1,4 @@
-"""Tied (shared) parameters in param_groups and layer_decay (field report #22): GPT-2's `lm_head.weight` is
-`transformer.wte.weight`. One tensor is in exactly one group, and a warning names both module paths when its
-names would put it in different groups (different LRs)."""
+"""Tied (shared) parameters in param_groups and layer_decay (field report #22)."""
 
 from __future__ import annotations
 

@@ -1,11 +1,4 @@
-"""Lion and Lamb keep torch's generic optimizer contract, on every implementation path.
-
-torch's own behaviour is the oracle for the protocol parts (``torch.optim.AdamW`` run side by side):
-state-dict round trips, closures, step and state-dict hooks, ``add_param_group``, dtype casting on load,
-parameters without gradients, empty parameters, numeric step counters, complex parameters and sparse
-gradients. The numbers are checked against the float64 paper references of ``_reference.py``. Deliberate
-differences from peers are tested as such at the end.
-"""
+"""Lion and Lamb keep torch's generic optimizer contract, on every implementation path."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""`recipes_ddp_spawn`: workers destroy gloo's process group before interpreter shutdown (no teardown
-abort)."""
+"""`recipes_ddp_spawn`."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""DeepSpeed presets: config reconciled with the Trainer, validated by DeepSpeed, install hint, CPU
-refusal."""
+"""DeepSpeed presets."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""FSDP2 preset: one real 2-process CPU run (subprocess) for exact shard bytes, resume and a Hugging Face
-GPT-2 (KV cache on, as shipped) under block checkpointing; helpers in one process."""
+"""FSDP2 preset."""
 
 from __future__ import annotations
 
@@ -39,9 +38,7 @@ needs_transformers = pytest.mark.skipif(transformers is None, reason="needs tran
 
 @pytest.fixture(scope="module")
 def fsdp2_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
-    """``scripts/fsdp2_train.py`` on 2 CPU processes: the TinyTransformerLM runs, then (with transformers) the
-    GPT-2 run of ``scripts/hf_fsdp2_train.py`` in the same two processes (starting them is most of the
-    cost). The folder with the ranks' records (the GPT-2's under ``hf/``) and the run's stderr."""
+    """``scripts/fsdp2_train.py`` on 2 CPU processes."""
     out = tmp_path_factory.mktemp("fsdp2")
     prefixes = ("MASTER_", "LOCAL_RANK", "RANK", "WORLD_SIZE")
     env = {k: v for k, v in os.environ.items() if not k.startswith(prefixes)}

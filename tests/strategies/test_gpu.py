@@ -1,8 +1,4 @@
-"""Real FSDP1 / DeepSpeed runs and a CUDA check of the activation estimate (skipped without a CUDA device).
-
-One device per test, in process (the multi-device launchers re-run the command line; see
-tests/strategies/scripts for the subprocess pattern).
-"""
+"""Real FSDP1 / DeepSpeed runs and a CUDA check of the activation estimate (skipped without a CUDA device)."""
 
 from __future__ import annotations
 

@@ -198,35 +198,30 @@ trainer:
 """
 
 
-def test_lightning_cli_yaml_accepts_registered_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sys, "argv", ["train.py"])
-    path = tmp_path / "config.yaml"
-    path.write_text(CONFIG.format(strategy="recipes_ddp_static_graph"))
-    cli = LightningCLI(args=["--config", str(path)], run=False)
-    assert isinstance(cli.trainer.strategy, DDPStrategy)
-    assert cli.trainer.strategy._ddp_kwargs["static_graph"] is True
+FSDP2_CLASS_PATH = (
+    "\n    class_path: lightning_recipes.strategies.RecipesFSDP2Strategy\n    init_args:\n"
+    "      block_classes: [lightning_recipes.testing.TransformerBlock]\n      activation_checkpointing: false"
+)
 
 
-def test_lightning_cli_yaml_class_path_with_block_path(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("strategy", ["recipes_ddp_static_graph", FSDP2_CLASS_PATH])
+def test_lightning_cli_yaml_accepts_registered_name_and_class_path(
+    strategy: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(sys, "argv", ["train.py"])
-    strategy = (
-        "\n    class_path: lightning_recipes.strategies.RecipesFSDP2Strategy\n    init_args:\n"
-        "      block_classes: [lightning_recipes.testing.TransformerBlock]\n"
-        "      activation_checkpointing: false"
-    )
     path = tmp_path / "config.yaml"
     path.write_text(CONFIG.format(strategy=strategy))
-    cli = LightningCLI(args=["--config", str(path)], run=False)
-    assert isinstance(cli.trainer.strategy, RecipesFSDP2Strategy)
-    assert cli.trainer.strategy.fsdp2_settings["block_classes"] == (TransformerBlock,)
-    assert cli.trainer.strategy.fsdp2_settings["activation_checkpointing"] is False
+    built = LightningCLI(args=["--config", str(path)], run=False).trainer.strategy
+    if strategy == FSDP2_CLASS_PATH:
+        assert isinstance(built, RecipesFSDP2Strategy)
+        assert built.fsdp2_settings["block_classes"] == (TransformerBlock,)
+        assert built.fsdp2_settings["activation_checkpointing"] is False
+    else:
+        assert isinstance(built, DDPStrategy) and built._ddp_kwargs["static_graph"] is True
 
 
-def test_lazy_policy_drives_torch_fsdp1_wrapping_and_checkpointing() -> None:
+def test_lazy_policy_drives_torch_fsdp1_wrapping_and_checkpointing(single_process_group: None) -> None:
     """What Lightning's FSDPStrategy does with the policy, done with torch FSDP1 directly (it runs on CPU)."""
-    import torch.distributed as dist
     from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
         CheckpointWrapper,
         apply_activation_checkpointing,
@@ -235,54 +230,43 @@ def test_lazy_policy_drives_torch_fsdp1_wrapping_and_checkpointing() -> None:
     from torch.distributed.fsdp import FullyShardedDataParallel
 
     strategy = preset("fsdp_full_shard")
-    policy = strategy.kwargs["auto_wrap_policy"]
-    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
-    try:
-        model = TinyTransformerLM(n_layers=3)
-        cpu = {"device_id": torch.device("cpu"), "use_orig_params": True}
-        wrapped = FullyShardedDataParallel(model, auto_wrap_policy=policy, **cpu)
-        apply_activation_checkpointing(
-            wrapped, checkpoint_wrapper_fn=checkpoint_wrapper, **strategy._activation_checkpointing_kwargs
-        )
-        # root + blocks
-        assert sum(isinstance(m, FullyShardedDataParallel) for m in wrapped.modules()) == 1 + 3
-        assert sum(isinstance(m, CheckpointWrapper) for m in wrapped.modules()) == 3
-        wrapped(torch.randint(0, 64, (2, 16))).sum().backward()
-        assert all(p.grad is not None for p in wrapped.parameters())
-    finally:
-        dist.destroy_process_group()
+    model = TinyTransformerLM(n_layers=3)
+    cpu = {"device_id": torch.device("cpu"), "use_orig_params": True}
+    wrapped = FullyShardedDataParallel(model, auto_wrap_policy=strategy.kwargs["auto_wrap_policy"], **cpu)
+    apply_activation_checkpointing(
+        wrapped, checkpoint_wrapper_fn=checkpoint_wrapper, **strategy._activation_checkpointing_kwargs
+    )
+    assert sum(isinstance(m, FullyShardedDataParallel) for m in wrapped.modules()) == 1 + 3  # root + blocks
+    assert sum(isinstance(m, CheckpointWrapper) for m in wrapped.modules()) == 3
+    wrapped(torch.randint(0, 64, (2, 16))).sum().backward()
+    assert all(p.grad is not None for p in wrapped.parameters())
 
 
-def test_fsdp_precision_clips_by_the_global_norm_through_the_root_module() -> None:
+def test_fsdp_precision_clips_by_the_global_norm_through_the_root_module(single_process_group: None) -> None:
     """#19235: norm clipping under FSDP via the root module's clip_grad_norm_ (torch FSDP1, CPU, 1 rank)."""
     import copy
 
-    import torch.distributed as dist
     from torch.distributed.fsdp import FullyShardedDataParallel
 
     from lightning_recipes.strategies import RecipesFSDPPrecision
 
-    plugin = RecipesFSDPPrecision("32-true")
-    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
-    try:
-        model = TinyTransformerLM()
-        reference = copy.deepcopy(model)
-        cpu = {"device_id": torch.device("cpu"), "use_orig_params": True}
-        wrapped = FullyShardedDataParallel(model, auto_wrap_policy=LazyBlockPolicy(), **cpu)
-        tokens, target = next(iter(random_token_loader(batch_size=4)))
-        model.loss(wrapped(tokens), target).backward()
-        reference.loss(reference(tokens), target).backward()
-        torch.nn.utils.clip_grad_norm_(reference.parameters(), 0.01)
-        plugin.fsdp_module = wrapped
-        plugin.clip_grad_by_norm(None, 0.01)
-        norm = torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in wrapped.parameters()]))
-        assert norm == pytest.approx(0.01, rel=1e-4)
-        for (name, p), q in zip(model.named_parameters(), reference.parameters()):
-            torch.testing.assert_close(p.grad, q.grad, msg=name)
-    finally:
-        dist.destroy_process_group()
     with pytest.raises(Exception, match="not supported"):  # no root module yet: Lightning's own refusal
         RecipesFSDPPrecision("32-true").clip_grad_by_norm(None, 1.0)
+    plugin = RecipesFSDPPrecision("32-true")
+    model = TinyTransformerLM()
+    reference = copy.deepcopy(model)
+    cpu = {"device_id": torch.device("cpu"), "use_orig_params": True}
+    wrapped = FullyShardedDataParallel(model, auto_wrap_policy=LazyBlockPolicy(), **cpu)
+    tokens, target = next(iter(random_token_loader(batch_size=4)))
+    model.loss(wrapped(tokens), target).backward()
+    reference.loss(reference(tokens), target).backward()
+    torch.nn.utils.clip_grad_norm_(reference.parameters(), 0.01)
+    plugin.fsdp_module = wrapped
+    plugin.clip_grad_by_norm(None, 0.01)
+    norm = torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in wrapped.parameters()]))
+    assert norm == pytest.approx(0.01, rel=1e-4)
+    for (name, p), q in zip(model.named_parameters(), reference.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, msg=name)
 
 
 TORCHRUN = {"WORLD_SIZE": "4", "RANK": "3", "LOCAL_RANK": "1", "GROUP_RANK": "1", "LOCAL_WORLD_SIZE": "2",

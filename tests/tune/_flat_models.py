@@ -1,7 +1,4 @@
-"""A model whose LR sweep is flat (issue #22's field report): BERT for sequence classification from a small
-config, random init, on a task it cannot start to learn within a 100-step sweep (the XOR of two tokens'
-halves: it sits at chance, loss ln 2, for hundreds of steps at every LR); and the AdamW TinyClassifier the
-tune tests share. Module level: the CLI imports them, ddp_spawn pickles them."""
+"""A model whose LR sweep is flat (issue #22's field report)."""
 
 from __future__ import annotations
 

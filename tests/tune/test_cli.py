@@ -1,6 +1,4 @@
-"""``lightning-recipes tune`` on a real model and datamodule: the suggestion, its YAML and plot; the run's
-accelerator, precision and clipping reach the sweep, from flags or from a LightningCLI config; ``--speed``'s
-table, YAML and the run length it weighs one-off costs against."""
+"""``lightning-recipes tune`` on a real model and datamodule."""
 
 from __future__ import annotations
 

@@ -1,6 +1,4 @@
-"""The tuners on a CUDA device (skipped without one). The LR range test: the model stays put, the callback
-applies in a bf16-mixed run, the curve matches the CPU's. speed_tune: each option runs, keeps the loss, leaves
-the model and the TF32 switch as they were, reports the allocator's peak; checkpointing lowers it."""
+"""The tuners on a CUDA device (skipped without one)."""
 
 from __future__ import annotations
 

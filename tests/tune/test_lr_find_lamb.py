@@ -1,7 +1,4 @@
-"""LAMB's LR range test (issue #32 item 4, field report #4): ``find_lr`` and ``lr="find"`` read the same
-batches and agree, LAMB's peak LR (less x5 headroom: relative steps) is one the run learns at, and its default
-sweep (300 steps) picks alike on two data seeds; the field report's Conv1d + GRU on 4-class synthetic series
-stayed at chance at the x5 peak, and near 0.55 at the 100-step sweep's pick on data seed 1."""
+"""LAMB's LR range test (issue #32 item 4, field report #4)."""
 
 from __future__ import annotations
 
@@ -79,11 +76,7 @@ def test_lamb_peak_lr_learns_and_both_entry_points_agree():
 
 
 def test_lamb_default_sweep_pick_is_steady_across_data_seeds():
-    """Field report #4 (trial 4): the default sweep's Lamb pick swung 5x with the data seed (peak 0.029 on
-    seed 0, 0.0055 on seed 1, which stayed near 0.55 val_acc where a 0.01-0.03 grid reaches 0.90-0.997). A
-    relative-step sweep now runs at least ``RELATIVE_STEP_MIN_EXPOSURE`` steps per e-fold, so the default
-    sweep's picks on two draws of the same task agree within 2x: the grid trains to >= 0.99 at both 0.018 and
-    0.03 on either seed, so a 2x spread stays inside the band that trains (a 5x one does not)."""
+    """Field report #4: the default sweep's Lamb picks on two data seeds agree within 2x."""
     peaks = []
     for seed in (0, 1):
         train, _ = _series(seed=seed)

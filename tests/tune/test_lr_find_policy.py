@@ -1,5 +1,4 @@
-"""`LRFindPolicy` (issue #23): the lr="find" checkpoint record round-trips in plain types; a checkpoint
-without it changes nothing. The reuse/re-sweep decisions are tested on real fits (test_lr_find_recipe.py)."""
+"""`LRFindPolicy` (issue #23)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,4 @@
-"""`OptimizerRecipe(lr="find")` (issue 16): the mixin sweeps at the start of fit, on the run's data and
-strategy, uses the sweep's pick, leaves the run as it would be with that LR written down, and keeps it in
-checkpoints."""
+"""`OptimizerRecipe(lr="find")` (issue 16)."""
 
 from __future__ import annotations
 
@@ -283,10 +281,7 @@ class RecordFoundLR(pl.Callback):
 
 
 def test_ddp_every_rank_trains_at_the_same_found_lr(tmp_path):
-    """Each rank reads its own shard (Lightning's DistributedSampler, unshuffled: rank r takes every 2nd
-    sample from r), and rank 1's inputs are 30x larger, so a sweep on each rank's own shard would diverge at
-    a different LR; the sweep averages the gradients and the loss every step, so the ranks agree. (ddp_fork:
-    a spawned worker costs a fresh interpreter; the module and the recipe pickle, as ddp_spawn needs.)"""
+    """Ranks with shards 30x apart agree: the sweep averages gradients and loss every step."""
     assert pickle.loads(pickle.dumps(FindNet(_recipe()))).recipe == _recipe()
     base = random_classification_loader(num_samples=128).dataset
     inputs, labels = base.tensors

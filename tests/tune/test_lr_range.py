@@ -1,5 +1,4 @@
-"""The LR range test: isolation, group ratios, divergence, the callback, DDP, and bad input (every argument is
-checked when given, by find_lr, LRRangeTest, sweep_lr and SweepArgs; the error names the argument)."""
+"""The LR range test."""
 
 from __future__ import annotations
 
@@ -127,11 +126,7 @@ class RecordResult(pl.Callback):
 
 
 def test_ddp_every_rank_gets_the_single_process_curve_on_the_global_batch(tmp_path: Path):
-    """2 ranks x 16 samples == 1 process x 32 in the order of Lightning's DistributedSampler (it shuffles the
-    training set with seed 0 at epoch 0; rank r takes every 2nd index from r): the same curve up to the
-    all-reduce's float rounding. SGD: Adam would amplify that rounding where gradients are ~0 (its update is
-    g / (sqrt(v) + eps)), which is not what is being tested here. (ddp_fork: a spawned worker costs a fresh
-    interpreter; the callback pickles, as ddp_spawn needs.)"""
+    """2 ranks x 16 samples == 1 process x 32 in the DistributedSampler's order, up to all-reduce rounding."""
     assert pickle.loads(pickle.dumps(LRRangeTest(num_steps=25))).args == SweepArgs(num_steps=25)
     torch.manual_seed(0)
     dataset = _loader().dataset

@@ -1,5 +1,4 @@
-"""``LRRangeTest(apply=True)`` scales the LR the run trains at, whatever the schedule: the real schedule,
-stepped by the real fit after the apply, is the unscaled schedule times ``peak_lr / peak``."""
+"""``LRRangeTest(apply=True)`` scales the LR the run trains at, whatever the schedule."""
 
 from __future__ import annotations
 

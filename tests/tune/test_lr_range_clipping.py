@@ -1,5 +1,4 @@
-"""The sweep clips gradients exactly as the run does (Trainer's ``gradient_clip_val`` / ``_algorithm``, or the
-module's own ``configure_gradient_clipping``): its curve is the curve of a real fit at the same LRs."""
+"""The sweep clips gradients exactly as the run does (the Trainer's settings or the module's own hook)."""
 
 from __future__ import annotations
 
@@ -18,8 +17,7 @@ RATIO = (MAX_LR / MIN_LR) ** (1 / (STEPS - 1))
 
 
 class SweepScheduleClassifier(TinyClassifier):
-    """SGD at lr 1 with a per-step schedule that walks the sweep's exponential LRs; its loss scaled x100 so
-    that gradients are large and clipping decides every step."""
+    """SGD at lr 1 with a per-step schedule that walks the sweep's exponential LRs."""
 
     def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
         return 100.0 * super().training_step(batch, batch_idx)

@@ -1,6 +1,4 @@
-"""The evidence for ``peak_lr``: within 3x (one grid step) of the best LR of a grid of real warm-up cosine
-trainings (7 LRs half a decade apart), for AdamW and Lion on the digits CNN and the char LM (seed 0; seeds
-0-3: ``benchmarks/RESULTS.md``)."""
+"""The evidence for ``peak_lr``."""
 
 from __future__ import annotations
 

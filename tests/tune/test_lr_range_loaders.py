@@ -1,5 +1,4 @@
-"""Several training loaders (a dict, a list, a ``CombinedLoader`` in any training mode): the sweep's
-``training_step`` gets the batches ``fit`` passes, combined as the Trainer combines them."""
+"""Several training loaders (a dict, a list, a ``CombinedLoader`` in any training mode)."""
 
 from __future__ import annotations
 

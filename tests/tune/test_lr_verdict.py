@@ -1,6 +1,4 @@
-"""The LR range test's verdict: a sweep whose loss never falls beyond its own noise is inconclusive, and
-nothing (``find_lr``, ``LRRangeTest(apply=True)``, ``lr="find"``, the CLI) then offers or applies a pick
-(issue #22)."""
+"""The LR range test's verdict."""
 
 from __future__ import annotations
 
@@ -44,8 +42,7 @@ def test_curve_verdict_is_its_definition_written_out():
 
 @pytest.mark.parametrize("steps", [30, 100])
 def test_flat_curves_pass_at_most_alpha_of_the_time(steps: int):
-    """Simulated flat sweeps (Gaussian and heavy-tailed noise) read as learning at most 1% of the time (400
-    each; the expected count is under 4, so 12 would be a 1-in-10^4 event at a true 1%)."""
+    """Simulated flat sweeps (Gaussian and heavy-tailed noise) read as learning at most 1% of the time."""
     rng = random.Random(0)
     lrs = [1e-7 * 1.1**i for i in range(steps)]
     passed = 0

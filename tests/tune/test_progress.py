@@ -1,5 +1,4 @@
-"""Progress while tuning (issue #26): find_lr and speed_tune draw one transient line on a terminal, nothing
-with ``progress=False``; inside a Trainer the LR range test follows ``enable_progress_bar``."""
+"""Progress while tuning (issue #26)."""
 
 from __future__ import annotations
 

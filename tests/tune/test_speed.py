@@ -1,5 +1,4 @@
-"""speed_tune: isolation, skip reasons, an option that changes the loss, the chosen combination, bad args; and
-the ranking by the projected whole-run time: one-off costs against the planned steps (issue 22)."""
+"""speed_tune."""
 
 from __future__ import annotations
 
@@ -177,8 +176,7 @@ def test_an_iterable_datasets_loader_is_rebuilt_with_its_batch_size_and_not_give
 
 
 class CostlyStartClassifier(TinyClassifier):
-    """Sleeps ``step_sleep`` every step and ``first_sleep`` once, in its first step: an option that trades a
-    one-off cost for a per-step gain (as ``torch.compile`` does), with no change to the loss."""
+    """Sleeps ``step_sleep`` every step and ``first_sleep`` once, in its first step."""
 
     def __init__(self) -> None:
         super().__init__()

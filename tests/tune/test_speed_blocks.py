@@ -1,6 +1,4 @@
-"""speed_tune's block and compile options: activation checkpointing with its memory counted, compile of
-repeated blocks, compile of a module without forward, their skip reasons, and the rule that two options
-compiling the same code never join one combination."""
+"""speed_tune's block and compile options."""
 
 from __future__ import annotations
 
