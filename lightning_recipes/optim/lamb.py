@@ -143,8 +143,8 @@ class Lamb(ImplementationRecord):
     """LAMB, Adam moments with a per-tensor trust ratio (`You et al. 2019
     <https://arxiv.org/abs/1904.00962>`_).
 
-    NVLAMB's convention (see :func:`lamb_update_`); no built-in gradient clipping. Groups with
-    ``layer_adaptation=False`` take AdamW-like steps. Two state tensors per parameter, no sync;
+    NVLAMB's convention (see :func:`~lightning_recipes.optim.lamb_update_`); no built-in gradient clipping.
+    Groups with ``layer_adaptation=False`` take AdamW-like steps. Two state tensors per parameter, no sync;
     ``implementation``: see :func:`~lightning_recipes.optim.lion_update_`.
 
     Example:

@@ -107,7 +107,7 @@ class LRRangeTest(Callback):
             trainer.should_stop = True
 
     def _apply(self, trainer: pl.Trainer) -> None:
-        """Scale the whole schedule so that its peak (:func:`schedule_peak`) is ``peak_lr``."""
+        """Scale the whole schedule so that its peak (``schedule_peak``) is ``peak_lr``."""
         assert self.result is not None and self.result.peak_lr is not None
         schedulers = [config.scheduler for config in trainer.lr_scheduler_configs]
         base = schedule_peak(trainer.optimizers, schedulers)
