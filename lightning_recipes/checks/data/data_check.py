@@ -38,9 +38,7 @@ MAX_SNAPSHOT = 50_000_000  # stored tensor elements snapshotted by the purity te
 
 
 def scan_samples(inputs: Sequence[Tensor | None]) -> tuple[int, int, int, int] | None:
-    """``(samples, blank, duplicates, checked for duplicates)`` over input batches of at least 2 dimensions
-    and 4 values per sample: blank = every value equal; duplicates among the non-blank float samples (token
-    sequences repeat legitimately). ``None`` when no batch qualifies.
+    """``(samples, blank, duplicates, checked for duplicates)`` over input batches, or ``None``.
 
     Example:
         >>> x = torch.tensor([[0.0, 0.0, 0.0, 0.0], [1.0, 2.0, 3.0, 4.0], [1.0, 2.0, 3.0, 4.0]])
@@ -68,10 +66,9 @@ def scan_samples(inputs: Sequence[Tensor | None]) -> tuple[int, int, int, int] |
 class DataCheck(SanityCheck):
     """Look at the first ``num_batches`` training (and validation) batches before training does.
 
-    The data is finite, varied, labelled in range (judged against the loss that consumes the labels),
-    shuffled, pure (reading it does not change it) and paired (the input-target relation transfers between
-    the splits); the guide has every rule. Cost: the batches read (shared), 64 dataset reads, neighbours
-    and lookup tables on at most 2048 samples per split, one step on a copy for out-of-range labels.
+    The data is finite, varied, labelled in range, shuffled, pure and paired (the guide has every rule). Cost:
+    the batches read (shared), 64 dataset reads, neighbours and lookup tables on at most 2048 samples per
+    split.
 
     Args:
         num_batches: Batches inspected (of each loader).
@@ -444,10 +441,7 @@ class DataCheck(SanityCheck):
 
 
 def _drawn_uniformly(context: CheckContext, count: int) -> list[Any] | None:
-    """Training batches drawn uniformly from the dataset (same batch size, collate and augmentation) when the
-    loader's sampler chooses its samples by a rule of its own (a curriculum serving the easy samples first,
-    weights): pairing is the dataset's, and validation is drawn alike. ``None`` for torch's random or
-    sequential samplers, a batch sampler of its own, or a loader that is not a ``DataLoader``."""
+    """Batches drawn uniformly when the sampler picks by a rule of its own, else ``None``."""
     loader = context.train_dataloader
     if not isinstance(loader, DataLoader) or isinstance(loader.dataset, IterableDataset):
         return None
@@ -473,10 +467,7 @@ def _outside(labels: Tensor, classes: int | None, ignore: int) -> Tensor:
 
 
 def _label_loss(context: CheckContext, batch: Any) -> tuple[int, int] | str | None:
-    """``(C, ignore_index)`` of the class-index loss (``cross_entropy``/``nll_loss``) that consumes the
-    batch's labels in one training step on a copy; ``"raises"`` when the step raises on them or the copy is
-    not on the CPU (an out-of-range label there is a device assert); ``None`` when no such loss consumes
-    them (ordinal or cumulative targets, a hand-written loss)."""
+    """``(C, ignore_index)`` of the class-index loss that consumes the labels, ``"raises"`` or ``None``."""
     try:
         model = context.copy_model()
         if any(p.device.type != "cpu" for p in model.parameters()):

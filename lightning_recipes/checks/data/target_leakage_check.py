@@ -29,9 +29,9 @@ _IGNORED = "the loss does not change with the target (pass `target_key` if anoth
 class TargetLeakageCheck(SanityCheck):
     """Verify that the target is not recoverable from the inputs without learning (target leakage).
 
-    Four sub-tests (the guide has each): (0) the target alone moves the output, (a) unshifted sequence
-    targets, (b) one feature predicts the label, (c) a held-out loss too good too soon. Cost: a few
-    forward passes, one backward, vectorised feature scans and up to ``train_steps`` steps.
+    Sub-tests (the guide has each): (0) the target alone moves the output, (a) unshifted sequence targets,
+    (b) one feature predicts the label, (c) a held-out loss too good too soon. Cost: a few forwards, one
+    backward, vectorised feature scans and up to ``train_steps`` steps.
 
     Args:
         num_batches: Training batches read.

@@ -30,24 +30,15 @@ Record = tuple[str, str, int, list[Tensor], Tensor | None]  # (name, class, sub-
 
 
 class EvalModeCheck(SanityCheck):
-    """What validation reports is what the model does: in ``eval()`` the same input gives the same output,
-    and a forward pass changes no state.
-
-    Two ``no_grad`` passes of the first samples under different seeds must agree within ``rtol`` (else
-    ``fail``, naming the first module whose output differs); a pass after the first must leave every
-    parameter and buffer unchanged (running statistics updated in eval, a counter buffer). A change made by
-    the first pass only, repeated neither by the second nor by a pass on other samples, is a one-time lazy
-    initialisation (``details["initialised_state"]``), not a failure; the outputs are then compared after it.
-    Mode-dependent layers are listed in ``details["mode_dependent_layers"]``. The output is
-    :meth:`CheckContext.batch_output`.
-
-    Cost: two forward passes on ``num_samples`` samples with per-module hooks (two more after a first-pass
-    change); a checksum of each parameter per pass.
+    """What validation reports is what the model does: in ``eval()`` the same input gives the same output (two
+    passes under different seeds agree within ``rtol``, else the first differing module is named), and a pass
+    changes no parameter or buffer (a one-time lazy initialisation excepted). The guide has the rules. Cost:
+    two forwards on ``num_samples`` samples with per-module hooks, a checksum of each parameter per pass.
 
     Args:
         num_samples: Samples of the first training batch used.
         rtol: Relative tolerance: outputs differing by more than ``rtol`` x their largest magnitude (plus
-            ``1e-6``) differ. GPU kernels with atomics can differ by ~1e-6 relative run to run.
+            ``1e-6``) differ.
 
     Raises:
         ValueError: If ``num_samples < 1`` or ``rtol`` is not in (0, 1).
@@ -184,9 +175,7 @@ class EvalModeCheck(SanityCheck):
 
 
 class _Sampling(TorchFunctionMode):
-    """Tags the tensors of one forward pass by what they come from (``input``, ``param``, Gaussian
-    ``noise``) and sets ``found`` on a reparameterised sample: ``loc + scale * noise`` with ``loc`` and
-    ``scale`` computed from the input by parameters (a VAE), or ``torch.normal(loc, scale)`` so computed."""
+    """Tags one forward's tensors by origin and sets ``found`` on a reparameterised sample (a VAE's)."""
 
     def __init__(self, batch: Any) -> None:
         super().__init__()

@@ -38,10 +38,7 @@ LENGTHS_KEYS = ("lengths", "length", "lens", "seq_lens", "seq_len", "input_lengt
 
 @dataclass
 class Padding:
-    """What the batch says about padding: its ``kind`` (``"mask"``/``"lengths"``) and ``key``, the length
-    ``T``, the mask value that marks padding (``pad_value``: 0 as Hugging Face's ``attention_mask``, 1 as
-    ``src_key_padding_mask``; ``None`` for lengths), ``real`` (``[B, T]``, True at real positions), the
-    ``[B, T, ...]`` entries (``sequence_keys``) and the convention in words."""
+    """What the batch says about padding: kind, key, length, pad value, real positions, sequence entries."""
 
     kind: str
     key: int | str
@@ -201,10 +198,8 @@ def truncate_batch(batch: Any, padding: Padding, length: int) -> tuple[Any, Padd
 
 class PaddingCheck(SanityCheck):
     """The output depends on what the task says: extra padding, marked as padding, changes neither the loss
-    nor the outputs at real positions.
-
-    Every ``[B, T, ...]`` entry is extended by ``extra`` positions marked as padding (a mask or lengths
-    entry; without one: ``skip``); thresholds and verdicts are in the guide. Cost: three to six
+    nor the outputs at real positions (every ``[B, T, ...]`` entry gets ``extra`` positions, marked in the
+    mask or lengths entry; without one: ``skip``; the guide has the thresholds). Cost: three to six
     ``training_step`` calls without gradients on ``num_samples`` samples.
 
     Args:
