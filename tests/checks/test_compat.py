@@ -1,9 +1,4 @@
-"""The ``checks/`` move changed no behaviour: a report and a checkpoint saved before it load and compare.
-
-``data/preflight_report.json`` was rewritten for issue #24 (the report's new keys: the statuses
-``inconclusive``/``error`` in the counts, ``not_ok_reason``, ``slowest``; the noise of init_loss and
-input_independence in their details and message; batch_independence's permutation test in its details and
-message); every status and verdict is what it was."""
+"""The ``checks/`` move changed no behaviour: a report and a checkpoint saved before it load and compare."""
 
 from __future__ import annotations
 

@@ -1,13 +1,5 @@
-"""``PreflightOptions``: the one record of a preflight's options, validated once; ``preflight()``,
-``Preflight``, a check run as a callback and the command line build it; the report is what it was before.
-
-``data/preflight_report_all_checks.json`` was written by the code before the record (main at 1c012ec), with
-``make_fixtures.fixture_inputs()``, ``preflight(model, train_dataloaders=loader, num_threads=1,
-progress=False)`` and ``make_fixtures.normalised``, on a 2-vCPU CPU guest; rewritten for issue #24 (the
-statuses ``inconclusive``/``error`` in the counts, ``not_ok_reason``, ``slowest``, and the noise of the
-init_loss and input_independence measurements in their details, batch_independence's permutation test, and the
-six checks issue #24 added), with every status and verdict of the ten earlier checks unchanged.
-"""
+"""``PreflightOptions``: the one record of a preflight's options, validated once; the report is what it was
+before (``data/preflight_report_all_checks.json``, from ``make_fixtures.fixture_inputs()``)."""
 
 from __future__ import annotations
 

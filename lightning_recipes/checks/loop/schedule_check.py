@@ -590,12 +590,8 @@ def _configure(model: Any, stand_in: Any) -> tuple[Any, str, str]:
 
 def _summary(curve: Tensor, base: float) -> dict[str, Any]:
     every = max(1, len(curve) // 50)
-    ends = {
-        "first": float(curve[0]),
-        "peak": float(curve.max()),
-        "lowest": float(curve.min()),
-        "last": float(curve[-1]),
-    }
+    first, peak, lowest, last = float(curve[0]), float(curve.max()), float(curve.min()), float(curve[-1])
+    ends = {"first": first, "peak": peak, "lowest": lowest, "last": last}
     return {"base": base, **ends, "curve_every": every, "curve": [float(v) for v in curve[::every]]}
 
 

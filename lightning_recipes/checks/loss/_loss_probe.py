@@ -121,11 +121,9 @@ def _op_bounds(fn: Any, depth: int) -> Bounds | None:
         return Bounds(low, high, f"{what} of {inner.how}: values in [{low:.4g}, {high:.4g}]")
     if name == "HardtanhBackward0":
         low_, high_ = _scalar(fn._saved_min_val), _scalar(fn._saved_max_val)
-        return (
-            None
-            if low_ is None or high_ is None
-            else Bounds(low_, high_, f"hardtanh to [{low_:g}, {high_:g}]")
-        )
+        if low_ is None or high_ is None:
+            return None
+        return Bounds(low_, high_, f"hardtanh to [{low_:g}, {high_:g}]")
     if name in ("ClampBackward0", "ClampBackward1", "ClampMinBackward0", "ClampMaxBackward0"):
         low_, high_ = _scalar(getattr(fn, "_saved_min", None)), _scalar(getattr(fn, "_saved_max", None))
         if low_ is None and high_ is None:
@@ -496,11 +494,7 @@ def label_evidence(call: LossCall, grad: Tensor | None) -> dict[tuple[str, int],
         saturated = (out.float() - target.float()).abs() < _SATURATED
     if out.ndim >= 2 and out.shape[-1] > 1:
         w = out.shape[-1]
-        positive, moved, saturated = (
-            (target > 0).reshape(-1, w),
-            moved.reshape(-1, w),
-            saturated.reshape(-1, w),
-        )
+        positive, moved, saturated = (t.reshape(-1, w) for t in (target > 0, moved, saturated))
         return {
             ("column", k): _count(
                 f"label {k} (positive)", "column", k, positive[:, k], moved[:, k], saturated[:, k]

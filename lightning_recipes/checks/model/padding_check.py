@@ -54,9 +54,7 @@ class Padding:
 
 
 def _is_binary(t: Tensor) -> bool:
-    if t.dtype == torch.bool:
-        return True
-    return bool(((t == 0) | (t == 1)).all())
+    return t.dtype == torch.bool or bool(((t == 0) | (t == 1)).all())
 
 
 def _mask_candidates(batch: Any, entries: list[tuple[int | str, Tensor]], key: Key) -> list[int | str]:
