@@ -285,8 +285,7 @@ def per_sample_targets(context: CheckContext, batches: list[Any]) -> Tensor | No
 def _columns(
     context: CheckContext, train: list[Any], held: list[Any]
 ) -> list[tuple[Any, str, bool, tuple[int, ...], Tensor, Tensor]]:
-    """Every per-sample tensor of the batch but the target, as ``(key, label, is_input, shape, train rows,
-    held rows)``; tensors larger than ``MAX_FEATURES`` per sample or reshaped between batches are left out."""
+    """Every per-sample tensor of the batch but the target, as columns (key, label, shape, rows)."""
     inputs, targets = context.split(train[0])
     size = len(targets) if targets is not None and targets.ndim > 0 else 0
     found = []

@@ -165,8 +165,7 @@ def repeat_test(train: Tensor, val: Tensor) -> Repeats | None:
 
 
 def _nearest(train: Tensor, val: Tensor) -> tuple[Tensor, Tensor]:
-    """Per validation row, the sorted distances to its ``20`` nearest training rows and their indices: a
-    float32 search, then float64 distances to the candidates (small distances exact, no cancellation)."""
+    """Per validation row, the sorted distances to its 20 nearest training rows and their indices."""
     keys32 = train.float()
     key_norms = (keys32 * keys32).sum(1)
     distances, indices = [], []

@@ -343,8 +343,7 @@ class DataCheck(SanityCheck):
         judge_labels: bool = True,
         relate: bool = True,
     ) -> None:
-        """Label sets and label distributions (``judge_labels``) and the input-target relation (``relate``)
-        of the training ``batches`` and the validation split."""
+        """Label sets and distributions, and the input-target relation, of training vs validation."""
         val = context.val_batches(self.num_batches)
         if not val:
             return
@@ -393,8 +392,7 @@ class DataCheck(SanityCheck):
             self._found.append(_relation_finding(worst))
 
     def _label_splits(self, y_t: Tensor, y_v: Tensor, details: dict[str, Any]) -> bool:
-        """Validation labels unseen in training (``True`` when most are: a fail that ends the comparison)
-        and a label distribution that differs between the splits (a warning)."""
+        """Validation labels unseen in training (``True``: most, a fail) and a shifted distribution."""
         counts_t, counts_v = _counts(y_t), _counts(y_v)
         details.update(train_class_counts=counts_t, val_class_counts=counts_v)
         unseen = sum(n for c, n in counts_v.items() if c not in counts_t) / max(1, sum(counts_v.values()))
@@ -419,8 +417,7 @@ class DataCheck(SanityCheck):
         return False
 
     def _further_targets(self, context: CheckContext, batches: list[Any], details: dict[str, Any]) -> None:
-        """Each further target the loss reads from the batch (a detector's box beside its class) is paired
-        with the input as the main one is: the same nearest-neighbour rule, in both directions."""
+        """Each further target the loss reads (a box beside its class) is paired like the main one."""
         val = context.val_batches(self.num_batches)
         x, y = context.split(batches[0])
         keys = {call.target_key for call in context.first_loss_calls() if call.target_key is not None}
@@ -462,7 +459,6 @@ def _drawn_uniformly(context: CheckContext, count: int) -> list[Any] | None:
 
 
 def _outside(labels: Tensor, classes: int | None, ignore: int) -> Tensor:
-    """Labels outside ``[0, classes)`` that are not ``ignore``."""
     return ((labels < 0) & (labels != ignore)) | (labels >= classes if classes is not None else False)
 
 
@@ -498,8 +494,7 @@ def _relation_finding(r: Relation, target: str = "") -> Finding:
 def _stacked(
     context: CheckContext, batches: list[Any], target_key: Any = None
 ) -> tuple[Tensor, Tensor, dict[str, Tensor]] | None:
-    """The batches' inputs, targets (the entry ``target_key`` when given) and other per-sample tensors
-    concatenated (host copies)."""
+    """The batches' inputs, targets (or entry ``target_key``) and per-sample tensors, concatenated."""
     xs, ys = [], []
     groups: dict[str, list[Tensor]] = {}
     for batch in batches:
@@ -533,8 +528,7 @@ def _counts(labels: Tensor) -> dict[int, int]:
 
 
 def _label_shift(train: dict[int, int], val: dict[int, int]) -> dict[str, Any]:
-    """Total variation and a chi-square test of homogeneity; significant when the TV exceeds 0.2 and the
-    chi-square its mean by five standard deviations."""
+    """Total variation and a chi-square test of homogeneity (significant: TV > 0.2 and chi2 > 5 SD)."""
     labels = sorted(set(train) | set(val))
     n_t, n_v = sum(train.values()), sum(val.values())
     tv = 0.5 * sum(abs(train.get(k, 0) / n_t - val.get(k, 0) / n_v) for k in labels)
@@ -549,8 +543,7 @@ def _label_shift(train: dict[int, int], val: dict[int, int]) -> dict[str, Any]:
 
 
 def _purity(loader: Any) -> dict[str, Any] | None:
-    """Read ``PURITY_SAMPLES`` samples straight from the loader's dataset and compare its stored tensors
-    with a snapshot taken before; restore them and say what changed (``None``: nothing, or not tested)."""
+    """What reading ``PURITY_SAMPLES`` samples changed in the dataset's stored tensors (restored)."""
     dataset = getattr(loader, "dataset", None)
     while isinstance(dataset, Subset):
         dataset = dataset.dataset

@@ -162,8 +162,7 @@ class TargetLeakageCheck(SanityCheck):
 
 
 def _abstaining(probe: Any, *args: Any, **kwargs: Any) -> Any:
-    """Run one sub-test; when the user's code raises on the copy it runs (state that only
-    ``configure_optimizers`` or the Trainer sets up), that sub-test abstains with the error as its reason."""
+    """Run one sub-test; when the user's code raises on its copy, that sub-test alone abstains."""
     try:
         return probe(*args, **kwargs)
     except (CheckSkipped, CannotRunOnCopy):

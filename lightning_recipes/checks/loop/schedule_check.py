@@ -569,8 +569,7 @@ def plateau_directions(context: CheckContext, config: Any) -> list[dict[str, Any
 
 
 def _configure(model: Any, stand_in: Any) -> tuple[Any, str, str]:
-    """``configure_optimizers`` on the copy, with the stand-in Trainer first when there is one: the config,
-    why it failed, and why the call with the stand-in failed (``""``: it did not)."""
+    """``configure_optimizers`` on the copy (with the stand-in first): config, error, stand-in error."""
     stand_in_error = ""
     if stand_in is not None:
         model.trainer = stand_in

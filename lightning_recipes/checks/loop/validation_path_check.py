@@ -157,8 +157,7 @@ class ValidationPathCheck(SanityCheck):
 
 
 def _statistics_kept_by_hand(context: CheckContext) -> list[str]:
-    """The modules other than BatchNorm that keep statistics of the batches a training step sees (buffers
-    that a step's forward changes): like BatchNorm's, they lag the weights by an amount only they know."""
+    """Modules other than BatchNorm whose buffers a training step's forward changes."""
     model = context.copy_model().train()
     batch, _ = first_samples(context, 64)
     kept = keeping_statistics(model, lambda: context.training_loss(model, batch))

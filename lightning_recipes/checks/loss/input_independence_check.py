@@ -298,8 +298,7 @@ class InputIndependenceCheck(SanityCheck):
 
     @staticmethod
     def _pairing(context: CheckContext, batch: Any) -> tuple[set[Any], list[bool], bool, bool]:
-        """The entries that stay in place (the targets), per loss call whether its target is computed from the
-        input, whether any call was traced, and whether a target is the input itself."""
+        """Kept entries (targets), per call whether its target is the input's, traced, reconstruction."""
         input_key = input_key_of(batch, context.keys()[0])
         model = context.copy_model()
         context.build_optimizers(model)  # a training_step may read what configure_optimizers set
@@ -331,8 +330,7 @@ class InputIndependenceCheck(SanityCheck):
         swap: list[bool],
         losses: list[list[Tensor]],
     ) -> None:
-        """One training step of each copy: the controls' on ``batch`` with every entry but the targets
-        permuted, with the real copy's loss targets where they are computed from the input."""
+        """One step of each copy; the controls' with every entry but the targets permuted."""
         fixed = {id(t) for key, t in batch_entries(batch) if key in keep}
         recorder = LossRecorder()
         for (model, optimizers), perm, record in zip(copies, perms, losses):
@@ -361,7 +359,6 @@ class InputIndependenceCheck(SanityCheck):
     def _evaluate(
         context: CheckContext, copies: list[tuple[Any, list[torch.optim.Optimizer]]], chunks: list[Any]
     ) -> Tensor:
-        """Held-out loss of each copy on each chunk, ``[copies, chunks]``."""
         rows = []
         for model, _ in copies:
             model.eval()
@@ -374,8 +371,7 @@ class InputIndependenceCheck(SanityCheck):
 
 
 def _input_pairing(context: CheckContext, train: list[Any], chunks: list[Any]) -> dict[str, Gain] | None:
-    """:func:`_input_as_prediction` on the first 8 training batches and on the held-out chunks (a pairing
-    broken in one split only is broken); ``None`` where it does not apply."""
+    """:func:`_input_as_prediction` on 8 training batches and the held-out chunks, or ``None``."""
     trained = _input_as_prediction(context, train[:8])
     held_out = _input_as_prediction(context, chunks) if trained is not None else None
     return None if trained is None or held_out is None else {"train": trained, "held_out": held_out}

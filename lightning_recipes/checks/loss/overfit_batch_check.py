@@ -158,8 +158,7 @@ class OverfitBatchCheck(SanityCheck):
 
 
 def _target(initial: float, known: KnownFloor | None, ratio: float) -> float:
-    """``ratio`` of the way from ``initial`` to the known floor, else ``initial`` less ``1 - ratio`` of its
-    magnitude."""
+    """``ratio`` of the way from ``initial`` to the known floor, else to ``ratio`` of its magnitude."""
     if known is not None:
         return known.value + ratio * (initial - known.value)
     return initial - (1 - ratio) * abs(initial)
@@ -168,8 +167,7 @@ def _target(initial: float, known: KnownFloor | None, ratio: float) -> float:
 def _untrained(
     context: CheckContext, model: pl.LightningModule, optimizers: list[Optimizer], batch: Any
 ) -> tuple[float, list[str]]:
-    """The share of the weights of the modules ``training_step`` runs that no step can change
-    (``requires_grad=False``, or in no optimizer group with ``lr > 0``), and their names."""
+    """The share of the weights ``training_step`` uses that no optimizer step can change."""
     ran: set[int] = set()
     handles = [m.register_forward_pre_hook(lambda module, _: ran.add(id(module))) for m in model.modules()]
     try:

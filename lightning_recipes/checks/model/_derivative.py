@@ -168,8 +168,7 @@ def _compare(context: Harness, model: Any, trainable: Sequence[tuple[str, Tensor
 
 
 def _custom_functions(loss: Tensor) -> list[str]:
-    """The custom ``autograd.Function`` nodes (and module backward hooks) in the loss's graph, by name: a
-    backward written by hand, which may edit the gradient on purpose (a gradient reversal, a scaling)."""
+    """The custom ``autograd.Function`` nodes and backward hooks in the loss's graph, by name."""
     seen: set[int] = set()
     names: list[str] = []
     todo: list[Any] = [loss.grad_fn]

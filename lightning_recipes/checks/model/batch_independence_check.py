@@ -213,8 +213,7 @@ def _permutation_test(
     count: int,
     details: dict[str, Any],
 ) -> dict[str, NoiseVerdict]:
-    """In eval without gradients: the batch twice under two seeds (the noise) and rotated by one slot; the
-    rotated batch's outputs must be the rotated outputs."""
+    """Eval, no grad: a batch rotated by one slot must give the rotated outputs, beyond seed noise."""
     order = torch.roll(torch.arange(count), 1)  # slot i gets sample i - 1: every sample moves
     rotated = map_tensors(batch, lambda t: t[order.to(t.device)] if t.ndim > 0 and t.shape[0] == count else t)
     passes = [(batch, 0), (batch, 1), (rotated, 0)]

@@ -220,7 +220,6 @@ def next_token_task(batch: Any, inputs: Tensor | None, targets: Tensor | None) -
 
 
 def _positions(seq: int, count: int) -> list[int]:
-    """``count`` positions spread evenly over ``[0, seq - 2]`` (each has a later input)."""
     last = seq - 2
     if count == 1:
         return [last // 2]

@@ -157,8 +157,7 @@ class GradFlowCheck(SanityCheck):
     def _backward_passes(
         self, context: CheckContext, model: Any, trainable: list[tuple[str, torch.nn.Parameter]], built: Any
     ) -> tuple[set[str], set[str], list[str], float, int]:
-        """Up to ``max_steps`` backward passes on one batch, stepping in between while a gradient is zero:
-        the parameters that got a gradient, a non-zero one, a non-finite one; the first loss; the passes."""
+        """Up to ``max_steps`` backward passes on one batch, stepping while a gradient is zero."""
         batch = context.train_batches(1)[0]
         seen: set[str] = set()
         nonzero: set[str] = set()

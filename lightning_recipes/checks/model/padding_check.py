@@ -72,8 +72,7 @@ def _mask_candidates(batch: Any, entries: list[tuple[int | str, Tensor]], key: K
 
 
 def _mask_convention(mask: Tensor, name: int | str) -> tuple[float, str]:
-    """The value that marks padding: from the name when it says (``*padding*``: True = pad;
-    ``attention_mask``: 1 = keep), else from the data (the last value of rows that hold both)."""
+    """The value that marks padding: from the mask's name when it says, else from the data."""
     text = name.lower() if isinstance(name, str) else ""
     if "pad" in text:
         return 1.0, "True = padding (by its name)"
@@ -381,8 +380,7 @@ class PaddingCheck(SanityCheck):
 def _other_padded_targets(
     context: CheckContext, model: Any, batch: Any, padding: Padding, target_key: Key, fill: dict, extra: int
 ) -> Any:
-    """The batch padded by ``extra`` with a real label at every padded target; ``None`` when the padded
-    targets' value is the loss's ``ignore_index`` or has class weight 0 (the loss skips it already)."""
+    """The batch padded by ``extra`` with a real label at every padded target, or ``None``."""
     if target_key is None or target_key not in padding.sequence_keys:
         return None
     longer = extend_batch(batch, padding, extra, fill)
