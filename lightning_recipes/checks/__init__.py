@@ -1,11 +1,4 @@
-"""The sanity-check wing: checks that assert a model and its data are sound before a run spends its budget.
-
-``preflight(model, ...)`` runs every check on copies and returns a :class:`PreflightReport`; the ``Preflight``
-callback does the same inside ``trainer.fit``; each ``*Check`` also works alone as a callback. Subclass
-:class:`SanityCheck` to write your own (its docstring has a ten-line example). ``lightning-recipes preflight``
-is the command line (``lightning_recipes/cli/preflight.py``).
-
-Where each part lives (base, report, registry, the stage folders) is in ``docs/guides/preflight.md``.
+"""The sanity-check wing: ``preflight(model, ...)``, the ``Preflight`` callback and every ``*Check``.
 
 Example:
     >>> from lightning_recipes.checks import CHECKS, InitLossCheck, preflight

@@ -1,5 +1,4 @@
-"""A wall-clock safety cap per check (:func:`time_budget`), so a preflight never runs on for minutes without
-saying so; how the cap stops a check is in the guide (*Writing a check of your own*).
+"""A wall-clock safety cap per check (:func:`time_budget`), reported as such when it stops a check.
 
 Example:
     >>> with time_budget(None):
@@ -43,11 +42,7 @@ _HOOK: dict[str, Any] = {"users": 0, "handle": None}  # the global pre-hook, sha
 
 
 class BudgetExceeded(BaseException):
-    """Raised from a module's forward when a check runs past its hard deadline.
-
-    A ``BaseException`` (like ``KeyboardInterrupt``) so that a check's or a model's ``except Exception`` does
-    not swallow it; ``SanityCheck.run`` catches it and reports ``inconclusive``.
-    """
+    """Raised from a forward past the hard deadline; a ``BaseException``: ``except Exception`` misses it."""
 
 
 def hard_limit(seconds: float) -> float:
@@ -62,9 +57,8 @@ def hard_limit(seconds: float) -> float:
 
 @contextmanager
 def time_budget(seconds: float | None, model: nn.Module | None = None) -> Generator[None, None, None]:
-    """Inside the block, :func:`out_of_time` turns true ``seconds`` after entry (``None``: never), and module
-    forwards raise :class:`BudgetExceeded` after :func:`hard_limit` ``(seconds)``: every module's, or only
-    ``model``'s own (and its copies') when ``model`` holds a compiled module."""
+    """:func:`out_of_time` turns true after ``seconds`` (``None``: never); forwards (of ``model`` when it
+    holds a compiled module, else every module's) raise :class:`BudgetExceeded` after :func:`hard_limit`."""
     now = time.perf_counter()
     deadline = None if seconds is None else now + seconds
     hard = None if seconds is None else now + hard_limit(seconds)

@@ -12,11 +12,8 @@ IGNORE_INDEX = -100  # torch's cross_entropy default; such targets are padding, 
 
 
 def infer_num_classes(output: Tensor | None, targets: Tensor | None) -> tuple[int, str] | None:
-    """``(C, how)`` when ``output`` looks like classification logits for ``targets``, else ``None``.
-
-    Recognised: logits ``[..., C]`` with integer targets ``[...]`` (``[B, C]``, sequence ``[B, S, V]``),
-    channel-first logits ``[B, C, ...]`` with targets ``[B, ...]`` (segmentation), flattened logits
-    ``[B*S, V]`` with targets ``[B, S]``, and soft/one-hot targets of the logits' shape whose rows sum to 1.
+    """``(C, how)`` when ``output`` looks like classification logits for ``targets`` (also channel-first,
+    flattened ``[B*S, V]`` or soft targets), else ``None``.
 
     Example:
         >>> import torch

@@ -1,6 +1,4 @@
-"""How a preflight runs (keys, classes, seed, threads, budgets, output): one record, validated once, that
-``preflight()``, the ``Preflight`` callback, a check run as a callback and the command line all build and
-the runner reads."""
+"""How a preflight runs (keys, seed, threads, budgets, output): one record, validated once."""
 
 from __future__ import annotations
 
@@ -51,13 +49,11 @@ def check_time_budget(name: str, value: Any, *, allow_default: bool = False) -> 
 
 @dataclass(frozen=True)
 class PreflightOptions:
-    """The options of one preflight run, validated once at construction (each error names the argument,
-    the value and what is allowed). Every field is described in the guide's *Options* table.
+    """The options of one preflight run, validated at construction (fields: the guide's *Options* table).
 
     Raises:
-        ValueError: For ``num_classes < 2``, ``num_threads < 1``, a non-integer ``seed``, a key neither int,
-            str nor None, a budget neither a positive number nor None, or ``max_epochs``/``max_steps`` not
-            None or an integer >= 1.
+        ValueError: For ``num_classes < 2``, ``num_threads < 1``, a non-integer ``seed``, a bad key or budget,
+            or ``max_epochs``/``max_steps`` not None or an integer >= 1.
         TypeError: If ``progress``, ``print_report`` or ``verbose`` is not a bool.
 
     Example:

@@ -1,7 +1,4 @@
-"""What the checks share: one part of a verdict (:class:`Finding`), the first samples of a batch and its
-top-level tensors, training and held-out batches, the model's output for a batch (from ``forward``, or seen
-while ``training_step`` runs), a look again after a step or two when a zero-initialised head hides every
-input, and short lists of names."""
+"""What the checks share: a :class:`Finding`, batch entries, held-out batches, the model's output."""
 
 from __future__ import annotations
 
@@ -68,12 +65,10 @@ def first_samples(context: CheckContext, count: int) -> tuple[Any, Tensor | None
 def held_out_split(
     context: CheckContext, num_batches: int, num_eval_batches: int, num_samples: int | None
 ) -> tuple[list[Any], list[Any], bool]:
-    """Training batches and held-out ones: the validation loader's (then ``True``), else the last training
-    batches read (at most half of them).
+    """Training and held-out batches: the validation loader's (then ``True``), else the last training ones.
 
     Raises:
-        CheckSkipped: If there is no validation loader and fewer than 2 training batches.
-    """
+        CheckSkipped: If there is no validation loader and fewer than 2 training batches."""
     held_out = context.val_batches(num_eval_batches)
     if held_out:
         return context.read_train_batches(num_batches, num_samples), held_out, True
@@ -101,8 +96,7 @@ def entries(batch: Any) -> list[tuple[Any, str, Tensor]]:
 
 
 def replace_entries(batch: Any, changes: dict[Any, Tensor]) -> Any:
-    """A new batch (dict, list, tuple or namedtuple) with the entries ``changes`` names replaced (key
-    ``None``: the batch is that tensor).
+    """A new batch with the entries ``changes`` names replaced (key ``None``: the batch is that tensor).
 
     Example:
         >>> replace_entries((torch.zeros(1), torch.zeros(1)), {1: torch.ones(1)})[1].tolist()
@@ -189,9 +183,8 @@ def worst(verdicts: dict[str, NoiseVerdict]) -> tuple[str, NoiseVerdict]:
 
 
 def keeping_statistics(model: torch.nn.Module, forward: Callable[[], Any]) -> list[torch.nn.Module]:
-    """The modules in training mode that keep statistics of the batches they see: BatchNorm, and any module
-    whose floating-point buffers one training ``forward`` changes (a running normaliser written by hand).
-    The buffers are put back as they were.
+    """The training-mode modules that keep batch statistics: BatchNorm, and any whose float buffers one
+    forward changes (the buffers are put back).
 
     Example:
         >>> net = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.BatchNorm1d(2))

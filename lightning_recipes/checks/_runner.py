@@ -1,9 +1,4 @@
-"""Running checks: on a context (``preflight()``), and inside ``trainer.fit`` (one path for one check or all).
-
-``run_in_trainer`` is what every check callback and the ``Preflight`` callback call at ``on_train_start``:
-build the context from the Trainer, run the checks (or skip them under sharded strategies), log, print, then
-reduce "any check failed" across ranks once and raise or warn on every rank together.
-"""
+"""Running checks: on a context (``preflight()``) and inside ``trainer.fit`` (one path for one or all)."""
 
 from __future__ import annotations
 
@@ -64,15 +59,9 @@ def run_checks(
 ) -> PreflightReport:
     """Run each check on the shared context and collect a report.
 
-    ``options.num_threads`` sets torch's intra-op threads while the checks run on a CPU, then restores them.
-    ``options.time_budget`` is the seconds each check whose own ``time_budget`` is ``"default"`` gets
-    (``None``: unlimited). ``options.total_time_budget`` caps the whole run: a check on the default budget
-    gets at most what is left of it, less :data:`RESERVE_PER_CHECK` seconds for each check still to come
-    (never less than :data:`MIN_CHECK_BUDGET`); a check given its own ``time_budget`` keeps it.
-    ``options.progress`` shows one transient line on ``console`` (default: stderr; drawn only on a terminal,
-    rank zero; ``draw=False``: not drawn) with the check running and how many are done, and logs each
-    check's start and end at DEBUG.
-    """
+    ``options`` sets the threads (restored after), each default-budget check's seconds, the whole run's cap
+    (a check gets what is left, less :data:`RESERVE_PER_CHECK` per check to come, at least
+    :data:`MIN_CHECK_BUDGET`) and the transient progress line on ``console`` (default stderr)."""
     started = time.perf_counter()
     results: list[CheckResult] = []
     progress, total_time_budget = options.progress, options.total_time_budget
@@ -127,13 +116,8 @@ def run_in_trainer(
     keep: Callable[[PreflightReport], None],
     on_fail: str,
 ) -> bool:
-    """Run ``checks`` with the Trainer's device, precision and loaders, log and print the report, then call
-    ``keep(report)`` (the caller stores it) and :func:`enforce` ``on_fail``. Returns whether a check failed on
-    any rank (the collective decision); raises :class:`PreflightError` on every rank when one did and
-    ``on_fail="raise"``.
-
-    Cost: the checks' own; one collective call (``reduce_boolean_decision``).
-    """
+    """Run ``checks`` with the Trainer's device, precision and loaders, log and print the report, ``keep`` it
+    and :func:`enforce` ``on_fail``; returns whether a check failed on any rank. Cost: one collective call."""
     skipped = [unsupported_strategy(trainer, check.name) for check in checks]
     if all(result is not None for result in skipped):
         report = PreflightReport([result for result in skipped if result is not None])
@@ -182,10 +166,7 @@ def unsupported_strategy(trainer: pl.Trainer, name: str) -> CheckResult | None:
 
 
 def enforce(trainer: pl.Trainer, results: list[CheckResult], on_fail: str) -> bool:
-    """Reduce "any check failed" across ranks (one collective call), then raise on every rank or warn.
-
-    Returns whether a check failed on any rank.
-    """
+    """Reduce "any check failed" across ranks (one collective call), raise on every rank or warn."""
     failures = [r for r in results if r.failed]
     any_failed = bool(trainer.strategy.reduce_boolean_decision(bool(failures), all=False))
     if not any_failed:

@@ -45,8 +45,7 @@ __all__ = [
 
 
 def error_result(name: str, err: BaseException) -> CheckResult:
-    """The ``error`` result of check ``name`` that raised ``err``: the exception and where it was raised (the
-    innermost frame) as evidence, and what to do.
+    """The ``error`` result of check ``name`` that raised ``err``, with where it was raised and what to do.
 
     Example:
         >>> try:
@@ -77,8 +76,7 @@ def error_result(name: str, err: BaseException) -> CheckResult:
 
 
 def _user_frame(err: BaseException, check: type) -> str | None:
-    """``file:line`` of the innermost frame of ``err`` in the user's code (the model, its data), ``None``
-    when the check's own code or lightning_recipes raised it (then it is the check's error)."""
+    """``file:line`` of the innermost frame of ``err`` in the user's code; ``None``: the check's."""
     own = {os.path.abspath(inspect.getsourcefile(check) or ""), ""}
     for frame in reversed(traceback.extract_tb(err.__traceback__)):
         path = os.path.abspath(frame.filename)
@@ -95,8 +93,8 @@ _LIBRARIES = ("site-packages", "dist-packages", f"{os.sep}lib{os.sep}python")
 
 @contextmanager
 def perturbed(what: str) -> Iterator[None]:
-    """Run the user's code on an input the check changed (``what``: "zeroed inputs", "a shuffled batch"); when
-    that code raises, the check abstains (``inconclusive``, saying why) instead of reporting an error.
+    """Run the user's code on an input the check changed; when it raises, the check abstains
+    (``inconclusive``).
 
     Example:
         >>> from lightning_recipes.checks.report import CheckInconclusive
@@ -121,8 +119,7 @@ def perturbed(what: str) -> Iterator[None]:
 
 
 class CheckOptions(TypedDict, total=False):
-    """The keyword arguments every check takes, passed on to :class:`SanityCheck` (its docstring says what
-    each means): ``on_fail``, ``input_key``, ``target_key``, ``time_budget``."""
+    """The keyword arguments every check takes (see :class:`SanityCheck`)."""
 
     on_fail: Literal["raise", "warn"]
     input_key: Key
@@ -133,10 +130,8 @@ class CheckOptions(TypedDict, total=False):
 class SanityCheck(Callback):
     """Base of every ``*Check``: assert one invariant of a model and its data, once, on copies.
 
-    Subclasses set ``name`` and implement :meth:`check` (with :class:`CheckContext`'s helpers), returning a
-    :class:`CheckResult` or raising :class:`CheckSkipped`. It runs as a Trainer callback, in
-    ``Preflight(checks=)`` and in ``preflight(..., checks=)``; :meth:`run` seeds and restores the RNGs, turns
-    an exception into ``error`` and enforces ``time_budget`` (see the guide). Every check takes these:
+    Subclasses set ``name`` and implement :meth:`check`, returning a :class:`CheckResult` or raising
+    :class:`CheckSkipped`; it runs as a callback or in ``preflight(..., checks=)`` (see the guide).
 
     Args:
         on_fail: ``"raise"`` a :class:`PreflightError` or ``"warn"`` when a callback's check fails.
@@ -194,13 +189,8 @@ class SanityCheck(Callback):
     def run(
         self, context: CheckContext, *, default_budget: float | None = DEFAULT_TIME_BUDGET
     ) -> CheckResult:
-        """:meth:`check` inside an isolated, seeded RNG state and its time budget, timed; errors in user code
-        become ``error``, and a stop at the budget's hard limit ``inconclusive``.
-
-        Args:
-            context: The shared context.
-            default_budget: The budget in seconds when this check's ``time_budget`` is ``"default"``.
-        """
+        """:meth:`check` seeded, RNG-isolated, timed and capped by its budget (``default_budget`` when
+        ``"default"``); user-code errors become ``inconclusive``, the check's own ``error``."""
         budget = self.resolved_budget(default_budget)
         started = time.perf_counter()
         saved_keys = (context.input_key, context.target_key)

@@ -1,12 +1,4 @@
-"""``preflight(model, ...)`` and the ``Preflight`` callback: every check, by name, on a model and its data.
-
-:data:`CHECKS` names the checks in the order a preflight runs them (cheapest and most basic first). Both entry
-points build their checks with :func:`build_checks`; inside ``trainer.fit`` the ``Preflight`` callback and
-every single check callback go through one code path (``_runner.run_in_trainer``).
-
-Writing a check of your own: subclass :class:`~lightning_recipes.checks.SanityCheck` (its docstring has a
-ten-line example) and pass the instance in ``checks=[...]`` or put it in ``Trainer(callbacks=[...])``.
-"""
+"""``preflight(model, ...)`` and the ``Preflight`` callback: every check, by name, on a model and its data."""
 
 from __future__ import annotations
 
@@ -120,10 +112,9 @@ def preflight(
     max_steps: int | None = None,
 ) -> PreflightReport:
     """Run the sanity checks on ``model`` with its data, before training, and return a
-    :class:`PreflightReport` (``.ok``: no fail, no error and at least one verdict).
-
-    The checks run in the order of :data:`CHECKS` on deep copies (RNG states and loaders restored); the table
-    of stages and every option's meaning are in ``docs/guides/preflight.md``.
+    :class:`PreflightReport` (``.ok``: no fail, no error and at least one verdict). The checks run in the
+    order of :data:`CHECKS` on copies; the stages and the other keyword options are in
+    ``docs/guides/preflight.md`` (*Options*).
 
     Args:
         model: The ``LightningModule`` to check.
@@ -132,10 +123,6 @@ def preflight(
         val_dataloaders: Validation loader, used as held-out data.
         checks: Names from :data:`CHECKS` and/or configured check objects; ``None`` runs all.
         device: Device for the copies and batches; default: the model's.
-
-    The other keyword options (``input_key``, ``target_key``, ``num_classes``, ``seed``, ``num_threads``,
-    ``print_report``, ``verbose``, ``time_budget``, ``progress``, ``total_time_budget``, ``max_epochs``,
-    ``max_steps``) are the guide's *Options* table.
 
     Raises:
         ValueError: If no training data is given, a check name is unknown, or an option is invalid.
@@ -174,11 +161,7 @@ def run_preflight(
     val_dataloaders: Any = None,
     device: torch.device | str | None = None,
 ) -> PreflightReport:
-    """:func:`preflight` with its options as one record and its checks built (what the command line calls).
-
-    Raises:
-        ValueError: If no training data is given.
-    """
+    """:func:`preflight` with its options as one record and its checks built (what the command line calls)."""
     model = getattr(model, "_orig_mod", model)  # torch.compile(module): the checks run the module eagerly
     data = resolve_fit_data("preflight", model, datamodule, train_dataloaders, val_dataloaders)
     context = CheckContext(
@@ -203,18 +186,15 @@ def run_preflight(
 class Preflight(Callback):
     """Run the preflight checks once, at ``on_train_start``, and stop (or warn) before a silently broken run.
 
-    Checks run on copies with the Trainer's device, precision and loaders; every rank runs them and "any
-    check failed" is reduced across ranks. A resumed run and sharded strategies skip them. Cost: what the
-    chosen checks cost, once per ``fit``. Logged keys (rank zero, step 0): ``preflight/init_loss``,
-    ``preflight/overfit_batch``, ``preflight/input_independence``, ``preflight/batch_independence``.
+    Every rank runs them on copies with the Trainer's device, precision and loaders and "any failed" is
+    reduced; resumed runs and sharded strategies skip them. Cost: the chosen checks', once per ``fit``. Logged
+    (rank zero, step 0): ``preflight/init_loss``, ``preflight/overfit_batch``,
+    ``preflight/input_independence``, ``preflight/batch_independence``. The other keyword options are the
+    guide's *Options* table.
 
     Args:
         checks: Names from :data:`CHECKS` and/or configured check objects; ``None`` = all.
         on_fail: ``"raise"`` a :class:`~lightning_recipes.checks.PreflightError` on every rank, or ``"warn"``.
-
-    The other keyword options (``print_report``, ``input_key``, ``target_key``, ``num_classes``, ``seed``,
-    ``num_threads``, ``time_budget``, ``progress``, ``total_time_budget``, ``verbose``) are the guide's
-    *Options* table.
 
     Raises:
         ValueError: If ``on_fail`` or a check name is unknown, or an option is invalid.

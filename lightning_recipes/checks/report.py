@@ -1,6 +1,4 @@
-"""What a check run produces: one :class:`CheckResult` per check, the :class:`PreflightReport` of a run,
-and the two exceptions (:class:`CheckSkipped` inside a check, :class:`PreflightError` out of a failed run).
-"""
+"""What a check run produces: :class:`CheckResult`, :class:`PreflightReport` and the exceptions."""
 
 from __future__ import annotations
 
@@ -56,16 +54,12 @@ class CheckResult:
 
     Attributes:
         name: The check's short name (``"init_loss"``, ``"grad_flow"``, ...).
-        status: ``"pass"``, ``"warn"`` (suspicious, training may still be fine), ``"fail"`` (a bug that
-            makes training silently worse), ``"inconclusive"`` (the check ran but cannot judge: its evidence
-            is within its noise, its safety cap stopped it, or your code raised on an input it perturbed),
-            ``"skip"`` (the check does not apply to this model or data) or ``"error"`` (the check raised).
+        status: ``"pass"``, ``"warn"`` (suspicious), ``"fail"`` (a bug that makes training silently worse),
+            ``"inconclusive"`` (ran but cannot judge), ``"skip"`` (does not apply) or ``"error"`` (raised).
         summary: One sentence, with the numbers (built-in checks keep it to :data:`SUMMARY_LIMIT` characters).
         details: The evidence: JSON-serialisable fields (measured/expected values, noise, names).
         seconds: Wall time the check took.
         action: What to do, one sentence (``""`` when there is nothing to do).
-
-    ``message`` is the summary followed by the action; ``guide`` is where the long explanation is.
 
     Example:
         >>> r = CheckResult("init_loss", "fail", "loss 4.1 at init, expected ln 10 = 2.30 ± 0.05",
@@ -154,15 +148,10 @@ class PreflightError(RuntimeError):
 
 
 class PreflightReport:
-    """The results of a preflight run, in the order the checks ran.
+    """The results of a preflight run, in the order the checks ran; index by name, print, ``to_dict()``.
 
-    ``ok`` is ``True`` when no check failed, no check raised an error, and at least one check reached a
-    verdict (``pass``/``warn``/``fail``): a report where nothing could judge the model is not a clean bill of
-    health (:attr:`not_ok_reason` says which of the three it is). Warnings, ``inconclusive`` and ``skip``
-    results alone do not fail a report. Index by check name
-    (``report["init_loss"]``); print it for one line per check (details for warn/fail), or
-    ``report.print(verbose=True)`` / ``report.render(verbose=True)`` for the full table; ``to_dict()`` /
-    ``to_json()`` for machines; ``raise_for_failures()`` to stop a script.
+    ``ok``: no fail, no error, and at least one verdict (:attr:`not_ok_reason` says why not); warnings,
+    ``inconclusive`` and ``skip`` alone do not fail a report.
 
     Args:
         results: One :class:`CheckResult` per check.
@@ -274,11 +263,8 @@ class PreflightReport:
             raise PreflightError(listed, "" if listed else f"the preflight is not ok: {reason}.")
 
     def render(self, verbose: bool = False, width: int | None = None) -> str:
-        """The report as plain text ``width`` columns wide (default: the terminal's width).
-
-        Compact by default: a headline, then one line per check (status, name, the first sentence of its
-        message, cut to the width), with the whole message only for ``warn``, ``fail``, ``error`` and
-        ``inconclusive``. ``verbose=True``: the table of every check's message and time.
+        """The report as plain text ``width`` columns wide: one line per check (the whole message for warn,
+        fail, error, inconclusive); ``verbose=True``: every message and time.
 
         Example:
             >>> passed = CheckResult("init_loss", "pass", "loss 2.30 = ln 10. As expected at init.")

@@ -1,6 +1,5 @@
-"""One intra-op thread for these tiny models: on a shared 2-core CI machine two OpenMP threads per test
-process oversubscribe the cores and a 0.2 s preflight can take 20 s (measured); one thread is also faster
-for models this small. Restored after each test."""
+"""One intra-op thread for these tiny models (two oversubscribe a shared 2-core machine); restored after each
+test."""
 
 from __future__ import annotations
 

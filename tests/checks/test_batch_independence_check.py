@@ -1,6 +1,5 @@
-"""``BatchIndependenceCheck``: a ``forward`` that needs more than the input tensor is observed through
-``training_step`` (issue 24; it used to skip, issue 12 item 11), what cannot run still skips with advice, and
-the permutation test (issue 24): in eval, the outputs of a permuted batch are the permuted outputs."""
+"""``BatchIndependenceCheck``: a ``forward`` that needs more than the input, what still skips, the permutation
+test."""
 
 from __future__ import annotations
 

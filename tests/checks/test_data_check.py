@@ -170,7 +170,7 @@ def test_reading_the_data_must_not_change_it_and_the_check_restores_it(in_place)
 
 # ---- results saved: status and details on cases that reach every branch of the check (every gallery case,
 # the broken-data loaders, every threshold), rewritten when the check was rebuilt on its invariants (#34)
-# with `PYTHONPATH=. python tests/checks/data/make_data_check_results.py`.
+# with `PYTHONPATH=. python tests/checks/data/make_golden_results.py`.
 
 GOLDEN = Path(__file__).resolve().parent / "data" / "data_check_results.json"
 
@@ -358,9 +358,7 @@ def _data_result(x: Tensor, y: Tensor, x_val: Tensor, y_val: Tensor) -> Any:
 
 
 def test_rows_served_in_runs_are_not_paired_with_their_own_neighbours() -> None:
-    """Sealed E (behaviour cloning): validation rows come episode after episode, so a lookup table of the
-    goal fitted on every other row memorised each episode and 'scored' 0.64 on the rows between; the rows
-    are split in order instead, and the healthy data passes."""
+    """Sealed E: rows served episode after episode are split in order, so the healthy data passes."""
     x, y = _trajectories(100, 1)
     x_val, y_val = _trajectories(30, 2)
     result = _data_result(x, y, x_val, y_val)

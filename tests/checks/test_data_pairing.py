@@ -1,6 +1,4 @@
-"""``DataCheck``'s pairing: every target the loss reads is paired with the input, not only the first (a
-detector whose shift moves the image but not its box fails, sealed gallery F); and pairing is judged on
-samples drawn from the dataset as validation's are, not as a curriculum sampler serves them."""
+"""``DataCheck``'s pairing: every target the loss reads, judged on samples drawn as validation's are."""
 
 from __future__ import annotations
 

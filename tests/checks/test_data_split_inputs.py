@@ -1,7 +1,4 @@
-"""``data``'s pairing invariant across the splits (issue 34): a rule fitted on one split (nearest neighbours,
-one feature, per position) scores as well on the other split. Inputs preprocessed differently, labels
-remapped or shuffled, a shortcut in one split, an augmentation that moves the input but not its target
-break it; each bug has a healthy twin that passes."""
+"""``data``'s pairing invariant across the splits (issue 34): each bug with a healthy twin that passes."""
 
 from __future__ import annotations
 

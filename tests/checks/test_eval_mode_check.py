@@ -231,9 +231,8 @@ def test_negatives_sampled_by_the_step_are_not_blamed_on_the_model(noisy):
 
 
 class _CentredScorer(pl.LightningModule):
-    """Deep one-class scoring (sealed gallery E's false alarm): the centre is the mean output of the first
-    batch the model sees, set once; ``every_pass`` re-centres on each call (a train-only update left in
-    eval: a second pass on the same batch sets the same value, other samples do not)."""
+    """Deep one-class scoring: the centre set once from the first batch; ``every_pass`` re-centres each
+    call."""
 
     def __init__(self, every_pass: bool = False) -> None:
         super().__init__()

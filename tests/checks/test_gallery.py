@@ -1,10 +1,5 @@
-"""The whole first gallery (``galleries/preflight/families``): every case names a registered check, ids are
-unique, the issue's minimum counts hold, and no healthy model gets a ``fail`` from ANY check of the full
-preflight.
-
-Each family's own test file runs its check on its bugs; this file adds the cross-check view: a healthy model
-must survive every check, not only the ones its author had in mind.
-"""
+"""The first gallery (``galleries/preflight/families``): ids, counts, and no healthy model gets a ``fail``
+from any check of the full preflight."""
 
 from __future__ import annotations
 

@@ -266,9 +266,8 @@ def test_a_path_cut_without_detach_fails_where_stage_one_saw_gradients():
 
 
 def test_declared_stop_gradients_and_straight_through_estimators_pass():
-    """What the user (or a library: spectral norm's power iteration) cut on purpose (``.detach()``,
-    ``no_grad``) is held at its value in every pass, as autograd assumes; a custom straight-through Function
-    gives a slope where the loss is flat: a surrogate."""
+    """Declared cuts (``.detach()``, ``no_grad``) hold their value; a straight-through Function gives a
+    surrogate."""
     cases = [(StopGradientTarget, False), (StopGradientTarget, True), (Activated, _quantised_by_detach)]
     for make, *arg in [*cases, (SpectralNormed,)]:
         result, found = _derivative(make, *arg)

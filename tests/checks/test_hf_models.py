@@ -1,7 +1,5 @@
-"""Integration: the whole preflight on Hugging Face ``transformers`` models built from small configs (random
-weights, nothing downloaded), wrapped the usual way (``self.model = ...``, no ``forward``,
-``training_step`` returns ``self.model(**batch).loss``, dict batches), and on a torchvision-style CNN whose
-``training_step`` returns ``{"loss": ..., "logits": ...}`` (issue 14)."""
+"""The whole preflight on small-config Hugging Face models wrapped the usual way, and a torchvision-style
+CNN."""
 
 from __future__ import annotations
 

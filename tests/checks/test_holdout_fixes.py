@@ -13,9 +13,7 @@ def _case(case_id: str):
 
 
 def test_a_feature_grouped_by_the_label_in_each_split_is_target_leakage():
-    """A per-split group mean by label: one value per class in each split, different values between the
-    splits, so a lookup table learnt on training samples fails on held-out ones (61%), yet the feature
-    determines the label wherever it is computed."""
+    """A per-split group mean by label determines the label wherever it is computed: leakage."""
     case = _case("ho_group_mean_by_label")
     result = preflight(case.model(), **case.data(), checks=["target_leakage"], progress=False)[0]
     assert result.status == "fail", result.message

@@ -1,6 +1,4 @@
-"""init_loss knows the loss it reads: BCE with logits, multi-label, per-pixel CE, label smoothing, a bias
-set to the class prior; a loss whose value at init it does not know (regression, reconstruction, a sum of
-terms such as distillation, contrastive targets built in the step) is skipped with a reason, never failed."""
+"""init_loss knows the loss it reads; a loss whose value at init it does not know is skipped, never failed."""
 
 from __future__ import annotations
 
@@ -189,9 +187,7 @@ def test_hugging_face_causal_lm_without_forward_reads_its_loss_call():
 
 
 def test_a_default_init_on_weakly_skewed_labels_is_never_read_as_a_prior():
-    """The linear-teacher labels of ``_models.loader`` are mildly skewed (KL 0.07 nats from uniform): a
-    randomly initialised model whose mean prediction happens to land near them must still be judged against
-    ln C, whatever the seed (a prior reading made the expected value depend on the init)."""
+    """Mildly skewed labels: a random init is judged against ln C whatever the seed, never read as a prior."""
     import math
 
     import torch

@@ -1,7 +1,4 @@
-"""InputIndependenceCheck: three copies (real pairs, inputs removed, targets permuted), fixed steps.
-Shuffled labels fail (the real pairs fit no faster than permuted ones, and held-out loss is no better than
-with no inputs); a model that does not learn is inconclusive, never blamed on its labels (field report #22);
-a model that raises on zero-length inputs is no error: inputs are removed by giving samples each other's."""
+"""InputIndependenceCheck: three copies (real pairs, inputs removed, targets permuted), fixed steps."""
 
 from __future__ import annotations
 
@@ -180,9 +177,8 @@ def _images(n: int, seed: int) -> Tensor:
 
 
 class MaskedReconstruction(TinyClassifier):
-    """Batches ``(image, mask)``: the model hides the masked pixels itself and is scored on them (a
-    hand-written loss, no loss call to trace); the mask is random: which mask goes with which image does
-    not matter."""
+    """``(image, mask)`` batches: masked pixels hidden and scored by a hand-written loss; any mask fits any
+    image."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -203,9 +199,7 @@ class MaskedReconstruction(TinyClassifier):
 
 
 def test_a_real_pairing_shown_by_the_input_as_prediction_is_never_failed() -> None:
-    """Issue #34 (sealed E, masked patches): the controls move the image against a random mask, which breaks
-    nothing, so the trial fit cannot tell the copies apart; the input used as the prediction scores its own
-    target far better than a moved one, so the pairs are real: no fail."""
+    """Sealed E, masked patches: the input as the prediction shows the pairs are real: no fail."""
     g = torch.Generator().manual_seed(1)
     masks = [(torch.rand(n, 16, generator=g) < 0.4).float() for n in (512, 128)]
     train = DataLoader(TensorDataset(_images(512, 2), masks[0]), batch_size=32, shuffle=True)

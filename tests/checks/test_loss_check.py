@@ -1,6 +1,4 @@
-"""loss: every target value moves the loss, no provable floor above its minimum, regression targets on the
-output's scale, bounded below. Each bug with its healthy twin, on real tiny LightningModules through
-``preflight``."""
+"""loss: each bug with its healthy twin, on real tiny LightningModules through ``preflight``."""
 
 from __future__ import annotations
 
@@ -183,9 +181,8 @@ class SoftmaxIntoCrossEntropy(Classifier):
 
 
 class MultiLabel(pl.LightningModule):
-    """Multi-label: ``activation`` ``"sigmoid"`` + BCE (healthy), ``"softmax"`` + BCE (a floor), ``"logits"``
-    + BCE with logits (healthy), ``"sigmoid-logits"`` (a sigmoid before BCE with logits: a floor),
-    ``"double"`` (sigmoid twice before BCE: a floor)."""
+    """Multi-label heads: ``activation`` picks a healthy head or one with a floor (see the
+    parametrization)."""
 
     def __init__(self, activation: str, labels: int = 5) -> None:
         super().__init__()
@@ -266,9 +263,7 @@ def _negative_mse() -> Regressor:
 
 
 class ErrorAsOutput(Regressor):
-    """The forward returns each sample's squared error (an anomaly score) and the loss is its mean: every
-    output is >= 0, so a descent ray that needs negative errors measures nothing (``sign=-1``: the mean
-    maximised, unbounded while the errors grow)."""
+    """Each sample's squared error as the output, its mean the loss (``sign=-1``: maximised, unbounded)."""
 
     def __init__(self, sign: float = 1.0) -> None:
         super().__init__()

@@ -1,7 +1,5 @@
-"""``PaddingCheck`` (issue 24, the forward stage): padding that the batch marks as padding (a mask entry or a
-lengths entry) must change neither the loss nor the outputs at real positions. Each bug has a healthy twin;
-batches are dicts with a mask (either convention), tuples ``(x, lengths, y)`` for ``forward(x, lengths)``,
-and Hugging Face models wrapped the usual way."""
+"""``PaddingCheck``: marked padding changes neither the loss nor the real outputs; each bug has a healthy
+twin."""
 
 from __future__ import annotations
 
@@ -269,9 +267,8 @@ class LastStep(_Base):
 
 
 class CausalLM(_Base):
-    """A causal transformer LM on ``(ids, padding_mask, labels)`` tuples (a bool mask, True = pad), labels
-    -100 at padding: causal mask plus key padding mask. ``pool=True`` (the bug) adds the mean over every
-    position, padding included, to each position's state."""
+    """A causal transformer LM on ``(ids, padding_mask, labels)``; ``pool=True`` (the bug) mixes in the
+    padding."""
 
     def __init__(self, pool: bool = False) -> None:
         super().__init__()

@@ -1,6 +1,4 @@
-"""The checks on real-world module shapes (issue 14): modules without ``forward`` wrapping ``self.model``,
-dict batches with several tensors, dict outputs, targets chosen by the loss that consumes them, and
-reconstruction models (targets computed from the input)."""
+"""The checks on real-world module shapes: wrappers, dict batches and outputs, reconstruction models."""
 
 from __future__ import annotations
 

@@ -220,9 +220,7 @@ def test_one_feature_samples_are_compared_not_skipped_as_blank():
 
 
 def test_text_that_repeats_itself_across_the_splits_warns_but_does_not_fail():
-    """The char LM over Python's docs: a few validation windows nearly equal training windows (boilerplate
-    passages), none exactly. Before, the coverage extrapolation turned 13 near matches into a 32% overlap
-    and a fail of the project's own healthy demo data."""
+    """The char LM's boilerplate windows nearly repeat across the splits: a warning, not a fail."""
     from lightning_recipes.checks import preflight
     from lightning_recipes.data import CharLMDataModule
     from lightning_recipes.testing import TinyTransformerLM

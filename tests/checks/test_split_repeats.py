@@ -1,6 +1,4 @@
-"""``split_overlap``'s repeat test (issue 24): validation samples that repeat training samples with noise
-(several measurements of one subject split at random) are judged against the data's own nearest-neighbour
-distances, not a fixed cosine. Each bug has a healthy twin that must pass."""
+"""``split_overlap``'s repeat test: noisy repeats of training samples; each bug has a healthy twin."""
 
 from __future__ import annotations
 

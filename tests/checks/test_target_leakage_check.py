@@ -194,7 +194,7 @@ def test_a_zero_initialised_head_leaves_the_loss_dependence_unknown_and_the_leak
 
 # ---- results saved: status and details on cases that reach every branch of every sub-test, rewritten when
 # the sub-tests became records with a summary (#34) by
-# `PYTHONPATH=. python tests/checks/data/make_target_leakage_results.py`.
+# `PYTHONPATH=. python tests/checks/data/make_golden_results.py`.
 
 GOLDEN = Path(__file__).resolve().parent / "data" / "target_leakage_results.json"
 GOLDEN_CASES: dict[str, tuple[str, dict[str, Any]]] = {  # name: (gallery case id, check arguments)

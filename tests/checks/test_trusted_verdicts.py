@@ -1,6 +1,4 @@
-"""Issue #24, "verdicts that can be trusted": a check whose evidence is within its measured noise, or whose
-budget ended it, says ``inconclusive`` (what to do), never a wrong cause; the leakage probe never feeds a
-target the loss cannot take; a model that reads ``self.trainer`` gets an ``error`` that says so."""
+"""Issue #24: evidence within noise, or a stop by the budget, is ``inconclusive``, never a wrong cause."""
 
 from __future__ import annotations
 
@@ -121,9 +119,7 @@ class Regressor(TinyClassifier):
 
 
 def test_init_loss_past_its_line_but_within_batch_noise_is_inconclusive():
-    """Two batches with losses ~0 and ~8 (targets of scale 0.1 and 4): their mean is 1.3 x the given
-    expectation, past the 25% warn line, but the batch-to-batch noise is larger than that. It warned
-    before."""
+    """Two batches with losses ~0 and ~8: past the warn line, but within the batch-to-batch noise."""
     x = torch.randn(64, 16, generator=torch.Generator().manual_seed(0))
     y = torch.cat([torch.full((32,), 0.1), torch.full((32,), 4.0)])
     loader = DataLoader(TensorDataset(x, y), batch_size=32)

@@ -132,6 +132,20 @@ NAMED = [
     (TargetLeakageCheck, {"too_good_fraction": 0}, "`too_good_fraction` must be a number in (0, 1]"),
     (ValidationPathCheck, {"min_share": 1.5}, "`min_share`"),
     (ValidationPathCheck, {"steps": 2}, "`steps`"),
+    (InitLossCheck, {"num_classes": 1}, "`num_classes` must be an integer >= 2, got 1"),
+    (InitLossCheck, {"expected_loss": math.inf}, "`expected_loss` must be a finite number or None, got inf"),
+    (InitLossCheck, {"low_rtol": 1.5}, "`low_rtol` must be a number in (0, 1), got 1.5"),
+    (InitLossCheck, {"warn_rtol": 0.9}, "`warn_rtol` must not exceed"),
+    (InitLossCheck, {"on_fail": "ignore"}, "`on_fail` must be one of"),
+    (OverfitBatchCheck, {"target_ratio": 1.0}, "`target_ratio` must be a number in (0, 1), got 1.0"),
+    (OverfitBatchCheck, {"max_steps": 0}, "`max_steps` must be an integer >= 1, got 0"),
+    (InputIndependenceCheck, {"min_improvement": -0.1}, "`min_improvement` must be a number in"),
+    (BatchIndependenceCheck, {"num_samples": 1}, "`num_samples` must be an integer >= 2, got 1"),
+    (GradFlowCheck, {"max_steps": 0}, "`max_steps` must be an integer >= 1, got 0"),
+    (DataCheck, {"max_scale": 0}, "`max_scale` must be a finite number > 0, got 0"),
+    (Preflight, {"checks": ["init_los"]}, "`checks` entries must be SanityCheck instances or one of"),
+    (Preflight, {"checks": ["data", "data"]}, "names each check at most once, got ['data']"),
+    (Preflight, {"on_fail": "stop"}, "`on_fail` must be one of"),
 ]
 
 

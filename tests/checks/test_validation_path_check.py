@@ -98,9 +98,7 @@ def test_a_validation_normalisation_that_differs_fails():
 
 
 class _MildlyRenormalised(M.Normalised):
-    """Validation divides by another scale (x 0.7 of training's inputs): its loss still follows the fit on one
-    batch, but it judges other inputs than training fits (the blind gallery's `st_val_normalises_differently`
-    was only a `warn` before issue #24's lead review)."""
+    """Validation divides by another scale (x 0.7): it judges other inputs than training fits."""
 
     def validation_step(self, batch, batch_idx):
         x, y = batch

@@ -1,11 +1,4 @@
-"""Verdicts that can be trusted (issue #24): "could not run" is never "OK".
-
-- an exception inside a check (ours or the user's code on a copy) is an ``error`` result that shows the
-  exception and where it was raised, never a quiet ``skip``;
-- a report where no check reached a verdict is not ``ok``, and says why;
-- ``raise_for_failures`` follows ``ok``;
-- inside a Trainer an error or an unjudged report is a visible warning that does not stop the fit.
-"""
+"""Verdicts that can be trusted (issue #24): "could not run" is never "OK"."""
 
 from __future__ import annotations
 

@@ -39,8 +39,7 @@ _SHIFTS = ("next", "same", "back1", "back2", "ahead2")
 
 @dataclass(frozen=True)
 class Probe:
-    """What one sub-test found: ``reason`` when it does not apply, else whether it found a leak, one
-    sentence with its numbers, and its evidence.
+    """What one sub-test found: ``reason`` when it does not apply, else ``leak``, a summary and evidence.
 
     Example:
         >>> Probe(reason="the inputs are not token ids").record()
@@ -70,10 +69,8 @@ def _same_storage(a: Tensor, b: Tensor) -> bool:
 
 
 def other_values(targets: Tensor, seed: int) -> Tensor | None:
-    """A tensor like ``targets`` that differs from it (almost) everywhere inside the targets' own range, so
-    the loss accepts it; ``None`` if the targets hold one value. Whole numbers (class ids, also stored as
-    floats): another value present in the batch (``ignore_index`` kept); other floats: another sample's
-    target, or the value mirrored inside ``[min, max]``.
+    """A tensor like ``targets`` that differs from it (almost) everywhere, inside the targets' own range
+    (another class present, or another sample's or a mirrored value); ``None`` if the targets hold one value.
 
     Example:
         >>> targets = torch.tensor([0, 1, 2, -100])
@@ -117,9 +114,7 @@ def _observed(context: CheckContext, model: Any, batch: Any) -> tuple[Tensor | N
 
 
 def probe_target_fed(context: CheckContext, batch: Any, target_as_input: bool) -> tuple[Probe, bool | None]:
-    """(0) Change only the target and watch the output (for sequence targets: outputs up to ``t`` while the
-    targets from ``t`` on change; teacher forcing shifted right is legitimate). Also returns whether the
-    loss reads the target at all (``None``: unknown), which (b) and (c) need."""
+    """(0) Change only the target and watch the output; also whether the loss reads the target."""
     inputs, targets = context.split(batch)
     assert inputs is not None and targets is not None
     if _same_storage(inputs, targets):
@@ -202,9 +197,7 @@ def probe_target_fed(context: CheckContext, batch: Any, target_as_input: bool) -
 
 
 def probe_copy_targets(context: CheckContext, batch: Any) -> Probe:
-    """(a) Token inputs ``[B, S]``: one backward pass gives, per output position, the class the loss pulls it
-    toward (the most negative logit gradient); count how often that is the input token one ahead, at the
-    same position, one or two back."""
+    """(a) Token inputs: how often the class the loss pulls each position toward is a nearby input token."""
     inputs, _ = context.split(batch)
     assert inputs is not None
     if inputs.ndim != 2 or torch.is_floating_point(inputs) or inputs.shape[1] < 2:
@@ -256,8 +249,8 @@ def probe_copy_targets(context: CheckContext, batch: Any) -> Probe:
 
 
 def copy_shares(paired: Tensor, inputs: Tensor, active: Tensor) -> tuple[list[float], list[int]]:
-    """For target at ``t`` == input at ``t + 1, t, t - 1, t - 2, t + 2``: the share of the trained positions
-    (``active``) whose paired class equals that input token, and how many trained positions it is over.
+    """Per offset (``t + 1, t, t - 1, t - 2, t + 2``): the share of ``active`` positions whose class is that
+    input token, and over how many positions.
 
     Example:
         >>> inputs = torch.tensor([[1, 2, 3, 4]])
@@ -292,8 +285,7 @@ def per_sample_targets(context: CheckContext, batches: list[Any]) -> Tensor | No
 def _columns(
     context: CheckContext, train: list[Any], held: list[Any]
 ) -> list[tuple[Any, str, bool, tuple[int, ...], Tensor, Tensor]]:
-    """Every per-sample tensor of the batch but the target, as ``(key, label, is_input, shape, train rows,
-    held rows)``; tensors larger than ``MAX_FEATURES`` per sample or reshaped between batches are left out."""
+    """Every per-sample tensor of the batch but the target, as columns (key, label, shape, rows)."""
     inputs, targets = context.split(train[0])
     size = len(targets) if targets is not None and targets.ndim > 0 else 0
     found = []
@@ -327,10 +319,7 @@ def _name(label: str, is_input: bool, shape: tuple[int, ...], index: int) -> str
 def probe_single_feature(
     context: CheckContext, train: list[Any], held: list[Any], *, max_accuracy: float, max_correlation: float
 ) -> Probe:
-    """(b) Every feature of every per-sample tensor on its own against one-value-per-sample targets: a lookup
-    table's held-out accuracy (class labels), a feature that takes one value per class in each split, or
-    the larger of |Pearson| and |Spearman| (a regression target). A tensor besides the input counts only if
-    the model's loss reads it."""
+    """(b) Each feature alone against the target: a lookup table's accuracy, or its |correlation|."""
     y_train, y_held = per_sample_targets(context, train), per_sample_targets(context, held)
     if y_train is None or y_held is None:
         return Probe("the targets are not one value per sample")

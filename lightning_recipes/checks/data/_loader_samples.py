@@ -40,10 +40,7 @@ class ServedIndices:
 
 
 def served_indices(loader: Any, max_indices: int) -> ServedIndices | None:
-    """The indices one epoch of ``loader`` serves, from its (batch) sampler alone: no sample is loaded.
-
-    The loader's and the global RNG are left as they were. ``None`` when the loader is not a map-style
-    ``DataLoader`` or its sampler yields something other than integer indices.
+    """The indices one epoch of ``loader`` serves, from its sampler alone (RNGs kept); ``None`` when unknown.
 
     Example:
         >>> from torch.utils.data import DataLoader
@@ -90,10 +87,8 @@ def yields_a_batch(loader: Any) -> bool:
 
 
 def dataset_labels(dataset: Any, indices: Sequence[int], target_key: Key) -> Tensor | None:
-    """The integer label of each of ``indices`` in ``dataset`` (1-D ``int64``), read as cheaply as the
-    dataset allows: a ``TensorDataset``'s target tensor, a ``Subset``'s parent, a ``targets`` attribute
-    (torchvision), else ``dataset[i]`` one by one. ``None`` when a sample's target is not a single integer
-    (regression, sequences, masks) or cannot be found.
+    """The integer label of each of ``indices`` in ``dataset``, read as cheaply as the dataset allows;
+    ``None`` when a sample's target is not a single integer.
 
     Example:
         >>> import torch
@@ -153,9 +148,7 @@ def _integer_labels(labels: Tensor) -> Tensor | None:
 def distinct_loader(
     loader: DataLoader[Any], indices: Sequence[int], batch_size: int | None = None
 ) -> DataLoader[Any]:
-    """A loader over the distinct ``indices`` (first occurrence, in order) of ``loader``'s dataset, with its
-    batch size (or ``batch_size`` when it has none: a custom batch sampler) and collate function: the
-    dataset's own samples, without a sampler's repeats.
+    """A loader over the distinct ``indices`` of ``loader``'s dataset, with its batch size and collate.
 
     Example:
         >>> from torch.utils.data import DataLoader

@@ -1,7 +1,5 @@
-"""``data``'s pairing test: a rule fitted on one split (nearest neighbours on the input, a lookup table of one
-feature, or from the input value at a position to the target there) scores as well on held-out samples of
-that split as on the other split, when both are drawn alike and each input is served with its own target.
-The guide (``data``) states the thresholds and what breaks the relation."""
+"""``data``'s pairing test: a rule fitted on one split scores as well on held-out samples of that split as on
+the other split (the guide, ``data``, has the thresholds)."""
 
 from __future__ import annotations
 
@@ -97,9 +95,7 @@ def _scores(predicted: Tensor, y: Tensor, classes: int, variance: float) -> Tens
 
 
 def lookup_scores(fit: Tensor, y_fit: Tensor, held: Tensor, y_held: Tensor, classes: int) -> Tensor:
-    """Per feature (columns of ``fit`` ``[N, D]``), a lookup table fitted on ``y_fit`` (quantile bins, one
-    bin per value for a feature of at most 16 values; majority class or mean target per bin) and scored on
-    ``held``: ``[D, M]`` per-sample scores (``classes = 0``: values).
+    """Per feature of ``fit`` ``[N, D]``, a lookup table of ``y_fit`` scored on ``held``: ``[D, M]`` scores.
 
     Example:
         >>> x = torch.tensor([[0.0, 5.0], [0.0, 5.0], [1.0, 5.0], [1.0, 6.0]])  # column 0 is the label
@@ -175,10 +171,7 @@ def relations(
     classes: int,
     aligned: bool,
 ) -> list[Relation]:
-    """Every rule in both directions. ``x``/``y``: the input and target of ``"train"`` and ``"val"``;
-    ``groups``: per split, every per-sample tensor besides the target by name (one-feature rule);
-    ``classes``: the number of classes of integer labels (0 for values); ``aligned``: the target is per
-    position of the input (``[N, *S]`` both)."""
+    """Every rule in both directions, on the ``"train"`` and ``"val"`` inputs ``x`` and targets ``y``."""
     found: list[Relation] = []
     n = {s: min(len(y[s]), _MAX_SAMPLES) for s in y}
     for fitted, other in (("train", "val"), ("val", "train")):
@@ -219,10 +212,8 @@ def relations(
 
 
 def neighbours_alike(rows: Tensor, z: float = Z) -> bool:
-    """Whether rows ``[N, D]`` next to each other in their order are closer than rows half the set apart,
-    beyond chance at ``z`` standard errors: states along one trajectory, frames of one video, rows of one
-    subject served in runs. Such rows are not independent samples, so a held-out half must not interleave
-    with its fitted half (the rules then split in order). Shuffled rows: ``False`` (~1% odds).
+    """Whether rows next to each other in order are closer than rows half the set apart, beyond chance at
+    ``z`` standard errors (a trajectory): a held-out half must then not interleave with its fitted half.
 
     Example:
         >>> g = torch.Generator().manual_seed(0)

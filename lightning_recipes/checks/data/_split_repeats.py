@@ -1,12 +1,5 @@
-"""``split_overlap``'s repeat test: validation samples that repeat a training sample (one subject measured
-twice, a copy with noise added), judged against the data's own nearest-neighbour distances.
-
-Per validation sample, ``r = d_1 / d_10`` (nearest vs 10th-nearest training sample). For independent samples
-of local dimension ``m`` (measured from the 10th and 20th neighbour distances), ``P(r < t) = 1 - (1 -
-t^m)^9``; a sample is a repeat when its ``r`` has chance probability below ``ALPHA = 1e-3``. A clean split
-flags about ``ALPHA`` of its samples (Poisson tail); the guide (``split_overlap``) has the measured rates,
-blind spots and costs.
-"""
+"""``split_overlap``'s repeat test: validation samples that repeat a training sample, judged by the ratio of
+nearest to 10th-nearest training distances at the data's own local dimension (see the guide)."""
 
 from __future__ import annotations
 
@@ -45,9 +38,7 @@ _CANDIDATES = _SCALE_RANK + 4  # nearest candidates whose distances are recomput
 
 @dataclass(frozen=True)
 class Repeats:
-    """What the repeat test found: validation samples tested (``d_1, d_k > 0``), training samples searched,
-    samples flagged as repeats (chance probability < ``ALPHA``), the local dimension ``m``, the median
-    ``d_1 / d_k``, and ``(val, train)`` indices (among those read) of the first flagged pairs.
+    """What the repeat test found: samples tested and searched, flagged, local dimension, first flagged pairs.
 
     Example:
         >>> found = Repeats(queries=400, keys=1600, flagged=300, dimension=10.0, median_ratio=0.2)
@@ -65,11 +56,8 @@ class Repeats:
 
     @property
     def within_training(self) -> bool:
-        """Whether validation repeats training no more often than training repeats itself (``own``: the
-        shares of validation and of half the training samples flagged against the other half, and their
-        counts), beyond ``Z`` binomial standard errors, while training's own repeats are a minority: a
-        generator whose samples coincide by chance (few possible images), or a few shared subjects; the test
-        cannot tell which. Most samples repeated within training is data organised in subjects: judged."""
+        """Whether validation repeats training no more often than training repeats itself (``own``), beyond
+        ``Z`` standard errors, while training's own repeats are a minority."""
         if self.own is None:
             return False
         across, own, n_across, n_own = self.own
@@ -177,8 +165,7 @@ def repeat_test(train: Tensor, val: Tensor) -> Repeats | None:
 
 
 def _nearest(train: Tensor, val: Tensor) -> tuple[Tensor, Tensor]:
-    """Per validation row, the sorted distances to its ``20`` nearest training rows and their indices: a
-    float32 search, then float64 distances to the candidates (small distances exact, no cancellation)."""
+    """Per validation row, the sorted distances to its 20 nearest training rows and their indices."""
     keys32 = train.float()
     key_norms = (keys32 * keys32).sum(1)
     distances, indices = [], []
@@ -243,10 +230,7 @@ def repeats_of(
 def repeat_level(
     repeats: Repeats | None, estimate: float, warn_fraction: float, fail_fraction: float
 ) -> Literal["pass", "warn", "fail", "inconclusive"]:
-    """The repeat test's verdict: fail from ``fail_fraction`` with a flagged count of chance probability
-    below 1e-6 (and 3 beyond chance), warn from ``warn_fraction`` below 1e-4 (2 beyond chance),
-    inconclusive when the estimate reaches ``fail_fraction`` but chance explains the count with probability
-    1e-4 to 1e-2."""
+    """The repeat test's verdict from the fractions and the flagged count's chance probability."""
     if repeats is None:
         return "pass"
     p = repeats.chance_p

@@ -38,9 +38,7 @@ MAX_SNAPSHOT = 50_000_000  # stored tensor elements snapshotted by the purity te
 
 
 def scan_samples(inputs: Sequence[Tensor | None]) -> tuple[int, int, int, int] | None:
-    """``(samples, blank, duplicates, checked for duplicates)`` over input batches of at least 2 dimensions
-    and 4 values per sample: blank = every value equal; duplicates among the non-blank float samples (token
-    sequences repeat legitimately). ``None`` when no batch qualifies.
+    """``(samples, blank, duplicates, checked for duplicates)`` over input batches, or ``None``.
 
     Example:
         >>> x = torch.tensor([[0.0, 0.0, 0.0, 0.0], [1.0, 2.0, 3.0, 4.0], [1.0, 2.0, 3.0, 4.0]])
@@ -68,10 +66,9 @@ def scan_samples(inputs: Sequence[Tensor | None]) -> tuple[int, int, int, int] |
 class DataCheck(SanityCheck):
     """Look at the first ``num_batches`` training (and validation) batches before training does.
 
-    The data is finite, varied, labelled in range (judged against the loss that consumes the labels),
-    shuffled, pure (reading it does not change it) and paired (the input-target relation transfers between
-    the splits); the guide has every rule. Cost: the batches read (shared), 64 dataset reads, neighbours
-    and lookup tables on at most 2048 samples per split, one step on a copy for out-of-range labels.
+    The data is finite, varied, labelled in range, shuffled, pure and paired (the guide has every rule). Cost:
+    the batches read (shared), 64 dataset reads, neighbours and lookup tables on at most 2048 samples per
+    split.
 
     Args:
         num_batches: Batches inspected (of each loader).
@@ -346,8 +343,7 @@ class DataCheck(SanityCheck):
         judge_labels: bool = True,
         relate: bool = True,
     ) -> None:
-        """Label sets and label distributions (``judge_labels``) and the input-target relation (``relate``)
-        of the training ``batches`` and the validation split."""
+        """Label sets and distributions, and the input-target relation, of training vs validation."""
         val = context.val_batches(self.num_batches)
         if not val:
             return
@@ -396,8 +392,7 @@ class DataCheck(SanityCheck):
             self._found.append(_relation_finding(worst))
 
     def _label_splits(self, y_t: Tensor, y_v: Tensor, details: dict[str, Any]) -> bool:
-        """Validation labels unseen in training (``True`` when most are: a fail that ends the comparison)
-        and a label distribution that differs between the splits (a warning)."""
+        """Validation labels unseen in training (``True``: most, a fail) and a shifted distribution."""
         counts_t, counts_v = _counts(y_t), _counts(y_v)
         details.update(train_class_counts=counts_t, val_class_counts=counts_v)
         unseen = sum(n for c, n in counts_v.items() if c not in counts_t) / max(1, sum(counts_v.values()))
@@ -422,8 +417,7 @@ class DataCheck(SanityCheck):
         return False
 
     def _further_targets(self, context: CheckContext, batches: list[Any], details: dict[str, Any]) -> None:
-        """Each further target the loss reads from the batch (a detector's box beside its class) is paired
-        with the input as the main one is: the same nearest-neighbour rule, in both directions."""
+        """Each further target the loss reads (a box beside its class) is paired like the main one."""
         val = context.val_batches(self.num_batches)
         x, y = context.split(batches[0])
         keys = {call.target_key for call in context.first_loss_calls() if call.target_key is not None}
@@ -444,10 +438,7 @@ class DataCheck(SanityCheck):
 
 
 def _drawn_uniformly(context: CheckContext, count: int) -> list[Any] | None:
-    """Training batches drawn uniformly from the dataset (same batch size, collate and augmentation) when the
-    loader's sampler chooses its samples by a rule of its own (a curriculum serving the easy samples first,
-    weights): pairing is the dataset's, and validation is drawn alike. ``None`` for torch's random or
-    sequential samplers, a batch sampler of its own, or a loader that is not a ``DataLoader``."""
+    """Batches drawn uniformly when the sampler picks by a rule of its own, else ``None``."""
     loader = context.train_dataloader
     if not isinstance(loader, DataLoader) or isinstance(loader.dataset, IterableDataset):
         return None
@@ -468,15 +459,11 @@ def _drawn_uniformly(context: CheckContext, count: int) -> list[Any] | None:
 
 
 def _outside(labels: Tensor, classes: int | None, ignore: int) -> Tensor:
-    """Labels outside ``[0, classes)`` that are not ``ignore``."""
     return ((labels < 0) & (labels != ignore)) | (labels >= classes if classes is not None else False)
 
 
 def _label_loss(context: CheckContext, batch: Any) -> tuple[int, int] | str | None:
-    """``(C, ignore_index)`` of the class-index loss (``cross_entropy``/``nll_loss``) that consumes the
-    batch's labels in one training step on a copy; ``"raises"`` when the step raises on them or the copy is
-    not on the CPU (an out-of-range label there is a device assert); ``None`` when no such loss consumes
-    them (ordinal or cumulative targets, a hand-written loss)."""
+    """``(C, ignore_index)`` of the class-index loss that consumes the labels, ``"raises"`` or ``None``."""
     try:
         model = context.copy_model()
         if any(p.device.type != "cpu" for p in model.parameters()):
@@ -507,8 +494,7 @@ def _relation_finding(r: Relation, target: str = "") -> Finding:
 def _stacked(
     context: CheckContext, batches: list[Any], target_key: Any = None
 ) -> tuple[Tensor, Tensor, dict[str, Tensor]] | None:
-    """The batches' inputs, targets (the entry ``target_key`` when given) and other per-sample tensors
-    concatenated (host copies)."""
+    """The batches' inputs, targets (or entry ``target_key``) and per-sample tensors, concatenated."""
     xs, ys = [], []
     groups: dict[str, list[Tensor]] = {}
     for batch in batches:
@@ -542,8 +528,7 @@ def _counts(labels: Tensor) -> dict[int, int]:
 
 
 def _label_shift(train: dict[int, int], val: dict[int, int]) -> dict[str, Any]:
-    """Total variation and a chi-square test of homogeneity; significant when the TV exceeds 0.2 and the
-    chi-square its mean by five standard deviations."""
+    """Total variation and a chi-square test of homogeneity (significant: TV > 0.2 and chi2 > 5 SD)."""
     labels = sorted(set(train) | set(val))
     n_t, n_v = sum(train.values()), sum(val.values())
     tv = 0.5 * sum(abs(train.get(k, 0) / n_t - val.get(k, 0) / n_v) for k in labels)
@@ -558,8 +543,7 @@ def _label_shift(train: dict[int, int], val: dict[int, int]) -> dict[str, Any]:
 
 
 def _purity(loader: Any) -> dict[str, Any] | None:
-    """Read ``PURITY_SAMPLES`` samples straight from the loader's dataset and compare its stored tensors
-    with a snapshot taken before; restore them and say what changed (``None``: nothing, or not tested)."""
+    """What reading ``PURITY_SAMPLES`` samples changed in the dataset's stored tensors (restored)."""
     dataset = getattr(loader, "dataset", None)
     while isinstance(dataset, Subset):
         dataset = dataset.dataset

@@ -31,12 +31,9 @@ MAX_EPOCH_INDICES = 200_000
 
 
 class LoaderCheck(SanityCheck):
-    """The training (and validation) loader yields batches, and serves every class about as often as the
-    dataset holds it.
-
-    An empty loader fails; for integer targets one epoch of the sampler's indices is compared with the
-    dataset's labels (the binomial test is in the guide). Cost: the sampler's indices for one epoch; labels
-    read for at most ``max_samples`` indices.
+    """The training (and validation) loader yields batches and serves every class about as often as the
+    dataset holds it (the binomial test is in the guide). Cost: one epoch of sampler indices, at most
+    ``max_samples`` label reads.
 
     Args:
         max_samples: Most ``dataset[i]`` reads for labels when the dataset has no cheaper label source.
@@ -56,8 +53,7 @@ class LoaderCheck(SanityCheck):
         >>> from lightning_recipes.testing import TinyClassifier
         >>> y = torch.tensor([0] * 700 + [1] * 200 + [2] * 60 + [3] * 40)
         >>> data = TensorDataset(torch.randn(1000, 16), y)
-        >>> counts = torch.bincount(y).float()
-        >>> wrong = WeightedRandomSampler(counts[y], num_samples=1000)  # meant 1 / counts[y]
+        >>> wrong = WeightedRandomSampler(torch.bincount(y).float()[y], num_samples=1000)  # meant 1 / counts
         >>> report = preflight(TinyClassifier(), train_dataloaders=DataLoader(data, 50, sampler=wrong),
         ...                    checks=[LoaderCheck()], progress=False)
         >>> report["loader"].status
@@ -266,12 +262,9 @@ class ShareComparison:
 
 
 def compare_shares(dataset: Tensor, served: Tensor, *, reference_is_sample: bool) -> ShareComparison:
-    """Compare the label shares of ``served`` (what one epoch of the loader served) with ``dataset``'s.
-
-    Noise: a sampler that keeps the dataset's shares serves class ``c`` with share ``p_c`` about
-    ``Binomial(N, p_c)`` times (exactly ``N p_c`` for a shuffled epoch; binomial is the upper bound, drawing
-    with replacement), so ``z = (n_c - N p_c) / sqrt(N p_c (1 - p_c) (1 + N / M))``, where the ``N / M`` term
-    counts the noise of ``dataset`` itself when it is a sample of ``M`` labels (``reference_is_sample``).
+    """Compare the label shares of ``served`` (one epoch) with ``dataset``'s: ``z`` of each count against
+    binomial noise, ``(1 + N / M)`` more when ``dataset`` is itself a sample of ``M`` labels
+    (``reference_is_sample``).
 
     Example:
         >>> import torch

@@ -29,11 +29,9 @@ _CHUNK = 256  # rows of the similarity matrix computed at once
 
 
 class SplitOverlapCheck(SanityCheck):
-    """Look for validation samples that are also in the training data.
-
-    Exact, near and repeated samples beyond the training split's own rate, extrapolated to the whole
-    training set (on a dense training split, near copies are not judged: the guide has the rules). Without a
-    validation loader: ``skip``. Cost: the batches read (shared), similarity matrices in chunks.
+    """Look for validation samples that are also in the training data: exact, near and repeated samples beyond
+    the training split's own rate (the guide has the rules); ``skip`` without a validation loader. Cost: the
+    batches read (shared), similarity matrices in chunks.
 
     Args:
         num_batches: Batches read from each loader.
@@ -43,7 +41,7 @@ class SplitOverlapCheck(SanityCheck):
         fail_fraction: Estimated overlap from which it fails.
 
     Raises:
-        ValueError: If ``num_batches < 1``, a similarity is not in (0, 1], a fraction not in (0, 1], or
+        ValueError: If ``num_batches < 1``, a similarity or fraction is not in (0, 1], or
             ``warn_fraction > fail_fraction``.
 
     Example:
@@ -340,11 +338,7 @@ def _token_similarity(a: Tensor, b: Tensor) -> Tensor:
 
 
 def _best_match(queries: Tensor, keys: Tensor, similar: Any, *, exclude_self: bool) -> tuple[Tensor, Tensor]:
-    """Per query row, the highest similarity to any key row (itself excluded when asked) and its index.
-
-    Chunked so that no intermediate holds more than about 2**22 elements per feature (token comparisons
-    build a ``rows x keys x length`` tensor).
-    """
+    """Per query row, the highest similarity to any key row (not itself if asked) and its index."""
     best, where = [], []
     chunk = _CHUNK if similar is not _token_similarity else max(1, 2**22 // max(1, keys.numel()))
     for start in range(0, len(queries), chunk):

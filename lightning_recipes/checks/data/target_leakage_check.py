@@ -29,9 +29,9 @@ _IGNORED = "the loss does not change with the target (pass `target_key` if anoth
 class TargetLeakageCheck(SanityCheck):
     """Verify that the target is not recoverable from the inputs without learning (target leakage).
 
-    Four sub-tests (the guide has each): (0) the target alone moves the output, (a) unshifted sequence
-    targets, (b) one feature predicts the label, (c) a held-out loss too good too soon. Cost: a few
-    forward passes, one backward, vectorised feature scans and up to ``train_steps`` steps.
+    Sub-tests (the guide has each): (0) the target alone moves the output, (a) unshifted sequence targets,
+    (b) one feature predicts the label, (c) a held-out loss too good too soon. Cost: a few forwards, one
+    backward, vectorised feature scans and up to ``train_steps`` steps.
 
     Args:
         num_batches: Training batches read.
@@ -162,8 +162,7 @@ class TargetLeakageCheck(SanityCheck):
 
 
 def _abstaining(probe: Any, *args: Any, **kwargs: Any) -> Any:
-    """Run one sub-test; when the user's code raises on the copy it runs (state that only
-    ``configure_optimizers`` or the Trainer sets up), that sub-test abstains with the error as its reason."""
+    """Run one sub-test; when the user's code raises on its copy, that sub-test alone abstains."""
     try:
         return probe(*args, **kwargs)
     except (CheckSkipped, CannotRunOnCopy):

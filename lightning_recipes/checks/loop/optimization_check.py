@@ -29,12 +29,10 @@ LAST_ONLY = 0.02
 
 
 class OptimizationCheck(SanityCheck):
-    """Everything used is supplied and every trained parameter is stepped: fit a copy with a real
-    ``Trainer`` on one batch and check each ``optimizer.step()`` against the backward passes before it, under
-    automatic **and manual** optimisation.
-
-    The per-step rules are in the guide. Cost: one small ``Trainer.fit`` of at most ``steps`` batches
-    (shared with ``validation_path``); fixed work.
+    """Everything used is supplied and every trained parameter is stepped: fit a copy with a real ``Trainer``
+    on one batch and check each ``optimizer.step()`` against the backward passes before it, under automatic
+    and manual optimisation (rules in the guide). Cost: one small fit of at most ``steps`` batches (shared
+    with ``validation_path``).
 
     Args:
         steps: Training batches of the trial fit at most.
@@ -174,9 +172,7 @@ class OptimizationCheck(SanityCheck):
 def _never_stepped(
     context: CheckContext, steps_per_optimizer: list[int], received: set[str]
 ) -> list[dict[str, Any]]:
-    """Optimizers that took no step in the trial fit while another did, though some of their parameters got a
-    gradient and sit in a param group with ``lr > 0``: their parameters are never trained. Rebuilt on a copy
-    to map parameters to optimizers (``[]`` when that fails or the optimizers differ from the trial's)."""
+    """Optimizers that never stepped while another did, though their parameters got gradients."""
     if not any(steps_per_optimizer) or all(steps_per_optimizer):
         return []
     model = context.copy_model()

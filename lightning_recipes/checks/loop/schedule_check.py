@@ -54,10 +54,8 @@ class LRCurves:
 def lr_curves(
     configs: list[SchedulerConfig], total: int, batches_per_epoch: int | None, accumulate: int = 1
 ) -> LRCurves:
-    """Step ``configs`` (copies: they are stepped for real) over ``total`` optimizer steps as Lightning's
-    fit loop does (a ``"step"`` scheduler after every ``frequency``-th optimizer step of the epoch, an
-    ``"epoch"`` one after every ``frequency``-th epoch; an unknown epoch length is one long epoch), recording
-    every group's LR before each step. A scheduler that raises ends the curve there, with the error.
+    """Step ``configs`` (copies) over ``total`` optimizer steps as Lightning's fit loop does, recording every
+    group's LR before each step; a scheduler that raises ends the curve there, with the error.
 
     Example:
         >>> import torch
@@ -122,14 +120,9 @@ class CurveFinding:
 def judge_curve(
     curve: Tensor, base: float, total: int, *, collapse: float, low: float, growth: float
 ) -> CurveFinding | None:
-    """The first broken rule of one group's LR ``curve`` over a planned run of ``total`` steps (``None``:
-    sane). ``curve`` may be shorter than ``total`` (a run simulated in part): only what it shows is judged.
-
-    Rules: ``never_warms_up``: the LR starts below ``low x base`` and stays there for more than half the run,
-    or is still rising at the end below half its base; ``collapse``: after reaching ``low x base`` it falls
-    below ``collapse x base`` before half the run and stays below ``low x base`` for at least half of the
-    rest (warm restarts come back); ``grows``: it ends above ``growth x`` its first positive value, at its
-    highest, still growing over the last tenth of the run.
+    """The first broken rule (``never_warms_up``, ``collapse``, ``grows``: the guide states them) of one
+    group's LR ``curve`` over a planned run of ``total`` steps, judged on what a shorter curve shows;
+    ``None``: sane.
 
     Example:
         >>> import torch
@@ -183,11 +176,9 @@ _FIXES = {
 
 class ScheduleCheck(SanityCheck):
     """The loop's state machines advance as declared: step copies of the configured LR schedulers over the
-    planned run, as Lightning would, and check the LR curve of every optimizer param group.
-
-    Fails on a warm-up that never finishes, an early collapse, unbounded growth or a scheduler that raises
-    before the run ends (the rules are in the guide). Cost: one ``configure_optimizers`` and one
-    ``scheduler.step()`` per step of the run, at most :data:`MAX_SIMULATED` (fixed work).
+    planned run, as Lightning would, and check every param group's LR curve for a warm-up that never ends, an
+    early collapse, unbounded growth or a scheduler that raises (the guide has the rules). Cost: one
+    ``scheduler.step()`` per step of the run, at most :data:`MAX_SIMULATED`.
 
     Args:
         collapse: The LR is collapsed below this fraction of its base.
@@ -195,8 +186,7 @@ class ScheduleCheck(SanityCheck):
         growth: The LR grows without bound when it ends above this multiple of its first value.
 
     Raises:
-        ValueError: If ``collapse``, ``low`` or ``growth`` is not positive, ``collapse > low`` or
-            ``growth <= 1``.
+        ValueError: If a value is not positive, ``collapse > low`` or ``growth <= 1``.
 
     Example:
         >>> import torch
@@ -207,9 +197,8 @@ class ScheduleCheck(SanityCheck):
         ...         optimizer = torch.optim.SGD(self.parameters(), lr=0.1)
         ...         decay = torch.optim.lr_scheduler.StepLR(optimizer, 3, gamma=0.1)  # meant per epoch
         ...         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": decay, "interval": "step"}}
-        >>> loader = random_classification_loader()
-        >>> report = preflight(PerEpochDecayPerStep(), train_dataloaders=loader, checks=[ScheduleCheck()],
-        ...                    max_epochs=10, progress=False)
+        >>> report = preflight(PerEpochDecayPerStep(), train_dataloaders=random_classification_loader(),
+        ...                    checks=[ScheduleCheck()], max_epochs=10, progress=False)
         >>> report["schedule"].status, report["schedule"].details["findings"][0]["rule"]
         ('fail', 'collapse')
     """
@@ -364,8 +353,7 @@ class ScheduleCheck(SanityCheck):
     def _unfinished_rise(
         self, context: CheckContext, curves: LRCurves, run: RunLength
     ) -> list[tuple[str, CurveFinding]]:
-        """Groups whose LR ends the run at its peak and, stepped on (fresh copies, up to 10x the run or 20k
-        more steps), would rise past twice that peak: the run ends inside the warm-up."""
+        """Groups whose LR ends at its peak and, stepped on, rises past twice it: a cut-off warm-up."""
         values, total = curves.values, curves.total
         if len(values) < max(2, total) or not bool(
             ((values[-1] >= values.amax(0) * (1 - 1e-9)) & (values[-1] > values[0] * (1 + 1e-9))).any()
@@ -410,10 +398,8 @@ def _built_for(context: CheckContext, run: RunLength) -> list[SchedulerConfig]:
 
 
 def _sized_in_steps(context: CheckContext, run: RunLength, where: str) -> dict[str, Any] | None:
-    """A scheduler sized in the run's optimizer steps but stepped per epoch, so that over the run it takes
-    ``epochs / frequency`` steps, under half its curve. Sized in steps: its stated length is within 10 % of
-    the run's steps, and doubles when a copy is configured for a run with twice the batches per epoch (a
-    hard-coded length that happens to match does not). ``None``: none such (or the run cannot tell)."""
+    """A scheduler sized in the run's optimizer steps (its stated length tracks them) but stepped per epoch,
+    so it takes under half its curve; ``None``: none such, or the run cannot tell."""
     per_epoch, total = run.steps_per_epoch, run.total_steps
     if not total or not per_epoch or per_epoch < 2 or not run.batches_per_epoch:
         return None
@@ -449,8 +435,7 @@ def _sized_in_steps(context: CheckContext, run: RunLength, where: str) -> dict[s
 
 
 def _sized_in_steps_in_a_trial(context: CheckContext) -> dict[str, Any] | None:
-    """:func:`_sized_in_steps` for the trial fit's run (its Trainer: one epoch of ``TRIAL_STEPS`` steps),
-    with the LR the trial actually used as evidence."""
+    """:func:`_sized_in_steps` for the trial fit's run, with the LR the trial used as evidence."""
     found = _sized_in_steps(context, _TRIAL, "in the trial fit")
     if found is None:
         return None
@@ -465,8 +450,7 @@ def _sized_in_steps_in_a_trial(context: CheckContext) -> dict[str, Any] | None:
 
 
 def _trial_lrs(context: CheckContext, automatic: bool) -> tuple[list[float], list[float]] | str:
-    """The LR the shared trial fit (one optimizer, ``automatic`` optimisation or not) used at each step, and
-    what its configured schedulers declare for that fit, stepped as Lightning steps them; or why not."""
+    """The trial fit's LR per step and the LR its schedulers declare for it; or why not."""
     try:
         fit = trial_fit(context, steps=TRIAL_STEPS, max_samples=TRIAL_SAMPLES)
     except Exception as err:  # the trial cannot run here (no data, a multi-process run): not observed
@@ -485,8 +469,7 @@ def _same(a: float, b: float) -> bool:
 
 
 def _observed_in_a_trial(context: CheckContext) -> dict[str, Any]:
-    """The trial's LRs against the declared ones (automatic optimisation): a scheduler also stepped by hand,
-    or never stepped, shows as the first step where they differ."""
+    """The trial's LRs against the declared ones: the first step where they differ, if any."""
     trial = _trial_lrs(context, automatic=True)
     if isinstance(trial, str):
         return {"observed": False, "why": trial}
@@ -500,9 +483,7 @@ def _observed_in_a_trial(context: CheckContext) -> dict[str, Any]:
 
 
 def _never_stepped_by_hand(context: CheckContext) -> dict[str, Any] | None:
-    """Under manual optimisation (one optimizer): the LR the trial fit used never moved, though the
-    configured schedulers, stepped at their declared interval, move it within the trial. ``None``: it
-    moved, the declared curve is flat over the trial (per epoch), or the trial or schedulers are unknown."""
+    """Manual optimisation: the trial's LR never moved though the declared schedule moves it."""
     trial = _trial_lrs(context, automatic=False)
     if isinstance(trial, str):
         return None
@@ -528,10 +509,8 @@ def _monitors(config: Any, monitor: Any = None) -> list[tuple[ReduceLROnPlateau,
 
 
 def plateau_directions(context: CheckContext, config: Any) -> list[dict[str, Any]]:
-    """For each ``ReduceLROnPlateau``: which way its monitored value moves while a copy learns (what
-    ``training_step``, else ``validation_step``, logs on one batch in eval mode before and after up to
-    :data:`PLATEAU_STEPS` optimizer steps on it), and whether its ``mode`` ``agrees`` (``None``: cannot tell,
-    ``why`` says why)."""
+    """Per ``ReduceLROnPlateau``: how its monitored value moves while a copy learns one batch, and whether its
+    ``mode`` ``agrees`` (``None``: cannot tell, ``why`` says why)."""
     monitors = _monitors(config)
     if not monitors:
         return []
@@ -590,10 +569,7 @@ def plateau_directions(context: CheckContext, config: Any) -> list[dict[str, Any
 
 
 def _configure(model: Any, stand_in: Any) -> tuple[Any, str, str]:
-    """``configure_optimizers`` on the copy: with the planned run's stand-in Trainer attached first when there
-    is one (a module that builds its schedule only with a Trainer, as ``OptimizerRecipeMixin``), else as
-    :func:`configure_optimizers_on_copy` calls it. Returns the config, why it failed (``""``), and why the
-    call with the stand-in failed (``""``: it did not, or there was none)."""
+    """``configure_optimizers`` on the copy (with the stand-in first): config, error, stand-in error."""
     stand_in_error = ""
     if stand_in is not None:
         model.trainer = stand_in
@@ -613,12 +589,8 @@ def _configure(model: Any, stand_in: Any) -> tuple[Any, str, str]:
 
 def _summary(curve: Tensor, base: float) -> dict[str, Any]:
     every = max(1, len(curve) // 50)
-    ends = {
-        "first": float(curve[0]),
-        "peak": float(curve.max()),
-        "lowest": float(curve.min()),
-        "last": float(curve[-1]),
-    }
+    first, peak, lowest, last = float(curve[0]), float(curve.max()), float(curve.min()), float(curve[-1])
+    ends = {"first": first, "peak": peak, "lowest": lowest, "last": last}
     return {"base": base, **ends, "curve_every": every, "curve": [float(v) for v in curve[::every]]}
 
 
@@ -629,9 +601,7 @@ def _described(config: SchedulerConfig) -> str:
 def _collapses_at_any_length(
     configs: list[SchedulerConfig], run: RunLength, collapse: float, low: float
 ) -> dict[str, Any] | None:
-    """Where the run's length is unknown: a group whose LR collapses within the first epoch, judged a
-    collapse by :func:`judge_curve` for a run of 2 epochs and for one of ``horizon`` epochs alike (so for
-    any length between, the curve being stepped copies of the user's schedulers). ``None`` otherwise."""
+    """Run length unknown: a group whose LR collapses in epoch 0 for 2 and ``horizon`` epochs alike."""
     per_epoch = run.steps_per_epoch
     if not per_epoch:
         return None

@@ -33,12 +33,9 @@ INPUT_FAIL = 0.1
 
 
 class ValidationPathCheck(SanityCheck):
-    """What validation reports is what the model does: after a trial fit has fitted one batch through
-    ``training_step``, ``validation_step`` on the same batch (in eval mode, in Lightning's own validation
-    loop) must see the fit too.
-
-    A failure names what validation saw (the guide has the rule). Cost: one small ``Trainer.fit`` with two
-    validation passes (shared with ``optimization``); fixed work.
+    """What validation reports is what the model does: after a trial fit has fitted one batch,
+    ``validation_step`` on that batch (eval mode, Lightning's validation loop) must see the fit too (the guide
+    has the rule). Cost: one small fit with two validation passes (shared with ``optimization``).
 
     Args:
         min_share: Share of the training loss's fall that the validation loss must fall, in (0, 1).
@@ -160,8 +157,7 @@ class ValidationPathCheck(SanityCheck):
 
 
 def _statistics_kept_by_hand(context: CheckContext) -> list[str]:
-    """The modules other than BatchNorm that keep statistics of the batches a training step sees (buffers
-    that a step's forward changes): like BatchNorm's, they lag the weights by an amount only they know."""
+    """Modules other than BatchNorm whose buffers a training step's forward changes."""
     model = context.copy_model().train()
     batch, _ = first_samples(context, 64)
     kept = keeping_statistics(model, lambda: context.training_loss(model, batch))
@@ -170,8 +166,7 @@ def _statistics_kept_by_hand(context: CheckContext) -> list[str]:
 
 
 def loss_noise(losses: list[float]) -> float:
-    """The step-to-step noise of a loss curve, blind to its trend: ``_stats.difference_noise`` of order 2
-    (``sqrt(mean(d2^2) / 6)``).
+    """The step-to-step noise of a loss curve, blind to its trend (order-2 differences).
 
     Example:
         >>> loss_noise([3.0, 2.0, 1.0, 0.0]), round(loss_noise([1.0, 0.0, 1.0, 0.0, 1.0]), 3)

@@ -1,9 +1,4 @@
-"""Which loss function produced the returned loss, and what an untrained model should score on it.
-
-:func:`record_loss_calls` watches the ``torch.nn.functional`` losses (``nn.CrossEntropyLoss`` and Hugging Face
-models call them too); :func:`loss_call_for` finds the call whose value *is* the returned loss;
-:func:`expected_initial_loss` says what that call should read at init, or why that is not known;
-:func:`known_floor` says the lowest value the returned loss can reach, where that is known.
+"""Which loss function produced the returned loss, what an untrained model should score on it, and its floor.
 
 Example:
     >>> import torch
@@ -44,9 +39,7 @@ _MIN_SKEW = 0.1  # nats: labels closer than this to uniform are read as uniform 
 
 
 def is_prior_output(kl_to_prediction: float, kl_to_uniform: float, categories: int, samples: int) -> bool:
-    """Whether a mean prediction ``q`` is the label prior ``p``: ``KL(p || q)`` is a small share of
-    ``KL(p || uniform)``, and ``p`` is further from uniform than three times what ``samples`` draws from a
-    uniform prior give by chance (``(categories - 1) / (2 samples)``).
+    """Whether a mean prediction ``q`` is the label prior ``p`` (a small ``KL(p || q)``, ``p`` beyond chance).
 
     Example:
         >>> is_prior_output(0.01, 0.37, categories=2, samples=64)  # 1:9 labels, a prior-initialised bias
@@ -82,11 +75,8 @@ def target_of(call: LossCall) -> Tensor:
 def record_loss_calls(
     inspect_input: Callable[[Tensor], Any] | None = None, batch: Any = None
 ) -> Generator[list[LossCall], None, None]:
-    """Record every call of :data:`KINDS` inside the block (a list filled as calls happen); ``inspect_input``
-    runs on each loss's prediction at call time (before a backward pass frees the graph's saved tensors);
-    with ``batch``, each call says which of its entries its tensors came from.
-
-    Cost: a Python hook on every torch call inside the block; use it around one ``training_step``.
+    """Record every call of :data:`KINDS` inside the block (``inspect_input`` runs on each prediction at call
+    time; with ``batch``, each call names its entries). Cost: a Python hook on every torch call in the block.
     """
     recorder = LossRecorder(batch, functions=KINDS, inspect_output=inspect_input)
     with recorder:
@@ -94,9 +84,7 @@ def record_loss_calls(
 
 
 def loss_call_for(calls: Sequence[LossCall], loss: Tensor) -> LossCall | None:
-    """The recorded call whose value is the returned ``loss``: its scalar output, or the mean of its
-    per-element output (``reduction="none"`` then ``.mean()``); else ``None`` (a sum of terms, a rescaled or
-    hand-written loss: no single known loss is behind it)."""
+    """The recorded call whose value is the returned ``loss`` (or its ``.mean()``); else ``None``."""
     value = loss.detach().reshape(-1)
     for call in reversed(calls):
         if call.loss is None or call.loss.numel() == 0:
@@ -119,9 +107,7 @@ class KnownFloor:
 
 
 def known_floor(calls: Sequence[LossCall], loss: Tensor) -> KnownFloor | None:
-    """The floor of the returned ``loss`` when it is one recorded call (:func:`loss_call_for`) or the plain
-    sum of all of them, each with a known floor (:func:`own_floor`); else ``None``: a hand-written, rescaled
-    or offset loss, whose floor is not known.
+    """The floor of ``loss`` when it is one recorded call or the plain sum of all, each with a known floor.
 
     Example:
         >>> import torch
@@ -130,10 +116,8 @@ def known_floor(calls: Sequence[LossCall], loss: Tensor) -> KnownFloor | None:
         >>> with record_loss_calls() as calls:
         ...     loss = F.cross_entropy(torch.zeros(2, 2), soft) + F.mse_loss(torch.zeros(3), torch.ones(3))
         >>> floor = known_floor(calls, loss)
-        >>> round(floor.value, 4)
-        0.3466
-        >>> print(floor.how)
-        sum of cross_entropy (the targets' entropy) + mse_loss (0)
+        >>> round(floor.value, 4), floor.how
+        (0.3466, "sum of cross_entropy (the targets' entropy) + mse_loss (0)")
         >>> known_floor(calls, 2 * loss) is None  # rescaled: not known
         True
     """
@@ -157,16 +141,8 @@ def known_floor(calls: Sequence[LossCall], loss: Tensor) -> KnownFloor | None:
 
 
 def own_floor(call: LossCall) -> tuple[float, str] | None:
-    """The lowest value of one recorded loss call over every possible prediction, as reduced (``mean`` of
-    a ``reduction="none"`` output), and what it is; ``None`` when not known (class weights with soft targets
-    or label smoothing, ``pos_weight`` or ``weight`` with soft binary targets, a loss outside :data:`KINDS`).
-
-    - regression losses, ``nll_loss``, ``cross_entropy`` on class indices: 0 (label smoothing: the smoothed
-      target's entropy);
-    - ``cross_entropy`` on probability targets, ``binary_cross_entropy[_with_logits]``: the targets' entropy
-      (for non-negative targets of mass ``s`` per sample, ``s`` times the entropy of the normalised target:
-      a multi-hot row with ``m`` labels scores at least ``m ln m``).
-    """
+    """The lowest value of one recorded loss call over every prediction, as reduced, and what it is (0, or the
+    targets' entropy; the guide lists them); ``None`` when not known."""
     reduction = call.kwargs.get("reduction", "mean")
     if call.function in REGRESSION or call.function == "nll_loss":
         return 0.0, "0"
@@ -228,14 +204,8 @@ def reduced(per_element: Tensor, reduction: str) -> float:
 
 
 def expected_initial_loss(call: LossCall, batches: Sequence[LossCall] = ()) -> Expectation:
-    """The loss an untrained model should score for ``call``; ``batches``: the same call on more batches.
-
-    - ``cross_entropy`` / ``nll_loss``: ``ln C``, or the label prior's entropy when the mean predicted
-      distribution already matches the label frequencies (a bias initialised to the prior).
-    - ``binary_cross_entropy[_with_logits]`` with 0/1 targets: ``ln 2`` per output (weighted by
-      ``pos_weight``), or the positive rate's mean binary entropy when the mean prediction matches it.
-    - Regression losses and soft binary targets: no value (``reason`` says why).
-    """
+    """The loss an untrained model should score for ``call`` (``ln C``, ``ln 2`` per output, or the prior's
+    entropy; ``reason`` says why not); ``batches``: the same call on more batches."""
     calls = [call, *batches]
     if call.function in REGRESSION:
         return Expectation(

@@ -1,6 +1,5 @@
-"""What one ``training_step`` shows of its loss: the floor a bounded input puts under it (:func:`loss_floor`),
-the gradient each target value gets (:func:`label_evidence`), the loss along a descent ray of the output
-(:func:`loss_along`) and the scale of regression targets (:func:`scale_of`).
+"""What one ``training_step`` shows of its loss: a floor from a bounded input, the gradient per target value,
+the loss along a descent ray, the scale of regression targets.
 
 Example:
     >>> import torch
@@ -68,8 +67,7 @@ class Bounds:
 
 
 def input_bounds(tensor: Tensor) -> Bounds | None:
-    """Proven bounds of ``tensor``'s values from the ops that produced it (through reshapes and a scalar
-    factor), or ``None``; a squashing op of a bounded input narrows further (a double sigmoid)."""
+    """Proven bounds of ``tensor``'s values from the ops that produced it, or ``None``."""
     return _fn_bounds(tensor.grad_fn, 0)
 
 
@@ -123,11 +121,9 @@ def _op_bounds(fn: Any, depth: int) -> Bounds | None:
         return Bounds(low, high, f"{what} of {inner.how}: values in [{low:.4g}, {high:.4g}]")
     if name == "HardtanhBackward0":
         low_, high_ = _scalar(fn._saved_min_val), _scalar(fn._saved_max_val)
-        return (
-            None
-            if low_ is None or high_ is None
-            else Bounds(low_, high_, f"hardtanh to [{low_:g}, {high_:g}]")
-        )
+        if low_ is None or high_ is None:
+            return None
+        return Bounds(low_, high_, f"hardtanh to [{low_:g}, {high_:g}]")
     if name in ("ClampBackward0", "ClampBackward1", "ClampMinBackward0", "ClampMaxBackward0"):
         low_, high_ = _scalar(getattr(fn, "_saved_min", None)), _scalar(getattr(fn, "_saved_max", None))
         if low_ is None and high_ is None:
@@ -152,9 +148,7 @@ def _scalar(value: Any) -> float | None:
 
 @dataclass(frozen=True)
 class LossFloor:
-    """``value``: the lowest loss reachable (same reduction); ``bounded``: a bound on the input (not the loss
-    itself) causes it; ``how``: why; ``minimum``: the loss's own minimum with an unbounded input (label
-    smoothing's or soft targets' entropy, else 0); ``fix``: what to try when not the logits advice."""
+    """The lowest loss reachable, whether an input bound causes it, why, the loss's own minimum, a fix."""
 
     value: float
     bounded: bool
@@ -253,8 +247,7 @@ def _bce_logits(call: LossCall, reduction: str, bounds: Bounds | None) -> LossFl
 
 
 def _bce_probabilities(call: LossCall, reduction: str, bounds: Bounds) -> LossFloor | None:
-    """Probabilities bounded in range (a double sigmoid: ``[0.5, 0.731]``) or in sum (a softmax across the
-    labels of a multi-label task: a row with ``m`` positive labels scores at least ``m ln m``)."""
+    """Probabilities bounded in range (a double sigmoid) or in sum (a softmax across multi-label outputs)."""
     target, output = target_of(call).detach().double(), call.output
     own = reduced(binary_entropy(target.clamp(1e-12, 1 - 1e-12)), reduction)
     dim = bounds.simplex_dim
@@ -283,8 +276,7 @@ def _bce_probabilities(call: LossCall, reduction: str, bounds: Bounds) -> LossFl
 
 @dataclass
 class LossProbe:
-    """One ``training_step`` with gradients: the returned loss, the loss calls, the main ``call`` (``None``: a
-    hand-written loss), the model's ``output`` (``site``: which module call), and d loss / d each."""
+    """One ``training_step`` with gradients: the loss, its calls, the main call, the output, gradients."""
 
     loss: Tensor
     calls: list[LossCall]
@@ -341,9 +333,7 @@ def probe_step(context: Harness, model: pl.LightningModule, batch: Any, seed: in
 
 @dataclass
 class Ray:
-    """``squash(start + s * direction)``: the negative gradient through the output's own final activation
-    (``log_softmax``, ``softmax``, ``sigmoid``), so every point stays a valid output; unit-RMS direction.
-    An output that is ``>= 0`` everywhere at init (a squared error, a rate, a variance) stays ``>= 0``."""
+    """``squash(start + s * direction)``: the descent direction through the output's final activation."""
 
     start: Tensor
     direction: Tensor
@@ -387,8 +377,7 @@ def descent_ray(output: Tensor, grad: Tensor) -> Ray | None:
 
 
 def _final_activation(output: Tensor) -> tuple[Any, int]:
-    """The ``(log_)softmax``/``sigmoid`` node that produced ``output`` (through reshapes that keep the
-    softmax's dim last) and the dim of ``output`` it normalises; ``(None, -1)`` when there is none."""
+    """The ``(log_)softmax``/``sigmoid`` node behind ``output`` and its dim, or ``(None, -1)``."""
     fn: Any = output.grad_fn
     reshaped = False
     for _ in range(4):
@@ -417,8 +406,7 @@ def loss_along(
     ray: Ray,
     steps: Sequence[float],
 ) -> list[float]:
-    """The returned loss with the model's output replaced by ``ray.at(s)`` for each ``s``; shorter when
-    ``training_step`` raises (out of the loss's domain) or returns NaN, and after ``+inf``."""
+    """The loss with the output replaced by ``ray.at(s)`` per ``s``, until it raises or is NaN."""
     values: list[float] = []
     for step in steps if probe.site is not None else ():
         assert probe.site is not None
@@ -458,9 +446,7 @@ class _Replace:
 
 
 def falls_without_bound(values: Sequence[float]) -> bool:
-    """Whether losses at steps growing tenfold keep falling at a pace that does not slow down (the last three
-    drops positive, none below half the one before) by more than ten times their first magnitude, or reach
-    ``-inf``: a loss bounded below approaches its bound with shrinking drops.
+    """Whether losses at tenfold steps keep falling unslowed, by over ten times their start, or hit ``-inf``.
 
     Example:
         >>> falls_without_bound([-1.0, -2.0, -101.0, -1e4, -1e6, -1e8])  # -mse along the descent
@@ -483,9 +469,7 @@ _LOGIT_SATURATED = 16.0
 
 @dataclass
 class LabelCount:
-    """Positions of one target value (``kind``: ``"class"``, ``"column"`` the positives of one label of a
-    multi-label or soft target, ``"binary"`` a 0/1 value of one output): ``count`` non-saturated ones,
-    ``moved`` of them with a nonzero gradient, ``saturated`` set aside."""
+    """Positions of one target value: ``count`` unsaturated, ``moved`` with a gradient, ``saturated``."""
 
     name: str
     kind: str
@@ -496,8 +480,7 @@ class LabelCount:
 
 
 def label_evidence(call: LossCall, grad: Tensor | None) -> dict[tuple[str, int], LabelCount] | None:
-    """Per target value of ``call``, how many positions the gradient ``grad`` (d loss / d ``call.output``)
-    reaches; ``None`` when ``call`` is no classification loss this module reads."""
+    """Per target value of ``call``, how many positions ``grad`` reaches; ``None`` for other losses."""
     if call.function not in CLASSIFICATION or call.target is None or grad is None:
         return None
     out, moved, target = call.output.detach(), grad.detach() != 0, call.target.detach()
@@ -511,11 +494,7 @@ def label_evidence(call: LossCall, grad: Tensor | None) -> dict[tuple[str, int],
         saturated = (out.float() - target.float()).abs() < _SATURATED
     if out.ndim >= 2 and out.shape[-1] > 1:
         w = out.shape[-1]
-        positive, moved, saturated = (
-            (target > 0).reshape(-1, w),
-            moved.reshape(-1, w),
-            saturated.reshape(-1, w),
-        )
+        positive, moved, saturated = (t.reshape(-1, w) for t in (target > 0, moved, saturated))
         return {
             ("column", k): _count(
                 f"label {k} (positive)", "column", k, positive[:, k], moved[:, k], saturated[:, k]
@@ -586,9 +565,7 @@ def drop_cause(call: LossCall, label: LabelCount) -> str:
 
 
 def padding_reason(value: int, target: Tensor, call: LossCall, batch: Any) -> str | None:
-    """Why the ignored integer ``value`` is padding rather than a class, or ``None``: it is negative; it only
-    fills the end (or start) of each sequence; or it sits exactly where another integer batch entry of the
-    target's size (the inputs, an attention mask) holds one constant."""
+    """Why the ignored integer ``value`` is padding rather than a class, or ``None``."""
     if value < 0:
         return f"{value} is negative: an ignore value"
     hit = target == value
@@ -639,8 +616,7 @@ _SCALE_PASS_THROUGH = _PASS_THROUGH | {"ExpandBackward0", "ExpBackward0", "Softp
 
 
 def learned_scale(output: Tensor) -> bool:
-    """Whether ``output`` is multiplied, within its last few ops, by a learned parameter with at most as many
-    values as its last dim (a learned scalar or per-output scale, possibly through ``exp``/``softplus``)."""
+    """Whether ``output`` is scaled, within its last few ops, by a small learned parameter."""
     width, fn = (output.shape[-1] if output.ndim else 1), output.grad_fn
     for _ in range(6):
         if fn is None:

@@ -25,11 +25,9 @@ __all__ = ["InitLossCheck"]
 
 
 class InitLossCheck(SanityCheck):
-    """Compare the loss at initialisation with what an untrained model should score, where that is known.
-
-    Known for one ``torch.nn.functional`` loss call on targets from the batch (``ln C``, ``ln 2`` per
-    output, the prior's entropy); anything else is ``skip`` (the guide lists them). Logged as
-    ``preflight/init_loss``. Cost: ``num_batches`` forward passes on a copy, no gradients.
+    """Compare the loss at initialisation with what an untrained model should score, where that is known (one
+    ``torch.nn.functional`` loss on batch targets: ``ln C``, ``ln 2`` per output, the prior's entropy; else
+    ``skip``). Logged as ``preflight/init_loss``. Cost: ``num_batches`` forwards on a copy, no gradients.
 
     Args:
         expected_loss: The expected initial loss; overrides inference.

@@ -1,6 +1,4 @@
-"""Check that held-out loss is lower with the model's own inputs than with the input-target pairs broken, and
-the numbers behind it: whether a loss fell beyond its noise (:func:`loss_drop`), and one copy's gain over a
-control with its noise, held out (:func:`held_out_gain`) and in training (:func:`training_gain`)."""
+"""Check that held-out loss is lower with the model's own inputs than with the input-target pairs broken."""
 
 from __future__ import annotations
 
@@ -42,9 +40,8 @@ class LossDrop(NamedTuple):
 
 
 def loss_drop(losses: list[Tensor] | list[float], num_batches: int) -> LossDrop:
-    """Whether a training loss fell by more than 2 standard errors of its own noise: each batch (step ``i``
-    trained on batch ``i % num_batches``) compared on its first and its last visit, else the first half of
-    the steps with the second. A non-finite loss, or fewer than 4 steps, is no evidence of learning.
+    """Whether a training loss fell by more than 2 standard errors of its own noise (each batch's first and
+    last visit, else the two halves); a non-finite loss, or under 4 steps, is no evidence.
 
     Example:
         >>> loss_drop([2.0, 2.2, 1.8, 2.0] * 4, num_batches=4).fell  # lr = 0: the same losses again
@@ -69,8 +66,7 @@ def loss_drop(losses: list[Tensor] | list[float], num_batches: int) -> LossDrop:
 
 
 def relative_gain(real: float, control: float) -> float:
-    """``(control - real) / max(|control|, |real|)``: how much lower the real copy's loss is, as a share,
-    bounded to [-2, 2]; 0 when both are 0.
+    """``(control - real) / max(|control|, |real|)``, bounded to [-2, 2]; 0 when both are 0.
 
     Example:
         >>> relative_gain(0.5, 1.0), relative_gain(1.0, 1e-12), relative_gain(0.0, 0.0)
@@ -93,8 +89,7 @@ class Gain(NamedTuple):
 
 
 def held_out_gain(real: Tensor, control: Tensor) -> Gain:
-    """The :class:`Gain` of ``real`` over ``control`` from their losses on the same ``K`` chunks: the noise is
-    the standard error of the mean paired difference, the bounds at the Student-t quantile (``K - 1`` df).
+    """The :class:`Gain` of ``real`` over ``control`` on the same chunks (paired, Student-t bounds).
 
     Example:
         >>> real, control = torch.tensor([1.0, 1.1, 0.9, 1.0]), torch.tensor([2.0, 2.2, 1.9, 2.1])
@@ -114,9 +109,8 @@ def held_out_gain(real: Tensor, control: Tensor) -> Gain:
 
 
 def training_gain(real: list[Tensor], control: list[Tensor], blocks: int = 8) -> Gain:
-    """How much lower the real copy's training loss is than a control's trained on the same batches, as a
-    share: per-step paired differences averaged in ``blocks`` consecutive blocks (the loss of neighbouring
-    steps is correlated, blocks far less), their mean and standard error over the blocks.
+    """The real copy's training-loss gain over a control's on the same batches, as a share, with the noise of
+    ``blocks`` block means of the paired differences (neighbouring steps are correlated).
 
     Example:
         >>> real = [torch.tensor(2.0 - 0.01 * i) for i in range(40)]
@@ -135,10 +129,8 @@ def training_gain(real: list[Tensor], control: list[Tensor], blocks: int = 8) ->
 
 class InputIndependenceCheck(SanityCheck):
     """Train three copies from one init on the same batches, with real pairs, with the inputs removed and with
-    the targets permuted: real inputs must do better on held-out data than both controls.
-
-    The controls and the verdicts' bounds are in the guide; logged as ``preflight/input_independence``.
-    Cost: ``3 x max_steps`` training steps on copies at most, one held-out pass per look and copy.
+    the targets permuted: real inputs must do better on held-out data than both controls (the guide has the
+    bounds). Logged as ``preflight/input_independence``. Cost: at most ``3 x max_steps`` steps on copies.
 
     Args:
         max_steps: Training steps of each copy (fixed work: the verdict does not depend on machine load).
@@ -153,10 +145,8 @@ class InputIndependenceCheck(SanityCheck):
     Example:
         >>> from lightning_recipes.checks import preflight
         >>> from lightning_recipes.testing import TinyClassifier, random_classification_loader
-        >>> report = preflight(
-        ...     TinyClassifier(lr=0.5), train_dataloaders=random_classification_loader(),
-        ...     checks=[InputIndependenceCheck()], num_threads=1,
-        ... )
+        >>> report = preflight(TinyClassifier(lr=0.5), train_dataloaders=random_classification_loader(),
+        ...                    checks=[InputIndependenceCheck()], num_threads=1)
         >>> report["input_independence"].status, report["input_independence"].details["steps"]
         ('pass', 15)
     """
@@ -308,9 +298,7 @@ class InputIndependenceCheck(SanityCheck):
 
     @staticmethod
     def _pairing(context: CheckContext, batch: Any) -> tuple[set[Any], list[bool], bool, bool]:
-        """The batch entries that stay in place (the targets), per loss call of a step whether its target is
-        computed from the input (then the controls get the real copy's target), whether any call was
-        traced, and whether a call's target is the input itself (any shape, the same values)."""
+        """Kept entries (targets), per call whether its target is the input's, traced, reconstruction."""
         input_key = input_key_of(batch, context.keys()[0])
         model = context.copy_model()
         context.build_optimizers(model)  # a training_step may read what configure_optimizers set
@@ -342,8 +330,7 @@ class InputIndependenceCheck(SanityCheck):
         swap: list[bool],
         losses: list[list[Tensor]],
     ) -> None:
-        """One training step of each copy: the controls' on ``batch`` with every entry but the targets
-        permuted, with the real copy's loss targets where they are computed from the input."""
+        """One step of each copy; the controls' with every entry but the targets permuted."""
         fixed = {id(t) for key, t in batch_entries(batch) if key in keep}
         recorder = LossRecorder()
         for (model, optimizers), perm, record in zip(copies, perms, losses):
@@ -372,7 +359,6 @@ class InputIndependenceCheck(SanityCheck):
     def _evaluate(
         context: CheckContext, copies: list[tuple[Any, list[torch.optim.Optimizer]]], chunks: list[Any]
     ) -> Tensor:
-        """Held-out loss of each copy on each chunk, ``[copies, chunks]``."""
         rows = []
         for model, _ in copies:
             model.eval()
@@ -385,18 +371,14 @@ class InputIndependenceCheck(SanityCheck):
 
 
 def _input_pairing(context: CheckContext, train: list[Any], chunks: list[Any]) -> dict[str, Gain] | None:
-    """:func:`_input_as_prediction` on the first 8 training batches and on the held-out chunks (a pairing
-    broken in one split only is broken); ``None`` where it does not apply."""
+    """:func:`_input_as_prediction` on 8 training batches and the held-out chunks, or ``None``."""
     trained = _input_as_prediction(context, train[:8])
     held_out = _input_as_prediction(context, chunks) if trained is not None else None
     return None if trained is None or held_out is None else {"train": trained, "held_out": held_out}
 
 
 def _input_as_prediction(context: CheckContext, chunks: list[Any]) -> Gain | None:
-    """Model-free control: an untrained copy whose output is replaced by its own input (where the output has
-    the input's shape), scored by the user's loss on each chunk as served and with every entry moved
-    to the next sample (the prediction stays): :func:`held_out_gain` of own pairs over moved ones. ``None``
-    when the output is not shaped like the input or the loss cannot be run this way."""
+    """Model-free control: the input as the prediction, own pairs against pairs moved by one."""
     model = context.copy_model()
     model.eval()
     served: dict[str, Any] = {}
@@ -434,8 +416,7 @@ def _input_as_prediction(context: CheckContext, chunks: list[Any]) -> Gain | Non
 
 
 def _one_target_for_all(batches: list[Any], keys: set[Any]) -> bool:
-    """Whether every target entry in ``keys`` holds one value for all samples of each batch (a pairwise
-    preference whose target is always "the first wins", a constant label).
+    """Whether every target entry in ``keys`` holds one value for all samples of each batch.
 
     Example:
         >>> _one_target_for_all([(torch.randn(4, 2), torch.ones(4))], {1})

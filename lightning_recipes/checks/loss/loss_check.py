@@ -47,11 +47,9 @@ _LOGITS_FIX = (
 
 
 class LossCheck(SanityCheck):
-    """Check the loss itself on one or two batches, without training.
-
-    Every target value moves the loss, no floor from the output's range keeps it from its minimum, regression
-    targets sit on the output's scale, and the loss is bounded below along its descent ray (the guide has
-    each). Cost: one forward and backward per batch and up to twelve forwards for the ray.
+    """Check the loss itself on one or two batches, without training: every target value moves it, no floor
+    from the output's range, regression targets on the output's scale, bounded below along its descent ray
+    (the guide has each). Cost: one forward and backward per batch, up to twelve forwards for the ray.
 
     Args:
         num_batches: Training batches to read (the first judges, the others confirm per-class verdicts).

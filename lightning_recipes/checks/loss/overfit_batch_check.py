@@ -34,18 +34,10 @@ _ACTION = "Check the learning rate (too high diverges, too low crawls) and param
 
 
 class OverfitBatchCheck(SanityCheck):
-    """Train a copy on one fixed small batch for at most ``max_steps`` steps through the user's own loop (a
-    real ``Trainer``: its ``training_step``, optimizers, hooks such as gradient clipping, schedulers): the
-    loss must fall ``1 - target_ratio`` of its way from the initial value to its floor, judged only where
-    that floor is known (:func:`known_floor`: 0 for class indices and regression, the targets' entropy for
-    probability targets and label smoothing, summed over a plain sum of such losses).
-
-    A loss whose floor is not known (hand-written, rescaled, offset) passes when it falls by
-    ``1 - target_ratio`` of its magnitude and fails only when it did not fall at all (by less than 0.1% of
-    its start); between the two the check is ``inconclusive`` (it cannot tell a fit short of the floor from
-    a floor it does not know), as is a fit short of its target whose schedule kept the lr under half its
-    peak. The verdicts are in the guide; logged as ``preflight/overfit_batch`` (best / initial loss). Cost:
-    up to ``max_steps`` steps on a small batch.
+    """Train a copy on one small batch through the user's own loop (a real ``Trainer``) for at most
+    ``max_steps`` steps: the loss must fall ``1 - target_ratio`` of its way to its floor where that is known
+    (:func:`known_floor`), else of its magnitude; a loss that did not fall fails (the guide has the verdicts).
+    Logged as ``preflight/overfit_batch`` (best / initial loss). Cost: up to ``max_steps`` steps.
 
     Args:
         max_steps: Step budget.
@@ -58,10 +50,8 @@ class OverfitBatchCheck(SanityCheck):
     Example:
         >>> from lightning_recipes.checks import preflight
         >>> from lightning_recipes.testing import TinyClassifier, random_classification_loader
-        >>> report = preflight(
-        ...     TinyClassifier(lr=0.5), train_dataloaders=random_classification_loader(),
-        ...     checks=[OverfitBatchCheck(max_steps=100)], num_threads=1,
-        ... )
+        >>> report = preflight(TinyClassifier(lr=0.5), train_dataloaders=random_classification_loader(),
+        ...                    checks=[OverfitBatchCheck(max_steps=100)], num_threads=1)
         >>> result = report["overfit_batch"]
         >>> result.status, result.details["best"] < 0.3 * result.details["initial"]
         ('pass', True)
@@ -168,8 +158,7 @@ class OverfitBatchCheck(SanityCheck):
 
 
 def _target(initial: float, known: KnownFloor | None, ratio: float) -> float:
-    """``ratio`` of the way from ``initial`` to the known floor, else ``initial`` less ``1 - ratio`` of its
-    magnitude."""
+    """``ratio`` of the way from ``initial`` to the known floor, else to ``ratio`` of its magnitude."""
     if known is not None:
         return known.value + ratio * (initial - known.value)
     return initial - (1 - ratio) * abs(initial)
@@ -178,8 +167,7 @@ def _target(initial: float, known: KnownFloor | None, ratio: float) -> float:
 def _untrained(
     context: CheckContext, model: pl.LightningModule, optimizers: list[Optimizer], batch: Any
 ) -> tuple[float, list[str]]:
-    """The share of the weights of the modules ``training_step`` runs that no step can change
-    (``requires_grad=False``, or in no optimizer group with ``lr > 0``), and their names."""
+    """The share of the weights ``training_step`` uses that no optimizer step can change."""
     ran: set[int] = set()
     handles = [m.register_forward_pre_hook(lambda module, _: ran.add(id(module))) for m in model.modules()]
     try:

@@ -22,10 +22,7 @@ MAX_GROUPS = 8  # parameter tensors compared one by one, or in this many contigu
 
 
 class _StopGradients(TorchFunctionMode):
-    """Records the values the user's code cuts from autograd (``.detach()``, ``.data``, ``.item()``, ops under
-    ``no_grad``) in the first pass and plays them back in the next: a declared stop-gradient holds its value,
-    as autograd assumes. Ops inside a custom ``autograd.Function``'s forward (grad off, not by the user) are
-    not cuts: its backward answers for them."""
+    """Records what the user's code cuts from autograd in the first pass and plays it back in the next."""
 
     def __init__(self, recorded: list[Any] | None = None) -> None:
         super().__init__()
@@ -55,11 +52,8 @@ class _StopGradients(TorchFunctionMode):
 
 
 def derivative_check(context: Harness, model: Any, trainable: Sequence[tuple[str, Tensor]]) -> dict[str, Any]:
-    """Compare autograd's directional derivatives with central differences of the loss along a random
-    direction and along the gradient (all trainable tensors, then per tensor or group where they disagree),
-    the model (a copy) in float64, every pass under the same seed; the RNGs and default dtype are restored.
-    Returns the evidence: ``compared`` (else ``why`` not), ``mismatch`` (tensor names), ``surrogate`` (a
-    slope where the loss is flat), the slopes and ``passes`` (forward passes; one also runs backward)."""
+    """Compare autograd's directional derivatives with central differences of the loss (a float64 copy, one
+    seed) along a random direction and the gradient, per tensor where they disagree; returns the evidence."""
     default = torch.get_default_dtype()
     with preserved_rng():
         torch.set_default_dtype(torch.float64)
@@ -174,8 +168,7 @@ def _compare(context: Harness, model: Any, trainable: Sequence[tuple[str, Tensor
 
 
 def _custom_functions(loss: Tensor) -> list[str]:
-    """The custom ``autograd.Function`` nodes (and module backward hooks) in the loss's graph, by name: a
-    backward written by hand, which may edit the gradient on purpose (a gradient reversal, a scaling)."""
+    """The custom ``autograd.Function`` nodes and backward hooks in the loss's graph, by name."""
     seen: set[int] = set()
     names: list[str] = []
     todo: list[Any] = [loss.grad_fn]

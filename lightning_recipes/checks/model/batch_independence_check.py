@@ -26,11 +26,8 @@ Effects = tuple[list[list[float]], list[float]]  # effects[p][j] of probe p on s
 
 
 class BatchIndependenceCheck(SanityCheck):
-    """The output depends on what the task says: output ``i`` on input ``i`` only, not on its slot.
-
-    Another sample in slot ``j`` must leave the other outputs put, and a rotated batch must give rotated
-    outputs (the guide has the bounds). Cost: four forward passes on ``num_samples`` samples, then three
-    eval passes.
+    """The output depends on what the task says: output ``i`` on input ``i`` only, not on its slot (the guide
+    has the bounds). Cost: four forwards on ``num_samples`` samples, then three eval passes.
 
     Args:
         num_samples: Samples of the first batch used (at least 2).
@@ -42,8 +39,8 @@ class BatchIndependenceCheck(SanityCheck):
     Example:
         >>> from lightning_recipes.checks import CheckContext
         >>> from lightning_recipes.testing import TinyTransformerLM, random_token_loader
-        >>> model = TinyTransformerLM(n_layers=1)
-        >>> context = CheckContext(model, random_token_loader(batch_size=4, seq_len=8))
+        >>> loader = random_token_loader(batch_size=4, seq_len=8)
+        >>> context = CheckContext(TinyTransformerLM(n_layers=1), loader)
         >>> result = BatchIndependenceCheck().run(context)
         >>> result.status, result.details["method"]
         ('pass', 'perturbation')
@@ -216,8 +213,7 @@ def _permutation_test(
     count: int,
     details: dict[str, Any],
 ) -> dict[str, NoiseVerdict]:
-    """In eval without gradients: the batch twice under two seeds (the noise) and rotated by one slot; the
-    rotated batch's outputs must be the rotated outputs."""
+    """Eval, no grad: a batch rotated by one slot must give the rotated outputs, beyond seed noise."""
     order = torch.roll(torch.arange(count), 1)  # slot i gets sample i - 1: every sample moves
     rotated = map_tensors(batch, lambda t: t[order.to(t.device)] if t.ndim > 0 and t.shape[0] == count else t)
     passes = [(batch, 0), (batch, 1), (rotated, 0)]

@@ -23,11 +23,9 @@ _MATCH = 0.99  # share of the (non-ignored) target positions that must equal the
 
 
 class CausalityCheck(SanityCheck):
-    """The output depends on what the task says: where the task is causal, the output at position ``t``
-    depends on no input after ``t``.
-
-    Applies to next-token prediction or to any sequence model with ``causal=True`` (the guide has how). Cost:
-    ``1 + num_positions`` forwards (plus ``log2(S)`` for a leak) on ``num_samples`` sequences.
+    """The output depends on what the task says: where the task is causal (next-token prediction, or
+    ``causal=True``), the output at ``t`` depends on no input after ``t``. Cost: ``1 + num_positions``
+    forwards (plus ``log2(S)`` for a leak) on ``num_samples`` sequences.
 
     Args:
         causal: ``None`` infers the task from the batch, ``True`` forces the check on, ``False`` skips it.
@@ -222,7 +220,6 @@ def next_token_task(batch: Any, inputs: Tensor | None, targets: Tensor | None) -
 
 
 def _positions(seq: int, count: int) -> list[int]:
-    """``count`` positions spread evenly over ``[0, seq - 2]`` (each has a later input)."""
     last = seq - 2
     if count == 1:
         return [last // 2]
@@ -248,8 +245,7 @@ def _seeded_output(context: CheckContext, model: Any, batch: Any, inputs: Tensor
 
 
 def aligned_output(output: Tensor, inputs: Tensor) -> Tensor:
-    """``output`` as ``[B, S, ...]`` for inputs ``[B, S, ...]``: a flattened ``[B * S, ...]`` output (the
-    usual ``logits.view(-1, V)``) is unflattened.
+    """``output`` as ``[B, S, ...]`` for inputs ``[B, S, ...]`` (a flat ``[B * S, ...]`` one unflattened).
 
     Example:
         >>> import torch

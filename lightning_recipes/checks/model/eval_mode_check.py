@@ -30,24 +30,15 @@ Record = tuple[str, str, int, list[Tensor], Tensor | None]  # (name, class, sub-
 
 
 class EvalModeCheck(SanityCheck):
-    """What validation reports is what the model does: in ``eval()`` the same input gives the same output,
-    and a forward pass changes no state.
-
-    Two ``no_grad`` passes of the first samples under different seeds must agree within ``rtol`` (else
-    ``fail``, naming the first module whose output differs); a pass after the first must leave every
-    parameter and buffer unchanged (running statistics updated in eval, a counter buffer). A change made by
-    the first pass only, repeated neither by the second nor by a pass on other samples, is a one-time lazy
-    initialisation (``details["initialised_state"]``), not a failure; the outputs are then compared after it.
-    Mode-dependent layers are listed in ``details["mode_dependent_layers"]``. The output is
-    :meth:`CheckContext.batch_output`.
-
-    Cost: two forward passes on ``num_samples`` samples with per-module hooks (two more after a first-pass
-    change); a checksum of each parameter per pass.
+    """What validation reports is what the model does: in ``eval()`` the same input gives the same output (two
+    passes under different seeds agree within ``rtol``, else the first differing module is named), and a pass
+    changes no parameter or buffer (a one-time lazy initialisation excepted). The guide has the rules. Cost:
+    two forwards on ``num_samples`` samples with per-module hooks, a checksum of each parameter per pass.
 
     Args:
         num_samples: Samples of the first training batch used.
         rtol: Relative tolerance: outputs differing by more than ``rtol`` x their largest magnitude (plus
-            ``1e-6``) differ. GPU kernels with atomics can differ by ~1e-6 relative run to run.
+            ``1e-6``) differ.
 
     Raises:
         ValueError: If ``num_samples < 1`` or ``rtol`` is not in (0, 1).
@@ -138,8 +129,7 @@ class EvalModeCheck(SanityCheck):
     def _observe(
         self, context: CheckContext, model: pl.LightningModule, batch: Any, seed: int
     ) -> tuple[Tensor, list[Record]]:
-        """One eval pass under a fresh seed: the output and every module call's tensor inputs and first
-        output (hooks fire when a call ends: innermost first), with where its own sub-calls' records start."""
+        """One eval pass under a fresh seed: the output and each module call's inputs and output."""
         records: list[Record] = []
         at: list[int] = []  # per open call, where its sub-calls' records start
 
@@ -166,8 +156,7 @@ class EvalModeCheck(SanityCheck):
     def _localise(
         self, records_a: list[Record], records_b: list[Record]
     ) -> tuple[tuple[str, str] | None, tuple[str, str] | None]:
-        """The innermost module that got equal inputs on both passes and yet gave a different output or
-        passed different values to a submodule; and the first module that got different inputs."""
+        """The innermost module that got equal inputs on both passes but gave different outputs."""
         if [r[0] for r in records_a] != [r[0] for r in records_b]:
             return None, None  # data-dependent control flow: compare the final outputs only
 
@@ -184,9 +173,7 @@ class EvalModeCheck(SanityCheck):
 
 
 class _Sampling(TorchFunctionMode):
-    """Tags the tensors of one forward pass by what they come from (``input``, ``param``, Gaussian
-    ``noise``) and sets ``found`` on a reparameterised sample: ``loc + scale * noise`` with ``loc`` and
-    ``scale`` computed from the input by parameters (a VAE), or ``torch.normal(loc, scale)`` so computed."""
+    """Tags one forward's tensors by origin and sets ``found`` on a reparameterised sample (a VAE's)."""
 
     def __init__(self, batch: Any) -> None:
         super().__init__()
@@ -228,8 +215,7 @@ _ADD = {torch.add, Tensor.add, Tensor.add_, Tensor.__add__, Tensor.__radd__, Ten
 
 
 def _samples_a_prediction(context: CheckContext, model: pl.LightningModule, batch: Any) -> bool:
-    """Whether one eval pass draws a reparameterised sample (:class:`_Sampling`); ``False`` when the pass
-    cannot be traced (then the randomness is judged as before)."""
+    """Whether one eval pass draws a reparameterised sample (:class:`_Sampling`)."""
     try:
         with _Sampling(batch) as probe, torch.no_grad():
             _output(context, model, batch)
@@ -239,8 +225,7 @@ def _samples_a_prediction(context: CheckContext, model: pl.LightningModule, batc
 
 
 def _output(context: CheckContext, model: pl.LightningModule, batch: Any) -> Tensor:
-    """:func:`model_output`, or, when ``forward`` cannot take the input tensor alone (it reads a dict batch
-    with metadata, say), the output seen while ``training_step`` calls it as training does."""
+    """:func:`model_output`, or the output seen in ``training_step`` when forward needs more."""
     try:
         return model_output(context, model, batch)
     except Exception as err:
@@ -254,8 +239,7 @@ def _inside(name: str, parent: str) -> bool:
 
 
 def _same(a: Tensor | list[Tensor] | None, b: Tensor | list[Tensor] | None, rtol: float) -> bool:
-    """Equal up to ``rtol`` x the largest magnitude + 1e-6 (exactly for ``rtol=0`` or integers), lists
-    element by element; an unrecorded tensor counts as equal."""
+    """Equal up to ``rtol`` x the largest magnitude + 1e-6, element by element."""
     if isinstance(a, list) or isinstance(b, list):
         return len(a or []) == len(b or []) and all(_same(x, y, rtol) for x, y in zip(a or [], b or []))
     if a is None or b is None:
@@ -275,8 +259,7 @@ def _max_difference(a: Tensor, b: Tensor) -> float:
 
 
 def _state(model: nn.Module) -> dict[str, Tensor]:
-    """The model's state: a float64 checksum per parameter (sum and position-weighted sum: no copy of the
-    weights) and a copy of each buffer."""
+    """A float64 checksum per parameter (no weight copy) and a copy of each buffer."""
     state = {}
     for name, param in model.named_parameters():
         flat = param.detach().flatten().double()
@@ -286,14 +269,12 @@ def _state(model: nn.Module) -> dict[str, Tensor]:
 
 
 def _changed(before: dict[str, Tensor], after: dict[str, Tensor]) -> list[str]:
-    """The parameters and buffers that differ (exactly), appeared or went away between two states."""
     names = list(after) + [n for n in before if n not in after]
     return [n for n in names if n not in before or n not in after or not _same(before[n], after[n], 0.0)]
 
 
 def _other_samples(context: CheckContext, batch: Any) -> Any:
-    """The first half of ``batch`` (other samples than the whole: a state set from the input changes), or
-    ``batch`` itself when it holds one sample."""
+    """The first half of ``batch`` (other samples), or ``batch`` itself when it holds one."""
     size = batch_size_of(batch, context.input_key)
     return batch if size is None or size < 2 else slice_batch(batch, (size + 1) // 2, size)
 

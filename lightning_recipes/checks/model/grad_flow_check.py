@@ -18,21 +18,11 @@ __all__ = ["GradFlowCheck"]
 
 
 class GradFlowCheck(SanityCheck):
-    """Everything trained is used and everything used is trained: after a backward pass, every trainable
-    parameter has a finite, non-zero gradient and sits in an optimizer.
-
-    Fails on parameters with no gradient (a dead branch, a ``.detach()``), a gradient that stays exactly zero,
-    non-finite gradients, trainable parameters missing from the optimizer, and an all-frozen model; warns on
-    frozen parameters inside the optimizer. Zero gradients behind a zero-initialised layer (a LoRA ``B``) get
-    up to ``max_steps - 1`` optimizer steps to appear. Fixed work: no time-dependent stop.
-
-    Then the gradient must be the loss's derivative: autograd's directional derivatives against central
-    differences in float64 (a wrong hand-written backward, a hook that rescales, a derivative taken without
-    ``create_graph``); declared stop-gradients are held, and it abstains where the comparison is not sound
-    (``details["derivative"]``; see the guide's ``grad_flow`` section).
-
-    Cost: 1 to ``max_steps`` forward+backward passes on one batch with a copy of the model; then 1
-    forward+backward and 9 forwards in float64, 8 more per tensor (or group of them) when they disagree.
+    """Everything trained is used and everything used is trained: after a backward pass every trainable
+    parameter has a finite, non-zero gradient and sits in an optimizer (a zero-initialised layer gets up to
+    ``max_steps - 1`` steps), and the gradient is the loss's derivative (central differences in float64;
+    ``details["derivative"]``). The guide has the rules. Cost: 1 to ``max_steps`` forward+backward passes,
+    then about ten float64 forwards (8 more per disagreeing tensor).
 
     Args:
         max_steps: Backward passes before a zero gradient counts as dead.
@@ -167,8 +157,7 @@ class GradFlowCheck(SanityCheck):
     def _backward_passes(
         self, context: CheckContext, model: Any, trainable: list[tuple[str, torch.nn.Parameter]], built: Any
     ) -> tuple[set[str], set[str], list[str], float, int]:
-        """Up to ``max_steps`` backward passes on one batch, stepping in between while a gradient is zero:
-        the parameters that got a gradient, a non-zero one, a non-finite one; the first loss; the passes."""
+        """Up to ``max_steps`` backward passes on one batch, stepping while a gradient is zero."""
         batch = context.train_batches(1)[0]
         seen: set[str] = set()
         nonzero: set[str] = set()
@@ -201,9 +190,7 @@ class GradFlowCheck(SanityCheck):
 def _cancelled(
     context: CheckContext, model: Any, trainable: dict[str, torch.nn.Parameter], zero: list[str]
 ) -> list[str]:
-    """The exactly-zero-gradient parameters whose module is called more than once in a step and gets a
-    non-zero contribution from some call: the calls cancel (a siamese tower's last bias under a distance of
-    the two embeddings), so the loss is invariant to them by design, not cut from them."""
+    """Zero-gradient parameters of a module called more than once whose calls cancel (invariant by design)."""
     owners: dict[int, list[str]] = {}
     modules = dict(model.named_modules())
     for name in zero:

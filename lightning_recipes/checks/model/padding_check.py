@@ -38,10 +38,7 @@ LENGTHS_KEYS = ("lengths", "length", "lens", "seq_lens", "seq_len", "input_lengt
 
 @dataclass
 class Padding:
-    """What the batch says about padding: its ``kind`` (``"mask"``/``"lengths"``) and ``key``, the length
-    ``T``, the mask value that marks padding (``pad_value``: 0 as Hugging Face's ``attention_mask``, 1 as
-    ``src_key_padding_mask``; ``None`` for lengths), ``real`` (``[B, T]``, True at real positions), the
-    ``[B, T, ...]`` entries (``sequence_keys``) and the convention in words."""
+    """What the batch says about padding: kind, key, length, pad value, real positions, sequence entries."""
 
     kind: str
     key: int | str
@@ -57,9 +54,7 @@ class Padding:
 
 
 def _is_binary(t: Tensor) -> bool:
-    if t.dtype == torch.bool:
-        return True
-    return bool(((t == 0) | (t == 1)).all())
+    return t.dtype == torch.bool or bool(((t == 0) | (t == 1)).all())
 
 
 def _mask_candidates(batch: Any, entries: list[tuple[int | str, Tensor]], key: Key) -> list[int | str]:
@@ -77,8 +72,7 @@ def _mask_candidates(batch: Any, entries: list[tuple[int | str, Tensor]], key: K
 
 
 def _mask_convention(mask: Tensor, name: int | str) -> tuple[float, str]:
-    """The value that marks padding: from the name when it says (``*padding*``: True = pad;
-    ``attention_mask``: 1 = keep), else from the data (the last value of rows that hold both)."""
+    """The value that marks padding: from the mask's name when it says, else from the data."""
     text = name.lower() if isinstance(name, str) else ""
     if "pad" in text:
         return 1.0, "True = padding (by its name)"
@@ -201,10 +195,8 @@ def truncate_batch(batch: Any, padding: Padding, length: int) -> tuple[Any, Padd
 
 class PaddingCheck(SanityCheck):
     """The output depends on what the task says: extra padding, marked as padding, changes neither the loss
-    nor the outputs at real positions.
-
-    Every ``[B, T, ...]`` entry is extended by ``extra`` positions marked as padding (a mask or lengths
-    entry; without one: ``skip``); thresholds and verdicts are in the guide. Cost: three to six
+    nor the outputs at real positions (every ``[B, T, ...]`` entry gets ``extra`` positions, marked in the
+    mask or lengths entry; without one: ``skip``; the guide has the thresholds). Cost: three to six
     ``training_step`` calls without gradients on ``num_samples`` samples.
 
     Args:
@@ -388,8 +380,7 @@ class PaddingCheck(SanityCheck):
 def _other_padded_targets(
     context: CheckContext, model: Any, batch: Any, padding: Padding, target_key: Key, fill: dict, extra: int
 ) -> Any:
-    """The batch padded by ``extra`` with a real label at every padded target; ``None`` when the padded
-    targets' value is the loss's ``ignore_index`` or has class weight 0 (the loss skips it already)."""
+    """The batch padded by ``extra`` with a real label at every padded target, or ``None``."""
     if target_key is None or target_key not in padding.sequence_keys:
         return None
     longer = extend_batch(batch, padding, extra, fill)

@@ -1,10 +1,6 @@
-"""Writes the compatibility fixtures of tests/checks/test_compat.py (run once, before the `checks/` move).
+"""Writes ``preflight_report.json`` and ``check_callbacks.ckpt``, the fixtures of tests/checks/test_compat.py.
 
-``preflight_report.json``: ``PreflightReport.to_dict()`` of a deterministic preflight (durations zeroed).
-``check_callbacks.ckpt``: a 1-step checkpoint of a run with ``InitLossCheck()`` and ``Preflight()`` attached.
-
-Run from the repository root: ``PYTHONPATH=. python tests/checks/data/make_fixtures.py``.
-"""
+Run from the repository root: ``PYTHONPATH=. python tests/checks/data/make_fixtures.py``."""
 
 from __future__ import annotations
 
