@@ -98,16 +98,6 @@ class Snapshot:
     last capture's buffers by default), restored in place; ``extra`` kept by reference; RNG states not
     captured (a rollback moves on to the next batches). On CUDA one sync per ``capture(wait=True)`` and per
     :meth:`restore`.
-
-    Example:
-        >>> model = torch.nn.Linear(2, 1)
-        >>> optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-        >>> snapshot = Snapshot().capture(model, [optimizer], step=3)
-        >>> before = model.weight.detach().clone()
-        >>> model(torch.ones(1, 2)).sum().backward(); optimizer.step()
-        >>> snapshot.restore(model, [optimizer])
-        >>> torch.equal(model.weight, before), optimizer.state_dict()["state"], snapshot.step
-        (True, {}, 3)
     """
 
     def __init__(self) -> None:

@@ -183,11 +183,7 @@ class GradNormMonitor(Callback):
     def _track(self, index: int, pl_module: pl.LightningModule, optimizer: Optimizer) -> _Track:
         params = [p for group in optimizer.param_groups for p in group["params"]]
         track = self._tracks.get(index)
-        if (
-            track is None
-            or len(track.params) != len(params)
-            or any(a is not b for a, b in zip(track.params, params))
-        ):
+        if track is None or list(map(id, track.params)) != list(map(id, params)):
             names = {id(p): name for name, p in pl_module.named_parameters()}
             labels = [  # group_by=None: one group, the total
                 "total"

@@ -91,10 +91,7 @@ class StageRecorder(ValidationRecorder):
 def test_validate_test_predict_and_checkpoint_after_fit_use_the_restored_best_weights(
     stopper_first: bool, tmp_path: Any
 ) -> None:
-    """Issue 22: after fit, EMAWeightAveraging still holds its final average and swaps it in for every
-    validation run, so ``trainer.validate()`` on the same Trainer scored the final average (and a checkpoint
-    saved it as ``state_dict``) while ``test`` / ``predict`` saw the restored best weights. All four must use
-    the best weights, and the module keeps them."""
+    """Issue 22: EMAWeightAveraging's average after fit is the best weights too (validate swaps it in)."""
     torch.manual_seed(0)
     model = StageRecorder()
     stopper = EarlyStopping("val_loss", patience=2, restore_best_weights=True)

@@ -1,10 +1,5 @@
-"""InputPipelineMonitor: timings of known sleeps, the warning and its advice (from what the loader is and
-from measurement), state.
-
-Tests that take the ``clock`` fixture run on a virtual clock that only the sleeps here advance (in-process
-loaders only): the timings are exact, so a wrong split of wait and work fails, and a busy machine changes
-nothing.
-"""
+"""InputPipelineMonitor: timings of known sleeps, the warning and its advice, state. Tests taking ``clock``
+run on a virtual clock only the sleeps here advance: exact timings, whatever the machine's load."""
 
 from __future__ import annotations
 
