@@ -193,8 +193,6 @@ def test_verbose_logs_the_reason_and_the_restore(caplog: pytest.LogCaptureFixtur
     assert "EarlyStopping: restored the best weights (val_score=3 at epoch 2, step 6)." in text
 
 
-# ---- drop-in for Lightning's (issue 22) --------------------------------------------------------------------
-
 _ODD_VALUES = [None, "x", "", [], {}, object(), -1, 0, 1.5, NAN, math.inf, True, 2, "min"]
 _LIGHTNING_ARGS = [
     "monitor", "min_delta", "patience", "verbose", "mode", "strict", "check_finite", "stopping_threshold",
