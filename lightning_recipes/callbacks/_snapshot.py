@@ -10,6 +10,7 @@ from typing import Any
 
 import lightning.pytorch as pl
 import torch
+from lightning.pytorch.callbacks import WeightAveraging
 from torch import Tensor
 
 from lightning_recipes.callbacks._trainer import callback_list
@@ -178,17 +179,13 @@ def _device_of(module: torch.nn.Module) -> torch.device:
     return first.device if first is not None else torch.device("cpu")
 
 
-# `WeightAveraging` arrived in Lightning 2.6.0, our floor; read softly so an older Lightning imports this.
-_WeightAveraging: Any = getattr(pl.callbacks, "WeightAveraging", None)
 # The logger of Lightning's `rank_zero_info`, which `WeightAveraging.on_load_checkpoint` uses.
 _RANK_ZERO_LOG = logging.getLogger("lightning.pytorch.utilities.rank_zero")
 
 
 def averaging_callbacks(trainer: pl.Trainer) -> list[Any]:
     """The Trainer's weight-averaging callbacks (they swap their average in for every validation run)."""
-    if _WeightAveraging is None:  # pragma: no cover
-        return []
-    return [callback for callback in callback_list(trainer) if isinstance(callback, _WeightAveraging)]
+    return [callback for callback in callback_list(trainer) if isinstance(callback, WeightAveraging)]
 
 
 def _saved_averages(trainer: pl.Trainer, pl_module: pl.LightningModule) -> list[tuple[Any, dict[str, Any]]]:

@@ -7,19 +7,14 @@ import math
 from typing import Any
 
 import lightning.pytorch as pl
-import lightning.pytorch.callbacks as pl_callbacks
 import pytest
 import torch
+from lightning.pytorch.callbacks import EMAWeightAveraging
 from torch import Tensor
 
 from lightning_recipes.callbacks import EarlyStopping, StabilityGuard
 from lightning_recipes.testing import TinyClassifier, fast_trainer, random_classification_loader
 from tests.helpers.weights import same, weights
-
-EMAWeightAveraging: Any = getattr(pl_callbacks, "EMAWeightAveraging", None)
-pytestmark = pytest.mark.skipif(
-    EMAWeightAveraging is None, reason="this Lightning has no EMAWeightAveraging (added in 2.6.0)"
-)
 
 
 class ValidationRecorder(TinyClassifier):
