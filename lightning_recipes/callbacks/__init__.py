@@ -1,7 +1,6 @@
 """Callbacks that drop into an existing ``Trainer(callbacks=[...])``: a ``*Monitor`` only observes and logs;
 ``*Stopping``, ``*Guard``, ``*Clip`` and ``*Schedule`` may change the run's course. The sanity checks
-(``*Check``, ``Preflight``) live in :mod:`lightning_recipes.checks`.
-"""
+(``*Check``, ``Preflight``) live in :mod:`lightning_recipes.checks`."""
 
 from lightning_recipes.callbacks.adaptive_grad_clip import AdaptiveGradClip
 from lightning_recipes.callbacks.early_stopping import EarlyStopping

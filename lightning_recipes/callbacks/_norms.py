@@ -1,7 +1,5 @@
-"""The one gradient-norm pass per step that GradNormMonitor, AdaptiveGradClip and StabilityGuard share: the
-first reader publishes ``sum |g|^p`` in :data:`STEP_POWERS`, later readers reuse it while the gradients are
-unchanged; also :func:`flat_shard_group` (FSDP1) and :func:`param_groups_of` (``group_by``).
-"""
+"""The one gradient-norm pass per step the callbacks share (:data:`STEP_POWERS`), the FSDP1 shard group and
+the parameter groups of ``group_by``."""
 
 from __future__ import annotations
 
@@ -22,10 +20,8 @@ GroupBy = int | Mapping[str, str] | Sequence[tuple[str, str]] | None
 
 
 class PowerCache:
-    """The local ``norm_power`` per shard layout that one callback computed for a set of gradients this step.
-
-    Valid only for the same tensors (ids), unchanged since (their version counters: any in-place change, such
-    as clipping, invalidates it), the same ``norm_type`` and ``step``. Holds one entry. No host-device sync.
+    """The local ``norm_power`` per shard layout one callback computed for some gradients this step; valid
+    for the same tensors unchanged since (version counters), ``norm_type`` and ``step``. One entry, no sync.
 
     Example:
         >>> import torch
@@ -66,10 +62,7 @@ STEP_POWERS = PowerCache()
 
 
 def flat_shard_group(trainer: pl.Trainer) -> Any:
-    """The process group FSDP1 flat-parameter shards are spread over; ``None`` when gradients are complete.
-
-    Read once the strategy has wrapped the model (``strategy.model`` is the root FSDP module).
-    """
+    """The process group FSDP1 flat-parameter shards are spread over (after wrapping); ``None``: complete."""
     strategy = trainer.strategy
     if not isinstance(strategy, FSDPStrategy):
         return None
@@ -80,9 +73,8 @@ def flat_shard_group(trainer: pl.Trainer) -> Any:
 
 
 def compile_group_by(group_by: Any) -> list[tuple[re.Pattern[str], str]] | None:
-    """Validate ``group_by`` (``None``, an ``int`` depth >= 1, or regex -> group pairs); compile its regexes.
-
-    ``None`` gives ``None``; a depth gives ``[]``; pairs give their compiled patterns, in order.
+    """Validate ``group_by`` (``None``, an ``int`` depth >= 1, or regex -> group pairs): ``None``, ``[]`` for
+    a depth, or the compiled pairs in order.
 
     Example:
         >>> compile_group_by(2), compile_group_by(None)
@@ -94,13 +86,11 @@ def compile_group_by(group_by: Any) -> list[tuple[re.Pattern[str], str]] | None:
     """
     if group_by is None:
         return None
-    if isinstance(group_by, bool):
-        raise ValueError(f"`group_by` must be None, an int >= 1 or regex -> group pairs, got {group_by!r}.")
-    if isinstance(group_by, int):
+    if isinstance(group_by, int) and not isinstance(group_by, bool):
         if group_by < 1:
             raise ValueError(f"`group_by` as a module depth must be >= 1, got {group_by!r}.")
         return []
-    if not isinstance(group_by, (Mapping, Sequence)) or isinstance(group_by, str):
+    if isinstance(group_by, (bool, str)) or not isinstance(group_by, (Mapping, Sequence)):
         raise ValueError(f"`group_by` must be None, an int >= 1 or regex -> group pairs, got {group_by!r}.")
     pairs = list(group_by.items()) if isinstance(group_by, Mapping) else list(group_by)
     if not pairs:
@@ -117,18 +107,14 @@ def compile_group_by(group_by: Any) -> list[tuple[re.Pattern[str], str]] | None:
 
 
 def group_of(name: str, group_by: Any, patterns: list[tuple[re.Pattern[str], str]] | None) -> str:
-    """The group of parameter ``name``: its owning module (``group_by=None``), the first ``group_by``
-    components of that module's name (an ``int``), or the group of the first regex found in it (else
-    ``"other"``)."""
-    module = name.rsplit(".", 1)[0] if "." in name else name
+    """The group of parameter ``name``: its module (``group_by=None``), that module's first ``group_by`` name
+    components (an ``int``), or the group of the first regex found in it (else ``"other"``)."""
+    module = name.rsplit(".", 1)[0]
     if patterns is None:
         return module
-    if isinstance(group_by, int) and not isinstance(group_by, bool):
+    if not patterns:  # a depth: compile_group_by's [] (pairs are never empty)
         return ".".join(module.split(".")[:group_by])
-    for pattern, group in patterns:
-        if pattern.search(name):
-            return group
-    return "other"
+    return next((group for pattern, group in patterns if pattern.search(name)), "other")
 
 
 def param_groups_of(

@@ -1,6 +1,5 @@
-"""The parts of a rollback, shared by ``StabilityGuard`` and ``HealthMonitor(repair=True)``: the snapshot a
-rollback restores (a :class:`Snapshot` plus the weight averages, and the host timings that space snapshots)
-and the permanent learning-rate cut applied around every optimizer step."""
+"""The parts of a rollback shared by ``StabilityGuard`` and ``HealthMonitor(repair=True)``: the snapshot it
+restores (with the timings that space snapshots) and the learning-rate cut around every optimizer step."""
 
 from __future__ import annotations
 
@@ -18,18 +17,7 @@ __all__ = ["LRScaling", "RollbackSnapshot", "adaptive_snapshot_interval"]
 
 
 class RollbackSnapshot:
-    """The snapshot a rollback restores (a :class:`Snapshot` plus the weight averages) and the host timings
-    that size the adaptive snapshot interval; a copy or a spawned worker starts without the snapshot.
-
-    Example:
-        >>> from lightning_recipes.testing import TinyClassifier, fast_trainer, random_classification_loader
-        >>> trainer, model = fast_trainer(max_steps=1), TinyClassifier()
-        >>> trainer.fit(model, random_classification_loader())
-        >>> keeper = RollbackSnapshot()
-        >>> keeper.take(trainer, model, extra=None, wait=True)
-        >>> keeper.step, keeper.snapshot is not None
-        (1, True)
-    """
+    """The snapshot a rollback restores (with weight averages) and the host timings that space snapshots."""
 
     def __init__(self) -> None:
         self.snapshot: Snapshot | None = None  # the last verified state (None: none yet)
@@ -73,9 +61,7 @@ class RollbackSnapshot:
         timed = self.snapshot is not None  # the first capture allocates its buffers: not representative
         start = time.perf_counter()
         schedulers = [config.scheduler for config in trainer.lr_scheduler_configs]
-        # sync with wait: per snapshot, to time it (adaptive only)
-        snapshot = self.snapshot or Snapshot()
-        self.snapshot = snapshot.capture(
+        self.snapshot = (self.snapshot or Snapshot()).capture(  # sync with wait, to time it (adaptive only)
             pl_module, trainer.optimizers, schedulers, step=trainer.global_step, extra=extra, wait=wait
         )
         self.averages = capture_averages(trainer, pl_module)
@@ -115,21 +101,8 @@ def adaptive_snapshot_interval(
 
 
 class LRScaling:
-    """Multiplies every param group's learning rate by ``factor()`` during each optimizer step (a pre-hook
-    scales, a post-hook restores), on top of any scheduler, which never sees the change; with ``floors``
-    (``() ->`` per attached optimizer, per group, the least rate, or ``None``), a rate below its floor is
-    raised to it before the factor (a schedule that reached 0, which no factor raises).
-
-    Example:
-        >>> param = torch.nn.Parameter(torch.ones(1))
-        >>> optimizer = torch.optim.SGD([param], lr=1.0)
-        >>> scaling = LRScaling(lambda: 0.5)
-        >>> scaling.attach([optimizer])
-        >>> param.grad = torch.ones(1)
-        >>> optimizer.step()
-        >>> param.item(), optimizer.param_groups[0]["lr"]  # a step of 0.5, the rate itself untouched
-        (0.5, 1.0)
-        >>> scaling.detach()
+    """Multiplies every param group's learning rate by ``factor()`` during each optimizer step, unseen by
+    any scheduler; ``floors()`` (per optimizer, per group, or ``None``) first raises a rate below its floor.
     """
 
     def __init__(self, factor: Any, floors: Any = None) -> None:

@@ -10,6 +10,7 @@ from typing import Any
 
 import lightning.pytorch as pl
 import torch
+from lightning.pytorch.callbacks import WeightAveraging
 from torch import Tensor
 
 from lightning_recipes.callbacks._trainer import callback_list
@@ -44,22 +45,11 @@ def copy_to_cpu(obj: Any, reuse: Any = None) -> Any:
         True
     """
     if isinstance(obj, Tensor):
-        source = obj.detach()
-        reusable = (
-            isinstance(reuse, Tensor)
-            and reuse.device.type == "cpu"
-            and reuse.shape == source.shape
-            and reuse.dtype == source.dtype
-            and reuse is not source
-        )
-        if reusable:
-            target = reuse
-        else:
-            target = torch.empty(
-                source.shape, dtype=source.dtype, device="cpu", pin_memory=source.device.type == "cuda"
-            )
-        target.copy_(source, non_blocking=source.device.type == "cuda")
-        return target
+        source, cuda = obj.detach(), obj.device.type == "cuda"
+        layout = (source.shape, source.dtype, "cpu")
+        if not isinstance(reuse, Tensor) or (reuse.shape, reuse.dtype, reuse.device.type) != layout:
+            reuse = torch.empty(source.shape, dtype=source.dtype, device="cpu", pin_memory=cuda)
+        return reuse.copy_(source, non_blocking=cuda)
     if isinstance(obj, dict):
         old = reuse if isinstance(reuse, dict) else {}
         return type(obj)((key, copy_to_cpu(value, old.get(key))) for key, value in obj.items())
@@ -109,16 +99,6 @@ class Snapshot:
     last capture's buffers by default), restored in place; ``extra`` kept by reference; RNG states not
     captured (a rollback moves on to the next batches). On CUDA one sync per ``capture(wait=True)`` and per
     :meth:`restore`.
-
-    Example:
-        >>> model = torch.nn.Linear(2, 1)
-        >>> optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-        >>> snapshot = Snapshot().capture(model, [optimizer], step=3)
-        >>> before = model.weight.detach().clone()
-        >>> model(torch.ones(1, 2)).sum().backward(); optimizer.step()
-        >>> snapshot.restore(model, [optimizer])
-        >>> torch.equal(model.weight, before), optimizer.state_dict()["state"], snapshot.step
-        (True, {}, 3)
     """
 
     def __init__(self) -> None:
@@ -199,49 +179,51 @@ def _device_of(module: torch.nn.Module) -> torch.device:
     return first.device if first is not None else torch.device("cpu")
 
 
-# ------------------------------------------------ Lightning's weight averages (public hooks only)
-
-# `WeightAveraging` arrived in Lightning 2.6.0, our floor; read softly so an older Lightning imports this.
-_WeightAveraging: Any = getattr(pl.callbacks, "WeightAveraging", None)
 # The logger of Lightning's `rank_zero_info`, which `WeightAveraging.on_load_checkpoint` uses.
 _RANK_ZERO_LOG = logging.getLogger("lightning.pytorch.utilities.rank_zero")
 
 
 def averaging_callbacks(trainer: pl.Trainer) -> list[Any]:
     """The Trainer's weight-averaging callbacks (they swap their average in for every validation run)."""
-    if _WeightAveraging is None:  # pragma: no cover
-        return []
-    return [callback for callback in callback_list(trainer) if isinstance(callback, _WeightAveraging)]
+    return [callback for callback in callback_list(trainer) if isinstance(callback, WeightAveraging)]
 
 
-def capture_averages(trainer: pl.Trainer, pl_module: pl.LightningModule) -> list[tuple[Any, Any]]:
-    """A CPU copy of every weight-averaging callback's average, through its public checkpoint hook, for
-    :func:`load_average`; empty outside fit (a callback then holds no average)."""
-    kept = []
+def _saved_averages(trainer: pl.Trainer, pl_module: pl.LightningModule) -> list[tuple[Any, dict[str, Any]]]:
+    """Each weight-averaging callback holding an average (none outside fit), with its checkpoint entries."""
+    saved = []
     for callback in averaging_callbacks(trainer):
         checkpoint: dict[str, Any] = {"state_dict": {}}
         callback.on_save_checkpoint(trainer, pl_module, checkpoint)
         if "averaging_state" in checkpoint:
-            state = {key: checkpoint[key] for key in ("state_dict", "averaging_state")}
-            kept.append((callback, copy_to_cpu(state)))
-    return kept
+            saved.append((callback, checkpoint))
+    return saved
+
+
+def capture_averages(trainer: pl.Trainer, pl_module: pl.LightningModule) -> list[tuple[Any, Any]]:
+    """A CPU copy of every weight-averaging callback's average, for :func:`load_average`."""
+    return [
+        (callback, copy_to_cpu({key: saved[key] for key in ("state_dict", "averaging_state")}))
+        for callback, saved in _saved_averages(trainer, pl_module)
+    ]
 
 
 def load_average(trainer: pl.Trainer, pl_module: pl.LightningModule, callback: Any, state: Any) -> None:
-    """Load ``state`` (``state_dict`` and ``averaging_state``) into ``callback`` by its checkpoint hook; its
-    "initialised from current_model_state" note is muted (nothing is initialised from a file)."""
+    """Load ``state`` (``state_dict`` and ``averaging_state``) into ``callback`` by its checkpoint hook, its
+    "Found current_model_state" note muted."""
     checkpoint = {**state, "current_model_state": pl_module.state_dict()}
-    muted = _Mute("Found current_model_state in the checkpoint")
-    _RANK_ZERO_LOG.addFilter(muted)
+    _RANK_ZERO_LOG.addFilter(_mute_found_state)
     try:
         callback.on_load_checkpoint(trainer, pl_module, checkpoint)
     finally:
-        _RANK_ZERO_LOG.removeFilter(muted)
+        _RANK_ZERO_LOG.removeFilter(_mute_found_state)
+
+
+def _mute_found_state(record: logging.LogRecord) -> bool:
+    return not record.getMessage().startswith("Found current_model_state in the checkpoint")
 
 
 def set_averages_to_module(trainer: pl.Trainer, pl_module: pl.LightningModule) -> int:
-    """Make every weight-averaging callback's average equal to ``pl_module``'s weights (after the best
-    weights were restored, so a later ``validate``/``test`` or checkpoint uses them); returns how many.
+    """Make every weight-averaging callback's average equal to ``pl_module``'s weights; returns how many.
 
     Example:
         >>> from lightning.pytorch.callbacks import EMAWeightAveraging
@@ -252,21 +234,8 @@ def set_averages_to_module(trainer: pl.Trainer, pl_module: pl.LightningModule) -
         >>> set_averages_to_module(trainer, model)
         1
     """
-    count = 0
-    for callback in averaging_callbacks(trainer):
-        checkpoint: dict[str, Any] = {"state_dict": {}}
-        callback.on_save_checkpoint(trainer, pl_module, checkpoint)
-        if "averaging_state" in checkpoint:  # else no average: outside fit
-            state = {"state_dict": pl_module.state_dict(), "averaging_state": checkpoint["averaging_state"]}
-            load_average(trainer, pl_module, callback, state)
-            count += 1
-    return count
-
-
-class _Mute(logging.Filter):
-    def __init__(self, prefix: str) -> None:
-        super().__init__()
-        self.prefix = prefix
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not record.getMessage().startswith(self.prefix)
+    saved = _saved_averages(trainer, pl_module)
+    for callback, checkpoint in saved:
+        state = {"state_dict": pl_module.state_dict(), "averaging_state": checkpoint["averaging_state"]}
+        load_average(trainer, pl_module, callback, state)
+    return len(saved)

@@ -1,6 +1,5 @@
-"""Every read of Lightning's private loop state (when and under which step it writes step metrics; its own
-monitors read the same), once, each with its public fallback: a Lightning release that moves them breaks one
-file."""
+"""Every read of Lightning's private loop state, once, each with its public fallback: a Lightning release
+that moves them breaks one file."""
 
 from __future__ import annotations
 
@@ -34,17 +33,13 @@ def check_prefix(prefix: Any) -> None:
 
 
 def stepped(trainer: pl.Trainer, step_at_batch_start: int | None) -> bool:
-    """Whether the optimizer stepped since ``step_at_batch_start`` (``trainer.global_step`` then; ``None``:
-    no batch start seen, counts as stepped): the public replacement for ``fit_loop._should_accumulate()``."""
+    """Whether the optimizer stepped since ``step_at_batch_start`` (``None``: no batch start seen: yes)."""
     return step_at_batch_start is None or trainer.global_step != step_at_batch_start
 
 
 def lightning_will_log(trainer: pl.Trainer, did_step: bool = True) -> bool:
-    """Whether the Trainer writes step metrics to its loggers at the end of the current training batch.
-
-    Lightning skips the write on accumulating batches (automatic optimization): pass ``did_step`` from
-    :func:`stepped` in ``on_train_batch_end``; in ``on_before_optimizer_step`` the batch steps: the default.
-    """
+    """Whether the Trainer writes step metrics to its loggers at the end of the current training batch
+    (``did_step``: :func:`stepped` in ``on_train_batch_end``; accumulating batches write none)."""
     module = trainer.lightning_module
     if module.automatic_optimization and not did_step:
         return False
@@ -57,10 +52,7 @@ def lightning_will_log(trainer: pl.Trainer, did_step: bool = True) -> bool:
 
 
 def lightning_log_step(trainer: pl.Trainer) -> int:
-    """The step index Lightning attaches to logged step metrics (batches that stepped, not optimizer steps).
-
-    Differs from ``global_step`` with several optimizers (one global step per optimizer step).
-    """
+    """The step Lightning attaches to logged step metrics (batches that stepped, not optimizer steps)."""
     # private: the epoch loop's counter of batches that stepped; public fallback: the global step
     epoch_loop = getattr(getattr(trainer, "fit_loop", None), "epoch_loop", None)
     return int(getattr(epoch_loop, "_batches_that_stepped", trainer.global_step))
@@ -77,10 +69,8 @@ def optimizer_index(trainer: pl.Trainer, optimizer: Optimizer) -> int:
 def emit(
     trainer: pl.Trainer, pl_module: pl.LightningModule, metrics: dict[str, Any], own_cadence: bool
 ) -> None:
-    """Send host floats to the loggers: ``own_cadence=False`` through ``log_dict`` on Lightning's cadence
-    (also into ``callback_metrics``), ``True`` straight to ``trainer.loggers`` on rank zero, as
-    ``LearningRateMonitor``.
-    """
+    """Send host floats to the loggers: through ``log_dict`` on Lightning's cadence, or (``own_cadence``)
+    straight to ``trainer.loggers`` on rank zero, as ``LearningRateMonitor``."""
     if not own_cadence:
         pl_module.log_dict(metrics, on_step=True, on_epoch=False, sync_dist=False, batch_size=1)
         return
@@ -92,8 +82,7 @@ def emit(
 
 def logged_running_mean(trainer: pl.Trainer, name: str) -> tuple[Any, Any] | None:
     """The running weighted sum and sample count Lightning keeps for ``self.log(name, ..., on_epoch=True)``
-    (mean reduction) in validation_step, replaced (never updated in place) on each logged batch, so two reads
-    difference to one batch's mean and size; ``None`` when not logged that way. Host reads only."""
+    (mean reduction) in validation_step, replaced on each logged batch; ``None`` when not logged that way."""
     # private: the active loop's ResultCollection (``trainer._results``, Lightning 2.x), its _ResultMetrics
     results = getattr(trainer, "_results", None)
     if not isinstance(results, dict):

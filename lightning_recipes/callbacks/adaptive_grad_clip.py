@@ -108,16 +108,15 @@ class AdaptiveGradClip(Callback):
         if not grads:
             return
         index = optimizer_index(trainer, optimizer)
-        state = self._states.get(index)
-        if state is None:
-            state = self._states[index] = _ClipState(self.window)
+        state = self._states.get(index) or self._states.setdefault(index, _ClipState(self.window))
         if self._shard_group is None:  # the FSDP1 wrapper exists only after setup: look it up here
             self._shard_group = flat_shard_group(trainer)
         cached = STEP_POWERS.lookup(grads, self.norm_type, trainer.global_step)  # GradNormMonitor ran first
-        if cached is not None:
-            norm = total_norm_from_powers(cached, self.norm_type)
-        else:
-            norm = distributed_total_norm(grads, self.norm_type, self._shard_group)
+        norm = (
+            distributed_total_norm(grads, self.norm_type, self._shard_group)
+            if cached is None
+            else total_norm_from_powers(cached, self.norm_type)
+        )
         factor = state.step(norm, self)
         torch._foreach_mul_([local_tensor(g) for g in grads], factor)
         if lightning_will_log(trainer):
@@ -134,8 +133,6 @@ class AdaptiveGradClip(Callback):
             state = _ClipState(self.window)
             state.load_state_dict(saved)
             self._states[int(index)] = state
-
-    # --------------------------------------------------------------------------------------------------------
 
     def _log(self, trainer: pl.Trainer, pl_module: pl.LightningModule, index: int, state: _ClipState) -> None:
         values = state.interval_values()
@@ -169,8 +166,7 @@ def autoclip_factor(
     history: Tensor, norm: Tensor, percentile: float, *, clipping: bool = True, max_norm: float | None = None
 ) -> tuple[Tensor, Tensor]:
     """AutoClip's ``(threshold, factor)``, 0-dim device tensors, no sync: the ``percentile`` of ``history``
-    (NaN where empty; ``inf`` in warm-up), capped at ``max_norm``; ``factor = threshold / norm`` when a finite
-    norm exceeds it, else ``1``.
+    (NaN: empty; ``inf`` in warm-up) capped at ``max_norm``; ``threshold / norm`` for a finite norm above it.
 
     Example:
         >>> history = torch.tensor([1.0, 2.0, 3.0, 4.0, float("nan")])
@@ -203,17 +199,14 @@ class _ClipState:
         self.threshold: Tensor | None = None
         self.scale: Tensor | None = None
 
-    def _ensure(self, device: torch.device) -> None:
-        empty = (self.window,)
-        self.history = torch.full(empty, math.nan) if self.history is None else self.history
-        self.clipped = torch.full(empty, math.nan) if self.clipped is None else self.clipped
-        self.history, self.clipped = self.history.to(device), self.clipped.to(device)  # no-op on its device
-
     @torch.no_grad()
     def step(self, norm: Tensor, config: AdaptiveGradClip) -> Tensor:
         """Record ``norm``, return the factor to scale the gradients by (all on the device)."""
-        self._ensure(norm.device)
-        assert self.history is not None and self.clipped is not None  # for mypy; set by _ensure
+        if self.history is None:
+            self.history = torch.full((self.window,), math.nan)
+        if self.clipped is None:
+            self.clipped = torch.full((self.window,), math.nan)
+        self.history, self.clipped = self.history.to(norm.device), self.clipped.to(norm.device)  # no-op there
         finite = torch.isfinite(norm)
         self.history[self.position] = torch.where(finite, norm, math.nan)
         self.steps += 1
@@ -271,8 +264,7 @@ class _ClipState:
 
 
 def _resize_ring(ring: Tensor, position: int, window: int) -> tuple[Tensor, int]:
-    """Re-lay a saved ring buffer for a (possibly different) ``window``: keep the newest entries, oldest
-    first."""
+    """Re-lay a saved ring buffer for a (possibly different) ``window``: the newest entries, oldest first."""
     ring = ring.detach().float().cpu()
     if ring.numel() == window:
         return ring.clone(), position % window

@@ -22,9 +22,6 @@ __all__ = ["EarlyStopping"]
 
 log = logging.getLogger(__name__)
 
-# Lightning >= 2.6 (our floor: pyproject) records why it stopped; 2.4 and 2.5 lack `stopping_reason`.
-_THRESHOLD: Any = EarlyStoppingReason.STOPPING_THRESHOLD
-
 
 class EarlyStopping(_LightningEarlyStopping):
     r"""Lightning's ``EarlyStopping`` (a subclass: same arguments, defaults, stop rules, rank reduction and
@@ -97,14 +94,6 @@ class EarlyStopping(_LightningEarlyStopping):
         self._validated_fresh = False  # a validation run captured them since the last check
         self._restore_at_fit_end = False
 
-    @property
-    def _best_weights(self) -> dict[str, Tensor] | None:
-        return self._best.model
-
-    @_best_weights.setter
-    def _best_weights(self, weights: dict[str, Tensor] | None) -> None:
-        self._best.model = None if weights is None else dict(weights)
-
     @override
     def on_validation_batch_start(
         self,
@@ -114,8 +103,7 @@ class EarlyStopping(_LightningEarlyStopping):
         batch_idx: int,
         dataloader_idx: int = 0,
     ) -> None:
-        # Inside the validation loop every callback's `on_validation_epoch_start` has run, so a weight-
-        # averaging callback has swapped its average in: the weights the monitored metric will describe.
+        # a weight-averaging callback has swapped its average in by now: the weights the metric describes
         if (
             self.restore_best_weights
             and batch_idx == 0
@@ -144,11 +132,10 @@ class EarlyStopping(_LightningEarlyStopping):
             self._restore(trainer, pl_module)
 
     def _restore(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        if not (self.restore_best_weights and self._best_weights is not None):
+        if not (self.restore_best_weights and self._best.model is not None):
             return
         self._best.restore(pl_module)
-        # A weight-averaging callback keeps its average after fit and swaps it in for `trainer.validate()`
-        # and saves it in checkpoints: it must hold the best weights too (issue 22).
+        # a weight-averaging callback's average (swapped in later by validate, saved) becomes the best too
         set_averages_to_module(trainer, pl_module)
         self.restored_best_weights = True
         if self.verbose:
@@ -165,7 +152,7 @@ class EarlyStopping(_LightningEarlyStopping):
             best_epoch=self.best_epoch,
             best_step=self.best_step,
             stopped_step=self.stopped_step,
-            best_weights=self._best_weights if self.best_weights_in_checkpoint else None,
+            best_weights=self._best.model if self.best_weights_in_checkpoint else None,
         )
         return state
 
@@ -177,11 +164,9 @@ class EarlyStopping(_LightningEarlyStopping):
         self.best_step = int(full["best_step"])
         self.stopped_step = int(full["stopped_step"])
         if full["best_weights"] is not None:
-            self._best_weights = dict(full["best_weights"])
+            self._best.model = dict(full["best_weights"])
 
-    # Lightning's check lives in the private `_run_early_stopping_check` / `_evaluate_stopping_criteria`
-    # (stable since 1.x, called from its public `on_train_epoch_end` / `on_validation_end`). We wrap them
-    # here and nowhere else, so that every stop rule stays exactly Lightning's.
+    # Lightning's private check methods (stable since 1.x), wrapped here only: the stop rules stay its own.
 
     @override
     def _run_early_stopping_check(self, trainer: pl.Trainer) -> None:
@@ -189,12 +174,10 @@ class EarlyStopping(_LightningEarlyStopping):
         if trainer.current_epoch < self.start_from_epoch or trainer.global_step < self.start_from_step:
             return
         best_before = self.best_score
-        reason_before = getattr(self, "stopping_reason", None)
-        message_before = getattr(self, "stopping_reason_message", None)
+        reason_before, message_before = self.stopping_reason, self.stopping_reason_message
         super()._run_early_stopping_check(trainer)
-        reason = getattr(self, "stopping_reason", None)
-        reached_threshold = reason == _THRESHOLD and reason_before != _THRESHOLD
-        improved = self.best_score is not best_before or reached_threshold
+        reason, threshold = self.stopping_reason, EarlyStoppingReason.STOPPING_THRESHOLD
+        improved = self.best_score is not best_before or (reason == threshold != reason_before)
         if self.restore_best_weights:
             improved = trainer.strategy.reduce_boolean_decision(improved, all=True)
         if improved:
@@ -209,21 +192,20 @@ class EarlyStopping(_LightningEarlyStopping):
                     trainer.lightning_module, step=trainer.global_step, reuse_buffers=False, wait=True
                 )
         stopped_now = trainer.should_stop and (
-            getattr(self, "stopping_reason_message", None) is not message_before
-            or self.stopped_epoch == trainer.current_epoch
+            self.stopping_reason_message is not message_before or self.stopped_epoch == trainer.current_epoch
         )
         if stopped_now:
             self.stopped_step = trainer.global_step
             if self.verbose and trainer.is_global_zero:
                 restore = (
                     f" The best weights (epoch {self.best_epoch}) will be restored when training ends."
-                    if self.restore_best_weights and self._best_weights is not None
+                    if self.restore_best_weights and self._best.model is not None
                     else ""
                 )
                 log.info(
                     f"EarlyStopping stopped training at epoch {trainer.current_epoch} (step "
-                    f"{trainer.global_step}): {getattr(reason, 'name', 'stopped')}. "
-                    f"{getattr(self, 'stopping_reason_message', None) or ''}"
+                    f"{trainer.global_step}): {reason.name}. "
+                    f"{self.stopping_reason_message or ''}"
                     f"{restore}"
                 )
 
@@ -240,28 +222,23 @@ class EarlyStopping(_LightningEarlyStopping):
             self.min_delta = absolute
 
 
-# Where Lightning's constructor raises, ours raises an instance of the same type (code that catches
-# Lightning's keeps working) that is also what our argument checks raise (ValueError, or TypeError for a
-# wrong kind).
+# Where Lightning's constructor raises, ours raises the same type, also our checks' ValueError/TypeError.
 
 
 class ModeError(MisconfigurationException, ValueError):
-    """An unknown ``mode`` string: Lightning raises ``MisconfigurationException``; ours is also a
-    ValueError."""
+    """An unknown ``mode`` string: Lightning's ``MisconfigurationException`` and a ``ValueError``."""
 
 
 class ModeTypeError(MisconfigurationException, TypeError):
-    """A ``mode`` that is not a string: Lightning raises ``MisconfigurationException`` (or ``TypeError`` when
-    unhashable); ours is both."""
+    """A ``mode`` that is not a string: Lightning's ``MisconfigurationException`` and a ``TypeError``."""
 
 
 class MinDeltaTypeError(TypeError, ValueError):
-    """A ``min_delta`` that is not a number: Lightning raises ``TypeError`` (``None``, a dict ...); our
-    earlier releases raised ``ValueError``; this is both."""
+    """A ``min_delta`` that is not a number: Lightning's ``TypeError``, our earlier ``ValueError``."""
 
 
 def _validate_mode(mode: Any) -> None:
-    # The message keeps Lightning's wording too ("`mode` can be min, max, got X"), which its own tests match.
+    # Lightning's wording too: its own tests match it
     message = (
         f"`mode` must be one of ('min', 'max'), got {mode!r} (Lightning: `mode` can be min, max, got {mode})."
     )

@@ -150,14 +150,13 @@ class GradNormMonitor(Callback):
             self._read_deepspeed_norm(trainer)
         if not self._logging_now(trainer, did_step):
             return
-        names: list[str] = []
-        values: list[Tensor] = []
         several = len(self._tracks) > 1 or len(trainer.optimizers) > 1
+        names, values = [], []
         for index, track in sorted(self._tracks.items()):
-            track_names, track_values = track.metrics(self.norm_type)
             infix = f"optimizer_{index}/" if several else ""
-            names += [f"{self.prefix}{kind}/{infix}{name}" for kind, name in track_names]
-            values += track_values
+            for kind, name, value in track.metrics(self.norm_type):
+                names.append(f"{self.prefix}{kind}/{infix}{name}")
+                values.append(value)
         if not values:
             return
         device = values[0].device
@@ -172,11 +171,7 @@ class GradNormMonitor(Callback):
 
     @override
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        # Interval statistics restart after a resume; the configuration lives in __init__. Nothing else to
-        # restore.
-        return None
-
-    # --------------------------------------------------------------------------------------------------------
+        return None  # interval statistics restart after a resume; the configuration is __init__'s
 
     def _logging_now(self, trainer: pl.Trainer, did_step: bool) -> bool:
         if self.log_every_n_steps is None:
@@ -188,11 +183,7 @@ class GradNormMonitor(Callback):
     def _track(self, index: int, pl_module: pl.LightningModule, optimizer: Optimizer) -> _Track:
         params = [p for group in optimizer.param_groups for p in group["params"]]
         track = self._tracks.get(index)
-        if (
-            track is None
-            or len(track.params) != len(params)
-            or any(a is not b for a, b in zip(track.params, params))
-        ):
+        if track is None or list(map(id, track.params)) != list(map(id, params)):
             names = {id(p): name for name, p in pl_module.named_parameters()}
             labels = [  # group_by=None: one group, the total
                 "total"
@@ -217,8 +208,7 @@ class GradNormMonitor(Callback):
 
 
 class _Track:
-    """Everything kept for one optimizer: its parameters, their groups, the interval's device-side
-    statistics."""
+    """One optimizer's parameters, their groups and the interval's device-side statistics."""
 
     def __init__(self, params: list[Tensor], labels: list[str], grouped: bool) -> None:
         self.params = params
@@ -258,8 +248,7 @@ class _Track:
         self.pending_steps += 1
 
     def fold(self, norm_type: float) -> None:
-        """Reduce the pending per-step powers across shards (one collective per layout) into the running
-        stats."""
+        """Reduce the pending per-step powers across shards (one collective per layout) into the stats."""
         if not self.pending_steps:
             return
         per_key = []
@@ -287,48 +276,34 @@ class _Track:
         if copy:
             self.snapshot = [p.clone() for p in params]
 
-    def metrics(self, norm_type: float) -> tuple[list[tuple[str, str]], list[Tensor]]:
+    def metrics(self, norm_type: float) -> list[tuple[str, str, Tensor]]:
+        """``(kind, name, value)`` of the interval, then a reset."""
         self.fold(norm_type)
-        names: list[tuple[str, str]] = []
-        values: list[Tensor] = []
-        if (
-            self.interval_steps
-            and self.stats is not None
-            and self.peak is not None
-            and self.last_total is not None
-        ):
+        out: list[tuple[str, str, Tensor]] = []
+
+        def add(kind: str, totals: dict[str, Tensor], groups: Tensor | None) -> None:
+            out.extend((kind, name, value) for name, value in totals.items())
+            if self.grouped and groups is not None:
+                out.extend((kind, name, value) for name, value in zip(self.group_names, groups.unbind(0)))
+
+        if self.interval_steps:
+            assert self.stats is not None and self.peak is not None and self.last_total is not None
             mean = self.stats[0] / self.stats[1].clamp(min=1.0)
-            names += [("grad_norm", "total"), ("grad_norm", "total_mean"), ("grad_norm", "total_max")]
-            names += [("grad_norm", "nonfinite_steps")]
-            values += [self.last_total, mean, self.peak, self.stats[2]]
-            if self.grouped and self.last_groups is not None:
-                names += [("grad_norm", name) for name in self.group_names]
-                values += list(self.last_groups.unbind(0))
+            totals = {"total": self.last_total, "total_mean": mean, "total_max": self.peak}
+            add("grad_norm", {**totals, "nonfinite_steps": self.stats[2]}, self.last_groups)
         if self.param_powers is not None:
-            param_groups = power_to_norm(self.param_powers, norm_type)
-            param_total = power_to_norm(
-                combine_powers(list(self.param_powers.unbind(0)), norm_type), norm_type
-            )
-            names.append(("param_norm", "total"))
-            values.append(param_total)
-            if self.grouped:
-                names += [("param_norm", name) for name in self.group_names]
-                values += list(param_groups.unbind(0))
+            param_total = combine_powers(list(self.param_powers.unbind(0)), norm_type)
+            param_norms = power_to_norm(self.param_powers, norm_type)
+            add("param_norm", {"total": power_to_norm(param_total, norm_type)}, param_norms)
             if self.snapshot is not None:
                 changes = torch._foreach_sub([p.detach() for p in self.params], self.snapshot)
-                groups = len(self.group_names)
-                diff_powers = group_powers(changes, self.group_of, groups, norm_type, self.shard_group)
-                total = [
-                    combine_powers(list(powers.unbind(0)), norm_type)
-                    for powers in (self.param_powers, diff_powers)
-                ]
-                names.append(("update_ratio", "total"))
-                values.append(update_ratios(total[0], total[1], norm_type))
-                if self.grouped:
-                    names += [("update_ratio", name) for name in self.group_names]
-                    values += list(update_ratios(self.param_powers, diff_powers, norm_type).unbind(0))
+                diff = group_powers(
+                    changes, self.group_of, len(self.group_names), norm_type, self.shard_group
+                )
+                ratio = update_ratios(param_total, combine_powers(list(diff.unbind(0)), norm_type), norm_type)
+                groups = update_ratios(self.param_powers, diff, norm_type) if self.grouped else None
+                add("update_ratio", {"total": ratio}, groups)
         self.stats = self.peak = self.last_groups = self.last_total = None
+        self.param_powers = self.snapshot = None
         self.interval_steps = 0
-        self.param_powers = None
-        self.snapshot = None
-        return names, values
+        return out

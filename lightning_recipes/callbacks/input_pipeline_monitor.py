@@ -32,12 +32,9 @@ _RECENT = 256  # per-batch wait fractions kept for the median the warning also n
 
 
 class WaitClock:
-    """The one timer of the data wait: the host time from the end of a batch's work to the next batch's
-    arrival (wait) and from arrival to the end of its work (step). An epoch's first batch (the loader's
-    start-up) is timed apart (:attr:`first_wait_s`), and the time from :meth:`pause` to :meth:`resume` (a
-    validation, a monitor's own check) is neither. ``time.perf_counter`` is read through this module, so a
-    test clock patched here times it too. :meth:`take` gives the fractions since the last take, from an
-    ``InputPipelineMonitor`` it :meth:`follow` s (its markers bracket every callback) or from this clock.
+    """The one timer of the data wait (end of a batch's work to the next batch's arrival) and the step
+    (arrival to the end of its work); an epoch's first wait is :attr:`first_wait_s`, a :meth:`pause` neither.
+    :meth:`take` reads an ``InputPipelineMonitor`` it :meth:`follow` s, else this clock.
 
     Example:
         >>> clock = WaitClock()
@@ -173,10 +170,8 @@ class InputPipelineMonitor(Callback):
 
     @override
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
-        # Bracket every other callback: the batch has arrived before the first callback's
-        # on_train_batch_start, and the step's work has ended after the last callback's on_train_batch_end
-        # (hooks run in list order). Lightning is iterating over `trainer.callbacks` right now: inserting in
-        # front shifts this monitor one place on, so this hook runs once more, and finds the markers there.
+        # Markers bracket every other callback's batch hooks. Inserting in front of the list Lightning is
+        # iterating shifts this monitor one place on: this hook runs once more and finds the markers.
         if self._markers and self._markers[1] in callback_list(trainer):
             return
         self._markers = (_Marker(self, "batch_arrived"), _Marker(self, "work_ended"))
@@ -240,8 +235,6 @@ class InputPipelineMonitor(Callback):
         self.total_step_s = float(state_dict.get("total_step_s", 0.0))
         self.total_batches = int(state_dict.get("total_batches", 0))
 
-    # --------------------------------------------------------------------------------------------------------
-
     def _interval_metrics(self) -> dict[str, float]:
         metrics: dict[str, float] = {}
         key = f"{self.prefix}input_pipeline/"
@@ -261,8 +254,7 @@ class InputPipelineMonitor(Callback):
             return
         busy = self.total_fetch_s + self.total_step_s
         fraction = self.total_fetch_s / busy if busy > 0 else 0.0
-        # A few long waits (a pause of the machine, a slow file) lift the mean but not the typical batch:
-        # no steady input-pipeline cause, so nothing to advise.
+        # a few long waits (a paused machine) lift the mean, not the typical batch: nothing to advise
         if fraction <= limit or statistics.median(self._recent) <= limit:
             return
         self.warned = True
@@ -282,8 +274,7 @@ class InputPipelineMonitor(Callback):
 
 
 class _Marker(Callback):
-    """Placed first (``"batch_arrived"``: the batch's arrival) or last (``"work_ended"``: the end of the
-    step's work) in ``callback_list(trainer)`` by :class:`InputPipelineMonitor`."""
+    """First (``"batch_arrived"``) or last (``"work_ended"``) in the callbacks: the monitor's time marks."""
 
     def __init__(self, monitor: InputPipelineMonitor, marks: str) -> None:
         self.monitor = monitor
@@ -317,14 +308,12 @@ class _Marker(Callback):
             self.monitor._markers = ()
 
 
-# ---------------------------------------------------------------- pipeline advice
-
 _EXPLAINS = 0.5  # building a batch explains the wait when it takes at least half of it
 
 
 def in_memory_kind(dataset: Any) -> str | None:
-    """The dataset's type name when its ``__getitem__`` is indexing into tensors held in memory
-    (``TensorDataset``, or a ``Subset`` / ``ConcatDataset`` of such), else ``None``.
+    """The type name of a dataset indexing tensors in memory (``TensorDataset``, a ``Subset`` or
+    ``ConcatDataset`` of them), else ``None``.
 
     Example:
         >>> in_memory_kind(TensorDataset(torch.zeros(4, 2)))
@@ -345,8 +334,7 @@ def in_memory_kind(dataset: Any) -> str | None:
 
 def time_batch_build_ms(loader: DataLoader, repeats: int = 3) -> float | None:
     """The median ms to build one batch of ``loader`` here as its fetcher does (``None`` for an iterable
-    dataset or no batch size); every RNG is restored afterwards.
-    """
+    dataset or no batch size); every RNG is restored afterwards."""
     dataset, size = loader.dataset, loader.batch_size
     if isinstance(dataset, IterableDataset) or size is None:
         return None
@@ -372,15 +360,7 @@ def time_batch_build_ms(loader: DataLoader, repeats: int = 3) -> float | None:
 
 
 def loader_advice(loader: Any, *, fetch_ms: float, step_ms: float, device_type: str) -> str:
-    """What would shorten a wait of ``fetch_ms`` per batch for data against ``step_ms`` of computing: one
-    or two sentences with the measured numbers and the one change to make (nothing about what would not help).
-
-    Example:
-        >>> data = TensorDataset(torch.zeros(64, 2))
-        >>> text = loader_advice(DataLoader(data, batch_size=8), fetch_ms=5.0, step_ms=5.0, device_type="cpu")
-        >>> "in-memory TensorDataset" in text and "num_workers` > 0" not in text
-        True
-    """
+    """The one change that would shorten a wait of ``fetch_ms`` per batch against ``step_ms`` of computing."""
     if not isinstance(loader, DataLoader):
         return f"Time iterating the {type(loader).__name__} alone to find what is slow (not a DataLoader)."
     workers, cpus = loader.num_workers, os.cpu_count() or 1

@@ -69,8 +69,7 @@ class RunManifest(Callback):
         if (
             not isinstance(filename, str)
             or not filename
-            or os.sep in filename
-            or (os.altsep and os.altsep in filename)
+            or any(s and s in filename for s in (os.sep, os.altsep))
         ):
             raise ValueError(f"`filename` must be a plain file name, got {filename!r}.")
         for name, path in (("dirpath", dirpath), ("repo_dir", repo_dir)):
@@ -177,8 +176,6 @@ class RunManifest(Callback):
         """
         self.manifest.setdefault(section, []).append(jsonable(dict(record)))
         self._write(trainer)
-
-    # ------------------------------------------------------------------ helpers
 
     def _finish(self, trainer: pl.Trainer) -> None:
         if self.fingerprint_batches:
@@ -339,8 +336,6 @@ def _gather_fingerprint(trainer: pl.Trainer, hasher: Any, batches: int) -> dict[
     return combine_fingerprints(per_rank, batches)
 
 
-# ---------------------------------------------------------------- manifest collectors
-
 #: Libraries whose versions the manifest records (when installed), by import name.
 LIBRARIES = (
     "lightning_recipes",
@@ -371,13 +366,7 @@ def run_git(repo_dir: str, *args: str) -> str | None:
 
 def git_info(repo_dir: str) -> dict[str, Any] | None:
     """Commit, branch, dirty flag (tracked files), ``diff_sha256`` and at most 100 ``changed_files`` of the
-    repository containing ``repo_dir``; ``None`` outside one.
-
-    Example:
-        >>> import tempfile
-        >>> git_info(tempfile.mkdtemp()) is None  # not a repository
-        True
-    """
+    repository containing ``repo_dir``; ``None`` outside one."""
     commit = run_git(repo_dir, "rev-parse", "HEAD")
     if commit is None:
         return None
@@ -395,13 +384,7 @@ def git_info(repo_dir: str) -> dict[str, Any] | None:
 
 
 def library_versions() -> dict[str, Any]:
-    """Python's version, each installed library of :data:`LIBRARIES`, and torch's CUDA / cuDNN builds.
-
-    Example:
-        >>> versions = library_versions()
-        >>> versions["python"] == platform.python_version(), versions["torch"] == metadata.version("torch")
-        (True, True)
-    """
+    """Python's version, each installed library of :data:`LIBRARIES`, and torch's CUDA / cuDNN builds."""
     versions: dict[str, Any] = {"python": platform.python_version()}
     for name in LIBRARIES:
         try:
@@ -413,28 +396,18 @@ def library_versions() -> dict[str, Any]:
     return versions
 
 
-def total_memory() -> int | None:
-    """Physical memory in bytes (``None`` where ``sysconf`` cannot tell)."""
-    try:
-        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
-    except (AttributeError, OSError, ValueError):
-        return None
-
-
 def host_info() -> dict[str, Any]:
-    """Host name, OS, CPU architecture and count, memory, and CUDA device names when CUDA is available.
-
-    Example:
-        >>> info = host_info()
-        >>> info["cpu_count"] == os.cpu_count(), info["machine"] == platform.machine()
-        (True, True)
-    """
+    """Host name, OS, CPU architecture and count, memory, and CUDA device names when CUDA is available."""
+    try:
+        memory: int | None = int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (AttributeError, OSError, ValueError):  # sysconf cannot tell
+        memory = None
     info: dict[str, Any] = {
         "hostname": socket.gethostname(),
         "os": platform.platform(),
         "machine": platform.machine(),
         "cpu_count": os.cpu_count(),
-        "memory_bytes": total_memory(),
+        "memory_bytes": memory,
     }
     if torch.cuda.is_available():
         info["cuda_devices"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
@@ -443,12 +416,7 @@ def host_info() -> dict[str, Any]:
 
 def seeds(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The seeds Lightning's ``seed_everything`` leaves behind (``PL_GLOBAL_SEED``, ``PL_SEED_WORKERS``) and
-    ``torch.initial_seed()``.
-
-    Example:
-        >>> seeds({"PL_GLOBAL_SEED": "7"})["PL_GLOBAL_SEED"], seeds({})["PL_SEED_WORKERS"]
-        ('7', None)
-    """
+    ``torch.initial_seed()``."""
     environ = os.environ if environ is None else environ
     return {
         "PL_GLOBAL_SEED": environ.get("PL_GLOBAL_SEED"),
@@ -458,20 +426,12 @@ def seeds(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
 
 
 def optimizer_record(optimizer: torch.optim.Optimizer) -> dict[str, Any]:
-    """Class and per-group settings of ``optimizer``, each group with its parameter count instead of params.
-
-    Example:
-        >>> model = torch.nn.Linear(3, 2)
-        >>> groups = [{"params": [model.weight]}, {"params": [model.bias]}]
-        >>> record = optimizer_record(torch.optim.SGD(groups, lr=0.1))
-        >>> record["class"], [(g["lr"], g["num_parameters"]) for g in record["param_groups"]]
-        ('SGD', [(0.1, 6), (0.1, 2)])
-    """
-    groups = []
-    for group in optimizer.param_groups:
-        settings = {key: jsonable(value) for key, value in group.items() if key != "params"}
-        settings["num_parameters"] = sum(p.numel() for p in group["params"])
-        groups.append(settings)
+    """Class and per-group settings of ``optimizer``, a parameter count in place of each group's params."""
+    groups = [
+        {key: jsonable(value) for key, value in group.items() if key != "params"}
+        | {"num_parameters": sum(p.numel() for p in group["params"])}
+        for group in optimizer.param_groups
+    ]
     record: dict[str, Any] = {"class": type(optimizer).__name__, "param_groups": groups}
     if hasattr(optimizer, "implementation_used"):  # ours: the path that ran (None before the first step)
         record["implementation_used"] = optimizer.implementation_used
@@ -479,12 +439,7 @@ def optimizer_record(optimizer: torch.optim.Optimizer) -> dict[str, Any]:
 
 
 def loggable(manifest: dict[str, Any]) -> dict[str, Any]:
-    """Lists become JSON strings: TensorBoard's hparams accept only scalars, and wandb's config UI reads them.
-
-    Example:
-        >>> loggable({"git": {"changed_files": ["a.py"], "dirty": True}, "seed": 3})
-        {'git': {'changed_files': '["a.py"]', 'dirty': True}, 'seed': 3}
-    """
+    """Lists become JSON strings: TensorBoard's hparams take only scalars; wandb's config UI reads them."""
     out: dict[str, Any] = {}
     for key, value in manifest.items():
         if isinstance(value, dict):
@@ -498,15 +453,7 @@ def loggable(manifest: dict[str, Any]) -> dict[str, Any]:
 
 def hash_batch(hasher: Any, batch: Any) -> None:
     """Feed a batch (nested tensors, numbers, strings) into ``hasher``: tensors as dtype, shape and bytes,
-    mappings in sorted key order, other leaves by ``repr``.
-
-    Example:
-        >>> a, b = hashlib.sha256(), hashlib.sha256()
-        >>> hash_batch(a, {"y": torch.tensor([1]), "x": [2.0, "s"]})
-        >>> hash_batch(b, {"x": [2.0, "s"], "y": torch.tensor([1])})  # key order does not matter
-        >>> a.hexdigest() == b.hexdigest()
-        True
-    """
+    mappings in sorted key order, other leaves by ``repr``."""
     if isinstance(batch, Tensor):
         tensor = batch.detach().to("cpu").contiguous()
         hasher.update(f"T{tensor.dtype}{tuple(tensor.shape)}".encode())
@@ -528,12 +475,6 @@ def hash_batch(hasher: Any, batch: Any) -> None:
 
 
 def combine_fingerprints(per_rank: Sequence[str], batches: int) -> dict[str, Any]:
-    """The manifest's ``data_fingerprint``: SHA-256 over the ranks' hex digests in rank order.
-
-    Example:
-        >>> record = combine_fingerprints(["ab", "cd"], batches=2)
-        >>> record["sha256"] == hashlib.sha256(b"abcd").hexdigest(), record["per_rank"], record["batches"]
-        (True, ['ab', 'cd'], 2)
-    """
+    """The manifest's ``data_fingerprint``: SHA-256 over the ranks' hex digests in rank order."""
     combined = hashlib.sha256("".join(per_rank).encode()).hexdigest()
     return {"sha256": combined, "per_rank": list(per_rank), "batches": batches}

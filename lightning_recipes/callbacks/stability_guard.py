@@ -58,10 +58,9 @@ class StabilityEvent:
     """One detected fault and what the guard did about it.
 
     ``cause``: ``"nonfinite_loss"``, ``"nonfinite_grad_norm"``, ``"loss_spike"``, ``"nonfinite_weights"`` or
-    ``"lr_too_high"``; ``value``: the offending loss, norm or update ratio; ``rank``: who saw it (earliest
-    step, then cause, then lowest rank); ``action``: ``"rollback"``, ``"skip_step"``, ``"raise"``,
-    ``"give_up"``, ``"logged"``, ``"scale_lr"`` or ``"widen"``; ``restored_step``: the restored snapshot's
-    step (``-1``: none).
+    ``"lr_too_high"``; ``value``: the offending loss, norm or update ratio; ``rank``: who saw it; ``action``:
+    ``"rollback"``, ``"skip_step"``, ``"raise"``, ``"give_up"``, ``"logged"``, ``"scale_lr"`` or ``"widen"``;
+    ``restored_step``: the restored snapshot's step (``-1``: none).
     """
 
     step: int
@@ -170,10 +169,8 @@ class StabilityGuard(Callback):
         check_choice("mode", self.mode, _MODES)
         for name in ("check_every_n_steps", "spike_window"):
             check_int(name, getattr(self, name), minimum=1)
-        # None: adaptive snapshots; no spike_k / spike_rtol rule
         check_int("snapshot_every_n_steps", self.snapshot_every_n_steps, minimum=1, optional=True)
         check_in_range("snapshot_overhead", self.snapshot_overhead, 0.0, 1.0, low_open=True, high_open=True)
-        check_bool("act_on_findings", self.act_on_findings)
         check_in_range("finding_lr_factor", self.finding_lr_factor, 0.0, 1.0, low_open=True)
         for name in ("spike_warmup_steps", "cooldown_steps", "max_rollbacks", "rollback_window_steps"):
             check_int(name, getattr(self, name), minimum=0)
@@ -182,19 +179,17 @@ class StabilityGuard(Callback):
             "spike_rtol", self.spike_rtol, 1.0, math.inf, low_open=True, high_open=True, optional=True
         )
         check_in_range("lr_factor", self.lr_factor, 0.0, 1.0, low_open=True)
-        check_non_negative("spike_min_rise", self.spike_min_rise)
-        check_non_negative("spike_floor", self.spike_floor)
+        for name in ("spike_min_rise", "spike_floor"):
+            check_non_negative(name, getattr(self, name))
         if self.val_monitor is not None and not isinstance(self.val_monitor, str):
             raise TypeError(f"`val_monitor` must be a str or None, got {self.val_monitor!r}.")
-        check_bool("check_grad_norm", self.check_grad_norm)
-        check_bool("verbose", self.verbose)
+        for name in ("act_on_findings", "check_grad_norm", "verbose"):
+            check_bool(name, getattr(self, name))
 
     @property
     @override
     def state_key(self) -> str:
         return self._generate_state_key(mode=self.mode)
-
-    # ------------------------------------------------------------------ hooks, in training order
 
     @override
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
@@ -293,8 +288,6 @@ class StabilityGuard(Callback):
         self._lr_scaling.detach()
         self._snapshots.release()
 
-    # ------------------------------------------------------------------ state
-
     @override
     def state_dict(self) -> dict[str, Any]:
         # sync: converting the pending device scalars happens only when a checkpoint is written.
@@ -331,8 +324,6 @@ class StabilityGuard(Callback):
         self._lr_scale = float(state_dict.get("lr_scale", 1.0))
         self._reference = torch.tensor(float(state_dict.get("reference", 0.0)))
         self._veto.load_state_dict(state_dict.get("veto", {}))
-
-    # ------------------------------------------------------------------ helpers
 
     def _check(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         """Classify the pending steps on the device (``fault_causes``), agree across ranks, act."""
@@ -485,8 +476,7 @@ class StabilityGuard(Callback):
             "stability/rollbacks": float(self.rollbacks),
             "stability/skipped_steps": float(self.skipped_steps),
         }
-        # Straight to the loggers (an event must not wait for `log_every_n_steps`), at the step Lightning uses
-        # for this batch's metrics: before the optimizer step that is `global_step`, after it one less.
+        # straight to the loggers, at the step of this batch's metrics (one less after the optimizer step)
         step = trainer.global_step if event.action == "skip_step" else max(trainer.global_step - 1, 0)
         for logger in trainer.loggers:
             logger.log_metrics(metrics, step=step)
@@ -499,12 +489,8 @@ class StabilityGuard(Callback):
         return self._lr_scale * (self.lr_factor if self._cooldown_left > 0 else 1.0)
 
 
-# ---------------------------------------------------------------- the guard's parts: snapshot, LR cut, veto
-
-
 class SpikeVeto:
-    """The veto of a give-up over loss spikes while the validation loss ``monitor`` (lower is better) holds,
-    and the spike floor its vetoes raised. Validations stay device tensors, read on the fault path only.
+    """Vetoes a give-up over loss spikes while the validation loss ``monitor`` (lower is better) holds.
 
     Example:
         >>> from lightning_recipes.testing import fast_trainer
@@ -526,8 +512,9 @@ class SpikeVeto:
         self.values = [*self.values[-99:], (trainer.global_step, value.detach().float().reshape(()))]
 
     def held_since(self, trainer: pl.Trainer, step: int) -> tuple[float, float] | None:
-        """``(before, latest)`` when, on every rank, the latest validation is no worse than the last one at
-        or before ``step`` (or the first); ``None`` otherwise. One sync, one all-gather: all ranks call it."""
+        """``(before, latest)`` when on every rank validation has not worsened since ``step``, else ``None``.
+
+        One sync, one all-gather: all ranks call it."""
         values = [(s, float(v)) for s, v in self.values]  # sync: fault path only
         held = None
         if len(values) >= 2:
@@ -537,8 +524,7 @@ class SpikeVeto:
         return held if every else None
 
     def veto(self, trainer: pl.Trainer, event: StabilityEvent, since: int, level: Tensor) -> bool:
-        """At a would-be give-up over a spike: if validation held since step ``since``, raise :attr:`floor`
-        to twice the spike's excess over ``level``, mark the event ``"widen"`` and warn (fault path)."""
+        """If validation held since ``since``, raise :attr:`floor` above this spike, mark it ``"widen"``."""
         held = self.held_since(trainer, since) if event.cause == "loss_spike" else None
         if held is None:
             return False
@@ -562,9 +548,7 @@ class SpikeVeto:
 
 
 def step_grad_norm(grads: list[Tensor], step: int) -> Tensor:
-    """The local 2-norm of ``grads`` (no sync), reused from ``GradNormMonitor`` / ``AdaptiveGradClip`` when
-    one of them read these gradients this step (``STEP_POWERS``), else computed and published for them.
-    Sharded (DTensor) gradients use their local shards: the check is reduced over ranks.
+    """The local 2-norm of ``grads`` (no sync), shared with the other callbacks through ``STEP_POWERS``.
 
     Example:
         >>> step_grad_norm([torch.tensor([3.0]), torch.tensor([4.0])], step=-1)
@@ -579,8 +563,6 @@ def step_grad_norm(grads: list[Tensor], step: int) -> Tensor:
         STEP_POWERS.publish(grads, 2.0, step, {None: power})
     return power_to_norm(power, 2.0)
 
-
-# ---------------------------------------------------------------- faults: pure tensor functions, no sync
 
 #: Fault codes. A step with several faults gets one, first in this order: non-finite loss (1), loss spike (3),
 #: non-finite gradient norm (2), non-finite weights (4).
@@ -599,17 +581,8 @@ def exceeds_noise(
 ) -> Tensor:
     """The spike rule: which ``losses`` exceed the loss noise of ``window`` (recent good losses). No sync.
 
-    Level and spread are :func:`~lightning_recipes._stats.robust_scale` of ``window``, in log space when every
-    loss in it is positive (loss noise is multiplicative), linearly otherwise. A loss is a spike when it is
-    above the level by more than ``k`` spreads **and** ``min_rise`` (a factor ``1 + min_rise`` in log space,
-    ``min_rise * |level|`` linearly), or, with ``rtol``, above ``rtol`` x the level; either way also above
-    the linear level by more than ``floor`` (a near-zero loss's noise). ``k=None`` turns the first rule off;
-    NaN never exceeds.
-
-    Example:
-        >>> window = 0.6931 + 0.001 * torch.randn(20, generator=torch.Generator().manual_seed(0))
-        >>> exceeds_noise(torch.tensor([0.6931 * 1.06, 0.6931 * 3]), window, k=6.0, min_rise=0.5)
-        tensor([False,  True])
+    Above the level by ``k`` robust spreads and ``min_rise`` (log space when all positive), or by ``rtol`` x
+    the level, and always by more than ``floor``; NaN never exceeds (``docs/guides/stability_guard.md``).
     """
     window, losses = window.float(), losses.float()
     log_space = (window > 0).all()
@@ -634,20 +607,10 @@ def fault_causes(
     loss_mask: Tensor | None = None,
     weights_norm: Tensor | None = None,
 ) -> Tensor:
-    """The fault code of each of ``n`` steps (``0``: good; codes in :data:`CAUSES`), int64, no host sync.
+    """The fault code of each step (``0``: good; :data:`CAUSES`), int64, no host sync; first match wins.
 
-    Per step, first match wins: ``1`` a non-finite loss (where ``loss_mask``, bool ``(n,)``, says it has one);
-    ``3`` a spike (``spike``, bool ``(n,)``: :func:`exceeds_noise`'s verdict, ``None``: not judged); ``2`` a
-    non-finite gradient norm (``norms``: ``0`` where a step has none); ``4``, last step only, a non-finite
-    ``weights_norm`` (weights poisoned by an update no loss or norm has shown yet).
-
-    Example:
-        >>> nan, inf = float("nan"), float("inf")
-        >>> fault_causes(torch.tensor([1.0, nan, 9.0, 1.0, 9.0]), torch.tensor([1.0, 1.0, 1.0, inf, nan]),
-        ...              spike=torch.tensor([False, False, True, False, True]))
-        tensor([0, 1, 3, 2, 3])
-        >>> fault_causes(torch.tensor([1.0, 1.0]), torch.zeros(2), weights_norm=torch.tensor(nan))
-        tensor([0, 4])
+    ``1`` non-finite loss (where ``loss_mask``), ``3`` ``spike``, ``2`` non-finite norm, ``4`` (last step
+    only) a non-finite ``weights_norm``.
     """
     causes = torch.zeros(losses.shape, dtype=torch.int64, device=losses.device)
     bad_loss = ~torch.isfinite(losses)
@@ -666,38 +629,15 @@ def fault_causes(
 
 
 def fault_record(causes: Tensor) -> Tensor:
-    """``[number of faulty steps, code of the first, index of the first]`` (index 0 when none), on the device.
-
-    Built without indexing by a tensor value (``causes[first]`` would sync), so that the one host copy of the
-    three integers is the check's only sync.
-
-    Example:
-        >>> fault_record(torch.tensor([0, 0, 2, 1])), fault_record(torch.tensor([0, 0]))
-        (tensor([2, 2, 2]), tensor([0, 0, 0]))
-    """
+    """``[number of faulty steps, code of the first, index of the first]`` on the device, with no sync."""
     first = torch.argmax((causes > 0).to(torch.uint8)).reshape(1)
     return torch.cat([(causes > 0).sum().reshape(1), causes.gather(0, first), first])
 
 
 def choose_event(rows: Sequence[Sequence[float]]) -> Sequence[float] | None:
-    """Among every rank's first fault ``(code, step, value, rank)`` (code 0: none), the one all ranks act on.
-
-    The earliest step wins, then the lowest code (a NaN loss on one rank makes every rank's all-reduced
-    gradient NaN: the loss is the root cause), then the lowest rank. ``None`` when no rank saw a fault.
-
-    Example:
-        >>> choose_event([(2, 7, float("nan"), 0), (1, 7, float("nan"), 1), (3, 5, 40.0, 2), (0, 0, 0.0, 3)])
-        (3, 5, 40.0, 2)
-        >>> choose_event([(0, 0, 0.0, 0)]) is None
-        True
-    """
-    candidates = [row for row in rows if row[0] > 0]
-    if not candidates:
-        return None
-    return min(candidates, key=lambda row: (row[1], row[0], row[3]))
-
-
-# ---------------------------------------------------------------- words
+    """Among every rank's first fault ``(code, step, value, rank)`` (code 0: none), the one all ranks act on:
+    the earliest step, then the lowest code (the root cause), then the lowest rank; ``None`` when none."""
+    return min((row for row in rows if row[0] > 0), key=lambda row: (row[1], row[0], row[3]), default=None)
 
 
 _NAMES = {
@@ -711,12 +651,7 @@ _QUANTITIES = {"nonfinite_grad_norm": "gradient norm", "nonfinite_weights": "wei
 
 
 def describe(event: StabilityEvent) -> str:
-    """One line naming the fault, the quantity and its value, where and when it was seen.
-
-    Example:
-        >>> describe(StabilityEvent(3, "loss_spike", 9.5, 1, 5, "rollback"))
-        'loss spike (loss 9.5) at step 3 on rank 1, detected at step 5'
-    """
+    """One line naming the fault, the quantity and its value, where and when it was seen."""
     quantity = _QUANTITIES.get(
         event.cause, "update/parameter ratio" if event.cause in FINDING_CAUSES else "loss"
     )
@@ -732,8 +667,8 @@ def give_up_message(
     events: list[StabilityEvent],
     path: str | None,
 ) -> str:
-    """Why the guard gave up: ``why`` is ``(recent rollback steps, window, max_rollbacks)``, or ``None`` when
-    no verified snapshot exists yet; ``path`` the emergency checkpoint, if one was written."""
+    """Why the guard gave up: ``why`` is ``(recent rollback steps, window, max_rollbacks)`` or ``None`` (no
+    snapshot yet); ``path`` the emergency checkpoint."""
     where = f" Emergency checkpoint (last good state, step {event.restored_step}): {path}." if path else ""
     reason = "no verified snapshot exists yet (resumed with unchecked steps)"
     if why is not None:
@@ -750,12 +685,7 @@ def give_up_message(
 
 
 def outcome(event: StabilityEvent, lr_scale: float, lr_factor: float, cooldown_left: int) -> str:
-    """What the guard did, for the log line.
-
-    Example:
-        >>> outcome(StabilityEvent(3, "loss_spike", 9.5, 0, 5, "rollback", 2), 1.0, 0.5, 10)
-        'rollback to the snapshot of step 2, learning rate x0.5 for 10 steps'
-    """
+    """What the guard did, for the log line."""
     detail = f" to the snapshot of step {event.restored_step}" if event.action == "rollback" else ""
     if event.cause in FINDING_CAUSES:
         detail += f", learning rate x{lr_scale:g} from now on"
@@ -767,8 +697,7 @@ def outcome(event: StabilityEvent, lr_scale: float, lr_factor: float, cooldown_l
 
 
 def emergency_checkpoint(trainer: pl.Trainer, directory: str | None, detected_at_step: int) -> str | None:
-    """Save the restored state to ``directory`` (default: the ``ModelCheckpoint`` directory); its path, or
-    ``None`` without a directory. Collective: every rank calls it together."""
+    """Save the restored state to ``directory`` (default: ``ModelCheckpoint``'s); its path. Collective."""
     if directory is None and trainer.checkpoint_callback is not None:
         directory = getattr(trainer.checkpoint_callback, "dirpath", None)
     if directory is None:

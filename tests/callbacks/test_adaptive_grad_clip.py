@@ -214,8 +214,6 @@ def test_state_dict_round_trip_resume_and_pickle(tmp_path):
     assert resumed.state_dict()["states"][0]["steps"] == second.global_step
 
 
-# AutoClip's threshold and factor as a pure function: a value table
-
 NAN, INF = math.nan, math.inf
 ONE_TO_FOUR = [1.0, 2.0, 3.0, 4.0, NAN, NAN]  # NaN: empty slots of the ring buffer
 

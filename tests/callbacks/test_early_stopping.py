@@ -134,7 +134,7 @@ def test_state_dict_round_trip_and_resume_continues_the_count(tmp_path: Path) ->
     stopper, _, trainer = _run(values, 4, patience=3)  # epochs 0-3: best at 2, wait count 1
     assert (stopper.wait_count, stopper.best_epoch, trainer.should_stop) == (1, 2, False)
     state = pickle.loads(pickle.dumps(stopper.state_dict()))
-    assert same(state["best_weights"], stopper._best_weights or {})
+    assert same(state["best_weights"], stopper._best.model or {})
     clone = EarlyStopping("val_score", restore_best_weights=True)
     clone.load_state_dict(state)
     assert (clone.wait_count, clone.best_epoch, float(clone.best_score)) == (1, 2, 3.0)
@@ -193,8 +193,6 @@ def test_verbose_logs_the_reason_and_the_restore(caplog: pytest.LogCaptureFixtur
     assert "EarlyStopping: restored the best weights (val_score=3 at epoch 2, step 6)." in text
 
 
-# ---- drop-in for Lightning's (issue 22) --------------------------------------------------------------------
-
 _ODD_VALUES = [None, "x", "", [], {}, object(), -1, 0, 1.5, NAN, math.inf, True, 2, "min"]
 _LIGHTNING_ARGS = [
     "monitor", "min_delta", "patience", "verbose", "mode", "strict", "check_finite", "stopping_threshold",
@@ -240,7 +238,7 @@ def test_pickled_callback_equals_the_original_after_fit_with_best_weights(copier
 
     fresh = EarlyStopping("val_score", restore_best_weights=True)
     stopper, _, _ = _run([5, 4, 3, 3.5], 4, patience=5)
-    assert stopper._best_weights is not None
+    assert stopper._best.model is not None
 
     # the Trainer attaches the module's bound `log` / `log_dict` to every callback (Lightning's too); their
     # copies are bound to a copy of the module, so they never compare equal: left out

@@ -7,19 +7,14 @@ import math
 from typing import Any
 
 import lightning.pytorch as pl
-import lightning.pytorch.callbacks as pl_callbacks
 import pytest
 import torch
+from lightning.pytorch.callbacks import EMAWeightAveraging
 from torch import Tensor
 
 from lightning_recipes.callbacks import EarlyStopping, StabilityGuard
 from lightning_recipes.testing import TinyClassifier, fast_trainer, random_classification_loader
 from tests.helpers.weights import same, weights
-
-EMAWeightAveraging: Any = getattr(pl_callbacks, "EMAWeightAveraging", None)
-pytestmark = pytest.mark.skipif(
-    EMAWeightAveraging is None, reason="this Lightning has no EMAWeightAveraging (added in 2.6.0)"
-)
 
 
 class ValidationRecorder(TinyClassifier):
@@ -91,10 +86,7 @@ class StageRecorder(ValidationRecorder):
 def test_validate_test_predict_and_checkpoint_after_fit_use_the_restored_best_weights(
     stopper_first: bool, tmp_path: Any
 ) -> None:
-    """Issue 22: after fit, EMAWeightAveraging still holds its final average and swaps it in for every
-    validation run, so ``trainer.validate()`` on the same Trainer scored the final average (and a checkpoint
-    saved it as ``state_dict``) while ``test`` / ``predict`` saw the restored best weights. All four must use
-    the best weights, and the module keeps them."""
+    """Issue 22: EMAWeightAveraging's average after fit is the best weights too (validate swaps it in)."""
     torch.manual_seed(0)
     model = StageRecorder()
     stopper = EarlyStopping("val_loss", patience=2, restore_best_weights=True)

@@ -72,29 +72,22 @@ def test_exceeds_noise_matches_the_reference(
     rtol: float | None,
     expected: list[bool],
 ) -> None:
-    got = exceeds_noise(
-        torch.tensor(losses), torch.tensor(window), k=k, min_rise=min_rise, rtol=rtol
-    ).tolist()
-    assert got == expected
-    finite = [x for x in losses if math.isfinite(x)]
-    assert _spike_reference(window, finite, k, min_rise, rtol) == [
-        g for g, x in zip(got, losses) if math.isfinite(x)
-    ]
+    got = exceeds_noise(torch.tensor(losses), torch.tensor(window), k=k, min_rise=min_rise, rtol=rtol)
+    assert got.tolist() == expected
+    finite = [(x, g) for x, g in zip(losses, expected) if math.isfinite(x)]
+    assert _spike_reference(window, [x for x, _ in finite], k, min_rise, rtol) == [g for _, g in finite]
 
 
 def test_spike_floor_and_robust_level() -> None:
     converged = torch.full((21,), 0.01)  # one hard sample in 32 lifts a batch to 0.15: below the floor 0.35
-    assert exceeds_noise(torch.tensor([0.15, 1.0]), converged, k=6.0, min_rise=0.5, floor=0.35).tolist() == [
-        False,
-        True,
-    ]
+    spikes = exceeds_noise(torch.tensor([0.15, 1.0]), converged, k=6.0, min_rise=0.5, floor=0.35)
+    assert spikes.tolist() == [False, True]
     window = torch.tensor([1.0, 1.1, 0.9, 1.05, 0.95]).log()
     level, spread = robust_scale(window)
     with_outlier = robust_scale(torch.cat([window, torch.tensor([50.0, 1.0]).log()]))
     assert spread.item() == pytest.approx(ROBUST_SIGMA * -math.log(0.95), rel=1e-5)  # MAD: |log 0.95|
-    assert (
-        with_outlier[0].item() == pytest.approx(level.item()) and with_outlier[1].item() < 2 * spread.item()
-    )
+    assert with_outlier[0].item() == pytest.approx(level.item())
+    assert with_outlier[1].item() < 2 * spread.item()
 
 
 # losses, norms, spike, loss_mask, weights_norm, expected codes
@@ -145,10 +138,8 @@ def test_fault_record(causes: list[int], record: list[int]) -> None:
     [
         ([(0, 0, 0.0, 0), (0, 0, 0.0, 1)], None),
         ([(1, 9, NAN, 0), (3, 5, 40.0, 1)], (3, 5, 40.0, 1)),  # earliest step first
-        (
-            [(2, 7, NAN, 0), (1, 7, NAN, 1)],
-            (1, 7, NAN, 1),
-        ),  # same step: lowest code (the NaN loss is the cause)
+        # same step: lowest code (the NaN loss is the cause)
+        ([(2, 7, NAN, 0), (1, 7, NAN, 1)], (1, 7, NAN, 1)),
         ([(0, 0, 0.0, 0), (2, 4, INF, 2), (2, 4, NAN, 1)], (2, 4, NAN, 1)),  # then lowest rank
     ],
 )

@@ -35,9 +35,6 @@ SCRIPTS = Path(__file__).parent / "scripts"
 LR = 0.1
 
 
-# module-level helpers
-
-
 class AppliedGradient(Callback):
     """The gradient SGD applied, ``(p_before - p_after) / lr`` (not ``.grad``): accumulated and unscaled."""
 
@@ -141,9 +138,6 @@ def _fit(tmp_path, model, loader, callbacks, **trainer_kwargs) -> tuple[pl.Train
     trainer = fast_trainer(callbacks=callbacks, **kwargs)
     trainer.fit(model, loader)
     return trainer, logger
-
-
-# single process, against independent references
 
 
 @pytest.mark.parametrize(
@@ -250,9 +244,6 @@ def test_own_cadence_writes_straight_to_the_loggers(tmp_path):
     assert "grad_norm/total" not in trainer.callback_metrics
 
 
-# host-device syncs
-
-
 def _syncs_per_batch(module: pl.LightningModule, callbacks: list[Callback], tmp_path: Path) -> list[int]:
     with HostSyncCounter() as counter:
         ledger = SyncLedger(counter)
@@ -308,9 +299,6 @@ def test_no_sync_on_cuda_non_logging_steps(tmp_path):
              max_epochs=2, log_every_n_steps=4)  # fmt: skip
     finally:
         torch.cuda.set_sync_debug_mode(0)
-
-
-# distributed
 
 
 def test_ddp_fork_logs_the_norm_of_the_full_batch_gradient(tmp_path):
@@ -370,9 +358,6 @@ def test_deepspeed_logs_the_engine_global_norm(tmp_path):
                            accelerator="cuda", strategy=DeepSpeedStrategy(stage=2), max_steps=3)  # fmt: skip
     engine = trainer.strategy.deepspeed_engine
     assert math.isclose(logger.last("grad_norm/total"), float(engine.get_global_grad_norm()), rel_tol=1e-5)
-
-
-# state, arguments
 
 
 def test_state_dict_round_trip_and_resume(tmp_path):

@@ -1,10 +1,5 @@
-"""InputPipelineMonitor: timings of known sleeps, the warning and its advice (from what the loader is and
-from measurement), state.
-
-Tests that take the ``clock`` fixture run on a virtual clock that only the sleeps here advance (in-process
-loaders only): the timings are exact, so a wrong split of wait and work fails, and a busy machine changes
-nothing.
-"""
+"""InputPipelineMonitor: timings of known sleeps, the warning and its advice, state. Tests taking ``clock``
+run on a virtual clock only the sleeps here advance: exact timings, whatever the machine's load."""
 
 from __future__ import annotations
 
@@ -161,9 +156,6 @@ def test_resume_restores_totals_and_the_warned_flag(tmp_path, clock):
     assert not [w for w in caught if "InputPipelineMonitor" in str(w.message)], "warned again after resume"
 
 
-# issue 12 item 5: other callbacks' work is step time, not data wait
-
-
 class SleepIn(Callback):
     """Another callback's work (an EMA update, say): sleeps ``delay`` seconds in the named hook."""
 
@@ -234,19 +226,12 @@ class OneSlowItem(SlowDataset):
         return super().__getitem__(i)
 
 
-def _warnings(model: Any, loader: Any, monitor: InputPipelineMonitor, steps: int, tmp_path: Any) -> list[str]:
-    return _fit(tmp_path, model, loader, monitor, max_steps=steps)[2]
-
-
-# the advice comes from what the loader is and from measurement (issue 22.3)
-
-
 def test_an_in_memory_tensor_dataset_is_not_told_to_use_workers(tmp_path: Any) -> None:
     """Issue 22.3: a TensorDataset (workers make it 1.4-2.5x slower) is not told `num_workers > 0`."""
     dataset = TensorDataset(torch.randn(4096, 16), torch.randint(0, 4, (4096,)))
     loader = DataLoader(dataset, batch_size=512)  # 512 index operations + a stack per batch: a real wait
     monitor = InputPipelineMonitor(warn_wait_fraction=1e-6, min_batches=4)  # any wait warns: read the advice
-    messages = _warnings(TinyClassifier(), loader, monitor, 7, tmp_path)
+    messages = _fit(tmp_path, TinyClassifier(), loader, monitor, max_steps=7)[2]
     assert len(messages) == 1, messages
     assert "num_workers` > 0" not in messages[0]
     assert "in-memory TensorDataset" in messages[0] and "num_workers" not in messages[0]
@@ -258,7 +243,7 @@ def test_a_wait_the_loader_does_not_explain_is_not_blamed_on_it(tmp_path: Any, c
     """Regression (issue 22.3): with num_workers == 0 the monitor advised workers whatever filled the gap."""
     loader = DataLoader(SlowDataset(256), batch_size=32)
     monitor = InputPipelineMonitor(warn_wait_fraction=0.05, min_batches=4)
-    messages = _warnings(HookAfterStep(delay=0.03), loader, monitor, 8, tmp_path)
+    messages = _fit(tmp_path, HookAfterStep(delay=0.03), loader, monitor, max_steps=8)[2]
     assert len(messages) == 1, messages
     assert "num_workers` > 0" not in messages[0]
     assert "most of the wait is not the loader" in messages[0] and "on_train_batch_end" in messages[0]
@@ -268,7 +253,7 @@ def test_one_long_wait_is_no_evidence_of_a_slow_pipeline(tmp_path: Any, clock: V
     """Issue 22.3: one 0.4 s wait among 5 ms steps (the typical batch does not wait) gives no advice."""
     loader = DataLoader(OneSlowItem(delay=0.4), batch_size=8)  # item 40: the 6th batch
     monitor = InputPipelineMonitor(warn_wait_fraction=0.3, min_batches=4)
-    messages = _warnings(SlowStep(delay=0.005), loader, monitor, 12, tmp_path)
+    messages = _fit(tmp_path, SlowStep(delay=0.005), loader, monitor, max_steps=12)[2]
     assert monitor.total_fetch_s == pytest.approx(0.4) and messages == []
 
 

@@ -1,8 +1,5 @@
-"""A checkpoint written before the engines left StabilityGuard / EarlyStopping / RunManifest (issue 13) loads.
-
-``data/legacy_callbacks.ckpt`` was saved by ``data/make_legacy_checkpoint.py`` at commit 392aa66 (before it):
-11 steps of momentum SGD + StepLR, a NaN loss at step 3 rolled back at step 6, steps 9 and 10 still unchecked.
-"""
+"""Checkpoints written by older code load: ``data/legacy_callbacks.ckpt`` (``make_legacy_checkpoint.py`` at
+392aa66: momentum SGD + StepLR, a NaN at step 3 rolled back at 6, steps 9-10 unchecked) and issue 23's."""
 
 from __future__ import annotations
 
@@ -95,7 +92,6 @@ def test_a_real_trainer_resumes_from_the_legacy_checkpoint(tmp_path: Path) -> No
     assert manifest.manifest["resumed_from"]["data_fingerprint"] == fingerprint
 
 
-# ---------------------------------------------------------------- checkpoints from before the issue-23 split
 # Written by ``data/make_issue23_checkpoints.py`` with main at 1c012ec (before StabilityGuard's step skipping
 # and findings repair, and HealthMonitor's rules, became collaborators).
 

@@ -270,9 +270,6 @@ def test_manifest_records_which_implementation_our_optimizer_ran(tmp_path: Path)
     assert "implementation_used" not in manifest.manifest["optimizers"][0]
 
 
-# ---------------------------------------------------------------- the Trainer-free collectors, by value
-
-
 def _git(repo: Path, *args: str) -> str:
     return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True).stdout
 

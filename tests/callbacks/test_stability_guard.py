@@ -21,7 +21,7 @@ from lightning.pytorch.plugins.precision import MixedPrecision
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from lightning_recipes._deprecation import LightningRecipesDeprecationWarning
-from lightning_recipes.callbacks import StabilityGuard
+from lightning_recipes.callbacks import Finding, HealthMonitor, StabilityGuard
 from lightning_recipes.callbacks import _rollback as rollback_module
 from lightning_recipes.callbacks.grad_norm_monitor import GradNormMonitor
 from lightning_recipes.callbacks.stability_guard import (
@@ -44,14 +44,8 @@ from tests.helpers.weights import same, weights
 
 
 class FaultyClassifier(TinyClassifier):
-    """TinyClassifier that injects one fault at ``trainer.global_step == fault_step`` (optionally on one
-    rank).
-
-    ``fault``: ``"nan_loss"`` (loss * NaN), ``"nan_grad"`` (one gradient entry set to NaN after backward,
-    i.e. after DDP's all-reduce, so only that rank's update is poisoned), ``"spike"`` (loss * 100),
-    ``"skip"`` (returns ``None``: the reference for "this batch never happened"). ``persistent`` repeats
-    the fault at every step from ``fault_step`` on.
-    """
+    """Injects ``fault`` at step ``fault_step`` (on ``fault_rank``; every step on with ``persistent``):
+    ``"nan_loss"``, ``"nan_grad"`` (after DDP's all-reduce), ``"spike"`` (x100), ``"skip"`` (no update)."""
 
     def __init__(
         self,
@@ -114,8 +108,7 @@ class DumpPerRank(Callback):
 
 
 class RecordingGuard(StabilityGuard):
-    """Test harness: records, in the worker, the error each rank raises from its check, and proves with a
-    barrier that every rank raised at the same check (the barrier times out otherwise)."""
+    """Saves each rank's error from its check; a barrier proves every rank raised at the same check."""
 
     def __init__(self, directory: str, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -141,10 +134,6 @@ def _fit(
     return trainer
 
 
-# ---------------------------------------------------------------------------------------------- rollback =
-# skipping
-
-
 @pytest.mark.parametrize(
     ("mode", "fault", "every", "step", "event"),
     [
@@ -156,8 +145,7 @@ def _fit(
 def test_dropping_the_bad_batch_is_bitwise_the_run_without_it(
     mode: str, fault: str, every: int, step: int, event: tuple
 ) -> None:
-    """A rollback (checked and snapshotted every step) or a skipped step must leave exactly the state of a
-    run whose bad batch produced no update (momentum SGD: optimizer state must be restored too)."""
+    """Momentum SGD: the optimizer state is restored too."""
     guard = StabilityGuard(
         mode=mode, check_every_n_steps=every, snapshot_every_n_steps=every, spike_k=None, verbose=False
     )
@@ -247,8 +235,7 @@ class ReadCountingGuard(StabilityGuard):
 
 @pytest.mark.parametrize("with_monitor", [False, True])
 def test_gradient_norm_is_shared_with_grad_norm_monitor(with_monitor: bool) -> None:
-    """After GradNormMonitor read the gradients, the guard reuses its result (no second read) and still
-    detects the NaN gradient."""
+    """After GradNormMonitor read the gradients the guard reuses its norm and still detects the NaN."""
     guard = ReadCountingGuard(check_every_n_steps=2, snapshot_every_n_steps=2, verbose=False)
     monitor = [GradNormMonitor()] if with_monitor else []
     _fit(FaultyClassifier(fault="nan_grad", fault_step=5), None, max_steps=8, callbacks=[*monitor, guard])
@@ -314,9 +301,6 @@ def test_gradient_accumulation_names_the_optimizer_step() -> None:
     assert all(torch.isfinite(p).all() for p in model.parameters())
 
 
-# ---------------------------------------------------------------------------------------------- other modes
-
-
 def test_raise_mode_raises_at_the_first_fault() -> None:
     guard = StabilityGuard(mode="raise", check_every_n_steps=2, verbose=False)
     with pytest.raises(RuntimeError, match="StabilityGuard"):
@@ -377,8 +361,7 @@ def test_resumed_with_unchecked_steps_has_no_snapshot_until_a_check_passes() -> 
 
 @pytest.mark.parametrize(("fault", "events"), [("nan_grad", []), ("nan_loss", [(3, "nonfinite_loss")])])
 def test_fp16_gradscaler_overflow_is_left_to_the_scaler(fault: str, events: list) -> None:
-    """An inf gradient under a GradScaler is the scaler's business (it skips the step, lowers its scale);
-    a NaN loss is still caught."""
+    """An inf gradient under a GradScaler is the scaler's business; a NaN loss is still caught."""
     scaler = torch.amp.GradScaler("cpu", init_scale=2.0**8)
     guard = StabilityGuard(check_every_n_steps=2, snapshot_every_n_steps=2, spike_k=None, verbose=False)
     model = FaultyClassifier(fault=fault, fault_step=3)
@@ -386,9 +369,6 @@ def test_fp16_gradscaler_overflow_is_left_to_the_scaler(fault: str, events: list
     assert [(e.step, e.cause) for e in guard.events] == events and trainer.global_step == 8
     if not events:
         assert scaler.get_scale() < 2.0**8  # the scaler saw the overflow and backed off
-
-
-# ---------------------------------------------------------------------------------------------- state
 
 
 def test_state_dict_round_trip_and_pickle() -> None:
@@ -418,9 +398,6 @@ def test_rollback_refuses_sharded_strategies() -> None:
     trainer.strategy.__class__ = type("FakeFSDP", (FSDPStrategy,), {})  # only the type check matters here
     with pytest.raises(ValueError, match="does not support sharded strategies, got FakeFSDP"):
         guard.setup(trainer, TinyClassifier(), "fit")
-
-
-# ---------------------------------------------------------------------------------------------- DDP
 
 
 @pytest.mark.parametrize(
@@ -462,9 +439,6 @@ def test_ddp_raise_mode_raises_on_every_rank(tmp_path: Path) -> None:
         )
 
 
-# ---------------------------------------------------------------------------------------------- CUDA
-
-
 class StrictCudaGuard(StabilityGuard):
     """Turns CUDA sync debugging to "error" inside the hooks that must never sync (all but the check)."""
 
@@ -495,9 +469,6 @@ def test_cuda_rollback_pinned_snapshots_no_sync_between_checks(precision: str) -
     assert all(torch.isfinite(p).all() for p in model.parameters())
 
 
-# ------------------------------------------------------------------------- adaptive snapshots (issue 15)
-
-
 class SteadyStepClassifier(FaultyClassifier):
     """Each step takes 5 ms on the virtual clock; snapshots take none (the interval is then one check)."""
 
@@ -510,8 +481,7 @@ class SteadyStepClassifier(FaultyClassifier):
 
 @pytest.mark.parametrize("every", [None, 100])
 def test_snapshot_interval_adaptive_by_default_or_as_given(every: int | None, monkeypatch) -> None:
-    """Adaptive (default): a NaN at step 57 rolls back one check (snapshots cost nothing next to 5 ms steps on
-    the virtual clock), not to step 0 (the old default of a snapshot every 100 steps lost the whole run)."""
+    """Adaptive (default): a NaN at step 57 rolls back one check (free snapshots, 5 ms virtual steps)."""
     clock = VirtualTime()
     monkeypatch.setattr(rollback_module, "time", clock)  # the snapshot timings
     guard = StabilityGuard(check_every_n_steps=5, snapshot_every_n_steps=every, verbose=False)
@@ -542,9 +512,6 @@ def test_snapshots_thin_out_when_they_cost_more_than_the_overhead_budget() -> No
     assert guard.snapshot_interval >= 20
 
 
-# ------------------------------------------------------------------- acting on HealthMonitor findings
-
-
 class LrHook(Callback):
     """Records the learning rate the optimizer really uses (a step pre-hook registered after the guard's)."""
 
@@ -557,24 +524,22 @@ class LrHook(Callback):
         )
 
 
-def test_lr_too_high_finding_rolls_back_and_cuts_the_lr() -> None:
-    from lightning_recipes.callbacks.health_monitor import HealthMonitor
-    from tests.helpers.health_gallery import MLP
-    from tests.helpers.health_gallery import classification as _classification
-    from tests.helpers.health_gallery import loader as _loader
+def _fit_lr_jump(*callbacks: Callback) -> None:
+    """An MLP whose LR jumps x50 at step 100, under a HealthMonitor that finds it too high."""
+    from tests.helpers.health_gallery import MLP, classification, loader
 
+    trainer = fast_trainer(max_steps=160, max_epochs=-1, limit_val_batches=0, callbacks=list(callbacks))
+    torch.manual_seed(0)
+    trainer.fit(MLP(act="gelu", optimizer="adam", lr=1e-3, lr_jump=(100, 50.0)), loader(classification()))
+
+
+def test_lr_too_high_finding_rolls_back_and_cuts_the_lr() -> None:
     monitor = HealthMonitor(check_every_n_steps=20, on_finding=lambda f: None)
     # spike_k=None: only the finding acts (the guard's own spike rule would catch this jump first)
     guard = StabilityGuard(check_every_n_steps=20, snapshot_every_n_steps=20, spike_k=None, verbose=False)
     hook = LrHook()
-    trainer = fast_trainer(
-        max_steps=160, max_epochs=-1, limit_val_batches=0, callbacks=[monitor, guard, hook]
-    )
-    torch.manual_seed(0)
     with pytest.warns(LightningRecipesDeprecationWarning, match=r"HealthMonitor\(repair=True\)"):
-        trainer.fit(
-            MLP(act="gelu", optimizer="adam", lr=1e-3, lr_jump=(100, 50.0)), _loader(_classification())
-        )
+        _fit_lr_jump(monitor, guard, hook)
     assert [f.problem for f in monitor.findings] == ["lr_too_high"]
     # found at the check of step 120, repaired in the same batch, back to the last good check (100)
     assert [(e.cause, e.step, e.action, e.restored_step, e.detected_at_step) for e in guard.events] == [
@@ -591,36 +556,21 @@ def test_lr_too_high_finding_rolls_back_and_cuts_the_lr() -> None:
 
 
 def test_a_repairing_monitor_is_the_one_path_the_guard_leaves_its_findings_to() -> None:
-    """Issue 36: with ``HealthMonitor(repair=True)`` the guard's deprecated finding path stands aside: one
-    rollback, one LR cut (the monitor's factor), no deprecation warning, no guard event."""
-    from lightning_recipes.callbacks.health_monitor import HealthMonitor
-    from tests.helpers.health_gallery import MLP
-    from tests.helpers.health_gallery import classification as _classification
-    from tests.helpers.health_gallery import loader as _loader
-
+    """Issue 36: the guard's deprecated finding path stands aside (no warning, no event)."""
     monitor = HealthMonitor(check_every_n_steps=20, on_finding=lambda f: None, repair=True)
     guard = StabilityGuard(check_every_n_steps=20, snapshot_every_n_steps=20, spike_k=None, verbose=False)
-    trainer = fast_trainer(max_steps=160, max_epochs=-1, limit_val_batches=0, callbacks=[monitor, guard])
-    torch.manual_seed(0)
     with warnings.catch_warnings():
         warnings.simplefilter("error", LightningRecipesDeprecationWarning)
-        trainer.fit(
-            MLP(act="gelu", optimizer="adam", lr=1e-3, lr_jump=(100, 50.0)), _loader(_classification())
-        )
+        _fit_lr_jump(monitor, guard)
     assert [f.problem for f in monitor.findings][:1] == ["lr_too_high"]
     assert [e.action for e in monitor.repairs][:1] == ["rollback_lower_lr"]
     assert guard.events == [] and guard._lr_scale == 1.0 and guard.rollbacks == 0
 
 
 def test_guard_placed_before_the_monitor_warns() -> None:
-    from lightning_recipes.callbacks.health_monitor import HealthMonitor
-
     guard = StabilityGuard(check_every_n_steps=2, verbose=False)
     with pytest.warns(UserWarning, match="Place the guard after the monitor"):
         _fit(FaultyClassifier(), guard, max_steps=2, callbacks=[HealthMonitor(check_every_n_steps=2)])
-
-
-# ------------------------------------------------------------- healthy fine-tuning is left alone (issue 22)
 
 
 WOBBLY_SEEDS = (2, 13, 14)  # the old default rolled 2 and 14 back; 13 wobbles most (+6.4%)
@@ -630,13 +580,8 @@ WOBBLY_SEEDS = (2, 13, 14)  # the old default rolled 2 and 14 back; 13 wobbles m
     "seed", [s if s in WOBBLY_SEEDS else pytest.param(s, marks=pytest.mark.slow) for s in range(20)]
 )
 def test_default_guard_and_monitor_leave_healthy_bert_finetuning_alone(seed: int) -> None:
-    """Issues 22 and 25: a tiny randomly initialised ``transformers`` BERT (2 layers, width 32, dropout 0)
-    fine-tuned with AdamW (3e-4) on a synthetic task sits on a plateau at ln 2 (spread ~0.05%), then wobbles
-    out of it by +0.5-6% as it starts to learn. The old default (mean + 6 population std of the window) rolled
-    seeds 2 and 14 back; the defaults, behind a ``HealthMonitor``, leave all 20 seeds alone (no event, no
-    finding). The 17 other seeds are marked slow."""
+    """A tiny BERT's plateau at ln 2 and its +0.5-6% wobbles out of it are no spike (issues 22, 25)."""
     pytest.importorskip("transformers")
-    from lightning_recipes.callbacks.health_monitor import Finding, HealthMonitor
     from tests.helpers.finetune_models import TinyBertFinetune, loader, text_classification
 
     torch.manual_seed(seed)
@@ -656,16 +601,12 @@ def test_default_guard_and_monitor_leave_healthy_bert_finetuning_alone(seed: int
 
 
 def test_default_guard_still_catches_a_blow_up_after_its_warm_up() -> None:
-    """The defaults (check every 10 steps, 20 warm-up steps learning the noise) still roll back a 100x
-    loss."""
+    """The defaults (check every 10 steps, 20 warm-up steps) still roll back a 100x loss."""
     guard = StabilityGuard(snapshot_every_n_steps=10, verbose=False)
     _fit(FaultyClassifier(fault="spike", fault_step=35), guard, max_steps=45)
     assert [(e.step, e.cause, e.detected_at_step, e.restored_step) for e in guard.events] == [
         (35, "loss_spike", 40, 30)
     ]
-
-
-# ------------------------------------------------------------- its parts on their own (issue 23)
 
 
 class _Factor:

@@ -1,12 +1,5 @@
-"""Issue #32: ``StabilityGuard()`` defaults leave a healthy, converged classifier alone.
-
-An MLP (AdamW 1e-2) on separable data with one hard sample (an input seen 32 times, once with another label,
-``testing.finetune_models.one_hard_sample``): near convergence its batch loss sits at ~0.007 with a tight
-spread, and the batch holding the hard sample is 20-35x that. Before the fix the ratio rule took that batch
-for a spike, rolled back every time and gave up (raised) on seeds 0, 2 and 3 (steps 278-304). The floor
-(``spike_floor`` x the run's starting loss) knows a loss near zero has that noise; a give-up over spikes is
-vetoed while the validation loss holds.
-"""
+"""Issue #32: ``StabilityGuard()`` defaults leave a converged classifier alone: its one hard sample's batch
+(20-35x a ~0.007 loss, ``finetune_models.one_hard_sample``) is under the spike floor, or the veto holds."""
 
 from __future__ import annotations
 

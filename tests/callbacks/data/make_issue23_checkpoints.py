@@ -1,12 +1,7 @@
-"""Writes ``issue23_stability_guard.ckpt`` and ``issue23_early_stopping.ckpt``: checkpoints of real runs
-saved by the code *before* StabilityGuard and HealthMonitor were split into collaborators (issue 23, main at
-1c012ec).
-
-``tests/callbacks/test_legacy_checkpoint.py`` loads them with the current code and resumes. Do not regenerate
-them with new code (that would defeat their purpose); run this only to see how they were made, against the old
-tree: ``git archive 1c012ec | tar -x -C /tmp/old && PYTHONPATH=/tmp/old python
-tests/callbacks/data/make_issue23_checkpoints.py tests/callbacks/data``.
-"""
+"""Writes ``issue23_*.ckpt``: real runs saved by the code before issue 23 (main at 1c012ec), which
+``test_legacy_checkpoint.py`` resumes. Never regenerate them with new code; against the old tree:
+``git archive 1c012ec | tar -x -C /tmp/old && PYTHONPATH=/tmp/old python
+tests/callbacks/data/make_issue23_checkpoints.py tests/callbacks/data``."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
-"""Writes ``legacy_callbacks.ckpt``: a checkpoint of a real Trainer run with StabilityGuard, EarlyStopping and
-RunManifest attached, saved by the code *before* the engines were pulled out of those callbacks (issue 13).
-
-``tests/callbacks/test_legacy_checkpoint.py`` loads it with the current code. Do not regenerate it with new
-code
-(that would defeat its purpose); run it only to see how it was made:
-``PYTHONPATH=$PWD python tests/callbacks/data/make_legacy_checkpoint.py OUT.ckpt``.
-"""
+"""Writes ``legacy_callbacks.ckpt`` (StabilityGuard, EarlyStopping, RunManifest; code before issue 13), which
+``test_legacy_checkpoint.py`` loads. Never regenerate it with new code; how it was made:
+``PYTHONPATH=$PWD python tests/callbacks/data/make_legacy_checkpoint.py OUT.ckpt``."""
 
 from __future__ import annotations
 

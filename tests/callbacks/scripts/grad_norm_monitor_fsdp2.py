@@ -1,19 +1,8 @@
-"""FSDP2 (``ModelParallelStrategy`` + ``fully_shard``) on 2 CPU processes: norms and clipping against full
-gradients.
-
-Run by ``tests/callbacks/test_grad_norm_monitor.py`` through ``subprocess.run`` (the strategy launches its own
-processes, which must not re-run pytest). Prints ``FSDP2-OK ...`` on rank zero when every check passed.
-
-Checks, every optimizer step, on every rank:
-* the parameters and gradients really are sharded DTensors;
-* ``GradNormMonitor`` logs ``torch.linalg.vector_norm`` of the full, unsharded gradient (``full_tensor()``),
-  for ``norm_type`` 2 and inf, and per group;
-* ``AdaptiveGradClip``: the gradient SGD really applied (``-(p_after - p_before) / lr``, gathered) has norm
-  ``min(norm, threshold)``, the threshold recomputed here from the full norms (``numpy.percentile`` over the
-  window), and the direction of the unclipped gradient.
-With ``--trainer-clip``: also what the Trainer's own ``gradient_clip_val`` does under the same strategy
-(printed).
-"""
+"""FSDP2 (``ModelParallelStrategy`` + ``fully_shard``) on 2 CPU processes, run by test_grad_norm_monitor.py
+in a subprocess; prints ``FSDP2-OK ...`` on rank zero when every check passed. Every step, every rank: sharded
+DTensors; ``GradNormMonitor`` logs the full gradient's norm (2, inf, per group); ``AdaptiveGradClip``'s
+applied gradient has norm ``min(norm, threshold)`` (recomputed with ``numpy.percentile``) and the unclipped
+direction. ``--trainer-clip``: also prints what ``Trainer(gradient_clip_val=...)`` does."""
 
 from __future__ import annotations
 
