@@ -118,8 +118,7 @@ def gradient_spikes(
     found.typical_norm = statistics.median(r[1] for r in records)
     spike = [q > max(math.log(t["outlier_factor"]), noise) for q in ratios]
     extreme = [math.isfinite(r[5]) and r[5] > t["outlier_factor"] * found.typical_input for r in records]
-    # a blow-up the run felt: the weights' norm or the loss at least doubled (``growth_high``) since the last
-    # check; one large gradient the run does not feel is a hard batch (a memorising model's unfitted sample)
+    # a blow-up the run felt (weights or loss grew ``growth_high`` x), not a hard batch it did not feel
     felt = jump >= t["growth_high"]
     exploded = [
         felt and s and not x and q > max(math.log(t["explode_factor"]), noise)
@@ -226,8 +225,7 @@ def dead_unit_causes(
     ]
     spikes = sorted(s for s in outliers_since(history, start) if s[0] < end)
     few = 0 < len(spikes) <= MAX_OUTLIER_BATCHES
-    # the run was healthy at this LR right up to the outlier batches (the update ratio at the check before
-    # them within ``ratio_high``): the large steps after them are their aftermath, not the LR's
+    # healthy at this LR right up to the outlier batches: the large steps after them are their aftermath
     calm_before = (
         few
         and first >= 1

@@ -473,8 +473,7 @@ class ActivationHooks:
     ) -> None:
         self.alive, self.saturation, self.nonfinite = alive, saturation, nonfinite
         self.rows, self.calls = rows, calls
-        # this batch's outputs already measured: id -> (a weak reference to the tensor, its positive units or
-        # None, their dim, its sum or None); weak: the hooks never keep an activation alive
+        # id -> (weak reference, positive units, their dim, sum): weak, never keeping an activation alive
         self._seen: dict[int, tuple[weakref.ref[Tensor], Tensor | None, int, Tensor | None]] = {}
 
     def attach(self, watched: tuple[Named, Named, Named, Named]) -> list[Any]:
@@ -1121,8 +1120,7 @@ def flat_tensors(output: Any) -> list[Tensor]:
     return []
 
 
-#: torch's loss functions whose first argument is the model's prediction, one row per sample along dim 0
-#: (``nn.*Loss`` modules call them); ``gaussian_nll_loss``'s variance (its third) is a prediction too.
+#: torch's loss functions -> the positions of their prediction arguments (one row per sample along dim 0).
 INPUT_FREE_LOSSES: dict[Any, tuple[int, ...]] = {
     torch.nn.functional.cross_entropy: (0,),
     torch.nn.functional.nll_loss: (0,),

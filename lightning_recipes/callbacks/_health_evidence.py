@@ -55,8 +55,7 @@ class UpdateRatios:
     def __init__(self, data: CheckData) -> None:
         found = {g: r for g, r in data.update_ratio.items() if math.isfinite(r) and r >= 0}
         moving = any(r > 0 for r in found.values())
-        #: groups with a gradient that no step moved while others moved: at LR 0 or left out of the
-        #: optimizer, frozen by it; their 0 says nothing about the LR of the groups that train
+        #: groups with a gradient that no step moved while others moved (LR 0, or not in the optimizer)
         grads = data.group_grad_rms
         self.unstepped = [g for g, r in found.items() if moving and r == 0 and grads.get(g, 0) > 0]
         self.by_group = {g: r for g, r in found.items() if g not in self.unstepped}

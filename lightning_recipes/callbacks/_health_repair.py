@@ -133,8 +133,6 @@ class HealthRepair:
         #: an LR-too-high finding held until the run shows it will not fix itself (``None``: none held)
         self.held: Finding | None = None
 
-    # ------------------------------------------------------------------ the monitor's hooks
-
     def on_train_start(self, trainer: Trainer, pl_module: LightningModule, monitor: HealthMonitor) -> None:
         self._scaling.detach()
         self._scaling.attach(trainer.optimizers)
@@ -263,8 +261,6 @@ class HealthRepair:
         self._candidate.release()
         self._start.release()
 
-    # ------------------------------------------------------------------ the repairs
-
     def _rollback_lower_lr(
         self, trainer: Trainer, pl_module: LightningModule, monitor: HealthMonitor, finding: Finding, _: Any
     ) -> None:
@@ -302,8 +298,7 @@ class HealthRepair:
         before = {"lr": self._effective_lr(trainer), "lr_scale": self.lr_scale}
         collapsed = "peak_lr" in finding.evidence
         if factor is None or collapsed:  # each group held at its peak: a floor under the schedule
-            # a schedule that collapsed keeps collapsing (a per-step decay, a StepLR stepped per batch): a
-            # factor on top of it would be undone by its next decay, and 0 no factor raises
+            # a collapsed schedule keeps collapsing: a factor would be undone, and 0 no factor raises
             self.lr_floors = [list(groups) for groups in self.peaks]
         else:  # the monitor reads the effective (scaled) LR: its factor goes on top of ours
             self.lr_scale *= factor
@@ -375,8 +370,6 @@ class HealthRepair:
             + f". The run needs a change the monitor cannot make in process: {finding.advice}"
         )
         self._record(trainer, finding, "stop", {"step": trainer.global_step}, {"step": restored}, text)
-
-    # ------------------------------------------------------------------ helpers
 
     def _take_healthy(self, trainer: Trainer, pl_module: LightningModule, monitor: HealthMonitor) -> None:
         """A healthy check: confirm the previous candidate, this state the new candidate."""

@@ -152,9 +152,7 @@ def lr_too_high(e: Evidence) -> Decision | None:
     recent = [*history.ratios[-(k - 1) :], ratio] if len(history.ratios) >= k - 1 else []
     sustained = e.growth > t["growth_high"] and e.ratios.family == "adaptive" and bool(recent)
     sustained = sustained and min(recent) > t["ratio_high"]
-    # the layers' own steps (an embedding table's rows grow from their init scale as they learn), and steps
-    # that mostly cancel: weights grown by steps that all point outward are fitting a scale (a trained head
-    # on frozen features), not thrown around
+    # growth by embedding tables, or by steps that all point outward (a head fitting a scale), is no LR's
     sustained = sustained and not e.dense_ratio <= t["ratio_high"] and not e.outward > _OUTWARD
     if rise is None and not stuck and not sustained:
         return None
@@ -184,9 +182,7 @@ def lr_too_high(e: Evidence) -> Decision | None:
     )
 
 
-#: The share of an interval's steps that grew the weights' norm above which the steps point along the weights
-#: (``Evidence.outward``): a too-high LR's steps throw the weights around and cancel (the sealed zoo's tiny
-#: transformer at 5e-2: 0.2-0.3 of their length); a head fitting its logit scale drifts outward (~0.9).
+#: The ``Evidence.outward`` share above which the steps point along the weights (a too-high LR's cancel).
 _OUTWARD = 0.5
 
 #: An LR this many times the largest the run trained at healthily is new ground (as ``warming_up``'s 1.5x).
@@ -460,8 +456,7 @@ def loss_plateau(e: Evidence) -> Decision | None:
     if drop > t["plateau_rtol"] * abs(level) or not data.loss_mean > (1.0 - t["plateau_progress"]) * first:
         return None  # a noisy loss may hide a real but slow descent: no plateau unless also immaterial
     if e.left_start(k) and not e.input_free:
-        return None  # it fell beyond noise since step 0, and not to its input-free guess: the floor the data
-        # and the model allow (labels partly noise), not a stall -- whatever constant the loss carries
+        return None  # fell beyond noise, not to its input-free guess: the floor the data allow, no stall
     change = "a different optimizer (AdamW/Lion), " if e.ratios.family != "adaptive" else ""
     return (
         {
@@ -522,8 +517,7 @@ def overfitting(data: CheckData, history: History, t: dict[str, float]) -> Decis
         recovering = previous is not None and significantly_above(
             previous[1], validation_se(previous[1], previous[3], previous[4]), val, se, z
         )
-        # it fits its training set better than it ever fit validation (a diverged run does not), still
-        # falling (or 10x below where it was: a loss at ~0 wobbles), and out of the level of knowing nothing
+        # fits its training set better than validation ever was, still falling, out of its start band
         fitting = train < min(best_train, best_val) and (
             previous is None
             or train <= (1.0 + t["rise_rtol"]) * previous[2]
@@ -600,9 +594,7 @@ def not_learning(e: Evidence, named: bool, plateau_judges: bool = True) -> Decis
     window_steps, means, _ = e.window(k)
     if min(means) < (1.0 - t["trivial_band"]) * start:
         return None  # it left the level of knowing nothing: it learns (or learned)
-    # "within trivial_band of the start" is a ratio, which a constant added to the loss inflates: the claim
-    # also needs the level of knowing nothing itself -- where it is measured, the model no better than its
-    # own input-free guess; where not, a loss never fallen beyond noise since step 0
+    # a ratio a constant added to the loss inflates: also needs the input-free level, or no fall since step 0
     if (not e.input_free) if e.level_known else e.left_start(k):
         return None
     if plateau_judges:
@@ -615,9 +607,7 @@ def not_learning(e: Evidence, named: bool, plateau_judges: bool = True) -> Decis
             return None  # flat within its noise, or it fell materially early on: ``loss_plateau`` judges that
         unknown_level = not math.isfinite(data.input_free_loss) and not validation_never_improved(history, t)
         if not memorising and unknown_level and e.kept_scale:
-            # a fall beyond noise but "small" against the loss's value is a scale claim that needs the loss's
-            # trivial level; a hand-written loss (a constant added, a sum) has none measured: no claim unless
-            # the weights' growth says the steps threw them around (the LR's own evidence)
+            # "small" against an unknown trivial level is no claim, unless the weights' growth says the LR
             return None
     return _diagnose(e, data.step - window_steps[0], start, k)
 
@@ -794,10 +784,7 @@ def decide(data: CheckData, history: History, thresholds: dict[str, float]) -> d
     stuck = bool(history.streaks.get("not_learning"))  # a plateau at the start is not_learning's, found
     if not ({"lr_too_low", "lr_too_high"} & set(out) or blocked or lr_explains or stuck):
         plateau = loss_plateau(e)
-        # nothing learned carries over (a regression's targets of other rows); almost no parameter trains
-        # and the loss sits at its start; or the loss left its start and landed where the model's own
-        # input-free guess is (it learned the targets' marginal and nothing the inputs tell): the run is
-        # not learning, not at a plateau. At its start a model may sit at a saddle it will leave.
+        # nothing carries over to validation, almost nothing trains, or it landed on its input-free guess
         landed = e.input_free and not e.at_start
         # its weights shrink toward zero while it outputs its input-free guess: no saddle it will leave
         wiped = plateau is not None and e.input_free and e.shrunk

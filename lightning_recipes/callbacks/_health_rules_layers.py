@@ -321,10 +321,7 @@ def dead_units(e: Evidence) -> Decision | None:
     measured = bool(data.dead or data.dead_rows)
     if measured and history.dead_at_start < 0:
         history.dead_at_start = max([*data.dead.values(), *data.dead_rows.values()])
-    # dead units in a run that learns do not impair it (a loss falling from a blow-up's level is no learning);
-    # units alive at step 0 that died in a model no better than its own input-free guess, while every layer
-    # keeps ``_ALIVE`` of its units and could pass its inputs on: it ignores them because they tell it
-    # nothing, and units die as it learns to output a constant (their symptom: ``not_learning``)
+    # dead units impair no run that learns; units dying while it learns a constant are ``not_learning``'s
     alive = measured and max([*data.dead.values(), *data.dead_rows.values()]) <= 1.0 - _ALIVE
     died = bool(history.dead_step0) and all(history.dead_step0.get(m, 1.0) < t["dead_fraction"] for m in dead)
     present = bool(dead) and not e.learning and not (e.input_free and alive and died)
@@ -446,8 +443,7 @@ def vanishing_gradients(e: Evidence) -> Decision | None:
         return None
     ratio = moved[first] / moved[top]
     blocked = bool(dead_layers(data, t) or saturated_layers(data, t)) and not _shrinks_before_blocked(e)
-    # a group with a gradient that does not move at all is not stepped (a zero LR, left out of the
-    # optimizer): not a vanishing gradient
+    # a group with a gradient that does not move at all is not stepped: no vanishing gradient
     unstepped = moved[first] == 0 and data.group_grad_rms.get(first, 0.0) > 0
     count = streak(
         history,
