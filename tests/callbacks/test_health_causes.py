@@ -1,12 +1,4 @@
-"""HealthMonitor names the root cause the evidence separates, not the nearest symptom's usual one (issue #35).
-
-Each attribution comes with its blind twin: the same symptom from a different cause, told apart by the run's
-own evidence (units dead at step 0 / dead right after a few outlier batches / killed by the LR; a NaN step
-with finite data). The client's three repros (``shared/field/trial4/health_monitor_*.py``) as small real runs:
-the NaN update named with its step and optimizer, a diverged run not called overfitting, runs that learn
-nothing found ``not_learning``. Findings are records: a headline of at most 120 characters with the numbers,
-the causes weighed with their evidence for and against, one cause or none, one action.
-"""
+"""HealthMonitor names the root cause the evidence separates, not the nearest symptom's (issue #35)."""
 
 from __future__ import annotations
 
@@ -64,8 +56,7 @@ class ReluNet(pl.LightningModule):
 
 
 def teacher(n: int = 4096, sentinel_rows: tuple[int, ...] = (), seed: int = 0) -> tuple[Tensor, Tensor]:
-    """Standardised inputs, labels from a random linear teacher; ``sentinel_rows`` read -999 in column 3 (a
-    missing-value code left in a standardised column)."""
+    """Standardised inputs, a random linear teacher's labels; ``sentinel_rows`` read -999 in column 3."""
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(n, 16, generator=g)
     y = (x @ torch.randn(16, 4, generator=g)).argmax(1)
@@ -148,8 +139,7 @@ def test_units_dead_at_step_0_are_the_initialisation_whatever_the_lr(lr: float) 
 
 
 class NanStep(ReluNet):
-    """The repro's bad batch: the loss of step 30 is NaN (a bad sample, an fp16 overflow); its update writes
-    NaN into every weight, while every batch stays finite."""
+    """The loss of step 30 is NaN; its update writes NaN into every weight, every batch finite."""
 
     def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
         loss = super().training_step(batch, batch_idx)
@@ -235,8 +225,7 @@ def test_a_classifier_whose_labels_were_shuffled_apart_from_its_inputs_is_not_le
 
 
 class SplitLrNet(ReluNet):
-    """ReluNet with its first layer in a param group at ``lr * first_mult`` (Adam ``3e-3``), or frozen with
-    ``requires_grad_(False)`` (``first_mult=None``)."""
+    """ReluNet with its first layer at ``lr * first_mult`` (frozen when ``first_mult=None``)."""
 
     def __init__(self, first_mult: float | None) -> None:
         super().__init__(lr=3e-3)

@@ -1,6 +1,4 @@
-"""HealthMonitor names the cause the evidence supports (issue #32 items 5-7): a diverged run is not
-overfitting, non-finite weights are blamed on the step that wrote them (not on the layer's inputs), and a run
-sitting at the loss it started at gets ``not_learning`` with its causes ranked."""
+"""HealthMonitor names the cause the evidence supports: no overfitting for a diverged run, and more."""
 
 from __future__ import annotations
 

@@ -1,8 +1,4 @@
-"""HealthMonitor on the field gallery (issue #25): runs it was not built from. Every problem run is named with
-its root cause at or after its onset and nothing else; every healthy run gets no finding at all.
-
-The runs were written blind (``galleries/health/field``) and each is proven real without the
-library by its twin test (``test_health_field_gallery_proofs.py``, ``..._transformer_proofs.py``)."""
+"""HealthMonitor on the field gallery: each problem named with its root cause, no healthy run flagged."""
 
 from __future__ import annotations
 
