@@ -18,13 +18,7 @@ from lightning_recipes.callbacks._health_window import HEADLINE_LIMIT, Cause, Fi
 from lightning_recipes.callbacks.health_monitor import HealthMonitor
 from lightning_recipes.testing import fast_trainer
 
-
-@pytest.fixture(autouse=True)
-def _one_thread() -> Any:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 class ReluNet(pl.LightningModule):

@@ -18,12 +18,7 @@ from lightning_recipes.testing import TinyClassifier, fast_trainer, random_class
 T = DEFAULT_THRESHOLDS
 
 
-@pytest.fixture(autouse=True)
-def _one_thread() -> Any:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 # ---------------------------------------------------------------------------------------- 5: overfitting

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Iterator
 
 import pytest
-import torch
 
 from galleries.health.field import FieldCase, run_case
 from galleries.health.field.field_runs import CASES as FIELD
@@ -31,13 +29,7 @@ KNOWN_MISSES = {
 }
 
 
-@pytest.fixture(autouse=True)
-def _one_thread() -> Iterator[None]:
-    """Tiny models: one thread is fastest, and a loaded machine's spinning threads cannot skew the timings."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])

@@ -18,13 +18,7 @@ from lightning_recipes.callbacks import input_pipeline_monitor
 from lightning_recipes.callbacks.health_monitor import Finding, HealthMonitor
 from lightning_recipes.testing import fast_trainer
 
-
-@pytest.fixture(autouse=True)
-def _one_thread() -> Iterator[None]:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 # ---------------------------------------------------------------------------------------------- overfitting
