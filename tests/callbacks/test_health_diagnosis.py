@@ -112,8 +112,7 @@ def _stuck(growth: float, ratio: float, grad: float = 0.07) -> tuple[CheckData, 
     data.grad_total, data.param_norm, data.param_norm_start = grad, 29.0 * growth, 29.0
     data.update_ratio, data.group_numel, data.group_lr = {"model": ratio}, {"model": 10_000}, {"model": 0.03}
     data.group_family = {"model": "adaptive"}
-    # its cross-entropy measures its input-free level (the model's own batch-mean guess: no better at chance),
-    # as a real run of it does: the trivial level the "fell by < 1%" claim is judged against is known
+    # its cross-entropy measures its input-free level, as a real run of it does
     data.input_free_gap, data.input_free_gap_se, data.input_free_loss = 0.0, 0.003, 3.09
     return data, history
 
@@ -149,8 +148,7 @@ def test_not_learning_stays_silent_when_the_loss_moved_or_another_rule_named_the
     data, history = _stuck(2.8, 2e-3)
     data.loss_mean = 2.85  # 89% of its start: it left the level of knowing nothing, it learns
     assert not_learning(evidence_of(data, history, T), named=False) is None
-    # issue #35: a slow descent that stays at the level of knowing nothing (94% of the start after 250 steps,
-    # a model memorising labels that do not follow its inputs) is not learning
+    # a slow descent that stays at the level of knowing nothing (94% of the start) is not learning
     data, history = _stuck(2.8, 2e-3)
     data.loss_mean = 3.0
     assert not_learning(evidence_of(data, history, T), named=False) is not None

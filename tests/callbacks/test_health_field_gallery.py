@@ -16,9 +16,7 @@ else:  # pragma: no cover - the dev group installs transformers
 
 CASES = [*FIELD, *TRANSFORMER]
 
-#: Problems the monitor does not name yet, each with why. It must stay silent on them (no wrong cause): a test
-#: below fails if one gets any finding outside its expected problem, and if one starts being caught (then
-#: take it off this list).
+#: Problems the monitor does not name yet, each with why: it must stay silent on them (no wrong cause).
 KNOWN_MISSES = {
     "bert_finetune_10x_lr_stuck_at_chance": (
         "BERT at 10x its good LR never leaves ln 2 in 150 steps. After the first ~20 steps its update ratio "

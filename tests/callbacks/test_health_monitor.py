@@ -258,8 +258,7 @@ def test_finding_is_logged_warned_once_and_reported() -> None:
     assert sum("HealthMonitor" in str(w.message) for w in warned) == 1
     assert [(f.problem, f.step) for f in monitor.findings] == [("dead_units", 20)]
     evidence = monitor.findings[0].evidence["dead_fraction"]
-    # the ReLU modules, and the Linear layers feeding them (the same units, read from their outputs and rows);
-    # not the output layer, whose rows get no gradient only because its inputs are all zero
+    # the ReLU modules and the Linear layers feeding them; not the output layer
     assert set(evidence) == {"net.0", "net.1", "net.2", "net.3"} and all(v >= 0.5 for v in evidence.values())
     # logged at every check (steps 10 ... 60) at the step Lightning uses for that batch
     assert logger.history("health/dead_units") == [

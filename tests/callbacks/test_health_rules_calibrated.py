@@ -253,9 +253,7 @@ def _adaptive_run(ratio: float, growth: float) -> list[tuple[int, str]]:
 
 
 def test_an_adaptive_ratio_above_1e2_for_5_checks_with_the_weights_doubled_is_lr_too_high() -> None:
-    # Adam moves each element by ~the LR: > 1% of the weights' norm per step for 5 checks while they grow
-    # 2.4x is an LR throwing them around, whatever the loss does; the same steps with the weights at 1.5x
-    # (the norm kept), or steps of 5e-3 with the same growth, are not
+    # Adam steps > 1% of the norm for 5 checks while the weights grow 2.4x: the LR (1.5x, or 5e-3: not)
     found = _adaptive_run(0.02, 2.4)
     assert ("lr_too_high" in {p for _, p in found}) and min(s for s, p in found if p == "lr_too_high") >= 80
     assert all(p != "lr_too_high" for _, p in _adaptive_run(0.02, 1.5))
@@ -263,9 +261,7 @@ def test_an_adaptive_ratio_above_1e2_for_5_checks_with_the_weights_doubled_is_lr
 
 
 def test_large_steps_on_a_flat_loss_are_the_lr_only_when_they_moved_the_weights() -> None:
-    # The blind pair of zoo 2's noisy XOR (a small-init tanh MLP at ln 2 for ~200 steps, Adam at 1e-2): update
-    # ratios of ~4e-2 for 5 checks on a flat loss. With the weights grown 3x the steps throw them around: the
-    # LR. With the weights at 1.5x of step 0's they only jitter at a saddle: no LR evidence, no lr_too_high.
+    # zoo 2's noisy XOR pair: ratios ~4e-2 on a flat loss; grown 3x: the LR; at 1.5x: a saddle
     def run(growth: float) -> set[str]:
         rng, checks = random.Random(1), []
         for i in range(6):
@@ -279,8 +275,7 @@ def test_large_steps_on_a_flat_loss_are_the_lr_only_when_they_moved_the_weights(
 
 
 def test_a_tiny_sgd_ratio_is_the_lr_only_while_the_weights_kept_their_scale() -> None:
-    # 1e-12 of the weights per step, the loss flat: the LR (collapsed). The same ratio after the weights grew
-    # 1e6x (an explosion's aftermath: huge weights make any update look tiny) is not lr_too_low.
+    # 1e-12 on a flat loss: the LR collapsed; the same after the weights grew 1e6x: not lr_too_low
     def run(growth: float) -> set[str]:
         checks = []
         for i in range(4):
