@@ -177,10 +177,8 @@ def record_check(
     spikes = gradient_spikes(data, history, t, max((j for j in jumps if math.isfinite(j)), default=1.0))
     if math.isfinite(data.param_norm):
         history.last_param_norm = data.param_norm
-    if data.first_nonfinite_step is not None:
-        known = history.streaks.get("first_nonfinite_loss_step", -1)
-        if known < 0:
-            history.streaks["first_nonfinite_loss_step"] = data.first_nonfinite_step
+    if data.first_nonfinite_step is not None and history.streaks.get("first_nonfinite_loss_step", -1) < 0:
+        history.streaks["first_nonfinite_loss_step"] = data.first_nonfinite_step
     if data.grad_sampled and not data.nonfinite_weights and math.isfinite(data.param_norm):
         history.finite_weights_step = data.step
     return spikes

@@ -63,9 +63,8 @@ class UpdateRatios:
         self.median = weighted_median(list(self.by_group.values()), weights)
         families: dict[str, float] = {}
         for g, w in zip(self.by_group, weights):
-            families[data.group_family.get(g, "other")] = (
-                families.get(data.group_family.get(g, "other"), 0) + w
-            )
+            family = data.group_family.get(g, "other")
+            families[family] = families.get(family, 0) + w
         self.family = max(families, key=lambda f: families[f]) if families else "other"
         finite = [data.group_lr[g] for g in self.by_group if math.isfinite(data.group_lr.get(g, math.nan))]
         self.lr = max(finite) if finite else math.nan

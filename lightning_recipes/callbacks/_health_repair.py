@@ -123,9 +123,7 @@ class HealthRepair:
         self._best = Snapshot()
         self._best_step = -1
         self._scaling = LRScaling(self._lr_factor, self._lr_floors)  # bound methods: picklable (ddp_spawn)
-        self.peaks: list[
-            list[float]
-        ] = []  # per optimizer, per group: the largest scheduled LR seen at a check
+        self.peaks: list[list[float]] = []  # per optimizer, per group: the largest scheduled LR at a check
         self.lr_floors: list[list[float]] | None = None  # a collapsed LR, held at its group's peak
         self._restore_best_at_end = False
         self.snapshots_taken = 0  # healthy-check snapshots copied (the cost with nothing wrong)
