@@ -1,8 +1,5 @@
-"""HealthMonitor's attribution: for a problem the rules found, the candidate causes, the evidence the run
-holds for and against each, and the one root cause the evidence names (or what would tell them apart): one
-notion of outlier batches (:func:`gradient_spikes`), why units died (:func:`dead_unit_causes`), which step
-wrote non-finite weights (:func:`record_check`). Pure host functions after the check's one sync; why each
-reads as it does: ``docs/guides/health_monitor.md`` ("Attribution").
+"""HealthMonitor's attribution: a finding's candidate causes, the evidence for and against each,
+and the root cause when the evidence names one (``docs/guides/health_monitor.md``, "Attribution").
 
 Example:
     >>> history = History(dead_step0={"fc1": 0.8})
@@ -57,13 +54,9 @@ _KEPT_SPIKES = 20
 
 @dataclass
 class GradientSpikes:
-    """One interval's gradient-norm spikes, each step against the calm steps before it (rows
-    ``[step, epoch, batch, gradient norm x its baseline, largest |input|, its row]``).
-
-    ``outliers``: a few spikes on batches holding an extreme value, the steps after them calm (the
-    ``outlier_batches`` finding); ``exploded``: steps on ordinary batches ``explode_factor`` x their baseline
-    (``exploding_gradients``), and ``triggers``: the outlier batches that began those steps' episode (the
-    explosion's cause); none of either when they are more than "a few" (heavy-tailed data, not a few rows)."""
+    """One interval's gradient-norm spikes: ``outliers`` (a few spikes on extreme batches),
+    ``exploded`` (steps on ordinary batches ``explode_factor`` x their baseline) and their ``triggers``.
+    """
 
     outliers: list[list[float]] = field(default_factory=list)
     exploded: list[list[float]] = field(default_factory=list)
@@ -84,12 +77,8 @@ def _epochs(records: list[tuple[int, float, int, int, int, float]], epoch: int) 
 def gradient_spikes(
     data: CheckData, history: History, t: dict[str, float], jump: float = 1.0
 ) -> GradientSpikes:
-    """The interval's outlier batches and exploded steps: each step's gradient norm against the median of the
-    last :data:`BASELINE_STEPS` calm steps before it (carried in ``history.calm_norms``), a spike when
-    ``outlier_factor`` x that and beyond the calm steps' scatter; consecutive spikes are one episode, exploded
-    when its ordinary batches reach ``explode_factor`` x (and the run felt it: ``jump``, the weights' norm or
-    the loss grown ``growth_high`` x since the last check), else its extreme batches are outlier batches when
-    they are a few. Records them in ``history.spikes``.
+    """Each step's gradient norm against the median of the last :data:`BASELINE_STEPS` calm
+    steps: the interval's outlier batches and exploded steps, recorded in ``history.spikes``.
 
     Example:
         >>> records = [(k, 1.0 + 0.1 * (k % 3), k, 0, 0, 3.0) for k in range(20)]
@@ -129,8 +118,7 @@ def gradient_spikes(
     found.typical_norm = statistics.median(r[1] for r in records)
     spike = [q > max(math.log(t["outlier_factor"]), noise) for q in ratios]
     extreme = [math.isfinite(r[5]) and r[5] > t["outlier_factor"] * found.typical_input for r in records]
-    # a blow-up the run felt: the weights' norm or the loss at least doubled (``growth_high``) since the last
-    # check; one large gradient the run does not feel is a hard batch (a memorising model's unfitted sample)
+    # a blow-up the run felt (weights or loss grew ``growth_high`` x), not a hard batch it did not feel
     felt = jump >= t["growth_high"]
     exploded = [
         felt and s and not x and q > max(math.log(t["explode_factor"]), noise)
@@ -176,9 +164,7 @@ def outliers_since(history: History, step: float) -> list[list[float]]:
 def record_check(
     data: CheckData, history: History, ratio: float, lr: float, t: dict[str, float]
 ) -> GradientSpikes:
-    """Keep what attribution needs from this check: the dead fractions at step 0, the largest dead fraction
-    with the step size, the outlier batches (:func:`gradient_spikes`, returned), and whether the weights were
-    finite."""
+    """Keep what attribution needs from this check; returns its :func:`gradient_spikes`."""
     if not history.dead_step0 and (data.dead_start or data.dead_rows_start):
         history.dead_step0 = {**data.dead_rows_start, **data.dead_start}
     measured = [*data.dead.values(), *data.dead_rows.values()]
@@ -191,20 +177,17 @@ def record_check(
     spikes = gradient_spikes(data, history, t, max((j for j in jumps if math.isfinite(j)), default=1.0))
     if math.isfinite(data.param_norm):
         history.last_param_norm = data.param_norm
-    if data.first_nonfinite_step is not None:
-        known = history.streaks.get("first_nonfinite_loss_step", -1)
-        if known < 0:
-            history.streaks["first_nonfinite_loss_step"] = data.first_nonfinite_step
+    if data.first_nonfinite_step is not None and history.streaks.get("first_nonfinite_loss_step", -1) < 0:
+        history.streaks["first_nonfinite_loss_step"] = data.first_nonfinite_step
     if data.grad_sampled and not data.nonfinite_weights and math.isfinite(data.param_norm):
         history.finite_weights_step = data.step
     return spikes
 
 
 def dying_window(history: History, t: dict[str, float]) -> tuple[int, int, int]:
-    """``(from, to, first)``: the steps between which the units now dead began dying (the last check before
-    the rise and its first check), and the index in ``history.dead_seen`` of that first check. The rise walks
-    back from the first check of the current dead streak while each check added :data:`RISE` or more to the
-    one before."""
+    """``(from, to, first)``: the steps between which the now-dead units began dying, and the
+    index in ``history.dead_seen`` of that first check.
+    """
     rows = history.dead_seen
     if not rows:
         return 0, 0, 0
@@ -221,9 +204,8 @@ def dying_window(history: History, t: dict[str, float]) -> tuple[int, int, int]:
 def dead_unit_causes(
     dead: dict[str, float], data: CheckData, history: History, t: dict[str, float], lr_now: bool = False
 ) -> tuple[bool, Diagnosis]:
-    """Why the layers of ``dead`` (fraction per layer) are dead: ``(by the LR, diagnosis)``.
-
-    ``lr_now``: the update ratio is above ``ratio_high`` now or at a recent check (the old test, kept).
+    """Why the layers of ``dead`` are dead: ``(by the LR, diagnosis)``; ``lr_now``: a ratio
+    above ``ratio_high`` now or recently.
     """
     step0 = history.dead_step0
     at_step0 = {m: step0[m] for m in dead if step0.get(m, 0.0) >= t["dead_fraction"]}
@@ -241,8 +223,7 @@ def dead_unit_causes(
     ]
     spikes = sorted(s for s in outliers_since(history, start) if s[0] < end)
     few = 0 < len(spikes) <= MAX_OUTLIER_BATCHES
-    # the run was healthy at this LR right up to the outlier batches (the update ratio at the check before
-    # them within ``ratio_high``): the large steps after them are their aftermath, not the LR's
+    # healthy at this LR right up to the outlier batches: the large steps after them are their aftermath
     calm_before = (
         few
         and first >= 1

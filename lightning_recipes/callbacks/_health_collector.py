@@ -1,7 +1,5 @@
-"""HealthMonitor's collection: forward hooks and row liveness on sampled batches, the
-validation pass's per-batch losses, the packing of one interval's device numbers into one float64 vector
-(:class:`Packer`: sums that ranks add, or maxima) and their combination into one check's :class:`CheckData`.
-Everything that touches a tensor stays on the device: the one read back is the monitor's, once per check.
+"""HealthMonitor's collection: hooks on sampled batches, per-step records, and the packing of an
+interval's device numbers into one vector, combined into a :class:`CheckData` after the check's one sync.
 """
 
 from __future__ import annotations
@@ -66,8 +64,7 @@ _LOSS_MOMENTS = 9  # the sums of [finite, loss, loss^2] (finite losses only) tim
 
 
 class Packer:
-    """Named pieces appended to one float64 vector on ``device``, with a layout identical on every rank: the
-    tensors in the order added, then every host value (one tensor for them all).
+    """Named pieces appended to one float64 vector on ``device``, in a layout identical on every rank.
 
     Example:
         >>> packer = Packer(torch.device("cpu"))
@@ -132,7 +129,7 @@ Losses = Sequence[Tensor] | Tensor  # per-step loss tensors, or their :func:`los
 
 
 def loss_vector(losses: Losses, device: torch.device | None = None) -> Tensor:
-    """The per-step losses as one float64 vector on ``device`` (their own when ``None``): one stack. No sync.
+    """The per-step losses as one float64 vector on ``device`` (their own when ``None``). No sync.
 
     Example:
         >>> loss_vector([torch.tensor(1.5), torch.tensor([2.0])]).tolist()
@@ -159,12 +156,8 @@ LOSS_PIECES = (("loss", _LOSS_MOMENTS), ("loss_head", 1), ("loss_first_nonfinite
 
 
 def loss_statistics(losses: Tensor, steps: Sequence[int], device: torch.device, head: int = 5) -> Tensor:
-    """One interval's per-step losses (a :func:`loss_vector`) packed as :data:`LOSS_PIECES`, float64 on
-    ``device``, no sync: the sums of ``[finite, loss, loss^2]`` over the finite losses times ``[1, t, t^2]``
-    of their step ``t`` within the interval (one matrix product; ranks add them: the count, sum, sum of
-    squares, sum t, sum t^2 and sum t * loss of :func:`loss_trend` among them), the mean of the first
-    ``head`` losses (at a run's start: the loss at initialisation; NaN when none) and the position of the
-    first loss that is not finite, valid where the count of finite losses is below ``len(losses)`` (else 0).
+    """One interval's losses as :data:`LOSS_PIECES` (float64, no sync): the moments of the
+    finite losses over their steps, the mean of the first ``head`` losses, the first non-finite position.
 
     Example:
         >>> losses = loss_vector([torch.tensor(v) for v in [2.0, 1.0, float("nan"), 1.0]])
@@ -197,11 +190,8 @@ def weight_and_update_powers(
     groups: int,
     shard_group: Any = None,
 ) -> tuple[Tensor, Tensor]:
-    """Per group, the squared norms of the ``weights`` before a step and of the step's ``updates`` (tensor
-    ``i`` in group ``owners[i]``): two ``[groups]`` float64 tensors on the first weight's device, no sync.
-    Complete float32 tensors (the common case) take one ``_foreach_norm`` over both lists and one
-    ``index_add_``, whatever the group count; shards, subclasses and other dtypes take
-    ``norms.group_powers`` (its all-reduce per shard layout, its accumulation dtype).
+    """Per group, the squared norms of ``weights`` and of their ``updates`` (tensor
+    ``i`` in group ``owners[i]``), float64, no sync; shards and other dtypes via ``norms.group_powers``.
 
     Example:
         >>> w = [torch.tensor([3.0, 4.0]), torch.tensor([1.0]), torch.tensor([2.0])]
@@ -233,10 +223,7 @@ def loss_trend(rows: Iterable[Sequence[float]]) -> tuple[int, float, float, floa
 
 
 def optimizer_family(optimizer: Any) -> str:
-    """``"adaptive"``, ``"sgd"`` or ``"other"`` from the optimizer's class names (its own and its bases',
-    wrappers unwrapped): ``Muon`` is other; ``Adam*``, ``Lion``, ``Lamb``, ``Adafactor``, ``Sophia``,
-    ``Shampoo``, ``RMSprop``, ``Adagrad``, ``Adadelta``, ``Adan``, ``Prodigy`` are adaptive (steps normalised
-    per element); ``SGD``, ``ASGD`` are sgd; anything else is other.
+    """``"adaptive"``, ``"sgd"`` or ``"other"`` from the optimizer's class names (Muon: other).
 
     Example:
         >>> import torch
@@ -292,8 +279,7 @@ def planned_steps(trainer: Any) -> float:
 def group_families(
     optimizers: Sequence[Any], index: dict[int, int], group_of_param: Sequence[int], groups: int
 ) -> list[str]:
-    """Per monitor group, the :func:`optimizer_family` of the first optimizer holding one of its parameters
-    (``"other"`` where none does). Host only."""
+    """Per group, the :func:`optimizer_family` of the first optimizer holding its parameters."""
     families: list[str | None] = [None] * groups
     for optimizer in optimizers:
         family = optimizer_family(optimizer)
@@ -312,9 +298,7 @@ def group_lrs(
     device: torch.device,
     current: Tensor | None = None,
 ) -> Tensor:
-    """Per monitor group, the largest ``lr`` of ``optimizer``'s groups holding its parameters (float64 on
-    ``device``, ``-inf`` where none; a tensor ``lr`` read on the device), the max with ``current``.
-    """
+    """Per group, the largest ``lr`` of ``optimizer`` (float64, ``-inf`` where none), max with ``current``."""
     host = [-math.inf] * groups
     tensor_groups: list[int] = []
     tensor_lrs: list[Tensor] = []
@@ -347,9 +331,7 @@ def validation_rows(rows: Sequence[tuple[int, Tensor, Tensor, Tensor]], device: 
 
 
 def validation_error(values: Sequence[Tensor], sizes: Sequence[Tensor], device: torch.device) -> Tensor:
-    """``[standard error, sample count]`` of a validation loss from its per-batch means ``values`` and batch
-    sizes ``sizes`` (tensors, any device), on ``device``: ``standard_error`` without a finite-population
-    correction (the validation set is a sample of the data the model will meet). ``[NaN, 0]``: no batch."""
+    """``[standard error, sample count]`` of a validation loss from its batches (``[NaN, 0]``: none)."""
     if not values:
         return torch.tensor([math.nan, 0.0], dtype=torch.float64, device=device)
     x = torch.stack([v.detach().to(device, torch.float64).reshape(()) for v in values])
@@ -358,9 +340,8 @@ def validation_error(values: Sequence[Tensor], sizes: Sequence[Tensor], device: 
 
 
 class RowLiveness:
-    """Which output units of each Linear/Conv layer were alive on the sampled batches: a unit is dead when its
-    output was never positive (:class:`ActivationHooks`) **and** its weight row got no gradient (a unit fed
-    zeros still learns its bias; one behind GELU/tanh has a gradient). Device tensors only.
+    """Which output units of each Linear/Conv layer were alive on the sampled batches: dead when
+    never positive **and** its weight row got no gradient. Device tensors only.
 
     Example:
         >>> layer = nn.Linear(4, 3)
@@ -406,8 +387,7 @@ class RowLiveness:
 def sparse_groups(
     model: nn.Module, params: Sequence[Tensor], group_index: Sequence[int], group_names: Sequence[str]
 ) -> set[str]:
-    """The parameter groups holding an embedding table: only the rows of the tokens in a batch get a gradient,
-    so the table's gradient RMS is diluted by its vocabulary and says nothing about vanishing gradients.
+    """The parameter groups holding an embedding table (its gradient RMS is diluted).
 
     Example:
         >>> model = nn.Sequential(nn.Embedding(100, 8), nn.Linear(8, 2))
@@ -452,10 +432,8 @@ def watched_modules(model: nn.Module) -> tuple[Named, Named, Named, Named]:
 
 
 def flat_and_gain(output: Tensor, tanh: bool) -> Tensor:
-    """``[flat fraction, gain]`` of a tanh/sigmoid output (float32, on its device, no sync): the share of
-    outputs in the function's flat part (``|tanh| > 0.99``; a sigmoid below 0.01 or above 0.99: slope under 4%
-    of its peak) and the mean local slope relative to the peak (``1 - y^2``; ``4 y (1 - y)``): the fraction of
-    the gradient that passes through the units on average.
+    """``[flat fraction, gain]`` of a tanh/sigmoid output (no sync): the share in the flat part,
+    and the mean slope relative to the peak.
 
     Example:
         >>> [round(v, 3) for v in flat_and_gain(torch.sigmoid(torch.tensor([-10.0, 0.0])), False).tolist()]
@@ -470,12 +448,8 @@ def flat_and_gain(output: Tensor, tanh: bool) -> Tensor:
 
 
 class ActivationHooks:
-    """The forward hooks of a sampled batch: **one** hook per watched module (a module's hooks cost most per
-    module, then per hook), filling the stores given (``None``: not measured); device tensors, no sync.
-    ``nonfinite`` (leaves): the float64 sums of each leaf's floating outputs and inputs (non-finite exactly
-    when an element is), one per tensor of the batch; ``alive`` (ReLUs): which units were ever positive (the
-    mask of the Linear/Conv output a ReLU reads, when it has one); ``saturation`` (tanh/sigmoid modules):
-    :func:`flat_and_gain` rows; ``rows`` (Linear/Conv): :class:`RowLiveness`, and what ``calls`` watches.
+    """One forward hook per watched module on a sampled batch, filling the stores given
+    (``None``: not measured): ``nonfinite``, ``alive``, ``saturation``, ``rows``, ``calls``. No sync.
 
     Example:
         >>> net = nn.Sequential(nn.Linear(4, 3), nn.ReLU())
@@ -499,8 +473,7 @@ class ActivationHooks:
     ) -> None:
         self.alive, self.saturation, self.nonfinite = alive, saturation, nonfinite
         self.rows, self.calls = rows, calls
-        # this batch's outputs already measured: id -> (a weak reference to the tensor, its positive units or
-        # None, their dim, its sum or None); weak: the hooks never keep an activation alive
+        # id -> (weak reference, positive units, their dim, sum): weak, never keeping an activation alive
         self._seen: dict[int, tuple[weakref.ref[Tensor], Tensor | None, int, Tensor | None]] = {}
 
     def attach(self, watched: tuple[Named, Named, Named, Named]) -> list[Any]:
@@ -659,9 +632,8 @@ class _SampledMode(TorchFunctionMode):
 
 
 class FunctionalSaturation(_SampledMode):
-    """Saturation of a sigmoid/tanh called as a function on a Linear/Conv layer's output (a highway gate),
-    per layer and kind: :func:`flat_and_gain` rows. Active on sampled batches (:meth:`start` ..
-    :meth:`stop`); calls inside an ``nn.Sigmoid``/``nn.Tanh`` module are its hook's. No sync.
+    """Saturation of a sigmoid/tanh function called on a Linear/Conv layer's output (a
+    highway gate), per layer and kind, while active. No sync.
 
     Example:
         >>> gate = nn.Linear(4, 3)
@@ -748,9 +720,8 @@ def dead_of(alive: dict[int, Tensor], count: int, device: torch.device) -> Tenso
 
 
 def means_by_index(values: Mapping[int, Tensor], count: int, width: int, device: torch.device) -> Tensor:
-    """Per index ``0..count-1``, the mean over dim 0 of ``values[i]`` (``[n, width]``, or ``[n]`` when
-    ``width`` is 1; bool counts as 0/1), ``[count, width]`` float64 on ``device``, ``-1`` where not
-    measured: one concatenation and one segment mean, whatever the count. No sync.
+    """Per index ``0..count-1``, the mean of ``values[i]`` over dim 0 (``[count, width]``
+    float64, ``-1`` where not measured), in one segment mean. No sync.
 
     Example:
         >>> means_by_index({0: torch.tensor([True, False]), 2: torch.tensor([1.0, 1.0, 4.0])}, 3, 1,
@@ -782,10 +753,7 @@ def combine(
     layers: tuple[list[str], list[str], list[str], list[str]],
     host: tuple[str | None, float],
 ) -> CheckData:
-    """Every rank's packed vector (``rows``, in ``layout``) combined into one check's :class:`CheckData`,
-    given the ``groups`` (names, sizes, families), the watched ``layers`` in packing order and the ``host``
-    facts; sums add over ranks, per-layer worst cases take the max. Host floats, identical on every rank.
-    """
+    """Every rank's packed vector combined into one check's :class:`CheckData` (host floats)."""
     group_names, group_numel, families = groups
     relu, _, leaves, row_layers = layers
 
@@ -894,11 +862,8 @@ KEEP_BYTES = 32 * 2**20  # the batches an interval may keep for the check's one 
 
 
 class StepRecords:
-    """Per step of a check's interval, the evidence of ``outlier_batches``: the step's squared gradient norm
-    (one ``torch._foreach_norm`` per step) and its batch's largest |input| (which row, which batch). Batches
-    are kept by reference while the interval's total stays under :data:`KEEP_BYTES` and scanned at the check,
-    one ``abs().max`` per layout (otherwise at their step); a batch changed in place after its step is left
-    out, and a loader that refills one buffer is scanned at each step from then on. No sync.
+    """Per step of an interval, the evidence of ``outlier_batches``: the gradient norm and the
+    batch's largest |input| (kept by reference under :data:`KEEP_BYTES`, scanned at the check). No sync.
 
     Example:
         >>> records = StepRecords()
@@ -928,8 +893,7 @@ class StepRecords:
         return {**self.__dict__, "_kept": {}, "_kept_bytes": 0, "_addresses": set()}
 
     def gradients(self, position: int, grads: list[Tensor]) -> list[Tensor]:
-        """Record step ``position``'s gradients (one optimizer's; several optimizers in a step add up);
-        returns their norms, one per tensor."""
+        """Record step ``position``'s gradients; returns their norms, one per tensor."""
         if not grads:
             return []
         if grads[0].requires_grad:  # a graph kept for a higher-order gradient: not ours to extend
@@ -943,9 +907,7 @@ class StepRecords:
         return norms
 
     def inputs(self, position: int, batch: Any, batch_idx: int) -> None:
-        """Record step ``position``'s batch: the largest |value| of each floating-point tensor (dim 0: the
-        samples) and where it is (a sentinel such as -999 in a standardised column shows here), measured
-        at the check when the batch can be kept."""
+        """Record step ``position``'s batch: where its largest |value| is (a -999 sentinel shows here)."""
         self._batches[position] = batch_idx
         tensors: list[Tensor] = []
         size, plain = 0, True
@@ -1013,8 +975,7 @@ class StepRecords:
         return out
 
     def _columns(self, steps: int) -> list[tuple[int, list[int], Tensor, Tensor]]:
-        """Per tensor slot of the batches and per layout: ``(slot, steps, largest |values|, their rows)``,
-        the kept batches scanned in one stack per layout."""
+        """Per tensor slot and layout: ``(slot, steps, largest |values|, their rows)``."""
         groups: dict[tuple[Any, ...], list[tuple[int, Tensor]]] = {}
         for position, kept in self._kept.items():
             if 0 <= position < steps and all(t._version == version for t, version in kept):
@@ -1064,8 +1025,7 @@ def _squared_sums(norms: list[list[Tensor]], device: torch.device) -> Tensor:
 def _largest_rows(
     columns: list[tuple[int, list[int], Tensor, Tensor]], steps: int, device: torch.device
 ) -> tuple[Tensor, Tensor]:
-    """Per step, the row holding its batch's largest |value| over its floating tensors (the first tensor's
-    on a tie, as a NaN in it), and that value (float64), from :meth:`StepRecords._columns`."""
+    """Per step, the row holding its batch's largest |value|, and that value."""
     width = max(j for j, _, _, _ in columns) + 1
     values = torch.full((steps, width), -math.inf, dtype=torch.float64, device=device)
     rows = torch.full((steps, width), -1, dtype=torch.long, device=device)
@@ -1089,8 +1049,7 @@ def _pairs(rows: list[list[float]]) -> list[list[tuple[float, float]]]:
 def _saturation_entries(
     modules: list[list[float]], calls: list[list[float]], layers: tuple[list[str], ...]
 ) -> list[tuple[str, list[tuple[float, float]]]]:
-    """(name, every rank's ``(flat fraction, gain)``) of each tanh/sigmoid module, then of each function
-    called on a Linear/Conv layer's output (``<layer>:sigmoid`` / ``<layer>:tanh``)."""
+    """(name, every rank's ``(flat fraction, gain)``) per module, then per function call."""
     saturating, row_layers = layers[1], layers[3]
     out = list(zip(saturating, _pairs(modules)))
     for k, values in enumerate(_pairs(calls)):
@@ -1109,10 +1068,7 @@ def _saturation_into(
 
 
 class ValidationBatches:
-    """One validation pass's per-batch mean losses and sizes, device tensors: from Lightning's running mean of
-    the logged ``val_monitor`` (:func:`_trainer.logged_running_mean`), else from what ``validation_step``
-    returned.
-    """
+    """One validation pass's per-batch mean losses and sizes (device tensors)."""
 
     def __init__(self) -> None:
         self.values: list[Tensor] = []
@@ -1164,8 +1120,7 @@ def flat_tensors(output: Any) -> list[Tensor]:
     return []
 
 
-#: torch's loss functions whose first argument is the model's prediction, one row per sample along dim 0
-#: (``nn.*Loss`` modules call them); ``gaussian_nll_loss``'s variance (its third) is a prediction too.
+#: torch's loss functions -> the positions of their prediction arguments (one row per sample along dim 0).
 INPUT_FREE_LOSSES: dict[Any, tuple[int, ...]] = {
     torch.nn.functional.cross_entropy: (0,),
     torch.nn.functional.nll_loss: (0,),
@@ -1181,10 +1136,8 @@ INPUT_FREE_LOSSES: dict[Any, tuple[int, ...]] = {
 
 
 class InputFreeLoss(_SampledMode):
-    """On sampled batches, each torch loss call (:data:`INPUT_FREE_LOSSES`) evaluated again per element,
-    without gradient, with the prediction replaced by its batch mean (the model's best input-free guess);
-    keeps the paired differences (that loss minus its own) as ``[sum, sum of squares, count, input-free loss
-    sum]`` on the device; no sync.
+    """On sampled batches, each torch loss call evaluated again with the prediction replaced by
+    its batch mean; keeps the paired differences on the device. No sync.
 
     Example:
         >>> mode = InputFreeLoss()

@@ -1,7 +1,5 @@
-"""What HealthMonitor's rules read, computed once per check: :class:`Evidence` over one check's
-:class:`CheckData` and the run's :class:`History` -- the update ratio and its floor, the LR and its peak, the
-weights' growth since step 0, the loss's level at initialisation and its noise, its trend over checks, and the
-interval's gradient spikes. Each rule is a short invariant over it (``docs/guides/health_monitor.md``).
+"""What HealthMonitor's rules read, computed once per check: :class:`Evidence` over a
+:class:`CheckData` and the run's :class:`History`.
 
 Example:
     >>> data = CheckData(40, 0, loss_mean=2.3, loss_head=2.3, update_ratio={"fc1": 2e-5},
@@ -57,8 +55,7 @@ class UpdateRatios:
     def __init__(self, data: CheckData) -> None:
         found = {g: r for g, r in data.update_ratio.items() if math.isfinite(r) and r >= 0}
         moving = any(r > 0 for r in found.values())
-        #: groups with a gradient that no step moved while others moved: at LR 0 or left out of the
-        #: optimizer, frozen by it; their 0 says nothing about the LR of the groups that train
+        #: groups with a gradient that no step moved while others moved (LR 0, or not in the optimizer)
         grads = data.group_grad_rms
         self.unstepped = [g for g, r in found.items() if moving and r == 0 and grads.get(g, 0) > 0]
         self.by_group = {g: r for g, r in found.items() if g not in self.unstepped}
@@ -66,9 +63,8 @@ class UpdateRatios:
         self.median = weighted_median(list(self.by_group.values()), weights)
         families: dict[str, float] = {}
         for g, w in zip(self.by_group, weights):
-            families[data.group_family.get(g, "other")] = (
-                families.get(data.group_family.get(g, "other"), 0) + w
-            )
+            family = data.group_family.get(g, "other")
+            families[family] = families.get(family, 0) + w
         self.family = max(families, key=lambda f: families[f]) if families else "other"
         finite = [data.group_lr[g] for g in self.by_group if math.isfinite(data.group_lr.get(g, math.nan))]
         self.lr = max(finite) if finite else math.nan
@@ -131,11 +127,8 @@ class Evidence:
 
     @property
     def outward(self) -> float:
-        """The share of this interval's steps that went into growing the weights' norm: the norm's rise
-        since the previous check over the steps' summed length (the interval's steps x this step's update
-        ratio x the norm; an adaptive step's length barely changes over an interval). Near 1: the steps all
-        point outward, along the weights (a head's logit scale growing as it fits); steps too large that
-        throw the weights around cancel for the most part (NaN: unknown).
+        """The share of the interval's steps that grew the weights' norm (near 1: all outward; NaN:
+        unknown).
 
         Example:
             >>> data = CheckData(100, 0, update_ratio={"head": 0.01}, param_norm=11.0, param_norm_start=1.0)
@@ -162,9 +155,7 @@ class Evidence:
 
     @property
     def dense_ratio(self) -> float:
-        """The update ratio of the groups that are not embedding tables (parameter-weighted median; NaN:
-        none). A table's ratio is relative to its init scale, often chosen small, and its rows grow to the
-        scale they need as they learn: no evidence of the LR's step size."""
+        """The median update ratio of the groups that are not embedding tables (NaN: none)."""
         moved = self.ratios.moved
         return weighted_median(list(moved.values()), [float(self.data.group_numel.get(g, 1)) for g in moved])
 
@@ -182,9 +173,7 @@ class Evidence:
 
     @property
     def input_free(self) -> bool:
-        """The model's loss is no better than that of its own prediction averaged over the batch (its best
-        input-free guess, for whatever torch loss the run calls), beyond noise: the gain's upper confidence
-        bound (``confidence_z``) within ``trivial_band`` of that loss. False when no loss was measured."""
+        """The loss no better than the model's own batch-mean prediction's, beyond noise."""
         d = self.data
         gap, se, level = d.input_free_gap, d.input_free_gap_se, d.input_free_loss
         if not (math.isfinite(gap) and math.isfinite(se) and math.isfinite(level)):
@@ -204,10 +193,7 @@ class Evidence:
         return math.isfinite(self.data.input_free_loss)
 
     def left_start(self, k: int) -> bool:
-        """The last ``k`` checks' mean loss fell beyond noise since step 0: significantly below the loss at
-        initialisation (its error: the first interval's per-step spread over the ``START_STEPS`` steps it is
-        the mean of; a loss that fell within the first interval spreads it, which only makes the claim
-        harder). A difference against noise: a constant added to the loss does not change it.
+        """The last ``k`` checks' mean loss fell significantly below the loss at initialisation.
 
         Example:
             >>> history = History(losses=[5.29, 5.11, 5.10], loss_ses=[0.01] * 3, loss_steps=[20, 40, 60],
@@ -229,8 +215,7 @@ class Evidence:
 
     @property
     def frozen(self) -> bool:
-        """Almost no parameter trains (``trained_share`` below ``trained_share_low``) and the loss still sits
-        within ``trivial_band`` of its level at initialisation: what the few trained ones can fit, is fit."""
+        """Almost no parameter trains and the loss sits within ``trivial_band`` of its start."""
         return self.at_start and self.trained_share < self.t.get("trained_share_low", 0.0)
 
     def window(self, k: int) -> tuple[list[float], list[float], list[float]]:
@@ -240,8 +225,7 @@ class Evidence:
         return steps, [*h.losses[tail], self.data.loss_mean], [*h.loss_ses[tail], self.se]
 
     def falls(self, k: int, span: float | None = None) -> tuple[bool, float, float]:
-        """``(significant, drop, level)`` of the last ``k`` checks' trend: the interval means fall by more
-        than ``confidence_z`` standard errors; by how much over ``span`` steps (the window's); their mean."""
+        """``(significant, drop, level)`` of the last ``k`` checks' trend over ``span`` steps."""
         steps, means, ses = self.window(k)
         slope, slope_se = trend(steps, means, ses)
         span = steps[-1] - steps[0] if span is None else span
@@ -259,8 +243,7 @@ class Evidence:
 
 
 def evidence_of(data: CheckData, history: History, t: dict[str, float]) -> Evidence:
-    """The check's :class:`Evidence`, before ``decide`` appends this check to ``history``; records what
-    attribution keeps of it (``_health_causes.record_check``: the state at step 0, the gradient spikes)."""
+    """The check's :class:`Evidence`, before ``decide`` appends this check to ``history``."""
     if math.isnan(history.start_loss) and math.isfinite(data.loss_head):
         history.start_loss = data.loss_head
     ratios = UpdateRatios(data)

@@ -1,8 +1,5 @@
-"""HealthMonitor's repairs (``HealthMonitor(repair=True)``): the in-process repair a finding's named cause
-calls for (:data:`REPAIRS`; every other finding stays advice), with ``StabilityGuard``'s snapshots
-(``RollbackSnapshot``/``Snapshot``) and LR cut (``LRScaling``); every action a :class:`RepairEvent`. When an
-LR repair acts, is held or dropped, which snapshot it restores, and why: docs/guides/health_monitor.md,
-"Repair". Findings are identical on every rank, so every rank acts at the same step.
+"""HealthMonitor's repairs (``repair=True``): the in-process repair a finding's named cause calls for,
+each a :class:`RepairEvent` (when and why: docs/guides/health_monitor.md, "Repair").
 
 Example:
     >>> finding = Finding("lr_too_high", 120, 0, {"update_ratio": 0.08, "lr": 0.5}, cause="lr_too_high")
@@ -58,10 +55,8 @@ _NOT_LEARNING_CUT = 10.0  # the factor not_learning's action names for an LR too
 
 @dataclass
 class RepairEvent:
-    """One repair: at ``step``, for the finding ``problem`` with its named ``cause``, the ``action`` taken
-    (one of :data:`ACTIONS`), and the values it changed ``before`` -> ``after`` (``lr``: the largest group's
-    effective learning rate; ``lr_scale``: the permanent multiplier; ``step``: the weights' step;
-    ``val_loss``); ``message``: the sentence printed.
+    """One repair: at ``step``, for ``problem`` and its ``cause``, the ``action`` (:data:`ACTIONS`),
+    the values ``before`` -> ``after`` and the ``message`` printed.
 
     Example:
         >>> RepairEvent(120, "lr_too_high", "lr_too_high", "rollback_lower_lr", {"lr_scale": 1.0},
@@ -90,11 +85,7 @@ def repair_of(finding: Finding) -> str | None:
 
 
 def lr_factor_of(finding: Finding) -> float | None:
-    """The LR multiplier the finding computed: ``1 / lower_lr_by(update ratio)`` for an LR too high (the
-    rule's own factor; ``not_learning`` names 10x; an LR raised into a blow-up returns to the LR it trained at
-    healthily, ``1 / lr_vs_healthy``), ``peak / lr`` for a collapsed LR (the schedule's intended
-    level), ``floor * 30 / ratio`` for a ratio :data:`FAR_BELOW_FLOOR` x below its floor (the rule's raise);
-    ``None`` when the evidence gives none."""
+    """The LR multiplier the finding computed (``None`` when its evidence gives none)."""
     evidence = finding.evidence
     ratio = _number(evidence.get("update_ratio"))
     if finding.problem == "not_learning":
@@ -115,10 +106,9 @@ def lr_factor_of(finding: Finding) -> float | None:
 
 
 class HealthRepair:
-    """Decide and apply repairs from a ``HealthMonitor``'s findings (the monitor calls it; one per monitor):
-    keeps the healthy snapshots (the start, the confirmed, the candidate: CPU copies of the training state and
-    the rules' memory) and the best validation weights; at most ``max_repairs`` repairs, then stops training
-    at the last healthy snapshot. Cost with nothing wrong: the guide's "Repair"."""
+    """Decide and apply repairs from a ``HealthMonitor``'s findings, at most ``max_repairs``,
+    from the healthy snapshots it keeps.
+    """
 
     def __init__(self, max_repairs: int, val_monitor: str, prefix: str = "") -> None:
         self.max_repairs = max_repairs
@@ -133,17 +123,13 @@ class HealthRepair:
         self._best = Snapshot()
         self._best_step = -1
         self._scaling = LRScaling(self._lr_factor, self._lr_floors)  # bound methods: picklable (ddp_spawn)
-        self.peaks: list[
-            list[float]
-        ] = []  # per optimizer, per group: the largest scheduled LR seen at a check
+        self.peaks: list[list[float]] = []  # per optimizer, per group: the largest scheduled LR at a check
         self.lr_floors: list[list[float]] | None = None  # a collapsed LR, held at its group's peak
         self._restore_best_at_end = False
         self.snapshots_taken = 0  # healthy-check snapshots copied (the cost with nothing wrong)
         self._resumed = False  # snapshots were loaded from a checkpoint, not yet trained from
         #: an LR-too-high finding held until the run shows it will not fix itself (``None``: none held)
         self.held: Finding | None = None
-
-    # ------------------------------------------------------------------ the monitor's hooks
 
     def on_train_start(self, trainer: Trainer, pl_module: LightningModule, monitor: HealthMonitor) -> None:
         self._scaling.detach()
@@ -234,8 +220,7 @@ class HealthRepair:
         return "hold" if learning else "act"
 
     def _sure(self, trainer: Trainer, monitor: HealthMonitor, finding: Finding | None) -> bool:
-        """Whether an LR repair cannot make the run worse now (units the LR killed, a non-finite loss, no
-        known target loss, a target clearly better: ``_stats.significantly_above``); the guide's "Repair"."""
+        """Whether an LR repair cannot make the run worse now (the guide's "Repair")."""
         if finding is not None and finding.cause == "learning_rate":
             return True
         now, now_se = _check_loss(trainer, monitor)
@@ -248,9 +233,7 @@ class HealthRepair:
         return significantly_above(now, now_se, target, target_se, z)
 
     def _target_loss(self, monitor: HealthMonitor, fallback_se: float) -> tuple[float, float]:
-        """``(mean loss, standard error)`` of the check that took the snapshot an LR repair restores (a
-        restart from the run's start: the confirmed snapshot's, the last state known not to have learned);
-        NaN when that snapshot was taken before any check. An unknown error is ``fallback_se``."""
+        """``(mean loss, standard error)`` of the check that took the snapshot to restore."""
         keeper = self._keeper(monitor, unlearned_to_start=True)
         if keeper is self._start:
             keeper = self._healthy
@@ -275,8 +258,6 @@ class HealthRepair:
         self._healthy.release()
         self._candidate.release()
         self._start.release()
-
-    # ------------------------------------------------------------------ the repairs
 
     def _rollback_lower_lr(
         self, trainer: Trainer, pl_module: LightningModule, monitor: HealthMonitor, finding: Finding, _: Any
@@ -315,8 +296,7 @@ class HealthRepair:
         before = {"lr": self._effective_lr(trainer), "lr_scale": self.lr_scale}
         collapsed = "peak_lr" in finding.evidence
         if factor is None or collapsed:  # each group held at its peak: a floor under the schedule
-            # a schedule that collapsed keeps collapsing (a per-step decay, a StepLR stepped per batch): a
-            # factor on top of it would be undone by its next decay, and 0 no factor raises
+            # a collapsed schedule keeps collapsing: a factor would be undone, and 0 no factor raises
             self.lr_floors = [list(groups) for groups in self.peaks]
         else:  # the monitor reads the effective (scaled) LR: its factor goes on top of ours
             self.lr_scale *= factor
@@ -389,12 +369,8 @@ class HealthRepair:
         )
         self._record(trainer, finding, "stop", {"step": trainer.global_step}, {"step": restored}, text)
 
-    # ------------------------------------------------------------------ helpers
-
     def _take_healthy(self, trainer: Trainer, pl_module: LightningModule, monitor: HealthMonitor) -> None:
-        """A healthy check: the previous candidate is confirmed (a healthy check followed it: damage that the
-        rules need two checks to see, such as units killed in the first steps, is not in it); this state is
-        the new candidate (into the old confirmed copy's buffers)."""
+        """A healthy check: confirm the previous candidate, this state the new candidate."""
         if self._candidate.snapshot is not None:
             self._healthy, self._candidate = self._candidate, self._healthy
         memory = _memory(monitor)  # the rules' memory goes back too
@@ -410,9 +386,7 @@ class HealthRepair:
         unlearned_to_start: bool = False,
         alive_until: int = -1,
     ) -> int:
-        """Restore the snapshot :meth:`_keeper` chooses (``good_until``: the first bad step;
-        ``unlearned_to_start``: the start when nothing was learned by the confirmed one; ``alive_until``: the
-        last check before units the LR killed began dying); returns the restored step (``-1``: none kept)."""
+        """Restore the snapshot :meth:`_keeper` chooses; returns its step (``-1``: none kept)."""
         keeper = self._keeper(monitor, good_until, unlearned_to_start, alive_until)
         if keeper is None:
             return -1
@@ -510,8 +484,7 @@ class HealthRepair:
                 callback.add_record(trainer, "health_repairs", asdict(event))
 
     def state_dict(self) -> dict[str, Any]:
-        """The history, the LR scale, the best validation and its weights, the rollback snapshots with the
-        rules' memory they restore (CPU tensors, by reference): a resumed run repairs as one not stopped."""
+        """Everything a resumed run needs to repair as one not stopped (CPU tensors, by reference)."""
         keepers = {"healthy": self._healthy, "candidate": self._candidate, "start": self._start}
         snapshots = {name: _saved(keeper.snapshot) for name, keeper in keepers.items() if keeper.snapshot}
         return {
@@ -579,9 +552,7 @@ def _loaded(saved: dict[str, Any]) -> Snapshot:
 
 
 def _alive_until(monitor: HealthMonitor, finding: Finding) -> int:
-    """For units the LR killed (``cause`` ``"learning_rate"``): the last check before they began dying
-    (``_health_causes.dying_window``: the dead fraction measured at every check), the latest step a snapshot
-    without them can have; ``-1``: no such finding, or no dead fraction measured."""
+    """The latest step a snapshot without units the LR killed can have (``-1``: none)."""
     history = monitor._history
     if finding.cause != "learning_rate" or not history.dead_seen:
         return -1

@@ -1,8 +1,7 @@
-"""HealthMonitor's decisions: :func:`decide` builds the check's :class:`Evidence` once and asks each rule in
-turn (host floats, identical on every rank, the tests of ``_stats`` at ``confidence_z``). This module
-holds the rules about learning -- the learning rate, a plateau, not learning, overfitting; the layer, gradient
-and data rules are in ``_health_rules_layers``. Each rule, its threshold (:data:`DEFAULT_THRESHOLDS`) and when
-it stays quiet: ``docs/guides/health_monitor.md``.
+"""HealthMonitor's learning rules (the LR, a plateau, not learning, overfitting) and :func:`decide`.
+
+The layer, gradient and data rules are in ``_health_rules_layers``; thresholds and when each rule stays quiet:
+``docs/guides/health_monitor.md``.
 """
 
 from __future__ import annotations
@@ -65,10 +64,9 @@ def lower_lr_by(ratio: float) -> int:
 
 
 def _rise(e: Evidence) -> tuple[str, float, int] | None:
-    """``(what, from, its step)`` when this interval's loss is significantly and ``rise_rtol`` above the
-    previous interval's or the best earlier one's, with no outlier batch since (then the batch threw it up);
-    a rise that began with the LR raised back to a level the run already trained at (a warm restart) counts
-    only when it persists, risen again at the next check and not falling there."""
+    """``(what, from, its step)`` when the loss rose significantly and ``rise_rtol`` above an earlier check's,
+    with no outlier batch since; after an LR raised back to a level already trained at, only when it persists.
+    """
     data, history, t = e.data, e.history, e.t
     found = None
     if history.losses and math.isfinite(data.loss_mean):
@@ -96,11 +94,9 @@ def _rise(e: Evidence) -> tuple[str, float, int] | None:
 
 
 def _at_the_steps_it_trained_at(e: Evidence) -> bool:
-    """The LR no more than ``LR_RAISED`` x the largest the run trained at healthily, every earlier check's
-    update ratio at most ``ratio_high``, the weights within ``growth_high`` x of step 0's and this ratio at
-    most ``ratio_stuck``: a rise whose large step appears only with it is LR evidence only when it persists
-    (one sampled step just above ``ratio_high`` at one check is the new data's first steps as much as the
-    LR's: a curriculum's harder phase). Steps that were already large before the rise count at once."""
+    """The LR and the steps within what the run trained at healthily: a rise there
+    is LR evidence only when it persists (a curriculum's harder phase).
+    """
     trained, _ = healthy_lr(e.history)
     before = [r for r in e.history.ratios if math.isfinite(r)]
     return (
@@ -116,11 +112,9 @@ def _at_the_steps_it_trained_at(e: Evidence) -> bool:
 
 
 def _steps_it_trained_at(e: Evidence) -> bool:
-    """The LR no more than ``LR_RAISED`` x the largest at the checks the run trained at healthily, and the
-    update ratio no larger than at those of them whose loss fell significantly, nor above ``ratio_stuck``
-    (steps clearly too large are the LR's whatever came before), the loss falling at them up to the check
-    before: a loss rise at those steps is no evidence of the LR (harder data arrived: a curriculum). A loss
-    that already bounced at them (rose at the check before) is the steps' instability."""
+    """The LR and update ratio no larger than where the loss last fell significantly:
+    a rise at those steps is not the LR's (harder data arrived).
+    """
     trained, _ = healthy_lr(e.history)
     learned, fell_at = e.history.healthy[2:4] if e.history.healthy else (math.nan, math.nan)
     previous = e.history.loss_steps[-1] if e.history.loss_steps else -1
@@ -135,10 +129,9 @@ def _steps_it_trained_at(e: Evidence) -> bool:
 
 
 def lr_too_high(e: Evidence) -> Decision | None:
-    """The update ratio is above ``ratio_high`` and the loss rose significantly (:func:`_rise`), or above
-    ``ratio_stuck`` with no significant progress over ``plateau_checks`` checks (no outlier batch in between);
-    or, for an adaptive optimizer, above ``ratio_high`` at each of ``plateau_checks`` checks while the
-    weights grew ``growth_high`` x since step 0.
+    """Update ratio above ``ratio_high`` and the loss rose (:func:`_rise`); or above
+    ``ratio_stuck`` with no progress over ``plateau_checks``; or (adaptive) above ``ratio_high`` for
+    ``plateau_checks`` checks while the weights grew ``growth_high`` x.
 
     Example:
         >>> data = CheckData(0, 0, loss_mean=2.0, loss_count=20, loss_std=0.1,
@@ -159,9 +152,7 @@ def lr_too_high(e: Evidence) -> Decision | None:
     recent = [*history.ratios[-(k - 1) :], ratio] if len(history.ratios) >= k - 1 else []
     sustained = e.growth > t["growth_high"] and e.ratios.family == "adaptive" and bool(recent)
     sustained = sustained and min(recent) > t["ratio_high"]
-    # the layers' own steps (an embedding table's rows grow from their init scale as they learn), and steps
-    # that mostly cancel: weights grown by steps that all point outward are fitting a scale (a trained head
-    # on frozen features), not thrown around
+    # growth by embedding tables, or by steps that all point outward (a head fitting a scale), is no LR's
     sustained = sustained and not e.dense_ratio <= t["ratio_high"] and not e.outward > _OUTWARD
     if rise is None and not stuck and not sustained:
         return None
@@ -191,9 +182,7 @@ def lr_too_high(e: Evidence) -> Decision | None:
     )
 
 
-#: The share of an interval's steps that grew the weights' norm above which the steps point along the weights
-#: (``Evidence.outward``): a too-high LR's steps throw the weights around and cancel (the sealed zoo's tiny
-#: transformer at 5e-2: 0.2-0.3 of their length); a head fitting its logit scale drifts outward (~0.9).
+#: The ``Evidence.outward`` share above which the steps point along the weights (a too-high LR's cancel).
 _OUTWARD = 0.5
 
 #: An LR this many times the largest the run trained at healthily is new ground (as ``warming_up``'s 1.5x).
@@ -201,8 +190,7 @@ LR_RAISED = 1.5
 
 
 def healthy_lr(history: History) -> tuple[float, int]:
-    """The largest LR of the checks at which no problem was present, and the last such check's step (NaN, -1:
-    none yet; ``decide`` keeps them in ``history.healthy``).
+    """The largest LR of the problem-free checks and the last such check's step (NaN, -1: none).
 
     Example:
         >>> healthy_lr(History(healthy=[100.0, 0.01, 2e-3, 100.0]))
@@ -214,9 +202,7 @@ def healthy_lr(history: History) -> tuple[float, int]:
 
 
 def _remember_healthy(e: Evidence) -> None:
-    """A check with no problem: its step, the largest LR so far at such checks, and the largest update ratio
-    at those whose loss fell significantly below the previous check's (steps the run learned at), and the
-    last of those's step."""
+    """Record a problem-free check: its step, the largest LR, the largest ratio the loss fell at."""
     _, lr, learned, fell_at = e.history.healthy or [math.nan] * 4
     if math.isfinite(e.lr):
         lr = e.lr if math.isnan(lr) else max(lr, e.lr)
@@ -227,11 +213,8 @@ def _remember_healthy(e: Evidence) -> None:
 
 
 def lr_raised_into_blowup(e: Evidence, blowup: Decision) -> Decision | None:
-    """An explosion or a non-finite update (``blowup``) whose onset follows an LR raised ``LR_RAISED`` x
-    above the largest LR the run trained at healthily (:func:`healthy_lr`): the LR is the cause, the
-    gradients its symptom (when the symptom began vs when the LR changed). Quiet when the explosion began on
-    an outlier batch, or when the run never had a healthy check (then nothing separates the LR from the
-    initialisation).
+    """An explosion or non-finite update (``blowup``) after the LR rose ``LR_RAISED`` x above
+    :func:`healthy_lr`: the LR is the cause. Quiet when it began on an outlier batch or no check was healthy.
 
     Example:
         >>> history = History(healthy=[100.0, 0.01, 2e-3, 100.0])
@@ -281,12 +264,8 @@ def lr_raised_into_blowup(e: Evidence, blowup: Decision) -> Decision | None:
 
 
 def lr_blew_up_from_the_first_step(e: Evidence, blowup: Decision) -> Decision | None:
-    """An explosion into inf/nan weights (``blowup``) in the run's first interval, under plain SGD, whose
-    first step's gradient was ordinary (below ``explode_factor`` x the weights' norm: the initialisation did
-    not explode, ``exploding_from_start`` judges that) and whose first update, ``lr x ||g0||``, already moved
-    the weights by more than ``ratio_stuck`` of their norm, on no outlier batch: the steps were too large from
-    the first, and each made the next gradient larger -- the LR. Quiet for adaptive optimizers (their first
-    step's size is not the gradient's) and once the run has had a check.
+    """Inf/nan weights in the first interval under plain SGD whose first gradient was
+    ordinary but whose first update ``lr x ||g0||`` exceeded ``ratio_stuck`` of the weights: the LR.
 
     Example:
         >>> data = CheckData(10, 0, nonfinite_weights=["net"], param_norm_start=5.77,
@@ -344,10 +323,8 @@ def lr_blew_up_from_the_first_step(e: Evidence, blowup: Decision) -> Decision | 
 
 
 def lr_too_low(e: Evidence, cannot_learn: bool = False) -> Decision | None:
-    """The update ratio below its floor (``Evidence.floor``), or the LR collapsed 1000x below its peak, with
-    a loss not falling significantly and not 20% below its first, ``persist_checks`` checks in a row (one when
-    the LR fell 1000x within one interval: ``Evidence.step_cut``); quiet while warming up, annealing, a layer
-    cannot learn, or the weights blew up (``Evidence.blown``: an explosion's aftermath).
+    """Update ratio below its floor, or the LR 1000x below its peak, with the loss not falling
+    ``persist_checks`` checks (one after a sudden cut); quiet when warming up, annealing, blocked or blown up.
 
     Example:
         >>> data = CheckData(0, 0, loss_mean=1.0, loss_count=20, loss_std=0.05, update_ratio={"fc1": 1e-7})
@@ -403,12 +380,8 @@ def lr_too_low(e: Evidence, cannot_learn: bool = False) -> Decision | None:
 
 
 def lr_zero_for_a_trained_group(e: Evidence) -> Decision | None:
-    """Parameter groups that get a gradient while their learning rate is 0 and other groups train
-    (``UpdateRatios.unstepped`` at an LR read as exactly 0), holding at least ``trained_share_low`` of the
-    model's elements, at ``persist_checks`` checks in a row: no step can move them, whatever the loss does
-    (an LR multiplier that rounded to 0: ``lr * (1 // 10)``). ``lr_too_low`` with cause
-    ``frozen_parameters`` (advice only: a freeze meant by ``requires_grad_(False)`` has no gradient, and is
-    no finding). Quiet while no group moves (a schedule annealed to 0 at the end of a run).
+    """Groups that get gradients at an LR of exactly 0 while others train, at
+    least ``trained_share_low`` of the model, ``persist_checks`` checks running (cause ``frozen_parameters``).
 
     Example:
         >>> data = CheckData(40, 0, loss_mean=28.0, update_ratio={"enc": 0.0, "dec": 3e-3},
@@ -452,9 +425,8 @@ def lr_zero_for_a_trained_group(e: Evidence) -> Decision | None:
 
 
 def loss_plateau(e: Evidence) -> Decision | None:
-    """No significant progress over ``plateau_checks`` checks spanning ``plateau_steps`` steps, less than
-    ``plateau_rtol`` drop along the trend, the loss above ``1 - plateau_progress`` of its first; quiet after a
-    gradient explosion or with outlier batches in the window.
+    """No significant progress over ``plateau_checks`` checks spanning ``plateau_steps`` steps,
+    less than ``plateau_rtol`` drop; quiet after an explosion or with outlier batches in the window.
 
     Example:
         >>> history = History(losses=[1.38, 1.38, 1.39, 1.38, 1.38], loss_ses=[0.01] * 5,
@@ -484,8 +456,7 @@ def loss_plateau(e: Evidence) -> Decision | None:
     if drop > t["plateau_rtol"] * abs(level) or not data.loss_mean > (1.0 - t["plateau_progress"]) * first:
         return None  # a noisy loss may hide a real but slow descent: no plateau unless also immaterial
     if e.left_start(k) and not e.input_free:
-        return None  # it fell beyond noise since step 0, and not to its input-free guess: the floor the data
-        # and the model allow (labels partly noise), not a stall -- whatever constant the loss carries
+        return None  # fell beyond noise, not to its input-free guess: the floor the data allow, no stall
     change = "a different optimizer (AdamW/Lion), " if e.ratios.family != "adaptive" else ""
     return (
         {
@@ -520,9 +491,8 @@ def validation_never_improved(history: History, t: dict[str, float]) -> bool:
 
 
 def overfitting(data: CheckData, history: History, t: dict[str, float]) -> Decision | None:
-    """Prechelt's GL above ``overfit_gl``, significant against the validation noise, the training loss below
-    the best validation loss, still falling and out of its start band, not recovering, at ``overfit_persist``
-    validations in a row (each validation is recorded in ``history``; the verdict is the latest one's).
+    """Prechelt's GL above ``overfit_gl``, significant, the training loss below the best
+    validation loss and still falling, ``overfit_persist`` validations in a row.
 
     Example:
         >>> history = History(validations=[(0, 1.0, 1.1, 0.01, 1000), (1, 0.8, 0.7, 0.01, 1000)])
@@ -547,8 +517,7 @@ def overfitting(data: CheckData, history: History, t: dict[str, float]) -> Decis
         recovering = previous is not None and significantly_above(
             previous[1], validation_se(previous[1], previous[3], previous[4]), val, se, z
         )
-        # it fits its training set better than it ever fit validation (a diverged run does not), still
-        # falling (or 10x below where it was: a loss at ~0 wobbles), and out of the level of knowing nothing
+        # fits its training set better than validation ever was, still falling, out of its start band
         fitting = train < min(best_train, best_val) and (
             previous is None
             or train <= (1.0 + t["rise_rtol"]) * previous[2]
@@ -582,8 +551,7 @@ def overfitting(data: CheckData, history: History, t: dict[str, float]) -> Decis
 def _rise_beyond_series_noise(
     vals: list[tuple[int, float, float, float, int]], val: float, best: float, z: float
 ) -> bool:
-    """``val`` above ``best`` by more than ``z`` x the noise of a difference of two validations, measured on
-    the run's own series from its best on (4 validations or more): one fixed set's validations are paired."""
+    """``val`` above ``best`` by ``z`` x the noise of the run's own validation series."""
     series = [v[1] for v in vals if math.isfinite(v[1])]
     series = series[series.index(min(series)) :] if series else []
     if len(series) < 4:
@@ -599,10 +567,8 @@ _TELL_APART = (
 
 
 def not_learning(e: Evidence, named: bool, plateau_judges: bool = True) -> Decision | None:
-    """The loss stays within ``trivial_band`` of its level at initialisation for ``plateau_checks`` checks
-    and ``plateau_steps`` steps -- falling too slowly to leave it, or flat where ``loss_plateau`` does not
-    judge (``plateau_judges`` false: the update ratio out of its healthy range) -- with no other problem named
-    in the run (``named``) and no warm-up under way; the causes ranked by :func:`_diagnose`.
+    """The loss within ``trivial_band`` of its initial level for ``plateau_checks`` checks and
+    ``plateau_steps`` steps, no other problem ``named`` and no warm-up; causes ranked by :func:`_diagnose`.
 
     Example:
         >>> history = History(losses=[3.15, 3.097, 3.098, 3.095, 3.093], loss_ses=[0.01] + [0.001] * 4,
@@ -628,9 +594,7 @@ def not_learning(e: Evidence, named: bool, plateau_judges: bool = True) -> Decis
     window_steps, means, _ = e.window(k)
     if min(means) < (1.0 - t["trivial_band"]) * start:
         return None  # it left the level of knowing nothing: it learns (or learned)
-    # "within trivial_band of the start" is a ratio, which a constant added to the loss inflates: the claim
-    # also needs the level of knowing nothing itself -- where it is measured, the model no better than its
-    # own input-free guess; where not, a loss never fallen beyond noise since step 0
+    # a ratio a constant added to the loss inflates: also needs the input-free level, or no fall since step 0
     if (not e.input_free) if e.level_known else e.left_start(k):
         return None
     if plateau_judges:
@@ -643,17 +607,13 @@ def not_learning(e: Evidence, named: bool, plateau_judges: bool = True) -> Decis
             return None  # flat within its noise, or it fell materially early on: ``loss_plateau`` judges that
         unknown_level = not math.isfinite(data.input_free_loss) and not validation_never_improved(history, t)
         if not memorising and unknown_level and e.kept_scale:
-            # a fall beyond noise but "small" against the loss's value is a scale claim that needs the loss's
-            # trivial level; a hand-written loss (a constant added, a sum) has none measured: no claim unless
-            # the weights' growth says the steps threw them around (the LR's own evidence)
+            # "small" against an unknown trivial level is no claim, unless the weights' growth says the LR
             return None
     return _diagnose(e, data.step - window_steps[0], start, k)
 
 
 def _diagnose(e: Evidence, span: float, start: float, k: int) -> Decision:
-    """``not_learning``'s causes ranked by the evidence: LR too high (update ratio above ``ratio_stuck`` in
-    the window, or the weights grown ``growth_high`` x), too low or frozen (below the family's floor), no
-    gradient signal, else the labels; one is named only when its evidence stands alone."""
+    """``not_learning``'s causes ranked by the evidence; one is named only when it stands alone."""
     data, history, t = e.data, e.history, e.t
     seen = [r for r in [*history.ratios[-(k - 1) :], e.ratio] if math.isfinite(r)]
     top, now, growth, lr, floor = max(seen, default=math.nan), e.ratio, e.growth, e.lr, e.ratios.low(t)
@@ -758,7 +718,7 @@ def _diagnose(e: Evidence, span: float, start: float, k: int) -> Decision:
 
 
 def _prose(cause: Cause) -> str:
-    """A cause's evidence in the words of ``evidence["causes"]`` (kept for readers of the older record)."""
+    """A cause's evidence as the text of ``evidence["causes"]``."""
     side, evidence = (
         ("for", cause.evidence_for) if cause.evidence_for else ("against", cause.evidence_against)
     )
@@ -824,10 +784,7 @@ def decide(data: CheckData, history: History, thresholds: dict[str, float]) -> d
     stuck = bool(history.streaks.get("not_learning"))  # a plateau at the start is not_learning's, found
     if not ({"lr_too_low", "lr_too_high"} & set(out) or blocked or lr_explains or stuck):
         plateau = loss_plateau(e)
-        # nothing learned carries over (a regression's targets of other rows); almost no parameter trains
-        # and the loss sits at its start; or the loss left its start and landed where the model's own
-        # input-free guess is (it learned the targets' marginal and nothing the inputs tell): the run is
-        # not learning, not at a plateau. At its start a model may sit at a saddle it will leave.
+        # nothing carries over to validation, almost nothing trains, or it landed on its input-free guess
         landed = e.input_free and not e.at_start
         # its weights shrink toward zero while it outputs its input-free guess: no saddle it will leave
         wiped = plateau is not None and e.input_free and e.shrunk
@@ -862,10 +819,7 @@ def decide(data: CheckData, history: History, thresholds: dict[str, float]) -> d
 
 
 def _dead_below_vanished(out: dict[str, Decision], e: Evidence) -> None:
-    """Once the steps are found to vanish among living layers below the first dead one (the weights scaled
-    down layer by layer: ``_health_rules_layers._shrinks_before_blocked``), the later layers' dead units
-    are its symptom (a signal that no longer reaches them leaves their biases to decide): no finding of their
-    own; evidence of ``vanishing_gradients``."""
+    """Dead units below a vanishing layer are its symptom: folded into ``vanishing_gradients``."""
     history = e.history
     if "vanishing_gradients" in out and _shrinks_before_blocked(e):
         history.streaks["dead_by_vanishing"] = 1
@@ -876,9 +830,7 @@ def _dead_below_vanished(out: dict[str, Decision], e: Evidence) -> None:
 
 
 def _attribute_dead_units(out: dict[str, Decision], e: Evidence) -> None:
-    """Name why the units of ``out["dead_units"]`` died (``_health_causes.dead_unit_causes``): the learning
-    rate (then the finding is ``lr_too_high``, the dead units its evidence), the initialisation, outlier
-    batches, or, when the evidence does not separate them, the symptom and what would tell them apart."""
+    """Name why the units died (LR, initialisation, outlier batches) or what would tell."""
     data, history, t = e.data, e.history, e.t
     evidence, _ = out["dead_units"]
     dead = evidence["dead_fraction"]
@@ -914,9 +866,7 @@ def _attribute_dead_units(out: dict[str, Decision], e: Evidence) -> None:
 
 
 def _symptom_of_the_lr(out: dict[str, Decision], history: History) -> None:
-    """Once ``lr_too_high`` is named in a run, later saturation and gradient growth are its symptoms (steps
-    too large drive tanh/sigmoid units to their bounds and throw the gradients around): no finding of their
-    own; evidence of this check's ``lr_too_high``. An explosion that began on outlier batches is its own."""
+    """Once ``lr_too_high`` is named, later saturation and gradient growth are its evidence."""
     if "lr_too_high" in out:
         history.streaks["lr_too_high_named"] = 1
     if not history.streaks.get("lr_too_high_named"):
@@ -932,8 +882,7 @@ def _symptom_of_the_lr(out: dict[str, Decision], history: History) -> None:
 
 
 def settle(active: set[str], present: set[str], history: History, persist: int) -> tuple[set[str], list[str]]:
-    """``(still active, newly found)``: a problem stays active until absent ``persist`` checks in a row, so
-    one check of flicker does not raise the same finding twice (the counts live in ``history.streaks``).
+    """``(still active, newly found)``: a problem stays active until absent ``persist`` checks in a row.
 
     Example:
         >>> history, active, found = History(), set(), []

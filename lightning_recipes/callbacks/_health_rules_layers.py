@@ -1,7 +1,6 @@
-"""HealthMonitor's rules about layers, gradients and data: non-finite values, exploding and vanishing
-gradients, dead and saturated units, outlier batches, a stalled input pipeline. Each reads the check's
-:class:`Evidence` and returns ``(evidence, advice)`` (a :class:`Diagnosed` one when it weighed causes) or
-``None``; when each stays quiet: ``docs/guides/health_monitor.md``.
+"""HealthMonitor's layer, gradient and data rules; each reads the check's :class:`Evidence`.
+
+Each returns ``(evidence, advice)`` (:class:`Diagnosed` when it weighed causes) or ``None``.
 
 Example:
     >>> history, T = History(streaks={"dead_units": 1}), DEFAULT_THRESHOLDS
@@ -184,9 +183,8 @@ def exploded_into_nonfinite(e: Evidence) -> Decision | None:
 
 
 def exploding_gradients(e: Evidence) -> Decision | None:
-    """The sampled gradient norm is non-finite or ``explode_factor`` x the median of earlier checks', or a
-    step's is that much above the calm steps before it on an ordinary batch (``gradient_spikes``); when the
-    episode began on an outlier batch, that batch is the cause (named; the LR kept).
+    """The sampled gradient norm non-finite or ``explode_factor`` x earlier checks', or a
+    step's that much above the calm steps on an ordinary batch; an outlier batch that began it is the cause.
 
     Example:
         >>> data = CheckData(0, 0, grad_sampled=True, grad_total=500.0)
@@ -252,13 +250,8 @@ def exploding_gradients(e: Evidence) -> Decision | None:
 
 
 def exploding_from_start(e: Evidence) -> Decision | None:
-    """At the run's first check: the gradient norm of its first step, before any update, is
-    ``explode_factor`` x the weights' norm at step 0, and the loss's sensitivity to a relative change of the
-    weights (``||g|| ||W|| / |loss|`` at step 0) is too -- the gradients exploded from the start, at an LR
-    that has not acted yet: the initialisation's, whether or not the steps then tame them (an adaptive
-    optimizer's steps are the LR's size whatever the gradient: zoo 5's hypernetwork, 111x at step 0 and 10x
-    at its first check). The sensitivity keeps out a loss that is merely on a large scale (summed over the
-    batch, targets in the thousands scale the gradient and the loss alike).
+    """At the first check: the first step's gradient norm and the loss's sensitivity
+    ``||g|| ||W|| / |loss|`` both ``explode_factor`` x at step 0, before any update: the initialisation's.
 
     Example:
         >>> data = CheckData(20, 0, loss_head=2.8e6, grad_sampled=True, grad_total=1.3e6,
@@ -328,10 +321,7 @@ def dead_units(e: Evidence) -> Decision | None:
     measured = bool(data.dead or data.dead_rows)
     if measured and history.dead_at_start < 0:
         history.dead_at_start = max([*data.dead.values(), *data.dead_rows.values()])
-    # dead units in a run that learns do not impair it (a loss falling from a blow-up's level is no learning);
-    # units alive at step 0 that died in a model no better than its own input-free guess, while every layer
-    # keeps ``_ALIVE`` of its units and could pass its inputs on: it ignores them because they tell it
-    # nothing, and units die as it learns to output a constant (their symptom: ``not_learning``)
+    # dead units impair no run that learns; units dying while it learns a constant are ``not_learning``'s
     alive = measured and max([*data.dead.values(), *data.dead_rows.values()]) <= 1.0 - _ALIVE
     died = bool(history.dead_step0) and all(history.dead_step0.get(m, 1.0) < t["dead_fraction"] for m in dead)
     present = bool(dead) and not e.learning and not (e.input_free and alive and died)
@@ -345,9 +335,8 @@ def dead_units(e: Evidence) -> Decision | None:
 
 
 def saturated_activations(e: Evidence) -> Decision | None:
-    """(a) tanh/sigmoid outputs in their flat part since initialisation (:func:`_saturated_from_start`), or
-    (b) ``saturated_fraction`` of them at the bounds, ``persist_checks`` in a row, while the layers below are
-    starved or, for ``plateau_steps``, the loss does not fall fast; quiet in a converging run.
+    """tanh/sigmoid outputs flat since initialisation, or ``saturated_fraction`` at the
+    bounds ``persist_checks`` in a row while the layers below starve or the loss falls slowly.
 
     Example:
         >>> e = evidence_of(CheckData(0, 0, saturated={"act": 0.2}), History(), DEFAULT_THRESHOLDS)
@@ -379,9 +368,7 @@ def saturated_activations(e: Evidence) -> Decision | None:
 
 
 def _saturated_from_start(e: Evidence) -> Decision | None:
-    """Layers in the flat part of their sigmoid/tanh (``saturated_fraction`` of outputs, mean slope below
-    :data:`SATURATED_GAIN` of the peak) on the run's first batch and still now, ``persist_checks`` in a row,
-    whatever the loss does: saturated by initialisation or input scale (a gate bias at -10)."""
+    """Layers flat on the first batch and still now, ``persist_checks`` in a row."""
     data, history, t = e.data, e.history, e.t
 
     def flat(fraction: float, gain: float) -> bool:
@@ -418,10 +405,8 @@ def _saturated_from_start(e: Evidence) -> Decision | None:
 
 
 def _shrinks_before_blocked(e: Evidence) -> bool:
-    """The steps already shrink ``sqrt(vanish_ratio)`` x (~30x) across the layers before the first layer
-    whose units are dead or saturated (model order; a layer is a group named as it or under it): units that
-    die or saturate later in the model do not explain a decay among living units below them (weights scaled
-    down layer by layer). False when no such layer is among the groups.
+    """The steps already shrink ~30x across the living layers before the first dead
+    or saturated one (False when none is among the groups).
 
     Example:
         >>> data = CheckData(0, 0, update_ratio={"net.0": 1e-9, "net.2": 1e-7, "net.4": 1e-5, "net.6": 1e-3},
@@ -458,8 +443,7 @@ def vanishing_gradients(e: Evidence) -> Decision | None:
         return None
     ratio = moved[first] / moved[top]
     blocked = bool(dead_layers(data, t) or saturated_layers(data, t)) and not _shrinks_before_blocked(e)
-    # a group with a gradient that does not move at all is not stepped (a zero LR, left out of the
-    # optimizer): not a vanishing gradient
+    # a group with a gradient that does not move at all is not stepped: no vanishing gradient
     unstepped = moved[first] == 0 and data.group_grad_rms.get(first, 0.0) > 0
     count = streak(
         history,
@@ -548,9 +532,8 @@ def stall_noise(waits: list[list[float]], k: int) -> tuple[float, float]:
 
 
 def outlier_batches(e: Evidence) -> Decision | None:
-    """A few steps' gradient norms ``outlier_factor`` x the calm steps' before them, on batches holding a
-    value ``outlier_factor`` x the usual largest |input| (``gradient_spikes``); names the steps, batches and
-    rows. Quiet once a finding has named the run's outlier batches.
+    """A few steps' gradient norms ``outlier_factor`` x the calm steps', on batches with an
+    extreme value (``gradient_spikes``); quiet once a finding named the run's outlier batches.
 
     Example:
         >>> records = [(k, 1.0 + 0.1 * (k % 3), k, 0, 0, 3.0) for k in range(20)]

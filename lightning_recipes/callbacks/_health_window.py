@@ -1,6 +1,5 @@
-"""HealthMonitor's records: one check's numbers (:class:`CheckData`), what the rules remember
-(:class:`History`, checkpointed), the problems, their default thresholds and the findings
-(:class:`Finding`) with their evidence lines and report table.
+"""HealthMonitor's records: a check's :class:`CheckData`, the rules' :class:`History`, the problems,
+their thresholds and the :class:`Finding` with its report table.
 
 Example:
     >>> evidence_lines({"gl": 8.0, "update_ratio": {"a": 0.5, "b": 0.02, "c": 0.3, "d": 0.1}, "epoch": 2})
@@ -299,9 +298,9 @@ class Cause:
 
 @dataclass
 class Diagnosis:
-    """What a rule concluded about a problem's cause: a :data:`HEADLINE_LIMIT`-character ``headline`` with
-    the numbers, the ``causes`` considered (most likely first), the one ``cause`` the evidence names
-    (``None`` when it does not separate them: then ``tell_apart`` says what would), and one ``action``."""
+    """A rule's conclusion: ``headline``, the ``causes`` weighed, the named ``cause`` (or
+    ``tell_apart``), one ``action``.
+    """
 
     headline: str
     causes: list[Cause] = field(default_factory=list)
@@ -492,11 +491,9 @@ def evidence_lines(evidence: Mapping[str, Any], top: int = _TOP) -> list[str]:
 
 
 def findings_table(findings: Sequence[Finding], checks: int, print_table: bool = True) -> Any:
-    """A ``rich`` table of ``findings`` (plain text without rich): problem (and what it means), when (step,
-    epoch), the cause and the evidence as ``name value`` lines, the advice; it fits the terminal's width
-    (text wraps between words; only a word wider than its column is folded). Printed by default, and then
-    not returned (``None``: a notebook cell ending in ``monitor.report()`` shows it once);
-    ``print_table=False`` returns it."""
+    """A ``rich`` table of ``findings`` (plain text without rich), fit to the terminal;
+    printed and ``None`` by default, returned with ``print_table=False``.
+    """
     title = f"HealthMonitor: {len(findings)} finding(s) in {checks} check(s)"
     table = new_table(title, show_lines=True)
     table.add_column("problem", overflow="fold", ratio=2, min_width=12)

@@ -242,8 +242,6 @@ class HealthMonitor(Callback):
             cached = self._state_key = (self.prefix, self._generate_state_key(prefix=self.prefix))
         return cached[1]
 
-    # ------------------------------------------------------------------ hooks, in training order
-
     @override
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._reset_run_state()
@@ -299,8 +297,7 @@ class HealthMonitor(Callback):
 
     @override
     def on_before_backward(self, trainer: pl.Trainer, pl_module: pl.LightningModule, loss: Tensor) -> None:
-        # The functional-saturation modes watch the forward only: off before the backward and the optimizer
-        # step, whose every torch call they would intercept (manual optimization may forward again: left on).
+        # the saturation modes watch the forward only (manual optimization may forward again: left on)
         if self._sampling and pl_module.automatic_optimization:
             for mode in (self._input_free, self._calls, self._init_calls, self._calls):  # innermost first
                 mode.stop()
@@ -447,8 +444,6 @@ class HealthMonitor(Callback):
         if self._repair is not None:
             self._repair.teardown()
 
-    # ------------------------------------------------------------------ results and state
-
     @property
     def repairs(self) -> list[Any]:
         """The ``RepairEvent`` of every repair made (``repair=True``), oldest first; empty otherwise."""
@@ -492,13 +487,10 @@ class HealthMonitor(Callback):
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_handles": [], "_before": [], "_init_handles": [], "_start_handles": []}
 
-    # ------------------------------------------------------------------ helpers
-
     def _watched(self) -> tuple[Any, Any, Any, Any]:
         return self._relu, self._saturating, self._leaves, self._row_layers
 
     def _attach_hooks(self) -> None:
-        # One hook per watched module; the function mode only for a model that calls sigmoid/tanh functions.
         calls = self._calls if self._functional else None
         hooks = ActivationHooks(self._alive, self._saturation, self._nonfinite, self._rows, calls)
         self._handles += hooks.attach(self._watched())

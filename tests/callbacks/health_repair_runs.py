@@ -1,8 +1,4 @@
-"""The repairable problem runs of ``HealthMonitor(repair=True)`` (issue #36), shared by its tests and
-``benchmarks/health_repair.py``: the field gallery's builders with a validation set from the same task (a
-different seed of the same teacher), a weighted loss whose one batch has all its weights 0, and a transient LR
-spike that the run recovers from by itself; and :func:`run_zoo_case`, a sealed zoo's case trained as its
-zoo trains it."""
+"""The repairable problem runs of ``HealthMonitor(repair=True)``, shared with its benchmark."""
 
 from __future__ import annotations
 
@@ -35,8 +31,7 @@ Build = Callable[[], tuple[pl.LightningModule, DataLoader, DataLoader]]
 
 
 class WeightedLoss(FieldModule):
-    """A classifier trained on ``(x, y, weight)`` with the weighted mean ``sum(w * ce) / sum(w)``: a batch
-    whose weights are all 0 gives 0/0, a NaN loss, a NaN update."""
+    """A classifier on ``(x, y, weight)`` with the weighted mean: all-zero weights give a NaN loss."""
 
     def training_step(self, batch: tuple[Tensor, Tensor, Tensor], batch_idx: int) -> Tensor:
         x, y, w = batch
@@ -47,8 +42,7 @@ ZERO_WEIGHT_BATCH = 100
 
 
 class ZeroWeightsOnRank(Dataset):
-    """``(x, y, weight)`` rows whose weights are 0 in ``rows`` when read on ``rank`` (every rank: ``None``;
-    the rank is read when a row is, in the worker process)."""
+    """``(x, y, weight)`` rows whose weights are 0 in ``rows`` when read on ``rank`` (``None``: every)."""
 
     def __init__(self, data: TensorDataset, rows: range, rank: int | None) -> None:
         self.data, self.rows, self.rank = data, rows, rank
@@ -63,8 +57,7 @@ class ZeroWeightsOnRank(Dataset):
 
 
 def weighted_zero_batch(rank: int | None = None) -> tuple[pl.LightningModule, DataLoader, DataLoader]:
-    """An Adam MLP on teacher data whose batch ``ZERO_WEIGHT_BATCH`` (unshuffled) has all weights 0 (on
-    ``rank`` only: under DDP without a distributed sampler, every rank reads every batch)."""
+    """An Adam MLP whose batch ``ZERO_WEIGHT_BATCH`` has all weights 0 (on ``rank`` only)."""
     rows = range(ZERO_WEIGHT_BATCH * 32, (ZERO_WEIGHT_BATCH + 1) * 32)
     data = ZeroWeightsOnRank(teacher_data(8192), rows, rank)
     model = WeightedLoss(FReluMLP(16, 64, 4, depth=2), lambda p: torch.optim.Adam(p, lr=1e-3))
@@ -72,8 +65,7 @@ def weighted_zero_batch(rank: int | None = None) -> tuple[pl.LightningModule, Da
 
 
 def lr_reaches_zero() -> tuple[pl.LightningModule, DataLoader, DataLoader]:
-    """SGD + momentum on teacher data whose schedule sets the LR to exactly 0 at step 80 (a schedule sized for
-    a shorter run): no factor raises it."""
+    """SGD + momentum whose schedule sets the LR to exactly 0 at step 80."""
     model = FieldModule(
         FReluMLP(16, 64, 4, depth=2),
         lambda p: torch.optim.SGD(p, lr=0.01, momentum=0.9, weight_decay=5e-4),
@@ -83,8 +75,7 @@ def lr_reaches_zero() -> tuple[pl.LightningModule, DataLoader, DataLoader]:
 
 
 def lr_spike_left() -> tuple[pl.LightningModule, DataLoader, DataLoader]:
-    """Adam at 1e-3 on teacher data whose schedule multiplies the LR 20x for steps 100-119 only: the loss
-    jumps, the LR is back before the check that names it, and the run recovers by itself."""
+    """Adam at 1e-3 whose LR is 20x for steps 100-119 only: the run recovers by itself."""
     model = FieldModule(
         GeluMLP(16, 64, 4, depth=2),
         lambda p: torch.optim.Adam(p, lr=1e-3),
@@ -181,8 +172,7 @@ def run(
     monitor_kwargs: dict[str, Any] | None = None,
     **trainer_kwargs: Any,
 ) -> Outcome:
-    """Train ``case`` once (``max_steps`` overrides its length) with a ``HealthMonitor`` first in
-    ``callbacks``; the final validation loss is read after training."""
+    """Train ``case`` once with a ``HealthMonitor`` first in ``callbacks``; the final validation loss."""
     torch.manual_seed(seed)
     model, train, val = case.build()
     monitor = HealthMonitor(
@@ -222,9 +212,7 @@ class ValLosses(Callback):
 
 
 def run_zoo_case(case: Any, repair: bool) -> dict[str, Any]:
-    """Train ``case`` as its zoo does (its seed, length, check interval, Trainer arguments), a
-    ``HealthMonitor(repair=repair)`` first; the final and best validation loss (on the training set when the
-    case has no validation set)."""
+    """Train ``case`` as its zoo does with ``HealthMonitor(repair=repair)``; final and best val loss."""
     torch.manual_seed(getattr(case, "seed", 0))
     model, train, val = case.build()
     monitor = HealthMonitor(

@@ -1,12 +1,4 @@
-"""HealthMonitor names the root cause the evidence separates, not the nearest symptom's usual one (issue #35).
-
-Each attribution comes with its blind twin: the same symptom from a different cause, told apart by the run's
-own evidence (units dead at step 0 / dead right after a few outlier batches / killed by the LR; a NaN step
-with finite data). The client's three repros (``shared/field/trial4/health_monitor_*.py``) as small real runs:
-the NaN update named with its step and optimizer, a diverged run not called overfitting, runs that learn
-nothing found ``not_learning``. Findings are records: a headline of at most 120 characters with the numbers,
-the causes weighed with their evidence for and against, one cause or none, one action.
-"""
+"""HealthMonitor names the root cause the evidence separates, not the nearest symptom's (issue #35)."""
 
 from __future__ import annotations
 
@@ -26,13 +18,7 @@ from lightning_recipes.callbacks._health_window import HEADLINE_LIMIT, Cause, Fi
 from lightning_recipes.callbacks.health_monitor import HealthMonitor
 from lightning_recipes.testing import fast_trainer
 
-
-@pytest.fixture(autouse=True)
-def _one_thread() -> Any:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 class ReluNet(pl.LightningModule):
@@ -64,8 +50,7 @@ class ReluNet(pl.LightningModule):
 
 
 def teacher(n: int = 4096, sentinel_rows: tuple[int, ...] = (), seed: int = 0) -> tuple[Tensor, Tensor]:
-    """Standardised inputs, labels from a random linear teacher; ``sentinel_rows`` read -999 in column 3 (a
-    missing-value code left in a standardised column)."""
+    """Standardised inputs, a random linear teacher's labels; ``sentinel_rows`` read -999 in column 3."""
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(n, 16, generator=g)
     y = (x @ torch.randn(16, 4, generator=g)).argmax(1)
@@ -105,10 +90,7 @@ SPIKES = (32 * 50 + 5, 32 * 51 + 7, 32 * 52 + 1)  # one -999 row in each of the 
 
 
 def test_units_killed_right_after_a_few_outlier_batches_are_the_data_not_the_lr() -> None:
-    # the old monitor said lr_too_high: "lower it about 93x"; at this LR the units lived 40+ steps with
-    # update ratios ~2e-2 and died in the interval of the -999 batches (gradient ~200x the steps before).
-    # The batches are named when they come (outlier_batches), the units that die after them name them as
-    # their cause; nothing blames the LR.
+    # units lived 40+ steps at this LR and died right after the -999 batches: the batches, not the LR
     monitor = fit(ReluNet(lr=0.05), *teacher(sentinel_rows=SPIKES), steps=110)
     assert [f.problem for f in monitor.findings] == ["outlier_batches", "dead_units"], [
         (f.problem, f.step, f.headline) for f in monitor.findings
@@ -148,8 +130,7 @@ def test_units_dead_at_step_0_are_the_initialisation_whatever_the_lr(lr: float) 
 
 
 class NanStep(ReluNet):
-    """The repro's bad batch: the loss of step 30 is NaN (a bad sample, an fp16 overflow); its update writes
-    NaN into every weight, while every batch stays finite."""
+    """The loss of step 30 is NaN; its update writes NaN into every weight, every batch finite."""
 
     def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
         loss = super().training_step(batch, batch_idx)
@@ -171,8 +152,7 @@ def test_a_nan_update_is_named_with_its_step_optimizer_and_lr_not_the_inputs() -
 
 
 def test_a_diverged_run_is_not_overfitting() -> None:
-    # AdamW at a constant LR of 1.0, validated every epoch: accuracy at chance, the training loss above its
-    # start; the validation loss jumps around above its best. Its finding is the LR's, never overfitting.
+    # AdamW at 1.0: chance accuracy, training loss above its start: the LR's finding, never overfitting
     x, y = teacher(768)
     torch.manual_seed(0)
     monitor = HealthMonitor(check_every_n_steps=10, on_finding=lambda f: None)
@@ -215,8 +195,7 @@ def digits(shuffled_apart: bool) -> DataLoader:
 
 
 def test_a_classifier_whose_labels_were_shuffled_apart_from_its_inputs_is_not_learning() -> None:
-    # the loss sits at ln 10 (it creeps down ~5% in 300 steps as the MLP memorises noise): the old monitor
-    # said nothing. The twin, the same run with the labels in place, learns and gets no finding.
+    # the loss sits at ln 10; the twin with the labels in place learns and gets no finding
     found = []
     for apart in (True, False):
         torch.manual_seed(0)
@@ -235,8 +214,7 @@ def test_a_classifier_whose_labels_were_shuffled_apart_from_its_inputs_is_not_le
 
 
 class SplitLrNet(ReluNet):
-    """ReluNet with its first layer in a param group at ``lr * first_mult`` (Adam ``3e-3``), or frozen with
-    ``requires_grad_(False)`` (``first_mult=None``)."""
+    """ReluNet with its first layer at ``lr * first_mult`` (frozen when ``first_mult=None``)."""
 
     def __init__(self, first_mult: float | None) -> None:
         super().__init__(lr=3e-3)
@@ -253,9 +231,7 @@ class SplitLrNet(ReluNet):
 
 
 def test_a_group_at_lr_0_that_gets_gradients_is_frozen_by_the_optimizer_not_by_intent() -> None:
-    # zoo 5's VAE: the encoder's group at lr * (1 // 10) = 0 gets gradients that no step applies, while the
-    # decoder learns (the loss falls: no other rule speaks). Its twin, the same layer frozen on purpose with
-    # requires_grad_(False) (no gradient): no finding; and the layer at lr / 10 trains: none either.
+    # zoo 5's VAE: a group at lr 0 with gradients; frozen on purpose, or at lr / 10: no finding
     finding = only(fit(SplitLrNet(1 // 10), *teacher(), steps=60))
     assert (finding.problem, finding.cause) == ("lr_too_low", "frozen_parameters")
     assert finding.evidence["frozen_groups"] == ["fc1"] and finding.evidence["lr"] == 0.0
@@ -322,8 +298,7 @@ class TinyBart(pl.LightningModule):
 
 @pytest.mark.slow
 def test_a_transformer_at_10x_its_lr_stuck_at_chance_is_not_learning_and_the_lr_is_named() -> None:
-    # the client's repro 7 (384 steps at a constant LR 10x its good 3e-3): the loss never leaves ~93% of its
-    # start while the weights grow ~3x; at the good LR the same model learns the mapping and gets no finding
+    # repro 7: 10x its good LR, the loss stays ~93% of its start; at the good LR: no finding
     pytest.importorskip("transformers")
     found = []
     for lr in (0.03, 3e-3):
@@ -339,8 +314,7 @@ def test_a_transformer_at_10x_its_lr_stuck_at_chance_is_not_learning_and_the_lr_
 
 
 # ------------------------------------------------------ the sealed zoo's four failures, as general rules
-# Each rule with its blind twin: the same symptom (a gradient spike, a tiny update ratio, a loss that sits
-# at chance, large updates) from a different cause, told apart by the run's own evidence.
+# Each rule with its blind twin: the same symptom from a different cause, told apart by the evidence.
 
 
 class Task(pl.LightningModule):
@@ -385,9 +359,7 @@ def sensor_log(sentinel: bool) -> DataLoader:
 
 
 def test_an_explosion_set_off_by_an_outlier_batch_names_the_batch_and_never_the_lr() -> None:
-    # the batch of step 25 spikes the gradient ~100x the calm steps before it; in the next epoch the same
-    # batch (step 65) sets off an explosion on the ordinary batches after it. Its cause is the batch, found
-    # from the steps *before* it (the steps after carry its aftermath). The twin without the -99 rows: clean.
+    # the batch of step 25 spikes, and at step 65 sets off an explosion: the batch; without it: clean
     torch.manual_seed(0)
     found = findings_of(Task(relu_mlp(10, 64, 64, 1), F.mse_loss, sgd(0.01)), sensor_log(True), 70, 10)
     torch.manual_seed(0)
@@ -428,10 +400,7 @@ def adding_problem(rows: int = 2000, length: int = 60) -> DataLoader:
 
 
 def test_an_rnn_whose_gradients_explode_between_checks_is_exploding_not_lr_too_low() -> None:
-    # the gradient norm leaps ~1e4x its first steps' inside the first interval and the weights blow up
-    # ~1e6x: the update ratio then reads ~1e-16 because the weights are huge, not because the LR is small
-    # (the old monitor: lr_too_low "raise it"). The twin, the same RNN at an LR 1e5x smaller: a tiny update
-    # ratio on weights that kept their scale is the LR.
+    # weights blown up ~1e6x make the update ratio tiny: not the LR; the same RNN at 1e-5x the LR is
     torch.manual_seed(0)
     found = findings_of(Task(IRNN(), F.mse_loss, sgd(0.01)), adding_problem(), 160, 10)
     assert [(f.problem, f.step) for f in found] == [("exploding_gradients", 10)], [f.headline for f in found]
@@ -451,9 +420,7 @@ def digits_loader() -> DataLoader:
 
 
 def test_sgd_at_an_adam_sized_lr_sitting_at_chance_is_lr_too_low() -> None:
-    # SGD with momentum at 2e-5: updates ~1e-5 of the weights, above SGD's floor (1e-6: near a minimum the
-    # gradient is small), but the loss sits at ln 10, where no minimum excuses a small step; the old monitor
-    # said loss_plateau. The twin at a working LR learns and gets nothing.
+    # SGD at 2e-5 sits at ln 10 with steps above the SGD floor: lr_too_low; at a working LR: nothing
     def run(lr: float) -> list[Finding]:
         torch.manual_seed(0)
         return findings_of(
@@ -489,9 +456,7 @@ def majority_tokens() -> DataLoader:
 
 
 def test_adamw_far_too_high_on_a_tiny_transformer_is_lr_too_high_and_its_good_lr_is_clean() -> None:
-    # AdamW at 5e-2 (no warm-up): update ratios of 1-5e-2 at 7 checks of 10, the loss bounces (named by its
-    # rise above its best at step 160; the weights grow 1.98x, just under the sustained rule's 2x, which
-    # ``test_health_rules_calibrated`` pins on its own). At 1e-3 the same model: nothing.
+    # AdamW at 5e-2 without warm-up: named at its rise (step 160); at 1e-3: nothing
     def run(lr: float) -> list[Finding]:
         torch.manual_seed(0)
         optimizer = lambda params: torch.optim.AdamW(params, lr=lr)  # noqa: E731

@@ -1,16 +1,10 @@
-"""HealthMonitor on the field gallery (issue #25): runs it was not built from. Every problem run is named with
-its root cause at or after its onset and nothing else; every healthy run gets no finding at all.
-
-The runs were written blind (``galleries/health/field``) and each is proven real without the
-library by its twin test (``test_health_field_gallery_proofs.py``, ``..._transformer_proofs.py``)."""
+"""HealthMonitor on the field gallery: each problem named with its root cause, no healthy run flagged."""
 
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Iterator
 
 import pytest
-import torch
 
 from galleries.health.field import FieldCase, run_case
 from galleries.health.field.field_runs import CASES as FIELD
@@ -22,9 +16,7 @@ else:  # pragma: no cover - the dev group installs transformers
 
 CASES = [*FIELD, *TRANSFORMER]
 
-#: Problems the monitor does not name yet, each with why. It must stay silent on them (no wrong cause): a test
-#: below fails if one gets any finding outside its expected problem, and if one starts being caught (then
-#: take it off this list).
+#: Problems the monitor does not name yet, each with why: it must stay silent on them (no wrong cause).
 KNOWN_MISSES = {
     "bert_finetune_10x_lr_stuck_at_chance": (
         "BERT at 10x its good LR never leaves ln 2 in 150 steps. After the first ~20 steps its update ratio "
@@ -35,13 +27,7 @@ KNOWN_MISSES = {
 }
 
 
-@pytest.fixture(autouse=True)
-def _one_thread() -> Iterator[None]:
-    """Tiny models: one thread is fastest, and a loaded machine's spinning threads cannot skew the timings."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])

@@ -1,10 +1,4 @@
-"""HealthMonitor on the misses and the borderline alarm of issue #35 (part B), each with a real Trainer: the
-problem run is named, its healthy look-alike gets no finding.
-
-- overfitting of a large MLP on a hundred tabular rows, validated in batches of 8 (heavy-tailed per-batch
-  losses made a doubled validation loss "inside the noise");
-- a busy machine's borderline wait for data (53% at two checks) is not a ``data_stall``; a real stall is.
-"""
+"""HealthMonitor on issue #35's misses (a large MLP overfitting, a borderline stall), with look-alikes."""
 
 from __future__ import annotations
 
@@ -24,13 +18,7 @@ from lightning_recipes.callbacks import input_pipeline_monitor
 from lightning_recipes.callbacks.health_monitor import Finding, HealthMonitor
 from lightning_recipes.testing import fast_trainer
 
-
-@pytest.fixture(autouse=True)
-def _one_thread() -> Iterator[None]:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 # ---------------------------------------------------------------------------------------------- overfitting

@@ -65,10 +65,7 @@ def test_a_group_with_a_gradient_that_no_step_moves_is_frozen_by_the_optimizer_n
 
 
 def test_overfitting_rule_is_prechelts_generalisation_loss_by_hand() -> None:
-    """GL(t) = 100 (E_va(t) / E_opt(t) - 1): val 1.0 (best, epoch 1), then 1.04 (GL 4: below 5), 1.06 (GL 6),
-    1.08 (GL 8), 1.10 (GL 10) while the training loss falls below it; 10,000 validation samples with a
-    measured standard error of 0.005 make each rise above GL5 significant. Found at the third validation above
-    GL5 (Prechelt's GL5 with his UP3 persistence), began at epoch 2."""
+    """GL = 100 (val / best - 1) above 5 at three validations in a row (Prechelt's GL5, UP3)."""
     history = History()
     validations = [
         (0, 1.2, 1.3),
@@ -211,10 +208,7 @@ class CountedModel(MLP):
 
 
 def test_per_step_work_between_checks_is_one_op_whatever_the_parameter_count() -> None:
-    """Between checks each step records its gradient norm (one fused ``_foreach_norm``) and keeps its loss
-    (Lightning's, detached already: no op); its batch is kept by reference and scanned for ``outlier_batches``
-    at the check (``max.dim`` there), none of it a read to the host. A sampled forward adds a few ops per
-    watched module (one fused hook each, a ReLU reusing the mask of the Linear before it), not a dozen."""
+    """Between checks a step does one fused norm and no host read; a sampled forward a few ops a module."""
     per_step, sampled = {}, {}
     for widths in ((16, 32, 4), (16, 32, 32, 32, 32, 32, 4)):
         monitor = OpCounting(check_every_n_steps=10, activation_samples=2)
@@ -264,8 +258,7 @@ def test_finding_is_logged_warned_once_and_reported() -> None:
     assert sum("HealthMonitor" in str(w.message) for w in warned) == 1
     assert [(f.problem, f.step) for f in monitor.findings] == [("dead_units", 20)]
     evidence = monitor.findings[0].evidence["dead_fraction"]
-    # the ReLU modules, and the Linear layers feeding them (the same units, read from their outputs and rows);
-    # not the output layer, whose rows get no gradient only because its inputs are all zero
+    # the ReLU modules and the Linear layers feeding them; not the output layer
     assert set(evidence) == {"net.0", "net.1", "net.2", "net.3"} and all(v >= 0.5 for v in evidence.values())
     # logged at every check (steps 10 ... 60) at the step Lightning uses for that batch
     assert logger.history("health/dead_units") == [

@@ -1,9 +1,4 @@
-"""HealthMonitor's collected window: every field the rules read is filled by a real run, one sync per check.
-
-Each check's :class:`CheckData` is recorded by wrapping the monitor's ``combine`` (the real one runs); the
-expected values are computed independently from what the run did (a plain callback's losses, the optimizer,
-the weights at the end).
-"""
+"""HealthMonitor's collected window: every field the rules read is filled by a real run, one sync a check."""
 
 from __future__ import annotations
 
@@ -111,8 +106,7 @@ def test_loss_trend_group_numbers_and_planned_steps_match_the_run(windows: Windo
 
 
 class StepGradients(Callback):
-    """A plain recorder of each optimizer step: (global step, its optimizer's squared gradient norm, batch
-    index, batch number in the run)."""
+    """A plain recorder of each optimizer step: (step, squared gradient norm, batch index, batch number)."""
 
     def __init__(self) -> None:
         self.rows: list[tuple[int, float, int, int]] = []
@@ -155,10 +149,7 @@ class TwoOptimizerMLP(MLP):
 def test_step_records_follow_the_optimizer_steps_under_accumulation_and_manual_optimization(
     windows: Windows, mode: str
 ) -> None:
-    """The monitor takes a step's number from its batch's start under automatic optimization (one optimizer
-    step, on the batch that ends the accumulation) and from the Trainer under manual optimization (a step per
-    optimizer): every optimizer step's gradient norm lands at its step, each batch's inputs at its last step,
-    every batch's loss in its interval."""
+    """Each optimizer step's gradient norm, inputs and loss land at its step (accumulation, manual)."""
     torch.manual_seed(0)
     recorder = StepGradients()
     monitor = HealthMonitor(check_every_n_steps=4)
@@ -325,8 +316,7 @@ def _wait_fit(
 
 @pytest.mark.parametrize("pipeline", [False, True], ids=["host-timing", "input-pipeline-monitor"])
 def test_wait_fraction_is_timed_under_the_clock_the_gallery_patches(windows: Windows, pipeline: bool) -> None:
-    """Under the gallery's StallClock (thread CPU time + counted stalls) the stalls are timed, not slept; by
-    the monitor itself or read from an ``InputPipelineMonitor`` in the same Trainer."""
+    """Stalls counted under the gallery's StallClock, by the monitor or an InputPipelineMonitor."""
     clock = StallClock()
     with clock.installed():
         _wait_fit(delay=0.5, clock=clock, callbacks=(InputPipelineMonitor(),) if pipeline else ())
@@ -337,13 +327,7 @@ def test_wait_fraction_is_timed_under_the_clock_the_gallery_patches(windows: Win
 
 
 def test_wait_fraction_leaves_out_validation_between_batches(windows: Windows) -> None:
-    """2 x 200 ms of validation loading after 4 batches: counted as waiting, it would be >= 100 ms per batch.
-
-    Under the gallery's StallClock (thread CPU time + counted stalls), so a busy machine cannot move it: the
-    validation stall is counted, not slept, and the loop's own time between batches is this thread's CPU
-    time (well under a millisecond per batch). Asserted on the wait per batch, not the fraction: the steps
-    themselves take about as long as the loop between them.
-    """
+    """2 x 200 ms of validation loading (counted, not slept) is no wait for training data."""
     clock = StallClock()
     with clock.installed():
         _wait_fit(delay=0.0, clock=clock, val_delay=0.2)
@@ -389,8 +373,7 @@ def test_validation_standard_error_and_count(windows: Windows, model_class: type
 
 
 def _scan_rows(batch: Any) -> tuple[int, float]:
-    """The row with the batch's largest |value| and that value, scanned row by row in plain Python over its
-    floating tensors (a later tensor takes over only when strictly larger); ``(-1, nan)`` when none."""
+    """The row with the batch's largest |value| and that value, by a plain scan (``(-1, nan)``: none)."""
     best_row, best = -1, math.nan
     tensors = [t for t in (batch.values() if isinstance(batch, dict) else batch) if isinstance(t, Tensor)]
     for t in tensors:
@@ -433,8 +416,7 @@ def test_step_records_are_the_squared_norms_and_the_rows_a_plain_scan_finds() ->
 
 
 def test_step_records_of_one_tensor_batches_of_two_shapes_are_what_a_plain_scan_finds() -> None:
-    """One floating tensor per batch (the common case, packed without the per-step max over tensors), an
-    epoch's shorter last batch in the interval (two stacks), a step without a batch, one without gradients."""
+    """One tensor per batch, a shorter last batch, a step without a batch, one without gradients."""
     g = torch.Generator().manual_seed(2)
     batches = [(torch.randn(n, 5, generator=g), torch.zeros(n, dtype=torch.long)) for n in (8, 8, 3, 8)]
     batches[2][0][1, 4] = -40.0
@@ -460,9 +442,7 @@ def test_step_records_of_one_tensor_batches_of_two_shapes_are_what_a_plain_scan_
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
 def test_weight_and_update_powers_are_norms_group_powers_per_group(dtype: torch.dtype) -> None:
-    """The sampled step's weight and update norms per group: float32 in one ``_foreach_norm`` and one
-    ``index_add_`` (the other dtypes through ``group_powers``), the same numbers as ``group_powers``, a
-    non-finite weight non-finite in its own group only."""
+    """The same numbers as ``group_powers``; a non-finite weight only in its own group."""
     g = torch.Generator().manual_seed(3)
     shapes = [(70, 1000), (7,), (3, 4), (5,), (2, 2, 2)]  # one above norms.py's BLAS size, then small ones
     weights = [torch.randn(*shape, generator=g).to(dtype) for shape in shapes]
@@ -508,9 +488,7 @@ def test_loss_statistics_are_the_sums_head_and_first_nonfinite_a_plain_loop_find
 
 
 def test_step_records_keep_batches_for_one_scan_at_the_check_and_fall_back_where_that_is_unsafe() -> None:
-    """A batch is scanned at the check, not at its step, unless keeping it is unsafe: changed in place after
-    its step (its row is then unknown), a loader refilling one buffer (every step scanned from then on), or
-    the interval's batches over ``KEEP_BYTES`` (the larger ones scanned at their step)."""
+    """Batches scanned at the check unless changed in place, refilled, or over ``KEEP_BYTES``."""
     g = torch.Generator().manual_seed(1)
     xs = [torch.randn(8, 5, generator=g) for _ in range(4)]
     for k, x in enumerate(xs):
@@ -632,9 +610,7 @@ class BlindMLP(MLP):
 def test_the_input_free_gain_is_the_loss_of_the_models_batch_mean_prediction_minus_its_own(
     windows: Windows, blind: bool
 ) -> None:
-    """A classifier that learns does materially better than its own batch-mean prediction; one that cannot
-    see its inputs does exactly as well (the same loss function, read from the run's own ``F.cross_entropy``
-    call on the sampled batches)."""
+    """A learning classifier beats its batch-mean prediction; a blind one does exactly as well."""
     torch.manual_seed(0)
     monitor = HealthMonitor(check_every_n_steps=20)
     model = (BlindMLP if blind else MLP)(lr=0.2)

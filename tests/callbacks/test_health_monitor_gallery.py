@@ -1,6 +1,4 @@
-"""HealthMonitor's gallery (``tests.helpers.health_gallery``): every broken run must be named
-correctly (its problem found, nothing outside the problems it is allowed to show as well), and no healthy run
-may get any finding."""
+"""HealthMonitor's gallery: every broken run named correctly, no healthy run with a finding."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""HealthMonitor's findings read well: a one-line summary (also the warning), evidence as short ``name value``
-lines, a report table that fits the terminal and never cuts a word."""
+"""HealthMonitor's findings read well: a one-line summary, short evidence lines, a table that fits."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""``HealthMonitor(repair=True)`` (issue #36): real Trainers on the repairable problem runs of
-``health_repair_runs.py``; a healthy run bitwise unchanged; resume; DDP (2 ranks, gloo, forked)."""
+"""``HealthMonitor(repair=True)`` on the repairable runs of ``health_repair_runs.py``: healthy bitwise."""
 
 from __future__ import annotations
 
@@ -116,9 +115,7 @@ _HEALTHY_ZOO = healthy_zoo_cases()
     ],
 )
 def test_every_healthy_zoo_case_trains_bitwise_the_same_with_repair(zoo: str, zoo_case: Any) -> None:
-    """The healthy cases of sealed zoos 1-3 (a few marked fast, the rest slow): with ``repair=True``, no
-    repair and the final weights bitwise those of the run without (a finding some make is left alone or,
-    an LR finding, held and dropped)."""
+    """Sealed zoos 1-3's healthy cases: no repair, final weights bitwise those without."""
     plain, repaired = run_zoo_case(zoo_case, repair=False), run_zoo_case(zoo_case, repair=True)
     assert repaired["monitor"].repairs == []
     assert same_state(repaired["weights"], plain["weights"]), zoo
@@ -153,9 +150,7 @@ def test_an_lr_far_too_high_is_rolled_back_and_cut_by_the_findings_factor(tmp_pa
 
 
 def test_a_transient_lr_spike_the_run_left_is_not_cut() -> None:
-    """The LR is 20x for steps 100-119 only: ``lr_too_high`` is named at 120, when the LR is back and the run
-    recovers by itself. The finding is held and dropped at the next check (the problem gone): no repair,
-    bitwise the run without (an immediate rollback and 53x cut ended at 0.63 instead of 0.37)."""
+    """An LR 20x for steps 100-119: held at 120, dropped at the next check, bitwise unrepaired."""
     repaired = run(case("lr_spike_left"), True)
     plain = run(case("lr_spike_left"), False)
     assert "lr_too_high" in [f.problem for f in plain.monitor.findings], "premise: the spike is named"
@@ -165,9 +160,7 @@ def test_a_transient_lr_spike_the_run_left_is_not_cut() -> None:
 
 
 def test_a_run_that_recovers_by_itself_is_not_repaired() -> None:
-    """Sealed zoo 1's tiny transformer at AdamW 5e-2: ``lr_too_high`` at step 80 while its loss is still
-    falling well below every snapshot's. Held while the loss keeps falling, dropped when the problem is
-    gone: bitwise the run without repair (an immediate rollback and 15x cut ended 58% worse)."""
+    """Zoo 1's transformer at AdamW 5e-2: held while the loss falls, bitwise unrepaired."""
     from galleries.health.zoo1.zoo import CASES
 
     [zoo_case] = [c for c in CASES if c.name == "transformer_classifier_adamw_lr_too_high"]
@@ -179,8 +172,7 @@ def test_a_run_that_recovers_by_itself_is_not_repaired() -> None:
 
 @pytest.mark.parametrize("seed", [2, 4, 5])
 def test_the_self_recovering_transformer_is_not_made_worse_on_other_seeds(seed: int) -> None:
-    """The same zoo case on seeds it was not tuned on, each with ``lr_too_high`` at step 80 or 128: the
-    immediate rollback and cut of before ended 4%, 238% and 124% worse; now no worse than without."""
+    """The same zoo case on seeds it was not tuned on: no worse than without repair."""
     import dataclasses
 
     from galleries.health.zoo1.zoo import CASES
@@ -193,8 +185,7 @@ def test_the_self_recovering_transformer_is_not_made_worse_on_other_seeds(seed: 
 
 
 def test_a_held_finding_that_persists_without_recovery_is_repaired_one_check_later() -> None:
-    """Sealed zoo 2's tanh MLP at SGD 0.5: ``lr_too_high`` at step 100 with a loss no worse than the
-    confirmed snapshot's (held); at 120 the loss has risen: rolled back and cut then."""
+    """Zoo 2's tanh MLP at SGD 0.5: held at 100, rolled back and cut at 120."""
     from galleries.health.zoo2.zoo import CASES
 
     [zoo_case] = [c for c in CASES if c.name == "digits_tanh_mlp_sgd_lr_too_high_spikes"]
@@ -207,8 +198,7 @@ def test_a_held_finding_that_persists_without_recovery_is_repaired_one_check_lat
 
 
 def test_a_run_that_never_learned_restarts_from_its_start_at_the_lower_lr() -> None:
-    """SGD at lr 20 on a GRU: the loss falls from its blow-up but never below its level at initialisation, so
-    the confirmed snapshots (no finding yet: the rule needs 5 checks) hold nothing worth keeping."""
+    """SGD at lr 20 on a GRU never below its start: restarted from the start."""
     repaired = run(case("gru_sgd_lr_20"), True, max_steps=240)
     plain = run(case("gru_sgd_lr_20"), False, max_steps=240)
     events = repaired.monitor.repairs
@@ -221,11 +211,7 @@ def test_a_run_that_never_learned_restarts_from_its_start_at_the_lower_lr() -> N
 
 
 def test_units_the_lr_killed_roll_back_to_before_they_began_dying() -> None:
-    """Sealed zoo 4's denoiser at Adam 0.1: 81% of its units dead by step 20, the finding (cause
-    ``learning_rate``) at 80. Every kept snapshot (40, 60) holds the dead units and Adam's moments from the
-    blow-up: rolled back to step 40 and cut 25x it ended 86% worse (0.0276 -> 0.0514). The last snapshot
-    before the units began dying is the start: restarted from there at the cut LR, at least 10% better. The
-    multi-label MLP whose units die after a jump at step 100 still returns to step 100."""
+    """Zoo 4's denoiser at Adam 0.1 restarts from before its units died (at least 10% better)."""
     from galleries.health.zoo4.zoo import PROBLEM_CASES
 
     cases = {c.name: c for c in PROBLEM_CASES}
@@ -243,8 +229,7 @@ def test_units_the_lr_killed_roll_back_to_before_they_began_dying() -> None:
 
 
 def test_a_collapsed_lr_is_raised_to_its_peak_and_the_raise_survives_a_resume(tmp_path: Path) -> None:
-    """StepLR(gamma=1e-6) at step 80: the LR is held at its group's peak (a floor under the schedule, so a
-    schedule that keeps collapsing cannot undo it), and the floor comes back with a checkpoint."""
+    """StepLR(gamma=1e-6): the LR held at its peak, the floor restored from a checkpoint."""
     first = run(case("steplr_collapse"), True, max_steps=140, default_root_dir=tmp_path)
     [event] = first.monitor.repairs
     assert (event.problem, event.action) == ("lr_too_low", "raise_lr")
@@ -298,9 +283,7 @@ def test_a_nonfinite_update_is_rolled_back_past_the_batch_it_names() -> None:
 
 
 def test_past_max_repairs_training_stops_with_the_reason() -> None:
-    """Adam at 0.5 needs two LR cuts (at 40 and 200); with ``max_repairs=1`` the second finding stops
-    training at the healthy snapshot. (The StepLR collapse used before needs one raise since the LR is held
-    at its peak.)"""
+    """Adam at 0.5 needs two cuts; ``max_repairs=1`` stops at the healthy snapshot."""
     repaired = run(case("lr_far_too_high"), True, max_steps=260, monitor_kwargs={"max_repairs": 1})
     actions = [event.action for event in repaired.monitor.repairs]
     assert actions == ["rollback_lower_lr", "stop"]
@@ -327,8 +310,7 @@ def test_state_dict_round_trip() -> None:
     "seed", [s if s in (2, 13, 14) else pytest.param(s, marks=pytest.mark.slow) for s in range(20)]
 )
 def test_healthy_bert_finetuning_gets_no_repair(seed: int) -> None:
-    """The 20 seeds of the tiny BERT fine-tune that the monitor leaves alone (test_stability_guard.py): with
-    repair, no repair and no finding (seeds 2, 13, 14 wobble most; the others are marked slow)."""
+    """The tiny BERT fine-tune's healthy seeds: no repair and no finding."""
     pytest.importorskip("transformers")
     from tests.helpers.finetune_models import TinyBertFinetune, text_classification
     from tests.helpers.finetune_models import loader as text_loader
@@ -403,8 +385,7 @@ def _overfits() -> tuple[pl.LightningModule, DataLoader, DataLoader]:
 def _fit_resumable(
     build: Callable[[], Any], steps: int, tmp_path: Path, stop_at: int | None = None
 ) -> tuple[HealthMonitor, pl.LightningModule]:
-    """Train ``build``'s run for ``steps`` steps with ``HealthMonitor(repair=True)``; with ``stop_at``, save
-    a checkpoint at that step's end (as ``ModelCheckpoint`` does), stop, resume from it with new objects."""
+    """Train ``build``'s run with repair; with ``stop_at``, checkpoint there and resume with new objects."""
     path = str(tmp_path / "stopped.ckpt")
     for max_steps in ([stop_at] if stop_at is not None else []) + [steps]:
         torch.manual_seed(0)
@@ -436,8 +417,7 @@ class SaveAt(Callback):
 def test_a_run_stopped_and_resumed_repairs_bitwise_as_an_uninterrupted_one(
     build: Callable[[], Any], steps: int, stop_at: int, action: str, tmp_path: Path
 ) -> None:
-    """The snapshot a rollback restores and the best validation weights predate the checkpoint: both come
-    back from it (not from the resumed state), so the repaired run ends with the same weights."""
+    """The restored snapshot and best weights come back from the checkpoint: bitwise the same."""
     whole, whole_model = _fit_resumable(build, steps, tmp_path)
     resumed, resumed_model = _fit_resumable(build, steps, tmp_path, stop_at=stop_at)
     [event] = whole.repairs

@@ -1,5 +1,4 @@
-"""HealthMonitor's calibrated rules (issue #25), by hand: each rule fed the numbers of a run that must (not)
-be a finding, and the noise model checked against its formulas."""
+"""HealthMonitor's calibrated rules by hand: each fed the numbers of a run that must (not) be a finding."""
 
 from __future__ import annotations
 
@@ -82,8 +81,7 @@ def test_overfitting_rule_by_hand(vals: list[float], trains: list[float], n: int
 
 
 def test_a_new_best_in_the_same_check_clears_the_verdict() -> None:
-    """Several validations in one check: the verdict is the latest one's (the old rule kept an earlier
-    one)."""
+    """Several validations in one check: the verdict is the latest one's."""
     rows = [_val(0, 1.0, 1.1), _val(1, 0.8, 0.7), _val(2, 0.95, 0.5), _val(3, 1.0, 0.4), _val(4, 1.1, 0.3)]
     assert _run([_check(10, 0.5, validations=[*rows, _val(5, 0.7, 0.25)])]) == []
     assert _run([_check(10, 0.5, validations=rows)]) == [(10, "overfitting")]
@@ -124,8 +122,7 @@ def test_an_lr_collapsed_mid_run_is_named_at_the_first_check_after() -> None:
 
 
 def test_an_lr_that_decays_to_a_collapse_over_checks_is_named_when_it_stays_there() -> None:
-    """Evidence must persist: an LR approaching ~0 over checks (a schedule sized for a shorter run) is named
-    at its second collapsed check, a cosine's trough being one check."""
+    """An LR decaying to ~0 is named at its second collapsed check (a cosine's trough is one)."""
     lrs = [1e-3, 5e-4, 1e-4, 1e-5, 1e-6, 1e-9, 1e-9, 1e-9]
     checks = [
         _check(20 * (i + 1), 2.0 * 0.9 ** min(i, 5), 2e-3 * lr / 1e-3, lr=lr, slope=-0.005 if i < 5 else 0.0)
@@ -135,8 +132,7 @@ def test_an_lr_that_decays_to_a_collapse_over_checks_is_named_when_it_stays_ther
 
 
 def test_cosine_warm_restarts_troughs_and_restart_bumps_are_no_finding() -> None:
-    """SGD under cosine warm restarts: the LR sits ~0 for one check at each trough, and the loss bumps up
-    for one check after each restart, then falls again (zoo 2's tabular_sgd_cosine_warm_restarts)."""
+    """Zoo 2's SGD under cosine warm restarts: one-check troughs and bumps."""
     cycle = [(0.154, 0.03, 0.0), (0.0546, 0.01, 0.0), (1.4e-4, 2.5e-5, 0.0)]
     losses = [1.0, 0.74, 0.50, 0.56, 0.54, 0.42, 0.55, 0.46, 0.43, 0.44, 0.44, 0.40, 0.45, 0.44, 0.35]
     checks = []
@@ -212,8 +208,7 @@ def test_vanishing_advice_never_raises_the_lr_when_updates_are_large() -> None:
 
 
 def test_an_lr_cut_1000x_is_named_at_once_even_while_momentum_keeps_the_ratio_up() -> None:
-    """SGD + momentum cut by a StepLR gamma of 1e-6: the momentum buffer keeps the update ratio above the SGD
-    floor for a few checks; the LR itself fell 1e6x since the previous check, and the loss stopped falling."""
+    """StepLR gamma 1e-6 under momentum: the read LR fell 1e6x, named at once."""
     healthy = [_check(20 * (i + 1), 2.0 * 0.9**i, 2e-3, family="sgd", lr=0.1, slope=-0.005) for i in range(4)]
     cut = [_check(100 + 20 * i, 1.3 + 0.005 * (-1) ** i, 1e-4, family="sgd", lr=1e-7) for i in range(3)]
     found = _run(healthy + cut)
@@ -258,9 +253,7 @@ def _adaptive_run(ratio: float, growth: float) -> list[tuple[int, str]]:
 
 
 def test_an_adaptive_ratio_above_1e2_for_5_checks_with_the_weights_doubled_is_lr_too_high() -> None:
-    # Adam moves each element by ~the LR: > 1% of the weights' norm per step for 5 checks while they grow
-    # 2.4x is an LR throwing them around, whatever the loss does; the same steps with the weights at 1.5x
-    # (the norm kept), or steps of 5e-3 with the same growth, are not
+    # Adam steps > 1% of the norm for 5 checks while the weights grow 2.4x: the LR (1.5x, or 5e-3: not)
     found = _adaptive_run(0.02, 2.4)
     assert ("lr_too_high" in {p for _, p in found}) and min(s for s, p in found if p == "lr_too_high") >= 80
     assert all(p != "lr_too_high" for _, p in _adaptive_run(0.02, 1.5))
@@ -268,9 +261,7 @@ def test_an_adaptive_ratio_above_1e2_for_5_checks_with_the_weights_doubled_is_lr
 
 
 def test_large_steps_on_a_flat_loss_are_the_lr_only_when_they_moved_the_weights() -> None:
-    # The blind pair of zoo 2's noisy XOR (a small-init tanh MLP at ln 2 for ~200 steps, Adam at 1e-2): update
-    # ratios of ~4e-2 for 5 checks on a flat loss. With the weights grown 3x the steps throw them around: the
-    # LR. With the weights at 1.5x of step 0's they only jitter at a saddle: no LR evidence, no lr_too_high.
+    # zoo 2's noisy XOR pair: ratios ~4e-2 on a flat loss; grown 3x: the LR; at 1.5x: a saddle
     def run(growth: float) -> set[str]:
         rng, checks = random.Random(1), []
         for i in range(6):
@@ -284,8 +275,7 @@ def test_large_steps_on_a_flat_loss_are_the_lr_only_when_they_moved_the_weights(
 
 
 def test_a_tiny_sgd_ratio_is_the_lr_only_while_the_weights_kept_their_scale() -> None:
-    # 1e-12 of the weights per step, the loss flat: the LR (collapsed). The same ratio after the weights grew
-    # 1e6x (an explosion's aftermath: huge weights make any update look tiny) is not lr_too_low.
+    # 1e-12 on a flat loss: the LR collapsed; the same after the weights grew 1e6x: not lr_too_low
     def run(growth: float) -> set[str]:
         checks = []
         for i in range(4):
@@ -301,10 +291,7 @@ def test_a_tiny_sgd_ratio_is_the_lr_only_while_the_weights_kept_their_scale() ->
 
 
 def test_a_loss_rise_after_the_lr_rose_to_new_ground_is_lr_too_high_at_once() -> None:
-    """The pair of the warm restart's bump: a warm-up that diverges raises the LR above any it had at every
-    check (and the gallery's LR jumped 50x mid-run): no earlier LR vouches for it, the rise counts at once.
-    A restart back to the run's earlier peak whose bump persists and does not fall: named at its second
-    check."""
+    """A rise after an LR above any earlier counts at once; after a restart to the old peak, at 2 checks."""
     lrs = [0.01, 0.02, 0.04, 0.08, 0.16, 0.32]
     losses = [1.0, 0.8, 0.7, 1.0, 1.4, 2.0]
     checks = [
@@ -327,9 +314,7 @@ def _dead(data: CheckData, fraction: float, norm: float) -> CheckData:
 
 
 def test_dead_units_in_a_run_that_learns_well_are_no_finding_but_are_when_it_blew_up() -> None:
-    """Zoo 2's BCE digits: 53% of units dead at a large update ratio while the loss fell from 0.13 to 0.01
-    (weights 4-6x): no finding. The same dead units after the weights blew up 15x and the loss fell back only
-    to chance (zoo 1's Adam at 0.3): the LR killed them."""
+    """Zoo 2's BCE digits learn with 53% dead units; zoo 1's Adam at 0.3 blew up: the LR killed them."""
     learns = [0.13, 0.014, 0.012, 0.009, 0.013, 0.004]
     ratios = [0.022, 0.013, 0.0098, 0.0145, 0.006, 0.0045]
     checks = [
@@ -343,8 +328,7 @@ def test_dead_units_in_a_run_that_learns_well_are_no_finding_but_are_when_it_ble
 
 
 def test_saturation_after_lr_too_high_is_its_symptom_not_a_finding() -> None:
-    """Zoo 2's tanh MLP at SGD 0.5: lr_too_high at a rise, then the tanh layer saturates at the same large
-    steps: one finding, lr_too_high, the saturated fraction its evidence."""
+    """Zoo 2's tanh MLP at SGD 0.5: the saturated fraction is lr_too_high's evidence."""
     losses = [1.0, 0.8, 1.3] + [1.2 + 0.01 * k for k in range(11)]
     checks = [_check(20 * (i + 1), x, 0.05, std=0.05, family="sgd", lr=0.5) for i, x in enumerate(losses)]
     for data in checks[4:]:
@@ -364,8 +348,7 @@ def _records(outlier: bool) -> list[tuple[int, float, int, int, int, float]]:
 
 
 def test_a_loss_held_up_by_outlier_batches_is_no_plateau() -> None:
-    """Zoo 2's wrong-unit targets: one batch a epoch holds targets 1000x too large; every other check's mean
-    is carried by it and the loss looks flat. Outlier batches in the window: the rows, not a plateau."""
+    """Zoo 2's wrong-unit targets: one batch an epoch 1000x too large holds the loss up."""
     checks = []
     for i in range(14):
         data = _check(20 * (i + 1), 300.0 - 0.05 * i if i % 2 else 5.5 - 0.02 * i, 3e-3, std=2.0)
@@ -376,8 +359,7 @@ def test_a_loss_held_up_by_outlier_batches_is_no_plateau() -> None:
 
 
 def test_nonfinite_weights_after_gradients_far_above_the_weights_are_an_explosion() -> None:
-    """Zoo 2's ReLU RNN: gradients 3330, 7210 against weights of norm 8.3, then inf/nan weights within the
-    first check; its pair, Adam with eps 0 (a gradient of 0.17, weights of norm 27): the update alone."""
+    """Zoo 2's ReLU RNN explodes; its pair (Adam with eps 0) is the update alone."""
 
     def first_check(grads: list[float], norm: float) -> CheckData:
         data = _check(10, 240.0, None)
@@ -393,9 +375,7 @@ def test_nonfinite_weights_after_gradients_far_above_the_weights_are_an_explosio
 
 
 def test_a_plateau_whose_validation_never_improved_is_not_learning() -> None:
-    """Zoo 2's regression whose targets were joined on the wrong key: the training loss flat at the targets'
-    variance, the validation loss never below its first value. Its pair: the same training losses with no
-    validation (the field gallery's random labels) stay ``loss_plateau``."""
+    """Zoo 2's wrong-key regression; its pair without validation stays ``loss_plateau``."""
     rng = random.Random(1)
     losses = [1.107] + [1.07 + rng.gauss(0, 0.03) for _ in range(12)]
     vals = [1.079, 1.076, 1.083, 1.079, 1.082, 1.088, 1.084]
@@ -419,8 +399,7 @@ def test_a_plateau_whose_validation_never_improved_is_not_learning() -> None:
 
 
 def _blown_up(data: CheckData, lr: float) -> CheckData:
-    """The check after an explosion into inf/nan: gradients of 6..4e8 against weights of norm 15, non-finite
-    weights and losses, no update ratio (NaN weights), the LR read from the optimizer."""
+    """The check after an explosion into inf/nan (gradients 6..4e8, weights of norm 15)."""
     data.nonfinite_weights, data.nonfinite_modules, data.loss_nonfinite = ["stem", "head"], ["stem"], 11
     data.param_norm, data.param_norm_start, data.grad_sampled = math.nan, 15.0, True
     data.step_records = [(100 + k, g, k, 0, 0, 1.0) for k, g in enumerate([1.6, 6.1, 12.0, 422.0, 3.9e8])]
@@ -429,9 +408,7 @@ def _blown_up(data: CheckData, lr: float) -> CheckData:
 
 
 def test_an_explosion_after_the_lr_rose_above_the_one_it_trained_at_is_lr_too_high() -> None:
-    """Zoo 3's residual MLP whose schedule multiplied the LR by 20 at step 100: healthy checks at 0.01, then
-    gradients to 4e8 and inf/nan weights at the 0.2: when the symptom began vs when the LR changed names the
-    LR. Its pair: the same explosion at the LR it trained at healthily stays an explosion into inf/nan."""
+    """Zoo 3's LR x20 at step 100 then inf/nan: the LR; at the healthy LR: an explosion."""
     healthy = [_check(20 * (i + 1), 1.0 - 0.1 * i, 2e-3, lr=0.01, family="sgd") for i in range(5)]
     assert _run([*healthy, _blown_up(_check(120, math.nan, None), 0.2)]) == [(120, "lr_too_high")]
     history = History()
@@ -444,10 +421,7 @@ def test_an_explosion_after_the_lr_rose_above_the_one_it_trained_at_is_lr_too_hi
 
 
 def test_a_loss_rise_at_the_lr_and_step_size_the_run_trained_at_is_not_the_lr() -> None:
-    """Zoo 3's curriculum: Adam at 0.002 with update ratios 0.011-0.015 while the loss fell 1.06 -> 0.26, then
-    harder data: the loss rose to 0.41 at a ratio of 0.0106. The same LR and steps the run learned at: no
-    finding. Its pairs: the same rise with the ratio at 0.05, beyond any the run trained at; and a loss that
-    rose at the check before too (a bounce): lr_too_high."""
+    """Zoo 3's curriculum rise at the steps it learned at; pairs at 0.05 and after a bounce."""
     losses, ratios = (
         [1.06, 1.01, 0.88, 0.73, 0.55, 0.39, 0.26],
         [0.013, 0.015, 0.013, 0.011, 0.008, 0.007, 0.007],
@@ -470,9 +444,7 @@ def test_a_loss_rise_at_the_lr_and_step_size_the_run_trained_at_is_not_the_lr() 
 
 
 def test_gradient_growth_after_lr_too_high_is_its_symptom_not_a_finding() -> None:
-    """Zoo 3's siamese tanh encoder at SGD 2.0: lr_too_high at a rise, then a gradient norm 1000x the earlier
-    checks' median: one finding, lr_too_high. Its pair: the same jump in a run with no lr_too_high named is
-    exploding_gradients."""
+    """Zoo 3's siamese tanh encoder at SGD 2.0; its pair without lr_too_high explodes."""
     losses = [1.0, 0.8, 1.3, 1.25, 1.24]
     checks = [_check(20 * (i + 1), x, 0.05, std=0.05, family="sgd", lr=2.0) for i, x in enumerate(losses)]
     checks[-1].grad_total = 1000.0
@@ -488,8 +460,7 @@ def test_gradient_growth_after_lr_too_high_is_its_symptom_not_a_finding() -> Non
 def _flat_run(
     losses: list[float], start: float, **fields: float
 ) -> tuple[list[tuple[int, str]], dict[str, object]]:
-    """Checks every 20 steps at the given interval means, the first carrying the loss at initialisation;
-    ``fields`` set on every check. Returns the new problems and the last not_learning evidence."""
+    """Checks every 20 steps at the given means; returns the new problems and not_learning's evidence."""
     history, active, found, evidence = History(), set(), [], {}
     for i, loss in enumerate(losses):
         data = _check(20 * (i + 1), loss, 3e-3, std=0.05, count=20)
@@ -504,8 +475,7 @@ def _flat_run(
 
 
 def test_a_flat_loss_with_almost_no_parameter_trained_is_not_learning_by_the_freeze() -> None:
-    """Zoo 3's CNN frozen but for its head's 3 biases (0.1% of 2819): the loss flat at ln 3, its start. Its
-    pair, the same losses with every parameter trained: a plateau (the monitor cannot tell it more)."""
+    """Zoo 3's CNN frozen but 0.1% of it; its pair, fully trained, is a plateau."""
     rng = random.Random(3)
     losses = [1.0986 + rng.gauss(0, 0.003) for _ in range(10)]
     trained = sum(GROUPS.values())
@@ -516,11 +486,7 @@ def test_a_flat_loss_with_almost_no_parameter_trained_is_not_learning_by_the_fre
 
 
 def test_a_loss_that_left_its_start_for_the_models_input_free_guess_is_not_learning() -> None:
-    """Zoo 3's Poisson counts re-sorted apart from their features: the loss fell from its initial 0.78 to
-    the constant rate's ~0.5 and stays there, no better than the model's own batch-mean prediction. Its
-    pairs: a model that does materially better than that guess (a floor the data imposes, label noise: no
-    finding since zoo 5) and one at its start level (a saddle it may still leave: zoo 2's noisy XOR, random
-    labels) stays ``loss_plateau``."""
+    """Zoo 3's Poisson counts shuffled apart; pairs beating that guess, or at the start level."""
     rng = random.Random(5)
     losses = [0.5 + rng.gauss(0, 0.01) for _ in range(10)]
     free = {"input_free_gap": -0.01, "input_free_gap_se": 0.02, "input_free_loss": 0.5}
@@ -544,10 +510,7 @@ def _first_check(grad_step0: float, grad_now: float, weights: float, start: floa
 
 
 def test_gradients_exploding_from_step_0_are_the_initialisation_not_a_large_loss_scale() -> None:
-    """Zoo 3's 10-block residual MLP without normalisation (block weights x3): a gradient of 1.8e8 at step 0
-    against weights of norm 45 and a loss of 2.8e6, before any update: the initialisation's. Its pair, a
-    Poisson NLL summed over a large batch (a gradient 220x the weights with a loss of 5000): the loss's
-    scale, whose sensitivity to the weights is ordinary -- no finding."""
+    """Zoo 3's 10-block residual MLP at step 0; its pair, a summed Poisson NLL, is scale."""
     exploded = decide(_first_check(1.8e8, 1.3e6, 44.6, 2.8e6), History(), dict(T))
     assert sorted(exploded) == ["exploding_gradients"]
     evidence, _ = exploded["exploding_gradients"]
@@ -562,9 +525,7 @@ def test_gradients_exploding_from_step_0_are_the_initialisation_not_a_large_loss
 
 
 def _trained_then_rose(second: tuple[float, float]) -> list[tuple[int, str]]:
-    """Zoo 4's curriculum: Adam at 0.002, ratios 5-8e-3 while the loss fell 1.16 -> 0.10 (the weights 1.1x
-    of step 0's), then the loss rose to 0.56 at a ratio of 0.0103; ``second``: the next check's loss and
-    ratio."""
+    """Zoo 4's curriculum: the loss fell at ratios 5-8e-3, then rose at 0.0103 (``second``: the next)."""
     losses, ratios = [1.16, 0.55, 0.32, 0.21, 0.10], [8e-3, 7.6e-3, 4.8e-3, 5.4e-3, 4.5e-3]
     checks = [_check(20 * (i + 1), x, r, std=0.05, lr=2e-3) for i, (x, r) in enumerate(zip(losses, ratios))]
     checks += [_check(120, 0.56, 0.0103, std=0.05, lr=2e-3), _check(140, second[0], second[1], lr=2e-3)]
@@ -574,16 +535,13 @@ def _trained_then_rose(second: tuple[float, float]) -> list[tuple[int, str]]:
 
 
 def test_a_rise_at_the_steps_the_run_trained_at_is_the_lr_only_when_it_persists() -> None:
-    """One sampled step just above 1e-2 at the rise (the harder data's first steps) with the weights at their
-    scale and the LR the one it trained at: no finding when the next check's steps are back to 3e-3. Its
-    pair: the rise and the large steps both persist -> lr_too_high at the second check."""
+    """One large sampled step at a rise is no finding; both persisting: lr_too_high."""
     assert _trained_then_rose((0.63, 3.3e-3)) == []
     assert _trained_then_rose((0.70, 0.015)) == [(140, "lr_too_high")]
 
 
 def _adam_growing(ratios: dict[str, float], growth: list[float], sparse: set[str]) -> set[str]:
-    """Adam at 1e-2, the loss falling 82 -> 52 over 6 checks 20 steps apart, the weights' norm at
-    ``growth``."""
+    """Adam at 1e-2, the loss falling 82 -> 52 over 6 checks, the weights' norm at ``growth``."""
     checks = []
     for i, g in enumerate(growth):
         data = _check(20 * (i + 1), 82.0 - 6.0 * i, ratios, std=8.0, lr=1e-2)
@@ -594,9 +552,7 @@ def _adam_growing(ratios: dict[str, float], growth: list[float], sparse: set[str
 
 
 def test_sustained_adam_steps_on_embedding_tables_alone_are_not_the_lr() -> None:
-    """Zoo 4's matrix factorisation (summed MSE): its two tables (init std 0.1) take Adam steps of 1.5e-2 of
-    their norm and grow 2.2x while the loss falls; the one dense parameter moves 3e-3. A table's rows grow to
-    the scale they need: no finding. Its pair: the same steps on dense layers -> lr_too_high."""
+    """Zoo 4's matrix factorisation tables grow; the same steps on dense layers: lr_too_high."""
     growth = [1.1, 1.3, 1.5, 1.7, 1.95, 2.2]
     assert "lr_too_high" not in _adam_growing(
         {"user": 0.015, "item": 0.015, "mean": 3e-3}, growth, {"user", "item"}
@@ -605,9 +561,7 @@ def test_sustained_adam_steps_on_embedding_tables_alone_are_not_the_lr() -> None
 
 
 def test_sustained_adam_steps_that_all_point_outward_are_a_scale_being_fitted_not_the_lr() -> None:
-    """Zoo 4's graph network with frozen random layers: the head's Adam steps (2-5e-2 of its norm) all grow it
-    (its norm rises by ~0.9 of the steps' length: 2.5x, 4.5x, ... 11x) while the loss falls: no finding. Its
-    pair: the same ratios with the weights growing 2.4x (the steps mostly cancel) -> lr_too_high."""
+    """Zoo 4's head on frozen layers grows outward; steps that cancel: lr_too_high."""
     ratios = [0.048, 0.026, 0.021, 0.0125, 0.0103, 0.0103]
     outward = [2.5, 4.5, 6.8, 9.0, 11.0, 13.1]
     thrown = [1.3, 1.6, 1.8, 2.0, 2.2, 2.4]
@@ -625,9 +579,7 @@ def test_sustained_adam_steps_that_all_point_outward_are_a_scale_being_fitted_no
 
 
 def test_a_zero_gradient_is_not_an_lr_too_low_but_a_run_that_is_not_learning() -> None:
-    """Zoo 4's recommender whose forward rounds its predictions: every gradient exactly 0, so every update
-    ratio is 0 and the loss sits at its start: not the LR (no gradient, no step, whatever the LR) but
-    not_learning, with the missing gradient named. Its pair: a gradient and a ratio of 1e-7 -> lr_too_low."""
+    """Zoo 4's rounding recommender: no gradient; its pair at a ratio of 1e-7: lr_too_low."""
 
     def run(grad: float, ratio: float) -> tuple[list[tuple[int, str]], dict[str, object]]:
         rng = random.Random(2)
@@ -640,9 +592,7 @@ def test_a_zero_gradient_is_not_an_lr_too_low_but_a_run_that_is_not_learning() -
 
 
 def test_a_small_fall_of_a_hand_written_loss_with_no_known_trivial_level_is_no_finding() -> None:
-    """Zoo 4's pinball loss carrying a constant 25: it falls 25.4 -> 25.1 (~1% of its value, far beyond its
-    noise) with healthy steps; with no input-free level measured, "small against its value" is no claim. Its
-    pair: the same losses from a torch loss whose input-free level is known (25.1) -> not_learning."""
+    """Zoo 4's pinball loss + 25; its pair with a known input-free level: not_learning."""
     losses = [25.4 - 0.3 * (1 - math.exp(-i / 3)) for i in range(10)]
     kept = {"loss_std": 0.006, "param_norm_start": 10.0, "param_norm": 11.4}  # the weights at 1.14x
     assert _flat_run(losses, 25.4, **kept)[0] == []
@@ -651,8 +601,7 @@ def test_a_small_fall_of_a_hand_written_loss_with_no_known_trivial_level_is_no_f
 
 
 def _dying(dead_now: float, dead_step0: float, input_free: bool) -> set[str]:
-    """Zoo 4's deep sets on points reshaped across sets: the head's ReLU layer, ``dead_step0`` dead on the
-    first batch, ``dead_now`` at every check; the model no better than its own input-free guess or not."""
+    """Zoo 4's deep sets: the head's ReLU layer ``dead_step0`` dead at first, ``dead_now`` at each check."""
     checks = []
     for i in range(4):
         data = _check(20 * (i + 1), 1.1, 2e-3, std=0.1)
@@ -666,18 +615,14 @@ def _dying(dead_now: float, dead_step0: float, input_free: bool) -> set[str]:
 
 
 def test_units_that_died_in_a_model_ignoring_its_inputs_are_its_symptom_not_dead_units() -> None:
-    """55% of a layer's units dead (34% on the first batch), every layer passing its input on through the
-    rest, and the model no better than its own batch-mean guess: it ignores inputs that tell it nothing, and
-    units die as it learns to output a constant -- no dead_units. Its pairs: the same units in a model that
-    does better than that guess, and units dead from the first batch (the initialisation) -> dead_units."""
+    """Units dying in a model at its input-free guess: no dead_units; its pairs: dead_units."""
     assert "dead_units" not in _dying(0.55, 0.34, input_free=True)
     assert "dead_units" in _dying(0.55, 0.34, input_free=False)
     assert "dead_units" in _dying(0.55, 0.6, input_free=True)
 
 
 def _deep(dead_from: int) -> dict[str, Decision]:
-    """Zoo 4's 9-layer ReLU MLP, every layer scaled to 0.1 of He's: update ratios 10x smaller per layer down
-    the model; the layers from ``dead_from`` on hold 59% dead units. The decisions of the second check."""
+    """Zoo 4's 9-layer ReLU MLP at 0.1 of He's, dead from ``dead_from``: the second check's decisions."""
     history, decisions = History(), {}
     names = [f"net.{2 * k}" for k in range(9)]
     for step in (20, 40):
@@ -692,9 +637,7 @@ def _deep(dead_from: int) -> dict[str, Decision]:
 def test_steps_vanishing_among_living_layers_are_vanishing_gradients_their_later_dead_units_its_symptom() -> (
     None
 ):
-    """The ratios shrink 10^4x across the first five layers, all alive, before the dead units of the later
-    ones: vanishing_gradients (the dead units its symptom, in its evidence). Its pair: the dead units start
-    at the second layer, so they may explain the small steps below them -> dead_units, no vanishing."""
+    """Vanishing among living layers; its pair, dead from layer 2: dead_units."""
     decisions = _deep(dead_from=5)
     assert sorted(decisions) == ["vanishing_gradients"], sorted(decisions)
     assert decisions["vanishing_gradients"][0]["dead_fraction"]
@@ -702,8 +645,7 @@ def test_steps_vanishing_among_living_layers_are_vanishing_gradients_their_later
 
 
 def _nan_at_step_3(lr: float, family: str = "sgd") -> dict[str, Decision]:
-    """Zoo 4's U-Net denoiser: a first-step gradient of 1.32 against weights of norm 5.77, then 31 and
-    2.5e7, the weights inf/nan from step 3, on ordinary batches; ``lr``: the LR read from the optimizer."""
+    """Zoo 4's U-Net denoiser: an ordinary first gradient, then 31 and 2.5e7, inf/nan from step 3."""
     data = _check(10, 1.5e7, None)
     data.nonfinite_weights, data.nonfinite_modules, data.loss_nonfinite = (
         ["net.inc", "net.out"],
@@ -720,10 +662,7 @@ def _nan_at_step_3(lr: float, family: str = "sgd") -> dict[str, Decision]:
 
 
 def test_an_sgd_run_whose_first_ordinary_step_was_far_too_large_and_then_blew_up_is_lr_too_high() -> None:
-    """SGD at 2.0: the first update moved the weights by 0.46 of their norm on an ordinary gradient (the
-    initialisation's gradient 0.23x the weights'), then the gradients grew 10^7x into inf/nan: the LR, with
-    advice that lowers it ~46x. Its pairs: the same explosion at 0.05 (a first step of 1e-2), and under Adam
-    (a first step whose size is not the gradient's): an explosion into inf/nan, no cause claimed."""
+    """SGD at 2.0 moved the weights 0.46 at step 0; pairs at 0.05 and under Adam: no cause."""
     found = _nan_at_step_3(2.0)
     assert sorted(found) == ["lr_too_high"], sorted(found)
     assert (
@@ -737,12 +676,7 @@ def test_an_sgd_run_whose_first_ordinary_step_was_far_too_large_and_then_blew_up
 
 
 def test_a_loss_with_a_constant_added_that_fell_early_and_beats_its_input_free_guess_is_learning() -> None:
-    """Zoo 5's CORAL loss + log 120: it fell 5.33 -> 5.09 before the second check and converged, 95% of its
-    start, yet its torch loss beats the model's own input-free guess by 0.25 +- 0.04 (half that guess's
-    0.53): it learned what its inputs tell, no ``not_learning``. Its pair: the same losses with the model no
-    better than that guess (a classifier memorising labels shuffled apart from its inputs) -> not_learning.
-    And with no trivial level measured (a hand-written loss), a loss that fell beyond noise since step 0
-    is no claim either, while one that never left its start stays one (the LR's growth pair)."""
+    """Zoo 5's CORAL loss + log 120 beats its input-free guess; pairs: not_learning or none."""
     rng = random.Random(7)
     losses = [5.29, 5.2, 5.14] + [5.12 - 0.004 * i + rng.gauss(0, 0.003) for i in range(12)]
     informed = {"input_free_gap": 0.25, "input_free_gap_se": 0.04, "input_free_loss": 0.53}
@@ -757,11 +691,7 @@ def test_a_loss_with_a_constant_added_that_fell_early_and_beats_its_input_free_g
 
 
 def test_a_plateau_at_a_floor_reached_by_learning_is_no_finding_one_at_the_start_is() -> None:
-    """Zoo 5's ordinal levels, 40% redrawn: the loss fell 0.564 -> 0.50 in the first checks (beyond its
-    noise) and sits there, the model better than its input-free guess, though not by 10% at each check: the
-    floor the noisy labels impose, no ``loss_plateau``. Its pairs: the same flat losses at the start level
-    (random labels: ``loss_plateau``), and a fall to the model's input-free guess (it learned the labels'
-    marginal only: ``not_learning``)."""
+    """Zoo 5's noisy ordinal levels: a learned floor; pairs at the start or the input-free guess."""
     rng = random.Random(11)
     losses = [0.543, 0.518] + [0.50 + rng.gauss(0, 0.01) for _ in range(12)]
     noisy = {"loss_std": 0.05, "input_free_gap": 0.05, "input_free_gap_se": 0.025, "input_free_loss": 0.55}
@@ -773,9 +703,7 @@ def test_a_plateau_at_a_floor_reached_by_learning_is_no_finding_one_at_the_start
 
 
 def test_a_group_at_lr_0_with_gradients_is_named_once_it_persists_a_run_annealed_to_0_is_not() -> None:
-    """Zoo 5's VAE encoder at ``lr * (1 // 10)``: a group with gradients at LR 0 while the decoder trains,
-    two checks in a row: ``lr_too_low`` with cause ``frozen_parameters``. Its pairs: one check only (a
-    flicker); every group at LR 0 (a schedule annealed to 0: nothing moves, nothing singled out)."""
+    """Zoo 5's VAE encoder at LR 0 for 2 checks; pairs: one check, every group at 0."""
 
     def checks(n: int, decoder_lr: float) -> list[CheckData]:
         out = []
@@ -796,21 +724,14 @@ def test_a_group_at_lr_0_with_gradients_is_named_once_it_persists_a_run_annealed
 
 
 def test_gradients_exploding_at_step_0_are_the_initialisation_even_once_the_steps_tamed_them() -> None:
-    """Zoo 5's hypernetwork whose generated weights were not rescaled: a gradient of 4470 at step 0 against
-    weights of norm 40 (111x) and a loss of 184 (sensitivity ~970), down to 412 (10x) by its first check as
-    Adam's LR-sized steps shrink the outputs: the initialisation's all the same. Its pair: the same gradients
-    on a loss whose scale explains them (sensitivity ~2: a summed loss) -- no finding."""
+    """Zoo 5's hypernetwork, 111x at step 0; its pair has a summed loss's scale."""
     tamed = decide(_first_check(4470.0, 412.0, 40.1, 184.0), History(), dict(T))
     assert tamed["exploding_gradients"][0]["cause"] == "initialisation"
     assert "exploding_gradients" not in decide(_first_check(4470.0, 412.0, 40.1, 9e4), History(), dict(T))
 
 
 def test_a_flat_start_whose_weights_shrank_toward_zero_is_not_learning_a_saddle_is_a_plateau() -> None:
-    """Zoo 5's AdamW at weight decay 100 (lr x wd = 1 wipes the weights each step): the loss flat at its
-    start, the model at its own input-free guess, the weights' norm 0.53x of step 0's: pulled to zero, no
-    saddle it will leave -> not_learning, cause ``weights_pulled_to_zero``. Its pair: the same flat loss with
-    the weights grown 1.75x (zoo 2's noisy XOR at its saddle, the field gallery's random labels at 1.0x) stays
-    ``loss_plateau``."""
+    """Zoo 5's AdamW at wd 100: weights pulled to zero; grown weights: ``loss_plateau``."""
     rng = random.Random(13)
     losses = [0.55 + rng.gauss(0, 0.004) for _ in range(12)]
     free = {

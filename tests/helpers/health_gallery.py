@@ -1,14 +1,7 @@
 """HealthMonitor's gallery: tiny runs that go wrong in each named way, and healthy runs of several shapes.
 
-Each :class:`Case` says how to build its run and what HealthMonitor must diagnose; :func:`run_case` trains it.
-Used by the gallery test (``tests/callbacks/test_health_monitor_gallery.py``: every broken run named
-correctly, no healthy run with a finding) and by ``benchmarks/health_overhead.py`` (its detection table).
-
-Timing: the ``data_stall`` rule compares the time spent waiting for data with the time spent in steps, and
-on a busy shared machine a slowed step hides a stall (and a pre-empted fetch fakes one). :func:`run_case`
-therefore runs the :class:`InputPipelineMonitor` on a :class:`StallClock`: the training thread's CPU time
-(which other processes cannot inflate) plus the slow loader's stall, counted rather than slept. The verdict is
-then the same on an idle and a loaded machine, and a run still takes only its compute time.
+:func:`run_case` times data waits on a :class:`StallClock` (thread CPU time plus counted stalls), so a busy
+machine cannot change a verdict. Used by the gallery test and ``benchmarks/health_overhead.py``.
 
 Example:
     >>> case = next(c for c in CASES if c.name == "loader_slows_down")
@@ -47,12 +40,7 @@ __all__ = ["CASES", "MLP", "Case", "StallClock", "classification", "loader", "ru
 
 
 class StallClock:
-    """A clock for the input-pipeline timings: this thread's CPU time plus the stalls :meth:`sleep` counted.
-
-    The thread's, not the process's: on a loaded machine the intra-op worker threads burn CPU time spinning.
-
-    Outside :meth:`installed`, :meth:`sleep` really sleeps (the clock is then not read by anything).
-    """
+    """This thread's CPU time plus the stalls :meth:`sleep` counted (outside :meth:`installed` it sleeps)."""
 
     def __init__(self) -> None:
         self.slept = 0.0
@@ -350,8 +338,7 @@ CASES = [
 
 
 def run_case(case: Case, **monitor_kwargs: Any) -> HealthMonitor:
-    """Train ``case`` with a HealthMonitor (and an InputPipelineMonitor on the :class:`StallClock`); return
-    the monitor."""
+    """Train ``case`` with a HealthMonitor (and an InputPipelineMonitor on the :class:`StallClock`)."""
     torch.manual_seed(0)
     model, train, val, max_steps, max_epochs = case.build()
     monitor = HealthMonitor(check_every_n_steps=CHECK_EVERY, on_finding=lambda f: None, **monitor_kwargs)
