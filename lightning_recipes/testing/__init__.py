@@ -1,6 +1,5 @@
-"""Tools for testing Lightning code fast on a CPU: tiny models, an in-memory logger, quick Trainers, syncs.
-
-Public on purpose: our own test suite uses them, and so can anyone testing their own callbacks.
+"""Tools for testing Lightning code fast on a CPU (public on purpose): tiny models, an in-memory logger,
+quick Trainers, a sync counter.
 
 Example:
     >>> from lightning_recipes.testing import InMemoryLogger, TinyClassifier, fast_trainer
