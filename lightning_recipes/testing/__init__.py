@@ -1,5 +1,6 @@
-"""Tools for testing Lightning code fast on a CPU (public on purpose): tiny models, an in-memory logger,
-quick Trainers, a sync counter.
+"""Tools for testing Lightning code fast on a CPU: tiny models, an in-memory logger, quick Trainers, syncs.
+
+Public on purpose: our own test suite uses them, and so can anyone testing their own callbacks.
 
 Example:
     >>> from lightning_recipes.testing import InMemoryLogger, TinyClassifier, fast_trainer

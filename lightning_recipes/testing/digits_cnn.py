@@ -1,4 +1,5 @@
-"""``DigitsCNN``: the small CNN for scikit-learn's 8x8 digits that the demos, notebooks and tests train."""
+"""``DigitsCNN``: the small CNN for scikit-learn's 8x8 digits that the demo, the notebooks and the tests
+train."""
 
 from __future__ import annotations
 
@@ -15,8 +16,9 @@ __all__ = ["DigitsCNN"]
 
 
 class DigitsCNN(pl.LightningModule):
-    """A small CNN for 8x8 digits: two conv blocks with BatchNorm, dropout, a linear head. Logs
-    ``train_loss``, ``val_loss`` and ``val_acc``.
+    """A small CNN for 8x8 digits: two conv blocks with BatchNorm, then dropout and a linear head.
+
+    Logs ``train_loss``, ``val_loss`` and ``val_acc``.
 
     Args:
         num_classes: Output classes.

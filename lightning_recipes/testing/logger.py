@@ -14,8 +14,11 @@ __all__ = ["InMemoryLogger"]
 
 
 class InMemoryLogger(Logger):
-    """Records every ``log_metrics`` call as ``(step, {key: value})`` and every ``log_hyperparams`` call, on
-    rank zero (under ``ddp_spawn``: in the worker process).
+    """Records every ``log_metrics`` call as ``(step, {key: value})`` and every ``log_hyperparams`` call.
+
+    Use it to assert on what a callback or module really logged, through the real Trainer logging path
+    (no mocks). Only rank zero records, as with every Lightning logger; under ``ddp_spawn`` the records
+    live in the worker process, so assert inside a hook or on ``trainer.callback_metrics``.
 
     Args:
         name: Experiment name returned by :attr:`name`.
@@ -49,7 +52,9 @@ class InMemoryLogger(Logger):
     @override
     @rank_zero_only
     def log_hyperparams(self, params: dict[str, Any] | Namespace, *args: Any, **kwargs: Any) -> None:
-        self.hyperparams.update(vars(params) if isinstance(params, Namespace) else params)
+        if isinstance(params, Namespace):
+            params = vars(params)
+        self.hyperparams.update(dict(params))
 
     @override
     @rank_zero_only

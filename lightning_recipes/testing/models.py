@@ -23,8 +23,11 @@ __all__ = [
 
 
 class TinyClassifier(pl.LightningModule):
-    """A two-layer MLP classifier whose cross-entropy at initialisation is exactly ``ln(num_classes)`` (a
-    zero output layer). Logs ``train_loss`` every step and ``val_loss`` / ``val_acc`` per validation epoch.
+    """A two-layer MLP classifier whose cross-entropy at initialisation is exactly ``ln(num_classes)``.
+
+    The output layer starts at zero, so every logit is 0 and the softmax is uniform: the textbook
+    "loss at init" value, useful to test init-loss checks and anything that reads the first loss.
+    Logs ``train_loss`` every step and ``val_loss`` / ``val_acc`` per validation epoch.
 
     Args:
         in_features: Input width.
@@ -107,9 +110,11 @@ class TransformerBlock(nn.Module):
 
 
 class TinyTransformerLM(pl.LightningModule):
-    """A small causal transformer language model (``n_layers`` :class:`TransformerBlock` s) whose loss at init
-    is exactly ``ln(vocab_size)``. Batches are ``(tokens, next_tokens)``, ``[B, S]``. Logs ``train_loss``
-    and ``val_loss``.
+    """A small causal transformer language model; its loss at init is exactly ``ln(vocab_size)``.
+
+    Token and position embeddings, ``n_layers`` :class:`TransformerBlock` s, a final LayerNorm and a
+    zero-initialised output head. Batches are ``(tokens, next_tokens)`` of shape ``[B, S]``; logits are
+    ``[B, S, vocab_size]``. Logs ``train_loss`` and ``val_loss``.
 
     Args:
         vocab_size: Number of tokens ``V``.
@@ -139,8 +144,13 @@ class TinyTransformerLM(pl.LightningModule):
         lr: float = 3e-3,
     ) -> None:
         super().__init__()
-        sizes = dict(vocab_size=vocab_size, d_model=d_model, n_heads=n_heads, n_layers=n_layers)
-        for name, value in {**sizes, "max_seq_len": max_seq_len}.items():
+        for name, value in dict(
+            vocab_size=vocab_size,
+            d_model=d_model,
+            n_heads=n_heads,
+            n_layers=n_layers,
+            max_seq_len=max_seq_len,
+        ).items():
             check_int(name, value, minimum=1)
         check_positive("lr", lr)
         self.save_hyperparameters()
@@ -210,8 +220,10 @@ def random_token_loader(
     seed: int = 0,
     shuffle: bool = False,
 ) -> DataLoader:
-    """Learnable token sequences ``t[i+1] = (a*t[i] + b) mod V`` from random starts, as ``(tokens,
-    next_tokens)`` batches, both ``[B, seq_len]``.
+    """Token sequences from a fixed affine recurrence ``t[i+1] = (a*t[i] + b) mod V`` with random starts.
+
+    The next token is a deterministic function of the current one, so a language model can learn it.
+    Each batch is ``(tokens, next_tokens)``, both ``[B, seq_len]`` of ``int64``.
 
     Example:
         >>> tokens, target = next(iter(random_token_loader(batch_size=2, seq_len=8, vocab_size=16)))

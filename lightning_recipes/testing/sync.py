@@ -22,10 +22,16 @@ __all__ = ["HostSyncCounter"]
 
 
 class HostSyncCounter(TorchDispatchMode):
-    """Count the operations that read tensor values back to the host (a sync on an accelerator), on CPU
-    too: ``.item()``, ``bool()``, ``float()`` and the like, ``tolist``, ``numpy``, ``nonzero`` and
-    ``torch.tensor(...)`` of tensors. ``events`` keeps a label per sync; ``count`` is their number. On CPU a
-    host-only scalar (AdamW's step counter) counts too: compare against a bare run.
+    """Count the operations that read tensor values back to the host (a host-device sync on an accelerator).
+
+    Counts ``aten::_local_scalar_dense`` (behind ``.item()``, ``bool()``, ``float()``, ``int()``, ``if
+    tensor:``) through a dispatch mode, plus the Python entry points that bypass the dispatcher:
+    ``Tensor.tolist``, ``Tensor.numpy``, ``Tensor.nonzero``/``torch.nonzero`` and ``torch.tensor(...)`` built
+    from tensors (one per tensor element, as Lightning's ``grad_norm`` does). Works on CPU, so tests can prove
+    "zero syncs". ``events`` keeps a label per sync; ``count`` is their number. Overhead: a Python call per
+    dispatched op. On CPU it cannot tell a read of a host-only scalar (``torch.optim.AdamW``'s step counter:
+    no sync on a GPU) from a device read, so compare against a bare run, or use an optimizer that reads none
+    (SGD).
 
     Example:
         >>> with HostSyncCounter() as counter:

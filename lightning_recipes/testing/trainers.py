@@ -12,8 +12,10 @@ __all__ = ["fast_trainer"]
 
 
 def fast_trainer(**overrides: Any) -> pl.Trainer:
-    """A ``Trainer`` for tests: CPU, no logger, progress bar, model summary, sanity-val or checkpoints; with
-    validation and one epoch. Pass ``default_root_dir=tmp_path`` when the run writes files.
+    """Build a ``Trainer`` for tests: the internal trial fits' settings (CPU, no logger, progress bar, model
+    summary, sanity-val or checkpoints), with validation and one epoch.
+
+    Every default can be overridden; pass ``default_root_dir=tmp_path`` when the run writes files.
 
     Args:
         **overrides: Any ``Trainer`` argument.
