@@ -1,9 +1,5 @@
-"""Norm math (``lightning_recipes.norms``) and GradNormMonitor against Lightning's ``grad_norm`` expectations.
-
-The value tables are those of Lightning's ``tests/tests_pytorch/utilities/test_grads.py``: gradients
-``[-1, 2, -3]`` and ``[[-4], [5]]``, a parameter without gradient out, norm types 1, 2, 3.14 and inf; and a
-float64 gradient of ``1e23`` whose 2-norm must stay finite (its square overflows float32).
-"""
+"""Norm math and GradNormMonitor against the value tables of Lightning's ``tests/.../utilities/test_grads.py``
+(and a float64 ``1e23`` gradient whose 2-norm must stay finite)."""
 
 from __future__ import annotations
 
