@@ -1,19 +1,5 @@
 """Checkpoints hold plain types only (``torch.load(path, weights_only=True)`` reads them anywhere): our
-objects in ``hyper_parameters`` are stored as their ``to_dict()``, named under :data:`TYPES_KEY`.
-
-Example:
-    >>> from dataclasses import asdict, dataclass
-    >>> @dataclass
-    ... class Point:
-    ...     x: int
-    ...     def to_dict(self):
-    ...         return asdict(self)
-    >>> register_plain_type(Point)
-    >>> checkpoint = {"hyper_parameters": {"where": Point(3), "n": 1}}
-    >>> plain_hyperparameters(checkpoint)
-    >>> checkpoint
-    {'hyper_parameters': {'where': {'x': 3}, 'n': 1}, 'lightning_recipes/hparams_types': {'where': 'Point'}}
-"""
+objects in ``hyper_parameters`` are stored as their ``to_dict()``, named under :data:`TYPES_KEY`."""
 
 from __future__ import annotations
 
