@@ -128,13 +128,12 @@ class OptimizerRecipeMixin:
                 value = pick(name)
                 resolved[name] = defaults[name] if value is None else value
         resolved["betas"] = tuple(resolved["betas"])
-        if recipe is not None and (recipe.warmup_steps is not None or recipe.warmup_ratio is not None):
-            # normalised again: a recipe unpickled from an older checkpoint may hold a float `warmup_steps`
-            warmup = warmup_fields(recipe.warmup_steps, recipe.warmup_ratio, stacklevel=4)
-        elif hparams.get("warmup_steps") is not None or hparams.get("warmup_ratio") is not None:
-            warmup = warmup_fields(hparams.get("warmup_steps"), hparams.get("warmup_ratio"), stacklevel=4)
-        else:
-            warmup = (None, defaults["warmup_ratio"])
+        # one choice, from the first source setting either spelling; normalised again: a recipe unpickled
+        # from an older checkpoint may hold a float `warmup_steps`
+        sources = [(recipe.warmup_steps, recipe.warmup_ratio)] if recipe is not None else []
+        sources.append((hparams.get("warmup_steps"), hparams.get("warmup_ratio")))
+        given = next((pair for pair in sources if pair != (None, None)), None)
+        warmup = (None, defaults["warmup_ratio"]) if given is None else warmup_fields(*given, stacklevel=4)
         resolved["warmup_steps"], resolved["warmup_ratio"] = warmup
         if resolved["lr_find"] is not None:  # the checked record (a recipe's own, checked when it was built)
             lr_find = recipe.sweep_args if recipe is not None else None
