@@ -73,9 +73,7 @@ def test_both_cpu_kernels_are_exact_and_the_choice_is_deterministic():
 
 
 @pytest.mark.parametrize("norm_type", NORM_TYPES)
-@pytest.mark.parametrize(
-    "numel", [1, 1 << 17]
-)  # the small-tensor (foreach) and large-tensor (BLAS dot) paths
+@pytest.mark.parametrize("numel", [1, 1 << 17])  # the foreach and the BLAS-dot paths
 def test_float64_gradient_of_1e23_has_a_finite_norm(norm_type, numel):
     grad = torch.full((numel,), 1e23, dtype=torch.float64)
     expected = 1e23 if math.isinf(norm_type) else 1e23 * numel ** (1.0 / norm_type)
@@ -86,31 +84,20 @@ def test_float64_gradient_of_1e23_has_a_finite_norm(norm_type, numel):
     assert distributed.item() == pytest.approx(expected, rel=1e-9)
 
 
-def test_float32_accumulation_is_kept_for_float32_gradients():
-    assert norm_power([torch.ones(3)]).dtype == torch.float32
-    assert norm_power([torch.ones(3, dtype=torch.bfloat16)], 3.0).dtype == torch.float32
-
-
-class FixedGradients(nn.Module):
-    """Lightning's ``test_grad_norm`` model: the parameters the loss gives exactly the table's gradients."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.param0 = nn.Parameter(torch.rand(3))
-        self.param1 = nn.Parameter(torch.rand(2, 1))
-        self.param2 = nn.Parameter(torch.rand(1))  # no gradient: contributes nothing
-
-
 def _fixed_gradient_module(grads: dict[str, torch.Tensor], dtype: torch.dtype):
+    """Lightning's ``test_grad_norm`` model: the loss gives its parameters exactly the table's gradients."""
     import lightning.pytorch as pl
 
     class Module(pl.LightningModule):
         def __init__(self) -> None:
             super().__init__()
-            self.inner = FixedGradients().to(dtype)
+            shapes = {"param0": (3,), "param1": (2, 1), "param2": (1,)}  # param2 gets no gradient
+            self.inner = nn.ParameterDict({name: torch.rand(shape) for name, shape in shapes.items()}).to(
+                dtype
+            )
 
         def training_step(self, batch, batch_idx):
-            return sum((getattr(self.inner, name) * grad.to(dtype)).sum() for name, grad in grads.items())
+            return sum((self.inner[name] * grad.to(dtype)).sum() for name, grad in grads.items())
 
         def configure_optimizers(self):
             return torch.optim.SGD(self.parameters(), lr=0.0)
