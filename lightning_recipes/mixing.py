@@ -203,15 +203,9 @@ class BatchMixer:
     def mix_batch(self, batch: Any) -> Any:
         """Mix the inputs and targets found at ``input_key`` / ``target_key`` of a tuple, list or mapping
         batch; returns a new tuple, list or ``dict`` with those two entries replaced."""
-        inputs, targets = batch[self.input_key], batch[self.target_key]
-        mixed, soft = self(inputs, targets)
-        if isinstance(batch, Mapping):
-            out = dict(batch)
-            out[self.input_key], out[self.target_key] = mixed, soft
-            return out
-        items = list(batch)
-        items[self.input_key], items[self.target_key] = mixed, soft  # type: ignore[index]
-        return tuple(items) if isinstance(batch, tuple) else items
+        out: Any = dict(batch) if isinstance(batch, Mapping) else list(batch)
+        out[self.input_key], out[self.target_key] = self(batch[self.input_key], batch[self.target_key])
+        return tuple(out) if isinstance(batch, tuple) else out
 
     def state_dict(self) -> dict[str, Any]:
         """The batch counter (the whole generator state: see the class docstring) and the settings."""
