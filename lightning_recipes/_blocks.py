@@ -1,6 +1,5 @@
 """Find the repeated blocks of a model (transformer layers, residual blocks): the unit FSDP wraps and
-checkpoints, layer decay counts and ``speed_tune`` compiles. Serves the whole package (``optim/``,
-``strategies/``, ``tune/``); imports nothing of it."""
+checkpoints, layer decay counts and ``speed_tune`` compiles."""
 
 from __future__ import annotations
 
@@ -31,8 +30,7 @@ _CONTAINERS = (nn.ModuleList, nn.ModuleDict, nn.Sequential, nn.ParameterList, nn
 
 
 def resolve_block_classes(spec: BlockSpec | None) -> tuple[type[nn.Module], ...] | None:
-    """Turn ``block_classes`` (classes or import paths) into a tuple of ``nn.Module`` subclasses (``None``
-    stays ``None``); ``ValueError`` for a path that does not import an ``nn.Module`` class.
+    """``block_classes`` (classes or import paths) as a tuple of ``nn.Module`` subclasses (``None`` stays).
 
     Example:
         >>> resolve_block_classes("lightning_recipes.testing.TransformerBlock")
@@ -55,12 +53,10 @@ def resolve_block_classes(spec: BlockSpec | None) -> tuple[type[nn.Module], ...]
 
 
 def infer_block_classes(model: nn.Module) -> tuple[type[nn.Module], ...]:
-    """The model's repeated block types: what FSDP wraps and checkpoints and layer decay counts. All stacks
-    are kept, found in this order of trust: the classes a Hugging Face ``_no_split_modules`` names that sit in
-    a layer list or repeat; else the entry types that repeat in a ``ModuleList`` / ``Sequential`` /
-    ``ModuleDict`` (composite, with parameters); else the repeated type holding the most parameters (composite
-    first; on a tie the outermost). Only types with an instance outside every other block count (T5:
-    ``T5Block``). ``ValueError`` when no type repeats: pass ``block_classes``.
+    """The model's repeated block types, every stack's, in this order of trust: the classes a Hugging Face
+    ``_no_split_modules`` names that sit in a layer list or repeat; else the composite entry types that repeat
+    in a layer list; else the repeated type holding the most parameters. Only outermost instances count.
+    ``ValueError`` when no type repeats: pass ``block_classes``.
 
     Example:
         >>> from lightning_recipes.testing import TinyTransformerLM
@@ -84,9 +80,8 @@ def infer_block_classes(model: nn.Module) -> tuple[type[nn.Module], ...]:
 
 
 def find_blocks(model: nn.Module, block_classes: BlockSpec | None = None) -> dict[str, list[str]]:
-    """The blocks of ``model`` by stack: the path of each layer list -> the names of its blocks, in
-    registration order (the outermost instances of ``block_classes``; ``None`` infers them with
-    :func:`infer_block_classes`). Given classes that leave a layer list outside every block warn once.
+    """The blocks of ``model`` by stack: the path of each layer list -> the names of its blocks (the outermost
+    instances of :func:`block_classes_for`), in registration order.
 
     Example:
         >>> find_blocks(nn.Transformer(16, 2, 2, 2, 32))  # doctest: +NORMALIZE_WHITESPACE
@@ -103,9 +98,8 @@ def find_blocks(model: nn.Module, block_classes: BlockSpec | None = None) -> dic
 def block_classes_for(
     model: nn.Module, block_classes: BlockSpec | None = None
 ) -> tuple[type[nn.Module], ...]:
-    """``block_classes`` resolved (:func:`resolve_block_classes`) or, when ``None``, inferred
-    (:func:`infer_block_classes`). Given classes that leave a layer list of ``model`` outside every block
-    (BART's encoder layers when only ``BartDecoderLayer`` is named) warn once.
+    """``block_classes`` resolved, or inferred when ``None``; given classes that leave a layer list of
+    ``model`` outside every block warn once.
 
     Example:
         >>> block_classes_for(nn.Transformer(16, 2, 2, 2, 32), "torch.nn.TransformerEncoderLayer")
@@ -144,8 +138,7 @@ def describe_blocks(model: nn.Module, block_classes: BlockSpec | None = None) ->
 
 
 def _declared_classes(model: nn.Module) -> tuple[list[type[nn.Module]], str]:
-    """The classes Hugging Face ``_no_split_modules`` lists name that sit in a layer list or repeat, and
-    the outermost declaring class."""
+    """The ``_no_split_modules`` classes that sit in a layer list or repeat, and the outermost declarer."""
     listed: set[str] = set()
     owners = []
     for module in model.modules():
@@ -161,8 +154,8 @@ def _declared_classes(model: nn.Module) -> tuple[list[type[nn.Module]], str]:
 
 
 def _uncovered_lists(model: nn.Module, classes: Sequence[type[nn.Module]]) -> dict[str, type[nn.Module]]:
-    """Path -> entry class of each outermost layer list (a container holding two or more composite modules
-    with parameters of one class) that neither holds nor lies in a block of ``classes``."""
+    """Path -> entry class of each outermost layer list (2+ composite modules of one class in a container)
+    that neither holds nor lies in a block of ``classes``."""
     blocks = _block_names(model, tuple(classes)) if classes else []
     found: dict[str, type[nn.Module]] = {}
     for path, module in model.named_modules():
@@ -199,32 +192,30 @@ def _block_names(model: nn.Module, classes: tuple[type[nn.Module], ...]) -> list
 
 
 def _largest_repeated_class(model: nn.Module) -> type[nn.Module]:
-    counts: dict[type[nn.Module], int] = {}
-    numel: dict[type[nn.Module], int] = {}
-    depth: dict[type[nn.Module], int] = {}
-    composite: dict[type[nn.Module], bool] = {}
+    # class -> (composite, parameters, -depth of the outermost) over all instances: the order of preference
+    rank: dict[type[nn.Module], tuple[bool, int, int]] = {}
+    counts: Counter[type[nn.Module]] = Counter()
     for name, module in model.named_modules():
-        if not name or isinstance(module, _CONTAINERS):
-            continue
-        cls = type(module)
-        counts[cls] = counts.get(cls, 0) + 1
-        numel[cls] = numel.get(cls, 0) + sum(p.numel() for p in module.parameters())
-        depth[cls] = min(depth.get(cls, 1 << 30), name.count("."))
-        composite[cls] = composite.get(cls, False) or any(True for _ in module.children())
-    repeated = [cls for cls, count in counts.items() if count >= 2 and numel[cls] > 0]
+        if name and not isinstance(module, _CONTAINERS):
+            composite, numel, depth = rank.get(type(module), (False, 0, -(1 << 30)))
+            rank[type(module)] = (
+                composite or any(True for _ in module.children()),
+                numel + sum(p.numel() for p in module.parameters()),
+                max(depth, -name.count(".")),
+            )
+            counts[type(module)] += 1
+    repeated = [cls for cls, count in counts.items() if count >= 2 and rank[cls][1] > 0]
     if not repeated:
         raise ValueError(
             f"Cannot infer the block classes of {type(model).__name__}: no submodule type with parameters "
             "occurs twice. Pass `block_classes=...` (the transformer/residual block class) to the preset."
         )
-    return max(repeated, key=lambda cls: (composite[cls], numel[cls], -depth[cls]))
+    return max(repeated, key=rank.__getitem__)
 
 
 def outermost_blocks(module: nn.Module, block_classes: tuple[type[nn.Module], ...]) -> list[nn.Module]:
-    """The instances of ``block_classes`` in ``module`` that are not inside another such instance.
-
-    Each instance is listed once, in registration order, even when it is registered under two names (a block
-    shared between an encoder and a decoder): checkpointing or sharding it twice is an error in torch.
+    """The instances of ``block_classes`` in ``module`` not inside another one, each once (even when shared
+    under two names), in registration order.
 
     Example:
         >>> from lightning_recipes.testing import TinyTransformerLM, TransformerBlock
@@ -245,8 +236,7 @@ def outermost_blocks(module: nn.Module, block_classes: tuple[type[nn.Module], ..
 
 
 def import_class(path: str) -> object:
-    """The object a full import path (``"pkg.module.Class"``) names (``ValueError`` when it cannot be
-    imported).
+    """The object a full import path (``"pkg.module.Class"``) names (``ValueError`` when it cannot import).
 
     Example:
         >>> import_class("torch.nn.Linear")

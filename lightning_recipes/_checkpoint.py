@@ -1,21 +1,5 @@
-"""Checkpoints hold plain types only, so ``torch.load(path, weights_only=True)`` reads them anywhere. Objects
-of ours in ``checkpoint["hyper_parameters"]`` (an ``OptimizerRecipe``, a ``BatchMixer``) are stored as
-their ``to_dict()``, named under ``checkpoint["lightning_recipes/hparams_types"]``; the mixins'
-``on_load_checkpoint`` rebuilds them.
-
-Example:
-    >>> from dataclasses import asdict, dataclass
-    >>> @dataclass
-    ... class Point:
-    ...     x: int
-    ...     def to_dict(self):
-    ...         return asdict(self)
-    >>> register_plain_type(Point)
-    >>> checkpoint = {"hyper_parameters": {"where": Point(3), "n": 1}}
-    >>> plain_hyperparameters(checkpoint)
-    >>> checkpoint
-    {'hyper_parameters': {'where': {'x': 3}, 'n': 1}, 'lightning_recipes/hparams_types': {'where': 'Point'}}
-"""
+"""Checkpoints hold plain types only (``torch.load(path, weights_only=True)`` reads them anywhere): our
+objects in ``hyper_parameters`` are stored as their ``to_dict()``, named under :data:`TYPES_KEY`."""
 
 from __future__ import annotations
 
@@ -34,11 +18,8 @@ _TYPES: dict[str, type] = {}
 
 def register_plain_type(cls: type) -> None:
     """Let ``cls`` (with ``to_dict()``, rebuilt by ``cls(**d)``) live in hyperparameters as a dict: in
-    checkpoints (rebuilt on load, so they load with ``weights_only=True`` where this package is not
-    installed) and in the ``hparams.yaml`` a logger writes with PyYAML (a mapping, which Lightning's
-    ``load_hparams_from_yaml`` reads, not a ``!!python/object`` tag). Checkpoints written before pickled the
-    object itself: allowed under ``torch.load``'s default ``weights_only=True`` once this package is imported.
-    """
+    checkpoints and in ``hparams.yaml`` (a mapping); older checkpoints that pickled it load under
+    ``weights_only=True``."""
     _TYPES[cls.__name__] = cls
     for dumper in (yaml.Dumper, yaml.SafeDumper):
         yaml.add_representer(cls, _as_mapping, Dumper=dumper)
@@ -50,8 +31,8 @@ def _as_mapping(dumper: yaml.Dumper, obj: Any) -> yaml.Node:
 
 
 def plain_hyperparameters(checkpoint: dict[str, Any]) -> None:
-    """Replace each registered object in ``checkpoint["hyper_parameters"]`` (a copy Lightning made of
-    ``hparams``: the module's own stay as they are) by its ``to_dict()``, and record which."""
+    """Replace each registered object in ``checkpoint["hyper_parameters"]`` (Lightning's copy) by its
+    ``to_dict()``, and record which."""
     hparams = checkpoint.get("hyper_parameters")
     if not isinstance(hparams, dict):
         return
@@ -66,8 +47,8 @@ def plain_hyperparameters(checkpoint: dict[str, Any]) -> None:
 
 
 def rebuild_hyperparameters(module: Any, checkpoint: dict[str, Any]) -> None:
-    """Turn the dicts :func:`plain_hyperparameters` wrote back into objects: in ``module.hparams`` and in
-    every attribute of ``module`` holding that same dict (``self.recipe = recipe`` in ``__init__``)."""
+    """Turn the dicts :func:`plain_hyperparameters` wrote back into objects, in ``module.hparams`` and every
+    attribute of ``module`` holding the same dict."""
     types = checkpoint.get(TYPES_KEY)
     hparams = getattr(module, "hparams", None)
     if not isinstance(types, dict) or hparams is None:

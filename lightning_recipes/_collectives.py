@@ -1,7 +1,5 @@
-"""Every cross-rank collective helper, once: callbacks and tune both use them (default process group).
-
-Each is a no-op (or a local reshape) on a single process, so callers need no branch of their own.
-"""
+"""Every cross-rank collective helper, once (default process group); each is a no-op (or a local reshape)
+on a single process."""
 
 from __future__ import annotations
 
@@ -33,9 +31,8 @@ def is_distributed() -> bool:
 
 
 def destroy_process_group_at_exit() -> None:
-    """Register, once per process, an ``atexit`` handler destroying the default process group (a ``ddp_spawn``
-    worker leaving with gloo's group alive may abort at shutdown).
-    """
+    """Destroy the default process group at exit (registered once per process): a ``ddp_spawn`` worker
+    leaving with gloo's group alive may abort."""
     global _EXIT_REGISTERED
     if not _EXIT_REGISTERED:
         atexit.register(_destroy_default_process_group)
@@ -48,8 +45,7 @@ def _destroy_default_process_group() -> None:
 
 
 def all_reduce_sum_(trainer: pl.Trainer, tensor: Tensor) -> Tensor:
-    """All-reduce (sum) ``tensor`` in place on the device: one collective, no barrier (``strategy.reduce``
-    would add one). Returned for chaining.
+    """All-reduce (sum) ``tensor`` in place on the device: one collective, no barrier; returns it.
 
     Example:
         >>> from lightning_recipes.testing import fast_trainer
@@ -76,8 +72,7 @@ def gather_rows(trainer: pl.Trainer, row: Sequence[float]) -> list[list[float]]:
 
 
 def all_gather_stacked(trainer: pl.Trainer, tensor: Tensor) -> Tensor:
-    """Every rank's ``tensor`` (same shape on all), stacked: ``[world_size, *shape]``; one all-gather, on the
-    device (none on a single process).
+    """Every rank's ``tensor`` (same shape on all) stacked, ``[world_size, *shape]``: one all-gather.
 
     Example:
         >>> from lightning_recipes.testing import fast_trainer
@@ -100,9 +95,7 @@ def all_reduce_mean_(tensors: list[Tensor]) -> None:
         >>> values
         [tensor([1., 3.])]
     """
-    if not is_distributed():
-        return
-    world = torch.distributed.get_world_size()
+    world = torch.distributed.get_world_size() if is_distributed() else 1
     if world == 1 or not tensors:
         return
     flat = torch.cat([t.reshape(-1).float() for t in tensors])

@@ -1,7 +1,5 @@
-"""Terminal output: rich where it is installed (an extra: with rich, Lightning restyles every Trainer in the
-environment), else plain text; one table API, :func:`new_table`, whose cells are never cut (a table too
-wide for the terminal is stacked, a ``header: value`` line per cell).
-"""
+"""Terminal output: rich where it is installed (an extra), else plain text; one table API,
+:func:`new_table`, whose cells are never cut (too wide a table is stacked, ``header: value`` per cell)."""
 
 from __future__ import annotations
 
@@ -46,8 +44,8 @@ def strip_markup(text: str) -> str:
 
 
 class PlainTable:
-    """What :func:`new_table` makes without rich: ``add_column`` / ``add_row`` as rich's ``Table`` (its
-    styling options are accepted and ignored); :meth:`render` is the text.
+    """What :func:`new_table` makes without rich: ``add_column`` / ``add_row`` as rich's ``Table`` (styling
+    ignored); :meth:`render` is the text.
 
     Example:
         >>> table = PlainTable("memory")
@@ -103,9 +101,8 @@ class PlainTable:
 
 
 def new_table(title: str = "", *, box: str | None = None, fitting: bool = False, **options: Any) -> Any:
-    """A ``rich.table.Table`` (``box``: the name of a ``rich.box`` style; ``fitting``: a table of figures
-    whose cells are never cut: each column at least its longest word, the rows stacked on a console too
-    narrow for that) or, without rich, a :class:`PlainTable`; ``options`` are rich's.
+    """A ``rich.table.Table`` (``box``: a ``rich.box`` style name; ``fitting``: cells never cut, rows stacked
+    on a console too narrow) or, without rich, a :class:`PlainTable`; ``options`` are rich's.
 
     Example:
         >>> table = new_table("sizes", fitting=True)
@@ -130,7 +127,6 @@ def new_table(title: str = "", *, box: str | None = None, fitting: bool = False,
 
 @functools.cache
 def _fitting_table() -> type:
-    """The rich table that never cuts a cell (defined on first use: rich is an extra)."""
     from rich.measure import Measurement
     from rich.table import Table
     from rich.text import Text
@@ -172,8 +168,8 @@ def _fitting_table() -> type:
 
 
 def render(renderable: Any, *notes: str, width: int | None = None) -> str:
-    """``renderable`` (a table, text with markup, anything rich prints) and ``notes`` as plain text ``width``
-    columns wide (default: the terminal's width, ``COLUMNS`` when set; 80 when there is no terminal)."""
+    """``renderable`` (anything rich prints) and ``notes`` as plain text ``width`` columns wide (default: the
+    terminal's)."""
     width = width if width is not None else shutil.get_terminal_size().columns
     if has_rich():
         from rich.console import Console
@@ -203,18 +199,12 @@ def print_rich(renderable: Any) -> None:
 
 def _wrap(text: str, width: int, indent: str = "") -> list[str]:
     """Word-wrapped lines; a word wider than ``width`` stays whole (a number is never cut)."""
-    wrapped: list[str] = []
-    for paragraph in text.splitlines() or [""]:
-        kept = textwrap.wrap(
-            paragraph, width, initial_indent=indent, subsequent_indent=indent + "  ", break_long_words=False
-        )
-        wrapped += kept or [""]
-    return wrapped
+    wrapper = textwrap.TextWrapper(width, indent, indent + "  ", break_long_words=False)
+    return [line for part in text.splitlines() or [""] for line in wrapper.wrap(part) or [""]]
 
 
 def _stacked(headers: list[str], rows: list[list[str]], width: int) -> list[str]:
-    """A table too wide for ``width`` columns: each row's first cell, then its ``header: value`` pairs,
-    indented, as many on a line as fit (a pair is cut only where it is wider than a line)."""
+    """Each row's first cell, then its ``header: value`` pairs, indented, as many on a line as fit."""
     lines: list[str] = []
     for cells in rows:
         lines += _wrap(" ".join(cells[0].split()), width)

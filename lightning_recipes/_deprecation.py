@@ -1,6 +1,5 @@
-"""The package's own deprecation warning, a ``FutureWarning`` so that Python shows it by default; how to
-silence it or make it an error: ``docs/guides/versioning.md``.
-"""
+"""The package's deprecation warning, a ``FutureWarning`` (shown by default); ``docs/guides/versioning.md``
+tells how to silence it."""
 
 from __future__ import annotations
 
@@ -13,8 +12,7 @@ __all__ = ["LightningRecipesDeprecationWarning", "moved_module", "warn_deprecate
 
 
 class LightningRecipesDeprecationWarning(FutureWarning):
-    """A lightning_recipes feature that is deprecated: it still works, and is removed at the earliest in the
-    next minor release after the one that first warned (docs/guides/versioning.md).
+    """A deprecated feature: it still works, removed at the earliest in the next minor release.
 
     Example:
         >>> issubclass(LightningRecipesDeprecationWarning, FutureWarning)
@@ -23,8 +21,7 @@ class LightningRecipesDeprecationWarning(FutureWarning):
 
 
 def warn_deprecated(message: str, stacklevel: int = 2) -> None:
-    """Warn ``message`` as a :class:`LightningRecipesDeprecationWarning`; ``stacklevel`` as in
-    ``warnings.warn`` (2: the caller's caller, the line that used the deprecated thing).
+    """Warn ``message`` as a :class:`LightningRecipesDeprecationWarning` (``stacklevel``: as in ``warn``).
 
     Example:
         >>> import warnings
@@ -55,8 +52,7 @@ class _MovedModule(types.ModuleType):
 
 
 def moved_module(old: str, *new: types.ModuleType) -> None:
-    """Keep the module path ``old`` importable after its contents moved to ``new``: every name read from it
-    warns (:func:`warn_deprecated`) and is the new module's object.
+    """Keep the module path ``old`` importable after its contents moved to ``new``; every name read warns.
 
     Example:
         >>> import warnings

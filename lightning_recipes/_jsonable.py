@@ -22,10 +22,9 @@ def jsonable(
     max_tensor_elements: int | None = 16,
     fallback: Callable[[Any], str] = repr,
 ) -> Any:
-    """A JSON-serialisable copy: dataclasses and mappings to dicts, sequences, sets and tensors to lists
-    (larger than ``max_tensor_elements``: a description), dtypes, devices and paths as ``str``, classes and
-    functions by name, anything else by ``fallback``; ``nonfinite_as_str``: ``"nan"`` / ``"inf"`` for strict
-    JSON.
+    """A JSON-serialisable copy: dataclasses and mappings to dicts, sequences and tensors to lists (longer
+    than ``max_tensor_elements``: described), dtypes, devices, paths as ``str``, classes and functions by
+    name, the rest by ``fallback``; ``nonfinite_as_str``: ``"nan"`` / ``"inf"``.
 
     Example:
         >>> jsonable({"lr": 0.1, "betas": (0.9, 0.99), 3: torch.tensor([1, 2]), "dtype": torch.float16})

@@ -1,8 +1,4 @@
-"""``loss_of``: the loss in what ``training_step`` returned (a tensor, or a mapping with ``"loss"``).
-
-One definition for every reader of a step's output: the batch-end hooks of the callbacks, the harness's trial
-steps and ``speed_tune``'s step timer.
-"""
+"""``loss_of``: the loss in what ``training_step`` returned, for every reader of a step's output."""
 
 from __future__ import annotations
 
@@ -15,8 +11,8 @@ __all__ = ["loss_of"]
 
 
 def loss_of(outputs: Any) -> Tensor | None:
-    """The loss tensor of a ``training_step`` output (a tensor, or a mapping with a tensor ``"loss"``), still
-    attached to its graph; ``None`` for anything else (``None``, a mapping without a tensor loss).
+    """The loss tensor (still in its graph) of a ``training_step`` output: a tensor, or a mapping's tensor
+    ``"loss"``; ``None`` for anything else.
 
     Example:
         >>> import torch

@@ -1,6 +1,5 @@
 """The names users choose from (optimizers, schedules, precisions, strategy presets and their ladders) and
-the preflight's default time budget, each written once, without torch: the command line offers them before
-torch is imported, and the packages that import torch read them from here.
+the preflight's default time budget, written once, without torch (the command line reads them before it).
 
 Example:
     >>> OPTIMIZERS["lion"].state_tensors, RECIPE_OPTIMIZERS, LADDERS["fsdp2"]
@@ -31,19 +30,16 @@ __all__ = [
 OptimizerName = Literal["adamw", "lion", "lamb"]
 #: The schedules ``OptimizerRecipe(schedule=...)`` and ``build_scheduler`` accept.
 ScheduleName = Literal["cosine", "linear", "constant", "wsd", "none"]
-#: The names the recipe and ``build_optimizer`` accept, in display order (:data:`OptimizerName`'s values).
+#: The values of :data:`OptimizerName`, in display order.
 RECIPE_OPTIMIZERS: tuple[str, ...] = get_args(OptimizerName)
-#: The names ``OptimizerRecipe(schedule=...)`` and ``build_scheduler`` accept (the values of
-#: :data:`ScheduleName`).
+#: The values of :data:`ScheduleName`.
 SCHEDULES: tuple[str, ...] = get_args(ScheduleName)
 
 
 @dataclass(frozen=True)
 class OptimizerSpec:
-    """One optimizer as every part of the package sees it: the ``name`` users write, the ``class_name`` the
-    builder returns, the ``state_tensors`` (parameter-shaped) and ``step_bytes`` (scalar state) it keeps per
-    tensor, and the recipe's ``defaults`` (empty for optimizers only the memory estimator knows).
-    """
+    """One optimizer: the ``name`` users write, the ``class_name`` built, the ``state_tensors``
+    (parameter-shaped) and ``step_bytes`` (scalar state) kept per tensor, the recipe's ``defaults``."""
 
     name: str
     class_name: str
@@ -61,11 +57,8 @@ def _spec(name: str, class_name: str, states: int, step_bytes: int, **defaults: 
     return OptimizerSpec(name, class_name, states, step_bytes, MappingProxyType(defaults))
 
 
-# Lion's lr is 10x lower and its weight decay 10x higher than AdamW's, keeping the effective decay
-# lr * weight_decay equal (Chen et al. 2023, section 5: "3-10x smaller learning rate ... larger decoupled
-# weight decay"). Lamb's are You et al.'s / NVIDIA's BERT values. Lion has no eps.
-#: Every optimizer name, -> its :class:`OptimizerSpec`: the recipe's three, then those the memory estimator
-#: knows.
+# Lion: lr 10x lower, weight decay 10x higher than AdamW's (Chen et al. 2023, section 5); Lamb: BERT's.
+#: Every optimizer name -> its :class:`OptimizerSpec`: the recipe's three, then the memory estimator's.
 OPTIMIZERS: Mapping[str, OptimizerSpec] = MappingProxyType(
     {
         spec.name: spec
@@ -73,8 +66,7 @@ OPTIMIZERS: Mapping[str, OptimizerSpec] = MappingProxyType(
             _spec("adamw", "AdamW", 2, 4, lr=1e-3, weight_decay=0.05, betas=(0.9, 0.999), eps=1e-8),
             _spec("lion", "Lion", 1, 0, lr=1e-4, weight_decay=0.5, betas=(0.9, 0.99), eps=None),
             _spec("lamb", "Lamb", 2, 4, lr=1e-3, weight_decay=0.01, betas=(0.9, 0.999), eps=1e-6),
-            # known to the memory estimator only: torch.optim's common optimizers, as their `state` holds
-            # them after a step (a test steps each one and counts)
+            # the memory estimator's only: torch.optim's, as their `state` holds them after a step
             _spec("adam", "Adam", 2, 4),
             _spec("sgd_momentum", "SGD", 1, 0),
             _spec("sgd", "SGD", 0, 0),
@@ -162,6 +154,5 @@ PRESET_ROWS: dict[str, tuple[str, dict[str, Any], str]] = {
 }
 
 DEFAULT_TIME_BUDGET = 30.0
-"""The safety cap per check in seconds, unless told otherwise: far above what a check takes on the gallery's
-models (``benchmarks/RESULTS.md``, "Per-check cost"), so that only a model far larger than a check was sized
-for, or a machine far busier than usual, reaches it."""
+"""The safety cap per check in seconds unless told otherwise, far above what a check takes on the gallery's
+models (``benchmarks/RESULTS.md``, "Per-check cost")."""

@@ -1,6 +1,5 @@
-"""One transient progress line for long work (the preflight's checks, an LR range test, a speed sweep):
-drawn with rich on stderr, on rank zero, only when stderr is a terminal (``TTY_COMPATIBLE=1`` or
-``FORCE_COLOR`` makes rich treat it as one), and erased when the work ends. No rich: nothing drawn."""
+"""One transient progress line for long work, drawn with rich on a terminal's stderr, on rank zero; erased
+when the work ends. No rich or no terminal: nothing drawn."""
 
 from __future__ import annotations
 
@@ -17,8 +16,8 @@ __all__ = ["ProgressLine"]
 
 
 class ProgressLine:
-    """A context manager showing ``description [done/total] label`` on one line that updates in place
-    (``total=None``: a spinner; ``enabled=False``: nothing), on ``console`` (default stderr) when a terminal.
+    """A context manager showing ``description [done/total] label`` on one line updated in place
+    (``total=None``: a spinner; ``enabled=False``: nothing) on ``console`` (default stderr).
 
     Example:
         >>> import io

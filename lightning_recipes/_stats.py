@@ -1,8 +1,5 @@
-"""One home for the statistics: noise estimates, standard errors, trends, significance and quantiles, floats
-for rules and tensors where a hot path must not sync. One convention for confidence: a one-sided test at
-:data:`Z` standard errors (~1% false-alarm odds per question), or an explicit ``z`` where a caller keeps its
-own.
-"""
+"""The one statistics home: noise, standard errors, trends, significance, quantiles. One convention for
+confidence: a one-sided test at :data:`Z` standard errors, or an explicit ``z``."""
 
 from __future__ import annotations
 
@@ -49,9 +46,6 @@ NOISE_FACTOR = 4.0
 FAIL_FACTOR = 10.0
 
 
-# ---------------------------------------------------------------------------------------------- quantiles
-
-
 def normal_quantile(p: float) -> float:
     """The standard normal quantile at probability ``p``.
 
@@ -63,8 +57,7 @@ def normal_quantile(p: float) -> float:
 
 
 def t_quantile(p: float, df: int) -> float:
-    """The Student-t quantile at ``p`` with ``df`` degrees of freedom (Cornish-Fisher expansion around the
-    normal quantile, Abramowitz & Stegun 26.7.5; within 0.1% for ``df >= 10``, 1.2% at ``df = 5``).
+    """The Student-t quantile at ``p`` with ``df`` degrees of freedom (Cornish-Fisher, A&S 26.7.5).
 
     Example:
         >>> round(t_quantile(0.975, 10), 3), round(t_quantile(0.975, 10**6), 3)  # exact: 2.228, 1.960
@@ -78,12 +71,8 @@ def t_quantile(p: float, df: int) -> float:
     return z + g1 / df + g2 / df**2 + g3 / df**3 + g4 / df**4
 
 
-# ---------------------------------------------------------------------------------------------- noise
-
-
 def mean_se(std: float, count: int) -> float:
-    """The standard error of a mean of ``count`` values with spread ``std``: ``std / sqrt(count)`` (NaN for
-    fewer than 2 or an unknown spread).
+    """``std / sqrt(count)``, the standard error of a mean (NaN for fewer than 2 or an unknown spread).
 
     Example:
         >>> mean_se(0.2, 16)
@@ -96,11 +85,8 @@ def mean_se(std: float, count: int) -> float:
 
 def standard_error(values: Tensor, weights: Tensor | None = None, population: int | None = None) -> Tensor:
     """The standard error of the (weighted) mean of ``values``, a 0-d tensor, no sync (NaN for < 2 values).
-
-    ``weights``: batch sizes when ``values`` are batch means (the spread between batches stands in for the
-    spread between samples); ``population``: the set's size, for the finite-population correction
-    ``sqrt((N - n) / (N - 1))`` (a pass over the whole set has no sampling error left). Computed in float32,
-    or float64 for float64 ``values``.
+    ``weights``: batch sizes when ``values`` are batch means; ``population``: the set's size, for the
+    finite-population correction ``sqrt((N - n) / (N - 1))``. float32, or float64 for float64 ``values``.
 
     Example:
         >>> values = torch.tensor([0.9, 1.1, 1.0, 1.0])
@@ -126,12 +112,9 @@ def standard_error(values: Tensor, weights: Tensor | None = None, population: in
 
 
 def dependence_factor(values: Tensor, weights: Tensor | None = None, z: float = Z) -> float:
-    """How much dependence between neighbouring ``values`` (in their order: rows of one trajectory, one
-    subject, one document next to each other) widens the standard error of their (weighted) mean: the ratio
-    of the batch-means error over contiguous blocks of ``2, 4, 8, ...`` values (10 blocks at least) to the
-    error of independent values, for the widest block whose variance exceeds the independent one beyond
-    chance (a chi-square bound at ``z``); 1.0 where none does, so independent values keep their error.
-    Multiply an error computed as if the values were independent by it.
+    """How much dependence between neighbouring ``values`` widens the standard error of their (weighted)
+    mean: the batch-means error over blocks of ``2, 4, 8, ...`` values (10 blocks at least) over the
+    independent error, for the widest block above it beyond chance (chi-square at ``z``); else 1.0.
 
     Example:
         >>> g = torch.Generator().manual_seed(0)
@@ -162,9 +145,8 @@ def dependence_factor(values: Tensor, weights: Tensor | None = None, z: float = 
 
 
 def difference_noise(values: Sequence[float], order: int = 1) -> float:
-    """The per-point noise ``sigma`` of a series from its ``order``-th differences, blind to its level
-    (order 1) or also to a straight trend (order 2): ``sqrt(mean(d^2) / C(2 order, order))`` (white noise of
-    std ``s`` gives ``s``). 0.0 when the series is too short.
+    """The per-point noise of a series from its ``order``-th differences, blind to its level (order 1) or a
+    straight trend (order 2): ``sqrt(mean(d^2) / C(2 order, order))``; 0.0 when too short.
 
     Example:
         >>> difference_noise([3.0, 2.0, 1.0, 0.0], order=2)  # a straight line has no noise
@@ -181,8 +163,7 @@ def difference_noise(values: Sequence[float], order: int = 1) -> float:
 
 
 def robust_scale(values: Tensor) -> tuple[Tensor, Tensor]:
-    """``(median, ROBUST_SIGMA * median absolute deviation)`` of ``values``: a level and a standard deviation
-    that a few outliers barely move. 0-d tensors, no sync.
+    """``(median, ROBUST_SIGMA * median absolute deviation)`` of ``values``: 0-d tensors, no sync.
 
     Example:
         >>> level, spread = robust_scale(torch.tensor([-1.0, 0.0, 1.0, 9.0]))
@@ -194,9 +175,8 @@ def robust_scale(values: Tensor) -> tuple[Tensor, Tensor]:
 
 
 def validation_se(val: float, se: float, count: int) -> float:
-    """A validation loss's standard error: the measured ``se``, never below ``CV_FLOOR * |val| / sqrt(count)``
-    (a few batches' spread is thin evidence; a 60-sample set cannot resolve a 6% change). NaN when neither is
-    known.
+    """A validation loss's standard error: the measured ``se``, at least ``CV_FLOOR * |val| / sqrt(count)``
+    (NaN when neither is known).
 
     Example:
         >>> round(validation_se(1.0, 0.01, 60), 4), validation_se(1.0, 0.01, 100_000)
@@ -209,15 +189,11 @@ def validation_se(val: float, se: float, count: int) -> float:
     return floor if math.isnan(measured) else max(measured, floor)
 
 
-# ---------------------------------------------------------------------------------------------- trends
-
-
 def line_fit(
     n: float, sum_y: float, sum_yy: float, sum_x: float, sum_xx: float, sum_xy: float
 ) -> tuple[float, float, float, float]:
-    """``(mean, std, slope, slope_se)`` of an ordinary least-squares line from its running sums: ``slope =
-    Sxy / Sxx``, ``slope_se = sqrt(residual variance / Sxx)`` with ``n - 2`` degrees of freedom. NaN where
-    too few points (2 for the std and slope, 3 for its error) or a single ``x``.
+    """``(mean, std, slope, slope_se)`` of a least-squares line from its running sums (``n - 2`` degrees of
+    freedom); NaN where too few points (2 for the std and slope, 3 for its error) or a single ``x``.
 
     Example:
         >>> x, y = [0.0, 1.0, 2.0], [3.0, 2.0, 1.0]
@@ -241,9 +217,8 @@ def line_fit(
 
 
 def trend(xs: Sequence[float], ys: Sequence[float], ses: Sequence[float]) -> tuple[float, float]:
-    """``(slope, slope_se)`` of ``ys`` against ``xs`` by weighted least squares with known errors ``ses``
-    (weights ``1 / se^2``, ``slope_se = sqrt(1 / Sxx_w)``). Points with a non-finite value or error are left
-    out; ``(nan, nan)`` with fewer than 2 points.
+    """``(slope, slope_se)`` of ``ys`` against ``xs`` by least squares weighted ``1 / se^2``; points with a
+    non-finite value or error are left out; ``(nan, nan)`` with fewer than 2 points.
 
     Example:
         >>> slope, se = trend([10, 20, 30], [1.0, 0.9, 0.8], [0.01, 0.01, 0.01])
@@ -262,9 +237,6 @@ def trend(xs: Sequence[float], ys: Sequence[float], ses: Sequence[float]) -> tup
         return math.nan, math.nan
     slope = sum(w * (x - x_bar) * (y - y_bar) for w, (x, y, _) in zip(weights, points)) / sxx
     return slope, math.sqrt(1.0 / sxx)
-
-
-# ---------------------------------------------------------------------------------------------- significance
 
 
 def significantly_above(a: float, se_a: float, b: float, se_b: float, z: float = Z) -> bool:
@@ -291,12 +263,9 @@ def weighted_median(values: Sequence[float], weights: Sequence[float]) -> float:
     pairs = sorted((v, w) for v, w in zip(values, weights) if math.isfinite(v) and w > 0)
     if not pairs:
         return math.nan
-    half, running = sum(w for _, w in pairs) / 2.0, 0.0
-    for value, weight in pairs:
-        running += weight
-        if running >= half:
-            return value
-    return pairs[-1][0]
+    half = sum(w for _, w in pairs) / 2.0
+    running = itertools.accumulate(w for _, w in pairs)
+    return next((v for (v, _), total in zip(pairs, running) if total >= half), pairs[-1][0])
 
 
 @dataclass
@@ -324,9 +293,8 @@ class NoiseVerdict:
 def judge_deviation(
     deviation: float, noise: float, scale: float, dtype: torch.dtype, ulps: float = 64.0
 ) -> NoiseVerdict:
-    """Judge a max abs ``deviation`` against float noise: ``NOISE_FACTOR`` x ``noise`` (the same quantity
-    between two identical passes) or ``ulps`` x the dtype's epsilon x ``scale``, whichever is larger; above
-    ``FAIL_FACTOR`` x that it fails, in between it is inconclusive.
+    """Judge a max abs ``deviation`` against the larger of ``NOISE_FACTOR`` x ``noise`` (two identical
+    passes) and ``ulps`` x eps x ``scale``: above ``FAIL_FACTOR`` x that it fails, in between inconclusive.
 
     Example:
         >>> [judge_deviation(d, 0.0, 1.0, torch.float32).status for d in (0.0, 3e-5, 0.3)]
@@ -334,10 +302,6 @@ def judge_deviation(
     """
     eps = torch.finfo(dtype).eps if dtype.is_floating_point else torch.finfo(torch.float32).eps
     tolerance = max(NOISE_FACTOR * noise, ulps * eps * scale, 1e-30)
-    if deviation <= tolerance:
-        status = "pass"
-    elif deviation <= FAIL_FACTOR * tolerance:
-        status = "inconclusive"
-    else:
-        status = "fail"
+    status = "pass" if deviation <= tolerance else "inconclusive"
+    status = "fail" if deviation > FAIL_FACTOR * tolerance else status
     return NoiseVerdict(status, deviation, noise, tolerance, scale)

@@ -1,6 +1,5 @@
-"""Argument checks shared by every public constructor: one idiom, one wording (``ValueError: `patience` must
-be an integer >= 0, got -1.``); a ``bool`` is never accepted where a number is asked for.
-"""
+"""Argument checks shared by every public constructor: one wording (``ValueError: `patience` must be an
+integer >= 0, got -1.``); a ``bool`` is never a number."""
 
 from __future__ import annotations
 

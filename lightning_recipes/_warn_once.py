@@ -1,6 +1,4 @@
-"""One warning per distinct message per process, on rank zero: for set-up facts every optimizer build would
-otherwise repeat.
-"""
+"""One warning per distinct message per process, on rank zero."""
 
 from __future__ import annotations
 

@@ -14,11 +14,9 @@ __all__ = ["mixed_cross_entropy"]
 def mixed_cross_entropy(
     logits: Tensor, targets: Tensor, *, label_smoothing: float = 0.0, reduction: str = "mean"
 ) -> Tensor:
-    r"""Cross-entropy against class indices or soft targets (rows of class probabilities, the logits' shape)
-    with label smoothing: one loss for the batches a :class:`~lightning_recipes.mixing.BatchMixer` mixed and
-    those it left alone. A target ``t`` becomes ``(1 - s) * t + s / C``; integer targets go to
-    ``F.cross_entropy``. ``reduction``: ``"mean"``, ``"sum"`` or ``"none"``. Details:
-    ``docs/guides/mixing.md``.
+    r"""Cross-entropy against class indices or soft targets (the logits' shape) with label smoothing (``t``
+    becomes ``(1 - s) * t + s / C``): one loss for the batches a :class:`~lightning_recipes.mixing.BatchMixer`
+    mixed and those it left alone. ``reduction``: ``"mean"``, ``"sum"`` or ``"none"``.
 
     Example:
         >>> import torch, torch.nn.functional as F
@@ -42,8 +40,4 @@ def mixed_cross_entropy(
     if label_smoothing > 0.0:
         targets = targets * (1.0 - label_smoothing) + label_smoothing / num_classes
     losses = -(targets.to(logits.dtype) * F.log_softmax(logits, dim=1)).sum(dim=1)
-    if reduction == "mean":
-        return losses.mean()
-    if reduction == "sum":
-        return losses.sum()
-    return losses
+    return losses if reduction == "none" else getattr(losses, reduction)()

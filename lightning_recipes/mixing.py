@@ -6,7 +6,7 @@ import hashlib
 import inspect
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import lightning.pytorch as pl
@@ -24,10 +24,8 @@ _CHECKPOINT_KEY = "batch_mixer"
 
 
 def mix_seed(seed: int, rank: int, index: int) -> int:
-    """The seed of batch ``index`` on ``rank``: a 63-bit hash of the three numbers (BLAKE2b).
-
-    Derived from numbers every rank knows, so the stream needs no saved generator state beyond ``index``
-    and a skipped or replayed batch never shifts the others' draws.
+    """The seed of batch ``index`` on ``rank``: a 63-bit BLAKE2b hash of the three numbers, so the stream
+    needs no generator state beyond ``index`` and a skipped batch never shifts the others' draws.
 
     Example:
         >>> mix_seed(0, 0, 0) == mix_seed(0, 0, 0) != mix_seed(0, 1, 0)
@@ -38,9 +36,8 @@ def mix_seed(seed: int, rank: int, index: int) -> int:
 
 
 def sample_beta(alpha: float, generator: torch.Generator) -> float:
-    """One draw of ``Beta(alpha, alpha)`` on the host: ``G1 / (G1 + G2)`` with ``G1, G2 ~ Gamma(alpha, 1)``
-    drawn from ``generator`` (a CPU generator) in float64. If both gamma draws underflow to 0 (possible only
-    for a tiny ``alpha``) the draw is 1.0 (no mixing).
+    """One draw of ``Beta(alpha, alpha)`` on the host from two float64 ``Gamma(alpha, 1)`` draws of the CPU
+    ``generator`` (1.0, no mixing, if both underflow to 0).
 
     Example:
         >>> lam = sample_beta(1.0, torch.Generator().manual_seed(0))
@@ -53,8 +50,8 @@ def sample_beta(alpha: float, generator: torch.Generator) -> float:
 
 
 def cutmix_box(lam: float, height: int, width: int, generator: torch.Generator) -> tuple[int, int, int, int]:
-    """CutMix's box ``(y1, y2, x1, x2)`` (Yun et al. 2019, the authors' code): side ratio ``sqrt(1 - lam)``,
-    centre uniform over the pixels, clipped to the image (so possibly smaller than ``1 - lam`` of it).
+    """CutMix's box ``(y1, y2, x1, x2)`` as in Yun et al.'s code: side ratio ``sqrt(1 - lam)``, centre uniform
+    over the pixels, clipped to the image.
 
     Example:
         >>> cutmix_box(0.75, 8, 8, torch.Generator().manual_seed(0))  # clipped at the bottom: 3 rows, not 4
@@ -84,6 +81,7 @@ class MixDraw:
     box: tuple[int, int, int, int] | None = None
 
 
+@dataclass(eq=False)
 class BatchMixer:
     r"""Mixup (Zhang et al. 2018) and CutMix (Yun et al. 2019) for one batch at a time, with soft targets.
 
@@ -106,52 +104,40 @@ class BatchMixer:
         True
     """
 
-    def __init__(
-        self,
-        mixup_alpha: float = 1.0,
-        cutmix_alpha: float = 0.0,
-        prob: float = 1.0,
-        switch_prob: float = 0.5,
-        correct_lam: bool = True,
-        num_classes: int | None = None,
-        seed: int = 0,
-        sync_across_ranks: bool = False,
-        input_key: int | str = 0,
-        target_key: int | str = 1,
-    ) -> None:
-        check_non_negative("mixup_alpha", mixup_alpha)
-        check_non_negative("cutmix_alpha", cutmix_alpha)
-        if mixup_alpha == 0 and cutmix_alpha == 0:
+    mixup_alpha: float = 1.0
+    cutmix_alpha: float = 0.0
+    prob: float = 1.0
+    switch_prob: float = 0.5
+    correct_lam: bool = True
+    num_classes: int | None = None
+    seed: int = 0
+    sync_across_ranks: bool = False
+    input_key: int | str = 0
+    target_key: int | str = 1
+    rank: int = field(default=0, init=False, repr=False)  # set by BatchMixingMixin from the global rank
+    num_batches: int = field(default=0, init=False, repr=False)
+    last_draw: MixDraw | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        check_non_negative("mixup_alpha", self.mixup_alpha)
+        check_non_negative("cutmix_alpha", self.cutmix_alpha)
+        if self.mixup_alpha == 0 and self.cutmix_alpha == 0:
             raise ValueError(
                 "`mixup_alpha` and `cutmix_alpha` are both 0, got (0, 0): set at least one > 0 "
                 "(or leave the BatchMixer out)."
             )
-        check_in_range("prob", prob, 0.0, 1.0)
-        check_in_range("switch_prob", switch_prob, 0.0, 1.0)
-        check_bool("correct_lam", correct_lam)
-        check_int("num_classes", num_classes, minimum=2, optional=True)
-        check_int("seed", seed, minimum=0)
-        check_bool("sync_across_ranks", sync_across_ranks)
-        for name, key in (("input_key", input_key), ("target_key", target_key)):
+        check_in_range("prob", self.prob, 0.0, 1.0)
+        check_in_range("switch_prob", self.switch_prob, 0.0, 1.0)
+        check_bool("correct_lam", self.correct_lam)
+        check_int("num_classes", self.num_classes, minimum=2, optional=True)
+        check_int("seed", self.seed, minimum=0)
+        check_bool("sync_across_ranks", self.sync_across_ranks)
+        for name, key in (("input_key", self.input_key), ("target_key", self.target_key)):
             if not isinstance(key, (int, str)) or isinstance(key, bool):
                 raise TypeError(f"`{name}` must be a tuple index (int) or a mapping key (str), got {key!r}.")
-        self.mixup_alpha = float(mixup_alpha)
-        self.cutmix_alpha = float(cutmix_alpha)
-        self.prob = float(prob)
-        self.switch_prob = float(switch_prob)
-        self.correct_lam = correct_lam
-        self.num_classes = num_classes
-        self.seed = seed
-        self.sync_across_ranks = sync_across_ranks
-        self.input_key = input_key
-        self.target_key = target_key
-        self.rank = 0  # set by BatchMixingMixin from the module's global rank
-        self.num_batches = 0
-        self.last_draw: MixDraw | None = None
+        self.mixup_alpha, self.cutmix_alpha = float(self.mixup_alpha), float(self.cutmix_alpha)
+        self.prob, self.switch_prob = float(self.prob), float(self.switch_prob)
         self._generator = torch.Generator(device="cpu")
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in self.to_dict().items())})"
 
     def to_dict(self) -> dict[str, Any]:
         """The constructor arguments as plain data (``BatchMixer(**d)`` rebuilds it): what ``hparams.yaml``
@@ -170,15 +156,12 @@ class BatchMixer:
         """The draws for the next batch (advances the counter). ``height``/``width``: CutMix's image size."""
         index = self.num_batches
         self.num_batches += 1
-        rank = 0 if self.sync_across_ranks else self.rank
         generator = self._generator
-        generator.manual_seed(mix_seed(self.seed, rank, index))
+        generator.manual_seed(mix_seed(self.seed, 0 if self.sync_across_ranks else self.rank, index))
         u_apply, u_switch = torch.rand(2, dtype=torch.float64, generator=generator).tolist()
         applied = u_apply < self.prob
-        if self.mixup_alpha > 0 and self.cutmix_alpha > 0:
-            use_cutmix = u_switch < self.switch_prob
-        else:
-            use_cutmix = self.cutmix_alpha > 0
+        both = self.mixup_alpha > 0 and self.cutmix_alpha > 0
+        use_cutmix = u_switch < self.switch_prob if both else self.cutmix_alpha > 0
         lam = sample_beta(self.cutmix_alpha if use_cutmix else self.mixup_alpha, generator)
         permutation = torch.randperm(num_samples, generator=generator)
         if not applied:
@@ -220,15 +203,9 @@ class BatchMixer:
     def mix_batch(self, batch: Any) -> Any:
         """Mix the inputs and targets found at ``input_key`` / ``target_key`` of a tuple, list or mapping
         batch; returns a new tuple, list or ``dict`` with those two entries replaced."""
-        inputs, targets = batch[self.input_key], batch[self.target_key]
-        mixed, soft = self(inputs, targets)
-        if isinstance(batch, Mapping):
-            out = dict(batch)
-            out[self.input_key], out[self.target_key] = mixed, soft
-            return out
-        items = list(batch)
-        items[self.input_key], items[self.target_key] = mixed, soft  # type: ignore[index]
-        return tuple(items) if isinstance(batch, tuple) else items
+        out: Any = dict(batch) if isinstance(batch, Mapping) else list(batch)
+        out[self.input_key], out[self.target_key] = self(batch[self.input_key], batch[self.target_key])
+        return tuple(out) if isinstance(batch, tuple) else out
 
     def state_dict(self) -> dict[str, Any]:
         """The batch counter (the whole generator state: see the class docstring) and the settings."""

@@ -31,17 +31,14 @@ __all__ = ["AdamWRecipe", "LambRecipe", "LionRecipe", "OptimizerRecipeMixin"]
 
 
 class OptimizerRecipeMixin:
-    """Supplies ``configure_optimizers``: an optimizer over weight-decay groups plus a warmup schedule stepped
-    every optimizer step (checkpointed, resumed, visible to ``LearningRateMonitor``).
+    """Supplies ``configure_optimizers``: an optimizer over :func:`~lightning_recipes.optim.param_groups`
+    plus a warmup schedule stepped every optimizer step, over ``trainer.estimated_stepping_batches``.
 
     Put it first in the bases. Fields come from ``self.recipe`` (an
     :class:`~lightning_recipes.OptimizerRecipe` or a dict), then ``self.hparams``, then the optimizer's
-    defaults. It builds :func:`~lightning_recipes.optim.param_groups` (a ``FinetuneSchedule``'s modules
-    apart), the optimizer and the schedule over ``trainer.estimated_stepping_batches``, scales ``lr`` with
-    ``scale_lr`` and records the choices in ``self.recipe_summary``; outside a Trainer it returns the
-    optimizer alone. ``lr="find"`` runs the LR range test first, on a copy, and keeps the LR in checkpoints
-    (``found_lr``, ``lr_find_result``). :class:`AdamWRecipe`, :class:`LionRecipe`, :class:`LambRecipe` name
-    their optimizer (a recipe's wins, with a warning). Details: ``docs/guides/optimizers.md``.
+    defaults; the choices land in ``self.recipe_summary``. Outside a Trainer it returns the optimizer alone.
+    ``lr="find"`` runs the LR range test first, on a copy (``found_lr``, ``lr_find_result``, checkpointed).
+    Details: ``docs/guides/optimizers.md``.
 
     Example:
         >>> from lightning_recipes.mixins import LionRecipe
@@ -81,10 +78,8 @@ class OptimizerRecipeMixin:
         return self.lr_find_policy.result
 
     def resolve_recipe(self) -> dict[str, Any]:
-        """Every recipe field after the precedence rules (``recipe`` > ``hparams`` > defaults; ``hparams``
-        values checked as the recipe's). The warm-up is one choice, from the first source that sets either
-        spelling (neither: ``warmup_ratio=0.05``); a deprecated spelling warns once per module.
-        """
+        """Every recipe field after the precedence rules (``recipe`` > ``hparams`` > defaults), checked; a
+        deprecated spelling warns once per module."""
         # called unbound too (plots.schedule resolves a bare recipe through a namespace holding it)
         if not self.__dict__.get("_recipe_deprecations_said", False):
             self.__dict__["_recipe_deprecations_said"] = True
@@ -133,13 +128,12 @@ class OptimizerRecipeMixin:
                 value = pick(name)
                 resolved[name] = defaults[name] if value is None else value
         resolved["betas"] = tuple(resolved["betas"])
-        if recipe is not None and (recipe.warmup_steps is not None or recipe.warmup_ratio is not None):
-            # normalised again: a recipe unpickled from an older checkpoint may hold a float `warmup_steps`
-            warmup = warmup_fields(recipe.warmup_steps, recipe.warmup_ratio, stacklevel=4)
-        elif hparams.get("warmup_steps") is not None or hparams.get("warmup_ratio") is not None:
-            warmup = warmup_fields(hparams.get("warmup_steps"), hparams.get("warmup_ratio"), stacklevel=4)
-        else:
-            warmup = (None, defaults["warmup_ratio"])
+        # one choice, from the first source setting either spelling; normalised again: a recipe unpickled
+        # from an older checkpoint may hold a float `warmup_steps`
+        sources = [(recipe.warmup_steps, recipe.warmup_ratio)] if recipe is not None else []
+        sources.append((hparams.get("warmup_steps"), hparams.get("warmup_ratio")))
+        given = next((pair for pair in sources if pair != (None, None)), None)
+        warmup = (None, defaults["warmup_ratio"]) if given is None else warmup_fields(*given, stacklevel=4)
         resolved["warmup_steps"], resolved["warmup_ratio"] = warmup
         if resolved["lr_find"] is not None:  # the checked record (a recipe's own, checked when it was built)
             lr_find = recipe.sweep_args if recipe is not None else None
@@ -225,11 +219,7 @@ class OptimizerRecipeMixin:
         }
 
     def _optimizer_without_trainer(self, recipe: dict[str, Any]) -> Any:
-        """Outside a Trainer the run length is unknown: the optimizer alone, at the (unscaled) peak lr.
-
-        With ``lr="find"``: at the LR found by an earlier fit (or checkpoint), else at the optimizer's default
-        LR (this is the build the sweep itself runs on its copy: it reads only the groups' LR ratios).
-        """
+        """Only the optimizer, at the unscaled peak lr (``lr="find"``: the LR found, else the default)."""
         lr = recipe["lr"]
         if lr == FIND:
             default = OPTIMIZERS[recipe["optimizer"]].defaults["lr"]
@@ -237,9 +227,7 @@ class OptimizerRecipeMixin:
         return _recipe_optimizer(self, recipe, (), lr)
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        """Keeps the LR found by ``lr="find"`` under ``checkpoint["lightning_recipes/lr_find"]``, and the
-        recipe in ``hyper_parameters`` as a dict: plain types only, so ``torch.load(weights_only=True)``
-        reads the checkpoint where this package is not installed."""
+        """Saves the LR ``lr="find"`` found, and the recipe as plain types (``weights_only=True`` loads)."""
         parent = getattr(super(), "on_save_checkpoint", None)
         if parent is not None:
             parent(checkpoint)
@@ -247,8 +235,7 @@ class OptimizerRecipeMixin:
         self.lr_find_policy.save(checkpoint)
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        """Restores the LR found by ``lr="find"`` (checkpoints without it load as before) and rebuilds the
-        recipe saved as a dict."""
+        """Restores the LR ``lr="find"`` found and rebuilds the recipe saved as a dict."""
         parent = getattr(super(), "on_load_checkpoint", None)
         if parent is not None:
             parent(checkpoint)
@@ -305,7 +292,6 @@ _NAMED = (AdamWRecipe, LionRecipe, LambRecipe)
 
 
 def _recipe_optimizer(module: Any, recipe: dict[str, Any], split: Sequence[str], lr: float) -> Any:
-    """The recipe's optimizer over ``module``'s :func:`param_groups` (``split``: prefixes with own groups)."""
     groups = param_groups(
         module, recipe["weight_decay"], layer_decay=recipe["layer_decay"], lr_scale=recipe["lr_scale"],
         block_classes=recipe["block_classes"], split=split, lr=lr,
@@ -317,11 +303,7 @@ def _recipe_optimizer(module: Any, recipe: dict[str, Any], split: Sequence[str],
 
 
 def _split_prefixes(trainer: Any, module: Any) -> list[str]:
-    """The module paths that a ``FinetuneSchedule`` among the Trainer's callbacks freezes and unfreezes.
-
-    Raises:
-        ValueError: For a path that names no module of ``module``, naming the callback and close matches.
-    """
+    """The module paths a ``FinetuneSchedule`` among the Trainer's callbacks freezes (checked to exist)."""
     prefixes: list[str] = []
     names = {name for name, _ in module.named_modules() if name}
     for callback in trainer.callbacks:
@@ -336,9 +318,7 @@ def _split_prefixes(trainer: Any, module: Any) -> list[str]:
 
 
 def _train_batch_size(trainer: Any) -> int | None:
-    """The per-device batch size of the training loader; ``fit_loop.setup_data()`` (a no-op once done, what
-    Lightning runs itself) builds it when ``estimated_stepping_batches`` has not.
-    """
+    """The per-device batch size of the training loader (built by ``fit_loop.setup_data()`` if need be)."""
     if trainer.train_dataloader is None and trainer.state.fn == "fit":
         trainer.fit_loop.setup_data()
     loader = first_loader(trainer.train_dataloader)
@@ -353,13 +333,12 @@ def _format_summary(
         + (f", lr x{g['lr_scale']:.3g})" if len({h["lr_scale"] for h in summary["groups"]}) > 1 else ")")
         for g in summary["groups"]
     )
+    batch = (
+        f"global batch {summary['global_batch_size']} = {batch_size} x {trainer.num_devices} devices"
+        f" x {trainer.num_nodes} nodes x {trainer.accumulate_grad_batches} accumulation"
+    )
     if summary["global_batch_size"] is None:
         batch = "global batch unknown (set recipe.batch_size)"
-    else:
-        batch = (
-            f"global batch {summary['global_batch_size']} = {batch_size} x {trainer.num_devices} devices"
-            f" x {trainer.num_nodes} nodes x {trainer.accumulate_grad_batches} accumulation"
-        )
     lr = f"peak lr {summary['peak_lr']:.4g}"
     if summary.get("lr_find") is not None:
         lr += f" (lr='find': {summary['lr_find']['choice']})"

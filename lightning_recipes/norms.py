@@ -1,6 +1,5 @@
-"""Norms of many tensors on their device with no host-device sync, correct under sharding (DTensor, FSDP1
-flat shards): local powers, their reduction over ranks, and per group (:func:`update_ratios`: the one
-update-ratio computation).
+"""Norms of many tensors on their device, no host-device sync, correct under sharding (DTensor, FSDP1 flat
+shards), in total or per group (:func:`update_ratios`: the one update-ratio computation).
 
 Example:
     >>> import torch
@@ -84,12 +83,9 @@ def local_tensor(tensor: Tensor) -> Tensor:
 
 @torch.no_grad()
 def norm_power(tensors: Sequence[Tensor], norm_type: float = 2.0) -> Tensor:
-    """``sum |x|^p`` over all ``tensors`` together (``max |x|`` for ``p = inf``), a 0-dim tensor, no sync.
-
-    The quantity that adds up across shards; float64 when any input is float64, else float32.
-    For ``p = 2`` on CPU one BLAS ``dot`` per large tensor and one ``_foreach_norm`` over the small ones,
-    elsewhere ``torch._foreach_norm`` (fp16/bf16 reduce in fp32): the kernel depends only on the inputs, so a
-    clipping decision built on it is reproducible. Non-finite values propagate.
+    """``sum |x|^p`` over all ``tensors`` (``max |x|`` for ``p = inf``), a 0-dim tensor, no sync: the quantity
+    that adds up across shards; float64 when any input is float64, else float32. The kernel depends only on
+    the inputs (reproducible clipping). Non-finite values propagate.
 
     Example:
         >>> norm_power([torch.tensor([3.0]), torch.tensor([4.0])]), norm_power([torch.tensor([-7.0])], 1.0)
@@ -104,7 +100,6 @@ def norm_power(tensors: Sequence[Tensor], norm_type: float = 2.0) -> Tensor:
 
 
 def _accumulation_dtype(tensors: Sequence[Tensor]) -> torch.dtype:
-    """float64 when any input is float64 (its powers may not fit a float32), else float32."""
     return torch.float64 if any(t.dtype == torch.float64 for t in tensors) else torch.float32
 
 
@@ -122,46 +117,30 @@ def _foreach_power(tensors: Sequence[Tensor], norm_type: float) -> Tensor:
 
 
 _BLAS_DTYPES = (torch.float32, torch.float64)
-
-
 _SMALL_NUMEL = 1 << 16  # below this a tensor's dot is mostly call overhead: batch those into one foreach call
 
 
 def _dot_squares(tensors: Sequence[Tensor]) -> Tensor:
     """Sum of squares: one BLAS ``dot`` per large tensor, one ``_foreach_norm`` over all the small ones."""
     dtype = _accumulation_dtype(tensors)
-    parts = []
-    small = []
-    for t in tensors:
-        if t.numel() < _SMALL_NUMEL:
-            small.append(t)
-            continue
-        flat = t.reshape(-1)
-        parts.append(torch.dot(flat, flat).to(dtype))
+    parts = [torch.dot(t.reshape(-1), t.reshape(-1)).to(dtype) for t in tensors if t.numel() >= _SMALL_NUMEL]
+    small = [t for t in tensors if t.numel() < _SMALL_NUMEL]
     if small:
         parts.append(torch.stack([n.to(dtype) for n in torch._foreach_norm(small, 2.0)]).square().sum())
     return torch.stack(parts).sum()
-
-
-def _foreach_squares(tensors: Sequence[Tensor]) -> Tensor:
-    return _foreach_power(tensors, 2.0)
 
 
 def power_to_norm(power: Tensor, norm_type: float = 2.0) -> Tensor:
     """Invert :func:`norm_power`: ``power ** (1/p)`` (identity for ``p = inf``)."""
     if math.isinf(norm_type):
         return power
-    if norm_type == 2.0:
-        return power.sqrt()
-    return power.pow(1.0 / norm_type)
+    return power.sqrt() if norm_type == 2.0 else power.pow(1.0 / norm_type)
 
 
 @torch.no_grad()
 def total_norm(tensors: list[Tensor], norm_type: float = 2.0) -> Tensor:
-    """The ``norm_type``-norm of all ``tensors`` together, a 0-dim tensor on their device (fp64 for fp64 in).
-
-    Only the local values are reduced: for sharded tensors use :func:`distributed_total_norm`.
-    Returns ``tensor(0.)`` on CPU when ``tensors`` is empty.
+    """The ``norm_type``-norm of all ``tensors`` together (local values only: for sharded tensors see
+    :func:`distributed_total_norm`), a 0-dim tensor on their device; ``tensor(0.)`` when empty.
 
     Example:
         >>> total_norm([torch.tensor([3.0]), torch.tensor([4.0])])
@@ -173,26 +152,19 @@ def total_norm(tensors: list[Tensor], norm_type: float = 2.0) -> Tensor:
 def _shard_key(tensor: Tensor) -> ShardKey:
     if DTensor is None or not isinstance(tensor, DTensor):
         return None
-    dims = []
-    for dim, placement in enumerate(tensor.placements):
-        if isinstance(placement, Partial):
-            raise ValueError(
-                "Cannot take the norm of a gradient with a `Partial` placement (its values are not reduced "
-                f"yet); got placements {tensor.placements}."
-            )
-        if placement.is_shard():
-            dims.append(dim)
-    if not dims:
-        return None
-    return (tensor.device_mesh, tuple(dims))
+    if any(isinstance(placement, Partial) for placement in tensor.placements):
+        raise ValueError(
+            "Cannot take the norm of a gradient with a `Partial` placement (its values are not reduced "
+            f"yet); got placements {tensor.placements}."
+        )
+    dims = tuple(dim for dim, placement in enumerate(tensor.placements) if placement.is_shard())
+    return (tensor.device_mesh, dims) if dims else None
 
 
 def split_by_sharding(tensors: Iterable[Tensor], shard_group: Any = None) -> dict[ShardKey, list[Tensor]]:
-    """Local tensors grouped by the ranks their values are spread over.
-
-    DTensors are keyed by ``(mesh, sharded mesh dims)`` and replaced by their local shard. Plain tensors get
-    the key ``shard_group`` (``None``: complete on every rank, as under DDP; a process group: flat-parameter
-    shards spread over that group, as under FSDP1).
+    """Local tensors grouped by the ranks their values are spread over: DTensors keyed by ``(mesh, sharded
+    mesh dims)`` as their local shard, plain tensors by ``shard_group`` (``None``: complete on every rank, as
+    under DDP; a process group: FSDP1 flat-parameter shards).
 
     Example:
         >>> split_by_sharding([torch.ones(2), torch.ones(3)])
@@ -201,17 +173,13 @@ def split_by_sharding(tensors: Iterable[Tensor], shard_group: Any = None) -> dic
     groups: dict[ShardKey, list[Tensor]] = {}
     for tensor in tensors:
         key = _shard_key(tensor)
-        if key is None:
-            key = shard_group
-        groups.setdefault(key, []).append(local_tensor(tensor))
+        groups.setdefault(shard_group if key is None else key, []).append(local_tensor(tensor))
     return groups
 
 
 def reduce_power_(power: Tensor, key: ShardKey, norm_type: float = 2.0) -> Tensor:
-    """All-reduce a local :func:`norm_power` (any shape) in place across the ranks named by ``key``.
-
-    Sum for finite ``p``, max for ``inf``. A no-op for ``key=None``. One collective per sharded mesh dimension
-    (no host-device sync: on NCCL it is queued on the stream).
+    """All-reduce a local :func:`norm_power` (any shape) in place across the ranks named by ``key`` (sum, or
+    max for ``inf``; a no-op for ``None``): one collective per sharded mesh dimension, no host sync.
     """
     if key is None:
         return power
@@ -235,10 +203,8 @@ def combine_powers(powers: Sequence[Tensor], norm_type: float = 2.0) -> Tensor:
 def distributed_total_norm(
     tensors: Iterable[Tensor], norm_type: float = 2.0, shard_group: Any = None
 ) -> Tensor:
-    """The norm of the full, unsharded ``tensors``: local powers, an all-reduce per shard layout, the root.
-
-    Plain tensors are taken as complete on every rank unless ``shard_group`` says they are shards.
-    Costs one small all-reduce per distinct shard layout (one under FSDP2), no host-device sync.
+    """The norm of the full, unsharded ``tensors`` (plain ones complete on every rank unless ``shard_group``
+    says they are shards): one small all-reduce per shard layout, no host-device sync.
 
     Example:
         >>> distributed_total_norm([torch.tensor([3.0]), torch.tensor([4.0])])
@@ -310,8 +276,7 @@ def group_powers(
 
 def update_ratios(param_powers: Tensor, update_powers: Tensor, norm_type: float = 2.0) -> Tensor:
     """The update-to-weight ratio ``||dW|| / ||W||`` from :func:`group_powers` of the weights before a step
-    and of the step's change (any shape; 0 where ``||W|| = 0``). The one definition GradNormMonitor and
-    HealthMonitor log and judge. No sync.
+    and of its change (0 where ``||W|| = 0``), no sync: what GradNormMonitor and HealthMonitor use.
 
     Example:
         >>> update_ratios(torch.tensor([100.0, 0.0]), torch.tensor([1.0, 1.0]))

@@ -102,12 +102,11 @@ class OptimizerRecipe:
     def __post_init__(self) -> None:
         if isinstance(self.betas, list):
             object.__setattr__(self, "betas", tuple(self.betas))
-        if self.lr_scale is not None and not isinstance(self.lr_scale, dict):
-            check_lr_scale(self.lr_scale)  # a Mapping that is not a dict: checked, then stored as one
-            object.__setattr__(self, "lr_scale", dict(self.lr_scale))
-        if self.lr_find is not None and not isinstance(self.lr_find, dict):
-            check_lr_find(self.lr_find)  # a Mapping that is not a dict: checked, then stored as one
-            object.__setattr__(self, "lr_find", dict(self.lr_find))
+        for name, check in (("lr_scale", check_lr_scale), ("lr_find", check_lr_find)):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, dict):  # a Mapping: checked, then stored as a dict
+                check(value)
+                object.__setattr__(self, name, dict(value))
         steps, ratio = warmup_fields(self.warmup_steps, self.warmup_ratio, stacklevel=4)
         object.__setattr__(self, "warmup_steps", steps)
         object.__setattr__(self, "warmup_ratio", ratio)
@@ -121,8 +120,6 @@ class OptimizerRecipe:
     def sweep_args(self) -> SweepArgs | None:
         """``lr_find`` as the checked :class:`~lightning_recipes.sweep_args.SweepArgs` (``None`` when unset).
 
-        Built once, when the recipe is (its check), and kept: the sweep takes it as it is.
-
         Example:
             >>> OptimizerRecipe(lr="find", lr_find={"num_steps": 50}).sweep_args.num_steps
             50
@@ -130,8 +127,7 @@ class OptimizerRecipe:
         if self.lr_find is None:
             return None
         kept = self.__dict__.get("_sweep_args")
-        # `lr_find` is a dict: rebuilt if it was changed in place (or the recipe was unpickled from a version
-        # that kept no record)
+        # rebuilt if `lr_find` was changed in place (or unpickled from a version that kept no record)
         if kept is None or kept[0] != self.lr_find:
             kept = (dict(self.lr_find), check_lr_find(self.lr_find))
             object.__setattr__(self, "_sweep_args", kept)
@@ -147,10 +143,8 @@ class OptimizerRecipe:
 
 
 def check_fields(values: Any) -> None:
-    """Check every recipe field that is set (not ``None``) on ``values`` (an ``OptimizerRecipe`` or any object
-    with the same attributes, e.g. the mixins' resolved values), naming the field, the value and what is
-    allowed. ``lr_find`` is checked by building its :class:`~lightning_recipes.sweep_args.SweepArgs` (an
-    ``OptimizerRecipe`` keeps it as ``sweep_args``; a ``SweepArgs`` value is checked already).
+    """Check every recipe field set on ``values`` (an ``OptimizerRecipe`` or any object with its attributes),
+    naming the field, the value and what is allowed.
 
     Example:
         >>> check_fields(OptimizerRecipe())  # all unset: nothing to check

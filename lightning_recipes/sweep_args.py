@@ -1,6 +1,5 @@
-"""The LR range test's arguments as one frozen record (:class:`SweepArgs`), validated once, their defaults
-written once; below both ``recipe.py`` and ``tune/``, so the recipe checks ``lr_find`` without the tuner.
-"""
+"""The LR range test's arguments as one frozen record (:class:`SweepArgs`), checked once; below both
+``recipe.py`` and ``tune/``."""
 
 from __future__ import annotations
 
@@ -18,15 +17,13 @@ Rule = Literal["min_div_10", "steepest"]
 #: The names of the rules (the values of :data:`Rule`).
 RULES: tuple[str, ...] = get_args(Rule)
 
-#: The peak LR of a warm-up schedule, as a multiple of the ``min_div_10`` suggestion: half the LR at the loss
-#: minimum (measured against grid sweeps: ``docs/guides/tuning.md``).
+#: The peak LR of a warm-up schedule as a multiple of the ``min_div_10`` suggestion (see the tuning guide).
 WARMUP_FACTOR = 5.0
 
 
 @dataclass(frozen=True)
 class SweepArgs:
-    """The arguments of one LR range test (see :func:`~lightning_recipes.tune.find_lr`), checked once, when
-    built: a record that exists is valid.
+    """The arguments of one LR range test (:func:`~lightning_recipes.tune.find_lr`), checked when built.
 
     Example:
         >>> args = SweepArgs(num_steps=50)
@@ -71,11 +68,8 @@ class SweepArgs:
 
     @classmethod
     def from_mapping(cls, args: Any, name: str = "lr_find") -> SweepArgs:
-        """The record of ``args``: a mapping of some of the fields (the others at their defaults) or ``None``;
-        ``ValueError`` naming an unknown key or a value out of range.
-        """
-        if args is None:
-            args = {}
+        """The record of ``args``, a mapping of some fields or ``None`` (``ValueError`` for a bad key)."""
+        args = {} if args is None else args
         if not isinstance(args, Mapping):
             raise ValueError(
                 f"`{name}` must be a mapping of the LR range test's arguments {cls.field_names()} or None, "

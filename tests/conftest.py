@@ -80,10 +80,7 @@ def _env_changes(before: dict[str, str], after: dict[str, str]) -> set[str]:
 
 @pytest.fixture
 def one_torch_thread() -> Iterator[None]:
-    """One intra-op thread for the test, restored after it: for tiny models one thread is faster, and on a
-    shared 2-core machine two OpenMP threads per test process oversubscribe the cores (a 0.2 s preflight took
-    20 s, measured). A directory takes it for every test with an autouse fixture that requests it
-    (``tests/tune/conftest.py``); a module with ``pytestmark = pytest.mark.usefixtures(...)``."""
+    """One intra-op thread for the test, restored after it (tiny models; no oversubscribed cores)."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     yield
@@ -102,9 +99,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Under pytest-xdist each worker process gets an equal share of the cores for torch's intra-op threads
-    (two workers with torch's default of one thread per core would oversubscribe the CI machine's 2 cores).
-    Tests that need a given count set it themselves and restore it."""
+    """Under pytest-xdist, each worker an equal share of the cores for torch's intra-op threads."""
     workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
     if workers:
         torch.set_num_threads(max(1, len(os.sched_getaffinity(0)) // int(workers)))

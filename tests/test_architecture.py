@@ -1,23 +1,7 @@
-"""The package's layering, checked on the source: the couplings live where the tree says they do.
-
-One test walks every module and collects every broken rule, so a failure names each offending file at once
-(and the suite counts a handful of tests, not one per file and rule). The rules:
-
-- ``checks/`` (the sanity-check wing) imports nothing from ``callbacks/``;
-- a private module (``_name.py``) or a private name (``_name``) is imported only from inside the package that
-  holds it (``lightning_recipes/_validation.py`` serves the whole package; ``callbacks/_norms.py`` only
-  ``callbacks/``);
-- no package module imports ``lightning_recipes.testing`` (a tool for tests, not a dependency of the product),
-  apart from the demos (their model is the testing tools' ``DigitsCNN``);
-- private Lightning state (``trainer._...``, ``fit_loop._...``) is read only in ``callbacks/_trainer.py`` and
-  in the strategy files listed in ``PRIVATE_LIGHTNING_ALLOWED``, each read commented there;
-- no "moved to" shim: a module (other than a package's ``__init__.py``) is more than imports and ``__all__``;
-- no docstring quotes this machine's measurements ("on a shared 2-core CPU", "at load 12"): those live in
-  ``benchmarks/RESULTS.md`` with the machine, and the docstring points there;
-- imports point down the floors (:data:`FLOORS`), the harness stands only on floors below its own, and no
-  import circles.
-
-File length is not a rule: a module holds one job (STYLE.md), however long that job is.
+"""The package's layering, checked on the source by one test that names every offending file at once:
+``checks/`` imports no ``callbacks/``; private modules and names stay inside their package; only the demos
+import ``testing``; private Lightning state is read only where :data:`PRIVATE_LIGHTNING_ALLOWED` says; no
+re-export shims; no machine figures in docstrings; imports point down the :data:`FLOORS`, no circles.
 """
 
 from __future__ import annotations
@@ -52,8 +36,7 @@ def _package_of(module: str, path: Path) -> str:
 
 
 def _imports(path: Path) -> list[tuple[str, list[str]]]:
-    """(module, imported names) for every absolute import of lightning_recipes in ``path``, nested ones
-    included."""
+    """(module, imported names) for every absolute import of lightning_recipes in ``path``, nested too."""
     found: list[tuple[str, list[str]]] = []
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -95,11 +78,8 @@ def _layer_problems(path: Path) -> list[str]:
         private_names = [n for n in names if n.startswith("_") and n != "__version__"]
         if private_names and not _inside(package, target_package):
             problems.append(f"imports private names {private_names} of {target}")
-        in_testing = package.startswith("lightning_recipes.testing")
-        if (
-            target.startswith("lightning_recipes.testing")
-            and not in_testing
-            and not _inside(package, "lightning_recipes.demos")
+        if target.startswith("lightning_recipes.testing") and not package.startswith(
+            ("lightning_recipes.testing", "lightning_recipes.demos")
         ):
             problems.append(f"imports the testing tools ({target})")
     return problems
@@ -140,8 +120,6 @@ def _shim_problems(path: Path) -> list[str]:
 
 # Phrases that tie a figure to the machine it was measured on.
 MACHINE_FIGURE = re.compile(r"\b\d+-(?:core|vCPU)\b|\bat load \d+|\bone\s+CPU\s+thread\b")
-# Docstrings still quoting machine figures, being rewritten by other issue-23 work (remove each once clean).
-MACHINE_FIGURES_PENDING: set[str] = set()
 
 
 def _machine_figures(source: str) -> list[str]:
@@ -158,14 +136,9 @@ def _machine_figures(source: str) -> list[str]:
 
 def _machine_figure_problems(path: Path) -> list[str]:
     found = _machine_figures(path.read_text())
-    if path.relative_to(PACKAGE).as_posix() in MACHINE_FIGURES_PENDING:
-        return [] if found else ["is clean now: remove it from MACHINE_FIGURES_PENDING"]
-    if found:
-        return [
-            f"docstrings quote machine measurements {found}; move them to benchmarks/RESULTS.md (with the "
-            "machine) and point there"
-        ]
-    return []
+    return [f"docstrings quote machine measurements {found}: move them to benchmarks/RESULTS.md"] * bool(
+        found
+    )
 
 
 def test_the_layering_rules_can_fail() -> None:
@@ -183,18 +156,13 @@ def test_the_layering_rules_can_fail() -> None:
     assert not _machine_figures('"""Built for the ISA torch dispatches to on this CPU; 2 threads."""')
 
 
-# --- The package's shape (issue #23): a harness under the wings, arrows down, no circles.
-
 # The lowest floor: private helper modules of the whole package.
 LEAVES = ("_stats", "_validation", "_names", "_warn_once", "_deprecation", "_checkpoint", "_blocks",
-          "_jsonable", "_collectives", "_lightning_cli_config", "_loss_output", "_cli_errors", "_cli_flags",
-          "_check_catalog", "_progress", "_console", "_tables")  # fmt: skip
+          "_jsonable", "_collectives", "_loss_output", "_progress", "_console")  # fmt: skip
 # Floors, lowest first. A module may import its own floor and the ones below it, never one above.
 FLOORS: list[tuple[str, ...]] = [
     LEAVES,
     ("optim", "norms", "losses", "sweep_args"),
-    # the commands' arguments, parsed without torch (the tune command's defaults come from sweep_args)
-    ("_cli_jsonargparse", "_cli_demo_args", "_cli_memory_args", "_cli_preflight_args", "_cli_tune_args"),
     ("recipe", "harness", "data"),
     ("strategies", "checks"),
     ("tune",),
@@ -225,8 +193,7 @@ def _floor_of(module: str) -> int:
 
 
 def _resolved_imports(path: Path) -> set[str]:
-    """The package modules ``path`` imports, nested imports included: ``from a.b import c`` counts as
-    ``a.b.c`` when that is a module, else as ``a.b``; imports under ``if TYPE_CHECKING:`` count too."""
+    """The package modules ``path`` imports (nested and ``TYPE_CHECKING`` ones too)."""
     found: set[str] = set()
     for target, names in _imports(path):
         hits = [f"{target}.{name}" for name in names if f"{target}.{name}" in _MODULE_PATHS]
@@ -265,8 +232,7 @@ def test_the_circle_finder_can_fail() -> None:
 
 
 def _floor_problems(path: Path) -> list[str]:
-    """Imports up a floor; for the harness (everything that tries the user's model stands on it), imports of
-    its own floor too."""
+    """Imports up a floor (for the harness, of its own floor too)."""
     module = _module_name(path)
     try:
         floor = _floor_of(module)

@@ -1,5 +1,4 @@
-"""Models with several stacks of blocks (encoder-decoder, two towers): every stack's layers are blocks, for
-layer decay, activation checkpointing and FSDP2 alike (issue #32, item 2)."""
+"""Models with several block stacks: every stack's layers are blocks (layer decay, checkpointing, FSDP2)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,4 @@
-"""A checkpoint of a run with our mixins and every stateful callback of ours holds plain types only
-(dict/list/tuple/str/int/float/bool/None/tensors): `torch.load(path, weights_only=True)` reads it where
-`lightning_recipes` cannot be imported (field report #22), and a resume from it still works."""
+"""Checkpoints of runs with our mixins and stateful callbacks hold plain types only and resume."""
 
 from __future__ import annotations
 

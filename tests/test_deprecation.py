@@ -1,6 +1,4 @@
-"""Our deprecation category (issue #26): ``LightningRecipesDeprecationWarning`` is a ``FutureWarning`` of our
-own, so Python shows it by default (tests/test_shown_warnings.py: in plain code and from LightningCLI YAML)
-and filters can silence or escalate it alone."""
+"""``LightningRecipesDeprecationWarning``: a ``FutureWarning`` of our own that filters can single out."""
 
 from __future__ import annotations
 

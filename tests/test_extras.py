@@ -1,11 +1,5 @@
-"""Each install promise holds: the base install imports the package, and the `notebooks` dependency group
-(pyproject.toml's ``[dependency-groups]``: the notebooks live in the repository only, so they are no extra of
-the published package) runs every notebook.
-
-The promises are checked against the installed distributions' metadata (what pip would install for the base
-package plus ``--group notebooks``, dependencies of dependencies included), so a notebook that imports a
-package the group does not bring fails here instead of on a fresh checkout.
-"""
+"""Each install promise holds (checked on the installed metadata): the base install imports the package, and
+the `notebooks` dependency group brings every package a notebook imports."""
 
 from __future__ import annotations
 
@@ -85,9 +79,7 @@ def test_notebooks_group_brings_every_module_a_notebook_imports(notebook: Path) 
 
 
 def _base_install_run(code: str) -> subprocess.CompletedProcess[str]:
-    """Run ``code`` with the extras' packages looking absent, exactly as on a base install: every finder is
-    wrapped, so imports of them raise ModuleNotFoundError and `importlib.util.find_spec` returns None (torch,
-    Lightning and lightning_recipes probe that way). It ends asserting none of them was imported."""
+    """Run ``code`` with the extras' packages looking absent, as on a base install; asserts none imported."""
     blocker = (
         "import sys\n"
         f"BLOCKED = {EXTRA_ONLY_MODULES!r}\n"

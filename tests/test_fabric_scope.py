@@ -1,5 +1,4 @@
-"""docs/guides/fabric.md's example runs as written under Lightning Fabric on CPU (issue #26: the scope
-stated): Lion over ``param_groups`` with a ``warmup_cosine`` schedule, set up by Fabric, trains."""
+"""docs/guides/fabric.md's example runs as written under Lightning Fabric on CPU."""
 
 from __future__ import annotations
 

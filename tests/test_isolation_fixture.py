@@ -1,5 +1,4 @@
-"""The suite's environment fixture fails a test that leaks an environment variable, and accepts
-monkeypatch."""
+"""The environment fixture fails a test that leaks an environment variable, and accepts monkeypatch."""
 
 from __future__ import annotations
 

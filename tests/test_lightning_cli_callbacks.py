@@ -1,5 +1,4 @@
-"""Our callbacks from LightningCLI YAML: the full class path picks ours; the short name `EarlyStopping` is
-ambiguous with Lightning's and refused (the README says to write the full path)."""
+"""Callbacks from LightningCLI YAML: the full class path picks ours; the short `EarlyStopping` is refused."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
-"""Every callback of ours, attached together, delivers its documented keys to each real logger.
-
-One fit per logger (``WandbLogger`` offline, ``CSVLogger``, ``TensorBoardLogger``) with all callbacks on,
-then the keys are read back from what the logger wrote: ``metrics.csv``/``hparams.yaml``, the TensorBoard
-event files, the wandb run's summary and config. Each expected key must also appear in its callback's
-docstring key table, so the documentation and this test cannot drift apart.
-"""
+"""Every callback of ours, attached together, delivers its documented keys (each in its docstring's table)
+to each real logger, read back from what the logger wrote."""
 
 from __future__ import annotations
 
@@ -106,8 +101,7 @@ NAN_STEP = 5
 
 
 class _Model(TinyClassifier):
-    """TinyClassifier whose loss is NaN once, at ``NAN_STEP`` of the logged fit, so the StabilityGuard logs an
-    event (the checks' own trial fits, silent Trainers without a logger, fit it as it is)."""
+    """TinyClassifier whose loss is NaN once, at ``NAN_STEP`` of the logged fit (a StabilityGuard event)."""
 
     def training_step(self, batch: Any, batch_idx: int) -> Any:
         loss = super().training_step(batch, batch_idx)
@@ -205,8 +199,7 @@ def _make_logger(kind: str, tmp_path: Path) -> Logger:
 
 
 def _run_and_read(kind: str, tmp_path: Path, specs: dict[str, Spec]) -> tuple[list[Callback], set[str], dict]:
-    """The callbacks after the fit, the metric keys and the (flattened) hparams the logger wrote, and under
-    ``"_dir"`` the logger's own directory (a wandb run's: ``save_dir/project/run id``)."""
+    """The callbacks after the fit, the metric keys and flattened hparams written, ``"_dir"``: the log dir."""
     import wandb
 
     logger = _make_logger(kind, tmp_path)

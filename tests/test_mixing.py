@@ -1,7 +1,5 @@
-"""BatchMixer and mixed_cross_entropy against references written from the papers, step by step:
-Mixup (Zhang et al. 2018, arXiv:1710.09412: x~ = lam x_i + (1 - lam) x_j, y~ likewise, lam ~ Beta(a, a))
-and CutMix (Yun et al. 2019, arXiv:1905.04899, eq. 1-2 and the authors' train.py: box side sqrt(1 - lam),
-centre uniform, clipped; lam recomputed from the pasted area)."""
+"""BatchMixer and mixed_cross_entropy against references written from the Mixup (arXiv:1710.09412) and
+CutMix (arXiv:1905.04899, and the authors' train.py) papers."""
 
 from __future__ import annotations
 
@@ -14,8 +12,6 @@ import torch.nn.functional as F
 
 from lightning_recipes.losses import mixed_cross_entropy
 from lightning_recipes.mixing import BatchMixer, MixDraw, cutmix_box, mix_seed, sample_beta
-
-# ---------------------------------------------------------------- references, one formula per line
 
 
 def _ref_beta(alpha: float, generator: torch.Generator) -> float:
@@ -93,9 +89,6 @@ def _ref_soft_ce(logits: torch.Tensor, target: torch.Tensor, smoothing: float) -
             t = (1 - smoothing) * float(target[i, k]) + smoothing / c
             total = total - t * log_p[k]
     return total / n
-
-
-# ------------------------------------------------------------------------------------------- tests
 
 
 def test_beta_draw_is_the_gamma_ratio_and_has_the_beta_distribution() -> None:

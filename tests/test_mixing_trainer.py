@@ -55,8 +55,7 @@ class MixedClassifier(BatchMixingMixin, TinyClassifier):
 
 
 class RankCheckedClassifier(MixedClassifier):
-    """Asserts in the workers: the mixin's (independent) draws differ between the ranks; a synced mixer on
-    the same ranks draws the same on both."""
+    """In the workers: independent draws differ between the ranks; a synced mixer draws the same on both."""
 
     def on_train_end(self) -> None:
         assert self.batch_mixer is not None and self.batch_mixer.rank == self.global_rank

@@ -1,9 +1,5 @@
-"""Norm math (``lightning_recipes.norms``) and GradNormMonitor against Lightning's ``grad_norm`` expectations.
-
-The value tables are those of Lightning's ``tests/tests_pytorch/utilities/test_grads.py``: gradients
-``[-1, 2, -3]`` and ``[[-4], [5]]``, a parameter without gradient out, norm types 1, 2, 3.14 and inf; and a
-float64 gradient of ``1e23`` whose 2-norm must stay finite (its square overflows float32).
-"""
+"""Norm math and GradNormMonitor against the value tables of Lightning's ``tests/.../utilities/test_grads.py``
+(and a float64 ``1e23`` gradient whose 2-norm must stay finite)."""
 
 from __future__ import annotations
 
@@ -66,7 +62,7 @@ def test_both_cpu_kernels_are_exact_and_the_choice_is_deterministic():
     big = [torch.randn(600, 300), torch.randn(300, 600).t(), torch.randn(70_000)]
     expected = float(torch.linalg.vector_norm(torch.cat([t.double().flatten() for t in big])))
     assert math.isclose(float(norms._dot_squares(big)) ** 0.5, expected, rel_tol=1e-5)
-    assert math.isclose(float(norms._foreach_squares(big)) ** 0.5, expected, rel_tol=1e-5)
+    assert math.isclose(float(norms._foreach_power(big, 2.0)) ** 0.5, expected, rel_tol=1e-5)
     first = total_norm(big)
     for _ in range(5):  # same inputs, same kernel, bitwise the same norm: clipping stays reproducible
         assert torch.equal(total_norm(big), first)
@@ -77,9 +73,7 @@ def test_both_cpu_kernels_are_exact_and_the_choice_is_deterministic():
 
 
 @pytest.mark.parametrize("norm_type", NORM_TYPES)
-@pytest.mark.parametrize(
-    "numel", [1, 1 << 17]
-)  # the small-tensor (foreach) and large-tensor (BLAS dot) paths
+@pytest.mark.parametrize("numel", [1, 1 << 17])  # the foreach and the BLAS-dot paths
 def test_float64_gradient_of_1e23_has_a_finite_norm(norm_type, numel):
     grad = torch.full((numel,), 1e23, dtype=torch.float64)
     expected = 1e23 if math.isinf(norm_type) else 1e23 * numel ** (1.0 / norm_type)
@@ -90,31 +84,20 @@ def test_float64_gradient_of_1e23_has_a_finite_norm(norm_type, numel):
     assert distributed.item() == pytest.approx(expected, rel=1e-9)
 
 
-def test_float32_accumulation_is_kept_for_float32_gradients():
-    assert norm_power([torch.ones(3)]).dtype == torch.float32
-    assert norm_power([torch.ones(3, dtype=torch.bfloat16)], 3.0).dtype == torch.float32
-
-
-class FixedGradients(nn.Module):
-    """Lightning's ``test_grad_norm`` model: the parameters the loss gives exactly the table's gradients."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.param0 = nn.Parameter(torch.rand(3))
-        self.param1 = nn.Parameter(torch.rand(2, 1))
-        self.param2 = nn.Parameter(torch.rand(1))  # no gradient: contributes nothing
-
-
 def _fixed_gradient_module(grads: dict[str, torch.Tensor], dtype: torch.dtype):
+    """Lightning's ``test_grad_norm`` model: the loss gives its parameters exactly the table's gradients."""
     import lightning.pytorch as pl
 
     class Module(pl.LightningModule):
         def __init__(self) -> None:
             super().__init__()
-            self.inner = FixedGradients().to(dtype)
+            shapes = {"param0": (3,), "param1": (2, 1), "param2": (1,)}  # param2 gets no gradient
+            self.inner = nn.ParameterDict({name: torch.rand(shape) for name, shape in shapes.items()}).to(
+                dtype
+            )
 
         def training_step(self, batch, batch_idx):
-            return sum((getattr(self.inner, name) * grad.to(dtype)).sum() for name, grad in grads.items())
+            return sum((self.inner[name] * grad.to(dtype)).sum() for name, grad in grads.items())
 
         def configure_optimizers(self):
             return torch.optim.SGD(self.parameters(), lr=0.0)

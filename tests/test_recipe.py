@@ -1,6 +1,5 @@
-"""OptimizerRecipe: every field checked at construction (issue 12 item 6), `warmup_steps` / `warmup_ratio`
-(issue 13), hparams.yaml as plain data readable by Lightning's own loader (issue 12 item 4), and the one table
-of names every user reads (issue 13)."""
+"""OptimizerRecipe: every field checked at construction, `warmup_steps` / `warmup_ratio`, hparams.yaml as
+plain data, the one table of names."""
 
 from __future__ import annotations
 
@@ -45,9 +44,6 @@ class SavedNet(LionRecipe, pl.LightningModule):
     def training_step(self, batch, batch_idx):
         x, y = batch
         return F.cross_entropy(self.net(x), y)
-
-
-# ---------------------------------------------------------------- construction-time checks (issue 12 item 6)
 
 
 @pytest.mark.parametrize(
@@ -112,9 +108,6 @@ def test_hparams_values_are_checked_when_resolved():
         Net().resolve_recipe()
     with pytest.raises(ValueError, match=r"`recipe` has unknown field\(s\) \['learning_rate'\]"):
         SavedNet({"learning_rate": 0.1}).resolve_recipe()  # type: ignore[arg-type]
-
-
-# ---------------------------------------------------------------- warmup_steps / warmup_ratio (issue 13)
 
 
 def test_a_recipe_pickled_before_warmup_ratio_existed_still_resolves():
@@ -188,8 +181,6 @@ def test_mixin_warmup_from_steps_or_ratio(recipe, expected_warmup):
     assert model.recipe_summary["warmup_steps"] == expected_warmup  # default: ceil(0.05 * 8) = 1
 
 
-# ------------------------------------------------------------ hparams.yaml as plain data (issue 12 item 4)
-
 RECIPE = OptimizerRecipe(optimizer="lamb", lr=2e-3, betas=(0.8, 0.95), warmup_ratio=0.25, schedule="wsd")
 
 
@@ -262,9 +253,6 @@ def test_lightning_cli_yaml_round_trip(tmp_path, monkeypatch):
     assert rebuilt.model.recipe == expected
 
 
-# ---------------------------------------------------------------- one table of names (issue 13)
-
-
 def test_the_recipe_builder_and_defaults_read_the_one_table_of_names():
     # the fields are typed with the table's Literals (lightning_recipes/_names.py): LightningCLI parses them
     fields = typing.get_type_hints(OptimizerRecipe)
@@ -282,9 +270,6 @@ def test_the_recipe_builder_and_defaults_read_the_one_table_of_names():
         OptimizerRecipe(schedule=schedule)  # type: ignore[arg-type]
         built = build_scheduler(schedule, torch.optim.SGD(params, lr=1.0), warmup_steps=1, total_steps=10)
         assert (built is None) == (schedule == "none")
-
-
-# ---------------------------------------------------------------- fine-tuning recipes from YAML (issue 17)
 
 
 class BlockLM(LionRecipe, pl.LightningModule):
@@ -333,9 +318,6 @@ def test_lightning_cli_yaml_layer_decay_lr_scale_and_finetune_schedule(tmp_path,
     assert groups["head/head/decay"]["lr"] == pytest.approx(1e-3 * 2.0)
     (schedule,) = [cb for cb in cli.trainer.callbacks if isinstance(cb, FinetuneSchedule)]
     assert schedule.unfrozen_at == 2 and schedule.warmup_steps == 2
-
-
-# ---------------------------------------------------------------- lr="find" (issue 16)
 
 
 def test_lr_find_accepts_find_and_sweep_arguments_and_round_trips():

@@ -1,7 +1,5 @@
-"""Issue 12 item 3: the recipe finds the per-device batch size of the loader the Trainer trains on,
-whatever bounds the run (`max_steps` alone, `max_epochs`) and whatever the loader holds (dict batches, a
-batch_sampler), and the global batch counts every DDP process and accumulation. Real Trainers, real
-DDP processes (forked)."""
+"""The recipe finds the per-device batch size of the training loader, whatever bounds the run or the loader
+holds, and the global batch counts every DDP process and accumulation."""
 
 from __future__ import annotations
 

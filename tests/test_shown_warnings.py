@@ -1,11 +1,5 @@
-"""The warnings a user must see are shown in a real process under Python's default filters (pytest's own
-filters would hide what a user sees), issue #26. One process for both, to pay the start-up once:
-
-- the deprecation (``LightningRecipesDeprecationWarning``, a ``FutureWarning``; a ``DeprecationWarning``
-  showed nothing in either place): once in plain code, once from a LightningCLI config file;
-- an explicit ``implementation="native"`` with no C compiler to be found ($CC points nowhere, PATH holds an
-  empty directory: how ``optim/_native.py`` looks): once per process, naming the fallback and the fix.
-"""
+"""The warnings a user must see are shown under Python's default filters, in one real process: the deprecation
+(plain code, LightningCLI YAML) and ``implementation="native"`` with no C compiler."""
 
 from __future__ import annotations
 

@@ -1,6 +1,4 @@
-"""`SweepArgs` (issue #23): the LR range test's arguments as one frozen record, checked once, with its
-defaults written once and read by every entry point (find_lr, sweep_lr, LRRangeTest, the recipe's lr_find,
-the CLI)."""
+"""`SweepArgs`: the LR range test's arguments as one frozen record read by every entry point."""
 
 from __future__ import annotations
 

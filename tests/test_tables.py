@@ -1,7 +1,4 @@
-"""Tables in a terminal keep their numbers whole (issue 32): the memory recommendation cut every figure to
-``…`` below ~113 columns, and ``speed_tune(...).table()`` was 62 lines for 8 rows at 120 columns with the
-skip reasons cut to 7 characters. A :class:`FittingTable` gives each column its longest word, puts long
-reasons below the table, and stacks the rows where even that does not fit."""
+"""Tables in a terminal keep numbers whole: columns at their longest word, rows stacked when too narrow."""
 
 from __future__ import annotations
 

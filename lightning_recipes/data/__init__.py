@@ -1,6 +1,5 @@
-"""Datasets that ship inside installed packages, never downloaded: :class:`DigitsDataModule` (scikit-learn's
-8x8 digits) and :class:`CharLMDataModule` (characters of Python's own reference manual).
-"""
+"""Datasets that ship inside installed packages, never downloaded: scikit-learn's 8x8 digits
+(:class:`DigitsDataModule`) and Python's reference manual (:class:`CharLMDataModule`)."""
 
 from lightning_recipes.data.char_lm import CharLMDataModule
 from lightning_recipes.data.digits import DigitsDataModule

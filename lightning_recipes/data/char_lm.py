@@ -43,10 +43,8 @@ class _Windows(Dataset):
 
 
 class CharLMDataModule(pl.LightningDataModule):
-    """Next-character prediction over Python's bundled documentation (~465k characters, or the first
-    ``max_chars``; no download): ``(tokens, next_tokens)`` windows of ``seq_len``, the format
-    :class:`~lightning_recipes.testing.TinyTransformerLM` takes; the last ``val_fraction`` is held out; the
-    training shuffle is seeded by ``seed``.
+    """Next-character prediction over Python's bundled documentation (or its first ``max_chars``):
+    ``(tokens, next_tokens)`` windows of ``seq_len``; the last ``val_fraction`` held out; shuffle seeded.
 
     Example:
         >>> dm = CharLMDataModule(seq_len=32, batch_size=4, max_chars=20_000)

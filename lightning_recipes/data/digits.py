@@ -12,9 +12,8 @@ __all__ = ["DigitsDataModule"]
 
 
 class DigitsDataModule(pl.LightningDataModule):
-    """The 1,797 8x8 digit images that ship with scikit-learn (the ``data`` extra; no download), as ``[B, 1,
-    8, 8]`` floats in ``[0, 1]`` (``flatten``: ``[B, 64]``), with a fixed stratified split of ``val_fraction``
-    (seeded by ``seed``, as the training shuffle).
+    """scikit-learn's 1,797 8x8 digit images (the ``data`` extra) as ``[B, 1, 8, 8]`` floats in ``[0, 1]``
+    (``flatten``: ``[B, 64]``), with a stratified ``val_fraction`` split seeded by ``seed``.
 
     Example:
         >>> dm = DigitsDataModule(batch_size=32)

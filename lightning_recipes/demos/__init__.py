@@ -1,7 +1,5 @@
-"""The demos behind ``lightning-recipes demo`` on scikit-learn's digits:
-:mod:`~lightning_recipes.demos.training` (every recipe in one run), :mod:`~lightning_recipes.demos.finetuning`
-(``--finetune``: layer-wise LR decay and freeze-then-unfreeze against the baselines) and their model,
-:mod:`~lightning_recipes.demos.model`.
+"""The demos behind ``lightning-recipes demo`` on scikit-learn's digits: every recipe in one run
+(:mod:`~lightning_recipes.demos.training`) and fine-tuning (:mod:`~lightning_recipes.demos.finetuning`).
 
 Example:
     >>> from lightning_recipes.demos import RecipeDigitsCNN, run_demo, run_finetune_demo

@@ -29,9 +29,8 @@ _LR = 3e-3
 
 
 def split_digits(seed: int = 0, shots: int = 10) -> dict[str, TensorDataset]:
-    """scikit-learn's digits split for transfer: ``pretrain`` (train split, digits 0-4), ``finetune``
-    (``shots`` training images of each digit 5-9) and ``val`` (the held-out split of 5-9); labels of 5-9
-    become 0-4.
+    """The digits split for transfer: ``pretrain`` (train split, 0-4), ``finetune`` (``shots`` training
+    images of each of 5-9) and ``val`` (held-out 5-9); labels of 5-9 become 0-4.
 
     Example:
         >>> data = split_digits(shots=3)
@@ -57,6 +56,12 @@ def split_digits(seed: int = 0, shots: int = 10) -> dict[str, TensorDataset]:
     }
 
 
+def _shuffled(data: TensorDataset, batch_size: int, seed: int) -> DataLoader:
+    return DataLoader(
+        data, batch_size=batch_size, shuffle=True, generator=torch.Generator().manual_seed(seed)
+    )
+
+
 def _accuracy(model: torch.nn.Module, data: TensorDataset) -> float:
     model.eval()
     with torch.no_grad():
@@ -78,9 +83,7 @@ def _finetune(
         recipe["layer_decay"] = 0.5
         callbacks.append(FinetuneSchedule("features", unfreeze_at_epoch=epochs // 3, warmup_steps=4))
     model.recipe = OptimizerRecipe(**recipe)
-    loader = DataLoader(
-        data["finetune"], batch_size=16, shuffle=True, generator=torch.Generator().manual_seed(seed)
-    )
+    loader = _shuffled(data["finetune"], 16, seed)
     silent_trainer(max_epochs=epochs, callbacks=callbacks).fit(model, loader)
     return _accuracy(model, data["val"])
 
@@ -88,11 +91,8 @@ def _finetune(
 def run_finetune_demo(
     seeds: Sequence[int] = (0, 1, 2), shots: int = 10, pretrain_epochs: int = 6, finetune_epochs: int = 15
 ) -> dict[str, Any]:
-    """Pretrain on digits 0-4 once per seed, then fine-tune each variant on ``shots`` images per digit 5-9:
-    ``scratch``, ``plain`` (one LR) and ``recipe`` (``layer_decay=0.5`` and a ``FinetuneSchedule`` freezing
-    ``features`` for the first third); the validation accuracy of each (variant, seed) and their mean /
-    spread.
-    """
+    """Pretrain on digits 0-4 per seed, then fine-tune each variant on ``shots`` images per digit 5-9
+    (``scratch``, ``plain``, ``recipe``: layer decay and a ``FinetuneSchedule``): accuracies, mean, spread."""
     started = time.perf_counter()
     results: dict[str, list[float]] = {variant: [] for variant in VARIANTS}
     pretrain_accuracy = []
@@ -101,10 +101,7 @@ def run_finetune_demo(
         pl.seed_everything(seed, verbose=False)
         source = RecipeDigitsCNN(num_classes=5)
         source.recipe = OptimizerRecipe(optimizer="adamw", lr=_LR, weight_decay=0.05, warmup_ratio=0.1)
-        loader = DataLoader(
-            data["pretrain"], batch_size=64, shuffle=True, generator=torch.Generator().manual_seed(seed)
-        )
-        silent_trainer(max_epochs=pretrain_epochs).fit(source, loader)
+        silent_trainer(max_epochs=pretrain_epochs).fit(source, _shuffled(data["pretrain"], 64, seed))
         pretrain_accuracy.append(_accuracy(source, data["pretrain"]))
         pretrained = {k: v.detach().clone() for k, v in source.state_dict().items()}
         for variant in VARIANTS:
@@ -141,9 +138,7 @@ def format_table(result: dict[str, Any]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``lightning-recipes demo --finetune``: runs the comparison, prints the table, returns 0;
-    ``UsageError`` for a value out of range.
-    """
+    """Entry point of ``lightning-recipes demo --finetune``: prints the table, returns 0."""
     args = build_parser().parse_args(argv)
     check_demo_args(args)
     if args.threads is not None:

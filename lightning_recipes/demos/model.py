@@ -1,8 +1,4 @@
-"""``RecipeDigitsCNN``: the demos' model, the digits CNN with its optimizer written by a recipe.
-
-Both demos (:mod:`~lightning_recipes.demos.training`, :mod:`~lightning_recipes.demos.finetuning`) and the
-notebooks train it.
-"""
+"""``RecipeDigitsCNN``: the demos' and notebooks' model, the digits CNN with its optimizer from a recipe."""
 
 from __future__ import annotations
 
@@ -17,10 +13,8 @@ __all__ = ["RecipeDigitsCNN"]
 
 
 class RecipeDigitsCNN(OptimizerRecipeMixin, DigitsCNN):
-    """:class:`DigitsCNN` with its ``configure_optimizers`` supplied by the recipe mixin — the one-line change
-    a user makes to an existing module — and its validation accuracy measured by torchmetrics'
-    ``MulticlassAccuracy`` (micro: the fraction of samples right, accumulated over the epoch and synced across
-    processes by the metric itself), logged as ``val_acc``.
+    """:class:`DigitsCNN` with ``configure_optimizers`` from the recipe mixin (the one-line change a user
+    makes) and ``val_acc`` from torchmetrics' ``MulticlassAccuracy`` (micro, synced by the metric).
 
     Example:
         >>> from lightning_recipes.recipe import OptimizerRecipe

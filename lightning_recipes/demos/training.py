@@ -1,7 +1,4 @@
-"""``lightning-recipes demo``: a small CNN on handwritten digits, trained with the package's recipes.
-
-The project's living end-to-end example: every recipe the package has is switched on here.
-"""
+"""``lightning-recipes demo``: a small CNN on handwritten digits trained with every recipe of the package."""
 
 from __future__ import annotations
 
@@ -49,8 +46,7 @@ def _make_logger(kind: str, output_dir: Path) -> Logger:
 
 
 def _where_the_logs_are(logger: Logger, manifest: RunManifest) -> str:
-    """The files the run wrote, as the summary names them: the CSV logger's folder (metrics.csv and the
-    manifest), or wandb's offline run folder and the manifest's path."""
+    """The files the run wrote: the CSV logger's folder, or wandb's offline run folder and the manifest."""
     if isinstance(logger, CSVLogger):
         return f"{logger.log_dir} (metrics.csv, manifest.json)"
     run_dir = Path(getattr(logger, "experiment").dir).parent  # noqa: B009 (Logger has no .experiment); wandb's <save_dir>/wandb/offline-run-<time>-<id>/files
@@ -58,8 +54,7 @@ def _where_the_logs_are(logger: Logger, manifest: RunManifest) -> str:
 
 
 def run_demo(args: argparse.Namespace) -> dict[str, Any]:
-    """Run the preflight, train, restore the best weights, re-validate; returns a summary dict (also
-    printed)."""
+    """Run the preflight, train, restore the best weights, re-validate; returns a summary dict."""
     check_demo_args(args)  # UsageError, a ValueError
     if args.threads is not None:
         torch.set_num_threads(args.threads)
@@ -120,7 +115,7 @@ def run_demo(args: argparse.Namespace) -> dict[str, Any]:
     (final,) = trainer.validate(model, datamodule=datamodule, verbose=False)
     plots = _save_plots(logger, args.output_dir)
     summary_of_recipe = model.recipe_summary
-    summary: dict[str, Any] = {
+    return {
         "components": [type(c).__name__ for c in callbacks]
         + ["preflight" if report is not None else "(preflight skipped)", "OptimizerRecipeMixin"],
         "preflight": None if report is None else report.to_dict().get("counts"),
@@ -146,7 +141,6 @@ def run_demo(args: argparse.Namespace) -> dict[str, Any]:
         "seconds": time.perf_counter() - started,
         "threads": torch.get_num_threads(),
     }
-    return summary
 
 
 def _save_plots(logger: Logger, output_dir: Path) -> list[Path]:
@@ -198,9 +192,8 @@ def _print_summary(summary: dict[str, Any]) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``lightning-recipes demo``; returns 0 on success, 2 after a one-line message for a
-    mistake in the arguments (``--finetune``: the fine-tuning demo, :mod:`lightning_recipes.demos.finetuning`,
-    with the other arguments)."""
+    """Entry point of ``lightning-recipes demo`` (``--finetune``: :mod:`lightning_recipes.demos.finetuning`);
+    returns 0, or 2 after a one-line message for a mistake in the arguments."""
     arguments = list(sys.argv[1:] if argv is None else argv)
     return handle_usage_errors("demo", lambda: _run(arguments))
 
@@ -209,6 +202,5 @@ def _run(arguments: list[str]) -> int:
     args = parse_demo_args(arguments)
     if args.finetune:
         return finetune_main(split_finetune_flag(normalise_flags(arguments))[0])
-    summary = run_demo(args)
-    _print_summary(summary)
+    _print_summary(run_demo(args))
     return 0

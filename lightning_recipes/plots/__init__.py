@@ -1,8 +1,5 @@
-"""Plots of schedules and training runs (matplotlib, the optional ``plots`` extra, imported on first use).
-
-Every ``plot_*`` reads any run's metrics (what :func:`read_metrics` reads), returns a matplotlib ``Figure``
-and takes ``ax`` (``None``: a new figure), ``title`` and, where it has one, ``log_scale`` (a logarithmic y
-axis) and ``smoothing`` (an EMA weight in ``[0, 1)``); :func:`log_figure` sends a figure to the loggers.
+"""Plots of schedules and training runs (matplotlib, the ``plots`` extra, imported on first use). Every
+``plot_*`` reads what :func:`read_metrics` reads, returns a ``Figure`` and takes ``ax`` and ``title``.
 
 Example:
     >>> from lightning_recipes.plots import plot_comparison

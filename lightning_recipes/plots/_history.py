@@ -11,15 +11,13 @@ from typing import Any
 __all__ = ["MetricHistory", "read_metrics"]
 
 MetricHistory = dict[str, list[tuple[int, float]]]
-"""A run's logged metrics: for each key, its ``(step, value)`` pairs in logging order
-(``{key: [(step, value), ...]}``)."""
+"""A run's logged metrics: ``{key: [(step, value), ...]}`` in logging order."""
 
 
 def read_metrics(source: Any) -> MetricHistory:
     """Every logged metric of a run as ``{key: [(step, value), ...]}``, from an
-    :class:`~lightning_recipes.testing.InMemoryLogger`, a ``CSVLogger`` (flushed first), a ``metrics.csv``
-    path or its directory, a ``Trainer`` (its first such logger) or a mapping (``{key: [values]}``: steps from
-    0). WandbLogger and TensorBoardLogger keep no readable local table (``TypeError``): add a ``CSVLogger``.
+    :class:`~lightning_recipes.testing.InMemoryLogger`, a ``CSVLogger``, a ``metrics.csv`` path or its
+    directory, a ``Trainer`` (its first such logger) or a mapping (``{key: [values]}``: steps from 0).
 
     Example:
         >>> from lightning_recipes.testing import InMemoryLogger
@@ -52,16 +50,13 @@ def read_metrics(source: Any) -> MetricHistory:
             f"InMemoryLogger (loggers: {[type(logger).__name__ for logger in loggers]})."
         )
     if type(source).__name__ == "CSVLogger" and hasattr(source, "log_dir"):
-        # Flush buffered rows, but only if this process writes the log: touching `.experiment` on a logger
-        # that never logged here (the parent of a ddp_spawn/ddp_notebook run) deletes the workers'
-        # metrics.csv. Lightning has no public "is the writer started" flag, hence the private attribute.
+        # flush only if this process writes the log: `.experiment` in a ddp_spawn parent deletes the workers'
         if getattr(source, "_experiment", None) is not None:
             source.save()
         return _read_csv(_csv_path(Path(source.log_dir)))
     raise TypeError(
-        "`source` must be an InMemoryLogger, a CSVLogger, a Trainer, a path to metrics.csv "
-        "(or its directory) "
-        f"or a mapping of key -> [(step, value)], got {type(source).__name__}."
+        "`source` must be an InMemoryLogger, a CSVLogger, a Trainer, a path to metrics.csv (or its "
+        f"directory) or a mapping of key -> [(step, value)], got {type(source).__name__}."
     )
 
 
@@ -86,8 +81,7 @@ def _read_csv(path: Path) -> MetricHistory:
     history: MetricHistory = {}
     with path.open(newline="") as handle:
         for row in csv.DictReader(handle):
-            step_text = row.get("step") or ""
-            step = int(float(step_text)) if step_text else -1
+            step = int(float(row["step"])) if row.get("step") else -1
             for key, text in row.items():
                 if key == "step" or key is None or text in (None, ""):
                     continue

@@ -1,5 +1,5 @@
-"""Plots of a finished (or running) training: metric curves, gradient norms, overfit curves, comparisons;
-and the drawing helpers every ``plot_*`` shares (matplotlib imported on first use, with an install hint)."""
+"""Plots of a training run (metric curves, gradient norms, overfit curves, comparisons) and the drawing
+helpers every ``plot_*`` shares."""
 
 from __future__ import annotations
 
@@ -31,8 +31,7 @@ def new_axes(ax: Any = None, *, figsize: tuple[float, float] = (6.4, 3.6)) -> tu
     """``(figure, axes)``: the given axes and its figure, or a new single-axes figure."""
     if ax is not None:
         return ax.figure, ax
-    figure, axes = pyplot().subplots(figsize=figsize, layout="constrained")
-    return figure, axes
+    return pyplot().subplots(figsize=figsize, layout="constrained")  # type: ignore[no-any-return]
 
 
 def finish(
@@ -60,8 +59,7 @@ def finish(
 
 
 def smooth(values: Sequence[float], weight: float) -> list[float]:
-    """Exponential moving average with TensorBoard's debiasing: :func:`lightning_recipes.tune.suggest.smooth`
-    (non-finite values pass through).
+    """Exponential moving average with TensorBoard's debiasing (non-finite values pass through).
 
     Example:
         >>> smooth([1.0, 0.0, 0.0], 0.5)
@@ -79,8 +77,7 @@ def plot_metrics(
     log_scale: bool = False,
     title: str | None = None,
 ) -> Any:
-    """Plot logged metrics against the optimizer step; ``keys`` may hold shell patterns (``"grad_norm/*"``);
-    ``KeyError`` listing the logged keys when none matches.
+    """Plot logged metrics against the step; ``keys`` may hold shell patterns (``"grad_norm/*"``).
 
     Example:
         >>> figure = plot_metrics({"train_loss": [2.3, 1.7, 1.2], "val_loss": [(2, 1.4)]}, "*_loss")
@@ -105,9 +102,8 @@ def plot_grad_norms(
     log_scale: bool = True,
     title: str | None = "Gradient norm",
 ) -> Any:
-    """Gradient norms (``GradNormMonitor``'s ``norm_keys``, each that exists; at least one) with the clipping
-    threshold (the first of ``threshold_keys`` logged, dashed) and the clipped fraction (the first of
-    ``fraction_keys``, on a twin axis) of ``AdaptiveGradClip``; patterns allowed.
+    """Gradient norms (each of ``norm_keys`` logged) with ``AdaptiveGradClip``'s threshold (the first of
+    ``threshold_keys``, dashed) and clipped fraction (the first of ``fraction_keys``, on a twin axis).
 
     Example:
         >>> logged = {"grad_norm/total": [(0, 8.0), (10, 2.0)], "grad_clip/threshold": [(0, 5.0), (10, 3.0)]}
@@ -145,9 +141,8 @@ def plot_overfit(
     ax: Any = None,
     title: str | None = "Overfit one batch",
 ) -> Any:
-    """The loss curve of the preflight's overfit-one-batch check with its target line. ``curve``: losses, an
-    ``OverfitBatchCheck`` result or a preflight report, or ``{label: any of these}``; ``target``: default each
-    result's own ``details["target"]``.
+    """The loss curve of the overfit-one-batch check with its target line. ``curve``: losses, an
+    ``OverfitBatchCheck`` result, a preflight report, or ``{label: any of these}``; ``target``: each result's.
 
     Example:
         >>> figure = plot_overfit({"fixed": [2.3, 0.9, 0.1], "frozen layer": [2.3, 2.3, 2.3]}, target=0.23)
@@ -180,8 +175,7 @@ def plot_comparison(
     log_scale: bool = False,
     title: str | None = None,
 ) -> Any:
-    """One metric ``key`` of several ``runs`` (``{label: source}``) on one axes, e.g. AdamW vs Lion vs Lamb;
-    ``KeyError`` naming a run that never logged ``key``.
+    """One metric ``key`` of several ``runs`` (``{label: source}``) on one axes, e.g. AdamW vs Lion.
 
     Example:
         >>> runs = {"adamw": {"train_loss": [2.3, 1.1]}, "lion": {"train_loss": [2.3, 0.9]}}
@@ -222,7 +216,6 @@ def _first(history: MetricHistory, patterns: Sequence[str]) -> str | None:
 
 
 def _overfit_curves(curve: Any) -> dict[str, tuple[list[float], float | None]]:
-    """``label -> (losses, target)`` from whatever :func:`plot_overfit` accepts."""
     if isinstance(curve, Mapping) and curve and not isinstance(curve.get("curve", curve.get("losses")), list):
         return {str(label): next(iter(_overfit_curves(item).values())) for label, item in curve.items()}
     if _is_curve(curve):

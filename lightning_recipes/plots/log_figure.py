@@ -10,9 +10,8 @@ __all__ = ["log_figure"]
 
 
 def log_figure(figure: Any, target: Any, key: str, *, step: int | None = None) -> list[str]:
-    """Log ``figure`` under ``key`` at ``step`` to every logger of ``target`` (a Trainer, a logger or a list)
-    that stores images: ``WandbLogger``, ``TensorBoardLogger``, any with a ``log_dir`` (a PNG under
-    ``<log_dir>/figures/``); returns one line per destination. Call it on rank zero.
+    """Log ``figure`` under ``key`` to every logger of ``target`` (a Trainer, a logger or a list) that stores
+    images (wandb, TensorBoard, a PNG under ``<log_dir>/figures/``); one line per destination. Rank zero only.
 
     Example:
         >>> import tempfile

@@ -1,6 +1,4 @@
-"""The LR range test's curve: loss against the learning rate, the loss axis cut to the part worth reading
-(up to a few times the start); losses above it are drawn on the top edge as red triangles and counted.
-"""
+"""The LR range test's curve: loss against the learning rate, the loss axis cut to the part worth reading."""
 
 from __future__ import annotations
 
@@ -16,8 +14,8 @@ HEADROOM = 2.0
 
 
 def loss_axis_limits(losses: Sequence[float], smoothed: Sequence[float] = ()) -> tuple[float, float]:
-    """``(bottom, top)`` of the loss axis: the lowest loss to ``HEADROOM`` x the fall above the starting
-    loss (the median of the first tenth of the sweep), capped at the highest loss; 5% padding each side.
+    """``(bottom, top)`` of the loss axis: the lowest loss to ``HEADROOM`` x the fall above the start (the
+    median of the first tenth), capped at the highest loss; 5% padding.
 
     Example:
         >>> [round(v, 2) for v in loss_axis_limits([2.3, 2.2, 1.5, 0.9, 1.1, 6.0, 449.0])]
@@ -38,9 +36,8 @@ def loss_axis_limits(losses: Sequence[float], smoothed: Sequence[float] = ()) ->
 
 
 def plot_lr_range(result: Any, *, ax: Any = None) -> Any:
-    """Draw an :class:`~lightning_recipes.tune.LRRangeResult`: raw and smoothed loss against the LR (log
-    axis), the suggestion and peak LR marked (an inconclusive sweep says so in the title), the loss axis cut
-    by :func:`loss_axis_limits`.
+    """Draw an :class:`~lightning_recipes.tune.LRRangeResult`: loss against the LR, suggestion and peak LR
+    marked, losses above :func:`loss_axis_limits` as triangles on the top edge.
 
     Example:
         >>> from lightning_recipes.tune import LRRangeResult
@@ -57,8 +54,9 @@ def plot_lr_range(result: Any, *, ax: Any = None) -> Any:
     if smoothed:
         axes.plot(lrs, smoothed, label="smoothed")
     if result.suggestion is not None:
-        label = f"suggestion {result.suggestion:.2g}"
-        axes.axvline(result.suggestion, color="C2", linestyle="--", label=label)
+        axes.axvline(
+            result.suggestion, color="C2", linestyle="--", label=f"suggestion {result.suggestion:.2g}"
+        )
     if result.peak_lr is not None and result.peak_lr != result.suggestion:
         axes.axvline(result.peak_lr, color="C3", linestyle=":", label=f"peak_lr {result.peak_lr:.2g}")
     evidence = getattr(result, "evidence", None)

@@ -15,9 +15,9 @@ __all__ = ["plot_schedule", "schedule_values"]
 
 
 def schedule_values(schedule: Any, total_steps: int, *, lr: float | None = None) -> list[float]:
-    """The LR at each optimizer step ``0`` to ``total_steps - 1``, stepped for real on a one-parameter SGD.
-    ``schedule``: an :class:`~lightning_recipes.recipe.OptimizerRecipe`, a module with a recipe mixin, or a
-    factory ``f(optimizer) -> LRScheduler``; ``lr``: default the recipe's, or ``1.0`` for a factory.
+    """The LR at each step ``0`` to ``total_steps - 1``, stepped for real on a one-parameter SGD. ``schedule``
+    is an :class:`~lightning_recipes.recipe.OptimizerRecipe`, a module with a recipe mixin, or a factory
+    ``f(optimizer) -> LRScheduler``; ``lr``: default the recipe's, or ``1.0`` for a factory.
 
     Example:
         >>> from torch.optim.lr_scheduler import LambdaLR
@@ -74,7 +74,7 @@ def schedule_values(schedule: Any, total_steps: int, *, lr: float | None = None)
 
 
 def _resolved_recipe(schedule: Any) -> dict[str, Any] | None:
-    """The recipe fields after the mixins' precedence rules, or ``None`` if ``schedule`` is not a recipe."""
+    """The recipe fields after the mixins' precedence rules (``None``: not a recipe)."""
     from lightning_recipes.mixins import OptimizerRecipeMixin
     from lightning_recipes.recipe import OptimizerRecipe
 
@@ -97,8 +97,8 @@ def plot_schedule(
     title: str | None = "Learning-rate schedule",
     log_scale: bool = False,
 ) -> Any:
-    """Plot the LR at every optimizer step of one ``schedule`` (what :func:`schedule_values` takes, with
-    ``lr``) or of several overlaid (``{label: schedule}``).
+    """Plot the LR at every step of one ``schedule`` (what :func:`schedule_values` takes) or of several
+    overlaid (``{label: schedule}``).
 
     Example:
         >>> import functools

@@ -1,9 +1,6 @@
-"""Token-classification tasks for a tiny BERT: one definition shared by the LR-range tests
-(``tests/tune/_flat_models.py``) and the LR-finder benchmark (``benchmarks/_lr_models.py``).
-
-- ``task="first"``: is the first token after ``[CLS]`` in the lower half of the vocabulary? (learnable)
-- ``task="xor"``: the XOR of that for the first two tokens: a tiny BERT sits at chance (loss ln 2) on it for
-  hundreds of steps at every LR, the flat LR sweep of issue #22's field report.
+"""Token-classification tasks for a tiny BERT (the LR-range tests and the LR-finder benchmark):
+``task="first"``, is the first token after ``[CLS]`` in the vocabulary's lower half (learnable); ``"xor"``,
+the XOR of that for the first two tokens (a tiny BERT sits at chance on it: a flat LR sweep).
 
 Example:
     >>> batch = TokenTask(8, seed=1, task="xor")[0]

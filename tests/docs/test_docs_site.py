@@ -1,11 +1,5 @@
-"""The documentation site: the strict Sphinx build, its internal links, the missing-docstring check, and the
-built pages opened in a real headless browser (Chromium through Selenium).
-
-The strict build (``sphinx-build -W --keep-going -n``, what ``make docs`` runs) happens once per test session,
-into a temporary directory shared by the pytest-xdist workers (the first one builds, under a file lock). It
-takes about a minute of CPU; ``LR_DOCS_HTML=docs/_build/html`` after ``make docs`` reuses that build.
-External ``http(s)`` links are not checked: the tests run offline.
-"""
+"""The documentation site: the strict Sphinx build (once per session; ``LR_DOCS_HTML`` reuses a build), its
+internal links, the missing-docstring check, and the pages in a headless browser."""
 
 from __future__ import annotations
 
@@ -59,8 +53,7 @@ def sphinx_build(source: Path, out: Path, *extra: str) -> subprocess.CompletedPr
 
 @pytest.fixture(scope="session")
 def built_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The strictly built site; one build per session, shared by the xdist workers. ``LR_DOCS_HTML=<dir>``
-    tests a site already built by the same strict command (``make docs``) instead of building again."""
+    """The strictly built site, one build per session shared by xdist workers (or ``LR_DOCS_HTML=<dir>``)."""
     _require_sphinx()
     prebuilt = os.environ.get("LR_DOCS_HTML")
     if prebuilt:
@@ -123,8 +116,7 @@ class _Page:
 
 
 def _parse(page: Path) -> _Page:
-    """The href/src values and the element ids of a page (Sphinx writes attributes quoted; a regex is
-    ~10x faster than html.parser over the ~300 pages)."""
+    """The href/src values and the element ids of a page (a regex: faster than html.parser)."""
     found, tag = _Page(), ""
     for match in _ATTRIBUTE.finditer(page.read_text(encoding="utf-8")):
         if match[1]:
@@ -213,9 +205,6 @@ def test_missing_docstring_fails_the_build(tmp_path: Path) -> None:
     passed = sphinx_build(source, tmp_path / "html", "-E")
     assert passed.returncode == 0, passed.stderr
     assert (tmp_path / "html" / "api" / "generated" / "toypkg.undocumented.html").exists()
-
-
-# --- the built site in a real browser ---
 
 
 @pytest.fixture(scope="module")

@@ -1,23 +1,7 @@
-"""Which tests the second CI pass (``make test-floor``, the oldest supported Lightning) runs again.
-
-The floor pass exists to catch our code breaking on an older Lightning, so it runs, for each place where our
-code meets Lightning's API (an *integration point*), one test that drives it through a real ``Trainer`` (or
-Fabric, LightningCLI, DDP processes): hooks, state and checkpoint/resume, strategies, logging, the CLI. The
-full suite runs at the newest Lightning; repeating all of it at the floor (2,300 tests, ~9 minutes) bought no
-more than these do.
-
-How the selection stays honest:
-
-- **Integration points are found, not remembered.** Every class of ``lightning_recipes`` (bar the test tools
-  in ``lightning_recipes.testing``) that overrides a method of a Lightning ``Callback``, ``Strategy``,
-  ``LightningModule``, ``LightningDataModule``, ``Logger`` or ``LightningCLI`` is one; a class without an
-  entry of its own name in :data:`FLOOR_TESTS` fails ``tests/test_suite_helpers.py`` on every main run. (The
-  checks override none: their hooks are ``SanityCheck``'s; a private class is reached only through the public
-  one that installs it.) The entries beyond the classes name the other points: the optimizer and mixing
-  mixins, LightningCLI, lr_find, Fabric, loggers, old checkpoints (DDP runs in the strategy, Preflight tests).
-- **No stale entries.** An entry names a test by node-id prefix (a file, a test, or one parametrization); one
-  whose file is gone, or that matches no test of its collected file, fails collection.
-- The selected tests carry the ``floor`` marker; ``make test-floor`` runs ``-m floor``.
+"""Which tests the second CI pass (``make test-floor``, the oldest supported Lightning) runs again: for each
+place where our code meets Lightning's API (found, not remembered: every class overriding a Lightning hook
+needs an entry in :data:`FLOOR_TESTS`, ``tests/test_suite_helpers.py``), one test through a real ``Trainer``.
+An entry that matches no collected test fails collection; the selected tests carry the ``floor`` marker.
 """
 
 from __future__ import annotations

@@ -1,11 +1,5 @@
-"""speed_tune test models whose step time is known exactly, and a virtual clock to measure them with.
-
-Timing assertions on a shared CI machine flake when a real sleep competes with scheduler noise. A test that
-checks speed_tune's *decisions* (ranking, combining, conflicts, break-even) runs under :func:`virtual_time`:
-the step timer reads a clock that advances only by what the model "sleeps", so the measured inputs are exact
-and the decision is asserted deterministically (a wrong decision still fails). Without the fixture the same
-models sleep for real.
-"""
+"""speed_tune test models whose step time is known exactly, and :func:`virtual_time`, a clock that advances
+only by what the model "sleeps", so speed decisions are asserted deterministically."""
 
 from __future__ import annotations
 
@@ -45,8 +39,7 @@ def virtual_time(monkeypatch: pytest.MonkeyPatch) -> VirtualTime:
 
 
 class SleepyClassifier(TinyClassifier):
-    """A TinyClassifier whose step sleeps ``sleep_a + sleep_b`` seconds (plus :data:`COMPUTE_S`): an option
-    removing a sleep is faster by construction and leaves the loss exactly as it was."""
+    """A TinyClassifier whose step sleeps ``sleep_a + sleep_b`` (plus :data:`COMPUTE_S`) seconds."""
 
     def __init__(self) -> None:
         super().__init__()
