@@ -4,6 +4,7 @@ Trainer cannot show (``docs/guides/harness.md``)."""
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import tempfile
 import time
@@ -478,9 +479,23 @@ def trial_fit(
         torch.manual_seed(harness.seed)
         batch = harness.read_raw_batches(1, max_samples)[0]
         model = harness.copy_model()
-        result = _fit(harness, model, batch, steps, fit_ratio, should_stop or (lambda: False), validate)
-    result.samples = batch_size_of(batch, harness.input_key)
-    result.seconds = time.perf_counter() - started
+        recorder = TrialRecorder(model, should_stop or (lambda: False), fit_ratio)
+        view = _fit(harness, model, batch, recorder, steps, validate)
+    received, in_optimizer = recorder.received, set(recorder.owner)
+    result = TrialFit(
+        automatic=model.automatic_optimization,
+        optimizers=recorder.optimizer_names,
+        steps=recorder.steps,
+        train_losses=recorder.train_losses,
+        received_grad=recorder.param_names(received),
+        not_in_optimizer=recorder.param_names(received - in_optimizer),
+        never_changed=recorder.param_names(recorder.with_grad_at_lr - recorder.ever_changed),
+        lr_positive=recorder.lr_positive,
+        samples=batch_size_of(batch, harness.input_key),
+        stopped=recorder.stopped,
+        validation=view,
+        seconds=time.perf_counter() - started,
+    )
     if cache and result.stopped != "budget":
         _CACHE.setdefault(harness, {})[key] = result
     return result
@@ -490,15 +505,13 @@ def _fit(
     harness: Harness,
     model: pl.LightningModule,
     batch: Any,
+    recorder: TrialRecorder,
     steps: int,
-    fit_ratio: float,
-    should_stop: Callable[[], bool],
-    validate: bool = True,
-) -> TrialFit:
-    recorder = TrialRecorder(model, should_stop, fit_ratio)
+    validate: bool,
+) -> ValidationView | None:
+    """Fit ``model`` on ``batch`` under ``recorder``; the validation view (``None``: no validation)."""
     has_validation = validate and is_overridden("validation_step", model, pl.LightningModule)
     precision = getattr(harness.trainer, "precision", None)  # the run's, inside fit
-    view: ValidationView | None = None
     try:
         with quiet_trial(), tempfile.TemporaryDirectory(prefix="lightning_recipes_trial_") as root:
             trainer = silent_trainer(
@@ -515,41 +528,24 @@ def _fit(
             )
             if not has_validation:
                 trainer.fit(model, train_dataloaders=_Repeated(batch, steps))
-            else:
-                model.validation_step = recorder.wrap_validation_step(model.validation_step)  # type: ignore[method-assign]
-                trainer.fit(
-                    model, train_dataloaders=_Repeated(batch, steps), val_dataloaders=_Repeated(batch, 1)
-                )
-                if "after" not in recorder.val:  # the fit ended without validating: validate once more
-                    trainer.validate(model, dataloaders=_Repeated(batch, 1), verbose=False)
-                view = _validation_view(recorder)
+                return None
+            model.validation_step = recorder.wrap_validation_step(model.validation_step)  # type: ignore[method-assign]
+            trainer.fit(model, train_dataloaders=_Repeated(batch, steps), val_dataloaders=_Repeated(batch, 1))
+            if "after" not in recorder.val:  # the fit ended without validating: validate once more
+                trainer.validate(model, dataloaders=_Repeated(batch, 1), verbose=False)
+            return _validation_view(recorder)
     finally:
         recorder.remove()
         if "validation_step" in vars(model):
             del model.validation_step  # the instance attribute; the class's method shows again
-    received = recorder.received
-    in_optimizer = set(recorder.owner)
-    return TrialFit(
-        automatic=model.automatic_optimization,
-        optimizers=recorder.optimizer_names,
-        steps=recorder.steps,
-        train_losses=recorder.train_losses,
-        received_grad=recorder.param_names(received),
-        not_in_optimizer=recorder.param_names(received - in_optimizer),
-        never_changed=recorder.param_names(recorder.with_grad_at_lr - recorder.ever_changed),
-        lr_positive=recorder.lr_positive,
-        samples=None,
-        stopped=recorder.stopped,
-        validation=view,
-        seconds=0.0,
-    )
 
 
+@dataclass(eq=False)
 class _Repeated:
     """A loader of ``count`` copies of one batch (a list would be read as a list of loaders)."""
 
-    def __init__(self, batch: Any, count: int) -> None:
-        self.batch, self.count = batch, count
+    batch: Any
+    count: int
 
     def __iter__(self) -> Iterator[Any]:
         return iter([self.batch] * self.count)
@@ -610,25 +606,16 @@ def _compare_weights(recorder: TrialRecorder, modules: set[str], view: Validatio
         if seen is None or start is None or end is None:
             continue
         name = recorder.names[pid]
-        if pid in trained_ids:
-            if pid not in moved or torch.equal(seen, end):
-                continue  # what training used
-            if torch.equal(seen, start):
-                view.stale.append(name)
-                continue
-            target = end
-        else:
-            if torch.equal(seen, start):
-                view.stale.append(name)
-                continue
-            twin = _counterpart(recorder, name, seen.shape, moved)
-            if twin is None:
-                view.averaged.append(name)
-                continue
-            target = trained[twin]
+        if pid in trained_ids and (pid not in moved or torch.equal(seen, end)):
+            continue  # what training used
+        if torch.equal(seen, start):
+            view.stale.append(name)
+            continue
         view.averaged.append(name)
-        far_num += float((seen - target).double().square().sum())  # sync: once per parameter
-        far_den += float((start - target).double().square().sum())
+        twin = pid if pid in trained_ids else _counterpart(recorder, name, seen.shape, moved)
+        if twin is not None:
+            far_num += float((seen - trained[twin]).double().square().sum())  # sync: once per parameter
+            far_den += float((start - trained[twin]).double().square().sum())
     view.stale.sort()
     view.averaged.sort()
     if view.averaged and far_den > 0:
@@ -637,18 +624,13 @@ def _compare_weights(recorder: TrialRecorder, modules: set[str], view: Validatio
 
 def _counterpart(recorder: TrialRecorder, name: str, shape: torch.Size, moved: set[int]) -> int | None:
     """The trained parameter of this shape whose name shares the longest ending with ``name``."""
-    parts = name.split(".")
-    best, best_len = None, 0
-    for pid in moved:
-        other = recorder.names[pid].split(".")
-        if recorder.params[pid].shape != shape:
-            continue
-        common = 0
-        while common < min(len(parts), len(other)) and parts[-1 - common] == other[-1 - common]:
-            common += 1
-        if common > best_len:
-            best, best_len = pid, common
-    return best
+
+    def ending(pid: int) -> int:  # how many trailing name parts it shares with `name`
+        pairs = zip(reversed(name.split(".")), reversed(recorder.names[pid].split(".")))
+        return sum(1 for _ in itertools.takewhile(lambda pair: pair[0] == pair[1], pairs))
+
+    same_shape = [pid for pid in moved if recorder.params[pid].shape == shape and ending(pid) > 0]
+    return max(same_shape, key=ending, default=None)
 
 
 def _compare_inputs(recorder: TrialRecorder, val: dict[str, torch.Tensor], view: ValidationView) -> None:
