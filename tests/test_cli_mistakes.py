@@ -1,5 +1,4 @@
-"""Ordinary mistakes on the command line end in one line on stderr that names the fix, and exit code 2 (issue
-26): no traceback. Each call runs ``main([...])`` in this process."""
+"""A mistake on the command line ends in one line on stderr that names the fix, and exit code 2."""
 
 from __future__ import annotations
 
@@ -94,7 +93,7 @@ def user_models(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         (["memory", "--model", "lightning_recipes.testing.NoSuchModel"], ["has no class 'NoSuchModel'"]),
         (["memory", "--num-params", "1B", "--model.n_layers", "2"], ["need --model"]),
         (["memory", "--model", "lightning_recipes.testing.TinyTransformerLM", "--model.bogus", "1"],
-         ["does not accept option 'bogus'"]),  # checked against the signature first (issue 32)
+         ["does not accept option 'bogus'"]),  # checked against the signature first
     ],
 )  # fmt: skip
 def test_a_mistake_is_one_line_and_exit_2(
@@ -147,7 +146,7 @@ def test_the_traceback_is_shown_on_request(monkeypatch: pytest.MonkeyPatch) -> N
 
 
 def test_one_check_name_needs_no_list(user_models: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["preflight", *NET, "--progress=false", "--checks", "loss"]) == 0  # was: "Expected a list"
+    assert main(["preflight", *NET, "--progress=false", "--checks", "loss"]) == 0
     assert "PASS loss" in capsys.readouterr().out
 
 
