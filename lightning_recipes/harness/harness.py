@@ -207,12 +207,11 @@ class Harness:
 
     def _prepare(self, batch: Any) -> Any:
         """Lightning's batch pipeline: before-transfer hook, transfer, after-transfer hook, precision."""
+        owner = self._hook_owner
         with quiet_logging():
-            batch = self._hook_owner("on_before_batch_transfer").on_before_batch_transfer(batch, 0)
-            batch = self._hook_owner("transfer_batch_to_device").transfer_batch_to_device(
-                batch, self.device, 0
-            )
-            batch = self._hook_owner("on_after_batch_transfer").on_after_batch_transfer(batch, 0)
+            batch = owner("on_before_batch_transfer").on_before_batch_transfer(batch, 0)
+            batch = owner("transfer_batch_to_device").transfer_batch_to_device(batch, self.device, 0)
+            batch = owner("on_after_batch_transfer").on_after_batch_transfer(batch, 0)
         if self.convert_input is not None:
             batch = self.convert_input(batch)
         return batch
