@@ -50,8 +50,6 @@ from lightning_recipes.harness.walk import batch_keys
 
 __all__ = ["Harness"]
 
-_NO_DATA = "no training data: pass `datamodule=` or `train_dataloaders=`."
-
 
 class Harness:
     """Trial runs on copies of the user's module: its batches, its loss, its optimizers, its outputs; shared
@@ -187,7 +185,7 @@ class Harness:
         """The one reader: up to ``count`` batches of a fresh iterator (``combine``: as ``fit`` combines
         loaders), RNGs left as they were, cut to ``max_samples``, then prepared; ``required``: one or more."""
         if loader is None:
-            raise CannotRunOnCopy(_NO_DATA)
+            raise CannotRunOnCopy("no training data: pass `datamodule=` or `train_dataloaders=`.")
         combined = fit_combined_loader(loader) if combine else None
         batches: list[Any] = []
         with contextlib.ExitStack() as stack:
