@@ -268,11 +268,12 @@ def front(
     command: str,
     build: Callable[..., ArgumentParser],
     argv: Sequence[str],
-    own: Sequence[str],
+    options: Sequence[Option],
     trainer: Sequence[str],
 ) -> list[str]:
     """The torch-free first step of a LightningCLI-style command: flags in snake_case, ``--help`` and
-    ``--version`` answered (exit), no model refused, each ``--config`` cut to what the command reads."""
+    ``--version`` answered (exit), no model refused, each ``--config`` cut to what the command reads (its
+    ``options`` and ``trainer`` keys)."""
     args = normalise_flags(argv)
     asked = help_or_version(args)
     if asked is not None:
@@ -282,7 +283,7 @@ def front(
             f"no model given: pass --model my_pkg.MyModel (and --data my_pkg.MyDataModule), or "
             f"--config config.yaml (see `lightning-recipes {command} --help`)"
         )
-    return with_lightning_cli_config(args, own, trainer)
+    return with_lightning_cli_config(args, ("model", "data", *(name for name, *_ in options)), trainer)
 
 
 def parse(parser: ArgumentParser, args: Sequence[str]) -> Any:

@@ -82,7 +82,6 @@ _OPTIONS: tuple[Option, ...] = (
     ("verbose", bool, False,
      "print every check's whole message and time (default: one line per check, details for warn/fail)"),
 )  # fmt: skip
-OWN_KEYS = ("model", "data", *(name for name, *_ in _OPTIONS))
 
 
 def build_parser(fast: bool = False) -> ArgumentParser:
@@ -107,7 +106,7 @@ def build_parser(fast: bool = False) -> ArgumentParser:
 
 def parse(argv: Sequence[str]) -> list[str]:
     """The command line checked as far as it can be without the model (``_args.front``)."""
-    return front("preflight", build_parser, argv, OWN_KEYS, RUN_LENGTH_KEYS)
+    return front("preflight", build_parser, argv, _OPTIONS, RUN_LENGTH_KEYS)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -63,7 +63,6 @@ _OPTIONS: tuple[Option, ...] = (
     ("progress", bool, True,
      "show a progress line while the sweep and speed_tune run (on a terminal; default: true)"),
 )  # fmt: skip
-OWN_KEYS = ("model", "data", *(name for name, *_ in _OPTIONS))
 
 
 def build_parser(fast: bool = False) -> ArgumentParser:
@@ -85,7 +84,7 @@ def build_parser(fast: bool = False) -> ArgumentParser:
 
 def parse(argv: Sequence[str]) -> list[str]:
     """The command line checked as far as it can be without the model (``_args.front``)."""
-    return front("tune", build_parser, argv, OWN_KEYS, TRAINER_KEYS)
+    return front("tune", build_parser, argv, _OPTIONS, TRAINER_KEYS)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
