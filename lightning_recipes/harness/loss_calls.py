@@ -137,17 +137,13 @@ class LossRecorder(TorchFunctionMode):
     ) -> Any:
         kwargs = kwargs or {}
         name = LOSS_FUNCTIONS.get(func)
-        bound = None
-        if name is not None:
-            bound = _bind(func, args, kwargs)
-            if bound is not None and self._targets is not None:
-                self._swap_target(name, bound)
-                args, kwargs = bound.args, bound.kwargs
+        bound = None if name is None else _bind(func, args, kwargs)
+        if name is not None and bound is not None and self._targets is not None:
+            self._swap_target(name, bound)
+            args, kwargs = bound.args, bound.kwargs
         result = func(*args, **kwargs)
-        if not self._trace and name is None:
-            return result
-        sources: frozenset[int | str | None] = frozenset()
         if self._trace:
+            sources: frozenset[int | str | None] = frozenset()
             computed = False
             for leaf in tree_leaves((args, kwargs)):
                 sources = sources | self._sources(leaf)
