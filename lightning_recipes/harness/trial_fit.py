@@ -159,9 +159,7 @@ class TrialRecorder(Callback):
         self.backward_id += 1
 
     def _contribution(self, pid: int, grad: Tensor) -> None:
-        grad = grad.detach()
-        if grad.is_sparse:
-            grad = grad.to_dense()
+        grad = grad.detach().to_dense() if grad.is_sparse else grad.detach()
         held = self.contrib.get(pid)
         self.contrib[pid] = grad.clone() if held is None else held.add_(grad)
         self.received.add(pid)
@@ -288,9 +286,8 @@ class TrialRecorder(Callback):
     @override
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if not trainer.sanity_checking:  # what validation logged: new keys, or keys it changed
-            known = self._metrics_before_val
-            metrics = _scalars(trainer.callback_metrics)
-            self.logged["after"] = {k: v for k, v in metrics.items() if known.get(k) != v}
+            metrics = _scalars(trainer.callback_metrics).items()
+            self.logged["after"] = {k: v for k, v in metrics if self._metrics_before_val.get(k) != v}
 
     @override
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
@@ -310,8 +307,7 @@ class TrialRecorder(Callback):
         scale = _loss_scale(self.model)
         for i, p in enumerate(params):
             g = p.grad.detach() if p.grad is not None else torch.zeros_like(p)
-            if g.is_sparse:
-                g = g.to_dense()
+            g = g.to_dense() if g.is_sparse else g
             c = self.contrib.pop(id(p), None)
             c = torch.zeros_like(g) if c is None else (c if scale == 1.0 else c / scale)
             prev = self.prev_grad.get(id(p))
