@@ -62,16 +62,10 @@ class RunLength:
     ) -> RunLength:
         """The length ``Trainer(max_epochs=, max_steps=)`` gives (the smaller of the two) with
         ``batches_per_epoch`` and no accumulation."""
-        candidates: list[tuple[int, str]] = []
-        if max_steps is not None:
-            candidates.append((max_steps, f"max_steps={max_steps}"))
+        candidates = [(max_steps, f"max_steps={max_steps}")] if max_steps is not None else []
         if max_epochs is not None and batches_per_epoch is not None:
-            candidates.append(
-                (
-                    max_epochs * batches_per_epoch,
-                    f"max_epochs={max_epochs} x {batches_per_epoch} batch(es) per epoch",
-                )
-            )
+            epochs = f"max_epochs={max_epochs} x {batches_per_epoch} batch(es) per epoch"
+            candidates.append((max_epochs * batches_per_epoch, epochs))
         total, source = min(candidates) if candidates else (None, "unknown")
         return cls(total, batches_per_epoch, 1, max_epochs, max_steps, source)
 
