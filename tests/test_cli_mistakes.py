@@ -43,13 +43,12 @@ CONFIGS = {
 NET = ["--model", "cli_user_models.RecipeNet", "--data", DATA]
 
 
-def _error_line(capsys: pytest.CaptureFixture[str], command: str, *fix: str) -> str:
+def _error_line(capsys: pytest.CaptureFixture[str], command: str, *fix: str) -> None:
     """The one line on stderr, checked: ours, naming each part of ``fix``, no traceback."""
     err = capsys.readouterr().err
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"lightning-recipes {command}: error: "), err
     assert all(part in lines[0] for part in fix), lines[0]
-    return lines[0]
 
 
 @pytest.fixture
@@ -104,20 +103,19 @@ def test_a_mistake_is_one_line_and_exit_2(
 
 
 @pytest.mark.parametrize(
-    ("module", "argv", "needs"),
+    ("module", "extra", "argv", "needs"),
     [
-        ("wandb", ["demo", "--logger", "wandb-offline"], "--logger wandb-offline needs wandb"),
-        ("sklearn", ["demo", "--epochs", "1"], "the demo (scikit-learn's digits) needs scikit-learn"),
-        ("matplotlib", ["tune", *NET, "--plot", "curve.png"], "--plot curve.png needs matplotlib"),
+        ("wandb", "wandb", ["demo", "--logger", "wandb-offline"], "--logger wandb-offline needs wandb"),
+        ("sklearn", "data", ["demo", "--epochs", "1"], "the demo (scikit-learn's digits) needs scikit-learn"),
+        ("matplotlib", "plots", ["tune", *NET, "--plot", "curve.png"], "--plot curve.png needs matplotlib"),
     ],
 )  # fmt: skip
 def test_an_extra_not_installed_is_named_before_any_work(
-    module: str, argv: list[str], needs: str, user_models: Path, monkeypatch, capsys
+    module: str, extra: str, argv: list[str], needs: str, user_models: Path, monkeypatch, capsys
 ) -> None:
     monkeypatch.setitem(sys.modules, module, None)  # import fails, as without the extra
     assert main(argv) == 2
     captured = capsys.readouterr()
-    extra = {"wandb": "wandb", "sklearn": "data", "matplotlib": "plots"}[module]
     assert captured.err == (
         f"lightning-recipes {argv[0]}: error: {needs}, which is not installed: "
         f'pip install "lightning-recipes[{extra}]"\n'
