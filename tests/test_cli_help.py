@@ -1,5 +1,4 @@
-"""The commands' help (issue 26): answered without importing torch, listing the same options as the parser
-that runs, all the preflight's checks, nothing from a Lightning docstring; one flag spelling; --version."""
+"""The commands' help: answered without torch, the options of the parser that runs, one spelling; -V."""
 
 from __future__ import annotations
 

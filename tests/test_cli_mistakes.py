@@ -1,5 +1,4 @@
-"""Ordinary mistakes on the command line end in one line on stderr that names the fix, and exit code 2 (issue
-26): no traceback. Each call runs ``main([...])`` in this process."""
+"""A mistake on the command line ends in one line on stderr that names the fix, and exit code 2."""
 
 from __future__ import annotations
 
@@ -44,13 +43,12 @@ CONFIGS = {
 NET = ["--model", "cli_user_models.RecipeNet", "--data", DATA]
 
 
-def _error_line(capsys: pytest.CaptureFixture[str], command: str, *fix: str) -> str:
+def _error_line(capsys: pytest.CaptureFixture[str], command: str, *fix: str) -> None:
     """The one line on stderr, checked: ours, naming each part of ``fix``, no traceback."""
     err = capsys.readouterr().err
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"lightning-recipes {command}: error: "), err
     assert all(part in lines[0] for part in fix), lines[0]
-    return lines[0]
 
 
 @pytest.fixture
@@ -94,7 +92,7 @@ def user_models(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         (["memory", "--model", "lightning_recipes.testing.NoSuchModel"], ["has no class 'NoSuchModel'"]),
         (["memory", "--num-params", "1B", "--model.n_layers", "2"], ["need --model"]),
         (["memory", "--model", "lightning_recipes.testing.TinyTransformerLM", "--model.bogus", "1"],
-         ["does not accept option 'bogus'"]),  # checked against the signature first (issue 32)
+         ["does not accept option 'bogus'"]),  # checked against the signature first
     ],
 )  # fmt: skip
 def test_a_mistake_is_one_line_and_exit_2(
@@ -105,20 +103,19 @@ def test_a_mistake_is_one_line_and_exit_2(
 
 
 @pytest.mark.parametrize(
-    ("module", "argv", "needs"),
+    ("module", "extra", "argv", "needs"),
     [
-        ("wandb", ["demo", "--logger", "wandb-offline"], "--logger wandb-offline needs wandb"),
-        ("sklearn", ["demo", "--epochs", "1"], "the demo (scikit-learn's digits) needs scikit-learn"),
-        ("matplotlib", ["tune", *NET, "--plot", "curve.png"], "--plot curve.png needs matplotlib"),
+        ("wandb", "wandb", ["demo", "--logger", "wandb-offline"], "--logger wandb-offline needs wandb"),
+        ("sklearn", "data", ["demo", "--epochs", "1"], "the demo (scikit-learn's digits) needs scikit-learn"),
+        ("matplotlib", "plots", ["tune", *NET, "--plot", "curve.png"], "--plot curve.png needs matplotlib"),
     ],
 )  # fmt: skip
 def test_an_extra_not_installed_is_named_before_any_work(
-    module: str, argv: list[str], needs: str, user_models: Path, monkeypatch, capsys
+    module: str, extra: str, argv: list[str], needs: str, user_models: Path, monkeypatch, capsys
 ) -> None:
     monkeypatch.setitem(sys.modules, module, None)  # import fails, as without the extra
     assert main(argv) == 2
     captured = capsys.readouterr()
-    extra = {"wandb": "wandb", "sklearn": "data", "matplotlib": "plots"}[module]
     assert captured.err == (
         f"lightning-recipes {argv[0]}: error: {needs}, which is not installed: "
         f'pip install "lightning-recipes[{extra}]"\n'
@@ -147,7 +144,7 @@ def test_the_traceback_is_shown_on_request(monkeypatch: pytest.MonkeyPatch) -> N
 
 
 def test_one_check_name_needs_no_list(user_models: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["preflight", *NET, "--progress=false", "--checks", "loss"]) == 0  # was: "Expected a list"
+    assert main(["preflight", *NET, "--progress=false", "--checks", "loss"]) == 0
     assert "PASS loss" in capsys.readouterr().out
 
 

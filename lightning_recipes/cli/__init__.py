@@ -1,8 +1,5 @@
-"""The ``lightning-recipes`` command: ``demo``, ``preflight``, ``memory``, ``tune``, one module each.
-Arguments are checked before torch is imported (the package's ``__init__`` calls
-:func:`answer_before_importing_torch` first); a mistake is one line on stderr and exit code 2
-(``LIGHTNING_RECIPES_TRACEBACK=1``: the traceback).
-"""
+"""The ``lightning-recipes`` command: ``demo``, ``preflight``, ``memory``, ``tune``, one module each;
+arguments are checked before torch is imported, a mistake is one line on stderr and exit code 2."""
 
 from __future__ import annotations
 
@@ -20,7 +17,6 @@ from lightning_recipes.cli._args import (
     version_text,
 )
 
-# the commands' error handling and flag spelling, for the demos' entry points
 __all__ = [
     "COMMANDS",
     "UsageError",
@@ -31,8 +27,7 @@ __all__ = [
     "normalise_flags",
 ]
 
-# command -> (the module:function that runs it, taking argv and returning the exit code; one-line help).
-# Each command's torch-free first step is ``lightning_recipes.cli.<command>.parse``.
+# command -> (module:function taking argv, returning the exit code; help); its torch-free step: `.parse`
 COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("lightning_recipes.demos.training:main", "train a CNN on handwritten digits with every recipe"),
     "preflight": (
@@ -65,11 +60,8 @@ def check_arguments(argv: Sequence[str]) -> int | None:
     None. Imports neither torch nor Lightning."""
     args = list(argv)
     asked = help_or_version(args[:1])
-    if not args or asked in ("-h", "--help"):
-        print(_usage())
-        return 0
-    if asked is not None:
-        print(version_text())
+    if not args or asked is not None:
+        print(version_text() if asked in ("-V", "--version") else _usage())
         return 0
     command, rest = args[0], args[1:]
     if command not in COMMANDS:
@@ -81,15 +73,13 @@ def check_arguments(argv: Sequence[str]) -> int | None:
         return 2
     parse = importlib.import_module(f"lightning_recipes.cli.{command}").parse
 
-    def front() -> int:
+    def front() -> None:
         parse(rest)
-        return -1
 
     try:
-        code = handle_usage_errors(command, front)
+        return handle_usage_errors(command, front)
     except SystemExit as exit_:  # --help / --version printed
         return int(exit_.code or 0)
-    return None if code == -1 else code
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -110,14 +100,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def answer_before_importing_torch() -> None:
-    """In the ``lightning-recipes`` process (the console script or ``python -m lightning_recipes``), answer
-    ``--help``, ``--version`` and a mistake in the arguments before the package imports torch. Exits the
-    process when it answered; returns at once in any other process."""
-    if _started_as_the_command():
-        code = check_arguments(sys.argv[1:])
-        if code is not None:
-            sys.stdout.flush()
-            raise SystemExit(code)
+    """In the ``lightning-recipes`` process (console script or ``python -m``), answer ``--help``,
+    ``--version`` and a mistake before the package imports torch (and exit); return in any other."""
+    code = check_arguments(sys.argv[1:]) if _started_as_the_command() else None
+    if code is not None:
+        sys.stdout.flush()
+        raise SystemExit(code)
 
 
 def _started_as_the_command() -> bool:

@@ -1,8 +1,5 @@
-"""What every ``lightning-recipes`` command shares, importing neither torch nor Lightning: one flag spelling
-(snake_case, kebab-case accepted), :class:`UsageError` answered in one line by
-:func:`handle_usage_errors`, the LightningCLI-style parser of ``preflight`` and ``tune`` and the config
-they read.
-"""
+"""What every ``lightning-recipes`` command shares, importing neither torch nor Lightning: one flag spelling,
+:class:`UsageError` answered in one line, the LightningCLI-style parser of ``preflight`` and ``tune``."""
 
 from __future__ import annotations
 
@@ -16,37 +13,33 @@ import sys
 import textwrap
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 if TYPE_CHECKING:
     from jsonargparse import ArgumentParser
 
 
-#: Set to 1 to see the full traceback of a usage error (for debugging the command itself).
+#: Set to 1 to see the full traceback of a usage error.
 TRACEBACK_ENV = "LIGHTNING_RECIPES_TRACEBACK"
 #: The last line of every command's ``--help``.
 TRACEBACK_HINT = (
     f"A mistake in the arguments ends in one line on stderr and exit code 2; {TRACEBACK_ENV}=1 shows its "
     "traceback."
 )
-HELP_FLAGS = frozenset({"-h", "--help"})
-VERSION_FLAGS = frozenset({"-V", "--version"})
 #: Every boolean option takes both forms: ``--verbose`` alone (true) or ``--verbose false``.
 BOOL_FLAG: dict[str, Any] = {"nargs": "?", "const": True}
 _TRUE, _FALSE = ("true", "yes", "on", "1"), ("false", "no", "off", "0")
 _PACKAGE_DIR = Path(__file__).resolve().parents[1]
-#: An option of a LightningCLI-style command: (name, type, default, help).
+#: An option of a command: (name, type or choices, default, help).
 Option = tuple[str, Any, Any, str]
+_T = TypeVar("_T")
 
 
 class UsageError(ValueError):
     """A mistake in a command line: its message is one line that names the fix."""
 
 
-# --- errors
-
-
-def handle_usage_errors(command: str, body: Callable[[], int]) -> int:
+def handle_usage_errors(command: str, body: Callable[[], _T]) -> _T | int:
     """``body()``, or 2 after printing ``lightning-recipes <command>: error: <message>`` for a
     :class:`UsageError` (re-raised when ``LIGHTNING_RECIPES_TRACEBACK`` is set)."""
     try:
@@ -60,9 +53,11 @@ def handle_usage_errors(command: str, body: Callable[[], int]) -> int:
 
 def command_main(command: str, run: Callable[[list[str]], int], argv: Sequence[str] | None) -> int:
     """A command's entry point: ``run(argv)`` with its mistakes as one line (exit 2); ``--help``,
-    ``--version`` and ``--print_config`` exit 0; the user's modules are found in the current directory."""
+    ``--version`` and ``--print_config`` exit 0; ``--model my_pkg.MyModel`` finds ``./my_pkg.py`` (the
+    console script puts its own folder first on ``sys.path``, not the current directory)."""
     arguments = list(sys.argv[1:] if argv is None else argv)
-    _import_from_the_current_directory()
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())
     try:
         return handle_usage_errors(command, lambda: run(arguments))
     except SystemExit as exit_:
@@ -85,9 +80,8 @@ def require_extra(module: str, extra: str, needed_for: str, package: str | None 
 
 @contextlib.contextmanager
 def our_errors_as_usage_errors() -> Iterator[None]:
-    """Turn a ValueError/TypeError that the package's own code raised (an argument check,
-    ``OptimizerRecipe(lr=-1)``: the innermost error of the chain was raised in the package) into a
-    :class:`UsageError`; an error in the user's code or a bug keeps its traceback."""
+    """Turn a ValueError/TypeError whose innermost error the package's own code raised (an argument check,
+    ``OptimizerRecipe(lr=-1)``) into a :class:`UsageError`; one from the user's code keeps its traceback."""
     try:
         yield
     except (ValueError, TypeError) as err:
@@ -97,12 +91,8 @@ def our_errors_as_usage_errors() -> Iterator[None]:
         tb = inner.__traceback__
         while tb is not None and tb.tb_next is not None:
             tb = tb.tb_next
-        file = Path(tb.tb_frame.f_code.co_filename).resolve() if tb is not None else None
-        if (
-            not isinstance(inner, (ValueError, TypeError))
-            or file is None
-            or not file.is_relative_to(_PACKAGE_DIR)
-        ):
+        ours = tb is not None and Path(tb.tb_frame.f_code.co_filename).resolve().is_relative_to(_PACKAGE_DIR)
+        if not ours or not isinstance(inner, (ValueError, TypeError)):
             raise
         raise UsageError(str(inner)) from err
 
@@ -135,9 +125,6 @@ def summarise(message: str) -> str:
         reason = f"expected one of {literal.group(1)}"
     where = f"--{'.'.join(keys)}: " if keys else ""
     return f"{where}{reason}"
-
-
-# --- flags
 
 
 def parse_bool(text: str) -> bool:
@@ -180,12 +167,8 @@ def normalise_flags(argv: Sequence[str]) -> list[str]:
 
 def help_or_version(argv: Sequence[str]) -> str | None:
     """The first ``--help``/``--version`` flag in ``argv`` (before any ``--``), if any."""
-    for arg in argv:
-        if arg == "--":
-            return None
-        if arg in HELP_FLAGS or arg in VERSION_FLAGS:
-            return arg
-    return None
+    before = argv[: list(argv).index("--")] if "--" in argv else argv
+    return next((arg for arg in before if arg in ("-h", "--help", "-V", "--version")), None)
 
 
 def version_text() -> str:
@@ -200,10 +183,8 @@ def version_text() -> str:
 
 
 class FlagParser(argparse.ArgumentParser):
-    """An ``argparse`` parser that accepts both spellings of a flag, has ``-V/--version``, and raises
-    :class:`UsageError` instead of printing usage and exiting; ``options``: added from their table (the
-    ``Option`` tuples of every command: a tuple type is the choices, a list default takes one or more
-    values, ``bool`` takes ``--flag`` alone or ``--flag false``)."""
+    """An ``argparse`` parser that accepts both spellings of a flag, has ``-V/--version``, raises
+    :class:`UsageError` instead of exiting, and adds ``options`` (:meth:`add_options`)."""
 
     def __init__(self, options: Sequence[Option] = (), **kwargs: Any) -> None:
         kwargs.setdefault("epilog", TRACEBACK_HINT)
@@ -212,7 +193,8 @@ class FlagParser(argparse.ArgumentParser):
         self.add_options(options)
 
     def add_options(self, options: Sequence[Option]) -> None:
-        """Add ``--name`` for each (name, type or choices, default, help) of ``options``."""
+        """Add ``--name`` for each :data:`Option` (a tuple type: the choices; a list default: one or more
+        values; ``bool``: ``--flag`` alone or ``--flag false``)."""
         for name, type_, default, help_ in options:
             how: dict[str, Any] = {"type": type_}
             if isinstance(type_, tuple):
@@ -232,9 +214,6 @@ class FlagParser(argparse.ArgumentParser):
         raise UsageError(f"{message} (see `{self.prog} --help`)")
 
 
-# --- the LightningCLI-style commands (preflight, tune)
-
-
 #: Stand-ins for Lightning's two classes in the ``--help`` parser, named in the help as the real ones are.
 _STAND_INS: tuple[type, type] = tuple(  # type: ignore[assignment]
     type(name, (), {"__module__": "lightning", "__doc__": f"Stand-in for ``lightning.{name}``."})
@@ -245,9 +224,8 @@ _STAND_INS: tuple[type, type] = tuple(  # type: ignore[assignment]
 def new_parser(
     prog: str, description: str, fast: bool, config_keys: str, options: Sequence[Option], epilog: str = ""
 ) -> ArgumentParser:
-    """A jsonargparse parser with ``-V/--version``, errors raised (not printed), an epilog that ends with how
-    to see a traceback, ``--config`` (``config_keys``: the trainer keys read from a LightningCLI config),
-    ``--model`` and ``--data`` (``fast``: stand-ins for Lightning's classes, for ``--help`` without torch),
+    """A jsonargparse parser that raises its errors: ``-V/--version``, ``--config`` (``config_keys``: the
+    trainer keys it reads), ``--model``, ``--data`` (``fast``: stand-ins, for ``--help`` without torch),
     then ``options``."""
     from jsonargparse import ActionConfigFile, ArgumentParser, DefaultHelpFormatter
 
@@ -290,11 +268,12 @@ def front(
     command: str,
     build: Callable[..., ArgumentParser],
     argv: Sequence[str],
-    own: Sequence[str],
+    options: Sequence[Option],
     trainer: Sequence[str],
 ) -> list[str]:
     """The torch-free first step of a LightningCLI-style command: flags in snake_case, ``--help`` and
-    ``--version`` printed (exit), no model refused, each ``--config`` replaced by the parts it reads."""
+    ``--version`` answered (exit), no model refused, each ``--config`` cut to what the command reads (its
+    ``options`` and ``trainer`` keys)."""
     args = normalise_flags(argv)
     asked = help_or_version(args)
     if asked is not None:
@@ -304,7 +283,7 @@ def front(
             f"no model given: pass --model my_pkg.MyModel (and --data my_pkg.MyDataModule), or "
             f"--config config.yaml (see `lightning-recipes {command} --help`)"
         )
-    return with_lightning_cli_config(args, own, trainer)
+    return with_lightning_cli_config(args, ("model", "data", *(name for name, *_ in options)), trainer)
 
 
 def parse(parser: ArgumentParser, args: Sequence[str]) -> Any:
@@ -318,9 +297,8 @@ def parse(parser: ArgumentParser, args: Sequence[str]) -> Any:
 def parse_and_build(
     parser: ArgumentParser, args: list[str], check: Callable[[Any], None] = lambda config: None
 ) -> tuple[Any, Any]:
-    """The parsed config (``check``-ed) and its instantiated classes. ``--print_config`` prints the config
-    once the classes were built (a value only a class checks, ``OptimizerRecipe(lr=-1)``, is refused, not
-    printed) and exits."""
+    """The parsed config (``check``-ed) and its instantiated classes; ``--print_config`` prints the config
+    once the classes were built (a value only a class checks is refused, not printed) and exits."""
     check_class_paths(args)
     printing = [a for a in args if a.split("=")[0] == "--print_config"]
     config = parse(parser, [a for a in args if a not in printing])
@@ -335,8 +313,7 @@ def parse_and_build(
 
 
 def instantiate(parser: ArgumentParser, config: Any) -> Any:
-    """``parser.instantiate(config)``; a ValueError/TypeError that the package's own argument checks raised
-    becomes a :class:`UsageError`; an error in the user's code keeps its traceback."""
+    """``parser.instantiate(config)`` under :func:`our_errors_as_usage_errors`."""
     # `instantiate` since jsonargparse 4.49 (`instantiate_classes` then warns); the older name before
     build = getattr(parser, "instantiate", None) or parser.instantiate_classes
     with our_errors_as_usage_errors():
@@ -344,21 +321,26 @@ def instantiate(parser: ArgumentParser, config: Any) -> Any:
 
 
 def check_class_paths(args: Sequence[str]) -> None:
-    """Raise :class:`UsageError` for a ``--model`` / ``--data`` import path whose module or class cannot be
-    found (a short class name, a YAML mapping or a file is left to jsonargparse). Imports the module."""
-    for index, arg in enumerate(args):
-        flag, sep, value = arg.partition("=")
-        if flag not in ("--model", "--data"):
-            continue
-        if not sep:
-            value = args[index + 1] if index + 1 < len(args) else ""
-        if "." in value and value.replace(".", "").replace("_", "").isalnum():
+    """:func:`import_class` each ``--model`` / ``--data`` import path (a short class name, a YAML mapping or a
+    file is left to jsonargparse)."""
+    for index in range(len(args)):
+        flag, value = flag_at(args, index, ("--model", "--data"))
+        if value is not None and "." in value and value.replace(".", "").replace("_", "").isalnum():
             import_class(flag, value)
 
 
+def flag_at(args: Sequence[str], index: int, flags: Sequence[str]) -> tuple[str, str | None]:
+    """``(flag, value)`` when ``args[index]`` is one of ``flags`` with its value (``--flag=value``, or
+    ``--flag value``), else ``("", None)``."""
+    flag, sep, value = args[index].partition("=")
+    if flag not in flags or not (sep or index + 1 < len(args)):
+        return "", None
+    return flag, value if sep else args[index + 1]
+
+
 def import_class(flag: str, path: str) -> Any:
-    """The class at the import ``path`` given to ``flag`` (imports its module); :class:`UsageError` for a
-    path without a module, a module that is not found or a class it lacks."""
+    """The class at the import ``path`` given to ``flag``; :class:`UsageError` for a path without a module, a
+    module that is not found or a class it lacks."""
     module_name, _, class_name = path.rpartition(".")
     if not module_name:
         raise UsageError(f"{flag} must be a full import path like 'pkg.module.Class', got {path!r}.")
@@ -374,24 +356,12 @@ def import_class(flag: str, path: str) -> Any:
     return getattr(module, class_name)
 
 
-def _import_from_the_current_directory() -> None:
-    """``--model my_pkg.MyModel`` finds ``./my_pkg.py``, as under ``python -m``: the console script that pip
-    writes puts its own folder first on ``sys.path``, not the current directory."""
-    cwd = os.getcwd()
-    if cwd not in sys.path and "" not in sys.path:
-        sys.path.insert(0, cwd)
-
-
-# --- a LightningCLI config (``python train.py fit --print_config``) read by preflight and tune
-
-
 def with_lightning_cli_config(
     args: Sequence[str], own_keys: Sequence[str], trainer_keys: Sequence[str] = ()
 ) -> list[str]:
-    """``args`` with each ``--config FILE`` replaced by the parts of it the command reads: its ``own_keys``,
-    and each of ``trainer_keys`` set in its ``trainer`` section as a top-level key; the rest is dropped. A
-    section without ``class_path`` takes its class from ``--model`` / ``--data``; a ``fit:`` config is read
-    inside. ``UsageError`` for a missing or malformed file.
+    """``args`` with each ``--config FILE`` (a LightningCLI config) cut to its ``own_keys`` and the
+    ``trainer_keys`` of its ``trainer`` section (as top-level keys); a section without ``class_path`` takes
+    its class from ``--model`` / ``--data``. ``UsageError`` for a missing or malformed file.
 
     Example:
         >>> import pathlib, tempfile, yaml
@@ -401,20 +371,12 @@ def with_lightning_cli_config(
         >>> args[0], yaml.safe_load(args[1])
         ('--config', {'model': {'class_path': 'pkg.Net'}, 'precision': 'bf16-mixed'})
     """
-    args = list(args)
-    out: list[str] = []
-    index = 0
+    args, out, index = list(args), [], 0
     while index < len(args):
-        arg = args[index]
-        if arg == "--config" and index + 1 < len(args):
-            path, index = args[index + 1], index + 2
-        elif arg.startswith("--config="):
-            path, index = arg.split("=", 1)[1], index + 1
-        else:
-            out.append(arg)
-            index += 1
-            continue
-        out += ["--config", _own_sections(path, args, own_keys, trainer_keys)]
+        path = flag_at(args, index, ("--config",))[1]
+        own = None if path is None else _own_sections(path, args, own_keys, trainer_keys)
+        out += [args[index]] if own is None else ["--config", own]
+        index += 1 if path is None or "=" in args[index] else 2
     return out
 
 
@@ -444,7 +406,8 @@ def _own_sections(path: str, args: list[str], own_keys: Sequence[str], trainer_k
     for section in ("model", "data"):
         value = kept.get(section)
         if isinstance(value, dict) and "class_path" not in value:
-            class_path = _flag_value(args, f"--{section}")
+            values = (flag_at(args, index, (f"--{section}",))[1] for index in range(len(args)))
+            class_path = next((value for value in values if value is not None), None)
             if class_path is None:
                 raise UsageError(
                     f"the `{section}` section of {path} has no `class_path` (LightningCLI with a fixed "
@@ -453,12 +416,3 @@ def _own_sections(path: str, args: list[str], own_keys: Sequence[str], trainer_k
                 )
             kept[section] = {"class_path": class_path, "init_args": value}
     return yaml.safe_dump(kept, sort_keys=False)
-
-
-def _flag_value(args: list[str], flag: str) -> str | None:
-    for index, arg in enumerate(args):
-        if arg == flag and index + 1 < len(args):
-            return args[index + 1]
-        if arg.startswith(flag + "="):
-            return arg.split("=", 1)[1]
-    return None

@@ -1,5 +1,5 @@
-"""``lightning-recipes demo`` and ``demo --finetune``: the arguments, parsed and checked without importing
-torch; the demos themselves are :mod:`lightning_recipes.demos`.
+"""``lightning-recipes demo`` and ``demo --finetune``: the arguments, checked without importing torch (the
+demos: :mod:`lightning_recipes.demos`).
 
 Example:
     >>> args = parse(["--epochs", "3", "--batch-size", "32"])
@@ -33,9 +33,7 @@ __all__ = [
     "split_finetune_flag",
 ]
 
-#: Per-optimizer settings for the demo's model (``--lr`` defaults), found by a small sweep on the digits (seed
-#: 0): Lion wants ~10x lower lr and ~10x higher weight decay than AdamW (Chen et al. 2023); Lamb's trust ratio
-#: tolerates a higher lr.
+#: Per-optimizer settings for the demo's model (``--lr`` defaults), from a small sweep on the digits.
 DEMO_SETTINGS: dict[str, dict[str, float]] = {
     "adamw": {"lr": 3e-3, "weight_decay": 0.05},
     "lion": {"lr": 3e-4, "weight_decay": 0.5},
@@ -44,12 +42,9 @@ DEMO_SETTINGS: dict[str, dict[str, float]] = {
 #: The optimizers the demo has settings for (``--optimizer``).
 DEMO_OPTIMIZERS = tuple(sorted(DEMO_SETTINGS))
 LOGGERS = {"csv": None, "wandb-offline": ("wandb", "wandb")}  # logger -> (module, extra) it needs
-#: The smallest value of each count option of ``demo`` and ``demo --finetune``.
 _AT_LEAST = dict(epochs=1, batch_size=1, shots=1, finetune_epochs=3, pretrain_epochs=1, threads=1)
 _DATA_EXTRA = 'Needs scikit-learn: pip install "lightning-recipes[data]".'
 
-
-#: The options of ``demo`` and of ``demo --finetune``: (name, type or choices, default, help).
 _DEMO_OPTIONS: tuple[Option, ...] = (
     ("epochs", int, 12, "maximum training epochs (default: 12)"),
     ("threads", int, None, "torch CPU threads (default: torch's, one per core). On a machine other processes "
@@ -106,13 +101,10 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
         UsageError: For a bad value, or an extra the run needs that is not installed.
     """
     arguments, finetune = split_finetune_flag(normalise_flags(argv))
-    if finetune:
-        args = build_finetune_parser().parse_args(arguments)
-    else:
-        args = build_parser().parse_args(arguments)
-        needs = LOGGERS[args.logger]
-        if needs is not None:
-            require_extra(needs[0], needs[1], f"--logger {args.logger}")
+    args = (build_finetune_parser if finetune else build_parser)().parse_args(arguments)
+    needs = None if finetune else LOGGERS[args.logger]
+    if needs is not None:
+        require_extra(needs[0], needs[1], f"--logger {args.logger}")
     check_demo_args(args)
     args.finetune = finetune
     require_extra("sklearn", "data", "the demo (scikit-learn's digits)", package="scikit-learn")

@@ -1,5 +1,5 @@
-"""``lightning-recipes memory``: estimate per-device memory and recommend a strategy preset from the shell;
-model arguments LightningCLI's (``--model.init_args.n_layers 24``), split off before torch-free parsing.
+"""``lightning-recipes memory``: estimate per-device memory and recommend a strategy preset; the model's
+arguments are LightningCLI's (``--model.init_args.n_layers 24``).
 
 Example:
     >>> parse(["--model", "pkg.Net", "--model.recipe.optimizer=lion"])[1]
@@ -27,9 +27,6 @@ from lightning_recipes.cli._args import (
 __all__ = ["build_parser", "main", "parse", "parse_count"]
 
 _SUFFIXES = {"K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
-
-
-#: The options after ``--model`` / ``--num_params``: (name, type or choices, default, help).
 _OPTIONS: tuple[Option, ...] = (
     ("devices", int, 1, "devices per node (default 1)"),
     ("num_nodes", int, 1, "nodes (default 1)"),
@@ -110,11 +107,9 @@ def parse_count(text: str) -> int:
         (1300000000, 350000000)
     """
     value = text.strip().upper().replace("_", "")
-    scale = 1.0
-    if value and value[-1] in _SUFFIXES:
-        scale, value = _SUFFIXES[value[-1]], value[:-1]
+    scale = _SUFFIXES.get(value[-1:], 1.0)
     try:
-        count = round(float(value) * scale)
+        count = round(float(value[:-1] if value[-1:] in _SUFFIXES else value) * scale)
     except ValueError:
         raise UsageError(f"--num_params must be a count like 7B, 350M or 1.3e9, got {text!r}.") from None
     if count <= 0:
@@ -123,8 +118,7 @@ def parse_count(text: str) -> int:
 
 
 def _set_nested(target: dict[str, Any], keys: list[str], value: Any) -> None:
-    """``recipe.optimizer`` -> ``{"recipe": {"optimizer": value}}`` (a nested ``init_args.`` is dropped, as
-    LightningCLI accepts it there)."""
+    """``recipe.optimizer`` -> ``{"recipe": {"optimizer": value}}`` (a nested ``init_args.`` is dropped)."""
     keys = [k for i, k in enumerate(keys) if not (k == "init_args" and i > 0)]
     for key in keys[:-1]:
         inner = target.setdefault(key, {})
@@ -198,7 +192,7 @@ def _host_memory(given: float | None) -> tuple[float | None, str]:
 
 def _build_model(path: str, kwargs: dict[str, Any]) -> Any:
     """``path``'s class built on the meta device, its arguments checked against its signature first and
-    dataclass arguments built from their mappings, as LightningCLI does (a wrong value is one line)."""
+    dataclass arguments built from their mappings, as LightningCLI does."""
     import torch
     from jsonargparse import ArgumentParser
 

@@ -1,6 +1,5 @@
 """``lightning-recipes preflight``: the sanity checks on a model class and a datamodule from a shell
-(LightningCLI-style arguments; ``--config`` reads a LightningCLI YAML's ``model``, ``data`` and run length).
-"""
+(LightningCLI-style arguments; ``--config`` reads a LightningCLI YAML's model, data and run length)."""
 
 from __future__ import annotations
 
@@ -34,8 +33,7 @@ RUN_LENGTH_KEYS = ("max_epochs", "max_steps")
 
 def check_summaries() -> list[tuple[str, str]]:
     """The preflight's checks in the order they run, each with the first paragraph of its docstring, read
-    from the source of ``checks/preflight.py`` (its ``CHECKS``) and the modules it imports them from:
-    ``--help`` imports no torch."""
+    from the source of ``checks/preflight.py`` (its ``CHECKS``) and its imports: no torch for ``--help``."""
     package = Path(__file__).resolve().parents[1]
     registry = ast.parse((package / "checks" / "preflight.py").read_text())
     where = {
@@ -63,7 +61,6 @@ def _name(node: ast.expr) -> str | None:
     return node.id if isinstance(node, ast.Name) else None
 
 
-# (name, type, default, help) of the options after --config, --model and --data
 _OPTIONS: tuple[Option, ...] = (
     ("checks", list[str] | str | None, None,
      "checks to run (default: all): one name, names with commas or a list (the names below)"),
@@ -85,18 +82,16 @@ _OPTIONS: tuple[Option, ...] = (
     ("verbose", bool, False,
      "print every check's whole message and time (default: one line per check, details for warn/fail)"),
 )  # fmt: skip
-#: Top-level keys of this command's parser; a LightningCLI config's other keys are dropped.
-OWN_KEYS = ("model", "data", *(name for name, *_ in _OPTIONS))
 
 
 def build_parser(fast: bool = False) -> ArgumentParser:
-    """The parser behind ``lightning-recipes preflight``; ``fast``: with stand-ins for Lightning's classes,
-    for ``--help`` without torch (the same options; it cannot build the model)."""
+    """The parser of ``lightning-recipes preflight``; ``fast``: with stand-ins for Lightning's classes (for
+    ``--help`` without torch)."""
     summaries = check_summaries()
     epilog = [f"The {len(summaries)} checks, in the order they run (--checks picks some):"]
     for name, summary in summaries:
         epilog += textwrap.wrap(f"{name}: {summary}", 79, initial_indent="  ", subsequent_indent="      ")
-    parser = new_parser(
+    return new_parser(
         "lightning-recipes preflight",
         f"Run the preflight's {len(summaries)} sanity checks (listed below) on a LightningModule and a "
         "LightningDataModule, print the report, and exit 1 unless it is ok (a check failed or raised an "
@@ -107,16 +102,11 @@ def build_parser(fast: bool = False) -> ArgumentParser:
         _OPTIONS,
         epilog="\n".join(epilog),
     )
-    return parser
 
 
 def parse(argv: Sequence[str]) -> list[str]:
-    """The command line checked as far as it can be without the model (``--help`` prints and exits).
-
-    Raises:
-        UsageError: For no model, a missing or malformed ``--config`` file.
-    """
-    return front("preflight", build_parser, argv, OWN_KEYS, RUN_LENGTH_KEYS)
+    """The command line checked as far as it can be without the model (``_args.front``)."""
+    return front("preflight", build_parser, argv, _OPTIONS, RUN_LENGTH_KEYS)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

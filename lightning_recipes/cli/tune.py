@@ -1,7 +1,5 @@
 """``lightning-recipes tune``: the LR range test and, with ``--speed true``, speed tuning of a model from a
-shell (LightningCLI-style arguments and ``--config``); prints the suggestion and the YAML to paste, and
-``--plot FILE`` saves the curve.
-"""
+shell (LightningCLI-style arguments and ``--config``); prints the suggestion and the YAML to paste."""
 
 from __future__ import annotations
 
@@ -28,14 +26,12 @@ if TYPE_CHECKING:
 
 __all__ = ["build_parser", "main", "parse"]
 
-#: The Trainer's arguments the sweep uses, then those that set the run's length (``speed_tune`` counts
-#: one-off costs against it); read from a LightningCLI config's ``trainer`` section too.
+#: The Trainer's arguments the sweep uses, then those of the run's length (also read from a config's trainer).
 TRAINER_KEYS = (
     "accelerator", "precision", "gradient_clip_val", "gradient_clip_algorithm",
     "max_epochs", "max_steps", "limit_train_batches", "accumulate_grad_batches",
 )  # fmt: skip
 _RUN = "the run's Trainer"
-# (name, type, default, help) of the options after --config, --model and --data
 _OPTIONS: tuple[Option, ...] = (
     ("lr", bool, True, "run the LR range test (default: true)"),
     ("min_lr", float, SweepArgs.min_lr, "first LR of the sweep"),
@@ -67,13 +63,11 @@ _OPTIONS: tuple[Option, ...] = (
     ("progress", bool, True,
      "show a progress line while the sweep and speed_tune run (on a terminal; default: true)"),
 )  # fmt: skip
-#: Top-level keys of this command's parser; a LightningCLI config's other keys are dropped.
-OWN_KEYS = ("model", "data", *(name for name, *_ in _OPTIONS))
 
 
 def build_parser(fast: bool = False) -> ArgumentParser:
-    """The parser behind ``lightning-recipes tune``; ``fast``: with stand-ins for Lightning's classes, for
-    ``--help`` without torch (the same options; it cannot build the model)."""
+    """The parser of ``lightning-recipes tune``; ``fast``: with stand-ins for Lightning's classes (for
+    ``--help`` without torch)."""
     return new_parser(
         "lightning-recipes tune",
         "Run the LR range test (an exponential sweep over the module's own optimizer, on a copy, in a "
@@ -89,12 +83,8 @@ def build_parser(fast: bool = False) -> ArgumentParser:
 
 
 def parse(argv: Sequence[str]) -> list[str]:
-    """The command line checked as far as it can be without the model (``--help`` prints and exits).
-
-    Raises:
-        UsageError: For no model, a missing or malformed ``--config`` file.
-    """
-    return front("tune", build_parser, argv, OWN_KEYS, TRAINER_KEYS)
+    """The command line checked as far as it can be without the model (``_args.front``)."""
+    return front("tune", build_parser, argv, _OPTIONS, TRAINER_KEYS)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,17 +1,5 @@
 """The harness wing: trial runs on copies of the user's model, for the sanity checks, the LR range test,
-``speed_tune`` and the step-memory probe (it imports none of them); see ``docs/guides/harness.md``.
-
-Example:
-    >>> import torch
-    >>> from lightning_recipes.harness import Harness
-    >>> from lightning_recipes.testing import TinyClassifier, random_classification_loader
-    >>> harness = Harness(TinyClassifier(), random_classification_loader())
-    >>> model = harness.copy_model()
-    >>> built = harness.build_optimizers(model)
-    >>> loss = harness.optimization_step(model, built.optimizers, harness.train_batches(1)[0])
-    >>> built.from_module, loss.ndim
-    (True, 0)
-"""
+``speed_tune`` and the step-memory probe (it imports none of them); see ``docs/guides/harness.md``."""
 
 import importlib
 

@@ -26,17 +26,8 @@ __all__ = [
 ]
 
 INPUT_KEYS = (
-    "x",
-    "input",
-    "inputs",
-    "input_ids",
-    "tokens",
-    "image",
-    "images",
-    "pixel_values",
-    "input_values",
-    "features",
-    "data",
+    *("x", "input", "inputs", "input_ids", "tokens", "image", "images"),
+    *("pixel_values", "input_values", "features", "data"),
 )
 TARGET_KEYS = ("y", "target", "targets", "label", "labels", "next_tokens")
 
@@ -44,7 +35,7 @@ Key = int | str | None
 
 
 def check_key(name: str, value: Any) -> None:
-    """``value`` is a batch index (``int``, not ``bool``), a key (``str``) or ``None``.
+    """``ValueError`` unless ``value`` is a batch index (``int``, not ``bool``), a key (``str``) or ``None``.
 
     Example:
         >>> check_key("target_key", -0.5)
@@ -56,25 +47,19 @@ def check_key(name: str, value: Any) -> None:
         raise ValueError(f"`{name}` must be an int index, a str key or None, got {value!r}.")
 
 
-def input_key_of(batch: Any, key: Key) -> int | str | None:
+def input_key_of(batch: Any, key: Key) -> Key:
     """The input's key or index in ``batch``: ``key`` when given, else by the convention above."""
+    return _conventional_key(batch, key, INPUT_KEYS, target=False)
 
+
+def _conventional_key(batch: Any, key: Key, names: tuple[str, ...], target: bool) -> Key:
+    """``key``, else the first of ``names`` in a mapping, else a sequence's first (``target``: last) index."""
     if key is not None:
         return key
     if isinstance(batch, Mapping):
-        return next((k for k in INPUT_KEYS if k in batch), None)
-    if isinstance(batch, Sequence) and not isinstance(batch, str) and len(batch) > 0:
-        return 0
-    return None
-
-
-def _target_key(batch: Any, key: Key) -> int | str | None:
-    if key is not None:
-        return key
-    if isinstance(batch, Mapping):
-        return next((k for k in TARGET_KEYS if k in batch), None)
-    if isinstance(batch, Sequence) and not isinstance(batch, str) and len(batch) >= 2:
-        return len(batch) - 1
+        return next((k for k in names if k in batch), None)
+    if isinstance(batch, Sequence) and not isinstance(batch, str) and len(batch) > int(target):
+        return len(batch) - 1 if target else 0
     return None
 
 
@@ -96,14 +81,13 @@ def split_batch(
     Example:
         >>> import torch
         >>> x, y = split_batch((torch.zeros(2, 3), torch.tensor([0, 1])))
-        >>> tuple(x.shape), y.tolist()
-        ((2, 3), [0, 1])
-        >>> split_batch({"input_ids": torch.ones(2, 4, dtype=torch.long)})[1] is None
-        True
+        >>> tuple(x.shape), y.tolist(), split_batch({"input_ids": torch.ones(2, 4)})[1]
+        ((2, 3), [0, 1], None)
     """
     if isinstance(batch, Tensor):
         return (batch if input_key is None else None), None
-    return _get(batch, input_key_of(batch, input_key)), _get(batch, _target_key(batch, target_key))
+    targets = _get(batch, _conventional_key(batch, target_key, TARGET_KEYS, target=True))
+    return _get(batch, input_key_of(batch, input_key)), targets
 
 
 def replace_inputs(batch: Any, inputs: Tensor, input_key: Key = None) -> Any:
@@ -112,8 +96,7 @@ def replace_inputs(batch: Any, inputs: Tensor, input_key: Key = None) -> Any:
     Example:
         >>> import torch
         >>> batch = (torch.ones(2, 3), torch.tensor([0, 1]))
-        >>> new = replace_inputs(batch, torch.zeros(2, 3))
-        >>> new[0].sum().item(), batch[0].sum().item()
+        >>> replace_inputs(batch, torch.zeros(2, 3))[0].sum().item(), batch[0].sum().item()
         (0.0, 6.0)
     """
     if isinstance(batch, Tensor):
@@ -122,8 +105,7 @@ def replace_inputs(batch: Any, inputs: Tensor, input_key: Key = None) -> Any:
     if key is None:
         raise ValueError("cannot find the input tensor in the batch; pass `input_key`.")
     if isinstance(batch, Mapping):
-        new = dict(batch)
-        new[key] = inputs
+        new = {**batch, key: inputs}
         return type(batch)(new) if type(batch) is not dict else new  # type: ignore[call-arg]
     items = list(batch)
     items[key] = inputs  # type: ignore[index]
@@ -135,9 +117,7 @@ def replace_inputs(batch: Any, inputs: Tensor, input_key: Key = None) -> Any:
 def batch_size_of(batch: Any, input_key: Key = None) -> int | None:
     """The leading dimension of the batch's input tensor, or ``None`` if it has none."""
     inputs, _ = split_batch(batch, input_key)
-    if inputs is None or inputs.ndim == 0:
-        return None
-    return int(inputs.shape[0])
+    return None if inputs is None or inputs.ndim == 0 else int(inputs.shape[0])
 
 
 def slice_batch(batch: Any, count: int, batch_size: int) -> Any:

@@ -8,57 +8,37 @@ from typing import Any
 
 from torch import Tensor, nn
 
+from lightning_recipes.harness.isolation import CannotRunOnCopy
+
 __all__ = ["ForwardCapture", "first_tensor", "step_output", "takes_more_than_the_input"]
 
 
 class ForwardCapture:
-    """Forward outputs seen while ``training_step`` ran: the module's own, else its last direct child's,
-    else the last of the outermost submodules that ran.
-
-    A direct child's output stands in when ``training_step`` calls ``self.net(x)`` instead of ``self(x)``.
-    Scalars and loss modules are not outputs; only the last output of each depth is kept.
+    """Forward outputs seen while ``training_step`` ran: the module's own (depth 0), else its last direct
+    child's (``training_step`` calls ``self.net(x)``), else the last of the outermost submodules that ran.
+    Scalars below the root and loss modules are not outputs.
 
     Example:
         >>> import torch
-        >>> net = torch.nn.Sequential(torch.nn.Linear(3, 2))
-        >>> capture = ForwardCapture()
+        >>> net, capture = torch.nn.Sequential(torch.nn.Linear(3, 2)), ForwardCapture()
         >>> handle = net[0].register_forward_hook(capture.hook(1))
-        >>> _ = net(torch.zeros(4, 3))
-        >>> tuple(capture.last().shape)
-        (4, 2)
-        >>> handle.remove()
+        >>> tuple(net(torch.zeros(4, 3)).shape), tuple(capture.last().shape)
+        ((4, 2), (4, 2))
     """
 
     def __init__(self) -> None:
-        self.root: list[Tensor] = []
-        self.children: list[Tensor] = []
-        self.deeper: dict[int, Tensor] = {}
+        self.outputs: dict[int, Tensor] = {}  # depth -> the last output seen at that depth
 
     def hook(self, depth: int) -> Callable[..., None]:
         def record(_module: nn.Module, _args: Any, output: Any) -> None:
             tensor = first_tensor(output)
-            if tensor is None or (depth > 0 and tensor.ndim == 0):
-                return
-            if depth == 0:
-                self.root.append(tensor)
-            elif depth == 1:
-                self.children.append(tensor)
-            else:
-                self.deeper[depth] = tensor
+            if tensor is not None and (depth == 0 or tensor.ndim > 0):
+                self.outputs[depth] = tensor
 
         return record
 
     def last(self) -> Tensor | None:
-        if self.root:
-            return self.root[-1]
-        if self.children:
-            return self.children[-1]
-        return self.deeper[min(self.deeper)] if self.deeper else None
-
-    def clear(self) -> None:
-        self.root.clear()
-        self.children.clear()
-        self.deeper.clear()
+        return self.outputs[min(self.outputs)] if self.outputs else None
 
 
 def first_tensor(output: Any) -> Tensor | None:
@@ -80,23 +60,17 @@ def first_tensor(output: Any) -> Tensor | None:
                 return output[key]
         output = list(output.values())
     if isinstance(output, (list, tuple)):
-        for item in output:
-            found = first_tensor(item)
-            if found is not None:
-                return found
+        return next((found for item in output if (found := first_tensor(item)) is not None), None)
     return None
 
 
 def step_output(harness: Any, model: nn.Module, batch: Any) -> Tensor:
-    """The output of ``model``'s forward observed while ``training_step`` runs on ``batch`` (for a
-    ``forward`` that takes more than the input, e.g. ``forward(x, lengths)`` or ``forward(x, mask)``);
-    ``harness`` is the :class:`~lightning_recipes.harness.Harness` whose copy and loss it uses.
+    """The output of ``model``'s forward seen while ``training_step`` of ``harness`` (a
+    :class:`~lightning_recipes.harness.Harness`) runs on ``batch``: for a ``forward(x, mask)``.
 
     Raises:
         CannotRunOnCopy: If no output was seen.
     """
-    from lightning_recipes.harness.isolation import CannotRunOnCopy
-
     with harness.capture_forward(model) as captured, contextlib.suppress(CannotRunOnCopy):
         harness.training_loss(model, batch)
     output = captured.last()

@@ -1,7 +1,5 @@
-"""Trial runs on a copy of the user's module (:class:`Harness`): what the sanity checks, the LR range test,
-``speed_tune`` and the step-memory probe see of it. The contract (loss, outputs, keys, optimizer):
-``docs/guides/harness.md``.
-"""
+"""Trial runs on a copy of the user's module (:class:`Harness`); the contract (loss, outputs, keys,
+optimizer): ``docs/guides/harness.md``."""
 
 from __future__ import annotations
 
@@ -52,31 +50,36 @@ from lightning_recipes.harness.walk import batch_keys
 
 __all__ = ["Harness"]
 
-_NO_DATA = "no training data: pass `datamodule=` or `train_dataloaders=`."
-
 
 class Harness:
-    """Trial runs on copies of the user's module: its batches, its loss, its optimizers, its outputs.
-
-    One harness is shared by the checks of one preflight (and by a sweep), so batches are read once.
-    What cannot be tried on a copy raises :class:`~lightning_recipes.harness.CannotRunOnCopy`.
+    """Trial runs on copies of the user's module: its batches, its loss, its optimizers, its outputs; shared
+    by the checks of one preflight (batches are read once). What cannot be tried on a copy raises
+    :class:`~lightning_recipes.harness.CannotRunOnCopy`.
 
     Args:
-        model: The user's ``LightningModule``. Never modified: trial runs work on :meth:`copy_model`.
-        train_dataloader: The training loader (or a collection of them: the first is read;
-            :meth:`read_fit_batches` combines them as ``fit`` does).
+        model: The user's ``LightningModule``, never modified (trial runs work on :meth:`copy_model`).
+        train_dataloader: The training loader, or a collection of them (the first is read).
         val_dataloader: Optional held-out loader.
-        device: Where copies and batches go; defaults to the model's device.
-        forward_context: Context manager factory wrapped around forward passes (autocast for mixed precision).
+        device: Where copies and batches go (default: the model's device).
+        forward_context: Context manager factory around forward passes (autocast for mixed precision).
         convert_input: Applied to every batch (a precision plugin's ``convert_input``).
-        trainer: The real Trainer when run from a callback; used for ``configure_optimizers`` that read it.
+        trainer: The real Trainer when run from a callback (a ``configure_optimizers`` may read it).
         datamodule: Its batch-transfer hooks are used when it overrides them.
-        input_key: Index or key of the input tensor in a batch (default: see the module docstring).
+        input_key: Index or key of the input tensor in a batch (default: the convention of ``batches.py``).
         target_key: Index or key of the target tensor (default: the batch entry the loss consumes).
         num_classes: Number of classes, when shapes cannot tell.
-        seed: Seed set (inside an isolated RNG state) before each trial (each check): reproducible results.
+        seed: Seed set (in an isolated RNG state) before each trial: reproducible results.
         max_epochs: The planned run's epochs, when no Trainer says (see :attr:`run_length`).
         max_steps: The planned run's optimizer steps, when no Trainer says.
+
+    Example:
+        >>> from lightning_recipes.testing import TinyClassifier, random_classification_loader
+        >>> harness = Harness(TinyClassifier(), random_classification_loader())
+        >>> model = harness.copy_model()
+        >>> built = harness.build_optimizers(model)
+        >>> loss = harness.optimization_step(model, built.optimizers, harness.train_batches(1)[0])
+        >>> built.from_module, loss.ndim
+        (True, 0)
     """
 
     def __init__(
@@ -113,28 +116,17 @@ class Harness:
             device = first.device if first is not None else torch.device("cpu")
         self.device = torch.device(device)
         self.forward_context = forward_context or nullcontext
-        self.convert_input = convert_input
-        self.trainer = trainer
-        self.datamodule = datamodule
-        self.input_key = input_key
-        self.target_key = target_key
-        self.num_classes = num_classes
-        self.seed = seed
-        self.max_epochs = max_epochs
-        self.max_steps = max_steps
+        self.trainer, self.datamodule, self.convert_input = trainer, datamodule, convert_input
+        self.input_key, self.target_key, self.num_classes = input_key, target_key, num_classes
+        self.seed, self.max_epochs, self.max_steps = seed, max_epochs, max_steps
         self._cache: dict[str, tuple[list[Any], bool]] = {}  # split -> (prepared batches, loader exhausted)
         self._inferred: tuple[Key, Key] | None = None
         self._first_calls: list[LossCall] = []  # the loss calls of the step that inferred the keys
         self._shaped: pl.LightningModule | None = None  # a lazy module's copy, shaped by one forward
 
-    # ---------------------------------------------------------------- data: one reader, six views of it
     def train_batches(self, count: int) -> list[Any]:
         """The first ``count`` training batches (fewer if the loader is shorter), on :attr:`device`. Cached.
-
-        Raises:
-            CannotRunOnCopy: Without a training loader, or when it yields no batch (the ``loader`` check
-                fails on that; every check that needs a batch says so).
-        """
+        ``CannotRunOnCopy`` without a training loader, or when it yields no batch."""
         return self._cached("train", self.train_dataloader, count, required=True)
 
     def val_batches(self, count: int) -> list[Any]:
@@ -142,8 +134,8 @@ class Harness:
         return [] if self.val_dataloader is None else self._cached("val", self.val_dataloader, count)
 
     def read_train_batches(self, count: int, max_samples: int | None = None) -> list[Any]:
-        """Up to ``count`` training batches, each cut to ``max_samples`` samples (and copied, so the full raw
-        batch is freed at once) before it goes to the device. Not cached."""
+        """Up to ``count`` training batches, each cut to ``max_samples`` samples (copied: the full batch is
+        freed) before it goes to the device. Not cached."""
         return self._read(self.train_dataloader, count, max_samples=max_samples, required=True)
 
     def read_raw_batches(self, count: int, max_samples: int | None = None) -> list[Any]:
@@ -156,17 +148,14 @@ class Harness:
         return self._read(loader, count)
 
     def read_fit_batches(self, count: int, loaders: Any = None, seed: int | None = None) -> list[Any]:
-        """Up to ``count`` batches as ``fit`` passes them to ``training_step``, on :attr:`device`. Not cached.
-
-        Several loaders (a dict, a list, a ``CombinedLoader``) are combined as the Trainer combines them
-        (``docs/guides/harness.md``); each batch is then the collection of the loaders' batches.
+        """Up to ``count`` batches as ``fit`` passes them to ``training_step`` (several loaders combined as
+        the Trainer combines them), on :attr:`device`. Not cached.
 
         Args:
             count: How many batches.
-            loaders: What to read (default: the training loaders this harness was given); inside ``fit``,
-                pass the Trainer's ``CombinedLoader`` to read it with its mode and ``limit_train_batches``.
-            seed: Seed each loader's own generators with it first (restored after), so that what is read
-                does not depend on how far they were drawn before (a Trainer draws from them).
+            loaders: What to read (default: the training loaders given); inside ``fit``, the Trainer's
+                ``CombinedLoader`` (read with its mode and ``limit_train_batches``).
+            seed: Seed each loader's own generators with it first (see :func:`preserved_loader_rng`).
 
         Raises:
             ValueError: For ``CombinedLoader(mode="sequential")``, which ``fit`` refuses too.
@@ -193,11 +182,10 @@ class Harness:
         required: bool = False,
         seed: int | None = None,
     ) -> list[Any]:
-        """The one reader: up to ``count`` batches from a fresh iterator of ``loader`` (``combine``: of the
-        collection of loaders, as ``fit`` combines them), each RNG it touches left as it was; each cut to
-        ``max_samples``, then (``prepare``) sent through :meth:`_prepare`; ``required``: at least one."""
+        """The one reader: up to ``count`` batches of a fresh iterator (``combine``: as ``fit`` combines
+        loaders), RNGs left as they were, cut to ``max_samples``, then prepared; ``required``: one or more."""
         if loader is None:
-            raise CannotRunOnCopy(_NO_DATA)
+            raise CannotRunOnCopy("no training data: pass `datamodule=` or `train_dataloaders=`.")
         combined = fit_combined_loader(loader) if combine else None
         batches: list[Any] = []
         with contextlib.ExitStack() as stack:
@@ -216,15 +204,12 @@ class Harness:
         return _not_empty(batches, loader) if required else batches
 
     def _prepare(self, batch: Any) -> Any:
-        """Lightning's batch pipeline: before-transfer hook, device transfer, after-transfer hook,
-        precision."""
-        owner_before = self._hook_owner("on_before_batch_transfer")
-        owner_transfer = self._hook_owner("transfer_batch_to_device")
-        owner_after = self._hook_owner("on_after_batch_transfer")
+        """Lightning's batch pipeline: before-transfer hook, transfer, after-transfer hook, precision."""
+        owner = self._hook_owner
         with quiet_logging():
-            batch = owner_before.on_before_batch_transfer(batch, 0)
-            batch = owner_transfer.transfer_batch_to_device(batch, self.device, 0)
-            batch = owner_after.on_after_batch_transfer(batch, 0)
+            batch = owner("on_before_batch_transfer").on_before_batch_transfer(batch, 0)
+            batch = owner("transfer_batch_to_device").transfer_batch_to_device(batch, self.device, 0)
+            batch = owner("on_after_batch_transfer").on_after_batch_transfer(batch, 0)
         if self.convert_input is not None:
             batch = self.convert_input(batch)
         return batch
@@ -240,11 +225,8 @@ class Harness:
         return split_batch(batch, input_key, target_key)
 
     def keys(self) -> tuple[Key, Key]:
-        """``(input_key, target_key)`` in force: the explicit ones, else those read from the loss call.
-
-        The first call runs ``training_step`` once, without gradients, on a copy with the first training
-        batch (RNG preserved) and caches what it saw; ``None`` means "the convention of ``batches.py``".
-        """
+        """``(input_key, target_key)`` in force: the explicit ones, else those read from the loss call of
+        one ``training_step`` on a copy with the first batch (``None``: the convention of ``batches.py``)."""
         if self.input_key is not None and self.target_key is not None:
             return self.input_key, self.target_key
         inferred_input, inferred_target = self._infer_keys()
@@ -285,10 +267,8 @@ class Harness:
         self._infer_keys()
         return self._first_calls
 
-    # ---------------------------------------------------------------- model
     def copy_model(self) -> pl.LightningModule:
         """A deep copy of the user's module on :attr:`device`, in train mode, with no Trainer attached."""
-        # Objects a module may hold a reference to are shared, not duplicated (a datamodule holds data).
         shared = (self.trainer, self.datamodule, self.train_dataloader, self.val_dataloader)
         try:
             if self._shaped is None and any(
@@ -303,8 +283,8 @@ class Harness:
             ) from err
 
     def _shape_lazy(self, model: pl.LightningModule) -> pl.LightningModule:
-        """A module with lazy parameters (``LazyLinear``: shaped at the first forward) after the forward of
-        one training step in eval mode, without gradients, seeded: every copy starts from the same weights."""
+        """A module with lazy parameters (``LazyLinear``) shaped by one seeded training step in eval mode,
+        without gradients: every copy starts from the same weights."""
         with preserved_rng(), torch.no_grad():
             torch.manual_seed(self.seed)
             model.eval()
@@ -371,12 +351,8 @@ class Harness:
                 handle.remove()
 
     def loss_calls(self, model: pl.LightningModule, batch: Any, batch_idx: int = 0) -> list[LossCall]:
-        """Every ``torch.nn.functional`` loss call of one ``training_step`` on ``model``, in order.
-
-        Each :class:`LossCall` names the loss function, the prediction and target it consumed, the batch
-        entries they were computed from and the loss's other arguments (``ignore_index``,
-        ``label_smoothing``, ``pos_weight``, ...). Runs the step once (gradients as the caller has them);
-        a step that raises propagates, a step without a usable loss still reports what it called.
+        """Every ``torch.nn.functional`` loss call (:class:`LossCall`) of one ``training_step`` on ``model``,
+        in order; a step that raises propagates, one without a usable loss still reports what it called.
 
         Example:
             >>> import torch
@@ -411,39 +387,29 @@ class Harness:
         return replace_inputs(batch, inputs, self.keys()[0])
 
     def batch_output(self, model: pl.LightningModule, batch: Any) -> Tensor:
-        """The model's output tensor for a whole batch, whatever the module's shape.
-
-        A module that defines ``forward`` is called as ``model(inputs)``; one that does not has
-        ``training_step`` run and the wrapped model's output observed (:class:`ForwardCapture`). Gradients
-        flow when the caller enables them. To see the model react to another input, pass
-        ``with_inputs(batch, new_inputs)``: the new tensor reaches the wrapped model.
-
-        Raises:
-            CannotRunOnCopy: If no output tensor can be observed either way.
-        """
+        """The model's output tensor for a whole batch: ``model(inputs)`` when it defines ``forward``, else
+        the wrapped model's output seen while ``training_step`` runs (:class:`ForwardCapture`);
+        ``CannotRunOnCopy`` when neither shows one. ``with_inputs(batch, new_inputs)`` feeds other inputs."""
         inputs, _ = self.split(batch)
         if inputs is not None and is_overridden("forward", model, pl.LightningModule):
             return self.forward(model, inputs)
         return step_output(self, model, batch)
 
     def build_optimizers(self, model: pl.LightningModule) -> BuiltOptimizers:
-        """The module's own optimizers, built on the copy at their peak learning rate (see
-        :func:`~lightning_recipes.harness.build_optimizers`; the real Trainer helps when there is one)."""
+        """The module's own optimizers on the copy (:func:`~lightning_recipes.harness.build_optimizers`)."""
         return build_optimizers(model, self.trainer_for_copies())
 
     @property
     def run_length(self) -> RunLength:
-        """The planned run: the Trainer's (``estimated_stepping_batches``, ``num_training_batches``,
-        ``accumulate_grad_batches``) inside ``fit``, else ``max_epochs``/``max_steps`` with the training
-        loader's length (``total_steps`` is ``None`` when neither is known)."""
+        """The planned run: the Trainer's inside ``fit``, else ``max_epochs``/``max_steps`` with the training
+        loader's length."""
         if self.trainer is not None:
             return RunLength.from_trainer(self.trainer)
         return RunLength.planned(self.max_epochs, self.max_steps, loader_length(self.train_dataloader))
 
     def trainer_for_copies(self) -> Any:
-        """What a copy's ``configure_optimizers`` may read as ``self.trainer``: the real Trainer inside
-        ``fit``; outside it, a :class:`~lightning_recipes.harness.run_length.PlannedTrainer` for the planned
-        run when its length is known; else ``None``."""
+        """What a copy's ``configure_optimizers`` reads as ``self.trainer``: the real Trainer, else a
+        :class:`~lightning_recipes.harness.run_length.PlannedTrainer` when the run's length is known."""
         if self.trainer is not None:
             return self.trainer
         run = self.run_length
@@ -453,8 +419,8 @@ class Harness:
     def from_trainer(
         cls, trainer: pl.Trainer, pl_module: pl.LightningModule, train_dataloader: Any = None, **options: Any
     ) -> Harness:
-        """A harness for trial runs inside ``trainer.fit``: the real device, precision and data (or
-        ``train_dataloader`` alone); ``options``: the constructor's (``input_key``, ``seed``, ...)."""
+        """A harness inside ``trainer.fit``: its device, precision and data (or ``train_dataloader`` alone);
+        ``options``: the constructor's."""
         precision = trainer.precision_plugin
         loaders = (
             (train_dataloader, None) if train_dataloader is not None else fit_dataloaders(trainer, pl_module)

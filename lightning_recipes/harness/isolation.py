@@ -27,10 +27,8 @@ __all__ = [
 
 
 class CannotRunOnCopy(Exception):
-    """Raised when the user's model cannot be tried on a copy; the message says why, in a sentence.
-
-    Each caller decides what that means: the sanity checks report a ``skip`` with the message, ``find_lr``
-    and ``lr="find"`` raise a ``ValueError``.
+    """The user's model cannot be tried on a copy; the message says why, in a sentence (the checks report a
+    ``skip`` with it, ``find_lr`` and ``lr="find"`` a ``ValueError``).
 
     Example:
         >>> raise CannotRunOnCopy("the module uses manual optimisation.")
@@ -52,44 +50,32 @@ def preserved_rng() -> Generator[None, None, None]:
         >>> torch.equal(before, torch.get_rng_state())
         True
     """
-    states: dict[str, Any] = {
-        "torch": torch.get_rng_state(),
-        "python": random.getstate(),
-        "numpy": np.random.get_state(),
-    }
     cuda = torch.cuda.is_available() and torch.cuda.is_initialized()
-    if cuda:
-        states["cuda"] = torch.cuda.get_rng_state_all()
+    cuda_states = torch.cuda.get_rng_state_all() if cuda else []
+    torch_state, python_state, numpy_state = torch.get_rng_state(), random.getstate(), np.random.get_state()
     try:
         yield
     finally:
-        torch.set_rng_state(states["torch"])
-        random.setstate(states["python"])
-        np.random.set_state(states["numpy"])
+        torch.set_rng_state(torch_state)
+        random.setstate(python_state)
+        np.random.set_state(numpy_state)
         if cuda:
-            torch.cuda.set_rng_state_all(states["cuda"])
+            torch.cuda.set_rng_state_all(cuda_states)
 
 
 def loader_generators(loader: Any) -> list[torch.Generator]:
     """The ``torch.Generator`` objects a loader draws from (its own, its sampler's, its batch sampler's)."""
-    found: list[torch.Generator] = []
-    candidates = [
-        getattr(loader, "generator", None),
-        getattr(getattr(loader, "sampler", None), "generator", None),
-        getattr(getattr(getattr(loader, "batch_sampler", None), "sampler", None), "generator", None),
-    ]
-    for generator in candidates:
-        if isinstance(generator, torch.Generator) and all(generator is not g for g in found):
-            found.append(generator)
-    return found
+    batch_sampler = getattr(loader, "batch_sampler", None)
+    owners = (loader, getattr(loader, "sampler", None), getattr(batch_sampler, "sampler", None))
+    found = [g for owner in owners if isinstance(g := getattr(owner, "generator", None), torch.Generator)]
+    return [g for i, g in enumerate(found) if all(g is not other for other in found[:i])]
 
 
 @contextlib.contextmanager
 def preserved_loader_rng(loader: Iterable[Any], seed: int | None = None) -> Generator[None, None, None]:
-    """Iterate ``loader`` inside the block and leave every RNG it touches (global and its own) as it was.
-
-    ``seed``: seed the loader's own generators with it inside the block, so that what is read does not
-    depend on how far they were drawn before (a Trainer draws from them when it checks the loader)."""
+    """Iterate ``loader`` inside the block and leave every RNG it touches (global and its own) as it was;
+    ``seed``: seed its own generators with it inside the block (what is read is then independent of how far a
+    Trainer drew from them before)."""
     generators = loader_generators(loader)
     saved = [g.get_state() for g in generators]
     if seed is not None:
@@ -114,9 +100,8 @@ def quiet_logging() -> Generator[None, None, None]:
 
 @contextlib.contextmanager
 def quiet_trial() -> Generator[None, None, None]:
-    """A trial Trainer's fit on a copy, silent: no warnings (Lightning's and torch's deprecations, the
-    no-validation-loader notice) and no banners ("GPU available ...", "`max_steps` reached"); errors still
-    raise and log."""
+    """A trial Trainer's fit on a copy, silent: no warnings and no banners ("GPU available ...", "`max_steps`
+    reached"); errors still raise and log."""
     loggers = [logging.getLogger(name) for name in ("lightning.pytorch", "lightning.fabric", "lightning")]
     levels = [logger.level for logger in loggers]
     for logger in loggers:
@@ -143,19 +128,15 @@ def cpu_threads(num_threads: int | None, device: torch.device) -> Generator[None
 
 
 def copy_module(model: pl.LightningModule, shared: Iterable[Any], device: torch.device) -> pl.LightningModule:
-    """A deep copy of ``model`` on ``device``, in train mode, with no Trainer attached, not compiled.
-
-    Objects in ``shared`` that the module may hold a reference to (the Trainer, a datamodule holding the data,
-    the loaders) are shared with the copy, not duplicated. A module compiled in place (``module.compile()``)
-    runs its copy eagerly: the copied compiled call would run the original module. Raises what
-    ``copy.deepcopy`` raises.
-    """
+    """A deep copy of ``model`` on ``device``, in train mode, with no Trainer attached, not compiled (a copied
+    ``module.compile()`` call would run the original); the objects in ``shared`` (the Trainer, a datamodule,
+    the loaders) are shared, not copied. Raises what ``copy.deepcopy`` raises."""
     memo: dict[int, Any] = {id(obj): obj for obj in shared if obj is not None}
     clone = copy.deepcopy(model, memo)
     for module in clone.modules():
         if getattr(module, "_compiled_call_impl", None) is not None:
             module._compiled_call_impl = None
-    clone.trainer = None  # a deep copy drops it already (LightningModule.__getstate__); be explicit
+    clone.trainer = None
     clone.to(device)
     clone.train()
     return clone

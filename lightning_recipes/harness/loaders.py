@@ -9,11 +9,16 @@ from dataclasses import dataclass
 from typing import Any
 
 import lightning.pytorch as pl
-import torch
 from lightning.pytorch.utilities import CombinedLoader
 from lightning.pytorch.utilities.model_helpers import is_overridden
 from torch import Tensor
-from torch.utils.data import DataLoader
+from torch.utils.data import (
+    DataLoader,
+    RandomSampler,
+    SequentialSampler,
+    SubsetRandomSampler,
+    WeightedRandomSampler,
+)
 
 __all__ = [
     "FitData",
@@ -46,10 +51,8 @@ def first_loader(loaders: Any) -> Any:
 
 
 def fit_combined_loader(loaders: Any) -> CombinedLoader:
-    """A fresh ``CombinedLoader`` iterating ``loaders`` as ``fit`` does: a shallow copy of a
-    ``CombinedLoader`` (the original is left for the run), any other collection in ``"max_size_cycle"``;
-    ``ValueError`` for ``mode="sequential"``, which ``fit`` refuses too.
-    """
+    """A fresh ``CombinedLoader`` iterating ``loaders`` as ``fit`` does (a shallow copy of one, any other
+    collection in ``"max_size_cycle"``); ``ValueError`` for ``mode="sequential"``, as ``fit``."""
     if isinstance(loaders, CombinedLoader):
         combined = copy.copy(loaders)
         combined._iterator = None  # the copy's own; `iter` makes it
@@ -64,9 +67,8 @@ def fit_combined_loader(loaders: Any) -> CombinedLoader:
 
 
 def fit_dataloaders(trainer: pl.Trainer, pl_module: pl.LightningModule) -> tuple[Any, Any]:
-    """The loaders ``fit`` uses, read at ``on_train_start`` (the training loader with any sampler the Trainer
-    injected); a validation loader the Trainer did not load comes from the datamodule's or module's hook.
-    """
+    """The loaders ``fit`` uses, read at ``on_train_start`` (with any sampler the Trainer injected); one the
+    Trainer did not load comes from the datamodule's or the module's hook."""
     train, val = trainer.train_dataloader, trainer.val_dataloaders
     if train is None or val is None:
         datamodule = getattr(trainer, "datamodule", None)
@@ -90,25 +92,15 @@ def is_shuffled(loader: Any) -> bool | None:
         >>> is_shuffled([]) is None
         True
     """
-    if not isinstance(loader, DataLoader):
-        return None
-    sampler = loader.sampler
-    random_samplers = (
-        torch.utils.data.RandomSampler,
-        torch.utils.data.WeightedRandomSampler,
-        torch.utils.data.SubsetRandomSampler,
-    )
-    if isinstance(sampler, random_samplers):
-        return True
-    if isinstance(sampler, torch.utils.data.SequentialSampler):
-        return False
+    sampler = loader.sampler if isinstance(loader, DataLoader) else None
+    if isinstance(sampler, (RandomSampler, WeightedRandomSampler, SubsetRandomSampler, SequentialSampler)):
+        return not isinstance(sampler, SequentialSampler)
     shuffle = getattr(sampler, "shuffle", None)  # DistributedSampler and friends
     return bool(shuffle) if shuffle is not None else None
 
 
 def loader_batch_size(loader: Any) -> int | None:
-    """The samples per batch of one loader: its ``batch_size``, else its batch sampler's; ``None`` when
-    neither is an integer.
+    """The samples per batch of one loader: its ``batch_size``, else its batch sampler's (``None``: neither).
 
     Example:
         >>> from torch.utils.data import DataLoader
@@ -122,8 +114,7 @@ def loader_batch_size(loader: Any) -> int | None:
 
 
 def loader_length(loader: Any) -> int | None:
-    """``len(loader)`` (batches per epoch of a loader, or the size of a dataset or sampler), or ``None`` when
-    it has none (an iterable dataset, a generator).
+    """``len(loader)`` (of a loader, a dataset or a sampler), or ``None`` when it has none (a generator).
 
     Example:
         >>> from torch.utils.data import DataLoader
@@ -137,8 +128,7 @@ def loader_length(loader: Any) -> int | None:
 
 
 def describe_loader(loader: Any) -> str:
-    """What decides a loader's number of batches, in words: ``len(dataset)``, ``batch_size``, ``drop_last``
-    and the sampler's length.
+    """What decides a loader's number of batches, in words (``len(dataset)``, ``batch_size``, ...).
 
     Example:
         >>> from torch.utils.data import DataLoader
@@ -179,9 +169,8 @@ def resolve_fit_data(
     train_dataloaders: Any = None,
     val_dataloaders: Any = None,
 ) -> FitData:
-    """The training and validation loaders as ``trainer.fit`` would find them: ``train_dataloaders`` /
-    ``val_dataloaders`` given win, else the ``datamodule``'s (after ``prepare_data()`` and ``setup("fit")``),
-    else the model's own. ``ValueError`` naming ``caller`` when no training data is found.
+    """The loaders as ``trainer.fit`` would find them: those given, else the ``datamodule``'s (after
+    ``prepare_data()`` and ``setup("fit")``), else the model's; ``ValueError`` naming ``caller`` without any.
 
     Example:
         >>> from lightning_recipes.data import DigitsDataModule

@@ -17,9 +17,7 @@ from lightning_recipes.harness.walk import batch_entries
 
 __all__ = ["LOSS_FUNCTIONS", "LossCall", "LossRecorder", "TargetSwapError"]
 
-# ------------------------------------------------------------------------------------------------ loss calls
-# The torch.nn.functional losses a loss call is recognised by (nn.*Loss modules call these too), and the names
-# of their prediction and target arguments.
+# The torch.nn.functional losses (nn.*Loss modules call them too) -> the names of their prediction and target
 _SPECIAL_ARGS: dict[str, tuple[str, str | None]] = {
     "ctc_loss": ("log_probs", "targets"),
     "cosine_embedding_loss": ("input1", "target"),
@@ -50,22 +48,17 @@ class LossCall:
 
     Attributes:
         function: The loss function's name (``"cross_entropy"``, ``"mse_loss"``, ...).
-        output: The prediction it consumed (its ``input`` argument: logits, log-probabilities, a
-            reconstruction), as the loss saw it (for Hugging Face's causal-LM loss: flattened ``[B*S, V]``).
+        output: The prediction it consumed (its ``input`` argument), as the loss saw it.
         target: Its ``target`` argument (``None`` for losses without one, e.g. ``triplet_margin_loss``).
-        target_key: The batch entry the target was computed from (its key or index; ``None`` when it comes
-            from no entry, from several, from the model, or the batch is a bare tensor). A shifted or padded
-            copy counts (Hugging Face shifts ``labels`` inside the model).
-        target_keys: Every batch entry the target was computed from (``None`` stands for a bare-tensor
-            batch); empty when the model computed it (``target_from_model``).
-        target_from_model: The target was computed with the model's parameters (its own predictions, a
-            teacher or EMA copy): it is no batch entry.
+        target_key: The one batch entry the target was computed from (a shifted or padded copy counts);
+            ``None`` for none, several, the model, or a bare-tensor batch.
+        target_keys: Every batch entry the target was computed from (``None``: a bare-tensor batch).
+        target_from_model: The target was computed with the model's parameters (a teacher, an EMA copy).
         output_keys: Every batch entry the prediction was computed from (the inputs the model read).
-        kwargs: The other arguments, by name (``weight``, ``pos_weight``, ``ignore_index``,
-            ``label_smoothing``, ``reduction``, ...), as passed or defaulted.
-        loss: What the call returned (the loss value; per element under ``reduction="none"``).
-        inspection: What the recorder's ``inspect_output`` said about :attr:`output` at call time (while the
-            autograd graph still held its saved tensors); ``inspected`` is ``False`` when it had none.
+        kwargs: The other arguments by name (``ignore_index``, ``label_smoothing``, ...), passed or defaulted.
+        loss: What the call returned.
+        inspection: What the recorder's ``inspect_output`` returned for :attr:`output` at call time (while the
+            graph held its saved tensors); ``inspected`` is ``False`` without one.
     """
 
     function: str
@@ -100,15 +93,11 @@ class LossCall:
 class LossRecorder(TorchFunctionMode):
     """A torch function mode that records the loss calls of a step and where their tensors came from.
 
-    Every torch call is seen once (the mode is off inside its own handler, so a loss's internals are not);
-    with ``batch`` given, each result is tagged with the batch entries its tensor arguments came from, so
-    a target can be traced back through shifts, pads, views and copies. ``targets`` replaces the target of
-    the ``i``-th loss call by ``targets[i]`` where that entry is not ``None`` (same shape required).
-    ``functions`` limits the record to those losses (by name, default: every one of :data:`LOSS_FUNCTIONS`);
-    ``inspect_output`` runs on each recorded call's prediction at call time (:attr:`LossCall.inspection`).
-
-    Cost: one Python call per torch operation while active; tagging adds a pass over each call's
-    arguments. Used on one step (probes) or on a check's copies, never on the user's training.
+    With ``batch`` given, each torch call's result is tagged with the batch entries its tensor arguments came
+    from (a target is traced through shifts, pads, views and copies). ``targets``: the ``i``-th loss call's
+    target is replaced by ``targets[i]`` when not ``None`` (same shape); ``functions``: the losses recorded
+    (by name; default all of :data:`LOSS_FUNCTIONS`); ``inspect_output``: run on each prediction at call time.
+    Cost: one Python call per torch operation while active; never used on the user's training.
     """
 
     def __init__(
@@ -136,17 +125,11 @@ class LossRecorder(TorchFunctionMode):
         self._tags[id(tensor)] = (weakref.ref(tensor), keys | previous)
 
     def _sources(self, tensor: Any) -> frozenset[int | str | None]:
-        if not isinstance(tensor, Tensor):
-            return frozenset()
-        entry = self._tags.get(id(tensor))
-        if entry is None or entry[0]() is not tensor:
-            return frozenset()
-        return entry[1]
+        entry = self._tags.get(id(tensor)) if isinstance(tensor, Tensor) else None
+        return entry[1] if entry is not None and entry[0]() is tensor else frozenset()
 
     def _is_computed(self, tensor: Any) -> bool:
-        if not isinstance(tensor, Tensor):
-            return False
-        ref = self._computed.get(id(tensor))
+        ref = self._computed.get(id(tensor)) if isinstance(tensor, Tensor) else None
         return ref is not None and ref() is tensor
 
     def __torch_function__(
@@ -154,17 +137,13 @@ class LossRecorder(TorchFunctionMode):
     ) -> Any:
         kwargs = kwargs or {}
         name = LOSS_FUNCTIONS.get(func)
-        bound = None
-        if name is not None:
-            bound = _bind(func, args, kwargs)
-            if bound is not None and self._targets is not None:
-                self._swap_target(name, bound)
-                args, kwargs = bound.args, bound.kwargs
+        bound = None if name is None else _bind(func, args, kwargs)
+        if name is not None and bound is not None and self._targets is not None:
+            self._swap_target(name, bound)
+            args, kwargs = bound.args, bound.kwargs
         result = func(*args, **kwargs)
-        if not self._trace and name is None:
-            return result
-        sources: frozenset[int | str | None] = frozenset()
         if self._trace:
+            sources: frozenset[int | str | None] = frozenset()
             computed = False
             for leaf in tree_leaves((args, kwargs)):
                 sources = sources | self._sources(leaf)
@@ -180,18 +159,16 @@ class LossRecorder(TorchFunctionMode):
         return result
 
     def _swap_target(self, name: str, bound: inspect.BoundArguments) -> None:
-        assert self._targets is not None
+        targets, target_name = self._targets or [], _LOSSES[name][1]
         index, self._count = self._count, self._count + 1
-        target_name = _LOSSES[name][1]
-        if index >= len(self._targets) or self._targets[index] is None or target_name is None:
+        new = targets[index] if index < len(targets) else None
+        if new is None or target_name is None:
             return
-        new = self._targets[index]
         old = bound.arguments.get(target_name)
-        new_shape = list(new.shape) if new is not None else None
-        if not isinstance(old, Tensor) or new is None or new.shape != old.shape:
+        if not isinstance(old, Tensor) or new.shape != old.shape:
             was = list(old.shape) if isinstance(old, Tensor) else old
             raise TargetSwapError(
-                f"the target of loss call {index} ({name}) is {was!r}, not of shape {new_shape}"
+                f"the target of loss call {index} ({name}) is {was!r}, not of shape {list(new.shape)}"
             )
         bound.arguments[target_name] = new
 
@@ -207,9 +184,8 @@ class LossRecorder(TorchFunctionMode):
         target = target if isinstance(target, Tensor) else None
         from_model = self._is_computed(target)
         target_keys = frozenset() if from_model else self._sources(target)
-        kwargs = dict(bound.signature.parameters.items())
-        kwargs = {k: p.default for k, p in kwargs.items() if k not in (output_name, target_name)}
-        kwargs.update(arguments)
+        parameters = bound.signature.parameters.items()
+        kwargs = {k: p.default for k, p in parameters if k not in (output_name, target_name)} | arguments
         self.calls.append(
             LossCall(
                 function=name,

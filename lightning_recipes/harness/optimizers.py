@@ -19,13 +19,8 @@ _FALLBACK = "AdamW(lr=1e-3)"
 
 @dataclass(frozen=True)
 class BuiltOptimizers:
-    """What :func:`build_optimizers` built: the optimizers, and whether they are the module's own.
-
-    Attributes:
-        optimizers: The optimizers to step (never empty).
-        from_module: ``True`` when they are what ``configure_optimizers`` returned (at peak lr); ``False``
-            when it failed outside the Trainer or returned none and ``AdamW(lr=1e-3)`` stands in.
-        error: Why ``configure_optimizers`` failed (``"TypeError: ..."``), ``""`` when it did not.
+    """What :func:`build_optimizers` built: the ``optimizers`` (never empty), whether they are ``from_module``
+    (``False``: ``AdamW(lr=1e-3)`` stands in) and the ``error`` of ``configure_optimizers`` (``""``: none).
 
     Example:
         >>> from lightning_recipes.testing import TinyClassifier
@@ -50,21 +45,14 @@ class BuiltOptimizers:
 
 
 def build_optimizers(model: pl.LightningModule, trainer: Any = None) -> BuiltOptimizers:
-    """The module's own optimizers, built on ``model`` (a copy) at their peak learning rate.
-
-    A scheduler's ``initial_lr`` (the peak a warm-up starts below), or ``OneCycleLR``'s ``max_lr``,
-    becomes each group's ``lr``; schedulers are not stepped. A ``configure_optimizers`` that fails without a
-    Trainer is retried with ``trainer`` attached (one that reads ``self.trainer.estimated_stepping_batches``);
-    if it still fails, or returns no optimizer, ``AdamW(lr=1e-3)`` stands in and
-    :attr:`BuiltOptimizers.from_module` says so.
-    """
+    """The module's own optimizers, built on ``model`` (a copy) at their peak learning rate: a scheduler's
+    ``initial_lr`` or ``OneCycleLR``'s ``max_lr`` becomes each group's ``lr`` (schedulers are not stepped).
+    Built as :func:`configure_optimizers_on_copy` does; ``AdamW(lr=1e-3)`` stands in when that fails or
+    returns no optimizer."""
     config, error = configure_optimizers_on_copy(model, trainer)
-    if error:
-        fallback: Optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
-        return BuiltOptimizers([fallback], False, error)
-    optimizers = optimizers_from_config(config)
+    optimizers = [] if error else optimizers_from_config(config)
     if not optimizers:
-        return BuiltOptimizers([torch.optim.AdamW(model.parameters(), lr=1e-3)], False)
+        return BuiltOptimizers([torch.optim.AdamW(model.parameters(), lr=1e-3)], False, error)
     for optimizer in optimizers:
         for group in optimizer.param_groups:
             if "initial_lr" in group:  # a scheduler set lr to its step-0 value (often 0 in warm-up)
@@ -75,12 +63,9 @@ def build_optimizers(model: pl.LightningModule, trainer: Any = None) -> BuiltOpt
 
 
 def configure_optimizers_on_copy(model: pl.LightningModule, trainer: Any = None) -> tuple[Any, str]:
-    """``model.configure_optimizers()`` on a copy, and ``""`` or why it failed (``"TypeError: ..."``).
-
-    Called with no Trainer attached first; a call that fails is retried once with ``trainer`` attached (the
-    real Trainer, or a :class:`~lightning_recipes.harness.run_length.PlannedTrainer`), which is detached
-    again afterwards. The first error is the one reported when both fail.
-    """
+    """``model.configure_optimizers()`` on a copy, and ``""`` or why it failed (``"TypeError: ..."``); a call
+    that fails is retried with ``trainer`` attached (the real one or a
+    :class:`~lightning_recipes.harness.run_length.PlannedTrainer`; the first error is reported)."""
     try:
         with quiet_logging():
             return model.configure_optimizers(), ""
@@ -108,10 +93,6 @@ def optimizers_from_config(config: Any) -> list[Optimizer]:
         optimizer = config.get("optimizer")
         return [optimizer] if isinstance(optimizer, Optimizer) else []
     if isinstance(config, (list, tuple)):
-        found: list[Optimizer] = []
-        for item in config:
-            for optimizer in optimizers_from_config(item):
-                if all(optimizer is not o for o in found):
-                    found.append(optimizer)
-        return found
+        found = [optimizer for item in config for optimizer in optimizers_from_config(item)]
+        return [o for i, o in enumerate(found) if all(o is not other for other in found[:i])]
     return []

@@ -1,6 +1,5 @@
-"""How long the planned run is (:class:`RunLength`), from a Trainer or from ``max_epochs``/``max_steps``, and
-the small stand-in (:class:`PlannedTrainer`) that a ``configure_optimizers`` reading ``self.trainer`` gets on
-a copy when no real Trainer exists."""
+"""How long the planned run is (:class:`RunLength`), and the stand-in Trainer (:class:`PlannedTrainer`) that a
+copy's ``configure_optimizers`` reads when there is no real one."""
 
 from __future__ import annotations
 
@@ -16,7 +15,7 @@ __all__ = ["PlannedTrainer", "RunLength", "check_run_length"]
 
 
 def check_run_length(max_epochs: Any, max_steps: Any) -> None:
-    """``max_epochs`` and ``max_steps`` are ``None`` or integers >= 1 (the planned run's length).
+    """``ValueError`` unless ``max_epochs`` and ``max_steps`` are ``None`` or integers >= 1.
 
     Example:
         >>> check_run_length(10, None)
@@ -31,14 +30,9 @@ def check_run_length(max_epochs: Any, max_steps: Any) -> None:
 
 @dataclass(frozen=True)
 class RunLength:
-    """The planned run in optimizer steps: what ``trainer.fit`` will do, as far as it is known.
-
-    Attributes:
-        total_steps: Optimizer steps of the whole run (``None``: unknown: no ``max_epochs``/``max_steps``).
-        batches_per_epoch: Training batches per epoch (``None``: the loader has no length).
-        accumulate_grad_batches: Batches per optimizer step.
-        max_epochs: Planned epochs, when known.
-        source: Where the numbers come from (for messages).
+    """The planned run in optimizer steps, as far as it is known: ``total_steps`` (``None``: unknown),
+    ``batches_per_epoch`` (``None``: no loader length), ``accumulate_grad_batches``, the planned
+    ``max_epochs`` and ``max_steps``, and the ``source`` of the numbers (for messages).
 
     Example:
         >>> run = RunLength.planned(max_epochs=3, max_steps=None, batches_per_epoch=10)
@@ -66,54 +60,40 @@ class RunLength:
     def planned(
         cls, max_epochs: int | None, max_steps: int | None, batches_per_epoch: int | None
     ) -> RunLength:
-        """The length ``Trainer(max_epochs=, max_steps=)`` would give with ``batches_per_epoch`` batches
-        per epoch and no accumulation: the smaller of the two when both are given."""
-        candidates: list[tuple[int, str]] = []
-        if max_steps is not None:
-            candidates.append((max_steps, f"max_steps={max_steps}"))
+        """The length ``Trainer(max_epochs=, max_steps=)`` gives (the smaller of the two) with
+        ``batches_per_epoch`` and no accumulation."""
+        candidates = [(max_steps, f"max_steps={max_steps}")] if max_steps is not None else []
         if max_epochs is not None and batches_per_epoch is not None:
-            candidates.append(
-                (
-                    max_epochs * batches_per_epoch,
-                    f"max_epochs={max_epochs} x {batches_per_epoch} batch(es) per epoch",
-                )
-            )
+            epochs = f"max_epochs={max_epochs} x {batches_per_epoch} batch(es) per epoch"
+            candidates.append((max_epochs * batches_per_epoch, epochs))
         total, source = min(candidates) if candidates else (None, "unknown")
         return cls(total, batches_per_epoch, 1, max_epochs, max_steps, source)
 
     @classmethod
     def from_trainer(cls, trainer: pl.Trainer) -> RunLength:
-        """The Trainer's own plan, read at ``on_train_start``: ``estimated_stepping_batches`` (which counts
-        ``max_epochs``, ``max_steps``, ``limit_train_batches`` and ``accumulate_grad_batches``),
-        ``num_training_batches`` and ``max_epochs``."""
+        """The Trainer's own plan, read at ``on_train_start`` (``estimated_stepping_batches``, ...)."""
         accumulate = int(getattr(trainer, "accumulate_grad_batches", 1) or 1)
         batches = _finite_int(getattr(trainer, "num_training_batches", None))
         try:
             total = _finite_int(trainer.estimated_stepping_batches)
         except Exception:  # no loader length, or read before the Trainer set up its data
             total = None
-        epochs = _finite_int(getattr(trainer, "max_epochs", None))
-        epochs = epochs if epochs is not None and epochs > 0 else None
-        steps = _finite_int(getattr(trainer, "max_steps", None))
-        steps = steps if steps is not None and steps > 0 else None
+        epochs = _finite_int(getattr(trainer, "max_epochs", None), positive=True)
+        steps = _finite_int(getattr(trainer, "max_steps", None), positive=True)
         source = f"the Trainer's estimated_stepping_batches={total}" if total is not None else "unknown"
         return cls(total, batches, accumulate, epochs, steps, source)
 
 
-def _finite_int(value: Any) -> int | None:
+def _finite_int(value: Any, positive: bool = False) -> int | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         return None
-    return int(value)
+    return None if positive and int(value) <= 0 else int(value)
 
 
 class PlannedTrainer:
-    """What a ``configure_optimizers`` commonly reads of ``self.trainer``, for the planned run: a stand-in
-    attached to a copy of the module when there is no real Trainer (``preflight(model, max_epochs=...)``).
-
-    It answers ``estimated_stepping_batches``, ``max_epochs``, ``max_steps``, ``num_training_batches``,
-    ``accumulate_grad_batches``, and the state of a run that has not started (``current_epoch``,
-    ``global_step``: 0; one process). Anything else raises ``AttributeError`` naming it, so a module that
-    needs more of the Trainer fails visibly instead of reading a made-up value.
+    """What a ``configure_optimizers`` commonly reads of ``self.trainer``, for the planned run, on a copy when
+    there is no real Trainer: the run's length and the state of a run not started (one process); anything
+    else raises ``AttributeError`` naming it (never a made-up value).
 
     Example:
         >>> trainer = PlannedTrainer(RunLength.planned(max_epochs=2, max_steps=None, batches_per_epoch=5))
@@ -121,13 +101,8 @@ class PlannedTrainer:
         (10, 2, -1)
     """
 
-    current_epoch = 0
-    global_step = 0
-    global_rank = 0
-    local_rank = 0
-    world_size = 1
-    num_devices = 1
-    num_nodes = 1
+    current_epoch = global_step = global_rank = local_rank = 0
+    world_size = num_devices = num_nodes = 1
     is_global_zero = True
     sanity_checking = False
     training = True

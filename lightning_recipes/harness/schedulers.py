@@ -15,14 +15,8 @@ __all__ = ["SchedulerConfig", "schedulers_from_config"]
 
 @dataclass(frozen=True)
 class SchedulerConfig:
-    """One scheduler as Lightning steps it.
-
-    Attributes:
-        scheduler: The scheduler object (built on the copy's optimizer).
-        interval: ``"step"`` (after every optimizer step) or ``"epoch"`` (after every epoch; the default).
-        frequency: Step it every ``frequency`` intervals.
-        reduce_on_plateau: Whether it steps on a monitored metric (``ReduceLROnPlateau``).
-    """
+    """One ``scheduler`` as Lightning steps it: every ``frequency`` intervals (``interval``: ``"step"`` or
+    ``"epoch"``), on a monitored metric when ``reduce_on_plateau``."""
 
     scheduler: Any
     interval: str = "epoch"
@@ -36,13 +30,10 @@ class SchedulerConfig:
 
 
 def schedulers_from_config(config: Any) -> list[SchedulerConfig]:
-    """Every scheduler in any of the return formats ``configure_optimizers`` allows: ``([optimizers],
-    [schedulers or dicts])``, ``{"optimizer": ..., "lr_scheduler": scheduler or dict}``, a list of such
-    dicts; a dict's ``interval``/``frequency`` as given, else Lightning's defaults (``"epoch"``, 1).
+    """Every scheduler in any return format of ``configure_optimizers``, with Lightning's defaults.
 
     Raises:
-        ValueError: For an ``interval`` other than ``"step"``/``"epoch"`` or a ``frequency`` below 1
-            (Lightning refuses them too), naming the value.
+        ValueError: For an ``interval`` other than ``"step"``/``"epoch"`` or a ``frequency`` below 1.
 
     Example:
         >>> import torch
@@ -54,24 +45,18 @@ def schedulers_from_config(config: Any) -> list[SchedulerConfig]:
         >>> [c.interval for c in schedulers_from_config(([optimizer], [scheduler]))]
         ['epoch']
     """
-    found: list[SchedulerConfig] = []
     if isinstance(config, Mapping):
-        if "lr_scheduler" in config:
-            found.extend(_one(config["lr_scheduler"]))
-    elif isinstance(config, (list, tuple)):
-        if (
-            len(config) == 2
-            and isinstance(config[0], (list, tuple))
-            and isinstance(config[1], (list, tuple))
-            and all(isinstance(o, Optimizer) for o in config[0])
-        ):
-            for item in config[1]:
-                found.extend(_one(item))
-        else:
-            for item in config:
-                if isinstance(item, Mapping):
-                    found.extend(schedulers_from_config(item))
-    return found
+        return _one(config.get("lr_scheduler"))
+    if not isinstance(config, (list, tuple)):
+        return []
+    if (
+        len(config) == 2
+        and isinstance(config[0], (list, tuple))
+        and isinstance(config[1], (list, tuple))
+        and all(isinstance(o, Optimizer) for o in config[0])
+    ):
+        return [found for item in config[1] for found in _one(item)]
+    return [found for item in config if isinstance(item, Mapping) for found in schedulers_from_config(item)]
 
 
 def _one(item: Any) -> list[SchedulerConfig]:

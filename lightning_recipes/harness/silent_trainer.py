@@ -11,8 +11,7 @@ from lightning_recipes.harness.isolation import quiet_trial
 
 __all__ = ["SILENT_SETTINGS", "silent_trainer"]
 
-#: What every internal Trainer shares: no logger, no checkpoint, no progress bar or summary, one CPU device,
-#: no validation (a caller that validates passes ``limit_val_batches`` / ``num_sanity_val_steps``).
+#: What every internal Trainer shares: no logger, checkpoint, progress bar or summary; one CPU; no validation.
 SILENT_SETTINGS: dict[str, Any] = {
     "accelerator": "cpu",
     "devices": 1,
@@ -26,11 +25,9 @@ SILENT_SETTINGS: dict[str, Any] = {
 
 
 def silent_trainer(device: torch.device | str | None = None, **trainer_kwargs: Any) -> pl.Trainer:
-    """A ``Trainer`` for a fit on a copy (a trial fit, a timed run, a sweep): :data:`SILENT_SETTINGS`
-    overridden by ``trainer_kwargs``, built without Lightning's banners ("GPU available ..."); ``device``:
-    the one device it runs on (``cuda:1`` is accelerator ``cuda``, devices ``[1]``).
-
-    Fit it under :func:`~lightning_recipes.harness.quiet_trial` to silence the fit's own notices too.
+    """A ``Trainer`` for a fit on a copy: :data:`SILENT_SETTINGS` overridden by ``trainer_kwargs``, built
+    without banners, on one ``device`` (``cuda:1``: accelerator ``cuda``, devices ``[1]``); fit it under
+    :func:`~lightning_recipes.harness.quiet_trial`.
 
     Example:
         >>> from lightning_recipes.harness import quiet_trial

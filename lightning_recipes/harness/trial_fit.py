@@ -4,6 +4,7 @@ Trainer cannot show (``docs/guides/harness.md``)."""
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import tempfile
 import time
@@ -73,9 +74,8 @@ class _ValView:
 
 
 def _loss_scale(model: pl.LightningModule) -> float:
-    """The AMP loss scale the backward passes since the last step used (16-mixed's ``GradScaler``, read inside
-    its ``step``, before ``update``), 1.0 without one: the recorded contributions are the scaled gradients,
-    the step sees them unscaled."""
+    """The AMP loss scale (16-mixed's ``GradScaler``) of the backward passes since the last step, else 1.0:
+    the recorded contributions are scaled, the step sees them unscaled."""
     plugin = getattr(getattr(model, "_trainer", None), "precision_plugin", None)
     scaler = getattr(plugin, "scaler", None)
     if scaler is None or not scaler.is_enabled():
@@ -85,8 +85,7 @@ def _loss_scale(model: pl.LightningModule) -> float:
 
 class TrialRecorder(Callback):
     """Hooks on a copy of the model (and, from ``on_train_start``, on its optimizers) that record a trial fit;
-    about four copies of the trainable parameters, one host sync per step.
-    """
+    about four copies of the trainable parameters, one host sync per step."""
 
     def __init__(self, model: pl.LightningModule, should_stop: Callable[[], bool], fit_ratio: float) -> None:
         self.model = model
@@ -125,10 +124,9 @@ class TrialRecorder(Callback):
         self.min_batches = 12
         self._ready = False
 
-    # ---------------------------------------------------------------- model hooks
     def _set_up(self) -> None:
-        """Snapshot and hook the model once its hooks ran (``setup``, ``configure_model``, ``on_fit_start``
-        may add modules, an averaged copy say): at the sanity check, else at ``on_train_start``."""
+        """Snapshot and hook the model once its own hooks may have added modules (an averaged copy): at the
+        sanity check, else at ``on_train_start``."""
         if self._ready:
             return
         self._ready = True
@@ -161,9 +159,7 @@ class TrialRecorder(Callback):
         self.backward_id += 1
 
     def _contribution(self, pid: int, grad: Tensor) -> None:
-        grad = grad.detach()
-        if grad.is_sparse:
-            grad = grad.to_dense()
+        grad = grad.detach().to_dense() if grad.is_sparse else grad.detach()
         held = self.contrib.get(pid)
         self.contrib[pid] = grad.clone() if held is None else held.add_(grad)
         self.received.add(pid)
@@ -183,7 +179,6 @@ class TrialRecorder(Callback):
             if tensor is not None and tensor.is_floating_point():
                 inputs[name] = tensor.detach().clone()
 
-    # ---------------------------------------------------------------- validation (wraps validation_step)
     def wrap_validation_step(self, step: Callable[..., Any]) -> Callable[..., Any]:
         """``step`` (the copy's ``validation_step``) recording its loss, modules and inputs: phase
         ``"before"`` during Lightning's sanity check, ``"after"`` later."""
@@ -215,7 +210,6 @@ class TrialRecorder(Callback):
 
         return validation_step
 
-    # ---------------------------------------------------------------- training
     @override
     def on_sanity_check_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._set_up()
@@ -292,9 +286,8 @@ class TrialRecorder(Callback):
     @override
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if not trainer.sanity_checking:  # what validation logged: new keys, or keys it changed
-            known = self._metrics_before_val
-            metrics = _scalars(trainer.callback_metrics)
-            self.logged["after"] = {k: v for k, v in metrics.items() if known.get(k) != v}
+            metrics = _scalars(trainer.callback_metrics).items()
+            self.logged["after"] = {k: v for k, v in metrics if self._metrics_before_val.get(k) != v}
 
     @override
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
@@ -314,29 +307,17 @@ class TrialRecorder(Callback):
         scale = _loss_scale(self.model)
         for i, p in enumerate(params):
             g = p.grad.detach() if p.grad is not None else torch.zeros_like(p)
-            if g.is_sparse:
-                g = g.to_dense()
+            g = g.to_dense() if g.is_sparse else g
             c = self.contrib.pop(id(p), None)
             c = torch.zeros_like(g) if c is None else (c if scale == 1.0 else c / scale)
             prev = self.prev_grad.get(id(p))
             prev = torch.zeros_like(g) if prev is None else prev
             r = g - c
             changed = torch.zeros((), device=g.device) if before is None else (p.detach() != before[i]).any()
-            sums.append(
-                torch.stack(
-                    [
-                        g.double().square().sum(),
-                        c.double().square().sum(),
-                        r.double().square().sum(),
-                        prev.double().square().sum(),
-                        (r.double() * prev.double()).sum(),
-                        (r - prev).double().square().sum(),
-                        (g.double() * c.double()).sum(),
-                        changed.double(),
-                        (g != 0).any().double(),
-                    ]
-                )
-            )
+            g64, c64, r64, prev64 = g.double(), c.double(), r.double(), prev.double()
+            norms = [t.square().sum() for t in (g64, c64, r64, prev64)]  # |g|^2, |c|^2, |r|^2, |g_prev|^2
+            dots = [(r64 * prev64).sum(), (r - prev).double().square().sum(), (g64 * c64).sum()]
+            sums.append(torch.stack([*norms, *dots, changed.double(), (g != 0).any().double()]))
             self.prev_grad[id(p)] = g.clone()
         rows = torch.stack(sums).cpu().tolist() if sums else []  # sync: once per trial step
         totals = [sum(row[k] for row in rows) for k in range(7)]
@@ -367,7 +348,6 @@ class TrialRecorder(Callback):
         )
         self.reached[index] = set()
 
-    # ---------------------------------------------------------------- summaries
     def param_names(self, pids: set[int] | list[int]) -> list[str]:
         return sorted(self.names[pid] for pid in pids if pid in self.names)
 
@@ -385,8 +365,8 @@ def batchnorm_momenta(model: nn.Module, modules: set[str] | None = None) -> list
 
 
 def _min_batches(model: nn.Module) -> int:
-    """Batches before a trial may stop early: 12, or until the running statistics of every BatchNorm layer
-    hold at most 10 % of their initial values (``(1 - momentum) ** n <= 0.1``: 22 at the default 0.1)."""
+    """Batches before a trial may stop early: 12, or until every BatchNorm layer's running statistics hold at
+    most 10 % of their initial values (``(1 - momentum) ** n <= 0.1``)."""
     momenta = [m for m in batchnorm_momenta(model) if 0 < m < 1]
     return max([12] + [math.ceil(math.log(0.1) / math.log(1 - m)) for m in momenta])
 
@@ -405,17 +385,14 @@ _CACHE: weakref.WeakKeyDictionary[Harness, dict[tuple[int, int], TrialFit]] = we
 
 @dataclass
 class ValidationView:
-    """What ``validation_step`` saw on the training batch, before and after the fit.
-
-    ``before`` / ``after``: its loss (``None``: none found), read from ``source`` (``"returned"``, ``"logged
-    'val_loss'"``, ``"loss call cross_entropy"``); ``logged``: the metrics its validation after the fit logged
-    (new or changed keys); ``val_only_modules``: modules with parameters no ``training_step`` ran; ``stale``:
-    parameters it read that still held their start value although training changed them or never ran them;
-    ``averaged``: parameters unlike both the start and the trained values, ``lag`` behind (``|w_val -
-    w_trained| / |w_start - w_trained|``); ``input_module``: the first module both paths ran, and
-    ``input_difference`` (``|x_val - x_train| / |x_train|``, ``None``: not comparable) unless ``input_varies``
-    (training fed it different inputs at its first and last batch); ``batchnorm_lag``: the share of their
-    initial values still in the running statistics of the BatchNorm layers validation ran.
+    """What ``validation_step`` saw on the training batch, before and after the fit: its loss (``None``: none
+    found) read from ``source`` (``"returned"``, ``"logged 'val_loss'"``, ``"loss call cross_entropy"``); the
+    metrics ``logged`` after the fit (new or changed); ``val_only_modules`` (with parameters no
+    ``training_step`` ran); ``stale`` parameters (still at their start value though training changed them or
+    never ran them); ``averaged`` ones (unlike start and trained), ``lag`` behind (``|w_val - w_trained| /
+    |w_start - w_trained|``); the first module both paths ran (``input_module``) and its ``input_difference``
+    (``|x_val - x_train| / |x_train|``) unless ``input_varies`` during training; the ``batchnorm_lag``
+    (share of the initial values left in the running statistics of the BatchNorm layers validation ran).
     """
 
     before: float | None = None
@@ -435,12 +412,11 @@ class ValidationView:
 @dataclass
 class TrialFit:
     """What :func:`trial_fit` recorded: ``automatic`` (``automatic_optimization``), the ``optimizers``' class
-    names, every ``steps`` (:class:`StepRecord`), ``train_losses`` per batch (what ``training_step`` returned,
-    else the sum passed to ``manual_backward``; ``nan``), the parameters that ``received_grad``, those
-    ``not_in_optimizer``, those ``never_changed`` though they had a gradient at a step with ``lr > 0``,
-    ``lr_positive``, ``samples`` in the batch, why it ``stopped`` (``"budget"``, ``"fitted"``, ``""``), the
-    ``validation`` view (``None``: no ``validation_step``) and the wall ``seconds``.
-    """
+    names, every ``steps`` (:class:`StepRecord`), ``train_losses`` per batch (returned, else the sum passed to
+    ``manual_backward``, else ``nan``), the parameters that ``received_grad``, those ``not_in_optimizer``,
+    those ``never_changed`` though they had a gradient at a step with ``lr > 0``, ``lr_positive``,
+    ``samples``, why it ``stopped`` (``"budget"``, ``"fitted"``, ``""``), the ``validation`` view (``None``:
+    no ``validation_step``) and the wall ``seconds``."""
 
     automatic: bool
     optimizers: list[str]
@@ -467,13 +443,10 @@ def trial_fit(
     validate: bool = True,
 ) -> TrialFit:
     """Fit a deep copy of ``harness.model`` with a real, silent ``Trainer`` on one fixed training batch (its
-    first ``max_samples`` samples), repeated ``steps`` times, validated before and after on the same batch.
-
-    Works under automatic and manual optimisation; stops early when ``should_stop()`` turns true or the loss
-    fell by ``fit_ratio``; ``cache``: reuse a finished trial of the same harness and sizes; ``validate``:
-    ``False`` fits the training loop alone (no validation, not cached). Raises ``CannotRunOnCopy`` without
-    data, for a model that cannot be copied, or inside a multi-process run. What it records and when it
-    stops: ``docs/guides/harness.md``.
+    first ``max_samples`` samples) ``steps`` times, validated before and after on the same batch
+    (``docs/guides/harness.md``). Stops early when ``should_stop()`` or the loss fell by ``fit_ratio``;
+    ``cache``: reuse a finished trial of the same harness and sizes; ``validate=False``: the training loop
+    alone (not cached). ``CannotRunOnCopy`` without data, an uncopyable model, or in a multi-process run.
 
     Example:
         >>> from lightning_recipes.harness import Harness
@@ -502,9 +475,23 @@ def trial_fit(
         torch.manual_seed(harness.seed)
         batch = harness.read_raw_batches(1, max_samples)[0]
         model = harness.copy_model()
-        result = _fit(harness, model, batch, steps, fit_ratio, should_stop or (lambda: False), validate)
-    result.samples = batch_size_of(batch, harness.input_key)
-    result.seconds = time.perf_counter() - started
+        recorder = TrialRecorder(model, should_stop or (lambda: False), fit_ratio)
+        view = _fit(harness, model, batch, recorder, steps, validate)
+    received, in_optimizer = recorder.received, set(recorder.owner)
+    result = TrialFit(
+        automatic=model.automatic_optimization,
+        optimizers=recorder.optimizer_names,
+        steps=recorder.steps,
+        train_losses=recorder.train_losses,
+        received_grad=recorder.param_names(received),
+        not_in_optimizer=recorder.param_names(received - in_optimizer),
+        never_changed=recorder.param_names(recorder.with_grad_at_lr - recorder.ever_changed),
+        lr_positive=recorder.lr_positive,
+        samples=batch_size_of(batch, harness.input_key),
+        stopped=recorder.stopped,
+        validation=view,
+        seconds=time.perf_counter() - started,
+    )
     if cache and result.stopped != "budget":
         _CACHE.setdefault(harness, {})[key] = result
     return result
@@ -514,15 +501,13 @@ def _fit(
     harness: Harness,
     model: pl.LightningModule,
     batch: Any,
+    recorder: TrialRecorder,
     steps: int,
-    fit_ratio: float,
-    should_stop: Callable[[], bool],
-    validate: bool = True,
-) -> TrialFit:
-    recorder = TrialRecorder(model, should_stop, fit_ratio)
+    validate: bool,
+) -> ValidationView | None:
+    """Fit ``model`` on ``batch`` under ``recorder``; the validation view (``None``: no validation)."""
     has_validation = validate and is_overridden("validation_step", model, pl.LightningModule)
     precision = getattr(harness.trainer, "precision", None)  # the run's, inside fit
-    view: ValidationView | None = None
     try:
         with quiet_trial(), tempfile.TemporaryDirectory(prefix="lightning_recipes_trial_") as root:
             trainer = silent_trainer(
@@ -539,41 +524,24 @@ def _fit(
             )
             if not has_validation:
                 trainer.fit(model, train_dataloaders=_Repeated(batch, steps))
-            else:
-                model.validation_step = recorder.wrap_validation_step(model.validation_step)  # type: ignore[method-assign]
-                trainer.fit(
-                    model, train_dataloaders=_Repeated(batch, steps), val_dataloaders=_Repeated(batch, 1)
-                )
-                if "after" not in recorder.val:  # the fit ended without validating: validate once more
-                    trainer.validate(model, dataloaders=_Repeated(batch, 1), verbose=False)
-                view = _validation_view(recorder)
+                return None
+            model.validation_step = recorder.wrap_validation_step(model.validation_step)  # type: ignore[method-assign]
+            trainer.fit(model, train_dataloaders=_Repeated(batch, steps), val_dataloaders=_Repeated(batch, 1))
+            if "after" not in recorder.val:  # the fit ended without validating: validate once more
+                trainer.validate(model, dataloaders=_Repeated(batch, 1), verbose=False)
+            return _validation_view(recorder)
     finally:
         recorder.remove()
         if "validation_step" in vars(model):
             del model.validation_step  # the instance attribute; the class's method shows again
-    received = recorder.received
-    in_optimizer = set(recorder.owner)
-    return TrialFit(
-        automatic=model.automatic_optimization,
-        optimizers=recorder.optimizer_names,
-        steps=recorder.steps,
-        train_losses=recorder.train_losses,
-        received_grad=recorder.param_names(received),
-        not_in_optimizer=recorder.param_names(received - in_optimizer),
-        never_changed=recorder.param_names(recorder.with_grad_at_lr - recorder.ever_changed),
-        lr_positive=recorder.lr_positive,
-        samples=None,
-        stopped=recorder.stopped,
-        validation=view,
-        seconds=0.0,
-    )
 
 
+@dataclass(eq=False)
 class _Repeated:
-    """A loader of ``count`` copies of one batch (one loader: a list would be read as a list of loaders)."""
+    """A loader of ``count`` copies of one batch (a list would be read as a list of loaders)."""
 
-    def __init__(self, batch: Any, count: int) -> None:
-        self.batch, self.count = batch, count
+    batch: Any
+    count: int
 
     def __iter__(self) -> Iterator[Any]:
         return iter([self.batch] * self.count)
@@ -613,9 +581,8 @@ def _loss_key(logged: dict[str, float]) -> str | None:
 
 
 def _compare_weights(recorder: TrialRecorder, modules: set[str], view: ValidationView) -> None:
-    """Which parameters validation read, and whether they hold the start, the trained or averaged values (a
-    parameter only validation read is compared with the trained one of its shape and longest name ending).
-    """
+    """Which parameters validation read, and whether they hold the start, the trained or averaged values (one
+    only validation read is compared with the trained one of its shape and longest name ending)."""
     named = dict(recorder.model.named_modules())
     train_modules = recorder.train_modules
     view.val_only_modules = sorted(
@@ -635,25 +602,16 @@ def _compare_weights(recorder: TrialRecorder, modules: set[str], view: Validatio
         if seen is None or start is None or end is None:
             continue
         name = recorder.names[pid]
-        if pid in trained_ids:
-            if pid not in moved or torch.equal(seen, end):
-                continue  # what training used
-            if torch.equal(seen, start):
-                view.stale.append(name)
-                continue
-            target = end
-        else:
-            if torch.equal(seen, start):
-                view.stale.append(name)
-                continue
-            twin = _counterpart(recorder, name, seen.shape, moved)
-            if twin is None:
-                view.averaged.append(name)
-                continue
-            target = trained[twin]
+        if pid in trained_ids and (pid not in moved or torch.equal(seen, end)):
+            continue  # what training used
+        if torch.equal(seen, start):
+            view.stale.append(name)
+            continue
         view.averaged.append(name)
-        far_num += float((seen - target).double().square().sum())  # sync: once per parameter
-        far_den += float((start - target).double().square().sum())
+        twin = pid if pid in trained_ids else _counterpart(recorder, name, seen.shape, moved)
+        if twin is not None:
+            far_num += float((seen - trained[twin]).double().square().sum())  # sync: once per parameter
+            far_den += float((start - trained[twin]).double().square().sum())
     view.stale.sort()
     view.averaged.sort()
     if view.averaged and far_den > 0:
@@ -662,24 +620,18 @@ def _compare_weights(recorder: TrialRecorder, modules: set[str], view: Validatio
 
 def _counterpart(recorder: TrialRecorder, name: str, shape: torch.Size, moved: set[int]) -> int | None:
     """The trained parameter of this shape whose name shares the longest ending with ``name``."""
-    parts = name.split(".")
-    best, best_len = None, 0
-    for pid in moved:
-        other = recorder.names[pid].split(".")
-        if recorder.params[pid].shape != shape:
-            continue
-        common = 0
-        while common < min(len(parts), len(other)) and parts[-1 - common] == other[-1 - common]:
-            common += 1
-        if common > best_len:
-            best, best_len = pid, common
-    return best
+
+    def ending(pid: int) -> int:  # how many trailing name parts it shares with `name`
+        pairs = zip(reversed(name.split(".")), reversed(recorder.names[pid].split(".")))
+        return sum(1 for _ in itertools.takewhile(lambda pair: pair[0] == pair[1], pairs))
+
+    same_shape = [pid for pid in moved if recorder.params[pid].shape == shape and ending(pid) > 0]
+    return max(same_shape, key=ending, default=None)
 
 
 def _compare_inputs(recorder: TrialRecorder, val: dict[str, torch.Tensor], view: ValidationView) -> None:
     """The first module both paths ran: its first input in validation vs in the last training batch, when
-    training gave it the same input at the first and the last batch (no augmentation, no weights before it).
-    """
+    training gave it the same input at its first and last batch (no augmentation, no weights before it)."""
     first, last = recorder.first_train_inputs or recorder.train_inputs, recorder.train_inputs
     for name, x_val in val.items():
         x_last, x_first = last.get(name), first.get(name)

@@ -1,17 +1,5 @@
 """The one walk over a nested batch (mappings by their items, lists and (named) tuples in order, dataclasses
-by their fields; anything else is a leaf), so that every part agrees on what a batch contains.
-
-Example:
-    >>> import torch
-    >>> batch = {"x": torch.zeros(4, 2), "meta": ["a", (torch.ones(4), 3)]}
-    >>> [tuple(t.shape) for t in tensors_of(batch)]
-    [(4, 2), (4,)]
-    >>> halved = map_tensors(batch, lambda t: t[:2])
-    >>> tuple(halved["x"].shape), halved["meta"][0], tuple(halved["meta"][1][0].shape)
-    ((2, 2), 'a', (2,))
-    >>> batch_keys(batch)
-    ['x', 'meta']
-"""
+by their fields; anything else is a leaf), so that every part agrees on what a batch contains."""
 
 from __future__ import annotations
 
@@ -38,7 +26,14 @@ def children(node: Any) -> list[tuple[Any, Any]] | None:
 
 
 def tensors_of(batch: Any) -> list[Tensor]:
-    """Every tensor in a (nested) batch, in order."""
+    """Every tensor in a (nested) batch, in order.
+
+    Example:
+        >>> import torch
+        >>> batch = {"x": torch.zeros(4, 2), "meta": ["a", (torch.ones(4), 3)]}
+        >>> [tuple(t.shape) for t in tensors_of(batch)], batch_keys(batch)
+        ([(4, 2), (4,)], ['x', 'meta'])
+    """
     if isinstance(batch, Tensor):
         return [batch]
     items = children(batch)
@@ -46,10 +41,14 @@ def tensors_of(batch: Any) -> list[Tensor]:
 
 
 def map_tensors(batch: Any, fn: Callable[[Tensor], Tensor]) -> Any:
-    """The batch rebuilt with ``fn`` applied to every tensor; the input is not modified.
+    """The batch rebuilt with ``fn`` applied to every tensor, the input unmodified: a mapping as a ``dict``, a
+    (named) tuple or list as its own type, a dataclass by ``dataclasses.replace`` (else as it was).
 
-    A mapping comes back as a ``dict``, a namedtuple, tuple or list as its own type, a dataclass through
-    ``dataclasses.replace`` (as it was when it cannot be rebuilt that way), any other leaf as it was.
+    Example:
+        >>> import torch
+        >>> halved = map_tensors({"x": torch.zeros(4, 2), "meta": ["a", 3]}, lambda t: t[:2])
+        >>> tuple(halved["x"].shape), halved["meta"]
+        ((2, 2), ['a', 3])
     """
     if isinstance(batch, Tensor):
         return fn(batch)
@@ -71,11 +70,8 @@ def map_tensors(batch: Any, fn: Callable[[Tensor], Tensor]) -> Any:
 
 
 def batch_entries(batch: Any) -> list[tuple[int | str | None, Tensor]]:
-    """``(key, tensor)`` for every tensor of a batch, keyed by its top-level entry (``None``: a bare tensor).
-
-    Only a mapping's keys and a sequence's indices are entries (what ``batch[key]`` reads); a tensor nested
-    deeper is keyed by the entry it sits in.
-    """
+    """``(key, tensor)`` for every tensor of a batch, keyed by the top-level entry it sits in (what
+    ``batch[key]`` reads: a mapping's key, a sequence's index; ``None``: a bare tensor)."""
     if isinstance(batch, Tensor):
         return [(None, batch)]
     if not isinstance(batch, (Mapping, list, tuple)):

@@ -26,16 +26,18 @@ def _preflight(*args: str) -> int:
     return main(["preflight", *args])
 
 
+def _report(tmp_path: Path, *args: str) -> tuple[int, dict]:
+    """The exit code and the JSON report of ``preflight *args``."""
+    out = tmp_path / "report.json"
+    code = _preflight(*args, "--json", str(out))
+    return code, json.loads(out.read_text()) if out.exists() else {}
+
+
 def test_the_demo_cnn_passes_every_check_and_writes_json(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("COLUMNS", "200")
-    out = tmp_path / "report.json"
-    assert (
-        _preflight(*DIGITS, "--model.init_args.width", "8", "--data.batch_size", "32", "--json", str(out))
-        == 0
-    )
+    code, data = _report(tmp_path, *DIGITS, "--model.init_args.width", "8", "--data.batch_size", "32")
     captured = capsys.readouterr()
-    assert "Preflight OK" in captured.out and "input_independence" in captured.out
-    data = json.loads(out.read_text())
+    assert code == 0 and "Preflight OK" in captured.out and "input_independence" in captured.out
     assert data["ok"] and [r["name"] for r in data["results"]] == list(CHECKS)
     assert all(isinstance(r["seconds"], float) for r in data["results"])
     # issue #26: one line per check on stdout; the progress line is drawn only on a terminal
@@ -97,12 +99,8 @@ def test_a_lightning_cli_config_in_subclass_mode(tmp_path, capsys):
     )
     assert "trainer:" in text and "class_path: lightning_recipes.testing.DigitsCNN" in text
     (tmp_path / "config.yaml").write_text(text)
-    out = tmp_path / "report.json"
-    code = _preflight(
-        "--config", str(tmp_path / "config.yaml"), "--checks=[data, init_loss]", "--json", str(out)
-    )
+    code, data = _report(tmp_path, "--config", str(tmp_path / "config.yaml"), "--checks=[data, init_loss]")
     assert code == 0, capsys.readouterr()
-    data = json.loads(out.read_text())
     assert [r["name"] for r in data["results"]] == ["data", "init_loss"] and data["ok"]
     assert data["results"][1]["details"]["num_classes"] == 10
 
@@ -114,12 +112,9 @@ def test_a_lightning_cli_config_of_fixed_classes_with_the_classes_given(tmp_path
     text = _lightning_cli_config(DigitsCNN, DigitsDataModule, "--model.width=8 --data.batch_size=32")
     assert "class_path" not in text.split("model:")[1].split("data:")[0]  # only the init arguments
     (tmp_path / "config.yaml").write_text(text)
-    out = tmp_path / "report.json"
-    code = _preflight(
-        f"--config={tmp_path / 'config.yaml'}", *DIGITS, "--checks=[init_loss]", "--json", str(out)
-    )
+    code, data = _report(tmp_path, f"--config={tmp_path / 'config.yaml'}", *DIGITS, "--checks=[init_loss]")
     assert code == 0, capsys.readouterr()
-    assert json.loads(out.read_text())["results"][0]["status"] == "pass"
+    assert data["results"][0]["status"] == "pass"
 
 
 def test_target_and_input_keys_reach_the_checks(user_module, tmp_path, capsys):
@@ -143,13 +138,11 @@ def test_target_and_input_keys_reach_the_checks(user_module, tmp_path, capsys):
                 return F.cross_entropy(self(batch["feats"]), batch["cls"])
         """
     )
-    out = tmp_path / "report.json"
     args = ["--model=cli_checks_models.DictClassifier", "--data=cli_checks_models.DictData"]
     # no keys: the batch entries the cross_entropy call consumes are found by tracing the loss call
     for keys in ([], ["--input_key=feats", "--target_key=cls"]):
-        assert _preflight(*args, "--checks=[init_loss, data]", *keys, "--json", str(out)) == 0, (
-            capsys.readouterr()
-        )
-        init_loss, data = json.loads(out.read_text())["results"]
+        code, report = _report(tmp_path, *args, "--checks=[init_loss, data]", *keys)
+        assert code == 0, capsys.readouterr()
+        init_loss, data = report["results"]
         assert init_loss["status"] == "pass" and init_loss["details"]["num_classes"] == 4
         assert "Not checked: labels" not in data["message"] and data["details"]["batches"] >= 1

@@ -1,5 +1,4 @@
-"""``build_optimizers``: the module's own optimizers at their peak learning rate (issue #24: a OneCycleLR
-model's overfit check ran at max_lr / 25), or a typed record of why AdamW stands in."""
+"""``build_optimizers``: the module's own optimizers at their peak lr, or a record of why AdamW stands in."""
 
 from __future__ import annotations
 

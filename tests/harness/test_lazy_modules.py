@@ -1,6 +1,4 @@
-"""A module with lazy parameters (``nn.LazyLinear``: shaped at its first forward) is judged, never an error:
-the harness shapes one copy by a forward and copies that (sealed gallery G's spectrogram classifier errored in
-four checks)."""
+"""A module with lazy parameters (``nn.LazyLinear``) is judged: the harness shapes one copy and copies it."""
 
 from __future__ import annotations
 

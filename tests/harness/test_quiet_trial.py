@@ -1,5 +1,4 @@
-"""The package's internal trial fits are silent (issue 32): a `tune` run printed Lightning's `LeafSpec`
-deprecation 12 times and the Trainer's banners ("GPU available", "`max_steps` reached") once per trial."""
+"""The package's internal trial fits are silent: no warning, no Trainer banner ("GPU available")."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""trial_fit: a real-Trainer fit of a copy on one batch, recorded step by step; the user's model, RNG and
-hooks left as they were."""
+"""trial_fit: a real-Trainer fit of a copy on one batch, recorded step by step; the user's model untouched."""
 
 from __future__ import annotations
 
@@ -66,12 +65,9 @@ def test_user_model_rng_and_hooks_untouched():
     assert all(not m._forward_pre_hooks for m in model.modules())
 
 
-def test_no_training_data_cannot_run():
+def test_no_data_and_bad_arguments_are_refused():
     with pytest.raises(CannotRunOnCopy, match="no training data"):
         trial_fit(Harness(M.AutoMLP()), steps=3)
-
-
-def test_bad_arguments_are_refused():
     harness = Harness(M.AutoMLP(), M.loader())
     with pytest.raises(ValueError, match="fit_ratio"):
         trial_fit(harness, fit_ratio=0.0)
