@@ -16,7 +16,8 @@ __all__ = ["ForwardCapture", "first_tensor", "step_output", "takes_more_than_the
 class ForwardCapture:
     """Forward outputs seen while ``training_step`` ran: the module's own (depth 0), else its last direct
     child's (``training_step`` calls ``self.net(x)``), else the last of the outermost submodules that ran.
-    Scalars below the root and loss modules are not outputs.
+    Scalars below the root and loss modules are not outputs. ``input_gradients``: some forward took a
+    non-parameter leaf tensor that requires grad (the step differentiates with respect to its input).
 
     Example:
         >>> import torch
@@ -28,9 +29,14 @@ class ForwardCapture:
 
     def __init__(self) -> None:
         self.outputs: dict[int, Tensor] = {}  # depth -> the last output seen at that depth
+        self.input_gradients = False
 
     def hook(self, depth: int) -> Callable[..., None]:
-        def record(_module: nn.Module, _args: Any, output: Any) -> None:
+        def record(_module: nn.Module, args: Any, output: Any) -> None:
+            self.input_gradients = self.input_gradients or any(
+                isinstance(a, Tensor) and a.requires_grad and a.is_leaf and not isinstance(a, nn.Parameter)
+                for a in args
+            )
             tensor = first_tensor(output)
             if tensor is not None and (depth == 0 or tensor.ndim > 0):
                 self.outputs[depth] = tensor

@@ -103,14 +103,15 @@ def other_values(targets: Tensor, seed: int) -> Tensor | None:
     return torch.where(valid, pool[(position + offsets) % len(pool)], targets)
 
 
-def _observed(context: CheckContext, model: Any, batch: Any) -> tuple[Tensor | None, Tensor | None]:
-    """The last module output seen while ``training_step`` runs on ``batch``, and its loss (seeded)."""
+def _observed(context: CheckContext, model: Any, batch: Any) -> tuple[Tensor | None, Tensor | None, bool]:
+    """The last module output seen while ``training_step`` runs on ``batch``, its loss (seeded), and whether
+    the step differentiated with respect to an input (:class:`~lightning_recipes.harness.ForwardCapture`)."""
     torch.manual_seed(context.seed)
     loss = None
     with torch.no_grad(), context.capture_forward(model) as captured, contextlib.suppress(CannotRunOnCopy):
         loss = context.training_loss(model, batch).float()
     output = captured.last()
-    return (None if output is None else output.detach()), loss
+    return (None if output is None else output.detach()), loss, captured.input_gradients
 
 
 def probe_target_fed(context: CheckContext, batch: Any, target_as_input: bool) -> tuple[Probe, bool | None]:
@@ -135,8 +136,8 @@ def probe_target_fed(context: CheckContext, batch: Any, target_as_input: bool) -
     if not model.automatic_optimization:
         return Probe("manual optimisation: training_step cannot be replayed outside the Trainer"), None
     model.eval()
-    base, base_loss = _observed(context, model, batch)
-    again, _ = _observed(context, model, batch)  # the control: the same batch twice
+    base, base_loss, input_gradients = _observed(context, model, batch)
+    again, _, _ = _observed(context, model, batch)  # the control: the same batch twice
     if base is None or again is None:
         return Probe("no output tensor was observed"), None
     if again.shape != base.shape or not torch.equal(again, base):
@@ -161,7 +162,7 @@ def probe_target_fed(context: CheckContext, batch: Any, target_as_input: bool) -
         changed = targets.clone()
         if sequence:
             changed[:, start:] = replacement[:, start:]
-        output, loss = _observed(
+        output, loss, _ = _observed(
             context, model, replace_entries(batch, {key: changed if sequence else replacement})
         )
         changed_loss = loss if start == 0 else changed_loss
@@ -182,6 +183,9 @@ def probe_target_fed(context: CheckContext, batch: Any, target_as_input: bool) -
     leaking = [s for s, change in zip(starts, moved, strict=True) if change > 1e-5 * max(scale, 1e-12)]
     if not leaking:
         return Probe(summary="the outputs do not move when only the target changes", evidence=evidence), uses
+    if input_gradients:  # adversarial training, gradient penalties: the target reaches the input by design
+        reason = "the step differentiates with respect to its input, so the target may shape the input"
+        return Probe(reason, evidence={**evidence, "input_gradients": True}), uses
     where = f" at position {leaking[0]}" if sequence else ""
     label = next((name for k, name, _ in entries(batch) if k == key), "the target")
     return (
